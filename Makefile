@@ -1,0 +1,141 @@
+# Sluice — one non-recursive Makefile.
+#
+#   make                 build everything (into build/, or build-san/ with SANITIZE=1)
+#   make check           unit tests (Check) + integration tests (real Kafka clients)
+#   make run             start a standalone broker with data in ./data
+#   make deps            install the Debian packages listed in DEBIAN_PACKAGES
+#   make SANITIZE=1 check   the same suite under ASan + UBSan
+#   make bench           build and run the benchmarks in bench/
+#   make clean
+#
+# Modules are static libraries, one per folder, built from every .c in it;
+# adding a file never needs an edit here.
+
+# The one list of Debian packages the project needs (build, tests, tools).
+DEBIAN_PACKAGES := build-essential pkg-config libevent-dev libsqlite3-dev \
+	libzstd-dev zlib1g-dev liblz4-dev libsnappy-dev check libsubunit-dev \
+	kcat librdkafka-dev python3 python3-confluent-kafka python3-kafka \
+	python3-pytest sqlite3 procps
+PKGS := libevent libevent_pthreads sqlite3 libzstd zlib liblz4 snappy
+
+CC      ?= cc
+BUILD   ?= build$(if $(SANITIZE),-san)
+CFLAGS_BASE := -std=gnu11 -Wall -Wextra -Werror -O2 -g -D_GNU_SOURCE -I. -I$(BUILD)/gen \
+	-fno-strict-aliasing -pthread
+ifdef SANITIZE
+CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS_SAN := -fsanitize=address,undefined
+endif
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+ALL_CFLAGS := $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS := $(LDFLAGS_SAN) -pthread $(LDFLAGS)
+
+# ---- modules ---------------------------------------------------------------
+PROTO_SRC := $(wildcard protocol/*.c)
+SEG_SRC   := $(wildcard segments/*.c)
+MD_SRC    := $(wildcard metadata/*.c)
+DAEMON_SRC:= $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+SQL_FILES := $(sort $(wildcard sql/*.sql) $(wildcard sql/migrations/*.sql))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+LIBKP  := $(BUILD)/libkp.a
+LIBSEG := $(BUILD)/libseg.a
+LIBMD  := $(BUILD)/libmd.a
+LIBD   := $(BUILD)/libdaemon.a
+SQL_EMBED := $(BUILD)/gen/sql_embed.c
+# Link order: dependents first.
+LIBS_ALL := $(LIBD) $(LIBMD) $(LIBSEG) $(LIBKP)
+
+SLUICED := $(BUILD)/sluiced
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+.PHONY: all check unit integration run deps deps-if-missing bench clean
+all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(SQL_EMBED): $(SQL_FILES) sql/embed.sh
+	@mkdir -p $(dir $@)
+	sh sql/embed.sh $(SQL_FILES) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/gen/sql_embed.o: $(SQL_EMBED)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIBKP): $(call obj,$(PROTO_SRC))
+	@rm -f $@; ar rcs $@ $^
+$(LIBSEG): $(call obj,$(SEG_SRC))
+	@rm -f $@; ar rcs $@ $^
+$(LIBMD): $(call obj,$(MD_SRC)) $(BUILD)/obj/gen/sql_embed.o
+	@rm -f $@; ar rcs $@ $^
+$(LIBD): $(call obj,$(DAEMON_SRC))
+	@rm -f $@; ar rcs $@ $^
+
+$(SLUICED): $(call obj,daemon/main.c) $(LIBS_ALL)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+# A unit test links only the modules its name says it tests, so a module
+# builds and tests without the ones above it: test_kp_* (protocol),
+# test_seg_* (segments), test_md_* (metadata), test_d_* (daemon, all).
+TEST_LINK = $(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
+$(BUILD)/tests/test_kp_%: $(call obj,tests/unit/test_kp_%.c) $(LIBKP)
+	@mkdir -p $(dir $@); $(TEST_LINK)
+$(BUILD)/tests/test_seg_%: $(call obj,tests/unit/test_seg_%.c) $(LIBSEG) $(LIBKP)
+	@mkdir -p $(dir $@); $(TEST_LINK)
+$(BUILD)/tests/test_md_%: $(call obj,tests/unit/test_md_%.c) $(LIBMD) $(LIBKP)
+	@mkdir -p $(dir $@); $(TEST_LINK)
+$(BUILD)/tests/test_d_%: $(call obj,tests/unit/test_d_%.c) $(LIBS_ALL)
+	@mkdir -p $(dir $@); $(TEST_LINK)
+
+$(BUILD)/bench/%: $(call obj,bench/%.c) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(if $(findstring rdkafka,$*),-lrdkafka) -lm
+
+# ---- dependencies ----------------------------------------------------------
+deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing:" $$missing; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "make deps: all Debian packages present"; fi
+
+# Called by check and run: cheap when everything is installed.
+deps-if-missing:
+	@$(MAKE) --no-print-directory deps
+
+# ---- tests -----------------------------------------------------------------
+check: deps-if-missing
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory unit integration
+
+unit: $(UNIT_BIN)
+	@fail=0; for t in $(UNIT_BIN); do \
+	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 timeout 600 $$t || fail=1; done; \
+	exit $$fail
+
+integration: $(SLUICED)
+	@SLUICED=$(abspath $(SLUICED)) sh tests/integration/run.sh
+
+run: deps-if-missing
+	@$(MAKE) --no-print-directory $(SLUICED)
+	@mkdir -p data
+	exec $(SLUICED) -c examples/standalone.properties
+
+bench: $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,202 @@
+/*
+ * metadata/ — the facts: one SQLite database per broker (WAL mode).
+ *
+ * It holds brokers, topics, partitions (log start, recovery point, high
+ * watermark, leader, replicas, ISR, leader epoch), topic configs, consumer
+ * groups, members, assignments, committed offsets, users and ACLs.  The
+ * schema and its migrations live in sql/ and are linked in (sql/embed.sh);
+ * md_open applies what PRAGMA user_version says is missing.
+ *
+ * Every change of a kind of fact goes through one md_* function here
+ * (md_topic_create, md_topic_config_set, …): in standalone mode it writes
+ * SQLite; cluster mode will put ZooKeeper in front of the same calls.
+ *
+ * SQLite is never on the per-message path: callers write per request or
+ * per timer.  A handle belongs to one thread.
+ *
+ * Also here, because they are facts about facts: the topic-config
+ * definitions (Kafka's names, defaults, ranges, broker-level keys) and
+ * their validation, and topic-name rules.
+ *
+ * Returns: KP_NONE (0) or a Kafka error code (protocol/kp_errors.h) that
+ * a handler can send as is, with a message in err[] naming the problem;
+ * MD_E_SQL (< -3000) when SQLite itself failed (message in err[] too).
+ */
+#ifndef SLUICE_MD_H
+#define SLUICE_MD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/kp_errors.h"
+
+enum { MD_E_SQL = -3001 };
+
+#define MD_ERRLEN 256
+#define MD_TOPIC_NAME_MAX 249
+
+typedef struct md_db md_db;
+
+/* A name/value pair; used for config overrides.  Strings owned by whoever
+ * built the array (md_kv_free for arrays returned from here). */
+typedef struct md_kv {
+    char *name;
+    char *value;
+} md_kv;
+void md_kv_free(md_kv *kv, size_t n);
+
+/* Opens (creating) the database at path, WAL mode, busy timeout, applies
+ * pending migrations.  0 or MD_E_SQL with err. */
+int  md_open(const char *path, md_db **out, char *err, size_t errlen);
+void md_close(md_db *db);
+int  md_schema_version(md_db *db);
+/* Several changes in one transaction (e.g. recovery points of every
+ * partition on a timer, offset commits of one loop turn). */
+int md_begin(md_db *db);
+int md_commit(md_db *db);
+int md_rollback(md_db *db);
+/* The raw handle, for the SQL admin surface only. */
+struct sqlite3 *md_sqlite(md_db *db);
+
+/* ---- brokers -------------------------------------------------------------- */
+int md_broker_upsert(md_db *db, int32_t id, const char *host, int port,
+                     const char *rack);
+
+/* ---- topics ---------------------------------------------------------------- */
+typedef struct md_topic {
+    char name[MD_TOPIC_NAME_MAX + 1];
+    uint8_t id[16];               /* topic UUID, random at creation */
+    int32_t partitions;
+    int16_t replication_factor;
+    bool internal;
+    int64_t created_at_ms;
+} md_topic;
+
+/* Kafka's rules: 1..249 chars of [a-zA-Z0-9._-], not "." or "..".
+ * KP_NONE or KP_INVALID_TOPIC_EXCEPTION with err saying which rule. */
+int md_topic_name_check(const char *name, size_t len, char *err, size_t errlen);
+
+/* Creates the topic, its partitions (leader = leader_id, replicas = ISR =
+ * [leader_id], epoch 0, offsets 0) and its config overrides in one
+ * transaction.  Errors: KP_INVALID_TOPIC_EXCEPTION, KP_TOPIC_ALREADY_EXISTS,
+ * KP_INVALID_PARTITIONS (< 1), KP_INVALID_REPLICATION_FACTOR (< 1),
+ * KP_INVALID_CONFIG (err names the key and what is allowed).
+ * validate_only: checks everything, writes nothing. */
+int md_topic_create(md_db *db, const char *name, int32_t partitions,
+                    int16_t replication_factor, const md_kv *configs,
+                    size_t nconfigs, int32_t leader_id, bool validate_only,
+                    char *err, size_t errlen);
+/* Removes topic, partitions, configs and committed offsets for it.
+ * KP_UNKNOWN_TOPIC_OR_PARTITION if absent. */
+int md_topic_delete(md_db *db, const char *name, char *err, size_t errlen);
+/* KP_UNKNOWN_TOPIC_OR_PARTITION if absent. */
+int md_topic_get(md_db *db, const char *name, md_topic *out);
+/* All topics sorted by name; *out malloc'd (free()), may be NULL if n==0. */
+int md_topic_list(md_db *db, md_topic **out, size_t *n);
+/* Grows the partition count to new_count (KP_INVALID_PARTITIONS unless
+ * new_count > current). */
+int md_topic_add_partitions(md_db *db, const char *name, int32_t new_count,
+                            int32_t leader_id, bool validate_only,
+                            char *err, size_t errlen);
+
+/* ---- partitions ------------------------------------------------------------ */
+typedef struct md_partition {
+    int32_t partition;
+    int32_t leader;
+    int32_t leader_epoch;
+    int64_t log_start_offset;
+    int64_t recovery_point;
+    int64_t high_watermark;
+} md_partition;
+
+/* Partitions of a topic ordered by index; *out malloc'd (free()). */
+int md_partition_list(md_db *db, const char *topic, md_partition **out, size_t *n);
+int md_partition_save_offsets(md_db *db, const char *topic, int32_t partition,
+                              int64_t log_start_offset, int64_t recovery_point,
+                              int64_t high_watermark);
+
+/* ---- topic configs ---------------------------------------------------------- */
+enum md_config_type { MD_CT_LONG, MD_CT_INT, MD_CT_DOUBLE, MD_CT_BOOL,
+                      MD_CT_STRING, MD_CT_LIST };
+
+/* DescribeConfigs ConfigSource values. */
+enum md_config_source {
+    MD_SRC_TOPIC = 1,             /* DYNAMIC_TOPIC_CONFIG */
+    MD_SRC_BROKER = 4,            /* STATIC_BROKER_CONFIG (properties file) */
+    MD_SRC_DEFAULT = 5,           /* DEFAULT_CONFIG */
+};
+
+typedef struct md_config_def {
+    const char *name;             /* topic-level: "retention.ms" */
+    const char *broker_key;       /* broker-level: "log.retention.ms" */
+    enum md_config_type type;
+    const char *default_value;    /* Kafka's default, as text */
+    int64_t min, max;             /* numeric range (inclusive) */
+    const char *const *allowed;   /* NULL-terminated, for enums/lists */
+    bool sensitive;
+    const char *doc;
+} md_config_def;
+
+const md_config_def *md_config_defs(size_t *n);
+const md_config_def *md_config_def_find(const char *name);
+const md_config_def *md_config_def_by_broker_key(const char *broker_key);
+/* KP_NONE or KP_INVALID_CONFIG with err like
+ * "Invalid value abc for configuration retention.ms: must be a long >= -1"
+ * or "Unknown topic config name: foo". */
+int md_config_check(const char *name, const char *value, char *err, size_t errlen);
+
+/* The effective config of a topic, typed, for the data path. */
+typedef struct md_topic_config {
+    int64_t retention_ms;             /* -1: forever */
+    int64_t retention_bytes;          /* -1: unlimited */
+    int64_t segment_bytes;
+    int64_t segment_ms;
+    int64_t segment_jitter_ms;
+    int32_t segment_index_bytes;
+    int32_t index_interval_bytes;
+    int32_t max_message_bytes;
+    int32_t min_insync_replicas;
+    int64_t flush_messages;
+    int64_t flush_ms;
+    int64_t delete_retention_ms;
+    int64_t file_delete_delay_ms;
+    int64_t min_compaction_lag_ms;
+    int64_t max_compaction_lag_ms;
+    int64_t message_timestamp_difference_max_ms;
+    double  min_cleanable_dirty_ratio;
+    bool    cleanup_delete;
+    bool    cleanup_compact;
+    bool    log_append_time;          /* message.timestamp.type=LogAppendTime */
+    bool    preallocate;
+    bool    unclean_leader_election_enable;
+    int     compression_type;         /* -1 producer, else enum kp_codec
+                                         (0 = uncompressed) */
+} md_topic_config;
+
+/* Resolves each config: topic override, else broker override (both keyed
+ * by the topic-level name), else the default.  Values are assumed valid
+ * (checked when stored).  0, or KP_INVALID_CONFIG naming a bad one. */
+int md_topic_config_resolve(const md_kv *broker, size_t nbroker,
+                            const md_kv *topic, size_t ntopic,
+                            md_topic_config *out, char *err, size_t errlen);
+/* The effective text value and its source for one config name; NULL if
+ * the name is unknown.  Points into the arrays or the definition. */
+const char *md_config_effective(const md_kv *broker, size_t nbroker,
+                                const md_kv *topic, size_t ntopic,
+                                const char *name, enum md_config_source *src);
+
+/* A topic's overrides (sorted by name); free with md_kv_free. */
+int md_topic_configs(md_db *db, const char *topic, md_kv **out, size_t *n);
+/* Set/unset one override (IncrementalAlterConfigs SET/DELETE, SQL).
+ * Validates; KP_UNKNOWN_TOPIC_OR_PARTITION, KP_INVALID_CONFIG. */
+int md_topic_config_set(md_db *db, const char *topic, const char *name,
+                        const char *value, char *err, size_t errlen);
+int md_topic_config_unset(md_db *db, const char *topic, const char *name,
+                          char *err, size_t errlen);
+/* Replace all overrides at once (AlterConfigs semantics), validated first:
+ * nothing changes if one is bad.  validate_only: check only. */
+int md_topic_config_replace(md_db *db, const char *topic, const md_kv *kv,
+                            size_t n, bool validate_only, char *err, size_t errlen);
+
+#endif

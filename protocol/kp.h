@@ -1,0 +1,340 @@
+/*
+ * protocol/ — the Kafka wire codec shared by the daemon and the clients.
+ *
+ * What it offers:
+ *   - kp_rd: a bounds-checked read cursor.  The first short or hostile read
+ *     latches r->err and every later read returns 0 / an empty slice, so a
+ *     parser reads all its fields and checks kp_rd_ok() once at the end.
+ *   - kp_buf: a growable write buffer (big-endian integers, varints, normal
+ *     and compact strings/bytes/arrays, tagged fields).  It is reused: reset
+ *     keeps the memory, so a connection's response buffer is allocated once.
+ *   - request/response headers, the table of first flexible versions.
+ *   - RecordBatch v2: header parse, validation (length, magic, CRC-32C,
+ *     counts, codec), in-place rewrites (baseOffset, leader epoch,
+ *     LogAppendTime), record iteration with decompression, and a builder.
+ *   - CRC-32C (hardware where present), murmur2 (Java partitioner).
+ *
+ * It knows nothing of sockets, libevent, SQLite or ZooKeeper.
+ * Field names follow the JSON schemas in shared/kafka-protocol/messages/.
+ */
+#ifndef SLUICE_KP_H
+#define SLUICE_KP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/kp_errors.h"
+
+/* ---- internal (never on the wire) errors: all below -1000 ---------------- */
+enum {
+    KP_E_TRUNCATED = -1001,   /* input ended inside a field */
+    KP_E_MALFORMED = -1002,   /* a length, count or varint is impossible */
+    KP_E_NOMEM     = -1003,
+    KP_E_CODEC     = -1004,   /* unknown codec or decompression failed */
+    KP_E_CRC       = -1005,
+    KP_E_MAGIC     = -1006,
+};
+
+/* ---- API keys --------------------------------------------------------- */
+enum kp_api {
+    KP_API_PRODUCE = 0, KP_API_FETCH = 1, KP_API_LIST_OFFSETS = 2,
+    KP_API_METADATA = 3, KP_API_OFFSET_COMMIT = 8, KP_API_OFFSET_FETCH = 9,
+    KP_API_FIND_COORDINATOR = 10, KP_API_JOIN_GROUP = 11,
+    KP_API_HEARTBEAT = 12, KP_API_LEAVE_GROUP = 13, KP_API_SYNC_GROUP = 14,
+    KP_API_DESCRIBE_GROUPS = 15, KP_API_LIST_GROUPS = 16,
+    KP_API_SASL_HANDSHAKE = 17, KP_API_API_VERSIONS = 18,
+    KP_API_CREATE_TOPICS = 19, KP_API_DELETE_TOPICS = 20,
+    KP_API_DELETE_RECORDS = 21, KP_API_INIT_PRODUCER_ID = 22,
+    KP_API_OFFSET_FOR_LEADER_EPOCH = 23, KP_API_DESCRIBE_CONFIGS = 32,
+    KP_API_ALTER_CONFIGS = 33, KP_API_SASL_AUTHENTICATE = 36,
+    KP_API_CREATE_PARTITIONS = 37, KP_API_DELETE_GROUPS = 42,
+    KP_API_INCREMENTAL_ALTER_CONFIGS = 44, KP_API_DESCRIBE_CLUSTER = 60,
+};
+
+/* First flexible version of an API (Kafka's, whether or not we advertise
+ * it), needed to pick the request header version.  Unknown key: INT16_MAX. */
+int kp_api_first_flexible(int16_t api_key);
+const char *kp_api_name(int16_t api_key);     /* "Produce", or "Unknown" */
+
+/* ---- slices ------------------------------------------------------------- */
+/* A string or byte slice pointing into the buffer it was read from.
+ * len < 0 means null. */
+typedef struct kp_str {
+    const char *p;
+    int32_t len;
+} kp_str;
+
+#define KP_STR_NULL ((kp_str){ NULL, -1 })
+bool kp_str_eq(kp_str s, const char *cstr);
+/* Copies into dst (always NUL-terminated, truncated to cap-1); returns len. */
+size_t kp_str_copy(kp_str s, char *dst, size_t cap);
+
+/* ---- read cursor ---------------------------------------------------------- */
+typedef struct kp_rd {
+    const uint8_t *p;
+    const uint8_t *end;
+    int err;                  /* 0, or the first KP_E_* met */
+} kp_rd;
+
+void kp_rd_init(kp_rd *r, const void *buf, size_t len);
+static inline bool kp_rd_ok(const kp_rd *r) { return r->err == 0; }
+static inline size_t kp_rd_left(const kp_rd *r) { return (size_t)(r->end - r->p); }
+
+int8_t   kp_rd_i8(kp_rd *r);
+int16_t  kp_rd_i16(kp_rd *r);
+int32_t  kp_rd_i32(kp_rd *r);
+int64_t  kp_rd_i64(kp_rd *r);
+uint32_t kp_rd_u32(kp_rd *r);
+bool     kp_rd_bool(kp_rd *r);
+uint32_t kp_rd_uvarint(kp_rd *r);    /* at most 5 bytes */
+int32_t  kp_rd_varint(kp_rd *r);     /* zig-zag */
+int64_t  kp_rd_varlong(kp_rd *r);    /* zig-zag, at most 10 bytes */
+void     kp_rd_uuid(kp_rd *r, uint8_t out[16]);
+void     kp_rd_skip(kp_rd *r, size_t n);
+/* Raw bytes: returns a pointer into the buffer, or NULL (and latches). */
+const uint8_t *kp_rd_raw(kp_rd *r, size_t n);
+
+kp_str kp_rd_string(kp_rd *r);          /* INT16 length; -1 → null      */
+kp_str kp_rd_compact_string(kp_rd *r);  /* UVARINT length+1; 0 → null   */
+kp_str kp_rd_bytes(kp_rd *r);           /* INT32 length; -1 → null      */
+kp_str kp_rd_compact_bytes(kp_rd *r);   /* UVARINT length+1; 0 → null   */
+/* Array element counts; -1 means a null array.  A count that cannot fit in
+ * the bytes left (each element takes at least min_elem_size bytes) latches
+ * KP_E_MALFORMED, so a hostile count never drives a huge allocation. */
+int32_t kp_rd_array(kp_rd *r, size_t min_elem_size);
+int32_t kp_rd_compact_array(kp_rd *r, size_t min_elem_size);
+/* Skips a TAGGED_FIELDS section (every tag is unknown to us). */
+void kp_rd_tags(kp_rd *r);
+
+/* Flexible-aware helpers: pick compact or classic encoding. */
+kp_str  kp_rd_str_v(kp_rd *r, bool flexible);
+kp_str  kp_rd_bytes_v(kp_rd *r, bool flexible);
+int32_t kp_rd_array_v(kp_rd *r, bool flexible, size_t min_elem_size);
+static inline void kp_rd_tags_v(kp_rd *r, bool flexible) { if (flexible) kp_rd_tags(r); }
+
+/* ---- write buffer --------------------------------------------------------- */
+typedef struct kp_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    int err;                  /* KP_E_NOMEM latched on allocation failure */
+} kp_buf;
+
+void kp_buf_init(kp_buf *b);
+void kp_buf_free(kp_buf *b);
+static inline void kp_buf_reset(kp_buf *b) { b->len = 0; b->err = 0; }
+/* Makes room for n more bytes; returns a pointer to them (len unchanged) or NULL. */
+uint8_t *kp_buf_reserve(kp_buf *b, size_t n);
+
+void kp_wr_raw(kp_buf *b, const void *p, size_t n);
+void kp_wr_i8(kp_buf *b, int8_t v);
+void kp_wr_i16(kp_buf *b, int16_t v);
+void kp_wr_i32(kp_buf *b, int32_t v);
+void kp_wr_i64(kp_buf *b, int64_t v);
+void kp_wr_u32(kp_buf *b, uint32_t v);
+void kp_wr_bool(kp_buf *b, bool v);
+void kp_wr_uvarint(kp_buf *b, uint32_t v);
+void kp_wr_varint(kp_buf *b, int32_t v);
+void kp_wr_varlong(kp_buf *b, int64_t v);
+void kp_wr_uuid(kp_buf *b, const uint8_t v[16]);
+/* s == NULL writes null (len ignored); len < 0 means strlen(s). */
+void kp_wr_string(kp_buf *b, const char *s, int32_t len);
+void kp_wr_compact_string(kp_buf *b, const char *s, int32_t len);
+void kp_wr_bytes(kp_buf *b, const void *p, int32_t len);          /* p NULL → null */
+void kp_wr_compact_bytes(kp_buf *b, const void *p, int32_t len);
+void kp_wr_str(kp_buf *b, kp_str s);                    /* classic, null kept */
+void kp_wr_array(kp_buf *b, int32_t n);                 /* -1 → null */
+void kp_wr_compact_array(kp_buf *b, int32_t n);
+void kp_wr_tags_empty(kp_buf *b);                       /* 0x00 */
+/* Flexible-aware helpers. */
+void kp_wr_string_v(kp_buf *b, bool flexible, const char *s, int32_t len);
+void kp_wr_bytes_v(kp_buf *b, bool flexible, const void *p, int32_t len);
+void kp_wr_array_v(kp_buf *b, bool flexible, int32_t n);
+static inline void kp_wr_tags_v(kp_buf *b, bool flexible) { if (flexible) kp_wr_tags_empty(b); }
+/* Placeholders patched once a length or count is known. */
+size_t kp_wr_i32_placeholder(kp_buf *b);
+void   kp_wr_i32_at(kp_buf *b, size_t pos, int32_t v);
+
+/* ---- headers -------------------------------------------------------------- */
+typedef struct kp_req_hdr {
+    int16_t RequestApiKey;
+    int16_t RequestApiVersion;
+    int32_t CorrelationId;
+    kp_str  ClientId;         /* may be null */
+    bool    flexible;         /* header v2 (body uses compact forms) */
+} kp_req_hdr;
+
+/* Parses the request header at the cursor (v1 or v2, chosen from the API's
+ * first flexible version; ControlledShutdown v0's header v0 is not served).
+ * Leaves the cursor at the body.  Returns 0 or KP_E_*.  The key/version/
+ * correlation id are filled in even when the rest fails, so an error
+ * response can still be addressed. */
+int kp_req_hdr_read(kp_rd *r, kp_req_hdr *h);
+/* Writes a request header (for clients). */
+void kp_req_hdr_write(kp_buf *b, int16_t api_key, int16_t api_version,
+                      int32_t correlation_id, const char *client_id);
+/* Response header: correlation id, then an empty tag section when
+ * `flexible` (never for ApiVersions, whose response header is always v0). */
+void kp_resp_hdr_write(kp_buf *b, int32_t correlation_id, bool flexible);
+
+/* ---- CRC-32C, murmur2 ---------------------------------------------------- */
+/* CRC-32C (Castagnoli).  crc is the running value: start with 0. */
+uint32_t kp_crc32c(uint32_t crc, const void *buf, size_t len);
+/* Same, forced to the table implementation (for tests). */
+uint32_t kp_crc32c_sw(uint32_t crc, const void *buf, size_t len);
+/* Java's Utils.murmur2: seed 0x9747b28c.  The partition of a key is
+ * (kp_murmur2(k, n) & 0x7fffffff) % partitions. */
+int32_t kp_murmur2(const void *key, size_t len);
+
+/* ---- RecordBatch v2 ------------------------------------------------------- */
+/*
+ *   0  BaseOffset            INT64   ← rewritten by the broker (outside CRC)
+ *   8  BatchLength           INT32   bytes after this field
+ *  12  PartitionLeaderEpoch  INT32   ← rewritten by the broker (outside CRC)
+ *  16  Magic                 INT8    must be 2
+ *  17  CRC                   UINT32  CRC-32C of bytes 21..end
+ *  21  Attributes            INT16   codec bits 0-2, timestamp type bit 3,
+ *                                    transactional bit 4, control bit 5
+ *  23  LastOffsetDelta       INT32
+ *  27  BaseTimestamp         INT64
+ *  35  MaxTimestamp          INT64
+ *  43  ProducerId            INT64
+ *  51  ProducerEpoch         INT16
+ *  53  BaseSequence          INT32
+ *  57  RecordsCount          INT32
+ *  61  records…
+ */
+#define KP_BATCH_HEADER_SIZE   61
+#define KP_BATCH_LOG_OVERHEAD  12      /* BaseOffset + BatchLength */
+#define KP_BATCH_CRC_START     21
+
+#define KP_ATTR_CODEC_MASK      0x07
+#define KP_ATTR_LOG_APPEND_TIME 0x08
+#define KP_ATTR_TRANSACTIONAL   0x10
+#define KP_ATTR_CONTROL         0x20
+
+enum kp_codec { KP_CODEC_NONE = 0, KP_CODEC_GZIP = 1, KP_CODEC_SNAPPY = 2,
+                KP_CODEC_LZ4 = 3, KP_CODEC_ZSTD = 4 };
+
+typedef struct kp_batch {
+    int64_t  BaseOffset;
+    int32_t  BatchLength;
+    int32_t  PartitionLeaderEpoch;
+    int8_t   Magic;
+    uint32_t Crc;
+    int16_t  Attributes;
+    int32_t  LastOffsetDelta;
+    int64_t  BaseTimestamp;
+    int64_t  MaxTimestamp;
+    int64_t  ProducerId;
+    int16_t  ProducerEpoch;
+    int32_t  BaseSequence;
+    int32_t  RecordsCount;
+} kp_batch;
+
+/* Total size of the batch at p (12 + BatchLength), reading only the first
+ * 12 bytes; KP_E_TRUNCATED if len < 12, KP_E_MALFORMED if BatchLength is
+ * below the v2 header size.  Does not require the whole batch. */
+int64_t kp_batch_size(const uint8_t *p, size_t len);
+/* Decodes the 61-byte header (no CRC check).  0 or KP_E_*. */
+int kp_batch_header(const uint8_t *p, size_t len, kp_batch *b);
+/* Full validation of one batch as a producer sends it: the whole batch is
+ * within len, Magic == 2 (else KP_E_MAGIC), CRC-32C correct (KP_E_CRC),
+ * RecordsCount >= 1 and LastOffsetDelta == RecordsCount - 1, codec <= 4
+ * (KP_E_CODEC).  Fills *b.  Returns the batch size or KP_E_*.  Cost: one
+ * CRC pass over the batch, no allocation. */
+int64_t kp_batch_validate(const uint8_t *p, size_t len, kp_batch *b);
+/* Recovery check: like validate but without the producer-only count rule
+ * (compacted batches have gaps).  Returns the size or KP_E_*. */
+int64_t kp_batch_check_stored(const uint8_t *p, size_t len, kp_batch *b);
+
+void kp_batch_set_base_offset(uint8_t *p, int64_t base_offset);
+void kp_batch_set_leader_epoch(uint8_t *p, int32_t epoch);
+/* Marks the batch LogAppendTime with MaxTimestamp = now_ms and recomputes
+ * the CRC. */
+void kp_batch_set_log_append_time(uint8_t *p, int64_t now_ms);
+
+/* ---- compression --------------------------------------------------------- */
+/* Appends the decompressed form of in to out.  Snappy accepts both the raw
+ * block (librdkafka) and the xerial framing (Java, kafka-python).  LZ4 is
+ * the frame format.  0 or KP_E_CODEC / KP_E_NOMEM.  max_out bounds the
+ * output (hostile ratios): exceeding it is KP_E_CODEC. */
+int kp_decompress(int codec, const void *in, size_t in_len, kp_buf *out,
+                  size_t max_out);
+/* Appends the compressed form (snappy: xerial framing, lz4: frame). */
+int kp_compress(int codec, const void *in, size_t in_len, kp_buf *out);
+
+/* ---- records -------------------------------------------------------------- */
+typedef struct kp_record {
+    int8_t  Attributes;
+    int64_t Timestamp;        /* absolute: BaseTimestamp + delta (or
+                                 MaxTimestamp under LogAppendTime) */
+    int64_t Offset;           /* absolute: BaseOffset + OffsetDelta */
+    kp_str  Key;              /* len -1: null */
+    kp_str  Value;            /* len -1: null (tombstone) */
+    int32_t HeadersCount;
+    kp_rd   headers;          /* cursor over the headers, see kp_header_next */
+} kp_record;
+
+typedef struct kp_header {
+    kp_str Key;
+    kp_str Value;             /* len -1: null */
+} kp_header;
+
+/* Iterates the records of one batch, decompressing into its own buffer
+ * when the codec bits are set.  Slices in a kp_record stay valid until the
+ * next kp_rec_iter_init or kp_rec_iter_free on the same iterator. */
+typedef struct kp_rec_iter {
+    kp_batch batch;
+    kp_rd rd;
+    int32_t left;             /* records not yet returned */
+    kp_buf plain;             /* decompressed records (reused) */
+    int err;
+} kp_rec_iter;
+
+void kp_rec_iter_init0(kp_rec_iter *it);      /* zero state, no batch */
+/* Starts iterating the batch at p (whole batch, validated or not: every
+ * read is bounds-checked).  0 or KP_E_*. */
+int  kp_rec_iter_start(kp_rec_iter *it, const uint8_t *p, size_t len);
+/* 1 = a record in *rec, 0 = end, < 0 = KP_E_* (malformed record). */
+int  kp_rec_iter_next(kp_rec_iter *it, kp_record *rec);
+void kp_rec_iter_free(kp_rec_iter *it);
+/* 1 = a header, 0 = no more, < 0 = malformed. */
+int  kp_header_next(kp_record *rec, kp_header *h);
+
+/* Builds one batch (producer side: clients, tests, benchmarks, compaction). */
+typedef struct kp_batch_builder {
+    kp_buf *out;              /* the batch is appended here */
+    size_t start;             /* where it starts in out */
+    kp_buf recs;              /* records before compression (owned) */
+    int codec;
+    int32_t count;
+    int64_t base_ts, max_ts;
+    int64_t base_offset;
+    int64_t ProducerId;
+    int16_t ProducerEpoch;
+    int32_t BaseSequence;
+    int16_t extra_attrs;      /* e.g. KP_ATTR_LOG_APPEND_TIME */
+} kp_batch_builder;
+
+void kp_bb_init(kp_batch_builder *bb, kp_buf *out, int codec);
+/* Optional: idempotent producer fields (defaults -1). */
+void kp_bb_set_producer(kp_batch_builder *bb, int64_t pid, int16_t epoch,
+                        int32_t base_sequence);
+/* Adds a record with OffsetDelta = records so far.  key/value NULL → null. */
+void kp_bb_add(kp_batch_builder *bb, int64_t timestamp,
+               const void *key, int32_t key_len,
+               const void *value, int32_t value_len,
+               const kp_header *headers, int headers_count);
+/* Adds a record with an explicit offset delta (compaction keeps gaps). */
+void kp_bb_add_at(kp_batch_builder *bb, int32_t offset_delta, int64_t timestamp,
+                  const void *key, int32_t key_len,
+                  const void *value, int32_t value_len,
+                  const kp_header *headers, int headers_count);
+/* Compresses, writes the header and CRC.  Returns the batch size or KP_E_*.
+ * The builder may be reused after kp_bb_init. */
+int64_t kp_bb_finish(kp_batch_builder *bb);
+void kp_bb_free(kp_batch_builder *bb);
+
+#endif

@@ -1,0 +1,146 @@
+/*
+ * segments/ — the partition log.
+ *
+ * A partition is a directory of segments named by their 20-digit base
+ * offset: 00000000000000000000.log / .index / .timeindex.  The .log holds
+ * Kafka RecordBatch v2 exactly as produced, only BaseOffset (outside the
+ * CRC) rewritten.  Reads are answered as file ranges for sendfile: message
+ * bytes never pass through this process on the way out.
+ *
+ * Threading: one owner thread (the event loop) calls everything except
+ * seg_flush, which may run on a worker thread concurrently with the owner's
+ * appends and reads (it holds an internal lock only briefly, never across
+ * the fdatasync).
+ *
+ * Uses protocol/ for batch headers, CRC-32C and (for exact time lookups in
+ * compressed batches) record iteration.  Knows nothing of libevent or SQLite:
+ * the caller persists log start / recovery point wherever it keeps facts.
+ *
+ * Return values: 0 (or a non-negative count) on success; a negative
+ * SEG_E_* or a Kafka error code (protocol/kp_errors.h) where the caller
+ * would send one to a client, as documented per function.
+ */
+#ifndef SLUICE_SEG_H
+#define SLUICE_SEG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum {
+    SEG_E_IO      = -2001,   /* errno kept in seg_last_errno(); log is now
+                                in its error state and refuses appends */
+    SEG_E_RANGE   = -2002,   /* offset outside [log start, log end] */
+    SEG_E_INVALID = -2003,   /* batches not parseable / not contiguous */
+    SEG_E_STATE   = -2004,   /* log is in the error state */
+    SEG_E_TOOBIG  = -2005,   /* a batch larger than segment.bytes */
+};
+
+typedef struct seg_config {
+    uint64_t segment_bytes;        /* segment.bytes, default 1 GiB */
+    int64_t  segment_ms;           /* segment.ms, default 7 days */
+    uint32_t index_interval_bytes; /* index.interval.bytes, default 4096 */
+    uint32_t segment_index_bytes;  /* segment.index.bytes, default 10 MiB:
+                                      a segment whose index is full rolls */
+} seg_config;
+
+void seg_config_default(seg_config *c);
+
+typedef struct seg_log seg_log;
+
+typedef struct seg_open_opts {
+    const char *dir;               /* created if missing */
+    seg_config cfg;
+    int64_t log_start_offset;      /* as last saved (0 if unknown) */
+    int64_t recovery_point;        /* everything below was flushed and need
+                                      not be scanned; 0 scans everything */
+} seg_open_opts;
+
+/* Opens (creating if needed) and recovers a partition: segments holding
+ * offsets >= recovery_point are scanned batch by batch; the first batch
+ * with a bad length, magic or CRC-32C ends the log (file truncated there,
+ * later segments removed); missing or damaged indexes are rebuilt.
+ * Returns 0 or SEG_E_IO.  *out is set on success only. */
+int  seg_open(const seg_open_opts *opts, seg_log **out);
+/* Closes files; does not flush (call seg_flush first for durability). */
+void seg_close(seg_log *log);
+void seg_set_config(seg_log *log, const seg_config *cfg);
+
+int64_t  seg_log_start(const seg_log *log);     /* first offset kept */
+int64_t  seg_log_end(const seg_log *log);       /* next offset to assign */
+int64_t  seg_recovery_point(const seg_log *log);/* all below is flushed */
+uint64_t seg_size_bytes(const seg_log *log);    /* sum of .log sizes */
+int      seg_segment_count(const seg_log *log);
+int      seg_last_errno(const seg_log *log);
+bool     seg_failed(const seg_log *log);        /* in the error state */
+/* Largest timestamp appended so far (-1 if empty). */
+int64_t  seg_max_timestamp(const seg_log *log);
+
+/* Appends one or more concatenated batches that the caller has already
+ * validated (kp_batch_validate): assigns offsets by rewriting each
+ * BaseOffset in place, writes them with one write(), updates the indexes,
+ * rolls first if segment.bytes / segment.ms / a full index call for it.
+ * *base_offset gets the first assigned offset.  Cost: O(batches), no
+ * allocation, no fsync.  On a write error the partial write is cut off,
+ * the log enters its error state and SEG_E_IO is returned. */
+int seg_append(seg_log *log, uint8_t *batches, size_t len, int64_t now_ms,
+               int64_t *base_offset);
+/* A follower's append: offsets are already assigned and the first must be
+ * seg_log_end(); batches are stored as given.  SEG_E_INVALID otherwise. */
+int seg_append_assigned(seg_log *log, const uint8_t *batches, size_t len,
+                        int64_t now_ms);
+
+/* A byte range of one segment file, ready for sendfile.  The range holds a
+ * reference on the file: the fd stays open (even if retention deletes the
+ * segment meanwhile) until seg_range_release. */
+typedef struct seg_file seg_file;
+typedef struct seg_range {
+    int fd;
+    off_t pos;
+    size_t len;                  /* 0: nothing to read at this offset */
+    seg_file *file;              /* reference; NULL when len == 0 */
+} seg_range;
+
+/* Finds the batch containing `offset` and returns the range from its start,
+ * ending on a batch boundary, at most max_bytes long — but always at least
+ * one whole batch when one exists, even if larger than max_bytes.  A range
+ * never spans two segments (the caller asks again from the next offset).
+ * offset == log end: len 0.  offset < log start or > log end:
+ * KP_OFFSET_OUT_OF_RANGE.  Cost: one index lookup and a bounded scan of
+ * batch headers (at most index.interval.bytes of headers). */
+int  seg_read(seg_log *log, int64_t offset, size_t max_bytes, seg_range *out);
+/* Takes another reference (the thread that releases may differ). */
+void seg_range_retain(seg_range *r);
+void seg_range_release(seg_range *r);   /* thread-safe */
+
+/* First offset whose record timestamp >= ts (exact, looking inside the
+ * batch), or the log end offset if none.  0 or SEG_E_IO. */
+int seg_offset_for_time(seg_log *log, int64_t ts, int64_t *offset);
+
+/* Starts a new segment now (no-op on an empty active segment). */
+int seg_roll(seg_log *log, int64_t now_ms);
+/* Removes every offset >= `offset` (follower truncation).  offset below
+ * log start empties the log at `offset`. */
+int seg_truncate(seg_log *log, int64_t offset);
+/* Moves the log start offset forward to `offset` (DeleteRecords,
+ * retention), then deletes segments lying wholly below it; never the active
+ * segment.  Returns the number of segments deleted, or SEG_E_*.
+ * *bytes_freed (may be NULL) gets their size. */
+int seg_advance_log_start(seg_log *log, int64_t offset, uint64_t *bytes_freed);
+/* Deletes the oldest segments whose largest timestamp is < before_ms
+ * (time retention) and, if max_bytes >= 0, the oldest ones while the log
+ * is larger than max_bytes (size retention); never the active segment.
+ * Returns the number deleted, or SEG_E_*. */
+int seg_delete_old(seg_log *log, int64_t before_ms, int64_t max_bytes,
+                   uint64_t *bytes_freed);
+/* Deletes the directory and everything in it (topic deletion).  The log
+ * is closed and freed. */
+int seg_destroy(seg_log *log);
+
+/* fdatasync of everything appended so far; then the recovery point moves
+ * to the log end seen at the start.  Safe on a worker thread (see top).
+ * *flushed_to (may be NULL) gets the new recovery point. */
+int seg_flush(seg_log *log, int64_t *flushed_to);
+
+#endif
