@@ -1,0 +1,211 @@
+/*
+ * daemon/ — sluiced: the broker process.
+ *
+ * This header is the daemon's internal contract: the broker state, the
+ * topic/partition registry, and the request context that every API handler
+ * (daemon/api_*.c) receives.  Handlers never touch sockets: they read the
+ * request body through r->body (a kp_rd over the frame) and write the
+ * response body into r->out (a kp_buf); message bytes that come from
+ * segment files are spliced in with bk_req_add_range, which the connection
+ * code sends with sendfile.  Only daemon/server.c writes to sockets.
+ *
+ * One thread runs the event loop and owns everything here.  Work that may
+ * block (fsync, deletion) goes to worker threads and comes back as an
+ * event on the loop.
+ */
+#ifndef SLUICE_BROKER_H
+#define SLUICE_BROKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/config.h"
+#include "metadata/md.h"
+#include "protocol/kp.h"
+#include "segments/seg.h"
+
+struct event_base;
+struct event;
+typedef struct bk_broker bk_broker;
+typedef struct bk_conn bk_conn;
+typedef struct bk_topic bk_topic;
+typedef struct bk_partition bk_partition;
+
+/* ---- waiting for data (Fetch long-poll) ---------------------------------- */
+/* A waiter is linked into a partition's list; bk_partition_notify (called
+ * after every append) unlinks each waiter and calls its wake().  wake() runs
+ * on the loop thread and may re-register. */
+typedef struct bk_waiter {
+    struct bk_waiter *next, *prev;
+    bk_partition *part;               /* NULL when not linked */
+    void (*wake)(struct bk_waiter *w);
+    void *arg;
+} bk_waiter;
+
+void bk_partition_init_waiters(bk_partition *p);   /* empty list */
+void bk_partition_watch(bk_partition *p, bk_waiter *w);
+void bk_partition_unwatch(bk_waiter *w);
+void bk_partition_notify(bk_partition *p);
+
+/* ---- topics and partitions -------------------------------------------------- */
+struct bk_partition {
+    bk_topic *topic;
+    int32_t id;
+    seg_log *log;
+    int32_t leader_epoch;
+    int64_t high_watermark;          /* standalone: the log end */
+    /* flush policy (flush.messages / flush.ms) */
+    int64_t unflushed_messages;
+    int64_t last_flush_ms;
+    bool flush_in_flight;
+    /* offsets last saved to SQLite, to save only what changed */
+    int64_t saved_log_start, saved_recovery_point, saved_hw;
+    bk_waiter waiters;               /* list head (circular, sentinel) */
+    /* counters for /metrics */
+    uint64_t bytes_in, messages_in, bytes_out;
+};
+
+struct bk_topic {
+    char name[MD_TOPIC_NAME_MAX + 1];
+    uint8_t id[16];
+    int32_t npartitions;
+    bk_partition **partitions;       /* [npartitions] */
+    md_topic_config cfg;             /* effective config */
+    bk_topic *hnext;                 /* hash chain */
+};
+
+struct bk_broker {
+    struct event_base *base;
+    bk_config *cfg;
+    md_db *db;
+    char data_dir[4096];             /* first entry of log.dirs */
+    bk_topic **topic_hash;
+    size_t topic_hash_size, ntopics;
+    struct event *sig_term, *sig_int;
+    struct event *maint_timer;       /* saves offsets, time-based work */
+    bool stopping;
+    int nconns;
+    struct bk_flusher *flusher;      /* fsync worker (daemon/flusher.c) */
+    struct bk_server *server;
+};
+
+/* Loads every topic from SQLite and opens (recovering) its partitions. */
+int  bk_topics_load(bk_broker *b);
+void bk_topics_close_all(bk_broker *b);
+bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len);
+bk_partition *bk_partition_find(bk_broker *b, kp_str topic, int32_t partition);
+/* The one path for topic changes from the Kafka APIs (and, later, SQL):
+ * validates, writes the facts through metadata/, then updates the
+ * in-memory registry and the partition directories.  Returns KP_* with a
+ * message in err. */
+int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
+                    int16_t replication_factor, const md_kv *configs,
+                    size_t nconfigs, bool validate_only, char *err, size_t errlen);
+int bk_topic_delete(bk_broker *b, const char *name, char *err, size_t errlen);
+int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
+                            bool validate_only, char *err, size_t errlen);
+/* Re-reads a topic's overrides and recomputes its effective config (after
+ * AlterConfigs), applying segment settings to the open logs. */
+int bk_topic_reload_config(bk_broker *b, bk_topic *t);
+/* Calls fn for every topic, in no particular order. */
+void bk_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *arg);
+/* Segment settings for a partition, from the topic's effective config. */
+void bk_seg_config(const md_topic_config *c, seg_config *out);
+/* Saves log start / recovery point / high watermark of every partition
+ * whose values changed, in one transaction. */
+void bk_save_offsets(bk_broker *b);
+
+/* "Who leads this partition / coordinates this group": one place to ask.
+ * Standalone: always this broker. */
+int32_t bk_leader_of(bk_broker *b, bk_partition *p);
+int32_t bk_controller_id(bk_broker *b);
+
+/* Called after an append: flush policy bookkeeping + wakes fetch waiters. */
+void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages);
+
+/* ---- flush worker (daemon/flusher.c) ---------------------------------------- */
+int  bk_flusher_start(bk_broker *b);
+/* Queues an fdatasync of the partition on the worker thread (no-op if one
+ * is in flight).  On completion the loop thread records the recovery point. */
+void bk_flusher_request(bk_broker *b, bk_partition *p);
+/* Drops pending work for p (topic deletion) and waits for in-flight work
+ * on p to finish. */
+void bk_flusher_forget(bk_broker *b, bk_partition *p);
+void bk_flusher_stop(bk_broker *b);
+/* Maintenance timer: requests flushes due under flush.ms. */
+void bk_flush_tick(bk_broker *b);
+/* flush.ms: queues a flush of every partition whose last flush is older
+ * than its topic's flush.ms.  Run from the maintenance timer every
+ * log.flush.scheduler.interval.ms (daemon/partition.c). */
+void bk_flush_tick(bk_broker *b);
+
+/* ---- requests ----------------------------------------------------------------- */
+enum { BK_RESPOND = 0, BK_DEFER = 1, BK_NO_RESPONSE = 2, BK_CLOSE = -1 };
+
+typedef struct bk_piece {
+    size_t at;                       /* position in out where the range goes */
+    seg_range range;
+} bk_piece;
+
+typedef struct bk_req {
+    bk_broker *b;
+    bk_conn *conn;
+    kp_req_hdr hdr;
+    kp_rd body;                      /* cursor over the request body */
+    kp_buf *out;                     /* response body, header excluded */
+    bk_piece *pieces;                /* file ranges spliced into out */
+    int npieces, cap_pieces;
+    /* For deferred handlers: called if the connection dies first. */
+    void (*cancel)(struct bk_req *r);
+    void *state;                     /* handler's own, for deferral */
+    int64_t received_us;
+} bk_req;
+
+/* A handler parses r->body and writes the response body to r->out.
+ * Returns BK_RESPOND (send it now), BK_DEFER (it will call bk_req_finish
+ * later; the connection reads nothing more meanwhile, so responses stay in
+ * order), BK_NO_RESPONSE (acks=0), or BK_CLOSE (malformed: close the
+ * connection). */
+typedef int (*bk_handler)(bk_req *r);
+
+/* Splices a file range in at the current end of r->out; takes over the
+ * range's reference. */
+void bk_req_add_range(bk_req *r, seg_range *range);
+/* Completes a deferred request: sends its response, resumes the connection. */
+void bk_req_finish(bk_req *r);
+/* Total bytes of ranges spliced so far. */
+size_t bk_req_range_bytes(const bk_req *r);
+
+/* API table (daemon/dispatch.c). */
+typedef struct bk_api {
+    int16_t key;
+    int16_t min_version, max_version;   /* advertised */
+    bk_handler handler;
+} bk_api;
+const bk_api *bk_api_find(int16_t key);
+const bk_api *bk_api_table(size_t *n);
+
+/* Handlers, one file each or grouped by theme. */
+int bk_handle_api_versions(bk_req *r);
+int bk_handle_metadata(bk_req *r);
+int bk_handle_produce(bk_req *r);
+int bk_handle_fetch(bk_req *r);
+int bk_handle_list_offsets(bk_req *r);
+int bk_handle_create_topics(bk_req *r);
+int bk_handle_delete_topics(bk_req *r);
+int bk_handle_create_partitions(bk_req *r);
+int bk_handle_describe_configs(bk_req *r);
+int bk_handle_alter_configs(bk_req *r);
+int bk_handle_incremental_alter_configs(bk_req *r);
+
+/* ---- misc ------------------------------------------------------------------- */
+int64_t bk_now_ms(void);             /* wall clock, ms */
+int64_t bk_mono_us(void);            /* monotonic, µs */
+/* One log line to stderr: "[2026-11-30 01:02:03] INFO message". */
+void bk_log(const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define BK_INFO(...)  bk_log("INFO", __VA_ARGS__)
+#define BK_WARN(...)  bk_log("WARN", __VA_ARGS__)
+#define BK_ERROR(...) bk_log("ERROR", __VA_ARGS__)
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * The API table: what the broker advertises in ApiVersions and which
+ * handler serves each key.  Ranges follow shared/kafka-protocol/README.md
+ * section 9.4, capped below each API's first flexible version (only
+ * ApiVersions v3 is flexible).  Produce is advertised from v0 because
+ * librdkafka checks v0 before compressing with gzip/snappy/lz4; v0-2 are
+ * answered by the handler with an error.
+ */
+#include "daemon/broker.h"
+
+static const bk_api apis[] = {
+    { KP_API_PRODUCE,                  0, 7,  bk_handle_produce },
+    { KP_API_FETCH,                    4, 11, bk_handle_fetch },
+    { KP_API_LIST_OFFSETS,             1, 2,  bk_handle_list_offsets },
+    { KP_API_METADATA,                 0, 5,  bk_handle_metadata },
+    { KP_API_API_VERSIONS,             0, 3,  bk_handle_api_versions },
+    { KP_API_CREATE_TOPICS,            0, 4,  bk_handle_create_topics },
+    { KP_API_DELETE_TOPICS,            0, 3,  bk_handle_delete_topics },
+    { KP_API_DESCRIBE_CONFIGS,         0, 2,  bk_handle_describe_configs },
+    { KP_API_ALTER_CONFIGS,            0, 1,  bk_handle_alter_configs },
+    { KP_API_CREATE_PARTITIONS,        0, 1,  bk_handle_create_partitions },
+    { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 0,  bk_handle_incremental_alter_configs },
+};
+
+const bk_api *bk_api_find(int16_t key)
+{
+    for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++)
+        if (apis[i].key == key)
+            return &apis[i];
+    return NULL;
+}
+
+const bk_api *bk_api_table(size_t *n)
+{
+    *n = sizeof apis / sizeof apis[0];
+    return apis;
+}
+
+/*
+ * ApiVersions v0-3.  A version above 3 gets UNSUPPORTED_VERSION with a
+ * v0-shaped body listing everything, so that any client can read it and
+ * retry with a version it finds there (README 9.3).  v3's request body
+ * (ClientSoftwareName/Version) is read but not required to be sensible.
+ */
+int bk_handle_api_versions(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_buf *o = r->out;
+    size_t n;
+    const bk_api *t = bk_api_table(&n);
+    if (v > 3 || v < 0) {
+        kp_wr_i16(o, KP_UNSUPPORTED_VERSION);
+        kp_wr_array(o, (int32_t)n);
+        for (size_t i = 0; i < n; i++) {
+            kp_wr_i16(o, t[i].key);
+            kp_wr_i16(o, t[i].min_version);
+            kp_wr_i16(o, t[i].max_version);
+        }
+        return BK_RESPOND;
+    }
+    bool flex = v >= 3;
+    if (flex) {
+        kp_rd_compact_string(&r->body);    /* ClientSoftwareName */
+        kp_rd_compact_string(&r->body);    /* ClientSoftwareVersion */
+        kp_rd_tags(&r->body);
+        if (!kp_rd_ok(&r->body))
+            return BK_CLOSE;
+    }
+    kp_wr_i16(o, KP_NONE);
+    kp_wr_array_v(o, flex, (int32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        kp_wr_i16(o, t[i].key);
+        kp_wr_i16(o, t[i].min_version);
+        kp_wr_i16(o, t[i].max_version);
+        kp_wr_tags_v(o, flex);
+    }
+    if (v >= 1)
+        kp_wr_i32(o, 0);                   /* ThrottleTimeMs */
+    kp_wr_tags_v(o, flex);
+    return BK_RESPOND;
+}

@@ -1,0 +1,486 @@
+/*
+ * Connections: the only code that touches client sockets.
+ *
+ * A connection reads length-prefixed frames, hands each to the API handler
+ * through a bk_req, and queues the response on its bufferevent.  Message
+ * bytes from segment files are added as libevent file segments, which are
+ * written with sendfile(2): they never enter this process.
+ *
+ * Invariants:
+ *   1. Responses leave in request order.  A connection processes one
+ *      request at a time; while a handler has deferred its response (a
+ *      Fetch waiting for data) the connection reads no further frame, as
+ *      Kafka "mutes" a channel.  Other connections are unaffected.
+ *   2. Memory is bounded per connection: a frame longer than
+ *      socket.request.max.bytes closes the connection before any of it is
+ *      buffered; once more than connection.max.queued.bytes of responses
+ *      wait for a client that does not read, the connection stops reading
+ *      requests until the queue drains to half.
+ *   3. Buffers are reused: each connection owns one frame buffer and one
+ *      response buffer, grown as needed and kept.
+ *
+ * States of a connection: READING (processing frames) → BUSY (deferred
+ * handler) → READING; READING → PAUSED (output over the cap) → READING;
+ * any → closed (error, EOF, idle timeout, malformed request).
+ */
+#include "daemon/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "daemon/broker.h"
+
+struct bk_conn {
+    bk_broker *b;
+    struct bufferevent *bev;
+    char peer[64];
+    kp_buf frame;                 /* the request being served */
+    kp_buf out;                   /* its response body */
+    bk_req req;
+    bool busy;                    /* a deferred request is pending */
+    bool paused;                  /* output over the cap */
+    bool in_process;              /* process_input is on the stack */
+    bk_conn *next, *prev;
+};
+
+struct bk_server {
+    bk_broker *b;
+    struct evconnlistener *listener;
+    bk_conn conns;                /* list sentinel */
+    struct event *drain_timer;    /* shutdown: waits for busy connections */
+    int64_t drain_deadline_us;
+};
+
+static void process_input(bk_conn *c);
+
+static void conn_free(bk_conn *c)
+{
+    bk_server *s = c->b->server;
+    (void)s;
+    if (c->busy && c->req.cancel)
+        c->req.cancel(&c->req);
+    c->busy = false;
+    for (int i = 0; i < c->req.npieces; i++)
+        seg_range_release(&c->req.pieces[i].range);
+    free(c->req.pieces);
+    c->prev->next = c->next;
+    c->next->prev = c->prev;
+    bufferevent_free(c->bev);
+    kp_buf_free(&c->frame);
+    kp_buf_free(&c->out);
+    c->b->nconns--;
+    free(c);
+}
+
+void bk_req_add_range(bk_req *r, seg_range *range)
+{
+    if (range->len == 0) {
+        seg_range_release(range);
+        return;
+    }
+    if (r->npieces == r->cap_pieces) {
+        int cap = r->cap_pieces ? r->cap_pieces * 2 : 16;
+        bk_piece *p = realloc(r->pieces, (size_t)cap * sizeof *p);
+        if (!p) {                 /* keep the response consistent: drop it */
+            seg_range_release(range);
+            r->out->err = KP_E_NOMEM;
+            return;
+        }
+        r->pieces = p;
+        r->cap_pieces = cap;
+    }
+    r->pieces[r->npieces].at = r->out->len;
+    r->pieces[r->npieces].range = *range;
+    r->npieces++;
+    range->file = NULL;
+    range->len = 0;
+}
+
+size_t bk_req_range_bytes(const bk_req *r)
+{
+    size_t n = 0;
+    for (int i = 0; i < r->npieces; i++)
+        n += r->pieces[i].range.len;
+    return n;
+}
+
+static void range_cleanup(const struct evbuffer_file_segment *seg, int flags, void *arg)
+{
+    (void)seg; (void)flags;
+    seg_range *r = arg;
+    seg_range_release(r);
+    free(r);
+}
+
+/* Queues header + body + file ranges on the socket's output buffer. */
+static void send_response(bk_conn *c)
+{
+    bk_req *r = &c->req;
+    struct evbuffer *o = bufferevent_get_output(c->bev);
+    /* ApiVersions always answers with header v0 (README 4). */
+    bool hdr_tags = r->hdr.flexible && r->hdr.RequestApiKey != KP_API_API_VERSIONS;
+    size_t total = 4 + (hdr_tags ? 1 : 0) + r->out->len + bk_req_range_bytes(r);
+    uint8_t hdr[9];
+    uint32_t size = (uint32_t)total;
+    hdr[0] = (uint8_t)(size >> 24); hdr[1] = (uint8_t)(size >> 16);
+    hdr[2] = (uint8_t)(size >> 8);  hdr[3] = (uint8_t)size;
+    uint32_t cid = (uint32_t)r->hdr.CorrelationId;
+    hdr[4] = (uint8_t)(cid >> 24); hdr[5] = (uint8_t)(cid >> 16);
+    hdr[6] = (uint8_t)(cid >> 8);  hdr[7] = (uint8_t)cid;
+    hdr[8] = 0;
+    evbuffer_add(o, hdr, hdr_tags ? 9 : 8);
+    size_t at = 0;
+    for (int i = 0; i < r->npieces; i++) {
+        bk_piece *p = &r->pieces[i];
+        if (p->at > at)
+            evbuffer_add(o, r->out->data + at, p->at - at);
+        at = p->at;
+        seg_range *keep = malloc(sizeof *keep);
+        struct evbuffer_file_segment *seg = NULL;
+        if (keep) {
+            *keep = p->range;
+            /* Flags 0: libevent sends the range with sendfile(2) and does
+             * not close the fd; our reference keeps the file open even if
+             * retention unlinks it before the bytes leave. */
+            seg = evbuffer_file_segment_new(p->range.fd, p->range.pos,
+                                            (ev_off_t)p->range.len, 0);
+        }
+        if (!seg) {
+            /* Cannot happen short of ENOMEM; the frame length is already
+             * promised, so the connection must go. */
+            free(keep);
+            seg_range_release(&p->range);
+            BK_ERROR("cannot queue a file range for %s; closing", c->peer);
+            bufferevent_disable(c->bev, EV_READ);
+            continue;
+        }
+        evbuffer_file_segment_add_cleanup_cb(seg, range_cleanup, keep);
+        evbuffer_add_file_segment(o, seg, 0, (ev_off_t)p->range.len);
+        evbuffer_file_segment_free(seg);     /* the buffer holds its own ref */
+    }
+    if (r->out->len > at)
+        evbuffer_add(o, r->out->data + at, r->out->len - at);
+    r->npieces = 0;
+}
+
+static void req_reset(bk_conn *c)
+{
+    bk_req *r = &c->req;
+    for (int i = 0; i < r->npieces; i++)
+        seg_range_release(&r->pieces[i].range);
+    r->npieces = 0;
+    r->cancel = NULL;
+    r->state = NULL;
+    kp_buf_reset(&c->out);
+}
+
+static bool over_cap(bk_conn *c)
+{
+    size_t queued = evbuffer_get_length(bufferevent_get_output(c->bev));
+    return (int64_t)queued > c->b->cfg->connection_max_queued_bytes;
+}
+
+static void pause_if_over_cap(bk_conn *c)
+{
+    if (!c->paused && over_cap(c)) {
+        c->paused = true;
+        /* Wake the write callback when half has drained. */
+        bufferevent_setwatermark(c->bev, EV_WRITE,
+                                 (size_t)(c->b->cfg->connection_max_queued_bytes / 2), 0);
+        bufferevent_disable(c->bev, EV_READ);
+    }
+}
+
+void bk_req_finish(bk_req *r)
+{
+    bk_conn *c = r->conn;
+    if (r->out->err) {
+        bufferevent_disable(c->bev, EV_READ);
+        conn_free(c);
+        return;
+    }
+    send_response(c);
+    c->busy = false;
+    req_reset(c);
+    bufferevent_enable(c->bev, EV_READ);
+    pause_if_over_cap(c);
+    if (!c->paused && !c->in_process)
+        process_input(c);
+}
+
+/* Serves one frame (header + body) held in c->frame.  Returns false when
+ * the connection was closed. */
+static bool serve_frame(bk_conn *c)
+{
+    bk_req *r = &c->req;
+    kp_rd rd;
+    kp_rd_init(&rd, c->frame.data, c->frame.len);
+    memset(&r->hdr, 0, sizeof r->hdr);
+    int rc = kp_req_hdr_read(&rd, &r->hdr);
+    const bk_api *api = bk_api_find(r->hdr.RequestApiKey);
+    /* A header we cannot read closes the connection, except an ApiVersions
+     * of a version we do not know: that one is answered (error 35). */
+    if (rc != 0 && !(api && api->key == KP_API_API_VERSIONS &&
+                     r->hdr.RequestApiVersion > api->max_version)) {
+        BK_WARN("malformed request header from %s; closing", c->peer);
+        conn_free(c);
+        return false;
+    }
+    if (!api) {
+        BK_WARN("unknown API key %d from %s; closing (as Kafka does)",
+                r->hdr.RequestApiKey, c->peer);
+        conn_free(c);
+        return false;
+    }
+    /* ApiVersions answers unknown versions itself (error 35, v0 body). */
+    if (api->key != KP_API_API_VERSIONS &&
+        (r->hdr.RequestApiVersion < api->min_version ||
+         r->hdr.RequestApiVersion > api->max_version)) {
+        BK_WARN("unsupported %s version %d from %s; closing (as Kafka does)",
+                kp_api_name(api->key), r->hdr.RequestApiVersion, c->peer);
+        conn_free(c);
+        return false;
+    }
+    r->b = c->b;
+    r->conn = c;
+    r->body = rd;
+    r->out = &c->out;
+    r->received_us = bk_mono_us();
+    req_reset(c);
+    rc = api->handler(r);
+    switch (rc) {
+    case BK_RESPOND:
+        if (c->out.err) {
+            BK_ERROR("out of memory building a %s response; closing",
+                     kp_api_name(api->key));
+            conn_free(c);
+            return false;
+        }
+        send_response(c);
+        req_reset(c);
+        return true;
+    case BK_NO_RESPONSE:
+        req_reset(c);
+        return true;
+    case BK_DEFER:
+        /* Muted until the response is out: no unbounded input meanwhile. */
+        c->busy = true;
+        bufferevent_disable(c->bev, EV_READ);
+        return true;
+    default:
+        BK_WARN("malformed %s v%d request from %s; closing",
+                kp_api_name(api->key), r->hdr.RequestApiVersion, c->peer);
+        conn_free(c);
+        return false;
+    }
+}
+
+static void process_input(bk_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    c->in_process = true;
+    while (!c->busy && !c->paused && !c->b->stopping) {
+        size_t avail = evbuffer_get_length(in);
+        if (avail < 4)
+            break;
+        uint8_t lenb[4];
+        evbuffer_copyout(in, lenb, 4);
+        int32_t len = (int32_t)((uint32_t)lenb[0] << 24 | (uint32_t)lenb[1] << 16 |
+                                (uint32_t)lenb[2] << 8 | lenb[3]);
+        if (len < 8 || len > c->b->cfg->socket_request_max_bytes) {
+            BK_WARN("frame of %d bytes from %s outside [8, socket.request.max.bytes=%d]; "
+                    "closing", len, c->peer, c->b->cfg->socket_request_max_bytes);
+            conn_free(c);
+            return;
+        }
+        if (avail < (size_t)len + 4)
+            break;
+        evbuffer_drain(in, 4);
+        kp_buf_reset(&c->frame);
+        uint8_t *dst = kp_buf_reserve(&c->frame, (size_t)len);
+        if (!dst) {
+            BK_ERROR("cannot allocate %d bytes for a request from %s; closing", len, c->peer);
+            conn_free(c);
+            return;
+        }
+        evbuffer_remove(in, dst, (size_t)len);
+        c->frame.len = (size_t)len;
+        if (!serve_frame(c))
+            return;
+        pause_if_over_cap(c);
+    }
+    c->in_process = false;
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    bk_conn *c = arg;
+    if (!c->busy && !c->paused)
+        process_input(c);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    bk_conn *c = arg;
+    if (c->paused && !over_cap(c)) {
+        c->paused = false;
+        bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+        bufferevent_enable(c->bev, EV_READ);
+        if (!c->busy)
+            process_input(c);
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    bk_conn *c = arg;
+    if (what & BEV_EVENT_TIMEOUT) {
+        if (c->busy) {            /* a long-poll is not idleness */
+            bufferevent_enable(c->bev, EV_READ);
+            return;
+        }
+        BK_INFO("closing idle connection %s (connections.max.idle.ms)", c->peer);
+    }
+    conn_free(c);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
+                      struct sockaddr *sa, int socklen, void *arg)
+{
+    (void)l; (void)socklen;
+    bk_server *s = arg;
+    bk_broker *b = s->b;
+    if (b->stopping || b->nconns >= b->cfg->max_connections) {
+        evutil_closesocket(fd);
+        return;
+    }
+    bk_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        evutil_closesocket(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->b = b;
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->sa_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        port = ntohs(in->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        port = ntohs(in6->sin6_port);
+    }
+    snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+    c->bev = bufferevent_socket_new(b->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->bev) {
+        evutil_closesocket(fd);
+        free(c);
+        return;
+    }
+    kp_buf_init(&c->frame);
+    kp_buf_init(&c->out);
+    bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+    if (b->cfg->connections_max_idle_ms > 0) {
+        struct timeval tv = { (time_t)(b->cfg->connections_max_idle_ms / 1000),
+                              (suseconds_t)(b->cfg->connections_max_idle_ms % 1000) * 1000 };
+        bufferevent_set_timeouts(c->bev, &tv, NULL);
+    }
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    c->next = s->conns.next;
+    c->prev = &s->conns;
+    s->conns.next->prev = c;
+    s->conns.next = c;
+    b->nconns++;
+}
+
+int bk_server_start(bk_broker *b, char *err, size_t errlen)
+{
+    bk_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->b = b;
+    s->conns.next = s->conns.prev = &s->conns;
+    b->server = s;
+    struct evutil_addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                                     .ai_flags = EVUTIL_AI_PASSIVE };
+    struct evutil_addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", b->cfg->listen_port);
+    const char *host = b->cfg->listen_host[0] ? b->cfg->listen_host : NULL;
+    int rc = evutil_getaddrinfo(host, port, &hints, &ai);
+    if (rc != 0 || !ai) {
+        snprintf(err, errlen, "cannot resolve listener %s:%s: %s",
+                 host ? host : "*", port, evutil_gai_strerror(rc));
+        return -1;
+    }
+    s->listener = evconnlistener_new_bind(b->base, on_accept, s,
+                                          LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE,
+                                          512, ai->ai_addr, (int)ai->ai_addrlen);
+    evutil_freeaddrinfo(ai);
+    if (!s->listener) {
+        snprintf(err, errlen, "cannot listen on %s:%s: %s", host ? host : "*", port,
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void drain_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    bk_server *s = arg;
+    bool busy = false;
+    for (bk_conn *c = s->conns.next; c != &s->conns; c = c->next)
+        if (c->busy)
+            busy = true;
+    if (!busy || bk_mono_us() > s->drain_deadline_us)
+        event_base_loopexit(s->b->base, NULL);
+}
+
+void bk_server_drain(bk_broker *b)
+{
+    bk_server *s = b->server;
+    if (!s)
+        return;
+    if (s->listener)
+        evconnlistener_disable(s->listener);
+    /* Deferred fetches answer by their own timers; give them a moment,
+     * then leave the loop either way. */
+    s->drain_deadline_us = bk_mono_us() + 3000000;
+    s->drain_timer = event_new(b->base, -1, EV_PERSIST, drain_check, s);
+    struct timeval tv = { 0, 20000 };
+    event_add(s->drain_timer, &tv);
+    drain_check(-1, 0, s);
+}
+
+void bk_server_free(bk_broker *b)
+{
+    bk_server *s = b->server;
+    if (!s)
+        return;
+    while (s->conns.next != &s->conns)
+        conn_free(s->conns.next);
+    if (s->drain_timer)
+        event_free(s->drain_timer);
+    if (s->listener)
+        evconnlistener_free(s->listener);
+    free(s);
+    b->server = NULL;
+}

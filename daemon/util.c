@@ -1,0 +1,37 @@
+/* Clocks and the log line format shared by the daemon. */
+#include "daemon/broker.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+int64_t bk_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t bk_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void bk_log(const char *level, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    localtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    /* One fprintf: lines from worker threads never interleave mid-line. */
+    fprintf(stderr, "[%s,%03ld] %s %s\n", when, ts.tv_nsec / 1000000, level, msg);
+}
