@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +138,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    /* Freed memory that goes back to the kernel is slow to touch again on
+     * these machines: keep large buffers (libevent chains, request frames)
+     * in the heap instead of mmap/munmap per request. */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     signal(SIGPIPE, SIG_IGN);
     evthread_use_pthreads();
     static bk_broker b;

@@ -1,0 +1,275 @@
+/*
+ * Shared pieces of the benchmarks: start a sluiced on a free loopback port
+ * with a fresh data directory, talk raw Kafka frames to it, read its CPU
+ * time.  Header-only so each bench/*.c stays one program.
+ */
+#ifndef SLUICE_BENCH_COMMON_H
+#define SLUICE_BENCH_COMMON_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "protocol/kp.h"
+
+typedef struct bench_broker {
+    pid_t pid;
+    int port;
+    char dir[256];
+    char bin[1024];
+} bench_broker;
+
+static inline double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static inline int bench_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || getsockname(fd, (struct sockaddr *)&a, &len)) {
+        perror("bench: free port");
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static inline int bench_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* The sluiced binary: $SLUICED, else build/sluiced. */
+static inline const char *bench_sluiced_path(void)
+{
+    const char *p = getenv("SLUICED");
+    return p && *p ? p : "build/sluiced";
+}
+
+/* Starts sluiced (extra: NULL-terminated "key=value" overrides) and waits
+ * until it accepts connections (10 s at most).  Returns seconds taken. */
+static inline double bench_broker_start(bench_broker *b, const char *const *extra)
+{
+    if (!b->port)
+        b->port = bench_free_port();
+    if (!b->dir[0]) {
+        snprintf(b->dir, sizeof b->dir, "%s/sluice-bench-XXXXXX",
+                 getenv("BENCH_TMPDIR") ? getenv("BENCH_TMPDIR") : "/tmp");
+        if (!mkdtemp(b->dir)) {
+            perror("bench: mkdtemp");
+            exit(1);
+        }
+    }
+    snprintf(b->bin, sizeof b->bin, "%s", bench_sluiced_path());
+    char listen[64], dirs[300];
+    snprintf(listen, sizeof listen, "listeners=PLAINTEXT://127.0.0.1:%d", b->port);
+    snprintf(dirs, sizeof dirs, "log.dirs=%s", b->dir);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = b->bin;
+    argv[n++] = "--override"; argv[n++] = listen;
+    argv[n++] = "--override"; argv[n++] = dirs;
+    for (int i = 0; extra && extra[i] && n < 60; i++) {
+        argv[n++] = "--override";
+        argv[n++] = extra[i];
+    }
+    argv[n] = NULL;
+    double t0 = bench_now();
+    b->pid = fork();
+    if (b->pid == 0) {
+        if (!getenv("BENCH_VERBOSE")) {
+            FILE *f = freopen("/dev/null", "w", stderr);
+            (void)f;
+        }
+        execv(b->bin, (char *const *)argv);
+        _exit(127);
+    }
+    for (;;) {
+        int fd = bench_connect(b->port);
+        if (fd >= 0) {
+            close(fd);
+            break;
+        }
+        int st;
+        if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
+            fprintf(stderr, "bench: %s exited during startup\n", b->bin);
+            exit(1);
+        }
+        if (bench_now() - t0 > 10) {
+            fprintf(stderr, "bench: %s did not listen within 10 s\n", b->bin);
+            kill(b->pid, SIGKILL);
+            exit(1);
+        }
+        usleep(1000);
+    }
+    return bench_now() - t0;
+}
+
+/* SIGTERM and wait (10 s, then SIGKILL).  Returns seconds taken. */
+static inline double bench_broker_stop(bench_broker *b)
+{
+    double t0 = bench_now();
+    if (b->pid <= 0)
+        return 0;
+    kill(b->pid, SIGTERM);
+    for (int i = 0; i < 10000; i++) {
+        if (waitpid(b->pid, NULL, WNOHANG) == b->pid) {
+            b->pid = 0;
+            return bench_now() - t0;
+        }
+        usleep(1000);
+    }
+    kill(b->pid, SIGKILL);
+    waitpid(b->pid, NULL, 0);
+    b->pid = 0;
+    return bench_now() - t0;
+}
+
+static inline void bench_broker_cleanup(bench_broker *b)
+{
+    if (b->pid > 0)
+        bench_broker_stop(b);
+    if (b->dir[0]) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", b->dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "bench: could not remove %s\n", b->dir);
+    }
+}
+
+/* utime + stime of a process, in seconds (from /proc/PID/stat). */
+static inline double bench_cpu_seconds(pid_t pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    unsigned long long ut = 0, st = 0;
+    /* fields after ')': state(3) ... utime(14) stime(15) */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static inline int bench_write_all(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static inline int bench_read_all(int fd, void *p, size_t n)
+{
+    uint8_t *b = p;
+    while (n) {
+        ssize_t r = read(fd, b, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        b += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Sends one request frame whose header+body is in req (the 4-byte size
+ * prefix is added here) and reads one response into resp (size prefix
+ * stripped).  0 or -1. */
+static inline int bench_roundtrip(int fd, const kp_buf *req, kp_buf *resp)
+{
+    uint8_t len[4] = { (uint8_t)(req->len >> 24), (uint8_t)(req->len >> 16),
+                       (uint8_t)(req->len >> 8), (uint8_t)req->len };
+    if (bench_write_all(fd, len, 4) || bench_write_all(fd, req->data, req->len))
+        return -1;
+    if (bench_read_all(fd, len, 4))
+        return -1;
+    size_t n = (size_t)len[0] << 24 | (size_t)len[1] << 16 | (size_t)len[2] << 8 | len[3];
+    kp_buf_reset(resp);
+    uint8_t *dst = kp_buf_reserve(resp, n);
+    if (!dst || bench_read_all(fd, dst, n))
+        return -1;
+    resp->len = n;
+    return 0;
+}
+
+/* CreateTopics v0 for one topic; returns the topic's error code or -1. */
+static inline int bench_create_topic(int fd, const char *name, int32_t partitions,
+                                     const char *const *configs /* k,v,k,v,NULL */)
+{
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    kp_req_hdr_write(&q, KP_API_CREATE_TOPICS, 0, 1, "bench");
+    kp_wr_array(&q, 1);
+    kp_wr_string(&q, name, -1);
+    kp_wr_i32(&q, partitions);
+    kp_wr_i16(&q, 1);
+    kp_wr_array(&q, 0);                       /* assignments */
+    int nc = 0;
+    while (configs && configs[nc * 2])
+        nc++;
+    kp_wr_array(&q, nc);
+    for (int i = 0; i < nc; i++) {
+        kp_wr_string(&q, configs[2 * i], -1);
+        kp_wr_string(&q, configs[2 * i + 1], -1);
+    }
+    kp_wr_i32(&q, 30000);
+    int rc = -1;
+    if (bench_roundtrip(fd, &q, &r) == 0) {
+        kp_rd rd;
+        kp_rd_init(&rd, r.data, r.len);
+        kp_rd_i32(&rd);                       /* correlation id */
+        if (kp_rd_array(&rd, 4) == 1) {
+            kp_rd_string(&rd);
+            rc = kp_rd_i16(&rd);
+        }
+        if (!kp_rd_ok(&rd))
+            rc = -1;
+    }
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    return rc;
+}
+
+#endif
