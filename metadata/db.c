@@ -1,0 +1,318 @@
+/*
+ * metadata/db.c — the connection: open, pragmas, the statement cache,
+ * transactions, brokers.
+ *
+ * Design note.
+ *
+ * One md_db wraps one sqlite3 connection owned by one thread (opened
+ * SQLITE_OPEN_NOMUTEX).  md_open does, in order:
+ *   1. open/create the file; extended result codes; busy timeout 5 s (the
+ *      admin shell or a second process may hold the write lock briefly);
+ *   2. journal_mode=WAL: readers (sluice-sql, /sql) never block the broker
+ *      and the broker never blocks them;
+ *   3. synchronous=FULL (see below);
+ *   4. migrations (migrate.c), with foreign keys still off so a migration
+ *      may rebuild a table the way SQLite's ALTER TABLE guide says;
+ *   5. foreign_keys=ON, which the schema's ON DELETE CASCADEs rely on;
+ *   6. prepare every statement in stmt_sql[] once.  A statement that no
+ *      longer matches the schema fails the open, not a request later.
+ *
+ * Durability: synchronous=FULL in WAL mode fsyncs the WAL at every COMMIT,
+ * so when an md_* write returns, the fact survives a power cut, not just a
+ * crash of the process.  DESIGN.md promises that an acknowledged offset
+ * commit survives a restart; with NORMAL it would survive a process crash
+ * but not an OS crash or power loss, and we want the stronger promise with
+ * no extra call the coordinator could forget.  The price is one fsync per
+ * transaction, which is why callers that write many rows per loop turn or
+ * timer tick (offset commits, recovery points) wrap them in
+ * md_begin/md_commit: one fsync for the lot.  SQLite is never on the
+ * per-record path.
+ *
+ * Invariants:
+ *   I1. Outside an md_* call no statement of st[] is left stepping (every
+ *       path resets), so no read transaction pins an old WAL snapshot and
+ *       checkpoints can always complete.
+ *   I2. An md_* change is all-or-nothing (md_txn_enter/leave), whether or
+ *       not the caller holds an md_begin transaction.
+ *   I3. Statement order in stmt_sql[] equals enum md_stmt.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "metadata/md_internal.h"
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_BEGIN]       = "BEGIN IMMEDIATE",
+    [ST_COMMIT]      = "COMMIT",
+    [ST_ROLLBACK]    = "ROLLBACK",
+    [ST_SAVEPOINT]   = "SAVEPOINT md_change",
+    [ST_RELEASE]     = "RELEASE md_change",
+    [ST_ROLLBACK_TO] = "ROLLBACK TO md_change",
+    [ST_USER_VERSION] = "PRAGMA user_version",
+    [ST_BROKER_UPSERT] =
+        "INSERT INTO brokers (id, host, port, rack, registered_at) "
+        "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO UPDATE SET "
+        "host = excluded.host, port = excluded.port, rack = excluded.rack, "
+        "registered_at = excluded.registered_at",
+    [ST_TOPIC_GET] =
+        "SELECT name, topic_id, partitions, replication_factor, internal, "
+        "created_at FROM topics WHERE name = ?1",
+    [ST_TOPIC_LIST] =
+        "SELECT name, topic_id, partitions, replication_factor, internal, "
+        "created_at FROM topics ORDER BY name",
+    /* Kafka refuses a topic whose name equals an existing one once '.' and
+     * '_' are treated alike: both map to the same metric names. */
+    [ST_TOPIC_COLLIDES] =
+        "SELECT name FROM topics WHERE name <> ?1 AND "
+        "replace(name, '.', '_') = replace(?1, '.', '_') LIMIT 1",
+    [ST_TOPIC_INSERT] =
+        "INSERT INTO topics (name, topic_id, partitions, replication_factor, "
+        "internal, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_TOPIC_DELETE] = "DELETE FROM topics WHERE name = ?1",
+    [ST_TOPIC_SET_PARTITIONS] =
+        "UPDATE topics SET partitions = ?2 WHERE name = ?1",
+    [ST_PART_INSERT] =
+        "INSERT INTO partitions (topic, partition, leader, leader_epoch, "
+        "replicas, isr) VALUES (?1, ?2, ?3, 0, ?4, ?4)",
+    [ST_PART_LIST] =
+        "SELECT partition, leader, leader_epoch, log_start_offset, "
+        "recovery_point, high_watermark FROM partitions WHERE topic = ?1 "
+        "ORDER BY partition",
+    [ST_PART_SAVE_OFFSETS] =
+        "UPDATE partitions SET log_start_offset = ?3, recovery_point = ?4, "
+        "high_watermark = ?5 WHERE topic = ?1 AND partition = ?2",
+    [ST_CFG_LIST] =
+        "SELECT name, value FROM topic_configs WHERE topic = ?1 ORDER BY name",
+    [ST_CFG_UPSERT] =
+        "INSERT INTO topic_configs (topic, name, value) VALUES (?1, ?2, ?3) "
+        "ON CONFLICT (topic, name) DO UPDATE SET value = excluded.value",
+    [ST_CFG_DELETE] = "DELETE FROM topic_configs WHERE topic = ?1 AND name = ?2",
+    [ST_CFG_DELETE_ALL] = "DELETE FROM topic_configs WHERE topic = ?1",
+};
+
+int md_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int md_sqlerr(md_db *db, char *err, size_t errlen, const char *what)
+{
+    return md_errf(err, errlen, MD_E_SQL, "%s: %s", what, sqlite3_errmsg(db->h));
+}
+
+int64_t md_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+sqlite3_stmt *md_stmt(md_db *db, enum md_stmt which)
+{
+    sqlite3_stmt *s = db->st[which];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+int md_step_done(md_db *db, sqlite3_stmt *s, char *err, size_t errlen,
+                 const char *what)
+{
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        ;
+    int out = rc == SQLITE_DONE ? 0 : md_sqlerr(db, err, errlen, what);
+    sqlite3_reset(s);
+    return out;
+}
+
+enum { TXN_OWN = 1, TXN_SAVEPOINT = 2 };
+
+int md_txn_enter(md_db *db, int *token, char *err, size_t errlen)
+{
+    if (sqlite3_get_autocommit(db->h)) {
+        *token = TXN_OWN;
+        return md_step_done(db, md_stmt(db, ST_BEGIN), err, errlen, "begin");
+    }
+    *token = TXN_SAVEPOINT;
+    return md_step_done(db, md_stmt(db, ST_SAVEPOINT), err, errlen, "savepoint");
+}
+
+int md_txn_leave(md_db *db, int token, int rc, char *err, size_t errlen)
+{
+    if (token == TXN_OWN) {
+        if (rc == 0) {
+            rc = md_step_done(db, md_stmt(db, ST_COMMIT), err, errlen, "commit");
+            if (rc == 0)
+                return 0;
+        }
+        /* Some errors (SQLITE_FULL, IOERR) already rolled back. */
+        if (!sqlite3_get_autocommit(db->h))
+            md_step_done(db, md_stmt(db, ST_ROLLBACK), NULL, 0, "rollback");
+        return rc;
+    }
+    if (rc != 0 && !sqlite3_get_autocommit(db->h))
+        md_step_done(db, md_stmt(db, ST_ROLLBACK_TO), NULL, 0, "rollback to");
+    if (!sqlite3_get_autocommit(db->h)) {
+        int r2 = md_step_done(db, md_stmt(db, ST_RELEASE), rc ? NULL : err,
+                              rc ? 0 : errlen, "release");
+        if (rc == 0)
+            rc = r2;
+    }
+    return rc;
+}
+
+static int exec_pragma(sqlite3 *h, const char *sql, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        md_errf(err, errlen, MD_E_SQL, "%s: %s", sql, msg ? msg : "?");
+        sqlite3_free(msg);
+        return MD_E_SQL;
+    }
+    return 0;
+}
+
+/* journal_mode answers with the mode it ended up in: a file on a
+ * filesystem without shared memory support stays "delete", which would
+ * silently lose the readers-never-block promise. */
+static int set_wal(sqlite3 *h, char *err, size_t errlen)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(h, "PRAGMA journal_mode=WAL", -1, &s, NULL) != SQLITE_OK)
+        return md_errf(err, errlen, MD_E_SQL, "journal_mode: %s", sqlite3_errmsg(h));
+    int rc = 0;
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        rc = md_errf(err, errlen, MD_E_SQL, "journal_mode: %s", sqlite3_errmsg(h));
+    } else {
+        const char *mode = (const char *)sqlite3_column_text(s, 0);
+        if (!mode || (strcmp(mode, "wal") && strcmp(mode, "memory")))
+            rc = md_errf(err, errlen, MD_E_SQL,
+                         "journal_mode: WAL refused (mode is %s)",
+                         mode ? mode : "?");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+void md_close(md_db *db)
+{
+    if (!db)
+        return;
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(db->st[i]);
+    sqlite3_close(db->h);
+    free(db);
+}
+
+int md_open_files(const char *path, const struct md_sql_file *files, size_t n,
+                  md_db **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    md_db *db = calloc(1, sizeof *db);
+    if (!db)
+        return md_errf(err, errlen, MD_E_SQL, "out of memory");
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
+        md_errf(err, errlen, MD_E_SQL, "open %s: %s", path,
+                db->h ? sqlite3_errmsg(db->h) : "out of memory");
+        md_close(db);
+        return MD_E_SQL;
+    }
+    sqlite3_extended_result_codes(db->h, 1);
+    sqlite3_busy_timeout(db->h, 5000);
+    int rc = set_wal(db->h, err, errlen);
+    if (!rc)
+        rc = exec_pragma(db->h, "PRAGMA synchronous=FULL", err, errlen);
+    if (!rc)
+        rc = md_migrate(db->h, files, n, err, errlen);
+    if (!rc)
+        rc = exec_pragma(db->h, "PRAGMA foreign_keys=ON", err, errlen);
+    for (int i = 0; !rc && i < ST_COUNT; i++) {
+        if (sqlite3_prepare_v3(db->h, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                               &db->st[i], NULL) != SQLITE_OK)
+            rc = md_errf(err, errlen, MD_E_SQL, "prepare \"%s\": %s",
+                         stmt_sql[i], sqlite3_errmsg(db->h));
+    }
+    if (rc) {
+        md_close(db);
+        return rc;
+    }
+    *out = db;
+    return 0;
+}
+
+int md_open(const char *path, md_db **out, char *err, size_t errlen)
+{
+    return md_open_files(path, md_sql_files, md_sql_files_count, out, err, errlen);
+}
+
+int md_schema_version(md_db *db)
+{
+    sqlite3_stmt *s = md_stmt(db, ST_USER_VERSION);
+    int v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : MD_E_SQL;
+    sqlite3_reset(s);
+    return v;
+}
+
+int md_begin(md_db *db)
+{
+    return md_step_done(db, md_stmt(db, ST_BEGIN), NULL, 0, "begin");
+}
+
+int md_commit(md_db *db)
+{
+    int rc = md_step_done(db, md_stmt(db, ST_COMMIT), NULL, 0, "commit");
+    /* A failed COMMIT (disk full, I/O error) may leave the transaction
+     * open; end it so the handle is usable and nothing half-done lingers. */
+    if (rc && !sqlite3_get_autocommit(db->h))
+        md_step_done(db, md_stmt(db, ST_ROLLBACK), NULL, 0, "rollback");
+    return rc;
+}
+
+int md_rollback(md_db *db)
+{
+    if (sqlite3_get_autocommit(db->h))
+        return 0;    /* already rolled back by SQLite after an error */
+    return md_step_done(db, md_stmt(db, ST_ROLLBACK), NULL, 0, "rollback");
+}
+
+struct sqlite3 *md_sqlite(md_db *db)
+{
+    return db->h;
+}
+
+int md_broker_upsert(md_db *db, int32_t id, const char *host, int port,
+                     const char *rack)
+{
+    if (id < 0 || !host || port < 0 || port > 65535)
+        return KP_INVALID_REQUEST;
+    sqlite3_stmt *s = md_stmt(db, ST_BROKER_UPSERT);
+    sqlite3_bind_int(s, 1, id);
+    sqlite3_bind_text(s, 2, host, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, port);
+    if (rack)
+        sqlite3_bind_text(s, 4, rack, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, md_now_ms());
+    return md_step_done(db, s, NULL, 0, "broker upsert");
+}
+
+void md_kv_free(md_kv *kv, size_t n)
+{
+    if (!kv)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(kv[i].name);
+        free(kv[i].value);
+    }
+    free(kv);
+}

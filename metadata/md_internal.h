@@ -1,0 +1,79 @@
+/*
+ * metadata/ internals shared by db.c, migrate.c, topics.c and config.c.
+ * Not for other modules: they call md.h.  Unit tests (tests/unit/test_md_*)
+ * may include it to drive the migration mechanism with their own files.
+ */
+#ifndef SLUICE_MD_INTERNAL_H
+#define SLUICE_MD_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "metadata/md.h"
+
+/* The schema and migrations linked in by sql/embed.sh, sorted by path. */
+struct md_sql_file {
+    const char *name;
+    const char *text;
+};
+extern const struct md_sql_file md_sql_files[];
+extern const size_t md_sql_files_count;
+
+/* Every statement md_* runs, prepared once in md_open (after migrations,
+ * so a statement that no longer matches the schema fails the open instead
+ * of a request), reset after each use.  Order matches md_stmt_sql[]. */
+enum md_stmt {
+    ST_BEGIN, ST_COMMIT, ST_ROLLBACK,
+    ST_SAVEPOINT, ST_RELEASE, ST_ROLLBACK_TO,
+    ST_USER_VERSION,
+    ST_BROKER_UPSERT,
+    ST_TOPIC_GET, ST_TOPIC_LIST, ST_TOPIC_COLLIDES, ST_TOPIC_INSERT,
+    ST_TOPIC_DELETE, ST_TOPIC_SET_PARTITIONS,
+    ST_PART_INSERT, ST_PART_LIST, ST_PART_SAVE_OFFSETS,
+    ST_CFG_LIST, ST_CFG_UPSERT, ST_CFG_DELETE, ST_CFG_DELETE_ALL,
+    ST_COUNT
+};
+
+struct md_db {
+    sqlite3 *h;
+    sqlite3_stmt *st[ST_COUNT];
+};
+
+/* The statement, reset and unbound, ready to bind. */
+sqlite3_stmt *md_stmt(md_db *db, enum md_stmt which);
+
+/* Formats err (may be NULL/0) and returns code. */
+int md_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* MD_E_SQL with "what: sqlite's message". */
+int md_sqlerr(md_db *db, char *err, size_t errlen, const char *what);
+
+/* Runs a statement that returns no rows (or whose rows are ignored) to the
+ * end and resets it: SQLITE_DONE → 0, else MD_E_SQL. */
+int md_step_done(md_db *db, sqlite3_stmt *s, char *err, size_t errlen,
+                 const char *what);
+
+/* One md_* change as a unit, inside or outside a caller's md_begin:
+ * outside, BEGIN IMMEDIATE … COMMIT (takes the write lock up front, so a
+ * read-then-write never hits SQLITE_BUSY_SNAPSHOT); inside, a SAVEPOINT, so
+ * a failed change undoes only itself and the caller's transaction goes on.
+ *   int t; if ((rc = md_txn_enter(db, &t, err, errlen))) return rc;
+ *   … rc = work …
+ *   return md_txn_leave(db, t, rc, err, errlen);
+ * md_txn_leave commits/releases when rc == 0, rolls back otherwise, and
+ * returns rc (or MD_E_SQL if the commit itself failed). */
+int md_txn_enter(md_db *db, int *token, char *err, size_t errlen);
+int md_txn_leave(md_db *db, int token, int rc, char *err, size_t errlen);
+
+int64_t md_now_ms(void);
+
+/* Brings the database at h to the newest version the files describe (see
+ * sql/schema.sql for the rules).  files: schema.sql, migrations/NNNN_*.sql
+ * and re-run-at-open scripts, as embed.sh lists them.  0 or MD_E_SQL. */
+int md_migrate(sqlite3 *h, const struct md_sql_file *files, size_t n,
+               char *err, size_t errlen);
+
+/* md_open with another set of SQL files (tests of the mechanism). */
+int md_open_files(const char *path, const struct md_sql_file *files, size_t n,
+                  md_db **out, char *err, size_t errlen);
+
+#endif

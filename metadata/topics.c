@@ -1,0 +1,494 @@
+/*
+ * metadata/topics.c — topics, their partitions and their config overrides.
+ *
+ * Design note.
+ *
+ * Each public call is one change of one kind of fact (DESIGN.md): it checks
+ * everything it can before touching the database, then makes its writes in
+ * one md_txn_enter/leave unit, so a topic never exists without all its
+ * partitions or with half its configs.
+ *
+ * Checks, in the order Kafka makes them for CreateTopics, so a request with
+ * several problems gets the error a Kafka broker would give:
+ *   name rules → already exists → '.'/'_' collision → partitions ≥ 1 →
+ *   replication factor ≥ 1 → each config (unknown name, null, bad value).
+ * validate_only runs the same checks (existence read outside any write
+ * transaction) and returns before the first write.
+ *
+ * Invariants (kept here, relied on by the data path):
+ *   T1. topics.partitions = number of partitions rows for the topic, and
+ *       the rows are numbered 0..partitions-1.
+ *   T2. Every stored override passed md_config_check.
+ *   T3. Deleting a topic deletes its partitions, configs and committed
+ *       offsets (ON DELETE CASCADE; foreign_keys is on for every handle).
+ * The partition log files are not touched here: the caller removes them
+ * after md_topic_delete succeeds.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metadata/md_internal.h"
+
+/* ---- names ---------------------------------------------------------------- */
+
+static bool legal_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
+
+int md_topic_name_check(const char *name, size_t len, char *err, size_t errlen)
+{
+    if (!name || len == 0)
+        return md_errf(err, errlen, KP_INVALID_TOPIC_EXCEPTION,
+                       "Topic name is illegal, it can't be empty");
+    if ((len == 1 && name[0] == '.') || (len == 2 && !memcmp(name, "..", 2)))
+        return md_errf(err, errlen, KP_INVALID_TOPIC_EXCEPTION,
+                       "Topic name cannot be \".\" or \"..\"");
+    if (len > MD_TOPIC_NAME_MAX)
+        return md_errf(err, errlen, KP_INVALID_TOPIC_EXCEPTION,
+                       "Topic name is illegal, it can't be longer than %d "
+                       "characters (it has %zu)", MD_TOPIC_NAME_MAX, len);
+    for (size_t i = 0; i < len; i++) {
+        if (legal_char((unsigned char)name[i]))
+            continue;
+        /* Echo the name with unprintable bytes masked: it goes into logs
+         * and onto the wire. */
+        char shown[MD_TOPIC_NAME_MAX + 1];
+        for (size_t j = 0; j < len; j++)
+            shown[j] = name[j] >= 0x20 && name[j] < 0x7f ? name[j] : '?';
+        shown[len] = 0;
+        return md_errf(err, errlen, KP_INVALID_TOPIC_EXCEPTION,
+                       "Topic name \"%s\" is illegal, it contains a character "
+                       "other than ASCII alphanumerics, '.', '_' and '-'", shown);
+    }
+    return KP_NONE;
+}
+
+/* ---- reading topics --------------------------------------------------------- */
+
+static void row_to_topic(sqlite3_stmt *s, md_topic *t)
+{
+    memset(t, 0, sizeof *t);
+    const char *name = (const char *)sqlite3_column_text(s, 0);
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    if (sqlite3_column_bytes(s, 1) == 16)
+        memcpy(t->id, sqlite3_column_blob(s, 1), 16);
+    t->partitions = sqlite3_column_int(s, 2);
+    t->replication_factor = (int16_t)sqlite3_column_int(s, 3);
+    t->internal = sqlite3_column_int(s, 4) != 0;
+    t->created_at_ms = sqlite3_column_int64(s, 5);
+}
+
+int md_topic_get(md_db *db, const char *name, md_topic *out)
+{
+    sqlite3_stmt *s = md_stmt(db, ST_TOPIC_GET);
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s), rc;
+    if (step == SQLITE_ROW) {
+        if (out)
+            row_to_topic(s, out);
+        rc = KP_NONE;
+    } else {
+        rc = step == SQLITE_DONE ? KP_UNKNOWN_TOPIC_OR_PARTITION : MD_E_SQL;
+    }
+    sqlite3_reset(s);
+    return rc;
+}
+
+int md_topic_list(md_db *db, md_topic **out, size_t *n)
+{
+    sqlite3_stmt *s = md_stmt(db, ST_TOPIC_LIST);
+    md_topic *v = NULL;
+    size_t cnt = 0, cap = 0;
+    int step, rc = 0;
+    *out = NULL;
+    *n = 0;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 16;
+            md_topic *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = MD_E_SQL;
+                break;
+            }
+            v = nv;
+        }
+        row_to_topic(s, &v[cnt++]);
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = MD_E_SQL;
+    sqlite3_reset(s);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+/* ---- creating and deleting ---------------------------------------------------- */
+
+/* A random (v4) UUID as Kafka's Uuid.randomUuid makes it: never the zero
+ * id, and never one whose base64 text starts with '-' (it would read as a
+ * command-line flag), i.e. first 6 bits not 62. */
+static void new_topic_id(uint8_t id[16])
+{
+    do {
+        sqlite3_randomness(16, id);
+        id[6] = (id[6] & 0x0f) | 0x40;
+        id[8] = (id[8] & 0x3f) | 0x80;
+    } while ((id[0] >> 2) == 62);
+}
+
+/* Existence and the '.'/'_' collision rule. */
+static int check_new_name(md_db *db, const char *name, char *err, size_t errlen)
+{
+    int rc = md_topic_get(db, name, NULL);
+    if (rc == KP_NONE)
+        return md_errf(err, errlen, KP_TOPIC_ALREADY_EXISTS,
+                       "Topic '%s' already exists.", name);
+    if (rc != KP_UNKNOWN_TOPIC_OR_PARTITION)
+        return md_sqlerr(db, err, errlen, "topic lookup");
+    sqlite3_stmt *s = md_stmt(db, ST_TOPIC_COLLIDES);
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        rc = md_errf(err, errlen, KP_INVALID_TOPIC_EXCEPTION,
+                     "Topic '%s' collides with existing topic: %s", name,
+                     (const char *)sqlite3_column_text(s, 0));
+    else if (step == SQLITE_DONE)
+        rc = KP_NONE;
+    else
+        rc = md_sqlerr(db, err, errlen, "topic collision lookup");
+    sqlite3_reset(s);
+    return rc;
+}
+
+static int check_configs(const md_kv *kv, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = md_config_check(kv[i].name, kv[i].value, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return KP_NONE;
+}
+
+static int insert_configs(md_db *db, const char *topic, const md_kv *kv,
+                          size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_stmt *s = md_stmt(db, ST_CFG_UPSERT);
+        sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, kv[i].name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, kv[i].value, -1, SQLITE_STATIC);
+        int rc = md_step_done(db, s, err, errlen, "store topic config");
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Partitions [from, to) led by leader_id, replicas = ISR = [leader_id]. */
+static int insert_partitions(md_db *db, const char *topic, int32_t from,
+                             int32_t to, int32_t leader_id, char *err,
+                             size_t errlen)
+{
+    char replicas[16];
+    snprintf(replicas, sizeof replicas, "%d", (int)leader_id);
+    for (int32_t p = from; p < to; p++) {
+        sqlite3_stmt *s = md_stmt(db, ST_PART_INSERT);
+        sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 2, p);
+        sqlite3_bind_int(s, 3, leader_id);
+        sqlite3_bind_text(s, 4, replicas, -1, SQLITE_STATIC);
+        int rc = md_step_done(db, s, err, errlen, "insert partition");
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static bool is_internal(const char *name)
+{
+    return !strcmp(name, "__consumer_offsets") || !strcmp(name, "__transaction_state");
+}
+
+int md_topic_create(md_db *db, const char *name, int32_t partitions,
+                    int16_t replication_factor, const md_kv *configs,
+                    size_t nconfigs, int32_t leader_id, bool validate_only,
+                    char *err, size_t errlen)
+{
+    int rc = md_topic_name_check(name, name ? strlen(name) : 0, err, errlen);
+    if (rc)
+        return rc;
+    /* Arguments first, so validate_only needs no write lock. */
+    if (partitions < 1)
+        rc = md_errf(err, errlen, KP_INVALID_PARTITIONS,
+                     "Number of partitions was set to an invalid non-positive "
+                     "value (%d).", (int)partitions);
+    else if (replication_factor < 1)
+        rc = md_errf(err, errlen, KP_INVALID_REPLICATION_FACTOR,
+                     "Replication factor must be larger than 0 (was %d).",
+                     (int)replication_factor);
+    else
+        rc = check_configs(configs, nconfigs, err, errlen);
+    /* …but report existence ahead of them, as Kafka does. */
+    int exists = check_new_name(db, name, err, errlen);
+    if (exists)
+        return exists;
+    if (rc || validate_only)
+        return rc;
+
+    int t;
+    if ((rc = md_txn_enter(db, &t, err, errlen)))
+        return rc;
+    rc = check_new_name(db, name, err, errlen);   /* again, under the lock */
+    if (!rc) {
+        uint8_t id[16];
+        new_topic_id(id);
+        sqlite3_stmt *s = md_stmt(db, ST_TOPIC_INSERT);
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(s, 2, id, 16, SQLITE_STATIC);
+        sqlite3_bind_int(s, 3, partitions);
+        sqlite3_bind_int(s, 4, replication_factor);
+        sqlite3_bind_int(s, 5, is_internal(name));
+        sqlite3_bind_int64(s, 6, md_now_ms());
+        rc = md_step_done(db, s, err, errlen, "insert topic");
+    }
+    if (!rc)
+        rc = insert_partitions(db, name, 0, partitions, leader_id, err, errlen);
+    if (!rc)
+        rc = insert_configs(db, name, configs, nconfigs, err, errlen);
+    return md_txn_leave(db, t, rc, err, errlen);
+}
+
+static int unknown_topic(const char *name, char *err, size_t errlen)
+{
+    return md_errf(err, errlen, KP_UNKNOWN_TOPIC_OR_PARTITION,
+                   "This server does not host this topic-partition: %s",
+                   name ? name : "(null)");
+}
+
+int md_topic_delete(md_db *db, const char *name, char *err, size_t errlen)
+{
+    if (!name)
+        return unknown_topic(name, err, errlen);
+    sqlite3_stmt *s = md_stmt(db, ST_TOPIC_DELETE);
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    /* One statement: the cascade runs inside it, so it is atomic as is. */
+    int rc = md_step_done(db, s, err, errlen, "delete topic");
+    if (rc)
+        return rc;
+    return sqlite3_changes(db->h) ? KP_NONE : unknown_topic(name, err, errlen);
+}
+
+int md_topic_add_partitions(md_db *db, const char *name, int32_t new_count,
+                            int32_t leader_id, bool validate_only,
+                            char *err, size_t errlen)
+{
+    md_topic t;
+    int rc = md_topic_get(db, name, &t);
+    if (rc == KP_UNKNOWN_TOPIC_OR_PARTITION)
+        return unknown_topic(name, err, errlen);
+    if (rc)
+        return md_sqlerr(db, err, errlen, "topic lookup");
+    if (new_count == t.partitions)
+        return md_errf(err, errlen, KP_INVALID_PARTITIONS,
+                       "Topic already has %d partitions.", (int)t.partitions);
+    if (new_count < t.partitions)
+        return md_errf(err, errlen, KP_INVALID_PARTITIONS,
+                       "Topic currently has %d partitions, which is higher "
+                       "than the requested %d.", (int)t.partitions, (int)new_count);
+    if (validate_only)
+        return KP_NONE;
+
+    int tok;
+    if ((rc = md_txn_enter(db, &tok, err, errlen)))
+        return rc;
+    /* Re-read under the write lock: another writer may have grown it. */
+    rc = md_topic_get(db, name, &t);
+    if (rc == KP_UNKNOWN_TOPIC_OR_PARTITION)
+        rc = unknown_topic(name, err, errlen);
+    else if (rc)
+        rc = md_sqlerr(db, err, errlen, "topic lookup");
+    else if (new_count <= t.partitions)
+        rc = md_errf(err, errlen, KP_INVALID_PARTITIONS,
+                     "Topic currently has %d partitions, which is not less "
+                     "than the requested %d.", (int)t.partitions, (int)new_count);
+    if (!rc)
+        rc = insert_partitions(db, name, t.partitions, new_count, leader_id,
+                               err, errlen);
+    if (!rc) {
+        sqlite3_stmt *s = md_stmt(db, ST_TOPIC_SET_PARTITIONS);
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 2, new_count);
+        rc = md_step_done(db, s, err, errlen, "update partition count");
+    }
+    return md_txn_leave(db, tok, rc, err, errlen);
+}
+
+/* ---- partitions ---------------------------------------------------------------- */
+
+int md_partition_list(md_db *db, const char *topic, md_partition **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = md_topic_get(db, topic, NULL);
+    if (rc)
+        return rc;
+    sqlite3_stmt *s = md_stmt(db, ST_PART_LIST);
+    sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+    md_partition *v = NULL;
+    size_t cnt = 0, cap = 0;
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 8;
+            md_partition *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = MD_E_SQL;
+                break;
+            }
+            v = nv;
+        }
+        md_partition *p = &v[cnt++];
+        p->partition = sqlite3_column_int(s, 0);
+        p->leader = sqlite3_column_int(s, 1);
+        p->leader_epoch = sqlite3_column_int(s, 2);
+        p->log_start_offset = sqlite3_column_int64(s, 3);
+        p->recovery_point = sqlite3_column_int64(s, 4);
+        p->high_watermark = sqlite3_column_int64(s, 5);
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = MD_E_SQL;
+    sqlite3_reset(s);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+int md_partition_save_offsets(md_db *db, const char *topic, int32_t partition,
+                              int64_t log_start_offset, int64_t recovery_point,
+                              int64_t high_watermark)
+{
+    sqlite3_stmt *s = md_stmt(db, ST_PART_SAVE_OFFSETS);
+    sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 2, partition);
+    sqlite3_bind_int64(s, 3, log_start_offset);
+    sqlite3_bind_int64(s, 4, recovery_point);
+    sqlite3_bind_int64(s, 5, high_watermark);
+    int rc = md_step_done(db, s, NULL, 0, "save partition offsets");
+    if (rc)
+        return rc;
+    return sqlite3_changes(db->h) ? KP_NONE : KP_UNKNOWN_TOPIC_OR_PARTITION;
+}
+
+/* ---- topic config overrides ------------------------------------------------------ */
+
+int md_topic_configs(md_db *db, const char *topic, md_kv **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = md_topic_get(db, topic, NULL);
+    if (rc)
+        return rc;
+    sqlite3_stmt *s = md_stmt(db, ST_CFG_LIST);
+    sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+    md_kv *v = NULL;
+    size_t cnt = 0, cap = 0;
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 8;
+            md_kv *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = MD_E_SQL;
+                break;
+            }
+            v = nv;
+        }
+        v[cnt].name = strdup((const char *)sqlite3_column_text(s, 0));
+        v[cnt].value = strdup((const char *)sqlite3_column_text(s, 1));
+        cnt++;
+        if (!v[cnt - 1].name || !v[cnt - 1].value) {
+            rc = MD_E_SQL;
+            break;
+        }
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = MD_E_SQL;
+    sqlite3_reset(s);
+    if (rc) {
+        md_kv_free(v, cnt);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+static int topic_must_exist(md_db *db, const char *topic, char *err, size_t errlen)
+{
+    int rc = md_topic_get(db, topic, NULL);
+    if (rc == KP_UNKNOWN_TOPIC_OR_PARTITION)
+        return unknown_topic(topic, err, errlen);
+    return rc ? md_sqlerr(db, err, errlen, "topic lookup") : KP_NONE;
+}
+
+int md_topic_config_set(md_db *db, const char *topic, const char *name,
+                        const char *value, char *err, size_t errlen)
+{
+    int rc = topic_must_exist(db, topic, err, errlen);
+    if (!rc)
+        rc = md_config_check(name, value, err, errlen);
+    if (rc)
+        return rc;
+    md_kv kv = { (char *)name, (char *)value };
+    /* One statement; a topic deleted in between fails the foreign key. */
+    return insert_configs(db, topic, &kv, 1, err, errlen);
+}
+
+/* Unsetting a name that has no override succeeds (Kafka's DELETE does);
+ * a name Sluice does not know is refused, since it is most likely a typo
+ * the operator wants to hear about. */
+int md_topic_config_unset(md_db *db, const char *topic, const char *name,
+                          char *err, size_t errlen)
+{
+    int rc = topic_must_exist(db, topic, err, errlen);
+    if (rc)
+        return rc;
+    if (!md_config_def_find(name))
+        return md_errf(err, errlen, KP_INVALID_CONFIG,
+                       "Unknown topic config name: %.200s", name ? name : "(null)");
+    sqlite3_stmt *s = md_stmt(db, ST_CFG_DELETE);
+    sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+    return md_step_done(db, s, err, errlen, "delete topic config");
+}
+
+int md_topic_config_replace(md_db *db, const char *topic, const md_kv *kv,
+                            size_t n, bool validate_only, char *err, size_t errlen)
+{
+    int rc = topic_must_exist(db, topic, err, errlen);
+    if (!rc)
+        rc = check_configs(kv, n, err, errlen);
+    if (rc || validate_only)
+        return rc;
+    int t;
+    if ((rc = md_txn_enter(db, &t, err, errlen)))
+        return rc;
+    sqlite3_stmt *s = md_stmt(db, ST_CFG_DELETE_ALL);
+    sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+    rc = md_step_done(db, s, err, errlen, "clear topic configs");
+    if (!rc)
+        rc = insert_configs(db, topic, kv, n, err, errlen);
+    return md_txn_leave(db, t, rc, err, errlen);
+}

@@ -1,0 +1,364 @@
+/* metadata/db.c + migrate.c: opening, schema versions, migrations,
+ * transactions, persistence. */
+#include <check.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "metadata/md.h"
+#include "metadata/md_internal.h"
+
+static char dir[64];
+static char path[128];
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/test_md_db.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/meta.db", dir);
+}
+
+static void teardown(void)
+{
+    char p[160];
+    static const char *const sfx[] = { "", "-wal", "-shm", "-journal" };
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+static int64_t query_int(md_db *db, const char *sql)
+{
+    sqlite3_stmt *s;
+    ck_assert_int_eq(sqlite3_prepare_v2(md_sqlite(db), sql, -1, &s, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+static const char *query_text(md_db *db, const char *sql, char *buf, size_t len)
+{
+    sqlite3_stmt *s;
+    ck_assert_int_eq(sqlite3_prepare_v2(md_sqlite(db), sql, -1, &s, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+    snprintf(buf, len, "%s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    return buf;
+}
+
+static md_db *open_ok(void)
+{
+    md_db *db = NULL;
+    char err[MD_ERRLEN] = "";
+    int rc = md_open(path, &db, err, sizeof err);
+    ck_assert_msg(rc == 0, "md_open: %s", err);
+    ck_assert_ptr_nonnull(db);
+    return db;
+}
+
+/* The linked-in schema.sql, to build test file lists around it. */
+static const struct md_sql_file *linked_schema(void)
+{
+    for (size_t i = 0; i < md_sql_files_count; i++)
+        if (strcmp(md_sql_files[i].name, "sql/schema.sql") == 0)
+            return &md_sql_files[i];
+    ck_abort_msg("sql/schema.sql not linked in");
+    return NULL;
+}
+
+START_TEST(test_open_creates_schema_and_sets_user_version)
+{
+    md_db *db = open_ok();
+    ck_assert_int_eq(md_schema_version(db), 1);
+    static const char *const tables[] = {
+        "brokers", "topics", "partitions", "topic_configs", "consumer_groups",
+        "group_members", "committed_offsets", "producer_ids", "users", "acls" };
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        char sql[160];
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM sqlite_schema WHERE type='table' AND name='%s'",
+                 tables[i]);
+        ck_assert_msg(query_int(db, sql) == 1, "table %s missing", tables[i]);
+    }
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM sqlite_schema "
+                                   "WHERE type='view' AND name='consumer_lag'"), 1);
+    ck_assert_int_eq(query_int(db, "SELECT next_producer_id FROM producer_ids"), 0);
+    md_close(db);
+}
+END_TEST
+
+START_TEST(test_open_sets_wal_foreign_keys_and_full_sync)
+{
+    md_db *db = open_ok();
+    char buf[32];
+    ck_assert_str_eq(query_text(db, "PRAGMA journal_mode", buf, sizeof buf), "wal");
+    ck_assert_int_eq(query_int(db, "PRAGMA foreign_keys"), 1);
+    ck_assert_int_eq(query_int(db, "PRAGMA synchronous"), 2);   /* FULL */
+    ck_assert_int_eq(query_int(db, "PRAGMA busy_timeout"), 5000);
+    md_close(db);
+}
+END_TEST
+
+START_TEST(test_reopen_is_idempotent)
+{
+    md_db *db = open_ok();
+    char err[MD_ERRLEN];
+    ck_assert_int_eq(md_topic_create(db, "keep", 2, 1, NULL, 0, 1, false, err,
+                                     sizeof err), 0);
+    md_close(db);
+    for (int i = 0; i < 3; i++) {
+        db = open_ok();
+        ck_assert_int_eq(md_schema_version(db), 1);
+        ck_assert_int_eq(query_int(db, "SELECT count(*) FROM topics"), 1);
+        ck_assert_int_eq(query_int(db, "SELECT count(*) FROM producer_ids"), 1);
+        md_close(db);
+    }
+}
+END_TEST
+
+START_TEST(test_migration_applies_once_in_order)
+{
+    struct md_sql_file files[] = {
+        /* Deliberately out of order: the number decides, not the position. */
+        { "sql/migrations/0003_note.sql",
+          "INSERT INTO mig_log (what) VALUES ('0003');" },
+        *linked_schema(),
+        { "sql/migrations/0002_log.sql",
+          "CREATE TABLE mig_log (what TEXT NOT NULL) STRICT;"
+          "INSERT INTO mig_log (what) VALUES ('0002');" },
+    };
+    md_db *db = NULL;
+    char err[MD_ERRLEN] = "";
+    ck_assert_msg(md_open_files(path, files, 3, &db, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(md_schema_version(db), 3);
+    char buf[32];
+    ck_assert_str_eq(query_text(db, "SELECT group_concat(what, ',') FROM "
+                                    "(SELECT what FROM mig_log ORDER BY rowid)",
+                                buf, sizeof buf), "0002,0003");
+    md_close(db);
+
+    ck_assert_int_eq(md_open_files(path, files, 3, &db, err, sizeof err), 0);
+    ck_assert_int_eq(md_schema_version(db), 3);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM mig_log"), 2);
+    md_close(db);
+}
+END_TEST
+
+START_TEST(test_migration_upgrades_an_existing_database)
+{
+    md_db *db = open_ok();               /* version 1, the real files */
+    char err[MD_ERRLEN] = "";
+    ck_assert_int_eq(md_topic_create(db, "old", 1, 1, NULL, 0, 1, false, err,
+                                     sizeof err), 0);
+    md_close(db);
+    struct md_sql_file files[] = {
+        *linked_schema(),
+        { "sql/migrations/0002_brokers_zone.sql",
+          "ALTER TABLE brokers ADD COLUMN zone TEXT;" },
+    };
+    ck_assert_msg(md_open_files(path, files, 2, &db, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(md_schema_version(db), 2);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM pragma_table_info('brokers') "
+                                   "WHERE name = 'zone'"), 1);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM topics"), 1);
+    md_close(db);
+}
+END_TEST
+
+START_TEST(test_failing_migration_rolls_back_and_names_file)
+{
+    struct md_sql_file files[] = {
+        *linked_schema(),
+        { "sql/migrations/0002_half.sql",
+          "CREATE TABLE half (x INTEGER);"
+          "THIS IS NOT SQL;" },
+    };
+    md_db *db = NULL;
+    char err[MD_ERRLEN] = "";
+    ck_assert_int_eq(md_open_files(path, files, 2, &db, err, sizeof err), MD_E_SQL);
+    ck_assert_ptr_null(db);
+    ck_assert_ptr_nonnull(strstr(err, "0002_half.sql"));
+
+    /* The file stayed at version 1 without the half-made table. */
+    db = open_ok();
+    ck_assert_int_eq(md_schema_version(db), 1);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM sqlite_schema "
+                                   "WHERE name = 'half'"), 0);
+    md_close(db);
+}
+END_TEST
+
+START_TEST(test_newer_database_is_refused)
+{
+    md_db *db = open_ok();
+    ck_assert_int_eq(sqlite3_exec(md_sqlite(db), "PRAGMA user_version = 42",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    md_close(db);
+    char err[MD_ERRLEN] = "";
+    ck_assert_int_eq(md_open(path, &db, err, sizeof err), MD_E_SQL);
+    ck_assert_ptr_nonnull(strstr(err, "newer"));
+}
+END_TEST
+
+START_TEST(test_duplicate_or_unnumbered_migrations_are_refused)
+{
+    struct md_sql_file dup[] = {
+        *linked_schema(),
+        { "sql/migrations/0002_a.sql", "SELECT 1;" },
+        { "sql/migrations/0002_b.sql", "SELECT 1;" },
+    };
+    md_db *db = NULL;
+    char err[MD_ERRLEN] = "";
+    ck_assert_int_eq(md_open_files(path, dup, 3, &db, err, sizeof err), MD_E_SQL);
+    ck_assert_ptr_nonnull(strstr(err, "same version"));
+
+    struct md_sql_file bad[] = {
+        *linked_schema(),
+        { "sql/migrations/add_thing.sql", "SELECT 1;" },
+    };
+    ck_assert_int_eq(md_open_files(path, bad, 2, &db, err, sizeof err), MD_E_SQL);
+    ck_assert_ptr_nonnull(strstr(err, "add_thing.sql"));
+}
+END_TEST
+
+START_TEST(test_schema_must_set_user_version)
+{
+    struct md_sql_file files[] = {
+        { "sql/schema.sql", "CREATE TABLE t (x INTEGER);" },
+    };
+    md_db *db = NULL;
+    char err[MD_ERRLEN] = "";
+    ck_assert_int_eq(md_open_files(path, files, 1, &db, err, sizeof err), MD_E_SQL);
+    ck_assert_ptr_nonnull(strstr(err, "user_version"));
+}
+END_TEST
+
+START_TEST(test_open_fails_cleanly_on_bad_path)
+{
+    md_db *db = (md_db *)1;
+    char err[MD_ERRLEN] = "";
+    ck_assert_int_eq(md_open("/nonexistent-dir/x/meta.db", &db, err, sizeof err),
+                     MD_E_SQL);
+    ck_assert_ptr_null(db);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent-dir/x/meta.db"));
+}
+END_TEST
+
+START_TEST(test_begin_rollback_discards_changes)
+{
+    md_db *db = open_ok();
+    char err[MD_ERRLEN];
+    ck_assert_int_eq(md_begin(db), 0);
+    ck_assert_int_eq(md_topic_create(db, "t1", 1, 1, NULL, 0, 1, false, err,
+                                     sizeof err), 0);
+    ck_assert_int_eq(md_broker_upsert(db, 1, "localhost", 9092, NULL), 0);
+    ck_assert_int_eq(md_rollback(db), 0);
+    ck_assert_int_eq(md_topic_get(db, "t1", NULL), KP_UNKNOWN_TOPIC_OR_PARTITION);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM brokers"), 0);
+    md_close(db);
+}
+END_TEST
+
+START_TEST(test_failed_change_inside_transaction_undoes_only_itself)
+{
+    md_db *db = open_ok();
+    char err[MD_ERRLEN];
+    ck_assert_int_eq(md_begin(db), 0);
+    ck_assert_int_eq(md_topic_create(db, "a", 1, 1, NULL, 0, 1, false, err,
+                                     sizeof err), 0);
+    ck_assert_int_eq(md_topic_create(db, "a", 1, 1, NULL, 0, 1, false, err,
+                                     sizeof err), KP_TOPIC_ALREADY_EXISTS);
+    ck_assert_int_eq(md_topic_create(db, "b", 3, 1, NULL, 0, 1, false, err,
+                                     sizeof err), 0);
+    ck_assert_int_eq(md_commit(db), 0);
+    md_close(db);
+
+    db = open_ok();
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM topics"), 2);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM partitions"), 4);
+    md_close(db);
+}
+END_TEST
+
+START_TEST(test_broker_upsert_inserts_then_updates)
+{
+    md_db *db = open_ok();
+    ck_assert_int_eq(md_broker_upsert(db, 1, "h1", 9092, NULL), 0);
+    ck_assert_int_eq(md_broker_upsert(db, 1, "h2", 9093, "r1"), 0);
+    ck_assert_int_eq(md_broker_upsert(db, 2, "h3", 9092, NULL), 0);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM brokers"), 2);
+    char buf[64];
+    ck_assert_str_eq(query_text(db, "SELECT host || ':' || port || ':' || rack "
+                                    "FROM brokers WHERE id = 1", buf, sizeof buf),
+                     "h2:9093:r1");
+    ck_assert_int_eq(md_broker_upsert(db, 3, "h", 70000, NULL), KP_INVALID_REQUEST);
+    ck_assert_int_eq(md_broker_upsert(db, -1, "h", 1, NULL), KP_INVALID_REQUEST);
+    md_close(db);
+}
+END_TEST
+
+START_TEST(test_data_persists_across_close_and_reopen)
+{
+    md_db *db = open_ok();
+    char err[MD_ERRLEN];
+    md_kv cfg[] = { { "retention.ms", "1000" } };
+    ck_assert_int_eq(md_topic_create(db, "p", 2, 1, cfg, 1, 7, false, err,
+                                     sizeof err), 0);
+    ck_assert_int_eq(md_partition_save_offsets(db, "p", 1, 5, 10, 12), 0);
+    md_topic before;
+    ck_assert_int_eq(md_topic_get(db, "p", &before), 0);
+    md_close(db);
+
+    db = open_ok();
+    md_topic after;
+    ck_assert_int_eq(md_topic_get(db, "p", &after), 0);
+    ck_assert_mem_eq(before.id, after.id, 16);
+    ck_assert_int_eq(after.partitions, 2);
+    ck_assert_int_eq(after.created_at_ms, before.created_at_ms);
+    md_partition *parts;
+    size_t n;
+    ck_assert_int_eq(md_partition_list(db, "p", &parts, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(parts[1].leader, 7);
+    ck_assert_int_eq(parts[1].high_watermark, 12);
+    free(parts);
+    md_kv *kv;
+    ck_assert_int_eq(md_topic_configs(db, "p", &kv, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(kv[0].value, "1000");
+    md_kv_free(kv, n);
+    md_close(db);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("md_db");
+    TCase *tc = tcase_create("db");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_open_creates_schema_and_sets_user_version);
+    tcase_add_test(tc, test_open_sets_wal_foreign_keys_and_full_sync);
+    tcase_add_test(tc, test_reopen_is_idempotent);
+    tcase_add_test(tc, test_migration_applies_once_in_order);
+    tcase_add_test(tc, test_migration_upgrades_an_existing_database);
+    tcase_add_test(tc, test_failing_migration_rolls_back_and_names_file);
+    tcase_add_test(tc, test_newer_database_is_refused);
+    tcase_add_test(tc, test_duplicate_or_unnumbered_migrations_are_refused);
+    tcase_add_test(tc, test_schema_must_set_user_version);
+    tcase_add_test(tc, test_open_fails_cleanly_on_bad_path);
+    tcase_add_test(tc, test_begin_rollback_discards_changes);
+    tcase_add_test(tc, test_failed_change_inside_transaction_undoes_only_itself);
+    tcase_add_test(tc, test_broker_upsert_inserts_then_updates);
+    tcase_add_test(tc, test_data_persists_across_close_and_reopen);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
