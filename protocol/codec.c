@@ -1,0 +1,359 @@
+/*
+ * codec.c — the record codecs a client may put in a batch: gzip (zlib),
+ * snappy (libsnappy, raw block or xerial framing), lz4 (frame format) and
+ * zstd.  Used only where the broker must look inside a batch (the messages
+ * view, compaction) and by the builder; produce and fetch never call it.
+ *
+ * Promises:
+ *   1. Output is appended to `out`; on failure out->len is restored, so a
+ *      half-decoded blob never stays visible.
+ *   2. Decompression never produces, nor allocates for, more than max_out
+ *      bytes: hostile compression ratios end in KP_E_CODEC, not in a huge
+ *      allocation.  Output grows in bounded steps (at most 256 KiB beyond
+ *      what has been produced) except for snappy, whose declared block
+ *      length is checked against max_out before anything is reserved.
+ *   3. Truncated or corrupt input is KP_E_CODEC; zlib, lz4 and zstd streams
+ *      must reach their end marker.  Concatenated gzip members, lz4 frames
+ *      and zstd frames are all decoded (zstd frames may lack a content size,
+ *      hence the streaming API).
+ *   4. Compressed output: gzip stream, xerial-framed snappy (what the Java
+ *      client writes and every client reads), lz4 frame with independent
+ *      64 KiB blocks and no content checksum (the Java client's reader
+ *      handles exactly this), zstd level 3.
+ */
+#include <string.h>
+
+#include <lz4frame.h>
+#include <snappy-c.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "protocol/kp.h"
+
+#define STEP (256 * 1024)
+
+static const uint8_t xerial_magic[8] = { 0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0 };
+
+/* Room for the next decoder step: at most STEP, and one byte past max_out
+ * so an overflowing stream is noticed rather than silently cut. */
+static uint8_t *out_room(kp_buf *out, size_t base, size_t max_out, size_t *room)
+{
+    size_t left = max_out - (out->len - base);   /* produced <= max_out here */
+    size_t n = left < STEP ? left + 1 : STEP;
+    uint8_t *d = kp_buf_reserve(out, n);
+    *room = n;
+    return d;
+}
+
+static int gzip_decompress(const uint8_t *in, size_t in_len, kp_buf *out,
+                           size_t base, size_t max_out)
+{
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit2(&zs, 15 + 32) != Z_OK)      /* gzip or zlib header */
+        return KP_E_NOMEM;
+    int rc = KP_E_CODEC;
+    size_t pos = 0;
+    for (;;) {
+        size_t room;
+        uint8_t *d = out_room(out, base, max_out, &room);
+        if (!d) {
+            rc = KP_E_NOMEM;
+            break;
+        }
+        size_t in_chunk = in_len - pos > UINT32_MAX ? UINT32_MAX : in_len - pos;
+        zs.next_in = (Bytef *)(uintptr_t)(in + pos);
+        zs.avail_in = (uInt)in_chunk;
+        zs.next_out = d;
+        zs.avail_out = (uInt)room;
+        int z = inflate(&zs, Z_NO_FLUSH);
+        pos += in_chunk - zs.avail_in;
+        out->len += room - zs.avail_out;
+        if (out->len - base > max_out)
+            break;
+        if (z == Z_STREAM_END) {
+            if (pos == in_len) {
+                rc = 0;
+                break;
+            }
+            if (inflateReset(&zs) != Z_OK)      /* another gzip member */
+                break;
+            continue;
+        }
+        if (z != Z_OK)
+            break;                               /* corrupt, or ran dry (BUF_ERROR) */
+        if (pos == in_len && zs.avail_out != 0)
+            break;                               /* input ended before the trailer */
+    }
+    inflateEnd(&zs);
+    return rc;
+}
+
+static int gzip_compress(const uint8_t *in, size_t in_len, kp_buf *out)
+{
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (in_len > UINT32_MAX / 2)
+        return KP_E_CODEC;
+    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+                     Z_DEFAULT_STRATEGY) != Z_OK)
+        return KP_E_NOMEM;
+    size_t bound = deflateBound(&zs, (uLong)in_len) + 32;
+    uint8_t *d = kp_buf_reserve(out, bound);
+    int rc = KP_E_NOMEM;
+    if (d) {
+        zs.next_in = (Bytef *)(uintptr_t)in;
+        zs.avail_in = (uInt)in_len;
+        zs.next_out = d;
+        zs.avail_out = (uInt)bound;
+        if (deflate(&zs, Z_FINISH) == Z_STREAM_END) {
+            out->len += bound - zs.avail_out;
+            rc = 0;
+        } else {
+            rc = KP_E_CODEC;
+        }
+    }
+    deflateEnd(&zs);
+    return rc;
+}
+
+/* One raw snappy block; its declared length is checked before reserving. */
+static int snappy_block(const uint8_t *in, size_t in_len, kp_buf *out,
+                        size_t base, size_t max_out)
+{
+    size_t n;
+    if (snappy_uncompressed_length((const char *)in, in_len, &n) != SNAPPY_OK)
+        return KP_E_CODEC;
+    if (n > max_out - (out->len - base))
+        return KP_E_CODEC;
+    uint8_t *d = kp_buf_reserve(out, n ? n : 1);
+    if (!d)
+        return KP_E_NOMEM;
+    size_t got = n;
+    if (snappy_uncompress((const char *)in, in_len, (char *)d, &got) != SNAPPY_OK ||
+        got != n)
+        return KP_E_CODEC;
+    out->len += n;
+    return 0;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Xerial (snappy-java) framing:
+ *
+ *   +--------------------------------+---------+--------+
+ *   | 82 'S' 'N' 'A' 'P' 'P' 'Y' 00  | version | compat |   INT32 BE each
+ *   +--------------------------------+---------+--------+
+ *   | INT32 BE length | raw snappy block | ... repeated to the end
+ */
+static int snappy_decompress(const uint8_t *in, size_t in_len, kp_buf *out,
+                             size_t base, size_t max_out)
+{
+    if (in_len < 16 || memcmp(in, xerial_magic, 8) != 0)
+        return snappy_block(in, in_len, out, base, max_out);
+    size_t pos = 16;
+    while (pos < in_len) {
+        if (in_len - pos < 4)
+            return KP_E_CODEC;
+        uint32_t n = be32(in + pos);
+        pos += 4;
+        if (n > in_len - pos)
+            return KP_E_CODEC;
+        int rc = snappy_block(in + pos, n, out, base, max_out);
+        if (rc < 0)
+            return rc;
+        pos += n;
+    }
+    return 0;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+#define XERIAL_BLOCK (32 * 1024)    /* snappy-java's default block size */
+
+static int snappy_compress_x(const uint8_t *in, size_t in_len, kp_buf *out)
+{
+    uint8_t hdr[16];
+    memcpy(hdr, xerial_magic, 8);
+    put32(hdr + 8, 1);              /* version */
+    put32(hdr + 12, 1);             /* compatible version */
+    kp_wr_raw(out, hdr, sizeof hdr);
+    for (size_t pos = 0; pos < in_len; pos += XERIAL_BLOCK) {
+        size_t n = in_len - pos < XERIAL_BLOCK ? in_len - pos : XERIAL_BLOCK;
+        size_t cap = snappy_max_compressed_length(n);
+        uint8_t *d = kp_buf_reserve(out, 4 + cap);
+        if (!d)
+            return KP_E_NOMEM;
+        size_t clen = cap;
+        if (snappy_compress((const char *)in + pos, n, (char *)d + 4, &clen) != SNAPPY_OK)
+            return KP_E_CODEC;
+        put32(d, (uint32_t)clen);
+        out->len += 4 + clen;
+    }
+    return out->err;
+}
+
+static int lz4_decompress(const uint8_t *in, size_t in_len, kp_buf *out,
+                          size_t base, size_t max_out)
+{
+    LZ4F_dctx *dctx;
+    if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
+        return KP_E_NOMEM;
+    int rc = KP_E_CODEC;
+    size_t pos = 0;
+    for (;;) {
+        size_t room;
+        uint8_t *d = out_room(out, base, max_out, &room);
+        if (!d) {
+            rc = KP_E_NOMEM;
+            break;
+        }
+        size_t src = in_len - pos, dst = room;
+        /* hint == 0: a frame ended and everything is flushed; the context
+         * then starts over, so a following frame is decoded too. */
+        size_t hint = LZ4F_decompress(dctx, d, &dst, pos < in_len ? in + pos : NULL,
+                                      &src, NULL);
+        if (LZ4F_isError(hint))
+            break;
+        pos += src;
+        out->len += dst;
+        if (out->len - base > max_out)
+            break;
+        if (hint == 0 && pos == in_len) {
+            rc = 0;
+            break;
+        }
+        if (src == 0 && dst == 0)
+            break;                      /* no progress: the input ended early */
+    }
+    LZ4F_freeDecompressionContext(dctx);
+    return rc;
+}
+
+static int lz4_compress(const uint8_t *in, size_t in_len, kp_buf *out)
+{
+    LZ4F_preferences_t prefs;
+    memset(&prefs, 0, sizeof prefs);
+    prefs.frameInfo.blockSizeID = LZ4F_max64KB;
+    prefs.frameInfo.blockMode = LZ4F_blockIndependent;
+    prefs.frameInfo.contentChecksumFlag = LZ4F_noContentChecksum;
+    size_t bound = LZ4F_compressFrameBound(in_len, &prefs);
+    uint8_t *d = kp_buf_reserve(out, bound);
+    if (!d)
+        return KP_E_NOMEM;
+    size_t n = LZ4F_compressFrame(d, bound, in, in_len, &prefs);
+    if (LZ4F_isError(n))
+        return KP_E_CODEC;
+    out->len += n;
+    return 0;
+}
+
+static int zstd_decompress(const uint8_t *in, size_t in_len, kp_buf *out,
+                           size_t base, size_t max_out)
+{
+    ZSTD_DStream *ds = ZSTD_createDStream();
+    if (!ds)
+        return KP_E_NOMEM;
+    int rc = KP_E_CODEC;
+    ZSTD_inBuffer ib = { in, in_len, 0 };
+    size_t last = 1;
+    for (;;) {
+        size_t room;
+        uint8_t *d = out_room(out, base, max_out, &room);
+        if (!d) {
+            rc = KP_E_NOMEM;
+            break;
+        }
+        ZSTD_outBuffer ob = { d, room, 0 };
+        size_t in_before = ib.pos;
+        last = ZSTD_decompressStream(ds, &ob, &ib);
+        if (ZSTD_isError(last))
+            break;
+        out->len += ob.pos;
+        if (out->len - base > max_out)
+            break;
+        if (ib.pos == ib.size && ob.pos < ob.size) {
+            /* All input consumed and the decoder had room to spare: it has
+             * nothing more to give.  last == 0 means a frame just ended. */
+            if (last == 0)
+                rc = 0;
+            break;
+        }
+        if (ob.pos == 0 && ib.pos == in_before)
+            break;                      /* no progress */
+    }
+    ZSTD_freeDStream(ds);
+    return rc;
+}
+
+static int zstd_compress(const uint8_t *in, size_t in_len, kp_buf *out)
+{
+    size_t bound = ZSTD_compressBound(in_len);
+    uint8_t *d = kp_buf_reserve(out, bound);
+    if (!d)
+        return KP_E_NOMEM;
+    size_t n = ZSTD_compress(d, bound, in, in_len, 3);
+    if (ZSTD_isError(n))
+        return KP_E_CODEC;
+    out->len += n;
+    return 0;
+}
+
+int kp_decompress(int codec, const void *in, size_t in_len, kp_buf *out,
+                  size_t max_out)
+{
+    if (out->err)
+        return out->err;
+    size_t base = out->len;
+    int rc;
+    switch (codec) {
+    case KP_CODEC_NONE:
+        if (in_len > max_out)
+            return KP_E_CODEC;
+        kp_wr_raw(out, in, in_len);
+        return out->err;
+    case KP_CODEC_GZIP:   rc = gzip_decompress(in, in_len, out, base, max_out); break;
+    case KP_CODEC_SNAPPY: rc = snappy_decompress(in, in_len, out, base, max_out); break;
+    case KP_CODEC_LZ4:    rc = lz4_decompress(in, in_len, out, base, max_out); break;
+    case KP_CODEC_ZSTD:   rc = zstd_decompress(in, in_len, out, base, max_out); break;
+    default:              return KP_E_CODEC;
+    }
+    if (rc == 0 && out->len - base > max_out)
+        rc = KP_E_CODEC;
+    if (rc < 0) {
+        out->len = base;
+        if (rc == KP_E_NOMEM)
+            out->err = 0;       /* the failed reservation is ours, not the caller's */
+    }
+    return rc;
+}
+
+int kp_compress(int codec, const void *in, size_t in_len, kp_buf *out)
+{
+    if (out->err)
+        return out->err;
+    size_t base = out->len;
+    int rc;
+    switch (codec) {
+    case KP_CODEC_NONE:   kp_wr_raw(out, in, in_len); rc = out->err; break;
+    case KP_CODEC_GZIP:   rc = gzip_compress(in, in_len, out); break;
+    case KP_CODEC_SNAPPY: rc = snappy_compress_x(in, in_len, out); break;
+    case KP_CODEC_LZ4:    rc = lz4_compress(in, in_len, out); break;
+    case KP_CODEC_ZSTD:   rc = zstd_compress(in, in_len, out); break;
+    default:              return KP_E_CODEC;
+    }
+    if (rc < 0) {
+        out->len = base;
+        out->err = 0;
+    }
+    return rc;
+}

@@ -1,0 +1,471 @@
+/* RecordBatch v2: the README's 75-byte batch, validation errors, in-place
+ * rewrites, the builder round trip for every codec, record iteration, and
+ * hostile input (every truncation, random byte flips). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol/kp.h"
+
+/* README section 11. */
+static const uint8_t batch75[75] = {
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x3f, 0xff, 0xff, 0xff, 0xff,
+    0x02, 0x3a, 0xc2, 0xe8, 0x2b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x00, 0x00, 0x00, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x00,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0x00, 0x00, 0x00, 0x01,
+    0x1a, 0x00, 0x00, 0x00, 0x02, 0x6b, 0x04, 0x68, 0x69, 0x02, 0x02, 0x68, 0x02, 0x76,
+};
+
+START_TEST(test_readme_batch_validates)
+{
+    kp_batch b;
+    ck_assert_int_eq(kp_batch_size(batch75, 12), 75);
+    ck_assert_int_eq(kp_batch_validate(batch75, sizeof batch75, &b), 75);
+    ck_assert_int_eq(b.BaseOffset, 0);
+    ck_assert_int_eq(b.BatchLength, 63);
+    ck_assert_int_eq(b.PartitionLeaderEpoch, -1);
+    ck_assert_int_eq(b.Magic, 2);
+    ck_assert_uint_eq(b.Crc, 0x3AC2E82Bu);
+    ck_assert_int_eq(b.Attributes, 0);
+    ck_assert_int_eq(b.LastOffsetDelta, 0);
+    ck_assert(b.BaseTimestamp == 1700000000000LL);
+    ck_assert(b.MaxTimestamp == 1700000000000LL);
+    ck_assert(b.ProducerId == -1);
+    ck_assert_int_eq(b.ProducerEpoch, -1);
+    ck_assert_int_eq(b.BaseSequence, -1);
+    ck_assert_int_eq(b.RecordsCount, 1);
+    ck_assert_int_eq(kp_batch_check_stored(batch75, sizeof batch75, &b), 75);
+    /* Extra bytes after the batch are not its business. */
+    uint8_t two[150];
+    memcpy(two, batch75, 75);
+    memcpy(two + 75, batch75, 75);
+    ck_assert_int_eq(kp_batch_validate(two, sizeof two, NULL), 75);
+}
+END_TEST
+
+START_TEST(test_readme_batch_iterates)
+{
+    kp_rec_iter it;
+    kp_record rec;
+    kp_header h;
+    kp_rec_iter_init0(&it);
+    ck_assert_int_eq(kp_rec_iter_start(&it, batch75, sizeof batch75), 0);
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 1);
+    ck_assert(kp_str_eq(rec.Key, "k"));
+    ck_assert(kp_str_eq(rec.Value, "hi"));
+    ck_assert(rec.Timestamp == 1700000000000LL);
+    ck_assert(rec.Offset == 0);
+    ck_assert_int_eq(rec.HeadersCount, 1);
+    ck_assert_int_eq(kp_header_next(&rec, &h), 1);
+    ck_assert(kp_str_eq(h.Key, "h"));
+    ck_assert(kp_str_eq(h.Value, "v"));
+    ck_assert_int_eq(kp_header_next(&rec, &h), 0);
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 0);
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 0);
+    kp_rec_iter_free(&it);
+}
+END_TEST
+
+static uint8_t *copy75(void)
+{
+    uint8_t *p = malloc(75);
+    memcpy(p, batch75, 75);
+    return p;
+}
+
+START_TEST(test_corrupt_crc_magic_count_codec_detected)
+{
+    uint8_t *p = copy75();
+    p[70] ^= 1;                                  /* a value byte */
+    ck_assert_int_eq(kp_batch_validate(p, 75, NULL), KP_E_CRC);
+    ck_assert_int_eq(kp_batch_check_stored(p, 75, NULL), KP_E_CRC);
+    free(p);
+
+    p = copy75();
+    p[16] = 1;
+    ck_assert_int_eq(kp_batch_validate(p, 75, NULL), KP_E_MAGIC);
+    free(p);
+
+    p = copy75();
+    p[60] = 2;                                   /* RecordsCount 2, LOD 0 */
+    uint32_t c = kp_crc32c(0, p + 21, 75 - 21);
+    p[17] = (uint8_t)(c >> 24); p[18] = (uint8_t)(c >> 16);
+    p[19] = (uint8_t)(c >> 8);  p[20] = (uint8_t)c;
+    ck_assert_int_eq(kp_batch_validate(p, 75, NULL), KP_E_MALFORMED);
+    ck_assert_int_eq(kp_batch_check_stored(p, 75, NULL), KP_E_MALFORMED);
+    free(p);
+
+    p = copy75();
+    p[60] = 0;                                   /* RecordsCount 0 */
+    c = kp_crc32c(0, p + 21, 75 - 21);
+    p[17] = (uint8_t)(c >> 24); p[18] = (uint8_t)(c >> 16);
+    p[19] = (uint8_t)(c >> 8);  p[20] = (uint8_t)c;
+    ck_assert_int_eq(kp_batch_validate(p, 75, NULL), KP_E_MALFORMED);
+    /* ... which compaction may leave behind. */
+    ck_assert_int_eq(kp_batch_check_stored(p, 75, NULL), 75);
+    free(p);
+
+    p = copy75();
+    p[22] = 5;                                   /* codec 5 */
+    c = kp_crc32c(0, p + 21, 75 - 21);
+    p[17] = (uint8_t)(c >> 24); p[18] = (uint8_t)(c >> 16);
+    p[19] = (uint8_t)(c >> 8);  p[20] = (uint8_t)c;
+    ck_assert_int_eq(kp_batch_validate(p, 75, NULL), KP_E_CODEC);
+    free(p);
+
+    p = copy75();
+    p[11] = 10;                                  /* BatchLength below the header */
+    ck_assert_int_eq(kp_batch_size(p, 75), KP_E_MALFORMED);
+    ck_assert_int_eq(kp_batch_validate(p, 75, NULL), KP_E_MALFORMED);
+    p[8] = 0x80;                                 /* negative BatchLength */
+    ck_assert_int_eq(kp_batch_size(p, 75), KP_E_MALFORMED);
+    p[8] = 0x7f;                                 /* huge BatchLength */
+    ck_assert_int_eq(kp_batch_validate(p, 75, NULL), KP_E_TRUNCATED);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_rewrites_keep_crc_valid)
+{
+    uint8_t *p = copy75();
+    kp_batch b;
+    kp_batch_set_base_offset(p, 1234567890123LL);
+    kp_batch_set_leader_epoch(p, 7);
+    ck_assert_int_eq(kp_batch_validate(p, 75, &b), 75);
+    ck_assert(b.BaseOffset == 1234567890123LL);
+    ck_assert_int_eq(b.PartitionLeaderEpoch, 7);
+    kp_batch_set_log_append_time(p, 1800000000000LL);
+    ck_assert_int_eq(kp_batch_validate(p, 75, &b), 75);
+    ck_assert(b.Attributes & KP_ATTR_LOG_APPEND_TIME);
+    ck_assert(b.MaxTimestamp == 1800000000000LL);
+
+    kp_rec_iter it;
+    kp_record rec;
+    kp_rec_iter_init0(&it);
+    ck_assert_int_eq(kp_rec_iter_start(&it, p, 75), 0);
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 1);
+    ck_assert(rec.Timestamp == 1800000000000LL);     /* LogAppendTime wins */
+    ck_assert(rec.Offset == 1234567890123LL);
+    kp_rec_iter_free(&it);
+    free(p);
+}
+END_TEST
+
+/* Builds a batch of n records with varied keys, values and headers. */
+static int64_t build(kp_buf *out, int codec, int n)
+{
+    kp_batch_builder bb;
+    kp_bb_init(&bb, out, codec);
+    kp_bb_set_producer(&bb, 4242, 3, 100);
+    for (int i = 0; i < n; i++) {
+        char key[32], val[256];
+        int kl = snprintf(key, sizeof key, "key-%d", i);
+        int vl = snprintf(val, sizeof val, "value %d %0*d", i, i % 200, 0);
+        kp_header hs[2] = {
+            { { "h1", 2 }, { "v1", 2 } },
+            { { "empty-null", 10 }, KP_STR_NULL },
+        };
+        kp_bb_add(&bb, 1700000000000LL + (i % 7) * 1000 - 3000,
+                  i % 5 == 0 ? NULL : key, kl,
+                  i % 4 == 1 ? NULL : val, vl,
+                  hs, i % 3);
+    }
+    int64_t size = kp_bb_finish(&bb);
+    kp_bb_free(&bb);
+    return size;
+}
+
+static void check_built(const uint8_t *p, size_t len, int codec, int n)
+{
+    kp_batch b;
+    ck_assert_int_eq(kp_batch_validate(p, len, &b), (int64_t)len);
+    ck_assert_int_eq(b.Attributes & KP_ATTR_CODEC_MASK, codec);
+    ck_assert_int_eq(b.RecordsCount, n);
+    ck_assert_int_eq(b.LastOffsetDelta, n - 1);
+    ck_assert(b.ProducerId == 4242);
+    ck_assert_int_eq(b.ProducerEpoch, 3);
+    ck_assert_int_eq(b.BaseSequence, 100);
+    int64_t max = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || 1700000000000LL + (i % 7) * 1000 - 3000 > max)
+            max = 1700000000000LL + (i % 7) * 1000 - 3000;
+    ck_assert(b.BaseTimestamp == 1700000000000LL - 3000);   /* first record's */
+    ck_assert(b.MaxTimestamp == max);
+
+    kp_rec_iter it;
+    kp_record rec;
+    kp_rec_iter_init0(&it);
+    ck_assert_int_eq(kp_rec_iter_start(&it, p, len), 0);
+    for (int i = 0; i < n; i++) {
+        char key[32], val[256];
+        int kl = snprintf(key, sizeof key, "key-%d", i);
+        int vl = snprintf(val, sizeof val, "value %d %0*d", i, i % 200, 0);
+        ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 1);
+        ck_assert(rec.Offset == i);
+        ck_assert(rec.Timestamp == 1700000000000LL + (i % 7) * 1000 - 3000);
+        if (i % 5 == 0) {
+            ck_assert_int_eq(rec.Key.len, -1);
+        } else {
+            ck_assert_int_eq(rec.Key.len, kl);
+            ck_assert(memcmp(rec.Key.p, key, (size_t)kl) == 0);
+        }
+        if (i % 4 == 1) {
+            ck_assert_int_eq(rec.Value.len, -1);
+        } else {
+            ck_assert_int_eq(rec.Value.len, vl);
+            ck_assert(memcmp(rec.Value.p, val, (size_t)vl) == 0);
+        }
+        ck_assert_int_eq(rec.HeadersCount, i % 3);
+        kp_header h;
+        if (i % 3 >= 1) {
+            ck_assert_int_eq(kp_header_next(&rec, &h), 1);
+            ck_assert(kp_str_eq(h.Key, "h1"));
+            ck_assert(kp_str_eq(h.Value, "v1"));
+        }
+        if (i % 3 == 2) {
+            ck_assert_int_eq(kp_header_next(&rec, &h), 1);
+            ck_assert(kp_str_eq(h.Key, "empty-null"));
+            ck_assert_int_eq(h.Value.len, -1);
+        }
+        ck_assert_int_eq(kp_header_next(&rec, &h), 0);
+    }
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 0);
+    kp_rec_iter_free(&it);
+}
+
+START_TEST(test_builder_round_trips_every_codec)
+{
+    static const int sizes[] = { 1, 2, 17, 1000 };
+    for (int codec = KP_CODEC_NONE; codec <= KP_CODEC_ZSTD; codec++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            kp_buf out;
+            kp_buf_init(&out);
+            kp_wr_raw(&out, "prefix", 6);            /* batch need not start at 0 */
+            int64_t size = build(&out, codec, sizes[s]);
+            ck_assert_msg(size > 0, "codec %d n %d: %lld", codec, sizes[s], (long long)size);
+            ck_assert_int_eq(out.len, 6 + (size_t)size);
+            check_built(out.data + 6, (size_t)size, codec, sizes[s]);
+            kp_buf_free(&out);
+        }
+}
+END_TEST
+
+START_TEST(test_builder_reused_and_gaps)
+{
+    kp_buf out;
+    kp_buf_init(&out);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &out, KP_CODEC_NONE);
+    ck_assert_int_eq(kp_bb_finish(&bb), KP_E_MALFORMED);     /* empty */
+    ck_assert_int_eq(out.len, 0);
+    kp_bb_init(&bb, &out, KP_CODEC_NONE);
+    kp_bb_add_at(&bb, 0, 10, "a", 1, "1", 1, NULL, 0);
+    kp_bb_add_at(&bb, 5, 20, "b", 1, "2", 1, NULL, 0);
+    int64_t size = kp_bb_finish(&bb);
+    ck_assert_int_gt(size, 0);
+    kp_batch b;
+    ck_assert_int_eq(kp_batch_validate(out.data, out.len, &b), KP_E_MALFORMED);
+    ck_assert_int_eq(kp_batch_check_stored(out.data, out.len, &b), size);
+    ck_assert_int_eq(b.LastOffsetDelta, 5);
+    ck_assert_int_eq(b.RecordsCount, 2);
+    kp_rec_iter it;
+    kp_record rec;
+    kp_rec_iter_init0(&it);
+    kp_batch_set_base_offset(out.data, 100);
+    ck_assert_int_eq(kp_rec_iter_start(&it, out.data, out.len), 0);
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 1);
+    ck_assert(rec.Offset == 100);
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 1);
+    ck_assert(rec.Offset == 105);
+    ck_assert(rec.Timestamp == 20);
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 0);
+
+    /* Second batch from the same builder, same iterator restarted. */
+    kp_bb_init(&bb, &out, KP_CODEC_GZIP);
+    kp_bb_add(&bb, 30, NULL, 0, "", 0, NULL, 0);
+    int64_t size2 = kp_bb_finish(&bb);
+    ck_assert_int_gt(size2, 0);
+    ck_assert_int_eq(out.len, (size_t)(size + size2));
+    ck_assert_int_eq(kp_rec_iter_start(&it, out.data + size, (size_t)size2), 0);
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), 1);
+    ck_assert_int_eq(rec.Key.len, -1);
+    ck_assert_int_eq(rec.Value.len, 0);
+    kp_rec_iter_free(&it);
+    kp_bb_free(&bb);
+
+    /* Bad input to the builder latches and leaves out untouched. */
+    size_t before = out.len;
+    kp_bb_init(&bb, &out, KP_CODEC_NONE);
+    kp_bb_add(&bb, 1, "k", -5, NULL, 0, NULL, 0);
+    ck_assert_int_eq(kp_bb_finish(&bb), KP_E_MALFORMED);
+    kp_bb_init(&bb, &out, 7);
+    kp_bb_add(&bb, 1, "k", 1, NULL, 0, NULL, 0);
+    ck_assert_int_eq(kp_bb_finish(&bb), KP_E_CODEC);
+    ck_assert_int_eq(out.len, before);
+    kp_bb_free(&bb);
+    kp_buf_free(&out);
+}
+END_TEST
+
+/* Runs everything a hostile batch can reach; returns 0 if it all passed. */
+static int exercise(const uint8_t *p, size_t len)
+{
+    kp_batch b;
+    int bad = 0;
+    (void)kp_batch_size(p, len);
+    (void)kp_batch_header(p, len, &b);
+    if (kp_batch_validate(p, len, &b) < 0)
+        bad = 1;
+    (void)kp_batch_check_stored(p, len, &b);
+    kp_rec_iter it;
+    kp_record rec;
+    kp_header h;
+    kp_rec_iter_init0(&it);
+    int rc = kp_rec_iter_start(&it, p, len);
+    if (rc < 0)
+        bad = 1;
+    while (rc >= 0 && (rc = kp_rec_iter_next(&it, &rec)) == 1) {
+        int hr;
+        volatile size_t sum = 0;
+        if (rec.Key.len > 0)
+            sum += (uint8_t)rec.Key.p[rec.Key.len - 1];
+        if (rec.Value.len > 0)
+            sum += (uint8_t)rec.Value.p[rec.Value.len - 1];
+        while ((hr = kp_header_next(&rec, &h)) == 1)
+            sum += (size_t)h.Key.len;
+        if (hr < 0)
+            bad = 1;
+    }
+    if (rc < 0)
+        bad = 1;
+    kp_rec_iter_free(&it);
+    return bad;
+}
+
+START_TEST(test_truncation_at_every_byte_is_an_error)
+{
+    for (int codec = KP_CODEC_NONE; codec <= KP_CODEC_ZSTD; codec++) {
+        kp_buf out;
+        kp_buf_init(&out);
+        int64_t size = build(&out, codec, 20);
+        ck_assert_int_gt(size, 0);
+        for (size_t n = 0; n < (size_t)size; n++) {
+            /* An exact-size heap copy so ASan sees any read past n. */
+            uint8_t *p = malloc(n ? n : 1);
+            memcpy(p, out.data, n);
+            ck_assert_msg(exercise(p, n) == 1, "codec %d prefix %zu accepted", codec, n);
+            ck_assert_int_lt(kp_batch_validate(p, n, NULL), 0);
+            free(p);
+        }
+        uint8_t *p = malloc((size_t)size);
+        memcpy(p, out.data, (size_t)size);
+        ck_assert_int_eq(exercise(p, (size_t)size), 0);
+        free(p);
+        kp_buf_free(&out);
+    }
+    for (size_t n = 0; n < sizeof batch75; n++) {
+        uint8_t *p = malloc(n ? n : 1);
+        memcpy(p, batch75, n);
+        ck_assert_int_eq(exercise(p, n), 1);
+        free(p);
+    }
+}
+END_TEST
+
+/* The records area itself shortened, with BatchLength and CRC made
+ * consistent, so only the record parser can notice. */
+START_TEST(test_truncated_records_area_with_fixed_crc)
+{
+    kp_buf out;
+    kp_buf_init(&out);
+    int64_t size = build(&out, KP_CODEC_NONE, 5);
+    for (size_t n = KP_BATCH_HEADER_SIZE; n < (size_t)size; n++) {
+        uint8_t *p = malloc(n);
+        memcpy(p, out.data, n);
+        uint32_t bl = (uint32_t)(n - 12);
+        p[8] = (uint8_t)(bl >> 24); p[9] = (uint8_t)(bl >> 16);
+        p[10] = (uint8_t)(bl >> 8); p[11] = (uint8_t)bl;
+        uint32_t c = kp_crc32c(0, p + 21, n - 21);
+        p[17] = (uint8_t)(c >> 24); p[18] = (uint8_t)(c >> 16);
+        p[19] = (uint8_t)(c >> 8);  p[20] = (uint8_t)c;
+        ck_assert_int_eq(kp_batch_validate(p, n, NULL), (int64_t)n);   /* framing ok */
+        ck_assert_msg(exercise(p, n) == 1, "records cut at %zu accepted", n);
+        free(p);
+    }
+    kp_buf_free(&out);
+}
+END_TEST
+
+START_TEST(test_random_byte_flips_never_crash)
+{
+    srand(777);
+    for (int codec = KP_CODEC_NONE; codec <= KP_CODEC_ZSTD; codec++) {
+        kp_buf out;
+        kp_buf_init(&out);
+        int64_t size = build(&out, codec, 12);
+        for (int iter = 0; iter < 3000; iter++) {
+            uint8_t *p = malloc((size_t)size);
+            memcpy(p, out.data, (size_t)size);
+            int flips = 1 + rand() % 4;
+            for (int f = 0; f < flips; f++)
+                p[rand() % size] ^= (uint8_t)(1 + rand() % 255);
+            /* Fix the CRC half the time so the deeper parsers are reached. */
+            if (iter & 1) {
+                uint32_t c = kp_crc32c(0, p + 21, (size_t)size - 21);
+                p[17] = (uint8_t)(c >> 24); p[18] = (uint8_t)(c >> 16);
+                p[19] = (uint8_t)(c >> 8);  p[20] = (uint8_t)c;
+            }
+            (void)exercise(p, (size_t)size);
+            free(p);
+        }
+        kp_buf_free(&out);
+    }
+}
+END_TEST
+
+START_TEST(test_hostile_record_counts_bounded)
+{
+    uint8_t *p = copy75();
+    p[57] = 0x7f; p[58] = 0xff; p[59] = 0xff; p[60] = 0xff;   /* RecordsCount */
+    kp_rec_iter it;
+    kp_rec_iter_init0(&it);
+    ck_assert_int_eq(kp_rec_iter_start(&it, p, 75), KP_E_MALFORMED);
+    p[57] = 0x80;                                           /* negative */
+    ck_assert_int_eq(kp_rec_iter_start(&it, p, 75), KP_E_MALFORMED);
+    free(p);
+    /* Header count too large for the record. */
+    p = copy75();
+    p[70] = 0x7e;                                           /* HeadersCount 63 */
+    ck_assert_int_eq(kp_rec_iter_start(&it, p, 75), 0);
+    kp_record rec;
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), KP_E_MALFORMED);
+    ck_assert_int_eq(kp_rec_iter_next(&it, &rec), KP_E_MALFORMED);   /* latched */
+    free(p);
+    kp_rec_iter_free(&it);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("kp_batch");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_readme_batch_validates);
+    tcase_add_test(tc, test_readme_batch_iterates);
+    tcase_add_test(tc, test_corrupt_crc_magic_count_codec_detected);
+    tcase_add_test(tc, test_rewrites_keep_crc_valid);
+    tcase_add_test(tc, test_builder_round_trips_every_codec);
+    tcase_add_test(tc, test_builder_reused_and_gaps);
+    tcase_add_test(tc, test_truncation_at_every_byte_is_an_error);
+    tcase_add_test(tc, test_truncated_records_area_with_fixed_crc);
+    tcase_add_test(tc, test_random_byte_flips_never_crash);
+    tcase_add_test(tc, test_hostile_record_counts_bounded);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
