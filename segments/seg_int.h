@@ -1,0 +1,173 @@
+/*
+ * segments/seg_int.h — internals shared by the files of segments/.
+ * Nothing here is part of the module's contract (that is seg.h).
+ *
+ * Ownership in one picture:
+ *
+ *   seg_log ── segs[0..n) ──► seg_segment ──► seg_file (.log fd, refcounted)
+ *     │                          ├─ idx   (.index,     mmap, 8-byte entries)
+ *     │                          └─ tidx  (.timeindex, mmap, 12-byte entries)
+ *     └─ mu: guards segs[]/n, log_end, recovery_point, trunc_gen — the
+ *            only state seg_flush (worker thread) looks at.
+ *
+ * The owner thread reads its own state without the lock; it takes the lock
+ * only to change what the flusher reads.  The flusher takes the lock only to
+ * copy file references and to publish the new recovery point.
+ */
+#ifndef SLUICE_SEG_INT_H
+#define SLUICE_SEG_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "segments/seg.h"
+#include "protocol/kp.h"
+
+/* ---- refcounted file (segment.c) ---------------------------------------- */
+struct seg_file {
+    int fd;
+    atomic_int refs;
+};
+
+seg_file *seg_file_new(int fd);             /* refs = 1 */
+void      seg_file_ref(seg_file *f);
+void      seg_file_unref(seg_file *f);      /* closes the fd at 0 */
+
+/* ---- sparse indexes (index.c) ------------------------------------------ */
+#define SEG_OIDX_ENTRY 8     /* INT32 relative offset, INT32 position */
+#define SEG_TIDX_ENTRY 12    /* INT64 timestamp, INT32 relative offset */
+
+typedef struct seg_idx {
+    seg_file *file;
+    uint8_t  *map;           /* MAP_SHARED; NULL while map_len == 0 */
+    size_t    map_len;       /* bytes mapped (>= file length used) */
+    size_t    entry;         /* SEG_OIDX_ENTRY or SEG_TIDX_ENTRY */
+    uint32_t  n;             /* valid entries */
+    uint32_t  cap;           /* entries the file currently has room for */
+} seg_idx;
+
+int  seg_idx_open(seg_idx *x, const char *path, size_t entry, bool create);
+void seg_idx_close(seg_idx *x);
+/* Makes room for `entries` (ftruncate + remap when the mapping is short). */
+int  seg_idx_reserve(seg_idx *x, uint32_t entries);
+int  seg_idx_trim(seg_idx *x);              /* file length = n entries */
+/* Offset index entry i. */
+void seg_oidx_get(const seg_idx *x, uint32_t i, int32_t *rel, int32_t *pos);
+void seg_oidx_put(seg_idx *x, uint32_t i, int32_t rel, int32_t pos);
+void seg_tidx_get(const seg_idx *x, uint32_t i, int64_t *ts, int32_t *rel);
+void seg_tidx_put(seg_idx *x, uint32_t i, int64_t ts, int32_t rel);
+/* Last entry with rel <= target (-1: none). */
+int64_t seg_oidx_floor_rel(const seg_idx *x, int32_t rel);
+/* Last entry with pos <= target (-1: none). */
+int64_t seg_oidx_floor_pos(const seg_idx *x, int32_t pos);
+/* Last entry with ts < target (-1: none). */
+int64_t seg_tidx_below(const seg_idx *x, int64_t ts);
+
+/* ---- segment (segment.c) ------------------------------------------------ */
+typedef struct seg_segment {
+    int64_t   base;          /* base offset, the name of its files */
+    int64_t   next;          /* offset after its last batch (base if empty) */
+    uint64_t  size;          /* bytes of whole batches in .log */
+    seg_file *log;           /* the log's reference */
+    seg_idx   idx, tidx;
+    int64_t   max_ts;        /* largest MaxTimestamp in it, -1 if none */
+    int64_t   roll_ts;       /* segment.ms counts from here */
+    uint32_t  since_index;   /* bytes appended since the last index entry */
+} seg_segment;
+
+/* Base name of a segment's file: dir/00000000000000000042.<ext> */
+void seg_path(char *out, size_t cap, const char *dir, int64_t base,
+              const char *ext);
+int  seg_segment_create(const char *dir, int64_t base, const seg_config *c,
+                        int64_t now_ms, seg_segment **out);
+/* Frees memory and drops references; files stay. */
+void seg_segment_free(seg_segment *s);
+/* Renames the files to .deleted and unlinks them, then frees.  Open ranges
+ * keep their fd (the inode lives until the last reference goes). */
+void seg_segment_delete(const char *dir, seg_segment *s);
+/* Accounts one batch now stored at `pos` (append and rebuild share this
+ * rule): adds the index entries it is owed, then folds its MaxTimestamp
+ * into s->max_ts.  0, or SEG_E_IO if an index cannot grow. */
+int  seg_segment_index_batch(seg_segment *s, const seg_config *c,
+                             int32_t rel, uint64_t pos, uint32_t size,
+                             int64_t max_ts);
+/* Makes the segment the active one: indexes get room up to
+ * segment.index.bytes.  0 or SEG_E_IO. */
+int  seg_segment_activate(seg_segment *s, const seg_config *c);
+/* Cuts the segment's .log to `pos` and drops index entries at or beyond. */
+int  seg_segment_cut(seg_segment *s, uint64_t pos);
+
+/* Batch header helpers: big-endian loads without unaligned casts. */
+static inline int64_t seg_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+static inline int32_t seg_be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+                     ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+#define SEG_HDR_LOD   23     /* LastOffsetDelta */
+#define SEG_HDR_MAXTS 35     /* MaxTimestamp */
+#define SEG_HDR_PEEK  43     /* bytes read to learn base, size, lod, max ts */
+
+/* pread/pwrite that loop over EINTR and short transfers.  Return bytes done
+ * (< n only at EOF for reads) or -1 with errno. */
+ssize_t seg_pread_full(int fd, void *buf, size_t n, off_t pos);
+ssize_t seg_pwrite_full(int fd, const void *buf, size_t n, off_t pos);
+
+/* ---- recovery / index rebuild (recover.c) ------------------------------ */
+typedef struct seg_scan_result {
+    uint64_t valid_bytes;    /* where the first bad batch starts */
+    int64_t  next;           /* offset after the last good batch */
+    bool     clean;          /* the whole file was good */
+} seg_scan_result;
+
+/* Scans s's .log from position 0, rebuilding both indexes and s->max_ts;
+ * with verify, checks every batch's CRC (kp_batch_check_stored), without
+ * it only headers.  Batches must start at >= min_base and have offsets
+ * never going backwards.  Does not truncate.  0 or SEG_E_IO. */
+int seg_scan(seg_segment *s, const seg_config *c, bool verify,
+             int64_t min_base, seg_scan_result *r);
+/* Loads s's indexes as found on disk and checks them (increasing entries,
+ * inside the log); then finds s->next and s->max_ts from the last entry
+ * with a bounded header scan.  Returns 0, or 1 when the indexes or the
+ * tail are not trustworthy (caller rebuilds / rescans). */
+int seg_index_check(seg_segment *s);
+/* Bounded header walk from the last index entry to the end of the .log:
+ * sets next, max_ts, since_index.  0, 1 (a header is bad, or an index
+ * entry the rule owed is missing) or SEG_E_IO. */
+int seg_segment_tail(seg_segment *s, const seg_config *c);
+
+/* ---- the log (log.c) ---------------------------------------------------- */
+struct seg_log {
+    char           *dir;
+    seg_config      cfg;
+    seg_segment   **segs;    /* sorted by base; segs[n-1] is active */
+    int             n, cap;
+    int64_t         log_start;
+    int64_t         log_end;         /* mu */
+    int64_t         recovery_point;  /* mu */
+    uint64_t        trunc_gen;       /* mu: bumped by truncation */
+    uint64_t        size;            /* sum of .log sizes */
+    int64_t         max_ts;
+    atomic_bool     failed;
+    atomic_int      last_errno;
+    pthread_mutex_t mu;
+};
+
+/* Latches the error state (errno kept); returns SEG_E_IO. */
+int  seg_log_fail(seg_log *log, int err);
+/* Appends s as the new active segment (L4).  0 or SEG_E_IO. */
+int  seg_log_push(seg_log *log, seg_segment *s);
+/* Removes segs[i] and deletes its files; adds its size to *freed. */
+void seg_log_remove(seg_log *log, int i, uint64_t *freed);
+/* Position of the batch holding `offset` in s, or of the first batch after
+ * it (compaction gap); *size gets that batch's size.  Returns 0 (pos may
+ * equal s->size: nothing at or after offset in s) or SEG_E_IO. */
+int  seg_find_batch(seg_segment *s, int64_t offset, uint64_t *pos,
+                    uint32_t *size);
+
+#endif

@@ -1,0 +1,246 @@
+/*
+ * segments/segment.c — one segment: its three files, refcounted fds, and
+ * the index rule shared by append and rebuild.
+ *
+ * Files of a segment with base offset B (20 digits, zero-padded):
+ *   B.log        RecordBatch v2 back to back, as produced, BaseOffset set
+ *   B.index      offset index   (layout in index.c)
+ *   B.timeindex  time index     (layout in index.c)
+ *
+ * Invariants:
+ *   S1. size is the length of whole, valid batches in B.log; the file is
+ *       never longer after a successful append or recovery (a failed
+ *       append cuts back, seg_log enters its error state otherwise).
+ *   S2. base <= every BaseOffset in the segment; BaseOffsets increase;
+ *       next = last batch's BaseOffset + LastOffsetDelta + 1 (base if empty).
+ *   S3. The .log fd lives as long as its last reference: the segment holds
+ *       one, every seg_range and an in-flight seg_flush hold others.
+ *
+ * States: active (indexes preallocated, seg_segment_activate) → sealed
+ * (indexes trimmed, on roll) → deleted (renamed *.deleted, unlinked).
+ * Truncation may turn a sealed segment active again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "segments/seg_int.h"
+
+/* ---- refcounted fd ------------------------------------------------------- */
+seg_file *seg_file_new(int fd)
+{
+    seg_file *f = malloc(sizeof *f);
+    if (!f)
+        return NULL;
+    f->fd = fd;
+    atomic_init(&f->refs, 1);
+    return f;
+}
+
+void seg_file_ref(seg_file *f)
+{
+    atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+}
+
+void seg_file_unref(seg_file *f)
+{
+    if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) {
+        close(f->fd);   /* close's errors carry no data loss for us here */
+        free(f);
+    }
+}
+
+/* ---- I/O that handles EINTR and short transfers -------------------------- */
+ssize_t seg_pread_full(int fd, void *buf, size_t n, off_t pos)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, (uint8_t *)buf + done, n - done,
+                          pos + (off_t)done);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0)
+            break;          /* EOF: caller sees a short count */
+        done += (size_t)r;
+    }
+    return (ssize_t)done;
+}
+
+ssize_t seg_pwrite_full(int fd, const void *buf, size_t n, off_t pos)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pwrite(fd, (const uint8_t *)buf + done, n - done,
+                           pos + (off_t)done);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0) {       /* no progress and no error: treat as full */
+            errno = ENOSPC;
+            return -1;
+        }
+        done += (size_t)r;
+    }
+    return (ssize_t)done;
+}
+
+/* ---- life cycle ------------------------------------------------------------ */
+void seg_path(char *out, size_t cap, const char *dir, int64_t base,
+              const char *ext)
+{
+    snprintf(out, cap, "%s/%020" PRId64 "%s", dir, base, ext);
+}
+
+int seg_segment_create(const char *dir, int64_t base, const seg_config *c,
+                       int64_t now_ms, seg_segment **out)
+{
+    char path[4096];
+    seg_segment *s = calloc(1, sizeof *s);
+    if (!s)
+        return SEG_E_IO;
+    s->base = s->next = base;
+    s->max_ts = -1;
+    s->roll_ts = now_ms;
+    /* A new segment starts from nothing, whatever an earlier life of the
+     * directory left under the same name. */
+    static const char *const ext[] = { ".log", ".index", ".timeindex" };
+    for (int i = 0; i < 3; i++) {
+        seg_path(path, sizeof path, dir, base, ext[i]);
+        unlink(path);
+    }
+    seg_path(path, sizeof path, dir, base, ".log");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || !(s->log = seg_file_new(fd))) {
+        if (fd >= 0)
+            close(fd);
+        free(s);
+        return SEG_E_IO;
+    }
+    seg_path(path, sizeof path, dir, base, ".index");
+    int rc = seg_idx_open(&s->idx, path, SEG_OIDX_ENTRY, true);
+    if (rc == 0) {
+        seg_path(path, sizeof path, dir, base, ".timeindex");
+        rc = seg_idx_open(&s->tidx, path, SEG_TIDX_ENTRY, true);
+    }
+    if (rc == 0 && c)
+        rc = seg_segment_activate(s, c);
+    if (rc) {
+        seg_segment_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void seg_segment_free(seg_segment *s)
+{
+    if (!s)
+        return;
+    seg_idx_close(&s->idx);
+    seg_idx_close(&s->tidx);
+    if (s->log)
+        seg_file_unref(s->log);
+    free(s);
+}
+
+void seg_segment_delete(const char *dir, seg_segment *s)
+{
+    /* Rename first so a crash mid-way leaves only *.deleted files, which
+     * seg_open removes; then unlink right away.  A delay before the unlink
+     * (Kafka's file.delete.delay.ms) is a later issue: open ranges keep
+     * their fd anyway (S3), so nothing being served breaks meanwhile. */
+    static const char *const ext[] = { ".index", ".timeindex", ".log" };
+    char from[4096], to[4200];
+    for (int i = 0; i < 3; i++) {
+        seg_path(from, sizeof from, dir, s->base, ext[i]);
+        snprintf(to, sizeof to, "%s.deleted", from);
+        if (rename(from, to) == 0)
+            unlink(to);
+        else
+            unlink(from);
+    }
+    seg_segment_free(s);
+}
+
+int seg_segment_activate(seg_segment *s, const seg_config *c)
+{
+    uint32_t no = c->segment_index_bytes / SEG_OIDX_ENTRY;
+    uint32_t nt = c->segment_index_bytes / SEG_TIDX_ENTRY;
+    if (seg_idx_reserve(&s->idx, no ? no : 1) ||
+        seg_idx_reserve(&s->tidx, nt ? nt : 1))
+        return SEG_E_IO;
+    return 0;
+}
+
+/* The one index rule.  Cost: O(1), two stores into mapped pages at most. */
+int seg_segment_index_batch(seg_segment *s, const seg_config *c,
+                            int32_t rel, uint64_t pos, uint32_t size,
+                            int64_t max_ts)
+{
+    if (pos > 0 && s->since_index >= c->index_interval_bytes) {
+        seg_idx *o = &s->idx, *t = &s->tidx;
+        if (o->n >= o->cap && seg_idx_reserve(o, o->cap * 2 + 1))
+            return SEG_E_IO;
+        seg_oidx_put(o, o->n++, rel, (int32_t)pos);
+        int64_t last_ts;
+        int32_t last_rel;
+        if (t->n > 0) {
+            seg_tidx_get(t, t->n - 1, &last_ts, &last_rel);
+            if (last_ts == s->max_ts) {     /* same bound, later start */
+                seg_tidx_put(t, t->n - 1, last_ts, rel);
+                goto done;
+            }
+        }
+        if (t->n >= t->cap && seg_idx_reserve(t, t->cap * 2 + 1))
+            return SEG_E_IO;
+        seg_tidx_put(t, t->n++, s->max_ts, rel);
+done:
+        s->since_index = 0;
+    }
+    s->since_index += size;
+    if (max_ts > s->max_ts)
+        s->max_ts = max_ts;
+    return 0;
+}
+
+int seg_segment_cut(seg_segment *s, uint64_t pos)
+{
+    int rc;
+    do rc = ftruncate(s->log->fd, (off_t)pos); while (rc < 0 && errno == EINTR);
+    if (rc < 0)
+        return SEG_E_IO;
+    s->size = pos;
+    uint32_t keep = pos ? (uint32_t)(seg_oidx_floor_pos(&s->idx,
+                                     (int32_t)(pos - 1)) + 1) : 0;
+    int32_t last_rel = 0, p;
+    if (keep)
+        seg_oidx_get(&s->idx, keep - 1, &last_rel, &p);
+    uint32_t tkeep = 0;
+    while (tkeep < s->tidx.n) {
+        int64_t ts;
+        int32_t r;
+        seg_tidx_get(&s->tidx, tkeep, &ts, &r);
+        if (!keep || r > last_rel)
+            break;
+        tkeep++;
+    }
+    /* Zero what is dropped: slack must read as zero (index.c, I4). */
+    if (s->idx.n > keep)
+        memset(s->idx.map + (size_t)keep * SEG_OIDX_ENTRY, 0,
+               (size_t)(s->idx.n - keep) * SEG_OIDX_ENTRY);
+    if (s->tidx.n > tkeep)
+        memset(s->tidx.map + (size_t)tkeep * SEG_TIDX_ENTRY, 0,
+               (size_t)(s->tidx.n - tkeep) * SEG_TIDX_ENTRY);
+    s->idx.n = keep;
+    s->tidx.n = tkeep;
+    return 0;
+}
