@@ -281,13 +281,12 @@ static int zstd_decompress(const uint8_t *in, size_t in_len, kp_buf *out,
         out->len += ob.pos;
         if (out->len - base > max_out)
             break;
-        if (ib.pos == ib.size && ob.pos < ob.size) {
-            /* All input consumed and the decoder had room to spare: it has
-             * nothing more to give.  last == 0 means a frame just ended. */
-            if (last == 0)
-                rc = 0;
+        if (last == 0 && ib.pos == ib.size) {
+            rc = 0;                     /* last frame decoded and flushed */
             break;
         }
+        if (ib.pos == ib.size && ob.pos < ob.size)
+            break;                      /* input ended inside a frame */
         if (ob.pos == 0 && ib.pos == in_before)
             break;                      /* no progress */
     }
