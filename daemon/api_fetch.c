@@ -1,0 +1,500 @@
+/*
+ * daemon/api_fetch.c — Fetch (API key 1), v4–v11.
+ *
+ * Message bytes never enter this process: each partition's data is one or
+ * more seg_range (file, position, length) spliced into the response with
+ * bk_req_add_range and sent with sendfile by daemon/server.c.  The handler
+ * writes only the small fixed fields.  Cost per partition: one hash
+ * lookup, one seg_read (an index lookup plus a bounded header scan), no
+ * allocation; one allocation per request for the parsed request.
+ *
+ * Size rules (KIP-74): the response carries at most
+ * min(MaxBytes, fetch.max.bytes) of records, each partition at most
+ * PartitionMaxBytes, except that the first non-empty partition always gets
+ * at least one whole batch, however large — otherwise a consumer facing a
+ * batch bigger than its limits would be stuck.  A batch that would overflow
+ * a later partition's budget is left for the next fetch.  Ranges end on
+ * batch boundaries, so no partial batch is ever sent.
+ *
+ * Long-poll.  When fewer than MinBytes are ready and MaxWaitMs > 0 (and no
+ * partition has an error), the handler returns BK_DEFER:
+ *
+ *            handler                    append on any watched partition
+ *   READY ─────────────► WAITING ◄──────────────────────────┐
+ *     ▲   (not enough)     │  bk_partition_notify → fetch_wake:            │
+ *     │                    │  drop all waiters, activate wake_ev           │
+ *     │                    ▼                                               │
+ *     │                 REBUILD (wake_cb, next loop turn) ─ not enough ────┘
+ *     │                    │ enough data, an error, or the deadline
+ *     └── bk_req_finish ◄──┴──── timer_cb (MaxWaitMs) rebuilds and finishes
+ *
+ * Invariants:
+ *   1. While WAITING, the request holds no file ranges and r->out holds
+ *      nothing of the body; every REBUILD writes the body from scratch
+ *      (fetch_reset), so a response always reflects one instant.
+ *   2. No bk_partition pointer survives a return to the loop: waiters are
+ *      unlinked before fetch_wake returns, and REBUILD looks partitions up
+ *      again by name (topic deletion notifies before freeing; a deleted
+ *      partition is answered UNKNOWN_TOPIC_OR_PARTITION).
+ *   3. Waking is by notification only, never polling.  Notifications are
+ *      coalesced: many appends in one loop turn cost one REBUILD.
+ *   4. The parsed request (fetch_state) points into the request frame,
+ *      which the connection keeps untouched while the request is deferred.
+ *      If the connection dies first, fetch_cancel frees everything.
+ *
+ * Sessions (KIP-227) are not offered: SessionId 0 in every response, so
+ * clients send full requests.  A request naming a session gets
+ * FETCH_SESSION_ID_NOT_FOUND, as from a broker that evicted it.
+ */
+#include "daemon/broker.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#define FETCH_MAX_RANGES 8        /* per partition per response */
+
+typedef struct fetch_part {
+    int32_t topic;                /* index into fetch_state.topics */
+    int32_t partition;
+    int32_t current_leader_epoch; /* -1: not checked */
+    int64_t fetch_offset;
+    int32_t max_bytes;
+    bk_waiter w;
+} fetch_part;
+
+typedef struct fetch_topic {
+    kp_str name;                  /* points into the request frame */
+    int32_t nparts;
+} fetch_topic;
+
+typedef struct fetch_state {
+    bk_req *r;
+    int32_t max_wait_ms;
+    int32_t min_bytes;
+    int64_t limit;                /* min(MaxBytes, fetch.max.bytes) */
+    int8_t isolation_level;
+    int16_t error;                /* top-level (v7+) */
+    int32_t ntopics, nparts;
+    fetch_topic *topics;
+    fetch_part *parts;
+    size_t out_base;              /* r->out->len when the handler started */
+    int64_t deadline_us;
+    struct event *timer;
+    struct event *wake_ev;
+    bool wake_pending;
+} fetch_state;
+
+/* ---- parsing --------------------------------------------------------------- */
+
+/* Walks the request once; counts topics and partitions.  On return the
+ * cursor's error says whether it parsed. */
+static void fetch_walk(kp_rd *rd, int16_t v, fetch_state *st, bool fill)
+{
+    int32_t tmp_i32;
+    (void)kp_rd_i32(rd);                                  /* ReplicaId */
+    tmp_i32 = kp_rd_i32(rd);
+    if (fill) st->max_wait_ms = tmp_i32;                  /* MaxWaitMs */
+    tmp_i32 = kp_rd_i32(rd);
+    if (fill) st->min_bytes = tmp_i32;                    /* MinBytes */
+    int32_t max_bytes = v >= 3 ? kp_rd_i32(rd) : INT32_MAX;
+    int8_t iso = v >= 4 ? kp_rd_i8(rd) : 0;
+    int32_t session_id = 0, session_epoch = -1;
+    if (v >= 7) {
+        session_id = kp_rd_i32(rd);
+        session_epoch = kp_rd_i32(rd);
+    }
+    if (fill) {
+        st->isolation_level = iso;
+        int64_t cap = st->r->b->cfg->fetch_max_bytes;
+        st->limit = max_bytes < cap ? max_bytes : cap;
+        if (st->limit < 0)
+            st->limit = 0;
+        st->error = KP_NONE;
+        if (session_id != 0)
+            st->error = KP_FETCH_SESSION_ID_NOT_FOUND;
+        else if (session_epoch > 0)
+            st->error = KP_INVALID_FETCH_SESSION_EPOCH;
+    }
+    int32_t ntopics = kp_rd_array(rd, 6);
+    int32_t np = 0;
+    for (int32_t t = 0; t < ntopics && kp_rd_ok(rd); t++) {
+        kp_str name = kp_rd_string(rd);
+        int32_t n = kp_rd_array(rd, 16);
+        if (fill) {
+            st->topics[t].name = name;
+            st->topics[t].nparts = n < 0 ? 0 : n;
+        }
+        for (int32_t i = 0; i < n && kp_rd_ok(rd); i++, np++) {
+            fetch_part fp = { .topic = t, .current_leader_epoch = -1 };
+            fp.partition = kp_rd_i32(rd);
+            if (v >= 9)
+                fp.current_leader_epoch = kp_rd_i32(rd);
+            fp.fetch_offset = kp_rd_i64(rd);
+            if (v >= 5)
+                (void)kp_rd_i64(rd);                      /* LogStartOffset */
+            fp.max_bytes = kp_rd_i32(rd);
+            if (fill && np < st->nparts)
+                st->parts[np] = fp;
+        }
+    }
+    if (v >= 7) {                                         /* ForgottenTopicsData */
+        int32_t nf = kp_rd_array(rd, 6);
+        for (int32_t t = 0; t < nf && kp_rd_ok(rd); t++) {
+            (void)kp_rd_string(rd);
+            int32_t n = kp_rd_array(rd, 4);
+            kp_rd_skip(rd, n > 0 ? (size_t)n * 4 : 0);
+        }
+    }
+    if (v >= 11)
+        (void)kp_rd_string(rd);                           /* RackId */
+    if (!fill) {
+        st->ntopics = ntopics < 0 ? 0 : ntopics;
+        st->nparts = np;
+    }
+}
+
+static fetch_state *fetch_parse(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    fetch_state count = { .r = r };
+    kp_rd rd = r->body;
+    fetch_walk(&rd, v, &count, false);
+    if (!kp_rd_ok(&rd))
+        return NULL;
+    size_t sz = sizeof(fetch_state) + (size_t)count.ntopics * sizeof(fetch_topic) +
+                (size_t)count.nparts * sizeof(fetch_part);
+    fetch_state *st = calloc(1, sz);
+    if (!st)
+        return NULL;
+    st->r = r;
+    st->ntopics = count.ntopics;
+    st->nparts = count.nparts;
+    st->parts = (fetch_part *)(st + 1);
+    st->topics = (fetch_topic *)(st->parts + st->nparts);
+    rd = r->body;
+    fetch_walk(&rd, v, st, true);
+    r->body = rd;
+    return st;
+}
+
+/* ---- building the response -------------------------------------------------- */
+
+/* Offset just past the last batch of rg: walks the batch headers in the
+ * range (12 bytes each, plus LastOffsetDelta of the last one).  Only used
+ * when a range stopped at the end of its segment with budget left, to go
+ * on in the next segment.  -1 on any read problem. */
+static int64_t range_next_offset(const seg_range *rg)
+{
+    off_t pos = rg->pos, end = rg->pos + (off_t)rg->len;
+    off_t last = -1;
+    while (pos < end) {
+        uint8_t h[12];
+        if (pread(rg->fd, h, sizeof h, pos) != (ssize_t)sizeof h)
+            return -1;
+        int32_t blen = (int32_t)((uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 |
+                                 (uint32_t)h[10] << 8 | h[11]);
+        if (blen < KP_BATCH_HEADER_SIZE - KP_BATCH_LOG_OVERHEAD)
+            return -1;
+        last = pos;
+        pos += KP_BATCH_LOG_OVERHEAD + (off_t)blen;
+    }
+    if (last < 0)
+        return -1;
+    uint8_t h[KP_BATCH_HEADER_SIZE];
+    if (pread(rg->fd, h, sizeof h, last) != (ssize_t)sizeof h)
+        return -1;
+    kp_batch bh;
+    if (kp_batch_header(h, sizeof h, &bh) != 0)
+        return -1;
+    return bh.BaseOffset + bh.LastOffsetDelta + 1;
+}
+
+static bool range_ends_file(const seg_range *rg)
+{
+    struct stat sb;
+    return fstat(rg->fd, &sb) == 0 && sb.st_size == rg->pos + (off_t)rg->len;
+}
+
+typedef struct fetch_acc {
+    int64_t total;                /* record bytes in the response so far */
+    bool any_error;
+} fetch_acc;
+
+static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
+                            fetch_acc *acc)
+{
+    bk_broker *b = r->b;
+    kp_buf *o = r->out;
+    int16_t v = r->hdr.RequestApiVersion;
+    int16_t err = KP_NONE;
+    int64_t hw = -1, lso = -1, log_start = -1;
+    seg_range ranges[FETCH_MAX_RANGES];
+    int nranges = 0;
+    int64_t bytes = 0;
+
+    bk_partition *p = bk_partition_find(b, st->topics[fp->topic].name, fp->partition);
+    if (!p) {
+        err = KP_UNKNOWN_TOPIC_OR_PARTITION;
+    } else {
+        hw = p->high_watermark;
+        lso = hw;                 /* no transactions: last stable = HW */
+        log_start = seg_log_start(p->log);
+        if (bk_leader_of(b, p) != b->cfg->broker_id)
+            err = KP_NOT_LEADER_OR_FOLLOWER;
+        else if (fp->current_leader_epoch >= 0 &&
+                 fp->current_leader_epoch != p->leader_epoch)
+            err = fp->current_leader_epoch < p->leader_epoch
+                      ? KP_FENCED_LEADER_EPOCH : KP_UNKNOWN_LEADER_EPOCH;
+        else if (v < 10 && p->topic->cfg.compression_type == KP_CODEC_ZSTD)
+            err = KP_UNSUPPORTED_COMPRESSION_TYPE;     /* README 9.2 */
+        else if (fp->fetch_offset < log_start || fp->fetch_offset > hw)
+            err = KP_OFFSET_OUT_OF_RANGE;
+    }
+
+    if (err == KP_NONE && fp->fetch_offset < hw) {
+        int64_t remaining = st->limit - acc->total;
+        int64_t budget = fp->max_bytes < remaining ? fp->max_bytes : remaining;
+        if (budget < 0)
+            budget = 0;
+        bool first = acc->total == 0;   /* KIP-74: one batch whatever its size */
+        int64_t off = fp->fetch_offset;
+        while (nranges < FETCH_MAX_RANGES && off < hw) {
+            int64_t want = budget - bytes;
+            if (want <= 0 && !(first && nranges == 0))
+                break;
+            seg_range rg;
+            int rc = seg_read(p->log, off, (size_t)(want > 0 ? want : 0), &rg);
+            if (rc != 0) {
+                if (nranges == 0)
+                    err = rc == KP_OFFSET_OUT_OF_RANGE || rc == SEG_E_RANGE
+                              ? KP_OFFSET_OUT_OF_RANGE : KP_KAFKA_STORAGE_ERROR;
+                break;
+            }
+            if (rg.len == 0)
+                break;
+            if ((int64_t)rg.len > want && !(first && nranges == 0)) {
+                seg_range_release(&rg);     /* left for the next fetch */
+                break;
+            }
+            ranges[nranges++] = rg;
+            bytes += (int64_t)rg.len;
+            /* Go on in the next segment only if this range stopped at the
+             * end of its file with budget left (Kafka itself stops at a
+             * segment end; we need not). */
+            if ((int64_t)rg.len >= want || seg_segment_count(p->log) < 2 ||
+                !range_ends_file(&rg))
+                break;
+            int64_t next = range_next_offset(&rg);
+            if (next <= off)
+                break;
+            off = next;
+        }
+        if (err != KP_NONE) {
+            for (int i = 0; i < nranges; i++)
+                seg_range_release(&ranges[i]);
+            nranges = 0;
+            bytes = 0;
+        }
+    }
+    if (err != KP_NONE)
+        acc->any_error = true;
+
+    kp_wr_i32(o, fp->partition);                  /* PartitionIndex */
+    kp_wr_i16(o, err);
+    kp_wr_i64(o, hw);                             /* HighWatermark */
+    kp_wr_i64(o, lso);                            /* LastStableOffset (v4+) */
+    if (v >= 5)
+        kp_wr_i64(o, log_start);                  /* LogStartOffset */
+    kp_wr_array(o, 0);                            /* AbortedTransactions */
+    if (v >= 11)
+        kp_wr_i32(o, -1);                         /* PreferredReadReplica */
+    kp_wr_i32(o, (int32_t)bytes);                 /* Records: length ... */
+    for (int i = 0; i < nranges; i++)
+        bk_req_add_range(r, &ranges[i]);          /* ... then the file bytes */
+    if (p)
+        p->bytes_out += (uint64_t)bytes;
+    acc->total += bytes;
+}
+
+/* Writes the whole response body.  Returns the record bytes in it. */
+static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
+{
+    kp_buf *o = r->out;
+    int16_t v = r->hdr.RequestApiVersion;
+    fetch_acc acc = { 0, false };
+    kp_wr_i32(o, 0);                              /* ThrottleTimeMs */
+    if (v >= 7) {
+        kp_wr_i16(o, st->error);
+        kp_wr_i32(o, 0);                          /* SessionId: none */
+    }
+    if (st->error != KP_NONE) {
+        kp_wr_array(o, 0);
+        *any_error = true;
+        return 0;
+    }
+    kp_wr_array(o, st->ntopics);                  /* Responses */
+    fetch_part *fp = st->parts;
+    for (int32_t t = 0; t < st->ntopics; t++) {
+        kp_wr_str(o, st->topics[t].name);
+        kp_wr_array(o, st->topics[t].nparts);
+        for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++)
+            fetch_partition(r, st, fp, &acc);
+    }
+    *any_error = acc.any_error;
+    return acc.total;
+}
+
+/* Invariant 1: drops the body and its file ranges. */
+static void fetch_reset(bk_req *r, fetch_state *st)
+{
+    for (int i = 0; i < r->npieces; i++)
+        seg_range_release(&r->pieces[i].range);
+    r->npieces = 0;
+    r->out->len = st->out_base;
+    r->out->err = 0;
+}
+
+/* ---- long-poll ---------------------------------------------------------------- */
+
+static void fetch_unwatch_all(fetch_state *st)
+{
+    for (int32_t i = 0; i < st->nparts; i++)
+        bk_partition_unwatch(&st->parts[i].w);
+}
+
+static void fetch_free(fetch_state *st)
+{
+    fetch_unwatch_all(st);
+    if (st->timer)
+        event_free(st->timer);
+    if (st->wake_ev)
+        event_free(st->wake_ev);
+    free(st);
+}
+
+static void fetch_cancel(bk_req *r)
+{
+    fetch_state *st = r->state;
+    r->state = NULL;
+    r->cancel = NULL;
+    if (st)
+        fetch_free(st);
+}
+
+/* Sends the (already built) response and forgets the request. */
+static void fetch_finish(fetch_state *st)
+{
+    bk_req *r = st->r;
+    r->state = NULL;
+    r->cancel = NULL;
+    fetch_free(st);
+    bk_req_finish(r);             /* may start the next request on r */
+}
+
+/* Runs inside bk_partition_notify: must not keep the partition (inv. 2). */
+static void fetch_wake(bk_waiter *w)
+{
+    fetch_state *st = w->arg;
+    fetch_unwatch_all(st);
+    if (!st->wake_pending) {
+        st->wake_pending = true;
+        event_active(st->wake_ev, EV_TIMEOUT, 0);
+    }
+}
+
+/* Links one waiter per requested partition that exists.  false if one is
+ * missing (the caller answers at once: the rebuild reports it). */
+static bool fetch_watch_all(fetch_state *st)
+{
+    bk_broker *b = st->r->b;
+    for (int32_t i = 0; i < st->nparts; i++) {
+        fetch_part *fp = &st->parts[i];
+        bk_partition *p = bk_partition_find(b, st->topics[fp->topic].name,
+                                            fp->partition);
+        if (!p) {
+            fetch_unwatch_all(st);
+            return false;
+        }
+        fp->w.wake = fetch_wake;
+        fp->w.arg = st;
+        bk_partition_watch(p, &fp->w);
+    }
+    return true;
+}
+
+static void fetch_rebuild_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    fetch_state *st = arg;
+    bk_req *r = st->r;
+    st->wake_pending = false;
+    fetch_reset(r, st);
+    bool any_error = false;
+    int64_t bytes = fetch_build(r, st, &any_error);
+    if (bytes >= st->min_bytes || any_error || bk_mono_us() >= st->deadline_us ||
+        r->b->stopping) {
+        fetch_finish(st);
+        return;
+    }
+    fetch_reset(r, st);
+    if (!fetch_watch_all(st)) {
+        fetch_build(r, st, &any_error);
+        fetch_finish(st);
+    }
+}
+
+static void fetch_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    fetch_state *st = arg;
+    bk_req *r = st->r;
+    fetch_unwatch_all(st);
+    fetch_reset(r, st);
+    bool any_error = false;
+    fetch_build(r, st, &any_error);
+    fetch_finish(st);
+}
+
+/* Turns a built-but-too-small response into a wait.  false: could not
+ * (the caller answers now with what it built). */
+static bool fetch_defer(bk_req *r, fetch_state *st)
+{
+    st->timer = evtimer_new(r->b->base, fetch_timeout_cb, st);
+    st->wake_ev = event_new(r->b->base, -1, 0, fetch_rebuild_cb, st);
+    if (!st->timer || !st->wake_ev)
+        return false;
+    struct timeval tv = { st->max_wait_ms / 1000, (st->max_wait_ms % 1000) * 1000 };
+    st->deadline_us = bk_mono_us() + (int64_t)st->max_wait_ms * 1000;
+    if (evtimer_add(st->timer, &tv) != 0)
+        return false;
+    fetch_reset(r, st);
+    if (!fetch_watch_all(st)) {
+        bool any_error;
+        fetch_build(r, st, &any_error);
+        return false;
+    }
+    r->state = st;
+    r->cancel = fetch_cancel;
+    return true;
+}
+
+int bk_handle_fetch(bk_req *r)
+{
+    fetch_state *st = fetch_parse(r);
+    if (!st)
+        return BK_CLOSE;          /* malformed (or out of memory) */
+    st->out_base = r->out->len;
+    bool any_error = false;
+    int64_t bytes = fetch_build(r, st, &any_error);
+    if (bytes >= st->min_bytes || st->max_wait_ms <= 0 || any_error ||
+        r->b->stopping || !fetch_defer(r, st)) {
+        fetch_free(st);
+        return BK_RESPOND;
+    }
+    return BK_DEFER;
+}

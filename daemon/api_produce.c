@@ -1,0 +1,261 @@
+/*
+ * daemon/api_produce.c — Produce (API key 0), v3–v7 served; v0–v2 refused.
+ *
+ * The hot path.  Per partition the cost is: one CRC-32C pass per batch
+ * (kp_batch_validate), a few in-place header rewrites, one seg_append
+ * (one write(2) for all the partition's batches), and counter updates.
+ * No allocation, no copy of message bytes, no SQLite.
+ *
+ * The batches are rewritten in place inside the request frame: the frame
+ * buffer belongs to the connection (daemon/server.c, c->frame), is
+ * writable, and lives until the response is sent, so casting away the
+ * const of r->body's bytes is safe here.
+ *
+ * Order of checks per partition (first failure wins, nothing appended):
+ *   acks not in {-1, 0, 1}          INVALID_REQUIRED_ACKS
+ *   topic/partition unknown         UNKNOWN_TOPIC_OR_PARTITION (Produce
+ *                                   never auto-creates; Metadata does)
+ *   not the leader                  NOT_LEADER_OR_FOLLOWER
+ *   log in its error state          KAFKA_STORAGE_ERROR
+ *   no batches                      CORRUPT_MESSAGE
+ *   per batch:
+ *     Magic != 2                    UNSUPPORTED_FOR_MESSAGE_FORMAT (logged)
+ *     bad framing / CRC / counts    CORRUPT_MESSAGE
+ *     control batch from a client   CORRUPT_MESSAGE (Kafka: INVALID_RECORD,
+ *                                   which maps to CORRUPT_MESSAGE before v8)
+ *     size > max.message.bytes      MESSAGE_TOO_LARGE
+ *     zstd and Produce < v7         UNSUPPORTED_COMPRESSION_TYPE
+ *     timestamps outside message.timestamp.difference.max.ms
+ *                                   INVALID_TIMESTAMP (batch-level check:
+ *                                   BaseTimestamp and MaxTimestamp)
+ *   seg_append failure              KAFKA_STORAGE_ERROR (RECORD_LIST_TOO_LARGE
+ *                                   for a batch larger than segment.bytes)
+ *
+ * acks=-1 is answered like acks=1: standalone, the leader is the whole ISR.
+ * acks=0 gets no response (README 3).  Idempotent batches (ProducerId >= 0)
+ * are stored as sent; sequence checks come later.
+ *
+ * Produce v0–v2 is advertised only because librdkafka checks for v0 before
+ * it compresses (README 9.1); no client sends it once v3 is advertised.  If
+ * one does, every partition gets UNSUPPORTED_VERSION in that version's
+ * response layout.
+ */
+#include "daemon/broker.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+typedef struct produce_result {
+    int16_t error;
+    int64_t base_offset;
+    int64_t log_append_time;
+    int64_t log_start;
+} produce_result;
+
+static const char *client_of(const bk_req *r, char *buf, size_t cap)
+{
+    if (r->hdr.ClientId.len < 0)
+        return "(null client id)";
+    kp_str_copy(r->hdr.ClientId, buf, cap);
+    return buf;
+}
+
+/* Validates every batch of one partition's records in place; on success
+ * fills *messages and applies the broker's rewrites (leader epoch,
+ * LogAppendTime).  Returns KP_NONE or the partition's error code. */
+static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
+                             size_t len, int64_t now, int64_t *messages)
+{
+    const md_topic_config *tc = &p->topic->cfg;
+    int16_t ver = r->hdr.RequestApiVersion;
+    int64_t count = 0;
+    size_t at = 0;
+    while (at < len) {
+        uint8_t *q = data + at;
+        size_t left = len - at;
+        /* Magic sits at byte 16 in every message format (v0/v1 message
+         * sets included), so an old client is told precisely. */
+        if (left > 16 && q[16] != 2) {
+            char cid[128];
+            BK_WARN("Produce from client %s to %s-%d: message format v%d "
+                    "(magic %d) refused; only record batch v2 is supported "
+                    "(upgrade the client or set api.version.request=true)",
+                    client_of(r, cid, sizeof cid), p->topic->name, p->id,
+                    q[16], q[16]);
+            return KP_UNSUPPORTED_FOR_MESSAGE_FORMAT;
+        }
+        kp_batch bh;
+        int64_t size = kp_batch_validate(q, left, &bh);
+        if (size == KP_E_MAGIC)
+            return KP_UNSUPPORTED_FOR_MESSAGE_FORMAT;
+        if (size < 0)
+            return KP_CORRUPT_MESSAGE;
+        if (bh.Attributes & KP_ATTR_CONTROL)
+            return KP_CORRUPT_MESSAGE;
+        if (size > tc->max_message_bytes)
+            return KP_MESSAGE_TOO_LARGE;
+        if ((bh.Attributes & KP_ATTR_CODEC_MASK) == KP_CODEC_ZSTD && ver < 7)
+            return KP_UNSUPPORTED_COMPRESSION_TYPE;
+        if (!tc->log_append_time && tc->message_timestamp_difference_max_ms >= 0 &&
+            tc->message_timestamp_difference_max_ms < INT64_MAX / 2) {
+            int64_t d = tc->message_timestamp_difference_max_ms;
+            if (bh.BaseTimestamp < now - d || bh.BaseTimestamp > now + d ||
+                bh.MaxTimestamp < now - d || bh.MaxTimestamp > now + d)
+                return KP_INVALID_TIMESTAMP;
+        }
+        count += (int64_t)bh.LastOffsetDelta + 1;
+        at += (size_t)size;
+    }
+    if (count == 0)
+        return KP_CORRUPT_MESSAGE;
+    /* Everything is valid: now rewrite (LogAppendTime costs a CRC pass). */
+    for (at = 0; at < len;) {
+        uint8_t *q = data + at;
+        int64_t size = kp_batch_size(q, len - at);
+        kp_batch_set_leader_epoch(q, p->leader_epoch);
+        if (tc->log_append_time)
+            kp_batch_set_log_append_time(q, now);
+        at += (size_t)size;
+    }
+    *messages = count;
+    return KP_NONE;
+}
+
+static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
+                              int32_t index, kp_str records, produce_result *res)
+{
+    bk_broker *b = r->b;
+    res->error = KP_NONE;
+    res->base_offset = -1;
+    res->log_append_time = -1;
+    res->log_start = -1;
+
+    if (r->hdr.RequestApiVersion < 3) {
+        res->error = KP_UNSUPPORTED_VERSION;
+        return;
+    }
+    if (acks != -1 && acks != 0 && acks != 1) {
+        res->error = KP_INVALID_REQUIRED_ACKS;
+        return;
+    }
+    bk_partition *p = bk_partition_find(b, topic, index);
+    if (!p) {
+        res->error = KP_UNKNOWN_TOPIC_OR_PARTITION;
+        return;
+    }
+    if (bk_leader_of(b, p) != b->cfg->broker_id) {
+        res->error = KP_NOT_LEADER_OR_FOLLOWER;
+        return;
+    }
+    if (seg_failed(p->log)) {
+        res->error = KP_KAFKA_STORAGE_ERROR;
+        return;
+    }
+    if (records.len <= 0) {
+        res->error = KP_CORRUPT_MESSAGE;
+        return;
+    }
+    /* The frame is writable and ours until the response is sent (top). */
+    uint8_t *data = (uint8_t *)(uintptr_t)records.p;
+    size_t len = (size_t)records.len;
+    int64_t now = bk_now_ms();
+    int64_t messages = 0;
+    res->error = check_batches(r, p, data, len, now, &messages);
+    if (res->error != KP_NONE)
+        return;
+
+    int64_t base = -1;
+    int rc = seg_append(p->log, data, len, now, &base);
+    if (rc != 0) {
+        if (rc == SEG_E_TOOBIG) {
+            res->error = KP_RECORD_LIST_TOO_LARGE;
+        } else if (rc == SEG_E_INVALID) {
+            res->error = KP_CORRUPT_MESSAGE;
+        } else {
+            res->error = KP_KAFKA_STORAGE_ERROR;
+            BK_ERROR("append to %s-%d failed (%d, errno %d): partition refuses "
+                     "writes until restarted", p->topic->name, p->id, rc,
+                     seg_last_errno(p->log));
+        }
+        return;
+    }
+    p->bytes_in += len;
+    res->base_offset = base;
+    if (p->topic->cfg.log_append_time)
+        res->log_append_time = now;
+    res->log_start = seg_log_start(p->log);
+    bk_partition_appended(b, p, messages);   /* HW, flush policy, waiters */
+}
+
+/* Pass 1: checks the whole request parses before anything is appended, so
+ * a malformed request changes nothing. */
+static bool produce_parse_ok(kp_rd rd, int16_t ver)
+{
+    if (ver >= 3)
+        (void)kp_rd_string(&rd);                 /* TransactionalId */
+    (void)kp_rd_i16(&rd);                        /* Acks */
+    (void)kp_rd_i32(&rd);                        /* TimeoutMs */
+    int32_t ntopics = kp_rd_array(&rd, 6);
+    for (int32_t t = 0; t < ntopics && kp_rd_ok(&rd); t++) {
+        (void)kp_rd_string(&rd);
+        int32_t nparts = kp_rd_array(&rd, 8);
+        for (int32_t i = 0; i < nparts && kp_rd_ok(&rd); i++) {
+            (void)kp_rd_i32(&rd);
+            (void)kp_rd_bytes(&rd);
+        }
+    }
+    return kp_rd_ok(&rd) && ntopics >= 0;
+}
+
+int bk_handle_produce(bk_req *r)
+{
+    int16_t ver = r->hdr.RequestApiVersion;
+    if (!produce_parse_ok(r->body, ver))
+        return BK_CLOSE;
+
+    kp_rd *rd = &r->body;
+    kp_buf *o = r->out;
+    if (ver >= 3)
+        (void)kp_rd_string(rd);                  /* TransactionalId */
+    int16_t acks = kp_rd_i16(rd);
+    (void)kp_rd_i32(rd);                         /* TimeoutMs: standalone, unused */
+
+    bool any_error = false;
+    int32_t ntopics = kp_rd_array(rd, 6);
+    kp_wr_array(o, ntopics);                     /* Responses */
+    for (int32_t t = 0; t < ntopics; t++) {
+        kp_str name = kp_rd_string(rd);
+        int32_t nparts = kp_rd_array(rd, 8);
+        kp_wr_str(o, name);
+        kp_wr_array(o, nparts < 0 ? 0 : nparts); /* PartitionResponses */
+        for (int32_t i = 0; i < nparts; i++) {
+            int32_t index = kp_rd_i32(rd);
+            kp_str records = kp_rd_bytes(rd);
+            produce_result res;
+            produce_partition(r, acks, name, index, records, &res);
+            any_error |= res.error != KP_NONE;
+            kp_wr_i32(o, index);
+            kp_wr_i16(o, res.error);
+            kp_wr_i64(o, res.base_offset);
+            if (ver >= 2)
+                kp_wr_i64(o, res.log_append_time);
+            if (ver >= 5)
+                kp_wr_i64(o, res.log_start);
+        }
+    }
+    if (ver >= 1)
+        kp_wr_i32(o, 0);                         /* ThrottleTimeMs */
+    if (!kp_rd_ok(rd))
+        return BK_CLOSE;                         /* cannot happen after pass 1 */
+    if (acks == 0 && any_error) {
+        /* As Kafka: an acks=0 producer hears of a failure only by losing
+         * its connection, which makes it refresh metadata. */
+        char cid[128];
+        BK_INFO("Produce with acks=0 from client %s failed; closing its "
+                "connection so it refreshes metadata", client_of(r, cid, sizeof cid));
+        return BK_CLOSE;
+    }
+    if (acks == 0)
+        return BK_NO_RESPONSE;
+    return BK_RESPOND;
+}

@@ -1,0 +1,131 @@
+/*
+ * daemon/partition.c — what happens to a partition around an append:
+ * fetch waiters, flush policy bookkeeping, and "who leads it".
+ *
+ * Waiters.  A Fetch that long-polls (MinBytes not reached, MaxWaitMs > 0)
+ * links one bk_waiter per requested partition into that partition's list.
+ * The list is circular with the partition's `waiters` member as sentinel:
+ *
+ *     p->waiters <-> w1 <-> w2 <-> ... <-> p->waiters
+ *
+ * Invariants:
+ *   1. A waiter is linked into at most one list, and w->part names it
+ *      (NULL when not linked).  Unlinking is O(1) and needs no partition
+ *      lookup, so a Fetch can drop all its waiters from any context.
+ *   2. bk_partition_notify detaches the whole list before calling any
+ *      wake(), so a wake() that re-registers on the same partition is not
+ *      woken again by the same notify, and a wake() that unlinks other
+ *      waiters of the same list (a Fetch dropping all its waiters) only
+ *      touches the detached list.
+ *   3. Topic deletion calls bk_partition_notify on a partition before
+ *      freeing it; after notify the list is empty, so nothing can point at
+ *      the freed partition.  wake() must therefore never keep the partition
+ *      pointer: the Fetch code re-finds partitions by name on its next
+ *      loop turn.
+ *
+ * Flush policy (Kafka's flush.messages / flush.ms): appends count
+ * unflushed messages; reaching flush.messages queues an fdatasync on the
+ * flusher thread; bk_flush_tick, run from the maintenance timer every
+ * log.flush.scheduler.interval.ms, queues partitions whose last flush is
+ * older than flush.ms.  Neither ever syncs on the loop thread.
+ */
+#include "daemon/broker.h"
+
+void bk_partition_init_waiters(bk_partition *p)
+{
+    p->waiters.next = p->waiters.prev = &p->waiters;
+    p->waiters.part = NULL;
+    p->waiters.wake = NULL;
+    p->waiters.arg = NULL;
+}
+
+static void waiter_link_tail(bk_waiter *head, bk_waiter *w)
+{
+    w->prev = head->prev;
+    w->next = head;
+    head->prev->next = w;
+    head->prev = w;
+}
+
+void bk_partition_watch(bk_partition *p, bk_waiter *w)
+{
+    if (w->part)
+        bk_partition_unwatch(w);
+    waiter_link_tail(&p->waiters, w);
+    w->part = p;
+}
+
+void bk_partition_unwatch(bk_waiter *w)
+{
+    if (!w->part)
+        return;
+    w->prev->next = w->next;
+    w->next->prev = w->prev;
+    w->next = w->prev = NULL;
+    w->part = NULL;
+}
+
+void bk_partition_notify(bk_partition *p)
+{
+    bk_waiter *head = &p->waiters;
+    if (head->next == head || head->next == NULL)
+        return;
+    /* Invariant 2: move everything onto a local sentinel first.  Waiters
+     * keep w->part == p while on it, so bk_partition_unwatch still works. */
+    bk_waiter local;
+    local.next = head->next;
+    local.prev = head->prev;
+    local.next->prev = &local;
+    local.prev->next = &local;
+    head->next = head->prev = head;
+
+    while (local.next != &local) {
+        bk_waiter *w = local.next;
+        bk_partition_unwatch(w);
+        if (w->wake)
+            w->wake(w);
+    }
+}
+
+int32_t bk_leader_of(bk_broker *b, bk_partition *p)
+{
+    (void)p;
+    return b->cfg->broker_id;            /* standalone: always "me" */
+}
+
+void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
+{
+    p->high_watermark = seg_log_end(p->log);   /* standalone: HW = log end */
+    p->messages_in += (uint64_t)messages;
+    p->unflushed_messages += messages;
+    int64_t fm = p->topic->cfg.flush_messages;
+    if (fm > 0 && p->unflushed_messages >= fm && !p->flush_in_flight)
+        bk_flusher_request(b, p);
+    bk_partition_notify(p);
+}
+
+struct flush_tick_arg {
+    bk_broker *b;
+    int64_t now;
+};
+
+static void flush_tick_topic(bk_topic *t, void *arg)
+{
+    struct flush_tick_arg *a = arg;
+    int64_t fms = t->cfg.flush_ms;
+    if (fms < 0 || fms == INT64_MAX)
+        return;
+    for (int32_t i = 0; i < t->npartitions; i++) {
+        bk_partition *p = t->partitions[i];
+        if (!p || p->unflushed_messages <= 0 || p->flush_in_flight)
+            continue;
+        if (a->now - p->last_flush_ms >= fms)
+            bk_flusher_request(a->b, p);
+    }
+}
+
+void bk_flush_tick(bk_broker *b)
+{
+    struct flush_tick_arg a = { b, bk_now_ms() };
+    bk_topics_foreach(b, flush_tick_topic, &a);
+}
