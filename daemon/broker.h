@@ -134,10 +134,6 @@ void bk_flusher_forget(bk_broker *b, bk_partition *p);
 void bk_flusher_stop(bk_broker *b);
 /* Maintenance timer: requests flushes due under flush.ms. */
 void bk_flush_tick(bk_broker *b);
-/* flush.ms: queues a flush of every partition whose last flush is older
- * than its topic's flush.ms.  Run from the maintenance timer every
- * log.flush.scheduler.interval.ms (daemon/partition.c). */
-void bk_flush_tick(bk_broker *b);
 
 /* ---- requests ----------------------------------------------------------------- */
 enum { BK_RESPOND = 0, BK_DEFER = 1, BK_NO_RESPONSE = 2, BK_CLOSE = -1 };
