@@ -1,0 +1,404 @@
+"""Raw Kafka frames over a plain socket, for the tests that must say exactly
+what goes on the wire (bad input, pipelining, long-poll timing).
+
+Only the non-flexible encodings are here, plus request header v2 (which is
+v1 followed by an empty tagged-field section) for ApiVersions v3+.
+Every read has a deadline: a test never hangs on a silent broker.
+"""
+import socket
+import struct
+import time
+
+API_PRODUCE = 0
+API_FETCH = 1
+API_LIST_OFFSETS = 2
+API_METADATA = 3
+API_API_VERSIONS = 18
+
+
+class Closed(Exception):
+    """The broker closed (or reset) the connection."""
+
+
+class Timeout(Exception):
+    """Nothing (or not enough) arrived before the deadline."""
+
+
+# ---- encoding ---------------------------------------------------------------
+def i8(v):
+    return struct.pack(">b", v)
+
+
+def i16(v):
+    return struct.pack(">h", v)
+
+
+def i32(v):
+    return struct.pack(">i", v)
+
+
+def i64(v):
+    return struct.pack(">q", v)
+
+
+def string(s):
+    """STRING / NULLABLE_STRING (None -> -1)."""
+    if s is None:
+        return i16(-1)
+    b = s.encode() if isinstance(s, str) else s
+    return i16(len(b)) + b
+
+
+def nbytes(b):
+    """BYTES / NULLABLE_BYTES (None -> -1)."""
+    if b is None:
+        return i32(-1)
+    return i32(len(b)) + b
+
+
+def array(items, enc=lambda x: x):
+    """ARRAY of already-encoded items (or encoded with enc); None -> -1."""
+    if items is None:
+        return i32(-1)
+    return i32(len(items)) + b"".join(enc(x) for x in items)
+
+
+def uvarint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def varint(n):
+    return uvarint((n << 1) ^ (n >> 63))
+
+
+def request_header(api_key, api_version, corr, client_id="sluice-it", flexible=False):
+    h = i16(api_key) + i16(api_version) + i32(corr) + string(client_id)
+    if flexible:
+        h += b"\x00"  # empty tagged-field section (header v2)
+    return h
+
+
+def frame(payload):
+    return i32(len(payload)) + payload
+
+
+# ---- decoding ---------------------------------------------------------------
+class Reader:
+    """Cursor over a response body; raises ValueError on a short read."""
+
+    def __init__(self, data, pos=0):
+        self.data = data
+        self.pos = pos
+
+    def take(self, n):
+        if n < 0 or self.pos + n > len(self.data):
+            raise ValueError("short read: want %d at %d of %d" % (n, self.pos, len(self.data)))
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def i8(self):
+        return struct.unpack(">b", self.take(1))[0]
+
+    def i16(self):
+        return struct.unpack(">h", self.take(2))[0]
+
+    def i32(self):
+        return struct.unpack(">i", self.take(4))[0]
+
+    def i64(self):
+        return struct.unpack(">q", self.take(8))[0]
+
+    def string(self):
+        n = self.i16()
+        return None if n < 0 else self.take(n).decode()
+
+    def nbytes(self):
+        n = self.i32()
+        return None if n < 0 else self.take(n)
+
+    def array(self, fn):
+        n = self.i32()
+        if n < 0:
+            return None
+        return [fn(self) for _ in range(n)]
+
+    def uvarint(self):
+        shift = 0
+        out = 0
+        while True:
+            b = self.take(1)[0]
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return out
+            shift += 7
+
+    def varint(self):
+        u = self.uvarint()
+        return (u >> 1) ^ -(u & 1)
+
+    def remaining(self):
+        return len(self.data) - self.pos
+
+
+# ---- connection -------------------------------------------------------------
+class Conn:
+    def __init__(self, port, host="127.0.0.1", timeout=5.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.next_corr = 1
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def build(self, api_key, api_version, body, corr=None, flexible=None, client_id="sluice-it"):
+        """Returns (corr, framed bytes) without sending."""
+        if corr is None:
+            corr = self.next_corr
+            self.next_corr += 1
+        if flexible is None:
+            flexible = api_key == API_API_VERSIONS and api_version >= 3
+        return corr, frame(request_header(api_key, api_version, corr, client_id, flexible) + body)
+
+    def send(self, api_key, api_version, body=b"", corr=None, flexible=None):
+        corr, data = self.build(api_key, api_version, body, corr, flexible)
+        self.sock.sendall(data)
+        return corr
+
+    def _fill(self, n, deadline):
+        while len(self.buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("waited for %d bytes, have %d" % (n, len(self.buf)))
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                raise Timeout("waited for %d bytes, have %d" % (n, len(self.buf)))
+            except (ConnectionResetError, BrokenPipeError) as e:
+                raise Closed("connection reset: %s" % e)
+            if not chunk:
+                raise Closed("EOF with %d buffered bytes" % len(self.buf))
+            self.buf += chunk
+
+    def recv_frame(self, timeout=5.0):
+        """One response frame, without its length prefix."""
+        deadline = time.monotonic() + timeout
+        self._fill(4, deadline)
+        (n,) = struct.unpack(">i", self.buf[:4])
+        if n < 4 or n > 256 * 1024 * 1024:
+            raise ValueError("implausible response length %d" % n)
+        self._fill(4 + n, deadline)
+        payload = self.buf[4:4 + n]
+        self.buf = self.buf[4 + n:]
+        return payload
+
+    def recv_response(self, timeout=5.0):
+        """(correlation id, Reader positioned at the body) for a header-v0 response."""
+        payload = self.recv_frame(timeout)
+        r = Reader(payload)
+        return r.i32(), r
+
+    def request(self, api_key, api_version, body=b"", timeout=5.0):
+        corr = self.send(api_key, api_version, body)
+        got, r = self.recv_response(timeout)
+        if got != corr:
+            raise AssertionError("correlation id %d, expected %d" % (got, corr))
+        return r
+
+    def wait_closed(self, timeout=5.0):
+        """Waits for EOF/reset.  Returns the bytes received before the close
+        (b"" when the broker answered nothing); raises Timeout if the
+        connection is still open at the deadline."""
+        deadline = time.monotonic() + timeout
+        got = self.buf
+        self.buf = b""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout("connection still open after %.1f s (received %d bytes)"
+                              % (timeout, len(got)))
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except (ConnectionResetError, BrokenPipeError):
+                return got
+            if not chunk:
+                return got
+            got += chunk
+
+
+# ---- request bodies and response parsers --------------------------------------
+def api_versions_v0_body():
+    return b""
+
+
+def api_versions_v3_body(name="sluice-it", version="1.0"):
+    def cstr(s):
+        b = s.encode()
+        return uvarint(len(b) + 1) + b
+    return cstr(name) + cstr(version) + b"\x00"
+
+
+def parse_api_versions_v0(r):
+    """(error_code, {api_key: (min, max)}) from a v0-shaped body."""
+    err = r.i16()
+    apis = r.array(lambda x: (x.i16(), x.i16(), x.i16()))
+    return err, {k: (lo, hi) for k, lo, hi in (apis or [])}
+
+
+def metadata_body(version, topics, allow_auto_create=True):
+    """Metadata v0-v5.  topics=None: all topics (v1+)."""
+    if topics is None:
+        body = array([] if version == 0 else None)
+    else:
+        body = array([string(t) for t in topics])
+    if version >= 4:
+        body += i8(1 if allow_auto_create else 0)
+    return body
+
+
+def parse_metadata(r, version):
+    """Returns dict with brokers, controller_id, topics {name: (err, [partition tuples])}."""
+    out = {}
+    if version >= 3:
+        out["throttle_time_ms"] = r.i32()
+
+    def broker(x):
+        node = x.i32()
+        host = x.string()
+        port = x.i32()
+        rack = x.string() if version >= 1 else None
+        return node, host, port, rack
+
+    out["brokers"] = r.array(broker)
+    out["cluster_id"] = r.string() if version >= 2 else None
+    out["controller_id"] = r.i32() if version >= 1 else None
+
+    def partition(x):
+        err = x.i16()
+        pid = x.i32()
+        leader = x.i32()
+        replicas = x.array(lambda y: y.i32())
+        isr = x.array(lambda y: y.i32())
+        offline = x.array(lambda y: y.i32()) if version >= 5 else None
+        return err, pid, leader, replicas, isr, offline
+
+    def topic(x):
+        err = x.i16()
+        name = x.string()
+        internal = x.i8() if version >= 1 else 0
+        parts = x.array(partition)
+        return name, err, internal, parts
+
+    topics = r.array(topic)
+    out["topics"] = {name: (err, parts) for name, err, _internal, parts in topics}
+    return out
+
+
+def produce_v3_body(topic, partition, records, acks=-1, timeout_ms=10000):
+    return (string(None) + i16(acks) + i32(timeout_ms) +
+            array([string(topic) + array([i32(partition) + nbytes(records)])]))
+
+
+def parse_produce_v3(r):
+    """[(topic, partition, error, base_offset, log_append_time)]"""
+    out = []
+    for _ in range(r.i32()):
+        t = r.string()
+        for _ in range(r.i32()):
+            p = r.i32()
+            err = r.i16()
+            base = r.i64()
+            lat = r.i64()
+            out.append((t, p, err, base, lat))
+    r.i32()  # throttle
+    return out
+
+
+def fetch_v4_body(topic, partition, offset, max_wait_ms, min_bytes=1,
+                  max_bytes=1 << 20, partition_max_bytes=1 << 20):
+    return (i32(-1) + i32(max_wait_ms) + i32(min_bytes) + i32(max_bytes) + i8(0) +
+            array([string(topic) + array([i32(partition) + i64(offset) + i32(partition_max_bytes)])]))
+
+
+def parse_fetch_v4(r):
+    """[(topic, partition, error, high_watermark, records bytes)]"""
+    r.i32()  # throttle
+    out = []
+    for _ in range(r.i32()):
+        t = r.string()
+        for _ in range(r.i32()):
+            p = r.i32()
+            err = r.i16()
+            hw = r.i64()
+            r.i64()  # last stable offset
+            r.array(lambda x: (x.i64(), x.i64()))  # aborted transactions
+            records = r.nbytes()
+            out.append((t, p, err, hw, records))
+    return out
+
+
+# ---- RecordBatch v2 -------------------------------------------------------------
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def record_batch(records, base_timestamp, leader_epoch=-1):
+    """An uncompressed v2 batch.  records: [(key, value, [(hkey, hval)], ts_delta)]."""
+    body = b""
+    for i, (key, value, headers, ts_delta) in enumerate(records):
+        rec = i8(0) + varint(ts_delta) + varint(i)
+        rec += varint(-1) if key is None else varint(len(key)) + key
+        rec += varint(-1) if value is None else varint(len(value)) + value
+        rec += varint(len(headers))
+        for hk, hv in headers:
+            hk = hk.encode()
+            rec += varint(len(hk)) + hk
+            rec += varint(-1) if hv is None else varint(len(hv)) + hv
+        body += varint(len(rec)) + rec
+    max_ts = base_timestamp + max(r[3] for r in records)
+    after_crc = (i16(0) + i32(len(records) - 1) + i64(base_timestamp) + i64(max_ts) +
+                 i64(-1) + i16(-1) + i32(-1) + i32(len(records)) + body)
+    crc = crc32c(after_crc)
+    rest = i32(leader_epoch) + i8(2) + struct.pack(">I", crc) + after_crc
+    return i64(0) + i32(len(rest)) + rest
+
+
+# The README's section 11 vector: one record, key "k", value "hi", header h=v,
+# CreateTime 1700000000000.
+README_BATCH = bytes.fromhex(
+    "0000000000000000" "0000003f" "ffffffff"
+    "02" "3ac2e82b" "0000" "00000000"
+    "0000018bcfe56800" "0000018bcfe56800"
+    "ffffffffffffffff" "ffff" "ffffffff"
+    "00000001"
+    "1a000000" "02" "6b" "04" "6869" "02" "02" "68" "02" "76")
