@@ -39,8 +39,8 @@ uint8_t *kp_buf_reserve(kp_buf *b, size_t n)
 {
     if (b->err)
         return NULL;
-    if (n <= b->cap - b->len)
-        return b->data + b->len;
+    if (b->data && n <= b->cap - b->len)
+        return b->data + b->len;     /* never NULL + 0: an empty buffer allocates */
     if (n > SIZE_MAX / 2 - b->len) {
         buf_fail(b, KP_E_NOMEM);
         return NULL;

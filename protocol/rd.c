@@ -160,9 +160,10 @@ static kp_str slice(kp_rd *r, int64_t len)
         return KP_STR_NULL;
     }
     const uint8_t *q = take(r, (size_t)len);
-    if (!q)
+    if (r->err)
         return KP_STR_NULL;
-    return (kp_str){ (const char *)q, (int32_t)len };
+    /* q is NULL only for an empty slice of a cursor over nothing */
+    return (kp_str){ q ? (const char *)q : "", (int32_t)len };
 }
 
 kp_str kp_rd_string(kp_rd *r)

@@ -99,7 +99,9 @@ static kp_str rd_varbytes(kp_rd *r, bool nullable)
         return KP_STR_NULL;
     }
     const uint8_t *q = kp_rd_raw(r, (size_t)n);
-    return q ? (kp_str){ (const char *)q, n } : KP_STR_NULL;
+    if (!kp_rd_ok(r))
+        return KP_STR_NULL;
+    return (kp_str){ q ? (const char *)q : "", n };
 }
 
 static int read_header(kp_rd *r, kp_header *h)
