@@ -210,7 +210,8 @@ static int list_bases(const char *dir, int64_t **out, int *count)
         }
     }
     closedir(d);
-    qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    if (n > 1)
+        qsort(v, (size_t)n, sizeof *v, cmp_i64);
     *out = v;
     *count = n;
     return 0;
