@@ -1,7 +1,7 @@
 /*
  * Shared pieces of the benchmarks: start a sluiced on a free loopback port
  * with a fresh data directory, talk raw Kafka frames to it, read its CPU
- * time.  Header-only so each bench/*.c stays one program.
+ * time.  Header-only so each benchmark stays one program.
  */
 #ifndef SLUICE_BENCH_COMMON_H
 #define SLUICE_BENCH_COMMON_H
