@@ -199,4 +199,102 @@ int md_topic_config_unset(md_db *db, const char *topic, const char *name,
 int md_topic_config_replace(md_db *db, const char *topic, const md_kv *kv,
                             size_t n, bool validate_only, char *err, size_t errlen);
 
+/* ---- groups and offsets (metadata/groups.c) --------------------------------
+ * The group coordinator (daemon/group.c) keeps live group state in memory
+ * and writes it here at every state change, never per heartbeat.  Strings
+ * are (pointer, length) where they come straight from a request frame. */
+#define MD_OFFSET_METADATA_MAX 4096   /* offset.metadata.max.bytes default */
+
+typedef struct md_group_member {
+    const char *member_id;
+    const char *instance_id;          /* NULL: dynamic member */
+    const char *client_id;
+    const char *client_host;
+    int32_t session_timeout_ms;
+    int32_t rebalance_timeout_ms;
+    const void *subscription;         /* metadata for the group's protocol */
+    int32_t subscription_len;         /* -1: none */
+    const void *assignment;
+    int32_t assignment_len;           /* -1: none */
+} md_group_member;
+
+typedef struct md_group {
+    const char *group_id;
+    const char *state;                /* "Empty", "PreparingRebalance",
+                                         "CompletingRebalance", "Stable", "Dead" */
+    const char *protocol_type;        /* NULL: offsets only (assign() users) */
+    const char *protocol;             /* NULL: no generation chose one */
+    int32_t generation;
+    const char *leader;               /* NULL: no members */
+    int64_t state_changed_at;         /* ms, when it entered state */
+    const md_group_member *members;
+    size_t nmembers;
+} md_group;
+
+/* Writes the group row and replaces its member rows, all or nothing (a
+ * savepoint inside a caller's md_begin, else its own transaction).
+ * 0 or MD_E_SQL. */
+int md_group_save(md_db *db, const md_group *g, char *err, size_t errlen);
+/* Removes the group, its members and its committed offsets.
+ * KP_GROUP_ID_NOT_FOUND when there was neither a row nor an offset. */
+int md_group_delete(md_db *db, const char *group_id, char *err, size_t errlen);
+/* Calls fn for every stored group, ordered by id, members included; the
+ * pointers are valid during the call only.  A non-zero return from fn
+ * stops the walk and is returned. */
+typedef int (*md_group_fn)(const md_group *g, void *arg);
+int md_group_foreach(md_db *db, md_group_fn fn, void *arg);
+/* Number of committed offsets stored for the group (>= 0) or MD_E_SQL. */
+int64_t md_group_offset_count(md_db *db, const char *group_id);
+
+/* One partition's commit.  result is set by md_offset_commit. */
+typedef struct md_offset {
+    const char *group_id;
+    int32_t group_len;
+    const char *topic;
+    int32_t topic_len;
+    int32_t partition;
+    int64_t offset;
+    int32_t leader_epoch;             /* -1: unknown */
+    const char *metadata;             /* NULL is stored as "" (Kafka) */
+    int32_t metadata_len;
+    int64_t commit_time_ms;
+    int64_t expire_time_ms;           /* -1: broker retention rules */
+    int result;                       /* out: KP_NONE, or
+                                         KP_UNKNOWN_TOPIC_OR_PARTITION when
+                                         the topic is gone */
+} md_offset;
+
+/* Upserts every entry in one transaction (a savepoint inside md_begin):
+ * one fsync for the lot.  An entry whose topic does not exist gets
+ * result = KP_UNKNOWN_TOPIC_OR_PARTITION and the others still commit.
+ * 0, or MD_E_SQL when nothing was committed. */
+int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t errlen);
+
+/* A stored commit, for OffsetFetch. */
+typedef struct md_committed {
+    char *topic;
+    int32_t partition;
+    int64_t offset;
+    int32_t leader_epoch;
+    char *metadata;                   /* never NULL */
+    int64_t commit_time_ms;
+} md_committed;
+/* Every offset the group committed, ordered by topic then partition;
+ * *out malloc'd (md_committed_free), NULL when n == 0. */
+int md_offset_list(md_db *db, const char *group_id, size_t group_len,
+                   md_committed **out, size_t *n);
+void md_committed_free(md_committed *c, size_t n);
+
+/* offsets.retention.minutes, Kafka's rules (KIP-211), for groups that are
+ * Empty (or have no row):
+ *   - an offset committed with an explicit retention (OffsetCommit v2-4
+ *     RetentionTimeMs) expires at its expire_time_ms;
+ *   - a consumer group (protocol_type set) loses all its offsets once it
+ *     has been Empty for retention_ms (state_changed_at);
+ *   - an offsets-only group loses each offset retention_ms after its
+ *     commit.
+ * Groups that are not Empty keep their offsets.  *expired: rows deleted. */
+int md_offsets_expire(md_db *db, int64_t now_ms, int64_t retention_ms,
+                      int64_t *expired, char *err, size_t errlen);
+
 #endif

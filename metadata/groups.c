@@ -1,0 +1,407 @@
+/*
+ * metadata/groups.c — consumer groups, their members, committed offsets.
+ *
+ * Design note.
+ *
+ * The group coordinator (daemon/group.c) owns live group state in memory;
+ * what it writes here is the record an operator queries and what a
+ * restarted broker loads: one consumer_groups row per group, the members
+ * of its current generation, and every committed offset.  Writes happen
+ * per state change and per loop turn of offset commits, never per
+ * heartbeat.
+ *
+ * Statements here are prepared per call, not in db.c's cache: each call
+ * runs one or two statements however many rows it writes (an offset
+ * commit batch binds the one upsert N times), so preparing costs a few
+ * microseconds per call and nothing per row.
+ *
+ * Invariants:
+ *   G1. md_group_save writes the group row and the full member set as one
+ *       unit: a reader never sees members of two generations.
+ *   G2. md_offset_commit is one transaction (or one savepoint of the
+ *       caller's): all of a batch is durable when it returns 0, with one
+ *       WAL fsync (synchronous=FULL, see db.c).
+ *   G3. Committed offsets are independent of consumer_groups rows (a
+ *       consumer using assign() never joins); deleting a group deletes
+ *       both, deleting a topic deletes its offsets (schema cascade).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metadata/md_internal.h"
+
+static int prep(md_db *db, const char *sql, sqlite3_stmt **s, char *err, size_t errlen)
+{
+    if (sqlite3_prepare_v2(db->h, sql, -1, s, NULL) != SQLITE_OK) {
+        *s = NULL;
+        return md_sqlerr(db, err, errlen, "prepare");
+    }
+    return 0;
+}
+
+static void bind_text_or_null(sqlite3_stmt *s, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+static void bind_blob_or_null(sqlite3_stmt *s, int i, const void *p, int32_t len)
+{
+    if (len >= 0)
+        sqlite3_bind_blob(s, i, len ? p : "", len, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+/* ---- groups ---------------------------------------------------------------- */
+
+static int save_members(md_db *db, const md_group *g, char *err, size_t errlen)
+{
+    sqlite3_stmt *del = NULL, *ins = NULL;
+    int rc = prep(db, "DELETE FROM group_members WHERE group_id = ?1", &del, err, errlen);
+    if (!rc)
+        rc = prep(db, "INSERT INTO group_members (group_id, member_id, instance_id, "
+                  "client_id, client_host, session_timeout_ms, rebalance_timeout_ms, "
+                  "subscription, assignment) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                  &ins, err, errlen);
+    if (!rc) {
+        sqlite3_bind_text(del, 1, g->group_id, -1, SQLITE_STATIC);
+        rc = md_step_done(db, del, err, errlen, "delete members");
+    }
+    for (size_t i = 0; !rc && i < g->nmembers; i++) {
+        const md_group_member *m = &g->members[i];
+        sqlite3_reset(ins);
+        sqlite3_clear_bindings(ins);
+        sqlite3_bind_text(ins, 1, g->group_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(ins, 2, m->member_id, -1, SQLITE_STATIC);
+        bind_text_or_null(ins, 3, m->instance_id);
+        sqlite3_bind_text(ins, 4, m->client_id ? m->client_id : "", -1, SQLITE_STATIC);
+        sqlite3_bind_text(ins, 5, m->client_host ? m->client_host : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int(ins, 6, m->session_timeout_ms);
+        sqlite3_bind_int(ins, 7, m->rebalance_timeout_ms);
+        bind_blob_or_null(ins, 8, m->subscription, m->subscription_len);
+        bind_blob_or_null(ins, 9, m->assignment, m->assignment_len);
+        rc = md_step_done(db, ins, err, errlen, "insert member");
+    }
+    sqlite3_finalize(del);
+    sqlite3_finalize(ins);
+    return rc;
+}
+
+int md_group_save(md_db *db, const md_group *g, char *err, size_t errlen)
+{
+    int t, rc;
+    if ((rc = md_txn_enter(db, &t, err, errlen)))
+        return rc;
+    sqlite3_stmt *s = NULL;
+    rc = prep(db, "INSERT INTO consumer_groups (group_id, state, protocol_type, protocol, "
+              "generation, leader, updated_at, state_changed_at) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (group_id) DO UPDATE SET "
+              "state = excluded.state, protocol_type = excluded.protocol_type, "
+              "protocol = excluded.protocol, generation = excluded.generation, "
+              "leader = excluded.leader, updated_at = excluded.updated_at, "
+              "state_changed_at = excluded.state_changed_at", &s, err, errlen);
+    if (!rc) {
+        sqlite3_bind_text(s, 1, g->group_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, g->state, -1, SQLITE_STATIC);
+        bind_text_or_null(s, 3, g->protocol_type);
+        bind_text_or_null(s, 4, g->protocol);
+        sqlite3_bind_int(s, 5, g->generation);
+        bind_text_or_null(s, 6, g->leader);
+        sqlite3_bind_int64(s, 7, md_now_ms());
+        sqlite3_bind_int64(s, 8, g->state_changed_at);
+        rc = md_step_done(db, s, err, errlen, "save group");
+    }
+    sqlite3_finalize(s);
+    if (!rc)
+        rc = save_members(db, g, err, errlen);
+    return md_txn_leave(db, t, rc, err, errlen);
+}
+
+int md_group_delete(md_db *db, const char *group_id, char *err, size_t errlen)
+{
+    int t, rc;
+    if ((rc = md_txn_enter(db, &t, err, errlen)))
+        return rc;
+    static const char *const sql[] = {
+        "DELETE FROM consumer_groups WHERE group_id = ?1",   /* members cascade */
+        "DELETE FROM committed_offsets WHERE group_id = ?1",
+    };
+    int changes = 0;
+    for (size_t i = 0; !rc && i < 2; i++) {
+        sqlite3_stmt *s = NULL;
+        rc = prep(db, sql[i], &s, err, errlen);
+        if (!rc) {
+            sqlite3_bind_text(s, 1, group_id, -1, SQLITE_STATIC);
+            rc = md_step_done(db, s, err, errlen, "delete group");
+            changes += sqlite3_changes(db->h);
+        }
+        sqlite3_finalize(s);
+    }
+    if (!rc && changes == 0)
+        rc = md_errf(err, errlen, KP_GROUP_ID_NOT_FOUND, "Group %s not found", group_id);
+    return md_txn_leave(db, t, rc, err, errlen);
+}
+
+static const char *col_text(sqlite3_stmt *s, int i)
+{
+    return (const char *)sqlite3_column_text(s, i);
+}
+
+/* Members of one group, read into arrays whose strings live until the
+ * statement steps again; copied because two statements are in flight. */
+struct member_rows {
+    md_group_member *m;
+    char **strs;
+    size_t n, nstrs;
+};
+
+static char *dup_col(struct member_rows *mr, sqlite3_stmt *s, int i, bool blob)
+{
+    if (sqlite3_column_type(s, i) == SQLITE_NULL)
+        return NULL;
+    int len = sqlite3_column_bytes(s, i);
+    const void *p = blob ? sqlite3_column_blob(s, i) : (const void *)sqlite3_column_text(s, i);
+    char *d = malloc((size_t)len + 1);
+    char **ns = realloc(mr->strs, (mr->nstrs + 1) * sizeof *ns);
+    if (!d || !ns) {
+        free(d);
+        if (ns)
+            mr->strs = ns;
+        return NULL;
+    }
+    mr->strs = ns;
+    if (len)
+        memcpy(d, p, (size_t)len);
+    d[len] = 0;
+    mr->strs[mr->nstrs++] = d;
+    return d;
+}
+
+static void member_rows_free(struct member_rows *mr)
+{
+    for (size_t i = 0; i < mr->nstrs; i++)
+        free(mr->strs[i]);
+    free(mr->strs);
+    free(mr->m);
+    memset(mr, 0, sizeof *mr);
+}
+
+static int load_members(md_db *db, sqlite3_stmt *ms, const char *group_id,
+                        struct member_rows *mr)
+{
+    sqlite3_reset(ms);
+    sqlite3_bind_text(ms, 1, group_id, -1, SQLITE_TRANSIENT);
+    int rc;
+    while ((rc = sqlite3_step(ms)) == SQLITE_ROW) {
+        md_group_member *nm = realloc(mr->m, (mr->n + 1) * sizeof *nm);
+        if (!nm)
+            break;
+        mr->m = nm;
+        md_group_member *m = &mr->m[mr->n++];
+        memset(m, 0, sizeof *m);
+        m->member_id = dup_col(mr, ms, 0, false);
+        m->instance_id = dup_col(mr, ms, 1, false);
+        m->client_id = dup_col(mr, ms, 2, false);
+        m->client_host = dup_col(mr, ms, 3, false);
+        m->session_timeout_ms = sqlite3_column_int(ms, 4);
+        m->rebalance_timeout_ms = sqlite3_column_int(ms, 5);
+        m->subscription_len = sqlite3_column_type(ms, 6) == SQLITE_NULL ? -1
+                              : sqlite3_column_bytes(ms, 6);
+        m->subscription = dup_col(mr, ms, 6, true);
+        m->assignment_len = sqlite3_column_type(ms, 7) == SQLITE_NULL ? -1
+                            : sqlite3_column_bytes(ms, 7);
+        m->assignment = dup_col(mr, ms, 7, true);
+    }
+    sqlite3_reset(ms);
+    (void)db;
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : MD_E_SQL;
+}
+
+int md_group_foreach(md_db *db, md_group_fn fn, void *arg)
+{
+    sqlite3_stmt *gs = NULL, *ms = NULL;
+    int rc = prep(db, "SELECT group_id, state, protocol_type, protocol, generation, "
+                  "leader, state_changed_at FROM consumer_groups ORDER BY group_id",
+                  &gs, NULL, 0);
+    if (!rc)
+        rc = prep(db, "SELECT member_id, instance_id, client_id, client_host, "
+                  "session_timeout_ms, rebalance_timeout_ms, subscription, assignment "
+                  "FROM group_members WHERE group_id = ?1 ORDER BY rowid", &ms, NULL, 0);
+    int step = SQLITE_DONE;
+    while (!rc && (step = sqlite3_step(gs)) == SQLITE_ROW) {
+        struct member_rows mr = { 0 };
+        md_group g = {
+            .group_id = col_text(gs, 0),
+            .state = col_text(gs, 1),
+            .protocol_type = col_text(gs, 2),
+            .protocol = col_text(gs, 3),
+            .generation = sqlite3_column_int(gs, 4),
+            .leader = col_text(gs, 5),
+            .state_changed_at = sqlite3_column_int64(gs, 6),
+        };
+        rc = load_members(db, ms, g.group_id, &mr);
+        if (!rc) {
+            g.members = mr.m;
+            g.nmembers = mr.n;
+            rc = fn(&g, arg);
+        }
+        member_rows_free(&mr);
+    }
+    if (!rc && step != SQLITE_DONE && step != SQLITE_ROW)
+        rc = MD_E_SQL;
+    sqlite3_finalize(gs);
+    sqlite3_finalize(ms);
+    return rc;
+}
+
+int64_t md_group_offset_count(md_db *db, const char *group_id)
+{
+    sqlite3_stmt *s = NULL;
+    if (prep(db, "SELECT count(*) FROM committed_offsets WHERE group_id = ?1", &s, NULL, 0))
+        return MD_E_SQL;
+    sqlite3_bind_text(s, 1, group_id, -1, SQLITE_STATIC);
+    int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : MD_E_SQL;
+    sqlite3_finalize(s);
+    return n;
+}
+
+/* ---- offsets --------------------------------------------------------------- */
+
+int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t errlen)
+{
+    if (n == 0)
+        return 0;
+    int t, rc;
+    if ((rc = md_txn_enter(db, &t, err, errlen)))
+        return rc;
+    sqlite3_stmt *s = NULL;
+    rc = prep(db, "INSERT INTO committed_offsets (group_id, topic, partition, offset, "
+              "leader_epoch, metadata, commit_time_ms, expire_time_ms) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+              "ON CONFLICT (group_id, topic, partition) DO UPDATE SET "
+              "offset = excluded.offset, leader_epoch = excluded.leader_epoch, "
+              "metadata = excluded.metadata, commit_time_ms = excluded.commit_time_ms, "
+              "expire_time_ms = excluded.expire_time_ms", &s, err, errlen);
+    for (size_t i = 0; !rc && i < n; i++) {
+        md_offset *o = &offs[i];
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        sqlite3_bind_text(s, 1, o->group_len ? o->group_id : "", o->group_len, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, o->topic, o->topic_len, SQLITE_STATIC);
+        sqlite3_bind_int(s, 3, o->partition);
+        sqlite3_bind_int64(s, 4, o->offset);
+        sqlite3_bind_int(s, 5, o->leader_epoch);
+        if (o->metadata && o->metadata_len > 0)
+            sqlite3_bind_text(s, 6, o->metadata, o->metadata_len, SQLITE_STATIC);
+        else
+            sqlite3_bind_text(s, 6, "", 0, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 7, o->commit_time_ms);
+        sqlite3_bind_int64(s, 8, o->expire_time_ms);
+        int sr = sqlite3_step(s);
+        if (sr == SQLITE_DONE) {
+            o->result = KP_NONE;
+        } else if ((sr & 0xff) == SQLITE_CONSTRAINT) {
+            /* The topic went away (foreign key) or the partition index is
+             * impossible (CHECK): this row only; SQLite undid just this
+             * statement and the transaction goes on. */
+            o->result = KP_UNKNOWN_TOPIC_OR_PARTITION;
+        } else {
+            rc = md_sqlerr(db, err, errlen, "commit offset");
+        }
+    }
+    sqlite3_finalize(s);
+    return md_txn_leave(db, t, rc, err, errlen);
+}
+
+void md_committed_free(md_committed *c, size_t n)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(c[i].topic);
+        free(c[i].metadata);
+    }
+    free(c);
+}
+
+int md_offset_list(md_db *db, const char *group_id, size_t group_len,
+                   md_committed **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s = NULL;
+    if (prep(db, "SELECT topic, partition, offset, leader_epoch, metadata, commit_time_ms "
+             "FROM committed_offsets WHERE group_id = ?1 ORDER BY topic, partition",
+             &s, NULL, 0))
+        return MD_E_SQL;
+    sqlite3_bind_text(s, 1, group_len ? group_id : "", (int)group_len, SQLITE_STATIC);
+    md_committed *v = NULL;
+    size_t cnt = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            md_committed *nv = realloc(v, nc * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = nc;
+        }
+        md_committed *c = &v[cnt];
+        const char *tp = col_text(s, 0), *md = col_text(s, 4);
+        c->topic = strdup(tp ? tp : "");
+        c->partition = sqlite3_column_int(s, 1);
+        c->offset = sqlite3_column_int64(s, 2);
+        c->leader_epoch = sqlite3_column_int(s, 3);
+        c->metadata = strdup(md ? md : "");
+        c->commit_time_ms = sqlite3_column_int64(s, 5);
+        cnt++;
+        if (!c->topic || !c->metadata) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) {
+        md_committed_free(v, cnt);
+        return MD_E_SQL;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+int md_offsets_expire(md_db *db, int64_t now_ms, int64_t retention_ms,
+                      int64_t *expired, char *err, size_t errlen)
+{
+    *expired = 0;
+    int t, rc;
+    if ((rc = md_txn_enter(db, &t, err, errlen)))
+        return rc;
+    sqlite3_stmt *s = NULL;
+    rc = prep(db,
+        "DELETE FROM committed_offsets AS o WHERE "
+        "NOT EXISTS (SELECT 1 FROM consumer_groups g "
+        "            WHERE g.group_id = o.group_id AND g.state <> 'Empty') "
+        "AND CASE "
+        "  WHEN o.expire_time_ms >= 0 THEN o.expire_time_ms <= ?1 "
+        "  WHEN EXISTS (SELECT 1 FROM consumer_groups g WHERE g.group_id = o.group_id "
+        "               AND coalesce(g.protocol_type, '') <> '') "
+        "    THEN (SELECT g.state_changed_at FROM consumer_groups g "
+        "          WHERE g.group_id = o.group_id) + ?2 <= ?1 "
+        "  ELSE o.commit_time_ms + ?2 <= ?1 "
+        "END", &s, err, errlen);
+    if (!rc) {
+        sqlite3_bind_int64(s, 1, now_ms);
+        sqlite3_bind_int64(s, 2, retention_ms);
+        rc = md_step_done(db, s, err, errlen, "expire offsets");
+        if (!rc)
+            *expired = sqlite3_changes(db->h);
+    }
+    sqlite3_finalize(s);
+    return md_txn_leave(db, t, rc, err, errlen);
+}
