@@ -71,10 +71,33 @@ static const struct md_sql_file *linked_schema(void)
     return NULL;
 }
 
+/* The version a database opened with the linked files reaches: the
+ * highest migration number (1 when there are none). */
+static int latest_version(void)
+{
+    int v = 1;
+    for (size_t i = 0; i < md_sql_files_count; i++) {
+        const char *n = strstr(md_sql_files[i].name, "migrations/");
+        if (n && atoi(n + 11) > v)
+            v = atoi(n + 11);
+    }
+    return v;
+}
+
+/* A database at version 1: the schema alone, no migrations. */
+static md_db *open_schema_only(void)
+{
+    struct md_sql_file files[] = { *linked_schema() };
+    md_db *db = NULL;
+    char err[MD_ERRLEN] = "";
+    ck_assert_msg(md_open_files(path, files, 1, &db, err, sizeof err) == 0, "%s", err);
+    return db;
+}
+
 START_TEST(test_open_creates_schema_and_sets_user_version)
 {
     md_db *db = open_ok();
-    ck_assert_int_eq(md_schema_version(db), 1);
+    ck_assert_int_eq(md_schema_version(db), latest_version());
     static const char *const tables[] = {
         "brokers", "topics", "partitions", "topic_configs", "consumer_groups",
         "group_members", "committed_offsets", "producer_ids", "users", "acls" };
@@ -113,7 +136,7 @@ START_TEST(test_reopen_is_idempotent)
     md_close(db);
     for (int i = 0; i < 3; i++) {
         db = open_ok();
-        ck_assert_int_eq(md_schema_version(db), 1);
+        ck_assert_int_eq(md_schema_version(db), latest_version());
         ck_assert_int_eq(query_int(db, "SELECT count(*) FROM topics"), 1);
         ck_assert_int_eq(query_int(db, "SELECT count(*) FROM producer_ids"), 1);
         md_close(db);
@@ -151,7 +174,7 @@ END_TEST
 
 START_TEST(test_migration_upgrades_an_existing_database)
 {
-    md_db *db = open_ok();               /* version 1, the real files */
+    md_db *db = open_schema_only();      /* version 1 */
     char err[MD_ERRLEN] = "";
     ck_assert_int_eq(md_topic_create(db, "old", 1, 1, NULL, 0, 1, false, err,
                                      sizeof err), 0);
@@ -185,7 +208,7 @@ START_TEST(test_failing_migration_rolls_back_and_names_file)
     ck_assert_ptr_nonnull(strstr(err, "0002_half.sql"));
 
     /* The file stayed at version 1 without the half-made table. */
-    db = open_ok();
+    db = open_schema_only();
     ck_assert_int_eq(md_schema_version(db), 1);
     ck_assert_int_eq(query_int(db, "SELECT count(*) FROM sqlite_schema "
                                    "WHERE name = 'half'"), 0);
