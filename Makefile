@@ -15,13 +15,14 @@
 DEBIAN_PACKAGES := build-essential pkg-config libevent-dev libsqlite3-dev \
 	libzstd-dev zlib1g-dev liblz4-dev libsnappy-dev check libsubunit-dev \
 	kcat librdkafka-dev python3 python3-confluent-kafka python3-kafka \
-	python3-pytest sqlite3 procps
+	python3-pytest sqlite3 procps libedit-dev
 PKGS := libevent libevent_pthreads sqlite3 libzstd zlib liblz4 snappy
 
 CC      ?= cc
 BUILD   ?= build$(if $(SANITIZE),-san)
+# -fPIC everywhere: protocol/ objects also go into the shared libsluice.
 CFLAGS_BASE := -std=gnu11 -Wall -Wextra -Werror -O2 -g -D_GNU_SOURCE -I. -I$(BUILD)/gen \
-	-fno-strict-aliasing -pthread
+	-fno-strict-aliasing -pthread -fPIC
 ifdef SANITIZE
 CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS_SAN := -fsanitize=address,undefined
@@ -50,13 +51,22 @@ SQL_EMBED := $(BUILD)/gen/sql_embed.c
 LIBS_ALL := $(LIBD) $(LIBMD) $(LIBSEG) $(LIBKP)
 
 SLUICED := $(BUILD)/sluiced
+# clients/: libsluice (static + shared) and the tools in clients/tools/.
+CLIENT_SRC := $(wildcard clients/*.c)
+LIBSLUICE_A := $(BUILD)/libsluice.a
+LIBSLUICE_SO := $(BUILD)/libsluice.so
+TOOLS_SRC := $(wildcard clients/tools/*.c)
+TOOLS_BIN := $(patsubst clients/tools/%.c,$(BUILD)/%,$(TOOLS_SRC))
+# admin/: sluice-sql.
+ADMIN_SRC := $(wildcard admin/*.c)
+SLUICE_SQL := $(if $(ADMIN_SRC),$(BUILD)/sluice-sql)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all check unit integration run deps deps-if-missing bench clean
-all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN)
+all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN) $(if $(CLIENT_SRC),$(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)) $(SLUICE_SQL)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -82,6 +92,15 @@ $(LIBD): $(call obj,$(DAEMON_SRC))
 $(SLUICED): $(call obj,daemon/main.c) $(LIBS_ALL)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
+$(LIBSLUICE_A): $(call obj,$(CLIENT_SRC)) $(call obj,$(PROTO_SRC))
+	@rm -f $@; ar rcs $@ $^
+$(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(call obj,$(PROTO_SRC))
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libsluice.so.0 -o $@ $^ $(PKG_LIBS) -lm
+$(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+$(SLUICE_SQL): $(call obj,$(ADMIN_SRC)) $(LIBMD) $(LIBKP)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -ledit -lm
+
 # A unit test links only the modules its name says it tests, so a module
 # builds and tests without the ones above it: test_kp_* (protocol),
 # test_seg_* (segments), test_md_* (metadata), test_d_* (daemon, all).
@@ -94,6 +113,9 @@ $(BUILD)/tests/test_md_%: $(call obj,tests/unit/test_md_%.c) $(LIBMD) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_d_%: $(call obj,tests/unit/test_d_%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@); $(TEST_LINK)
+# test_cl_*: libsluice, also against librdkafka's mock cluster.
+$(BUILD)/tests/test_cl_%: $(call obj,tests/unit/test_cl_%.c) $(LIBSLUICE_A)
+	@mkdir -p $(dir $@); $(TEST_LINK) -lrdkafka
 
 $(BUILD)/bench/%: $(call obj,bench/%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
