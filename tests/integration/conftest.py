@@ -56,6 +56,15 @@ delete.topic.enable=true
 """ % BROKER_ID
 
 
+def _property(path, key, default):
+    with open(path) as f:
+        for line in f:
+            k, sep, v = line.strip().partition("=")
+            if sep and k.strip() == key:
+                return v.strip()
+    return default
+
+
 class BrokerDied(Exception):
     pass
 
@@ -71,13 +80,13 @@ class Broker:
         self.port = free_port()
         self.host = "127.0.0.1"
         self.bootstrap = "%s:%d" % (self.host, self.port)
-        self.broker_id = BROKER_ID
         if config is None:
             config = os.path.join(workdir, "broker.properties")
             with open(config, "w") as f:
                 f.write(BASE_PROPERTIES)
         self.config = config
         self.overrides = dict(overrides or {})
+        self.broker_id = int(self.overrides.get("broker.id", _property(config, "broker.id", BROKER_ID)))
         self.proc = None
         self.starts = 0
         self.expect_dead = False   # set while we are the ones stopping it
@@ -88,6 +97,7 @@ class Broker:
     def argv(self):
         args = [self.binary, "-c", self.config,
                 "--override", "listeners=PLAINTEXT://%s:%d" % (self.host, self.port),
+                "--override", "advertised.listeners=PLAINTEXT://%s:%d" % (self.host, self.port),
                 "--override", "log.dirs=%s" % self.data_dir]
         for k, v in self.overrides.items():
             args += ["--override", "%s=%s" % (k, v)]
@@ -218,6 +228,8 @@ def start_broker(request):
     tmp = tempfile.mkdtemp(prefix="sluice-it-")
 
     def make(overrides=None, config=None):
+        if config is not None and not os.path.isabs(config):
+            config = os.path.join(REPO, config)
         wd = os.path.join(tmp, "b%d" % len(made))
         os.makedirs(wd)
         b = Broker(wd, overrides, config)

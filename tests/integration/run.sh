@@ -13,8 +13,10 @@ if [ ! -x "$SLUICED" ]; then
     echo "run.sh: sluiced not found at $SLUICED (make build/sluiced)" >&2
     exit 1
 fi
+# Extra arguments replace the default target (e.g. `sh run.sh -x tests/integration/test_admin.py`).
+[ $# -eq 0 ] && set -- "$here"
 PYTHONDONTWRITEBYTECODE=1 timeout -k 10 "${SLUICE_IT_TIMEOUT:-900}" \
-    /usr/bin/python3 -m pytest -v -p no:cacheprovider "$@" "$here"
+    /usr/bin/python3 -m pytest -v -p no:cacheprovider --durations=10 -rs "$@"
 rc=$?
 case $rc in
     0) ;;

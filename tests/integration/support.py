@@ -72,7 +72,13 @@ def ck_producer(b, **kw):
 
 
 def ck_admin(b):
-    return AdminClient(ck_conf(b))
+    """One AdminClient per broker, kept alive with it: a client that is
+    garbage-collected while a request is in flight never resolves its
+    futures."""
+    a = getattr(b, "_ck_admin", None)
+    if a is None:
+        a = b._ck_admin = AdminClient(ck_conf(b))
+    return a
 
 
 def ck_consumer(b, **kw):

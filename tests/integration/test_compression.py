@@ -55,12 +55,27 @@ def stored_batches(b, topic, partition=0):
     return out
 
 
+def librdkafka_hint(b, codec):
+    """librdkafka silently sends uncompressed batches when the broker's
+    ApiVersions turn its codec feature off (protocol README 9.1)."""
+    import kafka_raw as kr
+    with kr.Conn(b.port) as c:
+        _, apis = kr.parse_api_versions_v0(c.request(kr.API_API_VERSIONS, 0))
+    if codec == "lz4" and 10 not in apis:
+        return ("; librdkafka enables lz4 only when the broker advertises FindCoordinator v0 "
+                "(API key 10), and this broker's ApiVersions lacks it: %s" % sorted(apis))
+    if codec in ("gzip", "snappy", "lz4") and apis.get(0, (1,))[0] != 0:
+        return "; librdkafka uses %s only when Produce v0 is advertised (min is %d)" % (codec, apis[0][0])
+    return ""
+
+
 def check_stored(b, topic, codec):
     batches = stored_batches(b, topic)
     assert batches, "no batches in %s" % b.partition_dir(topic)
     codecs = {attrs & 7 for _, attrs, _ in batches}
     assert codecs == {CODEC_ID[codec]}, \
-        "stored batches have codecs %s, the producer used %s (%d)" % (codecs, codec, CODEC_ID[codec])
+        "stored batches have codecs %s, the producer used %s (%d)%s" % (
+            codecs, codec, CODEC_ID[codec], librdkafka_hint(b, codec))
     raw = sum(len(v) for v in values())
     stored = sum(n for _, _, n in batches)
     if codec == "none":

@@ -4,7 +4,7 @@ import json
 import time
 
 import kafka_raw as kr
-from support import (ck_admin, ck_producer, create_topic, kcat, kp_consumer,
+from support import (assert_serves, ck_admin, ck_producer, create_topic, kcat, kp_consumer,
                      produce_ok, topic_name, wait_topic)
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -148,3 +148,13 @@ def test_metadata_v4_without_allow_auto_create_does_not_create(broker):
     assert md["topics"].get(t, (None,))[0] == UNKNOWN_TOPIC_OR_PARTITION, md["topics"]
     time.sleep(0.2)
     assert t not in raw_metadata(broker, 1, None)["topics"]
+
+
+def test_the_example_standalone_config_serves_clients(start_broker):
+    """examples/standalone.properties (what `make run` uses), with only the
+    port and data directory moved for the test."""
+    b = start_broker(config="examples/standalone.properties")
+    assert b.broker_id == 0
+    md = ck_admin(b).list_topics(timeout=10)
+    assert set(md.brokers) == {0} and md.controller_id == 0
+    assert_serves(b, "starting from examples/standalone.properties")

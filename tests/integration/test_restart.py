@@ -80,6 +80,10 @@ def test_sigkill_mid_produce_keeps_every_acknowledged_message(broker):
     producer.flush(10)
     with lock:
         acked_now = dict(acked)
+        n_failed = len(failed)
+    print("acked before kill: %d, at kill: %d, failed/purged: %d" % (n_before_kill, len(acked_now), n_failed))
+    # A test-validity check, not a broker one: the kill must land mid-produce.
+    assert n_failed > 0, "no message was in flight at the kill; the test did not exercise a crash mid-produce"
     broker.start()   # same port, same data dir
 
     wait_topic(broker, t, 3)
