@@ -243,3 +243,38 @@ def test_produce_to_unknown_topic_is_unknown_topic_or_partition(start_broker):
         (res,) = kr.parse_produce_v3(r)
     assert res[:3] == ("no-such-topic", 0, UNKNOWN_TOPIC_OR_PARTITION), res
     assert_serves(b, "Produce to an unknown topic")
+
+
+def test_produce_with_invalid_acks_is_invalid_required_acks(broker):
+    t = topic_name("acks")
+    create_topic(broker, t, 1)
+    with kr.Conn(broker.port) as c:
+        r = c.request(kr.API_PRODUCE, 3, kr.produce_v3_body(t, 0, kr.README_BATCH, acks=2))
+        (res,) = kr.parse_produce_v3(r)
+    assert res[:3] == (t, 0, 21), "acks=2: %s (want INVALID_REQUIRED_ACKS 21)" % (res,)
+    msgs = produce_ok(ck_producer(broker), t, [{"value": b"after"}])
+    assert msgs[0].offset() == 0, "the acks=2 batch was stored"
+    assert_serves(broker, "acks=2")
+
+
+def test_produce_v2_is_refused(broker):
+    """Produce v0-v2 (legacy message sets) are advertised for librdkafka's
+    sake but not implemented: error 35 or a closed connection, never a
+    stored message."""
+    t = topic_name("v2")
+    create_topic(broker, t, 1)
+    body = kr.i16(-1) + kr.i32(10000) + kr.array([kr.string(t) + kr.array([kr.i32(0) + kr.nbytes(kr.README_BATCH)])])
+    with kr.Conn(broker.port) as c:
+        c.send(kr.API_PRODUCE, 2, body)
+        try:
+            _, r = c.recv_response(timeout=5)
+            r.i32()
+            r.string()
+            r.i32()
+            r.i32()
+            assert r.i16() == UNSUPPORTED_VERSION
+        except kr.Closed:
+            pass
+    msgs = produce_ok(ck_producer(broker), t, [{"value": b"after"}])
+    assert msgs[0].offset() == 0, "the Produce v2 batch was stored"
+    assert_serves(broker, "Produce v2")

@@ -83,3 +83,25 @@ def test_kafka_python_message_over_the_limit_is_message_size_too_large_error(bro
     finally:
         p.close(timeout=10)
     assert_serves(broker, "kafka-python MESSAGE_TOO_LARGE")
+
+
+def test_fetch_smaller_than_the_first_batch_still_returns_that_whole_batch(broker):
+    """KIP-74: a fetch limit below the first batch's size must not stall a consumer."""
+    import kafka_raw as kr
+    t = topic_name("kip74")
+    create_topic(broker, t, 1)
+    value = big_value(100000, 5)
+    produce_ok(ck_producer(broker), t, [{"value": value}, {"value": b"second"}])
+    with kr.Conn(broker.port) as c:
+        r = c.request(kr.API_FETCH, 4, kr.fetch_v4_body(t, 0, 0, max_wait_ms=100, max_bytes=100,
+                                                        partition_max_bytes=100))
+        (res,) = kr.parse_fetch_v4(r)
+    assert res[2] == 0
+    records = res[4] or b""
+    assert len(records) >= 61, "Fetch with max_bytes=100 returned %d bytes" % len(records)
+    (batch_len,) = __import__("struct").unpack(">i", records[8:12])
+    assert len(records) >= 12 + batch_len, "the first batch (%d bytes) was cut to %d" % (12 + batch_len, len(records))
+    assert value in records[:12 + batch_len]
+    # and librdkafka with a small per-partition fetch size gets through
+    got = consume(broker, t, [0], 2, **{"fetch.message.max.bytes": 1000})
+    assert [m.value() for m in got] == [value, b"second"]

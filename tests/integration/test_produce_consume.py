@@ -1,11 +1,12 @@
 """Produce and consume with each client: every message comes back, byte
 for byte, at the offset it was acknowledged with, in order per partition,
 on the partition Java's murmur2 partitioner picks for its key."""
+import time
 from collections import defaultdict
 
 import pytest
 
-from support import (ck_producer, consume, create_topic, java_partition, kcat,
+from support import (ck_consumer, ck_producer, consume, create_topic, java_partition, kcat,
                      kp_consume, kp_producer, murmur2, produce, produce_ok,
                      topic_name)
 
@@ -157,3 +158,56 @@ def test_consumer_starting_mid_log_gets_the_rest(broker, n):
     start = 37 * n
     msgs = consume(broker, t, [0], 100 - start, offsets={0: start})
     assert [(m.offset(), m.value()) for m in msgs] == list(enumerate(vals))[start:]
+
+
+def test_concurrent_producers_to_one_partition_get_unique_contiguous_offsets(broker):
+    import threading
+    t = topic_name("conc")
+    create_topic(broker, t, 1)
+    n, writers = 2000, 4
+    results = {}
+
+    def run(w):
+        p = ck_producer(broker, **{"linger.ms": 1})
+        results[w] = produce_ok(p, t, [{"key": b"w%d" % w, "value": b"w%d-%05d" % (w, i)} for i in range(n)])
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(writers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(90)
+    assert sorted(results) == list(range(writers))
+    acked = sorted(m.offset() for ms in results.values() for m in ms)
+    assert acked == list(range(n * writers)), "acknowledged offsets are not unique and contiguous"
+    got = consume(broker, t, [0], n * writers, timeout=60)
+    assert [m.offset() for m in got] == list(range(n * writers))
+    for w in range(writers):
+        mine = [m.value() for m in got if m.key() == b"w%d" % w]
+        assert mine == [b"w%d-%05d" % (w, i) for i in range(n)], "producer %d's order was not kept" % w
+
+
+def test_fetch_out_of_range_resets_per_auto_offset_reset(broker):
+    t = topic_name("oor")
+    create_topic(broker, t, 1)
+    produce_ok(ck_producer(broker), t, [{"value": b"r%d" % i} for i in range(10)])
+    got = consume(broker, t, [0], 10, offsets={0: 500}, **{"auto.offset.reset": "earliest"})
+    assert [(m.offset(), m.value()) for m in got] == [(i, b"r%d" % i) for i in range(10)]
+    # 'latest' from an out-of-range offset waits for new messages only
+    from confluent_kafka import TopicPartition
+    c = ck_consumer(broker, **{"auto.offset.reset": "latest"})
+    try:
+        c.assign([TopicPartition(t, 0, 500)])
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            m = c.poll(0.1)
+            assert m is None or m.error(), "got old message %r after reset to latest" % (m.value(),)
+        produce_ok(ck_producer(broker), t, [{"value": b"new"}])
+        m = None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            m = c.poll(0.1)
+            if m is not None and not m.error():
+                break
+        assert m is not None and not m.error() and (m.offset(), m.value()) == (10, b"new")
+    finally:
+        c.close()

@@ -112,3 +112,38 @@ def test_sigkill_mid_produce_keeps_every_acknowledged_message(broker):
     m = produce_ok(ck_producer(broker), t, [{"value": b"after-crash", "partition": 0}])[0]
     assert m.offset() == hw[0][1]
     assert_serves(broker, "a SIGKILL restart")
+
+
+def test_small_segments_roll_and_read_back_across_restarts(start_broker):
+    b = start_broker({"log.segment.bytes": "65536", "log.flush.interval.messages": "100"})
+    t = topic_name("roll")
+    create_topic(b, t, 1)
+    vals = [b"seg-%05d-" % i + bytes([i & 0xFF]) * 200 for i in range(3000)]
+    msgs = produce_ok(ck_producer(b, **{"linger.ms": 5, "batch.num.messages": 50}), t,
+                      [{"value": v, "timestamp": 1600000000000 + i} for i, v in enumerate(vals)])
+    assert [m.offset() for m in msgs] == list(range(len(vals)))
+    import os
+    logs = sorted(f for f in os.listdir(b.partition_dir(t)) if f.endswith(".log"))
+    assert len(logs) >= 5, "3000 x 210 bytes with log.segment.bytes=65536 rolled into only %s" % logs
+
+    def check_all(when):
+        got = consume(b, t, [0], len(vals), timeout=60)
+        assert [(m.offset(), m.value()) for m in got] == list(enumerate(vals)), when
+        # reads that start inside later segments, and a time lookup there
+        for start in (1234, 2999):
+            got = consume(b, t, [0], len(vals) - start, offsets={0: start}, settle=0)
+            assert [m.offset() for m in got] == list(range(start, len(vals))), when
+        c = ck_consumer(b)
+        try:
+            (tp,) = c.offsets_for_times([TopicPartition(t, 0, 1600000000000 + 2500)], timeout=10)
+            assert tp.offset == 2500, "%s: offsets_for_times in a later segment gave %d" % (when, tp.offset)
+        finally:
+            c.close()
+
+    check_all("before restart")
+    assert b.restart(signal.SIGTERM) == 0
+    check_all("after SIGTERM restart")
+    b.restart(signal.SIGKILL)
+    check_all("after SIGKILL restart")
+    m = produce_ok(ck_producer(b), t, [{"value": b"next"}])[0]
+    assert m.offset() == len(vals)
