@@ -204,4 +204,23 @@ void bk_log(const char *level, const char *fmt, ...)
 #define BK_WARN(...)  bk_log("WARN", __VA_ARGS__)
 #define BK_ERROR(...) bk_log("ERROR", __VA_ARGS__)
 
+/* ---- group coordinator (daemon/group*.c) ------------------------------------ */
+/* Loads groups from SQLite (they come back Empty; members rejoin), starts
+ * the retention timer.  After bk_topics_load.  0 or -1. */
+int  bk_groups_init(bk_broker *b);
+/* After bk_server_free: saves what changed, frees everything. */
+void bk_groups_shutdown(bk_broker *b);
+/* "Who coordinates group G": one place to ask.  Standalone: this broker. */
+int32_t bk_coordinator_of(bk_broker *b, const char *group);
+int bk_handle_find_coordinator(bk_req *r);
+int bk_handle_join_group(bk_req *r);
+int bk_handle_sync_group(bk_req *r);
+int bk_handle_heartbeat(bk_req *r);
+int bk_handle_leave_group(bk_req *r);
+int bk_handle_offset_commit(bk_req *r);
+int bk_handle_offset_fetch(bk_req *r);
+int bk_handle_list_groups(bk_req *r);
+int bk_handle_describe_groups(bk_req *r);
+int bk_handle_delete_groups(bk_req *r);
+
 #endif

@@ -52,6 +52,12 @@ static const struct key keys[] = {
     { "fetch.max.bytes", K_INT32, F(fetch_max_bytes), 1024, INT32_MAX },
     { "zookeeper.connect", K_STRING, F(zookeeper_connect), 0, 0 },
     { "admin.listeners", K_STRING, F(admin_listeners), 0, 0 },
+    { "group.initial.rebalance.delay.ms", K_INT64, F(group_initial_rebalance_delay_ms), 0, INT32_MAX },
+    { "group.min.session.timeout.ms", K_INT32, F(group_min_session_timeout_ms), 1, INT32_MAX },
+    { "group.max.session.timeout.ms", K_INT32, F(group_max_session_timeout_ms), 1, INT32_MAX },
+    { "offsets.retention.minutes", K_INT64, F(offsets_retention_minutes), 1, INT32_MAX },
+    { "offsets.retention.check.interval.ms", K_INT64, F(offsets_retention_check_interval_ms), 1, INT64_MAX },
+    { "offset.metadata.max.bytes", K_INT32, F(offset_metadata_max_bytes), 0, INT32_MAX },
 };
 #undef F
 
@@ -88,6 +94,12 @@ void bk_config_init(bk_config *c)
     c->log_flush_scheduler_interval_ms = 1000;
     c->log_flush_offset_checkpoint_interval_ms = 60000;
     c->fetch_max_bytes = 57671680;
+    c->group_initial_rebalance_delay_ms = 3000;
+    c->group_min_session_timeout_ms = 6000;
+    c->group_max_session_timeout_ms = 1800000;
+    c->offsets_retention_minutes = 10080;
+    c->offsets_retention_check_interval_ms = 600000;
+    c->offset_metadata_max_bytes = 4096;
 }
 
 void bk_config_free(bk_config *c)

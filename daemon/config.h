@@ -41,6 +41,13 @@ typedef struct bk_config {
     int32_t fetch_max_bytes;              /* fetch.max.bytes (broker cap) */
     char zookeeper_connect[1024];         /* zookeeper.connect ("" = standalone) */
     char admin_listeners[256];            /* admin.listeners (HTTP) */
+    /* group coordinator (daemon/group.c) */
+    int64_t group_initial_rebalance_delay_ms;     /* group.initial.rebalance.delay.ms */
+    int32_t group_min_session_timeout_ms;         /* group.min.session.timeout.ms */
+    int32_t group_max_session_timeout_ms;         /* group.max.session.timeout.ms */
+    int64_t offsets_retention_minutes;            /* offsets.retention.minutes */
+    int64_t offsets_retention_check_interval_ms;  /* offsets.retention.check.interval.ms */
+    int32_t offset_metadata_max_bytes;            /* offset.metadata.max.bytes */
     /* Topic-level defaults from broker keys, by topic-level name. */
     md_kv *topic_defaults;
     size_t ntopic_defaults;

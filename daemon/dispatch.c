@@ -20,6 +20,17 @@ static const bk_api apis[] = {
     { KP_API_ALTER_CONFIGS,            0, 1,  bk_handle_alter_configs },
     { KP_API_CREATE_PARTITIONS,        0, 1,  bk_handle_create_partitions },
     { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 0,  bk_handle_incremental_alter_configs },
+    /* group coordinator (daemon/group*.c) */
+    { KP_API_OFFSET_COMMIT,            2, 7,  bk_handle_offset_commit },
+    { KP_API_OFFSET_FETCH,             1, 5,  bk_handle_offset_fetch },
+    { KP_API_FIND_COORDINATOR,         0, 2,  bk_handle_find_coordinator },
+    { KP_API_JOIN_GROUP,               0, 5,  bk_handle_join_group },
+    { KP_API_HEARTBEAT,                0, 3,  bk_handle_heartbeat },
+    { KP_API_LEAVE_GROUP,              0, 1,  bk_handle_leave_group },
+    { KP_API_SYNC_GROUP,               0, 3,  bk_handle_sync_group },
+    { KP_API_DESCRIBE_GROUPS,          0, 4,  bk_handle_describe_groups },
+    { KP_API_LIST_GROUPS,              0, 2,  bk_handle_list_groups },
+    { KP_API_DELETE_GROUPS,            0, 1,  bk_handle_delete_groups },
 };
 
 const bk_api *bk_api_find(int16_t key)

@@ -166,6 +166,8 @@ int main(int argc, char **argv)
     }
     if (bk_topics_load(&b) != 0)
         return 1;
+    if (bk_groups_init(&b) != 0)
+        return 1;
     if (bk_flusher_start(&b) != 0) {
         fprintf(stderr, "sluiced: cannot start the flush worker\n");
         return 1;
@@ -192,6 +194,7 @@ int main(int argc, char **argv)
 
     /* Shutdown: nothing new comes in; make what was acknowledged durable. */
     bk_server_free(&b);
+    bk_groups_shutdown(&b);
     bk_flusher_stop(&b);
     int failures = 0;
     bk_topics_foreach(&b, flush_topic, &failures);

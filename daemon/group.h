@@ -1,0 +1,172 @@
+/*
+ * The group coordinator's internals, shared by daemon/group.c (state
+ * machine, timers, persistence), daemon/group_api.c (the membership APIs)
+ * and daemon/group_offsets.c (OffsetCommit/OffsetFetch, retention).
+ * Nothing outside these files includes it; the rest of the daemon calls
+ * the bk_groups_* / bk_handle_* functions in broker.h.
+ */
+#ifndef SLUICE_GROUP_H
+#define SLUICE_GROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/util.h>
+
+#include "daemon/broker.h"
+
+/* Kafka's GroupCoordinator.NewMemberJoinTimeoutMs. */
+#define GC_NEW_MEMBER_JOIN_TIMEOUT_MS 300000
+
+enum gc_state { GC_EMPTY, GC_PREPARING, GC_COMPLETING, GC_STABLE, GC_DEAD };
+const char *gc_state_name(enum gc_state s);   /* Kafka's names */
+
+typedef struct gc_group gc_group;
+typedef struct gc_member gc_member;
+
+/* A deferred request.  It sits in exactly one place: held by a member
+ * (join or sync, m != NULL), in the outbox (answer written, waiting for
+ * the end of the loop turn), or in the commit batch.  r->state points
+ * here and r->cancel unlinks it from wherever it is. */
+typedef struct gc_wait {
+    struct gc_wait *next, *prev;      /* outbox / batch; self when unlinked */
+    bk_req *r;
+    gc_member *m;                     /* join or sync wait held by m */
+    bool is_sync;
+    /* offset commits: entries in request order, see group_offsets.c */
+    struct gc_commit *commit;
+} gc_wait;
+
+typedef struct gc_proto {
+    char *name;
+    uint8_t *meta;
+    int32_t meta_len;
+} gc_proto;
+
+struct gc_member {
+    gc_member *next, *prev;           /* the group's list, in join order */
+    gc_group *g;
+    char *id;
+    char *instance_id;                /* NULL: dynamic member */
+    char *client_id;
+    char *client_host;
+    int32_t session_timeout_ms;
+    int32_t rebalance_timeout_ms;
+    char *protocol_type;
+    gc_proto *protos;                 /* in the member's preference order */
+    int nprotos;
+    uint8_t *assignment;
+    int32_t assignment_len;
+    gc_wait *join_w;                  /* a JoinGroup waiting for the rebalance */
+    gc_wait *sync_w;                  /* a SyncGroup waiting for the leader */
+    bool is_new;                      /* joined in this rebalance */
+    int64_t last_seen_us;             /* monotonic: heartbeat, join, sync, commit */
+    struct event *session_timer;
+};
+
+/* A member id handed out with MEMBER_ID_REQUIRED, not yet joined. */
+typedef struct gc_pending {
+    struct gc_pending *next;
+    gc_group *g;
+    char *id;
+    struct event *timer;              /* session timeout */
+} gc_pending;
+
+struct gc_group {
+    gc_group *hnext;
+    char *id;
+    enum gc_state state;
+    int64_t state_changed_at;         /* wall ms */
+    int32_t generation;
+    char *protocol_type;              /* NULL: offsets only */
+    char *protocol;                   /* chosen for the generation */
+    char *leader;                     /* member id, NULL without members */
+    gc_member members;                /* list sentinel */
+    int nmembers;
+    gc_pending *pending;
+    struct event *join_timer;         /* initial delay / rebalance timeout */
+    bool initial_delay;               /* join_timer is an InitialDelayedJoin */
+    bool new_member_added;
+    int64_t initial_remaining_ms;
+    bool dirty;                       /* persist at the end of the loop turn */
+    gc_group *dirty_next;
+};
+
+typedef struct gc_coord {
+    bk_broker *b;
+    gc_group **hash;
+    size_t hash_size, ngroups;
+    gc_wait outbox;                   /* answered, to finish after the turn's commit */
+    gc_wait batch;                    /* offset commits of this turn */
+    gc_group *dirty;
+    struct event *turn_ev;            /* end of loop turn: persist, then answer */
+    struct event *expire_timer;       /* offsets.retention.check.interval.ms */
+    struct event *sig_term, *sig_int; /* answer waiting joins on shutdown */
+} gc_coord;
+
+extern gc_coord *gc;
+
+/* ---- group.c ---------------------------------------------------------------- */
+gc_group *gc_group_find(const char *id, size_t len);
+gc_group *gc_group_create(const char *id, size_t len);
+void gc_group_free(gc_group *g);      /* unlinks from the hash too */
+gc_member *gc_member_find(gc_group *g, const char *id, size_t len);
+gc_member *gc_static_member(gc_group *g, const char *instance, size_t len);
+bool gc_static_fenced(gc_group *g, kp_str member_id, kp_str instance_id);
+bool gc_is_pending(gc_group *g, const char *id, size_t len);
+void gc_remove_pending(gc_group *g, const char *id, size_t len);
+void gc_set_state(gc_group *g, enum gc_state s);
+void gc_mark_dirty(gc_group *g);
+void gc_touch(gc_member *m);          /* a sign of life: resets the session clock */
+void gc_arm_session(gc_member *m);
+void gc_remove_member_and_update(gc_group *g, gc_member *m, const char *why);
+void gc_maybe_prepare_rebalance(gc_group *g, const char *why);
+void gc_try_complete_join(gc_group *g);
+void gc_leave_pending(gc_group *g, const char *id, size_t len);
+
+/* Waits and the end-of-turn flush. */
+gc_wait *gc_wait_new(bk_req *r);
+void gc_wait_unlink(gc_wait *w);
+/* The answer is in w->r->out: finish it after this turn's transaction. */
+void gc_wait_answered(gc_wait *w);
+void gc_schedule_turn(void);
+/* Persists dirty groups (inside the caller's transaction if any). */
+void gc_save_dirty(void);
+
+/* JoinGroup (group.c keeps the state machine; group_api.c parses). */
+typedef struct gc_join_args {
+    kp_str group_id;
+    int32_t session_timeout_ms;
+    int32_t rebalance_timeout_ms;
+    kp_str member_id;
+    kp_str instance_id;               /* len < 0: none */
+    kp_str protocol_type;
+    int nprotos;
+    kp_str *proto_names;
+    kp_str *proto_metas;
+    bool require_known_member_id;     /* v4+ without an instance id */
+} gc_join_args;
+int gc_join(bk_req *r, const gc_join_args *a);
+/* Writes a JoinGroup response body for r's version. */
+void gc_write_join(bk_req *r, int16_t err, int32_t generation, const char *protocol,
+                   const char *leader, const char *member_id, gc_group *members_of);
+int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
+            kp_str instance_id, int nassign, const kp_str *assign_ids,
+            const kp_str *assign_bytes);
+void gc_write_sync(bk_req *r, int16_t err, const uint8_t *assignment, int32_t len);
+int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
+                     kp_str instance_id);
+int16_t gc_leave(kp_str group_id, kp_str member_id);
+
+/* group_offsets.c */
+/* The turn event: writes the batch's offsets (inside the turn's
+ * transaction), then each request's response given the outcome rc. */
+void gc_commit_store(gc_wait *batch, int *rc);
+void gc_commit_respond(gc_wait *batch, int rc);
+void gc_expire_tick(evutil_socket_t fd, short what, void *arg);
+
+/* Client host as Kafka prints it ("/127.0.0.1"). */
+void gc_client_host(bk_req *r, char *out, size_t cap);
+char *gc_strndup(const char *p, int32_t len);   /* len < 0: NULL */
+
+#endif

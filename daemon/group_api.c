@@ -1,0 +1,333 @@
+/*
+ * The group membership APIs: parsing and encoding for FindCoordinator
+ * v0-2, JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-1,
+ * ListGroups v0-2, DescribeGroups v0-4, DeleteGroups v0-1 (all
+ * non-flexible).  The decisions live in daemon/group.c.
+ */
+#include "daemon/group.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Provided by daemon/server.c once it exports the peer address; until
+ * then DescribeGroups shows an empty client host. */
+extern const char *bk_conn_peer(const bk_conn *c) __attribute__((weak));
+
+void gc_client_host(bk_req *r, char *out, size_t cap)
+{
+    const char *peer = (bk_conn_peer && r->conn) ? bk_conn_peer(r->conn) : NULL;
+    if (!peer || !*peer) {
+        snprintf(out, cap, "%s", "");
+        return;
+    }
+    /* "host:port" or "[v6]:port" → Kafka's "/host". */
+    const char *colon = strrchr(peer, ':');
+    size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+    if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
+        peer++;
+        n -= 2;
+    }
+    snprintf(out, cap, "/%.*s", (int)n, peer);
+}
+
+/* ---- FindCoordinator v0-2 ------------------------------------------------------ */
+
+int bk_handle_find_coordinator(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_rd *in = &r->body;
+    kp_str key = kp_rd_string(in);
+    int8_t key_type = v >= 1 ? kp_rd_i8(in) : 0;
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    bk_broker *b = r->b;
+    int16_t err = KP_NONE;
+    const char *msg = NULL;
+    if (key_type == 1) {
+        err = KP_COORDINATOR_NOT_AVAILABLE;
+        msg = "transactions are not supported by this broker";
+    } else if (key_type != 0) {
+        err = KP_INVALID_REQUEST;
+        msg = "unknown coordinator key type";
+    }
+    int32_t node = -1;
+    if (!err) {
+        char name[256];
+        kp_str_copy(key, name, sizeof name);
+        node = bk_coordinator_of(b, name);
+    }
+    kp_buf *o = r->out;
+    if (v >= 1)
+        kp_wr_i32(o, 0);                            /* ThrottleTimeMs */
+    kp_wr_i16(o, err);
+    if (v >= 1)
+        kp_wr_string(o, msg, -1);                   /* ErrorMessage, null if ok */
+    kp_wr_i32(o, err ? -1 : node);
+    kp_wr_string(o, err ? "" : b->cfg->advertised_host, -1);
+    kp_wr_i32(o, err ? -1 : b->cfg->advertised_port);
+    return BK_RESPOND;
+}
+
+/* ---- JoinGroup v0-5 -------------------------------------------------------------- */
+
+int bk_handle_join_group(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_rd *in = &r->body;
+    gc_join_args a;
+    memset(&a, 0, sizeof a);
+    a.group_id = kp_rd_string(in);
+    a.session_timeout_ms = kp_rd_i32(in);
+    a.rebalance_timeout_ms = v >= 1 ? kp_rd_i32(in) : -1;
+    a.member_id = kp_rd_string(in);
+    a.instance_id = v >= 5 ? kp_rd_string(in) : KP_STR_NULL;
+    a.protocol_type = kp_rd_string(in);
+    int32_t n = kp_rd_array(in, 6);
+    if (!kp_rd_ok(in) || n < 0)
+        return BK_CLOSE;
+    kp_str small[16];
+    kp_str *names = small, *metas = small + 8;
+    kp_str *heap = NULL;
+    if (n > 8) {
+        heap = calloc((size_t)n * 2, sizeof *heap);
+        if (!heap)
+            return BK_CLOSE;
+        names = heap;
+        metas = heap + n;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        names[i] = kp_rd_string(in);
+        metas[i] = kp_rd_bytes(in);
+    }
+    if (!kp_rd_ok(in)) {
+        free(heap);
+        return BK_CLOSE;
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (names[i].len < 0) {           /* a null protocol name */
+            free(heap);
+            return BK_CLOSE;
+        }
+    if (a.rebalance_timeout_ms < 0)
+        a.rebalance_timeout_ms = a.session_timeout_ms;   /* v0: Kafka's rule */
+    a.nprotos = n;
+    a.proto_names = names;
+    a.proto_metas = metas;
+    if (a.instance_id.len == 0)
+        a.instance_id = KP_STR_NULL;      /* "" is not an identity */
+    a.require_known_member_id = v >= 4 && a.instance_id.len < 0;
+    int rc = gc_join(r, &a);
+    free(heap);
+    return rc;
+}
+
+/* ---- SyncGroup v0-3 -------------------------------------------------------------- */
+
+int bk_handle_sync_group(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_rd *in = &r->body;
+    kp_str group = kp_rd_string(in);
+    int32_t gen = kp_rd_i32(in);
+    kp_str member = kp_rd_string(in);
+    kp_str instance = v >= 3 ? kp_rd_string(in) : KP_STR_NULL;
+    int32_t n = kp_rd_array(in, 6);
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    if (n < 0)
+        n = 0;
+    kp_str *ids = NULL, *bytes = NULL;
+    if (n > 0) {
+        ids = calloc((size_t)n * 2, sizeof *ids);
+        if (!ids)
+            return BK_CLOSE;
+        bytes = ids + n;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        ids[i] = kp_rd_string(in);
+        bytes[i] = kp_rd_bytes(in);
+    }
+    if (!kp_rd_ok(in)) {
+        free(ids);
+        return BK_CLOSE;
+    }
+    if (instance.len == 0)
+        instance = KP_STR_NULL;
+    int rc = gc_sync(r, group, gen, member, instance, n, ids, bytes);
+    free(ids);
+    return rc;
+}
+
+/* ---- Heartbeat v0-3, LeaveGroup v0-1 -------------------------------------------- */
+
+int bk_handle_heartbeat(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_rd *in = &r->body;
+    kp_str group = kp_rd_string(in);
+    int32_t gen = kp_rd_i32(in);
+    kp_str member = kp_rd_string(in);
+    kp_str instance = v >= 3 ? kp_rd_string(in) : KP_STR_NULL;
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    if (instance.len == 0)
+        instance = KP_STR_NULL;
+    int16_t err = gc_heartbeat(group, gen, member, instance);
+    if (v >= 1)
+        kp_wr_i32(r->out, 0);
+    kp_wr_i16(r->out, err);
+    return BK_RESPOND;
+}
+
+int bk_handle_leave_group(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_rd *in = &r->body;
+    kp_str group = kp_rd_string(in);
+    kp_str member = kp_rd_string(in);
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    /* v0-2: the member's own error is the response's error. */
+    int16_t err = gc_leave(group, member);
+    if (v >= 1)
+        kp_wr_i32(r->out, 0);
+    kp_wr_i16(r->out, err);
+    return BK_RESPOND;
+}
+
+/* ---- ListGroups v0-2 ---------------------------------------------------------------- */
+
+int bk_handle_list_groups(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_buf *o = r->out;
+    if (v >= 1)
+        kp_wr_i32(o, 0);
+    kp_wr_i16(o, KP_NONE);
+    kp_wr_array(o, (int32_t)gc->ngroups);
+    for (size_t i = 0; i < gc->hash_size; i++)
+        for (gc_group *g = gc->hash[i]; g; g = g->hnext) {
+            kp_wr_string(o, g->id, -1);
+            kp_wr_string(o, g->protocol_type ? g->protocol_type : "", -1);
+        }
+    return BK_RESPOND;
+}
+
+/* ---- DescribeGroups v0-4 ------------------------------------------------------------ */
+
+/* READ, DELETE and DESCRIBE on a GROUP resource (AclOperation codes 3, 6,
+ * 8): all of them, as long as no authorizer is configured. */
+#define GC_GROUP_AUTHORIZED_OPS ((1 << 3) | (1 << 6) | (1 << 8))
+
+static void describe_one(kp_buf *o, int16_t v, kp_str id, bool include_ops)
+{
+    gc_group *g = id.len >= 0 ? gc_group_find(id.p, (size_t)id.len) : NULL;
+    kp_wr_i16(o, KP_NONE);
+    kp_wr_str(o, id.len >= 0 ? id : (kp_str){ "", 0 });
+    if (!g) {
+        kp_wr_string(o, "Dead", -1);
+        kp_wr_string(o, "", -1);                    /* ProtocolType */
+        kp_wr_string(o, "", -1);                    /* ProtocolData */
+        kp_wr_array(o, 0);
+    } else {
+        bool stable = g->state == GC_STABLE;
+        kp_wr_string(o, gc_state_name(g->state), -1);
+        kp_wr_string(o, g->protocol_type ? g->protocol_type : "", -1);
+        kp_wr_string(o, stable && g->protocol ? g->protocol : "", -1);
+        kp_wr_array(o, g->nmembers);
+        for (gc_member *m = g->members.next; m != &g->members; m = m->next) {
+            kp_wr_string(o, m->id, -1);
+            if (v >= 4)
+                kp_wr_string(o, m->instance_id, -1);
+            kp_wr_string(o, m->client_id, -1);
+            kp_wr_string(o, m->client_host, -1);
+            /* Metadata and assignment only in Stable, as Kafka. */
+            const gc_proto *p = NULL;
+            if (stable)
+                for (int i = 0; i < m->nprotos; i++)
+                    if (g->protocol && !strcmp(m->protos[i].name, g->protocol))
+                        p = &m->protos[i];
+            kp_wr_bytes(o, p ? (const void *)p->meta : "", p ? p->meta_len : 0);
+            bool has_a = stable && m->assignment;
+            kp_wr_bytes(o, has_a ? (const void *)m->assignment : "",
+                        has_a ? m->assignment_len : 0);
+        }
+    }
+    if (v >= 3)
+        kp_wr_i32(o, include_ops ? GC_GROUP_AUTHORIZED_OPS : INT32_MIN);
+}
+
+int bk_handle_describe_groups(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_rd *in = &r->body;
+    int32_t n = kp_rd_array(in, 2);
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    if (n < 0)
+        n = 0;
+    kp_rd ids = *in;                      /* read the names twice: no copies */
+    for (int32_t i = 0; i < n; i++)
+        kp_rd_string(in);
+    bool include_ops = v >= 3 ? kp_rd_bool(in) : false;
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    kp_buf *o = r->out;
+    if (v >= 1)
+        kp_wr_i32(o, 0);
+    kp_wr_array(o, n);
+    for (int32_t i = 0; i < n; i++)
+        describe_one(o, v, kp_rd_string(&ids), include_ops);
+    return BK_RESPOND;
+}
+
+/* ---- DeleteGroups v0-1 ---------------------------------------------------------------- */
+
+int bk_handle_delete_groups(bk_req *r)
+{
+    kp_rd *in = &r->body;
+    int32_t n = kp_rd_array(in, 2);
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    if (n < 0)
+        n = 0;
+    kp_rd ids = *in;
+    for (int32_t i = 0; i < n; i++)
+        kp_rd_string(in);
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    kp_buf *o = r->out;
+    kp_wr_i32(o, 0);                                /* ThrottleTimeMs (v0+) */
+    kp_wr_array(o, n);
+    for (int32_t i = 0; i < n; i++) {
+        kp_str id = kp_rd_string(&ids);
+        int16_t err = KP_NONE;
+        char *name = gc_strndup(id.p ? id.p : "", id.len < 0 ? 0 : id.len);
+        gc_group *g = id.len >= 0 ? gc_group_find(id.p, (size_t)id.len) : NULL;
+        if (!name) {
+            err = KP_UNKNOWN_SERVER_ERROR;
+        } else if (g && g->state != GC_EMPTY) {
+            err = KP_NON_EMPTY_GROUP;
+        } else {
+            char msg[MD_ERRLEN];
+            int rc = md_group_delete(r->b->db, name, msg, sizeof msg);
+            if (rc == KP_GROUP_ID_NOT_FOUND && !g) {
+                err = KP_GROUP_ID_NOT_FOUND;
+            } else if (rc != 0 && rc != KP_GROUP_ID_NOT_FOUND) {
+                BK_ERROR("deleting group %s failed: %s", name, msg);
+                err = KP_UNKNOWN_SERVER_ERROR;
+            } else {
+                if (g) {
+                    g->state = GC_DEAD;
+                    gc_group_free(g);
+                }
+                BK_INFO("group %s deleted (with its committed offsets)", name);
+            }
+        }
+        kp_wr_str(o, id.len >= 0 ? id : (kp_str){ "", 0 });
+        kp_wr_i16(o, err);
+        free(name);
+    }
+    return BK_RESPOND;
+}

@@ -1,0 +1,386 @@
+/*
+ * Committed offsets: OffsetCommit v2-7, OffsetFetch v1-5, and the
+ * offsets.retention.minutes timer.
+ *
+ * Design note.
+ *
+ * A commit is acknowledged only once it is durable in SQLite.  Durability
+ * costs one WAL fsync per transaction, so commits are not written by the
+ * handler: it validates (group generation and member as Kafka's
+ * doCommitOffsets, topic/partition existence, metadata size), queues the
+ * request on the turn's batch and defers its response.  The coordinator's
+ * end-of-turn event (daemon/group.c, turn_cb) then writes every queued
+ * commit of the loop turn — from all connections — in one transaction,
+ * together with the group state that changed in that turn, and answers
+ * them all.  Cost per partition: one bound upsert, no fsync.
+ *
+ * Offsets are not cached in memory: OffsetFetch reads SQLite (one indexed
+ * range scan per request), which is what an operator's SQL sees too.
+ */
+#include "daemon/group.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+struct gc_ctopic {
+    kp_str name;
+    int32_t first, count;
+};
+
+/* One OffsetCommit request; a single allocation (free() releases it). */
+struct gc_commit {
+    int32_t ntopics, n;
+    struct gc_ctopic *topics;
+    md_offset *offs;                  /* request order */
+    int16_t *pre;                     /* error decided before storing, or 0 */
+};
+
+static struct gc_commit *commit_alloc(int32_t ntopics, int32_t n)
+{
+    size_t sz = sizeof(struct gc_commit) + (size_t)ntopics * sizeof(struct gc_ctopic) +
+                (size_t)n * sizeof(md_offset) + (size_t)n * sizeof(int16_t) + 16;
+    struct gc_commit *c = calloc(1, sz);
+    if (!c)
+        return NULL;
+    c->ntopics = ntopics;
+    c->n = n;
+    c->topics = (struct gc_ctopic *)(c + 1);
+    c->offs = (md_offset *)(c->topics + ntopics);
+    c->pre = (int16_t *)(c->offs + n);
+    return c;
+}
+
+static void write_commit_response(bk_req *r, const struct gc_commit *c, int rc)
+{
+    kp_buf *o = r->out;
+    kp_buf_reset(o);
+    if (r->hdr.RequestApiVersion >= 3)
+        kp_wr_i32(o, 0);
+    kp_wr_array(o, c->ntopics);
+    for (int32_t t = 0; t < c->ntopics; t++) {
+        const struct gc_ctopic *tp = &c->topics[t];
+        kp_wr_str(o, tp->name);
+        kp_wr_array(o, tp->count);
+        for (int32_t i = tp->first; i < tp->first + tp->count; i++) {
+            int16_t err = c->pre[i];
+            if (!err)
+                err = rc ? KP_COORDINATOR_NOT_AVAILABLE : (int16_t)c->offs[i].result;
+            kp_wr_i32(o, c->offs[i].partition);
+            kp_wr_i16(o, err);
+        }
+    }
+}
+
+/* Kafka's handleCommitOffsets/doCommitOffsets: the error for the whole
+ * request, or 0 to store.  *create: the group must be created (a simple
+ * consumer committing for a group that does not exist yet). */
+static int16_t commit_group_error(kp_str group, int32_t gen, kp_str member,
+                                  kp_str instance, bool *create)
+{
+    *create = false;
+    gc_group *g = gc_group_find(group.p ? group.p : "", group.len > 0 ? (size_t)group.len : 0);
+    if (!g) {
+        if (gen < 0) {
+            *create = true;
+            return KP_NONE;
+        }
+        return KP_ILLEGAL_GENERATION;
+    }
+    if (gc_static_fenced(g, member, instance))
+        return KP_FENCED_INSTANCE_ID;
+    if (gen < 0 && g->state == GC_EMPTY)
+        return KP_NONE;               /* offsets storage only */
+    gc_member *m = gc_member_find(g, member.p ? member.p : "",
+                                  member.len > 0 ? (size_t)member.len : 0);
+    if (!m)
+        return KP_UNKNOWN_MEMBER_ID;
+    if (gen != g->generation)
+        return KP_ILLEGAL_GENERATION;
+    if (g->state == GC_COMPLETING)
+        return KP_REBALANCE_IN_PROGRESS;
+    gc_touch(m);                      /* Stable or PreparingRebalance */
+    return KP_NONE;
+}
+
+int bk_handle_offset_commit(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_rd *in = &r->body;
+    kp_str group = kp_rd_string(in);
+    int32_t gen = kp_rd_i32(in);
+    kp_str member = kp_rd_string(in);
+    kp_str instance = v >= 7 ? kp_rd_string(in) : KP_STR_NULL;
+    int64_t retention = v <= 4 ? kp_rd_i64(in) : -1;
+    int32_t ntopics = kp_rd_array(in, 6);
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    if (ntopics < 0)
+        ntopics = 0;
+    /* Pass 1 counts partitions, pass 2 fills one allocation. */
+    kp_rd scan = *in;
+    int64_t total = 0;
+    for (int32_t t = 0; t < ntopics; t++) {
+        kp_rd_string(&scan);
+        int32_t np = kp_rd_array(&scan, 14);
+        for (int32_t p = 0; p < np; p++) {
+            kp_rd_i32(&scan);
+            kp_rd_i64(&scan);
+            if (v >= 6)
+                kp_rd_i32(&scan);
+            kp_rd_string(&scan);
+        }
+        total += np > 0 ? np : 0;
+    }
+    if (!kp_rd_ok(&scan))
+        return BK_CLOSE;
+    struct gc_commit *c = commit_alloc(ntopics, (int32_t)total);
+    if (!c)
+        return BK_CLOSE;
+    if (instance.len == 0)
+        instance = KP_STR_NULL;
+    bool create;
+    int16_t gerr = commit_group_error(group, gen, member, instance, &create);
+    bk_broker *b = r->b;
+    int64_t now = bk_now_ms();
+    int32_t k = 0, to_store = 0;
+    for (int32_t t = 0; t < ntopics; t++) {
+        struct gc_ctopic *tp = &c->topics[t];
+        tp->name = kp_rd_string(in);
+        int32_t np = kp_rd_array(in, 14);
+        tp->first = k;
+        tp->count = np > 0 ? np : 0;
+        for (int32_t p = 0; p < tp->count; p++, k++) {
+            md_offset *o = &c->offs[k];
+            o->group_id = group.p;
+            o->group_len = group.len > 0 ? group.len : 0;
+            o->topic = tp->name.p;
+            o->topic_len = tp->name.len > 0 ? tp->name.len : 0;
+            o->partition = kp_rd_i32(in);
+            o->offset = kp_rd_i64(in);
+            o->leader_epoch = v >= 6 ? kp_rd_i32(in) : -1;
+            kp_str meta = kp_rd_string(in);
+            o->metadata = meta.p;
+            o->metadata_len = meta.len;
+            o->commit_time_ms = now;
+            o->expire_time_ms = retention >= 0 ? now + retention : -1;
+            o->result = KP_NONE;
+            if (tp->name.len <= 0 || !bk_partition_find(b, tp->name, o->partition))
+                c->pre[k] = KP_UNKNOWN_TOPIC_OR_PARTITION;
+            else if (gerr)
+                c->pre[k] = gerr;
+            else if (meta.len > b->cfg->offset_metadata_max_bytes)
+                c->pre[k] = KP_OFFSET_METADATA_TOO_LARGE;
+            else
+                to_store++;
+        }
+    }
+    if (!kp_rd_ok(in)) {
+        free(c);
+        return BK_CLOSE;
+    }
+    if (to_store == 0) {
+        write_commit_response(r, c, 0);
+        free(c);
+        return BK_RESPOND;
+    }
+    if (create) {
+        gc_group *g = gc_group_create(group.p ? group.p : "", (size_t)(group.len > 0 ? group.len : 0));
+        if (g)
+            gc_mark_dirty(g);         /* the row an operator sees */
+    }
+    gc_wait *w = gc_wait_new(r);
+    if (!w) {
+        write_commit_response(r, c, MD_E_SQL);
+        free(c);
+        return BK_RESPOND;
+    }
+    w->commit = c;
+    w->prev = gc->batch.prev;
+    w->next = &gc->batch;
+    gc->batch.prev->next = w;
+    gc->batch.prev = w;
+    gc_schedule_turn();
+    return BK_DEFER;
+}
+
+void gc_commit_store(gc_wait *batch, int *rc)
+{
+    size_t n = 0;
+    for (gc_wait *w = batch->next; w != batch; w = w->next)
+        for (int32_t i = 0; i < w->commit->n; i++)
+            n += w->commit->pre[i] == 0;
+    if (n == 0)
+        return;
+    md_offset *all = malloc(n * sizeof *all);
+    if (!all) {
+        *rc = MD_E_SQL;
+        return;
+    }
+    size_t k = 0;
+    for (gc_wait *w = batch->next; w != batch; w = w->next)
+        for (int32_t i = 0; i < w->commit->n; i++)
+            if (!w->commit->pre[i])
+                all[k++] = w->commit->offs[i];
+    char err[MD_ERRLEN];
+    int r = md_offset_commit(gc->b->db, all, n, err, sizeof err);
+    if (r) {
+        BK_ERROR("storing %zu committed offsets failed: %s", n, err);
+        *rc = r;
+    }
+    k = 0;
+    for (gc_wait *w = batch->next; w != batch; w = w->next)
+        for (int32_t i = 0; i < w->commit->n; i++)
+            if (!w->commit->pre[i])
+                w->commit->offs[i].result = all[k++].result;
+    free(all);
+}
+
+void gc_commit_respond(gc_wait *batch, int rc)
+{
+    for (gc_wait *w = batch->next; w != batch; w = w->next)
+        write_commit_response(w->r, w->commit, rc);
+}
+
+/* ---- OffsetFetch v1-5 ----------------------------------------------------------- */
+
+/* SQLite's BINARY collation, which ordered the rows. */
+static int cmp_topic(const char *a, size_t alen, const char *b, size_t blen)
+{
+    size_t n = alen < blen ? alen : blen;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c)
+        return c;
+    return alen < blen ? -1 : alen > blen;
+}
+
+static const md_committed *find_row(const md_committed *rows, size_t n, kp_str topic,
+                                    int32_t partition)
+{
+    size_t lo = 0, hi = n;
+    size_t tlen = topic.len > 0 ? (size_t)topic.len : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_topic(rows[mid].topic, strlen(rows[mid].topic), topic.p, tlen);
+        if (!c)
+            c = rows[mid].partition < partition ? -1 : rows[mid].partition > partition;
+        if (c == 0)
+            return &rows[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static void write_fetch_partition(kp_buf *o, int16_t v, int32_t partition,
+                                  const md_committed *row, int16_t err)
+{
+    kp_wr_i32(o, partition);
+    kp_wr_i64(o, row ? row->offset : -1);
+    if (v >= 5)
+        kp_wr_i32(o, row ? row->leader_epoch : -1);
+    kp_wr_string(o, row ? row->metadata : "", -1);
+    kp_wr_i16(o, err);
+}
+
+int bk_handle_offset_fetch(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_rd *in = &r->body;
+    kp_str group = kp_rd_string(in);
+    int32_t ntopics = kp_rd_array(in, 6);
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    md_committed *rows = NULL;
+    size_t nrows = 0;
+    int16_t top = KP_NONE;
+    if (md_offset_list(r->b->db, group.p ? group.p : "", group.len > 0 ? (size_t)group.len : 0,
+                       &rows, &nrows) != 0)
+        top = KP_COORDINATOR_NOT_AVAILABLE;
+    /* v1 has no top-level error: each partition carries it. */
+    int16_t perr = v < 2 ? top : KP_NONE;
+    kp_buf *o = r->out;
+    if (v >= 3)
+        kp_wr_i32(o, 0);
+    if (ntopics < 0) {                 /* null: everything the group committed */
+        int32_t distinct = 0;
+        for (size_t i = 0; i < nrows; i++)
+            distinct += i == 0 || strcmp(rows[i].topic, rows[i - 1].topic) != 0;
+        kp_wr_array(o, distinct);
+        for (size_t i = 0; i < nrows;) {
+            size_t j = i;
+            while (j < nrows && !strcmp(rows[j].topic, rows[i].topic))
+                j++;
+            kp_wr_string(o, rows[i].topic, -1);
+            kp_wr_array(o, (int32_t)(j - i));
+            for (size_t k = i; k < j; k++)
+                write_fetch_partition(o, v, rows[k].partition, &rows[k], perr);
+            i = j;
+        }
+    } else {
+        kp_wr_array(o, ntopics);
+        for (int32_t t = 0; t < ntopics && kp_rd_ok(in); t++) {
+            kp_str name = kp_rd_string(in);
+            int32_t np = kp_rd_array(in, 4);
+            kp_wr_str(o, name.len >= 0 ? name : (kp_str){ "", 0 });
+            kp_wr_array(o, np > 0 ? np : 0);
+            for (int32_t p = 0; p < np; p++) {
+                int32_t idx = kp_rd_i32(in);
+                write_fetch_partition(o, v, idx, find_row(rows, nrows, name, idx), perr);
+            }
+        }
+    }
+    md_committed_free(rows, nrows);
+    if (!kp_rd_ok(in))
+        return BK_CLOSE;
+    if (v >= 2)
+        kp_wr_i16(o, top);
+    return BK_RESPOND;
+}
+
+/* ---- retention ------------------------------------------------------------------- */
+
+void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what; (void)arg;
+    bk_broker *b = gc->b;
+    /* The rules read group states from SQLite: make them current. */
+    if (gc->dirty) {
+        bool txn = md_begin(b->db) == 0;
+        gc_save_dirty();
+        if (txn)
+            md_commit(b->db);
+    }
+    int64_t expired = 0;
+    char err[MD_ERRLEN];
+    if (md_offsets_expire(b->db, bk_now_ms(), b->cfg->offsets_retention_minutes * 60000,
+                          &expired, err, sizeof err) != 0)
+        BK_ERROR("expiring committed offsets failed: %s", err);
+    else if (expired > 0)
+        BK_INFO("removed %lld expired committed offsets (offsets.retention.minutes=%lld)",
+                (long long)expired, (long long)b->cfg->offsets_retention_minutes);
+    /* Kafka drops a group that is Empty and has no offsets left. */
+    size_t n = 0;
+    gc_group **dead = calloc(gc->ngroups + 1, sizeof *dead);
+    if (!dead)
+        return;
+    for (size_t i = 0; i < gc->hash_size; i++)
+        for (gc_group *g = gc->hash[i]; g; g = g->hnext)
+            if (g->state == GC_EMPTY && !g->pending && g->nmembers == 0 &&
+                md_group_offset_count(b->db, g->id) == 0)
+                dead[n++] = g;
+    for (size_t i = 0; i < n; i++) {
+        int rc = md_group_delete(b->db, dead[i]->id, err, sizeof err);
+        if (rc && rc != KP_GROUP_ID_NOT_FOUND) {
+            BK_ERROR("removing empty group %s failed: %s", dead[i]->id, err);
+            continue;
+        }
+        BK_INFO("group %s removed: Empty with no committed offsets", dead[i]->id);
+        gc_group_free(dead[i]);
+    }
+    free(dead);
+}
