@@ -9,6 +9,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (ConfigResource, ConfigSource, NewPartitions,
                                    NewTopic)
 
+import kafka_raw as kr
 from support import (ck_admin, ck_producer, consume, create_topic, err_code,
                      produce_ok, topic_name, wait_topic)
 
@@ -152,12 +153,44 @@ def test_alter_configs_with_bad_value_is_invalid_config_and_changes_nothing(brok
     assert ck_describe(broker, t)["retention.ms"].value == "3600000"
 
 
-def test_incremental_alter_configs():
-    from confluent_kafka.admin import AdminClient
-    if not hasattr(AdminClient, "incremental_alter_configs"):
-        pytest.skip("confluent-kafka %s has no incremental_alter_configs (added in 2.x); "
-                    "librdkafka 2.0.2 and kafka-python 2.0.2 never send IncrementalAlterConfigs"
-                    % __import__("confluent_kafka").version()[0])
+def incremental_alter(b, topic, ops, validate_only=False):
+    """IncrementalAlterConfigs v0 over a raw connection: no Debian client
+    sends it (confluent-kafka 1.7 has no incremental_alter_configs, and
+    librdkafka 2.0.2 / kafka-python 2.0.2 never use the API), but Java
+    tooling does.  ops: [(name, op, value)], op 0 SET, 1 DELETE.
+    Returns (error_code, error_message)."""
+    body = kr.array([kr.i8(2) + kr.string(topic) +
+                     kr.array([kr.string(n) + kr.i8(op) + kr.string(v) for n, op, v in ops])])
+    body += kr.i8(1 if validate_only else 0)
+    with kr.Conn(b.port) as c:
+        r = c.request(44, 0, body)
+    r.i32()
+    (res,) = r.array(lambda x: (x.i16(), x.string(), x.i8(), x.string()))
+    assert res[2:] == (2, topic), res
+    return res[0], res[1]
+
+
+def test_incremental_alter_configs_sets_and_deletes_single_overrides(broker):
+    with kr.Conn(broker.port) as c:
+        _, apis = kr.parse_api_versions_v0(c.request(kr.API_API_VERSIONS, 0))
+    if 44 not in apis:
+        pytest.skip("IncrementalAlterConfigs is not advertised (optional in README 9.4); "
+                    "confluent-kafka 1.7 has no incremental_alter_configs")
+    t = topic_name("incr")
+    ck_create(broker, t, 1, {"cleanup.policy": "compact", "retention.ms": "1000"})
+    assert incremental_alter(broker, t, [("retention.ms", 0, "5000")]) == (0, None)
+    cfg = ck_describe(broker, t)
+    assert cfg["retention.ms"].value == "5000"
+    assert cfg["cleanup.policy"].value == "compact", "SET of one key must keep the other overrides"
+    assert incremental_alter(broker, t, [("cleanup.policy", 1, None)]) == (0, None)
+    cfg = ck_describe(broker, t)
+    assert (cfg["cleanup.policy"].value, source(cfg["cleanup.policy"])) == ("delete", ConfigSource.DEFAULT_CONFIG)
+    assert cfg["retention.ms"].value == "5000"
+    # validate_only changes nothing; a bad value is INVALID_CONFIG and changes nothing
+    assert incremental_alter(broker, t, [("retention.ms", 0, "7000")], validate_only=True)[0] == 0
+    err, _ = incremental_alter(broker, t, [("retention.ms", 0, "9000"), ("segment.bytes", 0, "lots")])
+    assert err == KafkaError.INVALID_CONFIG
+    assert ck_describe(broker, t)["retention.ms"].value == "5000"
 
 
 def test_create_partitions_grows_the_topic(broker):
