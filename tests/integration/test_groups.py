@@ -257,6 +257,31 @@ def test_cooperative_sticky_incremental_rebalances(start_broker):
             c2.close()
 
 
+def test_static_member_restart_keeps_its_partitions_without_rebalance(start_broker):
+    b = start_broker(GROUP_BROKER)
+    t, g = topic_name("static"), topic_name("g")
+    create_topic(b, t, 4)
+    s1 = Member(b, g, t, "s1", **{"group.instance.id": "inst-1"})
+    s2 = Member(b, g, t, "s2", **{"group.instance.id": "inst-2"})
+    s2b = None
+    try:
+        pump([s1, s2], lambda: len(s1.owned()) == 2 and len(s2.owned()) == 2, 30, "a 2/2 split")
+        owned2 = s2.owned()
+        before = list(s1.events)
+        s2.close()                    # a static member does not leave the group
+        s2b = Member(b, g, t, "s2-again", **{"group.instance.id": "inst-2"})
+        pump([s1, s2b], lambda: s2b.owned() == owned2, 20, "the restarted static member's partitions")
+        settle([s1, s2b], 1.5)
+        print("static restart: %s | %s" % (s1.report(), s2b.report()))
+        assert s1.events == before, "the other member saw a rebalance: %s" % s1.events
+        assert s2b.events == [("assign", owned2)]
+    finally:
+        s1.close()
+        s2.close()
+        if s2b:
+            s2b.close()
+
+
 # ---- kafka-python, kcat -----------------------------------------------------------
 def test_kafka_python_group_consumer_auto_commits(start_broker):
     b = start_broker(GROUP_BROKER)
@@ -296,8 +321,9 @@ API_JOIN, API_HEARTBEAT, API_LEAVE, API_SYNC = 11, 12, 13, 14
 API_DESCRIBE, API_LIST, API_DELETE = 15, 16, 42
 
 
-def join_v5(group, member="", instance=None, session=6000, protos=(("range", b"meta-r"),)):
-    body = (kr.string(group) + kr.i32(session) + kr.i32(10000) + kr.string(member) +
+def join_v5(group, member="", instance=None, session=6000, protos=(("range", b"meta-r"),),
+            rebalance=10000):
+    body = (kr.string(group) + kr.i32(session) + kr.i32(rebalance) + kr.string(member) +
             kr.string(instance) + kr.string("consumer") +
             kr.array([kr.string(n) + kr.nbytes(m) for n, m in protos]))
     return body
@@ -478,3 +504,86 @@ def test_wire_static_member_rejoins_without_rebalance_and_fences_the_old_id(star
         assert res == {(t, 0): 82}
         res = parse_commit(c2.request(API_OFFSET_COMMIT, 7, commit_v7(g, 1, new, [(t, 0, 1, "")], "inst-1")), 7)
         assert res == {(t, 0): 0}
+
+
+def join_two_step(c, g, session=1000, rebalance=10000, timeout=10):
+    """KIP-394: MEMBER_ID_REQUIRED, then the real join; returns the member id
+    after sending the second join (its answer is left to the caller)."""
+    body = lambda m: (kr.string(g) + kr.i32(session) + kr.i32(rebalance) + kr.string(m) +
+                      kr.string(None) + kr.string("consumer") +
+                      kr.array([kr.string("range") + kr.nbytes(b"m")]))
+    j = parse_join_v5(c.request(API_JOIN, 5, body("")))
+    assert j["err"] == 79, j
+    c.send(API_JOIN, 5, body(j["member"]))
+    return j["member"]
+
+
+def join_answer(c, timeout=10):
+    _, r = c.recv_response(timeout)
+    return parse_join_v5(r)
+
+
+def test_wire_rebalance_waits_for_members_then_expires_the_silent_ones(start_broker):
+    # Short session timeouts are allowed here so the test takes seconds.
+    b = start_broker({"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "500"})
+    g = "rebalance-group"
+    with kr.Conn(b.port) as a:
+        me_a = join_two_step(a, g)
+        ja = join_answer(a)
+        assert (ja["err"], ja["gen"], ja["leader"]) == (0, 1, me_a)
+        assert parse_sync_v3(a.request(API_SYNC, 3, sync_v3(g, 1, me_a, assignments=[(me_a, b"x")])))[1] == 0
+
+        # B joins; its JoinGroup waits for A, then B's connection dies.  As in
+        # Kafka, a muted connection's close goes unnoticed, so B is part of
+        # generation 2; its session timeout (1 s) then evicts it and A alone
+        # forms generation 3.
+        bconn = kr.Conn(b.port)
+        me_b = join_two_step(bconn, g)
+        with pytest_raises_timeout():
+            bconn.recv_response(0.3)
+        bconn.close()
+        assert heartbeat(a, g, 1, me_a) == 27
+        a.send(API_JOIN, 5, join_v5(g, member=me_a, session=1000))
+        ja = join_answer(a, timeout=10)
+        assert (ja["err"], ja["gen"], ja["leader"]) == (0, 2, me_a), ja
+        assert sorted(m[0] for m in ja["members"]) == sorted([me_a, me_b])
+        assert parse_sync_v3(a.request(API_SYNC, 3, sync_v3(g, 2, me_a, assignments=[(me_a, b"y")])))[1:] == (0, b"y")
+        t0 = time.monotonic()
+        codes = []
+        while time.monotonic() - t0 < 10:
+            codes.append(heartbeat(a, g, 2, me_a))
+            if codes[-1] != 0:
+                break
+            time.sleep(0.1)
+        took = time.monotonic() - t0
+        assert codes[-1] == 27 and 0.5 <= took <= 5, (codes, took)
+        a.send(API_JOIN, 5, join_v5(g, member=me_a, session=1000, rebalance=1500))
+        ja = join_answer(a, timeout=10)
+        assert (ja["err"], ja["gen"], [m[0] for m in ja["members"]]) == (0, 3, [me_a]), ja
+        assert parse_sync_v3(a.request(API_SYNC, 3, sync_v3(g, 3, me_a, assignments=[(me_a, b"z")])))[1:] == (0, b"z")
+
+        # C joins and A keeps heartbeating without rejoining: after the
+        # rebalance timeout (1.5 s, the largest of the members') A is dropped
+        # and C leads generation 4.
+        with kr.Conn(b.port) as cc:
+            me_c = join_two_step(cc, g, session=6000, rebalance=1500)
+            deadline = time.monotonic() + 10
+            codes = []
+            while time.monotonic() < deadline:
+                codes.append(heartbeat(a, g, 3, me_a))
+                if codes[-1] != 27:
+                    break
+                time.sleep(0.2)
+            assert codes[0] == 27 and codes[-1] == 25, codes   # then UNKNOWN_MEMBER_ID
+            jc = join_answer(cc)
+            assert (jc["err"], jc["gen"], jc["leader"], [m[0] for m in jc["members"]]) == \
+                (0, 4, me_c, [me_c]), jc
+
+
+class pytest_raises_timeout:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        assert typ is kr.Timeout, "expected the JoinGroup to wait, got %r" % (exc,)
+        return True
