@@ -1,0 +1,378 @@
+/*
+ * daemon/admin_http.c — the admin HTTP listener (admin.listeners), on the
+ * broker's event loop:
+ *
+ *   GET  /healthz            "ok" (200) while serving, 503 while stopping
+ *   GET  /metrics            Prometheus text format (version 0.0.4)
+ *   POST /sql                one or more statements in the body; rows out
+ *                            as ?format=table|csv|json|line, else by Accept
+ *                            (application/json, text/csv, text/plain)
+ *                            ?headers=off drops the header line (table, csv)
+ *
+ * SQL never runs here: the request becomes an sq_job for a worker
+ * (sql_worker.c) and is answered when the job comes back.  If the client
+ * disconnects first, the connection's close callback cancels the job.
+ *
+ * Access: when admin.token is set, every path but /healthz needs
+ * "Authorization: Bearer <token>"; a listener on a non-loopback address
+ * without a token is refused at startup (bk_admin_start), so the SQL
+ * surface — which can delete topics — is never open to the network.
+ *
+ * admin.listeners: "http://host:port" or "host:port"; empty means the
+ * default 127.0.0.1:9644, which is best effort (a second broker on the
+ * same host just runs without it); "none" turns the listener off.
+ */
+#include "daemon/sql_worker.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <sys/queue.h>
+
+#include <event2/keyvalq_struct.h>
+
+#include "daemon/metrics.h"
+
+#define ADMIN_DEFAULT_HOST "127.0.0.1"
+#define ADMIN_DEFAULT_PORT 9644
+#define ADMIN_MAX_BODY (1 << 20)
+
+static bool is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (!strcmp(host, "localhost"))
+        return true;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return false;
+}
+
+static int parse_listener(const char *v, char *host, size_t cap, int *port)
+{
+    const char *p = strstr(v, "://");
+    p = p ? p + 3 : v;
+    const char *colon = strrchr(p, ':');
+    if (!colon || colon == p)
+        return -1;
+    size_t hl = (size_t)(colon - p);
+    if (*p == '[' && hl >= 2 && p[hl - 1] == ']') {
+        p++;
+        hl -= 2;
+    }
+    if (hl >= cap)
+        return -1;
+    memcpy(host, p, hl);
+    host[hl] = 0;
+    char *end;
+    long pv = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || (*end && *end != '/') || pv < 0 || pv > 65535)
+        return -1;
+    *port = (int)pv;
+    return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+static void reply_text(struct evhttp_request *req, int code, const char *reason,
+                       const char *ctype, const void *body, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    if (buf && len)
+        evbuffer_add(buf, body, len);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+    evhttp_send_reply(req, code, reason, buf);
+    if (buf)
+        evbuffer_free(buf);
+}
+
+/* Constant time in the token's length: no timing oracle on the secret. */
+static bool token_ok(bk_broker *b, struct evhttp_request *req)
+{
+    const char *tok = b->cfg->admin_token;
+    if (!tok[0])
+        return true;
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7))
+        return false;
+    h += 7;
+    size_t tl = strlen(tok), hl = strlen(h);
+    unsigned diff = (unsigned)(tl ^ hl);
+    for (size_t i = 0; i < tl; i++)
+        diff |= (unsigned char)tok[i] ^ (unsigned char)(i < hl ? h[i] : 0);
+    return diff == 0;
+}
+
+static bool authorized(bk_broker *b, struct evhttp_request *req)
+{
+    if (token_ok(b, req))
+        return true;
+    evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                      "Bearer realm=\"sluice\"");
+    const char *msg = "Error: this endpoint needs \"Authorization: Bearer <admin.token>\"\n";
+    reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
+    return false;
+}
+
+/* A pending job's client went away. */
+static void on_conn_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    sq_job *j = arg;
+    j->arg = NULL;
+    atomic_store(&j->cancelled, true);
+}
+
+static void attach(sq_job *j, struct evhttp_request *req)
+{
+    j->arg = req;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_conn_close, j);
+}
+
+/* The request to answer, or NULL if its client is gone. */
+static struct evhttp_request *detach(sq_job *j)
+{
+    struct evhttp_request *req = j->arg;
+    if (req)
+        evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
+    return req;
+}
+
+/* ---- /healthz ---------------------------------------------------------------------------- */
+static void on_healthz(struct evhttp_request *req, void *arg)
+{
+    bk_broker *b = arg;
+    if (b->stopping)
+        reply_text(req, 503, "Service Unavailable", "text/plain", "stopping\n", 9);
+    else
+        reply_text(req, 200, "OK", "text/plain", "ok\n", 3);
+}
+
+/* ---- /metrics ------------------------------------------------------------------------------ */
+static void metrics_done(sq_job *j)
+{
+    struct evhttp_request *req = detach(j);
+    if (req)
+        reply_text(req, 200, "OK", "text/plain; version=0.0.4; charset=utf-8",
+                   j->res.out.data, j->res.out.len);
+    sq_job_free(j);
+}
+
+static void on_metrics(struct evhttp_request *req, void *arg)
+{
+    bk_broker *b = arg;
+    if (!authorized(b, req))
+        return;
+    sq_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        reply_text(req, 500, "Internal Server Error", "text/plain", "out of memory\n", 14);
+        return;
+    }
+    j->kind = SQ_JOB_METRICS;
+    j->done = metrics_done;
+    kp_buf_init(&j->res.out);
+    bk_metrics_render(b, &j->res.out);
+    attach(j, req);
+    sq_submit(b, j);
+}
+
+/* ---- /sql -------------------------------------------------------------------------------------- */
+static const char *content_type(int fmt)
+{
+    switch (fmt) {
+    case SQ_FMT_CSV: return "text/csv; charset=utf-8";
+    case SQ_FMT_JSON: return "application/json";
+    default: return "text/plain; charset=utf-8";
+    }
+}
+
+static void sql_done(sq_job *j)
+{
+    struct evhttp_request *req = detach(j);
+    if (!req) {
+        sq_job_free(j);
+        return;
+    }
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    char num[32];
+    snprintf(num, sizeof num, "%lld", (long long)j->res.rows);
+    evhttp_add_header(oh, "X-Sluice-Rows", num);
+    snprintf(num, sizeof num, "%lld", (long long)j->res.changes);
+    evhttp_add_header(oh, "X-Sluice-Changes", num);
+    if (!j->res.failed) {
+        reply_text(req, 200, "OK", content_type(j->format), j->res.out.data, j->res.out.len);
+    } else if (j->format == SQ_FMT_JSON) {
+        kp_buf o;
+        kp_buf_init(&o);
+        sq_printf(&o, "{\"error\":\"");
+        for (const char *p = j->res.err; *p; p++) {
+            if (*p == '"' || *p == '\\')
+                kp_wr_raw(&o, "\\", 1);
+            if ((unsigned char)*p >= 0x20)
+                kp_wr_raw(&o, p, 1);
+        }
+        sq_printf(&o, "\"}\n");
+        reply_text(req, 400, "Bad Request", content_type(j->format), o.data, o.len);
+        kp_buf_free(&o);
+    } else {
+        kp_buf o;
+        kp_buf_init(&o);
+        sq_printf(&o, "Error: %s\n", j->res.err);
+        reply_text(req, 400, "Bad Request", "text/plain; charset=utf-8", o.data, o.len);
+        kp_buf_free(&o);
+    }
+    sq_job_free(j);
+}
+
+static int format_from_accept(const char *accept)
+{
+    if (!accept) return SQ_FMT_TABLE;
+    if (strstr(accept, "application/json")) return SQ_FMT_JSON;
+    if (strstr(accept, "text/csv")) return SQ_FMT_CSV;
+    return SQ_FMT_TABLE;
+}
+
+static void on_sql(struct evhttp_request *req, void *arg)
+{
+    bk_broker *b = arg;
+    if (!authorized(b, req))
+        return;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    struct evkeyvalq q;
+    TAILQ_INIT(&q);
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    if (query && evhttp_parse_query_str(query, &q)) {
+        reply_text(req, 400, "Bad Request", "text/plain", "Error: bad query string\n", 24);
+        return;
+    }
+    const char *fmt_s = evhttp_find_header(&q, "format");
+    int fmt = fmt_s ? sq_format_parse(fmt_s)
+                    : format_from_accept(evhttp_find_header(evhttp_request_get_input_headers(req),
+                                                            "Accept"));
+    const char *hdr = evhttp_find_header(&q, "headers");
+    bool headers = !(hdr && (!strcmp(hdr, "off") || !strcmp(hdr, "0") || !strcmp(hdr, "false")));
+    char *sql = NULL;
+    if (cmd == EVHTTP_REQ_POST) {
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t len = evbuffer_get_length(in);
+        sql = malloc(len + 1);
+        if (sql) {
+            evbuffer_remove(in, sql, len);
+            sql[len] = 0;
+        }
+    } else if (cmd == EVHTTP_REQ_GET && evhttp_find_header(&q, "q")) {
+        sql = strdup(evhttp_find_header(&q, "q"));
+    } else {
+        evhttp_clear_headers(&q);
+        const char *m = "Error: POST a statement to /sql (or GET /sql?q=...)\n";
+        reply_text(req, 405, "Method Not Allowed", "text/plain", m, strlen(m));
+        return;
+    }
+    evhttp_clear_headers(&q);
+    if (fmt < 0) {
+        free(sql);
+        const char *m = "Error: format must be table, csv, json or line\n";
+        reply_text(req, 400, "Bad Request", "text/plain", m, strlen(m));
+        return;
+    }
+    sq_job *j = sql ? calloc(1, sizeof *j) : NULL;
+    if (!j) {
+        free(sql);
+        reply_text(req, 500, "Internal Server Error", "text/plain", "out of memory\n", 14);
+        return;
+    }
+    j->kind = SQ_JOB_SQL;
+    j->sql = sql;
+    j->format = fmt;
+    j->headers = headers;
+    j->done = sql_done;
+    kp_buf_init(&j->res.out);
+    attach(j, req);
+    sq_submit(b, j);
+}
+
+static void on_other(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    const char *m = "Not found: try POST /sql, GET /metrics or GET /healthz\n";
+    reply_text(req, 404, "Not Found", "text/plain", m, strlen(m));
+}
+
+/* ---- start / stop ---------------------------------------------------------------------------- */
+int bk_admin_start(bk_broker *b, char *err, size_t errlen)
+{
+    const char *spec = b->cfg->admin_listeners;
+    if (!strcasecmp(spec, "none"))
+        return 0;
+    bool dflt = !spec[0];
+    char host[256];
+    int port;
+    if (dflt) {
+        snprintf(host, sizeof host, "%s", ADMIN_DEFAULT_HOST);
+        port = ADMIN_DEFAULT_PORT;
+    } else if (parse_listener(spec, host, sizeof host, &port)) {
+        snprintf(err, errlen, "admin.listeners=%s: expected http://host:port", spec);
+        return -1;
+    }
+    if (!is_loopback(host) && !b->cfg->admin_token[0]) {
+        snprintf(err, errlen, "admin.listeners=%s is not a loopback address: set admin.token "
+                 "(clients then send \"Authorization: Bearer <token>\") or listen on 127.0.0.1",
+                 spec);
+        return -1;
+    }
+    struct bk_admin *a = calloc(1, sizeof *a);
+    if (!a) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    a->b = b;
+    b->admin = a;
+    a->http = evhttp_new(b->base);
+    if (!a->http) {
+        snprintf(err, errlen, "cannot create the admin HTTP server");
+        return -1;
+    }
+    evhttp_set_max_body_size(a->http, ADMIN_MAX_BODY);
+    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+    evhttp_set_timeout(a->http, 60);
+    if (!evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port)) {
+        evhttp_free(a->http);
+        a->http = NULL;
+        if (dflt) {
+            BK_WARN("admin HTTP: cannot listen on %s:%d (in use?); running without it "
+                    "(set admin.listeners to choose another address)", host, port);
+            return 0;
+        }
+        snprintf(err, errlen, "admin.listeners=%s: cannot listen on %s:%d", spec, host, port);
+        return -1;
+    }
+    if (sq_workers_start(b, err, errlen))
+        return -1;
+    evhttp_set_cb(a->http, "/healthz", on_healthz, b);
+    evhttp_set_cb(a->http, "/metrics", on_metrics, b);
+    evhttp_set_cb(a->http, "/sql", on_sql, b);
+    evhttp_set_gencb(a->http, on_other, b);
+    BK_INFO("admin HTTP on http://%s:%d (/sql, /metrics, /healthz)%s", host, port,
+            b->cfg->admin_token[0] ? ", bearer token required" : "");
+    return 0;
+}
+
+void bk_admin_stop(bk_broker *b)
+{
+    struct bk_admin *a = b->admin;
+    if (!a)
+        return;
+    sq_workers_stop(b);
+    if (a->http)
+        evhttp_free(a->http);            /* close callbacks cancel pending jobs */
+    sq_workers_free(b);
+    free(a);
+    b->admin = NULL;
+}

@@ -1,0 +1,163 @@
+/*
+ * daemon/metrics.c — request counts and latency histograms per API, fsync
+ * latency, and the Prometheus text rendering of everything the loop thread
+ * owns.  Consumer lag is appended by an SQL worker (sql_worker.c), since it
+ * joins committed offsets from SQLite.
+ *
+ * Names follow Prometheus conventions with Kafka's vocabulary: bytes and
+ * messages "in" (produced) and "out" (fetched), log start/end offsets,
+ * high watermark.  Histograms use fixed buckets in seconds, so recording is
+ * a bucket search over 14 bounds and three additions.
+ */
+#include "daemon/metrics.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/broker.h"
+#include "daemon/sql_surface.h"
+
+#define NBUCKETS 14
+static const int64_t bucket_us[NBUCKETS] = {
+    100, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
+    500000, 1000000, 2500000, 10000000
+};
+
+#define MAX_API 128
+
+/* Loop thread only. */
+static struct {
+    uint64_t count;
+    uint64_t sum_us;
+    uint64_t buckets[NBUCKETS];
+} req[MAX_API];
+
+/* Written by the flush worker thread. */
+static atomic_ullong fsync_count, fsync_sum_us, fsync_buckets[NBUCKETS];
+
+static int bucket_of(int64_t us)
+{
+    for (int i = 0; i < NBUCKETS; i++)
+        if (us <= bucket_us[i])
+            return i;
+    return NBUCKETS;
+}
+
+void bk_metrics_request(int16_t api_key, int64_t elapsed_us)
+{
+    if (api_key < 0 || api_key >= MAX_API)
+        return;
+    if (elapsed_us < 0)
+        elapsed_us = 0;
+    req[api_key].count++;
+    req[api_key].sum_us += (uint64_t)elapsed_us;
+    int b = bucket_of(elapsed_us);
+    if (b < NBUCKETS)
+        req[api_key].buckets[b]++;
+}
+
+void bk_metrics_fsync(int64_t elapsed_us)
+{
+    if (elapsed_us < 0)
+        elapsed_us = 0;
+    atomic_fetch_add(&fsync_count, 1);
+    atomic_fetch_add(&fsync_sum_us, (unsigned long long)elapsed_us);
+    int b = bucket_of(elapsed_us);
+    if (b < NBUCKETS)
+        atomic_fetch_add(&fsync_buckets[b], 1);
+}
+
+static void histogram(kp_buf *o, const char *name, const char *labels,
+                      const uint64_t *buckets, uint64_t count, uint64_t sum_us)
+{
+    uint64_t cum = 0;
+    for (int i = 0; i < NBUCKETS; i++) {
+        cum += buckets[i];
+        sq_printf(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, labels[0] ? "," : "",
+                  (double)bucket_us[i] / 1e6, (unsigned long long)cum);
+    }
+    sq_printf(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, labels[0] ? "," : "",
+              (unsigned long long)count);
+    sq_printf(o, "%s_sum%s%s%s %.6f\n", name, labels[0] ? "{" : "", labels,
+              labels[0] ? "}" : "", (double)sum_us / 1e6);
+    sq_printf(o, "%s_count%s%s%s %llu\n", name, labels[0] ? "{" : "", labels,
+              labels[0] ? "}" : "", (unsigned long long)count);
+}
+
+struct part_metric { const char *name, *help, *type; };
+static const struct part_metric part_metrics[] = {
+    { "sluice_partition_bytes_in_total", "Bytes appended to the partition (produced).", "counter" },
+    { "sluice_partition_messages_in_total", "Records appended to the partition.", "counter" },
+    { "sluice_partition_bytes_out_total", "Bytes sent to fetchers from the partition.", "counter" },
+    { "sluice_log_size_bytes", "Size of the partition's segment files.", "gauge" },
+    { "sluice_log_segments", "Segments in the partition log.", "gauge" },
+    { "sluice_log_start_offset", "First offset kept in the partition.", "gauge" },
+    { "sluice_log_end_offset", "Next offset to be assigned in the partition.", "gauge" },
+    { "sluice_high_watermark", "Last committed offset + 1 of the partition.", "gauge" },
+};
+
+struct render { kp_buf *o; int which; };
+
+static void render_topic(bk_topic *t, void *arg)
+{
+    struct render *r = arg;
+    for (int32_t i = 0; i < t->npartitions; i++) {
+        bk_partition *p = t->partitions[i];
+        uint64_t v = 0;
+        switch (r->which) {
+        case 0: v = p->bytes_in; break;
+        case 1: v = p->messages_in; break;
+        case 2: v = p->bytes_out; break;
+        case 3: v = seg_size_bytes(p->log); break;
+        case 4: v = (uint64_t)seg_segment_count(p->log); break;
+        case 5: v = (uint64_t)seg_log_start(p->log); break;
+        case 6: v = (uint64_t)seg_log_end(p->log); break;
+        case 7: v = (uint64_t)p->high_watermark; break;
+        }
+        sq_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %llu\n",
+                  part_metrics[r->which].name, t->name, p->id, (unsigned long long)v);
+    }
+}
+
+void bk_metrics_render(bk_broker *b, kp_buf *o)
+{
+    sq_printf(o, "# HELP sluice_up The broker is serving.\n# TYPE sluice_up gauge\n"
+              "sluice_up{broker_id=\"%d\"} 1\n", b->cfg->broker_id);
+    sq_printf(o, "# HELP sluice_connections Open client connections.\n"
+              "# TYPE sluice_connections gauge\nsluice_connections %d\n", b->nconns);
+    sq_printf(o, "# HELP sluice_topics Topics.\n# TYPE sluice_topics gauge\n"
+              "sluice_topics %zu\n", b->ntopics);
+
+    sq_printf(o, "# HELP sluice_requests_total Requests answered, per Kafka API.\n"
+              "# TYPE sluice_requests_total counter\n");
+    for (int k = 0; k < MAX_API; k++)
+        if (req[k].count)
+            sq_printf(o, "sluice_requests_total{api=\"%s\"} %llu\n", kp_api_name((int16_t)k),
+                      (unsigned long long)req[k].count);
+    sq_printf(o, "# HELP sluice_request_duration_seconds Time from a request's arrival "
+              "to its response, per Kafka API.\n"
+              "# TYPE sluice_request_duration_seconds histogram\n");
+    for (int k = 0; k < MAX_API; k++)
+        if (req[k].count) {
+            char labels[96];
+            snprintf(labels, sizeof labels, "api=\"%s\"", kp_api_name((int16_t)k));
+            histogram(o, "sluice_request_duration_seconds", labels, req[k].buckets,
+                      req[k].count, req[k].sum_us);
+        }
+
+    uint64_t fb[NBUCKETS];
+    for (int i = 0; i < NBUCKETS; i++)
+        fb[i] = atomic_load(&fsync_buckets[i]);
+    sq_printf(o, "# HELP sluice_fsync_duration_seconds Time of one partition fdatasync.\n"
+              "# TYPE sluice_fsync_duration_seconds histogram\n");
+    histogram(o, "sluice_fsync_duration_seconds", "", fb, atomic_load(&fsync_count),
+              atomic_load(&fsync_sum_us));
+
+    for (int m = 0; m < (int)(sizeof part_metrics / sizeof part_metrics[0]); m++) {
+        sq_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,
+                  part_metrics[m].help, part_metrics[m].name, part_metrics[m].type);
+        struct render r = { o, m };
+        bk_topics_foreach(b, render_topic, &r);
+    }
+}

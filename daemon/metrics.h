@@ -1,0 +1,24 @@
+/*
+ * Counters for GET /metrics (daemon/metrics.c), rendered in the
+ * Prometheus text format by daemon/admin_http.c.  Recording is a few
+ * additions: cheap enough for every request.
+ */
+#ifndef SLUICE_METRICS_H
+#define SLUICE_METRICS_H
+
+#include <stdint.h>
+
+#include "protocol/kp.h"
+
+struct bk_broker;
+
+/* A response went out (or, for acks=0, the request was handled): the
+ * request's API key and its time in the broker.  Loop thread. */
+void bk_metrics_request(int16_t api_key, int64_t elapsed_us);
+/* One fdatasync of a partition took elapsed_us.  Any thread. */
+void bk_metrics_fsync(int64_t elapsed_us);
+/* Appends every metric the loop thread owns (requests, connections,
+ * per-partition counters and log sizes, fsync) to out.  Loop thread. */
+void bk_metrics_render(struct bk_broker *b, kp_buf *out);
+
+#endif

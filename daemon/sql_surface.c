@@ -1,0 +1,599 @@
+/*
+ * daemon/sql_surface.c — the operator tables as TEMP views on a read-only
+ * connection, the INSTEAD OF triggers that turn INSERT/UPDATE/DELETE on
+ * four of them into admin operations, and the authorizer.
+ *
+ * The authorizer allows exactly:
+ *   - SELECT (reads of anything except the credentials in main.users),
+ *     WITH / recursive CTEs, every built-in function but load_extension;
+ *   - PRAGMA that only reads (table_info, index_list, …) without a value;
+ *   - INSERT / UPDATE / DELETE of the four writable views, top level only
+ *     (the triggers then call our internal functions, which nobody else
+ *     may call).
+ * Everything else — ATTACH, schema changes, PRAGMA writes, transactions,
+ * writes to other tables, VACUUM — is refused, and the refusal names why
+ * (the authorizer keeps the reason in c->deny; sq_run reports it instead
+ * of SQLite's generic "not authorized").
+ *
+ * Invariants:
+ *   1. The connection is SQLITE_OPEN_READONLY: even a hole in the
+ *      authorizer cannot write the metadata file.
+ *   2. c->internal is true only while sq_open builds the surface and while
+ *      a virtual table runs its own lookup query.
+ */
+#include "daemon/sql_surface.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+int64_t sq_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void sq_printf(kp_buf *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        kp_wr_raw(b, small, (size_t)n);
+        return;
+    }
+    uint8_t *p = kp_buf_reserve(b, (size_t)n + 1);
+    if (!p)
+        return;
+    va_start(ap, fmt);
+    vsnprintf((char *)p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* ---- the operator surface ------------------------------------------------------ */
+static const char surface_sql[] =
+    "CREATE TEMP VIEW brokers AS\n"
+    "SELECT id, host, port, rack, id = sluice_controller_id() AS is_controller,\n"
+    "       sluice_broker_alive(id) AS alive, registered_at\n"
+    "  FROM main.brokers;\n"
+
+    "CREATE TEMP VIEW topics AS\n"
+    "SELECT name, partitions, replication_factor, internal, created_at\n"
+    "  FROM main.topics;\n"
+
+    "CREATE TEMP VIEW partitions AS\n"
+    "SELECT p.topic, p.partition, p.leader, p.replicas, p.isr,\n"
+    "       coalesce(l.log_start_offset, p.log_start_offset) AS log_start_offset,\n"
+    "       coalesce(l.log_end_offset, p.high_watermark) AS log_end_offset,\n"
+    "       coalesce(l.high_watermark, p.high_watermark) AS high_watermark,\n"
+    "       l.size_bytes, l.segments, p.leader_epoch, l.last_timestamp\n"
+    "  FROM main.partitions p LEFT JOIN sluice_partition_state l\n"
+    "    ON l.topic = p.topic AND l.partition = p.partition;\n"
+
+    "CREATE TEMP VIEW topic_configs AS\n"
+    "SELECT t.name AS topic, d.name AS name,\n"
+    "       CASE WHEN d.sensitive THEN NULL\n"
+    "            ELSE coalesce(o.value, d.broker_value, d.default_value) END AS value,\n"
+    "       CASE WHEN o.value IS NOT NULL THEN 'topic'\n"
+    "            WHEN d.broker_value IS NOT NULL THEN 'broker'\n"
+    "            ELSE 'default' END AS source,\n"
+    "       0 AS read_only, d.type AS type, d.sensitive AS sensitive\n"
+    "  FROM main.topics t CROSS JOIN sluice_config_defs d\n"
+    "  LEFT JOIN main.topic_configs o ON o.topic = t.name AND o.name = d.name;\n"
+
+    "CREATE TEMP VIEW consumer_groups AS\n"
+    "SELECT g.group_id, g.state, g.protocol, g.generation,\n"
+    "       (SELECT count(*) FROM main.group_members m\n"
+    "         WHERE m.group_id = g.group_id) AS members,\n"
+    "       g.protocol_type, g.leader, g.state_changed_at\n"
+    "  FROM main.consumer_groups g\n"
+    "UNION ALL\n"
+    "SELECT DISTINCT o.group_id, 'Empty', NULL, 0, 0, NULL, NULL, NULL\n"
+    "  FROM main.committed_offsets o\n"
+    " WHERE o.group_id NOT IN (SELECT group_id FROM main.consumer_groups);\n"
+
+    "CREATE TEMP VIEW group_members AS\n"
+    "SELECT m.group_id, m.member_id, m.instance_id, m.client_id,\n"
+    "       m.client_host AS host, m.session_timeout_ms, m.rebalance_timeout_ms,\n"
+    "       (SELECT count(*) FROM sluice_assignment(m.assignment)) AS assigned_partitions\n"
+    "  FROM main.group_members m;\n"
+
+    "CREATE TEMP VIEW group_assignments AS\n"
+    "SELECT m.group_id, m.member_id, a.topic, a.partition\n"
+    "  FROM main.group_members m, sluice_assignment(m.assignment) a;\n"
+
+    "CREATE TEMP VIEW committed_offsets AS\n"
+    "SELECT group_id, topic, partition, offset, metadata,\n"
+    "       commit_time_ms AS committed_at, leader_epoch\n"
+    "  FROM main.committed_offsets;\n"
+
+    "CREATE TEMP VIEW consumer_lag AS\n"
+    "SELECT o.group_id, o.topic, o.partition, o.offset AS committed,\n"
+    "       coalesce(l.high_watermark, p.high_watermark) AS log_end_offset,\n"
+    "       max(coalesce(l.high_watermark, p.high_watermark) - o.offset, 0) AS lag\n"
+    "  FROM main.committed_offsets o\n"
+    "  JOIN main.partitions p ON p.topic = o.topic AND p.partition = o.partition\n"
+    "  LEFT JOIN sluice_partition_state l\n"
+    "    ON l.topic = o.topic AND l.partition = o.partition;\n"
+
+    /* Writes: one internal function call per row. */
+    "CREATE TEMP TRIGGER topics_insert INSTEAD OF INSERT ON topics BEGIN\n"
+    "  SELECT sluice_topic_create(NEW.name, NEW.partitions, NEW.replication_factor,\n"
+    "         NEW.internal, NEW.created_at);\nEND;\n"
+    "CREATE TEMP TRIGGER topics_delete INSTEAD OF DELETE ON topics BEGIN\n"
+    "  SELECT sluice_topic_delete(OLD.name);\nEND;\n"
+    "CREATE TEMP TRIGGER topics_update INSTEAD OF UPDATE ON topics BEGIN\n"
+    "  SELECT sluice_topic_update(OLD.name, NEW.name, OLD.partitions, NEW.partitions,\n"
+    "         OLD.replication_factor IS NOT NEW.replication_factor\n"
+    "         OR OLD.internal IS NOT NEW.internal OR OLD.created_at IS NOT NEW.created_at);\nEND;\n"
+
+    "CREATE TEMP TRIGGER topic_configs_insert INSTEAD OF INSERT ON topic_configs BEGIN\n"
+    "  SELECT sluice_config_set(NEW.topic, NEW.name, NEW.value);\nEND;\n"
+    "CREATE TEMP TRIGGER topic_configs_update INSTEAD OF UPDATE ON topic_configs BEGIN\n"
+    "  SELECT sluice_config_update(OLD.topic, OLD.name, NEW.topic, NEW.name, NEW.value,\n"
+    "         OLD.source, OLD.value IS NOT NEW.value);\nEND;\n"
+    "CREATE TEMP TRIGGER topic_configs_delete INSTEAD OF DELETE ON topic_configs BEGIN\n"
+    "  SELECT sluice_config_unset(OLD.topic, OLD.name, OLD.source);\nEND;\n"
+
+    "CREATE TEMP TRIGGER consumer_groups_delete INSTEAD OF DELETE ON consumer_groups BEGIN\n"
+    "  SELECT sluice_group_delete(OLD.group_id);\nEND;\n"
+
+    "CREATE TEMP TRIGGER committed_offsets_update INSTEAD OF UPDATE ON committed_offsets BEGIN\n"
+    "  SELECT sluice_offset_set(OLD.group_id, OLD.topic, OLD.partition,\n"
+    "         NEW.group_id, NEW.topic, NEW.partition, NEW.offset, NEW.metadata);\nEND;\n"
+    "CREATE TEMP TRIGGER committed_offsets_insert INSTEAD OF INSERT ON committed_offsets BEGIN\n"
+    "  SELECT sluice_offset_set(NEW.group_id, NEW.topic, NEW.partition,\n"
+    "         NEW.group_id, NEW.topic, NEW.partition, NEW.offset, NEW.metadata);\nEND;\n";
+
+static const char *const views[] = {
+    "brokers", "topics", "partitions", "topic_configs", "consumer_groups",
+    "group_members", "group_assignments", "committed_offsets", "consumer_lag", NULL
+};
+
+/* Every view refuses, with a reason, the writes it has no meaning for. */
+static const char refusals_sql[] =
+    "CREATE TEMP TRIGGER %s_no_%s INSTEAD OF %s ON %s BEGIN\n"
+    "  SELECT RAISE(ABORT, '%s');\nEND;\n";
+
+static const struct { const char *view, *op, *why; } refusals[] = {
+    { "brokers", NULL, "brokers is read-only: brokers register themselves" },
+    { "partitions", NULL, "partitions is read-only: add partitions with "
+      "UPDATE topics SET partitions = N" },
+    { "group_members", NULL, "group_members is read-only: members join and leave "
+      "through the Kafka group protocol" },
+    { "group_assignments", NULL, "group_assignments is read-only: the group leader "
+      "assigns partitions" },
+    { "consumer_lag", NULL, "consumer_lag is read-only: move a group with "
+      "UPDATE committed_offsets" },
+    { "consumer_groups", "INSERT", "consumer_groups: groups are created by consumers "
+      "joining; only DELETE (of an empty group) is allowed" },
+    { "consumer_groups", "UPDATE", "consumer_groups: groups are created by consumers "
+      "joining; only DELETE (of an empty group) is allowed" },
+    { "committed_offsets", "DELETE", "committed_offsets: to forget a group''s offsets, "
+      "DELETE FROM consumer_groups" },
+};
+
+static bool in_list(const char *s, const char *const *list)
+{
+    for (; s && *list; list++)
+        if (!strcmp(s, *list))
+            return true;
+    return false;
+}
+
+/* ---- write functions ------------------------------------------------------------ */
+static const char *arg_text(sqlite3_value *v)
+{
+    return sqlite3_value_type(v) == SQLITE_NULL ? NULL : (const char *)sqlite3_value_text(v);
+}
+
+/* Hands w to the environment; reports its error as the statement's. */
+static void do_write(sqlite3_context *ctx, const sq_write *w)
+{
+    sq_conn *c = sqlite3_user_data(ctx);
+    char err[MD_ERRLEN + 64] = "";
+    if (!c->env.write) {
+        sqlite3_result_error(ctx, "read-only: this connection cannot change the "
+                             "cluster (sluice-sql --data-dir reads a stopped broker)", -1);
+        return;
+    }
+    int rc = c->env.write(c->env.arg, w, err, sizeof err);
+    if (rc != KP_NONE) {
+        char msg[MD_ERRLEN + 128];
+        snprintf(msg, sizeof msg, "%s: %s", kp_error_name(rc),
+                 err[0] ? err : "the change was refused");
+        sqlite3_result_error(ctx, msg, -1);
+        return;
+    }
+    sqlite3_result_null(ctx);
+}
+
+static bool need_text(sqlite3_context *ctx, sqlite3_value *v, const char *what)
+{
+    if (sqlite3_value_type(v) == SQLITE_TEXT)
+        return true;
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s must be given as text", what);
+    sqlite3_result_error(ctx, msg, -1);
+    return false;
+}
+
+static bool need_int(sqlite3_context *ctx, sqlite3_value *v, const char *what, bool null_ok)
+{
+    int t = sqlite3_value_numeric_type(v);
+    if (t == SQLITE_INTEGER || (null_ok && t == SQLITE_NULL))
+        return true;
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s must be an integer", what);
+    sqlite3_result_error(ctx, msg, -1);
+    return false;
+}
+
+static void fn_topic_create(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    if (!need_text(ctx, v[0], "topics.name") ||
+        !need_int(ctx, v[1], "topics.partitions", true) ||
+        !need_int(ctx, v[2], "topics.replication_factor", true))
+        return;
+    if (sqlite3_value_type(v[3]) != SQLITE_NULL || sqlite3_value_type(v[4]) != SQLITE_NULL) {
+        sqlite3_result_error(ctx, "topics: only name, partitions and replication_factor "
+                             "can be given; internal and created_at are set by the broker", -1);
+        return;
+    }
+    sq_write w = { .op = SQ_TOPIC_CREATE, .s1 = arg_text(v[0]),
+                   .i1 = sqlite3_value_type(v[1]) == SQLITE_NULL ? -1 : sqlite3_value_int64(v[1]),
+                   .i2 = sqlite3_value_type(v[2]) == SQLITE_NULL ? -1 : sqlite3_value_int64(v[2]) };
+    do_write(ctx, &w);
+}
+
+static void fn_topic_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_write w = { .op = SQ_TOPIC_DELETE, .s1 = arg_text(v[0]) };
+    do_write(ctx, &w);
+}
+
+/* (old name, new name, old partitions, new partitions, other columns changed) */
+static void fn_topic_update(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const char *old = arg_text(v[0]), *new = arg_text(v[1]);
+    if (!new || strcmp(old, new) || sqlite3_value_int(v[4])) {
+        sqlite3_result_error(ctx, "topics: only partitions can be changed (to add "
+                             "partitions, as CreatePartitions does); topics cannot be "
+                             "renamed and their other columns are read-only", -1);
+        return;
+    }
+    if (!need_int(ctx, v[3], "topics.partitions", false))
+        return;
+    if (sqlite3_value_int64(v[2]) == sqlite3_value_int64(v[3])) {
+        sqlite3_result_null(ctx);                    /* nothing to do */
+        return;
+    }
+    sq_write w = { .op = SQ_TOPIC_PARTITIONS, .s1 = old, .i1 = sqlite3_value_int64(v[3]) };
+    do_write(ctx, &w);
+}
+
+static void fn_config_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    if (!need_text(ctx, v[0], "topic_configs.topic") ||
+        !need_text(ctx, v[1], "topic_configs.name"))
+        return;
+    if (sqlite3_value_type(v[2]) == SQLITE_NULL) {
+        sqlite3_result_error(ctx, "topic_configs.value cannot be NULL; DELETE the row "
+                             "to return to the default", -1);
+        return;
+    }
+    sq_write w = { .op = SQ_CONFIG_SET, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]),
+                   .s3 = (const char *)sqlite3_value_text(v[2]) };
+    do_write(ctx, &w);
+}
+
+/* (old topic, old name, new topic, new name, new value, old source, value changed) */
+static void fn_config_update(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const char *ot = arg_text(v[0]), *on = arg_text(v[1]);
+    const char *nt = arg_text(v[2]), *nn = arg_text(v[3]);
+    if (!nt || !nn || strcmp(ot, nt) || strcmp(on, nn)) {
+        sqlite3_result_error(ctx, "topic_configs: only value can be changed", -1);
+        return;
+    }
+    if (!sqlite3_value_int(v[6])) {
+        sqlite3_result_null(ctx);
+        return;
+    }
+    if (sqlite3_value_type(v[4]) == SQLITE_NULL) {
+        sq_write w = { .op = SQ_CONFIG_UNSET, .s1 = ot, .s2 = on };
+        const char *src = arg_text(v[5]);
+        if (src && strcmp(src, "topic")) {
+            sqlite3_result_null(ctx);
+            return;
+        }
+        do_write(ctx, &w);
+        return;
+    }
+    sq_write w = { .op = SQ_CONFIG_SET, .s1 = ot, .s2 = on,
+                   .s3 = (const char *)sqlite3_value_text(v[4]) };
+    do_write(ctx, &w);
+}
+
+static void fn_config_unset(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const char *src = arg_text(v[2]);
+    if (src && strcmp(src, "topic")) {               /* no override: nothing to remove */
+        sqlite3_result_null(ctx);
+        return;
+    }
+    sq_write w = { .op = SQ_CONFIG_UNSET, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]) };
+    do_write(ctx, &w);
+}
+
+static void fn_group_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_write w = { .op = SQ_GROUP_DELETE, .s1 = arg_text(v[0]) };
+    do_write(ctx, &w);
+}
+
+/* (old group, old topic, old partition, new group, new topic, new partition,
+ *  new offset, new metadata) */
+static void fn_offset_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    if (!need_text(ctx, v[3], "committed_offsets.group_id") ||
+        !need_text(ctx, v[4], "committed_offsets.topic") ||
+        !need_int(ctx, v[5], "committed_offsets.partition", false) ||
+        !need_int(ctx, v[6], "committed_offsets.offset", false))
+        return;
+    if (strcmp(arg_text(v[0]) ? arg_text(v[0]) : "", arg_text(v[3])) ||
+        strcmp(arg_text(v[1]) ? arg_text(v[1]) : "", arg_text(v[4])) ||
+        sqlite3_value_int64(v[2]) != sqlite3_value_int64(v[5])) {
+        sqlite3_result_error(ctx, "committed_offsets: only offset and metadata can be "
+                             "changed", -1);
+        return;
+    }
+    if (sqlite3_value_int64(v[6]) < 0) {
+        sqlite3_result_error(ctx, "committed_offsets.offset must be >= 0", -1);
+        return;
+    }
+    sq_write w = { .op = SQ_OFFSET_SET, .s1 = arg_text(v[3]), .s2 = arg_text(v[4]),
+                   .i1 = sqlite3_value_int64(v[5]), .i2 = sqlite3_value_int64(v[6]),
+                   .s3 = arg_text(v[7]) };
+    do_write(ctx, &w);
+}
+
+static void fn_controller_id(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc; (void)v;
+    sq_conn *c = sqlite3_user_data(ctx);
+    /* Standalone: this broker is the controller. */
+    sqlite3_result_int(ctx, c->env.broker_id);
+}
+
+static void fn_broker_alive(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_conn *c = sqlite3_user_data(ctx);
+    sqlite3_result_int(ctx, c->env.broker_alive &&
+                       sqlite3_value_int(v[0]) == c->env.broker_id);
+}
+
+static const struct {
+    const char *name;
+    int nargs;
+    void (*fn)(sqlite3_context *, int, sqlite3_value **);
+    bool internal;                    /* callable from our triggers only */
+} functions[] = {
+    { "sluice_topic_create", 5, fn_topic_create, true },
+    { "sluice_topic_delete", 1, fn_topic_delete, true },
+    { "sluice_topic_update", 5, fn_topic_update, true },
+    { "sluice_config_set", 3, fn_config_set, true },
+    { "sluice_config_update", 7, fn_config_update, true },
+    { "sluice_config_unset", 3, fn_config_unset, true },
+    { "sluice_group_delete", 1, fn_group_delete, true },
+    { "sluice_offset_set", 8, fn_offset_set, true },
+    { "sluice_controller_id", 0, fn_controller_id, false },
+    { "sluice_broker_alive", 1, fn_broker_alive, false },
+};
+
+static bool internal_function(const char *name)
+{
+    for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++)
+        if (functions[i].internal && !strcasecmp(functions[i].name, name))
+            return true;
+    return false;
+}
+
+/* ---- authorizer ---------------------------------------------------------------- */
+/* Pragmas that only read: without a value, and those whose argument is a
+ * table or index name (a value would make the others writes). */
+static const char *const read_pragmas[] = {
+    "table_list", "function_list", "module_list", "pragma_list",
+    "collation_list", "compile_options", "user_version", "schema_version",
+    "data_version", "database_list", "page_count", "page_size",
+    "freelist_count", "encoding", "journal_mode", NULL
+};
+static const char *const name_pragmas[] = {
+    "table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
+    "foreign_key_list", NULL
+};
+static const char *const secret_columns[] = { "salt", "stored_key", "server_key", NULL };
+
+static int deny(sq_conn *c, const char *fmt, const char *arg)
+{
+    snprintf(c->deny, sizeof c->deny, fmt, arg ? arg : "");
+    return SQLITE_DENY;
+}
+
+static int authorize(void *arg, int action, const char *a3, const char *a4,
+                     const char *db, const char *inner)
+{
+    sq_conn *c = arg;
+    if (c->internal)
+        return SQLITE_OK;
+    switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_RECURSIVE:
+        return SQLITE_OK;
+    case SQLITE_READ:
+        if (a3 && !strcmp(a3, "users") && db && !strcmp(db, "main") &&
+            in_list(a4, secret_columns))
+            return deny(c, "users.%s is a credential and cannot be read", a4);
+        return SQLITE_OK;
+    case SQLITE_FUNCTION:
+        if (a4 && !strcasecmp(a4, "load_extension"))
+            return deny(c, "load_extension() is not allowed", NULL);
+        if (a4 && internal_function(a4) && !inner)
+            return deny(c, "%s() is internal: change the cluster with INSERT, UPDATE "
+                        "or DELETE on topics, topic_configs, consumer_groups or "
+                        "committed_offsets", a4);
+        return SQLITE_OK;
+    case SQLITE_PRAGMA:
+        if ((!a4 && in_list(a3, read_pragmas)) || in_list(a3, name_pragmas))
+            return SQLITE_OK;
+        return deny(c, "PRAGMA %s is not allowed: only pragmas that read without "
+                    "a value (table_info, index_list, …) are", a3);
+    case SQLITE_INSERT:
+    case SQLITE_UPDATE:
+    case SQLITE_DELETE:
+        if (a3 && (!strcmp(a3, "sqlite_master") || !strcmp(a3, "sqlite_temp_master") ||
+                   !strcmp(a3, "sqlite_schema") || !strcmp(a3, "sqlite_temp_schema")))
+            return deny(c, "schema changes are not allowed (CREATE, DROP, ALTER, "
+                        "REINDEX, ANALYZE)", NULL);
+        /* Our views: the writable ones apply the change, the others'
+         * triggers say why they cannot. */
+        if (!inner && db && !strcmp(db, "temp") && in_list(a3, views)) {
+            c->wrote = true;
+            return SQLITE_OK;
+        }
+        return deny(c, "%s is read-only: writes are allowed only to topics, "
+                    "topic_configs, consumer_groups and committed_offsets", a3);
+    case SQLITE_ATTACH:
+    case SQLITE_DETACH:
+        return deny(c, "ATTACH and DETACH are not allowed", NULL);
+    case SQLITE_TRANSACTION:
+    case SQLITE_SAVEPOINT:
+        return deny(c, "transactions are not supported: each statement is applied "
+                    "on its own", NULL);
+    case SQLITE_CREATE_INDEX: case SQLITE_CREATE_TABLE: case SQLITE_CREATE_TEMP_INDEX:
+    case SQLITE_CREATE_TEMP_TABLE: case SQLITE_CREATE_TEMP_TRIGGER:
+    case SQLITE_CREATE_TEMP_VIEW: case SQLITE_CREATE_TRIGGER: case SQLITE_CREATE_VIEW:
+    case SQLITE_DROP_INDEX: case SQLITE_DROP_TABLE: case SQLITE_DROP_TEMP_INDEX:
+    case SQLITE_DROP_TEMP_TABLE: case SQLITE_DROP_TEMP_TRIGGER:
+    case SQLITE_DROP_TEMP_VIEW: case SQLITE_DROP_TRIGGER: case SQLITE_DROP_VIEW:
+    case SQLITE_ALTER_TABLE: case SQLITE_CREATE_VTABLE: case SQLITE_DROP_VTABLE:
+    case SQLITE_REINDEX: case SQLITE_ANALYZE:
+        return deny(c, "schema changes are not allowed (CREATE, DROP, ALTER, "
+                    "REINDEX, ANALYZE)", NULL);
+    default:
+        return deny(c, "this kind of statement is not allowed", NULL);
+    }
+}
+
+/* Time limit and cancellation: SQLite calls this every 1000 VM steps. */
+static int progress(void *arg)
+{
+    sq_conn *c = arg;
+    if (c->deadline_us && sq_mono_us() > c->deadline_us) {
+        snprintf(c->deny, sizeof c->deny, "the statement ran longer than "
+                 "admin.sql.timeout.ms (%lld ms) and was stopped",
+                 (long long)c->env.timeout_ms);
+        return 1;
+    }
+    return 0;
+}
+
+static int install_refusals(sq_conn *c, char **msg)
+{
+    static const char *const ops[] = { "INSERT", "UPDATE", "DELETE" };
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++)
+        for (int k = 0; k < 3; k++) {
+            if (refusals[i].op && strcmp(refusals[i].op, ops[k]))
+                continue;
+            char sql[1024];
+            snprintf(sql, sizeof sql, refusals_sql, refusals[i].view, ops[k], ops[k],
+                     refusals[i].view, refusals[i].why);
+            if (sqlite3_exec(c->db, sql, NULL, NULL, msg) != SQLITE_OK)
+                return -1;
+        }
+    /* Connect the eponymous tables now, outside the authorizer. */
+    return sqlite3_exec(c->db, "SELECT 1 FROM messages WHERE 0; "
+                        "SELECT 1 FROM sluice_partition_state WHERE 0; "
+                        "SELECT 1 FROM sluice_config_defs WHERE 0; "
+                        "SELECT 1 FROM sluice_assignment(NULL)", NULL, NULL, msg);
+}
+
+/* ---- open / close ---------------------------------------------------------------- */
+int sq_open(const char *path, const sq_env *env, sq_conn **out, char *err, size_t errlen)
+{
+    sq_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    c->env = *env;
+    int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s read-only: %s", path,
+                 c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+        sq_close(c);
+        return -1;
+    }
+    sqlite3_busy_timeout(c->db, 2000);
+    sqlite3_extended_result_codes(c->db, 1);
+    for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++)
+        sqlite3_create_function(c->db, functions[i].name, functions[i].nargs,
+                                SQLITE_UTF8,
+                                c, functions[i].fn, NULL, NULL);
+    c->internal = true;
+    char *msg = NULL;
+    if (sq_vtab_register(c) || sq_messages_register(c) ||
+        sqlite3_exec(c->db, surface_sql, NULL, NULL, &msg) != SQLITE_OK ||
+        install_refusals(c, &msg)) {
+        snprintf(err, errlen, "cannot install the SQL surface: %s",
+                 msg ? msg : sqlite3_errmsg(c->db));
+        sqlite3_free(msg);
+        sq_close(c);
+        return -1;
+    }
+    c->internal = false;
+    sqlite3_set_authorizer(c->db, authorize, c);
+    sqlite3_progress_handler(c->db, 1000, progress, c);
+    *out = c;
+    return 0;
+}
+
+void sq_close(sq_conn *c)
+{
+    if (!c)
+        return;
+    if (c->snap)
+        sq_snap_unref(c->snap);
+    sqlite3_close_v2(c->db);
+    free(c);
+}
+
+struct sqlite3 *sq_db(sq_conn *c) { return c->db; }
+
+void sq_interrupt(sq_conn *c) { sqlite3_interrupt(c->db); }
+
+sq_snap *sq_conn_snap(sq_conn *c)
+{
+    if (!c->snap && c->env.live)
+        c->snap = c->env.live(c->env.arg);
+    return c->snap;
+}

@@ -1,0 +1,166 @@
+/*
+ * The operator SQL surface: the stable tables an operator queries (brokers,
+ * topics, partitions, topic_configs, consumer_groups, group_members,
+ * group_assignments, committed_offsets, consumer_lag, messages), the
+ * authorizer that allows exactly that surface, and the output formats.
+ *
+ * Why a temp schema: the internal tables (metadata/, sql/schema.sql) carry
+ * some of the same names (topics, partitions, …) with other columns, and
+ * may change.  sq_install creates the operator names as TEMP views on one
+ * connection; SQLite resolves an unqualified name in temp before main, so
+ * "topics" is the view and "main.topics" the internal table.  Nothing is
+ * written to the database file: the connection is read-only.
+ *
+ * Writes (INSERT/UPDATE/DELETE on topics, topic_configs, consumer_groups,
+ * committed_offsets) are INSTEAD OF triggers on those views calling one SQL
+ * function per row, which hands the change to sq_env.write — in the daemon,
+ * the event-loop thread, which applies it through the same functions as the
+ * Kafka admin APIs.  Without a write hook (sluice-sql --data-dir) writes are
+ * refused.
+ *
+ * Live numbers (log end offset, size, segments …) come from sq_env.live: a
+ * snapshot the event loop publishes (daemon) or a scan of the partition
+ * directories (sluice-sql --data-dir).
+ *
+ * This file and sql_surface.c, sql_vtab.c, sql_messages.c, sql_format.c
+ * depend only on SQLite, metadata/ and protocol/: admin/ links them into
+ * sluice-sql too (see admin/surface.c).
+ */
+#ifndef SLUICE_SQL_SURFACE_H
+#define SLUICE_SQL_SURFACE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metadata/md.h"
+#include "protocol/kp.h"
+
+struct sqlite3;
+
+/* ---- live partition numbers ------------------------------------------------ */
+typedef struct sq_live {
+    const char *topic;              /* into the snapshot's string pool */
+    int32_t partition;
+    int64_t log_start_offset;
+    int64_t log_end_offset;
+    int64_t high_watermark;
+    int64_t size_bytes;
+    int32_t segments;
+    int64_t last_timestamp;         /* largest record timestamp, -1 none */
+    uint64_t bytes_in, messages_in, bytes_out;
+} sq_live;
+
+/* Immutable once published; shared by reference between threads. */
+typedef struct sq_snap {
+    atomic_int refs;
+    int64_t taken_us;               /* monotonic */
+    size_t n;
+    sq_live *rows;                  /* sorted by (topic, partition) */
+    char *pool;
+} sq_snap;
+
+sq_snap *sq_snap_new(size_t n, size_t pool_bytes);   /* refs = 1 */
+void sq_snap_ref(sq_snap *s);
+void sq_snap_unref(sq_snap *s);
+void sq_snap_sort(sq_snap *s);
+/* Binary search; NULL if absent. */
+const sq_live *sq_snap_find(const sq_snap *s, const char *topic, int32_t partition);
+/* Scans <data_dir>/<topic>-<partition>/ for every partition of every topic
+ * in db (sluice-sql --data-dir).  Stored offsets come from the database. */
+sq_snap *sq_snap_from_files(struct sqlite3 *db, const char *data_dir);
+
+/* ---- writes ------------------------------------------------------------------ */
+enum sq_op {
+    SQ_TOPIC_CREATE,       /* s1 name, i1 partitions (-1 default), i2 rf (-1) */
+    SQ_TOPIC_DELETE,       /* s1 name */
+    SQ_TOPIC_PARTITIONS,   /* s1 name, i1 new count */
+    SQ_CONFIG_SET,         /* s1 topic, s2 name, s3 value */
+    SQ_CONFIG_UNSET,       /* s1 topic, s2 name */
+    SQ_GROUP_DELETE,       /* s1 group */
+    SQ_OFFSET_SET,         /* s1 group, s2 topic, i1 partition, i2 offset, s3 metadata */
+};
+
+typedef struct sq_write {
+    enum sq_op op;
+    const char *s1, *s2, *s3;
+    int64_t i1, i2;
+} sq_write;
+
+/* ---- environment ------------------------------------------------------------- */
+typedef struct sq_env {
+    const char *data_dir;           /* log.dirs (first) */
+    int32_t broker_id;
+    bool broker_alive;              /* false when reading a stopped broker */
+    /* Broker-level topic defaults (source "broker"), by topic-level name. */
+    const md_kv *broker_defaults;
+    size_t nbroker_defaults;
+    /* A snapshot reference (caller unrefs) or NULL. */
+    sq_snap *(*live)(void *arg);
+    /* Applies one change; returns KP_NONE or a Kafka error code with a
+     * message in err.  NULL: the surface is read-only. */
+    int (*write)(void *arg, const sq_write *w, char *err, size_t errlen);
+    void *arg;
+    int64_t max_rows;               /* admin.sql.max.rows */
+    int64_t timeout_ms;             /* admin.sql.timeout.ms */
+} sq_env;
+
+typedef struct sq_conn sq_conn;
+
+/* Opens path read-only, installs the surface.  0 or -1 with err. */
+int  sq_open(const char *path, const sq_env *env, sq_conn **out, char *err, size_t errlen);
+void sq_close(sq_conn *c);
+struct sqlite3 *sq_db(sq_conn *c);
+/* Interrupts the running statement from another thread. */
+void sq_interrupt(sq_conn *c);
+
+/* ---- running a statement --------------------------------------------------- */
+enum sq_format { SQ_FMT_TABLE, SQ_FMT_CSV, SQ_FMT_JSON, SQ_FMT_LINE };
+int sq_format_parse(const char *name);   /* -1 if unknown */
+
+typedef struct sq_result {
+    kp_buf out;                     /* formatted rows */
+    int64_t rows;
+    int64_t changes;
+    bool failed;
+    char err[512];
+} sq_result;
+
+/* Runs the statements in sql (several allowed, separated by ';'), through
+ * the authorizer, with the time and row limits, formatting every result
+ * set into res->out.  Stops at the first error (res->failed, res->err). */
+void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *res);
+void sq_result_free(sq_result *res);
+
+/* Small formatted append to a kp_buf. */
+void sq_printf(kp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- internals shared by the sql_*.c files of the surface ------------------ */
+struct sq_conn {
+    struct sqlite3 *db;
+    sq_env env;
+    bool internal;                  /* our own statements: authorizer off */
+    bool wrote;                     /* the statement made an allowed write */
+    char deny[256];                 /* why the authorizer refused */
+    int64_t deadline_us;
+    sq_snap *snap;                  /* per statement, taken on first use */
+};
+int  sq_vtab_register(sq_conn *c);       /* sql_vtab.c */
+int  sq_messages_register(sq_conn *c);   /* sql_messages.c */
+/* The statement's snapshot (taken on first use, kept until it ends). */
+sq_snap *sq_conn_snap(sq_conn *c);
+int64_t sq_mono_us(void);
+
+/* Partition files, for the messages table and the --data-dir scan
+ * (sql_messages.c).  Reads batch headers from the .log files directly. */
+typedef struct sq_seginfo {
+    int64_t base;
+    int64_t size;
+} sq_seginfo;
+/* Segments of <dir> sorted by base; *out malloc'd. */
+int sq_list_segments(const char *dir, sq_seginfo **out, size_t *n);
+/* Offset after the last whole batch of a segment file (base if empty). */
+int64_t sq_segment_end(const char *dir, int64_t base, int64_t *max_ts);
+
+#endif

@@ -1,0 +1,541 @@
+/*
+ * daemon/sql_worker.c — SQL off the event loop.
+ *
+ * A small pool of worker threads, each with its own read-only SQLite
+ * connection carrying the operator surface (sql_surface.c), runs the
+ * statements of POST /sql and the lag part of GET /metrics.  The event
+ * loop never waits for SQL:
+ *
+ *   loop                         worker
+ *   ────                         ──────
+ *   sq_submit(job) ──queue──►    sq_run(job)            (may take seconds)
+ *                                  │ a write?  ──writes──► loop applies it
+ *                                  │           ◄──signal── (bk_topic_*, md_*)
+ *                                  │ live numbers? ─snap_ev─► loop publishes
+ *                                  │               ◄─snap_cv─ a snapshot
+ *   done_ev: job->done(job) ◄──done list──
+ *
+ * Invariants:
+ *   1. Only the loop thread touches broker state (topics, logs, groups,
+ *      b->db).  Workers see it through published snapshots (immutable,
+ *      refcounted) and their own SQLite connections.
+ *   2. A write is applied by the loop between two events, exactly as a
+ *      Kafka admin request would be: same functions, same validation, same
+ *      error text.  The worker blocks for it; the loop never blocks for a
+ *      worker.
+ *   3. On stop, waiting writes are failed and workers are interrupted and
+ *      joined before the loop's state is torn down.
+ */
+#include "daemon/sql_worker.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <sqlite3.h>
+
+#include "daemon/group.h"
+
+#define SQ_WORKERS 2
+#define SNAP_FRESH_US 100000        /* a snapshot younger than this is reused */
+
+typedef struct sq_wreq {
+    struct sq_wreq *next;
+    const sq_write *w;
+    int rc;
+    char *err;
+    size_t errlen;
+    bool done;
+    pthread_cond_t cv;
+} sq_wreq;
+
+void sq_job_free(sq_job *j)
+{
+    if (!j)
+        return;
+    free(j->sql);
+    sq_result_free(&j->res);
+    free(j);
+}
+
+/* ---- snapshots (loop side) ------------------------------------------------------- */
+struct snap_count { size_t n, pool; };
+static void count_topic(bk_topic *t, void *arg)
+{
+    struct snap_count *c = arg;
+    c->n += (size_t)t->npartitions;
+    c->pool += strlen(t->name) + 1;
+}
+
+struct snap_fill { sq_snap *s; size_t i, at; };
+static void fill_topic(bk_topic *t, void *arg)
+{
+    struct snap_fill *f = arg;
+    size_t len = strlen(t->name);
+    char *name = f->s->pool + f->at;
+    memcpy(name, t->name, len + 1);
+    f->at += len + 1;
+    for (int32_t i = 0; i < t->npartitions; i++) {
+        bk_partition *p = t->partitions[i];
+        sq_live *l = &f->s->rows[f->i++];
+        l->topic = name;
+        l->partition = p->id;
+        l->log_start_offset = seg_log_start(p->log);
+        l->log_end_offset = seg_log_end(p->log);
+        l->high_watermark = p->high_watermark;
+        l->size_bytes = (int64_t)seg_size_bytes(p->log);
+        l->segments = seg_segment_count(p->log);
+        l->last_timestamp = seg_max_timestamp(p->log);
+        l->bytes_in = p->bytes_in;
+        l->messages_in = p->messages_in;
+        l->bytes_out = p->bytes_out;
+    }
+}
+
+/* Cost: O(partitions) copies of a few integers, no I/O. */
+static void publish_snapshot(struct bk_admin *a)
+{
+    struct snap_count c = { 0, 0 };
+    bk_topics_foreach(a->b, count_topic, &c);
+    sq_snap *s = sq_snap_new(c.n, c.pool);
+    if (!s)
+        return;
+    struct snap_fill f = { s, 0, 0 };
+    bk_topics_foreach(a->b, fill_topic, &f);
+    sq_snap_sort(s);
+    pthread_mutex_lock(&a->mu);
+    sq_snap *old = a->snap;
+    a->snap = s;
+    a->snap_wanted = false;
+    pthread_cond_broadcast(&a->snap_cv);
+    pthread_mutex_unlock(&a->mu);
+    sq_snap_unref(old);
+}
+
+static void on_snap(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    publish_snapshot(arg);
+}
+
+/* Worker side: a snapshot at most SNAP_FRESH_US old, asking the loop for a
+ * new one when needed (bounded wait: a busy loop yields an older one). */
+static sq_snap *worker_live(void *arg)
+{
+    struct bk_admin *a = arg;
+    pthread_mutex_lock(&a->mu);
+    int64_t now = sq_mono_us();
+    if (!a->snap || now - a->snap->taken_us > SNAP_FRESH_US) {
+        if (!a->snap_wanted && !a->stopping) {
+            a->snap_wanted = true;
+            event_active(a->snap_ev, EV_READ, 0);
+        }
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 1;
+        while (!a->stopping && (!a->snap || a->snap->taken_us < now) &&
+               pthread_cond_timedwait(&a->snap_cv, &a->mu, &dl) != ETIMEDOUT)
+            ;
+    }
+    sq_snap *s = a->snap;
+    if (s)
+        sq_snap_ref(s);
+    pthread_mutex_unlock(&a->mu);
+    return s;
+}
+
+/* ---- writes (loop side) --------------------------------------------------------------- */
+static int topic_target(bk_broker *b, const char *name, bk_topic **t, char *err, size_t errlen)
+{
+    if (!name) {
+        snprintf(err, errlen, "a topic name is required");
+        return KP_INVALID_TOPIC_EXCEPTION;
+    }
+    *t = bk_topic_find(b, name, strlen(name));
+    if (!*t) {
+        snprintf(err, errlen, "Topic %s does not exist.", name);
+        return KP_UNKNOWN_TOPIC_OR_PARTITION;
+    }
+    return KP_NONE;
+}
+
+/* DeleteGroups, as bk_handle_delete_groups does it (daemon/group_api.c). */
+static int group_delete(bk_broker *b, const char *id, char *err, size_t errlen)
+{
+    gc_group *g = gc ? gc_group_find(id, strlen(id)) : NULL;
+    if (g && g->state != GC_EMPTY) {
+        snprintf(err, errlen, "The group %s is not empty (state %s); stop its "
+                 "consumers first.", id, gc_state_name(g->state));
+        return KP_NON_EMPTY_GROUP;
+    }
+    int rc = md_group_delete(b->db, id, err, errlen);
+    if (rc == KP_GROUP_ID_NOT_FOUND && !g) {
+        snprintf(err, errlen, "The group id %s does not exist.", id);
+        return rc;
+    }
+    if (rc != KP_NONE && rc != KP_GROUP_ID_NOT_FOUND)
+        return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
+    if (g) {
+        g->state = GC_DEAD;
+        gc_group_free(g);
+    }
+    BK_INFO("group %s deleted through SQL (with its committed offsets)", id);
+    return KP_NONE;
+}
+
+static int offset_set(bk_broker *b, const sq_write *w, char *err, size_t errlen)
+{
+    gc_group *g = gc ? gc_group_find(w->s1, strlen(w->s1)) : NULL;
+    if (g && g->nmembers > 0) {
+        snprintf(err, errlen, "Assignments can only be reset if the group '%s' is "
+                 "inactive, but the current state is %s.", w->s1, gc_state_name(g->state));
+        return KP_NON_EMPTY_GROUP;
+    }
+    if (w->i1 < 0 || w->i1 > INT32_MAX ||
+        !bk_partition_find(b, (kp_str){ w->s2, (int32_t)strlen(w->s2) }, (int32_t)w->i1)) {
+        snprintf(err, errlen, "Partition %s-%lld does not exist.", w->s2, (long long)w->i1);
+        return KP_UNKNOWN_TOPIC_OR_PARTITION;
+    }
+    md_offset o = {
+        .group_id = w->s1, .group_len = (int32_t)strlen(w->s1),
+        .topic = w->s2, .topic_len = (int32_t)strlen(w->s2),
+        .partition = (int32_t)w->i1, .offset = w->i2, .leader_epoch = -1,
+        .metadata = w->s3, .metadata_len = w->s3 ? (int32_t)strlen(w->s3) : 0,
+        .commit_time_ms = bk_now_ms(), .expire_time_ms = -1,
+    };
+    if (o.metadata_len > b->cfg->offset_metadata_max_bytes) {
+        snprintf(err, errlen, "The metadata is longer than offset.metadata.max.bytes (%d).",
+                 b->cfg->offset_metadata_max_bytes);
+        return KP_OFFSET_METADATA_TOO_LARGE;
+    }
+    int rc = md_offset_commit(b->db, &o, 1, err, errlen);
+    if (rc != 0)
+        return KP_UNKNOWN_SERVER_ERROR;
+    if (o.result != KP_NONE)
+        snprintf(err, errlen, "Topic %s does not exist.", w->s2);
+    return o.result;
+}
+
+static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen)
+{
+    bk_topic *t;
+    int rc;
+    err[0] = 0;
+    switch (w->op) {
+    case SQ_TOPIC_CREATE: {
+        int64_t np = w->i1 < 0 ? b->cfg->num_partitions : w->i1;
+        int64_t rf = w->i2 < 0 ? b->cfg->default_replication_factor : w->i2;
+        if (np > INT32_MAX || rf > INT16_MAX) {
+            snprintf(err, errlen, "Number of partitions or replication factor is too large.");
+            return np > INT32_MAX ? KP_INVALID_PARTITIONS : KP_INVALID_REPLICATION_FACTOR;
+        }
+        rc = bk_topic_create(b, w->s1, (int32_t)np, (int16_t)rf, NULL, 0, false, err, errlen);
+        if (rc == KP_NONE)
+            BK_INFO("topic %s created through SQL", w->s1);
+        return rc;
+    }
+    case SQ_TOPIC_DELETE:
+        if (!b->cfg->delete_topic_enable) {
+            snprintf(err, errlen, "Topic deletion is disabled.");
+            return KP_TOPIC_DELETION_DISABLED;
+        }
+        if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
+            return rc;
+        rc = bk_topic_delete(b, w->s1, err, errlen);
+        if (rc == KP_NONE)
+            BK_INFO("topic %s deleted through SQL", w->s1);
+        return rc;
+    case SQ_TOPIC_PARTITIONS:
+        if (w->i1 > INT32_MAX || w->i1 < 0) {
+            snprintf(err, errlen, "Number of partitions must be larger than 0.");
+            return KP_INVALID_PARTITIONS;
+        }
+        if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
+            return rc;
+        return bk_topic_add_partitions(b, w->s1, (int32_t)w->i1, false, err, errlen);
+    case SQ_CONFIG_SET:
+    case SQ_CONFIG_UNSET:
+        if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
+            return rc;
+        rc = w->op == SQ_CONFIG_SET
+           ? md_topic_config_set(b->db, w->s1, w->s2, w->s3, err, errlen)
+           : md_topic_config_unset(b->db, w->s1, w->s2, err, errlen);
+        if (rc != KP_NONE)
+            return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
+        rc = bk_topic_reload_config(b, t);
+        if (rc != KP_NONE)
+            snprintf(err, errlen, "The configs of topic %.150s were stored but could not "
+                     "be applied; see the broker log.", t->name);
+        return rc;
+    case SQ_GROUP_DELETE:
+        return group_delete(b, w->s1 ? w->s1 : "", err, errlen);
+    case SQ_OFFSET_SET:
+        return offset_set(b, w, err, errlen);
+    }
+    return KP_INVALID_REQUEST;
+}
+
+static void on_writes(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    struct bk_admin *a = arg;
+    pthread_mutex_lock(&a->mu);
+    sq_wreq *list = a->writes;
+    a->writes = NULL;
+    pthread_mutex_unlock(&a->mu);
+    /* The list is newest first; apply in arrival order. */
+    sq_wreq *rev = NULL;
+    while (list) {
+        sq_wreq *n = list->next;
+        list->next = rev;
+        rev = list;
+        list = n;
+    }
+    for (sq_wreq *r = rev, *n; r; r = n) {
+        n = r->next;
+        int rc = apply_write(a->b, r->w, r->err, r->errlen);
+        pthread_mutex_lock(&a->mu);
+        r->rc = rc;
+        r->done = true;
+        pthread_cond_signal(&r->cv);
+        pthread_mutex_unlock(&a->mu);
+    }
+}
+
+/* Worker side: hands w to the loop and waits for its verdict. */
+static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
+{
+    struct bk_admin *a = arg;
+    sq_wreq r = { .w = w, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR };
+    pthread_cond_init(&r.cv, NULL);
+    pthread_mutex_lock(&a->mu);
+    if (a->stopping) {
+        pthread_mutex_unlock(&a->mu);
+        pthread_cond_destroy(&r.cv);
+        snprintf(err, errlen, "the broker is shutting down");
+        return KP_BROKER_NOT_AVAILABLE;
+    }
+    r.next = a->writes;
+    a->writes = &r;
+    event_active(a->write_ev, EV_READ, 0);
+    while (!r.done)
+        pthread_cond_wait(&r.cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+    pthread_cond_destroy(&r.cv);
+    return r.rc;
+}
+
+/* ---- workers --------------------------------------------------------------------------- */
+static void run_metrics(sq_conn *c, sq_job *j)
+{
+    sqlite3_stmt *st;
+    kp_buf *o = &j->res.out;
+    if (sqlite3_prepare_v2(sq_db(c), "SELECT group_id, topic, partition, lag, committed "
+                           "FROM consumer_lag ORDER BY 1, 2, 3", -1, &st, NULL) != SQLITE_OK) {
+        sq_printf(o, "# consumer lag unavailable: %s\n", sqlite3_errmsg(sq_db(c)));
+        return;
+    }
+    sq_printf(o, "# HELP sluice_consumer_group_lag Messages between a group's committed "
+              "offset and the high watermark.\n# TYPE sluice_consumer_group_lag gauge\n");
+    kp_buf second;
+    kp_buf_init(&second);
+    sq_printf(&second, "# HELP sluice_consumer_group_committed_offset The group's "
+              "committed offset.\n# TYPE sluice_consumer_group_committed_offset gauge\n");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        /* Group ids are free text: escape for the label syntax. */
+        char gid[512];
+        const char *g = (const char *)sqlite3_column_text(st, 0);
+        size_t k = 0;
+        for (; g && *g && k + 2 < sizeof gid; g++) {
+            if (*g == '"' || *g == '\\') gid[k++] = '\\';
+            if (*g == '\n') { gid[k++] = '\\'; gid[k++] = 'n'; continue; }
+            gid[k++] = *g;
+        }
+        gid[k] = 0;
+        const char *topic = (const char *)sqlite3_column_text(st, 1);
+        int part = sqlite3_column_int(st, 2);
+        sq_printf(o, "sluice_consumer_group_lag{group=\"%s\",topic=\"%s\",partition=\"%d\"} %lld\n",
+                  gid, topic, part, (long long)sqlite3_column_int64(st, 3));
+        sq_printf(&second, "sluice_consumer_group_committed_offset{group=\"%s\",topic=\"%s\","
+                  "partition=\"%d\"} %lld\n", gid, topic, part,
+                  (long long)sqlite3_column_int64(st, 4));
+    }
+    sqlite3_finalize(st);
+    kp_wr_raw(o, second.data, second.len);
+    kp_buf_free(&second);
+}
+
+struct worker_arg { struct bk_admin *a; int idx; };
+
+static void *worker_main(void *p)
+{
+    struct worker_arg *wa = p;
+    struct bk_admin *a = wa->a;
+    sq_conn *c = a->conns[wa->idx];
+    free(wa);
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (!a->queue && !a->stopping)
+            pthread_cond_wait(&a->cv, &a->mu);
+        if (a->stopping)
+            break;
+        sq_job *j = a->queue;
+        a->queue = j->next;
+        if (!a->queue)
+            a->queue_tail = &a->queue;
+        pthread_mutex_unlock(&a->mu);
+        if (!atomic_load(&j->cancelled)) {
+            if (j->kind == SQ_JOB_SQL)
+                sq_run(c, j->sql, j->format, j->headers, &j->res);
+            else
+                run_metrics(c, j);
+        }
+        pthread_mutex_lock(&a->mu);
+        j->next = a->done_list;
+        a->done_list = j;
+        event_active(a->done_ev, EV_READ, 0);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    struct bk_admin *a = arg;
+    pthread_mutex_lock(&a->mu);
+    sq_job *list = a->done_list;
+    a->done_list = NULL;
+    pthread_mutex_unlock(&a->mu);
+    for (sq_job *j = list, *n; j; j = n) {
+        n = j->next;
+        j->done(j);
+    }
+}
+
+void sq_submit(bk_broker *b, sq_job *j)
+{
+    struct bk_admin *a = b->admin;
+    j->next = NULL;
+    j->queued_us = bk_mono_us();
+    pthread_mutex_lock(&a->mu);
+    *a->queue_tail = j;
+    a->queue_tail = &j->next;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+int sq_workers_start(bk_broker *b, char *err, size_t errlen)
+{
+    struct bk_admin *a = b->admin;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    pthread_cond_init(&a->snap_cv, NULL);
+    a->queue_tail = &a->queue;
+    a->done_ev = event_new(b->base, -1, 0, on_done, a);
+    a->write_ev = event_new(b->base, -1, 0, on_writes, a);
+    a->snap_ev = event_new(b->base, -1, 0, on_snap, a);
+    a->snap_timer = event_new(b->base, -1, EV_PERSIST, on_snap, a);
+    if (!a->done_ev || !a->write_ev || !a->snap_ev || !a->snap_timer) {
+        snprintf(err, errlen, "cannot create admin events");
+        return -1;
+    }
+    struct timeval sec = { 1, 0 };
+    event_add(a->snap_timer, &sec);
+    publish_snapshot(a);
+
+    char dbpath[4200];
+    snprintf(dbpath, sizeof dbpath, "%s/sluice.db", b->data_dir);
+    sq_env env = {
+        .data_dir = b->data_dir, .broker_id = b->cfg->broker_id, .broker_alive = true,
+        .broker_defaults = b->cfg->topic_defaults, .nbroker_defaults = b->cfg->ntopic_defaults,
+        .live = worker_live, .write = worker_write, .arg = a,
+        .max_rows = b->cfg->admin_sql_max_rows, .timeout_ms = b->cfg->admin_sql_timeout_ms,
+    };
+    a->nthreads = SQ_WORKERS;
+    a->threads = calloc((size_t)a->nthreads, sizeof *a->threads);
+    a->conns = calloc((size_t)a->nthreads, sizeof *a->conns);
+    if (!a->threads || !a->conns) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < a->nthreads; i++) {
+        if (sq_open(dbpath, &env, &a->conns[i], err, errlen))
+            return -1;
+        struct worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        wa->a = a;
+        wa->idx = i;
+        if (pthread_create(&a->threads[i], NULL, worker_main, wa)) {
+            free(wa);
+            snprintf(err, errlen, "cannot start an SQL worker thread");
+            a->nthreads = i;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void sq_workers_stop(bk_broker *b)
+{
+    struct bk_admin *a = b->admin;
+    if (!a || !a->done_ev)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->stopping = true;
+    pthread_cond_broadcast(&a->cv);
+    pthread_cond_broadcast(&a->snap_cv);
+    for (sq_wreq *r = a->writes; r; r = r->next) {   /* the loop will not apply them */
+        snprintf(r->err, r->errlen, "the broker is shutting down");
+        r->rc = KP_BROKER_NOT_AVAILABLE;
+        r->done = true;
+        pthread_cond_signal(&r->cv);
+    }
+    a->writes = NULL;
+    pthread_mutex_unlock(&a->mu);
+    for (int i = 0; i < a->nthreads; i++)
+        if (a->conns[i])
+            sq_interrupt(a->conns[i]);
+    for (int i = 0; i < a->nthreads; i++)
+        pthread_join(a->threads[i], NULL);
+    for (int i = 0; a->conns && i < SQ_WORKERS; i++)
+        sq_close(a->conns[i]);
+    free(a->conns);
+    free(a->threads);
+    a->conns = NULL;
+    a->threads = NULL;
+}
+
+/* After evhttp is freed (its close callbacks cancel jobs first). */
+void sq_workers_free(bk_broker *b)
+{
+    struct bk_admin *a = b->admin;
+    if (!a || !a->done_ev)
+        return;
+    /* Jobs never run or never answered: their HTTP requests die with evhttp. */
+    for (sq_job *j = a->queue, *n; j; j = n) {
+        n = j->next;
+        sq_job_free(j);
+    }
+    for (sq_job *j = a->done_list, *n; j; j = n) {
+        n = j->next;
+        sq_job_free(j);
+    }
+    a->queue = a->done_list = NULL;
+    event_free(a->done_ev);
+    event_free(a->write_ev);
+    event_free(a->snap_ev);
+    event_free(a->snap_timer);
+    a->done_ev = NULL;
+    sq_snap_unref(a->snap);
+    a->snap = NULL;
+    pthread_cond_destroy(&a->cv);
+    pthread_cond_destroy(&a->snap_cv);
+    pthread_mutex_destroy(&a->mu);
+}

@@ -1,0 +1,64 @@
+/*
+ * The admin side of the daemon: SQL worker threads (daemon/sql_worker.c),
+ * the HTTP listener (daemon/admin_http.c) and metrics (daemon/metrics.c).
+ * Internal to those files; the rest of the daemon sees bk_admin_* in
+ * broker.h.
+ */
+#ifndef SLUICE_SQL_WORKER_H
+#define SLUICE_SQL_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "daemon/broker.h"
+#include "daemon/sql_surface.h"
+
+enum sq_job_kind { SQ_JOB_SQL, SQ_JOB_METRICS };
+
+/* One request for a worker.  Created and finished on the loop thread; a
+ * worker owns it in between.  done() runs on the loop thread. */
+typedef struct sq_job {
+    struct sq_job *next;
+    enum sq_job_kind kind;
+    char *sql;
+    int format;
+    bool headers;
+    sq_result res;                 /* SQL: the rows; METRICS: text appended */
+    atomic_bool cancelled;         /* the client went away */
+    void (*done)(struct sq_job *j);
+    void *arg;
+    int64_t queued_us;
+} sq_job;
+
+struct bk_admin {
+    bk_broker *b;
+    /* worker pool */
+    pthread_t *threads;
+    int nthreads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sq_job *queue, **queue_tail;
+    sq_job *done_list;
+    bool stopping;
+    struct event *done_ev;
+    sq_conn **conns;               /* one per worker, for interrupts */
+    /* writes handed to the loop */
+    struct sq_wreq *writes;
+    struct event *write_ev;
+    /* live snapshot */
+    sq_snap *snap;                 /* guarded by mu */
+    bool snap_wanted;
+    pthread_cond_t snap_cv;
+    struct event *snap_ev, *snap_timer;
+    /* HTTP */
+    struct evhttp *http;
+    bool token_required;
+};
+
+int  sq_workers_start(bk_broker *b, char *err, size_t errlen);
+void sq_workers_stop(bk_broker *b);   /* joins the workers */
+void sq_workers_free(bk_broker *b);   /* then frees jobs and events */
+void sq_submit(bk_broker *b, sq_job *j);
+void sq_job_free(sq_job *j);
+
+#endif
