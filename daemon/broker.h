@@ -87,6 +87,7 @@ struct bk_broker {
     int nconns;
     struct bk_flusher *flusher;      /* fsync worker (daemon/flusher.c) */
     struct bk_server *server;
+    struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
 };
 
 /* Loads every topic from SQLite and opens (recovering) its partitions. */
@@ -203,6 +204,13 @@ void bk_log(const char *level, const char *fmt, ...)
 #define BK_INFO(...)  bk_log("INFO", __VA_ARGS__)
 #define BK_WARN(...)  bk_log("WARN", __VA_ARGS__)
 #define BK_ERROR(...) bk_log("ERROR", __VA_ARGS__)
+
+/* ---- admin HTTP: /sql, /metrics, /healthz (daemon/admin_http.c) --------------- */
+/* Binds admin.listeners and starts the SQL workers; after bk_groups_init.
+ * Refuses a non-loopback address without admin.token.  0 or -1 with err. */
+int  bk_admin_start(bk_broker *b, char *err, size_t errlen);
+/* After the loop has stopped, before topics and groups are freed. */
+void bk_admin_stop(bk_broker *b);
 
 /* ---- group coordinator (daemon/group*.c) ------------------------------------ */
 /* Loads groups from SQLite (they come back Empty; members rejoin), starts

@@ -52,6 +52,9 @@ static const struct key keys[] = {
     { "fetch.max.bytes", K_INT32, F(fetch_max_bytes), 1024, INT32_MAX },
     { "zookeeper.connect", K_STRING, F(zookeeper_connect), 0, 0 },
     { "admin.listeners", K_STRING, F(admin_listeners), 0, 0 },
+    { "admin.token", K_STRING, F(admin_token), 0, 0 },
+    { "admin.sql.timeout.ms", K_INT64, F(admin_sql_timeout_ms), 1, 3600000 },
+    { "admin.sql.max.rows", K_INT64, F(admin_sql_max_rows), 1, INT32_MAX },
     { "group.initial.rebalance.delay.ms", K_INT64, F(group_initial_rebalance_delay_ms), 0, INT32_MAX },
     { "group.min.session.timeout.ms", K_INT32, F(group_min_session_timeout_ms), 1, INT32_MAX },
     { "group.max.session.timeout.ms", K_INT32, F(group_max_session_timeout_ms), 1, INT32_MAX },
@@ -94,6 +97,8 @@ void bk_config_init(bk_config *c)
     c->log_flush_scheduler_interval_ms = 1000;
     c->log_flush_offset_checkpoint_interval_ms = 60000;
     c->fetch_max_bytes = 57671680;
+    c->admin_sql_timeout_ms = 5000;
+    c->admin_sql_max_rows = 100000;
     c->group_initial_rebalance_delay_ms = 3000;
     c->group_min_session_timeout_ms = 6000;
     c->group_max_session_timeout_ms = 1800000;

@@ -41,6 +41,9 @@ typedef struct bk_config {
     int32_t fetch_max_bytes;              /* fetch.max.bytes (broker cap) */
     char zookeeper_connect[1024];         /* zookeeper.connect ("" = standalone) */
     char admin_listeners[256];            /* admin.listeners (HTTP) */
+    char admin_token[256];                /* admin.token: bearer token for /sql, /metrics */
+    int64_t admin_sql_timeout_ms;         /* admin.sql.timeout.ms: per statement */
+    int64_t admin_sql_max_rows;           /* admin.sql.max.rows: per result */
     /* group coordinator (daemon/group.c) */
     int64_t group_initial_rebalance_delay_ms;     /* group.initial.rebalance.delay.ms */
     int32_t group_min_session_timeout_ms;         /* group.min.session.timeout.ms */

@@ -30,6 +30,7 @@
  *      were promised by the flush policy), then joins it.
  */
 #include "daemon/broker.h"
+#include "daemon/metrics.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -79,7 +80,9 @@ static void *flusher_main(void *arg)
         f->in_flight = j;
         pthread_mutex_unlock(&f->mu);
 
+        int64_t t0 = bk_mono_us();
         j->rc = seg_flush(j->log, &j->flushed_to);   /* the slow part */
+        bk_metrics_fsync(bk_mono_us() - t0);
         j->err = j->rc ? seg_last_errno(j->log) : 0;
 
         pthread_mutex_lock(&f->mu);

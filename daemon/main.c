@@ -172,6 +172,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: cannot start the flush worker\n");
         return 1;
     }
+    if (bk_admin_start(&b, err, sizeof err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return 1;
+    }
     if (bk_server_start(&b, err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         return 1;
@@ -193,6 +197,7 @@ int main(int argc, char **argv)
     event_base_dispatch(b.base);
 
     /* Shutdown: nothing new comes in; make what was acknowledged durable. */
+    bk_admin_stop(&b);
     bk_server_free(&b);
     bk_groups_shutdown(&b);
     bk_flusher_stop(&b);

@@ -38,6 +38,7 @@
 #include <event2/listener.h>
 
 #include "daemon/broker.h"
+#include "daemon/metrics.h"
 
 struct bk_conn {
     bk_broker *b;
@@ -138,6 +139,7 @@ static void send_response(bk_conn *c)
     hdr[6] = (uint8_t)(cid >> 8);  hdr[7] = (uint8_t)cid;
     hdr[8] = 0;
     evbuffer_add(o, hdr, hdr_tags ? 9 : 8);
+    bk_metrics_request(r->hdr.RequestApiKey, bk_mono_us() - r->received_us);
     size_t at = 0;
     for (int i = 0; i < r->npieces; i++) {
         bk_piece *p = &r->pieces[i];
@@ -269,6 +271,7 @@ static bool serve_frame(bk_conn *c)
         req_reset(c);
         return true;
     case BK_NO_RESPONSE:
+        bk_metrics_request(r->hdr.RequestApiKey, bk_mono_us() - r->received_us);
         req_reset(c);
         return true;
     case BK_DEFER:
