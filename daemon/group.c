@@ -44,7 +44,10 @@
  * next pipelined request on that connection), and (2) a response that
  * reflects a state change leaves only once that state is stored.
  * If a connection dies, r->cancel drops the wait but keeps the member:
- * the session timeout decides whether it is gone.
+ * the session timeout decides whether it is gone.  (While a request is
+ * deferred the connection is muted, so, as in Kafka, a close is usually
+ * noticed only when the answer is written; a member whose JoinGroup
+ * answer went nowhere is then evicted by its session timeout.)
  *
  * Timers (libevent, no polling): one session timer per member, re-armed
  * lazily (a heartbeat only stamps last_seen_us; the timer re-checks when it

@@ -369,7 +369,10 @@ def parse_commit(r, v):
 
 
 def test_wire_errors_and_offsets_like_kafka(start_broker):
-    b = start_broker({"group.initial.rebalance.delay.ms": "0"})
+    # The retention check runs every 200 ms here: it must leave live
+    # groups and groups with offsets alone.
+    b = start_broker({"group.initial.rebalance.delay.ms": "0",
+                      "offsets.retention.check.interval.ms": "200"})
     t = topic_name("wire")
     create_topic(b, t, 2)
     g = "wire-group"
@@ -475,6 +478,23 @@ def test_wire_errors_and_offsets_like_kafka(start_broker):
         assert r.i16() == 25
         # The group is Empty now (generation 2) and can go.
         assert delete(g) == {g: 0}
+
+        # A group that is Empty without offsets is dropped by the retention check.
+        j = parse_join_v5(c.request(API_JOIN, 5, join_v5("lonely")))
+        assert j["err"] == 79
+        r = c.request(API_LEAVE, 1, kr.string("lonely") + kr.string(j["member"]))   # a pending member may leave
+        assert (r.i32(), r.i16()) == (0, 0)
+
+        def listed_groups():
+            r = c.request(API_LIST, 2)
+            r.i32()
+            r.i16()
+            return [x for x, _ in r.array(lambda x: (x.string(), x.string()))]
+        assert "lonely" in listed_groups()
+        deadline = time.monotonic() + 5
+        while "lonely" in listed_groups() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "lonely" not in listed_groups()
 
 
 def test_wire_static_member_rejoins_without_rebalance_and_fences_the_old_id(start_broker):
