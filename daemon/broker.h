@@ -170,6 +170,8 @@ typedef int (*bk_handler)(bk_req *r);
 void bk_req_add_range(bk_req *r, seg_range *range);
 /* Completes a deferred request: sends its response, resumes the connection. */
 void bk_req_finish(bk_req *r);
+/* The client's address, "host:port". */
+const char *bk_conn_peer(const bk_conn *c);
 /* Total bytes of ranges spliced so far. */
 size_t bk_req_range_bytes(const bk_req *r);
 

@@ -10,13 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Provided by daemon/server.c once it exports the peer address; until
- * then DescribeGroups shows an empty client host. */
-extern const char *bk_conn_peer(const bk_conn *c) __attribute__((weak));
-
 void gc_client_host(bk_req *r, char *out, size_t cap)
 {
-    const char *peer = (bk_conn_peer && r->conn) ? bk_conn_peer(r->conn) : NULL;
+    const char *peer = r->conn ? bk_conn_peer(r->conn) : NULL;
     if (!peer || !*peer) {
         snprintf(out, cap, "%s", "");
         return;

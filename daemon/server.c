@@ -106,6 +106,11 @@ void bk_req_add_range(bk_req *r, seg_range *range)
     range->len = 0;
 }
 
+const char *bk_conn_peer(const bk_conn *c)
+{
+    return c->peer;
+}
+
 size_t bk_req_range_bytes(const bk_req *r)
 {
     size_t n = 0;
