@@ -368,6 +368,7 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
         sqlite3_stmt *st = NULL;
         c->deny[0] = 0;
         c->wrote = false;
+        c->changes = 0;
         int rc = sqlite3_prepare_v2(c->db, tail, -1, &st, &tail);
         if (rc != SQLITE_OK) {
             res->failed = true;
@@ -394,8 +395,8 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
             else
                 rc = run_stream(c, st, ncol, format, headers, res, rc);
         }
-        if (rc == SQLITE_DONE && ncol == 0)
-            res->changes += sqlite3_changes(c->db);
+        if (c->wrote)
+            res->changes += c->changes;
         if (rc != SQLITE_DONE) {
             res->failed = true;
             if (rc == ROW_LIMIT)

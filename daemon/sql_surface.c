@@ -215,6 +215,7 @@ static void do_write(sqlite3_context *ctx, const sq_write *w)
         sqlite3_result_error(ctx, msg, -1);
         return;
     }
+    c->changes++;
     sqlite3_result_null(ctx);
 }
 
@@ -470,10 +471,16 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
     case SQLITE_INSERT:
     case SQLITE_UPDATE:
     case SQLITE_DELETE:
+        /* SQLite reports INSERT/UPDATE of sqlite_master when it declares
+         * an eponymous virtual table (pragma_table_info): allow those; a
+         * real CREATE/ALTER/DROP is refused by its own action code. */
         if (a3 && (!strcmp(a3, "sqlite_master") || !strcmp(a3, "sqlite_temp_master") ||
-                   !strcmp(a3, "sqlite_schema") || !strcmp(a3, "sqlite_temp_schema")))
+                   !strcmp(a3, "sqlite_schema") || !strcmp(a3, "sqlite_temp_schema"))) {
+            if (action != SQLITE_DELETE)      /* sqlite_master stays read-only: */
+                return SQLITE_OK;             /* the connection is */
             return deny(c, "schema changes are not allowed (CREATE, DROP, ALTER, "
                         "REINDEX, ANALYZE)", NULL);
+        }
         /* Our views: the writable ones apply the change, the others'
          * triggers say why they cannot. */
         if (!inner && db && !strcmp(db, "temp") && in_list(a3, views)) {

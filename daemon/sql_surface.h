@@ -142,6 +142,7 @@ struct sq_conn {
     sq_env env;
     bool internal;                  /* our own statements: authorizer off */
     bool wrote;                     /* the statement made an allowed write */
+    int64_t changes;                /* rows changed through the write hook */
     char deny[256];                 /* why the authorizer refused */
     int64_t deadline_us;
     sq_snap *snap;                  /* per statement, taken on first use */
