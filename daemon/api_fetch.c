@@ -56,7 +56,7 @@
 
 #include <event2/event.h>
 
-#define FETCH_MAX_RANGES 8        /* per partition per response */
+#define FETCH_MAX_RANGES 16       /* per partition per response */
 
 typedef struct fetch_part {
     int32_t topic;                /* index into fetch_state.topics */

@@ -1,0 +1,311 @@
+/*
+ * Fetch throughput against its ceiling: back-to-back 1 MiB Fetch v4
+ * requests over one partition holding ~512 MiB of page-cached data, versus
+ * plain sendfile(2) of the same cached segment file into a loopback TCP
+ * socket, in the same run.  Both receivers read into one reused buffer and
+ * discard the bytes.  The ratio says how close the broker's path (request
+ * parse, index lookup, response header, sendfile of the range) gets to the
+ * kernel's copy.
+ *
+ *   build/bench/fetch_bench [path/to/sluiced] [MiB]     (default 512)
+ *       (sluiced also from $SLUICED; default build/sluiced)
+ */
+#include "bench/bench_common.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+
+#define FETCH_MAX   (1 << 20)
+#define VALUE_SIZE  1000
+#define BATCH_RECS  900          /* ~0.9 MB batches, under max.message.bytes */
+#define PASSES      4
+
+static const char *topic = "fetch-bench";
+
+static void fill(int fd, long mib)
+{
+    kp_buf batch, q, r;
+    kp_buf_init(&batch);
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &batch, KP_CODEC_NONE);
+    static char value[VALUE_SIZE];
+    memset(value, 'f', sizeof value);
+    for (int i = 0; i < BATCH_RECS; i++)
+        kp_bb_add(&bb, 1700000000000LL + i, NULL, 0, value, VALUE_SIZE, NULL, 0);
+    if (kp_bb_finish(&bb) < 0) {
+        fprintf(stderr, "fetch_bench: cannot build a batch\n");
+        exit(1);
+    }
+    kp_bb_free(&bb);
+    long total = 0, goal = mib << 20;
+    for (int32_t cid = 1; total < goal; cid++) {
+        kp_buf_reset(&q);
+        kp_req_hdr_write(&q, KP_API_PRODUCE, 3, cid, "fetch-bench");
+        kp_wr_string(&q, NULL, 0);                  /* TransactionalId */
+        kp_wr_i16(&q, 1);
+        kp_wr_i32(&q, 30000);
+        kp_wr_array(&q, 1);
+        kp_wr_string(&q, topic, -1);
+        kp_wr_array(&q, 1);
+        kp_wr_i32(&q, 0);
+        kp_wr_bytes(&q, batch.data, (int32_t)batch.len);
+        if (bench_roundtrip(fd, &q, &r)) {
+            fprintf(stderr, "fetch_bench: produce failed\n");
+            exit(1);
+        }
+        kp_rd rd;
+        kp_rd_init(&rd, r.data, r.len);
+        kp_rd_i32(&rd);
+        kp_rd_array(&rd, 0);
+        kp_rd_string(&rd);
+        kp_rd_array(&rd, 0);
+        kp_rd_i32(&rd);
+        int16_t err = kp_rd_i16(&rd);
+        if (!kp_rd_ok(&rd) || err) {
+            fprintf(stderr, "fetch_bench: produce error %d\n", err);
+            exit(1);
+        }
+        total += (long)batch.len;
+    }
+    kp_buf_free(&batch);
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+}
+
+/* One pass of 1 MiB fetches from offset 0 to the high watermark.  Returns
+ * record bytes received. */
+static long fetch_pass(int fd, kp_buf *q, kp_buf *r, int32_t *cid)
+{
+    int64_t off = 0, hw = 1;
+    long bytes = 0;
+    while (off < hw) {
+        kp_buf_reset(q);
+        kp_req_hdr_write(q, KP_API_FETCH, 4, (*cid)++, "fetch-bench");
+        kp_wr_i32(q, -1);                           /* ReplicaId */
+        kp_wr_i32(q, 0);                            /* MaxWaitMs */
+        kp_wr_i32(q, 0);                            /* MinBytes */
+        kp_wr_i32(q, FETCH_MAX);                    /* MaxBytes */
+        kp_wr_i8(q, 0);                             /* IsolationLevel */
+        kp_wr_array(q, 1);
+        kp_wr_string(q, topic, -1);
+        kp_wr_array(q, 1);
+        kp_wr_i32(q, 0);
+        kp_wr_i64(q, off);
+        kp_wr_i32(q, FETCH_MAX);                    /* PartitionMaxBytes */
+        if (bench_roundtrip(fd, q, r)) {
+            fprintf(stderr, "fetch_bench: fetch failed\n");
+            exit(1);
+        }
+        kp_rd rd;
+        kp_rd_init(&rd, r->data, r->len);
+        kp_rd_i32(&rd);                             /* correlation id */
+        kp_rd_i32(&rd);                             /* throttle */
+        kp_rd_array(&rd, 0);
+        kp_rd_string(&rd);
+        kp_rd_array(&rd, 0);
+        kp_rd_i32(&rd);
+        int16_t err = kp_rd_i16(&rd);
+        hw = kp_rd_i64(&rd);
+        kp_rd_i64(&rd);                             /* LastStableOffset */
+        int32_t na = kp_rd_array(&rd, 16);
+        kp_rd_skip(&rd, na > 0 ? (size_t)na * 16 : 0);
+        kp_str recs = kp_rd_bytes(&rd);
+        if (!kp_rd_ok(&rd) || err || recs.len <= 0) {
+            fprintf(stderr, "fetch_bench: bad fetch response (error %d)\n", err);
+            exit(1);
+        }
+        /* Next offset: after the last whole batch (headers only). */
+        const uint8_t *p = (const uint8_t *)recs.p;
+        size_t left = (size_t)recs.len;
+        while (left >= KP_BATCH_HEADER_SIZE) {
+            int64_t size = kp_batch_size(p, left);
+            kp_batch h;
+            if (size < 0 || (size_t)size > left || kp_batch_header(p, left, &h))
+                break;
+            off = h.BaseOffset + h.LastOffsetDelta + 1;
+            p += size;
+            left -= (size_t)size;
+        }
+        bytes += recs.len;
+    }
+    return bytes;
+}
+
+/* ---- sendfile baseline --------------------------------------------------- */
+
+struct sender {
+    int sock, file;
+    off_t size;
+    int passes;
+    bool ping_pong;           /* wait for a 1-byte request before each MiB */
+};
+
+static void *sender_main(void *arg)
+{
+    struct sender *s = arg;
+    for (int i = 0; i < s->passes; i++) {
+        off_t off = 0;
+        while (off < s->size) {
+            size_t n = (size_t)(s->size - off) < FETCH_MAX ? (size_t)(s->size - off) : FETCH_MAX;
+            uint8_t req;
+            if (s->ping_pong && bench_read_all(s->sock, &req, 1))
+                return NULL;
+            off_t end = off + (off_t)n;
+            while (off < end) {
+                ssize_t w = sendfile(s->sock, s->file, &off, (size_t)(end - off));
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0)
+                    return NULL;
+            }
+        }
+    }
+    shutdown(s->sock, SHUT_WR);
+    return NULL;
+}
+
+/* Streams the file `passes` times; with ping_pong, in 1 MiB answers to
+ * 1-byte requests, the I/O pattern of back-to-back fetches. */
+static double sendfile_baseline(const char *path, int passes, bool ping_pong,
+                                long *bytes_out)
+{
+    int file = open(path, O_RDONLY);
+    struct stat sb;
+    if (file < 0 || fstat(file, &sb)) {
+        perror(path);
+        exit(1);
+    }
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t alen = sizeof a;
+    if (bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 1) ||
+        getsockname(ls, (struct sockaddr *)&a, &alen)) {
+        perror("fetch_bench: listen");
+        exit(1);
+    }
+    int rx = bench_connect(ntohs(a.sin_port));
+    int tx = accept(ls, NULL, NULL);
+    close(ls);
+    struct sender s = { tx, file, sb.st_size, passes, ping_pong };
+    static uint8_t buf[FETCH_MAX];
+    double t0 = bench_now();
+    pthread_t th;
+    pthread_create(&th, NULL, sender_main, &s);
+    long got = 0;
+    long total = (long)sb.st_size * passes;
+    while (!ping_pong || got < total) {
+        size_t want = sizeof buf;
+        if (ping_pong) {
+            long left_in_pass = (long)sb.st_size - got % (long)sb.st_size;
+            want = left_in_pass < FETCH_MAX ? (size_t)left_in_pass : FETCH_MAX;
+            uint8_t req = 1;
+            if (bench_write_all(rx, &req, 1) || bench_read_all(rx, buf, want))
+                break;
+            got += (long)want;
+            continue;
+        }
+        ssize_t n = read(rx, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += n;
+    }
+    double t = bench_now() - t0;
+    pthread_join(th, NULL);
+    close(rx);
+    close(tx);
+    close(file);
+    *bytes_out = got;
+    return t;
+}
+
+static int find_segment(const char *dir, char *out, size_t cap)
+{
+    char pdir[512];
+    snprintf(pdir, sizeof pdir, "%s/%s-0", dir, topic);
+    DIR *d = opendir(pdir);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    off_t best = -1;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 5 || strcmp(e->d_name + l - 4, ".log"))
+            continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", pdir, e->d_name);
+        struct stat sb;
+        if (!stat(p, &sb) && sb.st_size > best) {
+            best = sb.st_size;
+            snprintf(out, cap, "%s", p);
+        }
+    }
+    closedir(d);
+    return best > 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        setenv("SLUICED", argv[1], 1);
+    long mib = argc > 2 ? atol(argv[2]) : 512;
+    bench_broker b = { 0 };
+    const char *const extra[] = { "auto.create.topics.enable=false", NULL };
+    bench_broker_start(&b, extra);
+    int fd = bench_connect(b.port);
+    const char *const tcfg[] = { "segment.bytes", "1073741824", NULL };
+    if (fd < 0 || bench_create_topic(fd, topic, 1, tcfg) != 0) {
+        fprintf(stderr, "fetch_bench: cannot create the topic\n");
+        bench_broker_cleanup(&b);
+        return 1;
+    }
+    double t0 = bench_now();
+    fill(fd, mib);
+    printf("fetch_bench: wrote %ld MiB in %.1f s\n", mib, bench_now() - t0);
+
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    int32_t cid = 1;
+    fetch_pass(fd, &q, &r, &cid);                   /* warm-up */
+    double cpu0 = bench_cpu_seconds(b.pid);
+    int32_t cid0 = cid;
+    t0 = bench_now();
+    long fbytes = 0;
+    for (int i = 0; i < PASSES; i++)
+        fbytes += fetch_pass(fd, &q, &r, &cid);
+    double ft = bench_now() - t0;
+    double cpu = bench_cpu_seconds(b.pid) - cpu0;
+    close(fd);
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+
+    char seg[1100];
+    if (find_segment(b.dir, seg, sizeof seg)) {
+        fprintf(stderr, "fetch_bench: no segment file found\n");
+        bench_broker_cleanup(&b);
+        return 1;
+    }
+    long sbytes = 0, pbytes = 0;
+    sendfile_baseline(seg, 1, false, &sbytes);      /* warm-up */
+    double st = sendfile_baseline(seg, PASSES, false, &sbytes);
+    double pt = sendfile_baseline(seg, PASSES, true, &pbytes);
+    bench_broker_cleanup(&b);
+
+    double fmb = (double)fbytes / 1e6 / ft, smb = (double)sbytes / 1e6 / st;
+    double pmb = (double)pbytes / 1e6 / pt;
+    printf("fetch_bench: Fetch v4, 1 MiB per request, %d passes over %ld MiB: %.0f MB/s "
+           "(%ld requests/s), broker CPU %.2f s = %.2f CPU-s/GB\n",
+           PASSES, mib, fmb, (long)((cid - cid0) / ft), cpu, cpu / ((double)fbytes / 1e9));
+    printf("fetch_bench: sendfile of the cached segment, loopback TCP, streamed: %.0f MB/s; "
+           "1 MiB per 1-byte request: %.0f MB/s\n", smb, pmb);
+    printf("fetch_bench: ratio fetch/sendfile %.2f (streamed), %.2f (request/response)\n",
+           fmb / smb, fmb / pmb);
+    return 0;
+}
