@@ -1,0 +1,1274 @@
+/*
+ * group.c — the consumer group member: coordinator discovery, the
+ * JoinGroup/SyncGroup rebalance, heartbeats, the range and roundrobin
+ * assignors (run by the leader), offset commit and fetch, LeaveGroup.
+ *
+ * Member states (grp->state) and who moves them:
+ *
+ *   IDLE ──subscribe──► JOIN ──(JoinGroup answer)──► SYNC ──(SyncGroup)──► STABLE
+ *    ▲                   ▲   leader: ASSIGN_WAIT (metadata of all members'   │
+ *    │                   │   topics) then SYNC                                │
+ *    │                   └── REVOKE_WAIT ◄── rejoin needed (heartbeat says     │
+ *    │                        (app's revoke    REBALANCE_IN_PROGRESS, new     ◄┘
+ *    │                         callback)       subscription, errors)
+ *    └── unsubscribe / close (LeaveGroup)
+ *
+ * Eager protocol: before rejoining, the member gives its partitions up —
+ * the revoke callback runs (from the application's poll), positions are
+ * auto-committed, the assignment is cleared — then JoinGroup is sent.  The
+ * commit and the JoinGroup travel on the same coordinator connection, so
+ * the broker sees the commit first.
+ *
+ * Offsets: OffsetCommit (v2-7) and OffsetFetch (v1-5) are ops (client.c):
+ * sync commits and committed() wait on them; async commits report through
+ * an event served by poll; auto commits report nowhere but the log.
+ * Manual-assign consumers commit with generation -1 and an empty member
+ * id, as Kafka's "simple" consumers do.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clients/sl_cons.h"
+
+enum { G_IDLE, G_REVOKE_WAIT, G_JOIN, G_ASSIGN_WAIT, G_SYNC, G_STABLE };
+
+typedef struct g_event {
+    struct g_event *next;
+    int type;                 /* SL_REBALANCE_ASSIGN / REVOKE, or EV_COMMIT */
+    int err;
+    sl_topic_partition *tps;
+    int n;
+} g_event;
+#define EV_COMMIT 3
+
+typedef struct g_member {
+    char *id;
+    char **topics;
+    int n_topics;
+    sl_tp *out;               /* assignment being built */
+    int n_out, cap_out;
+} g_member;
+
+typedef struct sl_grp {
+    int state;
+    int32_t coord;
+    bool coord_inflight;
+    int64_t coord_retry_at;
+    char *member_id;
+    int32_t generation;
+    char *protocol;
+    char **topics;            /* subscription */
+    int n_topics;
+    sl_tp *assigned;
+    int n_assigned;
+    bool inflight;            /* JoinGroup / SyncGroup outstanding */
+    bool hb_inflight;
+    int64_t next_hb, next_autocommit, retry_at;
+    bool revoke_done;
+    g_member *members;        /* leader only, between Join and Sync */
+    int n_members;
+    g_event *ev_head, *ev_tail;
+    struct commit_op *stored;  /* background OffsetFetch for NEED_STORED */
+} sl_grp;
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static sl_topic_partition *tps_export(const sl_tp *tps, int n)
+{
+    size_t names = 0;
+    for (int i = 0; i < n; i++)
+        names += strlen(tps[i].topic) + 1;
+    sl_topic_partition *o = malloc(sizeof *o * (size_t)n + names + 1);
+    if (!o)
+        return NULL;
+    char *s = (char *)(o + n);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(tps[i].topic) + 1;
+        memcpy(s, tps[i].topic, len);
+        o[i] = (sl_topic_partition){ s, tps[i].partition, tps[i].offset, 0 };
+        s += len;
+    }
+    return o;
+}
+
+static void ev_push(sl_client *cl, int type, int err, sl_topic_partition *tps, int n)
+{
+    sl_grp *g = cl->grp;
+    g_event *e = calloc(1, sizeof *e);
+    if (!e) {
+        free(tps);
+        return;
+    }
+    e->type = type;
+    e->err = err;
+    e->tps = tps;
+    e->n = n;
+    if (g->ev_tail)
+        g->ev_tail->next = e;
+    else
+        g->ev_head = e;
+    g->ev_tail = e;
+    pthread_cond_broadcast(&cl->cond);
+}
+
+static void free_tps(sl_tp *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(t[i].topic);
+    free(t);
+}
+
+static void members_free(sl_grp *g)
+{
+    for (int i = 0; i < g->n_members; i++) {
+        free(g->members[i].id);
+        for (int j = 0; j < g->members[i].n_topics; j++)
+            free(g->members[i].topics[j]);
+        free(g->members[i].topics);
+        free(g->members[i].out);
+    }
+    free(g->members);
+    g->members = NULL;
+    g->n_members = 0;
+}
+
+static void set_str(char **slot, kp_str s)
+{
+    char *d = s.len >= 0 ? sl_strndup(s.p ? s.p : "", (size_t)s.len) : NULL;
+    free(*slot);
+    *slot = d;
+}
+
+static void coord_lost(sl_client *cl)
+{
+    cl->grp->coord = -1;
+}
+
+static void rejoin(sl_client *cl, const char *why)
+{
+    sl_grp *g = cl->grp;
+    if (g->n_topics == 0)
+        return;
+    sl_log(cl, 6, "group %s: rejoining (%s)", cl->conf.group_id, why);
+    g->state = G_REVOKE_WAIT;
+    g->revoke_done = false;
+    if (g->n_assigned && cl->conf.rebalance_cb) {
+        sl_topic_partition *t = tps_export(g->assigned, g->n_assigned);
+        if (t)
+            ev_push(cl, SL_REBALANCE_REVOKE, 0, t, g->n_assigned);
+        else
+            g->revoke_done = true;
+    } else {
+        g->revoke_done = true;
+    }
+}
+
+static bool coord_error(int ec)
+{
+    return ec == SL_ERR_NOT_COORDINATOR || ec == SL_ERR_COORDINATOR_NOT_AVAILABLE ||
+           ec == KP_COORDINATOR_LOAD_IN_PROGRESS || ec == SL_E_TRANSPORT ||
+           ec == SL_E_TIMED_OUT;
+}
+
+/* ---- FindCoordinator -------------------------------------------------------- */
+
+static void handle_find_coord(sl_client *cl, sl_broker *b, int err, sl_frame *f,
+                              kp_rd *r, int16_t ver, void *ctx)
+{
+    (void)b; (void)f; (void)ctx;
+    sl_grp *g = cl->grp;
+    if (!g)
+        return;
+    g->coord_inflight = false;
+    int16_t ec = -1;
+    int32_t node = -1, port = 0;
+    kp_str host = KP_STR_NULL;
+    if (!err) {
+        if (ver >= 1)
+            (void)kp_rd_i32(r);
+        ec = kp_rd_i16(r);
+        if (ver >= 1)
+            (void)kp_rd_string(r);                        /* ErrorMessage */
+        node = kp_rd_i32(r);
+        host = kp_rd_string(r);
+        port = kp_rd_i32(r);
+        if (!kp_rd_ok(r))
+            ec = -1;
+    }
+    if (err || ec != 0 || host.len <= 0 || host.len >= 256) {
+        g->coord_retry_at = sl_now_ms() + cl->conf.retry_backoff_ms * 2;
+        sl_log(cl, 7, "group %s: FindCoordinator: %s", cl->conf.group_id,
+               sl_err_name(err ? err : ec));
+        return;
+    }
+    char h[256];
+    kp_str_copy(host, h, sizeof h);
+    sl_broker_add(cl, node, h, port);
+    g->coord = node;
+    sl_log(cl, 7, "group %s: coordinator is %d (%s:%d)", cl->conf.group_id, node, h, port);
+    pthread_cond_broadcast(&cl->cond);
+}
+
+static sl_broker *coordinator(sl_client *cl, int64_t now)
+{
+    sl_grp *g = cl->grp;
+    if (g->coord >= 0) {
+        sl_broker *b = sl_broker_ready(cl, g->coord);
+        return b;
+    }
+    if (g->coord_inflight || now < g->coord_retry_at)
+        return NULL;
+    sl_broker *b = sl_any_broker(cl);
+    if (!b)
+        return NULL;
+    int16_t v = sl_api_version(b, KP_API_FIND_COORDINATOR, 0, 2);
+    if (v < 0) {
+        g->coord_retry_at = now + 5000;
+        sl_log(cl, 3, "broker %d lacks FindCoordinator: no group support", b->id);
+        return NULL;
+    }
+    kp_buf *w = sl_req_begin(cl, b, KP_API_FIND_COORDINATOR, v);
+    kp_wr_string(w, cl->conf.group_id, -1);
+    if (v >= 1)
+        kp_wr_i8(w, 0);                                   /* KeyType: group */
+    sl_req_end(cl, b, handle_find_coord, NULL);
+    g->coord_inflight = true;
+    return NULL;
+}
+
+int32_t sl_grp_coordinator(sl_client *cl)
+{
+    return cl->grp ? cl->grp->coord : -1;
+}
+
+/* ---- assignors ---------------------------------------------------------------- */
+
+static int cmp_member(const void *a, const void *b)
+{
+    return strcmp(((const g_member *)a)->id, ((const g_member *)b)->id);
+}
+
+static bool subscribed(const g_member *m, const char *topic)
+{
+    for (int i = 0; i < m->n_topics; i++)
+        if (strcmp(m->topics[i], topic) == 0)
+            return true;
+    return false;
+}
+
+static void give(g_member *m, const char *topic, int32_t p)
+{
+    if (m->n_out == m->cap_out) {
+        int cap = m->cap_out ? m->cap_out * 2 : 8;
+        sl_tp *n = realloc(m->out, sizeof *n * (size_t)cap);
+        if (!n)
+            return;
+        m->out = n;
+        m->cap_out = cap;
+    }
+    m->out[m->n_out++] = (sl_tp){ (char *)topic, p, 0 };
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* All distinct topics of all members, sorted. */
+static int all_topics(sl_grp *g, char ***out)
+{
+    int n = 0, cap = 0;
+    char **t = NULL;
+    for (int i = 0; i < g->n_members; i++)
+        for (int j = 0; j < g->members[i].n_topics; j++) {
+            bool seen = false;
+            for (int k = 0; k < n && !seen; k++)
+                seen = strcmp(t[k], g->members[i].topics[j]) == 0;
+            if (seen)
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 8;
+                char **nt = realloc(t, sizeof *nt * (size_t)cap);
+                if (!nt)
+                    break;
+                t = nt;
+            }
+            t[n++] = g->members[i].topics[j];
+        }
+    if (n)
+        qsort(t, (size_t)n, sizeof *t, cmp_str);
+    *out = t;
+    return n;
+}
+
+/* Kafka's RangeAssignor: per topic, members (sorted by id) subscribed to
+ * it get contiguous ranges; the first (n % members) get one extra. */
+static void assign_range(sl_client *cl, sl_grp *g, char **topics, int nt)
+{
+    for (int t = 0; t < nt; t++) {
+        sl_mtopic *mt = sl_md_topic(cl, topics[t], false);
+        int32_t np = mt ? mt->npart : 0;
+        int nm = 0;
+        for (int i = 0; i < g->n_members; i++)
+            nm += subscribed(&g->members[i], topics[t]);
+        if (!nm || np <= 0)
+            continue;
+        int32_t per = np / nm, extra = np % nm, k = 0;
+        for (int i = 0; i < g->n_members; i++) {
+            if (!subscribed(&g->members[i], topics[t]))
+                continue;
+            int32_t start = k * per + (k < extra ? k : extra);
+            int32_t len = per + (k < extra ? 1 : 0);
+            for (int32_t p = start; p < start + len; p++)
+                give(&g->members[i], topics[t], p);
+            k++;
+        }
+    }
+}
+
+/* Kafka's RoundRobinAssignor: all partitions sorted by (topic, partition),
+ * dealt to members in id order, skipping members not subscribed. */
+static void assign_roundrobin(sl_client *cl, sl_grp *g, char **topics, int nt)
+{
+    int next = 0;
+    for (int t = 0; t < nt; t++) {
+        sl_mtopic *mt = sl_md_topic(cl, topics[t], false);
+        int32_t np = mt ? mt->npart : 0;
+        for (int32_t p = 0; p < np; p++) {
+            for (int tries = 0; tries < g->n_members; tries++) {
+                g_member *m = &g->members[next];
+                next = (next + 1) % g->n_members;
+                if (subscribed(m, topics[t])) {
+                    give(m, topics[t], p);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/* ---- JoinGroup / SyncGroup ------------------------------------------------------ */
+
+static void write_subscription(kp_buf *w, sl_grp *g)
+{
+    size_t pos = kp_wr_i32_placeholder(w);
+    size_t start = w->len;
+    kp_wr_i16(w, 0);                                      /* Version */
+    kp_wr_array(w, g->n_topics);
+    for (int i = 0; i < g->n_topics; i++)
+        kp_wr_string(w, g->topics[i], -1);
+    kp_wr_bytes(w, NULL, -1);                             /* UserData */
+    kp_wr_i32_at(w, pos, (int32_t)(w->len - start));
+}
+
+static void send_sync(sl_client *cl, sl_broker *b);
+
+static void handle_sync(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
+                        int16_t ver, void *ctx)
+{
+    (void)b; (void)f; (void)ctx;
+    sl_grp *g = cl->grp;
+    if (!g)
+        return;
+    g->inflight = false;
+    if (g->state != G_SYNC)
+        return;
+    int16_t ec = -1;
+    kp_str asg = KP_STR_NULL;
+    if (!err) {
+        if (ver >= 1)
+            (void)kp_rd_i32(r);
+        ec = kp_rd_i16(r);
+        asg = kp_rd_bytes(r);
+        if (!kp_rd_ok(r))
+            ec = -1;
+    }
+    int e = err ? err : ec;
+    if (e) {
+        if (coord_error(e))
+            coord_lost(cl);
+        if (e == SL_ERR_UNKNOWN_MEMBER_ID || e == SL_ERR_ILLEGAL_GENERATION) {
+            free(g->member_id);
+            g->member_id = NULL;
+        }
+        g->state = G_JOIN;
+        g->retry_at = sl_now_ms() + (e == SL_ERR_REBALANCE_IN_PROGRESS ? 0 : cl->conf.retry_backoff_ms);
+        sl_log(cl, 6, "group %s: SyncGroup: %s", cl->conf.group_id, sl_err_name(e));
+        return;
+    }
+    /* ConsumerProtocolAssignment: Version, [Topic, [Partition]], UserData */
+    sl_tp *tps = NULL;
+    int n = 0, cap = 0;
+    if (asg.len > 0) {
+        kp_rd a;
+        kp_rd_init(&a, asg.p, (size_t)asg.len);
+        (void)kp_rd_i16(&a);
+        int32_t nt = kp_rd_array(&a, 6);
+        for (int32_t i = 0; i < nt && kp_rd_ok(&a); i++) {
+            kp_str t = kp_rd_string(&a);
+            int32_t np = kp_rd_array(&a, 4);
+            for (int32_t j = 0; j < np && kp_rd_ok(&a); j++) {
+                int32_t p = kp_rd_i32(&a);
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    sl_tp *nt2 = realloc(tps, sizeof *nt2 * (size_t)cap);
+                    if (!nt2)
+                        break;
+                    tps = nt2;
+                }
+                tps[n].topic = sl_strndup(t.p ? t.p : "", t.len > 0 ? (size_t)t.len : 0);
+                tps[n].partition = p;
+                tps[n].offset = SL_OFFSET_STORED;
+                n++;
+            }
+        }
+    }
+    free_tps(g->assigned, g->n_assigned);
+    g->assigned = tps;
+    g->n_assigned = n;
+    g->state = G_STABLE;
+    int64_t now = sl_now_ms();
+    g->next_hb = now + cl->conf.heartbeat_interval_ms;
+    g->next_autocommit = now + cl->conf.auto_commit_interval_ms;
+    sl_cons_set_assignment(cl, tps, n, true);
+    sl_log(cl, 6, "group %s: generation %d, %d partition(s) assigned", cl->conf.group_id,
+           g->generation, n);
+    if (cl->conf.rebalance_cb) {
+        sl_topic_partition *t = tps_export(tps, n);
+        if (t || n == 0)
+            ev_push(cl, SL_REBALANCE_ASSIGN, 0, t, n);
+    }
+}
+
+static void send_sync(sl_client *cl, sl_broker *b)
+{
+    sl_grp *g = cl->grp;
+    int16_t v = sl_api_version(b, KP_API_SYNC_GROUP, 0, 3);
+    if (v < 0) {
+        sl_log(cl, 3, "coordinator lacks SyncGroup v0-3");
+        g->retry_at = sl_now_ms() + 5000;
+        return;
+    }
+    kp_buf *w = sl_req_begin(cl, b, KP_API_SYNC_GROUP, v);
+    kp_wr_string(w, cl->conf.group_id, -1);
+    kp_wr_i32(w, g->generation);
+    kp_wr_string(w, g->member_id ? g->member_id : "", -1);
+    if (v >= 3)
+        kp_wr_string(w, NULL, -1);                        /* GroupInstanceId */
+    kp_wr_array(w, g->n_members);
+    for (int i = 0; i < g->n_members; i++) {
+        g_member *m = &g->members[i];
+        kp_wr_string(w, m->id, -1);
+        size_t pos = kp_wr_i32_placeholder(w);
+        size_t start = w->len;
+        kp_wr_i16(w, 0);                                  /* Version */
+        /* Group the member's partitions by topic (they were given topic by
+         * topic, but roundrobin interleaves members, not topics). */
+        size_t cnt_pos = kp_wr_i32_placeholder(w);
+        int32_t ntop = 0;
+        for (int j = 0; j < m->n_out; j++) {
+            bool first = true;
+            for (int k = 0; k < j && first; k++)
+                first = strcmp(m->out[k].topic, m->out[j].topic) != 0;
+            if (!first)
+                continue;
+            ntop++;
+            kp_wr_string(w, m->out[j].topic, -1);
+            int32_t np = 0;
+            for (int k = j; k < m->n_out; k++)
+                np += strcmp(m->out[k].topic, m->out[j].topic) == 0;
+            kp_wr_array(w, np);
+            for (int k = j; k < m->n_out; k++)
+                if (strcmp(m->out[k].topic, m->out[j].topic) == 0)
+                    kp_wr_i32(w, m->out[k].partition);
+        }
+        kp_wr_i32_at(w, cnt_pos, ntop);
+        kp_wr_bytes(w, NULL, -1);                         /* UserData */
+        kp_wr_i32_at(w, pos, (int32_t)(w->len - start));
+    }
+    sl_req_end(cl, b, handle_sync, NULL);
+    g->inflight = true;
+    g->state = G_SYNC;
+    members_free(g);
+}
+
+/* Leader: compute the assignment once the metadata of every topic is in. */
+static void leader_assign(sl_client *cl, sl_broker *b)
+{
+    sl_grp *g = cl->grp;
+    char **topics;
+    int nt = all_topics(g, &topics);
+    bool ready = true;
+    for (int i = 0; i < nt; i++) {
+        sl_mtopic *t = sl_md_topic(cl, topics[i], true);
+        if (t && !t->known) {
+            sl_md_want(cl, topics[i]);
+            ready = false;
+        }
+    }
+    if (!ready) {
+        free(topics);
+        g->state = G_ASSIGN_WAIT;
+        return;
+    }
+    qsort(g->members, (size_t)g->n_members, sizeof *g->members, cmp_member);
+    if (g->protocol && strcmp(g->protocol, "roundrobin") == 0)
+        assign_roundrobin(cl, g, topics, nt);
+    else
+        assign_range(cl, g, topics, nt);
+    free(topics);
+    send_sync(cl, b);
+}
+
+static void handle_join(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
+                        int16_t ver, void *ctx)
+{
+    (void)f; (void)ctx;
+    sl_grp *g = cl->grp;
+    if (!g)
+        return;
+    g->inflight = false;
+    if (g->state != G_JOIN)
+        return;
+    int16_t ec = -1;
+    int32_t gen = -1;
+    kp_str proto = KP_STR_NULL, leader = KP_STR_NULL, member = KP_STR_NULL;
+    if (!err) {
+        if (ver >= 2)
+            (void)kp_rd_i32(r);
+        ec = kp_rd_i16(r);
+        gen = kp_rd_i32(r);
+        proto = kp_rd_string(r);
+        leader = kp_rd_string(r);
+        member = kp_rd_string(r);
+        if (!kp_rd_ok(r))
+            ec = -1;
+    }
+    int e = err ? err : ec;
+    if (e == KP_MEMBER_ID_REQUIRED) {
+        set_str(&g->member_id, member);
+        g->retry_at = 0;
+        return;                                           /* join again at once */
+    }
+    if (e) {
+        if (coord_error(e))
+            coord_lost(cl);
+        if (e == SL_ERR_UNKNOWN_MEMBER_ID || e == SL_ERR_ILLEGAL_GENERATION) {
+            free(g->member_id);
+            g->member_id = NULL;
+        }
+        g->retry_at = sl_now_ms() + (e == SL_ERR_REBALANCE_IN_PROGRESS ? 0
+                                     : cl->conf.retry_backoff_ms * 5);
+        sl_log(cl, 6, "group %s: JoinGroup: %s", cl->conf.group_id, sl_err_name(e));
+        return;
+    }
+    set_str(&g->member_id, member);
+    set_str(&g->protocol, proto);
+    g->generation = gen;
+    members_free(g);
+    bool is_leader = member.len == leader.len && member.len >= 0 &&
+                     memcmp(member.p, leader.p, (size_t)member.len) == 0;
+    if (is_leader) {
+        int32_t nm = kp_rd_array(r, 6);
+        g->members = calloc(nm > 0 ? (size_t)nm : 1, sizeof *g->members);
+        for (int32_t i = 0; g->members && i < nm && kp_rd_ok(r); i++) {
+            kp_str id = kp_rd_string(r);
+            if (ver >= 5)
+                (void)kp_rd_string(r);                    /* GroupInstanceId */
+            kp_str md = kp_rd_bytes(r);
+            g_member *m = &g->members[g->n_members++];
+            m->id = sl_strndup(id.p ? id.p : "", id.len > 0 ? (size_t)id.len : 0);
+            kp_rd s;
+            kp_rd_init(&s, md.p, md.len > 0 ? (size_t)md.len : 0);
+            (void)kp_rd_i16(&s);                          /* Version */
+            int32_t nt = kp_rd_array(&s, 2);
+            m->topics = calloc(nt > 0 ? (size_t)nt : 1, sizeof *m->topics);
+            for (int32_t j = 0; m->topics && j < nt && kp_rd_ok(&s); j++) {
+                kp_str t = kp_rd_string(&s);
+                if (kp_rd_ok(&s) && t.len > 0)
+                    m->topics[m->n_topics++] = sl_strndup(t.p, (size_t)t.len);
+            }
+        }
+        if (!kp_rd_ok(r) || !g->members) {
+            members_free(g);
+            g->retry_at = sl_now_ms() + cl->conf.retry_backoff_ms;
+            return;
+        }
+        sl_log(cl, 6, "group %s: leader of generation %d (%d members, %s)",
+               cl->conf.group_id, gen, g->n_members, g->protocol ? g->protocol : "?");
+        leader_assign(cl, b);
+    } else {
+        send_sync(cl, b);
+    }
+}
+
+static void send_join(sl_client *cl, sl_broker *b)
+{
+    sl_grp *g = cl->grp;
+    int16_t v = sl_api_version(b, KP_API_JOIN_GROUP, 0, 5);
+    if (v < 0) {
+        sl_log(cl, 3, "coordinator lacks JoinGroup v0-5");
+        g->retry_at = sl_now_ms() + 5000;
+        return;
+    }
+    kp_buf *w = sl_req_begin(cl, b, KP_API_JOIN_GROUP, v);
+    kp_wr_string(w, cl->conf.group_id, -1);
+    kp_wr_i32(w, cl->conf.session_timeout_ms);
+    if (v >= 1)
+        kp_wr_i32(w, cl->conf.max_poll_interval_ms);      /* RebalanceTimeoutMs */
+    kp_wr_string(w, g->member_id ? g->member_id : "", -1);
+    if (v >= 5)
+        kp_wr_string(w, NULL, -1);                        /* GroupInstanceId */
+    kp_wr_string(w, "consumer", -1);
+    kp_wr_array(w, cl->conf.n_assignors);
+    for (int i = 0; i < cl->conf.n_assignors; i++) {
+        kp_wr_string(w, cl->conf.assignors[i] == SL_ASSIGN_RANGE ? "range" : "roundrobin", -1);
+        write_subscription(w, g);
+    }
+    sl_req_end(cl, b, handle_join, NULL);
+    g->inflight = true;
+}
+
+/* ---- Heartbeat ------------------------------------------------------------------ */
+
+static void handle_heartbeat(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
+                             int16_t ver, void *ctx)
+{
+    (void)b; (void)f; (void)ctx;
+    sl_grp *g = cl->grp;
+    if (!g)
+        return;
+    g->hb_inflight = false;
+    int16_t ec = -1;
+    if (!err) {
+        if (ver >= 1)
+            (void)kp_rd_i32(r);
+        ec = kp_rd_i16(r);
+        if (!kp_rd_ok(r))
+            ec = -1;
+    }
+    int e = err ? err : ec;
+    if (!e || g->state != G_STABLE)
+        return;
+    if (coord_error(e)) {
+        coord_lost(cl);
+        return;
+    }
+    if (e == SL_ERR_UNKNOWN_MEMBER_ID || e == SL_ERR_ILLEGAL_GENERATION) {
+        free(g->member_id);
+        g->member_id = NULL;
+    }
+    rejoin(cl, sl_err_name(e));
+}
+
+static void send_heartbeat(sl_client *cl, sl_broker *b)
+{
+    sl_grp *g = cl->grp;
+    int16_t v = sl_api_version(b, KP_API_HEARTBEAT, 0, 3);
+    if (v < 0)
+        return;
+    kp_buf *w = sl_req_begin(cl, b, KP_API_HEARTBEAT, v);
+    kp_wr_string(w, cl->conf.group_id, -1);
+    kp_wr_i32(w, g->generation);
+    kp_wr_string(w, g->member_id ? g->member_id : "", -1);
+    if (v >= 3)
+        kp_wr_string(w, NULL, -1);
+    sl_req_end(cl, b, handle_heartbeat, NULL);
+    g->hb_inflight = true;
+}
+
+/* ---- OffsetCommit / OffsetFetch ops ------------------------------------------------ */
+
+typedef struct commit_op {
+    sl_op op;
+    sl_tp *tps;
+    int n;
+    int *errs;
+    bool async, report, fetch, sent;
+} commit_op;
+
+static void commit_free(sl_op *op)
+{
+    commit_op *c = (commit_op *)op;
+    free_tps(c->tps, c->n);
+    free(c->errs);
+    free(c);
+}
+
+static void handle_offset_commit(sl_client *cl, sl_broker *b, int err, sl_frame *f,
+                                 kp_rd *r, int16_t ver, void *ctx)
+{
+    (void)b; (void)f;
+    commit_op *c = ctx;
+    int first = 0;
+    if (!err) {
+        if (ver >= 3)
+            (void)kp_rd_i32(r);
+        int32_t nt = kp_rd_array(r, 6);
+        for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
+            kp_str t = kp_rd_string(r);
+            int32_t np = kp_rd_array(r, 6);
+            for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
+                int32_t p = kp_rd_i32(r);
+                int16_t ec = kp_rd_i16(r);
+                for (int k = 0; k < c->n; k++)
+                    if (c->tps[k].partition == p && kp_str_eq(t, c->tps[k].topic)) {
+                        c->errs[k] = ec;
+                        if (!ec && cl->cons)
+                            sl_cons_set_committed(cl, c->tps[k].topic, p, c->tps[k].offset);
+                    }
+                if (ec && !first)
+                    first = ec;
+            }
+        }
+        if (!kp_rd_ok(r))
+            err = SL_E_BAD_MSG;
+    }
+    int e = err ? err : first;
+    if (coord_error(e) && cl->grp) {
+        coord_lost(cl);
+        if (!c->op.abandoned || c->async) {
+            c->sent = false;                              /* try again */
+            sl_op_submit(cl, &c->op);
+            return;
+        }
+    }
+    if (e)
+        sl_log(cl, e == SL_ERR_REBALANCE_IN_PROGRESS ? 6 : 4,
+               "group %s: OffsetCommit: %s", cl->conf.group_id, sl_err_name(e));
+    if (c->report) {
+        sl_topic_partition *t = tps_export(c->tps, c->n);
+        for (int k = 0; t && k < c->n; k++)
+            t[k].err = c->errs[k] ? c->errs[k] : err;
+        ev_push(cl, EV_COMMIT, e, t, c->n);
+    }
+    sl_op_finish(cl, &c->op, e, e ? "OffsetCommit: %s" : NULL, sl_err_name(e));
+}
+
+static void handle_offset_fetch(sl_client *cl, sl_broker *b, int err, sl_frame *f,
+                                kp_rd *r, int16_t ver, void *ctx)
+{
+    (void)b; (void)f;
+    commit_op *c = ctx;
+    int e = err;
+    if (!err) {
+        if (ver >= 3)
+            (void)kp_rd_i32(r);
+        int32_t nt = kp_rd_array(r, 6);
+        for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
+            kp_str t = kp_rd_string(r);
+            int32_t np = kp_rd_array(r, 16);
+            for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
+                int32_t p = kp_rd_i32(r);
+                int64_t off = kp_rd_i64(r);
+                if (ver >= 5)
+                    (void)kp_rd_i32(r);                   /* CommittedLeaderEpoch */
+                (void)kp_rd_string(r);                    /* Metadata */
+                int16_t ec = kp_rd_i16(r);
+                for (int k = 0; k < c->n; k++)
+                    if (c->tps[k].partition == p && kp_str_eq(t, c->tps[k].topic)) {
+                        c->tps[k].offset = off >= 0 ? off : SL_OFFSET_INVALID;
+                        c->errs[k] = ec;
+                    }
+            }
+        }
+        if (ver >= 2 && kp_rd_ok(r))
+            e = kp_rd_i16(r);
+        if (!kp_rd_ok(r))
+            e = SL_E_BAD_MSG;
+    }
+    if (coord_error(e) && cl->grp && !c->op.abandoned) {
+        coord_lost(cl);
+        c->sent = false;
+        sl_op_submit(cl, &c->op);
+        return;
+    }
+    sl_op_finish(cl, &c->op, e, e ? "OffsetFetch: %s" : NULL, sl_err_name(e));
+}
+
+/* Writes [Topic, [Partition...]] groups for tps (fetch) or with offsets
+ * (commit). */
+static void write_topics(kp_buf *w, const sl_tp *tps, int n, int16_t v, bool commit)
+{
+    size_t cnt = kp_wr_i32_placeholder(w);
+    int32_t ntop = 0;
+    for (int j = 0; j < n; j++) {
+        bool first = true;
+        for (int k = 0; k < j && first; k++)
+            first = strcmp(tps[k].topic, tps[j].topic) != 0;
+        if (!first)
+            continue;
+        ntop++;
+        kp_wr_string(w, tps[j].topic, -1);
+        int32_t np = 0;
+        for (int k = j; k < n; k++)
+            np += strcmp(tps[k].topic, tps[j].topic) == 0;
+        kp_wr_array(w, np);
+        for (int k = j; k < n; k++) {
+            if (strcmp(tps[k].topic, tps[j].topic) != 0)
+                continue;
+            kp_wr_i32(w, tps[k].partition);
+            if (commit) {
+                kp_wr_i64(w, tps[k].offset);
+                if (v >= 6)
+                    kp_wr_i32(w, -1);                     /* CommittedLeaderEpoch */
+                kp_wr_string(w, "", 0);                   /* CommittedMetadata */
+            }
+        }
+    }
+    kp_wr_i32_at(w, cnt, ntop);
+}
+
+static int commit_step(sl_client *cl, sl_op *op, int64_t now)
+{
+    commit_op *c = (commit_op *)op;
+    sl_grp *g = cl->grp;
+    sl_broker *b = coordinator(cl, now);
+    if (!b)
+        return 0;
+    if (c->fetch) {
+        int16_t v = sl_api_version(b, KP_API_OFFSET_FETCH, 1, 5);
+        if (v < 0) {
+            sl_op_finish(cl, op, SL_E_UNSUPPORTED, "coordinator lacks OffsetFetch v1-5");
+            return 1;
+        }
+        kp_buf *w = sl_req_begin(cl, b, KP_API_OFFSET_FETCH, v);
+        kp_wr_string(w, cl->conf.group_id, -1);
+        write_topics(w, c->tps, c->n, v, false);
+        sl_req_end(cl, b, handle_offset_fetch, c);
+        return 1;
+    }
+    int16_t v = sl_api_version(b, KP_API_OFFSET_COMMIT, 2, 7);
+    if (v < 0) {
+        sl_op_finish(cl, op, SL_E_UNSUPPORTED, "coordinator lacks OffsetCommit v2-7");
+        return 1;
+    }
+    bool member = g->state == G_STABLE || g->state == G_REVOKE_WAIT;
+    kp_buf *w = sl_req_begin(cl, b, KP_API_OFFSET_COMMIT, v);
+    kp_wr_string(w, cl->conf.group_id, -1);
+    kp_wr_i32(w, member ? g->generation : -1);
+    kp_wr_string(w, member && g->member_id ? g->member_id : "", -1);
+    if (v >= 7)
+        kp_wr_string(w, NULL, -1);                        /* GroupInstanceId */
+    if (v <= 4)
+        kp_wr_i64(w, -1);                                 /* RetentionTimeMs */
+    write_topics(w, c->tps, c->n, v, true);
+    sl_req_end(cl, b, handle_offset_commit, c);
+    return 1;
+}
+
+static commit_op *commit_op_new(sl_client *cl, const sl_tp *tps, int n, int timeout_ms)
+{
+    commit_op *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->tps = calloc((size_t)n + 1, sizeof *c->tps);
+    c->errs = calloc((size_t)n + 1, sizeof *c->errs);
+    if (!c->tps || !c->errs) {
+        free(c->tps);
+        free(c->errs);
+        free(c);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        c->tps[i] = tps[i];
+        c->tps[i].topic = strdup(tps[i].topic);
+        c->n = i + 1;
+        if (!c->tps[i].topic) {
+            commit_free(&c->op);
+            return NULL;
+        }
+    }
+    c->n = n;
+    c->op.step = commit_step;
+    c->op.free_fn = commit_free;
+    c->op.deadline = sl_now_ms() + (timeout_ms < 0 ? cl->conf.request_timeout_ms : timeout_ms);
+    return c;
+}
+
+int sl_grp_commit(sl_client *cl, sl_tp *tps, int n, bool wait,
+                  sl_topic_partition *results, char *errbuf, size_t size)
+{
+    if (!cl->grp)
+        return SL_E_STATE;
+    if (n == 0) {
+        if (!wait && cl->conf.commit_cb)
+            ev_push(cl, EV_COMMIT, 0, NULL, 0);
+        return 0;
+    }
+    commit_op *c = commit_op_new(cl, tps, n, -1);
+    if (!c)
+        return SL_E_NOMEM;
+    c->async = !wait;
+    c->report = !wait && cl->conf.commit_cb && results != (sl_topic_partition *)-1;
+    if (!wait) {
+        c->op.detached = true;                            /* nobody waits */
+        sl_op_submit(cl, &c->op);
+        return 0;
+    }
+    /* Keep per-partition errors: copy them out before the op is freed. */
+    sl_op_submit(cl, &c->op);
+    int64_t deadline = sl_now_ms() + cl->conf.request_timeout_ms;
+    while (!c->op.done)
+        if (sl_cond_wait_until(cl, deadline) == ETIMEDOUT && !c->op.done)
+            break;
+    if (c->op.done && results)
+        for (int i = 0; i < n; i++)
+            results[i].err = c->errs[i];
+    return sl_op_wait(cl, &c->op, 0, errbuf, size);
+}
+
+int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
+                         char *errbuf, size_t size)
+{
+    commit_op *c = commit_op_new(cl, tps, n, timeout_ms);
+    if (!c)
+        return SL_E_NOMEM;
+    c->fetch = true;
+    sl_op_submit(cl, &c->op);
+    int64_t deadline = sl_deadline(timeout_ms);
+    while (!c->op.done)
+        if (sl_cond_wait_until(cl, deadline) == ETIMEDOUT && !c->op.done)
+            break;
+    if (c->op.done)
+        for (int i = 0; i < n; i++)
+            tps[i].offset = c->tps[i].offset;
+    return sl_op_wait(cl, &c->op, 0, errbuf, size);
+}
+
+/* Positions that moved since the last commit, committed in the
+ * background (auto commit). */
+static void auto_commit(sl_client *cl)
+{
+    sl_tp *tps;
+    int n = sl_cons_snapshot_positions(cl, &tps);
+    if (n < 0)
+        return;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        sl_cpart *cp = sl_cons_find(cl->cons, tps[i].topic, tps[i].partition);
+        if (cp && cp->committed != tps[i].offset)
+            tps[k++] = tps[i];
+    }
+    if (k)
+        sl_grp_commit(cl, tps, k, false, (sl_topic_partition *)-1, NULL, 0);
+    free(tps);
+}
+
+/* Committed offsets for partitions that start from them: one background
+ * OffsetFetch for all of them, collected by sl_grp_tick when done. */
+static void stored_done(sl_client *cl, commit_op *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        sl_cpart *cp = sl_cons_find(cl->cons, c->tps[i].topic, c->tps[i].partition);
+        if (!cp || !cp->busy)
+            continue;
+        cp->busy = false;
+        if (cp->state != CP_NEED_STORED || !cp->assigned)
+            continue;
+        if (c->op.err || c->errs[i]) {
+            cp->backoff_until = sl_now_ms() + cl->conf.retry_backoff_ms;
+            continue;
+        }
+        int64_t off = c->tps[i].offset;
+        cp->committed = off;
+        sl_cons_start_at(cl, cp, off >= 0 ? off : cl->conf.auto_offset_reset);
+    }
+}
+
+static void fetch_stored(sl_client *cl, int64_t now)
+{
+    sl_grp *g = cl->grp;
+    sl_cons *cs = cl->cons;
+    if (g->stored || !cs)
+        return;
+    int n = 0;
+    for (int i = 0; i < cs->n_all; i++) {
+        sl_cpart *cp = cs->all[i];
+        if (cp->assigned && cp->state == CP_NEED_STORED && !cp->busy &&
+            cp->backoff_until <= now)
+            n++;
+    }
+    if (!n)
+        return;
+    sl_tp *tps = calloc((size_t)n, sizeof *tps);
+    if (!tps)
+        return;
+    int k = 0;
+    for (int i = 0; i < cs->n_all && k < n; i++) {
+        sl_cpart *cp = cs->all[i];
+        if (cp->assigned && cp->state == CP_NEED_STORED && !cp->busy &&
+            cp->backoff_until <= now) {
+            tps[k++] = (sl_tp){ cp->topic, cp->partition, SL_OFFSET_INVALID };
+            cp->busy = true;
+        }
+    }
+    commit_op *c = commit_op_new(cl, tps, n, cl->conf.request_timeout_ms);
+    free(tps);
+    if (!c)
+        return;
+    c->fetch = true;
+    g->stored = c;
+    sl_op_submit(cl, &c->op);
+}
+
+/* ---- LeaveGroup ---------------------------------------------------------------- */
+
+typedef struct leave_op {
+    sl_op op;
+    char *member_id;
+} leave_op;
+
+static void leave_free(sl_op *op)
+{
+    free(((leave_op *)op)->member_id);
+    free(op);
+}
+
+static void handle_leave(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
+                         int16_t ver, void *ctx)
+{
+    (void)b; (void)f;
+    leave_op *l = ctx;
+    int16_t ec = 0;
+    if (!err) {
+        if (ver >= 1)
+            (void)kp_rd_i32(r);
+        ec = kp_rd_i16(r);
+    }
+    sl_op_finish(cl, &l->op, err ? err : ec, NULL);
+}
+
+static int leave_step(sl_client *cl, sl_op *op, int64_t now)
+{
+    leave_op *l = (leave_op *)op;
+    sl_broker *b = coordinator(cl, now);
+    if (!b)
+        return 0;
+    int16_t v = sl_api_version(b, KP_API_LEAVE_GROUP, 0, 2);
+    if (v < 0) {
+        sl_op_finish(cl, op, SL_E_UNSUPPORTED, "coordinator lacks LeaveGroup v0-2");
+        return 1;
+    }
+    kp_buf *w = sl_req_begin(cl, b, KP_API_LEAVE_GROUP, v);
+    kp_wr_string(w, cl->conf.group_id, -1);
+    kp_wr_string(w, l->member_id, -1);
+    sl_req_end(cl, b, handle_leave, l);
+    return 1;
+}
+
+/* Leaves the group: revoke (callback on this application thread), final
+ * auto commit, LeaveGroup.  Lock held; dropped while waiting. */
+static int leave(sl_client *cl, sl_consumer *cons, int timeout_ms)
+{
+    sl_grp *g = cl->grp;
+    int rc = 0;
+    if (g->n_assigned && cl->conf.rebalance_cb && cons) {
+        sl_topic_partition *t = tps_export(g->assigned, g->n_assigned);
+        int n = g->n_assigned;
+        pthread_mutex_unlock(&cl->lock);
+        if (t)
+            cl->conf.rebalance_cb(cons, SL_REBALANCE_REVOKE, t, n, cl->conf.opaque);
+        free(t);
+        pthread_mutex_lock(&cl->lock);
+    }
+    if (cl->conf.enable_auto_commit && g->state == G_STABLE) {
+        sl_tp *tps;
+        int n = sl_cons_snapshot_positions(cl, &tps);
+        if (n > 0)
+            rc = sl_grp_commit(cl, tps, n, true, NULL, NULL, 0);
+        if (n >= 0)
+            free(tps);
+    }
+    free_tps(g->assigned, g->n_assigned);
+    g->assigned = NULL;
+    g->n_assigned = 0;
+    sl_cons_set_assignment(cl, NULL, 0, true);
+    if (g->member_id && *g->member_id && g->state != G_IDLE) {
+        leave_op *l = calloc(1, sizeof *l);
+        if (l && (l->member_id = strdup(g->member_id))) {
+            l->op.step = leave_step;
+            l->op.free_fn = leave_free;
+            l->op.deadline = sl_now_ms() + timeout_ms;
+            sl_op_submit(cl, &l->op);
+            sl_op_wait(cl, &l->op, timeout_ms, NULL, 0);
+        } else {
+            free(l);
+        }
+    }
+    free(g->member_id);
+    g->member_id = NULL;
+    g->generation = -1;
+    g->state = G_IDLE;
+    return rc;
+}
+
+/* ---- the member's clock ---------------------------------------------------------- */
+
+void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
+{
+    sl_grp *g = cl->grp;
+    if (g->stored && g->stored->op.done) {
+        stored_done(cl, g->stored);
+        g->stored->op.free_fn(&g->stored->op);
+        g->stored = NULL;
+    }
+    fetch_stored(cl, now);
+    if (g->state == G_IDLE)
+        return;
+    if (g->state == G_REVOKE_WAIT) {
+        if (!g->revoke_done)
+            return;
+        if (cl->conf.enable_auto_commit && g->n_assigned)
+            auto_commit(cl);
+        free_tps(g->assigned, g->n_assigned);
+        g->assigned = NULL;
+        g->n_assigned = 0;
+        sl_cons_set_assignment(cl, NULL, 0, true);
+        g->state = G_JOIN;
+        g->retry_at = 0;
+    }
+    sl_broker *b = coordinator(cl, now);
+    if (!b) {
+        if (g->coord_retry_at > now && g->coord_retry_at < *next)
+            *next = g->coord_retry_at;
+        return;
+    }
+    switch (g->state) {
+    case G_JOIN:
+        if (!g->inflight) {
+            if (g->retry_at > now) {
+                if (g->retry_at < *next)
+                    *next = g->retry_at;
+            } else {
+                send_join(cl, b);
+            }
+        }
+        break;
+    case G_ASSIGN_WAIT:
+        leader_assign(cl, b);
+        break;
+    case G_STABLE:
+        if (!g->hb_inflight && now >= g->next_hb) {
+            send_heartbeat(cl, b);
+            g->next_hb = now + cl->conf.heartbeat_interval_ms;
+        }
+        if (g->next_hb < *next)
+            *next = g->next_hb;
+        if (cl->conf.enable_auto_commit) {
+            if (now >= g->next_autocommit) {
+                auto_commit(cl);
+                g->next_autocommit = now + cl->conf.auto_commit_interval_ms;
+            }
+            if (g->next_autocommit < *next)
+                *next = g->next_autocommit;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+void sl_grp_serve_events(sl_client *cl, sl_consumer *cons)
+{
+    sl_grp *g = cl->grp;
+    while (g->ev_head) {
+        g_event *e = g->ev_head;
+        g->ev_head = e->next;
+        if (!g->ev_head)
+            g->ev_tail = NULL;
+        pthread_mutex_unlock(&cl->lock);
+        if (e->type == EV_COMMIT) {
+            if (cl->conf.commit_cb)
+                cl->conf.commit_cb(cons, e->err, e->tps, e->n, cl->conf.opaque);
+        } else if (cl->conf.rebalance_cb) {
+            cl->conf.rebalance_cb(cons, e->type, e->tps, e->n, cl->conf.opaque);
+        }
+        pthread_mutex_lock(&cl->lock);
+        if (e->type == SL_REBALANCE_REVOKE) {
+            g->revoke_done = true;
+            sl_wakeup(cl);
+        }
+        free(e->tps);
+        free(e);
+    }
+}
+
+int sl_grp_subscribe(sl_client *cl, const char *const *topics, int n)
+{
+    sl_grp *g = cl->grp;
+    char **t = calloc((size_t)n + 1, sizeof *t);
+    if (!t)
+        return SL_E_NOMEM;
+    for (int i = 0; i < n; i++)
+        if (!(t[i] = strdup(topics[i]))) {
+            for (int j = 0; j < i; j++)
+                free(t[j]);
+            free(t);
+            return SL_E_NOMEM;
+        }
+    for (int i = 0; i < g->n_topics; i++)
+        free(g->topics[i]);
+    free(g->topics);
+    g->topics = t;
+    g->n_topics = n;
+    for (int i = 0; i < n; i++)
+        sl_md_want(cl, t[i]);
+    if (n == 0) {
+        if (g->state != G_IDLE)
+            leave(cl, cl->app_handle, cl->conf.request_timeout_ms);
+        return 0;
+    }
+    if (g->state == G_IDLE) {
+        g->state = G_JOIN;
+        g->retry_at = 0;
+    } else {
+        rejoin(cl, "subscription changed");
+    }
+    return 0;
+}
+
+int sl_grp_close(sl_client *cl)
+{
+    sl_grp *g = cl->grp;
+    int rc = 0;
+    if (g->state != G_IDLE)
+        rc = leave(cl, cl->app_handle, 5000);
+    sl_grp_serve_events(cl, cl->app_handle);
+    return rc;
+}
+
+void sl_grp_init(sl_client *cl)
+{
+    sl_grp *g = calloc(1, sizeof *g);
+    if (!g)
+        return;
+    g->coord = -1;
+    g->generation = -1;
+    cl->grp = g;
+}
+
+void sl_grp_free(sl_client *cl)
+{
+    sl_grp *g = cl->grp;
+    if (!g)
+        return;
+    if (g->stored)
+        g->stored->op.free_fn(&g->stored->op);
+    members_free(g);
+    free_tps(g->assigned, g->n_assigned);
+    for (int i = 0; i < g->n_topics; i++)
+        free(g->topics[i]);
+    free(g->topics);
+    while (g->ev_head) {
+        g_event *e = g->ev_head;
+        g->ev_head = e->next;
+        free(e->tps);
+        free(e);
+    }
+    free(g->member_id);
+    free(g->protocol);
+    free(g);
+    cl->grp = NULL;
+}

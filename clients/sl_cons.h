@@ -1,0 +1,68 @@
+/*
+ * sl_cons.h — consumer internals shared by consumer.c, consumer_api.c and
+ * group.c.  All fields are guarded by cl->lock except where noted.
+ */
+#ifndef SLUICE_SL_CONS_H
+#define SLUICE_SL_CONS_H
+
+#include "clients/sl_int.h"
+
+enum { CP_NEED_STORED, CP_NEED_RESET, CP_ACTIVE, CP_STOPPED };
+
+typedef struct sl_cpart {
+    char *topic;
+    int32_t partition;
+    bool assigned;
+    int state;                /* CP_* */
+    uint32_t version;         /* bumped by seek/assign */
+    int64_t fetch_pos;        /* next Fetch offset, or SL_OFFSET_BEGINNING/END
+                                 while NEED_RESET */
+    int64_t app_pos;          /* after the last message returned */
+    int64_t committed;        /* last offset committed by us */
+    int64_t hwm;
+    int64_t backoff_until;
+    bool busy;                /* ListOffsets / OffsetFetch in flight */
+    bool fetching;            /* part of an in-flight Fetch */
+    bool eof_sent;
+} sl_cpart;
+
+typedef struct sl_chunk {
+    struct sl_chunk *next;
+    sl_cpart *cp;
+    uint32_t version;
+    sl_frame *f;              /* NULL for an error event */
+    const uint8_t *p;         /* whole batches inside f */
+    size_t len, used;
+    int err;
+    int64_t offset;
+} sl_chunk;
+
+typedef struct sl_cons {
+    sl_cpart **all;
+    int n_all;
+    sl_chunk *q_head, *q_tail;
+    int64_t q_bytes;
+    bool closed;
+    int mode;                 /* SL_MODE_* */
+    int64_t last_poll;
+    /* owned by the polling thread */
+    sl_chunk *cur;
+    kp_rec_iter it;
+    bool in_batch;
+    sl_header *hdrs;
+    char **hkeys;
+    int hdr_cap;
+} sl_cons;
+
+enum { SL_MODE_NONE, SL_MODE_ASSIGN, SL_MODE_SUBSCRIBE };
+
+struct sl_consumer {
+    sl_client *cl;
+    sl_cons *c;
+};
+
+sl_cpart *sl_cons_find(sl_cons *c, const char *topic, int32_t partition);
+void sl_chunk_free(sl_chunk *ch);       /* lock held */
+void sl_cons_start_at(sl_client *cl, sl_cpart *cp, int64_t offset);
+
+#endif
