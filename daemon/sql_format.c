@@ -416,4 +416,6 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
         if (res->failed)
             return;
     }
+    if (!sets && format == SQ_FMT_JSON)       /* writes: still a JSON document */
+        kp_wr_raw(&res->out, "[]\n", 3);
 }

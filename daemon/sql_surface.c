@@ -179,7 +179,7 @@ static const struct { const char *view, *op, *why; } refusals[] = {
       "joining; only DELETE (of an empty group) is allowed" },
     { "consumer_groups", "UPDATE", "consumer_groups: groups are created by consumers "
       "joining; only DELETE (of an empty group) is allowed" },
-    { "committed_offsets", "DELETE", "committed_offsets: to forget a group''s offsets, "
+    { "committed_offsets", "DELETE", "committed_offsets: to forget the offsets of a group, "
       "DELETE FROM consumer_groups" },
 };
 
@@ -419,6 +419,17 @@ static bool internal_function(const char *name)
     return false;
 }
 
+/* Why a write of this kind to this view is refused, or NULL. */
+static const char *refusal(const char *view, int action)
+{
+    const char *op = action == SQLITE_INSERT ? "INSERT" :
+                     action == SQLITE_UPDATE ? "UPDATE" : "DELETE";
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++)
+        if (!strcmp(refusals[i].view, view) && (!refusals[i].op || !strcmp(refusals[i].op, op)))
+            return refusals[i].why;
+    return NULL;
+}
+
 /* ---- authorizer ---------------------------------------------------------------- */
 /* Pragmas that only read: without a value, and those whose argument is a
  * table or index name (a value would make the others writes). */
@@ -484,6 +495,9 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
         /* Our views: the writable ones apply the change, the others'
          * triggers say why they cannot. */
         if (!inner && db && !strcmp(db, "temp") && in_list(a3, views)) {
+            const char *why = refusal(a3, action);
+            if (why)
+                return deny(c, "%s", why);
             c->wrote = true;
             return SQLITE_OK;
         }

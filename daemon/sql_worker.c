@@ -40,7 +40,10 @@
 #include "daemon/group.h"
 
 #define SQ_WORKERS 2
-#define SNAP_FRESH_US 100000        /* a snapshot younger than this is reused */
+/* A statement sees live numbers at least as new as its own start (read your
+ * writes: a produce acknowledged before the query shows in it).  The cost
+ * is one loop round trip per statement that reads partitions. */
+#define SNAP_FRESH_US 0
 
 typedef struct sq_wreq {
     struct sq_wreq *next;
@@ -121,8 +124,8 @@ static void on_snap(evutil_socket_t fd, short what, void *arg)
     publish_snapshot(arg);
 }
 
-/* Worker side: a snapshot at most SNAP_FRESH_US old, asking the loop for a
- * new one when needed (bounded wait: a busy loop yields an older one). */
+/* Worker side: a snapshot taken after now - SNAP_FRESH_US, asking the loop
+ * for a new one when needed (bounded wait: a stuck loop yields an older one). */
 static sq_snap *worker_live(void *arg)
 {
     struct bk_admin *a = arg;
