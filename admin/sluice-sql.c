@@ -165,7 +165,8 @@ static int run(const char *sql)
         sq_result res = { 0 };
         kp_buf_init(&res.out);
         sq_run(sh.local, sql, sh.format, sh.headers, &res);
-        fwrite(res.out.data, 1, res.out.len, stdout);
+        if (res.out.len)
+            fwrite(res.out.data, 1, res.out.len, stdout);
         if (res.failed) {
             fprintf(stderr, "Error: %s\n", res.err);
             bad = 1;
