@@ -110,6 +110,7 @@ void sl_cons_start_at(sl_client *cl, sl_cpart *cp, int64_t offset)
     cp->version++;
     cp->eof_sent = false;
     cp->backoff_until = 0;
+    cp->busy = false;         /* answers for the old version are ignored */
     if (offset >= 0) {
         cp->fetch_pos = cp->app_pos = offset;
         cp->state = CP_ACTIVE;

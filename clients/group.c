@@ -70,6 +70,7 @@ typedef struct sl_grp {
     int n_members;
     g_event *ev_head, *ev_tail;
     struct commit_op *stored;  /* background OffsetFetch for NEED_STORED */
+    uint32_t assign_md_epoch; /* leader: assign with metadata newer than this */
 } sl_grp;
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -499,7 +500,10 @@ static void leader_assign(sl_client *cl, sl_broker *b)
     sl_grp *g = cl->grp;
     char **topics;
     int nt = all_topics(g, &topics);
-    bool ready = true;
+    /* Fresh metadata (partition counts may have changed), like the Java
+     * leader.  It also lets followers' SyncGroups arrive first, which
+     * librdkafka's mock coordinator needs (a real one parks them). */
+    bool ready = cl->md_epoch != g->assign_md_epoch;
     for (int i = 0; i < nt; i++) {
         sl_mtopic *t = sl_md_topic(cl, topics[i], true);
         if (t && !t->known) {
@@ -597,6 +601,8 @@ static void handle_join(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
         }
         sl_log(cl, 6, "group %s: leader of generation %d (%d members, %s)",
                cl->conf.group_id, gen, g->n_members, g->protocol ? g->protocol : "?");
+        g->assign_md_epoch = cl->md_epoch;
+        sl_md_refresh(cl);
         leader_assign(cl, b);
     } else {
         send_sync(cl, b);
