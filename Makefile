@@ -102,6 +102,28 @@ $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 $(SLUICE_SQL): $(call obj,$(ADMIN_SRC)) $(LIBMD) $(LIBKP)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -ledit -lm
 
+# ---- install: libsluice (static + shared), sluice.h, libsluice.pc, tools ----
+#   make install PREFIX=/opt/sluice [DESTDIR=stage]      make uninstall PREFIX=…
+PREFIX ?= /usr/local
+SL_LIBDIR = $(DESTDIR)$(PREFIX)/lib
+SL_PC_LIBS := -lzstd -lz -llz4 -lsnappy -lpthread -lm
+.PHONY: install uninstall
+install: $(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)
+	install -d $(DESTDIR)$(PREFIX)/include $(SL_LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 clients/sluice.h $(DESTDIR)$(PREFIX)/include/sluice.h
+	install -m 644 $(LIBSLUICE_A) $(SL_LIBDIR)/libsluice.a
+	install -m 755 $(LIBSLUICE_SO) $(SL_LIBDIR)/libsluice.so.0
+	ln -sf libsluice.so.0 $(SL_LIBDIR)/libsluice.so
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: libsluice\nDescription: C producer, consumer and admin client for Sluice and Kafka brokers\nVersion: %s\nLibs: -L$${libdir} -lsluice\nLibs.private: %s\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' "$$(sed -n 's/^#define SL_VERSION_STR "\(.*\)"/\1/p' clients/sluice.h)" \
+	  '$(SL_PC_LIBS)' > $(SL_LIBDIR)/pkgconfig/libsluice.pc
+	install -m 755 $(TOOLS_BIN) $(DESTDIR)$(PREFIX)/bin/
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/sluice.h $(SL_LIBDIR)/libsluice.a \
+	  $(SL_LIBDIR)/libsluice.so $(SL_LIBDIR)/libsluice.so.0 \
+	  $(SL_LIBDIR)/pkgconfig/libsluice.pc \
+	  $(patsubst $(BUILD)/%,$(DESTDIR)$(PREFIX)/bin/%,$(TOOLS_BIN))
+
 # A unit test links only the modules its name says it tests, so a module
 # builds and tests without the ones above it: test_kp_* (protocol),
 # test_seg_* (segments), test_md_* (metadata), test_d_* (daemon, all).
