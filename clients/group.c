@@ -944,8 +944,9 @@ int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
 }
 
 /* Positions that moved since the last commit, committed in the
- * background (auto commit). */
-static void auto_commit(sl_client *cl)
+ * background (auto commit).  Sent at once when the coordinator is ready,
+ * so a commit made before a rejoin precedes the JoinGroup on the wire. */
+static void auto_commit(sl_client *cl, int64_t now)
 {
     sl_tp *tps;
     int n = sl_cons_snapshot_positions(cl, &tps);
@@ -957,9 +958,14 @@ static void auto_commit(sl_client *cl)
         if (cp && cp->committed != tps[i].offset)
             tps[k++] = tps[i];
     }
-    if (k)
-        sl_grp_commit(cl, tps, k, false, (sl_topic_partition *)-1, NULL, 0);
+    commit_op *c = k ? commit_op_new(cl, tps, k, -1) : NULL;
     free(tps);
+    if (!c)
+        return;
+    c->async = true;
+    c->op.detached = true;
+    if (commit_step(cl, &c->op, now) == 0)
+        sl_op_submit(cl, &c->op);
 }
 
 /* Committed offsets for partitions that start from them: one background
@@ -1126,8 +1132,11 @@ void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
     if (g->state == G_REVOKE_WAIT) {
         if (!g->revoke_done)
             return;
-        if (cl->conf.enable_auto_commit && g->n_assigned)
-            auto_commit(cl);
+        if (cl->conf.enable_auto_commit && g->n_assigned) {
+            if (!coordinator(cl, now))
+                return;
+            auto_commit(cl, now);
+        }
         free_tps(g->assigned, g->n_assigned);
         g->assigned = NULL;
         g->n_assigned = 0;
@@ -1164,7 +1173,7 @@ void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
             *next = g->next_hb;
         if (cl->conf.enable_auto_commit) {
             if (now >= g->next_autocommit) {
-                auto_commit(cl);
+                auto_commit(cl, now);
                 g->next_autocommit = now + cl->conf.auto_commit_interval_ms;
             }
             if (g->next_autocommit < *next)
