@@ -5,6 +5,7 @@
 #   make run             start a standalone broker with data in ./data
 #   make deps            install the Debian packages listed in DEBIAN_PACKAGES
 #   make SANITIZE=1 check   the same suite under ASan + UBSan
+#   make fuzz            libFuzzer targets in tests/fuzz/ (FUZZ_SECONDS=N each)
 #   make bench           build and run the benchmarks in bench/
 #   make clean
 #
@@ -16,7 +17,7 @@ DEBIAN_PACKAGES := build-essential pkg-config libevent-dev libsqlite3-dev \
 	libzstd-dev zlib1g-dev liblz4-dev libsnappy-dev check libsubunit-dev \
 	kcat librdkafka-dev python3 python3-confluent-kafka python3-kafka \
 	python3-pytest python3-snappy python3-lz4 python3-zstandard sqlite3 procps \
-	libedit-dev
+	libedit-dev clang valgrind
 PKGS := libevent libevent_pthreads sqlite3 libzstd zlib liblz4 snappy
 
 CC      ?= cc
@@ -144,6 +145,50 @@ $(BUILD)/bench/%: $(call obj,bench/%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(if $(findstring rdkafka,$*),-lrdkafka) -lm
 
+# ---- fuzzing (tests/fuzz/; issue 8) -------------------------------------------
+# libFuzzer targets, one per surface that takes hostile bytes: request frames
+# through the real handlers, RecordBatch parsing and codecs, segment recovery
+# from arbitrary files, the properties parser, the admin SQL authorizer.
+# Built with clang into build-fuzz/ (every module instrumented, ASan+UBSan).
+#   make fuzz [FUZZ_SECONDS=N] [FUZZ_TARGETS="fuzz_d_request ..."]
+# runs each target for N seconds from its seeds in tests/fuzz/corpus/<target>/
+# (new inputs collect in build-fuzz/corpus/<target>/; the seeds are not
+# touched) and fails on the first crash, leak, timeout or sanitizer report,
+# leaving the input in build-fuzz/findings/.  `make check` runs it with
+# FUZZ_SECONDS=20.  A fixed finding's input goes into the seed corpus.
+FUZZ_BUILD   := build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/%.c,%,$(FUZZ_SRC))
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+.PHONY: fuzz fuzz-build fuzz-check
+fuzz-check:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20
+fuzz: fuzz-build
+	@fail=0; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/findings tests/fuzz/corpus/$$t; \
+	  log=$(FUZZ_BUILD)/$$t.log; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	  $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	    -rss_limit_mb=2048 -max_len=65536 -close_fd_mask=2 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/findings/$$t- \
+	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t >$$log 2>&1; rc=$$?; \
+	  execs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $$log); \
+	  if [ $$rc -eq 0 ]; then echo "fuzz $$t: $${execs:-?} executions in $(FUZZ_SECONDS) s, no finding"; \
+	  else echo "fuzz $$t: FINDING (exit $$rc) after $${execs:-?} executions; log $$log:"; \
+	    tail -40 $$log; fail=1; fi; \
+	done; exit $$fail
+# Libraries rebuilt by clang with coverage; Fetch/JoinGroup deferral is
+# finished by the harness (fuzz_d_request.c), hence the --wrap.
+fuzz-build:
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZE= \
+	  CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
+	  $(patsubst %,$(FUZZ_BUILD)/fuzz/%,$(FUZZ_TARGETS))
+$(BUILD)/fuzz/%: $(call obj,tests/fuzz/%.c) $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -Wl,--wrap=bk_req_finish -pthread -o $@ $^ $(PKG_LIBS) -lm
+
 # ---- dependencies ----------------------------------------------------------
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
@@ -162,7 +207,7 @@ deps-if-missing:
 # ---- tests -----------------------------------------------------------------
 check: deps-if-missing
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory unit integration
+	@$(MAKE) --no-print-directory unit integration fuzz-check
 
 unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do \
