@@ -261,11 +261,29 @@ void bk_topics_close_all(bk_broker *b)
     b->topic_hash_size = b->ntopics = 0;
 }
 
+/* Each partition is a directory and three open files, created at once:
+ * a request for millions of them (one CreateTopics or CreatePartitions
+ * frame) would stall the loop for minutes and exhaust descriptors.  Kafka
+ * has no such cap; its practical limits are far lower than this one.
+ * Found by tests/fuzz/fuzz_d_request.c. */
+#define BK_MAX_PARTITIONS_PER_TOPIC 10000
+
+static int partitions_cap(int32_t n, char *err, size_t errlen)
+{
+    if (n <= BK_MAX_PARTITIONS_PER_TOPIC)
+        return KP_NONE;
+    snprintf(err, errlen, "Number of partitions %d is more than this broker "
+             "allows per topic (%d).", (int)n, BK_MAX_PARTITIONS_PER_TOPIC);
+    return KP_INVALID_PARTITIONS;
+}
+
 int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
                     int16_t replication_factor, const md_kv *configs,
                     size_t nconfigs, bool validate_only, char *err, size_t errlen)
 {
     err[0] = 0;
+    if (partitions_cap(partitions, err, errlen) != KP_NONE)
+        return KP_INVALID_PARTITIONS;
     int rc = md_topic_create(b->db, name, partitions, replication_factor, configs,
                              nconfigs, bk_controller_id(b), validate_only, err, errlen);
     if (rc != KP_NONE || validate_only)
@@ -306,6 +324,8 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                             bool validate_only, char *err, size_t errlen)
 {
     err[0] = 0;
+    if (partitions_cap(count, err, errlen) != KP_NONE)
+        return KP_INVALID_PARTITIONS;
     bk_topic *t = bk_topic_find(b, name, strlen(name));
     int rc = md_topic_add_partitions(b->db, name, count, bk_controller_id(b),
                                      validate_only, err, errlen);
