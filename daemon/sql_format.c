@@ -20,6 +20,11 @@
 
 /* Not a SQLite code: the row limit was hit. */
 #define ROW_LIMIT (-100)
+/* Not a SQLite code: the result outgrew SQ_MAX_RESULT_BYTES.  Rows are
+ * bounded by admin.sql.max.rows but a row is not (zeroblob, printf, a
+ * recursive CTE …): without this one SELECT could make the broker allocate
+ * gigabytes (found by tests/fuzz/fuzz_sql_authorizer.c). */
+#define BYTE_LIMIT (-101)
 
 int sq_format_parse(const char *name)
 {
@@ -98,6 +103,8 @@ static void put_hex(kp_buf *o, const char *p, size_t n)
 
 static void put_plain(kp_buf *o, sqlite3_stmt *st, int i, const char *null_as)
 {
+    if (o->len > SQ_MAX_RESULT_BYTES)      /* BYTE_LIMIT ends the statement */
+        return;
     size_t n;
     bool hex;
     const char *s = value_text(st, i, &n, &hex);
@@ -134,6 +141,8 @@ static void put_json_string(kp_buf *o, const char *s, size_t n)
 
 static void put_json_value(kp_buf *o, sqlite3_stmt *st, int i)
 {
+    if (o->len > SQ_MAX_RESULT_BYTES)      /* BYTE_LIMIT ends the statement */
+        return;
     int t = sqlite3_column_type(st, i);
     if (t == SQLITE_NULL) {
         kp_wr_raw(o, "null", 4);
@@ -182,6 +191,8 @@ static void put_csv_field(kp_buf *o, const char *s, size_t n)
 
 static void put_csv_value(kp_buf *o, sqlite3_stmt *st, int i)
 {
+    if (o->len > SQ_MAX_RESULT_BYTES)      /* BYTE_LIMIT ends the statement */
+        return;
     size_t n;
     bool hex;
     const char *s = value_text(st, i, &n, &hex);
@@ -221,6 +232,10 @@ static int run_table(sq_conn *c, sqlite3_stmt *st, int ncol, bool headers,
             rc = ROW_LIMIT;
             break;
         }
+        if (text.len > SQ_MAX_RESULT_BYTES) {
+            rc = BYTE_LIMIT;
+            break;
+        }
         if (ncells + (size_t)ncol > cap) {
             cap = cap ? cap * 2 : 64 + (size_t)ncol;
             cells = realloc(cells, cap * sizeof *cells);
@@ -243,6 +258,8 @@ static int run_table(sq_conn *c, sqlite3_stmt *st, int ncol, bool headers,
                 w[i] = cw;
         }
     }
+    if (rc == SQLITE_DONE && text.len > SQ_MAX_RESULT_BYTES)
+        rc = BYTE_LIMIT;
     if (headers)
         for (int i = 0; i < ncol; i++) {
             const char *nm = sqlite3_column_name(st, i);
@@ -314,6 +331,10 @@ static int run_stream(sq_conn *c, sqlite3_stmt *st, int ncol, int format,
             rc = ROW_LIMIT;
             break;
         }
+        if (o->len > SQ_MAX_RESULT_BYTES) {
+            rc = BYTE_LIMIT;
+            break;
+        }
         switch (format) {
         case SQ_FMT_CSV:
             for (int i = 0; i < ncol; i++) {
@@ -353,6 +374,8 @@ static int run_stream(sq_conn *c, sqlite3_stmt *st, int ncol, int format,
         }
         }
     }
+    if (rc == SQLITE_DONE && o->len > SQ_MAX_RESULT_BYTES)
+        rc = BYTE_LIMIT;
     if (format == SQ_FMT_JSON)
         kp_wr_raw(o, rows ? "\n]\n" : "]\n", rows ? 3 : 2);
     res->rows += rows;
@@ -403,6 +426,9 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
                 snprintf(res->err, sizeof res->err, "the result has more than %lld rows "
                          "(admin.sql.max.rows); add a LIMIT or a WHERE",
                          (long long)c->env.max_rows);
+            else if (rc == BYTE_LIMIT)
+                snprintf(res->err, sizeof res->err, "the result is larger than %d MiB; "
+                         "add a LIMIT or select fewer columns", SQ_MAX_RESULT_BYTES >> 20);
             else
                 snprintf(res->err, sizeof res->err, "%s",
                          c->deny[0] ? c->deny : sqlite3_errmsg(c->db));

@@ -574,6 +574,7 @@ int sq_open(const char *path, const sq_env *env, sq_conn **out, char *err, size_
         sq_close(c);
         return -1;
     }
+    sqlite3_limit(c->db, SQLITE_LIMIT_LENGTH, SQ_MAX_VALUE_BYTES);
     sqlite3_busy_timeout(c->db, 2000);
     sqlite3_extended_result_codes(c->db, 1);
     for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++)

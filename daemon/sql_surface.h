@@ -119,6 +119,11 @@ void sq_interrupt(sq_conn *c);
 enum sq_format { SQ_FMT_TABLE, SQ_FMT_CSV, SQ_FMT_JSON, SQ_FMT_LINE };
 int sq_format_parse(const char *name);   /* -1 if unknown */
 
+/* Bounds on one statement's memory, whatever max_rows says: a value
+ * (string or blob, SQLITE_LIMIT_LENGTH) and the formatted result. */
+#define SQ_MAX_VALUE_BYTES  (16 << 20)
+#define SQ_MAX_RESULT_BYTES (64 << 20)
+
 typedef struct sq_result {
     kp_buf out;                     /* formatted rows */
     int64_t rows;
