@@ -43,6 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kp_rec_iter_init0(&it);
     if (kp_rec_iter_start(&it, p, size) == 0) {
         volatile size_t sink = 0;
+        (void)sink;
         while (kp_rec_iter_next(&it, &rec) == 1) {
             if (rec.Key.len > 0)
                 sink += (uint8_t)rec.Key.p[rec.Key.len - 1];

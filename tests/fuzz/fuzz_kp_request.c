@@ -20,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kp_rd_init(&r, p, size);
     if (kp_req_hdr_read(&r, &h) == 0) {
         volatile size_t sink = 0;
+        (void)sink;
         bool flex = h.flexible;
         uint8_t id[16];
         while (kp_rd_ok(&r) && kp_rd_left(&r) > 0) {
