@@ -34,6 +34,7 @@ static const char usage[] =
 "                                  key, value, headers\n"
 "    -K, --key-delimiter SEP       print KEY SEP VALUE\n"
 "    -X, --property KEY=VALUE      any configuration property (repeatable)\n"
+"    -u, --line-buffered           flush stdout after every message\n"
 "    -q, --quiet                   no summary on stderr\n"
 "    -h, --help                    this text\n"
 "\n"
@@ -84,7 +85,7 @@ int main(int argc, char **argv)
         { "brokers", 1, 0, 'b' }, { "topic", 1, 0, 't' }, { "partition", 1, 0, 'p' },
         { "offset", 1, 0, 'o' }, { "group", 1, 0, 'g' }, { "count", 1, 0, 'c' },
         { "exit-at-end", 0, 0, 'e' }, { "json", 0, 0, 'J' },
-        { "key-delimiter", 1, 0, 'K' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' },
+        { "key-delimiter", 1, 0, 'K' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' }, { "line-buffered", 0, 0, 'u' },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
     };
     sl_conf *conf = sl_conf_new();
@@ -92,7 +93,7 @@ int main(int argc, char **argv)
     int nt = 0, json = 0, at_end = 0, quiet = 0, c;
     int32_t partition = -1;
     long count = -1;
-    while ((c = getopt_long(argc, argv, "b:t:p:o:g:c:eJK:X:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:t:p:o:g:c:eJK:X:quh", opts, NULL)) != -1) {
         switch (c) {
         case 'b': set(conf, "bootstrap.servers", optarg); break;
         case 't':
@@ -117,6 +118,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'q': quiet = 1; break;
+        case 'u': setvbuf(stdout, NULL, _IOLBF, 0); break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;
         }

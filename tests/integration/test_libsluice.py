@@ -1,0 +1,200 @@
+"""libsluice (through its tools, sluice-produce and sluice-consume, which use
+only the public API) against a real sluiced: byte-exact round trips with
+keys, headers and zstd; interop both ways with kcat; a producer that keeps
+going across a broker restart without losing or duplicating; a consumer
+group of three libsluice consumers and one confluent-kafka consumer."""
+import json
+import os
+import signal
+import struct
+import subprocess
+import time
+
+import pytest
+
+from support import create_topic, ck_consumer, kcat, topic_name
+from conftest import sluiced_path
+
+TOOLS = os.path.dirname(sluiced_path())
+
+
+def tool(name):
+    p = os.path.join(TOOLS, name)
+    if not os.access(p, os.X_OK):
+        pytest.fail("%s not built (make %s)" % (p, p))
+    return p
+
+
+def produce(b, topic, lines, *args, timeout=60):
+    """Runs sluice-produce with lines (bytes, no newline) on stdin."""
+    p = subprocess.run([tool("sluice-produce"), "-b", b.bootstrap, "-t", topic, "-q"] + list(args),
+                       input=b"".join(l + b"\n" for l in lines), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    return p
+
+
+def consume(b, topic, *args, timeout=60):
+    p = subprocess.run([tool("sluice-consume"), "-b", b.bootstrap, "-t", topic, "-e", "-q"] +
+                       list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    return p.stdout
+
+
+def stored_codecs(b, topic, partition=0):
+    """Codec bits of every batch on disk."""
+    d = b.partition_dir(topic, partition)
+    out = []
+    for name in sorted(f for f in os.listdir(d) if f.endswith(".log")):
+        data = open(os.path.join(d, name), "rb").read()
+        pos = 0
+        while pos + 61 <= len(data):
+            _, length = struct.unpack(">qi", data[pos:pos + 12])
+            if length <= 0:
+                break
+            (attrs,) = struct.unpack(">h", data[pos + 21:pos + 23])
+            out.append(attrs & 7)
+            pos += 12 + length
+    return out
+
+
+def values(n, tag=b""):
+    # Every byte but the newline that separates lines, some invalid UTF-8.
+    return [b"%s%05d\x00\xff\xfe\x01\t\xc3\xa9 " % (tag, i) + bytes(range(11, 40)) * (i % 5)
+            for i in range(n)]
+
+
+def test_libsluice_roundtrip_byte_exact_with_keys_headers_zstd(broker):
+    t = topic_name("lsrt")
+    create_topic(broker, t, 1)
+    vals = values(500)
+    lines = [b"key-%d\x1f" % (i % 7) + v for i, v in enumerate(vals)]
+    produce(broker, t, lines, "-z", "zstd", "-K", "\x1f", "-H", "h1=one", "-H", "h2=")
+    assert set(stored_codecs(broker, t)) == {4}, "batches not stored as zstd"
+    out = consume(broker, t, "-K", "\x1f")
+    assert out == b"".join(l + b"\n" for l in lines)
+    # Headers and keys through the JSON output (ASCII part only).
+    js = [json.loads(l) for l in consume(broker, t, "-J", "-c", "3").decode("latin-1").splitlines()]
+    assert [j["headers"] for j in js] == [[["h1", "one"], ["h2", ""]]] * 3
+    assert [j["key"] for j in js] == ["key-0", "key-1", "key-2"]
+    assert [j["offset"] for j in js] == [0, 1, 2]
+
+
+def test_kcat_reads_what_libsluice_wrote_zstd(broker):
+    t = topic_name("lsk")
+    create_topic(broker, t, 1)
+    lines = [b"k%d:value %d \xc3\xa9" % (i, i) for i in range(300)]
+    produce(broker, t, lines, "-z", "zstd", "-K", ":", "-H", "src=libsluice")
+    p = kcat(broker, ["-C", "-t", t, "-e", "-q", "-f", "%k|%s|%h\\n"])
+    assert p.returncode == 0, p.stderr
+    want = b"".join(b"k%d|value %d \xc3\xa9|src=libsluice\n" % (i, i) for i in range(300))
+    assert p.stdout == want
+
+
+def test_libsluice_reads_what_kcat_wrote_zstd(broker):
+    t = topic_name("kls")
+    create_topic(broker, t, 1)
+    lines = b"".join(b"key%d:kcat value %d\n" % (i, i) for i in range(300))
+    p = kcat(broker, ["-P", "-t", t, "-z", "zstd", "-K", ":", "-H", "via=kcat"], input_bytes=lines)
+    assert p.returncode == 0, p.stderr
+    assert set(stored_codecs(broker, t)) == {4}
+    js = [json.loads(l) for l in consume(broker, t, "-J").decode().splitlines()]
+    assert [(j["key"], j["value"], j["offset"]) for j in js] == \
+        [("key%d" % i, "kcat value %d" % i, i) for i in range(300)]
+    assert all(j["headers"] == [["via", "kcat"]] for j in js)
+
+
+def test_producer_rides_out_a_broker_restart_without_loss_or_duplicates(broker):
+    t = topic_name("lsrs")
+    create_topic(broker, t, 1)
+    n, restart_at = 3000, 1500
+    proc = subprocess.Popen([tool("sluice-produce"), "-b", broker.bootstrap, "-t", t,
+                             "-X", "linger.ms=1", "-X", "retry.backoff.ms=50",
+                             "-X", "reconnect.backoff.max.ms=200", "-X", "log_level=3"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        for i in range(n):
+            proc.stdin.write(b"msg-%06d\n" % i)
+            if i % 100 == 99:
+                proc.stdin.flush()
+                time.sleep(0.01)
+            if i == restart_at:
+                proc.stdin.flush()
+                time.sleep(0.2)
+                broker.restart()
+        out, err = proc.communicate(timeout=90)       # closes stdin
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.decode(errors="replace")
+    got = consume(broker, t).splitlines()
+    dups = len(got) - len(set(got))
+    assert dups == 0, "%d duplicate(s) after the restart" % dups
+    assert got == [b"msg-%06d" % i for i in range(n)]
+
+
+def test_group_of_three_libsluice_and_one_confluent_consumer(broker):
+    t = topic_name("lsgrp")
+    parts, n = 8, 4000
+    create_topic(broker, t, parts)
+    group = "lsg-" + t
+    outs, procs = [], []
+    ck = ck_consumer(broker, **{"group.id": group, "enable.auto.commit": True,
+                                "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+    try:
+        for i in range(3):
+            f = open(os.path.join(broker.workdir, "member%d.out" % i), "wb+")
+            outs.append(f)
+            procs.append(subprocess.Popen(
+                [tool("sluice-consume"), "-b", broker.bootstrap, "-t", t, "-g", group, "-J", "-u",
+                 "-X", "heartbeat.interval.ms=500", "-X", "session.timeout.ms=10000",
+                 "-X", "log_level=5"],
+                stdout=f, stderr=subprocess.PIPE))
+        ck.subscribe([t])
+        got_ck = []
+        # Let the group settle with all four members before producing.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(ck.assignment()) == 0:
+            ck.poll(0.2)
+        time.sleep(3)
+        for _ in range(20):
+            ck.poll(0.1)
+        assert ck.assignment(), "confluent consumer never got partitions"
+        produce(broker, t, [b"%d:v%d" % (i, i) for i in range(n)], "-K", ":")
+        seen = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            m = ck.poll(0.2)
+            if m is not None and not m.error():
+                got_ck.append(m.value())
+            per = []
+            for f in outs:
+                f.flush()
+                f.seek(0)
+                lines = f.read().decode().split("\n")[:-1]     # whole lines only
+                per.append([json.loads(l)["value"].encode() for l in lines])
+            seen = {"ck": got_ck, "ls0": per[0], "ls1": per[1], "ls2": per[2]}
+            if sum(len(v) for v in seen.values()) >= n:
+                break
+        allv = [v for vs in seen.values() for v in vs]
+        assert len(set(allv)) == n, "consumed %d distinct of %d: %s" % (
+            len(set(allv)), n, {k: len(v) for k, v in seen.items()})
+        assert len(allv) == n, "duplicates: %s" % {k: len(v) for k, v in seen.items()}
+        assert all(len(v) > 0 for v in seen.values()), \
+            "a member got nothing: %s" % {k: len(v) for k, v in seen.items()}
+    finally:
+        ck.close()
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for f in outs:
+            f.close()
