@@ -17,11 +17,29 @@
  *      wait for a client that does not read, the connection stops reading
  *      requests until the queue drains to half.
  *   3. Buffers are reused: each connection owns one frame buffer and one
- *      response buffer, grown as needed and kept.
+ *      response buffer, grown as needed and kept up to BUF_KEEP bytes;
+ *      bigger ones are freed after their request, so a thousand idle
+ *      connections that once sent a big Produce do not pin its size each.
+ *   4. Memory for requests is bounded across connections, as Kafka's
+ *      memory pool does it: once a frame's length is known the connection
+ *      reserves that many bytes of queued.max.request.bytes, and holds
+ *      them until the frame has been served.  A reservation is granted
+ *      while the pool has room, or when nothing is reserved at all (so a
+ *      frame larger than the pool still goes through, alone); otherwise
+ *      the connection is STARVED: it stops reading its socket until a
+ *      reservation is released.  Connections that hold a reservation
+ *      always keep reading, so the pool cannot deadlock.  A client that
+ *      announces a frame and then stalls holds its reservation until
+ *      connections.max.idle.ms; keep socket.request.max.bytes well below
+ *      queued.max.request.bytes.
+ *   5. At most max.connections connections, and at most
+ *      max.connections.per.ip from one address; a connection over either
+ *      is closed on accept, before anything is read from it.
  *
  * States of a connection: READING (processing frames) → BUSY (deferred
  * handler) → READING; READING → PAUSED (output over the cap) → READING;
- * any → closed (error, EOF, idle timeout, malformed request).
+ * READING → STARVED (request pool full) → READING; any → closed (error,
+ * EOF, idle timeout, malformed request).
  */
 #include "daemon/server.h"
 
@@ -40,10 +58,17 @@
 #include "daemon/broker.h"
 #include "daemon/metrics.h"
 
+/* Frame/response buffers above this are freed after their request (inv. 3). */
+#define BUF_KEEP (1u << 20)
+
 struct bk_conn {
     bk_broker *b;
     struct bufferevent *bev;
     char peer[64];
+    char host[64];                /* peer address alone: per-IP limit */
+    int64_t reserved;             /* bytes of the request pool held (inv. 4) */
+    bool starved;                 /* waiting for the request pool */
+    bk_conn *snext, *sprev;       /* starved list, while starved */
     kp_buf frame;                 /* the request being served */
     kp_buf out;                   /* its response body */
     bk_req req;
@@ -59,14 +84,75 @@ struct bk_server {
     bk_conn conns;                /* list sentinel */
     struct event *drain_timer;    /* shutdown: waits for busy connections */
     int64_t drain_deadline_us;
+    int64_t pool_used;            /* reserved request bytes (inv. 4) */
+    bk_conn starved;              /* list sentinel (snext/sprev) */
+    struct event *wake_ev;        /* resumes starved connections */
 };
 
 static void process_input(bk_conn *c);
+
+/* ---- request pool (inv. 4) --------------------------------------------------- */
+static bool pool_reserve(bk_conn *c, int64_t len)
+{
+    bk_server *s = c->b->server;
+    int64_t limit = c->b->cfg->queued_max_request_bytes;
+    if (limit >= 0 && s->pool_used > 0 && s->pool_used + len > limit)
+        return false;
+    s->pool_used += len;
+    c->reserved = len;
+    return true;
+}
+
+static void pool_release(bk_conn *c)
+{
+    bk_server *s = c->b->server;
+    if (!c->reserved)
+        return;
+    s->pool_used -= c->reserved;
+    c->reserved = 0;
+    /* Not from here: the caller may be inside another connection. */
+    if (s->starved.snext != &s->starved)
+        event_active(s->wake_ev, EV_TIMEOUT, 0);
+}
+
+static void starve(bk_conn *c)
+{
+    bk_server *s = c->b->server;
+    bufferevent_disable(c->bev, EV_READ);
+    if (c->starved)
+        return;
+    c->starved = true;
+    c->snext = &s->starved;
+    c->sprev = s->starved.sprev;
+    s->starved.sprev->snext = c;
+    s->starved.sprev = c;
+}
+
+static void unstarve(bk_conn *c)
+{
+    if (!c->starved)
+        return;
+    c->starved = false;
+    c->sprev->snext = c->snext;
+    c->snext->sprev = c->sprev;
+    c->snext = c->sprev = NULL;
+}
+
+/* Frees a big buffer after its request; small ones are kept (inv. 3). */
+static void buf_trim(kp_buf *b)
+{
+    if (b->cap > BUF_KEEP) {
+        kp_buf_free(b);
+        kp_buf_init(b);
+    }
+}
 
 static void conn_free(bk_conn *c)
 {
     bk_server *s = c->b->server;
     (void)s;
+    pool_release(c);
+    unstarve(c);
     if (c->busy && c->req.cancel)
         c->req.cancel(&c->req);
     c->busy = false;
@@ -218,6 +304,9 @@ void bk_req_finish(bk_req *r)
     send_response(c);
     c->busy = false;
     req_reset(c);
+    pool_release(c);
+    buf_trim(&c->frame);
+    buf_trim(&c->out);
     bufferevent_enable(c->bev, EV_READ);
     pause_if_over_cap(c);
     if (!c->paused && !c->in_process)
@@ -310,6 +399,10 @@ static void process_input(bk_conn *c)
             conn_free(c);
             return;
         }
+        if (!c->reserved && !pool_reserve(c, len)) {
+            starve(c);            /* resumed by wake_starved */
+            break;
+        }
         if (avail < (size_t)len + 4)
             break;
         evbuffer_drain(in, 4);
@@ -324,9 +417,37 @@ static void process_input(bk_conn *c)
         c->frame.len = (size_t)len;
         if (!serve_frame(c))
             return;
+        if (!c->busy) {           /* a deferred frame is held until finish */
+            pool_release(c);
+            buf_trim(&c->frame);
+            buf_trim(&c->out);
+        }
         pause_if_over_cap(c);
     }
     c->in_process = false;
+}
+
+/* Runs on its own loop turn after a reservation was released: resumes
+ * starved connections in arrival order while the pool has room. */
+static void wake_starved(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    bk_server *s = arg;
+    int64_t limit = s->b->cfg->queued_max_request_bytes;
+    /* Each gets one try per wake-up: one that starves again goes to the
+     * back of the list, so the loop is bounded by the list at entry. */
+    int n = 0;
+    for (bk_conn *c = s->starved.snext; c != &s->starved; c = c->snext)
+        n++;
+    while (n-- > 0 && s->starved.snext != &s->starved &&
+           (limit < 0 || s->pool_used < limit || s->pool_used == 0)) {
+        bk_conn *c = s->starved.snext;
+        unstarve(c);
+        if (c->busy || c->paused)
+            continue;             /* their own paths re-enable reading */
+        bufferevent_enable(c->bev, EV_READ);
+        process_input(c);         /* reserves, starves again, or frees c */
+    }
 }
 
 static void on_read(struct bufferevent *bev, void *arg)
@@ -335,6 +456,14 @@ static void on_read(struct bufferevent *bev, void *arg)
     bk_conn *c = arg;
     if (!c->busy && !c->paused)
         process_input(c);
+}
+
+static int conns_from(bk_server *s, const char *host)
+{
+    int n = 0;
+    for (bk_conn *c = s->conns.next; c != &s->conns; c = c->next)
+        n += strcmp(c->host, host) == 0;
+    return n;
 }
 
 static void on_write(struct bufferevent *bev, void *arg)
@@ -394,6 +523,16 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
         port = ntohs(in6->sin6_port);
     }
     snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+    snprintf(c->host, sizeof c->host, "%s", host);
+    /* O(connections) per accept: cheap next to the accept itself. */
+    if (b->cfg->max_connections_per_ip < b->cfg->max_connections &&
+        conns_from(s, host) >= b->cfg->max_connections_per_ip) {
+        BK_WARN("closing connection from %s: max.connections.per.ip=%d reached",
+                c->peer, b->cfg->max_connections_per_ip);
+        evutil_closesocket(fd);
+        free(c);
+        return;
+    }
     c->bev = bufferevent_socket_new(b->base, fd, BEV_OPT_CLOSE_ON_FREE);
     if (!c->bev) {
         evutil_closesocket(fd);
@@ -425,7 +564,13 @@ int bk_server_start(bk_broker *b, char *err, size_t errlen)
     }
     s->b = b;
     s->conns.next = s->conns.prev = &s->conns;
+    s->starved.snext = s->starved.sprev = &s->starved;
     b->server = s;
+    s->wake_ev = event_new(b->base, -1, 0, wake_starved, s);
+    if (!s->wake_ev) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     struct evutil_addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                                      .ai_flags = EVUTIL_AI_PASSIVE };
     struct evutil_addrinfo *ai = NULL;
@@ -487,6 +632,8 @@ void bk_server_free(bk_broker *b)
         conn_free(s->conns.next);
     if (s->drain_timer)
         event_free(s->drain_timer);
+    if (s->wake_ev)
+        event_free(s->wake_ev);
     if (s->listener)
         evconnlistener_free(s->listener);
     free(s);
