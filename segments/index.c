@@ -117,12 +117,34 @@ int seg_idx_reserve(seg_idx *x, uint32_t entries)
     return 0;
 }
 
+int seg_idx_back(seg_idx *x, uint32_t i)
+{
+    size_t end = ((size_t)i + 1) * x->entry;
+    if (end <= x->backed)
+        return 0;
+    size_t from = x->backed & ~(size_t)4095;
+    size_t to = (end + 4095) & ~(size_t)4095;
+    if (to > x->map_len)
+        to = x->map_len;
+    if (to <= from)
+        return 0;
+    int rc;
+    do rc = fallocate(x->file->fd, FALLOC_FL_KEEP_SIZE, (off_t)from, (off_t)(to - from));
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0 && errno != EOPNOTSUPP)
+        return SEG_E_IO;        /* ENOSPC: the caller latches the error state */
+    x->backed = to;
+    return 0;
+}
+
 int seg_idx_trim(seg_idx *x)
 {
     /* The mapping stays as long as it was; we never touch past n. */
     if (ftruncate(x->file->fd, (off_t)((size_t)x->n * x->entry)) < 0)
         return SEG_E_IO;
     x->cap = x->n;
+    if (x->backed > (size_t)x->n * x->entry)      /* the tail went back to a hole */
+        x->backed = (size_t)x->n * x->entry;
     return 0;
 }
 

@@ -19,9 +19,9 @@
  *
  *   seg_open ──► HEALTHY ──(write / fdatasync error)──► FAILED
  *                  ▲ append, roll, read, retention       │ reads still
- *                  └──────── seg_close + seg_open ◄──────┘ served;
- *                                                          appends get
- *                                                          SEG_E_STATE
+ *                  ├──────── seg_close + seg_open ◄──────┤ served;
+ *                  └──────── seg_reset_error ◄───────────┘ appends get
+ *                            (cut to s->size, fdatasync ok)  SEG_E_STATE
  */
 #include <dirent.h>
 #include <errno.h>
@@ -89,6 +89,28 @@ int seg_log_fail(seg_log *log, int err)
     atomic_store(&log->last_errno, err);
     atomic_store(&log->failed, true);
     return SEG_E_IO;
+}
+
+/* FAILED → HEALTHY.  What a failed append may have left: bytes past
+ * s->size in the active .log (a short write whose ftruncate also failed),
+ * index entries for batches that never became readable (the index could
+ * not grow), a half-created next segment (ignored: a roll recreates its
+ * files).  seg_segment_cut removes the first two; the fdatasync proves
+ * the device takes writes again before we promise anything. */
+int seg_reset_error(seg_log *log)
+{
+    if (!seg_failed(log))
+        return 0;
+    seg_segment *s = log->segs[log->n - 1];
+    if (seg_segment_cut(s, s->size) != 0)
+        return seg_log_fail(log, errno ? errno : EIO);
+    int rc;
+    do rc = fdatasync(s->log->fd); while (rc < 0 && errno == EINTR);
+    if (rc < 0)
+        return seg_log_fail(log, errno);
+    atomic_store(&log->last_errno, 0);
+    atomic_store(&log->failed, false);
+    return 0;
 }
 
 /* ---- segment list (L4) --------------------------------------------------- */

@@ -74,6 +74,13 @@ uint64_t seg_size_bytes(const seg_log *log);    /* sum of .log sizes */
 int      seg_segment_count(const seg_log *log);
 int      seg_last_errno(const seg_log *log);
 bool     seg_failed(const seg_log *log);        /* in the error state */
+/* Tries to leave the error state (after an operator freed space, or a
+ * transient EIO): cuts the active segment back to its last whole batch
+ * and drops index entries past it, then checks the device with an
+ * fdatasync.  0: healthy again, appends resume at seg_log_end(), which
+ * did not move; SEG_E_IO: still failing (errno in seg_last_errno).  Never
+ * touches what was appended successfully.  Owner thread only. */
+int      seg_reset_error(seg_log *log);
 /* Largest timestamp appended so far (-1 if empty). */
 int64_t  seg_max_timestamp(const seg_log *log);
 

@@ -44,6 +44,7 @@ typedef struct seg_idx {
     size_t    entry;         /* SEG_OIDX_ENTRY or SEG_TIDX_ENTRY */
     uint32_t  n;             /* valid entries */
     uint32_t  cap;           /* entries the file currently has room for */
+    size_t    backed;        /* bytes [0, backed) known to have disk blocks */
 } seg_idx;
 
 int  seg_idx_open(seg_idx *x, const char *path, size_t entry, bool create);
@@ -51,6 +52,10 @@ void seg_idx_close(seg_idx *x);
 /* Makes room for `entries` (ftruncate + remap when the mapping is short). */
 int  seg_idx_reserve(seg_idx *x, uint32_t entries);
 int  seg_idx_trim(seg_idx *x);              /* file length = n entries */
+/* Gives entry i disk blocks before it is stored through the mapping: the
+ * file is sparse, and a store into a hole on a full filesystem is SIGBUS,
+ * not ENOSPC.  One fallocate per 4 KiB of entries.  0 or SEG_E_IO. */
+int  seg_idx_back(seg_idx *x, uint32_t i);
 /* Offset index entry i. */
 void seg_oidx_get(const seg_idx *x, uint32_t i, int32_t *rel, int32_t *pos);
 void seg_oidx_put(seg_idx *x, uint32_t i, int32_t rel, int32_t pos);

@@ -188,7 +188,8 @@ int seg_segment_index_batch(seg_segment *s, const seg_config *c,
 {
     if (pos > 0 && s->since_index >= c->index_interval_bytes) {
         seg_idx *o = &s->idx, *t = &s->tidx;
-        if (o->n >= o->cap && seg_idx_reserve(o, o->cap * 2 + 1))
+        if ((o->n >= o->cap && seg_idx_reserve(o, o->cap * 2 + 1)) ||
+            seg_idx_back(o, o->n))
             return SEG_E_IO;
         seg_oidx_put(o, o->n++, rel, (int32_t)pos);
         int64_t last_ts;
@@ -200,7 +201,8 @@ int seg_segment_index_batch(seg_segment *s, const seg_config *c,
                 goto done;
             }
         }
-        if (t->n >= t->cap && seg_idx_reserve(t, t->cap * 2 + 1))
+        if ((t->n >= t->cap && seg_idx_reserve(t, t->cap * 2 + 1)) ||
+            seg_idx_back(t, t->n))
             return SEG_E_IO;
         seg_tidx_put(t, t->n++, s->max_ts, rel);
 done:
