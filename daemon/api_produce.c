@@ -16,7 +16,10 @@
  *   topic/partition unknown         UNKNOWN_TOPIC_OR_PARTITION (Produce
  *                                   never auto-creates; Metadata does)
  *   not the leader                  NOT_LEADER_OR_FOLLOWER
- *   log in its error state          KAFKA_STORAGE_ERROR
+ *   log in its error state          KAFKA_STORAGE_ERROR (at most once a
+ *                                   second a produce first tries
+ *                                   seg_reset_error: writes resume by
+ *                                   themselves once space is freed)
  *   no batches                      CORRUPT_MESSAGE
  *   per batch:
  *     Magic != 2                    UNSUPPORTED_FOR_MESSAGE_FORMAT (logged)
@@ -121,6 +124,24 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
     return KP_NONE;
 }
 
+/* A failed log is retried by the produces that find it failed, at most
+ * once per STORAGE_RETRY_MS: cheap (a truncate and one fdatasync), and no
+ * timer is needed for a partition nobody writes to. */
+#define STORAGE_RETRY_MS 1000
+
+static bool storage_recovered(bk_partition *p)
+{
+    int64_t now = bk_now_ms();
+    if (now < p->storage_retry_ms)
+        return false;
+    p->storage_retry_ms = now + STORAGE_RETRY_MS;
+    if (seg_reset_error(p->log) != 0)
+        return false;
+    BK_INFO("%s-%d takes writes again (log end %lld)", p->topic->name, p->id,
+            (long long)seg_log_end(p->log));
+    return true;
+}
+
 static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
                               int32_t index, kp_str records, produce_result *res)
 {
@@ -147,7 +168,7 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
         res->error = KP_NOT_LEADER_OR_FOLLOWER;
         return;
     }
-    if (seg_failed(p->log)) {
+    if (seg_failed(p->log) && !storage_recovered(p)) {
         res->error = KP_KAFKA_STORAGE_ERROR;
         return;
     }
@@ -173,9 +194,10 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
             res->error = KP_CORRUPT_MESSAGE;
         } else {
             res->error = KP_KAFKA_STORAGE_ERROR;
-            BK_ERROR("append to %s-%d failed (%d, errno %d): partition refuses "
-                     "writes until restarted", p->topic->name, p->id, rc,
-                     seg_last_errno(p->log));
+            BK_ERROR("append to %s-%d failed (%d, %s): partition refuses "
+                     "writes (KAFKA_STORAGE_ERROR) until the disk takes them again",
+                     p->topic->name, p->id, rc, strerror(seg_last_errno(p->log)));
+            p->storage_retry_ms = now + STORAGE_RETRY_MS;
         }
         return;
     }

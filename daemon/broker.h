@@ -61,6 +61,7 @@ struct bk_partition {
     /* offsets last saved to SQLite, to save only what changed */
     int64_t saved_log_start, saved_recovery_point, saved_hw;
     bk_waiter waiters;               /* list head (circular, sentinel) */
+    int64_t storage_retry_ms;        /* log failed: next seg_reset_error try */
     /* counters for /metrics */
     uint64_t bytes_in, messages_in, bytes_out;
 };
