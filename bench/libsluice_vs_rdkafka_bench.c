@@ -1,0 +1,291 @@
+/*
+ * libsluice vs librdkafka against the same sluiced, same settings, same run.
+ *
+ *   build/bench/libsluice_vs_rdkafka_bench [N100] [N1K]
+ *       SLUICED (default build/sluiced), SLUICE_BENCH (default: sluice-bench
+ *       next to sluiced) name the binaries.  Defaults: 2,000,000 × 100 B and
+ *       500,000 × 1 KiB.
+ *
+ * Workloads, each on its own fresh topic (1 partition) per client:
+ *   produce N × size as fast as possible: linger.ms=5, batch.size=1000000,
+ *   acks=1, no compression, idempotence off, 256 MiB of queue; then consume
+ *   the same N from the beginning (assign, no group).  Then the produce
+ *   latency: 100 B records for 5 s at 50 % of the lower of the two peak
+ *   produce rates, p99 of delivery-report minus send time.
+ * libsluice runs as the sluice-bench tool (its RESULT line is parsed);
+ * librdkafka runs in this process with the equivalent loop.  Printed:
+ * msgs/s for both and the ratio libsluice / librdkafka (target ≥ 1.0), and
+ * the p99 latencies (target: libsluice ≤ librdkafka).
+ */
+#include "bench/bench_common.h"
+
+#include <librdkafka/rdkafka.h>
+#include <libgen.h>
+#include <stdint.h>
+
+typedef struct result {
+    double msgs_per_s, p50, p99;
+    long msgs;
+} result;
+
+/* ---- libsluice through sluice-bench ------------------------------------------- */
+
+static char sluice_bench[1024];
+
+static result run_sluice(const char *bs, const char *topic, int consume, long n, int size,
+                         double rate, double duration)
+{
+    char cmd[2048], opt[128] = "";
+    if (rate > 0 && duration > 0)
+        snprintf(opt, sizeof opt, " -r %.0f -d %.1f", rate, duration);
+    snprintf(cmd, sizeof cmd,
+             "'%s' -q -b %s -t %s %s -n %ld -s %d -a 1 -X linger.ms=5 -X batch.size=1000000 "
+             "-X buffer.memory=268435456 -X log_level=4%s",
+             sluice_bench, bs, topic, consume ? "-C" : "-P", n, size, opt);
+    FILE *f = popen(cmd, "r");
+    result r = { 0 };
+    char line[1024];
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "RESULT", 6) != 0)
+            continue;
+        char *p;
+        if ((p = strstr(line, "msgs_per_s=")))
+            r.msgs_per_s = atof(p + 11);
+        if ((p = strstr(line, " msgs=")))
+            r.msgs = atol(p + 6);
+        if ((p = strstr(line, "p50_ms=")))
+            r.p50 = atof(p + 7);
+        if ((p = strstr(line, "p99_ms=")))
+            r.p99 = atof(p + 7);
+    }
+    if (!f || pclose(f) != 0)
+        fprintf(stderr, "bench: %s failed\n", cmd);
+    return r;
+}
+
+/* ---- librdkafka, in process --------------------------------------------------- */
+
+static uint32_t *lat;
+static size_t n_lat;
+static long delivered;
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk; (void)opaque;
+    if (m->err)
+        return;
+    delivered++;
+    uint64_t us = now_us() - (uint64_t)(uintptr_t)m->_private;
+    lat[n_lat++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static void cset(rd_kafka_conf_t *c, const char *k, const char *v)
+{
+    char err[512];
+    if (rd_kafka_conf_set(c, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) {
+        fprintf(stderr, "conf %s=%s: %s\n", k, v, err);
+        exit(1);
+    }
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static result rdk_produce(const char *bs, const char *topic, long n, int size, double rate,
+                          double duration)
+{
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    cset(c, "bootstrap.servers", bs);
+    cset(c, "log_level", "3");
+    cset(c, "linger.ms", "5");
+    cset(c, "batch.size", "1000000");
+    cset(c, "acks", "1");
+    cset(c, "enable.idempotence", "false");
+    cset(c, "compression.type", "none");
+    cset(c, "queue.buffering.max.kbytes", "262144");
+    cset(c, "queue.buffering.max.messages", "10000000");
+    cset(c, "partitioner", "murmur2_random");
+    rd_kafka_conf_set_dr_msg_cb(c, dr_cb);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md;
+    rd_kafka_metadata(rk, 0, rkt, &md, 10000);        /* warm up outside the clock */
+    rd_kafka_metadata_destroy(md);
+    char *payload = malloc((size_t)size);
+    srand(42);
+    for (int i = 0; i < size; i++)
+        payload[i] = (char)(rand() & 0xff);
+    long cap = duration > 0 ? (long)(rate * duration * 1.2) + 1000 : n;
+    lat = malloc(sizeof *lat * (size_t)cap);
+    n_lat = 0;
+    delivered = 0;
+    double t0 = bench_now();
+    long sent = 0;
+    for (;;) {
+        double t = bench_now();
+        if (duration > 0 ? t - t0 >= duration : sent >= n)
+            break;
+        if (sent >= cap)
+            break;
+        if (rate > 0) {
+            double due = t0 + (double)sent / rate;
+            if (due > t) {
+                rd_kafka_poll(rk, 0);
+                double wait = due - bench_now();
+                if (wait > 0.0002)
+                    usleep((useconds_t)(wait * 1e6 > 1000 ? 1000 : wait * 1e6));
+                continue;
+            }
+        }
+        if (rd_kafka_produce(rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, payload,
+                             (size_t)size, NULL, 0, (void *)(uintptr_t)now_us()) != 0) {
+            rd_kafka_poll(rk, 1);
+            continue;
+        }
+        sent++;
+        if ((sent & 1023) == 0 || rate > 0)
+            rd_kafka_poll(rk, 0);
+    }
+    rd_kafka_flush(rk, 120000);
+    double secs = bench_now() - t0;
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    free(payload);
+    qsort(lat, n_lat, sizeof *lat, cmp_u32);
+    result r = { delivered / secs, 0, 0, delivered };
+    if (n_lat) {
+        r.p50 = lat[(size_t)(0.50 * (double)(n_lat - 1))] / 1000.0;
+        r.p99 = lat[(size_t)(0.99 * (double)(n_lat - 1))] / 1000.0;
+    }
+    free(lat);
+    lat = NULL;
+    return r;
+}
+
+static result rdk_consume(const char *bs, const char *topic, long n)
+{
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    cset(c, "bootstrap.servers", bs);
+    cset(c, "log_level", "3");
+    cset(c, "group.id", "rdk-bench");
+    cset(c, "enable.auto.commit", "false");
+    cset(c, "enable.partition.eof", "false");
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_assign(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    long got = 0;
+    double t0 = 0, idle = bench_now();
+    while (got < n) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        double t = bench_now();
+        if (!m) {
+            if (t - idle > 10)
+                break;
+            continue;
+        }
+        if (!m->err) {
+            if (t0 == 0)
+                t0 = t;
+            got++;
+            idle = t;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    double secs = bench_now() - t0;
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    result r = { t0 > 0 ? got / secs : 0, 0, 0, got };
+    return r;
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+static void row(const char *what, result s, result r)
+{
+    printf("%-26s %14.0f %14.0f %8.2f\n", what, s.msgs_per_s, r.msgs_per_s,
+           r.msgs_per_s > 0 ? s.msgs_per_s / r.msgs_per_s : 0);
+}
+
+int main(int argc, char **argv)
+{
+    long n100 = argc > 1 ? atol(argv[1]) : 2000000;
+    long n1k = argc > 2 ? atol(argv[2]) : 500000;
+    const char *sb = getenv("SLUICE_BENCH");
+    if (sb && *sb) {
+        snprintf(sluice_bench, sizeof sluice_bench, "%s", sb);
+    } else {
+        char d[1024];
+        snprintf(d, sizeof d, "%s", bench_sluiced_path());
+        snprintf(sluice_bench, sizeof sluice_bench, "%s/sluice-bench", dirname(d));
+    }
+    if (access(sluice_bench, X_OK) != 0) {
+        fprintf(stderr, "bench: %s not found (make build/sluice-bench, or set SLUICE_BENCH)\n",
+                sluice_bench);
+        return 1;
+    }
+    bench_broker b = { 0 };
+    const char *const extra[] = { "auto.create.topics.enable=false", NULL };
+    bench_broker_start(&b, extra);
+    int fd = bench_connect(b.port);
+    const char *topics[] = { "sl-100", "rk-100", "sl-1k", "rk-1k", "sl-lat", "rk-lat" };
+    const char *const tcfg[] = { "segment.bytes", "1073741824", NULL };
+    for (int i = 0; i < 6; i++)
+        if (fd < 0 || bench_create_topic(fd, topics[i], 1, tcfg) != 0) {
+            fprintf(stderr, "bench: cannot create %s\n", topics[i]);
+            bench_broker_cleanup(&b);
+            return 1;
+        }
+    close(fd);
+    char bs[64];
+    snprintf(bs, sizeof bs, "127.0.0.1:%d", b.port);
+
+    result sp100 = run_sluice(bs, "sl-100", 0, n100, 100, 0, 0);
+    result rp100 = rdk_produce(bs, "rk-100", n100, 100, 0, 0);
+    result sc100 = run_sluice(bs, "sl-100", 1, n100, 100, 0, 0);
+    result rc100 = rdk_consume(bs, "rk-100", n100);
+    result sp1k = run_sluice(bs, "sl-1k", 0, n1k, 1024, 0, 0);
+    result rp1k = rdk_produce(bs, "rk-1k", n1k, 1024, 0, 0);
+    result sc1k = run_sluice(bs, "sl-1k", 1, n1k, 1024, 0, 0);
+    result rc1k = rdk_consume(bs, "rk-1k", n1k);
+    double peak = sp100.msgs_per_s < rp100.msgs_per_s ? sp100.msgs_per_s : rp100.msgs_per_s;
+    double rate = peak / 2;
+    result sl = run_sluice(bs, "sl-lat", 0, 0, 100, rate, 5);
+    result rl = rdk_produce(bs, "rk-lat", 0, 100, rate, 5);
+    bench_broker_cleanup(&b);
+
+    printf("libsluice vs librdkafka %s, same sluiced, linger.ms=5 batch.size=1000000 acks=1, "
+           "no compression, 1 partition\n", rd_kafka_version_str());
+    printf("%-26s %14s %14s %8s\n", "workload (msgs/s)", "libsluice", "librdkafka", "ratio");
+    char w[64];
+    snprintf(w, sizeof w, "produce %ld x 100 B", n100);
+    row(w, sp100, rp100);
+    snprintf(w, sizeof w, "consume %ld x 100 B", n100);
+    row(w, sc100, rc100);
+    snprintf(w, sizeof w, "produce %ld x 1 KiB", n1k);
+    row(w, sp1k, rp1k);
+    snprintf(w, sizeof w, "consume %ld x 1 KiB", n1k);
+    row(w, sc1k, rc1k);
+    printf("produce latency at %.0f msgs/s (50%% of the lower peak), 100 B, 5 s:\n", rate);
+    printf("  p50 ms  libsluice %.3f  librdkafka %.3f\n", sl.p50, rl.p50);
+    printf("  p99 ms  libsluice %.3f  librdkafka %.3f  (ratio %.2f; target <= 1)\n", sl.p99,
+           rl.p99, rl.p99 > 0 ? sl.p99 / rl.p99 : 0);
+    int bad = sp100.msgs < n100 || sc100.msgs < n100 || sp1k.msgs < n1k || sc1k.msgs < n1k;
+    if (bad)
+        printf("WARNING: a libsluice run did not complete its count\n");
+    return bad;
+}
