@@ -144,6 +144,8 @@ $(BUILD)/tests/test_cl_%: $(call obj,tests/unit/test_cl_%.c) $(LIBSLUICE_A)
 $(BUILD)/bench/%: $(call obj,bench/%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(if $(findstring rdkafka,$*),-lrdkafka) -lm
+# It runs the sluice-bench tool (order-only: built first, not linked in).
+$(BUILD)/bench/libsluice_vs_rdkafka_bench: | $(BUILD)/sluice-bench
 
 # ---- fuzzing (tests/fuzz/; issue 8) -------------------------------------------
 # libFuzzer targets, one per surface that takes hostile bytes: request frames
