@@ -460,6 +460,17 @@ static void fetch_timeout_cb(evutil_socket_t fd, short what, void *arg)
     fetch_finish(st);
 }
 
+/* Shutdown: answer with what there is, on the next loop turn. */
+static void fetch_expire(bk_req *r)
+{
+    fetch_state *st = r->state;
+    fetch_unwatch_all(st);
+    if (!st->wake_pending) {
+        st->wake_pending = true;
+        event_active(st->wake_ev, EV_TIMEOUT, 0);
+    }
+}
+
 /* Turns a built-but-too-small response into a wait.  false: could not
  * (the caller answers now with what it built). */
 static bool fetch_defer(bk_req *r, fetch_state *st)
@@ -480,6 +491,7 @@ static bool fetch_defer(bk_req *r, fetch_state *st)
     }
     r->state = st;
     r->cancel = fetch_cancel;
+    r->expire = fetch_expire;
     return true;
 }
 

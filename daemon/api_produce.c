@@ -275,7 +275,7 @@ int bk_handle_produce(bk_req *r)
         char cid[128];
         BK_INFO("Produce with acks=0 from client %s failed; closing its "
                 "connection so it refreshes metadata", client_of(r, cid, sizeof cid));
-        return BK_CLOSE;
+        return BK_CLOSE_QUIET;
     }
     if (acks == 0)
         return BK_NO_RESPONSE;

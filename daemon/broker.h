@@ -138,7 +138,8 @@ void bk_flusher_stop(bk_broker *b);
 void bk_flush_tick(bk_broker *b);
 
 /* ---- requests ----------------------------------------------------------------- */
-enum { BK_RESPOND = 0, BK_DEFER = 1, BK_NO_RESPONSE = 2, BK_CLOSE = -1 };
+enum { BK_RESPOND = 0, BK_DEFER = 1, BK_NO_RESPONSE = 2, BK_CLOSE = -1,
+       BK_CLOSE_QUIET = -2 };
 
 typedef struct bk_piece {
     size_t at;                       /* position in out where the range goes */
@@ -155,6 +156,8 @@ typedef struct bk_req {
     int npieces, cap_pieces;
     /* For deferred handlers: called if the connection dies first. */
     void (*cancel)(struct bk_req *r);
+    /* For deferred handlers: answer now with what there is (shutdown). */
+    void (*expire)(struct bk_req *r);
     void *state;                     /* handler's own, for deferral */
     int64_t received_us;
 } bk_req;
@@ -163,7 +166,8 @@ typedef struct bk_req {
  * Returns BK_RESPOND (send it now), BK_DEFER (it will call bk_req_finish
  * later; the connection reads nothing more meanwhile, so responses stay in
  * order), BK_NO_RESPONSE (acks=0), or BK_CLOSE (malformed: close the
- * connection). */
+ * connection; BK_CLOSE_QUIET when the handler already logged why, e.g. a
+ * failed acks=0 produce). */
 typedef int (*bk_handler)(bk_req *r);
 
 /* Splices a file range in at the current end of r->out; takes over the

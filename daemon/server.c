@@ -272,6 +272,7 @@ static void req_reset(bk_conn *c)
         seg_range_release(&r->pieces[i].range);
     r->npieces = 0;
     r->cancel = NULL;
+    r->expire = NULL;
     r->state = NULL;
     kp_buf_reset(&c->out);
 }
@@ -373,6 +374,9 @@ static bool serve_frame(bk_conn *c)
         c->busy = true;
         bufferevent_disable(c->bev, EV_READ);
         return true;
+    case BK_CLOSE_QUIET:
+        conn_free(c);
+        return false;
     default:
         BK_WARN("malformed %s v%d request from %s; closing",
                 kp_api_name(api->key), r->hdr.RequestApiVersion, c->peer);
@@ -614,9 +618,15 @@ void bk_server_drain(bk_broker *b)
         return;
     if (s->listener)
         evconnlistener_disable(s->listener);
-    /* Deferred fetches answer by their own timers; give them a moment,
-     * then leave the loop either way. */
+    /* Deferred requests that can answer early (a waiting Fetch) are told
+     * to; the others answer by their own timers.  Leave the loop once all
+     * have, or after three seconds either way. */
     s->drain_deadline_us = bk_mono_us() + 3000000;
+    for (bk_conn *c = s->conns.next, *next; c != &s->conns; c = next) {
+        next = c->next;       /* expire may answer, and the answer may close c */
+        if (c->busy && c->req.expire)
+            c->req.expire(&c->req);
+    }
     s->drain_timer = event_new(b->base, -1, EV_PERSIST, drain_check, s);
     struct timeval tv = { 0, 20000 };
     event_add(s->drain_timer, &tv);
