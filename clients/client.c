@@ -318,6 +318,8 @@ void sl_handle_apiversions(sl_client *cl, sl_broker *b, int err, sl_frame *f,
         }
     }
     if (ec != 0 || !kp_rd_ok(r)) {
+        sl_log(cl, 7, "%s:%d: ApiVersions v%d answer: error %d, %s", b->host, b->port, ver,
+               ec, kp_rd_ok(r) ? "parsed" : "unparsable");
         if (b->apiver_try > 0) {
             b->apiver_try = 0;     /* README 9.3: retry with v0 */
             send_apiversions(cl, b);

@@ -268,6 +268,22 @@ START_TEST(test_without_init_producer_id_degrades_to_plain_producer)
 }
 END_TEST
 
+START_TEST(test_apiversions_v3_refused_falls_back_to_v0)
+{
+    mock_up();
+    rd_kafka_mock_set_apiversion(mc, 18 /* ApiVersions */, 0, 2);
+    rd_kafka_mock_topic_create(mc, "av", 1, 1);
+    drs *r = calloc(1, sizeof *r);
+    sl_producer *p = producer(NULL, r);
+    ck_assert_int_eq(sl_produce(p, "av", 0, "k", 1, "v", 1, NULL, 0, 0, NULL), 0);
+    ck_assert_int_eq(sl_flush(p, 5000), 0);
+    ck_assert_int_eq(r->ok, 1);
+    sl_producer_destroy(p);
+    free(r);
+    mock_down();
+}
+END_TEST
+
 START_TEST(test_seek_position_and_queue_full)
 {
     mock_up();
@@ -454,6 +470,7 @@ int main(void)
     tcase_add_test(tc, test_roundtrip_keys_headers_gzip_lz4_snappy);
     tcase_add_test(tc, test_retries_after_not_leader_deliver_once_in_order);
     tcase_add_test(tc, test_without_init_producer_id_degrades_to_plain_producer);
+    tcase_add_test(tc, test_apiversions_v3_refused_falls_back_to_v0);
     tcase_add_test(tc, test_seek_position_and_queue_full);
     tcase_add_test(tc, test_group_of_three_range);
     tcase_add_test(tc, test_group_of_three_roundrobin);
