@@ -6,6 +6,13 @@
  * bytes from segment files are added as libevent file segments, which are
  * written with sendfile(2): they never enter this process.
  *
+ * Input does not go through the bufferevent: libevent reads at most 4 KiB
+ * per call (after a FIONREAD ioctl) into chains that are then copied out.
+ * Instead the connection recv()s straight into its own buffer, as much as
+ * the socket has and the buffer holds, and serves frames in place from it:
+ * one copy (the kernel's), one syscall per socket-buffer's worth.  The
+ * bufferevent only writes.
+ *
  * Invariants:
  *   1. Responses leave in request order.  A connection processes one
  *      request at a time; while a handler has deferred its response (a
@@ -16,7 +23,7 @@
  *      buffered; once more than connection.max.queued.bytes of responses
  *      wait for a client that does not read, the connection stops reading
  *      requests until the queue drains to half.
- *   3. Buffers are reused: each connection owns one frame buffer and one
+ *   3. Buffers are reused: each connection owns one input buffer and one
  *      response buffer, grown as needed and kept up to BUF_KEEP bytes;
  *      bigger ones are freed after their request, so a thousand idle
  *      connections that once sent a big Produce do not pin its size each.
@@ -63,14 +70,18 @@
 
 struct bk_conn {
     bk_broker *b;
-    struct bufferevent *bev;
+    evutil_socket_t fd;
+    struct event *rev;            /* readable / idle timeout */
+    bool reading;                 /* rev is added */
+    struct bufferevent *bev;      /* output only */
     char peer[64];
     char host[64];                /* peer address alone: per-IP limit */
     int64_t reserved;             /* bytes of the request pool held (inv. 4) */
     bool starved;                 /* waiting for the request pool */
     bk_conn *snext, *sprev;       /* starved list, while starved */
-    kp_buf frame;                 /* the request being served */
-    kp_buf out;                   /* its response body */
+    kp_buf in;                    /* bytes read; frames served in place */
+    size_t in_off;                /* start of the first unserved frame */
+    kp_buf out;                   /* the response body being built */
     bk_req req;
     bool busy;                    /* a deferred request is pending */
     bool paused;                  /* output over the cap */
@@ -89,7 +100,23 @@ struct bk_server {
     struct event *wake_ev;        /* resumes starved connections */
 };
 
-static void process_input(bk_conn *c);
+static bool process_input(bk_conn *c);
+
+/* Reading on or off; off while busy, paused or starved (nothing else
+ * decides it, so the states and the event never disagree). */
+static void want_read(bk_conn *c, bool on)
+{
+    if (on == c->reading)
+        return;
+    c->reading = on;
+    if (!on) {
+        event_del(c->rev);
+        return;
+    }
+    int64_t idle = c->b->cfg->connections_max_idle_ms;
+    struct timeval tv = { (time_t)(idle / 1000), (suseconds_t)(idle % 1000) * 1000 };
+    event_add(c->rev, idle > 0 ? &tv : NULL);
+}
 
 /* ---- request pool (inv. 4) --------------------------------------------------- */
 static bool pool_reserve(bk_conn *c, int64_t len)
@@ -118,7 +145,7 @@ static void pool_release(bk_conn *c)
 static void starve(bk_conn *c)
 {
     bk_server *s = c->b->server;
-    bufferevent_disable(c->bev, EV_READ);
+    want_read(c, false);
     if (c->starved)
         return;
     c->starved = true;
@@ -161,8 +188,10 @@ static void conn_free(bk_conn *c)
     free(c->req.pieces);
     c->prev->next = c->next;
     c->next->prev = c->prev;
+    event_free(c->rev);
     bufferevent_free(c->bev);
-    kp_buf_free(&c->frame);
+    evutil_closesocket(c->fd);
+    kp_buf_free(&c->in);
     kp_buf_free(&c->out);
     c->b->nconns--;
     free(c);
@@ -253,7 +282,7 @@ static void send_response(bk_conn *c)
             free(keep);
             seg_range_release(&p->range);
             BK_ERROR("cannot queue a file range for %s; closing", c->peer);
-            bufferevent_disable(c->bev, EV_READ);
+            c->out.err = KP_E_NOMEM;      /* the caller closes */
             continue;
         }
         evbuffer_file_segment_add_cleanup_cb(seg, range_cleanup, keep);
@@ -290,7 +319,7 @@ static void pause_if_over_cap(bk_conn *c)
         /* Wake the write callback when half has drained. */
         bufferevent_setwatermark(c->bev, EV_WRITE,
                                  (size_t)(c->b->cfg->connection_max_queued_bytes / 2), 0);
-        bufferevent_disable(c->bev, EV_READ);
+        want_read(c, false);
     }
 }
 
@@ -298,29 +327,32 @@ void bk_req_finish(bk_req *r)
 {
     bk_conn *c = r->conn;
     if (r->out->err) {
-        bufferevent_disable(c->bev, EV_READ);
         conn_free(c);
         return;
     }
     send_response(c);
+    if (c->out.err) {
+        conn_free(c);
+        return;
+    }
     c->busy = false;
     req_reset(c);
     pool_release(c);
-    buf_trim(&c->frame);
     buf_trim(&c->out);
-    bufferevent_enable(c->bev, EV_READ);
     pause_if_over_cap(c);
+    if (!c->paused && !c->starved)
+        want_read(c, true);
     if (!c->paused && !c->in_process)
         process_input(c);
 }
 
-/* Serves one frame (header + body) held in c->frame.  Returns false when
- * the connection was closed. */
-static bool serve_frame(bk_conn *c)
+/* Serves one frame (header + body) of len bytes at p, inside c->in.
+ * Returns false when the connection was closed. */
+static bool serve_frame(bk_conn *c, uint8_t *p, size_t len)
 {
     bk_req *r = &c->req;
     kp_rd rd;
-    kp_rd_init(&rd, c->frame.data, c->frame.len);
+    kp_rd_init(&rd, p, len);
     memset(&r->hdr, 0, sizeof r->hdr);
     int rc = kp_req_hdr_read(&rd, &r->hdr);
     const bk_api *api = bk_api_find(r->hdr.RequestApiKey);
@@ -363,6 +395,10 @@ static bool serve_frame(bk_conn *c)
             return false;
         }
         send_response(c);
+        if (c->out.err) {
+            conn_free(c);
+            return false;
+        }
         req_reset(c);
         return true;
     case BK_NO_RESPONSE:
@@ -370,9 +406,10 @@ static bool serve_frame(bk_conn *c)
         req_reset(c);
         return true;
     case BK_DEFER:
-        /* Muted until the response is out: no unbounded input meanwhile. */
+        /* Muted until the response is out: no unbounded input meanwhile,
+         * and c->in is not moved while the handler holds the frame. */
         c->busy = true;
-        bufferevent_disable(c->bev, EV_READ);
+        want_read(c, false);
         return true;
     case BK_CLOSE_QUIET:
         conn_free(c);
@@ -385,23 +422,24 @@ static bool serve_frame(bk_conn *c)
     }
 }
 
-static void process_input(bk_conn *c)
+/* Serves the complete frames buffered in c->in, in order, until one is
+ * deferred, the output is over its cap, the request pool is full, or the
+ * buffer holds no complete frame.  Returns false if c was closed. */
+static bool process_input(bk_conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
     c->in_process = true;
     while (!c->busy && !c->paused && !c->b->stopping) {
-        size_t avail = evbuffer_get_length(in);
+        size_t avail = c->in.len - c->in_off;
         if (avail < 4)
             break;
-        uint8_t lenb[4];
-        evbuffer_copyout(in, lenb, 4);
+        const uint8_t *lenb = c->in.data + c->in_off;
         int32_t len = (int32_t)((uint32_t)lenb[0] << 24 | (uint32_t)lenb[1] << 16 |
                                 (uint32_t)lenb[2] << 8 | lenb[3]);
         if (len < 8 || len > c->b->cfg->socket_request_max_bytes) {
             BK_WARN("frame of %d bytes from %s outside [8, socket.request.max.bytes=%d]; "
                     "closing", len, c->peer, c->b->cfg->socket_request_max_bytes);
             conn_free(c);
-            return;
+            return false;
         }
         if (!c->reserved && !pool_reserve(c, len)) {
             starve(c);            /* resumed by wake_starved */
@@ -409,26 +447,92 @@ static void process_input(bk_conn *c)
         }
         if (avail < (size_t)len + 4)
             break;
-        evbuffer_drain(in, 4);
-        kp_buf_reset(&c->frame);
-        uint8_t *dst = kp_buf_reserve(&c->frame, (size_t)len);
-        if (!dst) {
-            BK_ERROR("cannot allocate %d bytes for a request from %s; closing", len, c->peer);
-            conn_free(c);
-            return;
-        }
-        evbuffer_remove(in, dst, (size_t)len);
-        c->frame.len = (size_t)len;
-        if (!serve_frame(c))
-            return;
+        uint8_t *frame = c->in.data + c->in_off + 4;
+        c->in_off += (size_t)len + 4;
+        if (!serve_frame(c, frame, (size_t)len))
+            return false;
         if (!c->busy) {           /* a deferred frame is held until finish */
             pool_release(c);
-            buf_trim(&c->frame);
             buf_trim(&c->out);
         }
         pause_if_over_cap(c);
     }
+    if (!c->busy && c->in_off == c->in.len) {
+        c->in_off = c->in.len = 0;
+        buf_trim(&c->in);
+    }
     c->in_process = false;
+    return true;
+}
+
+/* Room to read into: the rest of the current frame if its length is known
+ * (so a big Produce arrives in as few recv calls as the socket allows),
+ * else a small minimum.  Moves unserved bytes to the front first. */
+static uint8_t *read_space(bk_conn *c, size_t *space)
+{
+    size_t avail = c->in.len - c->in_off;
+    if (c->in_off > 0) {
+        memmove(c->in.data, c->in.data + c->in_off, avail);
+        c->in.len = avail;
+        c->in_off = 0;
+    }
+    size_t want = 16384;
+    if (avail >= 4) {
+        const uint8_t *l = c->in.data;
+        size_t frame = 4 + ((size_t)l[0] << 24 | (size_t)l[1] << 16 | (size_t)l[2] << 8 | l[3]);
+        if (frame > avail && frame - avail > want)
+            want = frame - avail;
+    }
+    if (c->in.cap - c->in.len >= want) {
+        *space = c->in.cap - c->in.len;
+        return c->in.data + c->in.len;
+    }
+    uint8_t *p = kp_buf_reserve(&c->in, want);
+    *space = p ? c->in.cap - c->in.len : 0;
+    return p;
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    bk_conn *c = arg;
+    if (what & EV_TIMEOUT) {
+        BK_INFO("closing idle connection %s (connections.max.idle.ms)", c->peer);
+        conn_free(c);
+        return;
+    }
+    if (c->b->stopping) {         /* shutting down: read nothing new */
+        want_read(c, false);
+        return;
+    }
+    /* Bounded: at most a few reads per wake-up, so one busy client cannot
+     * keep the loop from the others. */
+    for (int i = 0; i < 4 && c->reading; i++) {
+        size_t space;
+        uint8_t *p = read_space(c, &space);
+        if (!p) {
+            BK_ERROR("cannot grow the input buffer of %s; closing", c->peer);
+            conn_free(c);
+            return;
+        }
+        ssize_t n = recv(fd, p, space, 0);
+        if (n == 0) {             /* orderly close by the client */
+            conn_free(c);
+            return;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            conn_free(c);         /* ECONNRESET and the like */
+            return;
+        }
+        c->in.len += (size_t)n;
+        if (!process_input(c))
+            return;               /* c was closed */
+        if ((size_t)n < space)
+            return;               /* the socket is drained */
+    }
 }
 
 /* Runs on its own loop turn after a reservation was released: resumes
@@ -449,17 +553,9 @@ static void wake_starved(evutil_socket_t fd, short what, void *arg)
         unstarve(c);
         if (c->busy || c->paused)
             continue;             /* their own paths re-enable reading */
-        bufferevent_enable(c->bev, EV_READ);
+        want_read(c, true);
         process_input(c);         /* reserves, starves again, or frees c */
     }
-}
-
-static void on_read(struct bufferevent *bev, void *arg)
-{
-    (void)bev;
-    bk_conn *c = arg;
-    if (!c->busy && !c->paused)
-        process_input(c);
 }
 
 static int conns_from(bk_server *s, const char *host)
@@ -477,24 +573,18 @@ static void on_write(struct bufferevent *bev, void *arg)
     if (c->paused && !over_cap(c)) {
         c->paused = false;
         bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
-        bufferevent_enable(c->bev, EV_READ);
+        if (!c->busy && !c->starved)
+            want_read(c, true);
         if (!c->busy)
             process_input(c);
     }
 }
 
+/* The write side failed (EPIPE, ECONNRESET): the client is gone. */
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
-    bk_conn *c = arg;
-    if (what & BEV_EVENT_TIMEOUT) {
-        if (c->busy) {            /* a long-poll is not idleness */
-            bufferevent_enable(c->bev, EV_READ);
-            return;
-        }
-        BK_INFO("closing idle connection %s (connections.max.idle.ms)", c->peer);
-    }
-    conn_free(c);
+    (void)bev; (void)what;
+    conn_free(arg);
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
@@ -537,21 +627,23 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
         free(c);
         return;
     }
-    c->bev = bufferevent_socket_new(b->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (!c->bev) {
+    c->fd = fd;
+    c->bev = bufferevent_socket_new(b->base, fd, 0);
+    c->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+    if (!c->bev || !c->rev) {
+        if (c->bev)
+            bufferevent_free(c->bev);
+        if (c->rev)
+            event_free(c->rev);
         evutil_closesocket(fd);
         free(c);
         return;
     }
-    kp_buf_init(&c->frame);
+    kp_buf_init(&c->in);
     kp_buf_init(&c->out);
-    bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
-    if (b->cfg->connections_max_idle_ms > 0) {
-        struct timeval tv = { (time_t)(b->cfg->connections_max_idle_ms / 1000),
-                              (suseconds_t)(b->cfg->connections_max_idle_ms % 1000) * 1000 };
-        bufferevent_set_timeouts(c->bev, &tv, NULL);
-    }
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
+    bufferevent_enable(c->bev, EV_WRITE);
+    want_read(c, true);
     c->next = s->conns.next;
     c->prev = &s->conns;
     s->conns.next->prev = c;
