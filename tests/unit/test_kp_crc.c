@@ -56,6 +56,23 @@ START_TEST(test_crc32c_large_buffer)
 }
 END_TEST
 
+/* Lengths either side of the three-way split points (3 x 256, 3 x 8192)
+ * and their multiples, at every alignment mod 8: the joined streams must
+ * equal the plain table walk. */
+START_TEST(test_crc32c_three_way_split_boundaries)
+{
+    static const size_t around[] = { 768, 1536, 24576, 49152, 24576 + 768 };
+    uint8_t *buf = malloc(60000);
+    for (size_t i = 0; i < 60000; i++)
+        buf[i] = (uint8_t)(i * 131 + (i >> 7));
+    for (size_t a = 0; a < sizeof around / sizeof around[0]; a++)
+        for (size_t n = around[a] - 9; n <= around[a] + 9; n++)
+            for (size_t off = 0; off < 8; off++)
+                ck_assert_uint_eq(kp_crc32c(0, buf + off, n), kp_crc32c_sw(0, buf + off, n));
+    free(buf);
+}
+END_TEST
+
 START_TEST(test_murmur2_vectors_from_readme)
 {
     ck_assert_int_eq(kp_murmur2("21", 2), -973932308);
@@ -102,6 +119,7 @@ int main(void)
     tcase_add_test(tc, test_crc32c_chains);
     tcase_add_test(tc, test_crc32c_hw_equals_sw_every_length_and_alignment);
     tcase_add_test(tc, test_crc32c_large_buffer);
+    tcase_add_test(tc, test_crc32c_three_way_split_boundaries);
     tcase_add_test(tc, test_murmur2_vectors_from_readme);
     tcase_add_test(tc, test_murmur2_java_partitions);
     tcase_add_test(tc, test_murmur2_unaligned_and_empty);
