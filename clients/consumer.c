@@ -605,6 +605,8 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
             if (!ch) {
                 if (c->closed)
                     break;
+                if (sl_grp_has_events(cl))
+                    continue;             /* queued while the callbacks ran */
                 if (timeout_ms == 0 ||
                     sl_cond_wait_until(cl, deadline) == ETIMEDOUT) {
                     if (cl->grp)

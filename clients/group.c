@@ -1185,6 +1185,11 @@ void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
     }
 }
 
+bool sl_grp_has_events(sl_client *cl)
+{
+    return cl->grp && cl->grp->ev_head != NULL;
+}
+
 void sl_grp_serve_events(sl_client *cl, sl_consumer *cons)
 {
     sl_grp *g = cl->grp;

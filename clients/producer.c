@@ -574,7 +574,11 @@ int sl_flush(sl_producer *pr, int timeout_ms)
     pr->p->flushing++;
     sl_wakeup(cl);
     for (;;) {
-        serve_dr(cl);
+        /* serve_dr drops the lock around the callbacks, and a broadcast
+         * made meanwhile is lost: drain until the queue is seen empty
+         * under the lock before waiting again. */
+        while (serve_dr(cl) > 0)
+            ;
         if (pr->p->outq <= 0)
             break;
         if (sl_cond_wait_until(cl, deadline) == ETIMEDOUT) {

@@ -247,6 +247,7 @@ int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
                          char *errbuf, size_t size);
 /* Runs rebalance/commit callbacks; lock held, dropped around callbacks. */
 void sl_grp_serve_events(sl_client *cl, sl_consumer *c);
+bool sl_grp_has_events(sl_client *cl);
 int  sl_grp_subscribe(sl_client *cl, const char *const *topics, int n);
 int  sl_grp_close(sl_client *cl);
 void sl_grp_free(sl_client *cl);
