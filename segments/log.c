@@ -24,6 +24,7 @@
  *                            (cut to s->size, fdatasync ok)  SEG_E_STATE
  */
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -145,7 +146,64 @@ void seg_log_remove(seg_log *log, int i, uint64_t *freed)
     log->size -= s->size;
     if (freed)
         *freed += s->size;
-    seg_segment_delete(log->dir, s);
+    if (log->defer_delete) {
+        seg_segment_rename_deleted(log->dir, s->base);
+        seg_log_bury(log, s);
+    } else {
+        seg_segment_delete(log->dir, s);
+    }
+}
+
+void seg_log_bury(seg_log *log, seg_segment *s)
+{
+    seg_dead *d = calloc(1, sizeof *d);
+    if (!d || !(d->dir = strdup(log->dir))) {
+        /* No memory to remember it: unlink now (readers keep their fd). */
+        free(d);
+        seg_segment_unlink_deleted(log->dir, s->base);
+        seg_segment_free(s);
+        return;
+    }
+    d->s = s;
+    d->next = log->dead;
+    log->dead = d;
+}
+
+void seg_set_deferred_delete(seg_log *log, bool on) { log->defer_delete = on; }
+
+seg_dead *seg_take_dead(seg_log *log)
+{
+    seg_dead *d = log->dead;
+    log->dead = NULL;
+    return d;
+}
+
+int seg_dead_count(const seg_dead *d)
+{
+    int n = 0;
+    for (; d; d = d->next)
+        n++;
+    return n;
+}
+
+uint64_t seg_dead_bytes(const seg_dead *d)
+{
+    uint64_t n = 0;
+    for (; d; d = d->next)
+        n += d->s->size;
+    return n;
+}
+
+void seg_dead_unlink(seg_dead *d)
+{
+    while (d) {
+        seg_dead *next = d->next;
+        seg_segment_unlink_deleted(d->dir, d->s->base);
+        seg_segment_free(d->s);
+        free(d->dir);
+        free(d);
+        d = next;
+    }
 }
 
 /* ---- open / recovery ----------------------------------------------------- */
@@ -186,6 +244,58 @@ static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
+}
+
+/* "<20 digits>.<20 digits>.swap" → base and end, or -1. */
+static int swap_name(const char *name, int64_t *b, int64_t *e)
+{
+    char tmp[64];
+    if (strlen(name) != 46 || strcmp(name + 41, ".swap") != 0 || name[20] != '.')
+        return -1;
+    memcpy(tmp, name, 20);
+    strcpy(tmp + 20, ".log");
+    *b = name_base(tmp, ".log");
+    memcpy(tmp, name + 21, 20);
+    strcpy(tmp + 20, ".log");
+    *e = name_base(tmp, ".log");
+    return *b < 0 || *e < 0 ? -1 : 0;
+}
+
+/* Finishes or forgets a compaction a crash interrupted (cleaner.c):
+ * the staging directory goes; a B.E.swap file is the committed result for
+ * the segments with bases in [B, E): whatever of them is left goes, and
+ * the swap becomes B.log (its indexes are rebuilt by the scan). */
+static void recover_cleaning(const char *dir)
+{
+    char path[4200], to[4200];
+    snprintf(path, sizeof path, "%s/cleaning", dir);
+    seg_remove_dir(path);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    int64_t sb[64], se[64];
+    int ns = 0;
+    while ((e = readdir(d)) && ns < 64)
+        if (swap_name(e->d_name, &sb[ns], &se[ns]) == 0)
+            ns++;
+    for (int i = 0; i < ns; i++) {
+        rewinddir(d);
+        while ((e = readdir(d))) {
+            int64_t b = name_base(e->d_name, ".log");
+            if (b < 0) b = name_base(e->d_name, ".index");
+            if (b < 0) b = name_base(e->d_name, ".timeindex");
+            if (b >= sb[i] && b < se[i]) {
+                snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+                unlink(path);
+            }
+        }
+        snprintf(path, sizeof path, "%s/%020" PRId64 ".%020" PRId64 ".swap",
+                 dir, sb[i], se[i]);
+        seg_path(to, sizeof to, dir, sb[i], ".log");
+        rename(path, to);
+    }
+    closedir(d);
 }
 
 /* Lists segment bases; removes *.deleted leftovers and orphan indexes. */
@@ -333,6 +443,7 @@ int seg_open(const seg_open_opts *opts, seg_log **out)
     atomic_init(&log->last_errno, 0);
     int64_t now = wall_ms();
 
+    recover_cleaning(log->dir);
     int64_t *bases = NULL;
     int nb = 0, rc = list_bases(log->dir, &bases, &nb);
     /* Segments holding offsets >= recovery_point get the full scan. */
@@ -395,6 +506,7 @@ int seg_open(const seg_open_opts *opts, seg_log **out)
     for (int i = 0; i < log->n; i++)
         if (log->segs[i]->max_ts > log->max_ts)
             log->max_ts = log->segs[i]->max_ts;
+    log->clean_end = log->log_start;    /* not persisted: all dirty again */
     *out = log;
     return 0;
 }
@@ -403,6 +515,7 @@ void seg_close(seg_log *log)
 {
     if (!log)
         return;
+    seg_dead_unlink(seg_take_dead(log));
     for (int i = 0; i < log->n; i++) {
         seg_segment *s = log->segs[i];
         if (i == log->n - 1) {  /* trim the preallocated tail (index.c) */
@@ -417,28 +530,39 @@ void seg_close(seg_log *log)
     free(log);
 }
 
+static int rm_entry(const char *p, const struct stat *st, int flag,
+                    struct FTW *f)
+{
+    (void)st; (void)f;
+    return (flag == FTW_DP ? rmdir(p) : unlink(p)) < 0 ? -1 : 0;
+}
+
+int seg_remove_dir(const char *dir)
+{
+    if (access(dir, F_OK) != 0)
+        return 0;
+    return nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : SEG_E_IO;
+}
+
+int seg_rename_dir(seg_log *log, const char *newdir)
+{
+    char *d = strdup(newdir);
+    if (!d || rename(log->dir, newdir) < 0) {
+        free(d);
+        return SEG_E_IO;
+    }
+    free(log->dir);
+    log->dir = d;
+    return 0;
+}
+
 int seg_destroy(seg_log *log)
 {
     char *dir = strdup(log->dir);
     seg_close(log);
     if (!dir)
         return SEG_E_IO;
-    int rc = 0;
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char path[4096];
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (unlink(path) < 0)
-                rc = SEG_E_IO;
-        }
-        closedir(d);
-    }
-    if (rmdir(dir) < 0)
-        rc = SEG_E_IO;
+    int rc = seg_remove_dir(dir);
     free(dir);
     return rc;
 }

@@ -12,8 +12,10 @@
  *   T3. Truncation bumps trunc_gen under the lock, so a flush that started
  *       before it cannot publish a recovery point past the new end.
  *
- * Deleted segments' files are renamed *.deleted and unlinked at once
- * (segment.c); readers holding a seg_range keep their fd.
+ * Deleted segments' files are renamed *.deleted at once (segment.c) and
+ * unlinked either at once or, with seg_set_deferred_delete, by whoever
+ * takes them with seg_take_dead (after file.delete.delay.ms); readers
+ * holding a seg_range keep their fd either way.
  */
 #include <errno.h>
 #include <string.h>
@@ -56,6 +58,8 @@ static int truncate_fully(seg_log *log, int64_t offset)
 
 int seg_truncate(seg_log *log, int64_t offset)
 {
+    if (log->cleaning && offset < log->cleaning_end)
+        return SEG_E_STATE;         /* the cleaner holds those segments */
     if (offset >= log->log_end)
         return 0;
     if (offset <= log->log_start)
@@ -97,8 +101,10 @@ int seg_advance_log_start(seg_log *log, int64_t offset, uint64_t *bytes_freed)
     if (offset > log->log_start)
         log->log_start = offset;
     int deleted = 0;
-    /* A segment lies wholly below when the next one starts at or below. */
-    while (log->n > 1 && log->segs[1]->base <= log->log_start) {
+    /* A segment lies wholly below when the next one starts at or below.
+     * Segments the cleaner is rewriting wait for the next call (C5). */
+    while (log->n > 1 && log->segs[1]->base <= log->log_start &&
+           !(log->cleaning && log->segs[0]->base < log->cleaning_end)) {
         seg_log_remove(log, 0, bytes_freed);
         deleted++;
     }
@@ -123,6 +129,8 @@ int seg_delete_old(seg_log *log, int64_t before_ms, int64_t max_bytes,
     if (bytes_freed)
         *bytes_freed = 0;
     int deleted = 0;
+    if (log->cleaning)
+        return 0;                   /* C5: next check, after the swap */
     while (log->n > 1 && segment_time(log->segs[0]) < before_ms) {
         seg_log_remove(log, 0, bytes_freed);
         deleted++;

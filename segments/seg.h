@@ -23,6 +23,7 @@
 #ifndef SLUICE_SEG_H
 #define SLUICE_SEG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -125,6 +126,14 @@ void seg_range_release(seg_range *r);   /* thread-safe */
  * batch), or the log end offset if none.  0 or SEG_E_IO. */
 int seg_offset_for_time(seg_log *log, int64_t ts, int64_t *offset);
 
+/* Calls fn with the 61-byte header (KP_BATCH_HEADER_SIZE, as stored:
+ * BaseOffset first) of every batch holding an offset >= from, oldest first,
+ * reading headers only (segments/headers.c says how).  For state rebuilt
+ * from the log tail at open.  A non-zero return from fn stops the walk and
+ * is returned; else 0 or SEG_E_IO.  Owner thread. */
+typedef int (*seg_header_fn)(const uint8_t *header, void *arg);
+int seg_scan_headers(seg_log *log, int64_t from, seg_header_fn fn, void *arg);
+
 /* Starts a new segment now (no-op on an empty active segment). */
 int seg_roll(seg_log *log, int64_t now_ms);
 /* Removes every offset >= `offset` (follower truncation).  offset below
@@ -144,6 +153,79 @@ int seg_delete_old(seg_log *log, int64_t before_ms, int64_t max_bytes,
 /* Deletes the directory and everything in it (topic deletion).  The log
  * is closed and freed. */
 int seg_destroy(seg_log *log);
+
+/* ---- deferred deletion (file.delete.delay.ms) ------------------------------
+ * With deferred delete on, segments removed by retention, DeleteRecords,
+ * truncation or a compaction swap leave the list at once (the owner
+ * thread renames their files *.deleted, a cheap metadata change) and wait
+ * on a "dead" list; the owner takes that list with seg_take_dead and hands
+ * it to any thread, which unlinks the files when the delay is over.  Off
+ * (the default) unlinks at once, as before.  A crash meanwhile leaves only
+ * *.deleted files, which seg_open removes. */
+typedef struct seg_dead seg_dead;
+void      seg_set_deferred_delete(seg_log *log, bool on);
+seg_dead *seg_take_dead(seg_log *log);          /* owner; NULL if none */
+int       seg_dead_count(const seg_dead *d);
+uint64_t  seg_dead_bytes(const seg_dead *d);
+/* Any thread: unlinks the *.deleted files, frees the list (NULL is ok).
+ * Open ranges on them stay readable (seg_range holds the fd). */
+void      seg_dead_unlink(seg_dead *d);
+
+/* Renames the partition directory (topic deletion: Kafka's
+ * "<topic>-<p>.<id>-delete"), so the name is free for a new topic at once
+ * while the files wait for seg_destroy on a worker.  Owner thread. */
+int  seg_rename_dir(seg_log *log, const char *newdir);
+/* Removes a directory tree of segment files (leftover "-delete" dirs at
+ * startup).  Any thread. */
+int  seg_remove_dir(const char *dir);
+
+/* ---- compaction (cleaner.c) -------------------------------------------------
+ * Keeps the newest record per key in the closed segments, drops
+ * tombstones older than delete.retention.ms, keeps every surviving
+ * record's offset (gaps allowed), recompresses with the batch's codec.
+ *
+ *   owner thread            worker thread              owner thread
+ *   seg_clean_plan ──job──► seg_clean_run ──(event)──► seg_clean_finish
+ *   (cheap: a few numbers   (reads closed segments by   (swaps segs[], old
+ *    per segment)            their fds, writes new ones   ones to the dead
+ *                            aside, swaps files by rename) list)
+ *
+ * Between plan and finish the log must not be closed; retention defers
+ * deleting the segments under cleaning, seg_truncate below them fails
+ * with SEG_E_STATE.  Crash safety: see cleaner.c. */
+typedef struct seg_clean_policy {
+    int64_t now_ms;
+    int64_t min_compaction_lag_ms;   /* min.compaction.lag.ms */
+    int64_t max_compaction_lag_ms;   /* max.compaction.lag.ms (<=0: none) */
+    double  min_cleanable_dirty_ratio;
+    int64_t delete_retention_ms;     /* delete.retention.ms */
+    size_t  dedupe_buffer_bytes;     /* log.cleaner.dedupe.buffer.size share */
+    double  io_max_bytes_per_sec;    /* log.cleaner.io.max.bytes.per.second;
+                                        <= 0: unthrottled */
+} seg_clean_policy;
+
+typedef struct seg_clean_stats {
+    int      segments_in, segments_out;
+    uint64_t bytes_in, bytes_out;
+    int64_t  records_in, records_out;
+    int64_t  clean_from, clean_to;    /* offsets deduplicated this run */
+    int64_t  elapsed_us;
+    bool     partial;                 /* dedupe buffer full: a prefix only */
+} seg_clean_stats;
+
+typedef struct seg_clean_job seg_clean_job;
+/* Owner thread.  1 with *job when the log is due (dirty ratio, or
+ * max.compaction.lag.ms), 0 when not, SEG_E_* on failure. */
+int  seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job);
+/* Any one thread.  *cancel (may be NULL) is polled between batches.
+ * 0, or SEG_E_IO / SEG_E_STATE (cancelled) with nothing swapped. */
+int  seg_clean_run(seg_clean_job *job, const atomic_bool *cancel);
+/* Owner thread, exactly once per planned job, whatever run returned:
+ * installs what run swapped on disk, frees the job.  *st may be NULL. */
+int  seg_clean_finish(seg_log *log, seg_clean_job *job, seg_clean_stats *st);
+/* Tests: run stops as if the process died right after step k of the
+ * commit (cleaner.c, C1-C4); 0 = never. */
+void seg_clean_crash_after(seg_clean_job *job, int step);
 
 /* fdatasync of everything appended so far; then the recovery point moves
  * to the log end seen at the start.  Safe on a worker thread (see top).

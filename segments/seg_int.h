@@ -90,6 +90,10 @@ void seg_segment_free(seg_segment *s);
 /* Renames the files to .deleted and unlinks them, then frees.  Open ranges
  * keep their fd (the inode lives until the last reference goes). */
 void seg_segment_delete(const char *dir, seg_segment *s);
+/* The two halves of seg_segment_delete: rename B.* to B.*.deleted (owner
+ * thread), and unlink B.*.deleted (any thread, after file.delete.delay.ms). */
+void seg_segment_rename_deleted(const char *dir, int64_t base);
+void seg_segment_unlink_deleted(const char *dir, int64_t base);
 /* Accounts one batch now stored at `pos` (append and rebuild share this
  * rule): adds the index entries it is owed, then folds its MaxTimestamp
  * into s->max_ts.  0, or SEG_E_IO if an index cannot grow. */
@@ -159,6 +163,14 @@ struct seg_log {
     uint64_t        size;            /* sum of .log sizes */
     int64_t         max_ts;
     atomic_bool     failed;
+    /* Retention and compaction (retention.c, cleaner.c). */
+    bool            defer_delete;    /* removed segments go to `dead` */
+    struct seg_dead *dead;           /* detached, renamed *.deleted, files
+                                        not yet unlinked (seg_take_dead) */
+    bool            cleaning;        /* a seg_clean_job is out: segments
+                                        below cleaning_end stay put */
+    int64_t         cleaning_end;
+    int64_t         clean_end;       /* first offset not yet compacted */
     atomic_int      last_errno;
     pthread_mutex_t mu;
 };
@@ -167,6 +179,14 @@ struct seg_log {
 int  seg_log_fail(seg_log *log, int err);
 /* Appends s as the new active segment (L4).  0 or SEG_E_IO. */
 int  seg_log_push(seg_log *log, seg_segment *s);
+/* A detached segment on its way out (seg.h, seg_dead). */
+struct seg_dead {
+    struct seg_dead *next;
+    char            *dir;
+    seg_segment     *s;
+};
+/* Puts s (already out of segs[], files renamed *.deleted) on log->dead. */
+void seg_log_bury(seg_log *log, seg_segment *s);
 /* Removes segs[i] and deletes its files; adds its size to *freed. */
 void seg_log_remove(seg_log *log, int i, uint64_t *freed);
 /* Position of the batch holding `offset` in s, or of the first batch after

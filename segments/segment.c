@@ -152,22 +152,36 @@ void seg_segment_free(seg_segment *s)
     free(s);
 }
 
-void seg_segment_delete(const char *dir, seg_segment *s)
+static const char *const del_ext[] = { ".index", ".timeindex", ".log" };
+
+/* Rename first so a crash mid-way leaves only *.deleted files, which
+ * seg_open removes.  The unlink may come later (file.delete.delay.ms,
+ * seg_dead): open ranges keep their fd anyway (S3). */
+void seg_segment_rename_deleted(const char *dir, int64_t base)
 {
-    /* Rename first so a crash mid-way leaves only *.deleted files, which
-     * seg_open removes; then unlink right away.  A delay before the unlink
-     * (Kafka's file.delete.delay.ms) is a later issue: open ranges keep
-     * their fd anyway (S3), so nothing being served breaks meanwhile. */
-    static const char *const ext[] = { ".index", ".timeindex", ".log" };
     char from[4096], to[4200];
     for (int i = 0; i < 3; i++) {
-        seg_path(from, sizeof from, dir, s->base, ext[i]);
+        seg_path(from, sizeof from, dir, base, del_ext[i]);
         snprintf(to, sizeof to, "%s.deleted", from);
-        if (rename(from, to) == 0)
-            unlink(to);
-        else
+        if (rename(from, to) != 0)
             unlink(from);
     }
+}
+
+void seg_segment_unlink_deleted(const char *dir, int64_t base)
+{
+    char path[4200];
+    for (int i = 0; i < 3; i++) {
+        seg_path(path, sizeof path, dir, base, del_ext[i]);
+        strcat(path, ".deleted");
+        unlink(path);
+    }
+}
+
+void seg_segment_delete(const char *dir, seg_segment *s)
+{
+    seg_segment_rename_deleted(dir, s->base);
+    seg_segment_unlink_deleted(dir, s->base);
     seg_segment_free(s);
 }
 

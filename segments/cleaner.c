@@ -1,0 +1,751 @@
+/*
+ * segments/cleaner.c — log compaction (Kafka's log cleaner).
+ *
+ * A compacted log keeps, for every key, at least its newest record.  The
+ * owner thread plans (which segments, is it due), a worker does all the
+ * reading and writing, and the owner installs the result:
+ *
+ *   seg_clean_plan (owner)  closed segments [0, last) whose newest record is
+ *                           older than min.compaction.lag.ms; due when the
+ *                           dirty part (offsets >= clean_end) is at least
+ *                           min.cleanable.dirty.ratio of them, or a dirty
+ *                           segment is older than max.compaction.lag.ms.
+ *                           Takes a reference on each input's .log file.
+ *   seg_clean_run (worker)  pass 1: offset map key-hash → newest offset over
+ *                           the dirty part, within dedupe_buffer_bytes (full:
+ *                           stop at a batch boundary, "map end", and clean
+ *                           only that prefix).  pass 2: per group of inputs
+ *                           (together at most segment.bytes) write one new
+ *                           segment in <dir>/cleaning/, fdatasync it, then
+ *                           commit it (C1-C4 below).
+ *   seg_clean_finish (owner) swaps segs[] entries (under mu), old segments
+ *                           go to the dead list (their files were renamed
+ *                           *.deleted in C2), clean_end = map end.
+ *
+ * A record survives when: its offset >= log start, and (key null, or its
+ * offset >= map end, or no newer offset for its key in the map), and it is
+ * not a tombstone whose timestamp is older than now - delete.retention.ms.
+ * A batch whose records all survive is copied byte for byte; one with
+ * none is dropped; otherwise it is rebuilt with the same BaseOffset,
+ * LastOffsetDelta, producer fields, attributes, leader epoch and codec,
+ * records keeping their offsets (kp_bb_add_at).  Control batches are
+ * copied.  Offsets therefore never move; gaps are allowed (read.c, R3).
+ *
+ * Commit of one group [B, E) (E: base of the first segment after it):
+ *   C1. rename cleaning/B.log → B.E.swap, fsync dir    ← the commit point
+ *   C2. rename each input's files to *.deleted
+ *   C3. rename cleaning/B.index, B.timeindex into place
+ *   C4. rename B.E.swap → B.log, fsync dir
+ * seg_open (log.c, recover_cleaning) removes cleaning/ (a crash before
+ * C1: the old segments are intact) and completes any B.E.swap (a crash
+ * after C1: segment files with bases in [B, E) go, the swap becomes
+ * B.log, its indexes are rebuilt).  So a crash at any moment leaves either
+ * the old or the new segments, never both, never neither.
+ *
+ * Invariants:
+ *   C5. While a job is out (log->cleaning), no segment with base below
+ *       cleaning_end leaves segs[] (retention.c waits), so finish finds
+ *       every input where plan saw it.
+ *   C6. The active segment is never an input.
+ *   C7. Key hashes are 64-bit: two keys colliding would lose the older
+ *       one's record (Kafka's MD5 map has the same property, at 128 bits);
+ *       at 10^6 keys the odds are ~10^-8.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "segments/seg_int.h"
+
+typedef struct clean_in {
+    int64_t   base, next;
+    uint64_t  size;
+    seg_file *f;
+    int64_t   max_ts;
+} clean_in;
+
+typedef struct clean_group {
+    int       first, count;          /* inputs in[first, first+count) */
+    int64_t   end;                   /* E */
+    seg_segment *s;                  /* written (NULL: not yet / failed) */
+    bool      committed;             /* C1 done */
+} clean_group;
+
+struct seg_clean_job {
+    char      *dir;
+    seg_config cfg;
+    seg_clean_policy pol;
+    clean_in  *in;
+    int        nin;
+    int64_t    end_base;             /* base of segs[last] (active or later) */
+    int64_t    log_start;
+    int64_t    dirty_from;
+    int64_t    map_end;
+    clean_group *g;
+    int        ng;
+    int        crash_step;
+    bool       crashed;
+    int        rc;
+    int64_t    t0_us;
+    uint64_t   io_bytes;
+    seg_clean_stats st;
+};
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- plan (owner) ----------------------------------------------------------- */
+int seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job)
+{
+    *job = NULL;
+    if (log->cleaning || seg_failed(log) || log->n < 2)
+        return 0;
+    int last = 0;                               /* first uncleanable (C6) */
+    int64_t lag_cut = p->now_ms - p->min_compaction_lag_ms;
+    while (last < log->n - 1 && log->segs[last]->max_ts <= lag_cut)
+        last++;
+    if (last == 0)
+        return 0;
+    uint64_t total = 0, dirty = 0;
+    bool force = false;
+    for (int i = 0; i < last; i++) {
+        seg_segment *s = log->segs[i];
+        total += s->size;
+        if (s->next > log->clean_end && s->next > log->log_start) {
+            dirty += s->size;
+            if (p->max_compaction_lag_ms > 0 && s->max_ts >= 0 &&
+                s->max_ts <= p->now_ms - p->max_compaction_lag_ms)
+                force = true;
+        }
+    }
+    if (dirty == 0 || (!force && (double)dirty < p->min_cleanable_dirty_ratio *
+                                                 (double)total))
+        return 0;
+    seg_clean_job *j = calloc(1, sizeof *j);
+    if (!j || !(j->dir = strdup(log->dir)) ||
+        !(j->in = calloc((size_t)last, sizeof *j->in))) {
+        if (j) free(j->dir);
+        free(j);
+        return SEG_E_IO;
+    }
+    j->cfg = log->cfg;
+    j->pol = *p;
+    j->nin = last;
+    for (int i = 0; i < last; i++) {
+        seg_segment *s = log->segs[i];
+        j->in[i] = (clean_in){ s->base, s->next, s->size, s->log, s->max_ts };
+        seg_file_ref(s->log);
+    }
+    j->end_base = log->segs[last]->base;
+    j->log_start = log->log_start;
+    j->dirty_from = log->clean_end > log->log_start ? log->clean_end
+                                                    : log->log_start;
+    log->cleaning = true;                       /* C5 */
+    log->cleaning_end = j->end_base;
+    *job = j;
+    return 1;
+}
+
+void seg_clean_crash_after(seg_clean_job *job, int step) { job->crash_step = step; }
+
+/* ---- offset map ------------------------------------------------------------- */
+typedef struct omap_slot { uint64_t h; int64_t off; } omap_slot;
+typedef struct omap {
+    omap_slot *t;
+    size_t mask, n, max;
+} omap;
+
+static uint64_t key_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (n * 0xff51afd7ed558ccdULL);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        h = (h ^ v) * 0xc4ceb9fe1a85ec53ULL;
+        h ^= h >> 29;
+    }
+    uint64_t v = 0;
+    for (size_t k = 0; i < n; i++, k++)
+        v |= (uint64_t)p[i] << (8 * k);
+    h = (h ^ v) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 29;
+    return h ? h : 1;                 /* 0 marks an empty slot */
+}
+
+static int omap_init(omap *m, size_t budget, uint64_t dirty_bytes)
+{
+    size_t want = 1024;
+    while (want < dirty_bytes / 8 && want < ((size_t)1 << 40))
+        want <<= 1;
+    size_t cap = 1024;
+    while (cap * 2 * sizeof(omap_slot) <= budget)
+        cap <<= 1;
+    if (want < cap)
+        cap = want;
+    m->t = calloc(cap, sizeof *m->t);
+    if (!m->t)
+        return SEG_E_IO;
+    m->mask = cap - 1;
+    m->n = 0;
+    m->max = cap / 10 * 8;            /* load factor 0.8 */
+    return 0;
+}
+
+static void omap_put(omap *m, uint64_t h, int64_t off)
+{
+    size_t i = (size_t)h & m->mask;
+    while (m->t[i].h && m->t[i].h != h)
+        i = (i + 1) & m->mask;
+    if (!m->t[i].h) {
+        m->t[i].h = h;
+        m->n++;
+    }
+    m->t[i].off = off;
+}
+
+static int64_t omap_get(const omap *m, uint64_t h)
+{
+    size_t i = (size_t)h & m->mask;
+    while (m->t[i].h) {
+        if (m->t[i].h == h)
+            return m->t[i].off;
+        i = (i + 1) & m->mask;
+    }
+    return -1;
+}
+
+/* ---- sequential batch reader over one input ------------------------------------ */
+typedef struct rdr {
+    int fd;
+    uint64_t size, pos;       /* file end (as planned), next batch */
+    uint8_t *buf;
+    size_t cap, len;
+    uint64_t at;              /* file position of buf[0] */
+} rdr;
+
+#define RD_CHUNK (1u << 20)
+
+/* The whole batch at r->pos: 1 with *p and *sz, 0 at the end, SEG_E_IO. */
+static int rdr_next(rdr *r, const uint8_t **p, size_t *sz)
+{
+    if (r->pos + KP_BATCH_HEADER_SIZE > r->size)
+        return 0;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t need = KP_BATCH_LOG_OVERHEAD;
+        if (r->pos >= r->at && r->pos + need <= r->at + r->len) {
+            const uint8_t *q = r->buf + (r->pos - r->at);
+            int64_t bs = kp_batch_size(q, need);
+            if (bs < KP_BATCH_HEADER_SIZE || (uint64_t)bs > r->size - r->pos)
+                return SEG_E_IO;
+            if (r->pos + (uint64_t)bs <= r->at + r->len) {
+                *p = q;
+                *sz = (size_t)bs;
+                r->pos += (uint64_t)bs;
+                return 1;
+            }
+            need = (size_t)bs;
+        }
+        if (pass == 1)
+            break;
+        size_t want = need > RD_CHUNK ? need : RD_CHUNK;
+        if (want > r->cap) {
+            uint8_t *nb = realloc(r->buf, want);
+            if (!nb)
+                return SEG_E_IO;
+            r->buf = nb;
+            r->cap = want;
+        }
+        if (want > r->size - r->pos)
+            want = (size_t)(r->size - r->pos);
+        ssize_t got = seg_pread_full(r->fd, r->buf, want, (off_t)r->pos);
+        if (got < 0)
+            return SEG_E_IO;
+        r->at = r->pos;
+        r->len = (size_t)got;
+        if (r->len < KP_BATCH_LOG_OVERHEAD)
+            return SEG_E_IO;
+        /* A batch longer than the chunk: read it whole. */
+        int64_t bs = kp_batch_size(r->buf, r->len);
+        if (bs >= KP_BATCH_HEADER_SIZE && (uint64_t)bs > r->len &&
+            (uint64_t)bs <= r->size - r->pos) {
+            if ((size_t)bs > r->cap) {
+                uint8_t *nb = realloc(r->buf, (size_t)bs);
+                if (!nb)
+                    return SEG_E_IO;
+                r->buf = nb;
+                r->cap = (size_t)bs;
+            }
+            got = seg_pread_full(r->fd, r->buf, (size_t)bs, (off_t)r->pos);
+            if (got != bs)
+                return SEG_E_IO;
+            r->len = (size_t)got;
+        }
+    }
+    return SEG_E_IO;
+}
+
+static void throttle(seg_clean_job *j, uint64_t bytes)
+{
+    double rate = j->pol.io_max_bytes_per_sec;
+    j->io_bytes += bytes;
+    if (rate <= 0)
+        return;
+    double due_us = (double)j->io_bytes / rate * 1e6;
+    int64_t ahead = (int64_t)due_us - (mono_us() - j->t0_us);
+    if (ahead > 1000) {
+        struct timespec ts = { ahead / 1000000, (ahead % 1000000) * 1000 };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+static bool cancelled(const atomic_bool *c)
+{
+    return c && atomic_load(c);
+}
+
+/* ---- pass 1: the offset map ------------------------------------------------------ */
+static int build_map(seg_clean_job *j, omap *m, const atomic_bool *cancel)
+{
+    j->map_end = j->in[j->nin - 1].next;
+    kp_rec_iter it;
+    kp_rec_iter_init0(&it);
+    rdr r = { 0 };
+    int rc = 0;
+    for (int i = 0; i < j->nin && rc == 0; i++) {
+        clean_in *in = &j->in[i];
+        if (in->next <= j->dirty_from)
+            continue;
+        r.fd = in->f->fd;
+        r.size = in->size;
+        r.pos = 0;
+        r.len = 0;
+        r.at = 0;
+        const uint8_t *p;
+        size_t sz;
+        int more;
+        while ((more = rdr_next(&r, &p, &sz)) == 1) {
+            if (cancelled(cancel)) { rc = SEG_E_STATE; break; }
+            throttle(j, sz);
+            int64_t base = seg_be64(p);
+            int64_t last = base + seg_be32(p + SEG_HDR_LOD);
+            if (last < j->dirty_from)
+                continue;
+            uint16_t attrs = (uint16_t)((p[21] << 8) | p[22]);
+            if (attrs & KP_ATTR_CONTROL)
+                continue;
+            int32_t count = seg_be32(p + 57);
+            if (count < 0 || m->n + (size_t)count > m->max) {
+                j->map_end = base;              /* a prefix only */
+                j->st.partial = true;
+                goto done;
+            }
+            if (kp_rec_iter_start(&it, p, sz) != 0) { rc = SEG_E_IO; break; }
+            kp_record rec;
+            int k;
+            while ((k = kp_rec_iter_next(&it, &rec)) == 1)
+                if (rec.Offset >= j->dirty_from && rec.Key.len >= 0)
+                    omap_put(m, key_hash((const uint8_t *)rec.Key.p,
+                                         (size_t)rec.Key.len), rec.Offset);
+            if (k < 0) { rc = SEG_E_IO; break; }
+        }
+        if (more < 0)
+            rc = SEG_E_IO;
+    }
+done:
+    kp_rec_iter_free(&it);
+    free(r.buf);
+    return rc;
+}
+
+/* ---- pass 2: rewrite one group ------------------------------------------------- */
+static bool keep_record(const seg_clean_job *j, const omap *m, const kp_record *rec)
+{
+    if (rec->Offset < j->log_start)
+        return false;
+    if (rec->Key.len < 0 || rec->Offset >= j->map_end)
+        return true;
+    int64_t newest = omap_get(m, key_hash((const uint8_t *)rec->Key.p,
+                                          (size_t)rec->Key.len));
+    if (newest > rec->Offset)
+        return false;                            /* superseded */
+    if (rec->Value.len < 0 &&
+        rec->Timestamp < j->pol.now_ms - j->pol.delete_retention_ms)
+        return false;                            /* an old tombstone */
+    return true;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);  p[3] = (uint8_t)v;
+}
+
+/* Rebuilds batch p keeping the records keep[] says, appending to out. */
+static int rebuild(const uint8_t *p, size_t sz, const uint8_t *keep,
+                   kp_rec_iter *it, kp_buf *out)
+{
+    kp_batch h;
+    if (kp_batch_header(p, sz, &h) != 0 || kp_rec_iter_start(it, p, sz) != 0)
+        return SEG_E_IO;
+    int codec = h.Attributes & KP_ATTR_CODEC_MASK;
+    kp_batch_builder bb;
+    kp_bb_init(&bb, out, codec);
+    kp_bb_set_producer(&bb, h.ProducerId, h.ProducerEpoch, h.BaseSequence);
+    bb.extra_attrs = (int16_t)(h.Attributes & ~KP_ATTR_CODEC_MASK);
+    bb.base_offset = h.BaseOffset;
+    kp_header hdrs[64], *hv = hdrs;
+    int hcap = 64;
+    kp_record rec;
+    int k, i = 0, rc = 0;
+    while ((k = kp_rec_iter_next(it, &rec)) == 1) {
+        if (!keep[i++])
+            continue;
+        int nh = 0;
+        kp_header hd;
+        int hk;
+        while ((hk = kp_header_next(&rec, &hd)) == 1) {
+            if (nh == hcap) {
+                kp_header *nv = malloc((size_t)hcap * 2 * sizeof *nv);
+                if (!nv) { rc = SEG_E_IO; break; }
+                memcpy(nv, hv, (size_t)nh * sizeof *nv);
+                if (hv != hdrs) free(hv);
+                hv = nv;
+                hcap *= 2;
+            }
+            hv[nh++] = hd;
+        }
+        if (hk < 0 || rc) { rc = SEG_E_IO; break; }
+        kp_bb_add_at(&bb, (int32_t)(rec.Offset - h.BaseOffset), rec.Timestamp,
+                     rec.Key.len < 0 ? NULL : rec.Key.p, rec.Key.len,
+                     rec.Value.len < 0 ? NULL : rec.Value.p, rec.Value.len,
+                     hv, nh);
+    }
+    if (hv != hdrs)
+        free(hv);
+    if (k < 0 || rc) {
+        kp_bb_free(&bb);
+        return SEG_E_IO;
+    }
+    size_t start = out->len;
+    int64_t n = kp_bb_finish(&bb);
+    if (n < 0)
+        return SEG_E_IO;
+    /* Same LastOffsetDelta (the batch still ends where it did, so the
+     * segment's end and a producer's sequence bookkeeping are unchanged),
+     * same leader epoch, and under LogAppendTime the same MaxTimestamp. */
+    uint8_t *q = out->data + start;
+    memcpy(q + 12, p + 12, 4);
+    put_be32(q + SEG_HDR_LOD, (uint32_t)h.LastOffsetDelta);
+    if (h.Attributes & KP_ATTR_LOG_APPEND_TIME)
+        memcpy(q + SEG_HDR_MAXTS, p + SEG_HDR_MAXTS, 8);
+    put_be32(q + 17, kp_crc32c(0, q + KP_BATCH_CRC_START,
+                               (size_t)n - KP_BATCH_CRC_START));
+    return 0;
+}
+
+static int append_batch(seg_clean_job *j, seg_segment *s, const uint8_t *p,
+                        size_t sz)
+{
+    if (seg_pwrite_full(s->log->fd, p, sz, (off_t)s->size) < 0)
+        return SEG_E_IO;
+    int64_t base = seg_be64(p);
+    if (seg_segment_index_batch(s, &j->cfg, (int32_t)(base - s->base), s->size,
+                                (uint32_t)sz, seg_be64(p + SEG_HDR_MAXTS)))
+        return SEG_E_IO;
+    s->size += sz;
+    s->next = base + seg_be32(p + SEG_HDR_LOD) + 1;
+    j->st.bytes_out += sz;
+    throttle(j, sz);
+    return 0;
+}
+
+static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
+                       const char *staging, const atomic_bool *cancel)
+{
+    seg_segment *s;
+    if (seg_segment_create(staging, j->in[g->first].base, &j->cfg, 0, &s))
+        return SEG_E_IO;
+    g->s = s;
+    kp_rec_iter it;
+    kp_rec_iter_init0(&it);
+    kp_buf out;
+    kp_buf_init(&out);
+    rdr r = { 0 };
+    uint8_t *keep = NULL;
+    size_t keep_cap = 0;
+    int rc = 0;
+    for (int i = g->first; i < g->first + g->count && rc == 0; i++) {
+        clean_in *in = &j->in[i];
+        r.fd = in->f->fd;
+        r.size = in->size;
+        r.pos = r.len = r.at = 0;
+        j->st.bytes_in += in->size;
+        const uint8_t *p;
+        size_t sz;
+        int more;
+        while ((more = rdr_next(&r, &p, &sz)) == 1) {
+            if (cancelled(cancel)) { rc = SEG_E_STATE; break; }
+            throttle(j, sz);
+            int64_t base = seg_be64(p);
+            int32_t count = seg_be32(p + 57);
+            if (base + seg_be32(p + SEG_HDR_LOD) < j->log_start) {
+                j->st.records_in += count > 0 ? count : 0;
+                continue;                           /* below log start */
+            }
+            uint16_t attrs = (uint16_t)((p[21] << 8) | p[22]);
+            if ((attrs & KP_ATTR_CONTROL) || count <= 0) {
+                if ((rc = append_batch(j, s, p, sz)))
+                    break;
+                continue;
+            }
+            if ((size_t)count > keep_cap) {
+                uint8_t *nk = realloc(keep, (size_t)count);
+                if (!nk) { rc = SEG_E_IO; break; }
+                keep = nk;
+                keep_cap = (size_t)count;
+            }
+            if (kp_rec_iter_start(&it, p, sz) != 0) { rc = SEG_E_IO; break; }
+            kp_record rec;
+            int k, n = 0, kept = 0;
+            while (n < count && (k = kp_rec_iter_next(&it, &rec)) == 1) {
+                keep[n] = keep_record(j, m, &rec);
+                kept += keep[n++];
+            }
+            if (n != count) { rc = SEG_E_IO; break; }
+            j->st.records_in += count;
+            j->st.records_out += kept;
+            if (kept == 0)
+                continue;
+            if (kept == count) {
+                rc = append_batch(j, s, p, sz);     /* untouched: as is */
+                continue;
+            }
+            kp_buf_reset(&out);
+            if ((rc = rebuild(p, sz, keep, &it, &out)) == 0)
+                rc = append_batch(j, s, out.data, out.len);
+        }
+        if (more < 0 && rc == 0)
+            rc = SEG_E_IO;
+    }
+    kp_rec_iter_free(&it);
+    kp_buf_free(&out);
+    free(r.buf);
+    free(keep);
+    if (rc)
+        return rc;
+    /* Time retention must see the group as old as its inputs were, even
+     * when the records carrying the newest timestamps went (Kafka keeps
+     * the largest last-modified time the same way). */
+    struct stat stt, newest = { 0 };
+    for (int i = g->first; i < g->first + g->count; i++) {
+        if (j->in[i].max_ts > s->max_ts)
+            s->max_ts = j->in[i].max_ts;
+        if (fstat(j->in[i].f->fd, &stt) == 0 &&
+            (stt.st_mtim.tv_sec > newest.st_mtim.tv_sec ||
+             (stt.st_mtim.tv_sec == newest.st_mtim.tv_sec &&
+              stt.st_mtim.tv_nsec > newest.st_mtim.tv_nsec)))
+            newest = stt;
+    }
+    struct timespec times[2] = { newest.st_atim, newest.st_mtim };
+    if (newest.st_mtim.tv_sec)
+        futimens(s->log->fd, times);
+    /* Durable before it can be swapped in (C1). */
+    seg_idx_trim(&s->idx);
+    seg_idx_trim(&s->tidx);
+    if (fdatasync(s->log->fd) < 0 || fdatasync(s->idx.file->fd) < 0 ||
+        fdatasync(s->tidx.file->fd) < 0)
+        return SEG_E_IO;
+    return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* C1-C4 for one written group.  Returns 0, SEG_E_IO, or 1 (simulated
+ * crash: stop here, touch nothing more). */
+static int commit_group(seg_clean_job *j, clean_group *g, const char *staging)
+{
+    char from[4200], to[4200];
+    int64_t b = j->in[g->first].base;
+    if (j->crash_step == 1)
+        return 1;                                   /* staged only */
+    seg_path(from, sizeof from, staging, b, ".log");
+    snprintf(to, sizeof to, "%s/%020" PRId64 ".%020" PRId64 ".swap",
+             j->dir, b, g->end);
+    if (rename(from, to) < 0 || fsync_dir(j->dir) < 0)
+        return SEG_E_IO;                            /* C1 */
+    g->committed = true;
+    if (j->crash_step == 2)
+        return 1;
+    for (int i = g->first; i < g->first + g->count; i++)
+        seg_segment_rename_deleted(j->dir, j->in[i].base);   /* C2 */
+    if (j->crash_step == 3)
+        return 1;
+    static const char *const ext[] = { ".index", ".timeindex" };
+    for (int i = 0; i < 2; i++) {                   /* C3 */
+        seg_path(from, sizeof from, staging, b, ext[i]);
+        seg_path(to, sizeof to, j->dir, b, ext[i]);
+        rename(from, to);       /* failure: rebuilt from the .log at open */
+    }
+    if (j->crash_step == 4)
+        return 1;
+    snprintf(from, sizeof from, "%s/%020" PRId64 ".%020" PRId64 ".swap",
+             j->dir, b, g->end);
+    seg_path(to, sizeof to, j->dir, b, ".log");
+    if (rename(from, to) < 0)
+        return SEG_E_IO;                            /* C4 */
+    fsync_dir(j->dir);
+    if (j->crash_step == 5)
+        return 1;
+    return 0;
+}
+
+/* Groups inputs [0, ncl) so each new segment stays within segment.bytes
+ * (by input size: output is never larger) and INT32 relative offsets. */
+static int plan_groups(seg_clean_job *j, int ncl)
+{
+    j->g = calloc((size_t)ncl, sizeof *j->g);
+    if (!j->g)
+        return SEG_E_IO;
+    for (int i = 0; i < ncl;) {
+        clean_group *g = &j->g[j->ng++];
+        g->first = i;
+        uint64_t size = 0;
+        do {
+            size += j->in[i].size;
+            i++;
+        } while (i < ncl && size + j->in[i].size <= j->cfg.segment_bytes &&
+                 j->in[i].next - j->in[g->first].base <= INT32_MAX);
+        g->count = i - g->first;
+        g->end = i < j->nin ? j->in[i].base : j->end_base;
+    }
+    return 0;
+}
+
+int seg_clean_run(seg_clean_job *j, const atomic_bool *cancel)
+{
+    j->t0_us = mono_us();
+    uint64_t dirty = 0;
+    for (int i = 0; i < j->nin; i++)
+        if (j->in[i].next > j->dirty_from)
+            dirty += j->in[i].size;
+    omap m;
+    int rc = omap_init(&m, j->pol.dedupe_buffer_bytes, dirty);
+    if (rc)
+        return j->rc = rc;
+    if ((rc = build_map(j, &m, cancel)))
+        goto out;
+    j->st.clean_from = j->dirty_from;
+    j->st.clean_to = j->map_end;
+    if (j->map_end <= j->dirty_from)
+        goto out;                   /* not even one batch fits the buffer */
+    int ncl = 0;
+    while (ncl < j->nin && j->in[ncl].base < j->map_end)
+        ncl++;
+    if ((rc = plan_groups(j, ncl)))
+        goto out;
+    char staging[4200];
+    snprintf(staging, sizeof staging, "%s/cleaning", j->dir);
+    seg_remove_dir(staging);
+    if (mkdir(staging, 0755) < 0) {
+        rc = SEG_E_IO;
+        goto out;
+    }
+    for (int i = 0; i < j->ng && rc == 0; i++) {
+        if ((rc = write_group(j, &j->g[i], &m, staging, cancel)))
+            break;
+        fsync_dir(staging);
+        int c = commit_group(j, &j->g[i], staging);
+        if (c == 1) {
+            j->crashed = true;
+            rc = SEG_E_IO;
+        } else {
+            rc = c;
+        }
+    }
+    if (!j->crashed)
+        seg_remove_dir(staging);
+out:
+    free(m.t);
+    j->st.elapsed_us = mono_us() - j->t0_us;
+    return j->rc = rc;
+}
+
+/* ---- finish (owner) ----------------------------------------------------------- */
+static void install_group(seg_log *log, seg_clean_job *j, clean_group *g)
+{
+    int k = 0;
+    while (k < log->n && log->segs[k]->base != j->in[g->first].base)
+        k++;
+    if (k + g->count > log->n - 1) {        /* C5 broken: cannot happen */
+        seg_segment_free(g->s);
+        g->s = NULL;
+        return;
+    }
+    seg_segment *old[g->count];
+    memcpy(old, log->segs + k, (size_t)g->count * sizeof *old);
+    pthread_mutex_lock(&log->mu);
+    log->segs[k] = g->s;
+    memmove(log->segs + k + 1, log->segs + k + g->count,
+            (size_t)(log->n - k - g->count) * sizeof *log->segs);
+    log->n -= g->count - 1;
+    pthread_mutex_unlock(&log->mu);
+    log->size += g->s->size;
+    for (int i = 0; i < g->count; i++) {
+        log->size -= old[i]->size;
+        seg_log_bury(log, old[i]);          /* renamed in C2 */
+    }
+    g->s = NULL;
+}
+
+int seg_clean_finish(seg_log *log, seg_clean_job *j, seg_clean_stats *st)
+{
+    int rc = j->rc;
+    for (int i = 0; i < j->ng; i++) {
+        clean_group *g = &j->g[i];
+        if (g->s && g->committed && !j->crashed) {
+            j->st.segments_in += g->count;
+            j->st.segments_out++;
+            install_group(log, j, g);
+        }
+        if (g->s)
+            seg_segment_free(g->s);         /* staged only (or a "crash") */
+    }
+    if (rc == 0 && j->map_end > log->clean_end)
+        log->clean_end = j->map_end;
+    log->max_ts = -1;
+    for (int i = 0; i < log->n; i++)
+        if (log->segs[i]->max_ts > log->max_ts)
+            log->max_ts = log->segs[i]->max_ts;
+    log->cleaning = false;
+    if (st)
+        *st = j->st;
+    for (int i = 0; i < j->nin; i++)
+        seg_file_unref(j->in[i].f);
+    free(j->in);
+    free(j->g);
+    free(j->dir);
+    free(j);
+    return rc;
+}

@@ -1,0 +1,506 @@
+/*
+ * test_seg_cleaner — compaction and deferred deletion in segments/:
+ * newest value per key at its original offset, tombstones, codecs kept,
+ * a crash after every commit step leaving a valid log, a small dedupe
+ * buffer cleaning a prefix, the active segment untouched, and *.deleted
+ * files living until seg_dead_unlink while open ranges stay readable.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "protocol/kp.h"
+#include "segments/seg.h"
+
+static char g_dir[64];
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st; (void)flag; (void)f;
+    return remove(p);
+}
+
+static void setup(void)
+{
+    strcpy(g_dir, "/tmp/seg_clean.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+}
+
+static void teardown(void)
+{
+    nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static seg_log *open_log(int64_t segment_bytes)
+{
+    seg_open_opts o = { .dir = g_dir };
+    seg_config_default(&o.cfg);
+    o.cfg.segment_bytes = (uint64_t)segment_bytes;
+    o.cfg.index_interval_bytes = 256;
+    o.cfg.segment_index_bytes = 4096;
+    seg_log *log = NULL;
+    ck_assert_int_eq(seg_open(&o, &log), 0);
+    return log;
+}
+
+/* One batch of n records with keys "k<first+i mod keys>" and values
+ * "v<offset-to-be>" (value NULL when tomb). */
+static void append_keys(seg_log *log, int n, int keys, int *seq, int64_t ts,
+                        int codec, bool tomb)
+{
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &b, codec);
+    char k[32], v[32];
+    for (int i = 0; i < n; i++) {
+        int key = (*seq)++ % keys;
+        snprintf(k, sizeof k, "k%d", key);
+        snprintf(v, sizeof v, "v%lld", (long long)(seg_log_end(log) + i));
+        kp_bb_add(&bb, ts, k, (int32_t)strlen(k), tomb ? NULL : v,
+                  tomb ? -1 : (int32_t)strlen(v), NULL, 0);
+    }
+    ck_assert_int_gt(kp_bb_finish(&bb), 0);
+    int64_t base;
+    ck_assert_int_eq(seg_append(log, b.data, b.len, ts, &base), 0);
+    kp_buf_free(&b);
+}
+
+typedef struct rec_seen {
+    int64_t offset;
+    char key[32], value[32];
+    bool tomb;
+    int codec;
+} rec_seen;
+
+/* Every record from log start to end, through seg_read as a fetch would. */
+static int read_all(seg_log *log, rec_seen *out, int cap)
+{
+    int n = 0;
+    int64_t off = seg_log_start(log);
+    kp_rec_iter it;
+    kp_rec_iter_init0(&it);
+    while (off < seg_log_end(log)) {
+        seg_range r;
+        ck_assert_int_eq(seg_read(log, off, 1 << 20, &r), 0);
+        if (r.len == 0)
+            break;
+        uint8_t *buf = malloc(r.len);
+        ck_assert_int_eq(pread(r.fd, buf, r.len, r.pos), (ssize_t)r.len);
+        size_t pos = 0;
+        while (pos < r.len) {
+            kp_batch h;
+            int64_t sz = kp_batch_check_stored(buf + pos, r.len - pos, &h);
+            ck_assert_int_gt(sz, 0);
+            ck_assert_int_eq(kp_rec_iter_start(&it, buf + pos, (size_t)sz), 0);
+            kp_record rec;
+            while (kp_rec_iter_next(&it, &rec) == 1) {
+                ck_assert_int_lt(n, cap);
+                rec_seen *s = &out[n++];
+                s->offset = rec.Offset;
+                snprintf(s->key, sizeof s->key, "%.*s", rec.Key.len, rec.Key.p);
+                s->tomb = rec.Value.len < 0;
+                snprintf(s->value, sizeof s->value, "%.*s",
+                         rec.Value.len < 0 ? 0 : rec.Value.len, rec.Value.p);
+                s->codec = h.Attributes & KP_ATTR_CODEC_MASK;
+            }
+            off = h.BaseOffset + h.LastOffsetDelta + 1;
+            pos += (size_t)sz;
+        }
+        free(buf);
+        seg_range_release(&r);
+    }
+    kp_rec_iter_free(&it);
+    return n;
+}
+
+static seg_clean_policy policy(void)
+{
+    seg_clean_policy p = {
+        .now_ms = 1000000, .min_compaction_lag_ms = 0,
+        .max_compaction_lag_ms = 0, .min_cleanable_dirty_ratio = 0.0,
+        .delete_retention_ms = 86400000, .dedupe_buffer_bytes = 1 << 20,
+        .io_max_bytes_per_sec = 0,
+    };
+    return p;
+}
+
+static int clean_once(seg_log *log, const seg_clean_policy *p, seg_clean_stats *st)
+{
+    seg_clean_job *j;
+    int rc = seg_clean_plan(log, p, &j);
+    if (rc != 1)
+        return rc;
+    int run = seg_clean_run(j, NULL);
+    ck_assert_int_eq(seg_clean_finish(log, j, st), run);
+    return run == 0 ? 1 : run;
+}
+
+/* Checks: each key once (unless allow_dups), value = "v<offset>", offsets
+ * increasing, and the newest offset per key as in `newest`. */
+static void check_newest(seg_log *log, const int64_t *newest, int keys, bool allow_dups)
+{
+    rec_seen *r = calloc(4096, sizeof *r);
+    int n = read_all(log, r, 4096);
+    int64_t last = -1;
+    int *count = calloc((size_t)keys, sizeof *count);
+    int64_t *seen = calloc((size_t)keys, sizeof *seen);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_gt(r[i].offset, last);
+        last = r[i].offset;
+        int k = atoi(r[i].key + 1);
+        count[k]++;
+        seen[k] = r[i].offset;
+        if (!r[i].tomb) {
+            char want[32];
+            snprintf(want, sizeof want, "v%lld", (long long)r[i].offset);
+            ck_assert_str_eq(r[i].value, want);
+        }
+    }
+    for (int k = 0; k < keys; k++) {
+        if (!allow_dups)
+            ck_assert_int_le(count[k], 1);
+        if (newest[k] >= 0)
+            ck_assert_int_eq(seen[k], newest[k]);
+    }
+    free(count);
+    free(seen);
+    free(r);
+}
+
+START_TEST(test_compaction_keeps_newest_per_key_at_original_offset)
+{
+    seg_log *log = open_log(2048);
+    int seq = 0;
+    for (int i = 0; i < 40; i++)
+        append_keys(log, 10, 7, &seq, 1000, KP_CODEC_NONE, false);
+    int64_t end = seg_log_end(log);
+    int segs = seg_segment_count(log);
+    ck_assert_int_gt(segs, 2);
+    /* The newest offset of key k among the closed segments; the active
+     * one keeps its own copies. */
+    seg_clean_policy p = policy();
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_gt(st.segments_in, 0);
+    ck_assert_int_lt(st.records_out, st.records_in);
+    ck_assert_int_eq(seg_log_end(log), end);
+    int64_t newest[7];
+    for (int k = 0; k < 7; k++)
+        newest[k] = -1;
+    for (int64_t o = 0; o < end; o++)
+        newest[o % 7] = o;          /* key of offset o is o % 7 (seq == o) */
+    check_newest(log, newest, 7, true);
+    /* Nothing dirty left: a second plan finds nothing to do. */
+    seg_clean_job *j;
+    ck_assert_int_eq(seg_clean_plan(log, &p, &j), 0);
+    /* Reopen: same contents (the swapped files are the log now). */
+    seg_close(log);
+    log = open_log(2048);
+    ck_assert_int_eq(seg_log_end(log), end);
+    check_newest(log, newest, 7, true);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_active_segment_never_compacted)
+{
+    seg_log *log = open_log(1 << 20);       /* everything in the active one */
+    int seq = 0;
+    for (int i = 0; i < 10; i++)
+        append_keys(log, 10, 3, &seq, 1000, KP_CODEC_NONE, false);
+    seg_clean_policy p = policy();
+    seg_clean_job *j;
+    ck_assert_int_eq(seg_clean_plan(log, &p, &j), 0);
+    rec_seen r[200];
+    ck_assert_int_eq(read_all(log, r, 200), 100);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_min_compaction_lag_and_dirty_ratio_honoured)
+{
+    seg_log *log = open_log(2048);
+    int seq = 0;
+    for (int i = 0; i < 20; i++)
+        append_keys(log, 10, 5, &seq, 900000, KP_CODEC_NONE, false);
+    seg_clean_policy p = policy();
+    p.min_compaction_lag_ms = 200000;       /* records are 100 s old */
+    seg_clean_job *j;
+    ck_assert_int_eq(seg_clean_plan(log, &p, &j), 0);
+    p.min_compaction_lag_ms = 0;
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    /* Clean now; a few more dirty batches stay under a 0.9 ratio ... */
+    for (int i = 0; i < 6; i++)
+        append_keys(log, 10, 5, &seq, 900000, KP_CODEC_NONE, false);
+    p.min_cleanable_dirty_ratio = 0.99;
+    ck_assert_int_eq(seg_clean_plan(log, &p, &j), 0);
+    /* ... unless max.compaction.lag.ms says they waited long enough. */
+    p.max_compaction_lag_ms = 50000;
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_tombstones_dropped_after_delete_retention)
+{
+    seg_log *log = open_log(2048);
+    int seq = 0;
+    for (int i = 0; i < 10; i++)
+        append_keys(log, 10, 5, &seq, 1000, KP_CODEC_NONE, false);
+    seq = 0;
+    append_keys(log, 5, 5, &seq, 1000, KP_CODEC_NONE, true);   /* all keys */
+    for (int i = 0; i < 20; i++) {              /* other keys push them out */
+        int s2 = 100 + i * 10;
+        append_keys(log, 10, 1000, &s2, 999000, KP_CODEC_NONE, false);
+    }
+    seg_clean_policy p = policy();
+    p.delete_retention_ms = 10 * 1000 * 1000;   /* young: tombstones stay */
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    rec_seen *r = calloc(4096, sizeof *r);
+    int n = read_all(log, r, 4096), tombs = 0;
+    for (int i = 0; i < n; i++) {
+        if (r[i].key[1] < '5' && strlen(r[i].key) == 2)
+            ck_assert(r[i].tomb);               /* old values gone */
+        tombs += r[i].tomb;
+    }
+    ck_assert_int_eq(tombs, 5);
+    /* Older than delete.retention.ms now: they go too.  Force with the
+     * lag rule (nothing is dirty). */
+    append_keys(log, 1, 1000, &seq, 999000, KP_CODEC_NONE, false);
+    for (int i = 0; i < 8; i++) {
+        int s2 = 100 + i * 10;
+        append_keys(log, 10, 1000, &s2, 999000, KP_CODEC_NONE, false);
+    }
+    p.delete_retention_ms = 500;
+    seg_close(log);                 /* clean_end resets: all dirty again */
+    log = open_log(2048);
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    n = read_all(log, r, 4096);
+    tombs = 0;
+    for (int i = 0; i < n; i++)
+        tombs += r[i].tomb;
+    ck_assert_int_eq(tombs, 0);
+    free(r);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_compressed_batches_recompressed_with_their_codec)
+{
+    int codecs[] = { KP_CODEC_GZIP, KP_CODEC_SNAPPY, KP_CODEC_LZ4, KP_CODEC_ZSTD };
+    for (int c = 0; c < 4; c++) {
+        teardown();
+        setup();
+        seg_log *log = open_log(2048);
+        int seq = 0;
+        for (int i = 0; i < 30; i++)
+            append_keys(log, 10, 13, &seq, 1000, codecs[c], false);
+        int64_t end = seg_log_end(log);
+        seg_clean_policy p = policy();
+        ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+        int64_t newest[13];
+        for (int k = 0; k < 13; k++)
+            newest[k] = -1;
+        for (int64_t o = 0; o < end; o++)
+            newest[o % 13] = o;
+        check_newest(log, newest, 13, true);
+        rec_seen *r = calloc(4096, sizeof *r);
+        int n = read_all(log, r, 4096);
+        for (int i = 0; i < n; i++)
+            ck_assert_int_eq(r[i].codec, codecs[c]);
+        free(r);
+        seg_close(log);
+    }
+}
+END_TEST
+
+static int count_files(const char *suffix)
+{
+    DIR *d = opendir(g_dir);
+    struct dirent *e;
+    int n = 0;
+    size_t sl = strlen(suffix);
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l >= sl && !strcmp(e->d_name + l - sl, suffix))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+START_TEST(test_crash_after_each_commit_step_leaves_valid_log)
+{
+    for (int step = 1; step <= 5; step++) {
+        teardown();
+        setup();
+        seg_log *log = open_log(2048);
+        int seq = 0;
+        for (int i = 0; i < 30; i++)
+            append_keys(log, 10, 9, &seq, 1000, KP_CODEC_LZ4, false);
+        int64_t end = seg_log_end(log);
+        rec_seen *before = calloc(4096, sizeof *before);
+        int nbefore = read_all(log, before, 4096);
+        seg_clean_policy p = policy();
+        seg_clean_job *j;
+        ck_assert_int_eq(seg_clean_plan(log, &p, &j), 1);
+        seg_clean_crash_after(j, step);
+        ck_assert_int_ne(seg_clean_run(j, NULL), 0);
+        seg_clean_finish(log, j, NULL);     /* a "dead" process installs nothing */
+        seg_close(log);
+
+        log = open_log(2048);
+        ck_assert_int_eq(seg_log_end(log), end);
+        int64_t newest[9];
+        for (int k = 0; k < 9; k++)
+            newest[k] = -1;
+        for (int64_t o = 0; o < end; o++)
+            newest[o % 9] = o;
+        /* Either the old log whole (step 1) or the compacted one: every
+         * key's newest value at its offset, never a torn mix. */
+        check_newest(log, newest, 9, true);
+        rec_seen *after = calloc(4096, sizeof *after);
+        int nafter = read_all(log, after, 4096);
+        if (step == 1)
+            ck_assert_int_eq(nafter, nbefore);
+        else
+            ck_assert_int_lt(nafter, nbefore);
+        ck_assert_int_eq(count_files(".swap"), 0);
+        ck_assert_int_eq(count_files(".deleted"), 0);
+        free(before);
+        free(after);
+        /* And it compacts fine afterwards. */
+        ck_assert_int_ge(clean_once(log, &p, NULL), 0);
+        check_newest(log, newest, 9, true);
+        seg_close(log);
+    }
+}
+END_TEST
+
+START_TEST(test_small_dedupe_buffer_cleans_a_prefix)
+{
+    seg_log *log = open_log(4096);
+    int seq = 0;
+    for (int i = 0; i < 300; i++)
+        append_keys(log, 10, 3000, &seq, 1000, KP_CODEC_NONE, false);
+    int64_t end = seg_log_end(log);
+    seg_clean_policy p = policy();
+    p.dedupe_buffer_bytes = 16 * 1024;      /* ~800 keys per pass */
+    seg_clean_stats st;
+    int passes = 0;
+    do {
+        ck_assert_int_eq(clean_once(log, &p, &st), 1);
+        passes++;
+    } while (st.partial && passes < 20);
+    ck_assert_int_gt(passes, 1);
+    int64_t newest[3000];
+    for (int k = 0; k < 3000; k++)
+        newest[k] = -1;
+    for (int64_t o = 0; o < end; o++)
+        newest[o % 3000] = o;
+    check_newest(log, newest, 3000, true);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_deferred_delete_keeps_files_until_unlinked)
+{
+    seg_log *log = open_log(2048);
+    seg_set_deferred_delete(log, true);
+    int seq = 0;
+    for (int i = 0; i < 30; i++)
+        append_keys(log, 10, 1000, &seq, 1000, KP_CODEC_NONE, false);
+    seg_range r;
+    ck_assert_int_eq(seg_read(log, 0, 100, &r), 0);
+    ck_assert_int_gt(r.len, 0);
+    uint64_t freed;
+    int n = seg_delete_old(log, 2000, -1, &freed);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(seg_segment_count(log), 1);
+    ck_assert_int_gt(seg_log_start(log), 0);
+    ck_assert_int_eq(count_files(".log.deleted"), n);
+    seg_dead *d = seg_take_dead(log);
+    ck_assert_int_eq(seg_dead_count(d), n);
+    ck_assert_uint_eq(seg_dead_bytes(d), freed);
+    ck_assert_ptr_null(seg_take_dead(log));
+    seg_dead_unlink(d);
+    ck_assert_int_eq(count_files(".deleted"), 0);
+    /* The fetch that held a range still reads its bytes. */
+    uint8_t buf[64];
+    ck_assert_int_eq(pread(r.fd, buf, sizeof buf, r.pos), (ssize_t)sizeof buf);
+    seg_range r2;
+    ck_assert_int_eq(seg_read(log, 0, 100, &r2), KP_OFFSET_OUT_OF_RANGE);
+    seg_range_release(&r);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_retention_waits_for_segments_under_cleaning)
+{
+    seg_log *log = open_log(2048);
+    int seq = 0;
+    for (int i = 0; i < 30; i++)
+        append_keys(log, 10, 5, &seq, 1000, KP_CODEC_NONE, false);
+    seg_clean_policy p = policy();
+    seg_clean_job *j;
+    ck_assert_int_eq(seg_clean_plan(log, &p, &j), 1);
+    int segs = seg_segment_count(log);
+    ck_assert_int_eq(seg_delete_old(log, 5000, -1, NULL), 0);
+    ck_assert_int_eq(seg_segment_count(log), segs);
+    ck_assert_int_eq(seg_truncate(log, 3), SEG_E_STATE);
+    ck_assert_int_eq(seg_clean_run(j, NULL), 0);
+    ck_assert_int_eq(seg_clean_finish(log, j, NULL), 0);
+    ck_assert_int_gt(seg_delete_old(log, 5000, -1, NULL), 0);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_cancelled_run_swaps_nothing)
+{
+    seg_log *log = open_log(2048);
+    int seq = 0;
+    for (int i = 0; i < 30; i++)
+        append_keys(log, 10, 5, &seq, 1000, KP_CODEC_NONE, false);
+    rec_seen *r = calloc(4096, sizeof *r);
+    int before = read_all(log, r, 4096);
+    seg_clean_policy p = policy();
+    seg_clean_job *j;
+    ck_assert_int_eq(seg_clean_plan(log, &p, &j), 1);
+    atomic_bool cancel = true;
+    ck_assert_int_eq(seg_clean_run(j, &cancel), SEG_E_STATE);
+    seg_clean_finish(log, j, NULL);
+    ck_assert_int_eq(read_all(log, r, 4096), before);
+    free(r);
+    seg_close(log);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("seg_cleaner");
+    TCase *tc = tcase_create("cleaner");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_compaction_keeps_newest_per_key_at_original_offset);
+    tcase_add_test(tc, test_active_segment_never_compacted);
+    tcase_add_test(tc, test_min_compaction_lag_and_dirty_ratio_honoured);
+    tcase_add_test(tc, test_tombstones_dropped_after_delete_retention);
+    tcase_add_test(tc, test_compressed_batches_recompressed_with_their_codec);
+    tcase_add_test(tc, test_crash_after_each_commit_step_leaves_valid_log);
+    tcase_add_test(tc, test_small_dedupe_buffer_cleans_a_prefix);
+    tcase_add_test(tc, test_deferred_delete_keeps_files_until_unlinked);
+    tcase_add_test(tc, test_retention_waits_for_segments_under_cleaning);
+    tcase_add_test(tc, test_cancelled_run_swaps_nothing);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
