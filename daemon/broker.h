@@ -62,6 +62,7 @@ struct bk_partition {
     int64_t saved_log_start, saved_recovery_point, saved_hw;
     bk_waiter waiters;               /* list head (circular, sentinel) */
     int64_t storage_retry_ms;        /* log failed: next seg_reset_error try */
+    struct bk_pstate *producers;     /* idempotent producers (producer_state.c) */
     /* counters for /metrics */
     uint64_t bytes_in, messages_in, bytes_out;
 };
@@ -89,6 +90,7 @@ struct bk_broker {
     struct bk_flusher *flusher;      /* fsync worker (daemon/flusher.c) */
     struct bk_server *server;
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
+    int64_t pid_next, pid_end;       /* producer ids reserved in SQLite, unused */
 };
 
 /* Loads every topic from SQLite and opens (recovering) its partitions. */
@@ -201,6 +203,7 @@ int bk_handle_create_partitions(bk_req *r);
 int bk_handle_describe_configs(bk_req *r);
 int bk_handle_alter_configs(bk_req *r);
 int bk_handle_incremental_alter_configs(bk_req *r);
+int bk_handle_init_producer_id(bk_req *r);
 
 /* ---- misc ------------------------------------------------------------------- */
 int64_t bk_now_ms(void);             /* wall clock, ms */

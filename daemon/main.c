@@ -23,6 +23,7 @@
 #include <event2/thread.h>
 
 #include "daemon/broker.h"
+#include "daemon/producer_state.h"
 #include "daemon/server.h"
 
 static void usage(FILE *f)
@@ -56,6 +57,7 @@ static void on_maintenance(evutil_socket_t fd, short what, void *arg)
     if (now - last_save_ms >= b->cfg->log_flush_offset_checkpoint_interval_ms ||
         now - last_save_ms >= 5000) {
         bk_save_offsets(b);
+        bk_producers_tick(b);        /* producer state snapshots */
         last_save_ms = now;
     }
 }

@@ -18,6 +18,7 @@
  *   3. Partition directories are <log.dirs>/<topic>-<partition>, as Kafka's.
  */
 #include "daemon/broker.h"
+#include "daemon/producer_state.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -160,6 +161,7 @@ static int open_partition(bk_broker *b, bk_topic *t, int32_t idx,
     }
     p->high_watermark = seg_log_end(p->log);
     p->last_flush_ms = bk_now_ms();
+    bk_producers_open(b, p);         /* failures logged; starts empty */
     t->partitions[idx] = p;
     return KP_NONE;
 }
@@ -168,6 +170,7 @@ static void close_partition(bk_broker *b, bk_partition *p, bool destroy)
 {
     bk_flusher_forget(b, p);
     bk_partition_notify(p);          /* waiters look it up again and fail */
+    bk_producers_close(b, p, destroy);
     if (destroy)
         seg_destroy(p->log);
     else

@@ -297,4 +297,10 @@ void md_committed_free(md_committed *c, size_t n);
 int md_offsets_expire(md_db *db, int64_t now_ms, int64_t retention_ms,
                       int64_t *expired, char *err, size_t errlen);
 
+/* ---- producer ids (metadata/producers.c) ----------------------------------
+ * Reserves count consecutive producer ids (InitProducerId) durably;
+ * *first gets the first.  0 or MD_E_SQL. */
+int md_producer_id_allocate(md_db *db, int64_t count, int64_t *first,
+                            char *err, size_t errlen);
+
 #endif

@@ -1,0 +1,429 @@
+/*
+ * test_d_producer_state — the idempotent producers' table on its own:
+ * duplicates of the last five batches, gaps, epochs, sequence wrap,
+ * several batches of one producer in one request, many producers (growth,
+ * expiry with back-shift deletion), snapshots (round trip, CRC, one above
+ * the log end), and the rebuild from batch headers via seg_scan_headers.
+ */
+#include <check.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/producer_state.h"
+#include "protocol/kp.h"
+#include "segments/seg.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+static char g_dir[64];
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st; (void)flag; (void)f;
+    return remove(p);
+}
+
+static void setup(void)
+{
+    strcpy(g_dir, "/tmp/pstate.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+}
+
+static void teardown(void)
+{
+    nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Appends a batch of n records with the producer fields to out. */
+static void add_batch(kp_buf *out, int64_t pid, int16_t epoch, int32_t seq, int n)
+{
+    kp_batch_builder bb;
+    kp_bb_init(&bb, out, KP_CODEC_NONE);
+    kp_bb_set_producer(&bb, pid, epoch, seq);
+    for (int i = 0; i < n; i++)
+        kp_bb_add(&bb, 1700000000000LL + i, NULL, 0, "v", 1, NULL, 0);
+    ck_assert_int_gt(kp_bb_finish(&bb), 0);
+    kp_bb_free(&bb);
+}
+
+/* What the broker does with one request's records at offset *next:
+ * check, then (if to be appended) assign offsets and record.  Returns
+ * the check's answer; *base gets the offset answered. */
+static int produce(bk_pstate *ps, kp_buf *b, int64_t *next, int64_t *base)
+{
+    bk_pbatch dup;
+    int rc = bk_pstate_check(ps, b->data, b->len, &dup);
+    if (rc == BK_PS_DUPLICATE) {
+        *base = dup.base_offset;
+        return rc;
+    }
+    if (rc != KP_NONE)
+        return rc;
+    *base = *next;
+    for (size_t at = 0; at < b->len;) {
+        kp_batch h;
+        ck_assert_int_eq(kp_batch_header(b->data + at, b->len - at, &h), 0);
+        kp_batch_set_base_offset(b->data + at, *next);
+        *next += h.LastOffsetDelta + 1;
+        at += (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
+    }
+    ck_assert_int_eq(bk_pstate_record(ps, b->data, b->len, 1000), 0);
+    return KP_NONE;
+}
+
+static int produce1(bk_pstate *ps, int64_t pid, int16_t epoch, int32_t seq, int n,
+                    int64_t *next, int64_t *base)
+{
+    kp_buf b;
+    kp_buf_init(&b);
+    add_batch(&b, pid, epoch, seq, n);
+    int rc = produce(ps, &b, next, base);
+    kp_buf_free(&b);
+    return rc;
+}
+
+/* ---- sequence rules ---------------------------------------------------------------- */
+START_TEST(test_retry_of_one_of_last_five_is_duplicate_with_original_offset)
+{
+    bk_pstate ps;
+    bk_pstate_init(&ps);
+    int64_t next = 0, base;
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(produce1(&ps, 7, 0, i * 2, 2, &next, &base), KP_NONE);
+    ck_assert_int_eq(next, 14);
+    for (int i = 2; i < 7; i++) {
+        ck_assert_int_eq(produce1(&ps, 7, 0, i * 2, 2, &next, &base), BK_PS_DUPLICATE);
+        ck_assert_int_eq(base, i * 2);
+    }
+    /* forgotten (sixth from the end): not a duplicate, and out of order */
+    ck_assert_int_eq(produce1(&ps, 7, 0, 2, 2, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    /* same first sequence, other length: not a duplicate either */
+    ck_assert_int_eq(produce1(&ps, 7, 0, 12, 1, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    ck_assert_int_eq(next, 14);
+    bk_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_gap_is_out_of_order)
+{
+    bk_pstate ps;
+    bk_pstate_init(&ps);
+    int64_t next = 0, base;
+    ck_assert_int_eq(produce1(&ps, 1, 0, 0, 3, &next, &base), KP_NONE);
+    ck_assert_int_eq(produce1(&ps, 1, 0, 4, 1, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    ck_assert_int_eq(produce1(&ps, 1, 0, 2, 1, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    ck_assert_int_eq(produce1(&ps, 1, 0, 3, 1, &next, &base), KP_NONE);
+    ck_assert_int_eq(base, 3);
+    bk_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_epochs)
+{
+    bk_pstate ps;
+    bk_pstate_init(&ps);
+    int64_t next = 0, base;
+    ck_assert_int_eq(produce1(&ps, 1, 3, 0, 1, &next, &base), KP_NONE);
+    ck_assert_int_eq(produce1(&ps, 1, 2, 1, 1, &next, &base), KP_INVALID_PRODUCER_EPOCH);
+    /* a new epoch starts at 0 */
+    ck_assert_int_eq(produce1(&ps, 1, 4, 1, 1, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    ck_assert_int_eq(produce1(&ps, 1, 4, 0, 1, &next, &base), KP_NONE);
+    /* the old epoch's batch is no longer a duplicate: it is fenced */
+    ck_assert_int_eq(produce1(&ps, 1, 3, 0, 1, &next, &base), KP_INVALID_PRODUCER_EPOCH);
+    ck_assert_ptr_nonnull(bk_pstate_find(&ps, 1));
+    ck_assert_int_eq(bk_pstate_find(&ps, 1)->epoch, 4);
+    ck_assert_int_eq(bk_pstate_find(&ps, 1)->n, 1);
+    bk_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_unknown_producer_accepted_at_any_sequence)
+{
+    bk_pstate ps;
+    bk_pstate_init(&ps);
+    int64_t next = 0, base;
+    ck_assert_int_eq(produce1(&ps, 9, 0, 1234, 2, &next, &base), KP_NONE);
+    ck_assert_int_eq(produce1(&ps, 9, 0, 1236, 1, &next, &base), KP_NONE);
+    ck_assert_int_eq(produce1(&ps, 9, 0, 1234, 2, &next, &base), BK_PS_DUPLICATE);
+    ck_assert_int_eq(base, 0);
+    bk_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_sequence_wraps_at_int32_max)
+{
+    bk_pstate ps;
+    bk_pstate_init(&ps);
+    int64_t next = 0, base;
+    /* INT32_MAX-1, INT32_MAX, then 0: the batch's last sequence wraps */
+    ck_assert_int_eq(produce1(&ps, 5, 0, INT32_MAX - 1, 2, &next, &base), KP_NONE);
+    ck_assert_int_eq(bk_pstate_find(&ps, 5)->batches[0].last_seq, INT32_MAX);
+    ck_assert_int_eq(produce1(&ps, 5, 0, 0, 3, &next, &base), KP_NONE);
+    ck_assert_int_eq(produce1(&ps, 5, 0, INT32_MAX - 1, 2, &next, &base), BK_PS_DUPLICATE);
+    /* a batch crossing the wrap */
+    ck_assert_int_eq(produce1(&ps, 6, 0, INT32_MAX, 3, &next, &base), KP_NONE);
+    ck_assert_int_eq(bk_pstate_find(&ps, 6)->batches[0].last_seq, 1);
+    ck_assert_int_eq(produce1(&ps, 6, 0, 2, 1, &next, &base), KP_NONE);
+    bk_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_several_batches_of_one_producer_in_one_request_chain)
+{
+    bk_pstate ps;
+    bk_pstate_init(&ps);
+    int64_t next = 0, base;
+    kp_buf b;
+    kp_buf_init(&b);
+    add_batch(&b, 1, 0, 0, 2);
+    add_batch(&b, 2, 0, 0, 1);
+    add_batch(&b, 1, 0, 2, 2);
+    ck_assert_int_eq(produce(&ps, &b, &next, &base), KP_NONE);
+    ck_assert_int_eq(next, 5);
+    ck_assert_int_eq(bk_pstate_find(&ps, 1)->n, 2);
+    /* second batch out of order against the first of the same request */
+    kp_buf_reset(&b);
+    add_batch(&b, 1, 0, 4, 1);
+    add_batch(&b, 1, 0, 6, 1);
+    ck_assert_int_eq(produce(&ps, &b, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    ck_assert_int_eq(next, 5);
+    kp_buf_free(&b);
+    bk_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_transactional_and_negative_fields_refused)
+{
+    bk_pstate ps;
+    bk_pstate_init(&ps);
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &b, KP_CODEC_NONE);
+    kp_bb_set_producer(&bb, 1, 0, 0);
+    bb.extra_attrs = KP_ATTR_TRANSACTIONAL;
+    kp_bb_add(&bb, 1, NULL, 0, "v", 1, NULL, 0);
+    ck_assert_int_gt(kp_bb_finish(&bb), 0);
+    kp_bb_free(&bb);
+    bk_pbatch dup;
+    ck_assert_int_eq(bk_pstate_check(&ps, b.data, b.len, &dup), KP_INVALID_TXN_STATE);
+    kp_buf_reset(&b);
+    add_batch(&b, 1, 0, -1, 1);
+    ck_assert_int_eq(bk_pstate_check(&ps, b.data, b.len, &dup), KP_CORRUPT_MESSAGE);
+    /* no producer id at all: nothing to check */
+    kp_buf_reset(&b);
+    add_batch(&b, -1, -1, -1, 1);
+    ck_assert_int_eq(bk_pstate_check(&ps, b.data, b.len, &dup), KP_NONE);
+    ck_assert_int_eq(bk_pstate_check(NULL, b.data, b.len, &dup), KP_NONE);
+    kp_buf_free(&b);
+    bk_pstate_free(&ps);
+}
+END_TEST
+
+/* ---- the table ----------------------------------------------------------------------- */
+START_TEST(test_many_producers_grow_and_expire_with_back_shift)
+{
+    bk_pstate ps;
+    bk_pstate_init(&ps);
+    enum { N = 5000 };
+    for (int64_t pid = 0; pid < N; pid++) {
+        kp_batch h = { .BaseOffset = pid, .ProducerId = pid * 7919, .ProducerEpoch = 0,
+                       .BaseSequence = 0, .LastOffsetDelta = 0 };
+        /* odd pids seen long ago, even ones recently */
+        ck_assert_int_eq(bk_pstate_apply(&ps, &h, pid % 2 ? 100 : 10000), 0);
+    }
+    ck_assert_uint_eq(ps.n, N);
+    ck_assert_uint_ge(ps.cap * 3, ps.n * 4);
+    ck_assert_uint_eq(bk_pstate_expire(&ps, 10000, 5000), N / 2);
+    ck_assert_uint_eq(ps.n, N / 2);
+    for (int64_t pid = 0; pid < N; pid++) {
+        bk_producer *e = bk_pstate_find(&ps, pid * 7919);
+        if (pid % 2) {
+            ck_assert_ptr_null(e);
+        } else {
+            ck_assert_ptr_nonnull(e);
+            ck_assert_int_eq(e->batches[e->head].base_offset, pid);
+        }
+    }
+    bk_pstate_free(&ps);
+}
+END_TEST
+
+/* ---- snapshots --------------------------------------------------------------------- */
+static void fill(bk_pstate *ps, int64_t *next)
+{
+    int64_t base;
+    for (int64_t pid = 100; pid < 110; pid++)
+        for (int i = 0; i < (int)(pid - 100); i++)
+            ck_assert_int_eq(produce1(ps, pid, (int16_t)(pid % 3), i, 1, next, &base), KP_NONE);
+}
+
+static void assert_same(const bk_pstate *a, const bk_pstate *b)
+{
+    ck_assert_uint_eq(a->n, b->n);
+    for (uint32_t i = 0; i < a->cap; i++) {
+        const bk_producer *x = a->slots[i];
+        if (!x)
+            continue;
+        const bk_producer *y = bk_pstate_find(b, x->pid);
+        ck_assert_ptr_nonnull(y);
+        ck_assert_int_eq(x->epoch, y->epoch);
+        ck_assert_int_eq(x->n, y->n);
+        for (int k = 0; k < x->n; k++) {      /* newest first on both sides */
+            const bk_pbatch *p = &x->batches[(x->head + BK_PRODUCER_BATCHES - k) % BK_PRODUCER_BATCHES];
+            const bk_pbatch *q = &y->batches[(y->head + BK_PRODUCER_BATCHES - k) % BK_PRODUCER_BATCHES];
+            ck_assert_int_eq(p->first_seq, q->first_seq);
+            ck_assert_int_eq(p->last_seq, q->last_seq);
+            ck_assert_int_eq(p->base_offset, q->base_offset);
+        }
+    }
+}
+
+START_TEST(test_snapshot_round_trip_and_newest_usable_wins)
+{
+    bk_pstate ps, back;
+    bk_pstate_init(&ps);
+    bk_pstate_init(&back);
+    int64_t next = 0;
+    fill(&ps, &next);
+    ck_assert_int_eq(bk_pstate_save(&ps, g_dir, 20), 0);
+    ck_assert_int_eq(bk_pstate_save(&ps, g_dir, next), 0);
+    ck_assert_int_eq(bk_pstate_save(&ps, g_dir, next + 100), 0);
+    /* keeps the newest two */
+    char path[128];
+    snprintf(path, sizeof path, "%s/%020d.snapshot", g_dir, 20);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    /* the one above the log end is dropped; the next one is used */
+    ck_assert_int_eq(bk_pstate_load(&back, g_dir, next), next);
+    snprintf(path, sizeof path, "%s/%020lld.snapshot", g_dir, (long long)(next + 100));
+    ck_assert_int_ne(access(path, F_OK), 0);
+    assert_same(&ps, &back);
+    bk_pstate_free(&back);
+    bk_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_damaged_snapshot_ignored)
+{
+    bk_pstate ps, back;
+    bk_pstate_init(&ps);
+    bk_pstate_init(&back);
+    int64_t next = 0;
+    fill(&ps, &next);
+    ck_assert_int_eq(bk_pstate_save(&ps, g_dir, next), 0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/%020lld.snapshot", g_dir, (long long)next);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 20, SEEK_SET);
+    fputc(0x55, f);
+    fclose(f);
+    ck_assert_int_eq(bk_pstate_load(&back, g_dir, next), -1);
+    ck_assert_uint_eq(back.n, 0);
+    bk_pstate_free(&ps);
+    /* an empty table round-trips too */
+    ck_assert_int_eq(bk_pstate_save(NULL, g_dir, next + 1), 0);
+    ck_assert_int_eq(bk_pstate_load(&back, g_dir, next + 1), next + 1);
+    ck_assert_uint_eq(back.n, 0);
+    bk_pstate_free(&back);
+}
+END_TEST
+
+/* ---- rebuild from the log ---------------------------------------------------------------- */
+struct collect { bk_pstate *ps; int64_t count; int64_t first_base; };
+
+static int collect_header(const uint8_t *hdr, void *arg)
+{
+    struct collect *c = arg;
+    kp_batch h;
+    ck_assert_int_eq(kp_batch_header(hdr, KP_BATCH_HEADER_SIZE, &h), 0);
+    if (c->count++ == 0)
+        c->first_base = h.BaseOffset;
+    if (h.ProducerId >= 0)
+        ck_assert_int_eq(bk_pstate_apply(c->ps, &h, 0), 0);
+    return 0;
+}
+
+static int stop_after_3(const uint8_t *hdr, void *arg)
+{
+    (void)hdr;
+    struct collect *c = arg;
+    return ++c->count == 3 ? 7 : 0;
+}
+
+START_TEST(test_rebuild_from_headers_across_segments_matches_live_state)
+{
+    seg_open_opts o = { .dir = g_dir };
+    seg_config_default(&o.cfg);
+    o.cfg.segment_bytes = 4096;
+    o.cfg.index_interval_bytes = 256;
+    o.cfg.segment_index_bytes = 4096;
+    seg_log *log;
+    ck_assert_int_eq(seg_open(&o, &log), 0);
+    bk_pstate live;
+    bk_pstate_init(&live);
+    kp_buf b;
+    kp_buf_init(&b);
+    int64_t next = 0, base;
+    for (int i = 0; i < 300; i++) {
+        kp_buf_reset(&b);
+        if (i % 4 == 3)
+            add_batch(&b, -1, -1, -1, 2);             /* not idempotent */
+        else
+            add_batch(&b, 40 + i % 3, 0, (i / 4) * 3, 3);
+        ck_assert_int_eq(produce(&live, &b, &next, &base), KP_NONE);
+        int64_t got;
+        ck_assert_int_eq(seg_append(log, b.data, b.len, 0, &got), 0);
+        ck_assert_int_eq(got, base);
+    }
+    ck_assert_int_gt(seg_segment_count(log), 3);
+    bk_pstate back;
+    bk_pstate_init(&back);
+    struct collect c = { &back, 0, -1 };
+    ck_assert_int_eq(seg_scan_headers(log, 0, collect_header, &c), 0);
+    ck_assert_int_eq(c.count, 300);
+    assert_same(&live, &back);
+    /* from the middle of a batch: starts at the batch holding it */
+    struct collect mid = { &back, 0, -1 };
+    ck_assert_int_eq(seg_scan_headers(log, 500, collect_header, &mid), 0);
+    ck_assert_int_le(mid.first_base, 500);
+    ck_assert_int_gt(mid.first_base, 496);
+    /* nothing at the log end; the callback's non-zero stops the walk */
+    ck_assert_int_eq(seg_scan_headers(log, seg_log_end(log), stop_after_3, &mid), 0);
+    mid.count = 0;
+    ck_assert_int_eq(seg_scan_headers(log, 0, stop_after_3, &mid), 7);
+    ck_assert_int_eq(mid.count, 3);
+    bk_pstate_free(&back);
+    bk_pstate_free(&live);
+    kp_buf_free(&b);
+    seg_close(log);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("d_producer_state");
+    TCase *tc = tcase_create("producer_state");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_retry_of_one_of_last_five_is_duplicate_with_original_offset);
+    tcase_add_test(tc, test_gap_is_out_of_order);
+    tcase_add_test(tc, test_epochs);
+    tcase_add_test(tc, test_unknown_producer_accepted_at_any_sequence);
+    tcase_add_test(tc, test_sequence_wraps_at_int32_max);
+    tcase_add_test(tc, test_several_batches_of_one_producer_in_one_request_chain);
+    tcase_add_test(tc, test_transactional_and_negative_fields_refused);
+    tcase_add_test(tc, test_many_producers_grow_and_expire_with_back_shift);
+    tcase_add_test(tc, test_snapshot_round_trip_and_newest_usable_wins);
+    tcase_add_test(tc, test_damaged_snapshot_ignored);
+    tcase_add_test(tc, test_rebuild_from_headers_across_segments_matches_live_state);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
