@@ -134,14 +134,6 @@ int seg_offset_for_time(seg_log *log, int64_t ts, int64_t *offset);
 typedef int (*seg_header_fn)(const uint8_t *header, void *arg);
 int seg_scan_headers(seg_log *log, int64_t from, seg_header_fn fn, void *arg);
 
-/* Calls fn with the 61-byte header (KP_BATCH_HEADER_SIZE, as stored:
- * BaseOffset first) of every batch holding an offset >= from, oldest first,
- * reading headers only (segments/headers.c says how).  For state rebuilt
- * from the log tail at open.  A non-zero return from fn stops the walk and
- * is returned; else 0 or SEG_E_IO.  Owner thread. */
-typedef int (*seg_header_fn)(const uint8_t *header, void *arg);
-int seg_scan_headers(seg_log *log, int64_t from, seg_header_fn fn, void *arg);
-
 /* Starts a new segment now (no-op on an empty active segment). */
 int seg_roll(seg_log *log, int64_t now_ms);
 /* Removes every offset >= `offset` (follower truncation).  offset below
