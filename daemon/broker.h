@@ -230,6 +230,10 @@ int  bk_groups_init(bk_broker *b);
 void bk_groups_shutdown(bk_broker *b);
 /* "Who coordinates group G": one place to ask.  Standalone: this broker. */
 int32_t bk_coordinator_of(bk_broker *b, const char *group);
+/* Deletes a group and its committed offsets (DeleteGroups, SQL): KP_NONE,
+ * KP_NON_EMPTY_GROUP, KP_GROUP_ID_NOT_FOUND or KP_UNKNOWN_SERVER_ERROR,
+ * with the reason in err. */
+int bk_group_delete(bk_broker *b, const char *group_id, char *err, size_t errlen);
 int bk_handle_find_coordinator(bk_req *r);
 int bk_handle_join_group(bk_req *r);
 int bk_handle_sync_group(bk_req *r);

@@ -99,6 +99,34 @@ int32_t bk_coordinator_of(bk_broker *b, const char *group)
     return b->cfg->broker_id;
 }
 
+/* The one path that deletes a group (DeleteGroups, the SQL surface): only
+ * an Empty group, or one the coordinator does not hold, goes; its rows and
+ * committed offsets leave SQLite first, then the in-memory group. */
+int bk_group_delete(bk_broker *b, const char *id, char *err, size_t errlen)
+{
+    gc_group *g = gc ? gc_group_find(id, strlen(id)) : NULL;
+    if (g && g->state != GC_EMPTY) {
+        snprintf(err, errlen, "The group %s is not empty (state %s); stop its "
+                 "consumers first.", id, gc_state_name(g->state));
+        return KP_NON_EMPTY_GROUP;
+    }
+    int rc = md_group_delete(b->db, id, err, errlen);
+    if (rc == KP_GROUP_ID_NOT_FOUND && !g) {
+        snprintf(err, errlen, "The group id %s does not exist.", id);
+        return rc;
+    }
+    if (rc != KP_NONE && rc != KP_GROUP_ID_NOT_FOUND) {
+        BK_ERROR("deleting group %s failed: %s", id, err);
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    if (g) {
+        g->state = GC_DEAD;
+        gc_group_free(g);
+    }
+    BK_INFO("group %s deleted (with its committed offsets)", id);
+    return KP_NONE;
+}
+
 char *gc_strndup(const char *p, int32_t len)
 {
     if (len < 0)

@@ -298,28 +298,11 @@ int bk_handle_delete_groups(bk_req *r)
     kp_wr_array(o, n);
     for (int32_t i = 0; i < n; i++) {
         kp_str id = kp_rd_string(&ids);
-        int16_t err = KP_NONE;
+        int16_t err = KP_UNKNOWN_SERVER_ERROR;
         char *name = gc_strndup(id.p ? id.p : "", id.len < 0 ? 0 : id.len);
-        gc_group *g = id.len >= 0 ? gc_group_find(id.p, (size_t)id.len) : NULL;
-        if (!name) {
-            err = KP_UNKNOWN_SERVER_ERROR;
-        } else if (g && g->state != GC_EMPTY) {
-            err = KP_NON_EMPTY_GROUP;
-        } else {
+        if (name) {
             char msg[MD_ERRLEN];
-            int rc = md_group_delete(r->b->db, name, msg, sizeof msg);
-            if (rc == KP_GROUP_ID_NOT_FOUND && !g) {
-                err = KP_GROUP_ID_NOT_FOUND;
-            } else if (rc != 0 && rc != KP_GROUP_ID_NOT_FOUND) {
-                BK_ERROR("deleting group %s failed: %s", name, msg);
-                err = KP_UNKNOWN_SERVER_ERROR;
-            } else {
-                if (g) {
-                    g->state = GC_DEAD;
-                    gc_group_free(g);
-                }
-                BK_INFO("group %s deleted (with its committed offsets)", name);
-            }
+            err = (int16_t)bk_group_delete(r->b, name, msg, sizeof msg);
         }
         kp_wr_str(o, id.len >= 0 ? id : (kp_str){ "", 0 });
         kp_wr_i16(o, err);

@@ -165,30 +165,6 @@ static int topic_target(bk_broker *b, const char *name, bk_topic **t, char *err,
     return KP_NONE;
 }
 
-/* DeleteGroups, as bk_handle_delete_groups does it (daemon/group_api.c). */
-static int group_delete(bk_broker *b, const char *id, char *err, size_t errlen)
-{
-    gc_group *g = gc ? gc_group_find(id, strlen(id)) : NULL;
-    if (g && g->state != GC_EMPTY) {
-        snprintf(err, errlen, "The group %s is not empty (state %s); stop its "
-                 "consumers first.", id, gc_state_name(g->state));
-        return KP_NON_EMPTY_GROUP;
-    }
-    int rc = md_group_delete(b->db, id, err, errlen);
-    if (rc == KP_GROUP_ID_NOT_FOUND && !g) {
-        snprintf(err, errlen, "The group id %s does not exist.", id);
-        return rc;
-    }
-    if (rc != KP_NONE && rc != KP_GROUP_ID_NOT_FOUND)
-        return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
-    if (g) {
-        g->state = GC_DEAD;
-        gc_group_free(g);
-    }
-    BK_INFO("group %s deleted through SQL (with its committed offsets)", id);
-    return KP_NONE;
-}
-
 static int offset_set(bk_broker *b, const sq_write *w, char *err, size_t errlen)
 {
     gc_group *g = gc ? gc_group_find(w->s1, strlen(w->s1)) : NULL;
@@ -274,7 +250,7 @@ static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen
                      "be applied; see the broker log.", t->name);
         return rc;
     case SQ_GROUP_DELETE:
-        return group_delete(b, w->s1 ? w->s1 : "", err, errlen);
+        return bk_group_delete(b, w->s1 ? w->s1 : "", err, errlen);
     case SQ_OFFSET_SET:
         return offset_set(b, w, err, errlen);
     }
