@@ -307,18 +307,15 @@ int bk_pstate_record(bk_pstate *ps, const uint8_t *data, size_t len, int64_t now
 #define SNAP_VERSION 1
 #define SNAP_EXT ".snapshot"
 
+/* "<20 digits>.snapshot" → its offset, or -1. */
 static int64_t snap_offset(const char *name)
 {
-    size_t n = strlen(name);
-    if (n != 20 + strlen(SNAP_EXT) || strcmp(name + 20, SNAP_EXT) != 0)
+    if (strlen(name) != 20 + strlen(SNAP_EXT) || name[0] < '0' || name[0] > '9')
         return -1;
-    int64_t v = 0;
-    for (int i = 0; i < 20; i++) {
-        if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - 9) / 10)
-            return -1;
-        v = v * 10 + (name[i] - '0');
-    }
-    return v;
+    char *end;
+    errno = 0;
+    long long v = strtoll(name, &end, 10);
+    return end == name + 20 && strcmp(end, SNAP_EXT) == 0 && errno == 0 ? v : -1;
 }
 
 /* Snapshot offsets found in dir, newest first; *out malloc'd. */
