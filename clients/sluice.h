@@ -138,11 +138,15 @@ void sl_conf_destroy(sl_conf *conf);
  *   group.id                 string (none: only assign() is possible)
  *   auto.offset.reset        earliest|latest|none (latest); smallest,
  *                            beginning, largest, end are accepted aliases
- *   enable.auto.commit       true|false (true)
+ *   enable.auto.commit       true|false (true): commit poll positions every
+ *                            auto.commit.interval.ms, before a rebalance and on
+ *                            close — while subscribed (assign() users commit
+ *                            with sl_consumer_commit)
  *   auto.commit.interval.ms  0..    (5000)
  *   session.timeout.ms       1..    (45000)
  *   heartbeat.interval.ms    1..    (3000)
- *   max.poll.interval.ms     1..    (300000)
+ *   max.poll.interval.ms     1..    (300000) sent as JoinGroup's rebalance
+ *                            timeout; not enforced on the application's polls
  *   partition.assignment.strategy  list of range,roundrobin (range,roundrobin)
  *   fetch.min.bytes          1..    (1)
  *   fetch.max.bytes          1..    (52428800)
@@ -217,7 +221,6 @@ typedef struct sl_delivery {
     const char *topic;
     int32_t partition;
     int64_t offset;           /* assigned offset, -1 on error or acks=0 */
-    int64_t timestamp;        /* the record's timestamp */
     void *msg_opaque;         /* as given to sl_produce() */
 } sl_delivery;
 
