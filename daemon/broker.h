@@ -65,6 +65,13 @@ struct bk_partition {
     struct bk_pstate *producers;     /* idempotent producers (producer_state.c) */
     /* counters for /metrics */
     uint64_t bytes_in, messages_in, bytes_out;
+    uint64_t flushes;                /* fdatasyncs completed (flusher.c) */
+    /* retention and compaction (daemon/retention.c, daemon/cleaner.c) */
+    bool clean_in_flight;            /* a compaction job is out */
+    uint64_t segments_deleted, bytes_deleted;
+    uint64_t cleaner_runs, cleaner_bytes_freed, cleaner_records_removed,
+             cleaner_failures;
+    int64_t cleaner_last_us;         /* duration of the last compaction */
 };
 
 struct bk_topic {
@@ -90,6 +97,9 @@ struct bk_broker {
     struct bk_flusher *flusher;      /* fsync worker (daemon/flusher.c) */
     struct bk_server *server;
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
+    struct bk_janitor *janitor;      /* unlinks files (janitor.c) */
+    struct bk_cleaner *cleaner;      /* compaction workers (cleaner.c) */
+    struct event *retention_timer;   /* log.retention.check.interval.ms */
     int64_t pid_next, pid_end;       /* producer ids reserved in SQLite, unused */
 };
 
@@ -138,6 +148,38 @@ void bk_flusher_forget(bk_broker *b, bk_partition *p);
 void bk_flusher_stop(bk_broker *b);
 /* Maintenance timer: requests flushes due under flush.ms. */
 void bk_flush_tick(bk_broker *b);
+
+/* ---- retention, compaction, file removal (retention.c, cleaner.c, janitor.c)
+ * The loop decides (a few numbers per partition); worker threads unlink,
+ * compact and remove directories.  Start after bk_flusher_start; stop
+ * (cancels compactions, installs finished ones) after bk_flusher_stop;
+ * shutdown (runs every queued removal now) after bk_topics_close_all. */
+int  bk_retention_start(bk_broker *b);
+void bk_retention_stop(bk_broker *b);
+void bk_retention_shutdown(bk_broker *b);
+/* log.retention.check.interval.ms: retention.ms / retention.bytes. */
+void bk_retention_tick(bk_broker *b);
+/* DeleteRecords: log start to `offset` (-1: high watermark), saved to
+ * SQLite at once.  KP_NONE with *low_watermark, or a KP_* error. */
+int  bk_delete_records(bk_broker *b, bk_partition *p, int64_t offset,
+                       int64_t *low_watermark);
+/* Topic deletion: renames the partition directory "...-delete" and hands
+ * the log to the janitor; p->log is NULL afterwards. */
+void bk_partition_log_delete(bk_broker *b, bk_partition *p);
+int  bk_janitor_start(bk_broker *b);
+void bk_janitor_stop(bk_broker *b);
+/* Unlinks the list's *.deleted files after delay_ms (file.delete.delay.ms). */
+void bk_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms);
+void bk_janitor_destroy_log(bk_broker *b, seg_log *log);
+void bk_janitor_remove_dir(bk_broker *b, const char *dir);
+/* log.cleaner.enable=false: no workers, no compaction. */
+int  bk_cleaner_start(bk_broker *b);
+void bk_cleaner_stop(bk_broker *b);
+/* log.cleaner.backoff.ms: plans and queues due compactions. */
+void bk_cleaner_tick(bk_broker *b);
+/* Cancels and waits for p's compaction, then finishes it (before the
+ * partition's log is closed or deleted). */
+void bk_cleaner_forget(bk_broker *b, bk_partition *p);
 
 /* ---- requests ----------------------------------------------------------------- */
 enum { BK_RESPOND = 0, BK_DEFER = 1, BK_NO_RESPONSE = 2, BK_CLOSE = -1,
@@ -203,6 +245,7 @@ int bk_handle_create_partitions(bk_req *r);
 int bk_handle_describe_configs(bk_req *r);
 int bk_handle_alter_configs(bk_req *r);
 int bk_handle_incremental_alter_configs(bk_req *r);
+int bk_handle_delete_records(bk_req *r);
 int bk_handle_init_producer_id(bk_req *r);
 
 /* ---- misc ------------------------------------------------------------------- */

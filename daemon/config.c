@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum key_type { K_INT32, K_INT64, K_BOOL, K_STRING, K_LISTENERS, K_ADV };
+enum key_type { K_INT32, K_INT64, K_BOOL, K_STRING, K_LISTENERS, K_ADV, K_DOUBLE };
 
 struct key {
     const char *name;
@@ -47,6 +47,11 @@ static const struct key keys[] = {
     { "max.connections.per.ip", K_INT32, F(max_connections_per_ip), 1, INT32_MAX },
     { "connections.max.idle.ms", K_INT64, F(connections_max_idle_ms), -1, INT64_MAX },
     { "log.retention.check.interval.ms", K_INT64, F(log_retention_check_interval_ms), 1, INT64_MAX },
+    { "log.cleaner.enable", K_BOOL, F(log_cleaner_enable), 0, 0 },
+    { "log.cleaner.threads", K_INT32, F(log_cleaner_threads), 1, 64 },
+    { "log.cleaner.dedupe.buffer.size", K_INT64, F(log_cleaner_dedupe_buffer_size), 16384, INT64_MAX },
+    { "log.cleaner.io.max.bytes.per.second", K_DOUBLE, F(log_cleaner_io_max_bytes_per_second), 0, 0 },
+    { "log.cleaner.backoff.ms", K_INT64, F(log_cleaner_backoff_ms), 1, INT64_MAX },
     { "log.flush.scheduler.interval.ms", K_INT64, F(log_flush_scheduler_interval_ms), 1, INT64_MAX },
     { "log.flush.offset.checkpoint.interval.ms", K_INT64, F(log_flush_offset_checkpoint_interval_ms), 1, INT64_MAX },
     { "fetch.max.bytes", K_INT32, F(fetch_max_bytes), 1024, INT32_MAX },
@@ -94,6 +99,11 @@ void bk_config_init(bk_config *c)
     c->max_connections_per_ip = 10000;
     c->connections_max_idle_ms = 600000;
     c->log_retention_check_interval_ms = 300000;
+    c->log_cleaner_enable = true;
+    c->log_cleaner_threads = 1;
+    c->log_cleaner_dedupe_buffer_size = 134217728;
+    c->log_cleaner_io_max_bytes_per_second = 1.7976931348623157e308;
+    c->log_cleaner_backoff_ms = 15000;
     c->log_flush_scheduler_interval_ms = 1000;
     c->log_flush_offset_checkpoint_interval_ms = 60000;
     c->fetch_max_bytes = 57671680;
@@ -221,6 +231,18 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
             }
             *(bool *)(void *)field = bv;
             return 0;
+        case K_DOUBLE: {
+            char *end;
+            errno = 0;
+            double d = strtod(value, &end);
+            if (errno || end == value || *end || !(d > 0)) {
+                snprintf(err, errlen, "Invalid value %s for configuration %s: "
+                         "must be a positive number", value, key);
+                return -1;
+            }
+            *(double *)(void *)field = d;
+            return 0;
+        }
         case K_STRING:
             if (strlen(value) >= k->size) {
                 snprintf(err, errlen, "Invalid value for configuration %s: too long", key);

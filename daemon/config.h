@@ -36,6 +36,12 @@ typedef struct bk_config {
     int32_t max_connections_per_ip;       /* max.connections.per.ip */
     int64_t connections_max_idle_ms;      /* connections.max.idle.ms */
     int64_t log_retention_check_interval_ms;
+    /* log cleaner (daemon/cleaner.c) */
+    bool    log_cleaner_enable;                   /* log.cleaner.enable */
+    int32_t log_cleaner_threads;                  /* log.cleaner.threads */
+    int64_t log_cleaner_dedupe_buffer_size;       /* log.cleaner.dedupe.buffer.size */
+    double  log_cleaner_io_max_bytes_per_second;  /* log.cleaner.io.max.bytes.per.second */
+    int64_t log_cleaner_backoff_ms;               /* log.cleaner.backoff.ms */
     int64_t log_flush_scheduler_interval_ms;
     int64_t log_flush_offset_checkpoint_interval_ms;
     int32_t fetch_max_bytes;              /* fetch.max.bytes (broker cap) */

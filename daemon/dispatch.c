@@ -20,6 +20,7 @@ static const bk_api apis[] = {
     { KP_API_ALTER_CONFIGS,            0, 1,  bk_handle_alter_configs },
     { KP_API_CREATE_PARTITIONS,        0, 1,  bk_handle_create_partitions },
     { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 0,  bk_handle_incremental_alter_configs },
+    { KP_API_DELETE_RECORDS,           0, 1,  bk_handle_delete_records },
     { KP_API_INIT_PRODUCER_ID,         0, 1,  bk_handle_init_producer_id },
     /* group coordinator (daemon/group*.c) */
     { KP_API_OFFSET_COMMIT,            2, 7,  bk_handle_offset_commit },

@@ -100,8 +100,8 @@ static void *flusher_main(void *arg)
     return NULL;
 }
 
-/* Loop thread: records finished flushes. */
-static void finish_job(flush_job *j)
+/* Loop thread: records finished flushes.  b is NULL when stopping. */
+static void finish_job(bk_broker *b, flush_job *j)
 {
     bk_partition *p = j->p;
     if (p) {
@@ -112,6 +112,13 @@ static void finish_job(flush_job *j)
              * point is still unflushed. */
             int64_t left = seg_log_end(p->log) - j->flushed_to;
             p->unflushed_messages = left > 0 ? left : 0;
+            p->flushes++;
+            /* Appends that arrived during the fdatasync may already be
+             * owed one under flush.messages: without this, the last ones
+             * before a pause would wait for flush.ms (maybe forever). */
+            int64_t fm = p->topic->cfg.flush_messages;
+            if (b && fm > 0 && p->unflushed_messages >= fm)
+                bk_flusher_request(b, p);
         } else {
             BK_ERROR("flush of partition %s-%d failed: %s",
                      p->topic->name, p->id, strerror(j->err ? j->err : EIO));
@@ -133,7 +140,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_unlock(&f->mu);
     while (list) {
         flush_job *next = list->next;
-        finish_job(list);
+        finish_job(f->b, list);
         list = next;
     }
 }
@@ -238,7 +245,7 @@ void bk_flusher_stop(bk_broker *b)
     f->done = NULL;
     while (list) {
         flush_job *next = list->next;
-        finish_job(list);
+        finish_job(NULL, list);
         list = next;
     }
     event_free(f->done_ev);

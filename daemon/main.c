@@ -182,6 +182,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: cannot start the flush worker\n");
         return 1;
     }
+    if (bk_retention_start(&b) != 0) {
+        fprintf(stderr, "sluiced: cannot start the retention and cleaner workers\n");
+        return 1;
+    }
     if (bk_admin_start(&b, err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         return 1;
@@ -211,10 +215,12 @@ int main(int argc, char **argv)
     bk_server_free(&b);
     bk_groups_shutdown(&b);
     bk_flusher_stop(&b);
+    bk_retention_stop(&b);
     int failures = 0;
     bk_topics_foreach(&b, flush_topic, &failures);
     bk_save_offsets(&b);
     bk_topics_close_all(&b);
+    bk_retention_shutdown(&b);
     event_free(b.maint_timer);
     event_free(b.sig_term);
     event_free(b.sig_int);

@@ -95,6 +95,15 @@ static const struct part_metric part_metrics[] = {
     { "sluice_log_start_offset", "First offset kept in the partition.", "gauge" },
     { "sluice_log_end_offset", "Next offset to be assigned in the partition.", "gauge" },
     { "sluice_high_watermark", "Last committed offset + 1 of the partition.", "gauge" },
+    { "sluice_log_recovery_point", "Offset below which the partition is flushed (fdatasync).", "gauge" },
+    { "sluice_log_flushes_total", "fdatasyncs of the partition completed (flush.messages / flush.ms).", "counter" },
+    { "sluice_log_segments_deleted_total", "Segments removed by retention or DeleteRecords.", "counter" },
+    { "sluice_log_bytes_deleted_total", "Bytes of segments removed by retention or DeleteRecords.", "counter" },
+    { "sluice_log_cleaner_runs_total", "Compactions of the partition that swapped segments in.", "counter" },
+    { "sluice_log_cleaner_bytes_freed_total", "Bytes compaction removed from the partition.", "counter" },
+    { "sluice_log_cleaner_records_removed_total", "Records compaction removed (superseded values, old tombstones).", "counter" },
+    { "sluice_log_cleaner_failures_total", "Compactions that failed (the log was left unchanged).", "counter" },
+    { "sluice_log_cleaner_last_duration_seconds", "Time the last compaction of the partition took.", "gauge" },
 };
 
 struct render { kp_buf *o; int which; };
@@ -114,6 +123,19 @@ static void render_topic(bk_topic *t, void *arg)
         case 5: v = (uint64_t)seg_log_start(p->log); break;
         case 6: v = (uint64_t)seg_log_end(p->log); break;
         case 7: v = (uint64_t)p->high_watermark; break;
+        case 8: v = (uint64_t)seg_recovery_point(p->log); break;
+        case 9: v = p->flushes; break;
+        case 10: v = p->segments_deleted; break;
+        case 11: v = p->bytes_deleted; break;
+        case 12: v = p->cleaner_runs; break;
+        case 13: v = p->cleaner_bytes_freed; break;
+        case 14: v = p->cleaner_records_removed; break;
+        case 15: v = p->cleaner_failures; break;
+        case 16:
+            sq_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %.6f\n",
+                      part_metrics[r->which].name, t->name, p->id,
+                      (double)p->cleaner_last_us / 1e6);
+            continue;
         }
         sq_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %llu\n",
                   part_metrics[r->which].name, t->name, p->id, (unsigned long long)v);

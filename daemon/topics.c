@@ -161,6 +161,8 @@ static int open_partition(bk_broker *b, bk_topic *t, int32_t idx,
     }
     p->high_watermark = seg_log_end(p->log);
     p->last_flush_ms = bk_now_ms();
+    /* Removed segments wait file.delete.delay.ms on the janitor thread. */
+    seg_set_deferred_delete(p->log, true);
     bk_producers_open(b, p);         /* failures logged; starts empty */
     t->partitions[idx] = p;
     return KP_NONE;
@@ -169,10 +171,11 @@ static int open_partition(bk_broker *b, bk_topic *t, int32_t idx,
 static void close_partition(bk_broker *b, bk_partition *p, bool destroy)
 {
     bk_flusher_forget(b, p);
+    bk_cleaner_forget(b, p);
     bk_partition_notify(p);          /* waiters look it up again and fail */
     bk_producers_close(b, p, destroy);
     if (destroy)
-        seg_destroy(p->log);
+        bk_partition_log_delete(b, p);   /* unlinking on the janitor thread */
     else
         seg_close(p->log);
     free(p);
@@ -314,7 +317,6 @@ int bk_topic_delete(bk_broker *b, const char *name, char *err, size_t errlen)
         return rc;
     if (t) {
         hash_remove(b, t);
-        /* TODO(retention issue): hand the unlinking to a worker thread. */
         for (int32_t i = 0; i < t->npartitions; i++)
             close_partition(b, t->partitions[i], true);
         free_topic(t);
