@@ -1,0 +1,396 @@
+/*
+ * Offset commits under load (issue 4, Performance): how many partition
+ * commits per second the coordinator sustains from 10 groups × 8
+ * partitions committing after every poll, and what that does to the
+ * broker's produce throughput.
+ *
+ * Each of the 10 groups has one member (JoinGroup v5 + SyncGroup v3, so
+ * commits go through the generation/member checks) on its own connection,
+ * owning the 8 partitions of the topic; a "poll" is modelled as nothing
+ * more than the next OffsetCommit v7 of all 8 partitions at a higher
+ * offset, back to back — the heaviest commit pattern a consumer can make.
+ * The producer is one connection sending Produce v7 (acks=1) with a
+ * pre-built 100-record batch, PIPELINE requests in flight.
+ *
+ * Phases (SECONDS each):
+ *   1. produce alone                         → baseline msgs/s
+ *   2. commits alone, unthrottled            → partition-commits/s (target
+ *                                              >= 20,000)
+ *   3. produce + commits paced at 20,000/s   → produce ratio to 1 (target:
+ *                                              < 10 % drop)
+ *   4. produce + commits unthrottled         → both, for the record
+ *
+ *   build/bench/group_commit_bench [path/to/sluiced] [seconds per phase]
+ *       (sluiced also from $SLUICED; default build/sluiced; 8 s per phase)
+ */
+#include "bench/bench_common.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define GROUPS        10
+#define PARTITIONS    8
+#define TARGET        20000.0       /* partition-commits/s */
+#define PIPELINE      4
+#define BATCH_RECS    100
+#define VALUE_SIZE    100
+
+static const char *commit_topic = "commit-bench";
+static const char *produce_topic = "produce-bench";
+static atomic_bool running;
+
+/* ---- frames ----------------------------------------------------------------------- */
+static int send_frame(int fd, const kp_buf *req)
+{
+    uint8_t len[4] = { (uint8_t)(req->len >> 24), (uint8_t)(req->len >> 16),
+                       (uint8_t)(req->len >> 8), (uint8_t)req->len };
+    return bench_write_all(fd, len, 4) || bench_write_all(fd, req->data, req->len) ? -1 : 0;
+}
+
+static int recv_frame(int fd, kp_buf *resp)
+{
+    uint8_t len[4];
+    if (bench_read_all(fd, len, 4))
+        return -1;
+    size_t n = (size_t)len[0] << 24 | (size_t)len[1] << 16 | (size_t)len[2] << 8 | len[3];
+    kp_buf_reset(resp);
+    uint8_t *dst = kp_buf_reserve(resp, n);
+    if (!dst || bench_read_all(fd, dst, n))
+        return -1;
+    resp->len = n;
+    return 0;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "group_commit_bench: %s\n", what);
+    exit(1);
+}
+
+/* ---- group membership ----------------------------------------------------------------- */
+typedef struct member {
+    int fd;
+    char group[32];
+    char id[256];
+    int32_t generation;
+    /* results of the current phase */
+    uint64_t commits;               /* partition-commits acknowledged */
+    uint64_t errors;
+    double pace;                    /* requests/s, 0 = unthrottled */
+} member;
+
+static kp_str read_str(kp_rd *rd, char *out, size_t cap)
+{
+    kp_str s = kp_rd_string(rd);
+    if (out)
+        kp_str_copy(s, out, cap);
+    return s;
+}
+
+static int16_t join(member *m, kp_buf *q, kp_buf *r)
+{
+    kp_buf_reset(q);
+    kp_req_hdr_write(q, KP_API_JOIN_GROUP, 5, 1, "commit-bench");
+    kp_wr_string(q, m->group, -1);
+    kp_wr_i32(q, 60000);                        /* SessionTimeoutMs */
+    kp_wr_i32(q, 60000);                        /* RebalanceTimeoutMs */
+    kp_wr_string(q, m->id, -1);
+    kp_wr_string(q, NULL, 0);                   /* GroupInstanceId */
+    kp_wr_string(q, "consumer", -1);
+    kp_wr_array(q, 1);
+    kp_wr_string(q, "range", -1);
+    kp_wr_bytes(q, "m", 1);
+    if (bench_roundtrip(m->fd, q, r))
+        die("JoinGroup: connection lost");
+    kp_rd rd;
+    kp_rd_init(&rd, r->data, r->len);
+    kp_rd_i32(&rd);                             /* correlation id */
+    kp_rd_i32(&rd);                             /* ThrottleTimeMs */
+    int16_t err = kp_rd_i16(&rd);
+    m->generation = kp_rd_i32(&rd);
+    read_str(&rd, NULL, 0);                     /* ProtocolName */
+    read_str(&rd, NULL, 0);                     /* Leader */
+    read_str(&rd, m->id, sizeof m->id);
+    if (!kp_rd_ok(&rd))
+        die("JoinGroup: short response");
+    return err;
+}
+
+static void join_and_sync(member *m, kp_buf *q, kp_buf *r)
+{
+    m->id[0] = 0;
+    int16_t err = join(m, q, r);
+    if (err == KP_MEMBER_ID_REQUIRED)
+        err = join(m, q, r);
+    if (err)
+        die("JoinGroup failed");
+    kp_buf_reset(q);
+    kp_req_hdr_write(q, KP_API_SYNC_GROUP, 3, 2, "commit-bench");
+    kp_wr_string(q, m->group, -1);
+    kp_wr_i32(q, m->generation);
+    kp_wr_string(q, m->id, -1);
+    kp_wr_string(q, NULL, 0);
+    kp_wr_array(q, 1);
+    kp_wr_string(q, m->id, -1);
+    kp_wr_bytes(q, "all-8", 5);
+    if (bench_roundtrip(m->fd, q, r))
+        die("SyncGroup: connection lost");
+    kp_rd rd;
+    kp_rd_init(&rd, r->data, r->len);
+    kp_rd_i32(&rd);
+    kp_rd_i32(&rd);
+    if (kp_rd_i16(&rd) != 0 || !kp_rd_ok(&rd))
+        die("SyncGroup failed");
+}
+
+/* ---- the commit loop: one OffsetCommit v7 of 8 partitions per "poll" ------------------ */
+static void *commit_loop(void *arg)
+{
+    member *m = arg;
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    static _Atomic int64_t offset_base;
+    int64_t offset = atomic_fetch_add(&offset_base, 1000000000);
+    double t0 = bench_now();
+    uint64_t k = 0;
+    while (atomic_load(&running)) {
+        if (m->pace > 0) {
+            double due = t0 + (double)k / m->pace;
+            double now = bench_now();
+            if (due > now)
+                usleep((useconds_t)((due - now) * 1e6));
+            k++;
+        }
+        kp_buf_reset(&q);
+        kp_req_hdr_write(&q, KP_API_OFFSET_COMMIT, 7, 3, "commit-bench");
+        kp_wr_string(&q, m->group, -1);
+        kp_wr_i32(&q, m->generation);
+        kp_wr_string(&q, m->id, -1);
+        kp_wr_string(&q, NULL, 0);              /* GroupInstanceId */
+        kp_wr_array(&q, 1);
+        kp_wr_string(&q, commit_topic, -1);
+        kp_wr_array(&q, PARTITIONS);
+        offset += 100;
+        for (int32_t p = 0; p < PARTITIONS; p++) {
+            kp_wr_i32(&q, p);
+            kp_wr_i64(&q, offset + p);
+            kp_wr_i32(&q, -1);                  /* CommittedLeaderEpoch */
+            kp_wr_string(&q, NULL, 0);          /* CommittedMetadata */
+        }
+        if (bench_roundtrip(m->fd, &q, &r))
+            die("OffsetCommit: connection lost");
+        kp_rd rd;
+        kp_rd_init(&rd, r.data, r.len);
+        kp_rd_i32(&rd);
+        kp_rd_i32(&rd);
+        int32_t nt = kp_rd_array(&rd, 0);
+        for (int32_t t = 0; t < nt; t++) {
+            kp_rd_string(&rd);
+            int32_t np = kp_rd_array(&rd, 0);
+            for (int32_t i = 0; i < np; i++) {
+                kp_rd_i32(&rd);
+                if (kp_rd_i16(&rd) == 0)
+                    m->commits++;
+                else
+                    m->errors++;
+            }
+        }
+        if (!kp_rd_ok(&rd))
+            die("OffsetCommit: short response");
+    }
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    return NULL;
+}
+
+/* ---- the produce loop ------------------------------------------------------------------ */
+typedef struct producer {
+    int fd;
+    kp_buf req;                     /* one Produce v7 frame, reused */
+    uint64_t messages, errors;
+} producer;
+
+static int16_t produce_error(const kp_buf *r)
+{
+    kp_rd rd;
+    kp_rd_init(&rd, r->data, r->len);
+    kp_rd_i32(&rd);
+    kp_rd_array(&rd, 0);
+    kp_rd_string(&rd);
+    kp_rd_array(&rd, 0);
+    kp_rd_i32(&rd);
+    int16_t err = kp_rd_i16(&rd);
+    return kp_rd_ok(&rd) ? err : -1;
+}
+
+static void *produce_loop(void *arg)
+{
+    producer *p = arg;
+    kp_buf r;
+    kp_buf_init(&r);
+    int inflight = 0;
+    while (atomic_load(&running)) {
+        while (inflight < PIPELINE) {
+            if (send_frame(p->fd, &p->req))
+                die("Produce: connection lost");
+            inflight++;
+        }
+        if (recv_frame(p->fd, &r))
+            die("Produce: connection lost");
+        inflight--;
+        if (produce_error(&r) == 0)
+            p->messages += BATCH_RECS;
+        else
+            p->errors++;
+    }
+    while (inflight-- > 0)                      /* drain, not counted */
+        if (recv_frame(p->fd, &r))
+            die("Produce: connection lost");
+    kp_buf_free(&r);
+    return NULL;
+}
+
+static void build_produce(producer *p)
+{
+    kp_buf batch;
+    kp_buf_init(&batch);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &batch, KP_CODEC_NONE);
+    char value[VALUE_SIZE];
+    memset(value, 'p', sizeof value);
+    for (int i = 0; i < BATCH_RECS; i++)
+        kp_bb_add(&bb, 1700000000000LL + i, NULL, 0, value, VALUE_SIZE, NULL, 0);
+    if (kp_bb_finish(&bb) < 0)
+        die("cannot build a batch");
+    kp_bb_free(&bb);
+    kp_buf_init(&p->req);
+    kp_req_hdr_write(&p->req, KP_API_PRODUCE, 7, 4, "commit-bench");
+    kp_wr_string(&p->req, NULL, 0);             /* TransactionalId */
+    kp_wr_i16(&p->req, 1);                      /* acks */
+    kp_wr_i32(&p->req, 30000);
+    kp_wr_array(&p->req, 1);
+    kp_wr_string(&p->req, produce_topic, -1);
+    kp_wr_array(&p->req, 1);
+    kp_wr_i32(&p->req, 0);
+    kp_wr_bytes(&p->req, batch.data, (int32_t)batch.len);
+    kp_buf_free(&batch);
+}
+
+/* ---- phases ------------------------------------------------------------------------------- */
+typedef struct result {
+    double secs;
+    double msgs_per_s;              /* 0 when the producer did not run */
+    double commits_per_s;
+    uint64_t errors;
+} result;
+
+static result run_phase(member *ms, double pace_total, producer *p, double seconds)
+{
+    pthread_t ct[GROUPS], pt;
+    for (int g = 0; ms && g < GROUPS; g++) {
+        ms[g].commits = ms[g].errors = 0;
+        ms[g].pace = pace_total > 0 ? pace_total / PARTITIONS / GROUPS : 0;
+    }
+    if (p)
+        p->messages = p->errors = 0;
+    atomic_store(&running, true);
+    double t0 = bench_now();
+    for (int g = 0; ms && g < GROUPS; g++)
+        pthread_create(&ct[g], NULL, commit_loop, &ms[g]);
+    if (p)
+        pthread_create(&pt, NULL, produce_loop, p);
+    usleep((useconds_t)(seconds * 1e6));
+    atomic_store(&running, false);
+    double secs = bench_now() - t0;
+    result res = { secs, 0, 0, 0 };
+    for (int g = 0; ms && g < GROUPS; g++) {
+        pthread_join(ct[g], NULL);
+        res.commits_per_s += (double)ms[g].commits;
+        res.errors += ms[g].errors;
+    }
+    if (p) {
+        pthread_join(pt, NULL);
+        res.msgs_per_s = (double)p->messages / secs;
+        res.errors += p->errors;
+    }
+    res.commits_per_s /= secs;
+    return res;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        setenv("SLUICED", argv[1], 1);
+    double seconds = argc > 2 ? atof(argv[2]) : 8.0;
+    if (seconds <= 0)
+        seconds = 8.0;
+    bench_broker b = { 0 };
+    const char *overrides[] = { "group.initial.rebalance.delay.ms=0", NULL };
+    bench_broker_start(&b, overrides);
+    int admin = bench_connect(b.port);
+    if (admin < 0)
+        die("cannot connect");
+    if (bench_create_topic(admin, commit_topic, PARTITIONS, NULL) != 0 ||
+        bench_create_topic(admin, produce_topic, 1, NULL) != 0)
+        die("cannot create the topics");
+    close(admin);
+
+    static member ms[GROUPS];
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    for (int g = 0; g < GROUPS; g++) {
+        ms[g].fd = bench_connect(b.port);
+        if (ms[g].fd < 0)
+            die("cannot connect");
+        snprintf(ms[g].group, sizeof ms[g].group, "bench-group-%d", g);
+        join_and_sync(&ms[g], &q, &r);
+    }
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    producer p;
+    build_produce(&p);
+    p.fd = bench_connect(b.port);
+    if (p.fd < 0)
+        die("cannot connect");
+
+    printf("group_commit_bench: %d groups x %d partitions, one member and connection "
+           "each; producer: Produce v7 acks=1, %d x %d B records per batch, %d in flight; "
+           "%.0f s per phase\n", GROUPS, PARTITIONS, BATCH_RECS, VALUE_SIZE, PIPELINE, seconds);
+    fflush(stdout);
+    double cpu0 = bench_cpu_seconds(b.pid);
+    result base = run_phase(NULL, 0, &p, seconds);
+    double cpu1 = bench_cpu_seconds(b.pid);
+    printf("  produce alone:                       %9.0f msgs/s  (%.1f MB/s; broker CPU %.0f%%)\n",
+           base.msgs_per_s, base.msgs_per_s * VALUE_SIZE / 1e6,
+           100 * (cpu1 - cpu0) / base.secs);
+    fflush(stdout);
+    result commits = run_phase(ms, 0, NULL, seconds);
+    double cpu2 = bench_cpu_seconds(b.pid);
+    printf("  commits alone (unthrottled):         %9.0f partition-commits/s  "
+           "(%.0f OffsetCommit/s; broker CPU %.0f%%)  target >= %.0f: %s\n",
+           commits.commits_per_s, commits.commits_per_s / PARTITIONS,
+           100 * (cpu2 - cpu1) / commits.secs, TARGET,
+           commits.commits_per_s >= TARGET ? "met" : "MISSED");
+    fflush(stdout);
+    result paced = run_phase(ms, TARGET, &p, seconds);
+    double ratio = paced.msgs_per_s / base.msgs_per_s;
+    printf("  produce + commits at %.0f/s:       %9.0f msgs/s  (ratio %.3f, drop %.1f%%; "
+           "commits %.0f/s)  target drop < 10%%: %s\n", TARGET, paced.msgs_per_s, ratio,
+           100 * (1 - ratio), paced.commits_per_s, ratio > 0.9 ? "met" : "MISSED");
+    fflush(stdout);
+    result both = run_phase(ms, 0, &p, seconds);
+    printf("  produce + commits unthrottled:       %9.0f msgs/s  (ratio %.3f; commits %.0f/s)\n",
+           both.msgs_per_s, both.msgs_per_s / base.msgs_per_s, both.commits_per_s);
+    uint64_t errors = base.errors + commits.errors + paced.errors + both.errors;
+    if (errors)
+        printf("  %llu requests or partitions answered with an error\n",
+               (unsigned long long)errors);
+    for (int g = 0; g < GROUPS; g++)
+        close(ms[g].fd);
+    close(p.fd);
+    kp_buf_free(&p.req);
+    bench_broker_cleanup(&b);
+    return errors ? 1 : 0;
+}
