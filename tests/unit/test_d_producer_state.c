@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "daemon/producer_state.h"
+#include "metadata/md.h"
 #include "protocol/kp.h"
 #include "segments/seg.h"
 
@@ -403,6 +404,27 @@ START_TEST(test_rebuild_from_headers_across_segments_matches_live_state)
 }
 END_TEST
 
+/* ---- producer ids (metadata/producers.c) ------------------------------------------ */
+START_TEST(test_producer_id_blocks_are_disjoint_and_survive_reopen)
+{
+    char path[128], err[MD_ERRLEN];
+    snprintf(path, sizeof path, "%s/sluice.db", g_dir);
+    md_db *db;
+    ck_assert_int_eq(md_open(path, &db, err, sizeof err), 0);
+    int64_t a, b, c;
+    ck_assert_int_eq(md_producer_id_allocate(db, 1000, &a, err, sizeof err), 0);
+    ck_assert_int_eq(md_producer_id_allocate(db, 10, &b, err, sizeof err), 0);
+    ck_assert_int_eq(a, 0);
+    ck_assert_int_eq(b, 1000);
+    ck_assert_int_ne(md_producer_id_allocate(db, 0, &c, err, sizeof err), 0);
+    md_close(db);
+    ck_assert_int_eq(md_open(path, &db, err, sizeof err), 0);
+    ck_assert_int_eq(md_producer_id_allocate(db, 1000, &c, err, sizeof err), 0);
+    ck_assert_int_eq(c, 1010);
+    md_close(db);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("d_producer_state");
@@ -420,6 +442,7 @@ int main(void)
     tcase_add_test(tc, test_snapshot_round_trip_and_newest_usable_wins);
     tcase_add_test(tc, test_damaged_snapshot_ignored);
     tcase_add_test(tc, test_rebuild_from_headers_across_segments_matches_live_state);
+    tcase_add_test(tc, test_producer_id_blocks_are_disjoint_and_survive_reopen);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
