@@ -585,6 +585,21 @@ static void drop_cur(sl_cons *c)
     c->in_batch = false;
 }
 
+static void fill_message(sl_cons *c, sl_cpart *cp, kp_record *rec, sl_message *m)
+{
+    m->topic = cp->topic;
+    m->partition = cp->partition;
+    m->offset = rec->Offset;
+    m->timestamp = rec->Timestamp;
+    m->timestamp_type = (c->it.batch.Attributes & KP_ATTR_LOG_APPEND_TIME)
+                        ? SL_TIMESTAMP_LOG_APPEND_TIME : SL_TIMESTAMP_CREATE_TIME;
+    m->key = rec->Key.len < 0 ? NULL : (rec->Key.len ? rec->Key.p : "");
+    m->key_len = rec->Key.len < 0 ? 0 : rec->Key.len;
+    m->value = rec->Value.len < 0 ? NULL : (rec->Value.len ? rec->Value.p : "");
+    m->value_len = rec->Value.len < 0 ? 0 : rec->Value.len;
+    fill_headers(c, rec, m);
+}
+
 int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
 {
     if (!cons || !m)
@@ -593,7 +608,42 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
     sl_cons *c = cons->c;
     int64_t deadline = sl_deadline(timeout_ms);
     memset(m, 0, sizeof *m);
-    pthread_mutex_lock(&cl->lock);
+    /* Fast path, one lock round per message: the chunk being read is this
+     * thread's, so decode first and take the lock once to check the
+     * partition's version and advance its position. */
+    if (c->cur) {
+        kp_record rec;
+        int rc = next_record(c, &rec);
+        pthread_mutex_lock(&cl->lock);
+        if (rc == 1) {
+            sl_cpart *cp = c->cur->cp;
+            if (cl->grp && sl_grp_has_events(cl))
+                sl_grp_serve_events(cl, cons);     /* may seek: re-check below */
+            if (c->cur && c->cur->version == cp->version && cp->assigned &&
+                rec.Offset >= cp->app_pos) {
+                cp->app_pos = rec.Offset + 1;
+                pthread_mutex_unlock(&cl->lock);
+                fill_message(c, cp, &rec, m);
+                return 1;
+            }
+        } else if (rc == 0) {
+            drop_cur(c);
+        } else {
+            sl_cpart *cp = c->cur->cp;
+            sl_log(cl, 3, "%s [%d]: corrupt batch (%d), skipping the rest of the fetch",
+                   cp->topic, cp->partition, rc);
+            m->err = SL_E_BAD_MSG;
+            m->errstr = "corrupt record batch";
+            m->topic = cp->topic;
+            m->partition = cp->partition;
+            m->offset = cp->app_pos;
+            drop_cur(c);
+            pthread_mutex_unlock(&cl->lock);
+            return 1;
+        }
+    } else {
+        pthread_mutex_lock(&cl->lock);
+    }
     c->last_poll = sl_now_ms();
     for (;;) {
         if (cl->grp)
@@ -666,17 +716,7 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
             continue;                                     /* before the fetch offset */
         cp->app_pos = rec.Offset + 1;
         pthread_mutex_unlock(&cl->lock);
-        m->topic = cp->topic;
-        m->partition = cp->partition;
-        m->offset = rec.Offset;
-        m->timestamp = rec.Timestamp;
-        m->timestamp_type = (c->it.batch.Attributes & KP_ATTR_LOG_APPEND_TIME)
-                            ? SL_TIMESTAMP_LOG_APPEND_TIME : SL_TIMESTAMP_CREATE_TIME;
-        m->key = rec.Key.len < 0 ? NULL : (rec.Key.len ? rec.Key.p : "");
-        m->key_len = rec.Key.len < 0 ? 0 : rec.Key.len;
-        m->value = rec.Value.len < 0 ? NULL : (rec.Value.len ? rec.Value.p : "");
-        m->value_len = rec.Value.len < 0 ? 0 : rec.Value.len;
-        fill_headers(c, &rec, m);
+        fill_message(c, cp, &rec, m);
         return 1;
     }
     pthread_mutex_unlock(&cl->lock);

@@ -141,13 +141,17 @@ def test_group_of_three_libsluice_and_one_confluent_consumer(broker):
     parts, n = 8, 4000
     create_topic(broker, t, parts)
     group = "lsg-" + t
-    outs, procs = [], []
+    outs, procs, paths = [], [], []
     ck = ck_consumer(broker, **{"group.id": group, "enable.auto.commit": True,
                                 "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
     try:
         for i in range(3):
-            f = open(os.path.join(broker.workdir, "member%d.out" % i), "wb+")
+            # The child appends; the parent reads through its own descriptor
+            # (a shared one would share the file offset).
+            path = os.path.join(broker.workdir, "member%d.out" % i)
+            f = open(path, "ab")
             outs.append(f)
+            paths.append(path)
             procs.append(subprocess.Popen(
                 [tool("sluice-consume"), "-b", broker.bootstrap, "-t", t, "-g", group, "-J", "-u",
                  "-X", "heartbeat.interval.ms=500", "-X", "session.timeout.ms=10000",
@@ -171,10 +175,9 @@ def test_group_of_three_libsluice_and_one_confluent_consumer(broker):
             if m is not None and not m.error():
                 got_ck.append(m.value())
             per = []
-            for f in outs:
-                f.flush()
-                f.seek(0)
-                lines = f.read().decode().split("\n")[:-1]     # whole lines only
+            for path in paths:
+                with open(path, "rb") as rf:
+                    lines = rf.read().decode().split("\n")[:-1]     # whole lines only
                 per.append([json.loads(l)["value"].encode() for l in lines])
             seen = {"ck": got_ck, "ls0": per[0], "ls1": per[1], "ls2": per[2]}
             if sum(len(v) for v in seen.values()) >= n:
