@@ -3,8 +3,8 @@
  *
  * Three kinds of work arrive from the loop, each with a time it is due:
  *   - a seg_dead list (segments retention, DeleteRecords or a compaction
- *     swap took out of a log; their files are already renamed *.deleted):
- *     unlinked when file.delete.delay.ms has passed, so a fetch that found
+ *     swap took out of a log): renamed *.deleted at once (if the swap did
+ *     not already), unlinked when file.delete.delay.ms has passed, so a fetch that found
  *     the segment just before still opens nothing stale (it holds the fd
  *     anyway, seg_range);
  *   - a whole seg_log of a deleted topic, its directory already renamed
@@ -32,6 +32,7 @@ typedef struct jan_item {
     struct jan_item *next;
     int64_t due_us;                  /* CLOCK_MONOTONIC */
     seg_dead *dead;
+    bool rename_only;                /* first half of a dead list's removal */
     seg_log *log;
     char *dir;
 } jan_item;
@@ -46,6 +47,11 @@ typedef struct bk_janitor {
 
 static void do_item(jan_item *it)
 {
+    if (it->rename_only) {
+        seg_dead_rename(it->dead);   /* the unlink item still owns it */
+        free(it);
+        return;
+    }
     if (it->dead)
         seg_dead_unlink(it->dead);
     if (it->log && seg_destroy(it->log) != 0)
@@ -134,11 +140,18 @@ void bk_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms)
 {
     if (!d)
         return;
-    jan_item *it = calloc(1, sizeof *it);
-    if (!it) {
+    jan_item *it = calloc(1, sizeof *it), *ren = calloc(1, sizeof *ren);
+    if (!it || !ren) {
+        free(it);
+        free(ren);
         seg_dead_unlink(d);          /* no memory to wait: unlink now */
         return;
     }
+    /* Rename *.deleted now (the loop only detached), unlink after the
+     * delay; equal due times keep queue order, so the rename goes first. */
+    ren->dead = d;
+    ren->rename_only = true;
+    enqueue(b, ren, 0);
     it->dead = d;
     enqueue(b, it, delay_ms);
 }

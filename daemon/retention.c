@@ -8,9 +8,9 @@
  * whole closed segments older than retention.ms or beyond retention.bytes
  * (seg_delete_old).  That is a decision over a few numbers per segment;
  * the chosen segments leave the log at once (log start moves, fetches
- * below it get OFFSET_OUT_OF_RANGE), their files are renamed *.deleted
- * and the janitor thread unlinks them after file.delete.delay.ms.  The
- * loop never unlinks, compacts or fsyncs.
+ * below it get OFFSET_OUT_OF_RANGE); the janitor thread renames their
+ * files *.deleted at once and unlinks them after file.delete.delay.ms.
+ * The loop never renames, unlinks, compacts or fsyncs for retention.
  *
  * Each deletion logs one line and counts in /metrics
  * (sluice_log_segments_deleted_total, sluice_log_bytes_deleted_total).

@@ -714,7 +714,7 @@ static void install_group(seg_log *log, seg_clean_job *j, clean_group *g)
     log->size += g->s->size;
     for (int i = 0; i < g->count; i++) {
         log->size -= old[i]->size;
-        seg_log_bury(log, old[i]);          /* renamed in C2 */
+        seg_log_bury(log, old[i], true);    /* renamed in C2 */
     }
     g->s = NULL;
 }

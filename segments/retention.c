@@ -43,7 +43,7 @@ static void after_shrink(seg_log *log, int64_t end)
 static int truncate_fully(seg_log *log, int64_t offset)
 {
     while (log->n > 0)
-        seg_log_remove(log, log->n - 1, NULL);
+        seg_log_remove(log, log->n - 1, NULL, true);
     seg_segment *s;
     if (seg_segment_create(log->dir, offset, &log->cfg, 0, &s))
         return seg_log_fail(log, errno);
@@ -65,7 +65,7 @@ int seg_truncate(seg_log *log, int64_t offset)
     if (offset <= log->log_start)
         return truncate_fully(log, offset);
     while (log->n > 1 && log->segs[log->n - 1]->base > offset)
-        seg_log_remove(log, log->n - 1, NULL);
+        seg_log_remove(log, log->n - 1, NULL, true);
     seg_segment *s = log->segs[log->n - 1];
     uint64_t pos;
     uint32_t size;
@@ -105,7 +105,7 @@ int seg_advance_log_start(seg_log *log, int64_t offset, uint64_t *bytes_freed)
      * Segments the cleaner is rewriting wait for the next call (C5). */
     while (log->n > 1 && log->segs[1]->base <= log->log_start &&
            !(log->cleaning && log->segs[0]->base < log->cleaning_end)) {
-        seg_log_remove(log, 0, bytes_freed);
+        seg_log_remove(log, 0, bytes_freed, false);
         deleted++;
     }
     return deleted;
@@ -132,14 +132,14 @@ int seg_delete_old(seg_log *log, int64_t before_ms, int64_t max_bytes,
     if (log->cleaning)
         return 0;                   /* C5: next check, after the swap */
     while (log->n > 1 && segment_time(log->segs[0]) < before_ms) {
-        seg_log_remove(log, 0, bytes_freed);
+        seg_log_remove(log, 0, bytes_freed, false);
         deleted++;
     }
     /* As seg.h words it: oldest first while the log is larger than
      * max_bytes.  (Kafka stops one segment earlier, keeping at least
      * retention.bytes; the contract here is the stricter bound.) */
     while (max_bytes >= 0 && log->n > 1 && log->size > (uint64_t)max_bytes) {
-        seg_log_remove(log, 0, bytes_freed);
+        seg_log_remove(log, 0, bytes_freed, false);
         deleted++;
     }
     if (deleted && log->segs[0]->base > log->log_start)

@@ -156,18 +156,24 @@ int seg_destroy(seg_log *log);
 
 /* ---- deferred deletion (file.delete.delay.ms) ------------------------------
  * With deferred delete on, segments removed by retention, DeleteRecords,
- * truncation or a compaction swap leave the list at once (the owner
- * thread renames their files *.deleted, a cheap metadata change) and wait
- * on a "dead" list; the owner takes that list with seg_take_dead and hands
- * it to any thread, which unlinks the files when the delay is over.  Off
- * (the default) unlinks at once, as before.  A crash meanwhile leaves only
- * *.deleted files, which seg_open removes. */
+ * truncation or a compaction swap leave the list at once and wait on a
+ * "dead" list; the owner takes that list with seg_take_dead and hands it
+ * to any thread, which renames the files *.deleted at once
+ * (seg_dead_rename) and unlinks them when the delay is over.  So the owner
+ * pays only the detach (truncation and compaction rename themselves,
+ * since their base names may be reused at once).  Off (the default)
+ * unlinks at once, as before.  A crash after the rename leaves *.deleted
+ * files, which seg_open removes; a crash before it brings the segments
+ * back below the saved log start, where the next check deletes them. */
 typedef struct seg_dead seg_dead;
 void      seg_set_deferred_delete(seg_log *log, bool on);
 seg_dead *seg_take_dead(seg_log *log);          /* owner; NULL if none */
 int       seg_dead_count(const seg_dead *d);
 uint64_t  seg_dead_bytes(const seg_dead *d);
-/* Any thread: unlinks the *.deleted files, frees the list (NULL is ok).
+/* Any thread: renames files not yet *.deleted (idempotent). */
+void      seg_dead_rename(seg_dead *d);
+/* Any thread: renames if not done, unlinks the *.deleted files, frees the
+ * list (NULL is ok).
  * Open ranges on them stay readable (seg_range holds the fd). */
 void      seg_dead_unlink(seg_dead *d);
 

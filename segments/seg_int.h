@@ -184,11 +184,15 @@ struct seg_dead {
     struct seg_dead *next;
     char            *dir;
     seg_segment     *s;
+    bool             renamed;        /* files already *.deleted */
 };
-/* Puts s (already out of segs[], files renamed *.deleted) on log->dead. */
-void seg_log_bury(seg_log *log, seg_segment *s);
-/* Removes segs[i] and deletes its files; adds its size to *freed. */
-void seg_log_remove(seg_log *log, int i, uint64_t *freed);
+/* Puts s (already out of segs[]) on log->dead; renamed: its files are
+ * *.deleted already, else seg_dead_unlink renames them first. */
+void seg_log_bury(seg_log *log, seg_segment *s, bool renamed);
+/* Removes segs[i] and deletes its files (deferred: buries it); adds its
+ * size to *freed.  rename_now: rename *.deleted here even when deferred
+ * (truncation: a new segment may take the same base name at once). */
+void seg_log_remove(seg_log *log, int i, uint64_t *freed, bool rename_now);
 /* Position of the batch holding `offset` in s, or of the first batch after
  * it (compaction gap); *size gets that batch's size.  Returns 0 (pos may
  * equal s->size: nothing at or after offset in s) or SEG_E_IO. */

@@ -424,8 +424,10 @@ START_TEST(test_deferred_delete_keeps_files_until_unlinked)
     ck_assert_int_gt(n, 0);
     ck_assert_int_eq(seg_segment_count(log), 1);
     ck_assert_int_gt(seg_log_start(log), 0);
-    ck_assert_int_eq(count_files(".log.deleted"), n);
+    ck_assert_int_eq(count_files(".log.deleted"), 0);   /* the owner only detached */
     seg_dead *d = seg_take_dead(log);
+    seg_dead_rename(d);
+    ck_assert_int_eq(count_files(".log.deleted"), n);
     ck_assert_int_eq(seg_dead_count(d), n);
     ck_assert_uint_eq(seg_dead_bytes(d), freed);
     ck_assert_ptr_null(seg_take_dead(log));
