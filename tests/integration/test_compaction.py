@@ -69,7 +69,7 @@ def test_newest_value_per_key_survives_at_its_offset(start_broker, codec):
 def test_tombstones_vanish_after_delete_retention(start_broker):
     b = fast_broker(start_broker)
     t = topic_name("tomb")
-    create_topic(b, t, 1, dict(BASE, **{"delete.retention.ms": "1000"}))
+    create_topic(b, t, 1, dict(BASE, **{"delete.retention.ms": "3000"}))
     newest, offsets = write_versions(b, t, keys=10, versions=5)
     p = ck_producer(b, **{"linger.ms": 0, "batch.num.messages": 20})
     produce_ok(p, t, [{"key": b"key%03d" % k, "value": None} for k in range(5)])
@@ -80,7 +80,7 @@ def test_tombstones_vanish_after_delete_retention(start_broker):
     keys = {m.key() for m in got if m.value() is None}
     assert keys == {b"key%03d" % k for k in range(5)}    # young tombstones stay
     assert not [m for m in got if m.key() in keys and m.value() is not None]
-    # Dirty again, later than delete.retention.ms: a pass drops them (a
+    # Dirty again, later than delete.retention.ms (3 s): a pass drops them (a
     # slow machine may need one more pass for its plan time to be late
     # enough).
     for _ in range(3):
