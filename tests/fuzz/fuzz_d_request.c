@@ -59,6 +59,12 @@ static void setup(void)
     CFG.group_initial_rebalance_delay_ms = 0;
     if (bk_config_finish(&CFG, err, sizeof err))
         abort();
+    /* Few descriptors: a CreateTopics/CreatePartitions for thousands of
+     * partitions (allowed: up to 10000 per topic) then fails fast at
+     * open(2) and exercises the rollback, instead of spending seconds
+     * creating files (a timeout, not a bug). */
+    struct rlimit nofile = { 256, 256 };
+    setrlimit(RLIMIT_NOFILE, &nofile);
     evthread_use_pthreads();
     B.cfg = &CFG;
     snprintf(B.data_dir, sizeof B.data_dir, "%s", tmpl);
