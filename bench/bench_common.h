@@ -214,14 +214,18 @@ static inline int bench_read_all(int fd, void *p, size_t n)
 }
 
 /* Sends one request frame whose header+body is in req (the 4-byte size
- * prefix is added here) and reads one response into resp (size prefix
- * stripped).  0 or -1. */
-static inline int bench_roundtrip(int fd, const kp_buf *req, kp_buf *resp)
+ * prefix is added here).  0 or -1. */
+static inline int bench_send_frame(int fd, const kp_buf *req)
 {
     uint8_t len[4] = { (uint8_t)(req->len >> 24), (uint8_t)(req->len >> 16),
                        (uint8_t)(req->len >> 8), (uint8_t)req->len };
-    if (bench_write_all(fd, len, 4) || bench_write_all(fd, req->data, req->len))
-        return -1;
+    return bench_write_all(fd, len, 4) || bench_write_all(fd, req->data, req->len) ? -1 : 0;
+}
+
+/* Reads one response frame into resp (size prefix stripped).  0 or -1. */
+static inline int bench_recv_frame(int fd, kp_buf *resp)
+{
+    uint8_t len[4];
     if (bench_read_all(fd, len, 4))
         return -1;
     size_t n = (size_t)len[0] << 24 | (size_t)len[1] << 16 | (size_t)len[2] << 8 | len[3];
@@ -231,6 +235,12 @@ static inline int bench_roundtrip(int fd, const kp_buf *req, kp_buf *resp)
         return -1;
     resp->len = n;
     return 0;
+}
+
+/* One request, one response (pipelining callers use the two halves). */
+static inline int bench_roundtrip(int fd, const kp_buf *req, kp_buf *resp)
+{
+    return bench_send_frame(fd, req) || bench_recv_frame(fd, resp) ? -1 : 0;
 }
 
 /* CreateTopics v0 for one topic; returns the topic's error code or -1. */

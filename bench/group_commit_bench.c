@@ -39,28 +39,6 @@ static const char *commit_topic = "commit-bench";
 static const char *produce_topic = "produce-bench";
 static atomic_bool running;
 
-/* ---- frames ----------------------------------------------------------------------- */
-static int send_frame(int fd, const kp_buf *req)
-{
-    uint8_t len[4] = { (uint8_t)(req->len >> 24), (uint8_t)(req->len >> 16),
-                       (uint8_t)(req->len >> 8), (uint8_t)req->len };
-    return bench_write_all(fd, len, 4) || bench_write_all(fd, req->data, req->len) ? -1 : 0;
-}
-
-static int recv_frame(int fd, kp_buf *resp)
-{
-    uint8_t len[4];
-    if (bench_read_all(fd, len, 4))
-        return -1;
-    size_t n = (size_t)len[0] << 24 | (size_t)len[1] << 16 | (size_t)len[2] << 8 | len[3];
-    kp_buf_reset(resp);
-    uint8_t *dst = kp_buf_reserve(resp, n);
-    if (!dst || bench_read_all(fd, dst, n))
-        return -1;
-    resp->len = n;
-    return 0;
-}
-
 static void die(const char *what)
 {
     fprintf(stderr, "group_commit_bench: %s\n", what);
@@ -232,11 +210,11 @@ static void *produce_loop(void *arg)
     int inflight = 0;
     while (atomic_load(&running)) {
         while (inflight < PIPELINE) {
-            if (send_frame(p->fd, &p->req))
+            if (bench_send_frame(p->fd, &p->req))
                 die("Produce: connection lost");
             inflight++;
         }
-        if (recv_frame(p->fd, &r))
+        if (bench_recv_frame(p->fd, &r))
             die("Produce: connection lost");
         inflight--;
         if (produce_error(&r) == 0)
@@ -245,7 +223,7 @@ static void *produce_loop(void *arg)
             p->errors++;
     }
     while (inflight-- > 0)                      /* drain, not counted */
-        if (recv_frame(p->fd, &r))
+        if (bench_recv_frame(p->fd, &r))
             die("Produce: connection lost");
     kp_buf_free(&r);
     return NULL;
