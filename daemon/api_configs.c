@@ -46,25 +46,6 @@ enum { OP_SET = 0, OP_DELETE = 1, OP_APPEND = 2, OP_SUBTRACT = 3 };
 
 /* ---- helpers (same as daemon/api_topics.c) ------------------------------------- */
 
-static int32_t rd_array_nn(kp_rd *r, size_t min_elem_size)
-{
-    int32_t n = kp_rd_array(r, min_elem_size);
-    if (n < 0) {
-        if (r->err == 0)
-            r->err = KP_E_MALFORMED;
-        return 0;
-    }
-    return n;
-}
-
-static kp_str rd_string_nn(kp_rd *r)
-{
-    kp_str s = kp_rd_string(r);
-    if (s.len < 0 && r->err == 0)
-        r->err = KP_E_MALFORMED;
-    return s;
-}
-
 static int16_t wire_code(int rc)
 {
     return rc >= -1 && rc <= INT16_MAX ? (int16_t)rc : KP_UNKNOWN_SERVER_ERROR;
@@ -371,17 +352,17 @@ int bk_handle_describe_configs(bk_req *r)
     int16_t v = r->hdr.RequestApiVersion;
     kp_rd *in = &r->body;
     /* ResourceType(1) ResourceName(2) ConfigurationKeys(4) */
-    int32_t n = rd_array_nn(in, 7);
+    int32_t n = kp_rd_array_nn(in, 7);
     struct dc_res *res = calloc((size_t)n + 1, sizeof *res);
     if (!res)
         return BK_CLOSE;
     for (int32_t i = 0; i < n; i++) {
         res[i].type = kp_rd_i8(in);
-        res[i].name = rd_string_nn(in);
+        res[i].name = kp_rd_string_nn(in);
         res[i].nkeys = kp_rd_array(in, 2);              /* nullable: all */
         res[i].keys = *in;
         for (int32_t j = 0; j < res[i].nkeys; j++)
-            rd_string_nn(in);
+            kp_rd_string_nn(in);
     }
     bool synonyms = v >= 1 ? kp_rd_bool(in) : false;    /* IncludeSynoyms */
     if (!kp_rd_ok(in)) {
@@ -598,17 +579,17 @@ int bk_handle_alter_configs(bk_req *r)
 {
     kp_rd *in = &r->body;
     /* ResourceType(1) ResourceName(2) Configs(4) */
-    int32_t n = rd_array_nn(in, 7);
+    int32_t n = kp_rd_array_nn(in, 7);
     struct ac_res *res = calloc((size_t)n + 1, sizeof *res);
     if (!res)
         return BK_CLOSE;
     for (int32_t i = 0; i < n; i++) {
         res[i].type = kp_rd_i8(in);
-        res[i].name = rd_string_nn(in);
-        res[i].nconfigs = rd_array_nn(in, 4);
+        res[i].name = kp_rd_string_nn(in);
+        res[i].nconfigs = kp_rd_array_nn(in, 4);
         res[i].configs = *in;
         for (int32_t j = 0; j < res[i].nconfigs; j++) {
-            rd_string_nn(in);                           /* Name */
+            kp_rd_string_nn(in);                           /* Name */
             kp_rd_string(in);                           /* Value (nullable) */
         }
     }
@@ -759,18 +740,18 @@ static int incremental_one(bk_broker *b, const struct ac_res *res,
 int bk_handle_incremental_alter_configs(bk_req *r)
 {
     kp_rd *in = &r->body;
-    int32_t n = rd_array_nn(in, 7);
+    int32_t n = kp_rd_array_nn(in, 7);
     struct ac_res *res = calloc((size_t)n + 1, sizeof *res);
     if (!res)
         return BK_CLOSE;
     for (int32_t i = 0; i < n; i++) {
         res[i].type = kp_rd_i8(in);
-        res[i].name = rd_string_nn(in);
+        res[i].name = kp_rd_string_nn(in);
         /* Name(2) ConfigOperation(1) Value(2) */
-        res[i].nconfigs = rd_array_nn(in, 5);
+        res[i].nconfigs = kp_rd_array_nn(in, 5);
         res[i].configs = *in;
         for (int32_t j = 0; j < res[i].nconfigs; j++) {
-            rd_string_nn(in);                           /* Name */
+            kp_rd_string_nn(in);                           /* Name */
             kp_rd_i8(in);                               /* ConfigOperation */
             kp_rd_string(in);                           /* Value (nullable) */
         }

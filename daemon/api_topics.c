@@ -37,28 +37,6 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-/* A non-nullable array: a null (-1) count is malformed, as in Kafka's
- * generated readers. */
-static int32_t rd_array_nn(kp_rd *r, size_t min_elem_size)
-{
-    int32_t n = kp_rd_array(r, min_elem_size);
-    if (n < 0) {
-        if (r->err == 0)
-            r->err = KP_E_MALFORMED;
-        return 0;
-    }
-    return n;
-}
-
-/* A non-nullable string: null is malformed. */
-static kp_str rd_string_nn(kp_rd *r)
-{
-    kp_str s = kp_rd_string(r);
-    if (s.len < 0 && r->err == 0)
-        r->err = KP_E_MALFORMED;
-    return s;
-}
-
 /* Internal errors (negative, e.g. MD_E_SQL) never reach the wire. */
 static int16_t wire_code(int rc)
 {
@@ -324,7 +302,7 @@ int bk_handle_create_topics(bk_req *r)
     int16_t v = r->hdr.RequestApiVersion;
     kp_rd *in = &r->body;
     /* Name(2) NumPartitions(4) ReplicationFactor(2) Assignments(4) Configs(4) */
-    int32_t n = rd_array_nn(in, 16);
+    int32_t n = kp_rd_array_nn(in, 16);
     struct ct_topic *topics = calloc((size_t)n + 1, sizeof *topics);
     struct dups d = { 0 };
     if (!topics || dups_alloc(&d, n)) {
@@ -334,20 +312,20 @@ int bk_handle_create_topics(bk_req *r)
     }
     for (int32_t i = 0; i < n; i++) {
         struct ct_topic *t = &topics[i];
-        t->name = rd_string_nn(in);
+        t->name = kp_rd_string_nn(in);
         t->num_partitions = kp_rd_i32(in);
         t->replication_factor = kp_rd_i16(in);
-        t->nassign = rd_array_nn(in, 8);
+        t->nassign = kp_rd_array_nn(in, 8);
         t->assign = *in;
         for (int32_t j = 0; j < t->nassign; j++) {
             kp_rd_i32(in);                              /* PartitionIndex */
-            int32_t nb = rd_array_nn(in, 4);            /* BrokerIds */
+            int32_t nb = kp_rd_array_nn(in, 4);            /* BrokerIds */
             kp_rd_skip(in, (size_t)nb * 4);
         }
-        t->nconfigs = rd_array_nn(in, 4);
+        t->nconfigs = kp_rd_array_nn(in, 4);
         t->configs = *in;
         for (int32_t j = 0; j < t->nconfigs; j++) {
-            rd_string_nn(in);                           /* Name */
+            kp_rd_string_nn(in);                           /* Name */
             kp_rd_string(in);                           /* Value (nullable) */
         }
         d.names[i] = t->name;
@@ -390,7 +368,7 @@ int bk_handle_delete_topics(bk_req *r)
     int16_t v = r->hdr.RequestApiVersion;
     kp_rd *in = &r->body;
     bk_broker *b = r->b;
-    int32_t n = rd_array_nn(in, 2);
+    int32_t n = kp_rd_array_nn(in, 2);
     struct dups d = { 0 };
     int16_t *codes = calloc((size_t)n + 1, sizeof *codes);
     if (!codes || dups_alloc(&d, n)) {
@@ -399,7 +377,7 @@ int bk_handle_delete_topics(bk_req *r)
         return BK_CLOSE;
     }
     for (int32_t i = 0; i < n; i++)
-        d.names[i] = rd_string_nn(in);
+        d.names[i] = kp_rd_string_nn(in);
     kp_rd_i32(in);                                      /* TimeoutMs */
     if (!kp_rd_ok(in) || find_dups(d.names, n, d.first, d.dup)) {
         free(codes);
@@ -541,7 +519,7 @@ int bk_handle_create_partitions(bk_req *r)
 {
     kp_rd *in = &r->body;
     /* Name(2) Count(4) Assignments(4) */
-    int32_t n = rd_array_nn(in, 10);
+    int32_t n = kp_rd_array_nn(in, 10);
     struct cp_topic *topics = calloc((size_t)n + 1, sizeof *topics);
     struct dups d = { 0 };
     if (!topics || dups_alloc(&d, n)) {
@@ -551,12 +529,12 @@ int bk_handle_create_partitions(bk_req *r)
     }
     for (int32_t i = 0; i < n; i++) {
         struct cp_topic *t = &topics[i];
-        t->name = rd_string_nn(in);
+        t->name = kp_rd_string_nn(in);
         t->count = kp_rd_i32(in);
         t->nassign = kp_rd_array(in, 4);                /* nullable */
         t->assign = *in;
         for (int32_t j = 0; j < t->nassign; j++) {
-            int32_t nb = rd_array_nn(in, 4);            /* BrokerIds */
+            int32_t nb = kp_rd_array_nn(in, 4);            /* BrokerIds */
             kp_rd_skip(in, (size_t)nb * 4);
         }
         d.names[i] = t->name;

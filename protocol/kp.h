@@ -104,6 +104,11 @@ kp_str kp_rd_compact_bytes(kp_rd *r);   /* UVARINT length+1; 0 → null   */
  * KP_E_MALFORMED, so a hostile count never drives a huge allocation. */
 int32_t kp_rd_array(kp_rd *r, size_t min_elem_size);
 int32_t kp_rd_compact_array(kp_rd *r, size_t min_elem_size);
+/* Non-nullable forms, as in Kafka's generated readers: a null (-1) array
+ * count or string latches KP_E_MALFORMED.  The array count then reads as 0;
+ * the string comes back null (len -1). */
+int32_t kp_rd_array_nn(kp_rd *r, size_t min_elem_size);
+kp_str  kp_rd_string_nn(kp_rd *r);
 /* Skips a TAGGED_FIELDS section (every tag is unknown to us). */
 void kp_rd_tags(kp_rd *r);
 

@@ -226,6 +226,24 @@ int32_t kp_rd_compact_array(kp_rd *r, size_t min_elem_size)
     return bound_count(r, (int64_t)n - 1, min_elem_size);
 }
 
+int32_t kp_rd_array_nn(kp_rd *r, size_t min_elem_size)
+{
+    int32_t n = kp_rd_array(r, min_elem_size);
+    if (n < 0) {
+        fail(r, KP_E_MALFORMED);
+        return 0;
+    }
+    return n;
+}
+
+kp_str kp_rd_string_nn(kp_rd *r)
+{
+    kp_str s = kp_rd_string(r);
+    if (s.len < 0)
+        fail(r, KP_E_MALFORMED);
+    return s;
+}
+
 /* Every tag is unknown to us: read tag, read size, skip.  Each field takes
  * at least 2 bytes, which bounds the loop.  Order is not enforced (a
  * lenient reader; Kafka's own generated readers do not check it either). */

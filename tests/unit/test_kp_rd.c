@@ -263,6 +263,48 @@ START_TEST(test_arrays_counts_are_bounded)
 }
 END_TEST
 
+START_TEST(test_non_nullable_array_and_string_refuse_null)
+{
+    kp_rd r;
+    /* A null array count: malformed, read as 0. */
+    static const uint8_t null_arr[] = { 0xff, 0xff, 0xff, 0xff };
+    kp_rd_init(&r, null_arr, sizeof null_arr);
+    ck_assert_int_eq(kp_rd_array_nn(&r, 1), 0);
+    ck_assert_int_eq(r.err, KP_E_MALFORMED);
+    /* A real count passes through, still bounded by what is left. */
+    static const uint8_t two[] = { 0, 0, 0, 2, 0xaa, 0xbb };
+    kp_rd_init(&r, two, sizeof two);
+    ck_assert_int_eq(kp_rd_array_nn(&r, 1), 2);
+    ck_assert(kp_rd_ok(&r));
+    kp_rd_init(&r, two, sizeof two);
+    ck_assert_int_eq(kp_rd_array_nn(&r, 2), 0);
+    ck_assert_int_eq(r.err, KP_E_MALFORMED);
+    /* An empty array is not null. */
+    static const uint8_t empty_arr[] = { 0, 0, 0, 0 };
+    kp_rd_init(&r, empty_arr, sizeof empty_arr);
+    ck_assert_int_eq(kp_rd_array_nn(&r, 1), 0);
+    ck_assert(kp_rd_ok(&r));
+    /* A null string: malformed, comes back null. */
+    static const uint8_t null_str[] = { 0xff, 0xff };
+    kp_rd_init(&r, null_str, sizeof null_str);
+    ck_assert_int_lt(kp_rd_string_nn(&r).len, 0);
+    ck_assert_int_eq(r.err, KP_E_MALFORMED);
+    /* The empty string and a real one pass. */
+    static const uint8_t strs[] = { 0, 0, 0, 2, 'h', 'i' };
+    kp_rd_init(&r, strs, sizeof strs);
+    ck_assert_int_eq(kp_rd_string_nn(&r).len, 0);
+    ck_assert(kp_str_eq(kp_rd_string_nn(&r), "hi"));
+    ck_assert(kp_rd_ok(&r));
+    /* An earlier error is kept, not replaced. */
+    kp_rd_init(&r, null_str, 1);
+    (void)kp_rd_string_nn(&r);
+    ck_assert_int_eq(r.err, KP_E_TRUNCATED);
+    kp_rd_init(&r, null_arr, 2);
+    ck_assert_int_eq(kp_rd_array_nn(&r, 1), 0);
+    ck_assert_int_eq(r.err, KP_E_TRUNCATED);
+}
+END_TEST
+
 START_TEST(test_tagged_fields_are_skipped)
 {
     /* 2 tags: tag 0 size 3 "abc", tag 5 size 0; then an INT8 marker. */
@@ -382,6 +424,7 @@ int main(void)
     tcase_add_test(tc, test_strings_both_forms_and_null);
     tcase_add_test(tc, test_string_length_beyond_input_or_negative);
     tcase_add_test(tc, test_arrays_counts_are_bounded);
+    tcase_add_test(tc, test_non_nullable_array_and_string_refuse_null);
     tcase_add_test(tc, test_tagged_fields_are_skipped);
     tcase_add_test(tc, test_uuid_skip_raw);
     tcase_add_test(tc, test_placeholder_reset_reuses_memory);
