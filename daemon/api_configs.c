@@ -44,28 +44,7 @@
 enum { RT_TOPIC = 2, RT_BROKER = 4 };
 enum { OP_SET = 0, OP_DELETE = 1, OP_APPEND = 2, OP_SUBTRACT = 3 };
 
-/* ---- helpers (same as daemon/api_topics.c) ------------------------------------- */
-
-static int16_t wire_code(int rc)
-{
-    return rc >= -1 && rc <= INT16_MAX ? (int16_t)rc : KP_UNKNOWN_SERVER_ERROR;
-}
-
-/* NUL-terminated copy; embedded NULs become '?'; null → NULL. */
-static char *slice_dup(kp_str s, bool *oom)
-{
-    if (s.len < 0)
-        return NULL;
-    char *p = malloc((size_t)s.len + 1);
-    if (!p) {
-        *oom = true;
-        return NULL;
-    }
-    for (int32_t i = 0; i < s.len; i++)
-        p[i] = s.p[i] ? s.p[i] : '?';
-    p[s.len] = 0;
-    return p;
-}
+/* ---- helpers ------------------------------------------------------------------- */
 
 static int slice_len(kp_str s)
 {
@@ -333,7 +312,7 @@ static void describe_one(bk_req *r, struct dc_out *d)
         rc = KP_INVALID_REQUEST;
     }
 
-    kp_wr_i16(o, wire_code(rc));
+    kp_wr_i16(o, bk_wire_code(rc));
     kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
     kp_wr_i8(o, res->type);
     kp_wr_str(o, nm);
@@ -560,8 +539,8 @@ static int alter_one(bk_broker *b, const struct ac_res *res, bool validate_only,
     bool oom = false;
     c = res->configs;
     for (int32_t i = 0; i < res->nconfigs && !oom; i++) {
-        char *name = slice_dup(kp_rd_string(&c), &oom);
-        char *value = slice_dup(kp_rd_string(&c), &oom);
+        char *name = bk_slice_dup(kp_rd_string(&c), &oom);
+        char *value = bk_slice_dup(kp_rd_string(&c), &oom);
         if (oom || kvset_put(&s, name, value))
             oom = true;
     }
@@ -604,7 +583,7 @@ int bk_handle_alter_configs(bk_req *r)
     for (int32_t i = 0; i < n; i++) {
         char msg[MD_ERRLEN];
         int rc = alter_one(r->b, &res[i], validate_only, msg, sizeof msg);
-        kp_wr_i16(o, wire_code(rc));
+        kp_wr_i16(o, bk_wire_code(rc));
         kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
         kp_wr_i8(o, res[i].type);
         kp_wr_str(o, res[i].name);
@@ -627,8 +606,8 @@ static int apply_op(bk_broker *b, struct kvset *s, kp_str k, int8_t op, kp_str v
         return KP_INVALID_REQUEST;
     }
     bool oom = false;
-    char *name = slice_dup(k, &oom);
-    char *value = op == OP_DELETE ? NULL : slice_dup(v, &oom);
+    char *name = bk_slice_dup(k, &oom);
+    char *value = op == OP_DELETE ? NULL : bk_slice_dup(v, &oom);
     int rc = KP_NONE;
     if (oom) {
         snprintf(msg, msglen, "out of memory");
@@ -670,16 +649,9 @@ static int apply_op(bk_broker *b, struct kvset *s, kp_str k, int8_t op, kp_str v
     return rc;
 }
 
-static int slice_cmp(kp_str a, kp_str b)
-{
-    size_t la = (size_t)slice_len(a), lb = (size_t)slice_len(b);
-    int c = memcmp(a.p ? a.p : "", b.p ? b.p : "", la < lb ? la : lb);
-    return c ? c : (la > lb) - (la < lb);
-}
-
 static int cmp_slices(const void *x, const void *y)
 {
-    return slice_cmp(*(const kp_str *)x, *(const kp_str *)y);
+    return kp_str_cmp(*(const kp_str *)x, *(const kp_str *)y);
 }
 
 /* 1 if a config key repeats, 0 if not, -1 out of memory. */
@@ -697,7 +669,7 @@ static int has_duplicate_key(const struct ac_res *res)
     qsort(keys, (size_t)res->nconfigs, sizeof *keys, cmp_slices);
     int dup = 0;
     for (int32_t i = 1; i < res->nconfigs && !dup; i++)
-        dup = slice_cmp(keys[i - 1], keys[i]) == 0;
+        dup = kp_str_cmp(keys[i - 1], keys[i]) == 0;
     free(keys);
     return dup;
 }
@@ -767,7 +739,7 @@ int bk_handle_incremental_alter_configs(bk_req *r)
     for (int32_t i = 0; i < n; i++) {
         char msg[MD_ERRLEN];
         int rc = incremental_one(r->b, &res[i], validate_only, msg, sizeof msg);
-        kp_wr_i16(o, wire_code(rc));
+        kp_wr_i16(o, bk_wire_code(rc));
         kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
         kp_wr_i8(o, res[i].type);
         kp_wr_str(o, res[i].name);

@@ -37,44 +37,11 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-/* Internal errors (negative, e.g. MD_E_SQL) never reach the wire. */
-static int16_t wire_code(int rc)
-{
-    return rc >= -1 && rc <= INT16_MAX ? (int16_t)rc : KP_UNKNOWN_SERVER_ERROR;
-}
-
-/* A NUL-terminated copy of a slice (null → NULL).  Embedded NUL bytes
- * become '?', so "retention.ms\0x" can never pass as "retention.ms".
- * *oom is set when allocation fails. */
-static char *slice_dup(kp_str s, bool *oom)
-{
-    if (s.len < 0)
-        return NULL;
-    char *p = malloc((size_t)s.len + 1);
-    if (!p) {
-        *oom = true;
-        return NULL;
-    }
-    for (int32_t i = 0; i < s.len; i++)
-        p[i] = s.p[i] ? s.p[i] : '?';
-    p[s.len] = 0;
-    return p;
-}
-
-static int slice_cmp(kp_str a, kp_str b)
-{
-    size_t la = a.len > 0 ? (size_t)a.len : 0, lb = b.len > 0 ? (size_t)b.len : 0;
-    int c = memcmp(a.p ? a.p : "", b.p ? b.p : "", la < lb ? la : lb);
-    if (c)
-        return c;
-    return (la > lb) - (la < lb);
-}
-
 static int cmp_idx_by_name(const void *x, const void *y, void *arg)
 {
     const kp_str *names = arg;
     int32_t i = *(const int32_t *)x, j = *(const int32_t *)y;
-    int c = slice_cmp(names[i], names[j]);
+    int c = kp_str_cmp(names[i], names[j]);
     return c ? c : (i > j) - (i < j);
 }
 
@@ -91,7 +58,7 @@ static int find_dups(const kp_str *names, int32_t n, int32_t *first, bool *dup)
     qsort_r(idx, (size_t)n, sizeof *idx, cmp_idx_by_name, (void *)names);
     for (int32_t k = 0; k < n;) {
         int32_t e = k + 1;
-        while (e < n && slice_cmp(names[idx[k]], names[idx[e]]) == 0)
+        while (e < n && kp_str_cmp(names[idx[k]], names[idx[e]]) == 0)
             e++;
         for (int32_t m = k; m < e; m++) {
             first[idx[m]] = idx[k];
@@ -282,8 +249,8 @@ static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only
     bool oom = kv == NULL;
     c = t->configs;
     for (int32_t i = 0; kv && i < t->nconfigs; i++) {
-        kv[i].name = slice_dup(kp_rd_string(&c), &oom);
-        kv[i].value = slice_dup(kp_rd_string(&c), &oom);
+        kv[i].name = bk_slice_dup(kp_rd_string(&c), &oom);
+        kv[i].value = bk_slice_dup(kp_rd_string(&c), &oom);
     }
     if (oom) {
         snprintf(msg, msglen, "out of memory");
@@ -352,7 +319,7 @@ int bk_handle_create_topics(bk_req *r)
             rc = create_one(r->b, &topics[i], validate_only, msg, sizeof msg);
         }
         kp_wr_str(o, topics[i].name);
-        kp_wr_i16(o, wire_code(rc));
+        kp_wr_i16(o, bk_wire_code(rc));
         if (v >= 1)
             kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
     }
@@ -405,7 +372,7 @@ int bk_handle_delete_topics(bk_req *r)
             if (rc != KP_NONE)
                 BK_WARN("deleting topic %s failed: %s", name, err);
         }
-        codes[i] = wire_code(rc);
+        codes[i] = bk_wire_code(rc);
         kp_wr_str(o, nm);
         kp_wr_i16(o, codes[i]);
     }
@@ -560,7 +527,7 @@ int bk_handle_create_partitions(bk_req *r)
             rc = add_partitions_one(r->b, &topics[i], validate_only, msg, sizeof msg);
         }
         kp_wr_str(o, topics[i].name);
-        kp_wr_i16(o, wire_code(rc));
+        kp_wr_i16(o, bk_wire_code(rc));
         kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
     }
     free(topics);

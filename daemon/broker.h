@@ -257,6 +257,14 @@ void bk_log(const char *level, const char *fmt, ...)
 #define BK_INFO(...)  bk_log("INFO", __VA_ARGS__)
 #define BK_WARN(...)  bk_log("WARN", __VA_ARGS__)
 #define BK_ERROR(...) bk_log("ERROR", __VA_ARGS__)
+/* The wire form of a handler's result: Kafka codes (-1 and up) pass;
+ * internal errors (negative, e.g. MD_E_SQL) never reach the wire and
+ * become UNKNOWN_SERVER_ERROR. */
+int16_t bk_wire_code(int rc);
+/* A NUL-terminated malloc'd copy of a slice (null → NULL).  Embedded NUL
+ * bytes become '?', so "retention.ms\0x" can never pass as "retention.ms".
+ * *oom is set when allocation fails (and left alone otherwise). */
+char *bk_slice_dup(kp_str s, bool *oom);
 
 /* ---- admin HTTP: /sql, /metrics, /healthz (daemon/admin_http.c) --------------- */
 /* Binds admin.listeners and starts the SQL workers; after bk_groups_init.

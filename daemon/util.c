@@ -1,8 +1,10 @@
-/* Clocks and the log line format shared by the daemon. */
+/* Clocks, the log line format and small request helpers shared by the
+ * daemon. */
 #include "daemon/broker.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 int64_t bk_now_ms(void)
@@ -34,4 +36,24 @@ void bk_log(const char *level, const char *fmt, ...)
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
     /* One fprintf: lines from worker threads never interleave mid-line. */
     fprintf(stderr, "[%s,%03ld] %s %s\n", when, ts.tv_nsec / 1000000, level, msg);
+}
+
+int16_t bk_wire_code(int rc)
+{
+    return rc >= -1 && rc <= INT16_MAX ? (int16_t)rc : KP_UNKNOWN_SERVER_ERROR;
+}
+
+char *bk_slice_dup(kp_str s, bool *oom)
+{
+    if (s.len < 0)
+        return NULL;
+    char *p = malloc((size_t)s.len + 1);
+    if (!p) {
+        *oom = true;
+        return NULL;
+    }
+    for (int32_t i = 0; i < s.len; i++)
+        p[i] = s.p[i] ? s.p[i] : '?';
+    p[s.len] = 0;
+    return p;
 }

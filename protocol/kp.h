@@ -69,6 +69,8 @@ typedef struct kp_str {
 bool kp_str_eq(kp_str s, const char *cstr);
 /* Copies into dst (always NUL-terminated, truncated to cap-1); returns len. */
 size_t kp_str_copy(kp_str s, char *dst, size_t cap);
+/* memcmp order, the shorter first on a tie; null sorts as "". */
+int kp_str_cmp(kp_str a, kp_str b);
 
 /* ---- read cursor ---------------------------------------------------------- */
 typedef struct kp_rd {

@@ -302,3 +302,12 @@ size_t kp_str_copy(kp_str s, char *dst, size_t cap)
     dst[n] = '\0';
     return n;
 }
+
+int kp_str_cmp(kp_str a, kp_str b)
+{
+    size_t la = a.len > 0 ? (size_t)a.len : 0, lb = b.len > 0 ? (size_t)b.len : 0;
+    int c = memcmp(a.p ? a.p : "", b.p ? b.p : "", la < lb ? la : lb);
+    if (c)
+        return c;
+    return (la > lb) - (la < lb);
+}

@@ -411,6 +411,21 @@ START_TEST(test_str_copy_and_eq)
 }
 END_TEST
 
+START_TEST(test_str_cmp_orders_bytes_then_length)
+{
+    kp_str ab = { "ab", 2 }, abc = { "abc", 3 }, b = { "b", 1 };
+    kp_str empty = { "", 0 }, nul = KP_STR_NULL;
+    ck_assert_int_eq(kp_str_cmp(ab, (kp_str){ "abX", 2 }), 0);
+    ck_assert_int_lt(kp_str_cmp(ab, abc), 0);
+    ck_assert_int_gt(kp_str_cmp(abc, ab), 0);
+    ck_assert_int_lt(kp_str_cmp(abc, b), 0);
+    ck_assert_int_eq(kp_str_cmp(nul, empty), 0);
+    ck_assert_int_lt(kp_str_cmp(nul, ab), 0);
+    /* Bytes compare unsigned; an embedded NUL is just a byte. */
+    ck_assert_int_lt(kp_str_cmp((kp_str){ "a\0", 2 }, (kp_str){ "a\x80", 2 }), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kp_rd");
@@ -430,6 +445,7 @@ int main(void)
     tcase_add_test(tc, test_placeholder_reset_reuses_memory);
     tcase_add_test(tc, test_oversized_string_latches_on_writer);
     tcase_add_test(tc, test_str_copy_and_eq);
+    tcase_add_test(tc, test_str_cmp_orders_bytes_then_length);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
