@@ -176,6 +176,11 @@ void bk_metrics_render(bk_broker *b, kp_buf *o)
     histogram(o, "sluice_fsync_duration_seconds", "", fb, atomic_load(&fsync_count),
               atomic_load(&fsync_sum_us));
 
+    sq_printf(o, "# HELP sluice_sql_messages_bytes_read_total Bytes read from segment files "
+              "by SQL queries on the messages table.\n"
+              "# TYPE sluice_sql_messages_bytes_read_total counter\n"
+              "sluice_sql_messages_bytes_read_total %lld\n", atomic_load(&sq_messages_bytes_read));
+
     for (int m = 0; m < (int)(sizeof part_metrics / sizeof part_metrics[0]); m++) {
         sq_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,
                   part_metrics[m].help, part_metrics[m].name, part_metrics[m].type);

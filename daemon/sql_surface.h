@@ -154,6 +154,9 @@ struct sq_conn {
 };
 int  sq_vtab_register(sq_conn *c);       /* sql_vtab.c */
 int  sq_messages_register(sq_conn *c);   /* sql_messages.c */
+/* Bytes the messages table has read from segment files since start
+ * (GET /metrics: sluice_sql_messages_bytes_read_total). */
+extern atomic_llong sq_messages_bytes_read;
 /* The statement's snapshot (taken on first use, kept until it ends). */
 sq_snap *sq_conn_snap(sq_conn *c);
 int64_t sq_mono_us(void);
