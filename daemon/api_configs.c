@@ -554,44 +554,6 @@ static int alter_one(bk_broker *b, const struct ac_res *res, bool validate_only,
     return rc;
 }
 
-int bk_handle_alter_configs(bk_req *r)
-{
-    kp_rd *in = &r->body;
-    /* ResourceType(1) ResourceName(2) Configs(4) */
-    int32_t n = kp_rd_array_nn(in, 7);
-    struct ac_res *res = calloc((size_t)n + 1, sizeof *res);
-    if (!res)
-        return BK_CLOSE;
-    for (int32_t i = 0; i < n; i++) {
-        res[i].type = kp_rd_i8(in);
-        res[i].name = kp_rd_string_nn(in);
-        res[i].nconfigs = kp_rd_array_nn(in, 4);
-        res[i].configs = *in;
-        for (int32_t j = 0; j < res[i].nconfigs; j++) {
-            kp_rd_string_nn(in);                           /* Name */
-            kp_rd_string(in);                           /* Value (nullable) */
-        }
-    }
-    bool validate_only = kp_rd_bool(in);
-    if (!kp_rd_ok(in)) {
-        free(res);
-        return BK_CLOSE;
-    }
-    kp_buf *o = r->out;
-    kp_wr_i32(o, 0);                                    /* ThrottleTimeMs */
-    kp_wr_array(o, n);
-    for (int32_t i = 0; i < n; i++) {
-        char msg[MD_ERRLEN];
-        int rc = alter_one(r->b, &res[i], validate_only, msg, sizeof msg);
-        kp_wr_i16(o, bk_wire_code(rc));
-        kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
-        kp_wr_i8(o, res[i].type);
-        kp_wr_str(o, res[i].name);
-    }
-    free(res);
-    return BK_RESPOND;
-}
-
 /* One operation applied to the working set s.  KP_NONE or an error. */
 static int apply_op(bk_broker *b, struct kvset *s, kp_str k, int8_t op, kp_str v,
                     char *msg, size_t msglen)
@@ -709,9 +671,16 @@ static int incremental_one(bk_broker *b, const struct ac_res *res,
     return rc;
 }
 
-int bk_handle_incremental_alter_configs(bk_req *r)
+/* Both APIs share their request and response shapes; an incremental entry
+ * carries a ConfigOperation between Name and Value.  Parse everything, then
+ * apply each resource with one(). */
+typedef int alter_fn(bk_broker *b, const struct ac_res *res, bool validate_only,
+                     char *msg, size_t msglen);
+
+static int handle_alter(bk_req *r, bool incremental, alter_fn *one)
 {
     kp_rd *in = &r->body;
+    /* ResourceType(1) ResourceName(2) Configs(4) */
     int32_t n = kp_rd_array_nn(in, 7);
     struct ac_res *res = calloc((size_t)n + 1, sizeof *res);
     if (!res)
@@ -719,12 +688,13 @@ int bk_handle_incremental_alter_configs(bk_req *r)
     for (int32_t i = 0; i < n; i++) {
         res[i].type = kp_rd_i8(in);
         res[i].name = kp_rd_string_nn(in);
-        /* Name(2) ConfigOperation(1) Value(2) */
-        res[i].nconfigs = kp_rd_array_nn(in, 5);
+        /* Name(2) [ConfigOperation(1)] Value(2) */
+        res[i].nconfigs = kp_rd_array_nn(in, incremental ? 5 : 4);
         res[i].configs = *in;
         for (int32_t j = 0; j < res[i].nconfigs; j++) {
-            kp_rd_string_nn(in);                           /* Name */
-            kp_rd_i8(in);                               /* ConfigOperation */
+            kp_rd_string_nn(in);                        /* Name */
+            if (incremental)
+                kp_rd_i8(in);                           /* ConfigOperation */
             kp_rd_string(in);                           /* Value (nullable) */
         }
     }
@@ -738,7 +708,7 @@ int bk_handle_incremental_alter_configs(bk_req *r)
     kp_wr_array(o, n);
     for (int32_t i = 0; i < n; i++) {
         char msg[MD_ERRLEN];
-        int rc = incremental_one(r->b, &res[i], validate_only, msg, sizeof msg);
+        int rc = one(r->b, &res[i], validate_only, msg, sizeof msg);
         kp_wr_i16(o, bk_wire_code(rc));
         kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
         kp_wr_i8(o, res[i].type);
@@ -746,4 +716,14 @@ int bk_handle_incremental_alter_configs(bk_req *r)
     }
     free(res);
     return BK_RESPOND;
+}
+
+int bk_handle_alter_configs(bk_req *r)
+{
+    return handle_alter(r, false, alter_one);
+}
+
+int bk_handle_incremental_alter_configs(bk_req *r)
+{
+    return handle_alter(r, true, incremental_one);
 }

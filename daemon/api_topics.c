@@ -93,6 +93,30 @@ static void dups_free(struct dups *d)
     free(d->dup);
 }
 
+/* A handler's per-entry array (n + 1 zeroed entries of size bytes) and its
+ * dups scratch; NULL, with nothing left allocated, when out of memory. */
+static void *entries_alloc(int32_t n, size_t size, struct dups *d)
+{
+    void *e = calloc((size_t)n + 1, size);
+    if (!e || dups_alloc(d, n)) {
+        free(e);
+        dups_free(d);
+        return NULL;
+    }
+    return e;
+}
+
+/* The end of a parse: true when the body was well formed and the repeated
+ * names are marked; otherwise frees entries and d (the caller closes). */
+static bool parse_done(kp_rd *in, int32_t n, void *entries, struct dups *d)
+{
+    if (kp_rd_ok(in) && !find_dups(d->names, n, d->first, d->dup))
+        return true;
+    free(entries);
+    dups_free(d);
+    return false;
+}
+
 /* ---- CreateTopics ------------------------------------------------------------- */
 
 struct ct_topic {
@@ -270,13 +294,10 @@ int bk_handle_create_topics(bk_req *r)
     kp_rd *in = &r->body;
     /* Name(2) NumPartitions(4) ReplicationFactor(2) Assignments(4) Configs(4) */
     int32_t n = kp_rd_array_nn(in, 16);
-    struct ct_topic *topics = calloc((size_t)n + 1, sizeof *topics);
     struct dups d = { 0 };
-    if (!topics || dups_alloc(&d, n)) {
-        free(topics);
-        dups_free(&d);
+    struct ct_topic *topics = entries_alloc(n, sizeof *topics, &d);
+    if (!topics)
         return BK_CLOSE;
-    }
     for (int32_t i = 0; i < n; i++) {
         struct ct_topic *t = &topics[i];
         t->name = kp_rd_string_nn(in);
@@ -299,11 +320,8 @@ int bk_handle_create_topics(bk_req *r)
     }
     kp_rd_i32(in);                                      /* timeoutMs */
     bool validate_only = v >= 1 ? kp_rd_bool(in) : false;
-    if (!kp_rd_ok(in) || find_dups(d.names, n, d.first, d.dup)) {
-        free(topics);
-        dups_free(&d);
+    if (!parse_done(in, n, topics, &d))
         return BK_CLOSE;
-    }
 
     kp_buf *o = r->out;
     if (v >= 2)
@@ -337,20 +355,14 @@ int bk_handle_delete_topics(bk_req *r)
     bk_broker *b = r->b;
     int32_t n = kp_rd_array_nn(in, 2);
     struct dups d = { 0 };
-    int16_t *codes = calloc((size_t)n + 1, sizeof *codes);
-    if (!codes || dups_alloc(&d, n)) {
-        free(codes);
-        dups_free(&d);
+    int16_t *codes = entries_alloc(n, sizeof *codes, &d);
+    if (!codes)
         return BK_CLOSE;
-    }
     for (int32_t i = 0; i < n; i++)
         d.names[i] = kp_rd_string_nn(in);
     kp_rd_i32(in);                                      /* TimeoutMs */
-    if (!kp_rd_ok(in) || find_dups(d.names, n, d.first, d.dup)) {
-        free(codes);
-        dups_free(&d);
+    if (!parse_done(in, n, codes, &d))
         return BK_CLOSE;
-    }
 
     kp_buf *o = r->out;
     if (v >= 1)
@@ -487,13 +499,10 @@ int bk_handle_create_partitions(bk_req *r)
     kp_rd *in = &r->body;
     /* Name(2) Count(4) Assignments(4) */
     int32_t n = kp_rd_array_nn(in, 10);
-    struct cp_topic *topics = calloc((size_t)n + 1, sizeof *topics);
     struct dups d = { 0 };
-    if (!topics || dups_alloc(&d, n)) {
-        free(topics);
-        dups_free(&d);
+    struct cp_topic *topics = entries_alloc(n, sizeof *topics, &d);
+    if (!topics)
         return BK_CLOSE;
-    }
     for (int32_t i = 0; i < n; i++) {
         struct cp_topic *t = &topics[i];
         t->name = kp_rd_string_nn(in);
@@ -508,11 +517,8 @@ int bk_handle_create_partitions(bk_req *r)
     }
     kp_rd_i32(in);                                      /* TimeoutMs */
     bool validate_only = kp_rd_bool(in);
-    if (!kp_rd_ok(in) || find_dups(d.names, n, d.first, d.dup)) {
-        free(topics);
-        dups_free(&d);
+    if (!parse_done(in, n, topics, &d))
         return BK_CLOSE;
-    }
 
     kp_buf *o = r->out;
     kp_wr_i32(o, 0);                                    /* ThrottleTimeMs */
