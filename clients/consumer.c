@@ -183,6 +183,40 @@ void sl_cons_set_committed(sl_client *cl, const char *topic, int32_t partition,
 
 /* ---- ListOffsets (auto.offset.reset) --------------------------------------- */
 
+void sl_list_offsets_send(sl_client *cl, sl_broker *b, int16_t v, const char *topic,
+                          int32_t partition, int64_t timestamp, sl_resp_cb *cb,
+                          void *ctx)
+{
+    kp_buf *w = sl_req_begin(cl, b, KP_API_LIST_OFFSETS, v);
+    kp_wr_i32(w, -1);                                     /* ReplicaId */
+    if (v >= 2)
+        kp_wr_i8(w, 0);                                   /* IsolationLevel */
+    kp_wr_array(w, 1);
+    kp_wr_string(w, topic, -1);
+    kp_wr_array(w, 1);
+    kp_wr_i32(w, partition);
+    kp_wr_i64(w, timestamp);
+    sl_req_end(cl, b, cb, ctx);
+}
+
+int sl_list_offsets_read(kp_rd *r, int16_t ver, int16_t *ec, int64_t *off)
+{
+    if (ver >= 2)
+        (void)kp_rd_i32(r);                               /* ThrottleTimeMs */
+    int32_t nt = kp_rd_array(r, 6);
+    for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
+        (void)kp_rd_string(r);
+        int32_t np = kp_rd_array(r, 22);
+        for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
+            (void)kp_rd_i32(r);
+            *ec = kp_rd_i16(r);
+            (void)kp_rd_i64(r);                           /* Timestamp */
+            *off = kp_rd_i64(r);
+        }
+    }
+    return kp_rd_ok(r) ? 0 : SL_E_BAD_MSG;
+}
+
 typedef struct lo_ctx {
     sl_cpart *cp;
     uint32_t version;
@@ -201,23 +235,8 @@ static void handle_list_offsets(sl_client *cl, sl_broker *b, int err, sl_frame *
     cp->busy = false;
     int16_t ec = 0;
     int64_t off = -1;
-    if (!err) {
-        if (ver >= 2)
-            (void)kp_rd_i32(r);
-        int32_t nt = kp_rd_array(r, 6);
-        for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-            (void)kp_rd_string(r);
-            int32_t np = kp_rd_array(r, 22);
-            for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-                (void)kp_rd_i32(r);
-                ec = kp_rd_i16(r);
-                (void)kp_rd_i64(r);                       /* Timestamp */
-                off = kp_rd_i64(r);
-            }
-        }
-        if (!kp_rd_ok(r))
-            err = SL_E_BAD_MSG;
-    }
+    if (!err)
+        err = sl_list_offsets_read(r, ver, &ec, &off);
     if (err || ec || off < 0) {
         cp->backoff_until = sl_now_ms() + cl->conf.retry_backoff_ms;
         sl_md_refresh(cl);
@@ -235,16 +254,9 @@ static void send_list_offsets(sl_client *cl, sl_broker *b, sl_cpart *cp, int16_t
         return;
     x->cp = cp;
     x->version = cp->version;
-    kp_buf *w = sl_req_begin(cl, b, KP_API_LIST_OFFSETS, v);
-    kp_wr_i32(w, -1);                                     /* ReplicaId */
-    if (v >= 2)
-        kp_wr_i8(w, 0);                                   /* IsolationLevel */
-    kp_wr_array(w, 1);
-    kp_wr_string(w, cp->topic, -1);
-    kp_wr_array(w, 1);
-    kp_wr_i32(w, cp->partition);
-    kp_wr_i64(w, cp->fetch_pos == SL_OFFSET_BEGINNING ? -2 : -1);
-    sl_req_end(cl, b, handle_list_offsets, x);
+    sl_list_offsets_send(cl, b, v, cp->topic, cp->partition,
+                         cp->fetch_pos == SL_OFFSET_BEGINNING ? -2 : -1,
+                         handle_list_offsets, x);
     cp->busy = true;
 }
 

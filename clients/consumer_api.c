@@ -249,23 +249,8 @@ static void wm_handle(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *
     wm_op *w = ctx;
     int16_t ec = 0;
     int64_t off = -1;
-    if (!err) {
-        if (ver >= 2)
-            (void)kp_rd_i32(r);
-        int32_t nt = kp_rd_array(r, 6);
-        for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-            (void)kp_rd_string(r);
-            int32_t np = kp_rd_array(r, 22);
-            for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-                (void)kp_rd_i32(r);
-                ec = kp_rd_i16(r);
-                (void)kp_rd_i64(r);                       /* Timestamp */
-                off = kp_rd_i64(r);
-            }
-        }
-        if (!kp_rd_ok(r))
-            err = SL_E_BAD_MSG;
-    }
+    if (!err)
+        err = sl_list_offsets_read(r, ver, &ec, &off);
     if (!w->op.err && (err || ec))
         w->op.err = err ? err : ec;
     /* Answers come in request order: earliest, then latest.  The op is
@@ -285,16 +270,7 @@ static void wm_handle(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *
 
 static void wm_send(sl_client *cl, sl_broker *b, wm_op *w, int16_t v, int64_t ts)
 {
-    kp_buf *o = sl_req_begin(cl, b, KP_API_LIST_OFFSETS, v);
-    kp_wr_i32(o, -1);
-    if (v >= 2)
-        kp_wr_i8(o, 0);
-    kp_wr_array(o, 1);
-    kp_wr_string(o, w->topic, -1);
-    kp_wr_array(o, 1);
-    kp_wr_i32(o, w->partition);
-    kp_wr_i64(o, ts);
-    sl_req_end(cl, b, wm_handle, w);
+    sl_list_offsets_send(cl, b, v, w->topic, w->partition, ts, wm_handle, w);
 }
 
 static int wm_step(sl_client *cl, sl_op *op, int64_t now)

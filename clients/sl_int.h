@@ -240,6 +240,13 @@ void sl_cons_set_assignment(sl_client *cl, const sl_tp *tps, int n, bool from_gr
 int  sl_cons_snapshot_positions(sl_client *cl, sl_tp **out);
 void sl_cons_set_committed(sl_client *cl, const char *topic, int32_t partition,
                            int64_t offset);
+/* consumer.c ↔ consumer_api.c: ListOffsets v1-2 for one partition (timestamp
+ * -2 earliest, -1 latest).  _read takes the answer's last ErrorCode and
+ * Offset into *ec and *off (left alone when it has none): 0 or SL_E_BAD_MSG. */
+void sl_list_offsets_send(sl_client *cl, sl_broker *b, int16_t v, const char *topic,
+                          int32_t partition, int64_t timestamp, sl_resp_cb *cb,
+                          void *ctx);
+int  sl_list_offsets_read(kp_rd *r, int16_t ver, int16_t *ec, int64_t *off);
 /* group.c: OffsetCommit/OffsetFetch ops used by the consumer API. */
 int sl_grp_commit(sl_client *cl, sl_tp *tps, int n, bool wait,
                   sl_topic_partition *results, char *errbuf, size_t size);
