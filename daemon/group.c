@@ -39,10 +39,16 @@
  * Answers are never sent from inside a state change: they are written
  * into the request's response buffer and queued on the outbox, which one
  * event per loop turn drains *after* committing the turn's SQLite
- * transaction (dirty groups + offset commits).  So (1) no handler is
+ * transaction (dirty groups + offset commits).  That commit only reaches
+ * the WAL in the page cache (metadata/db.c, D1); the turn asks the
+ * metadata sync worker (daemon/md_sync.c) for a WAL fdatasync and parks
+ * its answers on the synced list, tagged with that sync's number; they
+ * leave when the worker reports it done (on_durable).  Commits of every
+ * turn while a sync runs share the next one.  So (1) no handler is
  * re-entered while a group is half-updated (bk_req_finish may serve the
  * next pipelined request on that connection), and (2) a response that
- * reflects a state change leaves only once that state is stored.
+ * reflects a state change or acknowledges a commit leaves only once that
+ * state is durable, and the loop never waits for the disk.
  * If a connection dies, r->cancel drops the wait but keeps the member:
  * the session timeout decides whether it is gone.  (While a request is
  * deferred the connection is muted, so, as in Kafka, a close is usually
@@ -63,13 +69,19 @@
  *
  * Invariants:
  *   C1. A gc_wait is in exactly one place: held by a member (join_w or
- *       sync_w, w->m set), in the outbox, or in the commit batch.
- *   C2. Only the turn event calls bk_req_finish.
+ *       sync_w, w->m set), in the outbox, in the commit batch, or in
+ *       the synced list.
+ *   C2. Only finish_synced (from the turn event or the sync worker's
+ *       completion) calls bk_req_finish, and only for waits whose seq the
+ *       worker has reported durable.
+ *   C5. The synced list is in non-decreasing seq order (a turn tags its
+ *       answers with the newest sequence number requested).
  *   C3. Every member has a pending session timer; every group in
  *       PreparingRebalance has a pending join timer.
  *   C4. g->leader names a member of g, or is NULL iff g has no members.
  */
 #include "daemon/group.h"
+#include "daemon/md_sync.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -453,6 +465,16 @@ void gc_save_dirty(void)
     }
 }
 
+void gc_save_dirty_now(void)
+{
+    if (!gc->dirty)
+        return;
+    bool txn = md_begin(gc->b->db) == 0;
+    gc_save_dirty();
+    if (txn && md_commit(gc->b->db) == 0)
+        bk_mdsync_request();
+}
+
 /* ---- waits and the end of the loop turn ------------------------------------- */
 
 static void wait_cancel(bk_req *r)
@@ -528,10 +550,47 @@ void gc_schedule_turn(void)
     event_active(gc->turn_ev, EV_TIMEOUT, 0);
 }
 
+/* Answers every wait of the synced list whose sync (seq) has finished.
+ * They are taken off the list first: answering may serve new requests.
+ * sync_err: a failed WAL sync (md_sync.c S3) fails the offset commits;
+ * join and sync answers go out anyway, logged by the worker. */
+static void finish_synced(uint64_t durable, int sync_err)
+{
+    gc_wait out;
+    out.next = out.prev = &out;
+    while (gc->synced.next != &gc->synced && gc->synced.next->seq <= durable) {
+        gc_wait *w = gc->synced.next;
+        gc_wait_unlink(w);
+        list_append(&out, w);
+    }
+    while (out.next != &out) {
+        gc_wait *w = out.next;
+        gc_wait_unlink(w);
+        bk_req *r = w->r;
+        if (w->commit)
+            gc_commit_respond(w, w->rc ? w->rc : sync_err ? MD_E_SQL : 0);
+        free(w->commit);
+        free(w);
+        r->cancel = NULL;
+        r->state = NULL;
+        bk_req_finish(r);
+    }
+}
+
+/* The metadata sync worker finished the syncs up to seq. */
+static void on_durable(uint64_t seq, int err)
+{
+    if (gc)
+        finish_synced(seq, err);
+}
+
 /* End of the loop turn: one transaction for everything the turn changed
- * (dirty groups, offset commits), then the answers.  Lists are taken
- * first: answering may serve new requests, whose waits belong to the next
- * run of this event. */
+ * (dirty groups, offset commits), one WAL sync requested for it, and the
+ * turn's answers queued behind that sync.  Every answer waits for the
+ * newest sync requested so far, not only its own turn's: a JoinGroup
+ * answered now may reflect a state stored by an earlier turn whose sync is
+ * still running.  Lists are taken first: answering may serve new
+ * requests, whose waits belong to the next run of this event. */
 static void turn_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what; (void)arg;
@@ -547,23 +606,24 @@ static void turn_cb(evutil_socket_t fd, short what, void *arg)
             BK_ERROR("committing group state / offsets failed");
             rc = MD_E_SQL;
         }
+        /* Without md_begin each change was synced by itself (db.c D2). */
+        if (txn && rc == 0)
+            bk_mdsync_request();
     }
-    gc_commit_respond(&batch, rc);
+    uint64_t seq = bk_mdsync_requested();
     while (batch.next != &batch) {
         gc_wait *w = batch.next;
         gc_wait_unlink(w);
+        w->rc = rc;
         list_append(&out, w);
     }
     while (out.next != &out) {
         gc_wait *w = out.next;
         gc_wait_unlink(w);
-        bk_req *r = w->r;
-        free(w->commit);
-        free(w);
-        r->cancel = NULL;
-        r->state = NULL;
-        bk_req_finish(r);
+        w->seq = seq;
+        list_append(&gc->synced, w);
     }
+    finish_synced(bk_mdsync_durable(), bk_mdsync_error());
 }
 
 /* ---- members ----------------------------------------------------------------- */
@@ -1415,6 +1475,7 @@ int bk_groups_init(bk_broker *b)
     gc->hash = calloc(gc->hash_size, sizeof *gc->hash);
     gc->outbox.next = gc->outbox.prev = &gc->outbox;
     gc->batch.next = gc->batch.prev = &gc->batch;
+    gc->synced.next = gc->synced.prev = &gc->synced;
     gc->turn_ev = event_new(b->base, -1, 0, turn_cb, NULL);
     gc->expire_timer = event_new(b->base, -1, EV_PERSIST, gc_expire_tick, NULL);
     gc->sig_term = evsignal_new(b->base, SIGTERM, on_stop, NULL);
@@ -1428,12 +1489,8 @@ int bk_groups_init(bk_broker *b)
         BK_ERROR("group coordinator: cannot load groups from the metadata store");
         return -1;
     }
-    if (gc->dirty) {
-        bool txn = md_begin(b->db) == 0;
-        gc_save_dirty();
-        if (txn)
-            md_commit(b->db);
-    }
+    gc_save_dirty_now();
+    bk_mdsync_listen(on_durable);
     struct timeval tv;
     tv_ms(&tv, b->cfg->offsets_retention_check_interval_ms);
     event_add(gc->expire_timer, &tv);
@@ -1451,12 +1508,8 @@ void bk_groups_shutdown(bk_broker *b)
     if (!gc)
         return;
     /* Connections are closed (their waits cancelled); keep what changed. */
-    if (gc->dirty) {
-        bool txn = md_begin(gc->b->db) == 0;
-        gc_save_dirty();
-        if (txn)
-            md_commit(gc->b->db);
-    }
+    gc_save_dirty_now();
+    bk_mdsync_listen(NULL);
     for (size_t i = 0; i < gc->hash_size; i++)
         while (gc->hash[i])
             gc_group_free(gc->hash[i]);
@@ -1464,6 +1517,11 @@ void bk_groups_shutdown(bk_broker *b)
         wait_drop(gc->outbox.next);
     while (gc->batch.next != &gc->batch) {
         gc_wait *w = gc->batch.next;
+        free(w->commit);
+        wait_drop(w);
+    }
+    while (gc->synced.next != &gc->synced) {
+        gc_wait *w = gc->synced.next;
         free(w->commit);
         wait_drop(w);
     }

@@ -26,15 +26,18 @@ typedef struct gc_member gc_member;
 
 /* A deferred request.  It sits in exactly one place: held by a member
  * (join or sync, m != NULL), in the outbox (answer written, waiting for
- * the end of the loop turn), or in the commit batch.  r->state points
- * here and r->cancel unlinks it from wherever it is. */
+ * the end of the loop turn), in the commit batch, or in the synced list
+ * (its turn's transaction committed, waiting for the WAL sync seq).
+ * r->state points here and r->cancel unlinks it from wherever it is. */
 typedef struct gc_wait {
-    struct gc_wait *next, *prev;      /* outbox / batch; self when unlinked */
+    struct gc_wait *next, *prev;      /* outbox / batch / synced; self when unlinked */
     bk_req *r;
     gc_member *m;                     /* join or sync wait held by m */
     bool is_sync;
     /* offset commits: entries in request order, see group_offsets.c */
     struct gc_commit *commit;
+    int rc;                           /* commits: outcome of the store */
+    uint64_t seq;                     /* in synced: the sync to wait for */
 } gc_wait;
 
 typedef struct gc_proto {
@@ -98,6 +101,8 @@ typedef struct gc_coord {
     size_t hash_size, ngroups;
     gc_wait outbox;                   /* answered, to finish after the turn's commit */
     gc_wait batch;                    /* offset commits of this turn */
+    gc_wait synced;                   /* stored, waiting for their WAL sync
+                                         (seq non-decreasing) */
     gc_group *dirty;
     struct event *turn_ev;            /* end of loop turn: persist, then answer */
     struct event *expire_timer;       /* offsets.retention.check.interval.ms */
@@ -132,6 +137,9 @@ void gc_wait_answered(gc_wait *w);
 void gc_schedule_turn(void);
 /* Persists dirty groups (inside the caller's transaction if any). */
 void gc_save_dirty(void);
+/* Persists dirty groups in one transaction of their own and asks for its
+ * WAL sync (no answer waits on it: timers, startup, shutdown). */
+void gc_save_dirty_now(void);
 
 /* JoinGroup (group.c keeps the state machine; group_api.c parses). */
 typedef struct gc_join_args {
@@ -162,7 +170,8 @@ int16_t gc_leave(kp_str group_id, kp_str member_id);
 /* The turn event: writes the batch's offsets (inside the turn's
  * transaction), then each request's response given the outcome rc. */
 void gc_commit_store(gc_wait *batch, int *rc);
-void gc_commit_respond(gc_wait *batch, int rc);
+/* Writes w's OffsetCommit response: rc != 0 fails every entry. */
+void gc_commit_respond(gc_wait *w, int rc);
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg);
 
 /* Client host as Kafka prints it ("/127.0.0.1"). */

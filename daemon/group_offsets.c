@@ -5,14 +5,16 @@
  * Design note.
  *
  * A commit is acknowledged only once it is durable in SQLite.  Durability
- * costs one WAL fsync per transaction, so commits are not written by the
+ * costs one WAL fdatasync per sync, so commits are not written by the
  * handler: it validates (group generation and member as Kafka's
  * doCommitOffsets, topic/partition existence, metadata size), queues the
  * request on the turn's batch and defers its response.  The coordinator's
  * end-of-turn event (daemon/group.c, turn_cb) then writes every queued
  * commit of the loop turn — from all connections — in one transaction,
- * together with the group state that changed in that turn, and answers
- * them all.  Cost per partition: one bound upsert, no fsync.
+ * together with the group state that changed in that turn, asks the
+ * metadata sync worker (daemon/md_sync.c) for a WAL sync, and answers
+ * them all once that sync has finished.  Cost per partition on the loop:
+ * one bound upsert, no fsync.
  *
  * Offsets are not cached in memory: OffsetFetch reads SQLite (one indexed
  * range scan per request), which is what an operator's SQL sees too.
@@ -238,10 +240,9 @@ void gc_commit_store(gc_wait *batch, int *rc)
     free(all);
 }
 
-void gc_commit_respond(gc_wait *batch, int rc)
+void gc_commit_respond(gc_wait *w, int rc)
 {
-    for (gc_wait *w = batch->next; w != batch; w = w->next)
-        write_commit_response(w->r, w->commit, rc);
+    write_commit_response(w->r, w->commit, rc);
 }
 
 /* ---- OffsetFetch v1-5 ----------------------------------------------------------- */
@@ -349,12 +350,7 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd; (void)what; (void)arg;
     bk_broker *b = gc->b;
     /* The rules read group states from SQLite: make them current. */
-    if (gc->dirty) {
-        bool txn = md_begin(b->db) == 0;
-        gc_save_dirty();
-        if (txn)
-            md_commit(b->db);
-    }
+    gc_save_dirty_now();
     int64_t expired = 0;
     char err[MD_ERRLEN];
     if (md_offsets_expire(b->db, bk_now_ms(), b->cfg->offsets_retention_minutes * 60000,

@@ -23,6 +23,7 @@
 #include <event2/thread.h>
 
 #include "daemon/broker.h"
+#include "daemon/md_sync.h"
 #include "daemon/producer_state.h"
 #include "daemon/server.h"
 
@@ -174,6 +175,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: cannot create the event loop\n");
         return 1;
     }
+    if (bk_mdsync_start(&b, dbpath) != 0) {
+        fprintf(stderr, "sluiced: cannot start the metadata sync worker\n");
+        return 1;
+    }
     if (bk_topics_load(&b) != 0)
         return 1;
     if (bk_groups_init(&b) != 0)
@@ -224,6 +229,7 @@ int main(int argc, char **argv)
     event_free(b.maint_timer);
     event_free(b.sig_term);
     event_free(b.sig_int);
+    bk_mdsync_stop();
     event_base_free(b.base);
     md_close(b.db);
     bk_config_free(&cfg);

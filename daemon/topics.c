@@ -18,6 +18,7 @@
  *   3. Partition directories are <log.dirs>/<topic>-<partition>, as Kafka's.
  */
 #include "daemon/broker.h"
+#include "daemon/md_sync.h"
 #include "daemon/producer_state.h"
 
 #include <errno.h>
@@ -391,10 +392,14 @@ static void save_topic(bk_topic *t, void *arg)
     }
 }
 
+/* One transaction for every partition; its WAL sync runs on the metadata
+ * sync worker (nobody waits: a recovery point saved late only means more
+ * recovery work after a power cut). */
 void bk_save_offsets(bk_broker *b)
 {
     struct save_ctx s = { b, 0 };
-    md_begin(b->db);
+    bool txn = md_begin(b->db) == 0;
     bk_topics_foreach(b, save_topic, &s);
-    md_commit(b->db);
+    if (txn && md_commit(b->db) == 0)
+        bk_mdsync_request();
 }

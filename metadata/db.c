@@ -10,23 +10,57 @@
  *      admin shell or a second process may hold the write lock briefly);
  *   2. journal_mode=WAL: readers (sluice-sql, /sql) never block the broker
  *      and the broker never blocks them;
- *   3. synchronous=FULL (see below);
+ *   3. synchronous=NORMAL, wal_autocheckpoint=0 and the commit hook
+ *      (wal_hook, below);
  *   4. migrations (migrate.c), with foreign keys still off so a migration
  *      may rebuild a table the way SQLite's ALTER TABLE guide says;
  *   5. foreign_keys=ON, which the schema's ON DELETE CASCADEs rely on;
  *   6. prepare every statement in stmt_sql[] once.  A statement that no
  *      longer matches the schema fails the open, not a request later.
  *
- * Durability: synchronous=FULL in WAL mode fsyncs the WAL at every COMMIT,
- * so when an md_* write returns, the fact survives a power cut, not just a
- * crash of the process.  DESIGN.md promises that an acknowledged offset
- * commit survives a restart; with NORMAL it would survive a process crash
- * but not an OS crash or power loss, and we want the stronger promise with
- * no extra call the coordinator could forget.  The price is one fsync per
- * transaction, which is why callers that write many rows per loop turn or
- * timer tick (offset commits, recovery points) wrap them in
- * md_begin/md_commit: one fsync for the lot.  SQLite is never on the
- * per-record path.
+ * Durability.  The handle lives on the broker's event loop, which must
+ * never wait for an fsync (~0.2 ms on an idle SSD, tens of ms on a busy
+ * disk).  So:
+ *   - synchronous=NORMAL: a COMMIT only write()s its frames to the WAL,
+ *     i.e. into the page cache.  It survives a crash of the process, not
+ *     yet a power cut.
+ *   - wal_autocheckpoint=0 (and our own WAL hook, which replaces SQLite's
+ *     auto-checkpoint hook): this connection never checkpoints, since a
+ *     checkpoint fsyncs the WAL and the database file.
+ *   - md_wal_sync(db) is the durability step: fdatasync of the -wal file,
+ *     through a descriptor opened by path (O_RDONLY; fsync of any
+ *     descriptor of a file flushes the file).  It covers every transaction
+ *     that any connection committed before the call.  The broker runs it
+ *     on a worker thread with its own handle (md_open_syncer), which also
+ *     runs PASSIVE checkpoints (md_checkpoint): those copy pages while
+ *     writers go on, and never make a writer wait.  See daemon/md_sync.c
+ *     for the group-commit protocol built on it.
+ *
+ * Which commits are synced where — the contract of this module:
+ *   D1. A transaction ended by md_commit (the caller's md_begin batch:
+ *       offset commits and group state of a loop turn, partition offsets on
+ *       a timer) is NOT synced here.  The caller owns its durability: it
+ *       asks the sync worker and holds any answer that promises durability
+ *       until the worker reports a sync that started after md_commit.
+ *   D2. Any other commit — an md_* change made outside md_begin (topic
+ *       create/delete, config changes, producer-id blocks, group deletes,
+ *       the broker row), or a migration — is synced before the md_* call
+ *       returns, by wal_hook: SQLite calls it after every commit on this
+ *       connection, and outside a batch it runs md_wal_sync.  These are
+ *       rare admin writes, so they keep the old "durable when it returns"
+ *       promise at the price of one fdatasync on the caller's thread, and
+ *       no handler can forget a sync.  A failed sync makes the statement
+ *       report an error (the commit itself has happened: SQLite's rule).
+ *   D3. SQLite restarts the WAL (writes from offset 0 again after a
+ *       complete checkpoint) by overwriting the same file in place, so the
+ *       descriptor md_wal_sync opened stays the WAL; the file is unlinked
+ *       only when the last connection closes, and the sync worker's
+ *       connection stays open until after the last md_wal_sync.
+ *   D4. One fsync remains on the writer's side by SQLite's design: the
+ *       first commit after a WAL restart syncs the new WAL header (even at
+ *       NORMAL; it orders the header before later frames).  That is once
+ *       per completed checkpoint, i.e. at most once per checkpoint
+ *       interval of the worker, not once per transaction.
  *
  * Invariants:
  *   I1. Outside an md_* call no statement of st[] is left stepping (every
@@ -36,11 +70,15 @@
  *       not the caller holds an md_begin transaction.
  *   I3. Statement order in stmt_sql[] equals enum md_stmt.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "metadata/md_internal.h"
 
@@ -204,6 +242,94 @@ static int set_wal(sqlite3 *h, char *err, size_t errlen)
     return rc;
 }
 
+/* D2: SQLite calls this after every commit on the connection, write lock
+ * released.  A batch (md_begin … md_commit) is the caller's to sync (D1). */
+static int wal_hook(void *arg, sqlite3 *h, const char *dbname, int frames)
+{
+    (void)h; (void)dbname; (void)frames;
+    md_db *db = arg;
+    if (db->in_batch)
+        return SQLITE_OK;
+    return md_wal_sync(db) == 0 ? SQLITE_OK : SQLITE_IOERR_FSYNC;
+}
+
+int md_wal_sync(md_db *db)
+{
+    if (db->wal_fd < 0) {
+        const char *main_path = sqlite3_db_filename(db->h, "main");
+        if (!main_path || !*main_path)
+            return 0;                 /* in-memory: nothing to sync */
+        char p[PATH_MAX];
+        if (snprintf(p, sizeof p, "%s-wal", main_path) >= (int)sizeof p)
+            return -ENAMETOOLONG;
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            /* No WAL file: nothing was ever committed to one since the
+             * last connection closed (which checkpointed and synced). */
+            if (errno == ENOENT)
+                return 0;
+            db->wal_err = errno;
+            return -errno;
+        }
+        db->wal_fd = fd;
+    }
+    while (fdatasync(db->wal_fd) != 0) {
+        if (errno == EINTR)
+            continue;
+        db->wal_err = errno;
+        return -errno;
+    }
+    return 0;
+}
+
+int md_checkpoint(md_db *db, int *wal_frames, int *copied, char *err, size_t errlen)
+{
+    int log = -1, ck = -1;
+    int rc = sqlite3_wal_checkpoint_v2(db->h, "main", SQLITE_CHECKPOINT_PASSIVE,
+                                       &log, &ck);
+    if (wal_frames)
+        *wal_frames = log;
+    if (copied)
+        *copied = ck;
+    /* BUSY: another connection (the admin shell closing) is checkpointing;
+     * it does our work. */
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+        return md_sqlerr(db, err, errlen, "checkpoint");
+    return 0;
+}
+
+int md_open_syncer(const char *path, md_db **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    md_db *db = calloc(1, sizeof *db);
+    if (!db)
+        return md_errf(err, errlen, MD_E_SQL, "out of memory");
+    db->wal_fd = -1;
+    if (sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        md_errf(err, errlen, MD_E_SQL, "open %s: %s", path,
+                db->h ? sqlite3_errmsg(db->h) : "out of memory");
+        md_close(db);
+        return MD_E_SQL;
+    }
+    sqlite3_extended_result_codes(db->h, 1);
+    sqlite3_busy_timeout(db->h, 5000);
+    int rc = set_wal(db->h, err, errlen);
+    /* The checkpoint syncs WAL and database file at NORMAL as at FULL. */
+    if (!rc)
+        rc = exec_pragma(db->h, "PRAGMA synchronous=NORMAL", err, errlen);
+    /* A read makes this connection open the WAL, which from now on keeps
+     * the file from being unlinked (D3). */
+    if (!rc)
+        rc = exec_pragma(db->h, "SELECT count(*) FROM sqlite_master", err, errlen);
+    if (rc) {
+        md_close(db);
+        return rc;
+    }
+    *out = db;
+    return 0;
+}
+
 void md_close(md_db *db)
 {
     if (!db)
@@ -211,6 +337,8 @@ void md_close(md_db *db)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(db->st[i]);
     sqlite3_close(db->h);
+    if (db->wal_fd >= 0)
+        close(db->wal_fd);
     free(db);
 }
 
@@ -221,6 +349,7 @@ int md_open_files(const char *path, const struct md_sql_file *files, size_t n,
     md_db *db = calloc(1, sizeof *db);
     if (!db)
         return md_errf(err, errlen, MD_E_SQL, "out of memory");
+    db->wal_fd = -1;
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
         md_errf(err, errlen, MD_E_SQL, "open %s: %s", path,
@@ -232,7 +361,12 @@ int md_open_files(const char *path, const struct md_sql_file *files, size_t n,
     sqlite3_busy_timeout(db->h, 5000);
     int rc = set_wal(db->h, err, errlen);
     if (!rc)
-        rc = exec_pragma(db->h, "PRAGMA synchronous=FULL", err, errlen);
+        rc = exec_pragma(db->h, "PRAGMA synchronous=NORMAL", err, errlen);
+    /* Before the hook: the pragma itself (un)installs SQLite's hook. */
+    if (!rc)
+        rc = exec_pragma(db->h, "PRAGMA wal_autocheckpoint=0", err, errlen);
+    if (!rc)
+        sqlite3_wal_hook(db->h, wal_hook, db);
     if (!rc)
         rc = md_migrate(db->h, files, n, err, errlen);
     if (!rc)
@@ -266,12 +400,15 @@ int md_schema_version(md_db *db)
 
 int md_begin(md_db *db)
 {
-    return md_step_done(db, md_stmt(db, ST_BEGIN), NULL, 0, "begin");
+    int rc = md_step_done(db, md_stmt(db, ST_BEGIN), NULL, 0, "begin");
+    db->in_batch = rc == 0;
+    return rc;
 }
 
 int md_commit(md_db *db)
 {
     int rc = md_step_done(db, md_stmt(db, ST_COMMIT), NULL, 0, "commit");
+    db->in_batch = false;
     /* A failed COMMIT (disk full, I/O error) may leave the transaction
      * open; end it so the handle is usable and nothing half-done lingers. */
     if (rc && !sqlite3_get_autocommit(db->h))
@@ -281,6 +418,7 @@ int md_commit(md_db *db)
 
 int md_rollback(md_db *db)
 {
+    db->in_batch = false;
     if (sqlite3_get_autocommit(db->h))
         return 0;    /* already rolled back by SQLite after an error */
     return md_step_done(db, md_stmt(db, ST_ROLLBACK), NULL, 0, "rollback");

@@ -52,10 +52,36 @@ int  md_open(const char *path, md_db **out, char *err, size_t errlen);
 void md_close(md_db *db);
 int  md_schema_version(md_db *db);
 /* Several changes in one transaction (e.g. recovery points of every
- * partition on a timer, offset commits of one loop turn). */
+ * partition on a timer, offset commits of one loop turn).
+ *
+ * Durability (db.c's design note): a change made outside md_begin is
+ * durable (WAL fdatasync'd) when its md_* call returns.  A transaction
+ * ended by md_commit is only written to the WAL (page cache): it survives
+ * a crash of the process, and survives a power cut once an md_wal_sync —
+ * on any handle of the same database, in any thread — that started after
+ * md_commit returned has returned 0.  The broker's sync worker
+ * (daemon/md_sync.c) does that off the event loop. */
 int md_begin(md_db *db);
 int md_commit(md_db *db);
 int md_rollback(md_db *db);
+
+/* ---- durability primitives (for a sync worker thread) ----------------------
+ * A second connection to the database at path (which md_open created and
+ * migrated), for one other thread: no migrations, no statement cache.
+ * Only md_wal_sync, md_checkpoint and md_close are meant for it. */
+int md_open_syncer(const char *path, md_db **out, char *err, size_t errlen);
+/* fdatasync of the database's WAL file: every transaction committed to
+ * the WAL (by any connection of the database) before the call is on disk
+ * when it returns 0.  -errno on failure.  The descriptor is opened once:
+ * SQLite restarts a WAL by overwriting it in place (same inode) and never
+ * unlinks it while a connection is open. */
+int md_wal_sync(md_db *db);
+/* A PASSIVE checkpoint: copies the WAL frames no reader still needs into
+ * the database file and syncs both (this is SQLite's fsync), without ever
+ * waiting for or blocking a writer on another connection.  *wal_frames:
+ * frames in the WAL, *copied: frames now in the database file (either
+ * pointer may be NULL).  0 or MD_E_SQL. */
+int md_checkpoint(md_db *db, int *wal_frames, int *copied, char *err, size_t errlen);
 /* The raw handle, for the SQL admin surface only. */
 struct sqlite3 *md_sqlite(md_db *db);
 

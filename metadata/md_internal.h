@@ -6,6 +6,8 @@
 #ifndef SLUICE_MD_INTERNAL_H
 #define SLUICE_MD_INTERNAL_H
 
+#include <stdbool.h>
+
 #include <sqlite3.h>
 
 #include "metadata/md.h"
@@ -36,6 +38,11 @@ enum md_stmt {
 struct md_db {
     sqlite3 *h;
     sqlite3_stmt *st[ST_COUNT];
+    int wal_fd;                  /* the -wal file, O_RDONLY, for fdatasync;
+                                    -1 until first needed (db.c) */
+    bool in_batch;               /* between md_begin and md_commit/rollback:
+                                    the commit is not synced (db.c) */
+    int wal_err;                 /* errno of the last failed WAL sync */
 };
 
 /* The statement, reset and unbound, ready to bind. */

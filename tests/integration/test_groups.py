@@ -607,3 +607,44 @@ class pytest_raises_timeout:
     def __exit__(self, typ, exc, tb):
         assert typ is kr.Timeout, "expected the JoinGroup to wait, got %r" % (exc,)
         return True
+
+
+def test_committed_offsets_survive_sigkill_right_after_the_commit_response(start_broker):
+    """A commit's response leaves only after its WAL sync (daemon/md_sync.c):
+    killing the broker the moment the answers arrive loses nothing, for a
+    member's commits, an offsets-only group's, and the group state."""
+    b = start_broker({"group.initial.rebalance.delay.ms": "0"})
+    t = topic_name("kill")
+    create_topic(b, t, 4)
+    g, solo = topic_name("killg"), topic_name("solo")
+    with kr.Conn(b.port) as c, kr.Conn(b.port) as c2:
+        me = join_two_step(c, g, session=30000)
+        j = join_answer(c)
+        assert (j["err"], j["gen"]) == (0, 1), j
+        assert parse_sync_v3(c.request(API_SYNC, 3, sync_v3(g, 1, me, assignments=[(me, b"A")])))[1] == 0
+        # Many commits back to back from two connections, pipelined so several
+        # share a loop turn and a sync; the last answers are awaited, then kill.
+        rounds = 50
+        for i in range(1, rounds + 1):
+            c.send(API_OFFSET_COMMIT, 7, commit_v7(g, 1, me, [(t, p, 100 * i + p, "m%d" % i) for p in range(4)]))
+            c2.send(API_OFFSET_COMMIT, 7, commit_v7(solo, -1, "", [(t, 0, 7 * i, "")]))
+        for _ in range(rounds):
+            _, r = c.recv_response(10)
+            assert set(parse_commit(r, 7).values()) == {0}
+            _, r = c2.recv_response(10)
+            assert set(parse_commit(r, 7).values()) == {0}
+    rc = b.restart(signal.SIGKILL)
+    assert rc == -signal.SIGKILL, rc
+    wait_topic(b, t, 4)
+    assert committed(b, g, t, 4) == {p: 100 * rounds + p for p in range(4)}
+    assert committed(b, solo, t, 1) == {0: 7 * rounds}
+    db = sqlite3.connect(os.path.join(b.data_dir, "sluice.db"))
+    try:
+        gen, ptype = db.execute("SELECT generation, protocol_type FROM consumer_groups "
+                                "WHERE group_id = ?", (g,)).fetchone()
+        assert (gen, ptype) == (1, "consumer"), (gen, ptype)
+        md = db.execute("SELECT metadata FROM committed_offsets WHERE group_id = ? AND "
+                        "partition = 3", (g,)).fetchone()
+        assert md == ("m%d" % rounds,), md
+    finally:
+        db.close()

@@ -1,10 +1,13 @@
 /* metadata/db.c + migrate.c: opening, schema versions, migrations,
  * transactions, persistence. */
 #include <check.h>
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "metadata/md.h"
@@ -115,14 +118,152 @@ START_TEST(test_open_creates_schema_and_sets_user_version)
 }
 END_TEST
 
-START_TEST(test_open_sets_wal_foreign_keys_and_full_sync)
+/* db.c's durability contract: the loop's handle never fsyncs a batch
+ * and never checkpoints; md_wal_sync / md_checkpoint do that. */
+START_TEST(test_open_sets_wal_foreign_keys_normal_sync_no_autocheckpoint)
 {
     md_db *db = open_ok();
     char buf[32];
     ck_assert_str_eq(query_text(db, "PRAGMA journal_mode", buf, sizeof buf), "wal");
     ck_assert_int_eq(query_int(db, "PRAGMA foreign_keys"), 1);
-    ck_assert_int_eq(query_int(db, "PRAGMA synchronous"), 2);   /* FULL */
+    ck_assert_int_eq(query_int(db, "PRAGMA synchronous"), 1);   /* NORMAL */
+    ck_assert_int_eq(query_int(db, "PRAGMA wal_autocheckpoint"), 0);
     ck_assert_int_eq(query_int(db, "PRAGMA busy_timeout"), 5000);
+    /* Migrations committed outside a batch: synced through the WAL hook,
+     * which opened the WAL descriptor on the way. */
+    ck_assert_int_ge(db->wal_fd, 0);
+    md_close(db);
+}
+END_TEST
+
+static md_db *open_syncer_ok(void)
+{
+    md_db *s = NULL;
+    char err[MD_ERRLEN] = "";
+    int rc = md_open_syncer(path, &s, err, sizeof err);
+    ck_assert_msg(rc == 0, "md_open_syncer: %s", err);
+    return s;
+}
+
+static void save_offsets_batch(md_db *db, int64_t v)
+{
+    ck_assert_int_eq(md_begin(db), 0);
+    ck_assert_int_eq(md_partition_save_offsets(db, "t", 0, v, v, v), 0);
+    ck_assert_int_eq(md_commit(db), 0);
+}
+
+static int64_t raw_high_watermark(void)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *s;
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT high_watermark FROM partitions "
+                                        "WHERE topic = 't' AND partition = 0", -1, &s,
+                                        NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+    return v;
+}
+
+START_TEST(test_batch_commit_stays_in_wal_until_worker_checkpoints)
+{
+    md_db *db = open_ok();
+    char err[MD_ERRLEN];
+    ck_assert_int_eq(md_topic_create(db, "t", 1, 1, NULL, 0, 1, false, err, sizeof err), 0);
+    md_db *syncer = open_syncer_ok();
+    /* Everything so far into the database file, so the WAL holds only
+     * what follows. */
+    int frames = -1, copied = -1;
+    ck_assert_int_eq(md_checkpoint(syncer, &frames, &copied, err, sizeof err), 0);
+    ck_assert_int_eq(frames, copied);
+    for (int i = 1; i <= 50; i++)
+        save_offsets_batch(db, i);
+    ck_assert_int_eq(md_wal_sync(syncer), 0);
+    /* Another connection (as after a restart) reads the synced batches
+     * out of the WAL: the loop's handle never checkpointed them. */
+    ck_assert_int_eq(raw_high_watermark(), 50);
+    ck_assert_int_eq(md_checkpoint(syncer, &frames, &copied, err, sizeof err), 0);
+    ck_assert_int_gt(frames, 0);
+    ck_assert_int_eq(frames, copied);
+    md_close(syncer);
+    md_close(db);
+    /* Reopening from scratch (every connection closed) keeps them too. */
+    db = open_ok();
+    ck_assert_int_eq(query_int(db, "SELECT high_watermark FROM partitions "
+                                   "WHERE topic = 't'"), 50);
+    md_close(db);
+}
+END_TEST
+
+struct worker_arg {
+    md_db *syncer;
+    atomic_bool stop;
+    int syncs, checkpoints, failures;
+};
+
+static void *sync_worker(void *arg)
+{
+    struct worker_arg *w = arg;
+    char err[MD_ERRLEN];
+    while (!atomic_load(&w->stop)) {
+        if (md_wal_sync(w->syncer) != 0)
+            w->failures++;
+        w->syncs++;
+        if (md_checkpoint(w->syncer, NULL, NULL, err, sizeof err) != 0)
+            w->failures++;
+        w->checkpoints++;
+    }
+    return NULL;
+}
+
+/* The worker's PASSIVE checkpoints never make the loop's writes wait or
+ * fail, and the WAL the worker syncs stays the same file while SQLite
+ * restarts it from the beginning (metadata/db.c D3). */
+START_TEST(test_worker_checkpoints_while_loop_writes_and_wal_keeps_its_inode)
+{
+    md_db *db = open_ok();
+    char err[MD_ERRLEN];
+    ck_assert_int_eq(md_topic_create(db, "t", 1, 1, NULL, 0, 1, false, err, sizeof err), 0);
+    struct worker_arg w = { .syncer = open_syncer_ok() };
+    ck_assert_int_eq(md_wal_sync(w.syncer), 0);
+    struct stat before;
+    ck_assert_int_eq(fstat(w.syncer->wal_fd, &before), 0);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, sync_worker, &w), 0);
+    for (int i = 1; i <= 2000; i++) {
+        ck_assert_int_eq(md_begin(db), 0);
+        ck_assert_int_eq(md_partition_save_offsets(db, "t", 0, i, i, i), 0);
+        ck_assert_int_eq(md_commit(db), 0);
+    }
+    atomic_store(&w.stop, true);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(w.failures, 0);
+    ck_assert_int_gt(w.checkpoints, 0);
+    char wal[160];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct stat now;
+    ck_assert_int_eq(stat(wal, &now), 0);
+    ck_assert_int_eq(now.st_ino, before.st_ino);
+    ck_assert_int_eq(md_wal_sync(w.syncer), 0);
+    ck_assert_int_eq(raw_high_watermark(), 2000);
+    md_close(w.syncer);
+    md_close(db);
+}
+END_TEST
+
+START_TEST(test_wal_sync_without_wal_file_is_a_no_op)
+{
+    md_db *db = open_ok();
+    md_close(db);               /* last connection: checkpoint, WAL removed */
+    char wal[160];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    ck_assert_int_ne(access(wal, F_OK), 0);
+    db = open_ok();
+    md_db *syncer = open_syncer_ok();
+    ck_assert_int_eq(md_wal_sync(syncer), 0);
+    md_close(syncer);
     md_close(db);
 }
 END_TEST
@@ -365,7 +506,10 @@ int main(void)
     TCase *tc = tcase_create("db");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_open_creates_schema_and_sets_user_version);
-    tcase_add_test(tc, test_open_sets_wal_foreign_keys_and_full_sync);
+    tcase_add_test(tc, test_open_sets_wal_foreign_keys_normal_sync_no_autocheckpoint);
+    tcase_add_test(tc, test_batch_commit_stays_in_wal_until_worker_checkpoints);
+    tcase_add_test(tc, test_worker_checkpoints_while_loop_writes_and_wal_keeps_its_inode);
+    tcase_add_test(tc, test_wal_sync_without_wal_file_is_a_no_op);
     tcase_add_test(tc, test_reopen_is_idempotent);
     tcase_add_test(tc, test_migration_applies_once_in_order);
     tcase_add_test(tc, test_migration_upgrades_an_existing_database);

@@ -1,0 +1,37 @@
+/*
+ * The metadata sync worker (daemon/md_sync.c): makes the loop's SQLite
+ * batches durable off the event loop, as group commits.
+ */
+#ifndef SLUICE_MD_SYNC_H
+#define SLUICE_MD_SYNC_H
+
+#include <stdint.h>
+
+#include "daemon/broker.h"
+
+/* Called on the loop thread when the syncs up to seq have finished;
+ * err: 0, or the errno of a failed sync (latched: every later call
+ * reports it too, see md_sync.c). */
+typedef void (*bk_mdsync_fn)(uint64_t seq, int err);
+
+/* Opens the worker's own connection to dbpath and starts the thread.
+ * After md_open and event_base_new.  0 or -1 (logged). */
+int bk_mdsync_start(bk_broker *b, const char *dbpath);
+/* The one listener (the group coordinator). */
+void bk_mdsync_listen(bk_mdsync_fn fn);
+/* After an md_commit on the loop's handle whose durability matters:
+ * returns the sequence number of a sync that will cover it.  0 when the
+ * worker is not running (nothing to wait for: see bk_mdsync_stop). */
+uint64_t bk_mdsync_request(void);
+/* The newest sequence number handed out, and the newest known durable
+ * (loop thread). */
+uint64_t bk_mdsync_requested(void);
+uint64_t bk_mdsync_durable(void);
+/* The latched sync error (errno) or 0. */
+int bk_mdsync_error(void);
+/* Finishes every requested sync, runs a last checkpoint, joins the
+ * thread and closes its connection (before md_close of the loop's
+ * handle, whose close checkpoints and syncs whatever came after). */
+void bk_mdsync_stop(void);
+
+#endif
