@@ -220,6 +220,10 @@ int32_t kp_murmur2(const void *key, size_t len);
 #define KP_ATTR_LOG_APPEND_TIME 0x08
 #define KP_ATTR_TRANSACTIONAL   0x10
 #define KP_ATTR_CONTROL         0x20
+/* KIP-534: set by compaction on a batch it kept tombstones in; then
+ * BaseTimestamp holds the delete horizon (ms) and record timestamp deltas
+ * are taken from it, so record timestamps read the same. */
+#define KP_ATTR_DELETE_HORIZON  0x40
 
 enum kp_codec { KP_CODEC_NONE = 0, KP_CODEC_GZIP = 1, KP_CODEC_SNAPPY = 2,
                 KP_CODEC_LZ4 = 3, KP_CODEC_ZSTD = 4 };
@@ -318,6 +322,7 @@ typedef struct kp_batch_builder {
     int codec;
     int32_t count;
     int64_t base_ts, max_ts;
+    bool base_ts_set;         /* kp_bb_set_base_timestamp was called */
     int64_t base_offset;
     int64_t ProducerId;
     int16_t ProducerEpoch;
@@ -329,6 +334,10 @@ void kp_bb_init(kp_batch_builder *bb, kp_buf *out, int codec);
 /* Optional: idempotent producer fields (defaults -1). */
 void kp_bb_set_producer(kp_batch_builder *bb, int64_t pid, int16_t epoch,
                         int32_t base_sequence);
+/* Optional, before the first record: BaseTimestamp is ts (record deltas
+ * are taken from it) instead of the first record's timestamp.  Compaction
+ * stores a delete horizon there (KP_ATTR_DELETE_HORIZON). */
+void kp_bb_set_base_timestamp(kp_batch_builder *bb, int64_t ts);
 /* Adds a record with OffsetDelta = records so far.  key/value NULL → null. */
 void kp_bb_add(kp_batch_builder *bb, int64_t timestamp,
                const void *key, int32_t key_len,

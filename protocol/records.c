@@ -178,6 +178,7 @@ void kp_bb_init(kp_batch_builder *bb, kp_buf *out, int codec)
     bb->codec = codec;
     bb->count = 0;
     bb->base_ts = bb->max_ts = 0;
+    bb->base_ts_set = false;
     bb->base_offset = 0;
     bb->ProducerId = -1;
     bb->ProducerEpoch = -1;
@@ -191,6 +192,12 @@ void kp_bb_set_producer(kp_batch_builder *bb, int64_t pid, int16_t epoch,
     bb->ProducerId = pid;
     bb->ProducerEpoch = epoch;
     bb->BaseSequence = base_sequence;
+}
+
+void kp_bb_set_base_timestamp(kp_batch_builder *bb, int64_t ts)
+{
+    bb->base_ts = ts;
+    bb->base_ts_set = true;
 }
 
 static size_t leb_size(uint64_t v)
@@ -242,8 +249,11 @@ void kp_bb_add_at(kp_batch_builder *bb, int32_t offset_delta, int64_t timestamp,
         b->err = KP_E_MALFORMED;
         return;
     }
-    if (bb->count == 0)
-        bb->base_ts = bb->max_ts = timestamp;
+    if (bb->count == 0) {
+        if (!bb->base_ts_set)
+            bb->base_ts = timestamp;
+        bb->max_ts = timestamp;
+    }
     if (timestamp > bb->max_ts)
         bb->max_ts = timestamp;
     int64_t TimestampDelta = (int64_t)((uint64_t)timestamp - (uint64_t)bb->base_ts);

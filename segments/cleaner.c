@@ -6,10 +6,13 @@
  * reading and writing, and the owner installs the result:
  *
  *   seg_clean_plan (owner)  closed segments [0, last) whose newest record is
- *                           older than min.compaction.lag.ms; due when the
- *                           dirty part (offsets >= clean_end) is at least
- *                           min.cleanable.dirty.ratio of them, or a dirty
- *                           segment is older than max.compaction.lag.ms.
+ *                           older than min.compaction.lag.ms (when > 0);
+ *                           due when the dirty part (offsets >= clean_end)
+ *                           is at least min.cleanable.dirty.ratio of them,
+ *                           or a dirty segment is older than
+ *                           max.compaction.lag.ms, or the delete horizon the
+ *                           last run saw has passed (T3: tombstones go
+ *                           without new writes).
  *                           Takes a reference on each input's .log file.
  *   seg_clean_run (worker)  pass 1: offset map key-hash → newest offset over
  *                           the dirty part, within dedupe_buffer_bytes (full:
@@ -24,12 +27,29 @@
  *
  * A record survives when: its offset >= log start, and (key null, or its
  * offset >= map end, or no newer offset for its key in the map), and it is
- * not a tombstone whose timestamp is older than now - delete.retention.ms.
+ * not a tombstone past its batch's delete horizon.
  * A batch whose records all survive is copied byte for byte; one with
  * none is dropped; otherwise it is rebuilt with the same BaseOffset,
  * LastOffsetDelta, producer fields, attributes, leader epoch and codec,
  * records keeping their offsets (kp_bb_add_at).  Control batches are
  * copied.  Offsets therefore never move; gaps are allowed (read.c, R3).
+ *
+ * Tombstones (Kafka's rule since KIP-534; "now" is the plan's now_ms):
+ *   T1. The first run that keeps a tombstone below map end stamps its
+ *       batch with a delete horizon, now + delete.retention.ms: attribute
+ *       KP_ATTR_DELETE_HORIZON, BaseTimestamp = horizon, record deltas
+ *       taken from it (record timestamps read the same).  So a consumer
+ *       has delete.retention.ms from the compaction that removed the
+ *       key's older values to see the tombstone, however old or new the
+ *       record's own timestamp is (a client clock, a replayed topic).
+ *   T2. A later run drops a tombstone whose batch horizon is <= now; it
+ *       never drops an unstamped one.  Safe: the run that stamped it had
+ *       the tombstone in its map, so no older value of the key is left.
+ *       Records at or past map end are neither stamped nor dropped.
+ *   T3. The horizon is in the .log, so it survives restarts and swaps;
+ *       log->delete_horizon (the latest horizon of a kept tombstone, in
+ *       memory, relearnt after open since every segment is dirty again)
+ *       makes a log due once it passes, dirty or not.
  *
  * Commit of one group [B, E) (E: base of the first segment after it):
  *   C1. rename cleaning/B.log → B.E.swap, fsync dir    ← the commit point
@@ -110,8 +130,12 @@ int seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job)
     *job = NULL;
     if (log->cleaning || seg_failed(log) || log->n < 2)
         return 0;
+    /* Only a positive min.compaction.lag.ms looks at timestamps (Kafka's
+     * rule): else one record from a client whose clock runs ahead would
+     * hold every later segment out of compaction until that time. */
     int last = 0;                               /* first uncleanable (C6) */
-    int64_t lag_cut = p->now_ms - p->min_compaction_lag_ms;
+    int64_t lag_cut = p->min_compaction_lag_ms > 0
+                          ? p->now_ms - p->min_compaction_lag_ms : INT64_MAX;
     while (last < log->n - 1 && log->segs[last]->max_ts <= lag_cut)
         last++;
     if (last == 0)
@@ -128,8 +152,11 @@ int seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job)
                 force = true;
         }
     }
-    if (dirty == 0 || (!force && (double)dirty < p->min_cleanable_dirty_ratio *
-                                                 (double)total))
+    bool expired = log->delete_horizon >= 0 &&
+                   log->delete_horizon <= p->now_ms;        /* T3 */
+    if (!expired &&
+        (dirty == 0 || (!force && (double)dirty < p->min_cleanable_dirty_ratio *
+                                                  (double)total)))
         return 0;
     seg_clean_job *j = calloc(1, sizeof *j);
     if (!j || !(j->dir = strdup(log->dir)) ||
@@ -372,20 +399,31 @@ done:
 }
 
 /* ---- pass 2: rewrite one group ------------------------------------------------- */
-static bool keep_record(const seg_clean_job *j, const omap *m, const kp_record *rec)
+enum { DROP, KEEP, DROP_TOMBSTONE };
+
+/* horizon: the batch's delete horizon, -1 if it has none yet (T1, T2). */
+static int keep_record(const seg_clean_job *j, const omap *m,
+                       const kp_record *rec, int64_t horizon)
 {
     if (rec->Offset < j->log_start)
-        return false;
+        return DROP;
     if (rec->Key.len < 0 || rec->Offset >= j->map_end)
-        return true;
+        return KEEP;
     int64_t newest = omap_get(m, key_hash((const uint8_t *)rec->Key.p,
                                           (size_t)rec->Key.len));
     if (newest > rec->Offset)
-        return false;                            /* superseded */
-    if (rec->Value.len < 0 &&
-        rec->Timestamp < j->pol.now_ms - j->pol.delete_retention_ms)
-        return false;                            /* an old tombstone */
-    return true;
+        return DROP;                             /* superseded */
+    if (rec->Value.len < 0 && horizon >= 0 && horizon <= j->pol.now_ms)
+        return DROP_TOMBSTONE;                   /* past its horizon (T2) */
+    return KEEP;
+}
+
+static int64_t new_horizon(const seg_clean_job *j)
+{
+    int64_t now = j->pol.now_ms, r = j->pol.delete_retention_ms;
+    if (r < 0)
+        r = 0;
+    return now > INT64_MAX - r ? INT64_MAX : now + r;
 }
 
 static void put_be32(uint8_t *p, uint32_t v)
@@ -394,9 +432,10 @@ static void put_be32(uint8_t *p, uint32_t v)
     p[2] = (uint8_t)(v >> 8);  p[3] = (uint8_t)v;
 }
 
-/* Rebuilds batch p keeping the records keep[] says, appending to out. */
+/* Rebuilds batch p keeping the records keep[] says, appending to out;
+ * horizon >= 0 stamps it (T1). */
 static int rebuild(const uint8_t *p, size_t sz, const uint8_t *keep,
-                   kp_rec_iter *it, kp_buf *out)
+                   int64_t horizon, kp_rec_iter *it, kp_buf *out)
 {
     kp_batch h;
     if (kp_batch_header(p, sz, &h) != 0 || kp_rec_iter_start(it, p, sz) != 0)
@@ -406,6 +445,10 @@ static int rebuild(const uint8_t *p, size_t sz, const uint8_t *keep,
     kp_bb_init(&bb, out, codec);
     kp_bb_set_producer(&bb, h.ProducerId, h.ProducerEpoch, h.BaseSequence);
     bb.extra_attrs = (int16_t)(h.Attributes & ~KP_ATTR_CODEC_MASK);
+    if (horizon >= 0) {
+        bb.extra_attrs |= KP_ATTR_DELETE_HORIZON;
+        kp_bb_set_base_timestamp(&bb, horizon);
+    }
     bb.base_offset = h.BaseOffset;
     kp_header hdrs[64], *hv = hdrs;
     int hcap = 64;
@@ -518,11 +561,17 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
                 keep = nk;
                 keep_cap = (size_t)count;
             }
+            int64_t horizon = (attrs & KP_ATTR_DELETE_HORIZON)
+                                  ? (int64_t)seg_be64(p + SEG_HDR_BASETS) : -1;
             if (kp_rec_iter_start(&it, p, sz) != 0) { rc = SEG_E_IO; break; }
             kp_record rec;
-            int k, n = 0, kept = 0;
+            int k, n = 0, kept = 0, tombs = 0;
             while (n < count && (k = kp_rec_iter_next(&it, &rec)) == 1) {
-                keep[n] = keep_record(j, m, &rec);
+                int why = keep_record(j, m, &rec, horizon);
+                keep[n] = why == KEEP;
+                j->st.tombstones_removed += why == DROP_TOMBSTONE;
+                tombs += keep[n] && rec.Value.len < 0 && rec.Key.len >= 0 &&
+                         rec.Offset < j->map_end;
                 kept += keep[n++];
             }
             if (n != count) { rc = SEG_E_IO; break; }
@@ -530,12 +579,17 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
             j->st.records_out += kept;
             if (kept == 0)
                 continue;
-            if (kept == count) {
+            bool stamp = tombs > 0 && horizon < 0;              /* T1 */
+            if (stamp)
+                horizon = new_horizon(j);
+            if (tombs > 0 && horizon > j->st.delete_horizon_ms)
+                j->st.delete_horizon_ms = horizon;
+            if (kept == count && !stamp) {
                 rc = append_batch(j, s, p, sz);     /* untouched: as is */
                 continue;
             }
             kp_buf_reset(&out);
-            if ((rc = rebuild(p, sz, keep, &it, &out)) == 0)
+            if ((rc = rebuild(p, sz, keep, horizon, &it, &out)) == 0)
                 rc = append_batch(j, s, out.data, out.len);
         }
         if (more < 0 && rc == 0)
@@ -646,6 +700,7 @@ static int plan_groups(seg_clean_job *j, int ncl)
 int seg_clean_run(seg_clean_job *j, const atomic_bool *cancel)
 {
     j->t0_us = mono_us();
+    j->st.delete_horizon_ms = -1;
     uint64_t dirty = 0;
     for (int i = 0; i < j->nin; i++)
         if (j->in[i].next > j->dirty_from)
@@ -658,8 +713,10 @@ int seg_clean_run(seg_clean_job *j, const atomic_bool *cancel)
         goto out;
     j->st.clean_from = j->dirty_from;
     j->st.clean_to = j->map_end;
-    if (j->map_end <= j->dirty_from)
+    if (j->st.partial && j->map_end <= j->dirty_from)
         goto out;                   /* not even one batch fits the buffer */
+    /* (Nothing dirty and not partial: planned for T3, a rewrite with an
+     * empty map that only drops tombstones past their horizon.) */
     int ncl = 0;
     while (ncl < j->nin && j->in[ncl].base < j->map_end)
         ncl++;
@@ -734,6 +791,8 @@ int seg_clean_finish(seg_log *log, seg_clean_job *j, seg_clean_stats *st)
     }
     if (rc == 0 && j->map_end > log->clean_end)
         log->clean_end = j->map_end;
+    if (rc == 0 && !j->crashed && j->ng > 0)
+        log->delete_horizon = j->st.delete_horizon_ms;      /* T3 */
     log->max_ts = -1;
     for (int i = 0; i < log->n; i++)
         if (log->segs[i]->max_ts > log->max_ts)

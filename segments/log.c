@@ -526,6 +526,7 @@ int seg_open(const seg_open_opts *opts, seg_log **out)
         if (log->segs[i]->max_ts > log->max_ts)
             log->max_ts = log->segs[i]->max_ts;
     log->clean_end = log->log_start;    /* not persisted: all dirty again */
+    log->delete_horizon = -1;           /* relearnt by that first pass */
     *out = log;
     return 0;
 }

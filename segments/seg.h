@@ -186,8 +186,10 @@ int  seg_rename_dir(seg_log *log, const char *newdir);
 int  seg_remove_dir(const char *dir);
 
 /* ---- compaction (cleaner.c) -------------------------------------------------
- * Keeps the newest record per key in the closed segments, drops
- * tombstones older than delete.retention.ms, keeps every surviving
+ * Keeps the newest record per key in the closed segments, drops a
+ * tombstone once delete.retention.ms have passed since the compaction that
+ * first kept it (its delete horizon, stored in its batch as Kafka does,
+ * KIP-534; never from the record's own timestamp), keeps every surviving
  * record's offset (gaps allowed), recompresses with the batch's codec.
  *
  *   owner thread            worker thread              owner thread
@@ -217,11 +219,16 @@ typedef struct seg_clean_stats {
     int64_t  clean_from, clean_to;    /* offsets deduplicated this run */
     int64_t  elapsed_us;
     bool     partial;                 /* dedupe buffer full: a prefix only */
+    int64_t  tombstones_removed;      /* past their delete horizon */
+    int64_t  delete_horizon_ms;       /* latest horizon of a tombstone kept
+                                         (-1: none kept) */
 } seg_clean_stats;
 
 typedef struct seg_clean_job seg_clean_job;
-/* Owner thread.  1 with *job when the log is due (dirty ratio, or
- * max.compaction.lag.ms), 0 when not, SEG_E_* on failure. */
+/* Owner thread.  1 with *job when the log is due (dirty ratio,
+ * max.compaction.lag.ms, or a kept tombstone's delete horizon has passed:
+ * so tombstones go even when nothing new is written), 0 when not, SEG_E_*
+ * on failure. */
 int  seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job);
 /* Any one thread.  *cancel (may be NULL) is polled between batches.
  * 0, or SEG_E_IO / SEG_E_STATE (cancelled) with nothing swapped. */

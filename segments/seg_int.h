@@ -119,6 +119,7 @@ static inline int32_t seg_be32(const uint8_t *p)
                      ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
 }
 #define SEG_HDR_LOD   23     /* LastOffsetDelta */
+#define SEG_HDR_BASETS 27    /* BaseTimestamp */
 #define SEG_HDR_MAXTS 35     /* MaxTimestamp */
 #define SEG_HDR_PEEK  43     /* bytes read to learn base, size, lod, max ts */
 
@@ -171,6 +172,9 @@ struct seg_log {
                                         below cleaning_end stay put */
     int64_t         cleaning_end;
     int64_t         clean_end;       /* first offset not yet compacted */
+    int64_t         delete_horizon;  /* latest delete horizon of a tombstone
+                                        kept by the last compaction (-1:
+                                        none, or not known since open) */
     atomic_int      last_errno;
     pthread_mutex_t mu;
 };

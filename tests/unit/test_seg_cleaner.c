@@ -72,10 +72,12 @@ static void append_keys(seg_log *log, int n, int keys, int *seq, int64_t ts,
 }
 
 typedef struct rec_seen {
-    int64_t offset;
+    int64_t offset, ts;
     char key[32], value[32];
     bool tomb;
     int codec;
+    int16_t attrs;              /* its batch's */
+    int64_t base_ts;            /* its batch's BaseTimestamp */
 } rec_seen;
 
 /* Every record from log start to end, through seg_read as a fetch would. */
@@ -103,6 +105,9 @@ static int read_all(seg_log *log, rec_seen *out, int cap)
                 ck_assert_int_lt(n, cap);
                 rec_seen *s = &out[n++];
                 s->offset = rec.Offset;
+                s->ts = rec.Timestamp;
+                s->attrs = h.Attributes;
+                s->base_ts = h.BaseTimestamp;
                 snprintf(s->key, sizeof s->key, "%.*s", rec.Key.len, rec.Key.p);
                 s->tomb = rec.Value.len < 0;
                 snprintf(s->value, sizeof s->value, "%.*s",
@@ -117,6 +122,15 @@ static int read_all(seg_log *log, rec_seen *out, int cap)
     }
     kp_rec_iter_free(&it);
     return n;
+}
+
+/* n batches of 10 records under keys no test asserts on (k100...). */
+static void dirty_more(seg_log *log, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int s2 = 100 + i * 10;
+        append_keys(log, 10, 1000, &s2, 999000, KP_CODEC_NONE, false);
+    }
 }
 
 static seg_clean_policy policy(void)
@@ -247,45 +261,190 @@ START_TEST(test_min_compaction_lag_and_dirty_ratio_honoured)
 }
 END_TEST
 
+/* The tombstones of keys k0..k(ntomb-1) left in the log; their record
+ * timestamps in ts[] (may be NULL); asserts no value of those keys is. */
+static int tombs_left(seg_log *log, int ntomb, int64_t *ts)
+{
+    rec_seen *r = calloc(4096, sizeof *r);
+    int n = read_all(log, r, 4096), tombs = 0;
+    for (int i = 0; i < n; i++) {
+        if (r[i].key[0] != 'k' || atoi(r[i].key + 1) >= ntomb)
+            continue;
+        ck_assert_msg(r[i].tomb, "old value of %s at %lld survived its tombstone",
+                      r[i].key, (long long)r[i].offset);
+        if (ts)
+            ts[tombs] = r[i].ts;
+        tombs++;
+    }
+    free(r);
+    return tombs;
+}
+
+/* Values for keys k0..k9, tombstones for k0..k4 (record timestamp
+ * tomb_ts), then other keys until those leave the active segment. */
+static void write_with_tombstones(seg_log *log, int64_t tomb_ts, int codec)
+{
+    int seq = 0;
+    for (int i = 0; i < 10; i++)
+        append_keys(log, 10, 10, &seq, 1000, codec, false);
+    seq = 0;
+    append_keys(log, 5, 5, &seq, tomb_ts, codec, true);
+    dirty_more(log, 20);
+}
+
 START_TEST(test_tombstones_dropped_after_delete_retention)
+{
+    seg_log *log = open_log(2048);
+    write_with_tombstones(log, 1000, KP_CODEC_NONE);
+    seg_clean_policy p = policy();
+    p.delete_retention_ms = 10 * 1000 * 1000;
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    ck_assert_int_eq(tombs_left(log, 5, NULL), 5);      /* young: they stay */
+    /* delete.retention.ms after that compaction, a pass drops them. */
+    dirty_more(log, 8);
+    p.now_ms += p.delete_retention_ms;
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_eq(tombs_left(log, 5, NULL), 0);
+    ck_assert_int_eq(st.tombstones_removed, 5);
+    seg_close(log);
+}
+END_TEST
+
+/* The bug behind a flaky integration test: expiry was "record timestamp
+ * older than now - delete.retention.ms", so a tombstone with an old
+ * CreateTime went at its first compaction (no consumer ever saw it), one
+ * from a clock running ahead stayed for ever, and when it went depended
+ * on the client's clock.  Kafka's rule counts from the compaction that
+ * first kept it (the delete horizon), which these tests pin exactly. */
+START_TEST(test_tombstone_age_counts_from_first_compaction_not_its_timestamp)
+{
+    seg_clean_policy p0 = policy();
+    int64_t stamps[] = { 1, p0.now_ms + 1000 * 1000 * 1000 };   /* past, future */
+    for (int c = 0; c < 2; c++) {
+        teardown();
+        setup();
+        seg_log *log = open_log(2048);
+        write_with_tombstones(log, stamps[c], KP_CODEC_NONE);
+        seg_clean_policy p = policy();
+        p.delete_retention_ms = 5000;
+        int64_t t0 = p.now_ms;
+        ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+        int64_t ts[8];
+        ck_assert_int_eq(tombs_left(log, 5, ts), 5);    /* kept, whatever ts */
+        for (int i = 0; i < 5; i++)
+            ck_assert_int_eq(ts[i], stamps[c]);         /* and their timestamps */
+        rec_seen *r = calloc(4096, sizeof *r);
+        int n = read_all(log, r, 4096);
+        for (int i = 0; i < n; i++)
+            if (r[i].tomb) {                            /* T1: the stamp */
+                ck_assert(r[i].attrs & KP_ATTR_DELETE_HORIZON);
+                ck_assert_int_eq(r[i].base_ts, t0 + 5000);
+            } else if (r[i].key[0] == 'k' && atoi(r[i].key + 1) < 10) {
+                ck_assert(!(r[i].attrs & KP_ATTR_DELETE_HORIZON));
+            }
+        free(r);
+        /* Re-cleaning the cleaned segments before the horizon keeps them
+         * (the stamp is not renewed) ... */
+        dirty_more(log, 8);
+        p.now_ms = t0 + 5000 - 1;
+        ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+        ck_assert_int_eq(tombs_left(log, 5, NULL), 5);
+        /* ... and the first pass at the horizon drops them. */
+        dirty_more(log, 8);
+        p.now_ms = t0 + 5000;
+        ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+        ck_assert_int_eq(tombs_left(log, 5, NULL), 0);
+        seg_close(log);
+    }
+}
+END_TEST
+
+START_TEST(test_expired_tombstones_go_without_new_writes)
+{
+    seg_log *log = open_log(2048);
+    write_with_tombstones(log, 1000, KP_CODEC_NONE);
+    seg_clean_policy p = policy();
+    p.delete_retention_ms = 5000;
+    p.min_cleanable_dirty_ratio = 0.5;
+    int64_t t0 = p.now_ms;
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    ck_assert_int_eq(tombs_left(log, 5, NULL), 5);
+    seg_clean_job *j;
+    p.now_ms = t0 + 4999;                   /* nothing dirty, horizon ahead */
+    ck_assert_int_eq(seg_clean_plan(log, &p, &j), 0);
+    p.now_ms = t0 + 5000;                   /* T3: due on the horizon alone */
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_eq(st.tombstones_removed, 5);
+    ck_assert_int_eq(tombs_left(log, 5, NULL), 0);
+    ck_assert_int_eq(st.delete_horizon_ms, -1);
+    ck_assert_int_eq(seg_clean_plan(log, &p, &j), 0);   /* and not again */
+    p.now_ms += 1000 * 1000;
+    ck_assert_int_eq(seg_clean_plan(log, &p, &j), 0);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_delete_horizon_survives_reopen_and_recompression)
+{
+    int codecs[] = { KP_CODEC_NONE, KP_CODEC_LZ4, KP_CODEC_ZSTD };
+    for (int c = 0; c < 3; c++) {
+        teardown();
+        setup();
+        seg_log *log = open_log(2048);
+        write_with_tombstones(log, 1000, codecs[c]);
+        seg_clean_policy p = policy();
+        p.delete_retention_ms = 5000;
+        int64_t t0 = p.now_ms;
+        ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+        seg_close(log);
+        /* After a restart every segment is dirty again: a pass just
+         * before the horizon keeps the tombstones and their stamp. */
+        log = open_log(2048);
+        p.now_ms = t0 + 4999;
+        seg_clean_stats st;
+        ck_assert_int_eq(clean_once(log, &p, &st), 1);
+        ck_assert_int_eq(st.delete_horizon_ms, t0 + 5000);
+        int64_t ts[8];
+        ck_assert_int_eq(tombs_left(log, 5, ts), 5);
+        for (int i = 0; i < 5; i++)
+            ck_assert_int_eq(ts[i], 1000);
+        rec_seen *r = calloc(4096, sizeof *r);
+        int n = read_all(log, r, 4096);
+        for (int i = 0; i < n; i++)
+            if (r[i].tomb) {
+                ck_assert_int_eq(r[i].base_ts, t0 + 5000);
+                ck_assert_int_eq(r[i].codec, codecs[c]);
+            }
+        free(r);
+        p.now_ms = t0 + 5000;
+        ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+        ck_assert_int_eq(tombs_left(log, 5, NULL), 0);
+        seg_close(log);
+    }
+}
+END_TEST
+
+/* min.compaction.lag.ms = 0 must not read timestamps: a record stamped
+ * far in the future once held every later segment out of compaction. */
+START_TEST(test_future_timestamp_does_not_hold_back_compaction)
 {
     seg_log *log = open_log(2048);
     int seq = 0;
     for (int i = 0; i < 10; i++)
         append_keys(log, 10, 5, &seq, 1000, KP_CODEC_NONE, false);
-    seq = 0;
-    append_keys(log, 5, 5, &seq, 1000, KP_CODEC_NONE, true);   /* all keys */
-    for (int i = 0; i < 20; i++) {              /* other keys push them out */
-        int s2 = 100 + i * 10;
-        append_keys(log, 10, 1000, &s2, 999000, KP_CODEC_NONE, false);
-    }
     seg_clean_policy p = policy();
-    p.delete_retention_ms = 10 * 1000 * 1000;   /* young: tombstones stay */
+    append_keys(log, 5, 5, &seq, p.now_ms + 1000 * 1000 * 1000, KP_CODEC_NONE, false);
+    for (int i = 0; i < 10; i++)
+        append_keys(log, 10, 5, &seq, 1000, KP_CODEC_NONE, false);
+    dirty_more(log, 20);
     ck_assert_int_eq(clean_once(log, &p, NULL), 1);
     rec_seen *r = calloc(4096, sizeof *r);
-    int n = read_all(log, r, 4096), tombs = 0;
-    for (int i = 0; i < n; i++) {
-        if (r[i].key[1] < '5' && strlen(r[i].key) == 2)
-            ck_assert(r[i].tomb);               /* old values gone */
-        tombs += r[i].tomb;
-    }
-    ck_assert_int_eq(tombs, 5);
-    /* Older than delete.retention.ms now: they go too.  Force with the
-     * lag rule (nothing is dirty). */
-    append_keys(log, 1, 1000, &seq, 999000, KP_CODEC_NONE, false);
-    for (int i = 0; i < 8; i++) {
-        int s2 = 100 + i * 10;
-        append_keys(log, 10, 1000, &s2, 999000, KP_CODEC_NONE, false);
-    }
-    p.delete_retention_ms = 500;
-    seg_close(log);                 /* clean_end resets: all dirty again */
-    log = open_log(2048);
-    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
-    n = read_all(log, r, 4096);
-    tombs = 0;
+    int n = read_all(log, r, 4096), mine = 0;
     for (int i = 0; i < n; i++)
-        tombs += r[i].tomb;
-    ck_assert_int_eq(tombs, 0);
+        mine += r[i].key[0] == 'k' && atoi(r[i].key + 1) < 5;
+    ck_assert_int_eq(mine, 5);              /* one per key, all segments */
     free(r);
     seg_close(log);
 }
@@ -493,6 +652,10 @@ int main(void)
     tcase_add_test(tc, test_active_segment_never_compacted);
     tcase_add_test(tc, test_min_compaction_lag_and_dirty_ratio_honoured);
     tcase_add_test(tc, test_tombstones_dropped_after_delete_retention);
+    tcase_add_test(tc, test_tombstone_age_counts_from_first_compaction_not_its_timestamp);
+    tcase_add_test(tc, test_expired_tombstones_go_without_new_writes);
+    tcase_add_test(tc, test_delete_horizon_survives_reopen_and_recompression);
+    tcase_add_test(tc, test_future_timestamp_does_not_hold_back_compaction);
     tcase_add_test(tc, test_compressed_batches_recompressed_with_their_codec);
     tcase_add_test(tc, test_crash_after_each_commit_step_leaves_valid_log);
     tcase_add_test(tc, test_small_dedupe_buffer_cleans_a_prefix);
