@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "clients/sluice.h"
+#define TOOL_NAME "sluice-bench"
+#include "clients/tools/tool.h"
 
 static const char usage[] =
 "NAME\n"
@@ -110,15 +112,6 @@ static double pct(double p)
 
 static volatile sig_atomic_t stop;
 static void on_signal(int s) { (void)s; stop = 1; }
-
-static void set(sl_conf *c, const char *k, const char *v)
-{
-    char err[512];
-    if (sl_conf_set(c, k, v, err, sizeof err) != 0) {
-        fprintf(stderr, "sluice-bench: %s\n", err);
-        exit(2);
-    }
-}
 
 static int run_produce(sl_conf *conf, const char *topic, size_t size, long count,
                        double duration, double rate, int quiet)
@@ -270,10 +263,10 @@ int main(int argc, char **argv)
     size_t size = 100;
     long count = 1000000;
     double duration = 0, rate = 0;
-    set(conf, "log_level", "4");
+    tool_set(conf, "log_level", "4");
     while ((c = getopt_long(argc, argv, "b:t:PCs:n:d:r:a:z:X:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 'b': set(conf, "bootstrap.servers", optarg); break;
+        case 'b': tool_set(conf, "bootstrap.servers", optarg); break;
         case 't': topic = optarg; break;
         case 'P': consume = 0; break;
         case 'C': consume = 1; break;
@@ -282,17 +275,11 @@ int main(int argc, char **argv)
         case 'd': duration = atof(optarg); break;
         case 'r': rate = atof(optarg); break;
         case 'a': acks = optarg; break;
-        case 'z': set(conf, "compression.type", optarg); break;
-        case 'X': {
-            char *eq = strchr(optarg, '=');
-            if (!eq) {
-                fprintf(stderr, "sluice-bench: -X wants KEY=VALUE\n");
+        case 'z': tool_set(conf, "compression.type", optarg); break;
+        case 'X':
+            if (tool_set_property(conf, optarg))
                 return 2;
-            }
-            *eq = 0;
-            set(conf, optarg, eq + 1);
             break;
-        }
         case 'q': quiet = 1; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;
@@ -302,9 +289,7 @@ int main(int argc, char **argv)
         fputs("sluice-bench: -t TOPIC is required\n", stderr);
         return 2;
     }
-    set(conf, "acks", acks);
-    if (strcmp(acks, "all") != 0 && strcmp(acks, "-1") != 0)
-        set(conf, "enable.idempotence", "false");
+    tool_set_acks(conf, acks);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     int rc = consume ? run_consume(conf, topic, count, quiet)

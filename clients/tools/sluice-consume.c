@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "clients/sluice.h"
+#define TOOL_NAME "sluice-consume"
+#include "clients/tools/tool.h"
 
 static const char usage[] =
 "NAME\n"
@@ -43,15 +45,6 @@ static const char usage[] =
 
 static volatile sig_atomic_t stop;
 static void on_signal(int s) { (void)s; stop = 1; }
-
-static void set(sl_conf *c, const char *k, const char *v)
-{
-    char err[512];
-    if (sl_conf_set(c, k, v, err, sizeof err) != 0) {
-        fprintf(stderr, "sluice-consume: %s\n", err);
-        exit(2);
-    }
-}
 
 static void json_str(const void *p, int32_t len, int null)
 {
@@ -95,28 +88,22 @@ int main(int argc, char **argv)
     long count = -1;
     while ((c = getopt_long(argc, argv, "b:t:p:o:g:c:eJK:X:quh", opts, NULL)) != -1) {
         switch (c) {
-        case 'b': set(conf, "bootstrap.servers", optarg); break;
+        case 'b': tool_set(conf, "bootstrap.servers", optarg); break;
         case 't':
             if (nt < 64)
                 topics[nt++] = optarg;
             break;
         case 'p': partition = atoi(optarg); break;
         case 'o': offset = optarg; break;
-        case 'g': group = optarg; set(conf, "group.id", optarg); break;
+        case 'g': group = optarg; tool_set(conf, "group.id", optarg); break;
         case 'c': count = atol(optarg); break;
-        case 'e': at_end = 1; set(conf, "enable.partition.eof", "true"); break;
+        case 'e': at_end = 1; tool_set(conf, "enable.partition.eof", "true"); break;
         case 'J': json = 1; break;
         case 'K': delim = optarg; break;
-        case 'X': {
-            char *eq = strchr(optarg, '=');
-            if (!eq) {
-                fprintf(stderr, "sluice-consume: -X wants KEY=VALUE\n");
+        case 'X':
+            if (tool_set_property(conf, optarg))
                 return 2;
-            }
-            *eq = 0;
-            set(conf, optarg, eq + 1);
             break;
-        }
         case 'q': quiet = 1; break;
         case 'u': setvbuf(stdout, NULL, _IOLBF, 0); break;
         case 'h': fputs(usage, stdout); return 0;
@@ -128,9 +115,9 @@ int main(int argc, char **argv)
         return 2;
     }
     if (group && offset && (!strcmp(offset, "beginning") || !strcmp(offset, "end")))
-        set(conf, "auto.offset.reset", !strcmp(offset, "beginning") ? "earliest" : "latest");
+        tool_set(conf, "auto.offset.reset", !strcmp(offset, "beginning") ? "earliest" : "latest");
     else if (group)
-        set(conf, "auto.offset.reset", "earliest");
+        tool_set(conf, "auto.offset.reset", "earliest");
     char err[512];
     sl_consumer *cons = sl_consumer_new(conf, err, sizeof err);
     sl_conf_destroy(conf);

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "clients/sluice.h"
+#define TOOL_NAME "sluice-produce"
+#include "clients/tools/tool.h"
 
 static const char usage[] =
 "NAME\n"
@@ -48,15 +50,6 @@ static void dr(const sl_delivery *d, void *opaque)
     }
 }
 
-static void set(sl_conf *c, const char *k, const char *v)
-{
-    char err[512];
-    if (sl_conf_set(c, k, v, err, sizeof err) != 0) {
-        fprintf(stderr, "sluice-produce: %s\n", err);
-        exit(2);
-    }
-}
-
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -73,7 +66,7 @@ int main(int argc, char **argv)
     char *acks = NULL;
     while ((c = getopt_long(argc, argv, "b:t:p:K:H:z:a:X:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 'b': set(conf, "bootstrap.servers", optarg); break;
+        case 'b': tool_set(conf, "bootstrap.servers", optarg); break;
         case 't': topic = optarg; break;
         case 'p': partition = atoi(optarg); break;
         case 'K': delim = optarg; break;
@@ -87,28 +80,19 @@ int main(int argc, char **argv)
             hdrs[nh++] = (sl_header){ optarg, eq + 1, (int32_t)strlen(eq + 1) };
             break;
         }
-        case 'z': set(conf, "compression.type", optarg); break;
+        case 'z': tool_set(conf, "compression.type", optarg); break;
         case 'a': acks = optarg; break;
-        case 'X': {
-            char *eq = strchr(optarg, '=');
-            if (!eq) {
-                fprintf(stderr, "sluice-produce: -X wants KEY=VALUE\n");
+        case 'X':
+            if (tool_set_property(conf, optarg))
                 return 2;
-            }
-            *eq = 0;
-            set(conf, optarg, eq + 1);
             break;
-        }
         case 'q': quiet = 1; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;
         }
     }
-    if (acks) {
-        set(conf, "acks", acks);
-        if (strcmp(acks, "all") != 0 && strcmp(acks, "-1") != 0)
-            set(conf, "enable.idempotence", "false");
-    }
+    if (acks)
+        tool_set_acks(conf, acks);
     if (!topic) {
         fputs("sluice-produce: -t TOPIC is required\n", stderr);
         return 2;
