@@ -124,6 +124,16 @@ static void handle_delete(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_
     finish_ec(cl, ctx, err, ec, KP_STR_NULL);
 }
 
+/* The head of a DescribeConfigs or AlterConfigs resource result:
+ * ErrorCode ErrorMessage ResourceType ResourceName. */
+static void rd_resource_head(kp_rd *r, int16_t *ec, kp_str *msg)
+{
+    *ec = kp_rd_i16(r);
+    *msg = kp_rd_string(r);
+    (void)kp_rd_i8(r);
+    (void)kp_rd_string(r);
+}
+
 static void handle_describe(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
                             int16_t ver, void *ctx)
 {
@@ -135,10 +145,7 @@ static void handle_describe(sl_client *cl, sl_broker *b, int err, sl_frame *f, k
         (void)kp_rd_i32(r);
         int32_t n = kp_rd_array(r, 8);
         for (int32_t i = 0; i < n && kp_rd_ok(r); i++) {
-            ec = kp_rd_i16(r);
-            msg = kp_rd_string(r);
-            (void)kp_rd_i8(r);
-            (void)kp_rd_string(r);
+            rd_resource_head(r, &ec, &msg);
             int32_t nc = kp_rd_array(r, 6);
             if (nc > 0 && !a->entries)
                 a->entries = calloc((size_t)nc, sizeof *a->entries);
@@ -184,10 +191,7 @@ static void handle_alter(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_r
         (void)kp_rd_i32(r);
         int32_t n = kp_rd_array(r, 8);
         for (int32_t i = 0; i < n && kp_rd_ok(r); i++) {
-            ec = kp_rd_i16(r);
-            msg = kp_rd_string(r);
-            (void)kp_rd_i8(r);
-            (void)kp_rd_string(r);
+            rd_resource_head(r, &ec, &msg);
         }
         if (!kp_rd_ok(r))
             err = SL_E_BAD_MSG;
@@ -305,6 +309,19 @@ static void handle_group_offsets(sl_client *cl, sl_broker *b, int err, sl_frame 
 
 /* ---- step ---------------------------------------------------------------------- */
 
+/* Configs as [Name Value] pairs, from kv (NULL-terminated key, value, …). */
+static void wr_configs(kp_buf *w, char **kv)
+{
+    int n = 0;
+    while (kv && kv[n])
+        n++;
+    kp_wr_array(w, n / 2);
+    for (int i = 0; i + 1 < n; i += 2) {
+        kp_wr_string(w, kv[i], -1);
+        kp_wr_string(w, kv[i + 1], -1);
+    }
+}
+
 static int bad_version(sl_client *cl, adm_op *a, const char *api)
 {
     sl_op_finish(cl, &a->op, SL_E_UNSUPPORTED, "broker lacks a usable %s version", api);
@@ -341,16 +358,7 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
         kp_wr_i32(w, a->partitions);
         kp_wr_i16(w, a->rf);
         kp_wr_array(w, 0);                                /* Assignments */
-        {
-            int n = 0;
-            while (a->kv && a->kv[n])
-                n++;
-            kp_wr_array(w, n / 2);
-            for (int i = 0; i + 1 < n; i += 2) {
-                kp_wr_string(w, a->kv[i], -1);
-                kp_wr_string(w, a->kv[i + 1], -1);
-            }
-        }
+        wr_configs(w, a->kv);
         kp_wr_i32(w, a->timeout_ms);
         if (v >= 1)
             kp_wr_bool(w, false);                         /* ValidateOnly */
@@ -384,16 +392,7 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
         kp_wr_array(w, 1);
         kp_wr_i8(w, (int8_t)a->rtype);
         kp_wr_string(w, a->name, -1);
-        {
-            int n = 0;
-            while (a->kv && a->kv[n])
-                n++;
-            kp_wr_array(w, n / 2);
-            for (int i = 0; i + 1 < n; i += 2) {
-                kp_wr_string(w, a->kv[i], -1);
-                kp_wr_string(w, a->kv[i + 1], -1);
-            }
-        }
+        wr_configs(w, a->kv);
         kp_wr_bool(w, false);
         sl_req_end(cl, b, handle_alter, a);
         return 1;
@@ -496,6 +495,18 @@ static char **kv_copy(const char *const *kv)
     return d;
 }
 
+/* adm_new with a copy of configs; NULL when out of memory. */
+static adm_op *adm_new_kv(int kind, const char *name, const char *const *configs,
+                          int timeout_ms)
+{
+    adm_op *a = adm_new(kind, name, timeout_ms);
+    if (a && !(a->kv = kv_copy(configs))) {
+        adm_free(&a->op);
+        return NULL;
+    }
+    return a;
+}
+
 /* Runs the op; on success moves results into *res (caller frees). */
 static int run(sl_admin *ad, adm_op *a, adm_op *res, char *errbuf, size_t size)
 {
@@ -555,12 +566,9 @@ int sl_admin_create_topic(sl_admin *ad, const char *topic, int32_t partitions,
 {
     if (!ad || !topic || partitions == 0 || partitions < -1)
         return SL_E_INVALID_ARG;
-    adm_op *a = adm_new(A_CREATE, topic, timeout_ms);
-    if (!a || !(a->kv = kv_copy(configs))) {
-        if (a)
-            adm_free(&a->op);
+    adm_op *a = adm_new_kv(A_CREATE, topic, configs, timeout_ms);
+    if (!a)
         return SL_E_NOMEM;
-    }
     a->partitions = partitions;
     a->rf = rf;
     return run(ad, a, NULL, errbuf, size);
@@ -605,12 +613,9 @@ int sl_admin_alter_configs(sl_admin *ad, int rtype, const char *name,
 {
     if (!ad || !name)
         return SL_E_INVALID_ARG;
-    adm_op *a = adm_new(A_ALTER, name, timeout_ms);
-    if (!a || !(a->kv = kv_copy(configs))) {
-        if (a)
-            adm_free(&a->op);
+    adm_op *a = adm_new_kv(A_ALTER, name, configs, timeout_ms);
+    if (!a)
         return SL_E_NOMEM;
-    }
     a->rtype = rtype;
     return run(ad, a, NULL, errbuf, size);
 }
