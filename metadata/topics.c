@@ -333,46 +333,74 @@ int md_topic_add_partitions(md_db *db, const char *name, int32_t new_count,
 
 /* ---- partitions ---------------------------------------------------------------- */
 
-int md_partition_list(md_db *db, const char *topic, md_partition **out, size_t *n)
+/* One element per row of which (bound to the topic), filled by fill(): 0,
+ * or MD_E_SQL when a row could not be kept (fill() says so the same way).
+ * On failure drop() frees the cnt elements taken so far, the failed one
+ * included.  The topic must exist first (its lookup error otherwise). */
+static int list_rows(md_db *db, enum md_stmt which, const char *topic, size_t size,
+                     int (*fill)(sqlite3_stmt *s, void *elem),
+                     void (*drop)(void *v, size_t cnt), void **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
     int rc = md_topic_get(db, topic, NULL);
     if (rc)
         return rc;
-    sqlite3_stmt *s = md_stmt(db, ST_PART_LIST);
+    sqlite3_stmt *s = md_stmt(db, which);
     sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
-    md_partition *v = NULL;
+    char *v = NULL;
     size_t cnt = 0, cap = 0;
     int step;
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
         if (cnt == cap) {
             cap = cap ? cap * 2 : 8;
-            md_partition *nv = realloc(v, cap * sizeof *v);
+            char *nv = realloc(v, cap * size);
             if (!nv) {
                 rc = MD_E_SQL;
                 break;
             }
             v = nv;
         }
-        md_partition *p = &v[cnt++];
-        p->partition = sqlite3_column_int(s, 0);
-        p->leader = sqlite3_column_int(s, 1);
-        p->leader_epoch = sqlite3_column_int(s, 2);
-        p->log_start_offset = sqlite3_column_int64(s, 3);
-        p->recovery_point = sqlite3_column_int64(s, 4);
-        p->high_watermark = sqlite3_column_int64(s, 5);
+        if ((rc = fill(s, v + cnt++ * size)))
+            break;
     }
     if (!rc && step != SQLITE_DONE)
         rc = MD_E_SQL;
     sqlite3_reset(s);
     if (rc) {
-        free(v);
+        drop(v, cnt);
         return rc;
     }
     *out = v;
     *n = cnt;
     return 0;
+}
+
+static int fill_partition(sqlite3_stmt *s, void *elem)
+{
+    md_partition *p = elem;
+    p->partition = sqlite3_column_int(s, 0);
+    p->leader = sqlite3_column_int(s, 1);
+    p->leader_epoch = sqlite3_column_int(s, 2);
+    p->log_start_offset = sqlite3_column_int64(s, 3);
+    p->recovery_point = sqlite3_column_int64(s, 4);
+    p->high_watermark = sqlite3_column_int64(s, 5);
+    return 0;
+}
+
+static void drop_partitions(void *v, size_t cnt)
+{
+    (void)cnt;
+    free(v);
+}
+
+int md_partition_list(md_db *db, const char *topic, md_partition **out, size_t *n)
+{
+    void *v;
+    int rc = list_rows(db, ST_PART_LIST, topic, sizeof **out, fill_partition,
+                       drop_partitions, &v, n);
+    *out = v;
+    return rc;
 }
 
 int md_partition_save_offsets(md_db *db, const char *topic, int32_t partition,
@@ -393,46 +421,25 @@ int md_partition_save_offsets(md_db *db, const char *topic, int32_t partition,
 
 /* ---- topic config overrides ------------------------------------------------------ */
 
+static int fill_kv(sqlite3_stmt *s, void *elem)
+{
+    md_kv *kv = elem;
+    kv->name = strdup((const char *)sqlite3_column_text(s, 0));
+    kv->value = strdup((const char *)sqlite3_column_text(s, 1));
+    return kv->name && kv->value ? 0 : MD_E_SQL;
+}
+
+static void drop_kvs(void *v, size_t cnt)
+{
+    md_kv_free(v, cnt);
+}
+
 int md_topic_configs(md_db *db, const char *topic, md_kv **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    int rc = md_topic_get(db, topic, NULL);
-    if (rc)
-        return rc;
-    sqlite3_stmt *s = md_stmt(db, ST_CFG_LIST);
-    sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
-    md_kv *v = NULL;
-    size_t cnt = 0, cap = 0;
-    int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 8;
-            md_kv *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                rc = MD_E_SQL;
-                break;
-            }
-            v = nv;
-        }
-        v[cnt].name = strdup((const char *)sqlite3_column_text(s, 0));
-        v[cnt].value = strdup((const char *)sqlite3_column_text(s, 1));
-        cnt++;
-        if (!v[cnt - 1].name || !v[cnt - 1].value) {
-            rc = MD_E_SQL;
-            break;
-        }
-    }
-    if (!rc && step != SQLITE_DONE)
-        rc = MD_E_SQL;
-    sqlite3_reset(s);
-    if (rc) {
-        md_kv_free(v, cnt);
-        return rc;
-    }
+    void *v;
+    int rc = list_rows(db, ST_CFG_LIST, topic, sizeof **out, fill_kv, drop_kvs, &v, n);
     *out = v;
-    *n = cnt;
-    return 0;
+    return rc;
 }
 
 static int topic_must_exist(md_db *db, const char *topic, char *err, size_t errlen)
