@@ -24,7 +24,8 @@
  *   per batch:
  *     Magic != 2                    UNSUPPORTED_FOR_MESSAGE_FORMAT (logged)
  *     bad framing / CRC / counts    CORRUPT_MESSAGE
- *     control batch from a client   CORRUPT_MESSAGE (Kafka: INVALID_RECORD,
+ *     control batch or delete-horizon bit from a client
+ *                                   CORRUPT_MESSAGE (Kafka: INVALID_RECORD,
  *                                   which maps to CORRUPT_MESSAGE before v8)
  *     size > max.message.bytes      MESSAGE_TOO_LARGE
  *     zstd and Produce < v7         UNSUPPORTED_COMPRESSION_TYPE
@@ -103,7 +104,9 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
             return KP_UNSUPPORTED_FOR_MESSAGE_FORMAT;
         if (size < 0)
             return KP_CORRUPT_MESSAGE;
-        if (bh.Attributes & KP_ATTR_CONTROL)
+        /* Control batches and delete horizons are the broker's to write:
+         * a client-set horizon would get its tombstones dropped early. */
+        if (bh.Attributes & (KP_ATTR_CONTROL | KP_ATTR_DELETE_HORIZON))
             return KP_CORRUPT_MESSAGE;
         if (size > tc->max_message_bytes)
             return KP_MESSAGE_TOO_LARGE;

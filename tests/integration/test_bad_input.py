@@ -218,6 +218,16 @@ def test_produce_with_bad_magic_or_counts_is_rejected(broker):
     b3 = bytearray(good)
     b3[8:12] = struct.pack(">i", len(good) - 12 + 40)   # batchLength past the end
     cases["batchLength too long"] = bytes(b3)
+    # attribute bit 6 (delete horizon) is set only by compaction, never by a client
+    b4 = bytearray(good)
+    b4[22] |= 0x40
+    b4[17:21] = struct.pack(">I", kr.crc32c(bytes(b4[21:])))
+    cases["delete-horizon attribute"] = bytes(b4)
+    # control batches (transaction markers) are the broker's too
+    b5 = bytearray(good)
+    b5[22] |= 0x20
+    b5[17:21] = struct.pack(">I", kr.crc32c(bytes(b5[21:])))
+    cases["control attribute"] = bytes(b5)
     for what, batch in cases.items():
         with kr.Conn(broker.port) as c:
             try:
