@@ -137,6 +137,26 @@ int seg_idx_back(seg_idx *x, uint32_t i)
     return 0;
 }
 
+int seg_idx_clear(seg_idx *x)
+{
+    size_t len = (size_t)x->cap * x->entry;
+    if (!len)
+        return 0;
+    /* Punching the whole range back to a hole makes it read as zeros (I4)
+     * at once.  A memset instead faults in and writes every page: after a
+     * crash an active segment's index is preallocated to
+     * segment.index.bytes, so recovery wrote ~25 MB per partition and a
+     * broker with a thousand partitions took minutes to come back. */
+    int rc;
+    do rc = fallocate(x->file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)len);
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0)
+        memset(x->map, 0, len);     /* a filesystem without hole punching */
+    else
+        x->backed = 0;              /* the blocks went with the hole */
+    return 0;
+}
+
 int seg_idx_trim(seg_idx *x)
 {
     /* The mapping stays as long as it was; we never touch past n. */

@@ -68,10 +68,8 @@ int seg_scan(seg_segment *s, const seg_config *c, bool verify,
     uint64_t fsize = (uint64_t)st.st_size;
 
     /* Forget the old indexes entirely, slack included (I4 in index.c). */
-    if (s->idx.cap)
-        memset(s->idx.map, 0, (size_t)s->idx.cap * SEG_OIDX_ENTRY);
-    if (s->tidx.cap)
-        memset(s->tidx.map, 0, (size_t)s->tidx.cap * SEG_TIDX_ENTRY);
+    seg_idx_clear(&s->idx);
+    seg_idx_clear(&s->tidx);
     s->idx.n = s->tidx.n = 0;
     s->since_index = 0;
     s->max_ts = -1;

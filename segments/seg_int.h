@@ -51,6 +51,7 @@ int  seg_idx_open(seg_idx *x, const char *path, size_t entry, bool create);
 void seg_idx_close(seg_idx *x);
 /* Makes room for `entries` (ftruncate + remap when the mapping is short). */
 int  seg_idx_reserve(seg_idx *x, uint32_t entries);
+int  seg_idx_clear(seg_idx *x);             /* all entries zero (a hole) */
 int  seg_idx_trim(seg_idx *x);              /* file length = n entries */
 /* Gives entry i disk blocks before it is stored through the mapping: the
  * file is sparse, and a store into a hole on a full filesystem is SIGBUS,
