@@ -189,6 +189,8 @@ def test_writes_go_through_the_kafka_admin_paths(ab):
     ("VACUUM INTO '/tmp/copy.db'", "only SELECT"),
     ("SELECT sluice_topic_delete('x')", "internal"),
     ("SELECT salt FROM main.users", "credential"),
+    ("SELECT printf('%.*c', 100000000, 'x')", "escape the statement time limit"),
+    ("SELECT format('%s', 1)", "escape the statement time limit"),
 ])
 def test_refused_statements(ab, stmt, why):
     assert why in sql_error(ab, stmt)
