@@ -363,6 +363,19 @@ static void write_subscription(kp_buf *w, sl_grp *g)
     kp_wr_i32_at(w, pos, (int32_t)(w->len - start));
 }
 
+/* The version of a group-protocol API to use with the coordinator, or -1
+ * (logged, and the group retries in 5 s) when it offers none of 0..max. */
+static int16_t protocol_version(sl_client *cl, sl_broker *b, int16_t api,
+                                int16_t max, const char *name)
+{
+    int16_t v = sl_api_version(b, api, 0, max);
+    if (v < 0) {
+        sl_log(cl, 3, "coordinator lacks %s v0-%d", name, max);
+        cl->grp->retry_at = sl_now_ms() + 5000;
+    }
+    return v;
+}
+
 static void send_sync(sl_client *cl, sl_broker *b);
 
 static void handle_sync(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
@@ -445,12 +458,9 @@ static void handle_sync(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
 static void send_sync(sl_client *cl, sl_broker *b)
 {
     sl_grp *g = cl->grp;
-    int16_t v = sl_api_version(b, KP_API_SYNC_GROUP, 0, 3);
-    if (v < 0) {
-        sl_log(cl, 3, "coordinator lacks SyncGroup v0-3");
-        g->retry_at = sl_now_ms() + 5000;
+    int16_t v = protocol_version(cl, b, KP_API_SYNC_GROUP, 3, "SyncGroup");
+    if (v < 0)
         return;
-    }
     kp_buf *w = sl_req_begin(cl, b, KP_API_SYNC_GROUP, v);
     kp_wr_string(w, cl->conf.group_id, -1);
     kp_wr_i32(w, g->generation);
@@ -612,12 +622,9 @@ static void handle_join(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
 static void send_join(sl_client *cl, sl_broker *b)
 {
     sl_grp *g = cl->grp;
-    int16_t v = sl_api_version(b, KP_API_JOIN_GROUP, 0, 5);
-    if (v < 0) {
-        sl_log(cl, 3, "coordinator lacks JoinGroup v0-5");
-        g->retry_at = sl_now_ms() + 5000;
+    int16_t v = protocol_version(cl, b, KP_API_JOIN_GROUP, 5, "JoinGroup");
+    if (v < 0)
         return;
-    }
     kp_buf *w = sl_req_begin(cl, b, KP_API_JOIN_GROUP, v);
     kp_wr_string(w, cl->conf.group_id, -1);
     kp_wr_i32(w, cl->conf.session_timeout_ms);
