@@ -43,8 +43,11 @@
  * the WAL in the page cache (metadata/db.c, D1); the turn asks the
  * metadata sync worker (daemon/md_sync.c) for a WAL fdatasync and parks
  * its answers on the synced list, tagged with that sync's number; they
- * leave when the worker reports it done (on_durable).  Commits of every
- * turn while a sync runs share the next one.  So (1) no handler is
+ * leave when the worker reports it done (on_durable).  Turns that end
+ * while a sync runs write nothing: their commits and state changes wait
+ * in the batch and are written by on_durable as one transaction, covered
+ * by the next sync — one transaction and one fdatasync per sync cycle
+ * however many turns and requests it covers (C6).  So (1) no handler is
  * re-entered while a group is half-updated (bk_req_finish may serve the
  * next pipelined request on that connection), and (2) a response that
  * reflects a state change or acknowledges a commit leaves only once that
@@ -76,6 +79,10 @@
  *       worker has reported durable.
  *   C5. The synced list is in non-decreasing seq order (a turn tags its
  *       answers with the newest sequence number requested).
+ *   C6. The turn's transaction is written only when no sync is in
+ *       flight (requested == durable); otherwise on_durable writes it.
+ *       Every pending batch, outbox and dirty group is therefore written
+ *       by the end of the sync in flight, never left waiting for a turn.
  *   C3. Every member has a pending session timer; every group in
  *       PreparingRebalance has a pending join timer.
  *   C4. g->leader names a member of g, or is NULL iff g has no members.
@@ -577,11 +584,17 @@ static void finish_synced(uint64_t durable, int sync_err)
     }
 }
 
-/* The metadata sync worker finished the syncs up to seq. */
+static void run_turn(void);
+
+/* The metadata sync worker finished the syncs up to seq.  What turns
+ * gathered while it ran is written now, as one transaction. */
 static void on_durable(uint64_t seq, int err)
 {
-    if (gc)
-        finish_synced(seq, err);
+    if (!gc)
+        return;
+    finish_synced(seq, err);
+    if (gc->dirty || gc->batch.next != &gc->batch || gc->outbox.next != &gc->outbox)
+        run_turn();
 }
 
 /* End of the loop turn: one transaction for everything the turn changed
@@ -594,6 +607,16 @@ static void on_durable(uint64_t seq, int err)
 static void turn_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what; (void)arg;
+    run_turn();
+}
+
+static void run_turn(void)
+{
+    /* C6: while a sync runs, its answers cannot leave and nothing written
+     * now could be durable before the next sync anyway: keep gathering,
+     * and write everything in one transaction when it finishes. */
+    if (bk_mdsync_requested() > bk_mdsync_durable())
+        return;
     gc_wait out, batch;
     list_move(&out, &gc->outbox);
     list_move(&batch, &gc->batch);

@@ -15,8 +15,9 @@
  *   4. migrations (migrate.c), with foreign keys still off so a migration
  *      may rebuild a table the way SQLite's ALTER TABLE guide says;
  *   5. foreign_keys=ON, which the schema's ON DELETE CASCADEs rely on;
- *   6. prepare every statement in stmt_sql[] once.  A statement that no
- *      longer matches the schema fails the open, not a request later.
+ *   6. prepare every statement in stmt_sql[] before ST_FIRST_LAZY once.  A
+ *      statement that no longer matches the schema fails the open, not a
+ *      request later.  The rest are prepared on first use (md_stmt_lazy).
  *
  * Durability.  The handle lives on the broker's event loop, which must
  * never wait for an fsync (~0.2 ms on an idle SSD, tens of ms on a busy
@@ -129,6 +130,32 @@ static const char *const stmt_sql[ST_COUNT] = {
         "ON CONFLICT (topic, name) DO UPDATE SET value = excluded.value",
     [ST_CFG_DELETE] = "DELETE FROM topic_configs WHERE topic = ?1 AND name = ?2",
     [ST_CFG_DELETE_ALL] = "DELETE FROM topic_configs WHERE topic = ?1",
+    /* metadata/groups.c: every state change and every loop turn of offset
+     * commits runs these, so they are prepared once here. */
+    [ST_GROUP_UPSERT] =
+        "INSERT INTO consumer_groups (group_id, state, protocol_type, protocol, "
+        "generation, leader, updated_at, state_changed_at) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (group_id) DO UPDATE SET "
+        "state = excluded.state, protocol_type = excluded.protocol_type, "
+        "protocol = excluded.protocol, generation = excluded.generation, "
+        "leader = excluded.leader, updated_at = excluded.updated_at, "
+        "state_changed_at = excluded.state_changed_at",
+    [ST_MEMBERS_DELETE] = "DELETE FROM group_members WHERE group_id = ?1",
+    [ST_MEMBER_INSERT] =
+        "INSERT INTO group_members (group_id, member_id, instance_id, "
+        "client_id, client_host, session_timeout_ms, rebalance_timeout_ms, "
+        "subscription, assignment) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [ST_OFFSET_COMMIT] =
+        "INSERT INTO committed_offsets (group_id, topic, partition, offset, "
+        "leader_epoch, metadata, commit_time_ms, expire_time_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+        "ON CONFLICT (group_id, topic, partition) DO UPDATE SET "
+        "offset = excluded.offset, leader_epoch = excluded.leader_epoch, "
+        "metadata = excluded.metadata, commit_time_ms = excluded.commit_time_ms, "
+        "expire_time_ms = excluded.expire_time_ms",
+    [ST_OFFSET_LIST] =
+        "SELECT topic, partition, offset, leader_epoch, metadata, commit_time_ms "
+        "FROM committed_offsets WHERE group_id = ?1 ORDER BY topic, partition",
 };
 
 int md_errf(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -160,6 +187,21 @@ sqlite3_stmt *md_stmt(md_db *db, enum md_stmt which)
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
     return s;
+}
+
+int md_stmt_lazy(md_db *db, enum md_stmt which, sqlite3_stmt **out,
+                 char *err, size_t errlen)
+{
+    if (!db->st[which] &&
+        sqlite3_prepare_v3(db->h, stmt_sql[which], -1, SQLITE_PREPARE_PERSISTENT,
+                           &db->st[which], NULL) != SQLITE_OK) {
+        db->st[which] = NULL;
+        *out = NULL;
+        return md_errf(err, errlen, MD_E_SQL, "prepare \"%s\": %s",
+                       stmt_sql[which], sqlite3_errmsg(db->h));
+    }
+    *out = md_stmt(db, which);
+    return 0;
 }
 
 int md_step_done(md_db *db, sqlite3_stmt *s, char *err, size_t errlen,
@@ -371,7 +413,7 @@ int md_open_files(const char *path, const struct md_sql_file *files, size_t n,
         rc = md_migrate(db->h, files, n, err, errlen);
     if (!rc)
         rc = exec_pragma(db->h, "PRAGMA foreign_keys=ON", err, errlen);
-    for (int i = 0; !rc && i < ST_COUNT; i++) {
+    for (int i = 0; !rc && i < ST_FIRST_LAZY; i++) {
         if (sqlite3_prepare_v3(db->h, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                &db->st[i], NULL) != SQLITE_OK)
             rc = md_errf(err, errlen, MD_E_SQL, "prepare \"%s\": %s",

@@ -10,17 +10,19 @@
  * per state change and per loop turn of offset commits, never per
  * heartbeat.
  *
- * Statements here are prepared per call, not in db.c's cache: each call
- * runs one or two statements however many rows it writes (an offset
- * commit batch binds the one upsert N times), so preparing costs a few
- * microseconds per call and nothing per row.
+ * The statements of the hot paths (group save, offset commit, offset
+ * fetch) come from db.c's cache of prepared statements (md_stmt_lazy):
+ * they run for every state change and every sync cycle of commits, where
+ * parsing the SQL again cost more than the upserts.  Rare ones (load at startup,
+ * deletes, expiry) are prepared per call.
  *
  * Invariants:
  *   G1. md_group_save writes the group row and the full member set as one
  *       unit: a reader never sees members of two generations.
  *   G2. md_offset_commit is one transaction (or one savepoint of the
- *       caller's): all of a batch is durable when it returns 0, with one
- *       WAL fsync (synchronous=FULL, see db.c).
+ *       caller's): all of a batch or none of it.  Inside the caller's
+ *       md_begin batch it is durable once a WAL sync that started after
+ *       md_commit has finished (db.c D1); alone, when it returns (D2).
  *   G3. Committed offsets are independent of consumer_groups rows (a
  *       consumer using assign() never joins); deleting a group deletes
  *       both, deleting a topic deletes its offsets (schema cascade).
@@ -60,21 +62,16 @@ static void bind_blob_or_null(sqlite3_stmt *s, int i, const void *p, int32_t len
 
 static int save_members(md_db *db, const md_group *g, char *err, size_t errlen)
 {
-    sqlite3_stmt *del = NULL, *ins = NULL;
-    int rc = prep(db, "DELETE FROM group_members WHERE group_id = ?1", &del, err, errlen);
-    if (!rc)
-        rc = prep(db, "INSERT INTO group_members (group_id, member_id, instance_id, "
-                  "client_id, client_host, session_timeout_ms, rebalance_timeout_ms, "
-                  "subscription, assignment) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                  &ins, err, errlen);
-    if (!rc) {
-        sqlite3_bind_text(del, 1, g->group_id, -1, SQLITE_STATIC);
-        rc = md_step_done(db, del, err, errlen, "delete members");
-    }
+    sqlite3_stmt *del, *ins;
+    int rc = md_stmt_lazy(db, ST_MEMBERS_DELETE, &del, err, errlen);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(del, 1, g->group_id, -1, SQLITE_STATIC);
+    rc = md_step_done(db, del, err, errlen, "delete members");
     for (size_t i = 0; !rc && i < g->nmembers; i++) {
         const md_group_member *m = &g->members[i];
-        sqlite3_reset(ins);
-        sqlite3_clear_bindings(ins);
+        if ((rc = md_stmt_lazy(db, ST_MEMBER_INSERT, &ins, err, errlen)))
+            break;
         sqlite3_bind_text(ins, 1, g->group_id, -1, SQLITE_STATIC);
         sqlite3_bind_text(ins, 2, m->member_id, -1, SQLITE_STATIC);
         bind_text_or_null(ins, 3, m->instance_id);
@@ -86,8 +83,6 @@ static int save_members(md_db *db, const md_group *g, char *err, size_t errlen)
         bind_blob_or_null(ins, 9, m->assignment, m->assignment_len);
         rc = md_step_done(db, ins, err, errlen, "insert member");
     }
-    sqlite3_finalize(del);
-    sqlite3_finalize(ins);
     return rc;
 }
 
@@ -96,14 +91,8 @@ int md_group_save(md_db *db, const md_group *g, char *err, size_t errlen)
     int t, rc;
     if ((rc = md_txn_enter(db, &t, err, errlen)))
         return rc;
-    sqlite3_stmt *s = NULL;
-    rc = prep(db, "INSERT INTO consumer_groups (group_id, state, protocol_type, protocol, "
-              "generation, leader, updated_at, state_changed_at) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (group_id) DO UPDATE SET "
-              "state = excluded.state, protocol_type = excluded.protocol_type, "
-              "protocol = excluded.protocol, generation = excluded.generation, "
-              "leader = excluded.leader, updated_at = excluded.updated_at, "
-              "state_changed_at = excluded.state_changed_at", &s, err, errlen);
+    sqlite3_stmt *s;
+    rc = md_stmt_lazy(db, ST_GROUP_UPSERT, &s, err, errlen);
     if (!rc) {
         sqlite3_bind_text(s, 1, g->group_id, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 2, g->state, -1, SQLITE_STATIC);
@@ -115,7 +104,6 @@ int md_group_save(md_db *db, const md_group *g, char *err, size_t errlen)
         sqlite3_bind_int64(s, 8, g->state_changed_at);
         rc = md_step_done(db, s, err, errlen, "save group");
     }
-    sqlite3_finalize(s);
     if (!rc)
         rc = save_members(db, g, err, errlen);
     return md_txn_leave(db, t, rc, err, errlen);
@@ -278,18 +266,11 @@ int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t err
     int t, rc;
     if ((rc = md_txn_enter(db, &t, err, errlen)))
         return rc;
-    sqlite3_stmt *s = NULL;
-    rc = prep(db, "INSERT INTO committed_offsets (group_id, topic, partition, offset, "
-              "leader_epoch, metadata, commit_time_ms, expire_time_ms) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
-              "ON CONFLICT (group_id, topic, partition) DO UPDATE SET "
-              "offset = excluded.offset, leader_epoch = excluded.leader_epoch, "
-              "metadata = excluded.metadata, commit_time_ms = excluded.commit_time_ms, "
-              "expire_time_ms = excluded.expire_time_ms", &s, err, errlen);
+    sqlite3_stmt *s;
     for (size_t i = 0; !rc && i < n; i++) {
         md_offset *o = &offs[i];
-        sqlite3_reset(s);
-        sqlite3_clear_bindings(s);
+        if ((rc = md_stmt_lazy(db, ST_OFFSET_COMMIT, &s, err, errlen)))
+            break;
         sqlite3_bind_text(s, 1, o->group_len ? o->group_id : "", o->group_len, SQLITE_STATIC);
         sqlite3_bind_text(s, 2, o->topic, o->topic_len, SQLITE_STATIC);
         sqlite3_bind_int(s, 3, o->partition);
@@ -313,7 +294,8 @@ int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t err
             rc = md_sqlerr(db, err, errlen, "commit offset");
         }
     }
-    sqlite3_finalize(s);
+    if (db->st[ST_OFFSET_COMMIT])
+        sqlite3_reset(db->st[ST_OFFSET_COMMIT]);  /* I1 of db.c */
     return md_txn_leave(db, t, rc, err, errlen);
 }
 
@@ -333,10 +315,8 @@ int md_offset_list(md_db *db, const char *group_id, size_t group_len,
 {
     *out = NULL;
     *n = 0;
-    sqlite3_stmt *s = NULL;
-    if (prep(db, "SELECT topic, partition, offset, leader_epoch, metadata, commit_time_ms "
-             "FROM committed_offsets WHERE group_id = ?1 ORDER BY topic, partition",
-             &s, NULL, 0))
+    sqlite3_stmt *s;
+    if (md_stmt_lazy(db, ST_OFFSET_LIST, &s, NULL, 0))
         return MD_E_SQL;
     sqlite3_bind_text(s, 1, group_len ? group_id : "", (int)group_len, SQLITE_STATIC);
     md_committed *v = NULL;
@@ -365,7 +345,7 @@ int md_offset_list(md_db *db, const char *group_id, size_t group_len,
             break;
         }
     }
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
         md_committed_free(v, cnt);
         return MD_E_SQL;
