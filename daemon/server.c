@@ -2,16 +2,22 @@
  * Connections: the only code that touches client sockets.
  *
  * A connection reads length-prefixed frames, hands each to the API handler
- * through a bk_req, and queues the response on its bufferevent.  Message
+ * through a bk_req, and queues the response on its output buffer.  Message
  * bytes from segment files are added as libevent file segments, which are
  * written with sendfile(2): they never enter this process.
  *
- * Input does not go through the bufferevent: libevent reads at most 4 KiB
+ * Input does not go through libevent's buffers: libevent reads at most 4 KiB
  * per call (after a FIONREAD ioctl) into chains that are then copied out.
  * Instead the connection recv()s straight into its own buffer, as much as
  * the socket has and the buffer holds, and serves frames in place from it:
- * one copy (the kernel's), one syscall per socket-buffer's worth.  The
- * bufferevent only writes.
+ * one copy (the kernel's), one syscall per socket-buffer's worth.
+ *
+ * Output is the connection's own evbuffer, written as soon as a response
+ * is queued (after the last frame of a read, so pipelined responses share
+ * one writev): a client that reads its answers costs no write event at
+ * all.  Only a socket that cannot take everything gets an EV_WRITE event,
+ * until it has drained.  (A bufferevent armed and disarmed its write event
+ * for every response: two epoll_ctl calls and an extra loop iteration.)
  *
  * Invariants:
  *   1. Responses leave in request order.  A connection processes one
@@ -58,7 +64,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 
@@ -73,7 +78,9 @@ struct bk_conn {
     evutil_socket_t fd;
     struct event *rev;            /* readable / idle timeout */
     bool reading;                 /* rev is added */
-    struct bufferevent *bev;      /* output only */
+    struct evbuffer *obuf;        /* responses not yet written */
+    struct event *wev;            /* writable; added while obuf is stuck */
+    bool writing;                 /* wev is added */
     char peer[64];
     char host[64];                /* peer address alone: per-IP limit */
     int64_t reserved;             /* bytes of the request pool held (inv. 4) */
@@ -102,8 +109,10 @@ struct bk_server {
 
 static bool process_input(bk_conn *c);
 
-/* Reading on or off; off while busy, paused or starved (nothing else
- * decides it, so the states and the event never disagree). */
+/* Reading on or off; off while paused or starved, and while busy once
+ * the client sends more (on_readable mutes lazily: a client that waits
+ * for its answer costs no epoll_ctl).  Nothing else decides it, so the
+ * states and the event never disagree. */
 static void want_read(bk_conn *c, bool on)
 {
     if (on == c->reading)
@@ -189,7 +198,8 @@ static void conn_free(bk_conn *c)
     c->prev->next = c->next;
     c->next->prev = c->prev;
     event_free(c->rev);
-    bufferevent_free(c->bev);
+    event_free(c->wev);
+    evbuffer_free(c->obuf);
     evutil_closesocket(c->fd);
     kp_buf_free(&c->in);
     kp_buf_free(&c->out);
@@ -246,7 +256,7 @@ static void range_cleanup(const struct evbuffer_file_segment *seg, int flags, vo
 static void send_response(bk_conn *c)
 {
     bk_req *r = &c->req;
-    struct evbuffer *o = bufferevent_get_output(c->bev);
+    struct evbuffer *o = c->obuf;
     /* ApiVersions always answers with header v0 (README 4). */
     bool hdr_tags = r->hdr.flexible && r->hdr.RequestApiKey != KP_API_API_VERSIONS;
     size_t total = 4 + (hdr_tags ? 1 : 0) + r->out->len + bk_req_range_bytes(r);
@@ -308,19 +318,58 @@ static void req_reset(bk_conn *c)
 
 static bool over_cap(bk_conn *c)
 {
-    size_t queued = evbuffer_get_length(bufferevent_get_output(c->bev));
+    size_t queued = evbuffer_get_length(c->obuf);
     return (int64_t)queued > c->b->cfg->connection_max_queued_bytes;
 }
 
-static void pause_if_over_cap(bk_conn *c)
+static bool flush_out(bk_conn *c);
+
+/* Pauses when the output is over the cap even after writing what the
+ * socket takes, so a paused connection always has its write event, and
+ * on_writable resumes it.  Returns false if c was closed. */
+static bool pause_if_over_cap(bk_conn *c)
 {
-    if (!c->paused && over_cap(c)) {
+    if (c->paused || !over_cap(c))
+        return true;
+    if (!flush_out(c))
+        return false;
+    if (over_cap(c)) {
         c->paused = true;
-        /* Wake the write callback when half has drained. */
-        bufferevent_setwatermark(c->bev, EV_WRITE,
-                                 (size_t)(c->b->cfg->connection_max_queued_bytes / 2), 0);
         want_read(c, false);
     }
+    return true;
+}
+
+/* Writes what the socket takes now (memory with writev, file ranges with
+ * sendfile) and keeps the write event added exactly while something is
+ * left.  Returns false when the write failed and c was closed. */
+static bool flush_out(bk_conn *c)
+{
+    while (evbuffer_get_length(c->obuf) > 0) {
+        int n = evbuffer_write(c->obuf, c->fd);
+        if (n > 0)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            break;
+        /* EPIPE, ECONNRESET: the client is gone.  0: a file range could
+         * not be read (sendfile past its end), so the promised frame
+         * length cannot be kept. */
+        conn_free(c);
+        return false;
+    }
+    bool stuck = evbuffer_get_length(c->obuf) > 0;
+    if (stuck != c->writing) {
+        c->writing = stuck;
+        if (stuck)
+            event_add(c->wev, NULL);
+        else
+            event_del(c->wev);
+    }
+    /* Paused connections resume in on_writable, also when this call
+     * drained everything (then no write event would come). */
+    if (c->paused && !stuck)
+        event_active(c->wev, EV_WRITE, 1);
+    return true;
 }
 
 void bk_req_finish(bk_req *r)
@@ -335,11 +384,14 @@ void bk_req_finish(bk_req *r)
         conn_free(c);
         return;
     }
+    if (!flush_out(c))
+        return;
     c->busy = false;
     req_reset(c);
     pool_release(c);
     buf_trim(&c->out);
-    pause_if_over_cap(c);
+    if (!pause_if_over_cap(c))
+        return;
     if (!c->paused && !c->starved)
         want_read(c, true);
     if (!c->paused && !c->in_process)
@@ -407,9 +459,10 @@ static bool serve_frame(bk_conn *c, uint8_t *p, size_t len)
         return true;
     case BK_DEFER:
         /* Muted until the response is out: no unbounded input meanwhile,
-         * and c->in is not moved while the handler holds the frame. */
+         * and c->in is not moved while the handler holds the frame.
+         * on_readable reads nothing while busy and mutes the socket then,
+         * if the client sends more before its answer. */
         c->busy = true;
-        want_read(c, false);
         return true;
     case BK_CLOSE_QUIET:
         conn_free(c);
@@ -455,14 +508,15 @@ static bool process_input(bk_conn *c)
             pool_release(c);
             buf_trim(&c->out);
         }
-        pause_if_over_cap(c);
+        if (!pause_if_over_cap(c))
+            return false;
     }
     if (!c->busy && c->in_off == c->in.len) {
         c->in_off = c->in.len = 0;
         buf_trim(&c->in);
     }
     c->in_process = false;
-    return true;
+    return flush_out(c);
 }
 
 /* Room to read into: the rest of the current frame if its length is known
@@ -495,6 +549,13 @@ static uint8_t *read_space(bk_conn *c, size_t *space)
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     bk_conn *c = arg;
+    if (c->busy) {
+        /* Not idle (a deferred request) and not to be read: mute until
+         * the answer is out (bk_req_finish turns reading back on). */
+        if (what & EV_READ)
+            want_read(c, false);
+        return;
+    }
     if (what & EV_TIMEOUT) {
         BK_INFO("closing idle connection %s (connections.max.idle.ms)", c->peer);
         conn_free(c);
@@ -566,25 +627,22 @@ static int conns_from(bk_server *s, const char *host)
     return n;
 }
 
-static void on_write(struct bufferevent *bev, void *arg)
+/* The socket can take more of a stuck output. */
+static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
-    (void)bev;
+    (void)fd; (void)what;
     bk_conn *c = arg;
-    if (c->paused && !over_cap(c)) {
+    if (!flush_out(c))
+        return;
+    /* Resume once half the cap has drained (inv. 2). */
+    if (c->paused && (int64_t)evbuffer_get_length(c->obuf) <=
+                     c->b->cfg->connection_max_queued_bytes / 2) {
         c->paused = false;
-        bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
         if (!c->busy && !c->starved)
             want_read(c, true);
         if (!c->busy)
             process_input(c);
     }
-}
-
-/* The write side failed (EPIPE, ECONNRESET): the client is gone. */
-static void on_event(struct bufferevent *bev, short what, void *arg)
-{
-    (void)bev; (void)what;
-    conn_free(arg);
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
@@ -628,21 +686,23 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
         return;
     }
     c->fd = fd;
-    c->bev = bufferevent_socket_new(b->base, fd, 0);
+    evutil_make_socket_nonblocking(fd);
+    c->obuf = evbuffer_new();
     c->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, on_readable, c);
-    if (!c->bev || !c->rev) {
-        if (c->bev)
-            bufferevent_free(c->bev);
+    c->wev = event_new(b->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
+    if (!c->obuf || !c->rev || !c->wev) {
+        if (c->obuf)
+            evbuffer_free(c->obuf);
         if (c->rev)
             event_free(c->rev);
+        if (c->wev)
+            event_free(c->wev);
         evutil_closesocket(fd);
         free(c);
         return;
     }
     kp_buf_init(&c->in);
     kp_buf_init(&c->out);
-    bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
-    bufferevent_enable(c->bev, EV_WRITE);
     want_read(c, true);
     c->next = s->conns.next;
     c->prev = &s->conns;
