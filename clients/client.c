@@ -51,6 +51,15 @@ int64_t sl_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* For stamps taken per message (the consumer's poll): the coarse clock
+ * reads the kernel's last tick without the TSC arithmetic. */
+int64_t sl_coarse_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int64_t sl_wall_ms(void)
 {
     struct timespec ts;

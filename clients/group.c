@@ -10,8 +10,29 @@
  *    │                   │   topics) then SYNC                                │
  *    │                   └── REVOKE_WAIT ◄── rejoin needed (heartbeat says     │
  *    │                        (app's revoke    REBALANCE_IN_PROGRESS, new     ◄┘
- *    │                         callback)       subscription, errors)
- *    └── unsubscribe / close (LeaveGroup)
+ *    │                         callback)       subscription or regex match,
+ *    │                                         errors)
+ *    ├── unsubscribe / close (LeaveGroup)
+ *    └── POLL_LEFT ◄── any state but IDLE: the application did not poll for
+ *          │          max.poll.interval.ms (LeaveGroup, assignment revoked)
+ *          └──(the application's next poll: MAX_POLL_EXCEEDED)──► JOIN
+ *
+ * Heartbeats go out from the background thread in STABLE and in
+ * REVOKE_WAIT, so an application whose revoke callback runs long keeps its
+ * membership (the broker answers REBALANCE_IN_PROGRESS and counts the
+ * session as alive).  What bounds the callback is max.poll.interval.ms:
+ * time in callbacks is time outside poll, and it is the rebalance timeout
+ * the broker waits for our JoinGroup.
+ *
+ * max.poll.interval.ms, as librdkafka and the Java client enforce it: the
+ * application must call sl_consumer_poll at least that often (waiting
+ * inside poll counts as polling).  Otherwise the member leaves the group
+ * so the others get its partitions instead of waiting on a stuck
+ * application; the next poll returns SL_E_MAX_POLL_EXCEEDED and rejoins.
+ *
+ * Auto commit (enable.auto.commit) runs in STABLE, and also with a manual
+ * assign() when group.id is set (librdkafka's behaviour), with generation
+ * -1 like every commit of an assign() user; close commits a last time.
  *
  * Eager protocol: before rejoining, the member gives its partitions up —
  * the revoke callback runs (from the application's poll), positions are
@@ -26,12 +47,13 @@
  * id, as Kafka's "simple" consumers do.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clients/sl_cons.h"
 
-enum { G_IDLE, G_REVOKE_WAIT, G_JOIN, G_ASSIGN_WAIT, G_SYNC, G_STABLE };
+enum { G_IDLE, G_REVOKE_WAIT, G_JOIN, G_ASSIGN_WAIT, G_SYNC, G_STABLE, G_POLL_LEFT };
 
 typedef struct g_event {
     struct g_event *next;
@@ -58,8 +80,8 @@ typedef struct sl_grp {
     char *member_id;
     int32_t generation;
     char *protocol;
-    char **topics;            /* subscription */
-    int n_topics;
+    sl_sub sub;               /* subscription (subscription.c) */
+    bool sub_changed;         /* regex matches changed since the JoinGroup */
     sl_tp *assigned;
     int n_assigned;
     bool inflight;            /* JoinGroup / SyncGroup outstanding */
@@ -71,6 +93,7 @@ typedef struct sl_grp {
     g_event *ev_head, *ev_tail;
     struct commit_op *stored;  /* background OffsetFetch for NEED_STORED */
     uint32_t assign_md_epoch; /* leader: assign with metadata newer than this */
+    char poll_errstr[128];    /* POLL_LEFT: what the next poll reports */
 } sl_grp;
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -149,7 +172,7 @@ static void coord_lost(sl_client *cl)
 static void rejoin(sl_client *cl, const char *why)
 {
     sl_grp *g = cl->grp;
-    if (g->n_topics == 0)
+    if (sl_sub_empty(&g->sub))
         return;
     sl_log(cl, 6, "group %s: rejoining (%s)", cl->conf.group_id, why);
     g->state = G_REVOKE_WAIT;
@@ -356,9 +379,9 @@ static void write_subscription(kp_buf *w, sl_grp *g)
     size_t pos = kp_wr_i32_placeholder(w);
     size_t start = w->len;
     kp_wr_i16(w, 0);                                      /* Version */
-    kp_wr_array(w, g->n_topics);
-    for (int i = 0; i < g->n_topics; i++)
-        kp_wr_string(w, g->topics[i], -1);
+    kp_wr_array(w, g->sub.n_topics);
+    for (int i = 0; i < g->sub.n_topics; i++)
+        kp_wr_string(w, g->sub.topics[i], -1);
     kp_wr_bytes(w, NULL, -1);                             /* UserData */
     kp_wr_i32_at(w, pos, (int32_t)(w->len - start));
 }
@@ -662,7 +685,7 @@ static void handle_heartbeat(sl_client *cl, sl_broker *b, int err, sl_frame *f, 
             ec = -1;
     }
     int e = err ? err : ec;
-    if (!e || g->state != G_STABLE)
+    if (!e || (g->state != G_STABLE && g->state != G_REVOKE_WAIT))
         return;
     if (coord_error(e)) {
         coord_lost(cl);
@@ -672,7 +695,10 @@ static void handle_heartbeat(sl_client *cl, sl_broker *b, int err, sl_frame *f, 
         free(g->member_id);
         g->member_id = NULL;
     }
-    rejoin(cl, sl_err_name(e));
+    /* In REVOKE_WAIT the rejoin is already under way (the usual answer
+     * there is REBALANCE_IN_PROGRESS); a lost member id makes it fresh. */
+    if (g->state == G_STABLE)
+        rejoin(cl, sl_err_name(e));
 }
 
 static void send_heartbeat(sl_client *cl, sl_broker *b)
@@ -689,6 +715,17 @@ static void send_heartbeat(sl_client *cl, sl_broker *b)
         kp_wr_string(w, NULL, -1);
     sl_req_end(cl, b, handle_heartbeat, NULL);
     g->hb_inflight = true;
+}
+
+static void heartbeat_tick(sl_client *cl, sl_broker *b, int64_t now, int64_t *next)
+{
+    sl_grp *g = cl->grp;
+    if (!g->hb_inflight && now >= g->next_hb) {
+        send_heartbeat(cl, b);
+        g->next_hb = now + cl->conf.heartbeat_interval_ms;
+    }
+    if (g->next_hb < *next)
+        *next = g->next_hb;
 }
 
 /* ---- OffsetCommit / OffsetFetch ops ------------------------------------------------ */
@@ -975,6 +1012,35 @@ static void auto_commit(sl_client *cl, int64_t now)
         sl_op_submit(cl, &c->op);
 }
 
+static void autocommit_tick(sl_client *cl, int64_t now, int64_t *next)
+{
+    sl_grp *g = cl->grp;
+    if (!cl->conf.enable_auto_commit)
+        return;
+    if (!g->next_autocommit)
+        g->next_autocommit = now + cl->conf.auto_commit_interval_ms;
+    if (now >= g->next_autocommit) {
+        auto_commit(cl, now);
+        g->next_autocommit = now + cl->conf.auto_commit_interval_ms;
+    }
+    if (g->next_autocommit < *next)
+        *next = g->next_autocommit;
+}
+
+/* Commits every assigned partition's position and waits: auto commit's
+ * last word before the assignment goes (lock held, dropped meanwhile). */
+static int commit_positions(sl_client *cl)
+{
+    sl_tp *tps;
+    int rc = 0;
+    int n = sl_cons_snapshot_positions(cl, &tps);
+    if (n > 0)
+        rc = sl_grp_commit(cl, tps, n, true, NULL, NULL, 0);
+    if (n >= 0)
+        free(tps);
+    return rc;
+}
+
 /* Committed offsets for partitions that start from them: one background
  * OffsetFetch for all of them, collected by sl_grp_tick when done. */
 static void stored_done(sl_client *cl, commit_op *c)
@@ -1077,6 +1143,43 @@ static int leave_step(sl_client *cl, sl_op *op, int64_t now)
     return 1;
 }
 
+/* Queues a LeaveGroup for the current member id, or returns NULL when
+ * there is none (or no memory).  detached: nobody waits for it. */
+static leave_op *leave_submit(sl_client *cl, int timeout_ms, bool detached)
+{
+    sl_grp *g = cl->grp;
+    if (!g->member_id || !*g->member_id)
+        return NULL;
+    leave_op *l = calloc(1, sizeof *l);
+    if (!l || !(l->member_id = strdup(g->member_id))) {
+        free(l);
+        return NULL;
+    }
+    l->op.step = leave_step;
+    l->op.free_fn = leave_free;
+    l->op.deadline = sl_now_ms() + timeout_ms;
+    l->op.detached = detached;
+    sl_op_submit(cl, &l->op);
+    return l;
+}
+
+/* Gives the assignment up: the group's record of it and the consumer's. */
+static void drop_assignment(sl_client *cl)
+{
+    sl_grp *g = cl->grp;
+    free_tps(g->assigned, g->n_assigned);
+    g->assigned = NULL;
+    g->n_assigned = 0;
+    sl_cons_set_assignment(cl, NULL, 0, true);
+}
+
+static void forget_membership(sl_grp *g)
+{
+    free(g->member_id);
+    g->member_id = NULL;
+    g->generation = -1;
+}
+
 /* Leaves the group: revoke (callback on this application thread), final
  * auto commit, LeaveGroup.  Lock held; dropped while waiting. */
 static int leave(sl_client *cl, sl_consumer *cons, int timeout_ms)
@@ -1092,35 +1195,63 @@ static int leave(sl_client *cl, sl_consumer *cons, int timeout_ms)
         free(t);
         pthread_mutex_lock(&cl->lock);
     }
-    if (cl->conf.enable_auto_commit && g->state == G_STABLE) {
-        sl_tp *tps;
-        int n = sl_cons_snapshot_positions(cl, &tps);
-        if (n > 0)
-            rc = sl_grp_commit(cl, tps, n, true, NULL, NULL, 0);
-        if (n >= 0)
-            free(tps);
-    }
-    free_tps(g->assigned, g->n_assigned);
-    g->assigned = NULL;
-    g->n_assigned = 0;
-    sl_cons_set_assignment(cl, NULL, 0, true);
-    if (g->member_id && *g->member_id && g->state != G_IDLE) {
-        leave_op *l = calloc(1, sizeof *l);
-        if (l && (l->member_id = strdup(g->member_id))) {
-            l->op.step = leave_step;
-            l->op.free_fn = leave_free;
-            l->op.deadline = sl_now_ms() + timeout_ms;
-            sl_op_submit(cl, &l->op);
+    if (cl->conf.enable_auto_commit && g->state == G_STABLE)
+        rc = commit_positions(cl);
+    drop_assignment(cl);
+    if (g->state != G_IDLE) {
+        leave_op *l = leave_submit(cl, timeout_ms, false);
+        if (l)
             sl_op_wait(cl, &l->op, timeout_ms, NULL, 0);
-        } else {
-            free(l);
-        }
     }
-    free(g->member_id);
-    g->member_id = NULL;
-    g->generation = -1;
+    forget_membership(g);
     g->state = G_IDLE;
     return rc;
+}
+
+/* max.poll.interval.ms (design note above).  True when the member has
+ * just left the group for it. */
+static bool poll_interval_exceeded(sl_client *cl, int64_t now, int64_t *next)
+{
+    sl_grp *g = cl->grp;
+    sl_cons *c = cl->cons;
+    if (c->in_poll_wait)
+        c->last_poll = now;
+    int64_t due = c->last_poll + cl->conf.max_poll_interval_ms;
+    if (now < due) {
+        if (due < *next)
+            *next = due;
+        return false;
+    }
+    snprintf(g->poll_errstr, sizeof g->poll_errstr,
+             "application maximum poll interval (%d ms) exceeded by %lld ms",
+             cl->conf.max_poll_interval_ms, (long long)(now - due));
+    sl_log(cl, 4, "group %s: %s: leaving the group", cl->conf.group_id, g->poll_errstr);
+    leave_submit(cl, cl->conf.request_timeout_ms, true);
+    if (g->n_assigned && cl->conf.rebalance_cb) {
+        sl_topic_partition *t = tps_export(g->assigned, g->n_assigned);
+        if (t)
+            ev_push(cl, SL_REBALANCE_REVOKE, 0, t, g->n_assigned);
+    }
+    drop_assignment(cl);
+    forget_membership(g);
+    g->state = G_POLL_LEFT;
+    pthread_cond_broadcast(&cl->cond);
+    return true;
+}
+
+bool sl_grp_poll_error(sl_client *cl, sl_message *m)
+{
+    sl_grp *g = cl->grp;
+    if (g->state != G_POLL_LEFT)
+        return false;
+    m->err = SL_E_MAX_POLL_EXCEEDED;
+    m->errstr = g->poll_errstr;
+    m->offset = SL_OFFSET_INVALID;
+    m->key_len = m->value_len = -1;
+    g->state = G_JOIN;                                    /* rejoin now */
+    g->retry_at = 0;
+    sl_wakeup(cl);
+    return true;
 }
 
 /* ---- the member's clock ---------------------------------------------------------- */
@@ -1134,20 +1265,34 @@ void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
         g->stored = NULL;
     }
     fetch_stored(cl, now);
-    if (g->state == G_IDLE)
+    if (g->state == G_IDLE) {
+        if (cl->cons->mode == SL_MODE_ASSIGN)
+            autocommit_tick(cl, now, next);
         return;
+    }
+    if (g->state == G_POLL_LEFT || poll_interval_exceeded(cl, now, next))
+        return;
+    if (sl_sub_update(cl, &g->sub))
+        g->sub_changed = true;
+    if (g->sub_changed && g->state == G_JOIN && !g->inflight)
+        g->sub_changed = false;               /* the next JoinGroup carries it */
+    if (g->sub_changed && g->state == G_STABLE) {
+        g->sub_changed = false;
+        rejoin(cl, "subscribed topics changed");
+    }
     if (g->state == G_REVOKE_WAIT) {
-        if (!g->revoke_done)
+        if (!g->revoke_done) {
+            sl_broker *b = coordinator(cl, now);
+            if (b && g->member_id)
+                heartbeat_tick(cl, b, now, next);
             return;
+        }
         if (cl->conf.enable_auto_commit && g->n_assigned) {
             if (!coordinator(cl, now))
                 return;
             auto_commit(cl, now);
         }
-        free_tps(g->assigned, g->n_assigned);
-        g->assigned = NULL;
-        g->n_assigned = 0;
-        sl_cons_set_assignment(cl, NULL, 0, true);
+        drop_assignment(cl);
         g->state = G_JOIN;
         g->retry_at = 0;
     }
@@ -1159,7 +1304,7 @@ void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
     }
     switch (g->state) {
     case G_JOIN:
-        if (!g->inflight) {
+        if (!g->inflight && sl_sub_ready(&g->sub)) {
             if (g->retry_at > now) {
                 if (g->retry_at < *next)
                     *next = g->retry_at;
@@ -1172,20 +1317,8 @@ void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
         leader_assign(cl, b);
         break;
     case G_STABLE:
-        if (!g->hb_inflight && now >= g->next_hb) {
-            send_heartbeat(cl, b);
-            g->next_hb = now + cl->conf.heartbeat_interval_ms;
-        }
-        if (g->next_hb < *next)
-            *next = g->next_hb;
-        if (cl->conf.enable_auto_commit) {
-            if (now >= g->next_autocommit) {
-                auto_commit(cl, now);
-                g->next_autocommit = now + cl->conf.auto_commit_interval_ms;
-            }
-            if (g->next_autocommit < *next)
-                *next = g->next_autocommit;
-        }
+        heartbeat_tick(cl, b, now, next);
+        autocommit_tick(cl, now, next);
         break;
     default:
         break;
@@ -1225,31 +1358,22 @@ void sl_grp_serve_events(sl_client *cl, sl_consumer *cons)
 int sl_grp_subscribe(sl_client *cl, const char *const *topics, int n)
 {
     sl_grp *g = cl->grp;
-    char **t = calloc((size_t)n + 1, sizeof *t);
-    if (!t)
-        return SL_E_NOMEM;
-    for (int i = 0; i < n; i++)
-        if (!(t[i] = strdup(topics[i]))) {
-            for (int j = 0; j < i; j++)
-                free(t[j]);
-            free(t);
-            return SL_E_NOMEM;
-        }
-    for (int i = 0; i < g->n_topics; i++)
-        free(g->topics[i]);
-    free(g->topics);
-    g->topics = t;
-    g->n_topics = n;
-    for (int i = 0; i < n; i++)
-        sl_md_want(cl, t[i]);
+    char why[256];
+    int rc = sl_sub_set(cl, &g->sub, topics, n, why, sizeof why);
+    if (rc) {
+        sl_log(cl, 3, "group %s: %s", cl->conf.group_id, why);
+        return rc;
+    }
+    g->sub_changed = false;
     if (n == 0) {
         if (g->state != G_IDLE)
             leave(cl, cl->app_handle, cl->conf.request_timeout_ms);
         return 0;
     }
-    if (g->state == G_IDLE) {
+    if (g->state == G_IDLE || g->state == G_POLL_LEFT) {
         g->state = G_JOIN;
         g->retry_at = 0;
+        cl->cons->last_poll = sl_coarse_ms();
     } else {
         rejoin(cl, "subscription changed");
     }
@@ -1262,6 +1386,8 @@ int sl_grp_close(sl_client *cl)
     int rc = 0;
     if (g->state != G_IDLE)
         rc = leave(cl, cl->app_handle, 5000);
+    else if (cl->cons->mode == SL_MODE_ASSIGN && cl->conf.enable_auto_commit)
+        rc = commit_positions(cl);
     sl_grp_serve_events(cl, cl->app_handle);
     return rc;
 }
@@ -1285,9 +1411,7 @@ void sl_grp_free(sl_client *cl)
         g->stored->op.free_fn(&g->stored->op);
     members_free(g);
     free_tps(g->assigned, g->n_assigned);
-    for (int i = 0; i < g->n_topics; i++)
-        free(g->topics[i]);
-    free(g->topics);
+    sl_sub_clear(cl, &g->sub);
     while (g->ev_head) {
         g_event *e = g->ev_head;
         g->ev_head = e->next;

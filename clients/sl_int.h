@@ -125,6 +125,8 @@ typedef struct sl_mtopic {
     int32_t npart;            /* 0 until known */
     sl_mpart *parts;
     bool known;               /* an answer arrived */
+    bool internal;            /* IsInternal */
+    uint32_t seen_epoch;      /* md_epoch of the last answer naming it */
     int64_t wanted_at;
 } sl_mtopic;
 
@@ -168,6 +170,8 @@ struct sl_client {
     bool md_inflight, md_needed;
     int64_t md_next, md_last_ok;
     uint32_t md_epoch;        /* bumped by each metadata answer */
+    bool md_all;              /* ask for all topics (regex subscription) */
+    uint32_t md_all_epoch;    /* md_epoch of the last all-topics answer */
     /* ops */
     sl_op *ops;
     /* role modules */
@@ -180,6 +184,7 @@ struct sl_client {
 /* client.c */
 int64_t sl_now_ms(void);      /* monotonic */
 int64_t sl_wall_ms(void);
+int64_t sl_coarse_ms(void);   /* monotonic, a few ms coarse, cheaper */
 sl_client *sl_client_new(const sl_conf *conf, const char *kind,
                          char *errbuf, size_t errbuf_size);
 int  sl_client_start(sl_client *cl, char *errbuf, size_t errbuf_size);
@@ -255,6 +260,9 @@ int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
 /* Runs rebalance/commit callbacks; lock held, dropped around callbacks. */
 void sl_grp_serve_events(sl_client *cl, sl_consumer *c);
 bool sl_grp_has_events(sl_client *cl);
+/* The member left the group for max.poll.interval.ms: fills m with
+ * SL_E_MAX_POLL_EXCEEDED, starts the rejoin, returns true.  Lock held. */
+bool sl_grp_poll_error(sl_client *cl, sl_message *m);
 int  sl_grp_subscribe(sl_client *cl, const char *const *topics, int n);
 int  sl_grp_close(sl_client *cl);
 void sl_grp_free(sl_client *cl);
