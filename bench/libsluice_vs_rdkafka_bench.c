@@ -29,12 +29,26 @@
 
 #include <librdkafka/rdkafka.h>
 #include <libgen.h>
+#include <sys/resource.h>
 #include <stdint.h>
 
 typedef struct result {
     double msgs_per_s, p50, p99;
     long msgs;
+    double cpu_s;             /* client CPU (user + system), whole run */
 } result;
+
+/* CPU seconds used so far by this process (who = RUSAGE_SELF: the
+ * librdkafka runs) or by its waited-for children (RUSAGE_CHILDREN: the
+ * sluice-bench runs; sluiced is only waited for at the end).  On a shared
+ * machine the CPU a client spends per message is steadier than its rate. */
+static double cpu_now(int who)
+{
+    struct rusage ru;
+    getrusage(who, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
 
 /* ---- libsluice through sluice-bench ------------------------------------------- */
 
@@ -50,6 +64,7 @@ static result run_sluice(const char *bs, const char *topic, int consume, long n,
              "'%s' -q -b %s -t %s %s -n %ld -s %d -a 1 -X linger.ms=5 -X batch.size=1000000 "
              "-X buffer.memory=268435456 -X log_level=4%s",
              sluice_bench, bs, topic, consume ? "-C" : "-P", n, size, opt);
+    double cpu0 = cpu_now(RUSAGE_CHILDREN);
     FILE *f = popen(cmd, "r");
     result r = { 0 };
     char line[1024];
@@ -68,6 +83,7 @@ static result run_sluice(const char *bs, const char *topic, int consume, long n,
     }
     if (!f || pclose(f) != 0)
         fprintf(stderr, "bench: %s failed\n", cmd);
+    r.cpu_s = cpu_now(RUSAGE_CHILDREN) - cpu0;
     return r;
 }
 
@@ -124,6 +140,7 @@ static result rdk_produce(const char *bs, const char *topic, long n, int size, d
     cset(c, "queue.buffering.max.messages", "10000000");
     cset(c, "partitioner", "murmur2_random");
     rd_kafka_conf_set_dr_msg_cb(c, dr_cb);
+    double cpu0 = cpu_now(RUSAGE_SELF);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
@@ -171,7 +188,7 @@ static result rdk_produce(const char *bs, const char *topic, long n, int size, d
     rd_kafka_destroy(rk);
     free(payload);
     qsort(lat, n_lat, sizeof *lat, cmp_u32);
-    result r = { delivered / secs, 0, 0, delivered };
+    result r = { delivered / secs, 0, 0, delivered, cpu_now(RUSAGE_SELF) - cpu0 };
     if (n_lat) {
         r.p50 = lat[(size_t)(0.50 * (double)(n_lat - 1))] / 1000.0;
         r.p99 = lat[(size_t)(0.99 * (double)(n_lat - 1))] / 1000.0;
@@ -189,6 +206,7 @@ static result rdk_consume(const char *bs, const char *topic, long n)
     cset(c, "group.id", "rdk-bench");
     cset(c, "enable.auto.commit", "false");
     cset(c, "enable.partition.eof", "false");
+    double cpu0 = cpu_now(RUSAGE_SELF);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
     rd_kafka_poll_set_consumer(rk);
@@ -217,16 +235,21 @@ static result rdk_consume(const char *bs, const char *topic, long n)
     double secs = bench_now() - t0;
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
-    result r = { t0 > 0 ? got / secs : 0, 0, 0, got };
+    result r = { t0 > 0 ? got / secs : 0, 0, 0, got, cpu_now(RUSAGE_SELF) - cpu0 };
     return r;
 }
 
 /* ---- main ------------------------------------------------------------------------ */
 
+static double us_per_msg(result r)
+{
+    return r.msgs > 0 ? r.cpu_s * 1e6 / (double)r.msgs : 0;
+}
+
 static void row(const char *what, result s, result r)
 {
-    printf("%-48s %14.0f %14.0f %8.2f\n", what, s.msgs_per_s, r.msgs_per_s,
-           r.msgs_per_s > 0 ? s.msgs_per_s / r.msgs_per_s : 0);
+    printf("%-48s %11.0f %11.0f %6.2f %8.3f %8.3f\n", what, s.msgs_per_s, r.msgs_per_s,
+           r.msgs_per_s > 0 ? s.msgs_per_s / r.msgs_per_s : 0, us_per_msg(s), us_per_msg(r));
 }
 
 /* Latency pairs: LAT_RUNS × 5 s per client, alternating, so a burst of
@@ -324,7 +347,9 @@ int main(int argc, char **argv)
 
     printf("libsluice vs librdkafka %s, same sluiced, linger.ms=5 batch.size=1000000 acks=1, "
            "no compression, 1 partition\n", rd_kafka_version_str());
-    printf("%-48s %14s %14s %8s\n", "workload (msgs/s)", "libsluice", "librdkafka", "ratio");
+    printf("%-48s %11s %11s %6s %17s\n", "", "msgs/s", "msgs/s", "", "client CPU us/msg");
+    printf("%-48s %11s %11s %6s %8s %8s\n", "workload", "libsluice", "librdkafka", "ratio",
+           "sluice", "rdkafka");
     static const char *const writer[2] = { "libsluice", "librdkafka" };
     char w[96];
     snprintf(w, sizeof w, "produce %ld x 100 B", n100);
