@@ -92,38 +92,45 @@ static void handle_offset_commit(sl_client *cl, sl_broker *b, int err, sl_frame 
     sl_op_finish(cl, &c->op, e, e ? "OffsetCommit: %s" : NULL, sl_err_name(e));
 }
 
+int sl_offset_fetch_read(kp_rd *r, int16_t ver, sl_offset_fetch_each *each, void *ctx)
+{
+    if (ver >= 3)
+        (void)kp_rd_i32(r);                               /* ThrottleTimeMs */
+    int32_t nt = kp_rd_array(r, 6);
+    for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
+        kp_str t = kp_rd_string(r);
+        int32_t np = kp_rd_array(r, 16);
+        for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
+            int32_t p = kp_rd_i32(r);
+            int64_t off = kp_rd_i64(r);
+            if (ver >= 5)
+                (void)kp_rd_i32(r);                       /* CommittedLeaderEpoch */
+            (void)kp_rd_string(r);                        /* Metadata */
+            int16_t ec = kp_rd_i16(r);
+            if (kp_rd_ok(r))
+                each(ctx, t, p, off, ec);
+        }
+    }
+    int e = ver >= 2 && kp_rd_ok(r) ? kp_rd_i16(r) : 0;
+    return kp_rd_ok(r) ? e : SL_E_BAD_MSG;
+}
+
+static void fetched_one(void *ctx, kp_str t, int32_t p, int64_t off, int16_t ec)
+{
+    commit_op *c = ctx;
+    for (int k = 0; k < c->n; k++)
+        if (c->tps[k].partition == p && kp_str_eq(t, c->tps[k].topic)) {
+            c->tps[k].offset = off >= 0 ? off : SL_OFFSET_INVALID;
+            c->errs[k] = ec;
+        }
+}
+
 static void handle_offset_fetch(sl_client *cl, sl_broker *b, int err, sl_frame *f,
                                 kp_rd *r, int16_t ver, void *ctx)
 {
     (void)b; (void)f;
     commit_op *c = ctx;
-    int e = err;
-    if (!err) {
-        if (ver >= 3)
-            (void)kp_rd_i32(r);
-        int32_t nt = kp_rd_array(r, 6);
-        for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-            kp_str t = kp_rd_string(r);
-            int32_t np = kp_rd_array(r, 16);
-            for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-                int32_t p = kp_rd_i32(r);
-                int64_t off = kp_rd_i64(r);
-                if (ver >= 5)
-                    (void)kp_rd_i32(r);                   /* CommittedLeaderEpoch */
-                (void)kp_rd_string(r);                    /* Metadata */
-                int16_t ec = kp_rd_i16(r);
-                for (int k = 0; k < c->n; k++)
-                    if (c->tps[k].partition == p && kp_str_eq(t, c->tps[k].topic)) {
-                        c->tps[k].offset = off >= 0 ? off : SL_OFFSET_INVALID;
-                        c->errs[k] = ec;
-                    }
-            }
-        }
-        if (ver >= 2 && kp_rd_ok(r))
-            e = kp_rd_i16(r);
-        if (!kp_rd_ok(r))
-            e = SL_E_BAD_MSG;
-    }
+    int e = err ? err : sl_offset_fetch_read(r, ver, fetched_one, c);
     if (sl_grp_coord_error(e) && cl->grp && !c->op.abandoned) {
         sl_grp_coord_lost(cl);
         c->sent = false;

@@ -252,7 +252,14 @@ void sl_list_offsets_send(sl_client *cl, sl_broker *b, int16_t v, const char *to
                           int32_t partition, int64_t timestamp, sl_resp_cb *cb,
                           void *ctx);
 int  sl_list_offsets_read(kp_rd *r, int16_t ver, int16_t *ec, int64_t *off);
-/* group.c: OffsetCommit/OffsetFetch ops used by the consumer API. */
+/* group_offsets.c ↔ admin.c: walks an OffsetFetch v1-5 answer, calling
+ * each() per partition with its committed Offset (-1: none) and
+ * ErrorCode.  Returns the top-level ErrorCode (v2+; else 0) or
+ * SL_E_BAD_MSG. */
+typedef void sl_offset_fetch_each(void *ctx, kp_str topic, int32_t partition,
+                                  int64_t offset, int16_t ec);
+int sl_offset_fetch_read(kp_rd *r, int16_t ver, sl_offset_fetch_each *each, void *ctx);
+/* group_offsets.c: OffsetCommit/OffsetFetch ops used by the consumer API. */
 int sl_grp_commit(sl_client *cl, sl_tp *tps, int n, bool wait,
                   sl_topic_partition *results, char *errbuf, size_t size);
 int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
