@@ -1,7 +1,8 @@
 /*
  * group.c — the consumer group member: coordinator discovery, the
- * JoinGroup/SyncGroup rebalance, heartbeats, the range and roundrobin
- * assignors (run by the leader), offset commit and fetch, LeaveGroup.
+ * JoinGroup/SyncGroup rebalance, heartbeats, max.poll.interval.ms,
+ * LeaveGroup, and the rebalance events poll serves.  The subscription
+ * (literal names and regexes) is subscription.c's.
  *
  * Member states (grp->state) and who moves them:
  *
