@@ -627,7 +627,7 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
         kp_record rec;
         int rc = next_record(c, &rec);
         pthread_mutex_lock(&cl->lock);
-        c->last_poll = sl_coarse_ms();                   /* max.poll.interval.ms */
+        c->polls++;                                      /* max.poll.interval.ms */
         if (rc == 1) {
             sl_cpart *cp = c->cur->cp;
             if (cl->grp && sl_grp_has_events(cl))

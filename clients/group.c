@@ -685,8 +685,10 @@ static bool poll_interval_exceeded(sl_client *cl, int64_t now, int64_t *next)
 {
     sl_grp *g = cl->grp;
     sl_cons *c = cl->cons;
-    if (c->in_poll_wait)
+    if (c->in_poll_wait || c->polls != g->polls_seen) {
+        g->polls_seen = c->polls;
         c->last_poll = now;
+    }
     int64_t due = c->last_poll + cl->conf.max_poll_interval_ms;
     if (now < due) {
         if (due < *next)

@@ -47,9 +47,13 @@ typedef struct sl_cons {
     int64_t q_bytes;
     bool closed;
     int mode;                 /* SL_MODE_* */
-    /* max.poll.interval.ms: when the application last entered or left
-     * sl_consumer_poll (sl_coarse_ms), and whether it is waiting inside
-     * it now (which counts as polling). */
+    /* max.poll.interval.ms.  The per-message fast path of poll only
+     * counts (polls); the slow path stamps last_poll (sl_coarse_ms), and
+     * the I/O thread stamps it when it sees polls move, so no clock is
+     * read per message and a stall is seen at most one I/O-thread wakeup
+     * (heartbeat.interval.ms while idle) late.  Waiting inside poll
+     * (in_poll_wait) counts as polling. */
+    uint64_t polls;
     int64_t last_poll;
     bool in_poll_wait;
     /* owned by the polling thread */

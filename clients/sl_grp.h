@@ -51,6 +51,7 @@ struct sl_grp {
     struct commit_op *stored;  /* background OffsetFetch for NEED_STORED */
     uint32_t assign_md_epoch; /* leader: assign with metadata newer than this */
     char poll_errstr[128];    /* POLL_LEFT: what the next poll reports */
+    uint64_t polls_seen;      /* cons->polls at the last check */
 };
 typedef struct sl_grp sl_grp;
 
