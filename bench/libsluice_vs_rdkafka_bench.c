@@ -1,17 +1,25 @@
 /*
  * libsluice vs librdkafka against the same sluiced, same settings, same run.
  *
- *   build/bench/libsluice_vs_rdkafka_bench [N100] [N1K]
+ *   build/bench/libsluice_vs_rdkafka_bench [N100] [N1K] [RATE]
  *       SLUICED (default build/sluiced), SLUICE_BENCH (default: sluice-bench
  *       next to sluiced) name the binaries.  Defaults: 2,000,000 × 100 B and
- *       500,000 × 1 KiB.
+ *       500,000 × 1 KiB.  RATE (msgs/s): only the latency comparison, at
+ *       that rate (for repeated runs at a rate a full run chose).
  *
  * Workloads, each on its own fresh topic (1 partition) per client:
  *   produce N × size as fast as possible: linger.ms=5, batch.size=1000000,
- *   acks=1, no compression, idempotence off, 256 MiB of queue; then consume
- *   the same N from the beginning (assign, no group).  Then the produce
- *   latency: 100 B records for 5 s at 50 % of the lower of the two peak
- *   produce rates, p99 of delivery-report minus send time.
+ *   acks=1, no compression, idempotence off, 256 MiB of queue; then both
+ *   clients consume each of the two topics from the beginning (assign, no
+ *   group, default fetch settings, which are the same in both).  Each
+ *   consume row compares the two clients on the same bytes: how a topic
+ *   was written (batch sizes and boundaries against the 1 MiB
+ *   max.partition.fetch.bytes) moves a client's read rate by up to ~2×,
+ *   so comparing each client on the topic it wrote itself mixes the
+ *   producers' batching into the consumer figure.  Then the produce
+ *   latency: 100 B records at 50 % of the lower of the two peak produce
+ *   rates, p99 of delivery-report minus send time, median of 3 runs of
+ *   5 s per client, alternating (latency_compare).
  * libsluice runs as the sluice-bench tool (its RESULT line is parsed);
  * librdkafka runs in this process with the equivalent loop.  Printed:
  * msgs/s for both and the ratio libsluice / librdkafka (target ≥ 1.0), and
@@ -21,12 +29,26 @@
 
 #include <librdkafka/rdkafka.h>
 #include <libgen.h>
+#include <sys/resource.h>
 #include <stdint.h>
 
 typedef struct result {
     double msgs_per_s, p50, p99;
     long msgs;
+    double cpu_s;             /* client CPU (user + system), whole run */
 } result;
+
+/* CPU seconds used so far by this process (who = RUSAGE_SELF: the
+ * librdkafka runs) or by its waited-for children (RUSAGE_CHILDREN: the
+ * sluice-bench runs; sluiced is only waited for at the end).  On a shared
+ * machine the CPU a client spends per message is steadier than its rate. */
+static double cpu_now(int who)
+{
+    struct rusage ru;
+    getrusage(who, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
 
 /* ---- libsluice through sluice-bench ------------------------------------------- */
 
@@ -42,6 +64,7 @@ static result run_sluice(const char *bs, const char *topic, int consume, long n,
              "'%s' -q -b %s -t %s %s -n %ld -s %d -a 1 -X linger.ms=5 -X batch.size=1000000 "
              "-X buffer.memory=268435456 -X log_level=4%s",
              sluice_bench, bs, topic, consume ? "-C" : "-P", n, size, opt);
+    double cpu0 = cpu_now(RUSAGE_CHILDREN);
     FILE *f = popen(cmd, "r");
     result r = { 0 };
     char line[1024];
@@ -60,6 +83,7 @@ static result run_sluice(const char *bs, const char *topic, int consume, long n,
     }
     if (!f || pclose(f) != 0)
         fprintf(stderr, "bench: %s failed\n", cmd);
+    r.cpu_s = cpu_now(RUSAGE_CHILDREN) - cpu0;
     return r;
 }
 
@@ -116,6 +140,7 @@ static result rdk_produce(const char *bs, const char *topic, long n, int size, d
     cset(c, "queue.buffering.max.messages", "10000000");
     cset(c, "partitioner", "murmur2_random");
     rd_kafka_conf_set_dr_msg_cb(c, dr_cb);
+    double cpu0 = cpu_now(RUSAGE_SELF);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
@@ -163,7 +188,7 @@ static result rdk_produce(const char *bs, const char *topic, long n, int size, d
     rd_kafka_destroy(rk);
     free(payload);
     qsort(lat, n_lat, sizeof *lat, cmp_u32);
-    result r = { delivered / secs, 0, 0, delivered };
+    result r = { delivered / secs, 0, 0, delivered, cpu_now(RUSAGE_SELF) - cpu0 };
     if (n_lat) {
         r.p50 = lat[(size_t)(0.50 * (double)(n_lat - 1))] / 1000.0;
         r.p99 = lat[(size_t)(0.99 * (double)(n_lat - 1))] / 1000.0;
@@ -181,6 +206,7 @@ static result rdk_consume(const char *bs, const char *topic, long n)
     cset(c, "group.id", "rdk-bench");
     cset(c, "enable.auto.commit", "false");
     cset(c, "enable.partition.eof", "false");
+    double cpu0 = cpu_now(RUSAGE_SELF);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
     rd_kafka_poll_set_consumer(rk);
@@ -209,22 +235,65 @@ static result rdk_consume(const char *bs, const char *topic, long n)
     double secs = bench_now() - t0;
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
-    result r = { t0 > 0 ? got / secs : 0, 0, 0, got };
+    result r = { t0 > 0 ? got / secs : 0, 0, 0, got, cpu_now(RUSAGE_SELF) - cpu0 };
     return r;
 }
 
 /* ---- main ------------------------------------------------------------------------ */
 
+static double us_per_msg(result r)
+{
+    return r.msgs > 0 ? r.cpu_s * 1e6 / (double)r.msgs : 0;
+}
+
 static void row(const char *what, result s, result r)
 {
-    printf("%-26s %14.0f %14.0f %8.2f\n", what, s.msgs_per_s, r.msgs_per_s,
-           r.msgs_per_s > 0 ? s.msgs_per_s / r.msgs_per_s : 0);
+    printf("%-48s %11.0f %11.0f %6.2f %8.3f %8.3f\n", what, s.msgs_per_s, r.msgs_per_s,
+           r.msgs_per_s > 0 ? s.msgs_per_s / r.msgs_per_s : 0, us_per_msg(s), us_per_msg(r));
+}
+
+/* Latency pairs: LAT_RUNS × 5 s per client, alternating, so a burst of
+ * load from elsewhere on a shared machine hits both; the median p99 of
+ * each is compared. */
+#define LAT_RUNS 3
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return v[n / 2];
+}
+
+static void latency_compare(const char *bs, double rate)
+{
+    double sp50[LAT_RUNS], sp99[LAT_RUNS], rp50[LAT_RUNS], rp99[LAT_RUNS];
+    printf("produce latency at %.0f msgs/s, 100 B, %d x 5 s each, alternating:\n", rate,
+           LAT_RUNS);
+    for (int i = 0; i < LAT_RUNS; i++) {
+        result sl = run_sluice(bs, "sl-lat", 0, 0, 100, rate, 5);
+        result rl = rdk_produce(bs, "rk-lat", 0, 100, rate, 5);
+        printf("  run %d: p50/p99 ms  libsluice %.3f / %.3f (%ld msgs)  "
+               "librdkafka %.3f / %.3f (%ld msgs)\n", i + 1, sl.p50, sl.p99, sl.msgs, rl.p50,
+               rl.p99, rl.msgs);
+        sp50[i] = sl.p50, sp99[i] = sl.p99, rp50[i] = rl.p50, rp99[i] = rl.p99;
+    }
+    double s99 = median(sp99, LAT_RUNS), r99 = median(rp99, LAT_RUNS);
+    printf("  median p50 ms  libsluice %.3f  librdkafka %.3f\n", median(sp50, LAT_RUNS),
+           median(rp50, LAT_RUNS));
+    printf("  median p99 ms  libsluice %.3f  librdkafka %.3f  (ratio %.2f; target <= 1)\n", s99,
+           r99, r99 > 0 ? s99 / r99 : 0);
 }
 
 int main(int argc, char **argv)
 {
     long n100 = argc > 1 ? atol(argv[1]) : 2000000;
     long n1k = argc > 2 ? atol(argv[2]) : 500000;
+    double lat_rate = argc > 3 ? atof(argv[3]) : 0;
     const char *sb = getenv("SLUICE_BENCH");
     if (sb && *sb) {
         snprintf(sluice_bench, sizeof sluice_bench, "%s", sb);
@@ -254,37 +323,54 @@ int main(int argc, char **argv)
     char bs[64];
     snprintf(bs, sizeof bs, "127.0.0.1:%d", b.port);
 
+    if (lat_rate > 0) {
+        latency_compare(bs, lat_rate);
+        bench_broker_cleanup(&b);
+        return 0;
+    }
     result sp100 = run_sluice(bs, "sl-100", 0, n100, 100, 0, 0);
     result rp100 = rdk_produce(bs, "rk-100", n100, 100, 0, 0);
-    result sc100 = run_sluice(bs, "sl-100", 1, n100, 100, 0, 0);
-    result rc100 = rdk_consume(bs, "rk-100", n100);
+    result sc100[2], rc100[2], sc1k[2], rc1k[2];
+    for (int i = 0; i < 2; i++) {
+        sc100[i] = run_sluice(bs, topics[i], 1, n100, 100, 0, 0);
+        rc100[i] = rdk_consume(bs, topics[i], n100);
+    }
     result sp1k = run_sluice(bs, "sl-1k", 0, n1k, 1024, 0, 0);
     result rp1k = rdk_produce(bs, "rk-1k", n1k, 1024, 0, 0);
-    result sc1k = run_sluice(bs, "sl-1k", 1, n1k, 1024, 0, 0);
-    result rc1k = rdk_consume(bs, "rk-1k", n1k);
+    for (int i = 0; i < 2; i++) {
+        sc1k[i] = run_sluice(bs, topics[2 + i], 1, n1k, 1024, 0, 0);
+        rc1k[i] = rdk_consume(bs, topics[2 + i], n1k);
+    }
     double peak = sp100.msgs_per_s < rp100.msgs_per_s ? sp100.msgs_per_s : rp100.msgs_per_s;
     double rate = peak / 2;
-    result sl = run_sluice(bs, "sl-lat", 0, 0, 100, rate, 5);
-    result rl = rdk_produce(bs, "rk-lat", 0, 100, rate, 5);
-    bench_broker_cleanup(&b);
+
 
     printf("libsluice vs librdkafka %s, same sluiced, linger.ms=5 batch.size=1000000 acks=1, "
            "no compression, 1 partition\n", rd_kafka_version_str());
-    printf("%-26s %14s %14s %8s\n", "workload (msgs/s)", "libsluice", "librdkafka", "ratio");
-    char w[64];
+    printf("%-48s %11s %11s %6s %17s\n", "", "msgs/s", "msgs/s", "", "client CPU us/msg");
+    printf("%-48s %11s %11s %6s %8s %8s\n", "workload", "libsluice", "librdkafka", "ratio",
+           "sluice", "rdkafka");
+    static const char *const writer[2] = { "libsluice", "librdkafka" };
+    char w[96];
     snprintf(w, sizeof w, "produce %ld x 100 B", n100);
     row(w, sp100, rp100);
-    snprintf(w, sizeof w, "consume %ld x 100 B", n100);
-    row(w, sc100, rc100);
+    for (int i = 0; i < 2; i++) {
+        snprintf(w, sizeof w, "consume %ld x 100 B written by %s", n100, writer[i]);
+        row(w, sc100[i], rc100[i]);
+    }
     snprintf(w, sizeof w, "produce %ld x 1 KiB", n1k);
     row(w, sp1k, rp1k);
-    snprintf(w, sizeof w, "consume %ld x 1 KiB", n1k);
-    row(w, sc1k, rc1k);
-    printf("produce latency at %.0f msgs/s (50%% of the lower peak), 100 B, 5 s:\n", rate);
-    printf("  p50 ms  libsluice %.3f  librdkafka %.3f\n", sl.p50, rl.p50);
-    printf("  p99 ms  libsluice %.3f  librdkafka %.3f  (ratio %.2f; target <= 1)\n", sl.p99,
-           rl.p99, rl.p99 > 0 ? sl.p99 / rl.p99 : 0);
-    int bad = sp100.msgs < n100 || sc100.msgs < n100 || sp1k.msgs < n1k || sc1k.msgs < n1k;
+    for (int i = 0; i < 2; i++) {
+        snprintf(w, sizeof w, "consume %ld x 1 KiB written by %s", n1k, writer[i]);
+        row(w, sc1k[i], rc1k[i]);
+    }
+    printf("(rate: 50%% of the lower of the two 100 B peak produce rates)\n");
+    fflush(stdout);
+    latency_compare(bs, rate);
+    bench_broker_cleanup(&b);
+    int bad = sp100.msgs < n100 || sp1k.msgs < n1k;
+    for (int i = 0; i < 2; i++)
+        bad |= sc100[i].msgs < n100 || sc1k[i].msgs < n1k;
     if (bad)
         printf("WARNING: a libsluice run did not complete its count\n");
     return bad;

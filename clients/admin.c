@@ -41,7 +41,7 @@ typedef struct adm_op {
     char **groups;
     int n_groups;
     sl_topic_partition *tps;
-    int n_tps;
+    int n_tps, cap_tps;
 } adm_op;
 
 static void kv_free(char **kv)
@@ -264,43 +264,31 @@ static void handle_coord(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_r
         sl_op_submit(cl, &a->op);                         /* next step */
 }
 
+static void group_offset_one(void *ctx, kp_str t, int32_t p, int64_t off, int16_t ec)
+{
+    adm_op *a = ctx;
+    if (a->n_tps == a->cap_tps) {
+        int cap = a->cap_tps ? a->cap_tps * 2 : 16;
+        sl_topic_partition *n = realloc(a->tps, sizeof *n * (size_t)cap);
+        if (!n)
+            return;                                       /* partial list */
+        a->tps = n;
+        a->cap_tps = cap;
+    }
+    a->tps[a->n_tps++] = (sl_topic_partition){ dup_str(t), p, off, ec };
+}
+
 static void handle_group_offsets(sl_client *cl, sl_broker *b, int err, sl_frame *f,
                                  kp_rd *r, int16_t ver, void *ctx)
 {
     (void)b; (void)f;
     adm_op *a = ctx;
-    int e = err;
-    if (!err) {
-        if (ver >= 3)
-            (void)kp_rd_i32(r);
-        int32_t nt = kp_rd_array(r, 6);
-        for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-            kp_str t = kp_rd_string(r);
-            int32_t np = kp_rd_array(r, 16);
-            sl_topic_partition *n = np > 0 ? realloc(a->tps, sizeof *n * (size_t)(a->n_tps + np)) : NULL;
-            if (n)
-                a->tps = n;
-            for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-                int32_t p = kp_rd_i32(r);
-                int64_t off = kp_rd_i64(r);
-                if (ver >= 5)
-                    (void)kp_rd_i32(r);
-                (void)kp_rd_string(r);
-                int16_t ec = kp_rd_i16(r);
-                if (n && kp_rd_ok(r))
-                    a->tps[a->n_tps++] = (sl_topic_partition){ dup_str(t), p, off, ec };
-            }
-        }
-        if (ver >= 2 && kp_rd_ok(r))
-            e = kp_rd_i16(r);
-        if (!kp_rd_ok(r))
-            e = SL_E_BAD_MSG;
-    }
+    int e = err ? err : sl_offset_fetch_read(r, ver, group_offset_one, a);
     if (e == SL_ERR_NOT_COORDINATOR || e == SL_ERR_COORDINATOR_NOT_AVAILABLE) {
         a->coord = -1;
         sl_topic_partitions_free(a->tps, a->n_tps);
         a->tps = NULL;
-        a->n_tps = 0;
+        a->n_tps = a->cap_tps = 0;
         sl_op_submit(cl, &a->op);
         return;
     }

@@ -18,6 +18,11 @@
  *      exactly once, in FIFO order, so modules can requeue in order.
  *   4. Only the I/O thread touches sockets.  It holds cl->lock except in
  *      poll(2), so callbacks and ticks run under the lock.
+ *   5. Module deadlines are whole milliseconds of sl_now_ms (which
+ *      truncates); the thread sleeps until exactly the start of the
+ *      millisecond due (ppoll, ns), so a linger.ms or backoff expires on
+ *      time instead of up to 1 ms late from rounding the sleep down to a
+ *      poll(2) millisecond count measured from a truncated "now".
  *
  * ApiVersions: v3 first (flexible body, header v0 answer); on
  * UNSUPPORTED_VERSION or an unparsable answer, v0 (README 9.3).
@@ -48,6 +53,15 @@ int64_t sl_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* For stamps taken per message (the consumer's poll): the coarse clock
+ * reads the kernel's last tick without the TSC arithmetic. */
+int64_t sl_coarse_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -621,11 +635,14 @@ static void *io_main(void *arg)
                 ev |= POLLOUT;
             pfd[nfd++] = (struct pollfd){ .fd = b->fd, .events = ev };
         }
-        int timeout = (int)(next - now);
-        if (timeout < 0)
-            timeout = 0;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t wait_ns = next * 1000000 - ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+        if (wait_ns < 0)
+            wait_ns = 0;
+        ts = (struct timespec){ .tv_sec = wait_ns / 1000000000, .tv_nsec = wait_ns % 1000000000 };
         pthread_mutex_unlock(&cl->lock);
-        int rc = poll(pfd, (nfds_t)nfd, timeout);
+        int rc = ppoll(pfd, (nfds_t)nfd, &ts, NULL);
         pthread_mutex_lock(&cl->lock);
         if (rc <= 0)
             continue;

@@ -60,6 +60,7 @@ const char *sl_err_name(int err)
     case SL_E_DESTROYED:     return "DESTROYED";
     case SL_E_BAD_MSG:       return "BAD_MSG";
     case SL_E_FATAL:         return "FATAL";
+    case SL_E_MAX_POLL_EXCEEDED: return "MAX_POLL_EXCEEDED";
     default:                 return kp_error_name(err);
     }
 }

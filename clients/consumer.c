@@ -627,6 +627,7 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
         kp_record rec;
         int rc = next_record(c, &rec);
         pthread_mutex_lock(&cl->lock);
+        c->polls++;                                      /* max.poll.interval.ms */
         if (rc == 1) {
             sl_cpart *cp = c->cur->cp;
             if (cl->grp && sl_grp_has_events(cl))
@@ -656,10 +657,13 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
     } else {
         pthread_mutex_lock(&cl->lock);
     }
-    c->last_poll = sl_now_ms();
+    c->last_poll = sl_coarse_ms();
     for (;;) {
-        if (cl->grp)
+        if (cl->grp) {
             sl_grp_serve_events(cl, cons);
+            if (sl_grp_poll_error(cl, m))
+                break;
+        }
         if (c->cur && (c->cur->version != c->cur->cp->version || !c->cur->cp->assigned))
             drop_cur(c);
         if (!c->cur) {
@@ -669,8 +673,13 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
                     break;
                 if (sl_grp_has_events(cl))
                     continue;             /* queued while the callbacks ran */
-                if (timeout_ms == 0 ||
-                    sl_cond_wait_until(cl, deadline) == ETIMEDOUT) {
+                if (timeout_ms == 0)
+                    break;
+                c->in_poll_wait = true;
+                int w = sl_cond_wait_until(cl, deadline);
+                c->in_poll_wait = false;
+                c->last_poll = sl_coarse_ms();
+                if (w == ETIMEDOUT) {
                     if (cl->grp)
                         sl_grp_serve_events(cl, cons);
                     break;
@@ -732,5 +741,5 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
         return 1;
     }
     pthread_mutex_unlock(&cl->lock);
-    return 0;
+    return m->err ? 1 : 0;
 }

@@ -1,7 +1,8 @@
 /*
  * group.c — the consumer group member: coordinator discovery, the
- * JoinGroup/SyncGroup rebalance, heartbeats, the range and roundrobin
- * assignors (run by the leader), offset commit and fetch, LeaveGroup.
+ * JoinGroup/SyncGroup rebalance, heartbeats, max.poll.interval.ms,
+ * LeaveGroup, and the rebalance events poll serves.  The subscription
+ * (literal names and regexes) is subscription.c's.
  *
  * Member states (grp->state) and who moves them:
  *
@@ -10,8 +11,25 @@
  *    │                   │   topics) then SYNC                                │
  *    │                   └── REVOKE_WAIT ◄── rejoin needed (heartbeat says     │
  *    │                        (app's revoke    REBALANCE_IN_PROGRESS, new     ◄┘
- *    │                         callback)       subscription, errors)
- *    └── unsubscribe / close (LeaveGroup)
+ *    │                         callback)       subscription or regex match,
+ *    │                                         errors)
+ *    ├── unsubscribe / close (LeaveGroup)
+ *    └── POLL_LEFT ◄── any state but IDLE: the application did not poll for
+ *          │          max.poll.interval.ms (LeaveGroup, assignment revoked)
+ *          └──(the application's next poll: MAX_POLL_EXCEEDED)──► JOIN
+ *
+ * Heartbeats go out from the background thread in STABLE and in
+ * REVOKE_WAIT, so an application whose revoke callback runs long keeps its
+ * membership (the broker answers REBALANCE_IN_PROGRESS and counts the
+ * session as alive).  What bounds the callback is max.poll.interval.ms:
+ * time in callbacks is time outside poll, and it is the rebalance timeout
+ * the broker waits for our JoinGroup.
+ *
+ * max.poll.interval.ms, as librdkafka and the Java client enforce it: the
+ * application must call sl_consumer_poll at least that often (waiting
+ * inside poll counts as polling).  Otherwise the member leaves the group
+ * so the others get its partitions instead of waiting on a stuck
+ * application; the next poll returns SL_E_MAX_POLL_EXCEEDED and rejoins.
  *
  * Eager protocol: before rejoining, the member gives its partitions up —
  * the revoke callback runs (from the application's poll), positions are
@@ -19,63 +37,19 @@
  * commit and the JoinGroup travel on the same coordinator connection, so
  * the broker sees the commit first.
  *
- * Offsets: OffsetCommit (v2-7) and OffsetFetch (v1-5) are ops (client.c):
- * sync commits and committed() wait on them; async commits report through
- * an event served by poll; auto commits report nowhere but the log.
- * Manual-assign consumers commit with generation -1 and an empty member
- * id, as Kafka's "simple" consumers do.
+ * Offsets live in group_offsets.c, the leader's assignors in assignor.c;
+ * the state they share is in sl_grp.h.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clients/sl_cons.h"
-
-enum { G_IDLE, G_REVOKE_WAIT, G_JOIN, G_ASSIGN_WAIT, G_SYNC, G_STABLE };
-
-typedef struct g_event {
-    struct g_event *next;
-    int type;                 /* SL_REBALANCE_ASSIGN / REVOKE, or EV_COMMIT */
-    int err;
-    sl_topic_partition *tps;
-    int n;
-} g_event;
-#define EV_COMMIT 3
-
-typedef struct g_member {
-    char *id;
-    char **topics;
-    int n_topics;
-    sl_tp *out;               /* assignment being built */
-    int n_out, cap_out;
-} g_member;
-
-typedef struct sl_grp {
-    int state;
-    int32_t coord;
-    bool coord_inflight;
-    int64_t coord_retry_at;
-    char *member_id;
-    int32_t generation;
-    char *protocol;
-    char **topics;            /* subscription */
-    int n_topics;
-    sl_tp *assigned;
-    int n_assigned;
-    bool inflight;            /* JoinGroup / SyncGroup outstanding */
-    bool hb_inflight;
-    int64_t next_hb, next_autocommit, retry_at;
-    bool revoke_done;
-    g_member *members;        /* leader only, between Join and Sync */
-    int n_members;
-    g_event *ev_head, *ev_tail;
-    struct commit_op *stored;  /* background OffsetFetch for NEED_STORED */
-    uint32_t assign_md_epoch; /* leader: assign with metadata newer than this */
-} sl_grp;
+#include "clients/sl_grp.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static sl_topic_partition *tps_export(const sl_tp *tps, int n)
+sl_topic_partition *sl_grp_tps_export(const sl_tp *tps, int n)
 {
     size_t names = 0;
     for (int i = 0; i < n; i++)
@@ -93,7 +67,7 @@ static sl_topic_partition *tps_export(const sl_tp *tps, int n)
     return o;
 }
 
-static void ev_push(sl_client *cl, int type, int err, sl_topic_partition *tps, int n)
+void sl_grp_ev_push(sl_client *cl, int type, int err, sl_topic_partition *tps, int n)
 {
     sl_grp *g = cl->grp;
     g_event *e = calloc(1, sizeof *e);
@@ -113,7 +87,7 @@ static void ev_push(sl_client *cl, int type, int err, sl_topic_partition *tps, i
     pthread_cond_broadcast(&cl->cond);
 }
 
-static void free_tps(sl_tp *t, int n)
+void sl_grp_free_tps(sl_tp *t, int n)
 {
     for (int i = 0; i < n; i++)
         free(t[i].topic);
@@ -141,7 +115,7 @@ static void set_str(char **slot, kp_str s)
     *slot = d;
 }
 
-static void coord_lost(sl_client *cl)
+void sl_grp_coord_lost(sl_client *cl)
 {
     cl->grp->coord = -1;
 }
@@ -149,15 +123,15 @@ static void coord_lost(sl_client *cl)
 static void rejoin(sl_client *cl, const char *why)
 {
     sl_grp *g = cl->grp;
-    if (g->n_topics == 0)
+    if (sl_sub_empty(&g->sub))
         return;
     sl_log(cl, 6, "group %s: rejoining (%s)", cl->conf.group_id, why);
     g->state = G_REVOKE_WAIT;
     g->revoke_done = false;
     if (g->n_assigned && cl->conf.rebalance_cb) {
-        sl_topic_partition *t = tps_export(g->assigned, g->n_assigned);
+        sl_topic_partition *t = sl_grp_tps_export(g->assigned, g->n_assigned);
         if (t)
-            ev_push(cl, SL_REBALANCE_REVOKE, 0, t, g->n_assigned);
+            sl_grp_ev_push(cl, SL_REBALANCE_REVOKE, 0, t, g->n_assigned);
         else
             g->revoke_done = true;
     } else {
@@ -165,7 +139,7 @@ static void rejoin(sl_client *cl, const char *why)
     }
 }
 
-static bool coord_error(int ec)
+bool sl_grp_coord_error(int ec)
 {
     return ec == SL_ERR_NOT_COORDINATOR || ec == SL_ERR_COORDINATOR_NOT_AVAILABLE ||
            ec == KP_COORDINATOR_LOAD_IN_PROGRESS || ec == SL_E_TRANSPORT ||
@@ -211,7 +185,7 @@ static void handle_find_coord(sl_client *cl, sl_broker *b, int err, sl_frame *f,
     pthread_cond_broadcast(&cl->cond);
 }
 
-static sl_broker *coordinator(sl_client *cl, int64_t now)
+sl_broker *sl_grp_coord_ready(sl_client *cl, int64_t now)
 {
     sl_grp *g = cl->grp;
     if (g->coord >= 0) {
@@ -243,112 +217,6 @@ int32_t sl_grp_coordinator(sl_client *cl)
     return cl->grp ? cl->grp->coord : -1;
 }
 
-/* ---- assignors ---------------------------------------------------------------- */
-
-static int cmp_member(const void *a, const void *b)
-{
-    return strcmp(((const g_member *)a)->id, ((const g_member *)b)->id);
-}
-
-static bool subscribed(const g_member *m, const char *topic)
-{
-    for (int i = 0; i < m->n_topics; i++)
-        if (strcmp(m->topics[i], topic) == 0)
-            return true;
-    return false;
-}
-
-static void give(g_member *m, const char *topic, int32_t p)
-{
-    if (m->n_out == m->cap_out) {
-        int cap = m->cap_out ? m->cap_out * 2 : 8;
-        sl_tp *n = realloc(m->out, sizeof *n * (size_t)cap);
-        if (!n)
-            return;
-        m->out = n;
-        m->cap_out = cap;
-    }
-    m->out[m->n_out++] = (sl_tp){ (char *)topic, p, 0 };
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* All distinct topics of all members, sorted. */
-static int all_topics(sl_grp *g, char ***out)
-{
-    int n = 0, cap = 0;
-    char **t = NULL;
-    for (int i = 0; i < g->n_members; i++)
-        for (int j = 0; j < g->members[i].n_topics; j++) {
-            bool seen = false;
-            for (int k = 0; k < n && !seen; k++)
-                seen = strcmp(t[k], g->members[i].topics[j]) == 0;
-            if (seen)
-                continue;
-            if (n == cap) {
-                cap = cap ? cap * 2 : 8;
-                char **nt = realloc(t, sizeof *nt * (size_t)cap);
-                if (!nt)
-                    break;
-                t = nt;
-            }
-            t[n++] = g->members[i].topics[j];
-        }
-    if (n)
-        qsort(t, (size_t)n, sizeof *t, cmp_str);
-    *out = t;
-    return n;
-}
-
-/* Kafka's RangeAssignor: per topic, members (sorted by id) subscribed to
- * it get contiguous ranges; the first (n % members) get one extra. */
-static void assign_range(sl_client *cl, sl_grp *g, char **topics, int nt)
-{
-    for (int t = 0; t < nt; t++) {
-        sl_mtopic *mt = sl_md_topic(cl, topics[t], false);
-        int32_t np = mt ? mt->npart : 0;
-        int nm = 0;
-        for (int i = 0; i < g->n_members; i++)
-            nm += subscribed(&g->members[i], topics[t]);
-        if (!nm || np <= 0)
-            continue;
-        int32_t per = np / nm, extra = np % nm, k = 0;
-        for (int i = 0; i < g->n_members; i++) {
-            if (!subscribed(&g->members[i], topics[t]))
-                continue;
-            int32_t start = k * per + (k < extra ? k : extra);
-            int32_t len = per + (k < extra ? 1 : 0);
-            for (int32_t p = start; p < start + len; p++)
-                give(&g->members[i], topics[t], p);
-            k++;
-        }
-    }
-}
-
-/* Kafka's RoundRobinAssignor: all partitions sorted by (topic, partition),
- * dealt to members in id order, skipping members not subscribed. */
-static void assign_roundrobin(sl_client *cl, sl_grp *g, char **topics, int nt)
-{
-    int next = 0;
-    for (int t = 0; t < nt; t++) {
-        sl_mtopic *mt = sl_md_topic(cl, topics[t], false);
-        int32_t np = mt ? mt->npart : 0;
-        for (int32_t p = 0; p < np; p++) {
-            for (int tries = 0; tries < g->n_members; tries++) {
-                g_member *m = &g->members[next];
-                next = (next + 1) % g->n_members;
-                if (subscribed(m, topics[t])) {
-                    give(m, topics[t], p);
-                    break;
-                }
-            }
-        }
-    }
-}
-
 /* ---- JoinGroup / SyncGroup ------------------------------------------------------ */
 
 static void write_subscription(kp_buf *w, sl_grp *g)
@@ -356,9 +224,9 @@ static void write_subscription(kp_buf *w, sl_grp *g)
     size_t pos = kp_wr_i32_placeholder(w);
     size_t start = w->len;
     kp_wr_i16(w, 0);                                      /* Version */
-    kp_wr_array(w, g->n_topics);
-    for (int i = 0; i < g->n_topics; i++)
-        kp_wr_string(w, g->topics[i], -1);
+    kp_wr_array(w, g->sub.n_topics);
+    for (int i = 0; i < g->sub.n_topics; i++)
+        kp_wr_string(w, g->sub.topics[i], -1);
     kp_wr_bytes(w, NULL, -1);                             /* UserData */
     kp_wr_i32_at(w, pos, (int32_t)(w->len - start));
 }
@@ -400,8 +268,8 @@ static void handle_sync(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
     }
     int e = err ? err : ec;
     if (e) {
-        if (coord_error(e))
-            coord_lost(cl);
+        if (sl_grp_coord_error(e))
+            sl_grp_coord_lost(cl);
         if (e == SL_ERR_UNKNOWN_MEMBER_ID || e == SL_ERR_ILLEGAL_GENERATION) {
             free(g->member_id);
             g->member_id = NULL;
@@ -438,7 +306,7 @@ static void handle_sync(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
             }
         }
     }
-    free_tps(g->assigned, g->n_assigned);
+    sl_grp_free_tps(g->assigned, g->n_assigned);
     g->assigned = tps;
     g->n_assigned = n;
     g->state = G_STABLE;
@@ -449,9 +317,9 @@ static void handle_sync(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
     sl_log(cl, 6, "group %s: generation %d, %d partition(s) assigned", cl->conf.group_id,
            g->generation, n);
     if (cl->conf.rebalance_cb) {
-        sl_topic_partition *t = tps_export(tps, n);
+        sl_topic_partition *t = sl_grp_tps_export(tps, n);
         if (t || n == 0)
-            ev_push(cl, SL_REBALANCE_ASSIGN, 0, t, n);
+            sl_grp_ev_push(cl, SL_REBALANCE_ASSIGN, 0, t, n);
     }
 }
 
@@ -509,7 +377,7 @@ static void leader_assign(sl_client *cl, sl_broker *b)
 {
     sl_grp *g = cl->grp;
     char **topics;
-    int nt = all_topics(g, &topics);
+    int nt = sl_grp_all_topics(g, &topics);
     /* Fresh metadata (partition counts may have changed), like the Java
      * leader.  It also lets followers' SyncGroups arrive first, which
      * librdkafka's mock coordinator needs (a real one parks them). */
@@ -526,11 +394,7 @@ static void leader_assign(sl_client *cl, sl_broker *b)
         g->state = G_ASSIGN_WAIT;
         return;
     }
-    qsort(g->members, (size_t)g->n_members, sizeof *g->members, cmp_member);
-    if (g->protocol && strcmp(g->protocol, "roundrobin") == 0)
-        assign_roundrobin(cl, g, topics, nt);
-    else
-        assign_range(cl, g, topics, nt);
+    sl_grp_assign(cl, g, topics, nt);
     free(topics);
     send_sync(cl, b);
 }
@@ -566,8 +430,8 @@ static void handle_join(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
         return;                                           /* join again at once */
     }
     if (e) {
-        if (coord_error(e))
-            coord_lost(cl);
+        if (sl_grp_coord_error(e))
+            sl_grp_coord_lost(cl);
         if (e == SL_ERR_UNKNOWN_MEMBER_ID || e == SL_ERR_ILLEGAL_GENERATION) {
             free(g->member_id);
             g->member_id = NULL;
@@ -662,17 +526,20 @@ static void handle_heartbeat(sl_client *cl, sl_broker *b, int err, sl_frame *f, 
             ec = -1;
     }
     int e = err ? err : ec;
-    if (!e || g->state != G_STABLE)
+    if (!e || (g->state != G_STABLE && g->state != G_REVOKE_WAIT))
         return;
-    if (coord_error(e)) {
-        coord_lost(cl);
+    if (sl_grp_coord_error(e)) {
+        sl_grp_coord_lost(cl);
         return;
     }
     if (e == SL_ERR_UNKNOWN_MEMBER_ID || e == SL_ERR_ILLEGAL_GENERATION) {
         free(g->member_id);
         g->member_id = NULL;
     }
-    rejoin(cl, sl_err_name(e));
+    /* In REVOKE_WAIT the rejoin is already under way (the usual answer
+     * there is REBALANCE_IN_PROGRESS); a lost member id makes it fresh. */
+    if (g->state == G_STABLE)
+        rejoin(cl, sl_err_name(e));
 }
 
 static void send_heartbeat(sl_client *cl, sl_broker *b)
@@ -691,345 +558,15 @@ static void send_heartbeat(sl_client *cl, sl_broker *b)
     g->hb_inflight = true;
 }
 
-/* ---- OffsetCommit / OffsetFetch ops ------------------------------------------------ */
-
-typedef struct commit_op {
-    sl_op op;
-    sl_tp *tps;
-    int n;
-    int *errs;
-    bool async, report, fetch, sent;
-} commit_op;
-
-static void commit_free(sl_op *op)
-{
-    commit_op *c = (commit_op *)op;
-    free_tps(c->tps, c->n);
-    free(c->errs);
-    free(c);
-}
-
-static void handle_offset_commit(sl_client *cl, sl_broker *b, int err, sl_frame *f,
-                                 kp_rd *r, int16_t ver, void *ctx)
-{
-    (void)b; (void)f;
-    commit_op *c = ctx;
-    int first = 0;
-    if (!err) {
-        if (ver >= 3)
-            (void)kp_rd_i32(r);
-        int32_t nt = kp_rd_array(r, 6);
-        for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-            kp_str t = kp_rd_string(r);
-            int32_t np = kp_rd_array(r, 6);
-            for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-                int32_t p = kp_rd_i32(r);
-                int16_t ec = kp_rd_i16(r);
-                for (int k = 0; k < c->n; k++)
-                    if (c->tps[k].partition == p && kp_str_eq(t, c->tps[k].topic)) {
-                        c->errs[k] = ec;
-                        if (!ec && cl->cons)
-                            sl_cons_set_committed(cl, c->tps[k].topic, p, c->tps[k].offset);
-                    }
-                if (ec && !first)
-                    first = ec;
-            }
-        }
-        if (!kp_rd_ok(r))
-            err = SL_E_BAD_MSG;
-    }
-    int e = err ? err : first;
-    if (coord_error(e) && cl->grp) {
-        coord_lost(cl);
-        if (!c->op.abandoned || c->async) {
-            c->sent = false;                              /* try again */
-            sl_op_submit(cl, &c->op);
-            return;
-        }
-    }
-    if (e)
-        sl_log(cl, e == SL_ERR_REBALANCE_IN_PROGRESS ? 6 : 4,
-               "group %s: OffsetCommit: %s", cl->conf.group_id, sl_err_name(e));
-    if (c->report) {
-        sl_topic_partition *t = tps_export(c->tps, c->n);
-        for (int k = 0; t && k < c->n; k++)
-            t[k].err = c->errs[k] ? c->errs[k] : err;
-        ev_push(cl, EV_COMMIT, e, t, c->n);
-    }
-    sl_op_finish(cl, &c->op, e, e ? "OffsetCommit: %s" : NULL, sl_err_name(e));
-}
-
-static void handle_offset_fetch(sl_client *cl, sl_broker *b, int err, sl_frame *f,
-                                kp_rd *r, int16_t ver, void *ctx)
-{
-    (void)b; (void)f;
-    commit_op *c = ctx;
-    int e = err;
-    if (!err) {
-        if (ver >= 3)
-            (void)kp_rd_i32(r);
-        int32_t nt = kp_rd_array(r, 6);
-        for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-            kp_str t = kp_rd_string(r);
-            int32_t np = kp_rd_array(r, 16);
-            for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-                int32_t p = kp_rd_i32(r);
-                int64_t off = kp_rd_i64(r);
-                if (ver >= 5)
-                    (void)kp_rd_i32(r);                   /* CommittedLeaderEpoch */
-                (void)kp_rd_string(r);                    /* Metadata */
-                int16_t ec = kp_rd_i16(r);
-                for (int k = 0; k < c->n; k++)
-                    if (c->tps[k].partition == p && kp_str_eq(t, c->tps[k].topic)) {
-                        c->tps[k].offset = off >= 0 ? off : SL_OFFSET_INVALID;
-                        c->errs[k] = ec;
-                    }
-            }
-        }
-        if (ver >= 2 && kp_rd_ok(r))
-            e = kp_rd_i16(r);
-        if (!kp_rd_ok(r))
-            e = SL_E_BAD_MSG;
-    }
-    if (coord_error(e) && cl->grp && !c->op.abandoned) {
-        coord_lost(cl);
-        c->sent = false;
-        sl_op_submit(cl, &c->op);
-        return;
-    }
-    sl_op_finish(cl, &c->op, e, e ? "OffsetFetch: %s" : NULL, sl_err_name(e));
-}
-
-/* Writes [Topic, [Partition...]] groups for tps (fetch) or with offsets
- * (commit). */
-static void write_topics(kp_buf *w, const sl_tp *tps, int n, int16_t v, bool commit)
-{
-    size_t cnt = kp_wr_i32_placeholder(w);
-    int32_t ntop = 0;
-    for (int j = 0; j < n; j++) {
-        bool first = true;
-        for (int k = 0; k < j && first; k++)
-            first = strcmp(tps[k].topic, tps[j].topic) != 0;
-        if (!first)
-            continue;
-        ntop++;
-        kp_wr_string(w, tps[j].topic, -1);
-        int32_t np = 0;
-        for (int k = j; k < n; k++)
-            np += strcmp(tps[k].topic, tps[j].topic) == 0;
-        kp_wr_array(w, np);
-        for (int k = j; k < n; k++) {
-            if (strcmp(tps[k].topic, tps[j].topic) != 0)
-                continue;
-            kp_wr_i32(w, tps[k].partition);
-            if (commit) {
-                kp_wr_i64(w, tps[k].offset);
-                if (v >= 6)
-                    kp_wr_i32(w, -1);                     /* CommittedLeaderEpoch */
-                kp_wr_string(w, "", 0);                   /* CommittedMetadata */
-            }
-        }
-    }
-    kp_wr_i32_at(w, cnt, ntop);
-}
-
-static int commit_step(sl_client *cl, sl_op *op, int64_t now)
-{
-    commit_op *c = (commit_op *)op;
-    sl_grp *g = cl->grp;
-    sl_broker *b = coordinator(cl, now);
-    if (!b)
-        return 0;
-    if (c->fetch) {
-        int16_t v = sl_api_version(b, KP_API_OFFSET_FETCH, 1, 5);
-        if (v < 0) {
-            sl_op_finish(cl, op, SL_E_UNSUPPORTED, "coordinator lacks OffsetFetch v1-5");
-            return 1;
-        }
-        kp_buf *w = sl_req_begin(cl, b, KP_API_OFFSET_FETCH, v);
-        kp_wr_string(w, cl->conf.group_id, -1);
-        write_topics(w, c->tps, c->n, v, false);
-        sl_req_end(cl, b, handle_offset_fetch, c);
-        return 1;
-    }
-    int16_t v = sl_api_version(b, KP_API_OFFSET_COMMIT, 2, 7);
-    if (v < 0) {
-        sl_op_finish(cl, op, SL_E_UNSUPPORTED, "coordinator lacks OffsetCommit v2-7");
-        return 1;
-    }
-    bool member = g->state == G_STABLE || g->state == G_REVOKE_WAIT;
-    kp_buf *w = sl_req_begin(cl, b, KP_API_OFFSET_COMMIT, v);
-    kp_wr_string(w, cl->conf.group_id, -1);
-    kp_wr_i32(w, member ? g->generation : -1);
-    kp_wr_string(w, member && g->member_id ? g->member_id : "", -1);
-    if (v >= 7)
-        kp_wr_string(w, NULL, -1);                        /* GroupInstanceId */
-    if (v <= 4)
-        kp_wr_i64(w, -1);                                 /* RetentionTimeMs */
-    write_topics(w, c->tps, c->n, v, true);
-    sl_req_end(cl, b, handle_offset_commit, c);
-    return 1;
-}
-
-static commit_op *commit_op_new(sl_client *cl, const sl_tp *tps, int n, int timeout_ms)
-{
-    commit_op *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->tps = calloc((size_t)n + 1, sizeof *c->tps);
-    c->errs = calloc((size_t)n + 1, sizeof *c->errs);
-    if (!c->tps || !c->errs) {
-        free(c->tps);
-        free(c->errs);
-        free(c);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        c->tps[i] = tps[i];
-        c->tps[i].topic = strdup(tps[i].topic);
-        c->n = i + 1;
-        if (!c->tps[i].topic) {
-            commit_free(&c->op);
-            return NULL;
-        }
-    }
-    c->n = n;
-    c->op.step = commit_step;
-    c->op.free_fn = commit_free;
-    c->op.deadline = sl_now_ms() + (timeout_ms < 0 ? cl->conf.request_timeout_ms : timeout_ms);
-    return c;
-}
-
-int sl_grp_commit(sl_client *cl, sl_tp *tps, int n, bool wait,
-                  sl_topic_partition *results, char *errbuf, size_t size)
-{
-    if (!cl->grp)
-        return SL_E_STATE;
-    if (n == 0) {
-        if (!wait && cl->conf.commit_cb)
-            ev_push(cl, EV_COMMIT, 0, NULL, 0);
-        return 0;
-    }
-    commit_op *c = commit_op_new(cl, tps, n, -1);
-    if (!c)
-        return SL_E_NOMEM;
-    c->async = !wait;
-    c->report = !wait && cl->conf.commit_cb && results != (sl_topic_partition *)-1;
-    if (!wait) {
-        c->op.detached = true;                            /* nobody waits */
-        sl_op_submit(cl, &c->op);
-        return 0;
-    }
-    /* Keep per-partition errors: copy them out before the op is freed. */
-    sl_op_submit(cl, &c->op);
-    int64_t deadline = sl_now_ms() + cl->conf.request_timeout_ms;
-    while (!c->op.done)
-        if (sl_cond_wait_until(cl, deadline) == ETIMEDOUT && !c->op.done)
-            break;
-    if (c->op.done && results)
-        for (int i = 0; i < n; i++)
-            results[i].err = c->errs[i];
-    return sl_op_wait(cl, &c->op, 0, errbuf, size);
-}
-
-int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
-                         char *errbuf, size_t size)
-{
-    commit_op *c = commit_op_new(cl, tps, n, timeout_ms);
-    if (!c)
-        return SL_E_NOMEM;
-    c->fetch = true;
-    sl_op_submit(cl, &c->op);
-    int64_t deadline = sl_deadline(timeout_ms);
-    while (!c->op.done)
-        if (sl_cond_wait_until(cl, deadline) == ETIMEDOUT && !c->op.done)
-            break;
-    if (c->op.done)
-        for (int i = 0; i < n; i++)
-            tps[i].offset = c->tps[i].offset;
-    return sl_op_wait(cl, &c->op, 0, errbuf, size);
-}
-
-/* Positions that moved since the last commit, committed in the
- * background (auto commit).  Sent at once when the coordinator is ready,
- * so a commit made before a rejoin precedes the JoinGroup on the wire. */
-static void auto_commit(sl_client *cl, int64_t now)
-{
-    sl_tp *tps;
-    int n = sl_cons_snapshot_positions(cl, &tps);
-    if (n < 0)
-        return;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        sl_cpart *cp = sl_cons_find(cl->cons, tps[i].topic, tps[i].partition);
-        if (cp && cp->committed != tps[i].offset)
-            tps[k++] = tps[i];
-    }
-    commit_op *c = k ? commit_op_new(cl, tps, k, -1) : NULL;
-    free(tps);
-    if (!c)
-        return;
-    c->async = true;
-    c->op.detached = true;
-    if (commit_step(cl, &c->op, now) == 0)
-        sl_op_submit(cl, &c->op);
-}
-
-/* Committed offsets for partitions that start from them: one background
- * OffsetFetch for all of them, collected by sl_grp_tick when done. */
-static void stored_done(sl_client *cl, commit_op *c)
-{
-    for (int i = 0; i < c->n; i++) {
-        sl_cpart *cp = sl_cons_find(cl->cons, c->tps[i].topic, c->tps[i].partition);
-        if (!cp || !cp->busy)
-            continue;
-        cp->busy = false;
-        if (cp->state != CP_NEED_STORED || !cp->assigned)
-            continue;
-        if (c->op.err || c->errs[i]) {
-            cp->backoff_until = sl_now_ms() + cl->conf.retry_backoff_ms;
-            continue;
-        }
-        int64_t off = c->tps[i].offset;
-        cp->committed = off;
-        sl_cons_start_at(cl, cp, off >= 0 ? off : cl->conf.auto_offset_reset);
-    }
-}
-
-static void fetch_stored(sl_client *cl, int64_t now)
+static void heartbeat_tick(sl_client *cl, sl_broker *b, int64_t now, int64_t *next)
 {
     sl_grp *g = cl->grp;
-    sl_cons *cs = cl->cons;
-    if (g->stored || !cs)
-        return;
-    int n = 0;
-    for (int i = 0; i < cs->n_all; i++) {
-        sl_cpart *cp = cs->all[i];
-        if (cp->assigned && cp->state == CP_NEED_STORED && !cp->busy &&
-            cp->backoff_until <= now)
-            n++;
+    if (!g->hb_inflight && now >= g->next_hb) {
+        send_heartbeat(cl, b);
+        g->next_hb = now + cl->conf.heartbeat_interval_ms;
     }
-    if (!n)
-        return;
-    sl_tp *tps = calloc((size_t)n, sizeof *tps);
-    if (!tps)
-        return;
-    int k = 0;
-    for (int i = 0; i < cs->n_all && k < n; i++) {
-        sl_cpart *cp = cs->all[i];
-        if (cp->assigned && cp->state == CP_NEED_STORED && !cp->busy &&
-            cp->backoff_until <= now) {
-            tps[k++] = (sl_tp){ cp->topic, cp->partition, SL_OFFSET_INVALID };
-            cp->busy = true;
-        }
-    }
-    commit_op *c = commit_op_new(cl, tps, n, cl->conf.request_timeout_ms);
-    free(tps);
-    if (!c)
-        return;
-    c->fetch = true;
-    g->stored = c;
-    sl_op_submit(cl, &c->op);
+    if (g->next_hb < *next)
+        *next = g->next_hb;
 }
 
 /* ---- LeaveGroup ---------------------------------------------------------------- */
@@ -1062,7 +599,7 @@ static void handle_leave(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_r
 static int leave_step(sl_client *cl, sl_op *op, int64_t now)
 {
     leave_op *l = (leave_op *)op;
-    sl_broker *b = coordinator(cl, now);
+    sl_broker *b = sl_grp_coord_ready(cl, now);
     if (!b)
         return 0;
     int16_t v = sl_api_version(b, KP_API_LEAVE_GROUP, 0, 2);
@@ -1077,6 +614,43 @@ static int leave_step(sl_client *cl, sl_op *op, int64_t now)
     return 1;
 }
 
+/* Queues a LeaveGroup for the current member id, or returns NULL when
+ * there is none (or no memory).  detached: nobody waits for it. */
+static leave_op *leave_submit(sl_client *cl, int timeout_ms, bool detached)
+{
+    sl_grp *g = cl->grp;
+    if (!g->member_id || !*g->member_id)
+        return NULL;
+    leave_op *l = calloc(1, sizeof *l);
+    if (!l || !(l->member_id = strdup(g->member_id))) {
+        free(l);
+        return NULL;
+    }
+    l->op.step = leave_step;
+    l->op.free_fn = leave_free;
+    l->op.deadline = sl_now_ms() + timeout_ms;
+    l->op.detached = detached;
+    sl_op_submit(cl, &l->op);
+    return l;
+}
+
+/* Gives the assignment up: the group's record of it and the consumer's. */
+static void drop_assignment(sl_client *cl)
+{
+    sl_grp *g = cl->grp;
+    sl_grp_free_tps(g->assigned, g->n_assigned);
+    g->assigned = NULL;
+    g->n_assigned = 0;
+    sl_cons_set_assignment(cl, NULL, 0, true);
+}
+
+static void forget_membership(sl_grp *g)
+{
+    free(g->member_id);
+    g->member_id = NULL;
+    g->generation = -1;
+}
+
 /* Leaves the group: revoke (callback on this application thread), final
  * auto commit, LeaveGroup.  Lock held; dropped while waiting. */
 static int leave(sl_client *cl, sl_consumer *cons, int timeout_ms)
@@ -1084,7 +658,7 @@ static int leave(sl_client *cl, sl_consumer *cons, int timeout_ms)
     sl_grp *g = cl->grp;
     int rc = 0;
     if (g->n_assigned && cl->conf.rebalance_cb && cons) {
-        sl_topic_partition *t = tps_export(g->assigned, g->n_assigned);
+        sl_topic_partition *t = sl_grp_tps_export(g->assigned, g->n_assigned);
         int n = g->n_assigned;
         pthread_mutex_unlock(&cl->lock);
         if (t)
@@ -1092,35 +666,65 @@ static int leave(sl_client *cl, sl_consumer *cons, int timeout_ms)
         free(t);
         pthread_mutex_lock(&cl->lock);
     }
-    if (cl->conf.enable_auto_commit && g->state == G_STABLE) {
-        sl_tp *tps;
-        int n = sl_cons_snapshot_positions(cl, &tps);
-        if (n > 0)
-            rc = sl_grp_commit(cl, tps, n, true, NULL, NULL, 0);
-        if (n >= 0)
-            free(tps);
-    }
-    free_tps(g->assigned, g->n_assigned);
-    g->assigned = NULL;
-    g->n_assigned = 0;
-    sl_cons_set_assignment(cl, NULL, 0, true);
-    if (g->member_id && *g->member_id && g->state != G_IDLE) {
-        leave_op *l = calloc(1, sizeof *l);
-        if (l && (l->member_id = strdup(g->member_id))) {
-            l->op.step = leave_step;
-            l->op.free_fn = leave_free;
-            l->op.deadline = sl_now_ms() + timeout_ms;
-            sl_op_submit(cl, &l->op);
+    if (cl->conf.enable_auto_commit && g->state == G_STABLE)
+        rc = sl_grp_commit_positions(cl);
+    drop_assignment(cl);
+    if (g->state != G_IDLE) {
+        leave_op *l = leave_submit(cl, timeout_ms, false);
+        if (l)
             sl_op_wait(cl, &l->op, timeout_ms, NULL, 0);
-        } else {
-            free(l);
-        }
     }
-    free(g->member_id);
-    g->member_id = NULL;
-    g->generation = -1;
+    forget_membership(g);
     g->state = G_IDLE;
     return rc;
+}
+
+/* max.poll.interval.ms (design note above).  True when the member has
+ * just left the group for it. */
+static bool poll_interval_exceeded(sl_client *cl, int64_t now, int64_t *next)
+{
+    sl_grp *g = cl->grp;
+    sl_cons *c = cl->cons;
+    if (c->in_poll_wait || c->polls != g->polls_seen) {
+        g->polls_seen = c->polls;
+        c->last_poll = now;
+    }
+    int64_t due = c->last_poll + cl->conf.max_poll_interval_ms;
+    if (now < due) {
+        if (due < *next)
+            *next = due;
+        return false;
+    }
+    snprintf(g->poll_errstr, sizeof g->poll_errstr,
+             "application maximum poll interval (%d ms) exceeded by %lld ms",
+             cl->conf.max_poll_interval_ms, (long long)(now - due));
+    sl_log(cl, 4, "group %s: %s: leaving the group", cl->conf.group_id, g->poll_errstr);
+    leave_submit(cl, cl->conf.request_timeout_ms, true);
+    if (g->n_assigned && cl->conf.rebalance_cb) {
+        sl_topic_partition *t = sl_grp_tps_export(g->assigned, g->n_assigned);
+        if (t)
+            sl_grp_ev_push(cl, SL_REBALANCE_REVOKE, 0, t, g->n_assigned);
+    }
+    drop_assignment(cl);
+    forget_membership(g);
+    g->state = G_POLL_LEFT;
+    pthread_cond_broadcast(&cl->cond);
+    return true;
+}
+
+bool sl_grp_poll_error(sl_client *cl, sl_message *m)
+{
+    sl_grp *g = cl->grp;
+    if (g->state != G_POLL_LEFT)
+        return false;
+    m->err = SL_E_MAX_POLL_EXCEEDED;
+    m->errstr = g->poll_errstr;
+    m->offset = SL_OFFSET_INVALID;
+    m->key_len = m->value_len = -1;
+    g->state = G_JOIN;                                    /* rejoin now */
+    g->retry_at = 0;
+    sl_wakeup(cl);
+    return true;
 }
 
 /* ---- the member's clock ---------------------------------------------------------- */
@@ -1128,30 +732,39 @@ static int leave(sl_client *cl, sl_consumer *cons, int timeout_ms)
 void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
 {
     sl_grp *g = cl->grp;
-    if (g->stored && g->stored->op.done) {
-        stored_done(cl, g->stored);
-        g->stored->op.free_fn(&g->stored->op);
-        g->stored = NULL;
-    }
-    fetch_stored(cl, now);
-    if (g->state == G_IDLE)
+    sl_grp_stored_tick(cl, now);
+    if (g->state == G_IDLE) {
+        if (cl->cons->mode == SL_MODE_ASSIGN)
+            sl_grp_autocommit_tick(cl, now, next);
         return;
+    }
+    if (g->state == G_POLL_LEFT || poll_interval_exceeded(cl, now, next))
+        return;
+    if (sl_sub_update(cl, &g->sub))
+        g->sub_changed = true;
+    if (g->sub_changed && g->state == G_JOIN && !g->inflight)
+        g->sub_changed = false;               /* the next JoinGroup carries it */
+    if (g->sub_changed && g->state == G_STABLE) {
+        g->sub_changed = false;
+        rejoin(cl, "subscribed topics changed");
+    }
     if (g->state == G_REVOKE_WAIT) {
-        if (!g->revoke_done)
+        if (!g->revoke_done) {
+            sl_broker *b = sl_grp_coord_ready(cl, now);
+            if (b && g->member_id)
+                heartbeat_tick(cl, b, now, next);
             return;
-        if (cl->conf.enable_auto_commit && g->n_assigned) {
-            if (!coordinator(cl, now))
-                return;
-            auto_commit(cl, now);
         }
-        free_tps(g->assigned, g->n_assigned);
-        g->assigned = NULL;
-        g->n_assigned = 0;
-        sl_cons_set_assignment(cl, NULL, 0, true);
+        if (cl->conf.enable_auto_commit && g->n_assigned) {
+            if (!sl_grp_coord_ready(cl, now))
+                return;
+            sl_grp_auto_commit(cl, now);
+        }
+        drop_assignment(cl);
         g->state = G_JOIN;
         g->retry_at = 0;
     }
-    sl_broker *b = coordinator(cl, now);
+    sl_broker *b = sl_grp_coord_ready(cl, now);
     if (!b) {
         if (g->coord_retry_at > now && g->coord_retry_at < *next)
             *next = g->coord_retry_at;
@@ -1159,7 +772,7 @@ void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
     }
     switch (g->state) {
     case G_JOIN:
-        if (!g->inflight) {
+        if (!g->inflight && sl_sub_ready(&g->sub)) {
             if (g->retry_at > now) {
                 if (g->retry_at < *next)
                     *next = g->retry_at;
@@ -1172,20 +785,8 @@ void sl_grp_tick(sl_client *cl, int64_t now, int64_t *next)
         leader_assign(cl, b);
         break;
     case G_STABLE:
-        if (!g->hb_inflight && now >= g->next_hb) {
-            send_heartbeat(cl, b);
-            g->next_hb = now + cl->conf.heartbeat_interval_ms;
-        }
-        if (g->next_hb < *next)
-            *next = g->next_hb;
-        if (cl->conf.enable_auto_commit) {
-            if (now >= g->next_autocommit) {
-                auto_commit(cl, now);
-                g->next_autocommit = now + cl->conf.auto_commit_interval_ms;
-            }
-            if (g->next_autocommit < *next)
-                *next = g->next_autocommit;
-        }
+        heartbeat_tick(cl, b, now, next);
+        sl_grp_autocommit_tick(cl, now, next);
         break;
     default:
         break;
@@ -1225,31 +826,22 @@ void sl_grp_serve_events(sl_client *cl, sl_consumer *cons)
 int sl_grp_subscribe(sl_client *cl, const char *const *topics, int n)
 {
     sl_grp *g = cl->grp;
-    char **t = calloc((size_t)n + 1, sizeof *t);
-    if (!t)
-        return SL_E_NOMEM;
-    for (int i = 0; i < n; i++)
-        if (!(t[i] = strdup(topics[i]))) {
-            for (int j = 0; j < i; j++)
-                free(t[j]);
-            free(t);
-            return SL_E_NOMEM;
-        }
-    for (int i = 0; i < g->n_topics; i++)
-        free(g->topics[i]);
-    free(g->topics);
-    g->topics = t;
-    g->n_topics = n;
-    for (int i = 0; i < n; i++)
-        sl_md_want(cl, t[i]);
+    char why[256];
+    int rc = sl_sub_set(cl, &g->sub, topics, n, why, sizeof why);
+    if (rc) {
+        sl_log(cl, 3, "group %s: %s", cl->conf.group_id, why);
+        return rc;
+    }
+    g->sub_changed = false;
     if (n == 0) {
         if (g->state != G_IDLE)
             leave(cl, cl->app_handle, cl->conf.request_timeout_ms);
         return 0;
     }
-    if (g->state == G_IDLE) {
+    if (g->state == G_IDLE || g->state == G_POLL_LEFT) {
         g->state = G_JOIN;
         g->retry_at = 0;
+        cl->cons->last_poll = sl_coarse_ms();
     } else {
         rejoin(cl, "subscription changed");
     }
@@ -1262,6 +854,8 @@ int sl_grp_close(sl_client *cl)
     int rc = 0;
     if (g->state != G_IDLE)
         rc = leave(cl, cl->app_handle, 5000);
+    else if (cl->cons->mode == SL_MODE_ASSIGN && cl->conf.enable_auto_commit)
+        rc = sl_grp_commit_positions(cl);
     sl_grp_serve_events(cl, cl->app_handle);
     return rc;
 }
@@ -1281,13 +875,10 @@ void sl_grp_free(sl_client *cl)
     sl_grp *g = cl->grp;
     if (!g)
         return;
-    if (g->stored)
-        g->stored->op.free_fn(&g->stored->op);
+    sl_grp_stored_free(cl);
     members_free(g);
-    free_tps(g->assigned, g->n_assigned);
-    for (int i = 0; i < g->n_topics; i++)
-        free(g->topics[i]);
-    free(g->topics);
+    sl_grp_free_tps(g->assigned, g->n_assigned);
+    sl_sub_clear(cl, &g->sub);
     while (g->ev_head) {
         g_event *e = g->ev_head;
         g->ev_head = e->next;

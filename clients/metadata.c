@@ -3,7 +3,10 @@
  * and for each topic the handle uses, its partitions and their leaders.
  *
  * Only topics someone asked about (sl_md_want: a produce, an assign, a
- * subscription) are requested, never "all topics".  One Metadata request
+ * subscription) are requested, unless a regex subscription needs the
+ * whole list (cl->md_all): then every request asks for all topics, each
+ * topic of the answer gets an entry, and md_all_epoch marks the answer
+ * (a topic's seen_epoch equal to it: present then).  One Metadata request
  * is in flight at a time; it is sent when something asked for a refresh
  * (sl_md_refresh: a connection loss, NOT_LEADER, a new topic), at most
  * once per retry.backoff.ms, and every metadata.max.age.ms regardless.
@@ -73,7 +76,8 @@ static void skip_i32_array(kp_rd *r)
 static void handle_metadata(sl_client *cl, sl_broker *b, int err, sl_frame *f,
                             kp_rd *r, int16_t ver, void *ctx)
 {
-    (void)b; (void)f; (void)ctx;
+    (void)b; (void)f;
+    bool all = ctx != NULL;
     cl->md_inflight = false;
     int64_t now = sl_now_ms();
     if (err) {
@@ -102,7 +106,7 @@ static void handle_metadata(sl_client *cl, sl_broker *b, int err, sl_frame *f,
     for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
         int16_t ec = kp_rd_i16(r);
         kp_str name = kp_rd_string(r);
-        (void)kp_rd_bool(r);                             /* IsInternal */
+        bool internal = kp_rd_bool(r);
         int32_t np = kp_rd_array(r, 18);
         sl_mpart *parts = np > 0 ? calloc((size_t)np, sizeof *parts) : NULL;
         bool missing_leader = false;
@@ -127,11 +131,13 @@ static void handle_metadata(sl_client *cl, sl_broker *b, int err, sl_frame *f,
             continue;
         }
         kp_str_copy(name, tn, sizeof tn);
-        sl_mtopic *t = sl_md_topic(cl, tn, false);
+        sl_mtopic *t = sl_md_topic(cl, tn, all);
         if (!t) {
             free(parts);
             continue;
         }
+        t->internal = internal;
+        t->seen_epoch = cl->md_epoch + 1;
         if (ec == 0 && np > 0 && parts) {
             free(t->parts);
             t->parts = parts;
@@ -162,6 +168,16 @@ static void handle_metadata(sl_client *cl, sl_broker *b, int err, sl_frame *f,
     cl->controller_id = controller;
     cl->md_last_ok = now;
     cl->md_epoch++;
+    if (all) {
+        /* Topics missing from an all-topics answer do not exist. */
+        cl->md_all_epoch = cl->md_epoch;
+        for (int i = 0; i < cl->n_topics; i++)
+            if (cl->topics[i]->seen_epoch != cl->md_epoch) {
+                cl->topics[i]->known = true;
+                cl->topics[i]->npart = 0;
+                cl->topics[i]->err = SL_ERR_UNKNOWN_TOPIC_OR_PARTITION;
+            }
+    }
     cl->md_next = now + (retry_soon ? (cl->conf.retry_backoff_ms > 50 ? cl->conf.retry_backoff_ms : 50)
                                     : cl->conf.metadata_max_age_ms);
     pthread_cond_broadcast(&cl->cond);
@@ -197,12 +213,13 @@ void sl_md_tick(sl_client *cl, int64_t now, int64_t *next)
         return;
     }
     kp_buf *w = sl_req_begin(cl, b, KP_API_METADATA, v);
-    kp_wr_array(w, cl->n_topics);
-    for (int i = 0; i < cl->n_topics; i++)
+    bool all = cl->md_all;
+    kp_wr_array(w, all ? -1 : cl->n_topics);                /* -1: all topics */
+    for (int i = 0; !all && i < cl->n_topics; i++)
         kp_wr_string(w, cl->topics[i]->name, -1);
     if (v >= 4)
         kp_wr_bool(w, cl->prod != NULL || cl->conf.allow_auto_create_topics);
-    sl_req_end(cl, b, handle_metadata, NULL);
+    sl_req_end(cl, b, handle_metadata, all ? (void *)cl : NULL);
     cl->md_inflight = true;
     cl->md_needed = false;
     cl->md_next = now + cl->conf.metadata_max_age_ms;

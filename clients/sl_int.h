@@ -125,6 +125,8 @@ typedef struct sl_mtopic {
     int32_t npart;            /* 0 until known */
     sl_mpart *parts;
     bool known;               /* an answer arrived */
+    bool internal;            /* IsInternal */
+    uint32_t seen_epoch;      /* md_epoch of the last answer naming it */
     int64_t wanted_at;
 } sl_mtopic;
 
@@ -168,6 +170,8 @@ struct sl_client {
     bool md_inflight, md_needed;
     int64_t md_next, md_last_ok;
     uint32_t md_epoch;        /* bumped by each metadata answer */
+    bool md_all;              /* ask for all topics (regex subscription) */
+    uint32_t md_all_epoch;    /* md_epoch of the last all-topics answer */
     /* ops */
     sl_op *ops;
     /* role modules */
@@ -180,6 +184,7 @@ struct sl_client {
 /* client.c */
 int64_t sl_now_ms(void);      /* monotonic */
 int64_t sl_wall_ms(void);
+int64_t sl_coarse_ms(void);   /* monotonic, a few ms coarse, cheaper */
 sl_client *sl_client_new(const sl_conf *conf, const char *kind,
                          char *errbuf, size_t errbuf_size);
 int  sl_client_start(sl_client *cl, char *errbuf, size_t errbuf_size);
@@ -247,7 +252,14 @@ void sl_list_offsets_send(sl_client *cl, sl_broker *b, int16_t v, const char *to
                           int32_t partition, int64_t timestamp, sl_resp_cb *cb,
                           void *ctx);
 int  sl_list_offsets_read(kp_rd *r, int16_t ver, int16_t *ec, int64_t *off);
-/* group.c: OffsetCommit/OffsetFetch ops used by the consumer API. */
+/* group_offsets.c ↔ admin.c: walks an OffsetFetch v1-5 answer, calling
+ * each() per partition with its committed Offset (-1: none) and
+ * ErrorCode.  Returns the top-level ErrorCode (v2+; else 0) or
+ * SL_E_BAD_MSG. */
+typedef void sl_offset_fetch_each(void *ctx, kp_str topic, int32_t partition,
+                                  int64_t offset, int16_t ec);
+int sl_offset_fetch_read(kp_rd *r, int16_t ver, sl_offset_fetch_each *each, void *ctx);
+/* group_offsets.c: OffsetCommit/OffsetFetch ops used by the consumer API. */
 int sl_grp_commit(sl_client *cl, sl_tp *tps, int n, bool wait,
                   sl_topic_partition *results, char *errbuf, size_t size);
 int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
@@ -255,6 +267,9 @@ int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
 /* Runs rebalance/commit callbacks; lock held, dropped around callbacks. */
 void sl_grp_serve_events(sl_client *cl, sl_consumer *c);
 bool sl_grp_has_events(sl_client *cl);
+/* The member left the group for max.poll.interval.ms: fills m with
+ * SL_E_MAX_POLL_EXCEEDED, starts the rejoin, returns true.  Lock held. */
+bool sl_grp_poll_error(sl_client *cl, sl_message *m);
 int  sl_grp_subscribe(sl_client *cl, const char *const *topics, int n);
 int  sl_grp_close(sl_client *cl);
 void sl_grp_free(sl_client *cl);

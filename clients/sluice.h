@@ -86,6 +86,8 @@ enum {
     SL_E_DESTROYED     = -211,   /* handle destroyed before the operation completed */
     SL_E_BAD_MSG       = -212,   /* malformed data from the broker */
     SL_E_FATAL         = -213,   /* the idempotent producer lost its guarantee */
+    SL_E_MAX_POLL_EXCEEDED = -214, /* the application did not poll within
+                                      max.poll.interval.ms: left the group */
 };
 /* "NOT_LEADER_OR_FOLLOWER", "TIMED_OUT", …  Any thread; never NULL. */
 const char *sl_err_name(int err);
@@ -140,13 +142,18 @@ void sl_conf_destroy(sl_conf *conf);
  *                            beginning, largest, end are accepted aliases
  *   enable.auto.commit       true|false (true): commit poll positions every
  *                            auto.commit.interval.ms, before a rebalance and on
- *                            close — while subscribed (assign() users commit
- *                            with sl_consumer_commit)
+ *                            close — subscribed, or with assign() when
+ *                            group.id is set (as librdkafka does)
  *   auto.commit.interval.ms  0..    (5000)
  *   session.timeout.ms       1..    (45000)
  *   heartbeat.interval.ms    1..    (3000)
- *   max.poll.interval.ms     1..    (300000) sent as JoinGroup's rebalance
- *                            timeout; not enforced on the application's polls
+ *   max.poll.interval.ms     1..    (300000) longest time between
+ *                            sl_consumer_poll calls while subscribed (waiting
+ *                            inside poll counts as polling; rebalance
+ *                            callbacks do not).  Past it the member leaves the
+ *                            group and the next poll returns
+ *                            SL_E_MAX_POLL_EXCEEDED, then rejoins.  Also
+ *                            JoinGroup's rebalance timeout.
  *   partition.assignment.strategy  list of range,roundrobin (range,roundrobin)
  *   fetch.min.bytes          1..    (1)
  *   fetch.max.bytes          1..    (52428800)
@@ -288,7 +295,8 @@ void sl_producer_destroy(sl_producer *p);
  * ones (fetching starts from the committed offset, else auto.offset.reset).
  * Called from sl_consumer_poll().  The library applies the assignment
  * itself; the callback may call sl_consumer_seek() on assigned partitions
- * and sl_consumer_commit(). */
+ * and sl_consumer_commit().  Heartbeats continue while it runs; its time
+ * counts against max.poll.interval.ms. */
 void sl_conf_set_rebalance_cb(sl_conf *conf,
                               void (*cb)(sl_consumer *c, int event,
                                          const sl_topic_partition *parts, int count,
@@ -303,8 +311,12 @@ void sl_conf_set_commit_cb(sl_conf *conf,
 sl_consumer *sl_consumer_new(const sl_conf *conf, char *errbuf, size_t errbuf_size);
 
 /* Joins group.id for these topics (replacing a previous subscription).
- * SL_E_STATE without group.id or while a manual assignment exists.
- * Application thread (the one that polls). */
+ * A name starting with "^" is a POSIX extended regex matched against all
+ * the cluster's topics (internal ones excepted), again at every metadata
+ * refresh (metadata.max.age.ms), so topics created later join the
+ * subscription; SL_E_INVALID_ARG for a bad regex (logged).  SL_E_STATE
+ * without group.id or while a manual assignment exists.  Application
+ * thread (the one that polls). */
 int sl_consumer_subscribe(sl_consumer *c, const char *const *topics, int count);
 /* Leaves the group (revoking the assignment first). */
 int sl_consumer_unsubscribe(sl_consumer *c);
@@ -317,7 +329,8 @@ int sl_consumer_assign(sl_consumer *c, const sl_topic_partition *parts, int coun
 /* Waits up to timeout_ms (-1 forever) for a message.  Returns 1 with *msg
  * filled (msg->err != 0 is a per-partition event such as
  * SL_E_PARTITION_EOF or SL_ERR_OFFSET_OUT_OF_RANGE with
- * auto.offset.reset=none), 0 on timeout, or a negative code.  Also runs
+ * auto.offset.reset=none, or SL_E_MAX_POLL_EXCEEDED with topic NULL),
+ * 0 on timeout, or a negative code.  Also runs
  * the rebalance and commit callbacks.  One thread at a time per consumer. */
 int sl_consumer_poll(sl_consumer *c, int timeout_ms, sl_message *msg);
 

@@ -14,6 +14,7 @@ import pytest
 
 from support import create_topic, ck_consumer, kcat, topic_name
 from conftest import sluiced_path
+import libsluice_ctypes as lsc
 
 TOOLS = os.path.dirname(sluiced_path())
 
@@ -204,55 +205,9 @@ def test_group_of_three_libsluice_and_one_confluent_consumer(broker):
 
 
 # ---- the admin API, through ctypes on the shared library ------------------------
-def _lib():
-    import ctypes as C
-    path = os.path.join(TOOLS, "libsluice.so")
-    if not os.path.exists(path):
-        pytest.fail("%s not built" % path)
-    needed = subprocess.run(["ldd", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE).stdout
-    if b"libasan" in needed:
-        # The ASan runtime must come first in the process; python's is not.
-        pytest.skip("sanitizer build: %s cannot be loaded into python" % path)
-    lib = C.CDLL(path)
-    lib.sl_conf_new.restype = C.c_void_p
-    lib.sl_conf_set.argtypes = [C.c_void_p, C.c_char_p, C.c_char_p, C.c_char_p, C.c_size_t]
-    lib.sl_conf_destroy.argtypes = [C.c_void_p]
-    lib.sl_admin_new.restype = C.c_void_p
-    lib.sl_admin_new.argtypes = [C.c_void_p, C.c_char_p, C.c_size_t]
-    lib.sl_admin_destroy.argtypes = [C.c_void_p]
-    lib.sl_admin_create_topic.argtypes = [C.c_void_p, C.c_char_p, C.c_int32, C.c_int16,
-                                          C.POINTER(C.c_char_p), C.c_int, C.c_char_p, C.c_size_t]
-    lib.sl_admin_delete_topic.argtypes = [C.c_void_p, C.c_char_p, C.c_int, C.c_char_p, C.c_size_t]
-    lib.sl_admin_partition_count.argtypes = [C.c_void_p, C.c_char_p, C.c_int]
-    lib.sl_admin_alter_configs.argtypes = [C.c_void_p, C.c_int, C.c_char_p,
-                                           C.POINTER(C.c_char_p), C.c_int, C.c_char_p, C.c_size_t]
-    return lib
-
-
-class _Entry(__import__("ctypes").Structure):
-    import ctypes as C
-    _fields_ = [("name", C.c_char_p), ("value", C.c_char_p), ("read_only", C.c_int),
-                ("is_default", C.c_int), ("is_sensitive", C.c_int)]
-
-
-class _TP(__import__("ctypes").Structure):
-    import ctypes as C
-    _fields_ = [("topic", C.c_char_p), ("partition", C.c_int32), ("offset", C.c_int64),
-                ("err", C.c_int)]
-
-
-def _kv(*items):
-    import ctypes as C
-    arr = (C.c_char_p * (len(items) + 1))()
-    for i, s in enumerate(items):
-        arr[i] = s.encode()
-    arr[len(items)] = None
-    return arr
-
-
 def test_admin_topics_configs_groups_against_sluiced(broker):
     import ctypes as C
-    lib = _lib()
+    lib = lsc.lib()
     err = C.create_string_buffer(512)
     conf = lib.sl_conf_new()
     assert lib.sl_conf_set(conf, b"bootstrap.servers", broker.bootstrap.encode(), err, 512) == 0
@@ -262,22 +217,19 @@ def test_admin_topics_configs_groups_against_sluiced(broker):
     assert a, err.value
     try:
         t = topic_name("lsadm").encode()
-        rc = lib.sl_admin_create_topic(a, t, 3, -1, _kv("retention.ms", "3600000"), 10000, err, 512)
+        rc = lib.sl_admin_create_topic(a, t, 3, -1, lsc.kv("retention.ms", "3600000"), 10000, err, 512)
         assert rc == 0, err.value
         rc = lib.sl_admin_create_topic(a, t, 3, -1, None, 10000, err, 512)
         assert rc == 36, "second create: %d %s" % (rc, err.value)   # TOPIC_ALREADY_EXISTS
         assert lib.sl_admin_partition_count(a, t, 10000) == 3
         # describe: the config set at creation shows, not as a default
-        entries, n = C.POINTER(_Entry)(), C.c_int()
-        lib.sl_admin_describe_configs.argtypes = [C.c_void_p, C.c_int, C.c_char_p,
-                                                  C.POINTER(C.POINTER(_Entry)), C.POINTER(C.c_int),
-                                                  C.c_int, C.c_char_p, C.c_size_t]
+        entries, n = C.POINTER(lsc.Entry)(), C.c_int()
         rc = lib.sl_admin_describe_configs(a, 2, t, C.byref(entries), C.byref(n), 10000, err, 512)
         assert rc == 0, err.value
         got = {entries[i].name: (entries[i].value, entries[i].is_default) for i in range(n.value)}
         assert got[b"retention.ms"] == (b"3600000", 0)
         lib.sl_config_entries_free(entries, n)
-        rc = lib.sl_admin_alter_configs(a, 2, t, _kv("retention.ms", "7200000"), 10000, err, 512)
+        rc = lib.sl_admin_alter_configs(a, 2, t, lsc.kv("retention.ms", "7200000"), 10000, err, 512)
         assert rc == 0, err.value
         rc = lib.sl_admin_describe_configs(a, 2, t, C.byref(entries), C.byref(n), 10000, err, 512)
         got = {entries[i].name: entries[i].value for i in range(n.value)}
@@ -290,13 +242,9 @@ def test_admin_topics_configs_groups_against_sluiced(broker):
                              stderr=subprocess.PIPE, timeout=60)
         assert out.returncode == 0, out.stderr
         groups, ng = C.POINTER(C.c_char_p)(), C.c_int()
-        lib.sl_admin_list_groups.argtypes = [C.c_void_p, C.POINTER(C.POINTER(C.c_char_p)),
-                                             C.POINTER(C.c_int), C.c_int, C.c_char_p, C.c_size_t]
         assert lib.sl_admin_list_groups(a, C.byref(groups), C.byref(ng), 10000, err, 512) == 0, err.value
         assert b"adm-grp" in [groups[i] for i in range(ng.value)]
-        tps, nt = C.POINTER(_TP)(), C.c_int()
-        lib.sl_admin_list_group_offsets.argtypes = [C.c_void_p, C.c_char_p, C.POINTER(C.POINTER(_TP)),
-                                                    C.POINTER(C.c_int), C.c_int, C.c_char_p, C.c_size_t]
+        tps, nt = C.POINTER(lsc.TP)(), C.c_int()
         assert lib.sl_admin_list_group_offsets(a, b"adm-grp", C.byref(tps), C.byref(nt), 10000,
                                                err, 512) == 0, err.value
         offs = {(tps[i].topic, tps[i].partition): tps[i].offset for i in range(nt.value)}
