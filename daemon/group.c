@@ -79,10 +79,11 @@
  *       worker has reported durable.
  *   C5. The synced list is in non-decreasing seq order (a turn tags its
  *       answers with the newest sequence number requested).
- *   C6. The turn's transaction is written only when no sync is in
- *       flight (requested == durable); otherwise on_durable writes it.
- *       Every pending batch, outbox and dirty group is therefore written
- *       by the end of the sync in flight, never left waiting for a turn.
+ *   C6. The turn event writes its transaction only when no sync is in
+ *       flight (requested == durable); otherwise on_durable writes it when
+ *       a sync finishes.  So at most one transaction per finished sync
+ *       while syncs run back to back, and every pending batch, outbox and
+ *       dirty group is written by the end of the sync in flight.
  *   C3. Every member has a pending session timer; every group in
  *       PreparingRebalance has a pending join timer.
  *   C4. g->leader names a member of g, or is NULL iff g has no members.
@@ -584,17 +585,19 @@ static void finish_synced(uint64_t durable, int sync_err)
     }
 }
 
-static void run_turn(void);
+static void run_turn(bool after_sync);
 
 /* The metadata sync worker finished the syncs up to seq.  What turns
- * gathered while it ran is written now, as one transaction. */
+ * gathered while it ran is written now, as one transaction — even if
+ * another sync (requested elsewhere) is already running, so a steady
+ * stream of other sync requests cannot hold the batch back. */
 static void on_durable(uint64_t seq, int err)
 {
     if (!gc)
         return;
     finish_synced(seq, err);
     if (gc->dirty || gc->batch.next != &gc->batch || gc->outbox.next != &gc->outbox)
-        run_turn();
+        run_turn(true);
 }
 
 /* End of the loop turn: one transaction for everything the turn changed
@@ -607,15 +610,15 @@ static void on_durable(uint64_t seq, int err)
 static void turn_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what; (void)arg;
-    run_turn();
+    run_turn(false);
 }
 
-static void run_turn(void)
+static void run_turn(bool after_sync)
 {
     /* C6: while a sync runs, its answers cannot leave and nothing written
      * now could be durable before the next sync anyway: keep gathering,
      * and write everything in one transaction when it finishes. */
-    if (bk_mdsync_requested() > bk_mdsync_durable())
+    if (!after_sync && bk_mdsync_requested() > bk_mdsync_durable())
         return;
     gc_wait out, batch;
     list_move(&out, &gc->outbox);
