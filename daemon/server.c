@@ -80,7 +80,7 @@ struct bk_conn {
     bool reading;                 /* rev is added */
     struct evbuffer *obuf;        /* responses not yet written */
     struct event *wev;            /* writable; added while obuf is stuck */
-    bool writing;                 /* wev is added */
+    bool writing;                 /* wev is added: output left, or paused */
     char peer[64];
     char host[64];                /* peer address alone: per-IP limit */
     int64_t reserved;             /* bytes of the request pool held (inv. 4) */
@@ -334,7 +334,7 @@ static bool pause_if_over_cap(bk_conn *c)
     if (!flush_out(c))
         return false;
     if (over_cap(c)) {
-        c->paused = true;
+        c->paused = true;         /* flush_out left the write event added */
         want_read(c, false);
     }
     return true;
@@ -346,29 +346,29 @@ static bool pause_if_over_cap(bk_conn *c)
 static bool flush_out(bk_conn *c)
 {
     while (evbuffer_get_length(c->obuf) > 0) {
+        errno = 0;
         int n = evbuffer_write(c->obuf, c->fd);
         if (n > 0)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        /* libevent's sendfile path reports EAGAIN as 0, with errno set. */
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             break;
-        /* EPIPE, ECONNRESET: the client is gone.  0: a file range could
-         * not be read (sendfile past its end), so the promised frame
-         * length cannot be kept. */
+        /* EPIPE, ECONNRESET: the client is gone.  0 without errno: a file
+         * range ended early (sendfile at end of file), so the promised
+         * frame length cannot be kept. */
         conn_free(c);
         return false;
     }
-    bool stuck = evbuffer_get_length(c->obuf) > 0;
-    if (stuck != c->writing) {
-        c->writing = stuck;
-        if (stuck)
+    /* A paused connection resumes in on_writable, so it keeps the event
+     * even when this call drained everything (it then fires at once). */
+    bool want = evbuffer_get_length(c->obuf) > 0 || c->paused;
+    if (want != c->writing) {
+        c->writing = want;
+        if (want)
             event_add(c->wev, NULL);
         else
             event_del(c->wev);
     }
-    /* Paused connections resume in on_writable, also when this call
-     * drained everything (then no write event would come). */
-    if (c->paused && !stuck)
-        event_active(c->wev, EV_WRITE, 1);
     return true;
 }
 
@@ -688,6 +688,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     c->fd = fd;
     evutil_make_socket_nonblocking(fd);
     c->obuf = evbuffer_new();
+    /* Tells libevent this buffer drains to a socket, so file ranges go out
+     * with sendfile(2); without it they would be mmapped and writev'd. */
+    if (c->obuf)
+        evbuffer_set_flags(c->obuf, EVBUFFER_FLAG_DRAINS_TO_FD);
     c->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, on_readable, c);
     c->wev = event_new(b->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
     if (!c->obuf || !c->rev || !c->wev) {

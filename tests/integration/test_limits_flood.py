@@ -239,3 +239,31 @@ def test_queued_max_request_bytes_mutes_readers_until_a_request_is_served(start_
     a.close()
     bb.close()
     assert_serves(b, "a full request pool")
+
+
+def test_client_that_reads_late_gets_every_pipelined_answer_in_order(start_broker):
+    """A client pipelines more fetch answers than connection.max.queued.bytes
+    and reads nothing for a while: the broker stops reading its requests
+    (pauses), and once the client reads, resumes and answers every one, in
+    order, byte for byte — the write path's pause/resume under a real socket."""
+    b = start_broker({"connection.max.queued.bytes": str(1 * MIB)})
+    t = topic_name("late")
+    create_topic(b, t, 1)
+    big = bytes(range(256)) * 1024             # 256 KiB
+    produce_ok(ck_producer(b, **{"linger.ms": 5}), t, [{"value": big} for _ in range(8)],
+               timeout=60)
+    with kr.Conn(b.port) as first:
+        want = kr.parse_fetch_v4(first.request(kr.API_FETCH, 4, kr.fetch_v4_body(t, 0, 0, 0)))[0]
+    n = 24
+    assert want[2] == 0 and n * len(want[4]) > 8 * MIB, "the answers should far exceed the cap"
+    c = kr.Conn(b.port, timeout=30)
+    corrs, frames = zip(*(c.build(kr.API_FETCH, 4, kr.fetch_v4_body(t, 0, 0, 0)) for _ in range(n)))
+    c.send_raw(b"".join(frames))
+    time.sleep(1.0)                            # answers pile up; the broker pauses
+    assert_serves(b, "a client with %d unread fetch answers" % n)
+    for i in range(n):
+        corr, r = c.recv_response(timeout=30)
+        assert corr == corrs[i], "answer %d: correlation id %d, expected %d" % (i, corr, corrs[i])
+        got = kr.parse_fetch_v4(r)[0]
+        assert got[2] == 0 and got[4] == want[4], "answer %d differs from a lone fetch" % i
+    c.close()
