@@ -34,16 +34,16 @@
  *            +------------+---------------------+
  *
  *   New entries go to the tail; a full tail is written to the file with
- *   one pwrite (seg_idx_spill), and trim spills what is left.  Appends
- *   never store through the mapping: a store into a fresh page of a
- *   MAP_SHARED file is a page fault that reads (zero-fills) the pages
- *   around it and starts a journal handle, which cost the append path more
- *   than the log write itself gained (bench/seg_bench, 16 KiB batches:
- *   0.78 of write() with stores, 0.99 without any index); and a store into
- *   a hole on a full filesystem is SIGBUS where pwrite says ENOSPC.
- *   Readers (owner thread) see entries [spilled, n) in the tail
- *   (idx_entry).  The tail exists only while entries wait in it: it is
- *   allocated by the first add after a spill-all and freed by trim.
+ *   one pwrite (seg_idx_spill), and trim spills what is left.  Nothing is
+ *   ever stored through the mapping: a store into a fresh page of a
+ *   MAP_SHARED file is a page fault that zero-fills the pages around it
+ *   and starts a journal handle, and those faults cost appends about a
+ *   fifth of their throughput (bench/seg_bench, 16 KiB batches: 0.78 of
+ *   write() with stores, 0.99 with no index at all); a store into a hole
+ *   on a full filesystem is SIGBUS, where pwrite says ENOSPC.  Readers
+ *   (owner thread) find entries [spilled, n) in the tail (idx_entry).
+ *   The tail is malloc'ed by the first entry added since open or the last
+ *   trim and freed by trim, so only segments being written hold one.
  *
  *   The tail's entries are not in the file until spilled, so the file of
  *   the *active* segment can lag its log.  That is safe because recovery
@@ -196,9 +196,9 @@ int seg_idx_drop(seg_idx *x, uint32_t keep)
 {
     if (keep >= x->n)
         return 0;
-    if (keep < x->spilled) {
+    if (keep <= x->spilled) {
         /* Slot `spilled` may hold an older copy of an entry (I4): it goes
-         * too. */
+         * too, even when that entry was still in the tail. */
         if (zero_range(x, (size_t)keep * x->entry,
                        ((size_t)x->spilled + 1) * x->entry))
             return SEG_E_IO;
