@@ -618,9 +618,8 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
     if (newest.st_mtim.tv_sec)
         futimens(s->log->fd, times);
     /* Durable before it can be swapped in (C1). */
-    seg_idx_trim(&s->idx);
-    seg_idx_trim(&s->tidx);
-    if (fdatasync(s->log->fd) < 0 || fdatasync(s->idx.file->fd) < 0 ||
+    if (seg_idx_trim(&s->idx) || seg_idx_trim(&s->tidx) ||
+        fdatasync(s->log->fd) < 0 || fdatasync(s->idx.file->fd) < 0 ||
         fdatasync(s->tidx.file->fd) < 0)
         return SEG_E_IO;
     return 0;

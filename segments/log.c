@@ -593,6 +593,11 @@ static int roll_now(seg_log *log, int64_t now_ms)
     seg_segment *old = log->segs[log->n - 1], *s;
     if (old->size == 0)
         return 0;
+    /* Its index tails reach the file before the new segment is published:
+     * a flush that sees the new one (and so may make the old one trusted
+     * at the next open) fdatasyncs the old indexes after this (index.c). */
+    if (seg_idx_spill(&old->idx) || seg_idx_spill(&old->tidx))
+        return seg_log_fail(log, errno);
     int rc = seg_segment_create(log->dir, log->log_end, &log->cfg, now_ms, &s);
     if (rc)
         return seg_log_fail(log, errno);

@@ -68,9 +68,8 @@ int seg_scan(seg_segment *s, const seg_config *c, bool verify,
     uint64_t fsize = (uint64_t)st.st_size;
 
     /* Forget the old indexes entirely, slack included (I4 in index.c). */
-    seg_idx_clear(&s->idx);
-    seg_idx_clear(&s->tidx);
-    s->idx.n = s->tidx.n = 0;
+    if (seg_idx_clear(&s->idx) || seg_idx_clear(&s->tidx))
+        return SEG_E_IO;
     s->since_index = 0;
     s->max_ts = -1;
 

@@ -242,7 +242,9 @@ void seg_clean_crash_after(seg_clean_job *job, int step);
 
 /* fdatasync of everything appended so far; then the recovery point moves
  * to the log end seen at the start.  Safe on a worker thread (see top).
- * *flushed_to (may be NULL) gets the new recovery point. */
+ * *flushed_to (may be NULL) gets the new recovery point.
+ * The active segment's newest index entries may still be in memory only
+ * (index.c): harmless, since open rebuilds that segment's indexes anyway. */
 int seg_flush(seg_log *log, int64_t *flushed_to);
 
 #endif

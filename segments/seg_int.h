@@ -5,8 +5,10 @@
  * Ownership in one picture:
  *
  *   seg_log ── segs[0..n) ──► seg_segment ──► seg_file (.log fd, refcounted)
- *     │                          ├─ idx   (.index,     mmap, 8-byte entries)
- *     │                          └─ tidx  (.timeindex, mmap, 12-byte entries)
+ *     │                          ├─ idx   (.index,     8-byte entries)
+ *     │                          └─ tidx  (.timeindex, 12-byte entries)
+ *     │                               each: a read-only mapping of the file,
+ *     │                               plus a heap tail of the newest entries
  *     └─ mu: guards segs[]/n, log_end, recovery_point, trunc_gen — the
  *            only state seg_flush (worker thread) looks at.
  *
@@ -17,8 +19,10 @@
 #ifndef SLUICE_SEG_INT_H
 #define SLUICE_SEG_INT_H
 
+#include <endian.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "segments/seg.h"
 #include "protocol/kp.h"
@@ -37,31 +41,42 @@ void      seg_file_unref(seg_file *f);      /* closes the fd at 0 */
 #define SEG_OIDX_ENTRY 8     /* INT32 relative offset, INT32 position */
 #define SEG_TIDX_ENTRY 12    /* INT64 timestamp, INT32 relative offset */
 
+#define SEG_IDX_TAIL  4096   /* bytes of entries held in memory before a
+                                 spill: 512 offset or 341 time entries */
+
 typedef struct seg_idx {
     seg_file *file;
-    uint8_t  *map;           /* MAP_SHARED; NULL while map_len == 0 */
+    uint8_t  *map;           /* MAP_SHARED, PROT_READ; NULL while
+                                map_len == 0 */
     size_t    map_len;       /* bytes mapped (>= file length used) */
     size_t    entry;         /* SEG_OIDX_ENTRY or SEG_TIDX_ENTRY */
     uint32_t  n;             /* valid entries */
+    uint32_t  spilled;       /* entries [0, spilled) are in the file */
     uint32_t  cap;           /* entries the file currently has room for */
-    size_t    backed;        /* bytes [0, backed) known to have disk blocks */
+    uint8_t  *tail;          /* entries [spilled, n), SEG_IDX_TAIL bytes:
+                                malloc'ed by the first add, freed by trim */
 } seg_idx;
 
 int  seg_idx_open(seg_idx *x, const char *path, size_t entry, bool create);
 void seg_idx_close(seg_idx *x);
 /* Makes room for `entries` (ftruncate + remap when the mapping is short). */
 int  seg_idx_reserve(seg_idx *x, uint32_t entries);
-int  seg_idx_clear(seg_idx *x);             /* all entries zero (a hole) */
-int  seg_idx_trim(seg_idx *x);              /* file length = n entries */
-/* Gives entry i disk blocks before it is stored through the mapping: the
- * file is sparse, and a store into a hole on a full filesystem is SIGBUS,
- * not ENOSPC.  One fallocate per 4 KiB of entries.  0 or SEG_E_IO. */
-int  seg_idx_back(seg_idx *x, uint32_t i);
-/* Offset index entry i. */
+int  seg_idx_clear(seg_idx *x);             /* no entries, file all zero */
+/* Keeps entries [0, keep); what the file held past them reads as zero. */
+int  seg_idx_drop(seg_idx *x, uint32_t keep);
+/* Writes the tail's entries to the file (one pwrite).  0 or SEG_E_IO (the
+ * entries stay in the tail). */
+int  seg_idx_spill(seg_idx *x);
+/* Spills, frees the tail, file length = n entries. */
+int  seg_idx_trim(seg_idx *x);
+/* Offset index entry i (< n). */
 void seg_oidx_get(const seg_idx *x, uint32_t i, int32_t *rel, int32_t *pos);
-void seg_oidx_put(seg_idx *x, uint32_t i, int32_t rel, int32_t pos);
+/* Adds an entry at n (the caller keeps I1).  0 or SEG_E_IO. */
+int  seg_oidx_add(seg_idx *x, int32_t rel, int32_t pos);
 void seg_tidx_get(const seg_idx *x, uint32_t i, int64_t *ts, int32_t *rel);
-void seg_tidx_put(seg_idx *x, uint32_t i, int64_t ts, int32_t rel);
+int  seg_tidx_add(seg_idx *x, int64_t ts, int32_t rel);
+/* Replaces the last entry (n > 0).  0 or SEG_E_IO. */
+int  seg_tidx_set_last(seg_idx *x, int64_t ts, int32_t rel);
 /* Last entry with rel <= target (-1: none). */
 int64_t seg_oidx_floor_rel(const seg_idx *x, int32_t rel);
 /* Last entry with pos <= target (-1: none). */
@@ -107,12 +122,14 @@ int  seg_segment_activate(seg_segment *s, const seg_config *c);
 /* Cuts the segment's .log to `pos` and drops index entries at or beyond. */
 int  seg_segment_cut(seg_segment *s, uint64_t pos);
 
-/* Batch header helpers: big-endian loads without unaligned casts. */
+/* Batch header helpers: big-endian loads without unaligned casts.  The
+ * memcpy + be64toh form compiles to one load and a bswap; gcc left the
+ * byte loop a loop (two of them per append). */
 static inline int64_t seg_be64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-    return (int64_t)v;
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return (int64_t)be64toh(v);
 }
 static inline int32_t seg_be32(const uint8_t *p)
 {

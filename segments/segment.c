@@ -195,31 +195,26 @@ int seg_segment_activate(seg_segment *s, const seg_config *c)
     return 0;
 }
 
-/* The one index rule.  Cost: O(1), two stores into mapped pages at most. */
+/* The one index rule.  Cost: O(1), at most two stores into the indexes'
+ * in-memory tails (index.c), one pwrite per SEG_IDX_TAIL bytes of them. */
 int seg_segment_index_batch(seg_segment *s, const seg_config *c,
                             int32_t rel, uint64_t pos, uint32_t size,
                             int64_t max_ts)
 {
     if (pos > 0 && s->since_index >= c->index_interval_bytes) {
-        seg_idx *o = &s->idx, *t = &s->tidx;
-        if ((o->n >= o->cap && seg_idx_reserve(o, o->cap * 2 + 1)) ||
-            seg_idx_back(o, o->n))
+        seg_idx *t = &s->tidx;
+        if (seg_oidx_add(&s->idx, rel, (int32_t)pos))
             return SEG_E_IO;
-        seg_oidx_put(o, o->n++, rel, (int32_t)pos);
         int64_t last_ts;
         int32_t last_rel;
-        if (t->n > 0) {
+        if (t->n > 0)
             seg_tidx_get(t, t->n - 1, &last_ts, &last_rel);
-            if (last_ts == s->max_ts) {     /* same bound, later start */
-                seg_tidx_put(t, t->n - 1, last_ts, rel);
-                goto done;
-            }
-        }
-        if ((t->n >= t->cap && seg_idx_reserve(t, t->cap * 2 + 1)) ||
-            seg_idx_back(t, t->n))
+        if (t->n > 0 && last_ts == s->max_ts) {   /* same bound, later start */
+            if (seg_tidx_set_last(t, last_ts, rel))
+                return SEG_E_IO;
+        } else if (seg_tidx_add(t, s->max_ts, rel)) {
             return SEG_E_IO;
-        seg_tidx_put(t, t->n++, s->max_ts, rel);
-done:
+        }
         s->since_index = 0;
     }
     s->since_index += size;
@@ -249,14 +244,8 @@ int seg_segment_cut(seg_segment *s, uint64_t pos)
             break;
         tkeep++;
     }
-    /* Zero what is dropped: slack must read as zero (index.c, I4). */
-    if (s->idx.n > keep)
-        memset(s->idx.map + (size_t)keep * SEG_OIDX_ENTRY, 0,
-               (size_t)(s->idx.n - keep) * SEG_OIDX_ENTRY);
-    if (s->tidx.n > tkeep)
-        memset(s->tidx.map + (size_t)tkeep * SEG_TIDX_ENTRY, 0,
-               (size_t)(s->tidx.n - tkeep) * SEG_TIDX_ENTRY);
-    s->idx.n = keep;
-    s->tidx.n = tkeep;
+    /* What is dropped reads as zero in the files (index.c, I4). */
+    if (seg_idx_drop(&s->idx, keep) || seg_idx_drop(&s->tidx, tkeep))
+        return SEG_E_IO;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -521,8 +522,79 @@ START_TEST(test_reopen_keeps_everything)
 }
 END_TEST
 
+/* ---- index entries held in memory ------------------------------------------------ */
+/* One-record batches at offsets [from, to), timestamp ts[o]. */
+static void append_ts(seg_log *log, int64_t from, int64_t to, const int64_t *ts)
+{
+    for (int64_t o = from; o < to; o++)
+        ck_assert_int_eq(append1(log, 1, ts[o], 10, 0), o);
+}
+
+/* Every offset reads back as its own batch, and every time lookup gives
+ * the first offset whose timestamp reaches it (ts[] never decreases). */
+static void expect_lookups(seg_log *log, int64_t end, const int64_t *ts)
+{
+    ck_assert_int_eq(seg_log_end(log), end);
+    for (int64_t o = 0; o < end; o++) {
+        seg_range r;
+        ck_assert_int_eq(seg_read(log, o, 1, &r), 0);
+        int64_t first;
+        ck_assert_int_eq(check_range(&r, &first, NULL), o + 1);
+        ck_assert_int_eq(first, o);
+        seg_range_release(&r);
+    }
+    for (int64_t t = ts[0] - 1; t <= ts[end - 1] + 1; t += 7) {
+        int64_t want = 0, got;
+        while (want < end && ts[want] < t)
+            want++;
+        ck_assert_int_eq(seg_offset_for_time(log, t, &got), 0);
+        ck_assert_int_eq(got, want);
+    }
+}
+
+START_TEST(test_index_tail_through_spill_roll_truncate_reopen)
+{
+    /* Enough entries that both indexes spill their in-memory tail to the
+     * file more than once (index.c), a run of equal timestamps so the
+     * time index replaces its last entry (also one already spilled, after
+     * the truncation below cuts into a sealed segment), and reads and
+     * time lookups checked at every step, through reopens. */
+    seg_config c = small_cfg();
+    c.segment_index_bytes = 64 << 10;
+    static int64_t ts[5000];
+    /* Entries fall on every 4th batch here, the last equal-time one on
+     * 1000: cuts past it keep that entry and its bound, so the first new
+     * entry replaces it after it was spilled. */
+    for (int cut = 998; cut <= 1002; cut++) {
+        seg_log *log = open_log(&c, 0, 0);
+        for (int o = 0; o < 5000; o++)
+            ts[o] = o < 1002 ? 5000 : 5000 + o - 1001;
+        append_ts(log, 0, 3000, ts);
+        expect_lookups(log, 3000, ts);
+        ck_assert_int_eq(seg_roll(log, 0), 0);
+        append_ts(log, 3000, 3003, ts);
+        ck_assert_int_eq(seg_truncate(log, cut), 0);
+        ck_assert_int_eq(seg_segment_count(log), 1);
+        for (int o = cut; o < 5000; o++)    /* equal, then rising again */
+            ts[o] = o < cut + 600 ? 5000 : 5000 + o - cut - 599;
+        append_ts(log, cut, 4000, ts);
+        expect_lookups(log, 4000, ts);
+        ck_assert_int_eq(seg_roll(log, 0), 0);
+        seg_close(log);
+        for (int rp = 0; rp < 2; rp++) {    /* rebuilt, then trusted */
+            log = open_log(&c, 0, rp ? 4000 : 0);
+            expect_lookups(log, 4000, ts);
+            seg_close(log);
+        }
+        log = open_log(&c, 0, 0);
+        ck_assert_int_eq(seg_destroy(log), 0);
+        mkdir(g_dir, 0700);
+    }
+}
+END_TEST
+
 /* ---- flush on a worker thread ---------------------------------------------------- */
-struct flusher { seg_log *log; atomic_int stop; int flushes; int errors; };
+struct flusher { seg_log *log; atomic_int stop; atomic_int flushes; int errors; };
 
 static void *flush_loop(void *arg)
 {
@@ -531,7 +603,7 @@ static void *flush_loop(void *arg)
         int64_t to;
         if (seg_flush(f->log, &to) != 0)
             f->errors++;
-        f->flushes++;
+        atomic_fetch_add(&f->flushes, 1);
     }
     return NULL;
 }
@@ -543,6 +615,7 @@ START_TEST(test_flush_on_other_thread_concurrent_with_append)
     seg_log *log = open_log(&c, 0, 0);
     struct flusher f = { .log = log };
     atomic_init(&f.stop, 0);
+    atomic_init(&f.flushes, 0);
     pthread_t t;
     pthread_create(&t, NULL, flush_loop, &f);
     kp_buf b;
@@ -561,10 +634,14 @@ START_TEST(test_flush_on_other_thread_concurrent_with_append)
         ck_assert_int_le(rp, seg_log_end(log));
         rp_seen = rp;
     }
+    /* On a loaded machine the appends can finish before the flusher
+     * thread first runs: wait for one flush rather than fail. */
+    while (atomic_load(&f.flushes) == 0)
+        sched_yield();
     atomic_store(&f.stop, 1);
     pthread_join(t, NULL);
     ck_assert_int_eq(f.errors, 0);
-    ck_assert_int_gt(f.flushes, 0);
+    ck_assert_int_gt(atomic_load(&f.flushes), 0);
     int64_t to;
     ck_assert_int_eq(seg_flush(log, &to), 0);
     ck_assert_int_eq(to, seg_log_end(log));
@@ -653,6 +730,7 @@ int main(void)
     tcase_add_test(tc, test_advance_log_start_deletes_segments);
     tcase_add_test(tc, test_delete_old_by_time_and_size);
     tcase_add_test(tc, test_reopen_keeps_everything);
+    tcase_add_test(tc, test_index_tail_through_spill_roll_truncate_reopen);
     tcase_add_test(tc, test_flush_on_other_thread_concurrent_with_append);
     tcase_add_test(tc, test_write_error_enters_error_state);
     tcase_add_test(tc, test_destroy_removes_directory);
