@@ -568,6 +568,48 @@ START_TEST(test_small_dedupe_buffer_cleans_a_prefix)
 }
 END_TEST
 
+/* `versions` rounds over `keys` keys in closed segments, then one batch in
+ * the active one; cleaned with a `buffer` byte dedupe buffer. */
+static void clean_many_keys(int keys, int versions, size_t buffer,
+                            seg_clean_stats *st)
+{
+    seg_log *log = open_log(1 << 20);
+    int seq = 0;
+    for (int i = 0; i < keys * versions / 100; i++)
+        append_keys(log, 100, keys, &seq, 1000, KP_CODEC_NONE, false);
+    seg_roll(log, 2000);
+    append_keys(log, 10, keys, &seq, 2000, KP_CODEC_NONE, false);
+    seg_clean_policy p = policy();
+    p.dedupe_buffer_bytes = buffer;
+    ck_assert_int_eq(clean_once(log, &p, st), 1);
+    seg_close(log);
+}
+
+START_TEST(test_offset_map_grows_to_the_keys_it_meets)
+{
+    /* 100,000 keys need the map to double twice past its first size
+     * (65,536 slots, grown at half full); a 4 MiB buffer allows 262,144. */
+    seg_clean_stats st;
+    clean_many_keys(100000, 2, 4 << 20, &st);
+    ck_assert(!st.partial);
+    ck_assert_int_eq(st.records_in, 200000);
+    ck_assert_int_eq(st.records_out, 100000);
+}
+END_TEST
+
+START_TEST(test_offset_map_full_after_growing_cleans_a_prefix)
+{
+    /* 2 MiB holds 131,072 slots, filled to 0.8 (104,857 keys) once grown
+     * to it: 150,000 distinct keys do not fit, the map ends at the batch
+     * that would overflow it. */
+    seg_clean_stats st;
+    clean_many_keys(150000, 2, 2 << 20, &st);
+    ck_assert(st.partial);
+    ck_assert_int_gt(st.clean_to, 104857 - 100);
+    ck_assert_int_le(st.clean_to, 104857);
+}
+END_TEST
+
 START_TEST(test_deferred_delete_keeps_files_until_unlinked)
 {
     seg_log *log = open_log(2048);
@@ -659,6 +701,8 @@ int main(void)
     tcase_add_test(tc, test_compressed_batches_recompressed_with_their_codec);
     tcase_add_test(tc, test_crash_after_each_commit_step_leaves_valid_log);
     tcase_add_test(tc, test_small_dedupe_buffer_cleans_a_prefix);
+    tcase_add_test(tc, test_offset_map_grows_to_the_keys_it_meets);
+    tcase_add_test(tc, test_offset_map_full_after_growing_cleans_a_prefix);
     tcase_add_test(tc, test_deferred_delete_keeps_files_until_unlinked);
     tcase_add_test(tc, test_retention_waits_for_segments_under_cleaning);
     tcase_add_test(tc, test_cancelled_run_swaps_nothing);
