@@ -47,9 +47,27 @@
  *       the tombstone in its map, so no older value of the key is left.
  *       Records at or past map end are neither stamped nor dropped.
  *   T3. The horizon is in the .log, so it survives restarts and swaps;
- *       log->delete_horizon (the latest horizon of a kept tombstone, in
- *       memory, relearnt after open since every segment is dirty again)
- *       makes a log due once it passes, dirty or not.
+ *       log->delete_horizon (the latest horizon of a kept tombstone, kept
+ *       in the checkpoint, K1) makes a log due once it passes, dirty or
+ *       not.
+ *
+ * Checkpoint (Kafka's cleaner-offset-checkpoint, one per partition dir):
+ *
+ *     <dir>/cleaner-offset-checkpoint, text:
+ *       0\n                                  format version
+ *       <clean_end> <delete_horizon>\n
+ *
+ *   K1. A run that committed every group writes it (worker: .tmp,
+ *       fdatasync, rename, fsync dir) after C4, so it never names an
+ *       offset whose segments are not already the cleaned ones; a crash
+ *       before it leaves the older, lower one (more work, never less).
+ *       Without it a restart made the whole log dirty and re-cleaned it.
+ *   K2. seg_open takes it if it parses and clean_end <= log end (else
+ *       everything is dirty and the horizon is relearnt, as before).
+ *   K3. A truncation below clean_end (a follower's) lowers clean_end and
+ *       unlinks the file on the owner (one small unlink, rare): data
+ *       appended after it would otherwise pass for cleaned after a
+ *       restart, and a tombstone there could outlive an older value.
  *
  * Commit of one group [B, E) (E: base of the first segment after it):
  *   C1. rename cleaning/B.log → B.E.swap, fsync dir    ← the commit point
@@ -140,6 +158,69 @@ static int64_t mono_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- checkpoint (K1-K3) ------------------------------------------------------ */
+#define CKPT_NAME "cleaner-offset-checkpoint"
+
+static int fsync_dir(const char *dir);
+
+/* K1 (worker).  Failure is not the run's: the old file still holds. */
+static void save_checkpoint(const char *dir, int64_t clean_end, int64_t horizon)
+{
+    char path[4200], tmp[4220], text[64];
+    snprintf(path, sizeof path, "%s/" CKPT_NAME, dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int len = snprintf(text, sizeof text, "0\n%" PRId64 " %" PRId64 "\n",
+                       clean_end, horizon);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    bool ok = seg_pwrite_full(fd, text, (size_t)len, 0) == len && fdatasync(fd) == 0;
+    close(fd);
+    if (!ok || rename(tmp, path) < 0) {
+        unlink(tmp);
+        return;
+    }
+    fsync_dir(dir);
+}
+
+void seg_clean_load_checkpoint(seg_log *log)
+{
+    log->clean_end = log->log_start;            /* K2: all dirty */
+    log->delete_horizon = -1;
+    char path[4200], text[64];
+    snprintf(path, sizeof path, "%s/" CKPT_NAME, log->dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    log->clean_saved = true;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    int64_t end, horizon;
+    int used = 0;
+    if (n <= 0)
+        return;
+    text[n] = 0;
+    if (sscanf(text, "0\n%" SCNd64 " %" SCNd64 "\n%n", &end, &horizon, &used) != 2 ||
+        used != n || end < 0 || end > log->log_end || horizon < -1)
+        return;
+    if (end > log->clean_end)
+        log->clean_end = end;
+    log->delete_horizon = horizon;
+}
+
+void seg_clean_truncated(seg_log *log, int64_t end)
+{
+    if (log->clean_end <= end)
+        return;
+    log->clean_end = end;                       /* K3 */
+    if (log->clean_saved) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/" CKPT_NAME, log->dir);
+        unlink(path);
+        log->clean_saved = false;
+    }
 }
 
 /* ---- plan (owner) ----------------------------------------------------------- */
@@ -824,6 +905,9 @@ int seg_clean_run(seg_clean_job *j, const atomic_bool *cancel)
     }
     if (!j->crashed)
         seg_remove_dir(staging);
+    if (rc == 0 && !j->crashed && j->ng > 0)
+        save_checkpoint(j->dir, j->map_end > j->dirty_from ? j->map_end : j->dirty_from,
+                        j->st.delete_horizon_ms);               /* K1 */
 out:
     free(m.t);
     j->st.elapsed_us = mono_us() - j->t0_us;
@@ -872,8 +956,10 @@ int seg_clean_finish(seg_log *log, seg_clean_job *j, seg_clean_stats *st)
     }
     if (rc == 0 && j->map_end > log->clean_end)
         log->clean_end = j->map_end;
-    if (rc == 0 && !j->crashed && j->ng > 0)
+    if (rc == 0 && !j->crashed && j->ng > 0) {
         log->delete_horizon = j->st.delete_horizon_ms;      /* T3 */
+        log->clean_saved = true;                            /* K1 */
+    }
     log->max_ts = -1;
     for (int i = 0; i < log->n; i++)
         if (log->segs[i]->max_ts > log->max_ts)

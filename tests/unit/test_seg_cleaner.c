@@ -386,6 +386,67 @@ START_TEST(test_expired_tombstones_go_without_new_writes)
 }
 END_TEST
 
+static void forget_checkpoint(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", g_dir);
+    ck_assert_int_eq(unlink(path), 0);
+}
+
+static bool have_checkpoint(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", g_dir);
+    return access(path, F_OK) == 0;
+}
+
+START_TEST(test_clean_end_survives_restart)
+{
+    seg_log *log = open_log(2048);
+    int seq = 0;
+    for (int i = 0; i < 40; i++)
+        append_keys(log, 10, 7, &seq, 1000, KP_CODEC_NONE, false);
+    seg_clean_policy p = policy();
+    ck_assert(!have_checkpoint());
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    ck_assert(have_checkpoint());
+    seg_close(log);
+    /* A restart does not make the cleaned part dirty again... */
+    log = open_log(2048);
+    ck_assert_int_eq(clean_once(log, &p, NULL), 0);
+    /* ...and new writes past it are what the next run reads. */
+    dirty_more(log, 30);
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_gt(st.clean_from, 0);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_truncation_below_clean_end_forgets_checkpoint)
+{
+    seg_log *log = open_log(2048);
+    int seq = 0;
+    for (int i = 0; i < 40; i++)
+        append_keys(log, 10, 7, &seq, 1000, KP_CODEC_NONE, false);
+    seg_clean_policy p = policy();
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_gt(st.clean_to, 20);
+    /* A follower truncating into the cleaned part: what it appends next
+     * must be cleaned, after a restart too. */
+    ck_assert_int_eq(seg_truncate(log, 20), 0);
+    ck_assert(!have_checkpoint());
+    for (int i = 0; i < 40; i++)
+        append_keys(log, 10, 7, &seq, 1000, KP_CODEC_NONE, false);
+    seg_close(log);
+    log = open_log(2048);
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_eq(st.clean_from, 0);
+    seg_close(log);
+}
+END_TEST
+
 START_TEST(test_delete_horizon_survives_reopen_and_recompression)
 {
     int codecs[] = { KP_CODEC_NONE, KP_CODEC_LZ4, KP_CODEC_ZSTD };
@@ -399,10 +460,17 @@ START_TEST(test_delete_horizon_survives_reopen_and_recompression)
         int64_t t0 = p.now_ms;
         ck_assert_int_eq(clean_once(log, &p, NULL), 1);
         seg_close(log);
-        /* After a restart every segment is dirty again: a pass just
-         * before the horizon keeps the tombstones and their stamp. */
+        /* The checkpoint brings back clean_end and the horizon: nothing
+         * is due until the horizon passes. */
         log = open_log(2048);
         p.now_ms = t0 + 4999;
+        ck_assert_int_eq(clean_once(log, &p, NULL), 0);
+        seg_close(log);
+        /* Without it (lost, or a log from before checkpoints) every
+         * segment is dirty again: a pass just before the horizon keeps
+         * the tombstones and their stamp. */
+        forget_checkpoint();
+        log = open_log(2048);
         seg_clean_stats st;
         ck_assert_int_eq(clean_once(log, &p, &st), 1);
         ck_assert_int_eq(st.delete_horizon_ms, t0 + 5000);
@@ -697,6 +765,8 @@ int main(void)
     tcase_add_test(tc, test_tombstone_age_counts_from_first_compaction_not_its_timestamp);
     tcase_add_test(tc, test_expired_tombstones_go_without_new_writes);
     tcase_add_test(tc, test_delete_horizon_survives_reopen_and_recompression);
+    tcase_add_test(tc, test_clean_end_survives_restart);
+    tcase_add_test(tc, test_truncation_below_clean_end_forgets_checkpoint);
     tcase_add_test(tc, test_future_timestamp_does_not_hold_back_compaction);
     tcase_add_test(tc, test_compressed_batches_recompressed_with_their_codec);
     tcase_add_test(tc, test_crash_after_each_commit_step_leaves_valid_log);
