@@ -400,12 +400,20 @@ static bool have_checkpoint(void)
     return access(path, F_OK) == 0;
 }
 
-START_TEST(test_clean_end_survives_restart)
+/* 400 records over 7 keys in 2 KiB segments; seq for more of them. */
+static seg_log *seven_keys_log(int *seq)
 {
     seg_log *log = open_log(2048);
-    int seq = 0;
+    *seq = 0;
     for (int i = 0; i < 40; i++)
-        append_keys(log, 10, 7, &seq, 1000, KP_CODEC_NONE, false);
+        append_keys(log, 10, 7, seq, 1000, KP_CODEC_NONE, false);
+    return log;
+}
+
+START_TEST(test_clean_end_survives_restart)
+{
+    int seq;
+    seg_log *log = seven_keys_log(&seq);
     seg_clean_policy p = policy();
     ck_assert(!have_checkpoint());
     ck_assert_int_eq(clean_once(log, &p, NULL), 1);
@@ -425,10 +433,8 @@ END_TEST
 
 START_TEST(test_truncation_below_clean_end_forgets_checkpoint)
 {
-    seg_log *log = open_log(2048);
-    int seq = 0;
-    for (int i = 0; i < 40; i++)
-        append_keys(log, 10, 7, &seq, 1000, KP_CODEC_NONE, false);
+    int seq;
+    seg_log *log = seven_keys_log(&seq);
     seg_clean_policy p = policy();
     seg_clean_stats st;
     ck_assert_int_eq(clean_once(log, &p, &st), 1);
