@@ -62,8 +62,9 @@
  *       offset whose segments are not already the cleaned ones; a crash
  *       before it leaves the older, lower one (more work, never less).
  *       Without it a restart made the whole log dirty and re-cleaned it.
- *   K2. seg_open takes it if it parses and clean_end <= log end (else
- *       everything is dirty and the horizon is relearnt, as before).
+ *   K2. seg_open takes it if it parses and clean_end <= log end; else it
+ *       unlinks it (a later, longer log must not make it valid again),
+ *       and everything is dirty and the horizon relearnt, as before.
  *   K3. A truncation below clean_end (a follower's) lowers clean_end and
  *       unlinks the file on the owner (one small unlink, rare): data
  *       appended after it would otherwise pass for cleaned after a
@@ -194,17 +195,18 @@ void seg_clean_load_checkpoint(seg_log *log)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
-    log->clean_saved = true;
     ssize_t n = read(fd, text, sizeof text - 1);
     close(fd);
     int64_t end, horizon;
     int used = 0;
-    if (n <= 0)
+    text[n > 0 ? n : 0] = 0;
+    if (n <= 0 ||
+        sscanf(text, "0\n%" SCNd64 " %" SCNd64 "\n%n", &end, &horizon, &used) != 2 ||
+        used != n || end < 0 || end > log->log_end || horizon < -1) {
+        unlink(path);
         return;
-    text[n] = 0;
-    if (sscanf(text, "0\n%" SCNd64 " %" SCNd64 "\n%n", &end, &horizon, &used) != 2 ||
-        used != n || end < 0 || end > log->log_end || horizon < -1)
-        return;
+    }
+    log->clean_saved = true;
     if (end > log->clean_end)
         log->clean_end = end;
     log->delete_horizon = horizon;

@@ -453,6 +453,27 @@ START_TEST(test_truncation_below_clean_end_forgets_checkpoint)
 }
 END_TEST
 
+START_TEST(test_checkpoint_past_the_log_end_is_dropped)
+{
+    int seq;
+    seg_log *log = seven_keys_log(&seq);
+    seg_clean_policy p = policy();
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    seg_close(log);
+    char path[128];
+    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", g_dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "0\n100000 -1\n");
+    fclose(f);
+    log = open_log(2048);
+    ck_assert(!have_checkpoint());
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);      /* all dirty */
+    ck_assert_int_eq(st.clean_from, 0);
+    seg_close(log);
+}
+END_TEST
+
 START_TEST(test_delete_horizon_survives_reopen_and_recompression)
 {
     int codecs[] = { KP_CODEC_NONE, KP_CODEC_LZ4, KP_CODEC_ZSTD };
@@ -773,6 +794,7 @@ int main(void)
     tcase_add_test(tc, test_delete_horizon_survives_reopen_and_recompression);
     tcase_add_test(tc, test_clean_end_survives_restart);
     tcase_add_test(tc, test_truncation_below_clean_end_forgets_checkpoint);
+    tcase_add_test(tc, test_checkpoint_past_the_log_end_is_dropped);
     tcase_add_test(tc, test_future_timestamp_does_not_hold_back_compaction);
     tcase_add_test(tc, test_compressed_batches_recompressed_with_their_codec);
     tcase_add_test(tc, test_crash_after_each_commit_step_leaves_valid_log);
