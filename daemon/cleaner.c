@@ -77,7 +77,7 @@ static void unlink_from(clean_work **list, clean_work *w)
         }
 }
 
-/* N: the calling worker gives way to everything else on the machine.
+/* 4: the calling worker gives way to everything else on the machine.
  * CPU: SCHED_IDLE (Linux: per thread), so the loop and the clients take
  * any CPU they want the moment they want it, and a CPU running only the
  * cleaner counts as idle when the kernel places a waking loop thread; a
