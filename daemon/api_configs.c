@@ -157,7 +157,8 @@ static void describe_topic(bk_broker *b, struct dc_out *d, const md_kv *over,
 }
 
 /* Broker keys this daemon reads (daemon/config.c), rendered as text. */
-enum bk_kind { BV_I16, BV_I32, BV_I64, BV_BOOL, BV_STR, BV_LISTENERS, BV_ADVERTISED };
+enum bk_kind { BV_I16, BV_I32, BV_I64, BV_DOUBLE, BV_BOOL, BV_STR, BV_LISTENERS,
+               BV_ADVERTISED };
 struct bkey { const char *name; enum bk_kind kind; size_t off; };
 #define F(field) offsetof(bk_config, field)
 static const struct bkey bkeys[] = {
@@ -177,6 +178,12 @@ static const struct bkey bkeys[] = {
     { "max.connections.per.ip", BV_I32, F(max_connections_per_ip) },
     { "connections.max.idle.ms", BV_I64, F(connections_max_idle_ms) },
     { "log.retention.check.interval.ms", BV_I64, F(log_retention_check_interval_ms) },
+    { "log.cleaner.enable", BV_BOOL, F(log_cleaner_enable) },
+    { "log.cleaner.threads", BV_I32, F(log_cleaner_threads) },
+    { "log.cleaner.dedupe.buffer.size", BV_I64, F(log_cleaner_dedupe_buffer_size) },
+    { "log.cleaner.io.max.bytes.per.second", BV_DOUBLE,
+      F(log_cleaner_io_max_bytes_per_second) },
+    { "log.cleaner.backoff.ms", BV_I64, F(log_cleaner_backoff_ms) },
     { "log.flush.scheduler.interval.ms", BV_I64, F(log_flush_scheduler_interval_ms) },
     { "log.flush.offset.checkpoint.interval.ms", BV_I64,
       F(log_flush_offset_checkpoint_interval_ms) },
@@ -199,6 +206,23 @@ static const char *render(const bk_config *c, const struct bkey *k, char *buf,
     case BV_I64:
         snprintf(buf, cap, "%lld", (long long)*(const int64_t *)(const void *)field);
         return buf;
+    case BV_DOUBLE: {
+        /* A whole number as one ("50000000", as an operator writes a
+         * byte rate), else the shortest text that reads back as the same
+         * double (Kafka's unlimited default: 1.7976931348623157e+308). */
+        double v = *(const double *)(const void *)field;
+        if (v > -9007199254740992.0 && v < 9007199254740992.0 &&
+            v == (double)(int64_t)v) {                  /* |v| < 2^53 first */
+            snprintf(buf, cap, "%lld", (long long)v);
+            return buf;
+        }
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf, cap, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v)
+                break;
+        }
+        return buf;
+    }
     case BV_BOOL:
         return *(const bool *)(const void *)field ? "true" : "false";
     case BV_STR:

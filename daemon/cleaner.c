@@ -25,15 +25,24 @@
  *   2. Workers touch only the job (seg.h allows seg_clean_run anywhere).
  *   3. The dedupe buffer is log.cleaner.dedupe.buffer.size split between
  *      the threads, as Kafka does.
+ *   4. Workers run at the lowest CPU and I/O priority (lowest_priority):
+ *      producers come first (issue 7: a compaction may cost them < 10 %
+ *      of their throughput).  segments/cleaner.c keeps the page cache out
+ *      of their way (N1-N3 there); log.cleaner.io.max.bytes.per.second
+ *      (unlimited by default, as in Kafka) caps the rate on top.
  */
 #include "daemon/broker.h"
 
 #include <errno.h>
+#include <linux/ioprio.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -68,9 +77,33 @@ static void unlink_from(clean_work **list, clean_work *w)
         }
 }
 
+/* 4: the calling worker gives way to everything else on the machine.
+ * CPU: SCHED_IDLE (Linux: per thread), so the loop and the clients take
+ * any CPU they want the moment they want it, and a CPU running only the
+ * cleaner counts as idle when the kernel places a waking loop thread; a
+ * kernel without it gets nice 19.  The loop never waits for a worker
+ * except in bk_cleaner_forget, which only waits for the next batch
+ * boundary; SCHED_IDLE still gets a few slices per second however busy
+ * the machine is.
+ * I/O: best effort at the lowest level (7), not the idle class: under
+ * ext4's data=ordered a journal commit, which a producer's flush waits
+ * for, can wait on the cleaner's data blocks, and an idle-class request
+ * may wait for the disk to go quiet (the broker's own writes) first. */
+static void lowest_priority(void)
+{
+    struct sched_param sp = { 0 };
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    /* No glibc wrapper; who = 0 is the calling thread. */
+    syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0,
+            IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 7));
+}
+
 static void *cleaner_main(void *arg)
 {
     bk_cleaner *c = arg;
+    pthread_setname_np(pthread_self(), "sluice-cleaner");  /* top, /proc */
+    lowest_priority();
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->pending && !c->stop)

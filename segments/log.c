@@ -525,8 +525,7 @@ int seg_open(const seg_open_opts *opts, seg_log **out)
     for (int i = 0; i < log->n; i++)
         if (log->segs[i]->max_ts > log->max_ts)
             log->max_ts = log->segs[i]->max_ts;
-    log->clean_end = log->log_start;    /* not persisted: all dirty again */
-    log->delete_horizon = -1;           /* relearnt by that first pass */
+    seg_clean_load_checkpoint(log);     /* clean_end, delete_horizon */
     *out = log;
     return 0;
 }

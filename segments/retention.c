@@ -25,6 +25,7 @@
 
 static void after_shrink(seg_log *log, int64_t end)
 {
+    seg_clean_truncated(log, end);
     pthread_mutex_lock(&log->mu);
     log->log_end = end;
     log->trunc_gen++;

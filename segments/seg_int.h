@@ -193,6 +193,8 @@ struct seg_log {
     int64_t         delete_horizon;  /* latest delete horizon of a tombstone
                                         kept by the last compaction (-1:
                                         none, or not known since open) */
+    bool            clean_saved;     /* a cleaner-offset-checkpoint file
+                                        may exist (cleaner.c, K1-K3) */
     atomic_int      last_errno;
     pthread_mutex_t mu;
 };
@@ -211,6 +213,10 @@ struct seg_dead {
 /* Puts s (already out of segs[]) on log->dead; renamed: its files are
  * *.deleted already, else seg_dead_unlink renames them first. */
 void seg_log_bury(seg_log *log, seg_segment *s, bool renamed);
+/* Compaction checkpoint (cleaner.c): seg_open learns clean_end and
+ * delete_horizon from it; a truncation below clean_end forgets it. */
+void seg_clean_load_checkpoint(seg_log *log);
+void seg_clean_truncated(seg_log *log, int64_t end);
 /* Removes segs[i] and deletes its files (deferred: buries it); adds its
  * size to *freed.  rename_now: rename *.deleted here even when deferred
  * (truncation: a new segment may take the same base name at once). */

@@ -8,9 +8,10 @@ import time
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_CREATE_TIME, TopicPartition
+from confluent_kafka.admin import ConfigResource, ConfigSource
 
 from retention_support import fast_broker, metric, wait_for, watermarks
-from support import (ck_consumer, ck_producer, consume, create_topic, kp_consume,
+from support import (ck_admin, ck_consumer, ck_producer, consume, create_topic, kp_consume,
                      produce_ok, topic_name)
 
 KEYS, VERSIONS = 40, 15
@@ -133,3 +134,49 @@ def test_compact_delete_does_both(start_broker):
     wait_for("bytes within retention", lambda: b.log_bytes(t) <= 6000 + 4096, timeout=20)
     got = consume(b, t, [0], 1, timeout=20, settle=1.0)
     assert got[-1].offset() == KEYS * VERSIONS + 59
+
+
+def test_restart_does_not_compact_the_cleaned_part_again(start_broker):
+    b = fast_broker(start_broker)
+    t = topic_name("ckpt")
+    create_topic(b, t, 1, BASE)
+    newest, offsets = write_versions(b, t)
+    roll_active(b, t)
+    wait_for("a compaction", lambda: (metric(b, "sluice_log_cleaner_runs_total", t) or 0) >= 1,
+             timeout=20)
+    time.sleep(1.0)                  # later ticks find nothing dirty
+    b.restart()
+    # cleaner-offset-checkpoint: nothing is dirty after the restart, so
+    # ticks every 200 ms find nothing to do (it used to re-clean it all).
+    time.sleep(2.0)
+    assert (metric(b, "sluice_log_cleaner_runs_total", t) or 0) == 0
+    check_compacted(consume(b, t, [0], 1, timeout=20, settle=1.0), newest, offsets)
+    # New versions past it are cleaned as before.
+    newest, offsets2 = write_versions(b, t, tag=b"w")
+    offsets.update(offsets2)
+    roll_active(b, t)
+    wait_for("a compaction", lambda: (metric(b, "sluice_log_cleaner_runs_total", t) or 0) >= 1,
+             timeout=20)
+    check_compacted(consume(b, t, [0], 1, timeout=20, settle=1.5), newest, offsets)
+
+
+def test_broker_describe_configs_shows_log_cleaner_keys(start_broker):
+    b = start_broker({"log.cleaner.threads": "2",
+                      "log.cleaner.io.max.bytes.per.second": "50000000"})
+    res = ConfigResource(ConfigResource.Type.BROKER, str(b.broker_id))
+    cfg = ck_admin(b).describe_configs([res], request_timeout=10)[res].result(timeout=10)
+
+    def entry(name):
+        assert name in cfg, "DescribeConfigs lacks %s" % name
+        e = cfg[name]
+        return e.value, ConfigSource(e.source) if not isinstance(e.source, ConfigSource) \
+            else e.source
+    assert entry("log.cleaner.threads") == ("2", ConfigSource.STATIC_BROKER_CONFIG)
+    assert entry("log.cleaner.io.max.bytes.per.second") == \
+        ("50000000", ConfigSource.STATIC_BROKER_CONFIG)
+    # Kafka's defaults, marked as such
+    for name, value in (("log.cleaner.enable", "true"),
+                        ("log.cleaner.dedupe.buffer.size", "134217728"),
+                        ("log.cleaner.backoff.ms", "15000"),
+                        ("log.cleaner.min.cleanable.ratio", "0.5")):
+        assert entry(name) == (value, ConfigSource.DEFAULT_CONFIG), name

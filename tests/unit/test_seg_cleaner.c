@@ -386,6 +386,94 @@ START_TEST(test_expired_tombstones_go_without_new_writes)
 }
 END_TEST
 
+static void forget_checkpoint(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", g_dir);
+    ck_assert_int_eq(unlink(path), 0);
+}
+
+static bool have_checkpoint(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", g_dir);
+    return access(path, F_OK) == 0;
+}
+
+/* 400 records over 7 keys in 2 KiB segments; seq for more of them. */
+static seg_log *seven_keys_log(int *seq)
+{
+    seg_log *log = open_log(2048);
+    *seq = 0;
+    for (int i = 0; i < 40; i++)
+        append_keys(log, 10, 7, seq, 1000, KP_CODEC_NONE, false);
+    return log;
+}
+
+START_TEST(test_clean_end_survives_restart)
+{
+    int seq;
+    seg_log *log = seven_keys_log(&seq);
+    seg_clean_policy p = policy();
+    ck_assert(!have_checkpoint());
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    ck_assert(have_checkpoint());
+    seg_close(log);
+    /* A restart does not make the cleaned part dirty again... */
+    log = open_log(2048);
+    ck_assert_int_eq(clean_once(log, &p, NULL), 0);
+    /* ...and new writes past it are what the next run reads. */
+    dirty_more(log, 30);
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_gt(st.clean_from, 0);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_truncation_below_clean_end_forgets_checkpoint)
+{
+    int seq;
+    seg_log *log = seven_keys_log(&seq);
+    seg_clean_policy p = policy();
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_gt(st.clean_to, 20);
+    /* A follower truncating into the cleaned part: what it appends next
+     * must be cleaned, after a restart too. */
+    ck_assert_int_eq(seg_truncate(log, 20), 0);
+    ck_assert(!have_checkpoint());
+    for (int i = 0; i < 40; i++)
+        append_keys(log, 10, 7, &seq, 1000, KP_CODEC_NONE, false);
+    seg_close(log);
+    log = open_log(2048);
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_eq(st.clean_from, 0);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_checkpoint_past_the_log_end_is_dropped)
+{
+    int seq;
+    seg_log *log = seven_keys_log(&seq);
+    seg_clean_policy p = policy();
+    ck_assert_int_eq(clean_once(log, &p, NULL), 1);
+    seg_close(log);
+    char path[128];
+    snprintf(path, sizeof path, "%s/cleaner-offset-checkpoint", g_dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "0\n100000 -1\n");
+    fclose(f);
+    log = open_log(2048);
+    ck_assert(!have_checkpoint());
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);      /* all dirty */
+    ck_assert_int_eq(st.clean_from, 0);
+    seg_close(log);
+}
+END_TEST
+
 START_TEST(test_delete_horizon_survives_reopen_and_recompression)
 {
     int codecs[] = { KP_CODEC_NONE, KP_CODEC_LZ4, KP_CODEC_ZSTD };
@@ -399,10 +487,17 @@ START_TEST(test_delete_horizon_survives_reopen_and_recompression)
         int64_t t0 = p.now_ms;
         ck_assert_int_eq(clean_once(log, &p, NULL), 1);
         seg_close(log);
-        /* After a restart every segment is dirty again: a pass just
-         * before the horizon keeps the tombstones and their stamp. */
+        /* The checkpoint brings back clean_end and the horizon: nothing
+         * is due until the horizon passes. */
         log = open_log(2048);
         p.now_ms = t0 + 4999;
+        ck_assert_int_eq(clean_once(log, &p, NULL), 0);
+        seg_close(log);
+        /* Without it (lost, or a log from before checkpoints) every
+         * segment is dirty again: a pass just before the horizon keeps
+         * the tombstones and their stamp. */
+        forget_checkpoint();
+        log = open_log(2048);
         seg_clean_stats st;
         ck_assert_int_eq(clean_once(log, &p, &st), 1);
         ck_assert_int_eq(st.delete_horizon_ms, t0 + 5000);
@@ -568,6 +663,48 @@ START_TEST(test_small_dedupe_buffer_cleans_a_prefix)
 }
 END_TEST
 
+/* `versions` rounds over `keys` keys in closed segments, then one batch in
+ * the active one; cleaned with a `buffer` byte dedupe buffer. */
+static void clean_many_keys(int keys, int versions, size_t buffer,
+                            seg_clean_stats *st)
+{
+    seg_log *log = open_log(1 << 20);
+    int seq = 0;
+    for (int i = 0; i < keys * versions / 100; i++)
+        append_keys(log, 100, keys, &seq, 1000, KP_CODEC_NONE, false);
+    seg_roll(log, 2000);
+    append_keys(log, 10, keys, &seq, 2000, KP_CODEC_NONE, false);
+    seg_clean_policy p = policy();
+    p.dedupe_buffer_bytes = buffer;
+    ck_assert_int_eq(clean_once(log, &p, st), 1);
+    seg_close(log);
+}
+
+START_TEST(test_offset_map_grows_to_the_keys_it_meets)
+{
+    /* 100,000 keys need the map to double twice past its first size
+     * (65,536 slots, grown at half full); a 4 MiB buffer allows 262,144. */
+    seg_clean_stats st;
+    clean_many_keys(100000, 2, 4 << 20, &st);
+    ck_assert(!st.partial);
+    ck_assert_int_eq(st.records_in, 200000);
+    ck_assert_int_eq(st.records_out, 100000);
+}
+END_TEST
+
+START_TEST(test_offset_map_full_after_growing_cleans_a_prefix)
+{
+    /* 2 MiB holds 131,072 slots, filled to 0.8 (104,857 keys) once grown
+     * to it: 150,000 distinct keys do not fit, the map ends at the batch
+     * that would overflow it. */
+    seg_clean_stats st;
+    clean_many_keys(150000, 2, 2 << 20, &st);
+    ck_assert(st.partial);
+    ck_assert_int_gt(st.clean_to, 104857 - 100);
+    ck_assert_int_le(st.clean_to, 104857);
+}
+END_TEST
+
 START_TEST(test_deferred_delete_keeps_files_until_unlinked)
 {
     seg_log *log = open_log(2048);
@@ -655,10 +792,15 @@ int main(void)
     tcase_add_test(tc, test_tombstone_age_counts_from_first_compaction_not_its_timestamp);
     tcase_add_test(tc, test_expired_tombstones_go_without_new_writes);
     tcase_add_test(tc, test_delete_horizon_survives_reopen_and_recompression);
+    tcase_add_test(tc, test_clean_end_survives_restart);
+    tcase_add_test(tc, test_truncation_below_clean_end_forgets_checkpoint);
+    tcase_add_test(tc, test_checkpoint_past_the_log_end_is_dropped);
     tcase_add_test(tc, test_future_timestamp_does_not_hold_back_compaction);
     tcase_add_test(tc, test_compressed_batches_recompressed_with_their_codec);
     tcase_add_test(tc, test_crash_after_each_commit_step_leaves_valid_log);
     tcase_add_test(tc, test_small_dedupe_buffer_cleans_a_prefix);
+    tcase_add_test(tc, test_offset_map_grows_to_the_keys_it_meets);
+    tcase_add_test(tc, test_offset_map_full_after_growing_cleans_a_prefix);
     tcase_add_test(tc, test_deferred_delete_keeps_files_until_unlinked);
     tcase_add_test(tc, test_retention_waits_for_segments_under_cleaning);
     tcase_add_test(tc, test_cancelled_run_swaps_nothing);
