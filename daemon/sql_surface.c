@@ -117,14 +117,20 @@ static const char surface_sql[] =
     "       commit_time_ms AS committed_at, leader_epoch\n"
     "  FROM main.committed_offsets;\n"
 
+    /* Partitions outside, offsets inside (CROSS JOIN fixes the order): the
+     * live numbers are looked up once per partition, not once per committed
+     * offset, and the offsets of a partition are one run of the covering
+     * index committed_offsets_topic_offset (migration 0003) — or, with a
+     * group_id = ? filter, one primary-key search per partition. */
     "CREATE TEMP VIEW consumer_lag AS\n"
     "SELECT o.group_id, o.topic, o.partition, o.offset AS committed,\n"
     "       coalesce(l.high_watermark, p.high_watermark) AS log_end_offset,\n"
     "       max(coalesce(l.high_watermark, p.high_watermark) - o.offset, 0) AS lag\n"
-    "  FROM main.committed_offsets o\n"
-    "  JOIN main.partitions p ON p.topic = o.topic AND p.partition = o.partition\n"
+    "  FROM main.partitions p\n"
     "  LEFT JOIN sluice_partition_state l\n"
-    "    ON l.topic = o.topic AND l.partition = o.partition;\n"
+    "    ON l.topic = p.topic AND l.partition = p.partition\n"
+    "  CROSS JOIN main.committed_offsets o\n"
+    "    ON o.topic = p.topic AND o.partition = p.partition;\n"
 
     /* Writes: one internal function call per row. */
     "CREATE TEMP TRIGGER topics_insert INSTEAD OF INSERT ON topics BEGIN\n"
