@@ -65,14 +65,39 @@ static bool valid_utf8(const uint8_t *p, size_t n)
     return true;
 }
 
-/* The text of a value as it is shown: *hex set for a binary blob. */
-static const char *value_text(sqlite3_stmt *st, int i, size_t *len, bool *hex)
+/* Decimal text of v into num (at least 21 bytes, not NUL-terminated); the
+ * length.  What sqlite3_column_text would give for an INTEGER, without
+ * SQLite converting the value in place (a printf and an allocation per
+ * cell: most of the cost of a wide integer result). */
+static size_t i64_text(char *num, int64_t v)
+{
+    char tmp[20];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0, len = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        num[len++] = '-';
+    while (n)
+        num[len++] = tmp[--n];
+    return len;
+}
+
+/* The text of a value as it is shown: *hex set for a binary blob.  num is
+ * scratch space for an INTEGER's digits (the result may point into it). */
+static const char *value_text(sqlite3_stmt *st, int i, size_t *len, bool *hex, char *num)
 {
     *hex = false;
     int t = sqlite3_column_type(st, i);
     if (t == SQLITE_NULL) {
         *len = 0;
         return NULL;
+    }
+    if (t == SQLITE_INTEGER) {
+        *len = i64_text(num, sqlite3_column_int64(st, i));
+        return num;
     }
     if (t == SQLITE_BLOB) {
         const uint8_t *p = sqlite3_column_blob(st, i);
@@ -107,7 +132,8 @@ static void put_plain(kp_buf *o, sqlite3_stmt *st, int i, const char *null_as)
         return;
     size_t n;
     bool hex;
-    const char *s = value_text(st, i, &n, &hex);
+    char num[24];
+    const char *s = value_text(st, i, &n, &hex, num);
     if (!s)
         kp_wr_raw(o, null_as, strlen(null_as));
     else if (hex)
@@ -147,7 +173,8 @@ static void put_json_value(kp_buf *o, sqlite3_stmt *st, int i)
     if (t == SQLITE_NULL) {
         kp_wr_raw(o, "null", 4);
     } else if (t == SQLITE_INTEGER) {
-        sq_printf(o, "%lld", (long long)sqlite3_column_int64(st, i));
+        char num[24];
+        kp_wr_raw(o, num, i64_text(num, sqlite3_column_int64(st, i)));
     } else if (t == SQLITE_FLOAT) {
         double d = sqlite3_column_double(st, i);
         if (d != d || d - d != 0)                       /* NaN, inf: not JSON */
@@ -157,7 +184,8 @@ static void put_json_value(kp_buf *o, sqlite3_stmt *st, int i)
     } else {
         size_t n;
         bool hex;
-        const char *s = value_text(st, i, &n, &hex);
+        char num[24];
+        const char *s = value_text(st, i, &n, &hex, num);
         if (hex) {
             kp_buf tmp;
             kp_buf_init(&tmp);
@@ -195,7 +223,8 @@ static void put_csv_value(kp_buf *o, sqlite3_stmt *st, int i)
         return;
     size_t n;
     bool hex;
-    const char *s = value_text(st, i, &n, &hex);
+    char num[24];
+    const char *s = value_text(st, i, &n, &hex, num);
     if (!s)
         return;
     if (hex) {
