@@ -532,9 +532,9 @@ static const uint8_t *window(msg_cur *cur, int64_t from, size_t need, size_t atl
     return w->data;
 }
 
-/* The next record of a streamed batch: 1, 0 at its end, < 0 when it is
- * unreadable (the rest of the batch is skipped, as a whole batch that does
- * not decode is). */
+/* The next record of a streamed batch: 1, 0 at its end, KP_E_NOMEM, or
+ * another KP_E_* when it is unreadable (the rest of the batch is skipped,
+ * as a whole batch that does not decode is). */
 static int stream_next(msg_cur *cur, kp_record *rec)
 {
     while (cur->left > 0 && cur->rpos < cur->rend) {
@@ -546,7 +546,7 @@ static int stream_next(msg_cur *cur, kp_record *rec)
         size_t avail = (size_t)(cur->rend - cur->rpos), vn = avail < 21 ? avail : 21;
         const uint8_t *p = window(cur, cur->rpos, vn, STREAM_CHUNK);
         if (!p)
-            return KP_E_TRUNCATED;
+            return cur->batch.err ? KP_E_NOMEM : KP_E_TRUNCATED;
         kp_rd rd;
         kp_rd_init(&rd, p, vn < 5 ? vn : 5);
         int32_t len = kp_rd_varint(&rd);
@@ -566,7 +566,7 @@ static int stream_next(msg_cur *cur, kp_record *rec)
             }
         }
         if (!(p = window(cur, cur->rpos, total, STREAM_CHUNK)))
-            return KP_E_TRUNCATED;
+            return cur->batch.err ? KP_E_NOMEM : KP_E_TRUNCATED;
         kp_rd_init(&rd, p, total);
         int rc = kp_rec_read(&rd, &cur->hdr, rec);
         if (rc != 1)
@@ -589,6 +589,8 @@ static int advance(msg_cur *cur)
         if (cur->in_batch) {
             int r = cur->streaming ? stream_next(cur, &cur->rec)
                                    : kp_rec_iter_next(&cur->it, &cur->rec);
+            if (r == KP_E_NOMEM)
+                return SQLITE_NOMEM;
             if (r == 1) {
                 if (cur->rec.Offset < cur->lo)
                     continue;
