@@ -508,12 +508,17 @@ static bool bench_throughput(int fd, double secs, long rows)
     printf("   without lag query  %8.1f MB/s  (%.0f req/s)\n", quiet, (double)n[0] / t[0]);
     printf("   lag query / 100 ms %8.1f MB/s  (%.0f req/s; %d queries, median %.1f ms, "
            "max %.1f ms)\n", busy, (double)n[1] / t[1], lp->n, qmed, qmax);
-    printf("   drop   %8.2f %%    target < %.0f %%    %s\n", drop, TPUT_TARGET_DROP,
-           verdict(drop < TPUT_TARGET_DROP));
+    /* A query slower than 100 ms delays the next: the load is then less
+     * than the target says, and the drop proves nothing. */
+    int want = (int)(t[1] * 10 + 0.5);
+    bool kept_up = lp->n * 10 >= want * 9;
+    bool ok = drop < TPUT_TARGET_DROP && kept_up;
+    printf("   drop   %8.2f %%    target < %.0f %%, with the query every 100 ms (ran %d of %d)"
+           "    %s\n", drop, TPUT_TARGET_DROP, lp->n, want, verdict(ok));
     free(lp);
     kp_buf_free(&batch);
     kp_buf_free(&q);
-    return drop < TPUT_TARGET_DROP;
+    return ok;
 }
 
 /* ---- 3. messages at an offset in a big partition ------------------------------- */
