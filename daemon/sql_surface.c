@@ -124,7 +124,7 @@ static const char surface_sql[] =
      * key of this WITHOUT ROWID table (SQLite's name for it; a query of the
      * view fails loudly if a migration ever renames it) — each joined to
      * its partition's high watermark by a point lookup in
-     * sluice_high_watermark (main.partitions with the live numbers, built
+     * sluice_partition_merged (main.partitions with the live numbers, built
      * once per statement; the lookups come in partition order, so each is
      * one comparison).  No B-tree search of main.partitions per offset, and
      * no index covering committed_offsets.offset, which every commit would
@@ -134,7 +134,7 @@ static const char surface_sql[] =
     "       h.high_watermark AS log_end_offset,\n"
     "       max(h.high_watermark - o.offset, 0) AS lag\n"
     "  FROM main.committed_offsets o INDEXED BY sqlite_autoindex_committed_offsets_1\n"
-    "  CROSS JOIN sluice_high_watermark h\n"
+    "  CROSS JOIN sluice_partition_merged h\n"
     "    ON h.topic = o.topic AND h.partition = o.partition;\n"
 
     /* Writes: one internal function call per row. */
@@ -571,7 +571,7 @@ static int install_refusals(sq_conn *c, char **msg)
     /* Connect the eponymous tables now, outside the authorizer. */
     return sqlite3_exec(c->db, "SELECT 1 FROM messages WHERE 0; "
                         "SELECT 1 FROM sluice_partition_state WHERE 0; "
-                        "SELECT 1 FROM sluice_high_watermark WHERE 0; "
+                        "SELECT 1 FROM sluice_partition_merged WHERE 0; "
                         "SELECT 1 FROM sluice_config_defs WHERE 0; "
                         "SELECT 1 FROM sluice_assignment(NULL)", NULL, NULL, msg);
 }

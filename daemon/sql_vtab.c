@@ -5,13 +5,14 @@
  *                            statement's snapshot (sq_conn_snap); lookups by
  *                            (topic, partition) are a binary search, so the
  *                            views can join it per row
- *   sluice_high_watermark    every row of main.partitions with its high
- *                            watermark: live if the snapshot has the
- *                            partition, else stored.  Built once per
- *                            statement (one scan of main.partitions), then
- *                            point lookups: consumer_lag's per-partition
- *                            facts for each committed offset without a
- *                            B-tree search of main.partitions per offset
+ *   sluice_partition_merged  the same columns for every row of
+ *                            main.partitions: the live numbers if the
+ *                            snapshot has the partition, else the stored
+ *                            ones.  Built once per statement (one scan of
+ *                            main.partitions), then point lookups:
+ *                            consumer_lag's high watermark for each
+ *                            committed offset without a B-tree search of
+ *                            main.partitions per offset
  *   sluice_config_defs       every topic config Sluice knows: Kafka's
  *                            default and the broker-level value if set
  *   sluice_assignment(blob)  a ConsumerProtocol assignment decoded to
@@ -352,22 +353,10 @@ static sqlite3_module ps_module = {
     .xEof = ps_eof, .xColumn = ps_column, .xRowid = ps_rowid,
 };
 
-/* ---- sluice_high_watermark ---------------------------------------------------------------
- * A ps_cur over its own snapshot: main.partitions overlaid with the live
- * high watermarks, owned by the cursor (one per statement). */
-/* topic and partition are columns PS_TOPIC and PS_PARTITION, as in
- * sluice_partition_state, whose xBestIndex and xFilter it shares. */
-enum { HW_HW = 2 };
-
-static int hw_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                      sqlite3_vtab **out, char **err)
-{
-    (void)argc; (void)argv; (void)err;
-    return vt_connect_decl(db, aux, out,
-        "CREATE TABLE x(topic TEXT, partition INTEGER, high_watermark INTEGER)");
-}
-
-static int hw_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out)
+/* ---- sluice_partition_merged ---------------------------------------------------------------
+ * sluice_partition_state over a snapshot of its own, owned by the cursor
+ * (one per statement): main.partitions overlaid with the live rows. */
+static int pm_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out)
 {
     sq_conn *c = ((vt *)v)->c;
     ps_cur *cur = sqlite3_malloc(sizeof *cur);
@@ -383,30 +372,20 @@ static int hw_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out)
     for (size_t i = 0; live && i < cur->snap->n; i++) {
         sq_live *l = &cur->snap->rows[i];
         const sq_live *x = sq_snap_find(live, l->topic, l->partition);
-        if (x)
-            l->high_watermark = x->high_watermark;
+        if (x) {
+            const char *topic = l->topic;            /* into our own pool */
+            *l = *x;
+            l->topic = topic;
+        }
     }
     *out = &cur->base;
     return SQLITE_OK;
 }
 
-static int hw_column(sqlite3_vtab_cursor *cc, sqlite3_context *ctx, int col)
-{
-    ps_cur *cur = (ps_cur *)cc;
-    const sq_live *l = &cur->snap->rows[cur->i];
-    switch (col) {
-    case PS_TOPIC: sqlite3_result_text(ctx, l->topic, -1, SQLITE_TRANSIENT); break;
-    case PS_PARTITION: sqlite3_result_int(ctx, l->partition); break;
-    case HW_HW: sqlite3_result_int64(ctx, l->high_watermark); break;
-    }
-    return SQLITE_OK;
-}
-
-/* Same constraints, lookups and walk as sluice_partition_state. */
-static sqlite3_module hw_module = {
-    .xConnect = hw_connect, .xBestIndex = ps_best_index, .xDisconnect = vt_disconnect,
-    .xOpen = hw_open, .xClose = ps_close, .xFilter = ps_filter, .xNext = ps_next,
-    .xEof = ps_eof, .xColumn = hw_column, .xRowid = ps_rowid,
+static sqlite3_module pm_module = {
+    .xConnect = ps_connect, .xBestIndex = ps_best_index, .xDisconnect = vt_disconnect,
+    .xOpen = pm_open, .xClose = ps_close, .xFilter = ps_filter, .xNext = ps_next,
+    .xEof = ps_eof, .xColumn = ps_column, .xRowid = ps_rowid,
 };
 
 /* ---- sluice_config_defs ---------------------------------------------------------------- */
@@ -633,7 +612,7 @@ static sqlite3_module as_module = {
 int sq_vtab_register(sq_conn *c)
 {
     if (sqlite3_create_module(c->db, "sluice_partition_state", &ps_module, c) ||
-        sqlite3_create_module(c->db, "sluice_high_watermark", &hw_module, c) ||
+        sqlite3_create_module(c->db, "sluice_partition_merged", &pm_module, c) ||
         sqlite3_create_module(c->db, "sluice_config_defs", &cd_module, c) ||
         sqlite3_create_module(c->db, "sluice_assignment", &as_module, c))
         return -1;
