@@ -17,15 +17,19 @@
  *      measures the query's CPU share as much as any interference.
  *   3. SELECT offset, key, value FROM messages WHERE topic='big' AND
  *      partition=P AND offset >= N LIMIT 10, N at 10, 50 and 90 % of the
- *      partition (mid-batch): bytes read from segment files (the broker's
+ *      partition (inside a batch), and N the tenth-last record of a batch
+ *      (the worst case): bytes read from segment files (the broker's
  *      sluice_sql_messages_bytes_read_total on GET /metrics), target
  *      < 1 MB, and latency.  (a) ~1 MB batches of 1,000 x 1 KiB records,
  *      the most max.message.bytes allows; (b) 16 KiB batches, the Java
  *      producer's default batch.size.  The issue says a 10 GB partition;
  *      the default here is 2 GiB (b: 1/8 of that) to stay in the time
  *      budget.  What the query reads is an index search (log2(entries)
- *      preads of 8 bytes) plus the batches holding the rows, which does not
- *      grow with the partition; pass a bigger size to check.  Run last so
+ *      preads of 8 bytes) plus, these batches being uncompressed, the
+ *      batch holding the first row from its start to the last row
+ *      returned, in 16 KiB reads (a compressed batch is read whole); none
+ *      of it grows with the partition; pass a bigger size to check.  So a
+ *      query near the end of a 1 MB batch reads about 1 MB.  Run last so
  *      the writeback of 2 GiB does not disturb the throughput comparison.
  *
  *   build-x/bench/sql_bench [big MiB, default 2048] [produce seconds each way, default 10]
@@ -504,12 +508,17 @@ static bool bench_throughput(int fd, double secs, long rows)
     printf("   without lag query  %8.1f MB/s  (%.0f req/s)\n", quiet, (double)n[0] / t[0]);
     printf("   lag query / 100 ms %8.1f MB/s  (%.0f req/s; %d queries, median %.1f ms, "
            "max %.1f ms)\n", busy, (double)n[1] / t[1], lp->n, qmed, qmax);
-    printf("   drop   %8.2f %%    target < %.0f %%    %s\n", drop, TPUT_TARGET_DROP,
-           verdict(drop < TPUT_TARGET_DROP));
+    /* A query slower than 100 ms delays the next: the load is then less
+     * than the target says, and the drop proves nothing. */
+    int want = (int)(t[1] * 10 + 0.5);
+    bool kept_up = lp->n * 10 >= want * 9;
+    bool ok = drop < TPUT_TARGET_DROP && kept_up;
+    printf("   drop   %8.2f %%    target < %.0f %%, with the query every 100 ms (ran %d of %d)"
+           "    %s\n", drop, TPUT_TARGET_DROP, lp->n, want, verdict(ok));
     free(lp);
     kp_buf_free(&batch);
     kp_buf_free(&q);
-    return drop < TPUT_TARGET_DROP;
+    return ok;
 }
 
 /* ---- 3. messages at an offset in a big partition ------------------------------- */
@@ -556,11 +565,17 @@ static bool bench_messages(int fd, int32_t part, long mib, int nrecs)
     kp_buf_init(&res.raw);
     kp_buf_init(&met.raw);
     bool ok = true;
-    static const double where[] = { 0.1, 0.5, 0.9 };
+    /* Inside a batch at 10, 50, 90 % of the partition, and the last ten
+     * records of a batch (the table reads a batch from its start). */
+    static const double where[] = { 0.1, 0.5, 0.9, -1 };
     for (size_t w = 0; w < sizeof where / sizeof where[0]; w++) {
-        /* Mid-batch: the table reads the whole batch holding the first row. */
-        int64_t n = (int64_t)((double)hw * where[w]) + nrecs / 2 + 3;
-        char sq[256];
+        int64_t n = where[w] < 0 ? (hw / 2 / nrecs) * nrecs + nrecs - 10
+                  : (int64_t)((double)hw * where[w]) + nrecs / 2 + 3;
+        char sq[256], label[32];
+        if (where[w] < 0)
+            snprintf(label, sizeof label, "batch end");
+        else
+            snprintf(label, sizeof label, "%2.0f %%", where[w] * 100);
         snprintf(sq, sizeof sq, "SELECT offset, key, value FROM messages WHERE topic='big' "
                  "AND partition=%d AND offset >= %lld LIMIT 10", part, (long long)n);
         long long b0 = messages_bytes_read(&met);
@@ -577,8 +592,8 @@ static bool bench_messages(int fd, int32_t part, long mib, int nrecs)
             lat[i] = sql(sq, &res) * 1e3;
         if (w == 0)
             printf("   %s\n", sq);
-        printf("   offset %-9lld (%2.0f %%): read %8lld B   target < %d B   %s"
-               "   latency first %.2f ms, median %.2f ms\n", (long long)n, where[w] * 100,
+        printf("   offset %-9lld (%-9s): read %8lld B   target < %d B   %s"
+               "   latency first %.2f ms, median %.2f ms\n", (long long)n, label,
                bytes, MSG_TARGET_BYTES, verdict(bytes < MSG_TARGET_BYTES), first,
                pct(lat, 20, 0.5));
         ok = ok && bytes < MSG_TARGET_BYTES;
@@ -666,7 +681,8 @@ int main(int argc, char **argv)
     ok &= bench_throughput(fd, secs, wide);
     create_topic(fd, "big", 2, NULL);
     printf("\n(The issue's 10 GB partition is scaled down to %ld MiB to fit the time budget: the\n"
-           " read is an index search plus the batch holding the first row, whatever the size.)\n",
+           " read is an index search plus the batch holding the first row up to the last row\n"
+           " returned, whatever the size.)\n",
            mib);
     ok &= bench_messages(fd, 0, mib, BIG_RECS);
     ok &= bench_messages(fd, 1, mib / 8 > 0 ? mib / 8 : 1, SMALL_RECS);

@@ -65,24 +65,58 @@ static bool valid_utf8(const uint8_t *p, size_t n)
     return true;
 }
 
-/* The text of a value as it is shown: *hex set for a binary blob. */
-static const char *value_text(sqlite3_stmt *st, int i, size_t *len, bool *hex)
+/* Decimal text of v into num (at least 21 bytes, not NUL-terminated); the
+ * length.  What sqlite3_column_text would give for an INTEGER, without
+ * SQLite converting the value in place (a printf and an allocation per
+ * cell: most of the cost of a wide integer result). */
+static size_t i64_text(char *num, int64_t v)
 {
+    char tmp[20];
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = 0, len = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        num[len++] = '-';
+    while (n)
+        num[len++] = tmp[--n];
+    return len;
+}
+
+/* Column i of the current row.  The sqlite3_column_* accessors each take
+ * the connection's mutex and check for a failed allocation: a third of the
+ * cost of writing a wide result.  Reading the value itself with
+ * sqlite3_value_* is what SQLite calls "unprotected" use, unsafe only when
+ * another thread uses the connection meanwhile: ours belongs to one worker
+ * (SQLITE_OPEN_NOMUTEX, sql_worker.c). */
+static sqlite3_value *col_value(sqlite3_stmt *st, int i) { return sqlite3_column_value(st, i); }
+
+/* The text of a value as it is shown: *hex set for a binary blob.  num is
+ * scratch space for an INTEGER's digits (the result may point into it). */
+static const char *value_text(sqlite3_stmt *st, int i, size_t *len, bool *hex, char *num)
+{
+    sqlite3_value *v = col_value(st, i);
     *hex = false;
-    int t = sqlite3_column_type(st, i);
+    int t = sqlite3_value_type(v);
     if (t == SQLITE_NULL) {
         *len = 0;
         return NULL;
     }
+    if (t == SQLITE_INTEGER) {
+        *len = i64_text(num, sqlite3_value_int64(v));
+        return num;
+    }
     if (t == SQLITE_BLOB) {
-        const uint8_t *p = sqlite3_column_blob(st, i);
-        *len = (size_t)sqlite3_column_bytes(st, i);
+        const uint8_t *p = sqlite3_value_blob(v);
+        *len = (size_t)sqlite3_value_bytes(v);
         if (*len && !valid_utf8(p, *len))
             *hex = true;
         return p ? (const char *)p : "";
     }
-    const char *s = (const char *)sqlite3_column_text(st, i);
-    *len = (size_t)sqlite3_column_bytes(st, i);
+    const char *s = (const char *)sqlite3_value_text(v);
+    *len = (size_t)sqlite3_value_bytes(v);
     return s ? s : "";
 }
 
@@ -107,7 +141,8 @@ static void put_plain(kp_buf *o, sqlite3_stmt *st, int i, const char *null_as)
         return;
     size_t n;
     bool hex;
-    const char *s = value_text(st, i, &n, &hex);
+    char num[24];
+    const char *s = value_text(st, i, &n, &hex, num);
     if (!s)
         kp_wr_raw(o, null_as, strlen(null_as));
     else if (hex)
@@ -143,13 +178,15 @@ static void put_json_value(kp_buf *o, sqlite3_stmt *st, int i)
 {
     if (o->len > SQ_MAX_RESULT_BYTES)      /* BYTE_LIMIT ends the statement */
         return;
-    int t = sqlite3_column_type(st, i);
+    sqlite3_value *v = col_value(st, i);
+    int t = sqlite3_value_type(v);
     if (t == SQLITE_NULL) {
         kp_wr_raw(o, "null", 4);
     } else if (t == SQLITE_INTEGER) {
-        sq_printf(o, "%lld", (long long)sqlite3_column_int64(st, i));
+        char num[24];
+        kp_wr_raw(o, num, i64_text(num, sqlite3_value_int64(v)));
     } else if (t == SQLITE_FLOAT) {
-        double d = sqlite3_column_double(st, i);
+        double d = sqlite3_value_double(v);
         if (d != d || d - d != 0)                       /* NaN, inf: not JSON */
             kp_wr_raw(o, "null", 4);
         else
@@ -157,7 +194,8 @@ static void put_json_value(kp_buf *o, sqlite3_stmt *st, int i)
     } else {
         size_t n;
         bool hex;
-        const char *s = value_text(st, i, &n, &hex);
+        char num[24];
+        const char *s = value_text(st, i, &n, &hex, num);
         if (hex) {
             kp_buf tmp;
             kp_buf_init(&tmp);
@@ -195,7 +233,8 @@ static void put_csv_value(kp_buf *o, sqlite3_stmt *st, int i)
         return;
     size_t n;
     bool hex;
-    const char *s = value_text(st, i, &n, &hex);
+    char num[24];
+    const char *s = value_text(st, i, &n, &hex, num);
     if (!s)
         return;
     if (hex) {
@@ -245,7 +284,7 @@ static int run_table(sq_conn *c, sqlite3_stmt *st, int ncol, bool headers,
         for (int i = 0; i < ncol; i++) {
             cell *ce = &cells[ncells++];
             ce->at = text.len;
-            int t = sqlite3_column_type(st, i);
+            int t = sqlite3_value_type(col_value(st, i));
             ce->right = t == SQLITE_INTEGER || t == SQLITE_FLOAT;
             put_plain(&text, st, i, "NULL");
             ce->len = text.len - ce->at;

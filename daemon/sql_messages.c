@@ -15,8 +15,23 @@
  * LIMIT 10" costs: a directory listing, a binary search of the .index file
  * (about log2(entries) preads of 8 bytes), then batch headers from the
  * indexed position (at most index.interval.bytes of batches before N) and
- * the batches that hold the ten records.  A timestamp bound seeks with the
+ * the records up to the tenth.  A timestamp bound seeks with the
  * .timeindex the same way and skips whole batches by MaxTimestamp.
+ *
+ * Reading a batch:
+ *   - uncompressed: streamed.  After its header, records are read through
+ *     a window of STREAM_CHUNK bytes of the file, one after the other (a
+ *     record's offset is only known by reading the records before it: the
+ *     index points at batches), and reading stops when SQLite stops asking
+ *     (LIMIT).  A record bigger than the window that lies below the wanted
+ *     offset is skipped after reading its first bytes.  So "offset >= N
+ *     LIMIT 10" in the middle of a 1 MB batch of 1 KiB records reads about
+ *     half the batch, not all of it.
+ *   - compressed: read and decompressed whole (a codec's stream cannot be
+ *     entered in the middle).  A query in a 1 MB compressed batch reads
+ *     that batch.
+ *   Records of a streamed batch point into the window: valid until the
+ *   next advance(), which is all xColumn needs.
  *
  * Rows come ordered by (topic, partition, offset), which the planner is
  * told, so ORDER BY offset costs nothing.
@@ -231,6 +246,10 @@ int64_t sq_segment_end(const char *dir, int64_t base, int64_t *max_ts)
 }
 
 /* ---- the table ------------------------------------------------------------------------- */
+/* Read size when streaming an uncompressed batch: a typical producer batch
+ * (Java batch.size 16 KiB) in one read, a 1 MB batch in steps. */
+#define STREAM_CHUNK (16 << 10)
+
 enum { M_TOPIC, M_PARTITION, M_OFFSET, M_TIMESTAMP, M_KEY, M_VALUE, M_HEADERS };
 
 /* idxNum bits */
@@ -261,9 +280,14 @@ typedef struct msg_cur {
     int64_t pos;
     int64_t cap;                      /* min(hi, high watermark) */
     /* current batch */
-    kp_buf batch;
-    kp_rec_iter it;
+    kp_buf batch;                     /* whole (compressed) or a window (streamed) */
+    kp_rec_iter it;                   /* whole */
     bool in_batch;
+    bool streaming;
+    kp_batch hdr;                     /* streamed: its header, */
+    int64_t wpos;                     /* file position of batch.data[0], */
+    int64_t rpos, rend;               /* next record, end of the records area, */
+    int32_t left;                     /* records not yet read */
     kp_record rec;
     int64_t rowid;
     bool eof;
@@ -477,6 +501,83 @@ static bool start_partition(msg_cur *cur)
     return false;
 }
 
+/* Makes bytes [from, from + need) of the segment file, all inside the
+ * streamed batch, readable in the window, reading max(need, atleast) bytes
+ * (up to the batch end) when they are not there yet; what the window
+ * already holds of them is kept, not read again.  A pointer to byte
+ * `from`, or NULL on a short read. */
+static const uint8_t *window(msg_cur *cur, int64_t from, size_t need, size_t atleast)
+{
+    kp_buf *w = &cur->batch;
+    int64_t wend = cur->wpos + (int64_t)w->len;
+    if (from >= cur->wpos && from + (int64_t)need <= wend)
+        return w->data + (from - cur->wpos);
+    size_t keep = 0;
+    if (from >= cur->wpos && from < wend) {            /* slide the tail down */
+        keep = (size_t)(wend - from);
+        memmove(w->data, w->data + (from - cur->wpos), keep);
+    }
+    size_t n = need > atleast ? need : atleast;
+    if ((int64_t)n > cur->rend - from)
+        n = (size_t)(cur->rend - from);
+    w->len = keep;
+    cur->wpos = from;
+    uint8_t *p = kp_buf_reserve(w, n - keep);
+    if (!p)
+        return NULL;
+    ssize_t r = pread_all(cur->fd, p, n - keep, (off_t)(from + (int64_t)keep));
+    if (r < 0 || (size_t)r != n - keep)
+        return NULL;
+    w->len = n;
+    return w->data;
+}
+
+/* The next record of a streamed batch: 1, 0 at its end, KP_E_NOMEM, or
+ * another KP_E_* when it is unreadable (the rest of the batch is skipped,
+ * as a whole batch that does not decode is). */
+static int stream_next(msg_cur *cur, kp_record *rec)
+{
+    while (cur->left > 0 && cur->rpos < cur->rend) {
+        /* The length (VARINT, at most 5 bytes), then Attributes INT8,
+         * TimestampDelta VARLONG (10), OffsetDelta VARINT (5): the first 21
+         * bytes say how big the record is and whether it is wanted.  They
+         * are read with the chunk that follows: skipping small records one
+         * by one would save preads but not disk reads (pages). */
+        size_t avail = (size_t)(cur->rend - cur->rpos), vn = avail < 21 ? avail : 21;
+        const uint8_t *p = window(cur, cur->rpos, vn, STREAM_CHUNK);
+        if (!p)
+            return cur->batch.err ? KP_E_NOMEM : KP_E_TRUNCATED;
+        kp_rd rd;
+        kp_rd_init(&rd, p, vn < 5 ? vn : 5);
+        int32_t len = kp_rd_varint(&rd);
+        size_t lenlen = (size_t)(rd.p - p);
+        if (!kp_rd_ok(&rd) || len < 0 || (size_t)len > avail - lenlen)
+            return KP_E_MALFORMED;
+        size_t total = lenlen + (size_t)len;
+        if (total > STREAM_CHUNK) {       /* big: read it only if wanted */
+            kp_rd_init(&rd, p + lenlen, vn - lenlen);
+            kp_rd_i8(&rd);
+            kp_rd_varlong(&rd);
+            int64_t off = cur->hdr.BaseOffset + kp_rd_varint(&rd);
+            if (kp_rd_ok(&rd) && off < cur->lo) {
+                cur->rpos += (int64_t)total;
+                cur->left--;
+                continue;
+            }
+        }
+        if (!(p = window(cur, cur->rpos, total, STREAM_CHUNK)))
+            return cur->batch.err ? KP_E_NOMEM : KP_E_TRUNCATED;
+        kp_rd_init(&rd, p, total);
+        int rc = kp_rec_read(&rd, &cur->hdr, rec);
+        if (rc != 1)
+            return rc;
+        cur->rpos += (int64_t)total;
+        cur->left--;
+        return 1;
+    }
+    return 0;
+}
+
 /* Moves to the next wanted record; sets eof at the end. */
 static int advance(msg_cur *cur)
 {
@@ -486,7 +587,10 @@ static int advance(msg_cur *cur)
             return SQLITE_OK;
         }
         if (cur->in_batch) {
-            int r = kp_rec_iter_next(&cur->it, &cur->rec);
+            int r = cur->streaming ? stream_next(cur, &cur->rec)
+                                   : kp_rec_iter_next(&cur->it, &cur->rec);
+            if (r == KP_E_NOMEM)
+                return SQLITE_NOMEM;
             if (r == 1) {
                 if (cur->rec.Offset < cur->lo)
                     continue;
@@ -529,6 +633,17 @@ static int advance(msg_cur *cur)
             continue;
         }
         kp_buf_reset(&cur->batch);
+        if ((b.Attributes & KP_ATTR_CODEC_MASK) == KP_CODEC_NONE) {
+            cur->hdr = b;
+            cur->wpos = cur->pos;                       /* empty window */
+            cur->rpos = cur->pos + KP_BATCH_HEADER_SIZE;
+            cur->rend = cur->pos + size;
+            cur->left = b.RecordsCount;
+            cur->pos += size;
+            cur->streaming = cur->in_batch = true;
+            continue;
+        }
+        cur->streaming = false;
         uint8_t *p = kp_buf_reserve(&cur->batch, (size_t)size);
         if (!p)
             return SQLITE_NOMEM;

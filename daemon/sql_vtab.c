@@ -5,13 +5,26 @@
  *                            statement's snapshot (sq_conn_snap); lookups by
  *                            (topic, partition) are a binary search, so the
  *                            views can join it per row
+ *   sluice_partition_merged  the same columns for every row of
+ *                            main.partitions: the live numbers if the
+ *                            snapshot has the partition, else the stored
+ *                            ones.  Built once per statement (one scan of
+ *                            main.partitions), then point lookups:
+ *                            consumer_lag's high watermark for each
+ *                            committed offset without a B-tree search of
+ *                            main.partitions per offset
  *   sluice_config_defs       every topic config Sluice knows: Kafka's
  *                            default and the broker-level value if set
  *   sluice_assignment(blob)  a ConsumerProtocol assignment decoded to
  *                            (topic, partition) rows
  *
- * All three are eponymous (no CREATE VIRTUAL TABLE needed, so they work on
+ * All four are eponymous (no CREATE VIRTUAL TABLE needed, so they work on
  * a read-only connection) and read-only.  Also here: the snapshot object.
+ *
+ * Lookups by (topic, partition) first try the row after the previous
+ * answer: a join driven by a scan in (…, topic, partition) order — such as
+ * committed_offsets' primary key (group_id, topic, partition) — asks for
+ * the partitions in order, so nearly every lookup costs one comparison.
  */
 #include "daemon/sql_surface.h"
 
@@ -90,7 +103,9 @@ const sq_live *sq_snap_find(const sq_snap *s, const char *topic, int32_t partiti
     return NULL;
 }
 
-sq_snap *sq_snap_from_files(sqlite3 *db, const char *data_dir)
+/* Every row of main.partitions with its stored numbers (log end = high
+ * watermark, no last timestamp), sorted; NULL on error. */
+static sq_snap *snap_of_partitions(sqlite3 *db)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT topic, partition, log_start_offset, high_watermark "
@@ -109,23 +124,34 @@ sq_snap *sq_snap_from_files(sqlite3 *db, const char *data_dir)
     }
     size_t i = 0, at = 0;
     while (i < n && sqlite3_step(st) == SQLITE_ROW) {
-        sq_live *l = &s->rows[i++];
         const char *t = (const char *)sqlite3_column_text(st, 0);
         size_t len = strlen(t);
         if (at + len + 1 > pool)
             break;
+        sq_live *l = &s->rows[i++];
         memcpy(s->pool + at, t, len + 1);
         l->topic = s->pool + at;
         at += len + 1;
         l->partition = sqlite3_column_int(st, 1);
         l->log_start_offset = sqlite3_column_int64(st, 2);
-        l->high_watermark = sqlite3_column_int64(st, 3);
+        l->high_watermark = l->log_end_offset = sqlite3_column_int64(st, 3);
         l->last_timestamp = -1;
+    }
+    s->n = i;
+    sqlite3_finalize(st);
+    sq_snap_sort(s);
+    return s;
+}
+
+sq_snap *sq_snap_from_files(sqlite3 *db, const char *data_dir)
+{
+    sq_snap *s = snap_of_partitions(db);
+    for (size_t i = 0; s && i < s->n; i++) {
+        sq_live *l = &s->rows[i];
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/%s-%d", data_dir, l->topic, l->partition);
         sq_seginfo *segs = NULL;
         size_t nseg = 0;
-        l->log_end_offset = l->high_watermark;
         if (sq_list_segments(dir, &segs, &nseg) == 0 && nseg) {
             for (size_t k = 0; k < nseg; k++)
                 l->size_bytes += segs[k].size;
@@ -142,9 +168,6 @@ sq_snap *sq_snap_from_files(sqlite3 *db, const char *data_dir)
         }
         free(segs);
     }
-    s->n = i;
-    sqlite3_finalize(st);
-    sq_snap_sort(s);
     return s;
 }
 
@@ -257,6 +280,7 @@ static int ps_filter(sqlite3_vtab_cursor *cc, int idx, const char *is, int argc,
 {
     (void)is; (void)argc;
     ps_cur *cur = (ps_cur *)cc;
+    size_t next = cur->end;                  /* the row after the last answer */
     cur->i = cur->end = 0;
     if (!cur->snap)
         return SQLITE_OK;
@@ -273,7 +297,9 @@ static int ps_filter(sqlite3_vtab_cursor *cc, int idx, const char *is, int argc,
         int64_t p = sqlite3_value_int64(argv[1]);
         if (p < 0 || p > INT32_MAX)
             return SQLITE_OK;
-        size_t i = snap_lower(cur->snap, topic, (int32_t)p);
+        const sq_live *r = &cur->snap->rows[next];
+        size_t i = next < cur->snap->n && r->partition == p && !strcmp(r->topic, topic)
+                 ? next : snap_lower(cur->snap, topic, (int32_t)p);
         if (i < cur->snap->n && !strcmp(cur->snap->rows[i].topic, topic) &&
             cur->snap->rows[i].partition == p) {
             cur->i = i;
@@ -324,6 +350,41 @@ static int ps_rowid(sqlite3_vtab_cursor *cc, sqlite3_int64 *id)
 static sqlite3_module ps_module = {
     .xConnect = ps_connect, .xBestIndex = ps_best_index, .xDisconnect = vt_disconnect,
     .xOpen = ps_open, .xClose = ps_close, .xFilter = ps_filter, .xNext = ps_next,
+    .xEof = ps_eof, .xColumn = ps_column, .xRowid = ps_rowid,
+};
+
+/* ---- sluice_partition_merged ---------------------------------------------------------------
+ * sluice_partition_state over a snapshot of its own, owned by the cursor
+ * (one per statement): main.partitions overlaid with the live rows. */
+static int pm_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out)
+{
+    sq_conn *c = ((vt *)v)->c;
+    ps_cur *cur = sqlite3_malloc(sizeof *cur);
+    if (!cur)
+        return SQLITE_NOMEM;
+    memset(cur, 0, sizeof *cur);
+    cur->snap = snap_of_partitions(c->db);
+    if (!cur->snap) {
+        sqlite3_free(cur);
+        return SQLITE_ERROR;
+    }
+    const sq_snap *live = sq_conn_snap(c);
+    for (size_t i = 0; live && i < cur->snap->n; i++) {
+        sq_live *l = &cur->snap->rows[i];
+        const sq_live *x = sq_snap_find(live, l->topic, l->partition);
+        if (x) {
+            const char *topic = l->topic;            /* into our own pool */
+            *l = *x;
+            l->topic = topic;
+        }
+    }
+    *out = &cur->base;
+    return SQLITE_OK;
+}
+
+static sqlite3_module pm_module = {
+    .xConnect = ps_connect, .xBestIndex = ps_best_index, .xDisconnect = vt_disconnect,
+    .xOpen = pm_open, .xClose = ps_close, .xFilter = ps_filter, .xNext = ps_next,
     .xEof = ps_eof, .xColumn = ps_column, .xRowid = ps_rowid,
 };
 
@@ -551,6 +612,7 @@ static sqlite3_module as_module = {
 int sq_vtab_register(sq_conn *c)
 {
     if (sqlite3_create_module(c->db, "sluice_partition_state", &ps_module, c) ||
+        sqlite3_create_module(c->db, "sluice_partition_merged", &pm_module, c) ||
         sqlite3_create_module(c->db, "sluice_config_defs", &cd_module, c) ||
         sqlite3_create_module(c->db, "sluice_assignment", &as_module, c))
         return -1;

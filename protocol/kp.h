@@ -311,6 +311,12 @@ int  kp_rec_iter_start(kp_rec_iter *it, const uint8_t *p, size_t len);
 /* 1 = a record in *rec, 0 = end, < 0 = KP_E_* (malformed record). */
 int  kp_rec_iter_next(kp_rec_iter *it, kp_record *rec);
 void kp_rec_iter_free(kp_rec_iter *it);
+/* One uncompressed record (VARINT length, then its body) from rd, whose
+ * Timestamp and Offset are made absolute with batch b's header: what
+ * kp_rec_iter_next does per record, for a reader that streams the records
+ * area of an uncompressed batch instead of holding it whole (the SQL
+ * messages table).  1, or KP_E_* (rd latches a short read as truncated). */
+int  kp_rec_read(kp_rd *rd, const kp_batch *b, kp_record *rec);
 /* 1 = a header, 0 = no more, < 0 = malformed. */
 int  kp_header_next(kp_record *rec, kp_header *h);
 

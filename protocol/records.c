@@ -111,21 +111,14 @@ static int read_header(kp_rd *r, kp_header *h)
     return r->err;
 }
 
-int kp_rec_iter_next(kp_rec_iter *it, kp_record *rec)
+int kp_rec_read(kp_rd *rd, const kp_batch *b, kp_record *rec)
 {
-    if (it->err)
-        return it->err;
-    if (it->left <= 0) {
-        if (kp_rd_left(&it->rd) != 0)
-            return it->err = KP_E_MALFORMED;    /* bytes after the last record */
-        return 0;
-    }
-    int32_t len = kp_rd_varint(&it->rd);
-    if (kp_rd_ok(&it->rd) && len < 0)
-        it->rd.err = KP_E_MALFORMED;
-    const uint8_t *body = kp_rd_raw(&it->rd, len < 0 ? 0 : (size_t)len);
-    if (!kp_rd_ok(&it->rd))
-        return it->err = it->rd.err;
+    int32_t len = kp_rd_varint(rd);
+    if (kp_rd_ok(rd) && len < 0)
+        rd->err = KP_E_MALFORMED;
+    const uint8_t *body = kp_rd_raw(rd, len < 0 ? 0 : (size_t)len);
+    if (!kp_rd_ok(rd))
+        return rd->err;
 
     kp_rd r;
     kp_rd_init(&r, body, (size_t)len);
@@ -146,14 +139,28 @@ int kp_rec_iter_next(kp_rec_iter *it, kp_record *rec)
     if (kp_rd_ok(&r) && kp_rd_left(&r) != 0)
         r.err = KP_E_MALFORMED;                 /* record longer than its fields */
     if (!kp_rd_ok(&r))
-        return it->err = (r.err == KP_E_TRUNCATED ? KP_E_MALFORMED : r.err);
+        return r.err == KP_E_TRUNCATED ? KP_E_MALFORMED : r.err;
     kp_rd_init(&rec->headers, hstart, (size_t)(r.p - hstart));
 
-    const kp_batch *b = &it->batch;
     rec->Timestamp = (b->Attributes & KP_ATTR_LOG_APPEND_TIME)
         ? b->MaxTimestamp
         : (int64_t)((uint64_t)b->BaseTimestamp + (uint64_t)TimestampDelta);
     rec->Offset = (int64_t)((uint64_t)b->BaseOffset + (uint64_t)(int64_t)OffsetDelta);
+    return 1;
+}
+
+int kp_rec_iter_next(kp_rec_iter *it, kp_record *rec)
+{
+    if (it->err)
+        return it->err;
+    if (it->left <= 0) {
+        if (kp_rd_left(&it->rd) != 0)
+            return it->err = KP_E_MALFORMED;    /* bytes after the last record */
+        return 0;
+    }
+    int rc = kp_rec_read(&it->rd, &it->batch, rec);
+    if (rc != 1)
+        return it->err = rc;
     it->left--;
     return 1;
 }

@@ -233,6 +233,49 @@ def test_messages_match_kcat(ab, codec):
     assert page[0]["value"] == want[150].split(" ", 2)[2]
 
 
+def messages_bytes_read(b):
+    status, body, _ = http(b, "/metrics")
+    assert status == 200
+    for line in body.splitlines():
+        if line.startswith("sluice_sql_messages_bytes_read_total "):
+            return int(line.split()[1])
+    raise AssertionError("no sluice_sql_messages_bytes_read_total in /metrics")
+
+
+def test_messages_stream_an_uncompressed_batch(ab):
+    """One ~1 MB uncompressed batch of 1 KiB records with a few 40 KB ones:
+    a page at any offset gives the right rows, reading the batch only up to
+    the last row it returns, and the big records before it are skipped
+    unread."""
+    t = topic_name("stream")
+    create_topic(ab, t, 1)
+    p = ck_producer(ab, **{"linger.ms": 2000, "batch.size": 1000000,
+                           "compression.type": "none"})
+    sizes = [40000 if i % 100 == 7 else 1000 + i % 13 for i in range(700)]
+    values = [("%d:" % i + chr(97 + i % 26) * n).encode() for i, n in enumerate(sizes)]
+    produce_ok(p, t, [{"value": v, "key": b"k%d" % i} for i, v in enumerate(values)])
+    part = sql(ab, "SELECT size_bytes FROM partitions WHERE topic='%s'" % t)[0]
+    assert part["size_bytes"] > sum(sizes)
+    for start in (0, 6, 7, 8, 350, 507, 690, 699):
+        before = messages_bytes_read(ab)
+        rows = sql(ab, "SELECT offset, key, length(value) AS n, substr(value, 1, 12) AS head "
+                       "FROM messages WHERE topic='%s' AND partition=0 AND offset >= %d "
+                       "LIMIT 10" % (t, start))
+        read = messages_bytes_read(ab) - before
+        want = list(range(start, min(start + 10, 700)))
+        assert [r["offset"] for r in rows] == want
+        assert [r["key"] for r in rows] == ["k%d" % i for i in want]
+        assert [r["n"] for r in rows] == [len(values[i]) for i in want]
+        assert [r["head"] for r in rows] == [values[i][:12].decode() for i in want]
+        # Up to the last row, less the skipped big records, plus a 16 KiB
+        # read past it and the index search.
+        upto = sum(sizes[:want[-1] + 1]) + 30 * (want[-1] + 1)
+        skipped = sum(40000 - 16384 for i in range(start) if sizes[i] == 40000)
+        assert read < upto - skipped + 16384 + 4096, (start, read, upto, skipped)
+    rows = sql(ab, "SELECT offset, length(value) AS n FROM messages WHERE topic='%s'" % t)
+    assert [(r["offset"], r["n"]) for r in rows] == [(i, len(v)) for i, v in enumerate(values)]
+
+
 def test_messages_binary_values_and_headers(ab):
     t = topic_name("bin")
     create_topic(ab, t, 1)
