@@ -185,6 +185,21 @@ static void handle_find_coord(sl_client *cl, sl_broker *b, int err, sl_frame *f,
     pthread_cond_broadcast(&cl->cond);
 }
 
+kp_buf *sl_grp_op_req(sl_client *cl, sl_op *op, sl_broker *b, int16_t api,
+                      int16_t lo, int16_t hi, int16_t *ver)
+{
+    int16_t v = sl_api_version(b, api, lo, hi);
+    if (v < 0) {
+        sl_op_finish(cl, op, SL_E_UNSUPPORTED, "coordinator lacks %s v%d-%d",
+                     kp_api_name(api), lo, hi);
+        return NULL;
+    }
+    *ver = v;
+    kp_buf *w = sl_req_begin(cl, b, api, v);
+    kp_wr_string(w, cl->conf.group_id, -1);
+    return w;
+}
+
 sl_broker *sl_grp_coord_ready(sl_client *cl, int64_t now)
 {
     sl_grp *g = cl->grp;
@@ -602,13 +617,10 @@ static int leave_step(sl_client *cl, sl_op *op, int64_t now)
     sl_broker *b = sl_grp_coord_ready(cl, now);
     if (!b)
         return 0;
-    int16_t v = sl_api_version(b, KP_API_LEAVE_GROUP, 0, 2);
-    if (v < 0) {
-        sl_op_finish(cl, op, SL_E_UNSUPPORTED, "coordinator lacks LeaveGroup v0-2");
+    int16_t v;
+    kp_buf *w = sl_grp_op_req(cl, op, b, KP_API_LEAVE_GROUP, 0, 2, &v);
+    if (!w)
         return 1;
-    }
-    kp_buf *w = sl_req_begin(cl, b, KP_API_LEAVE_GROUP, v);
-    kp_wr_string(w, cl->conf.group_id, -1);
     kp_wr_string(w, l->member_id, -1);
     sl_req_end(cl, b, handle_leave, l);
     return 1;

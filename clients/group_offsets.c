@@ -181,25 +181,19 @@ static int commit_step(sl_client *cl, sl_op *op, int64_t now)
     if (!b)
         return 0;
     if (c->fetch) {
-        int16_t v = sl_api_version(b, KP_API_OFFSET_FETCH, 1, 5);
-        if (v < 0) {
-            sl_op_finish(cl, op, SL_E_UNSUPPORTED, "coordinator lacks OffsetFetch v1-5");
+        int16_t v;
+        kp_buf *w = sl_grp_op_req(cl, op, b, KP_API_OFFSET_FETCH, 1, 5, &v);
+        if (!w)
             return 1;
-        }
-        kp_buf *w = sl_req_begin(cl, b, KP_API_OFFSET_FETCH, v);
-        kp_wr_string(w, cl->conf.group_id, -1);
         write_topics(w, c->tps, c->n, v, false);
         sl_req_end(cl, b, handle_offset_fetch, c);
         return 1;
     }
-    int16_t v = sl_api_version(b, KP_API_OFFSET_COMMIT, 2, 7);
-    if (v < 0) {
-        sl_op_finish(cl, op, SL_E_UNSUPPORTED, "coordinator lacks OffsetCommit v2-7");
+    int16_t v;
+    kp_buf *w = sl_grp_op_req(cl, op, b, KP_API_OFFSET_COMMIT, 2, 7, &v);
+    if (!w)
         return 1;
-    }
     bool member = g->state == G_STABLE || g->state == G_REVOKE_WAIT;
-    kp_buf *w = sl_req_begin(cl, b, KP_API_OFFSET_COMMIT, v);
-    kp_wr_string(w, cl->conf.group_id, -1);
     kp_wr_i32(w, member ? g->generation : -1);
     kp_wr_string(w, member && g->member_id ? g->member_id : "", -1);
     if (v >= 7)
