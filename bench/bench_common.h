@@ -282,4 +282,46 @@ static inline int bench_create_topic(int fd, const char *name, int32_t partition
     return rc;
 }
 
+/* Produce v7 (acks=1): the same batch to partitions [0, nparts) of topic. */
+static inline void bench_produce_req(kp_buf *q, int32_t cid, const char *client,
+                                     const char *topic, int32_t nparts, const kp_buf *batch)
+{
+    kp_buf_reset(q);
+    kp_req_hdr_write(q, KP_API_PRODUCE, 7, cid, client);
+    kp_wr_string(q, NULL, -1);                /* TransactionalId */
+    kp_wr_i16(q, 1);                          /* Acks */
+    kp_wr_i32(q, 30000);                      /* TimeoutMs */
+    kp_wr_array(q, 1);
+    kp_wr_string(q, topic, -1);
+    kp_wr_array(q, nparts);
+    for (int32_t p = 0; p < nparts; p++) {
+        kp_wr_i32(q, p);
+        kp_wr_bytes(q, batch->data, (int32_t)batch->len);
+    }
+}
+
+/* First non-zero ErrorCode of a Produce v7 response (-1: malformed). */
+static inline int bench_produce_error(const kp_buf *r)
+{
+    kp_rd rd;
+    kp_rd_init(&rd, r->data, r->len);
+    kp_rd_i32(&rd);                           /* correlation id */
+    int err = 0;
+    int32_t nt = kp_rd_array(&rd, 4);
+    for (int32_t t = 0; t < nt; t++) {
+        kp_rd_string(&rd);
+        int32_t np = kp_rd_array(&rd, 30);
+        for (int32_t p = 0; p < np; p++) {
+            kp_rd_i32(&rd);                   /* Index */
+            int16_t e = kp_rd_i16(&rd);
+            kp_rd_i64(&rd);                   /* BaseOffset */
+            kp_rd_i64(&rd);                   /* LogAppendTimeMs */
+            kp_rd_i64(&rd);                   /* LogStartOffset */
+            if (e && !err)
+                err = e;
+        }
+    }
+    return kp_rd_ok(&rd) ? err : -1;
+}
+
 #endif

@@ -65,33 +65,6 @@ static void die(const char *what)
     exit(1);
 }
 
-static void produce_frame(kp_buf *req, const char *topic, const kp_buf *batch)
-{
-    kp_buf_init(req);
-    kp_req_hdr_write(req, KP_API_PRODUCE, 7, 4, "compaction-bench");
-    kp_wr_string(req, NULL, 0);                 /* TransactionalId */
-    kp_wr_i16(req, 1);                          /* acks */
-    kp_wr_i32(req, 30000);
-    kp_wr_array(req, 1);
-    kp_wr_string(req, topic, -1);
-    kp_wr_array(req, 1);
-    kp_wr_i32(req, 0);
-    kp_wr_bytes(req, batch->data, (int32_t)batch->len);
-}
-
-static int16_t produce_error(const kp_buf *r)
-{
-    kp_rd rd;
-    kp_rd_init(&rd, r->data, r->len);
-    kp_rd_i32(&rd);
-    kp_rd_array(&rd, 0);
-    kp_rd_string(&rd);
-    kp_rd_array(&rd, 0);
-    kp_rd_i32(&rd);
-    int16_t err = kp_rd_i16(&rd);
-    return kp_rd_ok(&rd) ? err : -1;
-}
-
 /* Keyed prefill: KEYS/100 batches of 100 records cover every key once;
  * they are built once and sent round after round until `bytes`. */
 static void prefill(int port, uint64_t bytes)
@@ -111,7 +84,8 @@ static void prefill(int port, uint64_t bytes)
         }
         if (kp_bb_finish(&bb) < 0)
             die("cannot build a batch");
-        produce_frame(&reqs[i], "compacted", &batch);
+        kp_buf_init(&reqs[i]);
+        bench_produce_req(&reqs[i], 4, "compaction-bench", "compacted", 1, &batch);
         kp_buf_free(&batch);
     }
     int fd = bench_connect(port);
@@ -131,7 +105,7 @@ static void prefill(int port, uint64_t bytes)
         }
         if (bench_recv_frame(fd, &r))
             die("prefill: connection lost");
-        if (produce_error(&r) != 0)
+        if (bench_produce_error(&r) != 0)
             die("prefill: produce error");
         inflight--;
     }
@@ -155,7 +129,8 @@ static void *produce_loop(void *arg)
         kp_bb_add(&bb, 1700000000000LL + i, NULL, 0, value, PROD_VALUE, NULL, 0);
     if (kp_bb_finish(&bb) < 0)
         die("cannot build a batch");
-    produce_frame(&req, "produce", &batch);
+    kp_buf_init(&req);
+    bench_produce_req(&req, 4, "compaction-bench", "produce", 1, &batch);
     kp_buf_free(&batch);
     kp_buf_init(&r);
     int fd = bench_connect(port);
@@ -171,7 +146,7 @@ static void *produce_loop(void *arg)
         if (bench_recv_frame(fd, &r))
             die("Produce: connection lost");
         inflight--;
-        if (produce_error(&r) == 0)
+        if (bench_produce_error(&r) == 0)
             atomic_fetch_add(&acked, PROD_RECS);
     }
     while (inflight-- > 0)

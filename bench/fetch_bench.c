@@ -44,30 +44,10 @@ static void fill(int fd, long mib)
     kp_bb_free(&bb);
     long total = 0, goal = mib << 20;
     for (int32_t cid = 1; total < goal; cid++) {
-        kp_buf_reset(&q);
-        kp_req_hdr_write(&q, KP_API_PRODUCE, 3, cid, "fetch-bench");
-        kp_wr_string(&q, NULL, 0);                  /* TransactionalId */
-        kp_wr_i16(&q, 1);
-        kp_wr_i32(&q, 30000);
-        kp_wr_array(&q, 1);
-        kp_wr_string(&q, topic, -1);
-        kp_wr_array(&q, 1);
-        kp_wr_i32(&q, 0);
-        kp_wr_bytes(&q, batch.data, (int32_t)batch.len);
-        if (bench_roundtrip(fd, &q, &r)) {
-            fprintf(stderr, "fetch_bench: produce failed\n");
-            exit(1);
-        }
-        kp_rd rd;
-        kp_rd_init(&rd, r.data, r.len);
-        kp_rd_i32(&rd);
-        kp_rd_array(&rd, 0);
-        kp_rd_string(&rd);
-        kp_rd_array(&rd, 0);
-        kp_rd_i32(&rd);
-        int16_t err = kp_rd_i16(&rd);
-        if (!kp_rd_ok(&rd) || err) {
-            fprintf(stderr, "fetch_bench: produce error %d\n", err);
+        bench_produce_req(&q, cid, "fetch-bench", topic, 1, &batch);
+        int err = bench_roundtrip(fd, &q, &r) ? -1 : bench_produce_error(&r);
+        if (err) {
+            fprintf(stderr, "fetch_bench: produce failed (%d)\n", err);
             exit(1);
         }
         total += (long)batch.len;

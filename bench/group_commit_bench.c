@@ -189,19 +189,6 @@ typedef struct producer {
     uint64_t messages, errors;
 } producer;
 
-static int16_t produce_error(const kp_buf *r)
-{
-    kp_rd rd;
-    kp_rd_init(&rd, r->data, r->len);
-    kp_rd_i32(&rd);
-    kp_rd_array(&rd, 0);
-    kp_rd_string(&rd);
-    kp_rd_array(&rd, 0);
-    kp_rd_i32(&rd);
-    int16_t err = kp_rd_i16(&rd);
-    return kp_rd_ok(&rd) ? err : -1;
-}
-
 static void *produce_loop(void *arg)
 {
     producer *p = arg;
@@ -217,7 +204,7 @@ static void *produce_loop(void *arg)
         if (bench_recv_frame(p->fd, &r))
             die("Produce: connection lost");
         inflight--;
-        if (produce_error(&r) == 0)
+        if (bench_produce_error(&r) == 0)
             p->messages += BATCH_RECS;
         else
             p->errors++;
@@ -243,15 +230,7 @@ static void build_produce(producer *p)
         die("cannot build a batch");
     kp_bb_free(&bb);
     kp_buf_init(&p->req);
-    kp_req_hdr_write(&p->req, KP_API_PRODUCE, 7, 4, "commit-bench");
-    kp_wr_string(&p->req, NULL, 0);             /* TransactionalId */
-    kp_wr_i16(&p->req, 1);                      /* acks */
-    kp_wr_i32(&p->req, 30000);
-    kp_wr_array(&p->req, 1);
-    kp_wr_string(&p->req, produce_topic, -1);
-    kp_wr_array(&p->req, 1);
-    kp_wr_i32(&p->req, 0);
-    kp_wr_bytes(&p->req, batch.data, (int32_t)batch.len);
+    bench_produce_req(&p->req, 4, "commit-bench", produce_topic, 1, &batch);
     kp_buf_free(&batch);
 }
 

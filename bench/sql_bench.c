@@ -180,56 +180,14 @@ static void build_batch(kp_buf *out, int nrecs, int value_size)
     free(value);
 }
 
-/* Produce v7: the same batch to partitions [0, nparts) of one topic. */
-static void produce_req(kp_buf *q, int32_t cid, const char *topic, int32_t nparts,
-                        const kp_buf *batch)
-{
-    kp_buf_reset(q);
-    kp_req_hdr_write(q, KP_API_PRODUCE, 7, cid, "sql-bench");
-    kp_wr_string(q, NULL, -1);                /* TransactionalId */
-    kp_wr_i16(q, 1);                          /* Acks */
-    kp_wr_i32(q, 30000);                      /* TimeoutMs */
-    kp_wr_array(q, 1);
-    kp_wr_string(q, topic, -1);
-    kp_wr_array(q, nparts);
-    for (int32_t p = 0; p < nparts; p++) {
-        kp_wr_i32(q, p);
-        kp_wr_bytes(q, batch->data, (int32_t)batch->len);
-    }
-}
-
-/* First non-zero ErrorCode of a Produce v7 response (-1: malformed). */
-static int produce_error(const kp_buf *r)
-{
-    kp_rd rd;
-    kp_rd_init(&rd, r->data, r->len);
-    kp_rd_i32(&rd);                           /* correlation id */
-    int err = 0;
-    int32_t nt = kp_rd_array(&rd, 4);
-    for (int32_t t = 0; t < nt; t++) {
-        kp_rd_string(&rd);
-        int32_t np = kp_rd_array(&rd, 30);
-        for (int32_t p = 0; p < np; p++) {
-            kp_rd_i32(&rd);                   /* Index */
-            int16_t e = kp_rd_i16(&rd);
-            kp_rd_i64(&rd);                   /* BaseOffset */
-            kp_rd_i64(&rd);                   /* LogAppendTimeMs */
-            kp_rd_i64(&rd);                   /* LogStartOffset */
-            if (e && !err)
-                err = e;
-        }
-    }
-    return kp_rd_ok(&rd) ? err : -1;
-}
-
 static void produce_sync(int fd, const char *topic, int32_t nparts, const kp_buf *batch)
 {
     static int32_t cid = 1;
     kp_buf q, r;
     kp_buf_init(&q);
     kp_buf_init(&r);
-    produce_req(&q, cid++, topic, nparts, batch);
-    int err = bench_roundtrip(fd, &q, &r) ? -1 : produce_error(&r);
+    bench_produce_req(&q, cid++, "sql-bench", topic, nparts, batch);
+    int err = bench_roundtrip(fd, &q, &r) ? -1 : bench_produce_error(&r);
     if (err) {
         fprintf(stderr, "sql_bench: produce to %s failed (%d)\n", topic, err);
         exit(1);
@@ -444,7 +402,7 @@ static double produce_for(int fd, const kp_buf *q, double secs, long *reqs)
             exit(1);
         }
         r.len = n;
-        int err = produce_error(&r);
+        int err = bench_produce_error(&r);
         if (err) {
             fprintf(stderr, "sql_bench: produce error %d\n", err);
             exit(1);
@@ -472,7 +430,7 @@ static bool bench_throughput(int fd, double secs, long rows)
     kp_buf batch, q;
     build_batch(&batch, TPUT_RECS, TPUT_VALUE);
     kp_buf_init(&q);
-    produce_req(&q, 1, "tput", 1, &batch);
+    bench_produce_req(&q, 1, "sql-bench", "tput", 1, &batch);
     long warm;
     produce_for(fd, &q, 1.0, &warm);
 
@@ -543,7 +501,7 @@ static bool bench_messages(int fd, int32_t part, long mib, int nrecs)
     kp_wr_i32(&q, part);
     kp_wr_bytes(&q, batch.data, (int32_t)batch.len);
     while (written < goal) {
-        int err = bench_roundtrip(fd, &q, &r) ? -1 : produce_error(&r);
+        int err = bench_roundtrip(fd, &q, &r) ? -1 : bench_produce_error(&r);
         if (err) {
             fprintf(stderr, "sql_bench: produce to big/%d failed (%d)\n", part, err);
             exit(1);
