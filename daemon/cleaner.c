@@ -276,6 +276,20 @@ int bk_cleaner_start(bk_broker *b)
     return 0;
 }
 
+/* Moves the jobs of p from *list onto *mine (c->mu held). */
+static void take_jobs_of(clean_work **list, const bk_partition *p, clean_work **mine)
+{
+    for (clean_work **pp = list; *pp;)
+        if ((*pp)->p == p) {
+            clean_work *w = *pp;
+            *pp = w->next;
+            w->next = *mine;
+            *mine = w;
+        } else {
+            pp = &(*pp)->next;
+        }
+}
+
 void bk_cleaner_forget(bk_broker *b, bk_partition *p)
 {
     bk_cleaner *c = b->cleaner;
@@ -283,15 +297,7 @@ void bk_cleaner_forget(bk_broker *b, bk_partition *p)
         return;
     clean_work *mine = NULL;
     pthread_mutex_lock(&c->mu);
-    for (clean_work **pp = &c->pending; *pp;)
-        if ((*pp)->p == p) {
-            clean_work *w = *pp;
-            *pp = w->next;
-            w->next = mine;
-            mine = w;
-        } else {
-            pp = &(*pp)->next;
-        }
+    take_jobs_of(&c->pending, p, &mine);
     for (;;) {
         bool busy = false;
         for (clean_work *w = c->running; w; w = w->next)
@@ -303,15 +309,7 @@ void bk_cleaner_forget(bk_broker *b, bk_partition *p)
             break;
         pthread_cond_wait(&c->idle, &c->mu);
     }
-    for (clean_work **pp = &c->done; *pp;)
-        if ((*pp)->p == p) {
-            clean_work *w = *pp;
-            *pp = w->next;
-            w->next = mine;
-            mine = w;
-        } else {
-            pp = &(*pp)->next;
-        }
+    take_jobs_of(&c->done, p, &mine);
     pthread_mutex_unlock(&c->mu);
     while (mine) {
         clean_work *next = mine->next;

@@ -340,15 +340,16 @@ int md_checkpoint(md_db *db, int *wal_frames, int *copied, char *err, size_t err
     return 0;
 }
 
-int md_open_syncer(const char *path, md_db **out, char *err, size_t errlen)
+/* Opens path in WAL mode at synchronous=NORMAL with a busy timeout: the
+ * steps both kinds of handle share.  0 with *out set, or MD_E_SQL. */
+static int open_handle(const char *path, int flags, md_db **out, char *err, size_t errlen)
 {
     *out = NULL;
     md_db *db = calloc(1, sizeof *db);
     if (!db)
         return md_errf(err, errlen, MD_E_SQL, "out of memory");
     db->wal_fd = -1;
-    if (sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &db->h, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         md_errf(err, errlen, MD_E_SQL, "open %s: %s", path,
                 db->h ? sqlite3_errmsg(db->h) : "out of memory");
         md_close(db);
@@ -357,13 +358,28 @@ int md_open_syncer(const char *path, md_db **out, char *err, size_t errlen)
     sqlite3_extended_result_codes(db->h, 1);
     sqlite3_busy_timeout(db->h, 5000);
     int rc = set_wal(db->h, err, errlen);
-    /* The checkpoint syncs WAL and database file at NORMAL as at FULL. */
+    /* The syncer's checkpoints sync WAL and database file at NORMAL as at
+     * FULL; the loop's commits must not sync at all (D1). */
     if (!rc)
         rc = exec_pragma(db->h, "PRAGMA synchronous=NORMAL", err, errlen);
+    if (rc) {
+        md_close(db);
+        return rc;
+    }
+    *out = db;
+    return 0;
+}
+
+int md_open_syncer(const char *path, md_db **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    md_db *db;
+    int rc = open_handle(path, SQLITE_OPEN_READWRITE, &db, err, errlen);
+    if (rc)
+        return rc;
     /* A read makes this connection open the WAL, which from now on keeps
      * the file from being unlinked (D3). */
-    if (!rc)
-        rc = exec_pragma(db->h, "SELECT count(*) FROM sqlite_master", err, errlen);
+    rc = exec_pragma(db->h, "SELECT count(*) FROM sqlite_master", err, errlen);
     if (rc) {
         md_close(db);
         return rc;
@@ -388,25 +404,12 @@ int md_open_files(const char *path, const struct md_sql_file *files, size_t n,
                   md_db **out, char *err, size_t errlen)
 {
     *out = NULL;
-    md_db *db = calloc(1, sizeof *db);
-    if (!db)
-        return md_errf(err, errlen, MD_E_SQL, "out of memory");
-    db->wal_fd = -1;
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-    if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
-        md_errf(err, errlen, MD_E_SQL, "open %s: %s", path,
-                db->h ? sqlite3_errmsg(db->h) : "out of memory");
-        md_close(db);
-        return MD_E_SQL;
-    }
-    sqlite3_extended_result_codes(db->h, 1);
-    sqlite3_busy_timeout(db->h, 5000);
-    int rc = set_wal(db->h, err, errlen);
-    if (!rc)
-        rc = exec_pragma(db->h, "PRAGMA synchronous=NORMAL", err, errlen);
+    md_db *db;
+    int rc = open_handle(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, &db, err, errlen);
+    if (rc)
+        return rc;
     /* Before the hook: the pragma itself (un)installs SQLite's hook. */
-    if (!rc)
-        rc = exec_pragma(db->h, "PRAGMA wal_autocheckpoint=0", err, errlen);
+    rc = exec_pragma(db->h, "PRAGMA wal_autocheckpoint=0", err, errlen);
     if (!rc)
         sqlite3_wal_hook(db->h, wal_hook, db);
     if (!rc)
