@@ -162,6 +162,13 @@ static inline void bench_broker_cleanup(bench_broker *b)
     }
 }
 
+/* qsort comparator for doubles (for medians). */
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 /* utime + stime of a process, in seconds (from /proc/PID/stat). */
 static inline double bench_cpu_seconds(pid_t pid)
 {

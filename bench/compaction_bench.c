@@ -304,12 +304,6 @@ static result run(uint64_t log_bytes, const char *io, double window)
     return res;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void measure(uint64_t log_bytes, const char *io, int pairs)
 {
     double drops[64], norms[64], secs[64];
@@ -331,9 +325,9 @@ static void measure(uint64_t log_bytes, const char *io, int pairs)
                k.after, drops[i], norms[i]);
         fflush(stdout);
     }
-    qsort(drops, (size_t)pairs, sizeof *drops, cmp_double);
-    qsort(norms, (size_t)pairs, sizeof *norms, cmp_double);
-    qsort(secs, (size_t)pairs, sizeof *secs, cmp_double);
+    qsort(drops, (size_t)pairs, sizeof *drops, bench_cmp_double);
+    qsort(norms, (size_t)pairs, sizeof *norms, bench_cmp_double);
+    qsort(secs, (size_t)pairs, sizeof *secs, bench_cmp_double);
     double drop = drops[pairs / 2];
     printf("  median: compaction %.2f s (max %.2f s), producer drop %.1f%% (min %.1f%%, "
            "max %.1f%%; against own before/after %.1f%%)  target drop < 10%%: %s\n",

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_common.h"
 #include "protocol/kp.h"
 #include "segments/seg.h"
 
@@ -110,12 +111,6 @@ static double run_write(const char *dir, const uint8_t *batch, size_t len,
     return t;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void bench_append(const char *root, size_t size, const char *label)
 {
     kp_buf b;
@@ -145,7 +140,7 @@ static void bench_append(const char *root, size_t size, const char *label)
         tw += w;
         ratio[r] = w / a;
     }
-    qsort(ratio, ROUNDS, sizeof *ratio, cmp_double);
+    qsort(ratio, ROUNDS, sizeof *ratio, bench_cmp_double);
     rm_rf(dir);
     double mb = (double)(per_run / b.len * b.len) * ROUNDS / 1e6;
     printf("append %s batches: seg %.0f MB/s, write() %.0f MB/s, ratio %.2f "

@@ -259,15 +259,9 @@ static void create_topic(int fd, const char *name, int32_t parts, const char *co
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double pct(double *v, int n, double p)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     int i = (int)(p * (n - 1) + 0.5);
     return v[i];
 }

@@ -130,6 +130,12 @@ int bk_group_delete(bk_broker *b, const char *id, char *err, size_t errlen)
                  "consumers first.", id, gc_state_name(g->state));
         return KP_NON_EMPTY_GROUP;
     }
+    /* A job in flight may still write this group's rows or offsets: let
+     * it finish first, or they would come back after the delete.  Rare
+     * (an admin's DeleteGroups), and md_group_delete syncs on the loop
+     * anyway (db.c D2). */
+    if (gc)
+        gc_jobs_wait();
     int rc = md_group_delete(b->db, id, err, errlen);
     if (rc == KP_GROUP_ID_NOT_FOUND && !g) {
         snprintf(err, errlen, "The group id %s does not exist.", id);
@@ -426,61 +432,80 @@ static const gc_proto *member_proto(const gc_member *m, const char *name)
     return NULL;
 }
 
-static int save_group(gc_group *g)
+/* Copies g's row and member rows into j (group_job.c).  0 or -1 (no
+ * memory: g stays as it is, the caller keeps it dirty). */
+static int group_to_job(gc_job *j, const gc_group *g)
 {
-    md_group_member small[16], *mm = small;
-    if (g->nmembers > 16) {
-        mm = calloc((size_t)g->nmembers, sizeof *mm);
-        if (!mm)
-            return -1;
-    }
+    md_group *rec = gc_job_group(j, (size_t)g->nmembers);
+    if (!rec)
+        return -1;
+    bool ok = true;
+    md_group_member *mm = (md_group_member *)rec->members;
     size_t n = 0;
-    for (gc_member *m = g->members.next; m != &g->members; m = m->next, n++) {
+    for (const gc_member *m = g->members.next; m != &g->members; m = m->next, n++) {
         const gc_proto *p = member_proto(m, g->protocol);
-        mm[n] = (md_group_member){
-            .member_id = m->id, .instance_id = m->instance_id,
-            .client_id = m->client_id, .client_host = m->client_host,
-            .session_timeout_ms = m->session_timeout_ms,
-            .rebalance_timeout_ms = m->rebalance_timeout_ms,
-            .subscription = p ? p->meta : NULL, .subscription_len = p ? p->meta_len : -1,
-            .assignment = m->assignment,
-            .assignment_len = m->assignment ? m->assignment_len : -1,
-        };
+        md_group_member *x = &mm[n];
+        x->member_id = gc_job_strdup(j, m->id);
+        x->instance_id = gc_job_strdup(j, m->instance_id);
+        x->client_id = gc_job_strdup(j, m->client_id);
+        x->client_host = gc_job_strdup(j, m->client_host);
+        x->session_timeout_ms = m->session_timeout_ms;
+        x->rebalance_timeout_ms = m->rebalance_timeout_ms;
+        x->subscription_len = p ? p->meta_len : -1;
+        x->subscription = p ? gc_job_blob(j, p->meta, p->meta_len) : NULL;
+        x->assignment_len = m->assignment ? m->assignment_len : -1;
+        x->assignment = gc_job_blob(j, m->assignment, x->assignment_len);
+        ok = ok && x->member_id && x->client_id && x->client_host &&
+             (x->instance_id || !m->instance_id) &&
+             (x->subscription || x->subscription_len < 0) &&
+             (x->assignment || x->assignment_len < 0);
     }
-    md_group rec = {
-        .group_id = g->id, .state = gc_state_name(g->state),
-        .protocol_type = g->protocol_type, .protocol = g->protocol,
-        .generation = g->generation, .leader = g->leader,
-        .state_changed_at = g->state_changed_at, .members = mm, .nmembers = n,
-    };
-    char err[MD_ERRLEN];
-    int rc = md_group_save(gc->b->db, &rec, err, sizeof err);
-    if (rc)
-        BK_ERROR("saving group %s failed: %s", g->id, err);
-    if (mm != small)
-        free(mm);
-    return rc;
+    rec->group_id = gc_job_strdup(j, g->id);
+    rec->state = gc_state_name(g->state);              /* static */
+    rec->protocol_type = gc_job_strdup(j, g->protocol_type);
+    rec->protocol = gc_job_strdup(j, g->protocol);
+    rec->generation = g->generation;
+    rec->leader = gc_job_strdup(j, g->leader);
+    rec->state_changed_at = g->state_changed_at;
+    ok = ok && rec->group_id && (rec->protocol_type || !g->protocol_type) &&
+         (rec->protocol || !g->protocol) && (rec->leader || !g->leader);
+    return ok ? 0 : -1;
 }
 
-void gc_save_dirty(void)
+/* Moves every dirty group into j; one that does not fit stays dirty. */
+static int dirty_to_job(gc_job *j)
 {
+    gc_group *keep = NULL;
+    int rc = 0;
     while (gc->dirty) {
         gc_group *g = gc->dirty;
         gc->dirty = g->dirty_next;
-        g->dirty = false;
-        g->dirty_next = NULL;
-        save_group(g);
+        if (group_to_job(j, g) == 0) {
+            g->dirty = false;
+            g->dirty_next = NULL;
+        } else {
+            g->dirty_next = keep;
+            keep = g;
+            rc = -1;
+        }
     }
+    gc->dirty = keep;
+    return rc;
 }
 
 void gc_save_dirty_now(void)
 {
     if (!gc->dirty)
         return;
-    bool txn = md_begin(gc->b->db) == 0;
-    gc_save_dirty();
-    if (txn && md_commit(gc->b->db) == 0)
-        bk_mdsync_request();
+    gc_job *j = gc_job_take();
+    if (!j) {
+        BK_ERROR("saving group state: out of memory");
+        return;
+    }
+    if (dirty_to_job(j) != 0)
+        BK_ERROR("saving group state: out of memory");
+    gc_job_submit(j);
+    gc_jobs_release(bk_mdsync_durable());   /* run already when no worker */
 }
 
 /* ---- waits and the end of the loop turn ------------------------------------- */
@@ -576,7 +601,7 @@ static void finish_synced(uint64_t durable, int sync_err)
         gc_wait_unlink(w);
         bk_req *r = w->r;
         if (w->commit)
-            gc_commit_respond(w, w->rc ? w->rc : sync_err ? MD_E_SQL : 0);
+            gc_commit_respond(w, w->rc ? w->rc : sync_err ? MD_E_SQL : 0);   /* J3 */
         free(w->commit);
         free(w);
         r->cancel = NULL;
@@ -596,8 +621,11 @@ static void on_durable(uint64_t seq, int err)
     if (!gc)
         return;
     finish_synced(seq, err);
+    gc_jobs_release(seq);
     if (gc->dirty || gc->batch.next != &gc->batch || gc->outbox.next != &gc->outbox)
         run_turn(true);
+    if (gc->expire_due && !gc->dirty && gc->group_jobs == 0)
+        gc_expire_tick(-1, 0, NULL);
 }
 
 /* End of the loop turn: one transaction for everything the turn changed
@@ -625,16 +653,20 @@ static void run_turn(bool after_sync)
     list_move(&batch, &gc->batch);
     int rc = 0;
     if (gc->dirty || batch.next != &batch) {
-        bool txn = md_begin(gc->b->db) == 0;
-        gc_save_dirty();
-        gc_commit_store(&batch, &rc);
-        if (txn && md_commit(gc->b->db) != 0) {
-            BK_ERROR("committing group state / offsets failed");
-            rc = MD_E_SQL;
-        }
-        /* Without md_begin each change was synced by itself (db.c D2). */
-        if (txn && rc == 0)
-            bk_mdsync_request();
+        /* The SQL runs on the sync worker (group_job.c): copy, submit. */
+        /* Out of memory: a group that does not fit stays dirty for the
+         * next turn; the commits are answered with an error (rows already
+         * copied may still be stored: a retry stores them again). */
+        gc_job *j = gc_job_take();
+        if (!j || dirty_to_job(j) != 0)
+            BK_ERROR("saving group state / offsets: out of memory");
+        for (gc_wait *w = batch.next; rc == 0 && w != &batch; w = w->next)
+            rc = j ? gc_commit_to_job(w, j) : MD_E_SQL;
+        if (rc)
+            for (gc_wait *w = batch.next; w != &batch; w = w->next)
+                w->job = NULL;
+        if (j)
+            gc_job_submit(j);
     }
     uint64_t seq = bk_mdsync_requested();
     while (batch.next != &batch) {
@@ -650,6 +682,7 @@ static void run_turn(bool after_sync)
         list_append(&gc->synced, w);
     }
     finish_synced(bk_mdsync_durable(), bk_mdsync_error());
+    gc_jobs_release(bk_mdsync_durable());
 }
 
 /* ---- members ----------------------------------------------------------------- */
@@ -1502,6 +1535,7 @@ int bk_groups_init(bk_broker *b)
     gc->outbox.next = gc->outbox.prev = &gc->outbox;
     gc->batch.next = gc->batch.prev = &gc->batch;
     gc->synced.next = gc->synced.prev = &gc->synced;
+    gc->jobs_tail = &gc->jobs;
     gc->turn_ev = event_new(b->base, -1, 0, turn_cb, NULL);
     gc->expire_timer = event_new(b->base, -1, EV_PERSIST, gc_expire_tick, NULL);
     gc->sig_term = evsignal_new(b->base, SIGTERM, on_stop, NULL);
@@ -1533,7 +1567,8 @@ void bk_groups_shutdown(bk_broker *b)
     (void)b;
     if (!gc)
         return;
-    /* Connections are closed (their waits cancelled); keep what changed. */
+    /* Connections are closed (their waits cancelled); keep what changed,
+     * and let the worker finish every job before they are freed. */
     gc_save_dirty_now();
     bk_mdsync_listen(NULL);
     for (size_t i = 0; i < gc->hash_size; i++)
@@ -1551,6 +1586,7 @@ void bk_groups_shutdown(bk_broker *b)
         free(w->commit);
         wait_drop(w);
     }
+    gc_jobs_free();
     event_free(gc->turn_ev);
     event_free(gc->expire_timer);
     event_free(gc->sig_term);

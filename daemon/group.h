@@ -23,6 +23,7 @@ const char *gc_state_name(enum gc_state s);   /* Kafka's names */
 
 typedef struct gc_group gc_group;
 typedef struct gc_member gc_member;
+typedef struct gc_job gc_job;
 
 /* A deferred request.  It sits in exactly one place: held by a member
  * (join or sync, m != NULL), in the outbox (answer written, waiting for
@@ -38,6 +39,8 @@ typedef struct gc_wait {
     struct gc_commit *commit;
     int rc;                           /* commits: outcome of the store */
     uint64_t seq;                     /* in synced: the sync to wait for */
+    struct gc_job *job;               /* commits: the job storing its rows */
+    size_t job_first;                 /* … from this row of the job */
 } gc_wait;
 
 typedef struct gc_proto {
@@ -107,6 +110,11 @@ typedef struct gc_coord {
     struct event *turn_ev;            /* end of loop turn: persist, then answer */
     struct event *expire_timer;       /* offsets.retention.check.interval.ms */
     struct event *sig_term, *sig_int; /* answer waiting joins on shutdown */
+    gc_job *jobs, **jobs_tail;        /* submitted to the sync worker (J2) */
+    gc_job *job_pool;
+    uint64_t last_job_seq;
+    int group_jobs;                   /* submitted jobs that carry groups */
+    bool expire_due;                  /* retention check waits for them */
 } gc_coord;
 
 extern gc_coord *gc;
@@ -135,11 +143,29 @@ void gc_wait_unlink(gc_wait *w);
 /* The answer is in w->r->out: finish it after this turn's transaction. */
 void gc_wait_answered(gc_wait *w);
 void gc_schedule_turn(void);
-/* Persists dirty groups (inside the caller's transaction if any). */
-void gc_save_dirty(void);
-/* Persists dirty groups in one transaction of their own and asks for its
- * WAL sync (no answer waits on it: timers, startup, shutdown). */
+/* Hands the dirty groups to the sync worker as a job of their own (no
+ * answer waits on it: timers, startup, shutdown). */
 void gc_save_dirty_now(void);
+
+/* group_job.c: the turn's writes as a job for the metadata sync worker
+ * (loop thread only; see its design note). */
+gc_job *gc_job_take(void);            /* empty, from the pool; NULL: no memory */
+void gc_job_put(gc_job *j);           /* back to the pool, unsubmitted */
+const char *gc_job_strdup(gc_job *j, const char *s);         /* NULL stays NULL */
+const char *gc_job_strndup(gc_job *j, const char *p, size_t len);
+const void *gc_job_blob(gc_job *j, const void *p, int32_t len);  /* len < 0: NULL */
+/* n more offset rows (valid until the next call); *first: the index of
+ * the first.  NULL: no memory. */
+md_offset *gc_job_rows(gc_job *j, size_t n, size_t *first);
+/* One more group with room for nmembers members; NULL: no memory. */
+md_group *gc_job_group(gc_job *j, size_t nmembers);
+/* After the job's sync was reported (J1): row i's result, the job's rc. */
+int gc_job_row_result(const gc_job *j, size_t i);
+int gc_job_rc(const gc_job *j);
+uint64_t gc_job_submit(gc_job *j);    /* returns the covering sync's seq */
+void gc_jobs_release(uint64_t durable);
+void gc_jobs_wait(void);              /* blocks for every submitted job: rare */
+void gc_jobs_free(void);              /* shutdown: waits, then frees */
 
 /* JoinGroup (group.c keeps the state machine; group_api.c parses). */
 typedef struct gc_join_args {
@@ -167,11 +193,14 @@ int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
 int16_t gc_leave(kp_str group_id, kp_str member_id);
 
 /* group_offsets.c */
-/* The turn event: writes the batch's offsets (inside the turn's
- * transaction), then each request's response given the outcome rc. */
-void gc_commit_store(gc_wait *batch, int *rc);
-/* Writes w's OffsetCommit response: rc != 0 fails every entry. */
+/* The turn event: copies w's rows to store into job (w->job, w->job_first).
+ * 0, or MD_E_SQL when out of memory. */
+int gc_commit_to_job(gc_wait *w, gc_job *j);
+/* Writes w's OffsetCommit response from its job's results: rc != 0 (or a
+ * failed job) fails every entry. */
 void gc_commit_respond(gc_wait *w, int rc);
+/* Whether an OffsetCommit for group id is deferred (not answered yet). */
+bool gc_commits_pending(const char *id);
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg);
 
 /* Client host as Kafka prints it ("/127.0.0.1"). */

@@ -9,12 +9,13 @@
  * handler: it validates (group generation and member as Kafka's
  * doCommitOffsets, topic/partition existence, metadata size), queues the
  * request on the turn's batch and defers its response.  The coordinator's
- * end-of-turn event (daemon/group.c, turn_cb) then writes every queued
- * commit of the loop turn — from all connections — in one transaction,
- * together with the group state that changed in that turn, asks the
- * metadata sync worker (daemon/md_sync.c) for a WAL sync, and answers
- * them all once that sync has finished.  Cost per partition on the loop:
- * one bound upsert, no fsync.
+ * end-of-turn event (daemon/group.c, turn_cb) then copies every queued
+ * commit of the loop turn — from all connections — into one job, together
+ * with the group state that changed in that turn, and hands it to the
+ * metadata sync worker (daemon/md_sync.c, daemon/group_job.c), which
+ * writes it in one transaction on its own connection and syncs the WAL;
+ * the answers leave once that sync is reported.  Cost per partition on
+ * the loop: copying one row; no SQL, no fsync.
  *
  * Offsets are not cached in memory: OffsetFetch reads SQLite (one indexed
  * range scan per request), which is what an operator's SQL sees too.
@@ -208,41 +209,76 @@ int bk_handle_offset_commit(bk_req *r)
     return BK_DEFER;
 }
 
-void gc_commit_store(gc_wait *batch, int *rc)
+int gc_commit_to_job(gc_wait *w, gc_job *j)
 {
-    size_t n = 0;
-    for (gc_wait *w = batch->next; w != batch; w = w->next)
-        for (int32_t i = 0; i < w->commit->n; i++)
-            n += w->commit->pre[i] == 0;
+    struct gc_commit *c = w->commit;
+    int32_t n = 0;
+    for (int32_t i = 0; i < c->n; i++)
+        n += c->pre[i] == 0;
+    size_t first;
+    md_offset *rows = gc_job_rows(j, (size_t)n, &first);
+    if (!rows)
+        return MD_E_SQL;
+    w->job = j;
+    w->job_first = first;
     if (n == 0)
-        return;
-    md_offset *all = malloc(n * sizeof *all);
-    if (!all) {
-        *rc = MD_E_SQL;
-        return;
+        return 0;
+    const md_offset *o0 = &c->offs[0];
+    const char *group = gc_job_strndup(j, o0->group_id, (size_t)o0->group_len);
+    if (!group)
+        return MD_E_SQL;
+    int32_t k = 0;
+    for (int32_t t = 0; t < c->ntopics; t++) {
+        const struct gc_ctopic *tp = &c->topics[t];
+        const char *topic = NULL;
+        for (int32_t i = tp->first; i < tp->first + tp->count; i++) {
+            if (c->pre[i])
+                continue;
+            const md_offset *o = &c->offs[i];
+            if (!topic && !(topic = gc_job_strndup(j, o->topic, (size_t)o->topic_len)))
+                return MD_E_SQL;
+            md_offset *x = &rows[k++];
+            *x = *o;
+            x->group_id = group;
+            x->topic = topic;
+            x->metadata = NULL;       /* stored as "" */
+            if (o->metadata && o->metadata_len > 0 &&
+                !(x->metadata = gc_job_strndup(j, o->metadata, (size_t)o->metadata_len)))
+                return MD_E_SQL;
+        }
     }
-    size_t k = 0;
-    for (gc_wait *w = batch->next; w != batch; w = w->next)
-        for (int32_t i = 0; i < w->commit->n; i++)
-            if (!w->commit->pre[i])
-                all[k++] = w->commit->offs[i];
-    char err[MD_ERRLEN];
-    int r = md_offset_commit(gc->b->db, all, n, err, sizeof err);
-    if (r) {
-        BK_ERROR("storing %zu committed offsets failed: %s", n, err);
-        *rc = r;
-    }
-    k = 0;
-    for (gc_wait *w = batch->next; w != batch; w = w->next)
-        for (int32_t i = 0; i < w->commit->n; i++)
-            if (!w->commit->pre[i])
-                w->commit->offs[i].result = all[k++].result;
-    free(all);
+    return 0;
 }
 
 void gc_commit_respond(gc_wait *w, int rc)
 {
-    write_commit_response(w->r, w->commit, rc);
+    struct gc_commit *c = w->commit;
+    if (w->job) {                     /* its sync was reported: J1, J3 */
+        if (!rc)
+            rc = gc_job_rc(w->job);
+        size_t k = w->job_first;
+        for (int32_t i = 0; i < c->n; i++)
+            if (!c->pre[i])
+                c->offs[i].result = gc_job_row_result(w->job, k++);
+        w->job = NULL;
+    } else if (!rc) {
+        rc = MD_E_SQL;                /* never stored */
+    }
+    write_commit_response(w->r, c, rc);
+}
+
+bool gc_commits_pending(const char *id)
+{
+    size_t len = strlen(id);
+    const gc_wait *lists[2] = { &gc->batch, &gc->synced };
+    for (int l = 0; l < 2; l++)
+        for (const gc_wait *w = lists[l]->next; w != lists[l]; w = w->next) {
+            const struct gc_commit *c = w->commit;
+            if (c && c->n > 0 && (size_t)c->offs[0].group_len == len &&
+                !memcmp(c->offs[0].group_id, id, len))
+                return true;
+        }
+    return false;
 }
 
 /* ---- OffsetFetch v1-5 ----------------------------------------------------------- */
@@ -349,8 +385,15 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what; (void)arg;
     bk_broker *b = gc->b;
-    /* The rules read group states from SQLite: make them current. */
+    /* The rules read group states from SQLite: make them current first.
+     * They are written by the sync worker, so when some are on their way
+     * the check runs again once they are durable (group.c, on_durable). */
     gc_save_dirty_now();
+    if (gc->group_jobs > 0) {
+        gc->expire_due = true;
+        return;
+    }
+    gc->expire_due = false;
     int64_t expired = 0;
     char err[MD_ERRLEN];
     if (md_offsets_expire(b->db, bk_now_ms(), b->cfg->offsets_retention_minutes * 60000,
@@ -367,7 +410,7 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
     for (size_t i = 0; i < gc->hash_size; i++)
         for (gc_group *g = gc->hash[i]; g; g = g->hnext)
             if (g->state == GC_EMPTY && !g->pending && g->nmembers == 0 &&
-                md_group_offset_count(b->db, g->id) == 0)
+                !gc_commits_pending(g->id) && md_group_offset_count(b->db, g->id) == 0)
                 dead[n++] = g;
     for (size_t i = 0; i < n; i++) {
         int rc = md_group_delete(b->db, dead[i]->id, err, sizeof err);

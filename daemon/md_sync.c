@@ -12,13 +12,27 @@
  *   -----------                           -------------------------
  *   md_begin … md_commit   (WAL write())
  *   seq = bk_mdsync_request()
- *     requested = seq ─────────────────►  target = requested
- *   hold the answers tagged seq          md_wal_sync      (fdatasync WAL)
+ *   or seq = bk_mdsync_submit(job)
+ *     requested = seq ─────────────────►  target = requested; take jobs
+ *   hold the answers tagged seq          each job: BEGIN IMMEDIATE, run,
+ *                                           COMMIT    (WAL write())
+ *                                         md_wal_sync      (fdatasync WAL)
  *                                         synced = target
  *   done_cb ◄──── event_active ◄───────── (every commit ≤ target is on disk)
  *   listener(synced): finish answers ≤ synced
  *                                         every CKPT_INTERVAL_MS with new
  *                                         commits: md_checkpoint (PASSIVE)
+ *
+ * Jobs.  The hot metadata writes (offset commits and group state) do not
+ * even run their SQL on the loop: the coordinator hands the worker a job
+ * (self-contained copies of the rows) and the worker writes it on its own
+ * connection right before the fdatasync that covers it.  The loop's CPU
+ * per OffsetCommit is then parsing, checks and the answer, and the SQL
+ * runs on the other core.  Both connections write the same database;
+ * SQLite lets one writer at a time in, so a loop write that meets a job's
+ * transaction waits for it (db.c's busy handler naps in tens of µs first)
+ * — only the rare loop writes (admin changes, the recovery points every
+ * few seconds) can meet one.
  *
  * Group commit: requests that arrive while an fdatasync runs are covered
  * by the next one, which takes the newest sequence number at its start, so
@@ -52,6 +66,10 @@
  *       WAL from disk).  Answers then carry an error.
  *   S4. bk_mdsync_stop returns with every requested sync done; the worker
  *       closes its connection only after its last md_wal_sync (db.c D3).
+ *   S5. Jobs run in submission order, each before the sync whose number
+ *       it was given, so a job's changes are durable when the listener
+ *       sees its seq; the worker writes job->rc before it publishes
+ *       synced under mu, so the loop reads rc after the listener call.
  */
 #include "daemon/md_sync.h"
 
@@ -72,7 +90,9 @@ typedef struct bk_mdsync {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t work;          /* requested > synced, or stop */
+    pthread_cond_t done;          /* synced moved (bk_mdsync_wait) */
     uint64_t requested;           /* under mu */
+    bk_mdjob *jobs, **jobs_tail;  /* under mu: submitted, not yet taken */
     uint64_t synced;              /* under mu */
     int err;                      /* under mu: latched errno (S3) */
     bool stop;                    /* under mu */
@@ -107,6 +127,22 @@ static void checkpoint(bk_mdsync *s)
         s->checkpoints++;
 }
 
+/* Worker: one job in a transaction of its own, so one job's failure
+ * cannot undo another's. */
+static void run_job(bk_mdsync *s, bk_mdjob *j)
+{
+    if (md_begin(s->db) != 0) {
+        BK_ERROR("metadata sync worker: cannot begin a transaction");
+        j->rc = MD_E_SQL;
+        return;
+    }
+    j->rc = j->run(s->db, j);
+    if (md_commit(s->db) != 0) {
+        BK_ERROR("metadata sync worker: commit failed");
+        j->rc = MD_E_SQL;
+    }
+}
+
 static void *mdsync_main(void *arg)
 {
     bk_mdsync *s = arg;
@@ -128,7 +164,14 @@ static void *mdsync_main(void *arg)
         }
         if (s->requested > s->synced) {
             uint64_t target = s->requested;
+            bk_mdjob *jobs = s->jobs;
+            s->jobs = NULL;
+            s->jobs_tail = &s->jobs;
             pthread_mutex_unlock(&s->mu);
+            for (bk_mdjob *j = jobs, *next; j; j = next) {
+                next = j->next;               /* S5: j is the loop's once synced */
+                run_job(s, j);
+            }
             int rc = md_wal_sync(s->db);          /* the slow part */
             s->syncs++;
             pthread_mutex_lock(&s->mu);
@@ -139,6 +182,7 @@ static void *mdsync_main(void *arg)
             }
             s->synced = target;
             unckpt = true;
+            pthread_cond_broadcast(&s->done);
             event_active(s->done_ev, EV_READ, 0);
         }
         if (unckpt && (s->stop || bk_mono_us() - last_ckpt_us >= CKPT_INTERVAL_MS * 1000)) {
@@ -185,6 +229,8 @@ int bk_mdsync_start(bk_broker *b, const char *dbpath)
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->done, NULL);
+    s->jobs_tail = &s->jobs;
     s->done_ev = event_new(b->base, -1, 0, done_cb, s);
     if (!s->done_ev || pthread_create(&s->thread, NULL, mdsync_main, s) != 0) {
         BK_ERROR("metadata sync worker: cannot start");
@@ -214,6 +260,35 @@ uint64_t bk_mdsync_request(void)
     pthread_mutex_unlock(&ms->mu);
     ms->last_requested = seq;
     return seq;
+}
+
+uint64_t bk_mdsync_submit(bk_broker *b, bk_mdjob *job)
+{
+    job->next = NULL;
+    job->rc = 0;
+    if (!ms) {
+        job->seq = 0;
+        job->rc = job->run(b->db, job);
+        return 0;
+    }
+    pthread_mutex_lock(&ms->mu);
+    uint64_t seq = job->seq = ++ms->requested;
+    *ms->jobs_tail = job;
+    ms->jobs_tail = &job->next;
+    pthread_cond_signal(&ms->work);
+    pthread_mutex_unlock(&ms->mu);
+    ms->last_requested = seq;
+    return seq;
+}
+
+void bk_mdsync_wait(uint64_t seq)
+{
+    if (!ms)
+        return;
+    pthread_mutex_lock(&ms->mu);
+    while (ms->synced < seq)
+        pthread_cond_wait(&ms->done, &ms->mu);
+    pthread_mutex_unlock(&ms->mu);
 }
 
 uint64_t bk_mdsync_requested(void)
@@ -254,5 +329,6 @@ void bk_mdsync_stop(void)
     md_close(s->db);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->done);
     free(s);
 }

@@ -6,8 +6,9 @@
  *
  * One md_db wraps one sqlite3 connection owned by one thread (opened
  * SQLITE_OPEN_NOMUTEX).  md_open does, in order:
- *   1. open/create the file; extended result codes; busy timeout 5 s (the
- *      admin shell or a second process may hold the write lock briefly);
+ *   1. open/create the file; extended result codes; a busy handler that
+ *      waits up to ~5 s for the write lock (busy_nap: the sync worker's
+ *      jobs, the admin shell or a second process may hold it briefly);
  *   2. journal_mode=WAL: readers (sluice-sql, /sql) never block the broker
  *      and the broker never blocks them;
  *   3. synchronous=NORMAL, wal_autocheckpoint=0 and the commit hook
@@ -62,6 +63,12 @@
  *       NORMAL; it orders the header before later frames).  That is once
  *       per completed checkpoint, i.e. at most once per checkpoint
  *       interval of the worker, not once per transaction.
+ *   D5. The syncer's handle writes too: the worker's jobs (offset commits
+ *       and group state, in md_begin batches that its own md_wal_sync then
+ *       covers).  It has the loop's pragmas (foreign keys, no automatic
+ *       checkpoint) and statements, and no wal_hook: its commits are
+ *       always the worker's to sync.  Writers take turns through the
+ *       busy handler (busy_nap).
  *
  * Invariants:
  *   I1. Outside an md_* call no statement of st[] is left stepping (every
@@ -342,6 +349,36 @@ int md_checkpoint(md_db *db, int *wal_frames, int *copied, char *err, size_t err
 
 /* Opens path in WAL mode at synchronous=NORMAL with a busy timeout: the
  * steps both kinds of handle share.  0 with *out set, or MD_E_SQL. */
+/* Two connections of the broker write (the loop's, and the sync worker's
+ * jobs, daemon/md_sync.c), and a transaction holds the write lock for
+ * well under a millisecond: nap in tens of µs first, where SQLite's own
+ * handler would sleep 1 ms and more from the first retry; give up after
+ * about 5 s (the admin shell or another process may hold it longer). */
+static int busy_nap(void *arg, int count)
+{
+    (void)arg;
+    if (count < 200) {
+        usleep(50);                    /* the first 10 ms */
+        return 1;
+    }
+    if (count < 200 + 4990) {
+        usleep(1000);
+        return 1;
+    }
+    return 0;
+}
+
+/* Prepares every statement before ST_FIRST_LAZY (step 6). */
+static int prepare_eager(md_db *db, char *err, size_t errlen)
+{
+    for (int i = 0; i < ST_FIRST_LAZY; i++)
+        if (sqlite3_prepare_v3(db->h, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                               &db->st[i], NULL) != SQLITE_OK)
+            return md_errf(err, errlen, MD_E_SQL, "prepare \"%s\": %s",
+                           stmt_sql[i], sqlite3_errmsg(db->h));
+    return 0;
+}
+
 static int open_handle(const char *path, int flags, md_db **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -356,7 +393,7 @@ static int open_handle(const char *path, int flags, md_db **out, char *err, size
         return MD_E_SQL;
     }
     sqlite3_extended_result_codes(db->h, 1);
-    sqlite3_busy_timeout(db->h, 5000);
+    sqlite3_busy_handler(db->h, busy_nap, NULL);
     int rc = set_wal(db->h, err, errlen);
     /* The syncer's checkpoints sync WAL and database file at NORMAL as at
      * FULL; the loop's commits must not sync at all (D1). */
@@ -378,8 +415,16 @@ int md_open_syncer(const char *path, md_db **out, char *err, size_t errlen)
     if (rc)
         return rc;
     /* A read makes this connection open the WAL, which from now on keeps
-     * the file from being unlinked (D3). */
+     * the file from being unlinked (D3).  The worker also writes (its
+     * jobs, D5): the loop's schema rules and statements, and no automatic
+     * checkpoint after a commit (it runs its own, on its interval). */
     rc = exec_pragma(db->h, "SELECT count(*) FROM sqlite_master", err, errlen);
+    if (!rc)
+        rc = exec_pragma(db->h, "PRAGMA wal_autocheckpoint=0", err, errlen);
+    if (!rc)
+        rc = exec_pragma(db->h, "PRAGMA foreign_keys=ON", err, errlen);
+    if (!rc)
+        rc = prepare_eager(db, err, errlen);
     if (rc) {
         md_close(db);
         return rc;
@@ -416,12 +461,8 @@ int md_open_files(const char *path, const struct md_sql_file *files, size_t n,
         rc = md_migrate(db->h, files, n, err, errlen);
     if (!rc)
         rc = exec_pragma(db->h, "PRAGMA foreign_keys=ON", err, errlen);
-    for (int i = 0; !rc && i < ST_FIRST_LAZY; i++) {
-        if (sqlite3_prepare_v3(db->h, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
-                               &db->st[i], NULL) != SQLITE_OK)
-            rc = md_errf(err, errlen, MD_E_SQL, "prepare \"%s\": %s",
-                         stmt_sql[i], sqlite3_errmsg(db->h));
-    }
+    if (!rc)
+        rc = prepare_eager(db, err, errlen);
     if (rc) {
         md_close(db);
         return rc;
