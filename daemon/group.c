@@ -38,16 +38,16 @@
  * the leader's are answered later (BK_DEFER): the member holds a gc_wait.
  * Answers are never sent from inside a state change: they are written
  * into the request's response buffer and queued on the outbox, which one
- * event per loop turn drains *after* committing the turn's SQLite
- * transaction (dirty groups + offset commits).  That commit only reaches
- * the WAL in the page cache (metadata/db.c, D1); the turn asks the
- * metadata sync worker (daemon/md_sync.c) for a WAL fdatasync and parks
- * its answers on the synced list, tagged with that sync's number; they
- * leave when the worker reports it done (on_durable).  Turns that end
- * while a sync runs write nothing: their commits and state changes wait
- * in the batch and are written by on_durable as one transaction, covered
- * by the next sync — one transaction and one fdatasync per sync cycle
- * however many turns and requests it covers (C6).  So (1) no handler is
+ * event per loop turn drains *after* handing the turn's writes (dirty
+ * groups + offset commits) to the metadata sync worker as one job
+ * (daemon/group_job.c, daemon/md_sync.c): the worker writes the job in
+ * one transaction on its own connection, then fdatasyncs the WAL.  The
+ * turn parks its answers on the synced list, tagged with that sync's
+ * number; they leave when the worker reports it done (on_durable).  Turns
+ * that end while a sync runs submit nothing: their commits and state
+ * changes wait in the batch and on_durable submits them as one job,
+ * covered by the next sync — one job, one transaction and one fdatasync
+ * per sync cycle however many turns and requests it covers (C6).  So (1) no handler is
  * re-entered while a group is half-updated (bk_req_finish may serve the
  * next pipelined request on that connection), and (2) a response that
  * reflects a state change or acknowledges a commit leaves only once that
@@ -79,11 +79,13 @@
  *       worker has reported durable.
  *   C5. The synced list is in non-decreasing seq order (a turn tags its
  *       answers with the newest sequence number requested).
- *   C6. The turn event writes its transaction only when no sync is in
- *       flight (requested == durable); otherwise on_durable writes it when
- *       a sync finishes.  So at most one transaction per finished sync
- *       while syncs run back to back, and every pending batch, outbox and
- *       dirty group is written by the end of the sync in flight.
+ *   C6. The turn event submits its job only when no sync is in flight
+ *       (requested == durable); otherwise on_durable submits it when a
+ *       sync finishes.  So at most one job per finished sync while syncs
+ *       run back to back, and every pending batch, outbox and dirty group
+ *       is submitted by the end of the sync in flight.  Group rows reach
+ *       SQLite only through jobs, in order (md_sync.c S5), so an older
+ *       state never overwrites a newer one.
  *   C3. Every member has a pending session timer; every group in
  *       PreparingRebalance has a pending join timer.
  *   C4. g->leader names a member of g, or is NULL iff g has no members.
