@@ -42,8 +42,9 @@
  *
  * Which writes go where (the choice, also in db.c):
  *   - offset commits and group state (daemon/group.c's end-of-turn batch):
- *     requested here; their responses (OffsetCommit, JoinGroup, SyncGroup
- *     …) wait for the covering sync;
+ *     submitted here as jobs, written and synced by the worker; their
+ *     responses (OffsetCommit, JoinGroup, SyncGroup …) wait for the
+ *     covering sync;
  *   - partition offsets (bk_save_offsets) and other timer batches:
  *     requested here, nobody waits (they only bound recovery work);
  *   - rare admin writes outside md_begin (topics, configs, producer-id
