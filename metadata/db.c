@@ -40,8 +40,8 @@
  *
  * Which commits are synced where — the contract of this module:
  *   D1. A transaction ended by md_commit (the caller's md_begin batch:
- *       offset commits and group state of a loop turn, partition offsets on
- *       a timer) is NOT synced here.  The caller owns its durability: it
+ *       the sync worker's jobs — offset commits and group state of a loop
+ *       turn —, partition offsets on a timer) is NOT synced here.  The caller owns its durability: it
  *       asks the sync worker and holds any answer that promises durability
  *       until the worker reports a sync that started after md_commit.
  *   D2. Any other commit — an md_* change made outside md_begin (topic
