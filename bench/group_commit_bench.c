@@ -398,10 +398,19 @@ int main(int argc, char **argv)
     result commits = run_phase(ms, 0, NULL, seconds, false);
     double cpu1 = bench_cpu_seconds(b.pid);
     printf("  commits alone (unthrottled):         %9.0f partition-commits/s  "
-           "(%.0f OffsetCommit/s; broker CPU %.0f%%)  target >= %.0f: %s\n",
+           "(%.0f OffsetCommit/s; broker CPU %.0f%%, %.1f us per request)  "
+           "target >= %.0f: %s\n",
            commits.commits_per_s, commits.commits_per_s / PARTITIONS,
-           100 * (cpu1 - cpu0) / commits.secs, TARGET,
+           100 * (cpu1 - cpu0) / commits.secs,
+           1e6 * (cpu1 - cpu0) / (commits.commits_per_s / PARTITIONS * commits.secs), TARGET,
            commits.commits_per_s >= TARGET ? "met" : "MISSED");
+    fflush(stdout);
+    result pings = run_phase(ms, 0, NULL, seconds, true);
+    double cpu1b = bench_cpu_seconds(b.pid);
+    printf("  control: ApiVersions alone (unthrottled, same connections): %.0f requests/s "
+           "(broker CPU %.0f%%, %.1f us per request)\n", pings.commits_per_s / PARTITIONS,
+           100 * (cpu1b - cpu1) / pings.secs,
+           1e6 * (cpu1b - cpu1) / (pings.commits_per_s / PARTITIONS * pings.secs));
     fflush(stdout);
     /* Produce throughput depends on the page cache's state: the first
      * seconds of appends add dirty pages with no writeback running; after

@@ -160,6 +160,10 @@ static const char *const stmt_sql[ST_COUNT] = {
         "offset = excluded.offset, leader_epoch = excluded.leader_epoch, "
         "metadata = excluded.metadata, commit_time_ms = excluded.commit_time_ms, "
         "expire_time_ms = excluded.expire_time_ms",
+    [ST_OFFSET_UPDATE] =
+        "UPDATE committed_offsets SET offset = ?4, leader_epoch = ?5, metadata = ?6, "
+        "commit_time_ms = ?7, expire_time_ms = ?8 "
+        "WHERE group_id = ?1 AND topic = ?2 AND partition = ?3",
     [ST_OFFSET_LIST] =
         "SELECT topic, partition, offset, leader_epoch, metadata, commit_time_ms "
         "FROM committed_offsets WHERE group_id = ?1 ORDER BY topic, partition",

@@ -259,6 +259,27 @@ int64_t md_group_offset_count(md_db *db, const char *group_id)
 
 /* ---- offsets --------------------------------------------------------------- */
 
+/* Binds one row to s (ST_OFFSET_UPDATE and ST_OFFSET_COMMIT share the
+ * parameter numbers). */
+static void bind_offset(sqlite3_stmt *s, const md_offset *o)
+{
+    sqlite3_bind_text(s, 1, o->group_len ? o->group_id : "", o->group_len, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, o->topic, o->topic_len, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, o->partition);
+    sqlite3_bind_int64(s, 4, o->offset);
+    sqlite3_bind_int(s, 5, o->leader_epoch);
+    if (o->metadata && o->metadata_len > 0)
+        sqlite3_bind_text(s, 6, o->metadata, o->metadata_len, SQLITE_STATIC);
+    else
+        sqlite3_bind_text(s, 6, "", 0, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 7, o->commit_time_ms);
+    sqlite3_bind_int64(s, 8, o->expire_time_ms);
+}
+
+/* Most commits move an offset already stored: an UPDATE by primary key is
+ * one b-tree seek (and no foreign-key check, the topic being unchanged),
+ * where the upsert seeks for the INSERT's conflict first.  Only a row
+ * that is not there yet goes through the INSERT. */
 int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t errlen)
 {
     if (n == 0)
@@ -266,23 +287,26 @@ int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t err
     int t, rc;
     if ((rc = md_txn_enter(db, &t, err, errlen)))
         return rc;
-    sqlite3_stmt *s;
+    sqlite3_stmt *up, *ins;
+    if ((rc = md_stmt_lazy(db, ST_OFFSET_UPDATE, &up, err, errlen)) ||
+        (rc = md_stmt_lazy(db, ST_OFFSET_COMMIT, &ins, err, errlen)))
+        return md_txn_leave(db, t, rc, err, errlen);
     for (size_t i = 0; !rc && i < n; i++) {
         md_offset *o = &offs[i];
-        if ((rc = md_stmt_lazy(db, ST_OFFSET_COMMIT, &s, err, errlen)))
+        bind_offset(up, o);
+        int sr = sqlite3_step(up);
+        sqlite3_reset(up);
+        if (sr == SQLITE_DONE && sqlite3_changes(db->h) == 1) {
+            o->result = KP_NONE;
+            continue;
+        }
+        if (sr != SQLITE_DONE) {
+            rc = md_sqlerr(db, err, errlen, "commit offset");
             break;
-        sqlite3_bind_text(s, 1, o->group_len ? o->group_id : "", o->group_len, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, o->topic, o->topic_len, SQLITE_STATIC);
-        sqlite3_bind_int(s, 3, o->partition);
-        sqlite3_bind_int64(s, 4, o->offset);
-        sqlite3_bind_int(s, 5, o->leader_epoch);
-        if (o->metadata && o->metadata_len > 0)
-            sqlite3_bind_text(s, 6, o->metadata, o->metadata_len, SQLITE_STATIC);
-        else
-            sqlite3_bind_text(s, 6, "", 0, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 7, o->commit_time_ms);
-        sqlite3_bind_int64(s, 8, o->expire_time_ms);
-        int sr = sqlite3_step(s);
+        }
+        bind_offset(ins, o);
+        sr = sqlite3_step(ins);
+        sqlite3_reset(ins);
         if (sr == SQLITE_DONE) {
             o->result = KP_NONE;
         } else if ((sr & 0xff) == SQLITE_CONSTRAINT) {
@@ -294,8 +318,6 @@ int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t err
             rc = md_sqlerr(db, err, errlen, "commit offset");
         }
     }
-    if (db->st[ST_OFFSET_COMMIT])
-        sqlite3_reset(db->st[ST_OFFSET_COMMIT]);  /* I1 of db.c */
     return md_txn_leave(db, t, rc, err, errlen);
 }
 

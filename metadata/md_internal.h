@@ -36,7 +36,7 @@ enum md_stmt {
      * migration that the mechanism tests' partial schemas leave out. */
     ST_FIRST_LAZY,
     ST_GROUP_UPSERT = ST_FIRST_LAZY, ST_MEMBERS_DELETE, ST_MEMBER_INSERT,
-    ST_OFFSET_COMMIT, ST_OFFSET_LIST,
+    ST_OFFSET_COMMIT, ST_OFFSET_UPDATE, ST_OFFSET_LIST,
     ST_COUNT
 };
 
