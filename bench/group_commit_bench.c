@@ -52,9 +52,14 @@ static const char *commit_topic = "commit-bench";
 static const char *produce_topic = "produce-bench";
 static atomic_bool running;
 
+static bench_broker broker;
+
+/* Stops the broker too: an orphan would keep the benchmark lock that
+ * `flock` handed down to it, and its data directory. */
 static void die(const char *what)
 {
     fprintf(stderr, "group_commit_bench: %s\n", what);
+    bench_broker_cleanup(&broker);
     exit(1);
 }
 
@@ -350,7 +355,6 @@ int main(int argc, char **argv)
     int rounds = argc > 3 ? atoi(argv[3]) : 5;
     if (rounds < 1 || rounds > MAX_ROUNDS)
         rounds = 5;
-    bench_broker b = { 0 };
     /* The produce topic keeps its newest 256 MiB (64 MiB segments, checked
      * every second): older segments go before the kernel writes their
      * dirty pages back, so the produce rate measures the broker's CPU, not
@@ -361,8 +365,8 @@ int main(int argc, char **argv)
     const char *const produce_cfg[] = { "segment.bytes", "67108864",
                                         "retention.bytes", "268435456",
                                         "file.delete.delay.ms", "0", NULL };
-    bench_broker_start(&b, overrides);
-    int admin = bench_connect(b.port);
+    bench_broker_start(&broker, overrides);
+    int admin = bench_connect(broker.port);
     if (admin < 0)
         die("cannot connect");
     if (bench_create_topic(admin, commit_topic, PARTITIONS, NULL) != 0 ||
@@ -375,7 +379,7 @@ int main(int argc, char **argv)
     kp_buf_init(&q);
     kp_buf_init(&r);
     for (int g = 0; g < GROUPS; g++) {
-        ms[g].fd = bench_connect(b.port);
+        ms[g].fd = bench_connect(broker.port);
         if (ms[g].fd < 0)
             die("cannot connect");
         snprintf(ms[g].group, sizeof ms[g].group, "bench-group-%d", g);
@@ -385,7 +389,7 @@ int main(int argc, char **argv)
     kp_buf_free(&r);
     producer p;
     build_produce(&p);
-    p.fd = bench_connect(b.port);
+    p.fd = bench_connect(broker.port);
     if (p.fd < 0)
         die("cannot connect");
 
@@ -394,9 +398,9 @@ int main(int argc, char **argv)
            "%.0f s per phase, %d rounds\n", GROUPS, PARTITIONS, BATCH_RECS, VALUE_SIZE, PIPELINE,
            seconds, rounds);
     fflush(stdout);
-    double cpu0 = bench_cpu_seconds(b.pid);
+    double cpu0 = bench_cpu_seconds(broker.pid);
     result commits = run_phase(ms, 0, NULL, seconds, false);
-    double cpu1 = bench_cpu_seconds(b.pid);
+    double cpu1 = bench_cpu_seconds(broker.pid);
     printf("  commits alone (unthrottled):         %9.0f partition-commits/s  "
            "(%.0f OffsetCommit/s; broker CPU %.0f%%, %.1f us per request)  "
            "target >= %.0f: %s\n",
@@ -406,7 +410,7 @@ int main(int argc, char **argv)
            commits.commits_per_s >= TARGET ? "met" : "MISSED");
     fflush(stdout);
     result pings = run_phase(ms, 0, NULL, seconds, true);
-    double cpu1b = bench_cpu_seconds(b.pid);
+    double cpu1b = bench_cpu_seconds(broker.pid);
     printf("  control: ApiVersions alone (unthrottled, same connections): %.0f requests/s "
            "(broker CPU %.0f%%, %.1f us per request)\n", pings.commits_per_s / PARTITIONS,
            100 * (cpu1b - cpu1) / pings.secs,
@@ -424,11 +428,11 @@ int main(int argc, char **argv)
     double ratios[MAX_ROUNDS], controls[MAX_ROUNDS];
     uint64_t errors = commits.errors + warm.errors;
     for (int i = 0; i < rounds; i++) {
-        double c0 = bench_cpu_seconds(b.pid);
+        double c0 = bench_cpu_seconds(broker.pid);
         result base = run_phase(NULL, 0, &p, seconds, false);
-        double c1 = bench_cpu_seconds(b.pid);
+        double c1 = bench_cpu_seconds(broker.pid);
         result paced = run_phase(ms, TARGET, &p, seconds, false);
-        double c2 = bench_cpu_seconds(b.pid);
+        double c2 = bench_cpu_seconds(broker.pid);
         result ctl = run_phase(ms, TARGET, &p, seconds, true);
         ratios[i] = paced.msgs_per_s / base.msgs_per_s;
         controls[i] = ctl.msgs_per_s / base.msgs_per_s;
@@ -446,9 +450,9 @@ int main(int argc, char **argv)
            "target drop < 10%%: %s\n", TARGET, ratio, 100 * (1 - ratio),
            ratio > 0.9 ? "met" : "MISSED");
     fflush(stdout);
-    double c3 = bench_cpu_seconds(b.pid);
+    double c3 = bench_cpu_seconds(broker.pid);
     result both = run_phase(ms, 0, &p, seconds, false);
-    double c4 = bench_cpu_seconds(b.pid);
+    double c4 = bench_cpu_seconds(broker.pid);
     printf("  produce + commits unthrottled:       %9.0f msgs/s  (commits %.0f/s; "
            "broker CPU %.0f%%)\n", both.msgs_per_s, both.commits_per_s,
            100 * (c4 - c3) / both.secs);
@@ -460,6 +464,6 @@ int main(int argc, char **argv)
         close(ms[g].fd);
     close(p.fd);
     kp_buf_free(&p.req);
-    bench_broker_cleanup(&b);
+    bench_broker_cleanup(&broker);
     return errors ? 1 : 0;
 }
