@@ -226,11 +226,16 @@ static void *commit_loop(void *arg)
             if (ms[g].pace > 0)
                 due[g] = t0 + (double)++k[g] / ms[g].pace;
         }
-        int timeout = (int)((next - bench_now()) * 1000);
+        /* ppoll to the microsecond: poll's milliseconds would round a
+         * wait under 1 ms down to 0 and spin. */
+        double wait = next - bench_now();
+        if (wait < 0)
+            wait = 0;
+        struct timespec ts = { (time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9) };
         for (int g = 0; g < GROUPS; g++)
             pfd[g].events = inflight[g] ? POLLIN : 0;
-        if (poll(pfd, GROUPS, timeout > 0 ? timeout : 0) < 0 && errno != EINTR)
-            die("poll");
+        if (ppoll(pfd, GROUPS, &ts, NULL) < 0 && errno != EINTR)
+            die("ppoll");
         for (int g = 0; g < GROUPS; g++) {
             if (!(pfd[g].revents & (POLLIN | POLLERR | POLLHUP)))
                 continue;
