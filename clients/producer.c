@@ -87,6 +87,13 @@ typedef struct sl_prod {
     int n_all;
     int64_t queued_bytes, outq;
     sl_pbatch *dr_head, *dr_tail;
+    /* dr_head != NULL, readable without the lock (atomic): sl_poll(…, 0)
+     * on an empty queue returns without touching cl->lock.  An application
+     * pacing its sends calls it in a tight loop, and each lock round there
+     * is one more the I/O thread has to win before it can close, send or
+     * complete a batch (glibc mutexes are not fair: the spinning thread
+     * re-takes the lock before the woken I/O thread runs). */
+    int dr_pending;
     sl_pbatch *free_list;
     int n_free;
     int flushing;
@@ -303,6 +310,7 @@ static void batch_done(sl_client *cl, sl_pbatch *b, int err, int64_t base_offset
         else
             p->dr_head = b;
         p->dr_tail = b;
+        __atomic_store_n(&p->dr_pending, 1, __ATOMIC_RELEASE);
     }
     pthread_cond_broadcast(&cl->cond);
 }
@@ -517,6 +525,7 @@ static int serve_dr(sl_client *cl)
     sl_prod *p = cl->prod;
     sl_pbatch *list = p->dr_head;
     p->dr_head = p->dr_tail = NULL;
+    __atomic_store_n(&p->dr_pending, 0, __ATOMIC_RELAXED);
     if (!list)
         return 0;
     pthread_mutex_unlock(&cl->lock);
@@ -549,6 +558,9 @@ int sl_poll(sl_producer *pr, int timeout_ms)
     if (!pr)
         return SL_E_INVALID_ARG;
     sl_client *cl = pr->cl;
+    /* A report queued just after this load is served by the next call. */
+    if (timeout_ms == 0 && !__atomic_load_n(&pr->p->dr_pending, __ATOMIC_ACQUIRE))
+        return 0;
     int64_t deadline = sl_deadline(timeout_ms);
     pthread_mutex_lock(&cl->lock);
     int n = serve_dr(cl);
