@@ -111,6 +111,10 @@ struct sl_producer {
     sl_prod *p;
 };
 
+/* Batches at least this big are written in place, not copied into the
+ * request (sl_req_ref); below it the copy is cheaper than an iovec. */
+#define SL_REF_MIN 16384
+
 typedef struct sl_preq {
     int n;
     sl_pbatch *b[];
@@ -857,7 +861,15 @@ static void send_produce(sl_client *cl, sl_broker *br, int64_t now, int64_t *nex
             kp_wr_string(w, pp->t->name, -1);
             kp_wr_array(w, 1);
             kp_wr_i32(w, pp->partition);
-            kp_wr_bytes(w, b->out->data, (int32_t)b->out->len);
+            /* Records: a big batch is sent from its own buffer (it stays
+             * untouched in flight until its answer); acks=0 has no answer
+             * to wait for, so the batch is done before the write: copy. */
+            if (cl->conf.acks != 0 && b->out->len >= SL_REF_MIN) {
+                kp_wr_i32(w, (int32_t)b->out->len);
+                sl_req_ref(br, b->out->data, b->out->len);
+            } else {
+                kp_wr_bytes(w, b->out->data, (int32_t)b->out->len);
+            }
             ntopics++;
         }
         kp_wr_i32_at(w, count_pos, ntopics);

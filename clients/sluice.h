@@ -118,6 +118,7 @@ void sl_conf_destroy(sl_conf *conf);
  *   reconnect.backoff.max.ms 0..    (10000)
  *   metadata.max.age.ms      1..    (300000)
  *   log_level                0..7   (6); messages go to stderr or the log callback
+ *   socket.send.buffer.bytes 0..    (0: the system's default) SO_SNDBUF
  *  producer
  *   acks                     all|-1|0|1 (all)
  *   linger.ms                0..    (5)
