@@ -5,8 +5,9 @@
  * A batch moves through these lists of its partition (sl_ppart); every
  * move happens under cl->lock:
  *
- *   sl_produce ──append──► open ──close (I/O thread: full, linger.ms
- *   expired, or flush)──► [finish: header, sequence, compression, CRC,
+ *   sl_produce ──append──► open ──close (I/O thread: full, or linger.ms
+ *   expired / flush and the partition has a free in-flight slot)──►
+ *   [finish: header, sequence, compression, CRC,
  *   done with the lock dropped] ──► ready ──send──► in flight
  *        in flight ──ok / fatal error──► DR queue ──sl_poll──► callbacks
  *        in flight ──retriable error──► back into ready, ordered by id
@@ -15,6 +16,14 @@
  * one reserve + straight stores of the record into the open batch's
  * buffer, no allocation per message (batches and their buffers are
  * recycled through a free list).
+ *
+ * Backlog: a batch whose linger.ms expired while its partition already has
+ * max.in.flight requests out, or batches waiting to go, stays open and
+ * keeps filling (up to batch.size) until an answer frees a slot, as
+ * librdkafka builds a request's batch when it sends.  Closing it on time
+ * anyway would queue more linger-sized batches behind a stalled broker, one
+ * request each, so a 100 ms stall would take as many round trips to work
+ * off as it queued batches; a grown batch works it off in one.
  *
  * Ordering and idempotence:
  *   1. Only the I/O thread closes batches, so ids and sequences are given
@@ -919,6 +928,11 @@ void sl_prod_tick(sl_client *cl, int64_t now, int64_t *next)
                     *next = due;
                 break;
             }
+            /* Due but nowhere to go yet: keep filling (see Backlog); the
+             * answer that frees a slot runs this tick again. */
+            if (!b->full && !b->next &&
+                (pp->ready_head || pp->inflight >= cl->conf.max_in_flight))
+                break;
             pp->open_head = b->next;
             if (!pp->open_head)
                 pp->open_tail = NULL;
