@@ -9,7 +9,11 @@
  *
  * Workloads, each on its own fresh topic (1 partition) per client:
  *   produce N × size as fast as possible: linger.ms=5, batch.size=1000000,
- *   acks=1, no compression, idempotence off, 256 MiB of queue; then both
+ *   acks=1, no compression, idempotence off, 256 MiB of queue, at most 5
+ *   requests in flight (libsluice's default and ceiling; librdkafka's
+ *   default is 1000000) and no cap on records per batch besides
+ *   batch.size (librdkafka's batch.num.messages, default 10000, set to its
+ *   maximum; libsluice has no such cap); then both
  *   clients consume each of the two topics from the beginning (assign, no
  *   group, default fetch settings, which are the same in both).  Each
  *   consume row compares the two clients on the same bytes: how a topic
@@ -20,6 +24,10 @@
  *   latency: 100 B records at 50 % of the lower of the two peak produce
  *   rates, p99 of delivery-report minus send time, median of 3 runs of
  *   5 s per client, alternating (latency_compare).
+ * Every run starts with sync(2), outside its clock: a produce run leaves
+ * up to ~0.5 GB dirty in the page cache, and its writeback (30 s later, or
+ * past dirty_background_ratio) stalled the broker's appends for tens to
+ * hundreds of ms in whichever client's run it landed, alternately.
  * libsluice runs as the sluice-bench tool (its RESULT line is parsed);
  * librdkafka runs in this process with the equivalent loop.  Printed:
  * msgs/s for both and the ratio libsluice / librdkafka (target ≥ 1.0), and
@@ -50,6 +58,13 @@ static double cpu_now(int who)
            (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
+/* Before each run, for both clients alike: what earlier runs wrote goes
+ * to disk now rather than during this run (see the header). */
+static void settle(void)
+{
+    sync();
+}
+
 /* ---- libsluice through sluice-bench ------------------------------------------- */
 
 static char sluice_bench[1024];
@@ -62,8 +77,10 @@ static result run_sluice(const char *bs, const char *topic, int consume, long n,
         snprintf(opt, sizeof opt, " -r %.0f -d %.1f", rate, duration);
     snprintf(cmd, sizeof cmd,
              "'%s' -q -b %s -t %s %s -n %ld -s %d -a 1 -X linger.ms=5 -X batch.size=1000000 "
-             "-X buffer.memory=268435456 -X log_level=4%s",
+             "-X buffer.memory=268435456 -X max.in.flight.requests.per.connection=5 "
+             "-X log_level=4%s",
              sluice_bench, bs, topic, consume ? "-C" : "-P", n, size, opt);
+    settle();
     double cpu0 = cpu_now(RUSAGE_CHILDREN);
     FILE *f = popen(cmd, "r");
     result r = { 0 };
@@ -139,7 +156,10 @@ static result rdk_produce(const char *bs, const char *topic, long n, int size, d
     cset(c, "queue.buffering.max.kbytes", "262144");
     cset(c, "queue.buffering.max.messages", "10000000");
     cset(c, "partitioner", "murmur2_random");
+    cset(c, "max.in.flight.requests.per.connection", "5");
+    cset(c, "batch.num.messages", "1000000");
     rd_kafka_conf_set_dr_msg_cb(c, dr_cb);
+    settle();
     double cpu0 = cpu_now(RUSAGE_SELF);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
@@ -206,6 +226,7 @@ static result rdk_consume(const char *bs, const char *topic, long n)
     cset(c, "group.id", "rdk-bench");
     cset(c, "enable.auto.commit", "false");
     cset(c, "enable.partition.eof", "false");
+    settle();
     double cpu0 = cpu_now(RUSAGE_SELF);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
@@ -340,7 +361,8 @@ int main(int argc, char **argv)
 
 
     printf("libsluice vs librdkafka %s, same sluiced, linger.ms=5 batch.size=1000000 acks=1, "
-           "no compression, 1 partition\n", rd_kafka_version_str());
+           "no compression, max.in.flight 5, no per-batch record cap, 1 partition\n",
+           rd_kafka_version_str());
     printf("%-48s %11s %11s %6s %17s\n", "", "msgs/s", "msgs/s", "", "client CPU us/msg");
     printf("%-48s %11s %11s %6s %8s %8s\n", "workload", "libsluice", "librdkafka", "ratio",
            "sluice", "rdkafka");

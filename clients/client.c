@@ -12,6 +12,8 @@
  *   1. Requests are only encoded for an UP broker (the version is chosen
  *      from its ApiVersions answer), straight into b->out; the sl_req goes
  *      on b's wait FIFO, since Kafka answers in request order.
+ *      Large regions (Produce record batches) are not copied into b->out
+ *      but referenced (sl_req_ref) and written in place by sendmsg.
  *   2. A response whose correlation id is not the FIFO head is a protocol
  *      error: the connection is dropped.
  *   3. conn_fail calls every waiting request's callback with an error
@@ -42,6 +44,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -222,6 +225,7 @@ sl_broker *sl_any_broker(sl_client *cl)
 kp_buf *sl_req_begin(sl_client *cl, sl_broker *b, int16_t api, int16_t ver)
 {
     b->open_frame = kp_wr_i32_placeholder(&b->out);
+    b->open_ref_bytes = b->ref_bytes;
     b->open_api = api;
     b->open_ver = ver;
     kp_req_hdr_write(&b->out, api, ver, cl->next_corrid, cl->conf.client_id);
@@ -231,7 +235,8 @@ kp_buf *sl_req_begin(sl_client *cl, sl_broker *b, int16_t api, int16_t ver)
 void sl_req_end(sl_client *cl, sl_broker *b, sl_resp_cb *cb, void *ctx)
 {
     size_t p = b->open_frame;
-    kp_wr_i32_at(&b->out, p, (int32_t)(b->out.len - p - 4));
+    kp_wr_i32_at(&b->out, p,
+                 (int32_t)(b->out.len - p - 4 + b->ref_bytes - b->open_ref_bytes));
     int16_t api = b->open_api, ver = b->open_ver;
     int32_t corrid = cl->next_corrid++;
     if (cl->next_corrid < 0)
@@ -260,6 +265,36 @@ void sl_req_end(sl_client *cl, sl_broker *b, sl_resp_cb *cb, void *ctx)
     b->n_wait++;
 }
 
+int sl_req_ref(sl_broker *b, const void *p, size_t len)
+{
+    if (b->n_refs == b->cap_refs) {
+        int cap = b->cap_refs ? b->cap_refs * 2 : 16;
+        sl_oref *n = realloc(b->refs, sizeof *n * (size_t)cap);
+        if (!n) {
+            kp_wr_raw(&b->out, p, len);
+            return SL_E_NOMEM;
+        }
+        b->refs = n;
+        b->cap_refs = cap;
+    }
+    b->refs[b->n_refs++] = (sl_oref){ b->out.len, p, len };
+    b->ref_bytes += len;
+    return 0;
+}
+
+static bool out_pending(const sl_broker *b)
+{
+    return b->out.len + b->ref_bytes > b->out_sent;
+}
+
+static void out_reset(sl_broker *b)
+{
+    kp_buf_reset(&b->out);
+    b->n_refs = 0;
+    b->ref_bytes = 0;
+    b->out_sent = 0;
+}
+
 /* ---- connections ---------------------------------------------------------- */
 
 static void conn_fail(sl_client *cl, sl_broker *b, int err, const char *why)
@@ -272,8 +307,7 @@ static void conn_fail(sl_client *cl, sl_broker *b, int err, const char *why)
         close(b->fd);
     b->fd = -1;
     b->state = SL_B_DOWN;
-    kp_buf_reset(&b->out);
-    b->out_off = 0;
+    out_reset(b);             /* before the callbacks: referenced batches may go */
     b->rlen = 0;
     if (b->rx) {
         free(b->rx);
@@ -379,6 +413,9 @@ static void conn_start(sl_client *cl, sl_broker *b)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (cl->conf.socket_send_buffer_bytes > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &cl->conf.socket_send_buffer_bytes,
+                   sizeof cl->conf.socket_send_buffer_bytes);
     b->fd = fd;
     rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
     freeaddrinfo(ai);
@@ -487,21 +524,44 @@ static void conn_read(sl_client *cl, sl_broker *b)
     }
 }
 
+/* Fills iov with the unwritten part of b's stream: out's bytes up to each
+ * reference, the reference, ..., out's tail.  Returns the count (≤ max). */
+static int out_iov(const sl_broker *b, struct iovec *iov, int max)
+{
+    size_t skip = b->out_sent, at = 0;
+    int n = 0;
+    for (int i = 0; i <= b->n_refs && n < max; i++) {
+        size_t end = i < b->n_refs ? b->refs[i].at : b->out.len;
+        const uint8_t *seg[2] = { b->out.data + at, i < b->n_refs ? b->refs[i].p : NULL };
+        size_t len[2] = { end - at, i < b->n_refs ? b->refs[i].len : 0 };
+        for (int k = 0; k < 2 && n < max; k++) {
+            if (skip >= len[k]) {
+                skip -= len[k];
+                continue;
+            }
+            iov[n++] = (struct iovec){ (void *)(seg[k] + skip), len[k] - skip };
+            skip = 0;
+        }
+        at = end;
+    }
+    return n;
+}
+
 static void conn_write(sl_client *cl, sl_broker *b)
 {
-    while (b->out_off < b->out.len) {
-        ssize_t n = send(b->fd, b->out.data + b->out_off, b->out.len - b->out_off,
-                         MSG_NOSIGNAL);
+    while (out_pending(b)) {
+        struct iovec iov[64];
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)out_iov(b, iov, 64) };
+        ssize_t n = sendmsg(b->fd, &mh, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
             conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
             return;
         }
-        b->out_off += (size_t)n;
+        b->out_sent += (size_t)n;
     }
-    kp_buf_reset(&b->out);
-    b->out_off = 0;
+    out_reset(b);
 }
 
 /* ---- ops -------------------------------------------------------------------- */
@@ -626,12 +686,12 @@ static void *io_main(void *arg)
             }
             if (b->wait_head && b->wait_head->deadline < next)
                 next = b->wait_head->deadline;
-            if (b->state != SL_B_CONNECTING && b->out.len > b->out_off)
+            if (b->state != SL_B_CONNECTING && out_pending(b))
                 conn_write(cl, b);
             if (b->fd < 0)
                 continue;
             short ev = POLLIN;
-            if (b->state == SL_B_CONNECTING || b->out.len > b->out_off)
+            if (b->state == SL_B_CONNECTING || out_pending(b))
                 ev |= POLLOUT;
             pfd[nfd++] = (struct pollfd){ .fd = b->fd, .events = ev };
         }
@@ -824,6 +884,7 @@ void sl_client_free(sl_client *cl)
         if (b->fd >= 0)
             close(b->fd);
         kp_buf_free(&b->out);
+        free(b->refs);
         free(b->rx);
         free(b->host);
         free(b);

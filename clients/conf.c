@@ -94,6 +94,7 @@ static const key keys[] = {
     { "reconnect.backoff.max.ms", K_INT, F(reconnect_backoff_max_ms), 0, BIG },
     { "metadata.max.age.ms", K_INT, F(metadata_max_age_ms), 1, BIG },
     { "log_level", K_INT, F(log_level), 0, 7 },
+    { "socket.send.buffer.bytes", K_INT, F(socket_send_buffer_bytes), 0, 100000000 },
     { "acks", K_ACKS, F(acks), 0, 0 },
     { "linger.ms", K_INT, F(linger_ms), 0, 900000 },
     { "batch.size", K_INT, F(batch_size), 1, 1 << 30 },

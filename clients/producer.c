@@ -5,8 +5,9 @@
  * A batch moves through these lists of its partition (sl_ppart); every
  * move happens under cl->lock:
  *
- *   sl_produce ──append──► open ──close (I/O thread: full, linger.ms
- *   expired, or flush)──► [finish: header, sequence, compression, CRC,
+ *   sl_produce ──append──► open ──close (I/O thread: full, or linger.ms
+ *   expired / flush and the partition has a free in-flight slot)──►
+ *   [finish: header, sequence, compression, CRC,
  *   done with the lock dropped] ──► ready ──send──► in flight
  *        in flight ──ok / fatal error──► DR queue ──sl_poll──► callbacks
  *        in flight ──retriable error──► back into ready, ordered by id
@@ -15,6 +16,14 @@
  * one reserve + straight stores of the record into the open batch's
  * buffer, no allocation per message (batches and their buffers are
  * recycled through a free list).
+ *
+ * Backlog: a batch whose linger.ms expired while its partition already has
+ * max.in.flight requests out, or batches waiting to go, stays open and
+ * keeps filling (up to batch.size) until an answer frees a slot, as
+ * librdkafka builds a request's batch when it sends.  Closing it on time
+ * anyway would queue more linger-sized batches behind a stalled broker, one
+ * request each, so a 100 ms stall would take as many round trips to work
+ * off as it queued batches; a grown batch works it off in one.
  *
  * Ordering and idempotence:
  *   1. Only the I/O thread closes batches, so ids and sequences are given
@@ -87,6 +96,13 @@ typedef struct sl_prod {
     int n_all;
     int64_t queued_bytes, outq;
     sl_pbatch *dr_head, *dr_tail;
+    /* dr_head != NULL, readable without the lock (atomic): sl_poll(…, 0)
+     * on an empty queue returns without touching cl->lock.  An application
+     * pacing its sends calls it in a tight loop, and each lock round there
+     * is one more the I/O thread has to win before it can close, send or
+     * complete a batch (glibc mutexes are not fair: the spinning thread
+     * re-takes the lock before the woken I/O thread runs). */
+    int dr_pending;
     sl_pbatch *free_list;
     int n_free;
     int flushing;
@@ -103,6 +119,10 @@ struct sl_producer {
     sl_client *cl;
     sl_prod *p;
 };
+
+/* Batches at least this big are written in place, not copied into the
+ * request (sl_req_ref); below it the copy is cheaper than an iovec. */
+#define SL_REF_MIN 16384
 
 typedef struct sl_preq {
     int n;
@@ -303,6 +323,7 @@ static void batch_done(sl_client *cl, sl_pbatch *b, int err, int64_t base_offset
         else
             p->dr_head = b;
         p->dr_tail = b;
+        __atomic_store_n(&p->dr_pending, 1, __ATOMIC_RELEASE);
     }
     pthread_cond_broadcast(&cl->cond);
 }
@@ -517,6 +538,7 @@ static int serve_dr(sl_client *cl)
     sl_prod *p = cl->prod;
     sl_pbatch *list = p->dr_head;
     p->dr_head = p->dr_tail = NULL;
+    __atomic_store_n(&p->dr_pending, 0, __ATOMIC_RELAXED);
     if (!list)
         return 0;
     pthread_mutex_unlock(&cl->lock);
@@ -549,6 +571,9 @@ int sl_poll(sl_producer *pr, int timeout_ms)
     if (!pr)
         return SL_E_INVALID_ARG;
     sl_client *cl = pr->cl;
+    /* A report queued just after this load is served by the next call. */
+    if (timeout_ms == 0 && !__atomic_load_n(&pr->p->dr_pending, __ATOMIC_ACQUIRE))
+        return 0;
     int64_t deadline = sl_deadline(timeout_ms);
     pthread_mutex_lock(&cl->lock);
     int n = serve_dr(cl);
@@ -845,7 +870,15 @@ static void send_produce(sl_client *cl, sl_broker *br, int64_t now, int64_t *nex
             kp_wr_string(w, pp->t->name, -1);
             kp_wr_array(w, 1);
             kp_wr_i32(w, pp->partition);
-            kp_wr_bytes(w, b->out->data, (int32_t)b->out->len);
+            /* Records: a big batch is sent from its own buffer (it stays
+             * untouched in flight until its answer); acks=0 has no answer
+             * to wait for, so the batch is done before the write: copy. */
+            if (cl->conf.acks != 0 && b->out->len >= SL_REF_MIN) {
+                kp_wr_i32(w, (int32_t)b->out->len);
+                sl_req_ref(br, b->out->data, b->out->len);
+            } else {
+                kp_wr_bytes(w, b->out->data, (int32_t)b->out->len);
+            }
             ntopics++;
         }
         kp_wr_i32_at(w, count_pos, ntopics);
@@ -895,6 +928,11 @@ void sl_prod_tick(sl_client *cl, int64_t now, int64_t *next)
                     *next = due;
                 break;
             }
+            /* Due but nowhere to go yet: keep filling (see Backlog); the
+             * answer that frees a slot runs this tick again. */
+            if (!b->full && !b->next &&
+                (pp->ready_head || pp->inflight >= cl->conf.max_in_flight))
+                break;
             pp->open_head = b->next;
             if (!pp->open_head)
                 pp->open_tail = NULL;

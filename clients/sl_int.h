@@ -38,6 +38,7 @@ struct sl_conf {
     char *client_id;
     int request_timeout_ms, retry_backoff_ms, reconnect_backoff_ms;
     int reconnect_backoff_max_ms, metadata_max_age_ms, log_level;
+    int socket_send_buffer_bytes;       /* 0: the system's default */
     /* producer */
     int acks, linger_ms, batch_size, codec, enable_idempotence, retries;
     int delivery_timeout_ms, max_in_flight, max_block_ms, partitioner;
@@ -91,6 +92,13 @@ typedef struct sl_req {
 
 enum { SL_B_DOWN, SL_B_CONNECTING, SL_B_APIVERSIONS, SL_B_UP };
 
+/* A region of caller memory sent in place, after out's first `at` bytes. */
+typedef struct sl_oref {
+    size_t at;
+    const uint8_t *p;
+    size_t len;
+} sl_oref;
+
 struct sl_broker {
     int32_t id;               /* node id; bootstrap entries are negative */
     char *host;
@@ -99,9 +107,16 @@ struct sl_broker {
     int64_t next_connect;
     int backoff_ms;
     bool wanted;              /* someone needs a connection */
+    /* Outgoing stream: the bytes of out with the referenced regions of
+     * refs spliced in at their offsets (sl_req_ref), written with one
+     * sendmsg per pass.  out_sent counts stream bytes already written. */
     kp_buf out;               /* encoded requests not yet written */
-    size_t out_off;
+    struct sl_oref *refs;
+    int n_refs, cap_refs;
+    size_t ref_bytes;         /* sum of refs[].len */
+    size_t out_sent;
     size_t open_frame;        /* sl_req_begin → sl_req_end */
+    size_t open_ref_bytes;    /* ref_bytes at sl_req_begin */
     int16_t open_api, open_ver;
     uint8_t rbuf[65536];      /* staging for small frames */
     size_t rlen;
@@ -209,6 +224,13 @@ int16_t sl_api_version(const sl_broker *b, int16_t api, int16_t lo, int16_t hi);
  * means no response is expected (Produce acks=0). */
 kp_buf *sl_req_begin(sl_client *cl, sl_broker *b, int16_t api, int16_t ver);
 void sl_req_end(sl_client *cl, sl_broker *b, sl_resp_cb *cb, void *ctx);
+/* Between sl_req_begin and sl_req_end: the next len bytes of the request
+ * are p[0..len), sent from there without a copy.  The memory must stay
+ * unchanged until the request's callback runs (it can't run before the
+ * bytes are written; a failed connection drops them first), so it suits
+ * requests that expect an answer and large regions (below ~16 KiB a copy
+ * costs less than the iovec).  Returns 0, or SL_E_NOMEM having copied. */
+int  sl_req_ref(sl_broker *b, const void *p, size_t len);
 /* Ops: queue (caller holds the lock) and wait (drops it while waiting). */
 void sl_op_submit(sl_client *cl, sl_op *op);
 int  sl_op_wait(sl_client *cl, sl_op *op, int timeout_ms, char *errbuf, size_t size);

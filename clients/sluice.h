@@ -118,9 +118,13 @@ void sl_conf_destroy(sl_conf *conf);
  *   reconnect.backoff.max.ms 0..    (10000)
  *   metadata.max.age.ms      1..    (300000)
  *   log_level                0..7   (6); messages go to stderr or the log callback
+ *   socket.send.buffer.bytes 0..    (0: the system's default) SO_SNDBUF
  *  producer
  *   acks                     all|-1|0|1 (all)
- *   linger.ms                0..    (5)
+ *   linger.ms                0..    (5) a batch goes out this long after its
+ *                            first record, or once batch.size is reached; while
+ *                            its partition has max.in.flight requests out (or
+ *                            batches waiting) it keeps filling instead
  *   batch.size               1..    (1000000) bytes of records per partition batch
  *   compression.type         none|gzip|snappy|lz4|zstd (none)
  *   compression.codec        alias of compression.type
@@ -130,7 +134,10 @@ void sl_conf_destroy(sl_conf *conf);
  *                            (one log line) — see sl_producer_idempotent().
  *   retries                  0..    (2147483647)
  *   delivery.timeout.ms      1..    (120000); message.timeout.ms is an alias
- *   max.in.flight.requests.per.connection 1..5 (5)
+ *   max.in.flight.requests.per.connection 1..5 (5) Produce requests
+ *                            in flight per partition (librdkafka counts per
+ *                            connection, default 1000000; with one partition
+ *                            per broker the two agree)
  *   buffer.memory            bytes  (268435456) queued, undelivered record bytes
  *   max.block.ms             0..    (60000) sl_produce waits this long for
  *                            a topic's metadata
