@@ -215,14 +215,13 @@ int gc_commit_to_job(gc_wait *w, gc_job *j)
     int32_t n = 0;
     for (int32_t i = 0; i < c->n; i++)
         n += c->pre[i] == 0;
-    size_t first;
-    md_offset *rows = gc_job_rows(j, (size_t)n, &first);
-    if (!rows)
-        return MD_E_SQL;
     w->job = j;
-    w->job_first = first;
+    w->job_first = 0;
     if (n == 0)
         return 0;
+    md_offset *rows = gc_job_rows(j, (size_t)n, &w->job_first);
+    if (!rows)
+        return MD_E_SQL;
     const md_offset *o0 = &c->offs[0];
     const char *group = gc_job_strndup(j, o0->group_id, (size_t)o0->group_len);
     if (!group)
