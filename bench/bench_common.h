@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,34 @@ static inline const char *bench_sluiced_path(void)
     return p && *p ? p : "build/sluiced";
 }
 
+/* Brokers started and not stopped yet.  At exit (a die() in any thread,
+ * or a return that skipped the cleanup) they are killed: an orphan broker
+ * would keep the bench lock that `flock` handed down to it. */
+#define BENCH_MAX_LIVE 8
+static pid_t bench_live[BENCH_MAX_LIVE];
+
+static inline void bench_kill_live(void)
+{
+    for (int i = 0; i < BENCH_MAX_LIVE; i++)
+        if (bench_live[i] > 0) {
+            kill(bench_live[i], SIGKILL);
+            waitpid(bench_live[i], NULL, 0);
+            bench_live[i] = 0;
+        }
+}
+
+static inline void bench_track(pid_t pid, bool live)
+{
+    static bool registered;
+    if (!registered && atexit(bench_kill_live) == 0)
+        registered = true;
+    for (int i = 0; i < BENCH_MAX_LIVE; i++)
+        if (bench_live[i] == (live ? 0 : pid)) {
+            bench_live[i] = live ? pid : 0;
+            return;
+        }
+}
+
 /* Starts sluiced (extra: NULL-terminated "key=value" overrides) and waits
  * until it accepts connections (10 s at most).  Returns seconds taken. */
 static inline double bench_broker_start(bench_broker *b, const char *const *extra)
@@ -110,6 +139,8 @@ static inline double bench_broker_start(bench_broker *b, const char *const *extr
         execv(b->bin, (char *const *)argv);
         _exit(127);
     }
+    if (b->pid > 0)
+        bench_track(b->pid, true);
     for (;;) {
         int fd = bench_connect(b->port);
         if (fd >= 0) {
@@ -118,6 +149,7 @@ static inline double bench_broker_start(bench_broker *b, const char *const *extr
         }
         int st;
         if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
+            bench_track(b->pid, false);
             fprintf(stderr, "bench: %s exited during startup\n", b->bin);
             exit(1);
         }
@@ -138,6 +170,7 @@ static inline double bench_broker_stop(bench_broker *b)
     if (b->pid <= 0)
         return 0;
     kill(b->pid, SIGTERM);
+    bench_track(b->pid, false);
     for (int i = 0; i < 10000; i++) {
         if (waitpid(b->pid, NULL, WNOHANG) == b->pid) {
             b->pid = 0;

@@ -54,12 +54,10 @@ static atomic_bool running;
 
 static bench_broker broker;
 
-/* Stops the broker too: an orphan would keep the benchmark lock that
- * `flock` handed down to it, and its data directory. */
+/* exit() kills the broker (bench_common.h, bench_kill_live). */
 static void die(const char *what)
 {
     fprintf(stderr, "group_commit_bench: %s\n", what);
-    bench_broker_cleanup(&broker);
     exit(1);
 }
 
