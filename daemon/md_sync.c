@@ -251,16 +251,25 @@ void bk_mdsync_listen(bk_mdsync_fn fn)
         ms->listener = fn;
 }
 
-uint64_t bk_mdsync_request(void)
+/* Loop thread: one more sync to run, with job (or NULL) queued before it. */
+static uint64_t enqueue(bk_mdjob *job)
 {
-    if (!ms)
-        return 0;
     pthread_mutex_lock(&ms->mu);
     uint64_t seq = ++ms->requested;
+    if (job) {
+        job->seq = seq;
+        *ms->jobs_tail = job;
+        ms->jobs_tail = &job->next;
+    }
     pthread_cond_signal(&ms->work);
     pthread_mutex_unlock(&ms->mu);
     ms->last_requested = seq;
     return seq;
+}
+
+uint64_t bk_mdsync_request(void)
+{
+    return ms ? enqueue(NULL) : 0;
 }
 
 uint64_t bk_mdsync_submit(bk_broker *b, bk_mdjob *job)
@@ -272,14 +281,7 @@ uint64_t bk_mdsync_submit(bk_broker *b, bk_mdjob *job)
         job->rc = job->run(b->db, job);
         return 0;
     }
-    pthread_mutex_lock(&ms->mu);
-    uint64_t seq = job->seq = ++ms->requested;
-    *ms->jobs_tail = job;
-    ms->jobs_tail = &job->next;
-    pthread_cond_signal(&ms->work);
-    pthread_mutex_unlock(&ms->mu);
-    ms->last_requested = seq;
-    return seq;
+    return enqueue(job);
 }
 
 void bk_mdsync_wait(uint64_t seq)
