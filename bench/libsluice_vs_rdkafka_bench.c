@@ -278,12 +278,6 @@ static void row(const char *what, result s, result r)
  * each is compared. */
 #define LAT_RUNS 3
 
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
-    return v[n / 2];
-}
-
 static void latency_compare(const char *bs, double rate)
 {
     double sp50[LAT_RUNS], sp99[LAT_RUNS], rp50[LAT_RUNS], rp99[LAT_RUNS];
@@ -297,9 +291,9 @@ static void latency_compare(const char *bs, double rate)
                rl.p99, rl.msgs);
         sp50[i] = sl.p50, sp99[i] = sl.p99, rp50[i] = rl.p50, rp99[i] = rl.p99;
     }
-    double s99 = median(sp99, LAT_RUNS), r99 = median(rp99, LAT_RUNS);
-    printf("  median p50 ms  libsluice %.3f  librdkafka %.3f\n", median(sp50, LAT_RUNS),
-           median(rp50, LAT_RUNS));
+    double s99 = bench_median(sp99, LAT_RUNS), r99 = bench_median(rp99, LAT_RUNS);
+    printf("  median p50 ms  libsluice %.3f  librdkafka %.3f\n", bench_median(sp50, LAT_RUNS),
+           bench_median(rp50, LAT_RUNS));
     printf("  median p99 ms  libsluice %.3f  librdkafka %.3f  (ratio %.2f; target <= 1)\n", s99,
            r99, r99 > 0 ? s99 / r99 : 0);
 }
