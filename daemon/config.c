@@ -66,6 +66,7 @@ static const struct key keys[] = {
     { "offsets.retention.minutes", K_INT64, F(offsets_retention_minutes), 1, INT32_MAX },
     { "offsets.retention.check.interval.ms", K_INT64, F(offsets_retention_check_interval_ms), 1, INT64_MAX },
     { "offset.metadata.max.bytes", K_INT32, F(offset_metadata_max_bytes), 0, INT32_MAX },
+    { "offsets.commit.linger.ms", K_INT64, F(offsets_commit_linger_ms), 0, 1000 },
 };
 #undef F
 
@@ -115,6 +116,7 @@ void bk_config_init(bk_config *c)
     c->offsets_retention_minutes = 10080;
     c->offsets_retention_check_interval_ms = 600000;
     c->offset_metadata_max_bytes = 4096;
+    c->offsets_commit_linger_ms = 1;
 }
 
 void bk_config_free(bk_config *c)

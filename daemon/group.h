@@ -108,6 +108,10 @@ typedef struct gc_coord {
                                          (seq non-decreasing) */
     gc_group *dirty;
     struct event *turn_ev;            /* end of loop turn: persist, then answer */
+    struct event *linger_ev;          /* offsets.commit.linger.ms after a job (C7) */
+    int64_t last_submit_us;
+    const bk_conn *last_committer;    /* compared only, never followed */
+    int64_t other_committer_us;       /* last commit from a new connection */
     struct event *expire_timer;       /* offsets.retention.check.interval.ms */
     struct event *sig_term, *sig_int; /* answer waiting joins on shutdown */
     gc_job *jobs, **jobs_tail;        /* submitted to the sync worker (J2) */

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from confluent_kafka import TopicPartition
 
 import kafka_raw as kr
@@ -609,11 +610,14 @@ class pytest_raises_timeout:
         return True
 
 
-def test_committed_offsets_survive_sigkill_right_after_the_commit_response(start_broker):
+@pytest.mark.parametrize("linger", ["0", "1", "50"])
+def test_committed_offsets_survive_sigkill_right_after_the_commit_response(start_broker, linger):
     """A commit's response leaves only after its WAL sync (daemon/md_sync.c):
     killing the broker the moment the answers arrive loses nothing, for a
-    member's commits, an offsets-only group's, and the group state."""
-    b = start_broker({"group.initial.rebalance.delay.ms": "0"})
+    member's commits, an offsets-only group's, and the group state — whether
+    commits from several connections are written as they come (linger 0),
+    or gathered for up to offsets.commit.linger.ms (group.c, C7)."""
+    b = start_broker({"group.initial.rebalance.delay.ms": "0", "offsets.commit.linger.ms": linger})
     t = topic_name("kill")
     create_topic(b, t, 4)
     g, solo = topic_name("killg"), topic_name("solo")

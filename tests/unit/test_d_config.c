@@ -103,6 +103,24 @@ START_TEST(test_invalid_values_are_named)
 }
 END_TEST
 
+START_TEST(test_offsets_commit_linger_is_bounded)
+{
+    bk_config c;
+    bk_config_init(&c);
+    char err[512];
+    ck_assert_int_eq(c.offsets_commit_linger_ms, 1);
+    ck_assert_int_eq(bk_config_set(&c, "offsets.commit.linger.ms", "0", err, sizeof err), 0);
+    ck_assert_int_eq(c.offsets_commit_linger_ms, 0);
+    ck_assert_int_eq(bk_config_set(&c, "offsets.commit.linger.ms", "1000", err, sizeof err), 0);
+    ck_assert_int_eq(c.offsets_commit_linger_ms, 1000);
+    ck_assert_int_eq(bk_config_set(&c, "offsets.commit.linger.ms", "1001", err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "offsets.commit.linger.ms"));
+    ck_assert_int_eq(bk_config_set(&c, "offsets.commit.linger.ms", "-1", err, sizeof err), -1);
+    ck_assert_int_eq(c.offsets_commit_linger_ms, 1000);
+    bk_config_free(&c);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("daemon config");
@@ -111,6 +129,7 @@ int main(void)
     tcase_add_test(tc, test_finest_retention_unit_wins);
     tcase_add_test(tc, test_unknown_key_is_named);
     tcase_add_test(tc, test_invalid_values_are_named);
+    tcase_add_test(tc, test_offsets_commit_linger_is_bounded);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
