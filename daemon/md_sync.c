@@ -71,6 +71,23 @@
  *       it was given, so a job's changes are durable when the listener
  *       sees its seq; the worker writes job->rc before it publishes
  *       synced under mu, so the loop reads rc after the listener call.
+ *   S6. The per-sync wake-ups happen outside mu: the worker wakes the
+ *       loop (an eventfd write), and the loop the worker, after
+ *       unlocking.  Otherwise the woken thread finds mu held and sleeps
+ *       again on it: two more context switches per sync, and the loop
+ *       blocked on a lock.
+ *   S7. The worker runs at nice 19.  On an idle core it runs at once, as
+ *       before; when the loop and the clients want both cores (the
+ *       benchmark's producer), it takes its turn after them instead of
+ *       preempting the loop in the middle of a produce: the syncs then
+ *       take longer (and each covers more: C6 in group.c), not the data
+ *       path.  In group_commit_bench (2 cores shared with the clients,
+ *       OffsetCommits from 10 connections at 2,500/s) the produce drop
+ *       went from ~30 % to 16-21 %, where ApiVersions at the same rate
+ *       cost 15-20 %, and commits kept ~98 % of their pace.  SCHED_IDLE
+ *       (the cleaner's) did no better on produce and commits fell to
+ *       18-19.7k/s: durability answers wait on this thread, so it must
+ *       still win some slices.
  */
 #include "daemon/md_sync.h"
 
@@ -79,7 +96,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -147,6 +166,9 @@ static void run_job(bk_mdsync *s, bk_mdjob *j)
 static void *mdsync_main(void *arg)
 {
     bk_mdsync *s = arg;
+    pthread_setname_np(pthread_self(), "sluice-mdsync");       /* top, /proc */
+    /* S7: nice 19 (Linux: a thread's own). */
+    (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
     bool unckpt = false;          /* synced commits not yet checkpointed */
     int64_t last_ckpt_us = bk_mono_us();
     pthread_mutex_lock(&s->mu);
@@ -184,7 +206,10 @@ static void *mdsync_main(void *arg)
             s->synced = target;
             unckpt = true;
             pthread_cond_broadcast(&s->done);
+            /* S6: the loop's wake-up (an eventfd write) outside mu. */
+            pthread_mutex_unlock(&s->mu);
             event_active(s->done_ev, EV_READ, 0);
+            pthread_mutex_lock(&s->mu);
         }
         if (unckpt && (s->stop || bk_mono_us() - last_ckpt_us >= CKPT_INTERVAL_MS * 1000)) {
             pthread_mutex_unlock(&s->mu);
@@ -261,8 +286,8 @@ static uint64_t enqueue(bk_mdjob *job)
         *ms->jobs_tail = job;
         ms->jobs_tail = &job->next;
     }
-    pthread_cond_signal(&ms->work);
     pthread_mutex_unlock(&ms->mu);
+    pthread_cond_signal(&ms->work);             /* S6 */
     ms->last_requested = seq;
     return seq;
 }
