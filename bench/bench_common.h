@@ -6,6 +6,7 @@
 #ifndef SLUICE_BENCH_COMMON_H
 #define SLUICE_BENCH_COMMON_H
 
+#include <dirent.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -229,6 +230,29 @@ static inline double bench_cpu_seconds(pid_t pid)
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* CPU seconds used by every process on the machine, kernel threads
+ * included: the sum of bench_cpu_seconds over /proc (a process's figure
+ * keeps its finished threads).  /proc/stat's per-CPU counters are ticks
+ * sampled and miss short bursts; these are scheduler run times.  IRQ time
+ * and processes that exit between two readings are not counted. */
+static inline double bench_machine_cpu_seconds(void)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    double sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        double s = bench_cpu_seconds((pid_t)atoi(e->d_name));
+        if (s > 0)
+            sum += s;
+    }
+    closedir(d);
+    return sum;
 }
 
 static inline int bench_write_all(int fd, const void *p, size_t n)

@@ -19,16 +19,24 @@
  * loopback sends), so every extra request stream costs produce throughput
  * whatever it asks; the control phase measures that floor.
  *
+ * Paced commits come from the ten groups staggered evenly over each
+ * period, as independent consumers would, not in step: in-step bursts of
+ * ten would share one sync each and flatter the broker.
+ *
  * Phases (SECONDS each):
  *   1. commits alone, unthrottled            → partition-commits/s (target
  *                                              >= 20,000)
- *   2. produce alone, a warm-up to the page cache's steady state
- *   3. rounds × (produce alone, produce + commits paced at 20,000/s,
+ *   2. ApiVersions alone, unthrottled        → the request floor
+ *   3. commits, then ApiVersions, paced at the target request rate alone
+ *                                            → broker and all-process CPU
+ *                                              per request
+ *   4. produce alone, a warm-up to the page cache's steady state
+ *   5. rounds × (produce alone, produce + commits paced at 20,000/s,
  *      produce + the same connections sending ApiVersions at the same
  *      request rate — a control: what any request at that rate costs)
  *                                            → median produce ratio (target:
  *                                              < 10 % drop), and the control's
- *   4. produce + commits unthrottled         → both, for the record
+ *   6. produce + commits unthrottled         → both, for the record
  *
  *   build/bench/group_commit_bench [path/to/sluiced] [seconds per phase] [rounds]
  *       (sluiced also from $SLUICED; default build/sluiced; 8 s per phase;
@@ -195,9 +203,11 @@ static void *commit_loop(void *arg)
     bool inflight[GROUPS] = { false };
     double due[GROUPS], t0 = bench_now();
     uint64_t k[GROUPS] = { 0 };
+    /* Paced groups start staggered across one interval: independent
+     * consumers do not commit in step. */
     for (int g = 0; g < GROUPS; g++) {
         pfd[g] = (struct pollfd){ .fd = ms[g].fd, .events = POLLIN };
-        due[g] = t0;
+        due[g] = ms[g].pace > 0 ? t0 + (double)g / GROUPS / ms[g].pace : t0;
     }
     int outstanding = 0;
     while (atomic_load(&running) || outstanding > 0) {
@@ -222,7 +232,7 @@ static void *commit_loop(void *arg)
             inflight[g] = true;
             outstanding++;
             if (ms[g].pace > 0)
-                due[g] = t0 + (double)++k[g] / ms[g].pace;
+                due[g] = t0 + ((double)++k[g] + (double)g / GROUPS) / ms[g].pace;
         }
         /* ppoll to the microsecond: poll's milliseconds would round a
          * wait under 1 ms down to 0 and spin. */
@@ -419,6 +429,19 @@ int main(int argc, char **argv)
            100 * (cpu1b - cpu1) / pings.secs,
            1e6 * (cpu1b - cpu1) / (pings.commits_per_s / PARTITIONS * pings.secs));
     fflush(stdout);
+    /* What the paced streams alone cost: the producer's loss is about the
+     * CPU they take from the machine (broker, client and kernel alike). */
+    for (int c = 0; c <= 1; c++) {
+        double b0 = bench_cpu_seconds(broker.pid), m0 = bench_machine_cpu_seconds();
+        result paced = run_phase(ms, TARGET, NULL, seconds, c == 1);
+        double b1 = bench_cpu_seconds(broker.pid), m1 = bench_machine_cpu_seconds();
+        double reqs = paced.commits_per_s / PARTITIONS * paced.secs;
+        printf("  %s at %.0f requests/s alone: broker CPU %.1f%%, all processes %.1f%% "
+               "(%.1f us per request)\n", c ? "control: ApiVersions" : "OffsetCommit",
+               reqs / paced.secs, 100 * (b1 - b0) / paced.secs, 100 * (m1 - m0) / paced.secs,
+               1e6 * (m1 - m0) / reqs);
+        fflush(stdout);
+    }
     /* Produce throughput depends on the page cache's state: the first
      * seconds of appends add dirty pages with no writeback running; after
      * that the kernel's flusher writes back all the time, on the same two
