@@ -451,7 +451,7 @@ int main(int argc, char **argv)
     result warm = run_phase(NULL, 0, &p, 3 * seconds, false);
     printf("  produce warm-up (not counted):       %9.0f msgs/s\n", warm.msgs_per_s);
     fflush(stdout);
-    double ratios[MAX_ROUNDS], controls[MAX_ROUNDS];
+    double ratios[MAX_ROUNDS], controls[MAX_ROUNDS], paces[MAX_ROUNDS];
     uint64_t errors = commits.errors + warm.errors;
     for (int i = 0; i < rounds; i++) {
         double c0 = bench_cpu_seconds(broker.pid);
@@ -462,6 +462,7 @@ int main(int argc, char **argv)
         result ctl = run_phase(ms, TARGET, &p, seconds, true);
         ratios[i] = paced.msgs_per_s / base.msgs_per_s;
         controls[i] = ctl.msgs_per_s / base.msgs_per_s;
+        paces[i] = paced.commits_per_s;
         errors += base.errors + paced.errors + ctl.errors;
         printf("  round %d: produce alone %9.0f msgs/s (broker CPU %.0f%%); with commits "
                "%9.0f msgs/s (broker CPU %.0f%%; commits %.0f/s): ratio %.3f; control %.3f\n",
@@ -470,11 +471,15 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     double ratio = bench_median(ratios, rounds), control = bench_median(controls, rounds);
+    /* A drop measured while the commits fell behind their pace (answers
+     * too slow for one commit in flight per group) proves nothing. */
+    double pace = bench_median(paces, rounds);
     printf("  control: ApiVersions at the commits' request rate (%.0f/s): median ratio %.3f, "
            "drop %.1f%%\n", TARGET / PARTITIONS, control, 100 * (1 - control));
-    printf("  produce with commits at %.0f/s: median ratio %.3f, drop %.1f%%  "
-           "target drop < 10%%: %s\n", TARGET, ratio, 100 * (1 - ratio),
-           ratio > 0.9 ? "met" : "MISSED");
+    printf("  produce with commits at %.0f/s (median kept: %.0f/s): median ratio %.3f, "
+           "drop %.1f%%  target drop < 10%%: %s\n", TARGET, pace, ratio, 100 * (1 - ratio),
+           pace < 0.97 * TARGET ? "NOT MEASURED (commits fell behind)"
+                                : ratio > 0.9 ? "met" : "MISSED");
     fflush(stdout);
     double c3 = bench_cpu_seconds(broker.pid);
     result both = run_phase(ms, 0, &p, seconds, false);
