@@ -56,7 +56,12 @@
 #define VALUE_SIZE    100
 #define MAX_ROUNDS    32
 
+#define MAX_LAT       (1 << 20)
+
 static const char *commit_topic = "commit-bench";
+/* Answer times of the current phase's requests (commit_loop only). */
+static double lat[MAX_LAT];
+static size_t nlat;
 static const char *produce_topic = "produce-bench";
 static atomic_bool running;
 
@@ -201,7 +206,7 @@ static void *commit_loop(void *arg)
     static int64_t offset = 0;
     struct pollfd pfd[GROUPS];
     bool inflight[GROUPS] = { false };
-    double due[GROUPS], t0 = bench_now();
+    double due[GROUPS], sent[GROUPS], t0 = bench_now();
     uint64_t k[GROUPS] = { 0 };
     /* Paced groups start staggered across one interval: independent
      * consumers do not commit in step. */
@@ -229,6 +234,7 @@ static void *commit_loop(void *arg)
             }
             if (bench_send_frame(ms[g].fd, &q))
                 die("OffsetCommit: connection lost");
+            sent[g] = bench_now();
             inflight[g] = true;
             outstanding++;
             if (ms[g].pace > 0)
@@ -249,6 +255,8 @@ static void *commit_loop(void *arg)
                 continue;
             if (bench_recv_frame(ms[g].fd, &r))
                 die("OffsetCommit: connection lost");
+            if (nlat < MAX_LAT)
+                lat[nlat++] = bench_now() - sent[g];
             inflight[g] = false;
             outstanding--;
             if (ms[g].control)
@@ -319,6 +327,7 @@ typedef struct result {
     double secs;
     double msgs_per_s;              /* 0 when the producer did not run */
     double commits_per_s;
+    double p50_ms, p99_ms;          /* request answer times */
     uint64_t errors;
 } result;
 
@@ -334,6 +343,7 @@ static result run_phase(member *ms, double pace_total, producer *p, double secon
     if (p)
         p->messages = p->errors = 0;
     atomic_store(&running, true);
+    nlat = 0;
     double t0 = bench_now();
     if (ms)
         pthread_create(&ct, NULL, commit_loop, ms);
@@ -342,7 +352,7 @@ static result run_phase(member *ms, double pace_total, producer *p, double secon
     usleep((useconds_t)(seconds * 1e6));
     atomic_store(&running, false);
     double secs = bench_now() - t0;
-    result res = { secs, 0, 0, 0 };
+    result res = { .secs = secs };
     if (ms)
         pthread_join(ct, NULL);
     for (int g = 0; ms && g < GROUPS; g++) {
@@ -355,6 +365,11 @@ static result run_phase(member *ms, double pace_total, producer *p, double secon
         res.errors += p->errors;
     }
     res.commits_per_s /= secs;
+    if (nlat) {
+        qsort(lat, nlat, sizeof *lat, bench_cmp_double);
+        res.p50_ms = 1e3 * lat[nlat / 2];
+        res.p99_ms = 1e3 * lat[nlat * 99 / 100];
+    }
     return res;
 }
 
@@ -437,9 +452,10 @@ int main(int argc, char **argv)
         double b1 = bench_cpu_seconds(broker.pid), m1 = bench_machine_cpu_seconds();
         double reqs = paced.commits_per_s / PARTITIONS * paced.secs;
         printf("  %s at %.0f requests/s alone: broker CPU %.1f%%, all processes %.1f%% "
-               "(%.1f us per request)\n", c ? "control: ApiVersions" : "OffsetCommit",
-               reqs / paced.secs, 100 * (b1 - b0) / paced.secs, 100 * (m1 - m0) / paced.secs,
-               1e6 * (m1 - m0) / reqs);
+               "(%.1f us per request); answered in %.2f ms median, %.2f ms p99\n",
+               c ? "control: ApiVersions" : "OffsetCommit", reqs / paced.secs,
+               100 * (b1 - b0) / paced.secs, 100 * (m1 - m0) / paced.secs, 1e6 * (m1 - m0) / reqs,
+               paced.p50_ms, paced.p99_ms);
         fflush(stdout);
     }
     /* Produce throughput depends on the page cache's state: the first
@@ -465,9 +481,11 @@ int main(int argc, char **argv)
         paces[i] = paced.commits_per_s;
         errors += base.errors + paced.errors + ctl.errors;
         printf("  round %d: produce alone %9.0f msgs/s (broker CPU %.0f%%); with commits "
-               "%9.0f msgs/s (broker CPU %.0f%%; commits %.0f/s): ratio %.3f; control %.3f\n",
+               "%9.0f msgs/s (broker CPU %.0f%%; commits %.0f/s, answered in %.2f ms median, "
+               "%.2f ms p99): ratio %.3f; control %.3f\n",
                i + 1, base.msgs_per_s, 100 * (c1 - c0) / base.secs, paced.msgs_per_s,
-               100 * (c2 - c1) / paced.secs, paced.commits_per_s, ratios[i], controls[i]);
+               100 * (c2 - c1) / paced.secs, paced.commits_per_s, paced.p50_ms, paced.p99_ms,
+               ratios[i], controls[i]);
         fflush(stdout);
     }
     double ratio = bench_median(ratios, rounds), control = bench_median(controls, rounds);

@@ -83,8 +83,11 @@
  *       take longer (and each covers more: C6 in group.c), not the data
  *       path.  In group_commit_bench (2 cores shared with the clients,
  *       OffsetCommits from 10 connections at 2,500/s) the produce drop
- *       went from ~30 % to 16-21 %, where ApiVersions at the same rate
- *       cost 15-20 %, and commits kept ~98 % of their pace.  SCHED_IDLE
+ *       went from 30-40 % to 16-24 % (medians of 6-8 rounds), where
+ *       ApiVersions at the same rate cost 14-20 %, and commits kept
+ *       96-99 % of their pace.  The price is commit latency while both
+ *       cores are saturated: p99 ~30 ms (median 1.3-2.9 ms), against
+ *       ~4 ms at nice 0 and ~7 ms at nice 10 (drop ~31 %).  SCHED_IDLE
  *       (the cleaner's) did no better on produce and commits fell to
  *       18-19.7k/s: durability answers wait on this thread, so it must
  *       still win some slices.
