@@ -29,13 +29,15 @@
  *   2. ApiVersions alone, unthrottled        → the request floor
  *   3. commits, then ApiVersions, paced at the target request rate alone
  *                                            → broker and all-process CPU
- *                                              per request
+ *                                              per request, answer times
  *   4. produce alone, a warm-up to the page cache's steady state
  *   5. rounds × (produce alone, produce + commits paced at 20,000/s,
  *      produce + the same connections sending ApiVersions at the same
  *      request rate — a control: what any request at that rate costs)
  *                                            → median produce ratio (target:
- *                                              < 10 % drop), and the control's
+ *                                              < 10 % drop; counted only if
+ *                                              commits kept >= 97 % of their
+ *                                              pace), and the control's
  *   6. produce + commits unthrottled         → both, for the record
  *
  *   build/bench/group_commit_bench [path/to/sluiced] [seconds per phase] [rounds]
