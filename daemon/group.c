@@ -88,10 +88,10 @@
  *       is submitted by the end of the sync in flight.  Group rows reach
  *       SQLite only through jobs, in order (md_sync.c S5), so an older
  *       state never overwrites a newer one.
- *   C7. While more than one connection commits (a commit from a new
- *       connection in the last 100 ms), a job is submitted no sooner than
- *       offsets.commit.linger.ms after the previous one; linger_ev runs
- *       the turn then.  Independent consumers do not commit in step: with
+ *   C7. While more than one connection commits (two consecutive commits
+ *       from different connections in the last 100 ms), a job is
+ *       submitted no sooner than offsets.commit.linger.ms after the
+ *       previous one; linger_ev runs the turn then.  Independent consumers do not commit in step: with
  *       each commit submitted on its own, 2,500 OffsetCommits/s spread
  *       evenly made ~2,400 jobs and fdatasyncs a second (each fdatasync
  *       costs ~100 µs of CPU in this VM's block-device exits), and the

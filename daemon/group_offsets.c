@@ -201,9 +201,10 @@ int bk_handle_offset_commit(bk_req *r)
         return BK_RESPOND;
     }
     w->commit = c;
-    if (r->conn != gc->last_committer) {      /* C7: a second committer */
+    if (r->conn != gc->last_committer) {      /* C7: another committer */
+        if (gc->last_committer)
+            gc->other_committer_us = bk_mono_us();
         gc->last_committer = r->conn;
-        gc->other_committer_us = bk_mono_us();
     }
     w->prev = gc->batch.prev;
     w->next = &gc->batch;

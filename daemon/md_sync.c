@@ -119,8 +119,7 @@ typedef struct bk_mdsync {
     uint64_t synced;              /* under mu */
     int err;                      /* under mu: latched errno (S3) */
     bool stop;                    /* under mu */
-    /* worker only */
-    uint64_t syncs, checkpoints;
+    uint64_t syncs, checkpoints;  /* under mu (written by the worker) */
     /* loop only */
     struct event *done_ev;
     uint64_t last_requested, reported;
@@ -144,10 +143,13 @@ static void checkpoint(bk_mdsync *s)
 {
     char err[MD_ERRLEN];
     int frames = 0, copied = 0;
-    if (md_checkpoint(s->db, &frames, &copied, err, sizeof err) != 0)
+    if (md_checkpoint(s->db, &frames, &copied, err, sizeof err) != 0) {
         BK_WARN("metadata checkpoint failed: %s", err);
-    else
-        s->checkpoints++;
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->checkpoints++;
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Worker: one job in a transaction of its own, so one job's failure
@@ -199,8 +201,8 @@ static void *mdsync_main(void *arg)
                 run_job(s, j);
             }
             int rc = md_wal_sync(s->db);          /* the slow part */
-            s->syncs++;
             pthread_mutex_lock(&s->mu);
+            s->syncs++;
             if (rc && !s->err) {
                 s->err = -rc;
                 BK_ERROR("metadata WAL fdatasync failed: %s; offset commits and "
@@ -340,6 +342,18 @@ int bk_mdsync_error(void)
     int e = ms->err;
     pthread_mutex_unlock(&ms->mu);
     return e;
+}
+
+void bk_mdsync_stats(uint64_t *syncs, uint64_t *batches, uint64_t *checkpoints)
+{
+    *syncs = *batches = *checkpoints = 0;
+    if (!ms)
+        return;
+    pthread_mutex_lock(&ms->mu);
+    *syncs = ms->syncs;
+    *batches = ms->synced;
+    *checkpoints = ms->checkpoints;
+    pthread_mutex_unlock(&ms->mu);
 }
 
 void bk_mdsync_stop(void)

@@ -50,6 +50,9 @@ uint64_t bk_mdsync_requested(void);
 uint64_t bk_mdsync_durable(void);
 /* The latched sync error (errno) or 0. */
 int bk_mdsync_error(void);
+/* For /metrics: WAL fdatasyncs run, batches (jobs and requests) they
+ * covered, checkpoints run.  Zeros without a worker. */
+void bk_mdsync_stats(uint64_t *syncs, uint64_t *batches, uint64_t *checkpoints);
 /* Finishes every requested sync, runs a last checkpoint, joins the
  * thread and closes its connection (before md_close of the loop's
  * handle, whose close checkpoints and syncs whatever came after). */

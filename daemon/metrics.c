@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "daemon/broker.h"
+#include "daemon/md_sync.h"
 #include "daemon/sql_surface.h"
 
 #define NBUCKETS 14
@@ -175,6 +176,21 @@ void bk_metrics_render(bk_broker *b, kp_buf *o)
               "# TYPE sluice_fsync_duration_seconds histogram\n");
     histogram(o, "sluice_fsync_duration_seconds", "", fb, atomic_load(&fsync_count),
               atomic_load(&fsync_sum_us));
+
+    uint64_t msyncs, mbatches, mckpts;
+    bk_mdsync_stats(&msyncs, &mbatches, &mckpts);
+    sq_printf(o, "# HELP sluice_metadata_syncs_total fdatasyncs of the metadata WAL "
+              "(offset commits, group state: offsets.commit.linger.ms).\n"
+              "# TYPE sluice_metadata_syncs_total counter\n"
+              "sluice_metadata_syncs_total %llu\n"
+              "# HELP sluice_metadata_sync_batches_total Metadata write batches those "
+              "fdatasyncs made durable.\n"
+              "# TYPE sluice_metadata_sync_batches_total counter\n"
+              "sluice_metadata_sync_batches_total %llu\n"
+              "# HELP sluice_metadata_checkpoints_total Checkpoints of the metadata WAL.\n"
+              "# TYPE sluice_metadata_checkpoints_total counter\n"
+              "sluice_metadata_checkpoints_total %llu\n", (unsigned long long)msyncs,
+              (unsigned long long)mbatches, (unsigned long long)mckpts);
 
     sq_printf(o, "# HELP sluice_sql_messages_bytes_read_total Bytes read from segment files "
               "by SQL queries on the messages table.\n"

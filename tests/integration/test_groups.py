@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 import kafka_raw as kr
+from retention_support import fast_broker, metric
 from support import (ck_admin, ck_consumer, ck_producer, create_topic, kcat, kp_consumer,
                      produce_ok, topic_name, wait_topic)
 
@@ -652,3 +653,35 @@ def test_committed_offsets_survive_sigkill_right_after_the_commit_response(start
         assert md == ("m%d" % rounds,), md
     finally:
         db.close()
+
+
+def test_commits_from_many_connections_share_syncs_within_the_linger(start_broker):
+    """offsets.commit.linger.ms (daemon/group.c, C7): commits that 40
+    connections send 2 ms apart are written and fdatasynced together, a
+    handful of metadata syncs rather than one per commit (counted in
+    /metrics), and every one is answered and stored.  (One connection's
+    requests are served one at a time, as in Kafka, so the commits come
+    from many connections, as from many consumers.)"""
+    b = fast_broker(start_broker, **{"group.initial.rebalance.delay.ms": "0",
+                                     "offsets.commit.linger.ms": "50"})
+    t = topic_name("linger")
+    create_topic(b, t, 1)
+    groups = [topic_name("linger%d" % i) for i in range(40)]
+    conns = [kr.Conn(b.port) for _ in groups]
+    try:
+        before = metric(b, "sluice_metadata_syncs_total")
+        for i, (g, c) in enumerate(zip(groups, conns)):
+            c.send(API_OFFSET_COMMIT, 7, commit_v7(g, -1, "", [(t, 0, 10 + i, "")]))
+            time.sleep(0.002)
+        for c in conns:
+            _, r = c.recv_response(10)
+            assert set(parse_commit(r, 7).values()) == {0}
+        syncs = metric(b, "sluice_metadata_syncs_total") - before
+    finally:
+        for c in conns:
+            c.close()
+    for i, g in enumerate(groups):
+        assert committed(b, g, t, 1) == {0: 10 + i}
+    # 40 commits over >= 80 ms, one job per 50 ms at most: a sync per
+    # commit (the linger ignored) would be ~40.
+    assert 1 <= syncs <= 10, syncs
