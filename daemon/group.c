@@ -85,7 +85,8 @@
  *       (requested == durable); otherwise on_durable submits it when a
  *       sync finishes.  So at most one job per finished sync while syncs
  *       run back to back, and every pending batch, outbox and dirty group
- *       is submitted by the end of the sync in flight.  Group rows reach
+ *       is submitted by the end of the sync in flight, or, under C7, when
+ *       linger_ev fires after it.  Group rows reach
  *       SQLite only through jobs, in order (md_sync.c S5), so an older
  *       state never overwrites a newer one.
  *   C7. While more than one connection commits (two consecutive commits
@@ -99,7 +100,12 @@
  *       ~25 % (2 ms: ~470, ~16 %, but a group committing back to back
  *       then gets half the commits per second).  Answers wait at most
  *       that long more.  A lone committer (the same connection each time)
- *       never waits: nothing would join it.
+ *       never waits: nothing would join it.  The price: the loop's own
+ *       rare writes (recovery points, admin changes) may wait for the
+ *       SQLite write lock behind a job (db.c busy_nap), and the worker
+ *       runs at nice 19 (md_sync.c S7); a commit still in the batch when
+ *       DeleteGroups runs is stored after the delete, as a commit that
+ *       came after it.
  *   C3. Every member has a pending session timer; every group in
  *       PreparingRebalance has a pending join timer.
  *   C4. g->leader names a member of g, or is NULL iff g has no members.

@@ -657,13 +657,13 @@ def test_committed_offsets_survive_sigkill_right_after_the_commit_response(start
 
 def test_commits_from_many_connections_share_syncs_within_the_linger(start_broker):
     """offsets.commit.linger.ms (daemon/group.c, C7): commits that 40
-    connections send 2 ms apart are written and fdatasynced together, a
-    handful of metadata syncs rather than one per commit (counted in
+    connections send 5 ms apart are written and fdatasynced together, a
+    couple of metadata syncs rather than one per commit (counted in
     /metrics), and every one is answered and stored.  (One connection's
     requests are served one at a time, as in Kafka, so the commits come
     from many connections, as from many consumers.)"""
     b = fast_broker(start_broker, **{"group.initial.rebalance.delay.ms": "0",
-                                     "offsets.commit.linger.ms": "50"})
+                                     "offsets.commit.linger.ms": "300"})
     t = topic_name("linger")
     create_topic(b, t, 1)
     groups = [topic_name("linger%d" % i) for i in range(40)]
@@ -672,7 +672,7 @@ def test_commits_from_many_connections_share_syncs_within_the_linger(start_broke
         before = metric(b, "sluice_metadata_syncs_total")
         for i, (g, c) in enumerate(zip(groups, conns)):
             c.send(API_OFFSET_COMMIT, 7, commit_v7(g, -1, "", [(t, 0, 10 + i, "")]))
-            time.sleep(0.002)
+            time.sleep(0.005)
         for c in conns:
             _, r = c.recv_response(10)
             assert set(parse_commit(r, 7).values()) == {0}
@@ -682,6 +682,8 @@ def test_commits_from_many_connections_share_syncs_within_the_linger(start_broke
             c.close()
     for i, g in enumerate(groups):
         assert committed(b, g, t, 1) == {0: 10 + i}
-    # 40 commits over >= 80 ms, one job per 50 ms at most: a sync per
-    # commit (the linger ignored) would be ~40.
-    assert 1 <= syncs <= 10, syncs
+    # The first commit goes at once, the other 39 (sent over >= 195 ms)
+    # 300 ms later; one more sync may be a recovery-point save.  With the
+    # linger ignored there would be one sync per commit, or one per
+    # fdatasync time (still ~10 at 20 ms each).
+    assert 1 <= syncs <= 4, syncs
