@@ -707,7 +707,6 @@ static void run_turn(bool after_sync)
                 w->job = NULL;
         if (j)
             gc_job_submit(j);
-        gc->last_submit_us = bk_mono_us();
     }
     uint64_t seq = bk_mdsync_requested();
     while (batch.next != &batch) {
