@@ -217,6 +217,29 @@ static void *sync_worker(void *arg)
     return NULL;
 }
 
+struct writer_arg {
+    md_db *db;
+    int32_t partition;
+    int n;                              /* batches to write */
+    int failures;
+};
+
+static void *batch_writer(void *arg)
+{
+    struct writer_arg *w = arg;
+    for (int i = 1; i <= w->n; i++) {
+        if (md_begin(w->db) != 0) {
+            w->failures++;
+            continue;
+        }
+        if (md_partition_save_offsets(w->db, "t", w->partition, i, i, i) != 0)
+            w->failures++;
+        if (md_commit(w->db) != 0)
+            w->failures++;
+    }
+    return NULL;
+}
+
 /* The worker's PASSIVE checkpoints never make the loop's writes wait or
  * fail, and the WAL the worker syncs stays the same file while SQLite
  * restarts it from the beginning (metadata/db.c D3). */
@@ -231,11 +254,9 @@ START_TEST(test_worker_checkpoints_while_loop_writes_and_wal_keeps_its_inode)
     ck_assert_int_eq(fstat(w.syncer->wal_fd, &before), 0);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, sync_worker, &w), 0);
-    for (int i = 1; i <= 2000; i++) {
-        ck_assert_int_eq(md_begin(db), 0);
-        ck_assert_int_eq(md_partition_save_offsets(db, "t", 0, i, i, i), 0);
-        ck_assert_int_eq(md_commit(db), 0);
-    }
+    struct writer_arg loop = { .db = db, .partition = 0, .n = 2000 };
+    batch_writer(&loop);
+    ck_assert_int_eq(loop.failures, 0);
     atomic_store(&w.stop, true);
     pthread_join(t, NULL);
     ck_assert_int_eq(w.failures, 0);
@@ -252,28 +273,6 @@ START_TEST(test_worker_checkpoints_while_loop_writes_and_wal_keeps_its_inode)
 }
 END_TEST
 
-struct writer_arg {
-    md_db *db;
-    int32_t partition;
-    int failures;
-};
-
-static void *batch_writer(void *arg)
-{
-    struct writer_arg *w = arg;
-    for (int i = 1; i <= 1000; i++) {
-        if (md_begin(w->db) != 0) {
-            w->failures++;
-            continue;
-        }
-        if (md_partition_save_offsets(w->db, "t", w->partition, i, i, i) != 0)
-            w->failures++;
-        if (md_commit(w->db) != 0)
-            w->failures++;
-    }
-    return NULL;
-}
-
 /* The sync worker writes too (db.c D5): its batches and the loop's take
  * turns for the write lock through the busy handler, none fails, and the
  * worker's handle keeps the schema's foreign keys. */
@@ -282,8 +281,8 @@ START_TEST(test_syncer_and_loop_write_batches_side_by_side)
     md_db *db = open_ok();
     char err[MD_ERRLEN];
     ck_assert_int_eq(md_topic_create(db, "t", 2, 1, NULL, 0, 1, false, err, sizeof err), 0);
-    struct writer_arg loop = { .db = db, .partition = 0 };
-    struct writer_arg worker = { .db = open_syncer_ok(), .partition = 1 };
+    struct writer_arg loop = { .db = db, .partition = 0, .n = 1000 };
+    struct writer_arg worker = { .db = open_syncer_ok(), .partition = 1, .n = 1000 };
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, batch_writer, &worker), 0);
     batch_writer(&loop);
