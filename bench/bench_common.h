@@ -102,7 +102,8 @@ static inline void bench_track(pid_t pid, bool live)
         }
 }
 
-/* Starts sluiced (extra: NULL-terminated "key=value" overrides) and waits
+/* Starts sluiced (extra: NULL-terminated "key=value" overrides, then
+ * those of $BENCH_OVERRIDES) and waits
  * until it accepts connections (10 s at most).  Returns seconds taken. */
 static inline double bench_broker_start(bench_broker *b, const char *const *extra)
 {
@@ -128,6 +129,14 @@ static inline double bench_broker_start(bench_broker *b, const char *const *extr
     for (int i = 0; extra && extra[i] && n < 60; i++) {
         argv[n++] = "--override";
         argv[n++] = extra[i];
+    }
+    /* $BENCH_OVERRIDES: more key=value overrides, separated by spaces, to
+     * try a setting without a rebuild (the process's copy, cut in place). */
+    char *more = getenv("BENCH_OVERRIDES");
+    for (char *save = NULL, *kv = more ? strtok_r(more, " ", &save) : NULL; kv && n < 62;
+         kv = strtok_r(NULL, " ", &save)) {
+        argv[n++] = "--override";
+        argv[n++] = kv;
     }
     argv[n] = NULL;
     double t0 = bench_now();

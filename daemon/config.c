@@ -116,7 +116,7 @@ void bk_config_init(bk_config *c)
     c->offsets_retention_minutes = 10080;
     c->offsets_retention_check_interval_ms = 600000;
     c->offset_metadata_max_bytes = 4096;
-    c->offsets_commit_linger_ms = 1;
+    c->offsets_commit_linger_ms = 5;
 }
 
 void bk_config_free(bk_config *c)

@@ -57,9 +57,9 @@ typedef struct bk_config {
     int64_t offsets_retention_minutes;            /* offsets.retention.minutes */
     int64_t offsets_retention_check_interval_ms;  /* offsets.retention.check.interval.ms */
     int32_t offset_metadata_max_bytes;            /* offset.metadata.max.bytes */
-    int64_t offsets_commit_linger_ms;             /* offsets.commit.linger.ms: at
-                                                     most one group write + sync
-                                                     per this many ms (group.c) */
+    int64_t offsets_commit_linger_ms;             /* offsets.commit.linger.ms: how
+                                                     long commits may wait for
+                                                     others due (group.c C7) */
     /* Topic-level defaults from broker keys, by topic-level name. */
     md_kv *topic_defaults;
     size_t ntopic_defaults;

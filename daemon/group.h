@@ -14,6 +14,7 @@
 #include <event2/util.h>
 
 #include "daemon/broker.h"
+#include "daemon/commit_cadence.h"
 
 /* Kafka's GroupCoordinator.NewMemberJoinTimeoutMs. */
 #define GC_NEW_MEMBER_JOIN_TIMEOUT_MS 300000
@@ -108,10 +109,10 @@ typedef struct gc_coord {
                                          (seq non-decreasing) */
     gc_group *dirty;
     struct event *turn_ev;            /* end of loop turn: persist, then answer */
-    struct event *linger_ev;          /* offsets.commit.linger.ms after a job (C7) */
-    int64_t last_submit_us;
-    const bk_conn *last_committer;    /* compared only, never followed */
-    int64_t other_committer_us;       /* last commit from a new connection */
+    struct event *linger_ev;          /* the batch waits for due commits (C7) */
+    cc_table cadence;                 /* each connection's commit pace (C7) */
+    int64_t batch_first_us;           /* arrival of the batch's oldest commit */
+    int64_t linger_until;             /* when linger_ev is due, while pending */
     struct event *expire_timer;       /* offsets.retention.check.interval.ms */
     struct event *sig_term, *sig_int; /* answer waiting joins on shutdown */
     gc_job *jobs, **jobs_tail;        /* submitted to the sync worker (J2) */

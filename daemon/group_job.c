@@ -214,7 +214,6 @@ uint64_t gc_job_submit(gc_job *j)
     gc->jobs_tail = &j->next;
     if (j->ngroups)
         gc->group_jobs++;
-    gc->last_submit_us = bk_mono_us();        /* group.c C7 */
     gc->last_job_seq = bk_mdsync_submit(gc->b, &j->base);
     return gc->last_job_seq;
 }

@@ -201,11 +201,10 @@ int bk_handle_offset_commit(bk_req *r)
         return BK_RESPOND;
     }
     w->commit = c;
-    if (r->conn != gc->last_committer) {      /* C7: another committer */
-        if (gc->last_committer)
-            gc->other_committer_us = bk_mono_us();
-        gc->last_committer = r->conn;
-    }
+    int64_t mono = bk_mono_us();
+    cc_note(&gc->cadence, r->conn, mono);      /* group.c C7 */
+    if (gc->batch.next == &gc->batch)
+        gc->batch_first_us = mono;
     w->prev = gc->batch.prev;
     w->next = &gc->batch;
     gc->batch.prev->next = w;

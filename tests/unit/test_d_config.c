@@ -108,7 +108,7 @@ START_TEST(test_offsets_commit_linger_is_bounded)
     bk_config c;
     bk_config_init(&c);
     char err[512];
-    ck_assert_int_eq(c.offsets_commit_linger_ms, 1);
+    ck_assert_int_eq(c.offsets_commit_linger_ms, 5);
     ck_assert_int_eq(bk_config_set(&c, "offsets.commit.linger.ms", "0", err, sizeof err), 0);
     ck_assert_int_eq(c.offsets_commit_linger_ms, 0);
     ck_assert_int_eq(bk_config_set(&c, "offsets.commit.linger.ms", "1000", err, sizeof err), 0);
