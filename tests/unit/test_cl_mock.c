@@ -16,6 +16,7 @@
 
 #include "clients/sluice.h"
 #include "protocol/kp.h"
+#include "tests/unit/unit_run.h"
 
 static rd_kafka_t *rk;
 static rd_kafka_mock_cluster_t *mc;
@@ -461,24 +462,15 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("libsluice vs mock cluster");
-    TCase *tc = tcase_create("all");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_conf_rejects_unknown_key_and_bad_values);
-    tcase_add_test(tc, test_roundtrip_keys_headers_none);
-    tcase_add_test(tc, test_roundtrip_keys_headers_zstd);
-    tcase_add_test(tc, test_roundtrip_keys_headers_gzip_lz4_snappy);
-    tcase_add_test(tc, test_retries_after_not_leader_deliver_once_in_order);
-    tcase_add_test(tc, test_without_init_producer_id_degrades_to_plain_producer);
-    tcase_add_test(tc, test_apiversions_v3_refused_falls_back_to_v0);
-    tcase_add_test(tc, test_seek_position_and_queue_full);
-    tcase_add_test(tc, test_group_of_three_range);
-    tcase_add_test(tc, test_group_of_three_roundrobin);
-    tcase_add_test(tc, test_admin_against_mock_lists_groups);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_conf_rejects_unknown_key_and_bad_values, test_roundtrip_keys_headers_none,
+        test_roundtrip_keys_headers_zstd, test_roundtrip_keys_headers_gzip_lz4_snappy,
+        test_retries_after_not_leader_deliver_once_in_order,
+        test_without_init_producer_id_degrades_to_plain_producer,
+        test_apiversions_v3_refused_falls_back_to_v0, test_seek_position_and_queue_full,
+        test_group_of_three_range, test_group_of_three_roundrobin,
+        test_admin_against_mock_lists_groups,
+    };
+    return unit_run("libsluice vs mock cluster", "all", tests, sizeof tests / sizeof *tests,
+                    NULL, NULL, 120);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "daemon/config.h"
+#include "tests/unit/unit_run.h"
 
 static char *write_file(const char *text)
 {
@@ -123,17 +124,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("daemon config");
-    TCase *tc = tcase_create("config");
-    tcase_add_test(tc, test_loads_kafka_keys);
-    tcase_add_test(tc, test_finest_retention_unit_wins);
-    tcase_add_test(tc, test_unknown_key_is_named);
-    tcase_add_test(tc, test_invalid_values_are_named);
-    tcase_add_test(tc, test_offsets_commit_linger_is_bounded);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        test_loads_kafka_keys, test_finest_retention_unit_wins, test_unknown_key_is_named,
+        test_invalid_values_are_named, test_offsets_commit_linger_is_bounded,
+    };
+    return unit_run("daemon config", "config", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }

@@ -17,6 +17,7 @@
 #include "metadata/md.h"
 #include "protocol/kp.h"
 #include "segments/seg.h"
+#include "tests/unit/unit_run.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 static char g_dir[64];
@@ -427,26 +428,17 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("d_producer_state");
-    TCase *tc = tcase_create("producer_state");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_retry_of_one_of_last_five_is_duplicate_with_original_offset);
-    tcase_add_test(tc, test_gap_is_out_of_order);
-    tcase_add_test(tc, test_epochs);
-    tcase_add_test(tc, test_unknown_producer_accepted_at_any_sequence);
-    tcase_add_test(tc, test_sequence_wraps_at_int32_max);
-    tcase_add_test(tc, test_several_batches_of_one_producer_in_one_request_chain);
-    tcase_add_test(tc, test_transactional_and_negative_fields_refused);
-    tcase_add_test(tc, test_many_producers_grow_and_expire_with_back_shift);
-    tcase_add_test(tc, test_snapshot_round_trip_and_newest_usable_wins);
-    tcase_add_test(tc, test_damaged_snapshot_ignored);
-    tcase_add_test(tc, test_rebuild_from_headers_across_segments_matches_live_state);
-    tcase_add_test(tc, test_producer_id_blocks_are_disjoint_and_survive_reopen);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_retry_of_one_of_last_five_is_duplicate_with_original_offset,
+        test_gap_is_out_of_order, test_epochs, test_unknown_producer_accepted_at_any_sequence,
+        test_sequence_wraps_at_int32_max,
+        test_several_batches_of_one_producer_in_one_request_chain,
+        test_transactional_and_negative_fields_refused,
+        test_many_producers_grow_and_expire_with_back_shift,
+        test_snapshot_round_trip_and_newest_usable_wins, test_damaged_snapshot_ignored,
+        test_rebuild_from_headers_across_segments_matches_live_state,
+        test_producer_id_blocks_are_disjoint_and_survive_reopen,
+    };
+    return unit_run("d_producer_state", "producer_state", tests, sizeof tests / sizeof *tests,
+                    setup, teardown, 60);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "protocol/kp.h"
+#include "tests/unit/unit_run.h"
 
 /* README section 11. */
 static const uint8_t batch75[75] = {
@@ -449,23 +450,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("kp_batch");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_readme_batch_validates);
-    tcase_add_test(tc, test_readme_batch_iterates);
-    tcase_add_test(tc, test_corrupt_crc_magic_count_codec_detected);
-    tcase_add_test(tc, test_rewrites_keep_crc_valid);
-    tcase_add_test(tc, test_builder_round_trips_every_codec);
-    tcase_add_test(tc, test_builder_reused_and_gaps);
-    tcase_add_test(tc, test_truncation_at_every_byte_is_an_error);
-    tcase_add_test(tc, test_truncated_records_area_with_fixed_crc);
-    tcase_add_test(tc, test_random_byte_flips_never_crash);
-    tcase_add_test(tc, test_hostile_record_counts_bounded);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_readme_batch_validates, test_readme_batch_iterates,
+        test_corrupt_crc_magic_count_codec_detected, test_rewrites_keep_crc_valid,
+        test_builder_round_trips_every_codec, test_builder_reused_and_gaps,
+        test_truncation_at_every_byte_is_an_error, test_truncated_records_area_with_fixed_crc,
+        test_random_byte_flips_never_crash, test_hostile_record_counts_bounded,
+    };
+    return unit_run("kp_batch", "core", tests, sizeof tests / sizeof *tests, NULL, NULL, 120);
 }

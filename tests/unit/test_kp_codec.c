@@ -10,6 +10,7 @@
 #include <zstd.h>
 
 #include "protocol/kp.h"
+#include "tests/unit/unit_run.h"
 
 static uint8_t *sample(size_t n)
 {
@@ -274,22 +275,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("kp_codec");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_round_trip_every_codec_and_size);
-    tcase_add_test(tc, test_snappy_raw_block_as_librdkafka_sends);
-    tcase_add_test(tc, test_snappy_xerial_hand_framed);
-    tcase_add_test(tc, test_zstd_frame_without_content_size);
-    tcase_add_test(tc, test_concatenated_streams);
-    tcase_add_test(tc, test_truncated_compressed_input_is_codec_error);
-    tcase_add_test(tc, test_garbage_and_flips_never_crash);
-    tcase_add_test(tc, test_compression_bomb_bounded);
-    tcase_add_test(tc, test_gzip_output_is_gzip);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_round_trip_every_codec_and_size, test_snappy_raw_block_as_librdkafka_sends,
+        test_snappy_xerial_hand_framed, test_zstd_frame_without_content_size,
+        test_concatenated_streams, test_truncated_compressed_input_is_codec_error,
+        test_garbage_and_flips_never_crash, test_compression_bomb_bounded,
+        test_gzip_output_is_gzip,
+    };
+    return unit_run("kp_codec", "core", tests, sizeof tests / sizeof *tests, NULL, NULL, 120);
 }

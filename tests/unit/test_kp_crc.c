@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "protocol/kp.h"
+#include "tests/unit/unit_run.h"
 
 START_TEST(test_crc32c_check_value)
 {
@@ -112,21 +113,11 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("kp_crc");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_crc32c_check_value);
-    tcase_add_test(tc, test_crc32c_chains);
-    tcase_add_test(tc, test_crc32c_hw_equals_sw_every_length_and_alignment);
-    tcase_add_test(tc, test_crc32c_large_buffer);
-    tcase_add_test(tc, test_crc32c_three_way_split_boundaries);
-    tcase_add_test(tc, test_murmur2_vectors_from_readme);
-    tcase_add_test(tc, test_murmur2_java_partitions);
-    tcase_add_test(tc, test_murmur2_unaligned_and_empty);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_crc32c_check_value, test_crc32c_chains,
+        test_crc32c_hw_equals_sw_every_length_and_alignment, test_crc32c_large_buffer,
+        test_crc32c_three_way_split_boundaries, test_murmur2_vectors_from_readme,
+        test_murmur2_java_partitions, test_murmur2_unaligned_and_empty,
+    };
+    return unit_run("kp_crc", "core", tests, sizeof tests / sizeof *tests, NULL, NULL, 60);
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "protocol/kp.h"
+#include "tests/unit/unit_run.h"
 
 /* ApiVersions v3 as librdkafka 2.0.2 sends it, without the frame length:
  * header v2 (client id "rdkafka", empty tags), body: ClientSoftwareName,
@@ -212,21 +213,11 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("kp_header");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_apiversions_v3_header_v2_and_body);
-    tcase_add_test(tc, test_metadata_v1_header_v1);
-    tcase_add_test(tc, test_null_client_id_and_tags_in_header_v2);
-    tcase_add_test(tc, test_controlled_shutdown_v0_uses_header_v0);
-    tcase_add_test(tc, test_truncated_header_at_every_byte);
-    tcase_add_test(tc, test_negative_version_is_malformed);
-    tcase_add_test(tc, test_first_flexible_table);
-    tcase_add_test(tc, test_api_names);
-    tcase_add_test(tc, test_written_headers_read_back);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_apiversions_v3_header_v2_and_body, test_metadata_v1_header_v1,
+        test_null_client_id_and_tags_in_header_v2, test_controlled_shutdown_v0_uses_header_v0,
+        test_truncated_header_at_every_byte, test_negative_version_is_malformed,
+        test_first_flexible_table, test_api_names, test_written_headers_read_back,
+    };
+    return unit_run("kp_header", "core", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "protocol/kp.h"
+#include "tests/unit/unit_run.h"
 
 START_TEST(test_ints_round_trip_big_endian)
 {
@@ -428,28 +429,15 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("kp_rd");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_ints_round_trip_big_endian);
-    tcase_add_test(tc, test_varlong_round_trip_boundaries);
-    tcase_add_test(tc, test_varint_round_trip_boundaries);
-    tcase_add_test(tc, test_varint_known_encodings);
-    tcase_add_test(tc, test_overlong_varints_are_malformed);
-    tcase_add_test(tc, test_short_read_latches_and_stops);
-    tcase_add_test(tc, test_strings_both_forms_and_null);
-    tcase_add_test(tc, test_string_length_beyond_input_or_negative);
-    tcase_add_test(tc, test_arrays_counts_are_bounded);
-    tcase_add_test(tc, test_non_nullable_array_and_string_refuse_null);
-    tcase_add_test(tc, test_tagged_fields_are_skipped);
-    tcase_add_test(tc, test_uuid_skip_raw);
-    tcase_add_test(tc, test_placeholder_reset_reuses_memory);
-    tcase_add_test(tc, test_oversized_string_latches_on_writer);
-    tcase_add_test(tc, test_str_copy_and_eq);
-    tcase_add_test(tc, test_str_cmp_orders_bytes_then_length);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_ints_round_trip_big_endian, test_varlong_round_trip_boundaries,
+        test_varint_round_trip_boundaries, test_varint_known_encodings,
+        test_overlong_varints_are_malformed, test_short_read_latches_and_stops,
+        test_strings_both_forms_and_null, test_string_length_beyond_input_or_negative,
+        test_arrays_counts_are_bounded, test_non_nullable_array_and_string_refuse_null,
+        test_tagged_fields_are_skipped, test_uuid_skip_raw,
+        test_placeholder_reset_reuses_memory, test_oversized_string_latches_on_writer,
+        test_str_copy_and_eq, test_str_cmp_orders_bytes_then_length,
+    };
+    return unit_run("kp_rd", "core", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }

@@ -7,6 +7,7 @@
 
 #include "metadata/md.h"
 #include "protocol/kp.h"
+#include "tests/unit/unit_run.h"
 
 static char err[MD_ERRLEN];
 
@@ -239,23 +240,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("md_config");
-    TCase *tc = tcase_create("config");
-    tcase_add_test(tc, test_every_default_passes_its_own_check);
-    tcase_add_test(tc, test_kafka_names_and_defaults);
-    tcase_add_test(tc, test_unknown_name_message);
-    tcase_add_test(tc, test_longs_parse_fully_and_respect_range);
-    tcase_add_test(tc, test_ints_stay_in_int32);
-    tcase_add_test(tc, test_bools_doubles_enums_and_lists);
-    tcase_add_test(tc, test_resolve_defaults);
-    tcase_add_test(tc, test_resolve_topic_over_broker_over_default);
-    tcase_add_test(tc, test_resolve_compression_codecs);
-    tcase_add_test(tc, test_resolve_names_a_bad_broker_value);
-    tcase_add_test(tc, test_last_duplicate_wins_in_arrays);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        test_every_default_passes_its_own_check, test_kafka_names_and_defaults,
+        test_unknown_name_message, test_longs_parse_fully_and_respect_range,
+        test_ints_stay_in_int32, test_bools_doubles_enums_and_lists, test_resolve_defaults,
+        test_resolve_topic_over_broker_over_default, test_resolve_compression_codecs,
+        test_resolve_names_a_bad_broker_value, test_last_duplicate_wins_in_arrays,
+    };
+    return unit_run("md_config", "config", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }

@@ -12,6 +12,7 @@
 
 #include "metadata/md.h"
 #include "metadata/md_internal.h"
+#include "tests/unit/unit_run.h"
 
 static char dir[64];
 static char path[128];
@@ -558,31 +559,19 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("md_db");
-    TCase *tc = tcase_create("db");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_open_creates_schema_and_sets_user_version);
-    tcase_add_test(tc, test_open_sets_wal_foreign_keys_normal_sync_no_autocheckpoint);
-    tcase_add_test(tc, test_batch_commit_stays_in_wal_until_worker_checkpoints);
-    tcase_add_test(tc, test_worker_checkpoints_while_loop_writes_and_wal_keeps_its_inode);
-    tcase_add_test(tc, test_syncer_and_loop_write_batches_side_by_side);
-    tcase_add_test(tc, test_wal_sync_without_wal_file_is_a_no_op);
-    tcase_add_test(tc, test_reopen_is_idempotent);
-    tcase_add_test(tc, test_migration_applies_once_in_order);
-    tcase_add_test(tc, test_migration_upgrades_an_existing_database);
-    tcase_add_test(tc, test_failing_migration_rolls_back_and_names_file);
-    tcase_add_test(tc, test_newer_database_is_refused);
-    tcase_add_test(tc, test_duplicate_or_unnumbered_migrations_are_refused);
-    tcase_add_test(tc, test_schema_must_set_user_version);
-    tcase_add_test(tc, test_open_fails_cleanly_on_bad_path);
-    tcase_add_test(tc, test_begin_rollback_discards_changes);
-    tcase_add_test(tc, test_failed_change_inside_transaction_undoes_only_itself);
-    tcase_add_test(tc, test_broker_upsert_inserts_then_updates);
-    tcase_add_test(tc, test_data_persists_across_close_and_reopen);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        test_open_creates_schema_and_sets_user_version,
+        test_open_sets_wal_foreign_keys_normal_sync_no_autocheckpoint,
+        test_batch_commit_stays_in_wal_until_worker_checkpoints,
+        test_worker_checkpoints_while_loop_writes_and_wal_keeps_its_inode,
+        test_syncer_and_loop_write_batches_side_by_side,
+        test_wal_sync_without_wal_file_is_a_no_op, test_reopen_is_idempotent,
+        test_migration_applies_once_in_order, test_migration_upgrades_an_existing_database,
+        test_failing_migration_rolls_back_and_names_file, test_newer_database_is_refused,
+        test_duplicate_or_unnumbered_migrations_are_refused, test_schema_must_set_user_version,
+        test_open_fails_cleanly_on_bad_path, test_begin_rollback_discards_changes,
+        test_failed_change_inside_transaction_undoes_only_itself,
+        test_broker_upsert_inserts_then_updates, test_data_persists_across_close_and_reopen,
+    };
+    return unit_run("md_db", "db", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
 }

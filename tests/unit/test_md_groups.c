@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "metadata/md.h"
+#include "tests/unit/unit_run.h"
 
 static char dir[64];
 static char path[128];
@@ -303,22 +304,15 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("md_groups");
-    TCase *tc = tcase_create("groups");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_group_save_writes_row_and_replaces_members);
-    tcase_add_test(tc, test_group_foreach_returns_groups_and_members_after_reopen);
-    tcase_add_test(tc, test_offset_commit_upserts_in_one_batch);
-    tcase_add_test(tc, test_offset_commit_unknown_topic_fails_only_that_row);
-    tcase_add_test(tc, test_offsets_survive_reopen_and_go_with_topic);
-    tcase_add_test(tc, test_commit_batch_inside_caller_transaction);
-    tcase_add_test(tc, test_group_delete_removes_members_and_offsets);
-    tcase_add_test(tc, test_expire_follows_kafka_retention_rules);
-    tcase_add_test(tc, test_instance_id_is_unique_per_group);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_group_save_writes_row_and_replaces_members,
+        test_group_foreach_returns_groups_and_members_after_reopen,
+        test_offset_commit_upserts_in_one_batch,
+        test_offset_commit_unknown_topic_fails_only_that_row,
+        test_offsets_survive_reopen_and_go_with_topic,
+        test_commit_batch_inside_caller_transaction,
+        test_group_delete_removes_members_and_offsets,
+        test_expire_follows_kafka_retention_rules, test_instance_id_is_unique_per_group,
+    };
+    return unit_run("md_groups", "groups", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "metadata/md.h"
+#include "tests/unit/unit_run.h"
 
 static char dir[64];
 static char path[128];
@@ -439,30 +440,17 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("md_topics");
-    TCase *tc = tcase_create("topics");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_topic_name_rules);
-    tcase_add_test(tc, test_create_refuses_bad_names);
-    tcase_add_test(tc, test_create_refuses_dot_underscore_collision);
-    tcase_add_test(tc, test_create_get_and_list);
-    tcase_add_test(tc, test_list_of_no_topics_is_empty);
-    tcase_add_test(tc, test_create_makes_partitions_led_by_leader);
-    tcase_add_test(tc, test_duplicate_topic_is_refused);
-    tcase_add_test(tc, test_bad_partition_and_replication_counts);
-    tcase_add_test(tc, test_bad_config_is_refused_naming_the_key);
-    tcase_add_test(tc, test_create_stores_configs_last_duplicate_wins);
-    tcase_add_test(tc, test_validate_only_writes_nothing);
-    tcase_add_test(tc, test_delete_cascades_to_partitions_configs_and_offsets);
-    tcase_add_test(tc, test_add_partitions_grows_and_refuses_non_increase);
-    tcase_add_test(tc, test_partition_offsets_save_and_read_back);
-    tcase_add_test(tc, test_config_set_unset_and_validation);
-    tcase_add_test(tc, test_config_replace_is_all_or_nothing);
-    tcase_add_test(tc, test_stored_configs_resolve_with_sources);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    const TTest *const tests[] = {
+        test_topic_name_rules, test_create_refuses_bad_names,
+        test_create_refuses_dot_underscore_collision, test_create_get_and_list,
+        test_list_of_no_topics_is_empty, test_create_makes_partitions_led_by_leader,
+        test_duplicate_topic_is_refused, test_bad_partition_and_replication_counts,
+        test_bad_config_is_refused_naming_the_key,
+        test_create_stores_configs_last_duplicate_wins, test_validate_only_writes_nothing,
+        test_delete_cascades_to_partitions_configs_and_offsets,
+        test_add_partitions_grows_and_refuses_non_increase,
+        test_partition_offsets_save_and_read_back, test_config_set_unset_and_validation,
+        test_config_replace_is_all_or_nothing, test_stored_configs_resolve_with_sources,
+    };
+    return unit_run("md_topics", "topics", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
 }

@@ -16,6 +16,7 @@
 
 #include "protocol/kp.h"
 #include "segments/seg.h"
+#include "tests/unit/unit_run.h"
 
 static char g_dir[64];
 
@@ -781,33 +782,23 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("seg_cleaner");
-    TCase *tc = tcase_create("cleaner");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_compaction_keeps_newest_per_key_at_original_offset);
-    tcase_add_test(tc, test_active_segment_never_compacted);
-    tcase_add_test(tc, test_min_compaction_lag_and_dirty_ratio_honoured);
-    tcase_add_test(tc, test_tombstones_dropped_after_delete_retention);
-    tcase_add_test(tc, test_tombstone_age_counts_from_first_compaction_not_its_timestamp);
-    tcase_add_test(tc, test_expired_tombstones_go_without_new_writes);
-    tcase_add_test(tc, test_delete_horizon_survives_reopen_and_recompression);
-    tcase_add_test(tc, test_clean_end_survives_restart);
-    tcase_add_test(tc, test_truncation_below_clean_end_forgets_checkpoint);
-    tcase_add_test(tc, test_checkpoint_past_the_log_end_is_dropped);
-    tcase_add_test(tc, test_future_timestamp_does_not_hold_back_compaction);
-    tcase_add_test(tc, test_compressed_batches_recompressed_with_their_codec);
-    tcase_add_test(tc, test_crash_after_each_commit_step_leaves_valid_log);
-    tcase_add_test(tc, test_small_dedupe_buffer_cleans_a_prefix);
-    tcase_add_test(tc, test_offset_map_grows_to_the_keys_it_meets);
-    tcase_add_test(tc, test_offset_map_full_after_growing_cleans_a_prefix);
-    tcase_add_test(tc, test_deferred_delete_keeps_files_until_unlinked);
-    tcase_add_test(tc, test_retention_waits_for_segments_under_cleaning);
-    tcase_add_test(tc, test_cancelled_run_swaps_nothing);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_compaction_keeps_newest_per_key_at_original_offset,
+        test_active_segment_never_compacted, test_min_compaction_lag_and_dirty_ratio_honoured,
+        test_tombstones_dropped_after_delete_retention,
+        test_tombstone_age_counts_from_first_compaction_not_its_timestamp,
+        test_expired_tombstones_go_without_new_writes,
+        test_delete_horizon_survives_reopen_and_recompression, test_clean_end_survives_restart,
+        test_truncation_below_clean_end_forgets_checkpoint,
+        test_checkpoint_past_the_log_end_is_dropped,
+        test_future_timestamp_does_not_hold_back_compaction,
+        test_compressed_batches_recompressed_with_their_codec,
+        test_crash_after_each_commit_step_leaves_valid_log,
+        test_small_dedupe_buffer_cleans_a_prefix, test_offset_map_grows_to_the_keys_it_meets,
+        test_offset_map_full_after_growing_cleans_a_prefix,
+        test_deferred_delete_keeps_files_until_unlinked,
+        test_retention_waits_for_segments_under_cleaning, test_cancelled_run_swaps_nothing,
+    };
+    return unit_run("seg_cleaner", "cleaner", tests, sizeof tests / sizeof *tests,
+                    setup, teardown, 60);
 }

@@ -20,6 +20,7 @@
 
 #include "protocol/kp.h"
 #include "segments/seg.h"
+#include "tests/unit/unit_run.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 static char g_dir[64];
@@ -714,30 +715,15 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("seg_log");
-    TCase *tc = tcase_create("log");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_append_assigns_contiguous_offsets);
-    tcase_add_test(tc, test_read_returns_whole_batches);
-    tcase_add_test(tc, test_read_at_least_one_batch_when_max_bytes_small);
-    tcase_add_test(tc, test_read_mid_batch_offset_starts_at_batch);
-    tcase_add_test(tc, test_roll_by_segment_bytes);
-    tcase_add_test(tc, test_roll_by_segment_ms);
-    tcase_add_test(tc, test_roll_by_full_index);
-    tcase_add_test(tc, test_offset_for_time);
-    tcase_add_test(tc, test_truncate);
-    tcase_add_test(tc, test_advance_log_start_deletes_segments);
-    tcase_add_test(tc, test_delete_old_by_time_and_size);
-    tcase_add_test(tc, test_reopen_keeps_everything);
-    tcase_add_test(tc, test_index_tail_through_spill_roll_truncate_reopen);
-    tcase_add_test(tc, test_flush_on_other_thread_concurrent_with_append);
-    tcase_add_test(tc, test_write_error_enters_error_state);
-    tcase_add_test(tc, test_destroy_removes_directory);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_append_assigns_contiguous_offsets, test_read_returns_whole_batches,
+        test_read_at_least_one_batch_when_max_bytes_small,
+        test_read_mid_batch_offset_starts_at_batch, test_roll_by_segment_bytes,
+        test_roll_by_segment_ms, test_roll_by_full_index, test_offset_for_time, test_truncate,
+        test_advance_log_start_deletes_segments, test_delete_old_by_time_and_size,
+        test_reopen_keeps_everything, test_index_tail_through_spill_roll_truncate_reopen,
+        test_flush_on_other_thread_concurrent_with_append, test_write_error_enters_error_state,
+        test_destroy_removes_directory,
+    };
+    return unit_run("seg_log", "log", tests, sizeof tests / sizeof *tests, setup, teardown, 60);
 }

@@ -16,6 +16,7 @@
 
 #include "protocol/kp.h"
 #include "segments/seg.h"
+#include "tests/unit/unit_run.h"
 
 static char g_dir[64];
 
@@ -504,22 +505,13 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("seg_recovery");
-    TCase *tc = tcase_create("recovery");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 170);
-    tcase_add_test(tc, test_missing_index_rebuilt);
-    tcase_add_test(tc, test_damaged_index_rebuilt);
-    tcase_add_test(tc, test_preallocated_index_after_crash);
-    tcase_add_test(tc, test_recovery_truncates_torn_tail);
-    tcase_add_test(tc, test_sealed_index_on_disk_at_roll_without_close);
-    tcase_add_test(tc, test_recovery_byte_flips);
-    tcase_add_test(tc, test_recovery_offsets_going_backwards_end_the_log);
-    tcase_add_test(tc, test_leftovers_of_interrupted_deletion_removed);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    const TTest *const tests[] = {
+        test_missing_index_rebuilt, test_damaged_index_rebuilt,
+        test_preallocated_index_after_crash, test_recovery_truncates_torn_tail,
+        test_sealed_index_on_disk_at_roll_without_close, test_recovery_byte_flips,
+        test_recovery_offsets_going_backwards_end_the_log,
+        test_leftovers_of_interrupted_deletion_removed,
+    };
+    return unit_run("seg_recovery", "recovery", tests, sizeof tests / sizeof *tests,
+                    setup, teardown, 170);
 }
