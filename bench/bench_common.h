@@ -131,10 +131,15 @@ static inline double bench_broker_start(bench_broker *b, const char *const *extr
         argv[n++] = extra[i];
     }
     /* $BENCH_OVERRIDES: more key=value overrides, separated by spaces, to
-     * try a setting without a rebuild (the process's copy, cut in place). */
-    char *more = getenv("BENCH_OVERRIDES");
-    for (char *save = NULL, *kv = more ? strtok_r(more, " ", &save) : NULL; kv && n < 62;
-         kv = strtok_r(NULL, " ", &save)) {
+     * try a setting without a rebuild (cut up in a copy: a bench may start
+     * several brokers). */
+    char more[1024];
+    snprintf(more, sizeof more, "%s", getenv("BENCH_OVERRIDES") ? getenv("BENCH_OVERRIDES") : "");
+    for (char *save = NULL, *kv = strtok_r(more, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+        if (n >= 62) {
+            fprintf(stderr, "bench: too many overrides, from %s on ignored\n", kv);
+            break;
+        }
         argv[n++] = "--override";
         argv[n++] = kv;
     }

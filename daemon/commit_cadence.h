@@ -23,18 +23,22 @@
  * per three quarters of their period when that is shorter.
  *
  * Invariants:
- *   K1. One entry per connection (compared, never followed); when the
- *       table is full the entry committed longest ago is reused, which
- *       loses that connection's history, never a commit.
+ *   K1. One entry per connection, keyed by its serial (bk_conn_serial:
+ *       never reused, so a new connection never inherits a closed one's
+ *       pace); when the table is full the entry committed longest ago is
+ *       reused, which loses that connection's history, never a commit.
+ *       A closed connection's entry stays until reused: it can be waited
+ *       for once more, until it is late (a quarter of its gap).
  *   K2. gap_us is 0 until a connection has committed twice within
  *       CC_MAX_GAP_US; an entry without a gap is never waited for.
  *   K3. cc_submit_at never returns a time past first_us + linger_us.
  *   K4. Nor past three quarters of a batched connection's gap after its
- *       commit: a consumer that commits every 4 ms never waits so long
- *       that its answer comes after its next commit was due, which would
- *       slow it below its own pace (and its heartbeats, which queue behind
- *       the commit on the coordinator connection, as one connection's
- *       requests are served one at a time).
+ *       commit: a consumer that commits every 4 ms has its commit
+ *       submitted within 3 ms, so that with the write it is answered
+ *       about when its next commit is due and keeps its own pace (its
+ *       heartbeats, too, queue behind the commit on the coordinator
+ *       connection, as one connection's requests are served one at a
+ *       time).
  */
 #ifndef SLUICE_COMMIT_CADENCE_H
 #define SLUICE_COMMIT_CADENCE_H
@@ -45,7 +49,7 @@
 #define CC_MAX_GAP_US 10000000      /* a longer pause starts the history over */
 
 typedef struct cc_entry {
-    const void *conn;               /* NULL: a free slot */
+    uint64_t conn;                  /* the connection's serial; 0: a free slot */
     int64_t last_us;                /* its latest commit's arrival */
     int64_t gap_us;                 /* smoothed time between its commits (K2) */
 } cc_entry;
@@ -54,8 +58,8 @@ typedef struct cc_table {
     cc_entry e[CC_SLOTS];
 } cc_table;
 
-/* A commit from conn arrived at now_us. */
-void cc_note(cc_table *t, const void *conn, int64_t now_us);
+/* A commit from connection conn (its serial, never 0) arrived at now_us. */
+void cc_note(cc_table *t, uint64_t conn, int64_t now_us);
 
 /* The batch holds every commit that arrived since its oldest, at
  * first_us (a write takes the whole batch, so a connection whose latest

@@ -48,7 +48,7 @@
  * changes wait in the batch and on_durable submits them as one job,
  * covered by the next sync — one job, one transaction and one fdatasync
  * per sync cycle however many turns and requests it covers (C6); and
- * commits wait, at most offsets.commit.linger.ms, for those other
+ * commits wait, at most offsets.commit.linger.ms, for the commits other
  * connections are due to send (C7).  So (1) no handler is
  * re-entered while a group is half-updated (bk_req_finish may serve the
  * next pipelined request on that connection), and (2) a response that
@@ -105,7 +105,10 @@
  *       it; consumers committing back to back re-commit right after each
  *       write and share the next one without waiting out the linger
  *       (ten of them: ~140k partition-commits/s, against ~76k when jobs
- *       were spaced a fixed 1 ms apart).  The price: the loop's own
+ *       were spaced a fixed 1 ms apart).  A sync in flight (C6) adds to
+ *       the wait, and while commits wait, so do the turn's other answers
+ *       (JoinGroup, SyncGroup) and dirty groups: a few ms, against
+ *       rebalances that take seconds.  The price: the loop's own
  *       rare writes (recovery points, admin changes) may wait for the
  *       SQLite write lock behind a job (db.c busy_nap), and the worker
  *       runs at nice 19 (md_sync.c S7); a commit still in the batch when

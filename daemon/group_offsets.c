@@ -202,7 +202,7 @@ int bk_handle_offset_commit(bk_req *r)
     }
     w->commit = c;
     int64_t mono = bk_mono_us();
-    cc_note(&gc->cadence, r->conn, mono);      /* group.c C7 */
+    cc_note(&gc->cadence, bk_conn_serial(r->conn), mono);     /* group.c C7 */
     if (gc->batch.next == &gc->batch)
         gc->batch_first_us = mono;
     w->prev = gc->batch.prev;

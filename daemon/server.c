@@ -90,6 +90,7 @@ struct bk_conn {
     size_t in_off;                /* start of the first unserved frame */
     kp_buf out;                   /* the response body being built */
     bk_req req;
+    uint64_t serial;              /* 1, 2, ... in accept order: never reused */
     bool busy;                    /* a deferred request is pending */
     bool paused;                  /* output over the cap */
     bool in_process;              /* process_input is on the stack */
@@ -234,6 +235,11 @@ void bk_req_add_range(bk_req *r, seg_range *range)
 const char *bk_conn_peer(const bk_conn *c)
 {
     return c->peer;
+}
+
+uint64_t bk_conn_serial(const bk_conn *c)
+{
+    return c->serial;
 }
 
 size_t bk_req_range_bytes(const bk_req *r)
@@ -660,6 +666,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
         evutil_closesocket(fd);
         return;
     }
+    static uint64_t serials;
+    c->serial = ++serials;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->b = b;

@@ -6,6 +6,7 @@ offsets surviving a broker restart, kafka-python and kcat group consumers.
 Every wait is bounded; clients use session.timeout.ms=6000 and a short
 heartbeat interval so rebalances take seconds, not tens of seconds."""
 import os
+import select
 import signal
 import sqlite3
 import subprocess
@@ -655,35 +656,55 @@ def test_committed_offsets_survive_sigkill_right_after_the_commit_response(start
         db.close()
 
 
-def paced_commits(b, rounds=8, conns=10, period=0.040):
-    """conns connections each commit every period, spread evenly over it,
-    as independent consumers committing after every poll; every answer
-    is checked and every offset read back.  Returns the metadata syncs
-    the broker made meanwhile (/metrics)."""
+def paced_commits(b, plan):
+    """plan: per connection (phase, period, count): it commits count
+    times, every period seconds from phase on, as an independent consumer
+    committing after every poll, with one commit in flight; every answer
+    is checked and every offset read back.  Returns (metadata syncs the
+    broker made meanwhile, from /metrics; each connection's answer times
+    in seconds, in order)."""
     t = topic_name("cadence")
     create_topic(b, t, 1)
-    groups = [topic_name("cadence%d" % i) for i in range(conns)]
+    groups = [topic_name("cadence%d" % i) for i in range(len(plan))]
+    sends = sorted((phase + k * period, i, k) for i, (phase, period, count) in enumerate(plan)
+                   for k in range(count))
     cs = [kr.Conn(b.port) for _ in groups]
+    inflight, times = {}, [[] for _ in groups]
+    deadline = time.monotonic() + 60
+
+    def answers(wait):
+        """Reads the answers that come within wait seconds."""
+        assert time.monotonic() < deadline, "commits unanswered"
+        socks = {cs[i].sock: i for i in inflight}
+        if not socks:
+            time.sleep(max(0.0, wait))
+            return
+        ready, _, _ = select.select(list(socks), [], [], max(0.0, wait))
+        now = time.monotonic()
+        for sock in ready:
+            i = socks[sock]
+            _, r = cs[i].recv_response(10)
+            assert set(parse_commit(r, 7).values()) == {0}
+            times[i].append(now - inflight.pop(i))
+
     try:
         before = metric(b, "sluice_metadata_syncs_total")
         t0 = time.monotonic()
-        for k in range(rounds):
-            for i, (g, c) in enumerate(zip(groups, cs)):
-                if k:
-                    _, r = c.recv_response(10)
-                    assert set(parse_commit(r, 7).values()) == {0}
-                time.sleep(max(0.0, t0 + k * period + i * period / conns - time.monotonic()))
-                c.send(API_OFFSET_COMMIT, 7, commit_v7(g, -1, "", [(t, 0, 100 * k + i, "")]))
-        for c in cs:
-            _, r = c.recv_response(10)
-            assert set(parse_commit(r, 7).values()) == {0}
+        for due, i, k in sends:
+            due += t0
+            while time.monotonic() < due or i in inflight:
+                answers(due - time.monotonic() if i not in inflight else 10)
+            cs[i].send(API_OFFSET_COMMIT, 7, commit_v7(groups[i], -1, "", [(t, 0, 100 * k + i, "")]))
+            inflight[i] = time.monotonic()
+        while inflight:
+            answers(10)
         syncs = metric(b, "sluice_metadata_syncs_total") - before
     finally:
         for c in cs:
             c.close()
     for i, g in enumerate(groups):
-        assert committed(b, g, t, 1) == {0: 100 * (rounds - 1) + i}
-    return syncs
+        assert committed(b, g, t, 1) == {0: 100 * (plan[i][2] - 1) + i}
+    return syncs, times
 
 
 def test_paced_commits_from_many_connections_share_syncs(start_broker):
@@ -695,31 +716,54 @@ def test_paced_commits_from_many_connections_share_syncs(start_broker):
     at a time, as in Kafka, so the commits come from many connections.)"""
     b = fast_broker(start_broker, **{"group.initial.rebalance.delay.ms": "0",
                                      "offsets.commit.linger.ms": "50"})
-    syncs = paced_commits(b)
+    syncs, times = paced_commits(b, [(i * 0.004, 0.040, 8) for i in range(10)])
+    times = sorted(sum(times, []))
     # Rounds 1-2 (pace unknown): up to 20; then ~2 writes per round for 6
     # rounds; one more may be a recovery-point save.  Without the linger
     # it is one per commit (checked: 80 with offsets.commit.linger.ms=0).
     assert 1 <= syncs <= 40, syncs
+    # A write goes once the due commits have come: most wait a fraction
+    # of the period.
+    assert times[len(times) // 2] < 0.040, times
+
+
+def test_a_commit_waits_no_longer_than_three_quarters_of_its_own_pace(start_broker):
+    """daemon/commit_cadence.h K4: A commits every 100 ms; B every 400 ms,
+    90 ms after one of A's.  With a 200 ms linger, A's commits could wait
+    up to 190 ms for B's; but no commit waits past three quarters of its
+    own connection's pace (75 ms for A), so B is never waited for, and B
+    waits the 10 ms until A's next commit."""
+    b = fast_broker(start_broker, **{"group.initial.rebalance.delay.ms": "0",
+                                     "offsets.commit.linger.ms": "200"})
+    _, (a, bt) = paced_commits(b, [(0.0, 0.100, 16), (0.090, 0.400, 4)])
+    # A's first two commits teach its pace; B's first two teach B's, by
+    # 490 ms, so from A's fifth commit on B is due within the linger.
+    assert max(a[4:]) < 0.050, a
+    assert max(bt) < 0.080, bt
 
 
 def test_a_commit_nobody_is_due_to_join_is_not_held(start_broker):
     """A commit waits only for commits other connections are due to send:
     with offsets.commit.linger.ms at its maximum, 1000, one-off commits
-    from two connections 50 ms apart are each answered at once."""
+    from two open connections 10 ms apart are each answered at once."""
     b = start_broker({"group.initial.rebalance.delay.ms": "0",
                       "offsets.commit.linger.ms": "1000"})
     t = topic_name("oneoff")
     create_topic(b, t, 1)
-    for i in range(2):
-        c = kr.Conn(b.port)
-        try:
+    cs = [kr.Conn(b.port) for _ in range(2)]
+    try:
+        for i, c in enumerate(cs):
             t0 = time.monotonic()
             c.send(API_OFFSET_COMMIT, 7, commit_v7("oneoff%d" % i, -1, "", [(t, 0, 7 + i, "")]))
             _, r = c.recv_response(10)
             took = time.monotonic() - t0
-        finally:
+            assert set(parse_commit(r, 7).values()) == {0}
+            # Held for the linger, it would take ~1 s (the fixed linger of
+            # 929d40e held the second one so).
+            assert took < 0.8, took
+            time.sleep(0.01)
+    finally:
+        for c in cs:
             c.close()
-        assert set(parse_commit(r, 7).values()) == {0}
-        assert took < 0.5, took             # held for the linger, it would be >= 1 s
-        time.sleep(0.05)
+    assert committed(b, "oneoff0", t, 1) == {0: 7}
     assert committed(b, "oneoff1", t, 1) == {0: 8}

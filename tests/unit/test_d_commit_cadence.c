@@ -3,7 +3,8 @@
  * (daemon/commit_cadence.h): at once with no connection due, after the
  * due ones have come, never past the linger or three quarters of a
  * batched connection's own pace, never for a connection that is late
- * or has committed only once; the table's reuse of the oldest entry.
+ * or has committed only once; the smoothed pace, forgotten after a long
+ * pause; the table's reuse of the oldest entry.
  */
 #include <check.h>
 
@@ -13,8 +14,7 @@
 #define MS 1000
 
 static cc_table t;
-static char conns[CC_SLOTS + 8];            /* distinct addresses as connections */
-#define C(i) ((const void *)&conns[i])
+#define C(i) ((uint64_t)(i) + 1)            /* connection serials start at 1 */
 
 static void setup(void)
 {
@@ -120,13 +120,36 @@ START_TEST(test_ten_staggered_consumers_share_one_write)
 }
 END_TEST
 
+static const cc_entry *entry(uint64_t conn)
+{
+    for (int i = 0; i < CC_SLOTS; i++)
+        if (t.e[i].conn == conn)
+            return &t.e[i];
+    return NULL;
+}
+
+START_TEST(test_the_pace_is_smoothed)
+{
+    pace(0, 0, 4 * MS, 4);                  /* 0 .. 12 ms */
+    cc_note(&t, C(0), 20 * MS);             /* one gap of 8 ms: 4 + (8 - 4) / 4 */
+    ck_assert_int_eq(entry(C(0))->gap_us, 5 * MS);
+    /* So it is due at 25 ms: a batch begun at 22 ms waits until it is
+     * late, 25 + 1.25 ms, within the 5 ms linger. */
+    cc_note(&t, C(1), 22 * MS);
+    ck_assert_int_eq(cc_submit_at(&t, 22 * MS, 22 * MS, 5 * MS), 26 * MS + 250);
+}
+END_TEST
+
 START_TEST(test_a_long_pause_forgets_the_pace)
 {
-    pace(0, 0, 4 * MS, 10);
-    pace(1, 1 * MS, 4 * MS, 9);             /* due at 37 ms ... */
-    cc_note(&t, C(1), 1 * MS + 8 * 4 * MS + CC_MAX_GAP_US + 1);   /* ... comes 10 s late */
-    ck_assert_int_eq(t.e[1].gap_us, 0);
-    int64_t now = CC_MAX_GAP_US + 40 * MS;
+    pace(1, 0, 4 * MS, 10);                 /* last at 36 ms, due at 40 ... */
+    int64_t back = 36 * MS + CC_MAX_GAP_US + 1;
+    cc_note(&t, C(1), back);                /* ... comes 10 s late */
+    ck_assert_int_eq(entry(C(1))->gap_us, 0);
+    /* Smoothed instead, its gap would be 4 ms + (10 s - 4 ms) / 4 and its
+     * next commit due then: a batch begun 1 ms before would wait for it. */
+    int64_t smoothed = 4 * MS + (CC_MAX_GAP_US + 1 - 4 * MS) / 4;
+    int64_t now = back + smoothed - 1 * MS;
     cc_note(&t, C(0), now);
     ck_assert_int_eq(cc_submit_at(&t, now, now, 5 * MS), 0);
 }
@@ -158,7 +181,8 @@ int main(void)
         test_waits_for_a_connection_due_within_the_linger, test_a_late_connection_is_not_waited_for,
         test_connections_due_after_the_linger_are_not_waited_for,
         test_never_past_three_quarters_of_a_batched_pace, test_linger_zero_writes_at_once,
-        test_ten_staggered_consumers_share_one_write, test_a_long_pause_forgets_the_pace,
+        test_ten_staggered_consumers_share_one_write, test_the_pace_is_smoothed,
+        test_a_long_pause_forgets_the_pace,
         test_a_full_table_reuses_the_oldest_entry,
     };
     return unit_run("commit cadence", "cadence", tests, sizeof tests / sizeof *tests, setup,
