@@ -100,7 +100,7 @@
  *       connections spread evenly made ~2,400 jobs and fdatasyncs a
  *       second (each fdatasync costs ~100 µs of CPU in this VM's
  *       block-device exits) and took 45 % of a core; waiting for the due
- *       ones, ~320 (3 ms windows), at ~15 %.  A lone committer, or a
+ *       ones (windows of up to 3 ms), ~270, at ~16 %.  A lone committer, or a
  *       connection that commits once, never waits: nothing is due to join
  *       it; consumers committing back to back re-commit right after each
  *       write and share the next one without waiting out the linger
