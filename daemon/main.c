@@ -171,9 +171,10 @@ int main(int argc, char **argv)
     md_broker_upsert(b.db, cfg.broker_id, cfg.advertised_host, cfg.advertised_port,
                      cfg.rack[0] ? cfg.rack : NULL);
     /* Precise timers: by default libevent reads CLOCK_MONOTONIC_COARSE,
-     * whose tick is 4 ms on a 250 Hz kernel, so a 1 ms timer (the group
-     * coordinator's sync spacing, a short fetch max wait) would fire up to
-     * 4 ms late. */
+     * whose tick is 4 ms on a 250 Hz kernel, so a timer of a few ms (the
+     * offset commits' linger, group.c C7; a short fetch max wait) would
+     * fire up to 4 ms late.  The price: a timerfd_settime per loop
+     * iteration (libevent's epoll backend re-arms it each time). */
     struct event_config *ecfg = event_config_new();
     if (ecfg)
         event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER);
