@@ -121,16 +121,6 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_TOPIC_DELETE] = "DELETE FROM topics WHERE name = ?1",
     [ST_TOPIC_SET_PARTITIONS] =
         "UPDATE topics SET partitions = ?2 WHERE name = ?1",
-    [ST_PART_INSERT] =
-        "INSERT INTO partitions (topic, partition, leader, leader_epoch, "
-        "replicas, isr) VALUES (?1, ?2, ?3, 0, ?4, ?4)",
-    [ST_PART_LIST] =
-        "SELECT partition, leader, leader_epoch, log_start_offset, "
-        "recovery_point, high_watermark FROM partitions WHERE topic = ?1 "
-        "ORDER BY partition",
-    [ST_PART_SAVE_OFFSETS] =
-        "UPDATE partitions SET log_start_offset = ?3, recovery_point = ?4, "
-        "high_watermark = ?5 WHERE topic = ?1 AND partition = ?2",
     [ST_CFG_LIST] =
         "SELECT name, value FROM topic_configs WHERE topic = ?1 ORDER BY name",
     [ST_CFG_UPSERT] =
@@ -168,6 +158,38 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_OFFSET_LIST] =
         "SELECT topic, partition, offset, leader_epoch, metadata, commit_time_ms "
         "FROM committed_offsets WHERE group_id = ?1 ORDER BY topic, partition",
+    [ST_PART_INSERT] =
+        "INSERT INTO partitions (topic, partition, leader, leader_epoch) "
+        "VALUES (?1, ?2, ?3, ?4)",
+    /* The bookmarks come along where this broker hosts the partition. */
+    [ST_PART_LIST] =
+        "SELECT p.partition, p.leader, p.leader_epoch, l.log_start_offset, "
+        "l.recovery_point, l.high_watermark, l.topic IS NOT NULL "
+        "FROM partitions p LEFT JOIN local_logs l "
+        "ON l.topic = p.topic AND l.partition = p.partition "
+        "WHERE p.topic = ?1 ORDER BY p.partition",
+    [ST_PART_SET_STATE] =
+        "UPDATE partitions SET leader = ?3, leader_epoch = ?4 "
+        "WHERE topic = ?1 AND partition = ?2",
+    [ST_REPLICA_INSERT] =
+        "INSERT INTO partition_replicas (topic, partition, position, broker_id, "
+        "in_isr) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [ST_REPLICA_LIST] =
+        "SELECT partition, broker_id, in_isr FROM partition_replicas "
+        "WHERE topic = ?1 ORDER BY partition, position",
+    [ST_REPLICAS_DELETE] =
+        "DELETE FROM partition_replicas WHERE topic = ?1 AND partition = ?2",
+    [ST_LOG_SAVE] =
+        "INSERT INTO local_logs (topic, partition, log_start_offset, "
+        "recovery_point, high_watermark) VALUES (?1, ?2, ?3, ?4, ?5) "
+        "ON CONFLICT (topic, partition) DO UPDATE SET "
+        "log_start_offset = excluded.log_start_offset, "
+        "recovery_point = excluded.recovery_point, "
+        "high_watermark = excluded.high_watermark",
+    [ST_CLUSTER_GET] = "SELECT cluster_id FROM cluster WHERE id = 0",
+    [ST_CLUSTER_INSERT] =
+        "INSERT INTO cluster (id, cluster_id, created_at) VALUES (0, ?1, ?2) "
+        "ON CONFLICT (id) DO NOTHING",
 };
 
 int md_errf(char *err, size_t errlen, int code, const char *fmt, ...)

@@ -103,16 +103,21 @@ typedef struct md_topic {
  * KP_NONE or KP_INVALID_TOPIC_EXCEPTION with err saying which rule. */
 int md_topic_name_check(const char *name, size_t len, char *err, size_t errlen);
 
-/* Creates the topic, its partitions (leader = leader_id, replicas = ISR =
- * [leader_id], epoch 0, offsets 0) and its config overrides in one
- * transaction.  Errors: KP_INVALID_TOPIC_EXCEPTION, KP_TOPIC_ALREADY_EXISTS,
- * KP_INVALID_PARTITIONS (< 1), KP_INVALID_REPLICATION_FACTOR (< 1),
- * KP_INVALID_CONFIG (err names the key and what is allowed).
- * validate_only: checks everything, writes nothing. */
+/* Creates the topic, its partitions and its config overrides in one
+ * transaction.  replicas[p * replication_factor + i] is the i-th replica of
+ * partition p in preference order (the broker chose them, or the request's
+ * manual assignment did): the first leads, epoch 0, every replica in the
+ * ISR.  replicas NULL: replication factor 1, every partition on self_id.
+ * Partitions with a replica on self_id get this broker's log bookmarks (all
+ * 0).  Errors: KP_INVALID_TOPIC_EXCEPTION, KP_TOPIC_ALREADY_EXISTS,
+ * KP_INVALID_PARTITIONS (< 1), KP_INVALID_REPLICATION_FACTOR (< 1, or
+ * over MD_REPLICAS_MAX), KP_INVALID_REPLICA_ASSIGNMENT (a broker twice in
+ * one partition), KP_INVALID_CONFIG (err names the key and what is
+ * allowed).  validate_only: checks everything, writes nothing. */
 int md_topic_create(md_db *db, const char *name, int32_t partitions,
                     int16_t replication_factor, const md_kv *configs,
-                    size_t nconfigs, int32_t leader_id, bool validate_only,
-                    char *err, size_t errlen);
+                    size_t nconfigs, int32_t self_id, const int32_t *replicas,
+                    bool validate_only, char *err, size_t errlen);
 /* Removes topic, partitions, configs and committed offsets for it.
  * KP_UNKNOWN_TOPIC_OR_PARTITION if absent. */
 int md_topic_delete(md_db *db, const char *name, char *err, size_t errlen);
@@ -121,26 +126,60 @@ int md_topic_get(md_db *db, const char *name, md_topic *out);
 /* All topics sorted by name; *out malloc'd (free()), may be NULL if n==0. */
 int md_topic_list(md_db *db, md_topic **out, size_t *n);
 /* Grows the partition count to new_count (KP_INVALID_PARTITIONS unless
- * new_count > current). */
+ * new_count > current).  replicas: the new partitions' assignment, as for
+ * md_topic_create (replication factor = the topic's); NULL: each on
+ * self_id alone. */
 int md_topic_add_partitions(md_db *db, const char *name, int32_t new_count,
-                            int32_t leader_id, bool validate_only,
-                            char *err, size_t errlen);
+                            int32_t self_id, const int32_t *replicas,
+                            bool validate_only, char *err, size_t errlen);
 
-/* ---- partitions ------------------------------------------------------------ */
+/* ---- partitions ------------------------------------------------------------
+ * Two kinds of facts per partition, stored apart (sql/migrations/0003):
+ *   - its state, which the whole cluster agrees on: leader, leader epoch,
+ *     replicas in preference order, ISR (tables partitions and
+ *     partition_replicas);
+ *   - this broker's bookmarks of its own copy of the log: log start,
+ *     recovery point, high watermark (table local_logs), present only
+ *     where this broker hosts a replica. */
+#define MD_REPLICAS_MAX 16
+
+typedef struct md_partition_state {
+    int32_t leader;                   /* -1: none */
+    int32_t leader_epoch;
+    int32_t nreplicas;
+    int32_t replicas[MD_REPLICAS_MAX];/* preference order */
+    int32_t nisr;
+    int32_t isr[MD_REPLICAS_MAX];     /* in replica order */
+} md_partition_state;
+
 typedef struct md_partition {
     int32_t partition;
-    int32_t leader;
-    int32_t leader_epoch;
-    int64_t log_start_offset;
+    md_partition_state st;
+    bool has_bookmarks;               /* a local_logs row exists */
+    int64_t log_start_offset;         /* bookmarks; 0 without a row */
     int64_t recovery_point;
     int64_t high_watermark;
 } md_partition;
 
 /* Partitions of a topic ordered by index; *out malloc'd (free()). */
 int md_partition_list(md_db *db, const char *topic, md_partition **out, size_t *n);
-int md_partition_save_offsets(md_db *db, const char *topic, int32_t partition,
-                              int64_t log_start_offset, int64_t recovery_point,
-                              int64_t high_watermark);
+/* Replaces a partition's state (leader, epoch, replicas, ISR) at once.
+ * KP_UNKNOWN_TOPIC_OR_PARTITION, KP_INVALID_REPLICA_ASSIGNMENT (no
+ * replica, a broker twice, an ISR member that is not a replica) or
+ * MD_E_SQL. */
+int md_partition_state_set(md_db *db, const char *topic, int32_t partition,
+                           const md_partition_state *st, char *err, size_t errlen);
+/* This broker's bookmarks of a log it hosts (insert or update). */
+int md_log_bookmarks_save(md_db *db, const char *topic, int32_t partition,
+                          int64_t log_start_offset, int64_t recovery_point,
+                          int64_t high_watermark);
+
+/* ---- the cluster ------------------------------------------------------------- */
+#define MD_CLUSTER_ID_MAX 64
+/* The cluster id, made on the first call (Kafka's form: a random UUID in
+ * URL-safe base64 without padding, 22 characters) and stored, so it is
+ * the same across restarts.  0 or MD_E_SQL. */
+int md_cluster_id(md_db *db, char out[MD_CLUSTER_ID_MAX + 1], char *err, size_t errlen);
 
 /* ---- topic configs ---------------------------------------------------------- */
 enum md_config_type { MD_CT_LONG, MD_CT_INT, MD_CT_DOUBLE, MD_CT_BOOL,

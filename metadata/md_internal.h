@@ -30,13 +30,16 @@ enum md_stmt {
     ST_BROKER_UPSERT,
     ST_TOPIC_GET, ST_TOPIC_LIST, ST_TOPIC_COLLIDES, ST_TOPIC_INSERT,
     ST_TOPIC_DELETE, ST_TOPIC_SET_PARTITIONS,
-    ST_PART_INSERT, ST_PART_LIST, ST_PART_SAVE_OFFSETS,
     ST_CFG_LIST, ST_CFG_UPSERT, ST_CFG_DELETE, ST_CFG_DELETE_ALL,
     /* Prepared on first use (md_stmt_lazy): their tables come from a
      * migration that the mechanism tests' partial schemas leave out. */
     ST_FIRST_LAZY,
     ST_GROUP_UPSERT = ST_FIRST_LAZY, ST_MEMBERS_DELETE, ST_MEMBER_INSERT,
     ST_OFFSET_COMMIT, ST_OFFSET_UPDATE, ST_OFFSET_LIST,
+    /* sql/migrations/0003: partition state apart from local bookmarks. */
+    ST_PART_INSERT, ST_PART_LIST, ST_PART_SET_STATE,
+    ST_REPLICA_INSERT, ST_REPLICA_LIST, ST_REPLICAS_DELETE, ST_LOG_SAVE,
+    ST_CLUSTER_GET, ST_CLUSTER_INSERT,
     ST_COUNT
 };
 

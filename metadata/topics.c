@@ -19,8 +19,11 @@
  *   T1. topics.partitions = number of partitions rows for the topic, and
  *       the rows are numbered 0..partitions-1.
  *   T2. Every stored override passed md_config_check.
- *   T3. Deleting a topic deletes its partitions, configs and committed
- *       offsets (ON DELETE CASCADE; foreign_keys is on for every handle).
+ *   T3. Deleting a topic deletes its partitions, their replicas and
+ *       bookmarks, its configs and committed offsets (ON DELETE CASCADE;
+ *       foreign_keys is on for every handle).
+ *   T4. Every partition has 1..MD_REPLICAS_MAX replicas, each broker once,
+ *       and its ISR is a subset of them.
  * The partition log files are not touched here: the caller removes them
  * after md_topic_delete succeeds.
  */
@@ -129,12 +132,24 @@ int md_topic_list(md_db *db, md_topic **out, size_t *n)
     return 0;
 }
 
+/* The partition statements come from migration 0003 and are prepared on
+ * first use (md_internal.h); a failed prepare leaves NULL, which SQLite's
+ * bind/step calls refuse with SQLITE_MISUSE, so callers see an error. */
+static sqlite3_stmt *stmt(md_db *db, enum md_stmt which)
+{
+    if (which < ST_FIRST_LAZY)
+        return md_stmt(db, which);
+    sqlite3_stmt *s = NULL;
+    char err[MD_ERRLEN];
+    return md_stmt_lazy(db, which, &s, err, sizeof err) ? NULL : s;
+}
+
 /* ---- creating and deleting ---------------------------------------------------- */
 
 /* A random (v4) UUID as Kafka's Uuid.randomUuid makes it: never the zero
  * id, and never one whose base64 text starts with '-' (it would read as a
  * command-line flag), i.e. first 6 bits not 62. */
-static void new_topic_id(uint8_t id[16])
+static void new_uuid(uint8_t id[16])
 {
     do {
         sqlite3_randomness(16, id);
@@ -192,20 +207,118 @@ static int insert_configs(md_db *db, const char *topic, const md_kv *kv,
     return 0;
 }
 
-/* Partitions [from, to) led by leader_id, replicas = ISR = [leader_id]. */
-static int insert_partitions(md_db *db, const char *topic, int32_t from,
-                             int32_t to, int32_t leader_id, char *err,
-                             size_t errlen)
+/* One partition's state rows: the partitions row and one
+ * partition_replicas row per replica. */
+static int insert_state(md_db *db, const char *topic, int32_t p,
+                        const md_partition_state *st, bool with_row,
+                        char *err, size_t errlen)
 {
-    char replicas[16];
-    snprintf(replicas, sizeof replicas, "%d", (int)leader_id);
-    for (int32_t p = from; p < to; p++) {
-        sqlite3_stmt *s = md_stmt(db, ST_PART_INSERT);
+    int rc = 0;
+    if (with_row) {
+        sqlite3_stmt *s = stmt(db, ST_PART_INSERT);
         sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
         sqlite3_bind_int(s, 2, p);
-        sqlite3_bind_int(s, 3, leader_id);
-        sqlite3_bind_text(s, 4, replicas, -1, SQLITE_STATIC);
-        int rc = md_step_done(db, s, err, errlen, "insert partition");
+        sqlite3_bind_int(s, 3, st->leader);
+        sqlite3_bind_int(s, 4, st->leader_epoch);
+        rc = md_step_done(db, s, err, errlen, "insert partition");
+    }
+    for (int32_t i = 0; !rc && i < st->nreplicas; i++) {
+        bool in_isr = false;
+        for (int32_t j = 0; j < st->nisr; j++)
+            in_isr |= st->isr[j] == st->replicas[i];
+        sqlite3_stmt *s = stmt(db, ST_REPLICA_INSERT);
+        sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 2, p);
+        sqlite3_bind_int(s, 3, i);
+        sqlite3_bind_int(s, 4, st->replicas[i]);
+        sqlite3_bind_int(s, 5, in_isr);
+        rc = md_step_done(db, s, err, errlen, "insert partition replica");
+    }
+    return rc;
+}
+
+/* Replicas of one partition: at least one, each broker once, ISR ⊆ replicas. */
+static int check_state(const md_partition_state *st, int32_t p, char *err,
+                       size_t errlen)
+{
+    if (st->nreplicas < 1 || st->nreplicas > MD_REPLICAS_MAX ||
+        st->nisr < 0 || st->nisr > st->nreplicas)
+        return md_errf(err, errlen, KP_INVALID_REPLICA_ASSIGNMENT,
+                       "Partition %d must have 1 to %d replicas.", (int)p,
+                       MD_REPLICAS_MAX);
+    for (int32_t i = 0; i < st->nreplicas; i++) {
+        if (st->replicas[i] < 0)
+            return md_errf(err, errlen, KP_INVALID_REPLICA_ASSIGNMENT,
+                           "Invalid broker id %d in the replicas of partition %d.",
+                           (int)st->replicas[i], (int)p);
+        for (int32_t j = 0; j < i; j++)
+            if (st->replicas[j] == st->replicas[i])
+                return md_errf(err, errlen, KP_INVALID_REPLICA_ASSIGNMENT,
+                               "Duplicate brokers not allowed in replica "
+                               "assignment: broker %d twice for partition id %d.",
+                               (int)st->replicas[i], (int)p);
+    }
+    for (int32_t j = 0; j < st->nisr; j++) {
+        bool found = false;
+        for (int32_t i = 0; i < st->nreplicas; i++)
+            found |= st->replicas[i] == st->isr[j];
+        if (!found)
+            return md_errf(err, errlen, KP_INVALID_REPLICA_ASSIGNMENT,
+                           "In-sync replica %d of partition %d is not a replica.",
+                           (int)st->isr[j], (int)p);
+    }
+    return 0;
+}
+
+/* The state of a new partition from its assignment: the first replica
+ * leads at epoch 0, all are in sync. */
+static void initial_state(const int32_t *replicas, int32_t rf, int32_t self_id,
+                          md_partition_state *st)
+{
+    memset(st, 0, sizeof *st);
+    st->nreplicas = st->nisr = rf;
+    for (int32_t i = 0; i < rf && i < MD_REPLICAS_MAX; i++)
+        st->replicas[i] = st->isr[i] = replicas ? replicas[i] : self_id;
+    st->leader = st->replicas[0];
+}
+
+static int check_assignment(const int32_t *replicas, int32_t from, int32_t to,
+                            int32_t rf, int32_t self_id, char *err, size_t errlen)
+{
+    if (rf > MD_REPLICAS_MAX)
+        return md_errf(err, errlen, KP_INVALID_REPLICATION_FACTOR,
+                       "Replication factor %d is more than %d.", (int)rf,
+                       MD_REPLICAS_MAX);
+    if (!replicas && rf != 1)
+        return md_errf(err, errlen, KP_INVALID_REPLICATION_FACTOR,
+                       "Replication factor %d needs a replica assignment.", (int)rf);
+    for (int32_t p = from; p < to; p++) {
+        md_partition_state st;
+        initial_state(replicas ? replicas + (size_t)(p - from) * (size_t)rf : NULL,
+                      rf, self_id, &st);
+        int rc = check_state(&st, p, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Partitions [from, to) with their assignment (see md_topic_create), and
+ * this broker's bookmarks for those it hosts. */
+static int insert_partitions(md_db *db, const char *topic, int32_t from,
+                             int32_t to, int32_t rf, int32_t self_id,
+                             const int32_t *replicas, char *err, size_t errlen)
+{
+    for (int32_t p = from; p < to; p++) {
+        md_partition_state st;
+        initial_state(replicas ? replicas + (size_t)(p - from) * (size_t)rf : NULL,
+                      rf, self_id, &st);
+        int rc = insert_state(db, topic, p, &st, true, err, errlen);
+        bool hosted = false;
+        for (int32_t i = 0; i < st.nreplicas; i++)
+            hosted |= st.replicas[i] == self_id;
+        if (!rc && hosted)
+            rc = md_log_bookmarks_save(db, topic, p, 0, 0, 0);
         if (rc)
             return rc;
     }
@@ -219,8 +332,8 @@ static bool is_internal(const char *name)
 
 int md_topic_create(md_db *db, const char *name, int32_t partitions,
                     int16_t replication_factor, const md_kv *configs,
-                    size_t nconfigs, int32_t leader_id, bool validate_only,
-                    char *err, size_t errlen)
+                    size_t nconfigs, int32_t self_id, const int32_t *replicas,
+                    bool validate_only, char *err, size_t errlen)
 {
     int rc = md_topic_name_check(name, name ? strlen(name) : 0, err, errlen);
     if (rc)
@@ -234,7 +347,8 @@ int md_topic_create(md_db *db, const char *name, int32_t partitions,
         rc = md_errf(err, errlen, KP_INVALID_REPLICATION_FACTOR,
                      "Replication factor must be larger than 0 (was %d).",
                      (int)replication_factor);
-    else
+    else if (!(rc = check_assignment(replicas, 0, partitions, replication_factor,
+                                     self_id, err, errlen)))
         rc = check_configs(configs, nconfigs, err, errlen);
     /* …but report existence ahead of them, as Kafka does. */
     int exists = check_new_name(db, name, err, errlen);
@@ -249,7 +363,7 @@ int md_topic_create(md_db *db, const char *name, int32_t partitions,
     rc = check_new_name(db, name, err, errlen);   /* again, under the lock */
     if (!rc) {
         uint8_t id[16];
-        new_topic_id(id);
+        new_uuid(id);
         sqlite3_stmt *s = md_stmt(db, ST_TOPIC_INSERT);
         sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
         sqlite3_bind_blob(s, 2, id, 16, SQLITE_STATIC);
@@ -260,7 +374,8 @@ int md_topic_create(md_db *db, const char *name, int32_t partitions,
         rc = md_step_done(db, s, err, errlen, "insert topic");
     }
     if (!rc)
-        rc = insert_partitions(db, name, 0, partitions, leader_id, err, errlen);
+        rc = insert_partitions(db, name, 0, partitions, replication_factor,
+                               self_id, replicas, err, errlen);
     if (!rc)
         rc = insert_configs(db, name, configs, nconfigs, err, errlen);
     return md_txn_leave(db, t, rc, err, errlen);
@@ -287,8 +402,8 @@ int md_topic_delete(md_db *db, const char *name, char *err, size_t errlen)
 }
 
 int md_topic_add_partitions(md_db *db, const char *name, int32_t new_count,
-                            int32_t leader_id, bool validate_only,
-                            char *err, size_t errlen)
+                            int32_t self_id, const int32_t *replicas,
+                            bool validate_only, char *err, size_t errlen)
 {
     md_topic t;
     int rc = md_topic_get(db, name, &t);
@@ -303,8 +418,10 @@ int md_topic_add_partitions(md_db *db, const char *name, int32_t new_count,
         return md_errf(err, errlen, KP_INVALID_PARTITIONS,
                        "Topic currently has %d partitions, which is higher "
                        "than the requested %d.", (int)t.partitions, (int)new_count);
-    if (validate_only)
-        return KP_NONE;
+    rc = check_assignment(replicas, t.partitions, new_count, t.replication_factor,
+                          self_id, err, errlen);
+    if (rc || validate_only)
+        return rc;
 
     int tok;
     if ((rc = md_txn_enter(db, &tok, err, errlen)))
@@ -320,8 +437,8 @@ int md_topic_add_partitions(md_db *db, const char *name, int32_t new_count,
                      "Topic currently has %d partitions, which is not less "
                      "than the requested %d.", (int)t.partitions, (int)new_count);
     if (!rc)
-        rc = insert_partitions(db, name, t.partitions, new_count, leader_id,
-                               err, errlen);
+        rc = insert_partitions(db, name, t.partitions, new_count,
+                               t.replication_factor, self_id, replicas, err, errlen);
     if (!rc) {
         sqlite3_stmt *s = md_stmt(db, ST_TOPIC_SET_PARTITIONS);
         sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
@@ -346,7 +463,9 @@ static int list_rows(md_db *db, enum md_stmt which, const char *topic, size_t si
     int rc = md_topic_get(db, topic, NULL);
     if (rc)
         return rc;
-    sqlite3_stmt *s = md_stmt(db, which);
+    sqlite3_stmt *s = stmt(db, which);
+    if (!s)
+        return MD_E_SQL;
     sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
     char *v = NULL;
     size_t cnt = 0, cap = 0;
@@ -379,12 +498,14 @@ static int list_rows(md_db *db, enum md_stmt which, const char *topic, size_t si
 static int fill_partition(sqlite3_stmt *s, void *elem)
 {
     md_partition *p = elem;
+    memset(p, 0, sizeof *p);
     p->partition = sqlite3_column_int(s, 0);
-    p->leader = sqlite3_column_int(s, 1);
-    p->leader_epoch = sqlite3_column_int(s, 2);
+    p->st.leader = sqlite3_column_int(s, 1);
+    p->st.leader_epoch = sqlite3_column_int(s, 2);
     p->log_start_offset = sqlite3_column_int64(s, 3);
     p->recovery_point = sqlite3_column_int64(s, 4);
     p->high_watermark = sqlite3_column_int64(s, 5);
+    p->has_bookmarks = sqlite3_column_int(s, 6);
     return 0;
 }
 
@@ -394,29 +515,130 @@ static void drop_partitions(void *v, size_t cnt)
     free(v);
 }
 
+/* Fills each partition's replicas and ISR, in preference order. */
+static int fill_replicas(md_db *db, const char *topic, md_partition *parts, size_t n)
+{
+    sqlite3_stmt *s = stmt(db, ST_REPLICA_LIST);
+    sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+    int step;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        int32_t p = sqlite3_column_int(s, 0);
+        if (p < 0 || (size_t)p >= n || parts[p].partition != p)
+            continue;                    /* T1: rows are numbered 0..n-1 */
+        md_partition_state *st = &parts[p].st;
+        if (st->nreplicas == MD_REPLICAS_MAX)
+            continue;
+        int32_t id = sqlite3_column_int(s, 1);
+        st->replicas[st->nreplicas++] = id;
+        if (sqlite3_column_int(s, 2))
+            st->isr[st->nisr++] = id;
+    }
+    sqlite3_reset(s);
+    return step == SQLITE_DONE ? 0 : MD_E_SQL;
+}
+
 int md_partition_list(md_db *db, const char *topic, md_partition **out, size_t *n)
 {
     void *v;
     int rc = list_rows(db, ST_PART_LIST, topic, sizeof **out, fill_partition,
                        drop_partitions, &v, n);
+    if (!rc && (rc = fill_replicas(db, topic, v, *n))) {
+        free(v);
+        v = NULL;
+        *n = 0;
+    }
     *out = v;
     return rc;
 }
 
-int md_partition_save_offsets(md_db *db, const char *topic, int32_t partition,
-                              int64_t log_start_offset, int64_t recovery_point,
-                              int64_t high_watermark)
+int md_partition_state_set(md_db *db, const char *topic, int32_t partition,
+                           const md_partition_state *st, char *err, size_t errlen)
 {
-    sqlite3_stmt *s = md_stmt(db, ST_PART_SAVE_OFFSETS);
+    int rc = check_state(st, partition, err, errlen);
+    if (rc)
+        return rc;
+    int t;
+    if ((rc = md_txn_enter(db, &t, err, errlen)))
+        return rc;
+    sqlite3_stmt *s = stmt(db, ST_PART_SET_STATE);
+    sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 2, partition);
+    sqlite3_bind_int(s, 3, st->leader);
+    sqlite3_bind_int(s, 4, st->leader_epoch);
+    rc = md_step_done(db, s, err, errlen, "update partition state");
+    if (!rc && !sqlite3_changes(db->h))
+        rc = md_errf(err, errlen, KP_UNKNOWN_TOPIC_OR_PARTITION,
+                     "This server does not host this topic-partition: %s-%d",
+                     topic, (int)partition);
+    if (!rc) {
+        s = stmt(db, ST_REPLICAS_DELETE);
+        sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 2, partition);
+        rc = md_step_done(db, s, err, errlen, "clear partition replicas");
+    }
+    if (!rc)
+        rc = insert_state(db, topic, partition, st, false, err, errlen);
+    return md_txn_leave(db, t, rc, err, errlen);
+}
+
+int md_log_bookmarks_save(md_db *db, const char *topic, int32_t partition,
+                          int64_t log_start_offset, int64_t recovery_point,
+                          int64_t high_watermark)
+{
+    sqlite3_stmt *s = stmt(db, ST_LOG_SAVE);
     sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 2, partition);
     sqlite3_bind_int64(s, 3, log_start_offset);
     sqlite3_bind_int64(s, 4, recovery_point);
     sqlite3_bind_int64(s, 5, high_watermark);
-    int rc = md_step_done(db, s, NULL, 0, "save partition offsets");
+    /* A partition deleted meanwhile fails the foreign key. */
+    int rc = md_step_done(db, s, NULL, 0, "save log bookmarks");
+    return rc ? KP_UNKNOWN_TOPIC_OR_PARTITION : KP_NONE;
+}
+
+/* ---- the cluster ------------------------------------------------------------------ */
+
+static int read_cluster_id(md_db *db, char *out)
+{
+    sqlite3_stmt *s = stmt(db, ST_CLUSTER_GET);
+    int step = sqlite3_step(s);
+    if (step == SQLITE_ROW)
+        snprintf(out, MD_CLUSTER_ID_MAX + 1, "%s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_reset(s);
+    return step == SQLITE_ROW ? 1 : step == SQLITE_DONE ? 0 : MD_E_SQL;
+}
+
+int md_cluster_id(md_db *db, char out[MD_CLUSTER_ID_MAX + 1], char *err, size_t errlen)
+{
+    int rc = read_cluster_id(db, out);
+    if (rc == 1)
+        return 0;
     if (rc)
+        return md_sqlerr(db, err, errlen, "read cluster id");
+    static const char b64[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    uint8_t id[16];
+    new_uuid(id);
+    char text[23];
+    uint32_t acc = 0;
+    int bits = 0, k = 0;
+    for (int i = 0; i < 16; i++) {              /* 128 bits → 22 sextets */
+        acc = (acc << 8) | id[i];
+        bits += 8;
+        while (bits >= 6) {
+            bits -= 6;
+            text[k++] = b64[(acc >> bits) & 63];
+        }
+    }
+    text[k++] = b64[(acc << (6 - bits)) & 63];
+    text[k] = 0;
+    sqlite3_stmt *s = stmt(db, ST_CLUSTER_INSERT);
+    sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, md_now_ms());
+    if ((rc = md_step_done(db, s, err, errlen, "store cluster id")))
         return rc;
-    return sqlite3_changes(db->h) ? KP_NONE : KP_UNKNOWN_TOPIC_OR_PARTITION;
+    /* Read back: whoever inserted first wins. */
+    return read_cluster_id(db, out) == 1 ? 0 : md_sqlerr(db, err, errlen, "read cluster id");
 }
 
 /* ---- topic config overrides ------------------------------------------------------ */

@@ -51,7 +51,7 @@ static void setup(void)
     md_db *md;
     if (md_open(g_db, &md, err, sizeof err))
         abort();
-    md_topic_create(md, "orders", 2, 1, NULL, 0, 1, false, err, sizeof err);
+    md_topic_create(md, "orders", 2, 1, NULL, 0, 1, NULL, false, err, sizeof err);
     sqlite3 *s = md_sqlite(md);
     if (sqlite3_exec(s,
             "INSERT INTO users(name, mechanism, salt, iterations, stored_key, "

@@ -148,7 +148,7 @@ static md_db *open_syncer_ok(void)
 static void save_offsets_batch(md_db *db, int64_t v)
 {
     ck_assert_int_eq(md_begin(db), 0);
-    ck_assert_int_eq(md_partition_save_offsets(db, "t", 0, v, v, v), 0);
+    ck_assert_int_eq(md_log_bookmarks_save(db, "t", 0, v, v, v), 0);
     ck_assert_int_eq(md_commit(db), 0);
 }
 
@@ -157,7 +157,7 @@ static int64_t raw_high_watermark(void)
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *s;
-    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT high_watermark FROM partitions "
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT high_watermark FROM local_logs "
                                         "WHERE topic = 't' AND partition = 0", -1, &s,
                                         NULL), SQLITE_OK);
     ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
@@ -171,7 +171,7 @@ START_TEST(test_batch_commit_stays_in_wal_until_worker_checkpoints)
 {
     md_db *db = open_ok();
     char err[MD_ERRLEN];
-    ck_assert_int_eq(md_topic_create(db, "t", 1, 1, NULL, 0, 1, false, err, sizeof err), 0);
+    ck_assert_int_eq(md_topic_create(db, "t", 1, 1, NULL, 0, 1, NULL, false, err, sizeof err), 0);
     md_db *syncer = open_syncer_ok();
     /* Everything so far into the database file, so the WAL holds only
      * what follows. */
@@ -191,7 +191,7 @@ START_TEST(test_batch_commit_stays_in_wal_until_worker_checkpoints)
     md_close(db);
     /* Reopening from scratch (every connection closed) keeps them too. */
     db = open_ok();
-    ck_assert_int_eq(query_int(db, "SELECT high_watermark FROM partitions "
+    ck_assert_int_eq(query_int(db, "SELECT high_watermark FROM local_logs "
                                    "WHERE topic = 't'"), 50);
     md_close(db);
 }
@@ -233,7 +233,7 @@ static void *batch_writer(void *arg)
             w->failures++;
             continue;
         }
-        if (md_partition_save_offsets(w->db, "t", w->partition, i, i, i) != 0)
+        if (md_log_bookmarks_save(w->db, "t", w->partition, i, i, i) != 0)
             w->failures++;
         if (md_commit(w->db) != 0)
             w->failures++;
@@ -248,7 +248,7 @@ START_TEST(test_worker_checkpoints_while_loop_writes_and_wal_keeps_its_inode)
 {
     md_db *db = open_ok();
     char err[MD_ERRLEN];
-    ck_assert_int_eq(md_topic_create(db, "t", 1, 1, NULL, 0, 1, false, err, sizeof err), 0);
+    ck_assert_int_eq(md_topic_create(db, "t", 1, 1, NULL, 0, 1, NULL, false, err, sizeof err), 0);
     struct worker_arg w = { .syncer = open_syncer_ok() };
     ck_assert_int_eq(md_wal_sync(w.syncer), 0);
     struct stat before;
@@ -281,7 +281,7 @@ START_TEST(test_syncer_and_loop_write_batches_side_by_side)
 {
     md_db *db = open_ok();
     char err[MD_ERRLEN];
-    ck_assert_int_eq(md_topic_create(db, "t", 2, 1, NULL, 0, 1, false, err, sizeof err), 0);
+    ck_assert_int_eq(md_topic_create(db, "t", 2, 1, NULL, 0, 1, NULL, false, err, sizeof err), 0);
     struct writer_arg loop = { .db = db, .partition = 0, .n = 1000 };
     struct writer_arg worker = { .db = open_syncer_ok(), .partition = 1, .n = 1000 };
     pthread_t t;
@@ -290,7 +290,7 @@ START_TEST(test_syncer_and_loop_write_batches_side_by_side)
     pthread_join(t, NULL);
     ck_assert_int_eq(loop.failures, 0);
     ck_assert_int_eq(worker.failures, 0);
-    ck_assert_int_eq(query_int(db, "SELECT sum(high_watermark) FROM partitions "
+    ck_assert_int_eq(query_int(db, "SELECT sum(high_watermark) FROM local_logs "
                                    "WHERE topic = 't'"), 2000);
     md_offset o[2] = {
         { .group_id = "g", .group_len = 1, .topic = "t", .topic_len = 1, .partition = 1,
@@ -325,11 +325,62 @@ START_TEST(test_wal_sync_without_wal_file_is_a_no_op)
 }
 END_TEST
 
+/* Migration 0003 on a database a version-2 broker wrote: replicas and ISR
+ * leave their comma-joined text for one row per replica, the bookmarks
+ * move to local_logs, nothing is lost. */
+START_TEST(test_migration_0003_splits_partition_facts)
+{
+    struct md_sql_file v2[2];
+    size_t nv2 = 0;
+    for (size_t i = 0; i < md_sql_files_count; i++)
+        if (!strcmp(md_sql_files[i].name, "sql/schema.sql") ||
+            strstr(md_sql_files[i].name, "migrations/0002_"))
+            v2[nv2++] = md_sql_files[i];
+    ck_assert_uint_eq(nv2, 2);
+    md_db *db = NULL;
+    char err[MD_ERRLEN] = "";
+    ck_assert_msg(md_open_files(path, v2, nv2, &db, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(md_schema_version(db), 2);
+    ck_assert_int_eq(sqlite3_exec(md_sqlite(db),
+        "INSERT INTO topics VALUES ('t', randomblob(16), 2, 3, 0, 0);"
+        "INSERT INTO partitions VALUES ('t', 0, 2, 4, '2,1,3', '3,2', 10, 20, 30);"
+        "INSERT INTO partitions VALUES ('t', 1, 1, 0, '1', '1', 0, 7, 7);",
+        NULL, NULL, NULL), SQLITE_OK);
+    md_close(db);
+
+    db = open_ok();
+    ck_assert_int_eq(md_schema_version(db), latest_version());
+    md_partition *p;
+    size_t n;
+    ck_assert_int_eq(md_partition_list(db, "t", &p, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(p[0].st.leader, 2);
+    ck_assert_int_eq(p[0].st.leader_epoch, 4);
+    ck_assert_int_eq(p[0].st.nreplicas, 3);
+    ck_assert_int_eq(p[0].st.replicas[0], 2);
+    ck_assert_int_eq(p[0].st.replicas[1], 1);
+    ck_assert_int_eq(p[0].st.replicas[2], 3);
+    ck_assert_int_eq(p[0].st.nisr, 2);          /* in replica order */
+    ck_assert_int_eq(p[0].st.isr[0], 2);
+    ck_assert_int_eq(p[0].st.isr[1], 3);
+    ck_assert(p[0].has_bookmarks);
+    ck_assert_int_eq(p[0].log_start_offset, 10);
+    ck_assert_int_eq(p[0].recovery_point, 20);
+    ck_assert_int_eq(p[0].high_watermark, 30);
+    ck_assert_int_eq(p[1].st.nreplicas, 1);
+    ck_assert_int_eq(p[1].high_watermark, 7);
+    free(p);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM pragma_table_info('partitions') "
+                                   "WHERE name IN ('replicas', 'isr', 'high_watermark')"), 0);
+    md_close(db);
+}
+END_TEST
+
 START_TEST(test_reopen_is_idempotent)
 {
     md_db *db = open_ok();
     char err[MD_ERRLEN];
-    ck_assert_int_eq(md_topic_create(db, "keep", 2, 1, NULL, 0, 1, false, err,
+    ck_assert_int_eq(md_topic_create(db, "keep", 2, 1, NULL, 0, 1, NULL, false, err,
                                      sizeof err), 0);
     md_close(db);
     for (int i = 0; i < 3; i++) {
@@ -374,8 +425,10 @@ START_TEST(test_migration_upgrades_an_existing_database)
 {
     md_db *db = open_schema_only();      /* version 1 */
     char err[MD_ERRLEN] = "";
-    ck_assert_int_eq(md_topic_create(db, "old", 1, 1, NULL, 0, 1, false, err,
-                                     sizeof err), 0);
+    /* As a version-1 broker wrote it (md_* now speaks the latest schema). */
+    ck_assert_int_eq(sqlite3_exec(md_sqlite(db), "INSERT INTO topics VALUES "
+                                  "('old', randomblob(16), 1, 1, 0, 0)", NULL, NULL,
+                                  NULL), SQLITE_OK);
     md_close(db);
     struct md_sql_file files[] = {
         *linked_schema(),
@@ -475,7 +528,7 @@ START_TEST(test_begin_rollback_discards_changes)
     md_db *db = open_ok();
     char err[MD_ERRLEN];
     ck_assert_int_eq(md_begin(db), 0);
-    ck_assert_int_eq(md_topic_create(db, "t1", 1, 1, NULL, 0, 1, false, err,
+    ck_assert_int_eq(md_topic_create(db, "t1", 1, 1, NULL, 0, 1, NULL, false, err,
                                      sizeof err), 0);
     ck_assert_int_eq(md_broker_upsert(db, 1, "localhost", 9092, NULL), 0);
     ck_assert_int_eq(md_rollback(db), 0);
@@ -490,11 +543,11 @@ START_TEST(test_failed_change_inside_transaction_undoes_only_itself)
     md_db *db = open_ok();
     char err[MD_ERRLEN];
     ck_assert_int_eq(md_begin(db), 0);
-    ck_assert_int_eq(md_topic_create(db, "a", 1, 1, NULL, 0, 1, false, err,
+    ck_assert_int_eq(md_topic_create(db, "a", 1, 1, NULL, 0, 1, NULL, false, err,
                                      sizeof err), 0);
-    ck_assert_int_eq(md_topic_create(db, "a", 1, 1, NULL, 0, 1, false, err,
+    ck_assert_int_eq(md_topic_create(db, "a", 1, 1, NULL, 0, 1, NULL, false, err,
                                      sizeof err), KP_TOPIC_ALREADY_EXISTS);
-    ck_assert_int_eq(md_topic_create(db, "b", 3, 1, NULL, 0, 1, false, err,
+    ck_assert_int_eq(md_topic_create(db, "b", 3, 1, NULL, 0, 1, NULL, false, err,
                                      sizeof err), 0);
     ck_assert_int_eq(md_commit(db), 0);
     md_close(db);
@@ -528,9 +581,9 @@ START_TEST(test_data_persists_across_close_and_reopen)
     md_db *db = open_ok();
     char err[MD_ERRLEN];
     md_kv cfg[] = { { "retention.ms", "1000" } };
-    ck_assert_int_eq(md_topic_create(db, "p", 2, 1, cfg, 1, 7, false, err,
+    ck_assert_int_eq(md_topic_create(db, "p", 2, 1, cfg, 1, 7, NULL, false, err,
                                      sizeof err), 0);
-    ck_assert_int_eq(md_partition_save_offsets(db, "p", 1, 5, 10, 12), 0);
+    ck_assert_int_eq(md_log_bookmarks_save(db, "p", 1, 5, 10, 12), 0);
     md_topic before;
     ck_assert_int_eq(md_topic_get(db, "p", &before), 0);
     md_close(db);
@@ -545,7 +598,7 @@ START_TEST(test_data_persists_across_close_and_reopen)
     size_t n;
     ck_assert_int_eq(md_partition_list(db, "p", &parts, &n), 0);
     ck_assert_uint_eq(n, 2);
-    ck_assert_int_eq(parts[1].leader, 7);
+    ck_assert_int_eq(parts[1].st.leader, 7);
     ck_assert_int_eq(parts[1].high_watermark, 12);
     free(parts);
     md_kv *kv;
@@ -569,6 +622,7 @@ int main(void)
         test_migration_applies_once_in_order, test_migration_upgrades_an_existing_database,
         test_failing_migration_rolls_back_and_names_file, test_newer_database_is_refused,
         test_duplicate_or_unnumbered_migrations_are_refused, test_schema_must_set_user_version,
+        test_migration_0003_splits_partition_facts,
         test_open_fails_cleanly_on_bad_path, test_begin_rollback_discards_changes,
         test_failed_change_inside_transaction_undoes_only_itself,
         test_broker_upsert_inserts_then_updates, test_data_persists_across_close_and_reopen,

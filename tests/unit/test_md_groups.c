@@ -20,8 +20,8 @@ static void setup(void)
     snprintf(path, sizeof path, "%s/meta.db", dir);
     char err[MD_ERRLEN] = "";
     ck_assert_msg(md_open(path, &db, err, sizeof err) == 0, "md_open: %s", err);
-    ck_assert_int_eq(md_topic_create(db, "orders", 4, 1, NULL, 0, 1, false, err, sizeof err), 0);
-    ck_assert_int_eq(md_topic_create(db, "audit", 1, 1, NULL, 0, 1, false, err, sizeof err), 0);
+    ck_assert_int_eq(md_topic_create(db, "orders", 4, 1, NULL, 0, 1, NULL, false, err, sizeof err), 0);
+    ck_assert_int_eq(md_topic_create(db, "audit", 1, 1, NULL, 0, 1, NULL, false, err, sizeof err), 0);
 }
 
 static void teardown(void)

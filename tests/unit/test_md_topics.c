@@ -50,7 +50,7 @@ static int64_t query_int(const char *sql)
 static int create(const char *name, int32_t parts, const md_kv *cfg, size_t n)
 {
     err[0] = 0;
-    return md_topic_create(db, name, parts, 1, cfg, n, 1, false, err, sizeof err);
+    return md_topic_create(db, name, parts, 1, cfg, n, 1, NULL, false, err, sizeof err);
 }
 
 /* ---- names ---- */
@@ -155,7 +155,7 @@ END_TEST
 
 START_TEST(test_create_makes_partitions_led_by_leader)
 {
-    ck_assert_int_eq(md_topic_create(db, "t", 4, 1, NULL, 0, 5, false, err,
+    ck_assert_int_eq(md_topic_create(db, "t", 4, 1, NULL, 0, 5, NULL, false, err,
                                      sizeof err), 0);
     md_partition *p;
     size_t n;
@@ -163,15 +163,15 @@ START_TEST(test_create_makes_partitions_led_by_leader)
     ck_assert_uint_eq(n, 4);
     for (size_t i = 0; i < n; i++) {
         ck_assert_int_eq(p[i].partition, (int)i);
-        ck_assert_int_eq(p[i].leader, 5);
-        ck_assert_int_eq(p[i].leader_epoch, 0);
+        ck_assert_int_eq(p[i].st.leader, 5);
+        ck_assert_int_eq(p[i].st.leader_epoch, 0);
         ck_assert_int_eq(p[i].log_start_offset, 0);
         ck_assert_int_eq(p[i].recovery_point, 0);
         ck_assert_int_eq(p[i].high_watermark, 0);
     }
     free(p);
-    ck_assert_int_eq(query_int("SELECT count(*) FROM partitions WHERE topic = 't' "
-                               "AND replicas = '5' AND isr = '5'"), 4);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM partition_replicas WHERE topic = 't' "
+                               "AND broker_id = 5 AND position = 0 AND in_isr"), 4);
 }
 END_TEST
 
@@ -192,7 +192,7 @@ START_TEST(test_bad_partition_and_replication_counts)
 {
     ck_assert_int_eq(create("t", 0, NULL, 0), KP_INVALID_PARTITIONS);
     ck_assert_int_eq(create("t", -1, NULL, 0), KP_INVALID_PARTITIONS);
-    ck_assert_int_eq(md_topic_create(db, "t", 1, 0, NULL, 0, 1, false, err, sizeof err),
+    ck_assert_int_eq(md_topic_create(db, "t", 1, 0, NULL, 0, 1, NULL, false, err, sizeof err),
                      KP_INVALID_REPLICATION_FACTOR);
     ck_assert_int_eq(query_int("SELECT count(*) FROM topics"), 0);
 }
@@ -238,16 +238,16 @@ END_TEST
 START_TEST(test_validate_only_writes_nothing)
 {
     md_kv cfg[] = { { "retention.ms", "1000" } };
-    ck_assert_int_eq(md_topic_create(db, "v", 3, 1, cfg, 1, 1, true, err, sizeof err), 0);
+    ck_assert_int_eq(md_topic_create(db, "v", 3, 1, cfg, 1, 1, NULL, true, err, sizeof err), 0);
     ck_assert_int_eq(md_topic_get(db, "v", NULL), KP_UNKNOWN_TOPIC_OR_PARTITION);
     ck_assert_int_eq(query_int("SELECT count(*) FROM partitions"), 0);
     ck_assert_int_eq(query_int("SELECT count(*) FROM topic_configs"), 0);
     /* …and still reports what a real create would. */
     md_kv bad[] = { { "segment.bytes", "1" } };
-    ck_assert_int_eq(md_topic_create(db, "v", 3, 1, bad, 1, 1, true, err, sizeof err),
+    ck_assert_int_eq(md_topic_create(db, "v", 3, 1, bad, 1, 1, NULL, true, err, sizeof err),
                      KP_INVALID_CONFIG);
     ck_assert_int_eq(create("v", 1, NULL, 0), 0);
-    ck_assert_int_eq(md_topic_create(db, "v", 3, 1, NULL, 0, 1, true, err, sizeof err),
+    ck_assert_int_eq(md_topic_create(db, "v", 3, 1, NULL, 0, 1, NULL, true, err, sizeof err),
                      KP_TOPIC_ALREADY_EXISTS);
 }
 END_TEST
@@ -282,34 +282,34 @@ END_TEST
 
 START_TEST(test_add_partitions_grows_and_refuses_non_increase)
 {
-    ck_assert_int_eq(md_topic_create(db, "t", 2, 1, NULL, 0, 1, false, err,
+    ck_assert_int_eq(md_topic_create(db, "t", 2, 1, NULL, 0, 1, NULL, false, err,
                                      sizeof err), 0);
-    ck_assert_int_eq(md_partition_save_offsets(db, "t", 0, 0, 7, 7), 0);
+    ck_assert_int_eq(md_log_bookmarks_save(db, "t", 0, 0, 7, 7), 0);
 
-    ck_assert_int_eq(md_topic_add_partitions(db, "t", 5, 3, true, err, sizeof err), 0);
+    ck_assert_int_eq(md_topic_add_partitions(db, "t", 5, 3, NULL, true, err, sizeof err), 0);
     md_topic t;
     ck_assert_int_eq(md_topic_get(db, "t", &t), 0);
     ck_assert_int_eq(t.partitions, 2);           /* validate_only */
 
-    ck_assert_int_eq(md_topic_add_partitions(db, "t", 5, 3, false, err, sizeof err), 0);
+    ck_assert_int_eq(md_topic_add_partitions(db, "t", 5, 3, NULL, false, err, sizeof err), 0);
     ck_assert_int_eq(md_topic_get(db, "t", &t), 0);
     ck_assert_int_eq(t.partitions, 5);
     md_partition *p;
     size_t n;
     ck_assert_int_eq(md_partition_list(db, "t", &p, &n), 0);
     ck_assert_uint_eq(n, 5);
-    ck_assert_int_eq(p[0].leader, 1);
+    ck_assert_int_eq(p[0].st.leader, 1);
     ck_assert_int_eq(p[0].high_watermark, 7);    /* old partitions untouched */
     ck_assert_int_eq(p[4].partition, 4);
-    ck_assert_int_eq(p[4].leader, 3);
+    ck_assert_int_eq(p[4].st.leader, 3);
     free(p);
 
-    ck_assert_int_eq(md_topic_add_partitions(db, "t", 5, 1, false, err, sizeof err),
+    ck_assert_int_eq(md_topic_add_partitions(db, "t", 5, 1, NULL, false, err, sizeof err),
                      KP_INVALID_PARTITIONS);
     ck_assert_ptr_nonnull(strstr(err, "already has 5"));
-    ck_assert_int_eq(md_topic_add_partitions(db, "t", 3, 1, false, err, sizeof err),
+    ck_assert_int_eq(md_topic_add_partitions(db, "t", 3, 1, NULL, false, err, sizeof err),
                      KP_INVALID_PARTITIONS);
-    ck_assert_int_eq(md_topic_add_partitions(db, "nope", 3, 1, false, err, sizeof err),
+    ck_assert_int_eq(md_topic_add_partitions(db, "nope", 3, 1, NULL, false, err, sizeof err),
                      KP_UNKNOWN_TOPIC_OR_PARTITION);
 }
 END_TEST
@@ -318,8 +318,8 @@ START_TEST(test_partition_offsets_save_and_read_back)
 {
     ck_assert_int_eq(create("t", 3, NULL, 0), 0);
     ck_assert_int_eq(md_begin(db), 0);
-    ck_assert_int_eq(md_partition_save_offsets(db, "t", 0, 10, 20, 30), 0);
-    ck_assert_int_eq(md_partition_save_offsets(db, "t", 2, 1LL << 40, (1LL << 40) + 1,
+    ck_assert_int_eq(md_log_bookmarks_save(db, "t", 0, 10, 20, 30), 0);
+    ck_assert_int_eq(md_log_bookmarks_save(db, "t", 2, 1LL << 40, (1LL << 40) + 1,
                                                (1LL << 40) + 2), 0);
     ck_assert_int_eq(md_commit(db), 0);
     md_partition *p;
@@ -334,9 +334,9 @@ START_TEST(test_partition_offsets_save_and_read_back)
     ck_assert_int_eq(p[2].high_watermark, (1LL << 40) + 2);
     free(p);
 
-    ck_assert_int_eq(md_partition_save_offsets(db, "t", 3, 0, 0, 0),
+    ck_assert_int_eq(md_log_bookmarks_save(db, "t", 3, 0, 0, 0),
                      KP_UNKNOWN_TOPIC_OR_PARTITION);
-    ck_assert_int_eq(md_partition_save_offsets(db, "x", 0, 0, 0, 0),
+    ck_assert_int_eq(md_log_bookmarks_save(db, "x", 0, 0, 0, 0),
                      KP_UNKNOWN_TOPIC_OR_PARTITION);
     ck_assert_int_eq(md_partition_list(db, "x", &p, &n), KP_UNKNOWN_TOPIC_OR_PARTITION);
     ck_assert_ptr_null(p);
@@ -438,6 +438,108 @@ START_TEST(test_stored_configs_resolve_with_sources)
 }
 END_TEST
 
+/* ---- replica assignment and partition state (migration 0003) ---- */
+
+START_TEST(test_manual_assignment_is_stored_in_preference_order)
+{
+    /* Two partitions, three replicas each, as CreateTopics' assignment. */
+    const int32_t replicas[] = { 3, 1, 2,   2, 3, 1 };
+    ck_assert_int_eq(md_topic_create(db, "a", 2, 3, NULL, 0, 1, replicas, false, err,
+                                     sizeof err), 0);
+    md_partition *p;
+    size_t n;
+    ck_assert_int_eq(md_partition_list(db, "a", &p, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(p[i].st.nreplicas, 3);
+        ck_assert_int_eq(p[i].st.nisr, 3);
+        for (int j = 0; j < 3; j++) {
+            ck_assert_int_eq(p[i].st.replicas[j], replicas[i * 3 + (size_t)j]);
+            ck_assert_int_eq(p[i].st.isr[j], replicas[i * 3 + (size_t)j]);
+        }
+        ck_assert_int_eq(p[i].st.leader, replicas[i * 3]);   /* the preferred one */
+        ck_assert(p[i].has_bookmarks);                      /* broker 1 hosts both */
+    }
+    free(p);
+    /* Broker 4 hosts none of them: no bookmarks of its own. */
+    const int32_t elsewhere[] = { 2, 3 };
+    ck_assert_int_eq(md_topic_create(db, "b", 1, 2, NULL, 0, 4, elsewhere, false, err,
+                                     sizeof err), 0);
+    ck_assert_int_eq(md_partition_list(db, "b", &p, &n), 0);
+    ck_assert(!p[0].has_bookmarks);
+    free(p);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM local_logs WHERE topic = 'b'"), 0);
+    /* Grown partitions take their own assignment. */
+    const int32_t more[] = { 1, 2, 3 };
+    ck_assert_int_eq(md_topic_add_partitions(db, "a", 3, 1, more, false, err, sizeof err), 0);
+    ck_assert_int_eq(md_partition_list(db, "a", &p, &n), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(p[2].st.replicas[0], 1);
+    ck_assert_int_eq(p[2].st.replicas[2], 3);
+    free(p);
+}
+END_TEST
+
+START_TEST(test_bad_assignments_are_refused)
+{
+    const int32_t twice[] = { 1, 1 };
+    ck_assert_int_eq(md_topic_create(db, "a", 1, 2, NULL, 0, 1, twice, false, err,
+                                     sizeof err), KP_INVALID_REPLICA_ASSIGNMENT);
+    ck_assert_ptr_nonnull(strstr(err, "Duplicate"));
+    /* A replication factor above one needs the broker's assignment. */
+    ck_assert_int_eq(md_topic_create(db, "a", 1, 2, NULL, 0, 1, NULL, false, err,
+                                     sizeof err), KP_INVALID_REPLICATION_FACTOR);
+    ck_assert_int_eq(md_topic_create(db, "a", 1, MD_REPLICAS_MAX + 1, NULL, 0, 1, NULL,
+                                     false, err, sizeof err), KP_INVALID_REPLICATION_FACTOR);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM topics"), 0);
+}
+END_TEST
+
+START_TEST(test_partition_state_is_replaced_whole)
+{
+    const int32_t replicas[] = { 1, 2, 3 };
+    ck_assert_int_eq(md_topic_create(db, "s", 1, 3, NULL, 0, 1, replicas, false, err,
+                                     sizeof err), 0);
+    md_partition_state st = { .leader = 2, .leader_epoch = 5, .nreplicas = 3,
+                              .replicas = { 1, 2, 3 }, .nisr = 2, .isr = { 2, 3 } };
+    ck_assert_int_eq(md_partition_state_set(db, "s", 0, &st, err, sizeof err), 0);
+    md_partition *p;
+    size_t n;
+    ck_assert_int_eq(md_partition_list(db, "s", &p, &n), 0);
+    ck_assert_int_eq(p[0].st.leader, 2);
+    ck_assert_int_eq(p[0].st.leader_epoch, 5);
+    ck_assert_int_eq(p[0].st.nreplicas, 3);
+    ck_assert_int_eq(p[0].st.nisr, 2);
+    ck_assert_int_eq(p[0].st.isr[0], 2);
+    ck_assert_int_eq(p[0].st.isr[1], 3);
+    free(p);
+    /* An ISR member that is not a replica, and an unknown partition. */
+    md_partition_state bad = st;
+    bad.isr[1] = 9;
+    ck_assert_int_eq(md_partition_state_set(db, "s", 0, &bad, err, sizeof err),
+                     KP_INVALID_REPLICA_ASSIGNMENT);
+    ck_assert_int_eq(md_partition_state_set(db, "s", 1, &st, err, sizeof err),
+                     KP_UNKNOWN_TOPIC_OR_PARTITION);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM partition_replicas "
+                               "WHERE topic = 's' AND in_isr"), 2);
+}
+END_TEST
+
+START_TEST(test_cluster_id_is_made_once_in_kafka_form)
+{
+    char a[MD_CLUSTER_ID_MAX + 1], b[MD_CLUSTER_ID_MAX + 1];
+    ck_assert_int_eq(md_cluster_id(db, a, err, sizeof err), 0);
+    ck_assert_uint_eq(strlen(a), 22);
+    ck_assert_uint_eq(strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                "0123456789-_"), 22);
+    ck_assert_int_ne(a[0], '-');
+    md_close(db);
+    ck_assert_int_eq(md_open(path, &db, err, sizeof err), 0);
+    ck_assert_int_eq(md_cluster_id(db, b, err, sizeof err), 0);
+    ck_assert_str_eq(a, b);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -451,6 +553,9 @@ int main(void)
         test_add_partitions_grows_and_refuses_non_increase,
         test_partition_offsets_save_and_read_back, test_config_set_unset_and_validation,
         test_config_replace_is_all_or_nothing, test_stored_configs_resolve_with_sources,
+        test_manual_assignment_is_stored_in_preference_order,
+        test_bad_assignments_are_refused, test_partition_state_is_replaced_whole,
+        test_cluster_id_is_made_once_in_kafka_form,
     };
     return unit_run("md_topics", "topics", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
 }
