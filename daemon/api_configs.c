@@ -8,9 +8,10 @@
  *               broker key) → Kafka's default, with that source (1, 4, 5).
  *               Alterable: AlterConfigs replaces all overrides at once,
  *               IncrementalAlterConfigs edits them.  The new set is always
- *               written with md_topic_config_replace, which validates every
- *               entry before writing any (one transaction), and then
- *               bk_topic_reload_config applies it to the open partitions.
+ *               written with bk_topic_configs_set, the one path for topic
+ *               configs (SQL writes take it too), which validates every
+ *               entry before writing any (one transaction) and applies
+ *               the result to the running topic.
  *   BROKER (4)  named by the broker id as a string: the broker keys this
  *               daemon knows, read-only, source 4 when they differ from the
  *               built-in default (they came from the file or --override),
@@ -510,19 +511,11 @@ static int alter_topic_target(bk_broker *b, kp_str nm, bk_topic **t, char *msg,
     return KP_NONE;
 }
 
-/* Validates and stores the full new override set, then applies it. */
+/* The full new override set, through the one path for topic configs. */
 static int store_overrides(bk_broker *b, bk_topic *t, const struct kvset *s,
                            bool validate_only, char *msg, size_t msglen)
 {
-    int rc = md_topic_config_replace(b->db, t->name, s->kv, s->n, validate_only,
-                                     msg, msglen);
-    if (rc != KP_NONE || validate_only)
-        return rc;
-    rc = bk_topic_reload_config(b, t);
-    if (rc != KP_NONE)
-        snprintf(msg, msglen, "The configs of topic %.150s were stored but could not "
-                 "be applied; see the broker log.", t->name);
-    return rc;
+    return bk_topic_configs_set(b, t->name, s->kv, s->n, validate_only, msg, msglen);
 }
 
 static int not_topic(int8_t type, char *msg, size_t msglen)

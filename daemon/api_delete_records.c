@@ -15,11 +15,10 @@ static int16_t delete_one(bk_req *r, kp_str topic, int32_t index, int64_t offset
                           int64_t *low)
 {
     *low = -1;
-    bk_partition *p = bk_partition_find(r->b, topic, index);
-    if (!p)
-        return KP_UNKNOWN_TOPIC_OR_PARTITION;
-    if (bk_leader_of(r->b, p) != r->b->cfg->broker_id)
-        return KP_NOT_LEADER_OR_FOLLOWER;
+    bk_partition *p;
+    int rc = bk_leader_replica(r->b, topic, index, &p);
+    if (rc != KP_NONE)
+        return (int16_t)rc;
     return (int16_t)bk_delete_records(r->b, p, offset, low);
 }
 

@@ -237,17 +237,14 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
     int nranges = 0;
     int64_t bytes = 0;
 
-    bk_partition *p = bk_partition_find(b, st->topics[fp->topic].name, fp->partition);
-    if (!p) {
-        err = KP_UNKNOWN_TOPIC_OR_PARTITION;
-    } else {
+    bk_partition *p;
+    err = (int16_t)bk_leader_replica(b, st->topics[fp->topic].name, fp->partition, &p);
+    if (p) {
         hw = p->high_watermark;
         lso = hw;                 /* no transactions: last stable = HW */
         log_start = seg_log_start(p->log);
-        if (bk_leader_of(b, p) != b->cfg->broker_id)
-            err = KP_NOT_LEADER_OR_FOLLOWER;
-        else if (fp->current_leader_epoch >= 0 &&
-                 fp->current_leader_epoch != p->leader_epoch)
+        if (fp->current_leader_epoch >= 0 &&
+            fp->current_leader_epoch != p->leader_epoch)
             err = fp->current_leader_epoch < p->leader_epoch
                       ? KP_FENCED_LEADER_EPOCH : KP_UNKNOWN_LEADER_EPOCH;
         else if (v < 10 && p->topic->cfg.compression_type == KP_CODEC_ZSTD)
@@ -414,9 +411,8 @@ static bool fetch_watch_all(fetch_state *st)
     bk_broker *b = st->r->b;
     for (int32_t i = 0; i < st->nparts; i++) {
         fetch_part *fp = &st->parts[i];
-        bk_partition *p = bk_partition_find(b, st->topics[fp->topic].name,
-                                            fp->partition);
-        if (!p) {
+        bk_partition *p;
+        if (bk_leader_replica(b, st->topics[fp->topic].name, fp->partition, &p)) {
             fetch_unwatch_all(st);
             return false;
         }

@@ -75,11 +75,10 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
     bk_broker *b = r->b;
     *ts_out = -1;
     *off_out = -1;
-    bk_partition *p = bk_partition_find(b, topic, index);
-    if (!p)
-        return KP_UNKNOWN_TOPIC_OR_PARTITION;
-    if (bk_leader_of(b, p) != b->cfg->broker_id)
-        return KP_NOT_LEADER_OR_FOLLOWER;
+    bk_partition *p;
+    int rc = bk_leader_replica(b, topic, index, &p);
+    if (rc != KP_NONE)
+        return rc;
     if (when == LO_LATEST) {
         *off_out = p->high_watermark;
         return KP_NONE;

@@ -22,16 +22,29 @@ static void write_topic(bk_req *r, int16_t v, bk_topic *t)
         kp_wr_bool(o, false);                       /* IsInternal */
     kp_wr_array(o, t->npartitions);
     for (int32_t i = 0; i < t->npartitions; i++) {
-        int32_t leader = bk_leader_of(r->b, t->partitions[i]);
-        kp_wr_i16(o, KP_NONE);
+        const bk_pview *pv = &t->parts[i];
+        int32_t leader = bk_leader_of(r->b, t, i);
+        /* Kafka answers LEADER_NOT_AVAILABLE for a partition without a
+         * live leader, with its replicas still listed. */
+        bool led = leader >= 0 && bk_broker_alive(r->b, leader);
+        kp_wr_i16(o, led ? KP_NONE : KP_LEADER_NOT_AVAILABLE);
         kp_wr_i32(o, i);                            /* PartitionIndex */
-        kp_wr_i32(o, leader);                       /* LeaderId */
-        kp_wr_array(o, 1);                          /* ReplicaNodes */
-        kp_wr_i32(o, leader);
-        kp_wr_array(o, 1);                          /* IsrNodes */
-        kp_wr_i32(o, leader);
-        if (v >= 5)
-            kp_wr_array(o, 0);                      /* OfflineReplicas */
+        kp_wr_i32(o, led ? leader : -1);            /* LeaderId */
+        kp_wr_array(o, pv->nreplicas);              /* ReplicaNodes */
+        for (int32_t j = 0; j < pv->nreplicas; j++)
+            kp_wr_i32(o, pv->replicas[j]);
+        kp_wr_array(o, pv->nisr);                   /* IsrNodes */
+        for (int32_t j = 0; j < pv->nisr; j++)
+            kp_wr_i32(o, pv->isr[j]);
+        if (v >= 5) {                               /* OfflineReplicas */
+            int32_t off = 0;
+            for (int32_t j = 0; j < pv->nreplicas; j++)
+                off += !bk_broker_alive(r->b, pv->replicas[j]);
+            kp_wr_array(o, off);
+            for (int32_t j = 0; j < pv->nreplicas; j++)
+                if (!bk_broker_alive(r->b, pv->replicas[j]))
+                    kp_wr_i32(o, pv->replicas[j]);
+        }
     }
 }
 
@@ -86,7 +99,7 @@ int bk_handle_metadata(bk_req *r)
     if (v >= 1)
         kp_wr_string(o, b->cfg->rack[0] ? b->cfg->rack : NULL, -1);
     if (v >= 2)
-        kp_wr_string(o, "sluice-standalone", -1);   /* ClusterId */
+        kp_wr_string(o, bk_cluster_id(b), -1);      /* ClusterId */
     if (v >= 1)
         kp_wr_i32(o, bk_controller_id(b));
 
@@ -113,8 +126,8 @@ int bk_handle_metadata(bk_req *r)
             }
             kp_str_copy(n, name, sizeof name);
             int rc = bk_topic_create(b, name, b->cfg->num_partitions,
-                                     b->cfg->default_replication_factor, NULL, 0,
-                                     false, err, sizeof err);
+                                     b->cfg->default_replication_factor, NULL,
+                                     NULL, 0, false, err, sizeof err);
             if (rc != KP_NONE && rc != KP_TOPIC_ALREADY_EXISTS) {
                 BK_WARN("auto-creating topic %s failed: %s", name, err);
                 write_topic_error(o, v, n, rc > 0 ? (int16_t)rc : KP_UNKNOWN_SERVER_ERROR);

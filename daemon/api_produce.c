@@ -173,13 +173,10 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
         res->error = KP_INVALID_REQUIRED_ACKS;
         return;
     }
-    bk_partition *p = bk_partition_find(b, topic, index);
-    if (!p) {
-        res->error = KP_UNKNOWN_TOPIC_OR_PARTITION;
-        return;
-    }
-    if (bk_leader_of(b, p) != b->cfg->broker_id) {
-        res->error = KP_NOT_LEADER_OR_FOLLOWER;
+    bk_partition *p;
+    int lrc = bk_leader_replica(b, topic, index, &p);
+    if (lrc != KP_NONE) {
+        res->error = (int16_t)lrc;
         return;
     }
     if (seg_failed(p->log) && !storage_recovered(p)) {

@@ -16,8 +16,9 @@
  * Kafka would give.  What metadata/ checks itself (name rules, the '.'/'_'
  * collision, config names and values) is left to it.
  *
- * Standalone: the only broker is bk_controller_id(b), so the replication
- * factor can only be 1 and a manual assignment may only name this broker.
+ * Brokers named in a manual assignment must be alive (bk_broker_alive) and
+ * the replication factor no more than the live brokers (standalone: this
+ * one broker, so 1).  A valid manual assignment is stored as given.
  *
  * Decisions where Kafka leaves room:
  *   - CreateTopics below v4 with NumPartitions/ReplicationFactor -1 and no
@@ -129,16 +130,19 @@ struct ct_topic {
     kp_rd configs;           /* at the first CreateableTopicConfig */
 };
 
-/* Reads the manual assignment again and checks it names only this broker,
- * once per partition, partitions 0..n-1 each exactly once (KRaft's
- * messages, which are the more precise).  Sets *rf. */
+/* Reads the manual assignment again and checks it names only live
+ * brokers, each once per partition, partitions 0..n-1 each exactly once
+ * (KRaft's messages, which are the more precise).  Sets *rf and, when it
+ * is valid, *out: the replicas in partition order (n × rf, preference
+ * order; the caller frees), as bk_topic_create stores them. */
 static int check_assignment(bk_broker *b, const struct ct_topic *t, int16_t *rf,
-                            char *msg, size_t msglen)
+                            int32_t **out, char *msg, size_t msglen)
 {
-    int32_t self = bk_controller_id(b), n = t->nassign, replicas = -1;
+    int32_t n = t->nassign, replicas = -1;
     bool *seen = calloc((size_t)n + 1, 1);
     bool out_of_range = false;
     int rc = KP_NONE;
+    *out = NULL;
     if (!seen) {
         snprintf(msg, msglen, "out of memory");
         return KP_UNKNOWN_SERVER_ERROR;
@@ -164,16 +168,21 @@ static int check_assignment(bk_broker *b, const struct ct_topic *t, int16_t *rf,
             rc = KP_INVALID_REPLICA_ASSIGNMENT;
             break;
         }
-        int32_t self_count = 0;
+        int32_t ids[MD_REPLICAS_MAX];
         for (int32_t j = 0; j < nb; j++) {
             int32_t id = kp_rd_i32(&a);
             if (rc != KP_NONE)
                 continue;
-            if (id != self) {
+            bool again = false;
+            for (int32_t k = 0; k < j && k < MD_REPLICAS_MAX; k++)
+                again |= ids[k] == id;
+            if (j < MD_REPLICAS_MAX)
+                ids[j] = id;
+            if (!bk_broker_alive(b, id)) {
                 snprintf(msg, msglen, "The manual partition assignment includes "
                          "broker %d, but no such broker is registered.", id);
                 rc = KP_INVALID_REPLICA_ASSIGNMENT;
-            } else if (++self_count > 1) {
+            } else if (again) {
                 snprintf(msg, msglen, "The manual partition assignment includes "
                          "the broker %d more than once.", id);
                 rc = KP_INVALID_REPLICA_ASSIGNMENT;
@@ -198,7 +207,23 @@ static int check_assignment(bk_broker *b, const struct ct_topic *t, int16_t *rf,
     }
     free(seen);
     *rf = (int16_t)replicas;
-    return rc;
+    if (rc != KP_NONE)
+        return rc;
+    /* Valid: every broker is live and distinct, so replicas <= live count. */
+    int32_t *r = malloc((size_t)n * (size_t)replicas * sizeof *r);
+    if (!r) {
+        snprintf(msg, msglen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    a = t->assign;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t pidx = kp_rd_i32(&a);
+        int32_t nb = kp_rd_array(&a, 4);
+        for (int32_t j = 0; j < nb; j++)
+            r[(size_t)pidx * (size_t)replicas + (size_t)j] = kp_rd_i32(&a);
+    }
+    *out = r;
+    return KP_NONE;
 }
 
 static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only,
@@ -231,6 +256,7 @@ static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only
 
     int32_t partitions = t->num_partitions;
     int16_t rf = t->replication_factor;
+    int32_t *assignment = NULL;          /* NULL: the broker assigns */
     if (t->nassign > 0) {
         if (partitions != -1 || rf != -1) {
             snprintf(msg, msglen, "Both numPartitions or replicationFactor and "
@@ -238,7 +264,7 @@ static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only
                      "same time.");
             return KP_INVALID_REQUEST;
         }
-        int rc = check_assignment(b, t, &rf, msg, msglen);
+        int rc = check_assignment(b, t, &rf, &assignment, msg, msglen);
         if (rc != KP_NONE)
             return rc;
         partitions = t->nassign;
@@ -255,17 +281,17 @@ static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only
             snprintf(msg, msglen, "Replication factor must be larger than 0.");
             return KP_INVALID_REPLICATION_FACTOR;
         }
-        if (rf > 1) {
-            snprintf(msg, msglen, "Replication factor: %d larger than available "
-                     "brokers: 1.", rf);
-            return KP_INVALID_REPLICATION_FACTOR;
-        }
+        int rc = bk_view_check_replication(b, rf, msg, msglen);
+        if (rc != KP_NONE)
+            return rc;
     }
 
     /* Name rules, collision and config checks are metadata/'s. */
     int rc = md_topic_name_check(nm.p, (size_t)nm.len, msg, msglen);
-    if (rc != KP_NONE)
+    if (rc != KP_NONE) {
+        free(assignment);
         return rc;
+    }
     char name[MD_TOPIC_NAME_MAX + 1];
     kp_str_copy(nm, name, sizeof name);
 
@@ -280,11 +306,12 @@ static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only
         snprintf(msg, msglen, "out of memory");
         rc = KP_UNKNOWN_SERVER_ERROR;
     } else {
-        rc = bk_topic_create(b, name, partitions, rf, kv, (size_t)t->nconfigs,
-                             validate_only, msg, msglen);
+        rc = bk_topic_create(b, name, partitions, rf, assignment, kv,
+                             (size_t)t->nconfigs, validate_only, msg, msglen);
     }
     if (kv)
         md_kv_free(kv, (size_t)t->nconfigs);
+    free(assignment);
     return rc;
 }
 
@@ -403,11 +430,14 @@ struct cp_topic {
 };
 
 /* Kafka's checks of a manual assignment for new partitions
- * (ZkAdminManager.createPartitions, AdminZkClient.validateReplicaAssignment). */
+ * (ZkAdminManager.createPartitions, AdminZkClient.validateReplicaAssignment).
+ * Valid: *out gets the replicas of the new partitions in order (increment
+ * × rf, rf the topic's; the caller frees). */
 static int check_new_assignment(bk_broker *b, const struct cp_topic *t,
-                                int32_t increment, char *msg, size_t msglen)
+                                int32_t increment, int16_t rf, int32_t **out,
+                                char *msg, size_t msglen)
 {
-    int32_t self = bk_controller_id(b);
+    *out = NULL;
     kp_rd a = t->assign;
     /* Unknown brokers first, all of them named (each once, in order). */
     size_t used = 0;
@@ -417,7 +447,7 @@ static int check_new_assignment(bk_broker *b, const struct cp_topic *t,
         int32_t nb = kp_rd_array(&a, 4);
         for (int32_t j = 0; j < nb; j++) {
             int32_t id = kp_rd_i32(&a);
-            if (id == self)
+            if (bk_broker_alive(b, id))
                 continue;
             bool again = false;
             for (int k = 0; k < nshown; k++)
@@ -443,25 +473,53 @@ static int check_new_assignment(bk_broker *b, const struct cp_topic *t,
     }
     a = t->assign;
     for (int32_t i = 0; i < t->nassign; i++) {
+        kp_rd here = a;
         int32_t nb = kp_rd_array(&a, 4);
-        kp_rd_skip(&a, (size_t)(nb > 0 ? nb : 0) * 4);
         int32_t pid = t->count - increment + i;
         if (nb <= 0) {
             snprintf(msg, msglen, "Cannot have replication factor of 0 for "
                      "partition id %d.", pid);
             return KP_INVALID_REPLICA_ASSIGNMENT;
         }
-        if (nb > 1) {            /* only this broker exists: a repeat */
+        int32_t ids[MD_REPLICAS_MAX];
+        bool dup = false;
+        for (int32_t j = 0; j < nb; j++) {
+            int32_t id = kp_rd_i32(&a);
+            for (int32_t k = 0; k < j && k < MD_REPLICAS_MAX; k++)
+                dup |= ids[k] == id;
+            if (j < MD_REPLICAS_MAX)
+                ids[j] = id;
+        }
+        if (dup) {
+            kp_rd_array(&here, 4);
             used = (size_t)snprintf(msg, msglen, "Duplicate brokers not allowed "
                                     "in replica assignment: ");
             for (int32_t j = 0; j < nb && used < msglen; j++)
                 used += (size_t)snprintf(msg + used, msglen - used, "%s%d",
-                                         j ? ", " : "", self);
+                                         j ? ", " : "", kp_rd_i32(&here));
             if (used < msglen)
                 snprintf(msg + used, msglen - used, " for partition id %d.", pid);
             return KP_INVALID_REPLICA_ASSIGNMENT;
         }
+        if (nb != rf) {
+            snprintf(msg, msglen, "Inconsistent replication factor between "
+                     "partitions, partition 0 has %d while partitions [%d] have "
+                     "replication factors [%d], respectively.", (int)rf, pid, nb);
+            return KP_INVALID_REPLICA_ASSIGNMENT;
+        }
     }
+    int32_t *r = malloc(((size_t)increment * (size_t)rf + 1) * sizeof *r);
+    if (!r) {
+        snprintf(msg, msglen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    a = t->assign;
+    for (int32_t i = 0; i < t->nassign; i++) {
+        int32_t nb = kp_rd_array(&a, 4);
+        for (int32_t j = 0; j < nb; j++)
+            r[(size_t)i * (size_t)rf + (size_t)j] = kp_rd_i32(&a);
+    }
+    *out = r;
     return KP_NONE;
 }
 
@@ -486,12 +544,18 @@ static int add_partitions_one(bk_broker *b, const struct cp_topic *t,
                  "than the requested %d.", old, t->count);
         return KP_INVALID_PARTITIONS;
     }
+    int32_t *assignment = NULL;          /* NULL: the broker assigns */
     if (t->nassign >= 0) {
-        int rc = check_new_assignment(b, t, t->count - old, msg, msglen);
+        int rc = check_new_assignment(b, t, t->count - old,
+                                      (int16_t)(bt->npartitions ? bt->parts[0].nreplicas : 1),
+                                      &assignment, msg, msglen);
         if (rc != KP_NONE)
             return rc;
     }
-    return bk_topic_add_partitions(b, bt->name, t->count, validate_only, msg, msglen);
+    int rc = bk_topic_add_partitions(b, bt->name, t->count, assignment, validate_only,
+                                     msg, msglen);
+    free(assignment);
+    return rc;
 }
 
 int bk_handle_create_partitions(bk_req *r)

@@ -185,28 +185,26 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 
 struct tick_arg { bk_broker *b; seg_clean_policy pol; };
 
-static void tick_topic(bk_topic *t, void *arg)
+static void tick_replica(bk_partition *p, void *arg)
 {
     struct tick_arg *a = arg;
     bk_cleaner *c = a->b->cleaner;
-    if (!t->cfg.cleanup_compact)
+    const md_topic_config *tc = &p->topic->cfg;
+    if (!tc->cleanup_compact || p->clean_in_flight)
         return;
     seg_clean_policy pol = a->pol;
-    pol.min_compaction_lag_ms = t->cfg.min_compaction_lag_ms;
-    pol.max_compaction_lag_ms = t->cfg.max_compaction_lag_ms;
-    pol.min_cleanable_dirty_ratio = t->cfg.min_cleanable_dirty_ratio;
-    pol.delete_retention_ms = t->cfg.delete_retention_ms;
-    for (int32_t i = 0; i < t->npartitions; i++) {
-        bk_partition *p = t->partitions[i];
-        if (!p || p->clean_in_flight)
-            continue;
+    pol.min_compaction_lag_ms = tc->min_compaction_lag_ms;
+    pol.max_compaction_lag_ms = tc->max_compaction_lag_ms;
+    pol.min_cleanable_dirty_ratio = tc->min_cleanable_dirty_ratio;
+    pol.delete_retention_ms = tc->delete_retention_ms;
+    {
         seg_clean_job *job;
         if (seg_clean_plan(p->log, &pol, &job) != 1)
-            continue;
+            return;
         clean_work *w = calloc(1, sizeof *w);
         if (!w) {
             seg_clean_finish(p->log, job, NULL);
-            continue;
+            return;
         }
         w->p = p;
         w->job = job;
@@ -232,7 +230,7 @@ void bk_cleaner_tick(bk_broker *b)
     a.pol.dedupe_buffer_bytes = (size_t)(b->cfg->log_cleaner_dedupe_buffer_size /
                                          (c->nthreads > 0 ? c->nthreads : 1));
     a.pol.io_max_bytes_per_sec = b->cfg->log_cleaner_io_max_bytes_per_second;
-    bk_topics_foreach(b, tick_topic, &a);
+    bk_replicas_foreach(b, tick_replica, &a);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)

@@ -170,7 +170,7 @@ int bk_handle_offset_commit(bk_req *r)
             o->commit_time_ms = now;
             o->expire_time_ms = retention >= 0 ? now + retention : -1;
             o->result = KP_NONE;
-            if (tp->name.len <= 0 || !bk_partition_find(b, tp->name, o->partition))
+            if (tp->name.len <= 0 || !bk_view_partition(b, tp->name, o->partition))
                 c->pre[k] = KP_UNKNOWN_TOPIC_OR_PARTITION;
             else if (gerr)
                 c->pre[k] = gerr;

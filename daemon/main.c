@@ -63,14 +63,13 @@ static void on_maintenance(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static void flush_topic(bk_topic *t, void *arg)
+static void flush_replica(bk_partition *p, void *arg)
 {
     int *failures = arg;
-    for (int32_t i = 0; i < t->npartitions; i++)
-        if (seg_flush(t->partitions[i]->log, NULL) != 0) {
-            BK_ERROR("flushing %s-%d failed", t->name, i);
-            (*failures)++;
-        }
+    if (seg_flush(p->log, NULL) != 0) {
+        BK_ERROR("flushing %s-%d failed", p->topic->name, p->id);
+        (*failures)++;
+    }
 }
 
 static int mkdirs(const char *path)
@@ -232,7 +231,7 @@ int main(int argc, char **argv)
     bk_flusher_stop(&b);
     bk_retention_stop(&b);
     int failures = 0;
-    bk_topics_foreach(&b, flush_topic, &failures);
+    bk_replicas_foreach(&b, flush_replica, &failures);
     bk_save_offsets(&b);
     bk_topics_close_all(&b);
     bk_retention_shutdown(&b);

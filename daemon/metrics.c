@@ -109,11 +109,11 @@ static const struct part_metric part_metrics[] = {
 
 struct render { kp_buf *o; int which; };
 
-static void render_topic(bk_topic *t, void *arg)
+static void render_replica(bk_partition *p, void *arg)
 {
     struct render *r = arg;
-    for (int32_t i = 0; i < t->npartitions; i++) {
-        bk_partition *p = t->partitions[i];
+    const bk_topic *t = p->topic;
+    {
         uint64_t v = 0;
         switch (r->which) {
         case 0: v = p->bytes_in; break;
@@ -136,7 +136,7 @@ static void render_topic(bk_topic *t, void *arg)
             sq_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %.6f\n",
                       part_metrics[r->which].name, t->name, p->id,
                       (double)p->cleaner_last_us / 1e6);
-            continue;
+            return;
         }
         sq_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %llu\n",
                   part_metrics[r->which].name, t->name, p->id, (unsigned long long)v);
@@ -201,6 +201,6 @@ void bk_metrics_render(bk_broker *b, kp_buf *o)
         sq_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,
                   part_metrics[m].help, part_metrics[m].name, part_metrics[m].type);
         struct render r = { o, m };
-        bk_topics_foreach(b, render_topic, &r);
+        bk_replicas_foreach(b, render_replica, &r);
     }
 }

@@ -87,12 +87,6 @@ void bk_partition_notify(bk_partition *p)
     }
 }
 
-int32_t bk_leader_of(bk_broker *b, bk_partition *p)
-{
-    (void)p;
-    return b->cfg->broker_id;            /* standalone: always "me" */
-}
-
 void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
 {
     p->high_watermark = seg_log_end(p->log);   /* standalone: HW = log end */
@@ -109,23 +103,18 @@ struct flush_tick_arg {
     int64_t now;
 };
 
-static void flush_tick_topic(bk_topic *t, void *arg)
+static void flush_tick_replica(bk_partition *p, void *arg)
 {
     struct flush_tick_arg *a = arg;
-    int64_t fms = t->cfg.flush_ms;
-    if (fms < 0 || fms == INT64_MAX)
+    int64_t fms = p->topic->cfg.flush_ms;
+    if (fms < 0 || fms == INT64_MAX || p->unflushed_messages <= 0 || p->flush_in_flight)
         return;
-    for (int32_t i = 0; i < t->npartitions; i++) {
-        bk_partition *p = t->partitions[i];
-        if (!p || p->unflushed_messages <= 0 || p->flush_in_flight)
-            continue;
-        if (a->now - p->last_flush_ms >= fms)
-            bk_flusher_request(a->b, p);
-    }
+    if (a->now - p->last_flush_ms >= fms)
+        bk_flusher_request(a->b, p);
 }
 
 void bk_flush_tick(bk_broker *b)
 {
     struct flush_tick_arg a = { b, bk_now_ms() };
-    bk_topics_foreach(b, flush_tick_topic, &a);
+    bk_replicas_foreach(b, flush_tick_replica, &a);
 }

@@ -588,26 +588,22 @@ void bk_producers_close(bk_broker *b, bk_partition *p, bool destroy)
     }
 }
 
-static void tick_topic(bk_topic *t, void *arg)
+static void tick_replica(bk_partition *p, void *arg)
 {
     bk_broker *b = arg;
-    int64_t now = bk_now_ms();
-    for (int32_t i = 0; i < t->npartitions; i++) {
-        bk_partition *p = t->partitions[i];
-        bk_pstate *ps = p ? p->producers : NULL;
-        if (!ps || ps->n == 0)
-            continue;
-        bk_pstate_expire(ps, now, BK_PRODUCER_EXPIRATION_MS);
-        if (!ps->dirty)
-            continue;
-        char dir[8192];
-        partition_dir(b, p, dir, sizeof dir);
-        if (bk_pstate_save(ps, dir, seg_log_end(p->log)) == 0)
-            ps->dirty = false;
-    }
+    bk_pstate *ps = p->producers;
+    if (!ps || ps->n == 0)
+        return;
+    bk_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
+    if (!ps->dirty)
+        return;
+    char dir[8192];
+    partition_dir(b, p, dir, sizeof dir);
+    if (bk_pstate_save(ps, dir, seg_log_end(p->log)) == 0)
+        ps->dirty = false;
 }
 
 void bk_producers_tick(bk_broker *b)
 {
-    bk_topics_foreach(b, tick_topic, b);
+    bk_replicas_foreach(b, tick_replica, b);
 }

@@ -43,28 +43,24 @@ static void account(bk_broker *b, bk_partition *p, int n, uint64_t freed,
 
 struct tick_arg { bk_broker *b; int64_t now; };
 
-static void retention_topic(bk_topic *t, void *arg)
+static void retention_replica(bk_partition *p, void *arg)
 {
     struct tick_arg *a = arg;
-    if (!t->cfg.cleanup_delete)
+    const md_topic_config *tc = &p->topic->cfg;
+    if (!tc->cleanup_delete)
         return;
-    int64_t rms = t->cfg.retention_ms;
+    int64_t rms = tc->retention_ms;
     int64_t before = rms < 0 ? INT64_MIN : a->now - rms;
-    for (int32_t i = 0; i < t->npartitions; i++) {
-        bk_partition *p = t->partitions[i];
-        if (!p)
-            continue;
-        int64_t t0 = bk_mono_us();
-        uint64_t freed = 0;
-        int n = seg_delete_old(p->log, before, t->cfg.retention_bytes, &freed);
-        account(a->b, p, n, freed, t0, "retention");
-    }
+    int64_t t0 = bk_mono_us();
+    uint64_t freed = 0;
+    int n = seg_delete_old(p->log, before, tc->retention_bytes, &freed);
+    account(a->b, p, n, freed, t0, "retention");
 }
 
 void bk_retention_tick(bk_broker *b)
 {
     struct tick_arg a = { b, bk_now_ms() };
-    bk_topics_foreach(b, retention_topic, &a);
+    bk_replicas_foreach(b, retention_replica, &a);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -89,7 +85,7 @@ int bk_delete_records(bk_broker *b, bk_partition *p, int64_t offset,
     *low_watermark = seg_log_start(p->log);
     /* The new log start is a fact worth keeping at once: a restart must
      * not serve the deleted records again. */
-    if (md_partition_save_offsets(b->db, p->topic->name, p->id, *low_watermark,
+    if (md_log_bookmarks_save(b->db, p->topic->name, p->id, *low_watermark,
                                   seg_recovery_point(p->log),
                                   p->high_watermark) == KP_NONE) {
         p->saved_log_start = *low_watermark;

@@ -71,14 +71,32 @@ static const char surface_sql[] =
     "SELECT name, partitions, replication_factor, internal, created_at\n"
     "  FROM main.topics;\n"
 
+    /* Replicas and ISR as "1,2,3" in preference order, from one row per
+     * replica; the numbers live from the log where this broker hosts it,
+     * else its stored bookmarks (NULL where it has none). */
     "CREATE TEMP VIEW partitions AS\n"
-    "SELECT p.topic, p.partition, p.leader, p.replicas, p.isr,\n"
-    "       coalesce(l.log_start_offset, p.log_start_offset) AS log_start_offset,\n"
-    "       coalesce(l.log_end_offset, p.high_watermark) AS log_end_offset,\n"
-    "       coalesce(l.high_watermark, p.high_watermark) AS high_watermark,\n"
-    "       l.size_bytes, l.segments, p.leader_epoch, l.last_timestamp\n"
+    "SELECT p.topic, p.partition, p.leader,\n"
+    "       (SELECT group_concat(broker_id, ',') FROM (SELECT broker_id FROM\n"
+    "          main.partition_replicas r WHERE r.topic = p.topic\n"
+    "          AND r.partition = p.partition ORDER BY position)) AS replicas,\n"
+    "       (SELECT group_concat(broker_id, ',') FROM (SELECT broker_id FROM\n"
+    "          main.partition_replicas r WHERE r.topic = p.topic\n"
+    "          AND r.partition = p.partition AND r.in_isr ORDER BY position)) AS isr,\n"
+    "       coalesce(l.log_start_offset, b.log_start_offset) AS log_start_offset,\n"
+    "       coalesce(l.log_end_offset, b.high_watermark) AS log_end_offset,\n"
+    "       coalesce(l.high_watermark, b.high_watermark) AS high_watermark,\n"
+    "       l.size_bytes, l.segments, p.leader_epoch, l.last_timestamp,\n"
+    "       b.recovery_point\n"
     "  FROM main.partitions p LEFT JOIN sluice_partition_state l\n"
-    "    ON l.topic = p.topic AND l.partition = p.partition;\n"
+    "    ON l.topic = p.topic AND l.partition = p.partition\n"
+    "  LEFT JOIN main.local_logs b ON b.topic = p.topic AND b.partition = p.partition;\n"
+
+    "CREATE TEMP VIEW partition_replicas AS\n"
+    "SELECT r.topic, r.partition, r.position, r.broker_id, r.in_isr,\n"
+    "       r.broker_id = p.leader AS is_leader,\n"
+    "       sluice_broker_alive(r.broker_id) AS alive\n"
+    "  FROM main.partition_replicas r JOIN main.partitions p\n"
+    "    ON p.topic = r.topic AND p.partition = r.partition;\n"
 
     "CREATE TEMP VIEW topic_configs AS\n"
     "SELECT t.name AS topic, d.name AS name,\n"
@@ -124,9 +142,9 @@ static const char surface_sql[] =
      * key of this WITHOUT ROWID table (SQLite's name for it; a query of the
      * view fails loudly if a migration ever renames it) — each joined to
      * its partition's high watermark by a point lookup in
-     * sluice_partition_merged (main.partitions with the live numbers, built
+     * sluice_partition_merged (main.local_logs with the live numbers, built
      * once per statement; the lookups come in partition order, so each is
-     * one comparison).  No B-tree search of main.partitions per offset, and
+     * one comparison).  No B-tree search of main.local_logs per offset, and
      * no index covering committed_offsets.offset, which every commit would
      * have to update (+65 % instructions per upsert). */
     "CREATE TEMP VIEW consumer_lag AS\n"
@@ -167,7 +185,8 @@ static const char surface_sql[] =
     "         NEW.group_id, NEW.topic, NEW.partition, NEW.offset, NEW.metadata);\nEND;\n";
 
 static const char *const views[] = {
-    "brokers", "topics", "partitions", "topic_configs", "consumer_groups",
+    "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
+    "consumer_groups",
     "group_members", "group_assignments", "committed_offsets", "consumer_lag", NULL
 };
 
@@ -180,6 +199,8 @@ static const struct { const char *view, *op, *why; } refusals[] = {
     { "brokers", NULL, "brokers is read-only: brokers register themselves" },
     { "partitions", NULL, "partitions is read-only: add partitions with "
       "UPDATE topics SET partitions = N" },
+    { "partition_replicas", NULL, "partition_replicas is read-only: replicas are "
+      "assigned when partitions are created" },
     { "group_members", NULL, "group_members is read-only: members join and leave "
       "through the Kafka group protocol" },
     { "group_assignments", NULL, "group_assignments is read-only: the group leader "

@@ -6,10 +6,10 @@
  *                            (topic, partition) are a binary search, so the
  *                            views can join it per row
  *   sluice_partition_merged  the same columns for every row of
- *                            main.partitions: the live numbers if the
+ *                            main.local_logs: the live numbers if the
  *                            snapshot has the partition, else the stored
  *                            ones.  Built once per statement (one scan of
- *                            main.partitions), then point lookups:
+ *                            main.local_logs), then point lookups:
  *                            consumer_lag's high watermark for each
  *                            committed offset without a B-tree search of
  *                            main.partitions per offset
@@ -103,13 +103,15 @@ const sq_live *sq_snap_find(const sq_snap *s, const char *topic, int32_t partiti
     return NULL;
 }
 
-/* Every row of main.partitions with its stored numbers (log end = high
- * watermark, no last timestamp), sorted; NULL on error. */
+/* Every log this broker keeps bookmarks of (main.local_logs) with its
+ * stored numbers (log end = high watermark, no last timestamp), sorted;
+ * NULL on error.  Partitions hosted elsewhere have no numbers here: in
+ * cluster mode their lag is their leader's to tell. */
 static sq_snap *snap_of_partitions(sqlite3 *db)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "SELECT topic, partition, log_start_offset, high_watermark "
-                           "FROM main.partitions ORDER BY topic, partition", -1, &st, NULL))
+                           "FROM main.local_logs ORDER BY topic, partition", -1, &st, NULL))
         return NULL;
     size_t n = 0, pool = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {

@@ -76,10 +76,13 @@ void sq_job_free(sq_job *j)
 
 /* ---- snapshots (loop side) ------------------------------------------------------- */
 struct snap_count { size_t n, pool; };
+/* Live numbers exist for the local replicas only (the view's other
+ * partitions keep their stored numbers); one name per topic in the pool. */
 static void count_topic(bk_topic *t, void *arg)
 {
     struct snap_count *c = arg;
-    c->n += (size_t)t->npartitions;
+    for (int32_t i = 0; i < t->npartitions; i++)
+        c->n += t->parts[i].local != NULL;
     c->pool += strlen(t->name) + 1;
 }
 
@@ -92,7 +95,9 @@ static void fill_topic(bk_topic *t, void *arg)
     memcpy(name, t->name, len + 1);
     f->at += len + 1;
     for (int32_t i = 0; i < t->npartitions; i++) {
-        bk_partition *p = t->partitions[i];
+        bk_partition *p = t->parts[i].local;
+        if (!p)
+            continue;
         sq_live *l = &f->s->rows[f->i++];
         l->topic = name;
         l->partition = p->id;
@@ -184,7 +189,7 @@ static int offset_set(bk_broker *b, const sq_write *w, char *err, size_t errlen)
         return KP_NON_EMPTY_GROUP;
     }
     if (w->i1 < 0 || w->i1 > INT32_MAX ||
-        !bk_partition_find(b, (kp_str){ w->s2, (int32_t)strlen(w->s2) }, (int32_t)w->i1)) {
+        !bk_view_partition(b, (kp_str){ w->s2, (int32_t)strlen(w->s2) }, (int32_t)w->i1)) {
         snprintf(err, errlen, "Partition %s-%lld does not exist.", w->s2, (long long)w->i1);
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     }
@@ -221,7 +226,8 @@ static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen
             snprintf(err, errlen, "Number of partitions or replication factor is too large.");
             return np > INT32_MAX ? KP_INVALID_PARTITIONS : KP_INVALID_REPLICATION_FACTOR;
         }
-        rc = bk_topic_create(b, w->s1, (int32_t)np, (int16_t)rf, NULL, 0, false, err, errlen);
+        rc = bk_topic_create(b, w->s1, (int32_t)np, (int16_t)rf, NULL, NULL, 0, false,
+                             err, errlen);
         if (rc == KP_NONE)
             BK_INFO("topic %s created through SQL", w->s1);
         return rc;
@@ -244,21 +250,13 @@ static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen
         }
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
-        return bk_topic_add_partitions(b, w->s1, (int32_t)w->i1, false, err, errlen);
+        return bk_topic_add_partitions(b, w->s1, (int32_t)w->i1, NULL, false, err, errlen);
     case SQ_CONFIG_SET:
     case SQ_CONFIG_UNSET:
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
-        rc = w->op == SQ_CONFIG_SET
-           ? md_topic_config_set(b->db, w->s1, w->s2, w->s3, err, errlen)
-           : md_topic_config_unset(b->db, w->s1, w->s2, err, errlen);
-        if (rc != KP_NONE)
-            return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
-        rc = bk_topic_reload_config(b, t);
-        if (rc != KP_NONE)
-            snprintf(err, errlen, "The configs of topic %.150s were stored but could not "
-                     "be applied; see the broker log.", t->name);
-        return rc;
+        return bk_topic_config_edit(b, w->s1, w->s2 ? w->s2 : "",
+                                    w->op == SQ_CONFIG_SET ? w->s3 : NULL, err, errlen);
     case SQ_GROUP_DELETE:
         return bk_group_delete(b, w->s1 ? w->s1 : "", err, errlen);
     case SQ_OFFSET_SET:

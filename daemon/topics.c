@@ -1,110 +1,37 @@
 /*
- * The topic registry: the in-memory view of topics and their open
- * partition logs, and the one path by which topics change.
+ * daemon/topics.c — the one path per topic fact: topics, partition counts,
+ * config overrides and partition state, each with a write half and an
+ * apply half.
  *
- * Facts live in SQLite (metadata/); this registry mirrors them for the
- * data path.  Every change goes: validate + write facts (md_*) → update the
- * registry → create/remove partition directories.  In cluster mode the
- * first step will go through ZooKeeper and the rest will follow its watch;
- * handlers and the SQL surface call only bk_topic_*.
+ *   write half   validates and stores the fact: md_* on SQLite in
+ *                standalone mode; in cluster mode, ZooKeeper (whose watch
+ *                mirrors it into SQLite on every broker).
+ *   apply half   bk_topic_apply(name): makes the cluster view (view.c) and
+ *                the local replicas (replicas.c) match what the store holds
+ *                for that topic — created, grown, reconfigured, re-led or
+ *                deleted.  Idempotent: applying twice changes nothing, so a
+ *                watch that fires again, or a full resync after a ZooKeeper
+ *                reconnect, is safe.
+ *
+ * Callers: the Kafka admin APIs (api_topics.c, api_configs.c), Metadata's
+ * auto-creation, the SQL surface's writes (sql_worker.c) and startup
+ * (bk_topics_load applies every stored topic).  Nobody else writes topic
+ * facts or changes the registries.  metadata/README.md tables every fact.
  *
  * Invariants:
- *   1. A topic is in the hash iff its row exists in SQLite and every
- *      partition log is open.
- *   2. Nobody keeps a bk_partition pointer across a return to the event
- *      loop without a way to be told of deletion: deletion wakes the
- *      partition's waiters after unlinking the topic, and woken code looks
- *      partitions up again by name.
- *   3. Partition directories are <log.dirs>/<topic>-<partition>, as Kafka's.
+ *   P1. After a write half succeeds, its apply half runs before the caller
+ *       answers, so the answer and every later request see the change.
+ *   P2. A write whose apply fails for a new topic is undone in the store
+ *       (the topic was never visible); for an existing topic the store
+ *       wins and the failure is logged (the broker serves what it could
+ *       open; the next apply retries).
  */
-#include "daemon/broker.h"
-#include "daemon/md_sync.h"
-#include "daemon/producer_state.h"
+#include "daemon/view.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t name_hash(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603ULL;          /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-static void hash_insert(bk_broker *b, bk_topic *t)
-{
-    if (b->ntopics + 1 > b->topic_hash_size / 2) {
-        size_t nsize = b->topic_hash_size ? b->topic_hash_size * 2 : 64;
-        bk_topic **nh = calloc(nsize, sizeof *nh);
-        if (!nh)
-            abort();                              /* registry must stay whole */
-        for (size_t i = 0; i < b->topic_hash_size; i++)
-            for (bk_topic *x = b->topic_hash[i], *next; x; x = next) {
-                next = x->hnext;
-                size_t slot = name_hash(x->name, strlen(x->name)) & (nsize - 1);
-                x->hnext = nh[slot];
-                nh[slot] = x;
-            }
-        free(b->topic_hash);
-        b->topic_hash = nh;
-        b->topic_hash_size = nsize;
-    }
-    size_t slot = name_hash(t->name, strlen(t->name)) & (b->topic_hash_size - 1);
-    t->hnext = b->topic_hash[slot];
-    b->topic_hash[slot] = t;
-    b->ntopics++;
-}
-
-static void hash_remove(bk_broker *b, bk_topic *t)
-{
-    size_t slot = name_hash(t->name, strlen(t->name)) & (b->topic_hash_size - 1);
-    for (bk_topic **pp = &b->topic_hash[slot]; *pp; pp = &(*pp)->hnext)
-        if (*pp == t) {
-            *pp = t->hnext;
-            b->ntopics--;
-            return;
-        }
-}
-
-bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len)
-{
-    if (!b->topic_hash_size)
-        return NULL;
-    size_t slot = name_hash(name, len) & (b->topic_hash_size - 1);
-    for (bk_topic *t = b->topic_hash[slot]; t; t = t->hnext)
-        if (strlen(t->name) == len && !memcmp(t->name, name, len))
-            return t;
-    return NULL;
-}
-
-bk_partition *bk_partition_find(bk_broker *b, kp_str topic, int32_t partition)
-{
-    if (topic.len <= 0)
-        return NULL;
-    bk_topic *t = bk_topic_find(b, topic.p, (size_t)topic.len);
-    if (!t || partition < 0 || partition >= t->npartitions)
-        return NULL;
-    return t->partitions[partition];
-}
-
-void bk_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *arg)
-{
-    for (size_t i = 0; i < b->topic_hash_size; i++)
-        for (bk_topic *t = b->topic_hash[i], *next; t; t = next) {
-            next = t->hnext;
-            fn(t, arg);
-        }
-}
-
-int32_t bk_controller_id(bk_broker *b)
-{
-    return b->cfg->broker_id;
-}
 
 void bk_seg_config(const md_topic_config *c, seg_config *out)
 {
@@ -131,104 +58,155 @@ static int resolve_config(bk_broker *b, const char *topic, md_topic_config *cfg,
     return rc;
 }
 
-static int open_partition(bk_broker *b, bk_topic *t, int32_t idx,
-                          const md_partition *mp, char *err, size_t errlen)
-{
-    bk_partition *p = calloc(1, sizeof *p);
-    if (!p) {
-        snprintf(err, errlen, "out of memory");
-        return KP_UNKNOWN_SERVER_ERROR;
-    }
-    p->topic = t;
-    p->id = idx;
-    bk_partition_init_waiters(p);
-    char dir[8192];
-    snprintf(dir, sizeof dir, "%s/%s-%d", b->data_dir, t->name, idx);
-    seg_open_opts o = { .dir = dir };
-    bk_seg_config(&t->cfg, &o.cfg);
-    if (mp) {
-        o.log_start_offset = mp->log_start_offset;
-        o.recovery_point = mp->recovery_point;
-        p->leader_epoch = mp->leader_epoch;
-        p->saved_log_start = mp->log_start_offset;
-        p->saved_recovery_point = mp->recovery_point;
-        p->saved_hw = mp->high_watermark;
-    }
-    int rc = seg_open(&o, &p->log);
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot open partition log %s: %s", dir, strerror(errno));
-        free(p);
-        return KP_KAFKA_STORAGE_ERROR;
-    }
-    p->high_watermark = seg_log_end(p->log);
-    p->last_flush_ms = bk_now_ms();
-    /* Removed segments wait file.delete.delay.ms on the janitor thread. */
-    seg_set_deferred_delete(p->log, true);
-    bk_producers_open(b, p);         /* failures logged; starts empty */
-    t->partitions[idx] = p;
-    return KP_NONE;
-}
+/* ---- the apply half ----------------------------------------------------------------- */
 
-static void close_partition(bk_broker *b, bk_partition *p, bool destroy)
+static bool hosts(const md_partition_state *st, int32_t self)
 {
-    bk_flusher_forget(b, p);
-    bk_cleaner_forget(b, p);
-    bk_partition_notify(p);          /* waiters look it up again and fail */
-    bk_producers_close(b, p, destroy);
-    if (destroy)
-        bk_partition_log_delete(b, p);   /* unlinking on the janitor thread */
-    else
-        seg_close(p->log);
-    free(p);
+    for (int32_t i = 0; i < st->nreplicas; i++)
+        if (st->replicas[i] == self)
+            return true;
+    return false;
 }
 
 static void free_topic(bk_topic *t)
 {
-    free(t->partitions);
+    free(t->parts);
     free(t);
 }
 
-/* Builds the registry entry for a topic whose facts are in SQLite. */
-static int load_topic(bk_broker *b, const md_topic *mt, char *err, size_t errlen)
+/* Out of the view first (V3: woken waiters find nothing), then each local
+ * replica closed; destroy deletes the logs. */
+static void remove_topic(bk_broker *b, bk_topic *t, bool in_view, bool destroy)
 {
-    bk_topic *t = calloc(1, sizeof *t);
-    if (!t) {
-        snprintf(err, errlen, "out of memory");
-        return KP_UNKNOWN_SERVER_ERROR;
-    }
-    snprintf(t->name, sizeof t->name, "%s", mt->name);
-    memcpy(t->id, mt->id, sizeof t->id);
-    int rc = resolve_config(b, t->name, &t->cfg, err, errlen);
-    if (rc != KP_NONE) {
-        free(t);
-        return rc;
-    }
-    md_partition *parts = NULL;
-    size_t nparts = 0;
-    rc = md_partition_list(b->db, t->name, &parts, &nparts);
-    if (rc != KP_NONE) {
-        snprintf(err, errlen, "cannot read partitions of topic %s", t->name);
-        free(t);
-        return rc;
-    }
-    t->npartitions = (int32_t)nparts;
-    t->partitions = calloc(nparts ? nparts : 1, sizeof *t->partitions);
-    for (size_t i = 0; i < nparts && rc == KP_NONE; i++)
-        rc = open_partition(b, t, (int32_t)i, &parts[i], err, errlen);
-    free(parts);
-    if (rc != KP_NONE) {
-        for (int32_t i = 0; i < t->npartitions; i++)
-            if (t->partitions[i])
-                close_partition(b, t->partitions[i], false);
-        free_topic(t);
-        return rc;
-    }
-    hash_insert(b, t);
-    return KP_NONE;
+    if (in_view)
+        bk_view_remove(b, t);
+    for (int32_t i = 0; i < t->npartitions; i++)
+        if (t->parts[i].local)
+            bk_replica_close(b, t->parts[i].local, destroy);
+    free_topic(t);
 }
+
+static void set_view_state(bk_pview *v, const md_partition_state *st)
+{
+    v->leader = st->leader;
+    v->leader_epoch = st->leader_epoch;
+    v->nreplicas = st->nreplicas;
+    v->nisr = st->nisr;
+    memcpy(v->replicas, st->replicas, sizeof v->replicas);
+    memcpy(v->isr, st->isr, sizeof v->isr);
+}
+
+/* The store's partitions of t, applied: state into the view, local
+ * replicas opened where this broker became a replica and closed (their
+ * logs deleted) where it stopped being one. */
+static int apply_partitions(bk_broker *b, bk_topic *t, const md_partition *parts,
+                            size_t n, char *err, size_t errlen)
+{
+    if ((size_t)t->npartitions < n) {
+        bk_pview *np = realloc(t->parts, n * sizeof *np);
+        if (!np) {
+            snprintf(err, errlen, "out of memory");
+            return KP_UNKNOWN_SERVER_ERROR;
+        }
+        memset(np + t->npartitions, 0, (n - (size_t)t->npartitions) * sizeof *np);
+        t->parts = np;
+    }
+    int32_t self = b->cfg->broker_id;
+    int rc = KP_NONE;
+    for (size_t i = 0; i < n; i++) {
+        bk_pview *v = &t->parts[i];
+        set_view_state(v, &parts[i].st);
+        if ((size_t)t->npartitions <= i)
+            t->npartitions = (int32_t)i + 1;
+        bool want = hosts(&parts[i].st, self);
+        if (want && !v->local) {
+            char e[MD_ERRLEN];
+            int r = bk_replica_open(b, t, (int32_t)i, &parts[i], e, sizeof e);
+            if (r != KP_NONE && rc == KP_NONE) {
+                rc = r;
+                snprintf(err, errlen, "%s", e);
+            }
+        } else if (!want && v->local) {
+            BK_INFO("partition %s-%zu: no longer a replica here; deleting its log",
+                    t->name, i);
+            bk_replica_close(b, v->local, true);
+        }
+        if (v->local)
+            v->local->leader_epoch = v->leader_epoch;
+    }
+    return rc;
+}
+
+int bk_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen)
+{
+    err[0] = 0;
+    md_topic mt;
+    bk_topic *t = bk_topic_find(b, name, strlen(name));
+    int rc = md_topic_get(b->db, name, &mt);
+    if (rc == KP_UNKNOWN_TOPIC_OR_PARTITION || (rc == KP_NONE && t &&
+                                                memcmp(t->id, mt.id, 16))) {
+        if (t) {                             /* deleted (or deleted and recreated) */
+            remove_topic(b, t, true, true);
+            t = NULL;
+        }
+        if (rc != KP_NONE)
+            return KP_NONE;
+    }
+    if (rc != KP_NONE) {
+        snprintf(err, errlen, "cannot read topic %s from the metadata store", name);
+        return rc;
+    }
+    md_topic_config cfg;
+    if ((rc = resolve_config(b, name, &cfg, err, errlen)) != KP_NONE)
+        return rc;
+    md_partition *parts = NULL;
+    size_t n = 0;
+    if ((rc = md_partition_list(b->db, name, &parts, &n)) != KP_NONE) {
+        snprintf(err, errlen, "cannot read partitions of topic %s", name);
+        return rc;
+    }
+    bool created = !t;
+    if (created) {
+        if (!(t = calloc(1, sizeof *t))) {
+            free(parts);
+            snprintf(err, errlen, "out of memory");
+            return KP_UNKNOWN_SERVER_ERROR;
+        }
+        snprintf(t->name, sizeof t->name, "%s", mt.name);
+        memcpy(t->id, mt.id, sizeof t->id);
+        t->internal = mt.internal;
+    }
+    bool reconfigured = !created && memcmp(&t->cfg, &cfg, sizeof cfg);
+    t->cfg = cfg;
+    if (reconfigured) {
+        seg_config sc;
+        bk_seg_config(&cfg, &sc);
+        for (int32_t i = 0; i < t->npartitions; i++)
+            if (t->parts[i].local)
+                seg_set_config(t->parts[i].local->log, &sc);
+    }
+    rc = apply_partitions(b, t, parts, n, err, errlen);
+    free(parts);
+    if (created && rc != KP_NONE) {
+        remove_topic(b, t, false, false);
+        return rc;
+    }
+    if (created)
+        bk_view_insert(b, t);
+    if (rc != KP_NONE)
+        BK_ERROR("topic %s: %s", name, err);
+    return rc;
+}
+
+/* ---- startup and shutdown ------------------------------------------------------------ */
 
 int bk_topics_load(bk_broker *b)
 {
+    char err[MD_ERRLEN];
+    if (md_cluster_id(b->db, b->cluster_id, err, sizeof err) != 0) {
+        BK_ERROR("cannot read the cluster id: %s", err);
+        return -1;
+    }
     md_topic *topics = NULL;
     size_t n = 0;
     if (md_topic_list(b->db, &topics, &n) != KP_NONE) {
@@ -236,28 +214,22 @@ int bk_topics_load(bk_broker *b)
         return -1;
     }
     int64_t t0 = bk_mono_us();
-    size_t nparts = 0;
-    for (size_t i = 0; i < n; i++) {
-        char err[MD_ERRLEN];
-        if (load_topic(b, &topics[i], err, sizeof err) != KP_NONE) {
+    for (size_t i = 0; i < n; i++)
+        if (bk_topic_apply(b, topics[i].name, err, sizeof err) != KP_NONE) {
             BK_ERROR("topic %s: %s", topics[i].name, err);
             free(topics);
             return -1;
         }
-        nparts += (size_t)topics[i].partitions;
-    }
     free(topics);
-    BK_INFO("loaded %zu topics, %zu partitions in %.1f ms", n, nparts,
+    BK_INFO("cluster %s: loaded %zu topics, %zu local replicas in %.1f ms",
+            b->cluster_id, n, bk_replicas_count(b),
             (double)(bk_mono_us() - t0) / 1000.0);
     return 0;
 }
 
 static void close_topic_cb(bk_topic *t, void *arg)
 {
-    bk_broker *b = arg;
-    for (int32_t i = 0; i < t->npartitions; i++)
-        close_partition(b, t->partitions[i], false);
-    free_topic(t);
+    remove_topic(arg, t, false, false);
 }
 
 void bk_topics_close_all(bk_broker *b)
@@ -267,6 +239,8 @@ void bk_topics_close_all(bk_broker *b)
     b->topic_hash = NULL;
     b->topic_hash_size = b->ntopics = 0;
 }
+
+/* ---- write halves --------------------------------------------------------------------- */
 
 /* Each partition is a directory and three open files, created at once:
  * a request for millions of them (one CreateTopics or CreatePartitions
@@ -284,23 +258,46 @@ static int partitions_cap(int32_t n, char *err, size_t errlen)
     return KP_INVALID_PARTITIONS;
 }
 
+/* The broker's assignment of count partitions from first, or NULL with
+ * *rc set (a replication factor the live brokers cannot hold). */
+static int32_t *assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
+                       int *rc, char *err, size_t errlen)
+{
+    size_t cells = (size_t)(count > 0 ? count : 1) * (size_t)(rf > 0 ? rf : 1);
+    int32_t *r = malloc(cells * sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        *rc = KP_UNKNOWN_SERVER_ERROR;
+        return NULL;
+    }
+    if ((*rc = bk_view_assign(b, first, count, rf, r, err, errlen)) != KP_NONE) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
 int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
-                    int16_t replication_factor, const md_kv *configs,
-                    size_t nconfigs, bool validate_only, char *err, size_t errlen)
+                    int16_t replication_factor, const int32_t *replicas,
+                    const md_kv *configs, size_t nconfigs, bool validate_only,
+                    char *err, size_t errlen)
 {
     err[0] = 0;
     if (partitions_cap(partitions, err, errlen) != KP_NONE)
         return KP_INVALID_PARTITIONS;
-    int rc = md_topic_create(b->db, name, partitions, replication_factor, configs,
-                             nconfigs, bk_controller_id(b), validate_only, err, errlen);
+    int rc = KP_NONE;
+    int32_t *own = NULL;
+    if (!replicas && partitions > 0 && replication_factor > 0 &&
+        !(replicas = own = assign(b, 0, partitions, replication_factor, &rc, err, errlen)))
+        return rc;
+    rc = md_topic_create(b->db, name, partitions, replication_factor, configs,
+                         nconfigs, b->cfg->broker_id, replicas, validate_only,
+                         err, errlen);
+    free(own);
     if (rc != KP_NONE || validate_only)
         return rc;
-    md_topic mt;
-    rc = md_topic_get(b->db, name, &mt);
-    if (rc == KP_NONE)
-        rc = load_topic(b, &mt, err, errlen);
-    if (rc != KP_NONE) {
-        /* Keep facts and registry in step: undo the row we just wrote. */
+    if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE) {
+        /* P2: never visible, so undo the row we just wrote. */
         char e2[MD_ERRLEN];
         md_topic_delete(b->db, name, e2, sizeof e2);
         return rc;
@@ -312,94 +309,101 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
 int bk_topic_delete(bk_broker *b, const char *name, char *err, size_t errlen)
 {
     err[0] = 0;
-    bk_topic *t = bk_topic_find(b, name, strlen(name));
     int rc = md_topic_delete(b->db, name, err, errlen);
     if (rc != KP_NONE)
         return rc;
-    if (t) {
-        hash_remove(b, t);
-        for (int32_t i = 0; i < t->npartitions; i++)
-            close_partition(b, t->partitions[i], true);
-        free_topic(t);
-    }
+    bk_topic_apply(b, name, err, errlen);    /* gone: cannot fail */
     BK_INFO("deleted topic %s", name);
     return KP_NONE;
 }
 
 int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
-                            bool validate_only, char *err, size_t errlen)
+                            const int32_t *replicas, bool validate_only,
+                            char *err, size_t errlen)
 {
     err[0] = 0;
     if (partitions_cap(count, err, errlen) != KP_NONE)
         return KP_INVALID_PARTITIONS;
     bk_topic *t = bk_topic_find(b, name, strlen(name));
-    int rc = md_topic_add_partitions(b->db, name, count, bk_controller_id(b),
-                                     validate_only, err, errlen);
-    if (rc != KP_NONE || validate_only || !t)
+    int rc = KP_NONE;
+    int32_t *own = NULL;
+    md_topic mt;
+    if (!replicas && t && count > t->npartitions &&
+        md_topic_get(b->db, name, &mt) == KP_NONE &&
+        !(replicas = own = assign(b, t->npartitions, count - t->npartitions,
+                                  mt.replication_factor, &rc, err, errlen)))
         return rc;
-    bk_partition **np = realloc(t->partitions, (size_t)count * sizeof *np);
-    if (!np) {
-        snprintf(err, errlen, "out of memory");
-        return KP_UNKNOWN_SERVER_ERROR;
-    }
-    t->partitions = np;
-    for (int32_t i = t->npartitions; i < count; i++) {
-        t->partitions[i] = NULL;
-        rc = open_partition(b, t, i, NULL, err, errlen);
-        if (rc != KP_NONE)
-            return rc;
-        t->npartitions = i + 1;
-    }
+    rc = md_topic_add_partitions(b->db, name, count, b->cfg->broker_id, replicas,
+                                 validate_only, err, errlen);
+    free(own);
+    if (rc != KP_NONE || validate_only)
+        return rc;
+    if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE)
+        return rc;
     BK_INFO("topic %s now has %d partitions", name, count);
     return KP_NONE;
 }
 
-int bk_topic_reload_config(bk_broker *b, bk_topic *t)
+int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
+                         bool validate_only, char *err, size_t errlen)
 {
-    char err[MD_ERRLEN];
-    md_topic_config cfg;
-    int rc = resolve_config(b, t->name, &cfg, err, sizeof err);
-    if (rc != KP_NONE) {
-        BK_ERROR("topic %s: %s", t->name, err);
+    int rc = md_topic_config_replace(b->db, name, kv, n, validate_only, err, errlen);
+    if (rc != KP_NONE || validate_only)
+        return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
+    if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE)
+        snprintf(err, errlen, "The configs of topic %.150s were stored but could not "
+                 "be applied; see the broker log.", name);
+    return rc;
+}
+
+/* SQL's row writes become a whole new set, so they take the same write as
+ * AlterConfigs.  Removing a key that has no override succeeds (Kafka's
+ * DELETE does); a key Sluice does not know is refused, since it is most
+ * likely a typo the operator wants to hear about. */
+int bk_topic_config_edit(bk_broker *b, const char *name, const char *key,
+                         const char *value, char *err, size_t errlen)
+{
+    md_kv *kv = NULL;
+    size_t n = 0;
+    int rc = md_topic_configs(b->db, name, &kv, &n);
+    if (rc == KP_UNKNOWN_TOPIC_OR_PARTITION) {
+        snprintf(err, errlen, "This server does not host this topic-partition: %s", name);
         return rc;
     }
-    t->cfg = cfg;
-    seg_config sc;
-    bk_seg_config(&cfg, &sc);
-    for (int32_t i = 0; i < t->npartitions; i++)
-        seg_set_config(t->partitions[i]->log, &sc);
-    return KP_NONE;
-}
-
-struct save_ctx { bk_broker *b; int saved; };
-
-static void save_topic(bk_topic *t, void *arg)
-{
-    struct save_ctx *s = arg;
-    for (int32_t i = 0; i < t->npartitions; i++) {
-        bk_partition *p = t->partitions[i];
-        int64_t ls = seg_log_start(p->log), rp = seg_recovery_point(p->log);
-        if (ls == p->saved_log_start && rp == p->saved_recovery_point &&
-            p->high_watermark == p->saved_hw)
-            continue;
-        if (md_partition_save_offsets(s->b->db, t->name, p->id, ls, rp,
-                                      p->high_watermark) == KP_NONE) {
-            p->saved_log_start = ls;
-            p->saved_recovery_point = rp;
-            p->saved_hw = p->high_watermark;
-            s->saved++;
-        }
+    if (rc != KP_NONE) {
+        snprintf(err, errlen, "cannot read configs of topic %s", name);
+        return KP_UNKNOWN_SERVER_ERROR;
     }
+    if (!value && !md_config_def_find(key)) {
+        md_kv_free(kv, n);
+        snprintf(err, errlen, "Unknown topic config name: %.200s", key);
+        return KP_INVALID_CONFIG;
+    }
+    md_kv *next = malloc((n + 1) * sizeof *next);
+    if (!next) {
+        md_kv_free(kv, n);
+        snprintf(err, errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(kv[i].name, key))
+            next[m++] = kv[i];
+    if (value)
+        next[m++] = (md_kv){ (char *)key, (char *)value };
+    rc = bk_topic_configs_set(b, name, next, m, false, err, errlen);
+    free(next);
+    md_kv_free(kv, n);
+    return rc;
 }
 
-/* One transaction for every partition; its WAL sync runs on the metadata
- * sync worker (nobody waits: a recovery point saved late only means more
- * recovery work after a power cut). */
-void bk_save_offsets(bk_broker *b)
+int bk_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
+                           const md_partition_state *st, char *err, size_t errlen)
 {
-    struct save_ctx s = { b, 0 };
-    bool txn = md_begin(b->db) == 0;
-    bk_topics_foreach(b, save_topic, &s);
-    if (txn && md_commit(b->db) == 0)
-        bk_mdsync_request();
+    int rc = md_partition_state_set(b->db, topic, partition, st, err, errlen);
+    if (rc != KP_NONE)
+        return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
+    BK_INFO("partition %s-%d: leader %d, epoch %d", topic, (int)partition,
+            (int)st->leader, (int)st->leader_epoch);
+    return bk_topic_apply(b, topic, err, errlen);
 }

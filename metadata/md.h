@@ -8,7 +8,7 @@
  * md_open applies what PRAGMA user_version says is missing.
  *
  * Every change of a kind of fact goes through one md_* function here
- * (md_topic_create, md_topic_config_set, …): in standalone mode it writes
+ * (md_topic_create, md_topic_config_replace, …): in standalone mode it writes
  * SQLite; cluster mode will put ZooKeeper in front of the same calls.
  *
  * SQLite is never on the per-message path: callers write per request or
@@ -253,14 +253,10 @@ const char *md_config_effective(const md_kv *broker, size_t nbroker,
 
 /* A topic's overrides (sorted by name); free with md_kv_free. */
 int md_topic_configs(md_db *db, const char *topic, md_kv **out, size_t *n);
-/* Set/unset one override (IncrementalAlterConfigs SET/DELETE, SQL).
- * Validates; KP_UNKNOWN_TOPIC_OR_PARTITION, KP_INVALID_CONFIG. */
-int md_topic_config_set(md_db *db, const char *topic, const char *name,
-                        const char *value, char *err, size_t errlen);
-int md_topic_config_unset(md_db *db, const char *topic, const char *name,
-                          char *err, size_t errlen);
-/* Replace all overrides at once (AlterConfigs semantics), validated first:
- * nothing changes if one is bad.  validate_only: check only. */
+/* Replace all overrides at once, validated first: nothing changes if one
+ * is bad.  The only write of overrides (AlterConfigs; IncrementalAlterConfigs
+ * and SQL compute the new set first).  validate_only: check only.
+ * KP_UNKNOWN_TOPIC_OR_PARTITION, KP_INVALID_CONFIG. */
 int md_topic_config_replace(md_db *db, const char *topic, const md_kv *kv,
                             size_t n, bool validate_only, char *err, size_t errlen);
 

@@ -672,37 +672,6 @@ static int topic_must_exist(md_db *db, const char *topic, char *err, size_t errl
     return rc ? md_sqlerr(db, err, errlen, "topic lookup") : KP_NONE;
 }
 
-int md_topic_config_set(md_db *db, const char *topic, const char *name,
-                        const char *value, char *err, size_t errlen)
-{
-    int rc = topic_must_exist(db, topic, err, errlen);
-    if (!rc)
-        rc = md_config_check(name, value, err, errlen);
-    if (rc)
-        return rc;
-    md_kv kv = { (char *)name, (char *)value };
-    /* One statement; a topic deleted in between fails the foreign key. */
-    return insert_configs(db, topic, &kv, 1, err, errlen);
-}
-
-/* Unsetting a name that has no override succeeds (Kafka's DELETE does);
- * a name Sluice does not know is refused, since it is most likely a typo
- * the operator wants to hear about. */
-int md_topic_config_unset(md_db *db, const char *topic, const char *name,
-                          char *err, size_t errlen)
-{
-    int rc = topic_must_exist(db, topic, err, errlen);
-    if (rc)
-        return rc;
-    if (!md_config_def_find(name))
-        return md_errf(err, errlen, KP_INVALID_CONFIG,
-                       "Unknown topic config name: %.200s", name ? name : "(null)");
-    sqlite3_stmt *s = md_stmt(db, ST_CFG_DELETE);
-    sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
-    return md_step_done(db, s, err, errlen, "delete topic config");
-}
-
 int md_topic_config_replace(md_db *db, const char *topic, const md_kv *kv,
                             size_t n, bool validate_only, char *err, size_t errlen)
 {

@@ -76,7 +76,7 @@ static void setup(void)
         abort();
     }
     /* A topic with data, so Fetch/ListOffsets inputs find bytes to serve. */
-    if (bk_topic_create(&B, "t", 2, 1, NULL, 0, false, err, sizeof err))
+    if (bk_topic_create(&B, "t", 2, 1, NULL, NULL, 0, false, err, sizeof err))
         abort();
     kp_buf batch;
     kp_buf_init(&batch);
@@ -86,7 +86,7 @@ static void setup(void)
     kp_bb_finish(&bb);
     kp_bb_free(&bb);
     bk_topic *t = bk_topic_find(&B, "t", 1);
-    bk_partition *p = t ? t->partitions[0] : NULL;
+    bk_partition *p = t ? t->parts[0].local : NULL;
     int64_t base;
     if (!p || seg_append(p->log, batch.data, batch.len, bk_now_ms(), &base))
         abort();

@@ -1,6 +1,6 @@
 """The flush policy: flush.messages / flush.ms fdatasync a partition on
 the flusher thread; the recovery point saved in SQLite (data_dir/sluice.db,
-table partitions) advances only to what was flushed; a topic without flush
+table local_logs) advances only to what was flushed; a topic without flush
 settings does not fsync per message (counted in /metrics)."""
 import os
 import sqlite3
@@ -13,7 +13,7 @@ from support import ck_producer, create_topic, produce_ok, topic_name
 def saved_recovery_point(b, t):
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(b.data_dir, "sluice.db"), uri=True)
     try:
-        row = db.execute("SELECT recovery_point FROM partitions WHERE topic = ? AND partition = 0",
+        row = db.execute("SELECT recovery_point FROM local_logs WHERE topic = ? AND partition = 0",
                          (t,)).fetchone()
         return row[0] if row else None
     finally:

@@ -345,41 +345,6 @@ END_TEST
 
 /* ---- stored overrides ---- */
 
-START_TEST(test_config_set_unset_and_validation)
-{
-    ck_assert_int_eq(create("t", 1, NULL, 0), 0);
-    ck_assert_int_eq(md_topic_config_set(db, "t", "retention.ms", "1000", err,
-                                         sizeof err), 0);
-    ck_assert_int_eq(md_topic_config_set(db, "t", "retention.ms", "2000", err,
-                                         sizeof err), 0);
-    ck_assert_int_eq(md_topic_config_set(db, "t", "retention.ms", "-2", err,
-                                         sizeof err), KP_INVALID_CONFIG);
-    ck_assert_ptr_nonnull(strstr(err, "retention.ms"));
-    ck_assert_int_eq(md_topic_config_set(db, "t", "bogus", "1", err, sizeof err),
-                     KP_INVALID_CONFIG);
-    ck_assert_int_eq(md_topic_config_set(db, "x", "retention.ms", "1", err, sizeof err),
-                     KP_UNKNOWN_TOPIC_OR_PARTITION);
-
-    md_kv *kv;
-    size_t n;
-    ck_assert_int_eq(md_topic_configs(db, "t", &kv, &n), 0);
-    ck_assert_uint_eq(n, 1);
-    ck_assert_str_eq(kv[0].value, "2000");
-    md_kv_free(kv, n);
-
-    ck_assert_int_eq(md_topic_config_unset(db, "t", "retention.ms", err, sizeof err), 0);
-    ck_assert_int_eq(md_topic_config_unset(db, "t", "retention.ms", err, sizeof err), 0);
-    ck_assert_int_eq(md_topic_config_unset(db, "t", "bogus", err, sizeof err),
-                     KP_INVALID_CONFIG);
-    ck_assert_int_eq(md_topic_config_unset(db, "x", "retention.ms", err, sizeof err),
-                     KP_UNKNOWN_TOPIC_OR_PARTITION);
-    ck_assert_int_eq(md_topic_configs(db, "t", &kv, &n), 0);
-    ck_assert_uint_eq(n, 0);
-    md_kv_free(kv, n);
-    ck_assert_int_eq(md_topic_configs(db, "x", &kv, &n), KP_UNKNOWN_TOPIC_OR_PARTITION);
-}
-END_TEST
-
 START_TEST(test_config_replace_is_all_or_nothing)
 {
     md_kv start[] = { { "retention.ms", "1" }, { "segment.ms", "2" } };
@@ -551,8 +516,7 @@ int main(void)
         test_create_stores_configs_last_duplicate_wins, test_validate_only_writes_nothing,
         test_delete_cascades_to_partitions_configs_and_offsets,
         test_add_partitions_grows_and_refuses_non_increase,
-        test_partition_offsets_save_and_read_back, test_config_set_unset_and_validation,
-        test_config_replace_is_all_or_nothing, test_stored_configs_resolve_with_sources,
+        test_partition_offsets_save_and_read_back, test_config_replace_is_all_or_nothing, test_stored_configs_resolve_with_sources,
         test_manual_assignment_is_stored_in_preference_order,
         test_bad_assignments_are_refused, test_partition_state_is_replaced_whole,
         test_cluster_id_is_made_once_in_kafka_form,

@@ -1,0 +1,197 @@
+/*
+ * daemon/view.c — the cluster view: every topic and partition of the
+ * cluster, and the questions asked of it.
+ *
+ * The view holds what the store holds (SQLite in standalone mode; in
+ * cluster mode the ZooKeeper mirror written into the same SQLite): per
+ * topic its id, partition count and effective config; per partition its
+ * leader, leader epoch, replicas in preference order and ISR.  It is
+ * changed only by the apply half of the one path per fact (topics.c,
+ * bk_topic_apply), never by a handler.  The logs this broker hosts are the
+ * other registry (replicas.c); a partition of the view points at its local
+ * replica when there is one.
+ *
+ * Questions and their one answer each:
+ *   does (topic, partition) exist        bk_view_partition
+ *   may this broker serve it as leader   bk_leader_replica
+ *   who leads it                         bk_leader_of
+ *   who is the controller                bk_controller_id
+ *   is broker N alive, which are         bk_broker_alive, bk_live_brokers
+ *   where do new partitions go           bk_view_assign
+ * (who coordinates a group: bk_coordinator_of, daemon/group*.c, asks the
+ * same brokers.)  Standalone: this broker is the only one, alive,
+ * controller, and leader of everything it hosts.
+ *
+ * Invariants:
+ *   V1. A topic is in the view iff its row is in the store (after the
+ *       apply half of the change that wrote it has run), with exactly the
+ *       store's partition count.
+ *   V2. parts[i].local != NULL iff this broker hosts a replica of
+ *       partition i, i.e. it is among parts[i].replicas (replicas.c, R1).
+ *   V3. Nobody keeps a bk_topic or bk_partition pointer across a return to
+ *       the event loop without a way to be told of deletion: deletion
+ *       wakes the partition's waiters after unlinking the topic, and woken
+ *       code looks partitions up again by name (daemon/partition.c).
+ */
+#include "daemon/view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t name_hash(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;          /* FNV-1a */
+    for (size_t i = 0; i < len; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+void bk_view_insert(bk_broker *b, bk_topic *t)
+{
+    if (b->ntopics + 1 > b->topic_hash_size / 2) {
+        size_t nsize = b->topic_hash_size ? b->topic_hash_size * 2 : 64;
+        bk_topic **nh = calloc(nsize, sizeof *nh);
+        if (!nh)
+            abort();                              /* the view must stay whole */
+        for (size_t i = 0; i < b->topic_hash_size; i++)
+            for (bk_topic *x = b->topic_hash[i], *next; x; x = next) {
+                next = x->hnext;
+                size_t slot = name_hash(x->name, strlen(x->name)) & (nsize - 1);
+                x->hnext = nh[slot];
+                nh[slot] = x;
+            }
+        free(b->topic_hash);
+        b->topic_hash = nh;
+        b->topic_hash_size = nsize;
+    }
+    size_t slot = name_hash(t->name, strlen(t->name)) & (b->topic_hash_size - 1);
+    t->hnext = b->topic_hash[slot];
+    b->topic_hash[slot] = t;
+    b->ntopics++;
+}
+
+void bk_view_remove(bk_broker *b, bk_topic *t)
+{
+    size_t slot = name_hash(t->name, strlen(t->name)) & (b->topic_hash_size - 1);
+    for (bk_topic **pp = &b->topic_hash[slot]; *pp; pp = &(*pp)->hnext)
+        if (*pp == t) {
+            *pp = t->hnext;
+            b->ntopics--;
+            return;
+        }
+}
+
+bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len)
+{
+    if (!b->topic_hash_size)
+        return NULL;
+    size_t slot = name_hash(name, len) & (b->topic_hash_size - 1);
+    for (bk_topic *t = b->topic_hash[slot]; t; t = t->hnext)
+        if (strlen(t->name) == len && !memcmp(t->name, name, len))
+            return t;
+    return NULL;
+}
+
+void bk_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *arg)
+{
+    for (size_t i = 0; i < b->topic_hash_size; i++)
+        for (bk_topic *t = b->topic_hash[i], *next; t; t = next) {
+            next = t->hnext;
+            fn(t, arg);
+        }
+}
+
+const bk_pview *bk_view_partition(bk_broker *b, kp_str topic, int32_t partition)
+{
+    if (topic.len <= 0)
+        return NULL;
+    bk_topic *t = bk_topic_find(b, topic.p, (size_t)topic.len);
+    if (!t || partition < 0 || partition >= t->npartitions)
+        return NULL;
+    return &t->parts[partition];
+}
+
+/* Hot path (every produced and fetched partition): one hash lookup. */
+int bk_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partition **out)
+{
+    *out = NULL;
+    const bk_pview *v = bk_view_partition(b, topic, partition);
+    if (!v)
+        return KP_UNKNOWN_TOPIC_OR_PARTITION;
+    if (v->leader != b->cfg->broker_id || !v->local)
+        return KP_NOT_LEADER_OR_FOLLOWER;
+    *out = v->local;
+    return KP_NONE;
+}
+
+int32_t bk_leader_of(bk_broker *b, const bk_topic *t, int32_t partition)
+{
+    (void)b;
+    if (partition < 0 || partition >= t->npartitions)
+        return -1;
+    return t->parts[partition].leader;
+}
+
+int32_t bk_controller_id(bk_broker *b)
+{
+    return b->cfg->broker_id;                   /* standalone: this broker */
+}
+
+bool bk_broker_alive(bk_broker *b, int32_t id)
+{
+    return id == b->cfg->broker_id;
+}
+
+int bk_live_brokers(bk_broker *b, int32_t *ids, int max)
+{
+    if (max > 0)
+        ids[0] = b->cfg->broker_id;
+    return 1;
+}
+
+const char *bk_cluster_id(bk_broker *b)
+{
+    return b->cluster_id;
+}
+
+#define BK_VIEW_MAX_BROKERS 1024
+
+int bk_view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errlen)
+{
+    int32_t live[BK_VIEW_MAX_BROKERS];
+    int n = bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS);
+    if (rf <= n)
+        return KP_NONE;
+    snprintf(err, errlen, "Replication factor: %d larger than available "
+             "brokers: %d.", (int)rf, n);
+    return KP_INVALID_REPLICATION_FACTOR;
+}
+
+/* Kafka's AdminUtils.assignReplicasToBrokersRackUnaware with its two
+ * random starts fixed at 0, so an assignment can be predicted and tested:
+ * partition p leads on live broker p mod n; its j-th follower sits
+ * 1 + (p / n + j) mod (n - 1) places further on, so followers spread too
+ * and never repeat a broker of the same partition.  Racks (broker.rack)
+ * come with cluster mode. */
+int bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
+                   int32_t *replicas, char *err, size_t errlen)
+{
+    int32_t live[BK_VIEW_MAX_BROKERS];
+    int n = bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS);
+    if (n > BK_VIEW_MAX_BROKERS)
+        n = BK_VIEW_MAX_BROKERS;
+    int rc = bk_view_check_replication(b, rf, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    for (int32_t i = 0; i < count; i++) {
+        int32_t p = first + i, lead = p % n;
+        int32_t *r = replicas + (size_t)i * (size_t)rf;
+        r[0] = live[lead];
+        for (int32_t j = 0; j + 1 < rf; j++)
+            r[j + 1] = live[(lead + 1 + (p / n + j) % (n - 1)) % n];
+    }
+    return KP_NONE;
+}

@@ -1,0 +1,23 @@
+/*
+ * daemon/view.h — how the one path per fact (topics.c) changes the two
+ * registries: the cluster view (view.c) and the local replicas
+ * (replicas.c).  Only those three files include it; everyone else asks
+ * the view through broker.h.
+ */
+#ifndef SLUICE_VIEW_H
+#define SLUICE_VIEW_H
+
+#include "daemon/broker.h"
+
+void bk_view_insert(bk_broker *b, bk_topic *t);
+void bk_view_remove(bk_broker *b, bk_topic *t);
+
+/* Opens (recovering) this broker's replica of partition idx of t, with
+ * the bookmarks in mp (NULL: a new, empty log), links it into the local
+ * replicas and into t->parts[idx].local.  KP_NONE or a KP_* with err. */
+int  bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *mp,
+                     char *err, size_t errlen);
+/* Unlinks and closes it; destroy: the log is deleted (topic deletion). */
+void bk_replica_close(bk_broker *b, bk_partition *p, bool destroy);
+
+#endif
