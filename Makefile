@@ -40,6 +40,7 @@ PROTO_SRC := $(wildcard protocol/*.c)
 SEG_SRC   := $(wildcard segments/*.c)
 MD_SRC    := $(wildcard metadata/*.c)
 DAEMON_SRC:= $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+ADMIN_SRC := $(filter-out admin/sluice-sql.c,$(wildcard admin/*.c))
 SQL_FILES := $(sort $(wildcard sql/*.sql) $(wildcard sql/migrations/*.sql))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -48,9 +49,17 @@ LIBKP  := $(BUILD)/libkp.a
 LIBSEG := $(BUILD)/libseg.a
 LIBMD  := $(BUILD)/libmd.a
 LIBD   := $(BUILD)/libdaemon.a
+LIBADMIN := $(BUILD)/libadmin.a
 SQL_EMBED := $(BUILD)/gen/sql_embed.c
-# Link order: dependents first.
-LIBS_ALL := $(LIBD) $(LIBMD) $(LIBSEG) $(LIBKP)
+# Link order: dependents first.  libadmin sits above libdaemon (main.c
+# starts it; sql_worker.c and admin_http.c call bk_*), with one edge back:
+# daemon/metrics.c reads sq_printf and sq_messages_bytes_read from the
+# surface.  libadmin is therefore named again after libdaemon; today the
+# second pass pulls only surface objects, which need nothing from libdaemon.
+# Not --start-group: that would also hide any new cycle, and every link
+# rule here takes its libraries as prerequisites ($+ keeps the repeat,
+# where $^ would drop it).
+LIBS_ALL := $(LIBADMIN) $(LIBD) $(LIBADMIN) $(LIBMD) $(LIBSEG) $(LIBKP)
 
 SLUICED := $(BUILD)/sluiced
 # clients/: libsluice (static + shared) and the tools in clients/tools/.
@@ -59,9 +68,9 @@ LIBSLUICE_A := $(BUILD)/libsluice.a
 LIBSLUICE_SO := $(BUILD)/libsluice.so
 TOOLS_SRC := $(wildcard clients/tools/*.c)
 TOOLS_BIN := $(patsubst clients/tools/%.c,$(BUILD)/%,$(TOOLS_SRC))
-# admin/: sluice-sql.
-ADMIN_SRC := $(wildcard admin/*.c)
-SLUICE_SQL := $(if $(ADMIN_SRC),$(BUILD)/sluice-sql)
+# admin/: libadmin (the SQL surface, its workers, the admin HTTP endpoint)
+# and the shell sluice-sql.
+SLUICE_SQL := $(BUILD)/sluice-sql
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
@@ -93,9 +102,11 @@ $(LIBMD): $(call obj,$(MD_SRC)) $(BUILD)/obj/gen/sql_embed.o
 	@rm -f $@; ar rcs $@ $^
 $(LIBD): $(call obj,$(DAEMON_SRC))
 	@rm -f $@; ar rcs $@ $^
+$(LIBADMIN): $(call obj,$(ADMIN_SRC))
+	@rm -f $@; ar rcs $@ $^
 
 $(SLUICED): $(call obj,daemon/main.c) $(LIBS_ALL)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(CC) $(ALL_LDFLAGS) -o $@ $+ $(PKG_LIBS) -lm
 
 $(LIBSLUICE_A): $(call obj,$(CLIENT_SRC)) $(call obj,$(PROTO_SRC))
 	@rm -f $@; ar rcs $@ $^
@@ -103,7 +114,10 @@ $(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(call obj,$(PROTO_SRC))
 	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libsluice.so.0 -o $@ $^ $(PKG_LIBS) -lm
 $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
-$(SLUICE_SQL): $(call obj,$(ADMIN_SRC)) $(LIBMD) $(LIBKP)
+# The shell references only the surface (sq_open, sq_run, formats), so the
+# linker takes those objects from libadmin and leaves the worker threads
+# and the HTTP endpoint (libevent, bk_*) out; no libdaemon needed.
+$(SLUICE_SQL): $(call obj,admin/sluice-sql.c) $(LIBADMIN) $(LIBMD) $(LIBKP)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -ledit -lm
 
 # ---- install: libsluice (static + shared), sluice.h, libsluice.pc, tools ----
@@ -130,8 +144,9 @@ uninstall:
 
 # A unit test links only the modules its name says it tests, so a module
 # builds and tests without the ones above it: test_kp_* (protocol),
-# test_seg_* (segments), test_md_* (metadata), test_d_* (daemon, all).
-TEST_LINK = $(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -lm
+# test_seg_* (segments), test_md_* (metadata), test_d_* (daemon and
+# admin, all).
+TEST_LINK = $(CC) $(ALL_LDFLAGS) -o $@ $+ $(PKG_LIBS) $(CHECK_LIBS) -lm
 $(BUILD)/tests/test_kp_%: $(call obj,tests/unit/test_kp_%.c) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_seg_%: $(call obj,tests/unit/test_seg_%.c) $(LIBSEG) $(LIBKP)
@@ -146,7 +161,7 @@ $(BUILD)/tests/test_cl_%: $(call obj,tests/unit/test_cl_%.c) $(LIBSLUICE_A)
 
 $(BUILD)/bench/%: $(call obj,bench/%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(if $(findstring rdkafka,$*),-lrdkafka) -lm
+	$(CC) $(ALL_LDFLAGS) -o $@ $+ $(PKG_LIBS) $(if $(findstring rdkafka,$*),-lrdkafka) -lm
 # It runs the sluice-bench tool (order-only: built first, not linked in).
 $(BUILD)/bench/libsluice_vs_rdkafka_bench: | $(BUILD)/sluice-bench
 
@@ -194,7 +209,7 @@ fuzz-build:
 	  $(patsubst %,$(FUZZ_BUILD)/fuzz/%,$(FUZZ_TARGETS))
 $(BUILD)/fuzz/%: $(call obj,tests/fuzz/%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
-	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -Wl,--wrap=bk_req_finish -pthread -o $@ $^ $(PKG_LIBS) -lm
+	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -Wl,--wrap=bk_req_finish -pthread -o $@ $+ $(PKG_LIBS) -lm
 
 # ---- dependencies ----------------------------------------------------------
 deps:

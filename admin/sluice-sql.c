@@ -7,7 +7,7 @@
  * Talks to a broker's admin endpoint (POST /sql; -b, default 127.0.0.1:9644
  * or $SLUICE_ADMIN; the bearer token from --token or $SLUICE_ADMIN_TOKEN), or
  * with --data-dir opens a stopped broker's database read-only and runs the
- * same SQL surface in-process (admin/surface.c) for forensics.
+ * same SQL surface in-process (admin/sql_surface.c) for forensics.
  *
  * Modes: -c runs its statements and exits (status 1 if one failed); with a
  * terminal on stdin, an interactive shell with line editing and history
@@ -29,7 +29,7 @@
 #include <editline/readline.h>
 #include <sqlite3.h>
 
-#include "daemon/sql_surface.h"
+#include "admin/sql_surface.h"
 
 static struct {
     char host[256];

@@ -341,7 +341,7 @@ int16_t bk_wire_code(int rc);
  * *oom is set when allocation fails (and left alone otherwise). */
 char *bk_slice_dup(kp_str s, bool *oom);
 
-/* ---- admin HTTP: /sql, /metrics, /healthz (daemon/admin_http.c) --------------- */
+/* ---- admin HTTP: /sql, /metrics, /healthz (admin/admin_http.c) ---------------- */
 /* Binds admin.listeners and starts the SQL workers; after bk_groups_init.
  * Refuses a non-loopback address without admin.token.  0 or -1 with err. */
 int  bk_admin_start(bk_broker *b, char *err, size_t errlen);

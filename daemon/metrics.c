@@ -17,7 +17,7 @@
 
 #include "daemon/broker.h"
 #include "daemon/md_sync.h"
-#include "daemon/sql_surface.h"
+#include "admin/sql_surface.h"
 
 #define NBUCKETS 14
 static const int64_t bucket_us[NBUCKETS] = {

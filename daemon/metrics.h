@@ -1,6 +1,6 @@
 /*
  * Counters for GET /metrics (daemon/metrics.c), rendered in the
- * Prometheus text format by daemon/admin_http.c.  Recording is a few
+ * Prometheus text format by admin/admin_http.c.  Recording is a few
  * additions: cheap enough for every request.
  */
 #ifndef SLUICE_METRICS_H

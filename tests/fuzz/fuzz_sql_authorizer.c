@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the admin SQL surface (daemon/sql_*.c) with arbitrary
+ * libFuzzer target: the admin SQL surface (admin/sql_*.c) with arbitrary
  * statements — sq_run through the authorizer, the time and row limits, the
  * virtual tables and every output format.
  *
@@ -21,7 +21,7 @@
 
 #include <sqlite3.h>
 
-#include "daemon/sql_surface.h"
+#include "admin/sql_surface.h"
 #include "protocol/kp.h"
 #include "segments/seg.h"
 

@@ -1,5 +1,5 @@
 /*
- * daemon/sql_messages.c — the `messages` virtual table: records read
+ * admin/sql_messages.c — the `messages` virtual table: records read
  * straight from the partition's segment files, decompressed as needed.
  *
  * The files are opened read-only by path (<log.dirs>/<topic>-<partition>/
@@ -40,7 +40,7 @@
  * otherwise, NULL when null; headers is a JSON array of {"key","value"}
  * (NULL when the record has none).
  */
-#include "daemon/sql_surface.h"
+#include "admin/sql_surface.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/sql_format.c — running statements through the surface and
+ * admin/sql_format.c — running statements through the surface and
  * writing their rows as an aligned table, CSV (RFC 4180), JSON (an array
  * of objects per result set) or sqlite3's "line" mode.
  *
@@ -10,7 +10,7 @@
  * The table format holds a result set in memory to size its columns; it
  * is bounded by the row limit (admin.sql.max.rows), checked as rows come.
  */
-#include "daemon/sql_surface.h"
+#include "admin/sql_surface.h"
 
 #include <stdio.h>
 #include <stdlib.h>

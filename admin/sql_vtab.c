@@ -1,5 +1,5 @@
 /*
- * daemon/sql_vtab.c — the small virtual tables behind the views:
+ * admin/sql_vtab.c — the small virtual tables behind the views:
  *
  *   sluice_partition_state   live numbers per partition, from the
  *                            statement's snapshot (sq_conn_snap); lookups by
@@ -26,7 +26,7 @@
  * committed_offsets' primary key (group_id, topic, partition) — asks for
  * the partitions in order, so nearly every lookup costs one comparison.
  */
-#include "daemon/sql_surface.h"
+#include "admin/sql_surface.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,8 +23,9 @@
  * directories (sluice-sql --data-dir).
  *
  * This file and sql_surface.c, sql_vtab.c, sql_messages.c, sql_format.c
- * depend only on SQLite, metadata/ and protocol/: admin/ links them into
- * sluice-sql too (see admin/surface.c).
+ * depend only on SQLite, metadata/ and protocol/, so sluice-sql links them
+ * from libadmin.a without sql_worker.c and admin_http.c (the event-loop
+ * side, which the shell never references and the linker leaves out).
  */
 #ifndef SLUICE_SQL_SURFACE_H
 #define SLUICE_SQL_SURFACE_H

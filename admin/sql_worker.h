@@ -1,6 +1,6 @@
 /*
- * The admin side of the daemon: SQL worker threads (daemon/sql_worker.c),
- * the HTTP listener (daemon/admin_http.c) and metrics (daemon/metrics.c).
+ * The admin side of the daemon: SQL worker threads (admin/sql_worker.c),
+ * the HTTP listener (admin/admin_http.c) and metrics (daemon/metrics.c).
  * Internal to those files; the rest of the daemon sees bk_admin_* in
  * broker.h.
  */
@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 
 #include "daemon/broker.h"
-#include "daemon/sql_surface.h"
+#include "admin/sql_surface.h"
 
 enum sq_job_kind { SQ_JOB_SQL, SQ_JOB_METRICS };
 

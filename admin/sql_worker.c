@@ -1,5 +1,5 @@
 /*
- * daemon/sql_worker.c — SQL off the event loop.
+ * admin/sql_worker.c — SQL off the event loop.
  *
  * A small pool of worker threads, each with its own read-only SQLite
  * connection carrying the operator surface (sql_surface.c), runs the
@@ -33,7 +33,7 @@
  *      snapshot pointer; its SQLite connection is its own, read-only, WAL),
  *      so a slow worker cannot hold the loop back.
  */
-#include "daemon/sql_worker.h"
+#include "admin/sql_worker.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/admin_http.c — the admin HTTP listener (admin.listeners), on the
+ * admin/admin_http.c — the admin HTTP listener (admin.listeners), on the
  * broker's event loop:
  *
  *   GET  /healthz            "ok" (200) while serving, 503 while stopping
@@ -22,7 +22,7 @@
  * default 127.0.0.1:9644, which is best effort (a second broker on the
  * same host just runs without it); "none" turns the listener off.
  */
-#include "daemon/sql_worker.h"
+#include "admin/sql_worker.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/sql_surface.c — the operator tables as TEMP views on a read-only
+ * admin/sql_surface.c — the operator tables as TEMP views on a read-only
  * connection, the INSTEAD OF triggers that turn INSERT/UPDATE/DELETE on
  * four of them into admin operations, and the authorizer.
  *
@@ -21,7 +21,7 @@
  *   2. c->internal is true only while sq_open builds the surface and while
  *      a virtual table runs its own lookup query.
  */
-#include "daemon/sql_surface.h"
+#include "admin/sql_surface.h"
 
 #include <stdarg.h>
 #include <stdio.h>
