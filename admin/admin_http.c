@@ -22,6 +22,7 @@
  * default 127.0.0.1:9644, which is best effort (a second broker on the
  * same host just runs without it); "none" turns the listener off.
  */
+#include "admin/admin.h"
 #include "admin/sql_worker.h"
 
 #include <arpa/inet.h>

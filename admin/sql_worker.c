@@ -46,6 +46,7 @@
 #include <event2/event.h>
 #include <sqlite3.h>
 
+#include "daemon/replica.h"
 #include "daemon/group.h"
 
 #define SQ_WORKERS 2

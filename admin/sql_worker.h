@@ -2,7 +2,7 @@
  * The admin side of the daemon: SQL worker threads (admin/sql_worker.c),
  * the HTTP listener (admin/admin_http.c) and metrics (daemon/metrics.c).
  * Internal to those files; the rest of the daemon sees bk_admin_* in
- * broker.h.
+ * admin/admin.h.
  */
 #ifndef SLUICE_SQL_WORKER_H
 #define SLUICE_SQL_WORKER_H

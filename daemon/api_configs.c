@@ -34,7 +34,8 @@
  *     default, else Kafka's default); Kafka's ZooKeeper path skips the
  *     broker default, which is an oversight we do not copy.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/request.h"
 
 #include <stddef.h>
 #include <sys/types.h>

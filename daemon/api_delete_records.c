@@ -9,7 +9,9 @@
  *   Response: ThrottleTimeMs, Topics [Name, Partitions [PartitionIndex,
  *             LowWatermark, ErrorCode]]
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
+#include "daemon/request.h"
 
 static int16_t delete_one(bk_req *r, kp_str topic, int32_t index, int64_t offset,
                           int64_t *low)

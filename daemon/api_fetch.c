@@ -46,7 +46,9 @@
  * clients send full requests.  A request naming a session gets
  * FETCH_SESSION_ID_NOT_FOUND, as from a broker that evicted it.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
+#include "daemon/request.h"
 
 #include <errno.h>
 #include <stdlib.h>

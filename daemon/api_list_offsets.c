@@ -12,7 +12,9 @@
  * Not on the hot path (consumers call it once per partition when they have
  * no committed offset); the time lookup may read one batch from disk.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
+#include "daemon/request.h"
 
 #include <stdlib.h>
 #include <unistd.h>

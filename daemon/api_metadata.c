@@ -7,7 +7,8 @@
  * AllowAutoTopicCreation; always allowed below v4).  Creation is
  * synchronous, so the new topic is answered with its leaders at once.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/request.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -52,7 +52,9 @@
  * one does, every partition gets UNSUPPORTED_VERSION in that version's
  * response layout.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
+#include "daemon/request.h"
 #include "daemon/producer_state.h"
 
 #include <inttypes.h>

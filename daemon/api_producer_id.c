@@ -17,7 +17,7 @@
  * v2+ is flexible, v3+ carries an epoch bump for transactional producers:
  * neither is advertised (README 9.4: 0–1).
  */
-#include "daemon/broker.h"
+#include "daemon/request.h"
 
 #define PID_BLOCK 1000
 

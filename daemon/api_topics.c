@@ -30,7 +30,8 @@
  *     copy gets that result (Kafka deletes a set and answers each entry).
  *   - TimeoutMs is read and ignored: every change here is synchronous.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/request.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,17 +1,23 @@
 /*
- * daemon/ — sluiced: the broker process.
+ * daemon/broker.h — sluiced, the broker process: the broker's state and
+ * the few things every part of the daemon uses (logging, clocks, the wire
+ * form of an error).
  *
- * This header is the daemon's internal contract: the broker state, the
- * topic/partition registry, and the request context that every API handler
- * (daemon/api_*.c) receives.  Handlers never touch sockets: they read the
- * request body through r->body (a kp_rd over the frame) and write the
- * response body into r->out (a kp_buf); message bytes that come from
- * segment files are spliced in with bk_req_add_range, which the connection
- * code sends with sendfile.  Only daemon/server.c writes to sockets.
+ * The daemon's other contracts have a header each, so a file includes
+ * what it uses:
+ *   daemon/cluster.h      the cluster view (topics, partitions, leaders,
+ *                         brokers) and the one path per topic fact
+ *   daemon/replica.h      the local replicas (partition logs), their fetch
+ *                         waiters, and the workers that flush, retain,
+ *                         compact and delete them
+ *   daemon/request.h      the request context every API handler gets, and
+ *                         the handlers
+ *   daemon/coordinator.h  the group coordinator's public face
+ *   admin/admin.h         the admin HTTP endpoint (/sql, /metrics)
  *
  * One thread runs the event loop and owns everything here.  Work that may
- * block (fsync, deletion) goes to worker threads and comes back as an
- * event on the loop.
+ * block (fsync, deletion, slow SQL) goes to worker threads and comes back
+ * as an event on the loop.
  */
 #ifndef SLUICE_BROKER_H
 #define SLUICE_BROKER_H
@@ -22,7 +28,6 @@
 #include "daemon/config.h"
 #include "metadata/md.h"
 #include "protocol/kp.h"
-#include "segments/seg.h"
 
 struct event_base;
 struct event;
@@ -30,116 +35,6 @@ typedef struct bk_broker bk_broker;
 typedef struct bk_conn bk_conn;
 typedef struct bk_topic bk_topic;
 typedef struct bk_partition bk_partition;
-
-/* ---- waiting for data (Fetch long-poll) ---------------------------------- */
-/* A waiter is linked into a partition's list; bk_partition_notify (called
- * after every append) unlinks each waiter and calls its wake().  wake() runs
- * on the loop thread and may re-register. */
-typedef struct bk_waiter {
-    struct bk_waiter *next, *prev;
-    bk_partition *part;               /* NULL when not linked */
-    void (*wake)(struct bk_waiter *w);
-    void *arg;
-} bk_waiter;
-
-void bk_partition_init_waiters(bk_partition *p);   /* empty list */
-void bk_partition_watch(bk_partition *p, bk_waiter *w);
-void bk_partition_unwatch(bk_waiter *w);
-void bk_partition_notify(bk_partition *p);
-
-/* ---- local replicas (daemon/replicas.c) ----------------------------------------
- * The logs this broker hosts: one bk_partition per replica it holds, with
- * its log, high watermark, producer state and fetch waiters.  Linked into
- * the broker's list of local replicas and pointed at by the view's
- * partition (bk_pview.local); the topic pointer names the view's topic, for
- * its name and effective config. */
-struct bk_partition {
-    bk_topic *topic;
-    int32_t id;
-    bk_partition *lnext, *lprev;     /* the broker's local replicas */
-    seg_log *log;
-    int32_t leader_epoch;
-    int64_t high_watermark;          /* standalone: the log end */
-    /* flush policy (flush.messages / flush.ms) */
-    int64_t unflushed_messages;
-    int64_t last_flush_ms;
-    bool flush_in_flight;
-    /* bookmarks last saved to SQLite, to save only what changed */
-    int64_t saved_log_start, saved_recovery_point, saved_hw;
-    bk_waiter waiters;               /* list head (circular, sentinel) */
-    int64_t storage_retry_ms;        /* log failed: next seg_reset_error try */
-    struct bk_pstate *producers;     /* idempotent producers (producer_state.c) */
-    /* counters for /metrics */
-    uint64_t bytes_in, messages_in, bytes_out;
-    uint64_t flushes;                /* fdatasyncs completed (flusher.c) */
-    /* retention and compaction (daemon/retention.c, daemon/cleaner.c) */
-    bool clean_in_flight;            /* a compaction job is out */
-    uint64_t segments_deleted, bytes_deleted;
-    uint64_t cleaner_runs, cleaner_bytes_freed, cleaner_records_removed,
-             cleaner_failures;
-    int64_t cleaner_last_us;         /* duration of the last compaction */
-};
-
-/* Calls fn for every local replica (it may not close any). */
-void bk_replicas_foreach(bk_broker *b, void (*fn)(bk_partition *p, void *arg), void *arg);
-size_t bk_replicas_count(bk_broker *b);
-/* Saves log start / recovery point / high watermark of every local
- * replica whose values changed, in one transaction. */
-void bk_save_offsets(bk_broker *b);
-
-/* ---- the cluster view (daemon/view.c) -------------------------------------------
- * Every topic and partition of the cluster as the store has them (SQLite
- * in standalone mode; a ZooKeeper mirror in cluster mode): replicas, ISR,
- * leader, leader epoch.  "Who leads this partition", "does it exist",
- * "who coordinates this group" and "which brokers are alive" are asked
- * here and only here. */
-typedef struct bk_pview {
-    int32_t leader;                  /* -1: none */
-    int32_t leader_epoch;
-    int32_t nreplicas, nisr;
-    int32_t replicas[MD_REPLICAS_MAX];   /* preference order */
-    int32_t isr[MD_REPLICAS_MAX];
-    bk_partition *local;             /* this broker's replica; NULL if none */
-} bk_pview;
-
-struct bk_topic {
-    char name[MD_TOPIC_NAME_MAX + 1];
-    uint8_t id[16];
-    bool internal;
-    int32_t npartitions;
-    bk_pview *parts;                 /* [npartitions] */
-    md_topic_config cfg;             /* effective config */
-    bk_topic *hnext;                 /* hash chain */
-};
-
-bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len);
-/* Calls fn for every topic, in no particular order. */
-void bk_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *arg);
-/* The view of one partition; NULL when it does not exist. */
-const bk_pview *bk_view_partition(bk_broker *b, kp_str topic, int32_t partition);
-/* For the APIs a partition's leader serves (Produce, Fetch from consumers,
- * ListOffsets, DeleteRecords): KP_NONE with *out when this broker leads the
- * partition and hosts its log; KP_NOT_LEADER_OR_FOLLOWER when it exists
- * but is led elsewhere or not hosted here; KP_UNKNOWN_TOPIC_OR_PARTITION
- * when it does not exist. */
-int bk_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partition **out);
-/* Leader of partition i of t (-1: none). */
-int32_t bk_leader_of(bk_broker *b, const bk_topic *t, int32_t partition);
-int32_t bk_controller_id(bk_broker *b);
-/* Standalone: only this broker exists, and it is alive. */
-bool bk_broker_alive(bk_broker *b, int32_t id);
-/* Live broker ids, ascending, at most max; returns how many there are. */
-int  bk_live_brokers(bk_broker *b, int32_t *ids, int max);
-/* The cluster id (md_cluster_id), read once at startup. */
-const char *bk_cluster_id(bk_broker *b);
-/* KP_NONE when the live brokers can hold rf replicas of a partition, else
- * KP_INVALID_REPLICATION_FACTOR with Kafka's text. */
-int  bk_view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errlen);
-/* Replicas for partitions [first, first + count) of a topic: rf per
- * partition, on distinct live brokers, leaders spread (Kafka's round
- * robin).  KP_NONE, or KP_INVALID_REPLICATION_FACTOR with Kafka's text. */
-int  bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
-                    int32_t *replicas, char *err, size_t errlen);
 
 struct bk_broker {
     struct event_base *base;
@@ -166,163 +61,6 @@ struct bk_broker {
     int64_t pid_next, pid_end;       /* producer ids reserved in SQLite, unused */
 };
 
-/* ---- one path per fact (daemon/topics.c) -----------------------------------------
- * Each kind of fact has one function whose write half stores it (SQLite
- * now; ZooKeeper next) and whose apply half makes the running broker
- * match what is stored (bk_topic_apply; a ZooKeeper watch will call it).
- * Kafka APIs and SQL writes alike call these.  metadata/README.md tables
- * every fact with its paths. */
-
-/* Loads the view from the store and opens the local replicas. */
-int  bk_topics_load(bk_broker *b);
-void bk_topics_close_all(bk_broker *b);
-/* replicas: the manual assignment (partitions × replication_factor, in
- * preference order), or NULL for the broker's own (bk_view_assign).
- * Validates, writes the facts, applies them.  KP_* with a message in err. */
-int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
-                    int16_t replication_factor, const int32_t *replicas,
-                    const md_kv *configs, size_t nconfigs, bool validate_only,
-                    char *err, size_t errlen);
-int bk_topic_delete(bk_broker *b, const char *name, char *err, size_t errlen);
-/* replicas: the new partitions' assignment, or NULL (the broker's). */
-int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
-                            const int32_t *replicas, bool validate_only,
-                            char *err, size_t errlen);
-/* A topic's whole override set (AlterConfigs; IncrementalAlterConfigs and
- * SQL compute the new set first), validated before anything is written. */
-int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
-                         bool validate_only, char *err, size_t errlen);
-/* One override set (value) or removed (value NULL): SQL's row writes. */
-int bk_topic_config_edit(bk_broker *b, const char *name, const char *key,
-                         const char *value, char *err, size_t errlen);
-/* A partition's state (leader, epoch, replicas, ISR), replaced whole. */
-int bk_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
-                           const md_partition_state *st, char *err, size_t errlen);
-/* The apply half: makes the view and the local replicas match the store's
- * facts of one topic (created, grown, reconfigured, re-led or deleted).
- * KP_NONE, or an error after which the topic is left as the store has it
- * as far as it could be applied (logged). */
-int bk_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen);
-/* Segment settings for a partition, from the topic's effective config. */
-void bk_seg_config(const md_topic_config *c, seg_config *out);
-
-/* Called after an append: flush policy bookkeeping + wakes fetch waiters. */
-void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages);
-
-/* ---- flush worker (daemon/flusher.c) ---------------------------------------- */
-int  bk_flusher_start(bk_broker *b);
-/* Queues an fdatasync of the partition on the worker thread (no-op if one
- * is in flight).  On completion the loop thread records the recovery point. */
-void bk_flusher_request(bk_broker *b, bk_partition *p);
-/* Drops pending work for p (topic deletion) and waits for in-flight work
- * on p to finish. */
-void bk_flusher_forget(bk_broker *b, bk_partition *p);
-void bk_flusher_stop(bk_broker *b);
-/* Maintenance timer: requests flushes due under flush.ms. */
-void bk_flush_tick(bk_broker *b);
-
-/* ---- retention, compaction, file removal (retention.c, cleaner.c, janitor.c)
- * The loop decides (a few numbers per partition); worker threads unlink,
- * compact and remove directories.  Start after bk_flusher_start; stop
- * (cancels compactions, installs finished ones) after bk_flusher_stop;
- * shutdown (runs every queued removal now) after bk_topics_close_all. */
-int  bk_retention_start(bk_broker *b);
-void bk_retention_stop(bk_broker *b);
-void bk_retention_shutdown(bk_broker *b);
-/* log.retention.check.interval.ms: retention.ms / retention.bytes. */
-void bk_retention_tick(bk_broker *b);
-/* DeleteRecords: log start to `offset` (-1: high watermark), saved to
- * SQLite at once.  KP_NONE with *low_watermark, or a KP_* error. */
-int  bk_delete_records(bk_broker *b, bk_partition *p, int64_t offset,
-                       int64_t *low_watermark);
-/* Topic deletion: renames the partition directory "...-delete" and hands
- * the log to the janitor; p->log is NULL afterwards. */
-void bk_partition_log_delete(bk_broker *b, bk_partition *p);
-int  bk_janitor_start(bk_broker *b);
-void bk_janitor_stop(bk_broker *b);
-/* Unlinks the list's *.deleted files after delay_ms (file.delete.delay.ms). */
-void bk_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms);
-void bk_janitor_destroy_log(bk_broker *b, seg_log *log);
-void bk_janitor_remove_dir(bk_broker *b, const char *dir);
-/* log.cleaner.enable=false: no workers, no compaction. */
-int  bk_cleaner_start(bk_broker *b);
-void bk_cleaner_stop(bk_broker *b);
-/* log.cleaner.backoff.ms: plans and queues due compactions. */
-void bk_cleaner_tick(bk_broker *b);
-/* Cancels and waits for p's compaction, then finishes it (before the
- * partition's log is closed or deleted). */
-void bk_cleaner_forget(bk_broker *b, bk_partition *p);
-
-/* ---- requests ----------------------------------------------------------------- */
-enum { BK_RESPOND = 0, BK_DEFER = 1, BK_NO_RESPONSE = 2, BK_CLOSE = -1,
-       BK_CLOSE_QUIET = -2 };
-
-typedef struct bk_piece {
-    size_t at;                       /* position in out where the range goes */
-    seg_range range;
-} bk_piece;
-
-typedef struct bk_req {
-    bk_broker *b;
-    bk_conn *conn;
-    kp_req_hdr hdr;
-    kp_rd body;                      /* cursor over the request body */
-    kp_buf *out;                     /* response body, header excluded */
-    bk_piece *pieces;                /* file ranges spliced into out */
-    int npieces, cap_pieces;
-    /* For deferred handlers: called if the connection dies first. */
-    void (*cancel)(struct bk_req *r);
-    /* For deferred handlers: answer now with what there is (shutdown). */
-    void (*expire)(struct bk_req *r);
-    void *state;                     /* handler's own, for deferral */
-    int64_t received_us;
-} bk_req;
-
-/* A handler parses r->body and writes the response body to r->out.
- * Returns BK_RESPOND (send it now), BK_DEFER (it will call bk_req_finish
- * later; the connection reads nothing more meanwhile, so responses stay in
- * order), BK_NO_RESPONSE (acks=0), or BK_CLOSE (malformed: close the
- * connection; BK_CLOSE_QUIET when the handler already logged why, e.g. a
- * failed acks=0 produce). */
-typedef int (*bk_handler)(bk_req *r);
-
-/* Splices a file range in at the current end of r->out; takes over the
- * range's reference. */
-void bk_req_add_range(bk_req *r, seg_range *range);
-/* Completes a deferred request: sends its response, resumes the connection. */
-void bk_req_finish(bk_req *r);
-/* The client's address, "host:port". */
-const char *bk_conn_peer(const bk_conn *c);
-/* The connection's number, 1, 2, ... in accept order; never reused, unlike
- * its address. */
-uint64_t bk_conn_serial(const bk_conn *c);
-/* Total bytes of ranges spliced so far. */
-size_t bk_req_range_bytes(const bk_req *r);
-
-/* API table (daemon/dispatch.c). */
-typedef struct bk_api {
-    int16_t key;
-    int16_t min_version, max_version;   /* advertised */
-    bk_handler handler;
-} bk_api;
-const bk_api *bk_api_find(int16_t key);
-const bk_api *bk_api_table(size_t *n);
-
-/* Handlers, one file each or grouped by theme. */
-int bk_handle_api_versions(bk_req *r);
-int bk_handle_metadata(bk_req *r);
-int bk_handle_produce(bk_req *r);
-int bk_handle_fetch(bk_req *r);
-int bk_handle_list_offsets(bk_req *r);
-int bk_handle_create_topics(bk_req *r);
-int bk_handle_delete_topics(bk_req *r);
-int bk_handle_create_partitions(bk_req *r);
-int bk_handle_describe_configs(bk_req *r);
-int bk_handle_alter_configs(bk_req *r);
-int bk_handle_incremental_alter_configs(bk_req *r);
-int bk_handle_delete_records(bk_req *r);
-int bk_handle_init_producer_id(bk_req *r);
-
 /* ---- misc ------------------------------------------------------------------- */
 int64_t bk_now_ms(void);             /* wall clock, ms */
 int64_t bk_mono_us(void);            /* monotonic, µs */
@@ -340,35 +78,5 @@ int16_t bk_wire_code(int rc);
  * bytes become '?', so "retention.ms\0x" can never pass as "retention.ms".
  * *oom is set when allocation fails (and left alone otherwise). */
 char *bk_slice_dup(kp_str s, bool *oom);
-
-/* ---- admin HTTP: /sql, /metrics, /healthz (admin/admin_http.c) ---------------- */
-/* Binds admin.listeners and starts the SQL workers; after bk_groups_init.
- * Refuses a non-loopback address without admin.token.  0 or -1 with err. */
-int  bk_admin_start(bk_broker *b, char *err, size_t errlen);
-/* After the loop has stopped, before topics and groups are freed. */
-void bk_admin_stop(bk_broker *b);
-
-/* ---- group coordinator (daemon/group*.c) ------------------------------------ */
-/* Loads groups from SQLite (they come back Empty; members rejoin), starts
- * the retention timer.  After bk_topics_load.  0 or -1. */
-int  bk_groups_init(bk_broker *b);
-/* After bk_server_free: saves what changed, frees everything. */
-void bk_groups_shutdown(bk_broker *b);
-/* "Who coordinates group G": one place to ask.  Standalone: this broker. */
-int32_t bk_coordinator_of(bk_broker *b, const char *group);
-/* Deletes a group and its committed offsets (DeleteGroups, SQL): KP_NONE,
- * KP_NON_EMPTY_GROUP, KP_GROUP_ID_NOT_FOUND or KP_UNKNOWN_SERVER_ERROR,
- * with the reason in err. */
-int bk_group_delete(bk_broker *b, const char *group_id, char *err, size_t errlen);
-int bk_handle_find_coordinator(bk_req *r);
-int bk_handle_join_group(bk_req *r);
-int bk_handle_sync_group(bk_req *r);
-int bk_handle_heartbeat(bk_req *r);
-int bk_handle_leave_group(bk_req *r);
-int bk_handle_offset_commit(bk_req *r);
-int bk_handle_offset_fetch(bk_req *r);
-int bk_handle_list_groups(bk_req *r);
-int bk_handle_describe_groups(bk_req *r);
-int bk_handle_delete_groups(bk_req *r);
 
 #endif

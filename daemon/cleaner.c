@@ -31,7 +31,8 @@
  *      of their way (N1-N3 there); log.cleaner.io.max.bytes.per.second
  *      (unlimited by default, as in Kafka) caps the rate on top.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
 
 #include <errno.h>
 #include <linux/ioprio.h>

@@ -6,7 +6,7 @@
  * librdkafka checks v0 before compressing with gzip/snappy/lz4; v0-2 are
  * answered by the handler with an error.
  */
-#include "daemon/broker.h"
+#include "daemon/request.h"
 
 static const bk_api apis[] = {
     { KP_API_PRODUCE,                  0, 7,  bk_handle_produce },

@@ -29,7 +29,8 @@
  *   4. bk_flusher_stop lets the worker finish every queued flush (they
  *      were promised by the flush policy), then joins it.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
 #include "daemon/metrics.h"
 
 #include <errno.h>

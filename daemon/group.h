@@ -3,7 +3,8 @@
  * machine, timers, persistence), daemon/group_api.c (the membership APIs)
  * and daemon/group_offsets.c (OffsetCommit/OffsetFetch, retention).
  * Nothing outside these files includes it; the rest of the daemon calls
- * the bk_groups_* / bk_handle_* functions in broker.h.
+ * the bk_groups_* functions in coordinator.h and the bk_handle_* ones in
+ * request.h.
  */
 #ifndef SLUICE_GROUP_H
 #define SLUICE_GROUP_H
@@ -13,7 +14,9 @@
 
 #include <event2/util.h>
 
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/coordinator.h"
+#include "daemon/request.h"
 #include "daemon/commit_cadence.h"
 
 /* Kafka's GroupCoordinator.NewMemberJoinTimeoutMs. */

@@ -20,7 +20,7 @@
  *      broker does not wait out delays: the files are *.deleted already and
  *      seg_open would remove them anyway), then joins.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
 
 #include <errno.h>
 #include <pthread.h>

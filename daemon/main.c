@@ -22,7 +22,10 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
+#include "daemon/coordinator.h"
+#include "admin/admin.h"
 #include "daemon/md_sync.h"
 #include "daemon/producer_state.h"
 #include "daemon/server.h"

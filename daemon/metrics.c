@@ -15,7 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
 #include "daemon/md_sync.h"
 #include "admin/sql_surface.h"
 

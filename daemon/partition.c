@@ -29,7 +29,8 @@
  * log.flush.scheduler.interval.ms, queues partitions whose last flush is
  * older than flush.ms.  Neither ever syncs on the loop thread.
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
 
 void bk_partition_init_waiters(bk_partition *p)
 {

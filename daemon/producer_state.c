@@ -62,7 +62,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
 
 /* ---- the table -------------------------------------------------------------- */
 void bk_pstate_init(bk_pstate *ps)

@@ -83,7 +83,7 @@ uint32_t bk_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms);
 int     bk_pstate_save(const bk_pstate *ps, const char *dir, int64_t offset);
 int64_t bk_pstate_load(bk_pstate *ps, const char *dir, int64_t log_end);
 
-/* ---- the partition's side (broker.h: bk_partition.producers) ------------ */
+/* ---- the partition's side (replica.h: bk_partition.producers) ------------ */
 struct bk_broker;
 struct bk_partition;
 /* At open: loads the newest usable snapshot and replays batch headers

@@ -15,7 +15,8 @@
  * Each deletion logs one line and counts in /metrics
  * (sluice_log_segments_deleted_total, sluice_log_bytes_deleted_total).
  */
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -67,7 +67,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "daemon/broker.h"
+#include "daemon/request.h"
 #include "daemon/metrics.h"
 
 /* Frame/response buffers above this are freed after their request (inv. 3). */

@@ -2,12 +2,13 @@
  * daemon/view.h — how the one path per fact (topics.c) changes the two
  * registries: the cluster view (view.c) and the local replicas
  * (replicas.c).  Only those three files include it; everyone else asks
- * the view through broker.h.
+ * the view through cluster.h.
  */
 #ifndef SLUICE_VIEW_H
 #define SLUICE_VIEW_H
 
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
 
 void bk_view_insert(bk_broker *b, bk_topic *t);
 void bk_view_remove(bk_broker *b, bk_topic *t);

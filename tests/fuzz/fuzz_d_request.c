@@ -31,7 +31,10 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "daemon/broker.h"
+#include "daemon/cluster.h"
+#include "daemon/replica.h"
+#include "daemon/request.h"
+#include "daemon/coordinator.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 void __wrap_bk_req_finish(bk_req *r);

@@ -1,0 +1,16 @@
+/*
+ * admin/admin.h — the admin endpoint as sluiced starts and stops it.
+ */
+#ifndef SLUICE_ADMIN_H
+#define SLUICE_ADMIN_H
+
+#include "daemon/broker.h"
+
+/* ---- admin HTTP: /sql, /metrics, /healthz (admin/admin_http.c) ---------------- */
+/* Binds admin.listeners and starts the SQL workers; after bk_groups_init.
+ * Refuses a non-loopback address without admin.token.  0 or -1 with err. */
+int  bk_admin_start(bk_broker *b, char *err, size_t errlen);
+/* After the loop has stopped, before topics and groups are freed. */
+void bk_admin_stop(bk_broker *b);
+
+#endif

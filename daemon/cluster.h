@@ -1,0 +1,105 @@
+/*
+ * daemon/cluster.h — the cluster view (daemon/view.c) and the one path per
+ * topic fact (daemon/topics.c).
+ */
+#ifndef SLUICE_CLUSTER_H
+#define SLUICE_CLUSTER_H
+
+#include "daemon/broker.h"
+#include "segments/seg.h"
+
+/* ---- the cluster view (daemon/view.c) -------------------------------------------
+ * Every topic and partition of the cluster as the store has them (SQLite
+ * in standalone mode; a ZooKeeper mirror in cluster mode): replicas, ISR,
+ * leader, leader epoch.  "Who leads this partition", "does it exist",
+ * "who coordinates this group" and "which brokers are alive" are asked
+ * here and only here. */
+typedef struct bk_pview {
+    int32_t leader;                  /* -1: none */
+    int32_t leader_epoch;
+    int32_t nreplicas, nisr;
+    int32_t replicas[MD_REPLICAS_MAX];   /* preference order */
+    int32_t isr[MD_REPLICAS_MAX];
+    bk_partition *local;             /* this broker's replica; NULL if none */
+} bk_pview;
+
+struct bk_topic {
+    char name[MD_TOPIC_NAME_MAX + 1];
+    uint8_t id[16];
+    bool internal;
+    int32_t npartitions;
+    bk_pview *parts;                 /* [npartitions] */
+    md_topic_config cfg;             /* effective config */
+    bk_topic *hnext;                 /* hash chain */
+};
+
+bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len);
+/* Calls fn for every topic, in no particular order. */
+void bk_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *arg);
+/* The view of one partition; NULL when it does not exist. */
+const bk_pview *bk_view_partition(bk_broker *b, kp_str topic, int32_t partition);
+/* For the APIs a partition's leader serves (Produce, Fetch from consumers,
+ * ListOffsets, DeleteRecords): KP_NONE with *out when this broker leads the
+ * partition and hosts its log; KP_NOT_LEADER_OR_FOLLOWER when it exists
+ * but is led elsewhere or not hosted here; KP_UNKNOWN_TOPIC_OR_PARTITION
+ * when it does not exist. */
+int bk_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partition **out);
+/* Leader of partition i of t (-1: none). */
+int32_t bk_leader_of(bk_broker *b, const bk_topic *t, int32_t partition);
+int32_t bk_controller_id(bk_broker *b);
+/* Standalone: only this broker exists, and it is alive. */
+bool bk_broker_alive(bk_broker *b, int32_t id);
+/* Live broker ids, ascending, at most max; returns how many there are. */
+int  bk_live_brokers(bk_broker *b, int32_t *ids, int max);
+/* The cluster id (md_cluster_id), read once at startup. */
+const char *bk_cluster_id(bk_broker *b);
+/* KP_NONE when the live brokers can hold rf replicas of a partition, else
+ * KP_INVALID_REPLICATION_FACTOR with Kafka's text. */
+int  bk_view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errlen);
+/* Replicas for partitions [first, first + count) of a topic: rf per
+ * partition, on distinct live brokers, leaders spread (Kafka's round
+ * robin).  KP_NONE, or KP_INVALID_REPLICATION_FACTOR with Kafka's text. */
+int  bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
+                    int32_t *replicas, char *err, size_t errlen);
+
+/* ---- one path per fact (daemon/topics.c) -----------------------------------------
+ * Each kind of fact has one function whose write half stores it (SQLite
+ * now; ZooKeeper next) and whose apply half makes the running broker
+ * match what is stored (bk_topic_apply; a ZooKeeper watch will call it).
+ * Kafka APIs and SQL writes alike call these.  metadata/README.md tables
+ * every fact with its paths. */
+
+/* Loads the view from the store and opens the local replicas. */
+int  bk_topics_load(bk_broker *b);
+void bk_topics_close_all(bk_broker *b);
+/* replicas: the manual assignment (partitions × replication_factor, in
+ * preference order), or NULL for the broker's own (bk_view_assign).
+ * Validates, writes the facts, applies them.  KP_* with a message in err. */
+int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
+                    int16_t replication_factor, const int32_t *replicas,
+                    const md_kv *configs, size_t nconfigs, bool validate_only,
+                    char *err, size_t errlen);
+int bk_topic_delete(bk_broker *b, const char *name, char *err, size_t errlen);
+/* replicas: the new partitions' assignment, or NULL (the broker's). */
+int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
+                            const int32_t *replicas, bool validate_only,
+                            char *err, size_t errlen);
+/* A topic's whole override set (AlterConfigs; IncrementalAlterConfigs and
+ * SQL compute the new set first), validated before anything is written. */
+int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
+                         bool validate_only, char *err, size_t errlen);
+/* One override set (value) or removed (value NULL): SQL's row writes. */
+int bk_topic_config_edit(bk_broker *b, const char *name, const char *key,
+                         const char *value, char *err, size_t errlen);
+/* A partition's state (leader, epoch, replicas, ISR), replaced whole. */
+int bk_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
+                           const md_partition_state *st, char *err, size_t errlen);
+/* The apply half: makes the view and the local replicas match the store's
+ * facts of one topic (created, grown, reconfigured, re-led or deleted).
+ * KP_NONE, or an error after which the topic is left as the store has it
+ * as far as it could be applied (logged). */
+int bk_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen);
+/* Segment settings for a partition, from the topic's effective config. */
+void bk_seg_config(const md_topic_config *c, seg_config *out);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * daemon/replica.h — the local replicas: the partition logs this broker
+ * hosts (daemon/replicas.c), the Fetch waiters on them (partition.c), and
+ * the workers that flush (flusher.c), retain (retention.c), compact
+ * (cleaner.c) and delete (janitor.c) them.
+ */
+#ifndef SLUICE_REPLICA_H
+#define SLUICE_REPLICA_H
+
+#include "daemon/broker.h"
+#include "segments/seg.h"
+
+/* ---- waiting for data (Fetch long-poll) ---------------------------------- */
+/* A waiter is linked into a partition's list; bk_partition_notify (called
+ * after every append) unlinks each waiter and calls its wake().  wake() runs
+ * on the loop thread and may re-register. */
+typedef struct bk_waiter {
+    struct bk_waiter *next, *prev;
+    bk_partition *part;               /* NULL when not linked */
+    void (*wake)(struct bk_waiter *w);
+    void *arg;
+} bk_waiter;
+
+void bk_partition_init_waiters(bk_partition *p);   /* empty list */
+void bk_partition_watch(bk_partition *p, bk_waiter *w);
+void bk_partition_unwatch(bk_waiter *w);
+void bk_partition_notify(bk_partition *p);
+
+/* ---- local replicas (daemon/replicas.c) ----------------------------------------
+ * The logs this broker hosts: one bk_partition per replica it holds, with
+ * its log, high watermark, producer state and fetch waiters.  Linked into
+ * the broker's list of local replicas and pointed at by the view's
+ * partition (bk_pview.local); the topic pointer names the view's topic, for
+ * its name and effective config. */
+struct bk_partition {
+    bk_topic *topic;
+    int32_t id;
+    bk_partition *lnext, *lprev;     /* the broker's local replicas */
+    seg_log *log;
+    int32_t leader_epoch;
+    int64_t high_watermark;          /* standalone: the log end */
+    /* flush policy (flush.messages / flush.ms) */
+    int64_t unflushed_messages;
+    int64_t last_flush_ms;
+    bool flush_in_flight;
+    /* bookmarks last saved to SQLite, to save only what changed */
+    int64_t saved_log_start, saved_recovery_point, saved_hw;
+    bk_waiter waiters;               /* list head (circular, sentinel) */
+    int64_t storage_retry_ms;        /* log failed: next seg_reset_error try */
+    struct bk_pstate *producers;     /* idempotent producers (producer_state.c) */
+    /* counters for /metrics */
+    uint64_t bytes_in, messages_in, bytes_out;
+    uint64_t flushes;                /* fdatasyncs completed (flusher.c) */
+    /* retention and compaction (daemon/retention.c, daemon/cleaner.c) */
+    bool clean_in_flight;            /* a compaction job is out */
+    uint64_t segments_deleted, bytes_deleted;
+    uint64_t cleaner_runs, cleaner_bytes_freed, cleaner_records_removed,
+             cleaner_failures;
+    int64_t cleaner_last_us;         /* duration of the last compaction */
+};
+
+/* Calls fn for every local replica (it may not close any). */
+void bk_replicas_foreach(bk_broker *b, void (*fn)(bk_partition *p, void *arg), void *arg);
+size_t bk_replicas_count(bk_broker *b);
+/* Saves log start / recovery point / high watermark of every local
+ * replica whose values changed, in one transaction. */
+void bk_save_offsets(bk_broker *b);
+
+/* Called after an append: flush policy bookkeeping + wakes fetch waiters. */
+void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages);
+
+/* ---- flush worker (daemon/flusher.c) ---------------------------------------- */
+int  bk_flusher_start(bk_broker *b);
+/* Queues an fdatasync of the partition on the worker thread (no-op if one
+ * is in flight).  On completion the loop thread records the recovery point. */
+void bk_flusher_request(bk_broker *b, bk_partition *p);
+/* Drops pending work for p (topic deletion) and waits for in-flight work
+ * on p to finish. */
+void bk_flusher_forget(bk_broker *b, bk_partition *p);
+void bk_flusher_stop(bk_broker *b);
+/* Maintenance timer: requests flushes due under flush.ms. */
+void bk_flush_tick(bk_broker *b);
+
+/* ---- retention, compaction, file removal (retention.c, cleaner.c, janitor.c)
+ * The loop decides (a few numbers per partition); worker threads unlink,
+ * compact and remove directories.  Start after bk_flusher_start; stop
+ * (cancels compactions, installs finished ones) after bk_flusher_stop;
+ * shutdown (runs every queued removal now) after bk_topics_close_all. */
+int  bk_retention_start(bk_broker *b);
+void bk_retention_stop(bk_broker *b);
+void bk_retention_shutdown(bk_broker *b);
+/* log.retention.check.interval.ms: retention.ms / retention.bytes. */
+void bk_retention_tick(bk_broker *b);
+/* DeleteRecords: log start to `offset` (-1: high watermark), saved to
+ * SQLite at once.  KP_NONE with *low_watermark, or a KP_* error. */
+int  bk_delete_records(bk_broker *b, bk_partition *p, int64_t offset,
+                       int64_t *low_watermark);
+/* Topic deletion: renames the partition directory "...-delete" and hands
+ * the log to the janitor; p->log is NULL afterwards. */
+void bk_partition_log_delete(bk_broker *b, bk_partition *p);
+int  bk_janitor_start(bk_broker *b);
+void bk_janitor_stop(bk_broker *b);
+/* Unlinks the list's *.deleted files after delay_ms (file.delete.delay.ms). */
+void bk_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms);
+void bk_janitor_destroy_log(bk_broker *b, seg_log *log);
+void bk_janitor_remove_dir(bk_broker *b, const char *dir);
+/* log.cleaner.enable=false: no workers, no compaction. */
+int  bk_cleaner_start(bk_broker *b);
+void bk_cleaner_stop(bk_broker *b);
+/* log.cleaner.backoff.ms: plans and queues due compactions. */
+void bk_cleaner_tick(bk_broker *b);
+/* Cancels and waits for p's compaction, then finishes it (before the
+ * partition's log is closed or deleted). */
+void bk_cleaner_forget(bk_broker *b, bk_partition *p);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * daemon/request.h — what an API handler receives and returns.
+ *
+ * Handlers never touch sockets: they read the request body through
+ * r->body (a kp_rd over the frame) and write the response body into r->out
+ * (a kp_buf); message bytes that come from segment files are spliced in
+ * with bk_req_add_range, which the connection code sends with sendfile.
+ * Only daemon/server.c writes to sockets.
+ */
+#ifndef SLUICE_REQUEST_H
+#define SLUICE_REQUEST_H
+
+#include "daemon/broker.h"
+#include "segments/seg.h"
+
+/* ---- requests ----------------------------------------------------------------- */
+enum { BK_RESPOND = 0, BK_DEFER = 1, BK_NO_RESPONSE = 2, BK_CLOSE = -1,
+       BK_CLOSE_QUIET = -2 };
+
+typedef struct bk_piece {
+    size_t at;                       /* position in out where the range goes */
+    seg_range range;
+} bk_piece;
+
+typedef struct bk_req {
+    bk_broker *b;
+    bk_conn *conn;
+    kp_req_hdr hdr;
+    kp_rd body;                      /* cursor over the request body */
+    kp_buf *out;                     /* response body, header excluded */
+    bk_piece *pieces;                /* file ranges spliced into out */
+    int npieces, cap_pieces;
+    /* For deferred handlers: called if the connection dies first. */
+    void (*cancel)(struct bk_req *r);
+    /* For deferred handlers: answer now with what there is (shutdown). */
+    void (*expire)(struct bk_req *r);
+    void *state;                     /* handler's own, for deferral */
+    int64_t received_us;
+} bk_req;
+
+/* A handler parses r->body and writes the response body to r->out.
+ * Returns BK_RESPOND (send it now), BK_DEFER (it will call bk_req_finish
+ * later; the connection reads nothing more meanwhile, so responses stay in
+ * order), BK_NO_RESPONSE (acks=0), or BK_CLOSE (malformed: close the
+ * connection; BK_CLOSE_QUIET when the handler already logged why, e.g. a
+ * failed acks=0 produce). */
+typedef int (*bk_handler)(bk_req *r);
+
+/* Splices a file range in at the current end of r->out; takes over the
+ * range's reference. */
+void bk_req_add_range(bk_req *r, seg_range *range);
+/* Completes a deferred request: sends its response, resumes the connection. */
+void bk_req_finish(bk_req *r);
+/* The client's address, "host:port". */
+const char *bk_conn_peer(const bk_conn *c);
+/* The connection's number, 1, 2, ... in accept order; never reused, unlike
+ * its address. */
+uint64_t bk_conn_serial(const bk_conn *c);
+/* Total bytes of ranges spliced so far. */
+size_t bk_req_range_bytes(const bk_req *r);
+
+/* API table (daemon/dispatch.c). */
+typedef struct bk_api {
+    int16_t key;
+    int16_t min_version, max_version;   /* advertised */
+    bk_handler handler;
+} bk_api;
+const bk_api *bk_api_find(int16_t key);
+const bk_api *bk_api_table(size_t *n);
+
+/* Handlers, one file each or grouped by theme. */
+int bk_handle_api_versions(bk_req *r);
+int bk_handle_metadata(bk_req *r);
+int bk_handle_produce(bk_req *r);
+int bk_handle_fetch(bk_req *r);
+int bk_handle_list_offsets(bk_req *r);
+int bk_handle_create_topics(bk_req *r);
+int bk_handle_delete_topics(bk_req *r);
+int bk_handle_create_partitions(bk_req *r);
+int bk_handle_describe_configs(bk_req *r);
+int bk_handle_alter_configs(bk_req *r);
+int bk_handle_incremental_alter_configs(bk_req *r);
+int bk_handle_delete_records(bk_req *r);
+int bk_handle_init_producer_id(bk_req *r);
+
+/* The group coordinator's handlers (daemon/group*.c). */
+int bk_handle_find_coordinator(bk_req *r);
+int bk_handle_join_group(bk_req *r);
+int bk_handle_sync_group(bk_req *r);
+int bk_handle_heartbeat(bk_req *r);
+int bk_handle_leave_group(bk_req *r);
+int bk_handle_offset_commit(bk_req *r);
+int bk_handle_offset_fetch(bk_req *r);
+int bk_handle_list_groups(bk_req *r);
+int bk_handle_describe_groups(bk_req *r);
+int bk_handle_delete_groups(bk_req *r);
+
+
+#endif
