@@ -103,7 +103,7 @@ $(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(call obj,$(PROTO_SRC))
 	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libsluice.so.0 -o $@ $^ $(PKG_LIBS) -lm
 $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
-$(SLUICE_SQL): $(call obj,$(ADMIN_SRC)) $(LIBMD) $(LIBKP)
+$(SLUICE_SQL): $(call obj,$(ADMIN_SRC)) $(LIBMD) $(LIBSEG) $(LIBKP)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -ledit -lm
 
 # ---- install: libsluice (static + shared), sluice.h, libsluice.pc, tools ----
