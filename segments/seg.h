@@ -10,7 +10,9 @@
  * Threading: one owner thread (the event loop) calls everything except
  * seg_flush, which may run on a worker thread concurrently with the owner's
  * appends and reads (it holds an internal lock only briefly, never across
- * the fdatasync).
+ * the fdatasync), and the readers by directory (seg_cursor_*,
+ * seg_dir_stat), which any thread may call: they never touch a seg_log.
+ * Nothing outside segments/ reads segment files.
  *
  * Uses protocol/ for batch headers, CRC-32C and (for exact time lookups in
  * compressed batches) record iteration.  Knows nothing of libevent or SQLite:
