@@ -117,7 +117,7 @@ $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 # The shell references only the surface (sq_open, sq_run, formats), so the
 # linker takes those objects from libadmin and leaves the worker threads
 # and the HTTP endpoint (libevent, bk_*) out; no libdaemon needed.
-$(SLUICE_SQL): $(call obj,admin/sluice-sql.c) $(LIBADMIN) $(LIBMD) $(LIBKP)
+$(SLUICE_SQL): $(call obj,admin/sluice-sql.c) $(LIBADMIN) $(LIBMD) $(LIBSEG) $(LIBKP)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -ledit -lm
 
 # ---- install: libsluice (static + shared), sluice.h, libsluice.pc, tools ----

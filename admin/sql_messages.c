@@ -2,13 +2,11 @@
  * admin/sql_messages.c — the `messages` virtual table: records read
  * straight from the partition's segment files, decompressed as needed.
  *
- * The files are opened read-only by path (<log.dirs>/<topic>-<partition>/
- * <20-digit base>.log/.index/.timeindex), never through the event loop's
+ * Records come from a seg_cursor (segments/cursor.c), which opens the
+ * partition's files read-only by directory, never through the event loop's
  * seg_log, so a query runs on the SQL worker without touching loop state.
- * That is safe because segment files are append-only: a batch below the
- * high watermark never changes, and retention unlinks files (an open fd
- * keeps reading).  Reads stop at the statement snapshot's high watermark,
- * so a half-written tail batch is never looked at.
+ * Reads stop at the statement snapshot's high watermark, so a half-written
+ * tail batch is never looked at.
  *
  * Pushdown (xBestIndex): topic = ?, partition = ?, offset =/>/>=/</<= ?,
  * timestamp >=/> ?.  A query "topic='t' AND partition=0 AND offset >= N
@@ -17,21 +15,10 @@
  * indexed position (at most index.interval.bytes of batches before N) and
  * the records up to the tenth.  A timestamp bound seeks with the
  * .timeindex the same way and skips whole batches by MaxTimestamp.
- *
- * Reading a batch:
- *   - uncompressed: streamed.  After its header, records are read through
- *     a window of STREAM_CHUNK bytes of the file, one after the other (a
- *     record's offset is only known by reading the records before it: the
- *     index points at batches), and reading stops when SQLite stops asking
- *     (LIMIT).  A record bigger than the window that lies below the wanted
- *     offset is skipped after reading its first bytes.  So "offset >= N
- *     LIMIT 10" in the middle of a 1 MB batch of 1 KiB records reads about
- *     half the batch, not all of it.
- *   - compressed: read and decompressed whole (a codec's stream cannot be
- *     entered in the middle).  A query in a 1 MB compressed batch reads
- *     that batch.
- *   Records of a streamed batch point into the window: valid until the
- *   next advance(), which is all xColumn needs.
+ * Uncompressed batches are streamed, so LIMIT stops the reading inside a
+ * batch; compressed ones are read whole (cursor.c says how).  Records
+ * point into the cursor: valid until the next advance(), which is all
+ * xColumn needs.
  *
  * Rows come ordered by (topic, partition, offset), which the planner is
  * told, so ORDER BY offset costs nothing.
@@ -42,214 +29,16 @@
  */
 #include "admin/sql_surface.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <sqlite3.h>
 
 /* Bytes read from segment files by this table (bench/sql_bench.c). */
 atomic_llong sq_messages_bytes_read;
 
-static ssize_t pread_all(int fd, void *buf, size_t n, off_t pos)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = pread(fd, (char *)buf + done, n - done, pos + (off_t)done);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        done += (size_t)r;
-    }
-    atomic_fetch_add(&sq_messages_bytes_read, (long long)done);
-    return (ssize_t)done;
-}
-
-static int64_t be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-static int32_t be32(const uint8_t *p)
-{
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-                     ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-
-static int seg_cmp(const void *a, const void *b)
-{
-    const sq_seginfo *x = a, *y = b;
-    return (x->base > y->base) - (x->base < y->base);
-}
-
-int sq_list_segments(const char *dir, sq_seginfo **out, size_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    size_t cap = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *nm = e->d_name;
-        if (strlen(nm) != 24 || strcmp(nm + 20, ".log"))
-            continue;
-        int64_t base = 0;
-        bool ok = true;
-        for (int i = 0; i < 20; i++) {
-            if (nm[i] < '0' || nm[i] > '9') { ok = false; break; }
-            base = base * 10 + (nm[i] - '0');
-        }
-        if (!ok)
-            continue;
-        char path[4200];
-        struct stat stt;
-        snprintf(path, sizeof path, "%s/%s", dir, nm);
-        if (stat(path, &stt))
-            continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 8;
-            sq_seginfo *ns = realloc(*out, cap * sizeof *ns);
-            if (!ns)
-                break;
-            *out = ns;
-        }
-        (*out)[*n].base = base;
-        (*out)[(*n)++].size = (int64_t)stt.st_size;
-    }
-    closedir(d);
-    if (*n > 1)
-        qsort(*out, *n, sizeof **out, seg_cmp);
-    return 0;
-}
-
-static int open_seg_file(const char *dir, int64_t base, const char *ext)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%020lld.%s", dir, (long long)base, ext);
-    return open(path, O_RDONLY | O_CLOEXEC);
-}
-
-/* Entries in an index file: the preallocated slack of an active index is
- * zeros, and a real entry is never all-zero (index.c, I2), so the count is
- * found by binary search for the first zero entry. */
-static uint32_t index_entries(int fd, size_t entry)
-{
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st))
-        return 0;
-    uint32_t lo = 0, hi = (uint32_t)((size_t)st.st_size / entry);
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        uint8_t e[12];
-        if (pread_all(fd, e, entry, (off_t)mid * (off_t)entry) != (ssize_t)entry)
-            return lo;
-        bool zero = true;
-        for (size_t i = 0; i < entry; i++)
-            if (e[i]) zero = false;
-        if (zero)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-/* Position of the last offset-index entry with rel <= target (0 if none). */
-static int64_t oidx_floor(int fd, uint32_t n, int64_t target)
-{
-    uint32_t lo = 0, hi = n;                 /* first entry with rel > target */
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        uint8_t e[8];
-        if (pread_all(fd, e, 8, (off_t)mid * 8) != 8)
-            return 0;
-        if (be32(e) <= target)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
-        return 0;
-    uint8_t e[8];
-    if (pread_all(fd, e, 8, (off_t)(lo - 1) * 8) != 8)
-        return 0;
-    return be32(e + 4);
-}
-
-/* rel of the last time-index entry with ts < target (0 if none). */
-static int64_t tidx_below(int fd, uint32_t n, int64_t target)
-{
-    uint32_t lo = 0, hi = n;                 /* first entry with ts >= target */
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        uint8_t e[12];
-        if (pread_all(fd, e, 12, (off_t)mid * 12) != 12)
-            return 0;
-        if (be64(e) < target)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
-        return 0;
-    uint8_t e[12];
-    if (pread_all(fd, e, 12, (off_t)(lo - 1) * 12) != 12)
-        return 0;
-    return be32(e + 8);
-}
-
-int64_t sq_segment_end(const char *dir, int64_t base, int64_t *max_ts)
-{
-    *max_ts = -1;
-    int fd = open_seg_file(dir, base, "log");
-    if (fd < 0)
-        return base;
-    int ix = open_seg_file(dir, base, "index");
-    int64_t pos = 0;
-    if (ix >= 0) {
-        pos = oidx_floor(ix, index_entries(ix, 8), INT32_MAX);
-        close(ix);
-    }
-    int tx = open_seg_file(dir, base, "timeindex");
-    if (tx >= 0) {
-        uint32_t n = index_entries(tx, 12);
-        uint8_t e[12];
-        if (n && pread_all(tx, e, 12, (off_t)(n - 1) * 12) == 12)
-            *max_ts = be64(e);
-        close(tx);
-    }
-    int64_t end = base;
-    uint8_t h[KP_BATCH_HEADER_SIZE];
-    for (;;) {
-        if (pread_all(fd, h, sizeof h, (off_t)pos) != (ssize_t)sizeof h)
-            break;
-        kp_batch b;
-        int64_t size = kp_batch_size(h, sizeof h);
-        if (size < KP_BATCH_HEADER_SIZE || kp_batch_header(h, sizeof h, &b) || b.Magic != 2)
-            break;
-        end = b.BaseOffset + b.LastOffsetDelta + 1;
-        if (b.MaxTimestamp > *max_ts)
-            *max_ts = b.MaxTimestamp;
-        pos += size;
-    }
-    close(fd);
-    return end;
-}
-
 /* ---- the table ------------------------------------------------------------------------- */
-/* Read size when streaming an uncompressed batch: a typical producer batch
- * (Java batch.size 16 KiB) in one read, a 1 MB batch in steps. */
-#define STREAM_CHUNK (16 << 10)
-
 enum { M_TOPIC, M_PARTITION, M_OFFSET, M_TIMESTAMP, M_KEY, M_VALUE, M_HEADERS };
 
 /* idxNum bits */
@@ -273,21 +62,7 @@ typedef struct msg_cur {
     size_t pi, pend;                  /* partitions left, in the snapshot */
     /* current partition */
     const sq_live *cur;
-    char dir[4200];
-    sq_seginfo *segs;
-    size_t nseg, si;
-    int fd;
-    int64_t pos;
-    int64_t cap;                      /* min(hi, high watermark) */
-    /* current batch */
-    kp_buf batch;                     /* whole (compressed) or a window (streamed) */
-    kp_rec_iter it;                   /* whole */
-    bool in_batch;
-    bool streaming;
-    kp_batch hdr;                     /* streamed: its header, */
-    int64_t wpos;                     /* file position of batch.data[0], */
-    int64_t rpos, rend;               /* next record, end of the records area, */
-    int32_t left;                     /* records not yet read */
+    seg_cursor *sc;
     kp_record rec;
     int64_t rowid;
     bool eof;
@@ -402,22 +177,14 @@ static int msg_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out)
         return SQLITE_NOMEM;
     memset(cur, 0, sizeof *cur);
     cur->c = ((msg_vt *)v)->c;
-    cur->fd = -1;
-    kp_buf_init(&cur->batch);
-    kp_rec_iter_init0(&cur->it);
     *out = &cur->base;
     return SQLITE_OK;
 }
 
 static void close_partition(msg_cur *cur)
 {
-    if (cur->fd >= 0)
-        close(cur->fd);
-    cur->fd = -1;
-    free(cur->segs);
-    cur->segs = NULL;
-    cur->nseg = cur->si = 0;
-    cur->in_batch = false;
+    seg_cursor_close(cur->sc);
+    cur->sc = NULL;
     cur->cur = NULL;
 }
 
@@ -425,56 +192,13 @@ static int msg_close(sqlite3_vtab_cursor *cc)
 {
     msg_cur *cur = (msg_cur *)cc;
     close_partition(cur);
-    kp_rec_iter_free(&cur->it);
-    kp_buf_free(&cur->batch);
     sq_snap_unref(cur->snap);
     free(cur->topic);
     sqlite3_free(cur);
     return SQLITE_OK;
 }
 
-/* Opens segment si and seeks to the first batch that can hold a wanted
- * record.  false when there is no such segment. */
-static bool open_segment(msg_cur *cur)
-{
-    while (cur->si < cur->nseg) {
-        int64_t base = cur->segs[cur->si].base;
-        if (base >= cur->cap)
-            return false;
-        /* Skip a segment wholly below lo: the next one starts at or below lo. */
-        if (cur->si + 1 < cur->nseg && cur->segs[cur->si + 1].base <= cur->lo) {
-            cur->si++;
-            continue;
-        }
-        cur->fd = open_seg_file(cur->dir, base, "log");
-        if (cur->fd < 0) {                          /* deleted by retention meanwhile */
-            cur->si++;
-            continue;
-        }
-        cur->pos = 0;
-        int ix = open_seg_file(cur->dir, base, "index");
-        if (ix >= 0) {
-            uint32_t n = index_entries(ix, 8);
-            if (cur->lo > base)
-                cur->pos = oidx_floor(ix, n, cur->lo - base > INT32_MAX ? INT32_MAX
-                                                                     : cur->lo - base);
-            if (cur->ts_lo > INT64_MIN) {
-                int tx = open_seg_file(cur->dir, base, "timeindex");
-                if (tx >= 0) {
-                    int64_t rel = tidx_below(tx, index_entries(tx, 12), cur->ts_lo);
-                    close(tx);
-                    int64_t p = rel > 0 ? oidx_floor(ix, n, rel) : 0;
-                    if (p > cur->pos)
-                        cur->pos = p;
-                }
-            }
-            close(ix);
-        }
-        return true;
-    }
-    return false;
-}
-
+/* Opens a record cursor on the next wanted partition.  false at the end. */
 static bool start_partition(msg_cur *cur)
 {
     while (cur->pi < cur->pend) {
@@ -483,181 +207,39 @@ static bool start_partition(msg_cur *cur)
             continue;
         if (cur->topic && strcmp(l->topic, cur->topic))
             continue;
-        cur->cur = l;
-        cur->cap = cur->hi < l->high_watermark ? cur->hi : l->high_watermark;
-        if (cur->lo >= cur->cap)
+        int64_t cap = cur->hi < l->high_watermark ? cur->hi : l->high_watermark;
+        if (cur->lo >= cap)
             continue;
-        snprintf(cur->dir, sizeof cur->dir, "%s/%s-%d", cur->c->env.data_dir, l->topic,
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/%s-%d", cur->c->env.data_dir, l->topic,
                  l->partition);
-        if (sq_list_segments(cur->dir, &cur->segs, &cur->nseg) || !cur->nseg) {
-            close_partition(cur);
-            continue;
-        }
-        cur->si = 0;
-        if (open_segment(cur))
-            return true;
-        close_partition(cur);
+        seg_cursor_opts o = { .dir = dir, .from = cur->lo, .to = cap,
+                              .min_ts = cur->ts_lo,
+                              .bytes_read = &sq_messages_bytes_read };
+        if (seg_cursor_open(&o, &cur->sc) != 0)
+            continue;                 /* no files (yet, or any more) */
+        cur->cur = l;
+        return true;
     }
     return false;
-}
-
-/* Makes bytes [from, from + need) of the segment file, all inside the
- * streamed batch, readable in the window, reading max(need, atleast) bytes
- * (up to the batch end) when they are not there yet; what the window
- * already holds of them is kept, not read again.  A pointer to byte
- * `from`, or NULL on a short read. */
-static const uint8_t *window(msg_cur *cur, int64_t from, size_t need, size_t atleast)
-{
-    kp_buf *w = &cur->batch;
-    int64_t wend = cur->wpos + (int64_t)w->len;
-    if (from >= cur->wpos && from + (int64_t)need <= wend)
-        return w->data + (from - cur->wpos);
-    size_t keep = 0;
-    if (from >= cur->wpos && from < wend) {            /* slide the tail down */
-        keep = (size_t)(wend - from);
-        memmove(w->data, w->data + (from - cur->wpos), keep);
-    }
-    size_t n = need > atleast ? need : atleast;
-    if ((int64_t)n > cur->rend - from)
-        n = (size_t)(cur->rend - from);
-    w->len = keep;
-    cur->wpos = from;
-    uint8_t *p = kp_buf_reserve(w, n - keep);
-    if (!p)
-        return NULL;
-    ssize_t r = pread_all(cur->fd, p, n - keep, (off_t)(from + (int64_t)keep));
-    if (r < 0 || (size_t)r != n - keep)
-        return NULL;
-    w->len = n;
-    return w->data;
-}
-
-/* The next record of a streamed batch: 1, 0 at its end, KP_E_NOMEM, or
- * another KP_E_* when it is unreadable (the rest of the batch is skipped,
- * as a whole batch that does not decode is). */
-static int stream_next(msg_cur *cur, kp_record *rec)
-{
-    while (cur->left > 0 && cur->rpos < cur->rend) {
-        /* The length (VARINT, at most 5 bytes), then Attributes INT8,
-         * TimestampDelta VARLONG (10), OffsetDelta VARINT (5): the first 21
-         * bytes say how big the record is and whether it is wanted.  They
-         * are read with the chunk that follows: skipping small records one
-         * by one would save preads but not disk reads (pages). */
-        size_t avail = (size_t)(cur->rend - cur->rpos), vn = avail < 21 ? avail : 21;
-        const uint8_t *p = window(cur, cur->rpos, vn, STREAM_CHUNK);
-        if (!p)
-            return cur->batch.err ? KP_E_NOMEM : KP_E_TRUNCATED;
-        kp_rd rd;
-        kp_rd_init(&rd, p, vn < 5 ? vn : 5);
-        int32_t len = kp_rd_varint(&rd);
-        size_t lenlen = (size_t)(rd.p - p);
-        if (!kp_rd_ok(&rd) || len < 0 || (size_t)len > avail - lenlen)
-            return KP_E_MALFORMED;
-        size_t total = lenlen + (size_t)len;
-        if (total > STREAM_CHUNK) {       /* big: read it only if wanted */
-            kp_rd_init(&rd, p + lenlen, vn - lenlen);
-            kp_rd_i8(&rd);
-            kp_rd_varlong(&rd);
-            int64_t off = cur->hdr.BaseOffset + kp_rd_varint(&rd);
-            if (kp_rd_ok(&rd) && off < cur->lo) {
-                cur->rpos += (int64_t)total;
-                cur->left--;
-                continue;
-            }
-        }
-        if (!(p = window(cur, cur->rpos, total, STREAM_CHUNK)))
-            return cur->batch.err ? KP_E_NOMEM : KP_E_TRUNCATED;
-        kp_rd_init(&rd, p, total);
-        int rc = kp_rec_read(&rd, &cur->hdr, rec);
-        if (rc != 1)
-            return rc;
-        cur->rpos += (int64_t)total;
-        cur->left--;
-        return 1;
-    }
-    return 0;
 }
 
 /* Moves to the next wanted record; sets eof at the end. */
 static int advance(msg_cur *cur)
 {
     for (;;) {
-        if (!cur->cur && !start_partition(cur)) {
+        if (!cur->sc && !start_partition(cur)) {
             cur->eof = true;
             return SQLITE_OK;
         }
-        if (cur->in_batch) {
-            int r = cur->streaming ? stream_next(cur, &cur->rec)
-                                   : kp_rec_iter_next(&cur->it, &cur->rec);
-            if (r == KP_E_NOMEM)
-                return SQLITE_NOMEM;
-            if (r == 1) {
-                if (cur->rec.Offset < cur->lo)
-                    continue;
-                if (cur->rec.Offset >= cur->cap) {
-                    close_partition(cur);
-                    continue;
-                }
-                cur->rowid++;
-                return SQLITE_OK;
-            }
-            cur->in_batch = false;
-            continue;
+        int r = seg_cursor_next(cur->sc, &cur->rec);
+        if (r == 1) {
+            cur->rowid++;
+            return SQLITE_OK;
         }
-        if (cur->fd < 0) {
-            if (!open_segment(cur)) {
-                close_partition(cur);
-                continue;
-            }
-        }
-        uint8_t h[KP_BATCH_HEADER_SIZE];
-        kp_batch b;
-        int64_t size = -1;
-        if (pread_all(cur->fd, h, sizeof h, (off_t)cur->pos) == (ssize_t)sizeof h)
-            size = kp_batch_size(h, sizeof h);
-        if (size < KP_BATCH_HEADER_SIZE || kp_batch_header(h, sizeof h, &b) || b.Magic != 2) {
-            close(cur->fd);                          /* end of this segment */
-            cur->fd = -1;
-            cur->si++;
-            continue;
-        }
-        if (b.BaseOffset >= cur->cap) {
-            close_partition(cur);
-            continue;
-        }
-        int64_t last = b.BaseOffset + b.LastOffsetDelta;
-        bool is_control = (b.Attributes & KP_ATTR_CONTROL) != 0;
-        if (last < cur->lo || is_control ||
-            (cur->ts_lo > INT64_MIN && b.MaxTimestamp < cur->ts_lo)) {
-            cur->pos += size;
-            continue;
-        }
-        kp_buf_reset(&cur->batch);
-        if ((b.Attributes & KP_ATTR_CODEC_MASK) == KP_CODEC_NONE) {
-            cur->hdr = b;
-            cur->wpos = cur->pos;                       /* empty window */
-            cur->rpos = cur->pos + KP_BATCH_HEADER_SIZE;
-            cur->rend = cur->pos + size;
-            cur->left = b.RecordsCount;
-            cur->pos += size;
-            cur->streaming = cur->in_batch = true;
-            continue;
-        }
-        cur->streaming = false;
-        uint8_t *p = kp_buf_reserve(&cur->batch, (size_t)size);
-        if (!p)
+        if (r == SEG_E_NOMEM)
             return SQLITE_NOMEM;
-        if (pread_all(cur->fd, p, (size_t)size, (off_t)cur->pos) != (ssize_t)size) {
-            close(cur->fd);
-            cur->fd = -1;
-            cur->si++;
-            continue;
-        }
-        cur->batch.len = (size_t)size;
-        cur->pos += size;
-        if (kp_rec_iter_start(&cur->it, cur->batch.data, (size_t)size) != 0)
-            continue;                                /* undecodable: skip the batch */
-        cur->in_batch = true;
+        close_partition(cur);
     }
 }
 

@@ -37,6 +37,7 @@
 
 #include "metadata/md.h"
 #include "protocol/kp.h"
+#include "segments/seg.h"
 
 struct sqlite3;
 
@@ -161,16 +162,5 @@ extern atomic_llong sq_messages_bytes_read;
 /* The statement's snapshot (taken on first use, kept until it ends). */
 sq_snap *sq_conn_snap(sq_conn *c);
 int64_t sq_mono_us(void);
-
-/* Partition files, for the messages table and the --data-dir scan
- * (sql_messages.c).  Reads batch headers from the .log files directly. */
-typedef struct sq_seginfo {
-    int64_t base;
-    int64_t size;
-} sq_seginfo;
-/* Segments of <dir> sorted by base; *out malloc'd. */
-int sq_list_segments(const char *dir, sq_seginfo **out, size_t *n);
-/* Offset after the last whole batch of a segment file (base if empty). */
-int64_t sq_segment_end(const char *dir, int64_t base, int64_t *max_ts);
 
 #endif

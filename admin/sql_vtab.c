@@ -152,23 +152,19 @@ sq_snap *sq_snap_from_files(sqlite3 *db, const char *data_dir)
         sq_live *l = &s->rows[i];
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/%s-%d", data_dir, l->topic, l->partition);
-        sq_seginfo *segs = NULL;
-        size_t nseg = 0;
-        if (sq_list_segments(dir, &segs, &nseg) == 0 && nseg) {
-            for (size_t k = 0; k < nseg; k++)
-                l->size_bytes += segs[k].size;
-            l->segments = (int32_t)nseg;
-            int64_t mts = -1;
-            l->log_end_offset = sq_segment_end(dir, segs[nseg - 1].base, &mts);
-            l->last_timestamp = mts;
+        seg_dir_info di;
+        if (seg_dir_stat(dir, &di) == 0 && di.segments) {
+            l->size_bytes = (int64_t)di.size_bytes;
+            l->segments = di.segments;
+            l->log_end_offset = di.log_end;
+            l->last_timestamp = di.max_ts;
             /* A stopped broker's stored high watermark may lag its log (it
              * is saved on a timer); standalone, the log end is the truth. */
             if (l->high_watermark < l->log_end_offset)
                 l->high_watermark = l->log_end_offset;
-            if (l->log_start_offset < segs[0].base)
-                l->log_start_offset = segs[0].base;
+            if (l->log_start_offset < di.first_base)
+                l->log_start_offset = di.first_base;
         }
-        free(segs);
     }
     return s;
 }

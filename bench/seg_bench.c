@@ -180,7 +180,7 @@ static double bench_lookup(const char *root, int segments, int *segs_out)
     double t = now_s();
     for (int i = 0; i < LOOKUPS; i++) {
         seg_range r;
-        if (seg_read(log, (int64_t)(rnd(&x) % (uint64_t)end), 64 << 10, &r) ||
+        if (seg_read(log, (int64_t)(rnd(&x) % (uint64_t)end), INT64_MAX, 64 << 10, &r) ||
             r.len == 0)
             exit(1);
         seg_range_release(&r);

@@ -5,8 +5,10 @@
  * more seg_range (file, position, length) spliced into the response with
  * bk_req_add_range and sent with sendfile by daemon/server.c.  The handler
  * writes only the small fixed fields.  Cost per partition: one hash
- * lookup, one seg_read (an index lookup plus a bounded header scan), no
- * allocation; one allocation per request for the parsed request.
+ * lookup, one seg_read bounded by the high watermark (an index lookup
+ * plus a bounded header scan), no allocation; one allocation per request
+ * for the parsed request.  Consumers are never served above the HW: it is
+ * the read's upper bound (seg.h), not a check after the fact.
  *
  * Size rules (KIP-74): the response carries at most
  * min(MaxBytes, fetch.max.bytes) of records, each partition at most
@@ -19,9 +21,10 @@
  * Long-poll.  When fewer than MinBytes are ready and MaxWaitMs > 0 (and no
  * partition has an error), the handler returns BK_DEFER:
  *
- *            handler                    append on any watched partition
+ *            handler              the HW moves on any watched partition
  *   READY ─────────────► WAITING ◄──────────────────────────┐
- *     ▲   (not enough)     │  bk_partition_notify → fetch_wake:            │
+ *     ▲   (not enough)     │  bk_partition_set_high_watermark → notify     │
+ *     │                    │  → fetch_wake:                                │
  *     │                    │  drop all waiters, activate wake_ev           │
  *     │                    ▼                                               │
  *     │                 REBUILD (wake_cb, next loop turn) ─ not enough ────┘
@@ -37,7 +40,7 @@
  *      again by name (topic deletion notifies before freeing; a deleted
  *      partition is answered UNKNOWN_TOPIC_OR_PARTITION).
  *   3. Waking is by notification only, never polling.  Notifications are
- *      coalesced: many appends in one loop turn cost one REBUILD.
+ *      coalesced: many HW moves in one loop turn cost one REBUILD.
  *   4. The parsed request (fetch_state) points into the request frame,
  *      which the connection keeps untouched while the request is deferred.
  *      If the connection dies first, fetch_cancel frees everything.
@@ -53,8 +56,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -186,42 +187,6 @@ static fetch_state *fetch_parse(bk_req *r)
 
 /* ---- building the response -------------------------------------------------- */
 
-/* Offset just past the last batch of rg: walks the batch headers in the
- * range (12 bytes each, plus LastOffsetDelta of the last one).  Only used
- * when a range stopped at the end of its segment with budget left, to go
- * on in the next segment.  -1 on any read problem. */
-static int64_t range_next_offset(const seg_range *rg)
-{
-    off_t pos = rg->pos, end = rg->pos + (off_t)rg->len;
-    off_t last = -1;
-    while (pos < end) {
-        uint8_t h[12];
-        if (pread(rg->fd, h, sizeof h, pos) != (ssize_t)sizeof h)
-            return -1;
-        int32_t blen = (int32_t)((uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 |
-                                 (uint32_t)h[10] << 8 | h[11]);
-        if (blen < KP_BATCH_HEADER_SIZE - KP_BATCH_LOG_OVERHEAD)
-            return -1;
-        last = pos;
-        pos += KP_BATCH_LOG_OVERHEAD + (off_t)blen;
-    }
-    if (last < 0)
-        return -1;
-    uint8_t h[KP_BATCH_HEADER_SIZE];
-    if (pread(rg->fd, h, sizeof h, last) != (ssize_t)sizeof h)
-        return -1;
-    kp_batch bh;
-    if (kp_batch_header(h, sizeof h, &bh) != 0)
-        return -1;
-    return bh.BaseOffset + bh.LastOffsetDelta + 1;
-}
-
-static bool range_ends_file(const seg_range *rg)
-{
-    struct stat sb;
-    return fstat(rg->fd, &sb) == 0 && sb.st_size == rg->pos + (off_t)rg->len;
-}
-
 typedef struct fetch_acc {
     int64_t total;                /* record bytes in the response so far */
     bool any_error;
@@ -267,7 +232,8 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
             if (want <= 0 && !(first && nranges == 0))
                 break;
             seg_range rg;
-            int rc = seg_read(p->log, off, (size_t)(want > 0 ? want : 0), &rg);
+            /* Upper bound = HW: nothing above it is served (seg.h, R1). */
+            int rc = seg_read(p->log, off, hw, (size_t)(want > 0 ? want : 0), &rg);
             if (rc != 0) {
                 if (nranges == 0)
                     err = rc == KP_OFFSET_OUT_OF_RANGE || rc == SEG_E_RANGE
@@ -283,15 +249,11 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
             ranges[nranges++] = rg;
             bytes += (int64_t)rg.len;
             /* Go on in the next segment only if this range stopped at the
-             * end of its file with budget left (Kafka itself stops at a
+             * end of its segment with budget left (Kafka itself stops at a
              * segment end; we need not). */
-            if ((int64_t)rg.len >= want || seg_segment_count(p->log) < 2 ||
-                !range_ends_file(&rg))
+            if ((int64_t)rg.len >= want || !rg.seg_end || rg.next <= off)
                 break;
-            int64_t next = range_next_offset(&rg);
-            if (next <= off)
-                break;
-            off = next;
+            off = rg.next;
         }
         if (err != KP_NONE) {
             for (int i = 0; i < nranges; i++)

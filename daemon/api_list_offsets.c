@@ -5,9 +5,10 @@
  * Timestamp -1 (LATEST) answers the high watermark (standalone: the log
  * end; also for READ_COMMITTED, as there are no transactions), -2
  * (EARLIEST) the log start offset.  Any other timestamp T answers the first
- * offset whose record timestamp is >= T (seg_offset_for_time looks inside
- * the batch) together with that record's timestamp; when no record is that
- * recent, offset -1 and timestamp -1, as Kafka.
+ * offset whose record timestamp is >= T together with that record's
+ * timestamp (seg_offset_for_time looks inside the batch and returns both);
+ * when no record below the high watermark is that recent, offset -1 and
+ * timestamp -1, as Kafka.
  *
  * Not on the hot path (consumers call it once per partition when they have
  * no committed offset); the time lookup may read one batch from disk.
@@ -16,60 +17,8 @@
 #include "daemon/replica.h"
 #include "daemon/request.h"
 
-#include <stdlib.h>
-#include <unistd.h>
-
 #define LO_LATEST   (-1)
 #define LO_EARLIEST (-2)
-#define LO_MAX_BATCH_READ (64 << 20)   /* sanity bound for one batch read */
-
-/* The timestamp of the record at `offset` (which exists), read from its
- * batch: MaxTimestamp under LogAppendTime, else the record's own.  Falls
- * back to `dflt` if the batch cannot be read. */
-static int64_t record_timestamp(seg_log *log, int64_t offset, int64_t dflt)
-{
-    seg_range rg = { .fd = -1 };
-    if (seg_read(log, offset, 1, &rg) != 0)
-        return dflt;
-    if (rg.len < KP_BATCH_HEADER_SIZE) {
-        if (rg.len)
-            seg_range_release(&rg);
-        return dflt;
-    }
-    int64_t ts = dflt;
-    uint8_t h[KP_BATCH_HEADER_SIZE];
-    kp_batch bh;
-    if (pread(rg.fd, h, sizeof h, rg.pos) != (ssize_t)sizeof h ||
-        kp_batch_header(h, sizeof h, &bh) != 0)
-        goto out;
-    if (bh.Attributes & KP_ATTR_LOG_APPEND_TIME) {
-        ts = bh.MaxTimestamp;
-        goto out;
-    }
-    size_t size = KP_BATCH_LOG_OVERHEAD + (size_t)bh.BatchLength;
-    if (size > rg.len || size > LO_MAX_BATCH_READ)
-        goto out;
-    uint8_t *buf = malloc(size);
-    if (!buf)
-        goto out;
-    if (pread(rg.fd, buf, size, rg.pos) == (ssize_t)size) {
-        kp_rec_iter it;
-        kp_rec_iter_init0(&it);
-        if (kp_rec_iter_start(&it, buf, size) == 0) {
-            kp_record rec;
-            while (kp_rec_iter_next(&it, &rec) == 1)
-                if (rec.Offset >= offset) {
-                    ts = rec.Timestamp;
-                    break;
-                }
-        }
-        kp_rec_iter_free(&it);
-    }
-    free(buf);
-out:
-    seg_range_release(&rg);
-    return ts;
-}
 
 static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
                            int64_t *ts_out, int64_t *off_out)
@@ -89,13 +38,13 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
         *off_out = seg_log_start(p->log);
         return KP_NONE;
     }
-    int64_t off = -1;
-    if (seg_offset_for_time(p->log, when, &off) != 0)
+    int64_t off = -1, ts = -1;
+    if (seg_offset_for_time(p->log, when, &off, &ts) != 0)
         return KP_KAFKA_STORAGE_ERROR;
     if (off < 0 || off >= p->high_watermark)
         return KP_NONE;                         /* none: -1 / -1 */
     *off_out = off;
-    *ts_out = record_timestamp(p->log, off, when);
+    *ts_out = ts;
     return KP_NONE;
 }
 

@@ -22,6 +22,11 @@
  *      the freed partition.  wake() must therefore never keep the partition
  *      pointer: the Fetch code re-finds partitions by name on its next
  *      loop turn.
+ *   4. Waiters are woken when the high watermark moves, and only then
+ *      (bk_partition_set_high_watermark, the one place that moves it
+ *      while the partition is open): a consumer's Fetch reads up to the
+ *      HW, so an append above it gives a waiter nothing new.  Topic
+ *      deletion (3) is the other notify.
  *
  * Flush policy (Kafka's flush.messages / flush.ms): appends count
  * unflushed messages; reaching flush.messages queues an fdatasync on the
@@ -88,15 +93,25 @@ void bk_partition_notify(bk_partition *p)
     }
 }
 
+void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw)
+{
+    (void)b;
+    if (hw == p->high_watermark)
+        return;                  /* invariant 4: nothing new to read */
+    p->high_watermark = hw;
+    bk_partition_notify(p);
+}
+
 void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
 {
-    p->high_watermark = seg_log_end(p->log);   /* standalone: HW = log end */
     p->messages_in += (uint64_t)messages;
     p->unflushed_messages += messages;
     int64_t fm = p->topic->cfg.flush_messages;
     if (fm > 0 && p->unflushed_messages >= fm && !p->flush_in_flight)
         bk_flusher_request(b, p);
-    bk_partition_notify(p);
+    /* Standalone: HW = log end.  With followers the HW stays behind until
+     * they fetch, and the append itself wakes no one. */
+    bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
 }
 
 struct flush_tick_arg {

@@ -12,8 +12,8 @@
 
 /* ---- waiting for data (Fetch long-poll) ---------------------------------- */
 /* A waiter is linked into a partition's list; bk_partition_notify (called
- * after every append) unlinks each waiter and calls its wake().  wake() runs
- * on the loop thread and may re-register. */
+ * when the high watermark moves) unlinks each waiter and calls its wake().
+ * wake() runs on the loop thread and may re-register. */
 typedef struct bk_waiter {
     struct bk_waiter *next, *prev;
     bk_partition *part;               /* NULL when not linked */
@@ -66,8 +66,11 @@ size_t bk_replicas_count(bk_broker *b);
  * replica whose values changed, in one transaction. */
 void bk_save_offsets(bk_broker *b);
 
-/* Called after an append: flush policy bookkeeping + wakes fetch waiters. */
+/* Called after an append: flush policy bookkeeping, then the high
+ * watermark (standalone: the log end). */
 void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages);
+/* Moves the high watermark; wakes the fetch waiters only if it moved. */
+void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw);
 
 /* ---- flush worker (daemon/flusher.c) ---------------------------------------- */
 int  bk_flusher_start(bk_broker *b);

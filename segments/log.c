@@ -244,8 +244,7 @@ static int mkdir_p(const char *dir)
     return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
-/* "<20 digits><ext>" → base, or -1. */
-static int64_t name_base(const char *name, const char *ext)
+int64_t seg_name_base(const char *name, const char *ext)
 {
     size_t n = strlen(name);
     if (n != 20 + strlen(ext) || strcmp(name + 20, ext) != 0)
@@ -273,10 +272,10 @@ static int swap_name(const char *name, int64_t *b, int64_t *e)
         return -1;
     memcpy(tmp, name, 20);
     strcpy(tmp + 20, ".log");
-    *b = name_base(tmp, ".log");
+    *b = seg_name_base(tmp, ".log");
     memcpy(tmp, name + 21, 20);
     strcpy(tmp + 20, ".log");
-    *e = name_base(tmp, ".log");
+    *e = seg_name_base(tmp, ".log");
     return *b < 0 || *e < 0 ? -1 : 0;
 }
 
@@ -301,9 +300,9 @@ static void recover_cleaning(const char *dir)
     for (int i = 0; i < ns; i++) {
         rewinddir(d);
         while ((e = readdir(d))) {
-            int64_t b = name_base(e->d_name, ".log");
-            if (b < 0) b = name_base(e->d_name, ".index");
-            if (b < 0) b = name_base(e->d_name, ".timeindex");
+            int64_t b = seg_name_base(e->d_name, ".log");
+            if (b < 0) b = seg_name_base(e->d_name, ".index");
+            if (b < 0) b = seg_name_base(e->d_name, ".timeindex");
             if (b >= sb[i] && b < se[i]) {
                 snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
                 unlink(path);
@@ -334,7 +333,7 @@ static int list_bases(const char *dir, int64_t **out, int *count)
             unlink(path);           /* a deletion a crash interrupted */
             continue;
         }
-        int64_t b = name_base(e->d_name, ".log");
+        int64_t b = seg_name_base(e->d_name, ".log");
         if (b < 0)
             continue;
         if (n == cap) {
@@ -347,9 +346,9 @@ static int list_bases(const char *dir, int64_t **out, int *count)
     }
     rewinddir(d);
     while ((e = readdir(d))) {
-        int64_t b = name_base(e->d_name, ".index");
+        int64_t b = seg_name_base(e->d_name, ".index");
         if (b < 0)
-            b = name_base(e->d_name, ".timeindex");
+            b = seg_name_base(e->d_name, ".timeindex");
         if (b < 0)
             continue;
         bool found = false;

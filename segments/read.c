@@ -7,6 +7,19 @@
  * never reaches past s->size — so never into bytes an append has not
  * finished (log.c, L3).
  *
+ * Invariants of a range (R1-R3):
+ *   R1. No batch in it holds an offset >= max_offset: a follower's
+ *       appends above the high watermark are never served to consumers.
+ *   R2. `next` is where the following read starts, found by the walk
+ *       that found the range's end (or s->next when it ends the segment),
+ *       so a caller never reads a batch header to go on.
+ *   R3. seg_end is set exactly when end == s->size.
+ *
+ * The max_offset bound costs nothing while the high watermark is at or
+ * past the end of the segment read (always, standalone: HW = log end);
+ * otherwise it is one more bounded lookup, of the batch holding
+ * max_offset, whose position becomes the range's limit.
+ *
  * Cost of a read, whatever the log size:
  *   - binary search over segs[] (in memory),
  *   - binary search in the .index mapping,
@@ -29,8 +42,15 @@
 
 #define START_PEEK (SEG_HDR_LOD + 4)
 
-static int walk_from(seg_segment *s, uint64_t p, int64_t offset,
-                     uint64_t *pos, uint32_t *size, int64_t expect_base)
+/* A batch found by a walk: where it is and the offsets it holds. */
+typedef struct batch_at {
+    uint64_t pos;                /* s->size: none at or after the offset */
+    uint32_t size;
+    int64_t  base, last;
+} batch_at;
+
+static int walk_from(seg_segment *s, uint64_t p, int64_t offset, batch_at *b,
+                     int64_t expect_base)
 {
     bool first = true;
     while (p < s->size) {
@@ -45,20 +65,18 @@ static int walk_from(seg_segment *s, uint64_t p, int64_t offset,
         if (first && expect_base >= 0 && base != expect_base)
             return 1;               /* the index entry lies */
         first = false;
-        if (base > offset || base + seg_be32(h + SEG_HDR_LOD) >= offset) {
-            *pos = p;
-            *size = (uint32_t)sz;
+        int64_t last = base + seg_be32(h + SEG_HDR_LOD);
+        if (base > offset || last >= offset) {
+            *b = (batch_at){ p, (uint32_t)sz, base, last };
             return 0;
         }
         p += (uint64_t)sz;
     }
-    *pos = s->size;
-    *size = 0;
+    *b = (batch_at){ s->size, 0, s->next, s->next - 1 };
     return 0;
 }
 
-int seg_find_batch(seg_segment *s, int64_t offset, uint64_t *pos,
-                   uint32_t *size)
+static int find_batch(seg_segment *s, int64_t offset, batch_at *b)
 {
     int64_t rel = offset - s->base;
     int64_t k = seg_oidx_floor_rel(&s->idx, rel > INT32_MAX ? INT32_MAX
@@ -66,21 +84,35 @@ int seg_find_batch(seg_segment *s, int64_t offset, uint64_t *pos,
     if (k >= 0) {
         int32_t r, p;
         seg_oidx_get(&s->idx, (uint32_t)k, &r, &p);
-        int rc = walk_from(s, (uint64_t)p, offset, pos, size, s->base + r);
+        int rc = walk_from(s, (uint64_t)p, offset, b, s->base + r);
         if (rc <= 0)
             return rc;
         /* A damaged entry slipped past the open-time check: fall back to
          * a walk from the start (correct, just not bounded). */
     }
-    return walk_from(s, 0, offset, pos, size, -1);
+    return walk_from(s, 0, offset, b, -1);
 }
 
-/* Largest batch boundary in (start, limit], walking from the index entry
- * at or below limit; at least start + first. */
-static int range_end(seg_segment *s, uint64_t start, uint32_t first,
-                     uint64_t limit, uint64_t *end)
+int seg_find_batch(seg_segment *s, int64_t offset, uint64_t *pos,
+                   uint32_t *size)
 {
-    uint64_t p = start;
+    batch_at b;
+    int rc = find_batch(s, offset, &b);
+    if (rc == 0) {
+        *pos = b.pos;
+        *size = b.size;
+    }
+    return rc;
+}
+
+/* Largest batch boundary in (first->pos, limit], walking from the index
+ * entry at or below limit (limit < s->size); at least the first batch.
+ * *next: BaseOffset of the batch at *end, read by the walk anyway (the
+ * 12-byte log overhead starts with it). */
+static int range_end(seg_segment *s, const batch_at *first, uint64_t limit,
+                     uint64_t *end, int64_t *next)
+{
+    uint64_t start = first->pos, p = start;
     int64_t k = seg_oidx_floor_pos(&s->idx, (int32_t)limit);
     if (k >= 0) {
         int32_t r, ep;
@@ -88,6 +120,7 @@ static int range_end(seg_segment *s, uint64_t start, uint32_t first,
         if ((uint64_t)ep > p)
             p = (uint64_t)ep;
     }
+    *next = s->next;
     while (p < s->size) {
         uint8_t h[KP_BATCH_LOG_OVERHEAD];
         if (seg_pread_full(s->log->fd, h, sizeof h, (off_t)p) != sizeof h)
@@ -95,21 +128,30 @@ static int range_end(seg_segment *s, uint64_t start, uint32_t first,
         int64_t sz = kp_batch_size(h, sizeof h);
         if (sz < KP_BATCH_HEADER_SIZE || (uint64_t)sz > s->size - p)
             return SEG_E_IO;
-        if (p + (uint64_t)sz > limit)
+        if (p + (uint64_t)sz > limit) {
+            *next = seg_be64(h);
             break;
+        }
         p += (uint64_t)sz;
     }
-    *end = p > start ? p : start + first;
+    if (p > start) {
+        *end = p;
+    } else {
+        *end = start + first->size;
+        *next = first->last + 1;
+    }
     return 0;
 }
 
-int seg_read(seg_log *log, int64_t offset, size_t max_bytes, seg_range *out)
+int seg_read(seg_log *log, int64_t offset, int64_t max_offset,
+             size_t max_bytes, seg_range *out)
 {
     memset(out, 0, sizeof *out);
     out->fd = -1;
+    out->next = offset;
     if (offset < log->log_start || offset > log->log_end)
         return KP_OFFSET_OUT_OF_RANGE;
-    if (offset == log->log_end)
+    if (offset == log->log_end || offset >= max_offset)
         return 0;
     /* Last segment with base <= offset (binary search over segs[]). */
     int lo = 0, hi = log->n - 1, i = 0;
@@ -120,32 +162,51 @@ int seg_read(seg_log *log, int64_t offset, size_t max_bytes, seg_range *out)
     }
     for (; i < log->n; i++) {
         seg_segment *s = log->segs[i];
-        uint64_t start, end;
-        uint32_t first;
+        if (s->base >= max_offset)
+            return 0;
+        batch_at first = { .pos = s->size };
         if (offset < s->next) {
-            int rc = seg_find_batch(s, offset, &start, &first);
+            int rc = find_batch(s, offset, &first);
             if (rc)
                 return rc;
-        } else {
-            start = s->size;    /* offset in a gap after this segment */
         }
-        if (start >= s->size) {
+        if (first.pos >= s->size) {     /* offset in a gap after s */
             if (i + 1 < log->n)
                 offset = log->segs[i + 1]->base;
             continue;
         }
-        if (s->size - start <= max_bytes) {
-            end = s->size;
+        /* Where the range must stop: the segment end, or the batch that
+         * reaches max_offset.  Standalone max_offset is the log end, so
+         * the second lookup happens only once the HW lags (followers). */
+        uint64_t stop = s->size;
+        int64_t stop_next = s->next;
+        if (max_offset < s->next) {
+            if (first.last >= max_offset)
+                return 0;
+            batch_at hb;
+            int rc = find_batch(s, max_offset, &hb);
+            if (rc)
+                return rc;
+            stop = hb.pos;
+            stop_next = hb.base;
+        }
+        uint64_t end;
+        int64_t next;
+        if (stop - first.pos <= max_bytes) {
+            end = stop;
+            next = stop_next;
         } else {
-            int rc = range_end(s, start, first, start + max_bytes, &end);
+            int rc = range_end(s, &first, first.pos + max_bytes, &end, &next);
             if (rc)
                 return rc;
         }
         seg_file_ref(s->log);
         out->file = s->log;
         out->fd = s->log->fd;
-        out->pos = (off_t)start;
-        out->len = (size_t)(end - start);
+        out->pos = (off_t)first.pos;
+        out->len = (size_t)(end - first.pos);
+        out->next = next;
+        out->seg_end = end == s->size;
         return 0;
     }
     return 0;
@@ -171,7 +232,7 @@ void seg_range_release(seg_range *r)
  * Walks headers from the time index's bound (bounded like a read), then
  * looks inside the first batch whose MaxTimestamp reaches ts. */
 static int segment_time(seg_segment *s, int64_t ts, int64_t min_off,
-                        int64_t *found)
+                        int64_t *found, int64_t *found_ts)
 {
     uint64_t p = 0;
     int64_t k = seg_tidx_below(&s->tidx, ts);
@@ -221,6 +282,7 @@ static int segment_time(seg_segment *s, int64_t ts, int64_t min_off,
             while ((more = kp_rec_iter_next(&it, &rec)) == 1)
                 if (rec.Timestamp >= ts && rec.Offset >= min_off) {
                     *found = rec.Offset;
+                    *found_ts = rec.Timestamp;
                     break;
                 }
             if (more < 0) {
@@ -235,14 +297,19 @@ static int segment_time(seg_segment *s, int64_t ts, int64_t min_off,
     return rc;
 }
 
-int seg_offset_for_time(seg_log *log, int64_t ts, int64_t *offset)
+int seg_offset_for_time(seg_log *log, int64_t ts, int64_t *offset,
+                        int64_t *timestamp)
 {
+    int64_t dummy;
+    if (!timestamp)
+        timestamp = &dummy;
+    *timestamp = -1;
     for (int i = 0; i < log->n; i++) {
         seg_segment *s = log->segs[i];
         if (s->max_ts < ts || s->next <= log->log_start)
             continue;           /* nothing that new in it */
         int64_t found;
-        int rc = segment_time(s, ts, log->log_start, &found);
+        int rc = segment_time(s, ts, log->log_start, &found, timestamp);
         if (rc)
             return rc;
         if (found >= 0) {

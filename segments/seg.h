@@ -10,7 +10,9 @@
  * Threading: one owner thread (the event loop) calls everything except
  * seg_flush, which may run on a worker thread concurrently with the owner's
  * appends and reads (it holds an internal lock only briefly, never across
- * the fdatasync).
+ * the fdatasync), and the readers by directory (seg_cursor_*,
+ * seg_dir_stat), which any thread may call: they never touch a seg_log.
+ * Nothing outside segments/ reads segment files.
  *
  * Uses protocol/ for batch headers, CRC-32C and (for exact time lookups in
  * compressed batches) record iteration.  Knows nothing of libevent or SQLite:
@@ -29,6 +31,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "protocol/kp.h"
+
 enum {
     SEG_E_IO      = -2001,   /* errno kept in seg_last_errno(); log is now
                                 in its error state and refuses appends */
@@ -36,6 +40,7 @@ enum {
     SEG_E_INVALID = -2003,   /* batches not parseable / not contiguous */
     SEG_E_STATE   = -2004,   /* log is in the error state */
     SEG_E_TOOBIG  = -2005,   /* a batch larger than segment.bytes */
+    SEG_E_NOMEM   = -2006,   /* out of memory (readers only) */
 };
 
 typedef struct seg_config {
@@ -108,23 +113,83 @@ typedef struct seg_range {
     off_t pos;
     size_t len;                  /* 0: nothing to read at this offset */
     seg_file *file;              /* reference; NULL when len == 0 */
+    int64_t next;                /* where the following read starts: the
+                                    offset after the range's last batch
+                                    (the offset asked for when len == 0) */
+    bool seg_end;                /* the range stops at the end of its
+                                    segment, not at max_bytes or max_offset:
+                                    a read from `next` goes on in the next
+                                    segment */
 } seg_range;
 
 /* Finds the batch containing `offset` and returns the range from its start,
  * ending on a batch boundary, at most max_bytes long — but always at least
- * one whole batch when one exists, even if larger than max_bytes.  A range
- * never spans two segments (the caller asks again from the next offset).
- * offset == log end: len 0.  offset < log start or > log end:
- * KP_OFFSET_OUT_OF_RANGE.  Cost: one index lookup and a bounded scan of
- * batch headers (at most index.interval.bytes of headers). */
-int  seg_read(seg_log *log, int64_t offset, size_t max_bytes, seg_range *out);
+ * one whole batch when one exists, even if larger than max_bytes.  No
+ * batch holding an offset >= max_offset is ever in the range (pass the
+ * high watermark: consumers are not served above it); a batch reaching
+ * max_offset makes the range end before it, and len 0 if it is the first.
+ * A range never spans two segments (the caller asks again from `next`).
+ * offset == log end or >= max_offset: len 0.  offset < log start or > log
+ * end: KP_OFFSET_OUT_OF_RANGE.  Cost: one index lookup and a bounded scan
+ * of batch headers (at most index.interval.bytes of headers); the same
+ * again when max_offset lies inside the segment read. */
+int  seg_read(seg_log *log, int64_t offset, int64_t max_offset,
+              size_t max_bytes, seg_range *out);
 /* Takes another reference (the thread that releases may differ). */
 void seg_range_retain(seg_range *r);
 void seg_range_release(seg_range *r);   /* thread-safe */
 
 /* First offset whose record timestamp >= ts (exact, looking inside the
- * batch), or the log end offset if none.  0 or SEG_E_IO. */
-int seg_offset_for_time(seg_log *log, int64_t ts, int64_t *offset);
+ * batch; under LogAppendTime a record's timestamp is its batch's
+ * MaxTimestamp), or the log end offset if none.  *timestamp (may be NULL)
+ * gets that record's timestamp, -1 if none.  0 or SEG_E_IO. */
+int seg_offset_for_time(seg_log *log, int64_t ts, int64_t *offset,
+                        int64_t *timestamp);
+
+/* ---- read-only access by directory (cursor.c) ------------------------------
+ * For threads other than the owner (the SQL worker) and for tools reading
+ * a stopped broker's files: these open the partition directory's files
+ * read-only by name and never touch a seg_log, so they need no lock and
+ * race with nothing but the owner's appends and deletions, which the
+ * cursor's bound and open fds make harmless (cursor.c says why). */
+
+/* Records of a partition with offsets in [from, to), oldest first,
+ * decompressed where needed; control batches are skipped. */
+typedef struct seg_cursor seg_cursor;
+typedef struct seg_cursor_opts {
+    const char *dir;             /* the partition directory */
+    int64_t from;                /* first offset wanted */
+    int64_t to;                  /* never reads a batch at or past it: the
+                                    high watermark the caller saw */
+    int64_t min_ts;              /* skips batches whose MaxTimestamp is
+                                    below it, and seeks by the .timeindex
+                                    (INT64_MIN: no bound; records are not
+                                    filtered, the caller re-checks them) */
+    atomic_llong *bytes_read;    /* may be NULL: file bytes read are added */
+} seg_cursor_opts;
+
+/* 0, SEG_E_IO (no such directory) or SEG_E_NOMEM.  Lists the directory;
+ * reads nothing yet. */
+int  seg_cursor_open(const seg_cursor_opts *o, seg_cursor **out);
+/* 1: the next record in *rec, whose pointers (key, value, headers) stay
+ * valid until the next call or close; 0: no more; SEG_E_NOMEM.  A batch
+ * that does not decode is skipped, as is a segment deleted meanwhile. */
+int  seg_cursor_next(seg_cursor *c, kp_record *rec);
+void seg_cursor_close(seg_cursor *c);           /* NULL is ok */
+
+/* What a partition directory holds, read from its files. */
+typedef struct seg_dir_info {
+    int      segments;
+    uint64_t size_bytes;         /* sum of .log sizes */
+    int64_t  first_base;         /* base of the oldest segment */
+    int64_t  log_end;            /* offset after the last whole batch */
+    int64_t  max_ts;             /* largest MaxTimestamp of the newest
+                                    segment, -1 if none */
+} seg_dir_info;
+/* 0 (segments == 0 for an empty directory) or SEG_E_IO / SEG_E_NOMEM.
+ * Cost: a listing, the last .index/.timeindex entries, and the batch
+ * headers after the last index entry of the newest segment. */
+int  seg_dir_stat(const char *dir, seg_dir_info *info);
 
 /* Calls fn with the 61-byte header (KP_BATCH_HEADER_SIZE, as stored:
  * BaseOffset first) of every batch holding an offset >= from, oldest first,

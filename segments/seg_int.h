@@ -99,6 +99,8 @@ typedef struct seg_segment {
 /* Base name of a segment's file: dir/00000000000000000042.<ext> */
 void seg_path(char *out, size_t cap, const char *dir, int64_t base,
               const char *ext);
+/* "<20 digits><ext>" → base, or -1 (log.c). */
+int64_t seg_name_base(const char *name, const char *ext);
 int  seg_segment_create(const char *dir, int64_t base, const seg_config *c,
                         int64_t now_ms, seg_segment **out);
 /* Frees memory and drops references; files stay. */

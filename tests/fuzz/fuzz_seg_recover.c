@@ -73,7 +73,7 @@ static void read_all(seg_log *log, bool strict)
     uint8_t *buf = NULL;
     while (off < end) {
         seg_range r;
-        int rc = seg_read(log, off, 1 << 16, &r);
+        int rc = seg_read(log, off, INT64_MAX, 1 << 16, &r);
         if (rc != 0)
             abort();               /* inside [start, end]: always readable */
         if (r.len == 0)

@@ -90,7 +90,7 @@ static int read_all(seg_log *log, rec_seen *out, int cap)
     kp_rec_iter_init0(&it);
     while (off < seg_log_end(log)) {
         seg_range r;
-        ck_assert_int_eq(seg_read(log, off, 1 << 20, &r), 0);
+        ck_assert_int_eq(seg_read(log, off, INT64_MAX, 1 << 20, &r), 0);
         if (r.len == 0)
             break;
         uint8_t *buf = malloc(r.len);
@@ -714,7 +714,7 @@ START_TEST(test_deferred_delete_keeps_files_until_unlinked)
     for (int i = 0; i < 30; i++)
         append_keys(log, 10, 1000, &seq, 1000, KP_CODEC_NONE, false);
     seg_range r;
-    ck_assert_int_eq(seg_read(log, 0, 100, &r), 0);
+    ck_assert_int_eq(seg_read(log, 0, INT64_MAX, 100, &r), 0);
     ck_assert_int_gt(r.len, 0);
     uint64_t freed;
     int n = seg_delete_old(log, 2000, -1, &freed);
@@ -734,7 +734,7 @@ START_TEST(test_deferred_delete_keeps_files_until_unlinked)
     uint8_t buf[64];
     ck_assert_int_eq(pread(r.fd, buf, sizeof buf, r.pos), (ssize_t)sizeof buf);
     seg_range r2;
-    ck_assert_int_eq(seg_read(log, 0, 100, &r2), KP_OFFSET_OUT_OF_RANGE);
+    ck_assert_int_eq(seg_read(log, 0, INT64_MAX, 100, &r2), KP_OFFSET_OUT_OF_RANGE);
     seg_range_release(&r);
     seg_close(log);
 }

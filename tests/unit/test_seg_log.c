@@ -148,7 +148,7 @@ START_TEST(test_append_assigns_contiguous_offsets)
     ck_assert_uint_eq(seg_size_bytes(log), seg_size_bytes(log));
     /* What is stored is what was given, offsets included. */
     seg_range r;
-    ck_assert_int_eq(seg_read(log, 4, 1 << 20, &r), 0);
+    ck_assert_int_eq(seg_read(log, 4, INT64_MAX, 1 << 20, &r), 0);
     ck_assert_uint_eq(r.len, b.len);
     uint8_t *copy;
     int64_t first;
@@ -188,7 +188,7 @@ START_TEST(test_read_returns_whole_batches)
     for (int64_t o = 0; o < end; o++)
         for (size_t m = 0; m < sizeof maxes / sizeof *maxes; m++) {
             seg_range r;
-            ck_assert_int_eq(seg_read(log, o, maxes[m], &r), 0);
+            ck_assert_int_eq(seg_read(log, o, INT64_MAX, maxes[m], &r), 0);
             ck_assert_uint_gt(r.len, 0);
             int64_t first, last = check_range(&r, &first, NULL);
             ck_assert_int_le(first, o);
@@ -203,10 +203,10 @@ START_TEST(test_read_returns_whole_batches)
             seg_range_release(&r);
         }
     seg_range r;
-    ck_assert_int_eq(seg_read(log, end, 100, &r), 0);
+    ck_assert_int_eq(seg_read(log, end, INT64_MAX, 100, &r), 0);
     ck_assert_uint_eq(r.len, 0);
-    ck_assert_int_eq(seg_read(log, end + 1, 100, &r), KP_OFFSET_OUT_OF_RANGE);
-    ck_assert_int_eq(seg_read(log, -1, 100, &r), KP_OFFSET_OUT_OF_RANGE);
+    ck_assert_int_eq(seg_read(log, end + 1, INT64_MAX, 100, &r), KP_OFFSET_OUT_OF_RANGE);
+    ck_assert_int_eq(seg_read(log, -1, INT64_MAX, 100, &r), KP_OFFSET_OUT_OF_RANGE);
     seg_close(log);
 }
 END_TEST
@@ -218,12 +218,12 @@ START_TEST(test_read_at_least_one_batch_when_max_bytes_small)
     append1(log, 3, 1000, 5000, 0);
     append1(log, 3, 1000, 5000, 0);
     seg_range r;
-    ck_assert_int_eq(seg_read(log, 0, 10, &r), 0);
+    ck_assert_int_eq(seg_read(log, 0, INT64_MAX, 10, &r), 0);
     int64_t first;
     ck_assert_int_eq(check_range(&r, &first, NULL), 3);
     ck_assert_uint_gt(r.len, 15000);
     seg_range_release(&r);
-    ck_assert_int_eq(seg_read(log, 0, 0, &r), 0);
+    ck_assert_int_eq(seg_read(log, 0, INT64_MAX, 0, &r), 0);
     ck_assert_int_eq(check_range(&r, &first, NULL), 3);
     seg_range_release(&r);
     seg_close(log);
@@ -238,11 +238,11 @@ START_TEST(test_read_mid_batch_offset_starts_at_batch)
     append1(log, 5, 1000, 10, 0);   /* 5..9 */
     seg_range r;
     int64_t first;
-    ck_assert_int_eq(seg_read(log, 7, 1 << 20, &r), 0);
+    ck_assert_int_eq(seg_read(log, 7, INT64_MAX, 1 << 20, &r), 0);
     ck_assert_int_eq(check_range(&r, &first, NULL), 10);
     ck_assert_int_eq(first, 5);
     seg_range_release(&r);
-    ck_assert_int_eq(seg_read(log, 4, 1 << 20, &r), 0);
+    ck_assert_int_eq(seg_read(log, 4, INT64_MAX, 1 << 20, &r), 0);
     check_range(&r, &first, NULL);
     ck_assert_int_eq(first, 0);
     seg_range_release(&r);
@@ -259,7 +259,7 @@ START_TEST(test_roll_by_segment_bytes)
     /* Every segment file stays within segment.bytes. */
     for (int64_t o = 0; o < seg_log_end(log);) {
         seg_range r;
-        ck_assert_int_eq(seg_read(log, o, 1 << 20, &r), 0);
+        ck_assert_int_eq(seg_read(log, o, INT64_MAX, 1 << 20, &r), 0);
         struct stat st;
         fstat(r.fd, &st);
         ck_assert_int_le(st.st_size, 4096);
@@ -337,13 +337,13 @@ START_TEST(test_offset_for_time)
     for (int pass = 0; pass < 2; pass++) {
         for (int64_t ts = 0; ts <= 5990; ts += 7) {
             int64_t off;
-            ck_assert_int_eq(seg_offset_for_time(log, ts, &off), 0);
+            ck_assert_int_eq(seg_offset_for_time(log, ts, &off, NULL), 0);
             ck_assert_int_eq(off, (ts + 9) / 10);
         }
         int64_t off;
-        ck_assert_int_eq(seg_offset_for_time(log, 6000, &off), 0);
+        ck_assert_int_eq(seg_offset_for_time(log, 6000, &off, NULL), 0);
         ck_assert_int_eq(off, 600);
-        ck_assert_int_eq(seg_offset_for_time(log, -5, &off), 0);
+        ck_assert_int_eq(seg_offset_for_time(log, -5, &off, NULL), 0);
         ck_assert_int_eq(off, 0);
         seg_close(log);
         log = open_log(&c, 0, 600);     /* the same after a reopen */
@@ -351,7 +351,7 @@ START_TEST(test_offset_for_time)
     /* Never below the log start. */
     ck_assert_int_ge(seg_advance_log_start(log, 25, NULL), 0);
     int64_t off;
-    ck_assert_int_eq(seg_offset_for_time(log, 0, &off), 0);
+    ck_assert_int_eq(seg_offset_for_time(log, 0, &off, NULL), 0);
     ck_assert_int_eq(off, 25);
     seg_close(log);
 }
@@ -375,8 +375,8 @@ START_TEST(test_truncate)
     ck_assert_int_eq(seg_truncate(log, 61), 0);
     ck_assert_int_eq(seg_log_end(log), 60);
     seg_range r;
-    ck_assert_int_eq(seg_read(log, 61, 100, &r), KP_OFFSET_OUT_OF_RANGE);
-    ck_assert_int_eq(seg_read(log, 59, 1 << 20, &r), 0);
+    ck_assert_int_eq(seg_read(log, 61, INT64_MAX, 100, &r), KP_OFFSET_OUT_OF_RANGE);
+    ck_assert_int_eq(seg_read(log, 59, INT64_MAX, 1 << 20, &r), 0);
     int64_t first;
     ck_assert_int_eq(check_range(&r, &first, NULL), 60);
     seg_range_release(&r);
@@ -387,7 +387,7 @@ START_TEST(test_truncate)
     seg_close(log);
     log = open_log(&c, 0, 0);
     ck_assert_int_eq(seg_log_end(log), 63);
-    ck_assert_int_eq(seg_read(log, 0, 1 << 20, &r), 0);
+    ck_assert_int_eq(seg_read(log, 0, INT64_MAX, 1 << 20, &r), 0);
     ck_assert_int_eq(check_range(&r, &first, NULL) > 0, 1);
     seg_range_release(&r);
     /* Below the log start: the log restarts empty there. */
@@ -410,7 +410,7 @@ START_TEST(test_advance_log_start_deletes_segments)
     uint64_t size = seg_size_bytes(log);
     int64_t end = seg_log_end(log);
     seg_range keep;                 /* a reader holding the first segment */
-    ck_assert_int_eq(seg_read(log, 0, 100, &keep), 0);
+    ck_assert_int_eq(seg_read(log, 0, INT64_MAX, 100, &keep), 0);
     uint64_t freed = 0;
     int n = seg_advance_log_start(log, end / 2, &freed);
     ck_assert_int_gt(n, 0);
@@ -418,8 +418,8 @@ START_TEST(test_advance_log_start_deletes_segments)
     ck_assert_uint_eq(seg_size_bytes(log), size - freed);
     ck_assert_int_eq(seg_log_start(log), end / 2);
     seg_range r;
-    ck_assert_int_eq(seg_read(log, end / 2 - 1, 100, &r), KP_OFFSET_OUT_OF_RANGE);
-    ck_assert_int_eq(seg_read(log, end / 2, 100, &r), 0);
+    ck_assert_int_eq(seg_read(log, end / 2 - 1, INT64_MAX, 100, &r), KP_OFFSET_OUT_OF_RANGE);
+    ck_assert_int_eq(seg_read(log, end / 2, INT64_MAX, 100, &r), 0);
     int64_t first;
     ck_assert_int_le(check_range(&r, &first, NULL) > end / 2, 1);
     seg_range_release(&r);
@@ -454,7 +454,7 @@ START_TEST(test_delete_old_by_time_and_size)
     int n = seg_delete_old(log, 10000, -1, &freed);
     ck_assert_int_gt(n, 0);
     int64_t off;
-    ck_assert_int_eq(seg_offset_for_time(log, 0, &off), 0);
+    ck_assert_int_eq(seg_offset_for_time(log, 0, &off, NULL), 0);
     ck_assert_int_eq(off, seg_log_start(log));
     ck_assert_int_le(seg_log_start(log), 10);   /* nothing >= 10000 went */
     ck_assert_int_gt(seg_log_start(log), 0);
@@ -478,7 +478,7 @@ static size_t read_everything(seg_log *log, uint8_t **out)
     uint8_t *all = malloc(cap);
     for (int64_t o = seg_log_start(log); o < seg_log_end(log);) {
         seg_range r;
-        ck_assert_int_eq(seg_read(log, o, 5000, &r), 0);
+        ck_assert_int_eq(seg_read(log, o, INT64_MAX, 5000, &r), 0);
         ck_assert_uint_gt(r.len, 0);
         uint8_t *copy;
         int64_t first;
@@ -538,7 +538,7 @@ static void expect_lookups(seg_log *log, int64_t end, const int64_t *ts)
     ck_assert_int_eq(seg_log_end(log), end);
     for (int64_t o = 0; o < end; o++) {
         seg_range r;
-        ck_assert_int_eq(seg_read(log, o, 1, &r), 0);
+        ck_assert_int_eq(seg_read(log, o, INT64_MAX, 1, &r), 0);
         int64_t first;
         ck_assert_int_eq(check_range(&r, &first, NULL), o + 1);
         ck_assert_int_eq(first, o);
@@ -548,7 +548,7 @@ static void expect_lookups(seg_log *log, int64_t end, const int64_t *ts)
         int64_t want = 0, got;
         while (want < end && ts[want] < t)
             want++;
-        ck_assert_int_eq(seg_offset_for_time(log, t, &got), 0);
+        ck_assert_int_eq(seg_offset_for_time(log, t, &got, NULL), 0);
         ck_assert_int_eq(got, want);
     }
 }
@@ -684,7 +684,7 @@ START_TEST(test_write_error_enters_error_state)
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_eq(st.st_size, (off_t)good);
     seg_range r;
-    ck_assert_int_eq(seg_read(log, 6, 1 << 20, &r), 0);
+    ck_assert_int_eq(seg_read(log, 6, INT64_MAX, 1 << 20, &r), 0);
     int64_t first;
     ck_assert_int_eq(check_range(&r, &first, NULL), 8);
     seg_range_release(&r);

@@ -182,7 +182,7 @@ static size_t read_everything(seg_log *log, uint8_t *out, size_t cap)
     size_t len = 0;
     for (int64_t o = seg_log_start(log); o < seg_log_end(log);) {
         seg_range r;
-        ck_assert_int_eq(seg_read(log, o, 3000, &r), 0);
+        ck_assert_int_eq(seg_read(log, o, INT64_MAX, 3000, &r), 0);
         ck_assert_uint_gt(r.len, 0);
         ck_assert_uint_le(len + r.len, cap);
         ck_assert_int_eq(pread(r.fd, out + len, r.len, r.pos), (ssize_t)r.len);
@@ -226,7 +226,7 @@ static void expect_prefix(const seg_config *c, int64_t rp, const dirimg *d,
     if (k < nb)         /* segments after the damaged one are gone */
         ck_assert_int_eq(seg_segment_count(log), b[k].seg + 1);
     seg_range r;
-    ck_assert_int_eq(seg_read(log, end, 100, &r), 0);
+    ck_assert_int_eq(seg_read(log, end, INT64_MAX, 100, &r), 0);
     ck_assert_uint_eq(r.len, 0);
     seg_close(log);
 }
@@ -327,7 +327,7 @@ START_TEST(test_preallocated_index_after_crash)
         ck_assert_int_eq(seg_log_end(log), 201);
         for (int64_t o = 0; o < 201; o++) {
             seg_range r;
-            ck_assert_int_eq(seg_read(log, o, 1, &r), 0);
+            ck_assert_int_eq(seg_read(log, o, INT64_MAX, 1, &r), 0);
             uint8_t h[8];
             ck_assert_int_eq(pread(r.fd, h, 8, r.pos), 8);
             int64_t base = 0;

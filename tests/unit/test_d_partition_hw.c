@@ -1,0 +1,52 @@
+/*
+ * test_d_partition_hw — fetch waiters wake when the high watermark moves
+ * (bk_partition_set_high_watermark), and only then: setting the value it
+ * already has wakes no one, so once followers exist an append that leaves
+ * the HW behind costs a waiting Fetch nothing.
+ */
+#include <check.h>
+#include <string.h>
+
+#include "daemon/replica.h"
+#include "tests/unit/unit_run.h"
+
+static void count_wake(bk_waiter *w)
+{
+    (*(int *)w->arg)++;
+}
+
+START_TEST(test_waiters_wake_only_when_the_high_watermark_moves)
+{
+    bk_partition p;
+    memset(&p, 0, sizeof p);
+    bk_partition_init_waiters(&p);
+    int woken = 0;
+    bk_waiter w = { .wake = count_wake, .arg = &woken };
+
+    bk_partition_watch(&p, &w);
+    bk_partition_set_high_watermark(NULL, &p, 0);   /* where it is: no move */
+    ck_assert_int_eq(woken, 0);
+    ck_assert_ptr_eq(w.part, &p);
+
+    bk_partition_set_high_watermark(NULL, &p, 5);
+    ck_assert_int_eq(woken, 1);
+    ck_assert_int_eq(p.high_watermark, 5);
+    ck_assert_ptr_null(w.part);                     /* unlinked before wake */
+
+    bk_partition_watch(&p, &w);
+    bk_partition_set_high_watermark(NULL, &p, 5);
+    ck_assert_int_eq(woken, 1);
+    bk_partition_set_high_watermark(NULL, &p, 9);
+    ck_assert_int_eq(woken, 2);
+    /* A move with nobody waiting is just a store. */
+    bk_partition_set_high_watermark(NULL, &p, 12);
+    ck_assert_int_eq(woken, 2);
+    ck_assert_int_eq(p.high_watermark, 12);
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *const tests[] = { test_waiters_wake_only_when_the_high_watermark_moves };
+    return unit_run("d_partition_hw", "hw", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
+}
