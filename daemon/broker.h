@@ -7,11 +7,15 @@
  * request body through r->body (a kp_rd over the frame) and write the
  * response body into r->out (a kp_buf); message bytes that come from
  * segment files are spliced in with bk_req_add_range, which the connection
- * code sends with sendfile.  Only daemon/server.c writes to sockets.
+ * code sends with sendfile.  Only daemon/server.c writes to Kafka clients'
+ * sockets (the admin HTTP listener, daemon/admin_http.c, answers through
+ * libevent's evhttp).
  *
  * One thread runs the event loop and owns everything here.  Work that may
- * block (fsync, deletion) goes to worker threads and comes back as an
- * event on the loop.
+ * block goes to worker threads and comes back as an event on the loop:
+ * partition fdatasyncs (flusher.c), metadata WAL syncs and offset-commit
+ * writes (md_sync.c), file removal (janitor.c), compaction (cleaner.c) and
+ * SQL statements (sql_worker.c).
  */
 #ifndef SLUICE_BROKER_H
 #define SLUICE_BROKER_H
@@ -33,7 +37,8 @@ typedef struct bk_partition bk_partition;
 
 /* ---- waiting for data (Fetch long-poll) ---------------------------------- */
 /* A waiter is linked into a partition's list; bk_partition_notify (called
- * after every append) unlinks each waiter and calls its wake().  wake() runs
+ * after every append, and when the partition is deleted) unlinks each
+ * waiter and calls its wake().  wake() runs
  * on the loop thread and may re-register. */
 typedef struct bk_waiter {
     struct bk_waiter *next, *prev;
@@ -91,7 +96,8 @@ struct bk_broker {
     bk_topic **topic_hash;
     size_t topic_hash_size, ntopics;
     struct event *sig_term, *sig_int;
-    struct event *maint_timer;       /* saves offsets, time-based work */
+    struct event *maint_timer;       /* flush.ms checks; saves offsets and
+                                        producer state (main.c) */
     bool stopping;
     int nconns;
     struct bk_flusher *flusher;      /* fsync worker (daemon/flusher.c) */
@@ -108,7 +114,8 @@ int  bk_topics_load(bk_broker *b);
 void bk_topics_close_all(bk_broker *b);
 bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len);
 bk_partition *bk_partition_find(bk_broker *b, kp_str topic, int32_t partition);
-/* The one path for topic changes from the Kafka APIs (and, later, SQL):
+/* The one path for topic changes, from the Kafka APIs and from SQL
+ * (sql_worker.c):
  * validates, writes the facts through metadata/, then updates the
  * in-memory registry and the partition directories.  Returns KP_* with a
  * message in err. */
@@ -208,8 +215,8 @@ typedef struct bk_req {
 
 /* A handler parses r->body and writes the response body to r->out.
  * Returns BK_RESPOND (send it now), BK_DEFER (it will call bk_req_finish
- * later; the connection reads nothing more meanwhile, so responses stay in
- * order), BK_NO_RESPONSE (acks=0), or BK_CLOSE (malformed: close the
+ * later; the connection processes no further request meanwhile, so
+ * responses stay in order: server.c invariant 1), BK_NO_RESPONSE (acks=0), or BK_CLOSE (malformed: close the
  * connection; BK_CLOSE_QUIET when the handler already logged why, e.g. a
  * failed acks=0 produce). */
 typedef int (*bk_handler)(bk_req *r);
@@ -254,7 +261,7 @@ int bk_handle_init_producer_id(bk_req *r);
 /* ---- misc ------------------------------------------------------------------- */
 int64_t bk_now_ms(void);             /* wall clock, ms */
 int64_t bk_mono_us(void);            /* monotonic, µs */
-/* One log line to stderr: "[2026-11-30 01:02:03] INFO message". */
+/* One log line to stderr: "[2026-11-30 01:02:03,456] INFO message". */
 void bk_log(const char *level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #define BK_INFO(...)  bk_log("INFO", __VA_ARGS__)
@@ -278,7 +285,8 @@ void bk_admin_stop(bk_broker *b);
 
 /* ---- group coordinator (daemon/group*.c) ------------------------------------ */
 /* Loads groups from SQLite (they come back Empty; members rejoin), starts
- * the retention timer.  After bk_topics_load.  0 or -1. */
+ * the offsets.retention.check.interval.ms timer.  After bk_topics_load.
+ * 0 or -1. */
 int  bk_groups_init(bk_broker *b);
 /* After bk_server_free: saves what changed, frees everything. */
 void bk_groups_shutdown(bk_broker *b);
