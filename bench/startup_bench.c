@@ -23,19 +23,9 @@
 static long write_all(int fd, int partitions, long kib)
 {
     kp_buf batch, q, r;
-    kp_buf_init(&batch);
     kp_buf_init(&q);
     kp_buf_init(&r);
-    kp_batch_builder bb;
-    kp_bb_init(&bb, &batch, KP_CODEC_NONE);
-    static char value[VALUE_SIZE];
-    memset(value, 's', sizeof value);
-    for (int i = 0; i < BATCH_RECS; i++)
-        kp_bb_add(&bb, 1700000000000LL + i, NULL, 0, value, VALUE_SIZE, NULL, 0);
-    long total = 0;
-    if (kp_bb_finish(&bb) < 0)
-        total = -1;
-    kp_bb_free(&bb);
+    long total = bench_batch(&batch, BATCH_RECS, VALUE_SIZE, 's') ? -1 : 0;
     long rounds = batch.len ? ((kib << 10) + (long)batch.len - 1) / (long)batch.len : 0;
     for (long round = 0; total >= 0 && round < rounds; round++)
         for (int t = 0, made = 0; total >= 0 && made < partitions; t++) {
