@@ -227,9 +227,13 @@ deps-if-missing:
 	@$(MAKE) --no-print-directory deps
 
 # ---- tests -----------------------------------------------------------------
+# One suite after the other: under MAKEFLAGS=-j2 (.ci/run) `$(MAKE) unit
+# integration` ran both at once, on a machine whose timing tests then
+# measured each other.
 check: deps-if-missing
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory unit integration
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory fuzz-check
 
 unit: $(UNIT_BIN)
@@ -237,7 +241,12 @@ unit: $(UNIT_BIN)
 	  echo "== $$t"; CK_DEFAULT_TIMEOUT=120 timeout 600 $$t || fail=1; done; \
 	exit $$fail
 
-integration: $(SLUICED)
+# Everything tests/integration runs: the broker, sluice-sql, libsluice.so
+# (ctypes) and the tools (sluice-produce, sluice-consume), which the tests
+# find beside $$SLUICED.  Asked for together (`make unit integration`, as
+# .ci/run does under ASan), the integration run waits for the unit run.
+INTEGRATION_DEPS := $(SLUICED) $(SLUICE_SQL) $(if $(CLIENT_SRC),$(LIBSLUICE_SO) $(TOOLS_BIN))
+integration: $(INTEGRATION_DEPS) | $(filter unit,$(MAKECMDGOALS))
 	@SLUICED=$(abspath $(SLUICED)) sh tests/integration/run.sh
 
 run: deps-if-missing

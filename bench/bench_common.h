@@ -381,6 +381,26 @@ static inline int bench_create_topic(int fd, const char *name, int32_t partition
     return rc;
 }
 
+/* An uncompressed batch of `records` records, no key, each value
+ * value_size bytes of `fill`, CreateTime 1700000000000 + i, into batch
+ * (initialised here).  0, or -1 when the builder fails. */
+static inline int bench_batch(kp_buf *batch, int records, size_t value_size, char fill)
+{
+    kp_buf_init(batch);
+    char *value = malloc(value_size ? value_size : 1);
+    if (!value)
+        return -1;
+    memset(value, fill, value_size);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, batch, KP_CODEC_NONE);
+    for (int i = 0; i < records; i++)
+        kp_bb_add(&bb, 1700000000000LL + i, NULL, 0, value, (int32_t)value_size, NULL, 0);
+    int rc = kp_bb_finish(&bb) < 0 ? -1 : 0;
+    kp_bb_free(&bb);
+    free(value);
+    return rc;
+}
+
 /* Produce v7 (acks=1): the same batch to partitions [0, nparts) of topic. */
 static inline void bench_produce_req(kp_buf *q, int32_t cid, const char *client,
                                      const char *topic, int32_t nparts, const kp_buf *batch)

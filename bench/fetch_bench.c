@@ -28,20 +28,12 @@ static const char *topic = "fetch-bench";
 static void fill(int fd, long mib)
 {
     kp_buf batch, q, r;
-    kp_buf_init(&batch);
     kp_buf_init(&q);
     kp_buf_init(&r);
-    kp_batch_builder bb;
-    kp_bb_init(&bb, &batch, KP_CODEC_NONE);
-    static char value[VALUE_SIZE];
-    memset(value, 'f', sizeof value);
-    for (int i = 0; i < BATCH_RECS; i++)
-        kp_bb_add(&bb, 1700000000000LL + i, NULL, 0, value, VALUE_SIZE, NULL, 0);
-    if (kp_bb_finish(&bb) < 0) {
+    if (bench_batch(&batch, BATCH_RECS, VALUE_SIZE, 'f')) {
         fprintf(stderr, "fetch_bench: cannot build a batch\n");
         exit(1);
     }
-    kp_bb_free(&bb);
     long total = 0, goal = mib << 20;
     for (int32_t cid = 1; total < goal; cid++) {
         bench_produce_req(&q, cid, "fetch-bench", topic, 1, &batch);

@@ -27,7 +27,7 @@
  *      poll(2) millisecond count measured from a truncated "now".
  *
  * ApiVersions: v3 first (flexible body, header v0 answer); on
- * UNSUPPORTED_VERSION or an unparsable answer, v0 (README 9.3).
+ * UNSUPPORTED_VERSION or an unparsable answer, v0 (protocol/README.md §7.3).
  * Frames: read through a 64 KiB staging buffer; a frame larger than what
  * is staged gets its own allocation and is read into place (a fetch
  * response is never copied twice).
@@ -369,7 +369,7 @@ void sl_handle_apiversions(sl_client *cl, sl_broker *b, int err, sl_frame *f,
         sl_log(cl, 7, "%s:%d: ApiVersions v%d answer: error %d, %s", b->host, b->port, ver,
                ec, kp_rd_ok(r) ? "parsed" : "unparsable");
         if (b->apiver_try > 0) {
-            b->apiver_try = 0;     /* README 9.3: retry with v0 */
+            b->apiver_try = 0;     /* protocol/README.md §7.3: retry with v0 */
             send_apiversions(cl, b);
             return;
         }

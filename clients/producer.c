@@ -35,9 +35,10 @@
  *      (transport error, or OUT_OF_ORDER_SEQUENCE_NUMBER from the broker),
  *      and are requeued in id order.
  *   3. enable.idempotence (default true) asks InitProducerId (v0-1) of any
- *      broker before the first batch is closed; a broker without the API
- *      (Sluice until it adds it) leaves the producer non-idempotent, with
- *      one log line, and retries may then duplicate after a lost answer.
+ *      broker before the first batch is closed (Sluice serves it:
+ *      daemon/api_producer_id.c).  A broker without the API (an old Kafka)
+ *      leaves the producer non-idempotent, with one log line, and retries
+ *      may then duplicate after a lost answer.
  */
 #include <errno.h>
 #include <stdlib.h>

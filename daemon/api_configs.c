@@ -12,8 +12,10 @@
  *               configs (SQL writes take it too), which validates every
  *               entry before writing any (one transaction) and applies
  *               the result to the running topic.
- *   BROKER (4)  named by the broker id as a string: the broker keys this
- *               daemon knows, read-only, source 4 when they differ from the
+ *   BROKER (4)  named by the broker id as a string: every key the config
+ *               parser accepts (daemon/config.c's table, then topic
+ *               defaults under their broker keys), read-only, sensitive
+ *               ones (admin.token) as null, source 4 when they differ from the
  *               built-in default (they came from the file or --override),
  *               else 5.  The empty name is the cluster-wide dynamic default
  *               in Kafka: we have none, so it describes as an empty list.
@@ -158,90 +160,6 @@ static void describe_topic(bk_broker *b, struct dc_out *d, const md_kv *over,
     }
 }
 
-/* Broker keys this daemon reads (daemon/config.c), rendered as text. */
-enum bk_kind { BV_I16, BV_I32, BV_I64, BV_DOUBLE, BV_BOOL, BV_STR, BV_LISTENERS,
-               BV_ADVERTISED };
-struct bkey { const char *name; enum bk_kind kind; size_t off; };
-#define F(field) offsetof(bk_config, field)
-static const struct bkey bkeys[] = {
-    { "broker.id", BV_I32, F(broker_id) },
-    { "listeners", BV_LISTENERS, 0 },
-    { "advertised.listeners", BV_ADVERTISED, 0 },
-    { "log.dirs", BV_STR, F(log_dirs) },
-    { "broker.rack", BV_STR, F(rack) },
-    { "zookeeper.connect", BV_STR, F(zookeeper_connect) },
-    { "num.partitions", BV_I32, F(num_partitions) },
-    { "default.replication.factor", BV_I16, F(default_replication_factor) },
-    { "auto.create.topics.enable", BV_BOOL, F(auto_create_topics_enable) },
-    { "delete.topic.enable", BV_BOOL, F(delete_topic_enable) },
-    { "socket.request.max.bytes", BV_I32, F(socket_request_max_bytes) },
-    { "queued.max.request.bytes", BV_I64, F(queued_max_request_bytes) },
-    { "max.connections", BV_I32, F(max_connections) },
-    { "max.connections.per.ip", BV_I32, F(max_connections_per_ip) },
-    { "connections.max.idle.ms", BV_I64, F(connections_max_idle_ms) },
-    { "log.retention.check.interval.ms", BV_I64, F(log_retention_check_interval_ms) },
-    { "log.cleaner.enable", BV_BOOL, F(log_cleaner_enable) },
-    { "log.cleaner.threads", BV_I32, F(log_cleaner_threads) },
-    { "log.cleaner.dedupe.buffer.size", BV_I64, F(log_cleaner_dedupe_buffer_size) },
-    { "log.cleaner.io.max.bytes.per.second", BV_DOUBLE,
-      F(log_cleaner_io_max_bytes_per_second) },
-    { "log.cleaner.backoff.ms", BV_I64, F(log_cleaner_backoff_ms) },
-    { "log.flush.scheduler.interval.ms", BV_I64, F(log_flush_scheduler_interval_ms) },
-    { "log.flush.offset.checkpoint.interval.ms", BV_I64,
-      F(log_flush_offset_checkpoint_interval_ms) },
-    { "fetch.max.bytes", BV_I32, F(fetch_max_bytes) },
-};
-#undef F
-
-/* The value as text in buf, or NULL when unset (empty strings). */
-static const char *render(const bk_config *c, const struct bkey *k, char *buf,
-                          size_t cap)
-{
-    const char *field = (const char *)c + k->off;
-    switch (k->kind) {
-    case BV_I16:
-        snprintf(buf, cap, "%d", *(const int16_t *)(const void *)field);
-        return buf;
-    case BV_I32:
-        snprintf(buf, cap, "%d", *(const int32_t *)(const void *)field);
-        return buf;
-    case BV_I64:
-        snprintf(buf, cap, "%lld", (long long)*(const int64_t *)(const void *)field);
-        return buf;
-    case BV_DOUBLE: {
-        /* A whole number as one ("50000000", as an operator writes a
-         * byte rate), else the shortest text that reads back as the same
-         * double (Kafka's unlimited default: 1.7976931348623157e+308). */
-        double v = *(const double *)(const void *)field;
-        if (v > -9007199254740992.0 && v < 9007199254740992.0 &&
-            v == (double)(int64_t)v) {                  /* |v| < 2^53 first */
-            snprintf(buf, cap, "%lld", (long long)v);
-            return buf;
-        }
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(buf, cap, "%.*g", prec, v);
-            if (strtod(buf, NULL) == v)
-                break;
-        }
-        return buf;
-    }
-    case BV_BOOL:
-        return *(const bool *)(const void *)field ? "true" : "false";
-    case BV_STR:
-        snprintf(buf, cap, "%s", field);
-        return buf[0] ? buf : NULL;
-    case BV_LISTENERS:
-        snprintf(buf, cap, "PLAINTEXT://%s:%d", c->listen_host, c->listen_port);
-        return buf;
-    case BV_ADVERTISED:
-        if (!c->advertised_host[0])
-            return NULL;
-        snprintf(buf, cap, "PLAINTEXT://%s:%d", c->advertised_host, c->advertised_port);
-        return buf;
-    }
-    return NULL;
-}
-
 static bool same(const char *a, const char *b)
 {
     return a == b || (a && b && !strcmp(a, b));
@@ -256,19 +174,22 @@ static void describe_broker(bk_broker *b, struct dc_out *d)
         dflt_ready = true;
     }
     const bk_config *c = b->cfg;
-    for (size_t i = 0; i < sizeof bkeys / sizeof bkeys[0]; i++) {
-        const struct bkey *k = &bkeys[i];
+    /* Every broker key of the parser's own table (daemon/config.c C1). */
+    size_t nkeys;
+    const bk_config_key *keys = bk_config_keys(&nkeys);
+    for (size_t i = 0; i < nkeys; i++) {
+        const bk_config_key *k = &keys[i];
         if (!key_wanted(d->res, k->name))
             continue;
         char vbuf[4200], dbuf[4200];
-        const char *value = render(c, k, vbuf, sizeof vbuf);
-        const char *def = render(&dflt, k, dbuf, sizeof dbuf);
+        const char *value = bk_config_render(c, k, vbuf, sizeof vbuf);
+        const char *def = bk_config_render(&dflt, k, dbuf, sizeof dbuf);
         struct syn syn[2];
         int n = 0;
         if (!same(value, def))
             syn[n++] = (struct syn){ k->name, value, MD_SRC_BROKER };
         syn[n++] = (struct syn){ k->name, def, MD_SRC_DEFAULT };
-        write_entry(d, k->name, value, true, false, syn, n);
+        write_entry(d, k->name, value, true, k->sensitive, syn, n);
     }
     /* Topic defaults under their broker keys. */
     size_t ndefs;

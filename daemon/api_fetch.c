@@ -215,7 +215,7 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
             err = fp->current_leader_epoch < p->leader_epoch
                       ? KP_FENCED_LEADER_EPOCH : KP_UNKNOWN_LEADER_EPOCH;
         else if (v < 10 && p->topic->cfg.compression_type == KP_CODEC_ZSTD)
-            err = KP_UNSUPPORTED_COMPRESSION_TYPE;     /* README 9.2 */
+            err = KP_UNSUPPORTED_COMPRESSION_TYPE;     /* protocol/README.md §7.2 */
         else if (fp->fetch_offset < log_start || fp->fetch_offset > hw)
             err = KP_OFFSET_OUT_OF_RANGE;
     }

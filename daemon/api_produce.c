@@ -43,12 +43,12 @@
  *                                   for a batch larger than segment.bytes)
  *
  * acks=-1 is answered like acks=1: standalone, the leader is the whole ISR.
- * acks=0 gets no response (README 3).  A request without a ProducerId
+ * acks=0 gets no response (protocol/README.md §1).  A request without a ProducerId
  * costs nothing more; one with it costs one hash lookup per batch before
  * the append and one update after it.
  *
  * Produce v0–v2 is advertised only because librdkafka checks for v0 before
- * it compresses (README 9.1); no client sends it once v3 is advertised.  If
+ * it compresses (protocol/README.md §7.1); no client sends it once v3 is advertised.  If
  * one does, every partition gets UNSUPPORTED_VERSION in that version's
  * response layout.
  */

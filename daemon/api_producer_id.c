@@ -15,7 +15,7 @@
  * retry until its timeout.  The broker logs why.
  *
  * v2+ is flexible, v3+ carries an epoch bump for transactional producers:
- * neither is advertised (README 9.4: 0–1).
+ * neither is advertised (protocol/README.md §8: 0–1).
  */
 #include "daemon/request.h"
 

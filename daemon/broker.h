@@ -16,8 +16,10 @@
  *   admin/admin.h         the admin HTTP endpoint (/sql, /metrics)
  *
  * One thread runs the event loop and owns everything here.  Work that may
- * block (fsync, deletion, slow SQL) goes to worker threads and comes back
- * as an event on the loop.
+ * block goes to worker threads and comes back as an event on the loop:
+ * partition fdatasyncs (flusher.c), metadata WAL syncs and offset-commit
+ * writes (md_sync.c), file removal (janitor.c), compaction (cleaner.c) and
+ * SQL statements (admin/sql_worker.c).
  */
 #ifndef SLUICE_BROKER_H
 #define SLUICE_BROKER_H
@@ -49,7 +51,8 @@ struct bk_broker {
     bk_partition *replicas;
     size_t nreplicas;
     struct event *sig_term, *sig_int;
-    struct event *maint_timer;       /* saves offsets, time-based work */
+    struct event *maint_timer;       /* flush.ms checks; saves offsets and
+                                        producer state (main.c) */
     bool stopping;
     int nconns;
     struct bk_flusher *flusher;      /* fsync worker (daemon/flusher.c) */
@@ -64,7 +67,7 @@ struct bk_broker {
 /* ---- misc ------------------------------------------------------------------- */
 int64_t bk_now_ms(void);             /* wall clock, ms */
 int64_t bk_mono_us(void);            /* monotonic, µs */
-/* One log line to stderr: "[2026-11-30 01:02:03] INFO message". */
+/* One log line to stderr: "[2026-11-30 01:02:03,456] INFO message". */
 void bk_log(const char *level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #define BK_INFO(...)  bk_log("INFO", __VA_ARGS__)

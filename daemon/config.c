@@ -3,12 +3,20 @@
  *
  * Keys come in two kinds:
  *   1. broker keys handled here (broker.id, listeners, log.dirs, …), each a
- *      row in `keys` with its type and range;
+ *      row in `keys` with its type, range, default and documentation;
  *   2. topic defaults under their broker names, found through metadata/'s
  *      config definitions (md_config_def_by_broker_key), validated with the
  *      same rules as topic configs and stored by topic-level name.
  * log.retention.{hours,minutes,ms} and log.roll.{hours,ms} follow Kafka's
  * precedence: the finest unit given wins.
+ *
+ * Invariants:
+ *   C1. `keys` is the one list of broker keys: bk_config_set parses only
+ *       what it lists (plus metadata/'s broker keys), bk_config_init sets
+ *       each row's dflt through the same parser, and DescribeConfigs lists
+ *       every row (tests/unit/test_d_config.c checks the three agree).
+ *   C2. A sensitive key's value never leaves the broker: DescribeConfigs
+ *       returns it as null with IsSensitive set.
  */
 #include "daemon/config.h"
 
@@ -18,105 +26,127 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum key_type { K_INT32, K_INT64, K_BOOL, K_STRING, K_LISTENERS, K_ADV, K_DOUBLE };
-
-struct key {
-    const char *name;
-    enum key_type type;
-    size_t off;
-    size_t size;                 /* for strings */
-    int64_t min, max;
-};
-
 #define F(field) offsetof(bk_config, field), sizeof(((bk_config *)0)->field)
-static const struct key keys[] = {
-    { "broker.id", K_INT32, F(broker_id), 0, INT32_MAX },
-    { "listeners", K_LISTENERS, F(listen_host), 0, 0 },
-    { "advertised.listeners", K_ADV, F(advertised_host), 0, 0 },
-    { "log.dirs", K_STRING, F(log_dirs), 0, 0 },
-    { "log.dir", K_STRING, F(log_dirs), 0, 0 },
-    { "broker.rack", K_STRING, F(rack), 0, 0 },
-    { "num.partitions", K_INT32, F(num_partitions), 1, 100000 },
-    { "default.replication.factor", K_INT32, F(default_replication_factor), 1, 32767 },
-    { "auto.create.topics.enable", K_BOOL, F(auto_create_topics_enable), 0, 0 },
-    { "delete.topic.enable", K_BOOL, F(delete_topic_enable), 0, 0 },
-    { "socket.request.max.bytes", K_INT32, F(socket_request_max_bytes), 64, INT32_MAX },
-    { "queued.max.request.bytes", K_INT64, F(queued_max_request_bytes), -1, INT64_MAX },
-    { "connection.max.queued.bytes", K_INT64, F(connection_max_queued_bytes), 65536, INT64_MAX },
-    { "max.connections", K_INT32, F(max_connections), 1, INT32_MAX },
-    { "max.connections.per.ip", K_INT32, F(max_connections_per_ip), 1, INT32_MAX },
-    { "connections.max.idle.ms", K_INT64, F(connections_max_idle_ms), -1, INT64_MAX },
-    { "log.retention.check.interval.ms", K_INT64, F(log_retention_check_interval_ms), 1, INT64_MAX },
-    { "log.cleaner.enable", K_BOOL, F(log_cleaner_enable), 0, 0 },
-    { "log.cleaner.threads", K_INT32, F(log_cleaner_threads), 1, 64 },
-    { "log.cleaner.dedupe.buffer.size", K_INT64, F(log_cleaner_dedupe_buffer_size), 16384, INT64_MAX },
-    { "log.cleaner.io.max.bytes.per.second", K_DOUBLE, F(log_cleaner_io_max_bytes_per_second), 0, 0 },
-    { "log.cleaner.backoff.ms", K_INT64, F(log_cleaner_backoff_ms), 1, INT64_MAX },
-    { "log.flush.scheduler.interval.ms", K_INT64, F(log_flush_scheduler_interval_ms), 1, INT64_MAX },
-    { "log.flush.offset.checkpoint.interval.ms", K_INT64, F(log_flush_offset_checkpoint_interval_ms), 1, INT64_MAX },
-    { "fetch.max.bytes", K_INT32, F(fetch_max_bytes), 1024, INT32_MAX },
-    { "zookeeper.connect", K_STRING, F(zookeeper_connect), 0, 0 },
-    { "admin.listeners", K_STRING, F(admin_listeners), 0, 0 },
-    { "admin.token", K_STRING, F(admin_token), 0, 0 },
-    { "admin.sql.timeout.ms", K_INT64, F(admin_sql_timeout_ms), 1, 3600000 },
-    { "admin.sql.max.rows", K_INT64, F(admin_sql_max_rows), 1, INT32_MAX },
-    { "group.initial.rebalance.delay.ms", K_INT64, F(group_initial_rebalance_delay_ms), 0, INT32_MAX },
-    { "group.min.session.timeout.ms", K_INT32, F(group_min_session_timeout_ms), 1, INT32_MAX },
-    { "group.max.session.timeout.ms", K_INT32, F(group_max_session_timeout_ms), 1, INT32_MAX },
-    { "offsets.retention.minutes", K_INT64, F(offsets_retention_minutes), 1, INT32_MAX },
-    { "offsets.retention.check.interval.ms", K_INT64, F(offsets_retention_check_interval_ms), 1, INT64_MAX },
-    { "offset.metadata.max.bytes", K_INT32, F(offset_metadata_max_bytes), 0, INT32_MAX },
-    { "offsets.commit.linger.ms", K_INT64, F(offsets_commit_linger_ms), 0, 1000 },
+#define INT(n, field, lo, hi, d, doc)  { n, BK_CT_INT, F(field), lo, hi, d, false, NULL, 0, 0, doc }
+#define LONG(n, field, lo, hi, d, doc) { n, BK_CT_LONG, F(field), lo, hi, d, false, NULL, 0, 0, doc }
+#define BOOL(n, field, d, doc)         { n, BK_CT_BOOL, F(field), 0, 0, d, false, NULL, 0, 0, doc }
+#define STR(n, field, d, doc)          { n, BK_CT_STRING, F(field), 0, 0, d, false, NULL, 0, 0, doc }
+#define UNIT(n, field, d, topic, mult, rank, doc) \
+    { n, BK_CT_UNIT, F(field), 0, 0, d, false, topic, mult, rank, doc }
+static const bk_config_key keys[] = {
+    INT("broker.id", broker_id, 0, INT32_MAX, "0", "this broker's id"),
+    { "listeners", BK_CT_LISTENERS, F(listen_host), 0, 0, "PLAINTEXT://127.0.0.1:9092", false,
+      NULL, 0, 0, "address to listen on (the first listener; empty host: all addresses)" },
+    { "advertised.listeners", BK_CT_ADVERTISED, F(advertised_host), 0, 0, NULL, false,
+      NULL, 0, 0, "address given to clients in Metadata; default: listeners" },
+    STR("log.dirs", log_dirs, "./data", "data directory (the first one is used)"),
+    STR("log.dir", log_dirs, NULL, "the same as log.dirs"),
+    STR("broker.rack", rack, NULL, "rack id given to clients in Metadata"),
+    STR("zookeeper.connect", zookeeper_connect, NULL,
+        "ZooKeeper ensemble; must be empty until cluster mode is built"),
+    INT("num.partitions", num_partitions, 1, 100000, "1",
+        "partitions of an auto-created topic or a CreateTopics without a count"),
+    INT("default.replication.factor", default_replication_factor, 1, 32767, "1",
+        "replication factor of an auto-created topic"),
+    BOOL("auto.create.topics.enable", auto_create_topics_enable, "true",
+         "Metadata and Produce create unknown topics"),
+    BOOL("delete.topic.enable", delete_topic_enable, "true", "DeleteTopics is allowed"),
+    INT("socket.request.max.bytes", socket_request_max_bytes, 64, INT32_MAX, "104857600",
+        "largest request frame; a larger one closes the connection"),
+    LONG("queued.max.request.bytes", queued_max_request_bytes, -1, INT64_MAX, "-1",
+         "request bytes read but not yet handled, all connections; -1 no limit"),
+    LONG("connection.max.queued.bytes", connection_max_queued_bytes, 65536, INT64_MAX, "67108864",
+         "answer bytes queued on one connection before it stops being read"),
+    INT("max.connections", max_connections, 1, INT32_MAX, "10000", "open client connections"),
+    INT("max.connections.per.ip", max_connections_per_ip, 1, INT32_MAX, "10000",
+        "open client connections from one address"),
+    LONG("connections.max.idle.ms", connections_max_idle_ms, -1, INT64_MAX, "600000",
+         "idle time after which a connection is closed; -1 never"),
+    LONG("log.retention.check.interval.ms", log_retention_check_interval_ms, 1, INT64_MAX,
+         "300000", "how often retention looks for segments to delete"),
+    UNIT("log.retention.hours", log_retention_hours, "168", "retention.ms", 3600000, 1,
+         "retention.ms default in hours (log.retention.minutes and .ms win)"),
+    UNIT("log.retention.minutes", log_retention_minutes, NULL, "retention.ms", 60000, 2,
+         "retention.ms default in minutes (log.retention.ms wins)"),
+    UNIT("log.roll.hours", log_roll_hours, "168", "segment.ms", 3600000, 1,
+         "segment.ms default in hours (log.roll.ms wins)"),
+    UNIT("log.roll.jitter.hours", log_roll_jitter_hours, "0", "segment.jitter.ms", 3600000, 1,
+         "segment.jitter.ms default in hours (log.roll.jitter.ms wins)"),
+    BOOL("log.cleaner.enable", log_cleaner_enable, "true", "compact cleanup.policy=compact topics"),
+    INT("log.cleaner.threads", log_cleaner_threads, 1, 64, "1", "compaction threads"),
+    LONG("log.cleaner.dedupe.buffer.size", log_cleaner_dedupe_buffer_size, 16384, INT64_MAX,
+         "134217728", "memory for the key map of one compaction, all threads"),
+    { "log.cleaner.io.max.bytes.per.second", BK_CT_DOUBLE,
+      F(log_cleaner_io_max_bytes_per_second), 0, 0, "1.7976931348623157e308", false, NULL, 0, 0,
+      "compaction read+write rate cap, all threads" },
+    LONG("log.cleaner.backoff.ms", log_cleaner_backoff_ms, 1, INT64_MAX, "15000",
+         "pause when no partition needs compaction"),
+    LONG("log.flush.scheduler.interval.ms", log_flush_scheduler_interval_ms, 1, INT64_MAX,
+         "1000", "how often flush.ms is checked"),
+    LONG("log.flush.offset.checkpoint.interval.ms", log_flush_offset_checkpoint_interval_ms, 1,
+         INT64_MAX, "60000", "how often recovery points are saved"),
+    INT("fetch.max.bytes", fetch_max_bytes, 1024, INT32_MAX, "57671680",
+        "cap on one Fetch answer, whatever the request asks"),
+    STR("admin.listeners", admin_listeners, NULL, "HTTP admin address (/sql, /metrics); empty: off"),
+    { "admin.token", BK_CT_STRING, F(admin_token), 0, 0, NULL, true, NULL, 0, 0,
+      "bearer token the HTTP admin listener requires" },
+    LONG("admin.sql.timeout.ms", admin_sql_timeout_ms, 1, 3600000, "5000",
+         "time limit of one /sql statement"),
+    LONG("admin.sql.max.rows", admin_sql_max_rows, 1, INT32_MAX, "100000",
+         "row limit of one /sql result"),
+    LONG("group.initial.rebalance.delay.ms", group_initial_rebalance_delay_ms, 0, INT32_MAX,
+         "3000", "wait for more members before an empty group's first rebalance"),
+    INT("group.min.session.timeout.ms", group_min_session_timeout_ms, 1, INT32_MAX, "6000",
+        "smallest session timeout a member may ask for"),
+    INT("group.max.session.timeout.ms", group_max_session_timeout_ms, 1, INT32_MAX, "1800000",
+        "largest session timeout a member may ask for"),
+    LONG("offsets.retention.minutes", offsets_retention_minutes, 1, INT32_MAX, "10080",
+         "committed offsets of an empty group expire after this"),
+    LONG("offsets.retention.check.interval.ms", offsets_retention_check_interval_ms, 1, INT64_MAX,
+         "600000", "how often expired offsets are looked for"),
+    INT("offset.metadata.max.bytes", offset_metadata_max_bytes, 0, INT32_MAX, "4096",
+        "largest metadata string of a committed offset"),
+    LONG("offsets.commit.linger.ms", offsets_commit_linger_ms, 0, 1000, "5",
+         "how long an offset commit may wait for commits other connections are due to send"),
 };
+#undef UNIT
+#undef STR
+#undef BOOL
+#undef LONG
+#undef INT
 #undef F
 
-/* Broker keys that set a topic default in another unit. */
-struct unit_key { const char *name; const char *topic_name; int64_t mult; int rank; };
-static const struct unit_key unit_keys[] = {
-    { "log.retention.hours",   "retention.ms", 3600000, 1 },
-    { "log.retention.minutes", "retention.ms", 60000,   2 },
-    { "log.retention.ms",      "retention.ms", 1,       3 },
-    { "log.roll.hours",        "segment.ms",   3600000, 1 },
-    { "log.roll.ms",           "segment.ms",   1,       3 },
-    { "log.roll.jitter.hours", "segment.jitter.ms", 3600000, 1 },
-    { "log.roll.jitter.ms",    "segment.jitter.ms", 1,  3 },
-};
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+/* Topic keys with coarse-unit broker keys; index into bk_config.unit_rank. */
+static const char *const unit_topics[] = { "retention.ms", "segment.ms", "segment.jitter.ms" };
+
+const bk_config_key *bk_config_keys(size_t *n)
+{
+    *n = NKEYS;
+    return keys;
+}
+
+const bk_config_key *bk_config_key_find(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].name, name))
+            return &keys[i];
+    return NULL;
+}
 
 void bk_config_init(bk_config *c)
 {
     memset(c, 0, sizeof *c);
-    c->broker_id = 0;
-    snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
-    c->listen_port = 9092;
-    snprintf(c->log_dirs, sizeof c->log_dirs, "./data");
-    c->num_partitions = 1;
-    c->default_replication_factor = 1;
-    c->auto_create_topics_enable = true;
-    c->delete_topic_enable = true;
-    c->socket_request_max_bytes = 104857600;
-    c->queued_max_request_bytes = -1;
-    c->connection_max_queued_bytes = 64 << 20;
-    c->max_connections = 10000;
-    c->max_connections_per_ip = 10000;
-    c->connections_max_idle_ms = 600000;
-    c->log_retention_check_interval_ms = 300000;
-    c->log_cleaner_enable = true;
-    c->log_cleaner_threads = 1;
-    c->log_cleaner_dedupe_buffer_size = 134217728;
-    c->log_cleaner_io_max_bytes_per_second = 1.7976931348623157e308;
-    c->log_cleaner_backoff_ms = 15000;
-    c->log_flush_scheduler_interval_ms = 1000;
-    c->log_flush_offset_checkpoint_interval_ms = 60000;
-    c->fetch_max_bytes = 57671680;
-    c->admin_sql_timeout_ms = 5000;
-    c->admin_sql_max_rows = 100000;
-    c->group_initial_rebalance_delay_ms = 3000;
-    c->group_min_session_timeout_ms = 6000;
-    c->group_max_session_timeout_ms = 1800000;
-    c->offsets_retention_minutes = 10080;
-    c->offsets_retention_check_interval_ms = 600000;
-    c->offset_metadata_max_bytes = 4096;
-    c->offsets_commit_linger_ms = 5;
+    for (size_t i = 0; i < NKEYS; i++) {
+        char err[256];
+        /* A unit key's default is the topic default's own (metadata/):
+         * applying it would make it look set in the properties file. */
+        if (!keys[i].dflt || keys[i].type == BK_CT_UNIT)
+            continue;
+        if (bk_config_set(c, keys[i].name, keys[i].dflt, err, sizeof err))
+            abort();             /* a bad row in `keys`: test_d_config fails first */
+    }
 }
 
 void bk_config_free(bk_config *c)
@@ -195,37 +225,68 @@ static void kv_put(bk_config *c, const char *name, const char *value)
     c->ntopic_defaults++;
 }
 
-/* Rank of the unit key that last set a topic default (finest unit wins,
- * whatever the order in the file). */
-static int unit_rank[sizeof unit_keys / sizeof unit_keys[0]];
+static int unit_slot(const char *topic_key)
+{
+    for (size_t i = 0; i < sizeof unit_topics / sizeof unit_topics[0]; i++)
+        if (!strcmp(unit_topics[i], topic_key))
+            return (int)i;
+    return -1;
+}
+
+/* key=value in units of mult ms sets topic default topic_key, unless a
+ * finer unit (higher rank) set it already, whatever the order of keys. */
+static int set_unit(bk_config *c, const char *key, const char *topic_key, int64_t mult,
+                    int rank, const char *value, char *err, size_t errlen)
+{
+    int64_t v;
+    if (parse_i64(value, &v) || (v < 0 && v != -1) || (v > 0 && v > INT64_MAX / mult)) {
+        snprintf(err, errlen, "Invalid value %s for configuration %s: "
+                 "must be a non-negative integer or -1", value, key);
+        return -1;
+    }
+    int64_t ms = v < 0 ? -1 : v * mult;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)ms);
+    if (md_config_check(topic_key, buf, err, errlen) != KP_NONE) {
+        char inner[MD_ERRLEN];
+        snprintf(inner, sizeof inner, "%s", err);
+        snprintf(err, errlen, "Invalid value %s for configuration %s (%s)", value, key, inner);
+        return -1;
+    }
+    int slot = unit_slot(topic_key);
+    if (slot >= 0 && c->unit_rank[slot] > rank)
+        return 0;
+    if (slot >= 0)
+        c->unit_rank[slot] = (int8_t)rank;
+    kv_put(c, topic_key, buf);
+    return 0;
+}
 
 int bk_config_set(bk_config *c, const char *key, const char *value,
                   char *err, size_t errlen)
 {
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const struct key *k = &keys[i];
-        if (strcmp(k->name, key))
-            continue;
+    const bk_config_key *k = bk_config_key_find(key);
+    if (k) {
         char *field = (char *)c + k->off;
         int64_t v;
         bool bv;
         switch (k->type) {
-        case K_INT32:
-        case K_INT64:
+        case BK_CT_INT:
+        case BK_CT_LONG:
             if (parse_i64(value, &v) || v < k->min || v > k->max) {
                 snprintf(err, errlen, "Invalid value %s for configuration %s: "
                          "must be an integer in [%lld, %lld]", value, key,
                          (long long)k->min, (long long)k->max);
                 return -1;
             }
-            if (k->type == K_INT64)
+            if (k->type == BK_CT_LONG)
                 *(int64_t *)(void *)field = v;
             else if (k->size == sizeof(int16_t))
                 *(int16_t *)(void *)field = (int16_t)v;
             else
                 *(int32_t *)(void *)field = (int32_t)v;
             return 0;
-        case K_BOOL:
+        case BK_CT_BOOL:
             if (parse_bool(value, &bv)) {
                 snprintf(err, errlen, "Invalid value %s for configuration %s: "
                          "must be true or false", value, key);
@@ -233,7 +294,7 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
             }
             *(bool *)(void *)field = bv;
             return 0;
-        case K_DOUBLE: {
+        case BK_CT_DOUBLE: {
             char *end;
             errno = 0;
             double d = strtod(value, &end);
@@ -245,14 +306,14 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
             *(double *)(void *)field = d;
             return 0;
         }
-        case K_STRING:
+        case BK_CT_STRING:
             if (strlen(value) >= k->size) {
                 snprintf(err, errlen, "Invalid value for configuration %s: too long", key);
                 return -1;
             }
             strcpy(field, value);
             return 0;
-        case K_LISTENERS:
+        case BK_CT_LISTENERS:
             if (parse_listener(value, c->listen_host, sizeof c->listen_host,
                                &c->listen_port)) {
                 snprintf(err, errlen, "Invalid value %s for configuration %s: "
@@ -260,7 +321,7 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
                 return -1;
             }
             return 0;
-        case K_ADV:
+        case BK_CT_ADVERTISED:
             if (parse_listener(value, c->advertised_host, sizeof c->advertised_host,
                                &c->advertised_port)) {
                 snprintf(err, errlen, "Invalid value %s for configuration %s: "
@@ -268,42 +329,16 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
                 return -1;
             }
             return 0;
-        }
-    }
-    for (size_t i = 0; i < sizeof unit_keys / sizeof unit_keys[0]; i++) {
-        const struct unit_key *u = &unit_keys[i];
-        if (strcmp(u->name, key))
-            continue;
-        int64_t v;
-        if (parse_i64(value, &v) || (v < 0 && v != -1) ||
-            (v > 0 && v > INT64_MAX / u->mult)) {
-            snprintf(err, errlen, "Invalid value %s for configuration %s: "
-                     "must be a non-negative integer or -1", value, key);
-            return -1;
-        }
-        int64_t ms = v < 0 ? -1 : v * u->mult;
-        char buf[32];
-        snprintf(buf, sizeof buf, "%lld", (long long)ms);
-        if (md_config_check(u->topic_name, buf, err, errlen) != KP_NONE) {
-            char inner[MD_ERRLEN];
-            snprintf(inner, sizeof inner, "%s", err);
-            snprintf(err, errlen, "Invalid value %s for configuration %s (%s)",
-                     value, key, inner);
-            return -1;
-        }
-        /* Finest unit wins: a coarser key never overrides a finer one. */
-        int slot = -1;
-        for (size_t j = 0; j < sizeof unit_keys / sizeof unit_keys[0]; j++)
-            if (!strcmp(unit_keys[j].topic_name, u->topic_name) && unit_keys[j].rank == 3)
-                slot = (int)j;
-        if (slot >= 0 && unit_rank[slot] > u->rank)
+        case BK_CT_UNIT:
+            if (set_unit(c, key, k->topic_key, k->mult, k->rank, value, err, errlen))
+                return -1;
+            snprintf(field, k->size, "%s", value);   /* parsed: at most 20 chars */
             return 0;
-        if (slot >= 0)
-            unit_rank[slot] = u->rank;
-        kv_put(c, u->topic_name, buf);
-        return 0;
+        }
     }
     const md_config_def *d = md_config_def_by_broker_key(key);
+    if (d && unit_slot(d->name) >= 0)        /* log.retention.ms, log.roll.ms, … */
+        return set_unit(c, key, d->name, 1, 3, value, err, errlen);
     if (d) {
         if (md_config_check(d->name, value, err, errlen) != KP_NONE) {
             char inner[MD_ERRLEN];
@@ -386,4 +421,55 @@ int bk_config_finish(bk_config *c, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+const char *bk_config_render(const bk_config *c, const bk_config_key *k, char *buf,
+                             size_t cap)
+{
+    const char *field = (const char *)c + k->off;
+    switch (k->type) {
+    case BK_CT_INT:
+        if (k->size == sizeof(int16_t))
+            snprintf(buf, cap, "%d", *(const int16_t *)(const void *)field);
+        else
+            snprintf(buf, cap, "%d", *(const int32_t *)(const void *)field);
+        return buf;
+    case BK_CT_LONG:
+        snprintf(buf, cap, "%lld", (long long)*(const int64_t *)(const void *)field);
+        return buf;
+    case BK_CT_DOUBLE: {
+        /* A whole number as one ("50000000", as an operator writes a
+         * byte rate), else the shortest text that reads back as the same
+         * double (Kafka's unlimited default: 1.7976931348623157e+308). */
+        double v = *(const double *)(const void *)field;
+        if (v > -9007199254740992.0 && v < 9007199254740992.0 &&
+            v == (double)(int64_t)v) {                  /* |v| < 2^53 first */
+            snprintf(buf, cap, "%lld", (long long)v);
+            return buf;
+        }
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf, cap, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v)
+                break;
+        }
+        return buf;
+    }
+    case BK_CT_BOOL:
+        return *(const bool *)(const void *)field ? "true" : "false";
+    case BK_CT_STRING:
+        snprintf(buf, cap, "%s", field);
+        return buf[0] ? buf : NULL;
+    case BK_CT_UNIT:
+        snprintf(buf, cap, "%s", field[0] ? field : k->dflt ? k->dflt : "");
+        return buf[0] ? buf : NULL;
+    case BK_CT_LISTENERS:
+        snprintf(buf, cap, "PLAINTEXT://%s:%d", c->listen_host, c->listen_port);
+        return buf;
+    case BK_CT_ADVERTISED:
+        if (!c->advertised_host[0])
+            return NULL;
+        snprintf(buf, cap, "PLAINTEXT://%s:%d", c->advertised_host, c->advertised_port);
+        return buf;
+    }
+    return NULL;
 }

@@ -7,6 +7,14 @@
  * log.segment.bytes, log.flush.interval.ms, …) are collected, translated to
  * topic-level names, into topic_defaults: metadata/ resolves a topic's
  * effective config from them (source "broker").
+ *
+ * The keys are listed once, in daemon/config.c's table (bk_config_keys):
+ * name, type, parse target, range, Kafka's default, sensitivity and a
+ * line of documentation.  The parser, bk_config_init's defaults and the
+ * BROKER resource of DescribeConfigs (daemon/api_configs.c) all read that
+ * table; topic defaults under broker keys come from metadata/'s table
+ * (md_config_defs, broker_key).  Together the two are every key the parser
+ * accepts.
  */
 #ifndef SLUICE_CONFIG_H
 #define SLUICE_CONFIG_H
@@ -60,12 +68,56 @@ typedef struct bk_config {
     int64_t offsets_commit_linger_ms;             /* offsets.commit.linger.ms: how
                                                      long commits may wait for
                                                      others due (group.c C7) */
+    /* Coarse-unit keys as written: they set the retention.ms / segment.ms /
+     * segment.jitter.ms topic defaults and are described as given. */
+    char log_retention_hours[24];                 /* log.retention.hours */
+    char log_retention_minutes[24];               /* log.retention.minutes */
+    char log_roll_hours[24];                      /* log.roll.hours */
+    char log_roll_jitter_hours[24];               /* log.roll.jitter.hours */
+    int8_t unit_rank[3];          /* finest unit given so far, per topic key */
     /* Topic-level defaults from broker keys, by topic-level name. */
     md_kv *topic_defaults;
     size_t ntopic_defaults;
 } bk_config;
 
-void bk_config_init(bk_config *c);          /* Kafka defaults */
+enum bk_config_type {
+    BK_CT_INT,          /* int16 or int32 target (by size), range min..max */
+    BK_CT_LONG,         /* int64, range min..max */
+    BK_CT_BOOL,
+    BK_CT_DOUBLE,       /* > 0 */
+    BK_CT_STRING,       /* NUL-terminated, shorter than the target */
+    BK_CT_LISTENERS,    /* PLAINTEXT://host:port → listen_host, listen_port */
+    BK_CT_ADVERTISED,   /* → advertised_host, advertised_port */
+    BK_CT_UNIT,         /* a topic default in a coarser unit (see below) */
+};
+
+/* One broker key.  BK_CT_UNIT keys also set topic default topic_key to
+ * value × mult; the finest unit given wins whatever the order (rank: 1
+ * hours, 2 minutes; the topic key's own broker key, e.g. log.retention.ms,
+ * is rank 3 and lives in metadata/'s table). */
+typedef struct bk_config_key {
+    const char *name;
+    enum bk_config_type type;
+    size_t off, size;             /* parse target in bk_config */
+    int64_t min, max;             /* BK_CT_INT / BK_CT_LONG: inclusive */
+    const char *dflt;             /* Kafka's default as text; NULL: none */
+    bool sensitive;               /* DescribeConfigs returns null for it */
+    const char *topic_key;        /* BK_CT_UNIT */
+    int64_t mult;                 /* BK_CT_UNIT */
+    int rank;                     /* BK_CT_UNIT */
+    const char *doc;
+} bk_config_key;
+
+/* The table, in the order DescribeConfigs lists it. */
+const bk_config_key *bk_config_keys(size_t *n);
+const bk_config_key *bk_config_key_find(const char *name);
+/* k's value in c as Kafka renders it (integers in decimal, booleans
+ * true/false, listeners as PLAINTEXT://host:port), in buf; NULL when unset.
+ * A BK_CT_UNIT key not given renders as its default. */
+const char *bk_config_render(const bk_config *c, const bk_config_key *k,
+                             char *buf, size_t cap);
+
+void bk_config_init(bk_config *c);          /* the table's defaults */
 void bk_config_free(bk_config *c);
 /* Loads a properties file (may be NULL for defaults only).  0 or -1 with a
  * message in err naming the file, line and key. */

@@ -9,7 +9,8 @@
 
 /* ---- group coordinator (daemon/group*.c) ------------------------------------ */
 /* Loads groups from SQLite (they come back Empty; members rejoin), starts
- * the retention timer.  After bk_topics_load.  0 or -1. */
+ * the offsets.retention.check.interval.ms timer.  After bk_topics_load.
+ * 0 or -1. */
 int  bk_groups_init(bk_broker *b);
 /* After bk_server_free: saves what changed, frees everything. */
 void bk_groups_shutdown(bk_broker *b);

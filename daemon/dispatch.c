@@ -1,7 +1,7 @@
 /*
  * The API table: what the broker advertises in ApiVersions and which
- * handler serves each key.  Ranges follow shared/kafka-protocol/README.md
- * section 9.4, capped below each API's first flexible version (only
+ * handler serves each key.  Ranges follow protocol/README.md §8, capped
+ * below each API's first flexible version (only
  * ApiVersions v3 is flexible).  Produce is advertised from v0 because
  * librdkafka checks v0 before compressing with gzip/snappy/lz4; v0-2 are
  * answered by the handler with an error.
@@ -52,7 +52,7 @@ const bk_api *bk_api_table(size_t *n)
 /*
  * ApiVersions v0-3.  A version above 3 gets UNSUPPORTED_VERSION with a
  * v0-shaped body listing everything, so that any client can read it and
- * retry with a version it finds there (README 9.3).  v3's request body
+ * retry with a version it finds there (protocol/README.md §7.3).  v3's request body
  * (ClientSoftwareName/Version) is read but not required to be sensible.
  */
 int bk_handle_api_versions(bk_req *r)

@@ -12,7 +12,8 @@
 
 /* ---- waiting for data (Fetch long-poll) ---------------------------------- */
 /* A waiter is linked into a partition's list; bk_partition_notify (called
- * when the high watermark moves) unlinks each waiter and calls its wake().
+ * when the high watermark moves, and when the partition is deleted)
+ * unlinks each waiter and calls its wake().
  * wake() runs on the loop thread and may re-register. */
 typedef struct bk_waiter {
     struct bk_waiter *next, *prev;

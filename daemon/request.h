@@ -5,7 +5,8 @@
  * r->body (a kp_rd over the frame) and write the response body into r->out
  * (a kp_buf); message bytes that come from segment files are spliced in
  * with bk_req_add_range, which the connection code sends with sendfile.
- * Only daemon/server.c writes to sockets.
+ * Only daemon/server.c writes to Kafka clients' sockets (the admin HTTP
+ * listener, admin/admin_http.c, answers through libevent's evhttp).
  */
 #ifndef SLUICE_REQUEST_H
 #define SLUICE_REQUEST_H
@@ -40,8 +41,9 @@ typedef struct bk_req {
 
 /* A handler parses r->body and writes the response body to r->out.
  * Returns BK_RESPOND (send it now), BK_DEFER (it will call bk_req_finish
- * later; the connection reads nothing more meanwhile, so responses stay in
- * order), BK_NO_RESPONSE (acks=0), or BK_CLOSE (malformed: close the
+ * later; the connection processes no further request meanwhile, so
+ * responses stay in order: server.c invariant 1), BK_NO_RESPONSE (acks=0),
+ * or BK_CLOSE (malformed: close the
  * connection; BK_CLOSE_QUIET when the handler already logged why, e.g. a
  * failed acks=0 produce). */
 typedef int (*bk_handler)(bk_req *r);

@@ -263,7 +263,7 @@ static void send_response(bk_conn *c)
 {
     bk_req *r = &c->req;
     struct evbuffer *o = c->obuf;
-    /* ApiVersions always answers with header v0 (README 4). */
+    /* ApiVersions always answers with header v0 (protocol/README.md §2). */
     bool hdr_tags = r->hdr.flexible && r->hdr.RequestApiKey != KP_API_API_VERSIONS;
     size_t total = 4 + (hdr_tags ? 1 : 0) + r->out->len + bk_req_range_bytes(r);
     uint8_t hdr[9];

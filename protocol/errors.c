@@ -1,4 +1,5 @@
-/* generated once from shared/kafka-protocol/error-codes.tsv */
+/* generated once from Kafka's error-code list (-1..109, with the retriable
+ * flag); protocol/README.md §6 says which ones Sluice answers with. */
 #include "protocol/kp_errors.h"
 #include <stddef.h>
 static const struct { int code; const char *name; int retriable; } kp_errors[] = {

@@ -2,8 +2,8 @@
  * header.c — request/response headers and the table of API names and first
  * flexible versions.
  *
- * The header version follows from the API's first flexible version (README
- * section 4): v2 (v1 + TAGGED_FIELDS) from it on, else v1.  The table must
+ * The header version follows from the API's first flexible version
+ * (protocol/README.md §2): v2 (v1 + TAGGED_FIELDS) from it on, else v1.  The table must
  * know every API Kafka has, not only those we serve, or a request for an
  * unserved flexible version would be misparsed before it can be refused.
  * Values are Kafka 3.x's (keys 0..67); "none" is INT16_MAX.

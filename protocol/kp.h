@@ -15,7 +15,7 @@
  *   - CRC-32C (hardware where present), murmur2 (Java partitioner).
  *
  * It knows nothing of sockets, libevent, SQLite or ZooKeeper.
- * Field names follow the JSON schemas in shared/kafka-protocol/messages/.
+ * Field names follow Kafka's JSON message schemas (protocol/README.md).
  */
 #ifndef SLUICE_KP_H
 #define SLUICE_KP_H

@@ -1,4 +1,5 @@
-/* Kafka error codes, generated once from shared/kafka-protocol/error-codes.tsv.
+/* Kafka error codes, generated once from Kafka's error-code list (-1..109;
+ * protocol/README.md §6 has the ones Sluice answers with).
  * The numbers are the protocol's; names drop nothing but gain KP_. */
 #ifndef SLUICE_KP_ERRORS_H
 #define SLUICE_KP_ERRORS_H

@@ -393,7 +393,7 @@ def record_batch(records, base_timestamp, leader_epoch=-1):
     return i64(0) + i32(len(rest)) + rest
 
 
-# The README's section 11 vector: one record, key "k", value "hi", header h=v,
+# protocol/README.md §10's vector: one record, key "k", value "hi", header h=v,
 # CreateTime 1700000000000.
 README_BATCH = bytes.fromhex(
     "0000000000000000" "0000003f" "ffffffff"

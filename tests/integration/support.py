@@ -21,7 +21,7 @@ def topic_name(prefix="t"):
     return "%s-%s" % (prefix, uuid.uuid4().hex[:10])
 
 
-# ---- murmur2 (Java's Utils.murmur2, README section 10) ---------------------------
+# ---- murmur2 (Java's Utils.murmur2, protocol/README.md §9) ------------------------
 def murmur2(data):
     m = 0x5BD1E995
     r = 24

@@ -69,7 +69,7 @@ def test_api_versions_v0_lists_the_supported_apis(broker):
         err, apis = kr.parse_api_versions_v0(r)
     assert err == 0
     assert apis[kr.API_API_VERSIONS][0] == 0 and apis[kr.API_API_VERSIONS][1] >= 2
-    # hard lower bounds from the protocol README (9.4): clients break without them
+    # hard lower bounds (protocol/README.md §8): clients break without them
     assert apis[kr.API_PRODUCE][0] == 0 and apis[kr.API_PRODUCE][1] >= 7, apis[kr.API_PRODUCE]
     assert apis[kr.API_FETCH][0] <= 4 and apis[kr.API_FETCH][1] >= 10, apis[kr.API_FETCH]
     assert apis[kr.API_METADATA][0] == 0 and apis[kr.API_METADATA][1] >= 4
@@ -82,14 +82,9 @@ def test_api_versions_v3_answers_with_a_compact_body(broker):
         corr = c.send(kr.API_API_VERSIONS, 3, kr.api_versions_v3_body())
         got, r = c.recv_response()
     assert got == corr
-    err = r.i16()
-    if err == UNSUPPORTED_VERSION:
-        # README 9.3 option 2: v3 not implemented, answered with a v0 body
-        # that librdkafka falls back from; then 3 must not be advertised.
-        apis = dict((k, (lo, hi)) for k, lo, hi in r.array(lambda x: (x.i16(), x.i16(), x.i16())))
-        assert apis[kr.API_API_VERSIONS][1] < 3
-        return
-    assert err == 0
+    # The broker serves v3 (protocol/README.md §7.3): an UNSUPPORTED_VERSION
+    # in a v0 body here would cost librdkafka a round trip per connection.
+    assert r.i16() == 0
     n = r.uvarint() - 1
     apis = {}
     for _ in range(n):

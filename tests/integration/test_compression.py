@@ -57,7 +57,7 @@ def stored_batches(b, topic, partition=0):
 
 def librdkafka_hint(b, codec):
     """librdkafka silently sends uncompressed batches when the broker's
-    ApiVersions turn its codec feature off (protocol README 9.1)."""
+    ApiVersions turn its codec feature off (protocol/README.md §7.1)."""
     import kafka_raw as kr
     with kr.Conn(b.port) as c:
         _, apis = kr.parse_api_versions_v0(c.request(kr.API_API_VERSIONS, 0))

@@ -122,11 +122,139 @@ START_TEST(test_offsets_commit_linger_is_bounded)
 }
 END_TEST
 
+/* A value for k other than its default, in the text bk_config_render
+ * gives back for it. */
+static const char *sample_value(const bk_config_key *k, char *buf, size_t cap)
+{
+    switch (k->type) {
+    case BK_CT_INT:
+    case BK_CT_LONG:
+        snprintf(buf, cap, "%lld", (long long)(k->min + 1 <= k->max ? k->min + 1 : k->min));
+        if (k->dflt && !strcmp(buf, k->dflt))
+            snprintf(buf, cap, "%lld", (long long)k->min);
+        return buf;
+    case BK_CT_BOOL:
+        return k->dflt && !strcmp(k->dflt, "true") ? "false" : "true";
+    case BK_CT_DOUBLE:
+        return "12345";
+    case BK_CT_STRING:
+        return "sample-value";
+    case BK_CT_LISTENERS:
+    case BK_CT_ADVERTISED:
+        return "PLAINTEXT://10.1.2.3:1234";
+    case BK_CT_UNIT:
+        return "7";
+    }
+    return NULL;
+}
+
+START_TEST(test_every_table_key_parses_into_what_describe_renders)
+{
+    size_t n;
+    const bk_config_key *keys = bk_config_keys(&n);
+    ck_assert_uint_ge(n, 40);
+    for (size_t i = 0; i < n; i++) {
+        const bk_config_key *k = &keys[i];
+        ck_assert_ptr_eq(bk_config_key_find(k->name), k);
+        ck_assert_msg(k->doc && k->doc[0], "%s has no documentation", k->name);
+        ck_assert_msg(!md_config_def_by_broker_key(k->name),
+                      "%s is in both tables", k->name);
+        bk_config c;
+        bk_config_init(&c);
+        char err[512] = "", want[64], got[4200];
+        /* the default, as bk_config_init applied it, reads back as given */
+        if (k->dflt && k->type != BK_CT_DOUBLE) {
+            const char *v = bk_config_render(&c, k, got, sizeof got);
+            ck_assert_msg(v && !strcmp(v, k->dflt), "%s renders %s, default %s",
+                          k->name, v ? v : "(null)", k->dflt);
+        }
+        const char *sample = sample_value(k, want, sizeof want);
+        ck_assert_msg(bk_config_set(&c, k->name, sample, err, sizeof err) == 0,
+                      "%s=%s: %s", k->name, sample, err);
+        const char *v = bk_config_render(&c, k, got, sizeof got);
+        ck_assert_msg(v && !strcmp(v, sample), "%s=%s renders as %s", k->name, sample,
+                      v ? v : "(null)");
+        if (k->type == BK_CT_UNIT) {
+            char ms[32];
+            snprintf(ms, sizeof ms, "%lld", (long long)(7 * k->mult));
+            ck_assert_str_eq(value_of(&c, k->topic_key), ms);
+        }
+        bk_config_free(&c);
+    }
+}
+END_TEST
+
+START_TEST(test_defaults_are_the_tables)
+{
+    bk_config c;
+    bk_config_init(&c);
+    ck_assert_int_eq(c.broker_id, 0);
+    ck_assert_str_eq(c.listen_host, "127.0.0.1");
+    ck_assert_int_eq(c.listen_port, 9092);
+    ck_assert_str_eq(c.log_dirs, "./data");
+    ck_assert_int_eq(c.connection_max_queued_bytes, 64 << 20);
+    ck_assert_int_eq(c.default_replication_factor, 1);
+    ck_assert(c.log_cleaner_io_max_bytes_per_second > 1e308);
+    ck_assert_int_eq(c.group_initial_rebalance_delay_ms, 3000);
+    ck_assert_int_eq(c.offsets_commit_linger_ms, 5);
+    /* unit keys' defaults are metadata/'s: nothing looks set by the file */
+    ck_assert_uint_eq(c.ntopic_defaults, 0);
+    bk_config_free(&c);
+}
+END_TEST
+
+START_TEST(test_only_admin_token_is_sensitive_and_topic_keys_are_accepted)
+{
+    size_t n;
+    const bk_config_key *keys = bk_config_keys(&n);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(keys[i].sensitive == !strcmp(keys[i].name, "admin.token"), "%s",
+                      keys[i].name);
+    size_t nd;
+    const md_config_def *defs = md_config_defs(&nd);
+    for (size_t i = 0; i < nd; i++) {
+        if (!defs[i].broker_key)
+            continue;
+        bk_config c;
+        bk_config_init(&c);
+        char err[512] = "";
+        ck_assert_msg(bk_config_set(&c, defs[i].broker_key, defs[i].default_value, err,
+                                    sizeof err) == 0, "%s: %s", defs[i].broker_key, err);
+        ck_assert_str_eq(value_of(&c, defs[i].name), defs[i].default_value);
+        bk_config_free(&c);
+    }
+}
+END_TEST
+
+START_TEST(test_unit_precedence_is_per_config)
+{
+    /* The finest-unit rank once lived in a file-static array: a second
+     * config saw the first one's log.retention.ms and ignored its hours. */
+    bk_config a, b;
+    bk_config_init(&a);
+    bk_config_init(&b);
+    char err[512];
+    ck_assert_int_eq(bk_config_set(&a, "log.retention.ms", "5000", err, sizeof err), 0);
+    ck_assert_int_eq(bk_config_set(&b, "log.retention.hours", "1", err, sizeof err), 0);
+    ck_assert_str_eq(value_of(&a, "retention.ms"), "5000");
+    ck_assert_str_eq(value_of(&b, "retention.ms"), "3600000");
+    ck_assert_int_eq(bk_config_set(&b, "log.retention.minutes", "2", err, sizeof err), 0);
+    ck_assert_int_eq(bk_config_set(&b, "log.retention.hours", "5", err, sizeof err), 0);
+    ck_assert_str_eq(value_of(&b, "retention.ms"), "120000");
+    ck_assert_str_eq(b.log_retention_hours, "5");        /* described as written */
+    bk_config_free(&a);
+    bk_config_free(&b);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
         test_loads_kafka_keys, test_finest_retention_unit_wins, test_unknown_key_is_named,
         test_invalid_values_are_named, test_offsets_commit_linger_is_bounded,
+        test_every_table_key_parses_into_what_describe_renders, test_defaults_are_the_tables,
+        test_only_admin_token_is_sensitive_and_topic_keys_are_accepted,
+        test_unit_precedence_is_per_config,
     };
     return unit_run("daemon config", "config", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }

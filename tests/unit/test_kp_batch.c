@@ -1,4 +1,4 @@
-/* RecordBatch v2: the README's 75-byte batch, validation errors, in-place
+/* RecordBatch v2: protocol/README.md §10's 75-byte batch, validation errors, in-place
  * rewrites, the builder round trip for every codec, record iteration, and
  * hostile input (every truncation, random byte flips). */
 #include <check.h>
@@ -9,7 +9,7 @@
 #include "protocol/kp.h"
 #include "tests/unit/unit_run.h"
 
-/* README section 11. */
+/* protocol/README.md §10. */
 static const uint8_t batch75[75] = {
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x3f, 0xff, 0xff, 0xff, 0xff,
     0x02, 0x3a, 0xc2, 0xe8, 0x2b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
