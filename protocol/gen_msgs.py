@@ -318,28 +318,22 @@ class Gen:
         out.append("")
 
     # -- per-field helpers --
-    def rd_value(self, msg, f, r, dst, flex, nullable):
-        """Statement(s) reading one non-array value of f into dst."""
+    def value_stmts(self, f, io, cur, x, flex, nullable):
+        """Statements reading (io "rd") or writing (io "wr") one non-array
+        value of field f, the lvalue x, through cursor/buffer cur."""
         t = f.elem
+        rd = io == "rd"
         if f.struct:
-            return ["dec_%s(%s, v, &%s, a);" % (f.struct.cname, r, dst)]
+            return ["dec_%s(%s, v, &%s, a);" % (f.struct.cname, cur, x) if rd else
+                    "enc_%s(%s, v, &%s);" % (f.struct.cname, cur, x)]
         if t in SCALARS:
-            return ["%s = %s;" % (dst, SCALARS[t][1].format(r=r))]
+            return ["%s = %s;" % (x, SCALARS[t][1].format(r=cur)) if rd else
+                    SCALARS[t][2].format(b=cur, x=x) + ";"]
         if t == "uuid":
-            return ["kp_rd_uuid(%s, %s);" % (r, dst)]
-        fn = "kp_msg_rd_str" if t == "string" else "kp_msg_rd_bytes"
-        return ["%s = %s(%s, %s, %s);" % (dst, fn, r, flex, nullable)]
-
-    def wr_value(self, msg, f, b, src, flex, nullable):
-        t = f.elem
-        if f.struct:
-            return ["enc_%s(%s, v, &%s);" % (f.struct.cname, b, src)]
-        if t in SCALARS:
-            return [SCALARS[t][2].format(b=b, x=src) + ";"]
-        if t == "uuid":
-            return ["kp_wr_uuid(%s, %s);" % (b, src)]
-        fn = "kp_msg_wr_str" if t == "string" else "kp_msg_wr_bytes"
-        return ["%s(%s, %s, %s, %s);" % (fn, b, flex, nullable, src)]
+            return ["kp_%s_uuid(%s, %s);" % (io, cur, x)]
+        fn = "kp_msg_%s_%s" % (io, "str" if t == "string" else "bytes")
+        return ["%s = %s(%s, %s, %s);" % (x, fn, cur, flex, nullable) if rd else
+                "%s(%s, %s, %s, %s);" % (fn, cur, flex, nullable, x)]
 
     def elem_ctype(self, f):
         if f.struct:
@@ -359,49 +353,38 @@ class Gen:
     def minsz_name(self, s):
         return "minsz_" + s.cname
 
-    def rd_field(self, msg, s, f, r, flex):
-        """Read statements for field f from cursor r (flex = C expression)."""
-        valid = self.valid
-        nul = cond(f.nullable, valid)
+    def field_stmts(self, msg, f, io, cur, flex):
+        """Statements reading or writing field f (flex: a C expression)."""
+        nul = cond(f.nullable, self.valid)
         m = "m->" + f.name
         if not f.is_array:
-            return self.rd_value(msg, f, r, m, flex, nul)
+            return self.value_stmts(f, io, cur, m, flex, nul)
+        if io == "wr":
+            lines = ["kp_msg_wr_count(%s, %s, %s, %s_count, %s != NULL);" % (cur, flex, nul, m, m),
+                     "if (%s)" % m,
+                     "    for (int32_t i = 0; i < %s_count; i++) {" % m]
+            lines += ["        " + st for st in self.value_stmts(f, io, cur, "%s[i]" % m, flex, "false")]
+            return lines + ["    }"]
         if f.struct:
             minsz = "%s[v]" % self.minsz_name(f.struct)
         elif f.elem in SLICES:
-            minsz = "(%s) ? 1 : 2" % flex if f.elem == "string" else "(%s) ? 1 : 4" % flex
+            minsz = "(%s) ? 1 : %d" % (flex, 2 if f.elem == "string" else 4)
         else:
-            minsz = str(elem_min(msg, f, valid[0], False))
+            minsz = str(elem_min(msg, f, self.valid[0], False))
         ct = self.elem_ctype(f)
         lines = ["{",
-                 "    int32_t n = kp_msg_rd_count(%s, %s, %s, %s);" % (r, flex, nul, minsz),
+                 "    int32_t n = kp_msg_rd_count(%s, %s, %s, %s);" % (cur, flex, nul, minsz),
                  "    %s_count = n;" % m,
                  "    if (n > 0) {",
-                 "        %s = kp_msg_alloc(%s, a, (size_t)n, sizeof(%s));" % (m, r, ct),
+                 "        %s = kp_msg_alloc(%s, a, (size_t)n, sizeof(%s));" % (m, cur, ct),
                  "        if (!%s)" % m,
                  "            %s_count = 0;" % m,
-                 "        for (int32_t i = 0; i < %s_count && kp_rd_ok(%s); i++) {" % (m, r)]
+                 "        for (int32_t i = 0; i < %s_count && kp_rd_ok(%s); i++) {" % (m, cur)]
         el = "%s[i]" % m
         if f.struct:
             lines.append("            init_%s(&%s);" % (f.struct.cname, el))
-        for st in self.rd_value(msg, f, r, el, flex, "false"):
-            lines.append("            " + st)
-        lines += ["        }", "    }", "}"]
-        return lines
-
-    def wr_field(self, msg, s, f, b, flex):
-        valid = self.valid
-        nul = cond(f.nullable, valid)
-        m = "m->" + f.name
-        if not f.is_array:
-            return self.wr_value(msg, f, b, m, flex, nul)
-        lines = ["kp_msg_wr_count(%s, %s, %s, %s_count, %s != NULL);" % (b, flex, nul, m, m),
-                 "if (%s)" % m,
-                 "    for (int32_t i = 0; i < %s_count; i++) {" % m]
-        for st in self.wr_value(msg, f, b, "%s[i]" % m, flex, "false"):
-            lines.append("        " + st)
-        lines.append("    }")
-        return lines
+        lines += ["            " + st for st in self.value_stmts(f, io, cur, el, flex, "false")]
+        return lines + ["        }", "    }", "}"]
 
     def isdef_expr(self, f, x):
         """C expression: x (an lvalue of field f) holds its default."""
@@ -460,15 +443,13 @@ class Gen:
         fflex = cond(msg.flex, valid)
         tagged = sorted([f for f in s.fields if f.tag is not None], key=lambda f: f.tag)
         # decode
-        c.append("static void dec_%s(kp_rd *r, int16_t v, struct %s *m, kp_arena *a)" % (s.cname, s.cname))
-        c.append("{")
-        c.append("    bool flex = %s;" % fflex)
-        c.append("    (void)v; (void)flex; (void)a; (void)m;")
+        self.open_fn("static void dec_%s(kp_rd *r, int16_t v, struct %s *m, kp_arena *a)"
+                     % (s.cname, s.cname), fflex, ("v", "flex", "a", "m"))
         for f in s.fields:
             cw = cond(f.wire_versions(), valid)
             if cw == "false":
                 continue
-            body = self.rd_field(msg, s, f, "r", self.flex_expr(msg, f, valid))
+            body = self.field_stmts(msg, f, "rd", "r", self.flex_expr(msg, f, valid))
             self.emit_guarded(c, cw, body, "    ")
         if fflex != "false":
             if tagged:
@@ -483,7 +464,7 @@ class Gen:
                 for f in tagged:
                     ct = cond(f.tag_versions(), valid)
                     c.append("            case %d:" % f.tag)
-                    body = self.rd_field(msg, s, f, "(&sub)", "true")
+                    body = self.field_stmts(msg, f, "rd", "(&sub)", "true")
                     if ct == "false":
                         c.append("                break;   /* not tagged in any valid version */")
                         continue
@@ -501,10 +482,8 @@ class Gen:
         c.append("}")
         c.append("")
         # encode
-        c.append("static void enc_%s(kp_buf *b, int16_t v, const struct %s *m)" % (s.cname, s.cname))
-        c.append("{")
-        c.append("    bool flex = %s;" % fflex)
-        c.append("    (void)v; (void)flex; (void)m;")
+        self.open_fn("static void enc_%s(kp_buf *b, int16_t v, const struct %s *m)"
+                     % (s.cname, s.cname), fflex, ("v", "flex", "m"))
         for f in s.fields:
             cw = cond(f.wire_versions(), valid)
             ct = cond(f.tag_versions(), valid)
@@ -516,7 +495,7 @@ class Gen:
             elif ct != "false":
                 carried = ct
             if cw != "false":
-                body = self.wr_field(msg, s, f, "b", self.flex_expr(msg, f, valid))
+                body = self.field_stmts(msg, f, "wr", "b", self.flex_expr(msg, f, valid))
                 self.emit_guarded(c, cw, body, "    ")
             if not f.ignorable and carried != "true":
                 chk = "!(%s) && " % carried if carried != "false" else ""
@@ -534,7 +513,7 @@ class Gen:
                 for f in tagged:
                     c.append("        if (has_%s) {" % f.name)
                     c.append("            size_t pos = kp_msg_wr_tag_begin(b, %d);" % f.tag)
-                    for ln in self.wr_field(msg, s, f, "b", "true"):
+                    for ln in self.field_stmts(msg, f, "wr", "b", "true"):
                         c.append("            " + ln)
                     c.append("            kp_msg_wr_tag_end(b, pos);")
                     c.append("        }")
@@ -543,6 +522,12 @@ class Gen:
                 c.append("    kp_wr_tags_v(b, flex);")
         c.append("}")
         c.append("")
+
+    def open_fn(self, signature, fflex, unused):
+        """A struct codec's opening: whether this version is flexible, and
+        the (void) casts for what a small struct does not use."""
+        self.c += [signature, "{", "    bool flex = %s;" % fflex,
+                   "    " + " ".join("(void)%s;" % u for u in unused)]
 
     def emit_guarded(self, c, cw, body, ind):
         if cw == "true":
