@@ -102,7 +102,14 @@ $(KP_MSGS_H) $(KP_MSGS_C) &: $(MSG_JSON) protocol/gen_msgs.py
 	@mkdir -p $(dir $@)
 	python3 protocol/gen_msgs.py $(BUILD)/gen $(MSG_JSON)
 
-$(BUILD)/obj/gen/kp_msgs.o: $(KP_MSGS_C) $(KP_MSGS_H)
+# Schemas of types libkp's messages do not use yet (uint16, float64, a
+# nullable struct), generated beside it for test_kp_msgs_types only.
+KP_TYPES_JSON := $(sort $(wildcard tests/unit/kp_msgs_types/*.json))
+$(BUILD)/gen/kp_msgs_types.h $(BUILD)/gen/kp_msgs_types.c &: $(KP_TYPES_JSON) protocol/gen_msgs.py
+	@mkdir -p $(dir $@)
+	python3 protocol/gen_msgs.py --name kp_msgs_types $(BUILD)/gen $(KP_TYPES_JSON)
+
+$(BUILD)/obj/gen/kp_%.o: $(BUILD)/gen/kp_%.c $(BUILD)/gen/kp_%.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -170,6 +177,10 @@ $(BUILD)/tests/test_seg_%: $(call obj,tests/unit/test_seg_%.c) $(LIBSEG) $(LIBKP
 $(BUILD)/tests/test_md_%: $(call obj,tests/unit/test_md_%.c) $(LIBMD) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_d_%: $(call obj,tests/unit/test_d_%.c) $(LIBS_ALL)
+	@mkdir -p $(dir $@); $(TEST_LINK)
+$(call obj,tests/unit/test_kp_msgs_types.c): $(BUILD)/gen/kp_msgs_types.h
+$(BUILD)/tests/test_kp_msgs_types: $(call obj,tests/unit/test_kp_msgs_types.c) \
+		$(BUILD)/obj/gen/kp_msgs_types.o $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 # test_cl_*: libsluice, also against librdkafka's mock cluster.
 $(BUILD)/tests/test_cl_%: $(call obj,tests/unit/test_cl_%.c) $(LIBSLUICE_A)

@@ -5,7 +5,11 @@ the JSON message definitions in protocol/messages/, as Kafka generates its
 request and response classes.  A new API version is a data change: copy the
 newer JSON file, rebuild.
 
-    python3 protocol/gen_msgs.py OUT_DIR protocol/messages/*.json
+    python3 protocol/gen_msgs.py [--name kp_msgs] OUT_DIR protocol/messages/*.json
+
+--name picks the output files (NAME.h, NAME.c) and the descriptor table
+(kp_msg_descs for the default, NAME_descs otherwise), so a test can
+generate schemas of its own beside libkp's.
 
 What is generated, per message M (ProduceRequest, RequestHeader, ...):
   - struct kp_M, and kp_M_S for every nested struct S, with the spec's field
@@ -37,7 +41,7 @@ Semantics, as in Kafka's generated Java code:
       wire size of one element at that version (computed here), before the
       arena is asked for memory.
 
-Unsupported schema features (nullable structs, an unknown type) stop the
+Unsupported schema features (an unknown type, an array of records) stop the
 generator with an error rather than produce a codec that is silently wrong.
 Only the standard library is used.
 """
@@ -123,7 +127,7 @@ class Field:
         self.versions = intersect(parse_versions(d.get("versions"), what), parent_versions)
         self.nullable = parse_versions(d.get("nullableVersions", "none"), what)
         self.ignorable = bool(d.get("ignorable", False))
-        self.tag = d.get("tag")
+        self.tag = int(d["tag"]) if "tag" in d else None
         self.tagged = parse_versions(d.get("taggedVersions", "none"), what) if self.tag is not None else None
         if self.tag is not None and self.tagged is None:
             raise SchemaError("%s: tag without taggedVersions" % what)
@@ -137,8 +141,9 @@ class Field:
             if not self.elem[:1].isupper():
                 raise SchemaError("%s: unknown type %s" % (what, self.type))
             self.struct = msg.struct_for(self.elem, d.get("fields"), self.versions)
-            if not self.is_array and self.nullable is not None:
-                raise SchemaError("%s: nullable struct fields are not supported" % what)
+        # A nullable struct is a pointer (NULL: null), preceded on the wire
+        # by an INT8 marker (-1 null, 1 present) in its nullableVersions.
+        self.nullable_struct = bool(self.struct) and not self.is_array and self.nullable is not None
         if self.elem == "records" and self.is_array:
             raise SchemaError("%s: array of records" % what)
 
@@ -218,6 +223,8 @@ def field_flex(msg, f, v):
 
 def elem_min(msg, f, v, flex):
     t = f.elem
+    if f.nullable_struct:
+        return 0                     # a lower bound: null is one byte, or less in no version
     if f.struct:
         return struct_min(msg, f.struct, v)
     if t in SCALARS:
@@ -284,8 +291,10 @@ def slice_default(f):
 
 
 class Gen:
-    def __init__(self, msgs):
+    def __init__(self, msgs, name="kp_msgs"):
         self.msgs = msgs
+        self.name = name
+        self.table = "kp_msg_descs" if name == "kp_msgs" else name + "_descs"
         self.h = []
         self.c = []
 
@@ -296,6 +305,9 @@ class Gen:
         if not s.fields:
             out.append("    char _unused;           /* no fields */")
         for f in s.fields:
+            if f.nullable_struct:
+                out.append("    struct %s *%s;        /* NULL: null */" % (f.struct.cname, f.name))
+                continue
             if f.struct:
                 ct = "struct %s" % f.struct.cname
             elif f.elem in SCALARS:
@@ -323,6 +335,8 @@ class Gen:
         value of field f, the lvalue x, through cursor/buffer cur."""
         t = f.elem
         rd = io == "rd"
+        if f.nullable_struct:
+            return self.nullable_struct_stmts(f, io, cur, x, nullable)
         if f.struct:
             return ["dec_%s(%s, v, &%s, a);" % (f.struct.cname, cur, x) if rd else
                     "enc_%s(%s, v, &%s);" % (f.struct.cname, cur, x)]
@@ -334,6 +348,33 @@ class Gen:
         fn = "kp_msg_%s_%s" % (io, "str" if t == "string" else "bytes")
         return ["%s = %s(%s, %s, %s);" % (x, fn, cur, flex, nullable) if rd else
                 "%s(%s, %s, %s, %s);" % (fn, cur, flex, nullable, x)]
+
+    def nullable_struct_stmts(self, f, io, cur, x, nullable):
+        sc = f.struct.cname
+        if io == "rd":
+            return ["{",
+                    "    bool present = true;",
+                    "    if (%s)" % nullable,
+                    "        present = kp_rd_i8(%s) >= 0;" % cur,
+                    "    %s = present ? kp_msg_alloc(%s, a, 1, sizeof(struct %s)) : NULL;" % (x, cur, sc),
+                    "    if (%s) {" % x,
+                    "        init_%s(%s);" % (sc, x),
+                    "        dec_%s(%s, v, %s, a);" % (sc, cur, x),
+                    "    }",
+                    "}"]
+        # Where it cannot be null, a NULL pointer is written as the default struct.
+        return ["{",
+                "    const struct %s *p = %s;" % (sc, x),
+                "    struct %s dflt;" % sc,
+                "    if (%s) {" % nullable,
+                "        kp_wr_i8(%s, p ? 1 : -1);" % cur,
+                "    } else if (!p) {",
+                "        init_%s(&dflt);" % sc,
+                "        p = &dflt;",
+                "    }",
+                "    if (p)",
+                "        enc_%s(%s, v, p);" % (sc, cur),
+                "}"]
 
     def elem_ctype(self, f):
         if f.struct:
@@ -390,6 +431,11 @@ class Gen:
         """C expression: x (an lvalue of field f) holds its default."""
         if f.is_array:
             return "%s_count == %d" % (x, -1 if f.default == "null" else 0)
+        if f.nullable_struct:
+            if f.default == "null":
+                return "%s == NULL" % x
+            self.need_isdef.add(f.struct.cname)
+            return "(%s == NULL || isdef_%s(%s))" % (x, f.struct.cname, x)
         if f.struct:
             self.need_isdef.add(f.struct.cname)
             return "isdef_%s(&%s)" % (f.struct.cname, x)
@@ -406,6 +452,8 @@ class Gen:
         m = "m->" + f.name
         if f.is_array:
             return ["%s_count = %d;" % (m, -1 if f.default == "null" else 0)]
+        if f.nullable_struct:
+            return []                # NULL
         if f.struct:
             return ["init_%s(&%s);" % (f.struct.cname, m)]
         if f.elem in SCALARS:
@@ -551,12 +599,12 @@ class Gen:
     def generate(self):
         h, c = self.h, self.c
         h += ["/* Generated by protocol/gen_msgs.py from the JSON in protocol/messages/: do not edit. */",
-              "#ifndef SLUICE_KP_MSGS_H", "#define SLUICE_KP_MSGS_H", "",
+              "#ifndef SLUICE_%s_H" % self.name.upper(), "#define SLUICE_%s_H" % self.name.upper(), "",
               '#include "protocol/kp.h"', ""]
         c += ["/* Generated by protocol/gen_msgs.py from the JSON in protocol/messages/: do not edit.",
               " * The design note and the invariants are in protocol/gen_msgs.py and",
               " * protocol/msgs.c. */",
-              "#include <string.h>", "", '#include "kp_msgs.h"', ""]
+              "#include <string.h>", "", '#include "%s.h"' % self.name, ""]
         for msg in self.msgs:
             h.append("/* ---- %s: versions %d-%d, flexible %s ---- */" %
                      (msg.name, msg.valid[0], msg.valid[1],
@@ -612,22 +660,29 @@ class Gen:
                   "static int any_dec_%s(kp_rd *in, int16_t v, void *m, kp_arena *a) { return kp_dec_%s(in, v, m, a); }" % (u, u),
                   "static int any_enc_%s(kp_buf *out, int16_t v, const void *m) { return kp_enc_%s(out, v, m); }" % (u, u),
                   ""]
-        c.append("const kp_msg_desc kp_msg_descs[] = {")
+        if self.table != "kp_msg_descs":
+            h += ["extern const kp_msg_desc %s[];" % self.table,
+                  "extern const size_t %s_count;" % self.table, ""]
+        c.append("const kp_msg_desc %s[] = {" % self.table)
         for msg in self.msgs:
             u = msg.name
             c.append('    { "%s", %d, %s, %d, %d, %d, sizeof(kp_%s), any_init_%s, any_dec_%s, any_enc_%s },' %
                      (u, msg.api_key, {"request": "KP_MSG_REQUEST", "response": "KP_MSG_RESPONSE"}.get(msg.kind, "KP_MSG_HEADER"),
                       msg.valid[0], msg.valid[1], msg.first_flex, u, u, u, u))
         c.append("};")
-        c.append("const size_t kp_msg_descs_count = sizeof kp_msg_descs / sizeof kp_msg_descs[0];")
+        c.append("const size_t {t}_count = sizeof {t} / sizeof {t}[0];".format(t=self.table))
         c.append("")
         h.append("#endif")
         h.append("")
 
 
 def main(argv):
+    name = "kp_msgs"
+    if len(argv) > 2 and argv[1] == "--name":
+        name = argv[2]
+        argv = argv[:1] + argv[3:]
     if len(argv) < 3:
-        sys.stderr.write("usage: gen_msgs.py OUT_DIR FILE.json...\n")
+        sys.stderr.write("usage: gen_msgs.py [--name NAME] OUT_DIR FILE.json...\n")
         return 2
     out_dir = argv[1]
     msgs = []
@@ -640,18 +695,18 @@ def main(argv):
             sys.stderr.write("%s: %s\n" % (path, e))
             return 1
     msgs.sort(key=lambda m: (m.api_key, m.kind, m.name))
-    g = Gen(msgs)
+    g = Gen(msgs, name)
     try:
         g.generate()
     except SchemaError as e:
         sys.stderr.write("gen_msgs.py: %s\n" % e)
         return 1
     os.makedirs(out_dir, exist_ok=True)
-    for name, lines in (("kp_msgs.h", g.h), ("kp_msgs.c", g.c)):
-        tmp = os.path.join(out_dir, name + ".tmp")
+    for fname, lines in ((name + ".h", g.h), (name + ".c", g.c)):
+        tmp = os.path.join(out_dir, fname + ".tmp")
         with open(tmp, "w", encoding="utf-8") as fp:
             fp.write("\n".join(lines) + "\n")
-        os.replace(tmp, os.path.join(out_dir, name))
+        os.replace(tmp, os.path.join(out_dir, fname))
     return 0
 
 
