@@ -9,6 +9,9 @@
  *     and compact strings/bytes/arrays, tagged fields).  It is reused: reset
  *     keeps the memory, so a connection's response buffer is allocated once.
  *   - request/response headers, the table of first flexible versions.
+ *   - the message codec generated from the JSON in protocol/messages/ by
+ *     protocol/gen_msgs.py ($(BUILD)/gen/kp_msgs.h: kp_enc_/kp_dec_<Message>
+ *     for every version), with its decode arena (kp_arena, msgs.c).
  *   - RecordBatch v2: header parse, validation (length, magic, CRC-32C,
  *     counts, codec), in-place rewrites (baseOffset, leader epoch,
  *     LogAppendTime), record iteration with decompression, and a builder.
