@@ -16,7 +16,7 @@ What is generated, per message M (ProduceRequest, RequestHeader, ...):
     names.  Scalars map to C integers / bool / double, uuid to uint8_t[16],
     string/bytes/records to kp_str (a slice; len -1 = null), an array F to
     a pointer F plus int32_t F_count (-1 = null array), a struct to an
-    embedded struct.
+    embedded struct, a nullable struct to a pointer (NULL = null).
   - kp_init_M: every field at its JSON default ("default", else 0, "",
     empty array).
   - kp_dec_M(kp_rd *, version, kp_M *, kp_arena *) and
