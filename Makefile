@@ -51,6 +51,12 @@ LIBMD  := $(BUILD)/libmd.a
 LIBD   := $(BUILD)/libdaemon.a
 LIBADMIN := $(BUILD)/libadmin.a
 SQL_EMBED := $(BUILD)/gen/sql_embed.c
+# The Kafka message codec, generated from protocol/messages/*.json by
+# protocol/gen_msgs.py (kp_msgs.h, kp_msgs.c); part of libkp and libsluice.
+MSG_JSON := $(sort $(wildcard protocol/messages/*.json))
+KP_MSGS_H := $(BUILD)/gen/kp_msgs.h
+KP_MSGS_C := $(BUILD)/gen/kp_msgs.c
+PROTO_OBJ := $(call obj,$(PROTO_SRC)) $(BUILD)/obj/gen/kp_msgs.o
 # Link order: dependents first.  libadmin sits above libdaemon (main.c
 # starts it; sql_worker.c and admin_http.c call bk_*), with one edge back:
 # daemon/metrics.c reads sq_printf and sq_messages_bytes_read from the
@@ -82,7 +88,9 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 .PHONY: all check unit integration run deps deps-if-missing bench clean
 all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN) $(if $(CLIENT_SRC),$(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)) $(SLUICE_SQL)
 
-$(BUILD)/obj/%.o: %.c
+# Order-only on the generated header: any object may include kp_msgs.h,
+# and -MMD tracks it from the second build on.
+$(BUILD)/obj/%.o: %.c | $(KP_MSGS_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -90,11 +98,26 @@ $(SQL_EMBED): $(SQL_FILES) sql/embed.sh
 	@mkdir -p $(dir $@)
 	sh sql/embed.sh $(SQL_FILES) > $@.tmp && mv $@.tmp $@
 
+$(KP_MSGS_H) $(KP_MSGS_C) &: $(MSG_JSON) protocol/gen_msgs.py
+	@mkdir -p $(dir $@)
+	python3 protocol/gen_msgs.py $(BUILD)/gen $(MSG_JSON)
+
+# Schemas of types libkp's messages do not use yet (uint16, float64, a
+# nullable struct), generated beside it for test_kp_msgs_types only.
+KP_TYPES_JSON := $(sort $(wildcard tests/unit/kp_msgs_types/*.json))
+$(BUILD)/gen/kp_msgs_types.h $(BUILD)/gen/kp_msgs_types.c &: $(KP_TYPES_JSON) protocol/gen_msgs.py
+	@mkdir -p $(dir $@)
+	python3 protocol/gen_msgs.py --name kp_msgs_types $(BUILD)/gen $(KP_TYPES_JSON)
+
+$(BUILD)/obj/gen/kp_%.o: $(BUILD)/gen/kp_%.c $(BUILD)/gen/kp_%.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
 $(BUILD)/obj/gen/sql_embed.o: $(SQL_EMBED)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(LIBKP): $(call obj,$(PROTO_SRC))
+$(LIBKP): $(PROTO_OBJ)
 	@rm -f $@; ar rcs $@ $^
 $(LIBSEG): $(call obj,$(SEG_SRC))
 	@rm -f $@; ar rcs $@ $^
@@ -108,9 +131,9 @@ $(LIBADMIN): $(call obj,$(ADMIN_SRC))
 $(SLUICED): $(call obj,daemon/main.c) $(LIBS_ALL)
 	$(CC) $(ALL_LDFLAGS) -o $@ $+ $(PKG_LIBS) -lm
 
-$(LIBSLUICE_A): $(call obj,$(CLIENT_SRC)) $(call obj,$(PROTO_SRC))
+$(LIBSLUICE_A): $(call obj,$(CLIENT_SRC)) $(PROTO_OBJ)
 	@rm -f $@; ar rcs $@ $^
-$(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(call obj,$(PROTO_SRC))
+$(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libsluice.so.0 -o $@ $^ $(PKG_LIBS) -lm
 $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
@@ -154,6 +177,10 @@ $(BUILD)/tests/test_seg_%: $(call obj,tests/unit/test_seg_%.c) $(LIBSEG) $(LIBKP
 $(BUILD)/tests/test_md_%: $(call obj,tests/unit/test_md_%.c) $(LIBMD) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_d_%: $(call obj,tests/unit/test_d_%.c) $(LIBS_ALL)
+	@mkdir -p $(dir $@); $(TEST_LINK)
+$(call obj,tests/unit/test_kp_msgs_types.c): $(BUILD)/gen/kp_msgs_types.h
+$(BUILD)/tests/test_kp_msgs_types: $(call obj,tests/unit/test_kp_msgs_types.c) \
+		$(BUILD)/obj/gen/kp_msgs_types.o $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 # test_cl_*: libsluice, also against librdkafka's mock cluster.
 $(BUILD)/tests/test_cl_%: $(call obj,tests/unit/test_cl_%.c) $(LIBSLUICE_A)

@@ -7,6 +7,7 @@
  * answered by the handler with an error.
  */
 #include "daemon/request.h"
+#include "kp_msgs.h"
 
 static const bk_api apis[] = {
     { KP_API_PRODUCE,                  0, 7,  bk_handle_produce },
@@ -50,45 +51,43 @@ const bk_api *bk_api_table(size_t *n)
 }
 
 /*
- * ApiVersions v0-3.  A version above 3 gets UNSUPPORTED_VERSION with a
- * v0-shaped body listing everything, so that any client can read it and
- * retry with a version it finds there (protocol/README.md §7.3).  v3's request body
- * (ClientSoftwareName/Version) is read but not required to be sensible.
+ * ApiVersions v0-3, through the generated codec (kp_msgs.h): the request
+ * body is decoded and the response encoded from the JSON definitions, so
+ * the bytes follow the spec for each version.  A version above 3 gets
+ * UNSUPPORTED_VERSION with a v0-shaped body listing everything, so that any
+ * client can read it and retry with a version it finds there
+ * (protocol/README.md §7.3).
+ * v3's request body (ClientSoftwareName/Version) is read but not required
+ * to be sensible.
  */
 int bk_handle_api_versions(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_buf *o = r->out;
     size_t n;
     const bk_api *t = bk_api_table(&n);
+    kp_ApiVersionsResponse_ApiVersion keys[sizeof apis / sizeof apis[0]];
+    kp_ApiVersionsResponse m;
+    kp_init_ApiVersionsResponse(&m);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (kp_ApiVersionsResponse_ApiVersion){
+            .ApiKey = t[i].key, .MinVersion = t[i].min_version, .MaxVersion = t[i].max_version,
+        };
+    m.ApiKeys = keys;
+    m.ApiKeys_count = (int32_t)n;
     if (v > 3 || v < 0) {
-        kp_wr_i16(o, KP_UNSUPPORTED_VERSION);
-        kp_wr_array(o, (int32_t)n);
-        for (size_t i = 0; i < n; i++) {
-            kp_wr_i16(o, t[i].key);
-            kp_wr_i16(o, t[i].min_version);
-            kp_wr_i16(o, t[i].max_version);
-        }
+        m.ErrorCode = KP_UNSUPPORTED_VERSION;
+        kp_enc_ApiVersionsResponse(r->out, 0, &m);
         return BK_RESPOND;
     }
-    bool flex = v >= 3;
-    if (flex) {
-        kp_rd_compact_string(&r->body);    /* ClientSoftwareName */
-        kp_rd_compact_string(&r->body);    /* ClientSoftwareVersion */
-        kp_rd_tags(&r->body);
-        if (!kp_rd_ok(&r->body))
-            return BK_CLOSE;
-    }
-    kp_wr_i16(o, KP_NONE);
-    kp_wr_array_v(o, flex, (int32_t)n);
-    for (size_t i = 0; i < n; i++) {
-        kp_wr_i16(o, t[i].key);
-        kp_wr_i16(o, t[i].min_version);
-        kp_wr_i16(o, t[i].max_version);
-        kp_wr_tags_v(o, flex);
-    }
-    if (v >= 1)
-        kp_wr_i32(o, 0);                   /* ThrottleTimeMs */
-    kp_wr_tags_v(o, flex);
+    /* The request has no arrays: the arena is never asked for memory. */
+    kp_ApiVersionsRequest q;
+    kp_arena a;
+    kp_arena_init(&a, 0);
+    int rc = kp_dec_ApiVersionsRequest(&r->body, v, &q, &a);
+    kp_arena_free(&a);
+    if (rc != 0)
+        return BK_CLOSE;
+    m.ErrorCode = KP_NONE;
+    kp_enc_ApiVersionsResponse(r->out, v, &m);
     return BK_RESPOND;
 }

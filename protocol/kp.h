@@ -9,6 +9,9 @@
  *     and compact strings/bytes/arrays, tagged fields).  It is reused: reset
  *     keeps the memory, so a connection's response buffer is allocated once.
  *   - request/response headers, the table of first flexible versions.
+ *   - the message codec generated from the JSON in protocol/messages/ by
+ *     protocol/gen_msgs.py ($(BUILD)/gen/kp_msgs.h: kp_enc_/kp_dec_<Message>
+ *     for every version), with its decode arena (kp_arena, msgs.c).
  *   - RecordBatch v2: header parse, validation (length, magic, CRC-32C,
  *     counts, codec), in-place rewrites (baseOffset, leader epoch,
  *     LogAppendTime), record iteration with decompression, and a builder.
@@ -34,6 +37,8 @@ enum {
     KP_E_CODEC     = -1004,   /* unknown codec or decompression failed */
     KP_E_CRC       = -1005,
     KP_E_MAGIC     = -1006,
+    KP_E_VERSION   = -1007,   /* version outside the message's valid range,
+                                 or a field it cannot carry (gen_msgs.py G1) */
 };
 
 /* ---- API keys --------------------------------------------------------- */
@@ -111,6 +116,8 @@ int32_t kp_rd_compact_array(kp_rd *r, size_t min_elem_size);
  * the string comes back null (len -1). */
 int32_t kp_rd_array_nn(kp_rd *r, size_t min_elem_size);
 kp_str  kp_rd_string_nn(kp_rd *r);
+/* Latches err on the cursor (first error wins), for parsers built on top. */
+static inline void kp_rd_fail(kp_rd *r, int err) { if (r->err == 0) r->err = err; }
 /* Skips a TAGGED_FIELDS section (every tag is unknown to us). */
 void kp_rd_tags(kp_rd *r);
 
@@ -159,6 +166,8 @@ void kp_wr_string_v(kp_buf *b, bool flexible, const char *s, int32_t len);
 void kp_wr_bytes_v(kp_buf *b, bool flexible, const void *p, int32_t len);
 void kp_wr_array_v(kp_buf *b, bool flexible, int32_t n);
 static inline void kp_wr_tags_v(kp_buf *b, bool flexible) { if (flexible) kp_wr_tags_empty(b); }
+/* Latches err on the buffer (first error wins), for encoders built on top. */
+static inline void kp_buf_fail(kp_buf *b, int err) { if (b->err == 0) b->err = err; }
 /* Placeholders patched once a length or count is known. */
 size_t kp_wr_i32_placeholder(kp_buf *b);
 void   kp_wr_i32_at(kp_buf *b, size_t pos, int32_t v);
@@ -184,6 +193,62 @@ void kp_req_hdr_write(kp_buf *b, int16_t api_key, int16_t api_version,
 /* Response header: correlation id, then an empty tag section when
  * `flexible` (never for ApiVersions, whose response header is always v0). */
 void kp_resp_hdr_write(kp_buf *b, int32_t correlation_id, bool flexible);
+
+/* ---- generated message codec (protocol/msgs.c, $(BUILD)/gen/kp_msgs.h) ---- */
+/* A bump allocator for decoded messages: every array of one decode comes
+ * from it and is freed at once.  limit caps the bytes it hands out (0 →
+ * KP_ARENA_LIMIT_DEFAULT), so hostile input cannot drive it further. */
+typedef struct kp_arena_chunk kp_arena_chunk;
+typedef struct kp_arena {
+    kp_arena_chunk *head;     /* newest chunk, allocations come from it */
+    size_t total;             /* bytes handed out since the last reset */
+    size_t limit;
+} kp_arena;
+#define KP_ARENA_LIMIT_DEFAULT ((size_t)64 << 20)
+
+void  kp_arena_init(kp_arena *a, size_t limit);
+/* n zeroed bytes, 16-byte aligned; NULL over the limit or out of memory. */
+void *kp_arena_alloc(kp_arena *a, size_t n);
+/* Frees every allocation but keeps the newest chunk for reuse. */
+void  kp_arena_reset(kp_arena *a);
+void  kp_arena_free(kp_arena *a);
+
+enum kp_msg_kind { KP_MSG_REQUEST, KP_MSG_RESPONSE, KP_MSG_HEADER };
+
+/* One generated message, type-erased (the version table for ApiVersions,
+ * and for code that walks every message, such as the fuzz target). */
+typedef struct kp_msg_desc {
+    const char *name;                 /* "MetadataRequest" */
+    int16_t api_key;                  /* -1 for the headers */
+    enum kp_msg_kind kind;
+    int16_t min_version, max_version; /* validVersions */
+    int16_t first_flexible;           /* INT16_MAX: none */
+    size_t size;                      /* sizeof the struct */
+    void (*init)(void *m);
+    int  (*dec)(kp_rd *in, int16_t version, void *m, kp_arena *a);
+    int  (*enc)(kp_buf *out, int16_t version, const void *m);
+} kp_msg_desc;
+
+extern const kp_msg_desc kp_msg_descs[];
+extern const size_t kp_msg_descs_count;
+/* The request or response descriptor of an API; NULL if not generated. */
+const kp_msg_desc *kp_msg_find(int16_t api_key, enum kp_msg_kind kind);
+
+/* Helpers the generated code calls (see protocol/msgs.c). */
+kp_str   kp_msg_rd_str(kp_rd *r, bool compact, bool nullable);
+kp_str   kp_msg_rd_bytes(kp_rd *r, bool compact, bool nullable);
+int32_t  kp_msg_rd_count(kp_rd *r, bool compact, bool nullable, size_t min_elem_size);
+void    *kp_msg_alloc(kp_rd *r, kp_arena *a, size_t n, size_t size);
+uint32_t kp_msg_rd_tag_count(kp_rd *r);
+uint32_t kp_msg_rd_tag(kp_rd *r, kp_rd *value);
+double   kp_msg_rd_f64(kp_rd *r);
+void     kp_msg_wr_str(kp_buf *b, bool compact, bool nullable, kp_str s);
+void     kp_msg_wr_bytes(kp_buf *b, bool compact, bool nullable, kp_str s);
+void     kp_msg_wr_count(kp_buf *b, bool compact, bool nullable, int32_t n, bool have);
+size_t   kp_msg_wr_tag_begin(kp_buf *b, uint32_t tag);
+void     kp_msg_wr_tag_end(kp_buf *b, size_t pos);
+void     kp_msg_wr_f64(kp_buf *b, double v);
+bool     kp_msg_uuid_zero(const uint8_t u[16]);
 
 /* ---- CRC-32C, murmur2 ---------------------------------------------------- */
 /* CRC-32C (Castagnoli).  crc is the running value: start with 0. */
