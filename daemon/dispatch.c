@@ -79,13 +79,8 @@ int bk_handle_api_versions(bk_req *r)
         kp_enc_ApiVersionsResponse(r->out, 0, &m);
         return BK_RESPOND;
     }
-    /* The request has no arrays: the arena is never asked for memory. */
     kp_ApiVersionsRequest q;
-    kp_arena a;
-    kp_arena_init(&a, 0);
-    int rc = kp_dec_ApiVersionsRequest(&r->body, v, &q, &a);
-    kp_arena_free(&a);
-    if (rc != 0)
+    if (kp_dec_ApiVersionsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
     m.ErrorCode = KP_NONE;
     kp_enc_ApiVersionsResponse(r->out, v, &m);

@@ -37,6 +37,9 @@ typedef struct bk_req {
     void (*expire)(struct bk_req *r);
     void *state;                     /* handler's own, for deferral */
     int64_t received_us;
+    /* Decoded messages (kp_dec_*: protocol/msgs.c) allocate here; reset
+     * when the request is done, its newest chunk kept for the next one. */
+    kp_arena arena;
 } bk_req;
 
 /* A handler parses r->body and writes the response body to r->out.

@@ -196,6 +196,7 @@ static void conn_free(bk_conn *c)
     for (int i = 0; i < c->req.npieces; i++)
         seg_range_release(&c->req.pieces[i].range);
     free(c->req.pieces);
+    kp_arena_free(&c->req.arena);
     c->prev->next = c->next;
     c->next->prev = c->prev;
     event_free(c->rev);
@@ -319,6 +320,7 @@ static void req_reset(bk_conn *c)
     r->cancel = NULL;
     r->expire = NULL;
     r->state = NULL;
+    kp_arena_reset(&r->arena);       /* keeps one chunk for the next request */
     kp_buf_reset(&c->out);
 }
 
@@ -668,6 +670,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     }
     static uint64_t serials;
     c->serial = ++serials;
+    kp_arena_init(&c->req.arena, 0);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->b = b;

@@ -136,6 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     bk_req r;
     memset(&r, 0, sizeof r);
+    kp_arena_init(&r.arena, 0);
     kp_rd rd;
     kp_rd_init(&rd, frame, size);
     int rc = kp_req_hdr_read(&rd, &r.hdr);
@@ -147,6 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          (r.hdr.RequestApiVersion >= api->min_version &&
           r.hdr.RequestApiVersion <= api->max_version));
     if (!served) {
+        kp_arena_free(&r.arena);
         free(frame);
         return 0;
     }
@@ -171,6 +173,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < r.npieces; i++)
         seg_range_release(&r.pieces[i].range);
     free(r.pieces);
+    kp_arena_free(&r.arena);
     kp_buf_free(&out);
     free(frame);
     /* Timers and fsync completions that came due meanwhile. */
