@@ -59,7 +59,7 @@ typedef struct bk_config {
     int32_t offset_metadata_max_bytes;            /* offset.metadata.max.bytes */
     int64_t offsets_commit_linger_ms;             /* offsets.commit.linger.ms: how
                                                      long commits may wait for
-                                                     others due (group.c C7) */
+                                                     others due (group_persist.c C7) */
     /* Topic-level defaults from broker keys, by topic-level name. */
     md_kv *topic_defaults;
     size_t ntopic_defaults;

@@ -124,7 +124,7 @@ typedef struct gc_coord {
 
 extern gc_coord *gc;
 
-/* ---- group.c ---------------------------------------------------------------- */
+/* ---- group.c: the table, the state machine, timers ------------------------- */
 gc_group *gc_group_find(const char *id, size_t len);
 gc_group *gc_group_create(const char *id, size_t len);
 void gc_group_free(gc_group *g);      /* unlinks from the hash too */
@@ -132,28 +132,47 @@ gc_member *gc_member_find(gc_group *g, const char *id, size_t len);
 gc_member *gc_static_member(gc_group *g, const char *instance, size_t len);
 bool gc_static_fenced(gc_group *g, kp_str member_id, kp_str instance_id);
 bool gc_is_pending(gc_group *g, const char *id, size_t len);
+void gc_add_pending(gc_group *g, const char *id, int32_t session_ms);
 void gc_remove_pending(gc_group *g, const char *id, size_t len);
+void gc_leave_pending(gc_group *g, const char *id, size_t len);
+void gc_member_free(gc_member *m);    /* unlinked, waits answered or dropped */
+void gc_group_add(gc_group *g, gc_member *m);
+void gc_set_leader(gc_group *g, const char *id);
 void gc_set_state(gc_group *g, enum gc_state s);
 void gc_mark_dirty(gc_group *g);
 void gc_touch(gc_member *m);          /* a sign of life: resets the session clock */
 void gc_arm_session(gc_member *m);
+void gc_session_cb(evutil_socket_t fd, short what, void *arg);   /* m's session timer */
 void gc_remove_member_and_update(gc_group *g, gc_member *m, const char *why);
 void gc_maybe_prepare_rebalance(gc_group *g, const char *why);
 void gc_try_complete_join(gc_group *g);
-void gc_leave_pending(gc_group *g, const char *id, size_t len);
+/* The protocol entry of m named name (NULL: m's first choice). */
+const gc_proto *gc_member_proto(const gc_member *m, const char *name);
+bool gc_member_supports(const gc_member *m, const char *p, size_t len);
+/* Kafka's selectProtocol; NULL without members (or memory). */
+char *gc_select_protocol(gc_group *g);
+/* Answer m's waiting JoinGroup / SyncGroup with err (queued, C1). */
+void gc_answer_join_error(gc_member *m, int16_t err, const char *member_id);
+void gc_answer_sync(gc_member *m, int16_t err);
+bool gc_str_eq(const char *a, const char *p, size_t len);   /* a NUL-terminated */
+void gc_tv_ms(struct timeval *tv, int64_t ms);              /* ms < 0: 0 */
 
-/* Waits and the end-of-turn flush. */
+/* ---- group_persist.c: waits, the end of the turn, jobs -------------------- */
 gc_wait *gc_wait_new(bk_req *r);
 void gc_wait_unlink(gc_wait *w);
+/* Drops a wait without answering it (shutdown only). */
+void gc_wait_drop(gc_wait *w);
 /* The answer is in w->r->out: finish it after this turn's transaction. */
 void gc_wait_answered(gc_wait *w);
 void gc_schedule_turn(void);
+void gc_turn_cb(evutil_socket_t fd, short what, void *arg);   /* turn_ev, linger_ev */
+void gc_on_durable(uint64_t seq, int err);                    /* the md_sync listener */
 /* Hands the dirty groups to the sync worker as a job of their own (no
  * answer waits on it: timers, startup, shutdown). */
 void gc_save_dirty_now(void);
 
-/* group_job.c: the turn's writes as a job for the metadata sync worker
- * (loop thread only; see its design note). */
+/* The turn's writes as a job for the metadata sync worker (loop thread
+ * only). */
 gc_job *gc_job_take(void);            /* empty, from the pool; NULL: no memory */
 void gc_job_put(gc_job *j);           /* back to the pool, unsubmitted */
 const char *gc_job_strdup(gc_job *j, const char *s);         /* NULL stays NULL */
@@ -172,7 +191,7 @@ void gc_jobs_release(uint64_t durable);
 void gc_jobs_wait(void);              /* blocks for every submitted job: rare */
 void gc_jobs_free(void);              /* shutdown: waits, then frees */
 
-/* JoinGroup (group.c keeps the state machine; group_api.c parses). */
+/* ---- group_join.c: JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------- */
 typedef struct gc_join_args {
     kp_str group_id;
     int32_t session_timeout_ms;

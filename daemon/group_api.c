@@ -2,7 +2,7 @@
  * The group membership APIs: parsing and encoding for FindCoordinator
  * v0-2, JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-1,
  * ListGroups v0-2, DescribeGroups v0-4, DeleteGroups v0-1 (all
- * non-flexible).  The decisions live in daemon/group.c.
+ * non-flexible).  The decisions live in daemon/group_join.c and daemon/group.c.
  */
 #include "daemon/group.h"
 

@@ -9,10 +9,10 @@
  * handler: it validates (group generation and member as Kafka's
  * doCommitOffsets, topic/partition existence, metadata size), queues the
  * request on the turn's batch and defers its response.  The coordinator's
- * end-of-turn event (daemon/group.c, turn_cb) then copies every queued
+ * end-of-turn event (daemon/group_persist.c, run_turn) then copies every queued
  * commit of the loop turn — from all connections — into one job, together
  * with the group state that changed in that turn, and hands it to the
- * metadata sync worker (daemon/md_sync.c, daemon/group_job.c), which
+ * metadata sync worker (daemon/md_sync.c), which
  * writes it in one transaction on its own connection and syncs the WAL;
  * the answers leave once that sync is reported.  Cost per partition on
  * the loop: copying one row; no SQL, no fsync.
@@ -202,7 +202,7 @@ int bk_handle_offset_commit(bk_req *r)
     }
     w->commit = c;
     int64_t mono = bk_mono_us();
-    cc_note(&gc->cadence, bk_conn_serial(r->conn), mono);     /* group.c C7 */
+    cc_note(&gc->cadence, bk_conn_serial(r->conn), mono);     /* group_persist.c C7 */
     if (gc->batch.next == &gc->batch)
         gc->batch_first_us = mono;
     w->prev = gc->batch.prev;
@@ -390,7 +390,7 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
     bk_broker *b = gc->b;
     /* The rules read group states from SQLite: make them current first.
      * They are written by the sync worker, so when some are on their way
-     * the check runs again once they are durable (group.c, on_durable). */
+     * the check runs again once they are durable (group_persist.c, gc_on_durable). */
     gc_save_dirty_now();
     if (gc->group_jobs > 0) {
         gc->expire_due = true;
