@@ -288,6 +288,43 @@ int32_t bk_coordinator_of(bk_broker *b, const char *group);
  * KP_NON_EMPTY_GROUP, KP_GROUP_ID_NOT_FOUND or KP_UNKNOWN_SERVER_ERROR,
  * with the reason in err. */
 int bk_group_delete(bk_broker *b, const char *group_id, char *err, size_t errlen);
+
+/* The one path for committed offsets: OffsetCommit and the SQL surface's
+ * UPDATE / INSERT of committed_offsets (design note: group_offsets.c).
+ * The caller fills offs[0..n) (group, topic, partition, offset, epoch,
+ * metadata, times); bk_offsets_commit validates them as Kafka's
+ * doCommitOffsets does, queues the valid ones on the coordinator's
+ * persistence pipeline (write half: the sync worker's transaction and
+ * fdatasync) and, on the loop after that sync, fills in their results
+ * and calls done(arg, rc) (apply half); rc: 0, or MD_E_SQL when the write
+ * failed (those entries then carry COORDINATOR_NOT_AVAILABLE).  offs and
+ * the strings it points to stay the caller's and must live until done
+ * runs or the commit is cancelled. */
+struct gc_wait;
+typedef void (*bk_offsets_done_fn)(void *arg, int rc);
+typedef struct bk_offset_commit {
+    kp_str group;
+    int32_t generation;               /* a member's; -1: none (simple consumer) */
+    kp_str member_id, instance_id;    /* instance: null for none */
+    bool by_operator;                 /* the SQL surface: refused while the
+                                         group has members, all or nothing */
+    md_offset *offs;                  /* result: per entry, out */
+    size_t n;
+    uint64_t cadence_key;             /* the committer's connection serial, to
+                                         learn its pace (group_persist.c C7);
+                                         0: none */
+    bk_offsets_done_fn done;
+    void *arg;
+    struct gc_wait *pending;          /* out: set while queued */
+} bk_offset_commit;
+/* KP_NONE with c->pending set: queued, done runs later (never from inside
+ * this call).  KP_NONE with c->pending NULL: nothing to store, every
+ * entry's result is final.  Another KP_* error: an operator's commit was
+ * refused as a whole, nothing queued, the reason in err. */
+int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errlen);
+/* Forgets a queued commit (its caller went away): done will not run.  The
+ * entries may still be stored, if their job was already submitted. */
+void bk_offsets_cancel(struct gc_wait *pending);
 int bk_handle_find_coordinator(bk_req *r);
 int bk_handle_join_group(bk_req *r);
 int bk_handle_sync_group(bk_req *r);

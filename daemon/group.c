@@ -93,6 +93,25 @@ int32_t bk_coordinator_of(bk_broker *b, const char *group)
     return b->cfg->broker_id;
 }
 
+/* The coordinator question, in one place for every group API: NOT_COORDINATOR
+ * when another broker coordinates group id (cluster mode; standalone this
+ * broker coordinates them all), else 0.  The handlers place the error where
+ * their version wants it. */
+int16_t gc_coordinator_error(kp_str id)
+{
+    char small[256], *name = small;
+    size_t len = id.len > 0 ? (size_t)id.len : 0;
+    if (len >= sizeof small && !(name = malloc(len + 1)))
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    if (len)
+        memcpy(name, id.p, len);
+    name[len] = 0;
+    int32_t node = bk_coordinator_of(gc->b, name);
+    if (name != small)
+        free(name);
+    return node == gc->b->cfg->broker_id ? KP_NONE : KP_NOT_COORDINATOR;
+}
+
 /* The one path that deletes a group (DeleteGroups, the SQL surface): only
  * an Empty group, or one the coordinator does not hold, goes; its rows and
  * committed offsets leave SQLite first, then the in-memory group. */
@@ -800,18 +819,12 @@ void bk_groups_shutdown(bk_broker *b)
     for (size_t i = 0; i < gc->hash_size; i++)
         while (gc->hash[i])
             gc_group_free(gc->hash[i]);
-    while (gc->outbox.next != &gc->outbox)
-        gc_wait_drop(gc->outbox.next);
-    while (gc->batch.next != &gc->batch) {
-        gc_wait *w = gc->batch.next;
-        free(w->commit);
-        gc_wait_drop(w);
-    }
-    while (gc->synced.next != &gc->synced) {
-        gc_wait *w = gc->synced.next;
-        free(w->commit);
-        gc_wait_drop(w);
-    }
+    /* Commits still queued belong to closed connections or stopped SQL
+     * workers (both cancel theirs first): nobody waits for them. */
+    gc_wait *lists[3] = { &gc->outbox, &gc->batch, &gc->synced };
+    for (int i = 0; i < 3; i++)
+        while (lists[i]->next != lists[i])
+            gc_wait_drop(lists[i]->next);
     gc_jobs_free();
     event_free(gc->turn_ev);
     event_free(gc->linger_ev);

@@ -26,18 +26,24 @@ typedef struct gc_group gc_group;
 typedef struct gc_member gc_member;
 typedef struct gc_job gc_job;
 
-/* A deferred request.  It sits in exactly one place: held by a member
- * (join or sync, m != NULL), in the outbox (answer written, waiting for
- * the end of the loop turn), in the commit batch, or in the synced list
- * (its turn's transaction committed, waiting for the WAL sync seq).
- * r->state points here and r->cancel unlinks it from wherever it is. */
+/* A deferred answer.  It sits in exactly one place (C1): held by a
+ * member (join or sync, m != NULL), in the outbox (answer written,
+ * waiting for the end of the loop turn), in the commit batch, or in the
+ * synced list (its turn's job submitted, waiting for the sync seq).  A
+ * join or sync wait belongs to a request (r->state points here and
+ * r->cancel unlinks it); an offset commit's belongs to bk_offsets_commit's
+ * caller (r NULL, done set; bk_offsets_cancel unlinks it). */
 typedef struct gc_wait {
     struct gc_wait *next, *prev;      /* outbox / batch / synced; self when unlinked */
-    bk_req *r;
+    bk_req *r;                        /* join, sync; NULL for a commit */
     gc_member *m;                     /* join or sync wait held by m */
     bool is_sync;
-    /* offset commits: entries in request order, see group_offsets.c */
-    struct gc_commit *commit;
+    /* offset commits (group_offsets.c): the caller's entries, the ones
+     * to store with result KP_NONE until the apply half fills them in */
+    md_offset *offs;
+    size_t noffs;
+    bk_offsets_done_fn done;
+    void *done_arg;
     int rc;                           /* commits: outcome of the store */
     uint64_t seq;                     /* in synced: the sync to wait for */
     struct gc_job *job;               /* commits: the job storing its rows */
@@ -125,6 +131,8 @@ typedef struct gc_coord {
 extern gc_coord *gc;
 
 /* ---- group.c: the table, the state machine, timers ------------------------- */
+/* NOT_COORDINATOR when this broker does not coordinate group id, else 0. */
+int16_t gc_coordinator_error(kp_str id);
 gc_group *gc_group_find(const char *id, size_t len);
 gc_group *gc_group_create(const char *id, size_t len);
 void gc_group_free(gc_group *g);      /* unlinks from the hash too */
@@ -216,14 +224,15 @@ int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
                      kp_str instance_id);
 int16_t gc_leave(kp_str group_id, kp_str member_id);
 
-/* group_offsets.c */
-/* The turn event: copies w's rows to store into job (w->job, w->job_first).
- * 0, or MD_E_SQL when out of memory. */
+/* ---- group_offsets.c --------------------------------------------------------- */
+/* The write half, at the end of the turn: copies w's entries to store
+ * into job (w->job, w->job_first).  0, or MD_E_SQL when out of memory. */
 int gc_commit_to_job(gc_wait *w, gc_job *j);
-/* Writes w's OffsetCommit response from its job's results: rc != 0 (or a
- * failed job) fails every entry. */
-void gc_commit_respond(gc_wait *w, int rc);
-/* Whether an OffsetCommit for group id is deferred (not answered yet). */
+/* The apply half, once the job's sync is reported (J3): each stored
+ * entry's result from the job; rc != 0 (or a failed job) fails them all
+ * with COORDINATOR_NOT_AVAILABLE.  The caller then runs w->done. */
+void gc_commit_apply(gc_wait *w, int rc);
+/* Whether an offset commit for group id is queued (not stored yet). */
 bool gc_commits_pending(const char *id);
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg);
 

@@ -218,10 +218,16 @@ int bk_handle_list_groups(bk_req *r)
 
 static void describe_one(kp_buf *o, int16_t v, kp_str id, bool include_ops)
 {
-    gc_group *g = id.len >= 0 ? gc_group_find(id.p, (size_t)id.len) : NULL;
-    kp_wr_i16(o, KP_NONE);
+    int16_t err = gc_coordinator_error(id);
+    gc_group *g = id.len >= 0 && !err ? gc_group_find(id.p, (size_t)id.len) : NULL;
+    kp_wr_i16(o, err);
     kp_wr_str(o, id.len >= 0 ? id : (kp_str){ "", 0 });
-    if (!g) {
+    if (err) {                                      /* Kafka's groupError */
+        kp_wr_string(o, "", -1);                    /* GroupState */
+        kp_wr_string(o, "", -1);
+        kp_wr_string(o, "", -1);
+        kp_wr_array(o, 0);
+    } else if (!g) {
         kp_wr_string(o, "Dead", -1);
         kp_wr_string(o, "", -1);                    /* ProtocolType */
         kp_wr_string(o, "", -1);                    /* ProtocolData */

@@ -271,6 +271,9 @@ int gc_join(bk_req *r, const gc_join_args *a)
     bk_config *cfg = r->b->cfg;
     if (a->group_id.len <= 0)
         return join_error(r, KP_INVALID_GROUP_ID, a->member_id);
+    int16_t cerr = gc_coordinator_error(a->group_id);
+    if (cerr)
+        return join_error(r, cerr, a->member_id);
     if (a->session_timeout_ms < cfg->group_min_session_timeout_ms ||
         a->session_timeout_ms > cfg->group_max_session_timeout_ms)
         return join_error(r, KP_INVALID_SESSION_TIMEOUT, a->member_id);
@@ -404,6 +407,8 @@ int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
     gc_member *m = NULL;
     if (group_id.len <= 0)
         err = KP_INVALID_GROUP_ID;
+    else if ((err = gc_coordinator_error(group_id)))
+        ;
     else if (!(g = gc_group_find(group_id.p, (size_t)group_id.len)))
         err = KP_UNKNOWN_MEMBER_ID;
     else if (gc_static_fenced(g, member_id, instance_id))
@@ -469,6 +474,9 @@ int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
 {
     if (group_id.len <= 0)
         return KP_INVALID_GROUP_ID;
+    int16_t cerr = gc_coordinator_error(group_id);
+    if (cerr)
+        return cerr;
     gc_group *g = gc_group_find(group_id.p, (size_t)group_id.len);
     if (!g)
         return KP_UNKNOWN_MEMBER_ID;
@@ -497,6 +505,9 @@ int16_t gc_leave(kp_str group_id, kp_str member_id)
 {
     if (group_id.len <= 0)
         return KP_INVALID_GROUP_ID;
+    int16_t cerr = gc_coordinator_error(group_id);
+    if (cerr)
+        return cerr;
     gc_group *g = gc_group_find(group_id.p, (size_t)group_id.len);
     if (!g)
         return KP_UNKNOWN_MEMBER_ID;

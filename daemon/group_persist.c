@@ -337,13 +337,14 @@ static int run(md_db *db, bk_mdjob *base)
 
 /* ---- groups into jobs, waits, the end of the loop turn ------------------------- */
 
-/* Drops a wait a member holds without answering it (shutdown only). */
 void gc_wait_drop(gc_wait *w)
 {
     if (!w)
         return;
-    w->r->cancel = NULL;
-    w->r->state = NULL;
+    if (w->r) {
+        w->r->cancel = NULL;
+        w->r->state = NULL;
+    }
     gc_wait_unlink(w);
     free(w);
 }
@@ -440,7 +441,6 @@ static void wait_cancel(bk_req *r)
             w->m->join_w = NULL;
         w->m = NULL;
     }
-    free(w->commit);
     gc_wait_unlink(w);
     free(w);
     r->state = NULL;
@@ -515,10 +515,16 @@ static void finish_synced(uint64_t durable, int sync_err)
     while (out.next != &out) {
         gc_wait *w = out.next;
         gc_wait_unlink(w);
+        if (w->done) {                /* an offset commit: its apply half */
+            int rc = w->rc ? w->rc : sync_err ? MD_E_SQL : 0;
+            gc_commit_apply(w, rc);   /* J3 */
+            bk_offsets_done_fn done = w->done;
+            void *arg = w->done_arg;
+            free(w);
+            done(arg, rc);
+            continue;
+        }
         bk_req *r = w->r;
-        if (w->commit)
-            gc_commit_respond(w, w->rc ? w->rc : sync_err ? MD_E_SQL : 0);   /* J3 */
-        free(w->commit);
         free(w);
         r->cancel = NULL;
         r->state = NULL;

@@ -36,6 +36,7 @@
 #include "daemon/sql_worker.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,6 @@
 #include <event2/event.h>
 #include <sqlite3.h>
 
-#include "daemon/group.h"
-
 #define SQ_WORKERS 2
 #define SQ_WORKER_NICE 10
 /* A statement sees live numbers at least as new as its own start (read your
@@ -56,14 +55,24 @@
 #define SNAP_FRESH_US 0
 
 typedef struct sq_wreq {
-    struct sq_wreq *next;
+    struct sq_wreq *next;             /* a->writes, then a->applying */
     const sq_write *w;
     int rc;
     char *err;
     size_t errlen;
     bool done;
     pthread_cond_t cv;
+    /* a write the loop answers later (offset_set) */
+    struct bk_admin *a;
+    md_offset o;
+    struct gc_wait *pending;
 } sq_wreq;
+
+/* apply_write's "answered later, when the write is durable". */
+#define SQ_LATER INT_MIN
+
+static void write_answered(struct bk_admin *a, sq_wreq *r, int rc);
+static void offset_done(void *arg, int rc);
 
 void sq_job_free(sq_job *j)
 {
@@ -175,37 +184,55 @@ static int topic_target(bk_broker *b, const char *name, bk_topic **t, char *err,
     return KP_NONE;
 }
 
-static int offset_set(bk_broker *b, const sq_write *w, char *err, size_t errlen)
+/* An operator's offset write, through the path OffsetCommit takes
+ * (bk_offsets_commit): answered from offset_done once its sync is done. */
+static int offset_set(struct bk_admin *a, sq_wreq *r)
 {
-    gc_group *g = gc ? gc_group_find(w->s1, strlen(w->s1)) : NULL;
-    if (g && g->nmembers > 0) {
-        snprintf(err, errlen, "Assignments can only be reset if the group '%s' is "
-                 "inactive, but the current state is %s.", w->s1, gc_state_name(g->state));
-        return KP_NON_EMPTY_GROUP;
-    }
-    if (w->i1 < 0 || w->i1 > INT32_MAX ||
-        !bk_partition_find(b, (kp_str){ w->s2, (int32_t)strlen(w->s2) }, (int32_t)w->i1)) {
-        snprintf(err, errlen, "Partition %s-%lld does not exist.", w->s2, (long long)w->i1);
+    const sq_write *w = r->w;
+    if (w->i1 < 0 || w->i1 > INT32_MAX) {
+        snprintf(r->err, r->errlen, "Partition %s-%lld does not exist.", w->s2,
+                 (long long)w->i1);
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     }
-    md_offset o = {
+    r->o = (md_offset){
         .group_id = w->s1, .group_len = (int32_t)strlen(w->s1),
         .topic = w->s2, .topic_len = (int32_t)strlen(w->s2),
         .partition = (int32_t)w->i1, .offset = w->i2, .leader_epoch = -1,
         .metadata = w->s3, .metadata_len = w->s3 ? (int32_t)strlen(w->s3) : 0,
         .commit_time_ms = bk_now_ms(), .expire_time_ms = -1,
     };
-    if (o.metadata_len > b->cfg->offset_metadata_max_bytes) {
-        snprintf(err, errlen, "The metadata is longer than offset.metadata.max.bytes (%d).",
-                 b->cfg->offset_metadata_max_bytes);
-        return KP_OFFSET_METADATA_TOO_LARGE;
+    bk_offset_commit c = {
+        .group = { w->s1, (int32_t)strlen(w->s1) }, .generation = -1,
+        .member_id = KP_STR_NULL, .instance_id = KP_STR_NULL, .by_operator = true,
+        .offs = &r->o, .n = 1, .done = offset_done, .arg = r,
+    };
+    int rc = bk_offsets_commit(a->b, &c, r->err, r->errlen);
+    if (rc != KP_NONE || !c.pending)
+        return rc;
+    r->pending = c.pending;
+    r->a = a;
+    r->next = a->applying;            /* loop thread only */
+    a->applying = r;
+    return SQ_LATER;
+}
+
+static void offset_done(void *arg, int rc)
+{
+    sq_wreq *r = arg;
+    struct bk_admin *a = r->a;
+    for (sq_wreq **pp = &a->applying; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    int res = r->o.result;
+    if (rc) {
+        snprintf(r->err, r->errlen, "Storing the offset failed; see the broker log.");
+        res = KP_UNKNOWN_SERVER_ERROR;
+    } else if (res != KP_NONE) {
+        snprintf(r->err, r->errlen, "Topic %s does not exist.", r->w->s2);
     }
-    int rc = md_offset_commit(b->db, &o, 1, err, errlen);
-    if (rc != 0)
-        return KP_UNKNOWN_SERVER_ERROR;
-    if (o.result != KP_NONE)
-        snprintf(err, errlen, "Topic %s does not exist.", w->s2);
-    return o.result;
+    write_answered(a, r, res);
 }
 
 static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen)
@@ -262,9 +289,19 @@ static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen
     case SQ_GROUP_DELETE:
         return bk_group_delete(b, w->s1 ? w->s1 : "", err, errlen);
     case SQ_OFFSET_SET:
-        return offset_set(b, w, err, errlen);
+        break;                        /* on_writes: offset_set */
     }
     return KP_INVALID_REQUEST;
+}
+
+/* Wakes the worker waiting for r. */
+static void write_answered(struct bk_admin *a, sq_wreq *r, int rc)
+{
+    pthread_mutex_lock(&a->mu);
+    r->rc = rc;
+    r->done = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&a->mu);
 }
 
 static void on_writes(evutil_socket_t fd, short what, void *arg)
@@ -274,6 +311,14 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&a->mu);
     sq_wreq *list = a->writes;
     a->writes = NULL;
+    for (sq_wreq *r = a->applying; r; r = r->next) {   /* nor answer these */
+        bk_offsets_cancel(r->pending);
+        snprintf(r->err, r->errlen, "the broker is shutting down");
+        r->rc = KP_BROKER_NOT_AVAILABLE;
+        r->done = true;
+        pthread_cond_signal(&r->cv);
+    }
+    a->applying = NULL;
     pthread_mutex_unlock(&a->mu);
     /* The list is newest first; apply in arrival order. */
     sq_wreq *rev = NULL;
@@ -285,12 +330,10 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
     }
     for (sq_wreq *r = rev, *n; r; r = n) {
         n = r->next;
-        int rc = apply_write(a->b, r->w, r->err, r->errlen);
-        pthread_mutex_lock(&a->mu);
-        r->rc = rc;
-        r->done = true;
-        pthread_cond_signal(&r->cv);
-        pthread_mutex_unlock(&a->mu);
+        int rc = r->w->op == SQ_OFFSET_SET ? offset_set(a, r)
+                                           : apply_write(a->b, r->w, r->err, r->errlen);
+        if (rc != SQ_LATER)
+            write_answered(a, r, rc);
     }
 }
 
@@ -493,6 +536,14 @@ void sq_workers_stop(bk_broker *b)
         pthread_cond_signal(&r->cv);
     }
     a->writes = NULL;
+    for (sq_wreq *r = a->applying; r; r = r->next) {   /* nor answer these */
+        bk_offsets_cancel(r->pending);
+        snprintf(r->err, r->errlen, "the broker is shutting down");
+        r->rc = KP_BROKER_NOT_AVAILABLE;
+        r->done = true;
+        pthread_cond_signal(&r->cv);
+    }
+    a->applying = NULL;
     pthread_mutex_unlock(&a->mu);
     for (int i = 0; i < a->nthreads; i++)
         if (a->conns[i])
