@@ -31,8 +31,8 @@ typedef struct gc_job gc_job;
  * waiting for the end of the loop turn), in the commit batch, or in the
  * synced list (its turn's job submitted, waiting for the sync seq).  A
  * join or sync wait belongs to a request (r->state points here and
- * r->cancel unlinks it); an offset commit's belongs to bk_offsets_commit's
- * caller (r NULL, done set; bk_offsets_cancel unlinks it). */
+ * r->cancel unlinks it); an offset commit's or a group delete's belongs to
+ * its caller (r NULL, done set; bk_groups_forget detaches it). */
 typedef struct gc_wait {
     struct gc_wait *next, *prev;      /* outbox / batch / synced; self when unlinked */
     bk_req *r;                        /* join, sync; NULL for a commit */
@@ -42,9 +42,13 @@ typedef struct gc_wait {
      * to store with result KP_NONE until the apply half fills them in */
     md_offset *offs;
     size_t noffs;
-    bk_offsets_done_fn done;
+    bk_group_done_fn done;            /* commits, deletes; NULL: forgotten */
     void *done_arg;
-    int rc;                           /* commits: outcome of the store */
+    /* group deletes (group.c): the id (owned) and where the reason goes */
+    char *delete_id;
+    char *delete_err;
+    size_t delete_errlen;
+    int rc;                           /* commits, deletes: outcome of the store */
     uint64_t seq;                     /* in synced: the sync to wait for */
     struct gc_job *job;               /* commits: the job storing its rows */
     size_t job_first;                 /* … from this row of the job */
@@ -175,6 +179,11 @@ void gc_wait_answered(gc_wait *w);
 void gc_schedule_turn(void);
 void gc_turn_cb(evutil_socket_t fd, short what, void *arg);   /* turn_ev, linger_ev */
 void gc_on_durable(uint64_t seq, int err);                    /* the md_sync listener */
+/* Queues w (a commit or a delete, done set) for the next job. */
+void gc_batch_add(gc_wait *w, uint64_t cadence_key);
+/* The apply half of a delete (group.c), after its job's sync: rc is the
+ * store's outcome; returns the KP_* answer, the reason in w->delete_err. */
+int gc_delete_apply(gc_wait *w, int rc);
 /* Hands the dirty groups to the sync worker as a job of their own (no
  * answer waits on it: timers, startup, shutdown). */
 void gc_save_dirty_now(void);
@@ -186,6 +195,10 @@ void gc_job_put(gc_job *j);           /* back to the pool, unsubmitted */
 const char *gc_job_strdup(gc_job *j, const char *s);         /* NULL stays NULL */
 const char *gc_job_strndup(gc_job *j, const char *p, size_t len);
 const void *gc_job_blob(gc_job *j, const void *p, int32_t len);  /* len < 0: NULL */
+/* One more group delete, run before the job's group and offset rows;
+ * *index: its place.  0, or -1: no memory. */
+int gc_job_delete(gc_job *j, const char *group_id, size_t *index);
+int gc_job_delete_result(const gc_job *j, size_t i);
 /* n more offset rows (valid until the next call); *first: the index of
  * the first.  NULL: no memory. */
 md_offset *gc_job_rows(gc_job *j, size_t n, size_t *first);

@@ -279,6 +279,8 @@ int gc_join(bk_req *r, const gc_join_args *a)
         return join_error(r, KP_INVALID_SESSION_TIMEOUT, a->member_id);
     bool unknown = a->member_id.len <= 0;
     gc_group *g = gc_group_find(a->group_id.p, (size_t)a->group_id.len);
+    if (g && g->state == GC_DEAD)
+        return join_error(r, KP_COORDINATOR_NOT_AVAILABLE, a->member_id);   /* being deleted */
     if (!g) {
         if (!unknown)
             return join_error(r, KP_UNKNOWN_MEMBER_ID, a->member_id);

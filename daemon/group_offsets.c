@@ -45,6 +45,8 @@ static int16_t commit_group_error(kp_str group, int32_t gen, kp_str member,
         }
         return KP_ILLEGAL_GENERATION;
     }
+    if (g->state == GC_DEAD)
+        return KP_COORDINATOR_NOT_AVAILABLE;   /* being deleted: retry */
     if (gc_static_fenced(g, member, instance))
         return KP_FENCED_INSTANCE_ID;
     if (gen < 0 && g->state == GC_EMPTY)
@@ -66,6 +68,10 @@ static int16_t commit_group_error(kp_str group, int32_t gen, kp_str member,
 static int operator_group_error(kp_str group, char *err, size_t errlen)
 {
     gc_group *g = gc_group_find(group.p ? group.p : "", group.len > 0 ? (size_t)group.len : 0);
+    if (g && g->state == GC_DEAD) {
+        snprintf(err, errlen, "The group %s is being deleted; try again.", g->id);
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    }
     if (g && g->nmembers > 0) {
         snprintf(err, errlen, "Assignments can only be reset if the group '%s' is "
                  "inactive, but the current state is %s.", g->id, gc_state_name(g->state));
@@ -146,25 +152,10 @@ int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
     w->done = c->done;
     w->done_arg = c->arg;
     c->pending = w;
-    /* Operators' commits are rare: they join the batch without teaching
-     * the cadence (group_persist.c C7) a pace. */
-    int64_t mono = bk_mono_us();
-    if (c->cadence_key)
-        cc_note(&gc->cadence, c->cadence_key, mono);
-    if (gc->batch.next == &gc->batch)
-        gc->batch_first_us = mono;
-    w->prev = gc->batch.prev;
-    w->next = &gc->batch;
-    gc->batch.prev->next = w;
-    gc->batch.prev = w;
-    gc_schedule_turn();
+    /* An operator's commits (cadence_key 0) are rare: they join the batch
+     * without teaching the cadence (group_persist.c C7) a pace. */
+    gc_batch_add(w, c->cadence_key);
     return KP_NONE;
-}
-
-void bk_offsets_cancel(struct gc_wait *w)
-{
-    if (w)
-        gc_wait_drop(w);
 }
 
 int gc_commit_to_job(gc_wait *w, gc_job *j)
@@ -288,7 +279,7 @@ static void kc_cancel(bk_req *r)
 {
     struct kc_commit *c = r->state;
     if (c) {
-        bk_offsets_cancel(c->pending);
+        bk_groups_forget(c->pending);
         free(c);
     }
     r->state = NULL;

@@ -119,6 +119,9 @@ struct gc_job {
     size_t noffs, offs_cap;
     md_group *groups;
     size_t ngroups, groups_cap;
+    const char **dels;                /* group deletes, run first */
+    int *del_rc;
+    size_t ndels, dels_cap;
 };
 
 /* ---- the arena ------------------------------------------------------------- */
@@ -182,7 +185,7 @@ static void job_reset(gc_job *j)
         keep->next = NULL;
     }
     j->chunks = keep;
-    j->noffs = j->ngroups = 0;
+    j->noffs = j->ngroups = j->ndels = 0;
     j->next = NULL;
 }
 
@@ -192,6 +195,8 @@ static void job_free(gc_job *j)
     free(j->chunks);
     free(j->offs);
     free(j->groups);
+    free(j->dels);
+    free(j->del_rc);
     free(j);
 }
 
@@ -237,6 +242,34 @@ md_offset *gc_job_rows(gc_job *j, size_t n, size_t *first)
     return j->offs + *first;
 }
 
+int gc_job_delete(gc_job *j, const char *group_id, size_t *index)
+{
+    if (j->ndels == j->dels_cap) {
+        size_t cap = j->dels_cap ? 2 * j->dels_cap : 4;
+        const char **d = realloc(j->dels, cap * sizeof *d);
+        if (!d)
+            return -1;
+        j->dels = d;
+        int *rc = realloc(j->del_rc, cap * sizeof *rc);
+        if (!rc)
+            return -1;
+        j->del_rc = rc;
+        j->dels_cap = cap;
+    }
+    const char *id = gc_job_strdup(j, group_id);
+    if (!id)
+        return -1;
+    *index = j->ndels;
+    j->dels[j->ndels] = id;
+    j->del_rc[j->ndels++] = MD_E_SQL;
+    return 0;
+}
+
+int gc_job_delete_result(const gc_job *j, size_t i)
+{
+    return j->del_rc[i];
+}
+
 int gc_job_row_result(const gc_job *j, size_t i)
 {
     return j->offs[i].result;
@@ -279,7 +312,7 @@ uint64_t gc_job_submit(gc_job *j)
     j->next = NULL;
     *gc->jobs_tail = j;
     gc->jobs_tail = &j->next;
-    if (j->ngroups)
+    if (j->ngroups || j->ndels)
         gc->group_jobs++;
     gc->last_job_seq = bk_mdsync_submit(gc->b, &j->base);
     return gc->last_job_seq;
@@ -292,7 +325,7 @@ void gc_jobs_release(uint64_t durable)
         gc->jobs = j->next;
         if (!gc->jobs)
             gc->jobs_tail = &gc->jobs;
-        if (j->ngroups)
+        if (j->ngroups || j->ndels)
             gc->group_jobs--;
         gc_job_put(j);
     }
@@ -317,14 +350,21 @@ void gc_jobs_free(void)
 
 /* ---- on the worker ------------------------------------------------------------ */
 
-/* Group rows first, then the offsets; a group that fails is logged (its
- * next change writes it again), an offset batch that fails fails its
- * commits.  Each md_* call is a savepoint, so one failure undoes only
- * itself. */
+/* Deletes first, then group rows, then the offsets: a group or an offset
+ * queued after a delete of the same id outlives it (one that came before
+ * is answered by the same sync: either order is one the clients could
+ * have seen).  A group that fails is logged (its next change writes it
+ * again), an offset batch that fails fails its commits.  Each md_* call
+ * is a savepoint, so one failure undoes only itself. */
 static int run(md_db *db, bk_mdjob *base)
 {
     gc_job *j = (gc_job *)base;
     char err[MD_ERRLEN];
+    for (size_t i = 0; i < j->ndels; i++) {
+        j->del_rc[i] = md_group_delete(db, j->dels[i], err, sizeof err);
+        if (j->del_rc[i] && j->del_rc[i] != KP_GROUP_ID_NOT_FOUND)
+            BK_ERROR("deleting group %s failed: %s", j->dels[i], err);
+    }
     for (size_t i = 0; i < j->ngroups; i++)
         if (md_group_save(db, &j->groups[i], err, sizeof err) != 0)
             BK_ERROR("saving group %s failed: %s", j->groups[i].group_id, err);
@@ -346,7 +386,37 @@ void gc_wait_drop(gc_wait *w)
         w->r->state = NULL;
     }
     gc_wait_unlink(w);
+    free(w->delete_id);
     free(w);
+}
+
+/* A delete goes on without its caller (the group is already Dead, the
+ * rows must follow); a commit's entries are the caller's, so one still
+ * in the batch is dropped (one already copied into a job is stored). */
+void bk_groups_forget(struct gc_wait *w)
+{
+    if (!w)
+        return;
+    if (w->delete_id) {
+        w->done = NULL;
+        w->delete_err = NULL;
+        return;
+    }
+    gc_wait_drop(w);
+}
+
+void gc_batch_add(gc_wait *w, uint64_t cadence_key)
+{
+    int64_t mono = bk_mono_us();
+    if (cadence_key)
+        cc_note(&gc->cadence, cadence_key, mono);         /* C7 */
+    if (gc->batch.next == &gc->batch)
+        gc->batch_first_us = mono;
+    w->prev = gc->batch.prev;
+    w->next = &gc->batch;
+    gc->batch.prev->next = w;
+    gc->batch.prev = w;
+    gc_schedule_turn();
 }
 
 /* Copies g's row and member rows into j.  0 or -1 (no
@@ -515,13 +585,18 @@ static void finish_synced(uint64_t durable, int sync_err)
     while (out.next != &out) {
         gc_wait *w = out.next;
         gc_wait_unlink(w);
-        if (w->done) {                /* an offset commit: its apply half */
+        if (!w->r) {                  /* a commit or a delete: its apply half */
             int rc = w->rc ? w->rc : sync_err ? MD_E_SQL : 0;
-            gc_commit_apply(w, rc);   /* J3 */
-            bk_offsets_done_fn done = w->done;
+            if (w->delete_id)
+                rc = gc_delete_apply(w, rc);
+            else
+                gc_commit_apply(w, rc);   /* J3 */
+            bk_group_done_fn done = w->done;
             void *arg = w->done_arg;
+            free(w->delete_id);
             free(w);
-            done(arg, rc);
+            if (done)
+                done(arg, rc);
             continue;
         }
         bk_req *r = w->r;
@@ -600,7 +675,14 @@ static void run_turn(bool after_sync)
         if (!j || dirty_to_job(j) != 0)
             BK_ERROR("saving group state / offsets: out of memory");
         for (gc_wait *w = batch.next; rc == 0 && w != &batch; w = w->next)
-            rc = j ? gc_commit_to_job(w, j) : MD_E_SQL;
+            if (!j)
+                rc = MD_E_SQL;
+            else if (!w->delete_id)
+                rc = gc_commit_to_job(w, j);
+            else if (gc_job_delete(j, w->delete_id, &w->job_first) == 0)
+                w->job = j;
+            else
+                rc = MD_E_SQL;
         if (rc)
             for (gc_wait *w = batch.next; w != &batch; w = w->next)
                 w->job = NULL;

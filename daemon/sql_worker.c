@@ -62,7 +62,7 @@ typedef struct sq_wreq {
     size_t errlen;
     bool done;
     pthread_cond_t cv;
-    /* a write the loop answers later (offset_set) */
+    /* a write the loop answers later (offset_set, group_delete) */
     struct bk_admin *a;
     md_offset o;
     struct gc_wait *pending;
@@ -72,7 +72,6 @@ typedef struct sq_wreq {
 #define SQ_LATER INT_MIN
 
 static void write_answered(struct bk_admin *a, sq_wreq *r, int rc);
-static void offset_done(void *arg, int rc);
 
 void sq_job_free(sq_job *j)
 {
@@ -184,8 +183,39 @@ static int topic_target(bk_broker *b, const char *name, bk_topic **t, char *err,
     return KP_NONE;
 }
 
-/* An operator's offset write, through the path OffsetCommit takes
- * (bk_offsets_commit): answered from offset_done once its sync is done. */
+/* A write the coordinator answers once it is durable: the worker keeps
+ * waiting, the loop goes on (applying_add), and write_done wakes it. */
+static void applying_add(struct bk_admin *a, sq_wreq *r, struct gc_wait *pending)
+{
+    r->pending = pending;
+    r->a = a;
+    r->next = a->applying;            /* loop thread only */
+    a->applying = r;
+}
+
+static void write_done(void *arg, int rc)
+{
+    sq_wreq *r = arg;
+    struct bk_admin *a = r->a;
+    for (sq_wreq **pp = &a->applying; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    if (r->w->op == SQ_OFFSET_SET) {
+        int res = r->o.result;
+        if (rc) {
+            snprintf(r->err, r->errlen, "Storing the offset failed; see the broker log.");
+            res = KP_UNKNOWN_SERVER_ERROR;
+        } else if (res != KP_NONE) {
+            snprintf(r->err, r->errlen, "Topic %s does not exist.", r->w->s2);
+        }
+        rc = res;
+    }
+    write_answered(a, r, rc);
+}
+
+/* An operator's offset write, through the path OffsetCommit takes. */
 static int offset_set(struct bk_admin *a, sq_wreq *r)
 {
     const sq_write *w = r->w;
@@ -204,35 +234,25 @@ static int offset_set(struct bk_admin *a, sq_wreq *r)
     bk_offset_commit c = {
         .group = { w->s1, (int32_t)strlen(w->s1) }, .generation = -1,
         .member_id = KP_STR_NULL, .instance_id = KP_STR_NULL, .by_operator = true,
-        .offs = &r->o, .n = 1, .done = offset_done, .arg = r,
+        .offs = &r->o, .n = 1, .done = write_done, .arg = r,
     };
     int rc = bk_offsets_commit(a->b, &c, r->err, r->errlen);
     if (rc != KP_NONE || !c.pending)
         return rc;
-    r->pending = c.pending;
-    r->a = a;
-    r->next = a->applying;            /* loop thread only */
-    a->applying = r;
+    applying_add(a, r, c.pending);
     return SQ_LATER;
 }
 
-static void offset_done(void *arg, int rc)
+/* DELETE FROM consumer_groups, through the path DeleteGroups takes. */
+static int group_delete(struct bk_admin *a, sq_wreq *r)
 {
-    sq_wreq *r = arg;
-    struct bk_admin *a = r->a;
-    for (sq_wreq **pp = &a->applying; *pp; pp = &(*pp)->next)
-        if (*pp == r) {
-            *pp = r->next;
-            break;
-        }
-    int res = r->o.result;
-    if (rc) {
-        snprintf(r->err, r->errlen, "Storing the offset failed; see the broker log.");
-        res = KP_UNKNOWN_SERVER_ERROR;
-    } else if (res != KP_NONE) {
-        snprintf(r->err, r->errlen, "Topic %s does not exist.", r->w->s2);
-    }
-    write_answered(a, r, res);
+    bk_group_deletion d = { .group_id = r->w->s1 ? r->w->s1 : "", .done = write_done,
+                            .arg = r, .err = r->err, .errlen = r->errlen };
+    int rc = bk_group_delete(a->b, &d);
+    if (rc != KP_NONE || !d.pending)
+        return rc;
+    applying_add(a, r, d.pending);
+    return SQ_LATER;
 }
 
 static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen)
@@ -287,9 +307,8 @@ static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen
                      "be applied; see the broker log.", t->name);
         return rc;
     case SQ_GROUP_DELETE:
-        return bk_group_delete(b, w->s1 ? w->s1 : "", err, errlen);
     case SQ_OFFSET_SET:
-        break;                        /* on_writes: offset_set */
+        break;                        /* on_writes: answered when durable */
     }
     return KP_INVALID_REQUEST;
 }
@@ -312,7 +331,7 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
     sq_wreq *list = a->writes;
     a->writes = NULL;
     for (sq_wreq *r = a->applying; r; r = r->next) {   /* nor answer these */
-        bk_offsets_cancel(r->pending);
+        bk_groups_forget(r->pending);
         snprintf(r->err, r->errlen, "the broker is shutting down");
         r->rc = KP_BROKER_NOT_AVAILABLE;
         r->done = true;
@@ -331,7 +350,8 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
     for (sq_wreq *r = rev, *n; r; r = n) {
         n = r->next;
         int rc = r->w->op == SQ_OFFSET_SET ? offset_set(a, r)
-                                           : apply_write(a->b, r->w, r->err, r->errlen);
+               : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
+               : apply_write(a->b, r->w, r->err, r->errlen);
         if (rc != SQ_LATER)
             write_answered(a, r, rc);
     }
@@ -537,7 +557,7 @@ void sq_workers_stop(bk_broker *b)
     }
     a->writes = NULL;
     for (sq_wreq *r = a->applying; r; r = r->next) {   /* nor answer these */
-        bk_offsets_cancel(r->pending);
+        bk_groups_forget(r->pending);
         snprintf(r->err, r->errlen, "the broker is shutting down");
         r->rc = KP_BROKER_NOT_AVAILABLE;
         r->done = true;

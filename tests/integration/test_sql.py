@@ -419,3 +419,23 @@ def test_sql_offset_write_is_stored_before_it_is_answered(ab):
     assert committed_now(ab, group, t, [0]) == {0: 77}
     assert sql(ab, "SELECT offset, metadata FROM committed_offsets WHERE group_id='%s'"
                    % group) == [{"offset": 77, "metadata": "moved"}]
+
+
+def test_sql_group_delete_is_stored_before_it_is_answered(ab):
+    """DELETE FROM consumer_groups takes DeleteGroups' path: after its
+    answer a SIGKILL does not bring the group or its offsets back."""
+    t = topic_name("opd")
+    create_topic(ab, t, 1)
+    group = "deleted-then-killed"
+    c = ck_consumer(ab, **{"group.id": group})
+    c.commit(offsets=[TopicPartition(t, 0, 5)], asynchronous=False)
+    c.close()
+    assert sql(ab, "SELECT group_id FROM consumer_groups WHERE group_id='%s'" % group) == \
+        [{"group_id": group}]
+    st, _, hdr = http(ab, "/sql", "DELETE FROM consumer_groups WHERE group_id='%s'" % group)
+    assert st == 200 and hdr.get("X-Sluice-Changes") == "1"
+    ab.stop(signal.SIGKILL)
+    ab.start()
+    assert sql(ab, "SELECT * FROM consumer_groups WHERE group_id='%s'" % group) == []
+    assert sql(ab, "SELECT * FROM committed_offsets WHERE group_id='%s'" % group) == []
+    assert committed_now(ab, group, t, [0]) == {0: -1001}
