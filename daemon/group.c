@@ -356,6 +356,23 @@ gc_member *gc_member_find(gc_group *g, const char *id, size_t len)
     return NULL;
 }
 
+gc_member *gc_member_of(gc_group *g, kp_str member_id)
+{
+    return gc_member_find(g, member_id.p ? member_id.p : "",
+                          member_id.len > 0 ? (size_t)member_id.len : 0);
+}
+
+gc_group *gc_member_group(kp_str group_id, int16_t *err)
+{
+    gc_group *g = NULL;
+    if (group_id.len <= 0)
+        *err = KP_INVALID_GROUP_ID;
+    else if ((*err = gc_coordinator_error(group_id)) == KP_NONE &&
+             !(g = gc_group_find(group_id.p, (size_t)group_id.len)))
+        *err = KP_UNKNOWN_MEMBER_ID;
+    return g;
+}
+
 gc_member *gc_static_member(gc_group *g, const char *instance, size_t len)
 {
     for (gc_member *m = g->members.next; m != &g->members; m = m->next)

@@ -141,6 +141,10 @@ gc_group *gc_group_find(const char *id, size_t len);
 gc_group *gc_group_create(const char *id, size_t len);
 void gc_group_free(gc_group *g);      /* unlinks from the hash too */
 gc_member *gc_member_find(gc_group *g, const char *id, size_t len);
+gc_member *gc_member_of(gc_group *g, kp_str member_id);   /* null, "": none */
+/* The group a member request names: NULL with *err INVALID_GROUP_ID,
+ * NOT_COORDINATOR (gc_coordinator_error) or UNKNOWN_MEMBER_ID. */
+gc_group *gc_member_group(kp_str group_id, int16_t *err);
 gc_member *gc_static_member(gc_group *g, const char *instance, size_t len);
 bool gc_static_fenced(gc_group *g, kp_str member_id, kp_str instance_id);
 bool gc_is_pending(gc_group *g, const char *id, size_t len);

@@ -407,16 +407,11 @@ int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
     int16_t err = KP_NONE;
     gc_group *g = NULL;
     gc_member *m = NULL;
-    if (group_id.len <= 0)
-        err = KP_INVALID_GROUP_ID;
-    else if ((err = gc_coordinator_error(group_id)))
-        ;
-    else if (!(g = gc_group_find(group_id.p, (size_t)group_id.len)))
-        err = KP_UNKNOWN_MEMBER_ID;
+    if (!(g = gc_member_group(group_id, &err)))
+        ;                             /* err says why */
     else if (gc_static_fenced(g, member_id, instance_id))
         err = KP_FENCED_INSTANCE_ID;
-    else if (!(m = gc_member_find(g, member_id.p ? member_id.p : "",
-                                  member_id.len > 0 ? (size_t)member_id.len : 0)))
+    else if (!(m = gc_member_of(g, member_id)))
         err = KP_UNKNOWN_MEMBER_ID;
     else if (generation != g->generation)
         err = KP_ILLEGAL_GENERATION;
@@ -474,18 +469,13 @@ int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
 int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
                      kp_str instance_id)
 {
-    if (group_id.len <= 0)
-        return KP_INVALID_GROUP_ID;
-    int16_t cerr = gc_coordinator_error(group_id);
-    if (cerr)
-        return cerr;
-    gc_group *g = gc_group_find(group_id.p, (size_t)group_id.len);
+    int16_t err;
+    gc_group *g = gc_member_group(group_id, &err);
     if (!g)
-        return KP_UNKNOWN_MEMBER_ID;
+        return err;
     if (gc_static_fenced(g, member_id, instance_id))
         return KP_FENCED_INSTANCE_ID;
-    gc_member *m = gc_member_find(g, member_id.p ? member_id.p : "",
-                                  member_id.len > 0 ? (size_t)member_id.len : 0);
+    gc_member *m = gc_member_of(g, member_id);
     if (!m)
         return KP_UNKNOWN_MEMBER_ID;
     if (generation != g->generation)
@@ -505,14 +495,10 @@ int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
 
 int16_t gc_leave(kp_str group_id, kp_str member_id)
 {
-    if (group_id.len <= 0)
-        return KP_INVALID_GROUP_ID;
-    int16_t cerr = gc_coordinator_error(group_id);
-    if (cerr)
-        return cerr;
-    gc_group *g = gc_group_find(group_id.p, (size_t)group_id.len);
+    int16_t err;
+    gc_group *g = gc_member_group(group_id, &err);
     if (!g)
-        return KP_UNKNOWN_MEMBER_ID;
+        return err;
     const char *mid = member_id.p ? member_id.p : "";
     size_t mlen = member_id.len > 0 ? (size_t)member_id.len : 0;
     if (gc_is_pending(g, mid, mlen)) {

@@ -51,8 +51,7 @@ static int16_t commit_group_error(kp_str group, int32_t gen, kp_str member,
         return KP_FENCED_INSTANCE_ID;
     if (gen < 0 && g->state == GC_EMPTY)
         return KP_NONE;               /* offsets storage only */
-    gc_member *m = gc_member_find(g, member.p ? member.p : "",
-                                  member.len > 0 ? (size_t)member.len : 0);
+    gc_member *m = gc_member_of(g, member);
     if (!m)
         return KP_UNKNOWN_MEMBER_ID;
     if (gen != g->generation)

@@ -330,14 +330,6 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&a->mu);
     sq_wreq *list = a->writes;
     a->writes = NULL;
-    for (sq_wreq *r = a->applying; r; r = r->next) {   /* nor answer these */
-        bk_groups_forget(r->pending);
-        snprintf(r->err, r->errlen, "the broker is shutting down");
-        r->rc = KP_BROKER_NOT_AVAILABLE;
-        r->done = true;
-        pthread_cond_signal(&r->cv);
-    }
-    a->applying = NULL;
     pthread_mutex_unlock(&a->mu);
     /* The list is newest first; apply in arrival order. */
     sq_wreq *rev = NULL;
@@ -540,6 +532,17 @@ int sq_workers_start(bk_broker *b, char *err, size_t errlen)
     return 0;
 }
 
+/* Under a->mu: wakes every worker waiting on list with an error. */
+static void fail_writes(sq_wreq *list)
+{
+    for (sq_wreq *r = list; r; r = r->next) {
+        snprintf(r->err, r->errlen, "the broker is shutting down");
+        r->rc = KP_BROKER_NOT_AVAILABLE;
+        r->done = true;
+        pthread_cond_signal(&r->cv);
+    }
+}
+
 void sq_workers_stop(bk_broker *b)
 {
     struct bk_admin *a = b->admin;
@@ -549,20 +552,11 @@ void sq_workers_stop(bk_broker *b)
     a->stopping = true;
     pthread_cond_broadcast(&a->cv);
     pthread_cond_broadcast(&a->snap_cv);
-    for (sq_wreq *r = a->writes; r; r = r->next) {   /* the loop will not apply them */
-        snprintf(r->err, r->errlen, "the broker is shutting down");
-        r->rc = KP_BROKER_NOT_AVAILABLE;
-        r->done = true;
-        pthread_cond_signal(&r->cv);
-    }
+    fail_writes(a->writes);           /* the loop will not apply them */
     a->writes = NULL;
-    for (sq_wreq *r = a->applying; r; r = r->next) {   /* nor answer these */
+    for (sq_wreq *r = a->applying; r; r = r->next)
         bk_groups_forget(r->pending);
-        snprintf(r->err, r->errlen, "the broker is shutting down");
-        r->rc = KP_BROKER_NOT_AVAILABLE;
-        r->done = true;
-        pthread_cond_signal(&r->cv);
-    }
+    fail_writes(a->applying);         /* nor answer these */
     a->applying = NULL;
     pthread_mutex_unlock(&a->mu);
     for (int i = 0; i < a->nthreads; i++)

@@ -350,15 +350,17 @@ def committed_now(b, group, t, partitions):
 
 def test_sql_offset_writes_while_consumers_commit_are_ordered_and_kept(ab):
     """An operator's writes to committed_offsets take the path OffsetCommit
-    takes: with three connections committing in a loop, each SQL write is
-    visible to OffsetFetch as soon as it is answered, the last one wins on
-    its partition, the committers lose nothing, and on a partition both
-    write, OffsetFetch and SQL agree on who came last."""
+    takes: with three connections committing in a loop and two SQL clients
+    writing at once, each SQL write is visible to OffsetFetch as soon as it
+    is answered, the last one wins on its partition, the committers lose
+    nothing, and on a partition everyone writes, OffsetFetch and SQL agree
+    on who came last."""
     import threading
     t = topic_name("opc")
-    create_topic(ab, t, 5)
+    create_topic(ab, t, 6)
     group = "op-and-consumers"
-    rounds, errors = 150, []
+    rounds, writes, errors = 150, 40, []
+    shared = 4
 
     def committer(p):
         c = ck_consumer(ab, **{"group.id": group})      # assign-only: no member
@@ -366,7 +368,7 @@ def test_sql_offset_writes_while_consumers_commit_are_ordered_and_kept(ab):
             for v in range(1, rounds + 1):
                 parts = [TopicPartition(t, p, v)]
                 if v % 3 == 0:
-                    parts.append(TopicPartition(t, 4, 100000 + 1000 * p + v))   # shared
+                    parts.append(TopicPartition(t, shared, 100000 + 1000 * p + v))
                 for r in c.commit(offsets=parts, asynchronous=False):
                     if r.error:
                         errors.append((p, v, r.error))
@@ -375,31 +377,46 @@ def test_sql_offset_writes_while_consumers_commit_are_ordered_and_kept(ab):
         finally:
             c.close()
 
+    def operator(p):
+        fetcher = ck_consumer(ab, **{"group.id": group})
+        try:
+            for v in range(1, writes + 1):
+                sql(ab, "INSERT INTO committed_offsets(group_id, topic, partition, offset, "
+                        "metadata) VALUES('%s', '%s', %d, %d, 'op')" % (group, t, p, v))
+                got = fetcher.committed([TopicPartition(t, p)], timeout=10)[0].offset
+                if got != v:
+                    errors.append("SQL write %d to %d answered, OffsetFetch then saw %d" % (v, p, got))
+                if v % 4 == 0:
+                    sql(ab, "INSERT INTO committed_offsets(group_id, topic, partition, offset) "
+                            "VALUES('%s', '%s', %d, %d)" % (group, t, shared, 10 * v + p))
+        except Exception as e:                         # noqa: BLE001 - reported below
+            errors.append((p, "exception", e))
+        finally:
+            fetcher.close()
+
     threads = [threading.Thread(target=committer, args=(p,)) for p in range(3)]
+    threads += [threading.Thread(target=operator, args=(p,)) for p in (3, 5)]
     for th in threads:
         th.start()
-    fetcher = ck_consumer(ab, **{"group.id": group})
-    try:
-        for v in range(1, 41):
-            sql(ab, "INSERT INTO committed_offsets(group_id, topic, partition, offset, metadata) "
-                    "VALUES('%s', '%s', 3, %d, 'op')" % (group, t, v))
-            got = fetcher.committed([TopicPartition(t, 3)], timeout=10)[0].offset
-            assert got == v, "SQL write %d answered, OffsetFetch then saw %d" % (v, got)
-            if v % 4 == 0:
-                sql(ab, "INSERT INTO committed_offsets(group_id, topic, partition, offset) "
-                        "VALUES('%s', '%s', 4, %d)" % (group, t, v))
-    finally:
-        fetcher.close()
-        for th in threads:
-            th.join(120)
+    for th in threads:
+        th.join(120)
     assert not errors, errors[:5]
-    fetched = committed_now(ab, group, t, range(5))
+    fetched = committed_now(ab, group, t, range(6))
     rows = {r["partition"]: r["offset"] for r in
             sql(ab, "SELECT partition, offset FROM committed_offsets WHERE group_id='%s'" % group)}
     assert fetched == rows, (fetched, rows)
-    assert [fetched[p] for p in range(4)] == [rounds, rounds, rounds, 40]
-    consumer_values = {100000 + 1000 * p + v for p in range(3) for v in range(3, rounds + 1, 3)}
-    assert fetched[4] in consumer_values | set(range(4, 41, 4))
+    assert [fetched[p] for p in (0, 1, 2, 3, 5)] == [rounds] * 3 + [writes] * 2
+    written = {100000 + 1000 * p + v for p in range(3) for v in range(3, rounds + 1, 3)}
+    written |= {10 * v + p for p in (3, 5) for v in range(4, writes + 1, 4)}
+    assert fetched[shared] in written
+
+
+def commit_one(b, group, t, offset):
+    c = ck_consumer(b, **{"group.id": group})
+    try:
+        c.commit(offsets=[TopicPartition(t, 0, offset)], asynchronous=False)
+    finally:
+        c.close()
 
 
 def test_sql_offset_write_is_stored_before_it_is_answered(ab):
@@ -408,9 +425,7 @@ def test_sql_offset_write_is_stored_before_it_is_answered(ab):
     t = topic_name("opk")
     create_topic(ab, t, 1)
     group = "killed-after-write"
-    c = ck_consumer(ab, **{"group.id": group})
-    c.commit(offsets=[TopicPartition(t, 0, 5)], asynchronous=False)
-    c.close()
+    commit_one(ab, group, t, 5)
     st, _, hdr = http(ab, "/sql", "UPDATE committed_offsets SET offset=77, metadata='moved' "
                                   "WHERE group_id='%s' AND topic='%s'" % (group, t))
     assert st == 200 and hdr.get("X-Sluice-Changes") == "1"
@@ -427,9 +442,7 @@ def test_sql_group_delete_is_stored_before_it_is_answered(ab):
     t = topic_name("opd")
     create_topic(ab, t, 1)
     group = "deleted-then-killed"
-    c = ck_consumer(ab, **{"group.id": group})
-    c.commit(offsets=[TopicPartition(t, 0, 5)], asynchronous=False)
-    c.close()
+    commit_one(ab, group, t, 5)
     assert sql(ab, "SELECT group_id FROM consumer_groups WHERE group_id='%s'" % group) == \
         [{"group_id": group}]
     st, _, hdr = http(ab, "/sql", "DELETE FROM consumer_groups WHERE group_id='%s'" % group)
