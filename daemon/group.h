@@ -1,9 +1,54 @@
 /*
- * The group coordinator's internals, shared by daemon/group.c (state
- * machine, timers, persistence), daemon/group_api.c (the membership APIs)
- * and daemon/group_offsets.c (OffsetCommit/OffsetFetch, retention).
- * Nothing outside these files includes it; the rest of the daemon calls
- * the bk_groups_* / bk_handle_* functions in broker.h.
+ * The group coordinator's internals, shared by its files:
+ *
+ *   group.c          the group table, the rebalance state machine, timers,
+ *                    group delete, startup and shutdown
+ *   group_join.c     JoinGroup (static membership), SyncGroup, Heartbeat,
+ *                    LeaveGroup
+ *   group_offsets.c  bk_offsets_commit, OffsetCommit, OffsetFetch, retention
+ *   group_persist.c  the end of the loop turn, the jobs for the metadata
+ *                    sync worker, the deferred answers (invariants C1, C2,
+ *                    C5-C7, J1-J3)
+ *   group_api.c      wire parsing and encoding of the membership APIs
+ *
+ * Nothing outside these files includes it: the rest of the daemon calls
+ * the bk_groups_* / bk_group_* / bk_offsets_* / bk_handle_* functions of
+ * broker.h.
+ *
+ * Facts, one path each.  The write half stores the fact (standalone: in
+ * SQLite, through a job on the metadata sync worker); the apply half
+ * changes the running coordinator and answers (what a replicated log's
+ * apply will call in cluster mode).
+ *
+ *   offset commit  (OffsetCommit; SQL UPDATE / INSERT of committed_offsets)
+ *     path     bk_offsets_commit (group_offsets.c): validation, then queued
+ *     write    the entries copied into the turn's job (gc_commit_to_job),
+ *              upserted by the worker (md_offset_commit)
+ *     apply    gc_commit_apply: each entry's result from the job; done()
+ *     durable  answered only after the job's transaction and its WAL
+ *              fdatasync (C2); a failed job or sync fails the commit
+ *   group state  (membership, generation, protocol, assignments)
+ *     path     gc_set_state / gc_mark_dirty (group.c)
+ *     write    the dirty group copied into the turn's job (md_group_save)
+ *     apply    in memory first: the state machine runs on the loop
+ *     durable  answers that reflect it wait for the job's sync (C2); after
+ *              a crash groups load Empty and members rejoin
+ *   group delete  (DeleteGroups; SQL DELETE FROM consumer_groups)
+ *     path     bk_group_delete (group.c): the group turns Dead, queued
+ *     write    a delete in the next job, run before its group and offset
+ *              rows (md_group_delete)
+ *     apply    gc_delete_apply: frees the group (a failed write: Empty again)
+ *     durable  answered only after the job's sync
+ *   offset and group expiry  (offsets.retention.minutes)
+ *     path     gc_expire_tick (group_offsets.c)
+ *     write    md_offsets_expire, md_group_delete on the loop's handle, only
+ *              while no job writing group rows is in flight, skipping groups
+ *              with commits queued
+ *     apply    frees the expired Empty groups
+ *     durable  nobody waits for it; db.c D2
+ *
+ * Every job goes through the one sync worker in submission order
+ * (md_sync.c S5), so no two writes of a group's rows race.
  */
 #ifndef SLUICE_GROUP_H
 #define SLUICE_GROUP_H
@@ -19,6 +64,7 @@
 /* Kafka's GroupCoordinator.NewMemberJoinTimeoutMs. */
 #define GC_NEW_MEMBER_JOIN_TIMEOUT_MS 300000
 
+/* GC_DEAD: being deleted (bk_group_delete), freed once that is durable. */
 enum gc_state { GC_EMPTY, GC_PREPARING, GC_COMPLETING, GC_STABLE, GC_DEAD };
 const char *gc_state_name(enum gc_state s);   /* Kafka's names */
 
@@ -114,7 +160,7 @@ typedef struct gc_coord {
     gc_group **hash;
     size_t hash_size, ngroups;
     gc_wait outbox;                   /* answered, to finish after the turn's commit */
-    gc_wait batch;                    /* offset commits of this turn */
+    gc_wait batch;                    /* commits and deletes for the next job */
     gc_wait synced;                   /* stored, waiting for their WAL sync
                                          (seq non-decreasing) */
     gc_group *dirty;
@@ -128,7 +174,7 @@ typedef struct gc_coord {
     gc_job *jobs, **jobs_tail;        /* submitted to the sync worker (J2) */
     gc_job *job_pool;
     uint64_t last_job_seq;
-    int group_jobs;                   /* submitted jobs that carry groups */
+    int group_jobs;                   /* submitted jobs that write group rows */
     bool expire_due;                  /* retention check waits for them */
 } gc_coord;
 
@@ -137,6 +183,9 @@ extern gc_coord *gc;
 /* ---- group.c: the table, the state machine, timers ------------------------- */
 /* NOT_COORDINATOR when this broker does not coordinate group id, else 0. */
 int16_t gc_coordinator_error(kp_str id);
+/* The apply half of a delete, after its job's sync: rc is the store's
+ * outcome; returns the KP_* answer, the reason in w->delete_err. */
+int gc_delete_apply(gc_wait *w, int rc);
 gc_group *gc_group_find(const char *id, size_t len);
 gc_group *gc_group_create(const char *id, size_t len);
 void gc_group_free(gc_group *g);      /* unlinks from the hash too */
@@ -185,9 +234,6 @@ void gc_turn_cb(evutil_socket_t fd, short what, void *arg);   /* turn_ev, linger
 void gc_on_durable(uint64_t seq, int err);                    /* the md_sync listener */
 /* Queues w (a commit or a delete, done set) for the next job. */
 void gc_batch_add(gc_wait *w, uint64_t cadence_key);
-/* The apply half of a delete (group.c), after its job's sync: rc is the
- * store's outcome; returns the KP_* answer, the reason in w->delete_err. */
-int gc_delete_apply(gc_wait *w, int rc);
 /* Hands the dirty groups to the sync worker as a job of their own (no
  * answer waits on it: timers, startup, shutdown). */
 void gc_save_dirty_now(void);
@@ -213,7 +259,6 @@ int gc_job_row_result(const gc_job *j, size_t i);
 int gc_job_rc(const gc_job *j);
 uint64_t gc_job_submit(gc_job *j);    /* returns the covering sync's seq */
 void gc_jobs_release(uint64_t durable);
-void gc_jobs_wait(void);              /* blocks for every submitted job: rare */
 void gc_jobs_free(void);              /* shutdown: waits, then frees */
 
 /* ---- group_join.c: JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------- */
@@ -253,8 +298,9 @@ void gc_commit_apply(gc_wait *w, int rc);
 bool gc_commits_pending(const char *id);
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg);
 
-/* Client host as Kafka prints it ("/127.0.0.1"). */
+/* group_api.c: the client host as Kafka prints it ("/127.0.0.1"). */
 void gc_client_host(bk_req *r, char *out, size_t cap);
+/* group.c */
 char *gc_strndup(const char *p, int32_t len);   /* len < 0: NULL */
 
 #endif

@@ -181,18 +181,26 @@ static int add_member_and_rebalance(bk_req *r, gc_group *g, const gc_join_args *
     return BK_DEFER;
 }
 
+/* A known member joins again: a wait for r and its new protocols, or NULL
+ * (no memory; m unchanged). */
+static gc_wait *rejoin_wait(bk_req *r, gc_member *m, const gc_join_args *a)
+{
+    gc_wait *w = gc_wait_new(r);
+    if (w && copy_protos(m, a)) {
+        r->state = NULL;
+        r->cancel = NULL;
+        free(w);
+        w = NULL;
+    }
+    return w;
+}
+
 static int update_member_and_rebalance(bk_req *r, gc_group *g, gc_member *m,
                                        const gc_join_args *a, const char *why)
 {
-    gc_wait *w = gc_wait_new(r);
-    if (!w || copy_protos(m, a)) {
-        if (w) {
-            r->state = NULL;
-            r->cancel = NULL;
-            free(w);
-        }
+    gc_wait *w = rejoin_wait(r, m, a);
+    if (!w)
         return join_error(r, KP_UNKNOWN_SERVER_ERROR, a->member_id);
-    }
     m->session_timeout_ms = a->session_timeout_ms;
     m->rebalance_timeout_ms = a->rebalance_timeout_ms;
     /* The same member joining again on another connection: the older
@@ -212,13 +220,8 @@ static int update_member_and_rebalance(bk_req *r, gc_group *g, gc_member *m,
 static int replace_static_member(bk_req *r, gc_group *g, gc_member *m,
                                  const gc_join_args *a, char *new_id)
 {
-    gc_wait *w = gc_wait_new(r);
-    if (!w || copy_protos(m, a)) {
-        if (w) {
-            r->state = NULL;
-            r->cancel = NULL;
-            free(w);
-        }
+    gc_wait *w = rejoin_wait(r, m, a);
+    if (!w) {
         free(new_id);
         return join_error(r, KP_UNKNOWN_SERVER_ERROR, a->member_id);
     }

@@ -1,21 +1,38 @@
 /*
- * Committed offsets: OffsetCommit v2-7, OffsetFetch v1-5, and the
- * offsets.retention.minutes timer.
+ * Committed offsets: bk_offsets_commit (the one path for a commit),
+ * OffsetCommit v2-7, OffsetFetch v1-5, and the offsets.retention.minutes
+ * timer.
  *
  * Design note.
  *
- * A commit is acknowledged only once it is durable in SQLite.  Durability
- * costs one WAL fdatasync per sync, so commits are not written by the
- * handler: it validates (group generation and member as Kafka's
- * doCommitOffsets, topic/partition existence, metadata size), queues the
- * request on the turn's batch and defers its response.  The coordinator's
- * end-of-turn event (daemon/group_persist.c, run_turn) then copies every queued
- * commit of the loop turn — from all connections — into one job, together
- * with the group state that changed in that turn, and hands it to the
- * metadata sync worker (daemon/md_sync.c), which
- * writes it in one transaction on its own connection and syncs the WAL;
- * the answers leave once that sync is reported.  Cost per partition on
- * the loop: copying one row; no SQL, no fsync.
+ * A commit comes from a consumer (OffsetCommit) or from an operator (the
+ * SQL surface's UPDATE / INSERT of committed_offsets, applied on the loop
+ * for a waiting SQL worker, daemon/sql_worker.c).  Both call
+ * bk_offsets_commit, which validates as Kafka does (the coordinator
+ * question first; for a member, group generation and member id as
+ * doCommitOffsets; for an operator, a group without members, all or
+ * nothing, with Kafka's wording; for every entry, topic/partition
+ * existence and metadata size) and queues the valid entries on the
+ * coordinator's batch.  A commit is acknowledged only once it is durable
+ * in SQLite.  Durability costs one WAL fdatasync per sync, so nothing is
+ * written by the caller: the end-of-turn event (daemon/group_persist.c,
+ * run_turn) copies every queued commit of the loop turn — from all
+ * connections and the operator — into one job (gc_commit_to_job, the
+ * write half), together with the group state that changed in that turn,
+ * and hands it to the metadata sync worker (daemon/md_sync.c), which
+ * writes it in one transaction on its own connection and syncs the WAL.
+ * Once that sync is reported, gc_commit_apply (the apply half) fills in
+ * each entry's result and the caller's done answers: the OffsetCommit
+ * response, or the SQL worker's wait.  Cost per partition on the loop:
+ * copying one row; no SQL, no fsync, and the loop never waits.
+ *
+ * Invariants:
+ *   O1. The caller's entries live until done runs or bk_groups_forget;
+ *       an entry's result is KP_NONE exactly while it is queued to be
+ *       stored, and final once done runs.
+ *   O2. Every commit reaches SQLite through a job (no md_offset_commit on
+ *       the loop's handle), so commits, group rows and deletes are
+ *       written in the order they were queued (group_persist.c C6).
  *
  * Offsets are not cached in memory: OffsetFetch reads SQLite (one indexed
  * range scan per request), which is what an operator's SQL sees too.

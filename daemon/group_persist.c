@@ -7,6 +7,9 @@
  *
  * Deferred responses.  A JoinGroup in a rebalance and a SyncGroup before
  * the leader's are answered later (BK_DEFER): the member holds a gc_wait.
+ * Offset commits (bk_offsets_commit) and group deletes (bk_group_delete)
+ * queue theirs on the batch, whoever asked (a Kafka client or the SQL
+ * surface), and are answered through their caller's done callback.
  * Answers are never sent from inside a state change: they are written
  * into the request's response buffer and queued on the outbox, which one
  * event per loop turn (run_turn) drains *after* handing the turn's writes
@@ -47,11 +50,12 @@
  *
  * Invariants:
  *   C1. A gc_wait is in exactly one place: held by a member (join_w or
- *       sync_w, w->m set), in the outbox, in the commit batch, or in
- *       the synced list.
+ *       sync_w, w->m set), in the outbox, in the batch (offset commits,
+ *       group deletes), or in the synced list.
  *   C2. Only finish_synced (from the turn event or the sync worker's
- *       completion) calls bk_req_finish, and only for waits whose seq the
- *       worker has reported durable.
+ *       completion) answers — bk_req_finish, or a commit's or delete's
+ *       apply half and done — and only for waits whose seq the worker has
+ *       reported durable.
  *   C5. The synced list is in non-decreasing seq order (a turn tags its
  *       answers with the newest sequence number requested).
  *   C6. The turn event submits its job only when no sync is in flight
@@ -59,9 +63,10 @@
  *       sync finishes.  So at most one job per finished sync while syncs
  *       run back to back, and every pending batch, outbox and dirty group
  *       is submitted by the end of the sync in flight, or, under C7, when
- *       linger_ev fires after it.  Group rows reach SQLite only through
- *       jobs, in order (md_sync.c S5), so an older state never overwrites
- *       a newer one.
+ *       linger_ev fires after it.  Group rows, offsets and group deletes
+ *       reach SQLite only through jobs, in order (md_sync.c S5), so an
+ *       older state never overwrites a newer one (retention's expiry
+ *       aside: group_offsets.c, gc_expire_tick).
  *   C7. A batch of commits is submitted at once when no connection
  *       outside it is due to commit within offsets.commit.linger.ms of
  *       the batch's first commit (or three quarters of a batched
@@ -84,9 +89,9 @@
  *       rebalances that take seconds.  The price: the loop's own
  *       rare writes (recovery points, admin changes) may wait for the
  *       SQLite write lock behind a job (db.c busy_nap), and the worker
- *       runs at nice 19 (md_sync.c S7); a commit still in the batch when
- *       DeleteGroups runs is stored after the delete, as a commit that
- *       came after it.
+ *       runs at nice 19 (md_sync.c S7); a group delete waits with the
+ *       commits, and runs first in their job, so a commit sharing its
+ *       job (answered by the same sync) outlives it.
  *   J1. From gc_job_submit until gc_jobs_release sees a durable sequence
  *       number >= the job's, the worker owns the job: the loop neither
  *       reads nor writes it (md_sync.c S5 publishes its results).
@@ -331,7 +336,7 @@ void gc_jobs_release(uint64_t durable)
     }
 }
 
-void gc_jobs_wait(void)
+static void jobs_wait(void)
 {
     if (gc->jobs)
         bk_mdsync_wait(gc->last_job_seq);
@@ -339,7 +344,7 @@ void gc_jobs_wait(void)
 
 void gc_jobs_free(void)
 {
-    gc_jobs_wait();
+    jobs_wait();
     gc_jobs_release(UINT64_MAX);
     while (gc->job_pool) {
         gc_job *j = gc->job_pool;
