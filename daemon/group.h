@@ -2,13 +2,13 @@
  * The group coordinator's internals, shared by its files:
  *
  *   group.c          the group table, the rebalance state machine, timers,
- *                    group delete, startup and shutdown
+ *                    startup and shutdown
  *   group_join.c     JoinGroup (static membership), SyncGroup, Heartbeat,
  *                    LeaveGroup
  *   group_offsets.c  bk_offsets_commit, OffsetCommit, OffsetFetch, retention
  *   group_persist.c  the end of the loop turn, the jobs for the metadata
  *                    sync worker, the deferred answers (invariants C1, C2,
- *                    C5-C7, J1-J3)
+ *                    C5-C7, J1-J3), bk_group_delete
  *   group_api.c      wire parsing and encoding of the membership APIs
  *
  * Nothing outside these files includes it: the rest of the daemon calls
@@ -34,7 +34,7 @@
  *     durable  answers that reflect it wait for the job's sync (C2); after
  *              a crash groups load Empty and members rejoin
  *   group delete  (DeleteGroups; SQL DELETE FROM consumer_groups)
- *     path     bk_group_delete (group.c): the group turns Dead, queued
+ *     path     bk_group_delete (group_persist.c): the group turns Dead, queued
  *     write    a delete in the next job, run before its group and offset
  *              rows (md_group_delete)
  *     apply    gc_delete_apply: frees the group (a failed write: Empty again)
@@ -232,6 +232,9 @@ void gc_wait_answered(gc_wait *w);
 void gc_schedule_turn(void);
 void gc_turn_cb(evutil_socket_t fd, short what, void *arg);   /* turn_ev, linger_ev */
 void gc_on_durable(uint64_t seq, int err);                    /* the md_sync listener */
+/* The apply half of a delete, after its job's sync: rc is the
+ * store's outcome; returns the KP_* answer, the reason in w->delete_err. */
+int gc_delete_apply(gc_wait *w, int rc);
 /* Queues w (a commit or a delete, done set) for the next job. */
 void gc_batch_add(gc_wait *w, uint64_t cadence_key);
 /* Hands the dirty groups to the sync worker as a job of their own (no

@@ -711,3 +711,87 @@ static void run_turn(bool after_sync)
     gc_jobs_release(bk_mdsync_durable());
 }
 
+/* ---- group delete ---------------------------------------------------------------- */
+
+/* The one path that deletes a group (DeleteGroups, the SQL surface).  Only
+ * an Empty group, or one the coordinator does not hold, goes.  The group
+ * turns Dead at once, so nothing joins or commits to it meanwhile (those
+ * get COORDINATOR_NOT_AVAILABLE and retry, as in Kafka); the write half is
+ * a delete in the next job, ordered with the commits and group rows around
+ * it (group_persist.c); the apply half, gc_delete_apply, frees the group
+ * once that job's sync is done. */
+int bk_group_delete(bk_broker *b, bk_group_deletion *d)
+{
+    const char *id = d->group_id;
+    d->pending = NULL;
+    d->err[0] = 0;
+    kp_str key = { id, (int32_t)strlen(id) };
+    gc_group *g = gc_group_find(id, strlen(id));
+    if (gc_coordinator_error(key)) {
+        snprintf(d->err, d->errlen, "This broker is not the coordinator of group %s.", id);
+        return KP_NOT_COORDINATOR;
+    }
+    if (g && g->state == GC_DEAD) {
+        snprintf(d->err, d->errlen, "The group id %s does not exist.", id);
+        return KP_GROUP_ID_NOT_FOUND;
+    }
+    if (g && g->state != GC_EMPTY) {
+        snprintf(d->err, d->errlen, "The group %s is not empty (state %s); stop its "
+                 "consumers first.", id, gc_state_name(g->state));
+        return KP_NON_EMPTY_GROUP;
+    }
+    (void)b;
+    gc_wait *w = calloc(1, sizeof *w);
+    if (!w || !(w->delete_id = strdup(id))) {
+        free(w);
+        snprintf(d->err, d->errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    w->done = d->done;
+    w->done_arg = d->arg;
+    w->delete_err = d->err;
+    w->delete_errlen = d->errlen;
+    if (g) {
+        g->state = GC_DEAD;           /* not dirty: its row goes */
+        g->state_changed_at = bk_now_ms();
+        for (gc_group **p = &gc->dirty; *p; p = &(*p)->dirty_next)
+            if (*p == g) {
+                *p = g->dirty_next;
+                g->dirty = false;
+                break;
+            }
+    }
+    d->pending = w;
+    gc_batch_add(w, 0);
+    return KP_NONE;
+}
+
+int gc_delete_apply(gc_wait *w, int rc)
+{
+    const char *id = w->delete_id;
+    gc_group *g = gc_group_find(id, strlen(id));
+    if (g && g->state != GC_DEAD)
+        g = NULL;                     /* cannot happen: Dead groups take no one */
+    int res = rc || !w->job || gc_job_rc(w->job) ? MD_E_SQL
+              : gc_job_delete_result(w->job, w->job_first);
+    w->job = NULL;
+    char *err = w->delete_err;
+    size_t errlen = err ? w->delete_errlen : 0;
+    if (res == KP_GROUP_ID_NOT_FOUND && !g) {
+        if (err)
+            snprintf(err, errlen, "The group id %s does not exist.", id);
+        return KP_GROUP_ID_NOT_FOUND;
+    }
+    if (res != KP_NONE && res != KP_GROUP_ID_NOT_FOUND) {
+        /* Still stored: the group stays, as it was. */
+        if (g)
+            gc_set_state(g, GC_EMPTY);
+        if (err)
+            snprintf(err, errlen, "Deleting group %s failed; see the broker log.", id);
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    if (g)
+        gc_group_free(g);
+    BK_INFO("group %s deleted (with its committed offsets)", id);
+    return KP_NONE;
+}
