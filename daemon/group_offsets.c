@@ -196,8 +196,8 @@ int gc_commit_to_job(gc_wait *w, gc_job *j)
         if (!group && !(group = gc_job_strndup(j, o->group_id, (size_t)o->group_len)))
             return MD_E_SQL;
         /* Entries of one topic are adjacent (as in a request): one copy. */
-        if (!prev || prev->topic_len != o->topic_len ||
-            memcmp(prev->topic, o->topic, (size_t)o->topic_len))
+        if (!prev || (prev->topic != o->topic && (prev->topic_len != o->topic_len ||
+                      memcmp(prev->topic, o->topic, (size_t)o->topic_len))))
             topic = NULL;
         if (!topic && !(topic = gc_job_strndup(j, o->topic, (size_t)o->topic_len)))
             return MD_E_SQL;

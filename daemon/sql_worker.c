@@ -22,7 +22,10 @@
  *   2. A write is applied by the loop between two events, exactly as a
  *      Kafka admin request would be: same functions, same validation, same
  *      error text.  The worker blocks for it; the loop never blocks for a
- *      worker.
+ *      worker.  An offset write or a group delete goes through the group
+ *      coordinator's pipeline (bk_offsets_commit, bk_group_delete), as
+ *      OffsetCommit and DeleteGroups do: the loop answers it (write_done)
+ *      only once it is durable, serving other events meanwhile.
  *   3. On stop, waiting writes are failed and workers are interrupted and
  *      joined before the loop's state is torn down.
  *   4. Workers run SQ_WORKER_NICE below the broker's scheduling priority:
