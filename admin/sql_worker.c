@@ -22,7 +22,10 @@
  *   2. A write is applied by the loop between two events, exactly as a
  *      Kafka admin request would be: same functions, same validation, same
  *      error text.  The worker blocks for it; the loop never blocks for a
- *      worker.
+ *      worker.  An offset write or a group delete goes through the group
+ *      coordinator's pipeline (bk_offsets_commit, bk_group_delete), as
+ *      OffsetCommit and DeleteGroups do: the loop answers it (write_done)
+ *      only once it is durable, serving other events meanwhile.
  *   3. On stop, waiting writes are failed and workers are interrupted and
  *      joined before the loop's state is torn down.
  *   4. Workers run SQ_WORKER_NICE below the broker's scheduling priority:
@@ -36,6 +39,7 @@
 #include "admin/sql_worker.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +50,9 @@
 #include <event2/event.h>
 #include <sqlite3.h>
 
+#include "daemon/cluster.h"
+#include "daemon/coordinator.h"
 #include "daemon/replica.h"
-#include "daemon/group.h"
 
 #define SQ_WORKERS 2
 #define SQ_WORKER_NICE 10
@@ -57,14 +62,23 @@
 #define SNAP_FRESH_US 0
 
 typedef struct sq_wreq {
-    struct sq_wreq *next;
+    struct sq_wreq *next;             /* a->writes, then a->applying */
     const sq_write *w;
     int rc;
     char *err;
     size_t errlen;
     bool done;
     pthread_cond_t cv;
+    /* a write the loop answers later (offset_set, group_delete) */
+    struct bk_admin *a;
+    md_offset o;
+    struct gc_wait *pending;
 } sq_wreq;
+
+/* apply_write's "answered later, when the write is durable". */
+#define SQ_LATER INT_MIN
+
+static void write_answered(struct bk_admin *a, sq_wreq *r, int rc);
 
 void sq_job_free(sq_job *j)
 {
@@ -181,37 +195,76 @@ static int topic_target(bk_broker *b, const char *name, bk_topic **t, char *err,
     return KP_NONE;
 }
 
-static int offset_set(bk_broker *b, const sq_write *w, char *err, size_t errlen)
+/* A write the coordinator answers once it is durable: the worker keeps
+ * waiting, the loop goes on (applying_add), and write_done wakes it. */
+static void applying_add(struct bk_admin *a, sq_wreq *r, struct gc_wait *pending)
 {
-    gc_group *g = gc ? gc_group_find(w->s1, strlen(w->s1)) : NULL;
-    if (g && g->nmembers > 0) {
-        snprintf(err, errlen, "Assignments can only be reset if the group '%s' is "
-                 "inactive, but the current state is %s.", w->s1, gc_state_name(g->state));
-        return KP_NON_EMPTY_GROUP;
+    r->pending = pending;
+    r->a = a;
+    r->next = a->applying;            /* loop thread only */
+    a->applying = r;
+}
+
+static void write_done(void *arg, int rc)
+{
+    sq_wreq *r = arg;
+    struct bk_admin *a = r->a;
+    for (sq_wreq **pp = &a->applying; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    if (r->w->op == SQ_OFFSET_SET) {
+        int res = r->o.result;
+        if (rc) {
+            snprintf(r->err, r->errlen, "Storing the offset failed; see the broker log.");
+            res = KP_UNKNOWN_SERVER_ERROR;
+        } else if (res != KP_NONE) {
+            snprintf(r->err, r->errlen, "Topic %s does not exist.", r->w->s2);
+        }
+        rc = res;
     }
-    if (w->i1 < 0 || w->i1 > INT32_MAX ||
-        !bk_view_partition(b, (kp_str){ w->s2, (int32_t)strlen(w->s2) }, (int32_t)w->i1)) {
-        snprintf(err, errlen, "Partition %s-%lld does not exist.", w->s2, (long long)w->i1);
+    write_answered(a, r, rc);
+}
+
+/* An operator's offset write, through the path OffsetCommit takes. */
+static int offset_set(struct bk_admin *a, sq_wreq *r)
+{
+    const sq_write *w = r->w;
+    if (w->i1 < 0 || w->i1 > INT32_MAX) {
+        snprintf(r->err, r->errlen, "Partition %s-%lld does not exist.", w->s2,
+                 (long long)w->i1);
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     }
-    md_offset o = {
+    r->o = (md_offset){
         .group_id = w->s1, .group_len = (int32_t)strlen(w->s1),
         .topic = w->s2, .topic_len = (int32_t)strlen(w->s2),
         .partition = (int32_t)w->i1, .offset = w->i2, .leader_epoch = -1,
         .metadata = w->s3, .metadata_len = w->s3 ? (int32_t)strlen(w->s3) : 0,
         .commit_time_ms = bk_now_ms(), .expire_time_ms = -1,
     };
-    if (o.metadata_len > b->cfg->offset_metadata_max_bytes) {
-        snprintf(err, errlen, "The metadata is longer than offset.metadata.max.bytes (%d).",
-                 b->cfg->offset_metadata_max_bytes);
-        return KP_OFFSET_METADATA_TOO_LARGE;
-    }
-    int rc = md_offset_commit(b->db, &o, 1, err, errlen);
-    if (rc != 0)
-        return KP_UNKNOWN_SERVER_ERROR;
-    if (o.result != KP_NONE)
-        snprintf(err, errlen, "Topic %s does not exist.", w->s2);
-    return o.result;
+    bk_offset_commit c = {
+        .group = { w->s1, (int32_t)strlen(w->s1) }, .generation = -1,
+        .member_id = KP_STR_NULL, .instance_id = KP_STR_NULL, .by_operator = true,
+        .offs = &r->o, .n = 1, .done = write_done, .arg = r,
+    };
+    int rc = bk_offsets_commit(a->b, &c, r->err, r->errlen);
+    if (rc != KP_NONE || !c.pending)
+        return rc;
+    applying_add(a, r, c.pending);
+    return SQ_LATER;
+}
+
+/* DELETE FROM consumer_groups, through the path DeleteGroups takes. */
+static int group_delete(struct bk_admin *a, sq_wreq *r)
+{
+    bk_group_deletion d = { .group_id = r->w->s1 ? r->w->s1 : "", .done = write_done,
+                            .arg = r, .err = r->err, .errlen = r->errlen };
+    int rc = bk_group_delete(a->b, &d);
+    if (rc != KP_NONE || !d.pending)
+        return rc;
+    applying_add(a, r, d.pending);
+    return SQ_LATER;
 }
 
 static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen)
@@ -259,11 +312,20 @@ static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen
         return bk_topic_config_edit(b, w->s1, w->s2 ? w->s2 : "",
                                     w->op == SQ_CONFIG_SET ? w->s3 : NULL, err, errlen);
     case SQ_GROUP_DELETE:
-        return bk_group_delete(b, w->s1 ? w->s1 : "", err, errlen);
     case SQ_OFFSET_SET:
-        return offset_set(b, w, err, errlen);
+        break;                        /* on_writes: answered when durable */
     }
     return KP_INVALID_REQUEST;
+}
+
+/* Wakes the worker waiting for r. */
+static void write_answered(struct bk_admin *a, sq_wreq *r, int rc)
+{
+    pthread_mutex_lock(&a->mu);
+    r->rc = rc;
+    r->done = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&a->mu);
 }
 
 static void on_writes(evutil_socket_t fd, short what, void *arg)
@@ -284,12 +346,11 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
     }
     for (sq_wreq *r = rev, *n; r; r = n) {
         n = r->next;
-        int rc = apply_write(a->b, r->w, r->err, r->errlen);
-        pthread_mutex_lock(&a->mu);
-        r->rc = rc;
-        r->done = true;
-        pthread_cond_signal(&r->cv);
-        pthread_mutex_unlock(&a->mu);
+        int rc = r->w->op == SQ_OFFSET_SET ? offset_set(a, r)
+               : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
+               : apply_write(a->b, r->w, r->err, r->errlen);
+        if (rc != SQ_LATER)
+            write_answered(a, r, rc);
     }
 }
 
@@ -476,6 +537,17 @@ int sq_workers_start(bk_broker *b, char *err, size_t errlen)
     return 0;
 }
 
+/* Under a->mu: wakes every worker waiting on list with an error. */
+static void fail_writes(sq_wreq *list)
+{
+    for (sq_wreq *r = list; r; r = r->next) {
+        snprintf(r->err, r->errlen, "the broker is shutting down");
+        r->rc = KP_BROKER_NOT_AVAILABLE;
+        r->done = true;
+        pthread_cond_signal(&r->cv);
+    }
+}
+
 void sq_workers_stop(bk_broker *b)
 {
     struct bk_admin *a = b->admin;
@@ -485,13 +557,12 @@ void sq_workers_stop(bk_broker *b)
     a->stopping = true;
     pthread_cond_broadcast(&a->cv);
     pthread_cond_broadcast(&a->snap_cv);
-    for (sq_wreq *r = a->writes; r; r = r->next) {   /* the loop will not apply them */
-        snprintf(r->err, r->errlen, "the broker is shutting down");
-        r->rc = KP_BROKER_NOT_AVAILABLE;
-        r->done = true;
-        pthread_cond_signal(&r->cv);
-    }
+    fail_writes(a->writes);           /* the loop will not apply them */
     a->writes = NULL;
+    for (sq_wreq *r = a->applying; r; r = r->next)
+        bk_groups_forget(r->pending);
+    fail_writes(a->applying);         /* nor answer these */
+    a->applying = NULL;
     pthread_mutex_unlock(&a->mu);
     for (int i = 0; i < a->nthreads; i++)
         if (a->conns[i])

@@ -44,6 +44,7 @@ struct bk_admin {
     sq_conn **conns;               /* one per worker, for interrupts */
     /* writes handed to the loop */
     struct sq_wreq *writes;
+    struct sq_wreq *applying;      /* taken, answered when durable (loop only) */
     struct event *write_ev;
     /* live snapshot */
     sq_snap *snap;                 /* guarded by mu */

@@ -1,7 +1,7 @@
 /*
  * daemon/commit_cadence.h — when to write the offset commits gathered so
  * far: now, or a little later because another connection's commit is due
- * (the linger of daemon/group.c, C7).  Pure bookkeeping, no I/O, no clock
+ * (the linger of daemon/group_persist.c, C7).  Pure bookkeeping, no I/O, no clock
  * of its own: the caller passes the time (monotonic µs).
  *
  * Design note.  Every write of commits costs one transaction and one

@@ -67,7 +67,7 @@ typedef struct bk_config {
     int32_t offset_metadata_max_bytes;            /* offset.metadata.max.bytes */
     int64_t offsets_commit_linger_ms;             /* offsets.commit.linger.ms: how
                                                      long commits may wait for
-                                                     others due (group.c C7) */
+                                                     others due (group_persist.c C7) */
     /* Coarse-unit keys as written: they set the retention.ms / segment.ms /
      * segment.jitter.ms topic defaults and are described as given. */
     char log_retention_hours[24];                 /* log.retention.hours */

@@ -1,10 +1,54 @@
 /*
- * The group coordinator's internals, shared by daemon/group.c (state
- * machine, timers, persistence), daemon/group_api.c (the membership APIs)
- * and daemon/group_offsets.c (OffsetCommit/OffsetFetch, retention).
- * Nothing outside these files includes it; the rest of the daemon calls
- * the bk_groups_* functions in coordinator.h and the bk_handle_* ones in
- * request.h.
+ * The group coordinator's internals, shared by its files:
+ *
+ *   group.c          the group table, the rebalance state machine, timers,
+ *                    startup and shutdown
+ *   group_join.c     JoinGroup (static membership), SyncGroup, Heartbeat,
+ *                    LeaveGroup
+ *   group_offsets.c  bk_offsets_commit, OffsetCommit, OffsetFetch, retention
+ *   group_persist.c  the end of the loop turn, the jobs for the metadata
+ *                    sync worker, the deferred answers (invariants C1, C2,
+ *                    C5-C7, J1-J3), bk_group_delete
+ *   group_api.c      wire parsing and encoding of the membership APIs
+ *
+ * Nothing outside these files includes it: the rest of the daemon calls
+ * the bk_groups_* / bk_group_* / bk_offsets_* functions of coordinator.h
+ * and the bk_handle_* ones of request.h.
+ *
+ * Facts, one path each.  The write half stores the fact (standalone: in
+ * SQLite, through a job on the metadata sync worker); the apply half
+ * changes the running coordinator and answers (what a replicated log's
+ * apply will call in cluster mode).
+ *
+ *   offset commit  (OffsetCommit; SQL UPDATE / INSERT of committed_offsets)
+ *     path     bk_offsets_commit (group_offsets.c): validation, then queued
+ *     write    the entries copied into the turn's job (gc_commit_to_job),
+ *              upserted by the worker (md_offset_commit)
+ *     apply    gc_commit_apply: each entry's result from the job; done()
+ *     durable  answered only after the job's transaction and its WAL
+ *              fdatasync (C2); a failed job or sync fails the commit
+ *   group state  (membership, generation, protocol, assignments)
+ *     path     gc_set_state / gc_mark_dirty (group.c)
+ *     write    the dirty group copied into the turn's job (md_group_save)
+ *     apply    in memory first: the state machine runs on the loop
+ *     durable  answers that reflect it wait for the job's sync (C2); after
+ *              a crash groups load Empty and members rejoin
+ *   group delete  (DeleteGroups; SQL DELETE FROM consumer_groups)
+ *     path     bk_group_delete (group_persist.c): the group turns Dead, queued
+ *     write    a delete in the next job, run before its group and offset
+ *              rows (md_group_delete)
+ *     apply    gc_delete_apply: frees the group (a failed write: Empty again)
+ *     durable  answered only after the job's sync
+ *   offset and group expiry  (offsets.retention.minutes)
+ *     path     gc_expire_tick (group_offsets.c)
+ *     write    md_offsets_expire, md_group_delete on the loop's handle, only
+ *              while no job writing group rows is in flight, skipping groups
+ *              with commits queued
+ *     apply    frees the expired Empty groups
+ *     durable  nobody waits for it; db.c D2
+ *
+ * Every job goes through the one sync worker in submission order
+ * (md_sync.c S5), so no two writes of a group's rows race.
  */
 #ifndef SLUICE_GROUP_H
 #define SLUICE_GROUP_H
@@ -22,6 +66,7 @@
 /* Kafka's GroupCoordinator.NewMemberJoinTimeoutMs. */
 #define GC_NEW_MEMBER_JOIN_TIMEOUT_MS 300000
 
+/* GC_DEAD: being deleted (bk_group_delete), freed once that is durable. */
 enum gc_state { GC_EMPTY, GC_PREPARING, GC_COMPLETING, GC_STABLE, GC_DEAD };
 const char *gc_state_name(enum gc_state s);   /* Kafka's names */
 
@@ -29,19 +74,29 @@ typedef struct gc_group gc_group;
 typedef struct gc_member gc_member;
 typedef struct gc_job gc_job;
 
-/* A deferred request.  It sits in exactly one place: held by a member
- * (join or sync, m != NULL), in the outbox (answer written, waiting for
- * the end of the loop turn), in the commit batch, or in the synced list
- * (its turn's transaction committed, waiting for the WAL sync seq).
- * r->state points here and r->cancel unlinks it from wherever it is. */
+/* A deferred answer.  It sits in exactly one place (C1): held by a
+ * member (join or sync, m != NULL), in the outbox (answer written,
+ * waiting for the end of the loop turn), in the commit batch, or in the
+ * synced list (its turn's job submitted, waiting for the sync seq).  A
+ * join or sync wait belongs to a request (r->state points here and
+ * r->cancel unlinks it); an offset commit's or a group delete's belongs to
+ * its caller (r NULL, done set; bk_groups_forget detaches it). */
 typedef struct gc_wait {
     struct gc_wait *next, *prev;      /* outbox / batch / synced; self when unlinked */
-    bk_req *r;
+    bk_req *r;                        /* join, sync; NULL for a commit */
     gc_member *m;                     /* join or sync wait held by m */
     bool is_sync;
-    /* offset commits: entries in request order, see group_offsets.c */
-    struct gc_commit *commit;
-    int rc;                           /* commits: outcome of the store */
+    /* offset commits (group_offsets.c): the caller's entries, the ones
+     * to store with result KP_NONE until the apply half fills them in */
+    md_offset *offs;
+    size_t noffs;
+    bk_group_done_fn done;            /* commits, deletes; NULL: forgotten */
+    void *done_arg;
+    /* group deletes (group.c): the id (owned) and where the reason goes */
+    char *delete_id;
+    char *delete_err;
+    size_t delete_errlen;
+    int rc;                           /* commits, deletes: outcome of the store */
     uint64_t seq;                     /* in synced: the sync to wait for */
     struct gc_job *job;               /* commits: the job storing its rows */
     size_t job_first;                 /* … from this row of the job */
@@ -107,7 +162,7 @@ typedef struct gc_coord {
     gc_group **hash;
     size_t hash_size, ngroups;
     gc_wait outbox;                   /* answered, to finish after the turn's commit */
-    gc_wait batch;                    /* offset commits of this turn */
+    gc_wait batch;                    /* commits and deletes for the next job */
     gc_wait synced;                   /* stored, waiting for their WAL sync
                                          (seq non-decreasing) */
     gc_group *dirty;
@@ -121,47 +176,84 @@ typedef struct gc_coord {
     gc_job *jobs, **jobs_tail;        /* submitted to the sync worker (J2) */
     gc_job *job_pool;
     uint64_t last_job_seq;
-    int group_jobs;                   /* submitted jobs that carry groups */
+    int group_jobs;                   /* submitted jobs that write group rows */
     bool expire_due;                  /* retention check waits for them */
 } gc_coord;
 
 extern gc_coord *gc;
 
-/* ---- group.c ---------------------------------------------------------------- */
+/* ---- group.c: the table, the state machine, timers ------------------------- */
+/* NOT_COORDINATOR when this broker does not coordinate group id, else 0. */
+int16_t gc_coordinator_error(kp_str id);
+/* The apply half of a delete, after its job's sync: rc is the store's
+ * outcome; returns the KP_* answer, the reason in w->delete_err. */
+int gc_delete_apply(gc_wait *w, int rc);
 gc_group *gc_group_find(const char *id, size_t len);
 gc_group *gc_group_create(const char *id, size_t len);
 void gc_group_free(gc_group *g);      /* unlinks from the hash too */
 gc_member *gc_member_find(gc_group *g, const char *id, size_t len);
+gc_member *gc_member_of(gc_group *g, kp_str member_id);   /* null, "": none */
+/* The group a member request names: NULL with *err INVALID_GROUP_ID,
+ * NOT_COORDINATOR (gc_coordinator_error) or UNKNOWN_MEMBER_ID. */
+gc_group *gc_member_group(kp_str group_id, int16_t *err);
 gc_member *gc_static_member(gc_group *g, const char *instance, size_t len);
 bool gc_static_fenced(gc_group *g, kp_str member_id, kp_str instance_id);
 bool gc_is_pending(gc_group *g, const char *id, size_t len);
+void gc_add_pending(gc_group *g, const char *id, int32_t session_ms);
 void gc_remove_pending(gc_group *g, const char *id, size_t len);
+void gc_leave_pending(gc_group *g, const char *id, size_t len);
+void gc_member_free(gc_member *m);    /* unlinked, waits answered or dropped */
+void gc_group_add(gc_group *g, gc_member *m);
+void gc_set_leader(gc_group *g, const char *id);
 void gc_set_state(gc_group *g, enum gc_state s);
 void gc_mark_dirty(gc_group *g);
 void gc_touch(gc_member *m);          /* a sign of life: resets the session clock */
 void gc_arm_session(gc_member *m);
+void gc_session_cb(evutil_socket_t fd, short what, void *arg);   /* m's session timer */
 void gc_remove_member_and_update(gc_group *g, gc_member *m, const char *why);
 void gc_maybe_prepare_rebalance(gc_group *g, const char *why);
 void gc_try_complete_join(gc_group *g);
-void gc_leave_pending(gc_group *g, const char *id, size_t len);
+/* The protocol entry of m named name (NULL: m's first choice). */
+const gc_proto *gc_member_proto(const gc_member *m, const char *name);
+bool gc_member_supports(const gc_member *m, const char *p, size_t len);
+/* Kafka's selectProtocol; NULL without members (or memory). */
+char *gc_select_protocol(gc_group *g);
+/* Answer m's waiting JoinGroup / SyncGroup with err (queued, C1). */
+void gc_answer_join_error(gc_member *m, int16_t err, const char *member_id);
+void gc_answer_sync(gc_member *m, int16_t err);
+bool gc_str_eq(const char *a, const char *p, size_t len);   /* a NUL-terminated */
+void gc_tv_ms(struct timeval *tv, int64_t ms);              /* ms < 0: 0 */
 
-/* Waits and the end-of-turn flush. */
+/* ---- group_persist.c: waits, the end of the turn, jobs -------------------- */
 gc_wait *gc_wait_new(bk_req *r);
 void gc_wait_unlink(gc_wait *w);
+/* Drops a wait without answering it (shutdown only). */
+void gc_wait_drop(gc_wait *w);
 /* The answer is in w->r->out: finish it after this turn's transaction. */
 void gc_wait_answered(gc_wait *w);
 void gc_schedule_turn(void);
+void gc_turn_cb(evutil_socket_t fd, short what, void *arg);   /* turn_ev, linger_ev */
+void gc_on_durable(uint64_t seq, int err);                    /* the md_sync listener */
+/* The apply half of a delete, after its job's sync: rc is the
+ * store's outcome; returns the KP_* answer, the reason in w->delete_err. */
+int gc_delete_apply(gc_wait *w, int rc);
+/* Queues w (a commit or a delete, done set) for the next job. */
+void gc_batch_add(gc_wait *w, uint64_t cadence_key);
 /* Hands the dirty groups to the sync worker as a job of their own (no
  * answer waits on it: timers, startup, shutdown). */
 void gc_save_dirty_now(void);
 
-/* group_job.c: the turn's writes as a job for the metadata sync worker
- * (loop thread only; see its design note). */
+/* The turn's writes as a job for the metadata sync worker (loop thread
+ * only). */
 gc_job *gc_job_take(void);            /* empty, from the pool; NULL: no memory */
 void gc_job_put(gc_job *j);           /* back to the pool, unsubmitted */
 const char *gc_job_strdup(gc_job *j, const char *s);         /* NULL stays NULL */
 const char *gc_job_strndup(gc_job *j, const char *p, size_t len);
 const void *gc_job_blob(gc_job *j, const void *p, int32_t len);  /* len < 0: NULL */
+/* One more group delete, run before the job's group and offset rows;
+ * *index: its place.  0, or -1: no memory. */
+int gc_job_delete(gc_job *j, const char *group_id, size_t *index);
+int gc_job_delete_result(const gc_job *j, size_t i);
 /* n more offset rows (valid until the next call); *first: the index of
  * the first.  NULL: no memory. */
 md_offset *gc_job_rows(gc_job *j, size_t n, size_t *first);
@@ -172,10 +264,9 @@ int gc_job_row_result(const gc_job *j, size_t i);
 int gc_job_rc(const gc_job *j);
 uint64_t gc_job_submit(gc_job *j);    /* returns the covering sync's seq */
 void gc_jobs_release(uint64_t durable);
-void gc_jobs_wait(void);              /* blocks for every submitted job: rare */
 void gc_jobs_free(void);              /* shutdown: waits, then frees */
 
-/* JoinGroup (group.c keeps the state machine; group_api.c parses). */
+/* ---- group_join.c: JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------- */
 typedef struct gc_join_args {
     kp_str group_id;
     int32_t session_timeout_ms;
@@ -200,19 +291,21 @@ int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
                      kp_str instance_id);
 int16_t gc_leave(kp_str group_id, kp_str member_id);
 
-/* group_offsets.c */
-/* The turn event: copies w's rows to store into job (w->job, w->job_first).
- * 0, or MD_E_SQL when out of memory. */
+/* ---- group_offsets.c --------------------------------------------------------- */
+/* The write half, at the end of the turn: copies w's entries to store
+ * into job (w->job, w->job_first).  0, or MD_E_SQL when out of memory. */
 int gc_commit_to_job(gc_wait *w, gc_job *j);
-/* Writes w's OffsetCommit response from its job's results: rc != 0 (or a
- * failed job) fails every entry. */
-void gc_commit_respond(gc_wait *w, int rc);
-/* Whether an OffsetCommit for group id is deferred (not answered yet). */
+/* The apply half, once the job's sync is reported (J3): each stored
+ * entry's result from the job; rc != 0 (or a failed job) fails them all
+ * with COORDINATOR_NOT_AVAILABLE.  The caller then runs w->done. */
+void gc_commit_apply(gc_wait *w, int rc);
+/* Whether an offset commit for group id is queued (not stored yet). */
 bool gc_commits_pending(const char *id);
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg);
 
-/* Client host as Kafka prints it ("/127.0.0.1"). */
+/* group_api.c: the client host as Kafka prints it ("/127.0.0.1"). */
 void gc_client_host(bk_req *r, char *out, size_t cap);
+/* group.c */
 char *gc_strndup(const char *p, int32_t len);   /* len < 0: NULL */
 
 #endif

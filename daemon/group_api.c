@@ -2,7 +2,7 @@
  * The group membership APIs: parsing and encoding for FindCoordinator
  * v0-2, JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-1,
  * ListGroups v0-2, DescribeGroups v0-4, DeleteGroups v0-1 (all
- * non-flexible).  The decisions live in daemon/group.c.
+ * non-flexible).  The decisions live in daemon/group_join.c and daemon/group.c.
  */
 #include "daemon/group.h"
 
@@ -218,10 +218,16 @@ int bk_handle_list_groups(bk_req *r)
 
 static void describe_one(kp_buf *o, int16_t v, kp_str id, bool include_ops)
 {
-    gc_group *g = id.len >= 0 ? gc_group_find(id.p, (size_t)id.len) : NULL;
-    kp_wr_i16(o, KP_NONE);
+    int16_t err = gc_coordinator_error(id);
+    gc_group *g = id.len >= 0 && !err ? gc_group_find(id.p, (size_t)id.len) : NULL;
+    kp_wr_i16(o, err);
     kp_wr_str(o, id.len >= 0 ? id : (kp_str){ "", 0 });
-    if (!g) {
+    if (err) {                                      /* Kafka's groupError */
+        kp_wr_string(o, "", -1);                    /* GroupState */
+        kp_wr_string(o, "", -1);
+        kp_wr_string(o, "", -1);
+        kp_wr_array(o, 0);
+    } else if (!g) {
         kp_wr_string(o, "Dead", -1);
         kp_wr_string(o, "", -1);                    /* ProtocolType */
         kp_wr_string(o, "", -1);                    /* ProtocolData */
@@ -280,6 +286,59 @@ int bk_handle_describe_groups(bk_req *r)
 
 /* ---- DeleteGroups v0-1 ---------------------------------------------------------------- */
 
+/* One DeleteGroups request while its deletes are stored; a single
+ * allocation, r->state points here. */
+struct dg_entry {
+    struct dg_request *d;
+    kp_str id;                        /* into the request's frame */
+    int16_t err;
+    struct gc_wait *pending;
+    char msg[MD_ERRLEN];              /* unused on the wire (v0-1 have none) */
+};
+struct dg_request {
+    bk_req *r;
+    int32_t n, left;
+    struct dg_entry e[];
+};
+
+static void dg_respond(bk_req *r, const struct dg_request *d)
+{
+    kp_buf *o = r->out;
+    kp_buf_reset(o);
+    kp_wr_i32(o, 0);                                /* ThrottleTimeMs (v0+) */
+    kp_wr_array(o, d->n);
+    for (int32_t i = 0; i < d->n; i++) {
+        kp_wr_str(o, d->e[i].id.len >= 0 ? d->e[i].id : (kp_str){ "", 0 });
+        kp_wr_i16(o, d->e[i].err);
+    }
+}
+
+static void dg_cancel(bk_req *r)
+{
+    struct dg_request *d = r->state;
+    for (int32_t i = 0; d && i < d->n; i++)
+        bk_groups_forget(d->e[i].pending);      /* the deletes go on */
+    free(d);
+    r->state = NULL;
+    r->cancel = NULL;
+}
+
+static void dg_done(void *arg, int rc)
+{
+    struct dg_entry *e = arg;
+    struct dg_request *d = e->d;
+    e->err = (int16_t)rc;
+    e->pending = NULL;
+    if (--d->left > 0)
+        return;
+    bk_req *r = d->r;
+    dg_respond(r, d);
+    free(d);
+    r->state = NULL;
+    r->cancel = NULL;
+    bk_req_finish(r);
+}
+
 int bk_handle_delete_groups(bk_req *r)
 {
     kp_rd *in = &r->body;
@@ -288,25 +347,38 @@ int bk_handle_delete_groups(bk_req *r)
         return BK_CLOSE;
     if (n < 0)
         n = 0;
-    kp_rd ids = *in;
-    for (int32_t i = 0; i < n; i++)
-        kp_rd_string(in);
-    if (!kp_rd_ok(in))
+    struct dg_request *d = calloc(1, sizeof *d + (size_t)n * sizeof d->e[0]);
+    if (!d)
         return BK_CLOSE;
-    kp_buf *o = r->out;
-    kp_wr_i32(o, 0);                                /* ThrottleTimeMs (v0+) */
-    kp_wr_array(o, n);
+    d->r = r;
+    d->n = n;
+    for (int32_t i = 0; i < n; i++)
+        d->e[i].id = kp_rd_string(in);
+    if (!kp_rd_ok(in)) {
+        free(d);
+        return BK_CLOSE;
+    }
     for (int32_t i = 0; i < n; i++) {
-        kp_str id = kp_rd_string(&ids);
-        int16_t err = KP_UNKNOWN_SERVER_ERROR;
+        struct dg_entry *e = &d->e[i];
+        kp_str id = e->id;
+        e->d = d;
+        e->err = KP_UNKNOWN_SERVER_ERROR;
         char *name = gc_strndup(id.p ? id.p : "", id.len < 0 ? 0 : id.len);
-        if (name) {
-            char msg[MD_ERRLEN];
-            err = (int16_t)bk_group_delete(r->b, name, msg, sizeof msg);
-        }
-        kp_wr_str(o, id.len >= 0 ? id : (kp_str){ "", 0 });
-        kp_wr_i16(o, err);
+        if (!name)
+            continue;
+        bk_group_deletion del = { .group_id = name, .done = dg_done, .arg = e,
+                                  .err = e->msg, .errlen = sizeof e->msg };
+        e->err = (int16_t)bk_group_delete(r->b, &del);
+        e->pending = del.pending;
+        d->left += del.pending != NULL;
         free(name);
     }
-    return BK_RESPOND;
+    if (d->left == 0) {
+        dg_respond(r, d);
+        free(d);
+        return BK_RESPOND;
+    }
+    r->state = d;
+    r->cancel = dg_cancel;
+    return BK_DEFER;
 }

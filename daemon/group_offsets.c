@@ -1,21 +1,38 @@
 /*
- * Committed offsets: OffsetCommit v2-7, OffsetFetch v1-5, and the
- * offsets.retention.minutes timer.
+ * Committed offsets: bk_offsets_commit (the one path for a commit),
+ * OffsetCommit v2-7, OffsetFetch v1-5, and the offsets.retention.minutes
+ * timer.
  *
  * Design note.
  *
- * A commit is acknowledged only once it is durable in SQLite.  Durability
- * costs one WAL fdatasync per sync, so commits are not written by the
- * handler: it validates (group generation and member as Kafka's
- * doCommitOffsets, topic/partition existence, metadata size), queues the
- * request on the turn's batch and defers its response.  The coordinator's
- * end-of-turn event (daemon/group.c, turn_cb) then copies every queued
- * commit of the loop turn — from all connections — into one job, together
- * with the group state that changed in that turn, and hands it to the
- * metadata sync worker (daemon/md_sync.c, daemon/group_job.c), which
- * writes it in one transaction on its own connection and syncs the WAL;
- * the answers leave once that sync is reported.  Cost per partition on
- * the loop: copying one row; no SQL, no fsync.
+ * A commit comes from a consumer (OffsetCommit) or from an operator (the
+ * SQL surface's UPDATE / INSERT of committed_offsets, applied on the loop
+ * for a waiting SQL worker, daemon/sql_worker.c).  Both call
+ * bk_offsets_commit, which validates as Kafka does (the coordinator
+ * question first; for a member, group generation and member id as
+ * doCommitOffsets; for an operator, a group without members, all or
+ * nothing, with Kafka's wording; for every entry, topic/partition
+ * existence and metadata size) and queues the valid entries on the
+ * coordinator's batch.  A commit is acknowledged only once it is durable
+ * in SQLite.  Durability costs one WAL fdatasync per sync, so nothing is
+ * written by the caller: the end-of-turn event (daemon/group_persist.c,
+ * run_turn) copies every queued commit of the loop turn — from all
+ * connections and the operator — into one job (gc_commit_to_job, the
+ * write half), together with the group state that changed in that turn,
+ * and hands it to the metadata sync worker (daemon/md_sync.c), which
+ * writes it in one transaction on its own connection and syncs the WAL.
+ * Once that sync is reported, gc_commit_apply (the apply half) fills in
+ * each entry's result and the caller's done answers: the OffsetCommit
+ * response, or the SQL worker's wait.  Cost per partition on the loop:
+ * copying one row; no SQL, no fsync, and the loop never waits.
+ *
+ * Invariants:
+ *   O1. The caller's entries live until done runs or bk_groups_forget;
+ *       an entry's result is KP_NONE exactly while it is queued to be
+ *       stored, and final once done runs.
+ *   O2. Every commit reaches SQLite through a job (no md_offset_commit on
+ *       the loop's handle), so commits, group rows and deletes are
+ *       written in the order they were queued (group_persist.c C6).
  *
  * Offsets are not cached in memory: OffsetFetch reads SQLite (one indexed
  * range scan per request), which is what an operator's SQL sees too.
@@ -28,54 +45,7 @@
 
 #include <event2/event.h>
 
-struct gc_ctopic {
-    kp_str name;
-    int32_t first, count;
-};
-
-/* One OffsetCommit request; a single allocation (free() releases it). */
-struct gc_commit {
-    int32_t ntopics, n;
-    struct gc_ctopic *topics;
-    md_offset *offs;                  /* request order */
-    int16_t *pre;                     /* error decided before storing, or 0 */
-};
-
-static struct gc_commit *commit_alloc(int32_t ntopics, int32_t n)
-{
-    size_t sz = sizeof(struct gc_commit) + (size_t)ntopics * sizeof(struct gc_ctopic) +
-                (size_t)n * sizeof(md_offset) + (size_t)n * sizeof(int16_t) + 16;
-    struct gc_commit *c = calloc(1, sz);
-    if (!c)
-        return NULL;
-    c->ntopics = ntopics;
-    c->n = n;
-    c->topics = (struct gc_ctopic *)(c + 1);
-    c->offs = (md_offset *)(c->topics + ntopics);
-    c->pre = (int16_t *)(c->offs + n);
-    return c;
-}
-
-static void write_commit_response(bk_req *r, const struct gc_commit *c, int rc)
-{
-    kp_buf *o = r->out;
-    kp_buf_reset(o);
-    if (r->hdr.RequestApiVersion >= 3)
-        kp_wr_i32(o, 0);
-    kp_wr_array(o, c->ntopics);
-    for (int32_t t = 0; t < c->ntopics; t++) {
-        const struct gc_ctopic *tp = &c->topics[t];
-        kp_wr_str(o, tp->name);
-        kp_wr_array(o, tp->count);
-        for (int32_t i = tp->first; i < tp->first + tp->count; i++) {
-            int16_t err = c->pre[i];
-            if (!err)
-                err = rc ? KP_COORDINATOR_NOT_AVAILABLE : (int16_t)c->offs[i].result;
-            kp_wr_i32(o, c->offs[i].partition);
-            kp_wr_i16(o, err);
-        }
-    }
-}
+/* ---- the one path: bk_offsets_commit ------------------------------------------- */
 
 /* Kafka's handleCommitOffsets/doCommitOffsets: the error for the whole
  * request, or 0 to store.  *create: the group must be created (a simple
@@ -92,12 +62,13 @@ static int16_t commit_group_error(kp_str group, int32_t gen, kp_str member,
         }
         return KP_ILLEGAL_GENERATION;
     }
+    if (g->state == GC_DEAD)
+        return KP_COORDINATOR_NOT_AVAILABLE;   /* being deleted: retry */
     if (gc_static_fenced(g, member, instance))
         return KP_FENCED_INSTANCE_ID;
     if (gen < 0 && g->state == GC_EMPTY)
         return KP_NONE;               /* offsets storage only */
-    gc_member *m = gc_member_find(g, member.p ? member.p : "",
-                                  member.len > 0 ? (size_t)member.len : 0);
+    gc_member *m = gc_member_of(g, member);
     if (!m)
         return KP_UNKNOWN_MEMBER_ID;
     if (gen != g->generation)
@@ -106,6 +77,241 @@ static int16_t commit_group_error(kp_str group, int32_t gen, kp_str member,
         return KP_REBALANCE_IN_PROGRESS;
     gc_touch(m);                      /* Stable or PreparingRebalance */
     return KP_NONE;
+}
+
+/* An operator moves offsets only while nobody consumes (Kafka's
+ * ResetOffsets rule, with its wording). */
+static int operator_group_error(kp_str group, char *err, size_t errlen)
+{
+    gc_group *g = gc_group_find(group.p ? group.p : "", group.len > 0 ? (size_t)group.len : 0);
+    if (g && g->state == GC_DEAD) {
+        snprintf(err, errlen, "The group %s is being deleted; try again.", g->id);
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    }
+    if (g && g->nmembers > 0) {
+        snprintf(err, errlen, "Assignments can only be reset if the group '%s' is "
+                 "inactive, but the current state is %s.", g->id, gc_state_name(g->state));
+        return KP_NON_EMPTY_GROUP;
+    }
+    return KP_NONE;
+}
+
+static int operator_entry_error(bk_broker *b, const md_offset *o, char *err, size_t errlen)
+{
+    if (o->result == KP_UNKNOWN_TOPIC_OR_PARTITION)
+        snprintf(err, errlen, "Partition %.*s-%d does not exist.", (int)o->topic_len,
+                 o->topic, o->partition);
+    else if (o->result == KP_OFFSET_METADATA_TOO_LARGE)
+        snprintf(err, errlen, "The metadata is longer than offset.metadata.max.bytes (%d).",
+                 b->cfg->offset_metadata_max_bytes);
+    return o->result;
+}
+
+int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errlen)
+{
+    c->pending = NULL;
+    err[0] = 0;
+    int16_t cerr = gc_coordinator_error(c->group);
+    if (cerr) {                       /* every entry, before any other check */
+        for (size_t i = 0; i < c->n; i++)
+            c->offs[i].result = cerr;
+        if (c->by_operator)
+            snprintf(err, errlen, "This broker is not the coordinator of group %.*s.",
+                     c->group.len > 0 ? (int)c->group.len : 0, c->group.p ? c->group.p : "");
+        return c->by_operator ? cerr : KP_NONE;
+    }
+    bool create = false;
+    int16_t gerr = KP_NONE;
+    if (c->by_operator) {
+        int rc = operator_group_error(c->group, err, errlen);
+        if (rc)
+            return rc;
+    } else {
+        gerr = commit_group_error(c->group, c->generation, c->member_id, c->instance_id,
+                                  &create);
+    }
+    size_t to_store = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        md_offset *o = &c->offs[i];
+        kp_str topic = { o->topic, o->topic_len };
+        if (o->topic_len <= 0 || !bk_view_partition(b, topic, o->partition))
+            o->result = KP_UNKNOWN_TOPIC_OR_PARTITION;
+        else if (gerr)
+            o->result = gerr;
+        else if (o->metadata_len > b->cfg->offset_metadata_max_bytes)
+            o->result = KP_OFFSET_METADATA_TOO_LARGE;
+        else
+            o->result = KP_NONE;
+        to_store += o->result == KP_NONE;
+        if (o->result && c->by_operator)
+            return operator_entry_error(b, o, err, errlen);
+    }
+    if (to_store == 0)
+        return KP_NONE;
+    if (create) {
+        gc_group *g = gc_group_create(c->group.p ? c->group.p : "",
+                                      (size_t)(c->group.len > 0 ? c->group.len : 0));
+        if (g)
+            gc_mark_dirty(g);         /* the row an operator sees */
+    }
+    gc_wait *w = calloc(1, sizeof *w);
+    if (!w) {
+        for (size_t i = 0; i < c->n; i++)
+            if (c->offs[i].result == KP_NONE)
+                c->offs[i].result = KP_COORDINATOR_NOT_AVAILABLE;
+        snprintf(err, errlen, "out of memory");
+        return c->by_operator ? KP_UNKNOWN_SERVER_ERROR : KP_NONE;
+    }
+    w->next = w->prev = w;
+    w->offs = c->offs;
+    w->noffs = c->n;
+    w->done = c->done;
+    w->done_arg = c->arg;
+    c->pending = w;
+    /* An operator's commits (cadence_key 0) are rare: they join the batch
+     * without teaching the cadence (group_persist.c C7) a pace. */
+    gc_batch_add(w, c->cadence_key);
+    return KP_NONE;
+}
+
+int gc_commit_to_job(gc_wait *w, gc_job *j)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < w->noffs; i++)
+        n += w->offs[i].result == KP_NONE;
+    w->job = j;
+    w->job_first = 0;
+    if (n == 0)
+        return 0;
+    md_offset *rows = gc_job_rows(j, n, &w->job_first);
+    if (!rows)
+        return MD_E_SQL;
+    const char *group = NULL, *topic = NULL;
+    const md_offset *prev = NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < w->noffs; i++) {
+        const md_offset *o = &w->offs[i];
+        if (o->result != KP_NONE)
+            continue;
+        if (!group && !(group = gc_job_strndup(j, o->group_id, (size_t)o->group_len)))
+            return MD_E_SQL;
+        /* Entries of one topic are adjacent (as in a request): one copy. */
+        if (!prev || (prev->topic != o->topic && (prev->topic_len != o->topic_len ||
+                      memcmp(prev->topic, o->topic, (size_t)o->topic_len))))
+            topic = NULL;
+        if (!topic && !(topic = gc_job_strndup(j, o->topic, (size_t)o->topic_len)))
+            return MD_E_SQL;
+        prev = o;
+        md_offset *x = &rows[k++];
+        *x = *o;
+        x->group_id = group;
+        x->topic = topic;
+        x->metadata = NULL;           /* stored as "" */
+        if (o->metadata && o->metadata_len > 0 &&
+            !(x->metadata = gc_job_strndup(j, o->metadata, (size_t)o->metadata_len)))
+            return MD_E_SQL;
+    }
+    return 0;
+}
+
+void gc_commit_apply(gc_wait *w, int rc)
+{
+    size_t k = w->job_first;
+    if (w->job && !rc)                /* its sync was reported: J1, J3 */
+        rc = gc_job_rc(w->job);
+    for (size_t i = 0; i < w->noffs; i++) {
+        md_offset *o = &w->offs[i];
+        if (o->result != KP_NONE)
+            continue;
+        if (!w->job || rc)            /* never stored, or failed */
+            o->result = KP_COORDINATOR_NOT_AVAILABLE;
+        else
+            o->result = gc_job_row_result(w->job, k++);
+    }
+    w->job = NULL;
+}
+
+bool gc_commits_pending(const char *id)
+{
+    size_t len = strlen(id);
+    const gc_wait *lists[2] = { &gc->batch, &gc->synced };
+    for (int l = 0; l < 2; l++)
+        for (const gc_wait *w = lists[l]->next; w != lists[l]; w = w->next)
+            if (w->done && w->noffs > 0 && (size_t)w->offs[0].group_len == len &&
+                !memcmp(w->offs[0].group_id, id, len))
+                return true;
+    return false;
+}
+
+/* ---- OffsetCommit v2-7 ------------------------------------------------------------ */
+
+struct kc_topic {
+    kp_str name;
+    int32_t first, count;
+};
+
+/* One OffsetCommit request while it is answered; a single allocation.
+ * r->state points here; offs point into the request's frame. */
+struct kc_commit {
+    int32_t ntopics, n;
+    struct kc_topic *topics;
+    md_offset *offs;                  /* request order */
+    struct gc_wait *pending;
+};
+
+static struct kc_commit *kc_alloc(int32_t ntopics, int32_t n)
+{
+    size_t sz = sizeof(struct kc_commit) + (size_t)ntopics * sizeof(struct kc_topic) +
+                (size_t)n * sizeof(md_offset) + 16;
+    struct kc_commit *c = calloc(1, sz);
+    if (!c)
+        return NULL;
+    c->ntopics = ntopics;
+    c->n = n;
+    c->topics = (struct kc_topic *)(c + 1);
+    c->offs = (md_offset *)(c->topics + ntopics);
+    return c;
+}
+
+static void write_commit_response(bk_req *r, const struct kc_commit *c)
+{
+    kp_buf *o = r->out;
+    kp_buf_reset(o);
+    if (r->hdr.RequestApiVersion >= 3)
+        kp_wr_i32(o, 0);
+    kp_wr_array(o, c->ntopics);
+    for (int32_t t = 0; t < c->ntopics; t++) {
+        const struct kc_topic *tp = &c->topics[t];
+        kp_wr_str(o, tp->name);
+        kp_wr_array(o, tp->count);
+        for (int32_t i = tp->first; i < tp->first + tp->count; i++) {
+            kp_wr_i32(o, c->offs[i].partition);
+            kp_wr_i16(o, (int16_t)c->offs[i].result);
+        }
+    }
+}
+
+static void kc_cancel(bk_req *r)
+{
+    struct kc_commit *c = r->state;
+    if (c) {
+        bk_groups_forget(c->pending);
+        free(c);
+    }
+    r->state = NULL;
+    r->cancel = NULL;
+}
+
+static void kc_done(void *arg, int rc)
+{
+    (void)rc;                         /* the entries carry it */
+    bk_req *r = arg;
+    struct kc_commit *c = r->state;
+    write_commit_response(r, c);
+    free(c);
+    r->state = NULL;
+    r->cancel = NULL;
+    bk_req_finish(r);
 }
 
 int bk_handle_offset_commit(bk_req *r)
@@ -139,18 +345,15 @@ int bk_handle_offset_commit(bk_req *r)
     }
     if (!kp_rd_ok(&scan))
         return BK_CLOSE;
-    struct gc_commit *c = commit_alloc(ntopics, (int32_t)total);
+    struct kc_commit *c = kc_alloc(ntopics, (int32_t)total);
     if (!c)
         return BK_CLOSE;
     if (instance.len == 0)
         instance = KP_STR_NULL;
-    bool create;
-    int16_t gerr = commit_group_error(group, gen, member, instance, &create);
-    bk_broker *b = r->b;
     int64_t now = bk_now_ms();
-    int32_t k = 0, to_store = 0;
+    int32_t k = 0;
     for (int32_t t = 0; t < ntopics; t++) {
-        struct gc_ctopic *tp = &c->topics[t];
+        struct kc_topic *tp = &c->topics[t];
         tp->name = kp_rd_string(in);
         int32_t np = kp_rd_array(in, 14);
         tp->first = k;
@@ -169,119 +372,28 @@ int bk_handle_offset_commit(bk_req *r)
             o->metadata_len = meta.len;
             o->commit_time_ms = now;
             o->expire_time_ms = retention >= 0 ? now + retention : -1;
-            o->result = KP_NONE;
-            if (tp->name.len <= 0 || !bk_view_partition(b, tp->name, o->partition))
-                c->pre[k] = KP_UNKNOWN_TOPIC_OR_PARTITION;
-            else if (gerr)
-                c->pre[k] = gerr;
-            else if (meta.len > b->cfg->offset_metadata_max_bytes)
-                c->pre[k] = KP_OFFSET_METADATA_TOO_LARGE;
-            else
-                to_store++;
         }
     }
     if (!kp_rd_ok(in)) {
         free(c);
         return BK_CLOSE;
     }
-    if (to_store == 0) {
-        write_commit_response(r, c, 0);
+    bk_offset_commit bc = {
+        .group = group, .generation = gen, .member_id = member, .instance_id = instance,
+        .offs = c->offs, .n = (size_t)c->n, .done = kc_done, .arg = r,
+        .cadence_key = bk_conn_serial(r->conn),
+    };
+    char err[MD_ERRLEN];
+    bk_offsets_commit(r->b, &bc, err, sizeof err);   /* a member's: no whole error */
+    if (!bc.pending) {
+        write_commit_response(r, c);
         free(c);
         return BK_RESPOND;
     }
-    if (create) {
-        gc_group *g = gc_group_create(group.p ? group.p : "", (size_t)(group.len > 0 ? group.len : 0));
-        if (g)
-            gc_mark_dirty(g);         /* the row an operator sees */
-    }
-    gc_wait *w = gc_wait_new(r);
-    if (!w) {
-        write_commit_response(r, c, MD_E_SQL);
-        free(c);
-        return BK_RESPOND;
-    }
-    w->commit = c;
-    int64_t mono = bk_mono_us();
-    cc_note(&gc->cadence, bk_conn_serial(r->conn), mono);     /* group.c C7 */
-    if (gc->batch.next == &gc->batch)
-        gc->batch_first_us = mono;
-    w->prev = gc->batch.prev;
-    w->next = &gc->batch;
-    gc->batch.prev->next = w;
-    gc->batch.prev = w;
-    gc_schedule_turn();
+    c->pending = bc.pending;
+    r->state = c;
+    r->cancel = kc_cancel;
     return BK_DEFER;
-}
-
-int gc_commit_to_job(gc_wait *w, gc_job *j)
-{
-    struct gc_commit *c = w->commit;
-    int32_t n = 0;
-    for (int32_t i = 0; i < c->n; i++)
-        n += c->pre[i] == 0;
-    w->job = j;
-    w->job_first = 0;
-    if (n == 0)
-        return 0;
-    md_offset *rows = gc_job_rows(j, (size_t)n, &w->job_first);
-    if (!rows)
-        return MD_E_SQL;
-    const md_offset *o0 = &c->offs[0];
-    const char *group = gc_job_strndup(j, o0->group_id, (size_t)o0->group_len);
-    if (!group)
-        return MD_E_SQL;
-    int32_t k = 0;
-    for (int32_t t = 0; t < c->ntopics; t++) {
-        const struct gc_ctopic *tp = &c->topics[t];
-        const char *topic = NULL;
-        for (int32_t i = tp->first; i < tp->first + tp->count; i++) {
-            if (c->pre[i])
-                continue;
-            const md_offset *o = &c->offs[i];
-            if (!topic && !(topic = gc_job_strndup(j, o->topic, (size_t)o->topic_len)))
-                return MD_E_SQL;
-            md_offset *x = &rows[k++];
-            *x = *o;
-            x->group_id = group;
-            x->topic = topic;
-            x->metadata = NULL;       /* stored as "" */
-            if (o->metadata && o->metadata_len > 0 &&
-                !(x->metadata = gc_job_strndup(j, o->metadata, (size_t)o->metadata_len)))
-                return MD_E_SQL;
-        }
-    }
-    return 0;
-}
-
-void gc_commit_respond(gc_wait *w, int rc)
-{
-    struct gc_commit *c = w->commit;
-    if (w->job) {                     /* its sync was reported: J1, J3 */
-        if (!rc)
-            rc = gc_job_rc(w->job);
-        size_t k = w->job_first;
-        for (int32_t i = 0; i < c->n; i++)
-            if (!c->pre[i])
-                c->offs[i].result = gc_job_row_result(w->job, k++);
-        w->job = NULL;
-    } else if (!rc) {
-        rc = MD_E_SQL;                /* never stored */
-    }
-    write_commit_response(w->r, c, rc);
-}
-
-bool gc_commits_pending(const char *id)
-{
-    size_t len = strlen(id);
-    const gc_wait *lists[2] = { &gc->batch, &gc->synced };
-    for (int l = 0; l < 2; l++)
-        for (const gc_wait *w = lists[l]->next; w != lists[l]; w = w->next) {
-            const struct gc_commit *c = w->commit;
-            if (c && c->n > 0 && (size_t)c->offs[0].group_len == len &&
-                !memcmp(c->offs[0].group_id, id, len))
-                return true;
-        }
-    return false;
 }
 
 /* ---- OffsetFetch v1-5 ----------------------------------------------------------- */
@@ -337,9 +449,9 @@ int bk_handle_offset_fetch(bk_req *r)
         return BK_CLOSE;
     md_committed *rows = NULL;
     size_t nrows = 0;
-    int16_t top = KP_NONE;
-    if (md_offset_list(r->b->db, group.p ? group.p : "", group.len > 0 ? (size_t)group.len : 0,
-                       &rows, &nrows) != 0)
+    int16_t top = gc_coordinator_error(group);
+    if (!top && md_offset_list(r->b->db, group.p ? group.p : "",
+                               group.len > 0 ? (size_t)group.len : 0, &rows, &nrows) != 0)
         top = KP_COORDINATOR_NOT_AVAILABLE;
     /* v1 has no top-level error: each partition carries it. */
     int16_t perr = v < 2 ? top : KP_NONE;
@@ -390,7 +502,7 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
     bk_broker *b = gc->b;
     /* The rules read group states from SQLite: make them current first.
      * They are written by the sync worker, so when some are on their way
-     * the check runs again once they are durable (group.c, on_durable). */
+     * the check runs again once they are durable (group_persist.c, gc_on_durable). */
     gc_save_dirty_now();
     if (gc->group_jobs > 0) {
         gc->expire_due = true;

@@ -174,7 +174,7 @@ int main(int argc, char **argv)
                      cfg.rack[0] ? cfg.rack : NULL);
     /* Precise timers: by default libevent reads CLOCK_MONOTONIC_COARSE,
      * whose tick is 4 ms on a 250 Hz kernel, so a timer of a few ms (the
-     * offset commits' linger, group.c C7; a short fetch max wait) would
+     * offset commits' linger, group_persist.c C7; a short fetch max wait) would
      * fire up to 4 ms late.  The price: a timerfd_settime per loop
      * iteration (libevent's epoll backend re-arms it each time). */
     struct event_config *ecfg = event_config_new();

@@ -41,7 +41,7 @@
  * fdatasyncs per second instead of one per loop turn on the loop.
  *
  * Which writes go where (the choice, also in db.c):
- *   - offset commits and group state (daemon/group.c's end-of-turn batch):
+ *   - offset commits and group state (daemon/group_persist.c's end-of-turn batch):
  *     submitted here as jobs, written and synced by the worker; their
  *     responses (OffsetCommit, JoinGroup, SyncGroup …) wait for the
  *     covering sync;
@@ -80,7 +80,7 @@
  *       before; when the loop and the clients want both cores (the
  *       benchmark's producer), it takes its turn after them instead of
  *       preempting the loop in the middle of a produce: the syncs then
- *       take longer (and each covers more: C6 in group.c), not the data
+ *       take longer (and each covers more: C6 in group_persist.c), not the data
  *       path.  In group_commit_bench (2 cores shared with the clients,
  *       OffsetCommits from 10 connections at 2,500/s) the produce drop
  *       went from 30-40 % to 16-24 % (medians of 6-8 rounds), where

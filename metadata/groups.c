@@ -3,12 +3,14 @@
  *
  * Design note.
  *
- * The group coordinator (daemon/group.c) owns live group state in memory;
+ * The group coordinator (daemon/group*.c) owns live group state in memory;
  * what it writes here is the record an operator queries and what a
  * restarted broker loads: one consumer_groups row per group, the members
  * of its current generation, and every committed offset.  Writes happen
- * per state change and per loop turn of offset commits, never per
- * heartbeat.
+ * per state change and per loop turn of offset commits and group deletes
+ * (one job on the metadata sync worker's connection, daemon/group_persist.c),
+ * never per heartbeat; only the retention check writes on the loop's
+ * handle.
  *
  * The statements of the hot paths (group save, offset commit, offset
  * fetch) come from db.c's cache of prepared statements (md_stmt_lazy):

@@ -261,9 +261,12 @@ int md_topic_config_replace(md_db *db, const char *topic, const md_kv *kv,
                             size_t n, bool validate_only, char *err, size_t errlen);
 
 /* ---- groups and offsets (metadata/groups.c) --------------------------------
- * The group coordinator (daemon/group.c) keeps live group state in memory
- * and writes it here at every state change, never per heartbeat.  Strings
- * are (pointer, length) where they come straight from a request frame. */
+ * The group coordinator (daemon/group*.c) keeps live group state in memory
+ * and writes it here at every state change, never per heartbeat, through
+ * jobs on the metadata sync worker (daemon/group_persist.c) — commits and
+ * group deletes too, whether a Kafka client or the SQL surface asked.
+ * Strings are (pointer, length) where they come straight from a request
+ * frame. */
 #define MD_OFFSET_METADATA_MAX 4096   /* offset.metadata.max.bytes default */
 
 typedef struct md_group_member {

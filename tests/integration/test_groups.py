@@ -629,7 +629,7 @@ def test_committed_offsets_survive_sigkill_right_after_the_commit_response(start
     killing the broker the moment the answers arrive loses nothing, for a
     member's commits, an offsets-only group's, and the group state — whether
     commits from several connections are written as they come (linger 0),
-    or gathered for up to offsets.commit.linger.ms (group.c, C7)."""
+    or gathered for up to offsets.commit.linger.ms (group_persist.c, C7)."""
     b = start_broker({"group.initial.rebalance.delay.ms": "0", "offsets.commit.linger.ms": linger})
     t = topic_name("kill")
     create_topic(b, t, 4)
@@ -719,7 +719,7 @@ def paced_commits(b, plan):
 
 
 def test_paced_commits_from_many_connections_share_syncs(start_broker):
-    """offsets.commit.linger.ms (daemon/group.c C7, commit_cadence.h): ten
+    """offsets.commit.linger.ms (daemon/group_persist.c C7, commit_cadence.h): ten
     connections committing every 40 ms, 4 ms apart, learn their pace from
     their first two commits; after that a write waits for the commits due
     within 30 ms (three quarters of the pace), so 80 commits take far
@@ -794,3 +794,34 @@ def test_a_commit_nobody_is_due_to_join_is_not_held(start_broker):
             c.close()
     assert committed(b, "oneoff0", t, 1) == {0: 7}
     assert committed(b, "oneoff1", t, 1) == {0: 8}
+
+
+def test_delete_groups_is_ordered_with_commits_and_survives_sigkill(start_broker):
+    """DeleteGroups goes through the coordinator's job pipeline: a commit
+    answered before it is gone after it, a commit sent while it is stored
+    is either refused as retriable (the group is being deleted) or kept,
+    and once the answers are in, a SIGKILL changes nothing."""
+    b = start_broker({"group.initial.rebalance.delay.ms": "0"})
+    t = topic_name("delg")
+    create_topic(b, t, 2)
+    g = topic_name("doomed")
+    with kr.Conn(b.port) as c, kr.Conn(b.port) as d:
+        assert set(parse_commit(c.request(API_OFFSET_COMMIT, 7,
+                                          commit_v7(g, -1, "", [(t, 0, 5, "before")])), 7).values()) == {0}
+        d.send(API_DELETE, 1, kr.array([kr.string(g)]))
+        c.send(API_OFFSET_COMMIT, 7, commit_v7(g, -1, "", [(t, 1, 9, "after")]))
+        _, r = d.recv_response(10)
+        r.i32()
+        assert dict(r.array(lambda x: (x.string(), x.i16()))) == {g: 0}
+        _, r = c.recv_response(10)
+        errs = set(parse_commit(r, 7).values())
+        assert errs <= {0, 15}, errs                  # 15: COORDINATOR_NOT_AVAILABLE, retry
+        deadline = time.monotonic() + 10
+        while errs != {0} and time.monotonic() < deadline:
+            errs = set(parse_commit(c.request(API_OFFSET_COMMIT, 7,
+                                              commit_v7(g, -1, "", [(t, 1, 9, "after")])), 7).values())
+        assert errs == {0}
+    assert committed(b, g, t, 2) == {0: -1001, 1: 9}
+    assert b.restart(signal.SIGKILL) == -signal.SIGKILL
+    wait_topic(b, t, 2)
+    assert committed(b, g, t, 2) == {0: -1001, 1: 9}

@@ -3,6 +3,7 @@ writes visible through the Kafka APIs, refused statements, messages read
 back byte for byte as kcat reads them, /metrics after a known workload,
 and the bearer-token rule."""
 import json
+import signal
 import subprocess
 import time
 import urllib.error
@@ -343,3 +344,118 @@ def test_token_required_off_loopback(start_broker, tmp_path):
     assert http(b, "/metrics")[0] == 401
     assert sql(b, "SELECT 1 AS x", token="s3cret") == [{"x": 1}]
     assert http(b, "/healthz")[0] == 200
+
+
+def committed_now(b, group, t, partitions):
+    c = ck_consumer(b, **{"group.id": group})
+    try:
+        got = c.committed([TopicPartition(t, p) for p in partitions], timeout=10)
+        return {p.partition: p.offset for p in got}
+    finally:
+        c.close()
+
+
+def test_sql_offset_writes_while_consumers_commit_are_ordered_and_kept(ab):
+    """An operator's writes to committed_offsets take the path OffsetCommit
+    takes: with three connections committing in a loop and two SQL clients
+    writing at once, each SQL write is visible to OffsetFetch as soon as it
+    is answered, the last one wins on its partition, the committers lose
+    nothing, and on a partition everyone writes, OffsetFetch and SQL agree
+    on who came last."""
+    import threading
+    t = topic_name("opc")
+    create_topic(ab, t, 6)
+    group = "op-and-consumers"
+    rounds, writes, errors = 150, 40, []
+    shared = 4
+
+    def committer(p):
+        c = ck_consumer(ab, **{"group.id": group})      # assign-only: no member
+        try:
+            for v in range(1, rounds + 1):
+                parts = [TopicPartition(t, p, v)]
+                if v % 3 == 0:
+                    parts.append(TopicPartition(t, shared, 100000 + 1000 * p + v))
+                for r in c.commit(offsets=parts, asynchronous=False):
+                    if r.error:
+                        errors.append((p, v, r.error))
+        except Exception as e:                         # noqa: BLE001 - reported below
+            errors.append((p, "exception", e))
+        finally:
+            c.close()
+
+    def operator(p):
+        fetcher = ck_consumer(ab, **{"group.id": group})
+        try:
+            for v in range(1, writes + 1):
+                sql(ab, "INSERT INTO committed_offsets(group_id, topic, partition, offset, "
+                        "metadata) VALUES('%s', '%s', %d, %d, 'op')" % (group, t, p, v))
+                got = fetcher.committed([TopicPartition(t, p)], timeout=10)[0].offset
+                if got != v:
+                    errors.append("SQL write %d to %d answered, OffsetFetch then saw %d" % (v, p, got))
+                if v % 4 == 0:
+                    sql(ab, "INSERT INTO committed_offsets(group_id, topic, partition, offset) "
+                            "VALUES('%s', '%s', %d, %d)" % (group, t, shared, 10 * v + p))
+        except Exception as e:                         # noqa: BLE001 - reported below
+            errors.append((p, "exception", e))
+        finally:
+            fetcher.close()
+
+    threads = [threading.Thread(target=committer, args=(p,)) for p in range(3)]
+    threads += [threading.Thread(target=operator, args=(p,)) for p in (3, 5)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors, errors[:5]
+    fetched = committed_now(ab, group, t, range(6))
+    rows = {r["partition"]: r["offset"] for r in
+            sql(ab, "SELECT partition, offset FROM committed_offsets WHERE group_id='%s'" % group)}
+    assert fetched == rows, (fetched, rows)
+    assert [fetched[p] for p in (0, 1, 2, 3, 5)] == [rounds] * 3 + [writes] * 2
+    written = {100000 + 1000 * p + v for p in range(3) for v in range(3, rounds + 1, 3)}
+    written |= {10 * v + p for p in (3, 5) for v in range(4, writes + 1, 4)}
+    assert fetched[shared] in written
+
+
+def commit_one(b, group, t, offset):
+    c = ck_consumer(b, **{"group.id": group})
+    try:
+        c.commit(offsets=[TopicPartition(t, 0, offset)], asynchronous=False)
+    finally:
+        c.close()
+
+
+def test_sql_offset_write_is_stored_before_it_is_answered(ab):
+    """SIGKILL right after the SQL write returns: the restarted broker has
+    it (the answer waits for the job that stores it, and its sync)."""
+    t = topic_name("opk")
+    create_topic(ab, t, 1)
+    group = "killed-after-write"
+    commit_one(ab, group, t, 5)
+    st, _, hdr = http(ab, "/sql", "UPDATE committed_offsets SET offset=77, metadata='moved' "
+                                  "WHERE group_id='%s' AND topic='%s'" % (group, t))
+    assert st == 200 and hdr.get("X-Sluice-Changes") == "1"
+    ab.stop(signal.SIGKILL)
+    ab.start()
+    assert committed_now(ab, group, t, [0]) == {0: 77}
+    assert sql(ab, "SELECT offset, metadata FROM committed_offsets WHERE group_id='%s'"
+                   % group) == [{"offset": 77, "metadata": "moved"}]
+
+
+def test_sql_group_delete_is_stored_before_it_is_answered(ab):
+    """DELETE FROM consumer_groups takes DeleteGroups' path: after its
+    answer a SIGKILL does not bring the group or its offsets back."""
+    t = topic_name("opd")
+    create_topic(ab, t, 1)
+    group = "deleted-then-killed"
+    commit_one(ab, group, t, 5)
+    assert sql(ab, "SELECT group_id FROM consumer_groups WHERE group_id='%s'" % group) == \
+        [{"group_id": group}]
+    st, _, hdr = http(ab, "/sql", "DELETE FROM consumer_groups WHERE group_id='%s'" % group)
+    assert st == 200 and hdr.get("X-Sluice-Changes") == "1"
+    ab.stop(signal.SIGKILL)
+    ab.start()
+    assert sql(ab, "SELECT * FROM consumer_groups WHERE group_id='%s'" % group) == []
+    assert sql(ab, "SELECT * FROM committed_offsets WHERE group_id='%s'" % group) == []
+    assert committed_now(ab, group, t, [0]) == {0: -1001}

@@ -3,15 +3,17 @@ memcheck must report no invalid access and no definite or indirect leak
 over a run that creates a topic, produces with two clients, consumes in a
 group with commits, fetches raw, and stops with SIGTERM.  Skipped for
 sanitizer builds (ASan and valgrind do not mix) or without valgrind."""
+import json
 import os
 import shutil
 import signal
 import tempfile
+import urllib.request
 
 import pytest
 
 import kafka_raw as kr
-from conftest import Broker, sluiced_path
+from conftest import Broker, free_port, sluiced_path
 from support import ck_consumer, ck_producer, consume, create_topic, produce_ok, topic_name
 
 VALGRIND_EXIT = 99
@@ -42,7 +44,9 @@ def test_produce_consume_under_valgrind_has_no_invalid_access_or_leak():
     old = conftest.START_TIMEOUT_S
     conftest.START_TIMEOUT_S = 60.0
     tmp = tempfile.mkdtemp(prefix="sluice-vg-")
-    b = ValgrindBroker(tmp, {"group.initial.rebalance.delay.ms": "0"})
+    admin = "127.0.0.1:%d" % free_port()
+    b = ValgrindBroker(tmp, {"group.initial.rebalance.delay.ms": "0",
+                             "admin.listeners": "http://" + admin})
     try:
         b.start()
         t = topic_name("vg")
@@ -68,6 +72,24 @@ def test_produce_consume_under_valgrind_has_no_invalid_access_or_leak():
             (res,) = kr.parse_fetch_v4(conn.request(kr.API_FETCH, 4, kr.fetch_v4_body(t, 0, 0, 100),
                                                     timeout=30))
             assert res[2] == 0
+            # The coordinator's deferred writes: DeleteGroups (the group is
+            # Empty once its consumer left), then an operator's offset write
+            # and group delete through /sql, each answered when durable.
+            r = conn.request(42, 1, kr.array([kr.string("vg-group"), kr.string("vg-none")]),
+                             timeout=30)
+            r.i32()
+            assert dict(r.array(lambda x: (x.string(), x.i16()))) == {"vg-group": 0, "vg-none": 69}
+
+        def sql(stmt):
+            req = urllib.request.Request("http://%s/sql?format=json" % admin, data=stmt.encode(),
+                                         method="POST")
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return json.loads(resp.read().decode())
+        sql("INSERT INTO committed_offsets(group_id, topic, partition, offset) "
+            "VALUES('vg-sql', '%s', 1, 42)" % t)
+        assert sql("SELECT offset FROM committed_offsets WHERE group_id='vg-sql'") == [{"offset": 42}]
+        sql("DELETE FROM consumer_groups WHERE group_id='vg-sql'")
+        assert sql("SELECT * FROM committed_offsets WHERE group_id='vg-sql'") == []
         b.__dict__.pop("_ck_admin", None)
         rc = b.stop(signal.SIGTERM, timeout=60)
         with open(b.vg_log) as f:

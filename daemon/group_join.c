@@ -1,0 +1,518 @@
+/*
+ * daemon/group_join.c — the member requests: JoinGroup (with static
+ * membership, KIP-345), SyncGroup, Heartbeat, LeaveGroup.
+ *
+ * Design note.
+ *
+ * The decisions follow Kafka's GroupCoordinator handleJoinGroup /
+ * handleSyncGroup / handleHeartbeat / handleLeaveGroup, error for error;
+ * the rebalance state machine they drive is in daemon/group.c.
+ *
+ * Static membership: a member with a group.instance.id keeps its place
+ * across restarts.  Rejoining with an empty member id it takes over its
+ * old identity under a new member id (replace_static_member); a Stable
+ * group whose protocol does not change is not rebalanced, and the older
+ * id is fenced (FENCED_INSTANCE_ID) wherever it still waits or calls.
+ *
+ * Invariants:
+ *   M1. A member has at most one deferred JoinGroup (join_w) and one
+ *       SyncGroup (sync_w); a newer one answers the older with
+ *       REBALANCE_IN_PROGRESS (or FENCED_INSTANCE_ID for a replaced
+ *       static member) before taking its place.
+ */
+#include "daemon/group.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <event2/event.h>
+
+static int copy_protos(gc_member *m, const gc_join_args *a)
+{
+    gc_proto *np = calloc((size_t)(a->nprotos ? a->nprotos : 1), sizeof *np);
+    if (!np)
+        return -1;
+    for (int i = 0; i < a->nprotos; i++) {
+        np[i].name = gc_strndup(a->proto_names[i].p, a->proto_names[i].len);
+        int32_t ml = a->proto_metas[i].len < 0 ? 0 : a->proto_metas[i].len;
+        np[i].meta = malloc((size_t)ml + 1);
+        np[i].meta_len = ml;
+        if (!np[i].name || !np[i].meta) {
+            for (int j = 0; j <= i; j++) {
+                free(np[j].name);
+                free(np[j].meta);
+            }
+            free(np);
+            return -1;
+        }
+        if (ml)
+            memcpy(np[i].meta, a->proto_metas[i].p, (size_t)ml);
+    }
+    for (int i = 0; i < m->nprotos; i++) {
+        free(m->protos[i].name);
+        free(m->protos[i].meta);
+    }
+    free(m->protos);
+    m->protos = np;
+    m->nprotos = a->nprotos;
+    return 0;
+}
+
+/* Kafka's MemberMetadata.matches: same protocols, same metadata, same order. */
+static bool member_matches(const gc_member *m, const gc_join_args *a)
+{
+    if (m->nprotos != a->nprotos)
+        return false;
+    for (int i = 0; i < a->nprotos; i++) {
+        const gc_proto *p = &m->protos[i];
+        int32_t ml = a->proto_metas[i].len < 0 ? 0 : a->proto_metas[i].len;
+        if (!gc_str_eq(p->name, a->proto_names[i].p, (size_t)a->proto_names[i].len) ||
+            p->meta_len != ml || (ml && memcmp(p->meta, a->proto_metas[i].p, (size_t)ml)))
+            return false;
+    }
+    return true;
+}
+
+/* Kafka's supportsProtocols: an Empty group takes any non-empty protocol
+ * type and list; otherwise the type must match and one of the protocols
+ * must be supported by every other member. */
+static bool supports_protocols(gc_group *g, const gc_member *self, const gc_join_args *a)
+{
+    if (a->protocol_type.len <= 0 || a->nprotos <= 0)
+        return false;
+    if (g->state == GC_EMPTY || g->nmembers == 0)
+        return true;
+    if (!gc_str_eq(g->protocol_type, a->protocol_type.p, (size_t)a->protocol_type.len))
+        return false;
+    for (int i = 0; i < a->nprotos; i++) {
+        bool all = true;
+        for (gc_member *m = g->members.next; all && m != &g->members; m = m->next)
+            if (m != self && !gc_member_supports(m, a->proto_names[i].p,
+                                              (size_t)a->proto_names[i].len))
+                all = false;
+        if (all)
+            return true;
+    }
+    return false;
+}
+
+/* ---- JoinGroup --------------------------------------------------------------- */
+
+static char *new_member_id(const char *prefix)
+{
+    uint8_t u[16];
+    if (getrandom(u, sizeof u, 0) != (ssize_t)sizeof u) {
+        static uint64_t ctr;
+        uint64_t x = (uint64_t)bk_mono_us() ^ (++ctr << 40);
+        memcpy(u, &x, 8);
+        memcpy(u + 8, &ctr, 8);
+    }
+    u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);   /* UUID v4, as Java's randomUUID */
+    u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+    size_t n = strlen(prefix) + 38;
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    snprintf(s, n, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             prefix, u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+             u[10], u[11], u[12], u[13], u[14], u[15]);
+    return s;
+}
+
+static int join_error(bk_req *r, int16_t err, kp_str member_id)
+{
+    char *id = gc_strndup(member_id.p ? member_id.p : "", member_id.len < 0 ? 0 : member_id.len);
+    gc_write_join(r, err, -1, "", "", id ? id : "", NULL);
+    free(id);
+    return BK_RESPOND;
+}
+
+static gc_member *member_new(bk_req *r, const gc_join_args *a, char *id)
+{
+    gc_member *m = calloc(1, sizeof *m);
+    if (!m) {
+        free(id);
+        return NULL;
+    }
+    char host[80];
+    gc_client_host(r, host, sizeof host);
+    kp_str cid = r->hdr.ClientId;
+    m->id = id;
+    m->instance_id = gc_strndup(a->instance_id.p, a->instance_id.len);
+    m->client_id = gc_strndup(cid.p ? cid.p : "", cid.len < 0 ? 0 : cid.len);
+    m->client_host = strdup(host);
+    m->protocol_type = gc_strndup(a->protocol_type.p, a->protocol_type.len);
+    m->session_timeout_ms = a->session_timeout_ms;
+    m->rebalance_timeout_ms = a->rebalance_timeout_ms;
+    m->session_timer = evtimer_new(gc->b->base, gc_session_cb, m);
+    m->next = m->prev = m;
+    if (!m->id || (a->instance_id.len >= 0 && !m->instance_id) || !m->client_id ||
+        !m->client_host || !m->protocol_type || !m->session_timer || copy_protos(m, a)) {
+        gc_member_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static int add_member_and_rebalance(bk_req *r, gc_group *g, const gc_join_args *a, char *id)
+{
+    gc_member *m = member_new(r, a, id);
+    gc_wait *w = m ? gc_wait_new(r) : NULL;
+    if (!w) {
+        if (m)
+            gc_member_free(m);
+        return join_error(r, KP_UNKNOWN_SERVER_ERROR, a->member_id);
+    }
+    m->is_new = true;
+    if (g->state == GC_PREPARING && g->generation == 0)
+        g->new_member_added = true;   /* extends the initial delay */
+    gc_group_add(g, m);
+    m->join_w = w;
+    w->m = m;
+    gc_touch(m);
+    gc_arm_session(m);
+    if (!m->instance_id)
+        gc_remove_pending(g, m->id, strlen(m->id));
+    char why[160];
+    snprintf(why, sizeof why, "adding new member %.100s", m->id);
+    gc_maybe_prepare_rebalance(g, why);
+    return BK_DEFER;
+}
+
+/* A known member joins again: a wait for r and its new protocols, or NULL
+ * (no memory; m unchanged). */
+static gc_wait *rejoin_wait(bk_req *r, gc_member *m, const gc_join_args *a)
+{
+    gc_wait *w = gc_wait_new(r);
+    if (w && copy_protos(m, a)) {
+        r->state = NULL;
+        r->cancel = NULL;
+        free(w);
+        w = NULL;
+    }
+    return w;
+}
+
+static int update_member_and_rebalance(bk_req *r, gc_group *g, gc_member *m,
+                                       const gc_join_args *a, const char *why)
+{
+    gc_wait *w = rejoin_wait(r, m, a);
+    if (!w)
+        return join_error(r, KP_UNKNOWN_SERVER_ERROR, a->member_id);
+    m->session_timeout_ms = a->session_timeout_ms;
+    m->rebalance_timeout_ms = a->rebalance_timeout_ms;
+    /* The same member joining again on another connection: the older
+     * request is obsolete. */
+    gc_answer_join_error(m, KP_REBALANCE_IN_PROGRESS, m->id);
+    m->join_w = w;
+    w->m = m;
+    gc_touch(m);
+    char reason[200];
+    snprintf(reason, sizeof reason, "%s %.100s", why, m->id);
+    gc_maybe_prepare_rebalance(g, reason);
+    return BK_DEFER;
+}
+
+/* Kafka's updateStaticMemberAndRebalance: a static member rejoining with
+ * an empty member id takes over its old identity under a new member id. */
+static int replace_static_member(bk_req *r, gc_group *g, gc_member *m,
+                                 const gc_join_args *a, char *new_id)
+{
+    gc_wait *w = rejoin_wait(r, m, a);
+    if (!w) {
+        free(new_id);
+        return join_error(r, KP_UNKNOWN_SERVER_ERROR, a->member_id);
+    }
+    char *old_id = m->id;
+    char *current_leader = g->leader ? strdup(g->leader) : NULL;
+    /* Fence a duplicate instance still waiting under the old id. */
+    gc_answer_join_error(m, KP_FENCED_INSTANCE_ID, old_id);
+    gc_answer_sync(m, KP_FENCED_INSTANCE_ID);
+    m->id = new_id;
+    if (g->leader && !strcmp(g->leader, old_id))
+        gc_set_leader(g, new_id);
+    BK_INFO("group %s: static member %s (group.instance.id %s) rejoined as %s",
+            g->id, old_id, m->instance_id, new_id);
+    m->session_timeout_ms = a->session_timeout_ms;
+    m->rebalance_timeout_ms = a->rebalance_timeout_ms;
+    m->join_w = w;
+    w->m = m;
+    gc_touch(m);
+    switch (g->state) {
+    case GC_STABLE: {
+        char *next = gc_select_protocol(g);
+        if (next && g->protocol && !strcmp(next, g->protocol)) {
+            /* No rebalance.  The old leader id is returned so that the
+             * member (even if it led) does not run a trivial assignment a
+             * Stable group would not broadcast. */
+            m->join_w = NULL;
+            gc_write_join(r, KP_NONE, g->generation, g->protocol,
+                          current_leader ? current_leader : "", m->id, NULL);
+            gc_mark_dirty(g);
+            gc_wait_answered(w);
+        } else {
+            gc_maybe_prepare_rebalance(g, "static member joined with a protocol change");
+        }
+        free(next);
+        break;
+    }
+    case GC_COMPLETING:
+        gc_maybe_prepare_rebalance(g, "updating metadata for a static member");
+        break;
+    default:
+        break;
+    }
+    free(old_id);
+    free(current_leader);
+    return BK_DEFER;
+}
+
+int gc_join(bk_req *r, const gc_join_args *a)
+{
+    bk_config *cfg = r->b->cfg;
+    if (a->group_id.len <= 0)
+        return join_error(r, KP_INVALID_GROUP_ID, a->member_id);
+    int16_t cerr = gc_coordinator_error(a->group_id);
+    if (cerr)
+        return join_error(r, cerr, a->member_id);
+    if (a->session_timeout_ms < cfg->group_min_session_timeout_ms ||
+        a->session_timeout_ms > cfg->group_max_session_timeout_ms)
+        return join_error(r, KP_INVALID_SESSION_TIMEOUT, a->member_id);
+    bool unknown = a->member_id.len <= 0;
+    gc_group *g = gc_group_find(a->group_id.p, (size_t)a->group_id.len);
+    if (g && g->state == GC_DEAD)
+        return join_error(r, KP_COORDINATOR_NOT_AVAILABLE, a->member_id);   /* being deleted */
+    if (!g) {
+        if (!unknown)
+            return join_error(r, KP_UNKNOWN_MEMBER_ID, a->member_id);
+        g = gc_group_create(a->group_id.p, (size_t)a->group_id.len);
+        if (!g)
+            return join_error(r, KP_UNKNOWN_SERVER_ERROR, a->member_id);
+    }
+    gc_member *self = unknown ? NULL
+                      : gc_member_find(g, a->member_id.p, (size_t)a->member_id.len);
+    if (!supports_protocols(g, self, a))
+        return join_error(r, KP_INCONSISTENT_GROUP_PROTOCOL, a->member_id);
+    int rc;
+    if (unknown) {
+        kp_str cid = r->hdr.ClientId;
+        char *prefix = a->instance_id.len >= 0
+                       ? gc_strndup(a->instance_id.p, a->instance_id.len)
+                       : gc_strndup(cid.p ? cid.p : "", cid.len < 0 ? 0 : cid.len);
+        char *id = prefix ? new_member_id(prefix) : NULL;
+        free(prefix);
+        if (!id)
+            return join_error(r, KP_UNKNOWN_SERVER_ERROR, a->member_id);
+        gc_member *old = a->instance_id.len >= 0
+                         ? gc_static_member(g, a->instance_id.p, (size_t)a->instance_id.len)
+                         : NULL;
+        if (old) {
+            rc = replace_static_member(r, g, old, a, id);
+        } else if (a->require_known_member_id) {
+            gc_add_pending(g, id, a->session_timeout_ms);
+            gc_write_join(r, KP_MEMBER_ID_REQUIRED, -1, "", "", id, NULL);
+            free(id);
+            rc = BK_RESPOND;
+        } else {
+            rc = add_member_and_rebalance(r, g, a, id);
+        }
+    } else if (gc_is_pending(g, a->member_id.p, (size_t)a->member_id.len)) {
+        rc = add_member_and_rebalance(r, g, a, gc_strndup(a->member_id.p, a->member_id.len));
+    } else if (gc_static_fenced(g, a->member_id, a->instance_id)) {
+        rc = join_error(r, KP_FENCED_INSTANCE_ID, a->member_id);
+    } else if (!self || (a->instance_id.len >= 0 &&
+                         !gc_static_member(g, a->instance_id.p, (size_t)a->instance_id.len))) {
+        rc = join_error(r, KP_UNKNOWN_MEMBER_ID, a->member_id);
+    } else {
+        switch (g->state) {
+        case GC_PREPARING:
+            rc = update_member_and_rebalance(r, g, self, a, "member joining during rebalance:");
+            break;
+        case GC_COMPLETING:
+            if (member_matches(self, a)) {
+                /* It missed the JoinGroup answer: resend this generation's. */
+                bool leads = g->leader && !strcmp(g->leader, self->id);
+                gc_write_join(r, KP_NONE, g->generation, g->protocol ? g->protocol : "",
+                              g->leader, self->id, leads ? g : NULL);
+                rc = BK_RESPOND;
+            } else {
+                rc = update_member_and_rebalance(r, g, self, a, "updating metadata of");
+            }
+            break;
+        case GC_STABLE:
+            if ((g->leader && !strcmp(g->leader, self->id)) || !member_matches(self, a)) {
+                /* The leader rejoining forces a rebalance (topic metadata
+                 * changes); so does a follower whose metadata changed
+                 * (cooperative-sticky's owned partitions). */
+                rc = update_member_and_rebalance(r, g, self, a,
+                                                 "leader or changed member rejoining:");
+            } else {
+                gc_write_join(r, KP_NONE, g->generation, g->protocol ? g->protocol : "",
+                              g->leader, self->id, NULL);
+                rc = BK_RESPOND;
+            }
+            break;
+        default:
+            rc = join_error(r, KP_UNKNOWN_MEMBER_ID, a->member_id);
+            break;
+        }
+    }
+    if (g->state == GC_PREPARING)
+        gc_try_complete_join(g);
+    return rc;
+}
+
+void gc_write_join(bk_req *r, int16_t err, int32_t generation, const char *protocol,
+                   const char *leader, const char *member_id, gc_group *members_of)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_buf *o = r->out;
+    kp_buf_reset(o);
+    if (v >= 2)
+        kp_wr_i32(o, 0);                            /* ThrottleTimeMs */
+    kp_wr_i16(o, err);
+    kp_wr_i32(o, generation);
+    kp_wr_string(o, protocol ? protocol : "", -1);  /* ProtocolName */
+    kp_wr_string(o, leader ? leader : "", -1);
+    kp_wr_string(o, member_id ? member_id : "", -1);
+    if (!members_of) {
+        kp_wr_array(o, 0);
+        return;
+    }
+    kp_wr_array(o, members_of->nmembers);
+    for (gc_member *m = members_of->members.next; m != &members_of->members; m = m->next) {
+        kp_wr_string(o, m->id, -1);
+        if (v >= 5)
+            kp_wr_string(o, m->instance_id, -1);    /* NULL → null */
+        const gc_proto *p = gc_member_proto(m, members_of->protocol);
+        kp_wr_bytes(o, p ? (const void *)p->meta : "", p ? p->meta_len : 0);
+    }
+}
+
+/* ---- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------ */
+
+void gc_write_sync(bk_req *r, int16_t err, const uint8_t *assignment, int32_t len)
+{
+    kp_buf *o = r->out;
+    kp_buf_reset(o);
+    if (r->hdr.RequestApiVersion >= 1)
+        kp_wr_i32(o, 0);
+    kp_wr_i16(o, err);
+    kp_wr_bytes(o, assignment ? (const void *)assignment : "", assignment ? len : 0);
+}
+
+int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
+            kp_str instance_id, int nassign, const kp_str *assign_ids,
+            const kp_str *assign_bytes)
+{
+    int16_t err = KP_NONE;
+    gc_group *g = NULL;
+    gc_member *m = NULL;
+    if (!(g = gc_member_group(group_id, &err)))
+        ;                             /* err says why */
+    else if (gc_static_fenced(g, member_id, instance_id))
+        err = KP_FENCED_INSTANCE_ID;
+    else if (!(m = gc_member_of(g, member_id)))
+        err = KP_UNKNOWN_MEMBER_ID;
+    else if (generation != g->generation)
+        err = KP_ILLEGAL_GENERATION;
+    else if (g->state == GC_EMPTY)
+        err = KP_UNKNOWN_MEMBER_ID;
+    else if (g->state == GC_PREPARING)
+        err = KP_REBALANCE_IN_PROGRESS;
+    if (err) {
+        gc_write_sync(r, err, NULL, 0);
+        return BK_RESPOND;
+    }
+    gc_touch(m);
+    if (g->state == GC_STABLE) {
+        gc_write_sync(r, KP_NONE, m->assignment, m->assignment ? m->assignment_len : 0);
+        return BK_RESPOND;
+    }
+    /* CompletingRebalance: wait for the leader's assignments. */
+    gc_wait *w = gc_wait_new(r);
+    if (!w) {
+        gc_write_sync(r, KP_UNKNOWN_SERVER_ERROR, NULL, 0);
+        return BK_RESPOND;
+    }
+    gc_answer_sync(m, KP_REBALANCE_IN_PROGRESS);     /* an obsolete duplicate */
+    m->sync_w = w;
+    w->m = m;
+    w->is_sync = true;
+    if (!g->leader || strcmp(g->leader, m->id))
+        return BK_DEFER;
+    BK_INFO("group %s: assignment received from leader %s for generation %d",
+            g->id, m->id, g->generation);
+    for (gc_member *x = g->members.next; x != &g->members; x = x->next) {
+        const kp_str *a = NULL;
+        for (int i = 0; i < nassign; i++)
+            if (gc_str_eq(x->id, assign_ids[i].p, assign_ids[i].len > 0 ? (size_t)assign_ids[i].len : 0))
+                a = &assign_bytes[i];
+        int32_t len = a && a->len > 0 ? a->len : 0;
+        uint8_t *copy = malloc((size_t)len + 1);
+        if (!copy)
+            continue;
+        if (len)
+            memcpy(copy, a->p, (size_t)len);
+        free(x->assignment);
+        x->assignment = copy;
+        x->assignment_len = len;
+    }
+    gc_set_state(g, GC_STABLE);
+    for (gc_member *x = g->members.next; x != &g->members; x = x->next)
+        if (x->sync_w) {
+            gc_answer_sync(x, KP_NONE);
+            gc_touch(x);
+        }
+    return BK_DEFER;
+}
+
+int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
+                     kp_str instance_id)
+{
+    int16_t err;
+    gc_group *g = gc_member_group(group_id, &err);
+    if (!g)
+        return err;
+    if (gc_static_fenced(g, member_id, instance_id))
+        return KP_FENCED_INSTANCE_ID;
+    gc_member *m = gc_member_of(g, member_id);
+    if (!m)
+        return KP_UNKNOWN_MEMBER_ID;
+    if (generation != g->generation)
+        return KP_ILLEGAL_GENERATION;
+    switch (g->state) {
+    case GC_COMPLETING:
+    case GC_STABLE:
+        gc_touch(m);
+        return KP_NONE;
+    case GC_PREPARING:
+        gc_touch(m);
+        return KP_REBALANCE_IN_PROGRESS;
+    default:
+        return KP_UNKNOWN_MEMBER_ID;
+    }
+}
+
+int16_t gc_leave(kp_str group_id, kp_str member_id)
+{
+    int16_t err;
+    gc_group *g = gc_member_group(group_id, &err);
+    if (!g)
+        return err;
+    const char *mid = member_id.p ? member_id.p : "";
+    size_t mlen = member_id.len > 0 ? (size_t)member_id.len : 0;
+    if (gc_is_pending(g, mid, mlen)) {
+        gc_leave_pending(g, mid, mlen);
+        return KP_NONE;
+    }
+    gc_member *m = gc_member_find(g, mid, mlen);
+    if (!m)
+        return KP_UNKNOWN_MEMBER_ID;
+    BK_INFO("group %s: member %s has left", g->id, m->id);
+    gc_remove_member_and_update(g, m, "member left the group (LeaveGroup)");
+    return KP_NONE;
+}
+
