@@ -99,7 +99,11 @@ def test_libsluice_reads_what_kcat_wrote_zstd(broker):
     lines = b"".join(b"key%d:kcat value %d\n" % (i, i) for i in range(300))
     p = kcat(broker, ["-P", "-t", t, "-z", "zstd", "-K", ":", "-H", "via=kcat"], input_bytes=lines)
     assert p.returncode == 0, p.stderr
-    assert set(stored_codecs(broker, t)) == {4}
+    # librdkafka sends a batch uncompressed when zstd does not make it
+    # smaller, as a batch of one or two records cut off by linger.ms on a
+    # loaded machine is: so zstd batches, and at most tiny plain ones.
+    codecs = stored_codecs(broker, t)
+    assert 4 in codecs and set(codecs) <= {0, 4}, codecs
     js = [json.loads(l) for l in consume(broker, t, "-J").decode().splitlines()]
     assert [(j["key"], j["value"], j["offset"]) for j in js] == \
         [("key%d" % i, "kcat value %d" % i, i) for i in range(300)]
