@@ -59,7 +59,7 @@ void bk_req_finish(bk_req *r);
 /* The client's address, "host:port". */
 const char *bk_conn_peer(const bk_conn *c);
 /* The connection's number, 1, 2, ... in accept order; never reused, unlike
- * its address. */
+ * its address.  0 for NULL (a request on no connection). */
 uint64_t bk_conn_serial(const bk_conn *c);
 /* Total bytes of ranges spliced so far. */
 size_t bk_req_range_bytes(const bk_req *r);

@@ -238,9 +238,11 @@ const char *bk_conn_peer(const bk_conn *c)
     return c->peer;
 }
 
+/* 0 for a request that came on no connection (tests/fuzz/fuzz_d_request.c
+ * drives the handlers directly): "no pace to learn" to the commit cadence. */
 uint64_t bk_conn_serial(const bk_conn *c)
 {
-    return c->serial;
+    return c ? c->serial : 0;
 }
 
 size_t bk_req_range_bytes(const bk_req *r)
