@@ -25,8 +25,9 @@ static int16_t delete_one(bk_req *r, kp_str topic, int32_t index, int64_t offset
     return (int16_t)bk_delete_records(r->b, p, offset, low);
 }
 
-/* The request is decoded whole before any partition moves, so a malformed
- * one changes nothing (it closes the connection). */
+/* The request is decoded and its response allocated whole before any
+ * partition moves, so a malformed one (or one too big for the arena)
+ * changes nothing: it closes the connection. */
 int bk_handle_delete_records(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
@@ -40,16 +41,18 @@ int bk_handle_delete_records(bk_req *r)
     if (!m.Topics)
         return BK_CLOSE;
     for (int32_t t = 0; t < q.Topics_count; t++) {
-        const kp_DeleteRecordsRequest_DeleteRecordsTopic *qt = &q.Topics[t];
         kp_DeleteRecordsResponse_DeleteRecordsTopicResult *mt = &m.Topics[t];
-        mt->Name = qt->Name;
-        mt->Partitions_count = qt->Partitions_count;
+        mt->Name = q.Topics[t].Name;
+        mt->Partitions_count = q.Topics[t].Partitions_count;
         mt->Partitions = kp_arena_alloc(&r->arena,
-                                        (size_t)qt->Partitions_count * sizeof *mt->Partitions);
+                                        (size_t)mt->Partitions_count * sizeof *mt->Partitions);
         if (!mt->Partitions)
             return BK_CLOSE;
+    }
+    for (int32_t t = 0; t < q.Topics_count; t++) {
+        const kp_DeleteRecordsRequest_DeleteRecordsTopic *qt = &q.Topics[t];
         for (int32_t i = 0; i < qt->Partitions_count; i++) {
-            kp_DeleteRecordsResponse_DeleteRecordsPartitionResult *mp = &mt->Partitions[i];
+            kp_DeleteRecordsResponse_DeleteRecordsPartitionResult *mp = &m.Topics[t].Partitions[i];
             mp->PartitionIndex = qt->Partitions[i].PartitionIndex;
             mp->ErrorCode = delete_one(r, qt->Name, mp->PartitionIndex,
                                        qt->Partitions[i].Offset, &mp->LowWatermark);
