@@ -8,12 +8,19 @@
  * and returns; the response handler fills the op's results and finishes
  * it.  The waiter moves the results out before the op is freed, so a
  * late answer after a timeout only touches the (abandoned) op.
+ *
+ * Topic and config requests are encoded and their responses decoded by the
+ * generated codec (kp_msgs.h), the broker's own: each response handler
+ * decodes into an arena of its own, freed when it returns (admin answers
+ * are rare and small; nothing decoded outlives the handler but strings
+ * copied with dup_str).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clients/sl_int.h"
+#include "kp_msgs.h"
 
 struct sl_admin {
     sl_client *cl;
@@ -86,20 +93,17 @@ static void handle_create(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_
 {
     (void)b; (void)f;
     int16_t ec = 0;
-    kp_str msg = KP_STR_NULL;
-    if (!err) {
-        if (ver >= 2)
-            (void)kp_rd_i32(r);
-        int32_t n = kp_rd_array(r, 4);
-        for (int32_t i = 0; i < n && kp_rd_ok(r); i++) {
-            (void)kp_rd_string(r);
-            ec = kp_rd_i16(r);
-            if (ver >= 1)
-                msg = kp_rd_string(r);
-        }
-        if (!kp_rd_ok(r))
-            err = SL_E_BAD_MSG;
+    kp_str msg = KP_STR_NULL;                           /* into the frame */
+    kp_arena ar;
+    kp_arena_init(&ar, 0);
+    kp_CreateTopicsResponse m;
+    if (!err && kp_dec_CreateTopicsResponse(r, ver, &m, &ar) != 0)
+        err = SL_E_BAD_MSG;
+    for (int32_t i = 0; !err && i < m.Topics_count; i++) {
+        ec = m.Topics[i].ErrorCode;
+        msg = m.Topics[i].ErrorMessage;                 /* v1+; "" below */
     }
+    kp_arena_free(&ar);
     if (ec == KP_NOT_CONTROLLER)
         sl_md_refresh(cl);
     finish_ec(cl, ctx, err, ec, msg);
@@ -110,28 +114,15 @@ static void handle_delete(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_
 {
     (void)b; (void)f;
     int16_t ec = 0;
-    if (!err) {
-        if (ver >= 1)
-            (void)kp_rd_i32(r);
-        int32_t n = kp_rd_array(r, 4);
-        for (int32_t i = 0; i < n && kp_rd_ok(r); i++) {
-            (void)kp_rd_string(r);
-            ec = kp_rd_i16(r);
-        }
-        if (!kp_rd_ok(r))
-            err = SL_E_BAD_MSG;
-    }
+    kp_arena ar;
+    kp_arena_init(&ar, 0);
+    kp_DeleteTopicsResponse m;
+    if (!err && kp_dec_DeleteTopicsResponse(r, ver, &m, &ar) != 0)
+        err = SL_E_BAD_MSG;
+    for (int32_t i = 0; !err && i < m.Responses_count; i++)
+        ec = m.Responses[i].ErrorCode;
+    kp_arena_free(&ar);
     finish_ec(cl, ctx, err, ec, KP_STR_NULL);
-}
-
-/* The head of a DescribeConfigs or AlterConfigs resource result:
- * ErrorCode ErrorMessage ResourceType ResourceName. */
-static void rd_resource_head(kp_rd *r, int16_t *ec, kp_str *msg)
-{
-    *ec = kp_rd_i16(r);
-    *msg = kp_rd_string(r);
-    (void)kp_rd_i8(r);
-    (void)kp_rd_string(r);
 }
 
 static void handle_describe(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
@@ -141,61 +132,49 @@ static void handle_describe(sl_client *cl, sl_broker *b, int err, sl_frame *f, k
     adm_op *a = ctx;
     int16_t ec = 0;
     kp_str msg = KP_STR_NULL;
-    if (!err) {
-        (void)kp_rd_i32(r);
-        int32_t n = kp_rd_array(r, 8);
-        for (int32_t i = 0; i < n && kp_rd_ok(r); i++) {
-            rd_resource_head(r, &ec, &msg);
-            int32_t nc = kp_rd_array(r, 6);
-            if (nc > 0 && !a->entries)
-                a->entries = calloc((size_t)nc, sizeof *a->entries);
-            for (int32_t j = 0; j < nc && kp_rd_ok(r); j++) {
-                kp_str name = kp_rd_string(r), value = kp_rd_string(r);
-                bool ro = kp_rd_bool(r), def = false;
-                if (ver == 0)
-                    def = kp_rd_bool(r);
-                else
-                    def = kp_rd_i8(r) == 5;               /* DEFAULT_CONFIG */
-                bool sens = kp_rd_bool(r);
-                if (ver >= 1) {
-                    int32_t ns = kp_rd_array(r, 5);
-                    for (int32_t k = 0; k < ns && kp_rd_ok(r); k++) {
-                        (void)kp_rd_string(r);
-                        (void)kp_rd_string(r);
-                        (void)kp_rd_i8(r);
-                    }
-                }
-                if (a->entries && a->n_entries < nc && kp_rd_ok(r)) {
-                    sl_config_entry *e = &a->entries[a->n_entries++];
-                    e->name = dup_str(name);
-                    e->value = dup_str(value);
-                    e->read_only = ro;
-                    e->is_default = def;
-                    e->is_sensitive = sens;
-                }
-            }
+    kp_arena ar;
+    kp_arena_init(&ar, 0);
+    kp_DescribeConfigsResponse m;
+    if (!err && kp_dec_DescribeConfigsResponse(r, ver, &m, &ar) != 0)
+        err = SL_E_BAD_MSG;
+    for (int32_t i = 0; !err && i < m.Results_count; i++) {
+        const kp_DescribeConfigsResponse_DescribeConfigsResult *res = &m.Results[i];
+        ec = res->ErrorCode;
+        msg = res->ErrorMessage;
+        int32_t nc = res->Configs_count;
+        if (nc > 0 && !a->entries)
+            a->entries = calloc((size_t)nc, sizeof *a->entries);
+        for (int32_t j = 0; j < nc && a->entries && a->n_entries < nc; j++) {
+            const kp_DescribeConfigsResponse_DescribeConfigsResourceResult *c = &res->Configs[j];
+            sl_config_entry *e = &a->entries[a->n_entries++];
+            e->name = dup_str(c->Name);
+            e->value = dup_str(c->Value);
+            e->read_only = c->ReadOnly;
+            e->is_default = ver == 0 ? c->IsDefault
+                                     : c->ConfigSource == 5;   /* DEFAULT_CONFIG */
+            e->is_sensitive = c->IsSensitive;
         }
-        if (!kp_rd_ok(r))
-            err = SL_E_BAD_MSG;
     }
+    kp_arena_free(&ar);
     finish_ec(cl, a, err, ec, msg);
 }
 
 static void handle_alter(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
                          int16_t ver, void *ctx)
 {
-    (void)b; (void)f; (void)ver;
+    (void)b; (void)f;
     int16_t ec = 0;
     kp_str msg = KP_STR_NULL;
-    if (!err) {
-        (void)kp_rd_i32(r);
-        int32_t n = kp_rd_array(r, 8);
-        for (int32_t i = 0; i < n && kp_rd_ok(r); i++) {
-            rd_resource_head(r, &ec, &msg);
-        }
-        if (!kp_rd_ok(r))
-            err = SL_E_BAD_MSG;
+    kp_arena ar;
+    kp_arena_init(&ar, 0);
+    kp_AlterConfigsResponse m;
+    if (!err && kp_dec_AlterConfigsResponse(r, ver, &m, &ar) != 0)
+        err = SL_E_BAD_MSG;
+    for (int32_t i = 0; !err && i < m.Responses_count; i++) {
+        ec = m.Responses[i].ErrorCode;
+        msg = m.Responses[i].ErrorMessage;
     }
+    kp_arena_free(&ar);
     finish_ec(cl, ctx, err, ec, msg);
 }
 
@@ -297,17 +276,18 @@ static void handle_group_offsets(sl_client *cl, sl_broker *b, int err, sl_frame 
 
 /* ---- step ---------------------------------------------------------------------- */
 
-/* Configs as [Name Value] pairs, from kv (NULL-terminated key, value, …). */
-static void wr_configs(kp_buf *w, char **kv)
+static kp_str cstr(const char *s)
 {
-    int n = 0;
+    return s ? (kp_str){ s, (int32_t)strlen(s) } : KP_STR_NULL;
+}
+
+/* Pairs in kv (NULL-terminated key, value, …). */
+static int32_t kv_pairs(char **kv)
+{
+    int32_t n = 0;
     while (kv && kv[n])
         n++;
-    kp_wr_array(w, n / 2);
-    for (int i = 0; i + 1 < n; i += 2) {
-        kp_wr_string(w, kv[i], -1);
-        kp_wr_string(w, kv[i + 1], -1);
-    }
+    return n / 2;
 }
 
 static int bad_version(sl_client *cl, adm_op *a, const char *api)
@@ -336,54 +316,81 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
         return 0;
     kp_buf *w;
     int16_t v;
+    int32_t nkv = kv_pairs(a->kv);
     switch (a->kind) {
-    case A_CREATE:
+    case A_CREATE: {
         if ((v = sl_api_version(b, KP_API_CREATE_TOPICS, 0, 4)) < 0)
             return bad_version(cl, a, "CreateTopics");
-        w = sl_req_begin(cl, b, KP_API_CREATE_TOPICS, v);
-        kp_wr_array(w, 1);
-        kp_wr_string(w, a->name, -1);
-        kp_wr_i32(w, a->partitions);
-        kp_wr_i16(w, a->rf);
-        kp_wr_array(w, 0);                                /* Assignments */
-        wr_configs(w, a->kv);
-        kp_wr_i32(w, a->timeout_ms);
-        if (v >= 1)
-            kp_wr_bool(w, false);                         /* ValidateOnly */
+        kp_CreateTopicsRequest_CreatableTopicConfig *cfg = calloc((size_t)nkv + 1, sizeof *cfg);
+        if (!cfg)
+            return 0;                                     /* retried on the next step */
+        for (int32_t i = 0; i < nkv; i++)
+            cfg[i] = (kp_CreateTopicsRequest_CreatableTopicConfig){
+                cstr(a->kv[2 * i]), cstr(a->kv[2 * i + 1]) };
+        kp_CreateTopicsRequest_CreatableTopic t = {
+            .Name = cstr(a->name), .NumPartitions = a->partitions,
+            .ReplicationFactor = a->rf, .Configs = cfg, .Configs_count = nkv,
+        };                                                /* no Assignments */
+        kp_CreateTopicsRequest q;
+        kp_init_CreateTopicsRequest(&q);                  /* validateOnly false */
+        q.Topics = &t;
+        q.Topics_count = 1;
+        q.timeoutMs = a->timeout_ms;
+        kp_enc_CreateTopicsRequest(sl_req_begin(cl, b, KP_API_CREATE_TOPICS, v), v, &q);
+        free(cfg);
         sl_req_end(cl, b, handle_create, a);
         return 1;
-    case A_DELETE:
+    }
+    case A_DELETE: {
         if ((v = sl_api_version(b, KP_API_DELETE_TOPICS, 0, 3)) < 0)
             return bad_version(cl, a, "DeleteTopics");
-        w = sl_req_begin(cl, b, KP_API_DELETE_TOPICS, v);
-        kp_wr_array(w, 1);
-        kp_wr_string(w, a->name, -1);
-        kp_wr_i32(w, a->timeout_ms);
+        kp_str name = cstr(a->name);
+        kp_DeleteTopicsRequest q;
+        kp_init_DeleteTopicsRequest(&q);
+        q.TopicNames = &name;                             /* v0-5: by name */
+        q.TopicNames_count = 1;
+        q.TimeoutMs = a->timeout_ms;
+        kp_enc_DeleteTopicsRequest(sl_req_begin(cl, b, KP_API_DELETE_TOPICS, v), v, &q);
         sl_req_end(cl, b, handle_delete, a);
         return 1;
-    case A_DESCRIBE:
+    }
+    case A_DESCRIBE: {
         if ((v = sl_api_version(b, KP_API_DESCRIBE_CONFIGS, 0, 2)) < 0)
             return bad_version(cl, a, "DescribeConfigs");
-        w = sl_req_begin(cl, b, KP_API_DESCRIBE_CONFIGS, v);
-        kp_wr_array(w, 1);
-        kp_wr_i8(w, (int8_t)a->rtype);
-        kp_wr_string(w, a->name, -1);
-        kp_wr_array(w, -1);                               /* all keys */
-        if (v >= 1)
-            kp_wr_bool(w, false);                         /* IncludeSynonyms */
+        kp_DescribeConfigsRequest_DescribeConfigsResource res = {
+            .ResourceType = (int8_t)a->rtype, .ResourceName = cstr(a->name),
+            .ConfigurationKeys_count = -1,                /* all keys */
+        };
+        kp_DescribeConfigsRequest q;
+        kp_init_DescribeConfigsRequest(&q);               /* IncludeSynonyms false */
+        q.Resources = &res;
+        q.Resources_count = 1;
+        kp_enc_DescribeConfigsRequest(sl_req_begin(cl, b, KP_API_DESCRIBE_CONFIGS, v), v, &q);
         sl_req_end(cl, b, handle_describe, a);
         return 1;
-    case A_ALTER:
+    }
+    case A_ALTER: {
         if ((v = sl_api_version(b, KP_API_ALTER_CONFIGS, 0, 1)) < 0)
             return bad_version(cl, a, "AlterConfigs");
-        w = sl_req_begin(cl, b, KP_API_ALTER_CONFIGS, v);
-        kp_wr_array(w, 1);
-        kp_wr_i8(w, (int8_t)a->rtype);
-        kp_wr_string(w, a->name, -1);
-        wr_configs(w, a->kv);
-        kp_wr_bool(w, false);
+        kp_AlterConfigsRequest_AlterableConfig *cfg = calloc((size_t)nkv + 1, sizeof *cfg);
+        if (!cfg)
+            return 0;
+        for (int32_t i = 0; i < nkv; i++)
+            cfg[i] = (kp_AlterConfigsRequest_AlterableConfig){
+                cstr(a->kv[2 * i]), cstr(a->kv[2 * i + 1]) };
+        kp_AlterConfigsRequest_AlterConfigsResource res = {
+            .ResourceType = (int8_t)a->rtype, .ResourceName = cstr(a->name),
+            .Configs = cfg, .Configs_count = nkv,
+        };
+        kp_AlterConfigsRequest q;
+        kp_init_AlterConfigsRequest(&q);                  /* ValidateOnly false */
+        q.Resources = &res;
+        q.Resources_count = 1;
+        kp_enc_AlterConfigsRequest(sl_req_begin(cl, b, KP_API_ALTER_CONFIGS, v), v, &q);
+        free(cfg);
         sl_req_end(cl, b, handle_alter, a);
         return 1;
+    }
     case A_LIST_GROUPS: {
         /* Ask every broker the metadata names. */
         bool waiting = false;

@@ -46,6 +46,7 @@
 #include <zlib.h>
 
 #include "clients/sl_int.h"
+#include "kp_msgs.h"
 
 typedef struct sl_ppart sl_ppart;
 typedef struct sl_ptopic sl_ptopic;
@@ -650,7 +651,7 @@ int sl_producer_partition_count(sl_producer *pr, const char *topic, int timeout_
 static void handle_init_pid(sl_client *cl, sl_broker *b, int err, sl_frame *f,
                             kp_rd *r, int16_t ver, void *ctx)
 {
-    (void)b; (void)f; (void)ver; (void)ctx;
+    (void)b; (void)f; (void)ctx;
     sl_prod *p = cl->prod;
     if (!p)
         return;
@@ -659,18 +660,22 @@ static void handle_init_pid(sl_client *cl, sl_broker *b, int err, sl_frame *f,
         p->idem_retry_at = sl_now_ms() + cl->conf.retry_backoff_ms;
         return;
     }
-    (void)kp_rd_i32(r);                                   /* ThrottleTimeMs */
-    int16_t ec = kp_rd_i16(r);
-    int64_t pid = kp_rd_i64(r);
-    int16_t epoch = kp_rd_i16(r);
-    if (!kp_rd_ok(r) || ec != 0) {
-        if (kp_rd_ok(r) && sl_retriable(ec)) {
+    kp_InitProducerIdResponse m;
+    kp_arena none;                                        /* no arrays: unused */
+    kp_arena_init(&none, 0);
+    bool ok = kp_dec_InitProducerIdResponse(r, ver, &m, &none) == 0;
+    kp_arena_free(&none);
+    int16_t ec = m.ErrorCode;
+    int64_t pid = m.ProducerId;
+    int16_t epoch = m.ProducerEpoch;
+    if (!ok || ec != 0) {
+        if (ok && sl_retriable(ec)) {
             p->idem = IDEM_WANT;
             p->idem_retry_at = sl_now_ms() + cl->conf.retry_backoff_ms;
             return;
         }
         sl_log(cl, 4, "InitProducerId failed (%s): producing without idempotence",
-               kp_rd_ok(r) ? sl_err_name(ec) : "malformed answer");
+               ok ? sl_err_name(ec) : "malformed answer");
         p->idem = IDEM_OFF;
         return;
     }
@@ -705,9 +710,11 @@ static bool idem_ready(sl_client *cl, int64_t now, int64_t *next)
         p->idem = IDEM_OFF;
         return true;
     }
-    kp_buf *w = sl_req_begin(cl, b, KP_API_INIT_PRODUCER_ID, v);
-    kp_wr_string(w, NULL, -1);                            /* TransactionalId */
-    kp_wr_i32(w, 60000);                                  /* TransactionTimeoutMs */
+    kp_InitProducerIdRequest q;
+    kp_init_InitProducerIdRequest(&q);
+    q.TransactionalId = KP_STR_NULL;                      /* idempotence only */
+    q.TransactionTimeoutMs = 60000;
+    kp_enc_InitProducerIdRequest(sl_req_begin(cl, b, KP_API_INIT_PRODUCER_ID, v), v, &q);
     sl_req_end(cl, b, handle_init_pid, NULL);
     p->idem = IDEM_ASKING;
     return false;

@@ -23,9 +23,12 @@
  *               dynamic broker configs; edit the properties file.
  *   anything else: INVALID_REQUEST, as Kafka does for unknown types.
  *
- * As elsewhere: parse everything first (nothing changes on a malformed
- * request), then act per resource in request order; one resource's failure
- * does not stop the next.  Errors carry Kafka's codes and wording.
+ * As elsewhere: decode everything first (kp_dec_<Api>Request; nothing
+ * changes on a malformed request), then act per resource in request order,
+ * filling the response struct from r->arena (every string copied there, as
+ * values are rendered into stack buffers or read from freed overrides),
+ * encoded at the end.  One resource's failure does not stop the next.
+ * Errors carry Kafka's codes and wording.
  *
  * Decisions where Kafka leaves room:
  *   - DescribeConfigs with an empty (not null) key list describes all keys,
@@ -38,6 +41,7 @@
  */
 #include "daemon/cluster.h"
 #include "daemon/request.h"
+#include "kp_msgs.h"
 
 #include <stddef.h>
 #include <sys/types.h>
@@ -65,6 +69,16 @@ static const char *resource_type_name(int8_t t)
     }
 }
 
+/* ErrorCode and ErrorMessage (null on success) of one result.  0, or -1
+ * when the arena is exhausted (the caller closes). */
+static int result_set(kp_arena *a, int rc, const char *msg, int16_t *code,
+                      kp_str *message)
+{
+    *code = bk_wire_code(rc);
+    *message = KP_STR_NULL;
+    return rc != KP_NONE && kp_arena_str(a, msg, message) ? -1 : 0;
+}
+
 static const char *kv_get(const md_kv *kv, size_t n, const char *name)
 {
     for (size_t i = n; i-- > 0;)              /* last one wins */
@@ -75,33 +89,38 @@ static const char *kv_get(const md_kv *kv, size_t n, const char *name)
 
 /* ---- DescribeConfigs ------------------------------------------------------------ */
 
-struct dc_res {
-    int8_t type;
-    kp_str name;
-    int32_t nkeys;           /* <= 0: all */
-    kp_rd keys;              /* at the first ConfigurationKeys string */
-};
+typedef kp_DescribeConfigsRequest_DescribeConfigsResource dc_res;
+typedef kp_DescribeConfigsResponse_DescribeConfigsResult dc_result;
 
 struct dc_out {
-    kp_buf *o;
+    kp_arena *a;
     int16_t v;
     bool synonyms;
-    const struct dc_res *res;
-    int32_t count;           /* entries written */
+    const dc_res *res;
+    dc_result *out;          /* Configs has room for every key */
+    int err;                 /* KP_E_NOMEM, latched */
 };
 
-static bool key_wanted(const struct dc_res *res, const char *name)
+static bool key_wanted(const dc_res *res, const char *name)
 {
-    if (res->nkeys <= 0)
+    if (res->ConfigurationKeys_count <= 0)
         return true;
     size_t len = strlen(name);
-    kp_rd k = res->keys;
-    for (int32_t i = 0; i < res->nkeys; i++) {
-        kp_str s = kp_rd_string(&k);
+    for (int32_t i = 0; i < res->ConfigurationKeys_count; i++) {
+        kp_str s = res->ConfigurationKeys[i];
         if (s.len == (int32_t)len && !memcmp(s.p, name, len))
             return true;
     }
     return false;
+}
+
+/* s copied into the arena; NULL is null. */
+static kp_str dc_str(struct dc_out *d, const char *s)
+{
+    kp_str r = KP_STR_NULL;
+    if (s && !d->err)
+        d->err = kp_arena_str(d->a, s, &r);
+    return r;
 }
 
 /* One DescribeConfigsResourceResult.  syn[] is the synonym chain, most
@@ -112,26 +131,30 @@ static void write_entry(struct dc_out *d, const char *name, const char *value,
                         bool read_only, bool sensitive, const struct syn *syn,
                         int nsyn)
 {
-    kp_buf *o = d->o;
+    kp_DescribeConfigsResponse_DescribeConfigsResourceResult *e =
+        &d->out->Configs[d->out->Configs_count++];
     int8_t source = syn[0].source;
-    kp_wr_string(o, name, -1);
-    kp_wr_string(o, sensitive ? NULL : value, -1);
-    kp_wr_bool(o, read_only);
+    e->Name = dc_str(d, name);
+    e->Value = dc_str(d, sensitive ? NULL : value);
+    e->ReadOnly = read_only;
     if (d->v == 0)
-        kp_wr_bool(o, source == MD_SRC_DEFAULT);      /* IsDefault */
+        e->IsDefault = source == MD_SRC_DEFAULT;
     else
-        kp_wr_i8(o, source);                          /* ConfigSource */
-    kp_wr_bool(o, sensitive);
-    if (d->v >= 1) {
-        int n = d->synonyms ? nsyn : 0;
-        kp_wr_array(o, n);
-        for (int i = 0; i < n; i++) {
-            kp_wr_string(o, syn[i].name, -1);
-            kp_wr_string(o, sensitive ? NULL : syn[i].value, -1);
-            kp_wr_i8(o, syn[i].source);
-        }
+        e->ConfigSource = source;
+    e->IsSensitive = sensitive;
+    int n = d->v >= 1 && d->synonyms ? nsyn : 0;        /* Synonyms: v1+ */
+    e->Synonyms_count = n;
+    e->Synonyms = kp_arena_alloc(d->a, (size_t)n * sizeof *e->Synonyms);
+    if (!e->Synonyms) {
+        e->Synonyms_count = 0;
+        d->err = KP_E_NOMEM;
+        return;
     }
-    d->count++;
+    for (int i = 0; i < n; i++) {
+        e->Synonyms[i].Name = dc_str(d, syn[i].name);
+        e->Synonyms[i].Value = dc_str(d, sensitive ? NULL : syn[i].value);
+        e->Synonyms[i].Source = syn[i].source;
+    }
 }
 
 static void describe_topic(bk_broker *b, struct dc_out *d, const md_kv *over,
@@ -209,20 +232,20 @@ static void describe_broker(bk_broker *b, struct dc_out *d)
     }
 }
 
-/* Writes ErrorCode .. Configs of one result. */
-static void describe_one(bk_req *r, struct dc_out *d)
+/* Fills one result.  0, or -1 when the arena is exhausted. */
+static int describe_one(bk_req *r, struct dc_out *d)
 {
     bk_broker *b = r->b;
-    kp_buf *o = d->o;
-    const struct dc_res *res = d->res;
-    kp_str nm = res->name;
+    const dc_res *res = d->res;
+    dc_result *out = d->out;
+    kp_str nm = res->ResourceName;
     char msg[MD_ERRLEN];
     int rc = KP_NONE;
     md_kv *over = NULL;
     size_t nover = 0;
     bk_topic *t = NULL;
 
-    if (res->type == RT_TOPIC) {
+    if (res->ResourceType == RT_TOPIC) {
         rc = md_topic_name_check(nm.p, (size_t)slice_len(nm), msg, sizeof msg);
         if (rc == KP_NONE && !(t = bk_topic_find(b, nm.p, (size_t)nm.len))) {
             snprintf(msg, sizeof msg, "Topic '%.*s' does not exist.", slice_len(nm), nm.p);
@@ -232,7 +255,7 @@ static void describe_one(bk_req *r, struct dc_out *d)
             snprintf(msg, sizeof msg, "Cannot read the configs of topic %.200s.", t->name);
             rc = KP_UNKNOWN_SERVER_ERROR;
         }
-    } else if (res->type == RT_BROKER) {
+    } else if (res->ResourceType == RT_BROKER) {
         if (nm.len > 0) {
             char id[16], *end;
             long v = 0;
@@ -255,65 +278,56 @@ static void describe_one(bk_req *r, struct dc_out *d)
         }
     } else {
         snprintf(msg, sizeof msg, "Unsupported resource type: %s",
-                 resource_type_name(res->type));
+                 resource_type_name(res->ResourceType));
         rc = KP_INVALID_REQUEST;
     }
 
-    kp_wr_i16(o, bk_wire_code(rc));
-    kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
-    kp_wr_i8(o, res->type);
-    kp_wr_str(o, nm);
-    size_t at = kp_wr_i32_placeholder(o);              /* Configs count */
-    d->count = 0;
-    if (rc == KP_NONE && res->type == RT_TOPIC)
+    out->ResourceType = res->ResourceType;
+    out->ResourceName = nm;
+    if (result_set(d->a, rc, msg, &out->ErrorCode, &out->ErrorMessage))
+        d->err = KP_E_NOMEM;
+    size_t ndefs, nkeys;
+    md_config_defs(&ndefs);
+    bk_config_keys(&nkeys);
+    out->Configs_count = 0;
+    out->Configs = kp_arena_alloc(d->a, (ndefs + nkeys) * sizeof *out->Configs);
+    if (!out->Configs)
+        d->err = KP_E_NOMEM;
+    else if (rc == KP_NONE && res->ResourceType == RT_TOPIC)
         describe_topic(b, d, over, nover);
     else if (rc == KP_NONE && nm.len > 0)              /* "" = dynamic defaults: none */
         describe_broker(b, d);
-    kp_wr_i32_at(o, at, d->count);
     md_kv_free(over, nover);
+    return d->err ? -1 : 0;
 }
 
 int bk_handle_describe_configs(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
-    /* ResourceType(1) ResourceName(2) ConfigurationKeys(4) */
-    int32_t n = kp_rd_array_nn(in, 7);
-    struct dc_res *res = calloc((size_t)n + 1, sizeof *res);
-    if (!res)
+    kp_DescribeConfigsRequest q;
+    if (kp_dec_DescribeConfigsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    for (int32_t i = 0; i < n; i++) {
-        res[i].type = kp_rd_i8(in);
-        res[i].name = kp_rd_string_nn(in);
-        res[i].nkeys = kp_rd_array(in, 2);              /* nullable: all */
-        res[i].keys = *in;
-        for (int32_t j = 0; j < res[i].nkeys; j++)
-            kp_rd_string_nn(in);
-    }
-    bool synonyms = v >= 1 ? kp_rd_bool(in) : false;    /* IncludeSynoyms */
-    if (!kp_rd_ok(in)) {
-        free(res);
+    kp_DescribeConfigsResponse m;
+    kp_init_DescribeConfigsResponse(&m);
+    m.Results_count = q.Resources_count;
+    m.Results = kp_arena_alloc(&r->arena, (size_t)m.Results_count * sizeof *m.Results);
+    if (!m.Results)
         return BK_CLOSE;
+    for (int32_t i = 0; i < q.Resources_count; i++) {
+        /* IncludeSynonyms is v1+ (the decoder leaves it false below). */
+        struct dc_out d = { .a = &r->arena, .v = v, .synonyms = q.IncludeSynonyms,
+                            .res = &q.Resources[i], .out = &m.Results[i] };
+        if (describe_one(r, &d))
+            return BK_CLOSE;
     }
-    kp_buf *o = r->out;
-    kp_wr_i32(o, 0);                                    /* ThrottleTimeMs */
-    kp_wr_array(o, n);
-    for (int32_t i = 0; i < n; i++) {
-        struct dc_out d = { .o = o, .v = v, .synonyms = synonyms, .res = &res[i] };
-        describe_one(r, &d);
-    }
-    free(res);
+    kp_enc_DescribeConfigsResponse(r->out, v, &m);
     return BK_RESPOND;
 }
 
 /* ---- AlterConfigs / IncrementalAlterConfigs --------------------------------------- */
 
-struct ac_res {
-    int8_t type;
-    kp_str name;
-    int32_t nconfigs;
-    kp_rd configs;           /* at the first AlterableConfig */
-};
+typedef kp_AlterConfigsRequest_AlterConfigsResource ac_res;
+typedef kp_IncrementalAlterConfigsRequest_AlterConfigsResource iac_res;
 
 /* A growable set of overrides, strings owned. */
 struct kvset {
@@ -451,17 +465,16 @@ static int not_topic(int8_t type, char *msg, size_t msglen)
     return KP_INVALID_REQUEST;
 }
 
-static int alter_one(bk_broker *b, const struct ac_res *res, bool validate_only,
+static int alter_one(bk_broker *b, const ac_res *res, bool validate_only,
                      char *msg, size_t msglen)
 {
     msg[0] = 0;
-    if (res->type != RT_TOPIC)
-        return not_topic(res->type, msg, msglen);
+    if (res->ResourceType != RT_TOPIC)
+        return not_topic(res->ResourceType, msg, msglen);
     /* Null values first, all named, in Kafka's words. */
-    kp_rd c = res->configs;
     size_t used = 0;
-    for (int32_t i = 0; i < res->nconfigs; i++) {
-        kp_str k = kp_rd_string(&c), v = kp_rd_string(&c);
+    for (int32_t i = 0; i < res->Configs_count; i++) {
+        kp_str k = res->Configs[i].Name, v = res->Configs[i].Value;
         if (v.len >= 0 || used >= msglen)
             continue;
         used += (size_t)snprintf(msg + used, msglen - used, "%s%.*s",
@@ -471,15 +484,14 @@ static int alter_one(bk_broker *b, const struct ac_res *res, bool validate_only,
     if (used)
         return KP_INVALID_REQUEST;
     bk_topic *t;
-    int rc = alter_topic_target(b, res->name, &t, msg, msglen);
+    int rc = alter_topic_target(b, res->ResourceName, &t, msg, msglen);
     if (rc != KP_NONE)
         return rc;
     struct kvset s = { 0 };
     bool oom = false;
-    c = res->configs;
-    for (int32_t i = 0; i < res->nconfigs && !oom; i++) {
-        char *name = bk_slice_dup(kp_rd_string(&c), &oom);
-        char *value = bk_slice_dup(kp_rd_string(&c), &oom);
+    for (int32_t i = 0; i < res->Configs_count && !oom; i++) {
+        char *name = bk_slice_dup(res->Configs[i].Name, &oom);
+        char *value = bk_slice_dup(res->Configs[i].Value, &oom);
         if (oom || kvset_put(&s, name, value))
             oom = true;
     }
@@ -556,31 +568,28 @@ static int cmp_slices(const void *x, const void *y)
 }
 
 /* 1 if a config key repeats, 0 if not, -1 out of memory. */
-static int has_duplicate_key(const struct ac_res *res)
+static int has_duplicate_key(const iac_res *res)
 {
-    kp_str *keys = malloc(((size_t)res->nconfigs + 1) * sizeof *keys);
+    int32_t n = res->Configs_count;
+    kp_str *keys = malloc(((size_t)n + 1) * sizeof *keys);
     if (!keys)
         return -1;
-    kp_rd c = res->configs;
-    for (int32_t i = 0; i < res->nconfigs; i++) {
-        keys[i] = kp_rd_string(&c);
-        kp_rd_i8(&c);
-        kp_rd_string(&c);
-    }
-    qsort(keys, (size_t)res->nconfigs, sizeof *keys, cmp_slices);
+    for (int32_t i = 0; i < n; i++)
+        keys[i] = res->Configs[i].Name;
+    qsort(keys, (size_t)n, sizeof *keys, cmp_slices);
     int dup = 0;
-    for (int32_t i = 1; i < res->nconfigs && !dup; i++)
+    for (int32_t i = 1; i < n && !dup; i++)
         dup = kp_str_cmp(keys[i - 1], keys[i]) == 0;
     free(keys);
     return dup;
 }
 
-static int incremental_one(bk_broker *b, const struct ac_res *res,
+static int incremental_one(bk_broker *b, const iac_res *res,
                            bool validate_only, char *msg, size_t msglen)
 {
     msg[0] = 0;
-    if (res->type != RT_TOPIC)
-        return not_topic(res->type, msg, msglen);
+    if (res->ResourceType != RT_TOPIC)
+        return not_topic(res->ResourceType, msg, msglen);
     int dup = has_duplicate_key(res);
     if (dup) {
         snprintf(msg, msglen, dup > 0 ? "Error due to duplicate config keys"
@@ -588,7 +597,7 @@ static int incremental_one(bk_broker *b, const struct ac_res *res,
         return dup > 0 ? KP_INVALID_REQUEST : KP_UNKNOWN_SERVER_ERROR;
     }
     bk_topic *t;
-    int rc = alter_topic_target(b, res->name, &t, msg, msglen);
+    int rc = alter_topic_target(b, res->ResourceName, &t, msg, msglen);
     if (rc != KP_NONE)
         return rc;
     struct kvset s = { 0 };
@@ -597,12 +606,9 @@ static int incremental_one(bk_broker *b, const struct ac_res *res,
         return KP_UNKNOWN_SERVER_ERROR;
     }
     s.cap = s.n;
-    kp_rd c = res->configs;
-    for (int32_t i = 0; i < res->nconfigs && rc == KP_NONE; i++) {
-        kp_str k = kp_rd_string(&c);
-        int8_t op = kp_rd_i8(&c);
-        kp_str v = kp_rd_string(&c);
-        rc = apply_op(b, &s, k, op, v, msg, msglen);
+    for (int32_t i = 0; i < res->Configs_count && rc == KP_NONE; i++) {
+        const kp_IncrementalAlterConfigsRequest_AlterableConfig *c = &res->Configs[i];
+        rc = apply_op(b, &s, c->Name, c->ConfigOperation, c->Value, msg, msglen);
     }
     if (rc == KP_NONE)
         rc = store_overrides(b, t, &s, validate_only, msg, msglen);
@@ -610,59 +616,36 @@ static int incremental_one(bk_broker *b, const struct ac_res *res,
     return rc;
 }
 
-/* Both APIs share their request and response shapes; an incremental entry
- * carries a ConfigOperation between Name and Value.  Parse everything, then
- * apply each resource with one(). */
-typedef int alter_fn(bk_broker *b, const struct ac_res *res, bool validate_only,
-                     char *msg, size_t msglen);
-
-static int handle_alter(bk_req *r, bool incremental, alter_fn *one)
-{
-    kp_rd *in = &r->body;
-    /* ResourceType(1) ResourceName(2) Configs(4) */
-    int32_t n = kp_rd_array_nn(in, 7);
-    struct ac_res *res = calloc((size_t)n + 1, sizeof *res);
-    if (!res)
-        return BK_CLOSE;
-    for (int32_t i = 0; i < n; i++) {
-        res[i].type = kp_rd_i8(in);
-        res[i].name = kp_rd_string_nn(in);
-        /* Name(2) [ConfigOperation(1)] Value(2) */
-        res[i].nconfigs = kp_rd_array_nn(in, incremental ? 5 : 4);
-        res[i].configs = *in;
-        for (int32_t j = 0; j < res[i].nconfigs; j++) {
-            kp_rd_string_nn(in);                        /* Name */
-            if (incremental)
-                kp_rd_i8(in);                           /* ConfigOperation */
-            kp_rd_string(in);                           /* Value (nullable) */
-        }
-    }
-    bool validate_only = kp_rd_bool(in);
-    if (!kp_rd_ok(in)) {
-        free(res);
-        return BK_CLOSE;
-    }
-    kp_buf *o = r->out;
-    kp_wr_i32(o, 0);                                    /* ThrottleTimeMs */
-    kp_wr_array(o, n);
-    for (int32_t i = 0; i < n; i++) {
-        char msg[MD_ERRLEN];
-        int rc = one(r->b, &res[i], validate_only, msg, sizeof msg);
-        kp_wr_i16(o, bk_wire_code(rc));
-        kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
-        kp_wr_i8(o, res[i].type);
-        kp_wr_str(o, res[i].name);
-    }
-    free(res);
-    return BK_RESPOND;
+/* The two APIs differ in their request entries (an incremental one
+ * carries a ConfigOperation) but their messages have the same shape and
+ * each resource is answered alike, so one body serves both generated
+ * types: decode everything, then apply each resource with its ONE(). */
+#define ALTER_HANDLER(FN, API, ONE)                                              \
+int FN(bk_req *r)                                                                \
+{                                                                                \
+    int16_t v = r->hdr.RequestApiVersion;                                        \
+    kp_##API##Request q;                                                         \
+    if (kp_dec_##API##Request(&r->body, v, &q, &r->arena) != 0)                  \
+        return BK_CLOSE;                                                         \
+    kp_##API##Response m;                                                        \
+    kp_init_##API##Response(&m);                                                 \
+    m.Responses_count = q.Resources_count;                                       \
+    m.Responses = kp_arena_alloc(&r->arena,                                      \
+                                 (size_t)m.Responses_count * sizeof *m.Responses); \
+    if (!m.Responses)                                                            \
+        return BK_CLOSE;                                                         \
+    for (int32_t i = 0; i < q.Resources_count; i++) {                            \
+        char msg[MD_ERRLEN];                                                     \
+        int rc = ONE(r->b, &q.Resources[i], q.ValidateOnly, msg, sizeof msg);    \
+        m.Responses[i].ResourceType = q.Resources[i].ResourceType;               \
+        m.Responses[i].ResourceName = q.Resources[i].ResourceName;               \
+        if (result_set(&r->arena, rc, msg, &m.Responses[i].ErrorCode,            \
+                       &m.Responses[i].ErrorMessage))                            \
+            return BK_CLOSE;                                                     \
+    }                                                                            \
+    kp_enc_##API##Response(r->out, v, &m);                                       \
+    return BK_RESPOND;                                                           \
 }
 
-int bk_handle_alter_configs(bk_req *r)
-{
-    return handle_alter(r, false, alter_one);
-}
-
-int bk_handle_incremental_alter_configs(bk_req *r)
-{
-    return handle_alter(r, true, incremental_one);
-}
+ALTER_HANDLER(bk_handle_alter_configs, AlterConfigs, alter_one)
+ALTER_HANDLER(bk_handle_incremental_alter_configs, IncrementalAlterConfigs, incremental_one)

@@ -12,6 +12,7 @@
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
 #include "daemon/request.h"
+#include "kp_msgs.h"
 
 static int16_t delete_one(bk_req *r, kp_str topic, int32_t index, int64_t offset,
                           int64_t *low)
@@ -24,30 +25,40 @@ static int16_t delete_one(bk_req *r, kp_str topic, int32_t index, int64_t offset
     return (int16_t)bk_delete_records(r->b, p, offset, low);
 }
 
+/* The request is decoded and its response allocated whole before any
+ * partition moves, so a malformed one (or one too big for the arena)
+ * changes nothing: it closes the connection. */
 int bk_handle_delete_records(bk_req *r)
 {
-    kp_rd *rd = &r->body;
-    kp_buf *o = r->out;
-    kp_wr_i32(o, 0);                            /* ThrottleTimeMs */
-    int32_t ntopics = kp_rd_array(rd, 6);
-    kp_wr_array(o, ntopics < 0 ? 0 : ntopics);
-    for (int32_t t = 0; t < ntopics && kp_rd_ok(rd); t++) {
-        kp_str name = kp_rd_string(rd);
-        int32_t nparts = kp_rd_array(rd, 12);
-        kp_wr_str(o, name);
-        kp_wr_array(o, nparts < 0 ? 0 : nparts);
-        for (int32_t i = 0; i < nparts && kp_rd_ok(rd); i++) {
-            int32_t index = kp_rd_i32(rd);
-            int64_t offset = kp_rd_i64(rd);
-            if (!kp_rd_ok(rd))
-                break;
-            int64_t low;
-            int16_t err = delete_one(r, name, index, offset, &low);
-            kp_wr_i32(o, index);
-            kp_wr_i64(o, low);
-            kp_wr_i16(o, err);
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_DeleteRecordsRequest q;
+    if (kp_dec_DeleteRecordsRequest(&r->body, v, &q, &r->arena) != 0)
+        return BK_CLOSE;
+    kp_DeleteRecordsResponse m;
+    kp_init_DeleteRecordsResponse(&m);
+    m.Topics_count = q.Topics_count;
+    m.Topics = kp_arena_alloc(&r->arena, (size_t)q.Topics_count * sizeof *m.Topics);
+    if (!m.Topics)
+        return BK_CLOSE;
+    for (int32_t t = 0; t < q.Topics_count; t++) {
+        kp_DeleteRecordsResponse_DeleteRecordsTopicResult *mt = &m.Topics[t];
+        mt->Name = q.Topics[t].Name;
+        mt->Partitions_count = q.Topics[t].Partitions_count;
+        mt->Partitions = kp_arena_alloc(&r->arena,
+                                        (size_t)mt->Partitions_count * sizeof *mt->Partitions);
+        if (!mt->Partitions)
+            return BK_CLOSE;
+    }
+    for (int32_t t = 0; t < q.Topics_count; t++) {
+        const kp_DeleteRecordsRequest_DeleteRecordsTopic *qt = &q.Topics[t];
+        for (int32_t i = 0; i < qt->Partitions_count; i++) {
+            kp_DeleteRecordsResponse_DeleteRecordsPartitionResult *mp = &m.Topics[t].Partitions[i];
+            mp->PartitionIndex = qt->Partitions[i].PartitionIndex;
+            mp->ErrorCode = delete_one(r, qt->Name, mp->PartitionIndex,
+                                       qt->Partitions[i].Offset, &mp->LowWatermark);
         }
     }
-    (void)kp_rd_i32(rd);                        /* TimeoutMs: nothing waits */
-    return kp_rd_ok(rd) ? BK_RESPOND : BK_CLOSE;
+    /* TimeoutMs: nothing waits. */
+    kp_enc_DeleteRecordsResponse(r->out, v, &m);
+    return BK_RESPOND;
 }

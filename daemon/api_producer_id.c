@@ -18,6 +18,7 @@
  * neither is advertised (protocol/README.md §8: 0–1).
  */
 #include "daemon/request.h"
+#include "kp_msgs.h"
 
 #define PID_BLOCK 1000
 
@@ -39,14 +40,15 @@ static int16_t next_producer_id(bk_broker *b, int64_t *pid)
 
 int bk_handle_init_producer_id(bk_req *r)
 {
-    kp_rd *in = &r->body;
-    kp_str txn = kp_rd_string(in);                    /* TransactionalId */
-    (void)kp_rd_i32(in);                              /* TransactionTimeoutMs */
-    if (!kp_rd_ok(in))
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_InitProducerIdRequest q;
+    if (kp_dec_InitProducerIdRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    int16_t err = KP_NONE;
-    int64_t pid = -1;
-    int16_t epoch = -1;
+    kp_InitProducerIdResponse m;
+    kp_init_InitProducerIdResponse(&m);
+    m.ProducerId = -1;
+    m.ProducerEpoch = -1;
+    kp_str txn = q.TransactionalId;
     if (txn.len >= 0) {
         char cid[128] = "(null)";
         if (r->hdr.ClientId.len >= 0)
@@ -54,16 +56,11 @@ int bk_handle_init_producer_id(bk_req *r)
         BK_INFO("InitProducerId from client %s with transactional.id \"%.*s\" refused: "
                 "this broker does not support transactions (idempotence without "
                 "transactional.id works)", cid, txn.len > 200 ? 200 : (int)txn.len, txn.p);
-        err = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        m.ErrorCode = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     } else {
-        err = next_producer_id(r->b, &pid);
-        if (err == KP_NONE)
-            epoch = 0;
+        m.ErrorCode = next_producer_id(r->b, &m.ProducerId);
+        if (m.ErrorCode == KP_NONE)
+            m.ProducerEpoch = 0;
     }
-    kp_buf *o = r->out;
-    kp_wr_i32(o, 0);                                  /* ThrottleTimeMs */
-    kp_wr_i16(o, err);
-    kp_wr_i64(o, pid);
-    kp_wr_i16(o, epoch);
-    return BK_RESPOND;
+    return kp_enc_InitProducerIdResponse(r->out, v, &m) == 0 ? BK_RESPOND : BK_CLOSE;
 }

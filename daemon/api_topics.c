@@ -3,13 +3,14 @@
  * v0-1 (none flexible).
  *
  * Each handler works in two passes:
- *   1. parse the whole body, keeping slices into the frame and, for nested
- *      arrays (replica assignments, configs), a copy of the cursor at their
- *      start so they can be read again later.  Nothing changes in this
- *      pass: a malformed request closes the connection with no side effect.
+ *   1. decode the whole body (kp_dec_<Api>Request, protocol/msgs.c: strings
+ *      are slices into the frame, arrays come from r->arena).  Nothing
+ *      changes in this pass: a malformed request closes the connection with
+ *      no side effect.
  *   2. act on each entry in request order through the one path for topic
  *      changes (bk_topic_create / bk_topic_delete / bk_topic_add_partitions)
- *      and write its result.  One entry's failure never stops the others.
+ *      and fill its result in the response struct, encoded at the end
+ *      (kp_enc_<Api>Response).  One entry's failure never stops the others.
  *
  * Checks are made in the order a Kafka (ZooKeeper-mode) broker makes them,
  * with its messages, so a request with several problems gets the error
@@ -32,6 +33,7 @@
  */
 #include "daemon/cluster.h"
 #include "daemon/request.h"
+#include "kp_msgs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,99 +49,60 @@ static int cmp_idx_by_name(const void *x, const void *y, void *arg)
     return c ? c : (i > j) - (i < j);
 }
 
-/* first[i] = the lowest index holding the same name as i; dup[i] = the name
- * occurs more than once.  O(n log n), so a request listing a million names
- * costs a sort, not a square.  0, or -1 when out of memory. */
-static int find_dups(const kp_str *names, int32_t n, int32_t *first, bool *dup)
-{
-    int32_t *idx = malloc(((size_t)n + 1) * sizeof *idx);
-    if (!idx)
-        return -1;
-    for (int32_t i = 0; i < n; i++)
-        idx[i] = i;
-    qsort_r(idx, (size_t)n, sizeof *idx, cmp_idx_by_name, (void *)names);
-    for (int32_t k = 0; k < n;) {
-        int32_t e = k + 1;
-        while (e < n && kp_str_cmp(names[idx[k]], names[idx[e]]) == 0)
-            e++;
-        for (int32_t m = k; m < e; m++) {
-            first[idx[m]] = idx[k];
-            dup[idx[m]] = e - k > 1;
-        }
-        k = e;
-    }
-    free(idx);
-    return 0;
-}
-
-/* Per-request scratch: names, first occurrence, duplicate flag. */
+/* Per-request scratch, from the request's arena: names, first occurrence,
+ * duplicate flag. */
 struct dups {
     kp_str *names;
     int32_t *first;
     bool *dup;
 };
 
-static int dups_alloc(struct dups *d, int32_t n)
+static int dups_alloc(kp_arena *a, struct dups *d, int32_t n)
 {
     size_t m = (size_t)n + 1;
-    d->names = calloc(m, sizeof *d->names);
-    d->first = calloc(m, sizeof *d->first);
-    d->dup = calloc(m, sizeof *d->dup);
+    d->names = kp_arena_alloc(a, m * sizeof *d->names);
+    d->first = kp_arena_alloc(a, m * sizeof *d->first);
+    d->dup = kp_arena_alloc(a, m * sizeof *d->dup);
     return d->names && d->first && d->dup ? 0 : -1;
 }
 
-static void dups_free(struct dups *d)
+/* first[i] = the lowest index holding the same name as i; dup[i] = the name
+ * occurs more than once.  O(n log n), so a request listing a million names
+ * costs a sort, not a square.  0, or -1 when out of memory. */
+static int find_dups(kp_arena *a, struct dups *d, int32_t n)
 {
-    free(d->names);
-    free(d->first);
-    free(d->dup);
-}
-
-/* A handler's per-entry array (n + 1 zeroed entries of size bytes) and its
- * dups scratch; NULL, with nothing left allocated, when out of memory. */
-static void *entries_alloc(int32_t n, size_t size, struct dups *d)
-{
-    void *e = calloc((size_t)n + 1, size);
-    if (!e || dups_alloc(d, n)) {
-        free(e);
-        dups_free(d);
-        return NULL;
+    int32_t *idx = kp_arena_alloc(a, ((size_t)n + 1) * sizeof *idx);
+    if (!idx)
+        return -1;
+    for (int32_t i = 0; i < n; i++)
+        idx[i] = i;
+    qsort_r(idx, (size_t)n, sizeof *idx, cmp_idx_by_name, d->names);
+    for (int32_t k = 0; k < n;) {
+        int32_t e = k + 1;
+        while (e < n && kp_str_cmp(d->names[idx[k]], d->names[idx[e]]) == 0)
+            e++;
+        for (int32_t m = k; m < e; m++) {
+            d->first[idx[m]] = idx[k];
+            d->dup[idx[m]] = e - k > 1;
+        }
+        k = e;
     }
-    return e;
-}
-
-/* The end of a parse: true when the body was well formed and the repeated
- * names are marked; otherwise frees entries and d (the caller closes). */
-static bool parse_done(kp_rd *in, int32_t n, void *entries, struct dups *d)
-{
-    if (kp_rd_ok(in) && !find_dups(d->names, n, d->first, d->dup))
-        return true;
-    free(entries);
-    dups_free(d);
-    return false;
+    return 0;
 }
 
 /* ---- CreateTopics ------------------------------------------------------------- */
 
-struct ct_topic {
-    kp_str name;
-    int32_t num_partitions;
-    int16_t replication_factor;
-    int32_t nassign;
-    kp_rd assign;            /* at the first CreatableReplicaAssignment */
-    int32_t nconfigs;
-    kp_rd configs;           /* at the first CreateableTopicConfig */
-};
+typedef kp_CreateTopicsRequest_CreatableTopic ct_topic;
 
-/* Reads the manual assignment again and checks it names only live
- * brokers, each once per partition, partitions 0..n-1 each exactly once
- * (KRaft's messages, which are the more precise).  Sets *rf and, when it
- * is valid, *out: the replicas in partition order (n × rf, preference
- * order; the caller frees), as bk_topic_create stores them. */
-static int check_assignment(bk_broker *b, const struct ct_topic *t, int16_t *rf,
+/* Checks the manual assignment names only live brokers, each once per
+ * partition, partitions 0..n-1 each exactly once (KRaft's messages, which
+ * are the more precise).  Sets *rf and, when it is valid, *out: the
+ * replicas in partition order (n × rf, preference order; the caller
+ * frees), as bk_topic_create stores them. */
+static int check_assignment(bk_broker *b, const ct_topic *t, int16_t *rf,
                             int32_t **out, char *msg, size_t msglen)
 {
-    int32_t n = t->nassign, replicas = -1;
+    int32_t n = t->Assignments_count, replicas = -1;
     bool *seen = calloc((size_t)n + 1, 1);
     bool out_of_range = false;
     int rc = KP_NONE;
@@ -148,10 +111,10 @@ static int check_assignment(bk_broker *b, const struct ct_topic *t, int16_t *rf,
         snprintf(msg, msglen, "out of memory");
         return KP_UNKNOWN_SERVER_ERROR;
     }
-    kp_rd a = t->assign;
     for (int32_t i = 0; i < n && rc == KP_NONE; i++) {
-        int32_t pidx = kp_rd_i32(&a);
-        int32_t nb = kp_rd_array(&a, 4);
+        const kp_CreateTopicsRequest_CreatableReplicaAssignment *as = &t->Assignments[i];
+        int32_t pidx = as->PartitionIndex;
+        int32_t nb = as->BrokerIds_count;
         if (pidx >= 0 && pidx < n) {
             if (seen[pidx]) {
                 snprintf(msg, msglen, "Found multiple manual partition "
@@ -169,16 +132,11 @@ static int check_assignment(bk_broker *b, const struct ct_topic *t, int16_t *rf,
             rc = KP_INVALID_REPLICA_ASSIGNMENT;
             break;
         }
-        int32_t ids[MD_REPLICAS_MAX];
-        for (int32_t j = 0; j < nb; j++) {
-            int32_t id = kp_rd_i32(&a);
-            if (rc != KP_NONE)
-                continue;
+        for (int32_t j = 0; j < nb && rc == KP_NONE; j++) {
+            int32_t id = as->BrokerIds[j];
             bool again = false;
             for (int32_t k = 0; k < j && k < MD_REPLICAS_MAX; k++)
-                again |= ids[k] == id;
-            if (j < MD_REPLICAS_MAX)
-                ids[j] = id;
+                again |= as->BrokerIds[k] == id;  /* bounded: no n² */
             if (!bk_broker_alive(b, id)) {
                 snprintf(msg, msglen, "The manual partition assignment includes "
                          "broker %d, but no such broker is registered.", id);
@@ -216,32 +174,30 @@ static int check_assignment(bk_broker *b, const struct ct_topic *t, int16_t *rf,
         snprintf(msg, msglen, "out of memory");
         return KP_UNKNOWN_SERVER_ERROR;
     }
-    a = t->assign;
     for (int32_t i = 0; i < n; i++) {
-        int32_t pidx = kp_rd_i32(&a);
-        int32_t nb = kp_rd_array(&a, 4);
-        for (int32_t j = 0; j < nb; j++)
-            r[(size_t)pidx * (size_t)replicas + (size_t)j] = kp_rd_i32(&a);
+        const kp_CreateTopicsRequest_CreatableReplicaAssignment *as = &t->Assignments[i];
+        memcpy(r + (size_t)as->PartitionIndex * (size_t)replicas, as->BrokerIds,
+               (size_t)replicas * sizeof *r);
     }
     *out = r;
     return KP_NONE;
 }
 
-static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only,
+static int create_one(bk_broker *b, const ct_topic *t, bool validate_only,
                       char *msg, size_t msglen)
 {
     msg[0] = 0;
-    kp_str nm = t->name;
+    kp_str nm = t->Name;
     if (bk_topic_find(b, nm.p, (size_t)nm.len)) {
         snprintf(msg, msglen, "Topic '%.*s' already exists.", (int)nm.len, nm.p);
         return KP_TOPIC_ALREADY_EXISTS;
     }
     /* Null config values, all named at once as Kafka does. */
-    kp_rd c = t->configs;
+    int32_t nconfigs = t->Configs_count;
     size_t used = 0;
-    for (int32_t i = 0; i < t->nconfigs; i++) {
-        kp_str k = kp_rd_string(&c), v = kp_rd_string(&c);
-        if (v.len >= 0)
+    for (int32_t i = 0; i < nconfigs; i++) {
+        kp_str k = t->Configs[i].Name;
+        if (t->Configs[i].Value.len >= 0)
             continue;
         if (used == 0)
             used = (size_t)snprintf(msg, msglen, "Null value not supported for "
@@ -255,10 +211,10 @@ static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only
     if (used)
         return KP_INVALID_CONFIG;
 
-    int32_t partitions = t->num_partitions;
-    int16_t rf = t->replication_factor;
+    int32_t partitions = t->NumPartitions;
+    int16_t rf = t->ReplicationFactor;
     int32_t *assignment = NULL;          /* NULL: the broker assigns */
-    if (t->nassign > 0) {
+    if (t->Assignments_count > 0) {
         if (partitions != -1 || rf != -1) {
             snprintf(msg, msglen, "Both numPartitions or replicationFactor and "
                      "replicasAssignments were set. Both cannot be used at the "
@@ -268,7 +224,7 @@ static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only
         int rc = check_assignment(b, t, &rf, &assignment, msg, msglen);
         if (rc != KP_NONE)
             return rc;
-        partitions = t->nassign;
+        partitions = t->Assignments_count;
     } else {
         if (partitions == -1)
             partitions = b->cfg->num_partitions;
@@ -296,22 +252,21 @@ static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only
     char name[MD_TOPIC_NAME_MAX + 1];
     kp_str_copy(nm, name, sizeof name);
 
-    md_kv *kv = calloc((size_t)t->nconfigs + 1, sizeof *kv);
+    md_kv *kv = calloc((size_t)nconfigs + 1, sizeof *kv);
     bool oom = kv == NULL;
-    c = t->configs;
-    for (int32_t i = 0; kv && i < t->nconfigs; i++) {
-        kv[i].name = bk_slice_dup(kp_rd_string(&c), &oom);
-        kv[i].value = bk_slice_dup(kp_rd_string(&c), &oom);
+    for (int32_t i = 0; kv && i < nconfigs; i++) {
+        kv[i].name = bk_slice_dup(t->Configs[i].Name, &oom);
+        kv[i].value = bk_slice_dup(t->Configs[i].Value, &oom);
     }
     if (oom) {
         snprintf(msg, msglen, "out of memory");
         rc = KP_UNKNOWN_SERVER_ERROR;
     } else {
         rc = bk_topic_create(b, name, partitions, rf, assignment, kv,
-                             (size_t)t->nconfigs, validate_only, msg, msglen);
+                             (size_t)nconfigs, validate_only, msg, msglen);
     }
     if (kv)
-        md_kv_free(kv, (size_t)t->nconfigs);
+        md_kv_free(kv, (size_t)nconfigs);
     free(assignment);
     return rc;
 }
@@ -319,42 +274,23 @@ static int create_one(bk_broker *b, const struct ct_topic *t, bool validate_only
 int bk_handle_create_topics(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
-    /* Name(2) NumPartitions(4) ReplicationFactor(2) Assignments(4) Configs(4) */
-    int32_t n = kp_rd_array_nn(in, 16);
-    struct dups d = { 0 };
-    struct ct_topic *topics = entries_alloc(n, sizeof *topics, &d);
-    if (!topics)
+    kp_CreateTopicsRequest q;
+    if (kp_dec_CreateTopicsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    for (int32_t i = 0; i < n; i++) {
-        struct ct_topic *t = &topics[i];
-        t->name = kp_rd_string_nn(in);
-        t->num_partitions = kp_rd_i32(in);
-        t->replication_factor = kp_rd_i16(in);
-        t->nassign = kp_rd_array_nn(in, 8);
-        t->assign = *in;
-        for (int32_t j = 0; j < t->nassign; j++) {
-            kp_rd_i32(in);                              /* PartitionIndex */
-            int32_t nb = kp_rd_array_nn(in, 4);            /* BrokerIds */
-            kp_rd_skip(in, (size_t)nb * 4);
-        }
-        t->nconfigs = kp_rd_array_nn(in, 4);
-        t->configs = *in;
-        for (int32_t j = 0; j < t->nconfigs; j++) {
-            kp_rd_string_nn(in);                           /* Name */
-            kp_rd_string(in);                           /* Value (nullable) */
-        }
-        d.names[i] = t->name;
-    }
-    kp_rd_i32(in);                                      /* timeoutMs */
-    bool validate_only = v >= 1 ? kp_rd_bool(in) : false;
-    if (!parse_done(in, n, topics, &d))
+    int32_t n = q.Topics_count;
+    struct dups d;
+    if (dups_alloc(&r->arena, &d, n))
         return BK_CLOSE;
-
-    kp_buf *o = r->out;
-    if (v >= 2)
-        kp_wr_i32(o, 0);                                /* ThrottleTimeMs */
-    kp_wr_array(o, n);
+    for (int32_t i = 0; i < n; i++)
+        d.names[i] = q.Topics[i].Name;
+    kp_CreateTopicsResponse m;
+    kp_init_CreateTopicsResponse(&m);
+    m.Topics_count = n;
+    m.Topics = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m.Topics);
+    if (!m.Topics || find_dups(&r->arena, &d, n))
+        return BK_CLOSE;
+    /* timeoutMs: every change here is synchronous; validateOnly is v1+
+     * (the decoder leaves it false below). */
     for (int32_t i = 0; i < n; i++) {
         char msg[MD_ERRLEN];
         int rc;
@@ -362,15 +298,16 @@ int bk_handle_create_topics(bk_req *r)
             snprintf(msg, sizeof msg, "Found multiple entries for this topic.");
             rc = KP_INVALID_REQUEST;
         } else {
-            rc = create_one(r->b, &topics[i], validate_only, msg, sizeof msg);
+            rc = create_one(r->b, &q.Topics[i], q.validateOnly, msg, sizeof msg);
         }
-        kp_wr_str(o, topics[i].name);
-        kp_wr_i16(o, bk_wire_code(rc));
-        if (v >= 1)
-            kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
+        kp_CreateTopicsResponse_CreatableTopicResult *res = &m.Topics[i];
+        res->Name = q.Topics[i].Name;
+        res->ErrorCode = bk_wire_code(rc);
+        res->ErrorMessage = KP_STR_NULL;                /* v1+ */
+        if (v >= 1 && rc != KP_NONE && kp_arena_str(&r->arena, msg, &res->ErrorMessage))
+            return BK_CLOSE;
     }
-    free(topics);
-    dups_free(&d);
+    kp_enc_CreateTopicsResponse(r->out, v, &m);
     return BK_RESPOND;
 }
 
@@ -379,30 +316,30 @@ int bk_handle_create_topics(bk_req *r)
 int bk_handle_delete_topics(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
     bk_broker *b = r->b;
-    int32_t n = kp_rd_array_nn(in, 2);
-    struct dups d = { 0 };
-    int16_t *codes = entries_alloc(n, sizeof *codes, &d);
-    if (!codes)
+    kp_DeleteTopicsRequest q;
+    if (kp_dec_DeleteTopicsRequest(&r->body, v, &q, &r->arena) != 0)
+        return BK_CLOSE;
+    int32_t n = q.TopicNames_count;                     /* v0-5: names */
+    struct dups d;
+    if (dups_alloc(&r->arena, &d, n))
         return BK_CLOSE;
     for (int32_t i = 0; i < n; i++)
-        d.names[i] = kp_rd_string_nn(in);
-    kp_rd_i32(in);                                      /* TimeoutMs */
-    if (!parse_done(in, n, codes, &d))
+        d.names[i] = q.TopicNames[i];
+    kp_DeleteTopicsResponse m;
+    kp_init_DeleteTopicsResponse(&m);
+    m.Responses_count = n;
+    m.Responses = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m.Responses);
+    if (!m.Responses || find_dups(&r->arena, &d, n))
         return BK_CLOSE;
-
-    kp_buf *o = r->out;
-    if (v >= 1)
-        kp_wr_i32(o, 0);                                /* ThrottleTimeMs */
-    kp_wr_array(o, n);
+    /* TimeoutMs: deletion is synchronous. */
     for (int32_t i = 0; i < n; i++) {
         kp_str nm = d.names[i];
         int rc;
         if (!b->cfg->delete_topic_enable) {
             rc = v >= 3 ? KP_TOPIC_DELETION_DISABLED : KP_INVALID_REQUEST;
         } else if (d.first[i] != i) {
-            rc = codes[d.first[i]];                     /* deleted once */
+            rc = m.Responses[d.first[i]].ErrorCode;     /* deleted once */
         } else if (!bk_topic_find(b, nm.p, (size_t)nm.len)) {
             rc = KP_UNKNOWN_TOPIC_OR_PARTITION;
         } else {
@@ -412,42 +349,36 @@ int bk_handle_delete_topics(bk_req *r)
             if (rc != KP_NONE)
                 BK_WARN("deleting topic %s failed: %s", name, err);
         }
-        codes[i] = bk_wire_code(rc);
-        kp_wr_str(o, nm);
-        kp_wr_i16(o, codes[i]);
+        m.Responses[i].Name = nm;
+        m.Responses[i].ErrorCode = bk_wire_code(rc);
+        m.Responses[i].ErrorMessage = KP_STR_NULL;      /* v5+ */
     }
-    free(codes);
-    dups_free(&d);
+    kp_enc_DeleteTopicsResponse(r->out, v, &m);
     return BK_RESPOND;
 }
 
 /* ---- CreatePartitions ------------------------------------------------------------- */
 
-struct cp_topic {
-    kp_str name;
-    int32_t count;
-    int32_t nassign;         /* -1: null (broker chooses) */
-    kp_rd assign;            /* at the first CreatePartitionsAssignment */
-};
+typedef kp_CreatePartitionsRequest_CreatePartitionsTopic cp_topic;
 
 /* Kafka's checks of a manual assignment for new partitions
  * (ZkAdminManager.createPartitions, AdminZkClient.validateReplicaAssignment).
  * Valid: *out gets the replicas of the new partitions in order (increment
  * × rf, rf the topic's; the caller frees). */
-static int check_new_assignment(bk_broker *b, const struct cp_topic *t,
+static int check_new_assignment(bk_broker *b, const cp_topic *t,
                                 int32_t increment, int16_t rf, int32_t **out,
                                 char *msg, size_t msglen)
 {
     *out = NULL;
-    kp_rd a = t->assign;
+    int32_t nassign = t->Assignments_count;
     /* Unknown brokers first, all of them named (each once, in order). */
     size_t used = 0;
     int32_t shown[16];
     int nshown = 0;
-    for (int32_t i = 0; i < t->nassign; i++) {
-        int32_t nb = kp_rd_array(&a, 4);
-        for (int32_t j = 0; j < nb; j++) {
-            int32_t id = kp_rd_i32(&a);
+    for (int32_t i = 0; i < nassign; i++) {
+        const kp_CreatePartitionsRequest_CreatePartitionsAssignment *as = &t->Assignments[i];
+        for (int32_t j = 0; j < as->BrokerIds_count; j++) {
+            int32_t id = as->BrokerIds[j];
             if (bk_broker_alive(b, id))
                 continue;
             bool again = false;
@@ -467,37 +398,30 @@ static int check_new_assignment(bk_broker *b, const struct cp_topic *t,
             snprintf(msg + used, msglen - used, ".");
         return KP_INVALID_REPLICA_ASSIGNMENT;
     }
-    if (t->nassign != increment) {
+    if (nassign != increment) {
         snprintf(msg, msglen, "Increasing the number of partitions by %d but "
-                 "%d assignments provided.", increment, t->nassign);
+                 "%d assignments provided.", increment, nassign);
         return KP_INVALID_REPLICA_ASSIGNMENT;
     }
-    a = t->assign;
-    for (int32_t i = 0; i < t->nassign; i++) {
-        kp_rd here = a;
-        int32_t nb = kp_rd_array(&a, 4);
-        int32_t pid = t->count - increment + i;
+    for (int32_t i = 0; i < nassign; i++) {
+        const kp_CreatePartitionsRequest_CreatePartitionsAssignment *as = &t->Assignments[i];
+        int32_t nb = as->BrokerIds_count;
+        int32_t pid = t->Count - increment + i;
         if (nb <= 0) {
             snprintf(msg, msglen, "Cannot have replication factor of 0 for "
                      "partition id %d.", pid);
             return KP_INVALID_REPLICA_ASSIGNMENT;
         }
-        int32_t ids[MD_REPLICAS_MAX];
         bool dup = false;
-        for (int32_t j = 0; j < nb; j++) {
-            int32_t id = kp_rd_i32(&a);
+        for (int32_t j = 0; j < nb; j++)
             for (int32_t k = 0; k < j && k < MD_REPLICAS_MAX; k++)
-                dup |= ids[k] == id;
-            if (j < MD_REPLICAS_MAX)
-                ids[j] = id;
-        }
+                dup |= as->BrokerIds[k] == as->BrokerIds[j];
         if (dup) {
-            kp_rd_array(&here, 4);
             used = (size_t)snprintf(msg, msglen, "Duplicate brokers not allowed "
                                     "in replica assignment: ");
             for (int32_t j = 0; j < nb && used < msglen; j++)
                 used += (size_t)snprintf(msg + used, msglen - used, "%s%d",
-                                         j ? ", " : "", kp_rd_i32(&here));
+                                         j ? ", " : "", as->BrokerIds[j]);
             if (used < msglen)
                 snprintf(msg + used, msglen - used, " for partition id %d.", pid);
             return KP_INVALID_REPLICA_ASSIGNMENT;
@@ -514,21 +438,18 @@ static int check_new_assignment(bk_broker *b, const struct cp_topic *t,
         snprintf(msg, msglen, "out of memory");
         return KP_UNKNOWN_SERVER_ERROR;
     }
-    a = t->assign;
-    for (int32_t i = 0; i < t->nassign; i++) {
-        int32_t nb = kp_rd_array(&a, 4);
-        for (int32_t j = 0; j < nb; j++)
-            r[(size_t)i * (size_t)rf + (size_t)j] = kp_rd_i32(&a);
-    }
+    for (int32_t i = 0; i < nassign; i++)
+        memcpy(r + (size_t)i * (size_t)rf, t->Assignments[i].BrokerIds,
+               (size_t)rf * sizeof *r);
     *out = r;
     return KP_NONE;
 }
 
-static int add_partitions_one(bk_broker *b, const struct cp_topic *t,
+static int add_partitions_one(bk_broker *b, const cp_topic *t,
                               bool validate_only, char *msg, size_t msglen)
 {
     msg[0] = 0;
-    kp_str nm = t->name;
+    kp_str nm = t->Name;
     bk_topic *bt = bk_topic_find(b, nm.p, (size_t)nm.len);
     if (!bt) {
         snprintf(msg, msglen, "The topic '%.*s' does not exist.",
@@ -536,24 +457,24 @@ static int add_partitions_one(bk_broker *b, const struct cp_topic *t,
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     }
     int32_t old = bt->npartitions;
-    if (t->count == old) {
+    if (t->Count == old) {
         snprintf(msg, msglen, "Topic already has %d partitions.", old);
         return KP_INVALID_PARTITIONS;
     }
-    if (t->count < old) {
+    if (t->Count < old) {
         snprintf(msg, msglen, "Topic currently has %d partitions, which is higher "
-                 "than the requested %d.", old, t->count);
+                 "than the requested %d.", old, t->Count);
         return KP_INVALID_PARTITIONS;
     }
     int32_t *assignment = NULL;          /* NULL: the broker assigns */
-    if (t->nassign >= 0) {
-        int rc = check_new_assignment(b, t, t->count - old,
+    if (t->Assignments_count >= 0) {     /* -1: null, the broker chooses */
+        int rc = check_new_assignment(b, t, t->Count - old,
                                       (int16_t)(bt->npartitions ? bt->parts[0].nreplicas : 1),
                                       &assignment, msg, msglen);
         if (rc != KP_NONE)
             return rc;
     }
-    int rc = bk_topic_add_partitions(b, bt->name, t->count, assignment, validate_only,
+    int rc = bk_topic_add_partitions(b, bt->name, t->Count, assignment, validate_only,
                                      msg, msglen);
     free(assignment);
     return rc;
@@ -561,33 +482,23 @@ static int add_partitions_one(bk_broker *b, const struct cp_topic *t,
 
 int bk_handle_create_partitions(bk_req *r)
 {
-    kp_rd *in = &r->body;
-    /* Name(2) Count(4) Assignments(4) */
-    int32_t n = kp_rd_array_nn(in, 10);
-    struct dups d = { 0 };
-    struct cp_topic *topics = entries_alloc(n, sizeof *topics, &d);
-    if (!topics)
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_CreatePartitionsRequest q;
+    if (kp_dec_CreatePartitionsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    for (int32_t i = 0; i < n; i++) {
-        struct cp_topic *t = &topics[i];
-        t->name = kp_rd_string_nn(in);
-        t->count = kp_rd_i32(in);
-        t->nassign = kp_rd_array(in, 4);                /* nullable */
-        t->assign = *in;
-        for (int32_t j = 0; j < t->nassign; j++) {
-            int32_t nb = kp_rd_array_nn(in, 4);            /* BrokerIds */
-            kp_rd_skip(in, (size_t)nb * 4);
-        }
-        d.names[i] = t->name;
-    }
-    kp_rd_i32(in);                                      /* TimeoutMs */
-    bool validate_only = kp_rd_bool(in);
-    if (!parse_done(in, n, topics, &d))
+    int32_t n = q.Topics_count;
+    struct dups d;
+    if (dups_alloc(&r->arena, &d, n))
         return BK_CLOSE;
-
-    kp_buf *o = r->out;
-    kp_wr_i32(o, 0);                                    /* ThrottleTimeMs */
-    kp_wr_array(o, n);
+    for (int32_t i = 0; i < n; i++)
+        d.names[i] = q.Topics[i].Name;
+    kp_CreatePartitionsResponse m;
+    kp_init_CreatePartitionsResponse(&m);
+    m.Results_count = n;
+    m.Results = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m.Results);
+    if (!m.Results || find_dups(&r->arena, &d, n))
+        return BK_CLOSE;
+    /* TimeoutMs: the change is synchronous. */
     for (int32_t i = 0; i < n; i++) {
         char msg[MD_ERRLEN];
         int rc;
@@ -595,13 +506,15 @@ int bk_handle_create_partitions(bk_req *r)
             snprintf(msg, sizeof msg, "Duplicate topic in request.");
             rc = KP_INVALID_REQUEST;
         } else {
-            rc = add_partitions_one(r->b, &topics[i], validate_only, msg, sizeof msg);
+            rc = add_partitions_one(r->b, &q.Topics[i], q.ValidateOnly, msg, sizeof msg);
         }
-        kp_wr_str(o, topics[i].name);
-        kp_wr_i16(o, bk_wire_code(rc));
-        kp_wr_string(o, rc == KP_NONE ? NULL : msg, -1);
+        kp_CreatePartitionsResponse_CreatePartitionsTopicResult *res = &m.Results[i];
+        res->Name = q.Topics[i].Name;
+        res->ErrorCode = bk_wire_code(rc);
+        res->ErrorMessage = KP_STR_NULL;
+        if (rc != KP_NONE && kp_arena_str(&r->arena, msg, &res->ErrorMessage))
+            return BK_CLOSE;
     }
-    free(topics);
-    dups_free(&d);
+    kp_enc_CreatePartitionsResponse(r->out, v, &m);
     return BK_RESPOND;
 }

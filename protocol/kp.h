@@ -212,6 +212,10 @@ void *kp_arena_alloc(kp_arena *a, size_t n);
 /* Frees every allocation but keeps the newest chunk for reuse. */
 void  kp_arena_reset(kp_arena *a);
 void  kp_arena_free(kp_arena *a);
+/* *out = a copy of the C string s in the arena (a response field built
+ * from formatted text lives as long as the decoded request).  0, or
+ * KP_E_NOMEM (also when s is too long for a Kafka string). */
+int   kp_arena_str(kp_arena *a, const char *s, kp_str *out);
 
 enum kp_msg_kind { KP_MSG_REQUEST, KP_MSG_RESPONSE, KP_MSG_HEADER };
 

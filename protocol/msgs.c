@@ -112,6 +112,17 @@ void kp_arena_free(kp_arena *a)
     a->head = NULL;
 }
 
+int kp_arena_str(kp_arena *a, const char *s, kp_str *out)
+{
+    size_t n = strlen(s);
+    char *p = n <= INT16_MAX ? kp_arena_alloc(a, n) : NULL;
+    if (!p)
+        return KP_E_NOMEM;
+    memcpy(p, s, n);
+    *out = (kp_str){ p, (int32_t)n };
+    return 0;
+}
+
 /* ---- decode helpers --------------------------------------------------------- */
 
 /* Null only where the version allows it (gen_msgs.py G2). */

@@ -13,8 +13,9 @@ import urllib.request
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import ConfigResource
 
-from retention_support import (delete_records, fast_broker, fetch_error, metric,
-                               wait_for, watermarks)
+import kafka_raw as kr
+from retention_support import (API_DELETE_RECORDS, delete_records, fast_broker,
+                               fetch_error, metric, wait_for, watermarks)
 from support import (ck_admin, ck_consumer, ck_producer, consume, create_topic,
                      produce_ok, topic_name)
 
@@ -109,6 +110,22 @@ def test_active_segment_is_never_deleted(start_broker):
     time.sleep(1.0)                                   # several checks
     assert watermarks(b, t) == (0, 50)
     assert len(consume(b, t, [0], 50, timeout=20, settle=0)) == 50
+
+
+def test_truncated_delete_records_closes_the_connection_and_moves_nothing(start_broker):
+    # The request is decoded whole before any partition moves: one cut off
+    # before its TimeoutMs trims nothing (it used to trim the partitions
+    # read before the bad bytes, then close).
+    b = fast_broker(start_broker)
+    t = topic_name("ret-dr-bad")
+    create_topic(b, t, 1)
+    fill(b, t, 10)
+    body = kr.array([kr.string(t) + kr.array([kr.i32(0) + kr.i64(5)])])   # no TimeoutMs
+    with kr.Conn(b.port, timeout=10) as c:
+        c.send(API_DELETE_RECORDS, 1, body)
+        assert c.wait_closed(5) == b""
+    assert watermarks(b, t) == (0, 10)
+    assert delete_records(b, t, 0, 5) == (5, 0)
 
 
 def test_delete_records_moves_log_start(start_broker):
