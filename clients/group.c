@@ -157,29 +157,37 @@ static void handle_find_coord(sl_client *cl, sl_broker *b, int err, sl_frame *f,
     if (!g)
         return;
     g->coord_inflight = false;
-    int16_t ec = -1;
-    kp_FindCoordinatorResponse m;
-    kp_init_FindCoordinatorResponse(&m);
-    if (!err) {
-        kp_arena a;                                       /* no arrays before v4 */
-        kp_arena_init(&a, 0);
-        ec = kp_dec_FindCoordinatorResponse(r, ver, &m, &a) ? -1 : m.ErrorCode;
-        kp_arena_free(&a);
-    }
-    int32_t node = m.NodeId, port = m.Port;
-    kp_str host = m.Host;                                 /* into the frame */
-    if (err || ec != 0 || host.len <= 0 || host.len >= 256) {
+    int32_t node = -1;
+    int ec = err ? -1 : sl_find_coordinator_read(cl, r, ver, &node);
+    if (err || ec != 0) {
         g->coord_retry_at = sl_now_ms() + cl->conf.retry_backoff_ms * 2;
         sl_log(cl, 7, "group %s: FindCoordinator: %s", cl->conf.group_id,
                sl_err_name(err ? err : ec));
         return;
     }
-    char h[256];
-    kp_str_copy(host, h, sizeof h);
-    sl_broker_add(cl, node, h, port);
     g->coord = node;
-    sl_log(cl, 7, "group %s: coordinator is %d (%s:%d)", cl->conf.group_id, node, h, port);
+    sl_log(cl, 7, "group %s: coordinator is %d", cl->conf.group_id, node);
     pthread_cond_broadcast(&cl->cond);
+}
+
+int sl_find_coordinator_read(sl_client *cl, kp_rd *r, int16_t ver, int32_t *node)
+{
+    kp_FindCoordinatorResponse m;
+    kp_arena a;                                           /* no arrays before v4 */
+    kp_arena_init(&a, 0);
+    int rc = kp_dec_FindCoordinatorResponse(r, ver, &m, &a);
+    kp_arena_free(&a);
+    if (rc)
+        return -1;
+    if (m.ErrorCode)
+        return m.ErrorCode;
+    if (m.Host.len <= 0 || m.Host.len >= 256)
+        return -1;
+    char h[256];
+    kp_str_copy(m.Host, h, sizeof h);                     /* Host points into the frame */
+    sl_broker_add(cl, m.NodeId, h, m.Port);
+    *node = m.NodeId;
+    return 0;
 }
 
 kp_buf *sl_grp_op_req(sl_client *cl, sl_op *op, sl_broker *b, int16_t api,
@@ -213,13 +221,19 @@ sl_broker *sl_grp_coord_ready(sl_client *cl, int64_t now)
         sl_log(cl, 3, "broker %d lacks FindCoordinator: no group support", b->id);
         return NULL;
     }
-    kp_FindCoordinatorRequest q;
-    kp_init_FindCoordinatorRequest(&q);                   /* KeyType 0: a group */
-    q.Key = kp_str_cstr(cl->conf.group_id);
-    kp_enc_FindCoordinatorRequest(sl_req_begin(cl, b, KP_API_FIND_COORDINATOR, v), v, &q);
+    sl_find_coordinator_req(sl_req_begin(cl, b, KP_API_FIND_COORDINATOR, v), v,
+                            cl->conf.group_id);
     sl_req_end(cl, b, handle_find_coord, NULL);
     g->coord_inflight = true;
     return NULL;
+}
+
+void sl_find_coordinator_req(kp_buf *w, int16_t v, const char *group_id)
+{
+    kp_FindCoordinatorRequest q;
+    kp_init_FindCoordinatorRequest(&q);                   /* KeyType 0: a group */
+    q.Key = kp_str_cstr(group_id);
+    kp_enc_FindCoordinatorRequest(w, v, &q);
 }
 
 int32_t sl_grp_coordinator(sl_client *cl)
