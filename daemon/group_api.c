@@ -167,7 +167,7 @@ int bk_handle_list_groups(bk_req *r)
         return BK_CLOSE;
     int32_t n = 0;
     for (size_t i = 0; i < gc->hash_size; i++)
-        for (gc_group *g = gc->hash[i]; g; g = g->hnext)
+        for (gc_group *g = gc->hash[i]; g && (size_t)n < gc->ngroups; g = g->hnext)
             lg[n++] = (kp_ListGroupsResponse_ListedGroup){
                 .GroupId = kp_str_cstr(g->id),
                 .ProtocolType = kp_str_cstr(g->protocol_type ? g->protocol_type : ""),
