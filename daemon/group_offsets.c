@@ -370,7 +370,8 @@ int bk_handle_offset_commit(bk_req *r)
         .group = group, .generation = q.GenerationIdOrMemberEpoch, .member_id = member,
         .instance_id = instance,
         .offs = c->offs, .n = (size_t)c->n, .done = kc_done, .arg = r,
-        .cadence_key = bk_conn_serial(r->conn),
+        /* no connection: the fuzz harness; 0 teaches no pace (C7) */
+        .cadence_key = r->conn ? bk_conn_serial(r->conn) : 0,
     };
     char err[MD_ERRLEN];
     bk_offsets_commit(r->b, &bc, err, sizeof err);   /* a member's: no whole error */
