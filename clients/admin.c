@@ -183,25 +183,22 @@ static void handle_list_groups(sl_client *cl, sl_broker *b, int err, sl_frame *f
 {
     (void)b; (void)f;
     adm_op *a = ctx;
+    kp_arena ar;
+    kp_arena_init(&ar, 0);
+    kp_ListGroupsResponse m;
+    if (!err && kp_dec_ListGroupsResponse(r, ver, &m, &ar) != 0)
+        err = SL_E_BAD_MSG;
     if (!err) {
-        if (ver >= 1)
-            (void)kp_rd_i32(r);
-        int16_t ec = kp_rd_i16(r);
-        int32_t n = kp_rd_array(r, 4);
+        int32_t n = m.Groups_count;
         char **g = n > 0 ? realloc(a->groups, sizeof *g * (size_t)(a->n_groups + n)) : NULL;
         if (g)
             a->groups = g;
-        for (int32_t i = 0; i < n && kp_rd_ok(r); i++) {
-            kp_str id = kp_rd_string(r);
-            (void)kp_rd_string(r);                        /* ProtocolType */
-            if (g && kp_rd_ok(r))
-                a->groups[a->n_groups++] = dup_str(id);
-        }
-        if (!kp_rd_ok(r))
-            err = SL_E_BAD_MSG;
-        else if (ec && !a->op.err)
-            a->op.err = ec;
+        for (int32_t i = 0; g && i < n; i++)
+            a->groups[a->n_groups++] = dup_str(m.Groups[i].GroupId);
+        if (m.ErrorCode && !a->op.err)
+            a->op.err = m.ErrorCode;
     }
+    kp_arena_free(&ar);
     if (err && !a->op.err)
         a->op.err = err;
     if (--a->pending == 0 && a->coord_asked && !a->op.done) {
@@ -215,23 +212,7 @@ static void handle_coord(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_r
 {
     (void)b; (void)f;
     adm_op *a = ctx;
-    int16_t ec = -1;
-    if (!err) {
-        if (ver >= 1)
-            (void)kp_rd_i32(r);
-        ec = kp_rd_i16(r);
-        if (ver >= 1)
-            (void)kp_rd_string(r);
-        int32_t node = kp_rd_i32(r);
-        kp_str host = kp_rd_string(r);
-        int32_t port = kp_rd_i32(r);
-        if (kp_rd_ok(r) && !ec && host.len > 0 && host.len < 256) {
-            char h[256];
-            kp_str_copy(host, h, sizeof h);
-            sl_broker_add(cl, node, h, port);
-            a->coord = node;
-        }
-    }
+    int ec = err ? -1 : sl_find_coordinator_read(cl, r, ver, &a->coord);
     a->coord_asked = false;
     if (a->coord < 0) {
         if (ec == KP_GROUP_ID_NOT_FOUND) {
@@ -416,8 +397,9 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
                 return bad_version(cl, a, "ListGroups");
             if (a->n_asked <= cl->n_brokers)
                 a->asked[a->n_asked++] = x->id;
-            w = sl_req_begin(cl, rb, KP_API_LIST_GROUPS, v);
-            (void)w;
+            kp_ListGroupsRequest lq;                      /* no fields before v4 */
+            kp_init_ListGroupsRequest(&lq);
+            kp_enc_ListGroupsRequest(sl_req_begin(cl, rb, KP_API_LIST_GROUPS, v), v, &lq);
             a->pending++;
             sl_req_end(cl, rb, handle_list_groups, a);
         }
@@ -436,19 +418,18 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
                 return 1;
             if ((v = sl_api_version(b, KP_API_FIND_COORDINATOR, 0, 2)) < 0)
                 return bad_version(cl, a, "FindCoordinator");
-            w = sl_req_begin(cl, b, KP_API_FIND_COORDINATOR, v);
-            kp_wr_string(w, a->name, -1);
-            if (v >= 1)
-                kp_wr_i8(w, 0);
+            sl_find_coordinator_req(sl_req_begin(cl, b, KP_API_FIND_COORDINATOR, v), v, a->name);
             sl_req_end(cl, b, handle_coord, a);
             a->coord_asked = true;
             return 1;
         }
         if ((v = sl_api_version(b, KP_API_OFFSET_FETCH, 2, 5)) < 0)
             return bad_version(cl, a, "OffsetFetch (v2+)");
-        w = sl_req_begin(cl, b, KP_API_OFFSET_FETCH, v);
-        kp_wr_string(w, a->name, -1);
-        kp_wr_array(w, -1);                               /* all topics */
+        kp_OffsetFetchRequest oq;
+        kp_init_OffsetFetchRequest(&oq);
+        oq.GroupId = kp_str_cstr(a->name);
+        oq.Topics_count = -1;                             /* all topics (v2+) */
+        kp_enc_OffsetFetchRequest(sl_req_begin(cl, b, KP_API_OFFSET_FETCH, v), v, &oq);
         sl_req_end(cl, b, handle_group_offsets, a);
         return 1;
     }

@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "clients/sl_grp.h"
+#include "kp_msgs.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -156,33 +157,37 @@ static void handle_find_coord(sl_client *cl, sl_broker *b, int err, sl_frame *f,
     if (!g)
         return;
     g->coord_inflight = false;
-    int16_t ec = -1;
-    int32_t node = -1, port = 0;
-    kp_str host = KP_STR_NULL;
-    if (!err) {
-        if (ver >= 1)
-            (void)kp_rd_i32(r);
-        ec = kp_rd_i16(r);
-        if (ver >= 1)
-            (void)kp_rd_string(r);                        /* ErrorMessage */
-        node = kp_rd_i32(r);
-        host = kp_rd_string(r);
-        port = kp_rd_i32(r);
-        if (!kp_rd_ok(r))
-            ec = -1;
-    }
-    if (err || ec != 0 || host.len <= 0 || host.len >= 256) {
+    int32_t node = -1;
+    int ec = err ? -1 : sl_find_coordinator_read(cl, r, ver, &node);
+    if (err || ec != 0) {
         g->coord_retry_at = sl_now_ms() + cl->conf.retry_backoff_ms * 2;
         sl_log(cl, 7, "group %s: FindCoordinator: %s", cl->conf.group_id,
                sl_err_name(err ? err : ec));
         return;
     }
-    char h[256];
-    kp_str_copy(host, h, sizeof h);
-    sl_broker_add(cl, node, h, port);
     g->coord = node;
-    sl_log(cl, 7, "group %s: coordinator is %d (%s:%d)", cl->conf.group_id, node, h, port);
+    sl_log(cl, 7, "group %s: coordinator is %d", cl->conf.group_id, node);
     pthread_cond_broadcast(&cl->cond);
+}
+
+int sl_find_coordinator_read(sl_client *cl, kp_rd *r, int16_t ver, int32_t *node)
+{
+    kp_FindCoordinatorResponse m;
+    kp_arena a;                                           /* no arrays before v4 */
+    kp_arena_init(&a, 0);
+    int rc = kp_dec_FindCoordinatorResponse(r, ver, &m, &a);
+    kp_arena_free(&a);
+    if (rc)
+        return -1;
+    if (m.ErrorCode)
+        return m.ErrorCode;
+    if (m.Host.len <= 0 || m.Host.len >= 256)
+        return -1;
+    char h[256];
+    kp_str_copy(m.Host, h, sizeof h);                     /* Host points into the frame */
+    sl_broker_add(cl, m.NodeId, h, m.Port);
+    *node = m.NodeId;
+    return 0;
 }
 
 kp_buf *sl_grp_op_req(sl_client *cl, sl_op *op, sl_broker *b, int16_t api,
@@ -195,9 +200,7 @@ kp_buf *sl_grp_op_req(sl_client *cl, sl_op *op, sl_broker *b, int16_t api,
         return NULL;
     }
     *ver = v;
-    kp_buf *w = sl_req_begin(cl, b, api, v);
-    kp_wr_string(w, cl->conf.group_id, -1);
-    return w;
+    return sl_req_begin(cl, b, api, v);
 }
 
 sl_broker *sl_grp_coord_ready(sl_client *cl, int64_t now)
@@ -218,13 +221,19 @@ sl_broker *sl_grp_coord_ready(sl_client *cl, int64_t now)
         sl_log(cl, 3, "broker %d lacks FindCoordinator: no group support", b->id);
         return NULL;
     }
-    kp_buf *w = sl_req_begin(cl, b, KP_API_FIND_COORDINATOR, v);
-    kp_wr_string(w, cl->conf.group_id, -1);
-    if (v >= 1)
-        kp_wr_i8(w, 0);                                   /* KeyType: group */
+    sl_find_coordinator_req(sl_req_begin(cl, b, KP_API_FIND_COORDINATOR, v), v,
+                            cl->conf.group_id);
     sl_req_end(cl, b, handle_find_coord, NULL);
     g->coord_inflight = true;
     return NULL;
+}
+
+void sl_find_coordinator_req(kp_buf *w, int16_t v, const char *group_id)
+{
+    kp_FindCoordinatorRequest q;
+    kp_init_FindCoordinatorRequest(&q);                   /* KeyType 0: a group */
+    q.Key = kp_str_cstr(group_id);
+    kp_enc_FindCoordinatorRequest(w, v, &q);
 }
 
 int32_t sl_grp_coordinator(sl_client *cl)
@@ -234,16 +243,16 @@ int32_t sl_grp_coordinator(sl_client *cl)
 
 /* ---- JoinGroup / SyncGroup ------------------------------------------------------ */
 
+/* ConsumerProtocolSubscription v0, the protocols' metadata: the consumer
+ * protocol's own format inside JoinGroup's bytes (not a Kafka API message,
+ * so not generated). */
 static void write_subscription(kp_buf *w, sl_grp *g)
 {
-    size_t pos = kp_wr_i32_placeholder(w);
-    size_t start = w->len;
     kp_wr_i16(w, 0);                                      /* Version */
     kp_wr_array(w, g->sub.n_topics);
     for (int i = 0; i < g->sub.n_topics; i++)
         kp_wr_string(w, g->sub.topics[i], -1);
     kp_wr_bytes(w, NULL, -1);                             /* UserData */
-    kp_wr_i32_at(w, pos, (int32_t)(w->len - start));
 }
 
 /* The version of a group-protocol API to use with the coordinator, or -1
@@ -272,15 +281,15 @@ static void handle_sync(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
     if (g->state != G_SYNC)
         return;
     int16_t ec = -1;
-    kp_str asg = KP_STR_NULL;
+    kp_SyncGroupResponse m;
+    kp_init_SyncGroupResponse(&m);
     if (!err) {
-        if (ver >= 1)
-            (void)kp_rd_i32(r);
-        ec = kp_rd_i16(r);
-        asg = kp_rd_bytes(r);
-        if (!kp_rd_ok(r))
-            ec = -1;
+        kp_arena ar;                                      /* SyncGroup has no arrays */
+        kp_arena_init(&ar, 0);
+        ec = kp_dec_SyncGroupResponse(r, ver, &m, &ar) ? -1 : m.ErrorCode;
+        kp_arena_free(&ar);
     }
+    kp_str asg = m.Assignment;                            /* into the frame */
     int e = err ? err : ec;
     if (e) {
         if (sl_grp_coord_error(e))
@@ -338,50 +347,79 @@ static void handle_sync(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
     }
 }
 
+/* ConsumerProtocolAssignment v0 of member m (the consumer protocol's own
+ * format inside SyncGroup's bytes): its partitions grouped by topic (they
+ * were given topic by topic, but roundrobin interleaves members, not
+ * topics). */
+static void write_assignment(kp_buf *w, const g_member *m)
+{
+    kp_wr_i16(w, 0);                                      /* Version */
+    size_t cnt_pos = kp_wr_i32_placeholder(w);
+    int32_t ntop = 0;
+    for (int j = 0; j < m->n_out; j++) {
+        bool first = true;
+        for (int k = 0; k < j && first; k++)
+            first = strcmp(m->out[k].topic, m->out[j].topic) != 0;
+        if (!first)
+            continue;
+        ntop++;
+        kp_wr_string(w, m->out[j].topic, -1);
+        int32_t np = 0;
+        for (int k = j; k < m->n_out; k++)
+            np += strcmp(m->out[k].topic, m->out[j].topic) == 0;
+        kp_wr_array(w, np);
+        for (int k = j; k < m->n_out; k++)
+            if (strcmp(m->out[k].topic, m->out[j].topic) == 0)
+                kp_wr_i32(w, m->out[k].partition);
+    }
+    kp_wr_i32_at(w, cnt_pos, ntop);
+    kp_wr_bytes(w, NULL, -1);                             /* UserData */
+}
+
 static void send_sync(sl_client *cl, sl_broker *b)
 {
     sl_grp *g = cl->grp;
     int16_t v = protocol_version(cl, b, KP_API_SYNC_GROUP, 3, "SyncGroup");
     if (v < 0)
         return;
-    kp_buf *w = sl_req_begin(cl, b, KP_API_SYNC_GROUP, v);
-    kp_wr_string(w, cl->conf.group_id, -1);
-    kp_wr_i32(w, g->generation);
-    kp_wr_string(w, g->member_id ? g->member_id : "", -1);
-    if (v >= 3)
-        kp_wr_string(w, NULL, -1);                        /* GroupInstanceId */
-    kp_wr_array(w, g->n_members);
-    for (int i = 0; i < g->n_members; i++) {
-        g_member *m = &g->members[i];
-        kp_wr_string(w, m->id, -1);
-        size_t pos = kp_wr_i32_placeholder(w);
-        size_t start = w->len;
-        kp_wr_i16(w, 0);                                  /* Version */
-        /* Group the member's partitions by topic (they were given topic by
-         * topic, but roundrobin interleaves members, not topics). */
-        size_t cnt_pos = kp_wr_i32_placeholder(w);
-        int32_t ntop = 0;
-        for (int j = 0; j < m->n_out; j++) {
-            bool first = true;
-            for (int k = 0; k < j && first; k++)
-                first = strcmp(m->out[k].topic, m->out[j].topic) != 0;
-            if (!first)
-                continue;
-            ntop++;
-            kp_wr_string(w, m->out[j].topic, -1);
-            int32_t np = 0;
-            for (int k = j; k < m->n_out; k++)
-                np += strcmp(m->out[k].topic, m->out[j].topic) == 0;
-            kp_wr_array(w, np);
-            for (int k = j; k < m->n_out; k++)
-                if (strcmp(m->out[k].topic, m->out[j].topic) == 0)
-                    kp_wr_i32(w, m->out[k].partition);
-        }
-        kp_wr_i32_at(w, cnt_pos, ntop);
-        kp_wr_bytes(w, NULL, -1);                         /* UserData */
-        kp_wr_i32_at(w, pos, (int32_t)(w->len - start));
+    /* Every assignment into one buffer first, sliced once it stops moving. */
+    kp_buf asg;
+    kp_buf_init(&asg);
+    size_t *ends = calloc((size_t)g->n_members + 1, sizeof *ends);
+    kp_SyncGroupRequest_SyncGroupRequestAssignment *sa =
+        calloc((size_t)g->n_members + 1, sizeof *sa);
+    for (int i = 0; ends && sa && i < g->n_members; i++) {
+        write_assignment(&asg, &g->members[i]);
+        ends[i] = asg.len;
     }
+    if (!ends || !sa || asg.err) {
+        sl_log(cl, 3, "group %s: SyncGroup: out of memory", cl->conf.group_id);
+        g->retry_at = sl_now_ms() + cl->conf.retry_backoff_ms;
+        g->state = G_JOIN;
+        members_free(g);
+        free(ends);
+        free(sa);
+        kp_buf_free(&asg);
+        return;
+    }
+    kp_SyncGroupRequest q;
+    kp_init_SyncGroupRequest(&q);                         /* GroupInstanceId null */
+    q.GroupId = kp_str_cstr(cl->conf.group_id);
+    q.GenerationId = g->generation;
+    q.MemberId = kp_str_cstr(g->member_id ? g->member_id : "");
+    for (int i = 0; i < g->n_members; i++) {
+        size_t start = i ? ends[i - 1] : 0;
+        sa[i].MemberId = kp_str_cstr(g->members[i].id);
+        sa[i].Assignment = (kp_str){ (const char *)asg.data + start,
+                                     (int32_t)(ends[i] - start) };
+    }
+    q.Assignments = sa;
+    q.Assignments_count = g->n_members;
+    kp_enc_SyncGroupRequest(sl_req_begin(cl, b, KP_API_SYNC_GROUP, v), v, &q);
     sl_req_end(cl, b, handle_sync, NULL);
+    free(ends);
+    free(sa);
+    kp_buf_free(&asg);
     g->inflight = true;
     g->state = G_SYNC;
     members_free(g);
@@ -414,31 +452,12 @@ static void leader_assign(sl_client *cl, sl_broker *b)
     send_sync(cl, b);
 }
 
-static void handle_join(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
-                        int16_t ver, void *ctx)
+/* A JoinGroup answer (decoded into j; e: its error, or the transport's). */
+static void join_answered(sl_client *cl, sl_broker *b, int e, const kp_JoinGroupResponse *j)
 {
-    (void)f; (void)ctx;
     sl_grp *g = cl->grp;
-    if (!g)
-        return;
-    g->inflight = false;
-    if (g->state != G_JOIN)
-        return;
-    int16_t ec = -1;
-    int32_t gen = -1;
-    kp_str proto = KP_STR_NULL, leader = KP_STR_NULL, member = KP_STR_NULL;
-    if (!err) {
-        if (ver >= 2)
-            (void)kp_rd_i32(r);
-        ec = kp_rd_i16(r);
-        gen = kp_rd_i32(r);
-        proto = kp_rd_string(r);
-        leader = kp_rd_string(r);
-        member = kp_rd_string(r);
-        if (!kp_rd_ok(r))
-            ec = -1;
-    }
-    int e = err ? err : ec;
+    kp_str proto = j->ProtocolName, leader = j->Leader, member = j->MemberId;
+    int32_t gen = j->GenerationId;
     if (e == KP_MEMBER_ID_REQUIRED) {
         set_str(&g->member_id, member);
         g->retry_at = 0;
@@ -462,40 +481,60 @@ static void handle_join(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
     members_free(g);
     bool is_leader = member.len == leader.len && member.len >= 0 &&
                      memcmp(member.p, leader.p, (size_t)member.len) == 0;
-    if (is_leader) {
-        int32_t nm = kp_rd_array(r, 6);
-        g->members = calloc(nm > 0 ? (size_t)nm : 1, sizeof *g->members);
-        for (int32_t i = 0; g->members && i < nm && kp_rd_ok(r); i++) {
-            kp_str id = kp_rd_string(r);
-            if (ver >= 5)
-                (void)kp_rd_string(r);                    /* GroupInstanceId */
-            kp_str md = kp_rd_bytes(r);
-            g_member *m = &g->members[g->n_members++];
-            m->id = sl_strndup(id.p ? id.p : "", id.len > 0 ? (size_t)id.len : 0);
-            kp_rd s;
-            kp_rd_init(&s, md.p, md.len > 0 ? (size_t)md.len : 0);
-            (void)kp_rd_i16(&s);                          /* Version */
-            int32_t nt = kp_rd_array(&s, 2);
-            m->topics = calloc(nt > 0 ? (size_t)nt : 1, sizeof *m->topics);
-            for (int32_t j = 0; m->topics && j < nt && kp_rd_ok(&s); j++) {
-                kp_str t = kp_rd_string(&s);
-                if (kp_rd_ok(&s) && t.len > 0)
-                    m->topics[m->n_topics++] = sl_strndup(t.p, (size_t)t.len);
-            }
-        }
-        if (!kp_rd_ok(r) || !g->members) {
-            members_free(g);
-            g->retry_at = sl_now_ms() + cl->conf.retry_backoff_ms;
-            return;
-        }
-        sl_log(cl, 6, "group %s: leader of generation %d (%d members, %s)",
-               cl->conf.group_id, gen, g->n_members, g->protocol ? g->protocol : "?");
-        g->assign_md_epoch = cl->md_epoch;
-        sl_md_refresh(cl);
-        leader_assign(cl, b);
-    } else {
+    if (!is_leader) {
         send_sync(cl, b);
+        return;
     }
+    int32_t nm = j->Members_count;
+    g->members = calloc(nm > 0 ? (size_t)nm : 1, sizeof *g->members);
+    for (int32_t i = 0; g->members && i < nm; i++) {
+        kp_str id = j->Members[i].MemberId, md = j->Members[i].Metadata;
+        g_member *m = &g->members[g->n_members++];
+        m->id = sl_strndup(id.p ? id.p : "", id.len > 0 ? (size_t)id.len : 0);
+        /* ConsumerProtocolSubscription: Version, [Topic], UserData */
+        kp_rd s;
+        kp_rd_init(&s, md.p, md.len > 0 ? (size_t)md.len : 0);
+        (void)kp_rd_i16(&s);                              /* Version */
+        int32_t nt = kp_rd_array(&s, 2);
+        m->topics = calloc(nt > 0 ? (size_t)nt : 1, sizeof *m->topics);
+        for (int32_t k = 0; m->topics && k < nt && kp_rd_ok(&s); k++) {
+            kp_str t = kp_rd_string(&s);
+            if (kp_rd_ok(&s) && t.len > 0)
+                m->topics[m->n_topics++] = sl_strndup(t.p, (size_t)t.len);
+        }
+    }
+    if (!g->members) {
+        members_free(g);
+        g->retry_at = sl_now_ms() + cl->conf.retry_backoff_ms;
+        return;
+    }
+    sl_log(cl, 6, "group %s: leader of generation %d (%d members, %s)",
+           cl->conf.group_id, gen, g->n_members, g->protocol ? g->protocol : "?");
+    g->assign_md_epoch = cl->md_epoch;
+    sl_md_refresh(cl);
+    leader_assign(cl, b);
+}
+
+static void handle_join(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
+                        int16_t ver, void *ctx)
+{
+    (void)f; (void)ctx;
+    sl_grp *g = cl->grp;
+    if (!g)
+        return;
+    g->inflight = false;
+    if (g->state != G_JOIN)
+        return;
+    int16_t ec = -1;
+    kp_JoinGroupResponse m;
+    kp_init_JoinGroupResponse(&m);
+    kp_arena ar;
+    kp_arena_init(&ar, 0);
+    if (!err)
+        ec = kp_dec_JoinGroupResponse(r, ver, &m, &ar) ? -1 : m.ErrorCode;
+    int e = err ? err : ec;
+    join_answered(cl, b, e, &m);
+    kp_arena_free(&ar);
 }
 
 static void send_join(sl_client *cl, sl_broker *b)
@@ -504,20 +543,28 @@ static void send_join(sl_client *cl, sl_broker *b)
     int16_t v = protocol_version(cl, b, KP_API_JOIN_GROUP, 5, "JoinGroup");
     if (v < 0)
         return;
-    kp_buf *w = sl_req_begin(cl, b, KP_API_JOIN_GROUP, v);
-    kp_wr_string(w, cl->conf.group_id, -1);
-    kp_wr_i32(w, cl->conf.session_timeout_ms);
-    if (v >= 1)
-        kp_wr_i32(w, cl->conf.max_poll_interval_ms);      /* RebalanceTimeoutMs */
-    kp_wr_string(w, g->member_id ? g->member_id : "", -1);
-    if (v >= 5)
-        kp_wr_string(w, NULL, -1);                        /* GroupInstanceId */
-    kp_wr_string(w, "consumer", -1);
-    kp_wr_array(w, cl->conf.n_assignors);
-    for (int i = 0; i < cl->conf.n_assignors; i++) {
-        kp_wr_string(w, cl->conf.assignors[i] == SL_ASSIGN_RANGE ? "range" : "roundrobin", -1);
-        write_subscription(w, g);
-    }
+    kp_buf sub;
+    kp_buf_init(&sub);
+    write_subscription(&sub, g);
+    kp_JoinGroupRequest_JoinGroupRequestProtocol
+        protos[sizeof cl->conf.assignors / sizeof cl->conf.assignors[0]];
+    int np = cl->conf.n_assignors;                        /* conf.c: at most 2 */
+    for (int i = 0; i < np; i++)
+        protos[i] = (kp_JoinGroupRequest_JoinGroupRequestProtocol){
+            .Name = kp_str_cstr(cl->conf.assignors[i] == SL_ASSIGN_RANGE ? "range" : "roundrobin"),
+            .Metadata = { (const char *)sub.data, (int32_t)sub.len },
+        };
+    kp_JoinGroupRequest q;
+    kp_init_JoinGroupRequest(&q);                         /* GroupInstanceId null */
+    q.GroupId = kp_str_cstr(cl->conf.group_id);
+    q.SessionTimeoutMs = cl->conf.session_timeout_ms;
+    q.RebalanceTimeoutMs = cl->conf.max_poll_interval_ms; /* v1+ (ignorable before) */
+    q.MemberId = kp_str_cstr(g->member_id ? g->member_id : "");
+    q.ProtocolType = kp_str_cstr("consumer");
+    q.Protocols = protos;
+    q.Protocols_count = np;
+    kp_enc_JoinGroupRequest(sl_req_begin(cl, b, KP_API_JOIN_GROUP, v), v, &q);
+    kp_buf_free(&sub);
     sl_req_end(cl, b, handle_join, NULL);
     g->inflight = true;
 }
@@ -534,11 +581,11 @@ static void handle_heartbeat(sl_client *cl, sl_broker *b, int err, sl_frame *f, 
     g->hb_inflight = false;
     int16_t ec = -1;
     if (!err) {
-        if (ver >= 1)
-            (void)kp_rd_i32(r);
-        ec = kp_rd_i16(r);
-        if (!kp_rd_ok(r))
-            ec = -1;
+        kp_HeartbeatResponse m;
+        kp_arena a;                                       /* no arrays */
+        kp_arena_init(&a, 0);
+        ec = kp_dec_HeartbeatResponse(r, ver, &m, &a) ? -1 : m.ErrorCode;
+        kp_arena_free(&a);
     }
     int e = err ? err : ec;
     if (!e || (g->state != G_STABLE && g->state != G_REVOKE_WAIT))
@@ -563,12 +610,12 @@ static void send_heartbeat(sl_client *cl, sl_broker *b)
     int16_t v = sl_api_version(b, KP_API_HEARTBEAT, 0, 3);
     if (v < 0)
         return;
-    kp_buf *w = sl_req_begin(cl, b, KP_API_HEARTBEAT, v);
-    kp_wr_string(w, cl->conf.group_id, -1);
-    kp_wr_i32(w, g->generation);
-    kp_wr_string(w, g->member_id ? g->member_id : "", -1);
-    if (v >= 3)
-        kp_wr_string(w, NULL, -1);
+    kp_HeartbeatRequest q;
+    kp_init_HeartbeatRequest(&q);                         /* GroupInstanceId null */
+    q.GroupId = kp_str_cstr(cl->conf.group_id);
+    q.GenerationId = g->generation;
+    q.MemberId = kp_str_cstr(g->member_id ? g->member_id : "");
+    kp_enc_HeartbeatRequest(sl_req_begin(cl, b, KP_API_HEARTBEAT, v), v, &q);
     sl_req_end(cl, b, handle_heartbeat, NULL);
     g->hb_inflight = true;
 }
@@ -604,9 +651,12 @@ static void handle_leave(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_r
     leave_op *l = ctx;
     int16_t ec = 0;
     if (!err) {
-        if (ver >= 1)
-            (void)kp_rd_i32(r);
-        ec = kp_rd_i16(r);
+        kp_LeaveGroupResponse m;
+        kp_arena a;                                       /* Members: v3+ only */
+        kp_arena_init(&a, 0);
+        /* A short answer reads as success, as before: we are leaving anyway. */
+        ec = kp_dec_LeaveGroupResponse(r, ver, &m, &a) ? 0 : m.ErrorCode;
+        kp_arena_free(&a);
     }
     sl_op_finish(cl, &l->op, err ? err : ec, NULL);
 }
@@ -621,7 +671,11 @@ static int leave_step(sl_client *cl, sl_op *op, int64_t now)
     kp_buf *w = sl_grp_op_req(cl, op, b, KP_API_LEAVE_GROUP, 0, 2, &v);
     if (!w)
         return 1;
-    kp_wr_string(w, l->member_id, -1);
+    kp_LeaveGroupRequest q;
+    kp_init_LeaveGroupRequest(&q);
+    q.GroupId = kp_str_cstr(cl->conf.group_id);
+    q.MemberId = kp_str_cstr(l->member_id);
+    kp_enc_LeaveGroupRequest(w, v, &q);
     sl_req_end(cl, b, handle_leave, l);
     return 1;
 }

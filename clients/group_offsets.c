@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "clients/sl_grp.h"
+#include "kp_msgs.h"
 
 typedef struct commit_op {
     sl_op op;
@@ -48,16 +49,17 @@ static void handle_offset_commit(sl_client *cl, sl_broker *b, int err, sl_frame 
     (void)b; (void)f;
     commit_op *c = ctx;
     int first = 0;
+    kp_arena ar;
+    kp_arena_init(&ar, 0);
+    kp_OffsetCommitResponse m;
+    if (!err && kp_dec_OffsetCommitResponse(r, ver, &m, &ar) != 0)
+        err = SL_E_BAD_MSG;
     if (!err) {
-        if (ver >= 3)
-            (void)kp_rd_i32(r);
-        int32_t nt = kp_rd_array(r, 6);
-        for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-            kp_str t = kp_rd_string(r);
-            int32_t np = kp_rd_array(r, 6);
-            for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-                int32_t p = kp_rd_i32(r);
-                int16_t ec = kp_rd_i16(r);
+        for (int32_t i = 0; i < m.Topics_count; i++) {
+            kp_str t = m.Topics[i].Name;
+            for (int32_t j = 0; j < m.Topics[i].Partitions_count; j++) {
+                int32_t p = m.Topics[i].Partitions[j].PartitionIndex;
+                int16_t ec = m.Topics[i].Partitions[j].ErrorCode;
                 for (int k = 0; k < c->n; k++)
                     if (c->tps[k].partition == p && kp_str_eq(t, c->tps[k].topic)) {
                         c->errs[k] = ec;
@@ -68,9 +70,8 @@ static void handle_offset_commit(sl_client *cl, sl_broker *b, int err, sl_frame 
                     first = ec;
             }
         }
-        if (!kp_rd_ok(r))
-            err = SL_E_BAD_MSG;
     }
+    kp_arena_free(&ar);
     int e = err ? err : first;
     if (sl_grp_coord_error(e) && cl->grp) {
         sl_grp_coord_lost(cl);
@@ -94,25 +95,18 @@ static void handle_offset_commit(sl_client *cl, sl_broker *b, int err, sl_frame 
 
 int sl_offset_fetch_read(kp_rd *r, int16_t ver, sl_offset_fetch_each *each, void *ctx)
 {
-    if (ver >= 3)
-        (void)kp_rd_i32(r);                               /* ThrottleTimeMs */
-    int32_t nt = kp_rd_array(r, 6);
-    for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-        kp_str t = kp_rd_string(r);
-        int32_t np = kp_rd_array(r, 16);
-        for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-            int32_t p = kp_rd_i32(r);
-            int64_t off = kp_rd_i64(r);
-            if (ver >= 5)
-                (void)kp_rd_i32(r);                       /* CommittedLeaderEpoch */
-            (void)kp_rd_string(r);                        /* Metadata */
-            int16_t ec = kp_rd_i16(r);
-            if (kp_rd_ok(r))
-                each(ctx, t, p, off, ec);
-        }
+    kp_arena ar;
+    kp_arena_init(&ar, 0);
+    kp_OffsetFetchResponse m;
+    int rc = kp_dec_OffsetFetchResponse(r, ver, &m, &ar);
+    for (int32_t i = 0; rc == 0 && i < m.Topics_count; i++) {
+        const kp_OffsetFetchResponse_OffsetFetchResponseTopic *t = &m.Topics[i];
+        for (int32_t j = 0; j < t->Partitions_count; j++)
+            each(ctx, t->Name, t->Partitions[j].PartitionIndex,
+                 t->Partitions[j].CommittedOffset, t->Partitions[j].ErrorCode);
     }
-    int e = ver >= 2 && kp_rd_ok(r) ? kp_rd_i16(r) : 0;
-    return kp_rd_ok(r) ? e : SL_E_BAD_MSG;
+    kp_arena_free(&ar);
+    return rc == 0 ? m.ErrorCode : SL_E_BAD_MSG;          /* ErrorCode: 0 before v2 */
 }
 
 static void fetched_one(void *ctx, kp_str t, int32_t p, int64_t off, int16_t ec)
@@ -140,37 +134,74 @@ static void handle_offset_fetch(sl_client *cl, sl_broker *b, int err, sl_frame *
     sl_op_finish(cl, &c->op, e, e ? "OffsetFetch: %s" : NULL, sl_err_name(e));
 }
 
-/* Writes [Topic, [Partition...]] groups for tps (fetch) or with offsets
- * (commit). */
-static void write_topics(kp_buf *w, const sl_tp *tps, int n, int16_t v, bool commit)
+/* The request's topics for tps, grouped by topic (tps need not be sorted),
+ * with their partitions in tps order.  The arrays are malloc'd (free
+ * *topics and *parts); names point into tps.  Fills fetch (OffsetFetch) or
+ * commit (OffsetCommit: offsets, no metadata) entries.  0, or SL_E_NOMEM. */
+typedef struct req_topics {
+    kp_OffsetCommitRequest_OffsetCommitRequestTopic *ct;
+    kp_OffsetCommitRequest_OffsetCommitRequestPartition *cp;
+    kp_OffsetFetchRequest_OffsetFetchRequestTopic *ft;
+    int32_t *fp;
+    int32_t ntopics;
+} req_topics;
+
+static void req_topics_free(req_topics *q)
 {
-    size_t cnt = kp_wr_i32_placeholder(w);
-    int32_t ntop = 0;
+    free(q->ct);
+    free(q->cp);
+    free(q->ft);
+    free(q->fp);
+}
+
+static int req_topics_build(req_topics *q, const sl_tp *tps, int n, bool commit)
+{
+    memset(q, 0, sizeof *q);
+    size_t cap = (size_t)n + 1;
+    if (commit) {
+        q->ct = calloc(cap, sizeof *q->ct);
+        q->cp = calloc(cap, sizeof *q->cp);
+    } else {
+        q->ft = calloc(cap, sizeof *q->ft);
+        q->fp = calloc(cap, sizeof *q->fp);
+    }
+    if (commit ? !q->ct || !q->cp : !q->ft || !q->fp) {
+        req_topics_free(q);
+        return SL_E_NOMEM;
+    }
+    int32_t k = 0;
     for (int j = 0; j < n; j++) {
         bool first = true;
-        for (int k = 0; k < j && first; k++)
-            first = strcmp(tps[k].topic, tps[j].topic) != 0;
+        for (int i = 0; i < j && first; i++)
+            first = strcmp(tps[i].topic, tps[j].topic) != 0;
         if (!first)
             continue;
-        ntop++;
-        kp_wr_string(w, tps[j].topic, -1);
-        int32_t np = 0;
-        for (int k = j; k < n; k++)
-            np += strcmp(tps[k].topic, tps[j].topic) == 0;
-        kp_wr_array(w, np);
-        for (int k = j; k < n; k++) {
-            if (strcmp(tps[k].topic, tps[j].topic) != 0)
+        int32_t start = k;
+        for (int i = j; i < n; i++) {
+            if (strcmp(tps[i].topic, tps[j].topic) != 0)
                 continue;
-            kp_wr_i32(w, tps[k].partition);
-            if (commit) {
-                kp_wr_i64(w, tps[k].offset);
-                if (v >= 6)
-                    kp_wr_i32(w, -1);                     /* CommittedLeaderEpoch */
-                kp_wr_string(w, "", 0);                   /* CommittedMetadata */
-            }
+            if (commit)
+                q->cp[k] = (kp_OffsetCommitRequest_OffsetCommitRequestPartition){
+                    .PartitionIndex = tps[i].partition, .CommittedOffset = tps[i].offset,
+                    .CommittedLeaderEpoch = -1, .CommitTimestamp = -1,   /* v1 only */
+                    .CommittedMetadata = kp_str_cstr(""),
+                };
+            else
+                q->fp[k] = tps[i].partition;
+            k++;
         }
+        kp_str name = kp_str_cstr(tps[j].topic);
+        if (commit)
+            q->ct[q->ntopics++] = (kp_OffsetCommitRequest_OffsetCommitRequestTopic){
+                .Name = name, .Partitions = q->cp + start, .Partitions_count = k - start,
+            };
+        else
+            q->ft[q->ntopics++] = (kp_OffsetFetchRequest_OffsetFetchRequestTopic){
+                .Name = name, .PartitionIndexes = q->fp + start,
+                .PartitionIndexes_count = k - start,
+            };
     }
-    kp_wr_i32_at(w, cnt, ntop);
+    return 0;
 }
 
 static int commit_step(sl_client *cl, sl_op *op, int64_t now)
@@ -180,28 +211,38 @@ static int commit_step(sl_client *cl, sl_op *op, int64_t now)
     sl_broker *b = sl_grp_coord_ready(cl, now);
     if (!b)
         return 0;
-    if (c->fetch) {
-        int16_t v;
-        kp_buf *w = sl_grp_op_req(cl, op, b, KP_API_OFFSET_FETCH, 1, 5, &v);
-        if (!w)
-            return 1;
-        write_topics(w, c->tps, c->n, v, false);
-        sl_req_end(cl, b, handle_offset_fetch, c);
+    req_topics rt;
+    if (req_topics_build(&rt, c->tps, c->n, !c->fetch) != 0)
+        return 0;                                         /* no memory: try again later */
+    int16_t v;
+    kp_buf *w = c->fetch ? sl_grp_op_req(cl, op, b, KP_API_OFFSET_FETCH, 1, 5, &v)
+                         : sl_grp_op_req(cl, op, b, KP_API_OFFSET_COMMIT, 2, 7, &v);
+    if (!w) {
+        req_topics_free(&rt);
         return 1;
     }
-    int16_t v;
-    kp_buf *w = sl_grp_op_req(cl, op, b, KP_API_OFFSET_COMMIT, 2, 7, &v);
-    if (!w)
-        return 1;
-    bool member = g->state == G_STABLE || g->state == G_REVOKE_WAIT;
-    kp_wr_i32(w, member ? g->generation : -1);
-    kp_wr_string(w, member && g->member_id ? g->member_id : "", -1);
-    if (v >= 7)
-        kp_wr_string(w, NULL, -1);                        /* GroupInstanceId */
-    if (v <= 4)
-        kp_wr_i64(w, -1);                                 /* RetentionTimeMs */
-    write_topics(w, c->tps, c->n, v, true);
-    sl_req_end(cl, b, handle_offset_commit, c);
+    if (c->fetch) {
+        kp_OffsetFetchRequest q;
+        kp_init_OffsetFetchRequest(&q);
+        q.GroupId = kp_str_cstr(cl->conf.group_id);
+        q.Topics = rt.ft;
+        q.Topics_count = rt.ntopics;
+        kp_enc_OffsetFetchRequest(w, v, &q);
+        sl_req_end(cl, b, handle_offset_fetch, c);
+    } else {
+        bool member = g->state == G_STABLE || g->state == G_REVOKE_WAIT;
+        kp_OffsetCommitRequest q;
+        kp_init_OffsetCommitRequest(&q);                  /* GroupInstanceId null,
+                                                             RetentionTimeMs -1 */
+        q.GroupId = kp_str_cstr(cl->conf.group_id);
+        q.GenerationIdOrMemberEpoch = member ? g->generation : -1;
+        q.MemberId = kp_str_cstr(member && g->member_id ? g->member_id : "");
+        q.Topics = rt.ct;
+        q.Topics_count = rt.ntopics;
+        kp_enc_OffsetCommitRequest(w, v, &q);
+        sl_req_end(cl, b, handle_offset_commit, c);
+    }
+    req_topics_free(&rt);
     return 1;
 }
 

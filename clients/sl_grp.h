@@ -62,7 +62,7 @@ void sl_grp_free_tps(sl_tp *t, int n);
 /* The coordinator if ready for requests, else NULL (and FindCoordinator
  * or a connection is under way). */
 sl_broker *sl_grp_coord_ready(sl_client *cl, int64_t now);
-/* An op's request to coordinator b, begun with the group id written, at
+/* An op's request to coordinator b (sl_req_begin; the body is the caller's), at
  * the newest version of lo..hi that b offers; or NULL when it offers none,
  * and the op is finished with SL_E_UNSUPPORTED. */
 kp_buf *sl_grp_op_req(sl_client *cl, sl_op *op, sl_broker *b, int16_t api,

@@ -281,6 +281,12 @@ int  sl_list_offsets_read(kp_rd *r, int16_t ver, int16_t *ec, int64_t *off);
 typedef void sl_offset_fetch_each(void *ctx, kp_str topic, int32_t partition,
                                   int64_t offset, int16_t ec);
 int sl_offset_fetch_read(kp_rd *r, int16_t ver, sl_offset_fetch_each *each, void *ctx);
+/* group.c ↔ admin.c: FindCoordinator v0-2 for a group.  _req encodes the
+ * request body into w; _read decodes an answer and, when it names a
+ * coordinator, adds that broker and sets *node.  Returns its ErrorCode,
+ * or -1 (malformed, or an unusable host). */
+void sl_find_coordinator_req(kp_buf *w, int16_t v, const char *group_id);
+int  sl_find_coordinator_read(sl_client *cl, kp_rd *r, int16_t ver, int32_t *node);
 /* group_offsets.c: OffsetCommit/OffsetFetch ops used by the consumer API. */
 int sl_grp_commit(sl_client *cl, sl_tp *tps, int n, bool wait,
                   sl_topic_partition *results, char *errbuf, size_t size);

@@ -62,6 +62,7 @@
 #include "daemon/coordinator.h"
 #include "daemon/request.h"
 #include "daemon/commit_cadence.h"
+#include "kp_msgs.h"
 
 /* Kafka's GroupCoordinator.NewMemberJoinTimeoutMs. */
 #define GC_NEW_MEMBER_JOIN_TIMEOUT_MS 300000
@@ -275,8 +276,7 @@ typedef struct gc_join_args {
     kp_str instance_id;               /* len < 0: none */
     kp_str protocol_type;
     int nprotos;
-    kp_str *proto_names;
-    kp_str *proto_metas;
+    const kp_JoinGroupRequest_JoinGroupRequestProtocol *protos;  /* in the request */
     bool require_known_member_id;     /* v4+ without an instance id */
 } gc_join_args;
 int gc_join(bk_req *r, const gc_join_args *a);
@@ -284,8 +284,8 @@ int gc_join(bk_req *r, const gc_join_args *a);
 void gc_write_join(bk_req *r, int16_t err, int32_t generation, const char *protocol,
                    const char *leader, const char *member_id, gc_group *members_of);
 int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
-            kp_str instance_id, int nassign, const kp_str *assign_ids,
-            const kp_str *assign_bytes);
+            kp_str instance_id, int nassign,
+            const kp_SyncGroupRequest_SyncGroupRequestAssignment *assign);
 void gc_write_sync(bk_req *r, int16_t err, const uint8_t *assignment, int32_t len);
 int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
                      kp_str instance_id);
@@ -305,6 +305,11 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg);
 
 /* group_api.c: the client host as Kafka prints it ("/127.0.0.1"). */
 void gc_client_host(bk_req *r, char *out, size_t cap);
+/* n zeroed elements of a response array, from r->arena (freed when r is
+ * answered); NULL when out of memory. */
+void *gc_alloc(bk_req *r, size_t n, size_t size);
+/* BK_RESPOND when kp_enc_* returned 0; else logs and BK_CLOSE. */
+int gc_encoded(bk_req *r, const char *api, int rc);
 /* group.c */
 char *gc_strndup(const char *p, int32_t len);   /* len < 0: NULL */
 

@@ -1,14 +1,25 @@
 /*
- * The group membership APIs: parsing and encoding for FindCoordinator
- * v0-2, JoinGroup v0-5, SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-1,
- * ListGroups v0-2, DescribeGroups v0-4, DeleteGroups v0-1 (all
- * non-flexible).  The decisions live in daemon/group_join.c and daemon/group.c.
+ * The group membership APIs: FindCoordinator v0-2, JoinGroup v0-5,
+ * SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-1, ListGroups v0-2,
+ * DescribeGroups v0-4, DeleteGroups v0-1 (all non-flexible).  Requests are
+ * decoded and responses encoded by the generated codec (kp_msgs.h, from
+ * protocol/messages/); the decisions live in daemon/group_join.c and
+ * daemon/group.c.
+ *
+ * A decoded request borrows from the frame and r->arena (protocol/msgs.c
+ * M1), both kept until the request is answered, deferred or not; the
+ * coordinator copies whatever it keeps longer (member ids, protocols,
+ * assignments).  Response arrays come from r->arena too (gc_alloc).
+ * The decoder is Kafka's: a null where the schema has none (a group id,
+ * a protocol's metadata, an assignments array) closes the connection.
  */
 #include "daemon/group.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kp_msgs.h"
 
 void gc_client_host(bk_req *r, char *out, size_t cap)
 {
@@ -27,42 +38,53 @@ void gc_client_host(bk_req *r, char *out, size_t cap)
     snprintf(out, cap, "/%.*s", (int)n, peer);
 }
 
+void *gc_alloc(bk_req *r, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    return kp_arena_alloc(&r->arena, n * size);
+}
+
+int gc_encoded(bk_req *r, const char *api, int rc)
+{
+    if (rc == 0)
+        return BK_RESPOND;
+    /* Our own response did not fit its version's schema: a bug here, not
+     * the client's; it gets no half-written body. */
+    BK_ERROR("%s v%d: response not encodable (%d)", api, r->hdr.RequestApiVersion, rc);
+    return BK_CLOSE;
+}
+
 /* ---- FindCoordinator v0-2 ------------------------------------------------------ */
 
 int bk_handle_find_coordinator(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
-    kp_str key = kp_rd_string(in);
-    int8_t key_type = v >= 1 ? kp_rd_i8(in) : 0;
-    if (!kp_rd_ok(in))
+    kp_FindCoordinatorRequest q;
+    if (kp_dec_FindCoordinatorRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
     bk_broker *b = r->b;
-    int16_t err = KP_NONE;
-    const char *msg = NULL;
-    if (key_type == 1) {
-        err = KP_COORDINATOR_NOT_AVAILABLE;
-        msg = "transactions are not supported by this broker";
-    } else if (key_type != 0) {
-        err = KP_INVALID_REQUEST;
-        msg = "unknown coordinator key type";
+    kp_FindCoordinatorResponse m;
+    kp_init_FindCoordinatorResponse(&m);
+    m.ErrorMessage = KP_STR_NULL;                   /* null when all is well */
+    if (q.KeyType == 1) {
+        m.ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
+        m.ErrorMessage = kp_str_cstr("transactions are not supported by this broker");
+    } else if (q.KeyType != 0) {
+        m.ErrorCode = KP_INVALID_REQUEST;
+        m.ErrorMessage = kp_str_cstr("unknown coordinator key type");
     }
-    int32_t node = -1;
-    if (!err) {
+    m.NodeId = -1;
+    m.Host = kp_str_cstr("");
+    m.Port = -1;
+    if (!m.ErrorCode) {
         char name[256];
-        kp_str_copy(key, name, sizeof name);
-        node = bk_coordinator_of(b, name);
+        kp_str_copy(q.Key, name, sizeof name);
+        m.NodeId = bk_coordinator_of(b, name);
+        m.Host = kp_str_cstr(b->cfg->advertised_host);
+        m.Port = b->cfg->advertised_port;
     }
-    kp_buf *o = r->out;
-    if (v >= 1)
-        kp_wr_i32(o, 0);                            /* ThrottleTimeMs */
-    kp_wr_i16(o, err);
-    if (v >= 1)
-        kp_wr_string(o, msg, -1);                   /* ErrorMessage, null if ok */
-    kp_wr_i32(o, err ? -1 : node);
-    kp_wr_string(o, err ? "" : b->cfg->advertised_host, -1);
-    kp_wr_i32(o, err ? -1 : b->cfg->advertised_port);
-    return BK_RESPOND;
+    return gc_encoded(r, "FindCoordinator", kp_enc_FindCoordinatorResponse(r->out, v, &m));
 }
 
 /* ---- JoinGroup v0-5 -------------------------------------------------------------- */
@@ -70,52 +92,23 @@ int bk_handle_find_coordinator(bk_req *r)
 int bk_handle_join_group(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
-    gc_join_args a;
-    memset(&a, 0, sizeof a);
-    a.group_id = kp_rd_string(in);
-    a.session_timeout_ms = kp_rd_i32(in);
-    a.rebalance_timeout_ms = v >= 1 ? kp_rd_i32(in) : -1;
-    a.member_id = kp_rd_string(in);
-    a.instance_id = v >= 5 ? kp_rd_string(in) : KP_STR_NULL;
-    a.protocol_type = kp_rd_string(in);
-    int32_t n = kp_rd_array(in, 6);
-    if (!kp_rd_ok(in) || n < 0)
+    kp_JoinGroupRequest q;
+    if (kp_dec_JoinGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    kp_str small[16];
-    kp_str *names = small, *metas = small + 8;
-    kp_str *heap = NULL;
-    if (n > 8) {
-        heap = calloc((size_t)n * 2, sizeof *heap);
-        if (!heap)
-            return BK_CLOSE;
-        names = heap;
-        metas = heap + n;
-    }
-    for (int32_t i = 0; i < n; i++) {
-        names[i] = kp_rd_string(in);
-        metas[i] = kp_rd_bytes(in);
-    }
-    if (!kp_rd_ok(in)) {
-        free(heap);
-        return BK_CLOSE;
-    }
-    for (int32_t i = 0; i < n; i++)
-        if (names[i].len < 0) {           /* a null protocol name */
-            free(heap);
-            return BK_CLOSE;
-        }
-    if (a.rebalance_timeout_ms < 0)
-        a.rebalance_timeout_ms = a.session_timeout_ms;   /* v0: Kafka's rule */
-    a.nprotos = n;
-    a.proto_names = names;
-    a.proto_metas = metas;
-    if (a.instance_id.len == 0)
-        a.instance_id = KP_STR_NULL;      /* "" is not an identity */
+    gc_join_args a = {
+        .group_id = q.GroupId, .session_timeout_ms = q.SessionTimeoutMs,
+        /* v0: Kafka's rule (the schema's default is -1) */
+        .rebalance_timeout_ms = q.RebalanceTimeoutMs < 0 ? q.SessionTimeoutMs
+                                                          : q.RebalanceTimeoutMs,
+        .member_id = q.MemberId,
+        /* "" is not an identity */
+        .instance_id = q.GroupInstanceId.len == 0 ? KP_STR_NULL : q.GroupInstanceId,
+        .protocol_type = q.ProtocolType,
+        .nprotos = q.Protocols_count,
+        .protos = q.Protocols,
+    };
     a.require_known_member_id = v >= 4 && a.instance_id.len < 0;
-    int rc = gc_join(r, &a);
-    free(heap);
-    return rc;
+    return gc_join(r, &a);
 }
 
 /* ---- SyncGroup v0-3 -------------------------------------------------------------- */
@@ -123,36 +116,12 @@ int bk_handle_join_group(bk_req *r)
 int bk_handle_sync_group(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
-    kp_str group = kp_rd_string(in);
-    int32_t gen = kp_rd_i32(in);
-    kp_str member = kp_rd_string(in);
-    kp_str instance = v >= 3 ? kp_rd_string(in) : KP_STR_NULL;
-    int32_t n = kp_rd_array(in, 6);
-    if (!kp_rd_ok(in))
+    kp_SyncGroupRequest q;
+    if (kp_dec_SyncGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    if (n < 0)
-        n = 0;
-    kp_str *ids = NULL, *bytes = NULL;
-    if (n > 0) {
-        ids = calloc((size_t)n * 2, sizeof *ids);
-        if (!ids)
-            return BK_CLOSE;
-        bytes = ids + n;
-    }
-    for (int32_t i = 0; i < n; i++) {
-        ids[i] = kp_rd_string(in);
-        bytes[i] = kp_rd_bytes(in);
-    }
-    if (!kp_rd_ok(in)) {
-        free(ids);
-        return BK_CLOSE;
-    }
-    if (instance.len == 0)
-        instance = KP_STR_NULL;
-    int rc = gc_sync(r, group, gen, member, instance, n, ids, bytes);
-    free(ids);
-    return rc;
+    kp_str instance = q.GroupInstanceId.len == 0 ? KP_STR_NULL : q.GroupInstanceId;
+    return gc_sync(r, q.GroupId, q.GenerationId, q.MemberId, instance,
+                   q.Assignments_count, q.Assignments);
 }
 
 /* ---- Heartbeat v0-3, LeaveGroup v0-1 -------------------------------------------- */
@@ -160,36 +129,27 @@ int bk_handle_sync_group(bk_req *r)
 int bk_handle_heartbeat(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
-    kp_str group = kp_rd_string(in);
-    int32_t gen = kp_rd_i32(in);
-    kp_str member = kp_rd_string(in);
-    kp_str instance = v >= 3 ? kp_rd_string(in) : KP_STR_NULL;
-    if (!kp_rd_ok(in))
+    kp_HeartbeatRequest q;
+    if (kp_dec_HeartbeatRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    if (instance.len == 0)
-        instance = KP_STR_NULL;
-    int16_t err = gc_heartbeat(group, gen, member, instance);
-    if (v >= 1)
-        kp_wr_i32(r->out, 0);
-    kp_wr_i16(r->out, err);
-    return BK_RESPOND;
+    kp_str instance = q.GroupInstanceId.len == 0 ? KP_STR_NULL : q.GroupInstanceId;
+    kp_HeartbeatResponse m;
+    kp_init_HeartbeatResponse(&m);
+    m.ErrorCode = gc_heartbeat(q.GroupId, q.GenerationId, q.MemberId, instance);
+    return gc_encoded(r, "Heartbeat", kp_enc_HeartbeatResponse(r->out, v, &m));
 }
 
 int bk_handle_leave_group(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
-    kp_str group = kp_rd_string(in);
-    kp_str member = kp_rd_string(in);
-    if (!kp_rd_ok(in))
+    kp_LeaveGroupRequest q;
+    if (kp_dec_LeaveGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
+    kp_LeaveGroupResponse m;
+    kp_init_LeaveGroupResponse(&m);
     /* v0-2: the member's own error is the response's error. */
-    int16_t err = gc_leave(group, member);
-    if (v >= 1)
-        kp_wr_i32(r->out, 0);
-    kp_wr_i16(r->out, err);
-    return BK_RESPOND;
+    m.ErrorCode = gc_leave(q.GroupId, q.MemberId);
+    return gc_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
 }
 
 /* ---- ListGroups v0-2 ---------------------------------------------------------------- */
@@ -197,17 +157,24 @@ int bk_handle_leave_group(bk_req *r)
 int bk_handle_list_groups(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_buf *o = r->out;
-    if (v >= 1)
-        kp_wr_i32(o, 0);
-    kp_wr_i16(o, KP_NONE);
-    kp_wr_array(o, (int32_t)gc->ngroups);
+    kp_ListGroupsRequest q;
+    if (kp_dec_ListGroupsRequest(&r->body, v, &q, &r->arena) != 0)
+        return BK_CLOSE;
+    kp_ListGroupsResponse m;
+    kp_init_ListGroupsResponse(&m);
+    kp_ListGroupsResponse_ListedGroup *lg = gc_alloc(r, gc->ngroups, sizeof *lg);
+    if (!lg)
+        return BK_CLOSE;
+    int32_t n = 0;
     for (size_t i = 0; i < gc->hash_size; i++)
-        for (gc_group *g = gc->hash[i]; g; g = g->hnext) {
-            kp_wr_string(o, g->id, -1);
-            kp_wr_string(o, g->protocol_type ? g->protocol_type : "", -1);
-        }
-    return BK_RESPOND;
+        for (gc_group *g = gc->hash[i]; g && (size_t)n < gc->ngroups; g = g->hnext)
+            lg[n++] = (kp_ListGroupsResponse_ListedGroup){
+                .GroupId = kp_str_cstr(g->id),
+                .ProtocolType = kp_str_cstr(g->protocol_type ? g->protocol_type : ""),
+            };
+    m.Groups = lg;
+    m.Groups_count = n;
+    return gc_encoded(r, "ListGroups", kp_enc_ListGroupsResponse(r->out, v, &m));
 }
 
 /* ---- DescribeGroups v0-4 ------------------------------------------------------------ */
@@ -216,72 +183,74 @@ int bk_handle_list_groups(bk_req *r)
  * 8): all of them, as long as no authorizer is configured. */
 #define GC_GROUP_AUTHORIZED_OPS ((1 << 3) | (1 << 6) | (1 << 8))
 
-static void describe_one(kp_buf *o, int16_t v, kp_str id, bool include_ops)
+static kp_str bytes_or_empty(const void *p, int32_t len)
+{
+    return p ? (kp_str){ p, len } : (kp_str){ "", 0 };
+}
+
+/* 0, or -1 when out of memory. */
+static int describe_one(bk_req *r, kp_DescribeGroupsResponse_DescribedGroup *d, kp_str id,
+                        bool include_ops)
 {
     int16_t err = gc_coordinator_error(id);
-    gc_group *g = id.len >= 0 && !err ? gc_group_find(id.p, (size_t)id.len) : NULL;
-    kp_wr_i16(o, err);
-    kp_wr_str(o, id.len >= 0 ? id : (kp_str){ "", 0 });
-    if (err) {                                      /* Kafka's groupError */
-        kp_wr_string(o, "", -1);                    /* GroupState */
-        kp_wr_string(o, "", -1);
-        kp_wr_string(o, "", -1);
-        kp_wr_array(o, 0);
-    } else if (!g) {
-        kp_wr_string(o, "Dead", -1);
-        kp_wr_string(o, "", -1);                    /* ProtocolType */
-        kp_wr_string(o, "", -1);                    /* ProtocolData */
-        kp_wr_array(o, 0);
-    } else {
-        bool stable = g->state == GC_STABLE;
-        kp_wr_string(o, gc_state_name(g->state), -1);
-        kp_wr_string(o, g->protocol_type ? g->protocol_type : "", -1);
-        kp_wr_string(o, stable && g->protocol ? g->protocol : "", -1);
-        kp_wr_array(o, g->nmembers);
-        for (gc_member *m = g->members.next; m != &g->members; m = m->next) {
-            kp_wr_string(o, m->id, -1);
-            if (v >= 4)
-                kp_wr_string(o, m->instance_id, -1);
-            kp_wr_string(o, m->client_id, -1);
-            kp_wr_string(o, m->client_host, -1);
-            /* Metadata and assignment only in Stable, as Kafka. */
-            const gc_proto *p = NULL;
-            if (stable)
-                for (int i = 0; i < m->nprotos; i++)
-                    if (g->protocol && !strcmp(m->protos[i].name, g->protocol))
-                        p = &m->protos[i];
-            kp_wr_bytes(o, p ? (const void *)p->meta : "", p ? p->meta_len : 0);
-            bool has_a = stable && m->assignment;
-            kp_wr_bytes(o, has_a ? (const void *)m->assignment : "",
-                        has_a ? m->assignment_len : 0);
-        }
+    gc_group *g = !err ? gc_group_find(id.p, (size_t)id.len) : NULL;
+    *d = (kp_DescribeGroupsResponse_DescribedGroup){
+        .ErrorCode = err, .GroupId = id,
+        .AuthorizedOperations = include_ops ? GC_GROUP_AUTHORIZED_OPS : INT32_MIN,
+    };
+    if (err)                                        /* Kafka's groupError: all "" */
+        return 0;
+    if (!g) {
+        d->GroupState = kp_str_cstr("Dead");
+        return 0;
     }
-    if (v >= 3)
-        kp_wr_i32(o, include_ops ? GC_GROUP_AUTHORIZED_OPS : INT32_MIN);
+    bool stable = g->state == GC_STABLE;
+    d->GroupState = kp_str_cstr(gc_state_name(g->state));
+    d->ProtocolType = kp_str_cstr(g->protocol_type ? g->protocol_type : "");
+    d->ProtocolData = kp_str_cstr(stable && g->protocol ? g->protocol : "");
+    kp_DescribeGroupsResponse_DescribedGroupMember *dm = gc_alloc(r, (size_t)g->nmembers,
+                                                                  sizeof *dm);
+    if (!dm)
+        return -1;
+    d->Members = dm;
+    for (gc_member *m = g->members.next; m != &g->members; m = m->next, dm++) {
+        /* Metadata and assignment only in Stable, as Kafka. */
+        const gc_proto *p = NULL;
+        if (stable)
+            for (int i = 0; i < m->nprotos; i++)
+                if (g->protocol && !strcmp(m->protos[i].name, g->protocol))
+                    p = &m->protos[i];
+        bool has_a = stable && m->assignment;
+        *dm = (kp_DescribeGroupsResponse_DescribedGroupMember){
+            .MemberId = kp_str_cstr(m->id), .GroupInstanceId = kp_str_cstr(m->instance_id),
+            .ClientId = kp_str_cstr(m->client_id), .ClientHost = kp_str_cstr(m->client_host),
+            .MemberMetadata = p ? bytes_or_empty(p->meta, p->meta_len) : bytes_or_empty(NULL, 0),
+            .MemberAssignment = bytes_or_empty(has_a ? m->assignment : NULL,
+                                               has_a ? m->assignment_len : 0),
+        };
+    }
+    d->Members_count = g->nmembers;
+    return 0;
 }
 
 int bk_handle_describe_groups(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
-    int32_t n = kp_rd_array(in, 2);
-    if (!kp_rd_ok(in))
+    kp_DescribeGroupsRequest q;
+    if (kp_dec_DescribeGroupsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    if (n < 0)
-        n = 0;
-    kp_rd ids = *in;                      /* read the names twice: no copies */
-    for (int32_t i = 0; i < n; i++)
-        kp_rd_string(in);
-    bool include_ops = v >= 3 ? kp_rd_bool(in) : false;
-    if (!kp_rd_ok(in))
+    kp_DescribeGroupsResponse m;
+    kp_init_DescribeGroupsResponse(&m);
+    kp_DescribeGroupsResponse_DescribedGroup *dg = gc_alloc(r, (size_t)q.Groups_count,
+                                                            sizeof *dg);
+    if (!dg)
         return BK_CLOSE;
-    kp_buf *o = r->out;
-    if (v >= 1)
-        kp_wr_i32(o, 0);
-    kp_wr_array(o, n);
-    for (int32_t i = 0; i < n; i++)
-        describe_one(o, v, kp_rd_string(&ids), include_ops);
-    return BK_RESPOND;
+    for (int32_t i = 0; i < q.Groups_count; i++)
+        if (describe_one(r, &dg[i], q.Groups[i], q.IncludeAuthorizedOperations) != 0)
+            return BK_CLOSE;
+    m.Groups = dg;
+    m.Groups_count = q.Groups_count;
+    return gc_encoded(r, "DescribeGroups", kp_enc_DescribeGroupsResponse(r->out, v, &m));
 }
 
 /* ---- DeleteGroups v0-1 ---------------------------------------------------------------- */
@@ -301,16 +270,22 @@ struct dg_request {
     struct dg_entry e[];
 };
 
-static void dg_respond(bk_req *r, const struct dg_request *d)
+/* Answers in r->out; BK_RESPOND, or BK_CLOSE (no memory, or not encodable). */
+static int dg_respond(bk_req *r, const struct dg_request *d)
 {
-    kp_buf *o = r->out;
-    kp_buf_reset(o);
-    kp_wr_i32(o, 0);                                /* ThrottleTimeMs (v0+) */
-    kp_wr_array(o, d->n);
-    for (int32_t i = 0; i < d->n; i++) {
-        kp_wr_str(o, d->e[i].id.len >= 0 ? d->e[i].id : (kp_str){ "", 0 });
-        kp_wr_i16(o, d->e[i].err);
-    }
+    kp_buf_reset(r->out);
+    kp_DeleteGroupsResponse m;
+    kp_init_DeleteGroupsResponse(&m);
+    kp_DeleteGroupsResponse_DeletableGroupResult *res = gc_alloc(r, (size_t)d->n, sizeof *res);
+    if (!res)
+        return BK_CLOSE;
+    for (int32_t i = 0; i < d->n; i++)
+        res[i] = (kp_DeleteGroupsResponse_DeletableGroupResult){
+            .GroupId = d->e[i].id, .ErrorCode = d->e[i].err,
+        };
+    m.Results = res;
+    m.Results_count = d->n;
+    return gc_encoded(r, "DeleteGroups", kp_enc_DeleteGroupsResponse(r->out, r->hdr.RequestApiVersion, &m));
 }
 
 static void dg_cancel(bk_req *r)
@@ -332,7 +307,8 @@ static void dg_done(void *arg, int rc)
     if (--d->left > 0)
         return;
     bk_req *r = d->r;
-    dg_respond(r, d);
+    if (dg_respond(r, d) != BK_RESPOND)
+        kp_buf_reset(r->out);         /* logged; an empty body fails the client's parse */
     free(d);
     r->state = NULL;
     r->cancel = NULL;
@@ -341,29 +317,21 @@ static void dg_done(void *arg, int rc)
 
 int bk_handle_delete_groups(bk_req *r)
 {
-    kp_rd *in = &r->body;
-    int32_t n = kp_rd_array(in, 2);
-    if (!kp_rd_ok(in))
+    kp_DeleteGroupsRequest q;
+    if (kp_dec_DeleteGroupsRequest(&r->body, r->hdr.RequestApiVersion, &q, &r->arena) != 0)
         return BK_CLOSE;
-    if (n < 0)
-        n = 0;
+    int32_t n = q.GroupsNames_count;
     struct dg_request *d = calloc(1, sizeof *d + (size_t)n * sizeof d->e[0]);
     if (!d)
         return BK_CLOSE;
     d->r = r;
     d->n = n;
-    for (int32_t i = 0; i < n; i++)
-        d->e[i].id = kp_rd_string(in);
-    if (!kp_rd_ok(in)) {
-        free(d);
-        return BK_CLOSE;
-    }
     for (int32_t i = 0; i < n; i++) {
         struct dg_entry *e = &d->e[i];
-        kp_str id = e->id;
+        kp_str id = e->id = q.GroupsNames[i];
         e->d = d;
         e->err = KP_UNKNOWN_SERVER_ERROR;
-        char *name = gc_strndup(id.p ? id.p : "", id.len < 0 ? 0 : id.len);
+        char *name = gc_strndup(id.p, id.len);
         if (!name)
             continue;
         bk_group_deletion del = { .group_id = name, .done = dg_done, .arg = e,
@@ -374,9 +342,9 @@ int bk_handle_delete_groups(bk_req *r)
         free(name);
     }
     if (d->left == 0) {
-        dg_respond(r, d);
+        int rc = dg_respond(r, d);
         free(d);
-        return BK_RESPOND;
+        return rc;
     }
     r->state = d;
     r->cancel = dg_cancel;

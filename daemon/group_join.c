@@ -35,8 +35,8 @@ static int copy_protos(gc_member *m, const gc_join_args *a)
     if (!np)
         return -1;
     for (int i = 0; i < a->nprotos; i++) {
-        np[i].name = gc_strndup(a->proto_names[i].p, a->proto_names[i].len);
-        int32_t ml = a->proto_metas[i].len < 0 ? 0 : a->proto_metas[i].len;
+        np[i].name = gc_strndup(a->protos[i].Name.p, a->protos[i].Name.len);
+        int32_t ml = a->protos[i].Metadata.len < 0 ? 0 : a->protos[i].Metadata.len;
         np[i].meta = malloc((size_t)ml + 1);
         np[i].meta_len = ml;
         if (!np[i].name || !np[i].meta) {
@@ -48,7 +48,7 @@ static int copy_protos(gc_member *m, const gc_join_args *a)
             return -1;
         }
         if (ml)
-            memcpy(np[i].meta, a->proto_metas[i].p, (size_t)ml);
+            memcpy(np[i].meta, a->protos[i].Metadata.p, (size_t)ml);
     }
     for (int i = 0; i < m->nprotos; i++) {
         free(m->protos[i].name);
@@ -67,9 +67,10 @@ static bool member_matches(const gc_member *m, const gc_join_args *a)
         return false;
     for (int i = 0; i < a->nprotos; i++) {
         const gc_proto *p = &m->protos[i];
-        int32_t ml = a->proto_metas[i].len < 0 ? 0 : a->proto_metas[i].len;
-        if (!gc_str_eq(p->name, a->proto_names[i].p, (size_t)a->proto_names[i].len) ||
-            p->meta_len != ml || (ml && memcmp(p->meta, a->proto_metas[i].p, (size_t)ml)))
+        kp_str name = a->protos[i].Name, meta = a->protos[i].Metadata;
+        int32_t ml = meta.len < 0 ? 0 : meta.len;
+        if (!gc_str_eq(p->name, name.p, (size_t)name.len) ||
+            p->meta_len != ml || (ml && memcmp(p->meta, meta.p, (size_t)ml)))
             return false;
     }
     return true;
@@ -89,8 +90,8 @@ static bool supports_protocols(gc_group *g, const gc_member *self, const gc_join
     for (int i = 0; i < a->nprotos; i++) {
         bool all = true;
         for (gc_member *m = g->members.next; all && m != &g->members; m = m->next)
-            if (m != self && !gc_member_supports(m, a->proto_names[i].p,
-                                              (size_t)a->proto_names[i].len))
+            if (m != self && !gc_member_supports(m, a->protos[i].Name.p,
+                                              (size_t)a->protos[i].Name.len))
                 all = false;
         if (all)
             return true;
@@ -368,44 +369,55 @@ void gc_write_join(bk_req *r, int16_t err, int32_t generation, const char *proto
                    const char *leader, const char *member_id, gc_group *members_of)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_buf *o = r->out;
-    kp_buf_reset(o);
-    if (v >= 2)
-        kp_wr_i32(o, 0);                            /* ThrottleTimeMs */
-    kp_wr_i16(o, err);
-    kp_wr_i32(o, generation);
-    kp_wr_string(o, protocol ? protocol : "", -1);  /* ProtocolName */
-    kp_wr_string(o, leader ? leader : "", -1);
-    kp_wr_string(o, member_id ? member_id : "", -1);
-    if (!members_of) {
-        kp_wr_array(o, 0);
-        return;
+    kp_buf_reset(r->out);
+    kp_JoinGroupResponse m;
+    kp_init_JoinGroupResponse(&m);
+    m.ErrorCode = err;
+    m.GenerationId = generation;
+    m.ProtocolName = kp_str_cstr(protocol ? protocol : "");
+    m.Leader = kp_str_cstr(leader ? leader : "");
+    m.MemberId = kp_str_cstr(member_id ? member_id : "");
+    kp_JoinGroupResponse_JoinGroupResponseMember *jm = NULL;
+    if (members_of) {
+        jm = gc_alloc(r, (size_t)members_of->nmembers, sizeof *jm);
+        if (!jm) {                                  /* no memory: the member retries */
+            m.ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
+            m.GenerationId = -1;
+        }
     }
-    kp_wr_array(o, members_of->nmembers);
-    for (gc_member *m = members_of->members.next; m != &members_of->members; m = m->next) {
-        kp_wr_string(o, m->id, -1);
-        if (v >= 5)
-            kp_wr_string(o, m->instance_id, -1);    /* NULL → null */
-        const gc_proto *p = gc_member_proto(m, members_of->protocol);
-        kp_wr_bytes(o, p ? (const void *)p->meta : "", p ? p->meta_len : 0);
+    if (jm) {
+        for (gc_member *x = members_of->members.next; x != &members_of->members; x = x->next) {
+            const gc_proto *p = gc_member_proto(x, members_of->protocol);
+            jm[m.Members_count++] = (kp_JoinGroupResponse_JoinGroupResponseMember){
+                .MemberId = kp_str_cstr(x->id),
+                .GroupInstanceId = kp_str_cstr(x->instance_id),          /* NULL → null */
+                .Metadata = p ? (kp_str){ (const char *)p->meta, p->meta_len }
+                              : (kp_str){ "", 0 },
+            };
+        }
+        m.Members = jm;
     }
+    if (gc_encoded(r, "JoinGroup", kp_enc_JoinGroupResponse(r->out, v, &m)) != BK_RESPOND)
+        kp_buf_reset(r->out);
 }
 
 /* ---- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------ */
 
 void gc_write_sync(bk_req *r, int16_t err, const uint8_t *assignment, int32_t len)
 {
-    kp_buf *o = r->out;
-    kp_buf_reset(o);
-    if (r->hdr.RequestApiVersion >= 1)
-        kp_wr_i32(o, 0);
-    kp_wr_i16(o, err);
-    kp_wr_bytes(o, assignment ? (const void *)assignment : "", assignment ? len : 0);
+    kp_buf_reset(r->out);
+    kp_SyncGroupResponse m;
+    kp_init_SyncGroupResponse(&m);
+    m.ErrorCode = err;
+    m.Assignment = assignment ? (kp_str){ (const char *)assignment, len } : (kp_str){ "", 0 };
+    int rc = kp_enc_SyncGroupResponse(r->out, r->hdr.RequestApiVersion, &m);
+    if (gc_encoded(r, "SyncGroup", rc) != BK_RESPOND)
+        kp_buf_reset(r->out);
 }
 
 int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
-            kp_str instance_id, int nassign, const kp_str *assign_ids,
-            const kp_str *assign_bytes)
+            kp_str instance_id, int nassign,
+            const kp_SyncGroupRequest_SyncGroupRequestAssignment *assign)
 {
     int16_t err = KP_NONE;
     gc_group *g = NULL;
@@ -448,8 +460,8 @@ int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
     for (gc_member *x = g->members.next; x != &g->members; x = x->next) {
         const kp_str *a = NULL;
         for (int i = 0; i < nassign; i++)
-            if (gc_str_eq(x->id, assign_ids[i].p, assign_ids[i].len > 0 ? (size_t)assign_ids[i].len : 0))
-                a = &assign_bytes[i];
+            if (gc_str_eq(x->id, assign[i].MemberId.p, (size_t)assign[i].MemberId.len))
+                a = &assign[i].Assignment;
         int32_t len = a && a->len > 0 ? a->len : 0;
         uint8_t *copy = malloc((size_t)len + 1);
         if (!copy)

@@ -72,6 +72,8 @@ typedef struct kp_str {
 
 #define KP_STR_NULL ((kp_str){ NULL, -1 })
 bool kp_str_eq(kp_str s, const char *cstr);
+/* A C string as a slice (for the generated encoders); NULL → null. */
+kp_str kp_str_cstr(const char *cstr);
 /* Copies into dst (always NUL-terminated, truncated to cap-1); returns len. */
 size_t kp_str_copy(kp_str s, char *dst, size_t cap);
 /* memcmp order, the shorter first on a tie; null sorts as "". */

@@ -289,6 +289,11 @@ bool kp_str_eq(kp_str s, const char *cstr)
     return n == (size_t)s.len && (n == 0 || memcmp(s.p, cstr, n) == 0);
 }
 
+kp_str kp_str_cstr(const char *cstr)
+{
+    return cstr ? (kp_str){ cstr, (int32_t)strlen(cstr) } : KP_STR_NULL;
+}
+
 /* Returns the number of bytes copied (strlen(dst)); a null slice copies "". */
 size_t kp_str_copy(kp_str s, char *dst, size_t cap)
 {

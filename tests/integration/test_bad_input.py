@@ -283,3 +283,36 @@ def test_produce_v2_is_refused(broker):
     msgs = produce_ok(ck_producer(broker), t, [{"value": b"after"}])
     assert msgs[0].offset() == 0, "the Produce v2 batch was stored"
     assert_serves(broker, "Produce v2")
+
+
+# Group requests with a null where the schema allows none (the generated
+# decoder is Kafka's: such a request fails to parse and the connection
+# closes), each beside the same request without the null, which is answered.
+_G = kr.string("nulls-group")
+GROUP_NULLS = {
+    "JoinGroup v5, null protocol metadata": (11, 5, lambda x: (
+        _G + kr.i32(6000) + kr.i32(6000) + kr.string("") + kr.string(None) +
+        kr.string("consumer") + kr.array([kr.string("range") + kr.nbytes(x)])), b"m"),
+    "SyncGroup v3, null assignments": (14, 3, lambda x: (
+        _G + kr.i32(1) + kr.string("m") + kr.string(None) + kr.array(x)), []),
+    "Heartbeat v3, null group id": (12, 3, lambda x: (
+        kr.string(x) + kr.i32(1) + kr.string("m") + kr.string(None)), "nulls-group"),
+    "LeaveGroup v1, null member id": (13, 1, lambda x: _G + kr.string(x), "m"),
+    "OffsetCommit v7, null topics": (8, 7, lambda x: (
+        _G + kr.i32(-1) + kr.string("") + kr.string(None) + kr.array(x)), []),
+    "OffsetFetch v1, null topics (all topics only from v2)": (9, 1, lambda x: (
+        _G + kr.array(x)), []),
+    "DescribeGroups v4, null groups": (15, 4, lambda x: kr.array(x) + kr.i8(0), []),
+    "DeleteGroups v1, null group name": (42, 1, lambda x: kr.array([kr.string(x)]), "g"),
+    "FindCoordinator v2, null key": (10, 2, lambda x: kr.string(x) + kr.i8(0), "g"),
+}
+
+
+def test_group_requests_with_a_forbidden_null_close_the_connection(broker):
+    for what, (api, v, body, valid) in GROUP_NULLS.items():
+        with kr.Conn(broker.port) as c:
+            c.request(api, v, body(valid))            # answered
+        with kr.Conn(broker.port) as c:
+            c.send(api, v, body(None))
+            assert_closed_without_answer(c, what)
+    assert_serves(broker, "group requests with forbidden nulls")
