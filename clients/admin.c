@@ -257,11 +257,6 @@ static void handle_group_offsets(sl_client *cl, sl_broker *b, int err, sl_frame 
 
 /* ---- step ---------------------------------------------------------------------- */
 
-static kp_str cstr(const char *s)
-{
-    return s ? (kp_str){ s, (int32_t)strlen(s) } : KP_STR_NULL;
-}
-
 /* Pairs in kv (NULL-terminated key, value, …). */
 static int32_t kv_pairs(char **kv)
 {
@@ -295,7 +290,6 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
     }
     if (!b)
         return 0;
-    kp_buf *w;
     int16_t v;
     int32_t nkv = kv_pairs(a->kv);
     switch (a->kind) {
@@ -307,9 +301,9 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
             return 0;                                     /* retried on the next step */
         for (int32_t i = 0; i < nkv; i++)
             cfg[i] = (kp_CreateTopicsRequest_CreatableTopicConfig){
-                cstr(a->kv[2 * i]), cstr(a->kv[2 * i + 1]) };
+                kp_str_cstr(a->kv[2 * i]), kp_str_cstr(a->kv[2 * i + 1]) };
         kp_CreateTopicsRequest_CreatableTopic t = {
-            .Name = cstr(a->name), .NumPartitions = a->partitions,
+            .Name = kp_str_cstr(a->name), .NumPartitions = a->partitions,
             .ReplicationFactor = a->rf, .Configs = cfg, .Configs_count = nkv,
         };                                                /* no Assignments */
         kp_CreateTopicsRequest q;
@@ -325,7 +319,7 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
     case A_DELETE: {
         if ((v = sl_api_version(b, KP_API_DELETE_TOPICS, 0, 3)) < 0)
             return bad_version(cl, a, "DeleteTopics");
-        kp_str name = cstr(a->name);
+        kp_str name = kp_str_cstr(a->name);
         kp_DeleteTopicsRequest q;
         kp_init_DeleteTopicsRequest(&q);
         q.TopicNames = &name;                             /* v0-5: by name */
@@ -339,7 +333,7 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
         if ((v = sl_api_version(b, KP_API_DESCRIBE_CONFIGS, 0, 2)) < 0)
             return bad_version(cl, a, "DescribeConfigs");
         kp_DescribeConfigsRequest_DescribeConfigsResource res = {
-            .ResourceType = (int8_t)a->rtype, .ResourceName = cstr(a->name),
+            .ResourceType = (int8_t)a->rtype, .ResourceName = kp_str_cstr(a->name),
             .ConfigurationKeys_count = -1,                /* all keys */
         };
         kp_DescribeConfigsRequest q;
@@ -358,9 +352,9 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
             return 0;
         for (int32_t i = 0; i < nkv; i++)
             cfg[i] = (kp_AlterConfigsRequest_AlterableConfig){
-                cstr(a->kv[2 * i]), cstr(a->kv[2 * i + 1]) };
+                kp_str_cstr(a->kv[2 * i]), kp_str_cstr(a->kv[2 * i + 1]) };
         kp_AlterConfigsRequest_AlterConfigsResource res = {
-            .ResourceType = (int8_t)a->rtype, .ResourceName = cstr(a->name),
+            .ResourceType = (int8_t)a->rtype, .ResourceName = kp_str_cstr(a->name),
             .Configs = cfg, .Configs_count = nkv,
         };
         kp_AlterConfigsRequest q;
