@@ -7,7 +7,13 @@
  * writes only the small fixed fields.  Cost per partition: one hash
  * lookup, one seg_read bounded by the high watermark (an index lookup
  * plus a bounded header scan), no allocation; one allocation per request
- * for the parsed request.  Consumers are never served above the HW: it is
+ * for the handler's state (the generated decoder, kp_dec_FetchRequest,
+ * allocates from the request arena).
+ *
+ * The response is written here by hand, not by kp_enc_FetchResponse: the
+ * generated encoder copies Records bytes into the buffer, and these bytes
+ * must stay in the files (bk_req_add_range splices each range in after its
+ * length prefix).  The fields written follow FetchResponse.json for v4-11.  Consumers are never served above the HW: it is
  * the read's upper bound (seg.h), not a check after the fact.
  *
  * Size rules (KIP-74): the response carries at most
@@ -52,6 +58,7 @@
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
 #include "daemon/request.h"
+#include "kp_msgs.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -94,94 +101,56 @@ typedef struct fetch_state {
 
 /* ---- parsing --------------------------------------------------------------- */
 
-/* Walks the request once; counts topics and partitions.  On return the
- * cursor's error says whether it parsed. */
-static void fetch_walk(kp_rd *rd, int16_t v, fetch_state *st, bool fill)
-{
-    int32_t tmp_i32;
-    (void)kp_rd_i32(rd);                                  /* ReplicaId */
-    tmp_i32 = kp_rd_i32(rd);
-    if (fill) st->max_wait_ms = tmp_i32;                  /* MaxWaitMs */
-    tmp_i32 = kp_rd_i32(rd);
-    if (fill) st->min_bytes = tmp_i32;                    /* MinBytes */
-    int32_t max_bytes = v >= 3 ? kp_rd_i32(rd) : INT32_MAX;
-    int8_t iso = v >= 4 ? kp_rd_i8(rd) : 0;
-    int32_t session_id = 0, session_epoch = -1;
-    if (v >= 7) {
-        session_id = kp_rd_i32(rd);
-        session_epoch = kp_rd_i32(rd);
-    }
-    if (fill) {
-        st->isolation_level = iso;
-        int64_t cap = st->r->b->cfg->fetch_max_bytes;
-        st->limit = max_bytes < cap ? max_bytes : cap;
-        if (st->limit < 0)
-            st->limit = 0;
-        st->error = KP_NONE;
-        if (session_id != 0)
-            st->error = KP_FETCH_SESSION_ID_NOT_FOUND;
-        else if (session_epoch > 0)
-            st->error = KP_INVALID_FETCH_SESSION_EPOCH;
-    }
-    int32_t ntopics = kp_rd_array(rd, 6);
-    int32_t np = 0;
-    for (int32_t t = 0; t < ntopics && kp_rd_ok(rd); t++) {
-        kp_str name = kp_rd_string(rd);
-        int32_t n = kp_rd_array(rd, 16);
-        if (fill) {
-            st->topics[t].name = name;
-            st->topics[t].nparts = n < 0 ? 0 : n;
-        }
-        for (int32_t i = 0; i < n && kp_rd_ok(rd); i++, np++) {
-            fetch_part fp = { .topic = t, .current_leader_epoch = -1 };
-            fp.partition = kp_rd_i32(rd);
-            if (v >= 9)
-                fp.current_leader_epoch = kp_rd_i32(rd);
-            fp.fetch_offset = kp_rd_i64(rd);
-            if (v >= 5)
-                (void)kp_rd_i64(rd);                      /* LogStartOffset */
-            fp.max_bytes = kp_rd_i32(rd);
-            if (fill && np < st->nparts)
-                st->parts[np] = fp;
-        }
-    }
-    if (v >= 7) {                                         /* ForgottenTopicsData */
-        int32_t nf = kp_rd_array(rd, 6);
-        for (int32_t t = 0; t < nf && kp_rd_ok(rd); t++) {
-            (void)kp_rd_string(rd);
-            int32_t n = kp_rd_array(rd, 4);
-            kp_rd_skip(rd, n > 0 ? (size_t)n * 4 : 0);
-        }
-    }
-    if (v >= 11)
-        (void)kp_rd_string(rd);                           /* RackId */
-    if (!fill) {
-        st->ntopics = ntopics < 0 ? 0 : ntopics;
-        st->nparts = np;
-    }
-}
-
+/* Decodes the request with the generated codec (its arrays in r->arena,
+ * which lives until the request is done, deferred or not) and copies what
+ * the handler keeps into one allocation: each partition needs a waiter of
+ * its own while the request waits.  NULL: malformed or out of memory. */
 static fetch_state *fetch_parse(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    fetch_state count = { .r = r };
-    kp_rd rd = r->body;
-    fetch_walk(&rd, v, &count, false);
-    if (!kp_rd_ok(&rd))
+    kp_FetchRequest q;
+    if (kp_dec_FetchRequest(&r->body, v, &q, &r->arena) != 0)
         return NULL;
-    size_t sz = sizeof(fetch_state) + (size_t)count.ntopics * sizeof(fetch_topic) +
-                (size_t)count.nparts * sizeof(fetch_part);
+    int32_t ntopics = q.Topics_count < 0 ? 0 : q.Topics_count;
+    size_t nparts = 0;
+    for (int32_t t = 0; t < ntopics; t++)
+        nparts += q.Topics[t].Partitions_count < 0 ? 0 : (size_t)q.Topics[t].Partitions_count;
+    size_t sz = sizeof(fetch_state) + (size_t)ntopics * sizeof(fetch_topic) +
+                nparts * sizeof(fetch_part);
     fetch_state *st = calloc(1, sz);
     if (!st)
         return NULL;
     st->r = r;
-    st->ntopics = count.ntopics;
-    st->nparts = count.nparts;
+    st->ntopics = ntopics;
+    st->nparts = (int32_t)nparts;
     st->parts = (fetch_part *)(st + 1);
     st->topics = (fetch_topic *)(st->parts + st->nparts);
-    rd = r->body;
-    fetch_walk(&rd, v, st, true);
-    r->body = rd;
+    st->max_wait_ms = q.MaxWaitMs;
+    st->min_bytes = q.MinBytes;
+    st->isolation_level = q.IsolationLevel;
+    int64_t cap = r->b->cfg->fetch_max_bytes;
+    st->limit = q.MaxBytes < cap ? q.MaxBytes : cap;    /* MaxBytes: v3+, else INT32_MAX */
+    if (st->limit < 0)
+        st->limit = 0;
+    st->error = KP_NONE;
+    if (q.SessionId != 0)
+        st->error = KP_FETCH_SESSION_ID_NOT_FOUND;
+    else if (q.SessionEpoch > 0)
+        st->error = KP_INVALID_FETCH_SESSION_EPOCH;
+    fetch_part *fp = st->parts;
+    for (int32_t t = 0; t < ntopics; t++) {
+        const kp_FetchRequest_FetchTopic *qt = &q.Topics[t];
+        st->topics[t].name = qt->Topic;
+        st->topics[t].nparts = qt->Partitions_count < 0 ? 0 : qt->Partitions_count;
+        for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++) {
+            const kp_FetchRequest_FetchPartition *qp = &qt->Partitions[i];
+            /* CurrentLeaderEpoch is v9+; below it stays -1: not checked. */
+            *fp = (fetch_part){ .topic = t, .partition = qp->Partition,
+                                .current_leader_epoch = qp->CurrentLeaderEpoch,
+                                .fetch_offset = qp->FetchOffset,
+                                .max_bytes = qp->PartitionMaxBytes };
+        }
+    }
     return st;
 }
 
