@@ -10,10 +10,10 @@
  * for the handler's state (the generated decoder, kp_dec_FetchRequest,
  * allocates from the request arena).
  *
- * The response is written here by hand, not by kp_enc_FetchResponse: the
- * generated encoder copies Records bytes into the buffer, and these bytes
- * must stay in the files (bk_req_add_range splices each range in after its
- * length prefix).  The fields written follow FetchResponse.json for v4-11.  Consumers are never served above the HW: it is
+ * The response is encoded by kp_enc_FetchResponse with a records hook
+ * (protocol/msgs.c M5): the encoder writes each partition's Records length
+ * prefix and fetch_splice splices that partition's file ranges in right
+ * after it (bk_req_add_range), so the bytes still never leave the files.  Consumers are never served above the HW: it is
  * the read's upper bound (seg.h), not a check after the fact.
  *
  * Size rules (KIP-74): the response carries at most
@@ -74,6 +74,7 @@ typedef struct fetch_part {
     int32_t current_leader_epoch; /* -1: not checked */
     int64_t fetch_offset;
     int32_t max_bytes;
+    int first_range, nranges;     /* this build's ranges, in fetch_state.ranges */
     bk_waiter w;
 } fetch_part;
 
@@ -92,6 +93,13 @@ typedef struct fetch_state {
     int32_t ntopics, nparts;
     fetch_topic *topics;
     fetch_part *parts;
+    /* The response being built (kp_enc_FetchResponse), one entry per
+     * requested topic and partition; Records.p is the fetch_part whose
+     * ranges fetch_splice splices in (protocol/msgs.c M5). */
+    kp_FetchResponse_FetchableTopicResponse *rtopics;
+    kp_FetchResponse_PartitionData *rparts;
+    seg_range *ranges;            /* this build's file ranges, in order */
+    int nranges, cap_ranges, ranges_sent;
     size_t out_base;              /* r->out->len when the handler started */
     int64_t deadline_us;
     struct event *timer;
@@ -116,7 +124,9 @@ static fetch_state *fetch_parse(bk_req *r)
     for (int32_t t = 0; t < ntopics; t++)
         nparts += q.Topics[t].Partitions_count < 0 ? 0 : (size_t)q.Topics[t].Partitions_count;
     size_t sz = sizeof(fetch_state) + (size_t)ntopics * sizeof(fetch_topic) +
-                nparts * sizeof(fetch_part);
+                nparts * sizeof(fetch_part) +
+                (size_t)ntopics * sizeof(kp_FetchResponse_FetchableTopicResponse) +
+                nparts * sizeof(kp_FetchResponse_PartitionData);
     fetch_state *st = calloc(1, sz);
     if (!st)
         return NULL;
@@ -125,6 +135,8 @@ static fetch_state *fetch_parse(bk_req *r)
     st->nparts = (int32_t)nparts;
     st->parts = (fetch_part *)(st + 1);
     st->topics = (fetch_topic *)(st->parts + st->nparts);
+    st->rtopics = (kp_FetchResponse_FetchableTopicResponse *)(st->topics + ntopics);
+    st->rparts = (kp_FetchResponse_PartitionData *)(st->rtopics + ntopics);
     st->max_wait_ms = q.MaxWaitMs;
     st->min_bytes = q.MinBytes;
     st->isolation_level = q.IsolationLevel;
@@ -161,11 +173,34 @@ typedef struct fetch_acc {
     bool any_error;
 } fetch_acc;
 
+/* Keeps one partition's ranges for the encoder (fetch_splice).  false:
+ * out of memory, nothing kept. */
+static bool fetch_keep_ranges(fetch_state *st, fetch_part *fp, seg_range *rg, int n)
+{
+    fp->first_range = st->nranges;
+    fp->nranges = 0;
+    if (n == 0)
+        return true;
+    if (st->nranges + n > st->cap_ranges) {
+        int cap = st->cap_ranges ? st->cap_ranges * 2 : 2 * FETCH_MAX_RANGES;
+        while (cap < st->nranges + n)
+            cap *= 2;
+        seg_range *nr = realloc(st->ranges, (size_t)cap * sizeof *nr);
+        if (!nr)
+            return false;
+        st->ranges = nr;
+        st->cap_ranges = cap;
+    }
+    memcpy(st->ranges + st->nranges, rg, (size_t)n * sizeof *rg);
+    st->nranges += n;
+    fp->nranges = n;
+    return true;
+}
+
 static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
-                            fetch_acc *acc)
+                            fetch_acc *acc, kp_FetchResponse_PartitionData *rp)
 {
     bk_broker *b = r->b;
-    kp_buf *o = r->out;
     int16_t v = r->hdr.RequestApiVersion;
     int16_t err = KP_NONE;
     int64_t hw = -1, lso = -1, log_start = -1;
@@ -231,24 +266,44 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
             bytes = 0;
         }
     }
+    if (!fetch_keep_ranges(st, fp, ranges, nranges)) {
+        for (int i = 0; i < nranges; i++)         /* out of memory: none now, */
+            seg_range_release(&ranges[i]);        /* the consumer asks again */
+        bytes = 0;
+    }
     if (err != KP_NONE)
         acc->any_error = true;
 
-    kp_wr_i32(o, fp->partition);                  /* PartitionIndex */
-    kp_wr_i16(o, err);
-    kp_wr_i64(o, hw);                             /* HighWatermark */
-    kp_wr_i64(o, lso);                            /* LastStableOffset (v4+) */
-    if (v >= 5)
-        kp_wr_i64(o, log_start);                  /* LogStartOffset */
-    kp_wr_array(o, 0);                            /* AbortedTransactions */
-    if (v >= 11)
-        kp_wr_i32(o, -1);                         /* PreferredReadReplica */
-    kp_wr_i32(o, (int32_t)bytes);                 /* Records: length ... */
-    for (int i = 0; i < nranges; i++)
-        bk_req_add_range(r, &ranges[i]);          /* ... then the file bytes */
+    /* Fields at their JSON defaults where v4-11 lack them (gen_msgs.py G1);
+     * AbortedTransactions empty: no transactions. */
+    *rp = (kp_FetchResponse_PartitionData){
+        .PartitionIndex = fp->partition,
+        .ErrorCode = err,
+        .HighWatermark = hw,
+        .LastStableOffset = lso,
+        .LogStartOffset = v >= 5 ? log_start : -1,
+        .DivergingEpoch = { .Epoch = -1, .EndOffset = -1 },
+        .CurrentLeader = { .LeaderId = -1, .LeaderEpoch = -1 },
+        .SnapshotId = { .EndOffset = -1, .Epoch = -1 },
+        .PreferredReadReplica = -1,
+        .Records = { (const char *)fp, (int32_t)bytes },
+    };
     if (p)
         p->bytes_out += (uint64_t)bytes;
     acc->total += bytes;
+}
+
+/* The encoder's records hook (protocol/msgs.c M5): it has written the
+ * length prefix of a partition's Records; the partition's file ranges go
+ * right after it, in order. */
+static void fetch_splice(kp_buf *o, kp_str s, void *arg)
+{
+    (void)o;
+    fetch_state *st = arg;
+    const fetch_part *fp = (const fetch_part *)s.p;
+    for (int i = 0; i < fp->nranges; i++)
+        bk_req_add_range(st->r, &st->ranges[fp->first_range + i]);
+    st->ranges_sent = fp->first_range + fp->nranges;
 }
 
 /* Writes the whole response body.  Returns the record bytes in it. */
@@ -257,25 +312,38 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
     kp_buf *o = r->out;
     int16_t v = r->hdr.RequestApiVersion;
     fetch_acc acc = { 0, false };
-    kp_wr_i32(o, 0);                              /* ThrottleTimeMs */
-    if (v >= 7) {
-        kp_wr_i16(o, st->error);
-        kp_wr_i32(o, 0);                          /* SessionId: none */
-    }
+    kp_FetchResponse m;
+    kp_init_FetchResponse(&m);
+    m.ErrorCode = st->error;                      /* v7+; set only from v7 fields */
+    m.SessionId = 0;                              /* no sessions */
+    st->nranges = st->ranges_sent = 0;
     if (st->error != KP_NONE) {
-        kp_wr_array(o, 0);
         *any_error = true;
-        return 0;
+    } else {
+        kp_FetchResponse_PartitionData *rp = st->rparts;
+        fetch_part *fp = st->parts;
+        for (int32_t t = 0; t < st->ntopics; t++) {
+            st->rtopics[t] = (kp_FetchResponse_FetchableTopicResponse){
+                .Topic = st->topics[t].name, .Partitions = rp,
+                .Partitions_count = st->topics[t].nparts,
+            };
+            for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++, rp++)
+                fetch_partition(r, st, fp, &acc, rp);
+        }
+        m.Responses = st->rtopics;
+        m.Responses_count = st->ntopics;
+        *any_error = acc.any_error;
     }
-    kp_wr_array(o, st->ntopics);                  /* Responses */
-    fetch_part *fp = st->parts;
-    for (int32_t t = 0; t < st->ntopics; t++) {
-        kp_wr_str(o, st->topics[t].name);
-        kp_wr_array(o, st->topics[t].nparts);
-        for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++)
-            fetch_partition(r, st, fp, &acc);
-    }
-    *any_error = acc.any_error;
+    o->records = fetch_splice;
+    o->records_arg = st;
+    kp_enc_FetchResponse(o, v, &m);
+    o->records = NULL;
+    o->records_arg = NULL;
+    /* A failed encode (out of memory: the connection closes) may stop
+     * before some ranges were spliced; their references are ours. */
+    for (int i = st->ranges_sent; i < st->nranges; i++)
+        seg_range_release(&st->ranges[i]);
+    st->nranges = 0;
     return acc.total;
 }
 
@@ -304,6 +372,7 @@ static void fetch_free(fetch_state *st)
         event_free(st->timer);
     if (st->wake_ev)
         event_free(st->wake_ev);
+    free(st->ranges);
     free(st);
 }
 

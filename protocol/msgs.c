@@ -40,7 +40,8 @@
  *   M5. A records field is the one exception to "the bytes are written":
  *       with a records hook on the kp_buf, the encoder writes the length
  *       prefix (s.len) and the hook must account for exactly s.len bytes
- *       that follow it on the wire, appended or spliced in by the caller.
+ *       that follow it on the wire, appended or spliced in by the caller;
+ *       once the buffer has failed the hook is not called.
  *       So message bytes can stay where they are (zero copy) while every
  *       other field still comes from the generated encoder.
  */
@@ -233,7 +234,8 @@ void kp_msg_wr_records(kp_buf *b, bool compact, bool nullable, kp_str s)
         kp_wr_uvarint(b, (uint32_t)s.len + 1);
     else
         kp_wr_i32(b, s.len);
-    b->records(b, s, b->records_arg);
+    if (!b->err)                      /* a failed buffer is discarded whole */
+        b->records(b, s, b->records_arg);
 }
 
 void kp_msg_wr_count(kp_buf *b, bool compact, bool nullable, int32_t n, bool have)
