@@ -6,9 +6,10 @@
  * bk_req_add_range and sent with sendfile by daemon/server.c.  The handler
  * writes only the small fixed fields.  Cost per partition: one hash
  * lookup, one seg_read bounded by the high watermark (an index lookup
- * plus a bounded header scan), no allocation; one allocation per request
- * for the handler's state (the generated decoder, kp_dec_FetchRequest,
- * allocates from the request arena).
+ * plus a bounded header scan), no allocation.  The decoded request
+ * (kp_dec_FetchRequest), the handler's state and the response being
+ * encoded all live in the request arena, so no malloc per request in the
+ * steady state.
  *
  * The response is encoded by kp_enc_FetchResponse with a records hook
  * (protocol/msgs.c M5): the encoder writes each partition's Records length
@@ -47,9 +48,10 @@
  *      partition is answered UNKNOWN_TOPIC_OR_PARTITION).
  *   3. Waking is by notification only, never polling.  Notifications are
  *      coalesced: many HW moves in one loop turn cost one REBUILD.
- *   4. The parsed request (fetch_state) points into the request frame,
- *      which the connection keeps untouched while the request is deferred.
- *      If the connection dies first, fetch_cancel frees everything.
+ *   4. The parsed request (fetch_state) points into the request frame and
+ *      lives in the request arena; the connection keeps both untouched
+ *      while the request is deferred.  If the connection dies first,
+ *      fetch_cancel releases the events and waiters before the arena goes.
  *
  * Sessions (KIP-227) are not offered: SessionId 0 in every response, so
  * clients send full requests.  A request naming a session gets
@@ -98,7 +100,7 @@ typedef struct fetch_state {
      * ranges fetch_splice splices in (protocol/msgs.c M5). */
     kp_FetchResponse_FetchableTopicResponse *rtopics;
     kp_FetchResponse_PartitionData *rparts;
-    seg_range *ranges;            /* this build's file ranges, in order */
+    seg_range *ranges;            /* this build's file ranges, in order (r->arena) */
     int nranges, cap_ranges, ranges_sent;
     size_t out_base;              /* r->out->len when the handler started */
     int64_t deadline_us;
@@ -127,7 +129,9 @@ static fetch_state *fetch_parse(bk_req *r)
                 nparts * sizeof(fetch_part) +
                 (size_t)ntopics * sizeof(kp_FetchResponse_FetchableTopicResponse) +
                 nparts * sizeof(kp_FetchResponse_PartitionData);
-    fetch_state *st = calloc(1, sz);
+    /* In the request arena, which lives until the request is done
+     * (deferred or not) and keeps its chunk: no malloc per fetch. */
+    fetch_state *st = kp_arena_alloc(&r->arena, sz);
     if (!st)
         return NULL;
     st->r = r;
@@ -185,9 +189,14 @@ static bool fetch_keep_ranges(fetch_state *st, fetch_part *fp, seg_range *rg, in
         int cap = st->cap_ranges ? st->cap_ranges * 2 : 2 * FETCH_MAX_RANGES;
         while (cap < st->nranges + n)
             cap *= 2;
-        seg_range *nr = realloc(st->ranges, (size_t)cap * sizeof *nr);
+        /* From the request arena: no malloc in the steady state; the old
+         * array stays there until the request is done (capacity doubles,
+         * so at most as much again). */
+        seg_range *nr = kp_arena_alloc(&st->r->arena, (size_t)cap * sizeof *nr);
         if (!nr)
             return false;
+        if (st->nranges)
+            memcpy(nr, st->ranges, (size_t)st->nranges * sizeof *nr);
         st->ranges = nr;
         st->cap_ranges = cap;
     }
@@ -372,8 +381,7 @@ static void fetch_free(fetch_state *st)
         event_free(st->timer);
     if (st->wake_ev)
         event_free(st->wake_ev);
-    free(st->ranges);
-    free(st);
+    /* st itself is in r->arena (fetch_parse). */
 }
 
 static void fetch_cancel(bk_req *r)
