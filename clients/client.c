@@ -446,6 +446,7 @@ static int dispatch(sl_client *cl, sl_broker *b, sl_frame *f)
     if (r->api != KP_API_API_VERSIONS && r->ver >= kp_api_first_flexible(r->api))
         kp_rd_tags(&rd);
     r->cb(cl, b, 0, f, &rd, r->ver, r->ctx);
+    kp_arena_reset(&cl->arena);    /* what the callback decoded is done with */
     free(r);
     sl_frame_unref(f);
     return b->fd < 0 ? -1 : 0;     /* the callback may have failed b */
@@ -822,6 +823,7 @@ sl_client *sl_client_new(const sl_conf *conf, const char *kind,
     snprintf(cl->name, sizeof cl->name, "%s#%c%c%c%c", kind, hex[u & 15],
              hex[(u >> 4) & 15], hex[(u >> 8) & 15], hex[(u >> 12) & 15]);
     pthread_mutex_init(&cl->lock, NULL);
+    kp_arena_init(&cl->arena, 0);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -900,6 +902,7 @@ void sl_client_free(sl_client *cl)
         close(cl->wake_fd);
     pthread_mutex_destroy(&cl->lock);
     pthread_cond_destroy(&cl->cond);
+    kp_arena_free(&cl->arena);
     sl_conf_free_fields(&cl->conf);
     free(cl);
 }

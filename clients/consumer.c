@@ -36,6 +36,7 @@
 
 #include "clients/sl_int.h"
 #include "clients/sl_cons.h"
+#include "kp_msgs.h"
 
 /* ---- partitions ----------------------------------------------------------- */
 
@@ -187,34 +188,34 @@ void sl_list_offsets_send(sl_client *cl, sl_broker *b, int16_t v, const char *to
                           int32_t partition, int64_t timestamp, sl_resp_cb *cb,
                           void *ctx)
 {
-    kp_buf *w = sl_req_begin(cl, b, KP_API_LIST_OFFSETS, v);
-    kp_wr_i32(w, -1);                                     /* ReplicaId */
-    if (v >= 2)
-        kp_wr_i8(w, 0);                                   /* IsolationLevel */
-    kp_wr_array(w, 1);
-    kp_wr_string(w, topic, -1);
-    kp_wr_array(w, 1);
-    kp_wr_i32(w, partition);
-    kp_wr_i64(w, timestamp);
+    kp_ListOffsetsRequest_ListOffsetsPartition qp = {
+        .PartitionIndex = partition, .CurrentLeaderEpoch = -1,
+        .Timestamp = timestamp, .MaxNumOffsets = 1,
+    };
+    kp_ListOffsetsRequest_ListOffsetsTopic qt = {
+        .Name = { topic, (int32_t)strlen(topic) }, .Partitions = &qp, .Partitions_count = 1,
+    };
+    kp_ListOffsetsRequest q;
+    kp_init_ListOffsetsRequest(&q);
+    q.ReplicaId = -1;
+    q.Topics = &qt;
+    q.Topics_count = 1;
+    kp_enc_ListOffsetsRequest(sl_req_begin(cl, b, KP_API_LIST_OFFSETS, v), v, &q);
     sl_req_end(cl, b, cb, ctx);
 }
 
-int sl_list_offsets_read(kp_rd *r, int16_t ver, int16_t *ec, int64_t *off)
+/* The request names one partition: the answer's last partition is it. */
+int sl_list_offsets_read(sl_client *cl, kp_rd *r, int16_t ver, int16_t *ec, int64_t *off)
 {
-    if (ver >= 2)
-        (void)kp_rd_i32(r);                               /* ThrottleTimeMs */
-    int32_t nt = kp_rd_array(r, 6);
-    for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-        (void)kp_rd_string(r);
-        int32_t np = kp_rd_array(r, 22);
-        for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-            (void)kp_rd_i32(r);
-            *ec = kp_rd_i16(r);
-            (void)kp_rd_i64(r);                           /* Timestamp */
-            *off = kp_rd_i64(r);
+    kp_ListOffsetsResponse m;
+    if (kp_dec_ListOffsetsResponse(r, ver, &m, &cl->arena) != 0)
+        return SL_E_BAD_MSG;
+    for (int32_t i = 0; i < m.Topics_count; i++)
+        for (int32_t j = 0; j < m.Topics[i].Partitions_count; j++) {
+            *ec = m.Topics[i].Partitions[j].ErrorCode;
+            *off = m.Topics[i].Partitions[j].Offset;
         }
-    }
-    return kp_rd_ok(r) ? 0 : SL_E_BAD_MSG;
+    return 0;
 }
 
 typedef struct lo_ctx {
@@ -236,7 +237,7 @@ static void handle_list_offsets(sl_client *cl, sl_broker *b, int err, sl_frame *
     int16_t ec = 0;
     int64_t off = -1;
     if (!err)
-        err = sl_list_offsets_read(r, ver, &ec, &off);
+        err = sl_list_offsets_read(cl, r, ver, &ec, &off);
     if (err || ec || off < 0) {
         cp->backoff_until = sl_now_ms() + cl->conf.retry_backoff_ms;
         sl_md_refresh(cl);
@@ -360,50 +361,34 @@ static void handle_fetch(sl_client *cl, sl_broker *b, int err, sl_frame *f,
         free(x);
         return;
     }
-    (void)kp_rd_i32(r);                                   /* ThrottleTimeMs */
-    if (ver >= 7) {
-        int16_t ec = kp_rd_i16(r);
-        (void)kp_rd_i32(r);                               /* SessionId */
-        if (ec) {
-            sl_log(cl, 4, "Fetch failed: %s", sl_err_name(ec));
-            free(x);
-            return;
-        }
+    /* Records are slices of f, which fetch_partition keeps (refcounted). */
+    kp_FetchResponse m;
+    if (kp_dec_FetchResponse(r, ver, &m, &cl->arena) != 0) {
+        sl_log(cl, 3, "malformed Fetch response");
+        free(x);
+        return;
     }
-    int32_t nt = kp_rd_array(r, 6);
-    for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-        kp_str topic = kp_rd_string(r);
-        int32_t np = kp_rd_array(r, 30);
-        for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-            int32_t idx = kp_rd_i32(r);
-            int16_t ec = kp_rd_i16(r);
-            int64_t hwm = kp_rd_i64(r);
-            (void)kp_rd_i64(r);                           /* LastStableOffset */
-            if (ver >= 5)
-                (void)kp_rd_i64(r);                       /* LogStartOffset */
-            int32_t na = kp_rd_array(r, 16);              /* AbortedTransactions */
-            for (int32_t k = 0; k < na && kp_rd_ok(r); k++) {
-                (void)kp_rd_i64(r);
-                (void)kp_rd_i64(r);
-            }
-            if (ver >= 11)
-                (void)kp_rd_i32(r);                       /* PreferredReadReplica */
-            kp_str recs = kp_rd_bytes(r);
-            if (!kp_rd_ok(r))
-                break;
+    if (m.ErrorCode) {                                    /* v7+ */
+        sl_log(cl, 4, "Fetch failed: %s", sl_err_name(m.ErrorCode));
+        free(x);
+        return;
+    }
+    for (int32_t i = 0; i < m.Responses_count; i++) {
+        const kp_FetchResponse_FetchableTopicResponse *mt = &m.Responses[i];
+        for (int32_t j = 0; j < mt->Partitions_count; j++) {
+            const kp_FetchResponse_PartitionData *mp = &mt->Partitions[j];
             for (int k = 0; k < x->n; k++) {
                 sl_cpart *cp = x->p[k].cp;
-                if (cp->partition != idx || !kp_str_eq(topic, cp->topic))
+                if (cp->partition != mp->PartitionIndex || !kp_str_eq(mt->Topic, cp->topic))
                     continue;
                 if (cp->version == x->p[k].version && cp->assigned &&
                     cp->state == CP_ACTIVE && cp->fetch_pos == x->p[k].pos)
-                    fetch_partition(cl, c, cp, f, ec, hwm, recs);
+                    fetch_partition(cl, c, cp, f, mp->ErrorCode, mp->HighWatermark,
+                                    mp->Records);
                 break;
             }
         }
     }
-    if (!kp_rd_ok(r))
-        sl_log(cl, 3, "malformed Fetch response");
     free(x);
 }
 
@@ -425,42 +410,51 @@ static void send_fetch(sl_client *cl, sl_cons *c, sl_broker *b, int64_t now)
     if (!x)
         return;
     x->n = 0;
-    kp_buf *w = sl_req_begin(cl, b, KP_API_FETCH, v);
-    kp_wr_i32(w, -1);                                     /* ReplicaId */
-    kp_wr_i32(w, cl->conf.fetch_max_wait_ms);
-    kp_wr_i32(w, cl->conf.fetch_min_bytes);
-    kp_wr_i32(w, cl->conf.fetch_max_bytes);
-    kp_wr_i8(w, 0);                                       /* IsolationLevel */
-    if (v >= 7) {
-        kp_wr_i32(w, 0);                                  /* SessionId */
-        kp_wr_i32(w, -1);                                 /* SessionEpoch */
+    /* One topic entry per partition, as before; the arrays are scratch in
+     * cl->arena until encoded. */
+    kp_FetchRequest_FetchTopic *ts = kp_arena_alloc(&cl->arena, (size_t)n * sizeof *ts);
+    kp_FetchRequest_FetchPartition *ps = kp_arena_alloc(&cl->arena, (size_t)n * sizeof *ps);
+    if (!ts || !ps) {
+        kp_arena_reset(&cl->arena);
+        free(x);
+        return;
     }
-    kp_wr_array(w, n);                                    /* one topic entry each */
     for (int i = 0; i < c->n_all && x->n < n; i++) {
         sl_cpart *cp = c->all[i];
         if (!(cp->assigned && cp->state == CP_ACTIVE && !cp->fetching &&
               cp->backoff_until <= now &&
               sl_md_leader(cl, cp->topic, cp->partition) == b->id))
             continue;
-        kp_wr_string(w, cp->topic, -1);
-        kp_wr_array(w, 1);
-        kp_wr_i32(w, cp->partition);
-        if (v >= 9)
-            kp_wr_i32(w, -1);                             /* CurrentLeaderEpoch */
-        kp_wr_i64(w, cp->fetch_pos);
-        if (v >= 5)
-            kp_wr_i64(w, -1);                             /* LogStartOffset */
-        kp_wr_i32(w, cl->conf.max_partition_fetch_bytes);
+        /* LogStartOffset -1: a consumer's, not a follower's (JSON default). */
+        ps[x->n] = (kp_FetchRequest_FetchPartition){
+            .Partition = cp->partition, .CurrentLeaderEpoch = -1,
+            .FetchOffset = cp->fetch_pos, .LastFetchedEpoch = -1,
+            .LogStartOffset = -1, .PartitionMaxBytes = cl->conf.max_partition_fetch_bytes,
+        };
+        ts[x->n] = (kp_FetchRequest_FetchTopic){
+            .Topic = { cp->topic, (int32_t)strlen(cp->topic) },
+            .Partitions = &ps[x->n], .Partitions_count = 1,
+        };
         cp->fetching = true;
         x->p[x->n].cp = cp;
         x->p[x->n].version = cp->version;
         x->p[x->n].pos = cp->fetch_pos;
         x->n++;
     }
-    if (v >= 7)
-        kp_wr_array(w, 0);                                /* ForgottenTopicsData */
-    if (v >= 11)
-        kp_wr_string(w, "", 0);                           /* RackId */
+    kp_FetchRequest q;
+    kp_init_FetchRequest(&q);
+    q.ReplicaId = -1;
+    q.MaxWaitMs = cl->conf.fetch_max_wait_ms;
+    q.MinBytes = cl->conf.fetch_min_bytes;
+    q.MaxBytes = cl->conf.fetch_max_bytes;
+    q.IsolationLevel = 0;
+    q.SessionId = 0;
+    q.SessionEpoch = -1;                                  /* no session (v7+) */
+    q.Topics = ts;
+    q.Topics_count = x->n;
+    q.RackId = (kp_str){ "", 0 };                         /* v11+ */
+    kp_enc_FetchRequest(sl_req_begin(cl, b, KP_API_FETCH, v), v, &q);
+    kp_arena_reset(&cl->arena);
     sl_req_end(cl, b, handle_fetch, x);
     b->fetch_inflight = true;
 }

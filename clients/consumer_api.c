@@ -250,7 +250,7 @@ static void wm_handle(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *
     int16_t ec = 0;
     int64_t off = -1;
     if (!err)
-        err = sl_list_offsets_read(r, ver, &ec, &off);
+        err = sl_list_offsets_read(cl, r, ver, &ec, &off);
     if (!w->op.err && (err || ec))
         w->op.err = err ? err : ec;
     /* Answers come in request order: earliest, then latest.  The op is

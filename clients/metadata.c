@@ -14,6 +14,9 @@
  * AllowAutoTopicCreation: true for producers, allow.auto.create.topics
  * for consumers.
  *
+ * Request and response go through the generated codec (kp_msgs.h), the
+ * same description of the message the broker uses.
+ *
  * Invariants: a topic entry, once created, lives as long as the handle
  * (other modules keep pointers to it); parts is replaced wholesale under
  * cl->lock; md_epoch increments with each answer so waiters can tell.
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "clients/sl_int.h"
+#include "kp_msgs.h"
 
 sl_mtopic *sl_md_topic(sl_client *cl, const char *name, bool create)
 {
@@ -66,13 +70,6 @@ int32_t sl_md_leader(sl_client *cl, const char *topic, int32_t partition)
     return t->parts[partition].leader;
 }
 
-static void skip_i32_array(kp_rd *r)
-{
-    int32_t n = kp_rd_array(r, 4);
-    for (int32_t i = 0; i < n && kp_rd_ok(r); i++)
-        (void)kp_rd_i32(r);
-}
-
 static void handle_metadata(sl_client *cl, sl_broker *b, int err, sl_frame *f,
                             kp_rd *r, int16_t ver, void *ctx)
 {
@@ -84,59 +81,44 @@ static void handle_metadata(sl_client *cl, sl_broker *b, int err, sl_frame *f,
         cl->md_needed = true;
         return;
     }
-    if (ver >= 3)
-        (void)kp_rd_i32(r);                              /* ThrottleTimeMs */
-    int32_t nb = kp_rd_array(r, 10);
-    for (int32_t i = 0; i < nb && kp_rd_ok(r); i++) {
-        int32_t id = kp_rd_i32(r);
-        kp_str host = kp_rd_string(r);
-        int32_t port = kp_rd_i32(r);
-        (void)kp_rd_string(r);                           /* Rack */
-        if (kp_rd_ok(r) && host.len > 0 && host.len < 256) {
+    kp_MetadataResponse m;
+    if (kp_dec_MetadataResponse(r, ver, &m, &cl->arena) != 0) {
+        sl_log(cl, 3, "malformed Metadata response");
+        cl->md_needed = true;
+        return;
+    }
+    for (int32_t i = 0; i < m.Brokers_count; i++) {
+        const kp_MetadataResponse_MetadataResponseBroker *mb = &m.Brokers[i];
+        if (mb->Host.len > 0 && mb->Host.len < 256) {
             char h[256];
-            kp_str_copy(host, h, sizeof h);
-            sl_broker_add(cl, id, h, port);
+            kp_str_copy(mb->Host, h, sizeof h);
+            sl_broker_add(cl, mb->NodeId, h, mb->Port);
         }
     }
-    if (ver >= 2)
-        (void)kp_rd_string(r);                           /* ClusterId */
-    int32_t controller = kp_rd_i32(r);
     bool retry_soon = false;
-    int32_t nt = kp_rd_array(r, 8);
-    for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-        int16_t ec = kp_rd_i16(r);
-        kp_str name = kp_rd_string(r);
-        bool internal = kp_rd_bool(r);
-        int32_t np = kp_rd_array(r, 18);
+    for (int32_t i = 0; i < m.Topics_count; i++) {
+        const kp_MetadataResponse_MetadataResponseTopic *mt = &m.Topics[i];
+        int16_t ec = mt->ErrorCode;
+        int32_t np = mt->Partitions_count;
+        char tn[256];
+        if (mt->Name.len <= 0 || mt->Name.len >= (int32_t)sizeof tn)
+            continue;
+        kp_str_copy(mt->Name, tn, sizeof tn);
+        sl_mtopic *t = sl_md_topic(cl, tn, all);
+        if (!t)
+            continue;
         sl_mpart *parts = np > 0 ? calloc((size_t)np, sizeof *parts) : NULL;
         bool missing_leader = false;
-        for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-            int16_t pec = kp_rd_i16(r);
-            int32_t idx = kp_rd_i32(r);
-            int32_t leader = kp_rd_i32(r);
-            skip_i32_array(r);                           /* ReplicaNodes */
-            skip_i32_array(r);                           /* IsrNodes */
-            if (ver >= 5)
-                skip_i32_array(r);                       /* OfflineReplicas */
-            if (parts && idx >= 0 && idx < np) {
-                parts[idx].leader = leader;
-                parts[idx].err = pec;
+        for (int32_t j = 0; j < np; j++) {
+            const kp_MetadataResponse_MetadataResponsePartition *mp = &mt->Partitions[j];
+            if (parts && mp->PartitionIndex >= 0 && mp->PartitionIndex < np) {
+                parts[mp->PartitionIndex].leader = mp->LeaderId;
+                parts[mp->PartitionIndex].err = mp->ErrorCode;
             }
-            if (leader < 0)
+            if (mp->LeaderId < 0)
                 missing_leader = true;
         }
-        char tn[256];
-        if (!kp_rd_ok(r) || name.len <= 0 || name.len >= (int32_t)sizeof tn) {
-            free(parts);
-            continue;
-        }
-        kp_str_copy(name, tn, sizeof tn);
-        sl_mtopic *t = sl_md_topic(cl, tn, all);
-        if (!t) {
-            free(parts);
-            continue;
-        }
-        t->internal = internal;
+        t->internal = mt->IsInternal;
         t->seen_epoch = cl->md_epoch + 1;
         if (ec == 0 && np > 0 && parts) {
             free(t->parts);
@@ -160,12 +142,7 @@ static void handle_metadata(sl_client *cl, sl_broker *b, int err, sl_frame *f,
             }
         }
     }
-    if (!kp_rd_ok(r)) {
-        sl_log(cl, 3, "malformed Metadata response");
-        cl->md_needed = true;
-        return;
-    }
-    cl->controller_id = controller;
+    cl->controller_id = m.ControllerId;
     cl->md_last_ok = now;
     cl->md_epoch++;
     if (all) {
@@ -212,13 +189,26 @@ void sl_md_tick(sl_client *cl, int64_t now, int64_t *next)
         cl->md_needed = false;
         return;
     }
-    kp_buf *w = sl_req_begin(cl, b, KP_API_METADATA, v);
     bool all = cl->md_all;
-    kp_wr_array(w, all ? -1 : cl->n_topics);                /* -1: all topics */
-    for (int i = 0; !all && i < cl->n_topics; i++)
-        kp_wr_string(w, cl->topics[i]->name, -1);
-    if (v >= 4)
-        kp_wr_bool(w, cl->prod != NULL || cl->conf.allow_auto_create_topics);
+    kp_MetadataRequest q;
+    kp_init_MetadataRequest(&q);
+    q.Topics_count = -1;                                    /* null: all topics */
+    if (!all) {
+        q.Topics_count = cl->n_topics;
+        q.Topics = cl->n_topics ? kp_arena_alloc(&cl->arena, (size_t)cl->n_topics *
+                                                 sizeof *q.Topics) : NULL;
+        if (cl->n_topics && !q.Topics) {
+            cl->md_next = now + 1000;                       /* out of memory */
+            return;
+        }
+        for (int i = 0; i < cl->n_topics; i++)
+            q.Topics[i].Name = (kp_str){ cl->topics[i]->name,
+                                         (int32_t)strlen(cl->topics[i]->name) };
+    }
+    /* v4+; below v4 the broker always may (JSON default true). */
+    q.AllowAutoTopicCreation = v < 4 || cl->prod != NULL || cl->conf.allow_auto_create_topics;
+    kp_enc_MetadataRequest(sl_req_begin(cl, b, KP_API_METADATA, v), v, &q);
+    kp_arena_reset(&cl->arena);     /* the topic array, now encoded */
     sl_req_end(cl, b, handle_metadata, all ? (void *)cl : NULL);
     cl->md_inflight = true;
     cl->md_needed = false;

@@ -776,24 +776,18 @@ static void handle_produce(sl_client *cl, sl_broker *br, int err, sl_frame *f,
         free(q);
         return;
     }
-    int32_t nt = kp_rd_array(r, 6);
-    for (int32_t i = 0; i < nt && kp_rd_ok(r); i++) {
-        kp_str name = kp_rd_string(r);
-        int32_t np = kp_rd_array(r, 14);
-        for (int32_t j = 0; j < np && kp_rd_ok(r); j++) {
-            int32_t idx = kp_rd_i32(r);
-            int16_t ec = kp_rd_i16(r);
-            int64_t base = kp_rd_i64(r);
-            (void)kp_rd_i64(r);                           /* LogAppendTimeMs (v2+) */
-            if (ver >= 5)
-                (void)kp_rd_i64(r);                       /* LogStartOffset */
-            if (!kp_rd_ok(r))
-                break;
+    kp_ProduceResponse m;
+    if (kp_dec_ProduceResponse(r, ver, &m, &cl->arena) != 0)
+        m.Responses_count = 0;         /* malformed: all fail below */
+    for (int32_t i = 0; i < m.Responses_count; i++) {
+        const kp_ProduceResponse_TopicProduceResponse *mt = &m.Responses[i];
+        for (int32_t j = 0; j < mt->PartitionResponses_count; j++) {
+            const kp_ProduceResponse_PartitionProduceResponse *mp = &mt->PartitionResponses[j];
             for (int k = 0; k < q->n; k++) {
                 sl_pbatch *b = q->b[k];
-                if (b && b->pp->partition == idx && kp_str_eq(name, b->pp->t->name)) {
+                if (b && b->pp->partition == mp->Index && kp_str_eq(mt->Name, b->pp->t->name)) {
                     q->b[k] = NULL;
-                    batch_result(cl, b, ec, base);
+                    batch_result(cl, b, mp->ErrorCode, mp->BaseOffset);
                     break;
                 }
             }
@@ -818,6 +812,24 @@ static bool sendable(sl_client *cl, sl_ppart *pp, int64_t now, int64_t *next)
         return false;
     }
     return true;
+}
+
+/* Records of a Produce request (kp_buf hook, protocol/msgs.c M5): a big
+ * batch is sent from its own buffer (it stays untouched in flight until
+ * its answer); acks=0 has no answer to wait for, so the batch is done
+ * before the write: copy. */
+typedef struct records_to {
+    sl_broker *br;
+    bool ref;                   /* acks != 0: the batch outlives the write */
+} records_to;
+
+static void records_ref(kp_buf *w, kp_str s, void *arg)
+{
+    records_to *to = arg;
+    if (to->ref && (size_t)s.len >= SL_REF_MIN)
+        sl_req_ref(to->br, s.p, (size_t)s.len);
+    else
+        kp_wr_raw(w, s.p, (size_t)s.len);
 }
 
 static void send_produce(sl_client *cl, sl_broker *br, int64_t now, int64_t *next)
@@ -854,14 +866,15 @@ static void send_produce(sl_client *cl, sl_broker *br, int64_t now, int64_t *nex
         if (!q)
             return;
         q->n = 0;
-        kp_buf *w = sl_req_begin(cl, br, KP_API_PRODUCE, v);
-        kp_wr_string(w, NULL, -1);                        /* TransactionalId */
-        kp_wr_i16(w, (int16_t)cl->conf.acks);
-        kp_wr_i32(w, cl->conf.request_timeout_ms);
-        /* Group by topic: partitions of a topic are contiguous in p->all
-         * only by accident, so emit one topic entry per partition run. */
-        size_t count_pos = kp_wr_i32_placeholder(w);
-        int32_t ntopics = 0;
+        /* One topic entry per partition (the broker answers by name);
+         * the arrays are scratch in cl->arena until encoded. */
+        kp_ProduceRequest_TopicProduceData *ts = kp_arena_alloc(&cl->arena, (size_t)n * sizeof *ts);
+        kp_ProduceRequest_PartitionProduceData *ps = kp_arena_alloc(&cl->arena, (size_t)n * sizeof *ps);
+        if (!ts || !ps) {
+            kp_arena_reset(&cl->arena);
+            free(q);
+            return;
+        }
         for (int i = 0; i < p->n_all; i++) {
             sl_ppart *pp = p->all[i];
             if (!pp->ready_head || !sendable(cl, pp, now, next) ||
@@ -874,22 +887,30 @@ static void send_produce(sl_client *cl, sl_broker *br, int64_t now, int64_t *nex
             b->next = NULL;
             b->attempts++;
             pp->inflight++;
+            ps[q->n] = (kp_ProduceRequest_PartitionProduceData){
+                .Index = pp->partition,
+                .Records = { (const char *)b->out->data, (int32_t)b->out->len },
+            };
+            ts[q->n] = (kp_ProduceRequest_TopicProduceData){
+                .Name = { pp->t->name, (int32_t)strlen(pp->t->name) },
+                .PartitionData = &ps[q->n], .PartitionData_count = 1,
+            };
             q->b[q->n++] = b;
-            kp_wr_string(w, pp->t->name, -1);
-            kp_wr_array(w, 1);
-            kp_wr_i32(w, pp->partition);
-            /* Records: a big batch is sent from its own buffer (it stays
-             * untouched in flight until its answer); acks=0 has no answer
-             * to wait for, so the batch is done before the write: copy. */
-            if (cl->conf.acks != 0 && b->out->len >= SL_REF_MIN) {
-                kp_wr_i32(w, (int32_t)b->out->len);
-                sl_req_ref(br, b->out->data, b->out->len);
-            } else {
-                kp_wr_bytes(w, b->out->data, (int32_t)b->out->len);
-            }
-            ntopics++;
         }
-        kp_wr_i32_at(w, count_pos, ntopics);
+        kp_ProduceRequest m;
+        kp_init_ProduceRequest(&m);
+        m.TransactionalId = KP_STR_NULL;
+        m.Acks = (int16_t)cl->conf.acks;
+        m.TimeoutMs = cl->conf.request_timeout_ms;
+        m.TopicData = ts;
+        m.TopicData_count = q->n;
+        kp_buf *w = sl_req_begin(cl, br, KP_API_PRODUCE, v);
+        records_to to = { br, cl->conf.acks != 0 };
+        w->records = records_ref;
+        w->records_arg = &to;
+        kp_enc_ProduceRequest(w, v, &m);
+        w->records = NULL;
+        kp_arena_reset(&cl->arena);
         if (cl->conf.acks == 0) {
             sl_req_end(cl, br, NULL, NULL);
             for (int k = 0; k < q->n; k++) {

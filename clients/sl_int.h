@@ -194,6 +194,12 @@ struct sl_client {
     sl_cons *cons;
     struct sl_grp *grp;
     void *app_handle;         /* the sl_producer / sl_consumer / sl_admin */
+    /* Scratch for the generated codec (kp_msgs.h), background thread
+     * only: a response callback decodes into it (client.c dispatch resets
+     * it after the callback), a tick builds a request's arrays in it and
+     * resets it once encoded.  Its newest chunk is kept: no malloc per
+     * request in the steady state. */
+    kp_arena arena;
 };
 
 /* client.c */
@@ -273,7 +279,8 @@ void sl_cons_set_committed(sl_client *cl, const char *topic, int32_t partition,
 void sl_list_offsets_send(sl_client *cl, sl_broker *b, int16_t v, const char *topic,
                           int32_t partition, int64_t timestamp, sl_resp_cb *cb,
                           void *ctx);
-int  sl_list_offsets_read(kp_rd *r, int16_t ver, int16_t *ec, int64_t *off);
+int  sl_list_offsets_read(sl_client *cl, kp_rd *r, int16_t ver, int16_t *ec,
+                          int64_t *off);
 /* group_offsets.c ↔ admin.c: walks an OffsetFetch v1-5 answer, calling
  * each() per partition with its committed Offset (-1: none) and
  * ErrorCode.  Returns the top-level ErrorCode (v2+; else 0) or

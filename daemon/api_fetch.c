@@ -6,8 +6,15 @@
  * bk_req_add_range and sent with sendfile by daemon/server.c.  The handler
  * writes only the small fixed fields.  Cost per partition: one hash
  * lookup, one seg_read bounded by the high watermark (an index lookup
- * plus a bounded header scan), no allocation; one allocation per request
- * for the parsed request.  Consumers are never served above the HW: it is
+ * plus a bounded header scan), no allocation.  The decoded request
+ * (kp_dec_FetchRequest), the handler's state and the response being
+ * encoded all live in the request arena, so no malloc per request in the
+ * steady state.
+ *
+ * The response is encoded by kp_enc_FetchResponse with a records hook
+ * (protocol/msgs.c M5): the encoder writes each partition's Records length
+ * prefix and fetch_splice splices that partition's file ranges in right
+ * after it (bk_req_add_range), so the bytes still never leave the files.  Consumers are never served above the HW: it is
  * the read's upper bound (seg.h), not a check after the fact.
  *
  * Size rules (KIP-74): the response carries at most
@@ -41,9 +48,10 @@
  *      partition is answered UNKNOWN_TOPIC_OR_PARTITION).
  *   3. Waking is by notification only, never polling.  Notifications are
  *      coalesced: many HW moves in one loop turn cost one REBUILD.
- *   4. The parsed request (fetch_state) points into the request frame,
- *      which the connection keeps untouched while the request is deferred.
- *      If the connection dies first, fetch_cancel frees everything.
+ *   4. The parsed request (fetch_state) points into the request frame and
+ *      lives in the request arena; the connection keeps both untouched
+ *      while the request is deferred.  If the connection dies first,
+ *      fetch_cancel releases the events and waiters before the arena goes.
  *
  * Sessions (KIP-227) are not offered: SessionId 0 in every response, so
  * clients send full requests.  A request naming a session gets
@@ -52,6 +60,7 @@
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
 #include "daemon/request.h"
+#include "kp_msgs.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -67,6 +76,7 @@ typedef struct fetch_part {
     int32_t current_leader_epoch; /* -1: not checked */
     int64_t fetch_offset;
     int32_t max_bytes;
+    int first_range, nranges;     /* this build's ranges, in fetch_state.ranges */
     bk_waiter w;
 } fetch_part;
 
@@ -85,6 +95,13 @@ typedef struct fetch_state {
     int32_t ntopics, nparts;
     fetch_topic *topics;
     fetch_part *parts;
+    /* The response being built (kp_enc_FetchResponse), one entry per
+     * requested topic and partition; Records.p is the fetch_part whose
+     * ranges fetch_splice splices in (protocol/msgs.c M5). */
+    kp_FetchResponse_FetchableTopicResponse *rtopics;
+    kp_FetchResponse_PartitionData *rparts;
+    seg_range *ranges;            /* this build's file ranges, in order (r->arena) */
+    int nranges, cap_ranges, ranges_sent;
     size_t out_base;              /* r->out->len when the handler started */
     int64_t deadline_us;
     struct event *timer;
@@ -94,94 +111,62 @@ typedef struct fetch_state {
 
 /* ---- parsing --------------------------------------------------------------- */
 
-/* Walks the request once; counts topics and partitions.  On return the
- * cursor's error says whether it parsed. */
-static void fetch_walk(kp_rd *rd, int16_t v, fetch_state *st, bool fill)
-{
-    int32_t tmp_i32;
-    (void)kp_rd_i32(rd);                                  /* ReplicaId */
-    tmp_i32 = kp_rd_i32(rd);
-    if (fill) st->max_wait_ms = tmp_i32;                  /* MaxWaitMs */
-    tmp_i32 = kp_rd_i32(rd);
-    if (fill) st->min_bytes = tmp_i32;                    /* MinBytes */
-    int32_t max_bytes = v >= 3 ? kp_rd_i32(rd) : INT32_MAX;
-    int8_t iso = v >= 4 ? kp_rd_i8(rd) : 0;
-    int32_t session_id = 0, session_epoch = -1;
-    if (v >= 7) {
-        session_id = kp_rd_i32(rd);
-        session_epoch = kp_rd_i32(rd);
-    }
-    if (fill) {
-        st->isolation_level = iso;
-        int64_t cap = st->r->b->cfg->fetch_max_bytes;
-        st->limit = max_bytes < cap ? max_bytes : cap;
-        if (st->limit < 0)
-            st->limit = 0;
-        st->error = KP_NONE;
-        if (session_id != 0)
-            st->error = KP_FETCH_SESSION_ID_NOT_FOUND;
-        else if (session_epoch > 0)
-            st->error = KP_INVALID_FETCH_SESSION_EPOCH;
-    }
-    int32_t ntopics = kp_rd_array(rd, 6);
-    int32_t np = 0;
-    for (int32_t t = 0; t < ntopics && kp_rd_ok(rd); t++) {
-        kp_str name = kp_rd_string(rd);
-        int32_t n = kp_rd_array(rd, 16);
-        if (fill) {
-            st->topics[t].name = name;
-            st->topics[t].nparts = n < 0 ? 0 : n;
-        }
-        for (int32_t i = 0; i < n && kp_rd_ok(rd); i++, np++) {
-            fetch_part fp = { .topic = t, .current_leader_epoch = -1 };
-            fp.partition = kp_rd_i32(rd);
-            if (v >= 9)
-                fp.current_leader_epoch = kp_rd_i32(rd);
-            fp.fetch_offset = kp_rd_i64(rd);
-            if (v >= 5)
-                (void)kp_rd_i64(rd);                      /* LogStartOffset */
-            fp.max_bytes = kp_rd_i32(rd);
-            if (fill && np < st->nparts)
-                st->parts[np] = fp;
-        }
-    }
-    if (v >= 7) {                                         /* ForgottenTopicsData */
-        int32_t nf = kp_rd_array(rd, 6);
-        for (int32_t t = 0; t < nf && kp_rd_ok(rd); t++) {
-            (void)kp_rd_string(rd);
-            int32_t n = kp_rd_array(rd, 4);
-            kp_rd_skip(rd, n > 0 ? (size_t)n * 4 : 0);
-        }
-    }
-    if (v >= 11)
-        (void)kp_rd_string(rd);                           /* RackId */
-    if (!fill) {
-        st->ntopics = ntopics < 0 ? 0 : ntopics;
-        st->nparts = np;
-    }
-}
-
+/* Decodes the request with the generated codec (its arrays in r->arena,
+ * which lives until the request is done, deferred or not) and copies what
+ * the handler keeps into one allocation: each partition needs a waiter of
+ * its own while the request waits.  NULL: malformed or out of memory. */
 static fetch_state *fetch_parse(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    fetch_state count = { .r = r };
-    kp_rd rd = r->body;
-    fetch_walk(&rd, v, &count, false);
-    if (!kp_rd_ok(&rd))
+    kp_FetchRequest q;
+    if (kp_dec_FetchRequest(&r->body, v, &q, &r->arena) != 0)
         return NULL;
-    size_t sz = sizeof(fetch_state) + (size_t)count.ntopics * sizeof(fetch_topic) +
-                (size_t)count.nparts * sizeof(fetch_part);
-    fetch_state *st = calloc(1, sz);
+    int32_t ntopics = q.Topics_count < 0 ? 0 : q.Topics_count;
+    size_t nparts = 0;
+    for (int32_t t = 0; t < ntopics; t++)
+        nparts += q.Topics[t].Partitions_count < 0 ? 0 : (size_t)q.Topics[t].Partitions_count;
+    size_t sz = sizeof(fetch_state) + (size_t)ntopics * sizeof(fetch_topic) +
+                nparts * sizeof(fetch_part) +
+                (size_t)ntopics * sizeof(kp_FetchResponse_FetchableTopicResponse) +
+                nparts * sizeof(kp_FetchResponse_PartitionData);
+    /* In the request arena, which lives until the request is done
+     * (deferred or not) and keeps its chunk: no malloc per fetch. */
+    fetch_state *st = kp_arena_alloc(&r->arena, sz);
     if (!st)
         return NULL;
     st->r = r;
-    st->ntopics = count.ntopics;
-    st->nparts = count.nparts;
+    st->ntopics = ntopics;
+    st->nparts = (int32_t)nparts;
     st->parts = (fetch_part *)(st + 1);
     st->topics = (fetch_topic *)(st->parts + st->nparts);
-    rd = r->body;
-    fetch_walk(&rd, v, st, true);
-    r->body = rd;
+    st->rtopics = (kp_FetchResponse_FetchableTopicResponse *)(st->topics + ntopics);
+    st->rparts = (kp_FetchResponse_PartitionData *)(st->rtopics + ntopics);
+    st->max_wait_ms = q.MaxWaitMs;
+    st->min_bytes = q.MinBytes;
+    st->isolation_level = q.IsolationLevel;
+    int64_t cap = r->b->cfg->fetch_max_bytes;
+    st->limit = q.MaxBytes < cap ? q.MaxBytes : cap;    /* MaxBytes: v3+, else INT32_MAX */
+    if (st->limit < 0)
+        st->limit = 0;
+    st->error = KP_NONE;
+    if (q.SessionId != 0)
+        st->error = KP_FETCH_SESSION_ID_NOT_FOUND;
+    else if (q.SessionEpoch > 0)
+        st->error = KP_INVALID_FETCH_SESSION_EPOCH;
+    fetch_part *fp = st->parts;
+    for (int32_t t = 0; t < ntopics; t++) {
+        const kp_FetchRequest_FetchTopic *qt = &q.Topics[t];
+        st->topics[t].name = qt->Topic;
+        st->topics[t].nparts = qt->Partitions_count < 0 ? 0 : qt->Partitions_count;
+        for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++) {
+            const kp_FetchRequest_FetchPartition *qp = &qt->Partitions[i];
+            /* CurrentLeaderEpoch is v9+; below it stays -1: not checked. */
+            *fp = (fetch_part){ .topic = t, .partition = qp->Partition,
+                                .current_leader_epoch = qp->CurrentLeaderEpoch,
+                                .fetch_offset = qp->FetchOffset,
+                                .max_bytes = qp->PartitionMaxBytes };
+        }
+    }
     return st;
 }
 
@@ -192,11 +177,39 @@ typedef struct fetch_acc {
     bool any_error;
 } fetch_acc;
 
+/* Keeps one partition's ranges for the encoder (fetch_splice).  false:
+ * out of memory, nothing kept. */
+static bool fetch_keep_ranges(fetch_state *st, fetch_part *fp, seg_range *rg, int n)
+{
+    fp->first_range = st->nranges;
+    fp->nranges = 0;
+    if (n == 0)
+        return true;
+    if (st->nranges + n > st->cap_ranges) {
+        int cap = st->cap_ranges ? st->cap_ranges * 2 : 2 * FETCH_MAX_RANGES;
+        while (cap < st->nranges + n)
+            cap *= 2;
+        /* From the request arena: no malloc in the steady state; the old
+         * array stays there until the request is done (capacity doubles,
+         * so at most as much again). */
+        seg_range *nr = kp_arena_alloc(&st->r->arena, (size_t)cap * sizeof *nr);
+        if (!nr)
+            return false;
+        if (st->nranges)
+            memcpy(nr, st->ranges, (size_t)st->nranges * sizeof *nr);
+        st->ranges = nr;
+        st->cap_ranges = cap;
+    }
+    memcpy(st->ranges + st->nranges, rg, (size_t)n * sizeof *rg);
+    st->nranges += n;
+    fp->nranges = n;
+    return true;
+}
+
 static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
-                            fetch_acc *acc)
+                            fetch_acc *acc, kp_FetchResponse_PartitionData *rp)
 {
     bk_broker *b = r->b;
-    kp_buf *o = r->out;
     int16_t v = r->hdr.RequestApiVersion;
     int16_t err = KP_NONE;
     int64_t hw = -1, lso = -1, log_start = -1;
@@ -262,24 +275,44 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
             bytes = 0;
         }
     }
+    if (!fetch_keep_ranges(st, fp, ranges, nranges)) {
+        for (int i = 0; i < nranges; i++)         /* out of memory: none now, */
+            seg_range_release(&ranges[i]);        /* the consumer asks again */
+        bytes = 0;
+    }
     if (err != KP_NONE)
         acc->any_error = true;
 
-    kp_wr_i32(o, fp->partition);                  /* PartitionIndex */
-    kp_wr_i16(o, err);
-    kp_wr_i64(o, hw);                             /* HighWatermark */
-    kp_wr_i64(o, lso);                            /* LastStableOffset (v4+) */
-    if (v >= 5)
-        kp_wr_i64(o, log_start);                  /* LogStartOffset */
-    kp_wr_array(o, 0);                            /* AbortedTransactions */
-    if (v >= 11)
-        kp_wr_i32(o, -1);                         /* PreferredReadReplica */
-    kp_wr_i32(o, (int32_t)bytes);                 /* Records: length ... */
-    for (int i = 0; i < nranges; i++)
-        bk_req_add_range(r, &ranges[i]);          /* ... then the file bytes */
+    /* Fields at their JSON defaults where v4-11 lack them (gen_msgs.py G1);
+     * AbortedTransactions empty: no transactions. */
+    *rp = (kp_FetchResponse_PartitionData){
+        .PartitionIndex = fp->partition,
+        .ErrorCode = err,
+        .HighWatermark = hw,
+        .LastStableOffset = lso,
+        .LogStartOffset = v >= 5 ? log_start : -1,
+        .DivergingEpoch = { .Epoch = -1, .EndOffset = -1 },
+        .CurrentLeader = { .LeaderId = -1, .LeaderEpoch = -1 },
+        .SnapshotId = { .EndOffset = -1, .Epoch = -1 },
+        .PreferredReadReplica = -1,
+        .Records = { (const char *)fp, (int32_t)bytes },
+    };
     if (p)
         p->bytes_out += (uint64_t)bytes;
     acc->total += bytes;
+}
+
+/* The encoder's records hook (protocol/msgs.c M5): it has written the
+ * length prefix of a partition's Records; the partition's file ranges go
+ * right after it, in order. */
+static void fetch_splice(kp_buf *o, kp_str s, void *arg)
+{
+    (void)o;
+    fetch_state *st = arg;
+    const fetch_part *fp = (const fetch_part *)s.p;
+    for (int i = 0; i < fp->nranges; i++)
+        bk_req_add_range(st->r, &st->ranges[fp->first_range + i]);
+    st->ranges_sent = fp->first_range + fp->nranges;
 }
 
 /* Writes the whole response body.  Returns the record bytes in it. */
@@ -288,25 +321,38 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
     kp_buf *o = r->out;
     int16_t v = r->hdr.RequestApiVersion;
     fetch_acc acc = { 0, false };
-    kp_wr_i32(o, 0);                              /* ThrottleTimeMs */
-    if (v >= 7) {
-        kp_wr_i16(o, st->error);
-        kp_wr_i32(o, 0);                          /* SessionId: none */
-    }
+    kp_FetchResponse m;
+    kp_init_FetchResponse(&m);
+    m.ErrorCode = st->error;                      /* v7+; set only from v7 fields */
+    m.SessionId = 0;                              /* no sessions */
+    st->nranges = st->ranges_sent = 0;
     if (st->error != KP_NONE) {
-        kp_wr_array(o, 0);
         *any_error = true;
-        return 0;
+    } else {
+        kp_FetchResponse_PartitionData *rp = st->rparts;
+        fetch_part *fp = st->parts;
+        for (int32_t t = 0; t < st->ntopics; t++) {
+            st->rtopics[t] = (kp_FetchResponse_FetchableTopicResponse){
+                .Topic = st->topics[t].name, .Partitions = rp,
+                .Partitions_count = st->topics[t].nparts,
+            };
+            for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++, rp++)
+                fetch_partition(r, st, fp, &acc, rp);
+        }
+        m.Responses = st->rtopics;
+        m.Responses_count = st->ntopics;
+        *any_error = acc.any_error;
     }
-    kp_wr_array(o, st->ntopics);                  /* Responses */
-    fetch_part *fp = st->parts;
-    for (int32_t t = 0; t < st->ntopics; t++) {
-        kp_wr_str(o, st->topics[t].name);
-        kp_wr_array(o, st->topics[t].nparts);
-        for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++)
-            fetch_partition(r, st, fp, &acc);
-    }
-    *any_error = acc.any_error;
+    o->records = fetch_splice;
+    o->records_arg = st;
+    kp_enc_FetchResponse(o, v, &m);
+    o->records = NULL;
+    o->records_arg = NULL;
+    /* A failed encode (out of memory: the connection closes) may stop
+     * before some ranges were spliced; their references are ours. */
+    for (int i = st->ranges_sent; i < st->nranges; i++)
+        seg_range_release(&st->ranges[i]);
+    st->nranges = 0;
     return acc.total;
 }
 
@@ -335,7 +381,7 @@ static void fetch_free(fetch_state *st)
         event_free(st->timer);
     if (st->wake_ev)
         event_free(st->wake_ev);
-    free(st);
+    /* st itself is in r->arena (fetch_parse). */
 }
 
 static void fetch_cancel(bk_req *r)

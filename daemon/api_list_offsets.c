@@ -10,12 +10,16 @@
  * when no record below the high watermark is that recent, offset -1 and
  * timestamp -1, as Kafka.
  *
+ * Request and response go through the generated codec (kp_msgs.h); the
+ * response's arrays live in the request's arena (r->arena).
+ *
  * Not on the hot path (consumers call it once per partition when they have
  * no committed offset); the time lookup may read one batch from disk.
  */
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
 #include "daemon/request.h"
+#include "kp_msgs.h"
 
 #define LO_LATEST   (-1)
 #define LO_EARLIEST (-2)
@@ -48,44 +52,57 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
     return KP_NONE;
 }
 
+typedef kp_ListOffsetsResponse_ListOffsetsTopicResponse lo_topic_out;
+typedef kp_ListOffsetsResponse_ListOffsetsPartitionResponse lo_part_out;
+
 int bk_handle_list_offsets(bk_req *r)
 {
-    kp_rd *rd = &r->body;
-    kp_buf *o = r->out;
     int16_t v = r->hdr.RequestApiVersion;
+    kp_ListOffsetsRequest q;
+    if (kp_dec_ListOffsetsRequest(&r->body, v, &q, &r->arena) != 0)
+        return BK_CLOSE;
 
-    (void)kp_rd_i32(rd);                        /* ReplicaId */
-    if (v >= 2)
-        (void)kp_rd_i8(rd);                     /* IsolationLevel */
-    if (v >= 2)
-        kp_wr_i32(o, 0);                        /* ThrottleTimeMs */
-    int32_t ntopics = kp_rd_array(rd, 6);
-    kp_wr_array(o, ntopics < 0 ? 0 : ntopics);
-    for (int32_t t = 0; t < ntopics && kp_rd_ok(rd); t++) {
-        kp_str name = kp_rd_string(rd);
-        int32_t nparts = kp_rd_array(rd, v == 0 ? 16 : 12);
-        kp_wr_str(o, name);
-        kp_wr_array(o, nparts < 0 ? 0 : nparts);
-        for (int32_t i = 0; i < nparts && kp_rd_ok(rd); i++) {
-            int32_t index = kp_rd_i32(rd);
-            int64_t when = kp_rd_i64(rd);
-            int32_t max_num = v == 0 ? kp_rd_i32(rd) : 1;
-            if (!kp_rd_ok(rd))
-                break;
+    kp_ListOffsetsResponse m;
+    kp_init_ListOffsetsResponse(&m);
+    int32_t nt = q.Topics_count < 0 ? 0 : q.Topics_count;
+    lo_topic_out *topics = NULL;
+    if (nt > 0 && !(topics = kp_arena_alloc(&r->arena, (size_t)nt * sizeof *topics)))
+        return BK_CLOSE;
+    for (int32_t t = 0; t < nt; t++) {
+        const kp_ListOffsetsRequest_ListOffsetsTopic *qt = &q.Topics[t];
+        int32_t np = qt->Partitions_count < 0 ? 0 : qt->Partitions_count;
+        lo_part_out *parts = NULL;
+        if (np > 0 && !(parts = kp_arena_alloc(&r->arena, (size_t)np * sizeof *parts)))
+            return BK_CLOSE;
+        topics[t] = (lo_topic_out){ .Name = qt->Name, .Partitions = parts,
+                                    .Partitions_count = np };
+        for (int32_t i = 0; i < np; i++) {
+            const kp_ListOffsetsRequest_ListOffsetsPartition *qp = &qt->Partitions[i];
             int64_t ts, off;
-            int16_t err = list_offset(r, name, index, when, &ts, &off);
-            kp_wr_i32(o, index);
-            kp_wr_i16(o, err);
-            if (v == 0) {                       /* OldStyleOffsets */
-                bool one = err == KP_NONE && off >= 0 && max_num > 0;
-                kp_wr_array(o, one ? 1 : 0);
-                if (one)
-                    kp_wr_i64(o, off);
+            lo_part_out *po = &parts[i];
+            po->PartitionIndex = qp->PartitionIndex;
+            po->ErrorCode = list_offset(r, qt->Name, qp->PartitionIndex, qp->Timestamp,
+                                        &ts, &off);
+            po->LeaderEpoch = -1;                    /* v4+, not carried */
+            if (v == 0) {                            /* OldStyleOffsets */
+                po->Timestamp = -1;                  /* v1+ fields at their defaults */
+                po->Offset = -1;
+                if (po->ErrorCode == KP_NONE && off >= 0 && qp->MaxNumOffsets > 0) {
+                    int64_t *one = kp_arena_alloc(&r->arena, sizeof *one);
+                    if (!one)
+                        return BK_CLOSE;
+                    *one = off;
+                    po->OldStyleOffsets = one;
+                    po->OldStyleOffsets_count = 1;
+                }
             } else {
-                kp_wr_i64(o, ts);
-                kp_wr_i64(o, off);
+                po->Timestamp = ts;
+                po->Offset = off;
             }
         }
     }
-    return kp_rd_ok(rd) ? BK_RESPOND : BK_CLOSE;
+    m.Topics = topics;
+    m.Topics_count = nt;
+    kp_enc_ListOffsetsResponse(r->out, v, &m);
+    return r->out->err ? BK_CLOSE : BK_RESPOND;
 }

@@ -1,6 +1,13 @@
 /*
  * Metadata v0-5: brokers, controller, topics and partition leaders.
  *
+ * Request and response go through the generated codec (kp_msgs.h): the
+ * handler fills kp_MetadataResponse and kp_enc_MetadataResponse writes the
+ * bytes for the request's version.  The response's arrays live in the
+ * request's arena (r->arena, reset when the request is done); replica and
+ * ISR lists point straight at the cluster view, which does not change
+ * while the handler runs.
+ *
  * Topic auto-creation happens here, as in Kafka: a named topic that does
  * not exist is created with num.partitions / default.replication.factor
  * when auto.create.topics.enable is on and the request allows it (v4+
@@ -9,139 +16,164 @@
  */
 #include "daemon/cluster.h"
 #include "daemon/request.h"
+#include "kp_msgs.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-static void write_topic(bk_req *r, int16_t v, bk_topic *t)
+typedef kp_MetadataResponse_MetadataResponseTopic md_topic_out;
+typedef kp_MetadataResponse_MetadataResponsePartition md_part_out;
+
+/* Fills one topic's answer.  false: out of arena memory. */
+static bool fill_topic(bk_req *r, int16_t v, bk_topic *t, md_topic_out *o)
 {
-    kp_buf *o = r->out;
-    kp_wr_i16(o, KP_NONE);
-    kp_wr_string(o, t->name, -1);
-    if (v >= 1)
-        kp_wr_bool(o, false);                       /* IsInternal */
-    kp_wr_array(o, t->npartitions);
+    o->ErrorCode = KP_NONE;
+    o->Name = (kp_str){ t->name, (int32_t)strlen(t->name) };
+    o->Partitions_count = t->npartitions;
+    if (t->npartitions == 0)
+        return true;
+    md_part_out *ps = kp_arena_alloc(&r->arena, (size_t)t->npartitions * sizeof *ps);
+    if (!ps)
+        return false;
+    o->Partitions = ps;
     for (int32_t i = 0; i < t->npartitions; i++) {
-        const bk_pview *pv = &t->parts[i];
+        bk_pview *pv = &t->parts[i];
+        md_part_out *po = &ps[i];
         int32_t leader = bk_leader_of(r->b, t, i);
         /* Kafka answers LEADER_NOT_AVAILABLE for a partition without a
          * live leader, with its replicas still listed. */
         bool led = leader >= 0 && bk_broker_alive(r->b, leader);
-        kp_wr_i16(o, led ? KP_NONE : KP_LEADER_NOT_AVAILABLE);
-        kp_wr_i32(o, i);                            /* PartitionIndex */
-        kp_wr_i32(o, led ? leader : -1);            /* LeaderId */
-        kp_wr_array(o, pv->nreplicas);              /* ReplicaNodes */
+        po->ErrorCode = led ? KP_NONE : KP_LEADER_NOT_AVAILABLE;
+        po->PartitionIndex = i;
+        po->LeaderId = led ? leader : -1;
+        po->LeaderEpoch = -1;                       /* v7+, not carried */
+        po->ReplicaNodes = pv->replicas;
+        po->ReplicaNodes_count = pv->nreplicas;
+        po->IsrNodes = pv->isr;
+        po->IsrNodes_count = pv->nisr;
+        if (v < 5)                                  /* OfflineReplicas: v5+ */
+            continue;
+        int32_t off = 0;
         for (int32_t j = 0; j < pv->nreplicas; j++)
-            kp_wr_i32(o, pv->replicas[j]);
-        kp_wr_array(o, pv->nisr);                   /* IsrNodes */
-        for (int32_t j = 0; j < pv->nisr; j++)
-            kp_wr_i32(o, pv->isr[j]);
-        if (v >= 5) {                               /* OfflineReplicas */
-            int32_t off = 0;
-            for (int32_t j = 0; j < pv->nreplicas; j++)
-                off += !bk_broker_alive(r->b, pv->replicas[j]);
-            kp_wr_array(o, off);
-            for (int32_t j = 0; j < pv->nreplicas; j++)
-                if (!bk_broker_alive(r->b, pv->replicas[j]))
-                    kp_wr_i32(o, pv->replicas[j]);
-        }
+            off += !bk_broker_alive(r->b, pv->replicas[j]);
+        if (off == 0)
+            continue;
+        int32_t *ids = kp_arena_alloc(&r->arena, (size_t)off * sizeof *ids);
+        if (!ids)
+            return false;
+        po->OfflineReplicas = ids;
+        po->OfflineReplicas_count = off;
+        for (int32_t j = 0, k = 0; j < pv->nreplicas; j++)
+            if (!bk_broker_alive(r->b, pv->replicas[j]))
+                ids[k++] = pv->replicas[j];
     }
+    return true;
 }
 
-static void write_topic_error(kp_buf *o, int16_t v, kp_str name, int16_t err)
+static void fill_error(md_topic_out *o, kp_str name, int16_t err)
 {
-    kp_wr_i16(o, err);
-    kp_wr_str(o, name);
-    if (v >= 1)
-        kp_wr_bool(o, false);
-    kp_wr_array(o, 0);
+    o->ErrorCode = err;
+    o->Name = name;
 }
 
-static void write_all(bk_topic *t, void *arg)
+typedef struct fill_all_ctx {
+    bk_req *r;
+    md_topic_out *topics;
+    int32_t n, cap;
+    bool ok;
+} fill_all_ctx;
+
+static void fill_all(bk_topic *t, void *arg)
 {
-    bk_req *r = arg;
-    write_topic(r, r->hdr.RequestApiVersion, t);
+    fill_all_ctx *c = arg;
+    if (c->n >= c->cap)
+        return;
+    c->ok &= fill_topic(c->r, c->r->hdr.RequestApiVersion, t, &c->topics[c->n++]);
+}
+
+/* A named topic: found, auto-created, or answered with its error. */
+static bool fill_named(bk_req *r, int16_t v, bool allow_auto, kp_str n, md_topic_out *o)
+{
+    bk_broker *b = r->b;
+    bk_topic *t = bk_topic_find(b, n.p, (size_t)n.len);
+    if (!t && allow_auto && b->cfg->auto_create_topics_enable) {
+        char name[MD_TOPIC_NAME_MAX + 2], err[MD_ERRLEN];
+        if (n.len > MD_TOPIC_NAME_MAX ||
+            md_topic_name_check(n.p, (size_t)n.len, err, sizeof err) != KP_NONE) {
+            fill_error(o, n, KP_INVALID_TOPIC_EXCEPTION);
+            return true;
+        }
+        kp_str_copy(n, name, sizeof name);
+        int rc = bk_topic_create(b, name, b->cfg->num_partitions,
+                                 b->cfg->default_replication_factor, NULL,
+                                 NULL, 0, false, err, sizeof err);
+        if (rc != KP_NONE && rc != KP_TOPIC_ALREADY_EXISTS) {
+            BK_WARN("auto-creating topic %s failed: %s", name, err);
+            fill_error(o, n, rc > 0 ? (int16_t)rc : KP_UNKNOWN_SERVER_ERROR);
+            return true;
+        }
+        t = bk_topic_find(b, n.p, (size_t)n.len);
+    }
+    if (!t) {
+        fill_error(o, n, KP_UNKNOWN_TOPIC_OR_PARTITION);
+        return true;
+    }
+    return fill_topic(r, v, t, o);
 }
 
 int bk_handle_metadata(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    kp_rd *in = &r->body;
     bk_broker *b = r->b;
-    int32_t ntopics = kp_rd_array(in, 2);
+    kp_MetadataRequest q;
     /* Names point into the request frame, which outlives this call. */
-    kp_str names_small[64], *names = names_small;
-    kp_str *heap = NULL;
-    if (ntopics > 64) {
-        heap = malloc((size_t)ntopics * sizeof *heap);
-        if (!heap)
-            return BK_CLOSE;
-        names = heap;
-    }
-    for (int32_t i = 0; i < ntopics; i++)
-        names[i] = kp_rd_string(in);
-    bool allow_auto = true;
-    if (v >= 4)
-        allow_auto = kp_rd_bool(in);
-    if (!kp_rd_ok(in)) {
-        free(heap);
+    if (kp_dec_MetadataRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
+    bool allow_auto = v < 4 || q.AllowAutoTopicCreation;
+    bool all = q.Topics_count < 0 || (v == 0 && q.Topics_count == 0);
+
+    kp_MetadataResponse m;
+    kp_init_MetadataResponse(&m);
+    kp_MetadataResponse_MetadataResponseBroker self = {
+        .NodeId = b->cfg->broker_id,
+        .Host = { b->cfg->advertised_host, (int32_t)strlen(b->cfg->advertised_host) },
+        .Port = b->cfg->advertised_port,
+        .Rack = KP_STR_NULL,
+    };
+    if (v >= 1 && b->cfg->rack[0])
+        self.Rack = (kp_str){ b->cfg->rack, (int32_t)strlen(b->cfg->rack) };
+    m.Brokers = &self;
+    m.Brokers_count = 1;
+    if (v >= 2) {
+        const char *cid = bk_cluster_id(b);
+        m.ClusterId = cid ? (kp_str){ cid, (int32_t)strlen(cid) } : KP_STR_NULL;
     }
-    bool all = ntopics < 0 || (v == 0 && ntopics == 0);
-
-    kp_buf *o = r->out;
-    if (v >= 3)
-        kp_wr_i32(o, 0);                            /* ThrottleTimeMs */
-    kp_wr_array(o, 1);                              /* Brokers */
-    kp_wr_i32(o, b->cfg->broker_id);
-    kp_wr_string(o, b->cfg->advertised_host, -1);
-    kp_wr_i32(o, b->cfg->advertised_port);
     if (v >= 1)
-        kp_wr_string(o, b->cfg->rack[0] ? b->cfg->rack : NULL, -1);
-    if (v >= 2)
-        kp_wr_string(o, bk_cluster_id(b), -1);      /* ClusterId */
-    if (v >= 1)
-        kp_wr_i32(o, bk_controller_id(b));
+        m.ControllerId = bk_controller_id(b);
 
+    int32_t n = all ? (int32_t)b->ntopics : q.Topics_count;
+    md_topic_out *topics = NULL;
+    if (n > 0) {
+        topics = kp_arena_alloc(&r->arena, (size_t)n * sizeof *topics);
+        if (!topics)
+            return BK_CLOSE;
+        for (int32_t i = 0; i < n; i++)
+            topics[i].TopicAuthorizedOperations = INT32_MIN;   /* JSON default */
+    }
+    bool ok = true;
     if (all) {
-        kp_wr_array(o, (int32_t)b->ntopics);
-        bk_topics_foreach(b, write_all, r);
-        free(heap);
-        return BK_RESPOND;
+        fill_all_ctx c = { r, topics, 0, n, true };
+        bk_topics_foreach(b, fill_all, &c);
+        n = c.n;
+        ok = c.ok;
+    } else {
+        for (int32_t i = 0; i < n && ok; i++)
+            ok = fill_named(r, v, allow_auto, q.Topics[i].Name, &topics[i]);
     }
-    kp_wr_array(o, ntopics);
-    for (int32_t i = 0; i < ntopics; i++) {
-        kp_str n = names[i];
-        if (n.len < 0) {
-            write_topic_error(o, v, n, KP_INVALID_TOPIC_EXCEPTION);
-            continue;
-        }
-        bk_topic *t = bk_topic_find(b, n.p, (size_t)n.len);
-        if (!t && allow_auto && b->cfg->auto_create_topics_enable) {
-            char name[MD_TOPIC_NAME_MAX + 2], err[MD_ERRLEN];
-            if (n.len > MD_TOPIC_NAME_MAX ||
-                md_topic_name_check(n.p, (size_t)n.len, err, sizeof err) != KP_NONE) {
-                write_topic_error(o, v, n, KP_INVALID_TOPIC_EXCEPTION);
-                continue;
-            }
-            kp_str_copy(n, name, sizeof name);
-            int rc = bk_topic_create(b, name, b->cfg->num_partitions,
-                                     b->cfg->default_replication_factor, NULL,
-                                     NULL, 0, false, err, sizeof err);
-            if (rc != KP_NONE && rc != KP_TOPIC_ALREADY_EXISTS) {
-                BK_WARN("auto-creating topic %s failed: %s", name, err);
-                write_topic_error(o, v, n, rc > 0 ? (int16_t)rc : KP_UNKNOWN_SERVER_ERROR);
-                continue;
-            }
-            t = bk_topic_find(b, n.p, (size_t)n.len);
-        }
-        if (!t) {
-            write_topic_error(o, v, n, KP_UNKNOWN_TOPIC_OR_PARTITION);
-            continue;
-        }
-        write_topic(r, v, t);
-    }
-    free(heap);
-    return BK_RESPOND;
+    if (!ok)
+        return BK_CLOSE;                            /* out of memory */
+    m.Topics = topics;
+    m.Topics_count = n;
+    kp_enc_MetadataResponse(r->out, v, &m);
+    return r->out->err ? BK_CLOSE : BK_RESPOND;
 }

@@ -4,7 +4,10 @@
  * The hot path.  Per partition the cost is: one CRC-32C pass per batch
  * (kp_batch_validate), a few in-place header rewrites, one seg_append
  * (one write(2) for all the partition's batches), and counter updates.
- * No allocation, no copy of message bytes, no SQLite.
+ * No allocation, no copy of message bytes, no SQLite.  The request is
+ * decoded and the response encoded by the generated codec (kp_msgs.h);
+ * its arrays come from the request arena, which keeps its chunk between
+ * requests, so a steady stream of produces does not malloc.
  *
  * The batches are rewritten in place inside the request frame: the frame
  * buffer belongs to the connection (daemon/server.c, c->frame), is
@@ -56,6 +59,7 @@
 #include "daemon/replica.h"
 #include "daemon/request.h"
 #include "daemon/producer_state.h"
+#include "kp_msgs.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -244,67 +248,54 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
     bk_partition_appended(b, p, messages);   /* HW, flush policy, waiters */
 }
 
-/* Pass 1: checks the whole request parses before anything is appended, so
- * a malformed request changes nothing. */
-static bool produce_parse_ok(kp_rd rd, int16_t ver)
-{
-    if (ver >= 3)
-        (void)kp_rd_string(&rd);                 /* TransactionalId */
-    (void)kp_rd_i16(&rd);                        /* Acks */
-    (void)kp_rd_i32(&rd);                        /* TimeoutMs */
-    int32_t ntopics = kp_rd_array(&rd, 6);
-    for (int32_t t = 0; t < ntopics && kp_rd_ok(&rd); t++) {
-        (void)kp_rd_string(&rd);
-        int32_t nparts = kp_rd_array(&rd, 8);
-        for (int32_t i = 0; i < nparts && kp_rd_ok(&rd); i++) {
-            (void)kp_rd_i32(&rd);
-            (void)kp_rd_bytes(&rd);
-        }
-    }
-    return kp_rd_ok(&rd) && ntopics >= 0;
-}
+typedef kp_ProduceResponse_TopicProduceResponse produce_topic_out;
+typedef kp_ProduceResponse_PartitionProduceResponse produce_part_out;
 
 int bk_handle_produce(bk_req *r)
 {
     int16_t ver = r->hdr.RequestApiVersion;
-    if (!produce_parse_ok(r->body, ver))
+    /* The whole request is decoded before anything is appended, so a
+     * malformed request changes nothing.  Records are slices of the frame
+     * (no copy); the arrays come from r->arena, whose kept chunk serves a
+     * request of up to ~100 partitions without a malloc. */
+    kp_ProduceRequest q;
+    if (kp_dec_ProduceRequest(&r->body, ver, &q, &r->arena) != 0)
         return BK_CLOSE;
 
-    kp_rd *rd = &r->body;
-    kp_buf *o = r->out;
-    if (ver >= 3)
-        (void)kp_rd_string(rd);                  /* TransactionalId */
-    int16_t acks = kp_rd_i16(rd);
-    (void)kp_rd_i32(rd);                         /* TimeoutMs: standalone, unused */
-
+    kp_ProduceResponse m;
+    kp_init_ProduceResponse(&m);
+    int32_t nt = q.TopicData_count < 0 ? 0 : q.TopicData_count;
+    produce_topic_out *topics = NULL;
+    if (nt > 0 && !(topics = kp_arena_alloc(&r->arena, (size_t)nt * sizeof *topics)))
+        return BK_CLOSE;
     bool any_error = false;
-    int32_t ntopics = kp_rd_array(rd, 6);
-    kp_wr_array(o, ntopics);                     /* Responses */
-    for (int32_t t = 0; t < ntopics; t++) {
-        kp_str name = kp_rd_string(rd);
-        int32_t nparts = kp_rd_array(rd, 8);
-        kp_wr_str(o, name);
-        kp_wr_array(o, nparts < 0 ? 0 : nparts); /* PartitionResponses */
-        for (int32_t i = 0; i < nparts; i++) {
-            int32_t index = kp_rd_i32(rd);
-            kp_str records = kp_rd_bytes(rd);
+    for (int32_t t = 0; t < nt; t++) {
+        const kp_ProduceRequest_TopicProduceData *qt = &q.TopicData[t];
+        int32_t np = qt->PartitionData_count < 0 ? 0 : qt->PartitionData_count;
+        produce_part_out *parts = NULL;
+        if (np > 0 && !(parts = kp_arena_alloc(&r->arena, (size_t)np * sizeof *parts)))
+            return BK_CLOSE;
+        topics[t] = (produce_topic_out){ .Name = qt->Name, .PartitionResponses = parts,
+                                         .PartitionResponses_count = np };
+        for (int32_t i = 0; i < np; i++) {
+            const kp_ProduceRequest_PartitionProduceData *qp = &qt->PartitionData[i];
             produce_result res;
-            produce_partition(r, acks, name, index, records, &res);
+            produce_partition(r, q.Acks, qt->Name, qp->Index, qp->Records, &res);
             any_error |= res.error != KP_NONE;
-            kp_wr_i32(o, index);
-            kp_wr_i16(o, res.error);
-            kp_wr_i64(o, res.base_offset);
-            if (ver >= 2)
-                kp_wr_i64(o, res.log_append_time);
-            if (ver >= 5)
-                kp_wr_i64(o, res.log_start);
+            /* LogAppendTimeMs (v2+) and LogStartOffset (v5+) are -1 when
+             * unknown, their JSON default, so older versions encode. */
+            parts[i] = (produce_part_out){
+                .Index = qp->Index,
+                .ErrorCode = res.error,
+                .BaseOffset = res.base_offset,
+                .LogAppendTimeMs = ver >= 2 ? res.log_append_time : -1,
+                .LogStartOffset = ver >= 5 ? res.log_start : -1,
+                .ErrorMessage = KP_STR_NULL,
+                .CurrentLeader = { .LeaderId = -1, .LeaderEpoch = -1 },
+            };
         }
     }
-    if (ver >= 1)
-        kp_wr_i32(o, 0);                         /* ThrottleTimeMs */
-    if (!kp_rd_ok(rd))
-        return BK_CLOSE;                         /* cannot happen after pass 1 */
-    if (acks == 0 && any_error) {
+    if (q.Acks == 0 && any_error) {
         /* As Kafka: an acks=0 producer hears of a failure only by losing
          * its connection, which makes it refresh metadata. */
         char cid[128];
@@ -312,7 +303,10 @@ int bk_handle_produce(bk_req *r)
                 "connection so it refreshes metadata", client_of(r, cid, sizeof cid));
         return BK_CLOSE_QUIET;
     }
-    if (acks == 0)
+    if (q.Acks == 0)
         return BK_NO_RESPONSE;
-    return BK_RESPOND;
+    m.Responses = topics;
+    m.Responses_count = nt;
+    kp_enc_ProduceResponse(r->out, ver, &m);
+    return r->out->err ? BK_CLOSE : BK_RESPOND;
 }

@@ -21,6 +21,8 @@ void kp_buf_init(kp_buf *b)
     b->data = NULL;
     b->len = b->cap = 0;
     b->err = 0;
+    b->records = NULL;
+    b->records_arg = NULL;
 }
 
 void kp_buf_free(kp_buf *b)

@@ -346,6 +346,8 @@ class Gen:
         if t == "uuid":
             return ["kp_%s_uuid(%s, %s);" % (io, cur, x)]
         fn = "kp_msg_%s_%s" % (io, "str" if t == "string" else "bytes")
+        if t == "records" and not rd:
+            fn = "kp_msg_wr_records"     # may be spliced by the caller (msgs.c M5)
         return ["%s = %s(%s, %s, %s);" % (x, fn, cur, flex, nullable) if rd else
                 "%s(%s, %s, %s, %s);" % (fn, cur, flex, nullable, x)]
 

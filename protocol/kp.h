@@ -135,6 +135,13 @@ typedef struct kp_buf {
     size_t len;
     size_t cap;
     int err;                  /* KP_E_NOMEM latched on allocation failure */
+    /* A "records" field written by a generated encoder (kp_enc_*): when
+     * set, the encoder writes only its length prefix and calls this for
+     * the s.len bytes, so the caller may reference or splice them instead
+     * of copying (libsluice's large batches, the broker's file ranges);
+     * s.p is the caller's, passed through.  NULL: the bytes are copied. */
+    void (*records)(struct kp_buf *b, kp_str s, void *arg);
+    void *records_arg;
 } kp_buf;
 
 void kp_buf_init(kp_buf *b);
@@ -250,6 +257,7 @@ uint32_t kp_msg_rd_tag(kp_rd *r, kp_rd *value);
 double   kp_msg_rd_f64(kp_rd *r);
 void     kp_msg_wr_str(kp_buf *b, bool compact, bool nullable, kp_str s);
 void     kp_msg_wr_bytes(kp_buf *b, bool compact, bool nullable, kp_str s);
+void     kp_msg_wr_records(kp_buf *b, bool compact, bool nullable, kp_str s);
 void     kp_msg_wr_count(kp_buf *b, bool compact, bool nullable, int32_t n, bool have);
 size_t   kp_msg_wr_tag_begin(kp_buf *b, uint32_t tag);
 void     kp_msg_wr_tag_end(kp_buf *b, size_t pos);

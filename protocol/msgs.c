@@ -37,6 +37,13 @@
  *       kp_buf's growth.  A tagged field's size is known only once it is
  *       written, so kp_msg_wr_tag_end moves the value up by the size of its
  *       length varint (tagged values are small and rare).
+ *   M5. A records field is the one exception to "the bytes are written":
+ *       with a records hook on the kp_buf, the encoder writes the length
+ *       prefix (s.len) and the hook must account for exactly s.len bytes
+ *       that follow it on the wire, appended or spliced in by the caller;
+ *       once the buffer has failed the hook is not called.
+ *       So message bytes can stay where they are (zero copy) while every
+ *       other field still comes from the generated encoder.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +230,23 @@ void kp_msg_wr_str(kp_buf *b, bool compact, bool nullable, kp_str s)
 void kp_msg_wr_bytes(kp_buf *b, bool compact, bool nullable, kp_str s)
 {
     wr_slice(b, compact, nullable, s, false);
+}
+
+/* Records: copied like bytes, unless the buffer has a records hook
+ * (kp.h): then the length prefix is written here and the hook supplies the
+ * bytes (M5). */
+void kp_msg_wr_records(kp_buf *b, bool compact, bool nullable, kp_str s)
+{
+    if (!b->records || s.len < 0) {
+        wr_slice(b, compact, nullable, s, false);
+        return;
+    }
+    if (compact)
+        kp_wr_uvarint(b, (uint32_t)s.len + 1);
+    else
+        kp_wr_i32(b, s.len);
+    if (!b->err)                      /* a failed buffer is discarded whole */
+        b->records(b, s, b->records_arg);
 }
 
 void kp_msg_wr_count(kp_buf *b, bool compact, bool nullable, int32_t n, bool have)

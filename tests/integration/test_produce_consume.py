@@ -211,3 +211,41 @@ def test_fetch_out_of_range_resets_per_auto_offset_reset(broker):
         assert m is not None and not m.error() and (m.offset(), m.value()) == (10, b"new")
     finally:
         c.close()
+
+
+def test_fetch_every_advertised_version_answers_in_its_layout(broker):
+    """Fetch v4-v11 through a raw client: each version's response has exactly
+    that version's fields (v5 LogStartOffset, v7 ErrorCode/SessionId, v11
+    PreferredReadReplica), and its Records are the batch that was produced."""
+    import kafka_raw as kr
+    t = topic_name("fv")
+    create_topic(broker, t)
+    batch = kr.record_batch([(b"k", b"fetched-by-every-version", [], 0)], int(time.time() * 1000))
+    with kr.Conn(broker.port) as c:
+        (res,) = kr.parse_produce_v3(c.request(kr.API_PRODUCE, 3, kr.produce_v3_body(t, 0, batch)))
+        assert res[2] == 0, res
+        for v in range(4, 12):
+            body = kr.i32(-1) + kr.i32(0) + kr.i32(1) + kr.i32(1 << 20) + kr.i8(0)
+            if v >= 7:
+                body += kr.i32(0) + kr.i32(-1)                # no session
+            part = kr.i32(0) + (kr.i32(-1) if v >= 9 else b"") + kr.i64(0)
+            part += (kr.i64(-1) if v >= 5 else b"") + kr.i32(1 << 20)
+            body += kr.array([kr.string(t) + kr.array([part])])
+            if v >= 7:
+                body += kr.array([])                          # ForgottenTopicsData
+            if v >= 11:
+                body += kr.string("")                         # RackId
+            r = c.request(kr.API_FETCH, v, body)
+            assert r.i32() == 0                               # ThrottleTimeMs
+            if v >= 7:
+                assert (r.i16(), r.i32()) == (0, 0), v        # ErrorCode, SessionId
+            assert r.i32() == 1 and r.string() == t and r.i32() == 1, v
+            assert (r.i32(), r.i16(), r.i64(), r.i64()) == (0, 0, 1, 1), v  # index, error, HW, LSO
+            if v >= 5:
+                assert r.i64() == 0, v                        # LogStartOffset
+            assert r.i32() == 0, v                            # AbortedTransactions
+            if v >= 11:
+                assert r.i32() == -1, v                       # PreferredReadReplica
+            records = r.nbytes()
+            assert len(records) == len(batch) and b"fetched-by-every-version" in records, v
+            assert r.remaining() == 0, v

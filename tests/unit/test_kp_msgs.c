@@ -204,6 +204,42 @@ START_TEST(test_produce_request_v3_v9_records_zero_copy)
 }
 END_TEST
 
+/* The records hook (msgs.c M5) stands in for the bytes: here it writes
+ * "ZZ" where the caller's slice said "RB", as a splice would. */
+static void records_hook(kp_buf *b, kp_str s, void *arg)
+{
+    (*(int *)arg)++;
+    ck_assert_int_eq(s.len, 2);
+    kp_wr_raw(b, "ZZ", 2);
+}
+
+START_TEST(test_records_hook_writes_only_the_length_prefix)
+{
+    kp_ProduceRequest m;
+    struct kp_ProduceRequest_TopicProduceData t;
+    struct kp_ProduceRequest_PartitionProduceData p;
+    produce_fill(&m, &t, &p);
+    int calls = 0;
+    out.records = records_hook;
+    out.records_arg = &calls;
+    ck_assert_int_eq(kp_enc_ProduceRequest(&out, 3, &m), 0);
+    ASSERT_BYTES(&out, 0xff, 0xff, 0xff, 0xff, 0, 0, 0x75, 0x30,
+                 0, 0, 0, 1, 0, 1, 't', 0, 0, 0, 1, 0, 0, 0, 0,
+                 0, 0, 0, 2, 'Z', 'Z');
+    kp_buf_reset(&out);
+    ck_assert_int_eq(kp_enc_ProduceRequest(&out, 9, &m), 0);
+    ASSERT_BYTES(&out, 0, 0xff, 0xff, 0, 0, 0x75, 0x30,
+                 2, 2, 't', 2, 0, 0, 0, 0, 3, 'Z', 'Z', 0, 0, 0);
+    ck_assert_int_eq(calls, 2);
+    /* Null records are written by the encoder itself. */
+    p.Records = KP_STR_NULL;
+    kp_buf_reset(&out);
+    ck_assert_int_eq(kp_enc_ProduceRequest(&out, 9, &m), 0);
+    ck_assert_int_eq(calls, 2);
+    out.records = NULL;
+}
+END_TEST
+
 START_TEST(test_produce_response_v10_tagged_struct_round_trips)
 {
     kp_ProduceResponse m;
@@ -606,6 +642,7 @@ int main(void)
         test_metadata_request_null_topics_only_from_v1,
         test_metadata_response_v1_decode_every_field,
         test_produce_request_v3_v9_records_zero_copy,
+        test_records_hook_writes_only_the_length_prefix,
         test_produce_response_v10_tagged_struct_round_trips,
         test_find_coordinator_v0_v4,
         test_offset_commit_request_v2_v8,
