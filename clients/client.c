@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "clients/sl_int.h"
+#include "kp_msgs.h"
 
 #define SL_MAX_FRAME (256 << 20)
 
@@ -335,12 +336,13 @@ static void conn_fail(sl_client *cl, sl_broker *b, int err, const char *why)
 static void send_apiversions(sl_client *cl, sl_broker *b)
 {
     int16_t v = (int16_t)b->apiver_try;
-    kp_buf *w = sl_req_begin(cl, b, KP_API_API_VERSIONS, v);
+    kp_ApiVersionsRequest q;
+    kp_init_ApiVersionsRequest(&q);
     if (v >= 3) {
-        kp_wr_compact_string(w, "libsluice", -1);
-        kp_wr_compact_string(w, SL_VERSION_STR, -1);
-        kp_wr_tags_empty(w);
+        q.ClientSoftwareName = kp_str_cstr("libsluice");
+        q.ClientSoftwareVersion = kp_str_cstr(SL_VERSION_STR);
     }
+    kp_enc_ApiVersionsRequest(sl_req_begin(cl, b, KP_API_API_VERSIONS, v), v, &q);
     extern sl_resp_cb sl_handle_apiversions;
     sl_req_end(cl, b, sl_handle_apiversions, NULL);
 }
@@ -351,23 +353,26 @@ void sl_handle_apiversions(sl_client *cl, sl_broker *b, int err, sl_frame *f,
     (void)f; (void)ctx;
     if (err)
         return;                    /* conn_fail already ran */
-    int16_t ec = kp_rd_i16(r);
-    bool flex = ver >= 3;
+    /* A broker that does not know our version answers with a v0-shaped
+     * body and UNSUPPORTED_VERSION: that fails to decode as v3, and either
+     * way the retry below asks again with v0. */
+    kp_ApiVersionsResponse m;
+    bool parsed = kp_dec_ApiVersionsResponse(r, ver, &m, &cl->arena) == 0;
+    int16_t ec = parsed ? m.ErrorCode : -1;
     int16_t vmin[SL_API_MAX], vmax[SL_API_MAX];
     for (int i = 0; i < SL_API_MAX; i++)
         vmin[i] = vmax[i] = -1;
-    int32_t n = ec == 0 ? kp_rd_array_v(r, flex, 6) : 0;
-    for (int32_t i = 0; i < n && kp_rd_ok(r); i++) {
-        int16_t key = kp_rd_i16(r), lo = kp_rd_i16(r), hi = kp_rd_i16(r);
-        kp_rd_tags_v(r, flex);
-        if (key >= 0 && key < SL_API_MAX) {
-            vmin[key] = lo;
-            vmax[key] = hi;
+    for (int32_t i = 0; parsed && ec == 0 && i < m.ApiKeys_count; i++) {
+        const kp_ApiVersionsResponse_ApiVersion *k = &m.ApiKeys[i];
+        if (k->ApiKey >= 0 && k->ApiKey < SL_API_MAX) {
+            vmin[k->ApiKey] = k->MinVersion;
+            vmax[k->ApiKey] = k->MaxVersion;
         }
     }
-    if (ec != 0 || !kp_rd_ok(r)) {
+    kp_arena_reset(&cl->arena);
+    if (ec != 0) {
         sl_log(cl, 7, "%s:%d: ApiVersions v%d answer: error %d, %s", b->host, b->port, ver,
-               ec, kp_rd_ok(r) ? "parsed" : "unparsable");
+               ec, parsed ? "parsed" : "unparsable");
         if (b->apiver_try > 0) {
             b->apiver_try = 0;     /* protocol/README.md §7.3: retry with v0 */
             send_apiversions(cl, b);
