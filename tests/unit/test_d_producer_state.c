@@ -18,25 +18,17 @@
 #include "protocol/kp.h"
 #include "segments/seg.h"
 #include "tests/unit/unit_run.h"
+#include "tests/unit/unit_tmpdir.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
-static char g_dir[64];
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st; (void)flag; (void)f;
-    return remove(p);
-}
-
 static void setup(void)
 {
-    strcpy(g_dir, "/tmp/pstate.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    unit_tmpdir_make("pstate");
 }
 
 static void teardown(void)
 {
-    nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    unit_tmpdir_remove();
 }
 
 /* Appends a batch of n records with the producer fields to out. */

@@ -17,24 +17,16 @@
 #include "protocol/kp.h"
 #include "segments/seg.h"
 #include "tests/unit/unit_run.h"
-
-static char g_dir[64];
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st; (void)flag; (void)f;
-    return remove(p);
-}
+#include "tests/unit/unit_tmpdir.h"
 
 static void setup(void)
 {
-    strcpy(g_dir, "/tmp/seg_clean.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    unit_tmpdir_make("seg_clean");
 }
 
 static void teardown(void)
 {
-    nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    unit_tmpdir_remove();
 }
 
 static seg_log *open_log(int64_t segment_bytes)
