@@ -244,7 +244,7 @@ static int offset_set(struct bk_admin *a, sq_wreq *r)
         .commit_time_ms = bk_now_ms(), .expire_time_ms = -1,
     };
     bk_offset_commit c = {
-        .group = { w->s1, (int32_t)strlen(w->s1) }, .generation = -1,
+        .group = kp_str_cstr(w->s1), .generation = -1,
         .member_id = KP_STR_NULL, .instance_id = KP_STR_NULL, .by_operator = true,
         .offs = &r->o, .n = 1, .done = write_done, .arg = r,
     };

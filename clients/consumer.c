@@ -193,7 +193,7 @@ void sl_list_offsets_send(sl_client *cl, sl_broker *b, int16_t v, const char *to
         .Timestamp = timestamp, .MaxNumOffsets = 1,
     };
     kp_ListOffsetsRequest_ListOffsetsTopic qt = {
-        .Name = { topic, (int32_t)strlen(topic) }, .Partitions = &qp, .Partitions_count = 1,
+        .Name = kp_str_cstr(topic), .Partitions = &qp, .Partitions_count = 1,
     };
     kp_ListOffsetsRequest q;
     kp_init_ListOffsetsRequest(&q);
@@ -432,7 +432,7 @@ static void send_fetch(sl_client *cl, sl_cons *c, sl_broker *b, int64_t now)
             .LogStartOffset = -1, .PartitionMaxBytes = cl->conf.max_partition_fetch_bytes,
         };
         ts[x->n] = (kp_FetchRequest_FetchTopic){
-            .Topic = { cp->topic, (int32_t)strlen(cp->topic) },
+            .Topic = kp_str_cstr(cp->topic),
             .Partitions = &ps[x->n], .Partitions_count = 1,
         };
         cp->fetching = true;

@@ -892,7 +892,7 @@ static void send_produce(sl_client *cl, sl_broker *br, int64_t now, int64_t *nex
                 .Records = { (const char *)b->out->data, (int32_t)b->out->len },
             };
             ts[q->n] = (kp_ProduceRequest_TopicProduceData){
-                .Name = { pp->t->name, (int32_t)strlen(pp->t->name) },
+                .Name = kp_str_cstr(pp->t->name),
                 .PartitionData = &ps[q->n], .PartitionData_count = 1,
             };
             q->b[q->n++] = b;

@@ -28,7 +28,7 @@ typedef kp_MetadataResponse_MetadataResponsePartition md_part_out;
 static bool fill_topic(bk_req *r, int16_t v, bk_topic *t, md_topic_out *o)
 {
     o->ErrorCode = KP_NONE;
-    o->Name = (kp_str){ t->name, (int32_t)strlen(t->name) };
+    o->Name = kp_str_cstr(t->name);
     o->Partitions_count = t->npartitions;
     if (t->npartitions == 0)
         return true;
@@ -136,17 +136,17 @@ int bk_handle_metadata(bk_req *r)
     kp_init_MetadataResponse(&m);
     kp_MetadataResponse_MetadataResponseBroker self = {
         .NodeId = b->cfg->broker_id,
-        .Host = { b->cfg->advertised_host, (int32_t)strlen(b->cfg->advertised_host) },
+        .Host = kp_str_cstr(b->cfg->advertised_host),
         .Port = b->cfg->advertised_port,
         .Rack = KP_STR_NULL,
     };
     if (v >= 1 && b->cfg->rack[0])
-        self.Rack = (kp_str){ b->cfg->rack, (int32_t)strlen(b->cfg->rack) };
+        self.Rack = kp_str_cstr(b->cfg->rack);
     m.Brokers = &self;
     m.Brokers_count = 1;
     if (v >= 2) {
         const char *cid = bk_cluster_id(b);
-        m.ClusterId = cid ? (kp_str){ cid, (int32_t)strlen(cid) } : KP_STR_NULL;
+        m.ClusterId = kp_str_cstr(cid);
     }
     if (v >= 1)
         m.ControllerId = bk_controller_id(b);

@@ -725,7 +725,7 @@ int bk_group_delete(bk_broker *b, bk_group_deletion *d)
     const char *id = d->group_id;
     d->pending = NULL;
     d->err[0] = 0;
-    kp_str key = { id, (int32_t)strlen(id) };
+    kp_str key = kp_str_cstr(id);
     gc_group *g = gc_group_find(id, strlen(id));
     if (gc_coordinator_error(key)) {
         snprintf(d->err, d->errlen, "This broker is not the coordinator of group %s.", id);
