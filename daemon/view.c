@@ -159,15 +159,20 @@ const char *bk_cluster_id(bk_broker *b)
 
 #define BK_VIEW_MAX_BROKERS 1024
 
+/* rf replicas need rf live brokers (Kafka's text when there are fewer). */
+static int check_rf(int16_t rf, int nlive, char *err, size_t errlen)
+{
+    if (rf <= nlive)
+        return KP_NONE;
+    snprintf(err, errlen, "Replication factor: %d larger than available "
+             "brokers: %d.", (int)rf, nlive);
+    return KP_INVALID_REPLICATION_FACTOR;
+}
+
 int bk_view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errlen)
 {
     int32_t live[BK_VIEW_MAX_BROKERS];
-    int n = bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS);
-    if (rf <= n)
-        return KP_NONE;
-    snprintf(err, errlen, "Replication factor: %d larger than available "
-             "brokers: %d.", (int)rf, n);
-    return KP_INVALID_REPLICATION_FACTOR;
+    return check_rf(rf, bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS), err, errlen);
 }
 
 /* Kafka's AdminUtils.assignReplicasToBrokersRackUnaware with its two
@@ -183,7 +188,7 @@ int bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
     int n = bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS);
     if (n > BK_VIEW_MAX_BROKERS)
         n = BK_VIEW_MAX_BROKERS;
-    int rc = bk_view_check_replication(b, rf, err, errlen);
+    int rc = check_rf(rf, n, err, errlen);
     if (rc != KP_NONE)
         return rc;
     for (int32_t i = 0; i < count; i++) {
