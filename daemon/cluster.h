@@ -69,6 +69,28 @@ int  bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
  * Kafka APIs and SQL writes alike call these.  metadata/README.md tables
  * every fact with its paths. */
 
+/* Cluster mode: zookeeper.connect is set (daemon/zk*.c, mirror.c,
+ * controller.c); standalone otherwise. */
+static inline bool bk_cluster_mode(const bk_broker *b)
+{
+    return b->cfg->zookeeper_connect[0] != 0;
+}
+
+/* An asynchronous write.  In cluster mode a write half stores its fact in
+ * ZooKeeper and answers once this broker's mirror shows it applied (or
+ * the deadline passes): it sets op->pending and later calls
+ * op->done(op, rc, err) on the loop, exactly once.  Standalone writes
+ * finish before they return (pending stays false, done is not called).
+ * op NULL: the caller does not wait for the answer (Metadata's
+ * auto-creation); the write still happens. */
+typedef struct bk_topic_op bk_topic_op;
+struct bk_topic_op {
+    void (*done)(bk_topic_op *op, int rc, const char *err);
+    void *arg;
+    int32_t timeout_ms;              /* for the cluster to show it; <= 0: 30 s */
+    bool pending;                    /* out */
+};
+
 /* Loads the view from the store and opens the local replicas. */
 int  bk_topics_load(bk_broker *b);
 void bk_topics_close_all(bk_broker *b);

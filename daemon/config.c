@@ -43,7 +43,11 @@ static const bk_config_key keys[] = {
     STR("log.dir", log_dirs, NULL, "the same as log.dirs"),
     STR("broker.rack", rack, NULL, "rack id given to clients in Metadata"),
     STR("zookeeper.connect", zookeeper_connect, NULL,
-        "ZooKeeper ensemble; must be empty until cluster mode is built"),
+        "ZooKeeper ensemble host:port[,host:port...][/chroot]; set: cluster mode"),
+    INT("zookeeper.session.timeout.ms", zookeeper_session_timeout_ms, 1000, 600000, "18000",
+        "ZooKeeper session timeout: a broker silent this long is declared dead"),
+    INT("zookeeper.connection.timeout.ms", zookeeper_connection_timeout_ms, 100, 600000, NULL,
+        "how long startup waits to reach ZooKeeper; default: the session timeout"),
     INT("num.partitions", num_partitions, 1, 100000, "1",
         "partitions of an auto-created topic or a CreateTopics without a count"),
     INT("default.replication.factor", default_replication_factor, 1, 32767, "1",
@@ -399,13 +403,57 @@ int bk_config_load(bk_config *c, const char *path, char *err, size_t errlen)
     return 0;
 }
 
-int bk_config_finish(bk_config *c, char *err, size_t errlen)
+int bk_zk_connect_check(const char *s, char *err, size_t errlen)
 {
-    if (c->zookeeper_connect[0]) {
-        snprintf(err, errlen, "zookeeper.connect is set, but cluster mode is not "
-                 "built yet: remove it to run standalone");
+    const char *chroot = strchr(s, '/');
+    size_t hosts_len = chroot ? (size_t)(chroot - s) : strlen(s);
+    const char *p = s, *end = s + hosts_len;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *e = comma ? comma : end;
+        const char *colon = NULL;
+        for (const char *q = p; q < e; q++)
+            if (*q == ':')
+                colon = q;
+        long port = 0;
+        bool ok = colon && colon > p && colon + 1 < e && colon + 1 + 5 >= e;
+        for (const char *q = colon ? colon + 1 : e; ok && q < e; q++)
+            ok = isdigit((unsigned char)*q), port = port * 10 + (*q - '0');
+        for (const char *q = p; ok && q < colon; q++)
+            ok = isalnum((unsigned char)*q) || *q == '.' || *q == '-' || *q == '_';
+        if (!ok || port < 1 || port > 65535) {
+            snprintf(err, errlen, "zookeeper.connect: \"%.*s\" is not host:port "
+                     "(expected host:port[,host:port...][/chroot])", (int)(e - p), p);
+            return -1;
+        }
+        p = comma ? comma + 1 : e;
+        if (comma && p == end) {
+            snprintf(err, errlen, "zookeeper.connect: empty server after ','");
+            return -1;
+        }
+    }
+    if (hosts_len == 0) {
+        snprintf(err, errlen, "zookeeper.connect: no server given "
+                 "(expected host:port[,host:port...][/chroot])");
         return -1;
     }
+    if (chroot && strcmp(chroot, "/")) {
+        for (const char *q = chroot; *q; q++)
+            if ((*q == '/' && (q[1] == '/' || q[1] == 0)) || (unsigned char)*q <= ' ') {
+                snprintf(err, errlen, "zookeeper.connect: bad chroot \"%s\" "
+                         "(expected /name[/name...])", chroot);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+int bk_config_finish(bk_config *c, char *err, size_t errlen)
+{
+    if (c->zookeeper_connect[0] && bk_zk_connect_check(c->zookeeper_connect, err, errlen))
+        return -1;
+    if (c->zookeeper_connection_timeout_ms <= 0)
+        c->zookeeper_connection_timeout_ms = c->zookeeper_session_timeout_ms;
     if (!c->advertised_host[0]) {
         const char *h = c->listen_host;
         if (!h[0] || !strcmp(h, "0.0.0.0") || !strcmp(h, "::"))

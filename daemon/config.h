@@ -54,6 +54,8 @@ typedef struct bk_config {
     int64_t log_flush_offset_checkpoint_interval_ms;
     int32_t fetch_max_bytes;              /* fetch.max.bytes (broker cap) */
     char zookeeper_connect[1024];         /* zookeeper.connect ("" = standalone) */
+    int32_t zookeeper_session_timeout_ms;     /* zookeeper.session.timeout.ms */
+    int32_t zookeeper_connection_timeout_ms;  /* zookeeper.connection.timeout.ms (0: session) */
     char admin_listeners[256];            /* admin.listeners (HTTP) */
     char admin_token[256];                /* admin.token: bearer token for /sql, /metrics */
     int64_t admin_sql_timeout_ms;         /* admin.sql.timeout.ms: per statement */
@@ -127,5 +129,9 @@ int  bk_config_set(bk_config *c, const char *key, const char *value,
                    char *err, size_t errlen);
 /* Checks cross-key rules after everything is set. */
 int  bk_config_finish(bk_config *c, char *err, size_t errlen);
+/* zookeeper.connect's form: host:port[,host:port...][/chroot], ports
+ * 1..65535, a chroot of "/"-separated non-empty names.  0, or -1 with err
+ * naming what is wrong. */
+int  bk_zk_connect_check(const char *s, char *err, size_t errlen);
 
 #endif

@@ -97,9 +97,36 @@ START_TEST(test_invalid_values_are_named)
     ck_assert_int_eq(bk_config_set(&c, "log.cleanup.policy", "shred", err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "log.cleanup.policy"));
     ck_assert_int_eq(bk_config_set(&c, "log.segment.bytes", "12abc", err, sizeof err), -1);
-    ck_assert_int_eq(bk_config_set(&c, "zookeeper.connect", "127.0.0.1:2181", err, sizeof err), 0);
+    ck_assert_int_eq(bk_config_set(&c, "zookeeper.connect", "127.0.0.1:", err, sizeof err), 0);
     ck_assert_int_eq(bk_config_finish(&c, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "zookeeper.connect"));
+    bk_config_free(&c);
+}
+END_TEST
+
+/* zookeeper.connect: Kafka's form, and what an operator's typo looks like. */
+START_TEST(test_zk_connect_form)
+{
+    char err[256];
+    const char *good[] = { "127.0.0.1:2181", "a:1,b:2,c-3.example:65535",
+                           "zk:2181/sluice", "zk:2181/a/b", "zk:2181/" };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        ck_assert_msg(bk_zk_connect_check(good[i], err, sizeof err) == 0, "%s: %s", good[i], err);
+    const char *bad[] = { "", "zk", "zk:", ":2181", "zk:0", "zk:65536", "zk:2181,",
+                          "zk:21x1", "zk:2181/a/", "zk:2181//a", "/chroot", "zk:2181/a b",
+                          "z k:2181", "zk:1234567" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        ck_assert_msg(bk_zk_connect_check(bad[i], err, sizeof err) == -1, "%s passed", bad[i]);
+        ck_assert_ptr_nonnull(strstr(err, "zookeeper.connect"));
+    }
+    bk_config c;
+    bk_config_init(&c);
+    ck_assert_int_eq(bk_config_set(&c, "zookeeper.connect", "127.0.0.1:2181/s", err, sizeof err), 0);
+    ck_assert_int_eq(bk_config_set(&c, "zookeeper.session.timeout.ms", "6000", err, sizeof err), 0);
+    ck_assert_int_eq(bk_config_finish(&c, err, sizeof err), 0);
+    ck_assert_int_eq(c.zookeeper_connection_timeout_ms, 6000);
+    ck_assert_int_eq(bk_config_set(&c, "zookeeper.session.timeout.ms", "5", err, sizeof err), -1);
     bk_config_free(&c);
 }
 END_TEST
@@ -251,7 +278,7 @@ int main(void)
 {
     const TTest *const tests[] = {
         test_loads_kafka_keys, test_finest_retention_unit_wins, test_unknown_key_is_named,
-        test_invalid_values_are_named, test_offsets_commit_linger_is_bounded,
+        test_invalid_values_are_named, test_zk_connect_form, test_offsets_commit_linger_is_bounded,
         test_every_table_key_parses_into_what_describe_renders, test_defaults_are_the_tables,
         test_only_admin_token_is_sensitive_and_topic_keys_are_accepted,
         test_unit_precedence_is_per_config,
