@@ -311,37 +311,35 @@ static int64_t rd_int(zj_rd *r, int64_t min, int64_t max, const char *where)
     return x;
 }
 
+/* One or more digits at *q (moved past them); false if none. */
+static bool digits(const char **q, const char *end)
+{
+    const char *from = *q;
+    while (*q < end && is_digit(**q))
+        (*q)++;
+    return *q > from;
+}
+
 /* Skips any JSON number (grammar checked, value ignored). */
 static void skip_number(zj_rd *r)
 {
     const char *q = r->p;
     if (q < r->end && *q == '-')
         q++;
-    if (q >= r->end || !is_digit(*q)) {
-        fail(r, "bad number");
-        return;
-    }
-    while (q < r->end && is_digit(*q))
+    bool ok = digits(&q, r->end);
+    if (ok && q < r->end && *q == '.') {
         q++;
-    if (q < r->end && *q == '.') {
-        q++;
-        if (q >= r->end || !is_digit(*q)) {
-            fail(r, "bad number");
-            return;
-        }
-        while (q < r->end && is_digit(*q))
-            q++;
+        ok = digits(&q, r->end);
     }
-    if (q < r->end && (*q == 'e' || *q == 'E')) {
+    if (ok && q < r->end && (*q == 'e' || *q == 'E')) {
         q++;
         if (q < r->end && (*q == '+' || *q == '-'))
             q++;
-        if (q >= r->end || !is_digit(*q)) {
-            fail(r, "bad number");
-            return;
-        }
-        while (q < r->end && is_digit(*q))
-            q++;
+        ok = digits(&q, r->end);
+    }
+    if (!ok) {
+        fail(r, "bad number at byte %zu", (size_t)(r->p - r->start));
+        return;
     }
     r->p = q;
 }
@@ -369,57 +367,50 @@ static void enter(zj_rd *r)
 }
 
 /* Iteration over an object's members / an array's elements.  *first
- * starts true.  obj_next reads the key and its ':' and returns true, or
- * returns false at the closing '}' (consumed) or on error. */
-static bool obj_begin(zj_rd *r, const char *where)
+ * starts true.  open_ reads '{' or '['; more() returns true before each
+ * member or element (its ',' consumed), false at the closing bracket
+ * (consumed) or on error.  obj_next also reads the member's key and ':'. */
+static bool open_(zj_rd *r, char c, const char *where)
 {
-    expect(r, '{', where);
+    expect(r, c, where);
     if (r->failed)
         return false;
     enter(r);
     return !r->failed;
 }
 
-static bool obj_next(zj_rd *r, bool *first, char key[ZJ_KEY_MAX], const char *where)
+static bool obj_begin(zj_rd *r, const char *where) { return open_(r, '{', where); }
+static bool arr_begin(zj_rd *r, const char *where) { return open_(r, '[', where); }
+
+static bool more(zj_rd *r, bool *first, char close, const char *where)
 {
     if (r->failed)
         return false;
-    if (eat(r, '}')) {
+    if (eat(r, close)) {
         r->depth--;
         return false;
     }
     if (!*first)
         expect(r, ',', where);
     *first = false;
+    return !r->failed;
+}
+
+static bool arr_next(zj_rd *r, bool *first, const char *where)
+{
+    return more(r, first, ']', where);
+}
+
+static bool obj_next(zj_rd *r, bool *first, char key[ZJ_KEY_MAX], const char *where)
+{
+    if (!more(r, first, '}', where))
+        return false;
     bool over;
     if (!rd_string(r, key, ZJ_KEY_MAX, &over, where))
         return false;
     if (over)
         key[0] = 0;                    /* longer than any key we know */
     expect(r, ':', where);
-    return !r->failed;
-}
-
-static bool arr_begin(zj_rd *r, const char *where)
-{
-    expect(r, '[', where);
-    if (r->failed)
-        return false;
-    enter(r);
-    return !r->failed;
-}
-
-static bool arr_next(zj_rd *r, bool *first, const char *where)
-{
-    if (r->failed)
-        return false;
-    if (eat(r, ']')) {
-        r->depth--;
-        return false;
-    }
-    if (!*first)
-        expect(r, ',', where);
-    *first = false;
     return !r->failed;
 }
 
@@ -624,6 +615,27 @@ static bool split_endpoint(const char *ep, size_t n, char *host, size_t hostcap,
     return true;
 }
 
+/* A host name or address as it may stand in a comma-joined endpoint list. */
+static bool host_ok(const char *h)
+{
+    return !strpbrk(h, ", \t\r\n");
+}
+
+/* NAME://host:port, NAME a listener name ([A-Za-z0-9_-]+). */
+static bool endpoint_ok(const char *ep, size_t n)
+{
+    const char *sep = memmem(ep, n, "://", 3);
+    if (!sep || sep == ep)
+        return false;
+    for (const char *q = ep; q < sep; q++)
+        if (!((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') || is_digit(*q) ||
+              *q == '_' || *q == '-'))
+            return false;
+    char host[256];
+    int32_t port;
+    return split_endpoint(ep, n, host, sizeof host, &port) && host_ok(host);
+}
+
 int zj_broker_parse(const char *json, size_t len, zj_broker *out, char *err, size_t errlen)
 {
     zj_rd r;
@@ -641,6 +653,9 @@ int zj_broker_parse(const char *json, size_t len, zj_broker *out, char *err, siz
                 if (!eat_null(&r)) {
                     rd_string_into(&r, out->host, sizeof out->host, "host");
                     host_set = true;
+                    /* It becomes an endpoint in a comma-joined list. */
+                    if (!r.failed && !host_ok(out->host))
+                        fail(&r, "host \"%.64s\" is not a host name", out->host);
                 }
             } else if (!strcmp(key, "port")) {
                 out->port = (int32_t)rd_int(&r, -1, 65535, "port");
@@ -658,7 +673,7 @@ int zj_broker_parse(const char *json, size_t len, zj_broker *out, char *err, siz
                         if (r.failed)
                             break;
                         size_t n = strlen(ep);
-                        if (!n || memchr(ep, ',', n) || !memmem(ep, n, "://", 3)) {
+                        if (!endpoint_ok(ep, n)) {
                             fail(&r, "endpoint \"%.64s\" is not NAME://host:port", ep);
                             break;
                         }
@@ -976,10 +991,7 @@ int zj_config_parse(const char *json, size_t len, md_kv **kv, size_t *n,
             bool f2 = true;
             if (!obj_begin(&r, "config"))
                 break;
-            while (!r.failed && !eat(&r, '}')) {
-                if (!f2)
-                    expect(&r, ',', "config");
-                f2 = false;
+            while (more(&r, &f2, '}', "config")) {
                 if (cnt == cap) {
                     cap = cap ? cap * 2 : 8;
                     md_kv *nv = realloc(v, cap * sizeof *v);
@@ -1004,8 +1016,6 @@ int zj_config_parse(const char *json, size_t len, md_kv **kv, size_t *n,
                     if (!strcmp(v[i].name, e->name))
                         fail(&r, "config %.64s given twice", e->name);
             }
-            if (!r.failed)
-                r.depth--;
         }
     if (rd_finish(&r)) {
         md_kv_free(v, cnt);

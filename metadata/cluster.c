@@ -70,45 +70,26 @@ static void copy_col(sqlite3_stmt *s, int col, char *out, size_t cap)
     snprintf(out, cap, "%s", v ? v : "");
 }
 
+static int fill_broker(sqlite3_stmt *s, void *elem)
+{
+    md_broker *b = elem;
+    b->id = sqlite3_column_int(s, 0);
+    copy_col(s, 1, b->host, sizeof b->host);
+    b->port = sqlite3_column_int(s, 2);
+    copy_col(s, 3, b->rack, sizeof b->rack);
+    copy_col(s, 4, b->endpoints, sizeof b->endpoints);
+    b->registered_at_ms = sqlite3_column_int64(s, 5);
+    b->alive = sqlite3_column_int(s, 6) != 0;
+    return 0;
+}
+
 int md_broker_list(md_db *db, md_broker **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *s = lazy(db, ST_BROKER_LIST, NULL, 0);
-    if (!s)
-        return MD_E_SQL;
-    md_broker *v = NULL;
-    size_t cnt = 0, cap = 0;
-    int step, rc = 0;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 8;
-            md_broker *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                rc = MD_E_SQL;
-                break;
-            }
-            v = nv;
-        }
-        md_broker *b = &v[cnt++];
-        b->id = sqlite3_column_int(s, 0);
-        copy_col(s, 1, b->host, sizeof b->host);
-        b->port = sqlite3_column_int(s, 2);
-        copy_col(s, 3, b->rack, sizeof b->rack);
-        copy_col(s, 4, b->endpoints, sizeof b->endpoints);
-        b->registered_at_ms = sqlite3_column_int64(s, 5);
-        b->alive = sqlite3_column_int(s, 6) != 0;
-    }
-    if (!rc && step != SQLITE_DONE)
-        rc = MD_E_SQL;
-    sqlite3_reset(s);
-    if (rc) {
-        free(v);
-        return rc;
-    }
+    void *v;
+    int rc = md_rows(lazy(db, ST_BROKER_LIST, NULL, 0), sizeof **out, fill_broker,
+                     NULL, &v, n);
     *out = v;
-    *n = cnt;
-    return 0;
+    return rc;
 }
 
 int md_controller_set(md_db *db, int32_t broker_id, int32_t epoch)

@@ -274,6 +274,44 @@ int md_step_done(md_db *db, sqlite3_stmt *s, char *err, size_t errlen,
     return out;
 }
 
+int md_rows(sqlite3_stmt *s, size_t size, int (*fill)(sqlite3_stmt *s, void *elem),
+            void (*drop)(void *v, size_t cnt), void **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!s)
+        return MD_E_SQL;
+    char *v = NULL;
+    size_t cnt = 0, cap = 0;
+    int step, rc = 0;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 8;
+            char *nv = realloc(v, cap * size);
+            if (!nv) {
+                rc = MD_E_SQL;
+                break;
+            }
+            v = nv;
+        }
+        if ((rc = fill(s, v + cnt++ * size)))
+            break;
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = MD_E_SQL;
+    sqlite3_reset(s);
+    if (rc) {
+        if (drop)
+            drop(v, cnt);
+        else
+            free(v);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
 enum { TXN_OWN = 1, TXN_SAVEPOINT = 2 };
 
 int md_txn_enter(md_db *db, int *token, char *err, size_t errlen)

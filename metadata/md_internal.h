@@ -76,6 +76,14 @@ int md_sqlerr(md_db *db, char *err, size_t errlen, const char *what);
 int md_step_done(md_db *db, sqlite3_stmt *s, char *err, size_t errlen,
                  const char *what);
 
+/* Steps s (bound, ready) to the end, one element of size bytes per row
+ * filled by fill() (0, or MD_E_SQL when a row could not be kept), into a
+ * malloc'd *out (NULL when none).  On failure drop() frees the cnt
+ * elements taken so far, the failed one included (NULL: free()).  s is
+ * reset. */
+int md_rows(sqlite3_stmt *s, size_t size, int (*fill)(sqlite3_stmt *s, void *elem),
+            void (*drop)(void *v, size_t cnt), void **out, size_t *n);
+
 /* One md_* change as a unit, inside or outside a caller's md_begin:
  * outside, BEGIN IMMEDIATE … COMMIT (takes the write lock up front, so a
  * read-then-write never hits SQLITE_BUSY_SNAPSHOT); inside, a SAVEPOINT, so

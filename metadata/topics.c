@@ -100,36 +100,19 @@ int md_topic_get(md_db *db, const char *name, md_topic *out)
     return rc;
 }
 
+static int fill_topic(sqlite3_stmt *s, void *elem)
+{
+    row_to_topic(s, elem);
+    return 0;
+}
+
 int md_topic_list(md_db *db, md_topic **out, size_t *n)
 {
-    sqlite3_stmt *s = md_stmt(db, ST_TOPIC_LIST);
-    md_topic *v = NULL;
-    size_t cnt = 0, cap = 0;
-    int step, rc = 0;
-    *out = NULL;
-    *n = 0;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            md_topic *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                rc = MD_E_SQL;
-                break;
-            }
-            v = nv;
-        }
-        row_to_topic(s, &v[cnt++]);
-    }
-    if (!rc && step != SQLITE_DONE)
-        rc = MD_E_SQL;
-    sqlite3_reset(s);
-    if (rc) {
-        free(v);
-        return rc;
-    }
+    void *v;
+    int rc = md_rows(md_stmt(db, ST_TOPIC_LIST), sizeof **out, fill_topic, NULL,
+                     &v, n);
     *out = v;
-    *n = cnt;
-    return 0;
+    return rc;
 }
 
 /* The partition statements come from migration 0003 and are prepared on
@@ -458,32 +441,7 @@ static int list_rows(md_db *db, enum md_stmt which, const char *topic, size_t si
     if (!s)
         return MD_E_SQL;
     sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
-    char *v = NULL;
-    size_t cnt = 0, cap = 0;
-    int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 8;
-            char *nv = realloc(v, cap * size);
-            if (!nv) {
-                rc = MD_E_SQL;
-                break;
-            }
-            v = nv;
-        }
-        if ((rc = fill(s, v + cnt++ * size)))
-            break;
-    }
-    if (!rc && step != SQLITE_DONE)
-        rc = MD_E_SQL;
-    sqlite3_reset(s);
-    if (rc) {
-        drop(v, cnt);
-        return rc;
-    }
-    *out = v;
-    *n = cnt;
-    return 0;
+    return md_rows(s, size, fill, drop, out, n);
 }
 
 static int fill_partition(sqlite3_stmt *s, void *elem)
@@ -500,12 +458,6 @@ static int fill_partition(sqlite3_stmt *s, void *elem)
     p->st.controller_epoch = sqlite3_column_int(s, 7);
     p->st.zk_version = sqlite3_column_int(s, 8);
     return 0;
-}
-
-static void drop_partitions(void *v, size_t cnt)
-{
-    (void)cnt;
-    free(v);
 }
 
 /* Fills each partition's replicas and ISR, in preference order. */
@@ -534,7 +486,7 @@ int md_partition_list(md_db *db, const char *topic, md_partition **out, size_t *
 {
     void *v;
     int rc = list_rows(db, ST_PART_LIST, topic, sizeof **out, fill_partition,
-                       drop_partitions, &v, n);
+                       NULL, &v, n);
     if (!rc && (rc = fill_replicas(db, topic, v, *n))) {
         free(v);
         v = NULL;

@@ -8,6 +8,7 @@
 
 #include "metadata/md.h"
 #include "metadata/md_internal.h"
+#include "tests/unit/unit_md.h"
 #include "tests/unit/unit_run.h"
 #include "tests/unit/unit_tmpdir.h"
 
@@ -31,13 +32,11 @@ static void teardown(void)
 
 static int64_t query_int(const char *sql)
 {
-    sqlite3_stmt *s;
-    ck_assert_int_eq(sqlite3_prepare_v2(md_sqlite(db), sql, -1, &s, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
+    return unit_query_int(db, sql);
 }
+
+static char txt[256];
+#define STATE(st) unit_state_text(&(st), txt, sizeof txt)
 
 static md_partition_state state(int32_t leader, int32_t epoch, int32_t nrep,
                                 const int32_t *rep, int32_t nisr, const int32_t *isr)
@@ -89,18 +88,11 @@ START_TEST(test_mirror_put_writes_the_topic_as_zookeeper_has_it)
     size_t n;
     ck_assert_int_eq(md_partition_list(db, "orders", &p, &n), 0);
     ck_assert_uint_eq(n, 2);
-    ck_assert_int_eq(p[0].st.leader, 2);
-    ck_assert_int_eq(p[0].st.leader_epoch, 4);
+    ck_assert_str_eq(STATE(p[0].st), "leader 2 epoch 4 replicas 2,1,3 isr 2,3");
     ck_assert_int_eq(p[0].st.controller_epoch, 7);
     ck_assert_int_eq(p[0].st.zk_version, 4);
-    ck_assert_int_eq(p[0].st.nreplicas, 3);
-    ck_assert_int_eq(p[0].st.replicas[0], 2);
-    ck_assert_int_eq(p[0].st.replicas[1], 1);
-    ck_assert_int_eq(p[0].st.replicas[2], 3);
-    ck_assert_int_eq(p[0].st.nisr, 2);
     ck_assert(!p[0].has_bookmarks);          /* the mirror writes no bookmarks */
-    ck_assert_int_eq(p[1].st.leader, -1);
-    ck_assert_int_eq(p[1].st.nisr, 0);
+    ck_assert_str_eq(STATE(p[1].st), "leader -1 epoch 0 replicas 5 isr ");
     free(p);
     md_kv *kv;
     ck_assert_int_eq(md_topic_configs(db, "orders", &kv, &n), 0);
@@ -134,15 +126,12 @@ START_TEST(test_mirror_reput_follows_leader_isr_growth_and_config_changes)
     size_t n;
     ck_assert_int_eq(md_partition_list(db, "orders", &p, &n), 0);
     ck_assert_uint_eq(n, 3);
-    ck_assert_int_eq(p[0].st.leader, 2);
-    ck_assert_int_eq(p[0].st.leader_epoch, 1);
+    ck_assert_str_eq(STATE(p[0].st), "leader 2 epoch 1 replicas 1,2 isr 2");
     ck_assert_int_eq(p[0].st.zk_version, 1);
-    ck_assert_int_eq(p[0].st.nisr, 1);
-    ck_assert_int_eq(p[0].st.isr[0], 2);
     ck_assert(p[0].has_bookmarks);            /* local_logs row kept */
     ck_assert_int_eq(p[0].high_watermark, 7);
-    ck_assert_int_eq(p[1].st.leader, 2);
-    ck_assert_int_eq(p[2].st.replicas[0], 1);
+    ck_assert_str_eq(STATE(p[1].st), "leader 2 epoch 0 replicas 2,1 isr 2,1");
+    ck_assert_str_eq(STATE(p[2].st), "leader 1 epoch 0 replicas 1,2 isr 1,2");
     free(p);
     ck_assert_int_eq(query_int("SELECT partitions FROM topics WHERE name = 'orders'"), 3);
     ck_assert_int_eq(query_int("SELECT count(*) FROM committed_offsets"), 1);
@@ -243,6 +232,7 @@ START_TEST(test_partition_state_set_keeps_controller_epoch_and_zk_version)
     ck_assert_int_eq(md_partition_list(db, "s", &p, &n), 0);
     ck_assert_int_eq(p[0].st.zk_version, -1);  /* standalone: no znode */
     ck_assert_int_eq(p[0].st.controller_epoch, 0);
+    ck_assert_str_eq(STATE(p[0].st), "leader 1 epoch 0 replicas 1 isr 1");
     md_partition_state st = p[0].st;
     free(p);
     st.leader_epoch = 2;
@@ -252,7 +242,7 @@ START_TEST(test_partition_state_set_keeps_controller_epoch_and_zk_version)
     ck_assert_int_eq(md_partition_list(db, "s", &p, &n), 0);
     ck_assert_int_eq(p[0].st.controller_epoch, 5);
     ck_assert_int_eq(p[0].st.zk_version, 11);
-    ck_assert_int_eq(p[0].st.leader_epoch, 2);
+    ck_assert_str_eq(STATE(p[0].st), "leader 1 epoch 2 replicas 1 isr 1");
     free(p);
 }
 END_TEST
@@ -369,7 +359,7 @@ START_TEST(test_migration_0004_on_a_0003_database)
     size_t n;
     ck_assert_int_eq(md_partition_list(db, "t", &p, &n), 0);
     ck_assert_uint_eq(n, 1);
-    ck_assert_int_eq(p[0].st.leader_epoch, 4);
+    ck_assert_str_eq(STATE(p[0].st), "leader 1 epoch 4 replicas 1 isr 1");
     ck_assert_int_eq(p[0].st.controller_epoch, 0);
     ck_assert_int_eq(p[0].st.zk_version, -1);
     ck_assert_int_eq(p[0].high_watermark, 3);
