@@ -229,6 +229,8 @@ typedef struct md_mirror_topic {
     const md_partition_state *parts;  /* [npartitions] */
     const md_kv *configs;
     size_t nconfigs;
+    int64_t created_at_ms;            /* the topic znode's ctime; 0: now.
+                                         Kept from the first put */
 } md_mirror_topic;
 
 /* Writes t in one transaction: the topic row (replication factor of

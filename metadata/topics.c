@@ -632,7 +632,7 @@ int md_topic_mirror_put(md_db *db, const md_mirror_topic *t, size_t *skipped,
         sqlite3_bind_int(s, 3, t->npartitions);
         sqlite3_bind_int(s, 4, st[0].nreplicas);
         sqlite3_bind_int(s, 5, is_internal(t->name));
-        sqlite3_bind_int64(s, 6, md_now_ms());
+        sqlite3_bind_int64(s, 6, t->created_at_ms > 0 ? t->created_at_ms : md_now_ms());
         rc = md_step_done(db, s, err, errlen, "insert mirrored topic");
     }
     for (int32_t p = 0; p < t->npartitions && !rc; p++) {

@@ -48,9 +48,11 @@ static md_partition_state state(int32_t leader, int32_t epoch, int32_t nrep,
     st.controller_epoch = 7;
     st.zk_version = epoch;
     st.nreplicas = nrep;
-    memcpy(st.replicas, rep, (size_t)nrep * sizeof *rep);
+    for (int32_t i = 0; i < nrep; i++)
+        st.replicas[i] = rep[i];
     st.nisr = nisr;
-    memcpy(st.isr, isr, (size_t)nisr * sizeof *isr);
+    for (int32_t i = 0; i < nisr; i++)
+        st.isr[i] = isr[i];
     return st;
 }
 
@@ -61,7 +63,7 @@ static int put(const uint8_t *id, const md_partition_state *parts, int32_t n,
                const md_kv *cfg, size_t ncfg, size_t *skipped, char *err)
 {
     md_mirror_topic t = { .name = "orders", .npartitions = n, .parts = parts,
-                          .configs = cfg, .nconfigs = ncfg };
+                          .configs = cfg, .nconfigs = ncfg, .created_at_ms = 1733000000000 };
     memcpy(t.id, id, 16);
     return md_topic_mirror_put(db, &t, skipped, err, MD_ERRLEN);
 }
@@ -84,6 +86,7 @@ START_TEST(test_mirror_put_writes_the_topic_as_zookeeper_has_it)
     ck_assert_int_eq(t.partitions, 2);
     ck_assert_int_eq(t.replication_factor, 3);
     ck_assert(!t.internal);
+    ck_assert_int_eq(t.created_at_ms, 1733000000000);
     md_partition *p;
     size_t n;
     ck_assert_int_eq(md_partition_list(db, "orders", &p, &n), 0);
