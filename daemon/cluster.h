@@ -20,6 +20,8 @@ typedef struct bk_pview {
     int32_t nreplicas, nisr;
     int32_t replicas[MD_REPLICAS_MAX];   /* preference order */
     int32_t isr[MD_REPLICAS_MAX];
+    int32_t controller_epoch;        /* md_partition_state's: who wrote it */
+    int32_t zk_version;              /* its state znode's version; -1 none */
     bk_partition *local;             /* this broker's replica; NULL if none */
 } bk_pview;
 

@@ -94,6 +94,8 @@ static void set_view_state(bk_pview *v, const md_partition_state *st)
     v->nisr = st->nisr;
     memcpy(v->replicas, st->replicas, sizeof v->replicas);
     memcpy(v->isr, st->isr, sizeof v->isr);
+    v->controller_epoch = st->controller_epoch;
+    v->zk_version = st->zk_version;
 }
 
 /* The store's partitions of t, applied: state into the view, local
