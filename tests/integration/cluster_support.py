@@ -34,14 +34,13 @@ import uuid
 import pytest
 
 import conftest
-from conftest import Broker, finish_broker, free_port
+from conftest import Broker, ProcessLog, finish_broker, free_port
 from test_sql import sql as http_sql, sql_error as http_sql_error
 
-ZK_JARS = ["/usr/share/java/zookeeper.jar",
-           # Log through log4j to stdout (the package's slf4j binding and
-           # log4j; without them ZooKeeper logs nothing at all).
-           "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"]
-ZK_CONF_DIR = "/etc/zookeeper/conf"        # log4j.properties
+# Starts the Debian package's server in the foreground (exec: same PID);
+# make run-cluster uses it too.
+ZK_SERVER = os.path.join(conftest.REPO, "examples", "cluster", "zookeeper-server.sh")
+ZK_JAR = "/usr/share/java/zookeeper.jar"
 ZK_START_TIMEOUT_S = 30.0
 SESSION_TIMEOUT_MS = 6000                  # short, for the failure tests
 
@@ -50,9 +49,8 @@ def zk_missing():
     """Why ZooKeeper cannot run here, or None."""
     if not shutil.which("java"):
         return "java not found (make deps installs zookeeper, which needs default-jre)"
-    for jar in ZK_JARS:
-        if not os.path.exists(jar):
-            return "%s not found (make deps installs zookeeper)" % jar
+    if not os.path.exists(ZK_JAR):
+        return "%s not found (make deps installs zookeeper)" % ZK_JAR
     return None
 
 
@@ -92,11 +90,39 @@ def _pid_gone(proc):
     return proc is None or proc.poll() is not None
 
 
+def proc_state(pid):
+    """The process's state letter (R, S, T, ...), or None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+class Pausable:
+    """SIGSTOP/SIGCONT for a class holding its Popen in self.proc."""
+    stopped = False
+
+    def sigstop(self):
+        """Returns once every thread has stopped (a JVM takes a moment)."""
+        self.proc.send_signal(signal.SIGSTOP)
+        self.stopped = True
+        wait_for(lambda: proc_state(self.proc.pid) in ("T", None), 5,
+                 "pid %d to stop" % self.proc.pid, interval=0.01)
+
+    def sigcont(self):
+        if self.alive():
+            self.proc.send_signal(signal.SIGCONT)
+        self.stopped = False
+
+
 # ---- ZooKeeper --------------------------------------------------------------------
-class ZooKeeper:
+class ZooKeeper(Pausable, ProcessLog):
     """One standalone ZooKeeper server.  restart() keeps the port and the
     data dir, so the sessions it had survive when clients reconnect within
     their timeout."""
+
+    log_title = "zookeeper"
 
     def __init__(self, workdir):
         self.workdir = workdir
@@ -107,7 +133,6 @@ class ZooKeeper:
         self.port = free_port()
         self.proc = None
         self.starts = 0
-        self.stopped = False     # SIGSTOPped by us
         self.served = False      # answered imok once: clients know the port
         self._log = None
 
@@ -133,12 +158,7 @@ class ZooKeeper:
                     "4lw.commands.whitelist=*\n" % (self.data_dir, self.port))
 
     def argv(self):
-        return dies_with_us([
-            "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-cp", ":".join(ZK_JARS + [ZK_CONF_DIR]),
-            "-Dzookeeper.log.dir=%s" % self.workdir,
-            "-Dzookeeper.root.logger=INFO,CONSOLE",
-            "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.cfg])
+        return dies_with_us(["sh", ZK_SERVER, self.cfg, self.workdir])
 
     def start(self):
         for attempt in range(3):
@@ -199,15 +219,6 @@ class ZooKeeper:
     def alive(self):
         return not _pid_gone(self.proc)
 
-    def sigstop(self):
-        self.proc.send_signal(signal.SIGSTOP)
-        self.stopped = True
-
-    def sigcont(self):
-        if self.alive():
-            self.proc.send_signal(signal.SIGCONT)
-        self.stopped = False
-
     def stop(self, timeout=10.0):
         """SIGTERM, then SIGKILL after timeout.  Returns the exit status."""
         if _pid_gone(self.proc):
@@ -249,21 +260,9 @@ class ZooKeeper:
             self._log.close()
             self._log = None
 
-    def log_text(self):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, n=60):
-        lines = self.log_text().splitlines()
-        return "----- zookeeper output (last %d lines) -----\n%s" % (
-            min(n, len(lines)), "\n".join(lines[-n:]))
-
 
 # ---- brokers in cluster mode ------------------------------------------------------
-class ClusterBroker(Broker):
+class ClusterBroker(Pausable, Broker):
     """A sluiced of a Cluster: conftest.Broker plus an admin listener, its
     place in the cluster, and SIGSTOP/SIGCONT."""
 
@@ -279,7 +278,6 @@ class ClusterBroker(Broker):
         # A restarted broker may wait for its previous session's znode to
         # expire before it listens.
         self.start_timeout = conftest.START_TIMEOUT_S + session_timeout_ms / 1000.0
-        self.stopped = False
 
     @property
     def label(self):
@@ -291,15 +289,6 @@ class ClusterBroker(Broker):
     def _start_once(self):
         self.stopped = False
         return super()._start_once()
-
-    def sigstop(self):
-        self.proc.send_signal(signal.SIGSTOP)
-        self.stopped = True
-
-    def sigcont(self):
-        if self.alive():
-            self.proc.send_signal(signal.SIGCONT)
-        self.stopped = False
 
     def stop(self, sig=signal.SIGTERM, timeout=conftest.STOP_TIMEOUT_S):
         if self.stopped:

@@ -84,7 +84,24 @@ class BrokerDied(Exception):
     pass
 
 
-class Broker:
+class ProcessLog:
+    """The output file (self.log_path) of a process a test started."""
+    log_title = "sluiced"
+
+    def log_text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n=60):
+        lines = self.log_text().splitlines()
+        return "----- %s output (last %d lines) -----\n%s" % (
+            self.log_title, min(n, len(lines)), "\n".join(lines[-n:]))
+
+
+class Broker(ProcessLog):
     """One sluiced process; restart() keeps the port and the data dir."""
 
     start_timeout = None   # seconds to wait for the listener; None: START_TIMEOUT_S
@@ -218,18 +235,6 @@ class Broker:
     # -- diagnostics ----------------------------------------------------------------
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
-
-    def log_text(self):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, n=60):
-        lines = self.log_text().splitlines()
-        return "----- sluiced output (last %d lines) -----\n%s" % (
-            min(n, len(lines)), "\n".join(lines[-n:]))
 
     def assert_alive(self):
         rc = self.proc.poll() if self.proc else None

@@ -6,17 +6,8 @@ import os
 import subprocess
 import time
 
-from cluster_support import make_cluster, wait_for, zk  # noqa: F401 (fixtures)
+from cluster_support import make_cluster, proc_state as state, wait_for, zk  # noqa: F401
 from test_sluice_sql import shell_path
-
-
-def state(pid):
-    """The process's state letter (R, S, T, ...), or None when it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
 
 
 def test_zookeeper_stops_restarts_on_its_port_pauses_and_resumes(zk):
