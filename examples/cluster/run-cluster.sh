@@ -7,9 +7,11 @@
 #   broker 2    127.0.0.1:9093   admin (SQL) 127.0.0.1:9645
 #   broker 3    127.0.0.1:9094   admin (SQL) 127.0.0.1:9646
 #
-# Broker data stays in ./data/cluster/broker-N between runs, but
-# ZooKeeper's does not: a run starts a new cluster, and the brokers' old
-# topics are reconciled against it.  Logs: ./data/cluster/*.log.
+# ZooKeeper's data lives in a temp dir for one run, so every run is a new
+# cluster: the brokers' data (./data/cluster/broker-N) and the logs
+# (./data/cluster/*.log) of the previous run are cleared at the start, since
+# brokers holding topics their new ZooKeeper never heard of would belong to
+# another cluster.
 # Every process is stopped by the PID this script started (SIGTERM, then
 # SIGKILL after 10 s), whatever ends the script.
 set -u
@@ -40,6 +42,10 @@ for p in $ZK_PORT $KAFKA_PORTS $ADMIN_PORTS; do
 done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-zk-XXXXXX")
+if [ -d data/cluster ]; then
+    echo "run-cluster: a new cluster: clearing the previous run's data/cluster"
+    rm -rf data/cluster
+fi
 mkdir -p data/cluster
 pids=""          # "name:pid" of everything started, ZooKeeper first
 done_=0
