@@ -79,6 +79,19 @@ def wait_for(pred, timeout, what, interval=0.1):
         time.sleep(interval)
 
 
+def wait_equal(get, want, timeout, what, interval=0.1):
+    """Polls get() until it returns want; else raises with what it last got."""
+    box = []
+
+    def same():
+        box[:] = [get()]
+        return box[0] == want
+    try:
+        wait_for(same, timeout, what, interval)
+    except AssertionError as e:
+        raise AssertionError("%s\n  want: %r\n  got:  %r" % (e, want, box[0] if box else None))
+
+
 def timed(pred, timeout, what, interval=0.05):
     """wait_for, returning (seconds it took, pred's value)."""
     t0 = time.monotonic()

@@ -26,10 +26,10 @@ from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
 from cluster_support import (ClusterBroker, cluster, make_cluster, timed,  # noqa: F401
-                             wait_for, zk, zk_missing)
+                             wait_equal, wait_for, zk, zk_missing)
 from conftest import free_port
-from support import (ck_admin, ck_producer, consume, kp_consume, kp_producer, produce,
-                     produce_ok, report, topic_name)
+from support import (assert_serves, ck_admin, ck_producer, consume, kp_consume, kp_producer,
+                     produce, produce_ok, report, topic_name)
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
@@ -185,7 +185,7 @@ def ck_by_partition(msgs):
 
 # ---- topics, metadata and SQL seen alike from every broker ---------------------------
 def test_topic_created_on_broker1_is_seen_on_every_broker_in_metadata_and_sql(cluster):
-    b1, b2, b3 = cluster.brokers
+    b1, b3 = cluster.brokers[0], cluster.brokers[2]
     controller = wait_formed(cluster)
     t = topic_name("everywhere")
     t0 = time.monotonic()
@@ -216,19 +216,21 @@ def test_topic_created_on_broker1_is_seen_on_every_broker_in_metadata_and_sql(cl
             assert os.path.isdir(b.partition_dir(t, p)) == (b.broker_id == leader), \
                 "broker %d and the log of partition %d (leader %d)" % (b.broker_id, p, leader)
 
-    # SQL shows the whole cluster on every broker, the same on each.
+    # SQL shows the whole cluster on every broker, the same on each (the
+    # mirror may write SQLite a moment after Metadata answers).
     epochs = None
     for b in cluster.brokers:
-        assert sql_broker_rows(b) == [
+        wait_equal(lambda b=b: sql_broker_rows(b), [
             {"id": x.broker_id, "host": "127.0.0.1", "port": x.port, "alive": 1,
-             "is_controller": int(x.broker_id == controller)} for x in cluster.brokers], \
-            "select * from brokers on broker %d" % b.broker_id
-        rows = b.sql("select partition, leader, replicas, isr, leader_epoch from partitions "
-                     "where topic = '%s' order by partition" % t)
-        assert [(r["partition"], r["leader"], r["replicas"], r["isr"]) for r in rows] == \
-            [(p, parts[p][1], str(parts[p][1]), str(parts[p][1])) for p in range(6)], \
-            "partitions on broker %d: %s" % (b.broker_id, rows)
-        e = [r["leader_epoch"] for r in rows]
+             "is_controller": int(x.broker_id == controller)} for x in cluster.brokers],
+            5, "select * from brokers on broker %d" % b.broker_id)
+        query = ("select partition, leader, replicas, isr, leader_epoch from partitions "
+                 "where topic = '%s' order by partition" % t)
+        wait_equal(lambda b=b: [(r["partition"], r["leader"], r["replicas"], r["isr"])
+                                for r in b.sql(query)],
+                   [(p, parts[p][1], str(parts[p][1]), str(parts[p][1])) for p in range(6)],
+                   5, "the partitions of %s in SQL on broker %d" % (t, b.broker_id))
+        e = [r["leader_epoch"] for r in b.sql(query)]
         assert all(x is not None and x >= 0 for x in e), e
         assert epochs is None or e == epochs, "leader epochs differ between brokers"
         epochs = e
@@ -271,8 +273,10 @@ def test_config_altered_through_sql_on_one_broker_applies_on_the_leader(cluster)
     for b in cluster.brokers:
         wait_for(lambda b=b: describe_topic_config(b, t, "max.message.bytes") == "1000", 10,
                  "DescribeConfigs on broker %d to show max.message.bytes=1000" % b.broker_id)
-        assert b.sql("select value, source from topic_configs where topic = '%s' and "
-                     "name = 'max.message.bytes'" % t) == [{"value": "1000", "source": "topic"}]
+        wait_equal(lambda b=b: b.sql("select value, source from topic_configs where topic = '%s' "
+                                     "and name = 'max.message.bytes'" % t),
+                   [{"value": "1000", "source": "topic"}], 5,
+                   "max.message.bytes of %s in SQL on broker %d" % (t, b.broker_id))
     report("config propagation: SQL update on broker %d seen by DescribeConfigs on all brokers "
            "after %.0f ms", other.broker_id, (time.monotonic() - t0) * 1000)
     # The leader enforces it, whichever broker the client bootstrapped from.
@@ -409,9 +413,9 @@ def test_sigstopped_broker_past_its_session_reregisters_and_serves(cluster):
     report("broker %d SIGCONTed: registered again and leading its partitions after %.2f s",
            victim.broker_id, took)
     for b in cluster.brokers:
-        rows = sql_broker_rows(b)
-        assert [(r["id"], r["alive"], r["is_controller"]) for r in rows] == \
-            [(i, 1, int(i == new_id)) for i in (1, 2, 3)], "brokers on broker %d: %s" % (b.broker_id, rows)
+        wait_equal(lambda b=b: [(r["id"], r["alive"], r["is_controller"]) for r in sql_broker_rows(b)],
+                   [(i, 1, int(i == new_id)) for i in (1, 2, 3)], 5,
+                   "select * from brokers on broker %d" % b.broker_id)
     assert "expired" in victim.log_text().lower(), "the broker should say its session expired"
     more = [{"value": b"after-expiry-%d" % p, "partition": p} for p in range(3)]
     produce_ok(ck_producer(victim), t, more, timeout=20)
@@ -469,7 +473,6 @@ def own_connections(pid):
 
 
 def test_standalone_broker_needs_nothing_of_zookeeper(start_broker):
-    from support import assert_serves
     b = start_broker({"zookeeper.session.timeout.ms": "6000"})
     assert_serves(b, "a start without zookeeper.connect")
     assert "(standalone)" in b.log_text()
