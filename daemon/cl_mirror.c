@@ -353,6 +353,8 @@ static void on_topic_list(bk_broker *b, const zk_result *r, void *arg)
 {
     bool resync = arg != NULL;
     bk_cluster *cl = b->cl;
+    if (resync && (intptr_t)arg != cl->resync_gen)
+        return;                                   /* an old session's resync */
     if (r->rc != ZOK) {
         if (resync) {
             cl->resync_running = false;
@@ -381,6 +383,11 @@ static void on_topic_list(bk_broker *b, const zk_result *r, void *arg)
     bk_topics_foreach(b, refresh_if_stale, &c);
     if (resync && --cl->resync_pending == 0)
         mr_resync_done(b);
+}
+
+void mr_check_topics(bk_broker *b)
+{
+    zk_children(b->zk, "/brokers/topics", true, on_topic_list, NULL);
 }
 
 /* ---- brokers and the controller ------------------------------------------------------------ */
@@ -566,7 +573,18 @@ void mr_resync(bk_broker *b)
     cl->resync_running = true;
     mr_refresh_brokers(b);
     mr_refresh_controller(b);
-    zk_children(b->zk, "/brokers/topics", true, on_topic_list, cl);
+    zk_children(b->zk, "/brokers/topics", true, on_topic_list, (void *)++cl->resync_gen);
+}
+
+void mr_resync_reset(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    cl->resync_running = cl->resync_again = false;
+    cl->resync_pending = 0;
+    cl->resync_gen++;
+    for (size_t i = 0; i < cl->thash_size; i++)
+        for (cl_topic *t = cl->thash[i]; t; t = t->hnext)
+            t->resync = false;
 }
 
 void mr_resync_done(bk_broker *b)
@@ -609,7 +627,7 @@ void mr_on_watch(bk_broker *b, int type, const char *path)
     else if (!strcmp(path, "/controller"))
         mr_refresh_controller(b);
     else if (!strcmp(path, "/brokers/topics"))
-        zk_children(b->zk, "/brokers/topics", true, on_topic_list, NULL);
+        mr_check_topics(b);
     else if (!strcmp(path, "/admin/delete_topics"))
         ctl_refresh_deletions(b);
     else if (topic_of(path, "/brokers/topics/", t, sizeof t) ||
