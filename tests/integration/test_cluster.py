@@ -9,10 +9,6 @@ Per-broker views are read with our own Metadata and DescribeConfigs
 requests (kafka_raw), since a client library answers from whichever
 broker it likes.  Times (metadata propagation, controller failover, ...)
 are printed with support.report and listed at the end of the run.
-
-Pending: these tests wait for the cluster code and run only when named
-(`sh tests/integration/run.sh tests/integration/cluster_pending/test_cluster.py`);
-move the file to tests/integration/ once they pass.
 """
 import collections
 import os
