@@ -124,6 +124,7 @@ struct mr_fetch {
     int pending;
     bool failed, gone;
     int assign_version, config_version;
+    int64_t created_ms;              /* the topic znode's ctime */
     zj_topic a;
     mr_part *parts;                  /* [a.npartitions] callback args */
     md_kv *cfg;
@@ -202,6 +203,7 @@ static void on_assignment(bk_broker *b, const zk_result *r, void *arg)
         return;
     }
     f->assign_version = r->stat.version;
+    f->created_ms = r->stat.ctime;
     if (zj_topic_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &f->a,
                             err, sizeof err) != 0) {
         BK_ERROR("zookeeper: /brokers/topics/%s is not Kafka's assignment JSON (%s); "
@@ -244,7 +246,7 @@ static void write_topic(bk_broker *b, mr_fetch *f)
     } else {
         md_mirror_topic mt = {
             .name = f->name, .npartitions = f->a.npartitions, .parts = f->a.parts,
-            .configs = f->cfg, .nconfigs = f->ncfg,
+            .configs = f->cfg, .nconfigs = f->ncfg, .created_at_ms = f->created_ms,
         };
         memcpy(mt.id, f->a.id, sizeof mt.id);
         if (!f->a.has_id) {
