@@ -51,6 +51,10 @@
  *       reused (grown, never shrunk, while the fetcher lives).
  *   F4. Standalone mode has no fetchers (bk_fetchers_start is only called
  *       by cl_start).
+ *   F5. Partitions are followed only while the mirror is in step with
+ *       ZooKeeper in this session (cl->synced): a recomputation before the
+ *       first resync, or after the session expired, follows nothing.
+ *       mr_resync_done ends with cl_brokers_changed, which recomputes.
  */
 #include "daemon/fetcher.h"
 #include "daemon/cl.h"
@@ -85,6 +89,7 @@ typedef struct fe_part {
     int64_t retry_us;                    /* paused until (0: active;
                                             INT64_MAX: until the view changes) */
     int64_t fetch_offset;                /* in the request in flight */
+    int32_t fetch_epoch;                 /* CurrentLeaderEpoch it carried */
     bool in_request, seen;
 } fe_part;
 
@@ -195,6 +200,7 @@ static fe_part *find_part(fe_fetcher *f, kp_str topic, int32_t partition)
     return NULL;
 }
 
+/* until_us INT64_MAX: until the view of the partition changes. */
 static void pause_part(fe_part *fp, int64_t until_us)
 {
     fp->retry_us = until_us;
@@ -245,6 +251,16 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
     case KP_NONE:
         break;
     case KP_FENCED_LEADER_EPOCH:
+        /* The view may have moved on while the request was out: the
+         * recomputation for it has run already and none comes again, so
+         * it is asked again at once with the view's epoch. */
+        if (p->leader_epoch != fp->fetch_epoch) {
+            pause_part(fp, 0);
+            return;
+        }
+        BK_INFO("partition %s-%d: leader %d has a newer leader epoch than %d; not "
+                "fetching it until this broker's view of it changes", fp->topic,
+                fp->partition, f->leader, fp->fetch_epoch);
         pause_part(fp, INT64_MAX);
         return;
     case KP_NOT_LEADER_OR_FOLLOWER:
@@ -448,9 +464,10 @@ static void send_fetch(fe_fetcher *f)
             continue;                    /* the next recomputation drops it */
         seg_log *log = v->local->log;
         fp->fetch_offset = seg_log_end(log);
+        fp->fetch_epoch = v->leader_epoch;
         fp->in_request = true;
         f->ps[n] = (kp_FetchRequest_FetchPartition){
-            .Partition = fp->partition, .CurrentLeaderEpoch = v->leader_epoch,
+            .Partition = fp->partition, .CurrentLeaderEpoch = fp->fetch_epoch,
             .FetchOffset = fp->fetch_offset, .LastFetchedEpoch = -1,
             .LogStartOffset = seg_log_start(log),
             .PartitionMaxBytes = b->cfg->replica_fetch_max_bytes,
@@ -588,7 +605,10 @@ static void recompute(evutil_socket_t fd, short what, void *arg)
     for (fe_fetcher *f = s->fetchers; f; f = f->next)
         for (int k = 0; k < f->nparts; k++)
             f->parts[k].seen = false;
-    bk_topics_foreach(b, collect_topic, s);
+    /* F5: the view loaded from SQLite at startup, or kept through a lost
+     * session, may name leaders that have changed since. */
+    if (b->cl->synced)
+        bk_topics_foreach(b, collect_topic, s);
     bk_broker_info info[CL_MAX_BROKERS];
     int nb = bk_brokers_info(b, info, CL_MAX_BROKERS);
     for (fe_fetcher **pf = &s->fetchers; *pf;) {

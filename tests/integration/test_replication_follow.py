@@ -144,3 +144,33 @@ def test_killed_follower_catches_up_to_the_same_bytes(make_cluster):
     copied = assert_identical_replicas(c, t, parts)
     report("a follower killed mid-stream caught up %d messages (%d bytes per replica set) "
            "%.2f s after its restart", behind, copied, took)
+
+
+def test_topic_deleted_and_recreated_under_long_polls_is_followed_afresh(make_cluster):
+    """Followers' fetches long-poll when nothing is produced; the topic is
+    deleted and created again under the same name meanwhile.  The answers
+    in flight for the old topic must not touch the new one: each follower
+    ends with the new topic's bytes only, identical to its leader's."""
+    c = make_cluster(3)
+    formed(c)
+    t, parts = topic_name("recreate"), 3
+    create(c, t, parts)
+    wait_for(lambda: replicas_level(c.brokers, t, parts), 15, "the replicas of %s to open" % t)
+    p = ck_producer(c.brokers[0], acks=1)
+    produce_ok(p, t, messages(600, parts))
+    wait_for(lambda: replicas_level(c.brokers, t, parts, {q: 200 for q in range(parts)}), 30,
+             "every replica of %s at 200" % t)
+    fs = ck_admin(c.brokers[0]).delete_topics([t], operation_timeout=15)
+    fs[t].result(timeout=20)
+    wait_for(lambda: all(not local_ends(b, t) for b in c.brokers), 15,
+             "every broker to drop %s" % t)
+    create(c, t, parts)
+    wait_for(lambda: replicas_level(c.brokers, t, parts), 15, "the new %s to open" % t)
+    p = ck_producer(c.brokers[0], acks=1)
+    produce_ok(p, t, messages(90, parts, size=50))
+    wait_for(lambda: replicas_level(c.brokers, t, parts, {q: 30 for q in range(parts)}), 30,
+             "every replica of the new %s at 30" % t)
+    for b in c.brokers:
+        b.assert_alive()
+    stop_all(c)
+    assert_identical_replicas(c, t, parts)
