@@ -112,6 +112,7 @@ typedef struct fe_fetcher {
     kp_FetchRequest_FetchPartition *ps;
     int req_cap;
     int32_t corrid;
+    int64_t max_batch;                   /* largest max.message.bytes followed */
     struct fe_fetcher *next;
 } fe_fetcher;
 
@@ -367,8 +368,11 @@ static void on_read(struct bufferevent *bev, void *arg)
             return;
         int64_t size = (int64_t)((uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
                                  (uint32_t)hdr[2] << 8 | hdr[3]);
+        /* An answer holds at most the bytes asked for, but always a whole
+         * first batch, which may be as large as a topic allows. */
         int64_t limit = (int64_t)b->cfg->replica_fetch_response_max_bytes +
-                        (int64_t)b->cfg->replica_fetch_max_bytes + FE_FRAME_SLACK;
+                        (int64_t)b->cfg->replica_fetch_max_bytes + f->max_batch +
+                        FE_FRAME_SLACK;
         if (size < 4 || size > limit) {
             conn_fail(f, "answer frame of an impossible size");
             return;
@@ -395,6 +399,13 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     fe_fetcher *f = arg;
     if (bev != f->bev)
         return;
+    if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
+        f->state != FE_WAITING) {
+        /* Idle (every partition paused): nothing was due; libevent turned
+         * reading off, so on again, to see the leader close. */
+        bufferevent_enable(bev, EV_READ);
+        return;
+    }
     if (what & BEV_EVENT_CONNECTED) {
         BK_INFO("replica fetcher for broker %d: connected to %s:%d (%d partitions)",
                 f->leader, f->host, f->port, f->nparts);
@@ -592,8 +603,11 @@ static void collect_topic(bk_topic *t, void *arg)
         if (!bk_follow_wanted(v, b->cfg->broker_id, bk_broker_alive(b, v->leader)))
             continue;
         fe_fetcher *f = fetcher_get(s, v->leader);
-        if (f)
-            follow(f, t, i, v);
+        if (!f)
+            continue;
+        follow(f, t, i, v);
+        if (t->cfg.max_message_bytes > f->max_batch)
+            f->max_batch = t->cfg.max_message_bytes;
     }
 }
 
@@ -602,9 +616,11 @@ static void recompute(evutil_socket_t fd, short what, void *arg)
     (void)fd; (void)what;
     fe_set *s = arg;
     bk_broker *b = s->b;
-    for (fe_fetcher *f = s->fetchers; f; f = f->next)
+    for (fe_fetcher *f = s->fetchers; f; f = f->next) {
+        f->max_batch = 0;
         for (int k = 0; k < f->nparts; k++)
             f->parts[k].seen = false;
+    }
     /* F5: the view loaded from SQLite at startup, or kept through a lost
      * session, may name leaders that have changed since. */
     if (b->cl->synced)
