@@ -66,9 +66,9 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <stdio.h>
-#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define FE_HOST_MAX 256
 /* Fetch v11: the newest without flexible headers and with every field the
@@ -122,7 +122,6 @@ typedef struct fe_set {
     struct event *recompute;             /* zero-delay, coalesces updates */
     fe_fetcher *fetchers;
 } fe_set;
-
 
 /* ---- pure pieces ------------------------------------------------------------- */
 
