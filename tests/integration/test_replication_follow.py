@@ -99,9 +99,11 @@ def stop_all(c):
 
 
 def test_followers_copy_every_batch_of_their_leaders(make_cluster):
+    """Six partitions on three brokers: each broker follows two from each
+    other broker, in one request per leader."""
     c = make_cluster(3)
     formed(c)
-    t, parts, n = topic_name("follow"), 3, 3000
+    t, parts, n = topic_name("follow"), 6, 3000
     create(c, t, parts)
     wait_for(lambda: replicas_level(c.brokers, t, parts), 15, "the replicas of %s to open" % t)
     t0 = time.monotonic()
@@ -112,7 +114,7 @@ def test_followers_copy_every_batch_of_their_leaders(make_cluster):
                     "every replica of %s to reach its leader's log end %s" % (t, want))
     stop_all(c)
     copied = assert_identical_replicas(c, t, parts)
-    report("replicated %d bytes per replica set (x2 followers) of %d messages; followers "
+    report("replicated %d log bytes (%d messages) to each of 2 followers; followers "
            "level %.2f s after the last acks=1 answer (producing took %.2f s)",
            copied, n, took, produced_s)
 
@@ -142,8 +144,8 @@ def test_killed_follower_catches_up_to_the_same_bytes(make_cluster):
     took = time.monotonic() - t0
     stop_all(c)
     copied = assert_identical_replicas(c, t, parts)
-    report("a follower killed mid-stream caught up %d messages (%d bytes per replica set) "
-           "%.2f s after its restart", behind, copied, took)
+    report("a follower killed mid-stream caught up %d messages (%d log bytes in all) "
+           "%.2f s after its restart began", behind, copied, took)
 
 
 def test_topic_deleted_and_recreated_under_long_polls_is_followed_afresh(make_cluster):
