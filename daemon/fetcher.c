@@ -148,6 +148,16 @@ size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records)
     return off;
 }
 
+enum bk_out_of_range bk_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
+                                           int64_t leader_log_start)
+{
+    if (leader_hw >= 0 && log_end > leader_hw)
+        return BK_OOR_TRUNCATE;
+    if (leader_log_start >= 0 && log_end < leader_log_start)
+        return BK_OOR_BELOW_START;
+    return BK_OOR_RETRY;
+}
+
 /* ---- connection ------------------------------------------------------------------- */
 
 static void send_fetch(fe_fetcher *f);
@@ -213,7 +223,8 @@ static void out_of_range(fe_fetcher *f, fe_part *fp, bk_partition *p,
     bk_broker *b = f->set->b;
     int64_t end = seg_log_end(p->log);
     int64_t backoff_us = (int64_t)b->cfg->replica_fetch_backoff_ms * 1000;
-    if (rp->HighWatermark >= 0 && end > rp->HighWatermark) {
+    switch (bk_fetch_out_of_range(end, rp->HighWatermark, rp->LogStartOffset)) {
+    case BK_OOR_TRUNCATE: {
         int rc = seg_truncate(p->log, rp->HighWatermark);
         bk_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
         if (rc != 0) {
@@ -230,15 +241,17 @@ static void out_of_range(fe_fetcher *f, fe_part *fp, bk_partition *p,
             bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
         return;                          /* fetched again at once */
     }
-    if (rp->LogStartOffset >= 0 && end < rp->LogStartOffset) {
+    case BK_OOR_BELOW_START:
         BK_ERROR("partition %s-%d: log end %lld is below leader %d's log start %lld and "
                  "the log cannot restart there yet; not fetching it until its state "
                  "changes", fp->topic, fp->partition, (long long)end, f->leader,
                  (long long)rp->LogStartOffset);
         pause_part(fp, INT64_MAX);
         return;
+    case BK_OOR_RETRY:
+        pause_part(fp, bk_mono_us() + backoff_us);
+        return;
     }
-    pause_part(fp, bk_mono_us() + backoff_us);  /* the leader's view moved: ask again */
 }
 
 /* One partition of an answer (F1 checked by the caller). */

@@ -26,5 +26,14 @@ bool bk_follow_wanted(const bk_pview *v, int32_t self, bool leader_alive);
  * response with a partial one, as Kafka's do): returns its length and
  * the records the batches' headers count (*records, may be NULL). */
 size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records);
+/* What a follower whose log ends at log_end does when its leader answers
+ * OFFSET_OUT_OF_RANGE with leader_hw and leader_log_start (-1: unknown). */
+enum bk_out_of_range {
+    BK_OOR_TRUNCATE,         /* ahead of the leader: truncate to leader_hw */
+    BK_OOR_BELOW_START,      /* behind the leader's log start */
+    BK_OOR_RETRY,            /* in range after all: the leader's view moved */
+};
+enum bk_out_of_range bk_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
+                                           int64_t leader_log_start);
 
 #endif

@@ -90,6 +90,16 @@ START_TEST(test_a_bad_length_ends_the_whole_batches)
 }
 END_TEST
 
+START_TEST(test_out_of_range_truncates_only_a_follower_ahead_of_its_leader)
+{
+    ck_assert_int_eq(bk_fetch_out_of_range(150, 110, 0), BK_OOR_TRUNCATE);
+    ck_assert_int_eq(bk_fetch_out_of_range(5, 110, 20), BK_OOR_BELOW_START);
+    ck_assert_int_eq(bk_fetch_out_of_range(110, 110, 20), BK_OOR_RETRY);
+    ck_assert_int_eq(bk_fetch_out_of_range(20, 110, 20), BK_OOR_RETRY);
+    ck_assert_int_eq(bk_fetch_out_of_range(150, -1, -1), BK_OOR_RETRY);   /* nothing known */
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -97,6 +107,7 @@ int main(void)
         test_whole_batches_are_kept_and_their_records_counted,
         test_a_partial_last_batch_is_left_out,
         test_a_bad_length_ends_the_whole_batches,
+        test_out_of_range_truncates_only_a_follower_ahead_of_its_leader,
     };
     return unit_run("d_fetcher", "fetcher", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
