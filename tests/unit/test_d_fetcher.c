@@ -34,6 +34,18 @@ START_TEST(test_follows_only_local_replicas_led_by_another_live_broker)
 }
 END_TEST
 
+static kp_buf buf;                   /* each test's batches (fixture) */
+
+static void setup(void)
+{
+    kp_buf_init(&buf);
+}
+
+static void teardown(void)
+{
+    kp_buf_free(&buf);
+}
+
 /* n batches of `records` records each into out; returns their total size. */
 static size_t batches(kp_buf *out, int n, int records)
 {
@@ -50,43 +62,34 @@ static size_t batches(kp_buf *out, int n, int records)
 
 START_TEST(test_whole_batches_are_kept_and_their_records_counted)
 {
-    kp_buf b;
-    kp_buf_init(&b);
-    size_t len = batches(&b, 3, 4);
+    size_t len = batches(&buf, 3, 4);
     int64_t records = -1;
-    ck_assert_uint_eq(bk_fetch_whole_batches(b.data, len, &records), len);
+    ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, len, &records), len);
     ck_assert_int_eq(records, 12);
-    kp_buf_free(&b);
 }
 END_TEST
 
 START_TEST(test_a_partial_last_batch_is_left_out)
 {
-    kp_buf b;
-    kp_buf_init(&b);
-    size_t two = batches(&b, 2, 3);
-    size_t len = batches(&b, 1, 3);
+    size_t two = batches(&buf, 2, 3);
+    size_t len = batches(&buf, 1, 3);
     int64_t records = -1;
     for (size_t cut = two; cut < len; cut += 7) {
-        ck_assert_uint_eq(bk_fetch_whole_batches(b.data, cut, &records), two);
+        ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, cut, &records), two);
         ck_assert_int_eq(records, 6);
     }
-    ck_assert_uint_eq(bk_fetch_whole_batches(b.data, 10, &records), 0);
+    ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, 10, &records), 0);
     ck_assert_int_eq(records, 0);
-    ck_assert_uint_eq(bk_fetch_whole_batches(b.data, 0, NULL), 0);
-    kp_buf_free(&b);
+    ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, 0, NULL), 0);
 }
 END_TEST
 
 START_TEST(test_a_bad_length_ends_the_whole_batches)
 {
-    kp_buf b;
-    kp_buf_init(&b);
-    size_t one = batches(&b, 1, 2);
-    size_t len = batches(&b, 1, 2);
-    memset(b.data + one + 8, 0, 4);                  /* BatchLength 0 */
-    ck_assert_uint_eq(bk_fetch_whole_batches(b.data, len, NULL), one);
-    kp_buf_free(&b);
+    size_t one = batches(&buf, 1, 2);
+    size_t len = batches(&buf, 1, 2);
+    memset(buf.data + one + 8, 0, 4);                /* BatchLength 0 */
+    ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, len, NULL), one);
 }
 END_TEST
 
@@ -109,5 +112,5 @@ int main(void)
         test_a_bad_length_ends_the_whole_batches,
         test_out_of_range_truncates_only_a_follower_ahead_of_its_leader,
     };
-    return unit_run("d_fetcher", "fetcher", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
+    return unit_run("d_fetcher", "fetcher", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
 }
