@@ -38,6 +38,7 @@
  *       (REQUEST_TIMED_OUT), or at shutdown.
  */
 #include "daemon/cl.h"
+#include "daemon/replica.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -598,6 +599,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     if (cl->active && ++n % 50 == 0)
         ctl_refresh_deletions(b);                 /* every 5 s: retries failed ones */
     waits_check(b, NULL, now);
+    bk_isr_tick(b);                               /* replica.lag.time.max.ms */
 }
 
 static void on_watch(bk_broker *b, int type, const char *path)
