@@ -231,13 +231,14 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
 
     bk_partition *p;
     int64_t upto = -1;            /* read bound: HW (consumers), log end (followers) */
+    int64_t end = -1;
     err = (int16_t)bk_leader_replica(b, st->topics[fp->topic].name, fp->partition, &p);
     if (p && st->replica_id >= 0 && !bk_isr_is_replica(p, st->replica_id)) {
         err = KP_NOT_LEADER_OR_FOLLOWER;          /* Kafka: not an assigned replica */
         p = NULL;
     }
     if (p) {
-        int64_t end = seg_log_end(p->log);
+        end = seg_log_end(p->log);
         log_start = seg_log_start(p->log);
         if (st->replica_id >= 0 && fp->fetch_offset >= log_start && fp->fetch_offset <= end &&
             (fp->current_leader_epoch < 0 || fp->current_leader_epoch == p->leader_epoch))
@@ -251,8 +252,8 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
                       ? KP_FENCED_LEADER_EPOCH : KP_UNKNOWN_LEADER_EPOCH;
         else if (v < 10 && p->topic->cfg.compression_type == KP_CODEC_ZSTD)
             err = KP_UNSUPPORTED_COMPRESSION_TYPE;     /* protocol/README.md §7.2 */
-        else if (fp->fetch_offset < log_start || fp->fetch_offset > upto)
-            err = KP_OFFSET_OUT_OF_RANGE;
+        else if (fp->fetch_offset < log_start || fp->fetch_offset > end)
+            err = KP_OFFSET_OUT_OF_RANGE;  /* as Kafka: between HW and log end is empty */
     }
 
     if (err == KP_NONE && fp->fetch_offset < upto) {

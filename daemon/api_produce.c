@@ -419,7 +419,7 @@ static void pw_expire(bk_req *r)
 
 /* After the appends of an acks=-1 produce in cluster mode: BK_DEFER, or
  * BK_RESPOND with the response encoded (nothing to wait for, or no way to
- * wait: out of memory answers REQUEST_TIMED_OUT at once). */
+ * wait: shutting down or out of memory answers REQUEST_TIMED_OUT at once). */
 static int pw_start(bk_req *r, const kp_ProduceResponse *m, pw_part *parts, int n,
                     int32_t timeout_ms)
 {
@@ -439,7 +439,7 @@ static int pw_start(bk_req *r, const kp_ProduceResponse *m, pw_part *parts, int 
     if (timeout_ms < 0)
         timeout_ms = 0;
     struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
-    if (!pw->timer || !pw->wake_ev || evtimer_add(pw->timer, &tv) != 0) {
+    if (r->b->stopping || !pw->timer || !pw->wake_ev || evtimer_add(pw->timer, &tv) != 0) {
         pw_free(pw);
         for (int i = 0; i < n; i++)
             if (!parts[i].done)

@@ -69,6 +69,7 @@ struct bk_cluster {
     bool deletions_refreshing, deletions_again;
     /* write halves waiting for the mirror to show their change */
     cl_wait *waits;
+    int64_t isr_checked_ms;          /* last ISR lag check (cl_isr.c) */
 };
 
 /* cl_session.c */

@@ -233,13 +233,13 @@ static void tick_replica(bk_partition *p, void *arg)
 
 void bk_isr_tick(bk_broker *b)
 {
-    static int64_t last;
     int64_t now = mono_ms();
     int64_t lag = b->cfg->replica_lag_time_max_ms;
+    /* Every lag/2 (Kafka's isr-expiration interval), within 0.1..1 s. */
     int64_t every = lag / 2 < 100 ? 100 : lag / 2 > 1000 ? 1000 : lag / 2;
-    if (now - last < every)
+    if (now - b->cl->isr_checked_ms < every)
         return;
-    last = now;
+    b->cl->isr_checked_ms = now;
     struct tick_arg a = { b, now, lag };
     bk_replicas_foreach(b, tick_replica, &a);
 }

@@ -167,6 +167,10 @@ def test_follower_fetches_to_log_end_joins_isr_and_holds_high_watermark(led_by_o
         # With 2 in the ISR the HW waits for it: an append moves the log end only.
         assert produce(p, t, 2, acks=1) == (NONE, 3)
         assert consumer_fetch(cons, t, 3) == (NONE, 3, b"")
+        # Between the HW and the log end a consumer gets nothing, not
+        # OFFSET_OUT_OF_RANGE (as Kafka: it may have read there from a leader
+        # before this one).
+        assert consumer_fetch(cons, t, 4) == (NONE, 3, b"")
         assert list_offsets_latest(cons, t) == (NONE, 3)
         # The follower reads past the HW, up to the log end, and is told the HW.
         err, hw, rec = replica_fetch(f, t, 3)
@@ -260,3 +264,30 @@ def test_min_insync_replicas_and_a_lagging_follower(led_by_one):
         assert re.search(r"ISR \[1,2\] -> \[1\] \(follower 2 not caught up for \d+ ms\)",
                          one.log_text())
         assert produce(p, t, 1, acks=-1) == (NOT_ENOUGH_REPLICAS, -1)
+
+
+def test_waiting_acks_all_survives_its_client_leaving_and_is_answered_at_shutdown(led_by_one):
+    one, new_topic = led_by_one
+    t = new_topic()
+    new_topic.stop_others()
+    with kr.Conn(one.port) as p, kr.Conn(one.port) as f:
+        assert produce(p, t, 1, acks=1) == (NONE, 0)
+        join_isr(one, t, f)
+        # A producer that leaves while its acks=all produce waits: the wait is
+        # dropped with the connection; the follower's next fetch moves the HW
+        # and wakes nobody that is gone.
+        gone = kr.Conn(one.port)
+        gone.send(kr.API_PRODUCE, 3, kr.produce_v3_body(t, 0, batch(1), -1, 20000))
+        time.sleep(0.3)
+        gone.close()
+        time.sleep(0.2)
+        assert replica_fetch(f, t, 2)[:2] == (NONE, 2)
+        # Shutdown answers a waiting acks=all produce (REQUEST_TIMED_OUT: not
+        # known to be replicated) instead of leaving it hanging.
+        p.send(kr.API_PRODUCE, 3, kr.produce_v3_body(t, 0, batch(1), -1, 20000))
+        time.sleep(0.3)
+        start = time.monotonic()
+        assert one.stop() == 0
+        _corr, r = p.recv_response(timeout=5.0)
+        assert [e for _t, _p, e, _b, _l in kr.parse_produce_v3(r)] == [REQUEST_TIMED_OUT]
+        assert time.monotonic() - start < 10
