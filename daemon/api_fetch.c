@@ -5,8 +5,10 @@
  * more seg_range (file, position, length) spliced into the response with
  * bk_req_add_range and sent with sendfile by daemon/server.c.  The handler
  * writes only the small fixed fields.  Cost per partition: one hash
- * lookup, one seg_read bounded by the high watermark (an index lookup
- * plus a bounded header scan), no allocation.  The decoded request
+ * lookup, one seg_read bounded by the high watermark (a follower's: by
+ * the log end; an index lookup plus a bounded header scan), no
+ * allocation; a follower's fetch adds a scan of at most MD_REPLICAS_MAX
+ * follower slots (daemon/cl_isr.c).  The decoded request
  * (kp_dec_FetchRequest), the handler's state and the response being
  * encoded all live in the request arena, so no malloc per request in the
  * steady state.
