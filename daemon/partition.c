@@ -27,9 +27,11 @@
  *      while the partition is open): a consumer's Fetch reads up to the
  *      HW, so an append above it gives a waiter nothing new.  Topic
  *      deletion (3) is the other notify.  `append_waiters` (replica
- *      fetches, which read up to the log end) are woken by the same and
- *      by every append (bk_partition_appended); the HW moves wake them so
- *      a follower learns the new HW without waiting out MaxWaitMs.
+ *      fetches, which read up to the log end) are woken by every append
+ *      (bk_partition_appended) and by bk_partition_notify (deletion, lost
+ *      leadership), not by HW moves: a HW move gives a follower no bytes,
+ *      so its fetch would only wait again (it learns the HW with its next
+ *      answer, as in Kafka).
  *
  * Flush policy (Kafka's flush.messages / flush.ms): appends count
  * unflushed messages; reaching flush.messages queues an fdatasync on the
@@ -123,7 +125,7 @@ void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw)
     if (hw == p->high_watermark)
         return;                  /* invariant 4: nothing new to read */
     p->high_watermark = hw;
-    bk_partition_notify(p);
+    notify_list(&p->waiters);     /* invariant 4: not the append waiters */
 }
 
 void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)

@@ -12,12 +12,13 @@
 
 /* ---- waiting for data (Fetch long-poll, acks=all) ------------------------ */
 /* A waiter is linked into one of a partition's two lists: `waiters`
- * (bk_partition_watch: consumers' Fetch, acks=all Produce), woken by
- * bk_partition_notify when the high watermark moves and when the
- * partition is deleted; and `append_waiters` (bk_partition_watch_appends:
- * replica Fetch, which reads up to the log end), woken by those and also
- * by every append.  Waking unlinks each waiter and calls its wake().
- * wake() runs on the loop thread and may re-register. */
+ * (bk_partition_watch: consumers' Fetch, acks=all Produce), woken when
+ * the high watermark moves; and `append_waiters`
+ * (bk_partition_watch_appends: replica Fetch, which reads up to the log
+ * end), woken by every append.  bk_partition_notify (the partition is
+ * deleted, or no longer led here) wakes both.  Waking unlinks each waiter
+ * and calls its wake().  wake() runs on the loop thread and may
+ * re-register. */
 typedef struct bk_waiter {
     struct bk_waiter *next, *prev;
     bk_partition *part;               /* NULL when not linked */
