@@ -31,16 +31,6 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 LAG_MS = 3000
 
 
-def metadata_isr(b, topic):
-    with kr.Conn(b.port) as c:
-        r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [topic], False))
-        m = kr.parse_metadata(r, 5)
-    err, parts = m["topics"][topic]
-    if err != 0:
-        return None
-    return next((list(isr) for _e, pid, _l, _r, isr, _o in parts if pid == 0), None)
-
-
 def leader_and_isr(b, topic):
     with kr.Conn(b.port) as c:
         r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [topic], False))
@@ -48,6 +38,11 @@ def leader_and_isr(b, topic):
     err, parts = m["topics"].get(topic, (None, []))
     return next(((leader, list(isr)) for _e, pid, leader, _r, isr, _o in parts if pid == 0),
                 None) if err == 0 else None
+
+
+def metadata_isr(b, topic):
+    got = leader_and_isr(b, topic)
+    return got[1] if got else None
 
 
 def sql_isr(b, topic):
@@ -153,6 +148,12 @@ def join_isr(one, t, conn, follower=2):
     raise AssertionError("follower %d never joined the ISR of %s" % (follower, t))
 
 
+def with_follower_in_isr(one, t, p, f):
+    """One record written (acks=1), then follower 2 fetched to the end and is in the ISR."""
+    assert produce(p, t, 1, acks=1) == (NONE, 0)
+    return join_isr(one, t, f)
+
+
 def test_follower_fetches_to_log_end_joins_isr_and_holds_high_watermark(led_by_one):
     one, new_topic = led_by_one
     t = new_topic()
@@ -196,8 +197,7 @@ def test_replica_fetch_long_poll_wakes_on_append(led_by_one):
     one, new_topic = led_by_one
     t = new_topic()
     with kr.Conn(one.port) as p, kr.Conn(one.port) as f:
-        assert produce(p, t, 1, acks=1) == (NONE, 0)
-        join_isr(one, t, f)
+        with_follower_in_isr(one, t, p, f)
         # Caught up, the follower's fetch waits up to MaxWaitMs; with 2 in the
         # ISR the append leaves the HW where it is, yet the fetch must wake.
         f.send(kr.API_FETCH, 11, kr.fetch_v11_body([(t, 0, 1)], 8000, 2))
@@ -249,8 +249,7 @@ def test_min_insync_replicas_and_a_lagging_follower(led_by_one):
         # ISR [1] < min.insync.replicas 2: acks=all is refused, nothing appended;
         # acks=1 is not affected.
         assert produce(p, t, 1, acks=-1) == (NOT_ENOUGH_REPLICAS, -1)
-        assert produce(p, t, 1, acks=1) == (NONE, 0)
-        join_isr(one, t, f)
+        with_follower_in_isr(one, t, p, f)
         # ISR [1, 2]: acks=all goes through once 2 has it.
         corr = p.send(kr.API_PRODUCE, 3, kr.produce_v3_body(t, 0, batch(1), -1, 20000))
         time.sleep(0.2)
@@ -276,8 +275,7 @@ def test_waiting_acks_all_survives_its_client_leaving_and_is_answered_at_shutdow
     one, new_topic = led_by_one
     t = new_topic()
     with kr.Conn(one.port) as p, kr.Conn(one.port) as f:
-        assert produce(p, t, 1, acks=1) == (NONE, 0)
-        join_isr(one, t, f)
+        with_follower_in_isr(one, t, p, f)
         # A producer that leaves while its acks=all produce waits: the wait is
         # dropped with the connection; the follower's next fetch moves the HW
         # and wakes nobody that is gone.
@@ -303,8 +301,7 @@ def test_controller_elects_the_follower_the_leader_added_to_the_isr(led_by_one):
     c = new_topic.cluster
     t = new_topic()
     with kr.Conn(one.port) as p, kr.Conn(one.port) as f:
-        assert produce(p, t, 1, acks=1) == (NONE, 0)
-        join_isr(one, t, f)
+        with_follower_in_isr(one, t, p, f)
     # The leader dies at once (within replica.lag.time.max.ms, so 2 is still
     # in the ISR), and broker 2 comes back while 1's session runs out: the
     # controller elects 2, the live ISR member, and drops 1 from the ISR.
