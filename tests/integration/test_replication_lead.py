@@ -310,3 +310,28 @@ def test_controller_elects_the_follower_the_leader_added_to_the_isr(led_by_one):
     two.start()
     wait_equal(lambda: leader_and_isr(two, t), (2, [2]), 30,
                "broker 2 leads %s with ISR [2]" % t)
+
+
+def test_restarted_leader_keeps_its_high_watermark_until_the_isr_reports(led_by_one):
+    one, new_topic = led_by_one
+    t = new_topic()
+    with kr.Conn(one.port) as p, kr.Conn(one.port) as f:
+        with_follower_in_isr(one, t, p, f)
+        assert produce(p, t, 2, acks=1) == (NONE, 1)   # HW 1, log end 3
+    one.restart()
+    # Led by 1 again with ISR [1, 2]: what follower 2 may not have stays
+    # unserved until 2 reports or leaves the ISR, as before the restart.
+    wait_for(lambda: (leader_and_isr(one, t) or (None,))[0] == 1, 30, "1 leads again")
+    with kr.Conn(one.port) as cons:
+        hws = []
+        deadline = time.monotonic() + LAG_MS / 1000 + 10
+        while time.monotonic() < deadline:
+            err, hw, _rec = consumer_fetch(cons, t, 0)
+            assert err == NONE
+            hws.append(hw)
+            if hw == 3:
+                break
+            time.sleep(0.1)
+        # Never above what the ISR had; 3 only once 2 left the ISR.
+        assert hws[0] == 1 and hws[-1] == 3, hws
+        assert metadata_isr(one, t) == [1]
