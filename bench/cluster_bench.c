@@ -49,7 +49,7 @@
 #define CHROOT "/sluice-bench"
 #define SESSION_TIMEOUT_MS "6000"
 #define PROP_TOPICS 100
-#define PRODUCE_RUNS 5                /* per side */
+#define PRODUCE_RUNS 7                /* per side */
 #define PRODUCE_TOPIC "bench-produce"
 
 static bench_broker brokers[NBROKERS];
@@ -394,34 +394,42 @@ static void bench_produce(long msgs)
     char sbs[64], cbs[64];
     snprintf(sbs, sizeof sbs, "127.0.0.1:%d", standalone.port);
     snprintf(cbs, sizeof cbs, "127.0.0.1:%d", brokers[li].port);
-    double srate[PRODUCE_RUNS], crate[PRODUCE_RUNS];
-    for (int r = 0; r < PRODUCE_RUNS; r++)
+    /* side 0 standalone, 1 cluster; per run: msgs/s and broker CPU-s/GB */
+    double rate[2][PRODUCE_RUNS], cpu[2][PRODUCE_RUNS], pair[PRODUCE_RUNS];
+    for (int r = 0; r < PRODUCE_RUNS; r++) {
         for (int k = 0; k < 2; k++) {
             /* S C, C S, S C, …: neither side always runs first. */
-            bool cluster = (k == 0) == (r % 2 == 1);
-            bench_rk_phase p = bench_rk_produce(cluster ? cbs : sbs, PRODUCE_TOPIC, msgs,
-                                                cluster ? brokers[li].pid : standalone.pid);
+            int side = (k == 0) == (r % 2 == 1);
+            bench_rk_phase p = bench_rk_produce(side ? cbs : sbs, PRODUCE_TOPIC, msgs,
+                                                side ? brokers[li].pid : standalone.pid);
             if (p.msgs != msgs)
                 die("produce run %d to the %s broker: %ld of %ld delivered", r + 1,
-                    cluster ? "cluster-mode" : "standalone", p.msgs, msgs);
-            (cluster ? crate : srate)[r] = p.msgs / p.secs;
+                    side ? "cluster-mode" : "standalone", p.msgs, msgs);
+            rate[side][r] = p.msgs / p.secs;
+            cpu[side][r] = p.cpu / ((double)p.msgs * BENCH_RK_MSG_SIZE / 1e9);
         }
-    bench_broker_stop(&standalone);
-    double lo_s = srate[0], hi_s = srate[0], lo_c = crate[0], hi_c = crate[0];
-    for (int r = 1; r < PRODUCE_RUNS; r++) {
-        lo_s = srate[r] < lo_s ? srate[r] : lo_s;
-        hi_s = srate[r] > hi_s ? srate[r] : hi_s;
-        lo_c = crate[r] < lo_c ? crate[r] : lo_c;
-        hi_c = crate[r] > hi_c ? crate[r] : hi_c;
+        pair[r] = rate[1][r] / rate[0][r];
     }
-    double ms = bench_median(srate, PRODUCE_RUNS), mc = bench_median(crate, PRODUCE_RUNS);
+    bench_broker_stop(&standalone);
     printf("produce: librdkafka %s, %ld msgs of %d bytes per run, linger.ms=5 acks=1, "
-           "1 partition, %d runs per side alternating, medians:\n", rd_kafka_version_str(), msgs,
+           "1 partition, %d runs per side alternating; medians:\n", rd_kafka_version_str(), msgs,
            BENCH_RK_MSG_SIZE, PRODUCE_RUNS);
-    printf("produce: standalone              %10.0f msgs/s (runs %.0f..%.0f)\n", ms, lo_s, hi_s);
-    printf("produce: cluster mode, broker %d  %10.0f msgs/s (runs %.0f..%.0f)\n", li + 1, mc,
-           lo_c, hi_c);
-    printf("produce: ratio cluster/standalone %.3f (target >= 0.95)\n", mc / ms);
+    double med[2];
+    for (int side = 0; side < 2; side++) {
+        double lo = rate[side][0], hi = rate[side][0];
+        for (int r = 1; r < PRODUCE_RUNS; r++) {
+            lo = rate[side][r] < lo ? rate[side][r] : lo;
+            hi = rate[side][r] > hi ? rate[side][r] : hi;
+        }
+        med[side] = bench_median(rate[side], PRODUCE_RUNS);
+        char who[32];
+        snprintf(who, sizeof who, side ? "cluster mode (broker %d)" : "standalone", li + 1);
+        printf("produce: %-24s %9.0f msgs/s (runs %.0f..%.0f), broker CPU %.2f CPU-s/GB\n",
+               who, med[side], lo, hi, bench_median(cpu[side], PRODUCE_RUNS));
+    }
+    printf("produce: ratio cluster/standalone %.3f (target >= 0.95); median of the %d "
+           "back-to-back pairs' ratios %.3f\n", med[1] / med[0], PRODUCE_RUNS,
+           bench_median(pair, PRODUCE_RUNS));
 }
 
 /* ---- controller takeover ----------------------------------------------- */
