@@ -487,8 +487,8 @@ static double takeover_once(long partitions)
         usleep(200);
     long long gone_ns = atomic_load(&controller_gone_ns);
     if (!gone_ns) {
-        printf("takeover: FAILED, %d partitions: " CHROOT "/controller still there 15 s after "
-               "SIGTERM to controller broker %d\n", (int)partitions, c + 1);
+        printf("takeover: FAILED, %ld partitions: " CHROOT "/controller still there 15 s after "
+               "SIGTERM to controller broker %d\n", partitions, c + 1);
         bench_broker_stop(&brokers[c]);
         return -1;
     }
