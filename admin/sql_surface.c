@@ -62,9 +62,13 @@ void sq_printf(kp_buf *b, const char *fmt, ...)
 
 /* ---- the operator surface ------------------------------------------------------ */
 static const char surface_sql[] =
+    /* Endpoints as registered in cluster mode; standalone stores none and
+     * shows its one listener. */
     "CREATE TEMP VIEW brokers AS\n"
-    "SELECT id, host, port, rack, id = sluice_controller_id() AS is_controller,\n"
-    "       sluice_broker_alive(id) AS alive, registered_at\n"
+    "SELECT id, host, port, rack,\n"
+    "       coalesce(endpoints, 'PLAINTEXT://' || host || ':' || port) AS endpoints,\n"
+    "       sluice_broker_alive(id) AS alive,\n"
+    "       id IS sluice_controller_id() AS is_controller, registered_at\n"
     "  FROM main.brokers;\n"
 
     "CREATE TEMP VIEW topics AS\n"
@@ -86,7 +90,7 @@ static const char surface_sql[] =
     "       coalesce(l.log_end_offset, b.high_watermark) AS log_end_offset,\n"
     "       coalesce(l.high_watermark, b.high_watermark) AS high_watermark,\n"
     "       l.size_bytes, l.segments, p.leader_epoch, l.last_timestamp,\n"
-    "       b.recovery_point\n"
+    "       b.recovery_point, p.controller_epoch\n"
     "  FROM main.partitions p LEFT JOIN sluice_partition_state l\n"
     "    ON l.topic = p.topic AND l.partition = p.partition\n"
     "  LEFT JOIN main.local_logs b ON b.topic = p.topic AND b.partition = p.partition;\n"
@@ -409,20 +413,61 @@ static void fn_offset_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
     do_write(ctx, &w);
 }
 
+/* Cluster mode is a controller row in the file (the ZooKeeper mirror wrote
+ * it; metadata/cluster.c).  Row of the statement: (row exists, controller
+ * broker id, alive flag of broker ?1).  SQLITE_ROW, or 0 for a standalone
+ * file (also one from before migration 0004, which has no such table). */
+static int cluster_row(sq_conn *c, int64_t id)
+{
+    if (!c->cluster_st) {
+        bool was = c->internal;
+        c->internal = true;            /* our statement, not the operator's */
+        int rc = sqlite3_prepare_v3(c->db,
+            "SELECT EXISTS (SELECT 1 FROM main.controller),\n"
+            "       (SELECT broker_id FROM main.controller WHERE id = 0),\n"
+            "       (SELECT alive FROM main.brokers WHERE id = ?1)",
+            -1, SQLITE_PREPARE_PERSISTENT, &c->cluster_st, NULL);
+        c->internal = was;
+        if (rc != SQLITE_OK) {
+            sqlite3_finalize(c->cluster_st);
+            c->cluster_st = NULL;
+            return 0;
+        }
+    }
+    sqlite3_reset(c->cluster_st);
+    sqlite3_bind_int64(c->cluster_st, 1, id);
+    if (sqlite3_step(c->cluster_st) != SQLITE_ROW || !sqlite3_column_int(c->cluster_st, 0))
+        return 0;
+    return SQLITE_ROW;
+}
+
 static void fn_controller_id(sqlite3_context *ctx, int argc, sqlite3_value **v)
 {
     (void)argc; (void)v;
     sq_conn *c = sqlite3_user_data(ctx);
-    /* Standalone: this broker is the controller. */
-    sqlite3_result_int(ctx, c->env.broker_id);
+    if (cluster_row(c, -1) == SQLITE_ROW)      /* -1 while none holds /controller */
+        sqlite3_result_int(ctx, sqlite3_column_int(c->cluster_st, 1));
+    else
+        sqlite3_result_int(ctx, c->env.broker_id);   /* standalone: this broker */
+    sqlite3_reset(c->cluster_st);
 }
 
+/* Standalone: only this broker exists, alive while this process runs.
+ * Cluster mode: the mirror's flag (its ephemeral znode exists) — but only
+ * a running broker keeps the mirror current, so a file read by a process
+ * that is not the broker (sluice-sql --data-dir) answers NULL: unknown. */
 static void fn_broker_alive(sqlite3_context *ctx, int argc, sqlite3_value **v)
 {
     (void)argc;
     sq_conn *c = sqlite3_user_data(ctx);
-    sqlite3_result_int(ctx, c->env.broker_alive &&
-                       sqlite3_value_int(v[0]) == c->env.broker_id);
+    int64_t id = sqlite3_value_int64(v[0]);
+    if (cluster_row(c, id) != SQLITE_ROW)
+        sqlite3_result_int(ctx, c->env.broker_alive && id == c->env.broker_id);
+    else if (!c->env.broker_alive)
+        sqlite3_result_null(ctx);
+    else
+        sqlite3_result_int(ctx, sqlite3_column_int(c->cluster_st, 2) == 1);
+    sqlite3_reset(c->cluster_st);
 }
 
 static const struct {
@@ -644,6 +689,7 @@ void sq_close(sq_conn *c)
         return;
     if (c->snap)
         sq_snap_unref(c->snap);
+    sqlite3_finalize(c->cluster_st);
     sqlite3_close_v2(c->db);
     free(c);
 }

@@ -153,6 +153,8 @@ struct sq_conn {
     char deny[256];                 /* why the authorizer refused */
     int64_t deadline_us;
     sq_snap *snap;                  /* per statement, taken on first use */
+    struct sqlite3_stmt *cluster_st;/* the mirror's controller and alive flags
+                                       (sql_surface.c); NULL: standalone file */
 };
 int  sq_vtab_register(sq_conn *c);       /* sql_vtab.c */
 int  sq_messages_register(sq_conn *c);   /* sql_messages.c */

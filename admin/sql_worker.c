@@ -25,7 +25,9 @@
  *      worker.  An offset write or a group delete goes through the group
  *      coordinator's pipeline (bk_offsets_commit, bk_group_delete), as
  *      OffsetCommit and DeleteGroups do: the loop answers it (write_done)
- *      only once it is durable, serving other events meanwhile.
+ *      only once it is durable, serving other events meanwhile.  A topic
+ *      write the store confirms later (cluster mode: bk_topic_op) is
+ *      answered the same way, through a bk_topic_wait (topic_write).
  *   3. On stop, waiting writes are failed and workers are interrupted and
  *      joined before the loop's state is torn down.
  *   4. Workers run SQ_WORKER_NICE below the broker's scheduling priority:
@@ -53,6 +55,7 @@
 #include "daemon/cluster.h"
 #include "daemon/coordinator.h"
 #include "daemon/replica.h"
+#include "daemon/topic_wait.h"
 
 #define SQ_WORKERS 2
 #define SQ_WORKER_NICE 10
@@ -69,10 +72,11 @@ typedef struct sq_wreq {
     size_t errlen;
     bool done;
     pthread_cond_t cv;
-    /* a write the loop answers later (offset_set, group_delete) */
+    /* a write the loop answers later (offset_set, group_delete, topic_write) */
     struct bk_admin *a;
     md_offset o;
     struct gc_wait *pending;
+    bk_topic_wait *topic_wait;
 } sq_wreq;
 
 /* apply_write's "answered later, when the write is durable". */
@@ -267,7 +271,8 @@ static int group_delete(struct bk_admin *a, sq_wreq *r)
     return SQ_LATER;
 }
 
-static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen)
+static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
+                       char *err, size_t errlen)
 {
     bk_topic *t;
     int rc;
@@ -280,11 +285,8 @@ static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen
             snprintf(err, errlen, "Number of partitions or replication factor is too large.");
             return np > INT32_MAX ? KP_INVALID_PARTITIONS : KP_INVALID_REPLICATION_FACTOR;
         }
-        rc = bk_topic_create(b, w->s1, (int32_t)np, (int16_t)rf, NULL, NULL, 0, false,
-                             err, errlen);
-        if (rc == KP_NONE)
-            BK_INFO("topic %s created through SQL", w->s1);
-        return rc;
+        return bk_topic_create(b, w->s1, (int32_t)np, (int16_t)rf, NULL, NULL, 0, false,
+                               op, err, errlen);
     }
     case SQ_TOPIC_DELETE:
         if (!b->cfg->delete_topic_enable) {
@@ -293,10 +295,7 @@ static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen
         }
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
-        rc = bk_topic_delete(b, w->s1, err, errlen);
-        if (rc == KP_NONE)
-            BK_INFO("topic %s deleted through SQL", w->s1);
-        return rc;
+        return bk_topic_delete(b, w->s1, op, err, errlen);
     case SQ_TOPIC_PARTITIONS:
         if (w->i1 > INT32_MAX || w->i1 < 0) {
             snprintf(err, errlen, "Number of partitions must be larger than 0.");
@@ -304,18 +303,62 @@ static int apply_write(bk_broker *b, const sq_write *w, char *err, size_t errlen
         }
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
-        return bk_topic_add_partitions(b, w->s1, (int32_t)w->i1, NULL, false, err, errlen);
+        return bk_topic_add_partitions(b, w->s1, (int32_t)w->i1, NULL, false, op,
+                                       err, errlen);
     case SQ_CONFIG_SET:
     case SQ_CONFIG_UNSET:
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
         return bk_topic_config_edit(b, w->s1, w->s2 ? w->s2 : "",
-                                    w->op == SQ_CONFIG_SET ? w->s3 : NULL, err, errlen);
+                                    w->op == SQ_CONFIG_SET ? w->s3 : NULL, op,
+                                    err, errlen);
     case SQ_GROUP_DELETE:
     case SQ_OFFSET_SET:
         break;                        /* on_writes: answered when durable */
     }
     return KP_INVALID_REQUEST;
+}
+
+static void topic_result(void *ctx, int32_t i, int rc, const char *err)
+{
+    sq_wreq *r = ctx;
+    (void)i;                          /* one write: entry 0 */
+    r->rc = rc;
+    if (err != r->err)
+        snprintf(r->err, r->errlen, "%s", err);
+    if (rc == KP_NONE && (r->w->op == SQ_TOPIC_CREATE || r->w->op == SQ_TOPIC_DELETE))
+        BK_INFO("topic %s %s through SQL", r->w->s1,
+                r->w->op == SQ_TOPIC_CREATE ? "created" : "deleted");
+}
+
+static void topic_finish(void *ctx)
+{
+    sq_wreq *r = ctx;
+    r->topic_wait = NULL;
+    write_done(r, r->rc);
+}
+
+/* A topic write, answered (topic_finish) once the store confirms it: at
+ * once standalone; in cluster mode when its op is done, or after
+ * admin.sql.timeout.ms. */
+static int topic_write(struct bk_admin *a, sq_wreq *r)
+{
+    int64_t t = a->b->cfg->admin_sql_timeout_ms;
+    bk_topic_wait *tw = bk_topic_wait_new(NULL, (int32_t)(t > INT32_MAX ? INT32_MAX : t),
+                                          topic_result, topic_finish, r);
+    if (!tw) {
+        snprintf(r->err, r->errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    r->a = a;
+    int rc = apply_write(a->b, r->w, bk_topic_wait_op(tw, 0), r->err, r->errlen);
+    bk_topic_wait_result(tw, 0, rc, r->err);
+    /* Answered already (r may be gone with its worker), or waiting. */
+    if (bk_topic_wait_start(tw) == BK_DEFER) {
+        r->topic_wait = tw;
+        applying_add(a, r, NULL);
+    }
+    return SQ_LATER;
 }
 
 /* Wakes the worker waiting for r. */
@@ -348,7 +391,7 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
         n = r->next;
         int rc = r->w->op == SQ_OFFSET_SET ? offset_set(a, r)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
-               : apply_write(a->b, r->w, r->err, r->errlen);
+               : topic_write(a, r);
         if (rc != SQ_LATER)
             write_answered(a, r, rc);
     }
@@ -559,8 +602,12 @@ void sq_workers_stop(bk_broker *b)
     pthread_cond_broadcast(&a->snap_cv);
     fail_writes(a->writes);           /* the loop will not apply them */
     a->writes = NULL;
-    for (sq_wreq *r = a->applying; r; r = r->next)
-        bk_groups_forget(r->pending);
+    for (sq_wreq *r = a->applying; r; r = r->next) {
+        if (r->topic_wait)
+            bk_topic_wait_cancel(r->topic_wait);   /* its op may still answer */
+        else
+            bk_groups_forget(r->pending);
+    }
     fail_writes(a->applying);         /* nor answer these */
     a->applying = NULL;
     pthread_mutex_unlock(&a->mu);

@@ -27,7 +27,10 @@
  * changes on a malformed request), then act per resource in request order,
  * filling the response struct from r->arena (every string copied there, as
  * values are rendered into stack buffers or read from freed overrides),
- * encoded at the end.  One resource's failure does not stop the next.
+ * encoded once every resource has its answer (a topic's new set that the
+ * store confirms later, in cluster mode, is waited for through
+ * bk_topic_wait, daemon/topic_wait.c; BROKER resources are answered at
+ * once).  One resource's failure does not stop the next.
  * Errors carry Kafka's codes and wording.
  *
  * Decisions where Kafka leaves room:
@@ -39,8 +42,7 @@
  *     default, else Kafka's default); Kafka's ZooKeeper path skips the
  *     broker default, which is an oversight we do not copy.
  */
-#include "daemon/cluster.h"
-#include "daemon/request.h"
+#include "daemon/topic_wait.h"
 #include "kp_msgs.h"
 
 #include <stddef.h>
@@ -449,9 +451,9 @@ static int alter_topic_target(bk_broker *b, kp_str nm, bk_topic **t, char *msg,
 
 /* The full new override set, through the one path for topic configs. */
 static int store_overrides(bk_broker *b, bk_topic *t, const struct kvset *s,
-                           bool validate_only, char *msg, size_t msglen)
+                           bool validate_only, bk_topic_op *op, char *msg, size_t msglen)
 {
-    return bk_topic_configs_set(b, t->name, s->kv, s->n, validate_only, msg, msglen);
+    return bk_topic_configs_set(b, t->name, s->kv, s->n, validate_only, op, msg, msglen);
 }
 
 static int not_topic(int8_t type, char *msg, size_t msglen)
@@ -466,7 +468,7 @@ static int not_topic(int8_t type, char *msg, size_t msglen)
 }
 
 static int alter_one(bk_broker *b, const ac_res *res, bool validate_only,
-                     char *msg, size_t msglen)
+                     bk_topic_op *op, char *msg, size_t msglen)
 {
     msg[0] = 0;
     if (res->ResourceType != RT_TOPIC)
@@ -499,7 +501,7 @@ static int alter_one(bk_broker *b, const ac_res *res, bool validate_only,
         snprintf(msg, msglen, "out of memory");
         rc = KP_UNKNOWN_SERVER_ERROR;
     } else {
-        rc = store_overrides(b, t, &s, validate_only, msg, msglen);
+        rc = store_overrides(b, t, &s, validate_only, op, msg, msglen);
     }
     kvset_free(&s);
     return rc;
@@ -584,8 +586,8 @@ static int has_duplicate_key(const iac_res *res)
     return dup;
 }
 
-static int incremental_one(bk_broker *b, const iac_res *res,
-                           bool validate_only, char *msg, size_t msglen)
+static int incremental_one(bk_broker *b, const iac_res *res, bool validate_only,
+                           bk_topic_op *op, char *msg, size_t msglen)
 {
     msg[0] = 0;
     if (res->ResourceType != RT_TOPIC)
@@ -611,7 +613,7 @@ static int incremental_one(bk_broker *b, const iac_res *res,
         rc = apply_op(b, &s, c->Name, c->ConfigOperation, c->Value, msg, msglen);
     }
     if (rc == KP_NONE)
-        rc = store_overrides(b, t, &s, validate_only, msg, msglen);
+        rc = store_overrides(b, t, &s, validate_only, op, msg, msglen);
     kvset_free(&s);
     return rc;
 }
@@ -619,32 +621,55 @@ static int incremental_one(bk_broker *b, const iac_res *res,
 /* The two APIs differ in their request entries (an incremental one
  * carries a ConfigOperation) but their messages have the same shape and
  * each resource is answered alike, so one body serves both generated
- * types: decode everything, then apply each resource with its ONE(). */
+ * types: decode everything, then apply each resource with its ONE().
+ * Neither request carries a timeout: a wait gets the op's default. */
 #define ALTER_HANDLER(FN, API, ONE)                                              \
+typedef struct FN##_answer {                                                     \
+    bk_req *r;                                                                   \
+    kp_##API##Response m;                                                        \
+} FN##_answer;                                                                   \
+                                                                                 \
+static void FN##_result(void *ctx, int32_t i, int rc, const char *msg)          \
+{                                                                                \
+    FN##_answer *a = ctx;                                                        \
+    if (result_set(&a->r->arena, rc, msg, &a->m.Responses[i].ErrorCode,          \
+                   &a->m.Responses[i].ErrorMessage))                             \
+        kp_buf_fail(a->r->out, KP_E_NOMEM);          /* the server closes */     \
+}                                                                                \
+                                                                                 \
+static void FN##_finish(void *ctx)                                               \
+{                                                                                \
+    FN##_answer *a = ctx;                                                        \
+    kp_enc_##API##Response(a->r->out, a->r->hdr.RequestApiVersion, &a->m);       \
+}                                                                                \
+                                                                                 \
 int FN(bk_req *r)                                                                \
 {                                                                                \
     int16_t v = r->hdr.RequestApiVersion;                                        \
     kp_##API##Request q;                                                         \
     if (kp_dec_##API##Request(&r->body, v, &q, &r->arena) != 0)                  \
         return BK_CLOSE;                                                         \
-    kp_##API##Response m;                                                        \
-    kp_init_##API##Response(&m);                                                 \
-    m.Responses_count = q.Resources_count;                                       \
-    m.Responses = kp_arena_alloc(&r->arena,                                      \
-                                 (size_t)m.Responses_count * sizeof *m.Responses); \
-    if (!m.Responses)                                                            \
+    FN##_answer *a = kp_arena_alloc(&r->arena, sizeof *a);                       \
+    if (!a)                                                                      \
+        return BK_CLOSE;                                                         \
+    a->r = r;                                                                    \
+    kp_init_##API##Response(&a->m);                                              \
+    a->m.Responses_count = q.Resources_count;                                    \
+    a->m.Responses = kp_arena_alloc(&r->arena, (size_t)a->m.Responses_count *    \
+                                    sizeof *a->m.Responses);                     \
+    bk_topic_wait *w = NULL;                                                     \
+    if (!a->m.Responses ||                                                       \
+        !(w = bk_topic_wait_new(r, 0, FN##_result, FN##_finish, a)))             \
         return BK_CLOSE;                                                         \
     for (int32_t i = 0; i < q.Resources_count; i++) {                            \
         char msg[MD_ERRLEN];                                                     \
-        int rc = ONE(r->b, &q.Resources[i], q.ValidateOnly, msg, sizeof msg);    \
-        m.Responses[i].ResourceType = q.Resources[i].ResourceType;               \
-        m.Responses[i].ResourceName = q.Resources[i].ResourceName;               \
-        if (result_set(&r->arena, rc, msg, &m.Responses[i].ErrorCode,            \
-                       &m.Responses[i].ErrorMessage))                            \
-            return BK_CLOSE;                                                     \
+        a->m.Responses[i].ResourceType = q.Resources[i].ResourceType;            \
+        a->m.Responses[i].ResourceName = q.Resources[i].ResourceName;            \
+        int rc = ONE(r->b, &q.Resources[i], q.ValidateOnly,                      \
+                     bk_topic_wait_op(w, i), msg, sizeof msg);                   \
+        bk_topic_wait_result(w, i, rc, msg);                                     \
     }                                                                            \
-    kp_enc_##API##Response(r->out, v, &m);                                       \
-    return BK_RESPOND;                                                           \
+    return bk_topic_wait_start(w);                                               \
 }
 
 ALTER_HANDLER(bk_handle_alter_configs, AlterConfigs, alter_one)

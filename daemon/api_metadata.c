@@ -11,8 +11,12 @@
  * Topic auto-creation happens here, as in Kafka: a named topic that does
  * not exist is created with num.partitions / default.replication.factor
  * when auto.create.topics.enable is on and the request allows it (v4+
- * AllowAutoTopicCreation; always allowed below v4).  Creation is
- * synchronous, so the new topic is answered with its leaders at once.
+ * AllowAutoTopicCreation; always allowed below v4).  Metadata does not
+ * wait for the creation (op NULL): standalone it is complete when
+ * bk_topic_create returns, so the new topic is answered with its leaders
+ * at once; in cluster mode the topic appears in the view once the store
+ * confirms it, and until then it is answered LEADER_NOT_AVAILABLE, as
+ * Kafka answers a topic it has just started creating (clients retry).
  */
 #include "daemon/cluster.h"
 #include "daemon/request.h"
@@ -106,13 +110,17 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto, kp_str n, md_topic
         kp_str_copy(n, name, sizeof name);
         int rc = bk_topic_create(b, name, b->cfg->num_partitions,
                                  b->cfg->default_replication_factor, NULL,
-                                 NULL, 0, false, err, sizeof err);
+                                 NULL, 0, false, NULL, err, sizeof err);
         if (rc != KP_NONE && rc != KP_TOPIC_ALREADY_EXISTS) {
             BK_WARN("auto-creating topic %s failed: %s", name, err);
             fill_error(o, n, rc > 0 ? (int16_t)rc : KP_UNKNOWN_SERVER_ERROR);
             return true;
         }
         t = bk_topic_find(b, n.p, (size_t)n.len);
+        if (!t) {                     /* being created: not in the view yet */
+            fill_error(o, n, KP_LEADER_NOT_AVAILABLE);
+            return true;
+        }
     }
     if (!t) {
         fill_error(o, n, KP_UNKNOWN_TOPIC_OR_PARTITION);

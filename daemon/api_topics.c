@@ -9,8 +9,12 @@
  *      no side effect.
  *   2. act on each entry in request order through the one path for topic
  *      changes (bk_topic_create / bk_topic_delete / bk_topic_add_partitions)
- *      and fill its result in the response struct, encoded at the end
- *      (kp_enc_<Api>Response).  One entry's failure never stops the others.
+ *      and fill its result in the response struct (in r->arena), encoded
+ *      once every entry has its answer (kp_enc_<Api>Response).  One
+ *      entry's failure never stops the others.  A change the store
+ *      confirms later (cluster mode) is waited for through bk_topic_wait
+ *      (daemon/topic_wait.c), which answers each entry in its own slot and
+ *      the whole request when the last is in, for at most TimeoutMs.
  *
  * Checks are made in the order a Kafka (ZooKeeper-mode) broker makes them,
  * with its messages, so a request with several problems gets the error
@@ -29,10 +33,10 @@
  *     TOPIC_DELETION_DISABLED from v3 (KafkaApis does exactly this).
  *   - A name repeated in one DeleteTopics request is deleted once and every
  *     copy gets that result (Kafka deletes a set and answers each entry).
- *   - TimeoutMs is read and ignored: every change here is synchronous.
+ *   - TimeoutMs bounds the wait for a change the store confirms later
+ *     (cluster mode); standalone changes are complete before the answer.
  */
-#include "daemon/cluster.h"
-#include "daemon/request.h"
+#include "daemon/topic_wait.h"
 #include "kp_msgs.h"
 
 #include <stdio.h>
@@ -88,6 +92,103 @@ static int find_dups(kp_arena *a, struct dups *d, int32_t n)
         k = e;
     }
     return 0;
+}
+
+/* A response being answered, in r->arena: bk_topic_wait's ctx.  Its
+ * entries get their answers through answer_entry, in request order. */
+typedef struct answer {
+    bk_req *r;
+    struct dups d;
+    union {
+        kp_CreateTopicsResponse CreateTopics;
+        kp_DeleteTopicsResponse DeleteTopics;
+        kp_CreatePartitionsResponse CreatePartitions;
+    } m;
+} answer;
+
+/* For a request naming n topics (the caller fills a->d.names). */
+static answer *answer_new(bk_req *r, int32_t n)
+{
+    answer *a = kp_arena_alloc(&r->arena, sizeof *a);
+    if (!a || dups_alloc(&r->arena, &a->d, n))
+        return NULL;
+    a->r = r;
+    return a;
+}
+
+/* Once the names and the response's entries (NULL: out of memory) are
+ * there: finds the duplicates and starts the wait.  NULL: out of memory. */
+static bk_topic_wait *answer_wait(answer *a, const void *entries, int32_t n,
+                                  int32_t timeout_ms, bk_topic_result_fn result,
+                                  void (*finish)(void *ctx))
+{
+    if (!entries || find_dups(&a->r->arena, &a->d, n))
+        return NULL;
+    return bk_topic_wait_new(a->r, timeout_ms, result, finish, a);
+}
+
+/* One entry's code and, with_text, its message (null on success). */
+static void answer_entry(answer *a, int rc, const char *msg, bool with_text,
+                         int16_t *code, kp_str *text)
+{
+    *code = bk_wire_code(rc);
+    *text = KP_STR_NULL;
+    if (with_text && rc != KP_NONE && kp_arena_str(&a->r->arena, msg, text))
+        kp_buf_fail(a->r->out, KP_E_NOMEM);             /* the server closes */
+}
+
+/* CreateTopics and CreatePartitions are answered alike: every entry names
+ * a topic; a name given twice is refused in each copy (DUP_MSG, Kafka's
+ * words for that API); the others go through ONE(), waited for when the
+ * store confirms later; a result carries its message from version
+ * TEXT_FROM on. */
+#define CREATE_HANDLER(FN, API, RESULTS, VALIDATE, TIMEOUT, TEXT_FROM, DUP_MSG, ONE) \
+static void FN##_result(void *ctx, int32_t i, int rc, const char *msg)          \
+{                                                                                \
+    answer *a = ctx;                                                             \
+    answer_entry(a, rc, msg, a->r->hdr.RequestApiVersion >= (TEXT_FROM),         \
+                 &a->m.API.RESULTS[i].ErrorCode, &a->m.API.RESULTS[i].ErrorMessage); \
+}                                                                                \
+                                                                                 \
+static void FN##_finish(void *ctx)                                               \
+{                                                                                \
+    answer *a = ctx;                                                             \
+    kp_enc_##API##Response(a->r->out, a->r->hdr.RequestApiVersion, &a->m.API);   \
+}                                                                                \
+                                                                                 \
+int FN(bk_req *r)                                                                \
+{                                                                                \
+    kp_##API##Request q;                                                         \
+    if (kp_dec_##API##Request(&r->body, r->hdr.RequestApiVersion, &q, &r->arena)) \
+        return BK_CLOSE;                                                         \
+    int32_t n = q.Topics_count;                                                  \
+    answer *a = answer_new(r, n);                                                \
+    if (!a)                                                                      \
+        return BK_CLOSE;                                                         \
+    for (int32_t i = 0; i < n; i++)                                              \
+        a->d.names[i] = q.Topics[i].Name;                                        \
+    kp_##API##Response *m = &a->m.API;                                           \
+    kp_init_##API##Response(m);                                                  \
+    m->RESULTS##_count = n;                                                      \
+    m->RESULTS = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m->RESULTS); \
+    bk_topic_wait *w = answer_wait(a, m->RESULTS, n, q.TIMEOUT, FN##_result,     \
+                                   FN##_finish);                                 \
+    if (!w)                                                                      \
+        return BK_CLOSE;                                                         \
+    for (int32_t i = 0; i < n; i++) {                                            \
+        char msg[MD_ERRLEN];                                                     \
+        int rc;                                                                  \
+        m->RESULTS[i].Name = q.Topics[i].Name;                                   \
+        if (a->d.dup[i]) {                                                       \
+            snprintf(msg, sizeof msg, "%s", DUP_MSG);                            \
+            rc = KP_INVALID_REQUEST;                                             \
+        } else {                                                                 \
+            rc = ONE(r->b, &q.Topics[i], q.VALIDATE, bk_topic_wait_op(w, i),     \
+                     msg, sizeof msg);                                           \
+        }                                                                        \
+        bk_topic_wait_result(w, i, rc, msg);                                     \
+    }                                                                            \
+    return bk_topic_wait_start(w);                                               \
 }
 
 /* ---- CreateTopics ------------------------------------------------------------- */
@@ -184,7 +285,7 @@ static int check_assignment(bk_broker *b, const ct_topic *t, int16_t *rf,
 }
 
 static int create_one(bk_broker *b, const ct_topic *t, bool validate_only,
-                      char *msg, size_t msglen)
+                      bk_topic_op *op, char *msg, size_t msglen)
 {
     msg[0] = 0;
     kp_str nm = t->Name;
@@ -263,7 +364,7 @@ static int create_one(bk_broker *b, const ct_topic *t, bool validate_only,
         rc = KP_UNKNOWN_SERVER_ERROR;
     } else {
         rc = bk_topic_create(b, name, partitions, rf, assignment, kv,
-                             (size_t)nconfigs, validate_only, msg, msglen);
+                             (size_t)nconfigs, validate_only, op, msg, msglen);
     }
     if (kv)
         md_kv_free(kv, (size_t)nconfigs);
@@ -271,47 +372,30 @@ static int create_one(bk_broker *b, const ct_topic *t, bool validate_only,
     return rc;
 }
 
-int bk_handle_create_topics(bk_req *r)
-{
-    int16_t v = r->hdr.RequestApiVersion;
-    kp_CreateTopicsRequest q;
-    if (kp_dec_CreateTopicsRequest(&r->body, v, &q, &r->arena) != 0)
-        return BK_CLOSE;
-    int32_t n = q.Topics_count;
-    struct dups d;
-    if (dups_alloc(&r->arena, &d, n))
-        return BK_CLOSE;
-    for (int32_t i = 0; i < n; i++)
-        d.names[i] = q.Topics[i].Name;
-    kp_CreateTopicsResponse m;
-    kp_init_CreateTopicsResponse(&m);
-    m.Topics_count = n;
-    m.Topics = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m.Topics);
-    if (!m.Topics || find_dups(&r->arena, &d, n))
-        return BK_CLOSE;
-    /* timeoutMs: every change here is synchronous; validateOnly is v1+
-     * (the decoder leaves it false below). */
-    for (int32_t i = 0; i < n; i++) {
-        char msg[MD_ERRLEN];
-        int rc;
-        if (d.dup[i]) {
-            snprintf(msg, sizeof msg, "Found multiple entries for this topic.");
-            rc = KP_INVALID_REQUEST;
-        } else {
-            rc = create_one(r->b, &q.Topics[i], q.validateOnly, msg, sizeof msg);
-        }
-        kp_CreateTopicsResponse_CreatableTopicResult *res = &m.Topics[i];
-        res->Name = q.Topics[i].Name;
-        res->ErrorCode = bk_wire_code(rc);
-        res->ErrorMessage = KP_STR_NULL;                /* v1+ */
-        if (v >= 1 && rc != KP_NONE && kp_arena_str(&r->arena, msg, &res->ErrorMessage))
-            return BK_CLOSE;
-    }
-    kp_enc_CreateTopicsResponse(r->out, v, &m);
-    return BK_RESPOND;
-}
+/* validateOnly is v1+ (the decoder leaves it false below); messages v1+. */
+CREATE_HANDLER(bk_handle_create_topics, CreateTopics, Topics, validateOnly, timeoutMs, 1,
+               "Found multiple entries for this topic.", create_one)
 
 /* ---- DeleteTopics ---------------------------------------------------------------- */
+
+static void dt_result(void *ctx, int32_t i, int rc, const char *err)
+{
+    answer *a = ctx;
+    if (rc != KP_NONE && err[0])                        /* the delete failed */
+        BK_WARN("deleting topic %.*s failed: %s", (int)a->d.names[i].len,
+                a->d.names[i].p, err);
+    answer_entry(a, rc, err, false, &a->m.DeleteTopics.Responses[i].ErrorCode,  /* v5+ */
+                 &a->m.DeleteTopics.Responses[i].ErrorMessage);
+}
+
+static void dt_finish(void *ctx)
+{
+    answer *a = ctx;
+    kp_DeleteTopicsResponse *m = &a->m.DeleteTopics;
+    for (int32_t i = 0; i < m->Responses_count; i++)   /* deleted once */
+        m->Responses[i].ErrorCode = m->Responses[a->d.first[i]].ErrorCode;
+    kp_enc_DeleteTopicsResponse(a->r->out, a->r->hdr.RequestApiVersion, m);
+}
 
 int bk_handle_delete_topics(bk_req *r)
 {
@@ -321,40 +405,37 @@ int bk_handle_delete_topics(bk_req *r)
     if (kp_dec_DeleteTopicsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
     int32_t n = q.TopicNames_count;                     /* v0-5: names */
-    struct dups d;
-    if (dups_alloc(&r->arena, &d, n))
+    answer *a = answer_new(r, n);
+    if (!a)
         return BK_CLOSE;
     for (int32_t i = 0; i < n; i++)
-        d.names[i] = q.TopicNames[i];
-    kp_DeleteTopicsResponse m;
-    kp_init_DeleteTopicsResponse(&m);
-    m.Responses_count = n;
-    m.Responses = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m.Responses);
-    if (!m.Responses || find_dups(&r->arena, &d, n))
+        a->d.names[i] = q.TopicNames[i];
+    kp_DeleteTopicsResponse *m = &a->m.DeleteTopics;
+    kp_init_DeleteTopicsResponse(m);
+    m->Responses_count = n;
+    m->Responses = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m->Responses);
+    bk_topic_wait *w = answer_wait(a, m->Responses, n, q.TimeoutMs, dt_result, dt_finish);
+    if (!w)
         return BK_CLOSE;
-    /* TimeoutMs: deletion is synchronous. */
     for (int32_t i = 0; i < n; i++) {
-        kp_str nm = d.names[i];
-        int rc;
+        kp_str nm = a->d.names[i];
+        char err[MD_ERRLEN] = "";
+        int rc = KP_NONE;                               /* copies: dt_finish */
+        m->Responses[i].Name = nm;
         if (!b->cfg->delete_topic_enable) {
             rc = v >= 3 ? KP_TOPIC_DELETION_DISABLED : KP_INVALID_REQUEST;
-        } else if (d.first[i] != i) {
-            rc = m.Responses[d.first[i]].ErrorCode;     /* deleted once */
+        } else if (a->d.first[i] != i) {
+            /* deleted once: dt_finish copies the first copy's answer */
         } else if (!bk_topic_find(b, nm.p, (size_t)nm.len)) {
             rc = KP_UNKNOWN_TOPIC_OR_PARTITION;
         } else {
-            char name[MD_TOPIC_NAME_MAX + 1], err[MD_ERRLEN];
+            char name[MD_TOPIC_NAME_MAX + 1];
             kp_str_copy(nm, name, sizeof name);        /* found: a legal name */
-            rc = bk_topic_delete(b, name, err, sizeof err);
-            if (rc != KP_NONE)
-                BK_WARN("deleting topic %s failed: %s", name, err);
+            rc = bk_topic_delete(b, name, bk_topic_wait_op(w, i), err, sizeof err);
         }
-        m.Responses[i].Name = nm;
-        m.Responses[i].ErrorCode = bk_wire_code(rc);
-        m.Responses[i].ErrorMessage = KP_STR_NULL;      /* v5+ */
+        bk_topic_wait_result(w, i, rc, err);
     }
-    kp_enc_DeleteTopicsResponse(r->out, v, &m);
-    return BK_RESPOND;
+    return bk_topic_wait_start(w);
 }
 
 /* ---- CreatePartitions ------------------------------------------------------------- */
@@ -445,8 +526,8 @@ static int check_new_assignment(bk_broker *b, const cp_topic *t,
     return KP_NONE;
 }
 
-static int add_partitions_one(bk_broker *b, const cp_topic *t,
-                              bool validate_only, char *msg, size_t msglen)
+static int add_partitions_one(bk_broker *b, const cp_topic *t, bool validate_only,
+                              bk_topic_op *op, char *msg, size_t msglen)
 {
     msg[0] = 0;
     kp_str nm = t->Name;
@@ -475,46 +556,10 @@ static int add_partitions_one(bk_broker *b, const cp_topic *t,
             return rc;
     }
     int rc = bk_topic_add_partitions(b, bt->name, t->Count, assignment, validate_only,
-                                     msg, msglen);
+                                     op, msg, msglen);
     free(assignment);
     return rc;
 }
 
-int bk_handle_create_partitions(bk_req *r)
-{
-    int16_t v = r->hdr.RequestApiVersion;
-    kp_CreatePartitionsRequest q;
-    if (kp_dec_CreatePartitionsRequest(&r->body, v, &q, &r->arena) != 0)
-        return BK_CLOSE;
-    int32_t n = q.Topics_count;
-    struct dups d;
-    if (dups_alloc(&r->arena, &d, n))
-        return BK_CLOSE;
-    for (int32_t i = 0; i < n; i++)
-        d.names[i] = q.Topics[i].Name;
-    kp_CreatePartitionsResponse m;
-    kp_init_CreatePartitionsResponse(&m);
-    m.Results_count = n;
-    m.Results = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m.Results);
-    if (!m.Results || find_dups(&r->arena, &d, n))
-        return BK_CLOSE;
-    /* TimeoutMs: the change is synchronous. */
-    for (int32_t i = 0; i < n; i++) {
-        char msg[MD_ERRLEN];
-        int rc;
-        if (d.dup[i]) {
-            snprintf(msg, sizeof msg, "Duplicate topic in request.");
-            rc = KP_INVALID_REQUEST;
-        } else {
-            rc = add_partitions_one(r->b, &q.Topics[i], q.ValidateOnly, msg, sizeof msg);
-        }
-        kp_CreatePartitionsResponse_CreatePartitionsTopicResult *res = &m.Results[i];
-        res->Name = q.Topics[i].Name;
-        res->ErrorCode = bk_wire_code(rc);
-        res->ErrorMessage = KP_STR_NULL;
-        if (rc != KP_NONE && kp_arena_str(&r->arena, msg, &res->ErrorMessage))
-            return BK_CLOSE;
-    }
-    kp_enc_CreatePartitionsResponse(r->out, v, &m);
-    return BK_RESPOND;
-}
+CREATE_HANDLER(bk_handle_create_partitions, CreatePartitions, Results, ValidateOnly,
+               TimeoutMs, 0, "Duplicate topic in request.", add_partitions_one)

@@ -20,6 +20,8 @@ typedef struct bk_pview {
     int32_t nreplicas, nisr;
     int32_t replicas[MD_REPLICAS_MAX];   /* preference order */
     int32_t isr[MD_REPLICAS_MAX];
+    int32_t controller_epoch;        /* md_partition_state's: who wrote it */
+    int32_t zk_version;              /* its state znode's version; -1 none */
     bk_partition *local;             /* this broker's replica; NULL if none */
 } bk_pview;
 
@@ -94,25 +96,32 @@ struct bk_topic_op {
 /* Loads the view from the store and opens the local replicas. */
 int  bk_topics_load(bk_broker *b);
 void bk_topics_close_all(bk_broker *b);
+/* The five topic writes below each take an op (NULL: the caller does not
+ * wait; see bk_topic_op).  Their return value is the answer unless
+ * op->pending is set after the call; then op->done brings it.  A refusal
+ * found while validating, and every validate_only call, is always
+ * answered at once.  Callers that wait for several: daemon/topic_wait.h. */
+
 /* replicas: the manual assignment (partitions × replication_factor, in
  * preference order), or NULL for the broker's own (bk_view_assign).
  * Validates, writes the facts, applies them.  KP_* with a message in err. */
 int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
                     int16_t replication_factor, const int32_t *replicas,
                     const md_kv *configs, size_t nconfigs, bool validate_only,
+                    bk_topic_op *op, char *err, size_t errlen);
+int bk_topic_delete(bk_broker *b, const char *name, bk_topic_op *op,
                     char *err, size_t errlen);
-int bk_topic_delete(bk_broker *b, const char *name, char *err, size_t errlen);
 /* replicas: the new partitions' assignment, or NULL (the broker's). */
 int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                             const int32_t *replicas, bool validate_only,
-                            char *err, size_t errlen);
+                            bk_topic_op *op, char *err, size_t errlen);
 /* A topic's whole override set (AlterConfigs; IncrementalAlterConfigs and
  * SQL compute the new set first), validated before anything is written. */
 int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
-                         bool validate_only, char *err, size_t errlen);
+                         bool validate_only, bk_topic_op *op, char *err, size_t errlen);
 /* One override set (value) or removed (value NULL): SQL's row writes. */
 int bk_topic_config_edit(bk_broker *b, const char *name, const char *key,
-                         const char *value, char *err, size_t errlen);
+                         const char *value, bk_topic_op *op, char *err, size_t errlen);
 /* A partition's state (leader, epoch, replicas, ISR), replaced whole. */
 int bk_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
                            const md_partition_state *st, char *err, size_t errlen);

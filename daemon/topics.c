@@ -94,6 +94,8 @@ static void set_view_state(bk_pview *v, const md_partition_state *st)
     v->nisr = st->nisr;
     memcpy(v->replicas, st->replicas, sizeof v->replicas);
     memcpy(v->isr, st->isr, sizeof v->isr);
+    v->controller_epoch = st->controller_epoch;
+    v->zk_version = st->zk_version;
 }
 
 /* The store's partitions of t, applied: state into the view, local
@@ -242,6 +244,14 @@ void bk_topics_close_all(bk_broker *b)
 
 /* ---- write halves --------------------------------------------------------------------- */
 
+/* Each write half runs validate → store → apply.  Standalone, md_* does
+ * validate and store in one transaction (validate_only stops after the
+ * checks) and the apply half follows at once, so op is never pending.
+ * The marked "store → apply" step is where cluster mode writes ZooKeeper
+ * instead, sets op->pending and answers through op->done once the mirror
+ * applied it (P1 then holds for the answer the caller sends); the checks
+ * before it, and validate_only, stay synchronous in both modes. */
+
 /* Each partition is a directory and three open files, created at once:
  * a request for millions of them (one CreateTopics or CreatePartitions
  * frame) would stall the loop for minutes and exhaust descriptors.  Kafka
@@ -280,8 +290,9 @@ static int32_t *assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
 int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
                     int16_t replication_factor, const int32_t *replicas,
                     const md_kv *configs, size_t nconfigs, bool validate_only,
-                    char *err, size_t errlen)
+                    bk_topic_op *op, char *err, size_t errlen)
 {
+    (void)op;                                 /* standalone: never pending */
     err[0] = 0;
     if (partitions_cap(partitions, err, errlen) != KP_NONE)
         return KP_INVALID_PARTITIONS;
@@ -290,6 +301,7 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
     if (!replicas && partitions > 0 && replication_factor > 0 &&
         !(replicas = own = assign(b, 0, partitions, replication_factor, &rc, err, errlen)))
         return rc;
+    /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
     rc = md_topic_create(b->db, name, partitions, replication_factor, configs,
                          nconfigs, b->cfg->broker_id, replicas, validate_only,
                          err, errlen);
@@ -306,9 +318,12 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
     return KP_NONE;
 }
 
-int bk_topic_delete(bk_broker *b, const char *name, char *err, size_t errlen)
+int bk_topic_delete(bk_broker *b, const char *name, bk_topic_op *op,
+                    char *err, size_t errlen)
 {
+    (void)op;                                 /* standalone: never pending */
     err[0] = 0;
+    /* store → apply (cluster mode: /admin/delete_topics, then the mirror) */
     int rc = md_topic_delete(b->db, name, err, errlen);
     if (rc != KP_NONE)
         return rc;
@@ -319,8 +334,9 @@ int bk_topic_delete(bk_broker *b, const char *name, char *err, size_t errlen)
 
 int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                             const int32_t *replicas, bool validate_only,
-                            char *err, size_t errlen)
+                            bk_topic_op *op, char *err, size_t errlen)
 {
+    (void)op;                                 /* standalone: never pending */
     err[0] = 0;
     if (partitions_cap(count, err, errlen) != KP_NONE)
         return KP_INVALID_PARTITIONS;
@@ -333,6 +349,7 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
         !(replicas = own = assign(b, t->npartitions, count - t->npartitions,
                                   mt.replication_factor, &rc, err, errlen)))
         return rc;
+    /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
     rc = md_topic_add_partitions(b->db, name, count, b->cfg->broker_id, replicas,
                                  validate_only, err, errlen);
     free(own);
@@ -345,8 +362,10 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
 }
 
 int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
-                         bool validate_only, char *err, size_t errlen)
+                         bool validate_only, bk_topic_op *op, char *err, size_t errlen)
 {
+    (void)op;                                 /* standalone: never pending */
+    /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
     int rc = md_topic_config_replace(b->db, name, kv, n, validate_only, err, errlen);
     if (rc != KP_NONE || validate_only)
         return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
@@ -361,7 +380,7 @@ int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t
  * DELETE does); a key Sluice does not know is refused, since it is most
  * likely a typo the operator wants to hear about. */
 int bk_topic_config_edit(bk_broker *b, const char *name, const char *key,
-                         const char *value, char *err, size_t errlen)
+                         const char *value, bk_topic_op *op, char *err, size_t errlen)
 {
     md_kv *kv = NULL;
     size_t n = 0;
@@ -391,7 +410,7 @@ int bk_topic_config_edit(bk_broker *b, const char *name, const char *key,
             next[m++] = kv[i];
     if (value)
         next[m++] = (md_kv){ (char *)key, (char *)value };
-    rc = bk_topic_configs_set(b, name, next, m, false, err, errlen);
+    rc = bk_topic_configs_set(b, name, next, m, false, op, err, errlen);
     free(next);
     md_kv_free(kv, n);
     return rc;

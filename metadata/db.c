@@ -158,19 +158,24 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_OFFSET_LIST] =
         "SELECT topic, partition, offset, leader_epoch, metadata, commit_time_ms "
         "FROM committed_offsets WHERE group_id = ?1 ORDER BY topic, partition",
+    /* An upsert: the mirror re-puts partitions that exist, and their
+     * local_logs rows (foreign key children) must survive it. */
     [ST_PART_INSERT] =
-        "INSERT INTO partitions (topic, partition, leader, leader_epoch) "
-        "VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO partitions (topic, partition, leader, leader_epoch, "
+        "controller_epoch, zk_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+        "ON CONFLICT (topic, partition) DO UPDATE SET leader = excluded.leader, "
+        "leader_epoch = excluded.leader_epoch, "
+        "controller_epoch = excluded.controller_epoch, zk_version = excluded.zk_version",
     /* The bookmarks come along where this broker hosts the partition. */
     [ST_PART_LIST] =
         "SELECT p.partition, p.leader, p.leader_epoch, l.log_start_offset, "
-        "l.recovery_point, l.high_watermark, l.topic IS NOT NULL "
-        "FROM partitions p LEFT JOIN local_logs l "
+        "l.recovery_point, l.high_watermark, l.topic IS NOT NULL, "
+        "p.controller_epoch, p.zk_version FROM partitions p LEFT JOIN local_logs l "
         "ON l.topic = p.topic AND l.partition = p.partition "
         "WHERE p.topic = ?1 ORDER BY p.partition",
     [ST_PART_SET_STATE] =
-        "UPDATE partitions SET leader = ?3, leader_epoch = ?4 "
-        "WHERE topic = ?1 AND partition = ?2",
+        "UPDATE partitions SET leader = ?3, leader_epoch = ?4, "
+        "controller_epoch = ?5, zk_version = ?6 WHERE topic = ?1 AND partition = ?2",
     [ST_REPLICA_INSERT] =
         "INSERT INTO partition_replicas (topic, partition, position, broker_id, "
         "in_isr) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -190,6 +195,26 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_CLUSTER_INSERT] =
         "INSERT INTO cluster (id, cluster_id, created_at) VALUES (0, ?1, ?2) "
         "ON CONFLICT (id) DO NOTHING",
+    [ST_BROKERS_MARK_DEAD] = "UPDATE brokers SET alive = 0 WHERE alive <> 0",
+    [ST_BROKER_MIRROR] =
+        "INSERT INTO brokers (id, host, port, rack, endpoints, registered_at, alive) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1) ON CONFLICT (id) DO UPDATE SET "
+        "host = excluded.host, port = excluded.port, rack = excluded.rack, "
+        "endpoints = excluded.endpoints, registered_at = excluded.registered_at, "
+        "alive = 1",
+    [ST_BROKER_LIST] =
+        "SELECT id, host, port, rack, endpoints, registered_at, alive "
+        "FROM brokers ORDER BY id",
+    [ST_CONTROLLER_SET] =
+        "INSERT INTO controller (id, broker_id, epoch, changed_at) "
+        "VALUES (0, ?1, ?2, ?3) ON CONFLICT (id) DO UPDATE SET "
+        "broker_id = excluded.broker_id, epoch = excluded.epoch, "
+        "changed_at = excluded.changed_at",
+    [ST_CONTROLLER_GET] = "SELECT broker_id, epoch FROM controller WHERE id = 0",
+    [ST_TOPIC_MIRROR_UPDATE] =
+        "UPDATE topics SET partitions = ?2, replication_factor = ?3, internal = ?4 "
+        "WHERE name = ?1",
+    [ST_PARTS_TRUNCATE] = "DELETE FROM partitions WHERE topic = ?1 AND partition >= ?2",
 };
 
 int md_errf(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -247,6 +272,44 @@ int md_step_done(md_db *db, sqlite3_stmt *s, char *err, size_t errlen,
     int out = rc == SQLITE_DONE ? 0 : md_sqlerr(db, err, errlen, what);
     sqlite3_reset(s);
     return out;
+}
+
+int md_rows(sqlite3_stmt *s, size_t size, int (*fill)(sqlite3_stmt *s, void *elem),
+            void (*drop)(void *v, size_t cnt), void **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!s)
+        return MD_E_SQL;
+    char *v = NULL;
+    size_t cnt = 0, cap = 0;
+    int step, rc = 0;
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 8;
+            char *nv = realloc(v, cap * size);
+            if (!nv) {
+                rc = MD_E_SQL;
+                break;
+            }
+            v = nv;
+        }
+        if ((rc = fill(s, v + cnt++ * size)))
+            break;
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = MD_E_SQL;
+    sqlite3_reset(s);
+    if (rc) {
+        if (drop)
+            drop(v, cnt);
+        else
+            free(v);
+        return rc;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
 }
 
 enum { TXN_OWN = 1, TXN_SAVEPOINT = 2 };

@@ -89,6 +89,49 @@ struct sqlite3 *md_sqlite(md_db *db);
 int md_broker_upsert(md_db *db, int32_t id, const char *host, int port,
                      const char *rack);
 
+/* ---- the ZooKeeper mirror: brokers and controller (metadata/cluster.c) ------
+ * Cluster mode copies /brokers/ids, /controller and /controller_epoch
+ * here (sql/migrations/0004), so SQL on any broker shows the cluster. */
+#define MD_ENDPOINTS_MAX 512
+
+typedef struct md_broker_row {
+    int32_t id;
+    const char *host;
+    int32_t port;
+    const char *rack;                 /* NULL or "": none */
+    const char *endpoints;            /* "PLAINTEXT://h:p,…"; NULL: none */
+    int64_t registered_at_ms;         /* the registration's timestamp */
+} md_broker_row;
+
+/* The live brokers are exactly live[0..n) (the children of /brokers/ids):
+ * in one transaction each is upserted with alive = 1 and every other
+ * stored broker row gets alive = 0 (kept, so SQL shows dead brokers).
+ * 0, KP_INVALID_REQUEST (a bad id, host or port; nothing written) or
+ * MD_E_SQL. */
+int md_brokers_mirror(md_db *db, const md_broker_row *live, size_t n,
+                      char *err, size_t errlen);
+
+/* A stored broker, as md_broker_list reads it. */
+typedef struct md_broker {
+    int32_t id;
+    char host[256];
+    int32_t port;
+    char rack[64];                    /* "" when none */
+    char endpoints[MD_ENDPOINTS_MAX]; /* "" when none */
+    int64_t registered_at_ms;
+    bool alive;
+} md_broker;
+/* Every broker row by id; *out malloc'd (free()), NULL when n == 0. */
+int md_broker_list(md_db *db, md_broker **out, size_t *n);
+
+/* The controller as last mirrored: broker_id -1 while nobody holds
+ * /controller, epoch from /controller_epoch.  Its presence marks the
+ * database as a cluster member's (the SQL surface keys on it). */
+int md_controller_set(md_db *db, int32_t broker_id, int32_t epoch);
+/* 0 with *broker_id and *epoch, or 0 with both -1 when there is no row
+ * (standalone); MD_E_SQL. */
+int md_controller_get(md_db *db, int32_t *broker_id, int32_t *epoch);
+
 /* ---- topics ---------------------------------------------------------------- */
 typedef struct md_topic {
     char name[MD_TOPIC_NAME_MAX + 1];
@@ -150,6 +193,10 @@ typedef struct md_partition_state {
     int32_t replicas[MD_REPLICAS_MAX];/* preference order */
     int32_t nisr;
     int32_t isr[MD_REPLICAS_MAX];     /* in replica order */
+    int32_t controller_epoch;         /* of the controller that wrote the
+                                         state (0 standalone) */
+    int32_t zk_version;               /* the state znode's version; -1
+                                         unknown or standalone */
 } md_partition_state;
 
 typedef struct md_partition {
@@ -163,18 +210,66 @@ typedef struct md_partition {
 
 /* Partitions of a topic ordered by index; *out malloc'd (free()). */
 int md_partition_list(md_db *db, const char *topic, md_partition **out, size_t *n);
-/* Replaces a partition's state (leader, epoch, replicas, ISR) at once.
+/* Replaces a partition's state (leader, epoch, replicas, ISR, controller
+ * epoch, znode version) at once — also the mirror's write when one state
+ * znode changed.
  * KP_UNKNOWN_TOPIC_OR_PARTITION, KP_INVALID_REPLICA_ASSIGNMENT (no
  * replica, a broker twice, an ISR member that is not a replica) or
  * MD_E_SQL. */
 int md_partition_state_set(md_db *db, const char *topic, int32_t partition,
                            const md_partition_state *st, char *err, size_t errlen);
+/* One topic exactly as ZooKeeper has it (the mirror's write; the caller
+ * combined /brokers/topics/<t>, each partition's state znode and
+ * /config/topics/<t>).  parts[p] is partition p's whole state (replicas in
+ * order, leader, epochs, ISR, zk_version); configs are the overrides. */
+typedef struct md_mirror_topic {
+    const char *name;
+    uint8_t id[16];
+    int32_t npartitions;
+    const md_partition_state *parts;  /* [npartitions] */
+    const md_kv *configs;
+    size_t nconfigs;
+    int64_t created_at_ms;            /* the topic znode's ctime; 0: now.
+                                         Kept from the first put */
+} md_mirror_topic;
+
+/* Writes t in one transaction: the topic row (replication factor of
+ * partition 0, internal by name), every partition's state and replicas,
+ * partitions past npartitions deleted, the overrides replaced whole.  A
+ * stored topic of the same name but another id is deleted first (deleted
+ * and recreated in ZooKeeper: its partitions, bookmarks, configs and
+ * committed offsets go, as md_topic_delete does).  local_logs rows of
+ * partitions that remain are kept.  ZooKeeper is the truth, so:
+ *   - overrides that fail md_config_check are skipped, not stored, and
+ *     counted in *skipped (may be NULL) with the first one's reason in err;
+ *     they do not fail the write;
+ *   - ISR members that are not replicas are dropped (the tables cannot
+ *     hold them);
+ *   - the '.'/'_' name collision rule is not applied.
+ * 0, KP_INVALID_TOPIC_EXCEPTION (name), KP_INVALID_PARTITIONS (none),
+ * KP_INVALID_REPLICA_ASSIGNMENT (a partition with no replica, too many, a
+ * broker twice or an id < 0), or MD_E_SQL; nothing written on error.
+ * Deleting a mirrored topic: md_topic_delete. */
+int md_topic_mirror_put(md_db *db, const md_mirror_topic *t, size_t *skipped,
+                        char *err, size_t errlen);
+
 /* This broker's bookmarks of a log it hosts (insert or update). */
 int md_log_bookmarks_save(md_db *db, const char *topic, int32_t partition,
                           int64_t log_start_offset, int64_t recovery_point,
                           int64_t high_watermark);
 
 /* ---- the cluster ------------------------------------------------------------- */
+/* UUIDs as Kafka writes them (Uuid.toString): URL-safe base64 of the 16
+ * bytes without padding, 22 characters. */
+#define MD_UUID_TEXT_LEN 22
+void md_uuid_to_text(const uint8_t id[16], char out[MD_UUID_TEXT_LEN + 1]);
+/* 0, or -1 unless text is exactly 22 base64url characters (the last one's
+ * 4 unused bits zero). */
+int  md_uuid_from_text(const char *text, size_t len, uint8_t out[16]);
+/* A random (v4) UUID as Kafka's Uuid.randomUuid makes it: never zero,
+ * never one whose text starts with '-'. */
+void md_uuid_random(uint8_t out[16]);
+
 #define MD_CLUSTER_ID_MAX 64
 /* The cluster id, made on the first call (Kafka's form: a random UUID in
  * URL-safe base64 without padding, 22 characters) and stored, so it is

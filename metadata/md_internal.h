@@ -40,6 +40,10 @@ enum md_stmt {
     ST_PART_INSERT, ST_PART_LIST, ST_PART_SET_STATE,
     ST_REPLICA_INSERT, ST_REPLICA_LIST, ST_REPLICAS_DELETE, ST_LOG_SAVE,
     ST_CLUSTER_GET, ST_CLUSTER_INSERT,
+    /* sql/migrations/0004: the ZooKeeper mirror (cluster.c, topics.c). */
+    ST_BROKERS_MARK_DEAD, ST_BROKER_MIRROR, ST_BROKER_LIST,
+    ST_CONTROLLER_SET, ST_CONTROLLER_GET,
+    ST_TOPIC_MIRROR_UPDATE, ST_PARTS_TRUNCATE,
     ST_COUNT
 };
 
@@ -71,6 +75,14 @@ int md_sqlerr(md_db *db, char *err, size_t errlen, const char *what);
  * end and resets it: SQLITE_DONE → 0, else MD_E_SQL. */
 int md_step_done(md_db *db, sqlite3_stmt *s, char *err, size_t errlen,
                  const char *what);
+
+/* Steps s (bound, ready) to the end, one element of size bytes per row
+ * filled by fill() (0, or MD_E_SQL when a row could not be kept), into a
+ * malloc'd *out (NULL when none).  On failure drop() frees the cnt
+ * elements taken so far, the failed one included (NULL: free()).  s is
+ * reset. */
+int md_rows(sqlite3_stmt *s, size_t size, int (*fill)(sqlite3_stmt *s, void *elem),
+            void (*drop)(void *v, size_t cnt), void **out, size_t *n);
 
 /* One md_* change as a unit, inside or outside a caller's md_begin:
  * outside, BEGIN IMMEDIATE … COMMIT (takes the write lock up front, so a

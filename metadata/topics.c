@@ -100,36 +100,19 @@ int md_topic_get(md_db *db, const char *name, md_topic *out)
     return rc;
 }
 
+static int fill_topic(sqlite3_stmt *s, void *elem)
+{
+    row_to_topic(s, elem);
+    return 0;
+}
+
 int md_topic_list(md_db *db, md_topic **out, size_t *n)
 {
-    sqlite3_stmt *s = md_stmt(db, ST_TOPIC_LIST);
-    md_topic *v = NULL;
-    size_t cnt = 0, cap = 0;
-    int step, rc = 0;
-    *out = NULL;
-    *n = 0;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            md_topic *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                rc = MD_E_SQL;
-                break;
-            }
-            v = nv;
-        }
-        row_to_topic(s, &v[cnt++]);
-    }
-    if (!rc && step != SQLITE_DONE)
-        rc = MD_E_SQL;
-    sqlite3_reset(s);
-    if (rc) {
-        free(v);
-        return rc;
-    }
+    void *v;
+    int rc = md_rows(md_stmt(db, ST_TOPIC_LIST), sizeof **out, fill_topic, NULL,
+                     &v, n);
     *out = v;
-    *n = cnt;
-    return 0;
+    return rc;
 }
 
 /* The partition statements come from migration 0003 and are prepared on
@@ -145,18 +128,6 @@ static sqlite3_stmt *stmt(md_db *db, enum md_stmt which)
 }
 
 /* ---- creating and deleting ---------------------------------------------------- */
-
-/* A random (v4) UUID as Kafka's Uuid.randomUuid makes it: never the zero
- * id, and never one whose base64 text starts with '-' (it would read as a
- * command-line flag), i.e. first 6 bits not 62. */
-static void new_uuid(uint8_t id[16])
-{
-    do {
-        sqlite3_randomness(16, id);
-        id[6] = (id[6] & 0x0f) | 0x40;
-        id[8] = (id[8] & 0x3f) | 0x80;
-    } while ((id[0] >> 2) == 62);
-}
 
 /* Existence and the '.'/'_' collision rule. */
 static int check_new_name(md_db *db, const char *name, char *err, size_t errlen)
@@ -220,7 +191,9 @@ static int insert_state(md_db *db, const char *topic, int32_t p,
         sqlite3_bind_int(s, 2, p);
         sqlite3_bind_int(s, 3, st->leader);
         sqlite3_bind_int(s, 4, st->leader_epoch);
-        rc = md_step_done(db, s, err, errlen, "insert partition");
+        sqlite3_bind_int(s, 5, st->controller_epoch);
+        sqlite3_bind_int(s, 6, st->zk_version);
+        rc = md_step_done(db, s, err, errlen, "upsert partition");
     }
     for (int32_t i = 0; !rc && i < st->nreplicas; i++) {
         bool in_isr = false;
@@ -276,6 +249,7 @@ static void initial_state(const int32_t *replicas, int32_t rf, int32_t self_id,
                           md_partition_state *st)
 {
     memset(st, 0, sizeof *st);
+    st->zk_version = -1;
     st->nreplicas = st->nisr = rf;
     for (int32_t i = 0; i < rf && i < MD_REPLICAS_MAX; i++)
         st->replicas[i] = st->isr[i] = replicas ? replicas[i] : self_id;
@@ -363,7 +337,7 @@ int md_topic_create(md_db *db, const char *name, int32_t partitions,
     rc = check_new_name(db, name, err, errlen);   /* again, under the lock */
     if (!rc) {
         uint8_t id[16];
-        new_uuid(id);
+        md_uuid_random(id);
         sqlite3_stmt *s = md_stmt(db, ST_TOPIC_INSERT);
         sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
         sqlite3_bind_blob(s, 2, id, 16, SQLITE_STATIC);
@@ -467,32 +441,7 @@ static int list_rows(md_db *db, enum md_stmt which, const char *topic, size_t si
     if (!s)
         return MD_E_SQL;
     sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
-    char *v = NULL;
-    size_t cnt = 0, cap = 0;
-    int step;
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 8;
-            char *nv = realloc(v, cap * size);
-            if (!nv) {
-                rc = MD_E_SQL;
-                break;
-            }
-            v = nv;
-        }
-        if ((rc = fill(s, v + cnt++ * size)))
-            break;
-    }
-    if (!rc && step != SQLITE_DONE)
-        rc = MD_E_SQL;
-    sqlite3_reset(s);
-    if (rc) {
-        drop(v, cnt);
-        return rc;
-    }
-    *out = v;
-    *n = cnt;
-    return 0;
+    return md_rows(s, size, fill, drop, out, n);
 }
 
 static int fill_partition(sqlite3_stmt *s, void *elem)
@@ -506,13 +455,9 @@ static int fill_partition(sqlite3_stmt *s, void *elem)
     p->recovery_point = sqlite3_column_int64(s, 4);
     p->high_watermark = sqlite3_column_int64(s, 5);
     p->has_bookmarks = sqlite3_column_int(s, 6);
+    p->st.controller_epoch = sqlite3_column_int(s, 7);
+    p->st.zk_version = sqlite3_column_int(s, 8);
     return 0;
-}
-
-static void drop_partitions(void *v, size_t cnt)
-{
-    (void)cnt;
-    free(v);
 }
 
 /* Fills each partition's replicas and ISR, in preference order. */
@@ -541,7 +486,7 @@ int md_partition_list(md_db *db, const char *topic, md_partition **out, size_t *
 {
     void *v;
     int rc = list_rows(db, ST_PART_LIST, topic, sizeof **out, fill_partition,
-                       drop_partitions, &v, n);
+                       NULL, &v, n);
     if (!rc && (rc = fill_replicas(db, topic, v, *n))) {
         free(v);
         v = NULL;
@@ -565,6 +510,8 @@ int md_partition_state_set(md_db *db, const char *topic, int32_t partition,
     sqlite3_bind_int(s, 2, partition);
     sqlite3_bind_int(s, 3, st->leader);
     sqlite3_bind_int(s, 4, st->leader_epoch);
+    sqlite3_bind_int(s, 5, st->controller_epoch);
+    sqlite3_bind_int(s, 6, st->zk_version);
     rc = md_step_done(db, s, err, errlen, "update partition state");
     if (!rc && !sqlite3_changes(db->h))
         rc = md_errf(err, errlen, KP_UNKNOWN_TOPIC_OR_PARTITION,
@@ -579,6 +526,136 @@ int md_partition_state_set(md_db *db, const char *topic, int32_t partition,
     if (!rc)
         rc = insert_state(db, topic, partition, st, false, err, errlen);
     return md_txn_leave(db, t, rc, err, errlen);
+}
+
+/* ---- the mirror (cluster mode) ------------------------------------------------------
+ * One topic as ZooKeeper has it; see md.h for what is tolerated and why. */
+
+/* p's state with ISR members that are not replicas dropped, checked. */
+static int mirror_state(const md_partition_state *in, int32_t p, md_partition_state *out,
+                        char *err, size_t errlen)
+{
+    *out = *in;
+    if (in->nreplicas < 1 || in->nreplicas > MD_REPLICAS_MAX)
+        return check_state(in, p, err, errlen);
+    out->nisr = 0;
+    for (int32_t j = 0; j < in->nisr && j < MD_REPLICAS_MAX; j++)
+        for (int32_t i = 0; i < in->nreplicas; i++)
+            if (in->replicas[i] == in->isr[j]) {
+                out->isr[out->nisr++] = in->isr[j];
+                break;
+            }
+    return check_state(out, p, err, errlen);
+}
+
+/* The overrides replaced whole; bad ones skipped and counted, the first
+ * one's reason kept in why. */
+static int mirror_configs(md_db *db, const md_mirror_topic *t, size_t *skipped,
+                          char *why, size_t whylen, char *err, size_t errlen)
+{
+    sqlite3_stmt *s = md_stmt(db, ST_CFG_DELETE_ALL);
+    sqlite3_bind_text(s, 1, t->name, -1, SQLITE_STATIC);
+    int rc = md_step_done(db, s, err, errlen, "clear topic configs");
+    for (size_t i = 0; i < t->nconfigs && !rc; i++) {
+        char e[MD_ERRLEN];
+        if (!t->configs[i].name || !t->configs[i].value ||
+            md_config_check(t->configs[i].name, t->configs[i].value, e, sizeof e)) {
+            if (!t->configs[i].name || !t->configs[i].value)
+                snprintf(e, sizeof e, "config without a name or value");
+            if (!*skipped)
+                snprintf(why, whylen, "topic %.64s: config skipped: %.160s", t->name, e);
+            (*skipped)++;
+            continue;
+        }
+        rc = insert_configs(db, t->name, &t->configs[i], 1, err, errlen);
+    }
+    return rc;
+}
+
+int md_topic_mirror_put(md_db *db, const md_mirror_topic *t, size_t *skipped,
+                        char *err, size_t errlen)
+{
+    size_t nskip = 0;
+    if (skipped)
+        *skipped = 0;
+    int rc = md_topic_name_check(t->name, t->name ? strlen(t->name) : 0, err, errlen);
+    if (rc)
+        return rc;
+    if (t->npartitions < 1 || !t->parts)
+        return md_errf(err, errlen, KP_INVALID_PARTITIONS,
+                       "Topic %s has no partitions.", t->name);
+    md_partition_state *st = malloc((size_t)t->npartitions * sizeof *st);
+    if (!st)
+        return md_errf(err, errlen, MD_E_SQL, "out of memory");
+    for (int32_t p = 0; p < t->npartitions && !rc; p++)
+        rc = mirror_state(&t->parts[p], p, &st[p], err, errlen);
+    if (rc) {
+        free(st);
+        return rc;
+    }
+
+    int tok;
+    if ((rc = md_txn_enter(db, &tok, err, errlen))) {
+        free(st);
+        return rc;
+    }
+    md_topic old;
+    bool exists = false;
+    int get = md_topic_get(db, t->name, &old);
+    if (get == KP_NONE && memcmp(old.id, t->id, 16)) {
+        /* Deleted and recreated in ZooKeeper: the old one goes whole (T3). */
+        sqlite3_stmt *s = md_stmt(db, ST_TOPIC_DELETE);
+        sqlite3_bind_text(s, 1, t->name, -1, SQLITE_STATIC);
+        rc = md_step_done(db, s, err, errlen, "delete recreated topic");
+    } else if (get == KP_NONE) {
+        exists = true;
+    } else if (get != KP_UNKNOWN_TOPIC_OR_PARTITION) {
+        rc = md_sqlerr(db, err, errlen, "topic lookup");
+    }
+    if (!rc && exists) {
+        sqlite3_stmt *s = stmt(db, ST_TOPIC_MIRROR_UPDATE);
+        sqlite3_bind_text(s, 1, t->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 2, t->npartitions);
+        sqlite3_bind_int(s, 3, st[0].nreplicas);
+        sqlite3_bind_int(s, 4, is_internal(t->name));
+        rc = md_step_done(db, s, err, errlen, "update mirrored topic");
+        if (!rc) {
+            s = stmt(db, ST_PARTS_TRUNCATE);
+            sqlite3_bind_text(s, 1, t->name, -1, SQLITE_STATIC);
+            sqlite3_bind_int(s, 2, t->npartitions);
+            rc = md_step_done(db, s, err, errlen, "delete partitions past the count");
+        }
+    } else if (!rc) {
+        sqlite3_stmt *s = md_stmt(db, ST_TOPIC_INSERT);
+        sqlite3_bind_text(s, 1, t->name, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(s, 2, t->id, 16, SQLITE_STATIC);
+        sqlite3_bind_int(s, 3, t->npartitions);
+        sqlite3_bind_int(s, 4, st[0].nreplicas);
+        sqlite3_bind_int(s, 5, is_internal(t->name));
+        sqlite3_bind_int64(s, 6, t->created_at_ms > 0 ? t->created_at_ms : md_now_ms());
+        rc = md_step_done(db, s, err, errlen, "insert mirrored topic");
+    }
+    for (int32_t p = 0; p < t->npartitions && !rc; p++) {
+        if (exists) {
+            sqlite3_stmt *s = stmt(db, ST_REPLICAS_DELETE);
+            sqlite3_bind_text(s, 1, t->name, -1, SQLITE_STATIC);
+            sqlite3_bind_int(s, 2, p);
+            rc = md_step_done(db, s, err, errlen, "clear partition replicas");
+        }
+        if (!rc)
+            rc = insert_state(db, t->name, p, &st[p], true, err, errlen);
+    }
+    char why[MD_ERRLEN] = "";
+    if (!rc)
+        rc = mirror_configs(db, t, &nskip, why, sizeof why, err, errlen);
+    free(st);
+    rc = md_txn_leave(db, tok, rc, err, errlen);
+    if (!rc && nskip) {
+        md_errf(err, errlen, 0, "%s", why);
+        if (skipped)
+            *skipped = nskip;
+    }
+    return rc;
 }
 
 int md_log_bookmarks_save(md_db *db, const char *topic, int32_t partition,
@@ -598,6 +675,60 @@ int md_log_bookmarks_save(md_db *db, const char *topic, int32_t partition,
 
 /* ---- the cluster ------------------------------------------------------------------ */
 
+static const char b64url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+void md_uuid_random(uint8_t id[16])
+{
+    do {
+        sqlite3_randomness(16, id);
+        id[6] = (id[6] & 0x0f) | 0x40;
+        id[8] = (id[8] & 0x3f) | 0x80;
+    } while ((id[0] >> 2) == 62);               /* text would start with '-' */
+}
+
+void md_uuid_to_text(const uint8_t id[16], char out[MD_UUID_TEXT_LEN + 1])
+{
+    uint32_t acc = 0;
+    int bits = 0, k = 0;
+    for (int i = 0; i < 16; i++) {              /* 128 bits → 22 sextets */
+        acc = (acc << 8) | id[i];
+        bits += 8;
+        while (bits >= 6) {
+            bits -= 6;
+            out[k++] = b64url[(acc >> bits) & 63];
+        }
+    }
+    out[k++] = b64url[(acc << (6 - bits)) & 63];
+    out[k] = 0;
+}
+
+int md_uuid_from_text(const char *text, size_t len, uint8_t out[16])
+{
+    if (!text || len != MD_UUID_TEXT_LEN)
+        return -1;
+    uint8_t id[16];
+    uint32_t acc = 0;
+    int bits = 0, k = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char *c = memchr(b64url, text[i], 64);
+        if (!text[i] || !c)
+            return -1;
+        acc = (acc << 6) | (uint32_t)(c - b64url);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (k < 16)
+                id[k++] = (uint8_t)(acc >> bits);
+        }
+    }
+    /* 132 bits read: 128 of them data, the last 4 must be zero. */
+    if (k != 16 || (acc & ((1u << bits) - 1)))
+        return -1;
+    memcpy(out, id, 16);
+    return 0;
+}
+
 static int read_cluster_id(md_db *db, char *out)
 {
     sqlite3_stmt *s = stmt(db, ST_CLUSTER_GET);
@@ -615,23 +746,10 @@ int md_cluster_id(md_db *db, char out[MD_CLUSTER_ID_MAX + 1], char *err, size_t 
         return 0;
     if (rc)
         return md_sqlerr(db, err, errlen, "read cluster id");
-    static const char b64[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     uint8_t id[16];
-    new_uuid(id);
-    char text[23];
-    uint32_t acc = 0;
-    int bits = 0, k = 0;
-    for (int i = 0; i < 16; i++) {              /* 128 bits → 22 sextets */
-        acc = (acc << 8) | id[i];
-        bits += 8;
-        while (bits >= 6) {
-            bits -= 6;
-            text[k++] = b64[(acc >> bits) & 63];
-        }
-    }
-    text[k++] = b64[(acc << (6 - bits)) & 63];
-    text[k] = 0;
+    md_uuid_random(id);
+    char text[MD_UUID_TEXT_LEN + 1];
+    md_uuid_to_text(id, text);
     sqlite3_stmt *s = stmt(db, ST_CLUSTER_INSERT);
     sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, md_now_ms());

@@ -79,7 +79,7 @@ static void setup(void)
         abort();
     }
     /* A topic with data, so Fetch/ListOffsets inputs find bytes to serve. */
-    if (bk_topic_create(&B, "t", 2, 1, NULL, NULL, 0, false, err, sizeof err))
+    if (bk_topic_create(&B, "t", 2, 1, NULL, NULL, 0, false, NULL, err, sizeof err))
         abort();
     kp_buf batch;
     kp_buf_init(&batch);
@@ -117,7 +117,7 @@ static void trim_topics(void)
     bk_topics_foreach(&B, drop_topic, names);
     char err[MD_ERRLEN];
     for (int i = 0; i < 64 && names[i][0]; i++)
-        bk_topic_delete(&B, names[i], err, sizeof err);
+        bk_topic_delete(&B, names[i], NULL, err, sizeof err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

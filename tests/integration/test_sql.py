@@ -98,6 +98,7 @@ def test_tables_match_the_truth(ab):
     assert cfg["cleanup.policy"]["source"] == "default"
     b = sql(ab, "SELECT * FROM brokers")
     assert b == [{"id": ab.broker_id, "host": "127.0.0.1", "port": ab.port, "rack": None,
+                  "endpoints": "PLAINTEXT://127.0.0.1:%d" % ab.port,
                   "is_controller": 1, "alive": 1, "registered_at": b[0]["registered_at"]}]
 
 

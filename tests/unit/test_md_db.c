@@ -12,6 +12,7 @@
 
 #include "metadata/md.h"
 #include "metadata/md_internal.h"
+#include "tests/unit/unit_md.h"
 #include "tests/unit/unit_run.h"
 
 static char dir[64];
@@ -35,15 +36,7 @@ static void teardown(void)
     rmdir(dir);
 }
 
-static int64_t query_int(md_db *db, const char *sql)
-{
-    sqlite3_stmt *s;
-    ck_assert_int_eq(sqlite3_prepare_v2(md_sqlite(db), sql, -1, &s, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
+#define query_int unit_query_int
 
 static const char *query_text(md_db *db, const char *sql, char *buf, size_t len)
 {

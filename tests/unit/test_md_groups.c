@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "metadata/md.h"
+#include "tests/unit/unit_md.h"
 #include "tests/unit/unit_run.h"
 
 static char dir[64];
@@ -39,12 +40,7 @@ static void teardown(void)
 
 static int64_t query_int(const char *sql)
 {
-    sqlite3_stmt *s;
-    ck_assert_int_eq(sqlite3_prepare_v2(md_sqlite(db), sql, -1, &s, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
+    return unit_query_int(db, sql);
 }
 
 static void reopen(void)
