@@ -3,6 +3,7 @@
 #   make                 build everything (into build/, or build-san/ with SANITIZE=1)
 #   make check           unit tests (Check) + integration tests (real Kafka clients)
 #   make run             start a standalone broker with data in ./data
+#   make run-cluster     ZooKeeper and three brokers on loopback (examples/cluster/)
 #   make deps            install the Debian packages listed in DEBIAN_PACKAGES
 #   make SANITIZE=1 check   the same suite under ASan + UBSan
 #   make fuzz            libFuzzer targets in tests/fuzz/ (FUZZ_SECONDS=N each)
@@ -86,7 +87,7 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 # Objects of tests, benches and tools are chained; keep them between runs.
 .SECONDARY:
 
-.PHONY: all check unit integration run deps deps-if-missing bench clean
+.PHONY: all check unit integration run run-cluster deps deps-if-missing bench clean
 all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN) $(if $(CLIENT_SRC),$(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)) $(SLUICE_SQL)
 
 # Order-only on the generated header: any object may include kp_msgs.h,
@@ -281,6 +282,11 @@ run: deps-if-missing
 	@$(MAKE) --no-print-directory $(SLUICED)
 	@mkdir -p data
 	exec $(SLUICED) -c examples/standalone.properties
+
+# Foreground; Ctrl-C stops ZooKeeper and the brokers (by PID).
+run-cluster: deps-if-missing
+	@$(MAKE) --no-print-directory $(SLUICED) $(SLUICE_SQL)
+	@SLUICED=$(SLUICED) SLUICE_SQL=$(SLUICE_SQL) exec sh examples/cluster/run-cluster.sh
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done

@@ -129,6 +129,9 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto, kp_str n, md_topic
     return fill_topic(r, v, t, o);
 }
 
+/* Kafka clients take every broker listed; a few is what this is for. */
+#define BK_METADATA_MAX_BROKERS 1024
+
 int bk_handle_metadata(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
@@ -142,16 +145,19 @@ int bk_handle_metadata(bk_req *r)
 
     kp_MetadataResponse m;
     kp_init_MetadataResponse(&m);
-    kp_MetadataResponse_MetadataResponseBroker self = {
-        .NodeId = b->cfg->broker_id,
-        .Host = kp_str_cstr(b->cfg->advertised_host),
-        .Port = b->cfg->advertised_port,
-        .Rack = KP_STR_NULL,
-    };
-    if (v >= 1 && b->cfg->rack[0])
-        self.Rack = kp_str_cstr(b->cfg->rack);
-    m.Brokers = &self;
-    m.Brokers_count = 1;
+    bk_broker_info live[BK_METADATA_MAX_BROKERS];
+    int nlive = bk_brokers_info(b, live, BK_METADATA_MAX_BROKERS);
+    kp_MetadataResponse_MetadataResponseBroker *brokers =
+        kp_arena_alloc(&r->arena, (size_t)(nlive ? nlive : 1) * sizeof *brokers);
+    if (!brokers)
+        return BK_CLOSE;
+    for (int i = 0; i < nlive; i++)
+        brokers[i] = (kp_MetadataResponse_MetadataResponseBroker){
+            .NodeId = live[i].id, .Host = kp_str_cstr(live[i].host), .Port = live[i].port,
+            .Rack = v >= 1 && live[i].rack ? kp_str_cstr(live[i].rack) : KP_STR_NULL,
+        };
+    m.Brokers = brokers;
+    m.Brokers_count = nlive;
     if (v >= 2) {
         const char *cid = bk_cluster_id(b);
         m.ClusterId = kp_str_cstr(cid);

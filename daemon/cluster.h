@@ -53,6 +53,20 @@ int32_t bk_controller_id(bk_broker *b);
 bool bk_broker_alive(bk_broker *b, int32_t id);
 /* Live broker ids, ascending, at most max; returns how many there are. */
 int  bk_live_brokers(bk_broker *b, int32_t *ids, int max);
+/* The live brokers with their endpoints (Metadata, FindCoordinator),
+ * ascending by id, at most max; the strings live until the loop next
+ * runs.  Returns how many were written. */
+typedef struct bk_broker_info {
+    int32_t id;
+    const char *host;
+    int32_t port;
+    const char *rack;                /* NULL: none */
+} bk_broker_info;
+int  bk_brokers_info(bk_broker *b, bk_broker_info *out, int max);
+/* Cluster mode: this broker may not act as leader now (daemon/cl_session.c:
+ * not registered in its ZooKeeper session, its mirror not caught up, or
+ * back from a stall ZooKeeper has not confirmed it survived). */
+bool bk_cluster_fenced(bk_broker *b);
 /* The cluster id (md_cluster_id), read once at startup. */
 const char *bk_cluster_id(bk_broker *b);
 /* KP_NONE when the live brokers can hold rf replicas of a partition, else

@@ -89,10 +89,39 @@ const char *gc_state_name(enum gc_state s)
     return "Dead";
 }
 
+/* Cluster mode: the live broker with the highest hash of (group, broker id)
+ * (rendezvous hashing).  Every broker computes the same answer from the
+ * same live set; when the coordinator dies only its groups move, spread
+ * over the others, and they come back to it when it returns, to the
+ * offsets it kept in its SQLite.  Replication (issue 16) moves group state
+ * to a replicated internal topic and this to its partition leaders.
+ * -1: no live broker (ZooKeeper not heard from yet). */
 int32_t bk_coordinator_of(bk_broker *b, const char *group)
 {
-    (void)group;                      /* cluster mode will hash it */
-    return b->cfg->broker_id;
+    if (!bk_cluster_mode(b))
+        return b->cfg->broker_id;
+    int32_t live[1024];
+    int n = bk_live_brokers(b, live, 1024);
+    if (n > 1024)
+        n = 1024;
+    uint64_t g = 1469598103934665603ULL;
+    for (const char *p = group; *p; p++)
+        g = (g ^ (uint8_t)*p) * 1099511628211ULL;
+    int32_t best = -1;
+    uint64_t best_h = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t h = (g ^ ((uint64_t)(uint32_t)live[i] * 0x9E3779B97F4A7C15ULL));
+        h ^= h >> 33;                             /* murmur3's finaliser */
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        h *= 0xc4ceb9fe1a85ec53ULL;
+        h ^= h >> 33;
+        if (best < 0 || h > best_h) {
+            best = live[i];
+            best_h = h;
+        }
+    }
+    return best;
 }
 
 /* The coordinator question, in one place for every group API: NOT_COORDINATOR

@@ -80,9 +80,17 @@ int bk_handle_find_coordinator(bk_req *r)
     if (!m.ErrorCode) {
         char name[256];
         kp_str_copy(q.Key, name, sizeof name);
-        m.NodeId = bk_coordinator_of(b, name);
-        m.Host = kp_str_cstr(b->cfg->advertised_host);
-        m.Port = b->cfg->advertised_port;
+        int32_t id = bk_coordinator_of(b, name);
+        bk_broker_info live[1024];
+        int n = bk_brokers_info(b, live, 1024);
+        m.ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
+        for (int i = 0; i < n; i++)
+            if (live[i].id == id) {
+                m.ErrorCode = KP_NONE;
+                m.NodeId = id;
+                m.Host = kp_str_cstr(live[i].host);
+                m.Port = live[i].port;
+            }
     }
     return gc_encoded(r, "FindCoordinator", kp_enc_FindCoordinatorResponse(r->out, v, &m));
 }

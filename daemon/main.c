@@ -22,7 +22,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "daemon/cluster.h"
+#include "daemon/cl.h"
 #include "daemon/replica.h"
 #include "daemon/coordinator.h"
 #include "admin/admin.h"
@@ -195,6 +195,10 @@ int main(int argc, char **argv)
         return 1;
     if (bk_groups_init(&b) != 0)
         return 1;
+    if (bk_cluster_mode(&b) && cl_start(&b, err, sizeof err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return 1;
+    }
     if (bk_flusher_start(&b) != 0) {
         fprintf(stderr, "sluiced: cannot start the flush worker\n");
         return 1;
@@ -220,16 +224,20 @@ int main(int argc, char **argv)
     struct timeval tv = { (time_t)(tick / 1000), (suseconds_t)(tick % 1000) * 1000 };
     event_add(b.maint_timer, &tv);
 
-    BK_INFO("sluiced broker %d (standalone) listening on %s:%d, advertised as %s:%d",
-            cfg.broker_id, cfg.listen_host[0] ? cfg.listen_host : "*", cfg.listen_port,
+    BK_INFO("sluiced broker %d (%s) listening on %s:%d, advertised as %s:%d",
+            cfg.broker_id, bk_cluster_mode(&b) ? "cluster mode" : "standalone",
+            cfg.listen_host[0] ? cfg.listen_host : "*", cfg.listen_port,
             cfg.advertised_host, cfg.advertised_port);
     BK_INFO("data in %s (metadata: %s)", b.data_dir, dbpath);
 
     event_base_dispatch(b.base);
 
-    /* Shutdown: nothing new comes in; make what was acknowledged durable. */
+    /* Shutdown: nothing new comes in; make what was acknowledged durable.
+     * The ZooKeeper session closes first, so the cluster sees this broker
+     * gone at once rather than after the session timeout. */
     bk_admin_stop(&b);
     bk_server_free(&b);
+    cl_stop(&b);
     bk_groups_shutdown(&b);
     bk_flusher_stop(&b);
     bk_retention_stop(&b);

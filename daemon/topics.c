@@ -28,6 +28,8 @@
  */
 #include "daemon/view.h"
 
+#include "daemon/cl.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,7 +294,6 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
                     const md_kv *configs, size_t nconfigs, bool validate_only,
                     bk_topic_op *op, char *err, size_t errlen)
 {
-    (void)op;                                 /* standalone: never pending */
     err[0] = 0;
     if (partitions_cap(partitions, err, errlen) != KP_NONE)
         return KP_INVALID_PARTITIONS;
@@ -301,12 +302,16 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
     if (!replicas && partitions > 0 && replication_factor > 0 &&
         !(replicas = own = assign(b, 0, partitions, replication_factor, &rc, err, errlen)))
         return rc;
+    bool cluster = bk_cluster_mode(b);
     /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
     rc = md_topic_create(b->db, name, partitions, replication_factor, configs,
-                         nconfigs, b->cfg->broker_id, replicas, validate_only,
+                         nconfigs, b->cfg->broker_id, replicas, validate_only || cluster,
                          err, errlen);
+    if (cluster && rc == KP_NONE && !validate_only)
+        rc = cl_topic_create(b, name, partitions, replicas, replication_factor, configs,
+                             nconfigs, op, err, errlen);
     free(own);
-    if (rc != KP_NONE || validate_only)
+    if (rc != KP_NONE || validate_only || cluster)
         return rc;
     if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE) {
         /* P2: never visible, so undo the row we just wrote. */
@@ -321,9 +326,15 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
 int bk_topic_delete(bk_broker *b, const char *name, bk_topic_op *op,
                     char *err, size_t errlen)
 {
-    (void)op;                                 /* standalone: never pending */
     err[0] = 0;
-    /* store → apply (cluster mode: /admin/delete_topics, then the mirror) */
+    if (bk_cluster_mode(b)) {                 /* /admin/delete_topics, then the mirror */
+        if (md_topic_get(b->db, name, NULL) != KP_NONE) {
+            snprintf(err, errlen, "This server does not host this topic-partition.");
+            return KP_UNKNOWN_TOPIC_OR_PARTITION;
+        }
+        return cl_topic_delete(b, name, op, err, errlen);
+    }
+    /* store → apply */
     int rc = md_topic_delete(b->db, name, err, errlen);
     if (rc != KP_NONE)
         return rc;
@@ -336,24 +347,27 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                             const int32_t *replicas, bool validate_only,
                             bk_topic_op *op, char *err, size_t errlen)
 {
-    (void)op;                                 /* standalone: never pending */
     err[0] = 0;
     if (partitions_cap(count, err, errlen) != KP_NONE)
         return KP_INVALID_PARTITIONS;
     bk_topic *t = bk_topic_find(b, name, strlen(name));
     int rc = KP_NONE;
     int32_t *own = NULL;
-    md_topic mt;
-    if (!replicas && t && count > t->npartitions &&
-        md_topic_get(b->db, name, &mt) == KP_NONE &&
+    md_topic mt = { .replication_factor = 1 };
+    bool known = md_topic_get(b->db, name, &mt) == KP_NONE;
+    if (!replicas && t && known && count > t->npartitions &&
         !(replicas = own = assign(b, t->npartitions, count - t->npartitions,
                                   mt.replication_factor, &rc, err, errlen)))
         return rc;
+    bool cluster = bk_cluster_mode(b);
     /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
     rc = md_topic_add_partitions(b->db, name, count, b->cfg->broker_id, replicas,
-                                 validate_only, err, errlen);
+                                 validate_only || cluster, err, errlen);
+    if (cluster && rc == KP_NONE && !validate_only)
+        rc = cl_topic_add_partitions(b, name, count, replicas, mt.replication_factor, op,
+                                     err, errlen);
     free(own);
-    if (rc != KP_NONE || validate_only)
+    if (rc != KP_NONE || validate_only || cluster)
         return rc;
     if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE)
         return rc;
@@ -364,10 +378,12 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
 int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
                          bool validate_only, bk_topic_op *op, char *err, size_t errlen)
 {
-    (void)op;                                 /* standalone: never pending */
+    bool cluster = bk_cluster_mode(b);
     /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
-    int rc = md_topic_config_replace(b->db, name, kv, n, validate_only, err, errlen);
-    if (rc != KP_NONE || validate_only)
+    int rc = md_topic_config_replace(b->db, name, kv, n, validate_only || cluster, err, errlen);
+    if (cluster && rc == KP_NONE && !validate_only)
+        rc = cl_topic_configs_set(b, name, kv, n, op, err, errlen);
+    if (rc != KP_NONE || validate_only || cluster)
         return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
     if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE)
         snprintf(err, errlen, "The configs of topic %.150s were stored but could not "

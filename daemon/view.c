@@ -35,6 +35,8 @@
  */
 #include "daemon/view.h"
 
+#include "daemon/cl.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +123,8 @@ int bk_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partitio
     const bk_pview *v = bk_view_partition(b, topic, partition);
     if (!v)
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
-    if (v->leader != b->cfg->broker_id || !v->local)
+    if (v->leader != b->cfg->broker_id || !v->local ||
+        (b->cl && bk_cluster_fenced(b)))
         return KP_NOT_LEADER_OR_FOLLOWER;
     *out = v->local;
     return KP_NONE;
@@ -137,19 +140,55 @@ int32_t bk_leader_of(bk_broker *b, const bk_topic *t, int32_t partition)
 
 int32_t bk_controller_id(bk_broker *b)
 {
+    if (b->cl)
+        return b->cl->controller_id;
     return b->cfg->broker_id;                   /* standalone: this broker */
 }
 
 bool bk_broker_alive(bk_broker *b, int32_t id)
 {
-    return id == b->cfg->broker_id;
+    if (!b->cl)
+        return id == b->cfg->broker_id;
+    int lo = 0, hi = b->cl->nbrokers - 1;       /* ascending ids */
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2, x = b->cl->brokers[mid].id;
+        if (x == id)
+            return true;
+        if (x < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return false;
 }
 
 int bk_live_brokers(bk_broker *b, int32_t *ids, int max)
 {
-    if (max > 0)
-        ids[0] = b->cfg->broker_id;
-    return 1;
+    if (!b->cl) {
+        if (max > 0)
+            ids[0] = b->cfg->broker_id;
+        return 1;
+    }
+    for (int i = 0; i < b->cl->nbrokers && i < max; i++)
+        ids[i] = b->cl->brokers[i].id;
+    return b->cl->nbrokers;
+}
+
+int bk_brokers_info(bk_broker *b, bk_broker_info *out, int max)
+{
+    if (!b->cl) {
+        if (max > 0)
+            out[0] = (bk_broker_info){ b->cfg->broker_id, b->cfg->advertised_host,
+                                       b->cfg->advertised_port,
+                                       b->cfg->rack[0] ? b->cfg->rack : NULL };
+        return 1;
+    }
+    int n = 0;
+    for (int i = 0; i < b->cl->nbrokers && n < max; i++) {
+        const zj_broker *z = &b->cl->brokers[i];
+        out[n++] = (bk_broker_info){ z->id, z->host, z->port, z->rack[0] ? z->rack : NULL };
+    }
+    return n;
 }
 
 const char *bk_cluster_id(bk_broker *b)
@@ -175,12 +214,62 @@ int bk_view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errlen
     return check_rf(rf, bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS), err, errlen);
 }
 
-/* Kafka's AdminUtils.assignReplicasToBrokersRackUnaware with its two
- * random starts fixed at 0, so an assignment can be predicted and tested:
- * partition p leads on live broker p mod n; its j-th follower sits
- * 1 + (p / n + j) mod (n - 1) places further on, so followers spread too
- * and never repeat a broker of the same partition.  Racks (broker.rack)
- * come with cluster mode. */
+/* The rack of live broker id ("" when none or standalone). */
+static const char *rack_of(bk_broker *b, int32_t id)
+{
+    if (!b->cl)
+        return b->cfg->rack;
+    for (int i = 0; i < b->cl->nbrokers; i++)
+        if (b->cl->brokers[i].id == id)
+            return b->cl->brokers[i].rack;
+    return "";
+}
+
+/* Kafka's getRackAlternatedBrokerList: racks in name order, brokers of
+ * each in id order, taken one rack after the other (r1b1, r2b1, r3b1,
+ * r1b2, ...), so consecutive positions sit on different racks.  Returns
+ * the number of racks (0: no broker has one; the list is left as is). */
+static int rack_alternate(bk_broker *b, int32_t *live, int n)
+{
+    const char *racks[BK_VIEW_MAX_BROKERS];
+    int nr = 0;
+    for (int i = 0; i < n; i++) {
+        const char *r = rack_of(b, live[i]);
+        if (!r[0])
+            return 0;                             /* Kafka: all or none */
+        int j = 0;
+        while (j < nr && strcmp(racks[j], r))
+            j++;
+        if (j == nr)
+            racks[nr++] = r;
+    }
+    for (int i = 1; i < nr; i++)                  /* insertion sort by name */
+        for (int j = i; j > 0 && strcmp(racks[j - 1], racks[j]) > 0; j--) {
+            const char *x = racks[j];
+            racks[j] = racks[j - 1];
+            racks[j - 1] = x;
+        }
+    int32_t out[BK_VIEW_MAX_BROKERS];
+    int m = 0, next[BK_VIEW_MAX_BROKERS] = { 0 };   /* per rack: next live index */
+    while (m < n)
+        for (int k = 0; k < nr && m < n; k++) {
+            while (next[k] < n && strcmp(rack_of(b, live[next[k]]), racks[k]))
+                next[k]++;
+            if (next[k] < n)
+                out[m++] = live[next[k]++];
+        }
+    memcpy(live, out, (size_t)n * sizeof *live);
+    return nr;
+}
+
+/* Kafka's AdminUtils assignment with its two random starts fixed at 0, so
+ * an assignment can be predicted and tested: partition p leads on live
+ * broker p mod n; its j-th follower sits 1 + (p / n + j) mod (n - 1)
+ * places further on, so followers spread too and never repeat a broker of
+ * the same partition.  With broker.rack set on every live broker
+ * (rack-aware, Kafka's assignReplicasToBrokersRackAware): the brokers are
+ * taken rack-alternated, and a follower is skipped while its rack already
+ * holds a replica of the partition and some rack does not. */
 int bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
                    int32_t *replicas, char *err, size_t errlen)
 {
@@ -191,12 +280,35 @@ int bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
     int rc = check_rf(rf, n, err, errlen);
     if (rc != KP_NONE)
         return rc;
+    int nracks = rack_alternate(b, live, n);
     for (int32_t i = 0; i < count; i++) {
         int32_t p = first + i, lead = p % n;
         int32_t *r = replicas + (size_t)i * (size_t)rf;
         r[0] = live[lead];
-        for (int32_t j = 0; j + 1 < rf; j++)
-            r[j + 1] = live[(lead + 1 + (p / n + j) % (n - 1)) % n];
+        if (!nracks) {
+            for (int32_t j = 0; j + 1 < rf; j++)
+                r[j + 1] = live[(lead + 1 + (p / n + j) % (n - 1)) % n];
+            continue;
+        }
+        int32_t have = 1, shift = (p / n) % (n > 1 ? n - 1 : 1);
+        const char *used[MD_REPLICAS_MAX] = { rack_of(b, r[0]) };
+        int nused = 1;
+        for (int pass = 0; pass < 2 && have < rf; pass++)
+            for (int k = 1; k < n && have < rf; k++) {
+                int32_t cand = live[(lead + 1 + shift + k - 1) % n];
+                bool taken = false, rack_used = false;
+                for (int32_t j = 0; j < have; j++)
+                    taken |= r[j] == cand;
+                const char *cr = rack_of(b, cand);
+                for (int j = 0; j < nused; j++)
+                    rack_used |= !strcmp(used[j], cr);
+                /* First pass: a new rack while there are racks left. */
+                if (taken || (pass == 0 && rack_used && nused < nracks))
+                    continue;
+                r[have++] = cand;
+                if (!rack_used && nused < MD_REPLICAS_MAX)
+                    used[nused++] = cr;
+            }
     }
     return KP_NONE;
 }

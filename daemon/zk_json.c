@@ -473,28 +473,29 @@ static int64_t rd_int_or_string(zj_rd *r, int64_t min, int64_t max, const char *
     return v;
 }
 
-/* A list of distinct broker ids >= 0 into ids[MD_REPLICAS_MAX]. */
-static int32_t rd_ids(zj_rd *r, int32_t *ids, const char *where, int32_t p)
+/* A list of distinct broker ids >= 0 into ids[MD_REPLICAS_MAX]; what
+ * names the list in errors ("partition 3" for its replicas, "isr"). */
+static int32_t rd_ids(zj_rd *r, int32_t *ids, const char *what)
 {
     bool first = true;
     int32_t n = 0;
-    if (!arr_begin(r, where))
+    if (!arr_begin(r, what))
         return 0;
-    while (arr_next(r, &first, where)) {
-        int64_t id = rd_int(r, INT32_MIN, INT32_MAX, where);
+    while (arr_next(r, &first, what)) {
+        int64_t id = rd_int(r, INT32_MIN, INT32_MAX, what);
         if (r->failed)
             break;
         if (id < 0) {
-            fail(r, "partition %d: broker id %lld in %s", (int)p, (long long)id, where);
+            fail(r, "%s: broker id %lld", what, (long long)id);
             break;
         }
         if (n == MD_REPLICAS_MAX) {
-            fail(r, "partition %d: more than %d brokers in %s", (int)p, MD_REPLICAS_MAX, where);
+            fail(r, "%s: more than %d brokers", what, MD_REPLICAS_MAX);
             break;
         }
         for (int32_t i = 0; i < n; i++)
             if (ids[i] == id) {
-                fail(r, "partition %d: broker %lld twice in %s", (int)p, (long long)id, where);
+                fail(r, "%s: broker %lld twice", what, (long long)id);
                 return n;
             }
         ids[n++] = (int32_t)id;
@@ -815,8 +816,8 @@ static struct pentry *rd_partitions(zj_rd *r, size_t *count)
             e->st.leader = -1;
             e->st.zk_version = -1;
             char where[48];
-            snprintf(where, sizeof where, "replicas of partition %d", (int)p);
-            e->st.nreplicas = rd_ids(r, e->st.replicas, where, p);
+            snprintf(where, sizeof where, "partition %d", (int)p);
+            e->st.nreplicas = rd_ids(r, e->st.replicas, where);
             if (!r->failed && e->st.nreplicas == 0)
                 fail(r, "partition %d: no replicas", (int)p);
         }
@@ -933,7 +934,7 @@ int zj_state_parse(const char *json, size_t len, md_partition_state *st,
                 cepoch = (int32_t)rd_int(&r, 0, INT32_MAX, "controller_epoch");
                 has_cepoch = true;
             } else if (!strcmp(key, "isr")) {
-                nisr = rd_ids(&r, isr, "isr", -1);
+                nisr = rd_ids(&r, isr, "isr");
                 has_isr = true;
             } else {
                 skip_value(&r);
@@ -1125,6 +1126,51 @@ int zj_cluster_id_format(const char *id, kp_buf *out)
 {
     w_raw(out, "{\"version\":\"1\",\"id\":");
     w_cstr(out, id);
+    kp_wr_raw(out, "}", 1);
+    return w_done(out);
+}
+
+/* ---- /config/changes/config_change_<seq> -------------------------------------------- */
+
+int zj_config_change_parse(const char *json, size_t len, char *entity_path, size_t cap,
+                           char *err, size_t errlen)
+{
+    zj_rd r;
+    rd_init(&r, json, len, err, errlen);
+    char type[32] = "", name[MD_TOPIC_NAME_MAX + 1] = "";
+    bool first = true;
+    char key[ZJ_KEY_MAX];
+    if (cap)
+        entity_path[0] = 0;
+    if (obj_begin(&r, "config change"))
+        while (obj_next(&r, &first, key, "config change")) {
+            if (!strcmp(key, "entity_path"))
+                rd_string_into(&r, entity_path, cap, "entity_path");
+            else if (!strcmp(key, "entity_type"))
+                rd_string_into(&r, type, sizeof type, "entity_type");
+            else if (!strcmp(key, "entity_name"))
+                rd_string_into(&r, name, sizeof name, "entity_name");
+            else
+                skip_value(&r);
+        }
+    if (rd_finish(&r))
+        return -1;
+    if (cap && !entity_path[0] && type[0] && name[0] &&
+        (size_t)snprintf(entity_path, cap, "%s/%s", type, name) >= cap) {
+        snprintf(err, errlen, "config change: entity path longer than %zu bytes", cap - 1);
+        return -1;
+    }
+    if (!cap || !entity_path[0]) {
+        snprintf(err, errlen, "config change names no entity");
+        return -1;
+    }
+    return 0;
+}
+
+int zj_config_change_format(const char *entity_path, kp_buf *out)
+{
+    w_raw(out, "{\"version\":2,\"entity_path\":");
+    w_cstr(out, entity_path);
     kp_wr_raw(out, "}", 1);
     return w_done(out);
 }

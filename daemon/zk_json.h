@@ -15,6 +15,7 @@
  *   /controller                         {"version":2,"brokerid":1,"timestamp":"<ms>",
  *                                        "kraftControllerEpoch":-1} (v1 read too)
  *   /controller_epoch                   a decimal integer, e.g. "7"
+ *   /config/changes/config_change_<n>   {"version":2,"entity_path":"topics/<t>"}
  *
  * Parsers take (json, len): the bytes need not be NUL-terminated and are
  * never read past len.  They return 0, or -1 with err naming what is wrong
@@ -102,6 +103,15 @@ int zj_epoch_format(int32_t epoch, kp_buf *out);
 int zj_cluster_id_parse(const char *json, size_t len, char out[MD_CLUSTER_ID_MAX + 1],
                         char *err, size_t errlen);
 int zj_cluster_id_format(const char *id, kp_buf *out);
+
+/* ---- /config/changes/config_change_<seq> ---------------------------------------- */
+/* The entity whose config changed, as "topics/<t>" or "brokers/<id>":
+ * version 2's "entity_path", or version 1's "entity_type" and
+ * "entity_name" joined.  out[cap]; -1 when absent or too long. */
+int zj_config_change_parse(const char *json, size_t len, char *entity_path, size_t cap,
+                           char *err, size_t errlen);
+/* Version 2: {"version":2,"entity_path":"topics/t"}. */
+int zj_config_change_format(const char *entity_path, kp_buf *out);
 
 /* A znode's child name as an id: "0".."2147483647", no sign, no leading
  * zeros (broker ids under /brokers/ids, partitions under .../partitions).

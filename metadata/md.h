@@ -275,6 +275,9 @@ void md_uuid_random(uint8_t out[16]);
  * URL-safe base64 without padding, 22 characters) and stored, so it is
  * the same across restarts.  0 or MD_E_SQL. */
 int md_cluster_id(md_db *db, char out[MD_CLUSTER_ID_MAX + 1], char *err, size_t errlen);
+/* Cluster mode: the id ZooKeeper holds (/cluster/id) replaces this
+ * broker's own.  0, KP_INVALID_REQUEST or MD_E_SQL. */
+int md_cluster_id_set(md_db *db, const char *id, char *err, size_t errlen);
 
 /* ---- topic configs ---------------------------------------------------------- */
 enum md_config_type { MD_CT_LONG, MD_CT_INT, MD_CT_DOUBLE, MD_CT_BOOL,

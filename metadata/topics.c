@@ -759,6 +759,24 @@ int md_cluster_id(md_db *db, char out[MD_CLUSTER_ID_MAX + 1], char *err, size_t 
     return read_cluster_id(db, out) == 1 ? 0 : md_sqlerr(db, err, errlen, "read cluster id");
 }
 
+int md_cluster_id_set(md_db *db, const char *id, char *err, size_t errlen)
+{
+    if (!id[0] || strlen(id) > MD_CLUSTER_ID_MAX) {
+        snprintf(err, errlen, "cluster id must be 1..%d characters", MD_CLUSTER_ID_MAX);
+        return KP_INVALID_REQUEST;
+    }
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(md_sqlite(db), "INSERT INTO cluster (id, cluster_id, created_at) "
+                           "VALUES (0, ?1, ?2) ON CONFLICT (id) DO UPDATE SET "
+                           "cluster_id = excluded.cluster_id", -1, &s, NULL) != SQLITE_OK)
+        return md_sqlerr(db, err, errlen, "store cluster id");
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, md_now_ms());
+    int rc = md_step_done(db, s, err, errlen, "store cluster id");
+    sqlite3_finalize(s);
+    return rc;
+}
+
 /* ---- topic config overrides ------------------------------------------------------ */
 
 static int fill_kv(sqlite3_stmt *s, void *elem)

@@ -149,6 +149,17 @@ static void small_ones(const char *js, size_t n, kp_buf *out)
              zj_cluster_id_parse((const char *)out->data, out->len, cid2, err,
                                  sizeof err) == 0 && !strcmp(cid, cid2), "cluster id round trip");
     }
+    char path[300], path2[300];
+    err[0] = 0;
+    rc = zj_config_change_parse(js, n, path, sizeof path, err, sizeof err);
+    failed_with_message(rc, err);
+    if (!rc) {
+        kp_buf_reset(out);
+        need(zj_config_change_format(path, out) == 0 &&
+             zj_config_change_parse((const char *)out->data, out->len, path2, sizeof path2,
+                                    err, sizeof err) == 0 && !strcmp(path, path2),
+             "config change round trip");
+    }
     int32_t v;
     (void)zj_id_parse(js, n, &v);
 }

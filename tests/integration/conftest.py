@@ -9,6 +9,7 @@ The binary comes from $SLUICED (set by `make integration`), else
 build/sluiced in the repository.  Each start's stderr/stdout goes to a
 file beside (not inside) the data directory; failures quote its tail.
 """
+import atexit
 import os
 import shutil
 import signal
@@ -24,12 +25,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+# Tests written ahead of the code they test (cluster mode, until it lands):
+# run them by naming the file; the default run does not collect them.
+collect_ignore = ["cluster_pending"]
+
 BROKER_ID = 1
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
 TEST_TIMEOUT_S = int(os.environ.get("SLUICE_IT_TEST_TIMEOUT", "150"))
 
-_live = []  # every Broker started in this session, for the last-resort cleanup
+# Every process a test started and that may still run: Brokers, and the
+# ZooKeeper servers of tests/integration/cluster_support.py.  Each has
+# label, log_path, log_tail(n), alive() and kill(); failures quote their
+# logs, and the session's end (or the interpreter's) kills what is left.
+_live = []
+
+
+@atexit.register
+def _kill_leftovers():
+    for p in list(_live):
+        p.kill()
 
 
 def sluiced_path():
@@ -69,8 +84,27 @@ class BrokerDied(Exception):
     pass
 
 
-class Broker:
+class ProcessLog:
+    """The output file (self.log_path) of a process a test started."""
+    log_title = "sluiced"
+
+    def log_text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n=60):
+        lines = self.log_text().splitlines()
+        return "----- %s output (last %d lines) -----\n%s" % (
+            self.log_title, min(n, len(lines)), "\n".join(lines[-n:]))
+
+
+class Broker(ProcessLog):
     """One sluiced process; restart() keeps the port and the data dir."""
+
+    start_timeout = None   # seconds to wait for the listener; None: START_TIMEOUT_S
 
     def __init__(self, workdir, overrides=None, config=None):
         self.binary = sluiced_path()
@@ -92,6 +126,10 @@ class Broker:
         self.expect_dead = False   # set while we are the ones stopping it
         self.log_path = os.path.join(workdir, "broker.log")
         self._log = None
+
+    @property
+    def label(self):
+        return "sluiced %s" % self.bootstrap
 
     # -- process control ------------------------------------------------------------
     def argv(self):
@@ -133,7 +171,8 @@ class Broker:
         return self
 
     def _wait_listening(self):
-        deadline = time.monotonic() + START_TIMEOUT_S
+        limit = START_TIMEOUT_S if self.start_timeout is None else self.start_timeout
+        deadline = time.monotonic() + limit
         while True:
             rc = self.proc.poll()
             if rc is not None:
@@ -151,7 +190,7 @@ class Broker:
             if time.monotonic() > deadline:
                 self.kill()
                 raise BrokerDied("sluiced did not accept connections on %s within %.0f s\n%s"
-                                 % (self.bootstrap, START_TIMEOUT_S, self.log_tail()))
+                                 % (self.bootstrap, limit, self.log_tail()))
             time.sleep(0.05)
 
     def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT_S):
@@ -197,18 +236,6 @@ class Broker:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def log_text(self):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, n=60):
-        lines = self.log_text().splitlines()
-        return "----- sluiced output (last %d lines) -----\n%s" % (
-            min(n, len(lines)), "\n".join(lines[-n:]))
-
     def assert_alive(self):
         rc = self.proc.poll() if self.proc else None
         if rc is not None:
@@ -222,7 +249,7 @@ class Broker:
         return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".log"))
 
 
-def _finish(b):
+def finish_broker(b):
     """Teardown: the broker must not have died on its own, and must not have
     reported memory errors (SANITIZE=1 builds)."""
     problems = []
@@ -260,7 +287,7 @@ def start_broker(request):
     finally:
         problems = []
         for b in made:
-            problems += _finish(b)
+            problems += finish_broker(b)
         failed = getattr(request.node, "rep_call", None)
         keep = os.environ.get("SLUICE_IT_KEEP") == "1"
         if problems:
@@ -288,7 +315,7 @@ def pytest_runtest_makereport(item, call):
     if rep.when == "call" and rep.failed:
         for b in _live:
             if os.path.exists(b.log_path):
-                rep.sections.append(("sluiced %s" % b.bootstrap, b.log_tail(80)))
+                rep.sections.append((b.label, b.log_tail(80)))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -314,6 +341,16 @@ def pytest_runtest_teardown(item):
     for b in list(_live):
         if not b.alive():
             _live.remove(b)
+
+
+def pytest_terminal_summary(terminalreporter):
+    # Figures the tests measured (support.report), shown even when they
+    # pass: pytest keeps a passing test's own output to itself.
+    from support import FIGURES
+    if FIGURES:
+        terminalreporter.section("measured")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -6,6 +6,7 @@ and the "does the broker still serve a normal client" check.
 Every call here is bounded in time; a helper that gives up says what it
 got so far.
 """
+import os
 import subprocess
 import time
 import uuid
@@ -15,6 +16,17 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError,
 from confluent_kafka.admin import AdminClient, NewTopic
 
 KCAT = "kcat"
+
+
+FIGURES = []   # "test: figure" lines, printed at the end of the run (conftest)
+
+
+def report(fmt, *args):
+    """Prints a measured figure and keeps it for the run's summary."""
+    line = fmt % args if args else fmt
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0].rsplit("::", 1)[-1]
+    FIGURES.append("%s: %s" % (test, line) if test else line)
+    print(line, flush=True)
 
 
 def topic_name(prefix="t"):

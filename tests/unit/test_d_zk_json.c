@@ -335,6 +335,21 @@ START_TEST(test_controller_epoch_and_cluster_id)
     ck_assert_int_eq(zj_cluster_id_parse(EXACT("{\"version\":\"1\"}"), cid, err, sizeof err), -1);
     kp_buf_free(&out);
 
+    char path[300];
+    js = "{\"version\":2,\"entity_path\":\"topics/orders\"}";
+    ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), 0);
+    ck_assert_str_eq(path, "topics/orders");
+    kp_buf_reset(&out);
+    ck_assert_int_eq(zj_config_change_format(path, &out), 0);
+    ck_assert_str_eq(text_of(&out), js);
+    js = "{\"version\":1,\"entity_type\":\"topics\",\"entity_name\":\"t1\"}";
+    ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), 0);
+    ck_assert_str_eq(path, "topics/t1");
+    js = "{\"version\":2}";
+    ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), -1);
+    js = "{\"version\":1,\"entity_type\":\"topics\",\"entity_name\":\"t1\"}";
+    ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, 5, err, sizeof err), -1);
+
     int32_t v;
     ck_assert_int_eq(zj_id_parse("0", 1, &v), 0);
     ck_assert_int_eq(zj_id_parse("2147483647", 10, &v), 0);

@@ -1,0 +1,117 @@
+/*
+ * daemon/cl.h — cluster mode's internals, shared by its three files:
+ *
+ *   daemon/cl_session.c   this broker in the cluster: registration in
+ *                         /brokers/ids, the session's states, leadership
+ *                         fencing, the write halves' ZooKeeper side and
+ *                         the waits for their answers
+ *   daemon/cl_mirror.c    ZooKeeper → SQLite → the view, through watches
+ *   daemon/cl_controller.c  election, partition states, deletions,
+ *                         re-election when a broker dies
+ *
+ * Everything here runs on the loop; ZooKeeper is reached through zk.h.
+ * Others see cluster mode through cluster.h (bk_cluster_mode, the view's
+ * answers) and the write halves of topics.c.
+ */
+#ifndef SLUICE_CL_H
+#define SLUICE_CL_H
+
+#include "daemon/cluster.h"
+#include "daemon/zk.h"
+#include "daemon/zk_json.h"
+
+#define CL_MAX_BROKERS 1024
+
+/* What the mirror knows of a topic beyond the view: its znodes' versions,
+ * for versioned writes, and whether a refresh is running. */
+typedef struct cl_topic {
+    char name[MD_TOPIC_NAME_MAX + 1];
+    int assign_version;              /* /brokers/topics/<t>; -1: unknown */
+    int config_version;              /* /config/topics/<t>; -1: no znode */
+    bool refreshing, again;          /* a refresh runs; run another after it */
+    bool resync;                     /* counted in cl->resync_pending */
+    bool deleting;                   /* in /admin/delete_topics (controller) */
+    int writes;                      /* controller writes in flight */
+    struct cl_topic *hnext;
+} cl_topic;
+
+typedef struct cl_wait cl_wait;
+typedef struct bk_cluster bk_cluster;
+
+struct bk_cluster {
+    bk_broker *b;
+    bk_zk *zk;
+    /* /brokers/ids: the live brokers, ascending */
+    zj_broker *brokers;
+    int nbrokers;
+    bool brokers_refreshing, brokers_again;
+    /* /controller, /controller_epoch as mirrored */
+    int32_t controller_id;           /* -1: none */
+    /* this broker in the session */
+    bool registered;                 /* our /brokers/ids/<id> is this session's */
+    bool synced;                     /* a full resync finished in this session */
+    bool stalled;                    /* the loop stood still past the session timeout */
+    int resync_pending;              /* topic refreshes the running resync waits for */
+    bool resync_running, resync_again;
+    int64_t last_tick_us;
+    int64_t register_retry_us;       /* 0: no retry due */
+    struct event *tick;
+    /* the mirror's topics (cl_topic), hashed by name */
+    cl_topic **thash;
+    size_t thash_size, ntopics;
+    /* the controller */
+    bool active;                     /* this broker is the controller */
+    bool electing;
+    int32_t epoch;                   /* ours, when active */
+    int epoch_version;               /* /controller_epoch's znode version we wrote */
+    bool deletions_refreshing, deletions_again;
+    /* write halves waiting for the mirror to show their change */
+    cl_wait *waits;
+};
+
+/* cl_session.c */
+int  cl_start(bk_broker *b, char *err, size_t errlen);
+void cl_stop(bk_broker *b);
+/* After the mirror applied topic name (or found it gone). */
+void cl_topic_applied(bk_broker *b, const char *name);
+/* After the live brokers changed. */
+void cl_brokers_changed(bk_broker *b);
+/* A ZooKeeper rc as a Kafka error, with words for err. */
+int  cl_zk_error(bk_broker *b, int zrc, const char *what, char *err, size_t errlen);
+
+/* The write halves' cluster side (topics.c calls them after validating):
+ * KP_NONE with op->pending set (op may be NULL), or an error now (ZooKeeper
+ * unreachable, the topic unknown to the mirror). */
+int  cl_topic_create(bk_broker *b, const char *name, int32_t partitions,
+                     const int32_t *replicas, int16_t rf, const md_kv *configs,
+                     size_t nconfigs, bk_topic_op *op, char *err, size_t errlen);
+int  cl_topic_delete(bk_broker *b, const char *name, bk_topic_op *op, char *err,
+                     size_t errlen);
+/* count: the new total; replicas: the new partitions', rf each. */
+int  cl_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
+                             const int32_t *replicas, int16_t rf, bk_topic_op *op,
+                             char *err, size_t errlen);
+int  cl_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
+                          bk_topic_op *op, char *err, size_t errlen);
+
+/* cl_mirror.c */
+void mr_on_watch(bk_broker *b, int type, const char *path);
+void mr_resync(bk_broker *b);
+/* The resync's last topic is in (cl_mirror.c's own bookkeeping). */
+void mr_resync_done(bk_broker *b);
+void mr_refresh_topic(bk_broker *b, const char *name);
+void mr_refresh_brokers(bk_broker *b);
+void mr_refresh_controller(bk_broker *b);
+cl_topic *mr_topic(bk_broker *b, const char *name, bool create);
+void mr_free(bk_broker *b);
+
+/* cl_controller.c */
+void ctl_elect(bk_broker *b);
+/* The controller lost its role (deposed, or the session expired). */
+void ctl_resign(bk_broker *b, const char *why);
+/* Whatever the mirror changed, the controller checks (when active):
+ * name NULL = every topic. */
+void ctl_reconcile(bk_broker *b, const char *name);
+void ctl_refresh_deletions(bk_broker *b);
+
+#endif

@@ -1,0 +1,425 @@
+/*
+ * daemon/cl_controller.c — the controller: one broker of the cluster,
+ * elected through the ephemeral /controller znode, writes every
+ * partition's state (leader, leader epoch, ISR) and carries out topic
+ * deletions.
+ *
+ *   election    create /controller (ephemeral) → won: /controller_epoch + 1,
+ *               written conditionally on its znode version → active
+ *               lost: watch /controller, try again when it vanishes
+ *   reconcile   what the mirror shows, against who is alive:
+ *                 a partition without a state      → state: leader = first
+ *                                                    live replica, ISR = it
+ *                 its leader is dead               → first live ISR member,
+ *                                                    else leader -1 (offline)
+ *                 offline, an ISR member is back   → that member leads
+ *               each change bumps the leader epoch; the writes go in
+ *               transactions of up to CTL_BATCH operations, not one round
+ *               trip per partition
+ *   deletion    /admin/delete_topics/<t> → delete the topic's znodes, then
+ *               the request; every broker's mirror deletes its copy
+ *
+ * The controller starts warm: every broker's mirror already holds the
+ * whole cluster (cl_mirror.c), so a new controller reconciles from it at
+ * once instead of reading every partition from ZooKeeper first, which is
+ * what makes Kafka's ZooKeeper controller's failover grow with the
+ * partition count.
+ *
+ * Until replication (issue 16) a partition's ISR is its leader alone: no
+ * follower holds its data, so none may lead it.  A partition whose leader
+ * dies goes offline (leader -1) and comes back with that broker.
+ *
+ * Invariants:
+ *   C1. Every transaction starts with a check of /controller_epoch's
+ *       version as this controller wrote it: a deposed controller's
+ *       writes fail whole (Kafka's fencing), and it resigns.
+ *   C2. State writes are conditional on the state znode's version the
+ *       mirror last saw; a stale mirror fails the write, the watch that
+ *       made it stale refreshes the topic, and the refresh reconciles it
+ *       again.
+ *   C3. While a topic's writes are in flight, or it is being deleted, it
+ *       is not reconciled again (no duplicate elections).
+ */
+#include "daemon/cl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CTL_BATCH 600                /* operations per transaction */
+
+/* ---- election ---------------------------------------------------------------------------- */
+
+static void become_active(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    cl->active = true;
+    cl->controller_id = b->cfg->broker_id;
+    BK_INFO("controller: this broker (%d) is the controller, epoch %d",
+            (int)b->cfg->broker_id, (int)cl->epoch);
+    md_controller_set(b->db, cl->controller_id, cl->epoch);
+    /* The mirror is current as far as watches go; the brokers are read
+     * again (one listing) so the first elections see who is alive now. */
+    mr_refresh_brokers(b);
+    ctl_refresh_deletions(b);
+    ctl_reconcile(b, NULL);
+}
+
+static void bump_epoch(bk_broker *b);
+
+static void on_epoch_written(bk_broker *b, const zk_result *r, void *arg)
+{
+    bk_cluster *cl = b->cl;
+    int32_t epoch = (int32_t)(intptr_t)arg;
+    if (r->rc == ZOK) {
+        cl->epoch = epoch;
+        cl->epoch_version = r->stat.version;
+        cl->electing = false;
+        become_active(b);
+    } else if (r->rc == ZBADVERSION || r->rc == ZNODEEXISTS) {
+        bump_epoch(b);                            /* raced; read it again */
+    } else {
+        cl->electing = false;
+        BK_WARN("controller: cannot write /controller_epoch (%s); retrying", zk_rc_str(r->rc));
+    }
+}
+
+static void on_epoch(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    kp_buf out;
+    kp_buf_init(&out);
+    if (r->rc == ZNONODE) {
+        zj_epoch_format(1, &out);
+        zk_create(b->zk, "/controller_epoch", (const char *)out.data, (int)out.len, 0,
+                  on_epoch_written, (void *)(intptr_t)1);
+    } else if (r->rc == ZOK) {
+        int32_t e = 0;
+        char err[128];
+        if (zj_epoch_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &e,
+                           err, sizeof err) != 0) {
+            BK_ERROR("controller: /controller_epoch holds %.*s (%s); starting over from it",
+                     r->len > 0 ? r->len : 0, r->data ? r->data : "", err);
+            e = 0;
+        }
+        zj_epoch_format(e + 1, &out);
+        zk_set(b->zk, "/controller_epoch", (const char *)out.data, (int)out.len,
+               r->stat.version, on_epoch_written, (void *)(intptr_t)(e + 1));
+    } else {
+        b->cl->electing = false;
+    }
+    kp_buf_free(&out);
+}
+
+static void bump_epoch(bk_broker *b)
+{
+    zk_get(b->zk, "/controller_epoch", false, on_epoch, NULL);
+}
+
+static void on_controller_created(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    bk_cluster *cl = b->cl;
+    if (r->rc == ZOK) {
+        bump_epoch(b);
+        return;
+    }
+    cl->electing = false;
+    if (r->rc == ZNODEEXISTS)
+        mr_refresh_controller(b);                 /* someone else won; watch it */
+}
+
+void ctl_elect(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    if (!cl->registered || cl->electing || cl->active || !zk_connected(b->zk))
+        return;
+    cl->electing = true;
+    kp_buf out;
+    kp_buf_init(&out);
+    zj_controller_format(b->cfg->broker_id, bk_now_ms(), &out);
+    zk_create(b->zk, "/controller", (const char *)out.data, (int)out.len, ZOO_EPHEMERAL,
+              on_controller_created, NULL);
+    kp_buf_free(&out);
+}
+
+void ctl_resign(bk_broker *b, const char *why)
+{
+    bk_cluster *cl = b->cl;
+    if (!cl->active)
+        return;
+    cl->active = false;
+    BK_WARN("controller: this broker is no longer the controller: %s", why);
+}
+
+/* ---- state writes -------------------------------------------------------------------------- */
+
+typedef struct ctl_batch {
+    char topic[MD_TOPIC_NAME_MAX + 1];
+    int elected, offline;
+    bool last;                       /* deletion: the final transaction */
+} ctl_batch;
+
+static void on_written(bk_broker *b, const zk_result *r, void *arg)
+{
+    ctl_batch *cb = arg;
+    bk_cluster *cl = b->cl;
+    cl_topic *ct = mr_topic(b, cb->topic, false);
+    if (ct && ct->writes > 0)
+        ct->writes--;
+    if (r->rc == ZOK) {
+        if (cb->elected || cb->offline)
+            BK_INFO("controller: topic %s: %d partition(s) given a leader, %d offline",
+                    cb->topic, cb->elected, cb->offline);
+    } else if (r->nops > 0 && r->op_rc[0] == ZBADVERSION) {
+        ctl_resign(b, "/controller_epoch moved on: another broker was elected");   /* C1 */
+    } else if (r->rc == ZBADVERSION || r->rc == ZNODEEXISTS || r->rc == ZNONODE) {
+        BK_INFO("controller: topic %s changed under a write (%s); reading it again",
+                cb->topic, zk_rc_str(r->rc));
+        mr_refresh_topic(b, cb->topic);           /* C2 */
+    } else if (cl->active) {
+        BK_WARN("controller: writing topic %s failed (%s); retried after the reconnect",
+                cb->topic, zk_rc_str(r->rc));
+    }
+    free(cb);
+}
+
+static zk_txn *txn_begin(bk_broker *b)
+{
+    zk_txn *t = zk_txn_new();
+    zk_txn_check(t, "/controller_epoch", b->cl->epoch_version);         /* C1 */
+    return t;
+}
+
+static void txn_send(bk_broker *b, zk_txn **t, ctl_batch **cb, const char *topic)
+{
+    cl_topic *ct = mr_topic(b, topic, true);
+    if (ct)
+        ct->writes++;                             /* C3 */
+    zk_txn_commit(b->zk, *t, on_written, *cb);
+    *t = NULL;
+    *cb = NULL;
+}
+
+static bool alive(bk_broker *b, int32_t id)
+{
+    return bk_broker_alive(b, id);
+}
+
+static void put_state(zk_txn *t, bk_broker *b, const char *topic, int32_t p,
+                      const md_partition_state *st, bool create, int version)
+{
+    md_partition_state s = *st;
+    s.controller_epoch = b->cl->epoch;
+    kp_buf out;
+    kp_buf_init(&out);
+    zj_state_format(&s, &out);
+    char path[MD_TOPIC_NAME_MAX + 64];
+    snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", topic, (int)p);
+    if (create)
+        zk_txn_create(t, path, (const char *)out.data, (int)out.len, 0);
+    else
+        zk_txn_set(t, path, (const char *)out.data, (int)out.len, version);
+    kp_buf_free(&out);
+}
+
+static void reconcile_topic(bk_broker *b, bk_topic *t)
+{
+    cl_topic *ct = mr_topic(b, t->name, true);
+    if (!ct || ct->deleting || ct->writes > 0 || ct->refreshing)
+        return;                                   /* C3; the refresh calls again */
+    bool any_state = false;
+    for (int32_t p = 0; p < t->npartitions && !any_state; p++)
+        any_state = t->parts[p].zk_version >= 0;
+    zk_txn *txn = NULL;
+    ctl_batch *cb = NULL;
+    char path[MD_TOPIC_NAME_MAX + 64];
+    for (int32_t p = 0; p < t->npartitions; p++) {
+        const bk_pview *v = &t->parts[p];
+        md_partition_state st = { .leader = v->leader, .leader_epoch = v->leader_epoch,
+                                  .nreplicas = v->nreplicas, .nisr = v->nisr };
+        memcpy(st.replicas, v->replicas, sizeof st.replicas);
+        memcpy(st.isr, v->isr, sizeof st.isr);
+        bool create = v->zk_version < 0, change = false, offline = false;
+        if (create) {
+            int32_t lead = -1;
+            for (int32_t i = 0; i < v->nreplicas && lead < 0; i++)
+                if (alive(b, v->replicas[i]))
+                    lead = v->replicas[i];
+            if (lead < 0)
+                continue;                         /* created when a replica is alive */
+            st.leader = lead;
+            st.leader_epoch = 0;
+            st.nisr = 1;
+            st.isr[0] = lead;
+            change = true;
+        } else if (v->leader < 0 || !alive(b, v->leader)) {
+            int32_t lead = -1;
+            for (int32_t i = 0; i < v->nisr && lead < 0; i++)
+                if (v->isr[i] != v->leader && alive(b, v->isr[i]))
+                    lead = v->isr[i];
+            if (lead < 0 && v->leader < 0)
+                continue;                         /* offline already, nobody back */
+            if (lead >= 0 && v->nisr > 1) {       /* the dead leader leaves the ISR */
+                int32_t m = 0;
+                for (int32_t i = 0; i < v->nisr; i++)
+                    if (v->isr[i] != v->leader)
+                        st.isr[m++] = v->isr[i];
+                st.nisr = m;
+            }
+            offline = lead < 0;
+            st.leader = lead;
+            st.leader_epoch = v->leader_epoch + 1;
+            change = true;
+        }
+        if (!change)
+            continue;
+        if (!txn) {
+            txn = txn_begin(b);
+            if (!(cb = calloc(1, sizeof *cb)))
+                abort();
+            snprintf(cb->topic, sizeof cb->topic, "%s", t->name);
+        }
+        if (create) {
+            if (!any_state) {
+                snprintf(path, sizeof path, "/brokers/topics/%s/partitions", t->name);
+                zk_txn_create(txn, path, NULL, -1, 0);
+                any_state = true;
+            }
+            snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d", t->name, (int)p);
+            zk_txn_create(txn, path, NULL, -1, 0);
+        }
+        put_state(txn, b, t->name, p, &st, create, v->zk_version);
+        if (offline)
+            cb->offline++;
+        else
+            cb->elected++;
+        if (zk_txn_count(txn) >= CTL_BATCH)
+            txn_send(b, &txn, &cb, t->name);
+    }
+    if (txn)
+        txn_send(b, &txn, &cb, t->name);
+}
+
+static void reconcile_cb(bk_topic *t, void *arg)
+{
+    reconcile_topic(arg, t);
+}
+
+void ctl_reconcile(bk_broker *b, const char *name)
+{
+    bk_cluster *cl = b->cl;
+    if (!cl->active)
+        return;
+    if (!name) {
+        bk_topics_foreach(b, reconcile_cb, b);
+        return;
+    }
+    bk_topic *t = bk_topic_find(b, name, strlen(name));
+    if (t)
+        reconcile_topic(b, t);
+}
+
+/* ---- deletions ---------------------------------------------------------------------------- */
+
+static void on_deleted(bk_broker *b, const zk_result *r, void *arg)
+{
+    ctl_batch *cb = arg;
+    cl_topic *ct = mr_topic(b, cb->topic, false);
+    if (ct && ct->writes > 0)
+        ct->writes--;
+    if (r->nops > 0 && r->op_rc[0] == ZBADVERSION) {
+        ctl_resign(b, "/controller_epoch moved on: another broker was elected");
+    } else if (r->rc != ZOK) {
+        if (ct && cb->last)
+            ct->deleting = false;                 /* the next listing retries */
+        BK_WARN("controller: deleting topic %s failed (%s); retrying", cb->topic,
+                zk_rc_str(r->rc));
+    } else if (cb->last) {
+        BK_INFO("controller: topic %s deleted", cb->topic);
+        if (ct)
+            ct->deleting = false;
+    }
+    free(cb);
+}
+
+static void delete_send(bk_broker *b, zk_txn **t, const char *topic, bool last)
+{
+    ctl_batch *cb = calloc(1, sizeof *cb);
+    if (!cb)
+        abort();
+    snprintf(cb->topic, sizeof cb->topic, "%s", topic);
+    cb->last = last;
+    cl_topic *ct = mr_topic(b, topic, true);
+    if (ct)
+        ct->writes++;
+    zk_txn_commit(b->zk, *t, on_deleted, cb);
+    *t = NULL;
+}
+
+static void delete_topic(bk_broker *b, const char *name)
+{
+    cl_topic *ct = mr_topic(b, name, true);
+    if (!ct || ct->writes > 0)
+        return;                                   /* running already */
+    ct->deleting = true;
+    bk_topic *t = bk_topic_find(b, name, strlen(name));
+    char path[MD_TOPIC_NAME_MAX + 64];
+    zk_txn *txn = txn_begin(b);
+    bool any_state = false;
+    for (int32_t p = 0; t && p < t->npartitions; p++) {
+        if (t->parts[p].zk_version < 0)
+            continue;
+        any_state = true;
+        snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", name, (int)p);
+        zk_txn_delete(txn, path, -1);
+        snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d", name, (int)p);
+        zk_txn_delete(txn, path, -1);
+        if (zk_txn_count(txn) >= CTL_BATCH) {
+            delete_send(b, &txn, name, false);
+            txn = txn_begin(b);
+        }
+    }
+    if (t) {
+        if (any_state) {
+            snprintf(path, sizeof path, "/brokers/topics/%s/partitions", name);
+            zk_txn_delete(txn, path, -1);
+        }
+        snprintf(path, sizeof path, "/brokers/topics/%s", name);
+        zk_txn_delete(txn, path, -1);
+        if (ct->config_version >= 0) {
+            snprintf(path, sizeof path, "/config/topics/%s", name);
+            zk_txn_delete(txn, path, -1);
+        }
+    }
+    snprintf(path, sizeof path, "/admin/delete_topics/%s", name);
+    zk_txn_delete(txn, path, -1);
+    delete_send(b, &txn, name, true);
+}
+
+static void on_deletions(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    bk_cluster *cl = b->cl;
+    cl->deletions_refreshing = false;
+    if (r->rc == ZOK && cl->active)
+        for (int i = 0; i < r->nchildren; i++)
+            delete_topic(b, r->children[i]);
+    if (cl->deletions_again) {
+        cl->deletions_again = false;
+        ctl_refresh_deletions(b);
+    }
+}
+
+void ctl_refresh_deletions(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    if (!cl->active)
+        return;
+    if (cl->deletions_refreshing) {
+        cl->deletions_again = true;
+        return;
+    }
+    cl->deletions_refreshing = true;
+    zk_children(b->zk, "/admin/delete_topics", true, on_deletions, NULL);
+}
