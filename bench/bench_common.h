@@ -420,42 +420,54 @@ static inline void bench_set_timeout(int fd, double seconds)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-/* CreateTopics v0 for one topic with replication factor rf and the
- * request's TimeoutMs; returns the topic's error code or -1. */
+/* A CreateTopics v0 request for one topic with replication factor rf and
+ * the request's TimeoutMs, into q (initialised). */
+static inline void bench_create_topic_req(kp_buf *q, const char *name, int32_t partitions,
+                                          int16_t rf, const char *const *configs /* k,v,…,NULL */,
+                                          int32_t timeout_ms)
+{
+    kp_buf_init(q);
+    kp_req_hdr_write(q, KP_API_CREATE_TOPICS, 0, 1, "bench");
+    kp_wr_array(q, 1);
+    kp_wr_string(q, name, -1);
+    kp_wr_i32(q, partitions);
+    kp_wr_i16(q, rf);
+    kp_wr_array(q, 0);                        /* assignments */
+    int nc = 0;
+    while (configs && configs[nc * 2])
+        nc++;
+    kp_wr_array(q, nc);
+    for (int i = 0; i < nc; i++) {
+        kp_wr_string(q, configs[2 * i], -1);
+        kp_wr_string(q, configs[2 * i + 1], -1);
+    }
+    kp_wr_i32(q, timeout_ms);
+}
+
+/* The one topic's ErrorCode in a CreateTopics v0 response, or -1. */
+static inline int bench_create_topic_error(const kp_buf *r)
+{
+    kp_rd rd;
+    kp_rd_init(&rd, r->data, r->len);
+    kp_rd_i32(&rd);                           /* correlation id */
+    int rc = -1;
+    if (kp_rd_array(&rd, 4) == 1) {
+        kp_rd_string(&rd);
+        rc = kp_rd_i16(&rd);
+    }
+    return kp_rd_ok(&rd) ? rc : -1;
+}
+
+/* CreateTopics v0 for one topic, one round trip; the topic's error code
+ * or -1. */
 static inline int bench_create_topic_rf(int fd, const char *name, int32_t partitions, int16_t rf,
                                         const char *const *configs /* k,v,k,v,NULL */,
                                         int32_t timeout_ms)
 {
     kp_buf q, r;
-    kp_buf_init(&q);
+    bench_create_topic_req(&q, name, partitions, rf, configs, timeout_ms);
     kp_buf_init(&r);
-    kp_req_hdr_write(&q, KP_API_CREATE_TOPICS, 0, 1, "bench");
-    kp_wr_array(&q, 1);
-    kp_wr_string(&q, name, -1);
-    kp_wr_i32(&q, partitions);
-    kp_wr_i16(&q, rf);
-    kp_wr_array(&q, 0);                       /* assignments */
-    int nc = 0;
-    while (configs && configs[nc * 2])
-        nc++;
-    kp_wr_array(&q, nc);
-    for (int i = 0; i < nc; i++) {
-        kp_wr_string(&q, configs[2 * i], -1);
-        kp_wr_string(&q, configs[2 * i + 1], -1);
-    }
-    kp_wr_i32(&q, timeout_ms);
-    int rc = -1;
-    if (bench_roundtrip(fd, &q, &r) == 0) {
-        kp_rd rd;
-        kp_rd_init(&rd, r.data, r.len);
-        kp_rd_i32(&rd);                       /* correlation id */
-        if (kp_rd_array(&rd, 4) == 1) {
-            kp_rd_string(&rd);
-            rc = kp_rd_i16(&rd);
-        }
-        if (!kp_rd_ok(&rd))
-            rc = -1;
-    }
+    int rc = bench_roundtrip(fd, &q, &r) == 0 ? bench_create_topic_error(&r) : -1;
     kp_buf_free(&q);
     kp_buf_free(&r);
     return rc;
@@ -480,6 +492,7 @@ typedef struct bench_md {
     long led;                           /* of which with a leader (>= 0) */
     int16_t topic_error;                /* the first topic's ErrorCode */
     int32_t leader0;                    /* its partition 0's LeaderId; -1: none */
+    int32_t replica0;                   /* and first replica; -1: none */
 } bench_md;
 
 /* Metadata v1 for one topic (NULL: every topic; "": none, only brokers
@@ -500,7 +513,7 @@ static inline int bench_metadata(int fd, const char *topic, bench_md *md)
         kp_wr_array(&q, -1);                  /* null: all topics */
     }
     memset(md, 0, sizeof *md);
-    md->controller = md->leader0 = -1;
+    md->controller = md->leader0 = md->replica0 = -1;
     int rc = bench_roundtrip(fd, &q, &r);
     if (rc == 0) {
         kp_rd rd;
@@ -530,18 +543,23 @@ static inline int bench_metadata(int fd, const char *topic, bench_md *md)
             for (int32_t p = 0; p < np; p++) {
                 kp_rd_i16(&rd);               /* ErrorCode */
                 int32_t index = kp_rd_i32(&rd);
-                int32_t leader = kp_rd_i32(&rd);
+                int32_t leader = kp_rd_i32(&rd), replica = -1;
                 for (int k = 0; k < 2; k++) { /* ReplicaNodes, IsrNodes */
                     int32_t nr = kp_rd_array(&rd, 4);
-                    for (int32_t j = 0; j < nr; j++)
-                        kp_rd_i32(&rd);
+                    for (int32_t j = 0; j < nr; j++) {
+                        int32_t id = kp_rd_i32(&rd);
+                        if (k == 0 && j == 0)
+                            replica = id;
+                    }
                 }
                 if (terr == 0) {
                     md->partitions++;
                     md->led += leader >= 0;
                 }
-                if (t == 0 && index == 0)
+                if (t == 0 && index == 0) {
                     md->leader0 = leader;
+                    md->replica0 = replica;
+                }
             }
         }
         rc = kp_rd_ok(&rd) ? 0 : -1;

@@ -37,6 +37,7 @@
 #include "bench/bench_rdkafka.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
@@ -51,6 +52,7 @@
 #define PROP_TOPICS 100
 #define PRODUCE_RUNS 7                /* per side */
 #define PRODUCE_TOPIC "bench-produce"
+#define TAKEOVER_TRY_MS 5000          /* TimeoutMs of each takeover CreateTopics */
 
 static bench_broker brokers[NBROKERS];
 static char broker_extra[NBROKERS][5][128];
@@ -60,6 +62,7 @@ static int zk_port;
 static char zk_dir[300];
 static zhandle_t *zh;
 static bool failed;                   /* a step failed: exit 1 at the end */
+static int prop_unled;                /* topics the propagation step saw no leader for */
 
 /* ---- failure: say what, show the logs, exit (atexit kills the rest) ---- */
 
@@ -85,7 +88,7 @@ static void print_logs(void)
         print_tail(brokers[i].log);
     print_tail(standalone.log);
     char p[400];
-    snprintf(p, sizeof p, "%s/zookeeper.log", zk_dir);
+    snprintf(p, sizeof p, "%s/zookeeper.out", zk_dir);
     print_tail(p);
 }
 
@@ -145,8 +148,14 @@ static void zk_server_start(void)
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execlp("java", "java", "-Xmx256m", "-cp", "/usr/share/java/zookeeper.jar:/etc/zookeeper/conf",
-               logdir, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg, (char *)NULL);
+        /* log4j on the class path so that the server's log (sessions
+         * opened, closed, expired) lands in zookeeper.out; a small heap and
+         * the quick JIT: it is a test server on a shared machine. */
+        execlp("java", "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
+               "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:"
+               "/usr/share/java/log4j-1.2.jar:/etc/zookeeper/conf",
+               logdir, "-Dzookeeper.root.logger=INFO,CONSOLE",
+               "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg, (char *)NULL);
         _exit(127);
     }
     if (zk_pid < 0)
@@ -269,9 +278,10 @@ static bool wait_brokers(int i, int want, double secs, bench_md *md)
 }
 
 /* Waits (`secs` at most) until broker i's Metadata has topic (NULL:
- * every topic) with a leader for each of its partitions, at least
- * `min_partitions` of them.  Seconds taken, or -1. */
-static double wait_led(int i, const char *topic, long min_partitions, double secs, bench_md *md)
+ * every topic) with at least `min_partitions` partitions, a leader for
+ * each but `unled_ok` of them.  Seconds taken, or -1. */
+static double wait_led(int i, const char *topic, long min_partitions, long unled_ok, double secs,
+                       bench_md *md)
 {
     int fd = connect_or_die(&brokers[i]);
     double t0 = bench_now(), took = -1;
@@ -279,7 +289,7 @@ static double wait_led(int i, const char *topic, long min_partitions, double sec
         if (bench_metadata(fd, topic, md))
             die("Metadata from broker %d failed", i + 1);
         if (md->topic_error == 0 && md->partitions >= min_partitions && md->partitions > 0 &&
-            md->led == md->partitions) {
+            md->led + unled_ok >= md->partitions) {
             took = bench_now() - t0;
             break;
         }
@@ -345,6 +355,7 @@ static void bench_propagation(void)
             fprintf(stderr, "cluster_bench: %s not led in broker 3's Metadata after 10 s "
                     "(ErrorCode %d, leader %d)\n", name, md.topic_error, md.leader0);
             missing++;
+            prop_unled += md.topic_error == 0;
             continue;
         }
         seen[n] = bench_now() - t0;
@@ -385,7 +396,7 @@ static void bench_produce(long msgs)
         die("cannot create %s through broker 1", PRODUCE_TOPIC);
     close(fd);
     bench_md md;
-    if (wait_led(0, PRODUCE_TOPIC, 1, 10, &md) < 0)
+    if (wait_led(0, PRODUCE_TOPIC, 1, 0, 10, &md) < 0)
         die("%s has no leader in broker 1's Metadata after 10 s", PRODUCE_TOPIC);
     int li = index_of_id(md.leader0);
     if (li < 0)
@@ -457,12 +468,49 @@ static long fill_to(long target)
         have += n;
     }
     close(fd);
-    if (wait_led(2, NULL, have, 120, &md) < 0)
+    /* Those the propagation step saw without a leader stay so: say so
+     * once, there, rather than fail every step after it. */
+    if (wait_led(2, NULL, have, prop_unled, 120, &md) < 0)
         die("after 120 s broker 3's Metadata has %ld partitions, %ld of them led, not %ld",
             md.partitions, md.led, have);
     printf("takeover: cluster filled to %ld partitions in %.1f s\n", md.partitions,
            bench_now() - t0);
     return md.partitions;
+}
+
+/* One CreateTopics of a one-partition topic sent on fdc, the same
+ * broker's Metadata for it polled on fdm while the answer is awaited (a
+ * partition may be led before, or without, a successful answer). */
+typedef struct probe {
+    int rc;                           /* ErrorCode; -1: no answer (reconnect fdc) */
+    double t_answer, t_led;           /* t_led 0: not led by the answer */
+    int32_t replica;                  /* where its partition was placed; -1: unseen */
+} probe;
+
+static probe probe_create(int fdc, int fdm, const char *name, double deadline)
+{
+    probe pr = { -1, 0, 0, -1 };
+    kp_buf q, r;
+    bench_create_topic_req(&q, name, 1, 1, NULL, TAKEOVER_TRY_MS);
+    kp_buf_init(&r);
+    bool sent = bench_send_frame(fdc, &q) == 0;
+    while (sent && bench_now() < deadline) {
+        struct pollfd pfd = { .fd = fdc, .events = POLLIN };
+        if (poll(&pfd, 1, 1) > 0) {
+            pr.rc = bench_recv_frame(fdc, &r) == 0 ? bench_create_topic_error(&r) : -1;
+            break;
+        }
+        bench_md md;
+        if (!pr.t_led && bench_metadata(fdm, name, &md) == 0 && md.topic_error == 0) {
+            pr.replica = md.replica0;
+            if (md.leader0 >= 0)
+                pr.t_led = bench_now();
+        }
+    }
+    pr.t_answer = bench_now();
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    return pr;
 }
 
 /* One takeover; its seconds, or -1 (printed why). */
@@ -477,9 +525,9 @@ static double takeover_once(long partitions)
     int x = c == 0 ? 1 : 0;           /* where the CreateTopics go */
     struct Stat st;
     atomic_store(&controller_gone_ns, 0);
-    int rc = zoo_exists(zh, CHROOT "/controller", 1, &st);
-    if (rc != ZOK)
-        die("zoo_exists " CHROOT "/controller: %s", zerror(rc));
+    int zrc = zoo_exists(zh, CHROOT "/controller", 1, &st);
+    if (zrc != ZOK)
+        die("zoo_exists " CHROOT "/controller: %s", zerror(zrc));
 
     double t_term = bench_now();
     kill(brokers[c].pid, SIGTERM);
@@ -492,47 +540,69 @@ static double takeover_once(long partitions)
         bench_broker_stop(&brokers[c]);
         return -1;
     }
-    double t_gone = (double)gone_ns / 1e9;
+    double t_gone = (double)gone_ns / 1e9, deadline = t_gone + 30;
 
-    char name[32];
-    snprintf(name, sizeof name, "takeover-%d", takeover_topics++);
-    int fd = connect_or_die(&brokers[x]), tries = 0, last = 0;
+    /* Tries until a CreateTopics is accepted and its partition led.  Each
+     * try names a new topic: one answered with an error may have been
+     * written all the same, so the next try measures a new request, not
+     * that topic's fate.  TOPIC_ALREADY_EXISTS counts as accepted. */
+    int fdc = connect_or_die(&brokers[x]), fdm = connect_or_die(&brokers[x]), tries = 0;
+    probe first = { 0 }, pr = { 0 };
     double t_done = 0;
-    while (!t_done && bench_now() - t_gone < 30) {
-        tries++;
-        last = bench_create_topic_rf(fd, name, 1, 1, NULL, 5000);
-        if (last < 0) {               /* the broker closed on us: reconnect */
-            close(fd);
-            fd = connect_or_die(&brokers[x]);
-        }
-        /* TOPIC_ALREADY_EXISTS: an earlier try got through after all. */
-        if (last == 0 || last == 36) {
-            while (bench_now() - t_gone < 30) {
-                if (bench_metadata(fd, name, &md))
+    while (!t_done && bench_now() < deadline) {
+        char name[32];
+        snprintf(name, sizeof name, "takeover-%d", takeover_topics++);
+        pr = probe_create(fdc, fdm, name, deadline);
+        if (!tries++)
+            first = pr;
+        if (pr.rc == 0 || pr.rc == 36) {
+            while (!pr.t_led && bench_now() < deadline) {
+                if (bench_metadata(fdm, name, &md))
                     die("Metadata from broker %d failed", x + 1);
-                if (md.topic_error == 0 && md.leader0 >= 0) {
-                    t_done = bench_now();
-                    break;
-                }
-                usleep(1000);
+                if (md.topic_error == 0 && md.leader0 >= 0)
+                    pr.t_led = bench_now();
+                else
+                    usleep(1000);
             }
-        } else {
-            usleep(5000);
+            if (pr.t_led)
+                t_done = pr.t_led > pr.t_answer ? pr.t_led : pr.t_answer;
+            break;
         }
+        if (pr.rc < 0) {              /* no answer: the connection's state is unknown */
+            close(fdc);
+            fdc = connect_or_die(&brokers[x]);
+        }
+        usleep(5000);
     }
-    bench_metadata(fd, "", &md);
-    close(fd);
+    bench_metadata(fdm, "", &md);
+    close(fdc);
+    close(fdm);
     bench_broker_stop(&brokers[c]);
+
+    char about_first[200] = "";
+    if (tries > 1 || !t_done) {
+        int n = snprintf(about_first, sizeof about_first, "; the first answered %d after %.1f ms",
+                         first.rc, (first.t_answer - t_gone) * 1000);
+        if (first.t_led && n > 0 && (size_t)n < sizeof about_first)
+            n += snprintf(about_first + n, sizeof about_first - (size_t)n,
+                          ", its partition led after %.1f ms", (first.t_led - t_gone) * 1000);
+        if (first.replica >= 0 && n > 0 && (size_t)n < sizeof about_first)
+            snprintf(about_first + n, sizeof about_first - (size_t)n,
+                     ", placed on broker %d", first.replica);
+    }
     if (!t_done) {
-        printf("takeover: FAILED, %ld partitions: no CreateTopics accepted by broker %d with a "
-               "leader within 30 s of " CHROOT "/controller vanishing (%d tries, last error %d)\n",
-               partitions, x + 1, tries, last);
+        printf("takeover: FAILED, %ld partitions: within 30 s of " CHROOT "/controller vanishing "
+               "no CreateTopics to broker %d was accepted with its partition led (%d tries%s; "
+               "the last answered %d, placed on broker %d; broker %d was stopped)\n", partitions,
+               x + 1, tries, about_first, pr.rc, pr.replica, c + 1);
         return -1;
     }
-    printf("takeover: %ld partitions: %.1f ms from " CHROOT "/controller vanishing to CreateTopics "
-           "accepted by broker %d and its partition led (%d tries; new controller %d; SIGTERM to "
-           "znode gone %.1f ms)\n", partitions, (t_done - t_gone) * 1000, x + 1, tries,
-           md.controller, (t_gone - t_term) * 1000);
+    printf("takeover: %ld partitions: %.1f ms from " CHROOT "/controller vanishing to a CreateTopics "
+           "accepted by broker %d and its partition led (answer %.1f ms, leader %.1f ms; %d tries"
+           "%s); new controller %d; SIGTERM to znode gone %.1f ms\n", partitions,
+           (t_done - t_gone) * 1000, x + 1, (pr.t_answer - t_gone) * 1000,
+           (pr.t_led - t_gone) * 1000, tries, about_first, md.controller,
+           (t_gone - t_term) * 1000);
     return t_done - t_gone;
 }
 
@@ -548,7 +618,7 @@ static void rejoin(void)
                 die("restarted broker %d sees %d brokers after 30 s", i + 1, md.nbrokers);
         }
     bench_md md;
-    if (wait_led(2, NULL, 1, 60, &md) < 0) {
+    if (wait_led(2, NULL, 1, prop_unled, 60, &md) < 0) {
         printf("takeover: WARNING: 60 s after the old controller came back, %ld of %ld "
                "partitions have a leader\n", md.led, md.partitions);
         failed = true;
