@@ -17,15 +17,22 @@
  *                produce) against a standalone sluiced and against the
  *                cluster-mode leader of a one-partition RF-1 topic,
  *                alternating (S C, C S, …) and taking medians, since the
- *                machine is shared: both rates and the ratio.
- *   takeover     with `small` and then `large` partitions in the cluster:
- *                the controller is stopped with SIGTERM (its broker closes
- *                its ZooKeeper session, so /controller vanishes at once; a
- *                SIGKILL would leave it for the session timeout) and the
- *                clock runs from this bench's watch seeing /controller
- *                deleted to a CreateTopics of a new topic, sent to another
- *                broker, succeeding and its partition having a leader in
- *                that broker's Metadata.  Both times and the ratio.
+ *                machine is shared: both rates, broker CPU per GB, and the
+ *                ratio (of the medians, and the median of the pairs').
+ *   takeover     with `small` and then `large` partitions in the cluster
+ *                (RF 1, brokers' session timeout 6 s): the controller is
+ *                stopped with SIGTERM (its broker closes its ZooKeeper
+ *                session at shutdown, so /controller should vanish at once;
+ *                a SIGKILL would leave it for the session timeout) and the
+ *                clock runs from this bench's ZooKeeper watch seeing
+ *                /controller deleted to a CreateTopics of a new topic, sent
+ *                to another broker, answered with success and its partition
+ *                led in that broker's Metadata (polled meanwhile).  Tries
+ *                with TimeoutMs 5 s, each under a new name, until one does;
+ *                what the first got is printed when it did not.  The
+ *                stopped broker is started again before the next size.
+ *                Both times, the ratio large/small, and SIGTERM → znode
+ *                gone.
  *   re-election  not measured: it needs replication factor ≥ 2.
  *
  * Exit status: 0 when every step ran (whatever the figures), 1 when
