@@ -53,6 +53,7 @@ struct bk_cluster {
     bool stalled;                    /* the loop stood still past the session timeout */
     int resync_pending;              /* topic refreshes the running resync waits for */
     bool resync_running, resync_again;
+    intptr_t resync_gen;             /* which resync a topic listing belongs to */
     int64_t last_tick_us;
     int64_t register_retry_us;       /* 0: no retry due */
     struct event *tick;
@@ -97,9 +98,14 @@ int  cl_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_
 /* cl_mirror.c */
 void mr_on_watch(bk_broker *b, int type, const char *path);
 void mr_resync(bk_broker *b);
+/* A new session: any resync of the old one counts for nothing. */
+void mr_resync_reset(bk_broker *b);
 /* The resync's last topic is in (cl_mirror.c's own bookkeeping). */
 void mr_resync_done(bk_broker *b);
 void mr_refresh_topic(bk_broker *b, const char *name);
+/* Lists /brokers/topics once and refreshes what the mirror lacks or has
+ * too many of (the child watch's work; a new controller's check). */
+void mr_check_topics(bk_broker *b);
 void mr_refresh_brokers(bk_broker *b);
 void mr_refresh_controller(bk_broker *b);
 cl_topic *mr_topic(bk_broker *b, const char *name, bool create);

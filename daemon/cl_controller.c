@@ -58,9 +58,11 @@ static void become_active(bk_broker *b)
     BK_INFO("controller: this broker (%d) is the controller, epoch %d",
             (int)b->cfg->broker_id, (int)cl->epoch);
     md_controller_set(b->db, cl->controller_id, cl->epoch);
-    /* The mirror is current as far as watches go; the brokers are read
-     * again (one listing) so the first elections see who is alive now. */
+    /* The mirror is current as far as watches go; it is checked with two
+     * listings (brokers, topics), not by reading every partition again,
+     * so the first elections see who is alive now. */
     mr_refresh_brokers(b);
+    mr_check_topics(b);
     ctl_refresh_deletions(b);
     ctl_reconcile(b, NULL);
 }

@@ -124,6 +124,7 @@ struct mr_fetch {
     int pending;
     bool failed, gone;
     int assign_version, config_version;
+    int64_t created_ms;              /* the topic znode's ctime */
     zj_topic a;
     mr_part *parts;                  /* [a.npartitions] callback args */
     md_kv *cfg;
@@ -202,6 +203,7 @@ static void on_assignment(bk_broker *b, const zk_result *r, void *arg)
         return;
     }
     f->assign_version = r->stat.version;
+    f->created_ms = r->stat.ctime;
     if (zj_topic_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &f->a,
                             err, sizeof err) != 0) {
         BK_ERROR("zookeeper: /brokers/topics/%s is not Kafka's assignment JSON (%s); "
@@ -244,7 +246,7 @@ static void write_topic(bk_broker *b, mr_fetch *f)
     } else {
         md_mirror_topic mt = {
             .name = f->name, .npartitions = f->a.npartitions, .parts = f->a.parts,
-            .configs = f->cfg, .nconfigs = f->ncfg,
+            .configs = f->cfg, .nconfigs = f->ncfg, .created_at_ms = f->created_ms,
         };
         memcpy(mt.id, f->a.id, sizeof mt.id);
         if (!f->a.has_id) {
@@ -353,6 +355,8 @@ static void on_topic_list(bk_broker *b, const zk_result *r, void *arg)
 {
     bool resync = arg != NULL;
     bk_cluster *cl = b->cl;
+    if (resync && (intptr_t)arg != cl->resync_gen)
+        return;                                   /* an old session's resync */
     if (r->rc != ZOK) {
         if (resync) {
             cl->resync_running = false;
@@ -381,6 +385,11 @@ static void on_topic_list(bk_broker *b, const zk_result *r, void *arg)
     bk_topics_foreach(b, refresh_if_stale, &c);
     if (resync && --cl->resync_pending == 0)
         mr_resync_done(b);
+}
+
+void mr_check_topics(bk_broker *b)
+{
+    zk_children(b->zk, "/brokers/topics", true, on_topic_list, NULL);
 }
 
 /* ---- brokers and the controller ------------------------------------------------------------ */
@@ -566,7 +575,18 @@ void mr_resync(bk_broker *b)
     cl->resync_running = true;
     mr_refresh_brokers(b);
     mr_refresh_controller(b);
-    zk_children(b->zk, "/brokers/topics", true, on_topic_list, cl);
+    zk_children(b->zk, "/brokers/topics", true, on_topic_list, (void *)++cl->resync_gen);
+}
+
+void mr_resync_reset(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    cl->resync_running = cl->resync_again = false;
+    cl->resync_pending = 0;
+    cl->resync_gen++;
+    for (size_t i = 0; i < cl->thash_size; i++)
+        for (cl_topic *t = cl->thash[i]; t; t = t->hnext)
+            t->resync = false;
 }
 
 void mr_resync_done(bk_broker *b)
@@ -609,7 +629,7 @@ void mr_on_watch(bk_broker *b, int type, const char *path)
     else if (!strcmp(path, "/controller"))
         mr_refresh_controller(b);
     else if (!strcmp(path, "/brokers/topics"))
-        zk_children(b->zk, "/brokers/topics", true, on_topic_list, NULL);
+        mr_check_topics(b);
     else if (!strcmp(path, "/admin/delete_topics"))
         ctl_refresh_deletions(b);
     else if (topic_of(path, "/brokers/topics/", t, sizeof t) ||

@@ -524,6 +524,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                     (unsigned long long)zk_session_id(b->zk), zk_servers(b->zk));
             cl->registered = cl->synced = false;
             cl->stalled = false;
+            mr_resync_reset(b);
             register_broker(b);
             zk_get(b->zk, "/cluster/id", false, on_cluster_id, NULL);
         } else {

@@ -53,6 +53,14 @@ typedef struct bk_config {
     int64_t log_flush_scheduler_interval_ms;
     int64_t log_flush_offset_checkpoint_interval_ms;
     int32_t fetch_max_bytes;              /* fetch.max.bytes (broker cap) */
+    /* replication (followers fetch from leaders) */
+    int32_t replica_fetch_max_bytes;          /* replica.fetch.max.bytes, per partition */
+    int32_t replica_fetch_response_max_bytes; /* replica.fetch.response.max.bytes */
+    int32_t replica_fetch_wait_max_ms;        /* replica.fetch.wait.max.ms */
+    int32_t replica_fetch_min_bytes;          /* replica.fetch.min.bytes */
+    int32_t replica_fetch_backoff_ms;         /* replica.fetch.backoff.ms */
+    int32_t num_replica_fetchers;             /* num.replica.fetchers */
+    int64_t replica_lag_time_max_ms;          /* replica.lag.time.max.ms */
     char zookeeper_connect[1024];         /* zookeeper.connect ("" = standalone) */
     int32_t zookeeper_session_timeout_ms;     /* zookeeper.session.timeout.ms */
     int32_t zookeeper_connection_timeout_ms;  /* zookeeper.connection.timeout.ms (0: session) */

@@ -25,10 +25,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-# Tests written ahead of the code they test (cluster mode, until it lands):
-# run them by naming the file; the default run does not collect them.
-collect_ignore = ["cluster_pending"]
-
 BROKER_ID = 1
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0

@@ -333,7 +333,6 @@ START_TEST(test_controller_epoch_and_cluster_id)
     ck_assert_int_eq(zj_cluster_id_format(cid, &out), 0);
     ck_assert_str_eq(text_of(&out), js);
     ck_assert_int_eq(zj_cluster_id_parse(EXACT("{\"version\":\"1\"}"), cid, err, sizeof err), -1);
-    kp_buf_free(&out);
 
     char path[300];
     js = "{\"version\":2,\"entity_path\":\"topics/orders\"}";
@@ -349,6 +348,7 @@ START_TEST(test_controller_epoch_and_cluster_id)
     ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), -1);
     js = "{\"version\":1,\"entity_type\":\"topics\",\"entity_name\":\"t1\"}";
     ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, 5, err, sizeof err), -1);
+    kp_buf_free(&out);
 
     int32_t v;
     ck_assert_int_eq(zj_id_parse("0", 1, &v), 0);

@@ -144,6 +144,14 @@ START_TEST(test_mirror_reput_follows_leader_isr_growth_and_config_changes)
     ck_assert_str_eq(kv[0].name, "cleanup.policy");
     md_kv_free(kv, n);
 
+    /* The same again: only the topic row is written, no partition. */
+    int before = sqlite3_total_changes(md_sqlite(db));
+    ck_assert_msg(put(ID1, parts, 3, NULL, 0, NULL, err) == 0, "%s", err);
+    ck_assert_int_eq(sqlite3_total_changes(md_sqlite(db)) - before, 1 + 1);  /* + config */
+    before = sqlite3_total_changes(md_sqlite(db));
+    ck_assert_msg(put(ID1, parts, 3, NULL, 0, NULL, err) == 0, "%s", err);
+    ck_assert_int_eq(sqlite3_total_changes(md_sqlite(db)) - before, 1);
+
     /* Fewer partitions (only a recreated topic has that in Kafka, but the
      * mirror writes what it sees): the rest go, with their bookmarks. */
     ck_assert_int_eq(md_log_bookmarks_save(db, "orders", 2, 0, 0, 1), 0);

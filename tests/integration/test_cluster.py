@@ -9,10 +9,6 @@ Per-broker views are read with our own Metadata and DescribeConfigs
 requests (kafka_raw), since a client library answers from whichever
 broker it likes.  Times (metadata propagation, controller failover, ...)
 are printed with support.report and listed at the end of the run.
-
-Pending: these tests wait for the cluster code and run only when named
-(`sh tests/integration/run.sh tests/integration/cluster_pending/test_cluster.py`);
-move the file to tests/integration/ once they pass.
 """
 import collections
 import os
@@ -342,11 +338,12 @@ def test_broker_sigkill_takes_its_rf1_partitions_offline_until_it_returns(cluste
     # The other partitions carry on.
     more = [{"key": b"more", "value": b"m%d" % p, "partition": p} for p in range(6) if p not in theirs]
     produce_ok(ck_producer(rest[0]), t, more, timeout=20)
+    t0 = time.monotonic()
     victim.start()
-    took, _ = timed(lambda: led_everywhere(cluster.brokers, t, 6) == parts, 20,
-                    "partitions %s back with broker %d" % (theirs, victim.broker_id))
-    report("broker %d restarted: its partitions led again everywhere after %.2f s",
-           victim.broker_id, took)
+    wait_for(lambda: led_everywhere(cluster.brokers, t, 6) == parts, 20,
+             "partitions %s back with broker %d" % (theirs, victim.broker_id))
+    report("broker %d restarted: its partitions led again everywhere %.2f s after its start",
+           victim.broker_id, time.monotonic() - t0)
     got = consume(rest[1], t, list(range(6)), len(sent) + len(more), timeout=30)
     assert ck_by_partition(got) == sent_by_partition(sent + more)
 
@@ -486,3 +483,30 @@ def test_standalone_broker_needs_nothing_of_zookeeper(start_broker):
     assert b.port in listening, conns
     assert all(local in listening for local, _remote, _state in conns), \
         "connections from the broker to elsewhere: %s" % conns
+
+
+# ---- placement -------------------------------------------------------------------------
+def test_replicas_spread_over_racks_when_brokers_have_them(make_cluster):
+    """broker.rack: Kafka's rack-aware assignment puts a partition's replicas
+    on different racks (two racks of two brokers, replication factor 2),
+    and leaders still spread over every broker."""
+    c = make_cluster(4, start=False)
+    racks = {1: "r1", 2: "r1", 3: "r2", 4: "r2"}
+    for b in c.brokers:
+        b.overrides["broker.rack"] = racks[b.broker_id]
+    c.start()
+    wait_formed(c)
+    t = topic_name("racks")
+    fs = ck_admin(c.brokers[0]).create_topics([NewTopic(t, num_partitions=8, replication_factor=2)],
+                                              operation_timeout=15)
+    fs[t].result(timeout=20)
+    parts = wait_for(lambda: (lambda m: m if len(m) == 8 and all(l >= 0 for _e, l, _r, _i in m.values())
+                              else None)(partitions_seen(c.brokers[3], t)), 10, "%s led" % t)
+    for p, (_err, leader, replicas, _isr) in parts.items():
+        assert len(replicas) == 2 and replicas[0] == leader, (p, leader, replicas)
+        assert {racks[r] for r in replicas} == {"r1", "r2"}, \
+            "partition %d has replicas %s, both on one rack" % (p, replicas)
+    assert sorted(collections.Counter(l for _e, l, _r, _i in parts.values()).values()) == [2, 2, 2, 2], \
+        "leaders not spread over the four brokers: %s" % parts
+    m = metadata(c.brokers[1])
+    assert {i: rack for i, (_h, _p, rack) in m["brokers"].items()} == racks
