@@ -68,6 +68,7 @@ struct bk_cluster {
     bool deletions_refreshing, deletions_again;
     /* write halves waiting for the mirror to show their change */
     cl_wait *waits;
+    struct fe_set *fetchers;         /* the replica fetchers (fetcher.c) */
 };
 
 /* cl_session.c */

@@ -38,6 +38,7 @@
  *       (REQUEST_TIMED_OUT), or at shutdown.
  */
 #include "daemon/cl.h"
+#include "daemon/fetcher.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -148,6 +149,7 @@ void cl_topic_applied(bk_broker *b, const char *name)
 {
     waits_check(b, name, 0);
     ctl_reconcile(b, name);
+    bk_fetchers_update(b);
 }
 
 void cl_brokers_changed(bk_broker *b)
@@ -156,6 +158,7 @@ void cl_brokers_changed(bk_broker *b)
     bk_cluster *cl = b->cl;
     if (cl->controller_id < 0)
         ctl_elect(b);
+    bk_fetchers_update(b);
 }
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -543,6 +546,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                 "and registers again with a new session");
         cl->registered = cl->synced = false;
         ctl_resign(b, "the ZooKeeper session expired");
+        bk_fetchers_update(b);           /* follows nothing until in step (F5) */
         break;
     }
 }
@@ -622,6 +626,11 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     cl->zk = b->zk;
+    if (bk_fetchers_start(b) != 0) {
+        snprintf(err, errlen, "cannot start the replica fetchers");
+        cl_stop(b);
+        return -1;
+    }
     cl->tick = event_new(b->base, -1, EV_PERSIST, on_tick, b);
     struct timeval tv = { 0, CL_TICK_MS * 1000 };
     event_add(cl->tick, &tv);
@@ -634,6 +643,7 @@ void cl_stop(bk_broker *b)
     bk_cluster *cl = b->cl;
     if (!cl)
         return;
+    bk_fetchers_stop(b);             /* before the view they follow goes */
     zk_stop(b->zk);                     /* our ephemeral znodes vanish now */
     b->zk = NULL;
     for (cl_wait *w = cl->waits, *next; w; w = next) {

@@ -1,0 +1,116 @@
+/*
+ * test_d_fetcher — the replica fetcher's pure decisions (daemon/fetcher.c):
+ * which partitions a broker follows, and how much of a leader's answer is
+ * whole batches it may append.  The fetching itself runs against real
+ * brokers in tests/integration/test_replication_follow.py.
+ */
+#include <check.h>
+#include <string.h>
+
+#include "daemon/fetcher.h"
+#include "tests/unit/unit_run.h"
+
+static bk_partition *const LOCAL = (bk_partition *)&LOCAL;   /* any non-NULL */
+
+static bk_pview view(int32_t leader, bool local)
+{
+    bk_pview v;
+    memset(&v, 0, sizeof v);
+    v.leader = leader;
+    v.local = local ? LOCAL : NULL;
+    return v;
+}
+
+START_TEST(test_follows_only_local_replicas_led_by_another_live_broker)
+{
+    bk_pview v = view(2, true);
+    ck_assert(bk_follow_wanted(&v, 1, true));
+    ck_assert(!bk_follow_wanted(&v, 1, false));     /* leader not alive */
+    ck_assert(!bk_follow_wanted(&v, 2, true));      /* this broker leads it */
+    v = view(2, false);
+    ck_assert(!bk_follow_wanted(&v, 1, true));      /* not hosted here */
+    v = view(-1, true);
+    ck_assert(!bk_follow_wanted(&v, 1, true));      /* no leader */
+}
+END_TEST
+
+static kp_buf buf;                   /* each test's batches (fixture) */
+
+static void setup(void)
+{
+    kp_buf_init(&buf);
+}
+
+static void teardown(void)
+{
+    kp_buf_free(&buf);
+}
+
+/* n batches of `records` records each into out; returns their total size. */
+static size_t batches(kp_buf *out, int n, int records)
+{
+    for (int i = 0; i < n; i++) {
+        kp_batch_builder bb;
+        kp_bb_init(&bb, out, KP_CODEC_NONE);
+        for (int j = 0; j < records; j++)
+            kp_bb_add(&bb, 1000 + j, "k", 1, "value", 5, NULL, 0);
+        ck_assert_int_gt(kp_bb_finish(&bb), 0);
+        kp_bb_free(&bb);
+    }
+    return out->len;
+}
+
+START_TEST(test_whole_batches_are_kept_and_their_records_counted)
+{
+    size_t len = batches(&buf, 3, 4);
+    int64_t records = -1;
+    ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, len, &records), len);
+    ck_assert_int_eq(records, 12);
+}
+END_TEST
+
+START_TEST(test_a_partial_last_batch_is_left_out)
+{
+    size_t two = batches(&buf, 2, 3);
+    size_t len = batches(&buf, 1, 3);
+    int64_t records = -1;
+    for (size_t cut = two; cut < len; cut += 7) {
+        ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, cut, &records), two);
+        ck_assert_int_eq(records, 6);
+    }
+    ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, 10, &records), 0);
+    ck_assert_int_eq(records, 0);
+    ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, 0, NULL), 0);
+}
+END_TEST
+
+START_TEST(test_a_bad_length_ends_the_whole_batches)
+{
+    size_t one = batches(&buf, 1, 2);
+    size_t len = batches(&buf, 1, 2);
+    memset(buf.data + one + 8, 0, 4);                /* BatchLength 0 */
+    ck_assert_uint_eq(bk_fetch_whole_batches(buf.data, len, NULL), one);
+}
+END_TEST
+
+START_TEST(test_out_of_range_truncates_only_a_follower_ahead_of_its_leader)
+{
+    ck_assert_int_eq(bk_fetch_out_of_range(150, 110, 0), BK_OOR_TRUNCATE);
+    ck_assert_int_eq(bk_fetch_out_of_range(5, 110, 20), BK_OOR_BELOW_START);
+    ck_assert_int_eq(bk_fetch_out_of_range(110, 110, 20), BK_OOR_RETRY);
+    ck_assert_int_eq(bk_fetch_out_of_range(20, 110, 20), BK_OOR_RETRY);
+    ck_assert_int_eq(bk_fetch_out_of_range(150, -1, -1), BK_OOR_RETRY);   /* nothing known */
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *const tests[] = {
+        test_follows_only_local_replicas_led_by_another_live_broker,
+        test_whole_batches_are_kept_and_their_records_counted,
+        test_a_partial_last_batch_is_left_out,
+        test_a_bad_length_ends_the_whole_batches,
+        test_out_of_range_truncates_only_a_follower_ahead_of_its_leader,
+    };
+    return unit_run("d_fetcher", "fetcher", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
+}
