@@ -5,8 +5,10 @@
  * more seg_range (file, position, length) spliced into the response with
  * bk_req_add_range and sent with sendfile by daemon/server.c.  The handler
  * writes only the small fixed fields.  Cost per partition: one hash
- * lookup, one seg_read bounded by the high watermark (an index lookup
- * plus a bounded header scan), no allocation.  The decoded request
+ * lookup, one seg_read bounded by the high watermark (a follower's: by
+ * the log end; an index lookup plus a bounded header scan), no
+ * allocation; a follower's fetch adds a scan of at most MD_REPLICAS_MAX
+ * follower slots (daemon/cl_isr.c).  The decoded request
  * (kp_dec_FetchRequest), the handler's state and the response being
  * encoded all live in the request arena, so no malloc per request in the
  * steady state.
@@ -53,6 +55,16 @@
  *      while the request is deferred.  If the connection dies first,
  *      fetch_cancel releases the events and waiters before the arena goes.
  *
+ * Replica fetches (cluster mode, ReplicaId >= 0: a follower; issue 16).
+ * The requester must be one of the partition's replicas and this broker
+ * its leader (else NOT_LEADER_OR_FOLLOWER).  It is served up to the LOG
+ * END, not the HW, with the same file ranges, and HighWatermark tells it
+ * the leader's HW.  Each build reports the follower's FetchOffset (its log
+ * end) to daemon/cl_isr.c (HW, ISR) before reading, so the answer carries
+ * the HW that fetch moved.  A replica fetch waits on the partition's
+ * append waiters (daemon/partition.c invariant 4): appends wake it, not
+ * only HW moves.  Standalone, ReplicaId is ignored as before.
+ *
  * Sessions (KIP-227) are not offered: SessionId 0 in every response, so
  * clients send full requests.  A request naming a session gets
  * FETCH_SESSION_ID_NOT_FOUND, as from a broker that evicted it.
@@ -92,6 +104,7 @@ typedef struct fetch_state {
     int64_t limit;                /* min(MaxBytes, fetch.max.bytes) */
     int8_t isolation_level;
     int16_t error;                /* top-level (v7+) */
+    int32_t replica_id;           /* >= 0: a follower (cluster mode); else -1 */
     int32_t ntopics, nparts;
     fetch_topic *topics;
     fetch_part *parts;
@@ -144,6 +157,7 @@ static fetch_state *fetch_parse(bk_req *r)
     st->max_wait_ms = q.MaxWaitMs;
     st->min_bytes = q.MinBytes;
     st->isolation_level = q.IsolationLevel;
+    st->replica_id = bk_cluster_mode(r->b) && q.ReplicaId >= 0 ? q.ReplicaId : -1;
     int64_t cap = r->b->cfg->fetch_max_bytes;
     st->limit = q.MaxBytes < cap ? q.MaxBytes : cap;    /* MaxBytes: v3+, else INT32_MAX */
     if (st->limit < 0)
@@ -218,35 +232,47 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
     int64_t bytes = 0;
 
     bk_partition *p;
+    int64_t upto = -1;            /* read bound: HW (consumers), log end (followers) */
+    int64_t end = -1;
     err = (int16_t)bk_leader_replica(b, st->topics[fp->topic].name, fp->partition, &p);
+    if (p && st->replica_id >= 0 && !bk_isr_is_replica(p, st->replica_id)) {
+        err = KP_NOT_LEADER_OR_FOLLOWER;          /* Kafka: not an assigned replica */
+        p = NULL;
+    }
     if (p) {
-        hw = p->high_watermark;
-        lso = hw;                 /* no transactions: last stable = HW */
+        end = seg_log_end(p->log);
         log_start = seg_log_start(p->log);
+        if (st->replica_id >= 0 && fp->fetch_offset >= log_start && fp->fetch_offset <= end &&
+            (fp->current_leader_epoch < 0 || fp->current_leader_epoch == p->leader_epoch))
+            bk_isr_follower_fetched(b, p, st->replica_id, fp->fetch_offset, end);
+        hw = p->high_watermark;
+        upto = st->replica_id >= 0 ? end : hw;
+        lso = hw;                 /* no transactions: last stable = HW */
         if (fp->current_leader_epoch >= 0 &&
             fp->current_leader_epoch != p->leader_epoch)
             err = fp->current_leader_epoch < p->leader_epoch
                       ? KP_FENCED_LEADER_EPOCH : KP_UNKNOWN_LEADER_EPOCH;
         else if (v < 10 && p->topic->cfg.compression_type == KP_CODEC_ZSTD)
             err = KP_UNSUPPORTED_COMPRESSION_TYPE;     /* protocol/README.md §7.2 */
-        else if (fp->fetch_offset < log_start || fp->fetch_offset > hw)
-            err = KP_OFFSET_OUT_OF_RANGE;
+        else if (fp->fetch_offset < log_start || fp->fetch_offset > end)
+            err = KP_OFFSET_OUT_OF_RANGE;  /* as Kafka: between HW and log end is empty */
     }
 
-    if (err == KP_NONE && fp->fetch_offset < hw) {
+    if (err == KP_NONE && fp->fetch_offset < upto) {
         int64_t remaining = st->limit - acc->total;
         int64_t budget = fp->max_bytes < remaining ? fp->max_bytes : remaining;
         if (budget < 0)
             budget = 0;
         bool first = acc->total == 0;   /* KIP-74: one batch whatever its size */
         int64_t off = fp->fetch_offset;
-        while (nranges < FETCH_MAX_RANGES && off < hw) {
+        while (nranges < FETCH_MAX_RANGES && off < upto) {
             int64_t want = budget - bytes;
             if (want <= 0 && !(first && nranges == 0))
                 break;
             seg_range rg;
-            /* Upper bound = HW: nothing above it is served (seg.h, R1). */
-            int rc = seg_read(p->log, off, hw, (size_t)(want > 0 ? want : 0), &rg);
+            /* Upper bound = HW for consumers: nothing above it is served
+             * to them (seg.h, R1); the log end for followers. */
+            int rc = seg_read(p->log, off, upto, (size_t)(want > 0 ? want : 0), &rg);
             if (rc != 0) {
                 if (nranges == 0)
                     err = rc == KP_OFFSET_OUT_OF_RANGE || rc == SEG_E_RANGE
@@ -428,7 +454,10 @@ static bool fetch_watch_all(fetch_state *st)
         }
         fp->w.wake = fetch_wake;
         fp->w.arg = st;
-        bk_partition_watch(p, &fp->w);
+        if (st->replica_id >= 0)
+            bk_partition_watch_appends(p, &fp->w);  /* it reads to the log end */
+        else
+            bk_partition_watch(p, &fp->w);
     }
     return true;
 }

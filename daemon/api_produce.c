@@ -45,7 +45,27 @@
  *   seg_append failure              KAFKA_STORAGE_ERROR (RECORD_LIST_TOO_LARGE
  *                                   for a batch larger than segment.bytes)
  *
- * acks=-1 is answered like acks=1: standalone, the leader is the whole ISR.
+ * acks=-1.  Standalone, it is answered like acks=1: the leader is the
+ * whole ISR.  In cluster mode (issue 16):
+ *   ISR smaller than min.insync.replicas   NOT_ENOUGH_REPLICAS, before
+ *                                          anything is appended
+ *   after the append, the answer waits until the high watermark reaches
+ *   the end of the appended batches (Kafka's DelayedProduce):
+ *
+ *     handler ──(HW below some partition's end)──► WAITING
+ *        WAITING ── HW moves / partition deleted / leadership lost
+ *                   (bk_partition_notify → pw_wake) ──► CHECK (next turn)
+ *        CHECK ── every partition done ──► bk_req_finish
+ *              └─ else ──► WAITING again
+ *        WAITING ── TimeoutMs passes ──► REQUEST_TIMED_OUT for the rest
+ *
+ *   A partition is done when its HW reached its end (NONE, or
+ *   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is below
+ *   min.insync.replicas by then), or when this broker no longer leads it
+ *   (NOT_LEADER_OR_FOLLOWER).  As with Fetch's long-poll, no partition
+ *   pointer survives a return to the loop (waiters are unlinked when
+ *   woken; CHECK looks partitions up again by name), and the response
+ *   structs stay in the request arena until the answer is encoded.
  * acks=0 gets no response (protocol/README.md §1).  A request without a ProducerId
  * costs nothing more; one with it costs one hash lookup per batch before
  * the append and one update after it.
@@ -64,11 +84,14 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 typedef struct produce_result {
     int16_t error;
     int64_t base_offset;
     int64_t log_append_time;
     int64_t log_start;
+    int64_t wait_end;             /* acks=-1, cluster: the HW to wait for; -1 none */
 } produce_result;
 
 static const char *client_of(const bk_req *r, char *buf, size_t cap)
@@ -170,6 +193,7 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
     res->base_offset = -1;
     res->log_append_time = -1;
     res->log_start = -1;
+    res->wait_end = -1;
 
     if (r->hdr.RequestApiVersion < 3) {
         res->error = KP_UNSUPPORTED_VERSION;
@@ -183,6 +207,11 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
     int lrc = bk_leader_replica(b, topic, index, &p);
     if (lrc != KP_NONE) {
         res->error = (int16_t)lrc;
+        return;
+    }
+    bool all = acks == -1 && bk_cluster_mode(b);
+    if (all && bk_isr_size(p) < p->topic->cfg.min_insync_replicas) {
+        res->error = KP_NOT_ENOUGH_REPLICAS;
         return;
     }
     if (seg_failed(p->log) && !storage_recovered(p)) {
@@ -212,6 +241,8 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
             if (p->topic->cfg.log_append_time)
                 res->log_append_time = dup.timestamp;
             res->log_start = seg_log_start(p->log);
+            if (all)              /* the first attempt's batch must be replicated too */
+                res->wait_end = dup.base_offset + dup.offset_delta + 1;
             return;
         }
         if (rc != KP_NONE) {
@@ -246,10 +277,183 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
         res->log_append_time = now;
     res->log_start = seg_log_start(p->log);
     bk_partition_appended(b, p, messages);   /* HW, flush policy, waiters */
+    if (all)
+        res->wait_end = seg_log_end(p->log);
+}
+
+/* ---- acks=all in cluster mode: waiting for the high watermark -------------- */
+
+typedef kp_ProduceResponse_PartitionProduceResponse produce_part_out;
+
+typedef struct pw_part {
+    kp_str topic;                 /* points into the request frame */
+    int32_t partition;
+    int64_t end;                  /* the HW that answers it */
+    produce_part_out *out;        /* its entry in the response (r->arena) */
+    bool done;
+    bk_waiter w;
+} pw_part;
+
+typedef struct produce_wait {
+    bk_req *r;
+    kp_ProduceResponse m;
+    int n;
+    pw_part *parts;
+    struct event *timer, *wake_ev;
+    bool wake_pending;
+} produce_wait;
+
+static void pw_unwatch_all(produce_wait *pw)
+{
+    for (int i = 0; i < pw->n; i++)
+        bk_partition_unwatch(&pw->parts[i].w);
+}
+
+static void pw_free(produce_wait *pw)
+{
+    pw_unwatch_all(pw);
+    if (pw->timer)
+        event_free(pw->timer);
+    if (pw->wake_ev)
+        event_free(pw->wake_ev);
+    pw->timer = pw->wake_ev = NULL;      /* pw itself is in r->arena */
+}
+
+static void pw_fail(pw_part *pp, int16_t err)
+{
+    pp->done = true;
+    pp->out->ErrorCode = err;
+    pp->out->BaseOffset = -1;            /* as Kafka's error responses */
+    pp->out->LogAppendTimeMs = -1;
+    pp->out->LogStartOffset = -1;
+}
+
+/* Decides every partition it can; links waiters on the rest.  true: all done. */
+static bool pw_check(produce_wait *pw)
+{
+    bk_broker *b = pw->r->b;
+    bool all_done = true;
+    for (int i = 0; i < pw->n; i++) {
+        pw_part *pp = &pw->parts[i];
+        if (pp->done)
+            continue;
+        bk_partition *p;
+        int rc = bk_leader_replica(b, pp->topic, pp->partition, &p);
+        if (rc != KP_NONE) {
+            pw_fail(pp, (int16_t)rc);
+        } else if (p->high_watermark >= pp->end) {
+            pp->done = true;
+            if (bk_isr_size(p) < p->topic->cfg.min_insync_replicas)
+                pw_fail(pp, KP_NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+        } else {
+            bk_partition_watch(p, &pp->w);
+            all_done = false;
+        }
+    }
+    if (!all_done)
+        return false;
+    pw_unwatch_all(pw);
+    return true;
+}
+
+static void pw_finish(produce_wait *pw)
+{
+    bk_req *r = pw->r;
+    r->state = NULL;
+    r->cancel = NULL;
+    r->expire = NULL;
+    pw_free(pw);
+    kp_enc_ProduceResponse(r->out, r->hdr.RequestApiVersion, &pw->m);
+    bk_req_finish(r);             /* may start the next request on r */
+}
+
+/* Runs inside bk_partition_notify: keeps no partition pointer. */
+static void pw_wake(bk_waiter *w)
+{
+    produce_wait *pw = w->arg;
+    pw_unwatch_all(pw);
+    if (!pw->wake_pending) {
+        pw->wake_pending = true;
+        event_active(pw->wake_ev, EV_TIMEOUT, 0);
+    }
+}
+
+static void pw_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    produce_wait *pw = arg;
+    pw->wake_pending = false;
+    if (pw_check(pw))
+        pw_finish(pw);
+}
+
+static void pw_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    produce_wait *pw = arg;
+    pw_unwatch_all(pw);
+    pw_check(pw);                 /* what is done now counts */
+    for (int i = 0; i < pw->n; i++)
+        if (!pw->parts[i].done)
+            pw_fail(&pw->parts[i], KP_REQUEST_TIMED_OUT);
+    pw_finish(pw);
+}
+
+static void pw_cancel(bk_req *r)
+{
+    produce_wait *pw = r->state;
+    r->state = NULL;
+    r->cancel = NULL;
+    r->expire = NULL;
+    if (pw)
+        pw_free(pw);
+}
+
+/* Shutdown: answer now (the timeout path, on the next loop turn). */
+static void pw_expire(bk_req *r)
+{
+    produce_wait *pw = r->state;
+    pw_unwatch_all(pw);
+    event_active(pw->timer, EV_TIMEOUT, 0);
+}
+
+/* After the appends of an acks=-1 produce in cluster mode: BK_DEFER, or
+ * BK_RESPOND with the response encoded (nothing to wait for, or no way to
+ * wait: shutting down or out of memory answers REQUEST_TIMED_OUT at once). */
+static int pw_start(bk_req *r, const kp_ProduceResponse *m, pw_part *parts, int n,
+                    int32_t timeout_ms)
+{
+    produce_wait *pw = kp_arena_alloc(&r->arena, sizeof *pw);
+    if (!pw)
+        return BK_CLOSE;
+    *pw = (produce_wait){ .r = r, .m = *m, .n = n, .parts = parts };
+    for (int i = 0; i < n; i++) {
+        parts[i].w = (bk_waiter){ .wake = pw_wake, .arg = pw };
+    }
+    if (pw_check(pw)) {
+        kp_enc_ProduceResponse(r->out, r->hdr.RequestApiVersion, &pw->m);
+        return r->out->err ? BK_CLOSE : BK_RESPOND;
+    }
+    pw->timer = evtimer_new(r->b->base, pw_timeout_cb, pw);
+    pw->wake_ev = event_new(r->b->base, -1, 0, pw_wake_cb, pw);
+    if (timeout_ms < 0)
+        timeout_ms = 0;
+    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+    if (r->b->stopping || !pw->timer || !pw->wake_ev || evtimer_add(pw->timer, &tv) != 0) {
+        pw_free(pw);
+        for (int i = 0; i < n; i++)
+            if (!parts[i].done)
+                pw_fail(&parts[i], KP_REQUEST_TIMED_OUT);
+        kp_enc_ProduceResponse(r->out, r->hdr.RequestApiVersion, &pw->m);
+        return r->out->err ? BK_CLOSE : BK_RESPOND;
+    }
+    r->state = pw;
+    r->cancel = pw_cancel;
+    r->expire = pw_expire;
+    return BK_DEFER;
 }
 
 typedef kp_ProduceResponse_TopicProduceResponse produce_topic_out;
-typedef kp_ProduceResponse_PartitionProduceResponse produce_part_out;
 
 int bk_handle_produce(bk_req *r)
 {
@@ -269,6 +473,9 @@ int bk_handle_produce(bk_req *r)
     if (nt > 0 && !(topics = kp_arena_alloc(&r->arena, (size_t)nt * sizeof *topics)))
         return BK_CLOSE;
     bool any_error = false;
+    /* acks=-1 in cluster mode: one pw_part per appended partition. */
+    pw_part *waits = NULL;
+    int nwaits = 0;
     for (int32_t t = 0; t < nt; t++) {
         const kp_ProduceRequest_TopicProduceData *qt = &q.TopicData[t];
         int32_t np = qt->PartitionData_count < 0 ? 0 : qt->PartitionData_count;
@@ -281,6 +488,18 @@ int bk_handle_produce(bk_req *r)
             const kp_ProduceRequest_PartitionProduceData *qp = &qt->PartitionData[i];
             produce_result res;
             produce_partition(r, q.Acks, qt->Name, qp->Index, qp->Records, &res);
+            if (res.wait_end >= 0) {
+                if (!waits) {
+                    size_t most = 0;
+                    for (int32_t k = 0; k < nt; k++)
+                        most += q.TopicData[k].PartitionData_count < 0
+                                    ? 0 : (size_t)q.TopicData[k].PartitionData_count;
+                    if (!(waits = kp_arena_alloc(&r->arena, most * sizeof *waits)))
+                        return BK_CLOSE;
+                }
+                waits[nwaits++] = (pw_part){ .topic = qt->Name, .partition = qp->Index,
+                                             .end = res.wait_end, .out = &parts[i] };
+            }
             any_error |= res.error != KP_NONE;
             /* LogAppendTimeMs (v2+) and LogStartOffset (v5+) are -1 when
              * unknown, their JSON default, so older versions encode. */
@@ -307,6 +526,8 @@ int bk_handle_produce(bk_req *r)
         return BK_NO_RESPONSE;
     m.Responses = topics;
     m.Responses_count = nt;
+    if (nwaits > 0)
+        return pw_start(r, &m, waits, nwaits, q.TimeoutMs);
     kp_enc_ProduceResponse(r->out, ver, &m);
     return r->out->err ? BK_CLOSE : BK_RESPOND;
 }

@@ -8,6 +8,7 @@
  *   daemon/cl_mirror.c    ZooKeeper → SQLite → the view, through watches
  *   daemon/cl_controller.c  election, partition states, deletions,
  *                         re-election when a broker dies
+ *   daemon/cl_isr.c       the leader's followers, high watermark and ISR
  *
  * Everything here runs on the loop; ZooKeeper is reached through zk.h.
  * Others see cluster mode through cluster.h (bk_cluster_mode, the view's
@@ -69,6 +70,7 @@ struct bk_cluster {
     /* write halves waiting for the mirror to show their change */
     cl_wait *waits;
     struct fe_set *fetchers;         /* the replica fetchers (fetcher.c) */
+    int64_t isr_checked_ms;          /* last ISR lag check (cl_isr.c) */
 };
 
 /* cl_session.c */
@@ -120,5 +122,13 @@ void ctl_resign(bk_broker *b, const char *why);
  * name NULL = every topic. */
 void ctl_reconcile(bk_broker *b, const char *name);
 void ctl_refresh_deletions(bk_broker *b);
+
+/* cl_isr.c */
+/* Writes partition's state znode with a new ISR (same leader and epochs),
+ * conditional on the version the mirror shows; the mirror's watch brings
+ * it into the view.  why goes into the log line.  0: sent; -1: not (not
+ * the leader in the view, no state znode, no session). */
+int  cl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
+                   int32_t nisr, const char *why);
 
 #endif

@@ -39,6 +39,7 @@
  */
 #include "daemon/cl.h"
 #include "daemon/fetcher.h"
+#include "daemon/replica.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -602,6 +603,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     if (cl->active && ++n % 50 == 0)
         ctl_refresh_deletions(b);                 /* every 5 s: retries failed ones */
     waits_check(b, NULL, now);
+    bk_isr_tick(b);                               /* replica.lag.time.max.ms */
 }
 
 static void on_watch(bk_broker *b, int type, const char *path)

@@ -22,11 +22,16 @@
  *      the freed partition.  wake() must therefore never keep the partition
  *      pointer: the Fetch code re-finds partitions by name on its next
  *      loop turn.
- *   4. Waiters are woken when the high watermark moves, and only then
+ *   4. `waiters` are woken when the high watermark moves, and only then
  *      (bk_partition_set_high_watermark, the one place that moves it
  *      while the partition is open): a consumer's Fetch reads up to the
  *      HW, so an append above it gives a waiter nothing new.  Topic
- *      deletion (3) is the other notify.
+ *      deletion (3) is the other notify.  `append_waiters` (replica
+ *      fetches, which read up to the log end) are woken by every append
+ *      (bk_partition_appended) and by bk_partition_notify (deletion, lost
+ *      leadership), not by HW moves: a HW move gives a follower no bytes,
+ *      so its fetch would only wait again (it learns the HW with its next
+ *      answer, as in Kafka).
  *
  * Flush policy (Kafka's flush.messages / flush.ms): appends count
  * unflushed messages; reaching flush.messages queues an fdatasync on the
@@ -37,12 +42,20 @@
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
 
+static void waiter_head_init(bk_waiter *h)
+{
+    h->next = h->prev = h;
+    h->part = NULL;
+    h->wake = NULL;
+    h->arg = NULL;
+}
+
 void bk_partition_init_waiters(bk_partition *p)
 {
-    p->waiters.next = p->waiters.prev = &p->waiters;
-    p->waiters.part = NULL;
-    p->waiters.wake = NULL;
-    p->waiters.arg = NULL;
+    waiter_head_init(&p->waiters);
+    waiter_head_init(&p->append_waiters);
+    p->isr_pending_version = -1;
+    p->followers_epoch = -1;
 }
 
 static void waiter_link_tail(bk_waiter *head, bk_waiter *w)
@@ -61,6 +74,14 @@ void bk_partition_watch(bk_partition *p, bk_waiter *w)
     w->part = p;
 }
 
+void bk_partition_watch_appends(bk_partition *p, bk_waiter *w)
+{
+    if (w->part)
+        bk_partition_unwatch(w);
+    waiter_link_tail(&p->append_waiters, w);
+    w->part = p;
+}
+
 void bk_partition_unwatch(bk_waiter *w)
 {
     if (!w->part)
@@ -71,9 +92,8 @@ void bk_partition_unwatch(bk_waiter *w)
     w->part = NULL;
 }
 
-void bk_partition_notify(bk_partition *p)
+static void notify_list(bk_waiter *head)
 {
-    bk_waiter *head = &p->waiters;
     if (head->next == head || head->next == NULL)
         return;
     /* Invariant 2: move everything onto a local sentinel first.  Waiters
@@ -93,13 +113,19 @@ void bk_partition_notify(bk_partition *p)
     }
 }
 
+void bk_partition_notify(bk_partition *p)
+{
+    notify_list(&p->waiters);
+    notify_list(&p->append_waiters);
+}
+
 void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw)
 {
     (void)b;
     if (hw == p->high_watermark)
         return;                  /* invariant 4: nothing new to read */
     p->high_watermark = hw;
-    bk_partition_notify(p);
+    notify_list(&p->waiters);     /* invariant 4: not the append waiters */
 }
 
 void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
@@ -109,9 +135,12 @@ void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
     int64_t fm = p->topic->cfg.flush_messages;
     if (fm > 0 && p->unflushed_messages >= fm && !p->flush_in_flight)
         bk_flusher_request(b, p);
-    /* Standalone: HW = log end.  With followers the HW stays behind until
-     * they fetch, and the append itself wakes no one. */
-    bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
+    /* Replica fetches read up to the log end: the append is news to them
+     * (invariant 4).  Standalone, or with the ISR this broker alone, the
+     * HW follows the log end; with followers in the ISR it stays behind
+     * until they fetch (daemon/cl_isr.c). */
+    notify_list(&p->append_waiters);
+    bk_isr_update_hw(b, p);
 }
 
 struct flush_tick_arg {

@@ -10,11 +10,15 @@
 #include "daemon/broker.h"
 #include "segments/seg.h"
 
-/* ---- waiting for data (Fetch long-poll) ---------------------------------- */
-/* A waiter is linked into a partition's list; bk_partition_notify (called
- * when the high watermark moves, and when the partition is deleted)
- * unlinks each waiter and calls its wake().
- * wake() runs on the loop thread and may re-register. */
+/* ---- waiting for data (Fetch long-poll, acks=all) ------------------------ */
+/* A waiter is linked into one of a partition's two lists: `waiters`
+ * (bk_partition_watch: consumers' Fetch, acks=all Produce), woken when
+ * the high watermark moves; and `append_waiters`
+ * (bk_partition_watch_appends: replica Fetch, which reads up to the log
+ * end), woken by every append.  bk_partition_notify (the partition is
+ * deleted, or no longer led here) wakes both.  Waking unlinks each waiter
+ * and calls its wake().  wake() runs on the loop thread and may
+ * re-register. */
 typedef struct bk_waiter {
     struct bk_waiter *next, *prev;
     bk_partition *part;               /* NULL when not linked */
@@ -24,8 +28,19 @@ typedef struct bk_waiter {
 
 void bk_partition_init_waiters(bk_partition *p);   /* empty list */
 void bk_partition_watch(bk_partition *p, bk_waiter *w);
+void bk_partition_watch_appends(bk_partition *p, bk_waiter *w);
 void bk_partition_unwatch(bk_waiter *w);
 void bk_partition_notify(bk_partition *p);
+
+/* What the leader knows of one follower of a partition it leads
+ * (daemon/cl_isr.c): Kafka's follower fetch state. */
+typedef struct bk_follower {
+    int32_t id;
+    int64_t log_end;                 /* its last FetchOffset; -1: not fetched yet */
+    int64_t last_caught_up_ms;       /* Kafka's lastCaughtUpTimeMs (bk_now_ms) */
+    int64_t last_fetch_ms;           /* its previous fetch, and the leader's */
+    int64_t last_fetch_leader_end;   /* log end at that moment */
+} bk_follower;
 
 /* ---- local replicas (daemon/replicas.c) ----------------------------------------
  * The logs this broker hosts: one bk_partition per replica it holds, with
@@ -47,6 +62,14 @@ struct bk_partition {
     /* bookmarks last saved to SQLite, to save only what changed */
     int64_t saved_log_start, saved_recovery_point, saved_hw;
     bk_waiter waiters;               /* list head (circular, sentinel) */
+    bk_waiter append_waiters;        /* replica fetches: woken by appends too */
+    /* cluster mode, as leader (daemon/cl_isr.c): the followers, reset
+     * when the leader epoch changes; fixed size, no allocation per fetch */
+    bk_follower followers[MD_REPLICAS_MAX];
+    int32_t nfollowers;
+    int32_t followers_epoch;         /* leader epoch the followers belong to */
+    bool leading;                    /* led here at the last view change */
+    int isr_pending_version;         /* ISR write out on this state version; -1 none */
     int64_t storage_retry_ms;        /* log failed: next seg_reset_error try */
     struct bk_pstate *producers;     /* idempotent producers (producer_state.c) */
     /* counters for /metrics */
@@ -72,6 +95,27 @@ void bk_save_offsets(bk_broker *b);
 void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages);
 /* Moves the high watermark; wakes the fetch waiters only if it moved. */
 void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw);
+
+/* ---- followers and the ISR (daemon/cl_isr.c) ------------------------------
+ * Standalone these reduce to high watermark = log end. */
+/* The high watermark from the log end and the ISR (cluster mode, as
+ * leader: the smallest log end among the ISR members); never moves it
+ * back.  Cluster mode, not leading: left alone (the follower side sets it). */
+void bk_isr_update_hw(bk_broker *b, bk_partition *p);
+/* A replica Fetch from follower id at fetch_offset (within the log),
+ * with the leader's log end leader_end at that moment: records its log end
+ * and caught-up time, moves the high watermark, and proposes the follower
+ * for the ISR once it reached the high watermark. */
+void bk_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
+                             int64_t fetch_offset, int64_t leader_end);
+/* The view of p's partition changed (topics.c): new ISR, new leader. */
+void bk_isr_view_changed(bk_broker *b, bk_partition *p);
+/* Drops followers not caught up for replica.lag.time.max.ms from the ISR
+ * of the partitions this broker leads (cluster tick). */
+void bk_isr_tick(bk_broker *b);
+/* Is id one of the partition's replicas / ISR members (view)? */
+bool bk_isr_is_replica(const bk_partition *p, int32_t id);
+int32_t bk_isr_size(const bk_partition *p);
 
 /* ---- flush worker (daemon/flusher.c) ---------------------------------------- */
 int  bk_flusher_start(bk_broker *b);

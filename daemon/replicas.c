@@ -95,6 +95,10 @@ int bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *
         return KP_KAFKA_STORAGE_ERROR;
     }
     p->high_watermark = seg_log_end(p->log);
+    /* Cluster mode: what was above the saved HW may not be on the ISR; the
+     * leader moves it on once they report (daemon/cl_isr.c). */
+    if (bk_cluster_mode(b) && p->saved_hw >= 0 && p->saved_hw < p->high_watermark)
+        p->high_watermark = p->saved_hw;
     p->last_flush_ms = bk_now_ms();
     /* Removed segments wait file.delete.delay.ms on the janitor thread. */
     seg_set_deferred_delete(p->log, true);

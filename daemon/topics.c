@@ -135,8 +135,10 @@ static int apply_partitions(bk_broker *b, bk_topic *t, const md_partition *parts
                     t->name, i);
             bk_replica_close(b, v->local, true);
         }
-        if (v->local)
+        if (v->local) {
             v->local->leader_epoch = v->leader_epoch;
+            bk_isr_view_changed(b, v->local);     /* ISR or leader changed: the HW */
+        }
     }
     return rc;
 }

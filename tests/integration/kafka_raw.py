@@ -362,6 +362,43 @@ def parse_fetch_v4(r):
     return out
 
 
+def fetch_v11_body(partitions, max_wait_ms, replica_id=-1, min_bytes=1,
+                   max_bytes=1 << 20, partition_max_bytes=1 << 20):
+    """Fetch v11 as a follower sends it (ReplicaId = its broker id).
+    partitions: [(topic, partition, fetch_offset)] (CurrentLeaderEpoch -1,
+    LogStartOffset -1), grouped by topic in the order given."""
+    topics = []
+    for t, p, off in partitions:
+        if not topics or topics[-1][0] != t:
+            topics.append((t, []))
+        topics[-1][1].append(i32(p) + i32(-1) + i64(off) + i64(-1) + i32(partition_max_bytes))
+    return (i32(replica_id) + i32(max_wait_ms) + i32(min_bytes) + i32(max_bytes) + i8(0) +
+            i32(0) + i32(-1) +                    # SessionId, SessionEpoch: no session
+            array([string(t) + array(ps) for t, ps in topics]) +
+            array([]) + string(""))               # ForgottenTopicsData, RackId
+
+
+def parse_fetch_v11(r):
+    """(error, [(topic, partition, error, high_watermark, log_start, records bytes)])"""
+    r.i32()  # throttle
+    err = r.i16()
+    r.i32()  # session id
+    out = []
+    for _ in range(r.i32()):
+        t = r.string()
+        for _ in range(r.i32()):
+            p = r.i32()
+            perr = r.i16()
+            hw = r.i64()
+            r.i64()  # last stable offset
+            log_start = r.i64()
+            r.array(lambda x: (x.i64(), x.i64()))  # aborted transactions
+            r.i32()  # preferred read replica
+            records = r.nbytes()
+            out.append((t, p, perr, hw, log_start, records))
+    return err, out
+
+
 # ---- RecordBatch v2 -------------------------------------------------------------
 def crc32c(data):
     crc = 0xFFFFFFFF

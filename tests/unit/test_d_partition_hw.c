@@ -45,8 +45,36 @@ START_TEST(test_waiters_wake_only_when_the_high_watermark_moves)
 }
 END_TEST
 
+/* Replica fetches read to the log end: a HW move gives them no bytes, so
+ * it leaves them waiting; deletion (bk_partition_notify) wakes both kinds. */
+START_TEST(test_append_waiters_sleep_through_hw_moves_and_wake_on_notify)
+{
+    bk_partition p;
+    memset(&p, 0, sizeof p);
+    bk_partition_init_waiters(&p);
+    int consumer = 0, follower = 0;
+    bk_waiter wc = { .wake = count_wake, .arg = &consumer };
+    bk_waiter wf = { .wake = count_wake, .arg = &follower };
+
+    bk_partition_watch(&p, &wc);
+    bk_partition_watch_appends(&p, &wf);
+    bk_partition_set_high_watermark(NULL, &p, 3);
+    ck_assert_int_eq(consumer, 1);
+    ck_assert_int_eq(follower, 0);
+    ck_assert_ptr_eq(wf.part, &p);
+
+    bk_partition_watch(&p, &wc);
+    bk_partition_notify(&p);
+    ck_assert_int_eq(consumer, 2);
+    ck_assert_int_eq(follower, 1);
+    ck_assert_ptr_null(wf.part);
+    ck_assert_ptr_null(wc.part);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *const tests[] = { test_waiters_wake_only_when_the_high_watermark_moves };
+    const TTest *const tests[] = { test_waiters_wake_only_when_the_high_watermark_moves,
+                                   test_append_waiters_sleep_through_hw_moves_and_wake_on_notify };
     return unit_run("d_partition_hw", "hw", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
