@@ -420,19 +420,27 @@ static inline void bench_set_timeout(int fd, double seconds)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-/* A CreateTopics v0 request for one topic with replication factor rf and
- * the request's TimeoutMs, into q (initialised). */
+/* A CreateTopics v0 request for one topic with `partitions` partitions of
+ * replication factor rf and the request's TimeoutMs, into q (initialised).
+ * assign: NULL, or the manual assignment, rf broker ids per partition. */
 static inline void bench_create_topic_req(kp_buf *q, const char *name, int32_t partitions,
-                                          int16_t rf, const char *const *configs /* k,v,…,NULL */,
+                                          int16_t rf, const int32_t *assign,
+                                          const char *const *configs /* k,v,…,NULL */,
                                           int32_t timeout_ms)
 {
     kp_buf_init(q);
     kp_req_hdr_write(q, KP_API_CREATE_TOPICS, 0, 1, "bench");
     kp_wr_array(q, 1);
     kp_wr_string(q, name, -1);
-    kp_wr_i32(q, partitions);
-    kp_wr_i16(q, rf);
-    kp_wr_array(q, 0);                        /* assignments */
+    kp_wr_i32(q, assign ? -1 : partitions);
+    kp_wr_i16(q, assign ? -1 : rf);
+    kp_wr_array(q, assign ? partitions : 0);  /* Assignments */
+    for (int32_t p = 0; assign && p < partitions; p++) {
+        kp_wr_i32(q, p);
+        kp_wr_array(q, rf);
+        for (int16_t k = 0; k < rf; k++)
+            kp_wr_i32(q, assign[(size_t)p * (size_t)rf + (size_t)k]);
+    }
     int nc = 0;
     while (configs && configs[nc * 2])
         nc++;
@@ -465,7 +473,7 @@ static inline int bench_create_topic_rf(int fd, const char *name, int32_t partit
                                         int32_t timeout_ms)
 {
     kp_buf q, r;
-    bench_create_topic_req(&q, name, partitions, rf, configs, timeout_ms);
+    bench_create_topic_req(&q, name, partitions, rf, NULL, configs, timeout_ms);
     kp_buf_init(&r);
     int rc = bench_roundtrip(fd, &q, &r) == 0 ? bench_create_topic_error(&r) : -1;
     kp_buf_free(&q);
@@ -490,6 +498,7 @@ typedef struct bench_md {
     int ntopics;                        /* those without a topic error */
     long partitions;                    /* of those topics */
     long led;                           /* of which with a leader (>= 0) */
+    long under_replicated;              /* of which with fewer in sync than replicas */
     int16_t topic_error;                /* the first topic's ErrorCode */
     int32_t leader0;                    /* its partition 0's LeaderId; -1: none */
     int32_t replica0;                   /* and first replica; -1: none */
@@ -543,9 +552,9 @@ static inline int bench_metadata(int fd, const char *topic, bench_md *md)
             for (int32_t p = 0; p < np; p++) {
                 kp_rd_i16(&rd);               /* ErrorCode */
                 int32_t index = kp_rd_i32(&rd);
-                int32_t leader = kp_rd_i32(&rd), replica = -1;
+                int32_t leader = kp_rd_i32(&rd), replica = -1, count[2] = { 0, 0 };
                 for (int k = 0; k < 2; k++) { /* ReplicaNodes, IsrNodes */
-                    int32_t nr = kp_rd_array(&rd, 4);
+                    int32_t nr = count[k] = kp_rd_array(&rd, 4);
                     for (int32_t j = 0; j < nr; j++) {
                         int32_t id = kp_rd_i32(&rd);
                         if (k == 0 && j == 0)
@@ -555,6 +564,7 @@ static inline int bench_metadata(int fd, const char *topic, bench_md *md)
                 if (terr == 0) {
                     md->partitions++;
                     md->led += leader >= 0;
+                    md->under_replicated += count[1] < count[0];
                 }
                 if (t == 0 && index == 0) {
                     md->leader0 = leader;

@@ -33,7 +33,13 @@
  *                stopped broker is started again before the next size.
  *                Both times, the ratio large/small, and SIGTERM → znode
  *                gone.
- *   re-election  not measured: it needs replication factor ≥ 2.
+ *   re-election  replication has landed: on a fresh cluster (its own chroot),
+ *                3,000 RF-2 partitions all led by one broker that is not the
+ *                controller; once every ISR is full that broker is SIGKILLed
+ *                and the clock runs from its /brokers/ids znode vanishing
+ *                (session expiry) to the last of the 3,000 state znodes
+ *                changing (watched from here), and on to the controller's
+ *                Metadata naming a leader for each again.
  *
  * Exit status: 0 when every step ran (whatever the figures), 1 when
  * something failed (a broker or ZooKeeper that would not start, a topic
@@ -60,8 +66,11 @@
 #define PRODUCE_RUNS 7                /* per side */
 #define PRODUCE_TOPIC "bench-produce"
 #define TAKEOVER_TRY_MS 5000          /* TimeoutMs of each takeover CreateTopics */
+#define REELECT_TOPICS 3              /* of 1000 partitions: 3,000 led by one broker */
 
 static bench_broker brokers[NBROKERS];
+static char cluster_chroot[64] = CHROOT;  /* the brokers' chroot */
+static const char *cluster_tag = "";      /* prefix of their directories */
 static char broker_extra[NBROKERS][5][128];
 static bench_broker standalone;
 static pid_t zk_pid;
@@ -207,8 +216,17 @@ static void zk_watcher(zhandle_t *h, int type, int state, const char *path, void
         atomic_store(&controller_gone_ns, (long long)(bench_now() * 1e9));
 }
 
+/* The brokers' chroot, created as an operator would before pointing
+ * brokers at it. */
+static void zk_create_chroot(void)
+{
+    int rc = zoo_create(zh, cluster_chroot, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    if (rc != ZOK && rc != ZNODEEXISTS)
+        die("creating %s in ZooKeeper: %s", cluster_chroot, zerror(rc));
+}
+
 /* Connects (no chroot: this client names full paths) and creates the
- * brokers' chroot, as an operator would before pointing brokers at it. */
+ * brokers' chroot. */
 static void zk_client_open(void)
 {
     char log[400], hostport[64];
@@ -224,9 +242,7 @@ static void zk_client_open(void)
         usleep(10000);
     if (!zh || !atomic_load(&zk_connected))
         die("the bench's ZooKeeper client could not connect to %s", hostport);
-    int rc = zoo_create(zh, CHROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    if (rc != ZOK && rc != ZNODEEXISTS)
-        die("creating %s in ZooKeeper: %s", CHROOT, zerror(rc));
+    zk_create_chroot();
 }
 
 /* ---- brokers ----------------------------------------------------------- */
@@ -244,13 +260,13 @@ static void cluster_broker_start(int i)
 {
     bench_broker *b = &brokers[i];
     if (!b->dir[0]) {
-        snprintf(b->dir, sizeof b->dir, "%s/broker%d", bench_scratch, i + 1);
-        snprintf(b->log, sizeof b->log, "%s/broker%d.log", bench_scratch, i + 1);
+        snprintf(b->dir, sizeof b->dir, "%s/%sbroker%d", bench_scratch, cluster_tag, i + 1);
+        snprintf(b->log, sizeof b->log, "%s/%sbroker%d.log", bench_scratch, cluster_tag, i + 1);
         if (mkdir(b->dir, 0700))
             die("mkdir %s: %s", b->dir, strerror(errno));
         snprintf(broker_extra[i][0], sizeof broker_extra[i][0], "broker.id=%d", i + 1);
         snprintf(broker_extra[i][1], sizeof broker_extra[i][1],
-                 "zookeeper.connect=127.0.0.1:%d" CHROOT, zk_port);
+                 "zookeeper.connect=127.0.0.1:%d%s", zk_port, cluster_chroot);
         snprintf(broker_extra[i][2], sizeof broker_extra[i][2],
                  "zookeeper.session.timeout.ms=" SESSION_TIMEOUT_MS);
         snprintf(broker_extra[i][3], sizeof broker_extra[i][3], "auto.create.topics.enable=false");
@@ -498,7 +514,7 @@ static probe probe_create(int fdc, int fdm, const char *name, double deadline)
 {
     probe pr = { -1, 0, 0, -1 };
     kp_buf q, r;
-    bench_create_topic_req(&q, name, 1, 1, NULL, TAKEOVER_TRY_MS);
+    bench_create_topic_req(&q, name, 1, 1, NULL, NULL, TAKEOVER_TRY_MS);
     kp_buf_init(&r);
     bool sent = bench_send_frame(fdc, &q) == 0;
     while (sent && bench_now() < deadline) {
@@ -649,6 +665,151 @@ static void bench_takeover(long small, long large)
            t_large / t_small);
 }
 
+/* ---- leader re-election (RF 2) ------------------------------------------ */
+
+static atomic_int states_changed;
+static atomic_llong last_change_ns, broker_gone_ns;
+
+/* ZooKeeper client thread: a watched partition state changed. */
+static void state_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+    (void)h; (void)state; (void)path; (void)ctx;
+    if (type == ZOO_CHANGED_EVENT || type == ZOO_DELETED_EVENT) {
+        atomic_store(&last_change_ns, (long long)(bench_now() * 1e9));
+        atomic_fetch_add(&states_changed, 1);
+    }
+}
+
+/* ZooKeeper client thread: the watched /brokers/ids/<id> went (its
+ * session expired). */
+static void broker_watcher(zhandle_t *h, int type, int state, const char *path, void *ctx)
+{
+    (void)h; (void)state; (void)path; (void)ctx;
+    if (type == ZOO_DELETED_EVENT)
+        atomic_store(&broker_gone_ns, (long long)(bench_now() * 1e9));
+}
+
+/* A fresh cluster (its own chroot and directories, so nothing of the
+ * takeover's 10,000 RF-1 partitions weighs on it): REELECT_TOPICS topics
+ * of 1000 partitions with replicas [D, F], F alternating between the two
+ * others, so D, not the controller, leads all of them.  Once every ISR is
+ * full, each partition's state znode is watched and D SIGKILLed; the clock
+ * runs from /brokers/ids/D vanishing (its session expiring) to the last
+ * of the states changing (the controller's new leader and ISR). */
+static void bench_reelection(void)
+{
+    for (int i = 0; i < NBROKERS; i++) {
+        bench_broker_stop(&brokers[i]);
+        memset(&brokers[i], 0, sizeof brokers[i]);
+    }
+    snprintf(cluster_chroot, sizeof cluster_chroot, "%s-reelect", CHROOT);
+    cluster_tag = "reelect-";
+    zk_create_chroot();
+    cluster_start();
+    bench_md md;
+    if (!wait_brokers(0, NBROKERS, 30, &md))
+        die("broker 1 sees %d brokers, not %d", md.nbrokers, NBROKERS);
+    int c = index_of_id(md.controller), d = (c + 1) % NBROKERS;
+    int32_t others[2] = { (d + 1) % NBROKERS + 1, (d + 2) % NBROKERS + 1 };
+    int32_t *assign = calloc(2000, sizeof *assign);
+    if (c < 0 || !assign)
+        die("re-election: controller %d, or out of memory", md.controller);
+    double t0 = bench_now();
+    int fd = connect_or_die(&brokers[c]);
+    for (int t = 0; t < REELECT_TOPICS; t++) {
+        for (int p = 0; p < 1000; p++) {
+            assign[2 * p] = d + 1;
+            assign[2 * p + 1] = others[p % 2];
+        }
+        char name[32];
+        snprintf(name, sizeof name, "reelect-%d", t);
+        kp_buf q, r;
+        bench_create_topic_req(&q, name, 1000, 2, assign, NULL, 60000);
+        kp_buf_init(&r);
+        int rc = bench_roundtrip(fd, &q, &r) ? -1 : bench_create_topic_error(&r);
+        kp_buf_free(&q);
+        kp_buf_free(&r);
+        if (rc != 0)
+            die("CreateTopics %s (1000 partitions on [%d, %d|%d]): error %d", name, d + 1,
+                others[0], others[1], rc);
+    }
+    free(assign);
+    long want = REELECT_TOPICS * 1000L;
+    for (;;) {
+        if (bench_metadata(fd, NULL, &md))
+            die("Metadata from broker %d failed", c + 1);
+        if (md.partitions >= want && md.led == md.partitions && md.under_replicated == 0)
+            break;
+        if (bench_now() - t0 > 90)
+            die("re-election: 90 s after creating %ld RF-2 partitions led by broker %d, broker "
+                "%d's Metadata has %ld of them, %ld led, %ld with an ISR short of its replicas",
+                want, d + 1, c + 1, md.partitions, md.led, md.under_replicated);
+        usleep(200000);
+    }
+    printf("re-election: %ld partitions, RF 2, led by broker %d, every ISR full after %.1f s\n",
+           want, d + 1, bench_now() - t0);
+
+    char path[128];
+    struct Stat st;
+    atomic_store(&broker_gone_ns, 0);
+    atomic_store(&states_changed, 0);
+    snprintf(path, sizeof path, "%s/brokers/ids/%d", cluster_chroot, d + 1);
+    int zrc = zoo_wexists(zh, path, broker_watcher, NULL, &st);
+    for (int t = 0; zrc == ZOK && t < REELECT_TOPICS; t++)
+        for (int p = 0; zrc == ZOK && p < 1000; p++) {
+            snprintf(path, sizeof path, "%s/brokers/topics/reelect-%d/partitions/%d/state",
+                     cluster_chroot, t, p);
+            zrc = zoo_wexists(zh, path, state_watcher, NULL, &st);
+        }
+    if (zrc != ZOK)
+        die("re-election: watching %s: %s", path, zerror(zrc));
+    int early = atomic_load(&states_changed);   /* changed before the kill: not ours */
+
+    double t_kill = bench_now();
+    kill(brokers[d].pid, SIGKILL);
+    waitpid(brokers[d].pid, NULL, 0);
+    bench_track(brokers[d].pid, false);
+    brokers[d].pid = 0;
+    while (!atomic_load(&broker_gone_ns) && bench_now() - t_kill < 30)
+        usleep(1000);
+    long long gone_ns = atomic_load(&broker_gone_ns);
+    while (gone_ns && atomic_load(&states_changed) - early < want &&
+           bench_now() - (double)gone_ns / 1e9 < 60)
+        usleep(1000);
+    int changed = atomic_load(&states_changed) - early;
+    double t_gone = (double)gone_ns / 1e9, t_last = (double)atomic_load(&last_change_ns) / 1e9;
+    /* What clients see: the controller's own Metadata naming a leader
+     * for each again (a dead broker is not named). */
+    double t_md = 0;
+    while (gone_ns && bench_now() - t_gone < 60) {
+        if (bench_metadata(fd, NULL, &md))
+            die("Metadata from broker %d failed", c + 1);
+        if (md.partitions >= want && md.led == md.partitions) {
+            t_md = bench_now();
+            break;
+        }
+        usleep(5000);
+    }
+    close(fd);
+    char seen[96] = "not within 60 s";
+    if (t_md)
+        snprintf(seen, sizeof seen, "after %.1f ms", (t_md - t_gone) * 1000);
+    if (!gone_ns || changed < want) {
+        printf("re-election: FAILED: %s; %d of %ld partition states changed%s\n",
+               gone_ns ? "broker's znode went" : "/brokers/ids of the SIGKILLed broker still "
+               "there after 30 s", changed, want, gone_ns ? " within 60 s" : "");
+        failed = true;
+        return;
+    }
+    printf("re-election: %ld partitions led by SIGKILLed broker %d: %.1f ms from its session "
+           "expiring (/brokers/ids/%d deleted, %.1f s after the kill) to the last of their "
+           "states changing in ZooKeeper (no target in the issue); all led again in controller "
+           "%d's Metadata %s\n", want, d + 1, (t_last - t_gone) * 1000, d + 1, t_gone - t_kill,
+           c + 1, seen);
+    if (early)
+        printf("re-election: (%d of the watched states changed before the kill)\n", early);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -674,9 +835,7 @@ int main(int argc, char **argv)
     bench_propagation();
     bench_produce(msgs);
     bench_takeover(small, large);
-    printf("re-election: not measured: leader re-election for 3,000 partitions led by a dead "
-           "broker needs replication factor >= 2, which arrives with replication (the next "
-           "issue)\n");
+    bench_reelection();
     for (int i = 0; i < NBROKERS; i++)
         bench_broker_stop(&brokers[i]);
     zookeeper_close(zh);
