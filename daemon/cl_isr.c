@@ -178,8 +178,19 @@ void bk_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
     f->last_fetch_ms = now;
     f->last_fetch_leader_end = leader_end;
     f->log_end = fetch_offset;
-    bk_isr_update_hw(b, p);
     const bk_pview *v = view_of(p);
+    if (leads(b, p) && has_id(v->isr, v->nisr, id) && fetch_offset < p->high_watermark) {
+        /* An ISR member's log reaches the high watermark by definition; one
+         * that asks for less has lost what it had (a restart that cut its
+         * log back), so it must not be elected before it has it again. */
+        char why[96];
+        snprintf(why, sizeof why, "follower %d's log end %lld fell below the high "
+                 "watermark %lld", (int)id, (long long)fetch_offset,
+                 (long long)p->high_watermark);
+        isr_propose(b, p, id, false, why);
+        return;
+    }
+    bk_isr_update_hw(b, p);
     if (leads(b, p) && !has_id(v->isr, v->nisr, id) && fetch_offset >= p->high_watermark) {
         char why[64];
         snprintf(why, sizeof why, "follower %d caught up", (int)id);

@@ -59,6 +59,7 @@
 #include "daemon/fetcher.h"
 #include "daemon/cl.h"
 #include "daemon/replica.h"
+#include "daemon/producer_state.h"
 #include "kp_msgs.h"
 
 #include <event2/buffer.h>
@@ -237,6 +238,7 @@ static void out_of_range(fe_fetcher *f, fe_part *fp, bk_partition *p,
         BK_INFO("partition %s-%d: log end %lld was ahead of leader %d's high watermark; "
                 "truncated to %lld", fp->topic, fp->partition, (long long)end, f->leader,
                 (long long)seg_log_end(p->log));
+        bk_producers_reset(b, p);
         if (p->high_watermark > seg_log_end(p->log))
             bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
         return;                          /* fetched again at once */
@@ -313,6 +315,12 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
             return;
         }
         p->bytes_in += whole;
+        /* The producers' sequences go with their batches, so a retry that
+         * reaches this replica once it leads is still recognised. */
+        if (p->producers && bk_pstate_record(p->producers, (const uint8_t *)rp->Records.p,
+                                             whole, bk_now_ms()) != 0)
+            BK_WARN("partition %s-%d: out of memory for producer state; retried "
+                    "idempotent batches may be appended twice", fp->topic, fp->partition);
         bk_partition_appended(b, p, records);
     }
     int64_t end = seg_log_end(p->log);
@@ -573,12 +581,44 @@ static fe_fetcher *fetcher_get(fe_set *s, int32_t leader)
     return f;
 }
 
+/* A replica that starts following a leader (a new leader, a new epoch)
+ * first cuts its log back to its high watermark, as Kafka's followers did
+ * before leader epochs: what lies above it may never have been committed
+ * and may differ from the new leader's log at the same offsets, while
+ * everything at or below it is in every ISR member's log.  The cut part
+ * is fetched again from the leader.  (Leader epochs, issue 16, will cut
+ * exactly at the divergence instead.)  A follower thus cut below the
+ * leader's high watermark is dropped from the ISR by the leader
+ * (cl_isr.c) until it has caught up again. */
+static void start_following(fe_fetcher *f, bk_partition *p, int32_t epoch)
+{
+    bk_broker *b = f->set->b;
+    int64_t end = seg_log_end(p->log), hw = p->high_watermark;
+    if (end <= hw)
+        return;
+    int rc = seg_truncate(p->log, hw);
+    bk_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
+    if (rc != 0) {
+        BK_ERROR("partition %s-%d: cannot cut the log back to its high watermark %lld "
+                 "(error %d) before following broker %d", p->topic->name, p->id,
+                 (long long)hw, rc, f->leader);
+        return;
+    }
+    bk_producers_reset(b, p);
+    BK_INFO("partition %s-%d: following broker %d (leader epoch %d): log end %lld cut "
+            "back to the high watermark %lld; the rest comes from the leader",
+            p->topic->name, p->id, f->leader, (int)epoch, (long long)end,
+            (long long)seg_log_end(p->log));
+}
+
 static void follow(fe_fetcher *f, const bk_topic *t, int32_t i, const bk_pview *v)
 {
     for (int k = 0; k < f->nparts; k++) {
         fe_part *fp = &f->parts[k];
         if (fp->partition == i && !strcmp(fp->topic, t->name)) {
             fp->seen = true;
+            if (fp->leader_epoch != v->leader_epoch && v->local)
+                start_following(f, v->local, v->leader_epoch);
             if (fp->leader_epoch != v->leader_epoch || fp->zk_version != v->zk_version) {
                 fp->leader_epoch = v->leader_epoch;
                 fp->zk_version = v->zk_version;
@@ -597,6 +637,8 @@ static void follow(fe_fetcher *f, const bk_topic *t, int32_t i, const bk_pview *
         f->parts = np;
         f->cap = cap;
     }
+    if (v->local)
+        start_following(f, v->local, v->leader_epoch);
     fe_part *fp = &f->parts[f->nparts++];
     memset(fp, 0, sizeof *fp);
     snprintf(fp->topic, sizeof fp->topic, "%s", t->name);

@@ -589,6 +589,12 @@ void bk_producers_close(bk_broker *b, bk_partition *p, bool destroy)
     }
 }
 
+int bk_producers_reset(bk_broker *b, bk_partition *p)
+{
+    bk_producers_close(b, p, true);          /* its state may hold cut batches */
+    return bk_producers_open(b, p);
+}
+
 static void tick_replica(bk_partition *p, void *arg)
 {
     bk_broker *b = arg;

@@ -94,6 +94,9 @@ int  bk_producers_open(struct bk_broker *b, struct bk_partition *p);
 /* At close: a snapshot at the log end unless destroy (topic deletion),
  * then frees. */
 void bk_producers_close(struct bk_broker *b, struct bk_partition *p, bool destroy);
+/* After the log was cut back (a follower truncating): the state again as
+ * the log now has it, from the newest snapshot at or below its end. */
+int  bk_producers_reset(struct bk_broker *b, struct bk_partition *p);
 /* Maintenance timer: expires silent producers and snapshots partitions
  * whose state changed, so a crash replays little of the log. */
 void bk_producers_tick(struct bk_broker *b);

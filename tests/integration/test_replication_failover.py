@@ -1,0 +1,136 @@
+"""Replication's promise (issue 16): with replication factor 3,
+min.insync.replicas=2 and an idempotent acks=all producer, SIGKILLing the
+partition's leader again and again (each time restarted) loses no
+acknowledged message and duplicates none.
+
+The producer (librdkafka, idempotent, acks=all) sends numbered messages
+without pause from a thread while the test kills whichever broker leads,
+waits for the controller to move leadership, restarts the dead broker and
+waits until it is back in the ISR.  Afterwards every acknowledged message
+is read back exactly once, in order; the test prints acknowledged, read,
+lost and duplicated.
+"""
+import threading
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+
+import kafka_raw as kr
+from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from support import ck_admin, ck_conf, consume, report, topic_name
+
+if zk_missing():
+    pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
+
+KILLS = 10
+SESSION_MS = 3000
+
+
+def leader_and_isr(b, topic):
+    """(leader, isr) of partition 0 as broker b answers Metadata, or None."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [topic], False), timeout=3)
+        m = kr.parse_metadata(r, 5)
+    except (OSError, ValueError):
+        return None
+    parts = m["topics"].get(topic, (None, []))[1]
+    for err, pid, leader, _reps, isr, _off in parts:
+        if pid == 0:
+            return leader, tuple(sorted(isr))
+    return None
+
+
+def agreed(brokers, topic):
+    views = {leader_and_isr(b, topic) for b in brokers}
+    return views.pop() if len(views) == 1 else None
+
+
+class Sender(threading.Thread):
+    """Sends "m<i>" for i = 0, 1, ... until stopped; records what was acked."""
+
+    def __init__(self, cluster, topic):
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.p = Producer(ck_conf(cluster.brokers[0], **{
+            "bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+            "message.timeout.ms": 120000, "linger.ms": 5,
+            "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100}))
+        self.acked, self.failed = {}, []
+        self.sent = 0
+        self.stop = threading.Event()
+
+    def _cb(self, err, msg):
+        if err is None:
+            self.acked[msg.value()] = msg.offset()
+        else:
+            self.failed.append((msg.value(), str(err)))
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                self.p.produce(self.topic, b"m%06d" % self.sent, partition=0, on_delivery=self._cb)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.p.poll(0.002)
+        self.p.flush(120)
+
+
+def test_leader_sigkilled_again_and_again_loses_and_duplicates_nothing(make_cluster):
+    c = make_cluster(3, session_timeout_ms=SESSION_MS,
+                     overrides={"replica.lag.time.max.ms": "3000"})
+    brokers = c.brokers
+    t = topic_name("failover")
+    fs = ck_admin(brokers[0]).create_topics(
+        [NewTopic(t, 1, 3, config={"min.insync.replicas": "2"})], operation_timeout=15)
+    fs[t].result(timeout=20)
+    wait_for(lambda: (agreed(brokers, t) or (None, ()))[1] == (1, 2, 3), 30,
+             "the ISR of %s to hold all three brokers" % t)
+
+    s = Sender(c, t)
+    s.start()
+    kills = []
+    try:
+        for k in range(KILLS):
+            wait_for(lambda: len(s.acked) > 200 * (k + 1), 60,
+                     "acknowledged messages before kill %d (%d so far)" % (k + 1, len(s.acked)))
+            leader, _isr = agreed(brokers, t)
+            victim = c.broker(leader)
+            rest = [b for b in brokers if b is not victim]
+            t0 = time.monotonic()
+            victim.kill()
+            new_leader = wait_for(lambda: (lambda v: v[0] if v and v[0] not in (-1, leader)
+                                           else None)(agreed(rest, t)),
+                                  SESSION_MS / 1000 + 15, "a new leader after killing %d" % leader)
+            moved = time.monotonic() - t0
+            before = len(s.acked)
+            wait_for(lambda: len(s.acked) > before, 30,
+                     "an acknowledgement from new leader %d" % new_leader)
+            victim.restart()
+            wait_for(lambda: (agreed(brokers, t) or (None, ()))[1] == (1, 2, 3), 60,
+                     "broker %d back in the ISR of %s" % (leader, t))
+            kills.append((leader, new_leader, moved))
+    finally:
+        s.stop.set()
+        s.join(150)
+    assert not s.failed, "the producer gave up on %d messages, e.g. %s" % (len(s.failed),
+                                                                          s.failed[:3])
+    acked = sorted(s.acked.items(), key=lambda kv: kv[1])
+    got = consume(brokers[0], t, [0], len(acked), timeout=60)
+    values = [m.value() for m in got]
+    seen = set(values)
+    lost = [v for v, _o in acked if v not in seen]
+    dups = len(values) - len(seen)
+    report("failover x%d: %d sent, %d acknowledged, %d read, %d lost, %d duplicated; "
+           "leadership moved after %.1f-%.1f s (session timeout %.0f s)", len(kills), s.sent,
+           len(acked), len(values), len(lost), dups, min(m for _a, _b, m in kills),
+           max(m for _a, _b, m in kills), SESSION_MS / 1000)
+    assert not lost, "%d acknowledged messages lost, e.g. %s" % (len(lost), lost[:5])
+    assert dups == 0, "%d messages read twice" % dups
+    # In order: the numbers the producer gave them only grow along the log.
+    nums = [int(v[1:]) for v in values]
+    assert nums == sorted(nums), "messages out of order in the log"
+    assert [o for _v, o in acked] == [m.offset() for m in got if m.value() in s.acked][:len(acked)]
