@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -29,6 +30,7 @@ typedef struct bench_broker {
     int port;
     char dir[256];
     char bin[1024];
+    char log[300];         /* its stderr goes here when set (else /dev/null) */
 } bench_broker;
 
 static inline double bench_now(void)
@@ -74,12 +76,32 @@ static inline const char *bench_sluiced_path(void)
     return p && *p ? p : "build/sluiced";
 }
 
-/* Brokers started and not stopped yet.  At exit (a die() in any thread,
- * or a return that skipped the cleanup) they are killed: an orphan broker
- * would keep the bench lock that `flock` handed down to it. */
+/* Brokers (and other servers) started and not stopped yet.  At exit (a
+ * die() in any thread, or a return that skipped the cleanup) they are
+ * killed: an orphan broker would keep the bench lock that `flock` handed
+ * down to it.  Then bench_scratch, when set, is removed: a directory that
+ * holds every data directory of a bench that starts several servers. */
 #define BENCH_MAX_LIVE 8
 static pid_t bench_live[BENCH_MAX_LIVE];
+static char bench_scratch[200];     /* shorter than a bench_broker dir */
+static bool bench_keep_scratch;        /* $BENCH_KEEP: leave it for a post-mortem */
 
+/* rm -rf through fork and execve: safe in a signal handler, where
+ * system() is not. */
+static inline void bench_rm_tree(const char *dir)
+{
+    char *const argv[] = { "rm", "-rf", "--", (char *)dir, NULL };
+    char *const envp[] = { NULL };
+    pid_t p = fork();
+    if (p == 0) {
+        execve("/bin/rm", argv, envp);
+        _exit(127);
+    }
+    if (p > 0)
+        waitpid(p, NULL, 0);
+}
+
+/* Only async-signal-safe calls: it also runs from bench_on_signal. */
 static inline void bench_kill_live(void)
 {
     for (int i = 0; i < BENCH_MAX_LIVE; i++)
@@ -88,6 +110,57 @@ static inline void bench_kill_live(void)
             waitpid(bench_live[i], NULL, 0);
             bench_live[i] = 0;
         }
+    if (bench_scratch[0] && !bench_keep_scratch)
+        bench_rm_tree(bench_scratch);
+}
+
+/* SIGINT, SIGTERM, SIGHUP and a watchdog's SIGALRM: kill what was
+ * started, then die of the same signal (the exit status says so). */
+static inline void bench_on_signal(int sig)
+{
+    if (sig == SIGALRM) {
+        static const char msg[] = "bench: timed out (watchdog), killing what it started\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+    }
+    bench_kill_live();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Installs bench_on_signal, ignores SIGPIPE (a broker stopped on purpose
+ * must not kill the bench that writes to it), and arms a watchdog of
+ * `seconds` (0: none). */
+static inline void bench_catch_signals(unsigned seconds)
+{
+    struct sigaction sa = { .sa_handler = bench_on_signal };
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGALRM };
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    alarm(seconds);
+}
+
+/* A fresh directory under $BENCH_TMPDIR (or /tmp) into *dir (size n);
+ * exits on failure. */
+static inline void bench_mkdtemp(char *dir, size_t n, const char *name)
+{
+    snprintf(dir, n, "%s/%s-XXXXXX", getenv("BENCH_TMPDIR") ? getenv("BENCH_TMPDIR") : "/tmp",
+             name);
+    if (!mkdtemp(dir)) {
+        perror("bench: mkdtemp");
+        exit(1);
+    }
+}
+
+/* In a child between fork and exec: die with the bench even if it is
+ * SIGKILLed (no atexit then), and undo the bench's SIGPIPE ignore, which
+ * exec would otherwise hand down. */
+static inline void bench_child_setup(void)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    signal(SIGPIPE, SIG_DFL);
 }
 
 static inline void bench_track(pid_t pid, bool live)
@@ -95,6 +168,7 @@ static inline void bench_track(pid_t pid, bool live)
     static bool registered;
     if (!registered && atexit(bench_kill_live) == 0)
         registered = true;
+    bench_keep_scratch = getenv("BENCH_KEEP") != NULL;
     for (int i = 0; i < BENCH_MAX_LIVE; i++)
         if (bench_live[i] == (live ? 0 : pid)) {
             bench_live[i] = live ? pid : 0;
@@ -109,14 +183,8 @@ static inline double bench_broker_start(bench_broker *b, const char *const *extr
 {
     if (!b->port)
         b->port = bench_free_port();
-    if (!b->dir[0]) {
-        snprintf(b->dir, sizeof b->dir, "%s/sluice-bench-XXXXXX",
-                 getenv("BENCH_TMPDIR") ? getenv("BENCH_TMPDIR") : "/tmp");
-        if (!mkdtemp(b->dir)) {
-            perror("bench: mkdtemp");
-            exit(1);
-        }
-    }
+    if (!b->dir[0])
+        bench_mkdtemp(b->dir, sizeof b->dir, "sluice-bench");
     snprintf(b->bin, sizeof b->bin, "%s", bench_sluiced_path());
     char listen[64], dirs[300];
     snprintf(listen, sizeof listen, "listeners=PLAINTEXT://127.0.0.1:%d", b->port);
@@ -147,8 +215,9 @@ static inline double bench_broker_start(bench_broker *b, const char *const *extr
     double t0 = bench_now();
     b->pid = fork();
     if (b->pid == 0) {
-        if (!getenv("BENCH_VERBOSE")) {
-            FILE *f = freopen("/dev/null", "w", stderr);
+        bench_child_setup();
+        if (b->log[0] || !getenv("BENCH_VERBOSE")) {
+            FILE *f = freopen(b->log[0] ? b->log : "/dev/null", "a", stderr);
             (void)f;
         }
         execv(b->bin, (char *const *)argv);
@@ -342,39 +411,168 @@ static inline int bench_roundtrip(int fd, const kp_buf *req, kp_buf *resp)
     return bench_send_frame(fd, req) || bench_recv_frame(fd, resp) ? -1 : 0;
 }
 
-/* CreateTopics v0 for one topic; returns the topic's error code or -1. */
+/* Send and receive timeouts on a socket: a broker that stops answering
+ * fails the call (-1) instead of hanging the bench. */
+static inline void bench_set_timeout(int fd, double seconds)
+{
+    struct timeval tv = { (time_t)seconds, (suseconds_t)((seconds - (time_t)seconds) * 1e6) };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* A CreateTopics v0 request for one topic with `partitions` partitions of
+ * replication factor rf and the request's TimeoutMs, into q (initialised).
+ * assign: NULL, or the manual assignment, rf broker ids per partition. */
+static inline void bench_create_topic_req(kp_buf *q, const char *name, int32_t partitions,
+                                          int16_t rf, const int32_t *assign,
+                                          const char *const *configs /* k,v,…,NULL */,
+                                          int32_t timeout_ms)
+{
+    kp_buf_init(q);
+    kp_req_hdr_write(q, KP_API_CREATE_TOPICS, 0, 1, "bench");
+    kp_wr_array(q, 1);
+    kp_wr_string(q, name, -1);
+    kp_wr_i32(q, assign ? -1 : partitions);
+    kp_wr_i16(q, assign ? -1 : rf);
+    kp_wr_array(q, assign ? partitions : 0);  /* Assignments */
+    for (int32_t p = 0; assign && p < partitions; p++) {
+        kp_wr_i32(q, p);
+        kp_wr_array(q, rf);
+        for (int16_t k = 0; k < rf; k++)
+            kp_wr_i32(q, assign[(size_t)p * (size_t)rf + (size_t)k]);
+    }
+    int nc = 0;
+    while (configs && configs[nc * 2])
+        nc++;
+    kp_wr_array(q, nc);
+    for (int i = 0; i < nc; i++) {
+        kp_wr_string(q, configs[2 * i], -1);
+        kp_wr_string(q, configs[2 * i + 1], -1);
+    }
+    kp_wr_i32(q, timeout_ms);
+}
+
+/* The one topic's ErrorCode in a CreateTopics v0 response, or -1. */
+static inline int bench_create_topic_error(const kp_buf *r)
+{
+    kp_rd rd;
+    kp_rd_init(&rd, r->data, r->len);
+    kp_rd_i32(&rd);                           /* correlation id */
+    int rc = -1;
+    if (kp_rd_array(&rd, 4) == 1) {
+        kp_rd_string(&rd);
+        rc = kp_rd_i16(&rd);
+    }
+    return kp_rd_ok(&rd) ? rc : -1;
+}
+
+/* CreateTopics v0 for one topic, one round trip; the topic's error code
+ * or -1. */
+static inline int bench_create_topic_rf(int fd, const char *name, int32_t partitions, int16_t rf,
+                                        const char *const *configs /* k,v,k,v,NULL */,
+                                        int32_t timeout_ms)
+{
+    kp_buf q, r;
+    bench_create_topic_req(&q, name, partitions, rf, NULL, configs, timeout_ms);
+    kp_buf_init(&r);
+    int rc = bench_roundtrip(fd, &q, &r) == 0 ? bench_create_topic_error(&r) : -1;
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    return rc;
+}
+
+/* CreateTopics v0 for one topic, replication factor 1, 30 s. */
 static inline int bench_create_topic(int fd, const char *name, int32_t partitions,
                                      const char *const *configs /* k,v,k,v,NULL */)
+{
+    return bench_create_topic_rf(fd, name, partitions, 1, configs, 30000);
+}
+
+/* What a Metadata v1 response says, in the few figures benches wait on. */
+#define BENCH_MD_MAX_BROKERS 16
+typedef struct bench_md {
+    int32_t controller;                 /* ControllerId; -1: none */
+    int nbrokers;
+    int32_t broker_id[BENCH_MD_MAX_BROKERS];
+    int32_t broker_port[BENCH_MD_MAX_BROKERS];
+    int ntopics;                        /* those without a topic error */
+    long partitions;                    /* of those topics */
+    long led;                           /* of which with a leader (>= 0) */
+    long under_replicated;              /* of which with fewer in sync than replicas */
+    int16_t topic_error;                /* the first topic's ErrorCode */
+    int32_t leader0;                    /* its partition 0's LeaderId; -1: none */
+    int32_t replica0;                   /* and first replica; -1: none */
+} bench_md;
+
+/* Metadata v1 for one topic (NULL: every topic; "": none, only brokers
+ * and controller) into *md.  0, or -1 on an I/O error or a malformed
+ * response. */
+static inline int bench_metadata(int fd, const char *topic, bench_md *md)
 {
     kp_buf q, r;
     kp_buf_init(&q);
     kp_buf_init(&r);
-    kp_req_hdr_write(&q, KP_API_CREATE_TOPICS, 0, 1, "bench");
-    kp_wr_array(&q, 1);
-    kp_wr_string(&q, name, -1);
-    kp_wr_i32(&q, partitions);
-    kp_wr_i16(&q, 1);
-    kp_wr_array(&q, 0);                       /* assignments */
-    int nc = 0;
-    while (configs && configs[nc * 2])
-        nc++;
-    kp_wr_array(&q, nc);
-    for (int i = 0; i < nc; i++) {
-        kp_wr_string(&q, configs[2 * i], -1);
-        kp_wr_string(&q, configs[2 * i + 1], -1);
+    kp_req_hdr_write(&q, KP_API_METADATA, 1, 1, "bench");
+    if (topic && !*topic) {
+        kp_wr_array(&q, 0);
+    } else if (topic) {
+        kp_wr_array(&q, 1);
+        kp_wr_string(&q, topic, -1);
+    } else {
+        kp_wr_array(&q, -1);                  /* null: all topics */
     }
-    kp_wr_i32(&q, 30000);
-    int rc = -1;
-    if (bench_roundtrip(fd, &q, &r) == 0) {
+    memset(md, 0, sizeof *md);
+    md->controller = md->leader0 = md->replica0 = -1;
+    int rc = bench_roundtrip(fd, &q, &r);
+    if (rc == 0) {
         kp_rd rd;
         kp_rd_init(&rd, r.data, r.len);
         kp_rd_i32(&rd);                       /* correlation id */
-        if (kp_rd_array(&rd, 4) == 1) {
-            kp_rd_string(&rd);
-            rc = kp_rd_i16(&rd);
+        int32_t nb = kp_rd_array(&rd, 12);
+        for (int32_t i = 0; i < nb; i++) {
+            int32_t id = kp_rd_i32(&rd);
+            kp_rd_string(&rd);                /* Host */
+            int32_t port = kp_rd_i32(&rd);
+            kp_rd_string(&rd);                /* Rack */
+            if (md->nbrokers < BENCH_MD_MAX_BROKERS) {
+                md->broker_id[md->nbrokers] = id;
+                md->broker_port[md->nbrokers++] = port;
+            }
         }
-        if (!kp_rd_ok(&rd))
-            rc = -1;
+        md->controller = kp_rd_i32(&rd);
+        int32_t nt = kp_rd_array(&rd, 5);
+        for (int32_t t = 0; t < nt; t++) {
+            int16_t terr = kp_rd_i16(&rd);
+            kp_rd_string(&rd);                /* Name */
+            kp_rd_bool(&rd);                  /* IsInternal */
+            if (t == 0)
+                md->topic_error = terr;
+            md->ntopics += terr == 0;
+            int32_t np = kp_rd_array(&rd, 18);
+            for (int32_t p = 0; p < np; p++) {
+                kp_rd_i16(&rd);               /* ErrorCode */
+                int32_t index = kp_rd_i32(&rd);
+                int32_t leader = kp_rd_i32(&rd), replica = -1, count[2] = { 0, 0 };
+                for (int k = 0; k < 2; k++) { /* ReplicaNodes, IsrNodes */
+                    int32_t nr = count[k] = kp_rd_array(&rd, 4);
+                    for (int32_t j = 0; j < nr; j++) {
+                        int32_t id = kp_rd_i32(&rd);
+                        if (k == 0 && j == 0)
+                            replica = id;
+                    }
+                }
+                if (terr == 0) {
+                    md->partitions++;
+                    md->led += leader >= 0;
+                    md->under_replicated += count[1] < count[0];
+                }
+                if (t == 0 && index == 0) {
+                    md->leader0 = leader;
+                    md->replica0 = replica;
+                }
+            }
+        }
+        rc = kp_rd_ok(&rd) ? 0 : -1;
     }
     kp_buf_free(&q);
     kp_buf_free(&r);

@@ -19,111 +19,17 @@
  * with durability; its CPU cannot be separated from the client's and is
  * not reported.
  */
-#include "bench/bench_common.h"
+#include "bench/bench_rdkafka.h"
 
-#include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
-
-#define MSG_SIZE 100
-
-typedef struct phase {
-    double secs;
-    double cpu;            /* broker CPU seconds (sluiced only) */
-    long msgs;
-} phase;
-
-static long delivered, failed;
-
-static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
-{
-    (void)rk; (void)opaque;
-    if (m->err)
-        failed++;
-    else
-        delivered++;
-}
-
-static rd_kafka_conf_t *base_conf(const char *bootstrap)
-{
-    char err[512];
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(c, "bootstrap.servers", bootstrap, err, sizeof err) ||
-        rd_kafka_conf_set(c, "log_level", "3", err, sizeof err)) {
-        fprintf(stderr, "conf: %s\n", err);
-        exit(1);
-    }
-    return c;
-}
-
-static void conf(rd_kafka_conf_t *c, const char *k, const char *v)
-{
-    char err[512];
-    if (rd_kafka_conf_set(c, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) {
-        fprintf(stderr, "conf %s=%s: %s\n", k, v, err);
-        exit(1);
-    }
-}
-
-static phase run_produce(const char *bootstrap, const char *topic, long n, pid_t broker)
-{
-    rd_kafka_conf_t *c = base_conf(bootstrap);
-    conf(c, "linger.ms", "5");
-    conf(c, "acks", "1");
-    conf(c, "compression.type", "none");
-    conf(c, "queue.buffering.max.messages", "1000000");
-    conf(c, "queue.buffering.max.kbytes", "1048576");
-    rd_kafka_conf_set_dr_msg_cb(c, dr_cb);
-    char err[512];
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
-    if (!rk) {
-        fprintf(stderr, "producer: %s\n", err);
-        exit(1);
-    }
-    /* Warm up: connection and metadata outside the measurement. */
-    const struct rd_kafka_metadata *md;
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
-    rd_kafka_metadata(rk, 0, rkt, &md, 10000);
-    rd_kafka_metadata_destroy(md);
-
-    char payload[MSG_SIZE];
-    memset(payload, 'p', sizeof payload);
-    delivered = failed = 0;
-    double cpu0 = broker > 0 ? bench_cpu_seconds(broker) : 0;
-    double t0 = bench_now();
-    for (long i = 0; i < n; i++) {
-        for (;;) {
-            rd_kafka_resp_err_t e = rd_kafka_producev(
-                rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(0),
-                RD_KAFKA_V_VALUE(payload, sizeof payload), RD_KAFKA_V_END);
-            if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-                break;
-            if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-                fprintf(stderr, "produce: %s\n", rd_kafka_err2str(e));
-                exit(1);
-            }
-            rd_kafka_poll(rk, 10);
-        }
-        if ((i & 1023) == 0)
-            rd_kafka_poll(rk, 0);
-    }
-    rd_kafka_flush(rk, 120000);
-    double t1 = bench_now();
-    phase ph = { t1 - t0, broker > 0 ? bench_cpu_seconds(broker) - cpu0 : 0, delivered };
-    if (failed || delivered != n)
-        fprintf(stderr, "produce to %s: %ld delivered, %ld failed of %ld\n",
-                bootstrap, delivered, failed, n);
-    rd_kafka_topic_destroy(rkt);
-    rd_kafka_destroy(rk);
-    return ph;
-}
 
 /* Consumes everything the partition holds, from its first offset.  The
  * clock starts at the first message, so connection setup and the first
  * metadata round trip are not counted (they dominate small windows). */
-static phase run_consume(const char *bootstrap, const char *topic, long *want,
-                         pid_t broker)
+static bench_rk_phase run_consume(const char *bootstrap, const char *topic, long *want,
+                                  pid_t broker)
 {
-    rd_kafka_conf_t *c = base_conf(bootstrap);
+    rd_kafka_conf_t *c = bench_rk_conf_new(bootstrap);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
     if (!rk) {
@@ -152,7 +58,7 @@ static phase run_consume(const char *bootstrap, const char *topic, long *want,
         if (k > 0 && t0 == 0)
             t0 = bench_now();
         for (ssize_t i = 0; i < k; i++) {
-            if (!batch[i]->err && batch[i]->len == MSG_SIZE)
+            if (!batch[i]->err && batch[i]->len == BENCH_RK_MSG_SIZE)
                 got++;
             else if (getenv("BENCH_VERBOSE"))
                 fprintf(stderr, "consume: %s (len %zu)\n",
@@ -161,7 +67,8 @@ static phase run_consume(const char *bootstrap, const char *topic, long *want,
         }
     }
     double t1 = bench_now();
-    phase ph = { t0 > 0 ? t1 - t0 : 0, broker > 0 ? bench_cpu_seconds(broker) - cpu0 : 0, got };
+    bench_rk_phase ph = { t0 > 0 ? t1 - t0 : 0,
+                          broker > 0 ? bench_cpu_seconds(broker) - cpu0 : 0, got };
     if (got != n)
         fprintf(stderr, "consume from %s: %ld of %ld\n", bootstrap, got, n);
     rd_kafka_consume_stop(rkt, 0);
@@ -170,9 +77,9 @@ static phase run_consume(const char *bootstrap, const char *topic, long *want,
     return ph;
 }
 
-static void report(const char *what, const char *who, phase p)
+static void report(const char *what, const char *who, bench_rk_phase p)
 {
-    double mb = (double)p.msgs * MSG_SIZE / 1e6;
+    double mb = (double)p.msgs * BENCH_RK_MSG_SIZE / 1e6;
     printf("%-8s %-7s %9ld msgs in %6.2f s: %10.0f msgs/s %7.1f MB/s",
            what, who, p.msgs, p.secs, p.msgs / p.secs, mb / p.secs);
     if (p.cpu > 0 || !strcmp(who, "sluice"))
@@ -201,15 +108,15 @@ int main(int argc, char **argv)
     close(fd);
     char bs[64];
     snprintf(bs, sizeof bs, "127.0.0.1:%d", b.port);
-    phase sp = run_produce(bs, topic, n, b.pid);
+    bench_rk_phase sp = bench_rk_produce(bs, topic, n, b.pid);
     long sn = 0, mn = 0;
-    phase sc = run_consume(bs, topic, &sn, b.pid);
+    bench_rk_phase sc = run_consume(bs, topic, &sn, b.pid);
     bench_broker_cleanup(&b);
 
     /* librdkafka mock cluster, in this process */
     char err[512];
     rd_kafka_conf_t *mc = rd_kafka_conf_new();
-    conf(mc, "log_level", "3");
+    bench_rk_conf(mc, "log_level", "3");
     rd_kafka_t *host = rd_kafka_new(RD_KAFKA_PRODUCER, mc, err, sizeof err);
     rd_kafka_mock_cluster_t *mock = rd_kafka_mock_cluster_new(host, 1);
     if (!mock) {
@@ -219,13 +126,13 @@ int main(int argc, char **argv)
     rd_kafka_mock_topic_create(mock, topic, 1, 1);
     char mbs[256];
     snprintf(mbs, sizeof mbs, "%s", rd_kafka_mock_cluster_bootstraps(mock));
-    phase mp = run_produce(mbs, topic, n, 0);
-    phase mcn = run_consume(mbs, topic, &mn, 0);
+    bench_rk_phase mp = bench_rk_produce(mbs, topic, n, 0);
+    bench_rk_phase mcn = run_consume(mbs, topic, &mn, 0);
     rd_kafka_mock_cluster_destroy(mock);
     rd_kafka_destroy(host);
 
     printf("librdkafka %s, %ld messages of %d bytes, linger.ms=5 acks=1, 1 partition\n",
-           rd_kafka_version_str(), n, MSG_SIZE);
+           rd_kafka_version_str(), n, BENCH_RK_MSG_SIZE);
     report("produce", "sluice", sp);
     report("produce", "mock", mp);
     report("consume", "sluice", sc);

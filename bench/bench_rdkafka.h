@@ -1,0 +1,114 @@
+/*
+ * The librdkafka side of the benchmarks: one producer load, described
+ * once, so that every bench comparing brokers drives them the same way.
+ * Header-only like bench_common.h.
+ *
+ * bench_rk_produce: n messages of BENCH_RK_MSG_SIZE bytes to partition 0,
+ * linger.ms=5, acks=1, no compression, queues large enough that the
+ * producer never waits on itself; the clock runs from the first produce
+ * call to the end of the flush (connection and metadata are warmed up
+ * before it starts).
+ */
+#ifndef SLUICE_BENCH_RDKAFKA_H
+#define SLUICE_BENCH_RDKAFKA_H
+
+#include "bench/bench_common.h"
+
+#include <librdkafka/rdkafka.h>
+
+#define BENCH_RK_MSG_SIZE 100
+
+typedef struct bench_rk_phase {
+    double secs;
+    double cpu;            /* broker CPU seconds (sluiced only) */
+    long msgs;
+} bench_rk_phase;
+
+static long bench_rk_delivered, bench_rk_failed;
+
+static inline void bench_rk_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk; (void)opaque;
+    if (m->err)
+        bench_rk_failed++;
+    else
+        bench_rk_delivered++;
+}
+
+static inline rd_kafka_conf_t *bench_rk_conf_new(const char *bootstrap)
+{
+    char err[512];
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(c, "bootstrap.servers", bootstrap, err, sizeof err) ||
+        rd_kafka_conf_set(c, "log_level", "3", err, sizeof err)) {
+        fprintf(stderr, "conf: %s\n", err);
+        exit(1);
+    }
+    return c;
+}
+
+static inline void bench_rk_conf(rd_kafka_conf_t *c, const char *k, const char *v)
+{
+    char err[512];
+    if (rd_kafka_conf_set(c, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) {
+        fprintf(stderr, "conf %s=%s: %s\n", k, v, err);
+        exit(1);
+    }
+}
+
+static inline bench_rk_phase bench_rk_produce(const char *bootstrap, const char *topic, long n,
+                                              pid_t broker)
+{
+    rd_kafka_conf_t *c = bench_rk_conf_new(bootstrap);
+    bench_rk_conf(c, "linger.ms", "5");
+    bench_rk_conf(c, "acks", "1");
+    bench_rk_conf(c, "compression.type", "none");
+    bench_rk_conf(c, "queue.buffering.max.messages", "1000000");
+    bench_rk_conf(c, "queue.buffering.max.kbytes", "1048576");
+    rd_kafka_conf_set_dr_msg_cb(c, bench_rk_dr_cb);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "producer: %s\n", err);
+        exit(1);
+    }
+    /* Warm up: connection and metadata outside the measurement. */
+    const struct rd_kafka_metadata *md;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    rd_kafka_metadata(rk, 0, rkt, &md, 10000);
+    rd_kafka_metadata_destroy(md);
+
+    char payload[BENCH_RK_MSG_SIZE];
+    memset(payload, 'p', sizeof payload);
+    bench_rk_delivered = bench_rk_failed = 0;
+    double cpu0 = broker > 0 ? bench_cpu_seconds(broker) : 0;
+    double t0 = bench_now();
+    for (long i = 0; i < n; i++) {
+        for (;;) {
+            rd_kafka_resp_err_t e = rd_kafka_producev(
+                rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(0),
+                RD_KAFKA_V_VALUE(payload, sizeof payload), RD_KAFKA_V_END);
+            if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+                break;
+            if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                fprintf(stderr, "produce: %s\n", rd_kafka_err2str(e));
+                exit(1);
+            }
+            rd_kafka_poll(rk, 10);
+        }
+        if ((i & 1023) == 0)
+            rd_kafka_poll(rk, 0);
+    }
+    rd_kafka_flush(rk, 120000);
+    double t1 = bench_now();
+    bench_rk_phase ph = { t1 - t0, broker > 0 ? bench_cpu_seconds(broker) - cpu0 : 0,
+                          bench_rk_delivered };
+    if (bench_rk_failed || bench_rk_delivered != n)
+        fprintf(stderr, "produce to %s: %ld delivered, %ld failed of %ld\n",
+                bootstrap, bench_rk_delivered, bench_rk_failed, n);
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    return ph;
+}
+
+#endif
