@@ -26,6 +26,9 @@
  *       reconnect brings the rest.
  *   M3. The store is written before the apply half runs, and in one
  *       transaction per topic, so SQL never shows half a topic.
+ *   M4. A znode a refresh found missing carries an exists watch, and if it
+ *       exists by the time that watch is set, the topic is read again: a
+ *       state written between the two calls is never missed.
  */
 #include "daemon/cl.h"
 
@@ -131,9 +134,24 @@ struct mr_fetch {
     size_t ncfg;
 };
 
-static void ignore_cb(bk_broker *b, const zk_result *r, void *arg)
+/* The exists watch left on a znode a refresh found missing (a state the
+ * controller has not written yet, a config not made): when it was created
+ * between the get and this call, no "created" event will come, so the
+ * topic is read again now (M4). */
+static void on_missing_watched(bk_broker *b, const zk_result *r, void *arg)
 {
-    (void)b; (void)r; (void)arg;
+    char *topic = arg;
+    if (r->rc == ZOK)
+        mr_refresh_topic(b, topic);
+    free(topic);
+}
+
+static void watch_missing(bk_broker *b, const char *path, const char *topic)
+{
+    char *t = strdup(topic);
+    if (!t)
+        abort();
+    zk_exists(b->zk, path, true, on_missing_watched, t);
 }
 
 static void fetch_finish(mr_fetch *f);
@@ -157,7 +175,7 @@ static void on_config(bk_broker *b, const zk_result *r, void *arg)
     } else if (r->rc == ZNONODE) {
         f->config_version = -1;
         snprintf(path, sizeof path, "/config/topics/%s", f->name);
-        zk_exists(b->zk, path, true, ignore_cb, NULL);    /* a watch for its creation */
+        watch_missing(b, path, f->name);          /* a watch for its creation */
     } else {
         f->failed = true;
     }
@@ -181,7 +199,7 @@ static void on_state(bk_broker *b, const zk_result *r, void *arg)
         char path[MD_TOPIC_NAME_MAX + 64];
         snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", f->name,
                  (int)pa->p);
-        zk_exists(b->zk, path, true, ignore_cb, NULL);
+        watch_missing(b, path, f->name);
     } else {
         f->failed = true;
     }
@@ -515,6 +533,14 @@ void mr_refresh_brokers(bk_broker *b)
     zk_children(b->zk, "/brokers/ids", true, on_broker_list, NULL);
 }
 
+/* As watch_missing, for /controller: made meanwhile, so read it now. */
+static void on_controller_watched(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    if (r->rc == ZOK)
+        mr_refresh_controller(b);
+}
+
 /* For SQL: the controller and its epoch, as the mirror saw them last. */
 static void on_controller_epoch(bk_broker *b, const zk_result *r, void *arg)
 {
@@ -550,7 +576,7 @@ static void on_controller(bk_broker *b, const zk_result *r, void *arg)
         cl->controller_id = -1;
         if (cl->active)
             ctl_resign(b, "/controller vanished");
-        zk_exists(b->zk, "/controller", true, ignore_cb, NULL);
+        zk_exists(b->zk, "/controller", true, on_controller_watched, NULL);
         ctl_elect(b);
     } else {
         return;
