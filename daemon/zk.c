@@ -467,6 +467,20 @@ void zk_stop(bk_zk *zk)
     free(zk);
 }
 
+void zk_delete_own_now(bk_zk *zk, const char *path)
+{
+    if (!zk)
+        return;
+    pthread_mutex_lock(&zk->hmu);
+    zhandle_t *zh = zk->zh;
+    struct Stat st;
+    if (zh && zoo_state(zh) == ZOO_CONNECTED_STATE &&
+        zoo_exists(zh, path, 0, &st) == ZOK &&
+        st.ephemeralOwner == zoo_client_id(zh)->client_id)
+        zoo_delete(zh, path, st.version);
+    pthread_mutex_unlock(&zk->hmu);
+}
+
 bool zk_connected(const bk_zk *zk)
 {
     return zk && zk->connected;

@@ -61,6 +61,13 @@ int  zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_
  * ephemeral znodes vanish at once; pending callbacks are dropped. */
 void zk_stop(bk_zk *zk);
 
+/* Shutdown only (the loop has stopped; blocks up to a few seconds):
+ * deletes path if it is an ephemeral znode of this session.  The close
+ * request of zookeeper_close does not always reach the server (seen under
+ * load), and then the cluster would wait a session timeout to learn that
+ * this broker (or controller) is gone. */
+void zk_delete_own_now(bk_zk *zk, const char *path);
+
 bool    zk_connected(const bk_zk *zk);
 int64_t zk_session_id(const bk_zk *zk);
 /* The connect string as configured, for log lines. */
