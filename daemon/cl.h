@@ -33,6 +33,15 @@ typedef struct cl_topic {
     bool resync;                     /* counted in cl->resync_pending */
     bool deleting;                   /* in /admin/delete_topics (controller) */
     int writes;                      /* controller writes in flight */
+    /* controller: per partition, the state znode version its last write
+     * makes (-2: none); not written again until the mirror shows it (C3) */
+    int32_t *expect;
+    int32_t nexpect;
+    /* state znodes whose watch fired, read again one by one (M5) */
+    int32_t *dirty;
+    int ndirty, capdirty;
+    bool states_fetching, dirty_listed;
+    struct cl_topic *next_dirty;
     struct cl_topic *hnext;
 } cl_topic;
 
@@ -67,6 +76,8 @@ struct bk_cluster {
     int32_t epoch;                   /* ours, when active */
     int epoch_version;               /* /controller_epoch's znode version we wrote */
     bool deletions_refreshing, deletions_again;
+    cl_topic *dirty_topics;          /* topics with dirty states (cl_mirror.c) */
+    struct event *dirty_ev;
     /* write halves waiting for the mirror to show their change */
     cl_wait *waits;
     struct fe_set *fetchers;         /* the replica fetchers (fetcher.c) */

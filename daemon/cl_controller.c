@@ -38,7 +38,10 @@
  *       made it stale refreshes the topic, and the refresh reconciles it
  *       again.
  *   C3. While a topic's writes are in flight, or it is being deleted, it
- *       is not reconciled again (no duplicate elections).
+ *       is not reconciled again; and a partition it wrote is not written
+ *       again until the mirror shows the version that write made
+ *       (cl_topic.expect), so a reconcile that runs between a write's
+ *       answer and its watch does not repeat it with a stale version.
  */
 #include "daemon/cl.h"
 
@@ -169,6 +172,9 @@ static void on_written(bk_broker *b, const zk_result *r, void *arg)
     cl_topic *ct = mr_topic(b, cb->topic, false);
     if (ct && ct->writes > 0)
         ct->writes--;
+    if (r->rc != ZOK && ct)
+        for (int32_t i = 0; i < ct->nexpect; i++)
+            ct->expect[i] = -2;                   /* C3: it did not happen (or may not have) */
     if (r->rc == ZOK) {
         if (cb->elected || cb->offline)
             BK_INFO("controller: topic %s: %d partition(s) given a leader, %d offline",
@@ -225,10 +231,26 @@ static void put_state(zk_txn *t, bk_broker *b, const char *topic, int32_t p,
     kp_buf_free(&out);
 }
 
+/* C3's per-partition bookkeeping, sized to the topic. */
+static bool expect_grow(cl_topic *ct, int32_t n)
+{
+    if (ct->nexpect >= n)
+        return true;
+    int32_t *e = realloc(ct->expect, (size_t)n * sizeof *e);
+    if (!e)
+        return false;
+    for (int32_t i = ct->nexpect; i < n; i++)
+        e[i] = -2;
+    ct->expect = e;
+    ct->nexpect = n;
+    return true;
+}
+
 static void reconcile_topic(bk_broker *b, bk_topic *t)
 {
     cl_topic *ct = mr_topic(b, t->name, true);
-    if (!ct || ct->deleting || ct->writes > 0 || ct->refreshing)
+    if (!ct || ct->deleting || ct->writes > 0 || ct->refreshing ||
+        !expect_grow(ct, t->npartitions))
         return;                                   /* C3; the refresh calls again */
     bool any_state = false;
     for (int32_t p = 0; p < t->npartitions && !any_state; p++)
@@ -238,6 +260,8 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
     char path[MD_TOPIC_NAME_MAX + 64];
     for (int32_t p = 0; p < t->npartitions; p++) {
         const bk_pview *v = &t->parts[p];
+        if (ct->expect[p] > v->zk_version)
+            continue;                             /* C3: our write is not in yet */
         md_partition_state st = { .leader = v->leader, .leader_epoch = v->leader_epoch,
                                   .nreplicas = v->nreplicas, .nisr = v->nisr };
         memcpy(st.replicas, v->replicas, sizeof st.replicas);
@@ -292,6 +316,7 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
             zk_txn_create(txn, path, NULL, -1, 0);
         }
         put_state(txn, b, t->name, p, &st, create, v->zk_version);
+        ct->expect[p] = create ? 0 : v->zk_version + 1;
         if (offline)
             cb->offline++;
         else

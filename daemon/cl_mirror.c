@@ -29,8 +29,16 @@
  *   M4. A znode a refresh found missing carries an exists watch, and if it
  *       exists by the time that watch is set, the topic is read again: a
  *       state written between the two calls is never missed.
+ *   M5. A state znode's watch reads that state alone (and the others whose
+ *       watches fired meanwhile, in one pass per topic): when a controller
+ *       re-elects 3,000 partitions, each broker reads 3,000 znodes, not
+ *       every partition of every topic they belong to.  A state read is
+ *       applied only if its znode version is newer than the view's, so a
+ *       slower whole-topic refresh cannot put an older one back.
  */
 #include "daemon/cl.h"
+
+#include <event2/event.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +103,8 @@ static void forget_topic(bk_broker *b, cl_topic *t)
         if (*pp == t) {
             *pp = t->hnext;
             cl->ntopics--;
+            free(t->dirty);
+            free(t->expect);
             free(t);
             return;
         }
@@ -106,9 +116,15 @@ void mr_free(bk_broker *b)
     for (size_t i = 0; i < cl->thash_size; i++)
         for (cl_topic *x = cl->thash[i], *next; x; x = next) {
             next = x->hnext;
+            free(x->dirty);
+            free(x->expect);
             free(x);
         }
     free(cl->thash);
+    cl->dirty_topics = NULL;
+    if (cl->dirty_ev)
+        event_free(cl->dirty_ev);
+    cl->dirty_ev = NULL;
     cl->thash = NULL;
     cl->thash_size = cl->ntopics = 0;
     free(cl->brokers);
@@ -318,7 +334,7 @@ static void fetch_finish(mr_fetch *f)
         mr_refresh_topic(b, name);
         return;
     }
-    if (t && gone && !t->writes && !t->deleting)
+    if (t && gone && !t->writes && !t->deleting && !t->states_fetching && !t->dirty_listed)
         forget_topic(b, t);
     cl_topic_applied(b, name);
 }
@@ -342,6 +358,197 @@ void mr_refresh_topic(bk_broker *b, const char *name)
     char path[MD_TOPIC_NAME_MAX + 32];
     snprintf(path, sizeof path, "/brokers/topics/%s", name);
     zk_get(b->zk, path, true, on_assignment, f);
+}
+
+/* ---- one partition's state (M5) --------------------------------------------------------------- */
+
+typedef struct sf_part {
+    struct sf_fetch *f;
+    int32_t p;
+    int rc, version;
+    md_partition_state st;
+} sf_part;
+
+typedef struct sf_fetch {
+    char name[MD_TOPIC_NAME_MAX + 1];
+    int n, pending;
+    sf_part parts[];
+} sf_fetch;
+
+static void states_finish(bk_broker *b, sf_fetch *f)
+{
+    cl_topic *ct = mr_topic(b, f->name, false);
+    bk_topic *t = bk_topic_find(b, f->name, strlen(f->name));
+    bool whole = !t;                              /* gone, or not applied yet */
+    char err[MD_ERRLEN];
+    int written = 0;
+    if (t && md_begin(b->db) == 0) {
+        for (int i = 0; i < f->n; i++) {
+            sf_part *sp = &f->parts[i];
+            if (sp->rc == ZNONODE || sp->p >= t->npartitions) {
+                whole = true;                     /* deleted, or the topic changed */
+                continue;
+            }
+            const bk_pview *v = &t->parts[sp->p];
+            if (sp->rc != ZOK || sp->version <= v->zk_version)
+                continue;                         /* lost, or no newer than the view */
+            md_partition_state st = sp->st;
+            st.nreplicas = v->nreplicas;
+            memcpy(st.replicas, v->replicas, sizeof st.replicas);
+            st.zk_version = sp->version;
+            if (md_partition_state_set(b->db, f->name, sp->p, &st, err, sizeof err) != 0) {
+                BK_ERROR("partition %s-%d: cannot store its state: %s", f->name, (int)sp->p,
+                         err);
+                whole = true;
+                continue;
+            }
+            written++;
+        }
+        if (md_commit(b->db) != 0) {
+            BK_ERROR("topic %s: cannot store partition states", f->name);
+            whole = true;
+        }
+    }
+    if (written && bk_topic_apply(b, f->name, err, sizeof err) != KP_NONE)
+        BK_ERROR("topic %s: %s", f->name, err);
+    if (ct) {
+        ct->states_fetching = false;
+        if (ct->ndirty && !ct->dirty_listed) {
+            ct->dirty_listed = true;
+            ct->next_dirty = b->cl->dirty_topics;
+            b->cl->dirty_topics = ct;
+            event_active(b->cl->dirty_ev, EV_TIMEOUT, 0);
+        }
+    }
+    char name[MD_TOPIC_NAME_MAX + 1];
+    snprintf(name, sizeof name, "%s", f->name);
+    free(f);
+    if (whole)
+        mr_refresh_topic(b, name);
+    else if (written)
+        cl_topic_applied(b, name);
+}
+
+static void on_state_one(bk_broker *b, const zk_result *r, void *arg)
+{
+    sf_part *sp = arg;
+    sf_fetch *f = sp->f;
+    char err[256];
+    sp->rc = r->rc;
+    if (r->rc == ZOK) {
+        sp->version = r->stat.version;
+        if (zj_state_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &sp->st,
+                           err, sizeof err) != 0) {
+            BK_ERROR("zookeeper: the state of %s-%d is not Kafka's JSON (%s)", f->name,
+                     (int)sp->p, err);
+            sp->rc = ZAPIERROR;
+        }
+    } else if (r->rc == ZNONODE) {
+        char path[MD_TOPIC_NAME_MAX + 64];
+        snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", f->name,
+                 (int)sp->p);
+        watch_missing(b, path, f->name);
+    }
+    if (--f->pending == 0)
+        states_finish(b, f);
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void fetch_states(bk_broker *b, cl_topic *ct)
+{
+    qsort(ct->dirty, (size_t)ct->ndirty, sizeof *ct->dirty, cmp_i32);
+    int n = 0;
+    for (int i = 0; i < ct->ndirty; i++)
+        if (!n || ct->dirty[n - 1] != ct->dirty[i])
+            ct->dirty[n++] = ct->dirty[i];
+    sf_fetch *f = calloc(1, sizeof *f + (size_t)n * sizeof *f->parts);
+    if (!f)
+        abort();
+    snprintf(f->name, sizeof f->name, "%s", ct->name);
+    f->n = f->pending = n;
+    ct->ndirty = 0;
+    ct->states_fetching = true;
+    char path[MD_TOPIC_NAME_MAX + 64];
+    for (int i = 0; i < n; i++) {
+        sf_part *sp = &f->parts[i];
+        sp->f = f;
+        sp->p = ct->dirty[i];
+        sp->st.leader = -1;
+        snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", ct->name,
+                 (int)sp->p);
+        zk_get(b->zk, path, true, on_state_one, sp);
+    }
+}
+
+static void on_dirty(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    bk_broker *b = arg;
+    cl_topic *list = b->cl->dirty_topics;
+    b->cl->dirty_topics = NULL;
+    for (cl_topic *ct = list, *next; ct; ct = next) {
+        next = ct->next_dirty;
+        ct->dirty_listed = false;
+        if (ct->refreshing) {
+            ct->again = true;                     /* the whole refresh reads them */
+            ct->ndirty = 0;
+        } else if (!ct->states_fetching && ct->ndirty) {
+            fetch_states(b, ct);
+        }                                         /* else: states_finish lists it again */
+    }
+}
+
+static void refresh_state(bk_broker *b, const char *topic, int32_t p)
+{
+    cl_topic *ct = mr_topic(b, topic, false);
+    if (!ct || !bk_topic_find(b, topic, strlen(topic))) {
+        mr_refresh_topic(b, topic);               /* not in the view: read it whole */
+        return;
+    }
+    if (ct->refreshing) {
+        ct->again = true;
+        return;
+    }
+    if (ct->ndirty == ct->capdirty) {
+        int cap = ct->capdirty ? ct->capdirty * 2 : 16;
+        int32_t *nd = realloc(ct->dirty, (size_t)cap * sizeof *nd);
+        if (!nd)
+            abort();
+        ct->dirty = nd;
+        ct->capdirty = cap;
+    }
+    ct->dirty[ct->ndirty++] = p;
+    bk_cluster *cl = b->cl;
+    if (!ct->dirty_listed && !ct->states_fetching) {
+        ct->dirty_listed = true;
+        ct->next_dirty = cl->dirty_topics;
+        cl->dirty_topics = ct;
+    }
+    if (!cl->dirty_ev && !(cl->dirty_ev = event_new(b->base, -1, 0, on_dirty, b)))
+        abort();
+    event_active(cl->dirty_ev, EV_TIMEOUT, 0);
+}
+
+/* "/brokers/topics/<t>/partitions/<p>/state" → true with t, p. */
+static bool state_path(const char *path, char *topic, size_t cap, int32_t *p)
+{
+    static const char pre[] = "/brokers/topics/";
+    if (strncmp(path, pre, sizeof pre - 1))
+        return false;
+    const char *s = path + sizeof pre - 1, *e = strchr(s, '/');
+    if (!e || (size_t)(e - s) >= cap || strncmp(e, "/partitions/", 12))
+        return false;
+    const char *num = e + 12, *end = strchr(num, '/');
+    if (!end || strcmp(end, "/state") || zj_id_parse(num, (size_t)(end - num), p) != 0)
+        return false;
+    memcpy(topic, s, (size_t)(e - s));
+    topic[e - s] = 0;
+    return true;
 }
 
 /* ---- the topic list ------------------------------------------------------------------------ */
@@ -648,6 +855,7 @@ static const char *topic_of(const char *path, const char *prefix, char *out, siz
 void mr_on_watch(bk_broker *b, int type, const char *path)
 {
     char t[MD_TOPIC_NAME_MAX + 2];
+    int32_t p;
     if (type == ZOO_NOTWATCHING_EVENT)
         return;
     if (!strcmp(path, "/brokers/ids"))
@@ -658,6 +866,9 @@ void mr_on_watch(bk_broker *b, int type, const char *path)
         mr_check_topics(b);
     else if (!strcmp(path, "/admin/delete_topics"))
         ctl_refresh_deletions(b);
+    else if ((type == ZOO_CHANGED_EVENT || type == ZOO_CREATED_EVENT) &&
+             state_path(path, t, sizeof t, &p))
+        refresh_state(b, t, p);
     else if (topic_of(path, "/brokers/topics/", t, sizeof t) ||
              topic_of(path, "/config/topics/", t, sizeof t))
         mr_refresh_topic(b, t);

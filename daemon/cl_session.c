@@ -646,11 +646,13 @@ void cl_stop(bk_broker *b)
     if (!cl)
         return;
     bk_fetchers_stop(b);             /* before the view they follow goes */
+    /* The registration goes first: a broker that sees the controller gone
+     * then already knows this broker is, and places no new partition on it. */
     char path[64];
-    if (cl->active)
-        zk_delete_own_now(b->zk, "/controller");
     snprintf(path, sizeof path, "/brokers/ids/%d", (int)b->cfg->broker_id);
     zk_delete_own_now(b->zk, path);
+    if (cl->active)
+        zk_delete_own_now(b->zk, "/controller");
     zk_stop(b->zk);                     /* our ephemeral znodes vanish now */
     b->zk = NULL;
     for (cl_wait *w = cl->waits, *next; w; w = next) {
