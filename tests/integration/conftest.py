@@ -241,8 +241,18 @@ class Broker(ProcessLog):
         return os.path.join(self.data_dir, "%s-%d" % (topic, partition))
 
     def log_bytes(self, topic, partition=0):
+        """Bytes of the partition's segment files.  Retention deletes them
+        while this reads (a listed file may be gone when it is measured):
+        a vanished one counts 0, as it would a moment later."""
         d = self.partition_dir(topic, partition)
-        return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".log"))
+        total = 0
+        for f in os.listdir(d):
+            if f.endswith(".log"):
+                try:
+                    total += os.path.getsize(os.path.join(d, f))
+                except FileNotFoundError:
+                    pass
+        return total
 
 
 def finish_broker(b):
