@@ -576,8 +576,12 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         return;
     }
     /* Bounded: at most a few reads per wake-up, so one busy client cannot
-     * keep the loop from the others. */
-    for (int i = 0; i < 4 && c->reading; i++) {
+     * keep the loop from the others.  Not once a request of these reads
+     * was deferred: read_space may move or grow the buffer, and the
+     * deferred request's frame (names, records) lies in it until
+     * bk_req_finish (an acks=all Produce held by a pipelining producer
+     * read freed memory under ASan). */
+    for (int i = 0; i < 4 && c->reading && !c->busy; i++) {
         size_t space;
         uint8_t *p = read_space(c, &space);
         if (!p) {
