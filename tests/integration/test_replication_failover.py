@@ -43,6 +43,16 @@ def leader_and_isr(b, topic):
     return None
 
 
+def live_brokers(b):
+    """The broker ids broker b's Metadata lists ([] when it does not answer)."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [], False), timeout=3)
+        return [n for n, _h, _p, _r in kr.parse_metadata(r, 5)["brokers"]]
+    except (OSError, ValueError):
+        return []
+
+
 def agreed(brokers, topic):
     views = {leader_and_isr(b, topic) for b in brokers}
     return views.pop() if len(views) == 1 else None
@@ -83,6 +93,10 @@ def test_leader_sigkilled_again_and_again_loses_and_duplicates_nothing(make_clus
     c = make_cluster(3, session_timeout_ms=SESSION_MS,
                      overrides={"replica.lag.time.max.ms": "3000"})
     brokers = c.brokers
+    # Every broker registered first (under ASan a broker starts slowly):
+    # a replication factor of 3 needs three live brokers.
+    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in brokers), 30,
+             "every broker to list three live brokers")
     t = topic_name("failover")
     fs = ck_admin(brokers[0]).create_topics(
         [NewTopic(t, 1, 3, config={"min.insync.replicas": "2"})], operation_timeout=15)
