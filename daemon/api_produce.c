@@ -286,7 +286,8 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
 typedef kp_ProduceResponse_PartitionProduceResponse produce_part_out;
 
 typedef struct pw_part {
-    kp_str topic;                 /* a copy in r->arena (the frame may move) */
+    kp_str topic;                 /* in the request frame, held until the answer
+                                     (server.c reads no more while deferred) */
     int32_t partition;
     int64_t end;                  /* the HW that answers it */
     produce_part_out *out;        /* its entry in the response (r->arena) */
@@ -497,18 +498,7 @@ int bk_handle_produce(bk_req *r)
                     if (!(waits = kp_arena_alloc(&r->arena, most * sizeof *waits)))
                         return BK_CLOSE;
                 }
-                /* The answer waits, and the connection's read buffer, where
-                 * the frame lies, may move meanwhile (server.c reads the
-                 * next request into it): the name the waiter and the
-                 * response keep is a copy in the request's arena. */
-                if (topics[t].Name.p == qt->Name.p && qt->Name.len > 0) {
-                    char *copy = kp_arena_alloc(&r->arena, (size_t)qt->Name.len);
-                    if (!copy)
-                        return BK_CLOSE;
-                    memcpy(copy, qt->Name.p, (size_t)qt->Name.len);
-                    topics[t].Name = (kp_str){ copy, qt->Name.len };
-                }
-                waits[nwaits++] = (pw_part){ .topic = topics[t].Name, .partition = qp->Index,
+                waits[nwaits++] = (pw_part){ .topic = qt->Name, .partition = qp->Index,
                                              .end = res.wait_end, .out = &parts[i] };
             }
             any_error |= res.error != KP_NONE;
