@@ -77,9 +77,12 @@ static const char surface_sql[] =
 
     /* Replicas and ISR as "1,2,3" in preference order, from one row per
      * replica; the numbers live from the log where this broker hosts it,
-     * else its stored bookmarks (NULL where it has none). */
+     * else its stored bookmarks (NULL where it has none).  A leader that
+     * is not alive is none, as Metadata says (the stored state keeps it:
+     * no write marks a partition offline, cl_controller.c C4). */
     "CREATE TEMP VIEW partitions AS\n"
-    "SELECT p.topic, p.partition, p.leader,\n"
+    "SELECT p.topic, p.partition,\n"
+    "       CASE WHEN sluice_broker_alive(p.leader) THEN p.leader ELSE -1 END AS leader,\n"
     "       (SELECT group_concat(broker_id, ',') FROM (SELECT broker_id FROM\n"
     "          main.partition_replicas r WHERE r.topic = p.topic\n"
     "          AND r.partition = p.partition ORDER BY position)) AS replicas,\n"
@@ -97,7 +100,7 @@ static const char surface_sql[] =
 
     "CREATE TEMP VIEW partition_replicas AS\n"
     "SELECT r.topic, r.partition, r.position, r.broker_id, r.in_isr,\n"
-    "       r.broker_id = p.leader AS is_leader,\n"
+    "       r.broker_id = p.leader AND sluice_broker_alive(r.broker_id) AS is_leader,\n"
     "       sluice_broker_alive(r.broker_id) AS alive\n"
     "  FROM main.partition_replicas r JOIN main.partitions p\n"
     "    ON p.topic = r.topic AND p.partition = r.partition;\n"
