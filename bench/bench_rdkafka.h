@@ -4,7 +4,7 @@
  * Header-only like bench_common.h.
  *
  * bench_rk_produce: n messages of BENCH_RK_MSG_SIZE bytes to partition 0,
- * linger.ms=5, acks=1, no compression, queues large enough that the
+ * linger.ms=5, acks=1 (bench_rk_produce_acks: as given), no compression, queues large enough that the
  * producer never waits on itself; the clock runs from the first produce
  * call to the end of the flush (connection and metadata are warmed up
  * before it starts).
@@ -56,12 +56,12 @@ static inline void bench_rk_conf(rd_kafka_conf_t *c, const char *k, const char *
     }
 }
 
-static inline bench_rk_phase bench_rk_produce(const char *bootstrap, const char *topic, long n,
-                                              pid_t broker)
+static inline bench_rk_phase bench_rk_produce_acks(const char *bootstrap, const char *topic,
+                                                   long n, pid_t broker, const char *acks)
 {
     rd_kafka_conf_t *c = bench_rk_conf_new(bootstrap);
     bench_rk_conf(c, "linger.ms", "5");
-    bench_rk_conf(c, "acks", "1");
+    bench_rk_conf(c, "acks", acks);
     bench_rk_conf(c, "compression.type", "none");
     bench_rk_conf(c, "queue.buffering.max.messages", "1000000");
     bench_rk_conf(c, "queue.buffering.max.kbytes", "1048576");
@@ -109,6 +109,12 @@ static inline bench_rk_phase bench_rk_produce(const char *bootstrap, const char 
     rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk);
     return ph;
+}
+
+static inline bench_rk_phase bench_rk_produce(const char *bootstrap, const char *topic, long n,
+                                              pid_t broker)
+{
+    return bench_rk_produce_acks(bootstrap, topic, n, broker, "1");
 }
 
 #endif

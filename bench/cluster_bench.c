@@ -19,6 +19,9 @@
  *                alternating (S C, C S, …) and taking medians, since the
  *                machine is shared: both rates, broker CPU per GB, and the
  *                ratio (of the medians, and the median of the pairs').
+ *   acks=all     the same load to the leader of an RF-1 topic with acks=1
+ *                and of an RF-3 topic (min.insync.replicas=2) with
+ *                acks=all, alternating; medians and their ratio (issue 16).
  *   takeover     with `small` and then `large` partitions in the cluster
  *                (RF 1, brokers' session timeout 6 s), 3 s after the last
  *                partition was led (TAKEOVER_SETTLE_S): the controller is
@@ -468,6 +471,50 @@ static void bench_produce(long msgs)
            bench_median(pair, PRODUCE_RUNS));
 }
 
+/* ---- acks=all with replication factor 3 --------------------------------- */
+
+/* Issue 16's first figure: the same librdkafka load to the leader of a
+ * one-partition RF-1 topic with acks=1 and of an RF-3 topic
+ * (min.insync.replicas=2) with acks=all, alternating, medians. */
+static void bench_acks_all(long msgs)
+{
+    static const char *const rf3_cfg[] = { "segment.bytes", "1073741824",
+                                           "min.insync.replicas", "2", NULL };
+    const char *names[2] = { "bench-rf1", "bench-rf3" };
+    int fd = connect_or_die(&brokers[0]);
+    if (bench_create_topic_rf(fd, names[0], 1, 1, produce_topic_cfg, 30000) != 0 ||
+        bench_create_topic_rf(fd, names[1], 1, 3, rf3_cfg, 30000) != 0)
+        die("cannot create %s and %s through broker 1", names[0], names[1]);
+    close(fd);
+    char bs[2][64];
+    int li[2];
+    for (int k = 0; k < 2; k++) {
+        bench_md md;
+        if (wait_led(0, names[k], 1, 0, 10, &md) < 0 || (li[k] = index_of_id(md.leader0)) < 0)
+            die("%s has no leader in broker 1's Metadata after 10 s", names[k]);
+        snprintf(bs[k], sizeof bs[k], "127.0.0.1:%d", brokers[li[k]].port);
+    }
+    double rate[2][PRODUCE_RUNS], pair[PRODUCE_RUNS];
+    for (int r = 0; r < PRODUCE_RUNS; r++) {
+        for (int k = 0; k < 2; k++) {
+            int side = (k == 0) == (r % 2 == 1);
+            bench_rk_phase p = bench_rk_produce_acks(bs[side], names[side], msgs,
+                                                     brokers[li[side]].pid, side ? "all" : "1");
+            if (p.msgs != msgs)
+                die("produce run %d to %s: %ld of %ld delivered", r + 1, names[side], p.msgs,
+                    msgs);
+            rate[side][r] = p.msgs / p.secs;
+        }
+        pair[r] = rate[1][r] / rate[0][r];
+    }
+    double rf1 = bench_median(rate[0], PRODUCE_RUNS), rf3 = bench_median(rate[1], PRODUCE_RUNS);
+    printf("acks=all: librdkafka, %ld msgs of %d bytes per run, linger.ms=5, %d runs per side "
+           "alternating; RF 1 acks=1 (leader broker %d) %.0f msgs/s, RF 3 acks=all "
+           "min.insync.replicas=2 (leader broker %d) %.0f msgs/s; ratio %.3f (target >= 0.5); "
+           "median of the pairs' ratios %.3f\n", msgs, BENCH_RK_MSG_SIZE, PRODUCE_RUNS,
+           li[0] + 1, rf1, li[1] + 1, rf3, rf3 / rf1, bench_median(pair, PRODUCE_RUNS));
+}
+
 /* ---- controller takeover ----------------------------------------------- */
 
 static int bulk_topics, takeover_topics;
@@ -841,6 +888,7 @@ int main(int argc, char **argv)
     cluster_start();
     bench_propagation();
     bench_produce(msgs);
+    bench_acks_all(msgs);
     bench_takeover(small, large);
     bench_reelection();
     for (int i = 0; i < NBROKERS; i++)
