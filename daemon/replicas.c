@@ -103,6 +103,10 @@ int bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *
     /* Removed segments wait file.delete.delay.ms on the janitor thread. */
     seg_set_deferred_delete(p->log, true);
     bk_producers_open(b, p);         /* failures logged; starts empty */
+    /* Standalone this broker leads from the start (cluster mode: when the
+     * view says so, cl_isr.c): its epoch starts at the log end. */
+    if (!bk_cluster_mode(b))
+        seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log));
     bk_partition_epochs_save(b, p);  /* the history recovered at open */
     t->parts[idx].local = p;
     link_replica(b, p);
