@@ -15,9 +15,10 @@ duplicated.
 import os
 import shutil
 import time
+import types
 
 import pytest
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import ConfigResource, NewTopic
 
 import kafka_raw as kr
 from cluster_support import make_cluster, timed, wait_for, zk, zk_missing  # noqa: F401
@@ -195,3 +196,61 @@ def test_replica_with_wiped_data_dir_rejoins_and_copies_everything(make_cluster)
     for b in c.brokers:
         b.stop()
     assert_identical_replicas(c, t, 1)
+
+
+def test_unclean_election_only_when_enabled_and_the_loss_is_logged(make_cluster):
+    """Topic on brokers 1 and 2 (broker 3 is only there to be the
+    controller when both die).  Broker 2 dies, leaves the ISR, and misses
+    acks=all writes broker 1 alone acknowledged; then broker 1 dies and 2
+    comes back.  With unclean.leader.election.enable=false (the default)
+    the partition stays offline; once the topic enables it, broker 2 leads,
+    and broker 1, back, cuts what it had above broker 2's log and logs
+    those committed offsets as lost."""
+    c = make_cluster(3, session_timeout_ms=SESSION_MS,
+                     overrides={"replica.lag.time.max.ms": "1500"})
+    b1, b2, b3 = c.brokers
+    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in c.brokers), 30,
+             "every broker to list three live brokers")
+    t = topic_name("unclean")
+    create(c, t, 1, replica_assignment=[[1, 2]])
+    wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2), 30,
+             "the ISR of %s to hold brokers 1 and 2" % t)
+    p = ck_producer(b1, **{"bootstrap.servers": b1.bootstrap})
+    both = values(b"both", 200)
+    produce_ok(p, t, both)
+    wait_for(lambda: level([b1, b2], t, 200), 20, "both replicas at 200")
+    b2.kill()
+    wait_for(lambda: (agreed([b1, b3], t) or (None, ()))[1] == (1,), 30,
+             "broker 2 out of the ISR")
+    only1 = values(b"only1", 50)                 # acks=all with the ISR {1}
+    produce_ok(p, t, only1)
+    b1.kill()
+    b2.start()
+    wait_for(lambda: (agreed([b2, b3], t) or (None,))[0] == -1, SESSION_MS / 1000 + 20,
+             "the partition offline after broker 1 died")
+    time.sleep(2)                                # broker 2 alive, not in the ISR
+    assert agreed([b2, b3], t)[0] == -1, "elected out of the ISR with unclean election off"
+
+    res = ConfigResource(ConfigResource.Type.TOPIC, t,
+                         set_config={"unclean.leader.election.enable": "true"})
+    ck_admin(b3).alter_configs([res], request_timeout=15)[res].result(timeout=20)
+    wait_for(lambda: (agreed([b2, b3], t) or (None,))[0] == 2, 20,
+             "broker 2 elected uncleanly")
+    ctl_logs = b2.log_text() + b3.log_text()
+    assert "unclean leader election" in ctl_logs, "the controller did not log it"
+    after = values(b"after", 30)
+    produce_ok(ck_producer(b2, **{"bootstrap.servers": b2.bootstrap}), t, after)
+    b1.start()
+    wait_for(lambda: level(c.brokers[:2], t, 230), 60, "broker 1 level with broker 2 at 230")
+    assert "offsets 200 to 249 were committed" in b1.log_text(), \
+        "the returning replica did not log the committed offsets it lost"
+    want = [m["value"] for m in both + after]
+    got, _lost, dups = check_read([b1, b2, b3], t, want)
+    lost = [m["value"] for m in only1 if m["value"] not in set(got)]
+    report("unclean election: acknowledged %d (acks=all), read %d, lost %d (all %d "
+           "acknowledged by broker 1 alone, as unclean election allows), duplicated %d",
+           len(both) + len(only1) + len(after), len(got), len(lost), len(only1), dups)
+    assert got == want and dups == 0 and len(lost) == len(only1)
+    for b in c.brokers:
+        b.stop()
+    assert_identical_replicas(types.SimpleNamespace(brokers=[b1, b2]), t, 1)
