@@ -55,6 +55,16 @@ def checkpoint(b, t):
     return entries
 
 
+def three_brokers(make_cluster, lag_ms):
+    """Three brokers, each listing all three (a replication factor of 3
+    needs three live brokers)."""
+    c = make_cluster(3, session_timeout_ms=SESSION_MS,
+                     overrides={"replica.lag.time.max.ms": str(lag_ms)})
+    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in c.brokers), 30,
+             "every broker to list three live brokers")
+    return c
+
+
 def check_read(brokers, t, acked_all):
     """Every acks=all message once and in order, nothing else."""
     got = [m.value() for m in consume(brokers[0], t, [0], len(acked_all), timeout=30,
@@ -67,10 +77,7 @@ def check_read(brokers, t, acked_all):
 
 
 def test_killed_leader_with_a_divergent_tail_truncates_it_on_return(make_cluster):
-    c = make_cluster(3, session_timeout_ms=SESSION_MS,
-                     overrides={"replica.lag.time.max.ms": "30000"})
-    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in c.brokers), 30,
-             "every broker to list three live brokers")
+    c = three_brokers(make_cluster, lag_ms=30000)
     t = topic_name("diverge")
     fs = ck_admin(c.brokers[0]).create_topics(
         [NewTopic(t, 1, 3, config={"min.insync.replicas": "1"})], operation_timeout=15)
@@ -157,10 +164,7 @@ def test_killed_leader_with_a_divergent_tail_truncates_it_on_return(make_cluster
 
 
 def test_replica_with_wiped_data_dir_rejoins_and_copies_everything(make_cluster):
-    c = make_cluster(3, session_timeout_ms=SESSION_MS,
-                     overrides={"replica.lag.time.max.ms": "2000"})
-    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in c.brokers), 30,
-             "every broker to list three live brokers")
+    c = three_brokers(make_cluster, lag_ms=2000)
     t = topic_name("wiped")
     create(c, t, 1, replica_assignment=[[1, 2, 3]])
     wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 30,
@@ -206,11 +210,8 @@ def test_unclean_election_only_when_enabled_and_the_loss_is_logged(make_cluster)
     the partition stays offline; once the topic enables it, broker 2 leads,
     and broker 1, back, cuts what it had above broker 2's log and logs
     those committed offsets as lost."""
-    c = make_cluster(3, session_timeout_ms=SESSION_MS,
-                     overrides={"replica.lag.time.max.ms": "1500"})
+    c = three_brokers(make_cluster, lag_ms=1500)
     b1, b2, b3 = c.brokers
-    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in c.brokers), 30,
-             "every broker to list three live brokers")
     t = topic_name("unclean")
     create(c, t, 1, replica_assignment=[[1, 2]])
     wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2), 30,
