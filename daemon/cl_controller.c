@@ -11,7 +11,10 @@
  *                 a partition without a state      → state: leader = first
  *                                                    live replica, ISR = it
  *                 its leader is dead               → first live ISR member;
- *                                                    none alive: no write (C4)
+ *                                                    none alive: no write (C4),
+ *                                                    or with unclean.leader.
+ *                                                    election.enable the first
+ *                                                    live replica, ISR = it
  *                 leader -1, an ISR member is back → that member leads
  *               each change bumps the leader epoch; the writes go in
  *               transactions of up to CTL_BATCH operations, not one round
@@ -256,6 +259,26 @@ static bool expect_grow(cl_topic *ct, int32_t n)
     return true;
 }
 
+/* unclean.leader.election.enable: with no ISR member alive, the first
+ * live replica outside the ISR leads (-1: none).  What the ISR had beyond
+ * its log is lost: logged here, and the offsets by each returning replica
+ * as it truncates (fetcher.c). */
+static int32_t unclean_leader(bk_broker *b, const bk_topic *t, int32_t p)
+{
+    const bk_pview *v = &t->parts[p];
+    for (int32_t i = 0; i < v->nreplicas; i++) {
+        if (!alive(b, v->replicas[i]))
+            continue;
+        BK_WARN("partition %s-%d: unclean leader election: no ISR member is alive, "
+                "broker %d (not in the ISR) leads at leader epoch %d; messages the ISR "
+                "had beyond its log are lost (each returning replica logs the offsets "
+                "it truncates)", t->name, (int)p, (int)v->replicas[i],
+                (int)v->leader_epoch + 1);
+        return v->replicas[i];
+    }
+    return -1;
+}
+
 static void reconcile_topic(bk_broker *b, bk_topic *t)
 {
     cl_topic *ct = mr_topic(b, t->name, true);
@@ -294,9 +317,14 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
             for (int32_t i = 0; i < v->nisr && lead < 0; i++)
                 if (v->isr[i] != v->leader && alive(b, v->isr[i]))
                     lead = v->isr[i];
+            bool unclean = lead < 0 && t->cfg.unclean_leader_election_enable &&
+                           (lead = unclean_leader(b, t, p)) >= 0;
             if (lead < 0)
                 continue;                         /* no one to elect: nothing to write */
-            if (v->nisr > 1) {                    /* the dead leader leaves the ISR */
+            if (unclean) {                        /* it alone is in sync with itself */
+                st.nisr = 1;
+                st.isr[0] = lead;
+            } else if (v->nisr > 1) {             /* the dead leader leaves the ISR */
                 int32_t m = 0;
                 for (int32_t i = 0; i < v->nisr; i++)
                     if (v->isr[i] != v->leader)

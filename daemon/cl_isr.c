@@ -207,6 +207,13 @@ void bk_isr_view_changed(bk_broker *b, bk_partition *p)
         p->isr_pending_version = -1;              /* I2: the write (or another) is in */
     bool was = p->leading;
     p->leading = leads(b, p);
+    /* As Kafka's makeLeader: the new epoch starts at the log end, so
+     * OffsetForLeaderEpoch answers for it before its first batch.  Never
+     * below an epoch the log already has (a view loaded from SQLite before
+     * the resync may be older than the log): assign would drop it. */
+    if (p->leading && p->leader_epoch >= seg_epoch_latest(p->log) &&
+        seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
+        bk_partition_epochs_save(b, p);
     if (p->leading)
         bk_isr_update_hw(b, p);                   /* a smaller ISR may let it move */
     else if (was)

@@ -2,7 +2,7 @@
  * The API table: what the broker advertises in ApiVersions and which
  * handler serves each key.  Ranges follow protocol/README.md §8, capped
  * below each API's first flexible version (only
- * ApiVersions v3 is flexible).  Produce is advertised from v0 because
+ * ApiVersions v3 and OffsetForLeaderEpoch v4 are flexible).  Produce is advertised from v0 because
  * librdkafka checks v0 before compressing with gzip/snappy/lz4; v0-2 are
  * answered by the handler with an error.
  */
@@ -23,6 +23,8 @@ static const bk_api apis[] = {
     { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 0,  bk_handle_incremental_alter_configs },
     { KP_API_DELETE_RECORDS,           0, 1,  bk_handle_delete_records },
     { KP_API_INIT_PRODUCER_ID,         0, 1,  bk_handle_init_producer_id },
+    /* v4 is flexible: the generated codec and the server's header v2 */
+    { KP_API_OFFSET_FOR_LEADER_EPOCH,  0, 4,  bk_handle_offset_for_leader_epoch },
     /* group coordinator (daemon/group*.c) */
     { KP_API_OFFSET_COMMIT,            2, 7,  bk_handle_offset_commit },
     { KP_API_OFFSET_FETCH,             1, 5,  bk_handle_offset_fetch },

@@ -15,6 +15,8 @@
  * States of a fetcher (one per leader):
  *
  *   CONNECTING ──connected──► READY ──send_fetch──► WAITING ──answer──► READY
+ *                                  (an OffsetForLeaderEpoch first while a
+ *                                   partition must truncate, F6)
  *        ▲                     │ (nothing to fetch: a timer for the
  *        │                     │  earliest paused partition's retry)
  *        └──── BACKOFF ◄───────┴── connection error, EOF, timeout, a frame
@@ -30,8 +32,7 @@
  *     than ours may (a topic just created), and no further change would
  *     come to wake us.
  *   OFFSET_OUT_OF_RANGE: ahead of the leader's high watermark → truncated
- *     to it (the simple truncation; epoch-based truncation comes later),
- *     then fetched again; behind the leader's log start → segments/ cannot
+ *     to it, then fetched again; behind the leader's log start → segments/ cannot
  *     restart a log above its end, so it is logged and paused until the
  *     view changes.
  *   Any other error (storage, a local append that failed): backoff.
@@ -55,6 +56,13 @@
  *       ZooKeeper in this session (cl->synced): a recomputation before the
  *       first resync, or after the session expired, follows nothing.
  *       mr_resync_done ends with cl_brokers_changed, which recomputes.
+ *   F6. A partition newly followed, or whose leader epoch changed, is not
+ *       fetched until its log was cut where it diverges from the leader's:
+ *       the fetcher first sends an OffsetForLeaderEpoch (same connection,
+ *       still one request in flight) for its latest epoch and truncates
+ *       as apply_epoch says (Kafka's rule).  The answer is used only if
+ *       the view still has the epoch it was asked under and the log end
+ *       it was asked at, so it describes the log it is applied to.
  */
 #include "daemon/fetcher.h"
 #include "daemon/cl.h"
@@ -75,6 +83,8 @@
 /* Fetch v11: the newest without flexible headers and with every field the
  * contract names (CurrentLeaderEpoch, LogStartOffset, RackId). */
 #define FE_FETCH_VERSION 11
+/* OffsetForLeaderEpoch v3: ReplicaId and CurrentLeaderEpoch, header v1. */
+#define FE_EPOCH_VERSION 3
 /* Beyond replica.fetch.wait.max.ms, how long an answer may take before
  * the connection is given up (Kafka's replica.socket.timeout.ms default). */
 #define FE_SOCKET_TIMEOUT_MS 30000
@@ -92,6 +102,12 @@ typedef struct fe_part {
     int64_t fetch_offset;                /* in the request in flight */
     int32_t fetch_epoch;                 /* CurrentLeaderEpoch it carried */
     bool in_request, seen;
+    /* F6: asking the leader where its log diverges (OffsetForLeaderEpoch)
+     * before fetching; oe_end / oe_epoch: our log end and latest epoch
+     * when asked. */
+    bool truncating;
+    int64_t oe_end;
+    int32_t oe_epoch;
 } fe_part;
 
 typedef struct fe_fetcher {
@@ -111,7 +127,11 @@ typedef struct fe_fetcher {
     kp_arena arena;
     kp_FetchRequest_FetchTopic *ts;
     kp_FetchRequest_FetchPartition *ps;
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic *ets;
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition *eps;
     int req_cap;
+    bool epoch_req;                      /* the request out is an
+                                            OffsetForLeaderEpoch */
     int32_t corrid;
     int64_t max_batch;                   /* largest max.message.bytes followed */
     struct fe_fetcher *next;
@@ -217,6 +237,42 @@ static void pause_part(fe_part *fp, int64_t until_us)
     fp->retry_us = until_us;
 }
 
+/* Cuts the replica's log back to `offset` (a no-op at or past its end,
+ * but for leader epochs starting there), with what goes with the log: the
+ * removed segments to the janitor, the producer state as the log now has
+ * it, the high watermark no higher than the end, the epoch checkpoint.
+ * 0, or the seg_truncate error after logging it and pausing the partition
+ * until its view changes (the log is as it was, or in its error state). */
+static int truncate_to(fe_fetcher *f, fe_part *fp, bk_partition *p, int64_t offset,
+                       const char *why)
+{
+    bk_broker *b = f->set->b;
+    int64_t end = seg_log_end(p->log);
+    int rc = seg_truncate(p->log, offset);
+    bk_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
+    if (rc != 0) {
+        BK_ERROR("partition %s-%d: cannot truncate to %lld (%s; error %d); not fetching "
+                 "it until its state changes", fp->topic, fp->partition,
+                 (long long)offset, why, rc);
+        pause_part(fp, INT64_MAX);
+        return rc;
+    }
+    bk_partition_epochs_save(b, p);
+    if (seg_log_end(p->log) == end)
+        return 0;
+    BK_INFO("partition %s-%d: log end %lld truncated to %lld (%s, leader %d)", fp->topic,
+            fp->partition, (long long)end, (long long)seg_log_end(p->log), why, f->leader);
+    if (seg_log_end(p->log) < p->high_watermark)
+        BK_WARN("partition %s-%d: offsets %lld to %lld were committed (below the high "
+                "watermark) and are lost: leader %d does not have them (an unclean "
+                "leader election)", fp->topic, fp->partition,
+                (long long)seg_log_end(p->log), (long long)p->high_watermark - 1, f->leader);
+    bk_producers_reset(b, p);
+    if (p->high_watermark > seg_log_end(p->log))
+        bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
+    return 0;
+}
+
 /* OFFSET_OUT_OF_RANGE: see the note at the top. */
 static void out_of_range(fe_fetcher *f, fe_part *fp, bk_partition *p,
                          const kp_FetchResponse_PartitionData *rp)
@@ -225,24 +281,9 @@ static void out_of_range(fe_fetcher *f, fe_part *fp, bk_partition *p,
     int64_t end = seg_log_end(p->log);
     int64_t backoff_us = (int64_t)b->cfg->replica_fetch_backoff_ms * 1000;
     switch (bk_fetch_out_of_range(end, rp->HighWatermark, rp->LogStartOffset)) {
-    case BK_OOR_TRUNCATE: {
-        int rc = seg_truncate(p->log, rp->HighWatermark);
-        bk_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
-        if (rc != 0) {
-            BK_ERROR("partition %s-%d: cannot truncate to the leader's high watermark "
-                     "%lld (error %d); not fetching it until its state changes",
-                     fp->topic, fp->partition, (long long)rp->HighWatermark, rc);
-            pause_part(fp, INT64_MAX);
-            return;
-        }
-        BK_INFO("partition %s-%d: log end %lld was ahead of leader %d's high watermark; "
-                "truncated to %lld", fp->topic, fp->partition, (long long)end, f->leader,
-                (long long)seg_log_end(p->log));
-        bk_producers_reset(b, p);
-        if (p->high_watermark > seg_log_end(p->log))
-            bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
+    case BK_OOR_TRUNCATE:
+        truncate_to(f, fp, p, rp->HighWatermark, "ahead of the leader's high watermark");
         return;                          /* fetched again at once */
-    }
     case BK_OOR_BELOW_START:
         BK_ERROR("partition %s-%d: log end %lld is below leader %d's log start %lld and "
                  "the log cannot restart there yet; not fetching it until its state "
@@ -256,15 +297,13 @@ static void out_of_range(fe_fetcher *f, fe_part *fp, bk_partition *p,
     }
 }
 
-/* One partition of an answer (F1 checked by the caller). */
-static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
-                            const kp_FetchResponse_PartitionData *rp)
+/* A partition error of either answer (Fetch, OffsetForLeaderEpoch): the
+ * pause the note at the top gives it. */
+static void part_error(fe_fetcher *f, fe_part *fp, bk_partition *p, int16_t err)
 {
     bk_broker *b = f->set->b;
     int64_t backoff_us = (int64_t)b->cfg->replica_fetch_backoff_ms * 1000;
-    switch (rp->ErrorCode) {
-    case KP_NONE:
-        break;
+    switch (err) {
     case KP_FENCED_LEADER_EPOCH:
         /* The view may have moved on while the request was out: the
          * recomputation for it has run already and none comes again, so
@@ -283,14 +322,27 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
     case KP_UNKNOWN_LEADER_EPOCH:
         pause_part(fp, bk_mono_us() + backoff_us);
         return;
-    case KP_OFFSET_OUT_OF_RANGE:
-        out_of_range(f, fp, p, rp);
-        return;
     default:
         BK_WARN("partition %s-%d: leader %d answered error %d; retrying in %d ms",
-                fp->topic, fp->partition, f->leader, rp->ErrorCode,
+                fp->topic, fp->partition, f->leader, err,
                 b->cfg->replica_fetch_backoff_ms);
         pause_part(fp, bk_mono_us() + backoff_us);
+        return;
+    }
+}
+
+/* One partition of a Fetch answer (F1 checked by the caller). */
+static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
+                            const kp_FetchResponse_PartitionData *rp)
+{
+    bk_broker *b = f->set->b;
+    int64_t backoff_us = (int64_t)b->cfg->replica_fetch_backoff_ms * 1000;
+    if (rp->ErrorCode == KP_OFFSET_OUT_OF_RANGE) {
+        out_of_range(f, fp, p, rp);
+        return;
+    }
+    if (rp->ErrorCode != KP_NONE) {
+        part_error(f, fp, p, rp->ErrorCode);
         return;
     }
     int64_t records = 0;
@@ -329,6 +381,81 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
         bk_partition_set_high_watermark(b, p, hw);
 }
 
+/* One partition of an OffsetForLeaderEpoch answer (F6; F1's checks done
+ * by the caller): where the leader's log leaves ours, as Kafka's
+ * follower decides it.  The leader answered for our latest epoch E with
+ * the largest epoch L <= E it knows and where L ends in its log.  If we
+ * know L too, our log is the leader's up to min(where L ends in ours,
+ * where it ends in the leader's): cut there, done.  If we do not, cut
+ * where our epochs up to L end and ask again with what is then our
+ * latest.  A leader with no history (-1) leaves the pre-epoch rule: cut
+ * back to our high watermark. */
+static void apply_epoch(fe_fetcher *f, fe_part *fp, bk_partition *p,
+                        const kp_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *rp)
+{
+    if (rp->ErrorCode != KP_NONE) {
+        part_error(f, fp, p, rp->ErrorCode);
+        return;
+    }
+    int64_t end = seg_log_end(p->log), to = p->high_watermark;
+    bool done = true;
+    char why[160];
+    snprintf(why, sizeof why, "no leader epochs on the leader: back to the high watermark");
+    if (rp->LeaderEpoch >= 0 && rp->EndOffset >= 0) {
+        int32_t ours;
+        int64_t ours_end;
+        seg_epoch_end_offset(p->log, rp->LeaderEpoch, &ours, &ours_end);
+        if (ours_end < 0)
+            ours_end = end;              /* cannot be: L <= our latest epoch */
+        done = ours == rp->LeaderEpoch;
+        to = done && rp->EndOffset < ours_end ? rp->EndOffset : ours_end;
+        snprintf(why, sizeof why, "%s epoch %d ends at %lld in the leader's log, %lld in ours",
+                 done ? "leader" : "diverged before leader", (int)rp->LeaderEpoch,
+                 (long long)rp->EndOffset, (long long)ours_end);
+    }
+    if (to > end)
+        to = end;
+    if (truncate_to(f, fp, p, to, why) != 0)
+        return;
+    /* Asking again only helps when our latest epoch went down. */
+    if (done || seg_epoch_latest(p->log) >= fp->oe_epoch)
+        fp->truncating = false;
+}
+
+static void handle_epochs(fe_fetcher *f, kp_rd *r)
+{
+    bk_broker *b = f->set->b;
+    kp_OffsetForLeaderEpochResponse m;
+    kp_arena_reset(&f->arena);
+    if (kp_dec_OffsetForLeaderEpochResponse(r, FE_EPOCH_VERSION, &m, &f->arena) != 0) {
+        conn_fail(f, "malformed OffsetForLeaderEpoch answer");
+        return;
+    }
+    f->state = FE_READY;
+    f->epoch_req = false;
+    int32_t self = b->cfg->broker_id;
+    for (int32_t i = 0; i < m.Topics_count; i++) {
+        const kp_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult *mt = &m.Topics[i];
+        for (int32_t j = 0; j < mt->Partitions_count; j++) {
+            const kp_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *rp =
+                &mt->Partitions[j];
+            fe_part *fp = find_part(f, mt->Topic, rp->Partition);
+            if (!fp || !fp->in_request)
+                continue;
+            fp->in_request = false;
+            const bk_pview *v = bk_view_partition(b, mt->Topic, rp->Partition);
+            if (!fp->truncating || !v || !v->local || v->leader != f->leader ||
+                v->leader == self || v->leader_epoch != fp->fetch_epoch ||
+                seg_log_end(v->local->log) != fp->oe_end)
+                continue;                /* F1; asked again if still wanted */
+            apply_epoch(f, fp, v->local, rp);
+        }
+    }
+    for (int i = 0; i < f->nparts; i++)
+        f->parts[i].in_request = false;
+    send_fetch(f);
+}
+
 static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
 {
     bk_broker *b = f->set->b;
@@ -337,6 +464,10 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
     int32_t corrid = kp_rd_i32(&r);
     if (!kp_rd_ok(&r) || corrid != f->corrid) {
         conn_fail(f, "answer with an unexpected correlation id");
+        return;
+    }
+    if (f->epoch_req) {
+        handle_epochs(f, &r);
         return;
     }
     kp_FetchResponse m;
@@ -363,10 +494,11 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
             if (!fp || !fp->in_request)
                 continue;                /* no longer followed from here */
             fp->in_request = false;
-            /* F1: the view as it is now, by name. */
+            /* F1: the view as it is now, by name; F6: not before the
+             * divergence is cut. */
             const bk_pview *v = bk_view_partition(b, mt->Topic, rp->PartitionIndex);
-            if (!v || !v->local || v->leader != f->leader || v->leader == self ||
-                seg_log_end(v->local->log) != fp->fetch_offset)
+            if (fp->truncating || !v || !v->local || v->leader != f->leader ||
+                v->leader == self || seg_log_end(v->local->log) != fp->fetch_offset)
                 continue;
             apply_partition(f, fp, v->local, rp);
         }
@@ -461,26 +593,110 @@ static void fetcher_connect(fe_fetcher *f)
 
 /* ---- the request ---------------------------------------------------------------------- */
 
+#define FE_GROW(f, field, cap) do {                                          \
+        void *np_ = realloc((f)->field, (size_t)(cap) * sizeof *(f)->field);   \
+        if (np_)                                                               \
+            (f)->field = np_;                                                  \
+        ok = ok && np_;                                                        \
+    } while (0)
+
+/* Request arrays grown with the partitions (F3).  false: out of memory. */
+static bool grow_requests(fe_fetcher *f)
+{
+    bool ok = true;
+    if (f->req_cap >= f->nparts)
+        return true;
+    FE_GROW(f, ts, f->nparts);
+    FE_GROW(f, ps, f->nparts);
+    FE_GROW(f, ets, f->nparts);
+    FE_GROW(f, eps, f->nparts);
+    if (ok)
+        f->req_cap = f->nparts;
+    return ok;
+}
+
+/* Frames and sends the request in f->out's body writer; WAITING after. */
+static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void *q)
+{
+    bk_broker *b = f->set->b;
+    if (++f->corrid < 0)
+        f->corrid = 0;
+    char client_id[32];
+    snprintf(client_id, sizeof client_id, "broker-%d-fetcher-0", b->cfg->broker_id);
+    kp_buf_reset(&f->out);
+    size_t frame = kp_wr_i32_placeholder(&f->out);
+    kp_req_hdr_write(&f->out, api, version, f->corrid, client_id);
+    if (api == KP_API_FETCH)
+        kp_enc_FetchRequest(&f->out, version, q);
+    else
+        kp_enc_OffsetForLeaderEpochRequest(&f->out, version, q);
+    kp_wr_i32_at(&f->out, frame, (int32_t)(f->out.len - frame - 4));
+    if (f->out.err || bufferevent_write(f->bev, f->out.data, f->out.len) != 0) {
+        conn_fail(f, "cannot send a request");
+        return;
+    }
+    f->epoch_req = api == KP_API_OFFSET_FOR_LEADER_EPOCH;
+    f->state = FE_WAITING;
+}
+
+/* F6: one OffsetForLeaderEpoch for every partition that must find its
+ * divergence first and is not paused.  A log with no epoch history (empty,
+ * or written before epochs) has nothing to ask: it is cut back to its high
+ * watermark, Kafka's rule for it.  true: a request went out. */
+static bool send_epochs(fe_fetcher *f, int64_t now)
+{
+    bk_broker *b = f->set->b;
+    int n = 0;
+    for (int i = 0; i < f->nparts; i++) {
+        fe_part *fp = &f->parts[i];
+        if (!fp->truncating || fp->retry_us > now)
+            continue;
+        const bk_pview *v = bk_view_partition(b, kp_str_cstr(fp->topic), fp->partition);
+        if (!v || !v->local || v->leader != f->leader)
+            continue;
+        bk_partition *p = v->local;
+        fp->oe_epoch = seg_epoch_latest(p->log);
+        if (fp->oe_epoch < 0) {
+            if (truncate_to(f, fp, p, p->high_watermark, "no leader epochs here: back "
+                            "to the high watermark") == 0)
+                fp->truncating = false;
+            continue;
+        }
+        fp->oe_end = seg_log_end(p->log);
+        fp->fetch_epoch = v->leader_epoch;
+        fp->in_request = true;
+        f->eps[n] = (kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition){
+            .Partition = fp->partition, .CurrentLeaderEpoch = fp->fetch_epoch,
+            .LeaderEpoch = fp->oe_epoch,
+        };
+        f->ets[n] = (kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic){
+            .Topic = kp_str_cstr(fp->topic), .Partitions = &f->eps[n], .Partitions_count = 1,
+        };
+        n++;
+    }
+    if (n == 0)
+        return false;
+    kp_OffsetForLeaderEpochRequest q;
+    kp_init_OffsetForLeaderEpochRequest(&q);
+    q.ReplicaId = b->cfg->broker_id;
+    q.Topics = f->ets;
+    q.Topics_count = n;
+    send_request(f, KP_API_OFFSET_FOR_LEADER_EPOCH, FE_EPOCH_VERSION, &q);
+    return true;
+}
+
 static void send_fetch(fe_fetcher *f)
 {
     bk_broker *b = f->set->b;
     if (f->state != FE_READY || !f->bev)
         return;
-    if (f->req_cap < f->nparts) {        /* grown with the partitions (F3) */
-        int cap = f->nparts;
-        kp_FetchRequest_FetchTopic *ts = realloc(f->ts, (size_t)cap * sizeof *ts);
-        if (ts)
-            f->ts = ts;
-        kp_FetchRequest_FetchPartition *ps = realloc(f->ps, (size_t)cap * sizeof *ps);
-        if (ps)
-            f->ps = ps;
-        if (!ts || !ps) {
-            conn_fail(f, "out of memory for a request");
-            return;
-        }
-        f->req_cap = cap;
+    if (!grow_requests(f)) {
+        conn_fail(f, "out of memory for a request");
+        return;
     }
     int64_t now = bk_mono_us(), next_retry = INT64_MAX;
+    if (send_epochs(f, now))
+        return;
     int n = 0;
     for (int i = 0; i < f->nparts; i++) {
         fe_part *fp = &f->parts[i];
@@ -490,6 +706,8 @@ static void send_fetch(fe_fetcher *f)
             continue;
         }
         fp->retry_us = 0;
+        if (fp->truncating)
+            continue;                    /* F6: its truncation failed; paused */
         const bk_pview *v = bk_view_partition(b, kp_str_cstr(fp->topic), fp->partition);
         if (!v || !v->local || v->leader != f->leader)
             continue;                    /* the next recomputation drops it */
@@ -525,20 +743,7 @@ static void send_fetch(fe_fetcher *f)
     q.Topics = f->ts;
     q.Topics_count = n;
     q.RackId = (kp_str){ "", 0 };
-    if (++f->corrid < 0)
-        f->corrid = 0;
-    char client_id[32];
-    snprintf(client_id, sizeof client_id, "broker-%d-fetcher-0", b->cfg->broker_id);
-    kp_buf_reset(&f->out);
-    size_t frame = kp_wr_i32_placeholder(&f->out);
-    kp_req_hdr_write(&f->out, KP_API_FETCH, FE_FETCH_VERSION, f->corrid, client_id);
-    kp_enc_FetchRequest(&f->out, FE_FETCH_VERSION, &q);
-    kp_wr_i32_at(&f->out, frame, (int32_t)(f->out.len - frame - 4));
-    if (f->out.err || bufferevent_write(f->bev, f->out.data, f->out.len) != 0) {
-        conn_fail(f, "cannot send a Fetch");
-        return;
-    }
-    f->state = FE_WAITING;
+    send_request(f, KP_API_FETCH, FE_FETCH_VERSION, &q);
 }
 
 /* ---- the set of fetchers ------------------------------------------------------------- */
@@ -553,6 +758,8 @@ static void fetcher_free(fe_fetcher *f)
     free(f->in);
     free(f->ts);
     free(f->ps);
+    free(f->ets);
+    free(f->eps);
     free(f->parts);
     free(f);
 }
@@ -582,43 +789,20 @@ static fe_fetcher *fetcher_get(fe_set *s, int32_t leader)
 }
 
 /* A replica that starts following a leader (a new leader, a new epoch)
- * first cuts its log back to its high watermark, as Kafka's followers did
- * before leader epochs: what lies above it may never have been committed
- * and may differ from the new leader's log at the same offsets, while
- * everything at or below it is in every ISR member's log.  The cut part
- * is fetched again from the leader.  (Leader epochs, issue 16, will cut
- * exactly at the divergence instead.)  A follower thus cut below the
- * leader's high watermark is dropped from the ISR by the leader
- * (cl_isr.c) until it has caught up again. */
-static void start_following(fe_fetcher *f, bk_partition *p, int32_t epoch)
-{
-    bk_broker *b = f->set->b;
-    int64_t end = seg_log_end(p->log), hw = p->high_watermark;
-    if (end <= hw)
-        return;
-    int rc = seg_truncate(p->log, hw);
-    bk_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
-    if (rc != 0) {
-        BK_ERROR("partition %s-%d: cannot cut the log back to its high watermark %lld "
-                 "(error %d) before following broker %d", p->topic->name, p->id,
-                 (long long)hw, rc, f->leader);
-        return;
-    }
-    bk_producers_reset(b, p);
-    BK_INFO("partition %s-%d: following broker %d (leader epoch %d): log end %lld cut "
-            "back to the high watermark %lld; the rest comes from the leader",
-            p->topic->name, p->id, f->leader, (int)epoch, (long long)end,
-            (long long)seg_log_end(p->log));
-}
-
+ * first finds where its log leaves the leader's (F6: OffsetForLeaderEpoch,
+ * apply_epoch) and cuts it there, so that what the new leader never had is
+ * never served from here and what it has is not fetched twice.  A
+ * follower thus cut below the leader's high watermark (an unclean
+ * election) is dropped from the ISR by the leader (cl_isr.c) until it has
+ * caught up again. */
 static void follow(fe_fetcher *f, const bk_topic *t, int32_t i, const bk_pview *v)
 {
     for (int k = 0; k < f->nparts; k++) {
         fe_part *fp = &f->parts[k];
         if (fp->partition == i && !strcmp(fp->topic, t->name)) {
             fp->seen = true;
-            if (fp->leader_epoch != v->leader_epoch && v->local)
-                start_following(f, v->local, v->leader_epoch);
+            if (fp->leader_epoch != v->leader_epoch)
+                fp->truncating = true;
             if (fp->leader_epoch != v->leader_epoch || fp->zk_version != v->zk_version) {
                 fp->leader_epoch = v->leader_epoch;
                 fp->zk_version = v->zk_version;
@@ -637,10 +821,9 @@ static void follow(fe_fetcher *f, const bk_topic *t, int32_t i, const bk_pview *
         f->parts = np;
         f->cap = cap;
     }
-    if (v->local)
-        start_following(f, v->local, v->leader_epoch);
     fe_part *fp = &f->parts[f->nparts++];
     memset(fp, 0, sizeof *fp);
+    fp->truncating = true;
     snprintf(fp->topic, sizeof fp->topic, "%s", t->name);
     fp->partition = i;
     fp->leader_epoch = v->leader_epoch;

@@ -9,7 +9,11 @@
  *     anyway, seg_range);
  *   - a whole seg_log of a deleted topic, its directory already renamed
  *     "<topic>-<p>.<id>-delete": seg_destroy (close, unlink, rmdir);
- *   - a directory path (such leftovers found at startup): seg_remove_dir.
+ *   - a directory path (such leftovers found at startup): seg_remove_dir;
+ *   - a leader-epoch-checkpoint snapshot (segments/epochs.c, E4): written
+ *     with its fdatasyncs here, due at once, so snapshots of one partition
+ *     are written in the order they were taken (invariant 1 keeps equal due
+ *     times in queue order).
  *
  * Invariants:
  *   1. The queue is kept sorted by due time; the thread sleeps until the
@@ -35,6 +39,7 @@ typedef struct jan_item {
     bool rename_only;                /* first half of a dead list's removal */
     seg_log *log;
     char *dir;
+    seg_epoch_ckpt *epochs;
 } jan_item;
 
 typedef struct bk_janitor {
@@ -58,6 +63,10 @@ static void do_item(jan_item *it)
         BK_WARN("janitor: could not remove every file of a deleted partition");
     if (it->dir && seg_remove_dir(it->dir) != 0)
         BK_WARN("janitor: could not remove %s", it->dir);
+    /* A failed write leaves the previous file, and the next change writes
+     * the whole history again; a restart relearns the tail from the log. */
+    if (it->epochs && seg_epoch_write_checkpoint(it->epochs) != 0)
+        BK_WARN("janitor: could not write a leader-epoch-checkpoint");
     free(it->dir);
     free(it);
 }
@@ -174,6 +183,17 @@ void bk_janitor_remove_dir(bk_broker *b, const char *dir)
         free(it);
         return;
     }
+    enqueue(b, it, 0);
+}
+
+void bk_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c)
+{
+    jan_item *it = calloc(1, sizeof *it);
+    if (!it) {
+        seg_epoch_write_checkpoint(c);   /* no memory to queue: here */
+        return;
+    }
+    it->epochs = c;
     enqueue(b, it, 0);
 }
 

@@ -140,7 +140,15 @@ void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
      * HW follows the log end; with followers in the ISR it stays behind
      * until they fetch (daemon/cl_isr.c). */
     notify_list(&p->append_waiters);
+    bk_partition_epochs_save(b, p);  /* a batch of a new epoch */
     bk_isr_update_hw(b, p);
+}
+
+void bk_partition_epochs_save(bk_broker *b, bk_partition *p)
+{
+    seg_epoch_ckpt *c = p->log ? seg_epoch_take_checkpoint(p->log) : NULL;
+    if (c)
+        bk_janitor_epochs(b, c);         /* fdatasyncs off the loop */
 }
 
 struct flush_tick_arg {

@@ -93,6 +93,10 @@ void bk_save_offsets(bk_broker *b);
 /* Called after an append: flush policy bookkeeping, then the high
  * watermark (standalone: the log end). */
 void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages);
+/* Queues the partition's leader-epoch-checkpoint for writing if its
+ * epoch history changed (O(1) when not): after appends, truncations,
+ * log-start moves and a leadership taken. */
+void bk_partition_epochs_save(bk_broker *b, bk_partition *p);
 /* Moves the high watermark; wakes the fetch waiters only if it moved. */
 void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw);
 
@@ -152,6 +156,8 @@ void bk_janitor_stop(bk_broker *b);
 void bk_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms);
 void bk_janitor_destroy_log(bk_broker *b, seg_log *log);
 void bk_janitor_remove_dir(bk_broker *b, const char *dir);
+/* Writes a leader-epoch-checkpoint snapshot (fdatasync, rename). */
+void bk_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c);
 /* log.cleaner.enable=false: no workers, no compaction. */
 int  bk_cleaner_start(bk_broker *b);
 void bk_cleaner_stop(bk_broker *b);

@@ -103,6 +103,11 @@ int bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *
     /* Removed segments wait file.delete.delay.ms on the janitor thread. */
     seg_set_deferred_delete(p->log, true);
     bk_producers_open(b, p);         /* failures logged; starts empty */
+    /* Standalone this broker leads from the start (cluster mode: when the
+     * view says so, cl_isr.c): its epoch starts at the log end. */
+    if (!bk_cluster_mode(b))
+        seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log));
+    bk_partition_epochs_save(b, p);  /* the history recovered at open */
     t->parts[idx].local = p;
     link_replica(b, p);
     return KP_NONE;
@@ -117,6 +122,8 @@ void bk_replica_close(bk_broker *b, bk_partition *p, bool destroy)
     unlink_replica(b, p);
     bk_partition_notify(p);          /* waiters look it up again and fail */
     bk_producers_close(b, p, destroy);
+    if (!destroy)
+        bk_partition_epochs_save(b, p);
     if (destroy)
         bk_partition_log_delete(b, p);   /* unlinking on the janitor thread */
     else
@@ -129,6 +136,7 @@ void bk_replica_close(bk_broker *b, bk_partition *p, bool destroy)
 static void save_replica(bk_partition *p, void *arg)
 {
     bk_broker *b = arg;
+    bk_partition_epochs_save(b, p);  /* retention, DeleteRecords moved the start */
     int64_t ls = seg_log_start(p->log), rp = seg_recovery_point(p->log);
     if (ls == p->saved_log_start && rp == p->saved_recovery_point &&
         p->high_watermark == p->saved_hw)

@@ -79,6 +79,7 @@ int bk_handle_metadata(bk_req *r);
 int bk_handle_produce(bk_req *r);
 int bk_handle_fetch(bk_req *r);
 int bk_handle_list_offsets(bk_req *r);
+int bk_handle_offset_for_leader_epoch(bk_req *r);
 int bk_handle_create_topics(bk_req *r);
 int bk_handle_delete_topics(bk_req *r);
 int bk_handle_create_partitions(bk_req *r);

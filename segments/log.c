@@ -525,6 +525,10 @@ int seg_open(const seg_open_opts *opts, seg_log **out)
         if (log->segs[i]->max_ts > log->max_ts)
             log->max_ts = log->segs[i]->max_ts;
     seg_clean_load_checkpoint(log);     /* clean_end, delete_horizon */
+    if (seg_epoch_load(log, log->recovery_point) != 0) {     /* epochs.c, E5 */
+        seg_close(log);
+        return SEG_E_IO;
+    }
     *out = log;
     return 0;
 }
@@ -543,6 +547,7 @@ void seg_close(seg_log *log)
         seg_segment_free(s);
     }
     free(log->segs);
+    free(log->epochs);
     pthread_mutex_destroy(&log->mu);
     free(log->dir);
     free(log);
@@ -666,6 +671,9 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
         if (seg_segment_index_batch(s, c, (int32_t)(seg_be64(p) - s->base),
                                     pos + off, size, seg_be64(p + SEG_HDR_MAXTS)))
             return seg_log_fail(log, errno ? errno : EIO);
+        /* epochs.c, E2: one compare per batch while the epoch stays. */
+        if (seg_epoch_assign(log, seg_be32(p + 12), seg_be64(p)) < 0)
+            return seg_log_fail(log, ENOMEM);
         off += size;
     }
     s->size += len;

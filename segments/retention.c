@@ -34,6 +34,8 @@ static void after_shrink(seg_log *log, int64_t end)
     pthread_mutex_unlock(&log->mu);
     if (log->log_start > end)
         log->log_start = end;
+    seg_epoch_truncate_end(log, end);            /* E3 */
+    seg_epoch_truncate_start(log, log->log_start);
     log->max_ts = -1;
     for (int i = 0; i < log->n; i++)
         if (log->segs[i]->max_ts > log->max_ts)
@@ -54,6 +56,7 @@ static int truncate_fully(seg_log *log, int64_t offset)
     }
     log->log_start = offset;
     after_shrink(log, offset);
+    seg_epoch_clear(log);                        /* E3 */
     return 0;
 }
 
@@ -61,8 +64,12 @@ int seg_truncate(seg_log *log, int64_t offset)
 {
     if (log->cleaning && offset < log->cleaning_end)
         return SEG_E_STATE;         /* the cleaner holds those segments */
-    if (offset >= log->log_end)
+    if (offset >= log->log_end) {
+        /* An epoch a new leader assigned at its log end, with no batch
+         * yet, starts at the end: gone too (E3), as seg.h words it. */
+        seg_epoch_truncate_end(log, offset);
         return 0;
+    }
     if (offset <= log->log_start)
         return truncate_fully(log, offset);
     while (log->n > 1 && log->segs[log->n - 1]->base > offset)
@@ -101,6 +108,7 @@ int seg_advance_log_start(seg_log *log, int64_t offset, uint64_t *bytes_freed)
         *bytes_freed = 0;
     if (offset > log->log_start)
         log->log_start = offset;
+    seg_epoch_truncate_start(log, log->log_start);   /* E3 */
     int deleted = 0;
     /* A segment lies wholly below when the next one starts at or below.
      * Segments the cleaner is rewriting wait for the next call (C5). */
@@ -146,5 +154,6 @@ int seg_delete_old(seg_log *log, int64_t before_ms, int64_t max_bytes,
     if (deleted && log->segs[0]->base > log->log_start)
         log->log_start = log->segs[0]->base < log->log_end
                              ? log->segs[0]->base : log->log_end;
+    seg_epoch_truncate_start(log, log->log_start);   /* E3 */
     return deleted;
 }

@@ -201,8 +201,9 @@ int seg_scan_headers(seg_log *log, int64_t from, seg_header_fn fn, void *arg);
 
 /* Starts a new segment now (no-op on an empty active segment). */
 int seg_roll(seg_log *log, int64_t now_ms);
-/* Removes every offset >= `offset` (follower truncation).  offset below
- * log start empties the log at `offset`. */
+/* Removes every offset >= `offset` (follower truncation), and the
+ * leader epochs starting there.  offset below log start empties the log at
+ * `offset`. */
 int seg_truncate(seg_log *log, int64_t offset);
 /* Moves the log start offset forward to `offset` (DeleteRecords,
  * retention), then deletes segments lying wholly below it; never the active
@@ -304,6 +305,41 @@ int  seg_clean_finish(seg_log *log, seg_clean_job *job, seg_clean_stats *st);
 /* Tests: run stops as if the process died right after step k of the
  * commit (cleaner.c, C1-C4); 0 = never. */
 void seg_clean_crash_after(seg_clean_job *job, int step);
+
+/* ---- leader epochs (epochs.c) ----------------------------------------------
+ * Which leader epoch wrote the log from which offset (Kafka's
+ * leader-epoch-checkpoint).  Appends record each batch's
+ * PartitionLeaderEpoch; truncation and log-start moves trim the history.
+ * Owner thread, except seg_epoch_write_checkpoint. */
+typedef struct seg_epoch_entry {
+    int32_t epoch;
+    int64_t start_offset;
+} seg_epoch_entry;
+/* The newest epoch of the history, -1 when it is empty. */
+int32_t seg_epoch_latest(const seg_log *log);
+/* Copies up to cap entries, oldest first; returns how many there are. */
+int  seg_epoch_entries(const seg_log *log, seg_epoch_entry *out, int cap);
+/* `epoch` writes the log from start_offset on (a new leader at its log
+ * end; appends call it per batch).  Entries with an epoch >= epoch or a
+ * start >= start_offset are replaced.  1: changed, 0: nothing new (or
+ * epoch < 0), SEG_E_NOMEM. */
+int  seg_epoch_assign(seg_log *log, int32_t epoch, int64_t start_offset);
+/* Kafka's endOffsetFor: for the newest epoch, the log end; else the start
+ * of the first epoch above `epoch`, with *found_epoch the largest known
+ * epoch <= epoch (epoch itself when all known ones are larger).  Both -1
+ * when epoch < 0, the history is empty, or epoch is newer than any. */
+int  seg_epoch_end_offset(const seg_log *log, int32_t epoch, int32_t *found_epoch,
+                          int64_t *end_offset);
+/* Kafka's checkpoint text, for tests: the entries (<= cap), or
+ * SEG_E_INVALID for anything but a whole, ordered file. */
+int  seg_epoch_parse(const char *text, size_t len, seg_epoch_entry *out, int cap);
+/* Writing the file off the owner thread: take (owner; NULL when nothing
+ * changed since the last take, or no memory / no directory), then write
+ * (any thread: tmp, fdatasync, rename, fsync dir; frees) or free. */
+typedef struct seg_epoch_ckpt seg_epoch_ckpt;
+seg_epoch_ckpt *seg_epoch_take_checkpoint(seg_log *log);
+int  seg_epoch_write_checkpoint(seg_epoch_ckpt *c);
+void seg_epoch_free_checkpoint(seg_epoch_ckpt *c);
 
 /* fdatasync of everything appended so far; then the recovery point moves
  * to the log end seen at the start.  Safe on a worker thread (see top).

@@ -199,7 +199,18 @@ struct seg_log {
                                         may exist (cleaner.c, K1-K3) */
     atomic_int      last_errno;
     pthread_mutex_t mu;
+    /* Leader-epoch history (epochs.c, E1-E5). */
+    seg_epoch_entry *epochs;
+    int             nepochs, epochs_cap;
+    uint64_t        epochs_gen;      /* bumped by every change */
+    uint64_t        epochs_saved_gen;/* gen of the last snapshot taken */
 };
+
+/* Leader epochs (epochs.c): E3's two truncations, and E5 at open. */
+void seg_epoch_truncate_end(seg_log *log, int64_t end);
+void seg_epoch_truncate_start(seg_log *log, int64_t start);
+void seg_epoch_clear(seg_log *log);
+int  seg_epoch_load(seg_log *log, int64_t recovery_point);
 
 /* Latches the error state (errno kept); returns SEG_E_IO. */
 int  seg_log_fail(seg_log *log, int err);

@@ -13,7 +13,9 @@
  *   flags bit 0, a second segment whose base offset is the first's end as
  *   recovered (bit 1: a base 1000 further on, a gap); if bit 2, the second
  *   part is written as the first segment's .index instead; bit 3 opens
- *   with a recovery point past everything (the "already flushed" path).
+ *   with a recovery point past everything (the "already flushed" path);
+ *   bit 4 (without 0 and 2): the second part is the partition's
+ *   leader-epoch-checkpoint (segments/epochs.c).
  *
  * Checks (abort = finding):
  *   1. seg_open never fails on contents alone (only on I/O errors).
@@ -23,6 +25,9 @@
  *      where recovery trusts sealed segments by design.
  *   3. An append after recovery lands at the log end, and reopening the
  *      directory afterwards recovers exactly the same log end.
+ *   4. The leader-epoch history, whatever the checkpoint file held, has
+ *      increasing epochs and start offsets in order within [log start,
+ *      log end] (epochs.c, E1).
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -63,6 +68,19 @@ static void clear_dir(const char *dir)
             unlink(path);
         }
     closedir(d);
+}
+
+/* (4) */
+static void check_epochs(seg_log *log)
+{
+    seg_epoch_entry e[64];
+    int n = seg_epoch_entries(log, e, 64);
+    for (int i = 0; i < n && i < 64; i++)
+        if (e[i].epoch < 0 || e[i].start_offset < seg_log_start(log) ||
+            e[i].start_offset > seg_log_end(log) ||
+            (i > 0 && (e[i].epoch <= e[i - 1].epoch ||
+                       e[i].start_offset < e[i - 1].start_offset)))
+            abort();
 }
 
 /* Reads everything from log start; checks (2) when strict. */
@@ -117,12 +135,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t split = size > 2 ? (size_t)data[1] << 8 | data[2] : 0;
     const uint8_t *p = size > 3 ? data + 3 : data;
     size_t n = size > 3 ? size - 3 : 0;
-    if (!(flags & 5) || split > n)
+    bool epochs = (flags & 21) == 16;
+    if (!(flags & 5) && !epochs)
+        split = n;
+    if (split > n)
         split = n;
     clear_dir(g_root);
     put_file(g_root, "00000000000000000000.log", p, split);
     if (flags & 4)
         put_file(g_root, "00000000000000000000.index", p + split, n - split);
+    if (epochs)
+        put_file(g_root, "leader-epoch-checkpoint", p + split, n - split);
 
     seg_open_opts o = { .dir = g_root, .log_start_offset = 0,
                         .recovery_point = (flags & 8) ? INT64_MAX / 2 : 0 };
@@ -144,6 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
     }
     read_all(log, !(flags & 8));               /* (2) */
+    check_epochs(log);                          /* (4) */
 
     /* (3) the log goes on from where recovery left it. */
     kp_buf b;

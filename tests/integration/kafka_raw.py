@@ -2,7 +2,8 @@
 what goes on the wire (bad input, pipelining, long-poll timing).
 
 Only the non-flexible encodings are here, plus request header v2 (which is
-v1 followed by an empty tagged-field section) for ApiVersions v3+.
+v1 followed by an empty tagged-field section) for ApiVersions v3+, and
+OffsetForLeaderEpoch v4 (compact strings and arrays, empty tag sections).
 Every read has a deadline: a test never hangs on a silent broker.
 """
 import socket
@@ -14,6 +15,7 @@ API_FETCH = 1
 API_LIST_OFFSETS = 2
 API_METADATA = 3
 API_API_VERSIONS = 18
+API_OFFSET_FOR_LEADER_EPOCH = 23
 
 
 class Closed(Exception):
@@ -439,3 +441,76 @@ README_BATCH = bytes.fromhex(
     "ffffffffffffffff" "ffff" "ffffffff"
     "00000001"
     "1a000000" "02" "6b" "04" "6869" "02" "02" "68" "02" "76")
+
+
+# ---- OffsetForLeaderEpoch (API 23), v0-4; v4 is flexible -------------------------
+def offset_for_leader_epoch_body(version, topics, replica_id=-1):
+    """topics: [(name, [(partition, current_leader_epoch, leader_epoch)])];
+    current_leader_epoch goes out from v2, replica_id from v3."""
+    flex = version >= 4
+
+    def count(n):
+        return uvarint(n + 1) if flex else i32(n)
+
+    def name(s):
+        b = s.encode()
+        return (uvarint(len(b) + 1) + b) if flex else string(s)
+
+    tags = b"\x00" if flex else b""
+    out = i32(replica_id) if version >= 3 else b""
+    out += count(len(topics))
+    for t, parts in topics:
+        out += name(t) + count(len(parts))
+        for p, current, epoch in parts:
+            out += i32(p) + (i32(current) if version >= 2 else b"") + i32(epoch) + tags
+        out += tags
+    return out + tags
+
+
+def parse_offset_for_leader_epoch(r, version):
+    """{(topic, partition): (error, leader_epoch, end_offset)}; leader_epoch
+    is None for v0, which lacks it."""
+    flex = version >= 4
+
+    def count():
+        return r.uvarint() - 1 if flex else r.i32()
+
+    def name():
+        if not flex:
+            return r.string()
+        n = r.uvarint() - 1
+        return r.take(n).decode()
+
+    def tags():
+        if flex:
+            for _ in range(r.uvarint()):
+                r.uvarint()
+                r.take(r.uvarint())
+
+    if flex:
+        tags()                      # response header v1
+    if version >= 2:
+        r.i32()                     # ThrottleTimeMs
+    out = {}
+    for _ in range(count()):
+        t = name()
+        for _ in range(count()):
+            err, p = r.i16(), r.i32()
+            epoch = r.i32() if version >= 1 else None
+            end = r.i64()
+            tags()
+            out[(t, p)] = (err, epoch, end)
+        tags()
+    tags()
+    return out
+
+
+def offset_for_leader_epoch(port, version, topics, replica_id=-1, timeout=5.0):
+    with Conn(port, timeout=timeout) as c:
+        corr = c.send(API_OFFSET_FOR_LEADER_EPOCH, version,
+                      offset_for_leader_epoch_body(version, topics, replica_id),
+                      flexible=version >= 4)
+        got, r = c.recv_response(timeout)
+        if got != corr:
+            raise AssertionError("correlation id %d, expected %d" % (got, corr))
+        return parse_offset_for_leader_epoch(r, version)
