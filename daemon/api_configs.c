@@ -1,6 +1,8 @@
 /*
- * Config admin APIs: DescribeConfigs v0-2, AlterConfigs v0-1,
- * IncrementalAlterConfigs v0 (none flexible).
+ * Config admin APIs, every version Kafka defines: DescribeConfigs v0-4
+ * (ConfigType and, when asked, Documentation from v3), AlterConfigs v0-2,
+ * IncrementalAlterConfigs v0-1 (flexible: DescribeConfigs v4,
+ * AlterConfigs v2, IncrementalAlterConfigs v1).
  *
  * Resources (Kafka's ConfigResource.Type ids):
  *   TOPIC (2)   every topic-level config of metadata/'s definitions, valued
@@ -98,6 +100,7 @@ struct dc_out {
     kp_arena *a;
     int16_t v;
     bool synonyms;
+    bool docs;               /* IncludeDocumentation (v3+) */
     const dc_res *res;
     dc_result *out;          /* Configs has room for every key */
     int err;                 /* KP_E_NOMEM, latched */
@@ -129,9 +132,39 @@ static kp_str dc_str(struct dc_out *d, const char *s)
  * specific first; its first entry's source is the config's source. */
 struct syn { const char *name, *value; int8_t source; };
 
+/* Kafka's ConfigEntry.ConfigType ids (DescribeConfigs v3+). */
+enum { CT_BOOLEAN = 1, CT_STRING = 2, CT_INT = 3, CT_LONG = 5, CT_DOUBLE = 6, CT_LIST = 7,
+       CT_PASSWORD = 9 };
+
+static int8_t topic_config_type(const md_config_def *def)
+{
+    switch (def->type) {
+    case MD_CT_LONG:   return CT_LONG;
+    case MD_CT_INT:    return CT_INT;
+    case MD_CT_DOUBLE: return CT_DOUBLE;
+    case MD_CT_BOOL:   return CT_BOOLEAN;
+    case MD_CT_LIST:   return CT_LIST;
+    default:           return CT_STRING;
+    }
+}
+
+static int8_t broker_config_type(const bk_config_key *k)
+{
+    if (k->sensitive)
+        return CT_PASSWORD;
+    switch (k->type) {
+    case BK_CT_INT:    return CT_INT;
+    case BK_CT_LONG:   return CT_LONG;
+    case BK_CT_BOOL:   return CT_BOOLEAN;
+    case BK_CT_DOUBLE: return CT_DOUBLE;
+    case BK_CT_UNIT:   return CT_LONG;
+    default:           return CT_STRING;
+    }
+}
+
 static void write_entry(struct dc_out *d, const char *name, const char *value,
-                        bool read_only, bool sensitive, const struct syn *syn,
-                        int nsyn)
+                        bool read_only, bool sensitive, int8_t type, const char *doc,
+                        const struct syn *syn, int nsyn)
 {
     kp_DescribeConfigsResponse_DescribeConfigsResourceResult *e =
         &d->out->Configs[d->out->Configs_count++];
@@ -144,6 +177,9 @@ static void write_entry(struct dc_out *d, const char *name, const char *value,
     else
         e->ConfigSource = source;
     e->IsSensitive = sensitive;
+    /* v3+ (both ignorable before): the type always, the text when asked */
+    e->ConfigType = d->v >= 3 ? type : 0;
+    e->Documentation = d->v >= 3 && d->docs ? dc_str(d, doc ? doc : "") : KP_STR_NULL;
     int n = d->v >= 1 && d->synonyms ? nsyn : 0;        /* Synonyms: v1+ */
     e->Synonyms_count = n;
     e->Synonyms = kp_arena_alloc(d->a, (size_t)n * sizeof *e->Synonyms);
@@ -159,16 +195,19 @@ static void write_entry(struct dc_out *d, const char *name, const char *value,
     }
 }
 
-static void describe_topic(bk_broker *b, struct dc_out *d, const md_kv *over,
-                           size_t nover)
+/* Every topic-level config with its effective value and synonym chain
+ * (topic override, broker default, Kafka's default). */
+typedef void (*topic_entry_fn)(void *arg, const md_config_def *def, const char *value,
+                               const struct syn *syn, int nsyn);
+
+static void each_topic_config(bk_broker *b, const md_kv *over, size_t nover,
+                              topic_entry_fn fn, void *arg)
 {
     const bk_config *c = b->cfg;
     size_t ndefs;
     const md_config_def *defs = md_config_defs(&ndefs);
     for (size_t i = 0; i < ndefs; i++) {
         const md_config_def *def = &defs[i];
-        if (!key_wanted(d->res, def->name))
-            continue;
         const char *value = md_config_effective(c->topic_defaults, c->ntopic_defaults,
                                                 over, nover, def->name, NULL);
         const char *bkey = def->broker_key ? def->broker_key : def->name;
@@ -181,8 +220,45 @@ static void describe_topic(bk_broker *b, struct dc_out *d, const md_kv *over,
         if (bv)
             syn[n++] = (struct syn){ bkey, bv, MD_SRC_BROKER };
         syn[n++] = (struct syn){ bkey, def->default_value, MD_SRC_DEFAULT };
-        write_entry(d, def->name, value, false, def->sensitive, syn, n);
+        fn(arg, def, value, syn, n);
     }
+}
+
+static void describe_topic_entry(void *arg, const md_config_def *def, const char *value,
+                                 const struct syn *syn, int nsyn)
+{
+    struct dc_out *d = arg;
+    if (key_wanted(d->res, def->name))
+        write_entry(d, def->name, value, false, def->sensitive, topic_config_type(def),
+                    def->doc, syn, nsyn);
+}
+
+static void describe_topic(bk_broker *b, struct dc_out *d, const md_kv *over,
+                           size_t nover)
+{
+    each_topic_config(b, over, nover, describe_topic_entry, d);
+}
+
+struct list_args { bk_config_entry_fn fn; void *arg; };
+
+static void list_topic_entry(void *arg, const md_config_def *def, const char *value,
+                             const struct syn *syn, int nsyn)
+{
+    (void)nsyn;
+    struct list_args *l = arg;
+    l->fn(l->arg, def->name, def->sensitive ? NULL : value, syn[0].source, def->sensitive);
+}
+
+int bk_topic_configs_list(bk_broker *b, const char *topic, bk_config_entry_fn fn, void *arg)
+{
+    md_kv *over = NULL;
+    size_t nover = 0;
+    if (md_topic_configs(b->db, topic, &over, &nover))
+        return KP_UNKNOWN_SERVER_ERROR;
+    struct list_args l = { fn, arg };
+    each_topic_config(b, over, nover, list_topic_entry, &l);
+    md_kv_free(over, nover);
+    return KP_NONE;
 }
 
 static bool same(const char *a, const char *b)
@@ -214,7 +290,8 @@ static void describe_broker(bk_broker *b, struct dc_out *d)
         if (!same(value, def))
             syn[n++] = (struct syn){ k->name, value, MD_SRC_BROKER };
         syn[n++] = (struct syn){ k->name, def, MD_SRC_DEFAULT };
-        write_entry(d, k->name, value, true, k->sensitive, syn, n);
+        write_entry(d, k->name, value, true, k->sensitive, broker_config_type(k), k->doc,
+                    syn, n);
     }
     /* Topic defaults under their broker keys. */
     size_t ndefs;
@@ -230,7 +307,7 @@ static void describe_broker(bk_broker *b, struct dc_out *d)
             syn[n++] = (struct syn){ def->broker_key, bv, MD_SRC_BROKER };
         syn[n++] = (struct syn){ def->broker_key, def->default_value, MD_SRC_DEFAULT };
         write_entry(d, def->broker_key, bv ? bv : def->default_value, true,
-                    def->sensitive, syn, n);
+                    def->sensitive, topic_config_type(def), def->doc, syn, n);
     }
 }
 
@@ -318,6 +395,7 @@ int bk_handle_describe_configs(bk_req *r)
     for (int32_t i = 0; i < q.Resources_count; i++) {
         /* IncludeSynonyms is v1+ (the decoder leaves it false below). */
         struct dc_out d = { .a = &r->arena, .v = v, .synonyms = q.IncludeSynonyms,
+                            .docs = q.IncludeDocumentation,
                             .res = &q.Resources[i], .out = &m.Results[i] };
         if (describe_one(r, &d))
             return BK_CLOSE;

@@ -421,13 +421,16 @@ typedef struct md_offset {
     int32_t metadata_len;
     int64_t commit_time_ms;
     int64_t expire_time_ms;           /* -1: broker retention rules */
+    bool tombstone;                   /* delete the stored offset instead
+                                         (OffsetDelete); offset etc. unused */
     int result;                       /* out: KP_NONE, or
                                          KP_UNKNOWN_TOPIC_OR_PARTITION when
                                          the topic is gone */
 } md_offset;
 
 /* Upserts every entry in one transaction (a savepoint inside md_begin):
- * one fsync for the lot.  An entry whose topic does not exist gets
+ * one fsync for the lot; a tombstone entry deletes its row (none stored
+ * is fine: KP_NONE).  An entry whose topic does not exist gets
  * result = KP_UNKNOWN_TOPIC_OR_PARTITION and the others still commit.
  * 0, or MD_E_SQL when nothing was committed. */
 int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t errlen);
