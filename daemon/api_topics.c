@@ -462,10 +462,11 @@ CREATE_HANDLER(bk_handle_create_topics, CreateTopics, Topics, validateOnly, time
 static void dt_result(void *ctx, int32_t i, int rc, const char *err)
 {
     answer *a = ctx;
-    if (rc != KP_NONE && err[0])                        /* the delete failed */
+    if (rc != KP_NONE && rc != KP_INVALID_REQUEST && rc != KP_UNKNOWN_TOPIC_ID &&
+        err[0])                                         /* the delete failed */
         BK_WARN("deleting topic %.*s failed: %s", (int)a->d.names[i].len,
                 a->d.names[i].p, err);
-    answer_entry(a, rc, err, a->r->hdr.RequestApiVersion >= 5,     /* messages: v5+ */
+    answer_entry(a, rc, err, a->r->hdr.RequestApiVersion >= 5 && err[0],  /* v5+ */
                  &a->m.DeleteTopics.Responses[i].ErrorCode,
                  &a->m.DeleteTopics.Responses[i].ErrorMessage);
 }
@@ -475,7 +476,8 @@ static void dt_finish(void *ctx)
     answer *a = ctx;
     kp_DeleteTopicsResponse *m = &a->m.DeleteTopics;
     for (int32_t i = 0; i < m->Responses_count; i++)   /* deleted once */
-        if (m->Responses[i].ErrorCode != KP_UNKNOWN_TOPIC_ID)
+        if (m->Responses[i].ErrorCode != KP_UNKNOWN_TOPIC_ID &&   /* v6: refused alone */
+            m->Responses[i].ErrorCode != KP_INVALID_REQUEST)
             m->Responses[i].ErrorCode = m->Responses[a->d.first[i]].ErrorCode;
     kp_enc_DeleteTopicsResponse(a->r->out, a->r->hdr.RequestApiVersion, m);
 }
@@ -534,10 +536,10 @@ int bk_handle_delete_topics(bk_req *r)
             early[i] = KP_INVALID_REQUEST;
         } else if (by_id) {
             const bk_topic *t = topic_by_id(b, ts->TopicId);
-            if (t)
-                a->d.names[i] = kp_str_cstr(t->name);
-            else
+            if (!t)
                 early[i] = KP_UNKNOWN_TOPIC_ID;
+            else if (kp_arena_str(&r->arena, t->name, &a->d.names[i]))
+                return BK_CLOSE;              /* a copy: the delete frees t */
         } else {
             const bk_topic *t = bk_topic_find(b, ts->Name.p, (size_t)(ts->Name.len > 0 ? ts->Name.len : 0));
             if (t)
@@ -557,6 +559,7 @@ int bk_handle_delete_topics(bk_req *r)
             snprintf(err, sizeof err, "You may not specify both topic name and topic id.");
             rc = KP_INVALID_REQUEST;
         } else if (early[i]) {
+            snprintf(err, sizeof err, "This server does not host this topic ID.");
             rc = early[i];
         } else if (!b->cfg->delete_topic_enable) {
             rc = v >= 3 ? KP_TOPIC_DELETION_DISABLED : KP_INVALID_REQUEST;
