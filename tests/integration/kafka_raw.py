@@ -203,6 +203,15 @@ class Reader:
         n = self.uvarint()
         return None if n == 0 else [fn(self) for _ in range(n - 1)]
 
+    def vstructs(self, fn, flex):
+        """An array of structs: fn reads one's fields, then its tagged
+        section (flexible versions) is read past."""
+        def one(x):
+            out = fn(x)
+            x.vtags(flex)
+            return out
+        return self.varray(one, flex)
+
     def vtags(self, flex):
         """Reads a tagged-field section: {tag: raw bytes} ({} when not flex)."""
         out = {}

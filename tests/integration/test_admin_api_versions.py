@@ -47,17 +47,13 @@ def parse_create_v7(r):
     assert r.i32() == 0
 
     def config(x):
-        out = (x.vstring(True), x.vstring(True), x.i8(), x.i8(), x.i8())
-        x.vtags(True)
-        return out
+        return (x.vstring(True), x.vstring(True), x.i8(), x.i8(), x.i8())
 
     def topic(x):
-        out = {"name": x.vstring(True), "id": x.uuid(), "error": x.i16(),
+        return {"name": x.vstring(True), "id": x.uuid(), "error": x.i16(),
                "message": x.vstring(True), "partitions": x.i32(), "rf": x.i16(),
-               "configs": x.varray(config, True)}
-        out["tags"] = x.vtags(True)
-        return out
-    topics = r.varray(topic, True)
+               "configs": x.vstructs(config, True)}
+    topics = r.vstructs(topic, True)
     done(r, True)
     return topics
 
@@ -74,8 +70,8 @@ def test_create_topics_v0_and_v7(broker):
                                                       ("ct0", 1, 1, {})]))
         made, dup = parse_create_v7(r)
         assert made["name"] == "ct7" and made["id"] != ZERO_ID
-        assert (made["error"], made["message"], made["partitions"], made["rf"], made["tags"]) \
-            == (NONE, None, 3, 1, {})
+        assert (made["error"], made["message"], made["partitions"], made["rf"]) == \
+            (NONE, None, 3, 1)
         configs = {n: (v, ro, src, sens) for n, v, ro, src, sens in made["configs"]}
         assert configs["retention.ms"] == ("12345", 0, 1, 0)          # DYNAMIC_TOPIC_CONFIG
         assert configs["cleanup.policy"] == ("delete", 0, 5, 0)       # DEFAULT_CONFIG
@@ -88,8 +84,6 @@ def test_create_topics_v0_and_v7(broker):
         (v,) = parse_create_v7(r)
         assert (v["name"], v["id"], v["error"], v["partitions"], v["rf"], v["configs"]) == \
             ("ctv", ZERO_ID, NONE, 1, 1, [])
-        # the id answered is the one DeleteTopics v6 takes
-        return made["id"]
 
 
 def delete_v6(c, entries):
@@ -99,10 +93,8 @@ def delete_v6(c, entries):
     assert r.i32() == 0
 
     def res(x):
-        out = (x.vstring(True), x.uuid(), x.i16(), x.vstring(True))
-        x.vtags(True)
-        return out
-    got = r.varray(res, True)
+        return (x.vstring(True), x.uuid(), x.i16(), x.vstring(True))
+    got = r.vstructs(res, True)
     done(r, True)
     return got
 
@@ -143,10 +135,8 @@ def test_create_partitions_v0_and_v3(broker):
         assert r.i32() == 0
 
         def res(x):
-            out = (x.vstring(True), x.i16(), x.vstring(True))
-            x.vtags(True)
-            return out
-        (name, err, msg), = r.varray(res, True)
+            return (x.vstring(True), x.i16(), x.vstring(True))
+        (name, err, msg), = r.vstructs(res, True)
         done(r, True)
         assert (name, err) == ("cp", 37) and "2" in msg               # INVALID_PARTITIONS
 
@@ -169,21 +159,15 @@ def test_describe_configs_v0_and_v4(broker):
         assert r.i32() == 0
 
         def syn(z):
-            out = (z.vstring(f), z.vstring(f), z.i8())
-            z.vtags(f)
-            return out
+            return (z.vstring(f), z.vstring(f), z.i8())
 
         def entry(y):
-            out = (y.vstring(f), y.vstring(f), y.i8(), y.i8(), y.i8(), y.varray(syn, f), y.i8(),
+            return (y.vstring(f), y.vstring(f), y.i8(), y.i8(), y.i8(), y.vstructs(syn, f), y.i8(),
                    y.vstring(f))
-            y.vtags(f)
-            return out
 
         def result(x):
-            out = (x.i16(), x.vstring(f), x.i8(), x.vstring(f), x.varray(entry, f))
-            x.vtags(f)
-            return out
-        (err, msg, rt, name, entries), = r.varray(result, f)
+            return (x.i16(), x.vstring(f), x.i8(), x.vstring(f), x.vstructs(entry, f))
+        (err, msg, rt, name, entries), = r.vstructs(result, f)
         done(r, f)
         assert (err, msg, rt, name) == (NONE, None, RT_TOPIC, "dc")
         (n, v, ro, src, sens, syns, ctype, doc), = entries
@@ -206,10 +190,8 @@ def test_alter_configs_v0_v2_and_incremental_v0_v1(broker):
             assert r.i32() == 0
 
             def res(x):
-                out = (x.i16(), x.vstring(f), x.i8(), x.vstring(f))
-                x.vtags(f)
-                return out
-            got = r.varray(res, f)
+                return (x.i16(), x.vstring(f), x.i8(), x.vstring(f))
+            got = r.vstructs(res, f)
             done(r, f)
             return got
 
@@ -254,15 +236,11 @@ def test_delete_records_v0_and_v2(broker):
         assert r.i32() == 0
 
         def part(y):
-            out = (y.i32(), y.i64(), y.i16())
-            y.vtags(f)
-            return out
+            return (y.i32(), y.i64(), y.i16())
 
         def topic(x):
-            out = (x.vstring(f), x.varray(part, f))
-            x.vtags(f)
-            return out
-        assert r.varray(topic, f) == [("dr", [(0, 10, NONE)])]   # -1: the high watermark
+            return (x.vstring(f), x.vstructs(part, f))
+        assert r.vstructs(topic, f) == [("dr", [(0, 10, NONE)])]   # -1: the high watermark
         done(r, f)
 
 

@@ -162,20 +162,14 @@ def parse_fetch_v9(r):
     assert r.i32() == 0
 
     def part(x):
-        p = (x.i32(), x.i64(), x.i32(), x.vstring(True), x.i16())
-        x.vtags(True)
-        return p
+        return (x.i32(), x.i64(), x.i32(), x.vstring(True), x.i16())
 
     def topic(x):
-        t = (x.vstring(True), x.varray(part, True))
-        x.vtags(True)
-        return t
+        return (x.vstring(True), x.vstructs(part, True))
 
     def group(x):
-        g = (x.vstring(True), x.varray(topic, True), x.i16())
-        x.vtags(True)
-        return g
-    groups = r.varray(group, True)
+        return (x.vstring(True), x.vstructs(topic, True), x.i16())
+    groups = r.vstructs(group, True)
     done(r, True)
     return groups
 
@@ -193,10 +187,8 @@ def test_find_coordinator_v0_and_batched_v6(broker):
         assert r.i32() == 0
 
         def coord(x):
-            out = (x.vstring(True), x.i32(), x.vstring(True), x.i32(), x.i16(), x.vstring(True))
-            x.vtags(True)
-            return out
-        got = r.varray(coord, True)
+            return (x.vstring(True), x.i32(), x.vstring(True), x.i32(), x.i16(), x.vstring(True))
+        got = r.vstructs(coord, True)
         done(r, True)
         assert got == [(k, broker.broker_id, broker.host, broker.port, NONE, None)
                        for k in ("g1", "g2")]
@@ -204,7 +196,7 @@ def test_find_coordinator_v0_and_batched_v6(broker):
         r = call(c, FIND_COORDINATOR, 6, kr.i8(1) + kr.varray([kr.vstring("tx", True)], True)
                  + kr.vtags(True))
         r.i32()
-        (key, node, _, _, err, msg), = r.varray(coord, True)
+        (key, node, _, _, err, msg), = r.vstructs(coord, True)
         assert (key, node, err) == ("tx", -1, 15) and msg
 
 
@@ -263,14 +255,12 @@ def test_join_sync_heartbeat_leave_newest_versions(start_broker):
         assert (r.i32(), r.i16()) == (0, NONE)
 
         def resp(x):
-            out = (x.vstring(True), x.vstring(True), x.i16())
-            x.vtags(True)
-            return out
-        assert r.varray(resp, True) == [(mid, None, NONE), ("nobody", None, UNKNOWN_MEMBER_ID)]
+            return (x.vstring(True), x.vstring(True), x.i16())
+        assert r.vstructs(resp, True) == [(mid, None, NONE), ("nobody", None, UNKNOWN_MEMBER_ID)]
         done(r, True)
         r = call(c, LEAVE, 5, kr.vstring("no-such-group", True)
                  + kr.varray([("m", None)], True, ident) + kr.vtags(True))
-        assert (r.i32(), r.i16(), r.varray(resp, True)) == (0, NONE, [("m", None, UNKNOWN_MEMBER_ID)])
+        assert (r.i32(), r.i16(), r.vstructs(resp, True)) == (0, NONE, [("m", None, UNKNOWN_MEMBER_ID)])
 
 
 # ---- DescribeGroups, ListGroups, DeleteGroups ------------------------------------
@@ -309,17 +299,13 @@ def test_describe_list_delete_groups_newest_versions(start_broker):
         assert r.i32() == 0
 
         def member(y):
-            out = (y.vstring(True), y.vstring(True), y.vstring(True), y.vstring(True),
+            return (y.vstring(True), y.vstring(True), y.vstring(True), y.vstring(True),
                    y.vbytes(True), y.vbytes(True))
-            y.vtags(True)
-            return out
 
         def group(x):
-            out = (x.i16(), x.vstring(True), x.vstring(True), x.vstring(True), x.vstring(True),
-                   x.varray(member, True), x.i32())
-            x.vtags(True)
-            return out
-        live, gone = r.varray(group, True)
+            return (x.i16(), x.vstring(True), x.vstring(True), x.vstring(True), x.vstring(True),
+                   x.vstructs(member, True), x.i32())
+        live, gone = r.vstructs(group, True)
         done(r, True)
         ops = (1 << 3) | (1 << 6) | (1 << 8)
         assert live == (NONE, "live", "Stable", "consumer", "range",
@@ -328,16 +314,14 @@ def test_describe_list_delete_groups_newest_versions(start_broker):
         assert gone == (NONE, "gone", "Dead", "", "", [], ops)
 
         def listed(x):
-            out = (x.vstring(True), x.vstring(True), x.vstring(True), x.vstring(True))
-            x.vtags(True)
-            return out
+            return (x.vstring(True), x.vstring(True), x.vstring(True), x.vstring(True))
 
         def list_groups(states, types):
             body = kr.varray([kr.vstring(s, True) for s in states], True) \
                 + kr.varray([kr.vstring(t, True) for t in types], True) + kr.vtags(True)
             r = call(c2, LIST_GROUPS, 5, body)
             assert (r.i32(), r.i16()) == (0, NONE)
-            got = sorted(r.varray(listed, True))
+            got = sorted(r.vstructs(listed, True))
             done(r, True)
             return got
         assert list_groups([], []) == [("live", "consumer", "Stable", "classic"),
@@ -350,10 +334,8 @@ def test_describe_list_delete_groups_newest_versions(start_broker):
         assert r.i32() == 0
 
         def result(x):
-            out = (x.vstring(True), x.i16())
-            x.vtags(True)
-            return out
-        assert r.varray(result, True) == [("simple", NONE)]
+            return (x.vstring(True), x.i16())
+        assert r.vstructs(result, True) == [("simple", NONE)]
         done(r, True)
         assert list_groups([], []) == [("live", "consumer", "Stable", "classic")]
 
@@ -419,16 +401,12 @@ def test_offset_fetch_null_topics_means_all(broker, version):
             assert r.i32() == 0
 
         def part(x):
-            p = (x.i32(), x.i64(), x.i32() if version >= 5 else None, x.vstring(f), x.i16())
-            x.vtags(f)
-            return p
+            return (x.i32(), x.i64(), x.i32() if version >= 5 else None, x.vstring(f), x.i16())
 
         def topic(x):
-            t = (x.vstring(f), x.varray(part, f))
-            x.vtags(f)
-            return t
+            return (x.vstring(f), x.vstructs(part, f))
         e = -1 if version >= 5 else None              # committed with v2: no epoch
-        assert r.varray(topic, f) == [("oa", [(0, 3, e, "m0", NONE), (1, 4, e, "m1", NONE)])]
+        assert r.vstructs(topic, f) == [("oa", [(0, 3, e, "m0", NONE), (1, 4, e, "m1", NONE)])]
         assert r.i16() == NONE
         done(r, f)
 
