@@ -309,6 +309,15 @@ const md_config_def *md_config_def_by_broker_key(const char *broker_key);
  * or "Unknown topic config name: foo". */
 int md_config_check(const char *name, const char *value, char *err, size_t errlen);
 
+/* ---- dynamic broker configs (metadata/broker_configs.c) --------------------- */
+/* The set stored for one broker resource (its id as text; "" the
+ * cluster-wide default), ordered by name; *out malloc'd (md_kv_free).
+ * 0 or MD_E_SQL. */
+int md_broker_configs(md_db *db, const char *broker, md_kv **out, size_t *n);
+/* Replaces that resource's whole set (B1), as given.  0 or MD_E_SQL. */
+int md_broker_configs_replace(md_db *db, const char *broker, const md_kv *kv, size_t n,
+                              char *err, size_t errlen);
+
 /* The effective config of a topic, typed, for the data path. */
 typedef struct md_topic_config {
     int64_t retention_ms;             /* -1: forever */
