@@ -116,6 +116,14 @@ static const char surface_sql[] =
     "  FROM main.topics t CROSS JOIN sluice_config_defs d\n"
     "  LEFT JOIN main.topic_configs o ON o.topic = t.name AND o.name = d.name;\n"
 
+    /* Dynamic broker configs (daemon/broker_configs.c): broker_id NULL is
+     * the cluster-wide default. */
+    "CREATE TEMP VIEW broker_configs AS\n"
+    "SELECT CASE WHEN broker = '' THEN NULL ELSE CAST(broker AS INTEGER) END AS broker_id,\n"
+    "       name, value,\n"
+    "       CASE WHEN broker = '' THEN 'dynamic_default' ELSE 'dynamic_broker' END AS source\n"
+    "  FROM main.broker_configs;\n"
+
     "CREATE TEMP VIEW consumer_groups AS\n"
     "SELECT g.group_id, g.state, g.protocol, g.generation,\n"
     "       (SELECT count(*) FROM main.group_members m\n"
@@ -193,7 +201,7 @@ static const char surface_sql[] =
 
 static const char *const views[] = {
     "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
-    "consumer_groups",
+    "broker_configs", "consumer_groups",
     "group_members", "group_assignments", "committed_offsets", "consumer_lag", NULL
 };
 
@@ -208,6 +216,8 @@ static const struct { const char *view, *op, *why; } refusals[] = {
       "UPDATE topics SET partitions = N" },
     { "partition_replicas", NULL, "partition_replicas is read-only: replicas are "
       "assigned when partitions are created" },
+    { "broker_configs", NULL, "broker_configs is read-only: change broker configs with "
+      "AlterConfigs or IncrementalAlterConfigs on the BROKER resource" },
     { "group_members", NULL, "group_members is read-only: members join and leave "
       "through the Kafka group protocol" },
     { "group_assignments", NULL, "group_assignments is read-only: the group leader "

@@ -1,6 +1,8 @@
 /*
- * Config admin APIs: DescribeConfigs v0-2, AlterConfigs v0-1,
- * IncrementalAlterConfigs v0 (none flexible).
+ * Config admin APIs, every version Kafka defines: DescribeConfigs v0-4
+ * (ConfigType and, when asked, Documentation from v3), AlterConfigs v0-2,
+ * IncrementalAlterConfigs v0-1 (flexible: DescribeConfigs v4,
+ * AlterConfigs v2, IncrementalAlterConfigs v1).
  *
  * Resources (Kafka's ConfigResource.Type ids):
  *   TOPIC (2)   every topic-level config of metadata/'s definitions, valued
@@ -14,13 +16,14 @@
  *               the result to the running topic.
  *   BROKER (4)  named by the broker id as a string: every key the config
  *               parser accepts (daemon/config.c's table, then topic
- *               defaults under their broker keys), read-only, sensitive
- *               ones (admin.token) as null, source 4 when they differ from the
+ *               defaults under their broker keys), sensitive ones
+ *               (admin.token) as null, source 4 when they differ from the
  *               built-in default (they came from the file or --override),
- *               else 5.  The empty name is the cluster-wide dynamic default
- *               in Kafka: we have none, so it describes as an empty list.
- *               Altering brokers is refused (INVALID_REQUEST): there are no
- *               dynamic broker configs; edit the properties file.
+ *               else 5.  The topic defaults' broker keys are dynamic
+ *               (daemon/broker_configs.c): alterable on this broker's id
+ *               (source 2) and on the empty name, the cluster-wide default
+ *               (source 3, which describes as just that set), applied live;
+ *               every other key is read-only and refused by name.
  *   anything else: INVALID_REQUEST, as Kafka does for unknown types.
  *
  * As elsewhere: decode everything first (kp_dec_<Api>Request; nothing
@@ -42,6 +45,7 @@
  *     default, else Kafka's default); Kafka's ZooKeeper path skips the
  *     broker default, which is an oversight we do not copy.
  */
+#include "daemon/broker_configs.h"
 #include "daemon/topic_wait.h"
 #include "kp_msgs.h"
 
@@ -98,6 +102,7 @@ struct dc_out {
     kp_arena *a;
     int16_t v;
     bool synonyms;
+    bool docs;               /* IncludeDocumentation (v3+) */
     const dc_res *res;
     dc_result *out;          /* Configs has room for every key */
     int err;                 /* KP_E_NOMEM, latched */
@@ -129,9 +134,39 @@ static kp_str dc_str(struct dc_out *d, const char *s)
  * specific first; its first entry's source is the config's source. */
 struct syn { const char *name, *value; int8_t source; };
 
+/* Kafka's ConfigEntry.ConfigType ids (DescribeConfigs v3+). */
+enum { CT_BOOLEAN = 1, CT_STRING = 2, CT_INT = 3, CT_LONG = 5, CT_DOUBLE = 6, CT_LIST = 7,
+       CT_PASSWORD = 9 };
+
+static int8_t topic_config_type(const md_config_def *def)
+{
+    switch (def->type) {
+    case MD_CT_LONG:   return CT_LONG;
+    case MD_CT_INT:    return CT_INT;
+    case MD_CT_DOUBLE: return CT_DOUBLE;
+    case MD_CT_BOOL:   return CT_BOOLEAN;
+    case MD_CT_LIST:   return CT_LIST;
+    default:           return CT_STRING;
+    }
+}
+
+static int8_t broker_config_type(const bk_config_key *k)
+{
+    if (k->sensitive)
+        return CT_PASSWORD;
+    switch (k->type) {
+    case BK_CT_INT:    return CT_INT;
+    case BK_CT_LONG:   return CT_LONG;
+    case BK_CT_BOOL:   return CT_BOOLEAN;
+    case BK_CT_DOUBLE: return CT_DOUBLE;
+    case BK_CT_UNIT:   return CT_LONG;
+    default:           return CT_STRING;
+    }
+}
+
 static void write_entry(struct dc_out *d, const char *name, const char *value,
-                        bool read_only, bool sensitive, const struct syn *syn,
-                        int nsyn)
+                        bool read_only, bool sensitive, int8_t type, const char *doc,
+                        const struct syn *syn, int nsyn)
 {
     kp_DescribeConfigsResponse_DescribeConfigsResourceResult *e =
         &d->out->Configs[d->out->Configs_count++];
@@ -144,6 +179,9 @@ static void write_entry(struct dc_out *d, const char *name, const char *value,
     else
         e->ConfigSource = source;
     e->IsSensitive = sensitive;
+    /* v3+ (both ignorable before): the type always, the text when asked */
+    e->ConfigType = d->v >= 3 ? type : 0;
+    e->Documentation = d->v >= 3 && d->docs ? dc_str(d, doc ? doc : "") : KP_STR_NULL;
     int n = d->v >= 1 && d->synonyms ? nsyn : 0;        /* Synonyms: v1+ */
     e->Synonyms_count = n;
     e->Synonyms = kp_arena_alloc(d->a, (size_t)n * sizeof *e->Synonyms);
@@ -159,30 +197,89 @@ static void write_entry(struct dc_out *d, const char *name, const char *value,
     }
 }
 
-static void describe_topic(bk_broker *b, struct dc_out *d, const md_kv *over,
-                           size_t nover)
+/* The dynamic layers of a topic-level config's broker default, most
+ * specific first (daemon/broker_configs.c): how many went into syn. */
+static int broker_layers(const md_config_def *def, struct syn *syn)
+{
+    int n = 0;
+    int8_t src;
+    const char *v;
+    if (!def->broker_key)
+        return 0;
+    if ((v = bk_broker_config_dynamic_value(def->broker_key, false, &src)) && src == 2)
+        syn[n++] = (struct syn){ def->broker_key, v, 2 };
+    if ((v = bk_broker_config_dynamic_value(def->broker_key, true, &src)))
+        syn[n++] = (struct syn){ def->broker_key, v, 3 };
+    return n;
+}
+
+/* Every topic-level config with its effective value and synonym chain
+ * (topic override, broker default, Kafka's default). */
+typedef void (*topic_entry_fn)(void *arg, const md_config_def *def, const char *value,
+                               const struct syn *syn, int nsyn);
+
+static void each_topic_config(bk_broker *b, const md_kv *over, size_t nover,
+                              topic_entry_fn fn, void *arg)
 {
     const bk_config *c = b->cfg;
     size_t ndefs;
     const md_config_def *defs = md_config_defs(&ndefs);
     for (size_t i = 0; i < ndefs; i++) {
         const md_config_def *def = &defs[i];
-        if (!key_wanted(d->res, def->name))
-            continue;
         const char *value = md_config_effective(c->topic_defaults, c->ntopic_defaults,
                                                 over, nover, def->name, NULL);
         const char *bkey = def->broker_key ? def->broker_key : def->name;
-        struct syn syn[3];
+        struct syn syn[5];
         int n = 0;
         const char *tv = kv_get(over, nover, def->name);
-        const char *bv = kv_get(c->topic_defaults, c->ntopic_defaults, def->name);
+        size_t nst;
+        const md_kv *st = bk_broker_configs_static(b, &nst);
+        const char *bv = kv_get(st, nst, def->name);
         if (tv)
             syn[n++] = (struct syn){ def->name, tv, MD_SRC_TOPIC };
+        n += broker_layers(def, &syn[n]);
         if (bv)
             syn[n++] = (struct syn){ bkey, bv, MD_SRC_BROKER };
         syn[n++] = (struct syn){ bkey, def->default_value, MD_SRC_DEFAULT };
-        write_entry(d, def->name, value, false, def->sensitive, syn, n);
+        fn(arg, def, value, syn, n);
     }
+}
+
+static void describe_topic_entry(void *arg, const md_config_def *def, const char *value,
+                                 const struct syn *syn, int nsyn)
+{
+    struct dc_out *d = arg;
+    if (key_wanted(d->res, def->name))
+        write_entry(d, def->name, value, false, def->sensitive, topic_config_type(def),
+                    def->doc, syn, nsyn);
+}
+
+static void describe_topic(bk_broker *b, struct dc_out *d, const md_kv *over,
+                           size_t nover)
+{
+    each_topic_config(b, over, nover, describe_topic_entry, d);
+}
+
+struct list_args { bk_config_entry_fn fn; void *arg; };
+
+static void list_topic_entry(void *arg, const md_config_def *def, const char *value,
+                             const struct syn *syn, int nsyn)
+{
+    (void)nsyn;
+    struct list_args *l = arg;
+    l->fn(l->arg, def->name, def->sensitive ? NULL : value, syn[0].source, def->sensitive);
+}
+
+int bk_topic_configs_list(bk_broker *b, const char *topic, bk_config_entry_fn fn, void *arg)
+{
+    md_kv *over = NULL;
+    size_t nover = 0;
+    if (md_topic_configs(b->db, topic, &over, &nover))
+        return KP_UNKNOWN_SERVER_ERROR;
+    struct list_args l = { fn, arg };
+    each_topic_config(b, over, nover, list_topic_entry, &l);
+    md_kv_free(over, nover);
+    return KP_NONE;
 }
 
 static bool same(const char *a, const char *b)
@@ -214,7 +311,8 @@ static void describe_broker(bk_broker *b, struct dc_out *d)
         if (!same(value, def))
             syn[n++] = (struct syn){ k->name, value, MD_SRC_BROKER };
         syn[n++] = (struct syn){ k->name, def, MD_SRC_DEFAULT };
-        write_entry(d, k->name, value, true, k->sensitive, syn, n);
+        write_entry(d, k->name, value, true, k->sensitive, broker_config_type(k), k->doc,
+                    syn, n);
     }
     /* Topic defaults under their broker keys. */
     size_t ndefs;
@@ -223,15 +321,65 @@ static void describe_broker(bk_broker *b, struct dc_out *d)
         const md_config_def *def = &defs[i];
         if (!def->broker_key || !key_wanted(d->res, def->broker_key))
             continue;
-        const char *bv = kv_get(c->topic_defaults, c->ntopic_defaults, def->name);
-        struct syn syn[2];
-        int n = 0;
+        size_t nst;
+        const md_kv *st = bk_broker_configs_static(b, &nst);
+        const char *bv = kv_get(st, nst, def->name);
+        struct syn syn[4];
+        int n = broker_layers(def, syn);
         if (bv)
             syn[n++] = (struct syn){ def->broker_key, bv, MD_SRC_BROKER };
         syn[n++] = (struct syn){ def->broker_key, def->default_value, MD_SRC_DEFAULT };
-        write_entry(d, def->broker_key, bv ? bv : def->default_value, true,
-                    def->sensitive, syn, n);
+        /* dynamic: not read-only (Kafka's answer for reconfigurable keys) */
+        write_entry(d, def->broker_key, syn[0].value, false, def->sensitive,
+                    topic_config_type(def), def->doc, syn, n);
     }
+}
+
+/* A BROKER resource's name: "" (the cluster-wide default) or this
+ * broker's id, copied into id; else INVALID_REQUEST with Kafka's text. */
+static int broker_target(bk_broker *b, kp_str nm, char id[16], char *msg, size_t msglen)
+{
+    id[0] = 0;
+    if (nm.len <= 0)
+        return KP_NONE;
+    char *end;
+    long v = 0;
+    bool integer = nm.len < 16;
+    if (integer) {
+        kp_str_copy(nm, id, 16);
+        v = strtol(id, &end, 10);
+        integer = *end == 0 && v >= INT32_MIN && v <= INT32_MAX && strlen(id) == (size_t)nm.len;
+    }
+    if (!integer) {
+        snprintf(msg, msglen, "Broker id must be an integer, but it is: %.*s",
+                 slice_len(nm) > 64 ? 64 : slice_len(nm), nm.p);
+        return KP_INVALID_REQUEST;
+    }
+    if (v != b->cfg->broker_id) {
+        snprintf(msg, msglen, "Unexpected broker id, expected %d or empty string, but "
+                 "received %ld", b->cfg->broker_id, v);
+        return KP_INVALID_REQUEST;
+    }
+    return KP_NONE;
+}
+
+/* The cluster-wide default resource (""): its dynamic set, each key with
+ * source DYNAMIC_DEFAULT_BROKER_CONFIG (Kafka describes only those). */
+static void describe_broker_default(bk_broker *b, struct dc_out *d)
+{
+    md_kv *kv;
+    size_t n;
+    if (bk_broker_configs_get(b, "", &kv, &n) != KP_NONE) {
+        d->err = KP_E_NOMEM;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!key_wanted(d->res, kv[i].name))
+            continue;
+        struct syn syn[1] = { { kv[i].name, kv[i].value, 3 } };
+        write_entry(d, kv[i].name, kv[i].value, false, false, CT_STRING, NULL, syn, 1);
+    }
+    md_kv_free(kv, n);
 }
 
 /* Fills one result.  0, or -1 when the arena is exhausted. */
@@ -258,26 +406,8 @@ static int describe_one(bk_req *r, struct dc_out *d)
             rc = KP_UNKNOWN_SERVER_ERROR;
         }
     } else if (res->ResourceType == RT_BROKER) {
-        if (nm.len > 0) {
-            char id[16], *end;
-            long v = 0;
-            bool integer = nm.len < (int32_t)sizeof id;
-            if (integer) {
-                kp_str_copy(nm, id, sizeof id);
-                v = strtol(id, &end, 10);
-                integer = *end == 0 && v >= INT32_MIN && v <= INT32_MAX &&
-                          strlen(id) == (size_t)nm.len;
-            }
-            if (!integer) {
-                snprintf(msg, sizeof msg, "Broker id must be an integer, but it is: "
-                         "%.*s", slice_len(nm) > 64 ? 64 : slice_len(nm), nm.p);
-                rc = KP_INVALID_REQUEST;
-            } else if (v != b->cfg->broker_id) {
-                snprintf(msg, sizeof msg, "Unexpected broker id, expected %d or "
-                         "empty string, but received %ld", b->cfg->broker_id, v);
-                rc = KP_INVALID_REQUEST;
-            }
-        }
+        char id[16];
+        rc = broker_target(b, nm, id, msg, sizeof msg);
     } else {
         snprintf(msg, sizeof msg, "Unsupported resource type: %s",
                  resource_type_name(res->ResourceType));
@@ -297,8 +427,10 @@ static int describe_one(bk_req *r, struct dc_out *d)
         d->err = KP_E_NOMEM;
     else if (rc == KP_NONE && res->ResourceType == RT_TOPIC)
         describe_topic(b, d, over, nover);
-    else if (rc == KP_NONE && nm.len > 0)              /* "" = dynamic defaults: none */
+    else if (rc == KP_NONE && nm.len > 0)
         describe_broker(b, d);
+    else if (rc == KP_NONE)                            /* "": the dynamic defaults */
+        describe_broker_default(b, d);
     md_kv_free(over, nover);
     return d->err ? -1 : 0;
 }
@@ -318,6 +450,7 @@ int bk_handle_describe_configs(bk_req *r)
     for (int32_t i = 0; i < q.Resources_count; i++) {
         /* IncludeSynonyms is v1+ (the decoder leaves it false below). */
         struct dc_out d = { .a = &r->arena, .v = v, .synonyms = q.IncludeSynonyms,
+                            .docs = q.IncludeDocumentation,
                             .res = &q.Resources[i], .out = &m.Results[i] };
         if (describe_one(r, &d))
             return BK_CLOSE;
@@ -449,30 +582,59 @@ static int alter_topic_target(bk_broker *b, kp_str nm, bk_topic **t, char *msg,
     return KP_NONE;
 }
 
-/* The full new override set, through the one path for topic configs. */
-static int store_overrides(bk_broker *b, bk_topic *t, const struct kvset *s,
-                           bool validate_only, bk_topic_op *op, char *msg, size_t msglen)
+/* What an alter changes: a topic's overrides, or a broker resource's
+ * dynamic set ("" the cluster-wide default, else this broker's id). */
+struct target {
+    int8_t type;
+    bk_topic *t;
+    char broker[16];
+};
+
+static int alter_target(bk_broker *b, int8_t type, kp_str nm, struct target *tg, char *msg,
+                        size_t msglen)
 {
-    return bk_topic_configs_set(b, t->name, s->kv, s->n, validate_only, op, msg, msglen);
+    tg->type = type;
+    if (type == RT_TOPIC)
+        return alter_topic_target(b, nm, &tg->t, msg, msglen);
+    if (type == RT_BROKER)
+        return broker_target(b, nm, tg->broker, msg, msglen);
+    snprintf(msg, msglen, "AlterConfigs is only supported for topics and "
+             "brokers, but resource type is %s", resource_type_name(type));
+    return KP_INVALID_REQUEST;
 }
 
-static int not_topic(int8_t type, char *msg, size_t msglen)
+/* The target's current set, for an incremental edit.  KP_NONE or an error. */
+static int target_current(bk_broker *b, const struct target *tg, struct kvset *s, char *msg,
+                          size_t msglen)
 {
-    if (type == RT_BROKER)
-        snprintf(msg, msglen, "Dynamic broker configs are not supported: set "
-                 "broker configs in the properties file and restart.");
-    else
-        snprintf(msg, msglen, "AlterConfigs is only supported for topics and "
-                 "brokers, but resource type is %s", resource_type_name(type));
-    return KP_INVALID_REQUEST;
+    int rc = tg->type == RT_BROKER ? bk_broker_configs_get(b, tg->broker, &s->kv, &s->n)
+                                   : md_topic_configs(b->db, tg->t->name, &s->kv, &s->n);
+    if (rc != KP_NONE)
+        snprintf(msg, msglen, "Cannot read the configs of %s %.200s.",
+                 tg->type == RT_BROKER ? "broker" : "topic",
+                 tg->type == RT_BROKER ? tg->broker : tg->t->name);
+    s->cap = s->n;
+    return rc == KP_NONE ? KP_NONE : KP_UNKNOWN_SERVER_ERROR;
+}
+
+/* The full new set: a topic's through the one path for topic configs, a
+ * broker's through daemon/broker_configs.c (answered at once). */
+static int store_set(bk_broker *b, const struct target *tg, const struct kvset *s,
+                     bool validate_only, bk_topic_op *op, char *msg, size_t msglen)
+{
+    if (tg->type == RT_BROKER)
+        return bk_broker_configs_set(b, tg->broker, s->kv, s->n, validate_only, msg, msglen);
+    return bk_topic_configs_set(b, tg->t->name, s->kv, s->n, validate_only, op, msg, msglen);
 }
 
 static int alter_one(bk_broker *b, const ac_res *res, bool validate_only,
                      bk_topic_op *op, char *msg, size_t msglen)
 {
     msg[0] = 0;
-    if (res->ResourceType != RT_TOPIC)
-        return not_topic(res->ResourceType, msg, msglen);
+    struct target tg;
+    int rc = alter_target(b, res->ResourceType, res->ResourceName, &tg, msg, msglen);
+    if (rc != KP_NONE && res->ResourceType != RT_TOPIC)
+        return rc;                    /* a topic's name checks come after the nulls */
     /* Null values first, all named, in Kafka's words. */
     size_t used = 0;
     for (int32_t i = 0; i < res->Configs_count; i++) {
@@ -485,8 +647,6 @@ static int alter_one(bk_broker *b, const ac_res *res, bool validate_only,
     }
     if (used)
         return KP_INVALID_REQUEST;
-    bk_topic *t;
-    int rc = alter_topic_target(b, res->ResourceName, &t, msg, msglen);
     if (rc != KP_NONE)
         return rc;
     struct kvset s = { 0 };
@@ -501,7 +661,7 @@ static int alter_one(bk_broker *b, const ac_res *res, bool validate_only,
         snprintf(msg, msglen, "out of memory");
         rc = KP_UNKNOWN_SERVER_ERROR;
     } else {
-        rc = store_overrides(b, t, &s, validate_only, op, msg, msglen);
+        rc = store_set(b, &tg, &s, validate_only, op, msg, msglen);
     }
     kvset_free(&s);
     return rc;
@@ -590,30 +750,29 @@ static int incremental_one(bk_broker *b, const iac_res *res, bool validate_only,
                            bk_topic_op *op, char *msg, size_t msglen)
 {
     msg[0] = 0;
-    if (res->ResourceType != RT_TOPIC)
-        return not_topic(res->ResourceType, msg, msglen);
+    if (res->ResourceType != RT_TOPIC && res->ResourceType != RT_BROKER) {
+        struct target none;
+        return alter_target(b, res->ResourceType, res->ResourceName, &none, msg, msglen);
+    }
     int dup = has_duplicate_key(res);
     if (dup) {
         snprintf(msg, msglen, dup > 0 ? "Error due to duplicate config keys"
                                       : "out of memory");
         return dup > 0 ? KP_INVALID_REQUEST : KP_UNKNOWN_SERVER_ERROR;
     }
-    bk_topic *t;
-    int rc = alter_topic_target(b, res->ResourceName, &t, msg, msglen);
+    struct target tg;
+    int rc = alter_target(b, res->ResourceType, res->ResourceName, &tg, msg, msglen);
     if (rc != KP_NONE)
         return rc;
     struct kvset s = { 0 };
-    if (md_topic_configs(b->db, t->name, &s.kv, &s.n) != KP_NONE) {
-        snprintf(msg, msglen, "Cannot read the configs of topic %.200s.", t->name);
-        return KP_UNKNOWN_SERVER_ERROR;
-    }
-    s.cap = s.n;
+    if ((rc = target_current(b, &tg, &s, msg, msglen)) != KP_NONE)
+        return rc;
     for (int32_t i = 0; i < res->Configs_count && rc == KP_NONE; i++) {
         const kp_IncrementalAlterConfigsRequest_AlterableConfig *c = &res->Configs[i];
         rc = apply_op(b, &s, c->Name, c->ConfigOperation, c->Value, msg, msglen);
     }
     if (rc == KP_NONE)
-        rc = store_overrides(b, t, &s, validate_only, op, msg, msglen);
+        rc = store_set(b, &tg, &s, validate_only, op, msg, msglen);
     kvset_free(&s);
     return rc;
 }

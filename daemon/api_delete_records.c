@@ -1,5 +1,5 @@
 /*
- * DeleteRecords v0-1 (API key 21): moves a partition's log start offset
+ * DeleteRecords v0-2 (API key 21; v2 flexible): moves a partition's log start offset
  * forward on request ("delete everything before offset N").  Offset -1
  * means the high watermark.  Segments wholly below the new start leave
  * the log and are unlinked later by the janitor (daemon/retention.c);

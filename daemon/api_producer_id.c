@@ -1,5 +1,5 @@
 /*
- * daemon/api_producer_id.c — InitProducerId (API key 22), v0–1.
+ * daemon/api_producer_id.c — InitProducerId (API key 22), v0–5.
  *
  * An idempotent producer (TransactionalId null) gets a new ProducerId with
  * epoch 0 each time it asks; the sequence checks that use it live in
@@ -14,8 +14,11 @@
  * code such as COORDINATOR_NOT_AVAILABLE would make init_transactions()
  * retry until its timeout.  The broker logs why.
  *
- * v2+ is flexible, v3+ carries an epoch bump for transactional producers:
- * neither is advertised (protocol/README.md §8: 0–1).
+ * v2+ is flexible; v3+ carries the producer's current ProducerId and
+ * ProducerEpoch (KIP-360, an epoch bump).  Without a TransactionalId Kafka
+ * ignores them and hands out a new id with epoch 0, and so does this
+ * handler: an idempotent producer (librdkafka bumps after a sequence
+ * error) simply starts again under the new id.
  */
 #include "daemon/request.h"
 #include "kp_msgs.h"

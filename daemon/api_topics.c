@@ -1,6 +1,9 @@
 /*
- * Topic admin APIs: CreateTopics v0-4, DeleteTopics v0-3, CreatePartitions
- * v0-1 (none flexible).
+ * Topic admin APIs, every version Kafka defines: CreateTopics v0-7,
+ * DeleteTopics v0-6, CreatePartitions v0-3 (flexible from v5, v4 and v2).
+ * CreateTopics v5+ answers each created topic's partition count,
+ * replication factor and configs (as DescribeConfigs lists them), v7+ its
+ * topic id; DeleteTopics v6+ names a topic by name or by id.
  *
  * Each handler works in two passes:
  *   1. decode the whole body (kp_dec_<Api>Request, protocol/msgs.c: strings
@@ -35,6 +38,12 @@
  *     copy gets that result (Kafka deletes a set and answers each entry).
  *   - TimeoutMs bounds the wait for a change the store confirms later
  *     (cluster mode); standalone changes are complete before the answer.
+ *   - CreateTopics v5+ with validateOnly answers the partition count and
+ *     replication factor it would use, and no configs (there is no topic
+ *     to describe yet).
+ *   - DeleteTopics v6 with both a name and an id: INVALID_REQUEST ("You
+ *     may not specify both topic name and topic id."), an id no topic has:
+ *     UNKNOWN_TOPIC_ID (KafkaApis' checks).
  */
 #include "daemon/topic_wait.h"
 #include "kp_msgs.h"
@@ -99,6 +108,7 @@ static int find_dups(kp_arena *a, struct dups *d, int32_t n)
 typedef struct answer {
     bk_req *r;
     struct dups d;
+    const void *topics;              /* the request's entries, in r->arena */
     union {
         kp_CreateTopicsResponse CreateTopics;
         kp_DeleteTopicsResponse DeleteTopics;
@@ -141,8 +151,8 @@ static void answer_entry(answer *a, int rc, const char *msg, bool with_text,
  * a topic; a name given twice is refused in each copy (DUP_MSG, Kafka's
  * words for that API); the others go through ONE(), waited for when the
  * store confirms later; a result carries its message from version
- * TEXT_FROM on. */
-#define CREATE_HANDLER(FN, API, RESULTS, VALIDATE, TIMEOUT, TEXT_FROM, DUP_MSG, ONE) \
+ * TEXT_FROM on; FILL(a) completes the results just before they are encoded. */
+#define CREATE_HANDLER(FN, API, RESULTS, VALIDATE, TIMEOUT, TEXT_FROM, DUP_MSG, ONE, FILL) \
 static void FN##_result(void *ctx, int32_t i, int rc, const char *msg)          \
 {                                                                                \
     answer *a = ctx;                                                             \
@@ -153,6 +163,7 @@ static void FN##_result(void *ctx, int32_t i, int rc, const char *msg)          
 static void FN##_finish(void *ctx)                                               \
 {                                                                                \
     answer *a = ctx;                                                             \
+    FILL(a);                                                                     \
     kp_enc_##API##Response(a->r->out, a->r->hdr.RequestApiVersion, &a->m.API);   \
 }                                                                                \
                                                                                  \
@@ -167,6 +178,7 @@ int FN(bk_req *r)                                                               
         return BK_CLOSE;                                                         \
     for (int32_t i = 0; i < n; i++)                                              \
         a->d.names[i] = q.Topics[i].Name;                                        \
+    a->topics = q.Topics;                                                        \
     kp_##API##Response *m = &a->m.API;                                           \
     kp_init_##API##Response(m);                                                  \
     m->RESULTS##_count = n;                                                      \
@@ -372,19 +384,90 @@ static int create_one(bk_broker *b, const ct_topic *t, bool validate_only,
     return rc;
 }
 
+/* CreateTopics v5+: what was created (or, validateOnly, would be). */
+typedef kp_CreateTopicsResponse_CreatableTopicResult ct_result;
+
+struct ct_configs { answer *a; ct_result *res; };
+
+static void ct_config(void *arg, const char *name, const char *value, int8_t source,
+                      bool sensitive)
+{
+    struct ct_configs *c = arg;
+    kp_CreateTopicsResponse_CreatableTopicConfigs *e = &c->res->Configs[c->res->Configs_count++];
+    *e = (kp_CreateTopicsResponse_CreatableTopicConfigs){
+        .ReadOnly = false, .ConfigSource = source, .IsSensitive = sensitive,
+        .Value = KP_STR_NULL,
+    };
+    if (kp_arena_str(&c->a->r->arena, name, &e->Name) ||
+        (value && kp_arena_str(&c->a->r->arena, value, &e->Value)))
+        kp_buf_fail(c->a->r->out, KP_E_NOMEM);         /* the server closes */
+}
+
+static void ct_fill(answer *a)
+{
+    bk_req *r = a->r;
+    if (r->hdr.RequestApiVersion < 5)
+        return;
+    const ct_topic *q = a->topics;
+    size_t ndefs;
+    md_config_defs(&ndefs);
+    for (int32_t i = 0; i < a->m.CreateTopics.Topics_count; i++) {
+        ct_result *res = &a->m.CreateTopics.Topics[i];
+        /* Java's defaults for a result that created nothing */
+        res->Configs_count = 0;
+        res->NumPartitions = -1;
+        res->ReplicationFactor = -1;
+        if (res->ErrorCode != KP_NONE)
+            continue;
+        const bk_topic *t = bk_topic_find(r->b, res->Name.p, (size_t)res->Name.len);
+        if (!t) {                                       /* validateOnly */
+            const ct_topic *x = &q[i];
+            res->NumPartitions = x->Assignments_count > 0 ? x->Assignments_count
+                                 : x->NumPartitions == -1 ? r->b->cfg->num_partitions
+                                 : x->NumPartitions;
+            res->ReplicationFactor =
+                x->Assignments_count > 0 ? (int16_t)x->Assignments[0].BrokerIds_count
+                : x->ReplicationFactor == -1 ? r->b->cfg->default_replication_factor
+                : x->ReplicationFactor;
+            res->Configs_count = 0;
+            continue;
+        }
+        res->NumPartitions = t->npartitions;
+        res->ReplicationFactor = (int16_t)(t->npartitions > 0 ? t->parts[0].nreplicas : 0);
+        if (r->hdr.RequestApiVersion >= 7)
+            memcpy(res->TopicId, t->id, 16);
+        res->Configs = kp_arena_alloc(&r->arena, (ndefs + 1) * sizeof *res->Configs);
+        if (!res->Configs) {
+            kp_buf_fail(r->out, KP_E_NOMEM);
+            return;
+        }
+        res->Configs_count = 0;
+        struct ct_configs c = { a, res };
+        if (bk_topic_configs_list(r->b, t->name, ct_config, &c) != KP_NONE)
+            res->TopicConfigErrorCode = KP_UNKNOWN_SERVER_ERROR;  /* Kafka's tag 0 */
+    }
+}
+
+static void no_fill(answer *a)
+{
+    (void)a;
+}
+
 /* validateOnly is v1+ (the decoder leaves it false below); messages v1+. */
 CREATE_HANDLER(bk_handle_create_topics, CreateTopics, Topics, validateOnly, timeoutMs, 1,
-               "Found multiple entries for this topic.", create_one)
+               "Found multiple entries for this topic.", create_one, ct_fill)
 
 /* ---- DeleteTopics ---------------------------------------------------------------- */
 
 static void dt_result(void *ctx, int32_t i, int rc, const char *err)
 {
     answer *a = ctx;
-    if (rc != KP_NONE && err[0])                        /* the delete failed */
+    if (rc != KP_NONE && rc != KP_INVALID_REQUEST && rc != KP_UNKNOWN_TOPIC_ID &&
+        err[0])                                         /* the delete failed */
         BK_WARN("deleting topic %.*s failed: %s", (int)a->d.names[i].len,
                 a->d.names[i].p, err);
-    answer_entry(a, rc, err, false, &a->m.DeleteTopics.Responses[i].ErrorCode,  /* v5+ */
+    answer_entry(a, rc, err, a->r->hdr.RequestApiVersion >= 5 && err[0],  /* v5+ */
+                 &a->m.DeleteTopics.Responses[i].ErrorCode,
                  &a->m.DeleteTopics.Responses[i].ErrorMessage);
 }
 
@@ -393,8 +476,27 @@ static void dt_finish(void *ctx)
     answer *a = ctx;
     kp_DeleteTopicsResponse *m = &a->m.DeleteTopics;
     for (int32_t i = 0; i < m->Responses_count; i++)   /* deleted once */
-        m->Responses[i].ErrorCode = m->Responses[a->d.first[i]].ErrorCode;
+        if (m->Responses[i].ErrorCode != KP_UNKNOWN_TOPIC_ID &&   /* v6: refused alone */
+            m->Responses[i].ErrorCode != KP_INVALID_REQUEST)
+            m->Responses[i].ErrorCode = m->Responses[a->d.first[i]].ErrorCode;
     kp_enc_DeleteTopicsResponse(a->r->out, a->r->hdr.RequestApiVersion, m);
+}
+
+struct id_search { const uint8_t *id; bk_topic *found; };
+
+static void match_id(bk_topic *t, void *arg)
+{
+    struct id_search *s = arg;
+    if (!memcmp(t->id, s->id, 16))
+        s->found = t;
+}
+
+/* A scan: DeleteTopics by id is rare and the topic count small. */
+static bk_topic *topic_by_id(bk_broker *b, const uint8_t id[16])
+{
+    struct id_search s = { id, NULL };
+    bk_topics_foreach(b, match_id, &s);
+    return s.found;
 }
 
 int bk_handle_delete_topics(bk_req *r)
@@ -404,16 +506,46 @@ int bk_handle_delete_topics(bk_req *r)
     kp_DeleteTopicsRequest q;
     if (kp_dec_DeleteTopicsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    int32_t n = q.TopicNames_count;                     /* v0-5: names */
+    int32_t n = v >= 6 ? q.Topics_count : q.TopicNames_count;   /* v6+: names or ids */
     answer *a = answer_new(r, n);
     if (!a)
         return BK_CLOSE;
-    for (int32_t i = 0; i < n; i++)
-        a->d.names[i] = q.TopicNames[i];
     kp_DeleteTopicsResponse *m = &a->m.DeleteTopics;
     kp_init_DeleteTopicsResponse(m);
     m->Responses_count = n;
     m->Responses = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m->Responses);
+    if (!m->Responses)
+        return BK_CLOSE;
+    /* Each entry's name (by id: the topic's, "" when no topic has it) and
+     * its id; an entry refused before any lookup keeps its error here. */
+    int16_t *early = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *early);
+    if (!early)
+        return BK_CLOSE;
+    for (int32_t i = 0; i < n; i++) {
+        kp_DeleteTopicsResponse_DeletableTopicResult *res = &m->Responses[i];
+        early[i] = KP_NONE;
+        if (v < 6) {
+            a->d.names[i] = q.TopicNames[i];
+            continue;
+        }
+        const kp_DeleteTopicsRequest_DeleteTopicState *ts = &q.Topics[i];
+        bool by_id = !kp_msg_uuid_zero(ts->TopicId);
+        memcpy(res->TopicId, ts->TopicId, 16);
+        a->d.names[i] = ts->Name.len >= 0 ? ts->Name : kp_str_cstr("");
+        if (by_id && ts->Name.len >= 0) {
+            early[i] = KP_INVALID_REQUEST;
+        } else if (by_id) {
+            const bk_topic *t = topic_by_id(b, ts->TopicId);
+            if (!t)
+                early[i] = KP_UNKNOWN_TOPIC_ID;
+            else if (kp_arena_str(&r->arena, t->name, &a->d.names[i]))
+                return BK_CLOSE;              /* a copy: the delete frees t */
+        } else {
+            const bk_topic *t = bk_topic_find(b, ts->Name.p, (size_t)(ts->Name.len > 0 ? ts->Name.len : 0));
+            if (t)
+                memcpy(res->TopicId, t->id, 16);
+        }
+    }
     bk_topic_wait *w = answer_wait(a, m->Responses, n, q.TimeoutMs, dt_result, dt_finish);
     if (!w)
         return BK_CLOSE;
@@ -421,8 +553,15 @@ int bk_handle_delete_topics(bk_req *r)
         kp_str nm = a->d.names[i];
         char err[MD_ERRLEN] = "";
         int rc = KP_NONE;                               /* copies: dt_finish */
-        m->Responses[i].Name = nm;
-        if (!b->cfg->delete_topic_enable) {
+        /* v6: null for an id no topic has (Kafka's answer) */
+        m->Responses[i].Name = v >= 6 && early[i] == KP_UNKNOWN_TOPIC_ID ? KP_STR_NULL : nm;
+        if (early[i] == KP_INVALID_REQUEST) {
+            snprintf(err, sizeof err, "You may not specify both topic name and topic id.");
+            rc = KP_INVALID_REQUEST;
+        } else if (early[i]) {
+            snprintf(err, sizeof err, "This server does not host this topic ID.");
+            rc = early[i];
+        } else if (!b->cfg->delete_topic_enable) {
             rc = v >= 3 ? KP_TOPIC_DELETION_DISABLED : KP_INVALID_REQUEST;
         } else if (a->d.first[i] != i) {
             /* deleted once: dt_finish copies the first copy's answer */
@@ -562,4 +701,4 @@ static int add_partitions_one(bk_broker *b, const cp_topic *t, bool validate_onl
 }
 
 CREATE_HANDLER(bk_handle_create_partitions, CreatePartitions, Results, ValidateOnly,
-               TimeoutMs, 0, "Duplicate topic in request.", add_partitions_one)
+               TimeoutMs, 0, "Duplicate topic in request.", add_partitions_one, no_fill)

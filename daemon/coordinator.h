@@ -59,6 +59,9 @@ typedef struct bk_offset_commit {
     kp_str member_id, instance_id;    /* instance: null for none */
     bool by_operator;                 /* the SQL surface: refused while the
                                          group has members, all or nothing */
+    bool delete_offsets;              /* OffsetDelete: every entry is a
+                                         tombstone; the caller made the group
+                                         checks (group_offset_delete.c) */
     md_offset *offs;                  /* result: per entry, out */
     size_t n;
     uint64_t cadence_key;             /* the committer's connection serial, to

@@ -1,8 +1,9 @@
 /*
  * The API table: what the broker advertises in ApiVersions and which
- * handler serves each key.  Ranges follow protocol/README.md §8, capped
- * below each API's first flexible version (only
- * ApiVersions v3 and OffsetForLeaderEpoch v4 are flexible).  Produce is advertised from v0 because
+ * handler serves each key.  Ranges follow protocol/README.md §8.  The
+ * group and admin APIs (OffsetCommit .. OffsetDelete, CreateTopics ..
+ * InitProducerId) and OffsetForLeaderEpoch are served over every version
+ * Kafka defines for them, flexible ones included.  Produce is advertised from v0 because
  * librdkafka checks v0 before compressing with gzip/snappy/lz4; v0-2 are
  * answered by the handler with an error.
  */
@@ -15,27 +16,28 @@ static const bk_api apis[] = {
     { KP_API_LIST_OFFSETS,             1, 2,  bk_handle_list_offsets },
     { KP_API_METADATA,                 0, 5,  bk_handle_metadata },
     { KP_API_API_VERSIONS,             0, 3,  bk_handle_api_versions },
-    { KP_API_CREATE_TOPICS,            0, 4,  bk_handle_create_topics },
-    { KP_API_DELETE_TOPICS,            0, 3,  bk_handle_delete_topics },
-    { KP_API_DESCRIBE_CONFIGS,         0, 2,  bk_handle_describe_configs },
-    { KP_API_ALTER_CONFIGS,            0, 1,  bk_handle_alter_configs },
-    { KP_API_CREATE_PARTITIONS,        0, 1,  bk_handle_create_partitions },
-    { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 0,  bk_handle_incremental_alter_configs },
-    { KP_API_DELETE_RECORDS,           0, 1,  bk_handle_delete_records },
-    { KP_API_INIT_PRODUCER_ID,         0, 1,  bk_handle_init_producer_id },
+    { KP_API_CREATE_TOPICS,            0, 7,  bk_handle_create_topics },
+    { KP_API_DELETE_TOPICS,            0, 6,  bk_handle_delete_topics },
+    { KP_API_DESCRIBE_CONFIGS,         0, 4,  bk_handle_describe_configs },
+    { KP_API_ALTER_CONFIGS,            0, 2,  bk_handle_alter_configs },
+    { KP_API_CREATE_PARTITIONS,        0, 3,  bk_handle_create_partitions },
+    { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 1,  bk_handle_incremental_alter_configs },
+    { KP_API_DELETE_RECORDS,           0, 2,  bk_handle_delete_records },
+    { KP_API_INIT_PRODUCER_ID,         0, 5,  bk_handle_init_producer_id },
     /* v4 is flexible: the generated codec and the server's header v2 */
     { KP_API_OFFSET_FOR_LEADER_EPOCH,  0, 4,  bk_handle_offset_for_leader_epoch },
     /* group coordinator (daemon/group*.c) */
-    { KP_API_OFFSET_COMMIT,            2, 7,  bk_handle_offset_commit },
-    { KP_API_OFFSET_FETCH,             1, 5,  bk_handle_offset_fetch },
-    { KP_API_FIND_COORDINATOR,         0, 2,  bk_handle_find_coordinator },
-    { KP_API_JOIN_GROUP,               0, 5,  bk_handle_join_group },
-    { KP_API_HEARTBEAT,                0, 3,  bk_handle_heartbeat },
-    { KP_API_LEAVE_GROUP,              0, 1,  bk_handle_leave_group },
-    { KP_API_SYNC_GROUP,               0, 3,  bk_handle_sync_group },
-    { KP_API_DESCRIBE_GROUPS,          0, 4,  bk_handle_describe_groups },
-    { KP_API_LIST_GROUPS,              0, 2,  bk_handle_list_groups },
-    { KP_API_DELETE_GROUPS,            0, 1,  bk_handle_delete_groups },
+    { KP_API_OFFSET_COMMIT,            0, 9,  bk_handle_offset_commit },
+    { KP_API_OFFSET_FETCH,             0, 9,  bk_handle_offset_fetch },
+    { KP_API_FIND_COORDINATOR,         0, 6,  bk_handle_find_coordinator },
+    { KP_API_JOIN_GROUP,               0, 9,  bk_handle_join_group },
+    { KP_API_HEARTBEAT,                0, 4,  bk_handle_heartbeat },
+    { KP_API_LEAVE_GROUP,              0, 5,  bk_handle_leave_group },
+    { KP_API_SYNC_GROUP,               0, 5,  bk_handle_sync_group },
+    { KP_API_DESCRIBE_GROUPS,          0, 5,  bk_handle_describe_groups },
+    { KP_API_LIST_GROUPS,              0, 5,  bk_handle_list_groups },
+    { KP_API_DELETE_GROUPS,            0, 2,  bk_handle_delete_groups },
+    { KP_API_OFFSET_DELETE,            0, 0,  bk_handle_offset_delete },
 };
 
 const bk_api *bk_api_find(int16_t key)

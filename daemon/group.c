@@ -564,7 +564,7 @@ void gc_answer_join_error(gc_member *m, int16_t err, const char *member_id)
     if (!w)
         return;
     m->join_w = NULL;
-    gc_write_join(w->r, err, -1, "", "", member_id, NULL);
+    gc_write_join(w->r, err, NULL, "", member_id, NULL);
     gc_wait_answered(w);
 }
 
@@ -574,10 +574,7 @@ void gc_answer_sync(gc_member *m, int16_t err)
     if (!w)
         return;
     m->sync_w = NULL;
-    if (err == KP_NONE)
-        gc_write_sync(w->r, err, m->assignment, m->assignment ? m->assignment_len : 0);
-    else
-        gc_write_sync(w->r, err, NULL, 0);
+    gc_write_sync(w->r, err, err == KP_NONE ? m : NULL);
     gc_wait_answered(w);
 }
 
@@ -702,8 +699,7 @@ static void complete_join(gc_group *g)
         if (w) {
             m->join_w = NULL;
             bool leads = !strcmp(m->id, g->leader);
-            gc_write_join(w->r, KP_NONE, g->generation, g->protocol ? g->protocol : "",
-                          g->leader, m->id, leads ? g : NULL);
+            gc_write_join(w->r, KP_NONE, g, g->leader, m->id, leads ? g : NULL);
             gc_wait_answered(w);
         }
         gc_touch(m);

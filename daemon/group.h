@@ -10,6 +10,7 @@
  *                    sync worker, the deferred answers (invariants C1, C2,
  *                    C5-C7, J1-J3), bk_group_delete
  *   group_api.c      wire parsing and encoding of the membership APIs
+ *   group_offset_delete.c  OffsetDelete (tombstones on the commit path)
  *
  * Nothing outside these files includes it: the rest of the daemon calls
  * the bk_groups_* / bk_group_* / bk_offsets_* functions of coordinator.h
@@ -280,16 +281,24 @@ typedef struct gc_join_args {
     bool require_known_member_id;     /* v4+ without an instance id */
 } gc_join_args;
 int gc_join(bk_req *r, const gc_join_args *a);
-/* Writes a JoinGroup response body for r's version. */
-void gc_write_join(bk_req *r, int16_t err, int32_t generation, const char *protocol,
-                   const char *leader, const char *member_id, gc_group *members_of);
+/* Writes a JoinGroup response body for r's version: g's generation,
+ * protocol type and name, or (g NULL, an error) none of them. */
+void gc_write_join(bk_req *r, int16_t err, const gc_group *g, const char *leader,
+                   const char *member_id, gc_group *members_of);
+/* protocol_type / protocol_name: SyncGroup v5's, null when not given. */
 int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
-            kp_str instance_id, int nassign,
+            kp_str instance_id, kp_str protocol_type, kp_str protocol_name, int nassign,
             const kp_SyncGroupRequest_SyncGroupRequestAssignment *assign);
-void gc_write_sync(bk_req *r, int16_t err, const uint8_t *assignment, int32_t len);
+/* Writes a SyncGroup response body: m's assignment and (v5) its group's
+ * protocol, or (m NULL) none. */
+void gc_write_sync(bk_req *r, int16_t err, const gc_member *m);
 int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
                      kp_str instance_id);
 int16_t gc_leave(kp_str group_id, kp_str member_id);
+/* One member of g leaving (LeaveGroup v3+ names several): by member id,
+ * or by instance id (then a member id given must match: else
+ * FENCED_INSTANCE_ID).  Kafka's per-member errors. */
+int16_t gc_leave_member(gc_group *g, kp_str member_id, kp_str instance_id);
 
 /* ---- group_offsets.c --------------------------------------------------------- */
 /* The write half, at the end of the turn: copies w's entries to store

@@ -1,10 +1,14 @@
 /*
- * The group membership APIs: FindCoordinator v0-2, JoinGroup v0-5,
- * SyncGroup v0-3, Heartbeat v0-3, LeaveGroup v0-1, ListGroups v0-2,
- * DescribeGroups v0-4, DeleteGroups v0-1 (all non-flexible).  Requests are
- * decoded and responses encoded by the generated codec (kp_msgs.h, from
- * protocol/messages/); the decisions live in daemon/group_join.c and
- * daemon/group.c.
+ * The group membership APIs, every version Kafka defines: FindCoordinator
+ * v0-6 (batched keys from v4), JoinGroup v0-9, SyncGroup v0-5, Heartbeat
+ * v0-4, LeaveGroup v0-5 (batched members from v3), ListGroups v0-5 (state
+ * filter from v4, type filter from v5), DescribeGroups v0-5, DeleteGroups
+ * v0-2.  Requests are decoded and responses encoded by the generated codec
+ * (kp_msgs.h, from protocol/messages/: flexible versions and their tagged
+ * fields included); the decisions live in daemon/group_join.c and
+ * daemon/group.c.  Fields newer than Kafka's classic group protocol have
+ * fixed answers: JoinGroup v9 SkipAssignment false (the leader always
+ * assigns), ListGroups v5 GroupType "classic".
  *
  * A decoded request borrows from the frame and r->arena (protocol/msgs.c
  * M1), both kept until the request is answered, deferred or not; the
@@ -18,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kp_msgs.h"
 
@@ -55,7 +60,43 @@ int gc_encoded(bk_req *r, const char *api, int rc)
     return BK_CLOSE;
 }
 
-/* ---- FindCoordinator v0-2 ------------------------------------------------------ */
+/* ---- FindCoordinator v0-6 ------------------------------------------------------ */
+
+/* One key's coordinator: KeyType 0 (group) only; transactions (1) and
+ * share groups (2, v6) are not served. */
+static void find_one(bk_req *r, int8_t key_type, kp_str key,
+                     kp_FindCoordinatorResponse_Coordinator *c)
+{
+    *c = (kp_FindCoordinatorResponse_Coordinator){
+        .Key = key, .NodeId = -1, .Host = kp_str_cstr(""), .Port = -1,
+        .ErrorMessage = KP_STR_NULL,                /* null when all is well */
+    };
+    if (key_type == 1 || key_type == 2) {
+        c->ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
+        c->ErrorMessage = kp_str_cstr(key_type == 1
+                                      ? "transactions are not supported by this broker"
+                                      : "share groups are not supported by this broker");
+        return;
+    }
+    if (key_type != 0) {
+        c->ErrorCode = KP_INVALID_REQUEST;
+        c->ErrorMessage = kp_str_cstr("unknown coordinator key type");
+        return;
+    }
+    char name[256];
+    kp_str_copy(key, name, sizeof name);
+    int32_t id = bk_coordinator_of(r->b, name);
+    bk_broker_info live[1024];
+    int n = bk_brokers_info(r->b, live, 1024);
+    c->ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
+    for (int i = 0; i < n; i++)
+        if (live[i].id == id) {
+            c->ErrorCode = KP_NONE;
+            c->NodeId = id;
+            c->Host = kp_str_cstr(live[i].host);
+            c->Port = live[i].port;
+        }
+}
 
 int bk_handle_find_coordinator(bk_req *r)
 {
@@ -63,39 +104,29 @@ int bk_handle_find_coordinator(bk_req *r)
     kp_FindCoordinatorRequest q;
     if (kp_dec_FindCoordinatorRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    bk_broker *b = r->b;
     kp_FindCoordinatorResponse m;
     kp_init_FindCoordinatorResponse(&m);
-    m.ErrorMessage = KP_STR_NULL;                   /* null when all is well */
-    if (q.KeyType == 1) {
-        m.ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
-        m.ErrorMessage = kp_str_cstr("transactions are not supported by this broker");
-    } else if (q.KeyType != 0) {
-        m.ErrorCode = KP_INVALID_REQUEST;
-        m.ErrorMessage = kp_str_cstr("unknown coordinator key type");
-    }
-    m.NodeId = -1;
-    m.Host = kp_str_cstr("");
-    m.Port = -1;
-    if (!m.ErrorCode) {
-        char name[256];
-        kp_str_copy(q.Key, name, sizeof name);
-        int32_t id = bk_coordinator_of(b, name);
-        bk_broker_info live[1024];
-        int n = bk_brokers_info(b, live, 1024);
-        m.ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
-        for (int i = 0; i < n; i++)
-            if (live[i].id == id) {
-                m.ErrorCode = KP_NONE;
-                m.NodeId = id;
-                m.Host = kp_str_cstr(live[i].host);
-                m.Port = live[i].port;
-            }
+    if (v >= 4) {                                   /* one answer per key */
+        int32_t n = q.CoordinatorKeys_count;
+        m.Coordinators = gc_alloc(r, (size_t)(n > 0 ? n : 1), sizeof *m.Coordinators);
+        if (!m.Coordinators)
+            return BK_CLOSE;
+        for (int32_t i = 0; i < n; i++)
+            find_one(r, q.KeyType, q.CoordinatorKeys[i], &m.Coordinators[i]);
+        m.Coordinators_count = n;
+    } else {
+        kp_FindCoordinatorResponse_Coordinator c;
+        find_one(r, q.KeyType, q.Key, &c);
+        m.ErrorCode = c.ErrorCode;
+        m.ErrorMessage = c.ErrorMessage;
+        m.NodeId = c.NodeId;
+        m.Host = c.Host;
+        m.Port = c.Port;
     }
     return gc_encoded(r, "FindCoordinator", kp_enc_FindCoordinatorResponse(r->out, v, &m));
 }
 
-/* ---- JoinGroup v0-5 -------------------------------------------------------------- */
+/* ---- JoinGroup v0-9 -------------------------------------------------------------- */
 
 int bk_handle_join_group(bk_req *r)
 {
@@ -119,7 +150,7 @@ int bk_handle_join_group(bk_req *r)
     return gc_join(r, &a);
 }
 
-/* ---- SyncGroup v0-3 -------------------------------------------------------------- */
+/* ---- SyncGroup v0-5 -------------------------------------------------------------- */
 
 int bk_handle_sync_group(bk_req *r)
 {
@@ -128,11 +159,11 @@ int bk_handle_sync_group(bk_req *r)
     if (kp_dec_SyncGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
     kp_str instance = q.GroupInstanceId.len == 0 ? KP_STR_NULL : q.GroupInstanceId;
-    return gc_sync(r, q.GroupId, q.GenerationId, q.MemberId, instance,
-                   q.Assignments_count, q.Assignments);
+    return gc_sync(r, q.GroupId, q.GenerationId, q.MemberId, instance, q.ProtocolType,
+                   q.ProtocolName, q.Assignments_count, q.Assignments);
 }
 
-/* ---- Heartbeat v0-3, LeaveGroup v0-1 -------------------------------------------- */
+/* ---- Heartbeat v0-4, LeaveGroup v0-5 -------------------------------------------- */
 
 int bk_handle_heartbeat(bk_req *r)
 {
@@ -155,12 +186,45 @@ int bk_handle_leave_group(bk_req *r)
         return BK_CLOSE;
     kp_LeaveGroupResponse m;
     kp_init_LeaveGroupResponse(&m);
-    /* v0-2: the member's own error is the response's error. */
-    m.ErrorCode = gc_leave(q.GroupId, q.MemberId);
+    if (v < 3) {
+        /* v0-2: the member's own error is the response's error. */
+        m.ErrorCode = gc_leave(q.GroupId, q.MemberId);
+        return gc_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
+    }
+    /* v3+: a group-level error alone, else one answer per member (an
+     * unknown group: UNKNOWN_MEMBER_ID for each, as Kafka). */
+    int16_t gerr;
+    gc_group *g = gc_member_group(q.GroupId, &gerr);
+    if (!g && gerr != KP_UNKNOWN_MEMBER_ID) {
+        m.ErrorCode = gerr;
+        return gc_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
+    }
+    int32_t n = q.Members_count;
+    m.Members = gc_alloc(r, (size_t)(n > 0 ? n : 1), sizeof *m.Members);
+    if (!m.Members)
+        return BK_CLOSE;
+    for (int32_t i = 0; i < n; i++) {
+        const kp_LeaveGroupRequest_MemberIdentity *x = &q.Members[i];
+        /* A member leaving may free the group (the last one of an
+         * offsets-less group does not: Empty groups stay), so look again. */
+        g = gc_member_group(q.GroupId, &gerr);
+        m.Members[i] = (kp_LeaveGroupResponse_MemberResponse){
+            .MemberId = x->MemberId, .GroupInstanceId = x->GroupInstanceId,
+            .ErrorCode = g ? gc_leave_member(g, x->MemberId, x->GroupInstanceId) : gerr,
+        };
+    }
+    m.Members_count = n;
     return gc_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
 }
 
-/* ---- ListGroups v0-2 ---------------------------------------------------------------- */
+/* Kafka compares filter entries without regard to case. */
+static bool strncasecmp_str(kp_str s, const char *name)
+{
+    return s.len >= 0 && (size_t)s.len == strlen(name) &&
+           strncasecmp(s.p, name, (size_t)s.len) == 0;
+}
+
+/* ---- ListGroups v0-5 ---------------------------------------------------------------- */
 
 int bk_handle_list_groups(bk_req *r)
 {
@@ -173,19 +237,33 @@ int bk_handle_list_groups(bk_req *r)
     kp_ListGroupsResponse_ListedGroup *lg = gc_alloc(r, gc->ngroups, sizeof *lg);
     if (!lg)
         return BK_CLOSE;
+    /* TypesFilter (v5): every group here is "classic"; an empty filter
+     * (or none) passes all, as does an empty StatesFilter (v4). */
+    bool classic = q.TypesFilter_count <= 0;
+    for (int32_t i = 0; i < q.TypesFilter_count; i++)
+        classic |= strncasecmp_str(q.TypesFilter[i], "classic");
     int32_t n = 0;
-    for (size_t i = 0; i < gc->hash_size; i++)
-        for (gc_group *g = gc->hash[i]; g && (size_t)n < gc->ngroups; g = g->hnext)
+    for (size_t i = 0; classic && i < gc->hash_size; i++)
+        for (gc_group *g = gc->hash[i]; g && (size_t)n < gc->ngroups; g = g->hnext) {
+            const char *state = gc_state_name(g->state);
+            bool wanted = q.StatesFilter_count <= 0;
+            for (int32_t k = 0; k < q.StatesFilter_count; k++)
+                wanted |= strncasecmp_str(q.StatesFilter[k], state);
+            if (!wanted)
+                continue;
             lg[n++] = (kp_ListGroupsResponse_ListedGroup){
                 .GroupId = kp_str_cstr(g->id),
                 .ProtocolType = kp_str_cstr(g->protocol_type ? g->protocol_type : ""),
+                .GroupState = kp_str_cstr(v >= 4 ? state : ""),      /* ignorable */
+                .GroupType = kp_str_cstr(v >= 5 ? "classic" : ""),
             };
+        }
     m.Groups = lg;
     m.Groups_count = n;
     return gc_encoded(r, "ListGroups", kp_enc_ListGroupsResponse(r->out, v, &m));
 }
 
-/* ---- DescribeGroups v0-4 ------------------------------------------------------------ */
+/* ---- DescribeGroups v0-5 ------------------------------------------------------------ */
 
 /* READ, DELETE and DESCRIBE on a GROUP resource (AclOperation codes 3, 6,
  * 8): all of them, as long as no authorizer is configured. */
@@ -261,7 +339,7 @@ int bk_handle_describe_groups(bk_req *r)
     return gc_encoded(r, "DescribeGroups", kp_enc_DescribeGroupsResponse(r->out, v, &m));
 }
 
-/* ---- DeleteGroups v0-1 ---------------------------------------------------------------- */
+/* ---- DeleteGroups v0-2 ---------------------------------------------------------------- */
 
 /* One DeleteGroups request while its deletes are stored; a single
  * allocation, r->state points here. */
@@ -270,7 +348,7 @@ struct dg_entry {
     kp_str id;                        /* into the request's frame */
     int16_t err;
     struct gc_wait *pending;
-    char msg[MD_ERRLEN];              /* unused on the wire (v0-1 have none) */
+    char msg[MD_ERRLEN];              /* unused on the wire (no version has one) */
 };
 struct dg_request {
     bk_req *r;

@@ -125,7 +125,7 @@ static char *new_member_id(const char *prefix)
 static int join_error(bk_req *r, int16_t err, kp_str member_id)
 {
     char *id = gc_strndup(member_id.p ? member_id.p : "", member_id.len < 0 ? 0 : member_id.len);
-    gc_write_join(r, err, -1, "", "", id ? id : "", NULL);
+    gc_write_join(r, err, NULL, "", id ? id : "", NULL);
     free(id);
     return BK_RESPOND;
 }
@@ -249,8 +249,7 @@ static int replace_static_member(bk_req *r, gc_group *g, gc_member *m,
              * member (even if it led) does not run a trivial assignment a
              * Stable group would not broadcast. */
             m->join_w = NULL;
-            gc_write_join(r, KP_NONE, g->generation, g->protocol,
-                          current_leader ? current_leader : "", m->id, NULL);
+            gc_write_join(r, KP_NONE, g, current_leader ? current_leader : "", m->id, NULL);
             gc_mark_dirty(g);
             gc_wait_answered(w);
         } else {
@@ -313,7 +312,7 @@ int gc_join(bk_req *r, const gc_join_args *a)
             rc = replace_static_member(r, g, old, a, id);
         } else if (a->require_known_member_id) {
             gc_add_pending(g, id, a->session_timeout_ms);
-            gc_write_join(r, KP_MEMBER_ID_REQUIRED, -1, "", "", id, NULL);
+            gc_write_join(r, KP_MEMBER_ID_REQUIRED, NULL, "", id, NULL);
             free(id);
             rc = BK_RESPOND;
         } else {
@@ -335,8 +334,7 @@ int gc_join(bk_req *r, const gc_join_args *a)
             if (member_matches(self, a)) {
                 /* It missed the JoinGroup answer: resend this generation's. */
                 bool leads = g->leader && !strcmp(g->leader, self->id);
-                gc_write_join(r, KP_NONE, g->generation, g->protocol ? g->protocol : "",
-                              g->leader, self->id, leads ? g : NULL);
+                gc_write_join(r, KP_NONE, g, g->leader, self->id, leads ? g : NULL);
                 rc = BK_RESPOND;
             } else {
                 rc = update_member_and_rebalance(r, g, self, a, "updating metadata of");
@@ -350,8 +348,7 @@ int gc_join(bk_req *r, const gc_join_args *a)
                 rc = update_member_and_rebalance(r, g, self, a,
                                                  "leader or changed member rejoining:");
             } else {
-                gc_write_join(r, KP_NONE, g->generation, g->protocol ? g->protocol : "",
-                              g->leader, self->id, NULL);
+                gc_write_join(r, KP_NONE, g, g->leader, self->id, NULL);
                 rc = BK_RESPOND;
             }
             break;
@@ -365,16 +362,25 @@ int gc_join(bk_req *r, const gc_join_args *a)
     return rc;
 }
 
-void gc_write_join(bk_req *r, int16_t err, int32_t generation, const char *protocol,
-                   const char *leader, const char *member_id, gc_group *members_of)
+void gc_write_join(bk_req *r, int16_t err, const gc_group *g, const char *leader,
+                   const char *member_id, gc_group *members_of)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_buf_reset(r->out);
     kp_JoinGroupResponse m;
     kp_init_JoinGroupResponse(&m);
     m.ErrorCode = err;
-    m.GenerationId = generation;
-    m.ProtocolName = kp_str_cstr(protocol ? protocol : "");
+    m.GenerationId = g ? g->generation : -1;
+    /* v7+: the group's protocol type and name, both null in an error
+     * (Kafka's JoinGroupResult); older versions have "" for no name. */
+    if (g) {
+        m.ProtocolType = kp_str_cstr(g->protocol_type);          /* NULL → null */
+        m.ProtocolName = kp_str_cstr(g->protocol ? g->protocol : "");
+    } else {
+        m.ProtocolName = v >= 7 ? KP_STR_NULL : kp_str_cstr("");
+    }
+    if (v < 7)
+        m.ProtocolType = KP_STR_NULL;     /* ignorable: not on the wire */
     m.Leader = kp_str_cstr(leader ? leader : "");
     m.MemberId = kp_str_cstr(member_id ? member_id : "");
     kp_JoinGroupResponse_JoinGroupResponseMember *jm = NULL;
@@ -403,20 +409,26 @@ void gc_write_join(bk_req *r, int16_t err, int32_t generation, const char *proto
 
 /* ---- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------ */
 
-void gc_write_sync(bk_req *r, int16_t err, const uint8_t *assignment, int32_t len)
+void gc_write_sync(bk_req *r, int16_t err, const gc_member *x)
 {
     kp_buf_reset(r->out);
     kp_SyncGroupResponse m;
     kp_init_SyncGroupResponse(&m);
     m.ErrorCode = err;
-    m.Assignment = assignment ? (kp_str){ (const char *)assignment, len } : (kp_str){ "", 0 };
+    m.Assignment = x && x->assignment ? (kp_str){ (const char *)x->assignment,
+                                                   x->assignment_len }
+                                       : (kp_str){ "", 0 };
+    if (x && r->hdr.RequestApiVersion >= 5) {       /* v5: null in an error */
+        m.ProtocolType = kp_str_cstr(x->g->protocol_type);
+        m.ProtocolName = kp_str_cstr(x->g->protocol);
+    }
     int rc = kp_enc_SyncGroupResponse(r->out, r->hdr.RequestApiVersion, &m);
     if (gc_encoded(r, "SyncGroup", rc) != BK_RESPOND)
         kp_buf_reset(r->out);
 }
 
 int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
-            kp_str instance_id, int nassign,
+            kp_str instance_id, kp_str protocol_type, kp_str protocol_name, int nassign,
             const kp_SyncGroupRequest_SyncGroupRequestAssignment *assign)
 {
     int16_t err = KP_NONE;
@@ -430,23 +442,31 @@ int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
         err = KP_UNKNOWN_MEMBER_ID;
     else if (generation != g->generation)
         err = KP_ILLEGAL_GENERATION;
+    /* v5 names what the member expects (null before, and allowed) */
+    else if (protocol_type.len >= 0 &&
+             !gc_str_eq(g->protocol_type ? g->protocol_type : "", protocol_type.p,
+                        (size_t)protocol_type.len))
+        err = KP_INCONSISTENT_GROUP_PROTOCOL;
+    else if (protocol_name.len >= 0 &&
+             !gc_str_eq(g->protocol ? g->protocol : "", protocol_name.p, (size_t)protocol_name.len))
+        err = KP_INCONSISTENT_GROUP_PROTOCOL;
     else if (g->state == GC_EMPTY)
         err = KP_UNKNOWN_MEMBER_ID;
     else if (g->state == GC_PREPARING)
         err = KP_REBALANCE_IN_PROGRESS;
     if (err) {
-        gc_write_sync(r, err, NULL, 0);
+        gc_write_sync(r, err, NULL);
         return BK_RESPOND;
     }
     gc_touch(m);
     if (g->state == GC_STABLE) {
-        gc_write_sync(r, KP_NONE, m->assignment, m->assignment ? m->assignment_len : 0);
+        gc_write_sync(r, KP_NONE, m);
         return BK_RESPOND;
     }
     /* CompletingRebalance: wait for the leader's assignments. */
     gc_wait *w = gc_wait_new(r);
     if (!w) {
-        gc_write_sync(r, KP_UNKNOWN_SERVER_ERROR, NULL, 0);
+        gc_write_sync(r, KP_UNKNOWN_SERVER_ERROR, NULL);
         return BK_RESPOND;
     }
     gc_answer_sync(m, KP_REBALANCE_IN_PROGRESS);     /* an obsolete duplicate */
@@ -508,23 +528,37 @@ int16_t gc_heartbeat(kp_str group_id, int32_t generation, kp_str member_id,
     }
 }
 
+int16_t gc_leave_member(gc_group *g, kp_str member_id, kp_str instance_id)
+{
+    const char *mid = member_id.p ? member_id.p : "";
+    size_t mlen = member_id.len > 0 ? (size_t)member_id.len : 0;
+    gc_member *m;
+    if (instance_id.len >= 0) {
+        /* A static member leaves by its instance id; a member id given
+         * with it must be the current one. */
+        m = gc_static_member(g, instance_id.p ? instance_id.p : "", (size_t)instance_id.len);
+        if (!m)
+            return KP_UNKNOWN_MEMBER_ID;
+        if (mlen && !gc_str_eq(m->id, mid, mlen))
+            return KP_FENCED_INSTANCE_ID;
+    } else {
+        if (gc_is_pending(g, mid, mlen)) {
+            gc_leave_pending(g, mid, mlen);
+            return KP_NONE;
+        }
+        if (!(m = gc_member_find(g, mid, mlen)))
+            return KP_UNKNOWN_MEMBER_ID;
+    }
+    BK_INFO("group %s: member %s has left", g->id, m->id);
+    gc_remove_member_and_update(g, m, "member left the group (LeaveGroup)");
+    return KP_NONE;
+}
+
 int16_t gc_leave(kp_str group_id, kp_str member_id)
 {
     int16_t err;
     gc_group *g = gc_member_group(group_id, &err);
     if (!g)
         return err;
-    const char *mid = member_id.p ? member_id.p : "";
-    size_t mlen = member_id.len > 0 ? (size_t)member_id.len : 0;
-    if (gc_is_pending(g, mid, mlen)) {
-        gc_leave_pending(g, mid, mlen);
-        return KP_NONE;
-    }
-    gc_member *m = gc_member_find(g, mid, mlen);
-    if (!m)
-        return KP_UNKNOWN_MEMBER_ID;
-    BK_INFO("group %s: member %s has left", g->id, m->id);
-    gc_remove_member_and_update(g, m, "member left the group (LeaveGroup)");
-    return KP_NONE;
+    return gc_leave_member(g, member_id, KP_STR_NULL);
 }
-

@@ -1,6 +1,6 @@
 /*
  * Committed offsets: bk_offsets_commit (the one path for a commit),
- * OffsetCommit v2-7, OffsetFetch v1-5 (decoded and encoded by the generated
+ * OffsetCommit v0-9, OffsetFetch v0-9 (decoded and encoded by the generated
  * codec, kp_msgs.h), and the offsets.retention.minutes timer.
  *
  * Design note.
@@ -126,7 +126,7 @@ int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
         int rc = operator_group_error(c->group, err, errlen);
         if (rc)
             return rc;
-    } else {
+    } else if (!c->delete_offsets) {
         gerr = commit_group_error(c->group, c->generation, c->member_id, c->instance_id,
                                   &create);
     }
@@ -243,7 +243,7 @@ bool gc_commits_pending(const char *id)
     return false;
 }
 
-/* ---- OffsetCommit v2-7 ------------------------------------------------------------ */
+/* ---- OffsetCommit v0-9 ------------------------------------------------------------ */
 
 struct kc_topic {
     kp_str name;
@@ -362,7 +362,9 @@ int bk_handle_offset_commit(bk_req *r)
             o->leader_epoch = qp->CommittedLeaderEpoch;    /* -1 before v6 */
             o->metadata = qp->CommittedMetadata.p;
             o->metadata_len = qp->CommittedMetadata.len;
-            o->commit_time_ms = now;
+            /* v1's CommitTimestamp: the client's clock, -1 for ours (Kafka's
+             * DEFAULT_TIMESTAMP); the decoder leaves -1 elsewhere */
+            o->commit_time_ms = qp->CommitTimestamp != -1 ? qp->CommitTimestamp : now;
             o->expire_time_ms = retention >= 0 ? now + retention : -1;
         }
     }
@@ -386,7 +388,7 @@ int bk_handle_offset_commit(bk_req *r)
     return BK_DEFER;
 }
 
-/* ---- OffsetFetch v1-5 ----------------------------------------------------------- */
+/* ---- OffsetFetch v0-9 ----------------------------------------------------------- */
 
 /* SQLite's BINARY collation, which ordered the rows. */
 static int cmp_topic(const char *a, size_t alen, const char *b, size_t blen)
@@ -430,33 +432,35 @@ fetch_partition(int32_t partition, const md_committed *row, int16_t err)
     };
 }
 
-/* The response's topics: the ones asked for, or (null) every committed
- * one; strings point into rows.  0, or -1 when out of memory. */
-static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest *q, const md_committed *rows,
-                        size_t nrows, int16_t perr, kp_OffsetFetchResponse *m)
+/* One group's topics: the ones asked for (qn >= 0), or (null, qn < 0)
+ * every committed one; strings point into rows.  0, or -1 when out of
+ * memory. */
+static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchRequestTopic *qt,
+                        int32_t qn, const md_committed *rows, size_t nrows, int16_t perr,
+                        kp_OffsetFetchResponse_OffsetFetchResponseTopic **out, int32_t *nout)
 {
     kp_OffsetFetchResponse_OffsetFetchResponseTopic *t;
     kp_OffsetFetchResponse_OffsetFetchResponsePartition *p;
-    if (q->Topics_count >= 0) {
+    if (qn >= 0) {
         size_t np = 0;
-        for (int32_t i = 0; i < q->Topics_count; i++)
-            np += (size_t)q->Topics[i].PartitionIndexes_count;
-        t = gc_alloc(r, (size_t)q->Topics_count, sizeof *t);
+        for (int32_t i = 0; i < qn; i++)
+            np += (size_t)qt[i].PartitionIndexes_count;
+        t = gc_alloc(r, (size_t)qn, sizeof *t);
         p = gc_alloc(r, np, sizeof *p);
-        if (!t || !p)
+        if ((!t && qn) || (!p && np))
             return -1;
-        for (int32_t i = 0; i < q->Topics_count; i++) {
-            const kp_OffsetFetchRequest_OffsetFetchRequestTopic *qt = &q->Topics[i];
+        for (int32_t i = 0; i < qn; i++) {
             t[i] = (kp_OffsetFetchResponse_OffsetFetchResponseTopic){
-                .Name = qt->Name, .Partitions = p, .Partitions_count = qt->PartitionIndexes_count,
+                .Name = qt[i].Name, .Partitions = p,
+                .Partitions_count = qt[i].PartitionIndexes_count,
             };
-            for (int32_t j = 0; j < qt->PartitionIndexes_count; j++) {
-                int32_t idx = qt->PartitionIndexes[j];
-                *p++ = fetch_partition(idx, find_row(rows, nrows, qt->Name, idx), perr);
+            for (int32_t j = 0; j < qt[i].PartitionIndexes_count; j++) {
+                int32_t idx = qt[i].PartitionIndexes[j];
+                *p++ = fetch_partition(idx, find_row(rows, nrows, qt[i].Name, idx), perr);
             }
         }
-        m->Topics = t;
-        m->Topics_count = q->Topics_count;
+        *out = t;
+        *nout = qn;
         return 0;
     }
     int32_t distinct = 0;
@@ -464,10 +468,10 @@ static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest *q, const md_comm
         distinct += i == 0 || strcmp(rows[i].topic, rows[i - 1].topic) != 0;
     t = gc_alloc(r, (size_t)distinct, sizeof *t);
     p = gc_alloc(r, nrows, sizeof *p);
-    if (!t || !p)
+    if ((!t && distinct) || (!p && nrows))
         return -1;
-    m->Topics = t;
-    m->Topics_count = distinct;
+    *out = t;
+    *nout = distinct;
     for (size_t i = 0; i < nrows;) {
         size_t j = i;
         while (j < nrows && !strcmp(rows[j].topic, rows[i].topic))
@@ -482,27 +486,120 @@ static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest *q, const md_comm
     return 0;
 }
 
+/* One group of an OffsetFetch: its error (the coordinator question, or
+ * the store) and its topics.  The rows it read stay in *rows until the
+ * response is encoded.  0, or -1 when out of memory. */
+typedef struct of_group {
+    int16_t err;
+    kp_OffsetFetchResponse_OffsetFetchResponseTopic *topics;
+    int32_t ntopics;
+    md_committed *rows;
+    size_t nrows;
+} of_group;
+
+static int fetch_group(bk_req *r, kp_str group,
+                       const kp_OffsetFetchRequest_OffsetFetchRequestTopic *qt, int32_t qn,
+                       of_group *o)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    *o = (of_group){ .err = gc_coordinator_error(group) };
+    if (!o->err && md_offset_list(r->b->db, group.p, (size_t)group.len, &o->rows,
+                                  &o->nrows) != 0)
+        o->err = KP_COORDINATOR_NOT_AVAILABLE;
+    if (o->err && v >= 2)             /* Kafka answers a group's error alone */
+        return 0;
+    /* v0-1 have no top-level error: each partition carries it. */
+    return fetch_topics(r, qt, qn, o->rows, o->nrows, v < 2 ? o->err : KP_NONE, &o->topics,
+                        &o->ntopics);
+}
+
+/* v8+ spells the same topics with other type names: copies, field for
+ * field, into the v8 shapes (the request's into v0-7's, the answer's back). */
+static const kp_OffsetFetchRequest_OffsetFetchRequestTopic *
+request_topics_v8(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchRequestGroup *g)
+{
+    kp_OffsetFetchRequest_OffsetFetchRequestTopic *t =
+        gc_alloc(r, (size_t)(g->Topics_count > 0 ? g->Topics_count : 1), sizeof *t);
+    for (int32_t i = 0; t && i < g->Topics_count; i++)
+        t[i] = (kp_OffsetFetchRequest_OffsetFetchRequestTopic){
+            .Name = g->Topics[i].Name, .PartitionIndexes = g->Topics[i].PartitionIndexes,
+            .PartitionIndexes_count = g->Topics[i].PartitionIndexes_count,
+        };
+    return t;
+}
+
+static int response_group_v8(bk_req *r, kp_str id, const of_group *o,
+                             kp_OffsetFetchResponse_OffsetFetchResponseGroup *out)
+{
+    *out = (kp_OffsetFetchResponse_OffsetFetchResponseGroup){ .GroupId = id, .ErrorCode = o->err };
+    size_t np = 0;
+    for (int32_t i = 0; i < o->ntopics; i++)
+        np += (size_t)o->topics[i].Partitions_count;
+    kp_OffsetFetchResponse_OffsetFetchResponseTopics *t = gc_alloc(r, (size_t)o->ntopics, sizeof *t);
+    kp_OffsetFetchResponse_OffsetFetchResponsePartitions *p = gc_alloc(r, np, sizeof *p);
+    if ((!t && o->ntopics) || (!p && np))
+        return -1;
+    out->Topics = t;
+    out->Topics_count = o->ntopics;
+    for (int32_t i = 0; i < o->ntopics; i++) {
+        const kp_OffsetFetchResponse_OffsetFetchResponseTopic *src = &o->topics[i];
+        t[i] = (kp_OffsetFetchResponse_OffsetFetchResponseTopics){
+            .Name = src->Name, .Partitions = p, .Partitions_count = src->Partitions_count,
+        };
+        for (int32_t j = 0; j < src->Partitions_count; j++) {
+            const kp_OffsetFetchResponse_OffsetFetchResponsePartition *x = &src->Partitions[j];
+            *p++ = (kp_OffsetFetchResponse_OffsetFetchResponsePartitions){
+                .PartitionIndex = x->PartitionIndex, .CommittedOffset = x->CommittedOffset,
+                .CommittedLeaderEpoch = x->CommittedLeaderEpoch, .Metadata = x->Metadata,
+                .ErrorCode = x->ErrorCode,
+            };
+        }
+    }
+    return 0;
+}
+
+/* OffsetFetch v0-9.  A null topic list (v2+) asks for every committed
+ * offset of the group, an empty one for none (Kafka's isAllPartitions);
+ * v8+ asks for several groups at once, each answered with its own error
+ * (MemberId/MemberEpoch, v9, belong to KIP-848 groups: a classic group's
+ * offsets are read by anyone, as Kafka does).  RequireStable (v7+) needs
+ * no wait: there are no transactions, so no offset is pending. */
 int bk_handle_offset_fetch(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_OffsetFetchRequest q;
     if (kp_dec_OffsetFetchRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;           /* a null Topics before v2, too (Kafka's rule) */
-    md_committed *rows = NULL;
-    size_t nrows = 0;
-    int16_t top = gc_coordinator_error(q.GroupId);
-    if (!top && md_offset_list(r->b->db, q.GroupId.p, (size_t)q.GroupId.len, &rows, &nrows) != 0)
-        top = KP_COORDINATOR_NOT_AVAILABLE;
+    int32_t ng = v >= 8 ? q.Groups_count : 1;
+    of_group *og = gc_alloc(r, (size_t)(ng > 0 ? ng : 1), sizeof *og);
     kp_OffsetFetchResponse m;
     kp_init_OffsetFetchResponse(&m);
-    m.ErrorCode = top;                 /* v2+; ignorable, so v1 drops it ... */
-    int16_t perr = v < 2 ? top : KP_NONE;   /* ... and each partition carries it */
-    int rc = fetch_topics(r, &q, rows, nrows, perr, &m);
-    if (rc == 0)
-        rc = gc_encoded(r, "OffsetFetch", kp_enc_OffsetFetchResponse(r->out, v, &m));
-    else
-        rc = BK_CLOSE;
-    md_committed_free(rows, nrows);    /* after encoding: m points into rows */
+    int rc = og ? 0 : -1;
+    int32_t done = 0;
+    for (; rc == 0 && done < ng; done++) {
+        if (v < 8) {
+            rc = fetch_group(r, q.GroupId, q.Topics, q.Topics_count, &og[done]);
+            continue;
+        }
+        const kp_OffsetFetchRequest_OffsetFetchRequestGroup *g = &q.Groups[done];
+        const kp_OffsetFetchRequest_OffsetFetchRequestTopic *qt = request_topics_v8(r, g);
+        rc = qt ? fetch_group(r, g->GroupId, qt, g->Topics_count, &og[done]) : -1;
+    }
+    if (rc == 0 && v < 8) {
+        m.ErrorCode = og[0].err;         /* v2+; v0-1 carry it per partition */
+        m.Topics = og[0].topics;
+        m.Topics_count = og[0].ntopics;
+    } else if (rc == 0) {
+        m.Groups = gc_alloc(r, (size_t)(ng > 0 ? ng : 1), sizeof *m.Groups);
+        m.Groups_count = ng;
+        rc = m.Groups ? 0 : -1;
+        for (int32_t i = 0; rc == 0 && i < ng; i++)
+            rc = response_group_v8(r, q.Groups[i].GroupId, &og[i], &m.Groups[i]);
+    }
+    rc = rc == 0 ? gc_encoded(r, "OffsetFetch", kp_enc_OffsetFetchResponse(r->out, v, &m))
+                 : BK_CLOSE;
+    for (int32_t i = 0; og && i < done; i++)   /* after encoding: m points into rows */
+        md_committed_free(og[i].rows, og[i].nrows);
     return rc;
 }
 

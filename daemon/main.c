@@ -22,6 +22,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "daemon/broker_configs.h"
 #include "daemon/cl.h"
 #include "daemon/replica.h"
 #include "daemon/coordinator.h"
@@ -192,6 +193,8 @@ int main(int argc, char **argv)
         return 1;
     }
     if (bk_topics_load(&b) != 0)
+        return 1;
+    if (bk_broker_configs_init(&b) != 0)    /* dynamic broker configs, live */
         return 1;
     if (bk_groups_init(&b) != 0)
         return 1;

@@ -89,6 +89,14 @@ int bk_handle_incremental_alter_configs(bk_req *r);
 int bk_handle_delete_records(bk_req *r);
 int bk_handle_init_producer_id(bk_req *r);
 
+/* A topic's configs as DescribeConfigs lists them (daemon/api_configs.c),
+ * for CreateTopics v5+: fn per key with its effective value (NULL when
+ * sensitive) and ConfigSource.  KP_NONE, or KP_UNKNOWN_SERVER_ERROR when
+ * its overrides cannot be read. */
+typedef void (*bk_config_entry_fn)(void *arg, const char *name, const char *value,
+                                   int8_t source, bool sensitive);
+int bk_topic_configs_list(bk_broker *b, const char *topic, bk_config_entry_fn fn, void *arg);
+
 /* The group coordinator's handlers (daemon/group*.c). */
 int bk_handle_find_coordinator(bk_req *r);
 int bk_handle_join_group(bk_req *r);
@@ -100,6 +108,7 @@ int bk_handle_offset_fetch(bk_req *r);
 int bk_handle_list_groups(bk_req *r);
 int bk_handle_describe_groups(bk_req *r);
 int bk_handle_delete_groups(bk_req *r);
+int bk_handle_offset_delete(bk_req *r);
 
 
 #endif

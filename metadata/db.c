@@ -155,6 +155,8 @@ static const char *const stmt_sql[ST_COUNT] = {
         "UPDATE committed_offsets SET offset = ?4, leader_epoch = ?5, metadata = ?6, "
         "commit_time_ms = ?7, expire_time_ms = ?8 "
         "WHERE group_id = ?1 AND topic = ?2 AND partition = ?3",
+    [ST_OFFSET_DELETE] =
+        "DELETE FROM committed_offsets WHERE group_id = ?1 AND topic = ?2 AND partition = ?3",
     [ST_OFFSET_LIST] =
         "SELECT topic, partition, offset, leader_epoch, metadata, commit_time_ms "
         "FROM committed_offsets WHERE group_id = ?1 ORDER BY topic, partition",

@@ -289,12 +289,22 @@ int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t err
     int t, rc;
     if ((rc = md_txn_enter(db, &t, err, errlen)))
         return rc;
-    sqlite3_stmt *up, *ins;
+    sqlite3_stmt *up, *ins, *del;
     if ((rc = md_stmt_lazy(db, ST_OFFSET_UPDATE, &up, err, errlen)) ||
-        (rc = md_stmt_lazy(db, ST_OFFSET_COMMIT, &ins, err, errlen)))
+        (rc = md_stmt_lazy(db, ST_OFFSET_COMMIT, &ins, err, errlen)) ||
+        (rc = md_stmt_lazy(db, ST_OFFSET_DELETE, &del, err, errlen)))
         return md_txn_leave(db, t, rc, err, errlen);
     for (size_t i = 0; !rc && i < n; i++) {
         md_offset *o = &offs[i];
+        if (o->tombstone) {
+            sqlite3_bind_text(del, 1, o->group_len ? o->group_id : "", o->group_len,
+                              SQLITE_STATIC);
+            sqlite3_bind_text(del, 2, o->topic, o->topic_len, SQLITE_STATIC);
+            sqlite3_bind_int(del, 3, o->partition);
+            rc = md_step_done(db, del, err, errlen, "delete offset");
+            o->result = KP_NONE;
+            continue;
+        }
         bind_offset(up, o);
         int sr = sqlite3_step(up);
         sqlite3_reset(up);

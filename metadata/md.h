@@ -309,6 +309,15 @@ const md_config_def *md_config_def_by_broker_key(const char *broker_key);
  * or "Unknown topic config name: foo". */
 int md_config_check(const char *name, const char *value, char *err, size_t errlen);
 
+/* ---- dynamic broker configs (metadata/broker_configs.c) --------------------- */
+/* The set stored for one broker resource (its id as text; "" the
+ * cluster-wide default), ordered by name; *out malloc'd (md_kv_free).
+ * 0 or MD_E_SQL. */
+int md_broker_configs(md_db *db, const char *broker, md_kv **out, size_t *n);
+/* Replaces that resource's whole set (B1), as given.  0 or MD_E_SQL. */
+int md_broker_configs_replace(md_db *db, const char *broker, const md_kv *kv, size_t n,
+                              char *err, size_t errlen);
+
 /* The effective config of a topic, typed, for the data path. */
 typedef struct md_topic_config {
     int64_t retention_ms;             /* -1: forever */
@@ -421,13 +430,16 @@ typedef struct md_offset {
     int32_t metadata_len;
     int64_t commit_time_ms;
     int64_t expire_time_ms;           /* -1: broker retention rules */
+    bool tombstone;                   /* delete the stored offset instead
+                                         (OffsetDelete); offset etc. unused */
     int result;                       /* out: KP_NONE, or
                                          KP_UNKNOWN_TOPIC_OR_PARTITION when
                                          the topic is gone */
 } md_offset;
 
 /* Upserts every entry in one transaction (a savepoint inside md_begin):
- * one fsync for the lot.  An entry whose topic does not exist gets
+ * one fsync for the lot; a tombstone entry deletes its row (none stored
+ * is fine: KP_NONE).  An entry whose topic does not exist gets
  * result = KP_UNKNOWN_TOPIC_OR_PARTITION and the others still commit.
  * 0, or MD_E_SQL when nothing was committed. */
 int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t errlen);

@@ -36,6 +36,7 @@ enum md_stmt {
     ST_FIRST_LAZY,
     ST_GROUP_UPSERT = ST_FIRST_LAZY, ST_MEMBERS_DELETE, ST_MEMBER_INSERT,
     ST_OFFSET_COMMIT, ST_OFFSET_UPDATE, ST_OFFSET_LIST,
+    ST_OFFSET_DELETE,
     /* sql/migrations/0003: partition state apart from local bookmarks. */
     ST_PART_INSERT, ST_PART_LIST, ST_PART_SET_STATE,
     ST_REPLICA_INSERT, ST_REPLICA_LIST, ST_REPLICAS_DELETE, ST_LOG_SAVE,
@@ -83,6 +84,9 @@ int md_step_done(md_db *db, sqlite3_stmt *s, char *err, size_t errlen,
  * reset. */
 int md_rows(sqlite3_stmt *s, size_t size, int (*fill)(sqlite3_stmt *s, void *elem),
             void (*drop)(void *v, size_t cnt), void **out, size_t *n);
+/* fill / drop for md_rows of (name, value) rows into md_kv (topics.c). */
+int md_kv_fill(sqlite3_stmt *s, void *elem);
+void md_kv_drop(void *v, size_t cnt);
 
 /* One md_* change as a unit, inside or outside a caller's md_begin:
  * outside, BEGIN IMMEDIATE … COMMIT (takes the write lock up front, so a

@@ -814,7 +814,7 @@ int md_cluster_id_set(md_db *db, const char *id, char *err, size_t errlen)
 
 /* ---- topic config overrides ------------------------------------------------------ */
 
-static int fill_kv(sqlite3_stmt *s, void *elem)
+int md_kv_fill(sqlite3_stmt *s, void *elem)
 {
     md_kv *kv = elem;
     kv->name = strdup((const char *)sqlite3_column_text(s, 0));
@@ -822,7 +822,7 @@ static int fill_kv(sqlite3_stmt *s, void *elem)
     return kv->name && kv->value ? 0 : MD_E_SQL;
 }
 
-static void drop_kvs(void *v, size_t cnt)
+void md_kv_drop(void *v, size_t cnt)
 {
     md_kv_free(v, cnt);
 }
@@ -830,7 +830,7 @@ static void drop_kvs(void *v, size_t cnt)
 int md_topic_configs(md_db *db, const char *topic, md_kv **out, size_t *n)
 {
     void *v;
-    int rc = list_rows(db, ST_CFG_LIST, topic, sizeof **out, fill_kv, drop_kvs, &v, n);
+    int rc = list_rows(db, ST_CFG_LIST, topic, sizeof **out, md_kv_fill, md_kv_drop, &v, n);
     *out = v;
     return rc;
 }

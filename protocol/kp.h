@@ -55,6 +55,7 @@ enum kp_api {
     KP_API_ALTER_CONFIGS = 33, KP_API_SASL_AUTHENTICATE = 36,
     KP_API_CREATE_PARTITIONS = 37, KP_API_DELETE_GROUPS = 42,
     KP_API_INCREMENTAL_ALTER_CONFIGS = 44, KP_API_DESCRIBE_CLUSTER = 60,
+    KP_API_OFFSET_DELETE = 47,
 };
 
 /* First flexible version of an API (Kafka's, whether or not we advertise

@@ -1,9 +1,9 @@
 """Raw Kafka frames over a plain socket, for the tests that must say exactly
 what goes on the wire (bad input, pipelining, long-poll timing).
 
-Only the non-flexible encodings are here, plus request header v2 (which is
-v1 followed by an empty tagged-field section) for ApiVersions v3+, and
-OffsetForLeaderEpoch v4 (compact strings and arrays, empty tag sections).
+The classic encodings, and (the v* helpers, Conn.request_v) the flexible
+ones: compact strings, bytes and arrays, tagged-field sections, request
+header v2 and response header v1, picked per version.
 Every read has a deadline: a test never hangs on a silent broker.
 """
 import socket
@@ -81,6 +81,39 @@ def varint(n):
     return uvarint((n << 1) ^ (n >> 63))
 
 
+# Version-aware forms: flex=True writes the compact encoding (protocol/README.md §4).
+def vstring(s, flex):
+    """STRING / NULLABLE_STRING, classic or COMPACT (None -> null)."""
+    if not flex:
+        return string(s)
+    if s is None:
+        return uvarint(0)
+    b = s.encode() if isinstance(s, str) else s
+    return uvarint(len(b) + 1) + b
+
+
+def vbytes(b, flex):
+    if not flex:
+        return nbytes(b)
+    if b is None:
+        return uvarint(0)
+    return uvarint(len(b) + 1) + b
+
+
+def varray(items, flex, enc=lambda x: x):
+    """ARRAY / COMPACT_ARRAY of items (encoded with enc); None -> null."""
+    if not flex:
+        return array(items, enc)
+    if items is None:
+        return uvarint(0)
+    return uvarint(len(items) + 1) + b"".join(enc(x) for x in items)
+
+
+def vtags(flex):
+    """An empty tagged-field section where the version has one."""
+    return b"\x00" if flex else b""
+
+
 def request_header(api_key, api_version, corr, client_id="sluice-it", flexible=False):
     h = i16(api_key) + i16(api_version) + i32(corr) + string(client_id)
     if flexible:
@@ -149,6 +182,45 @@ class Reader:
 
     def remaining(self):
         return len(self.data) - self.pos
+
+    def uuid(self):
+        return self.take(16)
+
+    def vstring(self, flex):
+        if not flex:
+            return self.string()
+        n = self.uvarint()
+        return None if n == 0 else self.take(n - 1).decode()
+
+    def vbytes(self, flex):
+        if not flex:
+            return self.nbytes()
+        n = self.uvarint()
+        return None if n == 0 else self.take(n - 1)
+
+    def varray(self, fn, flex):
+        if not flex:
+            return self.array(fn)
+        n = self.uvarint()
+        return None if n == 0 else [fn(self) for _ in range(n - 1)]
+
+    def vstructs(self, fn, flex):
+        """An array of structs: fn reads one's fields, then its tagged
+        section (flexible versions) is read past."""
+        def one(x):
+            out = fn(x)
+            x.vtags(flex)
+            return out
+        return self.varray(one, flex)
+
+    def vtags(self, flex):
+        """Reads a tagged-field section: {tag: raw bytes} ({} when not flex)."""
+        out = {}
+        if flex:
+            for _ in range(self.uvarint()):
+                tag = self.uvarint()
+                out[tag] = self.take(self.uvarint())
+        return out
 
 
 # ---- connection -------------------------------------------------------------
@@ -227,6 +299,18 @@ class Conn:
         got, r = self.recv_response(timeout)
         if got != corr:
             raise AssertionError("correlation id %d, expected %d" % (got, corr))
+        return r
+
+    def request_v(self, api_key, api_version, body, first_flexible, timeout=5.0):
+        """A request at any version: header v2 and a response header with
+        its tagged section from first_flexible on.  Returns the body Reader."""
+        flex = api_version >= first_flexible
+        corr = self.send(api_key, api_version, body, flexible=flex)
+        got, r = self.recv_response(timeout)
+        if got != corr:
+            raise AssertionError("correlation id %d, expected %d" % (got, corr))
+        if flex:
+            r.vtags(True)
         return r
 
     def wait_closed(self, timeout=5.0):

@@ -155,6 +155,55 @@ START_TEST(test_group_foreach_returns_groups_and_members_after_reopen)
 }
 END_TEST
 
+START_TEST(test_offset_tombstone_deletes_only_its_row)
+{
+    md_offset o[2] = { off("g", "orders", 0, 10), off("g", "orders", 1, 20) };
+    char err[MD_ERRLEN] = "";
+    ck_assert_int_eq(md_offset_commit(db, o, 2, err, sizeof err), 0);
+    /* one tombstone for a stored row, one for a row never stored: both NONE */
+    md_offset t[2] = { off("g", "orders", 0, 0), off("g", "orders", 3, 0) };
+    t[0].tombstone = t[1].tombstone = true;
+    ck_assert_int_eq(md_offset_commit(db, t, 2, err, sizeof err), 0);
+    ck_assert_int_eq(t[0].result, KP_NONE);
+    ck_assert_int_eq(t[1].result, KP_NONE);
+    md_committed *c;
+    size_t n;
+    ck_assert_int_eq(md_offset_list(db, "g", 1, &c, &n), 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(c[0].partition, 1);
+    ck_assert_int_eq(c[0].offset, 20);
+    md_committed_free(c, n);
+}
+END_TEST
+
+START_TEST(test_broker_configs_replace_whole_sets_per_resource)
+{
+    char err[MD_ERRLEN] = "";
+    md_kv two[2] = { { "log.retention.ms", "1000" }, { "message.max.bytes", "2000" } };
+    md_kv one[1] = { { "log.segment.bytes", "4096" } };
+    ck_assert_int_eq(md_broker_configs_replace(db, "1", two, 2, err, sizeof err), 0);
+    ck_assert_int_eq(md_broker_configs_replace(db, "", one, 1, err, sizeof err), 0);
+    ck_assert_int_eq(md_broker_configs_replace(db, "1", two + 1, 1, err, sizeof err), 0);
+    md_kv *kv;
+    size_t n;
+    ck_assert_int_eq(md_broker_configs(db, "1", &kv, &n), 0);
+    ck_assert_int_eq(n, 1);                      /* the whole set replaced */
+    ck_assert_str_eq(kv[0].name, "message.max.bytes");
+    ck_assert_str_eq(kv[0].value, "2000");
+    md_kv_free(kv, n);
+    ck_assert_int_eq(md_broker_configs(db, "", &kv, &n), 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_str_eq(kv[0].value, "4096");
+    md_kv_free(kv, n);
+    reopen();                                    /* kept */
+    ck_assert_int_eq(md_broker_configs(db, "2", &kv, &n), 0);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(md_broker_configs(db, "1", &kv, &n), 0);
+    ck_assert_int_eq(n, 1);
+    md_kv_free(kv, n);
+}
+END_TEST
+
 START_TEST(test_offset_commit_upserts_in_one_batch)
 {
     md_offset o[3] = { off("g", "orders", 0, 10), off("g", "orders", 1, 20), off("g", "audit", 0, 5) };
@@ -304,6 +353,8 @@ int main(void)
         test_group_save_writes_row_and_replaces_members,
         test_group_foreach_returns_groups_and_members_after_reopen,
         test_offset_commit_upserts_in_one_batch,
+        test_offset_tombstone_deletes_only_its_row,
+        test_broker_configs_replace_whole_sets_per_resource,
         test_offset_commit_unknown_topic_fails_only_that_row,
         test_offsets_survive_reopen_and_go_with_topic,
         test_commit_batch_inside_caller_transaction,
