@@ -1,0 +1,182 @@
+"""Operating a replicated cluster (issue 16, items 4 and 7): controlled
+shutdown and a rolling restart, a dead broker leaving the ISRs it was in,
+preferred-leader election (automatic and ElectLeaders), and what SQL and
+/metrics show of it all.
+
+Every cluster here has three brokers and a topic with replication factor
+3 and min.insync.replicas=2.
+"""
+import re
+import struct
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+
+import kafka_raw as kr
+from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from support import ck_admin, ck_conf, consume, report, topic_name
+from test_replication_failover import Sender, agreed, leader_and_isr, live_brokers
+
+if zk_missing():
+    pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
+
+SESSION_MS = 3000
+API_ELECT_LEADERS = 43
+
+
+def rf3_cluster(make_cluster, partitions=1, **overrides):
+    o = {"replica.lag.time.max.ms": "3000"}
+    o.update(overrides)
+    c = make_cluster(3, session_timeout_ms=SESSION_MS, overrides=o)
+    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in c.brokers), 30,
+             "every broker to list three live brokers")
+    t = topic_name("ops")
+    fs = ck_admin(c.brokers[0]).create_topics(
+        [NewTopic(t, partitions, 3, config={"min.insync.replicas": "2"})], operation_timeout=15)
+    fs[t].result(timeout=20)
+    wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 30,
+             "the ISR of %s to hold all three brokers" % t)
+    return c, t
+
+
+def replicas_of(b, topic):
+    with kr.Conn(b.port, timeout=3) as c:
+        r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [topic], False), timeout=3)
+    parts = kr.parse_metadata(r, 5)["topics"][topic][1]
+    return {pid: list(reps) for _e, pid, _l, reps, _i, _o in parts}
+
+
+def metrics(b):
+    with urllib.request.urlopen("http://%s/metrics" % b.admin, timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", line)
+        if m:
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+def metric(b, name):
+    return metrics(b).get(name)
+
+
+def log_of(b):
+    with open(b.log_path, "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+# ---- controlled shutdown ------------------------------------------------------------
+
+def test_rolling_restart_under_load_loses_nothing_and_needs_no_unretried_error(make_cluster):
+    c, t = rf3_cluster(make_cluster, **{"leader.imbalance.check.interval.seconds": "1"})
+    brokers = c.brokers
+    s = Sender(c, t)
+    errors = []
+    s.p = Producer(ck_conf(brokers[0], **{
+        "bootstrap.servers": c.bootstrap, "enable.idempotence": True, "acks": "all",
+        "message.timeout.ms": 120000, "linger.ms": 5,
+        "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100,
+        "error_cb": lambda e: errors.append(str(e))}))
+    s.start()
+    stops = []
+    try:
+        for b in brokers:
+            wait_for(lambda: len(s.acked) > 300 * (len(stops) + 1), 60,
+                     "acknowledged messages before stopping broker %d" % b.broker_id)
+            led_before = (agreed(brokers, t) or (None,))[0]
+            t0 = time.monotonic()
+            rc = b.stop()
+            took = time.monotonic() - t0
+            assert rc == 0, "broker %d exited with %s" % (b.broker_id, rc)
+            if led_before == b.broker_id:
+                assert "controlled shutdown: no leadership" in log_of(b), \
+                    "broker %d stopped before its leadership moved" % b.broker_id
+            rest = [x for x in brokers if x is not b]
+            v = agreed(rest, t)
+            assert v and v[0] not in (-1, b.broker_id) and b.broker_id not in v[1], \
+                "after broker %d stopped the others show %s" % (b.broker_id, v)
+            before = len(s.acked)
+            wait_for(lambda: len(s.acked) > before, 30, "acknowledgements without broker %d"
+                     % b.broker_id)
+            b.start()
+            wait_for(lambda: (agreed(brokers, t) or (None, ()))[1] == (1, 2, 3), 60,
+                     "broker %d back in the ISR of %s" % (b.broker_id, t))
+            stops.append((b.broker_id, led_before == b.broker_id, took))
+    finally:
+        s.stop.set()
+        s.join(150)
+    assert not s.failed, "the producer gave up on %d messages, e.g. %s" % (len(s.failed),
+                                                                          s.failed[:3])
+    acked = sorted(s.acked.items(), key=lambda kv: kv[1])
+    got = consume(brokers[0], t, [0], len(acked), timeout=60)
+    values = [m.value() for m in got]
+    seen = set(values)
+    lost = [v for v, _o in acked if v not in seen]
+    dups = len(values) - len(seen)
+    report("rolling restart of 3 (SIGTERM, controlled shutdown): %d sent, %d acknowledged, "
+           "%d read, %d lost, %d duplicated; stops took %s", s.sent, len(acked), len(values),
+           len(lost), dups, ", ".join("%d%s %.2f s" % (i, " (leader)" if led else "", took)
+                                      for i, led, took in stops))
+    assert not lost, "%d acknowledged messages lost, e.g. %s" % (len(lost), lost[:5])
+    assert dups == 0, "%d messages read twice" % dups
+    nums = [int(v[1:]) for v in values]
+    assert nums == sorted(nums), "messages out of order in the log"
+    # A stopped broker refuses connections (librdkafka reports that and
+    # reconnects); anything else would be an error the producer saw.
+    others = [e for e in errors if "_TRANSPORT" not in e]
+    assert not others, "the producer reported errors: %s" % others[:5]
+
+
+def test_controlled_shutdown_off_stops_without_asking(make_cluster):
+    c, t = rf3_cluster(make_cluster, **{"controlled.shutdown.enable": "false"})
+    leader, _isr = agreed(c.brokers, t)
+    b = c.broker(leader)
+    assert b.stop() == 0
+    assert "controlled shutdown" not in log_of(b)
+
+
+# ---- a dead broker leaves the ISRs it was in ---------------------------------------------
+
+def test_dead_follower_leaves_the_isr_without_waiting_for_the_lag_time(make_cluster):
+    # replica.lag.time.max.ms 30 s: only the controller can take it out sooner.
+    c, t = rf3_cluster(make_cluster, **{"replica.lag.time.max.ms": "30000"})
+    leader, _isr = agreed(c.brokers, t)
+    victim = next(b for b in c.brokers if b.broker_id != leader)
+    rest = [b for b in c.brokers if b is not victim]
+    lead = c.broker(leader)
+    assert metric(lead, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    t0 = time.monotonic()
+    victim.kill()
+    want = tuple(sorted(b.broker_id for b in rest))
+    wait_for(lambda: (agreed(rest, t) or (None, ()))[1] == want, SESSION_MS / 1000 + 10,
+             "broker %d out of the ISR" % victim.broker_id)
+    took = time.monotonic() - t0
+    report("dead follower out of the ISR after %.1f s (session timeout %.0f s, "
+           "replica.lag.time.max.ms 30 s)", took, SESSION_MS / 1000)
+    assert took < 20
+    assert agreed(rest, t)[0] == leader, "the leader must not change for a follower"
+    assert "broker %d leaves the ISR (broker gone)" % victim.broker_id in log_of(
+        c.broker(next(x.broker_id for x in rest if metric(
+            x, "kafka_controller_kafkacontroller_activecontrollercount") == 1)))
+    # acks=all goes on with two in the ISR.
+    p = Producer(ck_conf(lead, **{"acks": "all", "message.timeout.ms": 10000}))
+    res = []
+    p.produce(t, b"after", partition=0, on_delivery=lambda e, m: res.append(e))
+    p.flush(15)
+    assert res == [None]
+    # What SQL and /metrics show.
+    for b in rest:
+        row = b.sql("SELECT under_replicated, offline, isr FROM partitions "
+                    "WHERE topic = '%s'" % t)[0]
+        assert (row["under_replicated"], row["offline"]) == (1, 0), row
+    assert metric(lead, "kafka_server_replicamanager_underreplicatedpartitions") == 1
+    victim.start()
+    wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 60,
+             "broker %d back in the ISR" % victim.broker_id)
+    assert metric(lead, "kafka_server_replicamanager_isrexpands_total") >= 1
+    wait_for(lambda: metric(lead, "kafka_server_replicamanager_underreplicatedpartitions") == 0,
+             10, "no under-replicated partition on the leader")
