@@ -40,9 +40,9 @@ typedef struct cl_topic {
     /* state znodes whose watch fired, read again one by one (M5) */
     int32_t *dirty;
     int ndirty, capdirty;
-    /* controller: partitions to be led by their first replica (cl_leaders.c) */
-    uint8_t *prefer;
-    int32_t nprefer;
+    /* controller: per partition, moves asked for (cl_leaders.c CTL_MARK_*) */
+    uint8_t *marks;
+    int32_t nmarks;
     bool states_fetching, dirty_listed;
     struct cl_topic *next_dirty;
     struct cl_topic *hnext;
@@ -90,6 +90,8 @@ struct bk_cluster {
     int nshutting;
     struct cl_cshut *cshut;          /* this broker's own controlled shutdown */
     int64_t imbalance_checked_ms;    /* last leader-imbalance check (controller) */
+    int32_t seen_alive[CL_MAX_BROKERS];  /* live brokers at the last change (cl_leaders.c) */
+    int nseen_alive;
 };
 
 /* cl_session.c */
@@ -174,6 +176,9 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
  * KP_PREFERRED_LEADER_NOT_AVAILABLE, KP_UNKNOWN_TOPIC_OR_PARTITION,
  * KP_NOT_CONTROLLER. */
 int  ctl_elect_preferred(bk_broker *b, const char *topic, int32_t p);
+/* The live brokers changed (before the reconcile): the ISRs that hold a
+ * broker that just died are marked for it to leave. */
+void ctl_leaders_brokers_changed(bk_broker *b);
 /* Each cluster tick: the automatic leader rebalance (controller). */
 void ctl_leaders_tick(bk_broker *b);
 /* ISR changes this broker made, for /metrics. */

@@ -7,21 +7,29 @@
  * Controlled shutdown (Kafka's ControlledShutdown, API 7, done through a
  * request znode here, as /admin/delete_topics is for deletions):
  *
- *   SIGTERM ──► cl_controlled_shutdown: create the ephemeral
- *               /admin/controlled_shutdown/<id>; keep serving
- *   every broker watches that directory (cl_shutdowns_refresh); the
- *   controller then, for every partition (ctl_leaders_adjust, called by
- *   reconcile_topic for each partition it looks at):
- *       leader leaving ──► first replica in the ISR that is alive and not
- *                          leaving leads; epoch + 1
- *       follower leaving or dead ──► out of the ISR
- *   the broker polls its view: when it leads no partition another ISR
- *   member could lead, and is in no ISR of a live leader, or after
- *   controlled.shutdown.max.retries attempts of
- *   controlled.shutdown.retry.backoff.ms each ──► done: the server drains
- *   and the broker exits as before.
+ *   SIGTERM ──► cl_controlled_shutdown: stop the replica fetchers, refuse
+ *               produce (NOT_LEADER_OR_FOLLOWER, which clients retry),
+ *               keep serving fetches
+ *   phase 1 ──► every ISR follower of what it leads has fetched to its
+ *               log end (followers_level), or the attempt's time ran out:
+ *               create the ephemeral /admin/controlled_shutdown/<id>
+ *   phase 2 ──► every broker watches that directory
+ *               (cl_shutdowns_refresh); the controller, for each partition
+ *               reconcile_topic looks at (ctl_leaders_adjust):
+ *                 leader leaving   → the first replica in the ISR that is
+ *                                    alive and not leaving leads; epoch + 1
+ *                 follower leaving → out of the ISR
+ *   done    ──► its view shows it leads nothing another ISR member could
+ *               lead and is in no ISR of a live leader, or
+ *               controlled.shutdown.max.retries attempts of
+ *               controlled.shutdown.retry.backoff.ms each ran out: the
+ *               server drains and the broker exits as before.
  *
- * Preferred-leader election: a partition marked in cl_topic.prefer (by
+ * A broker that dies leaves the ISRs it was in at once (Kafka's
+ * onBrokerFailure): ctl_leaders_brokers_changed marks them, the reconcile
+ * that follows writes them.
+ *
+ * Preferred-leader election: a partition marked in cl_topic.marks (by
  * ElectLeaders, or by the imbalance check every
  * leader.imbalance.check.interval.seconds when a broker's share of
  * preferred partitions led elsewhere passes
@@ -40,8 +48,14 @@
  *       a state znode itself.
  *   L4. A leader never adds a leaving broker back into an ISR
  *       (cl_broker_shutting, checked by cl_isr.c's expand).
+ *   L5. A mark (cl_topic.marks) is cleared when the partition's reconcile
+ *       decides on it, done or not; a dead broker's ISR places are
+ *       marked once, when it dies (a write that then fails leaves them to
+ *       the leader's replica.lag.time.max.ms).
  */
 #include "daemon/cl.h"
+#include "daemon/fetcher.h"
+#include "daemon/replica.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +64,22 @@
 #include <event2/event.h>
 
 #define CS_PATH "/admin/controlled_shutdown"
+#define CTL_MARK_PREFERRED 1         /* lead by the first replica if it can */
+#define CTL_MARK_DEAD 2              /* a broker in its ISR died: out with it */
 #define CS_POLL_MS 50
+
+static bool marks_grow(cl_topic *ct, int32_t n)
+{
+    if (ct->nmarks >= n)
+        return true;
+    uint8_t *m = realloc(ct->marks, (size_t)n);
+    if (!m)
+        return false;
+    memset(m + ct->nmarks, 0, (size_t)(n - ct->nmarks));
+    ct->marks = m;
+    ct->nmarks = n;
+    return true;
+}
 
 static bool has_id(const int32_t *ids, int32_t n, int32_t id)
 {
@@ -116,6 +145,7 @@ void cl_shutdowns_refresh(bk_broker *b)
 struct cl_cshut {
     struct event *poll;
     void (*done)(bk_broker *b);
+    bool asked;                      /* the request znode is out (phase 2) */
     int attempt;                     /* 1.. controlled.shutdown.max.retries */
     int64_t attempt_start_ms;
     int remaining;
@@ -147,6 +177,48 @@ static int remaining(bk_broker *b)
     struct remain_arg a = { b, 0 };
     bk_topics_foreach(b, count_remaining, &a);
     return a.n;
+}
+
+/* Phase 1: every other ISR member of each partition led here has fetched
+ * up to this broker's log end in the current leader epoch, so whichever
+ * the controller picks has every record this broker has (produce is
+ * refused meanwhile: bk_cluster_leaving).  A follower that fetches below
+ * the high watermark leaves the ISR (cl_isr.c) and is not waited for. */
+struct level_arg { bk_broker *b; bool level; };
+
+static void replica_level(bk_partition *p, void *arg)
+{
+    struct level_arg *a = arg;
+    const bk_pview *v = &p->topic->parts[p->id];
+    int32_t me = a->b->cfg->broker_id;
+    if (!a->level || v->leader != me)
+        return;
+    int64_t end = seg_log_end(p->log);
+    for (int32_t i = 0; i < v->nisr; i++) {
+        int32_t id = v->isr[i];
+        if (id == me || !eligible(a->b, id))
+            continue;
+        bool known = false;
+        for (int32_t k = 0; k < p->nfollowers && p->followers_epoch == p->leader_epoch; k++)
+            if (p->followers[k].id == id)
+                known = p->followers[k].log_end >= end;
+        if (!known) {
+            a->level = false;
+            return;
+        }
+    }
+}
+
+static bool followers_level(bk_broker *b)
+{
+    struct level_arg a = { b, true };
+    bk_replicas_foreach(b, replica_level, &a);
+    return a.level;
+}
+
+bool bk_cluster_leaving(bk_broker *b)
+{
+    return cl_controlled_shutdown_running(b);
 }
 
 static void on_cs_created(bk_broker *b, const zk_result *r, void *arg)
@@ -188,7 +260,18 @@ static void on_cs_poll(evutil_socket_t fd, short what, void *arg)
         return;
     }
     int64_t now = bk_mono_us() / 1000;
-    if (now - cs->attempt_start_ms < b->cfg->controlled_shutdown_retry_backoff_ms)
+    bool attempt_over = now - cs->attempt_start_ms >= b->cfg->controlled_shutdown_retry_backoff_ms;
+    if (!cs->asked) {
+        if (!followers_level(b) && !attempt_over)
+            return;
+        BK_INFO("controlled shutdown: %s; asking controller %d to move %d partition(s)",
+                attempt_over ? "followers not level in time" : "followers level",
+                (int)bk_controller_id(b), cs->remaining);
+        cs->asked = true;
+        cs_request(b);
+        return;
+    }
+    if (!attempt_over)
         return;
     if (cs->attempt >= b->cfg->controlled_shutdown_max_retries) {
         char how[160];
@@ -225,9 +308,15 @@ int cl_controlled_shutdown(bk_broker *b, void (*done)(bk_broker *b))
     cs->attempt = 1;
     cs->attempt_start_ms = bk_mono_us() / 1000;
     cl->cshut = cs;
-    BK_INFO("controlled shutdown: asking controller %d to move this broker's leaderships "
-            "(%d partition(s))", (int)bk_controller_id(b), remaining(b));
-    cs_request(b);
+    /* Kafka's StopReplica: a leaving broker follows no more.  It is not
+     * taken back into an ISR by a leader that has not read its request
+     * yet (L4), and it does not start following the new leaders of what
+     * it led: that would cut its log back to its high watermark
+     * (fetcher.c), which a follower may know late.  The partitions it
+     * follows wait for it only until the controller's write. */
+    bk_fetchers_stop(b);
+    BK_INFO("controlled shutdown: produce refused until the followers are level, then "
+            "controller %d moves %d partition(s)", (int)bk_controller_id(b), remaining(b));
     struct timeval tv = { 0, CS_POLL_MS * 1000 };
     event_add(cs->poll, &tv);
     return 0;
@@ -273,11 +362,12 @@ static int32_t first_eligible_in_isr(bk_broker *b, const bk_pview *v,
 bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p,
                         const bk_pview *v, md_partition_state *st)
 {
-    bool changed = false, prefer = ct->prefer && p < ct->nprefer && ct->prefer[p];
+    uint8_t mark = p < ct->nmarks ? ct->marks[p] : 0;
+    bool changed = false, prefer = mark & CTL_MARK_PREFERRED;
     const char *why = NULL;
     char whybuf[64];
-    if (prefer)
-        ct->prefer[p] = 0;                        /* decided now, done or not */
+    if (mark)
+        ct->marks[p] = 0;                         /* L5: decided now, done or not */
     if (st->leader >= 0 && cl_broker_shutting(b, st->leader)) {          /* L1 */
         int32_t lead = first_eligible_in_isr(b, v, st);
         if (lead >= 0) {
@@ -298,11 +388,13 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
         int32_t m = 0;
         for (int32_t i = 0; i < st->nisr; i++) {
             int32_t id = st->isr[i];
-            if (id == st->leader || eligible(b, id))
+            bool dead = !bk_broker_alive(b, id);
+            if (id == st->leader || (!cl_broker_shutting(b, id) &&
+                                     !(dead && (mark & CTL_MARK_DEAD))))
                 st->isr[m++] = id;
             else
                 BK_INFO("partition %s-%d: broker %d leaves the ISR (%s)", topic, (int)p,
-                        (int)id, bk_broker_alive(b, id) ? "controlled shutdown" : "broker gone");
+                        (int)id, dead ? "broker gone" : "controlled shutdown");
         }
         if (m != st->nisr) {
             st->nisr = m;
@@ -318,20 +410,48 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
     return changed;
 }
 
-/* ---- preferred-leader election ----------------------------------------------------------- */
+/* Kafka's onBrokerFailure: the replicas of a broker that just died leave
+ * the ISRs they were in, so the high watermark need not wait
+ * replica.lag.time.max.ms for them.  Only at the death (L5): a leader may
+ * take a broker that is not registered into its ISR later (it fetched). */
+struct dead_arg { const int32_t *gone; int ngone; bk_broker *b; };
 
-static bool prefer_grow(cl_topic *ct, int32_t n)
+static void mark_dead_topic(bk_topic *t, void *arg)
 {
-    if (ct->nprefer >= n)
-        return true;
-    uint8_t *m = realloc(ct->prefer, (size_t)n);
-    if (!m)
-        return false;
-    memset(m + ct->nprefer, 0, (size_t)(n - ct->nprefer));
-    ct->prefer = m;
-    ct->nprefer = n;
-    return true;
+    struct dead_arg *a = arg;
+    cl_topic *ct = NULL;
+    for (int32_t p = 0; p < t->npartitions; p++) {
+        const bk_pview *v = &t->parts[p];
+        bool hit = false;
+        for (int i = 0; i < a->ngone && !hit; i++)
+            hit = a->gone[i] != v->leader && has_id(v->isr, v->nisr, a->gone[i]);
+        if (!hit)
+            continue;
+        if (!ct && (!(ct = mr_topic(a->b, t->name, true)) || !marks_grow(ct, t->npartitions)))
+            return;
+        ct->marks[p] |= CTL_MARK_DEAD;
+    }
 }
+
+void ctl_leaders_brokers_changed(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    int32_t now[CL_MAX_BROKERS], gone[CL_MAX_BROKERS];
+    int n = bk_live_brokers(b, now, CL_MAX_BROKERS), ngone = 0;
+    if (n > CL_MAX_BROKERS)
+        n = CL_MAX_BROKERS;
+    for (int i = 0; i < cl->nseen_alive; i++)
+        if (!has_id(now, n, cl->seen_alive[i]))
+            gone[ngone++] = cl->seen_alive[i];
+    memcpy(cl->seen_alive, now, (size_t)n * sizeof *now);
+    cl->nseen_alive = n;
+    if (ngone && cl->active) {
+        struct dead_arg a = { gone, ngone, b };
+        bk_topics_foreach(b, mark_dead_topic, &a);
+    }
+}
+
+/* ---- preferred-leader election ----------------------------------------------------------- */
 
 int ctl_elect_preferred(bk_broker *b, const char *topic, int32_t p)
 {
@@ -349,9 +469,9 @@ int ctl_elect_preferred(bk_broker *b, const char *topic, int32_t p)
     if (!has_id(v->isr, v->nisr, v->replicas[0]) || !eligible(b, v->replicas[0]))
         return KP_PREFERRED_LEADER_NOT_AVAILABLE;
     cl_topic *ct = mr_topic(b, topic, true);
-    if (!ct || !prefer_grow(ct, t->npartitions))
+    if (!ct || !marks_grow(ct, t->npartitions))
         return KP_UNKNOWN_SERVER_ERROR;
-    ct->prefer[p] = 1;
+    ct->marks[p] |= CTL_MARK_PREFERRED;
     return KP_NONE;
 }
 

@@ -105,7 +105,7 @@ static void forget_topic(bk_broker *b, cl_topic *t)
             cl->ntopics--;
             free(t->dirty);
             free(t->expect);
-            free(t->prefer);
+            free(t->marks);
             free(t);
             return;
         }
@@ -119,7 +119,7 @@ void mr_free(bk_broker *b)
             next = x->hnext;
             free(x->dirty);
             free(x->expect);
-            free(x->prefer);
+            free(x->marks);
             free(x);
         }
     free(cl->thash);

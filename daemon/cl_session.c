@@ -155,6 +155,7 @@ void cl_topic_applied(bk_broker *b, const char *name)
 
 void cl_brokers_changed(bk_broker *b)
 {
+    ctl_leaders_brokers_changed(b);
     ctl_reconcile(b, NULL);
     bk_cluster *cl = b->cl;
     if (cl->controller_id < 0)

@@ -34,6 +34,7 @@ static const bk_api apis[] = {
     { KP_API_DESCRIBE_GROUPS,          0, 4,  bk_handle_describe_groups },
     { KP_API_LIST_GROUPS,              0, 2,  bk_handle_list_groups },
     { KP_API_DELETE_GROUPS,            0, 1,  bk_handle_delete_groups },
+    { KP_API_ELECT_LEADERS,            0, 2,  bk_handle_elect_leaders },
 };
 
 const bk_api *bk_api_find(int16_t key)
