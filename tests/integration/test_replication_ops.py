@@ -7,7 +7,6 @@ Every cluster here has three brokers and a topic with replication factor
 3 and min.insync.replicas=2.
 """
 import re
-import struct
 import time
 import urllib.request
 
@@ -25,6 +24,8 @@ if zk_missing():
 
 SESSION_MS = 3000
 API_ELECT_LEADERS = 43
+NOT_CONTROLLER, INVALID_REQUEST, UNKNOWN_TOPIC_OR_PARTITION = 41, 42, 3
+ELECTION_NOT_NEEDED = 84
 
 
 def rf3_cluster(make_cluster, partitions=1, **overrides):
@@ -150,6 +151,27 @@ def test_dead_follower_leaves_the_isr_without_waiting_for_the_lag_time(make_clus
     rest = [b for b in c.brokers if b is not victim]
     lead = c.broker(leader)
     assert metric(lead, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    # An RF-1 topic on the victim goes offline with it.
+    solo = topic_name("solo")
+    ck_admin(lead).create_topics([NewTopic(solo, 1, replica_assignment=[[victim.broker_id]])]
+                                 )[solo].result(15)
+    wait_for(lambda: (leader_and_isr(lead, solo) or (None,))[0] == victim.broker_id, 15,
+             "%s led by %d" % (solo, victim.broker_id))
+    # Each replica's log end and lag, as the leader knows them.
+    p = Producer(ck_conf(lead, **{"acks": "all", "message.timeout.ms": 10000}))
+    for i in range(20):
+        p.produce(t, b"m%d" % i, partition=0)
+    p.flush(15)
+    q = ("SELECT broker_id, is_leader, in_isr, log_end_offset, lag FROM partition_replicas "
+         "WHERE topic = '%s' ORDER BY broker_id" % t)
+    level = [(b.broker_id, int(b.broker_id == leader), 1, 20, 0) for b in c.brokers]
+    wait_for(lambda: [tuple(r.values()) for r in lead.sql(q)] == level, 10,
+             "every replica at 20 with lag 0 in the leader's SQL (%s)" % lead.sql(q))
+    # A follower knows its own log end; its leader's view of the others is the leader's.
+    mine = {r["broker_id"]: r for r in victim.sql(q)}
+    assert mine[victim.broker_id]["log_end_offset"] == 20
+    assert mine[leader]["log_end_offset"] is None and mine[leader]["lag"] is None
+    assert metric(lead, "kafka_server_replicafetchermanager_maxlag") == 0
     t0 = time.monotonic()
     victim.kill()
     want = tuple(sorted(b.broker_id for b in rest))
@@ -164,11 +186,23 @@ def test_dead_follower_leaves_the_isr_without_waiting_for_the_lag_time(make_clus
         c.broker(next(x.broker_id for x in rest if metric(
             x, "kafka_controller_kafkacontroller_activecontrollercount") == 1)))
     # acks=all goes on with two in the ISR.
-    p = Producer(ck_conf(lead, **{"acks": "all", "message.timeout.ms": 10000}))
     res = []
     p.produce(t, b"after", partition=0, on_delivery=lambda e, m: res.append(e))
     p.flush(15)
     assert res == [None]
+    # The dead follower's lag grows; the live one's stays 0.
+    lagging = [(leader, 1, 1, 21, 0), (victim.broker_id, 0, 0, 20, 1)] + [
+        (b.broker_id, 0, 1, 21, 0) for b in rest if b.broker_id != leader]
+    wait_for(lambda: sorted(tuple(r.values()) for r in lead.sql(q)) == sorted(lagging), 5,
+             "the dead follower's lag of 1 in the leader's SQL (%s)" % lead.sql(q))
+    assert metric(lead, "kafka_server_replicafetchermanager_maxlag") == 1
+    assert sum(metric(b, "kafka_server_replicamanager_isrshrinks_total") for b in rest) >= 1
+    # Offline: no live leader, on every broker's SQL; counted by the controller.
+    for b in rest:
+        assert b.sql("SELECT offline, under_replicated FROM partitions WHERE topic = '%s'"
+                     % solo) == [{"offline": 1, "under_replicated": 0}]
+    assert sum(metric(b, "kafka_controller_kafkacontroller_offlinepartitionscount")
+               for b in rest) == 1
     # What SQL and /metrics show.
     for b in rest:
         row = b.sql("SELECT under_replicated, offline, isr FROM partitions "
@@ -179,5 +213,93 @@ def test_dead_follower_leaves_the_isr_without_waiting_for_the_lag_time(make_clus
     wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 60,
              "broker %d back in the ISR" % victim.broker_id)
     assert metric(lead, "kafka_server_replicamanager_isrexpands_total") >= 1
+    wait_for(lambda: sum(metric(b, "kafka_controller_kafkacontroller_offlinepartitionscount")
+                         for b in c.brokers) == 0, 15, "no offline partition")
     wait_for(lambda: metric(lead, "kafka_server_replicamanager_underreplicatedpartitions") == 0,
              10, "no under-replicated partition on the leader")
+
+
+# ---- preferred-leader election -----------------------------------------------------------
+
+def elect_leaders(b, version, topics, election_type=0):
+    """ElectLeaders v0/v1 (topics: {name: [partitions]} or None for all):
+    (top-level error or None for v0, {(topic, partition): error})."""
+    body = b""
+    if version >= 1:
+        body += kr.i8(election_type)
+    body += kr.array(None if topics is None else [
+        kr.string(t) + kr.array(ps, kr.i32) for t, ps in topics.items()])
+    body += kr.i32(10000)
+    with kr.Conn(b.port, timeout=5) as c:
+        r = c.request(API_ELECT_LEADERS, version, body, timeout=5)
+    r.i32()                                        # ThrottleTimeMs
+    top = r.i16() if version >= 1 else None
+    out = {}
+    for t, parts in r.array(lambda r: (r.string(), r.array(
+            lambda r: (r.i32(), r.i16(), r.string())))):
+        for pid, err, _msg in parts:
+            out[(t, pid)] = err
+    return top, out
+
+
+def move_leadership_away(c, t):
+    """Kills partition 0's leader (its preferred replica), waits for another
+    to lead, restarts it and waits until it is back in the ISR.  Returns
+    (preferred, the leader meanwhile)."""
+    prefer = replicas_of(c.brokers[0], t)[0][0]
+    assert agreed(c.brokers, t)[0] == prefer, "a new partition is led by its first replica"
+    victim = c.broker(prefer)
+    rest = [b for b in c.brokers if b is not victim]
+    victim.kill()
+    other = wait_for(lambda: (lambda v: v[0] if v and v[0] not in (-1, prefer) else None)(
+        agreed(rest, t)), SESSION_MS / 1000 + 15, "a new leader after killing %d" % prefer)
+    victim.start()
+    wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 60,
+             "broker %d back in the ISR" % prefer)
+    return prefer, other
+
+
+def test_leadership_goes_back_to_the_preferred_replica_once_it_is_in_the_isr(make_cluster):
+    c, t = rf3_cluster(make_cluster, **{"leader.imbalance.check.interval.seconds": "1"})
+    prefer, other = move_leadership_away(c, t)
+    t0 = time.monotonic()
+    wait_for(lambda: (agreed(c.brokers, t) or (None,))[0] == prefer, 15,
+             "broker %d to lead again (auto.leader.rebalance.enable)" % prefer)
+    report("preferred replica %d led again %.1f s after rejoining the ISR "
+           "(leader.imbalance.check.interval.seconds 1)", prefer, time.monotonic() - t0)
+    logs = "".join(log_of(b) for b in c.brokers)
+    assert "leader %d -> %d" % (other, prefer) in logs and "(preferred replica)" in logs
+
+
+def test_elect_leaders_moves_leadership_to_the_preferred_replica(make_cluster):
+    c, t = rf3_cluster(make_cluster, **{"auto.leader.rebalance.enable": "false"})
+    prefer, other = move_leadership_away(c, t)
+    time.sleep(2)
+    assert agreed(c.brokers, t)[0] == other, "no election without auto.leader.rebalance"
+    ctl = wait_for(lambda: next((b for b in c.brokers if metric(
+        b, "kafka_controller_kafkacontroller_activecontrollercount") == 1), None), 10,
+        "the active controller")
+    not_ctl = next(b for b in c.brokers if b is not ctl)
+    # Only the controller elects; the others send the client to it.
+    assert elect_leaders(not_ctl, 1, {t: [0]}) == (NOT_CONTROLLER, {(t, 0): NOT_CONTROLLER})
+    # UNCLEAN is refused (not served yet); unknown partitions are named.
+    assert elect_leaders(ctl, 1, {t: [0]}, election_type=1)[1] == {(t, 0): INVALID_REQUEST}
+    assert elect_leaders(ctl, 1, {t: [7], "no-such-topic": [0]})[1] == {
+        (t, 7): UNKNOWN_TOPIC_OR_PARTITION, ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    assert elect_leaders(ctl, 1, {t: [0]}) == (0, {(t, 0): 0})
+    wait_for(lambda: (agreed(c.brokers, t) or (None,))[0] == prefer, 10,
+             "broker %d to lead after ElectLeaders" % prefer)
+    assert agreed(c.brokers, t)[1] == (1, 2, 3)
+    # Done: nothing to elect.  v0, and a null list (every partition) leaves
+    # out those that need no election.
+    assert elect_leaders(ctl, 0, {t: [0]}) == (None, {(t, 0): ELECTION_NOT_NEEDED})
+    assert elect_leaders(ctl, 1, None) == (0, {})
+
+
+def test_elect_leaders_standalone_needs_no_election(start_broker):
+    b = start_broker()
+    t = topic_name("elect")
+    ck_admin(b).create_topics([NewTopic(t, 2, 1)])[t].result(15)
+    assert elect_leaders(b, 1, {t: [0, 1, 5]}) == (0, {
+        (t, 0): ELECTION_NOT_NEEDED, (t, 1): ELECTION_NOT_NEEDED,
+        (t, 5): UNKNOWN_TOPIC_OR_PARTITION})
