@@ -16,8 +16,8 @@ from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
 from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
-from support import ck_admin, ck_conf, consume, report, topic_name
-from test_replication_failover import Sender, agreed, leader_and_isr, live_brokers
+from support import ck_admin, ck_conf, report, topic_name
+from test_replication_failover import Sender, agreed, leader_and_isr, live_brokers, tally
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
@@ -111,14 +111,7 @@ def test_rolling_restart_under_load_loses_nothing_and_needs_no_unretried_error(m
     finally:
         s.stop.set()
         s.join(150)
-    assert not s.failed, "the producer gave up on %d messages, e.g. %s" % (len(s.failed),
-                                                                          s.failed[:3])
-    acked = sorted(s.acked.items(), key=lambda kv: kv[1])
-    got = consume(brokers[0], t, [0], len(acked), timeout=60)
-    values = [m.value() for m in got]
-    seen = set(values)
-    lost = [v for v, _o in acked if v not in seen]
-    dups = len(values) - len(seen)
+    acked, _got, values, lost, dups = tally(s, brokers[0], t)
     report("rolling restart of 3 (SIGTERM, controlled shutdown): %d sent, %d acknowledged, "
            "%d read, %d lost, %d duplicated; stops took %s", s.sent, len(acked), len(values),
            len(lost), dups, ", ".join("%d%s %.2f s" % (i, " (leader)" if led else "", took)
@@ -303,3 +296,8 @@ def test_elect_leaders_standalone_needs_no_election(start_broker):
     assert elect_leaders(b, 1, {t: [0, 1, 5]}) == (0, {
         (t, 0): ELECTION_NOT_NEEDED, (t, 1): ELECTION_NOT_NEEDED,
         (t, 5): UNKNOWN_TOPIC_OR_PARTITION})
+    # A null topic name is not in the schema: the connection closes, unanswered.
+    with kr.Conn(b.port, timeout=5) as c:
+        c.send(API_ELECT_LEADERS, 1, kr.i8(0) + kr.array([kr.string(None) + kr.array(
+            [0], kr.i32)]) + kr.i32(1000))
+        assert c.wait_closed(5) == b""
