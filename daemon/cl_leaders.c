@@ -11,7 +11,8 @@
  *               produce (NOT_LEADER_OR_FOLLOWER, which clients retry),
  *               keep serving fetches
  *   phase 1 ──► every ISR follower of what it leads has fetched to its
- *               log end (followers_level), or the attempt's time ran out:
+ *               log end (followers_level), or
+ *               controlled.shutdown.retry.backoff.ms passed:
  *               create the ephemeral /admin/controlled_shutdown/<id>
  *   phase 2 ──► every broker watches that directory
  *               (cl_shutdowns_refresh); the controller, for each partition
@@ -268,6 +269,7 @@ static void on_cs_poll(evutil_socket_t fd, short what, void *arg)
                 attempt_over ? "followers not level in time" : "followers level",
                 (int)bk_controller_id(b), cs->remaining);
         cs->asked = true;
+        cs->attempt_start_ms = now;               /* the first attempt starts here */
         cs_request(b);
         return;
     }
