@@ -134,6 +134,37 @@ def test_controlled_shutdown_off_stops_without_asking(make_cluster):
     assert "controlled shutdown" not in log_of(b)
 
 
+def test_controlled_shutdown_gives_up_after_its_retries_when_the_controller_stands_still(
+        make_cluster):
+    c, _t = rf3_cluster(make_cluster, **{"controlled.shutdown.max.retries": "2",
+                                         "controlled.shutdown.retry.backoff.ms": "500"})
+    ctl = wait_for(lambda: next((b for b in c.brokers if metric(
+        b, "kafka_controller_kafkacontroller_activecontrollercount") == 1), None), 10,
+        "the active controller")
+    lead, other = [b for b in c.brokers if b is not ctl]
+    t = topic_name("stuck")
+    ck_admin(lead).create_topics([NewTopic(t, 1, replica_assignment=[
+        [lead.broker_id, ctl.broker_id, other.broker_id]])])[t].result(15)
+    wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 30,
+             "all three in the ISR of %s" % t)
+    assert agreed(c.brokers, t)[0] == lead.broker_id
+    ctl.sigstop()                  # a follower that fetches nothing, a controller that acts not
+    try:
+        t0 = time.monotonic()
+        assert lead.stop() == 0
+        took = time.monotonic() - t0
+    finally:
+        ctl.sigcont()
+    text = log_of(lead)
+    assert "not moved after 2 attempt(s) (controlled.shutdown.max.retries); stopping anyway" \
+        in text
+    # Two attempts of 0.5 s each (its followers were level: nothing was
+    # produced since the stopped one's last fetch), then the drain.
+    assert 0.9 < took < 6, took
+    wait_for(lambda: (lambda v: v and v[0] not in (-1, lead.broker_id))(
+        agreed([ctl, other], t)), 30, "another leader once the controller runs again")
+
+
 # ---- a dead broker leaves the ISRs it was in ---------------------------------------------
 
 def test_dead_follower_leaves_the_isr_without_waiting_for_the_lag_time(make_cluster):
