@@ -7,9 +7,9 @@
  * Controlled shutdown (Kafka's ControlledShutdown, API 7, done through a
  * request znode here, as /admin/delete_topics is for deletions):
  *
- *   SIGTERM ──► cl_controlled_shutdown: stop the replica fetchers, refuse
- *               produce (NOT_LEADER_OR_FOLLOWER, which clients retry),
- *               keep serving fetches
+ *   SIGTERM ──► cl_controlled_shutdown: refuse produce
+ *               (NOT_LEADER_OR_FOLLOWER, which clients retry), follow no
+ *               new leader, keep serving fetches and fetching
  *   phase 1 ──► every ISR follower of what it leads has fetched to its
  *               log end (followers_level), or
  *               controlled.shutdown.retry.backoff.ms passed:
@@ -217,9 +217,10 @@ static bool followers_level(bk_broker *b)
     return a.level;
 }
 
+/* From the SIGTERM to the exit, the drain included. */
 bool bk_cluster_leaving(bk_broker *b)
 {
-    return cl_controlled_shutdown_running(b);
+    return b->cl && b->cl->cshut;
 }
 
 static void on_cs_created(bk_broker *b, const zk_result *r, void *arg)
@@ -310,13 +311,12 @@ int cl_controlled_shutdown(bk_broker *b, void (*done)(bk_broker *b))
     cs->attempt = 1;
     cs->attempt_start_ms = bk_mono_us() / 1000;
     cl->cshut = cs;
-    /* Kafka's StopReplica: a leaving broker follows no more.  It is not
-     * taken back into an ISR by a leader that has not read its request
-     * yet (L4), and it does not start following the new leaders of what
-     * it led: that would cut its log back to its high watermark
-     * (fetcher.c), which a follower may know late.  The partitions it
-     * follows wait for it only until the controller's write. */
-    bk_fetchers_stop(b);
+    /* A leaving broker keeps fetching what it follows (its log stays as
+     * complete as it can until it stops), but starts following nothing
+     * new (fetcher.c, bk_cluster_leaving): following the new leader of
+     * what it led would first cut its log back to its high watermark,
+     * which it may know late.  No leader takes it back into an ISR (L4). */
+    bk_fetchers_update(b);
     BK_INFO("controlled shutdown: produce refused until the followers are level, then "
             "controller %d moves %d partition(s)", (int)bk_controller_id(b), remaining(b));
     struct timeval tv = { 0, CS_POLL_MS * 1000 };
@@ -447,7 +447,10 @@ void ctl_leaders_brokers_changed(bk_broker *b)
             gone[ngone++] = cl->seen_alive[i];
     memcpy(cl->seen_alive, now, (size_t)n * sizeof *now);
     cl->nseen_alive = n;
-    if (ngone && cl->active) {
+    /* Every broker marks, not only the controller: when the controller
+     * itself died, the broker elected next applies the marks in its
+     * first reconcile. */
+    if (ngone) {
         struct dead_arg a = { gone, ngone, b };
         bk_topics_foreach(b, mark_dead_topic, &a);
     }

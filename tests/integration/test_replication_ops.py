@@ -243,6 +243,25 @@ def test_dead_follower_leaves_the_isr_without_waiting_for_the_lag_time(make_clus
              10, "no under-replicated partition on the leader")
 
 
+def test_dead_controller_leaves_the_isrs_it_followed_in(make_cluster):
+    """The broker that dies is the controller: the next one, once elected,
+    takes it out of the ISRs."""
+    c, _t = rf3_cluster(make_cluster, **{"replica.lag.time.max.ms": "30000"})
+    ctl = wait_for(lambda: next((b for b in c.brokers if metric(
+        b, "kafka_controller_kafkacontroller_activecontrollercount") == 1), None), 10,
+        "the active controller")
+    lead, other = [b for b in c.brokers if b is not ctl]
+    t = topic_name("ctl")
+    ck_admin(lead).create_topics([NewTopic(t, 1, replica_assignment=[
+        [lead.broker_id, ctl.broker_id, other.broker_id]])])[t].result(15)
+    wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 30,
+             "all three in the ISR of %s" % t)
+    ctl.kill()
+    want = tuple(sorted((lead.broker_id, other.broker_id)))
+    wait_for(lambda: agreed([lead, other], t) == (lead.broker_id, want),
+             SESSION_MS / 1000 + 10, "controller %d out of the ISR" % ctl.broker_id)
+
+
 # ---- preferred-leader election -----------------------------------------------------------
 
 def elect_leaders(b, version, topics, election_type=0):
