@@ -77,9 +77,12 @@ static const char surface_sql[] =
 
     /* Replicas and ISR as "1,2,3" in preference order, from one row per
      * replica; the numbers live from the log where this broker hosts it,
-     * else its stored bookmarks (NULL where it has none). */
+     * else its stored bookmarks (NULL where it has none).  A leader that
+     * is not alive is none, as Metadata says (the stored state keeps it:
+     * no write marks a partition offline, cl_controller.c C4). */
     "CREATE TEMP VIEW partitions AS\n"
-    "SELECT p.topic, p.partition, p.leader,\n"
+    "SELECT p.topic, p.partition,\n"
+    "       CASE WHEN sluice_broker_alive(p.leader) THEN p.leader ELSE -1 END AS leader,\n"
     "       (SELECT group_concat(broker_id, ',') FROM (SELECT broker_id FROM\n"
     "          main.partition_replicas r WHERE r.topic = p.topic\n"
     "          AND r.partition = p.partition ORDER BY position)) AS replicas,\n"
@@ -92,19 +95,19 @@ static const char surface_sql[] =
     "       l.size_bytes, l.segments, p.leader_epoch, l.last_timestamp,\n"
     "       b.recovery_point, p.controller_epoch,\n"
     /* Kafka's under-replicated (ISR smaller than the replicas) and
-     * offline (no live leader) partitions. */
+     * offline (no live leader, as the leader column says) partitions. */
     "       (SELECT count(*) FROM main.partition_replicas r WHERE r.topic = p.topic\n"
     "          AND r.partition = p.partition AND r.in_isr) <\n"
     "       (SELECT count(*) FROM main.partition_replicas r WHERE r.topic = p.topic\n"
     "          AND r.partition = p.partition) AS under_replicated,\n"
-    "       (p.leader < 0 OR NOT coalesce(sluice_broker_alive(p.leader), 1)) AS offline\n"
+    "       (p.leader < 0 OR NOT coalesce(sluice_broker_alive(p.leader), 0)) AS offline\n"
     "  FROM main.partitions p LEFT JOIN sluice_partition_state l\n"
     "    ON l.topic = p.topic AND l.partition = p.partition\n"
     "  LEFT JOIN main.local_logs b ON b.topic = p.topic AND b.partition = p.partition;\n"
 
     "CREATE TEMP VIEW partition_replicas AS\n"
     "SELECT r.topic, r.partition, r.position, r.broker_id, r.in_isr,\n"
-    "       r.broker_id = p.leader AS is_leader,\n"
+    "       r.broker_id = p.leader AND sluice_broker_alive(r.broker_id) AS is_leader,\n"
     "       sluice_broker_alive(r.broker_id) AS alive,\n"
     /* NULL where this broker cannot know: another broker's replica of a
      * partition led elsewhere, or a follower that has not fetched yet. */

@@ -20,7 +20,8 @@
  *                machine is shared: both rates, broker CPU per GB, and the
  *                ratio (of the medians, and the median of the pairs').
  *   takeover     with `small` and then `large` partitions in the cluster
- *                (RF 1, brokers' session timeout 6 s): the controller is
+ *                (RF 1, brokers' session timeout 6 s), 3 s after the last
+ *                partition was led (TAKEOVER_SETTLE_S): the controller is
  *                stopped with SIGTERM (its broker closes its ZooKeeper
  *                session at shutdown, so /controller should vanish at once;
  *                a SIGKILL would leave it for the session timeout) and the
@@ -65,6 +66,7 @@
 #define PROP_TOPICS 100
 #define PRODUCE_RUNS 7                /* per side */
 #define PRODUCE_TOPIC "bench-produce"
+#define TAKEOVER_SETTLE_S 3          /* after filling, before stopping the controller */
 #define TAKEOVER_TRY_MS 5000          /* TimeoutMs of each takeover CreateTopics */
 #define REELECT_TOPICS 3              /* of 1000 partitions: 3,000 led by one broker */
 
@@ -542,6 +544,11 @@ static double takeover_once(long partitions)
     bench_md md;
     if (!wait_brokers(0, NBROKERS, 30, &md))
         die("broker 1 sees %d brokers, not %d", md.nbrokers, NBROKERS);
+    /* Settled first: filling the cluster leaves each broker opening logs and
+     * storing thousands of partition states for a while after the last is
+     * led, and a loop still busy with that answers late whatever the
+     * controller does; the takeover is measured on a cluster at rest. */
+    sleep(TAKEOVER_SETTLE_S);
     int c = index_of_id(md.controller);
     if (c < 0)
         die("controller id %d is none of the brokers", md.controller);

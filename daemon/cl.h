@@ -108,8 +108,9 @@ int  cl_zk_error(bk_broker *b, int zrc, const char *what, char *err, size_t errl
  * KP_NONE with op->pending set (op may be NULL), or an error now (ZooKeeper
  * unreachable, the topic unknown to the mirror). */
 int  cl_topic_create(bk_broker *b, const char *name, int32_t partitions,
-                     const int32_t *replicas, int16_t rf, const md_kv *configs,
-                     size_t nconfigs, bk_topic_op *op, char *err, size_t errlen);
+                     const int32_t *replicas, int16_t rf, bool assigned,
+                     const md_kv *configs, size_t nconfigs, bk_topic_op *op, char *err,
+                     size_t errlen);
 int  cl_topic_delete(bk_broker *b, const char *name, bk_topic_op *op, char *err,
                      size_t errlen);
 /* count: the new total; replicas: the new partitions', rf each. */

@@ -10,9 +10,9 @@
  *   reconcile   what the mirror shows, against who is alive:
  *                 a partition without a state      → state: leader = first
  *                                                    live replica, ISR = it
- *                 its leader is dead               → first live ISR member,
- *                                                    else leader -1 (offline)
- *                 offline, an ISR member is back   → that member leads
+ *                 its leader is dead               → first live ISR member;
+ *                                                    none alive: no write (C4)
+ *                 leader -1, an ISR member is back → that member leads
  *               each change bumps the leader epoch; the writes go in
  *               transactions of up to CTL_BATCH operations, not one round
  *               trip per partition
@@ -25,9 +25,16 @@
  * what makes Kafka's ZooKeeper controller's failover grow with the
  * partition count.
  *
- * Until replication (issue 16) a partition's ISR is its leader alone: no
- * follower holds its data, so none may lead it.  A partition whose leader
- * dies goes offline (leader -1) and comes back with that broker.
+ * A partition whose leader dies with no other in-sync replica alive (every
+ * replication-factor-1 partition of that broker) is offline: every broker's
+ * view already says so (Metadata answers leader -1 for a leader that is not
+ * alive, bk_broker_alive), and no write could change it, so none is made
+ * (C4).  It comes back with that broker, which leads it again in the same
+ * epoch: nobody led it meanwhile, so its log cannot have diverged.
+ * Writing leader -1 for each of them, as Kafka's ZooKeeper controller does,
+ * would make a broker's death cost a write and a watch on every broker per
+ * partition it held alone, and a new controller's takeover (its
+ * predecessor's partitions among them) grow with them.
  *
  * Invariants:
  *   C1. Every transaction starts with a check of /controller_epoch's
@@ -42,6 +49,9 @@
  *       again until the mirror shows the version that write made
  *       (cl_topic.expect), so a reconcile that runs between a write's
  *       answer and its watch does not repeat it with a stale version.
+ *   C4. Only a change is written: a partition's state is rewritten when a
+ *       leader is elected (a live ISR member, or the first live replica of
+ *       a new partition), never merely to record that it has none.
  */
 #include "daemon/cl.h"
 
@@ -161,7 +171,7 @@ void ctl_resign(bk_broker *b, const char *why)
 
 typedef struct ctl_batch {
     char topic[MD_TOPIC_NAME_MAX + 1];
-    int elected, offline;
+    int elected;
     bool last;                       /* deletion: the final transaction */
 } ctl_batch;
 
@@ -176,9 +186,9 @@ static void on_written(bk_broker *b, const zk_result *r, void *arg)
         for (int32_t i = 0; i < ct->nexpect; i++)
             ct->expect[i] = -2;                   /* C3: it did not happen (or may not have) */
     if (r->rc == ZOK) {
-        if (cb->elected || cb->offline)
-            BK_INFO("controller: topic %s: %d partition(s) given a leader, %d offline",
-                    cb->topic, cb->elected, cb->offline);
+        if (cb->elected)
+            BK_INFO("controller: topic %s: %d partition(s) given a leader",
+                    cb->topic, cb->elected);
     } else if (r->nops > 0 && r->op_rc[0] == ZBADVERSION) {
         ctl_resign(b, "/controller_epoch moved on: another broker was elected");   /* C1 */
     } else if (r->rc == ZBADVERSION || r->rc == ZNODEEXISTS || r->rc == ZNONODE) {
@@ -266,7 +276,7 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
                                   .nreplicas = v->nreplicas, .nisr = v->nisr };
         memcpy(st.replicas, v->replicas, sizeof st.replicas);
         memcpy(st.isr, v->isr, sizeof st.isr);
-        bool create = v->zk_version < 0, change = false, offline = false;
+        bool create = v->zk_version < 0, change = false;
         if (create) {
             int32_t lead = -1;
             for (int32_t i = 0; i < v->nreplicas && lead < 0; i++)
@@ -284,16 +294,15 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
             for (int32_t i = 0; i < v->nisr && lead < 0; i++)
                 if (v->isr[i] != v->leader && alive(b, v->isr[i]))
                     lead = v->isr[i];
-            if (lead < 0 && v->leader < 0)
-                continue;                         /* offline already, nobody back */
-            if (lead >= 0 && v->nisr > 1) {       /* the dead leader leaves the ISR */
+            if (lead < 0)
+                continue;                         /* no one to elect: nothing to write */
+            if (v->nisr > 1) {                    /* the dead leader leaves the ISR */
                 int32_t m = 0;
                 for (int32_t i = 0; i < v->nisr; i++)
                     if (v->isr[i] != v->leader)
                         st.isr[m++] = v->isr[i];
                 st.nisr = m;
             }
-            offline = lead < 0;
             st.leader = lead;
             st.leader_epoch = v->leader_epoch + 1;
             change = true;
@@ -319,10 +328,7 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
         }
         put_state(txn, b, t->name, p, &st, create, v->zk_version);
         ct->expect[p] = create ? 0 : v->zk_version + 1;
-        if (offline)
-            cb->offline++;
-        else
-            cb->elected++;
+        cb->elected++;
         if (zk_txn_count(txn) >= CTL_BATCH)
             txn_send(b, &txn, &cb, t->name);
     }

@@ -36,6 +36,12 @@
  *       are reset by every new session and by expiry.
  *   S2. Each cl_wait ends exactly once: met (KP_NONE), past its deadline
  *       (REQUEST_TIMED_OUT), or at shutdown.
+ *   S3. A topic is never written onto a broker that has left: its creation
+ *       checks, in the same transaction, that every broker its assignment
+ *       names is registered.  One that left as the request came (its
+ *       registration deleted, this broker's mirror not yet told) fails the
+ *       check; the broker's own assignment is then made again among the
+ *       brokers registered now (an operator's is refused).
  */
 #include "daemon/cl.h"
 #include "daemon/fetcher.h"
@@ -192,6 +198,13 @@ typedef struct cl_write {
     int32_t count;
     bk_topic_op *op;
     zk_txn *retry;                   /* create: the same without the config create */
+    /* create: what it takes to write it again on other brokers (S3) */
+    int16_t rf;
+    bool assigned;                   /* the replicas are this broker's choice */
+    int tries;
+    uint8_t id[16];
+    char *cfg;                       /* /config/topics/<t>'s JSON */
+    int cfg_len;
 } cl_write;
 
 static cl_write *write_new(int kind, const char *topic, int32_t count, bk_topic_op *op)
@@ -208,14 +221,105 @@ static cl_write *write_new(int kind, const char *topic, int32_t count, bk_topic_
     return w;
 }
 
+static void write_free(cl_write *w)
+{
+    zk_txn_free(w->retry);
+    free(w->cfg);
+    free(w);
+}
+
 static void write_fail(bk_broker *b, cl_write *w, int rc, const char *err)
 {
     (void)b;
     BK_WARN("topic %s: %s", w->topic, err);
-    zk_txn_free(w->retry);
     if (w->op)
         w->op->done(w->op, rc, err);
-    free(w);
+    write_free(w);
+}
+
+static void on_create_written(bk_broker *b, const zk_result *r, void *arg);
+
+/* The creation's transaction (and its retry, w->retry, for a config znode
+ * left behind), sent: the config and the assignment, and a check that
+ * each broker it names is registered (S3). */
+static void create_send(bk_broker *b, cl_write *w, const int32_t *replicas)
+{
+    md_partition_state *parts = calloc((size_t)w->count, sizeof *parts);
+    if (!parts)
+        abort();
+    int32_t named[CL_MAX_BROKERS];
+    int nnamed = 0;
+    for (int32_t p = 0; p < w->count; p++) {
+        parts[p].nreplicas = w->rf;
+        for (int16_t j = 0; j < w->rf; j++) {
+            int32_t id = replicas[(size_t)p * (size_t)w->rf + (size_t)j];
+            parts[p].replicas[j] = id;
+            bool seen = false;
+            for (int k = 0; k < nnamed && !seen; k++)
+                seen = named[k] == id;
+            if (!seen && nnamed < CL_MAX_BROKERS)
+                named[nnamed++] = id;
+        }
+    }
+    kp_buf assign;
+    kp_buf_init(&assign);
+    zj_topic_format(w->id, parts, w->count, &assign);
+    free(parts);
+    char cpath[MD_TOPIC_NAME_MAX + 32], tpath[MD_TOPIC_NAME_MAX + 32], bpath[64];
+    snprintf(cpath, sizeof cpath, "/config/topics/%s", w->topic);
+    snprintf(tpath, sizeof tpath, "/brokers/topics/%s", w->topic);
+    /* Kafka's order: the config first, so a watch on the topic finds it. */
+    zk_txn *t = zk_txn_new(), *retry = zk_txn_new();
+    zk_txn_create(t, cpath, w->cfg, w->cfg_len, 0);
+    zk_txn_create(t, tpath, (const char *)assign.data, (int)assign.len, 0);
+    zk_txn_set(retry, cpath, w->cfg, w->cfg_len, -1);
+    zk_txn_create(retry, tpath, (const char *)assign.data, (int)assign.len, 0);
+    for (int k = 0; k < nnamed; k++) {
+        snprintf(bpath, sizeof bpath, "/brokers/ids/%d", (int)named[k]);
+        zk_txn_check(t, bpath, -1);
+        zk_txn_check(retry, bpath, -1);
+    }
+    kp_buf_free(&assign);
+    zk_txn_free(w->retry);
+    w->retry = retry;
+    zk_txn_commit(b->zk, t, on_create_written, w);
+}
+
+/* S3: a broker the assignment named left just before the write (its
+ * registration was deleted, and this broker's mirror had not seen it go).
+ * The registered brokers, read now, that the view also shows alive. */
+static void on_create_brokers(bk_broker *b, const zk_result *r, void *arg)
+{
+    cl_write *w = arg;
+    char err[400];
+    if (r->rc != ZOK) {
+        int rc = cl_zk_error(b, r->rc, "cannot create the topic", err, sizeof err);
+        write_fail(b, w, rc, err);
+        return;
+    }
+    int32_t view[CL_MAX_BROKERS], live[CL_MAX_BROKERS];
+    int nview = bk_live_brokers(b, view, CL_MAX_BROKERS), n = 0;
+    if (nview > CL_MAX_BROKERS)
+        nview = CL_MAX_BROKERS;
+    for (int i = 0; i < nview; i++)
+        for (int c = 0; c < r->nchildren; c++)
+            if (atol(r->children[c]) == view[i] && n < CL_MAX_BROKERS) {
+                live[n++] = view[i];
+                break;
+            }
+    int32_t *replicas = malloc((size_t)w->count * (size_t)w->rf * sizeof *replicas);
+    if (!replicas)
+        abort();
+    int rc = bk_view_assign_among(b, live, n, 0, w->count, w->rf, replicas, err, sizeof err);
+    if (rc != KP_NONE) {
+        free(replicas);
+        write_fail(b, w, rc, err);
+        return;
+    }
+    BK_INFO("topic %s: a broker it was placed on left meanwhile; placing it again on the "
+            "%d registered", w->topic, n);
+    create_send(b, w, replicas);
+    free(replicas);
 }
 
 static void on_create_written(bk_broker *b, const zk_result *r, void *arg)
@@ -226,11 +330,25 @@ static void on_create_written(bk_broker *b, const zk_result *r, void *arg)
         BK_INFO("topic %s: created in ZooKeeper with %d partitions", w->topic, (int)w->count);
         wait_add(b, W_CREATED, w->topic, w->count, 0, w->op);
         mr_refresh_topic(b, w->topic);          /* do not wait for the watch */
-        zk_txn_free(w->retry);
-        free(w);
+        write_free(w);
         return;
     }
-    /* op 0: /config/topics/<t>, op 1: /brokers/topics/<t> */
+    /* op 0: /config/topics/<t>, op 1: /brokers/topics/<t>, then the checks
+     * of the brokers it names (S3) */
+    int gone = -1;
+    for (int i = 2; i < r->nops && gone < 0; i++)
+        if (r->op_rc[i] == ZNONODE)
+            gone = i;
+    if (gone >= 0 && w->assigned && w->tries++ < 3) {
+        zk_children(b->zk, "/brokers/ids", false, on_create_brokers, w);
+        return;
+    }
+    if (gone >= 0) {
+        snprintf(err, sizeof err, "The partition assignment names a broker that is not "
+                 "registered (it left as the topic was being created).");
+        write_fail(b, w, KP_INVALID_REPLICA_ASSIGNMENT, err);
+        return;
+    }
     if (r->nops >= 2 && r->op_rc[1] == ZNODEEXISTS) {
         snprintf(err, sizeof err, "Topic '%s' already exists.", w->topic);
         write_fail(b, w, KP_TOPIC_ALREADY_EXISTS, err);
@@ -249,43 +367,25 @@ static void on_create_written(bk_broker *b, const zk_result *r, void *arg)
 }
 
 int cl_topic_create(bk_broker *b, const char *name, int32_t partitions,
-                    const int32_t *replicas, int16_t rf, const md_kv *configs,
+                    const int32_t *replicas, int16_t rf, bool assigned, const md_kv *configs,
                     size_t nconfigs, bk_topic_op *op, char *err, size_t errlen)
 {
     int rc = not_connected(b, "cannot create the topic", err, errlen);
     if (rc != KP_NONE)
         return rc;
-    md_partition_state *parts = calloc((size_t)partitions, sizeof *parts);
-    if (!parts) {
-        snprintf(err, errlen, "out of memory");
-        return KP_UNKNOWN_SERVER_ERROR;
-    }
-    for (int32_t p = 0; p < partitions; p++) {
-        parts[p].nreplicas = rf;
-        memcpy(parts[p].replicas, replicas + (size_t)p * (size_t)rf, (size_t)rf * sizeof(int32_t));
-    }
-    uint8_t id[16];
-    md_uuid_random(id);
-    kp_buf assign, cfg;
-    kp_buf_init(&assign);
-    kp_buf_init(&cfg);
-    zj_topic_format(id, parts, partitions, &assign);
-    zj_config_format(configs, nconfigs, &cfg);
-    free(parts);
-    char cpath[MD_TOPIC_NAME_MAX + 32], tpath[MD_TOPIC_NAME_MAX + 32];
-    snprintf(cpath, sizeof cpath, "/config/topics/%s", name);
-    snprintf(tpath, sizeof tpath, "/brokers/topics/%s", name);
-    /* Kafka's order: the config first, so a watch on the topic finds it. */
-    zk_txn *t = zk_txn_new(), *retry = zk_txn_new();
-    zk_txn_create(t, cpath, (const char *)cfg.data, (int)cfg.len, 0);
-    zk_txn_create(t, tpath, (const char *)assign.data, (int)assign.len, 0);
-    zk_txn_set(retry, cpath, (const char *)cfg.data, (int)cfg.len, -1);
-    zk_txn_create(retry, tpath, (const char *)assign.data, (int)assign.len, 0);
-    kp_buf_free(&assign);
-    kp_buf_free(&cfg);
     cl_write *w = write_new(W_CREATED, name, partitions, op);
-    w->retry = retry;
-    zk_txn_commit(b->zk, t, on_create_written, w);
+    w->rf = rf;
+    w->assigned = assigned;
+    md_uuid_random(w->id);
+    kp_buf cfg;
+    kp_buf_init(&cfg);
+    zj_config_format(configs, nconfigs, &cfg);
+    if (!(w->cfg = malloc(cfg.len + 1)))
+        abort();
+    memcpy(w->cfg, cfg.data, cfg.len);
+    w->cfg_len = (int)cfg.len;
+    kp_buf_free(&cfg);
+    create_send(b, w, replicas);
     return KP_NONE;
 }
 

@@ -81,6 +81,11 @@ int  bk_view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errle
  * robin).  KP_NONE, or KP_INVALID_REPLICATION_FACTOR with Kafka's text. */
 int  bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
                     int32_t *replicas, char *err, size_t errlen);
+/* The same among the given live brokers (ascending ids) rather than all
+ * that the view shows alive. */
+int  bk_view_assign_among(bk_broker *b, const int32_t *brokers, int nbrokers, int32_t first,
+                          int32_t count, int16_t rf, int32_t *replicas, char *err,
+                          size_t errlen);
 
 /* ---- one path per fact (daemon/topics.c) -----------------------------------------
  * Each kind of fact has one function whose write half stores it (SQLite

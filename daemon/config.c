@@ -117,7 +117,7 @@ static const bk_config_key keys[] = {
         "10", "share of a broker's preferred partitions led elsewhere that triggers a rebalance"),
     INT("fetch.max.bytes", fetch_max_bytes, 1024, INT32_MAX, "57671680",
         "cap on one Fetch answer, whatever the request asks"),
-    STR("admin.listeners", admin_listeners, NULL, "HTTP admin address (/sql, /metrics); empty: off"),
+    STR("admin.listeners", admin_listeners, NULL, "HTTP admin address (/sql, /metrics); empty: 127.0.0.1:9644 when free; none: off"),
     { "admin.token", BK_CT_STRING, F(admin_token), 0, 0, NULL, true, NULL, 0, 0,
       "bearer token the HTTP admin listener requires" },
     LONG("admin.sql.timeout.ms", admin_sql_timeout_ms, 1, 3600000, "5000",

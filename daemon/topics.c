@@ -310,8 +310,8 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
                          nconfigs, b->cfg->broker_id, replicas, validate_only || cluster,
                          err, errlen);
     if (cluster && rc == KP_NONE && !validate_only)
-        rc = cl_topic_create(b, name, partitions, replicas, replication_factor, configs,
-                             nconfigs, op, err, errlen);
+        rc = cl_topic_create(b, name, partitions, replicas, replication_factor, own != NULL,
+                             configs, nconfigs, op, err, errlen);
     free(own);
     if (rc != KP_NONE || validate_only || cluster)
         return rc;

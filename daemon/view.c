@@ -275,8 +275,16 @@ int bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
 {
     int32_t live[BK_VIEW_MAX_BROKERS];
     int n = bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS);
-    if (n > BK_VIEW_MAX_BROKERS)
-        n = BK_VIEW_MAX_BROKERS;
+    return bk_view_assign_among(b, live, n, first, count, rf, replicas, err, errlen);
+}
+
+int bk_view_assign_among(bk_broker *b, const int32_t *brokers, int nbrokers, int32_t first,
+                         int32_t count, int16_t rf, int32_t *replicas, char *err,
+                         size_t errlen)
+{
+    int32_t live[BK_VIEW_MAX_BROKERS];
+    int n = nbrokers < BK_VIEW_MAX_BROKERS ? nbrokers : BK_VIEW_MAX_BROKERS;
+    memcpy(live, brokers, (size_t)n * sizeof *live);
     int rc = check_rf(rf, n, err, errlen);
     if (rc != KP_NONE)
         return rc;

@@ -20,9 +20,12 @@
  * ZK_CONNECTED arrives with new_session.
  *
  * Invariants:
- *   Z1. Every operation's callback runs exactly once, on the loop, unless
- *       zk_stop ran first; a request made while there is no handle (between
- *       an expiry and the new session) gets rc ZINVALIDSTATE the same way.
+ *   Z1. Every operation's callback runs exactly once, on the loop; a
+ *       request made while there is no handle (between an expiry and the
+ *       new session) gets rc ZINVALIDSTATE the same way.  zk_stop keeps it
+ *       too: what is queued or still in flight when the session closes
+ *       completes there with ZCLOSING, so every caller frees what it holds
+ *       (in-flight operations are linked in zk->ops until they complete).
  *   Z2. Callbacks from a replaced handle never pass as the current one's:
  *       the watcher drops session events and watches of a handle that is
  *       not zk->zh (results still complete their callers, Z1).
@@ -67,6 +70,14 @@ struct zk_txn {
     int *op_rc;
 };
 
+typedef struct op_ctx {
+    struct op_ctx *prev, *next;      /* bk_zk.ops */
+    bk_zk *zk;
+    zk_cb cb;
+    void *arg;
+    zk_txn *txn;
+} op_ctx;
+
 struct bk_zk {
     bk_broker *b;
     zk_hooks hooks;
@@ -78,6 +89,7 @@ struct bk_zk {
     zhandle_t *zh;                   /* NULL between an expiry and the new handle */
     int zh_state;                    /* last session state of zh (mu) */
     zk_msg *head, *tail;             /* posted, not yet taken by the loop (mu) */
+    struct op_ctx *ops;              /* issued, not yet completed (mu; Z1) */
     int efd;
     struct event *ev;
     bool stopping;
@@ -442,6 +454,44 @@ fail:
     return -1;
 }
 
+static zk_msg *result_msg(const void *data, int rc);
+static void done_msg(const void *data, zk_msg *m);
+static zk_msg *multi_msg(op_ctx *c, int rc, bool ran);
+
+/* Z1 at the end.  The client's threads are gone: an operation still linked
+ * in zk->ops will never complete by itself, so it completes here; then
+ * every queued result reaches its caller as ZCLOSING (also one that had
+ * succeeded: the loop that would act on it has stopped), so that each
+ * frees what it holds.  A callback's new request fails at once (no handle)
+ * and is queued again; a few rounds drain those. */
+static void drain_closing(bk_zk *zk)
+{
+    for (op_ctx *c; (c = zk->ops); ) {
+        if (c->txn)
+            done_msg(c, multi_msg(c, ZCLOSING, false));
+        else
+            done_msg(c, result_msg(c, ZCLOSING));
+    }
+    for (int round = 0; round < 8 && zk->head; round++) {
+        zk_msg *m = zk->head;
+        zk->head = zk->tail = NULL;
+        for (zk_msg *next; m; m = next) {
+            next = m->next;
+            if (m->kind == M_RESULT) {
+                zk_result r = { .rc = ZCLOSING, .len = -1, .op_rc = m->r.op_rc,
+                                .nops = m->r.nops };
+                m->cb(zk->b, &r, m->arg);
+            }
+            msg_free(m);
+        }
+    }
+    for (zk_msg *m = zk->head, *next; m; m = next) {
+        next = m->next;
+        msg_free(m);
+    }
+    zk->head = zk->tail = NULL;
+}
+
 void zk_stop(bk_zk *zk)
 {
     if (!zk)
@@ -454,10 +504,7 @@ void zk_stop(bk_zk *zk)
     zhandle_t *zh = swap_handle(zk, NULL);
     if (zh)
         zookeeper_close(zh);                  /* joins the client's threads */
-    for (zk_msg *m = zk->head, *next; m; m = next) {
-        next = m->next;
-        msg_free(m);
-    }
+    drain_closing(zk);
     if (zk->ev)
         event_free(zk->ev);
     if (zk->efd >= 0)
@@ -506,20 +553,32 @@ const char *zk_rc_str(int rc)
 
 /* ---- operations ------------------------------------------------------------------------- */
 
-typedef struct op_ctx {
-    bk_zk *zk;
-    zk_cb cb;
-    void *arg;
-    zk_txn *txn;
-} op_ctx;
-
 static op_ctx *ctx_new(bk_zk *zk, zk_cb cb, void *arg)
 {
     op_ctx *c = malloc(sizeof *c);
     if (!c)
         abort();                              /* Z1 cannot be kept without it */
-    *c = (op_ctx){ zk, cb, arg, NULL };
+    *c = (op_ctx){ .zk = zk, .cb = cb, .arg = arg };
+    pthread_mutex_lock(&zk->mu);
+    c->next = zk->ops;
+    if (zk->ops)
+        zk->ops->prev = c;
+    zk->ops = c;
+    pthread_mutex_unlock(&zk->mu);
     return c;
+}
+
+static void ctx_unlink(op_ctx *c)
+{
+    bk_zk *zk = c->zk;
+    pthread_mutex_lock(&zk->mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        zk->ops = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    pthread_mutex_unlock(&zk->mu);
 }
 
 static zk_msg *result_msg(const void *data, int rc)
@@ -540,8 +599,23 @@ static void done_msg(const void *data, zk_msg *m)
 {
     op_ctx *c = (op_ctx *)data;
     bk_zk *zk = c->zk;
+    ctx_unlink(c);
     free(c);
     post(zk, m);
+}
+
+/* A multi's result message, each operation's rc read from the client's
+ * results (or rc for all of them when the multi never ran). */
+static zk_msg *multi_msg(op_ctx *c, int rc, bool ran)
+{
+    zk_msg *m = result_msg(c, rc);
+    zk_txn *t = c->txn;
+    for (int i = 0; i < t->n; i++)
+        t->op_rc[i] = ran ? t->res[i].err : rc;
+    m->txn = t;
+    m->r.op_rc = t->op_rc;
+    m->r.nops = t->n;
+    return m;
 }
 
 static void data_done(int rc, const char *value, int len, const struct Stat *st,
@@ -593,14 +667,7 @@ static void string_done(int rc, const char *value, const void *data)
 static void multi_done(int rc, const void *data)
 {
     op_ctx *c = (op_ctx *)data;
-    zk_msg *m = result_msg(data, rc);
-    zk_txn *t = c->txn;
-    for (int i = 0; i < t->n; i++)
-        t->op_rc[i] = t->res[i].err;
-    m->txn = t;
-    m->r.op_rc = t->op_rc;
-    m->r.nops = t->n;
-    done_msg(data, m);
+    done_msg(c, multi_msg(c, rc, true));
 }
 
 /* The call on the current handle, under hmu (Z3); with no handle, or when
@@ -728,11 +795,6 @@ void zk_txn_commit(bk_zk *zk, zk_txn *t, zk_cb cb, void *arg)
     pthread_mutex_lock(&zk->hmu);
     int rc = zk->zh ? zoo_amulti(zk->zh, t->n, t->ops, t->res, multi_done, c) : ZINVALIDSTATE;
     pthread_mutex_unlock(&zk->hmu);
-    if (rc != ZOK) {
-        zk_msg *m = result_msg(c, rc);
-        m->txn = t;
-        m->r.op_rc = t->op_rc;
-        m->r.nops = t->n;
-        done_msg(c, m);
-    }
+    if (rc != ZOK)
+        done_msg(c, multi_msg(c, rc, false));
 }

@@ -34,6 +34,7 @@ import uuid
 import pytest
 
 import conftest
+import kafka_raw as kr
 from conftest import Broker, ProcessLog, finish_broker, free_port
 from test_sql import sql as http_sql, sql_error as http_sql_error
 
@@ -323,6 +324,16 @@ class ClusterBroker(Pausable, Broker):
         return http_sql_error(self, query)
 
 
+def registered_ids(b, timeout=5.0):
+    """The broker ids b's Metadata lists (None if it does not answer)."""
+    try:
+        with kr.Conn(b.port, timeout=timeout) as c:
+            r = c.request(kr.API_METADATA, 1, kr.metadata_body(1, [], False), timeout=timeout)
+            return {n for n, _h, _p, _rack in kr.parse_metadata(r, 1)["brokers"]}
+    except (OSError, ConnectionError, AssertionError):
+        return None
+
+
 class Cluster:
     """n brokers (ids 1..n) on one ZooKeeper under their own chroot."""
 
@@ -348,8 +359,16 @@ class Cluster:
         return next(b for b in self.brokers if b.broker_id == broker_id)
 
     def start(self):
+        """Starts every broker and returns once each lists all of them in
+        its Metadata: a broker serves before its registration reaches the
+        others, and a test that then names it in a replica assignment would
+        get INVALID_REPLICA_ASSIGNMENT on a loaded machine."""
         for b in self.brokers:
             b.start()
+        ids = {b.broker_id for b in self.brokers}
+        for b in self.brokers:
+            wait_for(lambda b=b: registered_ids(b) == ids, 30,
+                     "broker %d to list brokers %s" % (b.broker_id, sorted(ids)))
         return self
 
     @property

@@ -510,3 +510,36 @@ def test_replicas_spread_over_racks_when_brokers_have_them(make_cluster):
         "leaders not spread over the four brokers: %s" % parts
     m = metadata(c.brokers[1])
     assert {i: rack for i, (_h, _p, rack) in m["brokers"].items()} == racks
+
+
+def test_topic_created_as_a_broker_leaves_is_placed_on_those_registered(cluster):
+    """A CreateTopics that the controller reads before it has seen a broker
+    leave must not place partitions on that broker (RF 1: they would never
+    be led).  The controller is paused (SIGSTOP, well within its session)
+    while another broker stops and while the request reaches it, so that
+    when it runs again the request and the news of the departure are both
+    waiting; librdkafka's AdminClient sends CreateTopics to the controller."""
+    controller = wait_formed(cluster)
+    creator = cluster.broker(controller)
+    victim = next(b for b in cluster.brokers if b.broker_id != controller)
+    rest = [b for b in cluster.brokers if b is not victim]
+    admin = ck_admin(creator)
+    admin.list_topics(timeout=10)                 # connected to the controller first
+    t = topic_name("leaving")
+    creator.sigstop()
+    try:
+        victim.stop()                             # SIGTERM: its registration goes at once
+        fs = admin.create_topics([NewTopic(t, num_partitions=6, replication_factor=1)],
+                                 operation_timeout=15, request_timeout=20)
+        time.sleep(0.5)                           # the request is in the controller's socket
+    finally:
+        creator.sigcont()
+    fs[t].result(timeout=25)
+    parts = wait_for(lambda: led_everywhere(rest, t, 6), 10,
+                     "every partition of %s led by broker %s" % (t, [b.broker_id for b in rest]))
+    placed = sorted({r for _e, _l, reps, _i in parts.values() for r in reps})
+    raced = "placing it again" in creator.log_text()
+    report("topic created while broker %d left: placed on %s (%s)", victim.broker_id, placed,
+           "the departure was seen only after the request" if raced else
+           "the departure was seen before the request")
+    assert victim.broker_id not in placed
