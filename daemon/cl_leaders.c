@@ -469,7 +469,7 @@ int ctl_elect_preferred(bk_broker *b, const char *topic, int32_t p)
     const bk_pview *v = &t->parts[p];
     if (v->nreplicas == 0)
         return KP_PREFERRED_LEADER_NOT_AVAILABLE;
-    if (v->leader == v->replicas[0])
+    if (v->leader == v->replicas[0] && bk_broker_alive(b, v->leader))
         return KP_ELECTION_NOT_NEEDED;
     if (!has_id(v->isr, v->nisr, v->replicas[0]) || !eligible(b, v->replicas[0]))
         return KP_PREFERRED_LEADER_NOT_AVAILABLE;
