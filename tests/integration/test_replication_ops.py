@@ -70,6 +70,26 @@ def log_of(b):
         return f.read().decode(errors="replace")
 
 
+def active_controller(c):
+    return wait_for(lambda: next((b for b in c.brokers if metric(
+        b, "kafka_controller_kafkacontroller_activecontrollercount") == 1), None), 10,
+        "the active controller")
+
+
+def controller_follows(c, prefix):
+    """A new RF-3 topic led by a broker that is not the controller, with
+    the controller its second replica, all three in the ISR:
+    (controller, leader, the third broker, topic)."""
+    ctl = active_controller(c)
+    lead, other = [b for b in c.brokers if b is not ctl]
+    t = topic_name(prefix)
+    ck_admin(lead).create_topics([NewTopic(t, 1, replica_assignment=[
+        [lead.broker_id, ctl.broker_id, other.broker_id]])])[t].result(15)
+    wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 30,
+             "all three in the ISR of %s" % t)
+    return ctl, lead, other, t
+
+
 # ---- controlled shutdown ------------------------------------------------------------
 
 def test_rolling_restart_under_load_loses_nothing_and_needs_no_unretried_error(make_cluster):
@@ -138,15 +158,7 @@ def test_controlled_shutdown_gives_up_after_its_retries_when_the_controller_stan
         make_cluster):
     c, _t = rf3_cluster(make_cluster, **{"controlled.shutdown.max.retries": "2",
                                          "controlled.shutdown.retry.backoff.ms": "500"})
-    ctl = wait_for(lambda: next((b for b in c.brokers if metric(
-        b, "kafka_controller_kafkacontroller_activecontrollercount") == 1), None), 10,
-        "the active controller")
-    lead, other = [b for b in c.brokers if b is not ctl]
-    t = topic_name("stuck")
-    ck_admin(lead).create_topics([NewTopic(t, 1, replica_assignment=[
-        [lead.broker_id, ctl.broker_id, other.broker_id]])])[t].result(15)
-    wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 30,
-             "all three in the ISR of %s" % t)
+    ctl, lead, other, t = controller_follows(c, "stuck")
     assert agreed(c.brokers, t)[0] == lead.broker_id
     ctl.sigstop()                  # a follower that fetches nothing, a controller that acts not
     try:
@@ -207,8 +219,7 @@ def test_dead_follower_leaves_the_isr_without_waiting_for_the_lag_time(make_clus
     assert took < 20
     assert agreed(rest, t)[0] == leader, "the leader must not change for a follower"
     assert "broker %d leaves the ISR (broker gone)" % victim.broker_id in log_of(
-        c.broker(next(x.broker_id for x in rest if metric(
-            x, "kafka_controller_kafkacontroller_activecontrollercount") == 1)))
+        active_controller(c))
     # acks=all goes on with two in the ISR.
     res = []
     p.produce(t, b"after", partition=0, on_delivery=lambda e, m: res.append(e))
@@ -247,15 +258,7 @@ def test_dead_controller_leaves_the_isrs_it_followed_in(make_cluster):
     """The broker that dies is the controller: the next one, once elected,
     takes it out of the ISRs."""
     c, _t = rf3_cluster(make_cluster, **{"replica.lag.time.max.ms": "30000"})
-    ctl = wait_for(lambda: next((b for b in c.brokers if metric(
-        b, "kafka_controller_kafkacontroller_activecontrollercount") == 1), None), 10,
-        "the active controller")
-    lead, other = [b for b in c.brokers if b is not ctl]
-    t = topic_name("ctl")
-    ck_admin(lead).create_topics([NewTopic(t, 1, replica_assignment=[
-        [lead.broker_id, ctl.broker_id, other.broker_id]])])[t].result(15)
-    wait_for(lambda: (agreed(c.brokers, t) or (None, ()))[1] == (1, 2, 3), 30,
-             "all three in the ISR of %s" % t)
+    ctl, lead, other, t = controller_follows(c, "ctl")
     ctl.kill()
     want = tuple(sorted((lead.broker_id, other.broker_id)))
     wait_for(lambda: agreed([lead, other], t) == (lead.broker_id, want),
@@ -319,9 +322,7 @@ def test_elect_leaders_moves_leadership_to_the_preferred_replica(make_cluster):
     prefer, other = move_leadership_away(c, t)
     time.sleep(2)
     assert agreed(c.brokers, t)[0] == other, "no election without auto.leader.rebalance"
-    ctl = wait_for(lambda: next((b for b in c.brokers if metric(
-        b, "kafka_controller_kafkacontroller_activecontrollercount") == 1), None), 10,
-        "the active controller")
+    ctl = active_controller(c)
     not_ctl = next(b for b in c.brokers if b is not ctl)
     # Only the controller elects; the others send the client to it.
     assert elect_leaders(not_ctl, 1, {t: [0]}) == (NOT_CONTROLLER, {(t, 0): NOT_CONTROLLER})
