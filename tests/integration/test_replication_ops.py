@@ -51,8 +51,12 @@ def replicas_of(b, topic):
 
 
 def metrics(b):
-    with urllib.request.urlopen("http://%s/metrics" % b.admin, timeout=5) as r:
-        text = r.read().decode()
+    """{name{labels}: value} of b's /metrics ({} when b does not answer)."""
+    try:
+        with urllib.request.urlopen("http://%s/metrics" % b.admin, timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
     out = {}
     for line in text.splitlines():
         m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$", line)
