@@ -93,7 +93,14 @@ static const char surface_sql[] =
     "       coalesce(l.log_end_offset, b.high_watermark) AS log_end_offset,\n"
     "       coalesce(l.high_watermark, b.high_watermark) AS high_watermark,\n"
     "       l.size_bytes, l.segments, p.leader_epoch, l.last_timestamp,\n"
-    "       b.recovery_point, p.controller_epoch\n"
+    "       b.recovery_point, p.controller_epoch,\n"
+    /* Kafka's under-replicated (ISR smaller than the replicas) and
+     * offline (no live leader, as the leader column says) partitions. */
+    "       (SELECT count(*) FROM main.partition_replicas r WHERE r.topic = p.topic\n"
+    "          AND r.partition = p.partition AND r.in_isr) <\n"
+    "       (SELECT count(*) FROM main.partition_replicas r WHERE r.topic = p.topic\n"
+    "          AND r.partition = p.partition) AS under_replicated,\n"
+    "       (p.leader < 0 OR NOT coalesce(sluice_broker_alive(p.leader), 0)) AS offline\n"
     "  FROM main.partitions p LEFT JOIN sluice_partition_state l\n"
     "    ON l.topic = p.topic AND l.partition = p.partition\n"
     "  LEFT JOIN main.local_logs b ON b.topic = p.topic AND b.partition = p.partition;\n"
@@ -101,7 +108,11 @@ static const char surface_sql[] =
     "CREATE TEMP VIEW partition_replicas AS\n"
     "SELECT r.topic, r.partition, r.position, r.broker_id, r.in_isr,\n"
     "       r.broker_id = p.leader AND sluice_broker_alive(r.broker_id) AS is_leader,\n"
-    "       sluice_broker_alive(r.broker_id) AS alive\n"
+    "       sluice_broker_alive(r.broker_id) AS alive,\n"
+    /* NULL where this broker cannot know: another broker's replica of a
+     * partition led elsewhere, or a follower that has not fetched yet. */
+    "       sluice_replica_end(r.topic, r.partition, r.broker_id) AS log_end_offset,\n"
+    "       sluice_replica_lag(r.topic, r.partition, r.broker_id) AS lag\n"
     "  FROM main.partition_replicas r JOIN main.partitions p\n"
     "    ON p.topic = r.topic AND p.partition = r.partition;\n"
 
@@ -209,6 +220,56 @@ static const char *const views[] = {
 static const char refusals_sql[] =
     "CREATE TEMP TRIGGER %s_no_%s INSTEAD OF %s ON %s BEGIN\n"
     "  SELECT RAISE(ABORT, '%s');\nEND;\n";
+
+/* (topic, partition, broker): the replica's log end as this broker knows
+ * it — its own log's end, or, where it leads, what the follower last
+ * fetched from — else NULL (a follower's state is its leader's to tell). */
+static bool replica_end(sq_conn *c, sqlite3_value **v, const sq_live **lp, int64_t *end)
+{
+    const sq_snap *s = sq_conn_snap(c);
+    const char *topic = (const char *)sqlite3_value_text(v[0]);
+    const sq_live *l = s && topic ? sq_snap_find(s, topic, sqlite3_value_int(v[1])) : NULL;
+    int64_t id = sqlite3_value_int64(v[2]);
+    *lp = l;
+    if (!l)
+        return false;
+    if (id == c->env.broker_id) {
+        *end = l->log_end_offset;
+        return true;
+    }
+    for (int32_t i = 0; l->leading && i < l->nfollowers; i++) {
+        const sq_follower *f = &s->fol[l->first_follower + (size_t)i];
+        if (f->broker_id == id && f->log_end_offset >= 0) {
+            *end = f->log_end_offset;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void fn_replica_end(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const sq_live *l;
+    int64_t end;
+    if (replica_end(sqlite3_user_data(ctx), v, &l, &end))
+        sqlite3_result_int64(ctx, end);
+    else
+        sqlite3_result_null(ctx);
+}
+
+/* Messages the replica lacks of the leader's log; known where this
+ * broker leads (Kafka's replica lag is the leader's too). */
+static void fn_replica_lag(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const sq_live *l;
+    int64_t end;
+    if (replica_end(sqlite3_user_data(ctx), v, &l, &end) && l->leading)
+        sqlite3_result_int64(ctx, l->log_end_offset > end ? l->log_end_offset - end : 0);
+    else
+        sqlite3_result_null(ctx);
+}
 
 static const struct { const char *view, *op, *why; } refusals[] = {
     { "brokers", NULL, "brokers is read-only: brokers register themselves" },
@@ -499,6 +560,8 @@ static const struct {
     { "sluice_offset_set", 8, fn_offset_set, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
+    { "sluice_replica_end", 3, fn_replica_end, false },
+    { "sluice_replica_lag", 3, fn_replica_lag, false },
 };
 
 static bool internal_function(const char *name)

@@ -52,7 +52,17 @@ typedef struct sq_live {
     int32_t segments;
     int64_t last_timestamp;         /* largest record timestamp, -1 none */
     uint64_t bytes_in, messages_in, bytes_out;
+    /* cluster mode: this broker leads it; its followers' log ends as the
+     * leader knows them are sq_snap.fol[first_follower ..+ nfollowers] */
+    bool leading;
+    int32_t nfollowers;
+    size_t first_follower;
 } sq_live;
+
+typedef struct sq_follower {
+    int32_t broker_id;
+    int64_t log_end_offset;         /* its last fetch offset; -1: none yet */
+} sq_follower;
 
 /* Immutable once published; shared by reference between threads. */
 typedef struct sq_snap {
@@ -61,6 +71,8 @@ typedef struct sq_snap {
     size_t n;
     sq_live *rows;                  /* sorted by (topic, partition) */
     char *pool;
+    sq_follower *fol;               /* NULL: none (owned; freed with the snapshot) */
+    size_t nfol;
 } sq_snap;
 
 sq_snap *sq_snap_new(size_t n, size_t pool_bytes);   /* refs = 1 */

@@ -61,6 +61,7 @@ void sq_snap_unref(sq_snap *s)
     if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
         free(s->rows);
         free(s->pool);
+        free(s->fol);
         free(s);
     }
 }

@@ -94,14 +94,24 @@ void sq_job_free(sq_job *j)
 }
 
 /* ---- snapshots (loop side) ------------------------------------------------------- */
-struct snap_count { size_t n, pool; };
+struct snap_count { size_t n, pool, fol; };
+
+/* The follower states a leader keeps belong to one leader epoch
+ * (cl_isr.c I4); older ones say nothing of the current followers. */
+static int32_t followers_known(const bk_partition *p)
+{
+    return p->leading && p->followers_epoch == p->leader_epoch ? p->nfollowers : 0;
+}
 /* Live numbers exist for the local replicas only (the view's other
  * partitions keep their stored numbers); one name per topic in the pool. */
 static void count_topic(bk_topic *t, void *arg)
 {
     struct snap_count *c = arg;
     for (int32_t i = 0; i < t->npartitions; i++)
-        c->n += t->parts[i].local != NULL;
+        if (t->parts[i].local) {
+            c->n++;
+            c->fol += (size_t)followers_known(t->parts[i].local);
+        }
     c->pool += strlen(t->name) + 1;
 }
 
@@ -129,15 +139,25 @@ static void fill_topic(bk_topic *t, void *arg)
         l->bytes_in = p->bytes_in;
         l->messages_in = p->messages_in;
         l->bytes_out = p->bytes_out;
+        l->leading = p->leading;
+        l->first_follower = f->s->nfol;
+        l->nfollowers = followers_known(p);
+        for (int32_t k = 0; k < l->nfollowers; k++)
+            f->s->fol[f->s->nfol++] = (sq_follower){ p->followers[k].id,
+                                                     p->followers[k].log_end };
     }
 }
 
 /* Cost: O(partitions) copies of a few integers, no I/O. */
 static void publish_snapshot(struct bk_admin *a)
 {
-    struct snap_count c = { 0, 0 };
+    struct snap_count c = { 0, 0, 0 };
     bk_topics_foreach(a->b, count_topic, &c);
     sq_snap *s = sq_snap_new(c.n, c.pool);
+    if (s && c.fol && !(s->fol = malloc(c.fol * sizeof *s->fol))) {
+        sq_snap_unref(s);
+        s = NULL;
+    }
     if (!s)
         return;
     struct snap_fill f = { s, 0, 0 };

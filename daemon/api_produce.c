@@ -205,6 +205,8 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
     }
     bk_partition *p;
     int lrc = bk_leader_replica(b, topic, index, &p);
+    if (lrc == KP_NONE && bk_cluster_mode(b) && bk_cluster_leaving(b))
+        lrc = KP_NOT_LEADER_OR_FOLLOWER;          /* controlled shutdown: cl_leaders.c */
     if (lrc != KP_NONE) {
         res->error = (int16_t)lrc;
         return;

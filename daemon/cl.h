@@ -40,6 +40,9 @@ typedef struct cl_topic {
     /* state znodes whose watch fired, read again one by one (M5) */
     int32_t *dirty;
     int ndirty, capdirty;
+    /* controller: per partition, moves asked for (cl_leaders.c CTL_MARK_*) */
+    uint8_t *marks;
+    int32_t nmarks;
     bool states_fetching, dirty_listed;
     struct cl_topic *next_dirty;
     struct cl_topic *hnext;
@@ -82,6 +85,13 @@ struct bk_cluster {
     cl_wait *waits;
     struct fe_set *fetchers;         /* the replica fetchers (fetcher.c) */
     int64_t isr_checked_ms;          /* last ISR lag check (cl_isr.c) */
+    /* /admin/controlled_shutdown: brokers leaving, ascending (cl_leaders.c) */
+    int32_t shutting[CL_MAX_BROKERS];
+    int nshutting;
+    struct cl_cshut *cshut;          /* this broker's own controlled shutdown */
+    int64_t imbalance_checked_ms;    /* last leader-imbalance check (controller) */
+    int32_t seen_alive[CL_MAX_BROKERS];  /* live brokers at the last change (cl_leaders.c) */
+    int nseen_alive;
 };
 
 /* cl_session.c */
@@ -142,5 +152,38 @@ void ctl_refresh_deletions(bk_broker *b);
  * the leader in the view, no state znode, no session). */
 int  cl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
                    int32_t nisr, const char *why);
+
+/* cl_leaders.c */
+/* Reads /admin/controlled_shutdown (and watches it). */
+void cl_shutdowns_refresh(bk_broker *b);
+/* id asked for a controlled shutdown and is still registered. */
+bool cl_broker_shutting(bk_broker *b, int32_t id);
+/* SIGTERM: 0 when a controlled shutdown started (done is called on the
+ * loop once this broker's leaderships moved, or the retries ran out);
+ * -1 when there is nothing to ask for (standalone, disabled, no
+ * controller or ZooKeeper, nothing led): stop at once. */
+int  cl_controlled_shutdown(bk_broker *b, void (*done)(bk_broker *b));
+bool cl_controlled_shutdown_running(bk_broker *b);
+/* cl_stop: removes the request znode and the poll. */
+void cl_controlled_shutdown_end(bk_broker *b);
+/* reconcile_topic, for each existing partition p of topic: st is the state
+ * it would write (v's, or its own failover election); moves leadership off
+ * a leaving broker, to the preferred replica when marked, and takes dead
+ * or leaving followers out of the ISR.  true when st changed. */
+bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p,
+                        const bk_pview *v, md_partition_state *st);
+/* Marks partition p of topic for a preferred-leader election (the caller
+ * reconciles the topic): KP_NONE, KP_ELECTION_NOT_NEEDED,
+ * KP_PREFERRED_LEADER_NOT_AVAILABLE, KP_UNKNOWN_TOPIC_OR_PARTITION,
+ * KP_NOT_CONTROLLER. */
+int  ctl_elect_preferred(bk_broker *b, const char *topic, int32_t p);
+/* The live brokers changed (before the reconcile): the ISRs that hold a
+ * broker that just died are marked for it to leave. */
+void ctl_leaders_brokers_changed(bk_broker *b);
+/* Each cluster tick: the automatic leader rebalance (controller). */
+void ctl_leaders_tick(bk_broker *b);
+/* ISR changes this broker made, for /metrics. */
+void ctl_isr_counted(bk_broker *b, bool shrink);
+void cl_isr_counters(uint64_t *shrinks, uint64_t *expands);
 
 #endif

@@ -335,6 +335,8 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
             st.leader_epoch = v->leader_epoch + 1;
             change = true;
         }
+        if (!create && ctl_leaders_adjust(b, ct, t->name, p, v, &st))
+            change = true;                        /* cl_leaders.c */
         if (!change)
             continue;
         if (!txn) {

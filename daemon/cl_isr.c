@@ -191,7 +191,8 @@ void bk_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
         return;
     }
     bk_isr_update_hw(b, p);
-    if (leads(b, p) && !has_id(v->isr, v->nisr, id) && fetch_offset >= p->high_watermark) {
+    if (leads(b, p) && !has_id(v->isr, v->nisr, id) && fetch_offset >= p->high_watermark &&
+        !cl_broker_shutting(b, id)) {             /* cl_leaders.c L4 */
         char why[64];
         snprintf(why, sizeof why, "follower %d caught up", (int)id);
         isr_propose(b, p, id, true, why);
@@ -303,6 +304,7 @@ static void on_isr_written(bk_broker *b, const zk_result *r, void *arg)
         ids_str(w->new_isr, w->nnew, c, sizeof c);
         BK_INFO("partition %s-%d: ISR %s -> %s (%s)", w->topic, (int)w->partition, a, c,
                 w->why);
+        ctl_isr_counted(b, w->nnew < w->nold);
         /* I2: pending until the mirror shows a newer version; if it
          * already does (the watch was faster), clear now. */
         if (p && p->isr_pending_version == w->version &&

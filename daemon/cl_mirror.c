@@ -105,6 +105,7 @@ static void forget_topic(bk_broker *b, cl_topic *t)
             cl->ntopics--;
             free(t->dirty);
             free(t->expect);
+            free(t->marks);
             free(t);
             return;
         }
@@ -118,6 +119,7 @@ void mr_free(bk_broker *b)
             next = x->hnext;
             free(x->dirty);
             free(x->expect);
+            free(x->marks);
             free(x);
         }
     free(cl->thash);
@@ -808,6 +810,7 @@ void mr_resync(bk_broker *b)
     cl->resync_running = true;
     mr_refresh_brokers(b);
     mr_refresh_controller(b);
+    cl_shutdowns_refresh(b);
     zk_children(b->zk, "/brokers/topics", true, on_topic_list, (void *)++cl->resync_gen);
 }
 
@@ -866,6 +869,8 @@ void mr_on_watch(bk_broker *b, int type, const char *path)
         mr_check_topics(b);
     else if (!strcmp(path, "/admin/delete_topics"))
         ctl_refresh_deletions(b);
+    else if (!strcmp(path, "/admin/controlled_shutdown"))
+        cl_shutdowns_refresh(b);
     else if ((type == ZOO_CHANGED_EVENT || type == ZOO_CREATED_EVENT) &&
              state_path(path, t, sizeof t, &p))
         refresh_state(b, t, p);

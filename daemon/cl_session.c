@@ -161,6 +161,7 @@ void cl_topic_applied(bk_broker *b, const char *name)
 
 void cl_brokers_changed(bk_broker *b)
 {
+    ctl_leaders_brokers_changed(b);
     ctl_reconcile(b, NULL);
     bk_cluster *cl = b->cl;
     if (cl->controller_id < 0)
@@ -704,6 +705,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         ctl_refresh_deletions(b);                 /* every 5 s: retries failed ones */
     waits_check(b, NULL, now);
     bk_isr_tick(b);                               /* replica.lag.time.max.ms */
+    ctl_leaders_tick(b);                          /* auto.leader.rebalance.enable */
 }
 
 static void on_watch(bk_broker *b, int type, const char *path)
@@ -751,6 +753,7 @@ void cl_stop(bk_broker *b)
     char path[64];
     snprintf(path, sizeof path, "/brokers/ids/%d", (int)b->cfg->broker_id);
     zk_delete_own_now(b->zk, path);
+    cl_controlled_shutdown_end(b);   /* after the registration: never eligible again */
     if (cl->active)
         zk_delete_own_now(b->zk, "/controller");
     zk_stop(b->zk);                     /* our ephemeral znodes vanish now */

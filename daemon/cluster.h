@@ -67,6 +67,10 @@ int  bk_brokers_info(bk_broker *b, bk_broker_info *out, int max);
  * not registered in its ZooKeeper session, its mirror not caught up, or
  * back from a stall ZooKeeper has not confirmed it survived). */
 bool bk_cluster_fenced(bk_broker *b);
+/* Cluster mode: this broker is in its controlled shutdown (daemon/
+ * cl_leaders.c): it takes no new records, so its followers can become
+ * level with it before its leaderships move. */
+bool bk_cluster_leaving(bk_broker *b);
 /* The cluster id (md_cluster_id), read once at startup. */
 const char *bk_cluster_id(bk_broker *b);
 /* KP_NONE when the live brokers can hold rf replicas of a partition, else

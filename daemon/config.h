@@ -61,6 +61,12 @@ typedef struct bk_config {
     int32_t replica_fetch_backoff_ms;         /* replica.fetch.backoff.ms */
     int32_t num_replica_fetchers;             /* num.replica.fetchers */
     int64_t replica_lag_time_max_ms;          /* replica.lag.time.max.ms */
+    bool controlled_shutdown_enable;          /* controlled.shutdown.enable */
+    int32_t controlled_shutdown_max_retries;  /* controlled.shutdown.max.retries */
+    int64_t controlled_shutdown_retry_backoff_ms; /* controlled.shutdown.retry.backoff.ms */
+    bool auto_leader_rebalance_enable;        /* auto.leader.rebalance.enable */
+    int64_t leader_imbalance_check_interval_seconds; /* leader.imbalance.check.interval.seconds */
+    int32_t leader_imbalance_per_broker_percentage;  /* leader.imbalance.per.broker.percentage */
     char zookeeper_connect[1024];         /* zookeeper.connect ("" = standalone) */
     int32_t zookeeper_session_timeout_ms;     /* zookeeper.session.timeout.ms */
     int32_t zookeeper_connection_timeout_ms;  /* zookeeper.connection.timeout.ms (0: session) */

@@ -38,6 +38,7 @@ static const bk_api apis[] = {
     { KP_API_LIST_GROUPS,              0, 5,  bk_handle_list_groups },
     { KP_API_DELETE_GROUPS,            0, 2,  bk_handle_delete_groups },
     { KP_API_OFFSET_DELETE,            0, 0,  bk_handle_offset_delete },
+    { KP_API_ELECT_LEADERS,            0, 2,  bk_handle_elect_leaders },
 };
 
 const bk_api *bk_api_find(int16_t key)

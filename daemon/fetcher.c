@@ -797,9 +797,14 @@ static fe_fetcher *fetcher_get(fe_set *s, int32_t leader)
  * caught up again. */
 static void follow(fe_fetcher *f, const bk_topic *t, int32_t i, const bk_pview *v)
 {
+    /* A broker in its controlled shutdown starts following nothing new
+     * (cl_leaders.c): following a new leader would first cut its log. */
+    bool leaving = bk_cluster_leaving(f->set->b);
     for (int k = 0; k < f->nparts; k++) {
         fe_part *fp = &f->parts[k];
         if (fp->partition == i && !strcmp(fp->topic, t->name)) {
+            if (leaving && fp->leader_epoch != v->leader_epoch)
+                return;                  /* not seen: dropped */
             fp->seen = true;
             if (fp->leader_epoch != v->leader_epoch)
                 fp->truncating = true;
@@ -811,6 +816,8 @@ static void follow(fe_fetcher *f, const bk_topic *t, int32_t i, const bk_pview *
             return;
         }
     }
+    if (leaving)
+        return;
     if (f->nparts == f->cap) {
         int cap = f->cap ? f->cap * 2 : 16;
         fe_part *np = realloc(f->parts, (size_t)cap * sizeof *np);

@@ -41,15 +41,40 @@ static void usage(FILE *f)
         "(see examples/standalone.properties).  --override sets one key on top.\n");
 }
 
+static void drain(bk_broker *b)
+{
+    if (b->stopping)
+        return;
+    b->stopping = true;
+    bk_server_drain(b);
+}
+
+static void drain_after_controlled_shutdown(bk_broker *b)
+{
+    BK_INFO("finishing in-flight requests");
+    drain(b);
+}
+
+/* Cluster mode first asks the controller to move this broker's
+ * leaderships (controlled.shutdown.enable, daemon/cl_leaders.c) and keeps
+ * serving meanwhile; a second signal stops at once. */
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
     bk_broker *b = arg;
     if (b->stopping)
         return;
-    BK_INFO("received %s; finishing in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    b->stopping = true;
-    bk_server_drain(b);
+    const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (cl_controlled_shutdown_running(b)) {
+        BK_INFO("received %s during the controlled shutdown; finishing in-flight requests",
+                name);
+    } else if (cl_controlled_shutdown(b, drain_after_controlled_shutdown) == 0) {
+        BK_INFO("received %s; controlled shutdown first", name);
+        return;
+    } else {
+        BK_INFO("received %s; finishing in-flight requests", name);
+    }
+    drain(b);
 }
 
 static void on_maintenance(evutil_socket_t fd, short what, void *arg)

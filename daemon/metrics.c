@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon/cl.h"
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
 #include "daemon/md_sync.h"
@@ -110,6 +111,73 @@ static const struct part_metric part_metrics[] = {
 
 struct render { kp_buf *o; int which; };
 
+/* Replication's health under the names Kafka's JMX exporter gives them:
+ * UnderReplicatedPartitions and IsrShrinks/IsrExpands (ReplicaManager) of
+ * the partitions this broker leads, OfflinePartitionsCount and
+ * ActiveControllerCount (KafkaController: the active controller's alone),
+ * MaxLag (messages the furthest-behind follower lacks, as its leader here
+ * knows it). */
+struct repl_health { bk_broker *b; int64_t under, offline, max_lag; };
+
+static void health_topic(bk_topic *t, void *arg)
+{
+    struct repl_health *h = arg;
+    int32_t me = h->b->cfg->broker_id;
+    bool controller = h->b->cl && h->b->cl->active;
+    for (int32_t i = 0; i < t->npartitions; i++) {
+        const bk_pview *v = &t->parts[i];
+        if (controller && (v->leader < 0 || !bk_broker_alive(h->b, v->leader)))
+            h->offline++;
+        if (v->leader != me)
+            continue;
+        if (v->nisr < v->nreplicas)
+            h->under++;
+        const bk_partition *p = v->local;
+        if (!p || !p->leading || p->followers_epoch != p->leader_epoch)
+            continue;
+        int64_t end = seg_log_end(p->log);
+        for (int32_t k = 0; k < p->nfollowers; k++)
+            if (p->followers[k].log_end >= 0 && end - p->followers[k].log_end > h->max_lag)
+                h->max_lag = end - p->followers[k].log_end;
+    }
+}
+
+static void render_replication(bk_broker *b, kp_buf *o)
+{
+    struct repl_health h = { b, 0, 0, 0 };
+    if (bk_cluster_mode(b))
+        bk_topics_foreach(b, health_topic, &h);
+    uint64_t shrinks, expands;
+    cl_isr_counters(&shrinks, &expands);
+    sq_printf(o, "# HELP kafka_server_replicamanager_underreplicatedpartitions Partitions led "
+              "here whose ISR is smaller than their replicas (UnderReplicatedPartitions).\n"
+              "# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
+              "kafka_server_replicamanager_underreplicatedpartitions %lld\n"
+              "# HELP kafka_controller_kafkacontroller_offlinepartitionscount Partitions "
+              "without a live leader; reported by the active controller "
+              "(OfflinePartitionsCount).\n"
+              "# TYPE kafka_controller_kafkacontroller_offlinepartitionscount gauge\n"
+              "kafka_controller_kafkacontroller_offlinepartitionscount %lld\n"
+              "# HELP kafka_controller_kafkacontroller_activecontrollercount 1 on the active "
+              "controller (ActiveControllerCount).\n"
+              "# TYPE kafka_controller_kafkacontroller_activecontrollercount gauge\n"
+              "kafka_controller_kafkacontroller_activecontrollercount %d\n"
+              "# HELP kafka_server_replicamanager_isrshrinks_total ISR shrinks this broker "
+              "wrote (IsrShrinksPerSec).\n"
+              "# TYPE kafka_server_replicamanager_isrshrinks_total counter\n"
+              "kafka_server_replicamanager_isrshrinks_total %llu\n"
+              "# HELP kafka_server_replicamanager_isrexpands_total ISR expansions this broker "
+              "wrote (IsrExpandsPerSec).\n"
+              "# TYPE kafka_server_replicamanager_isrexpands_total counter\n"
+              "kafka_server_replicamanager_isrexpands_total %llu\n"
+              "# HELP kafka_server_replicafetchermanager_maxlag Messages the furthest-behind "
+              "follower of a partition led here lacks (MaxLag).\n"
+              "# TYPE kafka_server_replicafetchermanager_maxlag gauge\n"
+              "kafka_server_replicafetchermanager_maxlag %lld\n",
+              (long long)h.under, (long long)h.offline, b->cl && b->cl->active ? 1 : 0,
+              (unsigned long long)shrinks, (unsigned long long)expands, (long long)h.max_lag);
+}
+
 static void render_replica(bk_partition *p, void *arg)
 {
     struct render *r = arg;
@@ -197,6 +265,8 @@ void bk_metrics_render(bk_broker *b, kp_buf *o)
               "by SQL queries on the messages table.\n"
               "# TYPE sluice_sql_messages_bytes_read_total counter\n"
               "sluice_sql_messages_bytes_read_total %lld\n", atomic_load(&sq_messages_bytes_read));
+
+    render_replication(b, o);
 
     for (int m = 0; m < (int)(sizeof part_metrics / sizeof part_metrics[0]); m++) {
         sq_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,

@@ -109,6 +109,7 @@ int bk_handle_list_groups(bk_req *r);
 int bk_handle_describe_groups(bk_req *r);
 int bk_handle_delete_groups(bk_req *r);
 int bk_handle_offset_delete(bk_req *r);
+int bk_handle_elect_leaders(bk_req *r);
 
 
 #endif

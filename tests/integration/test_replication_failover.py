@@ -89,6 +89,20 @@ class Sender(threading.Thread):
         self.p.flush(120)
 
 
+def tally(s, b, topic):
+    """After a stopped Sender: partition 0 read back from b against what was
+    acknowledged: (acked [(value, offset)] by offset, messages, values,
+    lost values, duplicate count).  The producer may have given up on none."""
+    assert not s.failed, "the producer gave up on %d messages, e.g. %s" % (len(s.failed),
+                                                                          s.failed[:3])
+    acked = sorted(s.acked.items(), key=lambda kv: kv[1])
+    got = consume(b, topic, [0], len(acked), timeout=60)
+    values = [m.value() for m in got]
+    seen = set(values)
+    lost = [v for v, _o in acked if v not in seen]
+    return acked, got, values, lost, len(values) - len(seen)
+
+
 def test_leader_sigkilled_again_and_again_loses_and_duplicates_nothing(make_cluster):
     c = make_cluster(3, session_timeout_ms=SESSION_MS,
                      overrides={"replica.lag.time.max.ms": "3000"})
@@ -130,14 +144,7 @@ def test_leader_sigkilled_again_and_again_loses_and_duplicates_nothing(make_clus
     finally:
         s.stop.set()
         s.join(150)
-    assert not s.failed, "the producer gave up on %d messages, e.g. %s" % (len(s.failed),
-                                                                          s.failed[:3])
-    acked = sorted(s.acked.items(), key=lambda kv: kv[1])
-    got = consume(brokers[0], t, [0], len(acked), timeout=60)
-    values = [m.value() for m in got]
-    seen = set(values)
-    lost = [v for v, _o in acked if v not in seen]
-    dups = len(values) - len(seen)
+    acked, got, values, lost, dups = tally(s, brokers[0], t)
     report("failover x%d: %d sent, %d acknowledged, %d read, %d lost, %d duplicated; "
            "leadership moved after %.1f-%.1f s (session timeout %.0f s)", len(kills), s.sent,
            len(acked), len(values), len(lost), dups, min(m for _a, _b, m in kills),

@@ -230,6 +230,29 @@ START_TEST(test_defaults_are_the_tables)
 }
 END_TEST
 
+START_TEST(test_leadership_keys_have_kafkas_defaults_and_ranges)
+{
+    bk_config c;
+    bk_config_init(&c);
+    ck_assert(c.controlled_shutdown_enable);
+    ck_assert_int_eq(c.controlled_shutdown_max_retries, 3);
+    ck_assert_int_eq(c.controlled_shutdown_retry_backoff_ms, 5000);
+    ck_assert(c.auto_leader_rebalance_enable);
+    ck_assert_int_eq(c.leader_imbalance_check_interval_seconds, 300);
+    ck_assert_int_eq(c.leader_imbalance_per_broker_percentage, 10);
+    char err[512];
+    ck_assert_int_eq(bk_config_set(&c, "leader.imbalance.per.broker.percentage", "101", err,
+                                   sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "leader.imbalance.per.broker.percentage"));
+    ck_assert_int_eq(bk_config_set(&c, "controlled.shutdown.max.retries", "0", err,
+                                   sizeof err), -1);
+    ck_assert_int_eq(bk_config_set(&c, "controlled.shutdown.enable", "false", err, sizeof err),
+                     0);
+    ck_assert(!c.controlled_shutdown_enable);
+    bk_config_free(&c);
+}
+END_TEST
+
 START_TEST(test_only_admin_token_is_sensitive_and_topic_keys_are_accepted)
 {
     size_t n;
@@ -281,7 +304,7 @@ int main(void)
         test_invalid_values_are_named, test_zk_connect_form, test_offsets_commit_linger_is_bounded,
         test_every_table_key_parses_into_what_describe_renders, test_defaults_are_the_tables,
         test_only_admin_token_is_sensitive_and_topic_keys_are_accepted,
-        test_unit_precedence_is_per_config,
+        test_unit_precedence_is_per_config, test_leadership_keys_have_kafkas_defaults_and_ranges,
     };
     return unit_run("daemon config", "config", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }

@@ -108,7 +108,11 @@ START_TEST(test_partitions_show_every_partition_of_the_cluster)
     ck_assert_str_eq(query("SELECT partition, leader, replicas, isr, leader_epoch, "
                            "controller_epoch, recovery_point IS NULL FROM partitions "
                            "ORDER BY partition", true),
-                     "0,2,\"2,3\",2,3,5,1\r\n1,1,\"1,2\",\"1,2\",1,5,0\r\n");
+                     /* broker 2 is not alive here: partition 0 is offline, as
+                      * Metadata says (main's b34880a) */
+                     "0,-1,\"2,3\",2,3,5,1\r\n1,1,\"1,2\",\"1,2\",1,5,0\r\n");
+    ck_assert_str_eq(query("SELECT partition, under_replicated, offline FROM partitions "
+                           "ORDER BY partition", true), "0,1,1\r\n1,0,0\r\n");
     ck_assert_str_eq(query("SELECT broker_id, alive FROM partition_replicas "
                            "WHERE partition = 0 ORDER BY position", true),
                      "2,0\r\n3,0\r\n");              /* no live brokers mirrored */
