@@ -452,5 +452,9 @@ int64_t kp_legacy_to_batch(const uint8_t *set, size_t len, kp_buf *out, size_t m
  * batches skipped), decompressing with it.  0 or KP_E_*. */
 int kp_batch_to_legacy(const uint8_t *p, size_t len, int magic, int64_t from,
                        kp_rec_iter *it, kp_buf *out);
+/* Rewrites the header checksum of the lz4 frame at p to the right one
+ * (pre-0.10 Kafka clients compute it wrongly for magic 0); not a frame or
+ * too short: left alone. */
+void kp_lz4_fix_header_checksum(uint8_t *p, size_t len);
 
 #endif

@@ -42,6 +42,12 @@
  *      bytes that travel once.
  *   3. Neither function touches its input; out grows only by what they
  *      append (on failure out->len is restored).
+ *   4. A magic 0 lz4 wrapper is read whatever its frame header checksum
+ *      says: Kafka before 0.10 computed it over the wrong bytes (the magic
+ *      number included, KAFKA-3160) and clients of that era (kafka-python's
+ *      lz4_encode_old_kafka) still write it so; Kafka's broker ignores it
+ *      for magic 0, and so does this (fix_lz4_hc puts the right one in a
+ *      copy).
  */
 #include <string.h>
 
@@ -88,6 +94,45 @@ static int read_msg(kp_rd *r, legacy_msg *m)
     return 1;
 }
 
+/* XXH32 (seed 0) of fewer than 16 bytes: all an lz4 frame descriptor needs. */
+static uint32_t rotl32(uint32_t x, int r)
+{
+    return (x << r) | (x >> (32 - r));
+}
+
+static uint32_t xxh32_short(const uint8_t *p, size_t len)
+{
+    const uint32_t P1 = 2654435761u, P2 = 2246822519u, P3 = 3266489917u,
+                   P4 = 668265263u, P5 = 374761393u;
+    uint32_t h = P5 + (uint32_t)len;
+    for (; len >= 4; p += 4, len -= 4) {
+        uint32_t w = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                     (uint32_t)p[3] << 24;
+        h = rotl32(h + w * P3, 17) * P4;
+    }
+    for (; len > 0; p++, len--)
+        h = rotl32(h + *p * P5, 11) * P1;
+    h ^= h >> 15;
+    h *= P2;
+    h ^= h >> 13;
+    h *= P3;
+    h ^= h >> 16;
+    return h;
+}
+
+/* Promise 4: the lz4 frame at p with the header checksum it should have.
+ * The frame descriptor is FLG, BD, [ContentSize 8 if FLG bit 3],
+ * [DictID 4 if FLG bit 0], then HC = (XXH32(descriptor) >> 8) & 0xFF. */
+void kp_lz4_fix_header_checksum(uint8_t *p, size_t len)
+{
+    if (len < 7 || p[0] != 0x04 || p[1] != 0x22 || p[2] != 0x4D || p[3] != 0x18)
+        return;
+    size_t dlen = 2 + ((p[4] & 0x08) ? 8 : 0) + ((p[4] & 0x01) ? 4 : 0);
+    if (4 + dlen >= len)
+        return;
+    p[4 + dlen] = (uint8_t)(xxh32_short(p + 4, dlen) >> 8);
+}
+
 /* Adds the messages of one (uncompressed) set to the builder.  inner: the
  * set came out of a wrapper, whose timestamp (wrapper_ts >= 0 under
  * LogAppendTime) overrides. */
@@ -106,7 +151,18 @@ static int add_set(kp_batch_builder *bb, const uint8_t *p, size_t len, bool inne
             if (bb->count == 0 && bb->codec == KP_CODEC_NONE)
                 bb->codec = codec;
             size_t base = scratch->len;
-            rc = kp_decompress(codec, m.value.p, (size_t)m.value.len, scratch, max_out);
+            if (codec == KP_CODEC_LZ4 && m.magic == 0) {
+                kp_buf fixed;
+                kp_buf_init(&fixed);
+                kp_wr_raw(&fixed, m.value.p, (size_t)m.value.len);
+                if (fixed.err)
+                    return KP_E_NOMEM;
+                kp_lz4_fix_header_checksum(fixed.data, fixed.len);
+                rc = kp_decompress(codec, fixed.data, fixed.len, scratch, max_out);
+                kp_buf_free(&fixed);
+            } else {
+                rc = kp_decompress(codec, m.value.p, (size_t)m.value.len, scratch, max_out);
+            }
             if (rc < 0)
                 return rc;
             bool lat = m.magic == 1 && (m.attributes & LEGACY_ATTR_LOG_APPEND_TIME);
