@@ -514,10 +514,7 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
     if (v >= 16 && st->hints.n > 0) {
         bk_broker_info info[BK_HINT_MAX_NODES];
         int n = bk_hint_endpoints(r->b, &st->hints, info);
-        for (int i = 0; i < n; i++)
-            ne[i] = (kp_FetchResponse_NodeEndpoint){
-                .NodeId = info[i].id, .Host = kp_str_cstr(info[i].host), .Port = info[i].port,
-                .Rack = info[i].rack ? kp_str_cstr(info[i].rack) : KP_STR_NULL };
+        BK_HINT_FILL_ENDPOINTS(ne, info, n);
         m.NodeEndpoints = ne;
         m.NodeEndpoints_count = n;
     }

@@ -596,10 +596,7 @@ int bk_handle_produce(bk_req *r)
         kp_ProduceResponse_NodeEndpoint *ne = kp_arena_alloc(&r->arena, sizeof *ne * (size_t)n + 1);
         if (!ne)
             return BK_CLOSE;
-        for (int i = 0; i < n; i++)
-            ne[i] = (kp_ProduceResponse_NodeEndpoint){
-                .NodeId = info[i].id, .Host = kp_str_cstr(info[i].host), .Port = info[i].port,
-                .Rack = info[i].rack ? kp_str_cstr(info[i].rack) : KP_STR_NULL };
+        BK_HINT_FILL_ENDPOINTS(ne, info, n);
         m.NodeEndpoints = ne;
         m.NodeEndpoints_count = n;
     }

@@ -26,4 +26,14 @@ bool bk_leader_hint(bk_broker *b, kp_str topic, int32_t partition,
  * returns how many (a broker gone since is left out). */
 int bk_hint_endpoints(bk_broker *b, const bk_hint_nodes *nodes, bk_broker_info *out);
 
+/* Fills ne[0..n) (a generated NodeEndpoint array: ProduceResponse's and
+ * FetchResponse's have the same fields) from info[0..n). */
+#define BK_HINT_FILL_ENDPOINTS(ne, info, n)                                          \
+    for (int bk_i_ = 0; bk_i_ < (n); bk_i_++) {                                      \
+        (ne)[bk_i_].NodeId = (info)[bk_i_].id;                                        \
+        (ne)[bk_i_].Host = kp_str_cstr((info)[bk_i_].host);                           \
+        (ne)[bk_i_].Port = (info)[bk_i_].port;                                        \
+        (ne)[bk_i_].Rack = (info)[bk_i_].rack ? kp_str_cstr((info)[bk_i_].rack) : KP_STR_NULL; \
+    }
+
 #endif

@@ -444,7 +444,8 @@ void kp_bb_free(kp_batch_builder *bb);
  * deltas 0..n-1, no producer id, the first wrapper's codec).  *count gets
  * the messages read.  Returns the batch size or KP_E_* (KP_E_CRC,
  * KP_E_MAGIC, KP_E_MALFORMED, KP_E_CODEC, KP_E_NOMEM); max_out bounds each
- * wrapper's decompressed size. */
+ * wrapper's decompressed size and the records of the whole batch
+ * (KP_E_CODEC beyond it). */
 int64_t kp_legacy_to_batch(const uint8_t *set, size_t len, kp_buf *out, size_t max_out,
                            int32_t *count);
 /* Appends the records of the batch at p with offsets >= from as

@@ -178,6 +178,8 @@ static int add_set(kp_batch_builder *bb, const uint8_t *p, size_t len, bool inne
         int64_t ts = inner && wrapper_ts >= 0 ? wrapper_ts : m.timestamp;
         kp_bb_add(bb, ts, m.key.len < 0 ? NULL : m.key.p, m.key.len,
                   m.value.len < 0 ? NULL : m.value.p, m.value.len, NULL, 0);
+        if (bb->recs.len > max_out)       /* many small bombs make one big one */
+            return KP_E_CODEC;
     }
     return rc;
 }

@@ -251,6 +251,15 @@ START_TEST(test_corrupt_sets_are_refused)
 }
 END_TEST
 
+/* got == want byte for byte; frees both. */
+static void assert_same_and_free(kp_buf *got, kp_buf *want)
+{
+    ck_assert_int_eq(got->len, want->len);
+    ck_assert(!memcmp(got->data, want->data, got->len));
+    kp_buf_free(got);
+    kp_buf_free(want);
+}
+
 START_TEST(test_batch_down_converts_from_an_offset)
 {
     kp_buf b;
@@ -273,10 +282,7 @@ START_TEST(test_batch_down_converts_from_an_offset)
         for (int i = 1; i < NTHREE; i++)          /* headers dropped, uncompressed */
             add_entry(&want, 10 + i, magic, 0, three[i].ts, three[i].key, three[i].value,
                       three[i].value ? (int32_t)strlen(three[i].value) : -1);
-        ck_assert_int_eq(got.len, want.len);
-        ck_assert(!memcmp(got.data, want.data, got.len));
-        kp_buf_free(&got);
-        kp_buf_free(&want);
+        assert_same_and_free(&got, &want);
     }
     /* LogAppendTime: magic 1 says so in each message */
     kp_batch_set_log_append_time(b.data, TS + 5);
@@ -287,10 +293,7 @@ START_TEST(test_batch_down_converts_from_an_offset)
     for (int i = 0; i < NTHREE; i++)
         add_entry(&want, 10 + i, 1, 0x08, TS + 5, three[i].key, three[i].value,
                   three[i].value ? (int32_t)strlen(three[i].value) : -1);
-    ck_assert_int_eq(got.len, want.len);
-    ck_assert(!memcmp(got.data, want.data, got.len));
-    kp_buf_free(&got);
-    kp_buf_free(&want);
+    assert_same_and_free(&got, &want);
     kp_rec_iter_free(&it);
     kp_buf_free(&b);
 }
@@ -308,12 +311,9 @@ START_TEST(test_magic1_set_round_trips_byte_for_byte)
     kp_rec_iter it;
     kp_rec_iter_init0(&it);
     ck_assert_int_eq(kp_batch_to_legacy(batch.data, batch.len, 1, 0, &it, &back), 0);
-    ck_assert_int_eq(back.len, in.len);
-    ck_assert(!memcmp(back.data, in.data, in.len));
+    assert_same_and_free(&back, &in);
     kp_rec_iter_free(&it);
-    kp_buf_free(&in);
     kp_buf_free(&batch);
-    kp_buf_free(&back);
 }
 END_TEST
 
