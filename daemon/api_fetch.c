@@ -1,5 +1,5 @@
 /*
- * daemon/api_fetch.c — Fetch (API key 1), v4–v11.
+ * daemon/api_fetch.c — Fetch (API key 1), v0–v17.
  *
  * Message bytes never enter this process: each partition's data is one or
  * more seg_range (file, position, length) spliced into the response with
@@ -65,11 +65,38 @@
  * append waiters (daemon/partition.c invariant 4): appends wake it, not
  * only HW moves.  Standalone, ReplicaId is ignored as before.
  *
+ * Versions.
+ *   v0–v3   the old message formats: a consumer that old reads magic 0
+ *           (v0–v1) or magic 1 (v2–v3) only, so its partitions' batches
+ *           are read from the files (pread, the same ranges as above) and
+ *           down-converted by kp_batch_to_legacy (protocol/legacy.c) into
+ *           st->conv, which the records hook copies into the response.
+ *           Off the zero-copy path, for those clients only, and counted
+ *           in /metrics (sluice_fetch_down_converted_*).  Records below
+ *           FetchOffset inside the first batch are left out.
+ *   v4–v11  record batches v2, zero copy (the rest of this note).
+ *   v12+    flexible; ClusterId is decoded and, as by Kafka's brokers
+ *           (only its KRaft controllers check it), not compared.
+ *   v13+    topics by TopicId.  Kafka's answers: an id no topic has
+ *           (never existed, or deleted) is UNKNOWN_TOPIC_ID for each of
+ *           its partitions; an id whose topic name now belongs to a topic
+ *           with another id (deleted and re-created while the request
+ *           waited) is INCONSISTENT_TOPIC_ID.  The response names topics
+ *           by the requested id.
+ *   v15+    a follower's ReplicaId comes in the ReplicaState tagged field
+ *           (the top-level field is gone); the leader takes either.
+ *   v12+/16+ NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry the
+ *           partition's CurrentLeader (v12+) and the leaders'
+ *           NodeEndpoints (v16+, KIP-951: daemon/leader_hint.c).
+ *   v17     ReplicaDirectoryId (JBOD) is decoded and ignored.
+ *
  * Sessions (KIP-227) are not offered: SessionId 0 in every response, so
  * clients send full requests.  A request naming a session gets
  * FETCH_SESSION_ID_NOT_FOUND, as from a broker that evicted it.
  */
 #include "daemon/cluster.h"
+#include "daemon/leader_hint.h"
+#include "daemon/metrics.h"
 #include "daemon/replica.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
@@ -77,6 +104,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -89,11 +117,15 @@ typedef struct fetch_part {
     int64_t fetch_offset;
     int32_t max_bytes;
     int first_range, nranges;     /* this build's ranges, in fetch_state.ranges */
+    size_t conv_off, conv_len;    /* v0-3: this build's messages, in fetch_state.conv */
     bk_waiter w;
 } fetch_part;
 
 typedef struct fetch_topic {
-    kp_str name;                  /* points into the request frame */
+    kp_str name;                  /* in the request frame; v13+: a copy of the
+                                     name the id had at parse time (r->arena) */
+    uint8_t id[16];               /* v13+: as requested */
+    int16_t error;                /* v13+: UNKNOWN_TOPIC_ID at parse time */
     int32_t nparts;
 } fetch_topic;
 
@@ -120,6 +152,11 @@ typedef struct fetch_state {
     struct event *timer;
     struct event *wake_ev;
     bool wake_pending;
+    /* v0-3 only (down-conversion): file bytes read, messages written, and
+     * the iterator that decompresses; freed with the state. */
+    kp_buf raw, conv;
+    kp_rec_iter it;
+    bk_hint_nodes hints;          /* v16+: leaders named by this build */
 } fetch_state;
 
 /* ---- parsing --------------------------------------------------------------- */
@@ -157,7 +194,11 @@ static fetch_state *fetch_parse(bk_req *r)
     st->max_wait_ms = q.MaxWaitMs;
     st->min_bytes = q.MinBytes;
     st->isolation_level = q.IsolationLevel;
-    st->replica_id = bk_cluster_mode(r->b) && q.ReplicaId >= 0 ? q.ReplicaId : -1;
+    kp_buf_init(&st->raw);
+    kp_buf_init(&st->conv);
+    kp_rec_iter_init0(&st->it);
+    int32_t replica = v >= 15 ? q.ReplicaState.ReplicaId : q.ReplicaId;
+    st->replica_id = bk_cluster_mode(r->b) && replica >= 0 ? replica : -1;
     int64_t cap = r->b->cfg->fetch_max_bytes;
     st->limit = q.MaxBytes < cap ? q.MaxBytes : cap;    /* MaxBytes: v3+, else INT32_MAX */
     if (st->limit < 0)
@@ -172,6 +213,21 @@ static fetch_state *fetch_parse(bk_req *r)
         const kp_FetchRequest_FetchTopic *qt = &q.Topics[t];
         st->topics[t].name = qt->Topic;
         st->topics[t].nparts = qt->Partitions_count < 0 ? 0 : qt->Partitions_count;
+        if (v >= 13) {
+            memcpy(st->topics[t].id, qt->TopicId, 16);
+            const bk_topic *bt = bk_topic_find_id(r->b, qt->TopicId);
+            st->topics[t].name = KP_STR_NULL;
+            if (!bt) {
+                st->topics[t].error = KP_UNKNOWN_TOPIC_ID;
+            } else {
+                size_t n = strlen(bt->name);
+                char *name = kp_arena_alloc(&r->arena, n + 1);
+                if (!name)
+                    return NULL;
+                memcpy(name, bt->name, n);
+                st->topics[t].name = (kp_str){ name, (int32_t)n };
+            }
+        }
         for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++) {
             const kp_FetchRequest_FetchPartition *qp = &qt->Partitions[i];
             /* CurrentLeaderEpoch is v9+; below it stays -1: not checked. */
@@ -220,6 +276,69 @@ static bool fetch_keep_ranges(fetch_state *st, fetch_part *fp, seg_range *rg, in
     return true;
 }
 
+/* v13+: the topic the request names by id, checked at every build
+ * (invariant 2: a rebuild looks it up again). */
+static int16_t fetch_topic_error(bk_broker *b, int16_t v, const fetch_topic *ft)
+{
+    if (v < 13)
+        return KP_NONE;
+    if (ft->error != KP_NONE)
+        return ft->error;
+    const bk_topic *t = bk_topic_find(b, ft->name.p, (size_t)ft->name.len);
+    if (!t)
+        return KP_UNKNOWN_TOPIC_ID;               /* deleted since */
+    if (memcmp(t->id, ft->id, 16) != 0)
+        return KP_INCONSISTENT_TOPIC_ID;          /* re-created since */
+    return KP_NONE;
+}
+
+/* Reads n bytes at pos of fd into out (appended).  0 or -1. */
+static int read_range(const seg_range *rg, kp_buf *out)
+{
+    uint8_t *d = kp_buf_reserve(out, rg->len);
+    if (!d)
+        return -1;
+    size_t got = 0;
+    while (got < rg->len) {
+        ssize_t k = pread(rg->fd, d + got, rg->len - got, rg->pos + (off_t)got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)               /* 0: the file shrank (retention): serve what was read */
+            break;
+        got += (size_t)k;
+    }
+    out->len += got;
+    return 0;
+}
+
+/* Fetch v0-3: the partition's ranges as magic 0 (v0-1) or 1 (v2-3)
+ * messages in st->conv.  Returns the bytes written, or -1 (a read or
+ * decode failure; nothing kept). */
+static int64_t down_convert(fetch_state *st, fetch_part *fp, seg_range *rg, int n)
+{
+    int magic = st->r->hdr.RequestApiVersion >= 2 ? 1 : 0;
+    st->raw.len = 0;
+    for (int i = 0; i < n; i++)
+        if (read_range(&rg[i], &st->raw) != 0)
+            return -1;
+    size_t start = st->conv.len;
+    for (size_t at = 0; at < st->raw.len;) {
+        int64_t size = kp_batch_size(st->raw.data + at, st->raw.len - at);
+        if (size < 0 || (size_t)size > st->raw.len - at)
+            break;                /* a cut-off tail: the next fetch gets it */
+        if (kp_batch_to_legacy(st->raw.data + at, (size_t)size, magic, fp->fetch_offset,
+                               &st->it, &st->conv) != 0) {
+            st->conv.len = start;
+            return -1;
+        }
+        at += (size_t)size;
+    }
+    fp->conv_off = start;
+    fp->conv_len = st->conv.len - start;
+    bk_metrics_converted(KP_API_FETCH, fp->conv_len);
+    return (int64_t)fp->conv_len;
+}
+
 static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
                             fetch_acc *acc, kp_FetchResponse_PartitionData *rp)
 {
@@ -231,10 +350,13 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
     int nranges = 0;
     int64_t bytes = 0;
 
-    bk_partition *p;
+    bk_partition *p = NULL;
     int64_t upto = -1;            /* read bound: HW (consumers), log end (followers) */
     int64_t end = -1;
-    err = (int16_t)bk_leader_replica(b, st->topics[fp->topic].name, fp->partition, &p);
+    const fetch_topic *ft = &st->topics[fp->topic];
+    err = fetch_topic_error(b, v, ft);
+    if (err == KP_NONE)
+        err = (int16_t)bk_leader_replica(b, ft->name, fp->partition, &p);
     if (p && st->replica_id >= 0 && !bk_isr_is_replica(p, st->replica_id)) {
         err = KP_NOT_LEADER_OR_FOLLOWER;          /* Kafka: not an assigned replica */
         p = NULL;
@@ -301,6 +423,21 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
             bytes = 0;
         }
     }
+    int32_t leader_id = -1, leader_epoch = -1;
+    if (v >= 12 && (err == KP_NOT_LEADER_OR_FOLLOWER || err == KP_FENCED_LEADER_EPOCH))
+        bk_leader_hint(b, ft->name, fp->partition, &leader_id, &leader_epoch, &st->hints);
+    fp->conv_off = fp->conv_len = 0;
+    if (v < 4 && nranges > 0) {
+        /* The old formats: convert, and send the messages instead. */
+        bytes = down_convert(st, fp, ranges, nranges);
+        for (int i = 0; i < nranges; i++)
+            seg_range_release(&ranges[i]);
+        nranges = 0;
+        if (bytes < 0) {
+            err = KP_KAFKA_STORAGE_ERROR;
+            bytes = 0;
+        }
+    }
     if (!fetch_keep_ranges(st, fp, ranges, nranges)) {
         for (int i = 0; i < nranges; i++)         /* out of memory: none now, */
             seg_range_release(&ranges[i]);        /* the consumer asks again */
@@ -318,7 +455,7 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
         .LastStableOffset = lso,
         .LogStartOffset = v >= 5 ? log_start : -1,
         .DivergingEpoch = { .Epoch = -1, .EndOffset = -1 },
-        .CurrentLeader = { .LeaderId = -1, .LeaderEpoch = -1 },
+        .CurrentLeader = { .LeaderId = leader_id, .LeaderEpoch = leader_epoch },
         .SnapshotId = { .EndOffset = -1, .Epoch = -1 },
         .PreferredReadReplica = -1,
         .Records = { (const char *)fp, (int32_t)bytes },
@@ -333,9 +470,10 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
  * right after it, in order. */
 static void fetch_splice(kp_buf *o, kp_str s, void *arg)
 {
-    (void)o;
     fetch_state *st = arg;
     const fetch_part *fp = (const fetch_part *)s.p;
+    if (fp->conv_len > 0)                         /* v0-3: converted messages */
+        kp_wr_raw(o, st->conv.data + fp->conv_off, fp->conv_len);
     for (int i = 0; i < fp->nranges; i++)
         bk_req_add_range(st->r, &st->ranges[fp->first_range + i]);
     st->ranges_sent = fp->first_range + fp->nranges;
@@ -352,6 +490,8 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
     m.ErrorCode = st->error;                      /* v7+; set only from v7 fields */
     m.SessionId = 0;                              /* no sessions */
     st->nranges = st->ranges_sent = 0;
+    st->conv.len = 0;
+    st->hints.n = 0;
     if (st->error != KP_NONE) {
         *any_error = true;
     } else {
@@ -362,12 +502,21 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
                 .Topic = st->topics[t].name, .Partitions = rp,
                 .Partitions_count = st->topics[t].nparts,
             };
+            memcpy(st->rtopics[t].TopicId, st->topics[t].id, 16);
             for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++, rp++)
                 fetch_partition(r, st, fp, &acc, rp);
         }
         m.Responses = st->rtopics;
         m.Responses_count = st->ntopics;
         *any_error = acc.any_error;
+    }
+    kp_FetchResponse_NodeEndpoint ne[BK_HINT_MAX_NODES];
+    if (v >= 16 && st->hints.n > 0) {
+        bk_broker_info info[BK_HINT_MAX_NODES];
+        int n = bk_hint_endpoints(r->b, &st->hints, info);
+        BK_HINT_FILL_ENDPOINTS(ne, info, n);
+        m.NodeEndpoints = ne;
+        m.NodeEndpoints_count = n;
     }
     o->records = fetch_splice;
     o->records_arg = st;
@@ -403,6 +552,9 @@ static void fetch_unwatch_all(fetch_state *st)
 static void fetch_free(fetch_state *st)
 {
     fetch_unwatch_all(st);
+    kp_buf_free(&st->raw);
+    kp_buf_free(&st->conv);
+    kp_rec_iter_free(&st->it);
     if (st->timer)
         event_free(st->timer);
     if (st->wake_ev)

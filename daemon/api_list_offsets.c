@@ -1,6 +1,11 @@
 /*
- * daemon/api_list_offsets.c — ListOffsets (API key 2), v0–v2 (advertised
- * 1–2; v0 costs a few lines and old tools still send it).
+ * daemon/api_list_offsets.c — ListOffsets (API key 2), v0–v10.
+ *
+ * v0 answers OldStyleOffsets (at most one offset, if MaxNumOffsets > 0);
+ * v1+ Timestamp and Offset; v4+ checks CurrentLeaderEpoch as Fetch does
+ * (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and answers LeaderEpoch -1
+ * (unknown: clients then skip offset validation); v6+ flexible; v10's
+ * TimeoutMs is for remote storage and has nothing to wait for here.
  *
  * Timestamp -1 (LATEST) answers the high watermark (standalone: the log
  * end; also for READ_COMMITTED, as there are no transactions), -2
@@ -21,11 +26,14 @@
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
-#define LO_LATEST   (-1)
-#define LO_EARLIEST (-2)
+#define LO_LATEST         (-1)
+#define LO_EARLIEST       (-2)
+#define LO_MAX_TIMESTAMP  (-3)   /* v7+: the first record with the largest timestamp */
+#define LO_EARLIEST_LOCAL (-4)   /* v8+: no tiered storage, so the log start */
+#define LO_PENDING_UPLOAD (-5)   /* v9+: nothing is ever uploaded: none (-1) */
 
 static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
-                           int64_t *ts_out, int64_t *off_out)
+                           int32_t current_leader_epoch, int64_t *ts_out, int64_t *off_out)
 {
     bk_broker *b = r->b;
     *ts_out = -1;
@@ -34,11 +42,21 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
     int rc = bk_leader_replica(b, topic, index, &p);
     if (rc != KP_NONE)
         return rc;
+    if (current_leader_epoch >= 0 && current_leader_epoch != p->leader_epoch)
+        return current_leader_epoch < p->leader_epoch ? KP_FENCED_LEADER_EPOCH
+                                                      : KP_UNKNOWN_LEADER_EPOCH;
+    if (when == LO_PENDING_UPLOAD)
+        return KP_NONE;
+    if (when == LO_MAX_TIMESTAMP) {
+        when = seg_max_timestamp(p->log);
+        if (when < 0)
+            return KP_NONE;                     /* empty: -1 / -1 */
+    }
     if (when == LO_LATEST) {
         *off_out = p->high_watermark;
         return KP_NONE;
     }
-    if (when == LO_EARLIEST) {
+    if (when == LO_EARLIEST || when == LO_EARLIEST_LOCAL) {
         *off_out = seg_log_start(p->log);
         return KP_NONE;
     }
@@ -82,7 +100,7 @@ int bk_handle_list_offsets(bk_req *r)
             lo_part_out *po = &parts[i];
             po->PartitionIndex = qp->PartitionIndex;
             po->ErrorCode = list_offset(r, qt->Name, qp->PartitionIndex, qp->Timestamp,
-                                        &ts, &off);
+                                        qp->CurrentLeaderEpoch, &ts, &off);
             po->LeaderEpoch = -1;                    /* v4+, not carried */
             if (v == 0) {                            /* OldStyleOffsets */
                 po->Timestamp = -1;                  /* v1+ fields at their defaults */

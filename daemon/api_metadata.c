@@ -1,5 +1,15 @@
 /*
- * Metadata v0-5: brokers, controller, topics and partition leaders.
+ * Metadata v0-12: brokers, controller, topics and partition leaders.
+ *
+ * Versions: v1 null topic list = all (v0: empty = all); v4
+ * AllowAutoTopicCreation; v5 OfflineReplicas; v7 LeaderEpoch (answered -1,
+ * "unknown", as the handlers of Fetch/ListOffsets check no epoch a client
+ * got from here); v8 authorized operations (INT32_MIN: not asked for);
+ * v9+ flexible; v10+ each topic's TopicId; v12 a requested topic may be
+ * named by its TopicId alone (null Name), as Kafka answers it: an unknown
+ * id gets UNKNOWN_TOPIC_ID with a null name.  Below v12 a topic id in the
+ * request, or a null name, is INVALID_REQUEST for that topic (Kafka
+ * refuses the request so).
  *
  * Request and response go through the generated codec (kp_msgs.h): the
  * handler fills kp_MetadataResponse and kp_enc_MetadataResponse writes the
@@ -33,6 +43,9 @@ static bool fill_topic(bk_req *r, int16_t v, bk_topic *t, md_topic_out *o)
 {
     o->ErrorCode = KP_NONE;
     o->Name = kp_str_cstr(t->name);
+    o->IsInternal = t->internal;
+    if (v >= 10)
+        memcpy(o->TopicId, t->id, 16);
     o->Partitions_count = t->npartitions;
     if (t->npartitions == 0)
         return true;
@@ -96,9 +109,26 @@ static void fill_all(bk_topic *t, void *arg)
 }
 
 /* A named topic: found, auto-created, or answered with its error. */
-static bool fill_named(bk_req *r, int16_t v, bool allow_auto, kp_str n, md_topic_out *o)
+static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
+                       const kp_MetadataRequest_MetadataRequestTopic *qt, md_topic_out *o)
 {
+    static const uint8_t zero[16];
     bk_broker *b = r->b;
+    kp_str n = qt->Name;
+    bool by_id = memcmp(qt->TopicId, zero, 16) != 0;
+    if (v < 12 && (by_id || n.len < 0)) {
+        fill_error(o, n.len < 0 ? KP_STR_NULL : n, KP_INVALID_REQUEST);
+        return true;
+    }
+    if (by_id || n.len < 0) {
+        bk_topic *t = bk_topic_find_id(b, qt->TopicId);
+        if (!t || (n.len >= 0 && kp_str_cmp(n, kp_str_cstr(t->name)) != 0)) {
+            fill_error(o, KP_STR_NULL, KP_UNKNOWN_TOPIC_ID);
+            memcpy(o->TopicId, qt->TopicId, 16);
+            return true;
+        }
+        return fill_topic(r, v, t, o);
+    }
     bk_topic *t = bk_topic_find(b, n.p, (size_t)n.len);
     if (!t && allow_auto && b->cfg->auto_create_topics_enable) {
         char name[MD_TOPIC_NAME_MAX + 2], err[MD_ERRLEN];
@@ -171,8 +201,8 @@ int bk_handle_metadata(bk_req *r)
         topics = kp_arena_alloc(&r->arena, (size_t)n * sizeof *topics);
         if (!topics)
             return BK_CLOSE;
-        for (int32_t i = 0; i < n; i++)
-            topics[i].TopicAuthorizedOperations = INT32_MIN;   /* JSON default */
+        for (int32_t i = 0; i < n; i++)            /* JSON defaults */
+            topics[i] = (md_topic_out){ .TopicAuthorizedOperations = INT32_MIN };
     }
     bool ok = true;
     if (all) {
@@ -182,7 +212,7 @@ int bk_handle_metadata(bk_req *r)
         ok = c.ok;
     } else {
         for (int32_t i = 0; i < n && ok; i++)
-            ok = fill_named(r, v, allow_auto, q.Topics[i].Name, &topics[i]);
+            ok = fill_named(r, v, allow_auto, &q.Topics[i], &topics[i]);
     }
     if (!ok)
         return BK_CLOSE;                            /* out of memory */

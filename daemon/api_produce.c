@@ -1,5 +1,5 @@
 /*
- * daemon/api_produce.c — Produce (API key 0), v3–v7 served; v0–v2 refused.
+ * daemon/api_produce.c — Produce (API key 0), v0–v11.
  *
  * The hot path.  Per partition the cost is: one CRC-32C pass per batch
  * (kp_batch_validate), a few in-place header rewrites, one seg_append
@@ -70,12 +70,23 @@
  * costs nothing more; one with it costs one hash lookup per batch before
  * the append and one update after it.
  *
- * Produce v0–v2 is advertised only because librdkafka checks for v0 before
- * it compresses (protocol/README.md §7.1); no client sends it once v3 is advertised.  If
- * one does, every partition gets UNSUPPORTED_VERSION in that version's
- * response layout.
+ * Versions.  v3+ carry record batches v2 (the hot path above).  v0–v2
+ * carry the old message sets (magic 0 and 1; kafka-python pinned to
+ * api_version (0, 8, 2) or (0, 10) sends them): each partition's set is
+ * up-converted to one batch v2 by kp_legacy_to_batch (protocol/legacy.c)
+ * into a buffer of its own, and that batch takes the same checks and
+ * append as any other.  This is off the hot path, for old clients only:
+ * one buffer per partition, the messages copied once (counted in
+ * /metrics as sluice_produce_up_converted_*).  Magic 0 has no timestamp:
+ * its records keep -1 (NO_TIMESTAMP), exempt from the timestamp-difference
+ * check, as in Kafka; LogAppendTime topics stamp them as any batch.
+ * v8+ add RecordErrors/ErrorMessage (left empty); v9+ are flexible; v10+
+ * answer NOT_LEADER_OR_FOLLOWER with the CurrentLeader of the partition
+ * and the leaders' NodeEndpoints (KIP-951, daemon/leader_hint.c).
  */
 #include "daemon/cluster.h"
+#include "daemon/leader_hint.h"
+#include "daemon/metrics.h"
 #include "daemon/replica.h"
 #include "daemon/request.h"
 #include "daemon/producer_state.h"
@@ -92,6 +103,7 @@ typedef struct produce_result {
     int64_t log_append_time;
     int64_t log_start;
     int64_t wait_end;             /* acks=-1, cluster: the HW to wait for; -1 none */
+    int32_t leader_id, leader_epoch;  /* NOT_LEADER_OR_FOLLOWER hint; -1 none */
 } produce_result;
 
 static const char *client_of(const bk_req *r, char *buf, size_t cap)
@@ -141,7 +153,9 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
             return KP_MESSAGE_TOO_LARGE;
         if ((bh.Attributes & KP_ATTR_CODEC_MASK) == KP_CODEC_ZSTD && ver < 7)
             return KP_UNSUPPORTED_COMPRESSION_TYPE;
-        if (!tc->log_append_time && tc->message_timestamp_difference_max_ms >= 0 &&
+        /* Magic 0 up-converted (ver < 3) has no timestamps: nothing to check. */
+        bool no_ts = ver < 3 && bh.MaxTimestamp < 0;
+        if (!tc->log_append_time && !no_ts && tc->message_timestamp_difference_max_ms >= 0 &&
             tc->message_timestamp_difference_max_ms < INT64_MAX / 2) {
             int64_t d = tc->message_timestamp_difference_max_ms;
             if (bh.BaseTimestamp < now - d || bh.BaseTimestamp > now + d ||
@@ -185,8 +199,38 @@ static bool storage_recovered(bk_partition *p)
     return true;
 }
 
+static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *data,
+                             size_t len, produce_result *res);
+
+/* Produce v0-2: the partition's magic 0/1 message set as one batch v2 in
+ * conv (the caller frees it).  KP_NONE with *data and *len pointing into conv,
+ * or the partition's error.  A set that already holds batches v2 is left
+ * as it is. */
+static int16_t up_convert(bk_req *r, bk_partition *p, uint8_t **data, size_t *len,
+                          kp_buf *conv)
+{
+    if (*len > 16 && (*data)[16] == 2)
+        return KP_NONE;
+    int32_t count = 0;
+    size_t cap = (size_t)p->topic->cfg.max_message_bytes * 4 + (1 << 20);
+    int64_t n = kp_legacy_to_batch(*data, *len, conv, cap, &count);
+    if (n < 0) {
+        char cid[128];
+        BK_WARN("Produce v%d from client %s to %s-%d: message set refused (%d)",
+                r->hdr.RequestApiVersion, client_of(r, cid, sizeof cid),
+                p->topic->name, p->id, (int)n);
+        return n == KP_E_MAGIC ? KP_UNSUPPORTED_FOR_MESSAGE_FORMAT
+             : n == KP_E_NOMEM ? KP_UNKNOWN_SERVER_ERROR : KP_CORRUPT_MESSAGE;
+    }
+    bk_metrics_converted(KP_API_PRODUCE, (uint64_t)n);
+    *data = conv->data;
+    *len = (size_t)n;
+    return KP_NONE;
+}
+
 static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
-                              int32_t index, kp_str records, produce_result *res)
+                              int32_t index, kp_str records, produce_result *res,
+                              bk_hint_nodes *hints)
 {
     bk_broker *b = r->b;
     res->error = KP_NONE;
@@ -194,11 +238,8 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
     res->log_append_time = -1;
     res->log_start = -1;
     res->wait_end = -1;
+    res->leader_id = res->leader_epoch = -1;
 
-    if (r->hdr.RequestApiVersion < 3) {
-        res->error = KP_UNSUPPORTED_VERSION;
-        return;
-    }
     if (acks != -1 && acks != 0 && acks != 1) {
         res->error = KP_INVALID_REQUIRED_ACKS;
         return;
@@ -209,6 +250,8 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
         lrc = KP_NOT_LEADER_OR_FOLLOWER;          /* controlled shutdown: cl_leaders.c */
     if (lrc != KP_NONE) {
         res->error = (int16_t)lrc;
+        if (lrc == KP_NOT_LEADER_OR_FOLLOWER && r->hdr.RequestApiVersion >= 10)
+            bk_leader_hint(b, topic, index, &res->leader_id, &res->leader_epoch, hints);
         return;
     }
     bool all = acks == -1 && bk_cluster_mode(b);
@@ -227,6 +270,25 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
     /* The frame is writable and ours until the response is sent (top). */
     uint8_t *data = (uint8_t *)(uintptr_t)records.p;
     size_t len = (size_t)records.len;
+    if (r->hdr.RequestApiVersion < 3) {
+        kp_buf conv;
+        kp_buf_init(&conv);
+        res->error = up_convert(r, p, &data, &len, &conv);
+        if (res->error == KP_NONE)
+            append_partition(r, p, acks, data, len, res);
+        kp_buf_free(&conv);
+        return;
+    }
+    append_partition(r, p, acks, data, len, res);
+}
+
+/* Checks and appends one partition's batches (in the frame, or the
+ * up-converted batch of an old produce). */
+static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *data,
+                             size_t len, produce_result *res)
+{
+    bk_broker *b = r->b;
+    bool all = acks == -1 && bk_cluster_mode(b);
     int64_t now = bk_now_ms();
     int64_t messages = 0;
     bool idempotent = false;
@@ -476,6 +538,7 @@ int bk_handle_produce(bk_req *r)
     if (nt > 0 && !(topics = kp_arena_alloc(&r->arena, (size_t)nt * sizeof *topics)))
         return BK_CLOSE;
     bool any_error = false;
+    bk_hint_nodes hints = { .n = 0 };
     /* acks=-1 in cluster mode: one pw_part per appended partition. */
     pw_part *waits = NULL;
     int nwaits = 0;
@@ -490,7 +553,7 @@ int bk_handle_produce(bk_req *r)
         for (int32_t i = 0; i < np; i++) {
             const kp_ProduceRequest_PartitionProduceData *qp = &qt->PartitionData[i];
             produce_result res;
-            produce_partition(r, q.Acks, qt->Name, qp->Index, qp->Records, &res);
+            produce_partition(r, q.Acks, qt->Name, qp->Index, qp->Records, &res, &hints);
             if (res.wait_end >= 0) {
                 if (!waits) {
                     size_t most = 0;
@@ -513,7 +576,7 @@ int bk_handle_produce(bk_req *r)
                 .LogAppendTimeMs = ver >= 2 ? res.log_append_time : -1,
                 .LogStartOffset = ver >= 5 ? res.log_start : -1,
                 .ErrorMessage = KP_STR_NULL,
-                .CurrentLeader = { .LeaderId = -1, .LeaderEpoch = -1 },
+                .CurrentLeader = { .LeaderId = res.leader_id, .LeaderEpoch = res.leader_epoch },
             };
         }
     }
@@ -529,6 +592,16 @@ int bk_handle_produce(bk_req *r)
         return BK_NO_RESPONSE;
     m.Responses = topics;
     m.Responses_count = nt;
+    if (hints.n > 0) {
+        bk_broker_info info[BK_HINT_MAX_NODES];
+        int n = bk_hint_endpoints(r->b, &hints, info);
+        kp_ProduceResponse_NodeEndpoint *ne = kp_arena_alloc(&r->arena, sizeof *ne * (size_t)n + 1);
+        if (!ne)
+            return BK_CLOSE;
+        BK_HINT_FILL_ENDPOINTS(ne, info, n);
+        m.NodeEndpoints = ne;
+        m.NodeEndpoints_count = n;
+    }
     if (nwaits > 0)
         return pw_start(r, &m, waits, nwaits, q.TimeoutMs);
     kp_enc_ProduceResponse(r->out, ver, &m);

@@ -36,6 +36,9 @@ struct bk_topic {
 };
 
 bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len);
+/* The topic with this id (Metadata v10+, Fetch v13+); NULL for the zero
+ * id or one no topic has (deleted, or never existed). */
+bk_topic *bk_topic_find_id(bk_broker *b, const uint8_t id[16]);
 /* Calls fn for every topic, in no particular order. */
 void bk_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *arg);
 /* The view of one partition; NULL when it does not exist. */

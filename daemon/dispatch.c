@@ -3,19 +3,21 @@
  * handler serves each key.  Ranges follow protocol/README.md §8.  The
  * group and admin APIs (OffsetCommit .. OffsetDelete, CreateTopics ..
  * InitProducerId) and OffsetForLeaderEpoch are served over every version
- * Kafka defines for them, flexible ones included.  Produce is advertised from v0 because
- * librdkafka checks v0 before compressing with gzip/snappy/lz4; v0-2 are
- * answered by the handler with an error.
+ * Kafka defines for them, flexible ones included; so are the data-path
+ * APIs (Produce, Fetch, ListOffsets, Metadata, ApiVersions), over the
+ * whole range of their JSON definitions in protocol/messages/: Produce
+ * v0-2 and Fetch v0-3 carry the old message formats (magic 0 and 1),
+ * converted by protocol/legacy.c.  ElectLeaders (cl_leaders.c) v0-2.
  */
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
 static const bk_api apis[] = {
-    { KP_API_PRODUCE,                  0, 7,  bk_handle_produce },
-    { KP_API_FETCH,                    4, 11, bk_handle_fetch },
-    { KP_API_LIST_OFFSETS,             1, 2,  bk_handle_list_offsets },
-    { KP_API_METADATA,                 0, 5,  bk_handle_metadata },
-    { KP_API_API_VERSIONS,             0, 3,  bk_handle_api_versions },
+    { KP_API_PRODUCE,                  0, 11, bk_handle_produce },
+    { KP_API_FETCH,                    0, 17, bk_handle_fetch },
+    { KP_API_LIST_OFFSETS,             0, 10, bk_handle_list_offsets },
+    { KP_API_METADATA,                 0, 12, bk_handle_metadata },
+    { KP_API_API_VERSIONS,             0, 4,  bk_handle_api_versions },
     { KP_API_CREATE_TOPICS,            0, 7,  bk_handle_create_topics },
     { KP_API_DELETE_TOPICS,            0, 6,  bk_handle_delete_topics },
     { KP_API_DESCRIBE_CONFIGS,         0, 4,  bk_handle_describe_configs },
@@ -56,13 +58,14 @@ const bk_api *bk_api_table(size_t *n)
 }
 
 /*
- * ApiVersions v0-3, through the generated codec (kp_msgs.h): the request
+ * ApiVersions v0-4, through the generated codec (kp_msgs.h): the request
  * body is decoded and the response encoded from the JSON definitions, so
- * the bytes follow the spec for each version.  A version above 3 gets
+ * the bytes follow the spec for each version (v4 is v3 on the wire; it
+ * tells the broker the client reads UNSUPPORTED_VERSION).  A version above 4 gets
  * UNSUPPORTED_VERSION with a v0-shaped body listing everything, so that any
  * client can read it and retry with a version it finds there
  * (protocol/README.md §7.3).
- * v3's request body (ClientSoftwareName/Version) is read but not required
+ * v3+'s request body (ClientSoftwareName/Version) is read but not required
  * to be sensible.
  */
 int bk_handle_api_versions(bk_req *r)
@@ -79,7 +82,7 @@ int bk_handle_api_versions(bk_req *r)
         };
     m.ApiKeys = keys;
     m.ApiKeys_count = (int32_t)n;
-    if (v > 3 || v < 0) {
+    if (v > 4 || v < 0) {
         m.ErrorCode = KP_UNSUPPORTED_VERSION;
         kp_enc_ApiVersionsResponse(r->out, 0, &m);
         return BK_RESPOND;

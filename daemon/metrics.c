@@ -36,6 +36,17 @@ static struct {
     uint64_t buckets[NBUCKETS];
 } req[MAX_API];
 
+/* Loop thread only: [0] Produce up-conversions, [1] Fetch down-conversions. */
+static uint64_t conv_count[2], conv_bytes[2];
+
+void bk_metrics_converted(int16_t api_key, uint64_t bytes)
+{
+    if (api_key != KP_API_PRODUCE && api_key != KP_API_FETCH)
+        return;
+    conv_count[api_key]++;
+    conv_bytes[api_key] += bytes;
+}
+
 /* Written by the flush worker thread. */
 static atomic_ullong fsync_count, fsync_sum_us, fsync_buckets[NBUCKETS];
 
@@ -237,6 +248,25 @@ void bk_metrics_render(bk_broker *b, kp_buf *o)
             histogram(o, "sluice_request_duration_seconds", labels, req[k].buckets,
                       req[k].count, req[k].sum_us);
         }
+
+    sq_printf(o, "# HELP sluice_produce_up_converted_total Produce v0-2 partitions whose "
+              "magic 0/1 message sets were converted to record batches v2.\n"
+              "# TYPE sluice_produce_up_converted_total counter\n"
+              "sluice_produce_up_converted_total %llu\n"
+              "# HELP sluice_produce_up_converted_bytes_total Bytes of batches v2 written "
+              "by those conversions.\n"
+              "# TYPE sluice_produce_up_converted_bytes_total counter\n"
+              "sluice_produce_up_converted_bytes_total %llu\n"
+              "# HELP sluice_fetch_down_converted_total Fetch v0-3 partitions answered "
+              "with records converted to magic 0/1 (off the zero-copy path).\n"
+              "# TYPE sluice_fetch_down_converted_total counter\n"
+              "sluice_fetch_down_converted_total %llu\n"
+              "# HELP sluice_fetch_down_converted_bytes_total Bytes of magic 0/1 message "
+              "sets those conversions sent.\n"
+              "# TYPE sluice_fetch_down_converted_bytes_total counter\n"
+              "sluice_fetch_down_converted_bytes_total %llu\n",
+              (unsigned long long)conv_count[0], (unsigned long long)conv_bytes[0],
+              (unsigned long long)conv_count[1], (unsigned long long)conv_bytes[1]);
 
     uint64_t fb[NBUCKETS];
     for (int i = 0; i < NBUCKETS; i++)

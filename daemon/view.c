@@ -97,6 +97,20 @@ bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len)
     return NULL;
 }
 
+/* A scan, not a second index: ids are asked for only by Fetch v13+ and
+ * Metadata v12 requests, once per topic named, and topics are few. */
+bk_topic *bk_topic_find_id(bk_broker *b, const uint8_t id[16])
+{
+    static const uint8_t zero[16];
+    if (!memcmp(id, zero, 16))
+        return NULL;
+    for (size_t i = 0; i < b->topic_hash_size; i++)
+        for (bk_topic *t = b->topic_hash[i]; t; t = t->hnext)
+            if (!memcmp(t->id, id, 16))
+                return t;
+    return NULL;
+}
+
 void bk_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *arg)
 {
     for (size_t i = 0; i < b->topic_hash_size; i++)

@@ -440,4 +440,24 @@ void kp_bb_add_at(kp_batch_builder *bb, int32_t offset_delta, int64_t timestamp,
 int64_t kp_bb_finish(kp_batch_builder *bb);
 void kp_bb_free(kp_batch_builder *bb);
 
+/* ---- old message formats (legacy.c) ----------------------------------------
+ * Magic 0 and 1 message sets, as Produce v0-2 and Fetch v0-3 carry them. */
+/* Up-converts a whole message set to one batch v2 appended to out (offset
+ * deltas 0..n-1, no producer id, the first wrapper's codec).  *count gets
+ * the messages read.  Returns the batch size or KP_E_* (KP_E_CRC,
+ * KP_E_MAGIC, KP_E_MALFORMED, KP_E_CODEC, KP_E_NOMEM); max_out bounds each
+ * wrapper's decompressed size and the records of the whole batch
+ * (KP_E_CODEC beyond it). */
+int64_t kp_legacy_to_batch(const uint8_t *set, size_t len, kp_buf *out, size_t max_out,
+                           int32_t *count);
+/* Appends the records of the batch at p with offsets >= from as
+ * uncompressed messages of magic 0 or 1 to out (headers dropped, control
+ * batches skipped), decompressing with it.  0 or KP_E_*. */
+int kp_batch_to_legacy(const uint8_t *p, size_t len, int magic, int64_t from,
+                       kp_rec_iter *it, kp_buf *out);
+/* Rewrites the header checksum of the lz4 frame at p to the right one
+ * (pre-0.10 Kafka clients compute it wrongly for magic 0); not a frame or
+ * too short: left alone. */
+void kp_lz4_fix_header_checksum(uint8_t *p, size_t len);
+
 #endif

@@ -2,7 +2,8 @@
  * libFuzzer target: one RecordBatch v2 through everything that may see
  * hostile bytes — size, header, both validation rules, the record iterator
  * (decompressing) and header iteration — plus every codec's decoder on the
- * raw input.  Not built by the Makefile (needs clang); build and run:
+ * raw input, and the old formats (protocol/legacy.c): the input as a magic
+ * 0/1 message set up-converted, the CRC-fixed batch down-converted.  Not built by the Makefile (needs clang); build and run:
  *
  *   clang -g -O1 -std=gnu11 -D_GNU_SOURCE -I. \
  *       -fsanitize=fuzzer,address,undefined tests/fuzz/fuzz_kp_batch.c \
@@ -54,11 +55,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     sink += (uint8_t)h.Value.p[h.Value.len - 1];
         }
     }
+    kp_buf out;
+    kp_buf_init(&out);
+    for (int magic = 0; magic <= 1; magic++) {
+        kp_buf_reset(&out);
+        (void)kp_batch_to_legacy(p, size, magic, 0, &it, &out);
+    }
+    int32_t count;
+    kp_buf_reset(&out);
+    (void)kp_legacy_to_batch(data, size, &out, 1 << 20, &count);
     kp_rec_iter_free(&it);
     free(p);
 
-    kp_buf out;
-    kp_buf_init(&out);
     for (int codec = KP_CODEC_GZIP; codec <= KP_CODEC_ZSTD; codec++) {
         kp_buf_reset(&out);
         (void)kp_decompress(codec, data, size, &out, 1 << 20);

@@ -1,9 +1,10 @@
 """Raw Kafka frames over a plain socket, for the tests that must say exactly
 what goes on the wire (bad input, pipelining, long-poll timing).
 
-The classic encodings, and (the v* helpers, Conn.request_v) the flexible
-ones: compact strings, bytes and arrays, tagged-field sections, request
-header v2 and response header v1, picked per version.
+The classic encodings, and the flexible ones: compact strings, bytes and
+arrays, tagged-field sections, request header v2 and response header v1,
+picked per version (the v* helpers, Conn.request_v) or always compact (the
+c* helpers, tags, Conn.request_flex).
 Every read has a deadline: a test never hangs on a silent broker.
 """
 import socket
@@ -114,6 +115,37 @@ def vtags(flex):
     return b"\x00" if flex else b""
 
 
+def cstring(s):
+    """COMPACT_(NULLABLE_)STRING (None -> 0)."""
+    if s is None:
+        return uvarint(0)
+    b = s.encode() if isinstance(s, str) else s
+    return uvarint(len(b) + 1) + b
+
+
+def cbytes(b):
+    """COMPACT_(NULLABLE_)BYTES / records (None -> 0)."""
+    if b is None:
+        return uvarint(0)
+    return uvarint(len(b) + 1) + b
+
+
+def carray(items):
+    """COMPACT_ARRAY of already-encoded items; None -> 0."""
+    if items is None:
+        return uvarint(0)
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+def tags(fields=()):
+    """TAGGED_FIELDS: [(tag, encoded value)], tags ascending."""
+    out = uvarint(len(fields))
+    for tag, value in fields:
+        out += uvarint(tag) + uvarint(len(value)) + value
+    return out
+
+
+
 def request_header(api_key, api_version, corr, client_id="sluice-it", flexible=False):
     h = i16(api_key) + i16(api_version) + i32(corr) + string(client_id)
     if flexible:
@@ -222,6 +254,27 @@ class Reader:
                 out[tag] = self.take(self.uvarint())
         return out
 
+    def cstring(self):
+        n = self.uvarint()
+        return None if n == 0 else self.take(n - 1).decode()
+
+    def cbytes(self):
+        n = self.uvarint()
+        return None if n == 0 else self.take(n - 1)
+
+    def carray(self, fn):
+        n = self.uvarint()
+        return None if n == 0 else [fn(self) for _ in range(n - 1)]
+
+    def tags(self):
+        """{tag: raw bytes} of a TAGGED_FIELDS section."""
+        out = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            out[tag] = self.take(self.uvarint())
+        return out
+
+
 
 # ---- connection -------------------------------------------------------------
 class Conn:
@@ -311,6 +364,16 @@ class Conn:
             raise AssertionError("correlation id %d, expected %d" % (got, corr))
         if flex:
             r.vtags(True)
+        return r
+
+    def request_flex(self, api_key, api_version, body, timeout=5.0):
+        """A flexible version: request header v2, response header v1 (its
+        tagged section must be empty)."""
+        corr = self.send(api_key, api_version, body, flexible=True)
+        got, r = self.recv_response(timeout)
+        if got != corr:
+            raise AssertionError("correlation id %d, expected %d" % (got, corr))
+        assert r.tags() == {}, "response header tags"
         return r
 
     def wait_closed(self, timeout=5.0):

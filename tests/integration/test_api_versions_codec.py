@@ -30,13 +30,13 @@ def expected_body(version, entries):
     return out
 
 
-def test_api_versions_v0_to_v3_bytes_follow_the_spec(broker):
+def test_api_versions_v0_to_v4_bytes_follow_the_spec(broker):
     with kr.Conn(broker.port) as c:
         r = c.request(kr.API_API_VERSIONS, 0)
         r.i16()
         entries = r.array(lambda x: (x.i16(), x.i16(), x.i16()))
-        assert entries and (kr.API_API_VERSIONS, 0, 3) in entries
-        for v in range(4):
+        assert entries and (kr.API_API_VERSIONS, 0, 4) in entries
+        for v in range(5):
             body = kr.api_versions_v3_body() if v >= 3 else b""
             corr = c.send(kr.API_API_VERSIONS, v, body)
             frame = c.recv_frame()

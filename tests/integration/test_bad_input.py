@@ -92,7 +92,7 @@ def test_api_versions_v3_answers_with_a_compact_body(broker):
         assert r.uvarint() == 0  # per-entry tagged fields
         apis[k] = (lo, hi)
     r.i32()  # throttle
-    assert apis.get(kr.API_API_VERSIONS) == (0, 3)
+    assert apis.get(kr.API_API_VERSIONS) == (0, 4)
 
 
 def test_api_versions_v99_is_unsupported_version_in_a_v0_body(broker):
@@ -262,26 +262,20 @@ def test_produce_with_invalid_acks_is_invalid_required_acks(broker):
     assert_serves(broker, "acks=2")
 
 
-def test_produce_v2_is_refused(broker):
-    """Produce v0-v2 (legacy message sets) are advertised for librdkafka's
-    sake but not implemented: error 35 or a closed connection, never a
-    stored message."""
+def test_produce_v2_with_a_v2_batch_is_stored(broker):
+    """Produce v0-v2 carry magic 0/1 message sets, but Kafka does not check
+    the magic below v3 (clients that sent the wrong one kept working), so
+    a batch v2 in a Produce v2 is stored as it is."""
     t = topic_name("v2")
     create_topic(broker, t, 1)
     body = kr.i16(-1) + kr.i32(10000) + kr.array([kr.string(t) + kr.array([kr.i32(0) + kr.nbytes(kr.README_BATCH)])])
     with kr.Conn(broker.port) as c:
-        c.send(kr.API_PRODUCE, 2, body)
-        try:
-            _, r = c.recv_response(timeout=5)
-            r.i32()
-            r.string()
-            r.i32()
-            r.i32()
-            assert r.i16() == UNSUPPORTED_VERSION
-        except kr.Closed:
-            pass
+        r = c.request(kr.API_PRODUCE, 2, body)
+        assert r.i32() == 1 and r.string() == t and r.i32() == 1
+        assert (r.i32(), r.i16(), r.i64(), r.i64()) == (0, 0, 0, -1)
+        assert r.i32() == 0 and r.remaining() == 0    # ThrottleTimeMs
     msgs = produce_ok(ck_producer(broker), t, [{"value": b"after"}])
-    assert msgs[0].offset() == 0, "the Produce v2 batch was stored"
+    assert msgs[0].offset() == 1, "the Produce v2 batch was stored at 0"
     assert_serves(broker, "Produce v2")
 
 
