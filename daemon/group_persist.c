@@ -391,6 +391,7 @@ void gc_wait_drop(gc_wait *w)
         w->r->state = NULL;
     }
     gc_wait_unlink(w);
+    gl_forget(w);
     free(w->delete_id);
     free(w);
 }
@@ -596,6 +597,8 @@ static void finish_synced(uint64_t durable, int sync_err)
                 rc = gc_delete_apply(w, rc);
             else
                 gc_commit_apply(w, rc);   /* J3 */
+            if (!w->delete_id && gl_commit_hold(w))
+                continue;             /* answered once replicated (group_log.c) */
             bk_group_done_fn done = w->done;
             void *arg = w->done_arg;
             free(w->delete_id);

@@ -1,0 +1,154 @@
+"""Group state survives its coordinator (issue 16, item 5): in cluster mode
+a group's committed offsets are records in the replicated internal topic
+__consumer_offsets, and its coordinator is the leader of the group's
+partition of it.  A commit is answered once its record is replicated, so
+when the coordinator is SIGKILLed the partition's new leader loads the
+commits and the group resumes from them: it re-reads only what it had not
+committed, and loses nothing.  The new coordinator's SQL shows the
+offsets.
+"""
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+import kafka_raw as kr
+from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from support import ck_admin, ck_conf, ck_producer, produce_ok, report, topic_name
+
+if zk_missing():
+    pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
+
+API_FIND_COORDINATOR = 10
+SESSION_MS = 3000
+N = 1200
+PARTS = 2
+
+
+def find_coordinator(b, group):
+    """(error, node id) as broker b answers FindCoordinator v0."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(API_FIND_COORDINATOR, 0, kr.string(group), timeout=3)
+    except (OSError, ValueError):
+        return None
+    err, node = r.i16(), r.i32()
+    return err, node
+
+
+def agreed_coordinator(brokers, group):
+    answers = {find_coordinator(b, group) for b in brokers}
+    if len(answers) != 1:
+        return None
+    a = answers.pop()
+    return a[1] if a and a[0] == 0 else None
+
+
+def live_brokers(b):
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [], False), timeout=3)
+        return kr.parse_metadata(r, 5)["brokers"]
+    except (OSError, ValueError):
+        return []
+
+
+def committed_rows(b, group):
+    rows = b.sql("select topic, partition, offset from committed_offsets "
+                 "where group_id = '%s' order by partition" % group)
+    return {r["partition"]: r["offset"] for r in rows}
+
+
+def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_cluster):
+    cluster = make_cluster(3, session_timeout_ms=SESSION_MS, overrides={
+        "offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"})
+    brokers = cluster.brokers
+    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in brokers), 20,
+             "every broker to list three brokers")
+    t = topic_name("offsets")
+    fs = ck_admin(brokers[0]).create_topics(
+        [NewTopic(t, PARTS, 3, config={"min.insync.replicas": "2"})], operation_timeout=15)
+    fs[t].result(timeout=20)
+    values = [b"m%05d" % i for i in range(N)]
+    produce_ok(ck_producer(brokers[0], **{"bootstrap.servers": cluster.bootstrap,
+                                          "acks": "all"}),
+               t, [{"value": v, "partition": i % PARTS} for i, v in enumerate(values)])
+
+    group = "resume-group"
+    coord_id = wait_for(lambda: agreed_coordinator(brokers, group), 30,
+                        "every broker to name the coordinator of %s" % group)
+    coord = cluster.broker(coord_id)
+    c = Consumer(ck_conf(brokers[0], **{
+        "bootstrap.servers": cluster.bootstrap, "group.id": group,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100}))
+    seen = {}                          # (partition, offset) -> times read
+    committed = {}                     # partition -> offset, as acknowledged
+
+    def commit():
+        pos = {}
+        for (p, o) in seen:
+            pos[p] = max(pos.get(p, 0), o + 1)
+        try:
+            res = c.commit(offsets=[TopicPartition(t, p, o) for p, o in pos.items()],
+                           asynchronous=False)
+        except KafkaException:
+            return False               # the coordinator is moving: retried later
+        for tp in res:
+            if tp.error is None:
+                committed[tp.partition] = max(committed.get(tp.partition, 0), tp.offset)
+        return True
+
+    def read(count, timeout):
+        got = 0
+        deadline = time.monotonic() + timeout
+        while got < count and time.monotonic() < deadline:
+            for m in c.consume(num_messages=min(50, count - got), timeout=0.2):
+                if m.error():
+                    continue
+                k = (m.partition(), m.offset())
+                seen[k] = seen.get(k, 0) + 1
+                got += 1
+            if got and got % 50 == 0:
+                commit()
+        return got
+
+    try:
+        c.subscribe([t])
+        assert read(N // 2, 60) == N // 2, "read %d of %d before the kill" % (len(seen), N // 2)
+        assert commit(), "commit before the kill"
+        at_kill = dict(committed)
+        read(40, 10)                   # uncommitted: these may be read again
+        coord.kill()
+        rest = [b for b in brokers if b is not coord]
+        t0 = time.monotonic()
+        new_id = wait_for(lambda: (lambda n: n if n not in (None, coord_id) else None)(
+            agreed_coordinator(rest, group)), SESSION_MS / 1000.0 + 20,
+            "another broker to coordinate %s" % group)
+        new = cluster.broker(new_id)
+        moved_s = time.monotonic() - t0
+        loaded = wait_for(lambda: (lambda r: r if r and all(
+            r.get(p, -1) >= o for p, o in at_kill.items()) else None)(committed_rows(new, group)),
+            10, "the new coordinator's SQL to show the commits made before the kill")
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            read(N, 1)
+            done = all((p, o) in seen for p in range(PARTS) for o in range(N // PARTS))
+            if done and commit() and all(committed.get(p) == N // PARTS for p in range(PARTS)):
+                break
+        final = committed_rows(new, group)
+    finally:
+        c.close()
+    want = {(p, o) for p in range(PARTS) for o in range(N // PARTS)}
+    lost = want - set(seen)
+    reread = {k: n - 1 for k, n in seen.items() if n > 1}
+    bad_rereads = {k for k in reread if k[1] < at_kill.get(k[0], 0)}
+    report("coordinator %d SIGKILLed, broker %d coordinates after %.2f s; committed before the "
+           "kill %s (loaded there: %s); read %d, lost %d, re-read %d (of committed: %d); "
+           "final committed %s", coord_id, new_id, moved_s, at_kill, loaded, len(seen),
+           len(lost), sum(reread.values()), len(bad_rereads), final)
+    assert not lost, "lost %d messages, e.g. %s" % (len(lost), sorted(lost)[:5])
+    assert not bad_rereads, "re-read committed messages: %s" % sorted(bad_rereads)[:5]
+    assert final == {p: N // PARTS for p in range(PARTS)}, final
