@@ -27,9 +27,13 @@ COORDINATOR_LOAD_IN_PROGRESS = 14
 
 
 def find_coordinator(b, group):
-    """(error, node id, port) as broker b answers FindCoordinator v0."""
-    with kr.Conn(b.port) as c:
-        r = c.request(API_FIND_COORDINATOR, 0, kr.string(group))
+    """(error, node id, port) as broker b answers FindCoordinator v0; None
+    when it does not answer."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(API_FIND_COORDINATOR, 0, kr.string(group), timeout=3)
+    except (OSError, ValueError):
+        return None
     err, node, _host, port = r.i16(), r.i32(), r.string(), r.i32()
     return err, node, port
 
@@ -48,8 +52,8 @@ def agreed_coordinator(brokers, group):
     answers = {find_coordinator(b, group) for b in brokers}
     if len(answers) != 1:
         return None
-    err, node, _port = answers.pop()
-    return node if err == 0 else None
+    a = answers.pop()
+    return a[1] if a and a[0] == 0 else None
 
 
 def group_consume(b, group, topic, count, timeout=30.0):

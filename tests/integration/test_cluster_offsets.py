@@ -15,34 +15,33 @@ from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
 from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from test_cluster_groups import agreed_coordinator
 from support import ck_admin, ck_conf, ck_producer, produce_ok, report, topic_name
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
 
-API_FIND_COORDINATOR = 10
 SESSION_MS = 3000
 N = 1200
 PARTS = 2
 
 
-def find_coordinator(b, group):
-    """(error, node id) as broker b answers FindCoordinator v0."""
-    try:
-        with kr.Conn(b.port, timeout=3) as c:
-            r = c.request(API_FIND_COORDINATOR, 0, kr.string(group), timeout=3)
-    except (OSError, ValueError):
-        return None
-    err, node = r.i16(), r.i32()
-    return err, node
+def java_hash(s):
+    """Java's String.hashCode: over UTF-16 code units, 32-bit wrap-around."""
+    units = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def agreed_coordinator(brokers, group):
-    answers = {find_coordinator(b, group) for b in brokers}
-    if len(answers) != 1:
-        return None
-    a = answers.pop()
-    return a[1] if a and a[0] == 0 else None
+def offsets_leaders(b):
+    """{partition: leader} of __consumer_offsets as broker b answers Metadata."""
+    with kr.Conn(b.port, timeout=3) as c:
+        r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, ["__consumer_offsets"], False),
+                      timeout=3)
+    parts = kr.parse_metadata(r, 5)["topics"].get("__consumer_offsets", (None, []))[1]
+    return {pid: leader for _err, pid, leader, _reps, _isr, _off in parts}
 
 
 def live_brokers(b):
@@ -79,6 +78,15 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
     coord_id = wait_for(lambda: agreed_coordinator(brokers, group), 30,
                         "every broker to name the coordinator of %s" % group)
     coord = cluster.broker(coord_id)
+    # Kafka's rule: the leader of partition abs(hashCode) % partitions, for
+    # non-ASCII ids too (UTF-16 code units, a surrogate pair for the emoji).
+    leaders = offsets_leaders(brokers[0])
+    assert len(leaders) == 3, leaders
+    for g in (group, "gr\u00fcppe-\u00e9t\u00e9", "emoji-\U0001F600", "x" * 200):
+        h = java_hash(g)
+        want = leaders[(0 if h == -(1 << 31) else abs(h)) % 3]
+        got = wait_for(lambda: agreed_coordinator(brokers, g), 10, "the coordinator of %r" % g)
+        assert got == want, "group %r: coordinator %d, leader of its partition %d" % (g, got, want)
     c = Consumer(ck_conf(brokers[0], **{
         "bootstrap.servers": cluster.bootstrap, "group.id": group,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
@@ -117,7 +125,11 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
 
     try:
         c.subscribe([t])
-        assert read(N // 2, 60) == N // 2, "read %d of %d before the kill" % (len(seen), N // 2)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                len(seen) >= N // 2 and all(any(k[0] == p for k in seen) for p in range(PARTS))):
+            read(50, 1)
+        assert len({k[0] for k in seen}) == PARTS, "read %d before the kill" % len(seen)
         assert commit(), "commit before the kill"
         at_kill = dict(committed)
         read(40, 10)                   # uncommitted: these may be read again
