@@ -292,6 +292,8 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w);
  * (its entries may carry the replication's error). */
 bool gl_commit_hold(gc_wait *w);
 void gl_forget(gc_wait *w);           /* from gc_wait_drop */
+/* DeleteGroups: appends the group's tombstones (cluster mode). */
+void gl_group_tombstone(bk_broker *b, const char *id);
 
 /* ---- group_join.c: JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------- */
 typedef struct gc_join_args {

@@ -58,10 +58,15 @@
  *   G3. A held wait is on gl.holds and on no list of group_persist.c; it
  *       is freed by hold_finish or gl_forget, exactly once.
  *
- * Not (yet) here: GroupMetadata records (members and generation come back
- * empty: members rejoin, as after a restart), tombstones for deleted
- * groups and expired offsets, and unloading in-memory groups of a
- * partition whose leadership moved away (they get NOT_COORDINATOR).
+ * DeleteGroups appends Kafka's tombstones (gl_group_tombstone); a load
+ * deletes the group where it meets its GroupMetadataKey tombstone.
+ *
+ * Not (yet) here: GroupMetadata values (members and generation come back
+ * empty: members rejoin, as after a restart), tombstones for expired
+ * offsets (the new coordinator's retention expires them again from their
+ * commit times), waiting for a delete's tombstones to be replicated, and
+ * unloading in-memory groups of a partition whose leadership moved away
+ * (they get NOT_COORDINATOR).
  */
 #include "daemon/group.h"
 #include "daemon/md_sync.h"
@@ -234,17 +239,47 @@ static void load_start(bk_broker *b, int32_t i, const bk_pview *v)
     event_active(gl.step_ev, EV_TIMEOUT, 0);
 }
 
-/* One OffsetCommit record into the part's job.  0, or -1: no memory.
- * Other records (GroupMetadata, tombstones, unknown versions) are
- * skipped. */
+static void job_submit(gl_part *gp)
+{
+    gp->seq = gc_job_submit(gp->job);  /* G2: ordered with the commits */
+    gp->job = NULL;
+    gp->job_rows = 0;
+}
+
+/* A group's tombstone (a GroupMetadataKey with a null value: DeleteGroups)
+ * removes the group and the offsets loaded so far: the rows before it go
+ * in a job of their own, as a job runs its deletes first. */
+static int load_group_tombstone(gl_part *gp, kp_rd *k)
+{
+    kp_str group = kp_rd_string(k);
+    if (!kp_rd_ok(k) || group.len <= 0)
+        return 0;
+    if (gp->job)
+        job_submit(gp);
+    size_t index;
+    char *id = gc_strndup(group.p, group.len);
+    if (!id || !(gp->job = gc_job_take()) || gc_job_delete(gp->job, id, &index) != 0) {
+        free(id);
+        return -1;
+    }
+    free(id);
+    job_submit(gp);
+    return 0;
+}
+
+/* One OffsetCommit record into the part's job, or a group's tombstone.
+ * 0, or -1: no memory.  Other records (GroupMetadata values, offset
+ * tombstones, unknown versions) are skipped. */
 static int load_record(gl_part *gp, const kp_record *rec)
 {
-    if (rec->Key.len < 2 || rec->Value.len < 0)
+    if (rec->Key.len < 2)
         return 0;
     kp_rd k;
     kp_rd_init(&k, rec->Key.p, (size_t)rec->Key.len);
     int16_t kv = kp_rd_i16(&k);
-    if (kv != 0 && kv != 1)
+    if (kv == 2 && rec->Value.len < 0)
+        return load_group_tombstone(gp, &k);
+    if ((kv != 0 && kv != 1) || rec->Value.len < 0)
         return 0;
     kp_str group = kp_rd_string(&k), topic = kp_rd_string(&k);
     int32_t partition = kp_rd_i32(&k);
@@ -311,11 +346,8 @@ static void load_step(evutil_socket_t fd, short what, void *arg)
             part_reset(gp);           /* IDLE: the next tick starts over */
             continue;
         }
-        if (gp->job && (rc == 0 || gp->job_rows >= GL_JOB_ROWS)) {
-            gp->seq = gc_job_submit(gp->job);   /* G2: ordered with the commits */
-            gp->job = NULL;
-            gp->job_rows = 0;
-        }
+        if (gp->job && (rc == 0 || gp->job_rows >= GL_JOB_ROWS))
+            job_submit(gp);
         if (rc == 0 && gp->cur) {
             seg_cursor_close(gp->cur);
             gp->cur = NULL;
@@ -472,6 +504,54 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w)
     w->log_partition = i;
     w->log_end = seg_log_end(p->log);
     return KP_NONE;
+}
+
+/* DeleteGroups in cluster mode: Kafka's tombstones (a null value for each
+ * of the group's offsets, then for its GroupMetadataKey, version 2), so a
+ * later leader of the partition does not load the group back.  Appended,
+ * not waited for: the delete answers after its SQLite sync, as before. */
+void gl_group_tombstone(bk_broker *b, const char *id)
+{
+    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    size_t len = strlen(id);
+    if (!t || t->npartitions <= 0)
+        return;
+    int32_t i = partition_for(t, id, len);
+    bk_partition *p;
+    if (bk_leader_replica(b, gl_topic, i, &p) != KP_NONE || seg_failed(p->log))
+        return;
+    md_committed *rows = NULL;
+    size_t n = 0;
+    if (md_offset_list(b->db, id, len, &rows, &n) != 0)
+        n = 0;
+    int64_t now = bk_now_ms();
+    kp_batch_builder bb;
+    kp_buf_reset(&gl.batch);
+    kp_bb_init(&bb, &gl.batch, KP_CODEC_NONE);
+    for (size_t k = 0; k < n; k++) {
+        md_offset o = { .group_id = id, .group_len = (int32_t)len, .topic = rows[k].topic,
+                        .topic_len = (int32_t)strlen(rows[k].topic),
+                        .partition = rows[k].partition };
+        wr_key(&gl.key, &o);
+        kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, NULL, 0, NULL, 0);
+    }
+    md_committed_free(rows, n);
+    kp_buf_reset(&gl.key);
+    kp_wr_i16(&gl.key, 2);            /* GroupMetadataKey */
+    kp_wr_string(&gl.key, id, (int32_t)len);
+    kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, NULL, 0, NULL, 0);
+    int64_t base;
+    if (gl.key.err || kp_bb_finish(&bb) < 0 || gl.batch.err) {
+        BK_ERROR("group %s: its tombstones were not written (out of memory)", id);
+        return;
+    }
+    kp_batch_set_leader_epoch(gl.batch.data, p->leader_epoch);
+    if (seg_append(p->log, gl.batch.data, gl.batch.len, now, &base) != 0) {
+        BK_ERROR("group %s: appending its tombstones to %s-%d failed", id, GL_TOPIC, i);
+        return;
+    }
+    p->bytes_in += gl.batch.len;
+    bk_partition_appended(b, p, (int64_t)n + 1);
 }
 
 static void hold_free(gl_hold *h)

@@ -743,7 +743,6 @@ int bk_group_delete(bk_broker *b, bk_group_deletion *d)
                  "consumers first.", id, gc_state_name(g->state));
         return KP_NON_EMPTY_GROUP;
     }
-    (void)b;
     gc_wait *w = calloc(1, sizeof *w);
     if (!w || !(w->delete_id = strdup(id))) {
         free(w);
@@ -764,6 +763,8 @@ int bk_group_delete(bk_broker *b, bk_group_deletion *d)
                 break;
             }
     }
+    if (bk_cluster_mode(b))
+        gl_group_tombstone(b, id);    /* group_log.c: no leader loads it back */
     d->pending = w;
     gc_batch_add(w, 0);
     return KP_NONE;

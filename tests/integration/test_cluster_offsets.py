@@ -21,6 +21,7 @@ from support import ck_admin, ck_conf, ck_producer, produce_ok, report, topic_na
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
 
+API_DELETE_GROUPS = 42
 SESSION_MS = 3000
 N = 1200
 PARTS = 2
@@ -87,6 +88,23 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
         want = leaders[(0 if h == -(1 << 31) else abs(h)) % 3]
         got = wait_for(lambda: agreed_coordinator(brokers, g), 10, "the coordinator of %r" % g)
         assert got == want, "group %r: coordinator %d, leader of its partition %d" % (g, got, want)
+    # A group deleted on the same coordinator stays deleted after the kill
+    # (DeleteGroups writes Kafka's tombstones into the partition).
+    part = lambda g: (0 if java_hash(g) == -(1 << 31) else abs(java_hash(g))) % 3  # noqa: E731
+    gone = next(g for g in ("gone-%d" % i for i in range(100)) if part(g) == part(group))
+    simple = Consumer(ck_conf(brokers[0], **{"bootstrap.servers": cluster.bootstrap,
+                                             "group.id": gone, "enable.auto.commit": False}))
+    try:
+        simple.commit(offsets=[TopicPartition(t, 0, 7)], asynchronous=False)
+    finally:
+        simple.close()
+    assert committed_rows(coord, gone) == {0: 7}
+    with kr.Conn(coord.port, timeout=5) as conn:
+        r = conn.request(API_DELETE_GROUPS, 1, kr.array([kr.string(gone)]), timeout=5)
+        r.i32()
+        assert dict(r.array(lambda x: (x.string(), x.i16()))) == {gone: 0}
+    assert committed_rows(coord, gone) == {}
+
     c = Consumer(ck_conf(brokers[0], **{
         "bootstrap.servers": cluster.bootstrap, "group.id": group,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
@@ -151,6 +169,7 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
             if done and commit() and all(committed.get(p) == N // PARTS for p in range(PARTS)):
                 break
         final = committed_rows(new, group)
+        assert committed_rows(new, gone) == {}, "the deleted group %s came back" % gone
     finally:
         c.close()
     want = {(p, o) for p in range(PARTS) for o in range(N // PARTS)}
