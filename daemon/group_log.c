@@ -379,7 +379,7 @@ static const bk_pview *part_sync(bk_broker *b, int32_t i)
 {
     bk_partition *p;
     const bk_pview *v = bk_view_partition(b, gl_topic, i);
-    bool leads = bk_leader_replica(b, gl_topic, i, &p) == KP_NONE && v;
+    bool leads = bk_leader_replica(b, gl_topic, i, &p) == KP_NONE && v && p->log;
     gl_part *gp = &gl.parts[i];
     if (!leads) {
         if (gp->state != GL_IDLE) {
