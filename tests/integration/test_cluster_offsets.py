@@ -15,13 +15,14 @@ from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
 from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
-from test_cluster_groups import agreed_coordinator
+from test_cluster_groups import agreed_coordinator, find_coordinator
 from support import ck_admin, ck_conf, ck_producer, produce_ok, report, topic_name
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
 
 API_DELETE_GROUPS = 42
+COORDINATOR_NOT_AVAILABLE = 15
 SESSION_MS = 3000
 N = 1200
 PARTS = 2
@@ -105,12 +106,18 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
         assert dict(r.array(lambda x: (x.string(), x.i16()))) == {gone: 0}
     assert committed_rows(coord, gone) == {}
 
-    c = Consumer(ck_conf(brokers[0], **{
-        "bootstrap.servers": cluster.bootstrap, "group.id": group,
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-        "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100}))
+    def consumer():
+        c = Consumer(ck_conf(brokers[0], **{
+            "bootstrap.servers": cluster.bootstrap, "group.id": group,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+            "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100}))
+        c.subscribe([t])
+        return c
+
+    c = consumer()
     seen = {}                          # (partition, offset) -> times read
+    first_after = {}                   # partition -> first offset read after the kill
     committed = {}                     # partition -> offset, as acknowledged
 
     def commit():
@@ -136,13 +143,15 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
                     continue
                 k = (m.partition(), m.offset())
                 seen[k] = seen.get(k, 0) + 1
+                if killed:
+                    first_after.setdefault(k[0], k[1])
                 got += 1
             if got and got % 50 == 0:
                 commit()
         return got
 
+    killed = False
     try:
-        c.subscribe([t])
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (
                 len(seen) >= N // 2 and all(any(k[0] == p for k in seen) for p in range(PARTS))):
@@ -150,8 +159,9 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
         assert len({k[0] for k in seen}) == PARTS, "read %d before the kill" % len(seen)
         assert commit(), "commit before the kill"
         at_kill = dict(committed)
-        read(40, 10)                   # uncommitted: these may be read again
+        read(40, 10)                   # uncommitted: read again after the kill
         coord.kill()
+        killed = True
         rest = [b for b in brokers if b is not coord]
         t0 = time.monotonic()
         new_id = wait_for(lambda: (lambda n: n if n not in (None, coord_id) else None)(
@@ -162,6 +172,10 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
         loaded = wait_for(lambda: (lambda r: r if r and all(
             r.get(p, -1) >= o for p, o in at_kill.items()) else None)(committed_rows(new, group)),
             10, "the new coordinator's SQL to show the commits made before the kill")
+        # A new member of the group has no position of its own: it starts
+        # where the group committed, which only the new coordinator knows.
+        c.close()
+        c = consumer()
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             read(N, 1)
@@ -178,8 +192,32 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
     bad_rereads = {k for k in reread if k[1] < at_kill.get(k[0], 0)}
     report("coordinator %d SIGKILLed, broker %d coordinates after %.2f s; committed before the "
            "kill %s (loaded there: %s); read %d, lost %d, re-read %d (of committed: %d); "
-           "final committed %s", coord_id, new_id, moved_s, at_kill, loaded, len(seen),
-           len(lost), sum(reread.values()), len(bad_rereads), final)
+           "resumed at %s; final committed %s", coord_id, new_id, moved_s, at_kill, loaded, len(seen),
+           len(lost), sum(reread.values()), len(bad_rereads), first_after, final)
     assert not lost, "lost %d messages, e.g. %s" % (len(lost), sorted(lost)[:5])
     assert not bad_rereads, "re-read committed messages: %s" % sorted(bad_rereads)[:5]
     assert final == {p: N // PARTS for p in range(PARTS)}, final
+    resumed = {p: o for p, o in at_kill.items() if o < N // PARTS}
+    assert {p: first_after.get(p) for p in resumed} == resumed, \
+        "after the kill the group read first %s, committed %s" % (first_after, at_kill)
+
+
+def test_no_coordinator_until_enough_brokers_for_the_offsets_topic(make_cluster):
+    """As Kafka: __consumer_offsets is created only once
+    offsets.topic.replication.factor brokers live; until then every group's
+    FindCoordinator answers COORDINATOR_NOT_AVAILABLE, and then it works."""
+    cluster = make_cluster(3, start=False, overrides={"offsets.topic.num.partitions": "2"})
+    b1, b2, b3 = cluster.brokers
+    b1.start()
+    b2.start()
+    wait_for(lambda: all(len(live_brokers(b)) == 2 for b in (b1, b2)), 20,
+             "two brokers to see each other")
+    for _ in range(5):
+        assert {find_coordinator(b, "early")[0] for b in (b1, b2)} == {COORDINATOR_NOT_AVAILABLE}
+        time.sleep(0.2)
+    assert offsets_leaders(b1) == {}, "__consumer_offsets was created with two brokers"
+    b3.start()
+    node = wait_for(lambda: agreed_coordinator(cluster.brokers, "early"), 30,
+                    "a coordinator once the third broker lives")
+    assert node in (1, 2, 3)
+    assert len(offsets_leaders(b3)) == 2
