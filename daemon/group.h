@@ -105,6 +105,7 @@ typedef struct gc_wait {
      * partition its record went to and the high watermark that answers
      * it (0: none); hold: waiting for that high watermark */
     int32_t log_partition;
+    int32_t log_epoch;                /* the leader epoch it was appended in */
     int64_t log_end;
     struct gl_hold *hold;
 } gc_wait;

@@ -502,6 +502,7 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w)
     p->bytes_in += gl.batch.len;
     bk_partition_appended(b, p, n);
     w->log_partition = i;
+    w->log_epoch = p->leader_epoch;
     w->log_end = seg_log_end(p->log);
     return KP_NONE;
 }
@@ -579,7 +580,10 @@ static void fail_entries(gc_wait *w, int16_t err)
 static int16_t hold_check(gc_wait *w, bk_waiter *bw)
 {
     bk_partition *p;
-    if (bk_leader_replica(gl.b, gl_topic, w->log_partition, &p) != KP_NONE)
+    /* Led here since the append: else the record may have been cut off
+     * when this broker followed in between. */
+    if (bk_leader_replica(gl.b, gl_topic, w->log_partition, &p) != KP_NONE ||
+        p->leader_epoch != w->log_epoch)
         return KP_NOT_COORDINATOR;
     if (p->high_watermark >= w->log_end)
         return 0;

@@ -84,6 +84,9 @@ def test_group_coordinator_is_agreed_refuses_elsewhere_and_moves_when_it_dies(cl
     fs[t].result(timeout=20)
     leader = wait_for(lambda: next((b for b in brokers if find_leader(b, t) == b.broker_id), None),
                       10, "a leader for %s" % t)
+    # The first FindCoordinator creates __consumer_offsets (50 partitions,
+    # RF 3): until it is led, none is named.
+    wait_for(lambda: agreed_coordinator(brokers, "g0"), 30, "a coordinator for any group")
     # A group coordinated by a broker that does not lead the data, so
     # killing the coordinator leaves the partition readable.
     group = next(g for g in ("g%d" % i for i in range(200))
