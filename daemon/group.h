@@ -293,6 +293,9 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w);
  * (its entries may carry the replication's error). */
 bool gl_commit_hold(gc_wait *w);
 void gl_forget(gc_wait *w);           /* from gc_wait_drop */
+/* A group's new state as Kafka's GroupMetadata record, when this broker
+ * coordinates it (cluster mode; from the group's row, group_persist.c). */
+void gl_group_append(bk_broker *b, const md_group *g);
 /* DeleteGroups: appends the group's tombstones (cluster mode). */
 void gl_group_tombstone(bk_broker *b, const char *id);
 

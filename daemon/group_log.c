@@ -58,15 +58,19 @@
  *   G3. A held wait is on gl.holds and on no list of group_persist.c; it
  *       is freed by hold_finish or gl_forget, exactly once.
  *
+ * Each state change of a group this broker coordinates is also appended
+ * as Kafka's GroupMetadata record (gl_group_append, from the row
+ * group_persist.c stores); a load brings the group back as a restart
+ * does: Empty, with its generation and protocol type (members rejoin).
  * DeleteGroups appends Kafka's tombstones (gl_group_tombstone); a load
  * deletes the group where it meets its GroupMetadataKey tombstone.
  *
- * Not (yet) here: GroupMetadata values (members and generation come back
- * empty: members rejoin, as after a restart), tombstones for expired
- * offsets (the new coordinator's retention expires them again from their
- * commit times), waiting for a delete's tombstones to be replicated, and
- * unloading in-memory groups of a partition whose leadership moved away
- * (they get NOT_COORDINATOR).
+ * Not (yet) here: waiting for GroupMetadata records and tombstones to be
+ * replicated before JoinGroup / SyncGroup / DeleteGroups answer (only
+ * commits wait), tombstones for expired offsets (the new coordinator's
+ * retention expires them again from their commit times), and unloading
+ * in-memory groups of a partition whose leadership moved away (they get
+ * NOT_COORDINATOR).
  */
 #include "daemon/group.h"
 #include "daemon/md_sync.h"
@@ -262,13 +266,61 @@ static int load_group_tombstone(gl_part *gp, kp_rd *k)
         free(id);
         return -1;
     }
+    gc_group *g = gc_group_find(group.p, (size_t)group.len);
+    if (g && g->nmembers == 0 && g->state == GC_EMPTY)
+        gc_group_free(g);             /* loaded earlier in this log */
     free(id);
     job_submit(gp);
     return 0;
 }
 
-/* One OffsetCommit record into the part's job, or a group's tombstone.
- * 0, or -1: no memory.  Other records (GroupMetadata values, offset
+/* A GroupMetadataValue (v0-3): the group comes back as after a restart
+ * (group.c, load_group): Empty, with its generation and protocol type;
+ * its members rejoin.  Memory and its SQLite row (in the part's job, in
+ * log order) say the same.  A group held in memory with members is left
+ * alone (it was coordinated here more recently than anything loaded). */
+static int load_group_value(gl_part *gp, kp_str group, const kp_record *rec)
+{
+    kp_rd v;
+    kp_rd_init(&v, rec->Value.p, (size_t)rec->Value.len);
+    int16_t vv = kp_rd_i16(&v);
+    if (vv < 0 || vv > 3)
+        return 0;
+    kp_str ptype = kp_rd_string(&v);
+    int32_t generation = kp_rd_i32(&v);
+    kp_rd_string(&v);                 /* protocol */
+    kp_rd_string(&v);                 /* leader */
+    int64_t ts = vv >= 2 ? kp_rd_i64(&v) : rec->Timestamp;
+    if (!kp_rd_ok(&v) || group.len <= 0)
+        return 0;
+    gc_group *g = gc_group_find(group.p, (size_t)group.len);
+    if (g && (g->nmembers > 0 || g->state != GC_EMPTY))
+        return 0;
+    if (!g && !(g = gc_group_create(group.p, (size_t)group.len)))
+        return -1;
+    char *pt = ptype.len > 0 ? gc_strndup(ptype.p, ptype.len) : NULL;
+    if (ptype.len > 0 && !pt)
+        return -1;
+    free(g->protocol_type);
+    g->protocol_type = pt;
+    g->generation = generation;
+    g->state_changed_at = ts > 0 ? ts : bk_now_ms();
+    if (!gp->job && !(gp->job = gc_job_take()))
+        return -1;
+    md_group *row = gc_job_group(gp->job, 0);
+    if (!row)
+        return -1;
+    row->group_id = gc_job_strndup(gp->job, group.p, (size_t)group.len);
+    row->state = gc_state_name(GC_EMPTY);
+    row->protocol_type = gc_job_strdup(gp->job, pt);
+    row->generation = generation;
+    row->state_changed_at = g->state_changed_at;
+    gp->job_rows++;
+    return row->group_id && (row->protocol_type || !pt) ? 0 : -1;
+}
+
+/* One OffsetCommit or GroupMetadata record into the part's job, or a
+ * group's tombstone.  0, or -1: no memory.  Other records (offset
  * tombstones, unknown versions) are skipped. */
 static int load_record(gl_part *gp, const kp_record *rec)
 {
@@ -279,6 +331,10 @@ static int load_record(gl_part *gp, const kp_record *rec)
     int16_t kv = kp_rd_i16(&k);
     if (kv == 2 && rec->Value.len < 0)
         return load_group_tombstone(gp, &k);
+    if (kv == 2) {
+        kp_str group = kp_rd_string(&k);
+        return kp_rd_ok(&k) ? load_group_value(gp, group, rec) : 0;
+    }
     if ((kv != 0 && kv != 1) || rec->Value.len < 0)
         return 0;
     kp_str group = kp_rd_string(&k), topic = kp_rd_string(&k);
@@ -425,6 +481,24 @@ int16_t gl_coordinator_error(bk_broker *b, const char *id, size_t len)
 
 /* ---- commits: append, then hold until replicated --------------------------------- */
 
+/* Finishes bb (n records, built from gl.key / gl.val into gl.batch) and
+ * appends it to p, led here, in its leader epoch.  0, SEG_E_TOOBIG, or
+ * another error (logged by the caller). */
+static int append_batch(bk_broker *b, bk_partition *p, kp_batch_builder *bb, int64_t n,
+                        int64_t now)
+{
+    int64_t base;
+    if (gl.key.err || gl.val.err || kp_bb_finish(bb) < 0 || gl.batch.err)
+        return SEG_E_NOMEM;
+    kp_batch_set_leader_epoch(gl.batch.data, p->leader_epoch);
+    int rc = seg_append(p->log, gl.batch.data, gl.batch.len, now, &base);
+    if (rc != 0)
+        return rc;
+    p->bytes_in += gl.batch.len;
+    bk_partition_appended(b, p, n);
+    return 0;
+}
+
 static void wr_key(kp_buf *k, const md_offset *o)
 {
     kp_buf_reset(k);
@@ -459,6 +533,8 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w)
     if (w->noffs == 0)
         return KP_NONE;
     bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    if (!b->cl)
+        return KP_NOT_COORDINATOR;               /* shutting down */
     if (!t || t->npartitions <= 0)
         return KP_COORDINATOR_NOT_AVAILABLE;
     int32_t i = partition_for(t, w->offs[0].group_id, (size_t)w->offs[0].group_len);
@@ -488,23 +564,78 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w)
         kp_bb_free(&bb);
         return KP_NONE;
     }
-    if (gl.key.err || gl.val.err || kp_bb_finish(&bb) < 0 || gl.batch.err)
-        return KP_COORDINATOR_NOT_AVAILABLE;     /* out of memory */
-    kp_batch_set_leader_epoch(gl.batch.data, p->leader_epoch);
-    int64_t base;
-    int rc = seg_append(p->log, gl.batch.data, gl.batch.len, now, &base);
+    int rc = append_batch(b, p, &bb, n, now);
     if (rc == SEG_E_TOOBIG)
         return KP_INVALID_COMMIT_OFFSET_SIZE;    /* Kafka's mapping */
+    if (rc == SEG_E_NOMEM)
+        return KP_COORDINATOR_NOT_AVAILABLE;
     if (rc != 0) {
         BK_ERROR("%s-%d: appending an offset commit failed (%d)", GL_TOPIC, i, rc);
         return KP_NOT_COORDINATOR;
     }
-    p->bytes_in += gl.batch.len;
-    bk_partition_appended(b, p, n);
     w->log_partition = i;
     w->log_epoch = p->leader_epoch;
     w->log_end = seg_log_end(p->log);
     return KP_NONE;
+}
+
+
+/* A group's state as Kafka's GroupMetadataValue v3, from the row the
+ * coordinator stores for it (group_persist.c), when this broker
+ * coordinates it; not waited for: a new coordinator needs the offsets,
+ * and the members rejoin whatever this says.
+ *
+ *     key: int16 2 | group
+ *     value: int16 3 | protocolType | generation | protocol? | leader? |
+ *            currentStateTimestamp | members: int32 n, each memberId |
+ *            groupInstanceId? | clientId | clientHost | rebalanceTimeout |
+ *            sessionTimeout | subscription (bytes) | assignment (bytes)   */
+void gl_group_append(bk_broker *b, const md_group *g)
+{
+    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    /* !b->cl: shutting down (cl_stop ran), leading nothing any more. */
+    if (!b->cl || !t || t->npartitions <= 0 || t->npartitions != gl.nparts)
+        return;
+    size_t len = strlen(g->group_id);
+    int32_t i = partition_for(t, g->group_id, len);
+    bk_partition *p;
+    if (gl.parts[i].state != GL_LOADED || bk_leader_replica(b, gl_topic, i, &p) != KP_NONE ||
+        seg_failed(p->log))
+        return;
+    kp_buf *k = &gl.key, *v = &gl.val;
+    kp_buf_reset(k);
+    kp_wr_i16(k, 2);
+    kp_wr_string(k, g->group_id, (int32_t)len);
+    kp_buf_reset(v);
+    kp_wr_i16(v, 3);
+    kp_wr_string(v, g->protocol_type ? g->protocol_type : "", -1);
+    kp_wr_i32(v, g->generation);
+    kp_wr_string(v, g->protocol, g->protocol ? -1 : 0);
+    kp_wr_string(v, g->leader, g->leader ? -1 : 0);
+    kp_wr_i64(v, g->state_changed_at);
+    kp_wr_i32(v, (int32_t)g->nmembers);
+    for (size_t m = 0; m < g->nmembers; m++) {
+        const md_group_member *x = &g->members[m];
+        kp_wr_string(v, x->member_id, -1);
+        kp_wr_string(v, x->instance_id, x->instance_id ? -1 : 0);
+        kp_wr_string(v, x->client_id ? x->client_id : "", -1);
+        kp_wr_string(v, x->client_host ? x->client_host : "", -1);
+        kp_wr_i32(v, x->rebalance_timeout_ms);
+        kp_wr_i32(v, x->session_timeout_ms);
+        /* bytes, not nullable: none is empty */
+        kp_wr_bytes(v, x->subscription_len > 0 ? x->subscription : "",
+                    x->subscription_len > 0 ? x->subscription_len : 0);
+        kp_wr_bytes(v, x->assignment_len > 0 ? x->assignment : "",
+                    x->assignment_len > 0 ? x->assignment_len : 0);
+    }
+    int64_t now = bk_now_ms();
+    kp_batch_builder bb;
+    kp_buf_reset(&gl.batch);
+    kp_bb_init(&bb, &gl.batch, KP_CODEC_NONE);
+    kp_bb_add(&bb, now, k->data, (int32_t)k->len, v->data, (int32_t)v->len, NULL, 0);
+    if (append_batch(b, p, &bb, 1, now) != 0)
+        BK_ERROR("group %s: its GroupMetadata record was not appended to %s-%d",
+                 g->group_id, GL_TOPIC, i);
 }
 
 /* DeleteGroups in cluster mode: Kafka's tombstones (a null value for each
@@ -515,7 +646,7 @@ void gl_group_tombstone(bk_broker *b, const char *id)
 {
     bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
     size_t len = strlen(id);
-    if (!t || t->npartitions <= 0)
+    if (!b->cl || !t || t->npartitions <= 0)
         return;
     int32_t i = partition_for(t, id, len);
     bk_partition *p;
@@ -541,18 +672,9 @@ void gl_group_tombstone(bk_broker *b, const char *id)
     kp_wr_i16(&gl.key, 2);            /* GroupMetadataKey */
     kp_wr_string(&gl.key, id, (int32_t)len);
     kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, NULL, 0, NULL, 0);
-    int64_t base;
-    if (gl.key.err || kp_bb_finish(&bb) < 0 || gl.batch.err) {
-        BK_ERROR("group %s: its tombstones were not written (out of memory)", id);
-        return;
-    }
-    kp_batch_set_leader_epoch(gl.batch.data, p->leader_epoch);
-    if (seg_append(p->log, gl.batch.data, gl.batch.len, now, &base) != 0) {
-        BK_ERROR("group %s: appending its tombstones to %s-%d failed", id, GL_TOPIC, i);
-        return;
-    }
-    p->bytes_in += gl.batch.len;
-    bk_partition_appended(b, p, (int64_t)n + 1);
+    kp_buf_reset(&gl.val);
+    if (append_batch(b, p, &bb, (int64_t)n + 1, now) != 0)
+        BK_ERROR("group %s: its tombstones were not appended to %s-%d", id, GL_TOPIC, i);
 }
 
 static void hold_free(gl_hold *h)

@@ -462,6 +462,8 @@ static int group_to_job(gc_job *j, const gc_group *g)
     rec->state_changed_at = g->state_changed_at;
     ok = ok && rec->group_id && (rec->protocol_type || !g->protocol_type) &&
          (rec->protocol || !g->protocol) && (rec->leader || !g->leader);
+    if (ok && bk_cluster_mode(gc->b))
+        gl_group_append(gc->b, rec);  /* group_log.c: replicated, as Kafka's */
     return ok ? 0 : -1;
 }
 

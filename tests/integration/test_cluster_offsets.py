@@ -16,6 +16,7 @@ from confluent_kafka.admin import NewTopic
 import kafka_raw as kr
 from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
 from test_cluster_groups import agreed_coordinator, find_coordinator
+from test_groups import API_JOIN, API_LEAVE, join_v5, parse_join_v5
 from support import ck_admin, ck_conf, ck_producer, produce_ok, report, topic_name
 
 if zk_missing():
@@ -23,8 +24,9 @@ if zk_missing():
 
 API_DELETE_GROUPS = 42
 COORDINATOR_NOT_AVAILABLE = 15
+MEMBER_ID_REQUIRED = 79
 SESSION_MS = 3000
-N = 1200
+N = 4000
 PARTS = 2
 
 
@@ -106,6 +108,18 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
         assert dict(r.array(lambda x: (x.string(), x.i16()))) == {gone: 0}
     assert committed_rows(coord, gone) == {}
 
+    # Three members join and leave first, so the group's generation is one
+    # a new group would not have: after the kill the new coordinator must
+    # have loaded it (Kafka's GroupMetadata record).
+    with kr.Conn(coord.port, timeout=10) as conn:
+        for _ in range(3):
+            j = parse_join_v5(conn.request(API_JOIN, 5, join_v5(group)))
+            assert j["err"] == MEMBER_ID_REQUIRED, j
+            j = parse_join_v5(conn.request(API_JOIN, 5, join_v5(group, member=j["member"]),
+                                           timeout=10))
+            assert j["err"] == 0, j
+            assert conn.request(API_LEAVE, 0, kr.string(group) + kr.string(j["member"])).i16() == 0
+
     def consumer():
         c = Consumer(ck_conf(brokers[0], **{
             "bootstrap.servers": cluster.bootstrap, "group.id": group,
@@ -118,6 +132,7 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
     c = consumer()
     seen = {}                          # (partition, offset) -> times read
     first_after = {}                   # partition -> first offset read after the kill
+    after_kill = []                    # (partition, offset) read after the kill
     committed = {}                     # partition -> offset, as acknowledged
 
     def commit():
@@ -145,6 +160,7 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
                 seen[k] = seen.get(k, 0) + 1
                 if killed:
                     first_after.setdefault(k[0], k[1])
+                    after_kill.append(k)
                 got += 1
             if got and got % 50 == 0:
                 commit()
@@ -154,11 +170,34 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (
-                len(seen) >= N // 2 and all(any(k[0] == p for k in seen) for p in range(PARTS))):
+                len(seen) >= N // 4 and all(any(k[0] == p for k in seen) for p in range(PARTS))):
             read(50, 1)
         assert len({k[0] for k in seen}) == PARTS, "read %d before the kill" % len(seen)
+        # A second member joins and leaves (two rebalances), so the group's
+        # generation is one a new group would not have: the new coordinator
+        # must load it.  What it reads it does not commit: read again later.
+        assert commit(), "commit before the rebalances"
+        other = consumer()
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not other.assignment():
+                other.consume(num_messages=1, timeout=0.2)
+                read(1, 0.2)
+        finally:
+            other.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(c.assignment()) < PARTS:
+            read(1, 0.2)
         assert commit(), "commit before the kill"
         at_kill = dict(committed)
+        gen_before = wait_for(lambda: (coord.sql(
+            "select generation from consumer_groups where group_id = '%s' and state = 'Stable'"
+            % group) or [None])[0], 20, "the group to be Stable")["generation"]
+        assert gen_before >= 4, gen_before
+        gen_before = wait_for(lambda: (coord.sql(
+            "select generation from consumer_groups where group_id = '%s' and state = 'Stable'"
+            % group) or [None])[0], 20, "the group to be Stable")["generation"]
+        assert gen_before >= 3, gen_before
         read(40, 10)                   # uncommitted: read again after the kill
         coord.kill()
         killed = True
@@ -172,6 +211,16 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
         loaded = wait_for(lambda: (lambda r: r if r and all(
             r.get(p, -1) >= o for p, o in at_kill.items()) else None)(committed_rows(new, group)),
             10, "the new coordinator's SQL to show the commits made before the kill")
+        row = new.sql("select protocol_type, generation from consumer_groups "
+                      "where group_id = '%s'" % group)
+        assert row and row[0]["protocol_type"] == "consumer" and \
+            row[0]["generation"] >= gen_before, \
+            "the group on its new coordinator: %s (generation %d before)" % (row, gen_before)
+        row = new.sql("select protocol_type, generation from consumer_groups "
+                      "where group_id = '%s'" % group)
+        assert row and row[0]["protocol_type"] == "consumer" and \
+            row[0]["generation"] >= gen_before, \
+            "the group on its new coordinator: %s (generation %d before)" % (row, gen_before)
         # A new member of the group has no position of its own: it starts
         # where the group committed, which only the new coordinator knows.
         c.close()
@@ -189,10 +238,11 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(make_clu
     want = {(p, o) for p in range(PARTS) for o in range(N // PARTS)}
     lost = want - set(seen)
     reread = {k: n - 1 for k, n in seen.items() if n > 1}
-    bad_rereads = {k for k in reread if k[1] < at_kill.get(k[0], 0)}
+    # After the kill nothing committed before it may come again.
+    bad_rereads = {k for k in after_kill if k[1] < at_kill.get(k[0], 0)}
     report("coordinator %d SIGKILLed, broker %d coordinates after %.2f s; committed before the "
-           "kill %s (loaded there: %s); read %d, lost %d, re-read %d (of committed: %d); "
-           "resumed at %s; final committed %s", coord_id, new_id, moved_s, at_kill, loaded, len(seen),
+           "kill %s at generation %d (loaded there: %s); read %d, lost %d, re-read %d (after the kill, of committed: %d); "
+           "resumed at %s; final committed %s", coord_id, new_id, moved_s, at_kill, gen_before, loaded, len(seen),
            len(lost), sum(reread.values()), len(bad_rereads), first_after, final)
     assert not lost, "lost %d messages, e.g. %s" % (len(lost), sorted(lost)[:5])
     assert not bad_rereads, "re-read committed messages: %s" % sorted(bad_rereads)[:5]
