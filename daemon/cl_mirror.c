@@ -110,12 +110,9 @@ static void forget_topic(bk_broker *b, cl_topic *t)
         }
 }
 
-static void sf_free_all(void);
-
 void mr_free(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
-    sf_free_all();                    /* after zk_stop: no callback comes */
     for (size_t i = 0; i < cl->thash_size; i++)
         for (cl_topic *x = cl->thash[i], *next; x; x = next) {
             next = x->hnext;
@@ -373,35 +370,10 @@ typedef struct sf_part {
 } sf_part;
 
 typedef struct sf_fetch {
-    struct sf_fetch *next, *prev;     /* sf_inflight */
     char name[MD_TOPIC_NAME_MAX + 1];
     int n, pending;
     sf_part parts[];
 } sf_fetch;
-
-/* The fetches waiting for ZooKeeper: zk_stop drops their callbacks
- * (zk.c Z1), so mr_free frees what is left (LeakSanitizer saw them at
- * shutdown).  Loop thread only. */
-static sf_fetch *sf_inflight;
-
-static void sf_unlink(sf_fetch *f)
-{
-    if (f->prev)
-        f->prev->next = f->next;
-    else
-        sf_inflight = f->next;
-    if (f->next)
-        f->next->prev = f->prev;
-}
-
-static void sf_free_all(void)
-{
-    while (sf_inflight) {
-        sf_fetch *f = sf_inflight;
-        sf_unlink(f);
-        free(f);
-    }
-}
 
 static void states_finish(bk_broker *b, sf_fetch *f)
 {
@@ -450,7 +422,6 @@ static void states_finish(bk_broker *b, sf_fetch *f)
     }
     char name[MD_TOPIC_NAME_MAX + 1];
     snprintf(name, sizeof name, "%s", f->name);
-    sf_unlink(f);
     free(f);
     if (whole)
         mr_refresh_topic(b, name);
@@ -500,10 +471,6 @@ static void fetch_states(bk_broker *b, cl_topic *ct)
         abort();
     snprintf(f->name, sizeof f->name, "%s", ct->name);
     f->n = f->pending = n;
-    f->next = sf_inflight;
-    if (sf_inflight)
-        sf_inflight->prev = f;
-    sf_inflight = f;
     ct->ndirty = 0;
     ct->states_fetching = true;
     char path[MD_TOPIC_NAME_MAX + 64];
