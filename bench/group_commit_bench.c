@@ -40,6 +40,13 @@
  *                                              pace), and the control's
  *   6. produce + commits unthrottled         → both, for the record
  *
+ * Cluster mode (issue 16: group state in the replicated __consumer_offsets,
+ * RF 3): with $BENCH_BOOTSTRAP=host:port of a running cluster (e.g. `make
+ * run-cluster`, 127.0.0.1:9092) no broker is started; the commit topic is
+ * created with replication factor 3, each member connects to its group's
+ * coordinator (FindCoordinator), and only phase 1 runs: partition-commits/s
+ * answered once replicated, and the machine's CPU for them.
+ *
  *   build/bench/group_commit_bench [path/to/sluiced] [seconds per phase] [rounds]
  *       (sluiced also from $SLUICED; default build/sluiced; 8 s per phase;
  *       5 rounds; $BENCH_CLIENT_NICE: the commit client's nice, e.g. 19;
@@ -132,6 +139,11 @@ static void join_and_sync(member *m, kp_buf *q, kp_buf *r)
 {
     m->id[0] = 0;
     int16_t err = join(m, q, r);
+    /* Cluster mode: the coordinator may still be loading its partition. */
+    for (int i = 0; i < 300 && err == KP_COORDINATOR_LOAD_IN_PROGRESS; i++) {
+        usleep(100000);
+        err = join(m, q, r);
+    }
     if (err == KP_MEMBER_ID_REQUIRED)
         err = join(m, q, r);
     if (err)
@@ -382,6 +394,92 @@ static result run_phase(member *ms, double pace_total, producer *p, double secon
     return res;
 }
 
+/* Cluster mode: the port of group's coordinator as broker fd answers
+ * FindCoordinator v1, retried while __consumer_offsets is created and
+ * led (COORDINATOR_NOT_AVAILABLE); dies after 30 s. */
+static int coordinator_port(int fd, const char *group)
+{
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    int port = -1;
+    for (int i = 0; i < 300 && port < 0; i++) {
+        kp_buf_reset(&q);
+        kp_req_hdr_write(&q, KP_API_FIND_COORDINATOR, 1, 5, "commit-bench");
+        kp_wr_string(&q, group, -1);
+        kp_wr_i8(&q, 0);                        /* KeyType: group */
+        if (bench_roundtrip(fd, &q, &r))
+            die("FindCoordinator: connection lost");
+        kp_rd rd;
+        kp_rd_init(&rd, r.data, r.len);
+        kp_rd_i32(&rd);                         /* correlation id */
+        kp_rd_i32(&rd);                         /* ThrottleTimeMs */
+        int16_t err = kp_rd_i16(&rd);
+        kp_rd_string(&rd);                      /* ErrorMessage */
+        kp_rd_i32(&rd);                         /* NodeId */
+        kp_rd_string(&rd);                      /* Host */
+        int32_t p = kp_rd_i32(&rd);
+        if (!kp_rd_ok(&rd))
+            die("FindCoordinator: short response");
+        if (err == 0)
+            port = p;
+        else
+            usleep(100000);
+    }
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    if (port < 0)
+        die("no coordinator within 30 s");
+    return port;
+}
+
+/* Cluster mode: phase 1 only, against the running cluster at bootstrap. */
+static int run_cluster(const char *bootstrap, double seconds)
+{
+    const char *colon = strrchr(bootstrap, ':');
+    int port = colon ? atoi(colon + 1) : 0;
+    int admin = port > 0 ? bench_connect(port) : -1;
+    if (admin < 0)
+        die("cannot connect to $BENCH_BOOTSTRAP");
+    int rc = bench_create_topic_rf(admin, commit_topic, PARTITIONS, 3, NULL, 30000);
+    if (rc != 0 && rc != KP_TOPIC_ALREADY_EXISTS)
+        die("cannot create the commit topic with replication factor 3");
+    usleep(500000);                             /* every mirror shows it */
+    static member ms[GROUPS];
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    for (int g = 0; g < GROUPS; g++) {
+        snprintf(ms[g].group, sizeof ms[g].group, "bench-group-%d", g);
+        ms[g].fd = bench_connect(coordinator_port(admin, ms[g].group));
+        if (ms[g].fd < 0)
+            die("cannot connect to a coordinator");
+        join_and_sync(&ms[g], &q, &r);
+    }
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    close(admin);
+    printf("group_commit_bench (cluster %s, commit topic RF 3, group state in "
+           "__consumer_offsets): %d groups x %d partitions, one member and connection each, "
+           "%.0f s\n", bootstrap, GROUPS, PARTITIONS, seconds);
+    fflush(stdout);
+    double m0 = bench_machine_cpu_seconds();
+    result commits = run_phase(ms, 0, NULL, seconds, false);
+    double m1 = bench_machine_cpu_seconds();
+    printf("  commits alone (unthrottled, answered once replicated): %9.0f partition-commits/s "
+           "(%.0f OffsetCommit/s, answered in %.2f ms median, %.2f ms p99; all processes "
+           "CPU %.0f%%)  target >= %.0f: %s\n",
+           commits.commits_per_s, commits.commits_per_s / PARTITIONS, commits.p50_ms,
+           commits.p99_ms, 100 * (m1 - m0) / commits.secs, TARGET,
+           commits.commits_per_s >= TARGET ? "met" : "MISSED");
+    if (commits.errors)
+        printf("  %llu partitions answered with an error\n",
+               (unsigned long long)commits.errors);
+    for (int g = 0; g < GROUPS; g++)
+        close(ms[g].fd);
+    return commits.errors ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -392,6 +490,8 @@ int main(int argc, char **argv)
     int rounds = argc > 3 ? atoi(argv[3]) : 5;
     if (rounds < 1 || rounds > MAX_ROUNDS)
         rounds = 5;
+    if (getenv("BENCH_BOOTSTRAP"))
+        return run_cluster(getenv("BENCH_BOOTSTRAP"), seconds);
     /* The produce topic keeps its newest 256 MiB (64 MiB segments, checked
      * every second): older segments go before the kernel writes their
      * dirty pages back, so the produce rate measures the broker's CPU, not

@@ -138,6 +138,12 @@ static const bk_config_key keys[] = {
         "largest metadata string of a committed offset"),
     LONG("offsets.commit.linger.ms", offsets_commit_linger_ms, 0, 1000, "5",
          "how long an offset commit may wait for commits other connections are due to send"),
+    INT("offsets.topic.num.partitions", offsets_topic_num_partitions, 1, 10000, "50",
+        "cluster mode: partitions of __consumer_offsets (group state)"),
+    INT("offsets.topic.replication.factor", offsets_topic_replication_factor, 1, 32767, "3",
+        "cluster mode: replicas of __consumer_offsets; created once this many brokers live"),
+    INT("offsets.commit.timeout.ms", offsets_commit_timeout_ms, 1, INT32_MAX, "5000",
+        "cluster mode: a commit waits this long for its replicas"),
 };
 #undef UNIT
 #undef STR

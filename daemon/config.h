@@ -84,6 +84,10 @@ typedef struct bk_config {
     int64_t offsets_commit_linger_ms;             /* offsets.commit.linger.ms: how
                                                      long commits may wait for
                                                      others due (group_persist.c C7) */
+    /* cluster mode: group state in __consumer_offsets (daemon/group_log.c) */
+    int32_t offsets_topic_num_partitions;         /* offsets.topic.num.partitions */
+    int16_t offsets_topic_replication_factor;     /* offsets.topic.replication.factor */
+    int32_t offsets_commit_timeout_ms;            /* offsets.commit.timeout.ms */
     /* Coarse-unit keys as written: they set the retention.ms / segment.ms /
      * segment.jitter.ms topic defaults and are described as given. */
     char log_retention_hours[24];                 /* log.retention.hours */

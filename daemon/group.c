@@ -89,39 +89,14 @@ const char *gc_state_name(enum gc_state s)
     return "Dead";
 }
 
-/* Cluster mode: the live broker with the highest hash of (group, broker id)
- * (rendezvous hashing).  Every broker computes the same answer from the
- * same live set; when the coordinator dies only its groups move, spread
- * over the others, and they come back to it when it returns, to the
- * offsets it kept in its SQLite.  Replication (issue 16) moves group state
- * to a replicated internal topic and this to its partition leaders.
- * -1: no live broker (ZooKeeper not heard from yet). */
+/* Cluster mode: the leader of the group's partition of __consumer_offsets
+ * (daemon/group_log.c), so the group's state is where its coordinator's
+ * death cannot lose it.  -1: none yet. */
 int32_t bk_coordinator_of(bk_broker *b, const char *group)
 {
     if (!bk_cluster_mode(b))
         return b->cfg->broker_id;
-    int32_t live[1024];
-    int n = bk_live_brokers(b, live, 1024);
-    if (n > 1024)
-        n = 1024;
-    uint64_t g = 1469598103934665603ULL;
-    for (const char *p = group; *p; p++)
-        g = (g ^ (uint8_t)*p) * 1099511628211ULL;
-    int32_t best = -1;
-    uint64_t best_h = 0;
-    for (int i = 0; i < n; i++) {
-        uint64_t h = (g ^ ((uint64_t)(uint32_t)live[i] * 0x9E3779B97F4A7C15ULL));
-        h ^= h >> 33;                             /* murmur3's finaliser */
-        h *= 0xff51afd7ed558ccdULL;
-        h ^= h >> 33;
-        h *= 0xc4ceb9fe1a85ec53ULL;
-        h ^= h >> 33;
-        if (best < 0 || h > best_h) {
-            best = live[i];
-            best_h = h;
-        }
-    }
-    return best;
+    return gl_coordinator_of(b, group, strlen(group));
 }
 
 /* The coordinator question, in one place for every group API: NOT_COORDINATOR
@@ -137,10 +112,10 @@ int16_t gc_coordinator_error(kp_str id)
     if (len)
         memcpy(name, id.p, len);
     name[len] = 0;
-    int32_t node = bk_coordinator_of(gc->b, name);
+    int16_t err = !bk_cluster_mode(gc->b) ? KP_NONE : gl_coordinator_error(gc->b, name, len);
     if (name != small)
         free(name);
-    return node == gc->b->cfg->broker_id ? KP_NONE : KP_NOT_COORDINATOR;
+    return err;
 }
 
 char *gc_strndup(const char *p, int32_t len)
@@ -805,6 +780,8 @@ int bk_groups_init(bk_broker *b)
         return -1;
     }
     gc_save_dirty_now();
+    if (bk_cluster_mode(b) && gl_start(b) != 0)
+        return -1;
     bk_mdsync_listen(gc_on_durable);
     struct timeval tv;
     gc_tv_ms(&tv, b->cfg->offsets_retention_check_interval_ms);
@@ -835,6 +812,7 @@ void bk_groups_shutdown(bk_broker *b)
     for (int i = 0; i < 3; i++)
         while (lists[i]->next != lists[i])
             gc_wait_drop(lists[i]->next);
+    gl_stop();
     gc_jobs_free();
     event_free(gc->turn_ev);
     event_free(gc->linger_ev);

@@ -102,6 +102,13 @@ typedef struct gc_wait {
     uint64_t seq;                     /* in synced: the sync to wait for */
     struct gc_job *job;               /* commits: the job storing its rows */
     size_t job_first;                 /* … from this row of the job */
+    /* cluster mode, commits (group_log.c): the __consumer_offsets
+     * partition its record went to and the high watermark that answers
+     * it (0: none); hold: waiting for that high watermark */
+    int32_t log_partition;
+    int32_t log_epoch;                /* the leader epoch it was appended in */
+    int64_t log_end;
+    struct gl_hold *hold;
 } gc_wait;
 
 typedef struct gc_proto {
@@ -267,6 +274,31 @@ int gc_job_rc(const gc_job *j);
 uint64_t gc_job_submit(gc_job *j);    /* returns the covering sync's seq */
 void gc_jobs_release(uint64_t durable);
 void gc_jobs_free(void);              /* shutdown: waits, then frees */
+
+/* ---- group_log.c: cluster mode, group state in __consumer_offsets -------- */
+int  gl_start(bk_broker *b);          /* cluster mode only; 0 or -1 */
+void gl_stop(void);
+/* The leader of the group's __consumer_offsets partition; -1: none yet
+ * (the topic is created once enough brokers live). */
+int32_t gl_coordinator_of(bk_broker *b, const char *id, size_t len);
+/* KP_NONE when this broker leads the group's partition and has loaded it;
+ * else COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or
+ * COORDINATOR_LOAD_IN_PROGRESS. */
+int16_t gl_coordinator_error(bk_broker *b, const char *id, size_t len);
+/* Appends w's entries to store (result KP_NONE) to the group's partition
+ * as Kafka's OffsetCommit records; sets w->log_partition / log_end.
+ * KP_NONE, or the error every such entry gets. */
+int16_t gl_commit_append(bk_broker *b, gc_wait *w);
+/* After w's apply half: true when w now waits for its record's high
+ * watermark (group_log.c answers and frees it), false to answer now
+ * (its entries may carry the replication's error). */
+bool gl_commit_hold(gc_wait *w);
+void gl_forget(gc_wait *w);           /* from gc_wait_drop */
+/* A group's new state as Kafka's GroupMetadata record, when this broker
+ * coordinates it (cluster mode; from the group's row, group_persist.c). */
+void gl_group_append(bk_broker *b, const md_group *g);
+/* DeleteGroups: appends the group's tombstones (cluster mode). */
+void gl_group_tombstone(bk_broker *b, const char *id);
 
 /* ---- group_join.c: JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------- */
 typedef struct gc_join_args {

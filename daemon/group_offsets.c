@@ -167,6 +167,16 @@ int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
     w->noffs = c->n;
     w->done = c->done;
     w->done_arg = c->arg;
+    int16_t lerr = bk_cluster_mode(b) ? gl_commit_append(b, w) : KP_NONE;
+    if (lerr) {                       /* group_log.c: the replicated record first */
+        free(w);
+        for (size_t i = 0; i < c->n; i++)
+            if (c->offs[i].result == KP_NONE)
+                c->offs[i].result = lerr;
+        snprintf(err, errlen, "The offsets of group %.*s cannot be stored here now.",
+                 c->group.len > 0 ? (int)c->group.len : 0, c->group.p ? c->group.p : "");
+        return c->by_operator ? lerr : KP_NONE;
+    }
     c->pending = w;
     /* An operator's commits (cadence_key 0) are rare: they join the batch
      * without teaching the cadence (group_persist.c C7) a pace. */

@@ -391,6 +391,7 @@ void gc_wait_drop(gc_wait *w)
         w->r->state = NULL;
     }
     gc_wait_unlink(w);
+    gl_forget(w);
     free(w->delete_id);
     free(w);
 }
@@ -461,6 +462,8 @@ static int group_to_job(gc_job *j, const gc_group *g)
     rec->state_changed_at = g->state_changed_at;
     ok = ok && rec->group_id && (rec->protocol_type || !g->protocol_type) &&
          (rec->protocol || !g->protocol) && (rec->leader || !g->leader);
+    if (ok && bk_cluster_mode(gc->b))
+        gl_group_append(gc->b, rec);  /* group_log.c: replicated, as Kafka's */
     return ok ? 0 : -1;
 }
 
@@ -596,6 +599,8 @@ static void finish_synced(uint64_t durable, int sync_err)
                 rc = gc_delete_apply(w, rc);
             else
                 gc_commit_apply(w, rc);   /* J3 */
+            if (!w->delete_id && gl_commit_hold(w))
+                continue;             /* answered once replicated (group_log.c) */
             bk_group_done_fn done = w->done;
             void *arg = w->done_arg;
             free(w->delete_id);
@@ -740,7 +745,6 @@ int bk_group_delete(bk_broker *b, bk_group_deletion *d)
                  "consumers first.", id, gc_state_name(g->state));
         return KP_NON_EMPTY_GROUP;
     }
-    (void)b;
     gc_wait *w = calloc(1, sizeof *w);
     if (!w || !(w->delete_id = strdup(id))) {
         free(w);
@@ -761,6 +765,8 @@ int bk_group_delete(bk_broker *b, bk_group_deletion *d)
                 break;
             }
     }
+    if (bk_cluster_mode(b))
+        gl_group_tombstone(b, id);    /* group_log.c: no leader loads it back */
     d->pending = w;
     gc_batch_add(w, 0);
     return KP_NONE;

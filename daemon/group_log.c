@@ -1,0 +1,845 @@
+/*
+ * daemon/group_log.c — cluster mode: a group's committed offsets live in
+ * the replicated internal topic __consumer_offsets, as in Kafka, so the
+ * death of its coordinator loses none of them.
+ *
+ * Design note.
+ *
+ * The coordinator of group G is the leader of partition
+ * abs(javaStringHashCode(G)) % partitions of __consumer_offsets (Kafka's
+ * GroupMetadataManager.partitionFor): every broker computes it from its
+ * mirror, and it moves when that partition's leadership moves.  The topic
+ * (offsets.topic.num.partitions, offsets.topic.replication.factor,
+ * cleanup.policy=compact) is created through the ordinary topic path by
+ * the first broker asked about a group once enough brokers live; until it
+ * is led, FindCoordinator answers COORDINATOR_NOT_AVAILABLE.
+ *
+ * A commit (group_offsets.c, bk_offsets_commit) is appended on the loop,
+ * when it is accepted, as one batch of Kafka's OffsetCommit records
+ *
+ *     key   (OffsetCommitKey v1)          value (OffsetCommitValue v3)
+ *     +---------+-------+-------+------+  +---------+--------+-------------+
+ *     | int16 1 | group | topic | part |  | int16 3 | offset | leaderEpoch |
+ *     +---------+-------+-------+------+  +---------+--------+-------------+
+ *       strings: int16 length + bytes      | metadata | commitTimestamp  |
+ *                                          +----------+------------------+
+ *     (v1 value, when the commit carries an expiry: offset, metadata,
+ *      commitTimestamp, expireTimestamp)
+ *
+ * to the group's partition, and stored in this broker's SQLite by the
+ * usual pipeline (group_persist.c) in parallel.  Its answer leaves only
+ * when both are done: finish_synced hands the wait here (gl_commit_hold),
+ * and it is held until the partition's high watermark covers the record,
+ * as an acks=all Produce is (the same partition waiters, woken when the
+ * high watermark moves; never blocking the loop), or
+ * offsets.commit.timeout.ms passes (REQUEST_TIMED_OUT), or leadership
+ * moves (NOT_COORDINATOR).  Cost per commit: one batch appended to the
+ * page cache; no ZooKeeper write, no fsync beyond the SQLite pipeline's
+ * shared one.
+ *
+ * Each broker materialises the partitions it leads into its SQLite, so
+ * OffsetFetch and SQL's committed_offsets and lag read what they always
+ * read.  Per partition of __consumer_offsets:
+ *
+ *     IDLE ──leads it (gl_tick, gl_coordinator_error)──► LOADING
+ *       ▲        load_start: cursor over [log start, log end)    │
+ *       │                                                        │ load_step, in
+ *       │                                                        │ bounded steps,
+ *       │                                                        │ rows → jobs
+ *       └──── leadership gone or new epoch (gl_tick) ◄── LOADED ◄┘ last job durable
+ *
+ * Invariants:
+ *   G1. This broker answers a group's requests only while its partition is
+ *       LOADED for the leader epoch the view shows and it still leads it;
+ *       LOADING answers COORDINATOR_LOAD_IN_PROGRESS, IDLE NOT_COORDINATOR.
+ *   G2. A load's rows reach SQLite through the coordinator's jobs, in log
+ *       order, before any commit this broker accepts for those groups
+ *       (none is accepted until LOADED), so a later commit overwrites them.
+ *   G3. A held wait is on gl.holds and on no list of group_persist.c; it
+ *       is freed by hold_finish or gl_forget, exactly once.
+ *
+ * Each state change of a group this broker coordinates is also appended
+ * as Kafka's GroupMetadata record (gl_group_append, from the row
+ * group_persist.c stores); a load brings the group back as a restart
+ * does: Empty, with its generation and protocol type (members rejoin).
+ * DeleteGroups appends Kafka's tombstones (gl_group_tombstone); a load
+ * deletes the group where it meets its GroupMetadataKey tombstone.
+ *
+ * Not (yet) here: waiting for GroupMetadata records and tombstones to be
+ * replicated before JoinGroup / SyncGroup / DeleteGroups answer (only
+ * commits wait), tombstones for expired offsets (the new coordinator's
+ * retention expires them again from their commit times), and unloading
+ * in-memory groups of a partition whose leadership moved away (they get
+ * NOT_COORDINATOR).
+ */
+#include "daemon/group.h"
+#include "daemon/md_sync.h"
+#include "daemon/replica.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#define GL_TOPIC "__consumer_offsets"
+#define GL_TICK_MS 100                /* leadership checks */
+#define GL_STEP_RECORDS 2000          /* records read per loop turn */
+#define GL_JOB_ROWS 20000             /* rows per load job */
+
+enum gl_state { GL_IDLE, GL_LOADING, GL_LOADED };
+
+typedef struct gl_part {
+    enum gl_state state;
+    int32_t epoch;                    /* leader epoch loaded for */
+    seg_cursor *cur;                  /* LOADING: NULL once read to the end */
+    gc_job *job;                      /* rows gathered, not submitted */
+    uint64_t seq;                     /* the last load job's sync */
+    size_t job_rows;                  /* rows in job */
+    int64_t records, started_us;
+} gl_part;
+
+typedef struct gl_hold {
+    struct gl_hold *next, *prev;
+    gc_wait *w;
+    bk_waiter bw;
+    struct event *wake_ev, *timer;
+    bool wake_pending;
+} gl_hold;
+
+static struct {
+    bk_broker *b;
+    gl_part *parts;
+    int32_t nparts;
+    struct event *tick, *step_ev;
+    int64_t create_after_ms;
+    kp_buf batch, key, val;
+    gl_hold holds;                    /* sentinel (G3) */
+} gl;
+
+static const kp_str gl_topic = { GL_TOPIC, (int32_t)sizeof GL_TOPIC - 1 };
+
+/* ---- which partition, who leads it ------------------------------------------ */
+
+/* Java's String.hashCode over the UTF-16 code units of the UTF-8 group id
+ * (a malformed byte counts as U+FFFD, as Java's decoder makes it). */
+static int32_t java_hash(const char *s, size_t len)
+{
+    uint32_t h = 0;
+    const uint8_t *p = (const uint8_t *)s, *end = p + len;
+    while (p < end) {
+        uint32_t c = *p++;
+        int more = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+        if (c >= 0x80 && (c < 0xC0 || c >= 0xF8)) {
+            c = 0xFFFD;
+            more = 0;
+        } else if (more) {
+            c &= 0x3Fu >> more;
+            for (int i = 0; i < more; i++) {
+                if (p >= end || (*p & 0xC0) != 0x80) {
+                    c = 0xFFFD;
+                    break;
+                }
+                c = (c << 6) | (*p++ & 0x3F);
+            }
+        }
+        if (c >= 0x10000) {
+            c -= 0x10000;
+            h = 31 * h + (0xD800 + (c >> 10));
+            h = 31 * h + (0xDC00 + (c & 0x3FF));
+        } else {
+            h = 31 * h + c;
+        }
+    }
+    return (int32_t)h;
+}
+
+static int32_t partition_for(const bk_topic *t, const char *id, size_t len)
+{
+    int32_t h = java_hash(id, len);
+    int32_t a = h == INT32_MIN ? 0 : h < 0 ? -h : h;      /* Kafka's Utils.abs */
+    return a % t->npartitions;
+}
+
+/* The topic is created once, by whichever broker is asked first, when
+ * enough brokers live (Kafka refuses a smaller replication factor for
+ * it); a refusal or a lost race is retried a little later. */
+static void maybe_create(bk_broker *b)
+{
+    int64_t now = bk_now_ms();
+    if (now < gl.create_after_ms)
+        return;
+    gl.create_after_ms = now + 2000;
+    char err[256];
+    int16_t rf = b->cfg->offsets_topic_replication_factor;
+    if (bk_view_check_replication(b, rf, err, sizeof err) != KP_NONE)
+        return;                       /* not enough brokers yet */
+    md_kv kv[] = { { (char *)"cleanup.policy", (char *)"compact" } };
+    int rc = bk_topic_create(b, GL_TOPIC, b->cfg->offsets_topic_num_partitions, rf, NULL,
+                             kv, 1, false, NULL, err, sizeof err);
+    if (rc != KP_NONE && rc != KP_TOPIC_ALREADY_EXISTS)
+        BK_WARN("creating %s failed (%d): %s; retrying", GL_TOPIC, rc, err);
+    else if (rc == KP_NONE)
+        BK_INFO("creating %s: %d partitions, replication factor %d", GL_TOPIC,
+                b->cfg->offsets_topic_num_partitions, rf);
+}
+
+int32_t gl_coordinator_of(bk_broker *b, const char *id, size_t len)
+{
+    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    if (!t || t->npartitions <= 0) {
+        maybe_create(b);
+        return -1;
+    }
+    return bk_leader_of(b, t, partition_for(t, id, len));
+}
+
+/* ---- loading a partition into SQLite ------------------------------------------- */
+
+static void part_reset(gl_part *gp)
+{
+    seg_cursor_close(gp->cur);
+    if (gp->job)
+        gc_job_put(gp->job);
+    *gp = (gl_part){ .state = GL_IDLE };
+}
+
+/* Resizes the table to the topic's partition count (a re-created topic
+ * starts over). */
+static int parts_fit(int32_t n)
+{
+    if (n == gl.nparts)
+        return 0;
+    for (int32_t i = 0; i < gl.nparts; i++)
+        part_reset(&gl.parts[i]);
+    free(gl.parts);
+    gl.parts = NULL;
+    gl.nparts = 0;
+    if (n == 0)
+        return 0;
+    gl.parts = calloc((size_t)n, sizeof *gl.parts);
+    if (!gl.parts)
+        return -1;
+    gl.nparts = n;
+    return 0;
+}
+
+static void load_start(bk_broker *b, int32_t i, const bk_pview *v)
+{
+    gl_part *gp = &gl.parts[i];
+    part_reset(gp);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s-%d", b->data_dir, GL_TOPIC, i);
+    seg_cursor_opts o = { .dir = dir, .from = seg_log_start(v->local->log),
+                          .to = seg_log_end(v->local->log), .min_ts = INT64_MIN };
+    gp->state = GL_LOADING;
+    gp->epoch = v->leader_epoch;
+    gp->started_us = bk_mono_us();
+    if (o.from < o.to && seg_cursor_open(&o, &gp->cur) != 0)
+        gp->cur = NULL;               /* no files: nothing to load */
+    BK_INFO("%s-%d led here (epoch %d): loading offsets [%lld, %lld) before "
+            "coordinating its groups", GL_TOPIC, i, gp->epoch, (long long)o.from,
+            (long long)o.to);
+    event_active(gl.step_ev, EV_TIMEOUT, 0);
+}
+
+static void job_submit(gl_part *gp)
+{
+    gp->seq = gc_job_submit(gp->job);  /* G2: ordered with the commits */
+    gp->job = NULL;
+    gp->job_rows = 0;
+}
+
+/* A group's tombstone (a GroupMetadataKey with a null value: DeleteGroups)
+ * removes the group and the offsets loaded so far: the rows before it go
+ * in a job of their own, as a job runs its deletes first. */
+static int load_group_tombstone(gl_part *gp, kp_rd *k)
+{
+    kp_str group = kp_rd_string(k);
+    if (!kp_rd_ok(k) || group.len <= 0)
+        return 0;
+    if (gp->job)
+        job_submit(gp);
+    size_t index;
+    char *id = gc_strndup(group.p, group.len);
+    if (!id || !(gp->job = gc_job_take()) || gc_job_delete(gp->job, id, &index) != 0) {
+        free(id);
+        return -1;
+    }
+    gc_group *g = gc_group_find(group.p, (size_t)group.len);
+    if (g && g->nmembers == 0 && g->state == GC_EMPTY)
+        gc_group_free(g);             /* loaded earlier in this log */
+    free(id);
+    job_submit(gp);
+    return 0;
+}
+
+/* A GroupMetadataValue (v0-3): the group comes back as after a restart
+ * (group.c, load_group): Empty, with its generation and protocol type;
+ * its members rejoin.  Memory and its SQLite row (in the part's job, in
+ * log order) say the same.  A group held in memory with members is left
+ * alone (it was coordinated here more recently than anything loaded). */
+static int load_group_value(gl_part *gp, kp_str group, const kp_record *rec)
+{
+    kp_rd v;
+    kp_rd_init(&v, rec->Value.p, (size_t)rec->Value.len);
+    int16_t vv = kp_rd_i16(&v);
+    if (vv < 0 || vv > 3)
+        return 0;
+    kp_str ptype = kp_rd_string(&v);
+    int32_t generation = kp_rd_i32(&v);
+    kp_rd_string(&v);                 /* protocol */
+    kp_rd_string(&v);                 /* leader */
+    int64_t ts = vv >= 2 ? kp_rd_i64(&v) : rec->Timestamp;
+    if (!kp_rd_ok(&v) || group.len <= 0)
+        return 0;
+    gc_group *g = gc_group_find(group.p, (size_t)group.len);
+    if (g && (g->nmembers > 0 || g->state != GC_EMPTY))
+        return 0;
+    if (!g && !(g = gc_group_create(group.p, (size_t)group.len)))
+        return -1;
+    char *pt = ptype.len > 0 ? gc_strndup(ptype.p, ptype.len) : NULL;
+    if (ptype.len > 0 && !pt)
+        return -1;
+    free(g->protocol_type);
+    g->protocol_type = pt;
+    g->generation = generation;
+    g->state_changed_at = ts > 0 ? ts : bk_now_ms();
+    if (!gp->job && !(gp->job = gc_job_take()))
+        return -1;
+    md_group *row = gc_job_group(gp->job, 0);
+    if (!row)
+        return -1;
+    row->group_id = gc_job_strndup(gp->job, group.p, (size_t)group.len);
+    row->state = gc_state_name(GC_EMPTY);
+    row->protocol_type = gc_job_strdup(gp->job, pt);
+    row->generation = generation;
+    row->state_changed_at = g->state_changed_at;
+    gp->job_rows++;
+    return row->group_id && (row->protocol_type || !pt) ? 0 : -1;
+}
+
+/* One OffsetCommit or GroupMetadata record into the part's job, or a
+ * group's tombstone.  0, or -1: no memory.  Other records (offset
+ * tombstones, unknown versions) are skipped. */
+static int load_record(gl_part *gp, const kp_record *rec)
+{
+    if (rec->Key.len < 2)
+        return 0;
+    kp_rd k;
+    kp_rd_init(&k, rec->Key.p, (size_t)rec->Key.len);
+    int16_t kv = kp_rd_i16(&k);
+    if (kv == 2 && rec->Value.len < 0)
+        return load_group_tombstone(gp, &k);
+    if (kv == 2) {
+        kp_str group = kp_rd_string(&k);
+        return kp_rd_ok(&k) ? load_group_value(gp, group, rec) : 0;
+    }
+    if ((kv != 0 && kv != 1) || rec->Value.len < 0)
+        return 0;
+    kp_str group = kp_rd_string(&k), topic = kp_rd_string(&k);
+    int32_t partition = kp_rd_i32(&k);
+    kp_rd v;
+    kp_rd_init(&v, rec->Value.p, (size_t)rec->Value.len);
+    int16_t vv = kp_rd_i16(&v);
+    if (vv < 0 || vv > 4)
+        return 0;
+    int64_t offset = kp_rd_i64(&v);
+    int32_t epoch = vv >= 3 ? kp_rd_i32(&v) : -1;
+    kp_str meta = vv >= 4 ? kp_rd_compact_string(&v) : kp_rd_string(&v);
+    int64_t commit_ts = kp_rd_i64(&v);
+    int64_t expire_ts = vv == 1 ? kp_rd_i64(&v) : -1;
+    if (!kp_rd_ok(&k) || !kp_rd_ok(&v) || group.len <= 0 || topic.len <= 0)
+        return 0;
+    if (!gp->job && !(gp->job = gc_job_take()))
+        return -1;
+    size_t first;
+    md_offset *o = gc_job_rows(gp->job, 1, &first);
+    if (!o)
+        return -1;
+    *o = (md_offset){
+        .group_id = gc_job_strndup(gp->job, group.p, (size_t)group.len),
+        .group_len = group.len,
+        .topic = gc_job_strndup(gp->job, topic.p, (size_t)topic.len),
+        .topic_len = topic.len, .partition = partition, .offset = offset,
+        .leader_epoch = epoch,
+        .metadata = meta.len > 0 ? gc_job_strndup(gp->job, meta.p, (size_t)meta.len) : NULL,
+        .metadata_len = meta.len > 0 ? meta.len : 0,
+        .commit_time_ms = commit_ts, .expire_time_ms = expire_ts };
+    if (!o->group_id || !o->topic || (meta.len > 0 && !o->metadata))
+        return -1;
+    gp->records++;
+    gp->job_rows++;
+    return 0;
+}
+
+static void load_check_done(int32_t i);
+
+/* Reads up to GL_STEP_RECORDS records of the loading partitions per loop
+ * turn, so a large log never holds the loop; re-arms itself while any
+ * remains. */
+static void load_step(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what; (void)arg;
+    int budget = GL_STEP_RECORDS;
+    bool more = false;
+    for (int32_t i = 0; i < gl.nparts; i++) {
+        gl_part *gp = &gl.parts[i];
+        if (gp->state != GL_LOADING)
+            continue;
+        int rc = 1;
+        kp_record rec;
+        while (gp->cur && budget > 0 && (rc = seg_cursor_next(gp->cur, &rec)) == 1) {
+            budget--;
+            if (load_record(gp, &rec) != 0) {
+                rc = SEG_E_NOMEM;
+                break;
+            }
+        }
+        if (rc < 0) {
+            BK_ERROR("%s-%d: loading offsets failed (out of memory); retrying",
+                     GL_TOPIC, i);
+            part_reset(gp);           /* IDLE: the next tick starts over */
+            continue;
+        }
+        if (gp->job && (rc == 0 || gp->job_rows >= GL_JOB_ROWS))
+            job_submit(gp);
+        if (rc == 0 && gp->cur) {
+            seg_cursor_close(gp->cur);
+            gp->cur = NULL;
+        }
+        if (gp->cur)
+            more = true;
+        else
+            load_check_done(i);
+    }
+    if (more)
+        event_active(gl.step_ev, EV_TIMEOUT, 0);
+}
+
+/* LOADING → LOADED once read whole and its last job is durable. */
+static void load_check_done(int32_t i)
+{
+    gl_part *gp = &gl.parts[i];
+    if (gp->state != GL_LOADING || gp->cur || gp->job || gp->seq > bk_mdsync_durable())
+        return;
+    gp->state = GL_LOADED;
+    BK_INFO("%s-%d loaded: %lld offset commits in %.1f ms; coordinating its groups",
+            GL_TOPIC, i, (long long)gp->records, (bk_mono_us() - gp->started_us) / 1000.0);
+}
+
+/* Brings partition i's state in line with the view: starts a load when
+ * this broker leads it, drops it when not (G1).  The view partition, or
+ * NULL when not led here. */
+static const bk_pview *part_sync(bk_broker *b, int32_t i)
+{
+    bk_partition *p;
+    const bk_pview *v = bk_view_partition(b, gl_topic, i);
+    bool leads = bk_leader_replica(b, gl_topic, i, &p) == KP_NONE && v && p->log;
+    gl_part *gp = &gl.parts[i];
+    if (!leads) {
+        if (gp->state != GL_IDLE) {
+            BK_INFO("%s-%d no longer led here: its groups are coordinated elsewhere",
+                    GL_TOPIC, i);
+            part_reset(gp);
+        }
+        return NULL;
+    }
+    if (gp->state == GL_IDLE || gp->epoch != v->leader_epoch)
+        load_start(b, i, v);
+    load_check_done(i);
+    return v;
+}
+
+static void gl_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what; (void)arg;
+    bk_broker *b = gl.b;
+    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    if (parts_fit(t ? t->npartitions : 0) != 0)
+        return;
+    for (int32_t i = 0; i < gl.nparts; i++)
+        part_sync(b, i);
+}
+
+int16_t gl_coordinator_error(bk_broker *b, const char *id, size_t len)
+{
+    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    if (!t || t->npartitions <= 0) {
+        maybe_create(b);
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    }
+    int32_t i = partition_for(t, id, len);
+    if (bk_leader_of(b, t, i) != b->cfg->broker_id)
+        return KP_NOT_COORDINATOR;
+    if (parts_fit(t->npartitions) != 0)
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    if (!part_sync(b, i))
+        return KP_NOT_COORDINATOR;
+    return gl.parts[i].state == GL_LOADED ? KP_NONE : KP_COORDINATOR_LOAD_IN_PROGRESS;
+}
+
+/* ---- commits: append, then hold until replicated --------------------------------- */
+
+/* Finishes bb (n records, built from gl.key / gl.val into gl.batch) and
+ * appends it to p, led here, in its leader epoch.  0, SEG_E_TOOBIG, or
+ * another error (logged by the caller). */
+static int append_batch(bk_broker *b, bk_partition *p, kp_batch_builder *bb, int64_t n,
+                        int64_t now)
+{
+    int64_t base;
+    if (gl.key.err || gl.val.err || kp_bb_finish(bb) < 0 || gl.batch.err)
+        return SEG_E_NOMEM;
+    kp_batch_set_leader_epoch(gl.batch.data, p->leader_epoch);
+    int rc = seg_append(p->log, gl.batch.data, gl.batch.len, now, &base);
+    if (rc != 0)
+        return rc;
+    p->bytes_in += gl.batch.len;
+    bk_partition_appended(b, p, n);
+    return 0;
+}
+
+static void wr_key(kp_buf *k, const md_offset *o)
+{
+    kp_buf_reset(k);
+    kp_wr_i16(k, 1);                  /* OffsetCommitKey, Kafka's key version 1 */
+    kp_wr_string(k, o->group_id, o->group_len);
+    kp_wr_string(k, o->topic, o->topic_len);
+    kp_wr_i32(k, o->partition);
+}
+
+static void wr_value(kp_buf *v, const md_offset *o)
+{
+    const char *meta = o->metadata ? o->metadata : "";
+    int32_t mlen = o->metadata && o->metadata_len > 0 ? o->metadata_len : 0;
+    kp_buf_reset(v);
+    if (o->expire_time_ms >= 0) {     /* v1: the only one with an expiry */
+        kp_wr_i16(v, 1);
+        kp_wr_i64(v, o->offset);
+        kp_wr_string(v, meta, mlen);
+        kp_wr_i64(v, o->commit_time_ms);
+        kp_wr_i64(v, o->expire_time_ms);
+    } else {
+        kp_wr_i16(v, 3);
+        kp_wr_i64(v, o->offset);
+        kp_wr_i32(v, o->leader_epoch);
+        kp_wr_string(v, meta, mlen);
+        kp_wr_i64(v, o->commit_time_ms);
+    }
+}
+
+int16_t gl_commit_append(bk_broker *b, gc_wait *w)
+{
+    if (w->noffs == 0)
+        return KP_NONE;
+    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    if (!b->cl)
+        return KP_NOT_COORDINATOR;               /* shutting down */
+    if (!t || t->npartitions <= 0)
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    int32_t i = partition_for(t, w->offs[0].group_id, (size_t)w->offs[0].group_len);
+    bk_partition *p;
+    if (bk_leader_replica(b, gl_topic, i, &p) != KP_NONE)
+        return KP_NOT_COORDINATOR;
+    if (bk_isr_size(p) < p->topic->cfg.min_insync_replicas)
+        return KP_COORDINATOR_NOT_AVAILABLE;     /* Kafka's NOT_ENOUGH_REPLICAS */
+    if (seg_failed(p->log))
+        return KP_NOT_COORDINATOR;               /* Kafka's KAFKA_STORAGE_ERROR */
+    int64_t now = bk_now_ms();
+    kp_batch_builder bb;
+    kp_buf_reset(&gl.batch);
+    kp_bb_init(&bb, &gl.batch, KP_CODEC_NONE);
+    int64_t n = 0;
+    for (size_t k = 0; k < w->noffs; k++) {
+        const md_offset *o = &w->offs[k];
+        if (o->result != KP_NONE)
+            continue;
+        wr_key(&gl.key, o);
+        wr_value(&gl.val, o);
+        kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, gl.val.data,
+                  (int32_t)gl.val.len, NULL, 0);
+        n++;
+    }
+    if (n == 0) {
+        kp_bb_free(&bb);
+        return KP_NONE;
+    }
+    int rc = append_batch(b, p, &bb, n, now);
+    if (rc == SEG_E_TOOBIG)
+        return KP_INVALID_COMMIT_OFFSET_SIZE;    /* Kafka's mapping */
+    if (rc == SEG_E_NOMEM)
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    if (rc != 0) {
+        BK_ERROR("%s-%d: appending an offset commit failed (%d)", GL_TOPIC, i, rc);
+        return KP_NOT_COORDINATOR;
+    }
+    w->log_partition = i;
+    w->log_epoch = p->leader_epoch;
+    w->log_end = seg_log_end(p->log);
+    return KP_NONE;
+}
+
+
+/* A group's state as Kafka's GroupMetadataValue v3, from the row the
+ * coordinator stores for it (group_persist.c), when this broker
+ * coordinates it; not waited for: a new coordinator needs the offsets,
+ * and the members rejoin whatever this says.
+ *
+ *     key: int16 2 | group
+ *     value: int16 3 | protocolType | generation | protocol? | leader? |
+ *            currentStateTimestamp | members: int32 n, each memberId |
+ *            groupInstanceId? | clientId | clientHost | rebalanceTimeout |
+ *            sessionTimeout | subscription (bytes) | assignment (bytes)   */
+void gl_group_append(bk_broker *b, const md_group *g)
+{
+    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    /* !b->cl: shutting down (cl_stop ran), leading nothing any more. */
+    if (!b->cl || !t || t->npartitions <= 0 || t->npartitions != gl.nparts)
+        return;
+    size_t len = strlen(g->group_id);
+    int32_t i = partition_for(t, g->group_id, len);
+    bk_partition *p;
+    if (gl.parts[i].state != GL_LOADED || bk_leader_replica(b, gl_topic, i, &p) != KP_NONE ||
+        seg_failed(p->log))
+        return;
+    kp_buf *k = &gl.key, *v = &gl.val;
+    kp_buf_reset(k);
+    kp_wr_i16(k, 2);
+    kp_wr_string(k, g->group_id, (int32_t)len);
+    kp_buf_reset(v);
+    kp_wr_i16(v, 3);
+    kp_wr_string(v, g->protocol_type ? g->protocol_type : "", -1);
+    kp_wr_i32(v, g->generation);
+    kp_wr_string(v, g->protocol, g->protocol ? -1 : 0);
+    kp_wr_string(v, g->leader, g->leader ? -1 : 0);
+    kp_wr_i64(v, g->state_changed_at);
+    kp_wr_i32(v, (int32_t)g->nmembers);
+    for (size_t m = 0; m < g->nmembers; m++) {
+        const md_group_member *x = &g->members[m];
+        kp_wr_string(v, x->member_id, -1);
+        kp_wr_string(v, x->instance_id, x->instance_id ? -1 : 0);
+        kp_wr_string(v, x->client_id ? x->client_id : "", -1);
+        kp_wr_string(v, x->client_host ? x->client_host : "", -1);
+        kp_wr_i32(v, x->rebalance_timeout_ms);
+        kp_wr_i32(v, x->session_timeout_ms);
+        /* bytes, not nullable: none is empty */
+        kp_wr_bytes(v, x->subscription_len > 0 ? x->subscription : "",
+                    x->subscription_len > 0 ? x->subscription_len : 0);
+        kp_wr_bytes(v, x->assignment_len > 0 ? x->assignment : "",
+                    x->assignment_len > 0 ? x->assignment_len : 0);
+    }
+    int64_t now = bk_now_ms();
+    kp_batch_builder bb;
+    kp_buf_reset(&gl.batch);
+    kp_bb_init(&bb, &gl.batch, KP_CODEC_NONE);
+    kp_bb_add(&bb, now, k->data, (int32_t)k->len, v->data, (int32_t)v->len, NULL, 0);
+    if (append_batch(b, p, &bb, 1, now) != 0)
+        BK_ERROR("group %s: its GroupMetadata record was not appended to %s-%d",
+                 g->group_id, GL_TOPIC, i);
+}
+
+/* DeleteGroups in cluster mode: Kafka's tombstones (a null value for each
+ * of the group's offsets, then for its GroupMetadataKey, version 2), so a
+ * later leader of the partition does not load the group back.  Appended,
+ * not waited for: the delete answers after its SQLite sync, as before. */
+void gl_group_tombstone(bk_broker *b, const char *id)
+{
+    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    size_t len = strlen(id);
+    if (!b->cl || !t || t->npartitions <= 0)
+        return;
+    int32_t i = partition_for(t, id, len);
+    bk_partition *p;
+    if (bk_leader_replica(b, gl_topic, i, &p) != KP_NONE || seg_failed(p->log))
+        return;
+    md_committed *rows = NULL;
+    size_t n = 0;
+    if (md_offset_list(b->db, id, len, &rows, &n) != 0)
+        n = 0;
+    int64_t now = bk_now_ms();
+    kp_batch_builder bb;
+    kp_buf_reset(&gl.batch);
+    kp_bb_init(&bb, &gl.batch, KP_CODEC_NONE);
+    for (size_t k = 0; k < n; k++) {
+        md_offset o = { .group_id = id, .group_len = (int32_t)len, .topic = rows[k].topic,
+                        .topic_len = (int32_t)strlen(rows[k].topic),
+                        .partition = rows[k].partition };
+        wr_key(&gl.key, &o);
+        kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, NULL, 0, NULL, 0);
+    }
+    md_committed_free(rows, n);
+    kp_buf_reset(&gl.key);
+    kp_wr_i16(&gl.key, 2);            /* GroupMetadataKey */
+    kp_wr_string(&gl.key, id, (int32_t)len);
+    kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, NULL, 0, NULL, 0);
+    kp_buf_reset(&gl.val);
+    if (append_batch(b, p, &bb, (int64_t)n + 1, now) != 0)
+        BK_ERROR("group %s: its tombstones were not appended to %s-%d", id, GL_TOPIC, i);
+}
+
+static void hold_free(gl_hold *h)
+{
+    bk_partition_unwatch(&h->bw);
+    if (h->wake_ev)
+        event_free(h->wake_ev);
+    if (h->timer)
+        event_free(h->timer);
+    h->prev->next = h->next;
+    h->next->prev = h->prev;
+    h->w->hold = NULL;
+    free(h);
+}
+
+static void fail_entries(gc_wait *w, int16_t err)
+{
+    for (size_t k = 0; k < w->noffs; k++)
+        if (w->offs[k].result == KP_NONE)
+            w->offs[k].result = err;
+}
+
+/* 0: replicated; 1: still to wait (watching the partition); else the
+ * error for its entries. */
+static int16_t hold_check(gc_wait *w, bk_waiter *bw)
+{
+    bk_partition *p;
+    /* Led here since the append: else the record may have been cut off
+     * when this broker followed in between. */
+    if (bk_leader_replica(gl.b, gl_topic, w->log_partition, &p) != KP_NONE ||
+        p->leader_epoch != w->log_epoch)
+        return KP_NOT_COORDINATOR;
+    if (p->high_watermark >= w->log_end)
+        return 0;
+    if (bw)
+        bk_partition_watch(p, bw);
+    return 1;
+}
+
+/* Answers a held commit (G3), as finish_synced would have. */
+static void hold_finish(gl_hold *h, int16_t err)
+{
+    gc_wait *w = h->w;
+    hold_free(h);
+    if (err)
+        fail_entries(w, err);
+    bk_group_done_fn done = w->done;
+    void *arg = w->done_arg;
+    free(w);
+    if (done)
+        done(arg, 0);
+}
+
+/* Runs inside bk_partition_notify: only schedules. */
+static void hold_wake(bk_waiter *bw)
+{
+    gl_hold *h = bw->arg;
+    if (!h->wake_pending) {
+        h->wake_pending = true;
+        event_active(h->wake_ev, EV_TIMEOUT, 0);
+    }
+}
+
+static void hold_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    gl_hold *h = arg;
+    h->wake_pending = false;
+    bk_partition_unwatch(&h->bw);
+    int16_t e = hold_check(h->w, &h->bw);
+    if (e != 1)
+        hold_finish(h, e);
+}
+
+static void hold_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    gl_hold *h = arg;
+    bk_partition_unwatch(&h->bw);
+    int16_t e = hold_check(h->w, NULL);
+    hold_finish(h, e == 1 ? KP_REQUEST_TIMED_OUT : e);
+}
+
+bool gl_commit_hold(gc_wait *w)
+{
+    if (w->log_end <= 0 || !w->done)
+        return false;
+    bool any = false;
+    for (size_t k = 0; k < w->noffs && !any; k++)
+        any = w->offs[k].result == KP_NONE;
+    if (!any)
+        return false;
+    gl_hold *h = calloc(1, sizeof *h);
+    if (!h) {
+        fail_entries(w, KP_COORDINATOR_NOT_AVAILABLE);
+        return false;
+    }
+    h->w = w;
+    h->bw = (bk_waiter){ .wake = hold_wake, .arg = h };
+    h->next = gl.holds.next;
+    h->prev = &gl.holds;
+    gl.holds.next->prev = h;
+    gl.holds.next = h;
+    w->hold = h;
+    int16_t e = hold_check(w, &h->bw);
+    if (e != 1) {                     /* replicated already: the usual case */
+        hold_free(h);
+        if (e)
+            fail_entries(w, e);
+        return false;
+    }
+    struct timeval tv;
+    gc_tv_ms(&tv, gl.b->cfg->offsets_commit_timeout_ms);
+    h->wake_ev = event_new(gl.b->base, -1, 0, hold_wake_cb, h);
+    h->timer = evtimer_new(gl.b->base, hold_timeout_cb, h);
+    if (!h->wake_ev || !h->timer || evtimer_add(h->timer, &tv) != 0) {
+        hold_free(h);
+        fail_entries(w, KP_COORDINATOR_NOT_AVAILABLE);
+        return false;
+    }
+    return true;
+}
+
+void gl_forget(gc_wait *w)
+{
+    if (w && w->hold)
+        hold_free(w->hold);
+}
+
+/* ---- start, stop ------------------------------------------------------------------ */
+
+int gl_start(bk_broker *b)
+{
+    gl.b = b;
+    gl.holds.next = gl.holds.prev = &gl.holds;
+    kp_buf_init(&gl.batch);
+    kp_buf_init(&gl.key);
+    kp_buf_init(&gl.val);
+    gl.tick = event_new(b->base, -1, EV_PERSIST, gl_tick, NULL);
+    gl.step_ev = event_new(b->base, -1, 0, load_step, NULL);
+    struct timeval tv;
+    gc_tv_ms(&tv, GL_TICK_MS);
+    if (!gl.tick || !gl.step_ev || event_add(gl.tick, &tv) != 0) {
+        BK_ERROR("group coordinator: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+void gl_stop(void)
+{
+    if (!gl.b)
+        return;
+    while (gl.holds.next != &gl.holds) {   /* their callers have gone (shutdown) */
+        gc_wait *w = gl.holds.next->w;
+        hold_free(gl.holds.next);
+        free(w);
+    }
+    parts_fit(0);
+    if (gl.tick)
+        event_free(gl.tick);
+    if (gl.step_ev)
+        event_free(gl.step_ev);
+    kp_buf_free(&gl.batch);
+    kp_buf_free(&gl.key);
+    kp_buf_free(&gl.val);
+    memset(&gl, 0, sizeof gl);
+}
