@@ -841,16 +841,21 @@ static double takeover_median(long target)
     double t[TAKEOVER_RUNS];
     long have = fill_to(target);
     for (int i = 0; i < TAKEOVER_RUNS; i++) {
+        if (i)
+            rejoin();
         if ((t[i] = takeover_once(have)) < 0)
             return -1;
-        rejoin();
     }
     return bench_median(t, TAKEOVER_RUNS);
 }
 
 static void bench_takeover(long small, long large)
 {
-    double t_small = takeover_median(small), t_large = t_small < 0 ? -1 : takeover_median(large);
+    double t_small = takeover_median(small), t_large = -1;
+    if (t_small >= 0) {
+        rejoin();
+        t_large = takeover_median(large);
+    }
     if (t_small < 0 || t_large < 0) {
         failed = true;
         return;
