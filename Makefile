@@ -278,10 +278,14 @@ INTEGRATION_DEPS := $(SLUICED) $(SLUICE_SQL) $(if $(CLIENT_SRC),$(LIBSLUICE_SO) 
 integration: $(INTEGRATION_DEPS) | $(filter unit,$(MAKECMDGOALS))
 	@SLUICED=$(abspath $(SLUICED)) sh tests/integration/run.sh
 
+# On a terminal the broker runs as its own job (bash -m gives it the
+# terminal), so Ctrl-C reaches the broker alone: it stops cleanly and make
+# exits 0 rather than dying of the SIGINT too.
 run: deps-if-missing
 	@$(MAKE) --no-print-directory $(SLUICED)
 	@mkdir -p data
-	exec $(SLUICED) -c examples/standalone.properties
+	@if [ -t 0 ]; then bash -mc '$(SLUICED) -c examples/standalone.properties; exit $$?'; \
+	 else exec $(SLUICED) -c examples/standalone.properties; fi
 
 # Foreground; Ctrl-C stops ZooKeeper and the brokers (by PID).
 run-cluster: deps-if-missing
