@@ -117,24 +117,17 @@ def vtags(flex):
 
 def cstring(s):
     """COMPACT_(NULLABLE_)STRING (None -> 0)."""
-    if s is None:
-        return uvarint(0)
-    b = s.encode() if isinstance(s, str) else s
-    return uvarint(len(b) + 1) + b
+    return vstring(s, True)
 
 
 def cbytes(b):
     """COMPACT_(NULLABLE_)BYTES / records (None -> 0)."""
-    if b is None:
-        return uvarint(0)
-    return uvarint(len(b) + 1) + b
+    return vbytes(b, True)
 
 
 def carray(items):
     """COMPACT_ARRAY of already-encoded items; None -> 0."""
-    if items is None:
-        return uvarint(0)
-    return uvarint(len(items) + 1) + b"".join(items)
+    return varray(items, True)
 
 
 def tags(fields=()):
@@ -255,24 +248,17 @@ class Reader:
         return out
 
     def cstring(self):
-        n = self.uvarint()
-        return None if n == 0 else self.take(n - 1).decode()
+        return self.vstring(True)
 
     def cbytes(self):
-        n = self.uvarint()
-        return None if n == 0 else self.take(n - 1)
+        return self.vbytes(True)
 
     def carray(self, fn):
-        n = self.uvarint()
-        return None if n == 0 else [fn(self) for _ in range(n - 1)]
+        return self.varray(fn, True)
 
     def tags(self):
         """{tag: raw bytes} of a TAGGED_FIELDS section."""
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self.take(self.uvarint())
-        return out
+        return self.vtags(True)
 
 
 
