@@ -211,9 +211,23 @@ static int parse_bool(const char *s, bool *out)
 }
 
 /* "PLAINTEXT://host:port" (first listener only; "" host = all addresses). */
-static int parse_listener(const char *v, char *host, size_t hostcap, int *port)
+/* [SCHEME://]host:port; the scheme a security protocol (security.h),
+ * PLAINTEXT when absent. */
+static int parse_listener(const char *v, char *host, size_t hostcap, int *port,
+                          bk_secproto *proto)
 {
     const char *p = strstr(v, "://");
+    *proto = BK_SEC_PLAINTEXT;
+    if (p) {
+        char scheme[32];
+        size_t slen = (size_t)(p - v);
+        if (slen >= sizeof scheme)
+            return -1;
+        memcpy(scheme, v, slen);
+        scheme[slen] = 0;
+        if (bk_secproto_parse(scheme, proto))
+            return -1;
+    }
     p = p ? p + 3 : v;
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
@@ -351,15 +365,16 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
             return 0;
         case BK_CT_LISTENERS:
             if (parse_listener(value, c->listen_host, sizeof c->listen_host,
-                               &c->listen_port)) {
+                               &c->listen_port, &c->listen_proto)) {
                 snprintf(err, errlen, "Invalid value %s for configuration %s: "
                          "expected PLAINTEXT://host:port", value, key);
                 return -1;
             }
             return 0;
         case BK_CT_ADVERTISED:
+            bk_secproto adv_proto;
             if (parse_listener(value, c->advertised_host, sizeof c->advertised_host,
-                               &c->advertised_port)) {
+                               &c->advertised_port, &adv_proto)) {
                 snprintf(err, errlen, "Invalid value %s for configuration %s: "
                          "expected PLAINTEXT://host:port", value, key);
                 return -1;

@@ -23,12 +23,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/security.h"
 #include "metadata/md.h"
 
 typedef struct bk_config {
     int32_t broker_id;                    /* broker.id */
     char listen_host[256];                /* from listeners=PLAINTEXT://host:port */
     int  listen_port;
+    bk_secproto listen_proto;             /* the scheme of listeners= */
     char advertised_host[256];            /* advertised.listeners, else listeners */
     int  advertised_port;
     char log_dirs[4096];                  /* log.dirs (first one is used) */

@@ -62,6 +62,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -69,6 +70,7 @@
 
 #include "daemon/request.h"
 #include "daemon/metrics.h"
+#include "daemon/security.h"
 
 /* Frame/response buffers above this are freed after their request (inv. 3). */
 #define BUF_KEEP (1u << 20)
@@ -85,6 +87,8 @@ struct bk_conn {
     bool writing;                 /* wev is added: output left, or paused */
     char peer[64];
     char host[64];                /* peer address alone: per-IP limit */
+    bk_secproto proto;            /* the listener's (security.h inv. 2) */
+    char principal[BK_PRINCIPAL_MAX];   /* security.h inv. 1 */
     int64_t reserved;             /* bytes of the request pool held (inv. 4) */
     bool starved;                 /* waiting for the request pool */
     bk_conn *snext, *sprev;       /* starved list, while starved */
@@ -246,6 +250,53 @@ const char *bk_conn_peer(const bk_conn *c)
 uint64_t bk_conn_serial(const bk_conn *c)
 {
     return c ? c->serial : 0;
+}
+
+bk_secproto bk_conn_secproto(const bk_conn *c)
+{
+    return c ? c->proto : BK_SEC_PLAINTEXT;
+}
+
+const char *bk_conn_principal(const bk_conn *c)
+{
+    return c && c->principal[0] ? c->principal : BK_PRINCIPAL_ANONYMOUS;
+}
+
+void bk_conn_set_principal(bk_conn *c, const char *principal)
+{
+    snprintf(c->principal, sizeof c->principal, "%s",
+             principal && principal[0] ? principal : BK_PRINCIPAL_ANONYMOUS);
+}
+
+const char *bk_conn_host(const bk_conn *c)
+{
+    return c ? c->host : "";
+}
+
+static const char *const secproto_names[] = {
+    [BK_SEC_PLAINTEXT] = "PLAINTEXT", [BK_SEC_SSL] = "SSL",
+    [BK_SEC_SASL_PLAINTEXT] = "SASL_PLAINTEXT", [BK_SEC_SASL_SSL] = "SASL_SSL",
+};
+
+int bk_secproto_parse(const char *name, bk_secproto *out)
+{
+    for (size_t i = 0; i < sizeof secproto_names / sizeof *secproto_names; i++)
+        if (!strcasecmp(name, secproto_names[i])) {
+            *out = (bk_secproto)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *bk_secproto_name(bk_secproto p)
+{
+    return (unsigned)p < sizeof secproto_names / sizeof *secproto_names
+           ? secproto_names[p] : "?";
+}
+
+bool bk_secproto_is_sasl(bk_secproto p)
+{
+    return p == BK_SEC_SASL_PLAINTEXT || p == BK_SEC_SASL_SSL;
 }
 
 size_t bk_req_range_bytes(const bk_req *r)
@@ -712,6 +763,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     }
     snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
     snprintf(c->host, sizeof c->host, "%s", host);
+    c->proto = b->cfg->listen_proto;
+    bk_conn_set_principal(c, NULL);
     /* O(connections) per accept: cheap next to the accept itself. */
     if (b->cfg->max_connections_per_ip < b->cfg->max_connections &&
         conns_from(s, host) >= b->cfg->max_connections_per_ip) {
