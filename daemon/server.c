@@ -173,6 +173,19 @@ static void want_read(bk_conn *c, bool on)
         event_active(c->rev, EV_READ, 0);
 }
 
+/* The write event on or off: while output is stuck, while paused, and
+ * while a TLS handshake waits to send. */
+static void want_write(bk_conn *c, bool on)
+{
+    if (on == c->writing)
+        return;
+    c->writing = on;
+    if (on)
+        event_add(c->wev, NULL);
+    else
+        event_del(c->wev);
+}
+
 /* ---- request pool (inv. 4) --------------------------------------------------- */
 static bool pool_reserve(bk_conn *c, int64_t len)
 {
@@ -516,14 +529,7 @@ static bool flush_out(bk_conn *c)
     }
     /* A paused connection resumes in on_writable, so it keeps the event
      * even when this call drained everything (it then fires at once). */
-    bool want = evbuffer_get_length(c->obuf) > 0 || c->paused;
-    if (want != c->writing) {
-        c->writing = want;
-        if (want)
-            event_add(c->wev, NULL);
-        else
-            event_del(c->wev);
-    }
+    want_write(c, evbuffer_get_length(c->obuf) > 0 || c->paused);
     return true;
 }
 
@@ -741,10 +747,7 @@ static void handshake_done(bk_conn *c)
     c->ktls = bk_tls_ktls_send(c->ssl);
     if (c->ktls)                  /* writev and sendfile as plaintext (inv. 8) */
         evbuffer_set_flags(c->obuf, EVBUFFER_FLAG_DRAINS_TO_FD);
-    if (c->writing) {
-        c->writing = false;
-        event_del(c->wev);
-    }
+    want_write(c, false);
     c->reading = false;           /* re-armed with the idle timeout */
     want_read(c, true);
 }
@@ -779,14 +782,7 @@ static bool handshake_step(bk_conn *c, short what)
     }
     int e = SSL_get_error(c->ssl, rc);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-        bool want_w = e == SSL_ERROR_WANT_WRITE;
-        if (want_w != c->writing) {
-            c->writing = want_w;
-            if (want_w)
-                event_add(c->wev, NULL);
-            else
-                event_del(c->wev);
-        }
+        want_write(c, e == SSL_ERROR_WANT_WRITE);
         return true;
     }
     char err[256];

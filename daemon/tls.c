@@ -202,24 +202,29 @@ static SSL_CTX *ctx_new(const bk_config *c, bool server, char *err, size_t errle
     return ctx;
 }
 
-SSL_CTX *bk_tls_server_ctx(bk_broker *b, char *err, size_t errlen)
+static SSL_CTX *ctx_get(bk_broker *b, bool server, char *err, size_t errlen)
 {
     struct bk_tls *t = tls_of(b);
-    if (t && !t->server) {
-        err[0] = 0;
-        t->server = ctx_new(b->cfg, true, err, errlen);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
     }
-    return t ? t->server : NULL;
+    SSL_CTX **slot = server ? &t->server : &t->client;
+    if (!*slot) {
+        err[0] = 0;
+        *slot = ctx_new(b->cfg, server, err, errlen);
+    }
+    return *slot;
+}
+
+SSL_CTX *bk_tls_server_ctx(bk_broker *b, char *err, size_t errlen)
+{
+    return ctx_get(b, true, err, errlen);
 }
 
 SSL_CTX *bk_tls_client_ctx(bk_broker *b, char *err, size_t errlen)
 {
-    struct bk_tls *t = tls_of(b);
-    if (t && !t->client) {
-        err[0] = 0;
-        t->client = ctx_new(b->cfg, false, err, errlen);
-    }
-    return t ? t->client : NULL;
+    return ctx_get(b, false, err, errlen);
 }
 
 void bk_tls_free(bk_broker *b)
