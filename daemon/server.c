@@ -113,6 +113,7 @@ struct bk_conn {
     const bk_listener *listener;  /* the one it came through (inv. 6) */
     SSL *ssl;                     /* TLS listeners; NULL on plaintext ones */
     bool handshaking;             /* HANDSHAKE state (inv. 7) */
+    bool peeked;                  /* its first byte was looked at */
     bool ktls;                    /* the kernel encrypts what we send (inv. 8) */
     int64_t hs_deadline_us;       /* ssl.handshake.timeout.ms after accept */
     char principal[BK_PRINCIPAL_MAX];   /* security.h inv. 1 */
@@ -762,11 +763,13 @@ static bool handshake_step(bk_conn *c, short what)
         conn_free(c);
         return false;
     }
-    if (SSL_in_before(c->ssl)) {
+    if (!c->peeked) {
         /* A TLS connection opens with a handshake record (type 22); a
-         * Kafka request's first byte is its length's top byte, 0. */
+         * Kafka request's first byte is its length's top byte, 0.  Only
+         * the very first byte: later ones may be the middle of a record. */
         uint8_t first;
         ssize_t n = recv(c->fd, &first, 1, MSG_PEEK);
+        c->peeked = n == 1;
         if (n == 1 && first != 22) {
             BK_WARN("plaintext (non-TLS) client %s on TLS listener %s; closing",
                     c->peer, c->listener->name);

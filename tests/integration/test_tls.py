@@ -119,6 +119,49 @@ def test_kcat_confluent_kafka_python_over_ssl_byte_for_byte(tls_broker, certs):
     assert "authenticated as User:CN=alice,O=Acme" in b.log_text()
 
 
+def test_handshake_dribbled_in_small_pieces_is_served(tls_broker, certs):
+    """A ClientHello that arrives a few bytes at a time (TCP may split it
+    anywhere) is a TLS client like any other, not a plaintext one."""
+    b = tls_broker()
+    ctx = ssl.create_default_context(cafile=certs.ca.crt)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(inc, out, server_hostname="127.0.0.1")
+    s = socket.create_connection(("127.0.0.1", b.ssl_port), timeout=10)
+    try:
+        first = True
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pending = out.read()
+                step = 7 if first else len(pending) or 1
+                for i in range(0, len(pending), step):
+                    s.sendall(pending[i:i + step])
+                    if first:
+                        time.sleep(0.005)
+                first = False
+                data = s.recv(65536)
+                assert data, "the broker closed a handshake that came in pieces"
+                inc.write(data)
+        s.sendall(out.read())
+        # ApiVersions v0, correlation id 7, null client id: answered.
+        tls.write(b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x07\xff\xff")
+        s.sendall(out.read())
+        got = b""
+        while len(got) < 8:
+            try:
+                got += tls.read(65536)
+            except ssl.SSLWantReadError:
+                data = s.recv(65536)
+                assert data, "closed before the answer"
+                inc.write(data)
+        assert got[4:8] == b"\x00\x00\x00\x07"
+    finally:
+        s.close()
+    assert "plaintext (non-TLS) client" not in b.log_text()
+
+
 class SteadyProducer(threading.Thread):
     """Produces one message every 20 ms on PLAINTEXT until stopped; every
     one must be acknowledged."""
