@@ -5,7 +5,8 @@
  * In cluster mode every partition this broker hosts (bk_pview.local) whose
  * leader is another live broker is followed.  Partitions are grouped by
  * leader: one fetcher per leader broker, with one connection to that
- * broker's host/port from the cluster view and at most one request in
+ * broker's endpoint of the inter-broker listener (inter.broker.listener.name,
+ * from its registration; TLS when that listener is SSL) and at most one request in
  * flight, a Fetch v11 carrying every partition followed from it, which the
  * leader long-polls (replica.fetch.wait.max.ms / replica.fetch.min.bytes).
  * Each answer's batches are appended as they are, with the leader's
