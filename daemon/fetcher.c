@@ -71,6 +71,7 @@
 #include "daemon/producer_state.h"
 #include "daemon/tls.h"
 
+#include <arpa/inet.h>
 #include <openssl/err.h>
 #include "kp_msgs.h"
 
@@ -600,7 +601,9 @@ static void fetcher_connect(fe_fetcher *f)
             conn_fail(f, ctx ? "cannot make a TLS connection" : err);
             return;
         }
-        SSL_set_tlsext_host_name(ssl, f->host);
+        struct in6_addr ip;           /* SNI names hosts, never addresses (RFC 6066) */
+        if (inet_pton(AF_INET, f->host, &ip) != 1 && inet_pton(AF_INET6, f->host, &ip) != 1)
+            SSL_set_tlsext_host_name(ssl, f->host);
         if (b->cfg->ssl_endpoint_identification_algorithm[0])
             SSL_set1_host(ssl, f->host);
         f->bev = bufferevent_openssl_socket_new(b->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
