@@ -294,6 +294,14 @@ def test_cluster_replicates_rf3_over_ssl_inter_broker_listener(make_cluster, cer
     connected = [p for p in ports if "connected to 127.0.0.1:%d" % p in logs]
     assert connected, "no replica fetcher connected to an INTERNAL port:\n" + logs[-3000:]
     assert "authenticated as User:CN=localhost,O=Sluice" in logs
+    # A client of the INTERNAL listener is given every broker's INTERNAL
+    # endpoint (from their registrations), one of PLAINTEXT their PLAINTEXT one.
+    md = kcat(on_ssl(b1), kcat_ssl(certs, certs.client) + ["-L"], timeout=20).stdout.decode()
+    for b in c.brokers:
+        assert "broker %d at 127.0.0.1:%d" % (b.broker_id, b.ssl_port) in md, md
+    md = kcat(b1, ["-L"], timeout=20).stdout.decode()
+    for b in c.brokers:
+        assert "broker %d at 127.0.0.1:%d" % (b.broker_id, b.port) in md, md
     # Every listener is in the registration, Kafka's form.
     rows = b1.sql("SELECT id, endpoints FROM brokers ORDER BY id")
     for row, b in zip(rows, c.brokers):
