@@ -250,6 +250,23 @@ def test_client_auth_required_refuses_cleanly_while_others_produce(tls_broker, c
     assert values(consume(b, steady_topic, [0], len(steady.sent))) == steady.sent
 
 
+def test_inline_pem_keystore_and_truststore(tls_broker, certs):
+    """Kafka's inline PEM forms instead of files: the chain, the key and
+    the trusted CAs as values; a client certificate is still checked."""
+    def text(p):
+        with open(p) as f:
+            return f.read()
+    b = tls_broker(client_auth="required", **{
+        "ssl.keystore.location": "", "ssl.truststore.location": "",
+        "ssl.keystore.certificate.chain": text(certs.server.crt),
+        "ssl.keystore.key": text(certs.server.key),
+        "ssl.truststore.certificates": text(certs.ca.crt)})
+    p = kcat(on_ssl(b), kcat_ssl(certs, certs.client) + ["-L", "-m", "10"], timeout=20)
+    assert p.returncode == 0 and b"broker %d at %s" % (b.broker_id, b.ssl_bootstrap.encode()) \
+        in p.stdout, p.stderr
+    assert refused(b, certs, certs.untrusted)
+
+
 def test_admin_sql_over_https(tls_broker, certs):
     port = free_port()
     b = tls_broker(**{"admin.listeners": "https://127.0.0.1:%d" % port})
