@@ -18,8 +18,9 @@ DEBIAN_PACKAGES := build-essential pkg-config libevent-dev libsqlite3-dev \
 	libzstd-dev zlib1g-dev liblz4-dev libsnappy-dev check libsubunit-dev \
 	kcat librdkafka-dev python3 python3-confluent-kafka python3-kafka \
 	python3-pytest python3-snappy python3-lz4 python3-zstandard sqlite3 procps \
-	libedit-dev clang libclang-rt-14-dev valgrind zookeeper libzookeeper-mt-dev
-PKGS := libevent libevent_pthreads sqlite3 libzstd zlib liblz4 snappy
+	libedit-dev clang libclang-rt-14-dev valgrind zookeeper libzookeeper-mt-dev \
+	libssl-dev openssl
+PKGS := libevent libevent_pthreads libevent_openssl openssl sqlite3 libzstd zlib liblz4 snappy
 
 CC      ?= cc
 BUILD   ?= build$(if $(SANITIZE),-san)
