@@ -168,7 +168,9 @@ static inline long bench_fetch_pass(bench_fetcher *f, int fd, kp_buf *q, kp_buf 
             recs = fr.Responses[0].Partitions[0].Records;
         }
         if (err || recs.len <= 0) {
-            fprintf(stderr, "%s: bad fetch response (error %d)\n", f->client, err);
+            fprintf(stderr, "%s: bad fetch response at offset %lld (error %d, high watermark "
+                    "%lld, %d record bytes)\n", f->client, (long long)off, err, (long long)hw,
+                    (int)recs.len);
             return -1;
         }
         /* Next offset: after the last whole batch (headers only). */
