@@ -1450,6 +1450,9 @@ int main(int argc, char **argv)
     const char *tmo = getenv("BENCH_TIMEOUT");
     bench_catch_signals(tmo ? (unsigned)atoi(tmo) : 600);
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (getenv("BENCH_RK_CONF"))
+        printf("cluster_bench: BENCH_RK_CONF=\"%s\" (librdkafka settings of the produce "
+               "loads)\n", getenv("BENCH_RK_CONF"));
     printf("cluster_bench: reproduce with: %s%s%sflock /tmp/sluice-bench.lock %s %s %ld %ld %ld "
            "%ld\n", getenv("BENCH_STEPS") ? "BENCH_STEPS=" : "",
            getenv("BENCH_STEPS") ? getenv("BENCH_STEPS") : "", getenv("BENCH_STEPS") ? " " : "",
