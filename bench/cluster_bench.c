@@ -24,7 +24,10 @@
  *                ratio (of the medians, and the median of the pairs').
  *   acks=all     the same load to the leader of an RF-1 topic with acks=1
  *                and of an RF-3 topic (min.insync.replicas=2) with
- *                acks=all, alternating; medians and their ratio (issue 16).
+ *                acks=all, alternating; each run's rate and the CPU per GB
+ *                of its leader and of the other two brokers, medians and
+ *                their ratio (issue 16).  $BENCH_RK_CONF="linger.ms=50 …"
+ *                changes the client's settings for both sides.
  *   latency      produce → consume of an RF-3 topic with acks=all at
  *                10,000 msgs/s: p50, p99 (issue 16).
  *   failover     an idempotent librdkafka producer sends 1,000 msgs/s with
