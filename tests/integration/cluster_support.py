@@ -93,6 +93,32 @@ def wait_equal(get, want, timeout, what, interval=0.1):
         raise AssertionError("%s\n  want: %r\n  got:  %r" % (e, want, box[0] if box else None))
 
 
+def leader_and_isr(b, topic):
+    """(leader, sorted ISR tuple) of partition 0 as broker b answers
+    Metadata, or None (no answer, or no such partition there)."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [topic], False), timeout=3)
+        m = kr.parse_metadata(r, 5)
+    except (OSError, ValueError):
+        return None
+    parts = m["topics"].get(topic, (None, []))[1]
+    for _err, pid, leader, _reps, isr, _off in parts:
+        if pid == 0:
+            return leader, tuple(sorted(isr))
+    return None
+
+
+def live_brokers(b):
+    """The broker ids broker b's Metadata lists ([] when it does not answer)."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [], False), timeout=3)
+        return [n for n, _h, _p, _r in kr.parse_metadata(r, 5)["brokers"]]
+    except (OSError, ValueError):
+        return []
+
+
 def timed(pred, timeout, what, interval=0.05):
     """wait_for, returning (seconds it took, pred's value)."""
     t0 = time.monotonic()

@@ -15,9 +15,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
-from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import (leader_and_isr, live_brokers, make_cluster, wait_for, zk,  # noqa: F401
+                             zk_missing)
 from support import ck_admin, ck_conf, report, topic_name
-from test_replication_failover import Sender, agreed, leader_and_isr, live_brokers, tally
+from test_replication_failover import Sender, agreed, tally
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
