@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -117,6 +118,48 @@ def live_brokers(b):
         return [n for n, _h, _p, _r in kr.parse_metadata(r, 5)["brokers"]]
     except (OSError, ValueError):
         return []
+
+
+def zk_get(connect, path, timeout=5.0):
+    """(data bytes, version) of one znode, or None when it does not exist:
+    ZooKeeper's own wire protocol (a session, one getData), so a test reads
+    what the brokers wrote without a client library.  connect: host:port
+    with an optional chroot ("127.0.0.1:2181/sluice-it-ab12")."""
+    hostport, _, chroot = connect.partition("/")
+    host, port = hostport.rsplit(":", 1)
+    full = ("/" + chroot if chroot else "") + path
+
+    def send(s, payload):
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+
+    def recv(s):
+        def take(n):
+            b = b""
+            while len(b) < n:
+                chunk = s.recv(n - len(b))
+                if not chunk:
+                    raise OSError("ZooKeeper closed the connection")
+                b += chunk
+            return b
+        return take(struct.unpack(">i", take(4))[0])
+
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        # ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd
+        send(s, struct.pack(">iqiqi", 0, 0, 10000, 0, 16) + bytes(16))
+        recv(s)
+        p = full.encode()
+        send(s, struct.pack(">ii", 1, 4) + struct.pack(">i", len(p)) + p + b"\0")  # getData
+        r = recv(s)
+        _xid, _zxid, err = struct.unpack(">iqi", r[:16])
+        if err == -101:                            # ZNONODE
+            return None
+        assert err == 0, "getData %s: ZooKeeper error %d" % (full, err)
+        n = struct.unpack(">i", r[16:20])[0]
+        data = r[20:20 + max(n, 0)] if n >= 0 else None
+        stat = r[20 + max(n, 0):]
+        version = struct.unpack(">i", stat[32:36])[0]   # after czxid, mzxid, ctime, mtime
+        send(s, struct.pack(">ii", 2, -11))            # closeSession
+        return data, version
 
 
 def timed(pred, timeout, what, interval=0.05):
