@@ -120,14 +120,13 @@ def live_brokers(b):
         return []
 
 
-def zk_get(connect, path, timeout=5.0):
-    """(data bytes, version) of one znode, or None when it does not exist:
-    ZooKeeper's own wire protocol (a session, one getData), so a test reads
-    what the brokers wrote without a client library.  connect: host:port
-    with an optional chroot ("127.0.0.1:2181/sluice-it-ab12")."""
+def _zk_call(connect, op, path, timeout):
+    """One request of ZooKeeper's own wire protocol on a session of its
+    own: (error code, reply body after the reply header).  connect:
+    host:port with an optional chroot ("127.0.0.1:2181/sluice-it-ab12")."""
     hostport, _, chroot = connect.partition("/")
     host, port = hostport.rsplit(":", 1)
-    full = ("/" + chroot if chroot else "") + path
+    full = (("/" + chroot if chroot else "") + path).encode()
 
     def send(s, payload):
         s.sendall(struct.pack(">i", len(payload)) + payload)
@@ -147,20 +146,40 @@ def zk_get(connect, path, timeout=5.0):
         # ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd
         send(s, struct.pack(">iqiqi", 0, 0, 10000, 0, 16) + bytes(16))
         recv(s)
-        p = full.encode()
-        send(s, struct.pack(">ii", 1, 4) + struct.pack(">i", len(p)) + p + b"\0")  # getData
+        # xid 1, op; path, watch false
+        send(s, struct.pack(">iii", 1, op, len(full)) + full + b"\0")
         r = recv(s)
         _xid, _zxid, err = struct.unpack(">iqi", r[:16])
-        if err == -101:                            # ZNONODE
-            return None
-        assert err == 0, "getData %s: ZooKeeper error %d" % (full, err)
-        n = struct.unpack(">i", r[16:20])[0]
-        data = r[20:20 + max(n, 0)] if n >= 0 else None
-        stat = r[20 + max(n, 0):]
-        version = struct.unpack(">i", stat[32:36])[0]   # after czxid, mzxid, ctime, mtime
         send(s, struct.pack(">ii", 2, -11))            # closeSession
-        return data, version
+        return err, r[16:]
 
+
+def zk_get(connect, path, timeout=5.0):
+    """(data bytes, version) of one znode, or None when it does not exist,
+    read with ZooKeeper's own protocol, so a test sees what the brokers
+    wrote without a client library."""
+    err, r = _zk_call(connect, 4, path, timeout)           # getData
+    if err == -101:                                        # ZNONODE
+        return None
+    assert err == 0, "getData %s: ZooKeeper error %d" % (path, err)
+    n = struct.unpack(">i", r[:4])[0]
+    data = r[4:4 + n] if n >= 0 else None
+    stat = r[4 + max(n, 0):]
+    return data, struct.unpack(">i", stat[32:36])[0]       # after czxid, mzxid, ctime, mtime
+
+
+def zk_children(connect, path, timeout=5.0):
+    """The sorted child names of a znode ([] when it does not exist)."""
+    err, r = _zk_call(connect, 8, path, timeout)           # getChildren
+    if err == -101:
+        return []
+    assert err == 0, "getChildren %s: ZooKeeper error %d" % (path, err)
+    count, pos, out = struct.unpack(">i", r[:4])[0], 4, []
+    for _ in range(max(count, 0)):
+        n = struct.unpack(">i", r[pos:pos + 4])[0]
+        out.append(r[pos + 4:pos + 4 + n].decode())
+        pos += 4 + n
+    return sorted(out)
 
 def timed(pred, timeout, what, interval=0.05):
     """wait_for, returning (seconds it took, pred's value)."""
