@@ -19,21 +19,10 @@ INCONSISTENT_TOPIC_ID = 103
 
 
 def fetch_v17_body(topic_id, offset, max_wait_ms):
-    part = (kr.i32(0) + kr.i32(-1) + kr.i64(offset) + kr.i32(-1) + kr.i64(-1) +
-            kr.i32(1 << 20) + kr.tags())
-    return (kr.i32(max_wait_ms) + kr.i32(1) + kr.i32(1 << 20) + kr.i8(0) + kr.i32(0) +
-            kr.i32(-1) + kr.carray([topic_id + kr.carray([part]) + kr.tags()]) +
-            kr.carray([]) + kr.cstring("") + kr.tags())
+    return kr.fetch_v17_body([(topic_id, 0, offset)], max_wait_ms)
 
 
-def parse_fetch_v17(r):
-    """[(topic id, [(partition, error, HW, records)])], every field read."""
-    assert r.i32() == 0 and (r.i16(), r.i32()) == (NONE, 0)   # throttle, error, session
-    topics = r.carray(lambda x: (x.uuid(), x.carray(lambda y: (
-        y.i32(), y.i16(), y.i64(), y.i64(), y.i64(),
-        y.carray(lambda z: (z.i64(), z.i64())), y.i32(), y.cbytes(), y.tags())), x.tags()))
-    assert r.tags() == {} and r.remaining() == 0
-    return [(tid, [(p[0], p[1], p[2], p[7]) for p in parts]) for tid, parts, _t in topics]
+parse_fetch_v17 = kr.parse_fetch_v17
 
 
 def flex_response(c, timeout=5.0):
@@ -51,14 +40,9 @@ def create_v7(c, name):
 
 def produce_v11(c, name, value):
     batch = kr.record_batch([(None, value, [], 0)], int(time.time() * 1000))
-    body = kr.cstring(None) + kr.i16(-1) + kr.i32(10000) + kr.carray(
-        [kr.cstring(name) + kr.carray([kr.i32(0) + kr.cbytes(batch) + kr.tags()]) + kr.tags()]) \
-        + kr.tags()
-    r = c.request_flex(kr.API_PRODUCE, 11, body)
-    (tr,) = r.carray(lambda x: (x.cstring(), x.carray(lambda y: (
-        y.i32(), y.i16(), y.i64(), y.i64(), y.i64(),
-        y.carray(lambda z: (z.i32(), z.cstring(), z.tags())), y.cstring(), y.tags())), x.tags()))
-    assert tr[1][0][1] == NONE
+    (res,) = kr.parse_produce_v11(c.request_flex(kr.API_PRODUCE, 11,
+                                                 kr.produce_v11_body(name, 0, batch)))
+    assert res[2] == NONE
     return batch
 
 
