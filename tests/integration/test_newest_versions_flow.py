@@ -87,7 +87,12 @@ def newest_flow(brokers):
             (t, NONE, None, PARTITIONS, len(brokers))
         tid = made["id"]
         assert tid != bytes(16)
-    lead = wait_for(lambda: leaders(first, t, tid, PARTITIONS), 30, "%s led" % t)
+    # a client would retry NOT_LEADER_OR_FOLLOWER; this one waits until
+    # every broker (each leader too) shows the same leaders
+    def agreed():
+        views = [leaders(b, t, tid, PARTITIONS) for b in brokers]
+        return views[0] if views[0] and all(v == views[0] for v in views) else None
+    lead = wait_for(agreed, 30, "%s led, as every broker sees it" % t)
 
     # Produce v11: BATCHES batches of PER_BATCH records to each partition's leader
     sent = {p: [] for p in range(PARTITIONS)}
