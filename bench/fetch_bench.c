@@ -14,6 +14,13 @@
  *   (default 7, 3..11) the Produce version of the fill, whose rate is
  *   printed too.  Requests and responses go through the generated codec
  *   (kp_msgs.h), so any version is the same code here.
+ *
+ *   $BENCH_COMPARE=1: the newest versions against the ones served before
+ *   them, in the same run and against the same broker: the fill alternates
+ *   Produce $BENCH_PRODUCE_VERSION (then default 7, the newest before
+ *   issue 17) and v11 in eight rounds, the passes alternate Fetch
+ *   $BENCH_FETCH_VERSION (then default 11) and v17; each pair is printed
+ *   with its ratio new/old (no sendfile baseline in this mode).
  */
 #include "bench/bench_common.h"
 #include "kp_msgs.h"
@@ -57,7 +64,9 @@ static int16_t env_version(const char *name, int16_t def, int16_t lo, int16_t hi
     return (int16_t)v;
 }
 
-static void fill(int fd, long mib)
+/* Produces at least mib MiB at version v; returns the seconds it took and
+ * adds the bytes to *bytes. */
+static double produce_mib(int fd, int16_t v, long mib, long *bytes)
 {
     kp_buf batch, q, r;
     kp_buf_init(&q);
@@ -80,14 +89,14 @@ static void fill(int fd, long mib)
     double t0 = bench_now();
     for (int32_t cid = 1; total < goal; cid++) {
         kp_buf_reset(&q);
-        kp_req_hdr_write(&q, KP_API_PRODUCE, produce_version, cid, "fetch-bench");
-        kp_enc_ProduceRequest(&q, produce_version, &m);
+        kp_req_hdr_write(&q, KP_API_PRODUCE, v, cid, "fetch-bench");
+        kp_enc_ProduceRequest(&q, v, &m);
         int err = -1;
         if (bench_roundtrip(fd, &q, &r) == 0) {
-            kp_rd rd = resp_body(&r, KP_API_PRODUCE, produce_version);
+            kp_rd rd = resp_body(&r, KP_API_PRODUCE, v);
             kp_ProduceResponse pr;
             kp_arena_reset(&arena);
-            if (kp_dec_ProduceResponse(&rd, produce_version, &pr, &arena) == 0 &&
+            if (kp_dec_ProduceResponse(&rd, v, &pr, &arena) == 0 &&
                 pr.Responses_count == 1 && pr.Responses[0].PartitionResponses_count == 1)
                 err = pr.Responses[0].PartitionResponses[0].ErrorCode;
         }
@@ -98,11 +107,19 @@ static void fill(int fd, long mib)
         total += (long)batch.len;
     }
     double t = bench_now() - t0;
-    printf("fetch_bench: Produce v%d, %.1f MB batches, acks=1: %.0f MB/s\n", produce_version,
-           (double)batch.len / 1e6, (double)total / 1e6 / t);
     kp_buf_free(&batch);
     kp_buf_free(&q);
     kp_buf_free(&r);
+    *bytes += total;
+    return t;
+}
+
+static void fill(int fd, long mib)
+{
+    long total = 0;
+    double t = produce_mib(fd, produce_version, mib, &total);
+    printf("fetch_bench: Produce v%d, %.1f MB batches, acks=1: %.0f MB/s\n", produce_version,
+           (double)BATCH_RECS * VALUE_SIZE / 1e6, (double)total / 1e6 / t);
 }
 
 /* Fetch v13+ names the topic by id: Metadata v12 has it. */
@@ -134,7 +151,7 @@ static void find_topic_id(int fd)
 
 /* One pass of 1 MiB fetches from offset 0 to the high watermark.  Returns
  * record bytes received. */
-static long fetch_pass(int fd, kp_buf *q, kp_buf *r, int32_t *cid)
+static long fetch_pass(int fd, int16_t v, kp_buf *q, kp_buf *r, int32_t *cid)
 {
     int64_t off = 0, hw = 1;
     long bytes = 0;
@@ -151,7 +168,6 @@ static long fetch_pass(int fd, kp_buf *q, kp_buf *r, int32_t *cid)
     m.MaxBytes = FETCH_MAX;
     m.Topics = &ft;
     m.Topics_count = 1;
-    int16_t v = fetch_version;
     while (off < hw) {
         kp_buf_reset(q);
         kp_req_hdr_write(q, KP_API_FETCH, v, (*cid)++, "fetch-bench");
@@ -307,12 +323,58 @@ static int find_segment(const char *dir, char *out, size_t cap)
     return best > 0 ? 0 : -1;
 }
 
+static void print_pair(const char *api, int16_t vold, long bold, double told, int16_t vnew,
+                       long bnew, double tnew)
+{
+    double mold = (double)bold / 1e6 / told, mnew = (double)bnew / 1e6 / tnew;
+    printf("fetch_bench: %s v%d %.0f MB/s, v%d %.0f MB/s: ratio v%d/v%d %.3f\n", api, vold,
+           mold, vnew, mnew, vnew, vold, mnew / mold);
+}
+
+/* BENCH_COMPARE: old and newest versions alternating, same broker, same run. */
+static int compare(int fd, long mib, pid_t broker)
+{
+    enum { ROUNDS = 8 };
+    int16_t pv[2] = { produce_version, 11 }, fv[2] = { fetch_version, 17 };
+    long pbytes[2] = { 0 }, fbytes[2] = { 0 };
+    double pt[2] = { 0 }, ft[2] = { 0 }, fcpu[2] = { 0 };
+    for (int i = 0; i < ROUNDS; i++)
+        for (int j = 0; j < 2; j++) {
+            int k = (i + j) % 2;
+            pt[k] += produce_mib(fd, pv[k], mib / (2 * ROUNDS) + 1, &pbytes[k]);
+        }
+    find_topic_id(fd);
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    int32_t cid = 1;
+    fetch_pass(fd, fv[1], &q, &r, &cid);            /* warm-up */
+    for (int i = 0; i < 2 * PASSES; i++)            /* order flipped every pass */
+        for (int j = 0; j < 2; j++) {
+            int k = (i + j) % 2;
+            double t0 = bench_now(), c0 = bench_cpu_seconds(broker);
+            fbytes[k] += fetch_pass(fd, fv[k], &q, &r, &cid);
+            ft[k] += bench_now() - t0;
+            fcpu[k] += bench_cpu_seconds(broker) - c0;
+        }
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    print_pair("Produce (acks=1, 0.9 MB batches)", pv[0], pbytes[0], pt[0], pv[1], pbytes[1],
+               pt[1]);
+    print_pair("Fetch (1 MiB per request)", fv[0], fbytes[0], ft[0], fv[1], fbytes[1], ft[1]);
+    printf("fetch_bench: Fetch broker CPU v%d %.2f, v%d %.2f CPU-s/GB\n", fv[0],
+           fcpu[0] / ((double)fbytes[0] / 1e9), fv[1], fcpu[1] / ((double)fbytes[1] / 1e9));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
         setenv("SLUICED", argv[1], 1);
     long mib = argc > 2 ? atol(argv[2]) : 512;
-    fetch_version = env_version("BENCH_FETCH_VERSION", 4, 4, 17);
+    const char *cmp = getenv("BENCH_COMPARE");
+    bool comparing = cmp && *cmp && strcmp(cmp, "0");
+    fetch_version = env_version("BENCH_FETCH_VERSION", comparing ? 11 : 4, 4, 17);
     produce_version = env_version("BENCH_PRODUCE_VERSION", 7, 3, 11);
     kp_arena_init(&arena, KP_ARENA_LIMIT_DEFAULT);
     bench_broker b = { 0 };
@@ -325,6 +387,13 @@ int main(int argc, char **argv)
         bench_broker_cleanup(&b);
         return 1;
     }
+    if (comparing) {
+        int rc = compare(fd, mib, b.pid);
+        close(fd);
+        bench_broker_cleanup(&b);
+        kp_arena_free(&arena);
+        return rc;
+    }
     double t0 = bench_now();
     fill(fd, mib);
     printf("fetch_bench: wrote %ld MiB in %.1f s\n", mib, bench_now() - t0);
@@ -335,13 +404,13 @@ int main(int argc, char **argv)
     kp_buf_init(&q);
     kp_buf_init(&r);
     int32_t cid = 1;
-    fetch_pass(fd, &q, &r, &cid);                   /* warm-up */
+    fetch_pass(fd, fetch_version, &q, &r, &cid);    /* warm-up */
     double cpu0 = bench_cpu_seconds(b.pid);
     int32_t cid0 = cid;
     t0 = bench_now();
     long fbytes = 0;
     for (int i = 0; i < PASSES; i++)
-        fbytes += fetch_pass(fd, &q, &r, &cid);
+        fbytes += fetch_pass(fd, fetch_version, &q, &r, &cid);
     double ft = bench_now() - t0;
     double cpu = bench_cpu_seconds(b.pid) - cpu0;
     close(fd);
