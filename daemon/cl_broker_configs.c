@@ -150,8 +150,9 @@ static void on_written(bk_broker *b, const zk_result *r, void *arg)
     cbc_write_ctx *w = arg;
     char err[400];
     if (r->rc == ZOK) {
-        BK_INFO("dynamic configs of broker resource '%s' changed in ZooKeeper",
-                w->which == 0 ? "" : "own");
+        char path[64];
+        cbc_path(b, w->which, path, sizeof path);
+        BK_INFO("dynamic broker configs: %s changed in ZooKeeper", path);
         cbc_read(b, w->which, w->op);             /* K2: answered once applied */
         free(w);
         return;
