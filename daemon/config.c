@@ -371,7 +371,7 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
                 return -1;
             }
             return 0;
-        case BK_CT_ADVERTISED:
+        case BK_CT_ADVERTISED: {      /* a block: clang refuses a declaration after a label */
             bk_secproto adv_proto;
             if (parse_listener(value, c->advertised_host, sizeof c->advertised_host,
                                &c->advertised_port, &adv_proto)) {
@@ -380,6 +380,7 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
                 return -1;
             }
             return 0;
+        }
         case BK_CT_UNIT:
             if (set_unit(c, key, k->topic_key, k->mult, k->rank, value, err, errlen))
                 return -1;
