@@ -243,8 +243,15 @@ static void write_done(void *arg, int rc)
         if (rc) {
             snprintf(r->err, r->errlen, "Storing the offset failed; see the broker log.");
             res = KP_UNKNOWN_SERVER_ERROR;
+        } else if (res == KP_UNKNOWN_TOPIC_OR_PARTITION) {
+            snprintf(r->err, r->errlen, "Partition %s-%lld does not exist.", r->w->s2,
+                     (long long)r->w->i1);
         } else if (res != KP_NONE) {
-            snprintf(r->err, r->errlen, "Topic %s does not exist.", r->w->s2);
+            /* The topic was there when the commit was queued: what failed
+             * is storing it (cluster mode: replicating the record in
+             * __consumer_offsets, e.g. NOT_ENOUGH_REPLICAS). */
+            snprintf(r->err, r->errlen, "Storing the offset of %s-%lld failed: %s.",
+                     r->w->s2, (long long)r->w->i1, kp_error_name(res));
         }
         rc = res;
     }

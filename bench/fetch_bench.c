@@ -174,13 +174,69 @@ static int find_segment(const char *dir, char *out, size_t cap)
     return best > 0 ? 0 : -1;
 }
 
+static void print_pair(const char *api, int16_t vold, long bold, double told, int16_t vnew,
+                       long bnew, double tnew)
+{
+    double mold = (double)bold / 1e6 / told, mnew = (double)bnew / 1e6 / tnew;
+    printf("fetch_bench: %s v%d %.0f MB/s, v%d %.0f MB/s: ratio v%d/v%d %.3f\n", api, vold,
+           mold, vnew, mnew, vnew, vold, mnew / mold);
+}
+
+/* BENCH_COMPARE: old and newest versions alternating, same broker, same run. */
+static int compare(int fd, long mib, pid_t broker)
+{
+    enum { ROUNDS = 8 };
+    int16_t pv[2] = { fetcher.produce_version, 11 }, fv[2] = { fetcher.fetch_version, 17 };
+    long pbytes[2] = { 0 }, fbytes[2] = { 0 };
+    double pt[2] = { 0 }, ft[2] = { 0 }, fcpu[2] = { 0 };
+    for (int i = 0; i < ROUNDS; i++)
+        for (int j = 0; j < 2; j++) {
+            int k = (i + j) % 2;
+            fetcher.produce_version = pv[k];
+            double t0 = bench_now();
+            long n = bench_fetch_fill(&fetcher, fd, ((mib << 20) / (2 * ROUNDS)) + 1);
+            if (n < 0)
+                exit(1);
+            pt[k] += bench_now() - t0;
+            pbytes[k] += n;
+        }
+    if (bench_fetch_find_topic_id(&fetcher, fd)) {
+        fprintf(stderr, "fetch_bench: no topic id from Metadata v12\n");
+        exit(1);
+    }
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    fetcher.fetch_version = fv[1];
+    fetch_pass(fd, &q, &r);                         /* warm-up */
+    for (int i = 0; i < 2 * PASSES; i++)            /* order flipped every pass */
+        for (int j = 0; j < 2; j++) {
+            int k = (i + j) % 2;
+            fetcher.fetch_version = fv[k];
+            double t0 = bench_now(), c0 = bench_cpu_seconds(broker);
+            fbytes[k] += fetch_pass(fd, &q, &r);
+            ft[k] += bench_now() - t0;
+            fcpu[k] += bench_cpu_seconds(broker) - c0;
+        }
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    print_pair("Produce (acks=1, 0.9 MB batches)", pv[0], pbytes[0], pt[0], pv[1], pbytes[1],
+               pt[1]);
+    print_pair("Fetch (1 MiB per request)", fv[0], fbytes[0], ft[0], fv[1], fbytes[1], ft[1]);
+    printf("fetch_bench: Fetch broker CPU v%d %.2f, v%d %.2f CPU-s/GB\n", fv[0],
+           fcpu[0] / ((double)fbytes[0] / 1e9), fv[1], fcpu[1] / ((double)fbytes[1] / 1e9));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
         setenv("SLUICED", argv[1], 1);
     long mib = argc > 2 ? atol(argv[2]) : 512;
+    const char *cmp = getenv("BENCH_COMPARE");
+    bool comparing = cmp && *cmp && strcmp(cmp, "0");
     bench_fetcher_init(&fetcher, topic, "fetch_bench",
-                       env_version("BENCH_FETCH_VERSION", 4, 4, 17),
+                       env_version("BENCH_FETCH_VERSION", comparing ? 11 : 4, 4, 17),
                        env_version("BENCH_PRODUCE_VERSION", 7, 3, 11));
     bench_broker b = { 0 };
     const char *const extra[] = { "auto.create.topics.enable=false", NULL };
@@ -191,6 +247,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "fetch_bench: cannot create the topic\n");
         bench_broker_cleanup(&b);
         return 1;
+    }
+    if (comparing) {
+        int rc = compare(fd, mib, b.pid);
+        close(fd);
+        bench_broker_cleanup(&b);
+        kp_arena_free(&fetcher.arena);
+        return rc;
     }
     double t0 = bench_now();
     fill(fd, mib);

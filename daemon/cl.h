@@ -120,6 +120,16 @@ int  cl_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
 int  cl_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
                           bk_topic_op *op, char *err, size_t errlen);
 
+/* cl_broker_configs.c: dynamic broker configs in /config/brokers/. */
+/* Reads the default's and this broker's znodes (with watches) and adopts
+ * them: at every session (re)connect and when a watch on one fires. */
+void cl_broker_configs_refresh(bk_broker *b);
+bool cl_broker_configs_path(const char *path);
+/* Writes a validated set; KP_NONE with op->pending (op may be NULL), or an
+ * error now (ZooKeeper unreachable). */
+int  cl_broker_configs_write(bk_broker *b, const char *resource, const md_kv *kv, size_t n,
+                             bk_topic_op *op, char *err, size_t errlen);
+
 /* cl_mirror.c */
 void mr_on_watch(bk_broker *b, int type, const char *path);
 void mr_resync(bk_broker *b);

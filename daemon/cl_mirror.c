@@ -871,6 +871,8 @@ void mr_on_watch(bk_broker *b, int type, const char *path)
         ctl_refresh_deletions(b);
     else if (!strcmp(path, "/admin/controlled_shutdown"))
         cl_shutdowns_refresh(b);
+    else if (cl_broker_configs_path(path))
+        cl_broker_configs_refresh(b);
     else if ((type == ZOO_CHANGED_EVENT || type == ZOO_CREATED_EVENT) &&
              state_path(path, t, sizeof t, &p))
         refresh_state(b, t, p);

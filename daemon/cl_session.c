@@ -640,6 +640,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                     (unsigned long long)zk_session_id(b->zk));
         }
         mr_resync(b);
+        cl_broker_configs_refresh(b);             /* watches may have been missed */
         break;
     case ZK_CONNECTING:
         BK_WARN("zookeeper: lost the connection to %s; serving the partitions this "

@@ -72,6 +72,14 @@ int32_t seg_epoch_latest(const seg_log *log)
     return log->nepochs > 0 ? log->epochs[log->nepochs - 1].epoch : -1;
 }
 
+int32_t seg_epoch_for_offset(const seg_log *log, int64_t offset)
+{
+    int32_t e = -1;
+    for (int i = 0; i < log->nepochs && log->epochs[i].start_offset <= offset; i++)
+        e = log->epochs[i].epoch;
+    return e;
+}
+
 int seg_epoch_entries(const seg_log *log, seg_epoch_entry *out, int cap)
 {
     for (int i = 0; i < log->nepochs && i < cap; i++)
