@@ -120,6 +120,24 @@ int  cl_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
 int  cl_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
                           bk_topic_op *op, char *err, size_t errlen);
 
+/* A write half's op answered once the mirror shows topic's znode at
+ * version or later (the reassignments' start, cl_reassign.c). */
+void cl_wait_assignment(bk_broker *b, const char *topic, int version, bk_topic_op *op);
+
+/* cl_reassign.c (the controller's half) */
+/* reconcile_topic, for each existing partition p of t after the other
+ * adjustments of st: finishes a reassignment whose targets are all in the
+ * ISR (ISR ∩ target, a leader from the target; *finished set: the topic
+ * znode must drop the removed replicas in the same transaction), or
+ * replaces a leader a cancel left outside the replicas.  true when st
+ * changed. */
+bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partition_state *st,
+                         bool *finished);
+/* Adds to txn the topic znode without the removed replicas of the
+ * finished[p] partitions, at version (R3). */
+void ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
+                                 const bool *finished);
+
 /* cl_mirror.c */
 void mr_on_watch(bk_broker *b, int type, const char *path);
 void mr_resync(bk_broker *b);
