@@ -297,7 +297,7 @@ static const struct { const char *view, *op, *why; } refusals[] = {
     { "partitions", "INSERT", "partitions: add partitions with "
       "UPDATE topics SET partitions = N" },
     { "partitions", "DELETE", "partitions: partitions cannot be deleted; only "
-      "UPDATE partitions SET replicas = '...' (a reassignment) is allowed" },
+      "UPDATE partitions SET replicas (a reassignment) is allowed" },
     { "partition_replicas", NULL, "partition_replicas is read-only: replicas are "
       "assigned when partitions are created" },
     { "broker_configs", NULL, "broker_configs is read-only: change broker configs with "

@@ -892,14 +892,15 @@ int zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_
                 }
                 seen = true;
                 v = rd_partitions(&r, key, &n);
-            } else if ((!strcmp(key, "adding_replicas") || !strcmp(key, "removing_replicas")) &&
-                       !eat_null(&r)) {
+            } else if (!strcmp(key, "adding_replicas") || !strcmp(key, "removing_replicas")) {
                 bool add = key[0] == 'a';
                 if (add ? adding : removing) {
                     fail(&r, "\"%s\" given twice", key);
                     break;
                 }
-                *(add ? &adding : &removing) = rd_partitions(&r, key, add ? &nadding : &nremoving);
+                if (!eat_null(&r))
+                    *(add ? &adding : &removing) = rd_partitions(&r, key, add ? &nadding
+                                                                              : &nremoving);
             } else {
                 skip_value(&r);
             }

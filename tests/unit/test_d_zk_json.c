@@ -127,6 +127,33 @@ END_TEST
 
 /* ---- topics ----------------------------------------------------------------------- */
 
+START_TEST(test_topic_reassignment_maps_round_trip_as_replica_bits)
+{
+    zj_topic t;
+    /* Partition 0 moves from [1,2] to [2,3]: replicas T ++ (O \ T). */
+    const char *js = "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
+        "\"adding_replicas\":{\"0\":[3]},\"removing_replicas\":{\"0\":[1],\"9\":[4]},"
+        "\"partitions\":{\"0\":[2,3,1],\"1\":[1]}}";
+    ck_assert_msg(zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(t.parts[0].adding, 1u << 1);
+    ck_assert_uint_eq(t.parts[0].removing, 1u << 2);
+    ck_assert_uint_eq(t.parts[1].adding | t.parts[1].removing, 0);  /* 9: no such partition */
+    kp_buf out;
+    kp_buf_init(&out);
+    ck_assert_int_eq(zj_topic_format(t.id, t.parts, t.npartitions, &out), 0);
+    ck_assert_str_eq(text_of(&out), "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
+        "\"partitions\":{\"0\":[2,3,1],\"1\":[1]},\"adding_replicas\":{\"0\":[3]},"
+        "\"removing_replicas\":{\"0\":[1]}}");
+    zj_topic_free(&t);
+    kp_buf_free(&out);
+    /* Kafka writes null for no reassignment in some versions. */
+    js = "{\"version\":2,\"partitions\":{\"0\":[1]},\"adding_replicas\":null}";
+    ck_assert_msg(zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(t.parts[0].adding, 0);
+    zj_topic_free(&t);
+}
+END_TEST
+
 START_TEST(test_topic_v3_assignment)
 {
     zj_topic t;
@@ -445,6 +472,7 @@ int main(void)
     const TTest *const tests[] = {
         test_broker_kafka_v5_registration, test_broker_without_plaintext_host_is_null,
         test_broker_format_escapes_and_round_trips, test_topic_v3_assignment,
+        test_topic_reassignment_maps_round_trip_as_replica_bits,
         test_topic_refuses_gaps_duplicates_and_bad_brokers, test_state_kafka_form_and_round_trip,
         test_config_overrides_round_trip, test_controller_epoch_and_cluster_id,
         test_every_truncation_is_an_error, test_deep_nesting_huge_numbers_and_garbage,
