@@ -9,6 +9,8 @@
  *   daemon/cl_controller.c  election, partition states, deletions,
  *                         re-election when a broker dies
  *   daemon/cl_isr.c       the leader's followers, high watermark and ISR
+ *   daemon/cl_reassign.c  partition reassignments: started by any broker,
+ *                         finished by the controller
  *
  * Everything here runs on the loop; ZooKeeper is reached through zk.h.
  * Others see cluster mode through cluster.h (bk_cluster_mode, the view's

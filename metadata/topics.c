@@ -597,7 +597,8 @@ static bool same_state(const md_partition_state *a, const md_partition_state *b)
 {
     if (a->leader != b->leader || a->leader_epoch != b->leader_epoch ||
         a->controller_epoch != b->controller_epoch || a->zk_version != b->zk_version ||
-        a->nreplicas != b->nreplicas || a->nisr != b->nisr)
+        a->nreplicas != b->nreplicas || a->nisr != b->nisr ||
+        a->adding != b->adding || a->removing != b->removing)
         return false;
     for (int32_t i = 0; i < a->nreplicas; i++)
         if (a->replicas[i] != b->replicas[i] ||

@@ -102,7 +102,7 @@ def wait_replicas(c, t, want, timeout=60):
     live = [b for b in c.brokers if b.proc]
     wait_for(lambda: all(replicas_of(b, t).get(0) == want for b in live) and
              (agreed(live, t) or (None, ()))[1] == tuple(sorted(want)) and
-             not listed(live[0], {t: [0]}), timeout,
+             not any(listed(b, {t: [0]}) for b in live), timeout,
              "every broker to show %s-0 done on replicas %s" % (t, want))
 
 
