@@ -703,6 +703,12 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
             const char *why = refusal(a3, action);
             if (why)
                 return deny(c, "%s", why);
+            /* partitions: replicas alone is writable (a reassignment);
+             * refused when prepared, whether or not a row matches. */
+            if (action == SQLITE_UPDATE && !strcmp(a3, "partitions") && a4 &&
+                strcmp(a4, "replicas"))
+                return deny(c, "partitions.%s is read-only: only replicas can be changed "
+                            "(a reassignment)", a4);
             c->wrote = true;
             return SQLITE_OK;
         }
