@@ -225,3 +225,19 @@ def test_replication_factor_from_1_to_3_listed_throttled_cancelled_and_by_sql(ma
         "UPDATE partitions SET replicas = NULL WHERE topic = '%s'" % gone)
     assert "read-only" in b1.sql_error(
         "UPDATE partitions SET leader = 3 WHERE topic = '%s'" % gone)
+
+
+def test_standalone_advertises_both_and_holds_every_partition_already(start_broker):
+    b = start_broker()
+    with kr.Conn(b.port) as c:
+        err, apis = kr.parse_api_versions_v0(c.request(kr.API_API_VERSIONS, 0,
+                                                       kr.api_versions_v0_body()))
+    assert err == NONE and apis[API_ALTER] == (0, 0) and apis[API_LIST] == (0, 0)
+    t = topic_name("solo")
+    ck_admin(b).create_topics([NewTopic(t, 1, 1)])[t].result(10)
+    (me,), = replicas_of(b, t).values()
+    _top, res = alter(b, {(t, 0): [me], (t, 1): [me]})
+    assert res == {(t, 0): (NONE, None), (t, 1): (UNKNOWN_TOPIC_OR_PARTITION, res[(t, 1)][1])}
+    assert alter(b, {(t, 0): [me, me + 1]})[1][(t, 0)][0] == INVALID_REPLICA_ASSIGNMENT
+    assert alter(b, {(t, 0): None})[1][(t, 0)][0] == NO_REASSIGNMENT_IN_PROGRESS
+    assert listed(b) == {}
