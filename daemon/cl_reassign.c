@@ -153,6 +153,35 @@ static int16_t check(bk_broker *b, const bk_topic *t, bk_reassign *ra)
 
 /* ---- start and cancel: the topic znode, written by any broker ----------------------- */
 
+/* t's assignment as the view has it (replicas and marks per partition),
+ * calloc'd. */
+static md_partition_state *view_assignment(const bk_topic *t)
+{
+    md_partition_state *parts = calloc((size_t)(t->npartitions ? t->npartitions : 1),
+                                       sizeof *parts);
+    if (!parts)
+        abort();
+    for (int32_t p = 0; p < t->npartitions; p++) {
+        const bk_pview *v = &t->parts[p];
+        parts[p].nreplicas = v->nreplicas;
+        memcpy(parts[p].replicas, v->replicas, sizeof parts[p].replicas);
+        parts[p].adding = v->adding;
+        parts[p].removing = v->removing;
+    }
+    return parts;
+}
+
+/* parts (freed here) as t's topic znode: its JSON into out (initialised
+ * here; the caller frees it) and its path. */
+static void assignment_json(const bk_topic *t, md_partition_state *parts, kp_buf *out,
+                            char path[MD_TOPIC_NAME_MAX + 32])
+{
+    kp_buf_init(out);
+    zj_topic_format(t->id, parts, t->npartitions, out);
+    free(parts);
+    snprintf(path, MD_TOPIC_NAME_MAX + 32, "/brokers/topics/%s", t->name);
+}
+
 typedef struct ra_write {
     bk_broker *b;
     char topic[MD_TOPIC_NAME_MAX + 1];
@@ -238,26 +267,14 @@ static void ra_send(ra_write *w)
                                                      &tv) == 0)
             return;
     }
-    md_partition_state *parts = calloc((size_t)t->npartitions, sizeof *parts);
-    if (!parts)
-        abort();
-    for (int32_t p = 0; p < t->npartitions; p++) {
-        const bk_pview *v = &t->parts[p];
-        parts[p].nreplicas = v->nreplicas;
-        memcpy(parts[p].replicas, v->replicas, sizeof parts[p].replicas);
-        parts[p].adding = v->adding;
-        parts[p].removing = v->removing;
-    }
+    md_partition_state *parts = view_assignment(t);
     for (int32_t i = 0; i < w->n; i++)
         if (w->parts[i].partition < t->npartitions)
             plan(&t->parts[w->parts[i].partition], w->parts[i].replicas,
                  w->parts[i].nreplicas, &parts[w->parts[i].partition]);
     kp_buf assign;
-    kp_buf_init(&assign);
-    zj_topic_format(t->id, parts, t->npartitions, &assign);
-    free(parts);
     char path[MD_TOPIC_NAME_MAX + 32];
-    snprintf(path, sizeof path, "/brokers/topics/%s", w->topic);
+    assignment_json(t, parts, &assign, path);
     zk_set(b->zk, path, (const char *)assign.data, (int)assign.len, ct->assign_version,
            on_assignment_set, w);
     kp_buf_free(&assign);
@@ -369,26 +386,21 @@ bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partitio
 void ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
                                  const bool *finished)
 {
-    md_partition_state *parts = calloc((size_t)t->npartitions, sizeof *parts);
-    if (!parts)
-        abort();
+    md_partition_state *parts = view_assignment(t);
     for (int32_t p = 0; p < t->npartitions; p++) {
+        if (!finished[p])
+            continue;
         const bk_pview *v = &t->parts[p];
         md_partition_state *st = &parts[p];
+        st->nreplicas = 0;
         for (int32_t i = 0; i < v->nreplicas; i++)
-            if (!finished[p] || !(v->removing >> i & 1))
+            if (!(v->removing >> i & 1))
                 st->replicas[st->nreplicas++] = v->replicas[i];
-        if (!finished[p]) {
-            st->adding = v->adding;
-            st->removing = v->removing;
-        }
+        st->adding = st->removing = 0;
     }
     kp_buf out;
-    kp_buf_init(&out);
-    zj_topic_format(t->id, parts, t->npartitions, &out);
-    free(parts);
     char path[MD_TOPIC_NAME_MAX + 32];
-    snprintf(path, sizeof path, "/brokers/topics/%s", t->name);
+    assignment_json(t, parts, &out, path);
     zk_txn_set(txn, path, (const char *)out.data, (int)out.len, version);
     kp_buf_free(&out);
 }

@@ -127,30 +127,40 @@ END_TEST
 
 /* ---- topics ----------------------------------------------------------------------- */
 
+/* t formatted with its id into out (initialised here), as text. */
+static const char *topic_text(const zj_topic *t, kp_buf *out)
+{
+    kp_buf_init(out);
+    ck_assert_int_eq(zj_topic_format(t->id, t->parts, t->npartitions, out), 0);
+    return text_of(out);
+}
+
 START_TEST(test_topic_reassignment_maps_round_trip_as_replica_bits)
 {
-    zj_topic t;
-    /* Partition 0 moves from [1,2] to [2,3]: replicas T ++ (O \ T). */
-    const char *js = "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
-        "\"adding_replicas\":{\"0\":[3]},\"removing_replicas\":{\"0\":[1],\"9\":[4]},"
-        "\"partitions\":{\"0\":[2,3,1],\"1\":[1]}}";
-    ck_assert_msg(zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
-    ck_assert_uint_eq(t.parts[0].adding, 1u << 1);
-    ck_assert_uint_eq(t.parts[0].removing, 1u << 2);
-    ck_assert_uint_eq(t.parts[1].adding | t.parts[1].removing, 0);  /* 9: no such partition */
-    kp_buf out;
-    kp_buf_init(&out);
-    ck_assert_int_eq(zj_topic_format(t.id, t.parts, t.npartitions, &out), 0);
-    ck_assert_str_eq(text_of(&out), "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
-        "\"partitions\":{\"0\":[2,3,1],\"1\":[1]},\"adding_replicas\":{\"0\":[3]},"
-        "\"removing_replicas\":{\"0\":[1]}}");
-    zj_topic_free(&t);
-    kp_buf_free(&out);
-    /* Kafka writes null for no reassignment in some versions. */
-    js = "{\"version\":2,\"partitions\":{\"0\":[1]},\"adding_replicas\":null}";
-    ck_assert_msg(zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
-    ck_assert_uint_eq(t.parts[0].adding, 0);
-    zj_topic_free(&t);
+    /* Partition 0 moves from [1,2] to [2,3]: replicas T ++ (O \ T), 3 added
+     * (position 1), 1 removed (position 2); a map entry for a partition the
+     * topic lacks is ignored; Kafka may write null for none. */
+    static const struct { const char *js; uint32_t adding, removing; } cases[] = {
+        { "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\",\"adding_replicas\":"
+          "{\"0\":[3]},\"removing_replicas\":{\"0\":[1],\"9\":[4]},\"partitions\":"
+          "{\"0\":[2,3,1],\"1\":[1]}}", 1u << 1, 1u << 2 },
+        { "{\"version\":2,\"partitions\":{\"0\":[1]},\"adding_replicas\":null}", 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zj_topic t;
+        ck_assert_msg(zj_topic_parse(EXACT(cases[i].js), &t, err, sizeof err) == 0, "%s", err);
+        ck_assert_uint_eq(t.parts[0].adding, cases[i].adding);
+        ck_assert_uint_eq(t.parts[0].removing, cases[i].removing);
+        if (i == 0) {
+            ck_assert_uint_eq(t.parts[1].adding | t.parts[1].removing, 0);
+            kp_buf out;
+            ck_assert_str_eq(topic_text(&t, &out), "{\"version\":3,\"topic_id\":"
+                "\"ASNFZ4mrze_-3LqYdlQyEA\",\"partitions\":{\"0\":[2,3,1],\"1\":[1]},"
+                "\"adding_replicas\":{\"0\":[3]},\"removing_replicas\":{\"0\":[1]}}");
+            kp_buf_free(&out);
+        }
+        zj_topic_free(&t);
+    }
 }
 END_TEST
 
@@ -174,9 +184,7 @@ START_TEST(test_topic_v3_assignment)
     ck_assert_int_eq(t.parts[1].zk_version, -1);
 
     kp_buf out;
-    kp_buf_init(&out);
-    ck_assert_int_eq(zj_topic_format(t.id, t.parts, t.npartitions, &out), 0);
-    ck_assert_str_eq(text_of(&out), "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
+    ck_assert_str_eq(topic_text(&t, &out), "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
         "\"partitions\":{\"0\":[1,2,3],\"1\":[2,3,1]},\"adding_replicas\":{},"
         "\"removing_replicas\":{}}");
     zj_topic_free(&t);
