@@ -879,7 +879,9 @@ int zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_
     char key[ZJ_KEY_MAX];
     if (obj_begin(&r, "topic"))
         while (obj_next(&r, &first, key, "topic")) {
-            if (!strcmp(key, "topic_id") && !eat_null(&r)) {
+            if (!strcmp(key, "topic_id")) {
+                if (eat_null(&r))
+                    continue;             /* no id (a skip_value now would eat the ',') */
                 char text[32];
                 rd_string_into(&r, text, sizeof text, "topic_id");
                 if (!r.failed && md_uuid_from_text(text, strlen(text), out->id))

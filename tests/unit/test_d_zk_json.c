@@ -145,6 +145,8 @@ START_TEST(test_topic_reassignment_maps_round_trip_as_replica_bits)
           "{\"0\":[3]},\"removing_replicas\":{\"0\":[1],\"9\":[4]},\"partitions\":"
           "{\"0\":[2,3,1],\"1\":[1]}}", 1u << 1, 1u << 2 },
         { "{\"version\":2,\"partitions\":{\"0\":[1]},\"adding_replicas\":null}", 0, 0 },
+        { "{\"version\":3,\"topic_id\":null,\"partitions\":{\"0\":[1]},"
+          "\"removing_replicas\":null}", 0, 0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         zj_topic t;
