@@ -35,6 +35,7 @@
  */
 #include "daemon/broker_configs.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,9 +60,35 @@ static const md_config_def *def_of_broker_key(const char *key)
     return NULL;
 }
 
+/* Dynamic keys that are not topic-level defaults: the replication
+ * throttles in bytes/s (Kafka's; kafka-reassign-partitions --throttle sets
+ * both).  Absent, or 0, is unthrottled, as Kafka's default Long.MAX_VALUE.
+ * The follower's is applied by the replica fetchers to the partitions this
+ * broker is being added to (daemon/fetcher.c); the leader's is accepted
+ * and stored, not enforced. */
+static const char *const broker_only[] = {
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+};
+
+static bool broker_only_key(const char *key)
+{
+    for (size_t i = 0; i < sizeof broker_only / sizeof broker_only[0]; i++)
+        if (!strcmp(broker_only[i], key))
+            return true;
+    return false;
+}
+
 bool bk_broker_config_dynamic(const char *key)
 {
-    return def_of_broker_key(key) != NULL;
+    return def_of_broker_key(key) != NULL || broker_only_key(key);
+}
+
+int64_t bk_broker_config_rate(const char *key)
+{
+    int8_t src;
+    const char *v = bk_broker_config_dynamic_value(key, false, &src);
+    long long r = v ? strtoll(v, NULL, 10) : 0;
+    return r > 0 ? (int64_t)r : 0;
 }
 
 static const char *kv_find(const md_kv *kv, size_t n, const char *name)
@@ -225,6 +252,17 @@ int bk_broker_configs_set(bk_broker *b, const char *resource, const md_kv *kv, s
     /* ... and every value valid for its topic-level config. */
     for (size_t i = 0; i < n; i++) {
         const md_config_def *d = def_of_broker_key(kv[i].name);
+        if (!d) {                     /* a throttle: a long >= 0 */
+            char *end;
+            errno = 0;
+            long long r = strtoll(kv[i].value, &end, 10);
+            if (errno || end == kv[i].value || *end || r < 0) {
+                snprintf(msg, msglen, "Invalid value %s for configuration %s: Value must "
+                         "be a non-negative long.", kv[i].value, kv[i].name);
+                return KP_INVALID_CONFIG;
+            }
+            continue;
+        }
         int rc = md_config_check(d->name, kv[i].value, msg, msglen);
         if (rc != KP_NONE)
             return rc;

@@ -397,6 +397,8 @@ static void states_finish(bk_broker *b, sf_fetch *f)
             md_partition_state st = sp->st;
             st.nreplicas = v->nreplicas;
             memcpy(st.replicas, v->replicas, sizeof st.replicas);
+            st.adding = v->adding;
+            st.removing = v->removing;
             st.zk_version = sp->version;
             if (md_partition_state_set(b->db, f->name, sp->p, &st, err, sizeof err) != 0) {
                 BK_ERROR("partition %s-%d: cannot store its state: %s", f->name, (int)sp->p,

@@ -110,6 +110,9 @@ int bk_handle_describe_groups(bk_req *r);
 int bk_handle_delete_groups(bk_req *r);
 int bk_handle_offset_delete(bk_req *r);
 int bk_handle_elect_leaders(bk_req *r);
+/* daemon/api_reassign.c */
+int bk_handle_alter_partition_reassignments(bk_req *r);
+int bk_handle_list_partition_reassignments(bk_req *r);
 
 
 #endif

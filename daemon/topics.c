@@ -98,6 +98,8 @@ static void set_view_state(bk_pview *v, const md_partition_state *st)
     memcpy(v->isr, st->isr, sizeof v->isr);
     v->controller_epoch = st->controller_epoch;
     v->zk_version = st->zk_version;
+    v->adding = st->adding;
+    v->removing = st->removing;
 }
 
 /* The store's partitions of t, applied: state into the view, local
