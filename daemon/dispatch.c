@@ -8,6 +8,7 @@
  * whole range of their JSON definitions in protocol/messages/: Produce
  * v0-2 and Fetch v0-3 carry the old message formats (magic 0 and 1),
  * converted by protocol/legacy.c.  ElectLeaders (cl_leaders.c) v0-2.
+ * DescribeAcls, CreateAcls and DeleteAcls (api_acls.c) v0-3, all Kafka's.
  */
 #include "daemon/request.h"
 #include "kp_msgs.h"
@@ -41,6 +42,10 @@ static const bk_api apis[] = {
     { KP_API_DELETE_GROUPS,            0, 2,  bk_handle_delete_groups },
     { KP_API_OFFSET_DELETE,            0, 0,  bk_handle_offset_delete },
     { KP_API_ELECT_LEADERS,            0, 2,  bk_handle_elect_leaders },
+    /* the authorizer's ACLs (daemon/api_acls.c) */
+    { KP_API_DESCRIBE_ACLS,            0, 3,  bk_handle_describe_acls },
+    { KP_API_CREATE_ACLS,              0, 3,  bk_handle_create_acls },
+    { KP_API_DELETE_ACLS,              0, 3,  bk_handle_delete_acls },
 };
 
 const bk_api *bk_api_find(int16_t key)

@@ -110,6 +110,10 @@ int bk_handle_describe_groups(bk_req *r);
 int bk_handle_delete_groups(bk_req *r);
 int bk_handle_offset_delete(bk_req *r);
 int bk_handle_elect_leaders(bk_req *r);
+/* The ACL APIs (daemon/api_acls.c). */
+int bk_handle_create_acls(bk_req *r);
+int bk_handle_describe_acls(bk_req *r);
+int bk_handle_delete_acls(bk_req *r);
 
 
 #endif
