@@ -383,6 +383,12 @@ int bk_acl_apply(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add
                  char *err, size_t errlen)
 {
     err[0] = 0;
+    /* Cluster mode: ZooKeeper first (authz_zk.c K1), then here at once. */
+    if (b->zk) {
+        int rc = bk_authz_zk_write(b, b->authz, del, ndel, add, nadd, err, errlen);
+        if (rc != KP_NONE)
+            return rc;
+    }
     if (md_acl_change(b->db, del, ndel, add, nadd, err, errlen) != 0)   /* Z3 */
         return KP_UNKNOWN_SERVER_ERROR;
     return bk_authz_reload(b) ? KP_UNKNOWN_SERVER_ERROR : KP_NONE;

@@ -104,6 +104,14 @@ int bk_acl_apply(struct bk_broker *b, const md_acl *del, size_t ndel, const md_a
                  size_t nadd, char *err, size_t errlen);
 /* a as a row of acls; its strings borrowed from a and static names. */
 void bk_acl_row(const bk_acl *a, md_acl *row);
+/* Cluster mode (daemon/authz_zk.c): the ACLs shared through ZooKeeper.
+ * resync: reads them all (new or resumed session, a change notification);
+ * on_watch: true when path was one of the ACL change folders; write: the
+ * change as Kafka's znodes, from the set az holds (K3). */
+void bk_authz_zk_resync(struct bk_broker *b);
+bool bk_authz_zk_on_watch(struct bk_broker *b, int type, const char *path);
+int bk_authz_zk_write(struct bk_broker *b, const bk_authz *az, const md_acl *del, size_t ndel,
+                      const md_acl *add, size_t nadd, char *err, size_t errlen);
 #define BK_AUTHZ_CLUSTER(r, op) bk_authorized((r), BK_RES_CLUSTER, kp_str_cstr(BK_CLUSTER_NAME), (op))
 
 #endif

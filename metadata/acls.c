@@ -7,6 +7,7 @@
  * Invariants:
  *   A1. md_acl_change applies its removals and additions in one
  *       transaction: a reader sees the whole change or none of it.
+ *       md_acl_replace swaps the whole table the same way.
  *   A2. Adding an ACL that is stored already is no change (the table's
  *       UNIQUE key; Kafka's CreateAcls of an existing ACL succeeds too).
  */
@@ -97,5 +98,17 @@ int md_acl_change(md_db *db, const md_acl *del, size_t ndel, const md_acl *add, 
     }
     sqlite3_finalize(ds);
     sqlite3_finalize(is);
+    return md_txn_leave(db, t, rc, err, errlen);
+}
+
+int md_acl_replace(md_db *db, const md_acl *acls, size_t n, char *err, size_t errlen)
+{
+    int t, rc;
+    if ((rc = md_txn_enter(db, &t, err, errlen)))
+        return rc;
+    if (sqlite3_exec(db->h, "DELETE FROM acls", NULL, NULL, NULL) != SQLITE_OK)
+        rc = md_sqlerr(db, err, errlen, "clear acls");
+    if (!rc)
+        rc = md_acl_change(db, NULL, 0, acls, n, err, errlen);       /* a savepoint inside */
     return md_txn_leave(db, t, rc, err, errlen);
 }

@@ -322,6 +322,9 @@ void md_acl_free(md_acl *a, size_t n);
  * stored is kept), in one transaction.  0 or MD_E_SQL (a CHECK failed). */
 int md_acl_change(md_db *db, const md_acl *del, size_t ndel, const md_acl *add, size_t nadd,
                   char *err, size_t errlen);
+/* The whole table becomes acls (cluster mode: ZooKeeper's set, mirrored),
+ * in one transaction.  0 or MD_E_SQL. */
+int md_acl_replace(md_db *db, const md_acl *acls, size_t n, char *err, size_t errlen);
 
 /* ---- dynamic broker configs (metadata/broker_configs.c) --------------------- */
 /* The set stored for one broker resource (its id as text; "" the

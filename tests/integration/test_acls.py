@@ -18,6 +18,7 @@ from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType,
 from kafka.errors import InvalidRequestError, KafkaTimeoutError, SecurityDisabledError
 
 import kafka_raw as kr
+from cluster_support import make_cluster, wait_equal, zk  # noqa: F401
 from support import ck_admin, ck_conf, ck_consumer, ck_producer, kcat, produce, produce_ok
 from test_sql import admin_broker, sql, sql_error
 
@@ -290,3 +291,35 @@ def test_super_users_everyone_and_off(start_broker):
                                                             ACLResourcePatternType.ANY)))
     finally:
         a.close()
+
+
+def test_cluster_acl_made_on_broker_1_is_enforced_on_broker_3(make_cluster):
+    """Every broker is User:ANONYMOUS on PLAINTEXT, replica fetchers too, so
+    the cluster-wide ALL (CLUSTER_ACTION among it) keeps replication going;
+    the topic's own ACL is the one under test."""
+    c = make_cluster(3, overrides=dict(AUTHORIZER))
+    b1, b3 = c.broker(1), c.broker(3)
+    b1.sql("INSERT INTO acls (resource_type, resource_name, principal, operation, permission) "
+           "VALUES ('CLUSTER', 'kafka-cluster', '%s', 'ALL', 'ALLOW')" % ME)
+    b1.sql("INSERT INTO topics (name, partitions, replication_factor) VALUES ('guarded', 1, 3)")
+
+    def listed_on_3():
+        md = kr.Conn(b3.port)
+        with md as conn:
+            r = conn.request(kr.API_METADATA, 1, kr.metadata_body(1, ["guarded"], False))
+            return kr.parse_metadata(r, 1)["topics"]["guarded"][0]      # its error
+    wait_equal(listed_on_3, 29, 20, "broker 3 to deny DESCRIBE on guarded")
+    a = KafkaAdminClient(bootstrap_servers=[b1.bootstrap], request_timeout_ms=10000,
+                         api_version_auto_timeout_ms=10000)
+    try:
+        assert a.create_acls([ACL(ME, "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+                                  ResourcePattern(ResourceType.TOPIC, "guarded"))])["failed"] == []
+    finally:
+        a.close()
+    wait_equal(listed_on_3, 0, 20, "broker 3 to apply the ACL made on broker 1")
+    assert b3.sql("SELECT resource_name, operation FROM acls WHERE resource_type = 'TOPIC'") == \
+        [{"resource_name": "guarded", "operation": "WRITE"}]
+    assert produce_ok(ck_producer(b3), "guarded", [{"value": b"x"}], timeout=30)[0].offset() == 0
+    b3.sql("DELETE FROM acls WHERE resource_name = 'guarded'")        # from broker 3 too
+    wait_equal(lambda: b1.sql("SELECT count(*) AS n FROM acls WHERE resource_type = 'TOPIC'"),
+               [{"n": 0}], 20, "broker 1 to drop the ACL deleted on broker 3")
