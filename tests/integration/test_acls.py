@@ -19,7 +19,7 @@ from kafka.errors import InvalidRequestError, KafkaTimeoutError, SecurityDisable
 
 import kafka_raw as kr
 from cluster_support import make_cluster, wait_equal, zk  # noqa: F401
-from support import ck_admin, ck_conf, ck_consumer, ck_producer, kcat, produce, produce_ok
+from support import ck_admin, ck_consumer, ck_producer, kcat, produce, produce_ok
 from test_sql import admin_broker, sql, sql_error
 
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
@@ -39,6 +39,25 @@ def make_topic(b, name, partitions=1):
 def kp_admin(b):
     return KafkaAdminClient(bootstrap_servers=[b.bootstrap], request_timeout_ms=10000,
                             api_version_auto_timeout_ms=10000)
+
+
+def acl_call(b, method, *args):
+    """One kafka-python admin call (create_acls, describe_acls, delete_acls)."""
+    a = kp_admin(b)
+    try:
+        return getattr(a, method)(*args)
+    finally:
+        a.close()
+
+
+def allow(op, rtype, name, principal=ME, pattern=ACLResourcePatternType.LITERAL,
+          perm=ACLPermissionType.ALLOW, host="*"):
+    return ACL(principal, host, op, perm, ResourcePattern(rtype, name, pattern))
+
+
+def any_filter(rtype=ResourceType.ANY, name=None, pattern=ACLResourcePatternType.ANY):
+    return ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                     ResourcePatternFilter(rtype, name, pattern))
 
 
 def delivery_errors(b, topic, n=1, **kw):
@@ -64,32 +83,21 @@ def test_acl_matrix_data_path(secured):
     b = secured
     for t in ("acl-lit", "acl-none", "acl-deny", "pre-x", "acl-alice", "acl-ronly"):
         make_topic(b, t)
-    a = kp_admin(b)
-    try:
-        made = a.create_acls([
-            ACL(ME, "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.TOPIC, "acl-lit")),
-            ACL(ME, "*", ACLOperation.READ, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.TOPIC, "acl-lit")),
-            ACL(ME, "*", ACLOperation.ALL, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.TOPIC, "pre-", ACLResourcePatternType.PREFIXED)),
-            # DENY wins over ALLOW: ALL allowed, WRITE denied
-            ACL(ME, "*", ACLOperation.ALL, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.TOPIC, "acl-deny")),
-            ACL("User:*", "*", ACLOperation.WRITE, ACLPermissionType.DENY,
-                ResourcePattern(ResourceType.TOPIC, "acl-deny")),
-            # another principal's grant is not ours
-            ACL("User:alice", "*", ACLOperation.ALL, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.TOPIC, "acl-alice")),
-            # READ implies DESCRIBE, not WRITE
-            ACL(ME, "*", ACLOperation.READ, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.TOPIC, "acl-ronly")),
-            ACL(ME, "127.0.0.1", ACLOperation.READ, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.GROUP, "g-ok")),
-        ])
-        assert made["failed"] == [] and len(made["succeeded"]) == 8
-    finally:
-        a.close()
+    made = acl_call(b, "create_acls", [
+        allow(ACLOperation.WRITE, ResourceType.TOPIC, "acl-lit"),
+        allow(ACLOperation.READ, ResourceType.TOPIC, "acl-lit"),
+        allow(ACLOperation.ALL, ResourceType.TOPIC, "pre-", pattern=ACLResourcePatternType.PREFIXED),
+        # DENY wins over ALLOW: ALL allowed, WRITE denied
+        allow(ACLOperation.ALL, ResourceType.TOPIC, "acl-deny"),
+        allow(ACLOperation.WRITE, ResourceType.TOPIC, "acl-deny", principal="User:*",
+              perm=ACLPermissionType.DENY),
+        # another principal's grant is not ours
+        allow(ACLOperation.ALL, ResourceType.TOPIC, "acl-alice", principal="User:alice"),
+        # READ implies DESCRIBE, not WRITE
+        allow(ACLOperation.READ, ResourceType.TOPIC, "acl-ronly"),
+        allow(ACLOperation.READ, ResourceType.GROUP, "g-ok", host="127.0.0.1"),
+    ])
+    assert made["failed"] == [] and len(made["succeeded"]) == 8
 
     # Metadata: all-topics listing shows only what DESCRIBE allows
     assert meta_topics(b) == {"acl-lit", "acl-deny", "pre-x", "acl-ronly"}
@@ -207,25 +215,18 @@ def test_acl_matrix_admin_apis(secured):
 
 def test_acl_apis_sql_and_restart(secured):
     b = secured
-    a = kp_admin(b)
-    try:
-        ok = a.create_acls([
-            ACL(ME, "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.TOPIC, "keep")),
-            ACL(ME, "*", ACLOperation.READ, ACLPermissionType.DENY,
-                ResourcePattern(ResourceType.GROUP, "grp-", ACLResourcePatternType.PREFIXED)),
-            ACL("bad-principal", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.TOPIC, "x")),
-        ])
-        assert len(ok["succeeded"]) == 2
-        assert [e for _, e in ok["failed"]] == [InvalidRequestError]
-        acls, err = a.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
-                                              ResourcePatternFilter(ResourceType.TOPIC, "keep",
-                                                                    ACLResourcePatternType.MATCH)))
-        assert [(x.principal, x.operation, x.permission_type) for x in acls] == \
-            [(ME, ACLOperation.WRITE, ACLPermissionType.ALLOW)]
-    finally:
-        a.close()
+    ok = acl_call(b, "create_acls", [
+        allow(ACLOperation.WRITE, ResourceType.TOPIC, "keep"),
+        allow(ACLOperation.READ, ResourceType.GROUP, "grp-", perm=ACLPermissionType.DENY,
+              pattern=ACLResourcePatternType.PREFIXED),
+        allow(ACLOperation.READ, ResourceType.TOPIC, "x", principal="bad-principal"),
+    ])
+    assert len(ok["succeeded"]) == 2
+    assert [e for _, e in ok["failed"]] == [InvalidRequestError]
+    acls, _ = acl_call(b, "describe_acls",
+                       any_filter(ResourceType.TOPIC, "keep", ACLResourcePatternType.MATCH))
+    assert [(x.principal, x.operation, x.permission_type) for x in acls] == \
+        [(ME, ACLOperation.WRITE, ACLPermissionType.ALLOW)]
     rows = sql(b, "SELECT resource_type, resource_name, pattern_type, principal, host, "
                   "operation, permission FROM acls WHERE resource_type <> 'CLUSTER' ORDER BY id")
     assert rows == [
@@ -246,14 +247,8 @@ def test_acl_apis_sql_and_restart(secured):
            "VALUES ('TOPIC', 'keep', '%s', 'WRITE', 'ALLOW')" % ME)
     b.restart()
     assert delivery_errors(b, "keep") == [None]                     # survived the restart
-    a = kp_admin(b)
-    try:
-        res = a.delete_acls([ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
-                                       ResourcePatternFilter(ResourceType.GROUP, None,
-                                                             ACLResourcePatternType.ANY))])
-        assert [x.resource_pattern.resource_name for x, _ in res[0][1]] == ["grp-"]
-    finally:
-        a.close()
+    res = acl_call(b, "delete_acls", [any_filter(ResourceType.GROUP)])
+    assert [x.resource_pattern.resource_name for x, _ in res[0][1]] == ["grp-"]
     assert sql(b, "SELECT count(*) AS n FROM acls WHERE resource_type = 'GROUP'") == [{"n": 0}]
 
 
@@ -261,37 +256,20 @@ def test_super_users_everyone_and_off(start_broker):
     # super.users (semicolon-separated): everything, with no ACL at all
     b = start_broker(dict(AUTHORIZER, **{"super.users": "User:admin; User:ANONYMOUS"}))
     assert delivery_errors(b, "su-t") == [None]                     # auto-created too
-    a = kp_admin(b)
-    try:
-        assert a.create_acls([ACL("User:alice", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
-                                  ResourcePattern(ResourceType.TOPIC, "su-t"))])["failed"] == []
-    finally:
-        a.close()
+    assert acl_call(b, "create_acls", [allow(ACLOperation.READ, ResourceType.TOPIC, "su-t",
+                                             principal="User:alice")])["failed"] == []
     assert delivery_errors(b, "su-t") == [None]
     # allow.everyone.if.no.acl.found: open where no ACL names the resource
     b2 = admin_broker(start_broker, **AUTHORIZER, **{"allow.everyone.if.no.acl.found": "true"})
     assert delivery_errors(b2, "open-t") == [None]
     grant(b2, "TOPIC", "open-t", "READ", principal="User:alice")
     assert delivery_errors(b2, "open-t") == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
-    a = kp_admin(b2)                       # the cluster has no ACL: open to all
-    try:
-        acls, _ = a.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
-                                            ResourcePatternFilter(ResourceType.ANY, None,
-                                                                  ACLResourcePatternType.ANY)))
-        assert [x.principal for x in acls] == ["User:alice"]
-    finally:
-        a.close()
+    acls, _ = acl_call(b2, "describe_acls", any_filter())   # no cluster ACL: open to all
+    assert [x.principal for x in acls] == ["User:alice"]
     # no authorizer: the ACL APIs answer SECURITY_DISABLED, as Kafka's
     b3 = start_broker()
-    a = kp_admin(b3)
-    try:
-        with pytest.raises(SecurityDisabledError):
-            a.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
-                                      ResourcePatternFilter(ResourceType.ANY, None,
-                                                            ACLResourcePatternType.ANY)))
-    finally:
-        a.close()
-
+    with pytest.raises(SecurityDisabledError):
+        acl_call(b3, "describe_acls", any_filter())
 
 def test_cluster_acl_made_on_broker_1_is_enforced_on_broker_3(make_cluster):
     """Every broker is User:ANONYMOUS on PLAINTEXT, replica fetchers too, so
@@ -309,13 +287,8 @@ def test_cluster_acl_made_on_broker_1_is_enforced_on_broker_3(make_cluster):
             r = conn.request(kr.API_METADATA, 1, kr.metadata_body(1, ["guarded"], False))
             return kr.parse_metadata(r, 1)["topics"]["guarded"][0]      # its error
     wait_equal(listed_on_3, 29, 20, "broker 3 to deny DESCRIBE on guarded")
-    a = KafkaAdminClient(bootstrap_servers=[b1.bootstrap], request_timeout_ms=10000,
-                         api_version_auto_timeout_ms=10000)
-    try:
-        assert a.create_acls([ACL(ME, "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
-                                  ResourcePattern(ResourceType.TOPIC, "guarded"))])["failed"] == []
-    finally:
-        a.close()
+    assert acl_call(b1, "create_acls",
+                    [allow(ACLOperation.WRITE, ResourceType.TOPIC, "guarded")])["failed"] == []
     wait_equal(listed_on_3, 0, 20, "broker 3 to apply the ACL made on broker 1")
     assert b3.sql("SELECT resource_name, operation FROM acls WHERE resource_type = 'TOPIC'") == \
         [{"resource_name": "guarded", "operation": "WRITE"}]
