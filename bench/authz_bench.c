@@ -131,7 +131,7 @@ int main(int argc, char **argv)
      * change in the machine's load (five other users here) falls on all
      * three alike; the ratio is of the sums.  Per-round ratios give the
      * spread. */
-    double total[3] = { 0 }, per[3][64], ratio[64];
+    double total[3] = { 0 }, ratio[64];
     if (rounds > 64)
         rounds = 64;
     for (int k = 0; k < rounds; k++) {
@@ -139,10 +139,8 @@ int main(int argc, char **argv)
         for (int done = 0; done < requests; done += CHUNK)
             for (int i = 0; i < 3; i++)
                 round[i] += produce_cpu(&br[i], fd[i], CHUNK, &batch);
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 3; i++)
             total[i] += round[i];
-            per[i][k] = round[i];
-        }
         ratio[k] = round[1] / round[0];
     }
     int n = rounds * ((requests + CHUNK - 1) / CHUNK) * CHUNK;
@@ -158,7 +156,6 @@ int main(int argc, char **argv)
     printf("authz: 1,000 ACLs / no ACLs = %.3f (%+.1f %%; target <= +5 %%; rounds from %.3f "
            "to %.3f)\n", r, (r - 1) * 100, lo, hi);
     printf("authz: no ACLs / authorizer off = %.3f (for the record)\n", total[0] / total[2]);
-    (void)per;
     for (int i = 0; i < 3; i++) {
         close(fd[i]);
         bench_broker_cleanup(&br[i]);
