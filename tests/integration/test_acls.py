@@ -15,7 +15,8 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType,
                          ACLResourcePatternType, KafkaAdminClient, ResourcePattern,
                          ResourcePatternFilter, ResourceType)
-from kafka.errors import InvalidRequestError, KafkaTimeoutError, SecurityDisabledError
+from kafka.errors import (GroupAuthorizationFailedError, InvalidRequestError, KafkaTimeoutError,
+                          SecurityDisabledError)
 
 import kafka_raw as kr
 from cluster_support import make_cluster, wait_equal, zk  # noqa: F401
@@ -160,6 +161,10 @@ def test_acl_matrix_data_path(secured):
         assert err == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         c.close()
+    # DeleteGroups needs DELETE on the group; DescribeGroups DESCRIBE (READ implies it)
+    assert acl_call(b, "delete_consumer_groups", ["g-ok"]) == \
+        [("g-ok", GroupAuthorizationFailedError)]
+    assert [g.group for g in acl_call(b, "describe_consumer_groups", ["g-ok"])] == ["g-ok"]
     # Fetch of a topic without READ: TOPIC_AUTHORIZATION_FAILED for its
     # partitions alone
     with kr.Conn(b.port) as conn:
