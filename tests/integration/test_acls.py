@@ -161,6 +161,14 @@ def test_acl_matrix_data_path(secured):
         assert err == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         c.close()
+    # the allowed topic takes kafka-python's and kcat's records too
+    p = KafkaProducer(bootstrap_servers=[b.bootstrap], max_block_ms=10000, acks="all")
+    try:
+        assert p.send("acl-lit", b"kp").get(timeout=10).offset == 3
+    finally:
+        p.close(timeout=5)
+    k = kcat(b, ["-P", "-t", "acl-lit"], input_bytes=b"kc\n", timeout=20)
+    assert k.returncode == 0, k.stderr
     # DeleteGroups needs DELETE on the group; DescribeGroups DESCRIBE (READ implies it)
     assert acl_call(b, "delete_consumer_groups", ["g-ok"]) == \
         [("g-ok", GroupAuthorizationFailedError)]
