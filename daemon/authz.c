@@ -251,6 +251,32 @@ static bool decide(const bk_authz *az, const char *principal, const char *host, 
     return named ? allowed : az->allow_if_none;
 }
 
+bool bk_authz_any(const bk_authz *az, const char *principal, const char *host, int res, int op)
+{
+    if (!az || !az->enabled)
+        return true;
+    for (size_t i = 0; i < az->nsuper; i++)
+        if (!strcmp(az->super[i], principal))
+            return true;
+    bool typed = false, allowed = false;
+    for (size_t i = 0; i < az->n; i++) {
+        const bk_acl *a = &az->acls[i];
+        if (a->res != res)
+            continue;
+        typed = true;
+        if ((strcmp(a->principal, principal) && strcmp(a->principal, "User:*")) ||
+            (strcmp(a->host, host) && strcmp(a->host, "*")))
+            continue;
+        bool everything = (a->pat == BK_PAT_LITERAL && !strcmp(a->name, "*")) ||
+                          (a->pat == BK_PAT_PREFIXED && !a->name[0]);
+        if (a->perm == BK_PERM_DENY && everything && (a->op == BK_OP_ALL || a->op == op))
+            return false;                        /* denied on every resource */
+        if (a->perm == BK_PERM_ALLOW && implies(a->op, op))
+            allowed = true;
+    }
+    return typed ? allowed : az->allow_if_none;
+}
+
 static uint64_t fnv1a(const char *p, size_t n)
 {
     uint64_t h = 14695981039346656037ull;
@@ -402,4 +428,9 @@ void bk_acl_row(const bk_acl *a, md_acl *row)
         .host = a->host, .operation = (char *)bk_op_name(a->op),
         .permission = (char *)bk_perm_name(a->perm),
     };
+}
+
+bool bk_authorized_any(bk_req *r, int res, int op)
+{
+    return bk_authz_any(r->b->authz, bk_conn_principal(r->conn), bk_conn_host(r->conn), res, op);
 }

@@ -70,6 +70,12 @@ int bk_authz_load(bk_authz *az, const md_acl *rows, size_t n);
 bool bk_authz_check(bk_authz *az, const char *principal, const char *host, int res,
                     kp_str name, int op);
 
+/* May principal do op on some resource of type res (Kafka's
+ * authorizeByResourceType): an ALLOW for it on any name, and no DENY on
+ * every name ("*", or the empty prefix).  Uncached: for rare requests. */
+bool bk_authz_any(const bk_authz *az, const char *principal, const char *host, int res,
+                  int op);
+
 /* The ACLs a filter selects, in the authorizer's order; *out malloc'd
  * pointers into the authorizer (valid until the next load). */
 int bk_authz_select(const bk_authz *az, const bk_acl_filter *f, const bk_acl ***out,
@@ -112,6 +118,8 @@ void bk_authz_zk_resync(struct bk_broker *b);
 bool bk_authz_zk_on_watch(struct bk_broker *b, int type, const char *path);
 int bk_authz_zk_write(struct bk_broker *b, const bk_authz *az, const md_acl *del, size_t ndel,
                       const md_acl *add, size_t nadd, char *err, size_t errlen);
+/* bk_authz_any for the request's principal and host. */
+bool bk_authorized_any(struct bk_req *r, int res, int op);
 #define BK_AUTHZ_CLUSTER(r, op) bk_authorized((r), BK_RES_CLUSTER, kp_str_cstr(BK_CLUSTER_NAME), (op))
 
 #endif

@@ -115,6 +115,23 @@ START_TEST(test_cached_decision_follows_reload)
 }
 END_TEST
 
+START_TEST(test_any_resource_of_a_type)
+{
+    md_acl rows[] = {
+        acl("TOPIC", "t", "LITERAL", ME, "*", "WRITE", "ALLOW"),
+        acl("TOPIC", "*", "LITERAL", "User:bob", "*", "ALL", "DENY"),
+        acl("TOPIC", "u", "LITERAL", "User:bob", "*", "WRITE", "ALLOW"),
+    };
+    bk_authz *az = with(rows, 3, NULL, false);
+    ck_assert(bk_authz_any(az, ME, HOST, BK_RES_TOPIC, BK_OP_WRITE));     /* WRITE on t */
+    ck_assert(bk_authz_any(az, ME, HOST, BK_RES_TOPIC, BK_OP_DESCRIBE));  /* implied */
+    ck_assert(!bk_authz_any(az, ME, HOST, BK_RES_TOPIC, BK_OP_READ));
+    ck_assert(!bk_authz_any(az, "User:bob", HOST, BK_RES_TOPIC, BK_OP_WRITE)); /* denied on all */
+    ck_assert(!bk_authz_any(az, "User:carol", HOST, BK_RES_TOPIC, BK_OP_WRITE));
+    bk_authz_free(az);
+}
+END_TEST
+
 START_TEST(test_filters_and_validation)
 {
     md_acl rows[] = {
@@ -160,6 +177,7 @@ int main(void)
     const TTest *tests[] = { test_literal_prefixed_and_wildcard_names,
                              test_principals_hosts_and_implied_operations,
                              test_deny_wins_super_users_and_no_acl,
-                             test_cached_decision_follows_reload, test_filters_and_validation };
+                             test_cached_decision_follows_reload, test_any_resource_of_a_type,
+                             test_filters_and_validation };
     return unit_run("authz", "matcher", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
