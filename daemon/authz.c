@@ -227,21 +227,34 @@ static bool implies(int acl_op, int op)
     return op == BK_OP_DESCRIBE_CONFIGS && acl_op == BK_OP_ALTER_CONFIGS;
 }
 
-/* The uncached decision: one pass over the ACLs (cost O(ACLs)). */
-static bool decide(const bk_authz *az, const char *principal, const char *host, int res,
-                   kp_str name, int op)
+/* The ACL is for this principal (or User:*) from this host (or "*"). */
+static bool applies_to(const bk_acl *a, const char *principal, const char *host)
+{
+    return (!strcmp(a->principal, principal) || !strcmp(a->principal, "User:*")) &&
+           (!strcmp(a->host, host) || !strcmp(a->host, "*"));
+}
+
+static bool super_user(const bk_authz *az, const char *principal)
 {
     for (size_t i = 0; i < az->nsuper; i++)
         if (!strcmp(az->super[i], principal))
             return true;
+    return false;
+}
+
+/* The uncached decision: one pass over the ACLs (cost O(ACLs)). */
+static bool decide(const bk_authz *az, const char *principal, const char *host, int res,
+                   kp_str name, int op)
+{
+    if (super_user(az, principal))
+        return true;
     bool named = false, allowed = false;
     for (size_t i = 0; i < az->n; i++) {
         const bk_acl *a = &az->acls[i];
         if (!names_resource(a, res, name))
             continue;
         named = true;
-        if ((strcmp(a->principal, principal) && strcmp(a->principal, "User:*")) ||
-            (strcmp(a->host, host) && strcmp(a->host, "*")))
+        if (!applies_to(a, principal, host))
             continue;
         if (a->perm == BK_PERM_DENY && (a->op == BK_OP_ALL || a->op == op))
             return false;                        /* DENY wins */
@@ -255,17 +268,15 @@ bool bk_authz_any(const bk_authz *az, const char *principal, const char *host, i
 {
     if (!az || !az->enabled)
         return true;
-    for (size_t i = 0; i < az->nsuper; i++)
-        if (!strcmp(az->super[i], principal))
-            return true;
+    if (super_user(az, principal))
+        return true;
     bool typed = false, allowed = false;
     for (size_t i = 0; i < az->n; i++) {
         const bk_acl *a = &az->acls[i];
         if (a->res != res)
             continue;
         typed = true;
-        if ((strcmp(a->principal, principal) && strcmp(a->principal, "User:*")) ||
-            (strcmp(a->host, host) && strcmp(a->host, "*")))
+        if (!applies_to(a, principal, host))
             continue;
         bool everything = (a->pat == BK_PAT_LITERAL && !strcmp(a->name, "*")) ||
                           (a->pat == BK_PAT_PREFIXED && !a->name[0]);
