@@ -1,14 +1,15 @@
 /*
  * admin/sql_surface.c — the operator tables as TEMP views on a read-only
  * connection, the INSTEAD OF triggers that turn INSERT/UPDATE/DELETE on
- * five of them into admin operations, and the authorizer.
+ * six of them (topics, topic_configs, partitions' replicas, consumer_groups,
+ * committed_offsets, acls) into admin operations, and the authorizer.
  *
  * The authorizer allows exactly:
  *   - SELECT (reads of anything except the credentials in main.users),
  *     WITH / recursive CTEs, every built-in function but load_extension;
  *   - PRAGMA that only reads (table_info, index_list, …) without a value;
  *   - INSERT / UPDATE / DELETE of the writable views (topics, topic_configs,
- *     partitions' replicas, consumer_groups, committed_offsets), top level only
+ *     partitions' replicas, consumer_groups, committed_offsets, acls), top level only
  *     (the triggers then call our internal functions, which nobody else
  *     may call).
  * Everything else — ATTACH, schema changes, PRAGMA writes, transactions,
@@ -189,6 +190,14 @@ static const char surface_sql[] =
     "  CROSS JOIN sluice_partition_merged h\n"
     "    ON h.topic = o.topic AND h.partition = o.partition;\n"
 
+    /* The authorizer's ACLs (daemon/authz.c), Kafka's names as kafka-acls
+     * prints them; INSERT and DELETE go through what CreateAcls and
+     * DeleteAcls use. */
+    "CREATE TEMP VIEW acls AS\n"
+    "SELECT id, resource_type, resource_name, pattern_type, principal, host,\n"
+    "       operation, permission\n"
+    "  FROM main.acls;\n"
+
     /* Writes: one internal function call per row. */
     "CREATE TEMP TRIGGER topics_insert INSTEAD OF INSERT ON topics BEGIN\n"
     "  SELECT sluice_topic_create(NEW.name, NEW.partitions, NEW.replication_factor,\n"
@@ -215,6 +224,13 @@ static const char surface_sql[] =
     "CREATE TEMP TRIGGER topic_configs_delete INSTEAD OF DELETE ON topic_configs BEGIN\n"
     "  SELECT sluice_config_unset(OLD.topic, OLD.name, OLD.source);\nEND;\n"
 
+    "CREATE TEMP TRIGGER acls_insert INSTEAD OF INSERT ON acls BEGIN\n"
+    "  SELECT sluice_acl_create(NEW.resource_type, NEW.resource_name, NEW.pattern_type,\n"
+    "         NEW.principal, NEW.host, NEW.operation, NEW.permission);\nEND;\n"
+    "CREATE TEMP TRIGGER acls_delete INSTEAD OF DELETE ON acls BEGIN\n"
+    "  SELECT sluice_acl_delete(OLD.resource_type, OLD.resource_name, OLD.pattern_type,\n"
+    "         OLD.principal, OLD.host, OLD.operation, OLD.permission);\nEND;\n"
+
     "CREATE TEMP TRIGGER consumer_groups_delete INSTEAD OF DELETE ON consumer_groups BEGIN\n"
     "  SELECT sluice_group_delete(OLD.group_id);\nEND;\n"
 
@@ -228,7 +244,7 @@ static const char surface_sql[] =
 static const char *const views[] = {
     "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
     "broker_configs", "consumer_groups",
-    "group_members", "group_assignments", "committed_offsets", "consumer_lag", NULL
+    "group_members", "group_assignments", "committed_offsets", "consumer_lag", "acls", NULL
 };
 
 /* Every view refuses, with a reason, the writes it has no meaning for. */
@@ -306,6 +322,8 @@ static const struct { const char *view, *op, *why; } refusals[] = {
       "joining; only DELETE (of an empty group) is allowed" },
     { "consumer_groups", "UPDATE", "consumer_groups: groups are created by consumers "
       "joining; only DELETE (of an empty group) is allowed" },
+    { "acls", "UPDATE", "acls: an ACL is changed by DELETE of the old row and INSERT "
+      "of the new one" },
     { "committed_offsets", "DELETE", "committed_offsets: to forget the offsets of a group, "
       "DELETE FROM consumer_groups" },
 };
@@ -493,6 +511,42 @@ static void fn_group_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
     do_write(ctx, &w);
 }
 
+/* (resource_type, resource_name, pattern_type, principal, host, operation,
+ * permission): an ACL row; INSERT's pattern_type defaults to LITERAL and
+ * host to "*", as kafka-acls does.  The broker checks the names. */
+static void acl_write(sqlite3_context *ctx, sqlite3_value **v, enum sq_op op)
+{
+    const char *f[7];
+    static const char *const col[7] = { "resource_type", "resource_name", "pattern_type",
+                                        "principal", "host", "operation", "permission" };
+    for (int i = 0; i < 7; i++) {
+        f[i] = arg_text(v[i]);
+        if (!f[i] && op == SQ_ACL_CREATE && (i == 2 || i == 4))
+            f[i] = i == 2 ? "LITERAL" : "*";
+        if (!f[i] || sqlite3_value_type(v[i]) == SQLITE_INTEGER) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "acls.%s must be given as text", col[i]);
+            sqlite3_result_error(ctx, msg, -1);
+            return;
+        }
+    }
+    sq_write w = { .op = op, .s1 = f[0], .s2 = f[1], .s3 = f[2], .s4 = f[3], .s5 = f[4],
+                   .s6 = f[5], .s7 = f[6] };
+    do_write(ctx, &w);
+}
+
+static void fn_acl_create(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    acl_write(ctx, v, SQ_ACL_CREATE);
+}
+
+static void fn_acl_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    acl_write(ctx, v, SQ_ACL_DELETE);
+}
+
 /* (old group, old topic, old partition, new group, new topic, new partition,
  *  new offset, new metadata) */
 static void fn_offset_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
@@ -592,6 +646,8 @@ static const struct {
     { "sluice_config_unset", 3, fn_config_unset, true },
     { "sluice_group_delete", 1, fn_group_delete, true },
     { "sluice_offset_set", 8, fn_offset_set, true },
+    { "sluice_acl_create", 7, fn_acl_create, true },
+    { "sluice_acl_delete", 7, fn_acl_delete, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },

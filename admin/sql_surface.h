@@ -95,11 +95,14 @@ enum sq_op {
     SQ_GROUP_DELETE,       /* s1 group */
     SQ_OFFSET_SET,         /* s1 group, s2 topic, i1 partition, i2 offset, s3 metadata */
     SQ_PARTITION_REASSIGN, /* s1 topic, i1 partition, s2 target "1,2,3" (NULL: cancel) */
+    SQ_ACL_CREATE,         /* s1..s7 the acls columns, resource_type .. permission */
+    SQ_ACL_DELETE,         /* s1..s7 the row's columns */
 };
 
 typedef struct sq_write {
     enum sq_op op;
     const char *s1, *s2, *s3;
+    const char *s4, *s5, *s6, *s7;       /* SQ_ACL_*: the acls row's other columns */
     int64_t i1, i2;
 } sq_write;
 

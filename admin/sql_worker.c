@@ -52,6 +52,7 @@
 #include <event2/event.h>
 #include <sqlite3.h>
 
+#include "daemon/authz.h"
 #include "daemon/cluster.h"
 #include "daemon/coordinator.h"
 #include "daemon/replica.h"
@@ -332,6 +333,31 @@ static int partition_reassign(bk_broker *b, const sq_write *w, bk_topic_op *op, 
     return rc;
 }
 
+/* INSERT / DELETE on acls, through the path CreateAcls and DeleteAcls take
+ * (daemon/authz.c bk_acl_apply); names checked as CreateAcls checks them. */
+static int acl_write(struct bk_admin *a, sq_wreq *r)
+{
+    const sq_write *w = r->w;
+    md_acl row = { .resource_type = (char *)w->s1, .resource_name = (char *)w->s2,
+                   .pattern_type = (char *)w->s3, .principal = (char *)w->s4,
+                   .host = (char *)w->s5, .operation = (char *)w->s6,
+                   .permission = (char *)w->s7 };
+    bool add = w->op == SQ_ACL_CREATE;
+    if (add) {
+        int rc = bk_acl_validate(bk_res_parse(w->s1), kp_str_cstr(w->s2), bk_pat_parse(w->s3),
+                                 kp_str_cstr(w->s4), kp_str_cstr(w->s5), bk_op_parse(w->s6),
+                                 bk_perm_parse(w->s7), r->err, r->errlen);
+        if (rc != KP_NONE)
+            return rc;
+    }
+    int rc = bk_acl_apply(a->b, add ? NULL : &row, !add, add ? &row : NULL, add, r->err,
+                          r->errlen);
+    if (rc == KP_NONE)
+        BK_INFO("ACL %s through SQL: %s %s %s %s %s from %s", add ? "created" : "deleted",
+                w->s7, w->s4, w->s6, w->s1, w->s2, w->s5);
+    return rc;
+}
+
 static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
                        char *err, size_t errlen)
 {
@@ -379,7 +405,9 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
         return partition_reassign(b, w, op, err, errlen);
     case SQ_GROUP_DELETE:
     case SQ_OFFSET_SET:
-        break;                        /* on_writes: answered when durable */
+    case SQ_ACL_CREATE:
+    case SQ_ACL_DELETE:
+        break;                        /* on_writes: their own paths */
     }
     return KP_INVALID_REQUEST;
 }
@@ -456,6 +484,7 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
         n = r->next;
         int rc = r->w->op == SQ_OFFSET_SET ? offset_set(a, r)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
+               : r->w->op == SQ_ACL_CREATE || r->w->op == SQ_ACL_DELETE ? acl_write(a, r)
                : topic_write(a, r);
         if (rc != SQ_LATER)
             write_answered(a, r, rc);

@@ -45,6 +45,7 @@
  *     default, else Kafka's default); Kafka's ZooKeeper path skips the
  *     broker default, which is an oversight we do not copy.
  */
+#include "daemon/authz.h"
 #include "daemon/broker_configs.h"
 #include "daemon/topic_wait.h"
 #include "kp_msgs.h"
@@ -382,6 +383,17 @@ static void describe_broker_default(bk_broker *b, struct dc_out *d)
     md_kv_free(kv, n);
 }
 
+/* Kafka's rights on configs: the topic's, or the cluster's for a broker
+ * (daemon/authz.c).  KP_NONE or the authorization error. */
+static int config_authz(bk_req *r, int8_t type, kp_str name, int op)
+{
+    if (type == RT_TOPIC)
+        return bk_authorized(r, BK_RES_TOPIC, name, op) ? KP_NONE : KP_TOPIC_AUTHORIZATION_FAILED;
+    if (type == RT_BROKER)
+        return BK_AUTHZ_CLUSTER(r, op) ? KP_NONE : KP_CLUSTER_AUTHORIZATION_FAILED;
+    return KP_NONE;
+}
+
 /* Fills one result.  0, or -1 when the arena is exhausted. */
 static int describe_one(bk_req *r, struct dc_out *d)
 {
@@ -395,7 +407,9 @@ static int describe_one(bk_req *r, struct dc_out *d)
     size_t nover = 0;
     bk_topic *t = NULL;
 
-    if (res->ResourceType == RT_TOPIC) {
+    if ((rc = config_authz(r, res->ResourceType, nm, BK_OP_DESCRIBE_CONFIGS)) != KP_NONE) {
+        snprintf(msg, sizeof msg, "Authorization failed.");
+    } else if (res->ResourceType == RT_TOPIC) {
         rc = md_topic_name_check(nm.p, (size_t)slice_len(nm), msg, sizeof msg);
         if (rc == KP_NONE && !(t = bk_topic_find(b, nm.p, (size_t)nm.len))) {
             snprintf(msg, sizeof msg, "Topic '%.*s' does not exist.", slice_len(nm), nm.p);
@@ -826,7 +840,12 @@ int FN(bk_req *r)                                                               
         char msg[MD_ERRLEN];                                                     \
         a->m.Responses[i].ResourceType = q.Resources[i].ResourceType;            \
         a->m.Responses[i].ResourceName = q.Resources[i].ResourceName;            \
-        int rc = ONE(r->b, &q.Resources[i], q.ValidateOnly,                      \
+        int rc = config_authz(r, q.Resources[i].ResourceType,                    \
+                              q.Resources[i].ResourceName, BK_OP_ALTER_CONFIGS); \
+        if (rc != KP_NONE)                                                       \
+            snprintf(msg, sizeof msg, "Authorization failed.");                  \
+        else                                                                     \
+            rc = ONE(r->b, &q.Resources[i], q.ValidateOnly,                      \
                      bk_topic_wait_op(w, i), msg, sizeof msg);                   \
         bk_topic_wait_result(w, i, rc, msg);                                     \
     }                                                                            \

@@ -11,6 +11,7 @@
  */
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
+#include "daemon/authz.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
@@ -54,8 +55,11 @@ int bk_handle_delete_records(bk_req *r)
         for (int32_t i = 0; i < qt->Partitions_count; i++) {
             kp_DeleteRecordsResponse_DeleteRecordsPartitionResult *mp = &m.Topics[t].Partitions[i];
             mp->PartitionIndex = qt->Partitions[i].PartitionIndex;
-            mp->ErrorCode = delete_one(r, qt->Name, mp->PartitionIndex,
-                                       qt->Partitions[i].Offset, &mp->LowWatermark);
+            mp->LowWatermark = -1;
+            mp->ErrorCode = !bk_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_DELETE)
+                ? KP_TOPIC_AUTHORIZATION_FAILED
+                : delete_one(r, qt->Name, mp->PartitionIndex, qt->Partitions[i].Offset,
+                             &mp->LowWatermark);
         }
     }
     /* TimeoutMs: nothing waits. */

@@ -33,6 +33,7 @@
  *       el_cancel (the connection went) ends the wait and frees it.
  */
 #include "daemon/cl.h"
+#include "daemon/authz.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
@@ -207,6 +208,8 @@ static int16_t elect_one(bk_req *r, int8_t type, const char *topic, int32_t p,
 {
     bk_broker *b = r->b;
     *msg = KP_STR_NULL;
+    if (!BK_AUTHZ_CLUSTER(r, BK_OP_ALTER))
+        return KP_CLUSTER_AUTHORIZATION_FAILED;
     bk_topic *t = bk_topic_find(b, topic, strlen(topic));
     if (!t || p < 0 || p >= t->npartitions)
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
@@ -280,6 +283,8 @@ int bk_handle_elect_leaders(bk_req *r)
     bool not_controller = bk_cluster_mode(r->b) && !(r->b->cl && r->b->cl->active);
     if (not_controller && v >= 1)
         m.ErrorCode = KP_NOT_CONTROLLER;
+    if (v >= 1 && !BK_AUTHZ_CLUSTER(r, BK_OP_ALTER))
+        m.ErrorCode = KP_CLUSTER_AUTHORIZATION_FAILED;
     el_wait *w = NULL;
     if (bk_cluster_mode(r->b) && !not_controller && !(w = calloc(1, sizeof *w)))
         return BK_CLOSE;

@@ -98,6 +98,7 @@
 #include "daemon/leader_hint.h"
 #include "daemon/metrics.h"
 #include "daemon/replica.h"
+#include "daemon/authz.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
@@ -125,7 +126,8 @@ typedef struct fetch_topic {
     kp_str name;                  /* in the request frame; v13+: a copy of the
                                      name the id had at parse time (r->arena) */
     uint8_t id[16];               /* v13+: as requested */
-    int16_t error;                /* v13+: UNKNOWN_TOPIC_ID at parse time */
+    int16_t error;                /* at parse time: TOPIC_AUTHORIZATION_FAILED;
+                                     v13+: UNKNOWN_TOPIC_ID */
     int32_t nparts;
 } fetch_topic;
 
@@ -208,11 +210,13 @@ static fetch_state *fetch_parse(bk_req *r)
         st->error = KP_FETCH_SESSION_ID_NOT_FOUND;
     else if (q.SessionEpoch > 0)
         st->error = KP_INVALID_FETCH_SESSION_EPOCH;
+    bool cluster_action = replica >= 0 && BK_AUTHZ_CLUSTER(r, BK_OP_CLUSTER_ACTION);
     fetch_part *fp = st->parts;
     for (int32_t t = 0; t < ntopics; t++) {
         const kp_FetchRequest_FetchTopic *qt = &q.Topics[t];
         st->topics[t].name = qt->Topic;
         st->topics[t].nparts = qt->Partitions_count < 0 ? 0 : qt->Partitions_count;
+        st->topics[t].error = KP_NONE;
         if (v >= 13) {
             memcpy(st->topics[t].id, qt->TopicId, 16);
             const bk_topic *bt = bk_topic_find_id(r->b, qt->TopicId);
@@ -228,6 +232,10 @@ static fetch_state *fetch_parse(bk_req *r)
                 st->topics[t].name = (kp_str){ name, (int32_t)n };
             }
         }
+        /* A follower needs CLUSTER_ACTION, a consumer READ (Kafka's). */
+        if (st->topics[t].error == KP_NONE && !(replica >= 0 ? cluster_action
+                : bk_authorized(r, BK_RES_TOPIC, st->topics[t].name, BK_OP_READ)))
+            st->topics[t].error = KP_TOPIC_AUTHORIZATION_FAILED;
         for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++) {
             const kp_FetchRequest_FetchPartition *qp = &qt->Partitions[i];
             /* CurrentLeaderEpoch is v9+; below it stays -1: not checked. */
@@ -280,10 +288,10 @@ static bool fetch_keep_ranges(fetch_state *st, fetch_part *fp, seg_range *rg, in
  * (invariant 2: a rebuild looks it up again). */
 static int16_t fetch_topic_error(bk_broker *b, int16_t v, const fetch_topic *ft)
 {
-    if (v < 13)
-        return KP_NONE;
     if (ft->error != KP_NONE)
         return ft->error;
+    if (v < 13)
+        return KP_NONE;
     const bk_topic *t = bk_topic_find(b, ft->name.p, (size_t)ft->name.len);
     if (!t)
         return KP_UNKNOWN_TOPIC_ID;               /* deleted since */

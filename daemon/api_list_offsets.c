@@ -25,6 +25,7 @@
  */
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
+#include "daemon/authz.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
@@ -107,8 +108,12 @@ int bk_handle_list_offsets(bk_req *r)
             int32_t epoch;
             lo_part_out *po = &parts[i];
             po->PartitionIndex = qp->PartitionIndex;
-            po->ErrorCode = list_offset(r, qt->Name, qp->PartitionIndex, qp->Timestamp,
-                                        qp->CurrentLeaderEpoch, &ts, &off, &epoch);
+            ts = off = -1;
+            epoch = -1;
+            po->ErrorCode = !bk_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_DESCRIBE)
+                ? KP_TOPIC_AUTHORIZATION_FAILED
+                : list_offset(r, qt->Name, qp->PartitionIndex, qp->Timestamp,
+                              qp->CurrentLeaderEpoch, &ts, &off, &epoch);
             po->LeaderEpoch = v >= 4 ? epoch : -1;   /* v4+; the default below */
             if (v == 0) {                            /* OldStyleOffsets */
                 po->Timestamp = -1;                  /* v1+ fields at their defaults */

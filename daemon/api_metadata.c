@@ -28,8 +28,14 @@
  * at once; in cluster mode the topic appears in the view once the store
  * confirms it, and until then it is answered LEADER_NOT_AVAILABLE, as
  * Kafka answers a topic it has just started creating (clients retry).
+ *
+ * With the authorizer on (daemon/authz.c), as Kafka: a listing of all
+ * topics leaves out those the principal may not DESCRIBE; a named one it
+ * may not describe, or would auto-create without CREATE on the cluster or
+ * the topic, is answered TOPIC_AUTHORIZATION_FAILED.
  */
 #include "daemon/cluster.h"
+#include "daemon/authz.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
@@ -106,8 +112,8 @@ typedef struct fill_all_ctx {
 static void fill_all(bk_topic *t, void *arg)
 {
     fill_all_ctx *c = arg;
-    if (c->n >= c->cap)
-        return;
+    if (c->n >= c->cap || !bk_authorized(c->r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE))
+        return;                       /* left out, as Kafka lists only what one may see */
     c->ok &= fill_topic(c->r, c->r->hdr.RequestApiVersion, t, &c->topics[c->n++]);
 }
 
@@ -125,7 +131,8 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
     }
     if (by_id || n.len < 0) {
         bk_topic *t = bk_topic_find_id(b, qt->TopicId);
-        if (!t || (n.len >= 0 && kp_str_cmp(n, kp_str_cstr(t->name)) != 0)) {
+        if (!t || (n.len >= 0 && kp_str_cmp(n, kp_str_cstr(t->name)) != 0) ||
+            !bk_authorized(r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE)) {
             fill_error(o, KP_STR_NULL, KP_UNKNOWN_TOPIC_ID);
             memcpy(o->TopicId, qt->TopicId, 16);
             return true;
@@ -133,6 +140,13 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
         return fill_topic(r, v, t, o);
     }
     bk_topic *t = bk_topic_find(b, n.p, (size_t)n.len);
+    /* Kafka: DESCRIBE to see it, CREATE (cluster or topic) to auto-create. */
+    if (!bk_authorized(r, BK_RES_TOPIC, n, BK_OP_DESCRIBE) ||
+        (!t && allow_auto && b->cfg->auto_create_topics_enable &&
+         !BK_AUTHZ_CLUSTER(r, BK_OP_CREATE) && !bk_authorized(r, BK_RES_TOPIC, n, BK_OP_CREATE))) {
+        fill_error(o, n, KP_TOPIC_AUTHORIZATION_FAILED);
+        return true;
+    }
     if (!t && allow_auto && b->cfg->auto_create_topics_enable) {
         char name[MD_TOPIC_NAME_MAX + 2], err[MD_ERRLEN];
         if (n.len > MD_TOPIC_NAME_MAX ||

@@ -26,6 +26,7 @@
  */
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
+#include "daemon/authz.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
@@ -71,6 +72,8 @@ int bk_handle_offset_for_leader_epoch(bk_req *r)
     oe_topic_out *topics = NULL;
     if (nt > 0 && !(topics = kp_arena_alloc(&r->arena, (size_t)nt * sizeof *topics)))
         return BK_CLOSE;
+    /* Kafka's: a replica (any id but the consumer's -1) needs CLUSTER_ACTION. */
+    bool cluster_denied = q.ReplicaId != -1 && !BK_AUTHZ_CLUSTER(r, BK_OP_CLUSTER_ACTION);
     for (int32_t t = 0; t < nt; t++) {
         const kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic *qt = &q.Topics[t];
         int32_t np = qt->Partitions_count < 0 ? 0 : qt->Partitions_count;
@@ -83,7 +86,10 @@ int bk_handle_offset_for_leader_epoch(bk_req *r)
             oe_part_out *po = &parts[i];
             *po = (oe_part_out){ 0 };
             po->Partition = qt->Partitions[i].Partition;
-            po->ErrorCode = end_offset(r, qt->Topic, q.ReplicaId, &qt->Partitions[i], po);
+            po->ErrorCode = cluster_denied ? KP_CLUSTER_AUTHORIZATION_FAILED
+                : q.ReplicaId == -1 && !bk_authorized(r, BK_RES_TOPIC, qt->Topic, BK_OP_DESCRIBE)
+                ? KP_TOPIC_AUTHORIZATION_FAILED
+                : end_offset(r, qt->Topic, q.ReplicaId, &qt->Partitions[i], po);
         }
     }
     m.Topics = topics;

@@ -88,6 +88,7 @@
 #include "daemon/leader_hint.h"
 #include "daemon/metrics.h"
 #include "daemon/replica.h"
+#include "daemon/authz.h"
 #include "daemon/request.h"
 #include "daemon/producer_state.h"
 #include "kp_msgs.h"
@@ -242,6 +243,10 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
 
     if (acks != -1 && acks != 0 && acks != 1) {
         res->error = KP_INVALID_REQUIRED_ACKS;
+        return;
+    }
+    if (!bk_authorized(r, BK_RES_TOPIC, topic, BK_OP_WRITE)) {
+        res->error = KP_TOPIC_AUTHORIZATION_FAILED;
         return;
     }
     bk_partition *p;

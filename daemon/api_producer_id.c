@@ -20,6 +20,7 @@
  * handler: an idempotent producer (librdkafka bumps after a sequence
  * error) simply starts again under the new id.
  */
+#include "daemon/authz.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
@@ -60,6 +61,10 @@ int bk_handle_init_producer_id(bk_req *r)
                 "this broker does not support transactions (idempotence without "
                 "transactional.id works)", cid, txn.len > 200 ? 200 : (int)txn.len, txn.p);
         m.ErrorCode = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    } else if (!BK_AUTHZ_CLUSTER(r, BK_OP_IDEMPOTENT_WRITE) &&
+               !bk_authorized_any(r, BK_RES_TOPIC, BK_OP_WRITE)) {
+        /* Kafka 3's rule (KIP-679): WRITE on any topic implies idempotence */
+        m.ErrorCode = KP_CLUSTER_AUTHORIZATION_FAILED;
     } else {
         m.ErrorCode = next_producer_id(r->b, &m.ProducerId);
         if (m.ErrorCode == KP_NONE)

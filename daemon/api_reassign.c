@@ -18,6 +18,7 @@
  * their errors are bk_partitions_reassign's.  A List naming a partition
  * that is not being reassigned leaves it out, as Kafka does.
  */
+#include "daemon/authz.h"
 #include "daemon/request.h"
 #include "daemon/topic_wait.h"
 #include "kp_msgs.h"
@@ -70,6 +71,13 @@ int bk_handle_alter_partition_reassignments(bk_req *r)
     kp_AlterPartitionReassignmentsRequest q;
     if (kp_dec_AlterPartitionReassignmentsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
+    if (!BK_AUTHZ_CLUSTER(r, BK_OP_ALTER)) {       /* Kafka: the whole request */
+        kp_AlterPartitionReassignmentsResponse m;
+        kp_init_AlterPartitionReassignmentsResponse(&m);
+        m.ErrorCode = KP_CLUSTER_AUTHORIZATION_FAILED;
+        kp_enc_AlterPartitionReassignmentsResponse(r->out, v, &m);
+        return BK_RESPOND;
+    }
     int32_t n = q.Topics_count > 0 ? q.Topics_count : 0;
     ra_answer *a = kp_arena_alloc(&r->arena, sizeof *a);
     if (!a)
@@ -185,6 +193,11 @@ int bk_handle_list_partition_reassignments(bk_req *r)
         return BK_CLOSE;
     kp_ListPartitionReassignmentsResponse m;
     kp_init_ListPartitionReassignmentsResponse(&m);
+    if (!BK_AUTHZ_CLUSTER(r, BK_OP_DESCRIBE)) {
+        m.ErrorCode = KP_CLUSTER_AUTHORIZATION_FAILED;
+        kp_enc_ListPartitionReassignmentsResponse(r->out, v, &m);
+        return BK_RESPOND;
+    }
     int32_t cap = q.Topics_count < 0 ? (int32_t)r->b->ntopics : q.Topics_count;
     m.Topics = kp_arena_alloc(&r->arena, (size_t)(cap ? cap : 1) * sizeof(lr_topic));
     if (!m.Topics)

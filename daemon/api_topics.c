@@ -45,6 +45,7 @@
  *     may not specify both topic name and topic id."), an id no topic has:
  *     UNKNOWN_TOPIC_ID (KafkaApis' checks).
  */
+#include "daemon/authz.h"
 #include "daemon/topic_wait.h"
 #include "kp_msgs.h"
 
@@ -53,6 +54,14 @@
 #include <string.h>
 
 /* ---- helpers ---------------------------------------------------------------- */
+
+/* Kafka's rights: CREATE on the cluster or the topic to create it, ALTER on
+ * the topic to add partitions (daemon/authz.c). */
+static bool topic_op_authorized(bk_req *r, kp_str name, int op)
+{
+    return bk_authorized(r, BK_RES_TOPIC, name, op) ||
+           (op == BK_OP_CREATE && BK_AUTHZ_CLUSTER(r, BK_OP_CREATE));
+}
 
 static int cmp_idx_by_name(const void *x, const void *y, void *arg)
 {
@@ -152,7 +161,8 @@ static void answer_entry(answer *a, int rc, const char *msg, bool with_text,
  * words for that API); the others go through ONE(), waited for when the
  * store confirms later; a result carries its message from version
  * TEXT_FROM on; FILL(a) completes the results just before they are encoded. */
-#define CREATE_HANDLER(FN, API, RESULTS, VALIDATE, TIMEOUT, TEXT_FROM, DUP_MSG, ONE, FILL) \
+#define CREATE_HANDLER(FN, API, RESULTS, VALIDATE, TIMEOUT, TEXT_FROM, DUP_MSG, ONE, FILL, \
+                       AUTHZ_OP) \
 static void FN##_result(void *ctx, int32_t i, int rc, const char *msg)          \
 {                                                                                \
     answer *a = ctx;                                                             \
@@ -194,6 +204,9 @@ int FN(bk_req *r)                                                               
         if (a->d.dup[i]) {                                                       \
             snprintf(msg, sizeof msg, "%s", DUP_MSG);                            \
             rc = KP_INVALID_REQUEST;                                             \
+        } else if (!topic_op_authorized(r, q.Topics[i].Name, AUTHZ_OP)) {        \
+            snprintf(msg, sizeof msg, "Authorization failed.");                  \
+            rc = KP_TOPIC_AUTHORIZATION_FAILED;                                  \
         } else {                                                                 \
             rc = ONE(r->b, &q.Topics[i], q.VALIDATE, bk_topic_wait_op(w, i),     \
                      msg, sizeof msg);                                           \
@@ -455,7 +468,7 @@ static void no_fill(answer *a)
 
 /* validateOnly is v1+ (the decoder leaves it false below); messages v1+. */
 CREATE_HANDLER(bk_handle_create_topics, CreateTopics, Topics, validateOnly, timeoutMs, 1,
-               "Found multiple entries for this topic.", create_one, ct_fill)
+               "Found multiple entries for this topic.", create_one, ct_fill, BK_OP_CREATE)
 
 /* ---- DeleteTopics ---------------------------------------------------------------- */
 
@@ -563,6 +576,8 @@ int bk_handle_delete_topics(bk_req *r)
             rc = early[i];
         } else if (!b->cfg->delete_topic_enable) {
             rc = v >= 3 ? KP_TOPIC_DELETION_DISABLED : KP_INVALID_REQUEST;
+        } else if (!bk_authorized(r, BK_RES_TOPIC, nm, BK_OP_DELETE)) {
+            rc = KP_TOPIC_AUTHORIZATION_FAILED;
         } else if (a->d.first[i] != i) {
             /* deleted once: dt_finish copies the first copy's answer */
         } else if (!bk_topic_find(b, nm.p, (size_t)nm.len)) {
@@ -701,4 +716,5 @@ static int add_partitions_one(bk_broker *b, const cp_topic *t, bool validate_onl
 }
 
 CREATE_HANDLER(bk_handle_create_partitions, CreatePartitions, Results, ValidateOnly,
-               TimeoutMs, 0, "Duplicate topic in request.", add_partitions_one, no_fill)
+               TimeoutMs, 0, "Duplicate topic in request.", add_partitions_one, no_fill,
+               BK_OP_ALTER)

@@ -60,6 +60,7 @@ struct bk_broker {
     struct bk_tls *tls;              /* TLS contexts, made on first use (tls.c) */
     struct bk_zk *zk;                /* cluster mode: the ZooKeeper session (zk.c) */
     struct bk_cluster *cl;           /* cluster mode: mirror and controller state */
+    struct bk_authz *authz;          /* ACLs, checked in memory (authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct bk_janitor *janitor;      /* unlinks files (janitor.c) */
     struct bk_cleaner *cleaner;      /* compaction workers (cleaner.c) */

@@ -43,6 +43,7 @@
  *       check; the broker's own assignment is then made again among the
  *       brokers registered now (an operator's is refused).
  */
+#include "daemon/authz.h"
 #include "daemon/cl.h"
 #include "daemon/fetcher.h"
 #include "daemon/replica.h"
@@ -651,6 +652,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
         }
         mr_resync(b);
         cl_broker_configs_refresh(b);             /* watches may have been missed */
+        bk_authz_zk_resync(b);           /* the ACLs too (authz_zk.c) */
         break;
     case ZK_CONNECTING:
         BK_WARN("zookeeper: lost the connection to %s; serving the partitions this "
@@ -724,7 +726,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 static void on_watch(bk_broker *b, int type, const char *path)
 {
-    mr_on_watch(b, type, path);
+    if (!bk_authz_zk_on_watch(b, type, path))
+        mr_on_watch(b, type, path);
 }
 
 int cl_start(bk_broker *b, char *err, size_t errlen)

@@ -112,6 +112,10 @@ typedef struct bk_config {
     int32_t zookeeper_connection_timeout_ms;  /* zookeeper.connection.timeout.ms (0: session) */
     char admin_listeners[256];            /* admin.listeners (HTTP) */
     char admin_token[256];                /* admin.token: bearer token for /sql, /metrics */
+    /* the authorizer (daemon/authz.c) */
+    char authorizer_class_name[256];      /* authorizer.class.name ("" = off) */
+    char super_users[4096];               /* super.users: "User:a;User:b" */
+    bool allow_everyone_if_no_acl_found;  /* allow.everyone.if.no.acl.found */
     int64_t admin_sql_timeout_ms;         /* admin.sql.timeout.ms: per statement */
     int64_t admin_sql_max_rows;           /* admin.sql.max.rows: per result */
     /* group coordinator (daemon/group.c) */

@@ -70,6 +70,8 @@ typedef struct bk_offset_commit {
     bk_group_done_fn done;
     void *arg;
     struct gc_wait *pending;          /* out: set while queued */
+    struct bk_req *authz;             /* a client's: each topic needs READ
+                                         (daemon/authz.c); NULL: no check */
 } bk_offset_commit;
 /* KP_NONE with c->pending set: queued, done runs later.  KP_NONE with
  * c->pending NULL: nothing to store, every entry's result is final.

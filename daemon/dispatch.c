@@ -9,6 +9,7 @@
  * v0-2 and Fetch v0-3 carry the old message formats (magic 0 and 1),
  * converted by protocol/legacy.c.  ElectLeaders (cl_leaders.c) v0-2.
  * Alter/ListPartitionReassignments (api_reassign.c) v0, the only version.
+ * DescribeAcls, CreateAcls and DeleteAcls (api_acls.c) v0-3, all Kafka's.
  */
 #include "daemon/request.h"
 #include "kp_msgs.h"
@@ -45,6 +46,10 @@ static const bk_api apis[] = {
     /* partition reassignments (api_reassign.c, cl_reassign.c) */
     { KP_API_ALTER_PARTITION_REASSIGNMENTS, 0, 0, bk_handle_alter_partition_reassignments },
     { KP_API_LIST_PARTITION_REASSIGNMENTS,  0, 0, bk_handle_list_partition_reassignments },
+    /* the authorizer's ACLs (daemon/api_acls.c) */
+    { KP_API_DESCRIBE_ACLS,            0, 3,  bk_handle_describe_acls },
+    { KP_API_CREATE_ACLS,              0, 3,  bk_handle_create_acls },
+    { KP_API_DELETE_ACLS,              0, 3,  bk_handle_delete_acls },
 };
 
 const bk_api *bk_api_find(int16_t key)

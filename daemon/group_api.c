@@ -17,6 +17,7 @@
  * The decoder is Kafka's: a null where the schema has none (a group id,
  * a protocol's metadata, an assignments array) closes the connection.
  */
+#include "daemon/authz.h"
 #include "daemon/group.h"
 
 #include <stdio.h>
@@ -60,6 +61,17 @@ int gc_encoded(bk_req *r, const char *api, int rc)
     return BK_CLOSE;
 }
 
+/* Kafka's answer to a group request the principal may not make
+ * (daemon/authz.c): the response's defaults, GROUP_AUTHORIZATION_FAILED. */
+#define GC_DENIED(r, API, v) do {                                                 \
+        kp_##API##Response m_;                                                   \
+        kp_init_##API##Response(&m_);                                            \
+        m_.ErrorCode = KP_GROUP_AUTHORIZATION_FAILED;                            \
+        return gc_encoded(r, #API, kp_enc_##API##Response((r)->out, v, &m_));    \
+    } while (0)
+#define GC_READ_OR_DENY(r, API, v, group) \
+    do { if (!bk_authorized(r, BK_RES_GROUP, group, BK_OP_READ)) GC_DENIED(r, API, v); } while (0)
+
 /* ---- FindCoordinator v0-6 ------------------------------------------------------ */
 
 /* One key's coordinator: KeyType 0 (group) only; transactions (1) and
@@ -81,6 +93,10 @@ static void find_one(bk_req *r, int8_t key_type, kp_str key,
     if (key_type != 0) {
         c->ErrorCode = KP_INVALID_REQUEST;
         c->ErrorMessage = kp_str_cstr("unknown coordinator key type");
+        return;
+    }
+    if (!bk_authorized(r, BK_RES_GROUP, key, BK_OP_DESCRIBE)) {
+        c->ErrorCode = KP_GROUP_AUTHORIZATION_FAILED;
         return;
     }
     char name[256];
@@ -134,6 +150,7 @@ int bk_handle_join_group(bk_req *r)
     kp_JoinGroupRequest q;
     if (kp_dec_JoinGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
+    GC_READ_OR_DENY(r, JoinGroup, v, q.GroupId);
     gc_join_args a = {
         .group_id = q.GroupId, .session_timeout_ms = q.SessionTimeoutMs,
         /* v0: Kafka's rule (the schema's default is -1) */
@@ -158,6 +175,7 @@ int bk_handle_sync_group(bk_req *r)
     kp_SyncGroupRequest q;
     if (kp_dec_SyncGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
+    GC_READ_OR_DENY(r, SyncGroup, v, q.GroupId);
     kp_str instance = q.GroupInstanceId.len == 0 ? KP_STR_NULL : q.GroupInstanceId;
     return gc_sync(r, q.GroupId, q.GenerationId, q.MemberId, instance, q.ProtocolType,
                    q.ProtocolName, q.Assignments_count, q.Assignments);
@@ -171,6 +189,7 @@ int bk_handle_heartbeat(bk_req *r)
     kp_HeartbeatRequest q;
     if (kp_dec_HeartbeatRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
+    GC_READ_OR_DENY(r, Heartbeat, v, q.GroupId);
     kp_str instance = q.GroupInstanceId.len == 0 ? KP_STR_NULL : q.GroupInstanceId;
     kp_HeartbeatResponse m;
     kp_init_HeartbeatResponse(&m);
@@ -184,6 +203,7 @@ int bk_handle_leave_group(bk_req *r)
     kp_LeaveGroupRequest q;
     if (kp_dec_LeaveGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
+    GC_READ_OR_DENY(r, LeaveGroup, v, q.GroupId);
     kp_LeaveGroupResponse m;
     kp_init_LeaveGroupResponse(&m);
     if (v < 3) {
@@ -243,8 +263,12 @@ int bk_handle_list_groups(bk_req *r)
     for (int32_t i = 0; i < q.TypesFilter_count; i++)
         classic |= strncasecmp_str(q.TypesFilter[i], "classic");
     int32_t n = 0;
+    /* Kafka: DESCRIBE on the cluster lists all, else those one may describe. */
+    bool all = BK_AUTHZ_CLUSTER(r, BK_OP_DESCRIBE);
     for (size_t i = 0; classic && i < gc->hash_size; i++)
         for (gc_group *g = gc->hash[i]; g && (size_t)n < gc->ngroups; g = g->hnext) {
+            if (!all && !bk_authorized(r, BK_RES_GROUP, kp_str_cstr(g->id), BK_OP_DESCRIBE))
+                continue;
             const char *state = gc_state_name(g->state);
             bool wanted = q.StatesFilter_count <= 0;
             for (int32_t k = 0; k < q.StatesFilter_count; k++)
@@ -265,9 +289,18 @@ int bk_handle_list_groups(bk_req *r)
 
 /* ---- DescribeGroups v0-5 ------------------------------------------------------------ */
 
-/* READ, DELETE and DESCRIBE on a GROUP resource (AclOperation codes 3, 6,
- * 8): all of them, as long as no authorizer is configured. */
-#define GC_GROUP_AUTHORIZED_OPS ((1 << 3) | (1 << 6) | (1 << 8))
+/* Which of READ, DELETE and DESCRIBE (the operations a GROUP has, Kafka's
+ * AclOperation codes as bits) the principal may do: all of them when no
+ * authorizer is configured. */
+static int32_t group_authorized_ops(bk_req *r, kp_str id)
+{
+    static const int ops[] = { BK_OP_READ, BK_OP_DELETE, BK_OP_DESCRIBE };
+    int32_t bits = 0;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (bk_authorized(r, BK_RES_GROUP, id, ops[i]))
+            bits |= 1 << ops[i];
+    return bits;
+}
 
 static kp_str bytes_or_empty(const void *p, int32_t len)
 {
@@ -278,11 +311,12 @@ static kp_str bytes_or_empty(const void *p, int32_t len)
 static int describe_one(bk_req *r, kp_DescribeGroupsResponse_DescribedGroup *d, kp_str id,
                         bool include_ops)
 {
-    int16_t err = gc_coordinator_error(id);
+    int16_t err = !bk_authorized(r, BK_RES_GROUP, id, BK_OP_DESCRIBE)
+                  ? KP_GROUP_AUTHORIZATION_FAILED : gc_coordinator_error(id);
     gc_group *g = !err ? gc_group_find(id.p, (size_t)id.len) : NULL;
     *d = (kp_DescribeGroupsResponse_DescribedGroup){
         .ErrorCode = err, .GroupId = id,
-        .AuthorizedOperations = include_ops ? GC_GROUP_AUTHORIZED_OPS : INT32_MIN,
+        .AuthorizedOperations = include_ops ? group_authorized_ops(r, id) : INT32_MIN,
     };
     if (err)                                        /* Kafka's groupError: all "" */
         return 0;
@@ -411,6 +445,9 @@ int bk_handle_delete_groups(bk_req *r)
         struct dg_entry *e = &d->e[i];
         kp_str id = e->id = q.GroupsNames[i];
         e->d = d;
+        e->err = KP_GROUP_AUTHORIZATION_FAILED;
+        if (!bk_authorized(r, BK_RES_GROUP, id, BK_OP_DELETE))
+            continue;
         e->err = KP_UNKNOWN_SERVER_ERROR;
         char *name = gc_strndup(id.p, id.len);
         if (!name)

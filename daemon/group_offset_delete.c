@@ -32,6 +32,7 @@
  *       lives until the request is answered) stay in r->state until the
  *       answer is written or the connection goes (bk_groups_forget).
  */
+#include "daemon/authz.h"
 #include "daemon/group.h"
 
 #include <stdlib.h>
@@ -177,6 +178,8 @@ int bk_handle_offset_delete(bk_req *r)
     d->q = q;
     bool consumers;
     d->group_err = group_error(q.GroupId, &consumers);
+    if (!bk_authorized(r, BK_RES_GROUP, q.GroupId, BK_OP_DELETE))
+        d->group_err = KP_GROUP_AUTHORIZATION_FAILED;               /* Kafka's rights */
     gc_group *g = consumers ? gc_group_find(q.GroupId.p, (size_t)q.GroupId.len) : NULL;
     int32_t k = 0;
     for (int32_t t = 0; t < q.Topics_count; t++) {
@@ -189,7 +192,9 @@ int bk_handle_offset_delete(bk_req *r)
                 .topic_len = qt->Name.len, .partition = qt->Partitions[i].PartitionIndex,
                 .leader_epoch = -1, .expire_time_ms = -1, .tombstone = true,
             };
-            if (!bk_view_partition(r->b, qt->Name, o->partition))
+            if (!bk_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_READ))
+                o->result = KP_TOPIC_AUTHORIZATION_FAILED;
+            else if (!bk_view_partition(r->b, qt->Name, o->partition))
                 o->result = KP_UNKNOWN_TOPIC_OR_PARTITION;      /* KafkaApis' check first */
             else if (subscribed)
                 o->result = KP_GROUP_SUBSCRIBED_TO_TOPIC;

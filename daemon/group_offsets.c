@@ -37,6 +37,7 @@
  * Offsets are not cached in memory: OffsetFetch reads SQLite (one indexed
  * range scan per request), which is what an operator's SQL sees too.
  */
+#include "daemon/authz.h"
 #include "daemon/group.h"
 
 #include <stdio.h>
@@ -134,7 +135,9 @@ int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
     for (size_t i = 0; i < c->n; i++) {
         md_offset *o = &c->offs[i];
         kp_str topic = { o->topic, o->topic_len };
-        if (o->topic_len <= 0 || !bk_view_partition(b, topic, o->partition))
+        if (c->authz && !bk_authorized(c->authz, BK_RES_TOPIC, topic, BK_OP_READ))
+            o->result = KP_TOPIC_AUTHORIZATION_FAILED;      /* Kafka's, first */
+        else if (o->topic_len <= 0 || !bk_view_partition(b, topic, o->partition))
             o->result = KP_UNKNOWN_TOPIC_OR_PARTITION;
         else if (gerr)
             o->result = gerr;
@@ -377,10 +380,14 @@ int bk_handle_offset_commit(bk_req *r)
         .instance_id = instance,
         .offs = c->offs, .n = (size_t)c->n, .done = kc_done, .arg = r,
         /* no connection: the fuzz harness; 0 teaches no pace (C7) */
-        .cadence_key = r->conn ? bk_conn_serial(r->conn) : 0,
+        .cadence_key = r->conn ? bk_conn_serial(r->conn) : 0, .authz = r,
     };
     char err[MD_ERRLEN];
-    bk_offsets_commit(r->b, &bc, err, sizeof err);   /* a member's: no whole error */
+    if (!bk_authorized(r, BK_RES_GROUP, group, BK_OP_READ))
+        for (int32_t i = 0; i < c->n; i++)            /* Kafka's: all of them */
+            c->offs[i].result = KP_GROUP_AUTHORIZATION_FAILED;
+    else
+        bk_offsets_commit(r->b, &bc, err, sizeof err);   /* a member's: no whole error */
     if (!bc.pending) {
         write_commit_response(r, c);
         free(c);
@@ -458,9 +465,11 @@ static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchReques
                 .Name = qt[i].Name, .Partitions = p,
                 .Partitions_count = qt[i].PartitionIndexes_count,
             };
+            bool ok = bk_authorized(r, BK_RES_TOPIC, qt[i].Name, BK_OP_DESCRIBE);
             for (int32_t j = 0; j < qt[i].PartitionIndexes_count; j++) {
                 int32_t idx = qt[i].PartitionIndexes[j];
-                *p++ = fetch_partition(idx, find_row(rows, nrows, qt[i].Name, idx), perr);
+                *p++ = ok ? fetch_partition(idx, find_row(rows, nrows, qt[i].Name, idx), perr)
+                          : fetch_partition(idx, NULL, KP_TOPIC_AUTHORIZATION_FAILED);
             }
         }
         *out = t;
@@ -475,11 +484,16 @@ static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchReques
     if ((!t && distinct) || (!p && nrows))
         return -1;
     *out = t;
-    *nout = distinct;
+    *nout = 0;
     for (size_t i = 0; i < nrows;) {
         size_t j = i;
         while (j < nrows && !strcmp(rows[j].topic, rows[i].topic))
             j++;
+        if (!bk_authorized(r, BK_RES_TOPIC, kp_str_cstr(rows[i].topic), BK_OP_DESCRIBE)) {
+            i = j;                    /* Kafka leaves out what one may not describe */
+            continue;
+        }
+        ++*nout;
         *t++ = (kp_OffsetFetchResponse_OffsetFetchResponseTopic){
             .Name = kp_str_cstr(rows[i].topic), .Partitions = p, .Partitions_count = (int32_t)(j - i),
         };
@@ -506,7 +520,8 @@ static int fetch_group(bk_req *r, kp_str group,
                        of_group *o)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    *o = (of_group){ .err = gc_coordinator_error(group) };
+    *o = (of_group){ .err = !bk_authorized(r, BK_RES_GROUP, group, BK_OP_DESCRIBE)
+                                ? KP_GROUP_AUTHORIZATION_FAILED : gc_coordinator_error(group) };
     if (!o->err && md_offset_list(r->b->db, group.p, (size_t)group.len, &o->rows,
                                   &o->nrows) != 0)
         o->err = KP_COORDINATOR_NOT_AVAILABLE;

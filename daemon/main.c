@@ -22,6 +22,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
+#include "daemon/authz.h"
 #include "daemon/broker_configs.h"
 #include "daemon/cl.h"
 #include "daemon/replica.h"
@@ -223,6 +224,10 @@ int main(int argc, char **argv)
         return 1;
     if (bk_groups_init(&b) != 0)
         return 1;
+    if (bk_authz_new(cfg.authorizer_class_name[0] != 0, cfg.super_users,
+                     cfg.allow_everyone_if_no_acl_found, &b.authz) != 0 ||
+        bk_authz_reload(&b) != 0)
+        return 1;
     if (bk_cluster_mode(&b) && cl_start(&b, err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         return 1;
@@ -279,6 +284,7 @@ int main(int argc, char **argv)
     event_free(b.sig_int);
     bk_mdsync_stop();
     event_base_free(b.base);
+    bk_authz_free(b.authz);
     md_close(b.db);
     bk_config_free(&cfg);
     BK_INFO("stopped%s", failures ? " (some partitions failed to flush)" : "");

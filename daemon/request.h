@@ -113,6 +113,10 @@ int bk_handle_elect_leaders(bk_req *r);
 /* daemon/api_reassign.c */
 int bk_handle_alter_partition_reassignments(bk_req *r);
 int bk_handle_list_partition_reassignments(bk_req *r);
+/* The ACL APIs (daemon/api_acls.c). */
+int bk_handle_create_acls(bk_req *r);
+int bk_handle_describe_acls(bk_req *r);
+int bk_handle_delete_acls(bk_req *r);
 
 
 #endif

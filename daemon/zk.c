@@ -388,6 +388,12 @@ static const char *const base_paths[] = {
     "/config/changes", "/config/brokers", "/admin", "/admin/delete_topics",
     "/admin/controlled_shutdown",
     "/cluster", "/isr_change_notification",
+    /* the authorizer's (daemon/authz_zk.c) */
+    "/kafka-acl", "/kafka-acl/Topic", "/kafka-acl/Group", "/kafka-acl/Cluster",
+    "/kafka-acl/TransactionalId", "/kafka-acl-changes", "/kafka-acl-extended",
+    "/kafka-acl-extended/prefixed", "/kafka-acl-extended/prefixed/Topic",
+    "/kafka-acl-extended/prefixed/Group", "/kafka-acl-extended/prefixed/Cluster",
+    "/kafka-acl-extended/prefixed/TransactionalId", "/kafka-acl-extended-changes",
 };
 
 int zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t errlen)

@@ -1275,3 +1275,92 @@ int zj_config_change_format(const char *entity_path, kp_buf *out)
     kp_wr_raw(out, "}", 1);
     return w_done(out);
 }
+
+/* ---- /kafka-acl/<type>/<name>, /kafka-acl-extended/prefixed/<type>/<name> ---------- */
+
+int zj_acls_parse(const char *json, size_t len, md_acl **out, size_t *n,
+                  char *err, size_t errlen)
+{
+    zj_rd r;
+    rd_init(&r, json, len, err, errlen);
+    md_acl *v = NULL;
+    size_t cnt = 0, cap = 0;
+    bool first = true;
+    char key[ZJ_KEY_MAX];
+    *out = NULL;
+    *n = 0;
+    if (obj_begin(&r, "acls"))
+        while (obj_next(&r, &first, key, "acls")) {
+            if (strcmp(key, "acls")) {
+                skip_value(&r);
+                continue;
+            }
+            bool f2 = true;
+            if (!arr_begin(&r, "acls"))
+                break;
+            while (arr_next(&r, &f2, "acls")) {
+                if (cnt == cap) {
+                    cap = cap ? cap * 2 : 8;
+                    md_acl *nv = realloc(v, cap * sizeof *v);
+                    if (!nv) {
+                        fail(&r, "acls: out of memory");
+                        break;
+                    }
+                    v = nv;
+                }
+                md_acl *e = &v[cnt++];
+                *e = (md_acl){ 0 };
+                bool f3 = true;
+                if (!obj_begin(&r, "acl"))
+                    break;
+                while (obj_next(&r, &f3, key, "acl")) {
+                    char **f = !strcmp(key, "principal") ? &e->principal
+                             : !strcmp(key, "permissionType") ? &e->permission
+                             : !strcmp(key, "operation") ? &e->operation
+                             : !strcmp(key, "host") ? &e->host : NULL;
+                    if (f && !*f)
+                        *f = rd_string_dup(&r, key);
+                    else
+                        skip_value(&r);
+                }
+                if (!r.failed && (!e->principal || !e->permission || !e->operation || !e->host))
+                    fail(&r, "acl %zu: principal, permissionType, operation and host "
+                         "are all required", cnt - 1);
+            }
+        }
+    if (rd_finish(&r)) {
+        md_acl_free(v, cnt);
+        return -1;
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+int zj_acls_format(const md_acl *acls, size_t n, kp_buf *out)
+{
+    w_raw(out, "{\"version\":1,\"acls\":[");
+    for (size_t i = 0; i < n; i++) {
+        w_raw(out, i ? ",{\"principal\":" : "{\"principal\":");
+        w_cstr(out, acls[i].principal);
+        w_raw(out, ",\"permissionType\":");
+        w_cstr(out, acls[i].permission);
+        w_raw(out, ",\"operation\":");
+        w_cstr(out, acls[i].operation);
+        w_raw(out, ",\"host\":");
+        w_cstr(out, acls[i].host);
+        kp_wr_raw(out, "}", 1);
+    }
+    w_raw(out, "]}");
+    return w_done(out);
+}
+
+int zj_acl_change_format(const char *type, const char *name, kp_buf *out)
+{
+    w_raw(out, "{\"version\":1,\"resourceType\":");
+    w_cstr(out, type);
+    w_raw(out, ",\"name\":");
+    w_cstr(out, name);
+    w_raw(out, ",\"patternType\":\"Prefixed\"}");
+    return w_done(out);
+}

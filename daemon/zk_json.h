@@ -16,6 +16,9 @@
  *                                        "kraftControllerEpoch":-1} (v1 read too)
  *   /controller_epoch                   a decimal integer, e.g. "7"
  *   /config/changes/config_change_<n>   {"version":2,"entity_path":"topics/<t>"}
+ *   /kafka-acl/<Type>/<name>            {"version":1,"acls":[{"principal":…,
+ *                                        "permissionType":"Allow","operation":"Read",
+ *                                        "host":"*"}]} (and -extended/prefixed/…)
  *
  * Parsers take (json, len): the bytes need not be NUL-terminated and are
  * never read past len.  They return 0, or -1 with err naming what is wrong
@@ -128,6 +131,19 @@ int zj_config_change_parse(const char *json, size_t len, char *entity_path, size
                            char *err, size_t errlen);
 /* Version 2: {"version":2,"entity_path":"topics/t"}. */
 int zj_config_change_format(const char *entity_path, kp_buf *out);
+
+/* ---- /kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/<Type>/<name> -------- */
+/* {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow",
+ *   "operation":"Read","host":"*"}]}: the ACLs of one resource pattern.
+ * Parse fills principal, permission, operation and host of each md_acl
+ * (as written: Kafka's "Allow", "Read"; the others NULL); *out malloc'd
+ * (md_acl_free).  Format writes those four fields as given. */
+int zj_acls_parse(const char *json, size_t len, md_acl **out, size_t *n,
+                  char *err, size_t errlen);
+int zj_acls_format(const md_acl *acls, size_t n, kp_buf *out);
+/* /kafka-acl-extended-changes/acl_changes_<seq>: {"version":1,"resourceType":
+ * "Topic","name":"x","patternType":"Prefixed"}. */
+int zj_acl_change_format(const char *type, const char *name, kp_buf *out);
 
 /* A znode's child name as an id: "0".."2147483647", no sign, no leading
  * zeros (broker ids under /brokers/ids, partitions under .../partitions).

@@ -314,6 +314,23 @@ const md_config_def *md_config_def_by_broker_key(const char *broker_key);
  * or "Unknown topic config name: foo". */
 int md_config_check(const char *name, const char *value, char *err, size_t errlen);
 
+/* ---- ACLs (metadata/acls.c) ------------------------------------------------ */
+/* One row of acls, Kafka's enum names as text ("TOPIC", "LITERAL",
+ * "User:alice", "*", "READ", "ALLOW"); strings malloc'd in lists. */
+typedef struct md_acl {
+    char *resource_type, *resource_name, *pattern_type, *principal, *host,
+         *operation, *permission;
+} md_acl;
+int md_acl_list(md_db *db, md_acl **out, size_t *n);
+void md_acl_free(md_acl *a, size_t n);
+/* Removes del (rows equal in every column), then adds add (one already
+ * stored is kept), in one transaction.  0 or MD_E_SQL (a CHECK failed). */
+int md_acl_change(md_db *db, const md_acl *del, size_t ndel, const md_acl *add, size_t nadd,
+                  char *err, size_t errlen);
+/* The whole table becomes acls (cluster mode: ZooKeeper's set, mirrored),
+ * in one transaction.  0 or MD_E_SQL. */
+int md_acl_replace(md_db *db, const md_acl *acls, size_t n, char *err, size_t errlen);
+
 /* ---- dynamic broker configs (metadata/broker_configs.c) --------------------- */
 /* The set stored for one broker resource (its id as text; "" the
  * cluster-wide default), ordered by name; *out malloc'd (md_kv_free).

@@ -116,6 +116,28 @@ static void config(const char *js, size_t n, kp_buf *out)
     md_kv_free(kv, nkv);
 }
 
+/* /kafka-acl/<Type>/<name>: parsed, formatted, parsed again alike. */
+static void acls(const char *js, size_t n, kp_buf *out)
+{
+    md_acl *a, *back;
+    size_t na, nback;
+    char err[256] = "";
+    int rc = zj_acls_parse(js, n, &a, &na, err, sizeof err);
+    failed_with_message(rc, err);
+    if (rc)
+        return;
+    kp_buf_reset(out);
+    need(zj_acls_format(a, na, out) == 0, "acls format");
+    need(zj_acls_parse((const char *)out->data, out->len, &back, &nback, err,
+                       sizeof err) == 0 && nback == na, "acls round trip");
+    for (size_t i = 0; i < na; i++)
+        need(!strcmp(a[i].principal, back[i].principal) && !strcmp(a[i].host, back[i].host) &&
+             !strcmp(a[i].operation, back[i].operation) &&
+             !strcmp(a[i].permission, back[i].permission), "acl values");
+    md_acl_free(back, nback);
+    md_acl_free(a, na);
+}
+
 static void small_ones(const char *js, size_t n, kp_buf *out)
 {
     char err[256] = "";
@@ -173,6 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     topic(js, size, &out);
     state(js, size, &out);
     config(js, size, &out);
+    acls(js, size, &out);
     small_ones(js, size, &out);
     kp_buf_free(&out);
     return 0;
