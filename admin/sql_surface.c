@@ -181,6 +181,22 @@ static const char surface_sql[] =
     "  CROSS JOIN sluice_partition_merged h\n"
     "    ON h.topic = o.topic AND h.partition = o.partition;\n"
 
+    /* SASL/SCRAM users without their keys (main.users' salt, stored_key and
+     * server_key are refused to every reader, see authorize); INSERT or
+     * UPDATE with a password derives a new credential, which is all that
+     * is stored: the password column always reads NULL. */
+    "CREATE TEMP VIEW scram_credentials AS\n"
+    "SELECT name, mechanism, iterations, NULL AS password, created_at FROM main.users;\n"
+    "CREATE TEMP TRIGGER scram_credentials_insert INSTEAD OF INSERT ON scram_credentials BEGIN\n"
+    "  SELECT sluice_scram_set(NEW.name, NEW.mechanism, NEW.password, NEW.iterations);\nEND;\n"
+    "CREATE TEMP TRIGGER scram_credentials_update INSTEAD OF UPDATE ON scram_credentials BEGIN\n"
+    "  SELECT RAISE(ABORT, 'scram_credentials: name and mechanism cannot change; "
+    "INSERT the new one and DELETE the old')\n"
+    "   WHERE OLD.name IS NOT NEW.name OR OLD.mechanism IS NOT NEW.mechanism;\n"
+    "  SELECT sluice_scram_set(NEW.name, NEW.mechanism, NEW.password, NEW.iterations);\nEND;\n"
+    "CREATE TEMP TRIGGER scram_credentials_delete INSTEAD OF DELETE ON scram_credentials BEGIN\n"
+    "  SELECT sluice_scram_delete(OLD.name, OLD.mechanism);\nEND;\n"
+
     /* Writes: one internal function call per row. */
     "CREATE TEMP TRIGGER topics_insert INSTEAD OF INSERT ON topics BEGIN\n"
     "  SELECT sluice_topic_create(NEW.name, NEW.partitions, NEW.replication_factor,\n"
@@ -212,7 +228,7 @@ static const char surface_sql[] =
 
 static const char *const views[] = {
     "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
-    "broker_configs", "consumer_groups",
+    "broker_configs", "consumer_groups", "scram_credentials",
     "group_members", "group_assignments", "committed_offsets", "consumer_lag", NULL
 };
 
@@ -544,6 +560,23 @@ static void fn_broker_alive(sqlite3_context *ctx, int argc, sqlite3_value **v)
     sqlite3_reset(c->cluster_st);
 }
 
+/* (name, mechanism, password, iterations NULL = default) */
+static void fn_scram_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_write w = { .op = SQ_SCRAM_SET, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]),
+                   .s3 = arg_text(v[2]),
+                   .i1 = sqlite3_value_type(v[3]) == SQLITE_NULL ? -1 : sqlite3_value_int64(v[3]) };
+    do_write(ctx, &w);
+}
+
+static void fn_scram_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_write w = { .op = SQ_SCRAM_DELETE, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]) };
+    do_write(ctx, &w);
+}
+
 static const struct {
     const char *name;
     int nargs;
@@ -558,6 +591,8 @@ static const struct {
     { "sluice_config_unset", 3, fn_config_unset, true },
     { "sluice_group_delete", 1, fn_group_delete, true },
     { "sluice_offset_set", 8, fn_offset_set, true },
+    { "sluice_scram_set", 4, fn_scram_set, true },
+    { "sluice_scram_delete", 2, fn_scram_delete, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },
@@ -630,7 +665,7 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
                         "time limit; use || and substr() to format", a4);
         if (a4 && internal_function(a4) && !inner)
             return deny(c, "%s() is internal: change the cluster with INSERT, UPDATE "
-                        "or DELETE on topics, topic_configs, consumer_groups or "
+                        "or DELETE on topics, topic_configs, consumer_groups, scram_credentials or "
                         "committed_offsets", a4);
         return SQLITE_OK;
     case SQLITE_PRAGMA:
@@ -660,7 +695,7 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
             c->wrote = true;
             return SQLITE_OK;
         }
-        return deny(c, "%s is read-only: writes are allowed only to topics, "
+        return deny(c, "%s is read-only: writes are allowed only to topics, scram_credentials, "
                     "topic_configs, consumer_groups and committed_offsets", a3);
     case SQLITE_ATTACH:
     case SQLITE_DETACH:

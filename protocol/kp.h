@@ -57,6 +57,7 @@ enum kp_api {
     KP_API_ELECT_LEADERS = 43,
     KP_API_INCREMENTAL_ALTER_CONFIGS = 44, KP_API_DESCRIBE_CLUSTER = 60,
     KP_API_OFFSET_DELETE = 47,
+    KP_API_DESCRIBE_USER_SCRAM_CREDENTIALS = 50, KP_API_ALTER_USER_SCRAM_CREDENTIALS = 51,
 };
 
 /* First flexible version of an API (Kafka's, whether or not we advertise
