@@ -375,7 +375,9 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
                 return -1;
             }
             return 0;
-        case BK_CT_ADVERTISED:
+        case BK_CT_ADVERTISED: {
+            /* A declaration right after a label is C23: clang 14 (the
+             * fuzz build) refuses it, hence the braces. */
             bk_secproto adv_proto;
             if (parse_listener(value, c->advertised_host, sizeof c->advertised_host,
                                &c->advertised_port, &adv_proto)) {
@@ -384,6 +386,7 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
                 return -1;
             }
             return 0;
+        }
         case BK_CT_UNIT:
             if (set_unit(c, key, k->topic_key, k->mult, k->rank, value, err, errlen))
                 return -1;
