@@ -46,6 +46,7 @@
 #include "daemon/cl.h"
 #include "daemon/fetcher.h"
 #include "daemon/replica.h"
+#include "daemon/sasl.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -637,6 +638,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                     (unsigned long long)zk_session_id(b->zk));
         }
         mr_resync(b);
+        bk_sasl_zk_resync(b);
         break;
     case ZK_CONNECTING:
         BK_WARN("zookeeper: lost the connection to %s; serving the partitions this "
@@ -710,6 +712,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 static void on_watch(bk_broker *b, int type, const char *path)
 {
+    if (bk_sasl_zk_on_watch(b, type, path))     /* /config/users (sasl_zk.c) */
+        return;
     mr_on_watch(b, type, path);
 }
 

@@ -43,6 +43,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "daemon/cluster.h"
 #include "daemon/config.h"
 #include "daemon/request.h"
 #include "daemon/scram.h"
@@ -408,6 +409,13 @@ static int check_user(scram_mech m, const char *mechanism, const char *name,
         snprintf(err, errlen, "Username must not be empty");
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
+    /* The name is a znode's in cluster mode (/config/users/<name>), where
+     * Kafka URL-encodes it; Sluice keeps to names that need no encoding. */
+    if (strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-@") !=
+        strlen(name) || strlen(name) >= SCRAM_MAX_NAME) {
+        snprintf(err, errlen, "Username %s: only letters, digits and . _ - @ are allowed", name);
+        return KP_UNACCEPTABLE_CREDENTIAL;
+    }
     if (iterations < SCRAM_MIN_ITERATIONS) {
         snprintf(err, errlen, "Too few iterations: %lld (at least %d)",
                  (long long)iterations, SCRAM_MIN_ITERATIONS);
@@ -447,6 +455,8 @@ int bk_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechanis
     if (rc)
         return rc;
     BK_INFO("SCRAM credential %s for User:%s set", mechanism, name);
+    if (bk_cluster_mode(b))
+        bk_sasl_zk_publish(b, name);
     return KP_NONE;
 }
 
@@ -487,6 +497,8 @@ int bk_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,
         return KP_RESOURCE_NOT_FOUND;
     }
     BK_INFO("SCRAM credential %s for User:%s deleted", mechanism, name);
+    if (bk_cluster_mode(b))
+        bk_sasl_zk_publish(b, name);
     return KP_NONE;
 }
 

@@ -53,6 +53,14 @@ int bk_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechanis
 int bk_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,
                         char *err, size_t errlen);
 
+/* Cluster mode (sasl_zk.c): credentials in ZooKeeper's /config/users.
+ * publish: after a local change, write the user's credentials there;
+ * resync: on every (re)connect, read them all (and watch); on_watch: true
+ * when path was one of ours (handled). */
+void bk_sasl_zk_publish(bk_broker *b, const char *name);
+void bk_sasl_zk_resync(bk_broker *b);
+bool bk_sasl_zk_on_watch(bk_broker *b, int type, const char *path);
+
 /* /metrics: authentications per mechanism and outcome. */
 void bk_sasl_metrics_render(kp_buf *out);
 

@@ -312,3 +312,35 @@ def test_session_expires_without_reauthentication(sasl_dir):
     finally:
         problems = finish_broker(b)
         assert not problems, "; ".join(problems)
+
+
+# ---- cluster mode: credentials through ZooKeeper's /config/users --------------------
+from cluster_support import make_cluster, registered_ids, wait_for, zk, zk_missing  # noqa: E402,F401
+
+
+@pytest.mark.skipif(zk_missing(), reason="ZooKeeper is not installed")
+def test_credentials_made_on_broker_1_work_on_broker_3(make_cluster):
+    c = make_cluster(3, start=False)
+    b1, b3 = c.broker(1), c.broker(3)
+    plain_argv = b3.argv
+    b3.argv = lambda: [a.replace("=PLAINTEXT://", "=SASL_PLAINTEXT://") for a in plain_argv()]
+    for b in c.brokers:
+        b.start()
+    wait_for(lambda: registered_ids(b1) == {1, 2, 3}, 30, "broker 1 to list brokers 1-3")
+
+    def login(user, pw, mech="SCRAM-SHA-256"):
+        with kr.Conn(b3.port) as conn:
+            return scram_login(conn, user, pw, mech)[0]
+    assert login("zed", "zed-pw") == 58
+    b1.sql("INSERT INTO scram_credentials (name, mechanism, password) "
+           "VALUES ('zed', 'SCRAM-SHA-256', 'zed-pw'), ('zed', 'SCRAM-SHA-512', 'zed-pw')")
+    wait_for(lambda: login("zed", "zed-pw") == 0, 20, "broker 3 to accept zed")
+    assert login("zed", "zed-pw", "SCRAM-SHA-512") == 0
+    assert login("zed", "wrong") == 58
+    rows = c.broker(2).sql("SELECT name, mechanism FROM scram_credentials WHERE name = 'zed'")
+    assert [(r["name"], r["mechanism"]) for r in rows] == [("zed", "SCRAM-SHA-256"),
+                                                            ("zed", "SCRAM-SHA-512")]
+    b1.sql("DELETE FROM scram_credentials WHERE name = 'zed' AND mechanism = 'SCRAM-SHA-256'")
+    wait_for(lambda: login("zed", "zed-pw") == 58, 20, "broker 3 to forget zed's SCRAM-SHA-256")
+    assert login("zed", "zed-pw", "SCRAM-SHA-512") == 0
+    assert "applied from ZooKeeper" in b3.log_text()
