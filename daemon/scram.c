@@ -233,6 +233,15 @@ static int saslname_decode(scram_str s, char *out, size_t cap)
     return o ? 0 : -1;
 }
 
+/* ",r=<printable nonce>" at p: the nonce and what follows it, or NULL. */
+static const char *nonce_attr(const char *p, const char *end, scram_str *nonce)
+{
+    if (!starts(p, end, ",r="))
+        return NULL;
+    *nonce = attr_value(p + 3, end);
+    return printable(*nonce) ? p + 3 + nonce->len : NULL;
+}
+
 int scram_client_first_parse(const char *tok, size_t len, scram_client_first *out)
 {
     const char *end = tok + len, *p = tok;
@@ -255,12 +264,8 @@ int scram_client_first_parse(const char *tok, size_t len, scram_client_first *ou
     if (saslname_decode(name, out->user, sizeof out->user))
         return -1;
     p += 2 + name.len;
-    if (!starts(p, end, ",r="))
+    if (!(p = nonce_attr(p, end, &out->nonce)))
         return -1;
-    out->nonce = attr_value(p + 3, end);
-    if (!printable(out->nonce))
-        return -1;
-    p += 3 + out->nonce.len;
     if (p < end) {                   /* ",ext=..." */
         if (*p != ',' || p + 1 == end)
             return -1;
@@ -281,12 +286,8 @@ int scram_client_final_parse(const char *tok, size_t len, scram_client_final *ou
         return -1;
     out->channel_binding_len = (size_t)n;
     p += 2 + cb.len;
-    if (!starts(p, end, ",r="))
+    if (!(p = nonce_attr(p, end, &out->nonce)))
         return -1;
-    out->nonce = attr_value(p + 3, end);
-    if (!printable(out->nonce))
-        return -1;
-    p += 3 + out->nonce.len;
     /* The proof is the last attribute (RFC 5802 §7), after any extensions. */
     const char *last = NULL;
     for (const char *q = p; q < end; q++)

@@ -22,15 +22,24 @@ static int blob(sqlite3_stmt *s, int col, uint8_t *out, size_t cap, size_t *len)
     return 0;
 }
 
+/* sql prepared with ?1 = name and ?2 = mechanism (when not NULL). */
+static int prepare(md_db *db, const char *sql, const char *name, const char *mechanism,
+                   sqlite3_stmt **s)
+{
+    if (sqlite3_prepare_v2(db->h, sql, -1, s, NULL) != SQLITE_OK)
+        return MD_E_SQL;
+    sqlite3_bind_text(*s, 1, name, -1, SQLITE_STATIC);
+    if (mechanism)
+        sqlite3_bind_text(*s, 2, mechanism, -1, SQLITE_STATIC);
+    return 0;
+}
+
 int md_user_get(md_db *db, const char *name, const char *mechanism, md_scram_cred *out)
 {
     sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(db->h, "SELECT salt, iterations, stored_key, server_key, created_at "
-                           "FROM users WHERE name = ?1 AND mechanism = ?2", -1, &s,
-                           NULL) != SQLITE_OK)
+    if (prepare(db, "SELECT salt, iterations, stored_key, server_key, created_at "
+                "FROM users WHERE name = ?1 AND mechanism = ?2", name, mechanism, &s))
         return MD_E_SQL;
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, mechanism, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_DONE) {
         rc = 1;
@@ -76,11 +85,9 @@ int md_user_delete(md_db *db, const char *name, const char *mechanism, bool *del
 {
     sqlite3_stmt *s;
     *deleted = false;
-    if (sqlite3_prepare_v2(db->h, "DELETE FROM users WHERE name = ?1 AND mechanism = ?2",
-                           -1, &s, NULL) != SQLITE_OK)
+    if (prepare(db, "DELETE FROM users WHERE name = ?1 AND mechanism = ?2", name, mechanism,
+                &s))
         return md_sqlerr(db, err, errlen, "prepare user delete");
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, mechanism, -1, SQLITE_STATIC);
     int rc = md_step_done(db, s, err, errlen, "delete user credential");
     if (!rc)
         *deleted = sqlite3_changes(db->h) > 0;
@@ -91,11 +98,9 @@ int md_user_delete(md_db *db, const char *name, const char *mechanism, bool *del
 int md_user_list(md_db *db, const char *name, md_user_fn fn, void *arg)
 {
     sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(db->h, "SELECT name, mechanism, iterations FROM users "
-                           "WHERE ?1 IS NULL OR name = ?1 ORDER BY name, mechanism", -1, &s,
-                           NULL) != SQLITE_OK)
+    if (prepare(db, "SELECT name, mechanism, iterations FROM users "
+                "WHERE ?1 IS NULL OR name = ?1 ORDER BY name, mechanism", name, NULL, &s))
         return MD_E_SQL;
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW)
         fn(arg, (const char *)sqlite3_column_text(s, 0),
