@@ -195,9 +195,13 @@ def test_sql_manages_users_and_cannot_read_credentials(sb):
                      "password": None}]
     with kr.Conn(sb.port) as c:
         assert scram_login(c, "bob", "bob-pw", "SCRAM-SHA-512")[0] == 0
-    # a new password replaces the old
+    assert plain_login(sb, "bob", "bob-pw") == 0        # checked against SCRAM-SHA-512's keys
+    assert plain_login(sb, "bob", "bob-pw") == 0        # again: the verified-login cache
+    # a new password replaces the old, for SCRAM and PLAIN (cache included)
     st, body = sql(sb, "UPDATE scram_credentials SET password = 'bob-pw2' WHERE name = 'bob'")
     assert st == 200, body
+    assert plain_login(sb, "bob", "bob-pw") == 58
+    assert plain_login(sb, "bob", "bob-pw2") == 0
     with kr.Conn(sb.port) as c:
         assert scram_login(c, "bob", "bob-pw", "SCRAM-SHA-512")[0] == 58
     with kr.Conn(sb.port) as c:
@@ -212,6 +216,13 @@ def test_sql_manages_users_and_cannot_read_credentials(sb):
     assert st == 200, body
     with kr.Conn(sb.port) as c:
         assert scram_login(c, "bob", "bob-pw2", "SCRAM-SHA-512")[0] == 58
+
+
+def plain_login(b, user, pw):
+    """PLAIN over SaslHandshake v1 + SaslAuthenticate: the ErrorCode."""
+    with kr.Conn(b.port) as c:
+        assert handshake(c, "PLAIN")[0] == 0
+        return authenticate(c, b"\0" + user.encode() + b"\0" + pw.encode())[0]
 
 
 def _scram_keys(mech, password, salt, iterations):
