@@ -1,15 +1,16 @@
 /*
  * admin/sql_surface.c — the operator tables as TEMP views on a read-only
  * connection, the INSTEAD OF triggers that turn INSERT/UPDATE/DELETE on
- * four of them into admin operations, and the authorizer.
+ * five of them into admin operations, and the authorizer.
  *
  * The authorizer allows exactly:
  *   - SELECT (reads of anything except the credentials in main.users),
  *     WITH / recursive CTEs, every built-in function but load_extension;
  *   - PRAGMA that only reads (table_info, index_list, …) without a value;
- *   - INSERT / UPDATE / DELETE of the four writable views, top level only
- *     (the triggers then call our internal functions, which nobody else
- *     may call).
+ *   - INSERT / UPDATE / DELETE of the five writable views (topics,
+ *     topic_configs, consumer_groups, committed_offsets, scram_credentials),
+ *     top level only (the triggers then call our internal functions, which
+ *     nobody else may call).
  * Everything else — ATTACH, schema changes, PRAGMA writes, transactions,
  * writes to other tables, VACUUM — is refused, and the refusal names why
  * (the authorizer keeps the reason in c->deny; sq_run reports it instead

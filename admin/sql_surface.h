@@ -12,7 +12,7 @@
  * written to the database file: the connection is read-only.
  *
  * Writes (INSERT/UPDATE/DELETE on topics, topic_configs, consumer_groups,
- * committed_offsets) are INSTEAD OF triggers on those views calling one SQL
+ * committed_offsets, scram_credentials) are INSTEAD OF triggers on those views calling one SQL
  * function per row, which hands the change to sq_env.write — in the daemon,
  * the event-loop thread, which applies it through the same functions as the
  * Kafka admin APIs.  Without a write hook (sluice-sql --data-dir) writes are
