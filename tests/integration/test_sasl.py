@@ -16,6 +16,7 @@ import urllib.request
 
 import pytest
 from confluent_kafka import KafkaError, Producer
+from kafka.scram import ScramClient
 
 from conftest import finish_broker
 import kafka_raw as kr
@@ -147,6 +148,14 @@ def test_refused_logins_are_clean_and_others_keep_producing(sb):
             err, msg, _, _ = scram_login(c, "alice", "wrong", "SCRAM-SHA-512")
             assert (err, msg) == (58, FAILED_MSG % "SCRAM-SHA-512")
             c.wait_closed(5)
+        # SaslHandshake v0 (kafka-python's way): raw tokens; a wrong proof just closes
+        with kr.Conn(sb.port) as c:
+            assert handshake(c, "SCRAM-SHA-256", version=0) == (0, MECHS)
+            sc = ScramClient("alice", "wrong", "SCRAM-SHA-256")
+            c.send_raw(kr.nbytes(sc.first_message().encode()))
+            sc.process_server_first_message(c.recv_frame().decode())
+            c.send_raw(kr.nbytes(sc.final_message().encode()))
+            assert c.wait_closed(5) == b""
         # unsupported mechanism: error 33 with the enabled list, then closed
         with kr.Conn(sb.port) as c:
             assert handshake(c, "GSSAPI") == (33, MECHS)
