@@ -364,3 +364,18 @@ def test_credentials_made_on_broker_1_work_on_broker_3(make_cluster):
     wait_for(lambda: login("zed", "zed-pw") == 58, 20, "broker 3 to forget zed's SCRAM-SHA-256")
     assert login("zed", "zed-pw", "SCRAM-SHA-512") == 0
     assert "applied from ZooKeeper" in b3.log_text()
+
+
+def test_enabled_mechanisms_are_the_only_ones_offered(sasl_dir):
+    b = _broker(sasl_dir, "only512", {"sasl.enabled.mechanisms": "SCRAM-SHA-512,GSSAPI"})
+    try:
+        for mech in ("PLAIN", "SCRAM-SHA-256", "GSSAPI"):
+            with kr.Conn(b.port) as c:
+                assert handshake(c, mech) == (33, ["SCRAM-SHA-512"]), mech
+                c.wait_closed(5)
+        with kr.Conn(b.port) as c:
+            assert scram_login(c, "alice", "alice-secret", "SCRAM-SHA-512")[0] == 0
+            c.request(kr.API_METADATA, 1, kr.metadata_body(1, []))
+    finally:
+        problems = finish_broker(b)
+        assert not problems, "; ".join(problems)
