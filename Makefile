@@ -19,8 +19,8 @@ DEBIAN_PACKAGES := build-essential pkg-config libevent-dev libsqlite3-dev \
 	kcat librdkafka-dev python3 python3-confluent-kafka python3-kafka \
 	python3-pytest python3-snappy python3-lz4 python3-zstandard sqlite3 procps \
 	libedit-dev clang libclang-rt-14-dev valgrind zookeeper libzookeeper-mt-dev \
-	libssl-dev
-PKGS := libevent libevent_pthreads sqlite3 libzstd zlib liblz4 snappy
+	libssl-dev openssl
+PKGS := libevent libevent_pthreads libevent_openssl openssl sqlite3 libzstd zlib liblz4 snappy
 
 CC      ?= cc
 BUILD   ?= build$(if $(SANITIZE),-san)
@@ -34,8 +34,6 @@ endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # The ZooKeeper C client (cluster mode) has no pkg-config file.
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lzookeeper_mt
-# SASL/SCRAM (daemon/scram.c): PBKDF2, HMAC, digests from OpenSSL's libcrypto.
-PKG_LIBS   += -lcrypto
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 ALL_CFLAGS := $(CFLAGS_BASE) $(PKG_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS := $(LDFLAGS_SAN) -pthread $(LDFLAGS)

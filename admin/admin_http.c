@@ -21,6 +21,10 @@
  * admin.listeners: "http://host:port" or "host:port"; empty means the
  * default 127.0.0.1:9644, which is best effort (a second broker on the
  * same host just runs without it); "none" turns the listener off.
+ * "https://host:port" serves the same over TLS with the Kafka listeners'
+ * ssl.* settings (keystore, truststore, ssl.client.auth): each
+ * connection's bufferevent is an OpenSSL one (evhttp_set_bevcb), so the
+ * handshake runs in the event loop like the Kafka listeners' do.
  */
 #include "admin/admin.h"
 #include "admin/sql_worker.h"
@@ -32,6 +36,7 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <sys/queue.h>
@@ -39,6 +44,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "daemon/metrics.h"
+#include "daemon/tls.h"
 
 #define ADMIN_DEFAULT_HOST "127.0.0.1"
 #define ADMIN_DEFAULT_PORT 9644
@@ -328,6 +334,20 @@ static void on_other(struct evhttp_request *req, void *arg)
     reply_text(req, 404, "Not Found", "text/plain", m, strlen(m));
 }
 
+/* admin.listeners=https://: each accepted connection speaks TLS. */
+static struct bufferevent *https_bev(struct event_base *base, void *arg)
+{
+    SSL *ssl = SSL_new(arg);
+    if (!ssl)
+        return NULL;
+    struct bufferevent *bev = bufferevent_openssl_socket_new(base, -1, ssl,
+                                                             BUFFEREVENT_SSL_ACCEPTING,
+                                                             BEV_OPT_CLOSE_ON_FREE);
+    if (!bev)
+        SSL_free(ssl);
+    return bev;
+}
+
 /* ---- start / stop ---------------------------------------------------------------------------- */
 int bk_admin_start(bk_broker *b, char *err, size_t errlen)
 {
@@ -341,7 +361,8 @@ int bk_admin_start(bk_broker *b, char *err, size_t errlen)
         snprintf(host, sizeof host, "%s", ADMIN_DEFAULT_HOST);
         port = ADMIN_DEFAULT_PORT;
     } else if (parse_listener(spec, host, sizeof host, &port)) {
-        snprintf(err, errlen, "admin.listeners=%s: expected http://host:port", spec);
+        snprintf(err, errlen, "admin.listeners=%s: expected http://host:port or "
+                 "https://host:port", spec);
         return -1;
     }
     if (!is_loopback(host) && !b->cfg->admin_token[0]) {
@@ -365,6 +386,16 @@ int bk_admin_start(bk_broker *b, char *err, size_t errlen)
     evhttp_set_max_body_size(a->http, ADMIN_MAX_BODY);
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
     evhttp_set_timeout(a->http, 60);
+    bool https = !strncasecmp(spec, "https://", 8);
+    if (https) {
+        char terr[512];
+        SSL_CTX *ctx = bk_tls_server_ctx(b, terr, sizeof terr);
+        if (!ctx) {
+            snprintf(err, errlen, "admin.listeners=%s: %s", spec, terr);
+            return -1;
+        }
+        evhttp_set_bevcb(a->http, https_bev, ctx);
+    }
     if (!evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port)) {
         evhttp_free(a->http);
         a->http = NULL;
@@ -382,7 +413,8 @@ int bk_admin_start(bk_broker *b, char *err, size_t errlen)
     evhttp_set_cb(a->http, "/metrics", on_metrics, b);
     evhttp_set_cb(a->http, "/sql", on_sql, b);
     evhttp_set_gencb(a->http, on_other, b);
-    BK_INFO("admin HTTP on http://%s:%d (/sql, /metrics, /healthz)%s", host, port,
+    BK_INFO("admin HTTP on %s://%s:%d (/sql, /metrics, /healthz)%s", https ? "https" : "http",
+            host, port,
             b->cfg->admin_token[0] ? ", bearer token required" : "");
     return 0;
 }

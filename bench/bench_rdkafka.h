@@ -25,6 +25,9 @@ typedef struct bench_rk_phase {
 } bench_rk_phase;
 
 static long bench_rk_delivered, bench_rk_failed;
+/* More client settings for every client made after it is set: "key",
+ * "value", ..., NULL (bench/tls_bench.c: security.protocol=ssl, ...). */
+static const char *const *bench_rk_extra;
 
 static inline void bench_rk_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
@@ -44,6 +47,11 @@ static inline rd_kafka_conf_t *bench_rk_conf_new(const char *bootstrap)
         fprintf(stderr, "conf: %s\n", err);
         exit(1);
     }
+    for (const char *const *kv = bench_rk_extra; kv && kv[0]; kv += 2)
+        if (rd_kafka_conf_set(c, kv[0], kv[1], err, sizeof err)) {
+            fprintf(stderr, "conf %s: %s\n", kv[0], err);
+            exit(1);
+        }
     return c;
 }
 
@@ -115,6 +123,60 @@ static inline bench_rk_phase bench_rk_produce(const char *bootstrap, const char 
                                               pid_t broker)
 {
     return bench_rk_produce_acks(bootstrap, topic, n, broker, "1");
+}
+
+/* Consumes everything the partition holds, from its first offset.  The
+ * clock starts at the first message, so connection setup and the first
+ * metadata round trip are not counted (they dominate small windows). */
+static inline bench_rk_phase bench_rk_consume(const char *bootstrap, const char *topic, long *want,
+                                  pid_t broker)
+{
+    rd_kafka_conf_t *c = bench_rk_conf_new(bootstrap);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "consumer: %s\n", err);
+        exit(1);
+    }
+    int64_t lo = 0, hi = 0;
+    rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, topic, 0, &lo, &hi, 10000);
+    if (e) {
+        fprintf(stderr, "watermarks from %s: %s\n", bootstrap, rd_kafka_err2str(e));
+        exit(1);
+    }
+    long n = (long)(hi - lo);
+    *want = n;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    double cpu0 = broker > 0 ? bench_cpu_seconds(broker) : 0;
+    rd_kafka_consume_start(rkt, 0, RD_KAFKA_OFFSET_BEGINNING);
+    long got = 0;
+    rd_kafka_message_t *batch[4096];
+    double t0 = 0, deadline = bench_now() + 100;
+    while (got < n && bench_now() < deadline) {
+        /* consume_batch waits until it has all it asked for (or the
+         * timeout): never ask for more than is left. */
+        size_t ask = n - got < 4096 ? (size_t)(n - got) : 4096;
+        ssize_t k = rd_kafka_consume_batch(rkt, 0, 1000, batch, ask);
+        if (k > 0 && t0 == 0)
+            t0 = bench_now();
+        for (ssize_t i = 0; i < k; i++) {
+            if (!batch[i]->err && batch[i]->len == BENCH_RK_MSG_SIZE)
+                got++;
+            else if (getenv("BENCH_VERBOSE"))
+                fprintf(stderr, "consume: %s (len %zu)\n",
+                        rd_kafka_message_errstr(batch[i]), batch[i]->len);
+            rd_kafka_message_destroy(batch[i]);
+        }
+    }
+    double t1 = bench_now();
+    bench_rk_phase ph = { t0 > 0 ? t1 - t0 : 0,
+                          broker > 0 ? bench_cpu_seconds(broker) - cpu0 : 0, got };
+    if (got != n)
+        fprintf(stderr, "consume from %s: %ld of %ld\n", bootstrap, got, n);
+    rd_kafka_consume_stop(rkt, 0);
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    return ph;
 }
 
 #endif

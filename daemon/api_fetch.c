@@ -513,7 +513,7 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
     kp_FetchResponse_NodeEndpoint ne[BK_HINT_MAX_NODES];
     if (v >= 16 && st->hints.n > 0) {
         bk_broker_info info[BK_HINT_MAX_NODES];
-        int n = bk_hint_endpoints(r->b, &st->hints, info);
+        int n = bk_hint_endpoints(r->b, bk_conn_listener(r->conn), &st->hints, info);
         BK_HINT_FILL_ENDPOINTS(ne, info, n);
         m.NodeEndpoints = ne;
         m.NodeEndpoints_count = n;

@@ -176,7 +176,7 @@ int bk_handle_metadata(bk_req *r)
     kp_MetadataResponse m;
     kp_init_MetadataResponse(&m);
     bk_broker_info live[BK_METADATA_MAX_BROKERS];
-    int nlive = bk_brokers_info(b, live, BK_METADATA_MAX_BROKERS);
+    int nlive = bk_brokers_info(b, bk_conn_listener(r->conn), live, BK_METADATA_MAX_BROKERS);
     kp_MetadataResponse_MetadataResponseBroker *brokers =
         kp_arena_alloc(&r->arena, (size_t)(nlive ? nlive : 1) * sizeof *brokers);
     if (!brokers)

@@ -594,7 +594,7 @@ int bk_handle_produce(bk_req *r)
     m.Responses_count = nt;
     if (hints.n > 0) {
         bk_broker_info info[BK_HINT_MAX_NODES];
-        int n = bk_hint_endpoints(r->b, &hints, info);
+        int n = bk_hint_endpoints(r->b, bk_conn_listener(r->conn), &hints, info);
         kp_ProduceResponse_NodeEndpoint *ne = kp_arena_alloc(&r->arena, sizeof *ne * (size_t)n + 1);
         if (!ne)
             return BK_CLOSE;

@@ -57,6 +57,7 @@ struct bk_broker {
     int nconns;
     struct bk_flusher *flusher;      /* fsync worker (daemon/flusher.c) */
     struct bk_server *server;
+    struct bk_tls *tls;              /* TLS contexts, made on first use (tls.c) */
     struct bk_zk *zk;                /* cluster mode: the ZooKeeper session (zk.c) */
     struct bk_cluster *cl;           /* cluster mode: mirror and controller state */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */

@@ -567,8 +567,11 @@ static void register_broker(bk_broker *b)
                     .timestamp_ms = bk_now_ms() };
     snprintf(z.host, sizeof z.host, "%s", c->advertised_host);
     snprintf(z.rack, sizeof z.rack, "%s", c->rack);
-    snprintf(z.endpoints, sizeof z.endpoints, "PLAINTEXT://%s:%d", c->advertised_host,
-             c->advertised_port);
+    /* Every listener, Kafka's form: other brokers pick the inter-broker
+     * one, and Metadata gives each client its own listener's (server.c
+     * inv. 6). */
+    bk_config_endpoints(c, z.endpoints, sizeof z.endpoints);
+    bk_config_protocol_map(c, z.protocol_map, sizeof z.protocol_map);
     kp_buf out;
     kp_buf_init(&out);
     zj_broker_format(&z, &out);

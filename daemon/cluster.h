@@ -65,7 +65,10 @@ typedef struct bk_broker_info {
     int32_t port;
     const char *rack;                /* NULL: none */
 } bk_broker_info;
-int  bk_brokers_info(bk_broker *b, bk_broker_info *out, int max);
+/* The live brokers' endpoints on listener (a connection's, from
+ * bk_conn_listener; NULL: the first listener); brokers without it are
+ * left out. */
+int  bk_brokers_info(bk_broker *b, const char *listener, bk_broker_info *out, int max);
 /* Cluster mode: this broker may not act as leader now (daemon/cl_session.c:
  * not registered in its ZooKeeper session, its mirror not caught up, or
  * back from a stall ZooKeeper has not confirmed it survived). */

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define F(field) offsetof(bk_config, field), sizeof(((bk_config *)0)->field)
 #define INT(n, field, lo, hi, d, doc)  { n, BK_CT_INT, F(field), lo, hi, d, false, NULL, 0, 0, doc }
@@ -35,10 +36,40 @@
     { n, BK_CT_UNIT, F(field), 0, 0, d, false, topic, mult, rank, doc }
 static const bk_config_key keys[] = {
     INT("broker.id", broker_id, 0, INT32_MAX, "0", "this broker's id"),
-    { "listeners", BK_CT_LISTENERS, F(listen_host), 0, 0, "PLAINTEXT://127.0.0.1:9092", false,
-      NULL, 0, 0, "address to listen on (the first listener; empty host: all addresses)" },
-    { "advertised.listeners", BK_CT_ADVERTISED, F(advertised_host), 0, 0, NULL, false,
-      NULL, 0, 0, "address given to clients in Metadata; default: listeners" },
+    { "listeners", BK_CT_LISTENERS, F(listeners_text), 0, 0, "PLAINTEXT://127.0.0.1:9092", false,
+      NULL, 0, 0, "NAME://host:port,... to listen on (empty host: all addresses)" },
+    { "advertised.listeners", BK_CT_ADVERTISED, F(advertised_text), 0, 0, NULL, false,
+      NULL, 0, 0, "NAME://host:port,... given to clients in Metadata; default: listeners" },
+    STR("listener.security.protocol.map", protocol_map, NULL,
+        "NAME:PROTOCOL,... for listeners not named after their security protocol"),
+    STR("inter.broker.listener.name", inter_broker_listener_name, NULL,
+        "the listener brokers use to reach each other (replica fetchers)"),
+    STR("security.inter.broker.protocol", security_inter_broker_protocol, NULL,
+        "the listener named after this protocol is the inter-broker one; "
+        "default PLAINTEXT (else the first listener)"),
+    STR("ssl.keystore.type", ssl_keystore_type, "PEM", "keystore format: PEM"),
+    STR("ssl.keystore.location", ssl_keystore_location, NULL,
+        "PEM file with the certificate chain and the private key"),
+    { "ssl.keystore.certificate.chain", BK_CT_STRING, F(ssl_keystore_certificate_chain), 0, 0,
+      NULL, false, NULL, 0, 0, "the certificate chain in PEM, inline" },
+    { "ssl.keystore.key", BK_CT_STRING, F(ssl_keystore_key), 0, 0, NULL, true, NULL, 0, 0,
+      "the private key in PEM, inline" },
+    { "ssl.key.password", BK_CT_STRING, F(ssl_key_password), 0, 0, NULL, true, NULL, 0, 0,
+      "password of an encrypted private key" },
+    STR("ssl.truststore.type", ssl_truststore_type, "PEM", "truststore format: PEM"),
+    STR("ssl.truststore.location", ssl_truststore_location, NULL,
+        "PEM file of the CA certificates client (and broker) certificates must chain to"),
+    STR("ssl.truststore.certificates", ssl_truststore_certificates, NULL,
+        "the trusted CA certificates in PEM, inline"),
+    STR("ssl.client.auth", ssl_client_auth, "none",
+        "none, requested or required: whether TLS clients present a certificate"),
+    STR("ssl.enabled.protocols", ssl_enabled_protocols, "TLSv1.2,TLSv1.3",
+        "TLS versions accepted: TLSv1.2, TLSv1.3"),
+    STR("ssl.endpoint.identification.algorithm", ssl_endpoint_identification_algorithm,
+        "https", "https: a broker checks the host name in the certificate of the broker "
+        "it replicates from; empty: no check"),
+    LONG("ssl.handshake.timeout.ms", ssl_handshake_timeout_ms, 1, 3600000, "10000",
+         "a TLS handshake not done in this time closes the connection"),
     STR("log.dirs", log_dirs, "./data", "data directory (the first one is used)"),
     STR("log.dir", log_dirs, NULL, "the same as log.dirs"),
     STR("broker.rack", rack, NULL, "rack id given to clients in Metadata"),
@@ -217,24 +248,31 @@ static int parse_bool(const char *s, bool *out)
 /* "PLAINTEXT://host:port" (first listener only; "" host = all addresses). */
 /* [SCHEME://]host:port; the scheme a security protocol (security.h),
  * PLAINTEXT when absent. */
-static int parse_listener(const char *v, char *host, size_t hostcap, int *port,
-                          bk_secproto *proto)
+/* One NAME://host:port (or host:port, named PLAINTEXT) of a comma list at
+ * v into l->name/host/port; the end of it in *end. */
+static int parse_endpoint(const char *v, bk_listener *l, const char **end)
 {
     const char *p = strstr(v, "://");
-    *proto = BK_SEC_PLAINTEXT;
+    const char *comma = strchr(v, ',');
+    if (p && comma && comma < p)
+        p = NULL;
+    snprintf(l->name, sizeof l->name, "PLAINTEXT");
     if (p) {
-        char scheme[32];
         size_t slen = (size_t)(p - v);
-        if (slen >= sizeof scheme)
+        if (slen == 0 || slen >= sizeof l->name)
             return -1;
-        memcpy(scheme, v, slen);
-        scheme[slen] = 0;
-        if (bk_secproto_parse(scheme, proto))
-            return -1;
+        for (size_t i = 0; i < slen; i++)
+            if (!isalnum((unsigned char)v[i]) && v[i] != '_' && v[i] != '-' && v[i] != '.')
+                return -1;
+        memcpy(l->name, v, slen);
+        l->name[slen] = 0;
+        for (char *q = l->name; *q; q++)
+            *q = (char)toupper((unsigned char)*q);      /* Kafka upper-cases names */
     }
     p = p ? p + 3 : v;
-    const char *comma = strchr(p, ',');
+    comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    *end = p + len;
     const char *colon = NULL;
     for (size_t i = 0; i < len; i++)
         if (p[i] == ':')
@@ -242,7 +280,7 @@ static int parse_listener(const char *v, char *host, size_t hostcap, int *port,
     if (!colon)
         return -1;
     size_t hlen = (size_t)(colon - p);
-    if (hlen >= hostcap)
+    if (hlen >= sizeof l->host)
         return -1;
     char portbuf[16];
     size_t plen = len - hlen - 1;
@@ -253,15 +291,46 @@ static int parse_listener(const char *v, char *host, size_t hostcap, int *port,
     int64_t pv;
     if (parse_i64(portbuf, &pv) || pv < 0 || pv > 65535)
         return -1;
-    memcpy(host, p, hlen);
-    host[hlen] = 0;
-    if (host[0] == '[') {                     /* [::1] → ::1 */
-        memmove(host, host + 1, hlen);
-        char *rb = strchr(host, ']');
+    memcpy(l->host, p, hlen);
+    l->host[hlen] = 0;
+    if (l->host[0] == '[') {                  /* [::1] → ::1 */
+        memmove(l->host, l->host + 1, hlen);
+        char *rb = strchr(l->host, ']');
         if (rb) *rb = 0;
     }
-    *port = (int)pv;
+    l->port = (int)pv;
     return 0;
+}
+
+/* A comma list of endpoints into out[0..*n); names unique (Kafka's rule). */
+static int parse_endpoints(const char *v, bk_listener *out, int *n)
+{
+    *n = 0;
+    while (*v) {
+        if (*n == BK_LISTENERS_MAX)
+            return -1;
+        bk_listener *l = &out[*n];
+        memset(l, 0, sizeof *l);
+        const char *end;
+        if (parse_endpoint(v, l, &end))
+            return -1;
+        for (int i = 0; i < *n; i++)
+            if (!strcmp(out[i].name, l->name))
+                return -1;
+        bk_secproto_parse(l->name, &l->proto);  /* custom names: in finish */
+        (*n)++;
+        v = *end ? end + 1 : end;
+        while (*v == ' ')
+            v++;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+static void first_listener(bk_config *c)
+{
+    snprintf(c->listen_host, sizeof c->listen_host, "%s", c->listeners[0].host);
+    c->listen_port = c->listeners[0].port;
+    c->listen_proto = c->listeners[0].proto;
 }
 
 static void kv_put(bk_config *c, const char *name, const char *value)
@@ -368,22 +437,20 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
             strcpy(field, value);
             return 0;
         case BK_CT_LISTENERS:
-            if (parse_listener(value, c->listen_host, sizeof c->listen_host,
-                               &c->listen_port, &c->listen_proto)) {
-                snprintf(err, errlen, "Invalid value %s for configuration %s: "
-                         "expected PLAINTEXT://host:port", value, key);
+        case BK_CT_ADVERTISED: {
+            bk_listener tmp[BK_LISTENERS_MAX];
+            int n;
+            if (strlen(value) >= k->size || parse_endpoints(value, tmp, &n)) {
+                snprintf(err, errlen, "Invalid value %s for configuration %s: expected "
+                         "NAME://host:port[,NAME://host:port...] with distinct names "
+                         "(at most %d)", value, key, BK_LISTENERS_MAX);
                 return -1;
             }
-            return 0;
-        case BK_CT_ADVERTISED: {
-            /* A declaration right after a label is C23: clang 14 (the
-             * fuzz build) refuses it, hence the braces. */
-            bk_secproto adv_proto;
-            if (parse_listener(value, c->advertised_host, sizeof c->advertised_host,
-                               &c->advertised_port, &adv_proto)) {
-                snprintf(err, errlen, "Invalid value %s for configuration %s: "
-                         "expected PLAINTEXT://host:port", value, key);
-                return -1;
+            strcpy(field, value);
+            if (k->type == BK_CT_LISTENERS) {
+                memcpy(c->listeners, tmp, sizeof tmp);
+                c->nlisteners = n;
+                first_listener(c);
             }
             return 0;
         }
@@ -502,19 +569,162 @@ int bk_zk_connect_check(const char *s, char *err, size_t errlen)
     return 0;
 }
 
+/* The protocol map's entry for name, or -1. */
+static int map_lookup(const char *map, const char *name, bk_secproto *out)
+{
+    size_t nl = strlen(name);
+    for (const char *e = map; *e;) {
+        const char *comma = strchr(e, ',');
+        size_t n = comma ? (size_t)(comma - e) : strlen(e);
+        const char *colon = memchr(e, ':', n);
+        if (colon && (size_t)(colon - e) == nl && !strncasecmp(e, name, nl)) {
+            char proto[32];
+            size_t pl = n - nl - 1;
+            if (pl >= sizeof proto)
+                return -1;
+            memcpy(proto, colon + 1, pl);
+            proto[pl] = 0;
+            return bk_secproto_parse(proto, out);
+        }
+        e += n + !!comma;
+    }
+    return -1;
+}
+
+/* Names → protocols, advertised endpoints joined by name, the
+ * inter-broker listener chosen (Kafka's rules, KafkaConfig.scala). */
+static int finish_listeners(bk_config *c, char *err, size_t errlen)
+{
+    for (int i = 0; i < c->nlisteners; i++) {
+        bk_listener *l = &c->listeners[i];
+        if (map_lookup(c->protocol_map, l->name, &l->proto) &&
+            bk_secproto_parse(l->name, &l->proto)) {
+            snprintf(err, errlen, "listeners: listener %s has no security protocol "
+                     "(name it in listener.security.protocol.map, e.g. %s:SSL)",
+                     l->name, l->name);
+            return -1;
+        }
+        const char *h = l->host;
+        if (!h[0] || !strcmp(h, "0.0.0.0") || !strcmp(h, "::"))
+            h = "127.0.0.1";
+        snprintf(l->adv_host, sizeof l->adv_host, "%s", h);
+        l->adv_port = l->port;
+    }
+    if (c->advertised_text[0]) {
+        bk_listener adv[BK_LISTENERS_MAX];
+        int n = 0;
+        parse_endpoints(c->advertised_text, adv, &n);  /* checked when set */
+        for (int i = 0; i < n; i++) {
+            bk_listener *l = (bk_listener *)bk_config_listener(c, adv[i].name);
+            if (!l) {
+                snprintf(err, errlen, "advertised.listeners: %s is not a listener "
+                         "of listeners=%s", adv[i].name, c->listeners_text);
+                return -1;
+            }
+            snprintf(l->adv_host, sizeof l->adv_host, "%s", adv[i].host);
+            l->adv_port = adv[i].port;
+        }
+    }
+    const char *ib = c->inter_broker_listener_name;
+    if (ib[0] && c->security_inter_broker_protocol[0]) {
+        snprintf(err, errlen, "inter.broker.listener.name and "
+                 "security.inter.broker.protocol cannot both be set");
+        return -1;
+    }
+    if (!ib[0])
+        ib = c->security_inter_broker_protocol[0] ? c->security_inter_broker_protocol
+                                                  : "PLAINTEXT";
+    const bk_listener *l = bk_config_listener(c, ib);
+    if (!l && (c->inter_broker_listener_name[0] || c->security_inter_broker_protocol[0])) {
+        snprintf(err, errlen, "inter-broker listener %s is not among listeners=%s",
+                 ib, c->listeners_text);
+        return -1;
+    }
+    c->inter_broker_listener = l ? (int)(l - c->listeners) : 0;
+    first_listener(c);
+    snprintf(c->advertised_host, sizeof c->advertised_host, "%s", c->listeners[0].adv_host);
+    c->advertised_port = c->listeners[0].adv_port;
+    return 0;
+}
+
+static int finish_ssl(bk_config *c, char *err, size_t errlen)
+{
+    if (strcasecmp(c->ssl_keystore_type, "PEM") || strcasecmp(c->ssl_truststore_type, "PEM")) {
+        snprintf(err, errlen, "ssl.keystore.type and ssl.truststore.type: only PEM "
+                 "is supported");
+        return -1;
+    }
+    if (strcmp(c->ssl_client_auth, "none") && strcmp(c->ssl_client_auth, "requested") &&
+        strcmp(c->ssl_client_auth, "required")) {
+        snprintf(err, errlen, "Invalid value %s for configuration ssl.client.auth: "
+                 "expected none, requested or required", c->ssl_client_auth);
+        return -1;
+    }
+    for (const char *e = c->ssl_enabled_protocols; *e;) {
+        const char *comma = strchr(e, ',');
+        size_t n = comma ? (size_t)(comma - e) : strlen(e);
+        while (n && *e == ' ')
+            e++, n--;
+        if (!(n == 7 && (!strncmp(e, "TLSv1.2", 7) || !strncmp(e, "TLSv1.3", 7)))) {
+            snprintf(err, errlen, "Invalid value %s for configuration "
+                     "ssl.enabled.protocols: expected TLSv1.2 and/or TLSv1.3",
+                     c->ssl_enabled_protocols);
+            return -1;
+        }
+        e += n + !!comma;
+    }
+    bool tls = false;
+    for (int i = 0; i < c->nlisteners; i++)
+        tls |= c->listeners[i].proto == BK_SEC_SSL || c->listeners[i].proto == BK_SEC_SASL_SSL;
+    tls |= !strncmp(c->admin_listeners, "https://", 8);
+    if (tls && !c->ssl_keystore_location[0] &&
+        !(c->ssl_keystore_certificate_chain[0] && c->ssl_keystore_key[0])) {
+        snprintf(err, errlen, "a TLS listener needs ssl.keystore.location (or "
+                 "ssl.keystore.certificate.chain and ssl.keystore.key)");
+        return -1;
+    }
+    return 0;
+}
+
+const bk_listener *bk_config_listener(const bk_config *c, const char *name)
+{
+    for (int i = 0; i < c->nlisteners; i++)
+        if (!strcasecmp(c->listeners[i].name, name))
+            return &c->listeners[i];
+    return NULL;
+}
+
+void bk_config_endpoints(const bk_config *c, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < c->nlisteners && at < cap; i++) {
+        const bk_listener *l = &c->listeners[i];
+        bool v6 = strchr(l->adv_host, ':') != NULL;
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s://%s%s%s:%d", i ? "," : "",
+                               l->name, v6 ? "[" : "", l->adv_host, v6 ? "]" : "",
+                               l->adv_port);
+    }
+}
+
+void bk_config_protocol_map(const bk_config *c, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < c->nlisteners && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s:%s", i ? "," : "",
+                               c->listeners[i].name,
+                               bk_secproto_name(c->listeners[i].proto));
+}
+
 int bk_config_finish(bk_config *c, char *err, size_t errlen)
 {
     if (c->zookeeper_connect[0] && bk_zk_connect_check(c->zookeeper_connect, err, errlen))
         return -1;
     if (c->zookeeper_connection_timeout_ms <= 0)
         c->zookeeper_connection_timeout_ms = c->zookeeper_session_timeout_ms;
-    if (!c->advertised_host[0]) {
-        const char *h = c->listen_host;
-        if (!h[0] || !strcmp(h, "0.0.0.0") || !strcmp(h, "::"))
-            h = "127.0.0.1";
-        snprintf(c->advertised_host, sizeof c->advertised_host, "%s", h);
-        c->advertised_port = c->listen_port;
-    }
+    if (finish_listeners(c, err, errlen) || finish_ssl(c, err, errlen))
+        return -1;
     char *comma = strchr(c->log_dirs, ',');
     if (comma)
         *comma = 0;                        /* one log dir for now */
@@ -565,13 +775,9 @@ const char *bk_config_render(const bk_config *c, const bk_config_key *k, char *b
         snprintf(buf, cap, "%s", field[0] ? field : k->dflt ? k->dflt : "");
         return buf[0] ? buf : NULL;
     case BK_CT_LISTENERS:
-        snprintf(buf, cap, "PLAINTEXT://%s:%d", c->listen_host, c->listen_port);
-        return buf;
     case BK_CT_ADVERTISED:
-        if (!c->advertised_host[0])
-            return NULL;
-        snprintf(buf, cap, "PLAINTEXT://%s:%d", c->advertised_host, c->advertised_port);
-        return buf;
+        snprintf(buf, cap, "%s", field);
+        return buf[0] ? buf : NULL;
     }
     return NULL;
 }

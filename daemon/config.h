@@ -26,13 +26,51 @@
 #include "daemon/security.h"
 #include "metadata/md.h"
 
+/* One named listener of listeners= (Kafka's NAME://host:port); its
+ * security protocol is the name's in listener.security.protocol.map, or
+ * the name itself when it is one of Kafka's four. */
+#define BK_LISTENERS_MAX 8
+#define BK_LISTENER_NAME_MAX 64
+typedef struct bk_listener {
+    char name[BK_LISTENER_NAME_MAX];      /* "PLAINTEXT", "INTERNAL", ... */
+    bk_secproto proto;
+    char host[256];                       /* "" or 0.0.0.0: all addresses */
+    int  port;
+    char adv_host[256];                   /* advertised.listeners' entry of */
+    int  adv_port;                        /* the same name, else host/port */
+} bk_listener;
+
 typedef struct bk_config {
     int32_t broker_id;                    /* broker.id */
-    char listen_host[256];                /* from listeners=PLAINTEXT://host:port */
+    /* listeners= as given, and parsed (bk_config_finish resolves names
+     * through the protocol map and joins advertised.listeners). */
+    char listeners_text[1024];
+    char advertised_text[1024];           /* advertised.listeners as given */
+    char protocol_map[1024];              /* listener.security.protocol.map */
+    char inter_broker_listener_name[BK_LISTENER_NAME_MAX]; /* inter.broker.listener.name */
+    char security_inter_broker_protocol[32];               /* security.inter.broker.protocol */
+    bk_listener listeners[BK_LISTENERS_MAX];
+    int  nlisteners;
+    int  inter_broker_listener;           /* index into listeners (finish) */
+    /* The first listener (what code from before named listeners reads). */
+    char listen_host[256];
     int  listen_port;
-    bk_secproto listen_proto;             /* the scheme of listeners= */
-    char advertised_host[256];            /* advertised.listeners, else listeners */
+    bk_secproto listen_proto;
+    char advertised_host[256];            /* the first listener's advertised */
     int  advertised_port;
+    /* TLS (daemon/tls.c): PEM files or Kafka's inline PEM forms */
+    char ssl_keystore_type[16];           /* ssl.keystore.type: PEM */
+    char ssl_keystore_location[1024];     /* ssl.keystore.location: chain + key */
+    char ssl_keystore_certificate_chain[16384]; /* ssl.keystore.certificate.chain */
+    char ssl_keystore_key[16384];         /* ssl.keystore.key */
+    char ssl_key_password[256];           /* ssl.key.password */
+    char ssl_truststore_type[16];         /* ssl.truststore.type: PEM */
+    char ssl_truststore_location[1024];   /* ssl.truststore.location: CA file */
+    char ssl_truststore_certificates[16384]; /* ssl.truststore.certificates */
+    char ssl_client_auth[16];             /* ssl.client.auth: none|requested|required */
+    char ssl_enabled_protocols[64];       /* ssl.enabled.protocols */
+    char ssl_endpoint_identification_algorithm[16]; /* for broker-to-broker */
+    int64_t ssl_handshake_timeout_ms;     /* sluice: a handshake longer closes */
     char log_dirs[4096];                  /* log.dirs (first one is used) */
     char rack[64];                        /* broker.rack */
     int32_t num_partitions;               /* num.partitions */
@@ -111,8 +149,8 @@ enum bk_config_type {
     BK_CT_BOOL,
     BK_CT_DOUBLE,       /* > 0 */
     BK_CT_STRING,       /* NUL-terminated, shorter than the target */
-    BK_CT_LISTENERS,    /* PLAINTEXT://host:port → listen_host, listen_port */
-    BK_CT_ADVERTISED,   /* → advertised_host, advertised_port */
+    BK_CT_LISTENERS,    /* NAME://host:port,... → listeners[], listen_host, ... */
+    BK_CT_ADVERTISED,   /* NAME://host:port,... → listeners[].adv_host, ... */
     BK_CT_UNIT,         /* a topic default in a coarser unit (see below) */
 };
 
@@ -156,5 +194,11 @@ int  bk_config_finish(bk_config *c, char *err, size_t errlen);
  * 1..65535, a chroot of "/"-separated non-empty names.  0, or -1 with err
  * naming what is wrong. */
 int  bk_zk_connect_check(const char *s, char *err, size_t errlen);
+/* The listener called name (case-insensitive), or NULL. */
+const bk_listener *bk_config_listener(const bk_config *c, const char *name);
+/* "NAME://host:port,..." of every listener's advertised endpoint, and
+ * "NAME:PROTO,..." (Kafka's /brokers/ids/<id> fields), into buf. */
+void bk_config_endpoints(const bk_config *c, char *buf, size_t cap);
+void bk_config_protocol_map(const bk_config *c, char *buf, size_t cap);
 
 #endif

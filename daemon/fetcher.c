@@ -5,7 +5,8 @@
  * In cluster mode every partition this broker hosts (bk_pview.local) whose
  * leader is another live broker is followed.  Partitions are grouped by
  * leader: one fetcher per leader broker, with one connection to that
- * broker's host/port from the cluster view and at most one request in
+ * broker's endpoint of the inter-broker listener (inter.broker.listener.name,
+ * from its registration; TLS when that listener is SSL) and at most one request in
  * flight, a Fetch v11 carrying every partition followed from it, which the
  * leader long-polls (replica.fetch.wait.max.ms / replica.fetch.min.bytes).
  * Each answer's batches are appended as they are, with the leader's
@@ -68,10 +69,15 @@
 #include "daemon/cl.h"
 #include "daemon/replica.h"
 #include "daemon/producer_state.h"
+#include "daemon/tls.h"
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
 #include "kp_msgs.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <stdio.h>
@@ -565,7 +571,14 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         send_fetch(f);
         return;
     }
+    unsigned long tls_err = bufferevent_get_openssl_error(bev);    /* 0: not TLS */
+    char why[256];
+    if (tls_err && !(what & BEV_EVENT_TIMEOUT)) {
+        snprintf(why, sizeof why, "TLS: ");
+        ERR_error_string_n(tls_err, why + 5, sizeof why - 5);
+    }
     conn_fail(f, what & BEV_EVENT_TIMEOUT ? "no answer in time"
+                 : tls_err ? why
                  : what & BEV_EVENT_EOF ? "connection closed by the leader"
                  : "connection error");
 }
@@ -574,7 +587,34 @@ static void fetcher_connect(fe_fetcher *f)
 {
     bk_broker *b = f->set->b;
     close_conn(f);
-    f->bev = bufferevent_socket_new(b->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    /* The inter-broker listener's protocol (inter.broker.listener.name):
+     * TLS through libevent's OpenSSL filter, the host name checked
+     * against the leader's certificate unless
+     * ssl.endpoint.identification.algorithm is empty.  SASL on it is not
+     * done yet (the connection would be refused by a SASL listener). */
+    const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];
+    if (ib->proto == BK_SEC_SSL || ib->proto == BK_SEC_SASL_SSL) {
+        char err[512];
+        SSL_CTX *ctx = bk_tls_client_ctx(b, err, sizeof err);
+        SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+        if (!ssl) {
+            conn_fail(f, ctx ? "cannot make a TLS connection" : err);
+            return;
+        }
+        struct in6_addr ip;           /* SNI names hosts, never addresses (RFC 6066) */
+        if (inet_pton(AF_INET, f->host, &ip) != 1 && inet_pton(AF_INET6, f->host, &ip) != 1)
+            SSL_set_tlsext_host_name(ssl, f->host);
+        if (b->cfg->ssl_endpoint_identification_algorithm[0])
+            SSL_set1_host(ssl, f->host);
+        f->bev = bufferevent_openssl_socket_new(b->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+                                                BEV_OPT_CLOSE_ON_FREE);
+        if (f->bev)                     /* EOF without close_notify is EOF */
+            bufferevent_openssl_set_allow_dirty_shutdown(f->bev, 1);
+        else
+            SSL_free(ssl);
+    } else {
+        f->bev = bufferevent_socket_new(b->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    }
     if (!f->bev) {
         conn_fail(f, "cannot create a socket");
         return;
@@ -870,7 +910,8 @@ static void recompute(evutil_socket_t fd, short what, void *arg)
     if (b->cl->synced)
         bk_topics_foreach(b, collect_topic, s);
     bk_broker_info info[CL_MAX_BROKERS];
-    int nb = bk_brokers_info(b, info, CL_MAX_BROKERS);
+    const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];
+    int nb = bk_brokers_info(b, ib->name, info, CL_MAX_BROKERS);
     for (fe_fetcher **pf = &s->fetchers; *pf;) {
         fe_fetcher *f = *pf;
         int k = 0;

@@ -87,7 +87,7 @@ static void find_one(bk_req *r, int8_t key_type, kp_str key,
     kp_str_copy(key, name, sizeof name);
     int32_t id = bk_coordinator_of(r->b, name);
     bk_broker_info live[1024];
-    int n = bk_brokers_info(r->b, live, 1024);
+    int n = bk_brokers_info(r->b, bk_conn_listener(r->conn), live, 1024);
     c->ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
     for (int i = 0; i < n; i++)
         if (live[i].id == id) {

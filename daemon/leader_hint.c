@@ -22,10 +22,11 @@ bool bk_leader_hint(bk_broker *b, kp_str topic, int32_t partition,
     return true;
 }
 
-int bk_hint_endpoints(bk_broker *b, const bk_hint_nodes *nodes, bk_broker_info *out)
+int bk_hint_endpoints(bk_broker *b, const char *listener, const bk_hint_nodes *nodes,
+                      bk_broker_info *out)
 {
     bk_broker_info all[BK_HINT_MAX_NODES * 4];
-    int nall = bk_brokers_info(b, all, (int)(sizeof all / sizeof all[0]));
+    int nall = bk_brokers_info(b, listener, all, (int)(sizeof all / sizeof all[0]));
     int n = 0;
     for (int i = 0; i < nodes->n; i++)
         for (int j = 0; j < nall; j++)

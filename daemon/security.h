@@ -43,5 +43,8 @@ const char *bk_conn_principal(const bk_conn *c);
 void bk_conn_set_principal(bk_conn *c, const char *principal);
 /* The client's address alone (no port): what ACLs' host field matches. */
 const char *bk_conn_host(const bk_conn *c);
+/* The name of the listener c came through ("PLAINTEXT", "INTERNAL", ...);
+ * NULL for a request on no connection. */
+const char *bk_conn_listener(const bk_conn *c);
 
 #endif

@@ -49,10 +49,28 @@
  *      max.connections.per.ip from one address; a connection over either
  *      is closed on accept, before anything is read from it.
  *
- * States of a connection: READING (processing frames) → BUSY (deferred
- * handler) → READING; READING → PAUSED (output over the cap) → READING;
- * READING → STARVED (request pool full) → READING; any → closed (error,
- * EOF, idle timeout, malformed request).
+ *   6. Each listener of listeners= has its own socket; a connection keeps
+ *      the listener it came through (its security protocol, and the
+ *      endpoints Metadata gives it: the advertised ones of that listener).
+ *   7. A TLS connection's handshake runs in the event loop like any read:
+ *      one step per readable/writable event, never a blocking call, so a
+ *      stalled or failed handshake costs others nothing.  It must finish
+ *      within ssl.handshake.timeout.ms (a deadline, not an idle timer: a
+ *      client dribbling a byte at a time is closed too).  No request is
+ *      read before it has finished.
+ *   8. TLS output: where OpenSSL moved sending into the kernel (kTLS), the
+ *      output buffer is written exactly as a plaintext one (writev and
+ *      sendfile; the kernel encrypts; tls.c T4).  Otherwise file ranges
+ *      are mapped (libevent mmaps a file segment added to a buffer that
+ *      does not drain to a socket) and SSL_write encrypts straight from
+ *      the page cache: the bytes are never copied into the heap in the
+ *      clear.  Input is always SSL_read; bytes OpenSSL holds decrypted
+ *      (SSL_pending) count as readable.
+ *
+ * States of a connection: HANDSHAKE (TLS only) → READING; READING (processing
+ * frames) → BUSY (deferred handler) → READING; READING → PAUSED (output over
+ * the cap) → READING; READING → STARVED (request pool full) → READING; any →
+ * closed (error, EOF, idle or handshake timeout, malformed request).
  */
 #include "daemon/server.h"
 
@@ -68,10 +86,14 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "daemon/request.h"
 #include "daemon/metrics.h"
 #include "daemon/sasl.h"
 #include "daemon/security.h"
+#include "daemon/tls.h"
 
 /* Frame/response buffers above this are freed after their request (inv. 3). */
 #define BUF_KEEP (1u << 20)
@@ -89,6 +111,12 @@ struct bk_conn {
     char peer[64];
     char host[64];                /* peer address alone: per-IP limit */
     bk_secproto proto;            /* the listener's (security.h inv. 2) */
+    const bk_listener *listener;  /* the one it came through (inv. 6) */
+    SSL *ssl;                     /* TLS listeners; NULL on plaintext ones */
+    bool handshaking;             /* HANDSHAKE state (inv. 7) */
+    bool peeked;                  /* its first byte was looked at */
+    bool ktls;                    /* the kernel encrypts what we send (inv. 8) */
+    int64_t hs_deadline_us;       /* ssl.handshake.timeout.ms after accept */
     char principal[BK_PRINCIPAL_MAX];   /* security.h inv. 1 */
     bk_sasl_conn *sasl;           /* SASL listeners: sasl.c's state */
     int64_t reserved;             /* bytes of the request pool held (inv. 4) */
@@ -105,9 +133,18 @@ struct bk_conn {
     bk_conn *next, *prev;
 };
 
+/* One bound listener (inv. 6). */
+typedef struct bk_lsock {
+    struct bk_server *s;
+    const bk_listener *l;
+    struct evconnlistener *ev;
+} bk_lsock;
+
 struct bk_server {
     bk_broker *b;
-    struct evconnlistener *listener;
+    bk_lsock lsocks[BK_LISTENERS_MAX];
+    int nlsocks;
+    SSL_CTX *tls;                 /* the server context, when a listener is TLS */
     bk_conn conns;                /* list sentinel */
     struct event *drain_timer;    /* shutdown: waits for busy connections */
     int64_t drain_deadline_us;
@@ -134,6 +171,22 @@ static void want_read(bk_conn *c, bool on)
     int64_t idle = c->b->cfg->connections_max_idle_ms;
     struct timeval tv = { (time_t)(idle / 1000), (suseconds_t)(idle % 1000) * 1000 };
     event_add(c->rev, idle > 0 ? &tv : NULL);
+    /* Decrypted bytes OpenSSL holds make no epoll event (inv. 8). */
+    if (c->ssl && SSL_pending(c->ssl) > 0)
+        event_active(c->rev, EV_READ, 0);
+}
+
+/* The write event on or off: while output is stuck, while paused, and
+ * while a TLS handshake waits to send. */
+static void want_write(bk_conn *c, bool on)
+{
+    if (on == c->writing)
+        return;
+    c->writing = on;
+    if (on)
+        event_add(c->wev, NULL);
+    else
+        event_del(c->wev);
 }
 
 /* ---- request pool (inv. 4) --------------------------------------------------- */
@@ -212,6 +265,7 @@ static void conn_free(bk_conn *c)
     event_free(c->wev);
     evbuffer_free(c->obuf);
     evbuffer_free(c->stage);
+    SSL_free(c->ssl);
     evutil_closesocket(c->fd);
     kp_buf_free(&c->in);
     kp_buf_free(&c->out);
@@ -274,6 +328,11 @@ void bk_conn_set_principal(bk_conn *c, const char *principal)
 const char *bk_conn_host(const bk_conn *c)
 {
     return c ? c->host : "";
+}
+
+const char *bk_conn_listener(const bk_conn *c)
+{
+    return c && c->listener ? c->listener->name : NULL;
 }
 
 static const char *const secproto_names[] = {
@@ -431,9 +490,39 @@ static bool pause_if_over_cap(bk_conn *c)
 /* Writes what the socket takes now (memory with writev, file ranges with
  * sendfile) and keeps the write event added exactly while something is
  * left.  Returns false when the write failed and c was closed. */
+/* SSL_write of the output's first chain (memory, or a mapped file range:
+ * inv. 8), as much as the socket takes.  > 0 bytes written; 0 when the
+ * socket is full; -1 when the connection failed. */
+static int tls_write(bk_conn *c)
+{
+    struct evbuffer_iovec v;
+    if (evbuffer_peek(c->obuf, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+        return -1;                /* a file range that could not be mapped */
+    size_t n = v.iov_len > (1u << 20) ? (1u << 20) : v.iov_len;
+    ERR_clear_error();
+    int w = SSL_write(c->ssl, v.iov_base, (int)n);
+    if (w > 0) {
+        evbuffer_drain(c->obuf, (size_t)w);
+        return w;
+    }
+    int e = SSL_get_error(c->ssl, w);
+    if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
+        return 0;                 /* retried with the same bytes (the modes set in tls.c) */
+    return -1;
+}
+
 static bool flush_out(bk_conn *c)
 {
     while (evbuffer_get_length(c->obuf) > 0) {
+        if (c->ssl && !c->ktls) {
+            int w = tls_write(c);
+            if (w > 0)
+                continue;
+            if (w == 0)
+                break;
+            conn_free(c);         /* the client is gone, or a TLS alert */
+            return false;
+        }
         errno = 0;
         int n = evbuffer_write(c->obuf, c->fd);
         if (n > 0)
@@ -449,14 +538,7 @@ static bool flush_out(bk_conn *c)
     }
     /* A paused connection resumes in on_writable, so it keeps the event
      * even when this call drained everything (it then fires at once). */
-    bool want = evbuffer_get_length(c->obuf) > 0 || c->paused;
-    if (want != c->writing) {
-        c->writing = want;
-        if (want)
-            event_add(c->wev, NULL);
-        else
-            event_del(c->wev);
-    }
+    want_write(c, evbuffer_get_length(c->obuf) > 0 || c->paused);
     return true;
 }
 
@@ -685,9 +767,106 @@ static uint8_t *read_space(bk_conn *c, size_t *space)
     return p;
 }
 
+/* recv's contract over SSL_read: > 0 bytes, 0 at the client's close,
+ * -1 with errno (EAGAIN: nothing decrypted yet). */
+static ssize_t tls_read(bk_conn *c, uint8_t *p, size_t space)
+{
+    ERR_clear_error();
+    int n = SSL_read(c->ssl, p, space > INT32_MAX ? INT32_MAX : (int)space);
+    if (n > 0)
+        return n;
+    switch (SSL_get_error(c->ssl, n)) {
+    case SSL_ERROR_ZERO_RETURN:   /* close_notify */
+        return 0;
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:    /* a TLS 1.3 key update under way */
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_SYSCALL:
+        if (n == 0)
+            return 0;             /* EOF without close_notify */
+        return -1;
+    default: {
+        char e[256];
+        BK_WARN("TLS error from %s: %s; closing", c->peer, bk_tls_error(e, sizeof e));
+        errno = EPROTO;
+        return -1;
+    }
+    }
+}
+
+static void handshake_done(bk_conn *c)
+{
+    c->handshaking = false;
+    char principal[BK_PRINCIPAL_MAX];
+    if (bk_tls_peer_principal(c->ssl, principal, sizeof principal) == 0) {
+        bk_conn_set_principal(c, principal);
+        BK_INFO("TLS client %s on listener %s authenticated as %s", c->peer,
+                c->listener->name, principal);
+    }
+    c->ktls = bk_tls_ktls_send(c->ssl);
+    if (c->ktls)                  /* writev and sendfile as plaintext (inv. 8) */
+        evbuffer_set_flags(c->obuf, EVBUFFER_FLAG_DRAINS_TO_FD);
+    want_write(c, false);
+    c->reading = false;           /* re-armed with the idle timeout */
+    want_read(c, true);
+}
+
+/* One step of the handshake (inv. 7).  Returns false if c was closed. */
+static bool handshake_step(bk_conn *c, short what)
+{
+    if ((what & EV_TIMEOUT) || bk_mono_us() > c->hs_deadline_us) {
+        BK_WARN("TLS handshake with %s on listener %s not done in "
+                "ssl.handshake.timeout.ms=%lld; closing", c->peer, c->listener->name,
+                (long long)c->b->cfg->ssl_handshake_timeout_ms);
+        conn_free(c);
+        return false;
+    }
+    if (!c->peeked) {
+        /* A TLS connection opens with a handshake record (type 22); a
+         * Kafka request's first byte is its length's top byte, 0.  Only
+         * the very first byte: later ones may be the middle of a record. */
+        uint8_t first;
+        ssize_t n = recv(c->fd, &first, 1, MSG_PEEK);
+        c->peeked = n == 1;
+        if (n == 1 && first != 22) {
+            BK_WARN("plaintext (non-TLS) client %s on TLS listener %s; closing",
+                    c->peer, c->listener->name);
+            conn_free(c);
+            return false;
+        }
+    }
+    ERR_clear_error();
+    int rc = SSL_do_handshake(c->ssl);
+    if (rc == 1) {
+        handshake_done(c);
+        return true;
+    }
+    int e = SSL_get_error(c->ssl, rc);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        want_write(c, e == SSL_ERROR_WANT_WRITE);
+        return true;
+    }
+    char err[256];
+    long vr = SSL_get_verify_result(c->ssl);
+    if (e == SSL_ERROR_SSL)
+        bk_tls_error(err, sizeof err);
+    else
+        snprintf(err, sizeof err, "the client closed the connection");
+    BK_WARN("TLS handshake with %s on listener %s failed: %s%s%s; closing", c->peer,
+            c->listener->name, err, vr != X509_V_OK ? ": " : "",
+            vr != X509_V_OK ? X509_verify_cert_error_string(vr) : "");
+    conn_free(c);
+    return false;
+}
+
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     bk_conn *c = arg;
+    if (c->handshaking) {
+        handshake_step(c, what);
+        return;
+    }
     if (c->busy) {
         /* Not idle (a deferred request) and not to be read: mute until
          * the answer is out (bk_req_finish turns reading back on). */
@@ -718,7 +897,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
             conn_free(c);
             return;
         }
-        ssize_t n = recv(fd, p, space, 0);
+        ssize_t n = c->ssl ? tls_read(c, p, space) : recv(fd, p, space, 0);
         if (n == 0) {             /* orderly close by the client */
             conn_free(c);
             return;
@@ -734,9 +913,13 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         c->in.len += (size_t)n;
         if (!process_input(c))
             return;               /* c was closed */
-        if ((size_t)n < space)
+        if ((size_t)n < space && !(c->ssl && SSL_pending(c->ssl) > 0))
             return;               /* the socket is drained */
     }
+    /* Four reads done and OpenSSL still holds bytes: no epoll event will
+     * say so (inv. 8), so come back on the next loop turn. */
+    if (c->ssl && c->reading && !c->busy && SSL_pending(c->ssl) > 0)
+        event_active(c->rev, EV_READ, 0);
 }
 
 /* Runs on its own loop turn after a reservation was released: resumes
@@ -775,6 +958,10 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what;
     bk_conn *c = arg;
+    if (c->handshaking) {
+        handshake_step(c, 0);
+        return;
+    }
     if (!flush_out(c))
         return;
     /* Resume once half the cap has drained (inv. 2). */
@@ -792,7 +979,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
                       struct sockaddr *sa, int socklen, void *arg)
 {
     (void)l; (void)socklen;
-    bk_server *s = arg;
+    bk_lsock *ls = arg;
+    bk_server *s = ls->s;
     bk_broker *b = s->b;
     if (b->stopping || b->nconns >= b->cfg->max_connections) {
         evutil_closesocket(fd);
@@ -822,7 +1010,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     }
     snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
     snprintf(c->host, sizeof c->host, "%s", host);
-    c->proto = b->cfg->listen_proto;
+    c->listener = ls->l;
+    c->proto = ls->l->proto;
     bk_conn_set_principal(c, NULL);
     /* O(connections) per accept: cheap next to the accept itself. */
     if (b->cfg->max_connections_per_ip < b->cfg->max_connections &&
@@ -838,12 +1027,20 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     c->obuf = evbuffer_new();
     c->stage = evbuffer_new();
     /* Tells libevent this buffer drains to a socket, so file ranges go out
-     * with sendfile(2); without it they would be mmapped and writev'd. */
-    if (c->obuf)
+     * with sendfile(2); without it they are mmapped, which is what TLS
+     * without kTLS encrypts from (inv. 8). */
+    bool tls = ls->l->proto == BK_SEC_SSL || ls->l->proto == BK_SEC_SASL_SSL;
+    if (c->obuf && !tls)
         evbuffer_set_flags(c->obuf, EVBUFFER_FLAG_DRAINS_TO_FD);
+    if (tls && (c->ssl = SSL_new(s->tls)) != NULL) {
+        SSL_set_fd(c->ssl, fd);
+        SSL_set_accept_state(c->ssl);
+        c->handshaking = true;
+        c->hs_deadline_us = bk_mono_us() + b->cfg->ssl_handshake_timeout_ms * 1000;
+    }
     c->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, on_readable, c);
     c->wev = event_new(b->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
-    if (!c->obuf || !c->stage || !c->rev || !c->wev) {
+    if (!c->obuf || !c->stage || !c->rev || !c->wev || (tls && !c->ssl)) {
         if (c->obuf)
             evbuffer_free(c->obuf);
         if (c->stage)
@@ -852,18 +1049,60 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
             event_free(c->rev);
         if (c->wev)
             event_free(c->wev);
+        SSL_free(c->ssl);
         evutil_closesocket(fd);
         free(c);
         return;
     }
     kp_buf_init(&c->in);
     kp_buf_init(&c->out);
-    want_read(c, true);
+    if (c->handshaking) {         /* the deadline's timer (inv. 7) */
+        int64_t ms = b->cfg->ssl_handshake_timeout_ms;
+        struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+        c->reading = true;
+        event_add(c->rev, &tv);
+    } else {
+        want_read(c, true);
+    }
     c->next = s->conns.next;
     c->prev = &s->conns;
     s->conns.next->prev = c;
     s->conns.next = c;
     b->nconns++;
+}
+
+static int bind_listener(bk_server *s, const bk_listener *l, char *err, size_t errlen)
+{
+    struct evutil_addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                                     .ai_flags = EVUTIL_AI_PASSIVE };
+    struct evutil_addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", l->port);
+    const char *host = l->host[0] ? l->host : NULL;
+    int rc = evutil_getaddrinfo(host, port, &hints, &ai);
+    if (rc != 0 || !ai) {
+        snprintf(err, errlen, "cannot resolve listener %s://%s:%s: %s", l->name,
+                 host ? host : "*", port, evutil_gai_strerror(rc));
+        return -1;
+    }
+    bk_lsock *ls = &s->lsocks[s->nlsocks];
+    ls->s = s;
+    ls->l = l;
+    ls->ev = evconnlistener_new_bind(s->b->base, on_accept, ls,
+                                     LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE,
+                                     512, ai->ai_addr, (int)ai->ai_addrlen);
+    evutil_freeaddrinfo(ai);
+    if (!ls->ev) {
+        snprintf(err, errlen, "cannot listen on %s://%s:%s: %s", l->name, host ? host : "*",
+                 port, strerror(errno));
+        return -1;
+    }
+    s->nlsocks++;
+    BK_INFO("listener %s (%s) on %s:%d, advertised as %s:%d%s", l->name,
+            bk_secproto_name(l->proto), host ? host : "*", l->port, l->adv_host, l->adv_port,
+            l == &s->b->cfg->listeners[s->b->cfg->inter_broker_listener] &&
+            s->b->cfg->zookeeper_connect[0] ? " (inter-broker)" : "");
+    return 0;
 }
 
 int bk_server_start(bk_broker *b, char *err, size_t errlen)
@@ -882,26 +1121,25 @@ int bk_server_start(bk_broker *b, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    struct evutil_addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                                     .ai_flags = EVUTIL_AI_PASSIVE };
-    struct evutil_addrinfo *ai = NULL;
-    char port[16];
-    snprintf(port, sizeof port, "%d", b->cfg->listen_port);
-    const char *host = b->cfg->listen_host[0] ? b->cfg->listen_host : NULL;
-    int rc = evutil_getaddrinfo(host, port, &hints, &ai);
-    if (rc != 0 || !ai) {
-        snprintf(err, errlen, "cannot resolve listener %s:%s: %s",
-                 host ? host : "*", port, evutil_gai_strerror(rc));
-        return -1;
-    }
-    s->listener = evconnlistener_new_bind(b->base, on_accept, s,
-                                          LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE,
-                                          512, ai->ai_addr, (int)ai->ai_addrlen);
-    evutil_freeaddrinfo(ai);
-    if (!s->listener) {
-        snprintf(err, errlen, "cannot listen on %s:%s: %s", host ? host : "*", port,
-                 strerror(errno));
-        return -1;
+    for (int i = 0; i < b->cfg->nlisteners; i++) {
+        const bk_listener *l = &b->cfg->listeners[i];
+        if ((l->proto == BK_SEC_SSL || l->proto == BK_SEC_SASL_SSL) && !s->tls) {
+            char terr[512];
+            s->tls = bk_tls_server_ctx(b, terr, sizeof terr);
+            if (!s->tls) {
+                snprintf(err, errlen, "listener %s: %s", l->name, terr);
+                return -1;
+            }
+            bool kern = bk_tls_kernel_available();
+            BK_INFO("TLS: %s (OpenSSL %s); client auth %s, protocols %s",
+                    kern ? "kernel TLS available: sends use kTLS where the cipher allows"
+                         : "no kernel TLS here (no \"tls\" TCP ULP): fetches are encrypted "
+                           "from mmapped segments by SSL_write",
+                    OpenSSL_version(OPENSSL_VERSION), b->cfg->ssl_client_auth,
+                    b->cfg->ssl_enabled_protocols);
+        }
+        if (bind_listener(s, l, err, errlen))
+            return -1;
     }
     return 0;
 }
@@ -923,8 +1161,8 @@ void bk_server_drain(bk_broker *b)
     bk_server *s = b->server;
     if (!s)
         return;
-    if (s->listener)
-        evconnlistener_disable(s->listener);
+    for (int i = 0; i < s->nlsocks; i++)
+        evconnlistener_disable(s->lsocks[i].ev);
     /* Deferred requests that can answer early (a waiting Fetch) are told
      * to; the others answer by their own timers.  Leave the loop once all
      * have, or after three seconds either way. */
@@ -951,8 +1189,9 @@ void bk_server_free(bk_broker *b)
         event_free(s->drain_timer);
     if (s->wake_ev)
         event_free(s->wake_ev);
-    if (s->listener)
-        evconnlistener_free(s->listener);
+    for (int i = 0; i < s->nlsocks; i++)
+        evconnlistener_free(s->lsocks[i].ev);
     free(s);
     b->server = NULL;
+    bk_tls_free(b);
 }

@@ -188,19 +188,27 @@ int bk_live_brokers(bk_broker *b, int32_t *ids, int max)
     return b->cl->nbrokers;
 }
 
-int bk_brokers_info(bk_broker *b, bk_broker_info *out, int max)
+int bk_brokers_info(bk_broker *b, const char *listener, bk_broker_info *out, int max)
 {
+    const bk_listener *own = listener ? bk_config_listener(b->cfg, listener) : NULL;
+    if (!own)
+        own = &b->cfg->listeners[0];
     if (!b->cl) {
         if (max > 0)
-            out[0] = (bk_broker_info){ b->cfg->broker_id, b->cfg->advertised_host,
-                                       b->cfg->advertised_port,
+            out[0] = (bk_broker_info){ b->cfg->broker_id, own->adv_host, own->adv_port,
                                        b->cfg->rack[0] ? b->cfg->rack : NULL };
         return 1;
     }
     int n = 0;
     for (int i = 0; i < b->cl->nbrokers && n < max; i++) {
         const zj_broker *z = &b->cl->brokers[i];
-        out[n++] = (bk_broker_info){ z->id, z->host, z->port, z->rack[0] ? z->rack : NULL };
+        /* A broker without this listener is left out, as Kafka does; a
+         * registration without endpoints (an old form) has host/port. */
+        const struct zj_endpoint *ep = zj_broker_endpoint(z, own->name);
+        if (!ep && z->neps > 0)
+            continue;
+        out[n++] = (bk_broker_info){ z->id, ep ? ep->host : z->host, ep ? ep->port : z->port,
+                                     z->rack[0] ? z->rack : NULL };
     }
     return n;
 }

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- the reader ------------------------------------------------------------------ */
 
@@ -694,6 +695,20 @@ int zj_broker_parse(const char *json, size_t len, zj_broker *out, char *err, siz
         }
     if (rd_finish(&r))
         return -1;
+    for (const char *e = out->endpoints; *e && out->neps < ZJ_EPS_MAX;) {
+        const char *comma = strchr(e, ',');
+        size_t n = comma ? (size_t)(comma - e) : strlen(e);
+        struct zj_endpoint *ep = &out->eps[out->neps];
+        const char *sep = memmem(e, n, "://", 3);       /* endpoint_ok: there */
+        size_t nl = (size_t)(sep - e);
+        if (nl < sizeof ep->name &&
+            split_endpoint(e, n, ep->host, sizeof ep->host, &ep->port)) {
+            memcpy(ep->name, e, nl);
+            ep->name[nl] = 0;
+            out->neps++;
+        }
+        e += n + !!comma;
+    }
     if (!host_set || out->port < 0) {
         /* Kafka writes host null (port -1) without a PLAINTEXT listener:
          * take the PLAINTEXT endpoint, else the first. */
@@ -732,6 +747,29 @@ static const char *protocol_of(const char *name, size_t n)
     return "PLAINTEXT";
 }
 
+const struct zj_endpoint *zj_broker_endpoint(const zj_broker *b, const char *name)
+{
+    for (int i = 0; i < b->neps; i++)
+        if (!strcasecmp(b->eps[i].name, name))
+            return &b->eps[i];
+    return NULL;
+}
+
+/* name's protocol in map ("NAME:PROTO,..."), else protocol_of. */
+static void w_protocol(kp_buf *out, const char *map, const char *name, size_t n)
+{
+    for (const char *e = map; *e;) {
+        const char *comma = strchr(e, ',');
+        size_t len = comma ? (size_t)(comma - e) : strlen(e);
+        if (len > n && e[n] == ':' && !strncmp(e, name, n)) {
+            w_str(out, e + n + 1, len - n - 1);
+            return;
+        }
+        e += len + !!comma;
+    }
+    w_cstr(out, protocol_of(name, n));
+}
+
 int zj_broker_format(const zj_broker *b, kp_buf *out)
 {
     char dflt[sizeof b->host + 32];
@@ -751,7 +789,7 @@ int zj_broker_format(const zj_broker *b, kp_buf *out)
             kp_wr_raw(out, ",", 1);
         w_str(out, e, name);
         kp_wr_raw(out, ":", 1);
-        w_cstr(out, protocol_of(e, name));
+        w_protocol(out, b->protocol_map, e, name);
         e += n + !!comma;
     }
     w_raw(out, "},\"endpoints\":[");

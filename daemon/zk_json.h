@@ -45,7 +45,20 @@ typedef struct zj_broker {
     char rack[64];               /* "" when none */
     char endpoints[512];         /* joined "PLAINTEXT://h:p,SSL://h:p" */
     int64_t timestamp_ms;        /* registration time; -1 when absent */
+    /* Formatting: listener_security_protocol_map as "NAME:PROTO,..."; ""
+     * maps each listener named like a protocol to it (others PLAINTEXT). */
+    char protocol_map[512];
+    /* Parsing: endpoints split by listener name (the first ZJ_EPS_MAX). */
+    struct zj_endpoint {
+        char name[64];
+        char host[256];
+        int32_t port;
+    } eps[8];
+    int neps;
 } zj_broker;
+#define ZJ_EPS_MAX 8
+/* The endpoint of listener name (case-insensitive) in b, or NULL. */
+const struct zj_endpoint *zj_broker_endpoint(const zj_broker *b, const char *name);
 
 /* host/port come from "host"/"port", or from the first PLAINTEXT endpoint
  * (else the first endpoint) when "host" is null, as Kafka writes it for

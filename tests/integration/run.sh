@@ -15,7 +15,7 @@ if [ ! -x "$SLUICED" ]; then
 fi
 # Extra arguments replace the default target (e.g. `sh run.sh -x tests/integration/test_admin.py`).
 [ $# -eq 0 ] && set -- "$here"
-PYTHONDONTWRITEBYTECODE=1 timeout -k 10 "${SLUICE_IT_TIMEOUT:-900}" \
+PYTHONDONTWRITEBYTECODE=1 timeout -k 10 "${SLUICE_IT_TIMEOUT:-1800}" \
     /usr/bin/python3 -m pytest -v -p no:cacheprovider --durations=10 -rs "$@"
 rc=$?
 case $rc in

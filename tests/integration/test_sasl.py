@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from kafka.scram import ScramClient
 
-from conftest import finish_broker
+from conftest import finish_broker, free_port
 import kafka_raw as kr
 from sasl_support import (add_user, authenticate, ck_sasl, handshake, kcat_sasl, kp_sasl,
                           scram_login, sql, start_sasl_broker)
@@ -342,14 +342,25 @@ from cluster_support import make_cluster, registered_ids, wait_for, zk, zk_missi
 def test_credentials_made_on_broker_1_work_on_broker_3(make_cluster):
     c = make_cluster(3, start=False)
     b1, b3 = c.broker(1), c.broker(3)
+    # broker 3 gets a SASL_PLAINTEXT listener beside its PLAINTEXT one (the
+    # inter-broker listener, through which the others list it)
+    sasl_port = free_port()
     plain_argv = b3.argv
-    b3.argv = lambda: [a.replace("=PLAINTEXT://", "=SASL_PLAINTEXT://") for a in plain_argv()]
+
+    def with_sasl():
+        out = []
+        for a in plain_argv():
+            if a.startswith(("listeners=PLAINTEXT://", "advertised.listeners=PLAINTEXT://")):
+                a += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
+            out.append(a)
+        return out
+    b3.argv = with_sasl
     for b in c.brokers:
         b.start()
     wait_for(lambda: registered_ids(b1) == {1, 2, 3}, 30, "broker 1 to list brokers 1-3")
 
     def login(user, pw, mech="SCRAM-SHA-256"):
-        with kr.Conn(b3.port) as conn:
+        with kr.Conn(sasl_port) as conn:
             return scram_login(conn, user, pw, mech)[0]
     assert login("zed", "zed-pw") == 58
     b1.sql("INSERT INTO scram_credentials (name, mechanism, password) "

@@ -253,13 +253,15 @@ START_TEST(test_leadership_keys_have_kafkas_defaults_and_ranges)
 }
 END_TEST
 
-START_TEST(test_only_admin_token_is_sensitive_and_topic_keys_are_accepted)
+START_TEST(test_only_secrets_are_sensitive_and_topic_keys_are_accepted)
 {
     size_t n;
     const bk_config_key *keys = bk_config_keys(&n);
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(keys[i].sensitive == !strcmp(keys[i].name, "admin.token"), "%s",
-                      keys[i].name);
+        ck_assert_msg(keys[i].sensitive == (!strcmp(keys[i].name, "admin.token") ||
+                                            !strcmp(keys[i].name, "ssl.keystore.key") ||
+                                            !strcmp(keys[i].name, "ssl.key.password")),
+                      "%s", keys[i].name);
     size_t nd;
     const md_config_def *defs = md_config_defs(&nd);
     for (size_t i = 0; i < nd; i++) {
@@ -297,14 +299,89 @@ START_TEST(test_unit_precedence_is_per_config)
 }
 END_TEST
 
+static int set_all(bk_config *c, const char *const *kv, char *err, size_t errlen)
+{
+    for (; kv[0]; kv += 2)
+        if (bk_config_set(c, kv[0], kv[1], err, errlen))
+            return -1;
+    return bk_config_finish(c, err, errlen);
+}
+
+START_TEST(test_named_listeners_resolve_through_the_protocol_map)
+{
+    bk_config c;
+    bk_config_init(&c);
+    char err[512] = "";
+    const char *kv[] = {
+        "advertised.listeners", "EXTERNAL://broker1.example:9093",   /* before listeners */
+        "listeners", "INTERNAL://0.0.0.0:9092,EXTERNAL://:9093,PLAINTEXT://127.0.0.1:9094",
+        "listener.security.protocol.map", "INTERNAL:SSL,EXTERNAL:SASL_SSL",
+        "inter.broker.listener.name", "internal",
+        "ssl.keystore.location", "/nonexistent.pem", NULL };
+    ck_assert_msg(set_all(&c, kv, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.nlisteners, 3);
+    ck_assert_str_eq(c.listeners[0].name, "INTERNAL");
+    ck_assert_int_eq(c.listeners[0].proto, BK_SEC_SSL);
+    ck_assert_str_eq(c.listeners[0].adv_host, "127.0.0.1");   /* all addresses: loopback */
+    ck_assert_int_eq(c.listeners[1].proto, BK_SEC_SASL_SSL);
+    ck_assert_str_eq(c.listeners[1].adv_host, "broker1.example");
+    ck_assert_int_eq(c.listeners[2].proto, BK_SEC_PLAINTEXT);
+    ck_assert_int_eq(c.inter_broker_listener, 0);
+    /* the first listener is what listen_* name */
+    ck_assert_int_eq(c.listen_port, 9092);
+    ck_assert_int_eq(c.listen_proto, BK_SEC_SSL);
+    char buf[512];
+    bk_config_endpoints(&c, buf, sizeof buf);
+    ck_assert_str_eq(buf, "INTERNAL://127.0.0.1:9092,EXTERNAL://broker1.example:9093,"
+                          "PLAINTEXT://127.0.0.1:9094");
+    bk_config_protocol_map(&c, buf, sizeof buf);
+    ck_assert_str_eq(buf, "INTERNAL:SSL,EXTERNAL:SASL_SSL,PLAINTEXT:PLAINTEXT");
+    bk_config_free(&c);
+
+    bk_config_init(&c);                 /* security.inter.broker.protocol picks by name */
+    const char *kv2[] = { "listeners", "PLAINTEXT://:1,SSL://:2",
+                          "security.inter.broker.protocol", "SSL",
+                          "ssl.keystore.location", "/x.pem", NULL };
+    ck_assert_msg(set_all(&c, kv2, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(c.inter_broker_listener, 1);
+    bk_config_free(&c);
+}
+END_TEST
+
+START_TEST(test_listener_mistakes_are_named)
+{
+    struct { const char *kv[9]; const char *says; } cases[] = {
+        { { "listeners", "INTERNAL://:1", NULL }, "listener INTERNAL has no security protocol" },
+        { { "listeners", "PLAINTEXT://:1,plaintext://:2", NULL }, "distinct names" },
+        { { "listeners", "SSL://:1", NULL }, "ssl.keystore.location" },
+        { { "advertised.listeners", "SSL://h:1", NULL }, "SSL is not a listener" },
+        { { "inter.broker.listener.name", "X", NULL }, "inter-broker listener X" },
+        { { "inter.broker.listener.name", "PLAINTEXT", "security.inter.broker.protocol",
+            "PLAINTEXT", NULL }, "cannot both be set" },
+        { { "ssl.client.auth", "sometimes", NULL }, "ssl.client.auth" },
+        { { "ssl.enabled.protocols", "TLSv1.1", NULL }, "ssl.enabled.protocols" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bk_config c;
+        bk_config_init(&c);
+        char err[512] = "";
+        ck_assert_int_eq(set_all(&c, cases[i].kv, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, cases[i].says), "case %zu: %s", i, err);
+        bk_config_free(&c);
+    }
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
         test_loads_kafka_keys, test_finest_retention_unit_wins, test_unknown_key_is_named,
         test_invalid_values_are_named, test_zk_connect_form, test_offsets_commit_linger_is_bounded,
         test_every_table_key_parses_into_what_describe_renders, test_defaults_are_the_tables,
-        test_only_admin_token_is_sensitive_and_topic_keys_are_accepted,
+        test_only_secrets_are_sensitive_and_topic_keys_are_accepted,
         test_unit_precedence_is_per_config, test_leadership_keys_have_kafkas_defaults_and_ranges,
+        test_named_listeners_resolve_through_the_protocol_map,
+        test_listener_mistakes_are_named,
     };
     return unit_run("daemon config", "config", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }

@@ -58,6 +58,35 @@ START_TEST(test_broker_kafka_v5_registration)
 }
 END_TEST
 
+START_TEST(test_broker_named_listeners_by_name)
+{
+    /* What a broker with listeners INTERNAL (SSL) and CLIENT writes, in
+     * Kafka's form; read back, each listener's endpoint by its name. */
+    zj_broker b = { .port = 9092, .timestamp_ms = 7 };
+    snprintf(b.host, sizeof b.host, "h1");
+    snprintf(b.endpoints, sizeof b.endpoints, "CLIENT://h1:9092,INTERNAL://[::1]:9093");
+    snprintf(b.protocol_map, sizeof b.protocol_map, "CLIENT:PLAINTEXT,INTERNAL:SSL");
+    kp_buf out;
+    kp_buf_init(&out);
+    ck_assert_int_eq(zj_broker_format(&b, &out), 0);
+    ck_assert_str_eq(text_of(&out), "{\"features\":{},\"listener_security_protocol_map\":"
+        "{\"CLIENT\":\"PLAINTEXT\",\"INTERNAL\":\"SSL\"},\"endpoints\":[\"CLIENT://h1:9092\","
+        "\"INTERNAL://[::1]:9093\"],\"jmx_port\":-1,\"port\":9092,\"host\":\"h1\","
+        "\"version\":5,\"timestamp\":\"7\"}");
+    zj_broker back;
+    ck_assert_msg(zj_broker_parse((const char *)out.data, out.len, &back, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert_int_eq(back.neps, 2);
+    const struct zj_endpoint *ep = zj_broker_endpoint(&back, "internal");
+    ck_assert_ptr_nonnull(ep);
+    ck_assert_str_eq(ep->host, "::1");
+    ck_assert_int_eq(ep->port, 9093);
+    ck_assert_int_eq(zj_broker_endpoint(&back, "CLIENT")->port, 9092);
+    ck_assert_ptr_null(zj_broker_endpoint(&back, "SSL"));
+    kp_buf_free(&out);
+}
+END_TEST
+
 START_TEST(test_broker_without_plaintext_host_is_null)
 {
     zj_broker b;
@@ -444,6 +473,7 @@ int main(void)
 {
     const TTest *const tests[] = {
         test_broker_kafka_v5_registration, test_broker_without_plaintext_host_is_null,
+        test_broker_named_listeners_by_name,
         test_broker_format_escapes_and_round_trips, test_topic_v3_assignment,
         test_topic_refuses_gaps_duplicates_and_bad_brokers, test_state_kafka_form_and_round_trip,
         test_config_overrides_round_trip, test_controller_epoch_and_cluster_id,
