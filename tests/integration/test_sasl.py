@@ -390,3 +390,46 @@ def test_enabled_mechanisms_are_the_only_ones_offered(sasl_dir):
     finally:
         problems = finish_broker(b)
         assert not problems, "; ".join(problems)
+
+
+# ---- SASL_SSL: SCRAM inside TLS (the listener's protocol from main's listeners) ----
+def test_scram_over_sasl_ssl_with_every_client(sasl_dir):
+    from conftest import Broker
+    from tls_support import add_ssl_listener, make_certs, on_ssl, ssl_overrides
+    certs = make_certs(os.path.join(sasl_dir, "certs"))
+    wd = os.path.join(sasl_dir, "sasl_ssl")
+    os.makedirs(wd)
+    admin = free_port()
+    o = dict(ssl_overrides(certs, client_auth="none"),
+             **{"admin.listeners": "http://127.0.0.1:%d" % admin})
+    b = add_ssl_listener(Broker(wd, o), certs, name="SASL_SSL")
+    b.admin = "127.0.0.1:%d" % admin
+    b.start()
+    try:
+        add_user(b, "alice", "alice-secret")
+        sb = on_ssl(b)
+        ck = dict(ck_sasl_conf("SCRAM-SHA-512"), **{"security.protocol": "SASL_SSL",
+                                                     "ssl.ca.location": certs.ca.crt})
+        kp = dict(kp_sasl("SCRAM-SHA-512", "alice", "alice-secret"),
+                  security_protocol="SASL_SSL", ssl_cafile=certs.ca.crt)
+        t = topic_name("saslssl")
+        p = kcat(sb, ["-P", "-t", t, "-X", "security.protocol=SASL_SSL",
+                      "-X", "ssl.ca.location=" + certs.ca.crt] +
+                 kcat_sasl("SCRAM-SHA-512", "alice", "alice-secret")[2:],
+                 input_bytes=b"".join(b"kcat-%d\n" % i for i in range(5)))
+        assert p.returncode == 0, p.stderr.decode()
+        produce_ok(ck_producer(sb, **ck), t, [{"value": b"ck-%d" % i} for i in range(5)])
+        kpp = kp_producer(sb, **kp)
+        for i in range(5):
+            kpp.send(t, b"kp-%d" % i).get(timeout=15)
+        kpp.close()
+        want = ([b"kcat-%d" % i for i in range(5)] + [b"ck-%d" % i for i in range(5)] +
+                [b"kp-%d" % i for i in range(5)])
+        assert [m.value() for m in consume(sb, t, [0], 15, timeout=20, **ck)] == want
+        assert [r.value for r in kp_consume(sb, t, [0], 15, timeout=20, **kp)] == want
+        # a wrong password inside TLS: refused the same way
+        e = auth_error(ck_conf(sb, **dict(ck, **{"sasl.password": "wrong"})))
+        assert e.code() == KafkaError._AUTHENTICATION and FAILED_MSG % "SCRAM-SHA-512" in e.str()
+    finally:
+        problems = finish_broker(b)
+        assert not problems, "; ".join(problems)
