@@ -7,10 +7,10 @@
  *   - SELECT (reads of anything except the credentials in main.users),
  *     WITH / recursive CTEs, every built-in function but load_extension;
  *   - PRAGMA that only reads (table_info, index_list, …) without a value;
- *   - INSERT / UPDATE / DELETE of the five writable views (topics,
- *     topic_configs, consumer_groups, committed_offsets, scram_credentials),
- *     top level only (the triggers then call our internal functions, which
- *     nobody else may call).
+ *   - INSERT / UPDATE / DELETE of the writable views (topics, topic_configs,
+ *     partitions' replicas, consumer_groups, committed_offsets,
+ *     scram_credentials), top level only (the triggers then call our
+ *     internal functions, which nobody else may call).
  * Everything else — ATTACH, schema changes, PRAGMA writes, transactions,
  * writes to other tables, VACUUM — is refused, and the refusal names why
  * (the authorizer keeps the reason in c->deny; sq_run reports it instead
@@ -101,7 +101,14 @@ static const char surface_sql[] =
     "          AND r.partition = p.partition AND r.in_isr) <\n"
     "       (SELECT count(*) FROM main.partition_replicas r WHERE r.topic = p.topic\n"
     "          AND r.partition = p.partition) AS under_replicated,\n"
-    "       (p.leader < 0 OR NOT coalesce(sluice_broker_alive(p.leader), 0)) AS offline\n"
+    "       (p.leader < 0 OR NOT coalesce(sluice_broker_alive(p.leader), 0)) AS offline,\n"
+    /* A reassignment in progress (daemon/cl_reassign.c): NULL when none. */
+    "       (SELECT group_concat(broker_id, ',') FROM (SELECT broker_id FROM\n"
+    "          main.partition_replicas r WHERE r.topic = p.topic AND r.partition = p.partition\n"
+    "          AND r.reassigning = 'adding' ORDER BY position)) AS adding_replicas,\n"
+    "       (SELECT group_concat(broker_id, ',') FROM (SELECT broker_id FROM\n"
+    "          main.partition_replicas r WHERE r.topic = p.topic AND r.partition = p.partition\n"
+    "          AND r.reassigning = 'removing' ORDER BY position)) AS removing_replicas\n"
     "  FROM main.partitions p LEFT JOIN sluice_partition_state l\n"
     "    ON l.topic = p.topic AND l.partition = p.partition\n"
     "  LEFT JOIN main.local_logs b ON b.topic = p.topic AND b.partition = p.partition;\n"
@@ -209,6 +216,13 @@ static const char surface_sql[] =
     "         OLD.replication_factor IS NOT NEW.replication_factor\n"
     "         OR OLD.internal IS NOT NEW.internal OR OLD.created_at IS NOT NEW.created_at);\nEND;\n"
 
+    /* UPDATE partitions SET replicas = '2,3,4' starts a reassignment (NULL
+     * cancels the one in progress), as AlterPartitionReassignments does. */
+    /* (The authorizer refuses a SET of any other column.) */
+    "CREATE TEMP TRIGGER partitions_update INSTEAD OF UPDATE ON partitions BEGIN\n"
+    "  SELECT sluice_partition_reassign(OLD.topic, OLD.partition, OLD.replicas,\n"
+    "         NEW.replicas);\nEND;\n"
+
     "CREATE TEMP TRIGGER topic_configs_insert INSTEAD OF INSERT ON topic_configs BEGIN\n"
     "  SELECT sluice_config_set(NEW.topic, NEW.name, NEW.value);\nEND;\n"
     "CREATE TEMP TRIGGER topic_configs_update INSTEAD OF UPDATE ON topic_configs BEGIN\n"
@@ -290,8 +304,10 @@ static void fn_replica_lag(sqlite3_context *ctx, int argc, sqlite3_value **v)
 
 static const struct { const char *view, *op, *why; } refusals[] = {
     { "brokers", NULL, "brokers is read-only: brokers register themselves" },
-    { "partitions", NULL, "partitions is read-only: add partitions with "
+    { "partitions", "INSERT", "partitions: add partitions with "
       "UPDATE topics SET partitions = N" },
+    { "partitions", "DELETE", "partitions: partitions cannot be deleted; only "
+      "UPDATE partitions SET replicas (a reassignment) is allowed" },
     { "partition_replicas", NULL, "partition_replicas is read-only: replicas are "
       "assigned when partitions are created" },
     { "broker_configs", NULL, "broker_configs is read-only: change broker configs with "
@@ -410,6 +426,22 @@ static void fn_topic_update(sqlite3_context *ctx, int argc, sqlite3_value **v)
         return;
     }
     sq_write w = { .op = SQ_TOPIC_PARTITIONS, .s1 = old, .i1 = sqlite3_value_int64(v[3]) };
+    do_write(ctx, &w);
+}
+
+/* (topic, partition, old replicas, new replicas) */
+static void fn_partition_reassign(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const char *old = arg_text(v[2]), *new = arg_text(v[3]);
+    if (new && !need_text(ctx, v[3], "partitions.replicas"))
+        return;
+    if (new && old && !strcmp(old, new)) {
+        sqlite3_result_null(ctx);                    /* nothing to do */
+        return;
+    }
+    sq_write w = { .op = SQ_PARTITION_REASSIGN, .s1 = arg_text(v[0]),
+                   .i1 = sqlite3_value_int64(v[1]), .s2 = new };
     do_write(ctx, &w);
 }
 
@@ -587,6 +619,7 @@ static const struct {
     { "sluice_topic_create", 5, fn_topic_create, true },
     { "sluice_topic_delete", 1, fn_topic_delete, true },
     { "sluice_topic_update", 5, fn_topic_update, true },
+    { "sluice_partition_reassign", 4, fn_partition_reassign, true },
     { "sluice_config_set", 3, fn_config_set, true },
     { "sluice_config_update", 7, fn_config_update, true },
     { "sluice_config_unset", 3, fn_config_unset, true },
@@ -693,11 +726,18 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
             const char *why = refusal(a3, action);
             if (why)
                 return deny(c, "%s", why);
+            /* partitions: replicas alone is writable (a reassignment);
+             * refused when prepared, whether or not a row matches. */
+            if (action == SQLITE_UPDATE && !strcmp(a3, "partitions") && a4 &&
+                strcmp(a4, "replicas"))
+                return deny(c, "partitions.%s is read-only: only replicas can be changed "
+                            "(a reassignment)", a4);
             c->wrote = true;
             return SQLITE_OK;
         }
-        return deny(c, "%s is read-only: writes are allowed only to topics, scram_credentials, "
-                    "topic_configs, consumer_groups and committed_offsets", a3);
+        return deny(c, "%s is read-only: writes are allowed only to topics, "
+                    "topic_configs, partitions (replicas), consumer_groups, "
+                    "committed_offsets and scram_credentials", a3);
     case SQLITE_ATTACH:
     case SQLITE_DETACH:
         return deny(c, "ATTACH and DETACH are not allowed", NULL);

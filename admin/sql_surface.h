@@ -94,6 +94,7 @@ enum sq_op {
     SQ_CONFIG_UNSET,       /* s1 topic, s2 name */
     SQ_GROUP_DELETE,       /* s1 group */
     SQ_OFFSET_SET,         /* s1 group, s2 topic, i1 partition, i2 offset, s3 metadata */
+    SQ_PARTITION_REASSIGN, /* s1 topic, i1 partition, s2 target "1,2,3" (NULL: cancel) */
     SQ_SCRAM_SET,          /* s1 user, s2 mechanism, s3 password, i1 iterations (-1 default) */
     SQ_SCRAM_DELETE,       /* s1 user, s2 mechanism */
 };

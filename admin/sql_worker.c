@@ -244,8 +244,15 @@ static void write_done(void *arg, int rc)
         if (rc) {
             snprintf(r->err, r->errlen, "Storing the offset failed; see the broker log.");
             res = KP_UNKNOWN_SERVER_ERROR;
+        } else if (res == KP_UNKNOWN_TOPIC_OR_PARTITION) {
+            snprintf(r->err, r->errlen, "Partition %s-%lld does not exist.", r->w->s2,
+                     (long long)r->w->i1);
         } else if (res != KP_NONE) {
-            snprintf(r->err, r->errlen, "Topic %s does not exist.", r->w->s2);
+            /* The topic was there when the commit was queued: what failed
+             * is storing it (cluster mode: replicating the record in
+             * __consumer_offsets, e.g. NOT_ENOUGH_REPLICAS). */
+            snprintf(r->err, r->errlen, "Storing the offset of %s-%lld failed: %s.",
+                     r->w->s2, (long long)r->w->i1, kp_error_name(res));
         }
         rc = res;
     }
@@ -292,6 +299,40 @@ static int group_delete(struct bk_admin *a, sq_wreq *r)
     return SQ_LATER;
 }
 
+/* UPDATE partitions SET replicas: the target "1,2,3" (s2; NULL cancels)
+ * through the path AlterPartitionReassignments takes. */
+static int partition_reassign(bk_broker *b, const sq_write *w, bk_topic_op *op, char *err,
+                              size_t errlen)
+{
+    int32_t ids[MD_REPLICAS_MAX + 1];
+    int32_t n = 0;
+    for (const char *p = w->s2; p && *p;) {
+        char *end;
+        long id = strtol(p, &end, 10);
+        if (end == p || id < 0 || id > INT32_MAX || (*end && *end != ',') ||
+            n > MD_REPLICAS_MAX) {
+            snprintf(err, errlen, "partitions.replicas must be broker ids separated by "
+                     "commas, e.g. '1,2,3' (at most %d), or NULL to cancel a reassignment",
+                     MD_REPLICAS_MAX);
+            return KP_INVALID_REPLICA_ASSIGNMENT;
+        }
+        ids[n++] = (int32_t)id;
+        p = *end ? end + 1 : end;
+    }
+    if (w->i1 < 0 || w->i1 > INT32_MAX) {
+        snprintf(err, errlen, "Partition %s-%lld does not exist.", w->s1, (long long)w->i1);
+        return KP_UNKNOWN_TOPIC_OR_PARTITION;
+    }
+    bk_reassign ra = { .partition = (int32_t)w->i1, .replicas = ids,
+                       .nreplicas = w->s2 ? n : -1 };
+    int rc = bk_partitions_reassign(b, w->s1, &ra, 1, op, err, errlen);
+    if (ra.error != KP_NONE) {
+        snprintf(err, errlen, "%s", ra.msg);
+        return ra.error;
+    }
+    return rc;
+}
+
 static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
                        char *err, size_t errlen)
 {
@@ -333,6 +374,10 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
         return bk_topic_config_edit(b, w->s1, w->s2 ? w->s2 : "",
                                     w->op == SQ_CONFIG_SET ? w->s3 : NULL, op,
                                     err, errlen);
+    case SQ_PARTITION_REASSIGN:
+        if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
+            return rc;
+        return partition_reassign(b, w, op, err, errlen);
     case SQ_GROUP_DELETE:
     case SQ_OFFSET_SET:
     case SQ_SCRAM_SET:

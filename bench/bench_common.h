@@ -31,6 +31,7 @@ typedef struct bench_broker {
     char dir[256];
     char bin[1024];
     char log[300];         /* its stderr goes here when set (else /dev/null) */
+    double listen_wait;    /* seconds bench_broker_start waits for it to listen; 0: 10 */
 } bench_broker;
 
 static inline double bench_now(void)
@@ -178,7 +179,8 @@ static inline void bench_track(pid_t pid, bool live)
 
 /* Starts sluiced (extra: NULL-terminated "key=value" overrides, then
  * those of $BENCH_OVERRIDES) and waits
- * until it accepts connections (10 s at most).  Returns seconds taken. */
+ * until it accepts connections (b->listen_wait, default 10 s, at most).
+ * Returns seconds taken. */
 static inline double bench_broker_start(bench_broker *b, const char *const *extra)
 {
     if (!b->port)
@@ -237,8 +239,9 @@ static inline double bench_broker_start(bench_broker *b, const char *const *extr
             fprintf(stderr, "bench: %s exited during startup\n", b->bin);
             exit(1);
         }
-        if (bench_now() - t0 > 10) {
-            fprintf(stderr, "bench: %s did not listen within 10 s\n", b->bin);
+        double wait = b->listen_wait > 0 ? b->listen_wait : 10;
+        if (bench_now() - t0 > wait) {
+            fprintf(stderr, "bench: %s did not listen within %.0f s\n", b->bin, wait);
             kill(b->pid, SIGKILL);
             exit(1);
         }

@@ -5,7 +5,8 @@
  *
  * bench_rk_produce: n messages of BENCH_RK_MSG_SIZE bytes to partition 0,
  * linger.ms=5, acks=1 (bench_rk_produce_acks: as given), no compression, queues large enough that the
- * producer never waits on itself; the clock runs from the first produce
+ * producer never waits on itself, then $BENCH_RK_CONF's settings; the
+ * clock runs from the first produce
  * call to the end of the flush (connection and metadata are warmed up
  * before it starts).
  */
@@ -73,6 +74,19 @@ static inline bench_rk_phase bench_rk_produce_acks(const char *bootstrap, const 
     bench_rk_conf(c, "compression.type", "none");
     bench_rk_conf(c, "queue.buffering.max.messages", "1000000");
     bench_rk_conf(c, "queue.buffering.max.kbytes", "1048576");
+    /* $BENCH_RK_CONF: "key=value ..." on top, to try a client setting
+     * (linger.ms, batch.num.messages) without a rebuild; printed. */
+    char more[512];
+    snprintf(more, sizeof more, "%s", getenv("BENCH_RK_CONF") ? getenv("BENCH_RK_CONF") : "");
+    for (char *save = NULL, *kv = strtok_r(more, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) {
+            fprintf(stderr, "BENCH_RK_CONF: %s is not key=value\n", kv);
+            exit(2);
+        }
+        *eq = 0;
+        bench_rk_conf(c, kv, eq + 1);
+    }
     rd_kafka_conf_set_dr_msg_cb(c, bench_rk_dr_cb);
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);

@@ -5,9 +5,12 @@
  *
  *   build/bench/cluster_bench [path/to/sluiced] [messages per produce run]
  *                             [small partitions] [large partitions]
+ *                             [catch-up MiB]
  *       (sluiced also from $SLUICED; defaults build/sluiced, 1000000,
- *        1000, 10000; $BENCH_KEEP=1 keeps the scratch directory and its
- *        logs, $BENCH_TIMEOUT the watchdog's seconds, default 600)
+ *        1000, 10000, 1024; $BENCH_KEEP=1 keeps the scratch directory and
+ *        its logs, $BENCH_TIMEOUT the watchdog's seconds, default 600;
+ *        $BENCH_STEPS=failover,catchup,… runs only those steps, in the
+ *        order below)
  *
  * Printed, each on a labelled line with its target (never asserted):
  *   propagation  100 topics created one at a time through broker 1; for
@@ -21,9 +24,25 @@
  *                ratio (of the medians, and the median of the pairs').
  *   acks=all     the same load to the leader of an RF-1 topic with acks=1
  *                and of an RF-3 topic (min.insync.replicas=2) with
- *                acks=all, alternating; medians and their ratio (issue 16).
+ *                acks=all, alternating; each run's rate and the CPU per GB
+ *                of its leader and of the other two brokers, medians and
+ *                their ratio (issue 16).  $BENCH_RK_CONF="linger.ms=50 …"
+ *                changes the client's settings for both sides.
  *   latency      produce → consume of an RF-3 topic with acks=all at
  *                10,000 msgs/s: p50, p99 (issue 16).
+ *   failover     an idempotent librdkafka producer sends 1,000 msgs/s with
+ *                acks=all to an RF-3 topic (min.insync.replicas=2) while
+ *                its leader is SIGKILLed, three times, then stopped with
+ *                SIGTERM (controlled shutdown), three times, each followed
+ *                by a restart and a full ISR: from the signal to the first
+ *                acknowledgement by another broker, the produce errors
+ *                delivered to the client and its error events; medians
+ *                against session timeout + 1 s and 1 s (issue 16).
+ *   catchup      a follower of an RF-2 topic stopped, `catch-up MiB`
+ *                written to the leader with acks=1, read back once with
+ *                fetch_bench's consumer read (bench_fetch.h), the follower
+ *                started: from its start to its return to the ISR; both
+ *                rates and their ratio (target >= 0.7, issue 16).
  *   takeover     with `small` and then `large` partitions in the cluster
  *                (RF 1, brokers' session timeout 6 s), 3 s after the last
  *                partition was led (TAKEOVER_SETTLE_S): the controller is
@@ -39,6 +58,9 @@
  *                stopped broker is started again after each.  Three
  *                takeovers per size; each, their medians, the ratio
  *                large/small, and SIGTERM → znode gone.
+ *   restart      at `large` RF-1 partitions, a broker that is not the
+ *                controller stopped (SIGTERM) and started again: seconds
+ *                until it listens and until every partition is led again.
  *   re-election  replication has landed: on a fresh cluster (its own chroot),
  *                3,000 RF-2 partitions all led by one broker that is not the
  *                controller; once every ISR is full that broker is SIGKILLed
@@ -53,6 +75,7 @@
  * tails are printed then.  Every process started here is killed by PID
  * at exit, on a signal, and on the watchdog's alarm.
  */
+#include "bench/bench_fetch.h"
 #include "bench/bench_rdkafka.h"
 
 #include <fcntl.h>
@@ -75,6 +98,7 @@
 #define TAKEOVER_SETTLE_S 3          /* after filling, before stopping the controller */
 #define TAKEOVER_RUNS 3               /* per size; the median is printed */
 #define TAKEOVER_TRY_MS 5000          /* TimeoutMs of each takeover CreateTopics */
+#define RESTART_LISTEN_S 120         /* a broker's start may take this long before it fails */
 #define REELECT_TOPICS 3              /* of 1000 partitions: 3,000 led by one broker */
 
 static bench_broker brokers[NBROKERS];
@@ -265,9 +289,12 @@ static int connect_or_die(const bench_broker *b)
     return fd;
 }
 
-static void cluster_broker_start(int i)
+/* Starts broker i; seconds until it listened (RESTART_LISTEN_S at most:
+ * the restart step measures a slow start rather than dying of it). */
+static double cluster_broker_start(int i)
 {
     bench_broker *b = &brokers[i];
+    b->listen_wait = RESTART_LISTEN_S;
     if (!b->dir[0]) {
         snprintf(b->dir, sizeof b->dir, "%s/%sbroker%d", bench_scratch, cluster_tag, i + 1);
         snprintf(b->log, sizeof b->log, "%s/%sbroker%d.log", bench_scratch, cluster_tag, i + 1);
@@ -283,7 +310,7 @@ static void cluster_broker_start(int i)
     }
     const char *const extra[] = { broker_extra[i][0], broker_extra[i][1], broker_extra[i][2],
                                   broker_extra[i][3], broker_extra[i][4], NULL };
-    bench_broker_start(b, extra);
+    return bench_broker_start(b, extra);
 }
 
 static int index_of_id(int32_t id)
@@ -498,19 +525,43 @@ static void bench_acks_all(long msgs)
             die("%s has no leader in broker 1's Metadata after 10 s", names[k]);
         snprintf(bs[k], sizeof bs[k], "127.0.0.1:%d", brokers[li[k]].port);
     }
+    /* Per run: msgs/s; CPU-s per GB of the leader and of the two other
+     * brokers together (an RF-3 run also pays two followers).  Not the
+     * machine's: on a shared machine processes that exit between two
+     * readings make that sum meaningless, negative even. */
     double rate[2][PRODUCE_RUNS], pair[PRODUCE_RUNS];
+    double cpu_lead[2][PRODUCE_RUNS], cpu_rest[2][PRODUCE_RUNS];
     for (int r = 0; r < PRODUCE_RUNS; r++) {
         for (int k = 0; k < 2; k++) {
             int side = (k == 0) == (r % 2 == 1);
+            double c0[NBROKERS];
+            for (int i = 0; i < NBROKERS; i++)
+                c0[i] = bench_cpu_seconds(brokers[i].pid);
             bench_rk_phase p = bench_rk_produce_acks(bs[side], names[side], msgs,
                                                      brokers[li[side]].pid, side ? "all" : "1");
             if (p.msgs != msgs)
                 die("produce run %d to %s: %ld of %ld delivered", r + 1, names[side], p.msgs,
                     msgs);
+            double gb = (double)p.msgs * BENCH_RK_MSG_SIZE / 1e9;
+            cpu_rest[side][r] = 0;
+            for (int i = 0; i < NBROKERS; i++) {
+                double c = (bench_cpu_seconds(brokers[i].pid) - c0[i]) / gb;
+                if (i == li[side])
+                    cpu_lead[side][r] = c;
+                else
+                    cpu_rest[side][r] += c;
+            }
             rate[side][r] = p.msgs / p.secs;
+            printf("acks=all: run %d %s: %.0f msgs/s, CPU-s/GB leader %.2f, other brokers "
+                   "%.2f\n", r + 1, side ? "RF 3 acks=all" : "RF 1 acks=1  ", rate[side][r],
+                   cpu_lead[side][r], cpu_rest[side][r]);
         }
         pair[r] = rate[1][r] / rate[0][r];
     }
+    for (int side = 0; side < 2; side++)
+        printf("acks=all: %s medians: CPU-s/GB leader %.2f, other brokers %.2f\n",
+               side ? "RF 3 acks=all" : "RF 1 acks=1", bench_median(cpu_lead[side], PRODUCE_RUNS),
+               bench_median(cpu_rest[side], PRODUCE_RUNS));
     double rf1 = bench_median(rate[0], PRODUCE_RUNS), rf3 = bench_median(rate[1], PRODUCE_RUNS);
     printf("acks=all: librdkafka, %ld msgs of %d bytes per run, linger.ms=5, %d runs per side "
            "alternating; RF 1 acks=1 (leader broker %d) %.0f msgs/s, RF 3 acks=all "
@@ -644,6 +695,337 @@ static void bench_latency(void)
            "consumed\n", E2E_RATE, E2E_SECS, BENCH_RK_MSG_SIZE, li + 1, p50, p99,
            lat[got - 1], ep.acked, got, want);
     free(lat);
+}
+
+/* ---- failover: SIGKILL and controlled shutdown of a leader (issue 16) ---- */
+
+#define FAILOVER_RUNS 3               /* per kind; each and the median printed */
+#define FAILOVER_RATE 1000            /* msgs/s, acks=all */
+#define FAILOVER_TOPIC "bench-failover"
+#define FAILOVER_BACKOFF_MAX_KEY "reconnect.backoff.max.ms"
+#define FAILOVER_BACKOFF_MAX_MS "100"
+
+/* A librdkafka producer on its own thread sending FAILOVER_RATE msgs/s
+ * to an RF-3 topic with acks=all.  Its callbacks (on that thread, inside
+ * rd_kafka_poll) count delivery failures and error events and note the
+ * first acknowledgement, once armed, from a broker other than the old
+ * leader. */
+typedef struct fo_producer {
+    const char *bootstrap;
+    atomic_int stop;
+    pthread_mutex_t mu;
+    long acked, failed, events;       /* failed: delivery reports with an error */
+    char first_failure[160];
+    bool armed;
+    int32_t old_leader;
+    double t_first_new;               /* 0: not yet */
+    int32_t new_leader;
+} fo_producer;
+
+static void fo_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    fo_producer *fp = opaque;
+    double now = bench_now();
+    int32_t by = rd_kafka_message_broker_id(m);
+    pthread_mutex_lock(&fp->mu);
+    if (m->err) {
+        if (!fp->failed++)
+            snprintf(fp->first_failure, sizeof fp->first_failure, "%s",
+                     rd_kafka_err2str(m->err));
+    } else {
+        fp->acked++;
+        if (fp->armed && !fp->t_first_new && by >= 0 && by != fp->old_leader) {
+            fp->t_first_new = now;
+            fp->new_leader = by;
+        }
+    }
+    pthread_mutex_unlock(&fp->mu);
+}
+
+/* Errors librdkafka reports besides delivery (a connection to the dead
+ * broker refused, "all brokers down"): it retries them itself. */
+static void fo_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk; (void)err; (void)reason;
+    fo_producer *fp = opaque;
+    pthread_mutex_lock(&fp->mu);
+    fp->events++;
+    pthread_mutex_unlock(&fp->mu);
+}
+
+static void *fo_produce(void *arg)
+{
+    fo_producer *fp = arg;
+    rd_kafka_conf_t *c = bench_rk_conf_new(fp->bootstrap);
+    bench_rk_conf(c, "acks", "all");
+    bench_rk_conf(c, "enable.idempotence", "true");
+    bench_rk_conf(c, "linger.ms", "1");
+    bench_rk_conf(c, "message.timeout.ms", "60000");
+    /* Each new leader here is a broker restarted seconds before, to which
+     * librdkafka's reconnect backoff (exponential, up to 10 s by default)
+     * would otherwise add its own seconds: the broker's failover is what
+     * is measured. */
+    bench_rk_conf(c, "reconnect.backoff.ms", "10");
+    bench_rk_conf(c, FAILOVER_BACKOFF_MAX_KEY, FAILOVER_BACKOFF_MAX_MS);
+    rd_kafka_conf_set_dr_msg_cb(c, fo_dr);
+    rd_kafka_conf_set_error_cb(c, fo_error);
+    rd_kafka_conf_set_opaque(c, fp);
+    char err[512], payload[BENCH_RK_MSG_SIZE];
+    memset(payload, 'f', sizeof payload);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+    if (!rk)
+        die("failover producer: %s", err);
+    double t0 = bench_now();
+    for (long i = 0; !atomic_load(&fp->stop); i++) {
+        double due = t0 + (double)i / FAILOVER_RATE, now;
+        while ((now = bench_now()) < due) {
+            rd_kafka_poll(rk, 0);
+            if (due - now > 0.0002)
+                usleep((useconds_t)((due - now) * 1e6));
+        }
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            rk, RD_KAFKA_V_TOPIC(FAILOVER_TOPIC), RD_KAFKA_V_PARTITION(0),
+            RD_KAFKA_V_VALUE(payload, sizeof payload), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(rk, 10);
+        else if (e)
+            die("failover produce: %s", rd_kafka_err2str(e));
+        rd_kafka_poll(rk, 0);
+    }
+    rd_kafka_flush(rk, 60000);
+    rd_kafka_destroy(rk);
+    return NULL;
+}
+
+/* Waits (`secs` at most) until a live broker's Metadata has topic with
+ * every partition led and every ISR full.  Seconds taken, or -1. */
+static double wait_isr_full(const char *topic, double secs, bench_md *md)
+{
+    double t0 = bench_now();
+    while (bench_now() - t0 < secs) {
+        for (int i = 0; i < NBROKERS; i++) {
+            if (brokers[i].pid <= 0)
+                continue;
+            int fd = bench_connect(brokers[i].port);
+            if (fd < 0)
+                continue;
+            bench_set_timeout(fd, 5);
+            int rc = bench_metadata(fd, topic, md);
+            close(fd);
+            if (rc == 0 && md->topic_error == 0 && md->partitions > 0 &&
+                md->led == md->partitions && md->under_replicated == 0)
+                return bench_now() - t0;
+            break;
+        }
+        usleep(10000);
+    }
+    return -1;
+}
+
+/* One failover: the topic's leader stopped by `sig` while fp produces; the
+ * clock runs from the signal to the first acknowledgement by another
+ * broker.  Then the stopped broker is started again and the ISR waited
+ * full.  Seconds, or -1 (printed why); *failed_out, *events_out: the
+ * delivery failures and error events seen from the signal until then. */
+static double failover_once(fo_producer *fp, int sig, long *failed_out, long *events_out,
+                            double *exit_out)
+{
+    bench_md md;
+    if (wait_isr_full(FAILOVER_TOPIC, 60, &md) < 0)
+        die("failover: %s not led with a full ISR after 60 s", FAILOVER_TOPIC);
+    int li = index_of_id(md.leader0);
+    if (li < 0 || brokers[li].pid <= 0)
+        die("failover: %s led by broker %d, not a live one", FAILOVER_TOPIC, md.leader0);
+    sleep(1);                         /* acknowledgements flowing from this leader */
+    pthread_mutex_lock(&fp->mu);
+    long failed0 = fp->failed, events0 = fp->events, acked0 = fp->acked;
+    fp->armed = true;
+    fp->old_leader = md.leader0;
+    fp->t_first_new = 0;
+    pthread_mutex_unlock(&fp->mu);
+    if (!acked0)
+        die("failover: nothing acknowledged before stopping the leader");
+    double t_sig = bench_now();
+    kill(brokers[li].pid, sig);
+    *exit_out = -1;
+    double t_new = 0, limit = atof(SESSION_TIMEOUT_MS) / 1000 + 30;
+    while (bench_now() - t_sig < limit) {
+        if (*exit_out < 0 && waitpid(brokers[li].pid, NULL, WNOHANG) == brokers[li].pid) {
+            *exit_out = bench_now() - t_sig;
+            bench_track(brokers[li].pid, false);
+            brokers[li].pid = 0;
+        }
+        pthread_mutex_lock(&fp->mu);
+        t_new = fp->t_first_new;
+        pthread_mutex_unlock(&fp->mu);
+        if (t_new && *exit_out >= 0)
+            break;
+        usleep(500);
+    }
+    if (brokers[li].pid > 0)
+        bench_broker_stop(&brokers[li]);
+    sleep(1);                         /* errors of the switch reported meanwhile */
+    pthread_mutex_lock(&fp->mu);
+    fp->armed = false;
+    *failed_out = fp->failed - failed0;
+    *events_out = fp->events - events0;
+    pthread_mutex_unlock(&fp->mu);
+    cluster_broker_start(li);
+    if (!t_new) {
+        printf("failover: FAILED: no acknowledgement from a broker other than %d within %.0f s "
+               "of %s\n", li + 1, limit, sig == SIGKILL ? "SIGKILL" : "SIGTERM");
+        return -1;
+    }
+    return t_new - t_sig;
+}
+
+static void bench_failover(void)
+{
+    static const char *const cfg[] = { "min.insync.replicas", "2", NULL };
+    int fd = connect_or_die(&brokers[0]);
+    if (bench_create_topic_rf(fd, FAILOVER_TOPIC, 1, 3, cfg, 30000) != 0)
+        die("cannot create %s through broker 1", FAILOVER_TOPIC);
+    close(fd);
+    char bs[200];
+    snprintf(bs, sizeof bs, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", brokers[0].port,
+             brokers[1].port, brokers[2].port);
+    fo_producer fp = { .bootstrap = bs, .mu = PTHREAD_MUTEX_INITIALIZER };
+    pthread_t th;
+    if (pthread_create(&th, NULL, fo_produce, &fp))
+        die("pthread_create");
+    double session = atof(SESSION_TIMEOUT_MS) / 1000;
+    static const int sigs[2] = { SIGKILL, SIGTERM };
+    double med[2] = { -1, -1 };
+    long all_failed[2] = { 0, 0 };
+    for (int k = 0; k < 2; k++) {
+        const char *what = k ? "controlled shutdown (SIGTERM)" : "SIGKILL";
+        double t[FAILOVER_RUNS];
+        int n = 0;
+        for (int r = 0; r < FAILOVER_RUNS; r++) {
+            long nfailed = 0, nevents = 0;
+            double exit_s = -1;
+            double s = failover_once(&fp, sigs[k], &nfailed, &nevents, &exit_s);
+            all_failed[k] += nfailed;
+            if (s < 0) {
+                failed = true;
+                continue;
+            }
+            t[n++] = s;
+            printf("failover: %s of leader broker %d: first acks=all produce acknowledged by "
+                   "broker %d after %.1f ms; %ld produce error(s) delivered to the client%s%s, "
+                   "%ld client error event(s) (retried by librdkafka); the broker exited after "
+                   "%.1f ms\n", what, fp.old_leader, fp.new_leader, s * 1000, nfailed,
+                   nfailed ? ", the first: " : "", nfailed ? fp.first_failure : "", nevents,
+                   exit_s * 1000);
+        }
+        if (n)
+            med[k] = bench_median(t, n);
+    }
+    atomic_store(&fp.stop, 1);
+    pthread_join(th, NULL);
+    bench_md md;
+    if (wait_isr_full(FAILOVER_TOPIC, 60, &md) < 0)
+        die("failover: %s not led with a full ISR 60 s after the last restart", FAILOVER_TOPIC);
+    printf("failover: RF 3 acks=all min.insync.replicas=2, librdkafka idempotent at %d msgs/s "
+           "(" FAILOVER_BACKOFF_MAX_KEY "=" FAILOVER_BACKOFF_MAX_MS "), "
+           "zookeeper.session.timeout.ms=%s; SIGKILL: median of %d %.0f ms (target <= %.0f ms "
+           "= session timeout + 1 s; margin %.0f ms), %ld produce error(s); controlled shutdown: "
+           "median %.0f ms (target <= 1000 ms; margin %.0f ms), %ld produce error(s) (target 0); "
+           "%ld acknowledged, %ld failed in all\n", FAILOVER_RATE, SESSION_TIMEOUT_MS,
+           FAILOVER_RUNS, med[0] * 1000, session * 1000 + 1000,
+           session * 1000 + 1000 - med[0] * 1000, all_failed[0], med[1] * 1000,
+           1000 - med[1] * 1000, all_failed[1], fp.acked, fp.failed);
+}
+
+/* ---- catch-up: a follower far behind, against a consumer's read --------- */
+
+#define CATCHUP_TOPIC "bench-catchup"
+
+/* A one-partition RF-2 topic led by broker L with follower F: F is stopped
+ * (SIGTERM), `bytes` written to L with acks=1 (bench_fetch_fill), the
+ * same bytes read back from L by fetch_bench's consumer read
+ * (bench_fetch_pass) and then F started again; the clock runs from its
+ * start to L's Metadata showing it back in the ISR (its log end offset
+ * reached L's: nothing is produced meanwhile). */
+static void bench_catchup(long bytes)
+{
+    static const char *const cfg[] = { "segment.bytes", "1073741824", NULL };
+    int L = 0, F = 1;
+    int32_t assign[2] = { L + 1, F + 1 };
+    bench_md md;
+    if (!wait_brokers(L, NBROKERS, 30, &md))
+        die("catch-up: broker %d sees %d brokers, not %d", L + 1, md.nbrokers, NBROKERS);
+    int fd = connect_or_die(&brokers[L]);
+    kp_buf q, r;
+    bench_create_topic_req(&q, CATCHUP_TOPIC, 1, 2, assign, cfg, 30000);
+    kp_buf_init(&r);
+    int rc = bench_roundtrip(fd, &q, &r) ? -1 : bench_create_topic_error(&r);
+    if (rc != 0)
+        die("catch-up: CreateTopics %s on [%d, %d]: error %d", CATCHUP_TOPIC, L + 1, F + 1, rc);
+    if (wait_isr_full(CATCHUP_TOPIC, 30, &md) < 0 || md.leader0 != L + 1)
+        die("catch-up: %s not led by broker %d with a full ISR after 30 s (leader %d)",
+            CATCHUP_TOPIC, L + 1, md.leader0);
+    bench_broker_stop(&brokers[F]);
+    /* Out of the ISR first (controlled shutdown, or replica.lag.time.max.ms):
+     * until then the high watermark, and so the consumer's read, stays. */
+    double t0 = bench_now();
+    while (bench_metadata(fd, CATCHUP_TOPIC, &md) == 0 && md.under_replicated == 0 &&
+           bench_now() - t0 < 60)
+        usleep(10000);
+    if (md.under_replicated == 0)
+        die("catch-up: stopped follower %d still in the ISR after 60 s", F + 1);
+    double t_out = bench_now() - t0;
+
+    bench_fetcher fe;
+    bench_fetcher_init(&fe, CATCHUP_TOPIC, "cluster_bench", 4, 7);
+    t0 = bench_now();
+    long wrote = bench_fetch_fill(&fe, fd, bytes);
+    double t_fill = bench_now() - t0;
+    if (wrote < 0)
+        die("catch-up: writing %ld bytes to broker %d failed", bytes, L + 1);
+    t0 = bench_now();
+    long read = bench_fetch_pass(&fe, fd, &q, &r);
+    double t_read = bench_now() - t0;
+    if (read < 0)
+        die("catch-up: reading %s back from broker %d failed", CATCHUP_TOPIC, L + 1);
+
+    double t_start = bench_now();
+    double listen = cluster_broker_start(F);
+    double t_isr = 0;
+    while (bench_now() - t_start < 600) {
+        if (bench_metadata(fd, CATCHUP_TOPIC, &md))
+            die("catch-up: Metadata from broker %d failed", L + 1);
+        if (md.under_replicated == 0) {
+            t_isr = bench_now();
+            break;
+        }
+        usleep(5000);
+    }
+    close(fd);
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    kp_arena_free(&fe.arena);
+    if (!t_isr) {
+        printf("catch-up: FAILED: follower %d not back in the ISR 600 s after its start\n", F + 1);
+        failed = true;
+        return;
+    }
+    double c_rate = (double)wrote / 1e6 / (t_isr - t_start);
+    double f_rate = (double)read / 1e6 / t_read, w_rate = (double)wrote / 1e6 / t_fill;
+    /* The follower writes what it fetches (new page-cache pages), the
+     * consumer read does not: the leader's own write of the same bytes is
+     * printed beside it as the write path's rate in this run. */
+    printf("catch-up: follower broker %d %.0f MiB behind (it left the ISR %.1f s after its "
+           "SIGTERM): back in the ISR %.2f s after its start (listening after %.2f s) = %.0f "
+           "MB/s; fetch_bench's consumer read of the same %.0f MiB from leader %d (1 MiB Fetch "
+           "v4, one pass): %.2f s = %.0f MB/s; ratio %.2f (target >= 0.7); the leader wrote "
+           "them (Produce acks=1, %.1f MB batches) at %.0f MB/s: catch-up/write %.2f\n", F + 1,
+           wrote / 1048576.0, t_out, t_isr - t_start, listen, c_rate, read / 1048576.0, L + 1,
+           t_read, f_rate, c_rate / f_rate,
+           (double)BENCH_FETCH_BATCH_RECS * BENCH_FETCH_VALUE_SIZE / 1e6, w_rate,
+           c_rate / w_rate);
 }
 
 /* ---- controller takeover ----------------------------------------------- */
@@ -820,7 +1202,9 @@ static void rejoin(void)
 {
     for (int i = 0; i < NBROKERS; i++)
         if (brokers[i].pid <= 0) {
-            cluster_broker_start(i);
+            double listen = cluster_broker_start(i);
+            if (listen > 1)
+                printf("takeover: broker %d restarted, listening after %.1f s\n", i + 1, listen);
             bench_md md;
             if (!wait_brokers(i, NBROKERS, 30, &md))
                 die("restarted broker %d sees %d brokers after 30 s", i + 1, md.nbrokers);
@@ -863,6 +1247,37 @@ static void bench_takeover(long small, long large)
     printf("takeover: median of %d: %.0f ms with %ld, %.0f ms with %ld partitions (target <= "
            "1000 ms each); ratio %.2f (target <= 1.5)\n", TAKEOVER_RUNS, t_small * 1000, small,
            t_large * 1000, large, t_large / t_small);
+}
+
+/* ---- restart of a broker that holds many partitions ---------------------- */
+
+/* The cluster at `target` RF-1 partitions (a third led by each broker); a
+ * broker that is not the controller is stopped with SIGTERM and started
+ * again: seconds until it listens, and until broker 3's (or another's)
+ * Metadata has every partition led again. */
+static void bench_restart(long target)
+{
+    long have = fill_to(target);
+    rejoin();
+    bench_md md;
+    if (!wait_brokers(0, NBROKERS, 30, &md) || index_of_id(md.controller) < 0)
+        die("restart: broker 1 sees %d brokers and controller %d", md.nbrokers, md.controller);
+    int c = index_of_id(md.controller), d = (c + 1) % NBROKERS;
+    sleep(TAKEOVER_SETTLE_S);
+    double stop = bench_broker_stop(&brokers[d]);
+    double t0 = bench_now();
+    double listen = cluster_broker_start(d);
+    double led = wait_led(c, NULL, have, prop_unled, 120, &md);
+    if (led < 0) {
+        printf("restart: FAILED: 120 s after broker %d restarted, %ld of %ld partitions led\n",
+               d + 1, md.led, md.partitions);
+        failed = true;
+        return;
+    }
+    printf("restart: broker %d with ~%ld of %ld RF-1 partitions (SIGTERM took %.2f s): "
+           "listening %.2f s after exec (target: a few seconds), every partition led again in "
+           "controller %d's Metadata after %.2f s\n", d + 1, have / NBROKERS, have, stop,
+           listen, c + 1, bench_now() - t0);
 }
 
 /* ---- leader re-election (RF 2) ------------------------------------------ */
@@ -1010,6 +1425,21 @@ static void bench_reelection(void)
         printf("re-election: (%d of the watched states changed before the kill)\n", early);
 }
 
+/* $BENCH_STEPS: a comma-separated subset of the steps to run (propagation,
+ * produce, acks, latency, failover, catchup, takeover, restart,
+ * reelection); unset or empty: every step. */
+static bool step_on(const char *name)
+{
+    const char *steps = getenv("BENCH_STEPS");
+    if (!steps || !*steps)
+        return true;
+    size_t n = strlen(name);
+    for (const char *p = steps; (p = strstr(p, name)); p += n)
+        if ((p == steps || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+            return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -1017,11 +1447,17 @@ int main(int argc, char **argv)
     long msgs = argc > 2 ? atol(argv[2]) : 1000000;
     long small = argc > 3 ? atol(argv[3]) : 1000;
     long large = argc > 4 ? atol(argv[4]) : 10000;
+    long catchup_mib = argc > 5 ? atol(argv[5]) : 1024;
     const char *tmo = getenv("BENCH_TIMEOUT");
     bench_catch_signals(tmo ? (unsigned)atoi(tmo) : 600);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("cluster_bench: reproduce with: flock /tmp/sluice-bench.lock %s %s %ld %ld %ld\n",
-           argv[0], bench_sluiced_path(), msgs, small, large);
+    if (getenv("BENCH_RK_CONF"))
+        printf("cluster_bench: BENCH_RK_CONF=\"%s\" (librdkafka settings of the produce "
+               "loads)\n", getenv("BENCH_RK_CONF"));
+    printf("cluster_bench: reproduce with: %s%s%sflock /tmp/sluice-bench.lock %s %s %ld %ld %ld "
+           "%ld\n", getenv("BENCH_STEPS") ? "BENCH_STEPS=" : "",
+           getenv("BENCH_STEPS") ? getenv("BENCH_STEPS") : "", getenv("BENCH_STEPS") ? " " : "",
+           argv[0], bench_sluiced_path(), msgs, small, large, catchup_mib);
     if (access("/usr/share/java/zookeeper.jar", R_OK)) {
         printf("cluster_bench: skipped: no ZooKeeper server (/usr/share/java/zookeeper.jar; "
                "`make deps` installs it)\n");
@@ -1032,12 +1468,24 @@ int main(int argc, char **argv)
     zk_server_start();
     zk_client_open();
     cluster_start();
-    bench_propagation();
-    bench_produce(msgs);
-    bench_acks_all(msgs);
-    bench_latency();
-    bench_takeover(small, large);
-    bench_reelection();
+    if (step_on("propagation"))
+        bench_propagation();
+    if (step_on("produce"))
+        bench_produce(msgs);
+    if (step_on("acks"))
+        bench_acks_all(msgs);
+    if (step_on("latency"))
+        bench_latency();
+    if (step_on("failover"))
+        bench_failover();
+    if (step_on("catchup"))
+        bench_catchup(catchup_mib << 20);
+    if (step_on("takeover"))
+        bench_takeover(small, large);
+    if (step_on("restart"))
+        bench_restart(large);
+    if (step_on("reelection"))
+        bench_reelection();
     for (int i = 0; i < NBROKERS; i++)
         bench_broker_stop(&brokers[i]);
     zookeeper_close(zh);

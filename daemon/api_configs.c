@@ -32,8 +32,8 @@
  * values are rendered into stack buffers or read from freed overrides),
  * encoded once every resource has its answer (a topic's new set that the
  * store confirms later, in cluster mode, is waited for through
- * bk_topic_wait, daemon/topic_wait.c; BROKER resources are answered at
- * once).  One resource's failure does not stop the next.
+ * bk_topic_wait, daemon/topic_wait.c, and so is a BROKER resource's set,
+ * which goes to ZooKeeper's /config/brokers/ there).  One resource's failure does not stop the next.
  * Errors carry Kafka's codes and wording.
  *
  * Decisions where Kafka leaves room:
@@ -618,12 +618,14 @@ static int target_current(bk_broker *b, const struct target *tg, struct kvset *s
 }
 
 /* The full new set: a topic's through the one path for topic configs, a
- * broker's through daemon/broker_configs.c (answered at once). */
+ * broker's through daemon/broker_configs.c (in cluster mode answered once
+ * ZooKeeper has it, through op as a topic's). */
 static int store_set(bk_broker *b, const struct target *tg, const struct kvset *s,
                      bool validate_only, bk_topic_op *op, char *msg, size_t msglen)
 {
     if (tg->type == RT_BROKER)
-        return bk_broker_configs_set(b, tg->broker, s->kv, s->n, validate_only, msg, msglen);
+        return bk_broker_configs_set(b, tg->broker, s->kv, s->n, validate_only, op, msg,
+                                     msglen);
     return bk_topic_configs_set(b, tg->t->name, s->kv, s->n, validate_only, op, msg, msglen);
 }
 

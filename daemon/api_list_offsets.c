@@ -3,8 +3,10 @@
  *
  * v0 answers OldStyleOffsets (at most one offset, if MaxNumOffsets > 0);
  * v1+ Timestamp and Offset; v4+ checks CurrentLeaderEpoch as Fetch does
- * (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and answers LeaderEpoch -1
- * (unknown: clients then skip offset validation); v6+ flexible; v10's
+ * (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and answers LeaderEpoch as
+ * Kafka: for LATEST the current leader epoch, otherwise the epoch that
+ * wrote the offset answered (the log's epoch history), -1 with no offset
+ * (clients use it to validate their position); v6+ flexible; v10's
  * TimeoutMs is for remote storage and has nothing to wait for here.
  *
  * Timestamp -1 (LATEST) answers the high watermark (standalone: the log
@@ -33,11 +35,13 @@
 #define LO_PENDING_UPLOAD (-5)   /* v9+: nothing is ever uploaded: none (-1) */
 
 static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
-                           int32_t current_leader_epoch, int64_t *ts_out, int64_t *off_out)
+                           int32_t current_leader_epoch, int64_t *ts_out, int64_t *off_out,
+                           int32_t *epoch_out)
 {
     bk_broker *b = r->b;
     *ts_out = -1;
     *off_out = -1;
+    *epoch_out = -1;
     bk_partition *p;
     int rc = bk_leader_replica(b, topic, index, &p);
     if (rc != KP_NONE)
@@ -54,10 +58,12 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
     }
     if (when == LO_LATEST) {
         *off_out = p->high_watermark;
+        *epoch_out = p->leader_epoch;
         return KP_NONE;
     }
     if (when == LO_EARLIEST || when == LO_EARLIEST_LOCAL) {
         *off_out = seg_log_start(p->log);
+        *epoch_out = seg_epoch_for_offset(p->log, *off_out);
         return KP_NONE;
     }
     int64_t off = -1, ts = -1;
@@ -67,6 +73,7 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
         return KP_NONE;                         /* none: -1 / -1 */
     *off_out = off;
     *ts_out = ts;
+    *epoch_out = seg_epoch_for_offset(p->log, off);
     return KP_NONE;
 }
 
@@ -97,11 +104,12 @@ int bk_handle_list_offsets(bk_req *r)
         for (int32_t i = 0; i < np; i++) {
             const kp_ListOffsetsRequest_ListOffsetsPartition *qp = &qt->Partitions[i];
             int64_t ts, off;
+            int32_t epoch;
             lo_part_out *po = &parts[i];
             po->PartitionIndex = qp->PartitionIndex;
             po->ErrorCode = list_offset(r, qt->Name, qp->PartitionIndex, qp->Timestamp,
-                                        qp->CurrentLeaderEpoch, &ts, &off);
-            po->LeaderEpoch = -1;                    /* v4+, not carried */
+                                        qp->CurrentLeaderEpoch, &ts, &off, &epoch);
+            po->LeaderEpoch = v >= 4 ? epoch : -1;   /* v4+; the default below */
             if (v == 0) {                            /* OldStyleOffsets */
                 po->Timestamp = -1;                  /* v1+ fields at their defaults */
                 po->Offset = -1;

@@ -2,9 +2,10 @@
  * Metadata v0-12: brokers, controller, topics and partition leaders.
  *
  * Versions: v1 null topic list = all (v0: empty = all); v4
- * AllowAutoTopicCreation; v5 OfflineReplicas; v7 LeaderEpoch (answered -1,
- * "unknown", as the handlers of Fetch/ListOffsets check no epoch a client
- * got from here); v8 authorized operations (INT32_MIN: not asked for);
+ * AllowAutoTopicCreation; v5 OfflineReplicas; v7 LeaderEpoch (the partition
+ * state's, as Kafka: also for a partition without a live leader; clients
+ * send it back as CurrentLeaderEpoch, which Fetch and ListOffsets check);
+ * v8 authorized operations (INT32_MIN: not asked for);
  * v9+ flexible; v10+ each topic's TopicId; v12 a requested topic may be
  * named by its TopicId alone (null Name), as Kafka answers it: an unknown
  * id gets UNKNOWN_TOPIC_ID with a null name.  Below v12 a topic id in the
@@ -63,7 +64,9 @@ static bool fill_topic(bk_req *r, int16_t v, bk_topic *t, md_topic_out *o)
         po->ErrorCode = led ? KP_NONE : KP_LEADER_NOT_AVAILABLE;
         po->PartitionIndex = i;
         po->LeaderId = led ? leader : -1;
-        po->LeaderEpoch = -1;                       /* v7+, not carried */
+        /* v7+; below, the codec refuses a field the version lacks unless
+         * it holds its default */
+        po->LeaderEpoch = v >= 7 ? pv->leader_epoch : -1;
         po->ReplicaNodes = pv->replicas;
         po->ReplicaNodes_count = pv->nreplicas;
         po->IsrNodes = pv->isr;

@@ -21,8 +21,11 @@
  * change is stored first, then applied: b->cfg->topic_defaults is rebuilt
  * from the three layers and every topic re-resolves its config
  * (bk_topic_apply), so retention, segment rolling, flushing and produce
- * limits follow at once.  In cluster mode the sets are this broker's own
- * (Kafka keeps them in ZooKeeper's /config/brokers/; not done here).
+ * limits follow at once.  In cluster mode ZooKeeper's /config/brokers/
+ * holds the sets, as in Kafka (daemon/cl_broker_configs.c): a change is
+ * validated here, written there, and adopted (stored, applied) by every
+ * broker it concerns as it reads the znode back; SQLite is each broker's
+ * local copy, applied at startup before ZooKeeper is reached.
  *
  * Invariants:
  *   Y1. b->cfg->topic_defaults = file ⊕ default set ⊕ own set, rebuilt
@@ -32,11 +35,12 @@
  */
 #include "daemon/broker_configs.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/cluster.h"
+#include "daemon/cl.h"
 
 static struct {
     bool ready;
@@ -56,9 +60,35 @@ static const md_config_def *def_of_broker_key(const char *key)
     return NULL;
 }
 
+/* Dynamic keys that are not topic-level defaults: the replication
+ * throttles in bytes/s (Kafka's; kafka-reassign-partitions --throttle sets
+ * both).  Absent, or 0, is unthrottled, as Kafka's default Long.MAX_VALUE.
+ * The follower's is applied by the replica fetchers to the partitions this
+ * broker is being added to (daemon/fetcher.c); the leader's is accepted
+ * and stored, not enforced. */
+static const char *const broker_only[] = {
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+};
+
+static bool broker_only_key(const char *key)
+{
+    for (size_t i = 0; i < sizeof broker_only / sizeof broker_only[0]; i++)
+        if (!strcmp(broker_only[i], key))
+            return true;
+    return false;
+}
+
 bool bk_broker_config_dynamic(const char *key)
 {
-    return def_of_broker_key(key) != NULL;
+    return def_of_broker_key(key) != NULL || broker_only_key(key);
+}
+
+int64_t bk_broker_config_rate(const char *key)
+{
+    int8_t src;
+    const char *v = bk_broker_config_dynamic_value(key, false, &src);
+    long long r = v ? strtoll(v, NULL, 10) : 0;
+    return r > 0 ? (int64_t)r : 0;
 }
 
 static const char *kv_find(const md_kv *kv, size_t n, const char *name)
@@ -199,7 +229,7 @@ int bk_broker_configs_get(bk_broker *b, const char *resource, md_kv **kv, size_t
 }
 
 int bk_broker_configs_set(bk_broker *b, const char *resource, const md_kv *kv, size_t n,
-                          bool validate_only, char *msg, size_t msglen)
+                          bool validate_only, bk_topic_op *op, char *msg, size_t msglen)
 {
     msg[0] = 0;
     /* Y2: every key dynamic (all the others named at once, as Kafka) ... */
@@ -222,27 +252,59 @@ int bk_broker_configs_set(bk_broker *b, const char *resource, const md_kv *kv, s
     /* ... and every value valid for its topic-level config. */
     for (size_t i = 0; i < n; i++) {
         const md_config_def *d = def_of_broker_key(kv[i].name);
+        if (!d) {                     /* a throttle: a long >= 0 */
+            char *end;
+            errno = 0;
+            long long r = strtoll(kv[i].value, &end, 10);
+            if (errno || end == kv[i].value || *end || r < 0) {
+                snprintf(msg, msglen, "Invalid value %s for configuration %s: Value must "
+                         "be a non-negative long.", kv[i].value, kv[i].name);
+                return KP_INVALID_CONFIG;
+            }
+            continue;
+        }
         int rc = md_config_check(d->name, kv[i].value, msg, msglen);
         if (rc != KP_NONE)
             return rc;
     }
     if (validate_only)
         return KP_NONE;
-    md_kv *copy = capture_file(b) == 0 ? kv_copy(kv, n) : NULL;
-    if (!copy) {
-        snprintf(msg, msglen, "out of memory");
-        return KP_UNKNOWN_SERVER_ERROR;
+    if (bk_cluster_mode(b) && b->zk)  /* adopted as read back (cl_broker_configs.c K1) */
+        return cl_broker_configs_write(b, resource, kv, n, op, msg, msglen);
+    int rc = bk_broker_configs_adopt(b, resource, kv, n);
+    if (rc != KP_NONE)
+        snprintf(msg, msglen, "Cannot store the broker configs.");
+    return rc;
+}
+
+static bool same_set(const md_kv *a, size_t na, const md_kv *b, size_t nb)
+{
+    if (na != nb)
+        return false;
+    for (size_t i = 0; i < na; i++) {
+        const char *v = kv_find(b, nb, a[i].name);
+        if (!v || strcmp(v, a[i].value))
+            return false;
     }
+    return true;
+}
+
+int bk_broker_configs_adopt(bk_broker *b, const char *resource, const md_kv *kv, size_t n)
+{
+    md_kv **set = resource[0] ? &dyn.self : &dyn.dflt;
+    size_t *nset = resource[0] ? &dyn.nself : &dyn.ndflt;
+    if (dyn.ready && same_set(*set, *nset, kv, n))
+        return KP_NONE;               /* a resync reading what is applied already */
+    md_kv *copy = capture_file(b) == 0 ? kv_copy(kv, n) : NULL;
+    if (!copy)
+        return KP_UNKNOWN_SERVER_ERROR;
     char err[MD_ERRLEN];
     if (md_broker_configs_replace(b->db, resource, kv, n, err, sizeof err) != 0) {
         md_kv_free(copy, n);
         BK_ERROR("storing the dynamic configs of broker resource '%s' failed: %s", resource,
                  err);
-        snprintf(msg, msglen, "Cannot store the broker configs.");
         return KP_UNKNOWN_SERVER_ERROR;
     }
-    md_kv **set = resource[0] ? &dyn.self : &dyn.dflt;
-    size_t *nset = resource[0] ? &dyn.nself : &dyn.ndflt;
     md_kv_free(*set, *nset);
     *set = copy;
     *nset = n;

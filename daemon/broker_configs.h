@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "daemon/broker.h"
+#include "daemon/cluster.h"
 
 /* After bk_topics_load: reads the stored sets and applies them to every
  * topic.  0, or -1 (logged) when the store cannot be read. */
@@ -27,6 +28,10 @@ const char *bk_broker_config_dynamic_value(const char *key, bool def_only, int8_
  * any dynamic layer: STATIC_BROKER_CONFIG. */
 const md_kv *bk_broker_configs_static(bk_broker *b, size_t *n);
 
+/* A replication throttle's dynamic value (leader.replication.throttled.rate,
+ * follower.replication.throttled.rate) in bytes/s; 0 when unthrottled. */
+int64_t bk_broker_config_rate(const char *key);
+
 /* The stored set of one resource ("" the default, else this broker's id):
  * a copy, md_kv_free.  KP_NONE or KP_UNKNOWN_SERVER_ERROR. */
 int bk_broker_configs_get(bk_broker *b, const char *resource, md_kv **kv, size_t *n);
@@ -34,9 +39,17 @@ int bk_broker_configs_get(bk_broker *b, const char *resource, md_kv **kv, size_t
 /* Replaces one resource's set: every key must be dynamic (else
  * INVALID_REQUEST naming them, Kafka's "Cannot update these configs
  * dynamically"), every value valid (INVALID_CONFIG); then stored in
- * SQLite and applied live to every topic's effective config.  Nothing
- * changes on an error or with validate_only. */
+ * SQLite and applied live to every topic's effective config (standalone),
+ * or written to ZooKeeper and adopted as read back (cluster mode: KP_NONE
+ * with op->pending, op->done brings the answer; cluster.h's bk_topic_op).
+ * Nothing changes on an error or with validate_only. */
 int bk_broker_configs_set(bk_broker *b, const char *resource, const md_kv *kv, size_t n,
-                          bool validate_only, char *msg, size_t msglen);
+                          bool validate_only, bk_topic_op *op, char *msg, size_t msglen);
+
+/* The set of one resource as the store of truth has it (standalone: the
+ * request; cluster mode: ZooKeeper's znode as read): stored in SQLite and
+ * applied, unless it is the set applied already.  KP_NONE or
+ * KP_UNKNOWN_SERVER_ERROR (logged). */
+int bk_broker_configs_adopt(bk_broker *b, const char *resource, const md_kv *kv, size_t n);
 
 #endif

@@ -9,6 +9,8 @@
  *   daemon/cl_controller.c  election, partition states, deletions,
  *                         re-election when a broker dies
  *   daemon/cl_isr.c       the leader's followers, high watermark and ISR
+ *   daemon/cl_reassign.c  partition reassignments: started by any broker,
+ *                         finished by the controller
  *
  * Everything here runs on the loop; ZooKeeper is reached through zk.h.
  * Others see cluster mode through cluster.h (bk_cluster_mode, the view's
@@ -119,6 +121,34 @@ int  cl_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                              char *err, size_t errlen);
 int  cl_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
                           bk_topic_op *op, char *err, size_t errlen);
+
+/* cl_broker_configs.c: dynamic broker configs in /config/brokers/. */
+/* Reads the default's and this broker's znodes (with watches) and adopts
+ * them: at every session (re)connect and when a watch on one fires. */
+void cl_broker_configs_refresh(bk_broker *b);
+bool cl_broker_configs_path(const char *path);
+/* Writes a validated set; KP_NONE with op->pending (op may be NULL), or an
+ * error now (ZooKeeper unreachable). */
+int  cl_broker_configs_write(bk_broker *b, const char *resource, const md_kv *kv, size_t n,
+                             bk_topic_op *op, char *err, size_t errlen);
+
+/* A write half's op answered once the mirror shows topic's znode at
+ * version or later (the reassignments' start, cl_reassign.c). */
+void cl_wait_assignment(bk_broker *b, const char *topic, int version, bk_topic_op *op);
+
+/* cl_reassign.c (the controller's half) */
+/* reconcile_topic, for each existing partition p of t after the other
+ * adjustments of st: finishes a reassignment whose targets are all in the
+ * ISR (ISR ∩ target, a leader from the target; *finished set: the topic
+ * znode must drop the removed replicas in the same transaction), or
+ * replaces a leader a cancel left outside the replicas.  true when st
+ * changed. */
+bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partition_state *st,
+                         bool *finished);
+/* Adds to txn the topic znode without the removed replicas of the
+ * finished[p] partitions, at version (R3). */
+void ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
+                                 const bool *finished);
 
 /* cl_mirror.c */
 void mr_on_watch(bk_broker *b, int type, const char *path);

@@ -19,6 +19,10 @@
  *               each change bumps the leader epoch; the writes go in
  *               transactions of up to CTL_BATCH operations, not one round
  *               trip per partition
+ *   reassign    every target replica of a reassigning partition in the ISR
+ *               → ISR ∩ target, a leader from the target, and the topic
+ *               znode without the removed replicas, in one transaction
+ *               (cl_reassign.c)
  *   deletion    /admin/delete_topics/<t> → delete the topic's znodes, then
  *               the request; every broker's mirror deletes its copy
  *
@@ -290,6 +294,7 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
         any_state = t->parts[p].zk_version >= 0;
     zk_txn *txn = NULL;
     ctl_batch *cb = NULL;
+    bool *finished = NULL;                        /* reassignments done (cl_reassign.c) */
     char path[MD_TOPIC_NAME_MAX + 64];
     for (int32_t p = 0; p < t->npartitions; p++) {
         const bk_pview *v = &t->parts[p];
@@ -337,6 +342,15 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
         }
         if (!create && ctl_leaders_adjust(b, ct, t->name, p, v, &st))
             change = true;                        /* cl_leaders.c */
+        bool fin = false;
+        if (!create && ctl_reassign_adjust(b, t, p, &st, &fin)) {
+            change = true;                        /* cl_reassign.c */
+            if (fin) {
+                if (!finished && !(finished = calloc((size_t)t->npartitions, sizeof *finished)))
+                    abort();
+                finished[p] = true;
+            }
+        }
         if (!change)
             continue;
         if (!txn) {
@@ -357,9 +371,15 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
         put_state(txn, b, t->name, p, &st, create, v->zk_version);
         ct->expect[p] = create ? 0 : v->zk_version + 1;
         cb->elected++;
-        if (zk_txn_count(txn) >= CTL_BATCH)
+        if (zk_txn_count(txn) >= CTL_BATCH && !finished)
             txn_send(b, &txn, &cb, t->name);
     }
+    /* Finished reassignments: the topic znode goes in the same transaction
+     * as the last states (a state written in an earlier one only shrank
+     * the ISR to the targets; the next reconcile finishes it again). */
+    if (finished && txn)
+        ctl_reassign_put_assignment(txn, t, ct->assign_version, finished);
+    free(finished);
     if (txn)
         txn_send(b, &txn, &cb, t->name);
 }

@@ -397,6 +397,8 @@ static void states_finish(bk_broker *b, sf_fetch *f)
             md_partition_state st = sp->st;
             st.nreplicas = v->nreplicas;
             memcpy(st.replicas, v->replicas, sizeof st.replicas);
+            st.adding = v->adding;
+            st.removing = v->removing;
             st.zk_version = sp->version;
             if (md_partition_state_set(b->db, f->name, sp->p, &st, err, sizeof err) != 0) {
                 BK_ERROR("partition %s-%d: cannot store its state: %s", f->name, (int)sp->p,
@@ -871,6 +873,8 @@ void mr_on_watch(bk_broker *b, int type, const char *path)
         ctl_refresh_deletions(b);
     else if (!strcmp(path, "/admin/controlled_shutdown"))
         cl_shutdowns_refresh(b);
+    else if (cl_broker_configs_path(path))
+        cl_broker_configs_refresh(b);
     else if ((type == ZOO_CHANGED_EVENT || type == ZOO_CREATED_EVENT) &&
              state_path(path, t, sizeof t, &p))
         refresh_state(b, t, p);

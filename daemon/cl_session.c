@@ -57,14 +57,14 @@
 
 /* ---- waits ------------------------------------------------------------------------------ */
 
-enum { W_CREATED, W_DELETED, W_PARTITIONS, W_CONFIG };
+enum { W_CREATED, W_DELETED, W_PARTITIONS, W_CONFIG, W_ASSIGN };
 
 struct cl_wait {
     cl_wait *next;
     int kind;
     char topic[MD_TOPIC_NAME_MAX + 1];
     int32_t count;                   /* W_PARTITIONS */
-    int version;                     /* W_CONFIG: the config znode's version written */
+    int version;                     /* W_CONFIG, W_ASSIGN: the znode's version written */
     bk_topic_op *op;
     int64_t deadline_us;
 };
@@ -93,6 +93,9 @@ static bool wait_met(bk_broker *b, const cl_wait *w)
     case W_CONFIG:
         ct = mr_topic(b, w->topic, false);
         return !t || (ct && ct->config_version >= w->version);
+    case W_ASSIGN:
+        ct = mr_topic(b, w->topic, false);
+        return !t || (ct && ct->assign_version >= w->version);
     }
     return true;
 }
@@ -119,6 +122,11 @@ static void wait_add(bk_broker *b, int kind, const char *topic, int32_t count, i
     }
     w->next = b->cl->waits;
     b->cl->waits = w;
+}
+
+void cl_wait_assignment(bk_broker *b, const char *topic, int version, bk_topic_op *op)
+{
+    wait_add(b, W_ASSIGN, topic, 0, version, op);
 }
 
 /* Ends the waits that are met (topic: only those on it; NULL: all) and,
@@ -460,6 +468,8 @@ int cl_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
         if (p < t->npartitions) {
             parts[p].nreplicas = t->parts[p].nreplicas;
             memcpy(parts[p].replicas, t->parts[p].replicas, sizeof parts[p].replicas);
+            parts[p].adding = t->parts[p].adding;         /* a reassignment goes on */
+            parts[p].removing = t->parts[p].removing;
         } else {
             parts[p].nreplicas = rf;
             memcpy(parts[p].replicas, replicas + (size_t)(p - t->npartitions) * (size_t)rf,
@@ -641,6 +651,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                     (unsigned long long)zk_session_id(b->zk));
         }
         mr_resync(b);
+        cl_broker_configs_refresh(b);             /* watches may have been missed */
         bk_sasl_zk_resync(b);
         break;
     case ZK_CONNECTING:

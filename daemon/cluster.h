@@ -22,6 +22,7 @@ typedef struct bk_pview {
     int32_t isr[MD_REPLICAS_MAX];
     int32_t controller_epoch;        /* md_partition_state's: who wrote it */
     int32_t zk_version;              /* its state znode's version; -1 none */
+    uint32_t adding, removing;       /* a reassignment: md_partition_state's bits */
     bk_partition *local;             /* this broker's replica; NULL if none */
 } bk_pview;
 
@@ -154,6 +155,24 @@ int bk_topic_config_edit(bk_broker *b, const char *name, const char *key,
 /* A partition's state (leader, epoch, replicas, ISR), replaced whole. */
 int bk_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
                            const md_partition_state *st, char *err, size_t errlen);
+/* A partition reassignment (AlterPartitionReassignments; SQL's UPDATE of
+ * partitions.replicas), daemon/cl_reassign.c.  Each part is checked as
+ * Kafka does (error and msg set: UNKNOWN_TOPIC_OR_PARTITION,
+ * INVALID_REPLICA_ASSIGNMENT for a duplicate or a new broker that is not
+ * alive, NO_REASSIGNMENT_IN_PROGRESS for a cancel of none); the others are
+ * written together, and the return value (or op->done) is their answer. */
+typedef struct bk_reassign {
+    int32_t partition;
+    const int32_t *replicas;         /* the target, in preference order */
+    int32_t nreplicas;               /* -1: cancel the reassignment in progress */
+    int16_t error;                   /* out */
+    char msg[MD_TOPIC_NAME_MAX + 160];  /* out */
+} bk_reassign;
+int bk_partitions_reassign(bk_broker *b, const char *topic, bk_reassign *parts, int32_t n,
+                           bk_topic_op *op, char *err, size_t errlen);
+/* The replicas v is adding (or removing) in a reassignment, into out;
+ * how many. */
+int32_t bk_reassign_ids(const bk_pview *v, bool adding, int32_t *out);
 /* The apply half: makes the view and the local replicas match the store's
  * facts of one topic (created, grown, reconfigured, re-led or deleted).
  * KP_NONE, or an error after which the topic is left as the store has it

@@ -8,6 +8,7 @@
  * whole range of their JSON definitions in protocol/messages/: Produce
  * v0-2 and Fetch v0-3 carry the old message formats (magic 0 and 1),
  * converted by protocol/legacy.c.  ElectLeaders (cl_leaders.c) v0-2.
+ * Alter/ListPartitionReassignments (api_reassign.c) v0, the only version.
  */
 #include "daemon/request.h"
 #include "kp_msgs.h"
@@ -41,6 +42,9 @@ static const bk_api apis[] = {
     { KP_API_DELETE_GROUPS,            0, 2,  bk_handle_delete_groups },
     { KP_API_OFFSET_DELETE,            0, 0,  bk_handle_offset_delete },
     { KP_API_ELECT_LEADERS,            0, 2,  bk_handle_elect_leaders },
+    /* partition reassignments (api_reassign.c, cl_reassign.c) */
+    { KP_API_ALTER_PARTITION_REASSIGNMENTS, 0, 0, bk_handle_alter_partition_reassignments },
+    { KP_API_LIST_PARTITION_REASSIGNMENTS,  0, 0, bk_handle_list_partition_reassignments },
     /* SASL (daemon/sasl.c): v0 handshake = raw tokens follow; v2 is flexible */
     { KP_API_SASL_HANDSHAKE,           0, 1,  bk_handle_sasl_handshake },
     { KP_API_SASL_AUTHENTICATE,        0, 2,  bk_handle_sasl_authenticate },

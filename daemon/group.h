@@ -234,6 +234,13 @@ bool gc_str_eq(const char *a, const char *p, size_t len);   /* a NUL-terminated 
 void gc_tv_ms(struct timeval *tv, int64_t ms);              /* ms < 0: 0 */
 
 /* ---- group_persist.c: waits, the end of the turn, jobs -------------------- */
+/* A deferred group request lets go of its own state: state freed, r->state
+ * and r->cancel cleared (from its cancel, or through gc_req_finish). */
+void gc_req_release(bk_req *r, void *state);
+/* The end of a deferred group answer whose body is in r->out: the state
+ * released, then the answer sent (bk_req_finish may start the connection's
+ * next request on r, so nothing of r is touched after it). */
+void gc_req_finish(bk_req *r, void *state);
 gc_wait *gc_wait_new(bk_req *r);
 void gc_wait_unlink(gc_wait *w);
 /* Drops a wait without answering it (shutdown only). */

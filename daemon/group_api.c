@@ -379,9 +379,7 @@ static void dg_cancel(bk_req *r)
     struct dg_request *d = r->state;
     for (int32_t i = 0; d && i < d->n; i++)
         bk_groups_forget(d->e[i].pending);      /* the deletes go on */
-    free(d);
-    r->state = NULL;
-    r->cancel = NULL;
+    gc_req_release(r, d);
 }
 
 static void dg_done(void *arg, int rc)
@@ -395,10 +393,7 @@ static void dg_done(void *arg, int rc)
     bk_req *r = d->r;
     if (dg_respond(r, d) != BK_RESPOND)
         kp_buf_reset(r->out);         /* logged; an empty body fails the client's parse */
-    free(d);
-    r->state = NULL;
-    r->cancel = NULL;
-    bk_req_finish(r);
+    gc_req_finish(r, d);
 }
 
 int bk_handle_delete_groups(bk_req *r)

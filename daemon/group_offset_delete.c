@@ -142,9 +142,7 @@ static void od_cancel(bk_req *r)
     struct od_request *d = r->state;
     if (d)
         bk_groups_forget(d->pending);
-    free(d);
-    r->state = NULL;
-    r->cancel = NULL;
+    gc_req_release(r, d);
 }
 
 static void od_done(void *arg, int rc)
@@ -155,10 +153,7 @@ static void od_done(void *arg, int rc)
     od_collect(d);
     if (od_respond(r, d) != BK_RESPOND)
         kp_buf_reset(r->out);         /* logged; an empty body fails the client's parse */
-    free(d);
-    r->state = NULL;
-    r->cancel = NULL;
-    bk_req_finish(r);
+    gc_req_finish(r, d);
 }
 
 int bk_handle_offset_delete(bk_req *r)

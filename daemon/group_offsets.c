@@ -315,12 +315,9 @@ static void write_commit_response(bk_req *r, const struct kc_commit *c)
 static void kc_cancel(bk_req *r)
 {
     struct kc_commit *c = r->state;
-    if (c) {
+    if (c)
         bk_groups_forget(c->pending);
-        free(c);
-    }
-    r->state = NULL;
-    r->cancel = NULL;
+    gc_req_release(r, c);
 }
 
 static void kc_done(void *arg, int rc)
@@ -329,10 +326,7 @@ static void kc_done(void *arg, int rc)
     bk_req *r = arg;
     struct kc_commit *c = r->state;
     write_commit_response(r, c);
-    free(c);
-    r->state = NULL;
-    r->cancel = NULL;
-    bk_req_finish(r);
+    gc_req_finish(r, c);
 }
 
 int bk_handle_offset_commit(bk_req *r)

@@ -382,6 +382,19 @@ static int run(md_db *db, bk_mdjob *base)
 
 /* ---- groups into jobs, waits, the end of the loop turn ------------------------- */
 
+void gc_req_release(bk_req *r, void *state)
+{
+    free(state);
+    r->state = NULL;
+    r->cancel = NULL;
+}
+
+void gc_req_finish(bk_req *r, void *state)
+{
+    gc_req_release(r, state);
+    bk_req_finish(r);
+}
+
 void gc_wait_drop(gc_wait *w)
 {
     if (!w)
@@ -520,9 +533,7 @@ static void wait_cancel(bk_req *r)
         w->m = NULL;
     }
     gc_wait_unlink(w);
-    free(w);
-    r->state = NULL;
-    r->cancel = NULL;
+    gc_req_release(r, w);
 }
 
 gc_wait *gc_wait_new(bk_req *r)
@@ -609,11 +620,7 @@ static void finish_synced(uint64_t durable, int sync_err)
                 done(arg, rc);
             continue;
         }
-        bk_req *r = w->r;
-        free(w);
-        r->cancel = NULL;
-        r->state = NULL;
-        bk_req_finish(r);
+        gc_req_finish(w->r, w);
     }
 }
 

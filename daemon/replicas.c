@@ -107,7 +107,9 @@ int bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *
      * view says so, cl_isr.c): its epoch starts at the log end. */
     if (!bk_cluster_mode(b))
         seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log));
-    bk_partition_epochs_save(b, p);  /* the history recovered at open */
+    /* The history recovered at open is saved by the caller once the view's
+     * takeover (cl_isr.c) has assigned its epoch too: one checkpoint, and
+     * none when that is what the file holds (epochs.c, E4). */
     t->parts[idx].local = p;
     link_replica(b, p);
     return KP_NONE;

@@ -111,6 +111,9 @@ int bk_handle_describe_groups(bk_req *r);
 int bk_handle_delete_groups(bk_req *r);
 int bk_handle_offset_delete(bk_req *r);
 int bk_handle_elect_leaders(bk_req *r);
+/* daemon/api_reassign.c */
+int bk_handle_alter_partition_reassignments(bk_req *r);
+int bk_handle_list_partition_reassignments(bk_req *r);
 
 /* SASL (daemon/sasl.c) and its credentials (daemon/api_scram_credentials.c). */
 int bk_handle_sasl_handshake(bk_req *r);

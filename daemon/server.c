@@ -335,35 +335,9 @@ const char *bk_conn_listener(const bk_conn *c)
     return c && c->listener ? c->listener->name : NULL;
 }
 
-static const char *const secproto_names[] = {
-    [BK_SEC_PLAINTEXT] = "PLAINTEXT", [BK_SEC_SSL] = "SSL",
-    [BK_SEC_SASL_PLAINTEXT] = "SASL_PLAINTEXT", [BK_SEC_SASL_SSL] = "SASL_SSL",
-};
-
-int bk_secproto_parse(const char *name, bk_secproto *out)
-{
-    for (size_t i = 0; i < sizeof secproto_names / sizeof *secproto_names; i++)
-        if (!strcasecmp(name, secproto_names[i])) {
-            *out = (bk_secproto)i;
-            return 0;
-        }
-    return -1;
-}
-
-const char *bk_secproto_name(bk_secproto p)
-{
-    return (unsigned)p < sizeof secproto_names / sizeof *secproto_names
-           ? secproto_names[p] : "?";
-}
-
 bk_sasl_conn **bk_conn_sasl(bk_conn *c)
 {
     return &c->sasl;
-}
-
-bool bk_secproto_is_sasl(bk_secproto p)
-{
-    return p == BK_SEC_SASL_PLAINTEXT || p == BK_SEC_SASL_SSL;
 }
 
 size_t bk_req_range_bytes(const bk_req *r)

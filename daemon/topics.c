@@ -98,6 +98,8 @@ static void set_view_state(bk_pview *v, const md_partition_state *st)
     memcpy(v->isr, st->isr, sizeof v->isr);
     v->controller_epoch = st->controller_epoch;
     v->zk_version = st->zk_version;
+    v->adding = st->adding;
+    v->removing = st->removing;
 }
 
 /* The store's partitions of t, applied: state into the view, local
@@ -122,10 +124,11 @@ static int apply_partitions(bk_broker *b, bk_topic *t, const md_partition *parts
         set_view_state(v, &parts[i].st);
         if ((size_t)t->npartitions <= i)
             t->npartitions = (int32_t)i + 1;
-        bool want = hosts(&parts[i].st, self);
+        bool want = hosts(&parts[i].st, self), opened = false;
         if (want && !v->local) {
             char e[MD_ERRLEN];
             int r = bk_replica_open(b, t, (int32_t)i, &parts[i], e, sizeof e);
+            opened = r == KP_NONE;
             if (r != KP_NONE && rc == KP_NONE) {
                 rc = r;
                 snprintf(err, errlen, "%s", e);
@@ -138,6 +141,8 @@ static int apply_partitions(bk_broker *b, bk_topic *t, const md_partition *parts
         if (v->local) {
             v->local->leader_epoch = v->leader_epoch;
             bk_isr_view_changed(b, v->local);     /* ISR or leader changed: the HW */
+            if (opened)                           /* the history recovered at open */
+                bk_partition_epochs_save(b, v->local);
         }
     }
     return rc;

@@ -825,25 +825,28 @@ static int cmp_pentry(const void *a, const void *b)
     return (x->p > y->p) - (x->p < y->p);
 }
 
-/* The "partitions" object into a malloc'd array, unordered. */
-static struct pentry *rd_partitions(zj_rd *r, size_t *count)
+/* The "partitions" object (name "partitions"), or one of the
+ * reassignment maps ("adding_replicas", "removing_replicas": the same
+ * shape, empty lists allowed), into a malloc'd array, unordered. */
+static struct pentry *rd_partitions(zj_rd *r, const char *name, size_t *count)
 {
+    bool assignment = !strcmp(name, "partitions");
     struct pentry *v = NULL;
     size_t n = 0, cap = 0;
     bool first = true;
     char key[ZJ_KEY_MAX];
-    if (obj_begin(r, "partitions"))
-        while (obj_next(r, &first, key, "partitions")) {
+    if (obj_begin(r, name))
+        while (obj_next(r, &first, key, name)) {
             int32_t p;
             if (zj_id_parse(key, strlen(key), &p)) {
-                fail(r, "partitions: \"%.32s\" is not a partition number", key);
+                fail(r, "%s: \"%.32s\" is not a partition number", name, key);
                 break;
             }
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;
                 struct pentry *nv = realloc(v, cap * sizeof *v);
                 if (!nv) {
-                    fail(r, "partitions: out of memory");
+                    fail(r, "%s: out of memory", name);
                     break;
                 }
                 v = nv;
@@ -854,13 +857,53 @@ static struct pentry *rd_partitions(zj_rd *r, size_t *count)
             e->st.leader = -1;
             e->st.zk_version = -1;
             char where[48];
-            snprintf(where, sizeof where, "partition %d", (int)p);
+            snprintf(where, sizeof where, "%s%spartition %d", assignment ? "" : name,
+                     assignment ? "" : ": ", (int)p);
             e->st.nreplicas = rd_ids(r, e->st.replicas, where);
-            if (!r->failed && e->st.nreplicas == 0)
+            if (!r->failed && e->st.nreplicas == 0 && assignment)
                 fail(r, "partition %d: no replicas", (int)p);
         }
     *count = n;
     return v;
+}
+
+/* A reassignment map's ids as bits over each partition's replica
+ * positions.  Partitions the topic lacks and ids that are not replicas
+ * are ignored: Kafka's controller keeps both lists within the replicas,
+ * and a stray id must not cost the whole topic its mirror. */
+static void mark_reassigning(md_partition_state *parts, size_t n, const struct pentry *m,
+                             size_t nm, bool add)
+{
+    for (size_t i = 0; i < nm; i++) {
+        if ((size_t)m[i].p >= n)
+            continue;
+        md_partition_state *st = &parts[m[i].p];
+        for (int32_t j = 0; j < m[i].st.nreplicas; j++)
+            for (int32_t k = 0; k < st->nreplicas; k++)
+                if (st->replicas[k] == m[i].st.replicas[j])
+                    *(add ? &st->adding : &st->removing) |= 1u << k;
+    }
+}
+
+/* A reassignment map: each partition with bits set in mask, its ids. */
+static void w_reassigning(kp_buf *out, const char *name, const md_partition_state *parts,
+                          int32_t n, bool add)
+{
+    w_fmt(out, ",\"%s\":{", name);
+    bool first = true;
+    for (int32_t p = 0; p < n; p++) {
+        uint32_t mask = add ? parts[p].adding : parts[p].removing;
+        if (!mask)
+            continue;
+        int32_t ids[MD_REPLICAS_MAX], k = 0;
+        for (int32_t i = 0; i < parts[p].nreplicas; i++)
+            if (mask >> i & 1)
+                ids[k++] = parts[p].replicas[i];
+        w_fmt(out, "%s\"%d\":", first ? "" : ",", (int)p);
+        w_ids(out, ids, k);
+        first = false;
+    }
+    w_raw(out, "}");
 }
 
 int zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_t errlen)
@@ -868,13 +911,15 @@ int zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_
     zj_rd r;
     rd_init(&r, json, len, err, errlen);
     memset(out, 0, sizeof *out);
-    struct pentry *v = NULL;
-    size_t n = 0;
+    struct pentry *v = NULL, *adding = NULL, *removing = NULL;
+    size_t n = 0, nadding = 0, nremoving = 0;
     bool first = true, seen = false;
     char key[ZJ_KEY_MAX];
     if (obj_begin(&r, "topic"))
         while (obj_next(&r, &first, key, "topic")) {
-            if (!strcmp(key, "topic_id") && !eat_null(&r)) {
+            if (!strcmp(key, "topic_id")) {
+                if (eat_null(&r))
+                    continue;             /* no id (a skip_value now would eat the ',') */
                 char text[32];
                 rd_string_into(&r, text, sizeof text, "topic_id");
                 if (!r.failed && md_uuid_from_text(text, strlen(text), out->id))
@@ -886,7 +931,16 @@ int zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_
                     break;
                 }
                 seen = true;
-                v = rd_partitions(&r, &n);
+                v = rd_partitions(&r, key, &n);
+            } else if (!strcmp(key, "adding_replicas") || !strcmp(key, "removing_replicas")) {
+                bool add = key[0] == 'a';
+                if (add ? adding : removing) {
+                    fail(&r, "\"%s\" given twice", key);
+                    break;
+                }
+                if (!eat_null(&r))
+                    *(add ? &adding : &removing) = rd_partitions(&r, key, add ? &nadding
+                                                                              : &nremoving);
             } else {
                 skip_value(&r);
             }
@@ -911,12 +965,18 @@ int zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_
         fail(&r, "out of memory");
     if (r.failed) {
         free(v);
+        free(adding);
+        free(removing);
         memset(out, 0, sizeof *out);
         return -1;
     }
     for (size_t i = 0; i < n; i++)
         parts[i] = v[i].st;
     free(v);
+    mark_reassigning(parts, n, adding, nadding, true);
+    mark_reassigning(parts, n, removing, nremoving, false);
+    free(adding);
+    free(removing);
     out->parts = parts;
     out->npartitions = (int32_t)n;
     return 0;
@@ -945,7 +1005,10 @@ int zj_topic_format(const uint8_t *id, const md_partition_state *parts, int32_t 
         w_fmt(out, "%s\"%d\":", p ? "," : "", (int)p);
         w_ids(out, parts[p].replicas, parts[p].nreplicas);
     }
-    w_raw(out, "},\"adding_replicas\":{},\"removing_replicas\":{}}");
+    w_raw(out, "}");
+    w_reassigning(out, "adding_replicas", parts, n, true);
+    w_reassigning(out, "removing_replicas", parts, n, false);
+    w_raw(out, "}");
     return w_done(out);
 }
 

@@ -84,7 +84,10 @@ typedef struct zj_topic {
  * left allocated. */
 int  zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_t errlen);
 void zj_topic_free(zj_topic *t);
-/* Version 3 with topic_id; id NULL writes version 2 without it. */
+/* Version 3 with topic_id; id NULL writes version 2 without it.  Each
+ * part's adding/removing bits become "adding_replicas"/"removing_replicas"
+ * (Kafka's reassignment maps; zj_topic_parse reads them back into the bits,
+ * ignoring ids that are not replicas). */
 int  zj_topic_format(const uint8_t *id, const md_partition_state *parts, int32_t n,
                      kp_buf *out);
 

@@ -180,9 +180,9 @@ static const char *const stmt_sql[ST_COUNT] = {
         "controller_epoch = ?5, zk_version = ?6 WHERE topic = ?1 AND partition = ?2",
     [ST_REPLICA_INSERT] =
         "INSERT INTO partition_replicas (topic, partition, position, broker_id, "
-        "in_isr) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "in_isr, reassigning) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_REPLICA_LIST] =
-        "SELECT partition, broker_id, in_isr FROM partition_replicas "
+        "SELECT partition, broker_id, in_isr, reassigning FROM partition_replicas "
         "WHERE topic = ?1 ORDER BY partition, position",
     [ST_REPLICAS_DELETE] =
         "DELETE FROM partition_replicas WHERE topic = ?1 AND partition = ?2",

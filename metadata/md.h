@@ -197,6 +197,11 @@ typedef struct md_partition_state {
                                          state (0 standalone) */
     int32_t zk_version;               /* the state znode's version; -1
                                          unknown or standalone */
+    /* A reassignment in progress (Kafka's adding_replicas /
+     * removing_replicas of the topic znode), as bits over the positions in
+     * replicas[]: bit i set = replicas[i] is being added / removed.  0 and
+     * 0 when none (always, standalone). */
+    uint32_t adding, removing;
 } md_partition_state;
 
 typedef struct md_partition {

@@ -205,6 +205,12 @@ static int insert_state(md_db *db, const char *topic, int32_t p,
         sqlite3_bind_int(s, 3, i);
         sqlite3_bind_int(s, 4, st->replicas[i]);
         sqlite3_bind_int(s, 5, in_isr);
+        const char *re = st->adding >> i & 1 ? "adding" : st->removing >> i & 1 ? "removing"
+                                                                                 : NULL;
+        if (re)
+            sqlite3_bind_text(s, 6, re, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(s, 6);
         rc = md_step_done(db, s, err, errlen, "insert partition replica");
     }
     return rc;
@@ -474,6 +480,11 @@ static int fill_replicas(md_db *db, const char *topic, md_partition *parts, size
         if (st->nreplicas == MD_REPLICAS_MAX)
             continue;
         int32_t id = sqlite3_column_int(s, 1);
+        const unsigned char *re = sqlite3_column_text(s, 3);
+        if (re && re[0] == 'a')
+            st->adding |= 1u << st->nreplicas;
+        else if (re && re[0] == 'r')
+            st->removing |= 1u << st->nreplicas;
         st->replicas[st->nreplicas++] = id;
         if (sqlite3_column_int(s, 2))
             st->isr[st->nisr++] = id;
@@ -586,7 +597,8 @@ static bool same_state(const md_partition_state *a, const md_partition_state *b)
 {
     if (a->leader != b->leader || a->leader_epoch != b->leader_epoch ||
         a->controller_epoch != b->controller_epoch || a->zk_version != b->zk_version ||
-        a->nreplicas != b->nreplicas || a->nisr != b->nisr)
+        a->nreplicas != b->nreplicas || a->nisr != b->nisr ||
+        a->adding != b->adding || a->removing != b->removing)
         return false;
     for (int32_t i = 0; i < a->nreplicas; i++)
         if (a->replicas[i] != b->replicas[i] ||

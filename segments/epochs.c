@@ -35,6 +35,13 @@
  *       Snapshots written in the order taken leave the newest on disk.  A
  *       snapshot written after its directory was renamed (topic deletion)
  *       lands in the renamed directory, never in a new one of the old name.
+ *       A history whose entries equal those of the last snapshot (or of
+ *       the file loaded at open) gives no snapshot: at open, E3 drops an
+ *       entry that starts at the log end (a leader that wrote nothing in
+ *       its epoch yet) and the daemon's takeover assigns it again, and
+ *       rewriting the same file for each of thousands of partitions (an
+ *       fdatasync and a directory fsync each) made a start take tens of
+ *       seconds.
  *   E5. seg_open loads the file (a damaged one is ignored), applies E3 to
  *       the recovered log, then assigns the epochs of the batches at or
  *       above the recovery point: what a crash kept in the log but not yet
@@ -63,6 +70,14 @@ struct seg_epoch_ckpt {
 int32_t seg_epoch_latest(const seg_log *log)
 {
     return log->nepochs > 0 ? log->epochs[log->nepochs - 1].epoch : -1;
+}
+
+int32_t seg_epoch_for_offset(const seg_log *log, int64_t offset)
+{
+    int32_t e = -1;
+    for (int i = 0; i < log->nepochs && log->epochs[i].start_offset <= offset; i++)
+        e = log->epochs[i].epoch;
+    return e;
 }
 
 int seg_epoch_entries(const seg_log *log, seg_epoch_entry *out, int cap)
@@ -203,10 +218,35 @@ static size_t format_entries(char *out, const seg_epoch_entry *e, int n)
     return len;
 }
 
+/* The entries of the snapshot just taken (or of the file loaded), kept
+ * to compare with (E4).  On no memory the copy is forgotten, so the next
+ * change is written whatever it holds. */
+static void remember_saved(seg_log *log, const seg_epoch_entry *e, int n)
+{
+    seg_epoch_entry *copy = n > 0 ? realloc(log->epochs_saved, (size_t)n * sizeof *e) : NULL;
+    if (n > 0 && !copy) {
+        free(log->epochs_saved);
+        log->epochs_saved = NULL;
+        log->nepochs_saved = -1;
+        return;
+    }
+    if (n > 0) {
+        memcpy(copy, e, (size_t)n * sizeof *e);
+        log->epochs_saved = copy;
+    }
+    log->nepochs_saved = n;
+}
+
 seg_epoch_ckpt *seg_epoch_take_checkpoint(seg_log *log)
 {
     if (log->epochs_gen == log->epochs_saved_gen)
         return NULL;
+    if (log->nepochs == log->nepochs_saved &&
+        (log->nepochs == 0 ||
+         !memcmp(log->epochs, log->epochs_saved, (size_t)log->nepochs * sizeof *log->epochs))) {
+        log->epochs_saved_gen = log->epochs_gen;
+        return NULL;                     /* E4: the same as on disk */
+    }
     seg_epoch_ckpt *c = malloc(sizeof *c + 32 + (size_t)log->nepochs * EPOCH_LINE_MAX);
     if (!c)
         return NULL;                     /* tried again at the next change */
@@ -217,6 +257,7 @@ seg_epoch_ckpt *seg_epoch_take_checkpoint(seg_log *log)
     }
     c->len = format_entries(c->text, log->epochs, log->nepochs);
     log->epochs_saved_gen = log->epochs_gen;
+    remember_saved(log, log->epochs, log->nepochs);
     return c;
 }
 
@@ -262,6 +303,7 @@ static int assign_header(const uint8_t *h, void *arg)
 
 int seg_epoch_load(seg_log *log, int64_t recovery_point)
 {
+    log->nepochs_saved = -1;             /* no file: unknown */
     char path[4200];
     snprintf(path, sizeof path, "%s/" EPOCH_FILE, log->dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -275,6 +317,7 @@ int seg_epoch_load(seg_log *log, int64_t recovery_point)
             seg_epoch_entry *e = malloc((size_t)cap * sizeof *e);
             int n = e ? seg_epoch_parse(text, (size_t)st.st_size, e, cap) : SEG_E_NOMEM;
             if (n >= 0) {
+                remember_saved(log, e, n);
                 free(log->epochs);
                 log->epochs = e;
                 log->nepochs = n;

@@ -548,6 +548,7 @@ void seg_close(seg_log *log)
     }
     free(log->segs);
     free(log->epochs);
+    free(log->epochs_saved);
     pthread_mutex_destroy(&log->mu);
     free(log->dir);
     free(log);

@@ -317,6 +317,9 @@ typedef struct seg_epoch_entry {
 } seg_epoch_entry;
 /* The newest epoch of the history, -1 when it is empty. */
 int32_t seg_epoch_latest(const seg_log *log);
+/* The epoch that wrote `offset` (Kafka's epochForOffset: the last entry
+ * starting at or below it), -1 when none does. */
+int32_t seg_epoch_for_offset(const seg_log *log, int64_t offset);
 /* Copies up to cap entries, oldest first; returns how many there are. */
 int  seg_epoch_entries(const seg_log *log, seg_epoch_entry *out, int cap);
 /* `epoch` writes the log from start_offset on (a new leader at its log

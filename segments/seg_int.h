@@ -204,6 +204,11 @@ struct seg_log {
     int             nepochs, epochs_cap;
     uint64_t        epochs_gen;      /* bumped by every change */
     uint64_t        epochs_saved_gen;/* gen of the last snapshot taken */
+    /* The entries of that snapshot (or of the file loaded at open), so
+     * that a history changed back to what is on disk is not rewritten;
+     * nepochs_saved -1: unknown (no file). */
+    seg_epoch_entry *epochs_saved;
+    int             nepochs_saved;
 };
 
 /* Leader epochs (epochs.c): E3's two truncations, and E5 at open. */

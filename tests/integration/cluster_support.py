@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -92,6 +93,93 @@ def wait_equal(get, want, timeout, what, interval=0.1):
     except AssertionError as e:
         raise AssertionError("%s\n  want: %r\n  got:  %r" % (e, want, box[0] if box else None))
 
+
+def leader_and_isr(b, topic):
+    """(leader, sorted ISR tuple) of partition 0 as broker b answers
+    Metadata, or None (no answer, or no such partition there)."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [topic], False), timeout=3)
+        m = kr.parse_metadata(r, 5)
+    except (OSError, ValueError):
+        return None
+    parts = m["topics"].get(topic, (None, []))[1]
+    for _err, pid, leader, _reps, isr, _off in parts:
+        if pid == 0:
+            return leader, tuple(sorted(isr))
+    return None
+
+
+def live_brokers(b):
+    """The broker ids broker b's Metadata lists ([] when it does not answer)."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [], False), timeout=3)
+        return [n for n, _h, _p, _r in kr.parse_metadata(r, 5)["brokers"]]
+    except (OSError, ValueError):
+        return []
+
+
+def _zk_call(connect, op, path, timeout):
+    """One request of ZooKeeper's own wire protocol on a session of its
+    own: (error code, reply body after the reply header).  connect:
+    host:port with an optional chroot ("127.0.0.1:2181/sluice-it-ab12")."""
+    hostport, _, chroot = connect.partition("/")
+    host, port = hostport.rsplit(":", 1)
+    full = (("/" + chroot if chroot else "") + path).encode()
+
+    def send(s, payload):
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+
+    def recv(s):
+        def take(n):
+            b = b""
+            while len(b) < n:
+                chunk = s.recv(n - len(b))
+                if not chunk:
+                    raise OSError("ZooKeeper closed the connection")
+                b += chunk
+            return b
+        return take(struct.unpack(">i", take(4))[0])
+
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        # ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd
+        send(s, struct.pack(">iqiqi", 0, 0, 10000, 0, 16) + bytes(16))
+        recv(s)
+        # xid 1, op; path, watch false
+        send(s, struct.pack(">iii", 1, op, len(full)) + full + b"\0")
+        r = recv(s)
+        _xid, _zxid, err = struct.unpack(">iqi", r[:16])
+        send(s, struct.pack(">ii", 2, -11))            # closeSession
+        return err, r[16:]
+
+
+def zk_get(connect, path, timeout=5.0):
+    """(data bytes, version) of one znode, or None when it does not exist,
+    read with ZooKeeper's own protocol, so a test sees what the brokers
+    wrote without a client library."""
+    err, r = _zk_call(connect, 4, path, timeout)           # getData
+    if err == -101:                                        # ZNONODE
+        return None
+    assert err == 0, "getData %s: ZooKeeper error %d" % (path, err)
+    n = struct.unpack(">i", r[:4])[0]
+    data = r[4:4 + n] if n >= 0 else None
+    stat = r[4 + max(n, 0):]
+    return data, struct.unpack(">i", stat[32:36])[0]       # after czxid, mzxid, ctime, mtime
+
+
+def zk_children(connect, path, timeout=5.0):
+    """The sorted child names of a znode ([] when it does not exist)."""
+    err, r = _zk_call(connect, 8, path, timeout)           # getChildren
+    if err == -101:
+        return []
+    assert err == 0, "getChildren %s: ZooKeeper error %d" % (path, err)
+    count, pos, out = struct.unpack(">i", r[:4])[0], 4, []
+    for _ in range(max(count, 0)):
+        n = struct.unpack(">i", r[pos:pos + 4])[0]
+        out.append(r[pos + 4:pos + 4 + n].decode())
+        pos += 4 + n
+    return sorted(out)
 
 def timed(pred, timeout, what, interval=0.05):
     """wait_for, returning (seconds it took, pred's value)."""

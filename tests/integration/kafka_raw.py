@@ -534,6 +534,59 @@ def parse_fetch_v11(r):
     return err, out
 
 
+def produce_v11_body(topic, partition, batch, acks=-1, timeout_ms=10000):
+    """Produce v11 (flexible): one batch to one partition, no transactional id."""
+    return (cstring(None) + i16(acks) + i32(timeout_ms) + carray(
+        [cstring(topic) + carray([i32(partition) + cbytes(batch) + tags()]) + tags()]) + tags())
+
+
+def parse_produce_v11(r):
+    """[(topic, partition, error, base offset)], every field read: the
+    record errors, the error message and the leader hints must be empty."""
+    topics = r.carray(lambda x: (x.cstring(), x.carray(lambda y: (
+        y.i32(), y.i16(), y.i64(), y.i64(), y.i64(),
+        y.carray(lambda z: (z.i32(), z.cstring(), z.tags())), y.cstring(), y.tags())), x.tags()))
+    assert r.i32() == 0 and r.tags() == {} and r.remaining() == 0     # throttle, no NodeEndpoints
+    out = []
+    for t, parts, ttags in topics:
+        assert ttags == {}
+        for p, err, base, _append_time, _log_start, rec_errs, msg, ptags in parts:
+            assert rec_errs == [] and ptags == {} and (err != 0 or msg is None)
+            out.append((t, p, err, base))
+    return out
+
+
+def fetch_v17_body(partitions, max_wait_ms, min_bytes=1, max_bytes=1 << 20):
+    """Fetch v17 as a consumer sends it, topics by id: partitions
+    [(topic_id, partition, fetch_offset)] grouped by id in the order given."""
+    topics = []
+    for tid, p, off in partitions:
+        if not topics or topics[-1][0] != tid:
+            topics.append((tid, []))
+        topics[-1][1].append(i32(p) + i32(-1) + i64(off) + i32(-1) + i64(-1) + i32(max_bytes) +
+                             tags())
+    return (i32(max_wait_ms) + i32(min_bytes) + i32(max_bytes) + i8(0) + i32(0) + i32(-1) +
+            carray([tid + carray(ps) + tags() for tid, ps in topics]) +
+            carray([]) + cstring("") + tags())
+
+
+def parse_fetch_v17(r):
+    """[(topic id, [(partition, error, high watermark, records)])], every
+    field read (no session, no aborted transactions, no leader hints)."""
+    assert r.i32() == 0 and (r.i16(), r.i32()) == (0, 0)   # throttle, error, session
+    topics = r.carray(lambda x: (x.uuid(), x.carray(lambda y: (
+        y.i32(), y.i16(), y.i64(), y.i64(), y.i64(),
+        y.carray(lambda z: (z.i64(), z.i64())), y.i32(), y.cbytes(), y.tags())), x.tags()))
+    assert r.tags() == {} and r.remaining() == 0
+    out = []
+    for tid, parts, ttags in topics:
+        assert ttags == {}
+        for p in parts:
+            assert p[5] == [] and p[6] == -1 and p[8] == {}
+        out.append((tid, [(p[0], p[1], p[2], p[7]) for p in parts]))
+    return out
+
+
 # ---- RecordBatch v2 -------------------------------------------------------------
 def crc32c(data):
     crc = 0xFFFFFFFF

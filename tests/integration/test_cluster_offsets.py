@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
-from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import live_brokers, make_cluster, wait_for, zk, zk_missing  # noqa: F401
 from test_cluster_groups import agreed_coordinator, find_coordinator
 from test_groups import API_JOIN, API_LEAVE, join_v5, parse_join_v5
 from support import ck_admin, ck_conf, ck_producer, produce_ok, report, topic_name
@@ -46,15 +46,6 @@ def offsets_leaders(b):
                       timeout=3)
     parts = kr.parse_metadata(r, 5)["topics"].get("__consumer_offsets", (None, []))[1]
     return {pid: leader for _err, pid, leader, _reps, _isr, _off in parts}
-
-
-def live_brokers(b):
-    try:
-        with kr.Conn(b.port, timeout=3) as c:
-            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [], False), timeout=3)
-        return kr.parse_metadata(r, 5)["brokers"]
-    except (OSError, ValueError):
-        return []
 
 
 def committed_rows(b, group):

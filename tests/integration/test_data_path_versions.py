@@ -135,7 +135,8 @@ def test_produce_v11_fetch_v17_by_topic_id(broker):
         assert tid != bytes(16) and mt["name"] == t and mt["error"] == 0
         assert md["brokers"] == [(broker.broker_id, "127.0.0.1", broker.port, None, {})]
         assert md["controller"] == broker.broker_id and md["cluster_id"]
-        assert mt["partitions"] == [(0, 0, broker.broker_id, -1, [broker.broker_id],
+        # LeaderEpoch: the partition state's (standalone: 0, never re-elected)
+        assert mt["partitions"] == [(0, 0, broker.broker_id, 0, [broker.broker_id],
                                      [broker.broker_id], [], {})]
         assert mt["internal"] == 0 and mt["ops"] == -2147483648 and mt["tags"] == {}
         # by id alone, and an id no topic has
@@ -190,8 +191,10 @@ def test_list_offsets_v0_and_v10(broker):
             assert (r.i32(), r.i16(), r.array(lambda x: x.i64())) == (0, 0, want)
             assert r.remaining() == 0
         # v10: latest, earliest, max timestamp, earliest local, pending upload, by time
-        cases = [(-1, (-1, 3)), (-2, (-1, 0)), (-3, (now - 1000, 1)), (-4, (-1, 0)),
-                 (-5, (-1, -1)), (now - 2500, (now - 1000, 1)), (now + 60000, (-1, -1))]
+        # (timestamp, offset, leader epoch): LATEST the leader's epoch, the
+        # others the epoch that wrote the offset (0 here), -1 with no offset
+        cases = [(-1, (-1, 3, 0)), (-2, (-1, 0, 0)), (-3, (now - 1000, 1, 0)), (-4, (-1, 0, 0)),
+                 (-5, (-1, -1, -1)), (now - 2500, (now - 1000, 1, 0)), (now + 60000, (-1, -1, -1))]
         parts = [kr.i32(0) + kr.i32(-1) + kr.i64(when) + kr.tags() for when, _ in cases]
         body = kr.i32(-1) + kr.i8(0) + kr.carray([kr.cstring(t) + kr.carray(parts) + kr.tags()]) + \
             kr.i32(1000) + kr.tags()
@@ -201,7 +204,7 @@ def test_list_offsets_v0_and_v10(broker):
             y.i32(), y.i16(), y.i64(), y.i64(), y.i32(), y.tags())), x.tags()))
         assert r.tags() == {} and r.remaining() == 0
         assert lt[0] == t and lt[2] == {}
-        assert lt[1] == [(0, 0, ts, off, -1, {}) for _, (ts, off) in cases]
+        assert lt[1] == [(0, 0, ts, off, epoch, {}) for _, (ts, off, epoch) in cases]
         # an epoch newer than the leader's
         body = kr.i32(-1) + kr.i8(0) + kr.carray([kr.cstring(t) + kr.carray(
             [kr.i32(0) + kr.i32(99) + kr.i64(-1) + kr.tags()]) + kr.tags()]) + kr.i32(0) + kr.tags()

@@ -21,9 +21,10 @@ import pytest
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 import kafka_raw as kr
-from cluster_support import make_cluster, timed, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import (live_brokers, make_cluster, timed, wait_for, zk,  # noqa: F401
+                             zk_missing)
 from support import ck_admin, ck_producer, consume, produce_ok, report, topic_name
-from test_replication_failover import agreed, live_brokers
+from test_replication_failover import agreed
 from test_replication_follow import assert_identical_replicas, create, local_ends
 
 if zk_missing():

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
-import kafka_raw as kr
-from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import (leader_and_isr, live_brokers, make_cluster, wait_for, zk,  # noqa: F401
+                             zk_missing)
 from support import ck_admin, ck_conf, consume, report, topic_name
 
 if zk_missing():
@@ -26,31 +26,6 @@ if zk_missing():
 
 KILLS = 10
 SESSION_MS = 3000
-
-
-def leader_and_isr(b, topic):
-    """(leader, isr) of partition 0 as broker b answers Metadata, or None."""
-    try:
-        with kr.Conn(b.port, timeout=3) as c:
-            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [topic], False), timeout=3)
-        m = kr.parse_metadata(r, 5)
-    except (OSError, ValueError):
-        return None
-    parts = m["topics"].get(topic, (None, []))[1]
-    for err, pid, leader, _reps, isr, _off in parts:
-        if pid == 0:
-            return leader, tuple(sorted(isr))
-    return None
-
-
-def live_brokers(b):
-    """The broker ids broker b's Metadata lists ([] when it does not answer)."""
-    try:
-        with kr.Conn(b.port, timeout=3) as c:
-            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [], False), timeout=3)
-        return [n for n, _h, _p, _r in kr.parse_metadata(r, 5)["brokers"]]
-    except (OSError, ValueError):
-        return []
 
 
 def agreed(brokers, topic):

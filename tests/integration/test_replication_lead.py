@@ -17,7 +17,8 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
-from cluster_support import make_cluster, wait_equal, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import (leader_and_isr, make_cluster, wait_equal, wait_for, zk,  # noqa: F401
+                             zk_missing)
 from support import ck_admin, topic_name
 
 if zk_missing():
@@ -31,18 +32,9 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 LAG_MS = 3000
 
 
-def leader_and_isr(b, topic):
-    with kr.Conn(b.port) as c:
-        r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [topic], False))
-        m = kr.parse_metadata(r, 5)
-    err, parts = m["topics"].get(topic, (None, []))
-    return next(((leader, list(isr)) for _e, pid, leader, _r, isr, _o in parts if pid == 0),
-                None) if err == 0 else None
-
-
 def metadata_isr(b, topic):
     got = leader_and_isr(b, topic)
-    return got[1] if got else None
+    return list(got[1]) if got else None
 
 
 def sql_isr(b, topic):
@@ -308,7 +300,7 @@ def test_controller_elects_the_follower_the_leader_added_to_the_isr(led_by_one):
     one.kill()
     two = c.broker(2)
     two.start()
-    wait_equal(lambda: leader_and_isr(two, t), (2, [2]), 30,
+    wait_equal(lambda: leader_and_isr(two, t), (2, (2,)), 30,
                "broker 2 leads %s with ISR [2]" % t)
 
 

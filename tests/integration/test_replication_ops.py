@@ -6,6 +6,7 @@ preferred-leader election (automatic and ElectLeaders), and what SQL and
 Every cluster here has three brokers and a topic with replication factor
 3 and min.insync.replicas=2.
 """
+import json
 import re
 import time
 import urllib.request
@@ -15,9 +16,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
-from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import (leader_and_isr, live_brokers, make_cluster, wait_for, zk,  # noqa: F401
+                             zk_get, zk_missing)
 from support import ck_admin, ck_conf, report, topic_name
-from test_replication_failover import Sender, agreed, leader_and_isr, live_brokers, tally
+from test_data_path_versions import metadata_v12
+from test_replication_failover import Sender, agreed, tally
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
@@ -292,6 +295,42 @@ def elect_leaders(b, version, topics, election_type=0):
     return top, out
 
 
+def elect_leaders_v2(b, topics, election_type=0, timeout_ms=10000):
+    """ElectLeaders v2 (flexible) in raw frames, every field of the answer
+    read: (ErrorCode, {(topic, partition): (error, message)})."""
+    body = kr.i8(election_type) + kr.carray(
+        [kr.cstring(t) + kr.carray([kr.i32(p) for p in ps]) + kr.tags()
+         for t, ps in topics.items()]) + kr.i32(timeout_ms) + kr.tags()
+    with kr.Conn(b.port, timeout=timeout_ms / 1000 + 5) as c:
+        r = c.request_flex(API_ELECT_LEADERS, 2, body, timeout=timeout_ms / 1000 + 5)
+    assert r.i32() == 0                            # ThrottleTimeMs
+    top = r.i16()
+    results = r.carray(lambda x: (x.cstring(), x.carray(
+        lambda y: (y.i32(), y.i16(), y.cstring(), y.tags())), x.tags()))
+    assert r.tags() == {} and r.remaining() == 0
+    out = {}
+    for t, parts, ttags in results:
+        assert ttags == {}
+        for pid, err, msg, ptags in parts:
+            assert ptags == {}
+            out[(t, pid)] = (err, msg)
+    return top, out
+
+
+def state_znode(c, t, p=0):
+    """Partition p's state znode in ZooKeeper, as JSON."""
+    got = zk_get(c.zk_connect, "/brokers/topics/%s/partitions/%d/state" % (t, p))
+    return json.loads(got[0]) if got else None
+
+
+def metadata_leader_epoch(b, t):
+    """(leader, leader epoch) of partition 0 in b's Metadata v12."""
+    with kr.Conn(b.port, timeout=5) as conn:
+        (mt,) = metadata_v12(conn, [(None, t)])["topics"]
+    (part,) = mt["partitions"]
+    return part[2], part[3]
+
+
 def move_leadership_away(c, t):
     """Kills partition 0's leader (its preferred replica), waits for another
     to lead, restarts it and waits until it is back in the ISR.  Returns
@@ -334,10 +373,23 @@ def test_elect_leaders_moves_leadership_to_the_preferred_replica(make_cluster):
     assert elect_leaders(ctl, 1, {t: [0]}, election_type=1)[1] == {(t, 0): INVALID_REQUEST}
     assert elect_leaders(ctl, 1, {t: [7], "no-such-topic": [0]})[1] == {
         (t, 7): UNKNOWN_TOPIC_OR_PARTITION, ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
-    assert elect_leaders(ctl, 1, {t: [0]}) == (0, {(t, 0): 0})
+    assert elect_leaders_v2(not_ctl, {t: [0]}) == (NOT_CONTROLLER,
+                                                   {(t, 0): (NOT_CONTROLLER, None)})
+    before = state_znode(c, t)
+    assert metadata_leader_epoch(ctl, t) == (other, before["leader_epoch"])
+    # v2 on the wire; answered once ZooKeeper holds the election, so the
+    # state znode and the controller's own Metadata show it at once.
+    assert elect_leaders_v2(ctl, {t: [0]}) == (0, {(t, 0): (0, None)})
+    after = state_znode(c, t)
+    assert after["leader"] == prefer and after["leader_epoch"] == before["leader_epoch"] + 1
+    assert metadata_leader_epoch(ctl, t) == (prefer, after["leader_epoch"])
     wait_for(lambda: (agreed(c.brokers, t) or (None,))[0] == prefer, 10,
              "broker %d to lead after ElectLeaders" % prefer)
     assert agreed(c.brokers, t)[1] == (1, 2, 3)
+    # Metadata's LeaderEpoch is the state znode's on every broker
+    for b in c.brokers:
+        wait_for(lambda: metadata_leader_epoch(b, t) == (prefer, after["leader_epoch"]), 10,
+                 "broker %d to answer leader epoch %d" % (b.broker_id, after["leader_epoch"]))
     # Done: nothing to elect.  v0, and a null list (every partition) leaves
     # out those that need no election.
     assert elect_leaders(ctl, 0, {t: [0]}) == (None, {(t, 0): ELECTION_NOT_NEEDED})

@@ -156,6 +156,45 @@ END_TEST
 
 /* ---- topics ----------------------------------------------------------------------- */
 
+/* t formatted with its id into out (initialised here), as text. */
+static const char *topic_text(const zj_topic *t, kp_buf *out)
+{
+    kp_buf_init(out);
+    ck_assert_int_eq(zj_topic_format(t->id, t->parts, t->npartitions, out), 0);
+    return text_of(out);
+}
+
+START_TEST(test_topic_reassignment_maps_round_trip_as_replica_bits)
+{
+    /* Partition 0 moves from [1,2] to [2,3]: replicas T ++ (O \ T), 3 added
+     * (position 1), 1 removed (position 2); a map entry for a partition the
+     * topic lacks is ignored; Kafka may write null for none. */
+    static const struct { const char *js; uint32_t adding, removing; } cases[] = {
+        { "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\",\"adding_replicas\":"
+          "{\"0\":[3]},\"removing_replicas\":{\"0\":[1],\"9\":[4]},\"partitions\":"
+          "{\"0\":[2,3,1],\"1\":[1]}}", 1u << 1, 1u << 2 },
+        { "{\"version\":2,\"partitions\":{\"0\":[1]},\"adding_replicas\":null}", 0, 0 },
+        { "{\"version\":3,\"topic_id\":null,\"partitions\":{\"0\":[1]},"
+          "\"removing_replicas\":null}", 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zj_topic t;
+        ck_assert_msg(zj_topic_parse(EXACT(cases[i].js), &t, err, sizeof err) == 0, "%s", err);
+        ck_assert_uint_eq(t.parts[0].adding, cases[i].adding);
+        ck_assert_uint_eq(t.parts[0].removing, cases[i].removing);
+        if (i == 0) {
+            ck_assert_uint_eq(t.parts[1].adding | t.parts[1].removing, 0);
+            kp_buf out;
+            ck_assert_str_eq(topic_text(&t, &out), "{\"version\":3,\"topic_id\":"
+                "\"ASNFZ4mrze_-3LqYdlQyEA\",\"partitions\":{\"0\":[2,3,1],\"1\":[1]},"
+                "\"adding_replicas\":{\"0\":[3]},\"removing_replicas\":{\"0\":[1]}}");
+            kp_buf_free(&out);
+        }
+        zj_topic_free(&t);
+    }
+}
+END_TEST
+
 START_TEST(test_topic_v3_assignment)
 {
     zj_topic t;
@@ -176,9 +215,7 @@ START_TEST(test_topic_v3_assignment)
     ck_assert_int_eq(t.parts[1].zk_version, -1);
 
     kp_buf out;
-    kp_buf_init(&out);
-    ck_assert_int_eq(zj_topic_format(t.id, t.parts, t.npartitions, &out), 0);
-    ck_assert_str_eq(text_of(&out), "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
+    ck_assert_str_eq(topic_text(&t, &out), "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
         "\"partitions\":{\"0\":[1,2,3],\"1\":[2,3,1]},\"adding_replicas\":{},"
         "\"removing_replicas\":{}}");
     zj_topic_free(&t);
@@ -475,6 +512,7 @@ int main(void)
         test_broker_kafka_v5_registration, test_broker_without_plaintext_host_is_null,
         test_broker_named_listeners_by_name,
         test_broker_format_escapes_and_round_trips, test_topic_v3_assignment,
+        test_topic_reassignment_maps_round_trip_as_replica_bits,
         test_topic_refuses_gaps_duplicates_and_bad_brokers, test_state_kafka_form_and_round_trip,
         test_config_overrides_round_trip, test_controller_epoch_and_cluster_id,
         test_every_truncation_is_an_error, test_deep_nesting_huge_numbers_and_garbage,

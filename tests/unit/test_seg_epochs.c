@@ -242,6 +242,40 @@ START_TEST(test_snapshot_after_directory_rename_stays_with_it)
 }
 END_TEST
 
+/* A leader that took over and wrote nothing yet has an entry at its log
+ * end, which open drops (E3) and the takeover assigns again: the same
+ * history as on disk is no new snapshot (each was an fdatasync and a
+ * directory fsync on the loop, per partition, at every start), while a
+ * real change still is. */
+START_TEST(test_reopened_history_equal_to_file_is_not_rewritten)
+{
+    seg_log *log = open_log(0);
+    append_epoch(log, 3, 0);                     /* [0, 3) */
+    ck_assert_int_eq(seg_epoch_assign(log, 2, 3), 1);   /* leader 2 at the end */
+    save(log);
+    seg_close(log);
+
+    log = open_log(3);
+    ck_assert_int_eq(seg_epoch_latest(log), 0);  /* (2, 3) dropped at open */
+    ck_assert_int_eq(seg_epoch_assign(log, 2, 3), 1);   /* the takeover again */
+    ck_assert_ptr_null(seg_epoch_take_checkpoint(log));  /* as on disk */
+    ck_assert_int_eq(seg_epoch_assign(log, 3, 3), 1);   /* a newer leader */
+    save(log);
+    char text[256];
+    read_file(text, sizeof text);
+    ck_assert_str_eq(text, "0\n2\n0 0\n3 3\n");
+    seg_close(log);
+
+    write_file("0\n1\n");                       /* damaged: unknown, so written */
+    log = open_log(3);
+    ck_assert_int_eq(seg_epoch_assign(log, 3, 3), 1);
+    save(log);
+    read_file(text, sizeof text);
+    ck_assert_str_eq(text, "0\n2\n0 0\n3 3\n");
+    seg_close(log);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -250,6 +284,7 @@ int main(void)
         test_truncation_trims_history_at_both_ends,
         test_restart_relearns_epochs_the_file_missed,
         test_snapshot_after_directory_rename_stays_with_it,
+        test_reopened_history_equal_to_file_is_not_rewritten,
     };
     return unit_run("seg_epochs", "epochs", tests, sizeof tests / sizeof *tests, setup,
                     teardown, 30);
