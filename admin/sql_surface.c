@@ -1,17 +1,18 @@
 /*
  * admin/sql_surface.c — the operator tables as TEMP views on a read-only
  * connection, the INSTEAD OF triggers that turn INSERT/UPDATE/DELETE on
- * six of them (topics, topic_configs, partitions' replicas, consumer_groups,
- * committed_offsets, acls) into admin operations, and the authorizer.
+ * seven of them (topics, topic_configs, partitions' replicas, consumer_groups,
+ * committed_offsets, acls, scram_credentials) into admin operations, and the
+ * authorizer.
  *
  * The authorizer allows exactly:
  *   - SELECT (reads of anything except the credentials in main.users),
  *     WITH / recursive CTEs, every built-in function but load_extension;
  *   - PRAGMA that only reads (table_info, index_list, …) without a value;
  *   - INSERT / UPDATE / DELETE of the writable views (topics, topic_configs,
- *     partitions' replicas, consumer_groups, committed_offsets, acls), top level only
- *     (the triggers then call our internal functions, which nobody else
- *     may call).
+ *     partitions' replicas, consumer_groups, committed_offsets, acls,
+ *     scram_credentials), top level only (the triggers then call our
+ *     internal functions, which nobody else may call).
  * Everything else — ATTACH, schema changes, PRAGMA writes, transactions,
  * writes to other tables, VACUUM — is refused, and the refusal names why
  * (the authorizer keeps the reason in c->deny; sq_run reports it instead
@@ -197,6 +198,21 @@ static const char surface_sql[] =
     "SELECT id, resource_type, resource_name, pattern_type, principal, host,\n"
     "       operation, permission\n"
     "  FROM main.acls;\n"
+    /* SASL/SCRAM users without their keys (main.users' salt, stored_key and
+     * server_key are refused to every reader, see authorize); INSERT or
+     * UPDATE with a password derives a new credential, which is all that
+     * is stored: the password column always reads NULL. */
+    "CREATE TEMP VIEW scram_credentials AS\n"
+    "SELECT name, mechanism, iterations, NULL AS password, created_at FROM main.users;\n"
+    "CREATE TEMP TRIGGER scram_credentials_insert INSTEAD OF INSERT ON scram_credentials BEGIN\n"
+    "  SELECT sluice_scram_set(NEW.name, NEW.mechanism, NEW.password, NEW.iterations);\nEND;\n"
+    "CREATE TEMP TRIGGER scram_credentials_update INSTEAD OF UPDATE ON scram_credentials BEGIN\n"
+    "  SELECT RAISE(ABORT, 'scram_credentials: name and mechanism cannot change; "
+    "INSERT the new one and DELETE the old')\n"
+    "   WHERE OLD.name IS NOT NEW.name OR OLD.mechanism IS NOT NEW.mechanism;\n"
+    "  SELECT sluice_scram_set(NEW.name, NEW.mechanism, NEW.password, NEW.iterations);\nEND;\n"
+    "CREATE TEMP TRIGGER scram_credentials_delete INSTEAD OF DELETE ON scram_credentials BEGIN\n"
+    "  SELECT sluice_scram_delete(OLD.name, OLD.mechanism);\nEND;\n"
 
     /* Writes: one internal function call per row. */
     "CREATE TEMP TRIGGER topics_insert INSTEAD OF INSERT ON topics BEGIN\n"
@@ -243,7 +259,7 @@ static const char surface_sql[] =
 
 static const char *const views[] = {
     "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
-    "broker_configs", "consumer_groups",
+    "broker_configs", "consumer_groups", "scram_credentials",
     "group_members", "group_assignments", "committed_offsets", "consumer_lag", "acls", NULL
 };
 
@@ -631,6 +647,23 @@ static void fn_broker_alive(sqlite3_context *ctx, int argc, sqlite3_value **v)
     sqlite3_reset(c->cluster_st);
 }
 
+/* (name, mechanism, password, iterations NULL = default) */
+static void fn_scram_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_write w = { .op = SQ_SCRAM_SET, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]),
+                   .s3 = arg_text(v[2]),
+                   .i1 = sqlite3_value_type(v[3]) == SQLITE_NULL ? -1 : sqlite3_value_int64(v[3]) };
+    do_write(ctx, &w);
+}
+
+static void fn_scram_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_write w = { .op = SQ_SCRAM_DELETE, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]) };
+    do_write(ctx, &w);
+}
+
 static const struct {
     const char *name;
     int nargs;
@@ -648,6 +681,8 @@ static const struct {
     { "sluice_offset_set", 8, fn_offset_set, true },
     { "sluice_acl_create", 7, fn_acl_create, true },
     { "sluice_acl_delete", 7, fn_acl_delete, true },
+    { "sluice_scram_set", 4, fn_scram_set, true },
+    { "sluice_scram_delete", 2, fn_scram_delete, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },
@@ -720,7 +755,7 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
                         "time limit; use || and substr() to format", a4);
         if (a4 && internal_function(a4) && !inner)
             return deny(c, "%s() is internal: change the cluster with INSERT, UPDATE "
-                        "or DELETE on topics, topic_configs, consumer_groups or "
+                        "or DELETE on topics, topic_configs, consumer_groups, scram_credentials or "
                         "committed_offsets", a4);
         return SQLITE_OK;
     case SQLITE_PRAGMA:
@@ -757,8 +792,8 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
             return SQLITE_OK;
         }
         return deny(c, "%s is read-only: writes are allowed only to topics, "
-                    "topic_configs, partitions (replicas), consumer_groups and "
-                    "committed_offsets", a3);
+                    "topic_configs, partitions (replicas), consumer_groups, "
+                    "committed_offsets and scram_credentials", a3);
     case SQLITE_ATTACH:
     case SQLITE_DETACH:
         return deny(c, "ATTACH and DETACH are not allowed", NULL);

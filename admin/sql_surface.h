@@ -12,7 +12,7 @@
  * written to the database file: the connection is read-only.
  *
  * Writes (INSERT/UPDATE/DELETE on topics, topic_configs, consumer_groups,
- * committed_offsets) are INSTEAD OF triggers on those views calling one SQL
+ * committed_offsets, scram_credentials) are INSTEAD OF triggers on those views calling one SQL
  * function per row, which hands the change to sq_env.write — in the daemon,
  * the event-loop thread, which applies it through the same functions as the
  * Kafka admin APIs.  Without a write hook (sluice-sql --data-dir) writes are
@@ -97,6 +97,8 @@ enum sq_op {
     SQ_PARTITION_REASSIGN, /* s1 topic, i1 partition, s2 target "1,2,3" (NULL: cancel) */
     SQ_ACL_CREATE,         /* s1..s7 the acls columns, resource_type .. permission */
     SQ_ACL_DELETE,         /* s1..s7 the row's columns */
+    SQ_SCRAM_SET,          /* s1 user, s2 mechanism, s3 password, i1 iterations (-1 default) */
+    SQ_SCRAM_DELETE,       /* s1 user, s2 mechanism */
 };
 
 typedef struct sq_write {

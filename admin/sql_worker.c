@@ -56,6 +56,7 @@
 #include "daemon/cluster.h"
 #include "daemon/coordinator.h"
 #include "daemon/replica.h"
+#include "daemon/sasl.h"
 #include "daemon/topic_wait.h"
 
 #define SQ_WORKERS 2
@@ -407,6 +408,8 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
     case SQ_OFFSET_SET:
     case SQ_ACL_CREATE:
     case SQ_ACL_DELETE:
+    case SQ_SCRAM_SET:
+    case SQ_SCRAM_DELETE:
         break;                        /* on_writes: their own paths */
     }
     return KP_INVALID_REQUEST;
@@ -454,6 +457,21 @@ static int topic_write(struct bk_admin *a, sq_wreq *r)
     return SQ_LATER;
 }
 
+/* A SCRAM credential through SQL (daemon/sasl.c: PBKDF2 once, then the
+ * users table); durable when the call returns. */
+static int scram_write(struct bk_admin *a, sq_wreq *r)
+{
+    const sq_write *w = r->w;
+    if (w->op == SQ_SCRAM_DELETE)
+        return bk_sasl_user_delete(a->b, w->s1, w->s2, r->err, r->errlen);
+    if (!w->s3) {
+        snprintf(r->err, r->errlen, "scram_credentials: a password is required");
+        return KP_UNACCEPTABLE_CREDENTIAL;
+    }
+    return bk_sasl_user_set(a->b, w->s1, w->s2, w->s3,
+                            w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1, r->err, r->errlen);
+}
+
 /* Wakes the worker waiting for r. */
 static void write_answered(struct bk_admin *a, sq_wreq *r, int rc)
 {
@@ -485,6 +503,7 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
         int rc = r->w->op == SQ_OFFSET_SET ? offset_set(a, r)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
                : r->w->op == SQ_ACL_CREATE || r->w->op == SQ_ACL_DELETE ? acl_write(a, r)
+               : r->w->op == SQ_SCRAM_SET || r->w->op == SQ_SCRAM_DELETE ? scram_write(a, r)
                : topic_write(a, r);
         if (rc != SQ_LATER)
             write_answered(a, r, rc);

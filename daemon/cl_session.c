@@ -47,6 +47,7 @@
 #include "daemon/cl.h"
 #include "daemon/fetcher.h"
 #include "daemon/replica.h"
+#include "daemon/sasl.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -653,6 +654,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
         mr_resync(b);
         cl_broker_configs_refresh(b);             /* watches may have been missed */
         bk_authz_zk_resync(b);           /* the ACLs too (authz_zk.c) */
+        bk_sasl_zk_resync(b);
         break;
     case ZK_CONNECTING:
         BK_WARN("zookeeper: lost the connection to %s; serving the partitions this "
@@ -726,6 +728,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 static void on_watch(bk_broker *b, int type, const char *path)
 {
+    if (bk_sasl_zk_on_watch(b, type, path))     /* /config/users (sasl_zk.c) */
+        return;
     if (!bk_authz_zk_on_watch(b, type, path))
         mr_on_watch(b, type, path);
 }

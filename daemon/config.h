@@ -83,6 +83,9 @@ typedef struct bk_config {
     int32_t max_connections;              /* max.connections */
     int32_t max_connections_per_ip;       /* max.connections.per.ip */
     int64_t connections_max_idle_ms;      /* connections.max.idle.ms */
+    /* SASL (daemon/sasl.c) */
+    char sasl_enabled_mechanisms[256];    /* sasl.enabled.mechanisms */
+    int64_t connections_max_reauth_ms;    /* connections.max.reauth.ms (0: never) */
     int64_t log_retention_check_interval_ms;
     /* log cleaner (daemon/cleaner.c) */
     bool    log_cleaner_enable;                   /* log.cleaner.enable */

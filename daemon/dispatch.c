@@ -50,6 +50,11 @@ static const bk_api apis[] = {
     { KP_API_DESCRIBE_ACLS,            0, 3,  bk_handle_describe_acls },
     { KP_API_CREATE_ACLS,              0, 3,  bk_handle_create_acls },
     { KP_API_DELETE_ACLS,              0, 3,  bk_handle_delete_acls },
+    /* SASL (daemon/sasl.c): v0 handshake = raw tokens follow; v2 is flexible */
+    { KP_API_SASL_HANDSHAKE,           0, 1,  bk_handle_sasl_handshake },
+    { KP_API_SASL_AUTHENTICATE,        0, 2,  bk_handle_sasl_authenticate },
+    { KP_API_DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, bk_handle_describe_user_scram_credentials },
+    { KP_API_ALTER_USER_SCRAM_CREDENTIALS,    0, 0, bk_handle_alter_user_scram_credentials },
 };
 
 const bk_api *bk_api_find(int16_t key)

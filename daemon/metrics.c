@@ -19,6 +19,7 @@
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
 #include "daemon/md_sync.h"
+#include "daemon/sasl.h"
 #include "admin/sql_surface.h"
 
 #define NBUCKETS 14
@@ -232,6 +233,7 @@ void bk_metrics_render(bk_broker *b, kp_buf *o)
     sq_printf(o, "# HELP sluice_topics Topics.\n# TYPE sluice_topics gauge\n"
               "sluice_topics %zu\n", b->ntopics);
 
+    bk_sasl_metrics_render(o);
     sq_printf(o, "# HELP sluice_requests_total Requests answered, per Kafka API.\n"
               "# TYPE sluice_requests_total counter\n");
     for (int k = 0; k < MAX_API; k++)

@@ -16,7 +16,8 @@
 
 /* ---- requests ----------------------------------------------------------------- */
 enum { BK_RESPOND = 0, BK_DEFER = 1, BK_NO_RESPONSE = 2, BK_CLOSE = -1,
-       BK_CLOSE_QUIET = -2 };
+       BK_CLOSE_QUIET = -2,
+       BK_RESPOND_CLOSE = 3 };   /* send the response, then close (a failed SASL login) */
 
 typedef struct bk_piece {
     size_t at;                       /* position in out where the range goes */
@@ -117,6 +118,12 @@ int bk_handle_list_partition_reassignments(bk_req *r);
 int bk_handle_create_acls(bk_req *r);
 int bk_handle_describe_acls(bk_req *r);
 int bk_handle_delete_acls(bk_req *r);
+
+/* SASL (daemon/sasl.c) and its credentials (daemon/api_scram_credentials.c). */
+int bk_handle_sasl_handshake(bk_req *r);
+int bk_handle_sasl_authenticate(bk_req *r);
+int bk_handle_describe_user_scram_credentials(bk_req *r);
+int bk_handle_alter_user_scram_credentials(bk_req *r);
 
 
 #endif

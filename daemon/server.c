@@ -91,6 +91,7 @@
 
 #include "daemon/request.h"
 #include "daemon/metrics.h"
+#include "daemon/sasl.h"
 #include "daemon/security.h"
 #include "daemon/tls.h"
 
@@ -117,6 +118,7 @@ struct bk_conn {
     bool ktls;                    /* the kernel encrypts what we send (inv. 8) */
     int64_t hs_deadline_us;       /* ssl.handshake.timeout.ms after accept */
     char principal[BK_PRINCIPAL_MAX];   /* security.h inv. 1 */
+    bk_sasl_conn *sasl;           /* SASL listeners: sasl.c's state */
     int64_t reserved;             /* bytes of the request pool held (inv. 4) */
     bool starved;                 /* waiting for the request pool */
     bk_conn *snext, *sprev;       /* starved list, while starved */
@@ -252,6 +254,7 @@ static void conn_free(bk_conn *c)
     if (c->busy && c->req.cancel)
         c->req.cancel(&c->req);
     c->busy = false;
+    bk_sasl_conn_free(c);
     for (int i = 0; i < c->req.npieces; i++)
         seg_range_release(&c->req.pieces[i].range);
     free(c->req.pieces);
@@ -330,6 +333,11 @@ const char *bk_conn_host(const bk_conn *c)
 const char *bk_conn_listener(const bk_conn *c)
 {
     return c && c->listener ? c->listener->name : NULL;
+}
+
+bk_sasl_conn **bk_conn_sasl(bk_conn *c)
+{
+    return &c->sasl;
 }
 
 size_t bk_req_range_bytes(const bk_req *r)
@@ -567,6 +575,11 @@ static bool serve_frame(bk_conn *c, uint8_t *p, size_t len)
         conn_free(c);
         return false;
     }
+    /* SASL listeners: nothing but the login before authentication. */
+    if (!bk_sasl_gate(c->b, c, api->key)) {
+        conn_free(c);
+        return false;
+    }
     r->b = c->b;
     r->conn = c;
     r->body = rd;
@@ -575,6 +588,16 @@ static bool serve_frame(bk_conn *c, uint8_t *p, size_t len)
     req_reset(c);
     rc = api->handler(r);
     switch (rc) {
+    case BK_RESPOND_CLOSE:
+        /* The error response goes out first, as Kafka sends it before
+         * closing; flush_out writes what the socket takes now. */
+        if (!c->out.err) {
+            send_response(c);
+            if (!flush_out(c))
+                return false;
+        }
+        conn_free(c);
+        return false;
     case BK_RESPOND:
         if (c->out.err) {
             BK_ERROR("out of memory building a %s response; closing",
@@ -611,6 +634,34 @@ static bool serve_frame(bk_conn *c, uint8_t *p, size_t len)
     }
 }
 
+/* A raw SASL token after SaslHandshake v0 (sasl.h): INT32 length and the
+ * bytes, answered the same way, no Kafka header either way.  Tokens are
+ * small; one beyond 64 KiB closes the connection.  1 served, 0 incomplete,
+ * -1 closed. */
+static int serve_raw_token(bk_conn *c, int32_t len, size_t avail)
+{
+    if (len < 0 || len > 65536) {
+        BK_WARN("SASL token of %d bytes from %s; closing", len, c->peer);
+        conn_free(c);
+        return -1;
+    }
+    if (avail < (size_t)len + 4)
+        return 0;
+    const uint8_t *tok = c->in.data + c->in_off + 4;
+    c->in_off += (size_t)len + 4;
+    kp_buf_reset(&c->out);
+    if (bk_sasl_raw_token(c->b, c, tok, (size_t)len, &c->out)) {
+        conn_free(c);
+        return -1;
+    }
+    uint8_t hdr[4] = { (uint8_t)(c->out.len >> 24), (uint8_t)(c->out.len >> 16),
+                       (uint8_t)(c->out.len >> 8), (uint8_t)c->out.len };
+    evbuffer_add(c->obuf, hdr, 4);
+    evbuffer_add(c->obuf, c->out.data, c->out.len);
+    kp_buf_reset(&c->out);
+    return 1;
+}
+
 /* Serves the complete frames buffered in c->in, in order, until one is
  * deferred, the output is over its cap, the request pool is full, or the
  * buffer holds no complete frame.  Returns false if c was closed. */
@@ -624,6 +675,14 @@ static bool process_input(bk_conn *c)
         const uint8_t *lenb = c->in.data + c->in_off;
         int32_t len = (int32_t)((uint32_t)lenb[0] << 24 | (uint32_t)lenb[1] << 16 |
                                 (uint32_t)lenb[2] << 8 | lenb[3]);
+        if (c->sasl && bk_sasl_raw_pending(c)) {
+            int st = serve_raw_token(c, len, avail);
+            if (st < 0)
+                return false;
+            if (st == 0)
+                break;
+            continue;
+        }
         if (len < 8 || len > c->b->cfg->socket_request_max_bytes) {
             BK_WARN("frame of %d bytes from %s outside [8, socket.request.max.bytes=%d]; "
                     "closing", len, c->peer, c->b->cfg->socket_request_max_bytes);

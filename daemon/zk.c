@@ -385,7 +385,7 @@ static int make_chroot(bk_zk *zk, const char *chroot, char *err, size_t errlen)
 /* Kafka's persistent paths, so watches and children listings find them. */
 static const char *const base_paths[] = {
     "/brokers", "/brokers/ids", "/brokers/topics", "/config", "/config/topics",
-    "/config/changes", "/config/brokers", "/admin", "/admin/delete_topics",
+    "/config/changes", "/config/brokers", "/config/users", "/admin", "/admin/delete_topics",
     "/admin/controlled_shutdown",
     "/cluster", "/isr_change_notification",
     /* the authorizer's (daemon/authz_zk.c) */

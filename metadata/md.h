@@ -499,4 +499,29 @@ int md_offsets_expire(md_db *db, int64_t now_ms, int64_t retention_ms,
 int md_producer_id_allocate(md_db *db, int64_t count, int64_t *first,
                             char *err, size_t errlen);
 
+/* ---- SASL/SCRAM credentials (users.c; the users table) ---------------------- */
+/* One user's credential for one mechanism: never a password. */
+typedef struct md_scram_cred {
+    char mechanism[16];              /* "SCRAM-SHA-256", "SCRAM-SHA-512" */
+    uint8_t salt[64];
+    size_t salt_len;
+    int32_t iterations;
+    uint8_t stored_key[64], server_key[64];
+    size_t key_len;                  /* 32 or 64 */
+    int64_t created_at;              /* ms */
+} md_scram_cred;
+/* 0 and *out, 1 when the user has no credential for mechanism, MD_E_SQL. */
+int md_user_get(md_db *db, const char *name, const char *mechanism, md_scram_cred *out);
+/* Creates or replaces.  0 or MD_E_SQL with err. */
+int md_user_upsert(md_db *db, const char *name, const md_scram_cred *c,
+                   char *err, size_t errlen);
+/* *deleted says whether there was one.  0 or MD_E_SQL with err. */
+int md_user_delete(md_db *db, const char *name, const char *mechanism, bool *deleted,
+                   char *err, size_t errlen);
+/* fn per credential (name NULL: every user), in (name, mechanism) order,
+ * without the keys.  0 or MD_E_SQL. */
+typedef void (*md_user_fn)(void *arg, const char *name, const char *mechanism,
+                           int32_t iterations);
+int md_user_list(md_db *db, const char *name, md_user_fn fn, void *arg);
+
 #endif

@@ -1,0 +1,571 @@
+/*
+ * daemon/sasl.c — SASL on a SASL_PLAINTEXT / SASL_SSL listener, as Kafka's
+ * SaslServerAuthenticator does it.
+ *
+ * Two ways in, both served (clients use either):
+ *   - SaslHandshake v1 then SaslAuthenticate (librdkafka, Java): each SASL
+ *     token travels in a SaslAuthenticate request and its answer.
+ *   - SaslHandshake v0 then raw tokens (kafka-python 2.0.2): INT32 length
+ *     and the bytes, no Kafka header, answered the same way
+ *     (bk_sasl_raw_token; server.c routes the frames here while
+ *     bk_sasl_raw_pending).
+ *
+ * States of a connection (sasl_conn.state), with the function of each
+ * transition:
+ *
+ *   NONE ──handshake()──► HANDSHAKEN ──step(): SCRAM client-first──► SCRAM_FINAL
+ *     ▲                        │ step(): PLAIN ok          │ step(): client-final ok
+ *     │                        ▼                           ▼
+ *     └──── (reauth) ──── AUTHENTICATED ◄──────────────────┘
+ *   any failure ──► closed (after the error response, BK_RESPOND_CLOSE)
+ *
+ * Invariants:
+ *   1. Until AUTHENTICATED has been reached once, only ApiVersions,
+ *      SaslHandshake and SaslAuthenticate are served (bk_sasl_gate); any
+ *      other request closes the connection, as Kafka does.
+ *   2. A session lasts connections.max.reauth.ms (0: for ever) from its
+ *      last successful authentication; after that, the next request other
+ *      than a re-authentication closes the connection (KIP-368).  A
+ *      re-authentication must name the same user.
+ *   3. The server does no key stretching for SCRAM: a login is a SQLite
+ *      point read, two HMACs and a hash on the event loop (scram.h inv. 3).
+ *      PLAIN costs one PBKDF2 of the stored iteration count (about 2 ms at
+ *      4096 with SHA-256) on the loop for a user's first login (and for
+ *      every wrong password); repeats hit plain_seen.  Prefer SCRAM where
+ *      logins are many.
+ *   4. Failures never say which part was wrong (unknown user and wrong
+ *      password get the same message, Kafka's).
+ */
+#include "daemon/sasl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "daemon/cluster.h"
+#include "daemon/config.h"
+#include "daemon/request.h"
+#include "daemon/scram.h"
+#include "kp_msgs.h"
+
+enum sasl_mech { M_PLAIN, M_SCRAM_SHA_256, M_SCRAM_SHA_512, M_COUNT };
+static const char *const mech_names[M_COUNT] = { "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" };
+
+enum sasl_state { S_NONE, S_HANDSHAKEN, S_SCRAM_FINAL, S_AUTHENTICATED };
+
+struct bk_sasl_conn {
+    enum sasl_state state;
+    enum sasl_mech mech;
+    bool raw;                        /* SaslHandshake v0: tokens without headers */
+    bool authenticated;              /* once (inv. 1) */
+    char user[SCRAM_MAX_NAME];       /* the authenticated user */
+    int64_t expires_ms;              /* wall clock; 0: never (inv. 2) */
+    scram_server scram;
+    char scram_user[SCRAM_MAX_NAME]; /* between the two SCRAM steps */
+};
+
+/* /metrics (loop thread). */
+static uint64_t auth_ok[M_COUNT], auth_failed[M_COUNT], reauth_ok[M_COUNT];
+
+#define FAILED_FMT "Authentication failed during %s due to invalid credentials with " \
+                   "SASL mechanism %s"
+#define PLAIN_FAILED "Authentication failed: Invalid username or password"
+
+/* ---- mechanisms ----------------------------------------------------------------- */
+static int mech_parse(const char *name, size_t len, enum sasl_mech *out)
+{
+    for (int m = 0; m < M_COUNT; m++)
+        if (strlen(mech_names[m]) == len && !memcmp(mech_names[m], name, len)) {
+            *out = (enum sasl_mech)m;
+            return 0;
+        }
+    return -1;
+}
+
+/* sasl.enabled.mechanisms, the ones Sluice knows, in the configured order;
+ * names it does not serve (GSSAPI, OAUTHBEARER) are left out. */
+static int enabled_mechs(const bk_config *cfg, enum sasl_mech *out)
+{
+    int n = 0;
+    const char *p = cfg->sasl_enabled_mechanisms;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ')
+            e++;
+        enum sasl_mech m;
+        if (e > p && !mech_parse(p, (size_t)(e - p), &m)) {
+            bool dup = false;
+            for (int i = 0; i < n; i++)
+                dup |= out[i] == m;
+            if (!dup)
+                out[n++] = m;
+        }
+        p = e;
+    }
+    return n;
+}
+
+static bool mech_enabled(const bk_config *cfg, enum sasl_mech m)
+{
+    enum sasl_mech en[M_COUNT];
+    int n = enabled_mechs(cfg, en);
+    for (int i = 0; i < n; i++)
+        if (en[i] == m)
+            return true;
+    return false;
+}
+
+static scram_mech to_scram(enum sasl_mech m)
+{
+    return m == M_SCRAM_SHA_256 ? SCRAM_SHA_256 : m == M_SCRAM_SHA_512 ? SCRAM_SHA_512
+                                                                       : SCRAM_UNKNOWN;
+}
+
+/* ---- per-connection state --------------------------------------------------------- */
+static bk_sasl_conn *state_of(bk_conn *c)
+{
+    bk_sasl_conn **slot = bk_conn_sasl(c);
+    if (!*slot)
+        *slot = calloc(1, sizeof **slot);
+    return *slot;
+}
+
+void bk_sasl_conn_free(bk_conn *c)
+{
+    bk_sasl_conn **slot = bk_conn_sasl(c);
+    if (!*slot)
+        return;
+    scram_server_clear(&(*slot)->scram);
+    free(*slot);
+    *slot = NULL;
+}
+
+bool bk_sasl_gate(bk_broker *b, bk_conn *c, int16_t api_key)
+{
+    if (!bk_secproto_is_sasl(bk_conn_secproto(c)) || api_key == KP_API_API_VERSIONS ||
+        api_key == KP_API_SASL_HANDSHAKE || api_key == KP_API_SASL_AUTHENTICATE)
+        return true;
+    bk_sasl_conn *s = state_of(c);
+    if (!s || !s->authenticated) {
+        BK_WARN("%s request from %s before SASL authentication; closing "
+                "(ILLEGAL_SASL_STATE, as Kafka does)", kp_api_name(api_key), bk_conn_peer(c));
+        return false;
+    }
+    if (s->expires_ms && bk_now_ms() >= s->expires_ms) {
+        BK_INFO("SASL session of %s from %s expired (connections.max.reauth.ms=%lld) "
+                "without re-authentication; closing", bk_conn_principal(c), bk_conn_peer(c),
+                (long long)b->cfg->connections_max_reauth_ms);
+        return false;
+    }
+    return true;
+}
+
+bool bk_sasl_raw_pending(bk_conn *c)
+{
+    bk_sasl_conn *s = *bk_conn_sasl(c);
+    return s && s->raw && (s->state == S_HANDSHAKEN || s->state == S_SCRAM_FINAL);
+}
+
+/* ---- one token ----------------------------------------------------------------------- */
+enum { STEP_FAIL = -1, STEP_CONTINUE = 0, STEP_DONE = 1 };
+
+static int load_cred(bk_broker *b, const char *user, scram_mech m, scram_cred *out)
+{
+    md_scram_cred mc;
+    if (md_user_get(b->db, user, scram_mech_name(m), &mc) != 0 ||
+        mc.key_len != scram_key_len(m) || mc.salt_len > sizeof out->salt)
+        return -1;
+    memset(out, 0, sizeof *out);
+    out->mech = m;
+    memcpy(out->salt, mc.salt, mc.salt_len);
+    out->salt_len = mc.salt_len;
+    out->iterations = mc.iterations;
+    memcpy(out->stored_key, mc.stored_key, mc.key_len);
+    memcpy(out->server_key, mc.server_key, mc.key_len);
+    return 0;
+}
+
+/* Succeeded as user: the principal, the session's end (inv. 2). */
+static int authenticated(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *user)
+{
+    bool reauth = s->authenticated;
+    if (reauth && strcmp(user, s->user)) {
+        BK_WARN("SASL re-authentication from %s as User:%s, not %s; closing",
+                bk_conn_peer(c), user, bk_conn_principal(c));
+        return STEP_FAIL;
+    }
+    snprintf(s->user, sizeof s->user, "%s", user);
+    char principal[BK_PRINCIPAL_MAX];
+    snprintf(principal, sizeof principal, "User:%s", user);
+    bk_conn_set_principal(c, principal);
+    s->authenticated = true;
+    s->state = S_AUTHENTICATED;
+    s->raw = false;
+    int64_t life = b->cfg->connections_max_reauth_ms;
+    s->expires_ms = life > 0 ? bk_now_ms() + life : 0;
+    (reauth ? reauth_ok : auth_ok)[s->mech]++;
+    BK_INFO("SASL %s %s of %s from %s", mech_names[s->mech],
+            reauth ? "re-authentication" : "authentication", principal, bk_conn_peer(c));
+    return STEP_DONE;
+}
+
+/* PLAIN logins already verified (inv. 3): a user's next login with the
+ * same password against the same stored credential costs one SHA-256 of
+ * (stored key, salt, password) instead of a PBKDF2.  One entry per slot of
+ * a small hash table; a changed credential (new stored key) or another
+ * password misses and pays the PBKDF2 again.  Only successes are kept. */
+#define PLAIN_SEEN 256
+static struct plain_seen {
+    char user[SCRAM_MAX_NAME];
+    uint8_t digest[32];
+    bool used;
+} plain_seen[PLAIN_SEEN];
+
+static void plain_digest(const scram_cred *c, const char *pw, size_t n, uint8_t out[32])
+{
+    EVP_MD_CTX *x = EVP_MD_CTX_new();
+    unsigned int len = 0;
+    if (!x || !EVP_DigestInit_ex(x, EVP_sha256(), NULL) ||
+        !EVP_DigestUpdate(x, c->stored_key, scram_key_len(c->mech)) ||
+        !EVP_DigestUpdate(x, c->salt, c->salt_len) || !EVP_DigestUpdate(x, pw, n) ||
+        !EVP_DigestFinal_ex(x, out, &len))
+        memset(out, 0, 32);           /* never matches a stored digest of a success */
+    EVP_MD_CTX_free(x);
+}
+
+static bool plain_check(const scram_cred *c, const char *user, const char *pw, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *q = user; *q; q++)
+        h = (h ^ (uint8_t)*q) * 1099511628211ULL;
+    struct plain_seen *e = &plain_seen[h % PLAIN_SEEN];
+    uint8_t d[32];
+    plain_digest(c, pw, n, d);
+    if (e->used && !strcmp(e->user, user) && !CRYPTO_memcmp(e->digest, d, sizeof d))
+        return true;
+    if (!scram_verify_password(c, pw, n))
+        return false;
+    snprintf(e->user, sizeof e->user, "%s", user);
+    memcpy(e->digest, d, sizeof d);
+    e->used = true;
+    return true;
+}
+
+static int step_plain(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok, size_t len)
+{
+    scram_plain p;
+    char user[SCRAM_MAX_NAME];
+    if (scram_plain_parse(tok, len, &p) || p.user.len >= sizeof user)
+        return STEP_FAIL;
+    memcpy(user, p.user.p, p.user.len);
+    user[p.user.len] = 0;
+    if (p.authzid.len && (p.authzid.len != p.user.len || memcmp(p.authzid.p, user, p.user.len)))
+        return STEP_FAIL;          /* Kafka: authorization id must match the user */
+    /* PLAIN checks the password against the stored SCRAM credential (inv. 3). */
+    static const scram_mech order[] = { SCRAM_SHA_256, SCRAM_SHA_512 };
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        scram_cred cred;
+        if (!load_cred(b, user, order[i], &cred))
+            return plain_check(&cred, user, p.password.p, p.password.len)
+                   ? authenticated(b, c, s, user) : STEP_FAIL;
+    }
+    return STEP_FAIL;
+}
+
+static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok, size_t len,
+                      char *out, size_t cap, size_t *outlen)
+{
+    scram_mech m = to_scram(s->mech);
+    if (s->state == S_HANDSHAKEN) {
+        scram_client_first cf;
+        scram_cred cred;
+        if (scram_client_first_parse(tok, len, &cf) || load_cred(b, cf.user, m, &cred))
+            return STEP_FAIL;
+        /* Kafka: an authorization id other than the user is refused. */
+        if (cf.authzid.len && (cf.authzid.len != strlen(cf.user) ||
+                               memcmp(cf.authzid.p, cf.user, cf.authzid.len)))
+            return STEP_FAIL;
+        uint8_t rnd[18];
+        char snonce[32];
+        if (RAND_bytes(rnd, sizeof rnd) != 1)
+            return STEP_FAIL;
+        scram_b64_encode(rnd, sizeof rnd, snonce, sizeof snonce);   /* no ',' in base64 */
+        int n = scram_server_first(&s->scram, &cf, &cred, snonce, out, cap);
+        if (n < 0)
+            return STEP_FAIL;
+        snprintf(s->scram_user, sizeof s->scram_user, "%s", cf.user);
+        *outlen = (size_t)n;
+        s->state = S_SCRAM_FINAL;
+        return STEP_CONTINUE;
+    }
+    scram_client_final cf;
+    int n = scram_client_final_parse(tok, len, &cf) ? -1
+            : scram_server_final(&s->scram, &cf, out, cap);
+    scram_server_clear(&s->scram);
+    if (n < 0)
+        return STEP_FAIL;
+    *outlen = (size_t)n;
+    return authenticated(b, c, s, s->scram_user);
+}
+
+/* One client token; the answer token in out.  STEP_FAIL with *msg. */
+static int step(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const uint8_t *tok, size_t len,
+                char *out, size_t cap, size_t *outlen, char *msg, size_t msglen)
+{
+    *outlen = 0;
+    int rc = s->mech == M_PLAIN ? step_plain(b, c, s, (const char *)tok, len)
+                                : step_scram(b, c, s, (const char *)tok, len, out, cap, outlen);
+    if (rc == STEP_FAIL) {
+        auth_failed[s->mech]++;
+        if (s->mech == M_PLAIN)
+            snprintf(msg, msglen, PLAIN_FAILED);
+        else
+            snprintf(msg, msglen, FAILED_FMT,
+                     s->authenticated ? "re-authentication" : "authentication",
+                     mech_names[s->mech]);
+        BK_WARN("SASL %s authentication from %s failed; closing", mech_names[s->mech],
+                bk_conn_peer(c));
+        s->state = S_NONE;
+    }
+    return rc;
+}
+
+int bk_sasl_raw_token(bk_broker *b, bk_conn *c, const uint8_t *tok, size_t len, kp_buf *out)
+{
+    bk_sasl_conn *s = *bk_conn_sasl(c);
+    char ans[512], msg[256];
+    size_t n;
+    if (!s || step(b, c, s, tok, len, ans, sizeof ans, &n, msg, sizeof msg) == STEP_FAIL)
+        return -1;                   /* v0: Kafka just closes the connection */
+    kp_wr_raw(out, ans, n);          /* PLAIN: an empty token, as Kafka sends */
+    return out->err ? -1 : 0;
+}
+
+/* ---- the two APIs ------------------------------------------------------------------- */
+static kp_str *enabled_list(bk_req *r, int32_t *count)
+{
+    enum sasl_mech en[M_COUNT];
+    int n = enabled_mechs(r->b->cfg, en);
+    kp_str *v = kp_arena_alloc(&r->arena, sizeof *v * (size_t)(n ? n : 1));
+    for (int i = 0; v && i < n; i++)
+        v[i] = kp_str_cstr(mech_names[en[i]]);
+    *count = v ? n : 0;
+    return v;
+}
+
+int bk_handle_sasl_handshake(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_SaslHandshakeRequest q;
+    if (kp_dec_SaslHandshakeRequest(&r->body, v, &q, &r->arena) != 0)
+        return BK_CLOSE;
+    kp_SaslHandshakeResponse m;
+    kp_init_SaslHandshakeResponse(&m);
+    m.Mechanisms = enabled_list(r, &m.Mechanisms_count);
+    int rc = BK_RESPOND;
+    enum sasl_mech mech;
+    bk_sasl_conn *s = NULL;
+    if (!bk_secproto_is_sasl(bk_conn_secproto(r->conn))) {
+        /* Kafka answers this on a listener without SASL. */
+        m.ErrorCode = KP_ILLEGAL_SASL_STATE;
+        m.Mechanisms_count = 0;
+    } else if (!(s = state_of(r->conn))) {
+        return BK_CLOSE;
+    } else if (q.Mechanism.len < 0 || mech_parse(q.Mechanism.p, (size_t)q.Mechanism.len, &mech) ||
+               !mech_enabled(r->b->cfg, mech)) {
+        BK_WARN("SASL mechanism %.*s from %s is not enabled (sasl.enabled.mechanisms=%s); "
+                "closing", q.Mechanism.len < 0 ? 0 : (int)q.Mechanism.len,
+                q.Mechanism.p ? q.Mechanism.p : "", bk_conn_peer(r->conn),
+                r->b->cfg->sasl_enabled_mechanisms);
+        m.ErrorCode = KP_UNSUPPORTED_SASL_MECHANISM;
+        rc = BK_RESPOND_CLOSE;
+    } else if (s->state == S_HANDSHAKEN || s->state == S_SCRAM_FINAL ||
+               (s->authenticated && v == 0)) {
+        /* A second handshake mid-exchange; v0 cannot re-authenticate. */
+        m.ErrorCode = KP_ILLEGAL_SASL_STATE;
+        rc = BK_RESPOND_CLOSE;
+    } else {
+        s->mech = mech;
+        s->state = S_HANDSHAKEN;
+        s->raw = v == 0;
+        m.ErrorCode = KP_NONE;
+    }
+    kp_enc_SaslHandshakeResponse(r->out, v, &m);
+    return rc;
+}
+
+int bk_handle_sasl_authenticate(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_SaslAuthenticateRequest q;
+    if (kp_dec_SaslAuthenticateRequest(&r->body, v, &q, &r->arena) != 0)
+        return BK_CLOSE;
+    kp_SaslAuthenticateResponse m;
+    kp_init_SaslAuthenticateResponse(&m);
+    bk_sasl_conn *s = bk_secproto_is_sasl(bk_conn_secproto(r->conn)) ? state_of(r->conn) : NULL;
+    char ans[512], msg[256];
+    size_t n = 0;
+    int rc = BK_RESPOND;
+    if (!s || s->raw || (s->state != S_HANDSHAKEN && s->state != S_SCRAM_FINAL)) {
+        m.ErrorCode = KP_ILLEGAL_SASL_STATE;
+        m.ErrorMessage = kp_str_cstr(s ? "Unexpected SaslAuthenticate request: no "
+                                         "SaslHandshake v1 before it"
+                                       : "SaslAuthenticate on a listener without SASL");
+        rc = s ? BK_RESPOND_CLOSE : BK_RESPOND;
+    } else {
+        int st = step(r->b, r->conn, s, (const uint8_t *)(q.AuthBytes.p ? q.AuthBytes.p : ""),
+                      q.AuthBytes.len < 0 ? 0 : (size_t)q.AuthBytes.len, ans, sizeof ans, &n,
+                      msg, sizeof msg);
+        if (st == STEP_FAIL) {
+            m.ErrorCode = KP_SASL_AUTHENTICATION_FAILED;
+            m.ErrorMessage = kp_str_cstr(msg);
+            rc = BK_RESPOND_CLOSE;
+        } else {
+            m.ErrorCode = KP_NONE;
+            m.AuthBytes = (kp_str){ ans, (int32_t)n };
+            /* v1+: how long until the client must re-authenticate (KIP-368). */
+            if (st == STEP_DONE && s->expires_ms)
+                m.SessionLifetimeMs = r->b->cfg->connections_max_reauth_ms;
+        }
+    }
+    if (m.AuthBytes.len < 0)
+        m.AuthBytes = (kp_str){ "", 0 };
+    kp_enc_SaslAuthenticateResponse(r->out, v, &m);
+    return rc;
+}
+
+/* ---- operators' changes ---------------------------------------------------------------- */
+/* Kafka's checks of a credential change, in its order and words. */
+static int check_user(scram_mech m, const char *mechanism, const char *name,
+                      int64_t iterations, char *err, size_t errlen)
+{
+    if (m == SCRAM_UNKNOWN) {
+        snprintf(err, errlen, "Unknown SCRAM mechanism %s: SCRAM-SHA-256 or SCRAM-SHA-512",
+                 mechanism ? mechanism : "(null)");
+        return KP_UNSUPPORTED_SASL_MECHANISM;
+    }
+    if (!name || !name[0]) {
+        snprintf(err, errlen, "Username must not be empty");
+        return KP_UNACCEPTABLE_CREDENTIAL;
+    }
+    /* The name is a znode's in cluster mode (/config/users/<name>), where
+     * Kafka URL-encodes it; Sluice keeps to names that need no encoding. */
+    if (strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-@") !=
+        strlen(name) || strlen(name) >= SCRAM_MAX_NAME) {
+        snprintf(err, errlen, "Username %s: only letters, digits and . _ - @ are allowed", name);
+        return KP_UNACCEPTABLE_CREDENTIAL;
+    }
+    if (iterations < SCRAM_MIN_ITERATIONS) {
+        snprintf(err, errlen, "Too few iterations: %lld (at least %d)",
+                 (long long)iterations, SCRAM_MIN_ITERATIONS);
+        return KP_UNACCEPTABLE_CREDENTIAL;
+    }
+    if (iterations > SCRAM_MAX_ITERATIONS) {
+        snprintf(err, errlen, "Too many iterations: %lld (at most %d)",
+                 (long long)iterations, SCRAM_MAX_ITERATIONS);
+        return KP_UNACCEPTABLE_CREDENTIAL;
+    }
+    return KP_NONE;
+}
+
+int bk_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechanism,
+                            const uint8_t *salt, size_t salt_len, int64_t iterations,
+                            const uint8_t *salted, size_t salted_len, char *err, size_t errlen)
+{
+    scram_mech m = scram_mech_parse(mechanism);
+    int rc = check_user(m, mechanism, name, iterations, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    md_scram_cred mc = { .iterations = (int32_t)iterations, .key_len = scram_key_len(m),
+                         .created_at = bk_now_ms() };
+    scram_cred c;
+    if (!salt_len || salt_len > sizeof mc.salt ||
+        scram_cred_from_salted(m, salted, salted_len, &c)) {
+        snprintf(err, errlen, "The salt (1 to %zu bytes) or the salted password (%zu bytes "
+                 "for %s) has the wrong size", sizeof mc.salt, scram_key_len(m), mechanism);
+        return KP_UNACCEPTABLE_CREDENTIAL;
+    }
+    snprintf(mc.mechanism, sizeof mc.mechanism, "%s", mechanism);
+    memcpy(mc.salt, salt, salt_len);
+    mc.salt_len = salt_len;
+    memcpy(mc.stored_key, c.stored_key, mc.key_len);
+    memcpy(mc.server_key, c.server_key, mc.key_len);
+    rc = md_user_upsert(b->db, name, &mc, err, errlen);
+    if (rc)
+        return rc;
+    BK_INFO("SCRAM credential %s for User:%s set", mechanism, name);
+    if (bk_cluster_mode(b))
+        bk_sasl_zk_publish(b, name);
+    return KP_NONE;
+}
+
+int bk_sasl_user_set(bk_broker *b, const char *name, const char *mechanism,
+                     const char *password, int64_t iterations, char *err, size_t errlen)
+{
+    scram_mech m = scram_mech_parse(mechanism);
+    int rc = check_user(m, mechanism, name, iterations, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    if (!password || !password[0]) {
+        snprintf(err, errlen, "Password must not be empty");
+        return KP_UNACCEPTABLE_CREDENTIAL;
+    }
+    uint8_t salt[32], salted[SCRAM_MAX_KEY];
+    if (RAND_bytes(salt, sizeof salt) != 1 ||
+        scram_salted_password(m, password, strlen(password), salt, sizeof salt,
+                              (int32_t)iterations, salted)) {
+        snprintf(err, errlen, "cannot derive the SCRAM credential");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    rc = bk_sasl_user_put_salted(b, name, mechanism, salt, sizeof salt, iterations, salted,
+                                 scram_key_len(m), err, errlen);
+    OPENSSL_cleanse(salted, sizeof salted);
+    return rc;
+}
+
+int bk_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,
+                        char *err, size_t errlen)
+{
+    bool deleted;
+    int rc = md_user_delete(b->db, name ? name : "", mechanism ? mechanism : "", &deleted,
+                            err, errlen);
+    if (rc)
+        return rc;
+    if (!deleted) {
+        snprintf(err, errlen, "Attempt to delete a user credential that does not exist");
+        return KP_RESOURCE_NOT_FOUND;
+    }
+    BK_INFO("SCRAM credential %s for User:%s deleted", mechanism, name);
+    if (bk_cluster_mode(b))
+        bk_sasl_zk_publish(b, name);
+    return KP_NONE;
+}
+
+void bk_sasl_metrics_render(kp_buf *o)
+{
+    static const struct { const char *name, *help; const uint64_t *v; } kinds[] = {
+        { "sluice_successful_authentication_total", "SASL authentications that succeeded.",
+          auth_ok },
+        { "sluice_failed_authentication_total", "SASL authentications that failed.",
+          auth_failed },
+        { "sluice_successful_reauthentication_total",
+          "SASL re-authentications (KIP-368) that succeeded.", reauth_ok },
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        char line[256];
+        int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s counter\n",
+                         kinds[k].name, kinds[k].help, kinds[k].name);
+        kp_wr_raw(o, line, (size_t)n);
+        for (int m = 0; m < M_COUNT; m++) {
+            n = snprintf(line, sizeof line, "%s{mechanism=\"%s\"} %llu\n", kinds[k].name,
+                         mech_names[m], (unsigned long long)kinds[k].v[m]);
+            kp_wr_raw(o, line, (size_t)n);
+        }
+    }
+}
