@@ -17,6 +17,13 @@
  * "Authorization: Bearer <token>"; a listener on a non-loopback address
  * without a token is refused at startup (bk_admin_start), so the SQL
  * surface — which can delete topics — is never open to the network.
+ * With an authorizer (authorizer.class.name), a SASL user may instead
+ * send "Authorization: Basic base64(user:password)", checked against its
+ * SCRAM credential as SASL PLAIN is: the principal User:<user> with ALTER
+ * on the cluster may do everything, with DESCRIBE read /metrics and run
+ * SQL that does not write (a write is refused naming the right it needs);
+ * neither: 403.  Without an authorizer Basic credentials are not
+ * accepted (Kafka without one has no notion of who may do what).
  *
  * admin.listeners: "http://host:port" or "host:port"; empty means the
  * default 127.0.0.1:9644, which is best effort (a second broker on the
@@ -43,7 +50,11 @@
 
 #include <event2/keyvalq_struct.h>
 
+#include "daemon/authz.h"
 #include "daemon/metrics.h"
+#include "daemon/sasl.h"
+#include "daemon/scram.h"
+#include "daemon/security.h"
 #include "daemon/tls.h"
 
 #define ADMIN_DEFAULT_HOST "127.0.0.1"
@@ -140,15 +151,62 @@ static bool token_ok(bk_broker *b, struct evhttp_request *req)
     return diff == 0;
 }
 
-static bool authorized(bk_broker *b, struct evhttp_request *req)
+/* What a request may do. */
+enum { AX_DENIED, AX_READ, AX_ALL };
+
+/* "Basic base64(user:password)" as a principal's rights; AX_DENIED after
+ * answering 401/403 itself. */
+static int basic_access(bk_broker *b, struct evhttp_request *req, const char *cred)
 {
+    char dec[2 * SCRAM_MAX_NAME + 256];
+    int n = scram_b64_decode(cred, strlen(cred), (uint8_t *)dec, sizeof dec - 1);
+    char *colon = n > 0 ? memchr(dec, ':', (size_t)n) : NULL;
+    if (colon) {
+        dec[n] = 0;
+        *colon = 0;
+    }
+    if (!colon || colon == dec || (size_t)(colon - dec) >= SCRAM_MAX_NAME ||
+        !bk_sasl_password_ok(b, dec, colon + 1, (size_t)(dec + n - colon - 1))) {
+        BK_WARN("admin: refused a Basic login%s%s: invalid user name or password",
+                colon ? " as " : "", colon ? dec : "");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                          "Basic realm=\"sluice\"");
+        const char *msg = "Error: invalid user name or password\n";
+        reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
+        return AX_DENIED;
+    }
+    char principal[BK_PRINCIPAL_MAX], *host = NULL;
+    ev_uint16_t port;
+    snprintf(principal, sizeof principal, "User:%.*s", (int)(colon - dec), dec);
+    evhttp_connection_get_peer(evhttp_request_get_connection(req), &host, &port);
+    kp_str cluster = kp_str_cstr(BK_CLUSTER_NAME);
+    if (bk_authz_check(b->authz, principal, host ? host : "", BK_RES_CLUSTER, cluster,
+                       BK_OP_ALTER))
+        return AX_ALL;
+    if (bk_authz_check(b->authz, principal, host ? host : "", BK_RES_CLUSTER, cluster,
+                       BK_OP_DESCRIBE))
+        return AX_READ;
+    kp_buf o;
+    kp_buf_init(&o);
+    sq_printf(&o, "Error: %s may not use this endpoint: it needs DESCRIBE (to read) or "
+              "ALTER (to write) on the cluster (kafka-cluster)\n", principal);
+    reply_text(req, 403, "Forbidden", "text/plain; charset=utf-8", o.data, o.len);
+    kp_buf_free(&o);
+    return AX_DENIED;
+}
+
+static int access_of(bk_broker *b, struct evhttp_request *req)
+{
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    if (h && !strncasecmp(h, "Basic ", 6) && bk_authz_enabled(b->authz))
+        return basic_access(b, req, h + 6);
     if (token_ok(b, req))
-        return true;
+        return AX_ALL;
     evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                       "Bearer realm=\"sluice\"");
     const char *msg = "Error: this endpoint needs \"Authorization: Bearer <admin.token>\"\n";
     reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
-    return false;
+    return AX_DENIED;
 }
 
 /* A pending job's client went away. */
@@ -197,7 +255,7 @@ static void metrics_done(sq_job *j)
 static void on_metrics(struct evhttp_request *req, void *arg)
 {
     bk_broker *b = arg;
-    if (!authorized(b, req))
+    if (access_of(b, req) == AX_DENIED)
         return;
     sq_job *j = calloc(1, sizeof *j);
     if (!j) {
@@ -271,7 +329,8 @@ static int format_from_accept(const char *accept)
 static void on_sql(struct evhttp_request *req, void *arg)
 {
     bk_broker *b = arg;
-    if (!authorized(b, req))
+    int access = access_of(b, req);
+    if (access == AX_DENIED)
         return;
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     struct evkeyvalq q;
@@ -318,6 +377,7 @@ static void on_sql(struct evhttp_request *req, void *arg)
         return;
     }
     j->kind = SQ_JOB_SQL;
+    j->read_only = access == AX_READ;
     j->sql = sql;
     j->format = fmt;
     j->headers = headers;

@@ -788,6 +788,9 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
                 strcmp(a4, "replicas"))
                 return deny(c, "partitions.%s is read-only: only replicas can be changed "
                             "(a reassignment)", a4);
+            if (c->read_only)
+                return deny(c, "%s: writing through SQL needs ALTER on the cluster "
+                            "(kafka-cluster); this principal may only read", a3);
             c->wrote = true;
             return SQLITE_OK;
         }

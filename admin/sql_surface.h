@@ -167,6 +167,7 @@ struct sq_conn {
     sq_env env;
     bool internal;                  /* our own statements: authorizer off */
     bool wrote;                     /* the statement made an allowed write */
+    bool read_only;                 /* writes refused (a principal with DESCRIBE only) */
     int64_t changes;                /* rows changed through the write hook */
     char deny[256];                 /* why the authorizer refused */
     int64_t deadline_us;

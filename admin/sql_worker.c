@@ -599,8 +599,11 @@ static void *worker_main(void *p)
             a->queue_tail = &a->queue;
         pthread_mutex_unlock(&a->mu);
         if (!atomic_load(&j->cancelled)) {
-            if (j->kind == SQ_JOB_SQL)
+            if (j->kind == SQ_JOB_SQL) {
+                c->read_only = j->read_only;
                 sq_run(c, j->sql, j->format, j->headers, &j->res);
+                c->read_only = false;
+            }
             else
                 run_metrics(c, j);
         }

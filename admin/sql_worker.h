@@ -23,6 +23,7 @@ typedef struct sq_job {
     char *sql;
     int format;
     bool headers;
+    bool read_only;                /* SQL: writes refused (admin_http's principal) */
     sq_result res;                 /* SQL: the rows; METRICS: text appended */
     atomic_bool cancelled;         /* the client went away */
     void (*done)(struct sq_job *j);

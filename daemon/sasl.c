@@ -267,15 +267,20 @@ static int step_plain(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok
     user[p.user.len] = 0;
     if (p.authzid.len && (p.authzid.len != p.user.len || memcmp(p.authzid.p, user, p.user.len)))
         return STEP_FAIL;          /* Kafka: authorization id must match the user */
-    /* PLAIN checks the password against the stored SCRAM credential (inv. 3). */
+    return bk_sasl_password_ok(b, user, p.password.p, p.password.len)
+           ? authenticated(b, c, s, user) : STEP_FAIL;
+}
+
+/* PLAIN checks the password against the stored SCRAM credential (inv. 3). */
+bool bk_sasl_password_ok(bk_broker *b, const char *user, const char *pw, size_t n)
+{
     static const scram_mech order[] = { SCRAM_SHA_256, SCRAM_SHA_512 };
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         scram_cred cred;
         if (!load_cred(b, user, order[i], &cred))
-            return plain_check(&cred, user, p.password.p, p.password.len)
-                   ? authenticated(b, c, s, user) : STEP_FAIL;
+            return plain_check(&cred, user, pw, n);
     }
-    return STEP_FAIL;
+    return false;
 }
 
 static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok, size_t len,

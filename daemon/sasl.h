@@ -38,6 +38,10 @@ bool bk_sasl_raw_pending(bk_conn *c);
 int bk_sasl_raw_token(bk_broker *b, bk_conn *c, const uint8_t *tok, size_t len, kp_buf *out);
 /* c is closing. */
 void bk_sasl_conn_free(bk_conn *c);
+/* Is pw user's password, by the stored SCRAM credential (SHA-256's, else
+ * SHA-512's)?  What PLAIN checks; also the admin endpoint's Basic auth.
+ * A first check per user and password costs a PBKDF2 (~2 ms at 4096). */
+bool bk_sasl_password_ok(bk_broker *b, const char *user, const char *pw, size_t n);
 
 #define SCRAM_DEFAULT_ITERATIONS 4096   /* Kafka's */
 

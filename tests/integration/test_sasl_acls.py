@@ -1,10 +1,15 @@
 """SASL principals under the ACL authorizer: the principal a SCRAM or PLAIN
 login names (User:alice) is the one the ACLs are checked against, so two
 users of the same broker see and touch different things, super.users may do
-everything, and a user without DESCRIBE does not see the topic at all."""
-import os
+everything, and a user without DESCRIBE does not see the topic at all; the
+admin endpoint takes the same users (HTTP Basic) by their rights on the
+cluster."""
+import base64
+import json
 import shutil
 import tempfile
+import urllib.error
+import urllib.request
 
 import pytest
 from confluent_kafka import KafkaError
@@ -126,3 +131,47 @@ def test_only_a_principal_with_cluster_alter_manages_acls(broker):
                       "WHERE resource_name = 'bob-' AND pattern_type = 'PREFIXED'")
     assert st == 200 and rows == [{"principal": "User:bob", "operation": "WRITE",
                                    "permission": "ALLOW"}], rows
+
+
+def http_as(b, path, body=None, user=None, password=None):
+    """(status, text) of one admin request with Basic credentials."""
+    req = urllib.request.Request("http://%s%s" % (b.admin, path),
+                                 data=body.encode() if body is not None else None,
+                                 method="POST" if body is not None else "GET")
+    if user is not None:
+        cred = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+        req.add_header("Authorization", "Basic " + cred)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_admin_endpoint_takes_sasl_users_by_their_cluster_rights(broker):
+    b = broker
+    add_user(b, "carol", "carol-pw", mechanisms=("SCRAM-SHA-512",))
+    grant(b, "CLUSTER", "kafka-cluster", "DESCRIBE", "User:carol")
+    # carol may read (SQL and /metrics) but not write.
+    st, text = http_as(b, "/sql?format=json", "SELECT name FROM topics ORDER BY name",
+                       "carol", "carol-pw")
+    assert st == 200 and json.loads(text) == [{"name": "alice-orders"}, {"name": "shared-log"}], text
+    st, text = http_as(b, "/metrics", None, "carol", "carol-pw")
+    assert st == 200 and "sluice_" in text
+    st, text = http_as(b, "/sql", "INSERT INTO topics (name, partitions) VALUES ('carols', 1)",
+                       "carol", "carol-pw")
+    assert st == 400 and "needs ALTER on the cluster" in text, (st, text)
+    # alice has no right on the cluster: 403 naming what is needed.
+    st, text = http_as(b, "/sql", "SELECT 1", "alice", "alice-pw")
+    assert st == 403 and "User:alice" in text and "DESCRIBE" in text, (st, text)
+    # A wrong password or an unknown user: 401.
+    for user, pw in (("carol", "wrong"), ("nobody", "x"), ("", "x")):
+        st, text = http_as(b, "/sql", "SELECT 1", user, pw)
+        assert st == 401, (user, st, text)
+    # The super user writes; the topic exists afterwards.
+    st, text = http_as(b, "/sql", "INSERT INTO topics (name, partitions) VALUES ('by-admin', 1)",
+                       "admin", "admin-pw")
+    assert st == 200, text
+    st, text = http_as(b, "/sql?format=json", "SELECT name FROM topics WHERE name = 'by-admin'",
+                       "carol", "carol-pw")
+    assert st == 200 and json.loads(text) == [{"name": "by-admin"}], text
