@@ -176,3 +176,32 @@ def test_topic_deleted_and_recreated_under_long_polls_is_followed_afresh(make_cl
         b.assert_alive()
     stop_all(c)
     assert_identical_replicas(c, t, parts)
+
+
+def test_follower_catches_up_through_answers_of_many_megabytes(make_cluster):
+    """A follower that comes back 24 MiB behind gets answers far larger than
+    one socket read (replica.fetch.max.bytes 4 MiB per partition): each is
+    read in pieces, the socket waking only once much of the rest is there
+    (fetcher.c F7), and the copy must still be the leader's, byte for byte."""
+    c = make_cluster(3, overrides={"replica.fetch.max.bytes": "4194304"})
+    formed(c)
+    t, parts = topic_name("bigcatchup"), 2
+    create(c, t, parts, replica_assignment=[[1, 2, 3], [2, 1, 3]])
+    wait_for(lambda: replicas_level(c.brokers, t, parts), 15, "the replicas of %s to open" % t)
+    follower = c.broker(3)
+    follower.kill()
+    p = ck_producer(c.brokers[0], acks=1, **{"linger.ms": 5})
+    n = 240
+    produce_ok(p, t, messages(n, parts, size=100 * 1024))
+    want = {q: n // parts for q in range(parts)}
+    wait_for(lambda: replicas_level(c.brokers[:2], t, parts, want), 30,
+             "brokers 1 and 2 to level %s at %s" % (t, want))
+    t0 = time.monotonic()
+    follower.start()
+    wait_for(lambda: replicas_level(c.brokers, t, parts, want), 30,
+             "restarted broker 3 to catch up to %s" % want, interval=0.05)
+    took = time.monotonic() - t0
+    stop_all(c)
+    copied = assert_identical_replicas(c, t, parts)
+    report("a follower 24 MiB behind caught up (%d log bytes in all) %.2f s after its "
+           "restart began", copied, took)
