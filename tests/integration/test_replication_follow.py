@@ -98,6 +98,19 @@ def stop_all(c):
         b.stop()
 
 
+def restart_to_catch_up(c, follower, t, parts, ends, interval):
+    """Starts the stopped follower, waits for every replica at ends, stops
+    the cluster and compares the replicas: (seconds to catch up, bytes)."""
+    t0 = time.monotonic()
+    follower.start()
+    wait_for(lambda: replicas_level(c.brokers, t, parts, ends), 30,
+             "restarted broker %d to catch up to %s" % (follower.broker_id, ends),
+             interval=interval)
+    took = time.monotonic() - t0
+    stop_all(c)
+    return took, assert_identical_replicas(c, t, parts)
+
+
 def test_followers_copy_every_batch_of_their_leaders(make_cluster):
     """Six partitions on three brokers: each broker follows two from each
     other broker, in one request per leader."""
@@ -137,13 +150,7 @@ def test_killed_follower_catches_up_to_the_same_bytes(make_cluster):
     ends = wait_for(lambda: replicas_level(c.brokers[:2], t, parts, {0: 1500, 1: 1500}), 30,
                     "brokers 1 and 2 to level %s at 1500" % t)
     behind = 2000
-    t0 = time.monotonic()
-    follower.start()
-    wait_for(lambda: replicas_level(c.brokers, t, parts, ends), 30,
-             "restarted broker 3 to catch up to %s" % ends, interval=0.02)
-    took = time.monotonic() - t0
-    stop_all(c)
-    copied = assert_identical_replicas(c, t, parts)
+    took, copied = restart_to_catch_up(c, follower, t, parts, ends, 0.02)
     report("a follower killed mid-stream caught up %d messages (%d log bytes in all) "
            "%.2f s after its restart began", behind, copied, took)
 
@@ -196,12 +203,6 @@ def test_follower_catches_up_through_answers_of_many_megabytes(make_cluster):
     want = {q: n // parts for q in range(parts)}
     wait_for(lambda: replicas_level(c.brokers[:2], t, parts, want), 30,
              "brokers 1 and 2 to level %s at %s" % (t, want))
-    t0 = time.monotonic()
-    follower.start()
-    wait_for(lambda: replicas_level(c.brokers, t, parts, want), 30,
-             "restarted broker 3 to catch up to %s" % want, interval=0.05)
-    took = time.monotonic() - t0
-    stop_all(c)
-    copied = assert_identical_replicas(c, t, parts)
+    took, copied = restart_to_catch_up(c, follower, t, parts, want, 0.05)
     report("a follower 24 MiB behind caught up (%d log bytes in all) %.2f s after its "
            "restart began", copied, took)
