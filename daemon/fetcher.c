@@ -64,7 +64,7 @@
  *       as apply_epoch says (Kafka's rule).  The answer is used only if
  *       the view still has the epoch it was asked under and the log end
  *       it was asked at, so it describes the log it is applied to.
- *   F7. A plaintext connection's answers do not go through libevent's
+ *   F8. A plaintext connection's answers do not go through libevent's
  *       buffers (which read at most a few KiB per loop iteration, each
  *       with a FIONREAD ioctl, an epoll_wait, a timer re-arm, and then a
  *       copy out): once connected, its own persistent event (the read
@@ -110,7 +110,7 @@
 #define FE_SOCKET_TIMEOUT_MS 30000
 /* Response framing overhead allowed above the byte limits asked for. */
 #define FE_FRAME_SLACK (1 << 20)
-/* F7: room for an answer before its length is known (a small one is read
+/* F8: room for an answer before its length is known (a small one is read
  * whole by one recv), and the range of SO_RCVLOWAT used for the rest of a
  * large one: below FE_LOWAT_MIN left it is not worth a setsockopt; above
  * FE_LOWAT_MAX the kernel would grow the receive buffer (and clamp the
@@ -145,10 +145,10 @@ typedef struct fe_fetcher {
     int32_t port;
     enum fe_state state;
     struct bufferevent *bev;
-    struct event *rev;                   /* plaintext: answers read here (F7) */
-    size_t in_got;                       /* F7: bytes of the answer read,
+    struct event *rev;                   /* plaintext: answers read here (F8) */
+    size_t in_got;                       /* F8: bytes of the answer read,
                                             its 4-byte length included */
-    int rcvlowat;                        /* F7: the socket's SO_RCVLOWAT */
+    int rcvlowat;                        /* F8: the socket's SO_RCVLOWAT */
     struct event *timer;                 /* backoff, paused partitions */
     fe_part *parts;
     int nparts, cap;
@@ -608,7 +608,7 @@ static void on_read(struct bufferevent *bev, void *arg)
     }
 }
 
-/* F7: the socket wakes us only once `bytes` are there (1: any). */
+/* F8: the socket wakes us only once `bytes` are there (1: any). */
 static void set_lowat(fe_fetcher *f, evutil_socket_t fd, size_t bytes)
 {
     int v = bytes > FE_LOWAT_MAX ? (int)FE_LOWAT_MAX : (int)bytes;
@@ -619,7 +619,7 @@ static void set_lowat(fe_fetcher *f, evutil_socket_t fd, size_t bytes)
         f->rcvlowat = v;
 }
 
-/* Plaintext connections (F7): the answer recv()d straight into f->in. */
+/* Plaintext connections (F8): the answer recv()d straight into f->in. */
 static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 {
     fe_fetcher *f = arg;
@@ -661,7 +661,7 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg)
     handle_answer(f, f->in + 4, (size_t)size);
 }
 
-/* F7: a plaintext connection's input is read by on_sock_read, its own
+/* F8: a plaintext connection's input is read by on_sock_read, its own
  * event with the read timeout the bufferevent had; the bufferevent keeps
  * the connecting and the output.  0, or -1 (out of memory). */
 static int take_reading(fe_fetcher *f)
@@ -802,7 +802,7 @@ static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void
     else
         kp_enc_OffsetForLeaderEpochRequest(&f->out, version, q);
     kp_wr_i32_at(&f->out, frame, (int32_t)(f->out.len - frame - 4));
-    /* F7: plaintext requests go out by one send() when nothing waits in the
+    /* F8: plaintext requests go out by one send() when nothing waits in the
      * bufferevent (the usual case: the previous request was read whole
      * before it was answered); only what the socket does not take goes
      * through the bufferevent's output and its write event. */

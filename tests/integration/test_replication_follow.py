@@ -189,7 +189,7 @@ def test_follower_catches_up_through_answers_of_many_megabytes(make_cluster):
     """A follower that comes back 24 MiB behind gets answers far larger than
     one socket read (replica.fetch.max.bytes 4 MiB per partition): each is
     read in pieces, the socket waking only once much of the rest is there
-    (fetcher.c F7), and the copy must still be the leader's, byte for byte."""
+    (fetcher.c F8), and the copy must still be the leader's, byte for byte."""
     c = make_cluster(3, overrides={"replica.fetch.max.bytes": "4194304"})
     formed(c)
     t, parts = topic_name("bigcatchup"), 2
