@@ -98,6 +98,19 @@ def stop_all(c):
         b.stop()
 
 
+def restart_to_catch_up(c, follower, t, parts, ends, interval):
+    """Starts the stopped follower, waits for every replica at ends, stops
+    the cluster and compares the replicas: (seconds to catch up, bytes)."""
+    t0 = time.monotonic()
+    follower.start()
+    wait_for(lambda: replicas_level(c.brokers, t, parts, ends), 30,
+             "restarted broker %d to catch up to %s" % (follower.broker_id, ends),
+             interval=interval)
+    took = time.monotonic() - t0
+    stop_all(c)
+    return took, assert_identical_replicas(c, t, parts)
+
+
 def test_followers_copy_every_batch_of_their_leaders(make_cluster):
     """Six partitions on three brokers: each broker follows two from each
     other broker, in one request per leader."""
@@ -137,13 +150,7 @@ def test_killed_follower_catches_up_to_the_same_bytes(make_cluster):
     ends = wait_for(lambda: replicas_level(c.brokers[:2], t, parts, {0: 1500, 1: 1500}), 30,
                     "brokers 1 and 2 to level %s at 1500" % t)
     behind = 2000
-    t0 = time.monotonic()
-    follower.start()
-    wait_for(lambda: replicas_level(c.brokers, t, parts, ends), 30,
-             "restarted broker 3 to catch up to %s" % ends, interval=0.02)
-    took = time.monotonic() - t0
-    stop_all(c)
-    copied = assert_identical_replicas(c, t, parts)
+    took, copied = restart_to_catch_up(c, follower, t, parts, ends, 0.02)
     report("a follower killed mid-stream caught up %d messages (%d log bytes in all) "
            "%.2f s after its restart began", behind, copied, took)
 
@@ -176,3 +183,26 @@ def test_topic_deleted_and_recreated_under_long_polls_is_followed_afresh(make_cl
         b.assert_alive()
     stop_all(c)
     assert_identical_replicas(c, t, parts)
+
+
+def test_follower_catches_up_through_answers_of_many_megabytes(make_cluster):
+    """A follower that comes back 24 MiB behind gets answers far larger than
+    one socket read (replica.fetch.max.bytes 4 MiB per partition): each is
+    read in pieces, the socket waking only once much of the rest is there
+    (fetcher.c F8), and the copy must still be the leader's, byte for byte."""
+    c = make_cluster(3, overrides={"replica.fetch.max.bytes": "4194304"})
+    formed(c)
+    t, parts = topic_name("bigcatchup"), 2
+    create(c, t, parts, replica_assignment=[[1, 2, 3], [2, 1, 3]])
+    wait_for(lambda: replicas_level(c.brokers, t, parts), 15, "the replicas of %s to open" % t)
+    follower = c.broker(3)
+    follower.kill()
+    p = ck_producer(c.brokers[0], acks=1, **{"linger.ms": 5})
+    n = 240
+    produce_ok(p, t, messages(n, parts, size=100 * 1024))
+    want = {q: n // parts for q in range(parts)}
+    wait_for(lambda: replicas_level(c.brokers[:2], t, parts, want), 30,
+             "brokers 1 and 2 to level %s at %s" % (t, want))
+    took, copied = restart_to_catch_up(c, follower, t, parts, want, 0.05)
+    report("a follower 24 MiB behind caught up (%d log bytes in all) %.2f s after its "
+           "restart began", copied, took)
