@@ -563,10 +563,11 @@ static void bench_acks_all(long msgs)
                side ? "RF 3 acks=all" : "RF 1 acks=1", bench_median(cpu_lead[side], PRODUCE_RUNS),
                bench_median(cpu_rest[side], PRODUCE_RUNS));
     double rf1 = bench_median(rate[0], PRODUCE_RUNS), rf3 = bench_median(rate[1], PRODUCE_RUNS);
-    printf("acks=all: librdkafka, %ld msgs of %d bytes per run, linger.ms=5, %d runs per side "
+    printf("acks=all: librdkafka, %ld msgs of %d bytes per run, linger.ms=%s, %d runs per side "
            "alternating; RF 1 acks=1 (leader broker %d) %.0f msgs/s, RF 3 acks=all "
            "min.insync.replicas=2 (leader broker %d) %.0f msgs/s; ratio %.3f (target >= 0.5); "
-           "median of the pairs' ratios %.3f\n", msgs, BENCH_RK_MSG_SIZE, PRODUCE_RUNS,
+           "median of the pairs' ratios %.3f\n", msgs, BENCH_RK_MSG_SIZE,
+           getenv("BENCH_RK_CONF") ? "5 then $BENCH_RK_CONF" : "5", PRODUCE_RUNS,
            li[0] + 1, rf1, li[1] + 1, rf3, rf3 / rf1, bench_median(pair, PRODUCE_RUNS));
 }
 
