@@ -145,6 +145,14 @@ def test_acls_v0_and_v3(secured):
             (NONE, None, [(NONE, None, TOPIC, "sec-", PREFIXED, "User:bob", "10.0.0.1", WRITE,
                            DENY)])]
         assert describe_acls(c, 3, TOPIC, None, ANY, None, None, ANY, ANY) == (NONE, None, [])
+        # an ACL two filters match is listed by both, and deleted once
+        assert create_acls(c, 3, [(GROUP, "g3", LITERAL, "User:carl", "*", READ, ALLOW)]) == [
+            (NONE, None)]
+        carl = (NONE, None, GROUP, "g3", LITERAL, "User:carl", "*", READ, ALLOW)
+        assert delete_acls(c, 3, [(GROUP, "g3", LITERAL, None, None, ANY, ANY),
+                                  (ANY, None, ANY, "User:carl", None, READ, ANY)]) == [
+            (NONE, None, [carl]), (NONE, None, [carl])]
+        assert describe_acls(c, 3, GROUP, None, ANY, None, None, ANY, ANY) == (NONE, None, [])
         assert delete_acls(c, 3, [(TOPIC, None, ANY, None, None, ANY, ANY)]) == [
             (NONE, None, [])]
 
