@@ -2,9 +2,9 @@
  * DescribeUserScramCredentials (API 50) and AlterUserScramCredentials
  * (API 51), v0: the Kafka admin path to the users table (daemon/sasl.c
  * derives and stores; metadata/users.c reads).  As Kafka: one result per
- * user named in the request; a user named twice in one Alter gets
- * DUPLICATE_RESOURCE; Describe of a user without credentials
- * RESOURCE_NOT_FOUND; mechanisms by Kafka's ScramMechanism numbers
+ * user named in the request; a user named twice in one Alter or Describe
+ * gets DUPLICATE_RESOURCE (one result); Describe of a user without
+ * credentials RESOURCE_NOT_FOUND, of no user (null or empty) every user; mechanisms by Kafka's ScramMechanism numbers
  * (1 SCRAM-SHA-256, 2 SCRAM-SHA-512).  The keys never leave the broker.
  */
 #include <stdio.h>
@@ -54,7 +54,7 @@ static desc_result *acc_user(desc_acc *a, const char *name)
     desc_result *d = &a->res[a->n++];
     memset(d, 0, sizeof *d);
     d->User = (kp_str){ copy, (int32_t)len };
-    d->ErrorMessage = KP_STR_NULL;
+    d->ErrorMessage = kp_str_cstr("");      /* Kafka's default for a success */
     return d;
 }
 
@@ -76,6 +76,24 @@ static void acc_row(void *arg, const char *name, const char *mechanism, int32_t 
     d->CredentialInfos = v;
 }
 
+static bool same_name(kp_str a, kp_str b)
+{
+    return a.len == b.len && (a.len <= 0 || !memcmp(a.p, b.p, (size_t)a.len));
+}
+
+/* A user's result that is an error: Kafka's message, then the user's name. */
+static void describe_error(bk_req *r, desc_result *d, int16_t code, const char *why,
+                           const char *name)
+{
+    size_t len = strlen(why) + strlen(name);
+    char *msg = kp_arena_alloc(&r->arena, len + 1);
+    d->ErrorCode = code;
+    if (msg) {
+        snprintf(msg, len + 1, "%s%s", why, name);
+        d->ErrorMessage = (kp_str){ msg, (int32_t)len };
+    }
+}
+
 int bk_handle_describe_user_scram_credentials(bk_req *r)
 {
     kp_DescribeUserScramCredentialsRequest q;
@@ -90,22 +108,33 @@ int bk_handle_describe_user_scram_credentials(bk_req *r)
         kp_enc_DescribeUserScramCredentialsResponse(r->out, 0, &m);
         return BK_RESPOND;
     }
-    if (q.Users_count < 0) {
+    if (q.Users_count <= 0) {                    /* null or empty: every user */
         rc = md_user_list(r->b->db, NULL, acc_row, &a);
     } else {
         for (int32_t i = 0; !rc && !a.oom && i < q.Users_count; i++) {
             char name[SCRAM_MAX_NAME];
             kp_str_copy(q.Users[i].Name, name, sizeof name);
+            int earlier = 0, all = 0;
+            for (int32_t j = 0; j < q.Users_count; j++) {
+                bool same = same_name(q.Users[j].Name, q.Users[i].Name);
+                all += same;
+                earlier += same && j < i;
+            }
+            if (earlier)
+                continue;                          /* one result per user named */
+            desc_result *d;
+            if (all > 1) {                         /* Kafka: named twice, no credentials */
+                if ((d = acc_user(&a, name)))
+                    describe_error(r, d, KP_DUPLICATE_RESOURCE, "Cannot describe SCRAM "
+                                   "credentials for the same user twice in a single request: ",
+                                   name);
+                continue;
+            }
             int32_t before = a.n;
             rc = md_user_list(r->b->db, name, acc_row, &a);
-            if (!rc && a.n == before) {
-                desc_result *d = acc_user(&a, name);
-                if (d) {
-                    d->ErrorCode = KP_RESOURCE_NOT_FOUND;
-                    d->ErrorMessage = kp_str_cstr("Attempt to describe a user credential "
-                                                  "that does not exist");
-                }
-            }
+            if (!rc && a.n == before && (d = acc_user(&a, name)))
+                describe_error(r, d, KP_RESOURCE_NOT_FOUND, "Attempt to describe a user "
+                               "credential that does not exist: ", name);
         }
     }
     if (rc || a.oom) {
@@ -120,11 +149,6 @@ int bk_handle_describe_user_scram_credentials(bk_req *r)
 }
 
 typedef kp_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult alter_result;
-
-static bool same_name(kp_str a, kp_str b)
-{
-    return a.len == b.len && (a.len <= 0 || !memcmp(a.p, b.p, (size_t)a.len));
-}
 
 /* Is name among the first n deletions and the first k upsertions? */
 static int name_count(const kp_AlterUserScramCredentialsRequest *q, kp_str name)
