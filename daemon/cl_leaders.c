@@ -47,12 +47,19 @@
  *   L3. Every change goes through reconcile_topic's versioned,
  *       epoch-checked writes (cl_controller.c C1-C3); nothing here writes
  *       a state znode itself.
- *   L4. A leader never adds a leaving broker back into an ISR
- *       (cl_broker_shutting, checked by cl_isr.c's expand).
+ *   L4. A leader never adds a leaving or unregistered broker back into
+ *       an ISR (cl_broker_shutting, bk_broker_alive: cl_isr.c's expand).
  *   L5. A mark (cl_topic.marks) is cleared when the partition's reconcile
  *       decides on it, done or not; a dead broker's ISR places are
  *       marked once, when it dies (a write that then fails leaves them to
  *       the leader's replica.lag.time.max.ms).
+ *   L6. A broker stays leaving (cl_broker_shutting) from its request
+ *       znode until the registration it had then is gone: a leaving
+ *       broker deletes that znode just before its registration and its
+ *       session (cl_stop), and a broker seeing the one change before the
+ *       other must not take it back into an ISR (its last fetches may
+ *       still arrive) after the controller took it out; nobody would
+ *       take it out again but replica.lag.time.max.ms.
  */
 #include "daemon/cl.h"
 #include "daemon/fetcher.h"
@@ -90,10 +97,39 @@ static bool has_id(const int32_t *ids, int32_t n, int32_t id)
     return false;
 }
 
+/* The registration timestamp of live broker id; -1 when it has none. */
+static int64_t registered_ms(bk_cluster *cl, int32_t id)
+{
+    for (int i = 0; i < cl->nbrokers; i++)
+        if (cl->brokers[i].id == id)
+            return cl->brokers[i].timestamp_ms;
+    return -1;
+}
+
+/* L6: drops the brokers that left whose registration went or changed
+ * (a restart registers anew). */
+static void left_prune(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    int m = 0;
+    for (int i = 0; i < cl->nleft; i++)
+        if (bk_broker_alive(b, cl->left[i]) &&
+            registered_ms(cl, cl->left[i]) == cl->left_reg_ms[i]) {
+            cl->left[m] = cl->left[i];
+            cl->left_reg_ms[m++] = cl->left_reg_ms[i];
+        }
+    cl->nleft = m;
+}
+
 bool cl_broker_shutting(bk_broker *b, int32_t id)
 {
     bk_cluster *cl = b->cl;
-    return cl && has_id(cl->shutting, cl->nshutting, id);
+    if (!cl)
+        return false;
+    if (has_id(cl->shutting, cl->nshutting, id))
+        return true;
+    left_prune(b);
+    return has_id(cl->left, cl->nleft, id);
 }
 
 static bool eligible(bk_broker *b, int32_t id)
@@ -124,6 +160,15 @@ static void on_shutdowns(bk_broker *b, const zk_result *r, void *arg)
             ids[n++] = (int32_t)id;
     }
     qsort(ids, (size_t)n, sizeof *ids, id_cmp);
+    left_prune(b);
+    for (int i = 0; i < cl->nshutting; i++) {     /* L6 */
+        int32_t id = cl->shutting[i];
+        if (!has_id(ids, n, id) && bk_broker_alive(b, id) && !has_id(cl->left, cl->nleft, id) &&
+            cl->nleft < CL_MAX_BROKERS) {
+            cl->left[cl->nleft] = id;
+            cl->left_reg_ms[cl->nleft++] = registered_ms(cl, id);
+        }
+    }
     bool same = n == cl->nshutting && !memcmp(ids, cl->shutting, (size_t)n * sizeof *ids);
     memcpy(cl->shutting, ids, (size_t)n * sizeof *ids);
     cl->nshutting = n;
@@ -414,8 +459,8 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
 
 /* Kafka's onBrokerFailure: the replicas of a broker that just died leave
  * the ISRs they were in, so the high watermark need not wait
- * replica.lag.time.max.ms for them.  Only at the death (L5): a leader may
- * take a broker that is not registered into its ISR later (it fetched). */
+ * replica.lag.time.max.ms for them.  Only at the death (L5): no leader
+ * takes a broker that is not registered back (cl_isr.c's expand). */
 struct dead_arg { const int32_t *gone; int ngone; bk_broker *b; };
 
 static void mark_dead_topic(bk_topic *t, void *arg)
