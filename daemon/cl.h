@@ -88,10 +88,11 @@ struct bk_cluster {
     /* /admin/controlled_shutdown: brokers leaving, ascending (cl_leaders.c) */
     int32_t shutting[CL_MAX_BROKERS];
     int nshutting;
-    /* Brokers whose request znode went while their registration stayed:
-     * still leaving until that registration goes (cl_leaders.c L6). */
+    /* Brokers whose request znode went: still leaving until they register
+     * anew or a fetch's wait after their registration went (cl_leaders.c L6). */
     int32_t left[CL_MAX_BROKERS];
-    int64_t left_reg_ms[CL_MAX_BROKERS];  /* that registration's timestamp */
+    int64_t left_reg_ms[CL_MAX_BROKERS];  /* the registration's timestamp, -1 none */
+    int64_t left_gone_ms[CL_MAX_BROKERS]; /* monotonic, since unregistered; -1 */
     int nleft;
     struct cl_cshut *cshut;          /* this broker's own controlled shutdown */
     int64_t imbalance_checked_ms;    /* last leader-imbalance check (controller) */

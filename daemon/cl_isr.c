@@ -192,10 +192,7 @@ void bk_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
     }
     bk_isr_update_hw(b, p);
     if (leads(b, p) && !has_id(v->isr, v->nisr, id) && fetch_offset >= p->high_watermark &&
-        bk_broker_alive(b, id) && !cl_broker_shutting(b, id)) {   /* cl_leaders.c L4 */
-        /* Registered, as Kafka's isReplicaIsrEligible: a parked fetch of a
-         * broker that just died would otherwise bring it back into the ISR
-         * after the controller took it out (cl_leaders.c L5). */
+        !cl_broker_shutting(b, id)) {             /* cl_leaders.c L4 */
         char why[64];
         snprintf(why, sizeof why, "follower %d caught up", (int)id);
         isr_propose(b, p, id, true, why);

@@ -47,19 +47,20 @@
  *   L3. Every change goes through reconcile_topic's versioned,
  *       epoch-checked writes (cl_controller.c C1-C3); nothing here writes
  *       a state znode itself.
- *   L4. A leader never adds a leaving or unregistered broker back into
- *       an ISR (cl_broker_shutting, bk_broker_alive: cl_isr.c's expand).
+ *   L4. A leader never adds a leaving broker back into an ISR
+ *       (cl_broker_shutting, checked by cl_isr.c's expand).
  *   L5. A mark (cl_topic.marks) is cleared when the partition's reconcile
  *       decides on it, done or not; a dead broker's ISR places are
  *       marked once, when it dies (a write that then fails leaves them to
  *       the leader's replica.lag.time.max.ms).
  *   L6. A broker stays leaving (cl_broker_shutting) from its request
- *       znode until the registration it had then is gone: a leaving
- *       broker deletes that znode just before its registration and its
- *       session (cl_stop), and a broker seeing the one change before the
- *       other must not take it back into an ISR (its last fetches may
- *       still arrive) after the controller took it out; nobody would
- *       take it out again but replica.lag.time.max.ms.
+ *       znode until it registers anew, or until a replica fetch's longest
+ *       wait (LEFT_GRACE_MS) passed after its registration went: a leaving
+ *       broker deletes its registration, that znode and its session at
+ *       the end (cl_stop), and its last fetches (a parked one completes
+ *       later) must not take it back into an ISR the controller took it
+ *       out of; nobody would take it out again but
+ *       replica.lag.time.max.ms.
  */
 #include "daemon/cl.h"
 #include "daemon/fetcher.h"
@@ -106,18 +107,25 @@ static int64_t registered_ms(bk_cluster *cl, int32_t id)
     return -1;
 }
 
-/* L6: drops the brokers that left whose registration went or changed
- * (a restart registers anew). */
+/* L6: drops the brokers that left and registered anew (a restart), or
+ * whose last fetch has had time to arrive since their registration went. */
 static void left_prune(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
+    int64_t now = bk_mono_us() / 1000, grace = b->cfg->replica_fetch_wait_max_ms + 1000;
     int m = 0;
-    for (int i = 0; i < cl->nleft; i++)
-        if (bk_broker_alive(b, cl->left[i]) &&
-            registered_ms(cl, cl->left[i]) == cl->left_reg_ms[i]) {
-            cl->left[m] = cl->left[i];
-            cl->left_reg_ms[m++] = cl->left_reg_ms[i];
-        }
+    for (int i = 0; i < cl->nleft; i++) {
+        int32_t id = cl->left[i];
+        bool alive = bk_broker_alive(b, id);
+        if (alive && registered_ms(cl, id) != cl->left_reg_ms[i])
+            continue;                             /* registered anew */
+        int64_t gone = alive ? -1 : cl->left_gone_ms[i] >= 0 ? cl->left_gone_ms[i] : now;
+        if (gone >= 0 && now - gone > grace)
+            continue;
+        cl->left[m] = id;
+        cl->left_reg_ms[m] = cl->left_reg_ms[i];
+        cl->left_gone_ms[m++] = gone;
+    }
     cl->nleft = m;
 }
 
@@ -163,10 +171,12 @@ static void on_shutdowns(bk_broker *b, const zk_result *r, void *arg)
     left_prune(b);
     for (int i = 0; i < cl->nshutting; i++) {     /* L6 */
         int32_t id = cl->shutting[i];
-        if (!has_id(ids, n, id) && bk_broker_alive(b, id) && !has_id(cl->left, cl->nleft, id) &&
+        if (!has_id(ids, n, id) && !has_id(cl->left, cl->nleft, id) &&
             cl->nleft < CL_MAX_BROKERS) {
+            bool alive = bk_broker_alive(b, id);
             cl->left[cl->nleft] = id;
-            cl->left_reg_ms[cl->nleft++] = registered_ms(cl, id);
+            cl->left_reg_ms[cl->nleft] = alive ? registered_ms(cl, id) : -1;
+            cl->left_gone_ms[cl->nleft++] = alive ? -1 : bk_mono_us() / 1000;
         }
     }
     bool same = n == cl->nshutting && !memcmp(ids, cl->shutting, (size_t)n * sizeof *ids);
@@ -459,8 +469,8 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
 
 /* Kafka's onBrokerFailure: the replicas of a broker that just died leave
  * the ISRs they were in, so the high watermark need not wait
- * replica.lag.time.max.ms for them.  Only at the death (L5): no leader
- * takes a broker that is not registered back (cl_isr.c's expand). */
+ * replica.lag.time.max.ms for them.  Only at the death (L5): a leader may
+ * take a broker that is not registered into its ISR later (it fetched). */
 struct dead_arg { const int32_t *gone; int ngone; bk_broker *b; };
 
 static void mark_dead_topic(bk_topic *t, void *arg)
