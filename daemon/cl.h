@@ -90,6 +90,12 @@ struct bk_cluster {
     /* /admin/controlled_shutdown: brokers leaving, ascending (cl_leaders.c) */
     int32_t shutting[CL_MAX_BROKERS];
     int nshutting;
+    /* Brokers whose request znode went: still leaving until they register
+     * anew or a fetch's wait after their registration went (cl_leaders.c L6). */
+    int32_t left[CL_MAX_BROKERS];
+    int64_t left_reg_ms[CL_MAX_BROKERS];  /* the registration's timestamp, -1 none */
+    int64_t left_gone_ms[CL_MAX_BROKERS]; /* monotonic, since unregistered; -1 */
+    int nleft;
     struct cl_cshut *cshut;          /* this broker's own controlled shutdown */
     int64_t imbalance_checked_ms;    /* last leader-imbalance check (controller) */
     int32_t seen_alive[CL_MAX_BROKERS];  /* live brokers at the last change (cl_leaders.c) */
@@ -186,7 +192,7 @@ int  cl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int
 /* cl_leaders.c */
 /* Reads /admin/controlled_shutdown (and watches it). */
 void cl_shutdowns_refresh(bk_broker *b);
-/* id asked for a controlled shutdown and is still registered. */
+/* id asked for a controlled shutdown in its current registration. */
 bool cl_broker_shutting(bk_broker *b, int32_t id);
 /* SIGTERM: 0 when a controlled shutdown started (done is called on the
  * loop once this broker's leaderships moved, or the retries ran out);

@@ -53,6 +53,14 @@
  *       decides on it, done or not; a dead broker's ISR places are
  *       marked once, when it dies (a write that then fails leaves them to
  *       the leader's replica.lag.time.max.ms).
+ *   L6. A broker stays leaving (cl_broker_shutting) from its request
+ *       znode until it registers anew, or until a replica fetch's longest
+ *       wait (LEFT_GRACE_MS) passed after its registration went: a leaving
+ *       broker deletes its registration, that znode and its session at
+ *       the end (cl_stop), and its last fetches (a parked one completes
+ *       later) must not take it back into an ISR the controller took it
+ *       out of; nobody would take it out again but
+ *       replica.lag.time.max.ms.
  */
 #include "daemon/cl.h"
 #include "daemon/fetcher.h"
@@ -90,10 +98,46 @@ static bool has_id(const int32_t *ids, int32_t n, int32_t id)
     return false;
 }
 
+/* The registration timestamp of live broker id; -1 when it has none. */
+static int64_t registered_ms(bk_cluster *cl, int32_t id)
+{
+    for (int i = 0; i < cl->nbrokers; i++)
+        if (cl->brokers[i].id == id)
+            return cl->brokers[i].timestamp_ms;
+    return -1;
+}
+
+/* L6: drops the brokers that left and registered anew (a restart), or
+ * whose last fetch has had time to arrive since their registration went. */
+static void left_prune(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    int64_t now = bk_mono_us() / 1000, grace = b->cfg->replica_fetch_wait_max_ms + 1000;
+    int m = 0;
+    for (int i = 0; i < cl->nleft; i++) {
+        int32_t id = cl->left[i];
+        bool alive = bk_broker_alive(b, id);
+        if (alive && registered_ms(cl, id) != cl->left_reg_ms[i])
+            continue;                             /* registered anew */
+        int64_t gone = alive ? -1 : cl->left_gone_ms[i] >= 0 ? cl->left_gone_ms[i] : now;
+        if (gone >= 0 && now - gone > grace)
+            continue;
+        cl->left[m] = id;
+        cl->left_reg_ms[m] = cl->left_reg_ms[i];
+        cl->left_gone_ms[m++] = gone;
+    }
+    cl->nleft = m;
+}
+
 bool cl_broker_shutting(bk_broker *b, int32_t id)
 {
     bk_cluster *cl = b->cl;
-    return cl && has_id(cl->shutting, cl->nshutting, id);
+    if (!cl)
+        return false;
+    if (has_id(cl->shutting, cl->nshutting, id))
+        return true;
+    left_prune(b);
+    return has_id(cl->left, cl->nleft, id);
 }
 
 static bool eligible(bk_broker *b, int32_t id)
@@ -124,6 +168,17 @@ static void on_shutdowns(bk_broker *b, const zk_result *r, void *arg)
             ids[n++] = (int32_t)id;
     }
     qsort(ids, (size_t)n, sizeof *ids, id_cmp);
+    left_prune(b);
+    for (int i = 0; i < cl->nshutting; i++) {     /* L6 */
+        int32_t id = cl->shutting[i];
+        if (!has_id(ids, n, id) && !has_id(cl->left, cl->nleft, id) &&
+            cl->nleft < CL_MAX_BROKERS) {
+            bool alive = bk_broker_alive(b, id);
+            cl->left[cl->nleft] = id;
+            cl->left_reg_ms[cl->nleft] = alive ? registered_ms(cl, id) : -1;
+            cl->left_gone_ms[cl->nleft++] = alive ? -1 : bk_mono_us() / 1000;
+        }
+    }
     bool same = n == cl->nshutting && !memcmp(ids, cl->shutting, (size_t)n * sizeof *ids);
     memcpy(cl->shutting, ids, (size_t)n * sizeof *ids);
     cl->nshutting = n;

@@ -933,6 +933,7 @@ static void install_group(seg_log *log, seg_clean_job *j, clean_group *g)
     memmove(log->segs + k + 1, log->segs + k + g->count,
             (size_t)(log->n - k - g->count) * sizeof *log->segs);
     log->n -= g->count - 1;
+    log->changes++;                              /* log.c L5 */
     pthread_mutex_unlock(&log->mu);
     log->size += g->s->size;
     for (int i = 0; i < g->count; i++) {

@@ -14,6 +14,15 @@
  *   L4. segs[]/n, log_end, recovery_point and trunc_gen change only under
  *       mu, which the flusher takes only to copy file references and to
  *       publish its result: never across an fdatasync.
+ *   L5. Every change to the files a flush syncs (an append, a new or
+ *       removed segment, a truncation, a compacted swap) bumps `changes`
+ *       under mu; a flush that finds `changes` as its last successful one
+ *       left it syncs nothing (a clean stop of an idle partition costs no
+ *       fsync).  seg_open counts its own repairs as synced only when the
+ *       recovery point it was given is the log end it found: those files
+ *       were made durable by the flush that recorded it, and what open
+ *       itself writes (index trims and rebuilds of the always-scanned
+ *       active segment) it would write again.
  *
  * States:
  *
@@ -129,6 +138,7 @@ int seg_log_push(seg_log *log, seg_segment *s)
     pthread_mutex_lock(&log->mu);
     log->segs[log->n++] = s;
     log->log_end = s->next;
+    log->changes++;                              /* L5 */
     pthread_mutex_unlock(&log->mu);
     log->size += s->size;
     return 0;
@@ -142,6 +152,7 @@ void seg_log_remove(seg_log *log, int i, uint64_t *freed, bool rename_now)
     memmove(log->segs + i, log->segs + i + 1,
             (size_t)(log->n - i - 1) * sizeof *log->segs);
     log->n--;
+    log->changes++;                              /* L5: its name goes */
     pthread_mutex_unlock(&log->mu);
     log->size -= s->size;
     if (freed)
@@ -520,6 +531,7 @@ int seg_open(const seg_open_opts *opts, seg_log **out)
                               ? opts->recovery_point : log->log_end;
     if (log->recovery_point < 0)
         log->recovery_point = 0;
+    log->synced_changes = log->changes - (opts->recovery_point == log->log_end ? 0 : 1);  /* L5 */
     log->max_ts = -1;
     for (int i = 0; i < log->n; i++)
         if (log->segs[i]->max_ts > log->max_ts)
@@ -684,6 +696,7 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
         log->max_ts = s->max_ts;
     pthread_mutex_lock(&log->mu);
     log->log_end = end;
+    log->changes++;                              /* L5 */
     pthread_mutex_unlock(&log->mu);
     return 0;
 }
@@ -773,7 +786,13 @@ int seg_flush(seg_log *log, int64_t *flushed_to)
         return SEG_E_STATE;
     pthread_mutex_lock(&log->mu);
     int64_t end = log->log_end, rp = log->recovery_point;
-    uint64_t gen = log->trunc_gen;
+    uint64_t gen = log->trunc_gen, changes = log->changes;
+    if (changes == log->synced_changes) {        /* L5: nothing new to sync */
+        if (flushed_to)
+            *flushed_to = rp;
+        pthread_mutex_unlock(&log->mu);
+        return 0;
+    }
     int first = log->n - 1;
     while (first > 0 && log->segs[first]->base > rp)
         first--;
@@ -811,6 +830,8 @@ int seg_flush(seg_log *log, int64_t *flushed_to)
     pthread_mutex_lock(&log->mu);
     if (gen == log->trunc_gen && end > log->recovery_point)
         log->recovery_point = end < log->log_end ? end : log->log_end;
+    if (changes > log->synced_changes)
+        log->synced_changes = changes;
     if (flushed_to)
         *flushed_to = log->recovery_point;
     pthread_mutex_unlock(&log->mu);

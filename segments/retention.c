@@ -29,6 +29,7 @@ static void after_shrink(seg_log *log, int64_t end)
     pthread_mutex_lock(&log->mu);
     log->log_end = end;
     log->trunc_gen++;
+    log->changes++;                              /* log.c L5 */
     if (log->recovery_point > end)
         log->recovery_point = end;
     pthread_mutex_unlock(&log->mu);

@@ -181,6 +181,9 @@ struct seg_log {
     int64_t         log_end;         /* mu */
     int64_t         recovery_point;  /* mu */
     uint64_t        trunc_gen;       /* mu: bumped by truncation */
+    uint64_t        changes;         /* mu: bumped by every change a flush
+                                        makes durable (log.c, L5) */
+    uint64_t        synced_changes;  /* mu: changes as of the last flush */
     uint64_t        size;            /* sum of .log sizes */
     int64_t         max_ts;
     atomic_bool     failed;

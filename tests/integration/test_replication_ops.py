@@ -261,6 +261,39 @@ def test_dead_follower_leaves_the_isr_without_waiting_for_the_lag_time(make_clus
              10, "no under-replicated partition on the leader")
 
 
+def test_a_stopped_follower_leaves_the_isr_every_time(make_cluster):
+    """SIGTERM to a follower, several times: each time the others agree
+    within a few seconds that it is out of the ISR (controlled shutdown,
+    or its registration gone), never only after replica.lag.time.max.ms
+    (30 s here, so acks=all producers would stall that long)."""
+    c, t = rf3_cluster(make_cluster, **{"replica.lag.time.max.ms": "30000"})
+    leader, _isr = agreed(c.brokers, t)
+    # A second topic led by each follower in turn: a follower that leads
+    # something hands that over first, one that leads nothing does not.
+    followers = [b for b in c.brokers if b.broker_id != leader]
+    led = topic_name("led")
+    ck_admin(c.broker(leader)).create_topics([NewTopic(led, 1, replica_assignment=[
+        [followers[0].broker_id, leader, followers[1].broker_id]])])[led].result(15)
+    wait_for(lambda: (agreed(c.brokers, led) or (None, ()))[1] == (1, 2, 3), 30,
+             "all three in the ISR of %s" % led)
+    took = []
+    for rnd in range(6):
+        victim = followers[rnd % 2]
+        rest = [b for b in c.brokers if b is not victim]
+        want = tuple(sorted(b.broker_id for b in rest))
+        t0 = time.monotonic()
+        assert victim.stop() == 0
+        wait_for(lambda: all((agreed(rest, x) or (None, ()))[1] == want for x in (t, led)), 5,
+                 "round %d: broker %d out of the ISRs of %s and %s" % (
+                     rnd, victim.broker_id, t, led))
+        took.append(time.monotonic() - t0)
+        victim.start()
+        wait_for(lambda: all((agreed(c.brokers, x) or (None, ()))[1] == (1, 2, 3)
+                             for x in (t, led)), 60,
+                 "round %d: broker %d back in the ISRs" % (rnd, victim.broker_id))
+    report("stopped follower out of the ISR after %s s", ", ".join("%.1f" % x for x in took))
+
+
 def test_dead_controller_leaves_the_isrs_it_followed_in(make_cluster):
     """The broker that dies is the controller: the next one, once elected,
     takes it out of the ISRs."""

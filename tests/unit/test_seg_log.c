@@ -393,6 +393,47 @@ START_TEST(test_truncate)
 }
 END_TEST
 
+/* A flush with nothing new to sync returns at once (log.c L5) but never
+ * holds the recovery point back: after a reopen at its end, an append,
+ * a truncation, each is synced by the next flush. */
+START_TEST(test_flush_of_an_unchanged_log_keeps_the_recovery_point)
+{
+    seg_config c = small_cfg();
+    seg_log *log = open_log(&c, 0, 0);
+    for (int i = 0; i < 5; i++)
+        append1(log, 3, 1000 + i, 100, 0);
+    int64_t to = -1;
+    ck_assert_int_eq(seg_flush(log, &to), 0);
+    ck_assert_int_eq(to, 15);
+    ck_assert_int_eq(seg_flush(log, &to), 0);   /* unchanged */
+    ck_assert_int_eq(to, 15);
+    seg_close(log);
+    log = open_log(&c, 0, 15);                  /* a clean stop's recovery point */
+    ck_assert_int_eq(seg_flush(log, &to), 0);
+    ck_assert_int_eq(to, 15);
+    append1(log, 3, 2000, 100, 0);
+    ck_assert_int_eq(seg_recovery_point(log), 15);
+    ck_assert_int_eq(seg_flush(log, &to), 0);
+    ck_assert_int_eq(to, 18);
+    /* Cut back and written again to the same end: synced again. */
+    ck_assert_int_eq(seg_truncate(log, 12), 0);
+    ck_assert_int_le(seg_recovery_point(log), 12);
+    append1(log, 3, 3000, 100, 0);
+    append1(log, 3, 3001, 100, 0);
+    ck_assert_int_eq(seg_log_end(log), 18);
+    ck_assert_int_eq(seg_flush(log, &to), 0);
+    ck_assert_int_eq(to, 18);
+    ck_assert_int_eq(seg_recovery_point(log), 18);
+    seg_close(log);
+    /* Opened with an older recovery point: the first flush syncs. */
+    log = open_log(&c, 0, 3);
+    ck_assert_int_eq(seg_recovery_point(log), 3);
+    ck_assert_int_eq(seg_flush(log, &to), 0);
+    ck_assert_int_eq(to, 18);
+    seg_close(log);
+}
+END_TEST
+
 START_TEST(test_advance_log_start_deletes_segments)
 {
     seg_config c = small_cfg();
@@ -712,6 +753,7 @@ int main(void)
         test_read_at_least_one_batch_when_max_bytes_small,
         test_read_mid_batch_offset_starts_at_batch, test_roll_by_segment_bytes,
         test_roll_by_segment_ms, test_roll_by_full_index, test_offset_for_time, test_truncate,
+        test_flush_of_an_unchanged_log_keeps_the_recovery_point,
         test_advance_log_start_deletes_segments, test_delete_old_by_time_and_size,
         test_reopen_keeps_everything, test_index_tail_through_spill_roll_truncate_reopen,
         test_flush_on_other_thread_concurrent_with_append, test_write_error_enters_error_state,
