@@ -535,7 +535,7 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
     st->hints.n = 0;
     st->throttled = 0;
     st->throttle_rate = st->replica_id >= 0
-        ? bk_broker_config_rate("leader.replication.throttled.rate") : 0;
+        ? bk_broker_config_rate(st->r->b, "leader.replication.throttled.rate") : 0;
     if (st->throttle_rate > 0)
         st->throttle_tokens = bk_tbucket_refill(&leader_throttle, st->throttle_rate,
                                                 bk_mono_us());

@@ -749,7 +749,7 @@ static void send_fetch(fe_fetcher *f)
     int64_t now = bk_mono_us(), next_retry = INT64_MAX;
     if (send_epochs(f, now))
         return;
-    int64_t rate = bk_broker_config_rate("follower.replication.throttled.rate");
+    int64_t rate = bk_broker_config_rate(b, "follower.replication.throttled.rate");
     int64_t tokens = rate > 0 ? bk_tbucket_refill(&f->set->throttle, rate, now) : 0;
     int n = 0;
     for (int i = 0; i < f->nparts; i++) {

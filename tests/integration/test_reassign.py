@@ -18,7 +18,7 @@ UPDATE partitions SET replicas.
 import time
 
 import pytest
-from confluent_kafka.admin import ConfigResource, NewTopic
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
 
 import kafka_raw as kr
 from cluster_support import (make_cluster, registered_ids, wait_equal, wait_for, zk,  # noqa: F401
@@ -283,3 +283,23 @@ def test_leader_throttle_alone_slows_a_move_and_every_message_arrives(make_clust
     for x in (fast, slow):                          # all there, on broker 2 alone
         got = [m.value()[:6] for m in consume(b2, x, [0], n, timeout=30)]
         assert got == [b"%06d" % i for i in range(n)], "%s: messages lost or repeated" % x
+
+
+def test_both_throttles_from_the_properties_and_described_dynamic_once_set(start_broker):
+    b = start_broker(overrides={LEADER_THROTTLE: "123456"})
+    res = ConfigResource("BROKER", str(b.broker_id))
+
+    def described():
+        cs = ck_admin(b).describe_configs([res])[res].result(timeout=15)
+        return {k: (cs[k].value, cs[k].source, cs[k].is_read_only)
+                for k in (LEADER_THROTTLE, THROTTLE)}
+    got = described()
+    assert got[LEADER_THROTTLE] == ("123456", ConfigSource.STATIC_BROKER_CONFIG.value, False)
+    assert got[THROTTLE] == ("9223372036854775807", ConfigSource.DEFAULT_CONFIG.value, False)
+    set_res = ConfigResource("BROKER", str(b.broker_id),
+                             set_config={LEADER_THROTTLE: "2000000", THROTTLE: "3000000"})
+    for f in ck_admin(b).alter_configs([set_res]).values():
+        f.result(timeout=15)
+    dyn = ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert described() == {LEADER_THROTTLE: ("2000000", dyn, False),
+                           THROTTLE: ("3000000", dyn, False)}
