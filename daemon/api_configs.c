@@ -198,19 +198,20 @@ static void write_entry(struct dc_out *d, const char *name, const char *value,
     }
 }
 
-/* The dynamic layers of a topic-level config's broker default, most
- * specific first (daemon/broker_configs.c): how many went into syn. */
-static int broker_layers(const md_config_def *def, struct syn *syn)
+/* The dynamic layers of a broker key (a topic-level config's broker
+ * default, or a replication throttle), most specific first
+ * (daemon/broker_configs.c): how many went into syn. */
+static int broker_layers(const char *key, struct syn *syn)
 {
     int n = 0;
     int8_t src;
     const char *v;
-    if (!def->broker_key)
+    if (!key)
         return 0;
-    if ((v = bk_broker_config_dynamic_value(def->broker_key, false, &src)) && src == 2)
-        syn[n++] = (struct syn){ def->broker_key, v, 2 };
-    if ((v = bk_broker_config_dynamic_value(def->broker_key, true, &src)))
-        syn[n++] = (struct syn){ def->broker_key, v, 3 };
+    if ((v = bk_broker_config_dynamic_value(key, false, &src)) && src == 2)
+        syn[n++] = (struct syn){ key, v, 2 };
+    if ((v = bk_broker_config_dynamic_value(key, true, &src)))
+        syn[n++] = (struct syn){ key, v, 3 };
     return n;
 }
 
@@ -238,7 +239,7 @@ static void each_topic_config(bk_broker *b, const md_kv *over, size_t nover,
         const char *bv = kv_get(st, nst, def->name);
         if (tv)
             syn[n++] = (struct syn){ def->name, tv, MD_SRC_TOPIC };
-        n += broker_layers(def, &syn[n]);
+        n += broker_layers(def->broker_key, &syn[n]);
         if (bv)
             syn[n++] = (struct syn){ bkey, bv, MD_SRC_BROKER };
         syn[n++] = (struct syn){ bkey, def->default_value, MD_SRC_DEFAULT };
@@ -307,13 +308,15 @@ static void describe_broker(bk_broker *b, struct dc_out *d)
         char vbuf[4200], dbuf[4200];
         const char *value = bk_config_render(c, k, vbuf, sizeof vbuf);
         const char *def = bk_config_render(&dflt, k, dbuf, sizeof dbuf);
-        struct syn syn[2];
-        int n = 0;
+        struct syn syn[4];
+        /* the replication throttles are dynamic: their layers first */
+        bool dynamic = strstr(k->name, ".replication.throttled.rate") != NULL;
+        int n = dynamic ? broker_layers(k->name, syn) : 0;
         if (!same(value, def))
             syn[n++] = (struct syn){ k->name, value, MD_SRC_BROKER };
         syn[n++] = (struct syn){ k->name, def, MD_SRC_DEFAULT };
-        write_entry(d, k->name, value, true, k->sensitive, broker_config_type(k), k->doc,
-                    syn, n);
+        write_entry(d, k->name, syn[0].value, !dynamic, k->sensitive, broker_config_type(k),
+                    k->doc, syn, n);
     }
     /* Topic defaults under their broker keys. */
     size_t ndefs;
@@ -326,7 +329,7 @@ static void describe_broker(bk_broker *b, struct dc_out *d)
         const md_kv *st = bk_broker_configs_static(b, &nst);
         const char *bv = kv_get(st, nst, def->name);
         struct syn syn[4];
-        int n = broker_layers(def, syn);
+        int n = broker_layers(def->broker_key, syn);
         if (bv)
             syn[n++] = (struct syn){ def->broker_key, bv, MD_SRC_BROKER };
         syn[n++] = (struct syn){ def->broker_key, def->default_value, MD_SRC_DEFAULT };

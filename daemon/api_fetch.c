@@ -54,6 +54,10 @@
  *      lives in the request arena; the connection keeps both untouched
  *      while the request is deferred.  If the connection dies first,
  *      fetch_cancel releases the events and waiters before the arena goes.
+ *   5. The leader throttle's tokens (below) are charged for the build
+ *      that is sent: each build counts its throttled bytes
+ *      (st->throttled), fetch_reset forgets them with the body
+ *      (invariant 1), fetch_free charges what is left.
  *
  * Replica fetches (cluster mode, ReplicaId >= 0: a follower; issue 16).
  * The requester must be one of the partition's replicas and this broker
@@ -64,6 +68,16 @@
  * the HW that fetch moved.  A replica fetch waits on the partition's
  * append waiters (daemon/partition.c invariant 4): appends wake it, not
  * only HW moves.  Standalone, ReplicaId is ignored as before.
+ *
+ * leader.replication.throttled.rate (bytes/s, dynamic; 0 or unset: none)
+ * bounds what this leader serves, to all followers together, of the
+ * partitions a reassignment is adding the fetching follower to (Kafka's
+ * throttled replicas, daemon/throttle.c): one token bucket per broker
+ * (leader_throttle).  A build serves such a partition at most the tokens
+ * left (KIP-74's one whole batch may overdraw it) and nothing while the
+ * bucket is empty, so the follower's fetch waits as an empty one does
+ * (long-poll, then it asks again).  Never blocking, and unset it costs
+ * one config lookup per replica fetch build, nothing per partition.
  *
  * Versions.
  *   v0–v3   the old message formats: a consumer that old reads magic 0
@@ -94,10 +108,12 @@
  * clients send full requests.  A request naming a session gets
  * FETCH_SESSION_ID_NOT_FOUND, as from a broker that evicted it.
  */
+#include "daemon/broker_configs.h"
 #include "daemon/cluster.h"
 #include "daemon/leader_hint.h"
 #include "daemon/metrics.h"
 #include "daemon/replica.h"
+#include "daemon/throttle.h"
 #include "daemon/authz.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
@@ -110,6 +126,9 @@
 #include <event2/event.h>
 
 #define FETCH_MAX_RANGES 16       /* per partition per response */
+
+/* leader.replication.throttled.rate's bucket: one per broker process. */
+static bk_tbucket leader_throttle;
 
 typedef struct fetch_part {
     int32_t topic;                /* index into fetch_state.topics */
@@ -139,6 +158,9 @@ typedef struct fetch_state {
     int8_t isolation_level;
     int16_t error;                /* top-level (v7+) */
     int32_t replica_id;           /* >= 0: a follower (cluster mode); else -1 */
+    /* leader.replication.throttled.rate: > 0 in a build that throttles;
+     * the bucket's tokens at its start; the bytes it served throttled. */
+    int64_t throttle_rate, throttle_tokens, throttled;
     int32_t ntopics, nparts;
     fetch_topic *topics;
     fetch_part *parts;
@@ -388,9 +410,18 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
             err = KP_OFFSET_OUT_OF_RANGE;  /* as Kafka: between HW and log end is empty */
     }
 
-    if (err == KP_NONE && fp->fetch_offset < upto) {
+    bool throttled = false;
+    int64_t tokens = 0;
+    if (err == KP_NONE && st->throttle_rate > 0 && fp->fetch_offset < upto) {
+        const bk_pview *pv = bk_view_partition(b, ft->name, fp->partition);
+        throttled = pv && bk_throttled_replica(pv, st->replica_id);
+        tokens = st->throttle_tokens - st->throttled;
+    }
+    if (err == KP_NONE && fp->fetch_offset < upto && (!throttled || tokens > 0)) {
         int64_t remaining = st->limit - acc->total;
         int64_t budget = fp->max_bytes < remaining ? fp->max_bytes : remaining;
+        if (throttled && tokens < budget)
+            budget = tokens;
         if (budget < 0)
             budget = 0;
         bool first = acc->total == 0;   /* KIP-74: one batch whatever its size */
@@ -470,6 +501,8 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
     };
     if (p)
         p->bytes_out += (uint64_t)bytes;
+    if (throttled)
+        st->throttled += bytes;
     acc->total += bytes;
 }
 
@@ -500,6 +533,12 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
     st->nranges = st->ranges_sent = 0;
     st->conv.len = 0;
     st->hints.n = 0;
+    st->throttled = 0;
+    st->throttle_rate = st->replica_id >= 0
+        ? bk_broker_config_rate(st->r->b, "leader.replication.throttled.rate") : 0;
+    if (st->throttle_rate > 0)
+        st->throttle_tokens = bk_tbucket_refill(&leader_throttle, st->throttle_rate,
+                                                bk_mono_us());
     if (st->error != KP_NONE) {
         *any_error = true;
     } else {
@@ -547,6 +586,7 @@ static void fetch_reset(bk_req *r, fetch_state *st)
     r->npieces = 0;
     r->out->len = st->out_base;
     r->out->err = 0;
+    st->throttled = 0;            /* invariant 5 */
 }
 
 /* ---- long-poll ---------------------------------------------------------------- */
@@ -559,6 +599,8 @@ static void fetch_unwatch_all(fetch_state *st)
 
 static void fetch_free(fetch_state *st)
 {
+    leader_throttle.tokens -= st->throttled;      /* invariant 5: what was sent */
+    st->throttled = 0;
     fetch_unwatch_all(st);
     kp_buf_free(&st->raw);
     kp_buf_free(&st->conv);

@@ -64,8 +64,9 @@ static const md_config_def *def_of_broker_key(const char *key)
  * throttles in bytes/s (Kafka's; kafka-reassign-partitions --throttle sets
  * both).  Absent, or 0, is unthrottled, as Kafka's default Long.MAX_VALUE.
  * The follower's is applied by the replica fetchers to the partitions this
- * broker is being added to (daemon/fetcher.c); the leader's is accepted
- * and stored, not enforced. */
+ * broker is being added to (daemon/fetcher.c), the leader's to what it
+ * serves of them to the replicas being added (daemon/api_fetch.c).  Both
+ * may also be set in the properties file (daemon/config.c). */
 static const char *const broker_only[] = {
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
 };
@@ -83,12 +84,16 @@ bool bk_broker_config_dynamic(const char *key)
     return def_of_broker_key(key) != NULL || broker_only_key(key);
 }
 
-int64_t bk_broker_config_rate(const char *key)
+int64_t bk_broker_config_rate(const bk_broker *b, const char *key)
 {
     int8_t src;
     const char *v = bk_broker_config_dynamic_value(key, false, &src);
-    long long r = v ? strtoll(v, NULL, 10) : 0;
-    return r > 0 ? (int64_t)r : 0;
+    long long r = v ? strtoll(v, NULL, 10)
+                    : !strcmp(key, "leader.replication.throttled.rate")
+                        ? b->cfg->leader_replication_throttled_rate
+                        : b->cfg->follower_replication_throttled_rate;
+    /* Above 1 TB/s: none (bk_tbucket's arithmetic stays within int64). */
+    return r > 0 && r < 1000000000000LL ? (int64_t)r : 0;
 }
 
 static const char *kv_find(const md_kv *kv, size_t n, const char *name)

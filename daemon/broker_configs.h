@@ -28,9 +28,11 @@ const char *bk_broker_config_dynamic_value(const char *key, bool def_only, int8_
  * any dynamic layer: STATIC_BROKER_CONFIG. */
 const md_kv *bk_broker_configs_static(bk_broker *b, size_t *n);
 
-/* A replication throttle's dynamic value (leader.replication.throttled.rate,
- * follower.replication.throttled.rate) in bytes/s; 0 when unthrottled. */
-int64_t bk_broker_config_rate(const char *key);
+/* A replication throttle (leader.replication.throttled.rate,
+ * follower.replication.throttled.rate) in bytes/s: its dynamic value, else
+ * the properties file's; 0 when unthrottled (0, or 1 TB/s and up: Kafka's
+ * default Long.MAX_VALUE is no throttle). */
+int64_t bk_broker_config_rate(const bk_broker *b, const char *key);
 
 /* The stored set of one resource ("" the default, else this broker's id):
  * a copy, md_kv_free.  KP_NONE or KP_UNKNOWN_SERVER_ERROR. */

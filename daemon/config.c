@@ -124,6 +124,12 @@ static const bk_config_key keys[] = {
          "1000", "how often flush.ms is checked"),
     LONG("log.flush.offset.checkpoint.interval.ms", log_flush_offset_checkpoint_interval_ms, 1,
          INT64_MAX, "60000", "how often recovery points are saved"),
+    LONG("leader.replication.throttled.rate", leader_replication_throttled_rate, 0, INT64_MAX,
+         "9223372036854775807", "bytes/s a leader serves the replicas a reassignment adds "
+         "(0, or 1 TB/s and up: unthrottled; dynamic)"),
+    LONG("follower.replication.throttled.rate", follower_replication_throttled_rate, 0,
+         INT64_MAX, "9223372036854775807", "bytes/s a follower copies of the partitions a "
+         "reassignment adds it to (0, or 1 TB/s and up: unthrottled; dynamic)"),
     INT("replica.fetch.max.bytes", replica_fetch_max_bytes, 1024, INT32_MAX, "1048576",
         "a follower asks this much of each partition per fetch (a larger first batch still comes)"),
     INT("replica.fetch.response.max.bytes", replica_fetch_response_max_bytes, 1024, INT32_MAX,

@@ -98,6 +98,9 @@ typedef struct bk_config {
     int32_t fetch_max_bytes;              /* fetch.max.bytes (broker cap) */
     /* replication (followers fetch from leaders) */
     int32_t replica_fetch_max_bytes;          /* replica.fetch.max.bytes, per partition */
+    /* the reassignment throttles, bytes/s (daemon/broker_configs.h
+     * bk_broker_config_rate: a dynamic value wins) */
+    int64_t leader_replication_throttled_rate, follower_replication_throttled_rate;
     int32_t replica_fetch_response_max_bytes; /* replica.fetch.response.max.bytes */
     int32_t replica_fetch_wait_max_ms;        /* replica.fetch.wait.max.ms */
     int32_t replica_fetch_min_bytes;          /* replica.fetch.min.bytes */

@@ -90,6 +90,7 @@
 #include "daemon/cl.h"
 #include "daemon/replica.h"
 #include "daemon/producer_state.h"
+#include "daemon/throttle.h"
 #include "daemon/tls.h"
 
 #include <arpa/inet.h>
@@ -182,8 +183,7 @@ typedef struct fe_set {
     struct evdns_base *dns;
     struct event *recompute;             /* zero-delay, coalesces updates */
     fe_fetcher *fetchers;
-    /* follower.replication.throttled.rate's token bucket (F7), bytes */
-    int64_t throttle_tokens, throttle_at_us;
+    bk_tbucket throttle;                 /* follower.replication.throttled.rate (F7) */
 } fe_set;
 
 /* ---- pure pieces ------------------------------------------------------------- */
@@ -219,30 +219,6 @@ enum bk_out_of_range bk_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
     if (leader_log_start >= 0 && log_end < leader_log_start)
         return BK_OOR_BELOW_START;
     return BK_OOR_RETRY;
-}
-
-/* ---- the reassignment throttle (F7) ------------------------------------------------ */
-
-/* This broker is being added to the partition (v->adding holds its slot). */
-static bool throttled(const bk_pview *v, int32_t self)
-{
-    for (int32_t i = 0; i < v->nreplicas; i++)
-        if (v->replicas[i] == self)
-            return v->adding >> i & 1;
-    return false;
-}
-
-/* The tokens left after refilling at rate (bytes/s) up to one second's worth. */
-static int64_t throttle_refill(fe_set *s, int64_t rate, int64_t now_us)
-{
-    if (s->throttle_at_us == 0)
-        s->throttle_tokens = rate;
-    else
-        s->throttle_tokens += (now_us - s->throttle_at_us) * rate / 1000000;
-    if (s->throttle_tokens > rate)
-        s->throttle_tokens = rate;
-    s->throttle_at_us = now_us;
-    return s->throttle_tokens;
 }
 
 /* ---- connection ------------------------------------------------------------------- */
@@ -438,8 +414,8 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
             return;
         }
         p->bytes_in += whole;
-        if (throttled(&p->topic->parts[p->id], b->cfg->broker_id))
-            f->set->throttle_tokens -= (int64_t)whole;    /* F7 */
+        if (bk_throttled_replica(&p->topic->parts[p->id], b->cfg->broker_id))
+            f->set->throttle.tokens -= (int64_t)whole;    /* F7 */
         /* The producers' sequences go with their batches, so a retry that
          * reaches this replica once it leads is still recognised. */
         if (p->producers && bk_pstate_record(p->producers, (const uint8_t *)rp->Records.p,
@@ -919,8 +895,8 @@ static void send_fetch(fe_fetcher *f)
     int64_t now = bk_mono_us(), next_retry = INT64_MAX;
     if (send_epochs(f, now))
         return;
-    int64_t rate = bk_broker_config_rate("follower.replication.throttled.rate");
-    int64_t tokens = rate > 0 ? throttle_refill(f->set, rate, now) : 0;
+    int64_t rate = bk_broker_config_rate(b, "follower.replication.throttled.rate");
+    int64_t tokens = rate > 0 ? bk_tbucket_refill(&f->set->throttle, rate, now) : 0;
     int n = 0;
     for (int i = 0; i < f->nparts; i++) {
         fe_part *fp = &f->parts[i];
@@ -936,7 +912,7 @@ static void send_fetch(fe_fetcher *f)
         if (!v || !v->local || v->leader != f->leader)
             continue;                    /* the next recomputation drops it */
         int32_t max_bytes = b->cfg->replica_fetch_max_bytes;
-        if (rate > 0 && throttled(v, b->cfg->broker_id)) {
+        if (rate > 0 && bk_throttled_replica(v, b->cfg->broker_id)) {
             if (tokens <= 0) {                   /* F7: back when the bucket has some */
                 fp->retry_us = now + (1 - tokens) * 1000000 / rate;
                 if (fp->retry_us < next_retry)

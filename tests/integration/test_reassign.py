@@ -10,17 +10,20 @@ UPDATE partitions SET replicas.
     listed while in progress (follower.replication.throttled.rate keeps
     it there) and gone once done; the throttled copy takes longer than
     the same copy unthrottled;
-  - a cancel, the error cases, and the SQL path.
+  - a cancel, the error cases, and the SQL path;
+  - a partition moved to another broker with leader.replication.throttled.rate
+    set on its leader alone: slower than the same move unthrottled, and
+    every message on the new replica afterwards.
 """
 import time
 
 import pytest
-from confluent_kafka.admin import ConfigResource, NewTopic
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
 
 import kafka_raw as kr
 from cluster_support import (make_cluster, registered_ids, wait_equal, wait_for, zk,  # noqa: F401
                              zk_missing)
-from support import ck_admin, ck_producer, report, topic_name
+from support import ck_admin, ck_producer, consume, report, topic_name
 from test_replication_failover import Sender, agreed, tally
 from test_replication_ops import replicas_of
 
@@ -31,6 +34,7 @@ API_ALTER, API_LIST = 45, 46
 NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT = 0, 3, 39
 NO_REASSIGNMENT_IN_PROGRESS = 85
 THROTTLE = "follower.replication.throttled.rate"
+LEADER_THROTTLE = "leader.replication.throttled.rate"
 
 
 def alter(b, moves, timeout_ms=20000):
@@ -77,9 +81,10 @@ def listed(b, topics=None):
     return out
 
 
-def set_throttle(b, rate):
-    """follower.replication.throttled.rate on broker b, bytes/s (0: none)."""
-    res = ConfigResource("BROKER", str(b.broker_id), set_config={THROTTLE: str(rate)})
+def set_throttle(b, rate, key=THROTTLE):
+    """A replication throttle (the follower's unless key says) on broker b,
+    bytes/s (0: none); AlterConfigs: the broker's other dynamic keys go."""
+    res = ConfigResource("BROKER", str(b.broker_id), set_config={key: str(rate)})
     for f in ck_admin(b).alter_configs([res]).values():
         f.result(timeout=15)
 
@@ -241,3 +246,60 @@ def test_standalone_advertises_both_and_holds_every_partition_already(start_brok
     assert alter(b, {(t, 0): [me, me + 1]})[1][(t, 0)][0] == INVALID_REPLICA_ASSIGNMENT
     assert alter(b, {(t, 0): None})[1][(t, 0)][0] == NO_REASSIGNMENT_IN_PROGRESS
     assert listed(b) == {}
+
+
+def test_leader_throttle_alone_slows_a_move_and_every_message_arrives(make_cluster):
+    c = make_cluster(2)
+    b1, b2 = c.brokers
+    fast, slow = topic_name("lt-fast"), topic_name("lt-slow")
+    fs = ck_admin(b1).create_topics([NewTopic(x, 1, replica_assignment=[[1]])
+                                     for x in (fast, slow)])
+    for f in fs.values():
+        f.result(20)
+    n = 2000                                        # ~2 MB each, numbered
+    p = ck_producer(b1, **{"bootstrap.servers": c.bootstrap, "linger.ms": 20})
+    for x in (fast, slow):
+        for i in range(n):
+            p.produce(x, b"%06d" % i + b"x" * 994, partition=0)
+            if i % 500 == 0:
+                p.poll(0)
+    assert p.flush(60) == 0
+
+    t0 = timed_rf_raise(c, fast, [2])               # unthrottled: 1 -> 2
+    wait_replicas(c, fast, [2], timeout=30)
+    unthrottled = time.monotonic() - t0
+
+    # Only the leader (broker 1) throttles; the follower does not.
+    set_throttle(b1, 500000, key=LEADER_THROTTLE)
+    try:
+        t0 = timed_rf_raise(c, slow, [2])
+        wait_replicas(c, slow, [2], timeout=30)
+        throttled = time.monotonic() - t0
+    finally:
+        set_throttle(b1, 0, key=LEADER_THROTTLE)
+    report("move of ~2 MB: %.2f s unthrottled, %.2f s at %s=500000 on the leader (%.1fx)",
+           unthrottled, throttled, LEADER_THROTTLE, throttled / unthrottled)
+    assert throttled > 1.5 * unthrottled, "the leader throttle did not slow the copy down"
+    for x in (fast, slow):                          # all there, on broker 2 alone
+        got = [m.value()[:6] for m in consume(b2, x, [0], n, timeout=30)]
+        assert got == [b"%06d" % i for i in range(n)], "%s: messages lost or repeated" % x
+
+
+def test_both_throttles_from_the_properties_and_described_dynamic_once_set(start_broker):
+    b = start_broker(overrides={LEADER_THROTTLE: "123456"})
+    res = ConfigResource("BROKER", str(b.broker_id))
+
+    def described():
+        cs = ck_admin(b).describe_configs([res])[res].result(timeout=15)
+        return {k: (cs[k].value, cs[k].source, cs[k].is_read_only)
+                for k in (LEADER_THROTTLE, THROTTLE)}
+    got = described()
+    assert got[LEADER_THROTTLE] == ("123456", ConfigSource.STATIC_BROKER_CONFIG.value, False)
+    assert got[THROTTLE] == ("9223372036854775807", ConfigSource.DEFAULT_CONFIG.value, False)
+    set_res = ConfigResource("BROKER", str(b.broker_id),
+                             set_config={LEADER_THROTTLE: "2000000", THROTTLE: "3000000"})
+    for f in ck_admin(b).alter_configs([set_res]).values():
+        f.result(timeout=15)
+    dyn = ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert described() == {LEADER_THROTTLE: ("2000000", dyn, False),
+                           THROTTLE: ("3000000", dyn, False)}
