@@ -153,6 +153,10 @@ int scram_b64_decode(const char *in, size_t n, uint8_t *out, size_t cap)
         uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
                      (uint32_t)v[3];
         size_t take = 3 - (size_t)pad;
+        /* Canonical only (RFC 4648 3.5): the bits a pad drops must be 0, so
+         * each byte string has exactly one encoding ("VS=" is not "VQ="). */
+        if ((pad == 1 && (w & 0xff)) || (pad == 2 && (w & 0xffff)))
+            return -1;
         if (o + take > cap)
             return -1;
         out[o++] = (uint8_t)(w >> 16);

@@ -162,7 +162,8 @@ START_TEST(test_base64_round_trip_and_garbage)
         ck_assert_int_eq(scram_b64_decode(enc, e, out, sizeof out), (int)n);
         ck_assert(!memcmp(in, out, n));
     }
-    static const char *const bad[] = { "A", "AB=C", "A===", "====", "AB*D", "AA==AAAA" };
+    static const char *const bad[] = { "A", "AB=C", "A===", "====", "AB*D", "AA==AAAA",
+                                       "AB==", "AAB=" /* non-zero pad bits: not canonical */ };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         ck_assert_msg(scram_b64_decode(bad[i], strlen(bad[i]), out, sizeof out) == -1,
                       "accepted %s", bad[i]);
