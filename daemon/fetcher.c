@@ -90,11 +90,14 @@
 #include "daemon/cl.h"
 #include "daemon/replica.h"
 #include "daemon/producer_state.h"
+#include "daemon/scram.h"
 #include "daemon/throttle.h"
 #include "daemon/tls.h"
 
 #include <arpa/inet.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/rand.h>
 #include "kp_msgs.h"
 
 #include <event2/buffer.h>
@@ -114,6 +117,13 @@
 #define FE_FETCH_VERSION 11
 /* OffsetForLeaderEpoch v3: ReplicaId and CurrentLeaderEpoch, header v1. */
 #define FE_EPOCH_VERSION 3
+/* SaslHandshake v1 (tokens in SaslAuthenticate, re-authentication
+ * allowed); SaslAuthenticate v2 (flexible; SessionLifetimeMs since v1). */
+#define FE_HANDSHAKE_VERSION 1
+#define FE_AUTH_VERSION 2
+/* A re-authentication is started at this share of the session's lifetime
+ * (Kafka's clients pick 85 to 95 %). */
+#define FE_REAUTH_PERCENT 85
 /* Beyond replica.fetch.wait.max.ms, how long an answer may take before
  * the connection is given up (Kafka's replica.socket.timeout.ms default). */
 #define FE_SOCKET_TIMEOUT_MS 30000
@@ -171,8 +181,14 @@ typedef struct fe_fetcher {
     kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic *ets;
     kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition *eps;
     int req_cap;
-    bool epoch_req;                      /* the request out is an
-                                            OffsetForLeaderEpoch */
+    int16_t api_out;                     /* the API of the request out */
+    /* F9: the SASL login on a SASL inter-broker listener */
+    int sasl_step;                       /* tokens sent in this exchange */
+    bool sasl_done_once;                 /* this connection authenticated */
+    scram_client scram;
+    char server_first[512];              /* for SCRAM's AuthMessage */
+    size_t server_first_len;
+    int64_t reauth_us;                   /* mono; 0: no session lifetime */
     int32_t corrid;
     int64_t max_batch;                   /* largest max.message.bytes followed */
     struct fe_fetcher *next;
@@ -184,6 +200,14 @@ typedef struct fe_set {
     struct event *recompute;             /* zero-delay, coalesces updates */
     fe_fetcher *fetchers;
     bk_tbucket throttle;                 /* follower.replication.throttled.rate (F7) */
+    /* F9: the SCRAM SaltedPassword of the broker's password for the last
+     * salt and iteration count a leader sent (one credential, in
+     * ZooKeeper, for every leader): PBKDF2 runs once, not per login. */
+    scram_mech salted_mech;
+    uint8_t salted_for[64];
+    size_t salted_for_len;
+    int32_t salted_iterations;
+    uint8_t salted[SCRAM_MAX_KEY];
 } fe_set;
 
 /* ---- pure pieces ------------------------------------------------------------- */
@@ -239,6 +263,10 @@ static void close_conn(fe_fetcher *f)
     f->rev = NULL;
     f->in_got = 0;
     f->rcvlowat = 1;
+    f->sasl_step = 0;
+    f->sasl_done_once = false;
+    f->reauth_us = 0;
+    OPENSSL_cleanse(&f->scram, sizeof f->scram);
     if (f->bev)
         bufferevent_free(f->bev);        /* no callback runs after this */
     f->bev = NULL;
@@ -481,7 +509,6 @@ static void handle_epochs(fe_fetcher *f, kp_rd *r)
         return;
     }
     f->state = FE_READY;
-    f->epoch_req = false;
     int32_t self = b->cfg->broker_id;
     for (int32_t i = 0; i < m.Topics_count; i++) {
         const kp_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult *mt = &m.Topics[i];
@@ -505,6 +532,185 @@ static void handle_epochs(fe_fetcher *f, kp_rd *r)
     send_fetch(f);
 }
 
+/* ---- the SASL login (F9) --------------------------------------------------------- */
+
+static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void *q);
+
+static bool ib_is_sasl(const bk_broker *b)
+{
+    return bk_secproto_is_sasl(b->cfg->listeners[b->cfg->inter_broker_listener].proto);
+}
+
+/* The login failed: one line naming the leader and what it said, then
+ * the usual backoff (conn_fail): the partitions stay unfetched, so this
+ * broker stays out of their ISR until a login succeeds. */
+static void sasl_fail(fe_fetcher *f, const char *what)
+{
+    const bk_config *cfg = f->set->b->cfg;
+    char why[1024];
+    snprintf(why, sizeof why, "SASL %s %s as User:%s failed: %s",
+             cfg->sasl_mechanism_inter_broker_protocol,
+             f->sasl_done_once ? "re-authentication" : "authentication", cfg->ib_sasl_user,
+             what);
+    conn_fail(f, why);
+}
+
+/* SaslHandshake v1, on a new connection or to re-authenticate. */
+static void sasl_start(fe_fetcher *f)
+{
+    kp_SaslHandshakeRequest q;
+    kp_init_SaslHandshakeRequest(&q);
+    q.Mechanism = kp_str_cstr(f->set->b->cfg->sasl_mechanism_inter_broker_protocol);
+    f->sasl_step = 0;
+    f->reauth_us = 0;
+    send_request(f, KP_API_SASL_HANDSHAKE, FE_HANDSHAKE_VERSION, &q);
+}
+
+static void sasl_token(fe_fetcher *f, const char *tok, size_t n)
+{
+    kp_SaslAuthenticateRequest q;
+    kp_init_SaslAuthenticateRequest(&q);
+    q.AuthBytes = (kp_str){ tok, (int32_t)n };
+    f->sasl_step++;
+    send_request(f, KP_API_SASL_AUTHENTICATE, FE_AUTH_VERSION, &q);
+}
+
+/* The first token: PLAIN's "\0user\0password" or SCRAM's client-first. */
+static void sasl_first_token(fe_fetcher *f)
+{
+    const bk_config *cfg = f->set->b->cfg;
+    scram_mech m = scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    char tok[SCRAM_MAX_NAME * 3 + 128];
+    int n;
+    if (m == SCRAM_UNKNOWN) {                    /* PLAIN (bk_config_finish) */
+        size_t ul = strlen(cfg->ib_sasl_user), pl = strlen(cfg->ib_sasl_password);
+        tok[0] = 0;
+        memcpy(tok + 1, cfg->ib_sasl_user, ul);
+        tok[1 + ul] = 0;
+        memcpy(tok + 2 + ul, cfg->ib_sasl_password, pl);
+        n = (int)(2 + ul + pl);
+    } else {
+        uint8_t rnd[24];
+        char cnonce[40];
+        if (RAND_bytes(rnd, sizeof rnd) != 1) {
+            conn_fail(f, "no random bytes for a SCRAM nonce");
+            return;
+        }
+        scram_b64_encode(rnd, sizeof rnd, cnonce, sizeof cnonce);  /* no ',' */
+        n = scram_client_first_write(&f->scram, m, cfg->ib_sasl_user, cnonce, tok, sizeof tok);
+    }
+    if (n < 0) {
+        sasl_fail(f, "the user name is too long");
+        return;
+    }
+    sasl_token(f, tok, (size_t)n);
+    OPENSSL_cleanse(tok, sizeof tok);
+}
+
+/* SCRAM's SaltedPassword for the server-first's salt and iterations: the
+ * set's cached one, or one PBKDF2 on the loop (at most
+ * SCRAM_MAX_ITERATIONS; a few ms at the usual 4096), cached for every
+ * later login to any leader (the credential is the cluster's). */
+static const uint8_t *salted_password(fe_set *s, scram_mech m, const scram_server_first_msg *sf)
+{
+    const bk_config *cfg = s->b->cfg;
+    if (s->salted_mech == m && s->salted_iterations == sf->iterations &&
+        s->salted_for_len == sf->salt_len && !memcmp(s->salted_for, sf->salt, sf->salt_len))
+        return s->salted;
+    s->salted_mech = SCRAM_UNKNOWN;
+    if (scram_salted_password(m, cfg->ib_sasl_password, strlen(cfg->ib_sasl_password),
+                              sf->salt, sf->salt_len, sf->iterations, s->salted))
+        return NULL;
+    s->salted_mech = m;
+    s->salted_iterations = sf->iterations;
+    memcpy(s->salted_for, sf->salt, sf->salt_len);
+    s->salted_for_len = sf->salt_len;
+    return s->salted;
+}
+
+/* An answer of the exchange: the next token, or authenticated → fetch. */
+static void handle_sasl(fe_fetcher *f, kp_rd *r)
+{
+    bk_broker *b = f->set->b;
+    const bk_config *cfg = b->cfg;
+    scram_mech m = scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    char msg[300];
+    kp_arena_reset(&f->arena);
+    f->state = FE_READY;
+    if (f->api_out == KP_API_SASL_HANDSHAKE) {
+        kp_SaslHandshakeResponse h;
+        if (kp_dec_SaslHandshakeResponse(r, FE_HANDSHAKE_VERSION, &h, &f->arena) != 0) {
+            conn_fail(f, "malformed SaslHandshake answer");
+            return;
+        }
+        if (h.ErrorCode != KP_NONE) {
+            size_t at = 0;
+            char offered[200] = "";
+            for (int32_t i = 0; i < h.Mechanisms_count && at < sizeof offered; i++)
+                at += (size_t)snprintf(offered + at, sizeof offered - at, "%s%.*s",
+                                       i ? "," : "", (int)h.Mechanisms[i].len,
+                                       h.Mechanisms[i].p ? h.Mechanisms[i].p : "");
+            snprintf(msg, sizeof msg, "SaslHandshake error %d (the leader offers %s)",
+                     h.ErrorCode, offered[0] ? offered : "no mechanism");
+            sasl_fail(f, msg);
+            return;
+        }
+        sasl_first_token(f);
+        return;
+    }
+    kp_rd_tags(r);                       /* response header v1 (FE_AUTH_VERSION 2) */
+    kp_SaslAuthenticateResponse a;
+    if (kp_dec_SaslAuthenticateResponse(r, FE_AUTH_VERSION, &a, &f->arena) != 0) {
+        conn_fail(f, "malformed SaslAuthenticate answer");
+        return;
+    }
+    if (a.ErrorCode != KP_NONE) {
+        snprintf(msg, sizeof msg, "%.*s (error %d)",
+                 a.ErrorMessage.len > 0 ? (int)a.ErrorMessage.len : 0,
+                 a.ErrorMessage.p ? a.ErrorMessage.p : "", a.ErrorCode);
+        sasl_fail(f, msg);
+        return;
+    }
+    const char *tok = a.AuthBytes.p ? a.AuthBytes.p : "";
+    size_t tlen = a.AuthBytes.len > 0 ? (size_t)a.AuthBytes.len : 0;
+    if (m != SCRAM_UNKNOWN && f->sasl_step == 1) {       /* server-first */
+        scram_server_first_msg sf;
+        char fin[512];
+        const uint8_t *salted;
+        int n;
+        if (tlen >= sizeof f->server_first ||
+            scram_server_first_parse(&f->scram, tok, tlen, &sf) != 0) {
+            sasl_fail(f, "the leader's server-first message is malformed (or its nonce or "
+                         "iteration count is unacceptable)");
+            return;
+        }
+        memcpy(f->server_first, tok, tlen);
+        f->server_first_len = tlen;
+        if (!(salted = salted_password(f->set, m, &sf)) ||
+            (n = scram_client_final_write(&f->scram, &sf, f->server_first, tlen, salted, fin,
+                                          sizeof fin)) < 0) {
+            sasl_fail(f, "cannot compute the client proof");
+            return;
+        }
+        sasl_token(f, fin, (size_t)n);
+        return;
+    }
+    if (m != SCRAM_UNKNOWN && !scram_client_verify(&f->scram, tok, tlen)) {
+        sasl_fail(f, "the leader's server signature is wrong (it does not hold this user's "
+                     "credential)");
+        return;
+    }
+    OPENSSL_cleanse(&f->scram, sizeof f->scram);
+    if (!f->sasl_done_once)
+        BK_INFO("replica fetcher for broker %d: SASL %s authentication as User:%s succeeded",
+                f->leader, cfg->sasl_mechanism_inter_broker_protocol, cfg->ib_sasl_user);
+    f->sasl_done_once = true;
+    /* KIP-368: log in again before the leader's session ends. */
+    f->reauth_us = a.SessionLifetimeMs > 0
+                   ? bk_mono_us() + a.SessionLifetimeMs * 10 * FE_REAUTH_PERCENT : 0;
+    send_fetch(f);
+}
+
 static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
 {
     bk_broker *b = f->set->b;
@@ -515,8 +721,12 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
         conn_fail(f, "answer with an unexpected correlation id");
         return;
     }
-    if (f->epoch_req) {
+    if (f->api_out == KP_API_OFFSET_FOR_LEADER_EPOCH) {
         handle_epochs(f, &r);
+        return;
+    }
+    if (f->api_out == KP_API_SASL_HANDSHAKE || f->api_out == KP_API_SASL_AUTHENTICATE) {
+        handle_sasl(f, &r);
         return;
     }
     kp_FetchResponse m;
@@ -711,7 +921,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
             return;
         }
         f->state = FE_READY;
-        send_fetch(f);
+        if (ib_is_sasl(f->set->b))
+            sasl_start(f);               /* F9: the login before any Fetch */
+        else
+            send_fetch(f);
         return;
     }
     unsigned long tls_err = bufferevent_get_openssl_error(bev);    /* 0: not TLS */
@@ -733,8 +946,8 @@ static void fetcher_connect(fe_fetcher *f)
     /* The inter-broker listener's protocol (inter.broker.listener.name):
      * TLS through libevent's OpenSSL filter, the host name checked
      * against the leader's certificate unless
-     * ssl.endpoint.identification.algorithm is empty.  SASL on it is not
-     * done yet (the connection would be refused by a SASL listener). */
+     * ssl.endpoint.identification.algorithm is empty; SASL_* log in once
+     * connected (F9). */
     const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];
     if (ib->proto == BK_SEC_SSL || ib->proto == BK_SEC_SASL_SSL) {
         char err[512];
@@ -809,10 +1022,20 @@ static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void
     kp_buf_reset(&f->out);
     size_t frame = kp_wr_i32_placeholder(&f->out);
     kp_req_hdr_write(&f->out, api, version, f->corrid, client_id);
-    if (api == KP_API_FETCH)
+    switch (api) {
+    case KP_API_FETCH:
         kp_enc_FetchRequest(&f->out, version, q);
-    else
+        break;
+    case KP_API_OFFSET_FOR_LEADER_EPOCH:
         kp_enc_OffsetForLeaderEpochRequest(&f->out, version, q);
+        break;
+    case KP_API_SASL_HANDSHAKE:
+        kp_enc_SaslHandshakeRequest(&f->out, version, q);
+        break;
+    default:
+        kp_enc_SaslAuthenticateRequest(&f->out, version, q);
+        break;
+    }
     kp_wr_i32_at(&f->out, frame, (int32_t)(f->out.len - frame - 4));
     /* F8: plaintext requests go out by one send() when nothing waits in the
      * bufferevent (the usual case: the previous request was read whole
@@ -833,7 +1056,9 @@ static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void
         conn_fail(f, "cannot send a request");
         return;
     }
-    f->epoch_req = api == KP_API_OFFSET_FOR_LEADER_EPOCH;
+    if (api == KP_API_SASL_AUTHENTICATE)
+        OPENSSL_cleanse(f->out.data, f->out.len);     /* the password or proof */
+    f->api_out = api;
     f->state = FE_WAITING;
 }
 
@@ -893,6 +1118,10 @@ static void send_fetch(fe_fetcher *f)
         return;
     }
     int64_t now = bk_mono_us(), next_retry = INT64_MAX;
+    if (f->reauth_us && now >= f->reauth_us) {
+        sasl_start(f);                   /* F9: KIP-368, same connection */
+        return;
+    }
     if (send_epochs(f, now))
         return;
     int64_t rate = bk_broker_config_rate(b, "follower.replication.throttled.rate");

@@ -260,7 +260,8 @@ START_TEST(test_only_secrets_are_sensitive_and_topic_keys_are_accepted)
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(keys[i].sensitive == (!strcmp(keys[i].name, "admin.token") ||
                                             !strcmp(keys[i].name, "ssl.keystore.key") ||
-                                            !strcmp(keys[i].name, "ssl.key.password")),
+                                            !strcmp(keys[i].name, "ssl.key.password") ||
+                                            !strcmp(keys[i].name, "sasl.jaas.config")),
                       "%s", keys[i].name);
     size_t nd;
     const md_config_def *defs = md_config_defs(&nd);
