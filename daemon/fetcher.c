@@ -108,6 +108,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -188,6 +189,7 @@ typedef struct fe_fetcher {
     scram_client scram;
     char server_first[512];              /* for SCRAM's AuthMessage */
     size_t server_first_len;
+    bool salting;                        /* F9: waits for the PBKDF2 worker */
     int64_t reauth_us;                   /* mono; 0: no session lifetime */
     int32_t corrid;
     int64_t max_batch;                   /* largest max.message.bytes followed */
@@ -202,7 +204,9 @@ typedef struct fe_set {
     bk_tbucket throttle;                 /* follower.replication.throttled.rate (F7) */
     /* F9: the SCRAM SaltedPassword of the broker's password for the last
      * salt and iteration count a leader sent (one credential, in
-     * ZooKeeper, for every leader): PBKDF2 runs once, not per login. */
+     * ZooKeeper, for every leader): PBKDF2 runs once, not per login, and
+     * on a thread of its own (salt_job), never on the loop. */
+    struct fe_salt_job *salt_job;        /* in flight, or NULL */
     scram_mech salted_mech;
     uint8_t salted_for[64];
     size_t salted_for_len;
@@ -264,6 +268,7 @@ static void close_conn(fe_fetcher *f)
     f->in_got = 0;
     f->rcvlowat = 1;
     f->sasl_step = 0;
+    f->salting = false;
     f->sasl_done_once = false;
     f->reauth_us = 0;
     OPENSSL_cleanse(&f->scram, sizeof f->scram);
@@ -607,25 +612,132 @@ static void sasl_first_token(fe_fetcher *f)
     OPENSSL_cleanse(tok, sizeof tok);
 }
 
-/* SCRAM's SaltedPassword for the server-first's salt and iterations: the
- * set's cached one, or one PBKDF2 on the loop (at most
- * SCRAM_MAX_ITERATIONS; a few ms at the usual 4096), cached for every
- * later login to any leader (the credential is the cluster's). */
-static const uint8_t *salted_password(fe_set *s, scram_mech m, const scram_server_first_msg *sf)
+/* F9: the PBKDF2 of the broker's password for a salt, off the loop: a
+ * thread computes it and wakes the loop through `done` (libevent is
+ * thread-aware: main.c's evthread_use_pthreads).  One at a time per set;
+ * bk_fetchers_stop joins a job still running (it takes a few ms). */
+typedef struct fe_salt_job {
+    fe_set *set;
+    pthread_t thread;
+    struct event *done;
+    scram_mech mech;
+    uint8_t salt[64];
+    size_t salt_len;
+    int32_t iterations;
+    char password[256];
+    uint8_t out[SCRAM_MAX_KEY];
+    int rc;
+} fe_salt_job;
+
+static void *salt_main(void *arg)
 {
-    const bk_config *cfg = s->b->cfg;
-    if (s->salted_mech == m && s->salted_iterations == sf->iterations &&
-        s->salted_for_len == sf->salt_len && !memcmp(s->salted_for, sf->salt, sf->salt_len))
-        return s->salted;
-    s->salted_mech = SCRAM_UNKNOWN;
-    if (scram_salted_password(m, cfg->ib_sasl_password, strlen(cfg->ib_sasl_password),
-                              sf->salt, sf->salt_len, sf->iterations, s->salted))
-        return NULL;
-    s->salted_mech = m;
-    s->salted_iterations = sf->iterations;
-    memcpy(s->salted_for, sf->salt, sf->salt_len);
-    s->salted_for_len = sf->salt_len;
-    return s->salted;
+    fe_salt_job *j = arg;
+    j->rc = scram_salted_password(j->mech, j->password, strlen(j->password), j->salt,
+                                  j->salt_len, j->iterations, j->out);
+    event_active(j->done, 0, 0);         /* the last touch of j by this thread */
+    return NULL;
+}
+
+static void salt_job_free(fe_salt_job *j)
+{
+    pthread_join(j->thread, NULL);
+    event_free(j->done);
+    OPENSSL_cleanse(j, sizeof *j);
+    free(j);
+}
+
+static bool salted_cached(const fe_set *s, scram_mech m, const scram_server_first_msg *sf)
+{
+    return s->salted_mech == m && s->salted_iterations == sf->iterations &&
+           s->salted_for_len == sf->salt_len && !memcmp(s->salted_for, sf->salt, sf->salt_len);
+}
+
+static void on_salted(evutil_socket_t fd, short what, void *arg);
+
+/* Starts the PBKDF2 for sf unless one runs already.  0 or -1. */
+static int salt_start(fe_set *s, scram_mech m, const scram_server_first_msg *sf)
+{
+    if (s->salt_job)
+        return 0;                        /* its end resumes every waiter */
+    fe_salt_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return -1;
+    j->set = s;
+    j->mech = m;
+    memcpy(j->salt, sf->salt, sf->salt_len);
+    j->salt_len = sf->salt_len;
+    j->iterations = sf->iterations;
+    snprintf(j->password, sizeof j->password, "%s", s->b->cfg->ib_sasl_password);
+    j->done = event_new(s->b->base, -1, 0, on_salted, j);
+    if (!j->done || pthread_create(&j->thread, NULL, salt_main, j) != 0) {
+        if (j->done)
+            event_free(j->done);
+        free(j);
+        return -1;
+    }
+    s->salt_job = j;
+    return 0;
+}
+
+/* SCRAM's client-final for the server-first kept in f, once the
+ * SaltedPassword for its salt is known (else the fetcher waits for it). */
+static void sasl_client_final(fe_fetcher *f)
+{
+    fe_set *s = f->set;
+    scram_mech m = scram_mech_parse(s->b->cfg->sasl_mechanism_inter_broker_protocol);
+    scram_server_first_msg sf;
+    char fin[512];
+    int n;
+    f->salting = false;
+    if (scram_server_first_parse(&f->scram, f->server_first, f->server_first_len, &sf) != 0) {
+        sasl_fail(f, "the leader's server-first message is malformed (or its nonce or "
+                     "iteration count is unacceptable)");
+        return;
+    }
+    if (!salted_cached(s, m, &sf)) {
+        if (salt_start(s, m, &sf) != 0) {
+            conn_fail(f, "cannot start the SCRAM key derivation");
+            return;
+        }
+        f->salting = true;               /* still FE_WAITING: nothing else is sent */
+        f->state = FE_WAITING;
+        return;
+    }
+    n = scram_client_final_write(&f->scram, &sf, f->server_first, f->server_first_len,
+                                 s->salted, fin, sizeof fin);
+    if (n < 0) {
+        sasl_fail(f, "cannot compute the client proof");
+        return;
+    }
+    sasl_token(f, fin, (size_t)n);
+    OPENSSL_cleanse(fin, sizeof fin);
+}
+
+/* The PBKDF2 is done (loop thread): cached, and every fetcher waiting for
+ * it goes on (one whose leader sent another salt starts a job again). */
+static void on_salted(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    fe_salt_job *j = arg;
+    fe_set *s = j->set;
+    s->salt_job = NULL;
+    if (j->rc == 0) {
+        memcpy(s->salted, j->out, sizeof s->salted);
+        memcpy(s->salted_for, j->salt, j->salt_len);
+        s->salted_for_len = j->salt_len;
+        s->salted_iterations = j->iterations;
+        s->salted_mech = j->mech;
+    }
+    bool ok = j->rc == 0;
+    salt_job_free(j);
+    for (fe_fetcher *f = s->fetchers; f; f = f->next) {
+        if (!f->salting)
+            continue;
+        if (ok)
+            sasl_client_final(f);
+        else
+            conn_fail(f, "the SCRAM key derivation failed");
+    }
 }
 
 /* An answer of the exchange: the next token, or authenticated → fetch. */
@@ -674,25 +786,13 @@ static void handle_sasl(fe_fetcher *f, kp_rd *r)
     const char *tok = a.AuthBytes.p ? a.AuthBytes.p : "";
     size_t tlen = a.AuthBytes.len > 0 ? (size_t)a.AuthBytes.len : 0;
     if (m != SCRAM_UNKNOWN && f->sasl_step == 1) {       /* server-first */
-        scram_server_first_msg sf;
-        char fin[512];
-        const uint8_t *salted;
-        int n;
-        if (tlen >= sizeof f->server_first ||
-            scram_server_first_parse(&f->scram, tok, tlen, &sf) != 0) {
-            sasl_fail(f, "the leader's server-first message is malformed (or its nonce or "
-                         "iteration count is unacceptable)");
+        if (tlen >= sizeof f->server_first) {
+            sasl_fail(f, "the leader's server-first message is too long");
             return;
         }
         memcpy(f->server_first, tok, tlen);
         f->server_first_len = tlen;
-        if (!(salted = salted_password(f->set, m, &sf)) ||
-            (n = scram_client_final_write(&f->scram, &sf, f->server_first, tlen, salted, fin,
-                                          sizeof fin)) < 0) {
-            sasl_fail(f, "cannot compute the client proof");
-            return;
-        }
-        sasl_token(f, fin, (size_t)n);
+        sasl_client_final(f);
         return;
     }
     if (m != SCRAM_UNKNOWN && !scram_client_verify(&f->scram, tok, tlen)) {
@@ -717,6 +817,10 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
     kp_rd r;
     kp_rd_init(&r, frame, len);
     int32_t corrid = kp_rd_i32(&r);
+    if (f->salting) {                    /* F9: no request is out meanwhile */
+        conn_fail(f, "bytes from the leader with no request out");
+        return;
+    }
     if (!kp_rd_ok(&r) || corrid != f->corrid) {
         conn_fail(f, "answer with an unexpected correlation id");
         return;
@@ -1390,6 +1494,9 @@ void bk_fetchers_stop(bk_broker *b)
         fetcher_free(f);
     }
     event_free(s->recompute);
+    if (s->salt_job)
+        salt_job_free(s->salt_job);      /* joined: a few ms of PBKDF2 at most */
+    OPENSSL_cleanse(s->salted, sizeof s->salted);
     if (s->dns)
         evdns_base_free(s->dns, 0);
     free(s);
