@@ -6,7 +6,8 @@
  * leader is another live broker is followed.  Partitions are grouped by
  * leader: one fetcher per leader broker, with one connection to that
  * broker's endpoint of the inter-broker listener (inter.broker.listener.name,
- * from its registration; TLS when that listener is SSL) and at most one request in
+ * from its registration; TLS when that listener is SSL or SASL_SSL, a SASL
+ * login when it is SASL_*: F9) and at most one request in
  * flight, a Fetch v11 carrying every partition followed from it, which the
  * leader long-polls (replica.fetch.wait.max.ms / replica.fetch.min.bytes).
  * Each answer's batches are appended as they are, with the leader's
@@ -16,8 +17,11 @@
  * States of a fetcher (one per leader):
  *
  *   CONNECTING ──connected──► READY ──send_fetch──► WAITING ──answer──► READY
- *                                  (an OffsetForLeaderEpoch first while a
- *                                   partition must truncate, F6)
+ *                              │   (an OffsetForLeaderEpoch first while a
+ *                              │    partition must truncate, F6)
+ *                              └─ SASL listener (F9): sasl_start ─► WAITING
+ *                                 (SaslHandshake, then SaslAuthenticate per
+ *                                 token; handle_sasl) ─authenticated─► READY
  *        ▲                     │ (nothing to fetch: a timer for the
  *        │                     │  earliest paused partition's retry)
  *        └──── BACKOFF ◄───────┴── connection error, EOF, timeout, a frame
@@ -84,6 +88,20 @@
  *       when the bufferevent's output is empty.  The bufferevent keeps the
  *       connecting (evdns) and what the socket did not take.  TLS
  *       connections read through the bufferevent (SSL_read, tls.c).
+ *   F9. On a SASL_PLAINTEXT / SASL_SSL inter-broker listener nothing but
+ *       SaslHandshake v1 and SaslAuthenticate v2 goes out on a connection
+ *       until the login with sasl.mechanism.inter.broker.protocol and the
+ *       broker's JAAS credentials (config.c) succeeded; the exchange uses
+ *       the same one-request-in-flight path (api_out says which answer is
+ *       due).  SCRAM's server-final must carry the ServerSignature the
+ *       password gives, or the login fails.  A failed login (the leader's
+ *       ErrorMessage logged) is a conn_fail: backoff, and no Fetch, so the
+ *       leader keeps this broker out of the ISR.  The SaltedPassword's
+ *       PBKDF2 runs on a thread (salt_job), cached per salt and iteration
+ *       count.  With the leader's SessionLifetimeMs (KIP-368) the next
+ *       request after FE_REAUTH_PERCENT of it is a new SaslHandshake on
+ *       the same connection; a leader that closes at expiry anyway is a
+ *       conn_fail like any EOF.
  */
 #include "daemon/fetcher.h"
 #include "daemon/broker_configs.h"
