@@ -859,13 +859,15 @@ static bool list_has(const char *list, const char *name)
     return false;
 }
 
-/* A SASL inter-broker listener: the mechanism and the broker's credentials
- * its replica fetchers log in with (Kafka's KafkaConfig checks). */
+/* A SASL inter-broker listener in cluster mode: the mechanism and the
+ * broker's credentials its replica fetchers log in with (Kafka's
+ * KafkaConfig checks).  Standalone, no broker connects to another (F4 of
+ * fetcher.c), so nothing is needed. */
 static int finish_inter_broker_sasl(bk_config *c, char *err, size_t errlen)
 {
     const bk_listener *ib = &c->listeners[c->inter_broker_listener];
     c->ib_sasl_user[0] = c->ib_sasl_password[0] = 0;
-    if (!bk_secproto_is_sasl(ib->proto))
+    if (!bk_secproto_is_sasl(ib->proto) || !c->zookeeper_connect[0])
         return 0;
     const char *m = c->sasl_mechanism_inter_broker_protocol;
     bool plain = !strcmp(m, "PLAIN");

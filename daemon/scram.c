@@ -391,8 +391,8 @@ void scram_server_clear(scram_server *s)
 }
 
 /* ---- the client's steps ------------------------------------------------------ */
-int scram_client_first_write(scram_client *c, scram_mech m, const char *user, const char *cnonce,
-                       char *out, size_t cap)
+int scram_client_first_write(scram_client *c, scram_mech m, const char *user,
+                             const char *cnonce, char *out, size_t cap)
 {
     memset(c, 0, sizeof *c);
     size_t nl = strlen(cnonce);
@@ -454,8 +454,8 @@ int scram_server_first_parse(const scram_client *c, const char *tok, size_t len,
 }
 
 int scram_client_final_write(scram_client *c, const scram_server_first_msg *sf,
-                       const char *server_first, size_t sflen, const uint8_t *salted,
-                       char *out, size_t cap)
+                             const char *server_first, size_t sflen, const uint8_t *salted,
+                             char *out, size_t cap)
 {
     size_t kl = scram_key_len(c->mech);
     /* client-final-without-proof: "c=biws" is base64("n,,") */

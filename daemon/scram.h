@@ -155,8 +155,8 @@ typedef struct scram_server_first_msg {
 
 /* Writes client-first for user into out; cnonce printable, no comma.
  * The length, or -1 (too long). */
-int scram_client_first_write(scram_client *c, scram_mech m, const char *user, const char *cnonce,
-                       char *out, size_t cap);
+int scram_client_first_write(scram_client *c, scram_mech m, const char *user,
+                             const char *cnonce, char *out, size_t cap);
 /* Parses server-first: the nonce must extend the client's, the salt be
  * base64, the iteration count within [SCRAM_MIN_ITERATIONS,
  * SCRAM_MAX_ITERATIONS] (what Kafka's client accepts; the bound also caps
@@ -166,8 +166,8 @@ int scram_server_first_parse(const scram_client *c, const char *tok, size_t len,
 /* client-final from the SaltedPassword for sf's salt and iterations; keeps
  * the ServerSignature to expect.  The length, or -1. */
 int scram_client_final_write(scram_client *c, const scram_server_first_msg *sf,
-                       const char *server_first, size_t sflen, const uint8_t *salted,
-                       char *out, size_t cap);
+                             const char *server_first, size_t sflen, const uint8_t *salted,
+                             char *out, size_t cap);
 /* Is tok the server-final with the expected ServerSignature (constant
  * time, inv. 2)? */
 bool scram_client_verify(const scram_client *c, const char *tok, size_t len);

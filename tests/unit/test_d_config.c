@@ -384,6 +384,7 @@ START_TEST(test_inter_broker_sasl_login_from_the_jaas_line)
     /* The listener's own line wins over sasl.jaas.config; quotes, escapes
      * and spaces inside values are read as the JVM's JAAS parser does. */
     const char *kv[] = {
+        "zookeeper.connect", "zk:2181",
         "listeners", "PLAINTEXT://:1,Internal://:2",
         "listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
         "inter.broker.listener.name", "INTERNAL",
@@ -397,7 +398,7 @@ START_TEST(test_inter_broker_sasl_login_from_the_jaas_line)
     bk_config_free(&c);
 
     bk_config_init(&c);                 /* defaults: PLAIN from sasl.jaas.config */
-    const char *kv2[] = { "listeners", "SASL_PLAINTEXT://:1",
+    const char *kv2[] = { "listeners", "SASL_PLAINTEXT://:1", "zookeeper.connect", "zk:2181",
                           "sasl.jaas.config", PLAIN_LM " required username=admin password=s3;",
                           NULL };
     ck_assert_msg(set_all(&c, kv2, err, sizeof err) == 0, "%s", err);
@@ -406,11 +407,18 @@ START_TEST(test_inter_broker_sasl_login_from_the_jaas_line)
     ck_assert_str_eq(c.ib_sasl_password, "s3");
     bk_config_free(&c);
 
-    bk_config_init(&c);                 /* not a SASL inter-broker listener: not needed */
-    const char *kv3[] = { "listeners", "PLAINTEXT://:1,SASL_PLAINTEXT://:2", NULL };
-    ck_assert_msg(set_all(&c, kv3, err, sizeof err) == 0, "%s", err);
-    ck_assert_str_eq(c.ib_sasl_user, "");
-    bk_config_free(&c);
+    /* Not needed: a SASL listener that is not the inter-broker one, or
+     * standalone (no replica fetchers), even with a SASL first listener. */
+    const char *kv3[] = { "listeners", "PLAINTEXT://:1,SASL_PLAINTEXT://:2",
+                          "zookeeper.connect", "zk:2181", NULL };
+    const char *kv4[] = { "listeners", "SASL_PLAINTEXT://:1", NULL };
+    const char *const *ok[] = { kv3, kv4 };
+    for (size_t i = 0; i < 2; i++) {
+        bk_config_init(&c);
+        ck_assert_msg(set_all(&c, ok[i], err, sizeof err) == 0, "%zu: %s", i, err);
+        ck_assert_str_eq(c.ib_sasl_user, "");
+        bk_config_free(&c);
+    }
 }
 END_TEST
 
@@ -445,6 +453,7 @@ START_TEST(test_inter_broker_sasl_mistakes_are_named)
         bk_config c;
         bk_config_init(&c);
         char err[512] = "";
+        ck_assert_int_eq(bk_config_set(&c, "zookeeper.connect", "zk:2181", err, sizeof err), 0);
         ck_assert_int_eq(set_all(&c, cases[i].kv, err, sizeof err), -1);
         ck_assert_msg(strstr(err, cases[i].says), "case %zu: %s", i, err);
         bk_config_free(&c);
