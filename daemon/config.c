@@ -101,6 +101,13 @@ static const bk_config_key keys[] = {
         "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
     LONG("connections.max.reauth.ms", connections_max_reauth_ms, 0, INT64_MAX, "0",
          "SASL session lifetime: the client re-authenticates within it or is closed; 0 never"),
+    STR("sasl.mechanism.inter.broker.protocol", sasl_mechanism_inter_broker_protocol, "PLAIN",
+        "the mechanism replica fetchers log in with on a SASL inter-broker listener (PLAIN, "
+        "SCRAM-SHA-256, SCRAM-SHA-512; Kafka's GSSAPI default is not served)"),
+    { "sasl.jaas.config", BK_CT_STRING, F(sasl_jaas_config), 0, 0, NULL, true, NULL, 0, 0,
+      "the broker's own SASL login: Kafka's JAAS line (PlainLoginModule or ScramLoginModule "
+      "required username=\"..\" password=\"..\";); "
+      "listener.name.<listener>.<mechanism>.sasl.jaas.config wins" },
     LONG("log.retention.check.interval.ms", log_retention_check_interval_ms, 1, INT64_MAX,
          "300000", "how often retention looks for segments to delete"),
     UNIT("log.retention.hours", log_retention_hours, "168", "retention.ms", 3600000, 1,
@@ -396,9 +403,58 @@ static int set_unit(bk_config *c, const char *key, const char *topic_key, int64_
     return 0;
 }
 
+/* listener.name.<listener>.<mechanism>.sasl.jaas.config (Kafka's
+ * per-listener form; the mechanism has no dot, the listener may).  1 when
+ * key is one (kept in c->jaas), 0 when not, -1 with err. */
+static int set_listener_jaas(bk_config *c, const char *key, const char *value, char *err,
+                             size_t errlen)
+{
+    static const char pre[] = "listener.name.", suf[] = ".sasl.jaas.config";
+    size_t kl = strlen(key), pl = sizeof pre - 1, sl = sizeof suf - 1;
+    if (kl <= pl + sl || strncmp(key, pre, pl) || strcmp(key + kl - sl, suf))
+        return 0;
+    const char *mid = key + pl, *mend = key + kl - sl, *dot = NULL;
+    for (const char *q = mid; q < mend; q++)
+        if (*q == '.')
+            dot = q;
+    struct bk_jaas_entry e;
+    memset(&e, 0, sizeof e);
+    if (!dot || dot == mid || dot + 1 == mend || (size_t)(dot - mid) >= sizeof e.listener ||
+        (size_t)(mend - dot - 1) >= sizeof e.mechanism) {
+        snprintf(err, errlen, "Unknown configuration key: %s (expected "
+                 "listener.name.<listener>.<mechanism>.sasl.jaas.config)", key);
+        return -1;
+    }
+    if (strlen(value) >= sizeof e.value) {
+        snprintf(err, errlen, "Invalid value for configuration %s: too long", key);
+        return -1;
+    }
+    for (size_t i = 0; mid + i < dot; i++)
+        e.listener[i] = (char)toupper((unsigned char)mid[i]);
+    for (size_t i = 0; dot + 1 + i < mend; i++)
+        e.mechanism[i] = (char)toupper((unsigned char)dot[1 + i]);
+    strcpy(e.value, value);
+    int at = 0;
+    while (at < c->njaas && (strcmp(c->jaas[at].listener, e.listener) ||
+                             strcmp(c->jaas[at].mechanism, e.mechanism)))
+        at++;
+    if (at == (int)(sizeof c->jaas / sizeof c->jaas[0])) {
+        snprintf(err, errlen, "%s: too many listener.name.*.sasl.jaas.config keys (at most "
+                 "%zu)", key, sizeof c->jaas / sizeof c->jaas[0]);
+        return -1;
+    }
+    c->jaas[at] = e;
+    if (at == c->njaas)
+        c->njaas++;
+    return 1;
+}
+
 int bk_config_set(bk_config *c, const char *key, const char *value,
                   char *err, size_t errlen)
 {
+    int lj = set_listener_jaas(c, key, value, err, errlen);
+    if (lj)
+        return lj < 0 ? -1 : 0;
     const bk_config_key *k = bk_config_key_find(key);
     if (k) {
         char *field = (char *)c + k->off;
@@ -697,6 +753,170 @@ static int finish_ssl(bk_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- the broker's own SASL login (sasl.jaas.config) ----------------------------- */
+/* One JAAS token at *p: a bare word (up to space, '=' or ';') or a double-
+ * quoted string with backslash escapes, into out.  0, or -1 with err. */
+static int jaas_token(const char **p, char *out, size_t cap, char *err, size_t errlen)
+{
+    const char *q = *p;
+    size_t o = 0;
+    if (*q == '"') {
+        for (q++; *q && *q != '"'; q++) {
+            if (*q == '\\' && q[1])
+                q++;                       /* \" and \\ (and any \x: x) */
+            if (o + 1 >= cap) {
+                snprintf(err, errlen, "a value is too long");
+                return -1;
+            }
+            out[o++] = *q;
+        }
+        if (*q != '"') {
+            snprintf(err, errlen, "a quoted value has no closing quote");
+            return -1;
+        }
+        q++;
+    } else {
+        for (; *q && !isspace((unsigned char)*q) && *q != '=' && *q != ';'; q++) {
+            if (o + 1 >= cap) {
+                snprintf(err, errlen, "a name or value is too long");
+                return -1;
+            }
+            out[o++] = *q;
+        }
+        if (o == 0) {
+            snprintf(err, errlen, "expected a name or value at \"%.20s\"", q);
+            return -1;
+        }
+    }
+    out[o] = 0;
+    *p = q;
+    return 0;
+}
+
+static const char *skip_space(const char *p)
+{
+    while (isspace((unsigned char)*p))
+        p++;
+    return p;
+}
+
+int bk_jaas_parse(const char *text, char *module, size_t modcap, char *user, size_t ucap,
+                  char *password, size_t pcap, char *err, size_t errlen)
+{
+    char flag[32], name[64], value[512];
+    const char *p = skip_space(text);
+    user[0] = password[0] = 0;
+    if (jaas_token(&p, module, modcap, err, errlen))
+        return -1;
+    p = skip_space(p);
+    if (jaas_token(&p, flag, sizeof flag, err, errlen) ||
+        (strcmp(flag, "required") && strcmp(flag, "requisite") &&
+         strcmp(flag, "sufficient") && strcmp(flag, "optional"))) {
+        snprintf(err, errlen, "expected \"<LoginModule> required key=\"value\" ...;\" "
+                 "(the flag after the login module: required, requisite, sufficient or "
+                 "optional)");
+        return -1;
+    }
+    for (p = skip_space(p); *p && *p != ';'; p = skip_space(p)) {
+        if (jaas_token(&p, name, sizeof name, err, errlen))
+            return -1;
+        p = skip_space(p);
+        if (*p != '=') {
+            snprintf(err, errlen, "option %s has no value (expected %s=\"...\")", name, name);
+            return -1;
+        }
+        p = skip_space(p + 1);
+        if (jaas_token(&p, value, sizeof value, err, errlen))
+            return -1;
+        if (!strcmp(name, "username"))
+            snprintf(user, ucap, "%s", value);
+        else if (!strcmp(name, "password"))
+            snprintf(password, pcap, "%s", value);
+        /* other options (user_<name>=, tokenauth=) are the server's */
+    }
+    if (*p != ';' || *skip_space(p + 1)) {
+        snprintf(err, errlen, "expected one login module ending with ';'");
+        return -1;
+    }
+    if (!user[0] || !password[0]) {
+        snprintf(err, errlen, "the login module needs username=\"...\" and password=\"...\"");
+        return -1;
+    }
+    return 0;
+}
+
+/* Is name one of the comma (or space) separated list? */
+static bool list_has(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        p += strspn(p, ", ");
+        size_t k = strcspn(p, ", ");
+        if (k == n && !strncmp(p, name, n))
+            return true;
+        p += k;
+    }
+    return false;
+}
+
+/* A SASL inter-broker listener in cluster mode: the mechanism and the
+ * broker's credentials its replica fetchers log in with (Kafka's
+ * KafkaConfig checks).  Standalone, no broker connects to another (F4 of
+ * fetcher.c), so nothing is needed. */
+static int finish_inter_broker_sasl(bk_config *c, char *err, size_t errlen)
+{
+    const bk_listener *ib = &c->listeners[c->inter_broker_listener];
+    c->ib_sasl_user[0] = c->ib_sasl_password[0] = 0;
+    if (!bk_secproto_is_sasl(ib->proto) || !c->zookeeper_connect[0])
+        return 0;
+    const char *m = c->sasl_mechanism_inter_broker_protocol;
+    bool plain = !strcmp(m, "PLAIN");
+    if (!plain && strcmp(m, "SCRAM-SHA-256") && strcmp(m, "SCRAM-SHA-512")) {
+        snprintf(err, errlen, "sasl.mechanism.inter.broker.protocol=%s is not supported: "
+                 "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", m);
+        return -1;
+    }
+    if (!list_has(c->sasl_enabled_mechanisms, m)) {
+        snprintf(err, errlen, "sasl.mechanism.inter.broker.protocol must be included in "
+                 "sasl.enabled.mechanisms when SASL is used for inter-broker communication "
+                 "(%s is not in %s)", m, c->sasl_enabled_mechanisms);
+        return -1;
+    }
+    const char *jaas = c->sasl_jaas_config, *from = "sasl.jaas.config";
+    char key[BK_LISTENER_NAME_MAX + 64];
+    snprintf(key, sizeof key, "listener.name.%s.%s.sasl.jaas.config", ib->name, m);
+    for (char *q = key; *q; q++)
+        *q = (char)tolower((unsigned char)*q);
+    for (int i = 0; i < c->njaas; i++)
+        if (!strcmp(c->jaas[i].listener, ib->name) && !strcmp(c->jaas[i].mechanism, m)) {
+            jaas = c->jaas[i].value;
+            from = key;
+        }
+    if (!jaas[0]) {
+        snprintf(err, errlen, "the inter-broker listener %s is %s: set the broker's own "
+                 "credentials in %s (or sasl.jaas.config), e.g. %s%s required "
+                 "username=\"broker\" password=\"...\";", ib->name,
+                 bk_secproto_name(ib->proto), key, plain ? "org.apache.kafka.common."
+                 "security.plain.PlainLoginModule" : "org.apache.kafka.common.security."
+                 "scram.ScramLoginModule", "");
+        return -1;
+    }
+    char module[256], inner[200];
+    if (bk_jaas_parse(jaas, module, sizeof module, c->ib_sasl_user, sizeof c->ib_sasl_user,
+                      c->ib_sasl_password, sizeof c->ib_sasl_password, inner, sizeof inner)) {
+        snprintf(err, errlen, "Invalid value for configuration %s: %s", from, inner);
+        return -1;
+    }
+    const char *want = plain ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+                             : "org.apache.kafka.common.security.scram.ScramLoginModule";
+    if (strcmp(module, want)) {
+        snprintf(err, errlen, "Invalid value for configuration %s: login module %s does not "
+                 "do %s (expected %s)", from, module, m, want);
+        return -1;
+    }
+    return 0;
+}
+
 const bk_listener *bk_config_listener(const bk_config *c, const char *name)
 {
     for (int i = 0; i < c->nlisteners; i++)
@@ -734,7 +954,8 @@ int bk_config_finish(bk_config *c, char *err, size_t errlen)
         return -1;
     if (c->zookeeper_connection_timeout_ms <= 0)
         c->zookeeper_connection_timeout_ms = c->zookeeper_session_timeout_ms;
-    if (finish_listeners(c, err, errlen) || finish_ssl(c, err, errlen))
+    if (finish_listeners(c, err, errlen) || finish_ssl(c, err, errlen) ||
+        finish_inter_broker_sasl(c, err, errlen))
         return -1;
     char *comma = strchr(c->log_dirs, ',');
     if (comma)

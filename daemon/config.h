@@ -86,6 +86,21 @@ typedef struct bk_config {
     /* SASL (daemon/sasl.c) */
     char sasl_enabled_mechanisms[256];    /* sasl.enabled.mechanisms */
     int64_t connections_max_reauth_ms;    /* connections.max.reauth.ms (0: never) */
+    /* The broker's own SASL login on a SASL inter-broker listener (the
+     * replica fetchers, fetcher.c): the mechanism, and Kafka's JAAS line,
+     * global or per listener and mechanism
+     * (listener.name.<listener>.<mechanism>.sasl.jaas.config).
+     * bk_config_finish picks the one for the inter-broker listener and
+     * parses it into ib_sasl_user / ib_sasl_password. */
+    char sasl_mechanism_inter_broker_protocol[32];
+    char sasl_jaas_config[2048];          /* sasl.jaas.config */
+    struct bk_jaas_entry {
+        char listener[BK_LISTENER_NAME_MAX];      /* upper case */
+        char mechanism[32];                       /* upper case */
+        char value[2048];
+    } jaas[BK_LISTENERS_MAX * 3];
+    int njaas;
+    char ib_sasl_user[256], ib_sasl_password[256];  /* finish: "" when not SASL */
     int64_t log_retention_check_interval_ms;
     /* log cleaner (daemon/cleaner.c) */
     bool    log_cleaner_enable;                   /* log.cleaner.enable */
@@ -207,5 +222,11 @@ const bk_listener *bk_config_listener(const bk_config *c, const char *name);
  * "NAME:PROTO,..." (Kafka's /brokers/ids/<id> fields), into buf. */
 void bk_config_endpoints(const bk_config *c, char *buf, size_t cap);
 void bk_config_protocol_map(const bk_config *c, char *buf, size_t cap);
+
+/* Kafka's JAAS line "<LoginModule> <flag> key=value ... ;" (values
+ * unquoted or in double quotes with backslash escapes): the module's class
+ * name and its username and password options.  0, or -1 with err. */
+int bk_jaas_parse(const char *text, char *module, size_t modcap, char *user, size_t ucap,
+                  char *password, size_t pcap, char *err, size_t errlen);
 
 #endif

@@ -389,3 +389,115 @@ void scram_server_clear(scram_server *s)
     free(s->auth_message);
     OPENSSL_cleanse(s, sizeof *s);
 }
+
+/* ---- the client's steps ------------------------------------------------------ */
+int scram_client_first_write(scram_client *c, scram_mech m, const char *user,
+                             const char *cnonce, char *out, size_t cap)
+{
+    memset(c, 0, sizeof *c);
+    size_t nl = strlen(cnonce);
+    if (!scram_key_len(m) || nl >= sizeof c->cnonce)
+        return -1;
+    c->mech = m;
+    memcpy(c->cnonce, cnonce, nl + 1);
+    /* saslname: ',' and '=' escaped (RFC 5802 5.1) */
+    size_t o = 0;
+    o += (size_t)snprintf(c->bare, sizeof c->bare, "n=");
+    for (const char *p = user; *p; p++) {
+        const char *rep = *p == ',' ? "=2C" : *p == '=' ? "=3D" : NULL;
+        size_t k = rep ? 3 : 1;
+        if (o + k + 1 >= sizeof c->bare)
+            return -1;
+        memcpy(c->bare + o, rep ? rep : p, k);
+        o += k;
+    }
+    int n = snprintf(c->bare + o, sizeof c->bare - o, ",r=%s", cnonce);
+    if (n < 0 || (size_t)n >= sizeof c->bare - o)
+        return -1;
+    n = snprintf(out, cap, "n,,%s", c->bare);
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int scram_server_first_parse(const scram_client *c, const char *tok, size_t len,
+                             scram_server_first_msg *out)
+{
+    const char *end = tok + len, *p = tok;
+    memset(out, 0, sizeof *out);
+    if (!starts(p, end, "r="))
+        return -1;
+    out->nonce = attr_value(p + 2, end);
+    size_t cn = strlen(c->cnonce);
+    if (!printable(out->nonce) || out->nonce.len <= cn || memcmp(out->nonce.p, c->cnonce, cn))
+        return -1;                   /* the server's part must follow ours */
+    p += 2 + out->nonce.len;
+    if (!starts(p, end, ",s="))
+        return -1;
+    scram_str salt = attr_value(p + 3, end);
+    int n = scram_b64_decode(salt.p, salt.len, out->salt, sizeof out->salt);
+    if (n <= 0)
+        return -1;
+    out->salt_len = (size_t)n;
+    p += 3 + salt.len;
+    if (!starts(p, end, ",i="))
+        return -1;
+    scram_str it = attr_value(p + 3, end);
+    int64_t v = 0;
+    for (size_t i = 0; i < it.len; i++) {
+        if (it.p[i] < '0' || it.p[i] > '9' || v > SCRAM_MAX_ITERATIONS)
+            return -1;
+        v = v * 10 + (it.p[i] - '0');
+    }
+    if (!it.len || v < SCRAM_MIN_ITERATIONS || v > SCRAM_MAX_ITERATIONS)
+        return -1;
+    out->iterations = (int32_t)v;
+    return 0;                        /* extensions after i= are ignored */
+}
+
+int scram_client_final_write(scram_client *c, const scram_server_first_msg *sf,
+                             const char *server_first, size_t sflen, const uint8_t *salted,
+                             char *out, size_t cap)
+{
+    size_t kl = scram_key_len(c->mech);
+    /* client-final-without-proof: "c=biws" is base64("n,,") */
+    int wn = snprintf(out, cap, "c=biws,r=%.*s", (int)sf->nonce.len, sf->nonce.p);
+    if (!kl || wn < 0 || (size_t)wn >= cap)
+        return -1;
+    size_t blen = strlen(c->bare), alen = blen + 1 + sflen + 1 + (size_t)wn;
+    char *am = malloc(alen);
+    if (!am)
+        return -1;
+    memcpy(am, c->bare, blen);
+    am[blen] = ',';
+    memcpy(am + blen + 1, server_first, sflen);
+    am[blen + 1 + sflen] = ',';
+    memcpy(am + blen + 2 + sflen, out, (size_t)wn);
+    uint8_t client_key[SCRAM_MAX_KEY], stored[SCRAM_MAX_KEY], sig[SCRAM_MAX_KEY],
+            server_key[SCRAM_MAX_KEY];
+    int rc = -1;
+    if (!hmac(c->mech, salted, kl, "Client Key", 10, client_key) &&
+        !hash(c->mech, client_key, kl, stored) &&
+        !hmac(c->mech, stored, kl, am, alen, sig) &&
+        !hmac(c->mech, salted, kl, "Server Key", 10, server_key) &&
+        !hmac(c->mech, server_key, kl, am, alen, c->server_signature)) {
+        for (size_t i = 0; i < kl; i++)
+            sig[i] ^= client_key[i];     /* ClientProof */
+        char proof[SCRAM_MAX_KEY * 2];
+        scram_b64_encode(sig, kl, proof, sizeof proof);
+        int n = snprintf(out + wn, cap - (size_t)wn, ",p=%s", proof);
+        if (n > 0 && (size_t)n < cap - (size_t)wn)
+            rc = wn + n;
+    }
+    OPENSSL_cleanse(client_key, sizeof client_key);
+    OPENSSL_cleanse(server_key, sizeof server_key);
+    free(am);
+    return rc;
+}
+
+bool scram_client_verify(const scram_client *c, const char *tok, size_t len)
+{
+    size_t kl = scram_key_len(c->mech);
+    uint8_t got[SCRAM_MAX_KEY];
+    int n = len > 2 && !memcmp(tok, "v=", 2)
+            ? scram_b64_decode(tok + 2, len - 2, got, sizeof got) : -1;
+    return kl && n == (int)kl && !CRYPTO_memcmp(got, c->server_signature, kl);
+}

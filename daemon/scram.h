@@ -132,4 +132,44 @@ int scram_server_first(scram_server *s, const scram_client_first *cf, const scra
 int scram_server_final(scram_server *s, const scram_client_final *cf, char *out, size_t cap);
 void scram_server_clear(scram_server *s);
 
+/* ---- the client side of one exchange (a replica fetcher's login) ----
+ *   client-first  "n,,n=<saslname>,r=<cnonce>"
+ *   server-first  "r=<cnonce snonce>,s=<b64 salt>,i=<iterations>"
+ *   client-final  "c=biws,r=<nonce>,p=<b64 ClientProof>"
+ *   server-final  "v=<b64 ServerSignature>" (checked: the server knew the
+ *                 credential) or "e=<error>" */
+typedef struct scram_client {
+    scram_mech mech;
+    char cnonce[64];
+    char bare[SCRAM_MAX_NAME * 3 + 96]; /* client-first-bare, for AuthMessage */
+    uint8_t server_signature[SCRAM_MAX_KEY];   /* expected in server-final */
+} scram_client;
+
+/* A parsed server-first; its slices point into the token (inv. 1). */
+typedef struct scram_server_first_msg {
+    scram_str nonce;
+    uint8_t salt[64];
+    size_t salt_len;
+    int32_t iterations;
+} scram_server_first_msg;
+
+/* Writes client-first for user into out; cnonce printable, no comma.
+ * The length, or -1 (too long). */
+int scram_client_first_write(scram_client *c, scram_mech m, const char *user,
+                             const char *cnonce, char *out, size_t cap);
+/* Parses server-first: the nonce must extend the client's, the salt be
+ * base64, the iteration count within [SCRAM_MIN_ITERATIONS,
+ * SCRAM_MAX_ITERATIONS] (what Kafka's client accepts; the bound also caps
+ * the PBKDF2 the client pays).  0 or -1. */
+int scram_server_first_parse(const scram_client *c, const char *tok, size_t len,
+                             scram_server_first_msg *out);
+/* client-final from the SaltedPassword for sf's salt and iterations; keeps
+ * the ServerSignature to expect.  The length, or -1. */
+int scram_client_final_write(scram_client *c, const scram_server_first_msg *sf,
+                             const char *server_first, size_t sflen, const uint8_t *salted,
+                             char *out, size_t cap);
+/* Is tok the server-final with the expected ServerSignature (constant
+ * time, inv. 2)? */
+bool scram_client_verify(const scram_client *c, const char *tok, size_t len);
+
 #endif

@@ -9,7 +9,10 @@
  * base64 that decodes to the bytes it was made from.  A crash, sanitizer
  * report, leak or broken consistency is a finding.  A login must never
  * succeed unless it carries RFC 7677's own proof (the credential is the
- * RFC's): a fuzzer that finds another has found a flaw.  Seeds: real clients' tokens
+ * RFC's): a fuzzer that finds another has found a flaw.  The first token
+ * also goes to the client's parser of a server-first (what a leader sends a
+ * replica fetcher), whose output must stay in bounds: a nonce extending
+ * the client's, iterations within Kafka's range.  Seeds: real clients' tokens
  * (tests/fuzz/corpus/fuzz_sasl_scram/).
  */
 #include <stdio.h>
@@ -109,6 +112,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(t2);
         }
         scram_server_clear(&s);
+    }
+    static scram_client client;
+    if (!client.mech) {
+        char first[128];
+        need(scram_client_first_write(&client, SCRAM_SHA_256, "user", "rOprNGfwEbeRWgbNEkqO",
+                                      first, sizeof first) > 0, "client-first");
+    }
+    scram_server_first_msg sf;
+    if (scram_server_first_parse(&client, t1, l1, &sf) == 0) {
+        need(inside(sf.nonce, t1, l1) && sf.nonce.len > strlen(client.cnonce) &&
+             !memcmp(sf.nonce.p, client.cnonce, strlen(client.cnonce)), "server-first nonce");
+        need(sf.iterations >= SCRAM_MIN_ITERATIONS && sf.iterations <= SCRAM_MAX_ITERATIONS &&
+             sf.salt_len > 0 && sf.salt_len <= sizeof sf.salt, "server-first salt or count");
     }
     scram_client_final fin;
     if (scram_client_final_parse(t1, l1, &fin) == 0)

@@ -120,10 +120,11 @@ def live_brokers(b):
         return []
 
 
-def _zk_call(connect, op, path, timeout):
+def _zk_call(connect, op, path, timeout, tail=b"\0"):
     """One request of ZooKeeper's own wire protocol on a session of its
     own: (error code, reply body after the reply header).  connect:
-    host:port with an optional chroot ("127.0.0.1:2181/sluice-it-ab12")."""
+    host:port with an optional chroot ("127.0.0.1:2181/sluice-it-ab12");
+    tail: the request's fields after the path (default: watch false)."""
     hostport, _, chroot = connect.partition("/")
     host, port = hostport.rsplit(":", 1)
     full = (("/" + chroot if chroot else "") + path).encode()
@@ -147,7 +148,7 @@ def _zk_call(connect, op, path, timeout):
         send(s, struct.pack(">iqiqi", 0, 0, 10000, 0, 16) + bytes(16))
         recv(s)
         # xid 1, op; path, watch false
-        send(s, struct.pack(">iii", 1, op, len(full)) + full + b"\0")
+        send(s, struct.pack(">iii", 1, op, len(full)) + full + tail)
         r = recv(s)
         _xid, _zxid, err = struct.unpack(">iqi", r[:16])
         send(s, struct.pack(">ii", 2, -11))            # closeSession
@@ -166,6 +167,22 @@ def zk_get(connect, path, timeout=5.0):
     data = r[4:4 + n] if n >= 0 else None
     stat = r[4 + max(n, 0):]
     return data, struct.unpack(">i", stat[32:36])[0]       # after czxid, mzxid, ctime, mtime
+
+
+def zk_create(connect, path, data=b"", timeout=5.0):
+    """Creates path (and its missing parents, empty) with data, open to
+    all (world:anyone, every permission); an existing path is left as it
+    is.  Lets a test put what an operator would (Kafka's /config/users
+    credentials) before the brokers start."""
+    parts = [p for p in path.split("/") if p]
+    for i in range(1, len(parts) + 1):
+        sub = "/" + "/".join(parts[:i])
+        d = data if i == len(parts) else b""
+        acl = struct.pack(">ii", 1, 31) + struct.pack(">i", 5) + b"world" + \
+            struct.pack(">i", 6) + b"anyone"
+        err, _ = _zk_call(connect, 1, sub, timeout,
+                          struct.pack(">i", len(d)) + d + acl + struct.pack(">i", 0))
+        assert err in (0, -110), "create %s: ZooKeeper error %d" % (sub, err)   # -110: exists
 
 
 def zk_children(connect, path, timeout=5.0):

@@ -260,7 +260,8 @@ START_TEST(test_only_secrets_are_sensitive_and_topic_keys_are_accepted)
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(keys[i].sensitive == (!strcmp(keys[i].name, "admin.token") ||
                                             !strcmp(keys[i].name, "ssl.keystore.key") ||
-                                            !strcmp(keys[i].name, "ssl.key.password")),
+                                            !strcmp(keys[i].name, "ssl.key.password") ||
+                                            !strcmp(keys[i].name, "sasl.jaas.config")),
                       "%s", keys[i].name);
     size_t nd;
     const md_config_def *defs = md_config_defs(&nd);
@@ -372,6 +373,94 @@ START_TEST(test_listener_mistakes_are_named)
 }
 END_TEST
 
+#define SCRAM_LM "org.apache.kafka.common.security.scram.ScramLoginModule"
+#define PLAIN_LM "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+START_TEST(test_inter_broker_sasl_login_from_the_jaas_line)
+{
+    bk_config c;
+    bk_config_init(&c);
+    char err[512] = "";
+    /* The listener's own line wins over sasl.jaas.config; quotes, escapes
+     * and spaces inside values are read as the JVM's JAAS parser does. */
+    const char *kv[] = {
+        "zookeeper.connect", "zk:2181",
+        "listeners", "PLAINTEXT://:1,Internal://:2",
+        "listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name", "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512",
+        "sasl.jaas.config", PLAIN_LM " required username=\"other\" password=\"x\";",
+        "listener.name.internal.scram-sha-512.sasl.jaas.config",
+        "  " SCRAM_LM "  required\n username=\"ad min\"  password=\"p\\\"w;=\\\\d\" ;  ", NULL };
+    ck_assert_msg(set_all(&c, kv, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(c.ib_sasl_user, "ad min");
+    ck_assert_str_eq(c.ib_sasl_password, "p\"w;=\\d");
+    bk_config_free(&c);
+
+    bk_config_init(&c);                 /* defaults: PLAIN from sasl.jaas.config */
+    const char *kv2[] = { "listeners", "SASL_PLAINTEXT://:1", "zookeeper.connect", "zk:2181",
+                          "sasl.jaas.config", PLAIN_LM " required username=admin password=s3;",
+                          NULL };
+    ck_assert_msg(set_all(&c, kv2, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(c.sasl_mechanism_inter_broker_protocol, "PLAIN");
+    ck_assert_str_eq(c.ib_sasl_user, "admin");
+    ck_assert_str_eq(c.ib_sasl_password, "s3");
+    bk_config_free(&c);
+
+    /* Not needed: a SASL listener that is not the inter-broker one, or
+     * standalone (no replica fetchers), even with a SASL first listener. */
+    const char *kv3[] = { "listeners", "PLAINTEXT://:1,SASL_PLAINTEXT://:2",
+                          "zookeeper.connect", "zk:2181", NULL };
+    const char *kv4[] = { "listeners", "SASL_PLAINTEXT://:1", NULL };
+    const char *const *ok[] = { kv3, kv4 };
+    for (size_t i = 0; i < 2; i++) {
+        bk_config_init(&c);
+        ck_assert_msg(set_all(&c, ok[i], err, sizeof err) == 0, "%zu: %s", i, err);
+        ck_assert_str_eq(c.ib_sasl_user, "");
+        bk_config_free(&c);
+    }
+}
+END_TEST
+
+START_TEST(test_inter_broker_sasl_mistakes_are_named)
+{
+    struct { const char *kv[7]; const char *says; } cases[] = {
+        { { "listeners", "SASL_PLAINTEXT://:1", NULL },
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config" },
+        { { "listeners", "SASL_SSL://:1", "ssl.keystore.location", "/x.pem", NULL },
+          "is SASL_SSL: set the broker's own credentials" },
+        { { "listeners", "SASL_PLAINTEXT://:1", "sasl.mechanism.inter.broker.protocol",
+            "GSSAPI", NULL }, "GSSAPI is not supported" },
+        { { "listeners", "SASL_PLAINTEXT://:1", "sasl.enabled.mechanisms", "SCRAM-SHA-256",
+            NULL }, "must be included in sasl.enabled.mechanisms" },
+        { { "listeners", "SASL_PLAINTEXT://:1", "sasl.jaas.config",
+            SCRAM_LM " required username=\"a\" password=\"b\";", NULL },
+          "does not do PLAIN" },
+        { { "listeners", "SASL_PLAINTEXT://:1", "sasl.jaas.config",
+            PLAIN_LM " required username=\"a\" password=\"b\"", NULL }, "ending with ';'" },
+        { { "listeners", "SASL_PLAINTEXT://:1", "sasl.jaas.config",
+            PLAIN_LM " required username=\"a;", NULL }, "no closing quote" },
+        { { "listeners", "SASL_PLAINTEXT://:1", "sasl.jaas.config",
+            PLAIN_LM " username=\"a\" password=\"b\";", NULL }, "the flag after" },
+        { { "listeners", "SASL_PLAINTEXT://:1", "sasl.jaas.config",
+            PLAIN_LM " required username=\"a\";", NULL }, "needs username" },
+        { { "listeners", "SASL_PLAINTEXT://:1", "sasl.jaas.config",
+            PLAIN_LM " required username \"a\";", NULL }, "option username has no value" },
+        { { "listener.name.x.sasl.jaas.config", "y", NULL },
+          "listener.name.<listener>.<mechanism>.sasl.jaas.config" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bk_config c;
+        bk_config_init(&c);
+        char err[512] = "";
+        ck_assert_int_eq(bk_config_set(&c, "zookeeper.connect", "zk:2181", err, sizeof err), 0);
+        ck_assert_int_eq(set_all(&c, cases[i].kv, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, cases[i].says), "case %zu: %s", i, err);
+        bk_config_free(&c);
+    }
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -381,7 +470,8 @@ int main(void)
         test_only_secrets_are_sensitive_and_topic_keys_are_accepted,
         test_unit_precedence_is_per_config, test_leadership_keys_have_kafkas_defaults_and_ranges,
         test_named_listeners_resolve_through_the_protocol_map,
-        test_listener_mistakes_are_named,
+        test_listener_mistakes_are_named, test_inter_broker_sasl_login_from_the_jaas_line,
+        test_inter_broker_sasl_mistakes_are_named,
     };
     return unit_run("daemon config", "config", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }

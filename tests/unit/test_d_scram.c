@@ -170,12 +170,70 @@ START_TEST(test_base64_round_trip_and_garbage)
 }
 END_TEST
 
+/* The client side (a replica fetcher's login): RFC 7677's messages byte
+ * for byte from the client's nonce and password, the server's signature
+ * checked, a bad server-first refused. */
+START_TEST(test_client_rfc7677_exchange_byte_for_byte)
+{
+    scram_client c;
+    char out[512];
+    int n = scram_client_first_write(&c, SCRAM_SHA_256, "user", "rOprNGfwEbeRWgbNEkqO", out,
+                                     sizeof out);
+    ck_assert_int_eq(n, (int)strlen(rfc_first));
+    ck_assert_str_eq(out, rfc_first);
+    scram_server_first_msg sf;
+    ck_assert_int_eq(scram_server_first_parse(&c, rfc_server_first, strlen(rfc_server_first),
+                                              &sf), 0);
+    ck_assert_int_eq(sf.iterations, 4096);
+    uint8_t salted[SCRAM_MAX_KEY];
+    ck_assert_int_eq(scram_salted_password(SCRAM_SHA_256, "pencil", 6, sf.salt, sf.salt_len,
+                                           sf.iterations, salted), 0);
+    n = scram_client_final_write(&c, &sf, rfc_server_first, strlen(rfc_server_first), salted,
+                                 out, sizeof out);
+    ck_assert_int_eq(n, (int)strlen(rfc_final));
+    ck_assert_str_eq(out, rfc_final);
+    ck_assert(scram_client_verify(&c, rfc_server_final, strlen(rfc_server_final)));
+    static const char *const wrong[] = {
+        "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G5=",   /* another signature */
+        "e=invalid-proof", "v=", "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
+    };
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++)
+        ck_assert_msg(!scram_client_verify(&c, wrong[i], strlen(wrong[i])), "%s", wrong[i]);
+}
+END_TEST
+
+START_TEST(test_client_refuses_bad_server_first_and_escapes_names)
+{
+    scram_client c;
+    char out[512];
+    ck_assert_int_gt(scram_client_first_write(&c, SCRAM_SHA_512, "a,b=c", "abc", out,
+                                              sizeof out), 0);
+    ck_assert_str_eq(out, "n,,n=a=2Cb=3Dc,r=abc");
+    scram_server_first_msg sf;
+    static const char *const bad[] = {
+        "r=abc,s=QUJD,i=4096",          /* the server added no nonce of its own */
+        "r=xyzDEF,s=QUJD,i=4096",       /* not our nonce first */
+        "r=abcDEF,s=QUJD,i=4095",       /* below Kafka's minimum */
+        "r=abcDEF,s=QUJD,i=16385",      /* above its maximum: an unbounded PBKDF2 */
+        "r=abcDEF,s=Q,i=4096", "r=abcDEF,i=4096", "r=abcDEF,s=QUJD", "s=QUJD,r=abcDEF,i=4096",
+        "r=abcDEF,s=QUJD,i=40x6",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(scram_server_first_parse(&c, bad[i], strlen(bad[i]), &sf) == -1,
+                      "accepted %s", bad[i]);
+    ck_assert_int_eq(scram_server_first_parse(&c, "r=abcDEF,s=QUJD,i=16384", 23, &sf), 0);
+    ck_assert_int_eq((int)sf.salt_len, 3);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
         test_rfc7677_exchange_byte_for_byte, test_wrong_proof_nonce_or_binding_is_refused,
         test_doubled_client_nonce_is_accepted_as_kafka_does, test_plain_checks_the_stored_credential,
         test_client_first_forms, test_base64_round_trip_and_garbage,
+        test_client_rfc7677_exchange_byte_for_byte,
+        test_client_refuses_bad_server_first_and_escapes_names,
     };
     return unit_run("scram", "scram", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
