@@ -278,17 +278,42 @@ START_TEST(test_roll_by_segment_ms)
     seg_config c = small_cfg();
     c.segment_ms = 1000;
     seg_log *log = open_log(&c, 0, 0);
-    append1(log, 1, 0, 10, 10000);
-    append1(log, 1, 0, 10, 10500);
+    /* Kafka's clock: batch timestamps, from the segment's first batch;
+     * the wall clock (last argument) plays no part while batches have
+     * timestamps. */
+    append1(log, 1, 10000, 10, 0);
+    append1(log, 1, 10500, 10, 999999);
+    append1(log, 1, 11000, 10, 0);          /* 1000 is not beyond 1000 */
     ck_assert_int_eq(seg_segment_count(log), 1);
-    append1(log, 1, 0, 10, 11000);
+    append1(log, 1, 11001, 10, 0);
     ck_assert_int_eq(seg_segment_count(log), 2);
-    append1(log, 1, 0, 10, 11999);
+    append1(log, 1, 12001, 10, 0);          /* the new segment's clock */
     ck_assert_int_eq(seg_segment_count(log), 2);
     /* An explicit roll, and a no-op one on the empty active segment. */
     ck_assert_int_eq(seg_roll(log, 12000), 0);
     ck_assert_int_eq(seg_roll(log, 12000), 0);
     ck_assert_int_eq(seg_segment_count(log), 3);
+    seg_close(log);
+}
+END_TEST
+
+/* The restart case: batches stamped long ago, a log reopened much later.
+ * Neither the open nor the next append with the same clock rolls it. */
+START_TEST(test_reopen_does_not_roll_old_segment)
+{
+    seg_config c = small_cfg();
+    c.segment_ms = 1000;
+    seg_log *log = open_log(&c, 0, 0);
+    append1(log, 1, 1700000000000LL, 10, 1700000000000LL);
+    seg_close(log);
+    log = open_log(&c, 0, 0);
+    ck_assert_int_eq(seg_segment_count(log), 1);
+    int64_t wall = 1700000000000LL + 365LL * 24 * 3600 * 1000;
+    append1(log, 1, 1700000000500LL, 10, wall);
+    ck_assert_int_eq(seg_segment_count(log), 1);
+    /* The first batch's timestamp, read back at open, still counts. */
+    append1(log, 1, 1700000001001LL, 10, wall);
+    ck_assert_int_eq(seg_segment_count(log), 2);
     seg_close(log);
 }
 END_TEST
@@ -752,7 +777,8 @@ int main(void)
         test_append_assigns_contiguous_offsets, test_read_returns_whole_batches,
         test_read_at_least_one_batch_when_max_bytes_small,
         test_read_mid_batch_offset_starts_at_batch, test_roll_by_segment_bytes,
-        test_roll_by_segment_ms, test_roll_by_full_index, test_offset_for_time, test_truncate,
+        test_roll_by_segment_ms, test_reopen_does_not_roll_old_segment,
+        test_roll_by_full_index, test_offset_for_time, test_truncate,
         test_flush_of_an_unchanged_log_keeps_the_recovery_point,
         test_advance_log_start_deletes_segments, test_delete_old_by_time_and_size,
         test_reopen_keeps_everything, test_index_tail_through_spill_roll_truncate_reopen,
