@@ -247,9 +247,7 @@ static void close_topic_cb(bk_topic *t, void *arg)
 void bk_topics_close_all(bk_broker *b)
 {
     bk_topics_foreach(b, close_topic_cb, b);
-    free(b->topic_hash);
-    b->topic_hash = NULL;
-    b->topic_hash_size = b->ntopics = 0;
+    bk_view_free(b);
 }
 
 /* ---- write halves --------------------------------------------------------------------- */
