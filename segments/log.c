@@ -25,8 +25,9 @@
  *       active segment) it would write again.
  *   L6. Time rolls happen only in an append, as Kafka's shouldRoll: when
  *       the newest MaxTimestamp appended less the active segment's first
- *       MaxTimestamp (roll_ts; without one, the wall clock less the
- *       segment's creation or open) exceeds segment.ms less its jitter.
+ *       MaxTimestamp (roll_ts; without one, the wall clock less that
+ *       of the first append, or of the open) exceeds segment.ms less
+ *       its jitter.
  *       Opening a log never rolls it, nor sets the clock to anything but
  *       what its first batch says.
  *

@@ -99,7 +99,8 @@ typedef struct seg_segment {
     int64_t   max_ts;        /* largest MaxTimestamp in it, -1 if none */
     int64_t   roll_ts;       /* the first batch's MaxTimestamp, -1 when
                                 empty or it has none (log.c, L6) */
-    int64_t   created_ms;    /* wall clock at creation or open: L6's
+    int64_t   created_ms;    /* wall clock at its first append (at
+                                creation or open until then): L6's
                                 fallback when roll_ts is -1 */
     int64_t   roll_jitter_ms;/* seg_roll_jitter, drawn once per segment */
     uint32_t  since_index;   /* bytes appended since the last index entry */
