@@ -45,7 +45,8 @@ struct bk_broker {
     char data_dir[4096];             /* first entry of log.dirs */
     char cluster_id[MD_CLUSTER_ID_MAX + 1];
     /* the cluster view (view.c) */
-    bk_topic **topic_hash;
+    bk_topic **topic_hash;           /* by name */
+    bk_topic **topic_id_hash;        /* by topic id, same size (V4) */
     size_t topic_hash_size, ntopics;
     /* the local replicas (replicas.c): a doubly linked list */
     bk_partition *replicas;

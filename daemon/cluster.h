@@ -33,7 +33,8 @@ struct bk_topic {
     int32_t npartitions;
     bk_pview *parts;                 /* [npartitions] */
     md_topic_config cfg;             /* effective config */
-    bk_topic *hnext;                 /* hash chain */
+    bk_topic *hnext;                 /* name hash chain */
+    bk_topic *idnext;                /* id hash chain (view.c, V4) */
 };
 
 bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len);

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static void link_replica(bk_broker *b, bk_partition *p)
 {
@@ -90,7 +91,15 @@ int bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *
     }
     int rc = seg_open(&o, &p->log);
     if (rc != 0) {
-        snprintf(err, errlen, "cannot open partition log %s: %s", dir, strerror(errno));
+        int e = errno;
+        struct rlimit nofile = { 0 };
+        if ((e == EMFILE || e == ENFILE) && getrlimit(RLIMIT_NOFILE, &nofile) == 0)
+            snprintf(err, errlen, "cannot open partition log %s: out of file descriptors "
+                     "(%s, RLIMIT_NOFILE %llu): raise the limit (ulimit -n, systemd "
+                     "LimitNOFILE=); each partition holds 3 fds, and 1 per closed segment",
+                     dir, strerror(e), (unsigned long long)nofile.rlim_cur);
+        else
+            snprintf(err, errlen, "cannot open partition log %s: %s", dir, strerror(e));
         free(p);
         return KP_KAFKA_STORAGE_ERROR;
     }

@@ -40,6 +40,7 @@ void bk_seg_config(const md_topic_config *c, seg_config *out)
     seg_config_default(out);
     out->segment_bytes = (uint64_t)c->segment_bytes;
     out->segment_ms = c->segment_ms;
+    out->segment_jitter_ms = c->segment_jitter_ms;
     out->index_interval_bytes = (uint32_t)c->index_interval_bytes;
     out->segment_index_bytes = (uint32_t)c->segment_index_bytes;
 }
@@ -246,9 +247,7 @@ static void close_topic_cb(bk_topic *t, void *arg)
 void bk_topics_close_all(bk_broker *b)
 {
     bk_topics_foreach(b, close_topic_cb, b);
-    free(b->topic_hash);
-    b->topic_hash = NULL;
-    b->topic_hash_size = b->ntopics = 0;
+    bk_view_free(b);
 }
 
 /* ---- write halves --------------------------------------------------------------------- */

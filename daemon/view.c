@@ -32,6 +32,9 @@
  *       the event loop without a way to be told of deletion: deletion
  *       wakes the partition's waiters after unlinking the topic, and woken
  *       code looks partitions up again by name (daemon/partition.c).
+ *   V4. The name hash and the id hash hold the same topics (those with a
+ *       non-zero id in the id hash), both changed only by bk_view_insert
+ *       and bk_view_remove: a lookup by either is one hash probe.
  */
 #include "daemon/view.h"
 
@@ -51,12 +54,32 @@ static uint64_t name_hash(const char *s, size_t len)
     return h;
 }
 
+/* Topic ids are random (UUID v4, or Kafka's): their first bytes are a
+ * hash already; the multiply only spreads a non-random test id. */
+static uint64_t id_hash(const uint8_t id[16])
+{
+    uint64_t h;
+    memcpy(&h, id, sizeof h);
+    return (h ^ (h >> 29)) * 0x9e3779b97f4a7c15ULL >> 7;
+}
+
+static const uint8_t zero_id[16];
+
+static void id_link(bk_topic **table, size_t size, bk_topic *t)
+{
+    if (!memcmp(t->id, zero_id, 16))
+        return;
+    size_t slot = id_hash(t->id) & (size - 1);
+    t->idnext = table[slot];
+    table[slot] = t;
+}
+
 void bk_view_insert(bk_broker *b, bk_topic *t)
 {
     if (b->ntopics + 1 > b->topic_hash_size / 2) {
         size_t nsize = b->topic_hash_size ? b->topic_hash_size * 2 : 64;
-        bk_topic **nh = calloc(nsize, sizeof *nh);
-        if (!nh)
+        bk_topic **nh = calloc(nsize, sizeof *nh), **nid = calloc(nsize, sizeof *nid);
+        if (!nh || !nid)
             abort();                              /* the view must stay whole */
         for (size_t i = 0; i < b->topic_hash_size; i++)
             for (bk_topic *x = b->topic_hash[i], *next; x; x = next) {
@@ -64,26 +87,48 @@ void bk_view_insert(bk_broker *b, bk_topic *t)
                 size_t slot = name_hash(x->name, strlen(x->name)) & (nsize - 1);
                 x->hnext = nh[slot];
                 nh[slot] = x;
+                id_link(nid, nsize, x);            /* V4 */
             }
         free(b->topic_hash);
+        free(b->topic_id_hash);
         b->topic_hash = nh;
+        b->topic_id_hash = nid;
         b->topic_hash_size = nsize;
     }
     size_t slot = name_hash(t->name, strlen(t->name)) & (b->topic_hash_size - 1);
     t->hnext = b->topic_hash[slot];
     b->topic_hash[slot] = t;
+    id_link(b->topic_id_hash, b->topic_hash_size, t);
     b->ntopics++;
 }
 
 void bk_view_remove(bk_broker *b, bk_topic *t)
 {
     size_t slot = name_hash(t->name, strlen(t->name)) & (b->topic_hash_size - 1);
+    bool found = false;
     for (bk_topic **pp = &b->topic_hash[slot]; *pp; pp = &(*pp)->hnext)
         if (*pp == t) {
             *pp = t->hnext;
             b->ntopics--;
+            found = true;
+            break;
+        }
+    if (!found || !memcmp(t->id, zero_id, 16))
+        return;
+    slot = id_hash(t->id) & (b->topic_hash_size - 1);
+    for (bk_topic **pp = &b->topic_id_hash[slot]; *pp; pp = &(*pp)->idnext)
+        if (*pp == t) {
+            *pp = t->idnext;
             return;
         }
+}
+
+void bk_view_free(bk_broker *b)
+{
+    free(b->topic_hash);
+    free(b->topic_id_hash);
+    b->topic_hash = b->topic_id_hash = NULL;
+    b->topic_hash_size = b->ntopics = 0;
 }
 
 bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len)
@@ -97,17 +142,15 @@ bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len)
     return NULL;
 }
 
-/* A scan, not a second index: ids are asked for only by Fetch v13+ and
- * Metadata v12 requests, once per topic named, and topics are few. */
+/* Fetch v13+ names every topic by id: one probe of the id hash (V4). */
 bk_topic *bk_topic_find_id(bk_broker *b, const uint8_t id[16])
 {
-    static const uint8_t zero[16];
-    if (!memcmp(id, zero, 16))
+    if (!b->topic_hash_size || !memcmp(id, zero_id, 16))
         return NULL;
-    for (size_t i = 0; i < b->topic_hash_size; i++)
-        for (bk_topic *t = b->topic_hash[i]; t; t = t->hnext)
-            if (!memcmp(t->id, id, 16))
-                return t;
+    size_t slot = id_hash(id) & (b->topic_hash_size - 1);
+    for (bk_topic *t = b->topic_id_hash[slot]; t; t = t->idnext)
+        if (!memcmp(t->id, id, 16))
+            return t;
     return NULL;
 }
 

@@ -12,6 +12,8 @@
 
 void bk_view_insert(bk_broker *b, bk_topic *t);
 void bk_view_remove(bk_broker *b, bk_topic *t);
+/* Frees the view's tables (its topics were removed first). */
+void bk_view_free(bk_broker *b);
 
 /* Opens (recovering) this broker's replica of partition idx of t, with
  * the bookmarks in mp (NULL: a new, empty log), links it into the local

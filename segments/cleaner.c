@@ -936,6 +936,7 @@ static void install_group(seg_log *log, seg_clean_job *j, clean_group *g)
     log->changes++;                              /* log.c L5 */
     pthread_mutex_unlock(&log->mu);
     log->size += g->s->size;
+    seg_segment_seal(g->s, log->dir);       /* staged elsewhere (index.c, I5) */
     for (int i = 0; i < g->count; i++) {
         log->size -= old[i]->size;
         seg_log_bury(log, old[i], true);    /* renamed in C2 */

@@ -67,8 +67,16 @@
  *
  * States of a file: active (length = segment.index.bytes, preallocated,
  * seg_idx_reserve) → trimmed (length = n entries, everything spilled,
- * seg_idx_trim, on roll and close).  Truncation can make a trimmed one
- * active again.
+ * seg_idx_trim, on roll and close) → sealed (trimmed, and the fd closed:
+ * seg_idx_seal, for every segment but the active one).  Truncation can make
+ * a trimmed or sealed one active again.
+ *
+ *   I5. A sealed index keeps its mapping but no descriptor: lookups need
+ *       only the mapping, and a partition's closed segments would
+ *       otherwise hold two fds each (thousands of partitions ran out of
+ *       them).  x->file or x->path is set, never both; whatever must
+ *       write the file again (reserve, drop, spill, trim) reopens it by
+ *       path first (idx_fd), and seg_flush syncs a sealed one by path.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -84,6 +92,25 @@ static void put32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16);
     p[2] = (uint8_t)(v >> 8);  p[3] = (uint8_t)v;
+}
+
+/* The index's fd, reopened by path when it is sealed (I5); -1 with errno
+ * when that fails (EMFILE: the process is out of descriptors). */
+static int idx_fd(seg_idx *x)
+{
+    if (x->file)
+        return x->file->fd;
+    int fd = open(x->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (!(x->file = seg_file_new(fd))) {
+        close(fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    free(x->path);
+    x->path = NULL;
+    return fd;
 }
 
 /* Entry i (< n), wherever it lives now. */
@@ -128,6 +155,7 @@ void seg_idx_close(seg_idx *x)
         munmap(x->map, x->map_len);
     if (x->file)
         seg_file_unref(x->file);
+    free(x->path);
     free(x->tail);
     memset(x, 0, sizeof *x);
 }
@@ -139,12 +167,13 @@ int seg_idx_reserve(seg_idx *x, uint32_t entries)
     size_t len = (size_t)entries * x->entry;
     if (len == 0)
         len = x->entry;
-    if (ftruncate(x->file->fd, (off_t)len) < 0)
+    int fd = idx_fd(x);
+    if (fd < 0 || ftruncate(fd, (off_t)len) < 0)
         return SEG_E_IO;
     if (len > x->map_len) {
         /* Linux could mremap; munmap+mmap keeps this portable and it only
          * happens on activation or a rebuild that outgrows the default. */
-        uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED, x->file->fd, 0);
+        uint8_t *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
             return SEG_E_IO;
         if (x->map)
@@ -170,8 +199,10 @@ static int zero_range(seg_idx *x, size_t from, size_t to)
         to = flen;
     if (to <= from)
         return 0;
-    int rc;
-    do rc = fallocate(x->file->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+    int rc, fd = idx_fd(x);
+    if (fd < 0)
+        return SEG_E_IO;
+    do rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                       (off_t)from, (off_t)(to - from));
     while (rc < 0 && errno == EINTR);
     if (rc == 0)
@@ -179,7 +210,7 @@ static int zero_range(seg_idx *x, size_t from, size_t to)
     static const uint8_t zeros[4096];   /* no hole punching here */
     for (size_t at = from; at < to; at += sizeof zeros) {
         size_t n = to - at < sizeof zeros ? to - at : sizeof zeros;
-        if (seg_pwrite_full(x->file->fd, zeros, n, (off_t)at) < 0)
+        if (seg_pwrite_full(fd, zeros, n, (off_t)at) < 0)
             return SEG_E_IO;
     }
     return 0;
@@ -212,7 +243,8 @@ int seg_idx_spill(seg_idx *x)
 {
     if (x->n == x->spilled)
         return 0;
-    if (seg_pwrite_full(x->file->fd, x->tail,
+    int fd = idx_fd(x);
+    if (fd < 0 || seg_pwrite_full(fd, x->tail,
                         (size_t)(x->n - x->spilled) * x->entry,
                         (off_t)((size_t)x->spilled * x->entry)) < 0)
         return SEG_E_IO;        /* the tail keeps them: a retry may work */
@@ -226,10 +258,28 @@ int seg_idx_trim(seg_idx *x)
         return SEG_E_IO;        /* readers still find them in the tail */
     free(x->tail);
     x->tail = NULL;
+    if (!x->file && x->cap == x->n)
+        return 0;               /* sealed, so trimmed already */
     /* The mapping stays as long as it was; we never touch past n. */
-    if (ftruncate(x->file->fd, (off_t)((size_t)x->n * x->entry)) < 0)
+    int fd = idx_fd(x);
+    if (fd < 0 || ftruncate(fd, (off_t)((size_t)x->n * x->entry)) < 0)
         return SEG_E_IO;
     x->cap = x->n;
+    return 0;
+}
+
+int seg_idx_seal(seg_idx *x, const char *path)
+{
+    if (seg_idx_trim(x))
+        return SEG_E_IO;        /* keeps its fd: a later trim may work */
+    char *p = strdup(path);
+    if (!p)
+        return SEG_E_NOMEM;
+    free(x->path);
+    x->path = p;
+    if (x->file)
+        seg_file_unref(x->file);    /* a flush holding it keeps the fd */
+    x->file = NULL;
     return 0;
 }
 

@@ -23,6 +23,13 @@
  *       were made durable by the flush that recorded it, and what open
  *       itself writes (index trims and rebuilds of the always-scanned
  *       active segment) it would write again.
+ *   L6. Time rolls happen only in an append, as Kafka's shouldRoll: when
+ *       the newest MaxTimestamp appended less the active segment's first
+ *       MaxTimestamp (roll_ts; without one, the wall clock less that
+ *       of the first append, or of the open) exceeds segment.ms less
+ *       its jitter.
+ *       Opening a log never rolls it, nor sets the clock to anything but
+ *       what its first batch says.
  *
  * States:
  *
@@ -50,6 +57,7 @@ void seg_config_default(seg_config *c)
 {
     c->segment_bytes = 1ull << 30;
     c->segment_ms = 7LL * 24 * 3600 * 1000;
+    c->segment_jitter_ms = 0;
     c->index_interval_bytes = 4096;
     c->segment_index_bytes = 10u << 20;
 }
@@ -513,13 +521,17 @@ int seg_open(const seg_open_opts *opts, seg_log **out)
     if (rc == 0) {
         seg_segment *a = log->segs[log->n - 1];
         for (int i = 0; i + 1 < log->n; i++)
-            seg_idx_trim(&log->segs[i]->idx), seg_idx_trim(&log->segs[i]->tidx);
+            seg_segment_seal(log->segs[i], log->dir);     /* index.c, I5 */
         rc = seg_segment_activate(a, &log->cfg);
-        if (first_batch_ts(a, &a->roll_ts) < 0)
-            a->roll_ts = now;
+        if (first_batch_ts(a, &a->roll_ts) < 0)     /* L6: never a roll here */
+            a->roll_ts = -1;
+        a->created_ms = now;
+        a->roll_jitter_ms = seg_roll_jitter(&log->cfg);
     }
     if (rc) {
+        int e = errno;              /* the caller reports why (EMFILE …) */
         seg_close(log);
+        errno = e;
         return SEG_E_IO;
     }
     log->log_end = log->segs[log->n - 1]->next;
@@ -587,8 +599,12 @@ int seg_rename_dir(seg_log *log, const char *newdir)
         free(d);
         return SEG_E_IO;
     }
+    pthread_mutex_lock(&log->mu);       /* seg_flush copies it */
     free(log->dir);
     log->dir = d;
+    pthread_mutex_unlock(&log->mu);
+    for (int i = 0; i + 1 < log->n; i++)     /* their names moved (I5) */
+        seg_segment_seal(log->segs[i], d);
     return 0;
 }
 
@@ -621,9 +637,9 @@ static int roll_now(seg_log *log, int64_t now_ms)
         seg_segment_delete(log->dir, s);
         return seg_log_fail(log, ENOMEM);
     }
-    /* Sealed: give back the preallocated index space. */
-    seg_idx_trim(&old->idx);
-    seg_idx_trim(&old->tidx);
+    /* Sealed: give back the preallocated index space, and the index fds
+     * (index.c, I5). */
+    seg_segment_seal(old, log->dir);
     return 0;
 }
 
@@ -635,6 +651,29 @@ int seg_roll(seg_log *log, int64_t now_ms)
 }
 
 /* ---- append (the produce hot path) ----------------------------------------- */
+/* L6, Kafka's LogSegment.shouldRoll by time: the newest MaxTimestamp of
+ * the batches being appended, less the first batch's MaxTimestamp (the
+ * wall clock less the segment's creation when that one has none), beyond
+ * segment.ms less the segment's jitter.  Cost: one header load per batch. */
+static bool roll_due(const seg_segment *s, const seg_config *c,
+                     const uint8_t *buf, size_t len, int64_t now_ms)
+{
+    if (c->segment_ms <= 0)
+        return false;
+    int64_t waited;
+    if (s->roll_ts >= 0) {
+        int64_t newest = -1;
+        for (size_t off = 0; off < len;
+             off += (size_t)seg_be32(buf + off + 8) + KP_BATCH_LOG_OVERHEAD)
+            if (seg_be64(buf + off + SEG_HDR_MAXTS) > newest)
+                newest = seg_be64(buf + off + SEG_HDR_MAXTS);
+        waited = newest - s->roll_ts;
+    } else {
+        waited = now_ms - s->created_ms;
+    }
+    return waited > c->segment_ms - s->roll_jitter_ms;
+}
+
 /* Writes len bytes of nb batches whose offsets run [first, end) into the
  * active segment, rolling first when asked to.  Cost: O(nb) header touches,
  * one pwrite (looped only on a short write), no allocation. */
@@ -646,7 +685,7 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
     const seg_config *c = &log->cfg;
     if (s->size > 0 &&
         (s->size + len > c->segment_bytes ||
-         (c->segment_ms > 0 && now_ms - s->roll_ts >= c->segment_ms) ||
+         roll_due(s, c, buf, len, now_ms) ||
          s->idx.n + (uint64_t)nb > c->segment_index_bytes / SEG_OIDX_ENTRY ||
          s->tidx.n + (uint64_t)nb > c->segment_index_bytes / SEG_TIDX_ENTRY ||
          end - 1 - s->base > INT32_MAX || s->size + len > INT32_MAX)) {
@@ -657,8 +696,10 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
     }
     if (end - 1 - s->base > INT32_MAX || s->size + len > INT32_MAX)
         return SEG_E_TOOBIG;        /* even a fresh segment cannot hold it */
-    if (s->size == 0)
-        s->roll_ts = now_ms;
+    if (s->size == 0) {             /* L6: the first batch sets the clock */
+        s->roll_ts = seg_be64(buf + SEG_HDR_MAXTS);
+        s->created_ms = now_ms;
+    }
 
     if (rewrite) {                  /* BaseOffset is outside the CRC */
         int64_t o = first;
@@ -796,19 +837,26 @@ int seg_flush(seg_log *log, int64_t *flushed_to)
     int first = log->n - 1;
     while (first > 0 && log->segs[first]->base > rp)
         first--;
-    int k = 0, want = 3 * (log->n - first);
-    seg_file **files = malloc((size_t)want * sizeof *files);
-    for (int i = first; files && i < log->n; i++) {
-        seg_segment *s = log->segs[i];
-        seg_file *f[] = { s->log, s->idx.file, s->tidx.file };
-        for (int j = 0; j < 3; j++) {
-            seg_file_ref(f[j]);
-            files[k++] = f[j];
-        }
+    int k = log->n - first;
+    seg_file **files = malloc((size_t)k * sizeof *files);
+    int64_t *bases = malloc((size_t)k * sizeof *bases);
+    char *dir = strdup(log->dir);
+    for (int i = 0; files && bases && i < k; i++) {
+        seg_segment *s = log->segs[first + i];
+        seg_file_ref(s->log);
+        files[i] = s->log;
+        bases[i] = s->base;
     }
     pthread_mutex_unlock(&log->mu);
-    if (!files)
+    if (!files || !bases || !dir) {
+        if (files && bases)
+            for (int i = 0; i < k; i++)
+                seg_file_unref(files[i]);
+        free(files);
+        free(bases);
+        free(dir);
         return SEG_E_IO;
+    }
 
     int err = 0;
     /* The lock is not held here (L4): appends go on meanwhile; what they
@@ -816,7 +864,24 @@ int seg_flush(seg_log *log, int64_t *flushed_to)
     for (int i = 0; i < k; i++)
         if (sync_fd(files[i]->fd) < 0 && !err)
             err = errno;
-    int dfd = open(log->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* Indexes by name: the owner alone touches a seg_idx, whose fd may be
+     * closed (sealed, index.c I5) or reopened meanwhile.  A name gone
+     * means its segment left the log (retention or truncation, which
+     * bumps trunc_gen) or was swapped for a compacted one already synced
+     * (cleaner.c, C1): nothing this flush promises. */
+    for (int i = 0; i < 2 * k; i++) {
+        char path[4096];
+        seg_path(path, sizeof path, dir, bases[i / 2], i % 2 ? ".timeindex" : ".index");
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno != ENOENT && !err)
+            err = errno;
+        if (fd >= 0 && sync_fd(fd) < 0 && !err)
+            err = errno;
+        if (fd >= 0)
+            close(fd);
+    }
+    free(bases);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || sync_fd(dfd) < 0)      /* new segment names */
         err = err ? err : errno;
     if (dfd >= 0)
@@ -824,6 +889,7 @@ int seg_flush(seg_log *log, int64_t *flushed_to)
     for (int i = 0; i < k; i++)
         seg_file_unref(files[i]);
     free(files);
+    free(dir);
     if (err)    /* after a failed fdatasync the page cache can't be trusted */
         return seg_log_fail(log, err);
 

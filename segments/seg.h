@@ -46,6 +46,7 @@ enum {
 typedef struct seg_config {
     uint64_t segment_bytes;        /* segment.bytes, default 1 GiB */
     int64_t  segment_ms;           /* segment.ms, default 7 days */
+    int64_t  segment_jitter_ms;    /* segment.jitter.ms, default 0 */
     uint32_t index_interval_bytes; /* index.interval.bytes, default 4096 */
     uint32_t segment_index_bytes;  /* segment.index.bytes, default 10 MiB:
                                       a segment whose index is full rolls */
@@ -67,7 +68,9 @@ typedef struct seg_open_opts {
  * offsets >= recovery_point are scanned batch by batch; the first batch
  * with a bad length, magic or CRC-32C ends the log (file truncated there,
  * later segments removed); missing or damaged indexes are rebuilt.
- * Returns 0 or SEG_E_IO.  *out is set on success only. */
+ * Returns 0 or SEG_E_IO with errno saying why (EMFILE: the process is
+ * out of descriptors).  *out is set on success only.  Fds held: three
+ * for the active segment, one (its .log) per sealed segment. */
 int  seg_open(const seg_open_opts *opts, seg_log **out);
 /* Closes files; does not flush (call seg_flush first for durability). */
 void seg_close(seg_log *log);
@@ -93,7 +96,9 @@ int64_t  seg_max_timestamp(const seg_log *log);
 /* Appends one or more concatenated batches that the caller has already
  * validated (kp_batch_validate): assigns offsets by rewriting each
  * BaseOffset in place, writes them with one write(), updates the indexes,
- * rolls first if segment.bytes / segment.ms / a full index call for it.
+ * rolls first if segment.bytes / segment.ms / a full index call for it
+ * (segment.ms as Kafka counts it: from the first batch's MaxTimestamp to
+ * the newest one appended, log.c L6; a log is never rolled at open).
  * *base_offset gets the first assigned offset.  Cost: O(batches), no
  * allocation, no fsync.  On a write error the partial write is cut off,
  * the log enters its error state and SEG_E_IO is returned. */

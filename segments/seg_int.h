@@ -45,7 +45,8 @@ void      seg_file_unref(seg_file *f);      /* closes the fd at 0 */
                                  spill: 512 offset or 341 time entries */
 
 typedef struct seg_idx {
-    seg_file *file;
+    seg_file *file;          /* NULL while sealed (index.c, I5) */
+    char     *path;          /* set only while sealed: where to reopen */
     uint8_t  *map;           /* MAP_SHARED, PROT_READ; NULL while
                                 map_len == 0 */
     size_t    map_len;       /* bytes mapped (>= file length used) */
@@ -69,6 +70,10 @@ int  seg_idx_drop(seg_idx *x, uint32_t keep);
 int  seg_idx_spill(seg_idx *x);
 /* Spills, frees the tail, file length = n entries. */
 int  seg_idx_trim(seg_idx *x);
+/* Trims and closes the fd, keeping the mapping; path (the file's name
+ * now) is where a later write reopens it (index.c, I5).  0, or SEG_E_*
+ * with the index still open. */
+int  seg_idx_seal(seg_idx *x, const char *path);
 /* Offset index entry i (< n). */
 void seg_oidx_get(const seg_idx *x, uint32_t i, int32_t *rel, int32_t *pos);
 /* Adds an entry at n (the caller keeps I1).  0 or SEG_E_IO. */
@@ -92,7 +97,12 @@ typedef struct seg_segment {
     seg_file *log;           /* the log's reference */
     seg_idx   idx, tidx;
     int64_t   max_ts;        /* largest MaxTimestamp in it, -1 if none */
-    int64_t   roll_ts;       /* segment.ms counts from here */
+    int64_t   roll_ts;       /* the first batch's MaxTimestamp, -1 when
+                                empty or it has none (log.c, L6) */
+    int64_t   created_ms;    /* wall clock at its first append (at
+                                creation or open until then): L6's
+                                fallback when roll_ts is -1 */
+    int64_t   roll_jitter_ms;/* seg_roll_jitter, drawn once per segment */
     uint32_t  since_index;   /* bytes appended since the last index entry */
 } seg_segment;
 
@@ -101,6 +111,8 @@ void seg_path(char *out, size_t cap, const char *dir, int64_t base,
               const char *ext);
 /* "<20 digits><ext>" → base, or -1 (log.c). */
 int64_t seg_name_base(const char *name, const char *ext);
+/* A new segment's share of segment.jitter.ms (segment.c). */
+int64_t seg_roll_jitter(const seg_config *c);
 int  seg_segment_create(const char *dir, int64_t base, const seg_config *c,
                         int64_t now_ms, seg_segment **out);
 /* Frees memory and drops references; files stay. */
@@ -121,6 +133,10 @@ int  seg_segment_index_batch(seg_segment *s, const seg_config *c,
 /* Makes the segment the active one: indexes get room up to
  * segment.index.bytes.  0 or SEG_E_IO. */
 int  seg_segment_activate(seg_segment *s, const seg_config *c);
+/* A segment no longer written: both indexes sealed (index.c, I5) under
+ * their names in dir.  Failing (no memory, or the trim failed) is
+ * harmless: the indexes stay open.  Owner thread. */
+void seg_segment_seal(seg_segment *s, const char *dir);
 /* Cuts the segment's .log to `pos` and drops index entries at or beyond. */
 int  seg_segment_cut(seg_segment *s, uint64_t pos);
 

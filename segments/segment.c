@@ -15,10 +15,14 @@
  *       next = last batch's BaseOffset + LastOffsetDelta + 1 (base if empty).
  *   S3. The .log fd lives as long as its last reference: the segment holds
  *       one, every seg_range and an in-flight seg_flush hold others.
+ *   S4. Only the active segment holds index fds; a sealed one holds its
+ *       .log fd alone (sendfile needs it) and reads its indexes through
+ *       their mappings (index.c, I5).
  *
  * States: active (indexes preallocated, seg_segment_activate) → sealed
- * (indexes trimmed, on roll) → deleted (renamed *.deleted, unlinked).
- * Truncation may turn a sealed segment active again.
+ * (indexes trimmed and their fds closed, seg_segment_seal: on roll, at
+ * open, on a compaction's install) → deleted (renamed *.deleted,
+ * unlinked).  Truncation may turn a sealed segment active again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -94,6 +98,17 @@ ssize_t seg_pwrite_full(int fd, const void *buf, size_t n, off_t pos)
 }
 
 /* ---- life cycle ------------------------------------------------------------ */
+/* Kafka's randomSegmentJitter: uniform in [0, min(segment.jitter.ms,
+ * segment.ms)), so partitions created together do not all roll together. */
+int64_t seg_roll_jitter(const seg_config *c)
+{
+    int64_t bound = c->segment_jitter_ms < c->segment_ms ? c->segment_jitter_ms
+                                                         : c->segment_ms;
+    if (bound <= 0)
+        return 0;
+    return (int64_t)(((uint64_t)random() << 31 | (uint64_t)random()) % (uint64_t)bound);
+}
+
 void seg_path(char *out, size_t cap, const char *dir, int64_t base,
               const char *ext)
 {
@@ -109,7 +124,9 @@ int seg_segment_create(const char *dir, int64_t base, const seg_config *c,
         return SEG_E_IO;
     s->base = s->next = base;
     s->max_ts = -1;
-    s->roll_ts = now_ms;
+    s->roll_ts = -1;                /* the first batch sets it (log.c, L6) */
+    s->created_ms = now_ms;
+    s->roll_jitter_ms = c ? seg_roll_jitter(c) : 0;
     /* A new segment starts from nothing, whatever an earlier life of the
      * directory left under the same name. */
     static const char *const ext[] = { ".log", ".index", ".timeindex" };
@@ -183,6 +200,15 @@ void seg_segment_delete(const char *dir, seg_segment *s)
     seg_segment_rename_deleted(dir, s->base);
     seg_segment_unlink_deleted(dir, s->base);
     seg_segment_free(s);
+}
+
+void seg_segment_seal(seg_segment *s, const char *dir)
+{
+    char path[4096];
+    seg_path(path, sizeof path, dir, s->base, ".index");
+    seg_idx_seal(&s->idx, path);
+    seg_path(path, sizeof path, dir, s->base, ".timeindex");
+    seg_idx_seal(&s->tidx, path);
 }
 
 int seg_segment_activate(seg_segment *s, const seg_config *c)

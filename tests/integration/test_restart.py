@@ -1,7 +1,10 @@
 """Durability across restarts: a clean stop keeps everything; a crash
 (SIGKILL) keeps every acknowledged message at its acknowledged offset,
 and the log is served cleanly up to its recovered end."""
+import os
+import resource
 import signal
+import subprocess
 import threading
 import time
 
@@ -147,3 +150,93 @@ def test_small_segments_roll_and_read_back_across_restarts(start_broker):
     check_all("after SIGKILL restart")
     m = produce_ok(ck_producer(b), t, [{"value": b"next"}])[0]
     assert m.offset() == len(vals)
+
+
+def _segment_logs(broker, t):
+    return sorted(f for f in os.listdir(broker.partition_dir(t)) if f.endswith(".log"))
+
+
+def _open_files_in(pid, d):
+    """Names of the files of directory d that process pid holds open."""
+    names = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if os.path.dirname(target) == d:
+            names.append(os.path.basename(target))
+    return sorted(names)
+
+
+def test_restart_does_not_roll_a_segment_of_old_timestamps(broker):
+    """segment.ms counts as Kafka's does: from the segment's first batch
+    timestamp to the newest one appended, never from the wall clock at a
+    restart (which rolled every partition of old data at once)."""
+    t = topic_name("oldts")
+    create_topic(broker, t, 1, {"segment.ms": "60000"})
+    old = 1700000000000                      # 2023: far older than segment.ms
+    p = ck_producer(broker)
+    produce_ok(p, t, [{"value": b"a", "partition": 0, "timestamp": old}])
+    broker.restart(signal.SIGTERM)
+    wait_topic(broker, t, 1)
+    p = ck_producer(broker)
+    produce_ok(p, t, [{"value": b"b", "partition": 0, "timestamp": old + 1000}])
+    assert _segment_logs(broker, t) == ["%020d.log" % 0]
+    # 60 s of batch time later than the first batch, and a little more: a roll
+    m = produce_ok(p, t, [{"value": b"c", "partition": 0, "timestamp": old + 60001}])[0]
+    assert _segment_logs(broker, t) == ["%020d.log" % 0, "%020d.log" % m.offset()]
+    got = consume(broker, t, [0], 3)
+    assert [(x.value(), x.timestamp()[1]) for x in got] == [
+        (b"a", old), (b"b", old + 1000), (b"c", old + 60001)]
+
+
+def test_closed_segments_hold_only_their_log_fd_and_still_serve(broker):
+    """After a restart, a partition of several segments holds the .log of
+    each open (sendfile needs it) but the indexes of the active one only."""
+    t = topic_name("fds")
+    create_topic(broker, t, 1, {"segment.bytes": "4096"})
+    vals = [b"%04d-" % i + b"x" * 300 for i in range(60)]
+    produce_ok(ck_producer(broker, **{"linger.ms": 0, "batch.num.messages": 1}), t,
+               [{"value": v, "partition": 0} for v in vals])
+    broker.restart(signal.SIGTERM)
+    wait_topic(broker, t, 1)
+    logs = _segment_logs(broker, t)
+    assert len(logs) >= 4, logs
+    held = _open_files_in(broker.proc.pid, broker.partition_dir(t))
+    active = logs[-1][:-len(".log")]
+    assert sorted(f for f in held if not f.endswith(".log")) == [active + ".index",
+                                                                 active + ".timeindex"], held
+    assert sorted(f for f in held if f.endswith(".log")) == logs, held
+    # Lookups in the closed segments go through their indexes' mappings.
+    got = consume(broker, t, [0], len(vals))
+    assert [m.value() for m in got] == vals
+    got = consume(broker, t, [0], len(vals) - 25, offsets={0: 25}, settle=0)
+    assert [(m.offset(), m.value()) for m in got] == list(enumerate(vals))[25:]
+
+
+def test_broker_without_enough_fds_refuses_to_start_with_one_clear_line(start_broker):
+    """Out of descriptors while opening partitions: the broker says so and
+    exits, rather than serving some partitions and not others."""
+    b = start_broker()
+    t = topic_name("nofd")
+    create_topic(b, t, 200)
+    produce_ok(ck_producer(b), t, [{"value": b"v", "partition": i} for i in range(200)])
+    assert b.stop() == 0
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    with open(b.log_path, "ab") as log:
+        proc = subprocess.Popen(b.argv(), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=b.workdir, preexec_fn=low_limit)
+    try:
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert rc == 1, "sluiced exited with %s\n%s" % (rc, b.log_tail())
+    lines = [ln for ln in b.log_text().splitlines() if "out of file descriptors" in ln]
+    assert len(lines) == 1, b.log_tail()
+    assert "RLIMIT_NOFILE 256" in lines[0] and t in lines[0], lines[0]

@@ -4,6 +4,7 @@
  * another thread, and the error state after a failed write.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -278,17 +279,42 @@ START_TEST(test_roll_by_segment_ms)
     seg_config c = small_cfg();
     c.segment_ms = 1000;
     seg_log *log = open_log(&c, 0, 0);
-    append1(log, 1, 0, 10, 10000);
-    append1(log, 1, 0, 10, 10500);
+    /* Kafka's clock: batch timestamps, from the segment's first batch;
+     * the wall clock (last argument) plays no part while batches have
+     * timestamps. */
+    append1(log, 1, 10000, 10, 0);
+    append1(log, 1, 10500, 10, 999999);
+    append1(log, 1, 11000, 10, 0);          /* 1000 is not beyond 1000 */
     ck_assert_int_eq(seg_segment_count(log), 1);
-    append1(log, 1, 0, 10, 11000);
+    append1(log, 1, 11001, 10, 0);
     ck_assert_int_eq(seg_segment_count(log), 2);
-    append1(log, 1, 0, 10, 11999);
+    append1(log, 1, 12001, 10, 0);          /* the new segment's clock */
     ck_assert_int_eq(seg_segment_count(log), 2);
     /* An explicit roll, and a no-op one on the empty active segment. */
     ck_assert_int_eq(seg_roll(log, 12000), 0);
     ck_assert_int_eq(seg_roll(log, 12000), 0);
     ck_assert_int_eq(seg_segment_count(log), 3);
+    seg_close(log);
+}
+END_TEST
+
+/* The restart case: batches stamped long ago, a log reopened much later.
+ * Neither the open nor the next append with the same clock rolls it. */
+START_TEST(test_reopen_does_not_roll_old_segment)
+{
+    seg_config c = small_cfg();
+    c.segment_ms = 1000;
+    seg_log *log = open_log(&c, 0, 0);
+    append1(log, 1, 1700000000000LL, 10, 1700000000000LL);
+    seg_close(log);
+    log = open_log(&c, 0, 0);
+    ck_assert_int_eq(seg_segment_count(log), 1);
+    int64_t wall = 1700000000000LL + 365LL * 24 * 3600 * 1000;
+    append1(log, 1, 1700000000500LL, 10, wall);
+    ck_assert_int_eq(seg_segment_count(log), 1);
+    /* The first batch's timestamp, read back at open, still counts. */
+    append1(log, 1, 1700000001001LL, 10, wall);
+    ck_assert_int_eq(seg_segment_count(log), 2);
     seg_close(log);
 }
 END_TEST
@@ -345,6 +371,79 @@ START_TEST(test_offset_for_time)
     int64_t off;
     ck_assert_int_eq(seg_offset_for_time(log, 0, &off, NULL), 0);
     ck_assert_int_eq(off, 25);
+    seg_close(log);
+}
+END_TEST
+
+/* Descriptors this process holds on files of g_dir ending in ext. */
+static int open_fds_ending(const char *ext)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    size_t dl = strlen(g_dir), el = strlen(ext);
+    for (struct dirent *e; (e = readdir(d));) {
+        char link[300], target[4096];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = 0;
+        if ((size_t)len > dl + el && !strncmp(target, g_dir, dl) && target[dl] == '/' &&
+            !strcmp(target + len - el, ext))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Closed segments hold their .log fd only (index.c I5); a truncation into
+ * one reopens its indexes, whose new entries are then flushed by name and
+ * trusted by the next open: every offset is found again. */
+START_TEST(test_sealed_segments_hold_no_index_fds_and_reopen_them)
+{
+    seg_config c = small_cfg();
+    c.segment_bytes = 2048;
+    c.index_interval_bytes = 0;             /* an entry for every batch */
+    seg_log *log = open_log(&c, 0, 0);
+    for (int i = 0; i < 40; i++)
+        append1(log, 3, 1000 + i, 100, 0);      /* batches at 0, 3, 6, … */
+    int segs = seg_segment_count(log);
+    ck_assert_int_gt(segs, 3);
+    ck_assert_int_eq(open_fds_ending(".log"), segs);
+    ck_assert_int_eq(open_fds_ending(".index"), 1);
+    ck_assert_int_eq(open_fds_ending(".timeindex"), 1);
+    /* Into the second segment, sealed: it is active again, with fds. */
+    ck_assert_int_eq(seg_truncate(log, 21), 0);
+    ck_assert_int_lt(seg_segment_count(log), segs);
+    for (int i = 0; i < 30; i++)
+        append1(log, 3, 2000 + i, 100, 0);
+    int64_t end = seg_log_end(log), flushed = -1;
+    ck_assert_int_eq(end, 21 + 90);
+    ck_assert_int_eq(seg_flush(log, &flushed), 0);
+    ck_assert_int_eq(flushed, end);
+    segs = seg_segment_count(log);
+    ck_assert_int_eq(open_fds_ending(".index"), 1);
+    seg_close(log);
+    ck_assert_int_eq(open_fds_ending(".log"), 0);
+
+    log = open_log(&c, 0, end);             /* everything trusted */
+    ck_assert_int_eq(seg_segment_count(log), segs);
+    ck_assert_int_eq(open_fds_ending(".log"), segs);
+    ck_assert_int_eq(open_fds_ending(".index"), 1);
+    for (int64_t o = 0; o < end; o++) {
+        seg_range r;
+        ck_assert_int_eq(seg_read(log, o, INT64_MAX, 1, &r), 0);
+        int64_t first;
+        int64_t next = check_range(&r, &first, NULL);
+        ck_assert_int_le(first, o);
+        ck_assert_int_gt(next, o);
+        seg_range_release(&r);
+    }
+    int64_t off, ts;
+    ck_assert_int_eq(seg_offset_for_time(log, 2010, &off, &ts), 0);
+    ck_assert_int_eq(off, 21 + 8 * 3 + 2);     /* batch 8: 2008, 2009, 2010 */
+    ck_assert_int_eq(ts, 2010);
     seg_close(log);
 }
 END_TEST
@@ -752,7 +851,8 @@ int main(void)
         test_append_assigns_contiguous_offsets, test_read_returns_whole_batches,
         test_read_at_least_one_batch_when_max_bytes_small,
         test_read_mid_batch_offset_starts_at_batch, test_roll_by_segment_bytes,
-        test_roll_by_segment_ms, test_roll_by_full_index, test_offset_for_time, test_truncate,
+        test_roll_by_segment_ms, test_reopen_does_not_roll_old_segment,
+        test_roll_by_full_index, test_sealed_segments_hold_no_index_fds_and_reopen_them, test_offset_for_time, test_truncate,
         test_flush_of_an_unchanged_log_keeps_the_recovery_point,
         test_advance_log_start_deletes_segments, test_delete_old_by_time_and_size,
         test_reopen_keeps_everything, test_index_tail_through_spill_roll_truncate_reopen,
