@@ -28,6 +28,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -263,7 +264,7 @@ class ZooKeeper(Pausable, ProcessLog):
         return dies_with_us(["sh", ZK_SERVER, self.cfg, self.workdir])
 
     def start(self):
-        for attempt in range(3):
+        for attempt in range(conftest.BIND_RETRIES + 1):
             self._write_cfg()
             self.starts += 1
             mark = b"\n===== start %d\n" % self.starts
@@ -289,9 +290,13 @@ class ZooKeeper(Pausable, ProcessLog):
             # A port taken since free_port() just means another port, as
             # long as no client knows this one yet.
             if self.served or "Address already in use" not in this_start \
-                    or attempt == 2:
+                    or attempt == conftest.BIND_RETRIES:
                 break
-            self.port = free_port()
+            old, self.port = self.port, free_port()
+            note = "port %d was taken by another process: retrying on %d" % (old, self.port)
+            with open(self.log_path, "ab") as f:
+                f.write(b"===== %s\n" % note.encode())
+            sys.stderr.write("zookeeper: %s\n" % note)
         raise AssertionError("ZooKeeper exited with %s during startup\n%s"
                              % (self.proc.returncode, self.log_tail()))
 
@@ -315,8 +320,10 @@ class ZooKeeper(Pausable, ProcessLog):
     def serving(self):
         """imok comes as soon as the port is open, before the database is
         loaded (srvr then says "not currently serving requests"): ready is
-        both."""
-        return self.ruok() and "Mode: " in self.four("srvr", timeout=0.5)
+        both, from a port this process listens on (another program may
+        have taken it: conftest's P3)."""
+        return self.port in conftest.listening_ports(self.proc.pid) and self.ruok() \
+            and "Mode: " in self.four("srvr", timeout=0.5)
 
     def alive(self):
         return not _pid_gone(self.proc)
@@ -369,10 +376,8 @@ class ClusterBroker(Pausable, Broker):
     place in the cluster, and SIGSTOP/SIGCONT."""
 
     def __init__(self, workdir, broker_id, zk_connect, session_timeout_ms, overrides=None):
-        self.admin_port = free_port()
-        self.admin = "127.0.0.1:%d" % self.admin_port
         o = {"broker.id": str(broker_id),
-             "admin.listeners": "http://%s" % self.admin,
+             "admin.listeners": "http://127.0.0.1:%d" % free_port(),
              "zookeeper.connect": zk_connect,
              "zookeeper.session.timeout.ms": str(session_timeout_ms)}
         o.update(overrides or {})
