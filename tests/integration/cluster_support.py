@@ -37,7 +37,7 @@ import pytest
 
 import conftest
 import kafka_raw as kr
-from conftest import Broker, ProcessLog, finish_broker, free_port
+from conftest import Broker, ProcessLog, dies_with_us, finish_broker, free_port
 from test_sql import sql as http_sql, sql_error as http_sql_error
 
 # Starts the Debian package's server in the foreground (exec: same PID);
@@ -55,11 +55,6 @@ def zk_missing():
     if not os.path.exists(ZK_JAR):
         return "%s not found (make deps installs zookeeper)" % ZK_JAR
     return None
-
-
-def dies_with_us(argv):
-    """C1: the child gets SIGKILL when pytest dies, however it dies."""
-    return ["setpriv", "--pdeathsig", "KILL", "--"] + argv if shutil.which("setpriv") else argv
 
 
 def wait_for(pred, timeout, what, interval=0.1):
@@ -389,9 +384,6 @@ class ClusterBroker(Pausable, Broker):
     @property
     def label(self):
         return "sluiced broker %d %s (admin %s)" % (self.broker_id, self.bootstrap, self.admin)
-
-    def argv(self):
-        return dies_with_us(super().argv())
 
     def _start_once(self):
         self.stopped = False

@@ -38,12 +38,19 @@ TEST_TIMEOUT_S = int(os.environ.get("SLUICE_IT_TEST_TIMEOUT", "150"))
 # label, log_path, log_tail(n), alive() and kill(); failures quote their
 # logs, and the session's end (or the interpreter's) kills what is left.
 _live = []
+LEAKED = []    # what the end of a module found still running (see pytest_runtest_teardown)
 
 
 @atexit.register
 def _kill_leftovers():
     for p in list(_live):
         p.kill()
+
+
+def dies_with_us(argv):
+    """The child gets SIGKILL when pytest dies, however it dies (run.sh's
+    `timeout` sends SIGTERM, which runs no finalizer)."""
+    return ["setpriv", "--pdeathsig", "KILL", "--"] + argv if shutil.which("setpriv") else argv
 
 
 def sluiced_path():
@@ -313,7 +320,7 @@ class Broker(ProcessLog):
         self._log = open(self.log_path, "ab")
         self._log.write(b"\n===== start %d: %s\n" % (self.starts, " ".join(self.argv()).encode()))
         self._log.flush()
-        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(dies_with_us(self.argv()), stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT,
                                      cwd=self.workdir)
         self.expect_dead = False
@@ -495,8 +502,17 @@ def pytest_runtest_call(item):
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item):
+def pytest_runtest_teardown(item, nextitem):
     yield
+    if nextitem is None or nextitem.module is not item.module:
+        # The module's fixtures (none lives longer) are finalized: a process
+        # still running was never stopped.  Killed here by PID and reported;
+        # the run fails (pytest_sessionfinish).
+        for p in list(_live):
+            if p.alive():
+                LEAKED.append("%s (pid %d), still running after %s"
+                              % (p.label, p.proc.pid, item.nodeid))
+                p.kill()
     # Only the current test's brokers belong in its failure report.
     for b in list(_live):
         if not b.alive():
@@ -511,8 +527,14 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("measured")
         for line in FIGURES:
             terminalreporter.write_line(line)
+    if LEAKED:
+        terminalreporter.section("processes no test stopped (killed)", red=True)
+        for line in LEAKED:
+            terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session, exitstatus):
     for b in _live:
         b.kill()
+    if LEAKED and session.exitstatus == 0:
+        session.exitstatus = 1
