@@ -28,7 +28,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -288,10 +287,7 @@ class ZooKeeper(Pausable, ProcessLog):
                     or attempt == conftest.BIND_RETRIES:
                 break
             old, self.port = self.port, free_port()
-            note = "port %d was taken by another process: retrying on %d" % (old, self.port)
-            with open(self.log_path, "ab") as f:
-                f.write(b"===== %s\n" % note.encode())
-            sys.stderr.write("zookeeper: %s\n" % note)
+            self.log_note("port %d was taken by another process: retrying on %d" % (old, self.port))
         raise AssertionError("ZooKeeper exited with %s during startup\n%s"
                              % (self.proc.returncode, self.log_tail()))
 

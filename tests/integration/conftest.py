@@ -212,6 +212,13 @@ class ProcessLog:
         except OSError:
             return ""
 
+    def log_note(self, text):
+        """A line of the harness's own in the log (and on stderr, which a
+        failing test's report shows)."""
+        with open(self.log_path, "ab") as f:
+            f.write(b"===== %s\n" % text.encode())
+        sys.stderr.write("%s: %s\n" % (self.label, text))
+
     def log_tail(self, n=60):
         lines = self.log_text().splitlines()
         return "----- %s output (last %d lines) -----\n%s" % (
@@ -309,10 +316,7 @@ class Broker(ProcessLog):
                 if self.served or old is None or attempt == BIND_RETRIES:
                     raise
                 new = free_port()
-                note = "port %d was taken by another process: retrying on %d" % (old, new)
-                with open(self.log_path, "ab") as f:
-                    f.write(b"===== %s\n" % note.encode())
-                sys.stderr.write("%s: %s\n" % (self.label, note))
+                self.log_note("port %d was taken by another process: retrying on %d" % (old, new))
                 self.rebind(old, new)
 
     def _start_once(self):
