@@ -36,7 +36,7 @@ import pytest
 
 import conftest
 import kafka_raw as kr
-from conftest import Broker, ProcessLog, finish_broker, free_port
+from conftest import Broker, ProcessLog, dies_with_us, finish_broker, free_port
 from test_sql import sql as http_sql, sql_error as http_sql_error
 
 # Starts the Debian package's server in the foreground (exec: same PID);
@@ -54,11 +54,6 @@ def zk_missing():
     if not os.path.exists(ZK_JAR):
         return "%s not found (make deps installs zookeeper)" % ZK_JAR
     return None
-
-
-def dies_with_us(argv):
-    """C1: the child gets SIGKILL when pytest dies, however it dies."""
-    return ["setpriv", "--pdeathsig", "KILL", "--"] + argv if shutil.which("setpriv") else argv
 
 
 def wait_for(pred, timeout, what, interval=0.1):
@@ -280,7 +275,7 @@ class ZooKeeper(Pausable, ProcessLog):
         return dies_with_us(["sh", ZK_SERVER, self.cfg, self.workdir])
 
     def start(self):
-        for attempt in range(3):
+        for attempt in range(conftest.BIND_RETRIES + 1):
             self._write_cfg()
             self.starts += 1
             mark = b"\n===== start %d\n" % self.starts
@@ -306,9 +301,10 @@ class ZooKeeper(Pausable, ProcessLog):
             # A port taken since free_port() just means another port, as
             # long as no client knows this one yet.
             if self.served or "Address already in use" not in this_start \
-                    or attempt == 2:
+                    or attempt == conftest.BIND_RETRIES:
                 break
-            self.port = free_port()
+            old, self.port = self.port, free_port()
+            self.log_note("port %d was taken by another process: retrying on %d" % (old, self.port))
         raise AssertionError("ZooKeeper exited with %s during startup\n%s"
                              % (self.proc.returncode, self.log_tail()))
 
@@ -332,8 +328,10 @@ class ZooKeeper(Pausable, ProcessLog):
     def serving(self):
         """imok comes as soon as the port is open, before the database is
         loaded (srvr then says "not currently serving requests"): ready is
-        both."""
-        return self.ruok() and "Mode: " in self.four("srvr", timeout=0.5)
+        both, from a port this process listens on (another program may
+        have taken it: conftest's P3)."""
+        return self.port in conftest.listening_ports(self.proc.pid) and self.ruok() \
+            and "Mode: " in self.four("srvr", timeout=0.5)
 
     def alive(self):
         return not _pid_gone(self.proc)
@@ -386,10 +384,8 @@ class ClusterBroker(Pausable, Broker):
     place in the cluster, and SIGSTOP/SIGCONT."""
 
     def __init__(self, workdir, broker_id, zk_connect, session_timeout_ms, overrides=None):
-        self.admin_port = free_port()
-        self.admin = "127.0.0.1:%d" % self.admin_port
         o = {"broker.id": str(broker_id),
-             "admin.listeners": "http://%s" % self.admin,
+             "admin.listeners": "http://127.0.0.1:%d" % free_port(),
              "zookeeper.connect": zk_connect,
              "zookeeper.session.timeout.ms": str(session_timeout_ms)}
         o.update(overrides or {})
@@ -401,9 +397,6 @@ class ClusterBroker(Pausable, Broker):
     @property
     def label(self):
         return "sluiced broker %d %s (admin %s)" % (self.broker_id, self.bootstrap, self.admin)
-
-    def argv(self):
-        return dies_with_us(super().argv())
 
     def _start_once(self):
         self.stopped = False

@@ -10,7 +10,10 @@ build/sluiced in the repository.  Each start's stderr/stdout goes to a
 file beside (not inside) the data directory; failures quote its tail.
 """
 import atexit
+import fcntl
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -35,6 +38,7 @@ TEST_TIMEOUT_S = int(os.environ.get("SLUICE_IT_TEST_TIMEOUT", "150"))
 # label, log_path, log_tail(n), alive() and kill(); failures quote their
 # logs, and the session's end (or the interpreter's) kills what is left.
 _live = []
+LEAKED = []    # what the end of a module found still running (see pytest_runtest_teardown)
 
 
 @atexit.register
@@ -43,18 +47,135 @@ def _kill_leftovers():
         p.kill()
 
 
+def dies_with_us(argv):
+    """The child gets SIGKILL when pytest dies, however it dies (run.sh's
+    `timeout` sends SIGTERM, which runs no finalizer)."""
+    return ["setpriv", "--pdeathsig", "KILL", "--"] + argv if shutil.which("setpriv") else argv
+
+
 def sluiced_path():
     p = os.environ.get("SLUICED") or os.path.join(REPO, "build", "sluiced")
     return os.path.abspath(p)
 
 
-def free_port():
+# ---- ports ---------------------------------------------------------------------
+# Every listener a test starts (brokers, their admin and extra listeners,
+# ZooKeeper) binds a port free_port() handed out, some time later:
+#   P1  the ports come from outside the kernel's ephemeral range
+#       (ip_local_port_range), so no outgoing connection on the machine
+#       is given one of them meanwhile;
+#   P2  a port is handed out once per machine while this process lives:
+#       each is reserved by a lock on byte PORT of PORT_LOCK (fcntl record
+#       locks, dropped by the kernel when the process ends), which every
+#       run of this harness, from any worktree, honours;
+#   P3  a port another program binds anyway (it does not know of P2) is
+#       caught at startup (Broker.start, cluster_support.ZooKeeper.start):
+#       a process that never served moves to another port, a few times,
+#       saying so in its log; a restarted one keeps its port (its clients
+#       know it) and fails with the bind error.
+PORT_LOCK = os.path.join(tempfile.gettempdir(), "sluice-it-ports.lock")
+
+
+def _port_range():
+    """The larger stretch of [10000, 65535] outside the ephemeral range
+    (below 10000 live the well-known defaults: ZooKeeper's 2181, Kafka's
+    9092)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        lo, hi = 32768, 60999                       # Linux's default
+    best = max((10000, lo - 1), (hi + 1, 65535), key=lambda r: r[1] - r[0])
+    return best if best[1] - best[0] >= 1000 else (10000, 65535)
+
+
+def _bindable(port):
+    """Nobody has port on any IPv4 address (no SO_REUSEADDR: a port with
+    connections lingering in TIME_WAIT counts as taken too)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.bind(("0.0.0.0", port))
+        return True
+    except OSError:
+        return False
     finally:
         s.close()
+
+
+class _PortAllocator:
+    def __init__(self):
+        self.lo, self.hi = _port_range()
+        self.fd = None          # never closed: closing any fd of the file drops every lock
+        self.next = None
+        self.held = set()
+
+    def take(self):
+        if self.fd is None:
+            self.fd = os.open(PORT_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+            self.next = random.Random(os.getpid() ^ time.time_ns()).randint(self.lo, self.hi)
+        n = self.hi - self.lo + 1
+        for _ in range(n):
+            port = self.next
+            self.next = self.lo + (port + 1 - self.lo) % n
+            if port in self.held:
+                continue
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port)
+            except OSError:
+                continue                            # another run holds it
+            if _bindable(port):
+                self.held.add(port)
+                return port
+            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, port)
+        raise RuntimeError("free_port: every port in %d-%d is taken" % (self.lo, self.hi))
+
+
+_ports = _PortAllocator()
+
+
+def free_port():
+    """A loopback port nobody listens on, reserved for this run (P1-P3)."""
+    return _ports.take()
+
+
+def listening_ports(pid):
+    """The TCP ports process pid listens on (empty once it is gone): its
+    socket inodes (/proc/PID/fd) in LISTEN state in /proc/net/tcp{,6}."""
+    fd_dir = "/proc/%d/fd" % pid
+    inodes = set()
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return set()
+    for name in names:
+        try:
+            target = os.readlink(os.path.join(fd_dir, name))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if len(f) > 9 and f[3] == "0A" and f[9] in inodes:
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def taken_port(message):
+    """The port of a "cannot listen on [NAME://]HOST:PORT" (sluiced's bind
+    errors, the main and the admin listeners'), or None."""
+    m = re.search(r"cannot listen on (?:\w+://)?[^\s:]*:(\d+)", message)
+    return int(m.group(1)) if m else None
+
+
+BIND_RETRIES = 5
 
 
 BASE_PROPERTIES = """\
@@ -91,6 +212,13 @@ class ProcessLog:
         except OSError:
             return ""
 
+    def log_note(self, text):
+        """A line of the harness's own in the log (and on stderr, which a
+        failing test's report shows)."""
+        with open(self.log_path, "ab") as f:
+            f.write(b"===== %s\n" % text.encode())
+        sys.stderr.write("%s: %s\n" % (self.label, text))
+
     def log_tail(self, n=60):
         lines = self.log_text().splitlines()
         return "----- %s output (last %d lines) -----\n%s" % (
@@ -119,6 +247,7 @@ class Broker(ProcessLog):
         self.broker_id = int(self.overrides.get("broker.id", _property(config, "broker.id", BROKER_ID)))
         self.proc = None
         self.starts = 0
+        self.served = False        # listened once: clients know its ports
         self.expect_dead = False   # set while we are the ones stopping it
         self.log_path = os.path.join(workdir, "broker.log")
         self._log = None
@@ -126,6 +255,42 @@ class Broker(ProcessLog):
     @property
     def label(self):
         return "sluiced %s" % self.bootstrap
+
+    @property
+    def admin(self):
+        """host:port of the admin endpoint (from the admin.listeners
+        override; 0.0.0.0 is reached on 127.0.0.1), or None."""
+        m = re.match(r"\w+://([^:,/]*):(\d+)", self.overrides.get("admin.listeners", ""))
+        if not m:
+            return None
+        return "%s:%s" % (m.group(1) if m.group(1) not in ("", "0.0.0.0") else "127.0.0.1",
+                          m.group(2))
+
+    @property
+    def admin_port(self):
+        return int(self.admin.rsplit(":", 1)[1]) if self.admin else None
+
+    def listen_ports(self):
+        """Every port the command line tells sluiced to listen on (its
+        listeners and admin.listeners)."""
+        argv = self.argv()
+        ports = set()
+        for i, a in enumerate(argv[1:], 1):
+            if argv[i - 1] == "--override" and a.startswith(("listeners=", "admin.listeners=")):
+                ports.update(int(p) for p in re.findall(r"://[^,/]*:(\d+)", a))
+        return ports
+
+    def rebind(self, old, new):
+        """Moves a listener from port old to port new before the first
+        start: in the overrides, and in attributes naming it (an int *port,
+        a "host:port" string; helpers such as tls_support's ssl_port)."""
+        pat = re.compile(r"(?<=:)%d(?!\d)" % old)
+        self.overrides = {k: pat.sub(str(new), v) for k, v in self.overrides.items()}
+        for k, v in list(vars(self).items()):
+            if isinstance(v, int) and not isinstance(v, bool) and v == old and k.endswith("port"):
+                setattr(self, k, new)
+            elif isinstance(v, str) and re.fullmatch(r"[\w.-]+:%d" % old, v):
+                setattr(self, k, pat.sub(str(new), v))
 
     # -- process control ------------------------------------------------------------
     def argv(self):
@@ -141,23 +306,25 @@ class Broker(ProcessLog):
         if not os.access(self.binary, os.X_OK):
             pytest.fail("sluiced binary not found or not executable: %s "
                         "(set SLUICED or run `make build/sluiced`)" % self.binary)
-        for attempt in range(3):
+        for attempt in range(BIND_RETRIES + 1):
             try:
                 return self._start_once()
-            except BrokerDied as e:
-                # free_port() races with other processes on the machine: on a
-                # first start, a port taken meanwhile just means another port.
-                if self.starts > 1 or "in use" not in str(e) or attempt == 2:
+            except BrokerDied:
+                # P3: a port taken since free_port() just means another one,
+                # as long as nobody was told this one (never served).
+                old = taken_port(self.log_text().rsplit("\n===== start ", 1)[-1])
+                if self.served or old is None or attempt == BIND_RETRIES:
                     raise
-                self.port = free_port()
-                self.bootstrap = "%s:%d" % (self.host, self.port)
+                new = free_port()
+                self.log_note("port %d was taken by another process: retrying on %d" % (old, new))
+                self.rebind(old, new)
 
     def _start_once(self):
         self.starts += 1
         self._log = open(self.log_path, "ab")
         self._log.write(b"\n===== start %d: %s\n" % (self.starts, " ".join(self.argv()).encode()))
         self._log.flush()
-        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(dies_with_us(self.argv()), stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT,
                                      cwd=self.workdir)
         self.expect_dead = False
@@ -167,26 +334,24 @@ class Broker(ProcessLog):
         return self
 
     def _wait_listening(self):
+        """Until the process itself listens on every port of its command
+        line: a connection that succeeds may reach another program that
+        took the port (P3), and the listeners bind one after another."""
         limit = START_TIMEOUT_S if self.start_timeout is None else self.start_timeout
         deadline = time.monotonic() + limit
+        want = self.listen_ports()
         while True:
             rc = self.proc.poll()
             if rc is not None:
                 raise BrokerDied("sluiced exited with %s during startup\n%s"
                                  % (rc, self.log_tail()))
-            try:
-                socket.create_connection((self.host, self.port), timeout=0.5).close()
-                # someone else may own the port: make sure ours is still up
-                time.sleep(0.05)
-                if self.proc.poll() is None:
-                    return
-                continue
-            except OSError:
-                pass
+            if want <= listening_ports(self.proc.pid):
+                self.served = True
+                return
             if time.monotonic() > deadline:
                 self.kill()
-                raise BrokerDied("sluiced did not accept connections on %s within %.0f s\n%s"
-                                 % (self.bootstrap, limit, self.log_tail()))
+                raise BrokerDied("sluiced did not listen on %s within %.0f s\n%s"
+                                 % (", ".join(map(str, sorted(want))), limit, self.log_tail()))
             time.sleep(0.05)
 
     def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT_S):
@@ -341,8 +506,17 @@ def pytest_runtest_call(item):
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item):
+def pytest_runtest_teardown(item, nextitem):
     yield
+    if nextitem is None or nextitem.module is not item.module:
+        # The module's fixtures (none lives longer) are finalized: a process
+        # still running was never stopped.  Killed here by PID and reported;
+        # the run fails (pytest_sessionfinish).
+        for p in list(_live):
+            if p.alive():
+                LEAKED.append("%s (pid %d), still running after %s"
+                              % (p.label, p.proc.pid, item.nodeid))
+                p.kill()
     # Only the current test's brokers belong in its failure report.
     for b in list(_live):
         if not b.alive():
@@ -357,8 +531,14 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("measured")
         for line in FIGURES:
             terminalreporter.write_line(line)
+    if LEAKED:
+        terminalreporter.section("processes no test stopped (killed)", red=True)
+        for line in LEAKED:
+            terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session, exitstatus):
     for b in _live:
         b.kill()
+    if LEAKED and session.exitstatus == 0:
+        session.exitstatus = 1

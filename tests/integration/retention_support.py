@@ -20,7 +20,6 @@ def fast_broker(start_broker, **extra):
     o.update(FAST)
     o.update(extra)
     b = start_broker(o)
-    b.admin = "127.0.0.1:%d" % port
     return b
 
 

@@ -27,7 +27,6 @@ def start_sasl_broker(workdir, overrides=None):
     o = {"admin.listeners": "http://127.0.0.1:%d" % port}
     o.update(overrides or {})
     b = SaslBroker(workdir, o)
-    b.admin = "127.0.0.1:%d" % port
     return b.start()
 
 

@@ -29,6 +29,23 @@ def report(fmt, *args):
     print(line, flush=True)
 
 
+def least_disturbed(measure, ok, tries=5):
+    """Timing checks on a shared machine: measure() -> figures (a fresh
+    baseline and the measurement, taken together), again until ok(figures)
+    holds, at most tries times; returns the figures of the last try, for
+    the test to assert on.  A cost the code under test adds every time (what
+    such a check is after: a commit held for the linger, a wait that is too
+    long) fails every try; a load spike from the other processes on the
+    machine does not come back each time."""
+    for n in range(1, tries + 1):
+        figures = measure()
+        if ok(figures):
+            break
+    if n > 1:
+        report("timing held on try %d of %d", n, tries)
+    return figures
+
+
 def topic_name(prefix="t"):
     return "%s-%s" % (prefix, uuid.uuid4().hex[:10])
 

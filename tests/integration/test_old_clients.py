@@ -34,7 +34,6 @@ def metrics_value(admin, name):
 def admin_broker(start_broker):
     port = free_port()
     b = start_broker({"admin.listeners": "http://127.0.0.1:%d" % port})
-    b.admin = "127.0.0.1:%d" % port
     return b
 
 

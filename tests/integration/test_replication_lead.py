@@ -192,7 +192,8 @@ def test_replica_fetch_long_poll_wakes_on_append(led_by_one):
         with_follower_in_isr(one, t, p, f)
         # Caught up, the follower's fetch waits up to MaxWaitMs; with 2 in the
         # ISR the append leaves the HW where it is, yet the fetch must wake.
-        f.send(kr.API_FETCH, 11, kr.fetch_v11_body([(t, 0, 1)], 8000, 2))
+        max_wait_s = 8.0
+        f.send(kr.API_FETCH, 11, kr.fetch_v11_body([(t, 0, 1)], int(max_wait_s * 1000), 2))
         time.sleep(0.3)
         start = time.monotonic()
         assert produce(p, t, 2, acks=1) == (NONE, 1)
@@ -200,7 +201,10 @@ def test_replica_fetch_long_poll_wakes_on_append(led_by_one):
         took = time.monotonic() - start
         _top, ((_t, _p, err, hw, _ls, rec),) = kr.parse_fetch_v11(r)
         assert (err, hw, records_in(rec)) == (NONE, 1, 2)
-        assert took < 2.0, "the append woke the follower's fetch only after %.2f s" % took
+        # Woken by the append, not answered at MaxWaitMs: well before it
+        # (a figure of the same request, not of the machine's speed).
+        assert took < max_wait_s / 2, \
+            "the append woke the follower's fetch only after %.2f s" % took
 
 
 def test_acks_all_waits_for_the_isr_and_times_out(led_by_one):

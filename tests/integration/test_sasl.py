@@ -344,23 +344,15 @@ def test_credentials_made_on_broker_1_work_on_broker_3(make_cluster):
     b1, b3 = c.broker(1), c.broker(3)
     # broker 3 gets a SASL_PLAINTEXT listener beside its PLAINTEXT one (the
     # inter-broker listener, through which the others list it)
-    sasl_port = free_port()
-    plain_argv = b3.argv
-
-    def with_sasl():
-        out = []
-        for a in plain_argv():
-            if a.startswith(("listeners=PLAINTEXT://", "advertised.listeners=PLAINTEXT://")):
-                a += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
-            out.append(a)
-        return out
-    b3.argv = with_sasl
+    b3.sasl_port = free_port()
+    lst = "PLAINTEXT://127.0.0.1:%d,SASL_PLAINTEXT://127.0.0.1:%d" % (b3.port, b3.sasl_port)
+    b3.overrides.update({"listeners": lst, "advertised.listeners": lst})
     for b in c.brokers:
         b.start()
     wait_for(lambda: registered_ids(b1) == {1, 2, 3}, 30, "broker 1 to list brokers 1-3")
 
     def login(user, pw, mech="SCRAM-SHA-256"):
-        with kr.Conn(sasl_port) as conn:
+        with kr.Conn(b3.sasl_port) as conn:
             return scram_login(conn, user, pw, mech)[0]
     assert login("zed", "zed-pw") == 58
     b1.sql("INSERT INTO scram_credentials (name, mechanism, password) "
@@ -403,7 +395,6 @@ def test_scram_over_sasl_ssl_with_every_client(sasl_dir):
     o = dict(ssl_overrides(certs, client_auth="none"),
              **{"admin.listeners": "http://127.0.0.1:%d" % admin})
     b = add_ssl_listener(Broker(wd, o), certs, name="SASL_SSL")
-    b.admin = "127.0.0.1:%d" % admin
     b.start()
     try:
         add_user(b, "alice", "alice-secret")

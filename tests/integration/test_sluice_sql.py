@@ -24,7 +24,6 @@ def ab(start_broker):
         pytest.fail("sluice-sql not built at %s" % shell_path())
     port = free_port()
     b = start_broker({"admin.listeners": "http://127.0.0.1:%d" % port})
-    b.admin = "127.0.0.1:%d" % port
     return b
 
 

@@ -23,7 +23,6 @@ def admin_broker(start_broker, **extra):
     overrides = {"admin.listeners": "http://127.0.0.1:%d" % port}
     overrides.update(extra)
     b = start_broker(overrides)
-    b.admin = "127.0.0.1:%d" % port
     return b
 
 
@@ -338,7 +337,6 @@ def test_token_required_off_loopback(start_broker, tmp_path):
     assert out.returncode != 0 and b"admin.token" in out.stderr
     port = free_port()
     b = start_broker({"admin.listeners": "http://0.0.0.0:%d" % port, "admin.token": "s3cret"})
-    b.admin = "127.0.0.1:%d" % port
     st, body, hdr = http(b, "/sql", "SELECT 1")
     assert st == 401 and "Bearer" in hdr.get("WWW-Authenticate", "")
     assert http(b, "/sql", "SELECT 1", token="wrong")[0] == 401

@@ -268,8 +268,8 @@ def test_inline_pem_keystore_and_truststore(tls_broker, certs):
 
 
 def test_admin_sql_over_https(tls_broker, certs):
-    port = free_port()
-    b = tls_broker(**{"admin.listeners": "https://127.0.0.1:%d" % port})
+    b = tls_broker(**{"admin.listeners": "https://127.0.0.1:%d" % free_port()})
+    port = b.admin_port
     ctx = ssl.create_default_context(cafile=certs.ca.crt)
     req = urllib.request.Request("https://127.0.0.1:%d/sql?format=csv" % port,
                                  data=b"SELECT 40 + 2 AS answer", method="POST")

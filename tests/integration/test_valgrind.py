@@ -44,9 +44,8 @@ def test_produce_consume_under_valgrind_has_no_invalid_access_or_leak():
     old = conftest.START_TIMEOUT_S
     conftest.START_TIMEOUT_S = 60.0
     tmp = tempfile.mkdtemp(prefix="sluice-vg-")
-    admin = "127.0.0.1:%d" % free_port()
     b = ValgrindBroker(tmp, {"group.initial.rebalance.delay.ms": "0",
-                             "admin.listeners": "http://" + admin})
+                             "admin.listeners": "http://127.0.0.1:%d" % free_port()})
     try:
         b.start()
         t = topic_name("vg")
@@ -81,7 +80,7 @@ def test_produce_consume_under_valgrind_has_no_invalid_access_or_leak():
             assert dict(r.array(lambda x: (x.string(), x.i16()))) == {"vg-group": 0, "vg-none": 69}
 
         def sql(stmt):
-            req = urllib.request.Request("http://%s/sql?format=json" % admin, data=stmt.encode(),
+            req = urllib.request.Request("http://%s/sql?format=json" % b.admin, data=stmt.encode(),
                                          method="POST")
             with urllib.request.urlopen(req, timeout=60) as resp:
                 return json.loads(resp.read().decode())
