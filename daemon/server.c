@@ -22,8 +22,9 @@
  * Invariants:
  *   1. Responses leave in request order.  A connection processes one
  *      request at a time; while a handler has deferred its response (a
- *      Fetch waiting for data) the connection reads no further frame, as
- *      Kafka "mutes" a channel.  Other connections are unaffected.
+ *      Fetch waiting for data, a PLAIN login on the worker: sasl.c inv. 3)
+ *      the connection reads no further frame, as Kafka "mutes" a channel.
+ *      Other connections are unaffected.
  *   2. Memory is bounded per connection: a frame longer than
  *      socket.request.max.bytes closes the connection before any of it is
  *      buffered; once more than connection.max.queued.bytes of responses
@@ -377,6 +378,13 @@ static void send_response(bk_conn *c)
 {
     bk_req *r = &c->req;
     struct evbuffer *o = c->obuf;
+    if (r->raw) {                 /* a raw SASL token's answer: no header */
+        uint8_t len[4] = { (uint8_t)(r->out->len >> 24), (uint8_t)(r->out->len >> 16),
+                           (uint8_t)(r->out->len >> 8), (uint8_t)r->out->len };
+        evbuffer_add(o, len, 4);
+        evbuffer_add(o, r->out->data, r->out->len);
+        return;
+    }
     /* ApiVersions always answers with header v0 (protocol/README.md §2). */
     bool hdr_tags = r->hdr.flexible && r->hdr.RequestApiKey != KP_API_API_VERSIONS;
     size_t total = 4 + (hdr_tags ? 1 : 0) + r->out->len + bk_req_range_bytes(r);
@@ -433,6 +441,7 @@ static void req_reset(bk_conn *c)
     r->cancel = NULL;
     r->expire = NULL;
     r->state = NULL;
+    r->raw = false;
     kp_arena_reset(&r->arena);       /* keeps one chunk for the next request */
     kp_buf_reset(&c->out);
 }
@@ -542,6 +551,18 @@ void bk_req_finish(bk_req *r)
         process_input(c);
 }
 
+void bk_req_close(bk_req *r, bool send)
+{
+    bk_conn *c = r->conn;
+    c->busy = false;              /* nothing to cancel any more */
+    if (send && !r->out->err) {
+        send_response(c);
+        if (!flush_out(c))
+            return;
+    }
+    conn_free(c);
+}
+
 /* Serves one frame (header + body) of len bytes at p, inside c->in.
  * Returns false when the connection was closed. */
 static bool serve_frame(bk_conn *c, uint8_t *p, size_t len)
@@ -649,16 +670,25 @@ static int serve_raw_token(bk_conn *c, int32_t len, size_t avail)
         return 0;
     const uint8_t *tok = c->in.data + c->in_off + 4;
     c->in_off += (size_t)len + 4;
-    kp_buf_reset(&c->out);
-    if (bk_sasl_raw_token(c->b, c, tok, (size_t)len, &c->out)) {
+    bk_req *r = &c->req;
+    req_reset(c);
+    memset(&r->hdr, 0, sizeof r->hdr);
+    r->b = c->b;
+    r->conn = c;
+    r->out = &c->out;
+    r->raw = true;
+    r->received_us = bk_mono_us();
+    int rc = bk_sasl_raw_token(r, tok, (size_t)len);
+    if (rc < 0) {
         conn_free(c);
         return -1;
     }
-    uint8_t hdr[4] = { (uint8_t)(c->out.len >> 24), (uint8_t)(c->out.len >> 16),
-                       (uint8_t)(c->out.len >> 8), (uint8_t)c->out.len };
-    evbuffer_add(c->obuf, hdr, 4);
-    evbuffer_add(c->obuf, c->out.data, c->out.len);
-    kp_buf_reset(&c->out);
+    if (rc > 0) {                 /* deferred: bk_req_finish / bk_req_close */
+        c->busy = true;
+        return 1;
+    }
+    send_response(c);
+    req_reset(c);
     return 1;
 }
 
