@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <openssl/crypto.h>
 #include <sqlite3.h>
 
 #include "daemon/authz.h"
@@ -79,6 +80,9 @@ typedef struct sq_wreq {
     md_offset o;
     struct gc_wait *pending;
     bk_topic_wait *topic_wait;
+    /* SQ_SCRAM_SET: salted by the worker (the PBKDF2 off the loop) */
+    uint8_t salt[BK_SASL_SALT], salted[SCRAM_MAX_KEY];
+    size_t salted_len;
 } sq_wreq;
 
 /* apply_write's "answered later, when the write is durable". */
@@ -457,8 +461,8 @@ static int topic_write(struct bk_admin *a, sq_wreq *r)
     return SQ_LATER;
 }
 
-/* A SCRAM credential through SQL (daemon/sasl.c: PBKDF2 once, then the
- * users table); durable when the call returns. */
+/* A SCRAM credential through SQL (the worker ran the PBKDF2: worker_write;
+ * daemon/sasl.c the users table); durable when the call returns. */
 static int scram_write(struct bk_admin *a, sq_wreq *r)
 {
     const sq_write *w = r->w;
@@ -468,8 +472,12 @@ static int scram_write(struct bk_admin *a, sq_wreq *r)
         snprintf(r->err, r->errlen, "scram_credentials: a password is required");
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
-    return bk_sasl_user_set(a->b, w->s1, w->s2, w->s3,
-                            w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1, r->err, r->errlen);
+    int64_t iterations = w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1;
+    if (r->salted_len)
+        return bk_sasl_user_put_salted(a->b, w->s1, w->s2, r->salt, sizeof r->salt, iterations,
+                                       r->salted, r->salted_len, r->err, r->errlen);
+    /* Refused (bk_sasl_salt said so): bk_sasl_user_set says why. */
+    return bk_sasl_user_set(a->b, w->s1, w->s2, w->s3, iterations, r->err, r->errlen);
 }
 
 /* Wakes the worker waiting for r. */
@@ -515,11 +523,15 @@ static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
 {
     struct bk_admin *a = arg;
     sq_wreq r = { .w = w, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR };
+    if (w->op == SQ_SCRAM_SET)       /* the PBKDF2 here, not on the loop */
+        r.salted_len = bk_sasl_salt(w->s2, w->s3, w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1,
+                                    r.salt, r.salted);
     pthread_cond_init(&r.cv, NULL);
     pthread_mutex_lock(&a->mu);
     if (a->stopping) {
         pthread_mutex_unlock(&a->mu);
         pthread_cond_destroy(&r.cv);
+        OPENSSL_cleanse(r.salted, sizeof r.salted);
         snprintf(err, errlen, "the broker is shutting down");
         return KP_BROKER_NOT_AVAILABLE;
     }
@@ -530,6 +542,7 @@ static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
         pthread_cond_wait(&r.cv, &a->mu);
     pthread_mutex_unlock(&a->mu);
     pthread_cond_destroy(&r.cv);
+    OPENSSL_cleanse(r.salted, sizeof r.salted);
     return r.rc;
 }
 

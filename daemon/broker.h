@@ -18,8 +18,8 @@
  * One thread runs the event loop and owns everything here.  Work that may
  * block goes to worker threads and comes back as an event on the loop:
  * partition fdatasyncs (flusher.c), metadata WAL syncs and offset-commit
- * writes (md_sync.c), file removal (janitor.c), compaction (cleaner.c) and
- * SQL statements (admin/sql_worker.c).
+ * writes (md_sync.c), file removal and PLAIN logins' PBKDF2 (janitor.c),
+ * compaction (cleaner.c) and SQL statements (admin/sql_worker.c).
  */
 #ifndef SLUICE_BROKER_H
 #define SLUICE_BROKER_H

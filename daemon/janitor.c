@@ -13,7 +13,10 @@
  *   - a leader-epoch-checkpoint snapshot (segments/epochs.c, E4): written
  *     with its fdatasyncs here, due at once, so snapshots of one partition
  *     are written in the order they were taken (invariant 1 keeps equal due
- *     times in queue order).
+ *     times in queue order);
+ *   - a call (bk_janitor_call): CPU work the loop must not do, such as a
+ *     PLAIN login's PBKDF2 (sasl.c inv. 3); run here, due at once, and
+ *     its done() posted back to the loop (done_ev).
  *
  * Invariants:
  *   1. The queue is kept sorted by due time; the thread sleeps until the
@@ -22,7 +25,11 @@
  *      a destroyed log were handed over whole.
  *   3. bk_janitor_stop does everything still queued at once (a stopping
  *      broker does not wait out delays: the files are *.deleted already and
- *      seg_open would remove them anyway), then joins.
+ *      seg_open would remove them anyway), then joins, then runs the done()
+ *      of every call (on the loop thread, as always).
+ *   4. A call's done() runs exactly once, on the loop thread, after its
+ *      run() has returned; the arg is the caller's until then (a caller
+ *      whose requester went away marks arg, never frees it early).
  */
 #include "daemon/cluster.h"
 
@@ -32,6 +39,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/event.h>
+
 typedef struct jan_item {
     struct jan_item *next;
     int64_t due_us;                  /* CLOCK_MONOTONIC */
@@ -40,6 +49,8 @@ typedef struct jan_item {
     seg_log *log;
     char *dir;
     seg_epoch_ckpt *epochs;
+    void (*run)(void *), (*done)(void *);   /* a call (inv. 4) */
+    void *arg;
 } jan_item;
 
 typedef struct bk_janitor {
@@ -47,11 +58,22 @@ typedef struct bk_janitor {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     jan_item *queue;
+    jan_item *done;                  /* calls run, for done_ev (LIFO) */
+    struct event *done_ev;
     bool stop;
 } bk_janitor;
 
-static void do_item(jan_item *it)
+static void do_item(bk_janitor *j, jan_item *it)
 {
+    if (it->run) {
+        it->run(it->arg);
+        pthread_mutex_lock(&j->mu);
+        it->next = j->done;
+        j->done = it;
+        pthread_mutex_unlock(&j->mu);
+        event_active(j->done_ev, EV_READ, 0);
+        return;
+    }
     if (it->rename_only) {
         seg_dead_rename(it->dead);   /* the unlink item still owns it */
         free(it);
@@ -97,11 +119,34 @@ static void *janitor_main(void *arg)
         jan_item *it = j->queue;
         j->queue = it->next;
         pthread_mutex_unlock(&j->mu);
-        do_item(it);                 /* unlink, rmdir: the slow part */
+        do_item(j, it);              /* unlink, rmdir, a call: the slow part */
         pthread_mutex_lock(&j->mu);
     }
     pthread_mutex_unlock(&j->mu);
     return NULL;
+}
+
+/* Loop thread: the done() of calls that have run, oldest first. */
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    bk_janitor *j = arg;
+    pthread_mutex_lock(&j->mu);
+    jan_item *list = j->done, *rev = NULL;
+    j->done = NULL;
+    pthread_mutex_unlock(&j->mu);
+    while (list) {
+        jan_item *n = list->next;
+        list->next = rev;
+        rev = list;
+        list = n;
+    }
+    while (rev) {
+        jan_item *n = rev->next;
+        rev->done(rev->arg);
+        free(rev);
+        rev = n;
+    }
 }
 
 int bk_janitor_start(bk_broker *b)
@@ -109,6 +154,11 @@ int bk_janitor_start(bk_broker *b)
     bk_janitor *j = calloc(1, sizeof *j);
     if (!j)
         return -1;
+    j->done_ev = event_new(b->base, -1, 0, on_done, j);
+    if (!j->done_ev) {
+        free(j);
+        return -1;
+    }
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -120,6 +170,7 @@ int bk_janitor_start(bk_broker *b)
         BK_ERROR("janitor: pthread_create: %s", strerror(rc));
         pthread_cond_destroy(&j->cv);
         pthread_mutex_destroy(&j->mu);
+        event_free(j->done_ev);
         free(j);
         return -1;
     }
@@ -130,8 +181,8 @@ int bk_janitor_start(bk_broker *b)
 static void enqueue(bk_broker *b, jan_item *it, int64_t delay_ms)
 {
     bk_janitor *j = b->janitor;
-    if (!j) {                        /* not started (tests, shutdown) */
-        do_item(it);
+    if (!j) {                        /* not started (tests, shutdown); never a call */
+        do_item(NULL, it);
         return;
     }
     it->due_us = bk_mono_us() + (delay_ms > 0 ? delay_ms * 1000 : 0);
@@ -197,6 +248,18 @@ void bk_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c)
     enqueue(b, it, 0);
 }
 
+int bk_janitor_call(bk_broker *b, void (*run)(void *), void (*done)(void *), void *arg)
+{
+    jan_item *it = b->janitor ? calloc(1, sizeof *it) : NULL;
+    if (!it)
+        return -1;
+    it->run = run;
+    it->done = done;
+    it->arg = arg;
+    enqueue(b, it, 0);
+    return 0;
+}
+
 void bk_janitor_stop(bk_broker *b)
 {
     bk_janitor *j = b->janitor;
@@ -207,6 +270,8 @@ void bk_janitor_stop(bk_broker *b)
     pthread_cond_signal(&j->cv);
     pthread_mutex_unlock(&j->mu);
     pthread_join(j->thread, NULL);
+    on_done(-1, 0, j);               /* inv. 3 */
+    event_free(j->done_ev);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);

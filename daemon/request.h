@@ -37,6 +37,8 @@ typedef struct bk_req {
     /* For deferred handlers: answer now with what there is (shutdown). */
     void (*expire)(struct bk_req *r);
     void *state;                     /* handler's own, for deferral */
+    bool raw;                        /* a raw SASL token's answer (sasl.h):
+                                        INT32 length and r->out, no header */
     int64_t received_us;
     /* Decoded messages (kp_dec_*: protocol/msgs.c) allocate here; reset
      * when the request is done, its newest chunk kept for the next one. */
@@ -57,6 +59,9 @@ typedef int (*bk_handler)(bk_req *r);
 void bk_req_add_range(bk_req *r, seg_range *range);
 /* Completes a deferred request: sends its response, resumes the connection. */
 void bk_req_finish(bk_req *r);
+/* Completes a deferred request by closing the connection, after sending
+ * the response if send (a failed SASL login: BK_RESPOND_CLOSE's way). */
+void bk_req_close(bk_req *r, bool send);
 /* The client's address, "host:port". */
 const char *bk_conn_peer(const bk_conn *c);
 /* The connection's number, 1, 2, ... in accept order; never reused, unlike

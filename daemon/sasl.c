@@ -27,14 +27,30 @@
  *      last successful authentication; after that, the next request other
  *      than a re-authentication closes the connection (KIP-368).  A
  *      re-authentication must name the same user.
- *   3. The server does no key stretching for SCRAM: a login is a SQLite
- *      point read, two HMACs and a hash on the event loop (scram.h inv. 3).
- *      PLAIN costs one PBKDF2 of the stored iteration count (about 2 ms at
- *      4096 with SHA-256) on the loop for a user's first login (and for
- *      every wrong password); repeats hit plain_seen.  Prefer SCRAM where
- *      logins are many.
+ *   3. The event loop never stretches a key.  A SCRAM login is a SQLite
+ *      point read, two HMACs and a hash there (scram.h inv. 3).  A PLAIN
+ *      login is a point read and one SHA-256 (plain_digest) there; when
+ *      that digest is not in plain_seen (a user's first login, a changed
+ *      password, every wrong password, every unknown user) the PBKDF2 of
+ *      the stored iteration count (about 2 ms at 4096 with SHA-256) runs on
+ *      the janitor's thread (bk_janitor_call) and SaslAuthenticate (or the
+ *      raw v0 token) is answered when it comes back (plain_done): the
+ *      request is deferred (BK_DEFER), so the connection reads nothing
+ *      else meanwhile (server.c inv. 1), and a connection closed meanwhile
+ *      only detaches the job (plain_cancel; plain_done frees it).  The
+ *      admin endpoint's Basic auth (bk_sasl_password_ok) is the exception:
+ *      it checks on the loop.  Prefer SCRAM where logins are many.
  *   4. Failures never say which part was wrong (unknown user and wrong
- *      password get the same message, Kafka's).
+ *      password get the same message, Kafka's), nor take a different
+ *      time: an unknown user's PLAIN password is checked against a
+ *      credential no password matches (nobody_cred, 4096 iterations), on
+ *      the worker like any other.
+ *   5. plain_seen is bounded (PLAIN_SEEN entries, one per slot) and holds
+ *      successes only, keyed by user and a digest of (stored key, salt,
+ *      password): a wrong password can neither hit nor evict an entry, so
+ *      it always costs the full PBKDF2 and leaves the right one cheap.
+ *      Secrets are compared in constant time (CRYPTO_memcmp; scram.h
+ *      inv. 2); passwords copied into a job are cleansed when it ends.
  */
 #include "daemon/sasl.h"
 
@@ -48,6 +64,7 @@
 
 #include "daemon/cluster.h"
 #include "daemon/config.h"
+#include "daemon/replica.h"
 #include "daemon/request.h"
 #include "daemon/scram.h"
 #include "kp_msgs.h"
@@ -173,7 +190,7 @@ bool bk_sasl_raw_pending(bk_conn *c)
 }
 
 /* ---- one token ----------------------------------------------------------------------- */
-enum { STEP_FAIL = -1, STEP_CONTINUE = 0, STEP_DONE = 1 };
+enum { STEP_FAIL = -1, STEP_CONTINUE = 0, STEP_DONE = 1, STEP_PENDING = 2 };
 
 static int load_cred(bk_broker *b, const char *user, scram_mech m, scram_cred *out)
 {
@@ -218,9 +235,11 @@ static int authenticated(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *
 /* PLAIN logins already verified (inv. 3): a user's next login with the
  * same password against the same stored credential costs one SHA-256 of
  * (stored key, salt, password) instead of a PBKDF2.  One entry per slot of
- * a small hash table; a changed credential (new stored key) or another
- * password misses and pays the PBKDF2 again.  Only successes are kept. */
-#define PLAIN_SEEN 256
+ * a small hash table (bounded: PLAIN_SEEN entries, loop thread only); a
+ * changed credential (new stored key) or another password misses and pays
+ * the PBKDF2 again.  Only successes are kept, so a wrong password never
+ * evicts nor replaces a user's entry (inv. 5). */
+#define PLAIN_SEEN 1024
 static struct plain_seen {
     char user[SCRAM_MAX_NAME];
     uint8_t digest[32];
@@ -239,25 +258,124 @@ static void plain_digest(const scram_cred *c, const char *pw, size_t n, uint8_t 
     EVP_MD_CTX_free(x);
 }
 
-static bool plain_check(const scram_cred *c, const char *user, const char *pw, size_t n)
+/* The credential an unknown user is checked against, so that a login as
+ * nobody costs the PBKDF2 a wrong password does (inv. 4): a random salt
+ * and stored key no password derives (loop thread). */
+static const scram_cred *nobody_cred(void)
+{
+    static scram_cred d;
+    static bool made;
+    if (!made) {
+        d.mech = SCRAM_SHA_256;
+        d.salt_len = 32;
+        d.iterations = SCRAM_DEFAULT_ITERATIONS;
+        if (RAND_bytes(d.salt, 32) != 1 || RAND_bytes(d.stored_key, 32) != 1)
+            memset(d.stored_key, 0xa5, sizeof d.stored_key);
+        made = true;
+    }
+    return &d;
+}
+
+/* One PLAIN check: gathered on the loop (credential, digest), the PBKDF2
+ * on the janitor's thread (plain_run), settled on the loop (plain_done). */
+typedef struct plain_job {
+    bk_req *r;                       /* loop only; NULL once the connection is gone */
+    scram_cred cred;                 /* the user's, or nobody_cred() */
+    bool known;
+    bool ok;                         /* plain_run's answer */
+    char user[SCRAM_MAX_NAME];
+    uint8_t digest[32];              /* plain_digest: the cache's key */
+    size_t pwlen;
+    char pw[];                       /* cleansed before free */
+} plain_job;
+
+static struct plain_seen *seen_slot(const char *user)
 {
     uint64_t h = 1469598103934665603ULL;
     for (const char *q = user; *q; q++)
         h = (h ^ (uint8_t)*q) * 1099511628211ULL;
-    struct plain_seen *e = &plain_seen[h % PLAIN_SEEN];
-    uint8_t d[32];
-    plain_digest(c, pw, n, d);
-    if (e->used && !strcmp(e->user, user) && !CRYPTO_memcmp(e->digest, d, sizeof d))
-        return true;
-    if (!scram_verify_password(c, pw, n))
-        return false;
-    snprintf(e->user, sizeof e->user, "%s", user);
-    memcpy(e->digest, d, sizeof d);
-    e->used = true;
-    return true;
+    return &plain_seen[h % PLAIN_SEEN];
 }
 
-static int step_plain(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok, size_t len)
+/* The credential of user (SHA-256's, else SHA-512's: inv. 3), or nobody's. */
+static plain_job *plain_prepare(bk_broker *b, const char *user, const char *pw, size_t n)
+{
+    static const scram_mech order[] = { SCRAM_SHA_256, SCRAM_SHA_512 };
+    if (strlen(user) >= SCRAM_MAX_NAME)
+        return NULL;
+    plain_job *j = calloc(1, sizeof *j + n + 1);
+    if (!j)
+        return NULL;
+    for (size_t i = 0; i < sizeof order / sizeof order[0] && !j->known; i++)
+        j->known = !load_cred(b, user, order[i], &j->cred);
+    if (!j->known)
+        j->cred = *nobody_cred();
+    snprintf(j->user, sizeof j->user, "%s", user);
+    memcpy(j->pw, pw, n);
+    j->pwlen = n;
+    plain_digest(&j->cred, pw, n, j->digest);
+    return j;
+}
+
+static void plain_job_free(plain_job *j)
+{
+    OPENSSL_cleanse(j->pw, j->pwlen);
+    OPENSSL_cleanse(j->digest, sizeof j->digest);
+    free(j);
+}
+
+/* A success seen before (constant-time on the digest: inv. 5). */
+static bool plain_seen_hit(const plain_job *j)
+{
+    const struct plain_seen *e = seen_slot(j->user);
+    return j->known && e->used && !strcmp(e->user, j->user) &&
+           !CRYPTO_memcmp(e->digest, j->digest, sizeof j->digest);
+}
+
+/* Worker thread: the PBKDF2, the same for a known and an unknown user. */
+static void plain_run(void *arg)
+{
+    plain_job *j = arg;
+    bool match = scram_verify_password(&j->cred, j->pw, j->pwlen);
+    j->ok = match && j->known;
+}
+
+/* Loop thread, after plain_run: a success enters the cache.  j->ok. */
+static bool plain_settle(const plain_job *j)
+{
+    if (j->ok) {
+        struct plain_seen *e = seen_slot(j->user);
+        snprintf(e->user, sizeof e->user, "%s", j->user);
+        memcpy(e->digest, j->digest, sizeof e->digest);
+        e->used = true;
+    }
+    return j->ok;
+}
+
+/* PLAIN checks the password against the stored SCRAM credential (inv. 3). */
+bool bk_sasl_password_ok(bk_broker *b, const char *user, const char *pw, size_t n)
+{
+    plain_job *j = plain_prepare(b, user, pw, n);
+    if (!j)
+        return false;
+    bool ok = plain_seen_hit(j);
+    if (!ok) {
+        plain_run(j);
+        ok = plain_settle(j);
+    }
+    plain_job_free(j);
+    return ok;
+}
+
+static void plain_cancel(bk_req *r)
+{
+    plain_job *j = r->state;
+    j->r = NULL;                     /* plain_done frees it (janitor.c inv. 4) */
+}
+
+static void plain_done(void *arg);
+
+static int step_plain(bk_req *r, bk_sasl_conn *s, const char *tok, size_t len)
 {
     scram_plain p;
     char user[SCRAM_MAX_NAME];
@@ -267,20 +385,23 @@ static int step_plain(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok
     user[p.user.len] = 0;
     if (p.authzid.len && (p.authzid.len != p.user.len || memcmp(p.authzid.p, user, p.user.len)))
         return STEP_FAIL;          /* Kafka: authorization id must match the user */
-    return bk_sasl_password_ok(b, user, p.password.p, p.password.len)
-           ? authenticated(b, c, s, user) : STEP_FAIL;
-}
-
-/* PLAIN checks the password against the stored SCRAM credential (inv. 3). */
-bool bk_sasl_password_ok(bk_broker *b, const char *user, const char *pw, size_t n)
-{
-    static const scram_mech order[] = { SCRAM_SHA_256, SCRAM_SHA_512 };
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        scram_cred cred;
-        if (!load_cred(b, user, order[i], &cred))
-            return plain_check(&cred, user, pw, n);
+    plain_job *j = plain_prepare(r->b, user, p.password.p, p.password.len);
+    if (!j)
+        return STEP_FAIL;
+    if (plain_seen_hit(j)) {
+        plain_job_free(j);
+        return authenticated(r->b, r->conn, s, user);
     }
-    return false;
+    j->r = r;
+    if (bk_janitor_call(r->b, plain_run, plain_done, j) == 0) {
+        r->state = j;
+        r->cancel = plain_cancel;
+        return STEP_PENDING;
+    }
+    plain_run(j);                    /* no worker (not started, no memory): here */
+    bool ok = plain_settle(j);
+    plain_job_free(j);
+    return ok ? authenticated(r->b, r->conn, s, user) : STEP_FAIL;
 }
 
 static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok, size_t len,
@@ -319,37 +440,107 @@ static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok
     return authenticated(b, c, s, s->scram_user);
 }
 
-/* One client token; the answer token in out.  STEP_FAIL with *msg. */
-static int step(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const uint8_t *tok, size_t len,
+/* A failed step: counted, logged, the failure text in msg (inv. 4). */
+static void step_failed(bk_conn *c, bk_sasl_conn *s, char *msg, size_t msglen)
+{
+    auth_failed[s->mech]++;
+    if (s->mech == M_PLAIN)
+        snprintf(msg, msglen, PLAIN_FAILED);
+    else
+        snprintf(msg, msglen, FAILED_FMT,
+                 s->authenticated ? "re-authentication" : "authentication",
+                 mech_names[s->mech]);
+    BK_WARN("SASL %s authentication from %s failed; closing", mech_names[s->mech],
+            bk_conn_peer(c));
+    s->state = S_NONE;
+}
+
+/* One client token; the answer token in out.  STEP_FAIL with *msg;
+ * STEP_PENDING when a worker has the check (PLAIN: plain_done answers). */
+static int step(bk_req *r, bk_sasl_conn *s, const uint8_t *tok, size_t len,
                 char *out, size_t cap, size_t *outlen, char *msg, size_t msglen)
 {
     *outlen = 0;
-    int rc = s->mech == M_PLAIN ? step_plain(b, c, s, (const char *)tok, len)
-                                : step_scram(b, c, s, (const char *)tok, len, out, cap, outlen);
-    if (rc == STEP_FAIL) {
-        auth_failed[s->mech]++;
-        if (s->mech == M_PLAIN)
-            snprintf(msg, msglen, PLAIN_FAILED);
-        else
-            snprintf(msg, msglen, FAILED_FMT,
-                     s->authenticated ? "re-authentication" : "authentication",
-                     mech_names[s->mech]);
-        BK_WARN("SASL %s authentication from %s failed; closing", mech_names[s->mech],
-                bk_conn_peer(c));
-        s->state = S_NONE;
-    }
+    int rc = s->mech == M_PLAIN ? step_plain(r, s, (const char *)tok, len)
+                                : step_scram(r->b, r->conn, s, (const char *)tok, len, out, cap,
+                                             outlen);
+    if (rc == STEP_FAIL)
+        step_failed(r->conn, s, msg, msglen);
     return rc;
 }
 
-int bk_sasl_raw_token(bk_broker *b, bk_conn *c, const uint8_t *tok, size_t len, kp_buf *out)
+/* SaslAuthenticate's response (v from the request's header): error and
+ * message, or the answer token and the session's lifetime.  BK_RESPOND,
+ * or BK_RESPOND_CLOSE after an error on a SASL listener. */
+static int authenticate_answer(bk_req *r, int16_t err, const char *msg, const char *ans,
+                               size_t n, int64_t lifetime_ms)
 {
-    bk_sasl_conn *s = *bk_conn_sasl(c);
+    kp_SaslAuthenticateResponse m;
+    kp_init_SaslAuthenticateResponse(&m);
+    m.ErrorCode = err;
+    if (msg)
+        m.ErrorMessage = kp_str_cstr(msg);
+    m.AuthBytes = (kp_str){ ans, (int32_t)n };
+    m.SessionLifetimeMs = lifetime_ms;   /* v1+: KIP-368 */
+    kp_enc_SaslAuthenticateResponse(r->out, r->hdr.RequestApiVersion, &m);
+    return err && bk_secproto_is_sasl(bk_conn_secproto(r->conn)) ? BK_RESPOND_CLOSE
+                                                                   : BK_RESPOND;
+}
+
+/* A step's result as SaslAuthenticate's response (st not PENDING). */
+static int step_answer(bk_req *r, bk_sasl_conn *s, int st, const char *ans, size_t n,
+                       const char *msg)
+{
+    if (st == STEP_FAIL)
+        return authenticate_answer(r, KP_SASL_AUTHENTICATION_FAILED, msg, "", 0, 0);
+    return authenticate_answer(r, KP_NONE, NULL, ans, n,
+                               st == STEP_DONE && s->expires_ms
+                               ? r->b->cfg->connections_max_reauth_ms : 0);
+}
+
+/* Loop thread: a PLAIN check came back from the worker (janitor.c inv. 4). */
+static void plain_done(void *arg)
+{
+    plain_job *j = arg;
+    bk_req *r = j->r;
+    bool ok = plain_settle(j);
+    if (!r) {                        /* the connection closed meanwhile */
+        plain_job_free(j);
+        return;
+    }
+    r->cancel = NULL;
+    r->state = NULL;
+    bk_sasl_conn *s = *bk_conn_sasl(r->conn);
+    int st = ok ? authenticated(r->b, r->conn, s, j->user) : STEP_FAIL;
+    plain_job_free(j);
+    char msg[256];
+    if (st == STEP_FAIL)
+        step_failed(r->conn, s, msg, sizeof msg);
+    if (r->raw) {                    /* v0: an empty token, or just the close */
+        if (st == STEP_FAIL)
+            bk_req_close(r, false);
+        else
+            bk_req_finish(r);
+        return;
+    }
+    if (step_answer(r, s, st, "", 0, msg) == BK_RESPOND)
+        bk_req_finish(r);
+    else
+        bk_req_close(r, true);
+}
+
+int bk_sasl_raw_token(bk_req *r, const uint8_t *tok, size_t len)
+{
+    bk_sasl_conn *s = *bk_conn_sasl(r->conn);
     char ans[512], msg[256];
     size_t n;
-    if (!s || step(b, c, s, tok, len, ans, sizeof ans, &n, msg, sizeof msg) == STEP_FAIL)
+    int st = s ? step(r, s, tok, len, ans, sizeof ans, &n, msg, sizeof msg) : STEP_FAIL;
+    if (st == STEP_FAIL)
         return -1;                   /* v0: Kafka just closes the connection */
-    kp_wr_raw(out, ans, n);          /* PLAIN: an empty token, as Kafka sends */
-    return out->err ? -1 : 0;
+    if (st == STEP_PENDING)
+        return 1;
+    kp_wr_raw(r->out, ans, n);       /* PLAIN: an empty token, as Kafka sends */
+    return r->out->err ? -1 : 0;
 }
 
 /* ---- the two APIs ------------------------------------------------------------------- */
@@ -411,38 +602,27 @@ int bk_handle_sasl_authenticate(bk_req *r)
     kp_SaslAuthenticateRequest q;
     if (kp_dec_SaslAuthenticateRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    kp_SaslAuthenticateResponse m;
-    kp_init_SaslAuthenticateResponse(&m);
     bk_sasl_conn *s = bk_secproto_is_sasl(bk_conn_secproto(r->conn)) ? state_of(r->conn) : NULL;
+    if (!s || s->raw || (s->state != S_HANDSHAKEN && s->state != S_SCRAM_FINAL))
+        return authenticate_answer(r, KP_ILLEGAL_SASL_STATE,
+                                   s ? "Unexpected SaslAuthenticate request: no "
+                                       "SaslHandshake v1 before it"
+                                     : "SaslAuthenticate on a listener without SASL",
+                                   "", 0, 0);
     char ans[512], msg[256];
     size_t n = 0;
-    int rc = BK_RESPOND;
-    if (!s || s->raw || (s->state != S_HANDSHAKEN && s->state != S_SCRAM_FINAL)) {
-        m.ErrorCode = KP_ILLEGAL_SASL_STATE;
-        m.ErrorMessage = kp_str_cstr(s ? "Unexpected SaslAuthenticate request: no "
-                                         "SaslHandshake v1 before it"
-                                       : "SaslAuthenticate on a listener without SASL");
-        rc = s ? BK_RESPOND_CLOSE : BK_RESPOND;
-    } else {
-        int st = step(r->b, r->conn, s, (const uint8_t *)(q.AuthBytes.p ? q.AuthBytes.p : ""),
-                      q.AuthBytes.len < 0 ? 0 : (size_t)q.AuthBytes.len, ans, sizeof ans, &n,
-                      msg, sizeof msg);
-        if (st == STEP_FAIL) {
-            m.ErrorCode = KP_SASL_AUTHENTICATION_FAILED;
-            m.ErrorMessage = kp_str_cstr(msg);
-            rc = BK_RESPOND_CLOSE;
-        } else {
-            m.ErrorCode = KP_NONE;
-            m.AuthBytes = (kp_str){ ans, (int32_t)n };
-            /* v1+: how long until the client must re-authenticate (KIP-368). */
-            if (st == STEP_DONE && s->expires_ms)
-                m.SessionLifetimeMs = r->b->cfg->connections_max_reauth_ms;
-        }
-    }
-    if (m.AuthBytes.len < 0)
-        m.AuthBytes = (kp_str){ "", 0 };
-    kp_enc_SaslAuthenticateResponse(r->out, v, &m);
-    return rc;
+    int st = step(r, s, (const uint8_t *)(q.AuthBytes.p ? q.AuthBytes.p : ""),
+                  q.AuthBytes.len < 0 ? 0 : (size_t)q.AuthBytes.len, ans, sizeof ans, &n,
+                  msg, sizeof msg);
+    if (st == STEP_PENDING)
+        return BK_DEFER;             /* plain_done answers */
+    return step_answer(r, s, st, ans, n, msg);
+}
+
+bool bk_sasl_authenticated(bk_conn *c)
+{
+    bk_sasl_conn *s = *bk_conn_sasl(c);
+    return s && s->authenticated;
 }
 
 /* ---- operators' changes ---------------------------------------------------------------- */
@@ -521,17 +701,28 @@ int bk_sasl_user_set(bk_broker *b, const char *name, const char *mechanism,
         snprintf(err, errlen, "Password must not be empty");
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
-    uint8_t salt[32], salted[SCRAM_MAX_KEY];
-    if (RAND_bytes(salt, sizeof salt) != 1 ||
-        scram_salted_password(m, password, strlen(password), salt, sizeof salt,
-                              (int32_t)iterations, salted)) {
+    uint8_t salt[BK_SASL_SALT], salted[SCRAM_MAX_KEY];
+    size_t kl = bk_sasl_salt(mechanism, password, iterations, salt, salted);
+    if (!kl) {
         snprintf(err, errlen, "cannot derive the SCRAM credential");
         return KP_UNKNOWN_SERVER_ERROR;
     }
     rc = bk_sasl_user_put_salted(b, name, mechanism, salt, sizeof salt, iterations, salted,
-                                 scram_key_len(m), err, errlen);
+                                 kl, err, errlen);
     OPENSSL_cleanse(salted, sizeof salted);
     return rc;
+}
+
+size_t bk_sasl_salt(const char *mechanism, const char *password, int64_t iterations,
+                    uint8_t salt[BK_SASL_SALT], uint8_t salted[SCRAM_MAX_KEY])
+{
+    scram_mech m = scram_mech_parse(mechanism);
+    if (m == SCRAM_UNKNOWN || !password || !password[0] || iterations < SCRAM_MIN_ITERATIONS ||
+        iterations > SCRAM_MAX_ITERATIONS || RAND_bytes(salt, BK_SASL_SALT) != 1 ||
+        scram_salted_password(m, password, strlen(password), salt, BK_SASL_SALT,
+                              (int32_t)iterations, salted))
+        return 0;
+    return scram_key_len(m);
 }
 
 int bk_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,

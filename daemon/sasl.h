@@ -33,14 +33,21 @@ bool bk_sasl_gate(bk_broker *b, bk_conn *c, int16_t api_key);
  * INT32 length and the bytes, without a Kafka header; true while c
  * expects one. */
 bool bk_sasl_raw_pending(bk_conn *c);
-/* Serves one raw token: 0 with the answer's bytes (unframed) in out, or
- * -1 (logged) to close c. */
-int bk_sasl_raw_token(bk_broker *b, bk_conn *c, const uint8_t *tok, size_t len, kp_buf *out);
+/* Serves one raw token of r->conn (r set up by server.c, r->raw): 0 with
+ * the answer's bytes (unframed) in r->out; 1 deferred (a PLAIN check on a
+ * worker: it ends in bk_req_finish or bk_req_close, and r->cancel is set);
+ * -1 (logged) to close the connection. */
+struct bk_req;
+int bk_sasl_raw_token(struct bk_req *r, const uint8_t *tok, size_t len);
+/* Has c's login succeeded (once at least)? */
+bool bk_sasl_authenticated(bk_conn *c);
 /* c is closing. */
 void bk_sasl_conn_free(bk_conn *c);
 /* Is pw user's password, by the stored SCRAM credential (SHA-256's, else
- * SHA-512's)?  What PLAIN checks; also the admin endpoint's Basic auth.
- * A first check per user and password costs a PBKDF2 (~2 ms at 4096). */
+ * SHA-512's)?  What PLAIN checks (on a worker: sasl.c inv. 3); also the
+ * admin endpoint's Basic auth, which calls this on the loop: a first check
+ * per user and password, and every wrong one, costs a PBKDF2 there (~2 ms
+ * at 4096); a repeat of a right one hits the cache. */
 bool bk_sasl_password_ok(bk_broker *b, const char *user, const char *pw, size_t n);
 
 #define SCRAM_DEFAULT_ITERATIONS 4096   /* Kafka's */
@@ -50,6 +57,15 @@ bool bk_sasl_password_ok(bk_broker *b, const char *user, const char *pw, size_t 
  * error code with err. */
 int bk_sasl_user_set(bk_broker *b, const char *name, const char *mechanism,
                      const char *password, int64_t iterations, char *err, size_t errlen);
+/* The slow half of bk_sasl_user_set, for a thread other than the loop
+ * (the SQL workers do it before handing the write over): a new salt and
+ * the PBKDF2.  The salted password's length, or 0 when the mechanism, the
+ * password or the iteration count would be refused (user_set then says
+ * why) or the derivation failed. */
+#define BK_SASL_SALT 32
+#include "daemon/scram.h"
+size_t bk_sasl_salt(const char *mechanism, const char *password, int64_t iterations,
+                    uint8_t salt[BK_SASL_SALT], uint8_t salted[SCRAM_MAX_KEY]);
 /* AlterUserScramCredentials' form: the client salted the password. */
 int bk_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechanism,
                             const uint8_t *salt, size_t salt_len, int64_t iterations,

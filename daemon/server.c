@@ -22,8 +22,9 @@
  * Invariants:
  *   1. Responses leave in request order.  A connection processes one
  *      request at a time; while a handler has deferred its response (a
- *      Fetch waiting for data) the connection reads no further frame, as
- *      Kafka "mutes" a channel.  Other connections are unaffected.
+ *      Fetch waiting for data, a PLAIN login on the worker: sasl.c inv. 3)
+ *      the connection reads no further frame, as Kafka "mutes" a channel.
+ *      Other connections are unaffected.
  *   2. Memory is bounded per connection: a frame longer than
  *      socket.request.max.bytes closes the connection before any of it is
  *      buffered; once more than connection.max.queued.bytes of responses
@@ -66,8 +67,22 @@
  *      the page cache: the bytes are never copied into the heap in the
  *      clear.  Input is always SSL_read; bytes OpenSSL holds decrypted
  *      (SSL_pending) count as readable.
+ *   9. Logins are paced, so a connection storm cannot stall established
+ *      clients (issue 18).  A connection is "logging in" until its TLS
+ *      handshake is done, its SASL login has succeeded (SASL listeners)
+ *      and it has had one request served (promote); until then each
+ *      readable event only mutes it and queues it for a login turn.  A
+ *      login turn (login_turn, a zero-timeout timer, so the loop polls and
+ *      serves everything else between two turns) reads and serves at most
+ *      LOGIN_BURST queued connections, starting none after LOGIN_TURN_US,
+ *      in arrival order.  A listener accepts at most ACCEPT_BURST
+ *      connections between two turns (it is disabled after that many and
+ *      enabled by the next turn); the kernel's backlog (4096, capped by
+ *      net.core.somaxconn) holds the rest.  Timeouts (idle, handshake
+ *      deadline) are not queued.
  *
- * States of a connection: HANDSHAKE (TLS only) → READING; READING (processing
+ * States of a connection: LOGGING IN (inv. 9: queued for a login turn while
+ * it has input) → established; HANDSHAKE (TLS only) → READING; READING (processing
  * frames) → BUSY (deferred handler) → READING; READING → PAUSED (output over
  * the cap) → READING; READING → STARVED (request pool full) → READING; any →
  * closed (error, EOF, idle or handshake timeout, malformed request).
@@ -130,6 +145,9 @@ struct bk_conn {
     bool busy;                    /* a deferred request is pending */
     bool paused;                  /* output over the cap */
     bool in_process;              /* process_input is on the stack */
+    bool established;             /* its login is done (inv. 9) */
+    bool queued;                  /* waits for a login turn (inv. 9) */
+    bk_conn *lnext, *lprev;       /* the login queue, while queued */
     bk_conn *next, *prev;
 };
 
@@ -138,6 +156,8 @@ typedef struct bk_lsock {
     struct bk_server *s;
     const bk_listener *l;
     struct evconnlistener *ev;
+    int burst;                    /* accepts since the last login turn (inv. 9) */
+    bool held;                    /* disabled until the next login turn */
 } bk_lsock;
 
 struct bk_server {
@@ -151,9 +171,19 @@ struct bk_server {
     int64_t pool_used;            /* reserved request bytes (inv. 4) */
     bk_conn starved;              /* list sentinel (snext/sprev) */
     struct event *wake_ev;        /* resumes starved connections */
+    bk_conn logins;               /* list sentinel (lnext/lprev): inv. 9 */
+    struct event *login_ev;       /* the next login turn: a zero timeout */
 };
 
+/* A login turn (inv. 9): at most this many connections' login steps, and
+ * no new one after LOGIN_TURN_US; at most ACCEPT_BURST accepts per
+ * listener between two turns. */
+#define LOGIN_BURST 16
+#define LOGIN_TURN_US 2000
+#define ACCEPT_BURST 16
+
 static bool process_input(bk_conn *c);
+static void promote(bk_conn *c);
 
 /* Reading on or off; off while paused or starved, and while busy once
  * the client sends more (on_readable mutes lazily: a client that waits
@@ -251,6 +281,10 @@ static void conn_free(bk_conn *c)
     (void)s;
     pool_release(c);
     unstarve(c);
+    if (c->queued) {
+        c->lprev->lnext = c->lnext;
+        c->lnext->lprev = c->lprev;
+    }
     if (c->busy && c->req.cancel)
         c->req.cancel(&c->req);
     c->busy = false;
@@ -377,6 +411,13 @@ static void send_response(bk_conn *c)
 {
     bk_req *r = &c->req;
     struct evbuffer *o = c->obuf;
+    if (r->raw) {                 /* a raw SASL token's answer: no header */
+        uint8_t len[4] = { (uint8_t)(r->out->len >> 24), (uint8_t)(r->out->len >> 16),
+                           (uint8_t)(r->out->len >> 8), (uint8_t)r->out->len };
+        evbuffer_add(o, len, 4);
+        evbuffer_add(o, r->out->data, r->out->len);
+        return;
+    }
     /* ApiVersions always answers with header v0 (protocol/README.md §2). */
     bool hdr_tags = r->hdr.flexible && r->hdr.RequestApiKey != KP_API_API_VERSIONS;
     size_t total = 4 + (hdr_tags ? 1 : 0) + r->out->len + bk_req_range_bytes(r);
@@ -433,6 +474,7 @@ static void req_reset(bk_conn *c)
     r->cancel = NULL;
     r->expire = NULL;
     r->state = NULL;
+    r->raw = false;
     kp_arena_reset(&r->arena);       /* keeps one chunk for the next request */
     kp_buf_reset(&c->out);
 }
@@ -534,12 +576,25 @@ void bk_req_finish(bk_req *r)
     req_reset(c);
     pool_release(c);
     buf_trim(&c->out);
+    promote(c);
     if (!pause_if_over_cap(c))
         return;
     if (!c->paused && !c->starved)
         want_read(c, true);
     if (!c->paused && !c->in_process)
         process_input(c);
+}
+
+void bk_req_close(bk_req *r, bool send)
+{
+    bk_conn *c = r->conn;
+    c->busy = false;              /* nothing to cancel any more */
+    if (send && !r->out->err) {
+        send_response(c);
+        if (!flush_out(c))
+            return;
+    }
+    conn_free(c);
 }
 
 /* Serves one frame (header + body) of len bytes at p, inside c->in.
@@ -649,16 +704,25 @@ static int serve_raw_token(bk_conn *c, int32_t len, size_t avail)
         return 0;
     const uint8_t *tok = c->in.data + c->in_off + 4;
     c->in_off += (size_t)len + 4;
-    kp_buf_reset(&c->out);
-    if (bk_sasl_raw_token(c->b, c, tok, (size_t)len, &c->out)) {
+    bk_req *r = &c->req;
+    req_reset(c);
+    memset(&r->hdr, 0, sizeof r->hdr);
+    r->b = c->b;
+    r->conn = c;
+    r->out = &c->out;
+    r->raw = true;
+    r->received_us = bk_mono_us();
+    int rc = bk_sasl_raw_token(r, tok, (size_t)len);
+    if (rc < 0) {
         conn_free(c);
         return -1;
     }
-    uint8_t hdr[4] = { (uint8_t)(c->out.len >> 24), (uint8_t)(c->out.len >> 16),
-                       (uint8_t)(c->out.len >> 8), (uint8_t)c->out.len };
-    evbuffer_add(c->obuf, hdr, 4);
-    evbuffer_add(c->obuf, c->out.data, c->out.len);
-    kp_buf_reset(&c->out);
+    if (rc > 0) {                 /* deferred: bk_req_finish / bk_req_close */
+        c->busy = true;
+        return 1;
+    }
+    send_response(c);
+    req_reset(c);
     return 1;
 }
 
@@ -681,6 +745,7 @@ static bool process_input(bk_conn *c)
                 return false;
             if (st == 0)
                 break;
+            promote(c);
             continue;
         }
         if (len < 8 || len > c->b->cfg->socket_request_max_bytes) {
@@ -699,6 +764,7 @@ static bool process_input(bk_conn *c)
         c->in_off += (size_t)len + 4;
         if (!serve_frame(c, frame, (size_t)len))
             return false;
+        promote(c);
         if (!c->busy) {           /* a deferred frame is held until finish */
             pool_release(c);
             buf_trim(&c->out);
@@ -834,9 +900,11 @@ static bool handshake_step(bk_conn *c, short what)
     return false;
 }
 
-static void on_readable(evutil_socket_t fd, short what, void *arg)
+/* What a readable (or timed out) connection does; for one still logging
+ * in, on its login turn (inv. 9). */
+static void conn_read(bk_conn *c, short what)
 {
-    bk_conn *c = arg;
+    evutil_socket_t fd = c->fd;
     if (c->handshaking) {
         handshake_step(c, what);
         return;
@@ -896,6 +964,85 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         event_active(c->rev, EV_READ, 0);
 }
 
+/* The login is done: TLS handshake, then SASL on a SASL listener, then
+ * one request served (inv. 9). */
+static void promote(bk_conn *c)
+{
+    if (!c->established && !c->handshaking &&
+        (!bk_secproto_is_sasl(c->proto) || bk_sasl_authenticated(c)))
+        c->established = true;
+}
+
+static void login_arm(bk_server *s)
+{
+    static const struct timeval now = { 0, 0 };
+    if (!evtimer_pending(s->login_ev, NULL))
+        evtimer_add(s->login_ev, &now);
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    bk_conn *c = arg;
+    if (c->queued) {              /* re-armed meanwhile (bk_req_finish) */
+        if (!(what & EV_TIMEOUT))
+            want_read(c, false);
+        return;
+    }
+    if (!c->established && !(what & EV_TIMEOUT)) {
+        /* Muted and queued for a login turn (inv. 9). */
+        bk_server *s = c->b->server;
+        want_read(c, false);
+        c->queued = true;
+        c->lnext = &s->logins;
+        c->lprev = s->logins.lprev;
+        s->logins.lprev->lnext = c;
+        s->logins.lprev = c;
+        login_arm(s);
+        return;
+    }
+    conn_read(c, what);
+}
+
+/* A login turn (inv. 9): a few queued connections read and served, then
+ * the listeners held since the last turn accept again.  On a zero-timeout
+ * timer, so the loop polls (and serves established connections) between
+ * two turns. */
+static void login_turn(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    bk_server *s = arg;
+    int64_t end = bk_mono_us() + LOGIN_TURN_US;
+    for (int n = 0; n < LOGIN_BURST && s->logins.lnext != &s->logins &&
+                    (n == 0 || bk_mono_us() < end); n++) {
+        bk_conn *c = s->logins.lnext;
+        c->queued = false;
+        s->logins.lnext = c->lnext;
+        c->lnext->lprev = &s->logins;
+        c->lnext = c->lprev = NULL;
+        if (c->handshaking) {     /* re-armed with what is left of its deadline */
+            int64_t left = c->hs_deadline_us - bk_mono_us();
+            if (left < 0)
+                left = 0;
+            struct timeval tv = { (time_t)(left / 1000000), (suseconds_t)(left % 1000000) };
+            c->reading = true;
+            event_add(c->rev, &tv);
+        } else if (!c->busy && !c->paused && !c->starved) {
+            want_read(c, true);
+        }
+        conn_read(c, EV_READ);    /* may free c */
+    }
+    for (int i = 0; i < s->nlsocks; i++) {
+        bk_lsock *ls = &s->lsocks[i];
+        ls->burst = 0;
+        if (ls->held && !s->b->stopping)
+            evconnlistener_enable(ls->ev);
+        ls->held = false;
+    }
+    if (s->logins.lnext != &s->logins)
+        login_arm(s);
+}
+
 /* Runs on its own loop turn after a reservation was released: resumes
  * starved connections in arrival order while the pool has room. */
 static void wake_starved(evutil_socket_t fd, short what, void *arg)
@@ -952,10 +1099,17 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
                       struct sockaddr *sa, int socklen, void *arg)
 {
-    (void)l; (void)socklen;
+    (void)socklen;
     bk_lsock *ls = arg;
     bk_server *s = ls->s;
     bk_broker *b = s->b;
+    if (++ls->burst >= ACCEPT_BURST && !ls->held) {
+        /* Returns to the loop after this one (libevent stops accepting
+         * once the callback disabled the listener): inv. 9. */
+        evconnlistener_disable(l);
+        ls->held = true;
+        login_arm(s);
+    }
     if (b->stopping || b->nconns >= b->cfg->max_connections) {
         evutil_closesocket(fd);
         return;
@@ -1064,7 +1218,7 @@ static int bind_listener(bk_server *s, const bk_listener *l, char *err, size_t e
     ls->l = l;
     ls->ev = evconnlistener_new_bind(s->b->base, on_accept, ls,
                                      LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE,
-                                     512, ai->ai_addr, (int)ai->ai_addrlen);
+                                     4096, ai->ai_addr, (int)ai->ai_addrlen);
     evutil_freeaddrinfo(ai);
     if (!ls->ev) {
         snprintf(err, errlen, "cannot listen on %s://%s:%s: %s", l->name, host ? host : "*",
@@ -1089,9 +1243,11 @@ int bk_server_start(bk_broker *b, char *err, size_t errlen)
     s->b = b;
     s->conns.next = s->conns.prev = &s->conns;
     s->starved.snext = s->starved.sprev = &s->starved;
+    s->logins.lnext = s->logins.lprev = &s->logins;
     b->server = s;
     s->wake_ev = event_new(b->base, -1, 0, wake_starved, s);
-    if (!s->wake_ev) {
+    s->login_ev = evtimer_new(b->base, login_turn, s);
+    if (!s->wake_ev || !s->login_ev) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -1163,6 +1319,8 @@ void bk_server_free(bk_broker *b)
         event_free(s->drain_timer);
     if (s->wake_ev)
         event_free(s->wake_ev);
+    if (s->login_ev)
+        event_free(s->login_ev);
     for (int i = 0; i < s->nlsocks; i++)
         evconnlistener_free(s->lsocks[i].ev);
     free(s);
