@@ -57,6 +57,8 @@
 #include "daemon/security.h"
 #include "daemon/tls.h"
 
+#include <openssl/crypto.h>
+
 #define ADMIN_DEFAULT_HOST "127.0.0.1"
 #define ADMIN_DEFAULT_PORT 9644
 #define ADMIN_MAX_BODY (1 << 20)
@@ -154,59 +156,120 @@ static bool token_ok(bk_broker *b, struct evhttp_request *req)
 /* What a request may do. */
 enum { AX_DENIED, AX_READ, AX_ALL };
 
-/* "Basic base64(user:password)" as a principal's rights; AX_DENIED after
- * answering 401/403 itself. */
-static int basic_access(bk_broker *b, struct evhttp_request *req, const char *cred)
+/* A handler's work once the request's access is known (not AX_DENIED). */
+typedef void serve_fn(bk_broker *b, struct evhttp_request *req, int access);
+
+/* A Basic login waiting for its password check (a worker's PBKDF2:
+ * sasl.c inv. 3); the client going away cancels it. */
+typedef struct basic_wait {
+    bk_broker *b;
+    struct evhttp_request *req;
+    serve_fn *serve;
+    bk_sasl_check *check;            /* NULL once answered */
+    char principal[sizeof "User:" + SCRAM_MAX_NAME];
+} basic_wait;
+
+static void basic_gone(struct evhttp_connection *evcon, void *arg)
 {
-    char dec[2 * SCRAM_MAX_NAME + 256];
-    int n = scram_b64_decode(cred, strlen(cred), (uint8_t *)dec, sizeof dec - 1);
-    char *colon = n > 0 ? memchr(dec, ':', (size_t)n) : NULL;
-    if (colon) {
-        dec[n] = 0;
-        *colon = 0;
-    }
-    if (!colon || colon == dec || (size_t)(colon - dec) >= SCRAM_MAX_NAME ||
-        !bk_sasl_password_ok(b, dec, colon + 1, (size_t)(dec + n - colon - 1))) {
-        BK_WARN("admin: refused a Basic login%s%s: invalid user name or password",
-                colon ? " as " : "", colon ? dec : "");
+    (void)evcon;
+    basic_wait *w = arg;
+    bk_sasl_check_cancel(w->check);
+    free(w);
+}
+
+/* The checked login's rights on the cluster: ALTER may do all, DESCRIBE read. */
+static void basic_checked(void *arg, bool ok)
+{
+    basic_wait *w = arg;
+    struct evhttp_request *req = w->req;
+    if (w->check)
+        evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
+    w->check = NULL;
+    if (!ok) {
+        BK_WARN("admin: refused a Basic login as %s: invalid user name or password",
+                w->principal + 5);
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                           "Basic realm=\"sluice\"");
         const char *msg = "Error: invalid user name or password\n";
         reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
-        return AX_DENIED;
+        free(w);
+        return;
     }
-    char principal[BK_PRINCIPAL_MAX], *host = NULL;
+    char *host = NULL;
     ev_uint16_t port;
-    snprintf(principal, sizeof principal, "User:%.*s", (int)(colon - dec), dec);
     evhttp_connection_get_peer(evhttp_request_get_connection(req), &host, &port);
     kp_str cluster = kp_str_cstr(BK_CLUSTER_NAME);
-    if (bk_authz_check(b->authz, principal, host ? host : "", BK_RES_CLUSTER, cluster,
+    int access = AX_DENIED;
+    if (bk_authz_check(w->b->authz, w->principal, host ? host : "", BK_RES_CLUSTER, cluster,
                        BK_OP_ALTER))
-        return AX_ALL;
-    if (bk_authz_check(b->authz, principal, host ? host : "", BK_RES_CLUSTER, cluster,
-                       BK_OP_DESCRIBE))
-        return AX_READ;
-    kp_buf o;
-    kp_buf_init(&o);
-    sq_printf(&o, "Error: %s may not use this endpoint: it needs DESCRIBE (to read) or "
-              "ALTER (to write) on the cluster (kafka-cluster)\n", principal);
-    reply_text(req, 403, "Forbidden", "text/plain; charset=utf-8", o.data, o.len);
-    kp_buf_free(&o);
-    return AX_DENIED;
+        access = AX_ALL;
+    else if (bk_authz_check(w->b->authz, w->principal, host ? host : "", BK_RES_CLUSTER,
+                            cluster, BK_OP_DESCRIBE))
+        access = AX_READ;
+    if (access != AX_DENIED) {
+        w->serve(w->b, req, access);
+    } else {
+        kp_buf o;
+        kp_buf_init(&o);
+        sq_printf(&o, "Error: %s may not use this endpoint: it needs DESCRIBE (to read) or "
+                  "ALTER (to write) on the cluster (kafka-cluster)\n", w->principal);
+        reply_text(req, 403, "Forbidden", "text/plain; charset=utf-8", o.data, o.len);
+        kp_buf_free(&o);
+    }
+    free(w);
 }
 
-static int access_of(bk_broker *b, struct evhttp_request *req)
+/* "Basic base64(user:password)": serve runs once the login is checked, or
+ * 401/403 is answered here. */
+static void basic_access(bk_broker *b, struct evhttp_request *req, const char *cred,
+                         serve_fn *serve)
+{
+    char dec[2 * SCRAM_MAX_NAME + 256];
+    int n = scram_b64_decode(cred, strlen(cred), (uint8_t *)dec, sizeof dec - 1);
+    char *colon = n > 0 ? memchr(dec, ':', (size_t)n) : NULL;
+    basic_wait *w = colon && colon != dec && (size_t)(colon - dec) < SCRAM_MAX_NAME
+                    ? calloc(1, sizeof *w) : NULL;
+    if (!w) {
+        BK_WARN("admin: refused a Basic login: %s", colon ? "out of memory"
+                : "not base64 of user:password");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                          "Basic realm=\"sluice\"");
+        const char *msg = "Error: invalid user name or password\n";
+        reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
+        return;
+    }
+    dec[n] = 0;
+    *colon = 0;
+    w->b = b;
+    w->req = req;
+    w->serve = serve;
+    memcpy(w->principal, "User:", 5);
+    memcpy(w->principal + 5, dec, (size_t)(colon - dec) + 1);    /* < SCRAM_MAX_NAME, NUL */
+    bk_sasl_check *c = bk_sasl_check_password(b, dec, colon + 1,
+                                              (size_t)(dec + n - colon - 1), basic_checked, w);
+    OPENSSL_cleanse(dec, sizeof dec);
+    if (c) {                         /* pending: w is alive until basic_checked / basic_gone */
+        w->check = c;
+        evhttp_connection_set_closecb(evhttp_request_get_connection(req), basic_gone, w);
+    }
+}
+
+/* serve(b, req, access) once the request's access is known; 401 otherwise. */
+static void with_access(bk_broker *b, struct evhttp_request *req, serve_fn *serve)
 {
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (h && !strncasecmp(h, "Basic ", 6) && bk_authz_enabled(b->authz))
-        return basic_access(b, req, h + 6);
-    if (token_ok(b, req))
-        return AX_ALL;
+    if (h && !strncasecmp(h, "Basic ", 6) && bk_authz_enabled(b->authz)) {
+        basic_access(b, req, h + 6, serve);
+        return;
+    }
+    if (token_ok(b, req)) {
+        serve(b, req, AX_ALL);
+        return;
+    }
     evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                       "Bearer realm=\"sluice\"");
     const char *msg = "Error: this endpoint needs \"Authorization: Bearer <admin.token>\"\n";
     reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
-    return AX_DENIED;
 }
 
 /* A pending job's client went away. */
@@ -252,11 +315,9 @@ static void metrics_done(sq_job *j)
     sq_job_free(j);
 }
 
-static void on_metrics(struct evhttp_request *req, void *arg)
+static void serve_metrics(bk_broker *b, struct evhttp_request *req, int access)
 {
-    bk_broker *b = arg;
-    if (access_of(b, req) == AX_DENIED)
-        return;
+    (void)access;
     sq_job *j = calloc(1, sizeof *j);
     if (!j) {
         reply_text(req, 500, "Internal Server Error", "text/plain", "out of memory\n", 14);
@@ -268,6 +329,11 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     bk_metrics_render(b, &j->res.out);
     attach(j, req);
     sq_submit(b, j);
+}
+
+static void on_metrics(struct evhttp_request *req, void *arg)
+{
+    with_access(arg, req, serve_metrics);
 }
 
 /* ---- /sql -------------------------------------------------------------------------------------- */
@@ -326,12 +392,8 @@ static int format_from_accept(const char *accept)
     return SQ_FMT_TABLE;
 }
 
-static void on_sql(struct evhttp_request *req, void *arg)
+static void serve_sql(bk_broker *b, struct evhttp_request *req, int access)
 {
-    bk_broker *b = arg;
-    int access = access_of(b, req);
-    if (access == AX_DENIED)
-        return;
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     struct evkeyvalq q;
     TAILQ_INIT(&q);
@@ -385,6 +447,11 @@ static void on_sql(struct evhttp_request *req, void *arg)
     kp_buf_init(&j->res.out);
     attach(j, req);
     sq_submit(b, j);
+}
+
+static void on_sql(struct evhttp_request *req, void *arg)
+{
+    with_access(arg, req, serve_sql);
 }
 
 static void on_other(struct evhttp_request *req, void *arg)

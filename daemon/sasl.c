@@ -38,8 +38,9 @@
  *      request is deferred (BK_DEFER), so the connection reads nothing
  *      else meanwhile (server.c inv. 1), and a connection closed meanwhile
  *      only detaches the job (plain_cancel; plain_done frees it).  The
- *      admin endpoint's Basic auth (bk_sasl_password_ok) is the exception:
- *      it checks on the loop.  Prefer SCRAM where logins are many.
+ *      admin endpoint's Basic auth is the same check, cache and worker
+ *      (bk_sasl_check_password: the HTTP answer waits for it; a client gone
+ *      meanwhile cancels, plain_done frees).
  *   4. Failures never say which part was wrong (unknown user and wrong
  *      password get the same message, Kafka's), nor take a different
  *      time: an unknown user's PLAIN password is checked against a
@@ -280,6 +281,9 @@ static const scram_cred *nobody_cred(void)
  * on the janitor's thread (plain_run), settled on the loop (plain_done). */
 typedef struct plain_job {
     bk_req *r;                       /* loop only; NULL once the connection is gone */
+    /* Or, for bk_sasl_check_password: whom to tell (NULL once cancelled). */
+    void (*check_done)(void *arg, bool ok);
+    void *check_arg;
     scram_cred cred;                 /* the user's, or nobody_cred() */
     bool known;
     bool ok;                         /* plain_run's answer */
@@ -352,19 +356,35 @@ static bool plain_settle(const plain_job *j)
     return j->ok;
 }
 
-/* PLAIN checks the password against the stored SCRAM credential (inv. 3). */
-bool bk_sasl_password_ok(bk_broker *b, const char *user, const char *pw, size_t n)
+static void plain_done(void *arg);
+
+/* The admin endpoint's Basic auth: PLAIN's check, with PLAIN's cache and
+ * worker (inv. 3). */
+bk_sasl_check *bk_sasl_check_password(bk_broker *b, const char *user, const char *pw, size_t n,
+                                      void (*done)(void *arg, bool ok), void *arg)
 {
     plain_job *j = plain_prepare(b, user, pw, n);
-    if (!j)
-        return false;
-    bool ok = plain_seen_hit(j);
-    if (!ok) {
-        plain_run(j);
-        ok = plain_settle(j);
+    if (!j) {
+        done(arg, false);
+        return NULL;
     }
+    bool hit = plain_seen_hit(j);
+    if (!hit) {
+        j->check_done = done;
+        j->check_arg = arg;
+        if (bk_janitor_call(b, plain_run, plain_done, j) == 0)
+            return j;
+        plain_run(j);                /* no worker: here */
+    }
+    bool ok = hit || plain_settle(j);
     plain_job_free(j);
-    return ok;
+    done(arg, ok);
+    return NULL;
+}
+
+void bk_sasl_check_cancel(bk_sasl_check *j)
+{
+    j->check_done = NULL;            /* plain_done frees it (janitor.c inv. 4) */
 }
 
 static void plain_cancel(bk_req *r)
@@ -372,8 +392,6 @@ static void plain_cancel(bk_req *r)
     plain_job *j = r->state;
     j->r = NULL;                     /* plain_done frees it (janitor.c inv. 4) */
 }
-
-static void plain_done(void *arg);
 
 static int step_plain(bk_req *r, bk_sasl_conn *s, const char *tok, size_t len)
 {
@@ -504,7 +522,9 @@ static void plain_done(void *arg)
     plain_job *j = arg;
     bk_req *r = j->r;
     bool ok = plain_settle(j);
-    if (!r) {                        /* the connection closed meanwhile */
+    if (!r) {                        /* a Basic check, or the connection closed meanwhile */
+        if (j->check_done)
+            j->check_done(j->check_arg, ok);
         plain_job_free(j);
         return;
     }

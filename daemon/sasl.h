@@ -44,11 +44,15 @@ bool bk_sasl_authenticated(bk_conn *c);
 /* c is closing. */
 void bk_sasl_conn_free(bk_conn *c);
 /* Is pw user's password, by the stored SCRAM credential (SHA-256's, else
- * SHA-512's)?  What PLAIN checks (on a worker: sasl.c inv. 3); also the
- * admin endpoint's Basic auth, which calls this on the loop: a first check
- * per user and password, and every wrong one, costs a PBKDF2 there (~2 ms
- * at 4096); a repeat of a right one hits the cache. */
-bool bk_sasl_password_ok(bk_broker *b, const char *user, const char *pw, size_t n);
+ * SHA-512's)?  What PLAIN checks, for the admin endpoint's Basic auth:
+ * done(arg, ok) runs on the loop, at once (returning NULL) for a repeat of a
+ * right password (the cache), else once the PBKDF2 came back from a worker
+ * (sasl.c inv. 3); until then the returned check may be cancelled, and done
+ * is then never called. */
+typedef struct plain_job bk_sasl_check;
+bk_sasl_check *bk_sasl_check_password(bk_broker *b, const char *user, const char *pw, size_t n,
+                                      void (*done)(void *arg, bool ok), void *arg);
+void bk_sasl_check_cancel(bk_sasl_check *check);
 
 #define SCRAM_DEFAULT_ITERATIONS 4096   /* Kafka's */
 

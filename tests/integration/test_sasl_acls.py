@@ -175,3 +175,44 @@ def test_admin_endpoint_takes_sasl_users_by_their_cluster_rights(broker):
     st, text = http_as(b, "/sql?format=json", "SELECT name FROM topics WHERE name = 'by-admin'",
                        "carol", "carol-pw")
     assert st == 200 and json.loads(text) == [{"name": "by-admin"}], text
+
+
+def test_admin_basic_logins_at_once_each_get_their_answer(broker):
+    """Basic logins are checked on a worker (a PBKDF2 per first or wrong
+    password): many at once, right and wrong mixed, each gets its own
+    answer, and clients that hang up mid-check hurt nobody."""
+    import socket
+    import threading
+    b = broker
+    add_user(b, "dave", "dave-pw", mechanisms=("SCRAM-SHA-256",))
+    grant(b, "CLUSTER", "kafka-cluster", "DESCRIBE", "User:dave")
+    host, port = b.admin.rsplit(":", 1)
+    # Hang-ups: a wrong password (never cached, so always a worker's check)
+    # sent and the socket closed at once.
+    for i in range(20):
+        cred = base64.b64encode(("dave:gone-%d" % i).encode()).decode()
+        s = socket.create_connection((host, int(port)), timeout=10)
+        s.sendall(("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n"
+                   % cred).encode())
+        s.close()
+    results = {}
+
+    def one(i):
+        right = i % 3 == 0
+        st, text = http_as(b, "/sql?format=json", "SELECT %d AS n" % i, "dave",
+                           "dave-pw" if right else "wrong-%d" % i)
+        results[i] = (right, st, text)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(60)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 60, sorted(results)
+    for i, (right, st, text) in sorted(results.items()):
+        if right:
+            assert st == 200 and json.loads(text) == [{"n": i}], (i, st, text)
+        else:
+            assert st == 401 and "invalid user name or password" in text, (i, st, text)
+    st, text = http_as(b, "/metrics", None, "dave", "dave-pw")
+    assert st == 200 and "sluice_" in text
