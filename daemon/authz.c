@@ -29,7 +29,8 @@
  *   Z2. The ACL set is only replaced whole (bk_authz_load), on the event
  *       loop; pointers handed out by bk_authz_select live until then.
  *   Z3. The ACL set equals the acls table: every change is written to
- *       SQLite first, then reloaded from it (bk_authz_reload).
+ *       SQLite first (in cluster mode by the resync from ZooKeeper,
+ *       authz_zk.c K1), then reloaded from it (bk_authz_reload).
  */
 #include "daemon/authz.h"
 
@@ -37,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/cluster.h"
 #include "daemon/request.h"
 #include "daemon/security.h"
 
@@ -417,15 +419,12 @@ bool bk_authorized(bk_req *r, int res, kp_str name, int op)
 }
 
 int bk_acl_apply(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add, size_t nadd,
-                 char *err, size_t errlen)
+                 bk_topic_op *op, char *err, size_t errlen)
 {
     err[0] = 0;
-    /* Cluster mode: ZooKeeper first (authz_zk.c K1), then here at once. */
-    if (b->zk) {
-        int rc = bk_authz_zk_write(b, b->authz, del, ndel, add, nadd, err, errlen);
-        if (rc != KP_NONE)
-            return rc;
-    }
+    /* Cluster mode: ZooKeeper only; the table follows its resync (authz_zk.c K1). */
+    if (b->zk)
+        return bk_authz_zk_write(b, del, ndel, add, nadd, op, err, errlen);
     if (md_acl_change(b->db, del, ndel, add, nadd, err, errlen) != 0)   /* Z3 */
         return KP_UNKNOWN_SERVER_ERROR;
     return bk_authz_reload(b) ? KP_UNKNOWN_SERVER_ERROR : KP_NONE;
