@@ -440,6 +440,30 @@ void bk_acl_row(const bk_acl *a, md_acl *row)
     };
 }
 
+/* Kafka's AclEntry.supportedOperations, per resource type. */
+static const int8_t supported_ops[][9] = {
+    [BK_RES_TOPIC] = { BK_OP_READ, BK_OP_WRITE, BK_OP_CREATE, BK_OP_DESCRIBE, BK_OP_DELETE,
+                       BK_OP_ALTER, BK_OP_DESCRIBE_CONFIGS, BK_OP_ALTER_CONFIGS },
+    [BK_RES_GROUP] = { BK_OP_READ, BK_OP_DESCRIBE, BK_OP_DELETE },
+    [BK_RES_CLUSTER] = { BK_OP_CREATE, BK_OP_CLUSTER_ACTION, BK_OP_DESCRIBE_CONFIGS,
+                         BK_OP_ALTER_CONFIGS, BK_OP_IDEMPOTENT_WRITE, BK_OP_ALTER,
+                         BK_OP_DESCRIBE },
+    [BK_RES_TRANSACTIONAL_ID] = { BK_OP_DESCRIBE, BK_OP_WRITE },
+    [BK_RES_DELEGATION_TOKEN] = { BK_OP_DESCRIBE },
+    [BK_RES_USER] = { BK_OP_CREATE_TOKENS, BK_OP_DESCRIBE_TOKENS },
+};
+
+int32_t bk_authorized_ops(bk_req *r, int res, kp_str name)
+{
+    int32_t bits = 0;
+    if (res <= BK_RES_ANY || (size_t)res >= sizeof supported_ops / sizeof *supported_ops)
+        return 0;
+    for (size_t i = 0; i < sizeof *supported_ops && supported_ops[res][i]; i++)
+        if (bk_authorized(r, res, name, supported_ops[res][i]))
+            bits |= (int32_t)1 << supported_ops[res][i];
+    return bits;
+}
+
 bool bk_authorized_any(bk_req *r, int res, int op)
 {
     return bk_authz_any(r->b->authz, bk_conn_principal(r->conn), bk_conn_host(r->conn), res, op);

@@ -121,6 +121,12 @@ void bk_authz_zk_resync(struct bk_broker *b);
 bool bk_authz_zk_on_watch(struct bk_broker *b, int type, const char *path);
 int bk_authz_zk_write(struct bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
                       size_t nadd, struct bk_topic_op *op, char *err, size_t errlen);
+/* Kafka's authorized-operations bit field (Metadata, DescribeGroups): bit
+ * 1 << op for each operation the resource type supports (Kafka's
+ * AclEntry.supportedOperations) that the request's principal may do on
+ * (res, name), implied operations included; all of them when the
+ * authorizer is off. */
+int32_t bk_authorized_ops(struct bk_req *r, int res, kp_str name);
 /* bk_authz_any for the request's principal and host. */
 bool bk_authorized_any(struct bk_req *r, int res, int op);
 #define BK_AUTHZ_CLUSTER(r, op) bk_authorized((r), BK_RES_CLUSTER, kp_str_cstr(BK_CLUSTER_NAME), (op))
