@@ -222,9 +222,11 @@ static void on_children(bk_broker *b, const zk_result *r, void *arg)
     sync_done(b);
 }
 
+/* The watch is what was wanted; and old notices go (cl_notices.c). */
 static void on_changes(bk_broker *b, const zk_result *r, void *arg)
 {
-    (void)b; (void)r; (void)arg;          /* the watch is what was wanted */
+    if (r->rc == ZOK && r->nchildren > 0)
+        cl_notices_purge(b, arg);
 }
 
 void bk_authz_zk_resync(bk_broker *b)
@@ -237,8 +239,8 @@ void bk_authz_zk_resync(bk_broker *b)
     sync_.n = sync_.cap = 0;
     sync_.failed = false;
     sync_.pending = 1;                            /* this function's own share */
-    zk_children(b->zk, ACL_CHANGES, true, on_changes, NULL);
-    zk_children(b->zk, ACL_EXT_CHANGES, true, on_changes, NULL);
+    zk_children(b->zk, ACL_CHANGES, true, on_changes, (void *)ACL_CHANGES);
+    zk_children(b->zk, ACL_EXT_CHANGES, true, on_changes, (void *)ACL_EXT_CHANGES);
     for (int p = 0; p < 2; p++)
         for (size_t t = 0; t < NTYPES; t++) {
             char path[128];

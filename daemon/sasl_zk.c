@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/cl.h"
 #include "daemon/cluster.h"
 #include "daemon/scram.h"
 #include "daemon/zk.h"
@@ -293,11 +294,12 @@ static void pub_write(bk_broker *b, pub *p, bool create)
 
 static void on_note(bk_broker *b, const zk_result *r, void *arg)
 {
-    (void)b;
     (void)arg;
     if (r->rc != ZOK)
         BK_WARN("zookeeper: cannot leave a change notification for a user: %s",
                 zk_rc_str(r->rc));
+    else
+        cl_notices_purge(b, "/config/changes");
 }
 
 void bk_sasl_zk_publish(bk_broker *b, const char *name)

@@ -6,6 +6,7 @@ the versioned write of Kafka's /kafka-acl/<Type>/<name> (with its
 does not take leaves no ACL anywhere and answers an error; two brokers
 writing the same resource at once both keep their ACLs."""
 import json
+import time
 import threading
 
 import pytest
@@ -143,3 +144,56 @@ def test_concurrent_create_acls_on_two_brokers_all_survive(acl_cluster):
     for b in c.brokers:
         wait_equal(lambda b=b: topic_principals(b, "shared"), want, 20,
                    "broker %d to have all 20" % b.broker_id)
+
+
+def test_expired_change_notices_are_purged_and_a_new_broker_has_everything(make_cluster):
+    """change.notification.expiration.ms=1500: the notices of the first
+    round (ACLs, a prefixed ACL, a user, a broker default) are deleted once
+    a later change is processed; a broker started afterwards reads every
+    entity znode and has it all."""
+    from test_broker_dynamic_configs import describe_default, incremental_default
+    from cluster_support import registered_ids, wait_for, zk_children
+    c = make_cluster(3, start=False, overrides=dict(AUTHORIZER, **{
+        "change.notification.expiration.ms": "1500"}))
+    b1, b2, b3 = c.brokers
+    for b in (b1, b2):
+        b.start()
+    wait_for(lambda: registered_ids(b1) == {1, 2}, 30, "brokers 1 and 2 registered")
+    b1.sql(CLUSTER_ACL)
+    assert create_acls(b1, [(TOPIC, "kept", "User:erin", READ)]) == [(0, None)]
+    b1.sql("INSERT INTO acls (resource_type, resource_name, pattern_type, principal, "
+           "operation, permission) VALUES ('TOPIC', 'pre-', 'PREFIXED', 'User:erin', "
+           "'WRITE', 'ALLOW')")
+    b1.sql("INSERT INTO scram_credentials (name, mechanism, password) "
+           "VALUES ('frank', 'SCRAM-SHA-256', 'frank-pw')")
+    assert incremental_default(b1, "message.max.bytes", "2000") == [(0, None, 4, "")]
+    folders = ("/kafka-acl-changes", "/kafka-acl-extended-changes", "/config/changes")
+    old = {f: zk_children(c.zk_connect, f) for f in folders}
+    assert len(old["/kafka-acl-changes"]) == 2 and len(old["/kafka-acl-extended-changes"]) == 1
+    assert len(old["/config/changes"]) == 2, old
+    time.sleep(2.0)
+    # a later change of each kind: processing it purges what expired
+    assert create_acls(b2, [(TOPIC, "late", "User:gina", READ)]) == [(0, None)]
+    b2.sql("INSERT INTO acls (resource_type, resource_name, pattern_type, principal, "
+           "operation, permission) VALUES ('TOPIC', 'late-', 'PREFIXED', 'User:gina', "
+           "'READ', 'ALLOW')")
+    b2.sql("INSERT INTO scram_credentials (name, mechanism, password) "
+           "VALUES ('gina', 'SCRAM-SHA-256', 'gina-pw')")
+    for f in folders:
+        wait_for(lambda f=f: not set(old[f]) & set(zk_children(c.zk_connect, f)), 20,
+                 "the expired notices of %s deleted" % f)
+        assert len(zk_children(c.zk_connect, f)) == 1, f       # the young one stays
+    assert "expired change notice(s) deleted" in b1.log_text() + b2.log_text()
+    b3.start()
+    wait_for(lambda: registered_ids(b1) == {1, 2, 3}, 30, "broker 3 registered")
+    want = [("CLUSTER", "kafka-cluster", "User:ANONYMOUS"), ("TOPIC", "kept", "User:erin"),
+            ("TOPIC", "late", "User:gina"), ("TOPIC", "late-", "User:gina"),
+            ("TOPIC", "pre-", "User:erin")]
+    wait_equal(lambda: sorted((r["resource_type"], r["resource_name"], r["principal"])
+                              for r in b3.sql("SELECT * FROM acls")), want, 20,
+               "broker 3 to read every ACL")
+    wait_equal(lambda: sorted(r["name"] for r in
+                              b3.sql("SELECT name FROM scram_credentials")), ["frank", "gina"],
+               20, "broker 3 to read every user")
+    wait_equal(lambda: describe_default(b3).get("message.max.bytes", (None,))[0], "2000", 20,
+               "broker 3 to read the broker default")
