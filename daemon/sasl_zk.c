@@ -16,7 +16,8 @@
  * broker keeps a children watch on /config/users and a data watch on each
  * user's znode, and on a change replaces that user's rows in its SQLite
  * with what the znode says.  Sluice brokers follow the znodes themselves;
- * the notification is for Kafka's tools and brokers, which purge old ones.
+ * the notification is for Kafka's tools and brokers; old ones are purged
+ * after each write (daemon/cl_notices.c), as Kafka's brokers do.
  *
  * Invariants:
  *   Z1. Never a blocking call: every ZooKeeper operation is asynchronous
