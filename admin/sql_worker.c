@@ -339,10 +339,11 @@ static int partition_reassign(bk_broker *b, const sq_write *w, bk_topic_op *op, 
 }
 
 /* INSERT / DELETE on acls, through the path CreateAcls and DeleteAcls take
- * (daemon/authz.c bk_acl_apply); names checked as CreateAcls checks them. */
-static int acl_write(struct bk_admin *a, sq_wreq *r)
+ * (daemon/authz.c bk_acl_apply, answered through op once ZooKeeper
+ * confirmed it in cluster mode); names checked as CreateAcls checks them. */
+static int acl_write(bk_broker *b, const sq_write *w, bk_topic_op *op, char *err,
+                     size_t errlen)
 {
-    const sq_write *w = r->w;
     md_acl row = { .resource_type = (char *)w->s1, .resource_name = (char *)w->s2,
                    .pattern_type = (char *)w->s3, .principal = (char *)w->s4,
                    .host = (char *)w->s5, .operation = (char *)w->s6,
@@ -351,16 +352,11 @@ static int acl_write(struct bk_admin *a, sq_wreq *r)
     if (add) {
         int rc = bk_acl_validate(bk_res_parse(w->s1), kp_str_cstr(w->s2), bk_pat_parse(w->s3),
                                  kp_str_cstr(w->s4), kp_str_cstr(w->s5), bk_op_parse(w->s6),
-                                 bk_perm_parse(w->s7), r->err, r->errlen);
+                                 bk_perm_parse(w->s7), err, errlen);
         if (rc != KP_NONE)
             return rc;
     }
-    int rc = bk_acl_apply(a->b, add ? NULL : &row, !add, add ? &row : NULL, add, r->err,
-                          r->errlen);
-    if (rc == KP_NONE)
-        BK_INFO("ACL %s through SQL: %s %s %s %s %s from %s", add ? "created" : "deleted",
-                w->s7, w->s4, w->s6, w->s1, w->s2, w->s5);
-    return rc;
+    return bk_acl_apply(b, add ? NULL : &row, !add, add ? &row : NULL, add, op, err, errlen);
 }
 
 static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
@@ -408,10 +404,11 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
         return partition_reassign(b, w, op, err, errlen);
-    case SQ_GROUP_DELETE:
-    case SQ_OFFSET_SET:
     case SQ_ACL_CREATE:
     case SQ_ACL_DELETE:
+        return acl_write(b, w, op, err, errlen);
+    case SQ_GROUP_DELETE:
+    case SQ_OFFSET_SET:
     case SQ_SCRAM_SET:
     case SQ_SCRAM_DELETE:
         break;                        /* on_writes: their own paths */
@@ -426,9 +423,14 @@ static void topic_result(void *ctx, int32_t i, int rc, const char *err)
     r->rc = rc;
     if (err != r->err)
         snprintf(r->err, r->errlen, "%s", err);
-    if (rc == KP_NONE && (r->w->op == SQ_TOPIC_CREATE || r->w->op == SQ_TOPIC_DELETE))
-        BK_INFO("topic %s %s through SQL", r->w->s1,
-                r->w->op == SQ_TOPIC_CREATE ? "created" : "deleted");
+    const sq_write *w = r->w;
+    if (rc == KP_NONE && (w->op == SQ_TOPIC_CREATE || w->op == SQ_TOPIC_DELETE))
+        BK_INFO("topic %s %s through SQL", w->s1,
+                w->op == SQ_TOPIC_CREATE ? "created" : "deleted");
+    if (rc == KP_NONE && (w->op == SQ_ACL_CREATE || w->op == SQ_ACL_DELETE))
+        BK_INFO("ACL %s through SQL: %s %s %s %s %s from %s",
+                w->op == SQ_ACL_CREATE ? "created" : "deleted", w->s7, w->s4, w->s6, w->s1,
+                w->s2, w->s5);
 }
 
 static void topic_finish(void *ctx)
@@ -438,7 +440,7 @@ static void topic_finish(void *ctx)
     write_done(r, r->rc);
 }
 
-/* A topic write, answered (topic_finish) once the store confirms it: at
+/* A topic (or ACL) write, answered (topic_finish) once the store confirms it: at
  * once standalone; in cluster mode when its op is done, or after
  * admin.sql.timeout.ms. */
 static int topic_write(struct bk_admin *a, sq_wreq *r)
@@ -510,7 +512,6 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
         n = r->next;
         int rc = r->w->op == SQ_OFFSET_SET ? offset_set(a, r)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
-               : r->w->op == SQ_ACL_CREATE || r->w->op == SQ_ACL_DELETE ? acl_write(a, r)
                : r->w->op == SQ_SCRAM_SET || r->w->op == SQ_SCRAM_DELETE ? scram_write(a, r)
                : topic_write(a, r);
         if (rc != SQ_LATER)

@@ -15,10 +15,14 @@
  * describing DESCRIBE (else CLUSTER_AUTHORIZATION_FAILED); an invalid
  * creation is INVALID_REQUEST alone, the others in the request are still
  * made.  A v0 request has no pattern type: LITERAL (the JSON default).
- * Every change goes through bk_acl_apply (authz.c Z3), as SQL's do.
+ * Every change goes through bk_acl_apply (authz.c Z3), as SQL's do, one
+ * call per resource; in cluster mode the answer waits for ZooKeeper
+ * (authz_zk.c K4) and each resource's creations (or matched ACLs) carry
+ * that resource's outcome, as Kafka's per-resource updates do.
  */
 #include "daemon/authz.h"
 #include "daemon/request.h"
+#include "daemon/topic_wait.h"
 #include "kp_msgs.h"
 
 #include <stdlib.h>
@@ -49,6 +53,97 @@ static int16_t acl_api_allowed(bk_req *r, int op, kp_str *msg)
     return BK_AUTHZ_CLUSTER(r, op) ? KP_NONE : KP_CLUSTER_AUTHORIZATION_FAILED;
 }
 
+/* A change's answer, waited for per resource (cluster mode: one ZooKeeper
+ * write each, authz_zk.c): entry k of the wait is resource k; each
+ * creation (or matched ACL) i belongs to res_of[i] (-1: answered before). */
+typedef struct acl_answer {
+    bk_req *r;
+    int32_t n;                       /* creations, or ACLs to delete */
+    int32_t *res_of;
+    int16_t **codes;
+    kp_str **msgs;
+    bool deleting;
+    union {
+        kp_CreateAclsResponse create;
+        kp_DeleteAclsResponse delete;
+    } m;
+} acl_answer;
+
+static void acl_result(void *ctx, int32_t k, int rc, const char *err)
+{
+    acl_answer *a = ctx;
+    int32_t done = 0;
+    for (int32_t i = 0; i < a->n; i++)
+        if (a->res_of[i] == k) {
+            done++;
+            *a->codes[i] = bk_wire_code(rc);
+            *a->msgs[i] = rc == KP_NONE ? KP_STR_NULL
+                                        : kp_str_cstr(arena_cstr(a->r, kp_str_cstr(err)));
+        }
+    if (rc == KP_NONE)
+        BK_INFO("%d ACL(s) %s by %s", (int)done, a->deleting ? "deleted" : "created",
+                bk_conn_principal(a->r->conn));
+}
+
+static void acl_finish(void *ctx)
+{
+    acl_answer *a = ctx;
+    int16_t v = a->r->hdr.RequestApiVersion;
+    if (a->deleting)
+        kp_enc_DeleteAclsResponse(a->r->out, v, &a->m.delete);
+    else
+        kp_enc_CreateAclsResponse(a->r->out, v, &a->m.create);
+}
+
+static acl_answer *acl_answer_new(bk_req *r, int32_t n, bool deleting)
+{
+    acl_answer *a = kp_arena_alloc(&r->arena, sizeof *a);
+    size_t k = (size_t)(n > 0 ? n : 1);
+    if (!a)
+        return NULL;
+    *a = (acl_answer){ .r = r, .n = n, .deleting = deleting,
+                       .res_of = kp_arena_alloc(&r->arena, sizeof *a->res_of * k),
+                       .codes = kp_arena_alloc(&r->arena, sizeof *a->codes * k),
+                       .msgs = kp_arena_alloc(&r->arena, sizeof *a->msgs * k) };
+    return a->res_of && a->codes && a->msgs ? a : NULL;
+}
+
+static bool row_same_resource(const md_acl *a, const md_acl *b)
+{
+    return !strcmp(a->resource_type, b->resource_type) &&
+           !strcmp(a->pattern_type, b->pattern_type) &&
+           !strcmp(a->resource_name, b->resource_name);
+}
+
+/* rows[i] (i with res_of[i] == -2; set to its resource) grouped by
+ * resource, one bk_acl_apply each, waited for together. */
+static int acl_apply_grouped(bk_req *r, acl_answer *a, md_acl *rows)
+{
+    md_acl *part = kp_arena_alloc(&r->arena, sizeof *part * (size_t)(a->n > 0 ? a->n : 1));
+    bk_topic_wait *w = part ? bk_topic_wait_new(r, 0, acl_result, acl_finish, a) : NULL;
+    if (!w)
+        return BK_CLOSE;
+    int32_t nres = 0;
+    for (int32_t i = 0; i < a->n; i++) {
+        if (a->res_of[i] != -2)
+            continue;                               /* answered, or grouped already */
+        int32_t k = nres++, np = 0;
+        for (int32_t j = i; j < a->n; j++)
+            if (a->res_of[j] == -2 && row_same_resource(&rows[i], &rows[j])) {
+                a->res_of[j] = k;
+                part[np++] = rows[j];
+            }
+        char err[256];
+        int rc = a->deleting
+                     ? bk_acl_apply(r->b, part, (size_t)np, NULL, 0, bk_topic_wait_op(w, k),
+                                    err, sizeof err)
+                     : bk_acl_apply(r->b, NULL, 0, part, (size_t)np, bk_topic_wait_op(w, k),
+                                    err, sizeof err);
+        bk_topic_wait_result(w, k, rc, err);
+    }
+    return bk_topic_wait_start(w);
+}
+
 int bk_handle_create_acls(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
@@ -56,20 +151,27 @@ int bk_handle_create_acls(bk_req *r)
     if (kp_dec_CreateAclsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
     int32_t n = q.Creations_count < 0 ? 0 : q.Creations_count;
-    kp_CreateAclsResponse m;
-    kp_init_CreateAclsResponse(&m);
+    acl_answer *a = acl_answer_new(r, n, false);
+    if (!a)
+        return BK_CLOSE;
+    kp_CreateAclsResponse *m = &a->m.create;
+    kp_init_CreateAclsResponse(m);
     kp_CreateAclsResponse_AclCreationResult *res =
         kp_arena_alloc(&r->arena, sizeof *res * (size_t)(n ? n : 1));
     md_acl *add = kp_arena_alloc(&r->arena, sizeof *add * (size_t)(n ? n : 1));
     if (!res || !add)
         return BK_CLOSE;
+    m->Results = res;
+    m->Results_count = n;
     kp_str msg;
     int16_t pre = acl_api_allowed(r, BK_OP_ALTER, &msg);
-    size_t nadd = 0;
     char err[256];
     for (int32_t i = 0; i < n; i++) {
         const kp_CreateAclsRequest_AclCreation *c = &q.Creations[i];
         res[i] = (kp_CreateAclsResponse_AclCreationResult){ .ErrorCode = pre, .ErrorMessage = msg };
+        a->codes[i] = &res[i].ErrorCode;
+        a->msgs[i] = &res[i].ErrorMessage;
+        a->res_of[i] = -1;
         if (pre != KP_NONE)
             continue;
         int rc = bk_acl_validate(c->ResourceType, c->ResourceName, c->ResourcePatternType,
@@ -80,7 +182,7 @@ int bk_handle_create_acls(bk_req *r)
             res[i].ErrorMessage = kp_str_cstr(arena_cstr(r, kp_str_cstr(err)));
             continue;
         }
-        add[nadd++] = (md_acl){
+        add[i] = (md_acl){
             .resource_type = (char *)bk_res_name(c->ResourceType),
             .resource_name = arena_cstr(r, c->ResourceName),
             .pattern_type = (char *)bk_pat_name(c->ResourcePatternType),
@@ -88,21 +190,11 @@ int bk_handle_create_acls(bk_req *r)
             .operation = (char *)bk_op_name(c->Operation),
             .permission = (char *)bk_perm_name(c->PermissionType),
         };
+        if (!add[i].resource_name || !add[i].principal || !add[i].host)
+            return BK_CLOSE;
+        a->res_of[i] = -2;                          /* to be grouped */
     }
-    if (nadd) {
-        int rc = bk_acl_apply(r->b, NULL, 0, add, nadd, err, sizeof err);
-        for (int32_t i = 0; rc != KP_NONE && i < n; i++)
-            if (res[i].ErrorCode == KP_NONE) {
-                res[i].ErrorCode = (int16_t)rc;
-                res[i].ErrorMessage = kp_str_cstr(arena_cstr(r, kp_str_cstr(err)));
-            }
-        if (rc == KP_NONE)
-            BK_INFO("%zu ACL(s) created by %s", nadd, bk_conn_principal(r->conn));
-    }
-    m.Results = res;
-    m.Results_count = n;
-    kp_enc_CreateAclsResponse(r->out, v, &m);
-    return r->out->err ? BK_CLOSE : BK_RESPOND;
+    return acl_apply_grouped(r, a, add);
 }
 
 typedef kp_DescribeAclsResponse_DescribeAclsResource describe_res;
@@ -177,84 +269,76 @@ int bk_handle_delete_acls(bk_req *r)
     if (kp_dec_DeleteAclsRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
     int32_t nf = q.Filters_count < 0 ? 0 : q.Filters_count;
-    kp_DeleteAclsResponse m;
-    kp_init_DeleteAclsResponse(&m);
     delete_res *fr = kp_arena_alloc(&r->arena, sizeof *fr * (size_t)(nf ? nf : 1));
     if (!fr)
         return BK_CLOSE;
     kp_str msg;
     int16_t pre = acl_api_allowed(r, BK_OP_ALTER, &msg);
     /* Every filter's matches are taken from the set as it was before the
-     * request (Kafka's too), then all removed in one change (metadata/acls.c
-     * A1); an ACL two filters match is listed by both. */
-    md_acl *del = NULL;
-    size_t ndel = 0, cap = 0;
-    int rc = KP_NONE;
-    for (int32_t i = 0; i < nf; i++) {
+     * request (Kafka's too), then removed one resource at a time; an ACL
+     * two filters match is listed by both, each with its resource's answer. */
+    const bk_acl ***sels = kp_arena_alloc(&r->arena, sizeof *sels * (size_t)(nf ? nf : 1));
+    size_t *ns = kp_arena_alloc(&r->arena, sizeof *ns * (size_t)(nf ? nf : 1));
+    if (!sels || !ns)
+        return BK_CLOSE;
+    size_t total = 0;
+    int32_t got = 0;
+    bool oom = false;
+    for (int32_t i = 0; i < nf; i++, got++) {
         const kp_DeleteAclsRequest_DeleteAclsFilter *qf = &q.Filters[i];
         fr[i] = (delete_res){ .ErrorCode = pre, .ErrorMessage = msg };
+        sels[i] = NULL;
+        ns[i] = 0;
         if (pre != KP_NONE)
             continue;
         bk_acl_filter f = { .res = qf->ResourceTypeFilter, .pat = qf->PatternTypeFilter,
                             .op = qf->Operation, .perm = qf->PermissionType,
                             .name = qf->ResourceNameFilter, .principal = qf->PrincipalFilter,
                             .host = qf->HostFilter };
-        const bk_acl **sel;
-        size_t n;
-        if (bk_authz_select(r->b->authz, &f, &sel, &n) != 0)
-            goto fail;
-        delete_acl *ma = kp_arena_alloc(&r->arena, sizeof *ma * (n ? n : 1));
-        if (ndel + n > cap) {
-            cap = (ndel + n) * 2;
-            md_acl *grown = realloc(del, cap * sizeof *grown);
-            if (!grown) {
-                free(sel);
-                goto fail;
-            }
-            del = grown;
+        if (bk_authz_select(r->b->authz, &f, &sels[i], &ns[i]) != 0) {
+            oom = true;
+            break;
         }
-        if (!ma) {
-            free(sel);
-            goto fail;
-        }
-        for (size_t j = 0; j < n; j++) {
+        total += ns[i];
+    }
+    acl_answer *a = oom || total > INT32_MAX ? NULL : acl_answer_new(r, (int32_t)total, true);
+    md_acl *del = a ? kp_arena_alloc(&r->arena, sizeof *del * (total ? total : 1)) : NULL;
+    bool ok = del != NULL;
+    size_t d = 0;
+    for (int32_t i = 0; ok && i < got; i++) {
+        delete_acl *ma = kp_arena_alloc(&r->arena, sizeof *ma * (ns[i] ? ns[i] : 1));
+        for (size_t j = 0; ma && j < ns[i]; j++, d++) {
             /* Copied: the reload after the change frees the old set. */
-            bk_acl c = *sel[j], *a = &c;
+            bk_acl c = *sels[i][j];
             c.name = arena_cstr(r, kp_str_cstr(c.name));
             c.principal = arena_cstr(r, kp_str_cstr(c.principal));
             c.host = arena_cstr(r, kp_str_cstr(c.host));
             if (!c.name || !c.principal || !c.host) {
-                free(sel);
-                goto fail;
+                ma = NULL;
+                break;
             }
             ma[j] = (delete_acl){
-                .ErrorCode = KP_NONE, .ErrorMessage = KP_STR_NULL, .ResourceType = a->res,
-                .ResourceName = kp_str_cstr(a->name), .PatternType = a->pat,
-                .Principal = kp_str_cstr(a->principal), .Host = kp_str_cstr(a->host),
-                .Operation = a->op, .PermissionType = a->perm,
+                .ErrorCode = KP_NONE, .ErrorMessage = KP_STR_NULL, .ResourceType = c.res,
+                .ResourceName = kp_str_cstr(c.name), .PatternType = c.pat,
+                .Principal = kp_str_cstr(c.principal), .Host = kp_str_cstr(c.host),
+                .Operation = c.op, .PermissionType = c.perm,
             };
-            bk_acl_row(a, &del[ndel++]);
+            bk_acl_row(&c, &del[d]);
+            a->codes[d] = &ma[j].ErrorCode;
+            a->msgs[d] = &ma[j].ErrorMessage;
+            a->res_of[d] = -2;
         }
+        if (!(ok = ma != NULL))
+            break;
         fr[i].MatchingAcls = ma;
-        fr[i].MatchingAcls_count = (int32_t)n;
-        free(sel);
+        fr[i].MatchingAcls_count = (int32_t)ns[i];
     }
-    m.FilterResults = fr;
-    m.FilterResults_count = nf;
-    char err[256];
-    if (ndel && (rc = bk_acl_apply(r->b, del, ndel, NULL, 0, err, sizeof err)) == KP_NONE)
-        BK_INFO("%zu ACL(s) deleted by %s", ndel, bk_conn_principal(r->conn));
-    free(del);
-    if (rc != KP_NONE)
-        for (int32_t i = 0; i < nf; i++)
-            if (fr[i].ErrorCode == KP_NONE) {
-                fr[i].ErrorCode = (int16_t)rc;
-                fr[i].ErrorMessage = kp_str_cstr(arena_cstr(r, kp_str_cstr(err)));
-                fr[i].MatchingAcls_count = 0;
-            }
-    kp_enc_DeleteAclsResponse(r->out, v, &m);
-    return r->out->err ? BK_CLOSE : BK_RESPOND;
-fail:
-    free(del);
-    return BK_CLOSE;
+    for (int32_t i = 0; i < got; i++)
+        free(sels[i]);
+    if (!ok)
+        return BK_CLOSE;
+    kp_init_DeleteAclsResponse(&a->m.delete);
+    a->m.delete.FilterResults = fr;
+    a->m.delete.FilterResults_count = nf;
+    return acl_apply_grouped(r, a, del);
 }

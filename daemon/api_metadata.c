@@ -5,7 +5,8 @@
  * AllowAutoTopicCreation; v5 OfflineReplicas; v7 LeaderEpoch (the partition
  * state's, as Kafka: also for a partition without a live leader; clients
  * send it back as CurrentLeaderEpoch, which Fetch and ListOffsets check);
- * v8 authorized operations (INT32_MIN: not asked for);
+ * v8 authorized operations (INT32_MIN: not asked for; the cluster's
+ * only up to v10), Kafka's bit per allowed operation (bk_authorized_ops);
  * v9+ flexible; v10+ each topic's TopicId; v12 a requested topic may be
  * named by its TopicId alone (null Name), as Kafka answers it: an unknown
  * id gets UNKNOWN_TOPIC_ID with a null name.  Below v12 a topic id in the
@@ -233,6 +234,16 @@ int bk_handle_metadata(bk_req *r)
     }
     if (!ok)
         return BK_CLOSE;                            /* out of memory */
+    /* Kafka sets them on the topics the principal may describe (errors
+     * such as UNKNOWN_TOPIC_OR_PARTITION included), not on the refused. */
+    for (int32_t i = 0; v >= 8 && q.IncludeTopicAuthorizedOperations && i < n; i++) {
+        md_topic_out *o = &topics[i];
+        if (o->Name.len >= 0 && o->ErrorCode != KP_TOPIC_AUTHORIZATION_FAILED &&
+            o->ErrorCode != KP_INVALID_REQUEST && o->ErrorCode != KP_UNKNOWN_TOPIC_ID)
+            o->TopicAuthorizedOperations = bk_authorized_ops(r, BK_RES_TOPIC, o->Name);
+    }
+    m.ClusterAuthorizedOperations = v >= 8 && v <= 10 && q.IncludeClusterAuthorizedOperations
+        ? bk_authorized_ops(r, BK_RES_CLUSTER, kp_str_cstr(BK_CLUSTER_NAME)) : INT32_MIN;
     m.Topics = topics;
     m.Topics_count = n;
     kp_enc_MetadataResponse(r->out, v, &m);

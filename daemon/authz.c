@@ -29,7 +29,8 @@
  *   Z2. The ACL set is only replaced whole (bk_authz_load), on the event
  *       loop; pointers handed out by bk_authz_select live until then.
  *   Z3. The ACL set equals the acls table: every change is written to
- *       SQLite first, then reloaded from it (bk_authz_reload).
+ *       SQLite first (in cluster mode by the resync from ZooKeeper,
+ *       authz_zk.c K1), then reloaded from it (bk_authz_reload).
  */
 #include "daemon/authz.h"
 
@@ -37,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/cluster.h"
 #include "daemon/request.h"
 #include "daemon/security.h"
 
@@ -417,15 +419,12 @@ bool bk_authorized(bk_req *r, int res, kp_str name, int op)
 }
 
 int bk_acl_apply(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add, size_t nadd,
-                 char *err, size_t errlen)
+                 bk_topic_op *op, char *err, size_t errlen)
 {
     err[0] = 0;
-    /* Cluster mode: ZooKeeper first (authz_zk.c K1), then here at once. */
-    if (b->zk) {
-        int rc = bk_authz_zk_write(b, b->authz, del, ndel, add, nadd, err, errlen);
-        if (rc != KP_NONE)
-            return rc;
-    }
+    /* Cluster mode: ZooKeeper only; the table follows its resync (authz_zk.c K1). */
+    if (b->zk)
+        return bk_authz_zk_write(b, del, ndel, add, nadd, op, err, errlen);
     if (md_acl_change(b->db, del, ndel, add, nadd, err, errlen) != 0)   /* Z3 */
         return KP_UNKNOWN_SERVER_ERROR;
     return bk_authz_reload(b) ? KP_UNKNOWN_SERVER_ERROR : KP_NONE;
@@ -439,6 +438,30 @@ void bk_acl_row(const bk_acl *a, md_acl *row)
         .host = a->host, .operation = (char *)bk_op_name(a->op),
         .permission = (char *)bk_perm_name(a->perm),
     };
+}
+
+/* Kafka's AclEntry.supportedOperations, per resource type. */
+static const int8_t supported_ops[][9] = {
+    [BK_RES_TOPIC] = { BK_OP_READ, BK_OP_WRITE, BK_OP_CREATE, BK_OP_DESCRIBE, BK_OP_DELETE,
+                       BK_OP_ALTER, BK_OP_DESCRIBE_CONFIGS, BK_OP_ALTER_CONFIGS },
+    [BK_RES_GROUP] = { BK_OP_READ, BK_OP_DESCRIBE, BK_OP_DELETE },
+    [BK_RES_CLUSTER] = { BK_OP_CREATE, BK_OP_CLUSTER_ACTION, BK_OP_DESCRIBE_CONFIGS,
+                         BK_OP_ALTER_CONFIGS, BK_OP_IDEMPOTENT_WRITE, BK_OP_ALTER,
+                         BK_OP_DESCRIBE },
+    [BK_RES_TRANSACTIONAL_ID] = { BK_OP_DESCRIBE, BK_OP_WRITE },
+    [BK_RES_DELEGATION_TOKEN] = { BK_OP_DESCRIBE },
+    [BK_RES_USER] = { BK_OP_CREATE_TOKENS, BK_OP_DESCRIBE_TOKENS },
+};
+
+int32_t bk_authorized_ops(bk_req *r, int res, kp_str name)
+{
+    int32_t bits = 0;
+    if (res <= BK_RES_ANY || (size_t)res >= sizeof supported_ops / sizeof *supported_ops)
+        return 0;
+    for (size_t i = 0; i < sizeof *supported_ops && supported_ops[res][i]; i++)
+        if (bk_authorized(r, res, name, supported_ops[res][i]))
+            bits |= (int32_t)1 << supported_ops[res][i];
+    return bits;
 }
 
 bool bk_authorized_any(bk_req *r, int res, int op)

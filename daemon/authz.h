@@ -104,20 +104,29 @@ int bk_authz_reload(struct bk_broker *b);
 /* The request's principal and host may do op on (res, name). */
 bool bk_authorized(struct bk_req *r, int res, kp_str name, int op);
 /* The one way the ACL set changes (CreateAcls, DeleteAcls, SQL): removes
- * del and adds add in the acls table, then reloads (Z3).  KP_NONE or
- * KP_UNKNOWN_SERVER_ERROR with err. */
+ * del and adds add.  Standalone: in the acls table, then reloaded (Z3),
+ * answered at once.  Cluster mode: in ZooKeeper (authz_zk.c), op->pending
+ * set and op->done answers once this broker read the change back (cluster.h's
+ * bk_topic_op; op NULL: nobody waits).  KP_NONE or an error with err. */
+struct bk_topic_op;
 int bk_acl_apply(struct bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
-                 size_t nadd, char *err, size_t errlen);
+                 size_t nadd, struct bk_topic_op *op, char *err, size_t errlen);
 /* a as a row of acls; its strings borrowed from a and static names. */
 void bk_acl_row(const bk_acl *a, md_acl *row);
 /* Cluster mode (daemon/authz_zk.c): the ACLs shared through ZooKeeper.
  * resync: reads them all (new or resumed session, a change notification);
  * on_watch: true when path was one of the ACL change folders; write: the
- * change as Kafka's znodes, from the set az holds (K3). */
+ * change as Kafka's znodes, versioned (K3), answered through op (K4). */
 void bk_authz_zk_resync(struct bk_broker *b);
 bool bk_authz_zk_on_watch(struct bk_broker *b, int type, const char *path);
-int bk_authz_zk_write(struct bk_broker *b, const bk_authz *az, const md_acl *del, size_t ndel,
-                      const md_acl *add, size_t nadd, char *err, size_t errlen);
+int bk_authz_zk_write(struct bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
+                      size_t nadd, struct bk_topic_op *op, char *err, size_t errlen);
+/* Kafka's authorized-operations bit field (Metadata, DescribeGroups): bit
+ * 1 << op for each operation the resource type supports (Kafka's
+ * AclEntry.supportedOperations) that the request's principal may do on
+ * (res, name), implied operations included; all of them when the
+ * authorizer is off. */
+int32_t bk_authorized_ops(struct bk_req *r, int res, kp_str name);
 /* bk_authz_any for the request's principal and host. */
 bool bk_authorized_any(struct bk_req *r, int res, int op);
 #define BK_AUTHZ_CLUSTER(r, op) bk_authorized((r), BK_RES_CLUSTER, kp_str_cstr(BK_CLUSTER_NAME), (op))

@@ -12,25 +12,38 @@
  * <Type> is Topic, Group, Cluster or TransactionalId; operations and
  * permissions are Kafka's Java names (Read, ClusterAction, Allow).
  *
- * Write (bk_authz_zk_write, from bk_acl_apply): each resource the change
- * touches gets its whole new ACL list in one multi-op with a change
- * notification, as Kafka's AclAuthorizer writes them.  Read: a child watch
- * on both change folders; any notification (and every new or resumed
- * session) starts a resync that lists and reads every ACL znode — all
- * asynchronous, never a round trip on the loop — and replaces the acls
- * table with what it found, then reloads the authorizer.
+ * Write (bk_authz_zk_write, from bk_acl_apply), for each resource the
+ * change touches, as Kafka's AclAuthorizer does:
+ *
+ *   get the znode (its list and version; none: empty, version -1)
+ *     ──► the list minus the deletions plus the additions; unchanged: done
+ *     ──► multi: set at that version (create when none, delete when the
+ *         list is empty) + a change notification
+ *           ZOK ──► done
+ *           ZBADVERSION / ZNODEEXISTS / ZNONODE ──► get again (up to 10)
+ *           other ──► done with the error
+ *   every resource done ──► a resync ──► its end answers (op->done)
+ *
+ * Read: a child watch on both change folders; any notification (and every
+ * new or resumed session) starts a resync that lists and reads every ACL
+ * znode — all asynchronous, never a round trip on the loop — and replaces
+ * the acls table with what it found, then reloads the authorizer.
  *
  * Invariants:
  *   K1. ZooKeeper is the truth: the table is only ever replaced by a whole
- *       resync's result; a write applied locally first (so the client that
- *       made it sees it at once) is confirmed or undone by the resync its
- *       own notification starts.
+ *       resync's result, never by a write (a write that failed leaves
+ *       nothing here).
  *   K2. A resync whose generation is no longer current is dropped: its
  *       callbacks free their context and change nothing.
- *   K3. A write builds each resource's new list from the authorizer's
- *       current set; a concurrent writer elsewhere can make that stale
- *       (ZNODEEXISTS / ZNONODE): the multi-op then fails whole, is logged,
- *       and the resync restores ZooKeeper's view.
+ *   K3. A write builds each resource's new list from the znode as read, and
+ *       writes it at the version read: a concurrent writer (another broker)
+ *       makes it fail whole, and it is read and made again, so both
+ *       writers' ACLs survive.
+ *   K4. A write is answered only by the end of a resync started after its
+ *       last znode write was confirmed: once answered, DescribeAcls and the
+ *       authorizer on this broker show it.
+ *   K5. This broker's writes go one at a time (a FIFO; Kafka's write
+ *       lock): only other brokers race a write, so its retries suffice.
  */
 #include "daemon/authz.h"
 
@@ -39,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/cl.h"
 #include "daemon/request.h"
 #include "daemon/zk.h"
 #include "daemon/zk_json.h"
@@ -94,20 +108,26 @@ typedef struct sync_ctx {
     char name[];                     /* the resource (on_get) */
 } sync_ctx;
 
+static void waiters_answer(uint64_t gen, bool failed);
+
 static void sync_done(bk_broker *b)
 {
     if (--sync_.pending > 0)
         return;
+    bool failed = sync_.failed;
     char err[MD_ERRLEN];
     if (sync_.failed)
         BK_WARN("zookeeper: the ACLs could not all be read; keeping the ones known");
-    else if (md_acl_replace(b->db, sync_.rows, sync_.n, err, sizeof err) != 0)
+    else if (md_acl_replace(b->db, sync_.rows, sync_.n, err, sizeof err) != 0) {
         BK_ERROR("storing the ACLs read from ZooKeeper failed: %s", err);
-    else
-        bk_authz_reload(b);
+        failed = true;
+    } else if (bk_authz_reload(b) != 0) {
+        failed = true;
+    }
     md_acl_free(sync_.rows, sync_.n);
     sync_.rows = NULL;
     sync_.n = sync_.cap = 0;
+    waiters_answer(sync_.gen, failed);
 }
 
 static bool sync_current(const sync_ctx *c)
@@ -202,9 +222,11 @@ static void on_children(bk_broker *b, const zk_result *r, void *arg)
     sync_done(b);
 }
 
+/* The watch is what was wanted; and old notices go (cl_notices.c). */
 static void on_changes(bk_broker *b, const zk_result *r, void *arg)
 {
-    (void)b; (void)r; (void)arg;          /* the watch is what was wanted */
+    if (r->rc == ZOK && r->nchildren > 0)
+        cl_notices_purge(b, arg);
 }
 
 void bk_authz_zk_resync(bk_broker *b)
@@ -217,8 +239,8 @@ void bk_authz_zk_resync(bk_broker *b)
     sync_.n = sync_.cap = 0;
     sync_.failed = false;
     sync_.pending = 1;                            /* this function's own share */
-    zk_children(b->zk, ACL_CHANGES, true, on_changes, NULL);
-    zk_children(b->zk, ACL_EXT_CHANGES, true, on_changes, NULL);
+    zk_children(b->zk, ACL_CHANGES, true, on_changes, (void *)ACL_CHANGES);
+    zk_children(b->zk, ACL_EXT_CHANGES, true, on_changes, (void *)ACL_EXT_CHANGES);
     for (int p = 0; p < 2; p++)
         for (size_t t = 0; t < NTYPES; t++) {
             char path[128];
@@ -244,6 +266,63 @@ bool bk_authz_zk_on_watch(bk_broker *b, int type, const char *path)
 }
 
 /* ---- writing ------------------------------------------------------------------------ */
+/* One bk_acl_apply: its rows (copies, operations and permissions in Java
+ * names), the resources still being written, the first failure. */
+typedef struct aw_job {
+    bk_topic_op *op;
+    md_acl *rows;                    /* del rows first, then add rows */
+    size_t ndel, n;
+    int left;
+    int rc;
+    char err[256];
+    uint64_t need_gen;               /* answered by a resync of this generation on */
+    struct aw_res **res;             /* its resources, started by job_start */
+    int nres;
+    struct aw_job *next;             /* the queue, then the read-back waiters */
+} aw_job;
+
+/* One resource of a job: key is its first row. */
+typedef struct aw_res {
+    aw_job *job;
+    const md_acl *key;
+    int tries;
+    char path[];
+} aw_res;
+
+#define AW_MAX_TRIES 10              /* Kafka's maxUpdateRetries */
+
+static aw_job *waiters;              /* K4 */
+static aw_job *queue, **queue_tail = &queue;   /* K5: the head is writing */
+
+static void job_answer(aw_job *j, int rc, const char *err)
+{
+    if (j->op)
+        j->op->done(j->op, rc, err);
+    md_acl_free(j->rows, j->n);
+    free(j->res);
+    free(j);
+}
+
+/* From sync_done: a resync of generation gen read ZooKeeper whole. */
+static void waiters_answer(uint64_t gen, bool failed)
+{
+    aw_job **pp = &waiters;
+    while (*pp) {
+        aw_job *j = *pp;
+        if (j->need_gen > gen) {
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        if (j->rc == KP_NONE && failed)
+            job_answer(j, KP_UNKNOWN_SERVER_ERROR, "The ACLs were written to ZooKeeper "
+                       "but could not be read back; this broker applies them at its next "
+                       "resync.");
+        else
+            job_answer(j, j->rc, j->err);
+    }
+}
+
 static bool same_resource(const md_acl *a, const md_acl *b)
 {
     return !strcmp(a->resource_type, b->resource_type) &&
@@ -251,127 +330,252 @@ static bool same_resource(const md_acl *a, const md_acl *b)
            !strcmp(a->resource_name, b->resource_name);
 }
 
-static bool same_acl(const md_acl *a, const md_acl *b)
+/* The four fields of one entry of a resource's JSON. */
+static bool same_entry(const md_acl *a, const md_acl *b)
 {
-    return same_resource(a, b) && !strcmp(a->principal, b->principal) &&
-           !strcmp(a->host, b->host) && !strcmp(a->operation, b->operation) &&
-           !strcmp(a->permission, b->permission);
+    return !strcmp(a->principal, b->principal) && !strcmp(a->host, b->host) &&
+           !strcmp(a->operation, b->operation) && !strcmp(a->permission, b->permission);
 }
 
-static void on_written(bk_broker *b, const zk_result *r, void *arg)
+static void res_read(bk_broker *b, aw_res *x);
+
+static void job_start(bk_broker *b, aw_job *j)
 {
-    (void)arg;
-    if (r->rc == ZOK)
+    j->left = j->nres + 1;                       /* + this function's own share */
+    for (int i = 0; i < j->nres; i++)
+        res_read(b, j->res[i]);
+    j->nres = 0;                                 /* each frees its own */
+}
+
+static void job_done(bk_broker *b, aw_job *j, int rc, const char *err);
+
+static void job_next(bk_broker *b)
+{
+    aw_job *j = queue;
+    if (!j)
         return;
-    BK_WARN("zookeeper: writing ACLs failed (%s); resyncing them", zk_rc_str(r->rc));
-    bk_authz_zk_resync(b);                        /* K3 */
+    job_start(b, j);
+    job_done(b, j, KP_NONE, NULL);
 }
 
-/* One resource's new znode and its notification into t. */
-static int write_resource(const md_acl *key, const md_acl *list, size_t n, bool existed,
-                          zk_txn *t)
+static void job_done(bk_broker *b, aw_job *j, int rc, const char *err)
 {
-    char type[32], path[1024];
-    int res = bk_res_parse(key->resource_type);
-    if (res != BK_RES_TOPIC && res != BK_RES_GROUP && res != BK_RES_CLUSTER &&
-        res != BK_RES_TRANSACTIONAL_ID)
-        return -1;
-    enum_to_java(key->resource_type, type, sizeof type);
-    bool prefixed = !strcmp(key->pattern_type, "PREFIXED");
-    snprintf(path, sizeof path, "%s/%s/%s", prefixed ? ACL_PREFIXED_ROOT : ACL_ROOT, type,
-             key->resource_name);
-    kp_buf j;
-    kp_buf_init(&j);
-    md_acl *java = calloc(n ? n : 1, sizeof *java);
-    char (*names)[2][32] = calloc(n ? n : 1, sizeof *names);
-    int rc = java && names ? 0 : -1;
-    for (size_t i = 0; !rc && i < n; i++) {
-        enum_to_java(list[i].operation, names[i][0], sizeof names[i][0]);
-        enum_to_java(list[i].permission, names[i][1], sizeof names[i][1]);
-        java[i] = (md_acl){ .principal = list[i].principal, .host = list[i].host,
-                            .operation = names[i][0], .permission = names[i][1] };
+    if (rc != KP_NONE && j->rc == KP_NONE) {
+        j->rc = rc;
+        snprintf(j->err, sizeof j->err, "%s", err);
     }
-    if (!rc && n)
-        rc = zj_acls_format(java, n, &j);
-    if (!rc && !n && existed)
-        zk_txn_delete(t, path, -1);
-    else if (!rc && n && existed)
-        zk_txn_set(t, path, (const char *)j.data, (int)j.len, -1);
+    if (--j->left > 0)
+        return;
+    queue = j->next;                             /* K5: j is the head */
+    if (!queue)
+        queue_tail = &queue;
+    /* K4: answered once a resync started after the last write read it back. */
+    bk_authz_zk_resync(b);
+    j->need_gen = sync_.gen;
+    j->next = waiters;
+    waiters = j;
+    job_next(b);
+}
+
+static void res_done(bk_broker *b, aw_res *x, int rc, const char *err)
+{
+    aw_job *j = x->job;
+    free(x);
+    job_done(b, j, rc, err);
+}
+
+static void on_res_written(bk_broker *b, const zk_result *r, void *arg)
+{
+    aw_res *x = arg;
+    char err[256];
+    if (r->rc == ZOK) {
+        res_done(b, x, KP_NONE, NULL);
+    } else if ((r->rc == ZBADVERSION || r->rc == ZNODEEXISTS || r->rc == ZNONODE) &&
+               ++x->tries < AW_MAX_TRIES) {
+        res_read(b, x);                          /* K3: another writer won; again */
+    } else {
+        int rc = cl_zk_error(b, r->rc, "cannot write the ACLs", err, sizeof err);
+        BK_WARN("zookeeper: %s (%s)", err, x->path);
+        res_done(b, x, rc, err);
+    }
+}
+
+/* The resource's list as ZooKeeper has it (version), with the job's
+ * deletions and additions made: written back at that version with its
+ * change notification, in one multi-op (Kafka's AclAuthorizer). */
+static void on_res_read(bk_broker *b, const zk_result *r, void *arg)
+{
+    aw_res *x = arg;
+    aw_job *j = x->job;
+    char err[256];
+    md_acl *cur = NULL;
+    size_t ncur = 0;
+    if (r->rc != ZOK && r->rc != ZNONODE) {
+        int rc = cl_zk_error(b, r->rc, "cannot read the ACLs", err, sizeof err);
+        res_done(b, x, rc, err);
+        return;
+    }
+    if (r->rc == ZOK && r->len > 0 &&
+        zj_acls_parse(r->data, (size_t)r->len, &cur, &ncur, err, sizeof err) != 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s is not Kafka's ACL JSON (%s)", x->path, err);
+        res_done(b, x, KP_UNKNOWN_SERVER_ERROR, msg);
+        return;
+    }
+    const md_acl **list = calloc(ncur + j->n + 1, sizeof *list);
+    zk_txn *t = zk_txn_new();
+    if (!list || !t) {
+        free(list);
+        zk_txn_free(t);
+        md_acl_free(cur, ncur);
+        res_done(b, x, KP_UNKNOWN_SERVER_ERROR, "out of memory");
+        return;
+    }
+    size_t n = 0;
+    bool changed = false;
+    for (size_t i = 0; i < ncur; i++) {
+        bool gone = false;
+        for (size_t d = 0; d < j->ndel; d++)
+            gone |= same_resource(&j->rows[d], x->key) && same_entry(&cur[i], &j->rows[d]);
+        if (!gone)
+            list[n++] = &cur[i];
+        changed |= gone;
+    }
+    for (size_t a = j->ndel; a < j->n; a++) {
+        bool have = !same_resource(&j->rows[a], x->key);
+        for (size_t i = 0; !have && i < n; i++)
+            have = same_entry(list[i], &j->rows[a]);
+        if (!have)
+            list[n++] = &j->rows[a];
+        changed |= !have;
+    }
+    int version = r->rc == ZOK ? r->stat.version : -1;
+    kp_buf js;
+    kp_buf_init(&js);
+    md_acl *flat = calloc(n ? n : 1, sizeof *flat);
+    for (size_t i = 0; flat && i < n; i++)
+        flat[i] = *list[i];
+    int rc = flat && (!n || zj_acls_format(flat, n, &js) == 0) ? 0 : -1;
+    if (!rc && !n && version >= 0)
+        zk_txn_delete(t, x->path, version);
+    else if (!rc && n && version >= 0)
+        zk_txn_set(t, x->path, (const char *)js.data, (int)js.len, version);
     else if (!rc && n)
-        zk_txn_create(t, path, (const char *)j.data, (int)j.len, 0);
-    if (!rc) {
-        kp_buf_reset(&j);
-        if (prefixed) {
-            rc = zj_acl_change_format(type, key->resource_name, &j);
-            zk_txn_create(t, ACL_EXT_CHANGES "/acl_changes_", (const char *)j.data,
-                          (int)j.len, ZOO_SEQUENCE);
+        zk_txn_create(t, x->path, (const char *)js.data, (int)js.len, 0);
+    if (!rc && zk_txn_count(t)) {
+        char type[32];
+        enum_to_java(x->key->resource_type, type, sizeof type);
+        kp_buf_reset(&js);
+        if (!strcmp(x->key->pattern_type, "PREFIXED")) {
+            rc = zj_acl_change_format(type, x->key->resource_name, &js);
+            zk_txn_create(t, ACL_EXT_CHANGES "/acl_changes_", (const char *)js.data,
+                          (int)js.len, ZOO_SEQUENCE);
         } else {
             char note[1024];
-            int len = snprintf(note, sizeof note, "%s:%s", type, key->resource_name);
+            int len = snprintf(note, sizeof note, "%s:%s", type, x->key->resource_name);
             zk_txn_create(t, ACL_CHANGES "/acl_changes_", note, len, ZOO_SEQUENCE);
         }
     }
-    kp_buf_free(&j);
-    free(java);
-    free(names);
-    return rc;
+    kp_buf_free(&js);
+    free(flat);
+    free(list);
+    md_acl_free(cur, ncur);
+    if (rc) {
+        zk_txn_free(t);
+        res_done(b, x, KP_UNKNOWN_SERVER_ERROR, "cannot format the ACLs for ZooKeeper");
+    } else if (!changed || !zk_txn_count(t)) {
+        zk_txn_free(t);                          /* nothing to change: no notification */
+        res_done(b, x, KP_NONE, NULL);
+    } else {
+        zk_txn_commit(b->zk, t, on_res_written, x);
+    }
 }
 
-int bk_authz_zk_write(bk_broker *b, const bk_authz *az, const md_acl *del, size_t ndel,
-                      const md_acl *add, size_t nadd, char *err, size_t errlen)
+static void res_read(bk_broker *b, aw_res *x)
 {
-    /* The current set as rows, to start each touched resource's list from. */
-    bk_acl_filter all = { .res = BK_RES_ANY, .pat = BK_PAT_ANY, .op = BK_OP_ANY,
-                          .perm = BK_PERM_ANY, .name = KP_STR_NULL, .principal = KP_STR_NULL,
-                          .host = KP_STR_NULL };
-    const bk_acl **cur;
-    size_t ncur;
-    if (bk_authz_select(az, &all, &cur, &ncur) != 0)
+    zk_get(b->zk, x->path, false, on_res_read, x);
+}
+
+/* row with its operation and permission in Java names, all copied. */
+static int java_row(const md_acl *row, md_acl *o)
+{
+    char op[32], perm[16];
+    enum_to_java(row->operation, op, sizeof op);
+    enum_to_java(row->permission, perm, sizeof perm);
+    *o = (md_acl){ .resource_type = strdup(row->resource_type),
+                   .resource_name = strdup(row->resource_name),
+                   .pattern_type = strdup(row->pattern_type),
+                   .principal = strdup(row->principal), .host = strdup(row->host),
+                   .operation = strdup(op), .permission = strdup(perm) };
+    return o->resource_type && o->resource_name && o->pattern_type && o->principal &&
+           o->host && o->operation && o->permission ? 0 : -1;
+}
+
+int bk_authz_zk_write(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
+                      size_t nadd, bk_topic_op *op, char *err, size_t errlen)
+{
+    if (!zk_connected(b->zk))
+        return cl_zk_error(b, ZCONNECTIONLOSS, "cannot change the ACLs", err, errlen);
+    size_t n = ndel + nadd;
+    for (size_t k = 0; k < n; k++) {
+        int res = bk_res_parse(k < ndel ? del[k].resource_type : add[k - ndel].resource_type);
+        if (res != BK_RES_TOPIC && res != BK_RES_GROUP && res != BK_RES_CLUSTER &&
+            res != BK_RES_TRANSACTIONAL_ID) {
+            snprintf(err, errlen, "ACLs on %s resources cannot be stored in ZooKeeper",
+                     bk_res_name(res) ? bk_res_name(res) : "unknown");
+            return KP_INVALID_REQUEST;
+        }
+    }
+    aw_job *j = calloc(1, sizeof *j);
+    if (!j || !(j->rows = calloc(n ? n : 1, sizeof *j->rows))) {
+        free(j);
+        snprintf(err, errlen, "out of memory");
         return KP_UNKNOWN_SERVER_ERROR;
-    size_t ntouch = ndel + nadd;
-    md_acl *rows = calloc(ncur + nadd + 1, sizeof *rows);
-    zk_txn *t = zk_txn_new();
-    int rc = rows && t ? KP_NONE : KP_UNKNOWN_SERVER_ERROR;
-    for (size_t k = 0; rc == KP_NONE && k < ntouch; k++) {
-        const md_acl *key = k < ndel ? &del[k] : &add[k - ndel];
+    }
+    j->op = op;
+    j->ndel = ndel;
+    int rc = 0;
+    for (size_t k = 0; k < n; k++, j->n++)
+        rc |= java_row(k < ndel ? &del[k] : &add[k - ndel], &j->rows[k]);
+    if (rc) {
+        md_acl_free(j->rows, j->n);
+        free(j);
+        snprintf(err, errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    j->res = calloc(n ? n : 1, sizeof *j->res);
+    for (size_t k = 0; j->res && k < n; k++) {
+        const md_acl *key = &j->rows[k];
         bool dup = false;
-        for (size_t j = 0; j < k; j++)
-            dup |= same_resource(j < ndel ? &del[j] : &add[j - ndel], key);
+        for (size_t i = 0; i < k; i++)
+            dup |= same_resource(&j->rows[i], key);
         if (dup)
             continue;
-        size_t n = 0;
-        bool existed = false;
-        for (size_t i = 0; i < ncur; i++) {
-            md_acl row;
-            bk_acl_row(cur[i], &row);
-            if (!same_resource(&row, key))
-                continue;
-            existed = true;
-            bool gone = false;
-            for (size_t d = 0; d < ndel; d++)
-                gone |= same_acl(&row, &del[d]);
-            if (!gone)
-                rows[n++] = row;
+        char type[32], path[1024];
+        enum_to_java(key->resource_type, type, sizeof type);
+        int len = snprintf(path, sizeof path, "%s/%s/%s",
+                           strcmp(key->pattern_type, "PREFIXED") ? ACL_ROOT : ACL_PREFIXED_ROOT,
+                           type, key->resource_name);
+        aw_res *x = malloc(sizeof *x + (size_t)len + 1);
+        if (!x) {
+            j->rc = KP_UNKNOWN_SERVER_ERROR;
+            snprintf(j->err, sizeof j->err, "out of memory");
+            continue;
         }
-        for (size_t a = 0; a < nadd; a++) {
-            bool have = !same_resource(&add[a], key);
-            for (size_t i = 0; !have && i < n; i++)
-                have = same_acl(&rows[i], &add[a]);
-            if (!have)
-                rows[n++] = add[a];
-        }
-        if (write_resource(key, rows, n, existed, t) != 0) {
-            snprintf(err, errlen, "cannot write the ACLs of %s %s to ZooKeeper",
-                     key->resource_type, key->resource_name);
-            rc = KP_UNKNOWN_SERVER_ERROR;
-        }
+        *x = (aw_res){ .job = j, .key = key };
+        memcpy(x->path, path, (size_t)len + 1);
+        j->res[j->nres++] = x;
     }
-    free(cur);
-    free(rows);
-    if (rc != KP_NONE || zk_txn_count(t) == 0) {
-        zk_txn_free(t);
-        return rc;
+    if (!j->res) {
+        j->rc = KP_UNKNOWN_SERVER_ERROR;
+        snprintf(j->err, sizeof j->err, "out of memory");
     }
-    zk_txn_commit(b->zk, t, on_written, NULL);
+    if (op)
+        op->pending = true;
+    bool idle = !queue;
+    *queue_tail = j;
+    queue_tail = &j->next;
+    if (idle)
+        job_next(b);
     return KP_NONE;
 }

@@ -132,6 +132,11 @@ int  cl_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_
 /* Reads the default's and this broker's znodes (with watches) and adopts
  * them: at every session (re)connect and when a watch on one fires. */
 void cl_broker_configs_refresh(bk_broker *b);
+/* cl_notices.c: deletes the change notices of folder ("/kafka-acl-changes",
+ * "/kafka-acl-extended-changes", "/config/changes") older than
+ * change.notification.expiration.ms, asynchronously; _all: the three. */
+void cl_notices_purge(bk_broker *b, const char *folder);
+void cl_notices_purge_all(bk_broker *b);
 bool cl_broker_configs_path(const char *path);
 /* Writes a validated set; KP_NONE with op->pending (op may be NULL), or an
  * error now (ZooKeeper unreachable). */

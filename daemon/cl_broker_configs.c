@@ -153,6 +153,7 @@ static void on_written(bk_broker *b, const zk_result *r, void *arg)
         char path[64];
         cbc_path(b, w->which, path, sizeof path);
         BK_INFO("dynamic broker configs: %s changed in ZooKeeper", path);
+        cl_notices_purge(b, "/config/changes");
         cbc_read(b, w->which, w->op);             /* K2: answered once applied */
         free(w);
         return;

@@ -655,6 +655,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
         cl_broker_configs_refresh(b);             /* watches may have been missed */
         bk_authz_zk_resync(b);           /* the ACLs too (authz_zk.c) */
         bk_sasl_zk_resync(b);
+        cl_notices_purge_all(b);         /* Kafka's, at each start (cl_notices.c) */
         break;
     case ZK_CONNECTING:
         BK_WARN("zookeeper: lost the connection to %s; serving the partitions this "

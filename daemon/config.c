@@ -177,6 +177,11 @@ static const bk_config_key keys[] = {
          "time limit of one /sql statement"),
     LONG("admin.sql.max.rows", admin_sql_max_rows, 1, INT32_MAX, "100000",
          "row limit of one /sql result"),
+    LONG("change.notification.expiration.ms", change_notification_expiration_ms, 1,
+         INT64_C(1) << 40, "900000",
+         "cluster mode: ZooKeeper change notices (/kafka-acl-changes, /config/changes) older "
+         "than this are deleted (Kafka's fixed changeExpirationMs, 15 minutes; settable for "
+         "tests)"),
     LONG("group.initial.rebalance.delay.ms", group_initial_rebalance_delay_ms, 0, INT32_MAX,
          "3000", "wait for more members before an empty group's first rebalance"),
     INT("group.min.session.timeout.ms", group_min_session_timeout_ms, 1, INT32_MAX, "6000",

@@ -139,6 +139,7 @@ typedef struct bk_config {
     bool allow_everyone_if_no_acl_found;  /* allow.everyone.if.no.acl.found */
     int64_t admin_sql_timeout_ms;         /* admin.sql.timeout.ms: per statement */
     int64_t admin_sql_max_rows;           /* admin.sql.max.rows: per result */
+    int64_t change_notification_expiration_ms;  /* change.notification.expiration.ms */
     /* group coordinator (daemon/group.c) */
     int64_t group_initial_rebalance_delay_ms;     /* group.initial.rebalance.delay.ms */
     int32_t group_min_session_timeout_ms;         /* group.min.session.timeout.ms */

@@ -289,19 +289,6 @@ int bk_handle_list_groups(bk_req *r)
 
 /* ---- DescribeGroups v0-5 ------------------------------------------------------------ */
 
-/* Which of READ, DELETE and DESCRIBE (the operations a GROUP has, Kafka's
- * AclOperation codes as bits) the principal may do: all of them when no
- * authorizer is configured. */
-static int32_t group_authorized_ops(bk_req *r, kp_str id)
-{
-    static const int ops[] = { BK_OP_READ, BK_OP_DELETE, BK_OP_DESCRIBE };
-    int32_t bits = 0;
-    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-        if (bk_authorized(r, BK_RES_GROUP, id, ops[i]))
-            bits |= 1 << ops[i];
-    return bits;
-}
-
 static kp_str bytes_or_empty(const void *p, int32_t len)
 {
     return p ? (kp_str){ p, len } : (kp_str){ "", 0 };
@@ -316,7 +303,9 @@ static int describe_one(bk_req *r, kp_DescribeGroupsResponse_DescribedGroup *d, 
     gc_group *g = !err ? gc_group_find(id.p, (size_t)id.len) : NULL;
     *d = (kp_DescribeGroupsResponse_DescribedGroup){
         .ErrorCode = err, .GroupId = id,
-        .AuthorizedOperations = include_ops ? group_authorized_ops(r, id) : INT32_MIN,
+        /* Kafka: only for a group answered without error */
+        .AuthorizedOperations = include_ops && !err ? bk_authorized_ops(r, BK_RES_GROUP, id)
+                                                     : INT32_MIN,
     };
     if (err)                                        /* Kafka's groupError: all "" */
         return 0;

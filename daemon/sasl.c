@@ -68,6 +68,7 @@
 #include "daemon/replica.h"
 #include "daemon/request.h"
 #include "daemon/scram.h"
+#include "daemon/zk_json.h"
 #include "kp_msgs.h"
 
 enum sasl_mech { M_PLAIN, M_SCRAM_SHA_256, M_SCRAM_SHA_512, M_COUNT };
@@ -659,11 +660,14 @@ static int check_user(scram_mech m, const char *mechanism, const char *name,
         snprintf(err, errlen, "Username must not be empty");
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
-    /* The name is a znode's in cluster mode (/config/users/<name>), where
-     * Kafka URL-encodes it; Sluice keeps to names that need no encoding. */
-    if (strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-@") !=
-        strlen(name) || strlen(name) >= SCRAM_MAX_NAME) {
-        snprintf(err, errlen, "Username %s: only letters, digits and . _ - @ are allowed", name);
+    /* Any name, as Kafka (SCRAM escapes ',' and '=', the znode name is
+     * sanitized: sasl_zk.c); only what no client could send is refused. */
+    if (strlen(name) >= SCRAM_MAX_NAME) {
+        snprintf(err, errlen, "Username is longer than %d bytes", SCRAM_MAX_NAME - 1);
+        return KP_UNACCEPTABLE_CREDENTIAL;
+    }
+    if (!zj_utf8_valid(name, strlen(name))) {
+        snprintf(err, errlen, "Username is not valid UTF-8");
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
     if (iterations < SCRAM_MIN_ITERATIONS) {

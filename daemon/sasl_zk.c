@@ -5,6 +5,8 @@
  *   /config/users/<name>   {"version":1,"config":{"SCRAM-SHA-256":
  *                           "salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=4096"}}
  *   /config/changes/config_change_<seq>   {"version":2,"entity_path":"users/<name>"}
+ * <name> sanitized as Kafka's Sanitizer does (zj_sanitize: "al,ice=x y" is
+ * al%2Cice%3Dx%20y); a child whose name does not desanitize is skipped.
  *
  * Write half (bk_sasl_zk_publish): the broker where an operator changed a
  * user (SQL, AlterUserScramCredentials) has stored it in its own SQLite
@@ -14,7 +16,8 @@
  * broker keeps a children watch on /config/users and a data watch on each
  * user's znode, and on a change replaces that user's rows in its SQLite
  * with what the znode says.  Sluice brokers follow the znodes themselves;
- * the notification is for Kafka's tools and brokers, which purge old ones.
+ * the notification is for Kafka's tools and brokers; old ones are purged
+ * after each write (daemon/cl_notices.c), as Kafka's brokers do.
  *
  * Invariants:
  *   Z1. Never a blocking call: every ZooKeeper operation is asynchronous
@@ -32,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/cl.h"
 #include "daemon/cluster.h"
 #include "daemon/scram.h"
 #include "daemon/zk.h"
@@ -144,10 +148,31 @@ static void on_user(bk_broker *b, const zk_result *r, void *arg)
     free(name);
 }
 
+#define ZNAME_MAX (3 * SCRAM_MAX_NAME)      /* a sanitized name and its NUL */
+
+/* /config/users/<name sanitized> into path[ZNAME_MAX + 16]. */
+static void user_path(const char *name, char *path)
+{
+    char z[ZNAME_MAX];
+    zj_sanitize(name, z, sizeof z);           /* fits: names < SCRAM_MAX_NAME */
+    snprintf(path, ZNAME_MAX + 16, USERS "/%s", z);
+}
+
+/* The user name of a child of /config/users into name[SCRAM_MAX_NAME]; -1
+ * (logged) when it is not one Kafka's Sanitizer could have written. */
+static int child_user(const char *child, char *name)
+{
+    if (zj_desanitize(child, name, SCRAM_MAX_NAME) == 0 && name[0] &&
+        zj_utf8_valid(name, strlen(name)))
+        return 0;
+    BK_WARN("zookeeper: %s/%s is not a sanitized user name; skipped", USERS, child);
+    return -1;
+}
+
 static void read_user(bk_broker *b, const char *name)
 {
-    char path[SCRAM_MAX_NAME + 32];
-    snprintf(path, sizeof path, USERS "/%s", name);
+    char path[ZNAME_MAX + 16];
+    user_path(name, path);
     char *arg = strdup(name);
     if (arg)
         zk_get(b->zk, path, true, on_user, arg);
@@ -185,16 +210,20 @@ static void on_users(bk_broker *b, const zk_result *r, void *arg)
     names local = { 0 };
     md_user_list(b->db, NULL, collect, &local);
     for (size_t i = 0; i < local.n; i++) {
+        char z[ZNAME_MAX];
         bool there = false;
+        zj_sanitize(local.v[i], z, sizeof z);
         for (int k = 0; k < r->nchildren && !there; k++)
-            there = !strcmp(r->children[k], local.v[i]);
+            there = !strcmp(r->children[k], z);
         if (!there)
             apply_user(b, local.v[i], NULL, 0);
         free(local.v[i]);
     }
     free(local.v);
+    char name[SCRAM_MAX_NAME];
     for (int k = 0; k < r->nchildren; k++)
-        read_user(b, r->children[k]);
+        if (child_user(r->children[k], name) == 0)
+            read_user(b, name);
 }
 
 void bk_sasl_zk_resync(bk_broker *b)
@@ -211,8 +240,9 @@ bool bk_sasl_zk_on_watch(bk_broker *b, int type, const char *path)
         bk_sasl_zk_resync(b);
         return true;
     }
-    const char *name = path + n + 1;
-    if (!*name || strchr(name, '/'))
+    const char *child = path + n + 1;
+    char name[SCRAM_MAX_NAME];
+    if (!*child || strchr(child, '/') || child_user(child, name) != 0)
         return true;
     if (type == ZOO_DELETED_EVENT)
         apply_user(b, name, NULL, 0);
@@ -255,8 +285,8 @@ static void on_write(bk_broker *b, const zk_result *r, void *arg)
 
 static void pub_write(bk_broker *b, pub *p, bool create)
 {
-    char path[SCRAM_MAX_NAME + 32];
-    snprintf(path, sizeof path, USERS "/%s", p->name);
+    char path[ZNAME_MAX + 16];
+    user_path(p->name, path);
     if (create)
         zk_create(b->zk, path, (const char *)p->json.data, (int)p->json.len, 0, on_write, p);
     else
@@ -265,11 +295,12 @@ static void pub_write(bk_broker *b, pub *p, bool create)
 
 static void on_note(bk_broker *b, const zk_result *r, void *arg)
 {
-    (void)b;
     (void)arg;
     if (r->rc != ZOK)
         BK_WARN("zookeeper: cannot leave a change notification for a user: %s",
                 zk_rc_str(r->rc));
+    else
+        cl_notices_purge(b, "/config/changes");
 }
 
 void bk_sasl_zk_publish(bk_broker *b, const char *name)
@@ -297,8 +328,9 @@ void bk_sasl_zk_publish(bk_broker *b, const char *name)
     /* Kafka's change notification (its brokers read /config/users/<name> then). */
     kp_buf note;
     kp_buf_init(&note);
-    char entity[SCRAM_MAX_NAME + 8];
-    snprintf(entity, sizeof entity, "users/%s", name);
+    char entity[ZNAME_MAX + 16];
+    user_path(name, entity);
+    memmove(entity, entity + strlen("/config/"), strlen(entity) - strlen("/config/") + 1);
     zj_config_change_format(entity, &note);
     zk_create(b->zk, "/config/changes/config_change_", (const char *)note.data, (int)note.len,
               ZOO_SEQUENCE, on_note, NULL);

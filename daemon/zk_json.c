@@ -1276,6 +1276,88 @@ int zj_config_change_format(const char *entity_path, kp_buf *out)
     return w_done(out);
 }
 
+/* ---- Kafka's Sanitizer (entity names in znode names) ------------------------------- */
+int zj_sanitize(const char *name, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        bool keep = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+                    (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_';
+        if (o + (keep ? 1 : 3) >= cap)
+            return -1;
+        if (keep) {
+            out[o++] = (char)*p;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[*p >> 4];
+            out[o++] = hex[*p & 15];
+        }
+    }
+    if (o >= cap)
+        return -1;
+    out[o] = 0;
+    return 0;
+}
+
+static int hex_val(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int zj_desanitize(const char *name, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = name; *p; p++) {
+        char c = *p;
+        if (c == '+') {
+            c = ' ';
+        } else if (c == '%') {
+            int hi = hex_val(p[1]), lo = hi < 0 ? -1 : hex_val(p[2]);
+            if (lo < 0 || (hi == 0 && lo == 0))
+                return -1;
+            c = (char)(hi << 4 | lo);
+            p += 2;
+        }
+        if (o + 1 >= cap)
+            return -1;
+        out[o++] = c;
+    }
+    out[o] = 0;
+    return 0;
+}
+
+bool zj_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        unsigned c = *p++;
+        int more;
+        unsigned cp, min;
+        if (c < 0x80)
+            continue;
+        if (c >= 0xc2 && c <= 0xdf)
+            more = 1, cp = c & 0x1f, min = 0x80;
+        else if (c >= 0xe0 && c <= 0xef)
+            more = 2, cp = c & 0x0f, min = 0x800;
+        else if (c >= 0xf0 && c <= 0xf4)
+            more = 3, cp = c & 0x07, min = 0x10000;
+        else
+            return false;
+        if (end - p < more)
+            return false;
+        for (int i = 0; i < more; i++, p++) {
+            if ((*p & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (*p & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+    }
+    return true;
+}
+
 /* ---- /kafka-acl/<type>/<name>, /kafka-acl-extended/prefixed/<type>/<name> ---------- */
 
 int zj_acls_parse(const char *json, size_t len, md_acl **out, size_t *n,

@@ -131,6 +131,16 @@ int zj_config_change_parse(const char *json, size_t len, char *entity_path, size
                            char *err, size_t errlen);
 /* Version 2: {"version":2,"entity_path":"topics/t"}. */
 int zj_config_change_format(const char *entity_path, kp_buf *out);
+/* An entity name as Kafka's Sanitizer writes it into a znode's name
+ * (/config/users/<name>): java.net.URLEncoder's form (A-Z a-z 0-9 . - _
+ * kept, every other byte %XX) with '*' as %2A and ' ' as %20.  out[cap]
+ * (3 × strlen + 1 always suffices); -1 when it does not fit.  desanitize
+ * is URLDecoder's ('+' is ' '): -1 for a malformed %, or a NUL. */
+int zj_sanitize(const char *name, char *out, size_t cap);
+int zj_desanitize(const char *name, char *out, size_t cap);
+/* s[0..len) is well-formed UTF-8 (no overlong forms, surrogates, or code
+ * points past U+10FFFF). */
+bool zj_utf8_valid(const char *s, size_t len);
 
 /* ---- /kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/<Type>/<name> -------- */
 /* {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow",

@@ -427,6 +427,32 @@ START_TEST(test_controller_epoch_and_cluster_id)
 }
 END_TEST
 
+/* Kafka's Sanitizer: what its Java (URLEncoder, then * and + replaced) writes. */
+START_TEST(test_sanitize_as_kafka)
+{
+    char z[64], back[64];
+    ck_assert_int_eq(zj_sanitize("al,ice=x y", z, sizeof z), 0);
+    ck_assert_str_eq(z, "al%2Cice%3Dx%20y");
+    ck_assert_int_eq(zj_desanitize(z, back, sizeof back), 0);
+    ck_assert_str_eq(back, "al,ice=x y");
+    ck_assert_int_eq(zj_sanitize("a*b@c.d-e_F9", z, sizeof z), 0);
+    ck_assert_str_eq(z, "a%2Ab%40c.d-e_F9");
+    ck_assert_int_eq(zj_sanitize("\xc3\xa9/%", z, sizeof z), 0);        /* e-acute, '/', '%' */
+    ck_assert_str_eq(z, "%C3%A9%2F%25");
+    ck_assert_int_eq(zj_desanitize("a+b%2a", back, sizeof back), 0); /* URLDecoder's */
+    ck_assert_str_eq(back, "a b*");
+    ck_assert_int_eq(zj_desanitize("a%2", back, sizeof back), -1);
+    ck_assert_int_eq(zj_desanitize("a%00", back, sizeof back), -1);
+    ck_assert_int_eq(zj_sanitize("abc", z, 3), -1);
+    ck_assert_int_eq(zj_sanitize(",", z, 3), -1);
+    ck_assert(zj_utf8_valid("al,ice=x y \xc3\xa9 \xf0\x9f\x98\x80", 18));
+    ck_assert(!zj_utf8_valid("\xc0\xaf", 2));                          /* overlong */
+    ck_assert(!zj_utf8_valid("\xed\xa0\x80", 3));                      /* surrogate */
+    ck_assert(!zj_utf8_valid("\xc3", 1));                              /* truncated */
+    ck_assert(!zj_utf8_valid("\xff", 1));
+}
+END_TEST
+
 /* ---- hostile input ------------------------------------------------------------------ */
 
 /* Every prefix of a valid znode is refused, with a message, without a
@@ -515,6 +541,7 @@ int main(void)
         test_topic_reassignment_maps_round_trip_as_replica_bits,
         test_topic_refuses_gaps_duplicates_and_bad_brokers, test_state_kafka_form_and_round_trip,
         test_config_overrides_round_trip, test_controller_epoch_and_cluster_id,
+        test_sanitize_as_kafka,
         test_every_truncation_is_an_error, test_deep_nesting_huge_numbers_and_garbage,
     };
     return unit_run("zk_json", "zk_json", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
