@@ -58,7 +58,9 @@
  * (group_persist.c) writes dirty groups with their members.  After a
  * restart groups come back Empty with their generation, protocol type and
  * offsets; members are not restored as live — they get UNKNOWN_MEMBER_ID
- * and rejoin, which clients do on their own.
+ * and rejoin, which clients do on their own.  In cluster mode the group's
+ * log decides instead (group_log.c): a new coordinator has the group as
+ * its last completed rebalance stored it, Stable with its members.
  *
  * Invariants (C1, C2, C5-C7: group_persist.c):
  *   C3. Every member has a pending session timer; every group in

@@ -33,7 +33,11 @@
  *     write    the dirty group copied into the turn's job (md_group_save)
  *     apply    in memory first: the state machine runs on the loop
  *     durable  answers that reflect it wait for the job's sync (C2); after
- *              a crash groups load Empty and members rejoin
+ *              a crash groups load Empty and members rejoin.  Cluster
+ *              mode: a completed rebalance (and an Empty group) is also
+ *              Kafka's GroupMetadata record, the SyncGroup answers wait
+ *              for its replication (group_join.c), and a new coordinator
+ *              loads the group Stable with its members (group_log.c)
  *   group delete  (DeleteGroups; SQL DELETE FROM consumer_groups)
  *     path     bk_group_delete (group_persist.c): the group turns Dead, queued
  *     write    a delete in the next job, run before its group and offset
@@ -45,7 +49,9 @@
  *     write    md_offsets_expire, md_group_delete on the loop's handle, only
  *              while no job writing group rows is in flight, skipping groups
  *              with commits queued
- *     apply    frees the expired Empty groups
+ *     apply    frees the expired Empty groups; cluster mode: tombstones
+ *              for the expired offsets and groups (gl_offsets_tombstone,
+ *              gl_group_tombstone), not waited for, as Kafka's
  *     durable  nobody waits for it; db.c D2
  *
  * Every job goes through the one sync worker in submission order

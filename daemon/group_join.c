@@ -14,11 +14,21 @@
  * group whose protocol does not change is not rebalanced, and the older
  * id is fenced (FENCED_INSTANCE_ID) wherever it still waits or calls.
  *
+ * SyncGroup in cluster mode: the leader's assignments are stored first
+ * (store_assignment: Kafka's storeGroup, the GroupMetadata record in
+ * __consumer_offsets, held until replicated as a commit is); the group
+ * stays CompletingRebalance meanwhile, and only then turns Stable and
+ * answers every waiting SyncGroup.  A failed store answers them all with
+ * Kafka's mapping of the append's error and rebalances the group.
+ *
  * Invariants:
  *   M1. A member has at most one deferred JoinGroup (join_w) and one
  *       SyncGroup (sync_w); a newer one answers the older with
  *       REBALANCE_IN_PROGRESS (or FENCED_INSTANCE_ID for a replaced
  *       static member) before taking its place.
+ *   M2. g->store_w is set only while the group is CompletingRebalance in
+ *       the generation it stores; a rebalance or the group's end cancels
+ *       it (gc_store_cancel), so its outcome applies to that generation.
  */
 #include "daemon/group.h"
 

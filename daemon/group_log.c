@@ -48,6 +48,19 @@
  *       │                                                        │ rows → jobs
  *       └──── leadership gone or new epoch (gl_tick) ◄── LOADED ◄┘ last job durable
  *
+ * Group state is Kafka's GroupMetadata record (gl_group_store), written
+ * where Kafka's GroupCoordinator writes it: when the leader's SyncGroup
+ * completes a rebalance (generation, protocol, leader, the members with
+ * their subscriptions and assignments; the SyncGroup answers are held, as
+ * a commit's, until the record is replicated: group_join.c) and when a
+ * rebalance leaves the group Empty (not waited for).  A load brings the
+ * group back as Kafka's loadGroup does: Stable with those members, whose
+ * heartbeats in that generation are accepted (their session timeouts
+ * count from the load), or Empty.  A null value is a tombstone, for an
+ * offset (OffsetDelete, offsets.retention.minutes) or for a group
+ * (DeleteGroups, a group retention removes): a load deletes what it has
+ * loaded of it, so no later leader, and no compaction, brings it back.
+ *
  * Invariants:
  *   G1. This broker answers a group's requests only while its partition is
  *       LOADED for the leader epoch the view shows and it still leads it;
@@ -57,20 +70,17 @@
  *       (none is accepted until LOADED), so a later commit overwrites them.
  *   G3. A held wait is on gl.holds and on no list of group_persist.c; it
  *       is freed by hold_finish or gl_forget, exactly once.
+ *   G4. When a partition's leadership goes, or a load of it starts, its
+ *       groups leave memory (Kafka's removeGroupsForPartition: their
+ *       waiting requests answered NOT_COORDINATOR; groups being deleted
+ *       finish), so a group this broker coordinates is the one its log
+ *       says plus what happened here since.
  *
- * Each state change of a group this broker coordinates is also appended
- * as Kafka's GroupMetadata record (gl_group_append, from the row
- * group_persist.c stores); a load brings the group back as a restart
- * does: Empty, with its generation and protocol type (members rejoin).
- * DeleteGroups appends Kafka's tombstones (gl_group_tombstone); a load
- * deletes the group where it meets its GroupMetadataKey tombstone.
- *
- * Not (yet) here: waiting for GroupMetadata records and tombstones to be
- * replicated before JoinGroup / SyncGroup / DeleteGroups answer (only
- * commits wait), tombstones for expired offsets (the new coordinator's
- * retention expires them again from their commit times), and unloading
- * in-memory groups of a partition whose leadership moved away (they get
- * NOT_COORDINATOR).
+ * Not (yet) here: waiting for the tombstones of DeleteGroups and retention
+ * to be replicated (appended, not waited for; DeleteGroups answers after
+ * its SQLite sync), and storing a static member's replacement without a
+ * rebalance (Kafka stores it; here the next coordinator has the older
+ * member id, which gets UNKNOWN_MEMBER_ID and rejoins).
  */
 #include "daemon/group.h"
 #include "daemon/md_sync.h"
