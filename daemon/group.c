@@ -58,7 +58,9 @@
  * (group_persist.c) writes dirty groups with their members.  After a
  * restart groups come back Empty with their generation, protocol type and
  * offsets; members are not restored as live — they get UNKNOWN_MEMBER_ID
- * and rejoin, which clients do on their own.
+ * and rejoin, which clients do on their own.  In cluster mode the group's
+ * log decides instead (group_log.c): a new coordinator has the group as
+ * its last completed rebalance stored it, Stable with its members.
  *
  * Invariants (C1, C2, C5-C7: group_persist.c):
  *   C3. Every member has a pending session timer; every group in
@@ -250,6 +252,7 @@ void gc_group_free(gc_group *g)
             *d = g->dirty_next;
             break;
         }
+    gc_store_cancel(g);
     while (g->members.next != &g->members) {
         gc_member *m = g->members.next;
         m->prev->next = m->next;
@@ -269,6 +272,15 @@ void gc_group_free(gc_group *g)
     free(g->protocol);
     free(g->leader);
     free(g);
+}
+
+void gc_group_unload(gc_group *g)
+{
+    for (gc_member *m = g->members.next; m != &g->members; m = m->next) {
+        gc_answer_join_error(m, KP_NOT_COORDINATOR, m->id);
+        gc_answer_sync(m, KP_NOT_COORDINATOR);
+    }
+    gc_group_free(g);
 }
 
 gc_member *gc_member_find(gc_group *g, const char *id, size_t len)
@@ -571,6 +583,7 @@ static void arm_join_timer(gc_group *g, int64_t ms)
 
 static void prepare_rebalance(gc_group *g, const char *why)
 {
+    gc_store_cancel(g);               /* its outcome no longer matters */
     if (g->state == GC_COMPLETING)
         for (gc_member *m = g->members.next; m != &g->members; m = m->next) {
             free(m->assignment);
@@ -663,6 +676,10 @@ static void complete_join(gc_group *g)
     if (g->nmembers == 0) {
         gc_set_state(g, GC_EMPTY);
         BK_INFO("group %s with generation %d is now empty", g->id, g->generation);
+        /* Kafka's onCompleteJoin stores the Empty group, waited for by
+         * nobody (a failure is only logged). */
+        if (bk_cluster_mode(gc->b))
+            (void)gl_group_store(gc->b, g, NULL);
         return;
     }
     g->protocol = gc_select_protocol(g);

@@ -33,7 +33,11 @@
  *     write    the dirty group copied into the turn's job (md_group_save)
  *     apply    in memory first: the state machine runs on the loop
  *     durable  answers that reflect it wait for the job's sync (C2); after
- *              a crash groups load Empty and members rejoin
+ *              a crash groups load Empty and members rejoin.  Cluster
+ *              mode: a completed rebalance (and an Empty group) is also
+ *              Kafka's GroupMetadata record, the SyncGroup answers wait
+ *              for its replication (group_join.c), and a new coordinator
+ *              loads the group Stable with its members (group_log.c)
  *   group delete  (DeleteGroups; SQL DELETE FROM consumer_groups)
  *     path     bk_group_delete (group_persist.c): the group turns Dead, queued
  *     write    a delete in the next job, run before its group and offset
@@ -45,7 +49,9 @@
  *     write    md_offsets_expire, md_group_delete on the loop's handle, only
  *              while no job writing group rows is in flight, skipping groups
  *              with commits queued
- *     apply    frees the expired Empty groups
+ *     apply    frees the expired Empty groups; cluster mode: tombstones
+ *              for the expired offsets and groups (gl_offsets_tombstone,
+ *              gl_group_tombstone), not waited for, as Kafka's
  *     durable  nobody waits for it; db.c D2
  *
  * Every job goes through the one sync worker in submission order
@@ -162,6 +168,9 @@ struct gc_group {
     bool initial_delay;               /* join_timer is an InitialDelayedJoin */
     bool new_member_added;
     int64_t initial_remaining_ms;
+    gc_wait *store_w;                 /* cluster mode, Completing: the leader's
+                                         SyncGroup's GroupMetadata record,
+                                         waiting to be replicated (group_join.c) */
     bool dirty;                       /* persist at the end of the loop turn */
     gc_group *dirty_next;
 };
@@ -200,6 +209,9 @@ int gc_delete_apply(gc_wait *w, int rc);
 gc_group *gc_group_find(const char *id, size_t len);
 gc_group *gc_group_create(const char *id, size_t len);
 void gc_group_free(gc_group *g);      /* unlinks from the hash too */
+/* This broker no longer coordinates g: its waiting requests answered
+ * NOT_COORDINATOR, then freed (group_log.c G4). */
+void gc_group_unload(gc_group *g);
 gc_member *gc_member_find(gc_group *g, const char *id, size_t len);
 gc_member *gc_member_of(gc_group *g, kp_str member_id);   /* null, "": none */
 /* The group a member request names: NULL with *err INVALID_GROUP_ID,
@@ -227,6 +239,9 @@ const gc_proto *gc_member_proto(const gc_member *m, const char *name);
 bool gc_member_supports(const gc_member *m, const char *p, size_t len);
 /* Kafka's selectProtocol; NULL without members (or memory). */
 char *gc_select_protocol(gc_group *g);
+/* Drops g's pending GroupMetadata store (group_join.c), if any: its
+ * record may still be replicated, nobody waits for it. */
+void gc_store_cancel(gc_group *g);
 /* Answer m's waiting JoinGroup / SyncGroup with err (queued, C1). */
 void gc_answer_join_error(gc_member *m, int16_t err, const char *member_id);
 void gc_answer_sync(gc_member *m, int16_t err);
@@ -255,6 +270,8 @@ void gc_on_durable(uint64_t seq, int err);                    /* the md_sync lis
 int gc_delete_apply(gc_wait *w, int rc);
 /* Queues w (a commit or a delete, done set) for the next job. */
 void gc_batch_add(gc_wait *w, uint64_t cadence_key);
+/* Copies g's row and member rows into j.  0 or -1 (no memory). */
+int gc_group_to_job(gc_job *j, const gc_group *g);
 /* Hands the dirty groups to the sync worker as a job of their own (no
  * answer waits on it: timers, startup, shutdown). */
 void gc_save_dirty_now(void);
@@ -301,9 +318,20 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w);
  * (its entries may carry the replication's error). */
 bool gl_commit_hold(gc_wait *w);
 void gl_forget(gc_wait *w);           /* from gc_wait_drop */
-/* A group's new state as Kafka's GroupMetadata record, when this broker
- * coordinates it (cluster mode; from the group's row, group_persist.c). */
-void gl_group_append(bk_broker *b, const md_group *g);
+/* Appends g's state as Kafka's GroupMetadata record to its partition
+ * (cluster mode).  KP_NONE (w, when given, then has log_partition /
+ * log_end set for gl_group_hold), or the error Kafka's storeGroup maps
+ * the refusal to (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+ * UNKNOWN_SERVER_ERROR). */
+int16_t gl_group_store(bk_broker *b, const gc_group *g, gc_wait *w);
+/* Holds w (no entries, done set) until its record is replicated: 1, then
+ * done(done_arg, err) runs later (err 0, NOT_COORDINATOR or
+ * REQUEST_TIMED_OUT) and frees w; else 0 (replicated already) or the
+ * error, and w is the caller's. */
+int16_t gl_group_hold(gc_wait *w);
+/* Retention: tombstones for the expired offsets offs[0..n) (cluster mode;
+ * only those of partitions led here). */
+void gl_offsets_tombstone(bk_broker *b, const md_offset *offs, size_t n);
 /* DeleteGroups: appends the group's tombstones (cluster mode). */
 void gl_group_tombstone(bk_broker *b, const char *id);
 

@@ -14,11 +14,21 @@
  * group whose protocol does not change is not rebalanced, and the older
  * id is fenced (FENCED_INSTANCE_ID) wherever it still waits or calls.
  *
+ * SyncGroup in cluster mode: the leader's assignments are stored first
+ * (store_assignment: Kafka's storeGroup, the GroupMetadata record in
+ * __consumer_offsets, held until replicated as a commit is); the group
+ * stays CompletingRebalance meanwhile, and only then turns Stable and
+ * answers every waiting SyncGroup.  A failed store answers them all with
+ * Kafka's mapping of the append's error and rebalances the group.
+ *
  * Invariants:
  *   M1. A member has at most one deferred JoinGroup (join_w) and one
  *       SyncGroup (sync_w); a newer one answers the older with
  *       REBALANCE_IN_PROGRESS (or FENCED_INSTANCE_ID for a replaced
  *       static member) before taking its place.
+ *   M2. g->store_w is set only while the group is CompletingRebalance in
+ *       the generation it stores; a rebalance or the group's end cancels
+ *       it (gc_store_cancel), so its outcome applies to that generation.
  */
 #include "daemon/group.h"
 
@@ -427,6 +437,89 @@ void gc_write_sync(bk_req *r, int16_t err, const gc_member *x)
         kp_buf_reset(r->out);
 }
 
+/* Completing → Stable: every waiting SyncGroup gets its assignment. */
+static void stabilize(gc_group *g)
+{
+    gc_set_state(g, GC_STABLE);
+    for (gc_member *x = g->members.next; x != &g->members; x = x->next)
+        if (x->sync_w) {
+            gc_answer_sync(x, KP_NONE);
+            gc_touch(x);
+        }
+}
+
+/* Kafka's resetAndPropagateAssignmentError, then a new rebalance: the
+ * assignments were not stored, so nobody gets one; err as Kafka's
+ * storeGroup maps the append's (a timeout: REBALANCE_IN_PROGRESS). */
+static void store_failed(gc_group *g, int16_t err)
+{
+    if (err == KP_REQUEST_TIMED_OUT)
+        err = KP_REBALANCE_IN_PROGRESS;
+    else if (err != KP_NOT_COORDINATOR && err != KP_COORDINATOR_NOT_AVAILABLE)
+        err = KP_UNKNOWN_SERVER_ERROR;
+    BK_WARN("group %s: storing the assignment of generation %d failed (error %d); "
+            "the members rejoin", g->id, g->generation, err);
+    for (gc_member *x = g->members.next; x != &g->members; x = x->next) {
+        free(x->assignment);
+        x->assignment = NULL;
+        x->assignment_len = 0;
+        gc_answer_sync(x, err);
+    }
+    gc_maybe_prepare_rebalance(g, "error when storing group assignment during SyncGroup");
+}
+
+/* gl_group_hold's done: the record is replicated (rc 0) or not. */
+static void assignment_stored(void *arg, int rc)
+{
+    gc_group *g = arg;
+    g->store_w = NULL;                /* freed by group_log.c */
+    if (rc)
+        store_failed(g, (int16_t)rc);
+    else
+        stabilize(g);
+}
+
+void gc_store_cancel(gc_group *g)
+{
+    if (!g->store_w)
+        return;
+    gl_forget(g->store_w);
+    free(g->store_w);
+    g->store_w = NULL;
+}
+
+/* The leader's assignments are in: in cluster mode the group's
+ * GroupMetadata record goes to __consumer_offsets first and the SyncGroup
+ * answers wait until it is replicated, as an acks=all append (Kafka's
+ * storeGroup), so the group's next coordinator has this generation and
+ * its members; meanwhile the group stays Completing (its members'
+ * SyncGroups wait, their heartbeats are accepted). */
+static void store_assignment(gc_group *g)
+{
+    if (!bk_cluster_mode(gc->b)) {
+        stabilize(g);
+        return;
+    }
+    gc_wait *w = calloc(1, sizeof *w);
+    if (!w) {
+        store_failed(g, KP_COORDINATOR_NOT_AVAILABLE);
+        return;
+    }
+    w->next = w->prev = w;
+    w->done = assignment_stored;
+    w->done_arg = g;
+    int16_t e = gl_group_store(gc->b, g, w);
+    if (!e && (e = gl_group_hold(w)) == 1) {
+        g->store_w = w;
+        return;
+    }
+    free(w);
+    if (e)
+        store_failed(g, e);
+    else
+        stabilize(g);
+}
+
 int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
             kp_str instance_id, kp_str protocol_type, kp_str protocol_name, int nassign,
             const kp_SyncGroupRequest_SyncGroupRequestAssignment *assign)
@@ -473,8 +566,8 @@ int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
     m->sync_w = w;
     w->m = m;
     w->is_sync = true;
-    if (!g->leader || strcmp(g->leader, m->id))
-        return BK_DEFER;
+    if (!g->leader || strcmp(g->leader, m->id) || g->store_w)
+        return BK_DEFER;              /* the leader's, or its store, is awaited */
     BK_INFO("group %s: assignment received from leader %s for generation %d",
             g->id, m->id, g->generation);
     for (gc_member *x = g->members.next; x != &g->members; x = x->next) {
@@ -492,12 +585,7 @@ int gc_sync(bk_req *r, kp_str group_id, int32_t generation, kp_str member_id,
         x->assignment = copy;
         x->assignment_len = len;
     }
-    gc_set_state(g, GC_STABLE);
-    for (gc_member *x = g->members.next; x != &g->members; x = x->next)
-        if (x->sync_w) {
-            gc_answer_sync(x, KP_NONE);
-            gc_touch(x);
-        }
+    store_assignment(g);
     return BK_DEFER;
 }
 

@@ -48,6 +48,19 @@
  *       │                                                        │ rows → jobs
  *       └──── leadership gone or new epoch (gl_tick) ◄── LOADED ◄┘ last job durable
  *
+ * Group state is Kafka's GroupMetadata record (gl_group_store), written
+ * where Kafka's GroupCoordinator writes it: when the leader's SyncGroup
+ * completes a rebalance (generation, protocol, leader, the members with
+ * their subscriptions and assignments; the SyncGroup answers are held, as
+ * a commit's, until the record is replicated: group_join.c) and when a
+ * rebalance leaves the group Empty (not waited for).  A load brings the
+ * group back as Kafka's loadGroup does: Stable with those members, whose
+ * heartbeats in that generation are accepted (their session timeouts
+ * count from the load), or Empty.  A null value is a tombstone, for an
+ * offset (OffsetDelete, offsets.retention.minutes) or for a group
+ * (DeleteGroups, a group retention removes): a load deletes what it has
+ * loaded of it, so no later leader, and no compaction, brings it back.
+ *
  * Invariants:
  *   G1. This broker answers a group's requests only while its partition is
  *       LOADED for the leader epoch the view shows and it still leads it;
@@ -57,20 +70,17 @@
  *       (none is accepted until LOADED), so a later commit overwrites them.
  *   G3. A held wait is on gl.holds and on no list of group_persist.c; it
  *       is freed by hold_finish or gl_forget, exactly once.
+ *   G4. When a partition's leadership goes, or a load of it starts, its
+ *       groups leave memory (Kafka's removeGroupsForPartition: their
+ *       waiting requests answered NOT_COORDINATOR; groups being deleted
+ *       finish), so a group this broker coordinates is the one its log
+ *       says plus what happened here since.
  *
- * Each state change of a group this broker coordinates is also appended
- * as Kafka's GroupMetadata record (gl_group_append, from the row
- * group_persist.c stores); a load brings the group back as a restart
- * does: Empty, with its generation and protocol type (members rejoin).
- * DeleteGroups appends Kafka's tombstones (gl_group_tombstone); a load
- * deletes the group where it meets its GroupMetadataKey tombstone.
- *
- * Not (yet) here: waiting for GroupMetadata records and tombstones to be
- * replicated before JoinGroup / SyncGroup / DeleteGroups answer (only
- * commits wait), tombstones for expired offsets (the new coordinator's
- * retention expires them again from their commit times), and unloading
- * in-memory groups of a partition whose leadership moved away (they get
- * NOT_COORDINATOR).
+ * Not (yet) here: waiting for the tombstones of DeleteGroups and retention
+ * to be replicated (appended, not waited for; DeleteGroups answers after
+ * its SQLite sync), and storing a static member's replacement without a
+ * rebalance (Kafka stores it; here the next coordinator has the older
+ * member id, which gets UNKNOWN_MEMBER_ID and rejoins).
  */
 #include "daemon/group.h"
 #include "daemon/md_sync.h"
@@ -154,11 +164,16 @@ static int32_t java_hash(const char *s, size_t len)
     return (int32_t)h;
 }
 
-static int32_t partition_for(const bk_topic *t, const char *id, size_t len)
+static int32_t partition_in(int32_t npartitions, const char *id, size_t len)
 {
     int32_t h = java_hash(id, len);
     int32_t a = h == INT32_MIN ? 0 : h < 0 ? -h : h;      /* Kafka's Utils.abs */
-    return a % t->npartitions;
+    return a % npartitions;
+}
+
+static int32_t partition_for(const bk_topic *t, const char *id, size_t len)
+{
+    return partition_in(t->npartitions, id, len);
 }
 
 /* The topic is created once, by whichever broker is asked first, when
@@ -224,10 +239,30 @@ static int parts_fit(int32_t n)
     return 0;
 }
 
+/* Kafka's removeGroupsForPartition: the groups of partition i leave
+ * memory, their waiting requests answered NOT_COORDINATOR (the members
+ * look for the coordinator again); a load brings them back as the log
+ * has them.  Groups being deleted finish that. */
+static void unload_groups(int32_t i)
+{
+    gc_group **out = gc ? calloc(gc->ngroups + 1, sizeof *out) : NULL;
+    if (!out)
+        return;
+    size_t n = 0;
+    for (size_t h = 0; h < gc->hash_size; h++)
+        for (gc_group *g = gc->hash[h]; g; g = g->hnext)
+            if (g->state != GC_DEAD && partition_in(gl.nparts, g->id, strlen(g->id)) == i)
+                out[n++] = g;
+    for (size_t k = 0; k < n; k++)
+        gc_group_unload(out[k]);
+    free(out);
+}
+
 static void load_start(bk_broker *b, int32_t i, const bk_pview *v)
 {
     gl_part *gp = &gl.parts[i];
     part_reset(gp);
+    unload_groups(i);                 /* G4 */
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/%s-%d", b->data_dir, GL_TOPIC, i);
     seg_cursor_opts o = { .dir = dir, .from = seg_log_start(v->local->log),
@@ -267,18 +302,68 @@ static int load_group_tombstone(gl_part *gp, kp_rd *k)
         return -1;
     }
     gc_group *g = gc_group_find(group.p, (size_t)group.len);
-    if (g && g->nmembers == 0 && g->state == GC_EMPTY)
-        gc_group_free(g);             /* loaded earlier in this log */
+    if (g && g->state != GC_DEAD)
+        gc_group_unload(g);           /* loaded earlier in this log */
     free(id);
     job_submit(gp);
     return 0;
 }
 
-/* A GroupMetadataValue (v0-3): the group comes back as after a restart
- * (group.c, load_group): Empty, with its generation and protocol type;
- * its members rejoin.  Memory and its SQLite row (in the part's job, in
- * log order) say the same.  A group held in memory with members is left
- * alone (it was coordinated here more recently than anything loaded). */
+/* One member of a GroupMetadataValue (v0-3), alive from now on: its
+ * session timer starts over, as Kafka's loadGroup schedules every loaded
+ * member's heartbeat expiry.  NULL: a malformed entry or no memory. */
+static gc_member *load_member(kp_rd *v, int16_t vv, gc_group *g)
+{
+    kp_str id = kp_rd_string(v);
+    kp_str inst = vv >= 3 ? kp_rd_string(v) : KP_STR_NULL;
+    kp_str cid = kp_rd_string(v), host = kp_rd_string(v);
+    int32_t rto = vv >= 1 ? kp_rd_i32(v) : -1;
+    int32_t sto = kp_rd_i32(v);
+    kp_str sub = kp_rd_bytes(v), asg = kp_rd_bytes(v);
+    if (!kp_rd_ok(v) || id.len <= 0)
+        return NULL;
+    gc_member *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->next = m->prev = m;
+    m->id = gc_strndup(id.p, id.len);
+    m->instance_id = gc_strndup(inst.p, inst.len);
+    m->client_id = gc_strndup(cid.p ? cid.p : "", cid.len < 0 ? 0 : cid.len);
+    m->client_host = gc_strndup(host.p ? host.p : "", host.len < 0 ? 0 : host.len);
+    m->protocol_type = gc_strndup(g->protocol_type ? g->protocol_type : "",
+                                  g->protocol_type ? (int32_t)strlen(g->protocol_type) : 0);
+    m->session_timeout_ms = sto;
+    m->rebalance_timeout_ms = rto >= 0 ? rto : sto;
+    int32_t sl = sub.len > 0 ? sub.len : 0, al = asg.len > 0 ? asg.len : 0;
+    m->protos = calloc(1, sizeof *m->protos);
+    if (m->protos && g->protocol) {   /* the one protocol it was chosen by */
+        m->nprotos = 1;
+        m->protos[0].name = strdup(g->protocol);
+        m->protos[0].meta = malloc((size_t)sl + 1);
+        m->protos[0].meta_len = sl;
+        if (m->protos[0].meta && sl)
+            memcpy(m->protos[0].meta, sub.p, (size_t)sl);
+    }
+    m->assignment = malloc((size_t)al + 1);
+    m->assignment_len = al;
+    if (m->assignment && al)
+        memcpy(m->assignment, asg.p, (size_t)al);
+    m->session_timer = evtimer_new(gl.b->base, gc_session_cb, m);
+    if (!m->id || (inst.len >= 0 && !m->instance_id) || !m->client_id || !m->client_host ||
+        !m->protocol_type || !m->protos || !m->assignment || !m->session_timer ||
+        (m->nprotos && (!m->protos[0].name || !m->protos[0].meta))) {
+        gc_member_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* A GroupMetadataValue (v0-3): the group as its last coordinator stored
+ * it (Kafka's loadGroup): Stable with its generation, protocol, leader and
+ * members (their assignments; their heartbeats are accepted, each member's
+ * session timeout counts from now), or Empty without members.  A group
+ * loaded earlier in this log is replaced.  Memory and its SQLite row (in
+ * the part's job, in log order) say the same. */
 static int load_group_value(gl_part *gp, kp_str group, const kp_record *rec)
 {
     kp_rd v;
@@ -288,40 +373,82 @@ static int load_group_value(gl_part *gp, kp_str group, const kp_record *rec)
         return 0;
     kp_str ptype = kp_rd_string(&v);
     int32_t generation = kp_rd_i32(&v);
-    kp_rd_string(&v);                 /* protocol */
-    kp_rd_string(&v);                 /* leader */
+    kp_str proto = kp_rd_string(&v), leader = kp_rd_string(&v);
     int64_t ts = vv >= 2 ? kp_rd_i64(&v) : rec->Timestamp;
-    if (!kp_rd_ok(&v) || group.len <= 0)
+    int32_t n = kp_rd_i32(&v);
+    if (!kp_rd_ok(&v) || group.len <= 0 || n < 0)
         return 0;
     gc_group *g = gc_group_find(group.p, (size_t)group.len);
-    if (g && (g->nmembers > 0 || g->state != GC_EMPTY))
-        return 0;
-    if (!g && !(g = gc_group_create(group.p, (size_t)group.len)))
+    if (g && g->state == GC_DEAD)
+        return 0;                     /* being deleted here */
+    if (g)
+        gc_group_unload(g);
+    if (!(g = gc_group_create(group.p, (size_t)group.len)))
         return -1;
-    char *pt = ptype.len > 0 ? gc_strndup(ptype.p, ptype.len) : NULL;
-    if (ptype.len > 0 && !pt)
-        return -1;
-    free(g->protocol_type);
-    g->protocol_type = pt;
+    g->protocol_type = ptype.len > 0 ? gc_strndup(ptype.p, ptype.len) : NULL;
+    g->protocol = proto.len > 0 ? gc_strndup(proto.p, proto.len) : NULL;
     g->generation = generation;
     g->state_changed_at = ts > 0 ? ts : bk_now_ms();
+    if ((ptype.len > 0 && !g->protocol_type) || (proto.len > 0 && !g->protocol)) {
+        gc_group_free(g);
+        return -1;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        gc_member *m = load_member(&v, vv, g);
+        if (!m) {
+            BK_WARN("group %s: its GroupMetadata record in %s has a member that cannot be "
+                    "loaded; the group comes back Empty (members rejoin)", g->id, GL_TOPIC);
+            while (g->members.next != &g->members)
+                gc_remove_member_and_update(g, g->members.next, "not loaded");
+            break;
+        }
+        gc_group_add(g, m);
+        gc_touch(m);
+        gc_arm_session(m);
+    }
+    char *lid = leader.len > 0 ? gc_strndup(leader.p, leader.len) : NULL;
+    if (lid && gc_member_find(g, lid, strlen(lid)))
+        gc_set_leader(g, lid);        /* C4: else the first member leads */
+    free(lid);
+    g->state = g->nmembers > 0 ? GC_STABLE : GC_EMPTY;
     if (!gp->job && !(gp->job = gc_job_take()))
         return -1;
-    md_group *row = gc_job_group(gp->job, 0);
+    gp->job_rows++;
+    return gc_group_to_job(gp->job, g);
+}
+
+/* One offset row into the part's job: o's value, or (o NULL) a
+ * tombstone that deletes the row loaded or stored before.  0, or -1: no
+ * memory. */
+static int load_offset_row(gl_part *gp, kp_str group, kp_str topic, int32_t partition,
+                           const md_offset *o)
+{
+    if (group.len <= 0 || topic.len <= 0)
+        return 0;
+    if (!gp->job && !(gp->job = gc_job_take()))
+        return -1;
+    size_t first;
+    md_offset *row = gc_job_rows(gp->job, 1, &first);
     if (!row)
         return -1;
+    *row = o ? *o : (md_offset){ .leader_epoch = -1, .expire_time_ms = -1, .tombstone = true };
     row->group_id = gc_job_strndup(gp->job, group.p, (size_t)group.len);
-    row->state = gc_state_name(GC_EMPTY);
-    row->protocol_type = gc_job_strdup(gp->job, pt);
-    row->generation = generation;
-    row->state_changed_at = g->state_changed_at;
+    row->group_len = group.len;
+    row->topic = gc_job_strndup(gp->job, topic.p, (size_t)topic.len);
+    row->topic_len = topic.len;
+    row->partition = partition;
+    if (o && o->metadata)
+        row->metadata = gc_job_strndup(gp->job, o->metadata, (size_t)o->metadata_len);
+    if (!row->group_id || !row->topic || (o && o->metadata && !row->metadata))
+        return -1;
+    gp->records++;
     gp->job_rows++;
-    return row->group_id && (row->protocol_type || !pt) ? 0 : -1;
+    return 0;
 }
 
 /* One OffsetCommit or GroupMetadata record into the part's job, or a
- * group's tombstone.  0, or -1: no memory.  Other records (offset
- * tombstones, unknown versions) are skipped. */
+ * tombstone of either.  0, or -1: no memory.  Other records (unknown
+ * versions) are skipped. */
 static int load_record(gl_part *gp, const kp_record *rec)
 {
     if (rec->Key.len < 2)
@@ -335,42 +462,31 @@ static int load_record(gl_part *gp, const kp_record *rec)
         kp_str group = kp_rd_string(&k);
         return kp_rd_ok(&k) ? load_group_value(gp, group, rec) : 0;
     }
-    if ((kv != 0 && kv != 1) || rec->Value.len < 0)
+    if (kv != 0 && kv != 1)
         return 0;
     kp_str group = kp_rd_string(&k), topic = kp_rd_string(&k);
     int32_t partition = kp_rd_i32(&k);
+    if (!kp_rd_ok(&k))
+        return 0;
+    if (rec->Value.len < 0)           /* OffsetDelete, retention: the row goes */
+        return load_offset_row(gp, group, topic, partition, NULL);
     kp_rd v;
     kp_rd_init(&v, rec->Value.p, (size_t)rec->Value.len);
     int16_t vv = kp_rd_i16(&v);
     if (vv < 0 || vv > 4)
         return 0;
-    int64_t offset = kp_rd_i64(&v);
-    int32_t epoch = vv >= 3 ? kp_rd_i32(&v) : -1;
+    md_offset o = { .offset = kp_rd_i64(&v) };
+    o.leader_epoch = vv >= 3 ? kp_rd_i32(&v) : -1;
     kp_str meta = vv >= 4 ? kp_rd_compact_string(&v) : kp_rd_string(&v);
-    int64_t commit_ts = kp_rd_i64(&v);
-    int64_t expire_ts = vv == 1 ? kp_rd_i64(&v) : -1;
-    if (!kp_rd_ok(&k) || !kp_rd_ok(&v) || group.len <= 0 || topic.len <= 0)
+    o.commit_time_ms = kp_rd_i64(&v);
+    o.expire_time_ms = vv == 1 ? kp_rd_i64(&v) : -1;
+    if (!kp_rd_ok(&v))
         return 0;
-    if (!gp->job && !(gp->job = gc_job_take()))
-        return -1;
-    size_t first;
-    md_offset *o = gc_job_rows(gp->job, 1, &first);
-    if (!o)
-        return -1;
-    *o = (md_offset){
-        .group_id = gc_job_strndup(gp->job, group.p, (size_t)group.len),
-        .group_len = group.len,
-        .topic = gc_job_strndup(gp->job, topic.p, (size_t)topic.len),
-        .topic_len = topic.len, .partition = partition, .offset = offset,
-        .leader_epoch = epoch,
-        .metadata = meta.len > 0 ? gc_job_strndup(gp->job, meta.p, (size_t)meta.len) : NULL,
-        .metadata_len = meta.len > 0 ? meta.len : 0,
-        .commit_time_ms = commit_ts, .expire_time_ms = expire_ts };
-    if (!o->group_id || !o->topic || (meta.len > 0 && !o->metadata))
-        return -1;
-    gp->records++;
-    gp->job_rows++;
-    return 0;
+    if (meta.len > 0) {
+        o.metadata = meta.p;          /* copied into the job */
+        o.metadata_len = meta.len;
+    }
+    return load_offset_row(gp, group, topic, partition, &o);
 }
 
 static void load_check_done(int32_t i);
@@ -442,6 +558,7 @@ static const bk_pview *part_sync(bk_broker *b, int32_t i)
             BK_INFO("%s-%d no longer led here: its groups are coordinated elsewhere",
                     GL_TOPIC, i);
             part_reset(gp);
+            unload_groups(i);         /* G4 */
         }
         return NULL;
     }
@@ -528,23 +645,43 @@ static void wr_value(kp_buf *v, const md_offset *o)
     }
 }
 
-int16_t gl_commit_append(bk_broker *b, gc_wait *w)
+/* The group's partition, led here and writable: KP_NONE with *i and *p
+ * set, or the error Kafka's appendForGroup maps the refusal to. */
+static int16_t append_target(bk_broker *b, const char *id, size_t len, int32_t *i,
+                             bk_partition **p)
 {
-    if (w->noffs == 0)
-        return KP_NONE;
     bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
     if (!b->cl)
         return KP_NOT_COORDINATOR;               /* shutting down */
     if (!t || t->npartitions <= 0)
         return KP_COORDINATOR_NOT_AVAILABLE;
-    int32_t i = partition_for(t, w->offs[0].group_id, (size_t)w->offs[0].group_len);
-    bk_partition *p;
-    if (bk_leader_replica(b, gl_topic, i, &p) != KP_NONE)
+    *i = partition_for(t, id, len);
+    if (bk_leader_replica(b, gl_topic, *i, p) != KP_NONE)
         return KP_NOT_COORDINATOR;
-    if (bk_isr_size(p) < p->topic->cfg.min_insync_replicas)
+    if (bk_isr_size(*p) < (*p)->topic->cfg.min_insync_replicas)
         return KP_COORDINATOR_NOT_AVAILABLE;     /* Kafka's NOT_ENOUGH_REPLICAS */
-    if (seg_failed(p->log))
+    if (seg_failed((*p)->log))
         return KP_NOT_COORDINATOR;               /* Kafka's KAFKA_STORAGE_ERROR */
+    return KP_NONE;
+}
+
+/* What a wait for the record just appended to p waits for. */
+static void note_end(gc_wait *w, int32_t i, const bk_partition *p)
+{
+    w->log_partition = i;
+    w->log_epoch = p->leader_epoch;
+    w->log_end = seg_log_end(p->log);
+}
+
+int16_t gl_commit_append(bk_broker *b, gc_wait *w)
+{
+    if (w->noffs == 0)
+        return KP_NONE;
+    int32_t i;
+    bk_partition *p;
+    int16_t terr = append_target(b, w->offs[0].group_id, (size_t)w->offs[0].group_len, &i, &p);
+    if (terr)
+        return terr;
     int64_t now = bk_now_ms();
     kp_batch_builder bb;
     kp_buf_reset(&gl.batch);
@@ -555,9 +692,13 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w)
         if (o->result != KP_NONE)
             continue;
         wr_key(&gl.key, o);
-        wr_value(&gl.val, o);
-        kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, gl.val.data,
-                  (int32_t)gl.val.len, NULL, 0);
+        if (o->tombstone) {           /* OffsetDelete: Kafka's null value */
+            kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, NULL, 0, NULL, 0);
+        } else {
+            wr_value(&gl.val, o);
+            kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, gl.val.data,
+                      (int32_t)gl.val.len, NULL, 0);
+        }
         n++;
     }
     if (n == 0) {
@@ -573,39 +714,33 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w)
         BK_ERROR("%s-%d: appending an offset commit failed (%d)", GL_TOPIC, i, rc);
         return KP_NOT_COORDINATOR;
     }
-    w->log_partition = i;
-    w->log_epoch = p->leader_epoch;
-    w->log_end = seg_log_end(p->log);
+    note_end(w, i, p);
     return KP_NONE;
 }
 
 
-/* A group's state as Kafka's GroupMetadataValue v3, from the row the
- * coordinator stores for it (group_persist.c), when this broker
- * coordinates it; not waited for: a new coordinator needs the offsets,
- * and the members rejoin whatever this says.
+/* A group's state as Kafka's GroupMetadataValue v3 (GroupMetadataManager
+ * storeGroup): written where Kafka writes it, when the leader's SyncGroup
+ * completes a rebalance (the answers wait for it, group_join.c) and when
+ * a rebalance leaves the group Empty (group.c, not waited for).
  *
  *     key: int16 2 | group
  *     value: int16 3 | protocolType | generation | protocol? | leader? |
  *            currentStateTimestamp | members: int32 n, each memberId |
  *            groupInstanceId? | clientId | clientHost | rebalanceTimeout |
  *            sessionTimeout | subscription (bytes) | assignment (bytes)   */
-void gl_group_append(bk_broker *b, const md_group *g)
+int16_t gl_group_store(bk_broker *b, const gc_group *g, gc_wait *w)
 {
-    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
-    /* !b->cl: shutting down (cl_stop ran), leading nothing any more. */
-    if (!b->cl || !t || t->npartitions <= 0 || t->npartitions != gl.nparts)
-        return;
-    size_t len = strlen(g->group_id);
-    int32_t i = partition_for(t, g->group_id, len);
+    size_t len = strlen(g->id);
+    int32_t i;
     bk_partition *p;
-    if (gl.parts[i].state != GL_LOADED || bk_leader_replica(b, gl_topic, i, &p) != KP_NONE ||
-        seg_failed(p->log))
-        return;
+    int16_t err = append_target(b, g->id, len, &i, &p);
+    if (err)
+        return err;
     kp_buf *k = &gl.key, *v = &gl.val;
     kp_buf_reset(k);
     kp_wr_i16(k, 2);
-    kp_wr_string(k, g->group_id, (int32_t)len);
+    kp_wr_string(k, g->id, (int32_t)len);
     kp_buf_reset(v);
     kp_wr_i16(v, 3);
     kp_wr_string(v, g->protocol_type ? g->protocol_type : "", -1);
@@ -613,29 +748,65 @@ void gl_group_append(bk_broker *b, const md_group *g)
     kp_wr_string(v, g->protocol, g->protocol ? -1 : 0);
     kp_wr_string(v, g->leader, g->leader ? -1 : 0);
     kp_wr_i64(v, g->state_changed_at);
-    kp_wr_i32(v, (int32_t)g->nmembers);
-    for (size_t m = 0; m < g->nmembers; m++) {
-        const md_group_member *x = &g->members[m];
-        kp_wr_string(v, x->member_id, -1);
+    kp_wr_i32(v, g->nmembers);
+    for (const gc_member *x = g->members.next; x != &g->members; x = x->next) {
+        const gc_proto *sub = gc_member_proto(x, g->protocol);
+        kp_wr_string(v, x->id, -1);
         kp_wr_string(v, x->instance_id, x->instance_id ? -1 : 0);
         kp_wr_string(v, x->client_id ? x->client_id : "", -1);
         kp_wr_string(v, x->client_host ? x->client_host : "", -1);
         kp_wr_i32(v, x->rebalance_timeout_ms);
         kp_wr_i32(v, x->session_timeout_ms);
         /* bytes, not nullable: none is empty */
-        kp_wr_bytes(v, x->subscription_len > 0 ? x->subscription : "",
-                    x->subscription_len > 0 ? x->subscription_len : 0);
-        kp_wr_bytes(v, x->assignment_len > 0 ? x->assignment : "",
-                    x->assignment_len > 0 ? x->assignment_len : 0);
+        kp_wr_bytes(v, sub ? (const char *)sub->meta : "", sub ? sub->meta_len : 0);
+        kp_wr_bytes(v, x->assignment ? (const char *)x->assignment : "",
+                    x->assignment ? x->assignment_len : 0);
     }
     int64_t now = bk_now_ms();
     kp_batch_builder bb;
     kp_buf_reset(&gl.batch);
     kp_bb_init(&bb, &gl.batch, KP_CODEC_NONE);
     kp_bb_add(&bb, now, k->data, (int32_t)k->len, v->data, (int32_t)v->len, NULL, 0);
-    if (append_batch(b, p, &bb, 1, now) != 0)
-        BK_ERROR("group %s: its GroupMetadata record was not appended to %s-%d",
-                 g->group_id, GL_TOPIC, i);
+    int rc = append_batch(b, p, &bb, 1, now);
+    if (rc != 0) {
+        BK_ERROR("group %s: its GroupMetadata record was not appended to %s-%d (%d)",
+                 g->id, GL_TOPIC, i, rc);
+        /* Kafka's storeGroup: a record too large is UNKNOWN_SERVER_ERROR */
+        return rc == SEG_E_TOOBIG ? KP_UNKNOWN_SERVER_ERROR
+               : rc == SEG_E_NOMEM ? KP_COORDINATOR_NOT_AVAILABLE : KP_NOT_COORDINATOR;
+    }
+    if (w)
+        note_end(w, i, p);
+    return KP_NONE;
+}
+
+/* Tombstones for expired offsets (retention, group_offsets.c): a null
+ * value for each OffsetCommitKey, in one batch per group, so that a later
+ * leader of the partition (and compaction) does not bring them back.  Not
+ * waited for, as in Kafka (cleanupGroupMetadata). */
+void gl_offsets_tombstone(bk_broker *b, const md_offset *offs, size_t n)
+{
+    for (size_t k = 0, end; k < n; k = end) {
+        for (end = k + 1; end < n && offs[end].group_len == offs[k].group_len &&
+             !memcmp(offs[end].group_id, offs[k].group_id, (size_t)offs[k].group_len); end++)
+            ;
+        int32_t i;
+        bk_partition *p;
+        if (append_target(b, offs[k].group_id, (size_t)offs[k].group_len, &i, &p))
+            continue;                 /* not led here: its leader expires them */
+        int64_t now = bk_now_ms();
+        kp_batch_builder bb;
+        kp_buf_reset(&gl.batch);
+        kp_bb_init(&bb, &gl.batch, KP_CODEC_NONE);
+        for (size_t x = k; x < end; x++) {
+            wr_key(&gl.key, &offs[x]);
+            kp_bb_add(&bb, now, gl.key.data, (int32_t)gl.key.len, NULL, 0, NULL, 0);
+        }
+        kp_buf_reset(&gl.val);
+        if (append_batch(b, p, &bb, (int64_t)(end - k), now) != 0)
+            BK_ERROR("group %.*s: tombstones of expired offsets were not appended to %s-%d",
+                     (int)offs[k].group_len, offs[k].group_id, GL_TOPIC, i);
+    }
 }
 
 /* DeleteGroups in cluster mode: Kafka's tombstones (a null value for each
@@ -723,9 +894,10 @@ static void hold_finish(gl_hold *h, int16_t err)
         fail_entries(w, err);
     bk_group_done_fn done = w->done;
     void *arg = w->done_arg;
+    bool group = w->noffs == 0;       /* a group's record (gl_group_hold) */
     free(w);
     if (done)
-        done(arg, 0);
+        done(arg, group ? err : 0);
 }
 
 /* Runs inside bk_partition_notify: only schedules. */
@@ -758,20 +930,13 @@ static void hold_timeout_cb(evutil_socket_t fd, short what, void *arg)
     hold_finish(h, e == 1 ? KP_REQUEST_TIMED_OUT : e);
 }
 
-bool gl_commit_hold(gc_wait *w)
+/* Holds w until the high watermark covers w->log_end (G3): 1 while held,
+ * else 0 (replicated already) or the error of the replication. */
+static int16_t hold_start(gc_wait *w)
 {
-    if (w->log_end <= 0 || !w->done)
-        return false;
-    bool any = false;
-    for (size_t k = 0; k < w->noffs && !any; k++)
-        any = w->offs[k].result == KP_NONE;
-    if (!any)
-        return false;
     gl_hold *h = calloc(1, sizeof *h);
-    if (!h) {
-        fail_entries(w, KP_COORDINATOR_NOT_AVAILABLE);
-        return false;
-    }
+    if (!h)
+        return KP_COORDINATOR_NOT_AVAILABLE;
     h->w = w;
     h->bw = (bk_waiter){ .wake = hold_wake, .arg = h };
     h->next = gl.holds.next;
@@ -782,9 +947,7 @@ bool gl_commit_hold(gc_wait *w)
     int16_t e = hold_check(w, &h->bw);
     if (e != 1) {                     /* replicated already: the usual case */
         hold_free(h);
-        if (e)
-            fail_entries(w, e);
-        return false;
+        return e;
     }
     struct timeval tv;
     gc_tv_ms(&tv, gl.b->cfg->offsets_commit_timeout_ms);
@@ -792,10 +955,29 @@ bool gl_commit_hold(gc_wait *w)
     h->timer = evtimer_new(gl.b->base, hold_timeout_cb, h);
     if (!h->wake_ev || !h->timer || evtimer_add(h->timer, &tv) != 0) {
         hold_free(h);
-        fail_entries(w, KP_COORDINATOR_NOT_AVAILABLE);
-        return false;
+        return KP_COORDINATOR_NOT_AVAILABLE;
     }
-    return true;
+    return 1;
+}
+
+bool gl_commit_hold(gc_wait *w)
+{
+    if (w->log_end <= 0 || !w->done)
+        return false;
+    bool any = false;
+    for (size_t k = 0; k < w->noffs && !any; k++)
+        any = w->offs[k].result == KP_NONE;
+    if (!any)
+        return false;
+    int16_t e = hold_start(w);
+    if (e != 0 && e != 1)
+        fail_entries(w, e);
+    return e == 1;
+}
+
+int16_t gl_group_hold(gc_wait *w)
+{
+    return hold_start(w);
 }
 
 void gl_forget(gc_wait *w)

@@ -624,6 +624,61 @@ int bk_handle_offset_fetch(bk_req *r)
 
 /* ---- retention ------------------------------------------------------------------- */
 
+/* The rows retention removed, for their tombstones (cluster mode). */
+typedef struct expired_rows {
+    md_offset *v;
+    size_t n, cap;
+    bool failed, rolled_back;
+} expired_rows;
+
+static void note_expired(const char *group, const char *topic, int32_t partition, void *arg)
+{
+    expired_rows *e = arg;
+    if (e->failed)
+        return;
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? 2 * e->cap : 64;
+        md_offset *v = realloc(e->v, cap * sizeof *v);
+        if (!v) {
+            e->failed = true;
+            return;
+        }
+        e->v = v;
+        e->cap = cap;
+    }
+    md_offset *o = &e->v[e->n];
+    *o = (md_offset){ .group_id = strdup(group), .topic = strdup(topic),
+                      .partition = partition };
+    if (!o->group_id || !o->topic) {
+        free((char *)o->group_id);
+        free((char *)o->topic);
+        e->failed = true;
+        return;
+    }
+    o->group_len = (int32_t)strlen(group);
+    o->topic_len = (int32_t)strlen(topic);
+    e->n++;
+}
+
+/* Kafka's cleanupGroupMetadata writes a tombstone for each expired offset
+ * (and for a group it then removes), so the partition's next leader, and
+ * compaction, do not bring them back. */
+static void expired_tombstones(bk_broker *b, expired_rows *e)
+{
+    if (e->rolled_back)
+        ;
+    else if (e->failed)
+        BK_ERROR("expiring committed offsets: out of memory; their tombstones were not "
+                 "written (a new coordinator expires them again)");
+    else if (e->n)
+        gl_offsets_tombstone(b, e->v, e->n);
+    for (size_t i = 0; i < e->n; i++) {
+        free((char *)e->v[i].group_id);
+        free((char *)e->v[i].topic);
+    }
+    free(e->v);
+}
+
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what; (void)arg;
@@ -639,12 +694,19 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
     gc->expire_due = false;
     int64_t expired = 0;
     char err[MD_ERRLEN];
+    bool cluster = bk_cluster_mode(b);
+    expired_rows rows = { 0 };
     if (md_offsets_expire(b->db, bk_now_ms(), b->cfg->offsets_retention_minutes * 60000,
-                          &expired, err, sizeof err) != 0)
+                          cluster ? note_expired : NULL, &rows, &expired, err,
+                          sizeof err) != 0) {
         BK_ERROR("expiring committed offsets failed: %s", err);
+        rows.rolled_back = true;      /* no tombstones: nothing was removed */
+    }
     else if (expired > 0)
         BK_INFO("removed %lld expired committed offsets (offsets.retention.minutes=%lld)",
                 (long long)expired, (long long)b->cfg->offsets_retention_minutes);
+    if (cluster)
+        expired_tombstones(b, &rows);
     /* Kafka drops a group that is Empty and has no offsets left. */
     size_t n = 0;
     gc_group **dead = calloc(gc->ngroups + 1, sizeof *dead);
@@ -662,6 +724,8 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         BK_INFO("group %s removed: Empty with no committed offsets", dead[i]->id);
+        if (cluster)
+            gl_group_tombstone(b, dead[i]->id);
         gc_group_free(dead[i]);
     }
     free(dead);

@@ -438,9 +438,8 @@ void gc_batch_add(gc_wait *w, uint64_t cadence_key)
     gc_schedule_turn();
 }
 
-/* Copies g's row and member rows into j.  0 or -1 (no
- * memory: g stays as it is, the caller keeps it dirty). */
-static int group_to_job(gc_job *j, const gc_group *g)
+/* g stays as it is on failure: the caller keeps it dirty. */
+int gc_group_to_job(gc_job *j, const gc_group *g)
 {
     md_group *rec = gc_job_group(j, (size_t)g->nmembers);
     if (!rec)
@@ -475,8 +474,6 @@ static int group_to_job(gc_job *j, const gc_group *g)
     rec->state_changed_at = g->state_changed_at;
     ok = ok && rec->group_id && (rec->protocol_type || !g->protocol_type) &&
          (rec->protocol || !g->protocol) && (rec->leader || !g->leader);
-    if (ok && bk_cluster_mode(gc->b))
-        gl_group_append(gc->b, rec);  /* group_log.c: replicated, as Kafka's */
     return ok ? 0 : -1;
 }
 
@@ -488,7 +485,7 @@ static int dirty_to_job(gc_job *j)
     while (gc->dirty) {
         gc_group *g = gc->dirty;
         gc->dirty = g->dirty_next;
-        if (group_to_job(j, g) == 0) {
+        if (gc_group_to_job(j, g) == 0) {
             g->dirty = false;
             g->dirty_next = NULL;
         } else {

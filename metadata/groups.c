@@ -390,7 +390,7 @@ int md_offset_list(md_db *db, const char *group_id, size_t group_len,
 }
 
 int md_offsets_expire(md_db *db, int64_t now_ms, int64_t retention_ms,
-                      int64_t *expired, char *err, size_t errlen)
+                      md_expired_fn fn, void *arg, int64_t *expired, char *err, size_t errlen)
 {
     *expired = 0;
     int t, rc;
@@ -408,13 +408,19 @@ int md_offsets_expire(md_db *db, int64_t now_ms, int64_t retention_ms,
         "    THEN (SELECT g.state_changed_at FROM consumer_groups g "
         "          WHERE g.group_id = o.group_id) + ?2 <= ?1 "
         "  ELSE o.commit_time_ms + ?2 <= ?1 "
-        "END", &s, err, errlen);
+        "END RETURNING group_id, topic, partition", &s, err, errlen);
     if (!rc) {
         sqlite3_bind_int64(s, 1, now_ms);
         sqlite3_bind_int64(s, 2, retention_ms);
-        rc = md_step_done(db, s, err, errlen, "expire offsets");
-        if (!rc)
-            *expired = sqlite3_changes(db->h);
+        int st;
+        while ((st = sqlite3_step(s)) == SQLITE_ROW) {
+            ++*expired;
+            if (fn)
+                fn((const char *)sqlite3_column_text(s, 0),
+                   (const char *)sqlite3_column_text(s, 1), sqlite3_column_int(s, 2), arg);
+        }
+        if (st != SQLITE_DONE)
+            rc = md_sqlerr(db, err, errlen, "expire offsets");
     }
     sqlite3_finalize(s);
     return md_txn_leave(db, t, rc, err, errlen);

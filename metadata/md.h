@@ -489,9 +489,12 @@ void md_committed_free(md_committed *c, size_t n);
  *     has been Empty for retention_ms (state_changed_at);
  *   - an offsets-only group loses each offset retention_ms after its
  *     commit.
- * Groups that are not Empty keep their offsets.  *expired: rows deleted. */
+ * Groups that are not Empty keep their offsets.  *expired: rows deleted;
+ * fn (NULL: none) is called for each (strings valid during the call). */
+typedef void (*md_expired_fn)(const char *group_id, const char *topic, int32_t partition,
+                              void *arg);
 int md_offsets_expire(md_db *db, int64_t now_ms, int64_t retention_ms,
-                      int64_t *expired, char *err, size_t errlen);
+                      md_expired_fn fn, void *arg, int64_t *expired, char *err, size_t errlen);
 
 /* ---- producer ids (metadata/producers.c) ----------------------------------
  * Reserves count consecutive producer ids (InitProducerId) durably;

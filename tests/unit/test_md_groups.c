@@ -289,6 +289,13 @@ START_TEST(test_group_delete_removes_members_and_offsets)
 }
 END_TEST
 
+static void note_expired(const char *group, const char *topic, int32_t partition, void *arg)
+{
+    char *seen = arg;
+    size_t n = strlen(seen);
+    snprintf(seen + n, 256 - n, "|%s/%s/%d|", group, topic, partition);
+}
+
 START_TEST(test_expire_follows_kafka_retention_rules)
 {
     const int64_t day = 86400000, ret = 7 * day, now = 100 * day;
@@ -319,8 +326,14 @@ START_TEST(test_expire_follows_kafka_retention_rules)
     o[6].expire_time_ms = now + day;           /* explicit: not yet */
     ck_assert_int_eq(md_offset_commit(db, o, 7, err, sizeof err), 0);
     int64_t expired = -1;
-    ck_assert_msg(md_offsets_expire(db, now, ret, &expired, err, sizeof err) == 0, "%s", err);
+    char seen[256] = "";
+    ck_assert_msg(md_offsets_expire(db, now, ret, note_expired, seen, &expired, err,
+                                    sizeof err) == 0, "%s", err);
     ck_assert_int_eq(expired, 3);
+    /* each expired row named once, for its tombstone (cluster mode) */
+    ck_assert_msg(strstr(seen, "|empty-long/orders/0|") && strstr(seen, "|simple/orders/0|") &&
+                  strstr(seen, "|explicit/orders/0|") && strlen(seen) == strlen(
+                  "|empty-long/orders/0||simple/orders/0||explicit/orders/0|"), "%s", seen);
     ck_assert_int_eq(md_group_offset_count(db, "empty-long"), 0);
     ck_assert_int_eq(md_group_offset_count(db, "empty-short"), 1);
     ck_assert_int_eq(md_group_offset_count(db, "stable"), 1);

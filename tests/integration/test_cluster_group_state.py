@@ -1,0 +1,399 @@
+"""Group state in __consumer_offsets across a coordinator's death (issue 16,
+leftovers), as Kafka's GroupCoordinator keeps it:
+
+- the leader's SyncGroup stores the group (generation, protocol, leader,
+  members with their assignments) as a GroupMetadata record and the
+  SyncGroup answers wait until it is replicated (acks=all), so the next
+  coordinator loads the group Stable with its members: their heartbeats
+  are accepted in the same generation, no rebalance;
+- a store that cannot be replicated fails the SyncGroup (REBALANCE_IN_PROGRESS
+  for a timeout) and the group rebalances;
+- a coordinator killed in the middle of a rebalance: the consumers rejoin
+  under the new one and carry on, losing nothing, re-reading only what was
+  not committed (at least once);
+- expired offsets (offsets.retention.minutes, here an OffsetCommit v2
+  retention), OffsetDelete and DeleteGroups write tombstones, so the next
+  coordinator, whose own retention has not run, does not bring them back.
+"""
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+import kafka_raw as kr
+from cluster_support import live_brokers, make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from test_cluster_groups import agreed_coordinator
+from test_groups import (API_DESCRIBE, API_JOIN, API_SYNC, heartbeat, join_v5, parse_commit,
+                         parse_join_v5, parse_sync_v3, sync_v3)
+from support import ck_admin, ck_conf, ck_producer, produce_ok, report, topic_name
+
+if zk_missing():
+    pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
+
+API_OFFSET_COMMIT, API_OFFSET_FETCH, API_DELETE_GROUPS, API_OFFSET_DELETE = 8, 9, 42, 47
+NOT_COORDINATOR, LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE = 16, 14, 15
+REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 27, 79
+ZK_SESSION_MS = 3000
+# The first rebalance waits for both wire members (Kafka's initial delay).
+JOIN_BOTH = {"group.initial.rebalance.delay.ms": "1000"}
+
+
+def start_cluster(make_cluster, per_broker=None, zk_session_ms=ZK_SESSION_MS, **overrides):
+    o = {"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
+    o.update(overrides)
+    cluster = make_cluster(3, start=False, session_timeout_ms=zk_session_ms, overrides=o)
+    for b in cluster.brokers:
+        b.overrides.update((per_broker or {}).get(b.broker_id, {}))
+    cluster.start()
+    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in cluster.brokers), 20,
+             "every broker to list three brokers")
+    # __consumer_offsets exists once a group is asked about; a kill before
+    # its followers caught up would leave a partition without a leader.
+    wait_for(lambda: agreed_coordinator(cluster.brokers, "any"), 30, "__consumer_offsets")
+    wait_for(lambda: offsets_in_sync(cluster.brokers[0]), 30,
+             "every partition of __consumer_offsets to have its three replicas in sync")
+    return cluster
+
+
+def offsets_in_sync(b):
+    with kr.Conn(b.port, timeout=3) as c:
+        r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, ["__consumer_offsets"], False),
+                      timeout=3)
+    parts = kr.parse_metadata(r, 5)["topics"].get("__consumer_offsets", (None, []))[1]
+    return len(parts) == 3 and all(len(isr) == 3 for _e, _p, _l, _r, isr, _o in parts)
+
+
+def coordinated_by(brokers, want, prefix):
+    """A group id coordinated by broker want (None: any), and its coordinator."""
+    for i in range(300):
+        g = "%s-%d" % (prefix, i)
+        c = wait_for(lambda: agreed_coordinator(brokers, g), 30, "a coordinator for %s" % g)
+        if want is None or c == want:
+            return g, c
+    raise AssertionError("no group of broker %s" % want)
+
+
+def ready(b, group):
+    """Waits until b answers group requests (its partition loaded)."""
+    def check():
+        e = offset_fetch(b, group, "none-such")[1]
+        return None if e in (LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) \
+            else True
+    wait_for(check, 20, "broker %d to coordinate %s" % (b.broker_id, group))
+
+
+def offset_fetch(b, group, topic, partitions=(0,)):
+    """({partition: offset}, top-level error) of an OffsetFetch v2 on b."""
+    body = kr.string(group) + kr.array([kr.string(topic) + kr.array(
+        [kr.i32(p) for p in partitions])])
+    with kr.Conn(b.port, timeout=5) as c:
+        r = c.request(API_OFFSET_FETCH, 2, body, timeout=5)
+    out = {}
+    for _t, ps in r.array(lambda x: (x.string(), x.array(
+            lambda y: (y.i32(), y.i64(), y.string(), y.i16())))):
+        for p, off, _md, _err in ps:
+            out[p] = off
+    return out, r.i16()
+
+
+def describe(b, group):
+    """DescribeGroups v0: (error, state, protocol type, protocol, {member: assignment})."""
+    with kr.Conn(b.port, timeout=5) as c:
+        r = c.request(API_DESCRIBE, 0, kr.array([kr.string(group)]), timeout=5)
+    g = r.array(lambda x: (x.i16(), x.string(), x.string(), x.string(), x.string(), x.array(
+        lambda y: (y.string(), y.string(), y.string(), y.nbytes(), y.nbytes()))))[0]
+    return g[0], g[2], g[3], g[4], {m[0]: m[4] for m in g[5]}
+
+
+def join_group(conns, group, session=20000):
+    """Every connection joins as a member (JoinGroup v5, MEMBER_ID_REQUIRED
+    first).  [(conn, JoinGroup answer)], the leader's first."""
+    ids = []
+    for c in conns:
+        j = parse_join_v5(c.request(API_JOIN, 5, join_v5(group, session=session)))
+        assert j["err"] == MEMBER_ID_REQUIRED, j
+        ids.append(j["member"])
+    for c, mid in zip(conns, ids):
+        c.send(API_JOIN, 5, join_v5(group, member=mid, session=session))
+    answers = [(c, parse_join_v5(c.recv_response(timeout=15)[1])) for c in conns]
+    assert all(a["err"] == 0 for _c, a in answers), answers
+    return sorted(answers, key=lambda ca: ca[1]["leader"] != ca[1]["member"])
+
+
+def sync_all(pairs, group, asg, timeout=15):
+    """The followers' SyncGroups, then the leader's with asg: each
+    (error, assignment) in pairs' order."""
+    (lconn, lead), rest = pairs[0], pairs[1:]
+    for c, a in rest:
+        c.send(API_SYNC, 3, sync_v3(group, a["gen"], a["member"]))
+    time.sleep(0.2)                    # the followers wait first, as usual
+    lconn.send(API_SYNC, 3, sync_v3(group, lead["gen"], lead["member"], assignments=asg.items()))
+    return [parse_sync_v3(c.recv_response(timeout=timeout)[1])[1:] for c, _a in pairs]
+
+
+def new_coordinator(cluster, group, dead_id):
+    rest = [b for b in cluster.brokers if b.broker_id != dead_id]
+    new_id = wait_for(lambda: (lambda n: n if n not in (None, dead_id) else None)(
+        agreed_coordinator(rest, group)), ZK_SESSION_MS / 1000.0 + 20,
+        "another broker to coordinate %s" % group)
+    new = cluster.broker(new_id)
+    ready(new, group)
+    return new
+
+
+def test_synced_group_survives_coordinator_sigkill_stable_with_its_members(make_cluster):
+    cluster = start_cluster(make_cluster, **JOIN_BOTH)
+    group, coord_id = coordinated_by(cluster.brokers, None, "synced")
+    coord = cluster.broker(coord_id)
+    ready(coord, group)
+    conns = [kr.Conn(coord.port, timeout=15) for _ in range(2)]
+    try:
+        pairs = join_group(conns, group)
+        lead, follow = pairs[0][1], pairs[1][1]
+        gen = lead["gen"]
+        asg = {lead["member"]: b"assignment-of-the-leader", follow["member"]: b"and-the-follower"}
+        assert sync_all(pairs, group, asg) == [(0, asg[lead["member"]]),
+                                               (0, asg[follow["member"]])]
+    finally:
+        for c in conns:
+            c.close()
+    assert describe(coord, group) == (0, "Stable", "consumer", "range", asg)
+
+    # Right after the rebalance, no commit yet: the coordinator dies.
+    t0 = time.monotonic()
+    coord.kill()
+    new = new_coordinator(cluster, group, coord_id)
+    moved = time.monotonic() - t0
+    # Kafka's loadGroup: Stable, the generation, the members and their
+    # assignments; their heartbeats are accepted without a rebalance, and a
+    # SyncGroup of that generation answers the stored assignment.
+    assert describe(new, group) == (0, "Stable", "consumer", "range", asg)
+    with kr.Conn(new.port, timeout=10) as c:
+        for mid in asg:
+            assert heartbeat(c, group, gen, mid) == 0, mid
+        for mid, a in asg.items():
+            assert parse_sync_v3(c.request(API_SYNC, 3, sync_v3(group, gen, mid)))[1:] == (0, a)
+        assert heartbeat(c, group, gen + 1, lead["member"]) == 22   # ILLEGAL_GENERATION
+    rows = new.sql("select state, generation, protocol, leader from consumer_groups "
+                   "where group_id = '%s'" % group)
+    assert rows == [{"state": "Stable", "generation": gen, "protocol": "range",
+                     "leader": lead["member"]}], rows
+    members = new.sql("select member_id from group_members where group_id = '%s' "
+                      "order by member_id" % group)
+    assert [m["member_id"] for m in members] == sorted(asg), members
+    report("coordinator %d SIGKILLed right after the rebalance: broker %d has generation %d "
+           "Stable with both members after %.2f s", coord_id, new.broker_id, gen, moved)
+
+
+def test_sync_group_waits_for_replication_and_fails_the_rebalance_when_it_cannot(make_cluster):
+    """The followers of the group's partition stopped: the leader's
+    SyncGroup is not answered until offsets.commit.timeout.ms has passed,
+    then every waiting SyncGroup gets REBALANCE_IN_PROGRESS (Kafka's
+    mapping of REQUEST_TIMED_OUT) and the group rebalances."""
+    # A ZooKeeper session longer than the pause: the stopped brokers stay
+    # in the ISR, so nothing but their return replicates the record.
+    cluster = start_cluster(make_cluster, zk_session_ms=15000,
+                            **{"offsets.commit.timeout.ms": "2500"}, **JOIN_BOTH)
+    group, coord_id = coordinated_by(cluster.brokers, None, "unreplicated")
+    coord = cluster.broker(coord_id)
+    ready(coord, group)
+    others = [b for b in cluster.brokers if b is not coord]
+    conns = [kr.Conn(coord.port, timeout=15) for _ in range(2)]
+    try:
+        pairs = join_group(conns, group)
+        lead = pairs[0][1]
+        asg = {a["member"]: b"x" for _c, a in pairs}
+        for b in others:
+            b.sigstop()
+        try:
+            t0 = time.monotonic()
+            got = sync_all(pairs, group, asg)
+            waited = time.monotonic() - t0
+        finally:
+            for b in others:
+                b.sigcont()
+        assert got == [(REBALANCE_IN_PROGRESS, b""), (REBALANCE_IN_PROGRESS, b"")], got
+        assert waited >= 2.0, "answered after %.2f s" % waited
+        err, state, _pt, _p, _m = describe(coord, group)
+        assert (err, state) == (0, "PreparingRebalance"), (err, state)
+        # Replicated again: the members rejoin and the next generation is stored.
+        for c, a in pairs:
+            c.send(API_JOIN, 5, join_v5(group, member=a["member"], session=20000))
+        again = sorted(((c, parse_join_v5(c.recv_response(timeout=15)[1])) for c, _a in pairs),
+                       key=lambda ca: ca[1]["leader"] != ca[1]["member"])
+        assert all(a["err"] == 0 and a["gen"] == lead["gen"] + 1 for _c, a in again), again
+        asg = {a["member"]: b"y-" + a["member"].encode() for _c, a in again}
+        want = [(0, asg[a["member"]]) for _c, a in again]
+        assert sync_all(again, group, asg) == want
+    finally:
+        for c in conns:
+            c.close()
+    report("SyncGroup without replication: REBALANCE_IN_PROGRESS after %.2f s; next generation "
+           "stored", waited)
+
+
+def test_coordinator_killed_mid_rebalance_consumers_rejoin_and_lose_nothing(make_cluster):
+    cluster = start_cluster(make_cluster)
+    brokers = cluster.brokers
+    t = topic_name("midreb")
+    parts, n = 4, 2000
+    fs = ck_admin(brokers[0]).create_topics(
+        [NewTopic(t, parts, 3, config={"min.insync.replicas": "2"})], operation_timeout=15)
+    fs[t].result(timeout=20)
+    values = [b"v%05d" % i for i in range(n)]
+    produce_ok(ck_producer(brokers[0], **{"bootstrap.servers": cluster.bootstrap, "acks": "all"}),
+               t, [{"value": v, "partition": i % parts} for i, v in enumerate(values)])
+    group, coord_id = coordinated_by(brokers, None, "midreb")
+    coord = cluster.broker(coord_id)
+
+    def consumer():
+        c = Consumer(ck_conf(brokers[0], **{
+            "bootstrap.servers": cluster.bootstrap, "group.id": group,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 300,
+            "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 100}))
+        c.subscribe([t])
+        return c
+
+    seen = {}                          # (partition, offset) -> times read
+    committed = {}                     # partition -> offset acknowledged
+    killed = []
+    after = []                         # (partition, offset) read after the kill
+
+    def poll(c, budget=0.2):
+        for m in c.consume(num_messages=50, timeout=budget):
+            if m.error():
+                continue
+            k = (m.partition(), m.offset())
+            seen[k] = seen.get(k, 0) + 1
+            if killed:
+                after.append(k)
+        pos = {}
+        for (p, o) in seen:
+            pos[p] = max(pos.get(p, 0), o + 1)
+        mine = {tp.partition for tp in c.assignment()}
+        offs = [TopicPartition(t, p, o) for p, o in pos.items() if p in mine]
+        if not offs:
+            return
+        try:
+            for tp in c.commit(offsets=offs, asynchronous=False):
+                if tp.error is None:
+                    committed[tp.partition] = max(committed.get(tp.partition, 0), tp.offset)
+        except KafkaException:
+            pass                       # rebalancing or moving: later
+
+    c1 = consumer()
+    c2 = None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(seen) < n // 4:
+            poll(c1)
+        assert len(seen) >= n // 4, "read %d before the rebalance" % len(seen)
+        at_kill = dict(committed)
+        # A second member joins: the group rebalances; kill the coordinator
+        # in the middle (Preparing or Completing, as its SQL shows).
+        c2 = consumer()
+        state = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            c2.consume(num_messages=1, timeout=0.05)
+            rows = coord.sql("select state from consumer_groups where group_id = '%s'" % group)
+            state = rows[0]["state"] if rows else None
+            if state in ("PreparingRebalance", "CompletingRebalance"):
+                break
+        assert state in ("PreparingRebalance", "CompletingRebalance"), state
+        at_kill = dict(committed)
+        coord.kill()
+        killed.append(True)
+        t0 = time.monotonic()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            poll(c1, 0.1)
+            poll(c2, 0.1)
+            if all(committed.get(p) == n // parts for p in range(parts)) and \
+                    c1.assignment() and c2.assignment():
+                break
+        took = time.monotonic() - t0
+        both = (len(c1.assignment()), len(c2.assignment()))
+    finally:
+        c1.close()
+        if c2:
+            c2.close()
+    want = {(p, o) for p in range(parts) for o in range(n // parts)}
+    lost = want - set(seen)
+    reread = sum(k - 1 for k in seen.values())
+    bad = {k for k in after if k[1] < at_kill.get(k[0], 0)}
+    report("coordinator %d SIGKILLed in %s: done %.2f s later; read %d, lost %d, re-read %d "
+           "(of offsets committed before the kill: %d); assignments then %s", coord_id, state,
+           took, len(seen), len(lost), reread, len(bad), both)
+    assert not lost, "lost %d, e.g. %s" % (len(lost), sorted(lost)[:5])
+    assert not bad, "re-read committed messages: %s" % sorted(bad)[:5]
+    assert committed == {p: n // parts for p in range(parts)}, committed
+    assert both[0] + both[1] == parts and min(both) > 0, both
+
+
+def offset_commit_v2(b, group, topic, offsets, retention_ms):
+    """A simple consumer's OffsetCommit v2 (generation -1) with a retention."""
+    body = (kr.string(group) + kr.i32(-1) + kr.string("") + kr.i64(retention_ms) +
+            kr.array([kr.string(topic) + kr.array(
+                [kr.i32(p) + kr.i64(o) + kr.string("") for p, o in offsets.items()])]))
+    with kr.Conn(b.port, timeout=10) as c:
+        return parse_commit(c.request(API_OFFSET_COMMIT, 2, body, timeout=10), 2)
+
+
+def test_expired_deleted_and_offset_deleted_offsets_stay_gone_after_failover(make_cluster):
+    """The coordinator (broker 1) checks retention every 200 ms; the others
+    only every hour, so what the next coordinator shows comes from the log:
+    without tombstones it would load the offsets back."""
+    cluster = start_cluster(make_cluster, per_broker={
+        1: {"offsets.retention.check.interval.ms": "200"},
+        2: {"offsets.retention.check.interval.ms": "3600000"},
+        3: {"offsets.retention.check.interval.ms": "3600000"}})
+    brokers = cluster.brokers
+    t = topic_name("tomb")
+    fs = ck_admin(brokers[0]).create_topics([NewTopic(t, 2, 3)], operation_timeout=15)
+    fs[t].result(timeout=20)
+    coord = cluster.broker(1)
+    expiring, _ = coordinated_by(brokers, 1, "expiring")
+    deleted, _ = coordinated_by(brokers, 1, "deleted")
+    od, _ = coordinated_by(brokers, 1, "offdel")
+    kept, _ = coordinated_by(brokers, 1, "kept")
+    for g in (expiring, deleted, od, kept):
+        ready(coord, g)
+    assert offset_commit_v2(coord, expiring, t, {0: 11, 1: 12}, 1500) == {(t, 0): 0, (t, 1): 0}
+    for g, offs in ((deleted, {0: 21}), (od, {0: 31, 1: 32}), (kept, {0: 41, 1: 42})):
+        assert offset_commit_v2(coord, g, t, offs, -1) == {(t, p): 0 for p in offs}
+    assert offset_fetch(coord, expiring, t, (0, 1)) == ({0: 11, 1: 12}, 0)
+    with kr.Conn(coord.port, timeout=5) as c:
+        r = c.request(API_DELETE_GROUPS, 1, kr.array([kr.string(deleted)]), timeout=5)
+        r.i32()
+        assert r.array(lambda x: (x.string(), x.i16())) == [(deleted, 0)]
+        body = kr.string(od) + kr.array([kr.string(t) + kr.array([kr.i32(0)])])
+        r = c.request(API_OFFSET_DELETE, 0, body, timeout=5)
+        assert r.i16() == 0
+        r.i32()
+        assert r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i16()))))[0] == \
+            (t, [(0, 0)])
+    # Expired on the coordinator: its SQL and OffsetFetch no longer have them.
+    wait_for(lambda: not coord.sql("select 1 from committed_offsets where group_id = '%s'"
+                                   % expiring), 15, "the offsets of %s to expire" % expiring)
+    assert offset_fetch(coord, expiring, t, (0, 1)) == ({0: -1, 1: -1}, 0)
+    time.sleep(0.5)                    # the tombstones reach the followers
+
+    coord.kill()
+    new = new_coordinator(cluster, expiring, 1)
+    for g in (deleted, od, kept):
+        ready(new, g)
+    sql = lambda g: {r["partition"]: r["offset"] for r in new.sql(  # noqa: E731
+        "select partition, offset from committed_offsets where group_id = '%s'" % g)}
+    assert sql(kept) == {0: 41, 1: 42}, "the new coordinator has not loaded the offsets"
+    assert offset_fetch(new, kept, t, (0, 1)) == ({0: 41, 1: 42}, 0)
+    assert offset_fetch(new, expiring, t, (0, 1)) == ({0: -1, 1: -1}, 0)
+    assert sql(expiring) == {}
+    assert offset_fetch(new, deleted, t, (0,)) == ({0: -1}, 0)
+    assert sql(deleted) == {}
+    assert offset_fetch(new, od, t, (0, 1)) == ({0: -1, 1: 32}, 0)
+    assert sql(od) == {1: 32}
+    groups = {r["group_id"] for r in new.sql("select group_id from consumer_groups")}
+    assert expiring not in groups and deleted not in groups, groups
