@@ -71,23 +71,19 @@
  *       worth: such a partition is asked for at most the tokens left, and
  *       left out of the requests (paused) while the bucket is empty.  The
  *       replicas already in sync are never throttled.
- *   F8. Answers do not go through libevent's buffers (which read at
- *       most a few KiB per loop iteration, each with a FIONREAD ioctl, an
- *       epoll_wait, a timer re-arm, and then a copy out): once connected
- *       (TLS: handshaken), the connection's own persistent event (the
- *       read timeout the bufferevent had) reads each answer straight into
- *       f->in, sized by the frame length, by recv() or SSL_read() (TLS:
- *       until it has nothing more, since what OpenSSL took off the socket
- *       would not wake the event), and for the rest of a large answer
- *       sets SO_RCVLOWAT so that the socket wakes it when that much is
- *       there (TLS: the ciphertext is longer), not per segment the
- *       leader's sendfile sent.  At most one answer is ever read (F2):
- *       bytes beyond it, or with no request out, fail the connection.
- *       Plaintext requests go out by one send() when the bufferevent's
- *       output is empty.  The bufferevent keeps the connecting (evdns, the
- *       handshake), TLS writes (SSL_write, tls.c) and what the socket did
- *       not take.  A TLS renegotiation while reading (SSL_read wanting
- *       to write; TLS 1.3 has none) fails the connection.
+ *   F8. A plaintext connection's answers do not go through libevent's
+ *       buffers (which read at most a few KiB per loop iteration, each
+ *       with a FIONREAD ioctl, an epoll_wait, a timer re-arm, and then a
+ *       copy out): once connected, its own persistent event (the read
+ *       timeout the bufferevent had) recv()s each answer straight into
+ *       f->in, sized by the frame length, and for the rest of a large
+ *       answer sets SO_RCVLOWAT so that the socket wakes it when that
+ *       much is there, not per segment the leader's sendfile sent.  At
+ *       most one answer is ever read (F2): bytes beyond it, or with no
+ *       request out, fail the connection.  Requests go out by one send()
+ *       when the bufferevent's output is empty.  The bufferevent keeps the
+ *       connecting (evdns) and what the socket did not take.  TLS
+ *       connections read through the bufferevent (SSL_read, tls.c).
  *   F9. Far behind, the next request goes out before an answer is
  *       appended, so the leader sends the next answer while this one is
  *       written (into new page-cache pages: the catch-up's bound): its
@@ -122,7 +118,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
-#include <limits.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -683,6 +678,25 @@ static int64_t frame_len(const uint8_t *hdr)
                      (uint32_t)hdr[2] << 8 | hdr[3]);
 }
 
+/* TLS connections: the answer through the bufferevent's input buffer. */
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    fe_fetcher *f = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    while (f->bev == bev && f->state == FE_WAITING) {
+        size_t have = evbuffer_get_length(in);
+        uint8_t hdr[4];
+        if (have < 4 || evbuffer_copyout(in, hdr, 4) != 4)
+            return;
+        int64_t size = frame_len(hdr);
+        if (in_reserve(f, size) != 0 || have < (size_t)size + 4)
+            return;
+        evbuffer_drain(in, 4);
+        evbuffer_remove(in, f->in, (size_t)size);
+        handle_answer(f, f->in, (size_t)size);
+    }
+}
+
 /* F8: the socket wakes us only once `bytes` are there (1: any). */
 static void set_lowat(fe_fetcher *f, evutil_socket_t fd, size_t bytes)
 {
@@ -694,50 +708,7 @@ static void set_lowat(fe_fetcher *f, evutil_socket_t fd, size_t bytes)
         f->rcvlowat = v;
 }
 
-/* F8: up to n bytes of the answer into p, by recv() or, on a TLS
- * connection, SSL_read() (ssl).  >0: bytes read; 0: none there yet;
- * -1: the connection failed (conn_fail done). */
-static ssize_t sock_read(fe_fetcher *f, evutil_socket_t fd, SSL *ssl, void *p, size_t n)
-{
-    if (!ssl) {
-        ssize_t k = recv(fd, p, n, 0);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return 0;
-        if (k <= 0)
-            conn_fail(f, k == 0 ? "connection closed by the leader" : "connection error");
-        return k > 0 ? k : -1;
-    }
-    ERR_clear_error();
-    errno = 0;
-    int k = SSL_read(ssl, p, n > INT_MAX ? INT_MAX : (int)n);
-    if (k > 0)
-        return k;
-    char why[256];
-    switch (SSL_get_error(ssl, k)) {
-    case SSL_ERROR_WANT_READ:
-        return 0;
-    case SSL_ERROR_ZERO_RETURN:
-        conn_fail(f, "connection closed by the leader");
-        return -1;
-    case SSL_ERROR_SYSCALL:               /* EOF without close_notify is EOF */
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-            return 0;
-        conn_fail(f, errno ? "connection error" : "connection closed by the leader");
-        return -1;
-    case SSL_ERROR_SSL:
-        snprintf(why, sizeof why, "TLS: ");
-        ERR_error_string_n(ERR_peek_last_error(), why + 5, sizeof why - 5);
-        conn_fail(f, why);
-        return -1;
-    default:           /* WANT_WRITE: a renegotiation, which TLS 1.3 has not */
-        conn_fail(f, "TLS: the leader asked for a renegotiation while answering");
-        return -1;
-    }
-}
-
-/* F8: the answer read straight into f->in.  A TLS connection is read
- * until SSL_read has nothing more: what OpenSSL already took off the
- * socket would not wake the event again. */
+/* Plaintext connections (F8): the answer recv()d straight into f->in. */
 static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 {
     fe_fetcher *f = arg;
@@ -746,47 +717,46 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg)
             conn_fail(f, "no answer in time");
         return;                          /* idle: still read, to see the leader close */
     }
-    struct event *ev = f->rev;
-    SSL *ssl = bufferevent_openssl_get_ssl(f->bev);
-    do {
-        size_t want = f->in_got < 4 ? f->in_cap : (size_t)frame_len(f->in) + 4;
-        ssize_t n = sock_read(f, fd, ssl, f->in + f->in_got, want - f->in_got);
-        if (n <= 0)
-            return;
-        if (f->state != FE_WAITING) {
-            conn_fail(f, "bytes from the leader with no request out");
-            return;
-        }
-        f->in_got += (size_t)n;
-        if (f->in_got < 4)
-            continue;
-        int64_t size = frame_len(f->in);
-        if (in_reserve(f, size) != 0)
-            return;
-        size_t total = (size_t)size + 4;
-        if (f->in_got > total) {         /* one request in flight (F2) */
-            conn_fail(f, "bytes from the leader after its answer");
-            return;
-        }
-        if (f->in_got < total) {
-            size_t left = total - f->in_got;
-            set_lowat(f, fd, left >= FE_LOWAT_MIN ? left : 1);
-            continue;
-        }
-        f->in_got = 0;
-        set_lowat(f, fd, 1);
-        handle_answer(f, f->in + 4, (size_t)size);
-    } while (ssl && f->rev == ev);
+    size_t want = f->in_got < 4 ? f->in_cap : (size_t)frame_len(f->in) + 4;
+    ssize_t n = recv(fd, f->in + f->in_got, want - f->in_got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n <= 0) {
+        conn_fail(f, n == 0 ? "connection closed by the leader" : "connection error");
+        return;
+    }
+    if (f->state != FE_WAITING) {
+        conn_fail(f, "bytes from the leader with no request out");
+        return;
+    }
+    f->in_got += (size_t)n;
+    if (f->in_got < 4)
+        return;
+    int64_t size = frame_len(f->in);
+    if (in_reserve(f, size) != 0)
+        return;
+    size_t total = (size_t)size + 4;
+    if (f->in_got > total) {             /* one request in flight (F2) */
+        conn_fail(f, "bytes from the leader after its answer");
+        return;
+    }
+    if (f->in_got < total) {
+        size_t left = total - f->in_got;
+        set_lowat(f, fd, left >= FE_LOWAT_MIN ? left : 1);
+        return;
+    }
+    f->in_got = 0;
+    set_lowat(f, fd, 1);
+    handle_answer(f, f->in + 4, (size_t)size);
 }
 
-/* F8: a connection's input is read by on_sock_read, its own event with
- * the read timeout the bufferevent had; the bufferevent keeps the
- * connecting (the TLS handshake) and the output.  0, or -1 (out of
- * memory, or bytes the bufferevent read before any request). */
+/* F8: a plaintext connection's input is read by on_sock_read, its own
+ * event with the read timeout the bufferevent had; the bufferevent keeps
+ * the connecting and the output.  0, or -1 (out of memory). */
 static int take_reading(fe_fetcher *f)
 {
     bk_broker *b = f->set->b;
-    if (!in_grow(f, FE_IN_MIN) || evbuffer_get_length(bufferevent_get_input(f->bev)) > 0)
+    if (!in_grow(f, FE_IN_MIN))
         return -1;
     evutil_socket_t fd = bufferevent_getfd(f->bev);
     f->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, on_sock_read, f);
@@ -813,7 +783,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_CONNECTED) {
         BK_INFO("replica fetcher for broker %d: connected to %s:%d (%d partitions)",
                 f->leader, f->host, f->port, f->nparts);
-        if (take_reading(f) != 0) {
+        if (!bufferevent_openssl_get_ssl(bev) && take_reading(f) != 0) {
             conn_fail(f, "cannot watch the connection");
             return;
         }
@@ -869,7 +839,7 @@ static void fetcher_connect(fe_fetcher *f)
         conn_fail(f, "cannot create a socket");
         return;
     }
-    bufferevent_setcb(f->bev, NULL, NULL, on_event, f);
+    bufferevent_setcb(f->bev, on_read, NULL, on_event, f);
     int64_t t = (int64_t)b->cfg->replica_fetch_wait_max_ms + FE_SOCKET_TIMEOUT_MS;
     struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
     bufferevent_set_timeouts(f->bev, &tv, &tv);
@@ -926,7 +896,7 @@ static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void
      * before it was answered); only what the socket does not take goes
      * through the bufferevent's output and its write event. */
     size_t sent = 0;
-    if (!f->out.err && f->rev && !bufferevent_openssl_get_ssl(f->bev) &&
+    if (!f->out.err && f->rev &&
         evbuffer_get_length(bufferevent_get_output(f->bev)) == 0) {
         ssize_t n = send(bufferevent_getfd(f->bev), f->out.data, f->out.len, MSG_NOSIGNAL);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
