@@ -42,7 +42,10 @@
  *                written to the leader with acks=1, read back once with
  *                fetch_bench's consumer read (bench_fetch.h), the follower
  *                started: from its start to its return to the ISR; both
- *                rates and their ratio (target >= 0.7, issue 16).
+ *                rates and their ratio (target >= 0.7, issue 16); then
+ *                the same bytes written into a new file in the follower's
+ *                log directory (removed after): this run's bound for
+ *                writes into new page-cache pages, and catch-up/that.
  *   takeover     with `small` and then `large` partitions in the cluster
  *                (RF 1, brokers' session timeout 6 s), 3 s after the last
  *                partition was led (TAKEOVER_SETTLE_S): the controller is
