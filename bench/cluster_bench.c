@@ -42,7 +42,10 @@
  *                written to the leader with acks=1, read back once with
  *                fetch_bench's consumer read (bench_fetch.h), the follower
  *                started: from its start to its return to the ISR; both
- *                rates and their ratio (target >= 0.7, issue 16).
+ *                rates and their ratio (target >= 0.7, issue 16); then
+ *                the same bytes written into a new file in the follower's
+ *                log directory (removed after): this run's bound for
+ *                writes into new page-cache pages, and catch-up/that.
  *   takeover     with `small` and then `large` partitions in the cluster
  *                (RF 1, brokers' session timeout 6 s), 3 s after the last
  *                partition was led (TAKEOVER_SETTLE_S): the controller is
@@ -944,6 +947,39 @@ static void bench_failover(void)
 
 #define CATCHUP_TOPIC "bench-catchup"
 
+/* This machine's bound for a follower's appends in this run: seconds to
+ * write `bytes` with 1 MiB pwrites into a new file in dir (new page-cache
+ * pages, as the follower's appends; no fsync, as theirs), the file removed
+ * after.  -1 when it cannot be written. */
+static double fresh_write_secs(const char *dir, long bytes)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fresh-write-bound", dir);
+    size_t chunk = 1 << 20;
+    char *buf = malloc(chunk);
+    int fd = buf ? open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600) : -1;
+    double t0 = bench_now(), t = -1;
+    if (fd >= 0) {
+        memset(buf, 'x', chunk);
+        long off = 0;
+        while (off < bytes) {
+            size_t n = (size_t)(bytes - off) < chunk ? (size_t)(bytes - off) : chunk;
+            ssize_t w = pwrite(fd, buf, n, off);
+            if (w <= 0)
+                break;
+            off += w;
+        }
+        if (off == bytes)
+            t = bench_now() - t0;
+        int err = errno;
+        close(fd);
+        unlink(path);
+        errno = err;
+    }
+    free(buf);
+    return t;
+}
+
 /* A one-partition RF-2 topic led by broker L with follower F: F is stopped
  * (SIGTERM), `bytes` written to L with acks=1 (bench_fetch_fill), the
  * same bytes read back from L by fetch_bench's consumer read
@@ -1013,8 +1049,10 @@ static void bench_catchup(long bytes)
         failed = true;
         return;
     }
+    double t_fresh = fresh_write_secs(brokers[F].dir, wrote);
     double c_rate = (double)wrote / 1e6 / (t_isr - t_start);
     double f_rate = (double)read / 1e6 / t_read, w_rate = (double)wrote / 1e6 / t_fill;
+    double fresh_rate = t_fresh > 0 ? (double)wrote / 1e6 / t_fresh : -1;
     /* The follower writes what it fetches (new page-cache pages), the
      * consumer read does not: the leader's own write of the same bytes is
      * printed beside it as the write path's rate in this run. */
@@ -1027,6 +1065,17 @@ static void bench_catchup(long bytes)
            t_read, f_rate, c_rate / f_rate,
            (double)BENCH_FETCH_BATCH_RECS * BENCH_FETCH_VALUE_SIZE / 1e6, w_rate,
            c_rate / w_rate);
+    /* The target's ratio above stays against the consumer read; this is
+     * how near the catch-up came to what this machine can write. */
+    if (fresh_rate > 0)
+        printf("catch-up: the same %.0f MiB written into a new file in follower %d's log "
+               "directory just after (1 MiB pwrites, no fsync: new page-cache pages, this "
+               "machine's bound for the follower's appends): %.2f s = %.0f MB/s; "
+               "catch-up/fresh-write %.2f\n", wrote / 1048576.0, F + 1, t_fresh, fresh_rate,
+               c_rate / fresh_rate);
+    else
+        printf("catch-up: cannot write the fresh-write bound into %s: %s\n", brokers[F].dir,
+               strerror(errno));
 }
 
 /* ---- controller takeover ----------------------------------------------- */

@@ -102,6 +102,19 @@
  *       request after FE_REAUTH_PERCENT of it is a new SaslHandshake on
  *       the same connection; a leader that closes at expiry anyway is a
  *       conn_fail like any EOF.
+ *   F10. Far behind, the next request goes out before an answer is
+ *       appended, so the leader sends the next answer while this one is
+ *       written (into new page-cache pages: the catch-up's bound): its
+ *       FetchOffset is where the answer's whole batches end
+ *       (bk_fetch_ahead_offset), which is the log end after the append.
+ *       Only when that offset is below the HighWatermark the answer
+ *       carried, for every partition with data, so a follower never
+ *       reports early an offset that could move the leader's high
+ *       watermark or put it in the ISR (those wait for the append, as in
+ *       Kafka); and only when no partition has an error, none is being
+ *       cut (F6) and nothing is throttled (F7).  Still one request in
+ *       flight (F2: the answer was read whole).  If an append fails, the
+ *       log end is not that offset and F1 drops the next answer.
  */
 #include "daemon/fetcher.h"
 #include "daemon/broker_configs.h"
@@ -174,6 +187,12 @@ typedef struct fe_part {
     bool truncating;
     int64_t oe_end;
     int32_t oe_epoch;
+    /* F10: while one answer is handled, its data for this partition (F1
+     * checked; NULL: none to apply) and the offset the next request asks
+     * for before it is appended (-1: the log end, as usual). */
+    const kp_FetchResponse_PartitionData *answer;
+    bk_partition *answer_to;
+    int64_t ahead;
 } fe_part;
 
 typedef struct fe_fetcher {
@@ -232,6 +251,15 @@ typedef struct fe_set {
     uint8_t salted[SCRAM_MAX_KEY];
 } fe_set;
 
+/* /metrics (bk_fetchers_counters); the loop thread's only. */
+static uint64_t fetches_ahead, answers_dropped;
+
+void bk_fetchers_counters(uint64_t *ahead, uint64_t *dropped)
+{
+    *ahead = fetches_ahead;
+    *dropped = answers_dropped;
+}
+
 /* ---- pure pieces ------------------------------------------------------------- */
 
 bool bk_follow_wanted(const bk_pview *v, int32_t self, bool leader_alive)
@@ -255,6 +283,23 @@ size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records)
     if (records)
         *records = n;
     return off;
+}
+
+int64_t bk_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
+                              int64_t leader_hw)
+{
+    int64_t expect = log_end;
+    for (size_t off = 0; off < whole;) {
+        kp_batch h;
+        int64_t size = kp_batch_size(buf + off, whole - off);
+        if (size < KP_BATCH_HEADER_SIZE || (uint64_t)size > whole - off ||
+            kp_batch_header(buf + off, whole - off, &h) != 0 || h.LastOffsetDelta < 0 ||
+            (off == 0 ? h.BaseOffset != expect : h.BaseOffset < expect))
+            return -1;
+        expect = h.BaseOffset + h.LastOffsetDelta + 1;
+        off += (size_t)size;
+    }
+    return whole == 0 || expect < leader_hw ? expect : -1;
 }
 
 enum bk_out_of_range bk_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
@@ -867,6 +912,15 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
         return;
     }
     int32_t self = b->cfg->broker_id;
+    /* F10: ahead while every partition to apply has no error and an
+     * offset bk_fetch_ahead_offset allows, none is cut (F6) and nothing
+     * is throttled (F7: its tokens are charged by the append). */
+    bool ahead = bk_broker_config_rate(b, "follower.replication.throttled.rate") <= 0;
+    for (int i = 0; i < f->nparts; i++) {
+        f->parts[i].answer = NULL;
+        f->parts[i].ahead = -1;
+        ahead = ahead && !f->parts[i].truncating;
+    }
     for (int32_t i = 0; i < m.Responses_count; i++) {
         const kp_FetchResponse_FetchableTopicResponse *mt = &m.Responses[i];
         for (int32_t j = 0; j < mt->Partitions_count; j++) {
@@ -879,14 +933,37 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
              * divergence is cut. */
             const bk_pview *v = bk_view_partition(b, mt->Topic, rp->PartitionIndex);
             if (fp->truncating || !v || !v->local || v->leader != f->leader ||
-                v->leader == self || seg_log_end(v->local->log) != fp->fetch_offset)
+                v->leader == self || seg_log_end(v->local->log) != fp->fetch_offset) {
+                answers_dropped++;
                 continue;
-            apply_partition(f, fp, v->local, rp);
+            }
+            fp->answer = rp;
+            fp->answer_to = v->local;
+            if (!ahead)
+                continue;
+            const uint8_t *recs = (const uint8_t *)rp->Records.p;
+            size_t len = rp->Records.len > 0 ? (size_t)rp->Records.len : 0;
+            fp->ahead = rp->ErrorCode != KP_NONE ? -1
+                : bk_fetch_ahead_offset(recs, bk_fetch_whole_batches(recs, len, NULL),
+                                        fp->fetch_offset, rp->HighWatermark);
+            ahead = fp->ahead >= 0;
         }
     }
     for (int i = 0; i < f->nparts; i++)
         f->parts[i].in_request = false;  /* any the leader left out: asked again */
-    send_fetch(f);
+    if (ahead) {
+        send_fetch(f);                   /* F10: answered while we append */
+        fetches_ahead += f->state == FE_WAITING;
+    }
+    for (int i = 0; i < f->nparts; i++) {
+        fe_part *fp = &f->parts[i];
+        fp->ahead = -1;
+        if (fp->answer)
+            apply_partition(f, fp, fp->answer_to, fp->answer);
+        fp->answer = NULL;
+    }
+    if (!ahead)
+        send_fetch(f);
 }
 
 /* f->in holds at least `need` bytes, FE_IN_MIN at least; false: out of
@@ -1274,7 +1351,7 @@ static void send_fetch(fe_fetcher *f)
                 max_bytes = (int32_t)tokens;
         }
         seg_log *log = v->local->log;
-        fp->fetch_offset = seg_log_end(log);
+        fp->fetch_offset = fp->ahead >= 0 ? fp->ahead : seg_log_end(log);
         fp->fetch_epoch = v->leader_epoch;
         fp->in_request = true;
         f->ps[n] = (kp_FetchRequest_FetchPartition){
@@ -1392,6 +1469,7 @@ static void follow(fe_fetcher *f, const bk_topic *t, int32_t i, const bk_pview *
     }
     fe_part *fp = &f->parts[f->nparts++];
     memset(fp, 0, sizeof *fp);
+    fp->ahead = -1;
     fp->truncating = true;
     snprintf(fp->topic, sizeof fp->topic, "%s", t->name);
     fp->partition = i;

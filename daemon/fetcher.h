@@ -17,6 +17,10 @@ void bk_fetchers_stop(bk_broker *b);
  * burst of calls.  Responses are checked against the view as it is when
  * they arrive, so nothing waits for that turn to be safe. */
 void bk_fetchers_update(bk_broker *b);
+/* /metrics: requests sent ahead of their answer's append (F10), and
+ * partitions' answers dropped by F1 (not appended: the log end or the view
+ * moved while they were out), since this process started. */
+void bk_fetchers_counters(uint64_t *ahead, uint64_t *dropped);
 
 /* ---- pure pieces (unit tested) ---------------------------------------------- */
 /* This broker (self) follows a partition iff it hosts a replica of it and
@@ -26,6 +30,14 @@ bool bk_follow_wanted(const bk_pview *v, int32_t self, bool leader_alive);
  * response with a partial one, as Kafka's do): returns its length and
  * the records the batches' headers count (*records, may be NULL). */
 size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records);
+/* F10: the offset a follower whose log ends at log_end may ask for next
+ * before it appends the whole batches buf[0, whole) its leader answered
+ * with HighWatermark leader_hw: where they end, when they start at
+ * log_end, their offsets go up, and they end below leader_hw (so the
+ * offset it reports early moves neither the high watermark nor the ISR);
+ * log_end when whole is 0.  -1: not before the append. */
+int64_t bk_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
+                              int64_t leader_hw);
 /* What a follower whose log ends at log_end does when its leader answers
  * OFFSET_OUT_OF_RANGE with leader_hw and leader_log_start (-1: unknown). */
 enum bk_out_of_range {

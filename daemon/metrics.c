@@ -17,6 +17,7 @@
 
 #include "daemon/cl.h"
 #include "daemon/cluster.h"
+#include "daemon/fetcher.h"
 #include "daemon/replica.h"
 #include "daemon/md_sync.h"
 #include "daemon/sasl.h"
@@ -159,8 +160,9 @@ static void render_replication(bk_broker *b, kp_buf *o)
     struct repl_health h = { b, 0, 0, 0 };
     if (bk_cluster_mode(b))
         bk_topics_foreach(b, health_topic, &h);
-    uint64_t shrinks, expands;
+    uint64_t shrinks, expands, ahead, dropped;
     cl_isr_counters(&shrinks, &expands);
+    bk_fetchers_counters(&ahead, &dropped);
     sq_printf(o, "# HELP kafka_server_replicamanager_underreplicatedpartitions Partitions led "
               "here whose ISR is smaller than their replicas (UnderReplicatedPartitions).\n"
               "# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
@@ -185,9 +187,18 @@ static void render_replication(bk_broker *b, kp_buf *o)
               "# HELP kafka_server_replicafetchermanager_maxlag Messages the furthest-behind "
               "follower of a partition led here lacks (MaxLag).\n"
               "# TYPE kafka_server_replicafetchermanager_maxlag gauge\n"
-              "kafka_server_replicafetchermanager_maxlag %lld\n",
+              "kafka_server_replicafetchermanager_maxlag %lld\n"
+              "# HELP sluice_replica_fetches_ahead_total Fetches this broker's replica "
+              "fetchers sent before appending the answer before them (far behind).\n"
+              "# TYPE sluice_replica_fetches_ahead_total counter\n"
+              "sluice_replica_fetches_ahead_total %llu\n"
+              "# HELP sluice_replica_fetch_answers_dropped_total Partitions' fetch answers "
+              "not appended: the partition's log end or leader moved while they were out.\n"
+              "# TYPE sluice_replica_fetch_answers_dropped_total counter\n"
+              "sluice_replica_fetch_answers_dropped_total %llu\n",
               (long long)h.under, (long long)h.offline, b->cl && b->cl->active ? 1 : 0,
-              (unsigned long long)shrinks, (unsigned long long)expands, (long long)h.max_lag);
+              (unsigned long long)shrinks, (unsigned long long)expands, (long long)h.max_lag,
+              (unsigned long long)ahead, (unsigned long long)dropped);
 }
 
 static void render_replica(bk_partition *p, void *arg)

@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from cluster_support import make_cluster, timed, wait_for, zk, zk_missing  # noqa: F401
+from retention_support import metric
 from support import ck_admin, ck_producer, produce_ok, report, topic_name
 
 if zk_missing():
@@ -98,15 +99,18 @@ def stop_all(c):
         b.stop()
 
 
-def restart_to_catch_up(c, follower, t, parts, ends, interval):
-    """Starts the stopped follower, waits for every replica at ends, stops
-    the cluster and compares the replicas: (seconds to catch up, bytes)."""
+def restart_to_catch_up(c, follower, t, parts, ends, interval, caught_up=None):
+    """Starts the stopped follower, waits for every replica at ends (then
+    calls caught_up()), stops the cluster and compares the replicas:
+    (seconds to catch up, bytes)."""
     t0 = time.monotonic()
     follower.start()
     wait_for(lambda: replicas_level(c.brokers, t, parts, ends), 30,
              "restarted broker %d to catch up to %s" % (follower.broker_id, ends),
              interval=interval)
     took = time.monotonic() - t0
+    if caught_up:
+        caught_up()
     stop_all(c)
     return took, assert_identical_replicas(c, t, parts)
 
@@ -189,7 +193,9 @@ def test_follower_catches_up_through_answers_of_many_megabytes(make_cluster):
     """A follower that comes back 24 MiB behind gets answers far larger than
     one socket read (replica.fetch.max.bytes 4 MiB per partition): each is
     read in pieces, the socket waking only once much of the rest is there
-    (fetcher.c F8), and the copy must still be the leader's, byte for byte."""
+    (fetcher.c F8), and the copy must still be the leader's, byte for byte.
+    Far behind, the follower asks for the next answer before appending one
+    (F10): its /metrics count such fetches, and no answer it had to drop."""
     c = make_cluster(3, overrides={"replica.fetch.max.bytes": "4194304"})
     formed(c)
     t, parts = topic_name("bigcatchup"), 2
@@ -203,6 +209,20 @@ def test_follower_catches_up_through_answers_of_many_megabytes(make_cluster):
     want = {q: n // parts for q in range(parts)}
     wait_for(lambda: replicas_level(c.brokers[:2], t, parts, want), 30,
              "brokers 1 and 2 to level %s at %s" % (t, want))
-    took, copied = restart_to_catch_up(c, follower, t, parts, want, 0.05)
+    # Out of the ISR (its session expired), so the high watermark went on
+    # without it and it comes back far below it; an ISR member's fetches
+    # move the high watermark and never go ahead.
+    wait_for(lambda: all("3" not in r["isr"].split(",") for r in c.brokers[0].sql(
+        "select isr from partitions where topic = '%s'" % t)), c.session_timeout_s + 30,
+             "broker 3 to leave the ISR of %s" % t)
+    counted = {}
+
+    def count():
+        for name in ("sluice_replica_fetches_ahead_total",
+                     "sluice_replica_fetch_answers_dropped_total"):
+            counted[name] = metric(follower, name)
+    took, copied = restart_to_catch_up(c, follower, t, parts, want, 0.05, count)
+    assert counted["sluice_replica_fetches_ahead_total"] >= 1, counted
+    assert counted["sluice_replica_fetch_answers_dropped_total"] == 0, counted
     report("a follower 24 MiB behind caught up (%d log bytes in all) %.2f s after its "
            "restart began", copied, took)

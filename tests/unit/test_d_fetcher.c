@@ -103,6 +103,48 @@ START_TEST(test_out_of_range_truncates_only_a_follower_ahead_of_its_leader)
 }
 END_TEST
 
+/* Batches of 4 records at the given base offsets into buf; their size. */
+static size_t batches_at(const int64_t *bases, int n)
+{
+    size_t off = buf.len;
+    for (int i = 0; i < n; i++) {
+        size_t at = buf.len;
+        batches(&buf, 1, 4);
+        kp_batch_set_base_offset(buf.data + at, bases[i]);
+    }
+    return buf.len - off;
+}
+
+START_TEST(test_the_next_fetch_goes_ahead_only_below_the_leaders_high_watermark)
+{
+    size_t len = batches_at((const int64_t[]){ 10, 14, 18 }, 3);
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 10, 100), 22);
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 10, 23), 22);
+    /* Reaching the high watermark: the leader must see the append done
+     * (it may move the high watermark, or the ISR). */
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 10, 22), -1);
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 10, -1), -1);
+    /* Not where the log ends: the append will refuse them. */
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 9, 100), -1);
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 11, 100), -1);
+    /* Nothing to append: the log end. */
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, 0, 10, 5), 10);
+}
+END_TEST
+
+START_TEST(test_the_next_fetch_goes_ahead_past_gaps_but_never_back)
+{
+    size_t len = batches_at((const int64_t[]){ 10, 30 }, 2);   /* compacted */
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 10, 100), 34);
+    kp_buf_reset(&buf);
+    len = batches_at((const int64_t[]){ 10, 12 }, 2);          /* overlaps */
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 10, 100), -1);
+    kp_buf_reset(&buf);
+    len = batches_at((const int64_t[]){ 10 }, 1);
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len - 1, 10, 100), -1);  /* cut */
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -111,6 +153,8 @@ int main(void)
         test_a_partial_last_batch_is_left_out,
         test_a_bad_length_ends_the_whole_batches,
         test_out_of_range_truncates_only_a_follower_ahead_of_its_leader,
+        test_the_next_fetch_goes_ahead_only_below_the_leaders_high_watermark,
+        test_the_next_fetch_goes_ahead_past_gaps_but_never_back,
     };
     return unit_run("d_fetcher", "fetcher", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
 }
