@@ -22,8 +22,6 @@ import hashlib
 import hmac
 import json
 import os
-import shutil
-import tempfile
 import time
 
 import pytest
@@ -34,7 +32,7 @@ from cluster_support import (leader_and_isr, make_cluster, wait_for, zk, zk_crea
 from conftest import free_port
 from sasl_support import sql
 from support import ck_admin, ck_producer, consume, produce_ok, topic_name
-from tls_support import make_certs, ssl_overrides
+from tls_support import certs, ssl_overrides
 
 pytestmark = pytest.mark.skipif(bool(zk_missing()), reason="ZooKeeper cannot run")
 
@@ -194,15 +192,6 @@ def test_pretend_replica_without_cluster_action_is_refused(make_cluster):  # noq
     # The real followers (User:broker, a super user) are unaffected.
     produce_ok(ck_producer(b1), topic, [{"value": b"y%d" % i, "partition": 0} for i in range(5)])
     wait_for(isr_is(c, topic, {1, 2, 3}), 20, "ISR full with the cluster ACL")
-
-
-@pytest.fixture(scope="module")
-def certs():
-    d = tempfile.mkdtemp(prefix="sluice-certs-")
-    try:
-        yield make_certs(d)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_plain_inter_broker_over_sasl_ssl(make_cluster, certs):  # noqa: F811

@@ -26,17 +26,8 @@ from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
 from conftest import Broker, finish_broker, free_port
 from support import (consume, ck_admin, ck_producer, kcat, kp_consume, kp_producer, produce_ok,
                      topic_name)
-from tls_support import (add_ssl_listener, ck_ssl, kcat_ssl, kp_ssl, make_certs, on_ssl,
+from tls_support import (add_ssl_listener, certs, ck_ssl, kcat_ssl, kp_ssl, on_ssl,
                          ssl_overrides)
-
-
-@pytest.fixture(scope="module")
-def certs():
-    d = tempfile.mkdtemp(prefix="sluice-certs-")
-    try:
-        yield make_certs(d)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -6,8 +6,12 @@ their PLAINTEXT one.
     add_ssl_listener(b, certs)   # before b.start(): b.ssl_port, b.ssl_bootstrap
 """
 import os
+import shutil
 import subprocess
+import tempfile
 from types import SimpleNamespace
+
+import pytest
 
 from conftest import free_port
 
@@ -61,6 +65,16 @@ def make_certs(d):
     untrusted = _issue(d, "untrusted", "/O=Acme/CN=mallory", other)
     return SimpleNamespace(dir=d, ca=ca, server=server, client=client, expired=expired,
                            untrusted=untrusted)
+
+
+@pytest.fixture(scope="module")
+def certs():
+    """make_certs in a scratch directory, one set per test module."""
+    d = tempfile.mkdtemp(prefix="sluice-certs-")
+    try:
+        yield make_certs(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def ssl_overrides(certs, client_auth="requested"):
