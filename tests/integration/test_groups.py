@@ -823,6 +823,10 @@ def test_delete_groups_is_ordered_with_commits_and_survives_sigkill(start_broker
     with kr.Conn(b.port) as c, kr.Conn(b.port) as d:
         assert set(parse_commit(c.request(API_OFFSET_COMMIT, 7,
                                           commit_v7(g, -1, "", [(t, 0, 5, "before")])), 7).values()) == {0}
+        # d served once, as c was: a connection's first request waits for a
+        # login turn (server.c inv. 9), which would let c's commit overtake
+        # the DeleteGroups sent before it.
+        d.request(kr.API_API_VERSIONS, 0, b"")
         d.send(API_DELETE, 1, kr.array([kr.string(g)]))
         c.send(API_OFFSET_COMMIT, 7, commit_v7(g, -1, "", [(t, 1, 9, "after")]))
         _, r = d.recv_response(10)
