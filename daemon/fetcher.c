@@ -100,7 +100,8 @@
  *       PBKDF2 runs on a thread (salt_job), cached per salt and iteration
  *       count.  With the leader's SessionLifetimeMs (KIP-368) the next
  *       request after FE_REAUTH_PERCENT of it is a new SaslHandshake on
- *       the same connection; a leader that closes at expiry anyway is a
+ *       the same connection (bk_fetch_reauth_at; a lifetime past the
+ *       clock's range is none); a leader that closes at expiry anyway is a
  *       conn_fail like any EOF.
  *   F10. Far behind, the next request goes out before an answer is
  *       appended, so the leader sends the next answer while this one is
