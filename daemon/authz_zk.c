@@ -187,6 +187,19 @@ static void on_get(bk_broker *b, const zk_result *r, void *arg)
     sync_done(b);
 }
 
+/* /kafka-acl[-extended]/<Type>/<name>, malloc'd (NULL: no memory): a
+ * resource name has no length limit (a group's may be thousands of bytes),
+ * so no fixed buffer holds the path. */
+static char *acl_path(bool prefixed, const char *type, const char *name)
+{
+    const char *root = prefixed ? ACL_PREFIXED_ROOT : ACL_ROOT;
+    size_t n = strlen(root) + 1 + strlen(type) + 1 + strlen(name) + 1;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s/%s", root, type, name);
+    return p;
+}
+
 static sync_ctx *ctx_new(int type, bool prefixed, const char *name)
 {
     sync_ctx *c = malloc(sizeof *c + strlen(name) + 1);
@@ -207,16 +220,16 @@ static void on_children(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc != ZOK && r->rc != ZNONODE)
         sync_.failed = true;
     for (int i = 0; r->rc == ZOK && i < r->nchildren; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s/%s", c->prefixed ? ACL_PREFIXED_ROOT : ACL_ROOT,
-                 zk_types[c->type], r->children[i]);
-        sync_ctx *g = ctx_new(c->type, c->prefixed, r->children[i]);
+        char *path = acl_path(c->prefixed, zk_types[c->type], r->children[i]);
+        sync_ctx *g = path ? ctx_new(c->type, c->prefixed, r->children[i]) : NULL;
         if (!g) {
+            free(path);
             sync_.failed = true;
             continue;
         }
         sync_.pending++;
         zk_get(b->zk, path, false, on_get, g);
+        free(path);
     }
     free(c);
     sync_done(b);
@@ -471,9 +484,12 @@ static void on_res_read(bk_broker *b, const zk_result *r, void *arg)
             zk_txn_create(t, ACL_EXT_CHANGES "/acl_changes_", (const char *)js.data,
                           (int)js.len, ZOO_SEQUENCE);
         } else {
-            char note[1024];
-            int len = snprintf(note, sizeof note, "%s:%s", type, x->key->resource_name);
-            zk_txn_create(t, ACL_CHANGES "/acl_changes_", note, len, ZOO_SEQUENCE);
+            kp_wr_raw(&js, type, strlen(type));        /* "<Type>:<name>", any length */
+            kp_wr_raw(&js, ":", 1);
+            kp_wr_raw(&js, x->key->resource_name, strlen(x->key->resource_name));
+            rc = js.err ? -1 : 0;
+            zk_txn_create(t, ACL_CHANGES "/acl_changes_", (const char *)js.data,
+                          (int)js.len, ZOO_SEQUENCE);
         }
     }
     kp_buf_free(&js);
@@ -551,19 +567,21 @@ int bk_authz_zk_write(bk_broker *b, const md_acl *del, size_t ndel, const md_acl
             dup |= same_resource(&j->rows[i], key);
         if (dup)
             continue;
-        char type[32], path[1024];
+        char type[32];
         enum_to_java(key->resource_type, type, sizeof type);
-        int len = snprintf(path, sizeof path, "%s/%s/%s",
-                           strcmp(key->pattern_type, "PREFIXED") ? ACL_ROOT : ACL_PREFIXED_ROOT,
-                           type, key->resource_name);
-        aw_res *x = malloc(sizeof *x + (size_t)len + 1);
+        char *path = acl_path(!strcmp(key->pattern_type, "PREFIXED"), type,
+                              key->resource_name);
+        size_t len = path ? strlen(path) : 0;
+        aw_res *x = path ? malloc(sizeof *x + len + 1) : NULL;
         if (!x) {
+            free(path);
             j->rc = KP_UNKNOWN_SERVER_ERROR;
             snprintf(j->err, sizeof j->err, "out of memory");
             continue;
         }
         *x = (aw_res){ .job = j, .key = key };
-        memcpy(x->path, path, (size_t)len + 1);
+        memcpy(x->path, path, len + 1);
+        free(path);
         j->res[j->nres++] = x;
     }
     if (!j->res) {

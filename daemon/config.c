@@ -833,9 +833,16 @@ int bk_jaas_parse(const char *text, char *module, size_t modcap, char *user, siz
         p = skip_space(p + 1);
         if (jaas_token(&p, value, sizeof value, err, errlen))
             return -1;
-        if (!strcmp(name, "username"))
+        bool is_user = !strcmp(name, "username"), is_pw = !strcmp(name, "password");
+        if ((is_user || is_pw) && strlen(value) >= (is_user ? ucap : pcap)) {
+            /* cut short, it would log in with another name or password */
+            snprintf(err, errlen, "%s is too long (at most %zu bytes)", name,
+                     (is_user ? ucap : pcap) - 1);
+            return -1;
+        }
+        if (is_user)
             snprintf(user, ucap, "%s", value);
-        else if (!strcmp(name, "password"))
+        else if (is_pw)
             snprintf(password, pcap, "%s", value);
         /* other options (user_<name>=, tokenauth=) are the server's */
     }

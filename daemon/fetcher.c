@@ -100,7 +100,8 @@
  *       PBKDF2 runs on a thread (salt_job), cached per salt and iteration
  *       count.  With the leader's SessionLifetimeMs (KIP-368) the next
  *       request after FE_REAUTH_PERCENT of it is a new SaslHandshake on
- *       the same connection; a leader that closes at expiry anyway is a
+ *       the same connection (bk_fetch_reauth_at; a lifetime past the
+ *       clock's range is none); a leader that closes at expiry anyway is a
  *       conn_fail like any EOF.
  *   F10. Far behind, the next request goes out before an answer is
  *       appended, so the leader sends the next answer while this one is
@@ -296,10 +297,19 @@ int64_t bk_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
             kp_batch_header(buf + off, whole - off, &h) != 0 || h.LastOffsetDelta < 0 ||
             (off == 0 ? h.BaseOffset != expect : h.BaseOffset < expect))
             return -1;
+        if (h.BaseOffset > INT64_MAX - 1 - h.LastOffsetDelta)
+            return -1;                   /* a leader's offsets past INT64_MAX */
         expect = h.BaseOffset + h.LastOffsetDelta + 1;
         off += (size_t)size;
     }
     return whole == 0 || expect < leader_hw ? expect : -1;
+}
+
+int64_t bk_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms)
+{
+    if (lifetime_ms <= 0 || lifetime_ms > (INT64_MAX - now_us) / (10 * FE_REAUTH_PERCENT))
+        return 0;                        /* none, or beyond any clock: never */
+    return now_us + lifetime_ms * 10 * FE_REAUTH_PERCENT;
 }
 
 enum bk_out_of_range bk_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
@@ -869,8 +879,7 @@ static void handle_sasl(fe_fetcher *f, kp_rd *r)
                 f->leader, cfg->sasl_mechanism_inter_broker_protocol, cfg->ib_sasl_user);
     f->sasl_done_once = true;
     /* KIP-368: log in again before the leader's session ends. */
-    f->reauth_us = a.SessionLifetimeMs > 0
-                   ? bk_mono_us() + a.SessionLifetimeMs * 10 * FE_REAUTH_PERCENT : 0;
+    f->reauth_us = bk_fetch_reauth_at(bk_mono_us(), a.SessionLifetimeMs);
     send_fetch(f);
 }
 

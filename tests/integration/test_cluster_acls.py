@@ -18,7 +18,7 @@ if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
 
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
-TOPIC, LITERAL, READ, WRITE, ALLOW = 2, 3, 3, 4, 3
+TOPIC, GROUP, LITERAL, READ, WRITE, ALLOW = 2, 3, 3, 3, 4, 3
 CLUSTER_ACL = ("INSERT INTO acls (resource_type, resource_name, principal, operation, "
                "permission) VALUES ('CLUSTER', 'kafka-cluster', 'User:ANONYMOUS', 'ALL', "
                "'ALLOW')")
@@ -197,3 +197,21 @@ def test_expired_change_notices_are_purged_and_a_new_broker_has_everything(make_
                20, "broker 3 to read every user")
     wait_equal(lambda: describe_default(b3).get("message.max.bytes", (None,))[0], "2000", 20,
                "broker 3 to read the broker default")
+
+
+def test_acl_with_a_long_resource_name_is_stored_whole(acl_cluster):
+    """A group name of 1500 bytes (Kafka allows any): its znode path is
+    longer than any fixed buffer the write or the resync used, and both
+    brokers must show the name whole (it was cut at 1023 bytes, and read
+    past the path's buffer)."""
+    c = acl_cluster
+    b1, b2 = c.broker(1), c.broker(2)
+    name = "g" * 1400 + "-end-of-a-long-group-name" + "h" * 75
+    assert create_acls(b1, [(GROUP, name, "User:hana", READ)]) == [(0, None)]
+    got = zk_get(c.zk_connect, "/kafka-acl/Group/" + name)
+    assert got and [a["principal"] for a in json.loads(got[0])["acls"]] == ["User:hana"]
+    for b in (b1, b2):
+        wait_equal(lambda b=b: [(r["resource_name"], r["principal"]) for r in
+                                b.sql("SELECT resource_name, principal FROM acls WHERE "
+                                      "resource_type = 'GROUP'")],
+                   [(name, "User:hana")], 20, "broker %d to have the whole name" % b.broker_id)

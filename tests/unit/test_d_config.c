@@ -458,6 +458,23 @@ START_TEST(test_inter_broker_sasl_mistakes_are_named)
         ck_assert_msg(strstr(err, cases[i].says), "case %zu: %s", i, err);
         bk_config_free(&c);
     }
+    /* A password (or user name) longer than the broker keeps is refused,
+     * not cut short (the login would fail with a password nobody set). */
+    for (int user = 0; user < 2; user++) {
+        char longv[301], line[700], err[512] = "";
+        memset(longv, 'p', 300);
+        longv[300] = 0;
+        snprintf(line, sizeof line, PLAIN_LM " required username=\"%s\" password=\"%s\";",
+                 user ? longv : "a", user ? "b" : longv);
+        const char *kv[] = { "zookeeper.connect", "zk:2181", "listeners", "SASL_PLAINTEXT://:1",
+                             "sasl.jaas.config", line, NULL };
+        bk_config c;
+        bk_config_init(&c);
+        ck_assert_int_eq(set_all(&c, kv, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, user ? "username is too long" : "password is too long"),
+                      "%s", err);
+        bk_config_free(&c);
+    }
 }
 END_TEST
 

@@ -145,6 +145,20 @@ START_TEST(test_the_next_fetch_goes_ahead_past_gaps_but_never_back)
 }
 END_TEST
 
+START_TEST(test_a_leaders_offsets_or_session_lifetime_near_int64_max_do_not_overflow)
+{
+    /* The second batch ends past INT64_MAX: not ahead (no wrapped offset). */
+    size_t len = batches_at((const int64_t[]){ 10, INT64_MAX - 1 }, 2);
+    ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 10, INT64_MAX), -1);
+    /* 85 % of the SessionLifetimeMs, in µs; a lifetime no clock reaches is never. */
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, 10000), 1000 + 8500000);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, 0), 0);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, -5), 0);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, INT64_MAX), 0);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, INT64_MAX / 100), 0);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -154,6 +168,7 @@ int main(void)
         test_a_bad_length_ends_the_whole_batches,
         test_out_of_range_truncates_only_a_follower_ahead_of_its_leader,
         test_the_next_fetch_goes_ahead_only_below_the_leaders_high_watermark,
+        test_a_leaders_offsets_or_session_lifetime_near_int64_max_do_not_overflow,
         test_the_next_fetch_goes_ahead_past_gaps_but_never_back,
     };
     return unit_run("d_fetcher", "fetcher", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
