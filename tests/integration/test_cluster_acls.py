@@ -197,3 +197,35 @@ def test_expired_change_notices_are_purged_and_a_new_broker_has_everything(make_
                20, "broker 3 to read every user")
     wait_equal(lambda: describe_default(b3).get("message.max.bytes", (None,))[0], "2000", 20,
                "broker 3 to read the broker default")
+
+
+def test_shutdown_with_an_acl_write_waiting_frees_it(make_cluster):
+    """ZooKeeper frozen mid-write: CreateAcls waits on it; SIGTERM then
+    stops the broker cleanly (exit 0), the client gets an answer or a
+    close, and a SANITIZE=1 build reports no leak of the waiting write."""
+    c = make_cluster(1, overrides=dict(AUTHORIZER, **{"controlled.shutdown.enable": "false"}))
+    b = c.broker(1)
+    b.sql(CLUSTER_ACL)
+    got = []
+
+    def send():
+        try:
+            got.append(create_acls(b, [(TOPIC, "pending", "User:erin", READ)], timeout=30))
+        except Exception as e:                              # the close is an answer too
+            got.append(e)
+    c.zk.sigstop()
+    try:
+        t = threading.Thread(target=send, daemon=True)
+        t.start()
+        time.sleep(1.0)
+        assert t.is_alive() and not got, got                # it waits for ZooKeeper
+        rc = b.stop(timeout=30)
+        t.join(10)
+        assert not t.is_alive()
+    finally:
+        c.zk.sigcont()
+    text = b.log_text()
+    assert rc == 0, "exit status %s\n%s" % (rc, b.log_tail())
+    for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+        assert marker not in text, b.log_tail()
+    assert got and (isinstance(got[0], Exception) or got[0][0][0] != 0), got
