@@ -199,33 +199,38 @@ def test_expired_change_notices_are_purged_and_a_new_broker_has_everything(make_
                "broker 3 to read the broker default")
 
 
-def test_shutdown_with_an_acl_write_waiting_frees_it(make_cluster):
-    """ZooKeeper frozen mid-write: CreateAcls waits on it; SIGTERM then
-    stops the broker cleanly (exit 0), the client gets an answer or a
-    close, and a SANITIZE=1 build reports no leak of the waiting write."""
+def test_shutdown_with_acl_writes_waiting_frees_them(make_cluster):
+    """ZooKeeper frozen mid-write: CreateAcls from 12 clients wait on it
+    (one writing, the rest queued behind it, K5); SIGTERM then stops the
+    broker cleanly (exit 0), each client gets an error or a close, and a
+    SANITIZE=1 build reports no leak of the waiting writes."""
     c = make_cluster(1, overrides=dict(AUTHORIZER, **{"controlled.shutdown.enable": "false"}))
     b = c.broker(1)
     b.sql(CLUSTER_ACL)
     got = []
 
-    def send():
+    def send(i):
         try:
-            got.append(create_acls(b, [(TOPIC, "pending", "User:erin", READ)], timeout=30))
+            got.append(create_acls(b, [(TOPIC, "pending-%d" % i, "User:erin", READ)],
+                                   timeout=30))
         except Exception as e:                              # the close is an answer too
             got.append(e)
     c.zk.sigstop()
     try:
-        t = threading.Thread(target=send, daemon=True)
-        t.start()
-        time.sleep(1.0)
-        assert t.is_alive() and not got, got                # it waits for ZooKeeper
+        threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(12)]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)
+        assert all(t.is_alive() for t in threads) and not got, got   # waiting for ZooKeeper
         rc = b.stop(timeout=30)
-        t.join(10)
-        assert not t.is_alive()
+        for t in threads:
+            t.join(10)
+        assert not any(t.is_alive() for t in threads)
     finally:
         c.zk.sigcont()
     text = b.log_text()
     assert rc == 0, "exit status %s\n%s" % (rc, b.log_tail())
     for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
         assert marker not in text, b.log_tail()
-    assert got and (isinstance(got[0], Exception) or got[0][0][0] != 0), got
+    assert len(got) == 12
+    assert all(isinstance(g, Exception) or g[0][0] != 0 for g in got), got
