@@ -121,6 +121,9 @@ void bk_authz_zk_resync(struct bk_broker *b);
 bool bk_authz_zk_on_watch(struct bk_broker *b, int type, const char *path);
 int bk_authz_zk_write(struct bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
                       size_t nadd, struct bk_topic_op *op, char *err, size_t errlen);
+/* Shutdown, before zk_stop: the writes not answered yet are answered
+ * REQUEST_TIMED_OUT and freed (K6). */
+void bk_authz_zk_stop(struct bk_broker *b);
 /* Kafka's authorized-operations bit field (Metadata, DescribeGroups): bit
  * 1 << op for each operation the resource type supports (Kafka's
  * AclEntry.supportedOperations) that the request's principal may do on

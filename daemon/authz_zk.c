@@ -44,6 +44,10 @@
  *       authorizer on this broker show it.
  *   K5. This broker's writes go one at a time (a FIFO; Kafka's write
  *       lock): only other brokers race a write, so its retries suffice.
+ *   K6. Shutdown (bk_authz_zk_stop, before zk_stop): every write not yet
+ *       answered is answered REQUEST_TIMED_OUT now and freed, the head's
+ *       once its in-flight calls come back (ZCLOSING, zk.c Z1); nothing
+ *       new goes to ZooKeeper after it.
  */
 #include "daemon/authz.h"
 
@@ -91,6 +95,8 @@ static void enum_to_java(const char *s, char *out, size_t cap)
     }
     out[n] = 0;
 }
+
+static bool stopping;                /* K6 */
 
 /* ---- reading: the resync ---------------------------------------------------------- */
 static struct {
@@ -244,7 +250,7 @@ static void on_changes(bk_broker *b, const zk_result *r, void *arg)
 
 void bk_authz_zk_resync(bk_broker *b)
 {
-    if (!b->zk)
+    if (!b->zk || stopping)
         return;
     sync_.gen++;                                  /* K2: drops the one running */
     md_acl_free(sync_.rows, sync_.n);
@@ -312,6 +318,8 @@ static void job_answer(aw_job *j, int rc, const char *err)
     if (j->op)
         j->op->done(j->op, rc, err);
     md_acl_free(j->rows, j->n);
+    for (int i = 0; i < j->nres; i++)             /* never started (job_start: 0) */
+        free(j->res[i]);
     free(j->res);
     free(j);
 }
@@ -375,13 +383,17 @@ static void job_done(bk_broker *b, aw_job *j, int rc, const char *err)
 {
     if (rc != KP_NONE && j->rc == KP_NONE) {
         j->rc = rc;
-        snprintf(j->err, sizeof j->err, "%s", err);
+        snprintf(j->err, sizeof j->err, "%.255s", err);
     }
     if (--j->left > 0)
         return;
     queue = j->next;                             /* K5: j is the head */
     if (!queue)
         queue_tail = &queue;
+    if (stopping) {                              /* K6: answered already */
+        job_answer(j, j->rc, j->err);
+        return;
+    }
     /* K4: answered once a resync started after the last write read it back. */
     bk_authz_zk_resync(b);
     j->need_gen = sync_.gen;
@@ -596,4 +608,28 @@ int bk_authz_zk_write(bk_broker *b, const md_acl *del, size_t ndel, const md_acl
     if (idle)
         job_next(b);
     return KP_NONE;
+}
+
+void bk_authz_zk_stop(bk_broker *b)
+{
+    (void)b;
+    stopping = true;
+    static const char why[] = "The broker shut down before the ACL change was confirmed.";
+    for (aw_job *j = waiters, *next; j; j = next) {       /* written, not read back */
+        next = j->next;
+        job_answer(j, KP_REQUEST_TIMED_OUT, why);
+    }
+    waiters = NULL;
+    aw_job *head = queue;
+    for (aw_job *j = head ? head->next : NULL, *next; j; j = next) {   /* never started */
+        next = j->next;
+        job_answer(j, KP_REQUEST_TIMED_OUT, why);
+    }
+    if (head) {                  /* its calls in flight free it (job_done, K6) */
+        head->next = NULL;
+        queue_tail = &head->next;
+        if (head->op)
+            head->op->done(head->op, KP_REQUEST_TIMED_OUT, why);
+        head->op = NULL;
+    }
 }

@@ -98,7 +98,8 @@ static const bk_config_key keys[] = {
     LONG("connections.max.idle.ms", connections_max_idle_ms, -1, INT64_MAX, "600000",
          "idle time after which a connection is closed; -1 never"),
     STR("sasl.enabled.mechanisms", sasl_enabled_mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+        "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); "
+        "listener.name.<listener>.sasl.enabled.mechanisms wins"),
     LONG("connections.max.reauth.ms", connections_max_reauth_ms, 0, INT64_MAX, "0",
          "SASL session lifetime: the client re-authenticates within it or is closed; 0 never"),
     STR("sasl.mechanism.inter.broker.protocol", sasl_mechanism_inter_broker_protocol, "PLAIN",
@@ -408,17 +409,67 @@ static int set_unit(bk_config *c, const char *key, const char *topic_key, int64_
     return 0;
 }
 
+/* listener.name.<mid>suf: true with [*mid, *mend) the part between. */
+static bool listener_key(const char *key, const char *suf, const char **mid, const char **mend)
+{
+    static const char pre[] = "listener.name.";
+    size_t kl = strlen(key), pl = sizeof pre - 1, sl = strlen(suf);
+    if (kl <= pl + sl || strncmp(key, pre, pl) || strcmp(key + kl - sl, suf))
+        return false;
+    *mid = key + pl;
+    *mend = key + kl - sl;
+    return true;
+}
+
+/* listener.name.<listener>.sasl.enabled.mechanisms (Kafka's per-listener
+ * override of sasl.enabled.mechanisms).  1 when key is one (kept in
+ * c->lmechs), 0 when not, -1 with err. */
+static int set_listener_mechs(bk_config *c, const char *key, const char *value, char *err,
+                              size_t errlen)
+{
+    const char *mid, *mend;
+    if (!listener_key(key, ".sasl.enabled.mechanisms", &mid, &mend))
+        return 0;
+    struct bk_listener_mechs e;
+    memset(&e, 0, sizeof e);
+    if ((size_t)(mend - mid) >= sizeof e.listener || strlen(value) >= sizeof e.value) {
+        snprintf(err, errlen, "Invalid value for configuration %s: too long", key);
+        return -1;
+    }
+    for (size_t i = 0; mid + i < mend; i++)
+        e.listener[i] = (char)toupper((unsigned char)mid[i]);
+    strcpy(e.value, value);
+    int at = 0;
+    while (at < c->nlmechs && strcmp(c->lmechs[at].listener, e.listener))
+        at++;
+    if (at == (int)(sizeof c->lmechs / sizeof c->lmechs[0])) {
+        snprintf(err, errlen, "%s: too many listener.name.*.sasl.enabled.mechanisms keys "
+                 "(at most %zu)", key, sizeof c->lmechs / sizeof c->lmechs[0]);
+        return -1;
+    }
+    c->lmechs[at] = e;
+    if (at == c->nlmechs)
+        c->nlmechs++;
+    return 1;
+}
+
+const char *bk_config_sasl_mechanisms(const bk_config *c, const char *listener)
+{
+    for (int i = 0; listener && i < c->nlmechs; i++)
+        if (!strcmp(c->lmechs[i].listener, listener))
+            return c->lmechs[i].value;
+    return c->sasl_enabled_mechanisms;
+}
+
 /* listener.name.<listener>.<mechanism>.sasl.jaas.config (Kafka's
  * per-listener form; the mechanism has no dot, the listener may).  1 when
  * key is one (kept in c->jaas), 0 when not, -1 with err. */
 static int set_listener_jaas(bk_config *c, const char *key, const char *value, char *err,
                              size_t errlen)
 {
-    static const char pre[] = "listener.name.", suf[] = ".sasl.jaas.config";
-    size_t kl = strlen(key), pl = sizeof pre - 1, sl = sizeof suf - 1;
-    if (kl <= pl + sl || strncmp(key, pre, pl) || strcmp(key + kl - sl, suf))
+    const char *mid, *mend, *dot = NULL;
+    if (!listener_key(key, ".sasl.jaas.config", &mid, &mend))
         return 0;
-    const char *mid = key + pl, *mend = key + kl - sl, *dot = NULL;
     for (const char *q = mid; q < mend; q++)
         if (*q == '.')
             dot = q;
@@ -458,6 +509,8 @@ int bk_config_set(bk_config *c, const char *key, const char *value,
                   char *err, size_t errlen)
 {
     int lj = set_listener_jaas(c, key, value, err, errlen);
+    if (!lj)
+        lj = set_listener_mechs(c, key, value, err, errlen);
     if (lj)
         return lj < 0 ? -1 : 0;
     const bk_config_key *k = bk_config_key_find(key);
@@ -888,14 +941,21 @@ static int finish_inter_broker_sasl(bk_config *c, char *err, size_t errlen)
                  "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", m);
         return -1;
     }
-    if (!list_has(c->sasl_enabled_mechanisms, m)) {
+    const char *enabled = bk_config_sasl_mechanisms(c, ib->name);
+    char key[BK_LISTENER_NAME_MAX + 64];
+    if (!list_has(enabled, m)) {
+        if (enabled == c->sasl_enabled_mechanisms)
+            snprintf(key, sizeof key, "sasl.enabled.mechanisms");
+        else
+            snprintf(key, sizeof key, "listener.name.%s.sasl.enabled.mechanisms", ib->name);
+        for (char *q = key; *q; q++)
+            *q = (char)tolower((unsigned char)*q);
         snprintf(err, errlen, "sasl.mechanism.inter.broker.protocol must be included in "
-                 "sasl.enabled.mechanisms when SASL is used for inter-broker communication "
-                 "(%s is not in %s)", m, c->sasl_enabled_mechanisms);
+                 "%s when SASL is used for inter-broker communication "
+                 "(%s is not in %s)", key, m, enabled);
         return -1;
     }
     const char *jaas = c->sasl_jaas_config, *from = "sasl.jaas.config";
-    char key[BK_LISTENER_NAME_MAX + 64];
     snprintf(key, sizeof key, "listener.name.%s.%s.sasl.jaas.config", ib->name, m);
     for (char *q = key; *q; q++)
         *q = (char)tolower((unsigned char)*q);

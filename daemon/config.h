@@ -85,6 +85,13 @@ typedef struct bk_config {
     int64_t connections_max_idle_ms;      /* connections.max.idle.ms */
     /* SASL (daemon/sasl.c) */
     char sasl_enabled_mechanisms[256];    /* sasl.enabled.mechanisms */
+    /* listener.name.<listener>.sasl.enabled.mechanisms (Kafka's per-listener
+     * override; listener upper case): read through bk_config_sasl_mechanisms. */
+    struct bk_listener_mechs {
+        char listener[BK_LISTENER_NAME_MAX];
+        char value[256];
+    } lmechs[BK_LISTENERS_MAX];
+    int nlmechs;
     int64_t connections_max_reauth_ms;    /* connections.max.reauth.ms (0: never) */
     /* The broker's own SASL login on a SASL inter-broker listener (the
      * replica fetchers, fetcher.c): the mechanism, and Kafka's JAAS line,
@@ -200,6 +207,9 @@ const bk_config_key *bk_config_key_find(const char *name);
 /* k's value in c as Kafka renders it (integers in decimal, booleans
  * true/false, listeners as PLAINTEXT://host:port), in buf; NULL when unset.
  * A BK_CT_UNIT key not given renders as its default. */
+/* The SASL mechanisms listener (a name, upper case; NULL: none) offers:
+ * its listener.name.<l>.sasl.enabled.mechanisms, else sasl.enabled.mechanisms. */
+const char *bk_config_sasl_mechanisms(const bk_config *c, const char *listener);
 const char *bk_config_render(const bk_config *c, const bk_config_key *k,
                              char *buf, size_t cap);
 

@@ -105,12 +105,13 @@ static int mech_parse(const char *name, size_t len, enum sasl_mech *out)
     return -1;
 }
 
-/* sasl.enabled.mechanisms, the ones Sluice knows, in the configured order;
- * names it does not serve (GSSAPI, OAUTHBEARER) are left out. */
-static int enabled_mechs(const bk_config *cfg, enum sasl_mech *out)
+/* The mechanisms conn's listener enables (bk_config_sasl_mechanisms), the
+ * ones Sluice knows, in the configured order; names it does not serve
+ * (GSSAPI, OAUTHBEARER) are left out. */
+static int enabled_mechs(const bk_config *cfg, const bk_conn *conn, enum sasl_mech *out)
 {
     int n = 0;
-    const char *p = cfg->sasl_enabled_mechanisms;
+    const char *p = bk_config_sasl_mechanisms(cfg, bk_conn_listener(conn));
     while (*p) {
         while (*p == ' ' || *p == ',')
             p++;
@@ -130,10 +131,10 @@ static int enabled_mechs(const bk_config *cfg, enum sasl_mech *out)
     return n;
 }
 
-static bool mech_enabled(const bk_config *cfg, enum sasl_mech m)
+static bool mech_enabled(const bk_config *cfg, const bk_conn *conn, enum sasl_mech m)
 {
     enum sasl_mech en[M_COUNT];
-    int n = enabled_mechs(cfg, en);
+    int n = enabled_mechs(cfg, conn, en);
     for (int i = 0; i < n; i++)
         if (en[i] == m)
             return true;
@@ -568,7 +569,7 @@ int bk_sasl_raw_token(bk_req *r, const uint8_t *tok, size_t len)
 static kp_str *enabled_list(bk_req *r, int32_t *count)
 {
     enum sasl_mech en[M_COUNT];
-    int n = enabled_mechs(r->b->cfg, en);
+    int n = enabled_mechs(r->b->cfg, r->conn, en);
     kp_str *v = kp_arena_alloc(&r->arena, sizeof *v * (size_t)(n ? n : 1));
     for (int i = 0; v && i < n; i++)
         v[i] = kp_str_cstr(mech_names[en[i]]);
@@ -595,11 +596,12 @@ int bk_handle_sasl_handshake(bk_req *r)
     } else if (!(s = state_of(r->conn))) {
         return BK_CLOSE;
     } else if (q.Mechanism.len < 0 || mech_parse(q.Mechanism.p, (size_t)q.Mechanism.len, &mech) ||
-               !mech_enabled(r->b->cfg, mech)) {
-        BK_WARN("SASL mechanism %.*s from %s is not enabled (sasl.enabled.mechanisms=%s); "
+               !mech_enabled(r->b->cfg, r->conn, mech)) {
+        BK_WARN("SASL mechanism %.*s from %s is not enabled on listener %s (%s); "
                 "closing", q.Mechanism.len < 0 ? 0 : (int)q.Mechanism.len,
                 q.Mechanism.p ? q.Mechanism.p : "", bk_conn_peer(r->conn),
-                r->b->cfg->sasl_enabled_mechanisms);
+                bk_conn_listener(r->conn) ? bk_conn_listener(r->conn) : "-",
+                bk_config_sasl_mechanisms(r->b->cfg, bk_conn_listener(r->conn)));
         m.ErrorCode = KP_UNSUPPORTED_SASL_MECHANISM;
         rc = BK_RESPOND_CLOSE;
     } else if (s->state == S_HANDSHAKEN || s->state == S_SCRAM_FINAL ||

@@ -215,3 +215,40 @@ def test_acl_with_a_long_resource_name_is_stored_whole(acl_cluster):
                                 b.sql("SELECT resource_name, principal FROM acls WHERE "
                                       "resource_type = 'GROUP'")],
                    [(name, "User:hana")], 20, "broker %d to have the whole name" % b.broker_id)
+
+
+def test_shutdown_with_acl_writes_waiting_frees_them(make_cluster):
+    """ZooKeeper frozen mid-write: CreateAcls from 12 clients wait on it
+    (one writing, the rest queued behind it, K5); SIGTERM then stops the
+    broker cleanly (exit 0), each client gets an error or a close, and a
+    SANITIZE=1 build reports no leak of the waiting writes."""
+    c = make_cluster(1, overrides=dict(AUTHORIZER, **{"controlled.shutdown.enable": "false"}))
+    b = c.broker(1)
+    b.sql(CLUSTER_ACL)
+    got = []
+
+    def send(i):
+        try:
+            got.append(create_acls(b, [(TOPIC, "pending-%d" % i, "User:erin", READ)],
+                                   timeout=30))
+        except Exception as e:                              # the close is an answer too
+            got.append(e)
+    c.zk.sigstop()
+    try:
+        threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(12)]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)
+        assert all(t.is_alive() for t in threads) and not got, got   # waiting for ZooKeeper
+        rc = b.stop(timeout=30)
+        for t in threads:
+            t.join(10)
+        assert not any(t.is_alive() for t in threads)
+    finally:
+        c.zk.sigcont()
+    text = b.log_text()
+    assert rc == 0, "exit status %s\n%s" % (rc, b.log_tail())
+    for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+        assert marker not in text, b.log_tail()
+    assert len(got) == 12
+    assert all(isinstance(g, Exception) or g[0][0] != 0 for g in got), got

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaError, Producer
@@ -421,6 +422,55 @@ def test_scram_over_sasl_ssl_with_every_client(sasl_dir):
         # a wrong password inside TLS: refused the same way
         e = auth_error(ck_conf(sb, **dict(ck, **{"sasl.password": "wrong"})))
         assert e.code() == KafkaError._AUTHENTICATION and FAILED_MSG % "SCRAM-SHA-512" in e.str()
+    finally:
+        problems = finish_broker(b)
+        assert not problems, "; ".join(problems)
+
+
+# ---- listener.name.<listener>.sasl.enabled.mechanisms ------------------------------
+def test_each_listener_offers_its_own_mechanisms(sasl_dir):
+    """SCRAM-SHA-256 only on the first listener, PLAIN only on OTHER: each
+    SaslHandshake answers with its listener's list, and real clients log in
+    on the listener that offers their mechanism and are refused on the other."""
+    from conftest import Broker
+    wd = os.path.join(sasl_dir, "per_listener")
+    os.makedirs(wd)
+    b = Broker(wd, {"admin.listeners": "http://127.0.0.1:%d" % free_port(),
+                    "listener.security.protocol.map":
+                        "SASL_PLAINTEXT:SASL_PLAINTEXT,OTHER:SASL_PLAINTEXT",
+                    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                    "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                    "listener.name.OTHER.sasl.enabled.mechanisms": "PLAIN"})
+    b.other_port = free_port()
+    lst = "SASL_PLAINTEXT://127.0.0.1:%d,OTHER://127.0.0.1:%d" % (b.port, b.other_port)
+    b.overrides.update({"listeners": lst, "advertised.listeners": lst})
+    b.start()
+    try:
+        add_user(b, "alice", "alice-secret")
+        other = SimpleNamespace(bootstrap="127.0.0.1:%d" % b.other_port, host=b.host,
+                                port=b.other_port)
+        for port, mech, offered in ((b.port, "PLAIN", ["SCRAM-SHA-256"]),
+                                    (b.port, "SCRAM-SHA-512", ["SCRAM-SHA-256"]),
+                                    (b.other_port, "SCRAM-SHA-256", ["PLAIN"])):
+            with kr.Conn(port) as c:
+                assert handshake(c, mech) == (33, offered), (port, mech)
+                c.wait_closed(5)
+        t = topic_name("perlistener")
+        produce_ok(ck_producer(b, **ck_sasl_conf("SCRAM-SHA-256")), t, [{"value": b"scram"}])
+        p = kcat(other, ["-P", "-t", t] + kcat_sasl("PLAIN", "alice", "alice-secret"),
+                 input_bytes=b"plain\n")
+        assert p.returncode == 0, p.stderr.decode()
+        want = [b"scram", b"plain"]
+        assert [m.value() for m in consume(other, t, [0], 2, timeout=20,
+                                           **ck_sasl_conf("PLAIN"))] == want
+        assert [m.value() for m in consume(b, t, [0], 2, timeout=20,
+                                           **ck_sasl_conf("SCRAM-SHA-256"))] == want
+        for view, mech in ((b, "PLAIN"), (b, "SCRAM-SHA-512"), (other, "SCRAM-SHA-256")):
+            e = auth_error(ck_conf(view, **ck_sasl_conf(mech)))
+            assert e.code() == KafkaError._AUTHENTICATION, (view.port, mech, e)
+            assert "Unsupported SASL mechanism" in e.str(), (view.port, mech, e.str())
+        p = kcat(other, ["-L", "-m", "5"] + kcat_sasl("SCRAM-SHA-256", "alice", "alice-secret"))
+        assert p.returncode != 0
     finally:
         problems = finish_broker(b)
         assert not problems, "; ".join(problems)

@@ -422,6 +422,31 @@ START_TEST(test_inter_broker_sasl_login_from_the_jaas_line)
 }
 END_TEST
 
+START_TEST(test_listener_mechanisms_override_the_global_list)
+{
+    bk_config c;
+    bk_config_init(&c);
+    char err[512] = "";
+    const char *kv[] = {
+        "zookeeper.connect", "zk:2181",
+        "listeners", "Internal://:1,SASL_PLAINTEXT://:2",
+        "listener.security.protocol.map", "INTERNAL:SASL_PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name", "INTERNAL",
+        "sasl.enabled.mechanisms", "SCRAM-SHA-256",
+        "listener.name.internal.sasl.enabled.mechanisms", "PLAIN",
+        "sasl.jaas.config", PLAIN_LM " required username=admin password=s3;", NULL };
+    ck_assert_msg(set_all(&c, kv, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(bk_config_sasl_mechanisms(&c, "INTERNAL"), "PLAIN");
+    ck_assert_str_eq(bk_config_sasl_mechanisms(&c, "SASL_PLAINTEXT"), "SCRAM-SHA-256");
+    ck_assert_str_eq(bk_config_sasl_mechanisms(&c, NULL), "SCRAM-SHA-256");
+    ck_assert_int_eq(bk_config_set(&c, "listener.name.internal.sasl.enabled.mechanisms",
+                                   "SCRAM-SHA-512", err, sizeof err), 0);
+    ck_assert_str_eq(bk_config_sasl_mechanisms(&c, "INTERNAL"), "SCRAM-SHA-512");
+    ck_assert_int_eq(c.nlmechs, 1);
+    bk_config_free(&c);
+}
+END_TEST
+
 START_TEST(test_inter_broker_sasl_mistakes_are_named)
 {
     struct { const char *kv[7]; const char *says; } cases[] = {
@@ -448,6 +473,11 @@ START_TEST(test_inter_broker_sasl_mistakes_are_named)
             PLAIN_LM " required username \"a\";", NULL }, "option username has no value" },
         { { "listener.name.x.sasl.jaas.config", "y", NULL },
           "listener.name.<listener>.<mechanism>.sasl.jaas.config" },
+        /* The inter-broker listener's own list is the one that counts. */
+        { { "listeners", "SASL_PLAINTEXT://:1", "listener.name.sasl_plaintext.sasl.enabled."
+            "mechanisms", "SCRAM-SHA-256", NULL },
+          "must be included in listener.name.sasl_plaintext.sasl.enabled.mechanisms "
+          "when SASL is used for inter-broker communication (PLAIN is not in SCRAM-SHA-256)" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         bk_config c;
@@ -489,6 +519,7 @@ int main(void)
         test_named_listeners_resolve_through_the_protocol_map,
         test_listener_mistakes_are_named, test_inter_broker_sasl_login_from_the_jaas_line,
         test_inter_broker_sasl_mistakes_are_named,
+        test_listener_mechanisms_override_the_global_list,
     };
     return unit_run("daemon config", "config", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
