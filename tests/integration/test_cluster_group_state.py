@@ -397,3 +397,57 @@ def test_expired_deleted_and_offset_deleted_offsets_stay_gone_after_failover(mak
     assert sql(od) == {1: 32}
     groups = {r["group_id"] for r in new.sql("select group_id from consumer_groups")}
     assert expiring not in groups and deleted not in groups, groups
+
+
+def committed_sql(b, group):
+    return {r["partition"]: r["offset"] for r in b.sql(
+        "select partition, offset from committed_offsets where group_id = '%s'" % group)}
+
+
+def test_reloaded_coordinator_keeps_only_what_the_log_says(make_cluster):
+    """Broker 1 stores a commit in its SQLite that never reaches the log
+    of the others (its followers stopped: REQUEST_TIMED_OUT), dies, and
+    follows the next leader, which truncates that record away.  When it
+    leads the partition again (the controller's preferred-leader check)
+    its load replaces its rows of the partition's groups with the log's:
+    the lost commit does not come back in OffsetFetch or SQL."""
+    # The followers stop for ~2 s: a ZooKeeper session longer than that
+    # keeps them in the cluster; their fetches wait at most 200 ms, so
+    # none is pending at the leader when the commit is appended.
+    cluster = start_cluster(make_cluster, zk_session_ms=8000, **{
+        "offsets.commit.timeout.ms": "1000", "replica.fetch.wait.max.ms": "200",
+        "leader.imbalance.check.interval.seconds": "1",
+        "leader.imbalance.per.broker.percentage": "0"})
+    brokers = cluster.brokers
+    t = topic_name("reload")
+    fs = ck_admin(brokers[0]).create_topics([NewTopic(t, 2, 3)], operation_timeout=15)
+    fs[t].result(timeout=20)
+    group, _ = coordinated_by(brokers, 1, "reload")
+    coord = cluster.broker(1)
+    others = [b for b in brokers if b is not coord]
+    ready(coord, group)
+    assert offset_commit_v2(coord, group, t, {0: 7}, -1) == {(t, 0): 0}
+    for b in others:
+        b.sigstop()
+    try:
+        time.sleep(0.6)                # their pending fetches answered, into the void
+        got = offset_commit_v2(coord, group, t, {1: 99}, -1)
+        lost_sql = committed_sql(coord, group)
+        coord.kill()                   # before its followers could fetch it
+    finally:
+        for b in others:
+            b.sigcont()
+    assert got == {(t, 1): 7}, got     # REQUEST_TIMED_OUT
+    assert lost_sql == {0: 7, 1: 99}, lost_sql   # stored here, not replicated
+    new = new_coordinator(cluster, group, 1)
+    assert offset_fetch(new, group, t, (0, 1)) == ({0: 7, 1: -1}, 0)
+    assert offset_commit_v2(new, group, t, {0: 8}, -1) == {(t, 0): 0}
+
+    coord.start()
+    wait_for(lambda: agreed_coordinator(brokers, group) == 1, 60,
+             "broker 1 to lead the group's partition again")
+    ready(coord, group)
+    assert offset_fetch(coord, group, t, (0, 1)) == ({0: 8, 1: -1}, 0)
+    assert committed_sql(coord, group) == {0: 8}
+    report("broker 1 coordinates %s again: its reload dropped the commit the log lost", group)
+
