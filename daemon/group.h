@@ -170,7 +170,13 @@ struct gc_group {
     int64_t initial_remaining_ms;
     gc_wait *store_w;                 /* cluster mode, Completing: the leader's
                                          SyncGroup's GroupMetadata record,
-                                         waiting to be replicated (group_join.c) */
+                                         waiting to be replicated; Stable: a
+                                         static member's replacement's
+                                         (group_join.c M2) */
+    char *replaced_id;                /* Stable store_w: the replaced member */
+    char *replaced_new_id;            /*   id, its new one, and the leader */
+    char *replaced_leader;            /*   its JoinGroup answer names */
+    int32_t replaced_sto, replaced_rto;   /* the timeouts it had */
     bool dirty;                       /* persist at the end of the loop turn */
     gc_group *dirty_next;
 };

@@ -88,11 +88,14 @@
  *       a group in memory: in cluster mode none is loaded from SQLite at
  *       startup (group.c), they come from the log.
  *
+ * A static member replacing itself without a rebalance is stored too
+ * (Kafka's updateStaticMemberAndRebalance → storeGroup): its JoinGroup is
+ * answered once the record with the new member id is replicated
+ * (group_join.c).
+ *
  * Not (yet) here: waiting for the tombstones of DeleteGroups and retention
  * to be replicated (appended, not waited for; DeleteGroups answers after
- * its SQLite sync), and storing a static member's replacement without a
- * rebalance (Kafka stores it; here the next coordinator has the older
- * member id, which gets UNKNOWN_MEMBER_ID and rejoins).
+ * its SQLite sync).
  */
 #include "daemon/group.h"
 #include "daemon/md_sync.h"

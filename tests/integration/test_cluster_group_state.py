@@ -32,6 +32,7 @@ if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
 
 API_OFFSET_COMMIT, API_OFFSET_FETCH, API_DELETE_GROUPS, API_OFFSET_DELETE = 8, 9, 42, 47
+API_LIST_GROUPS = 16
 NOT_COORDINATOR, LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE = 16, 14, 15
 REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 27, 79
 ZK_SESSION_MS = 3000
@@ -451,3 +452,54 @@ def test_reloaded_coordinator_keeps_only_what_the_log_says(make_cluster):
     assert committed_sql(coord, group) == {0: 8}
     report("broker 1 coordinates %s again: its reload dropped the commit the log lost", group)
 
+
+def list_groups(b):
+    """ListGroups v0 on b: {group id: protocol type}."""
+    with kr.Conn(b.port, timeout=5) as c:
+        r = c.request(API_LIST_GROUPS, 0, b"", timeout=5)
+    assert r.i16() == 0
+    return dict(r.array(lambda x: (x.string(), x.string())))
+
+
+def test_static_member_replaced_without_rebalance_is_stored_for_the_next_coordinator(
+        make_cluster):
+    """Kafka's updateStaticMemberAndRebalance stores the group with the new
+    member id before answering its JoinGroup: after a failover, the new id
+    heartbeats in the same generation (no UNKNOWN_MEMBER_ID, no rejoin), the
+    old one is fenced.  The old coordinator, restarted, holds no group it
+    does not coordinate (ListGroups)."""
+    cluster = start_cluster(make_cluster)
+    group, coord_id = coordinated_by(cluster.brokers, None, "static")
+    coord = cluster.broker(coord_id)
+    ready(coord, group)
+    with kr.Conn(coord.port, timeout=10) as c, kr.Conn(coord.port, timeout=10) as c2:
+        j = parse_join_v5(c.request(API_JOIN, 5, join_v5(group, instance="inst-1",
+                                                          session=20000), timeout=10))
+        assert j["err"] == 0 and j["gen"] == 1, j
+        old = j["member"]
+        assert parse_sync_v3(c.request(API_SYNC, 3, sync_v3(
+            group, 1, old, "inst-1", [(old, b"mine")]), timeout=10))[1:] == (0, b"mine")
+        j = parse_join_v5(c2.request(API_JOIN, 5, join_v5(group, instance="inst-1",
+                                                           session=20000), timeout=10))
+        new = j["member"]
+        assert (j["err"], j["gen"], j["leader"], j["members"]) == (0, 1, old, []), j
+        assert new != old
+    assert describe(coord, group) == (0, "Stable", "consumer", "range", {new: b"mine"})
+
+    coord.kill()
+    nc = new_coordinator(cluster, group, coord_id)
+    assert describe(nc, group) == (0, "Stable", "consumer", "range", {new: b"mine"})
+    with kr.Conn(nc.port, timeout=10) as c:
+        assert heartbeat(c, group, 1, new, "inst-1") == 0
+        assert heartbeat(c, group, 1, old, "inst-1") == 82     # FENCED_INSTANCE_ID
+        assert parse_sync_v3(c.request(API_SYNC, 3, sync_v3(group, 1, new, "inst-1")))[1:] \
+            == (0, b"mine")
+    assert group in list_groups(nc)
+
+    coord.start()
+    wait_for(lambda: offsets_in_sync(nc), 30, "the restarted broker back in the ISRs")
+    assert agreed_coordinator(cluster.brokers, group) == nc.broker_id
+    assert group not in list_groups(coord), "a group of broker %d listed by broker %d" % (
+        nc.broker_id, coord_id)
+    report("static member %s stored at its replacement: broker %d accepts its heartbeats "
+           "after the failover", new, nc.broker_id)
