@@ -503,3 +503,36 @@ def test_static_member_replaced_without_rebalance_is_stored_for_the_next_coordin
         nc.broker_id, coord_id)
     report("static member %s stored at its replacement: broker %d accepts its heartbeats "
            "after the failover", new, nc.broker_id)
+
+
+def test_static_member_replacement_that_cannot_be_stored_keeps_the_old_id(make_cluster):
+    """The followers of the group's partition stopped: the replacement's
+    JoinGroup waits offsets.commit.timeout.ms, then gets
+    REBALANCE_IN_PROGRESS (Kafka's mapping of REQUEST_TIMED_OUT) with no
+    member id, and the member keeps its old id (Kafka reverts it)."""
+    cluster = start_cluster(make_cluster, zk_session_ms=15000,
+                            **{"offsets.commit.timeout.ms": "1500"})
+    group, coord_id = coordinated_by(cluster.brokers, None, "static-unstored")
+    coord = cluster.broker(coord_id)
+    ready(coord, group)
+    others = [b for b in cluster.brokers if b is not coord]
+    with kr.Conn(coord.port, timeout=10) as c, kr.Conn(coord.port, timeout=10) as c2:
+        j = parse_join_v5(c.request(API_JOIN, 5, join_v5(group, instance="inst-1",
+                                                          session=20000), timeout=10))
+        old = j["member"]
+        assert parse_sync_v3(c.request(API_SYNC, 3, sync_v3(
+            group, 1, old, "inst-1", [(old, b"mine")]), timeout=10))[1:] == (0, b"mine")
+        for b in others:
+            b.sigstop()
+        try:
+            t0 = time.monotonic()
+            j = parse_join_v5(c2.request(API_JOIN, 5, join_v5(group, instance="inst-1",
+                                                               session=20000), timeout=10))
+            waited = time.monotonic() - t0
+        finally:
+            for b in others:
+                b.sigcont()
+        assert (j["err"], j["member"]) == (REBALANCE_IN_PROGRESS, ""), j
+        assert waited >= 1.2, "answered after %.2f s" % waited
+        assert heartbeat(c, group, 1, old, "inst-1") == 0
+    assert describe(coord, group) == (0, "Stable", "consumer", "range", {old: b"mine"})
