@@ -791,8 +791,10 @@ int bk_groups_init(bk_broker *b)
         BK_ERROR("group coordinator: out of memory");
         return -1;
     }
-    /* Walk first, write after: md_group_foreach holds a read statement. */
-    if (md_group_foreach(b->db, load_group, NULL) != 0) {
+    /* Walk first, write after: md_group_foreach holds a read statement.
+     * Cluster mode: only a coordinator holds a group, loaded from its
+     * partition of __consumer_offsets (group_log.c G5), not from here. */
+    if (!bk_cluster_mode(b) && md_group_foreach(b->db, load_group, NULL) != 0) {
         BK_ERROR("group coordinator: cannot load groups from the metadata store");
         return -1;
     }

@@ -170,7 +170,13 @@ struct gc_group {
     int64_t initial_remaining_ms;
     gc_wait *store_w;                 /* cluster mode, Completing: the leader's
                                          SyncGroup's GroupMetadata record,
-                                         waiting to be replicated (group_join.c) */
+                                         waiting to be replicated; Stable: a
+                                         static member's replacement's
+                                         (group_join.c M2) */
+    char *replaced_id;                /* Stable store_w: the replaced member */
+    char *replaced_new_id;            /*   id, its new one, and the leader */
+    char *replaced_leader;            /*   its JoinGroup answer names */
+    int32_t replaced_sto, replaced_rto;   /* the timeouts it had */
     bool dirty;                       /* persist at the end of the loop turn */
     gc_group *dirty_next;
 };
@@ -287,6 +293,10 @@ const void *gc_job_blob(gc_job *j, const void *p, int32_t len);  /* len < 0: NUL
  * *index: its place.  0, or -1: no memory. */
 int gc_job_delete(gc_job *j, const char *group_id, size_t *index);
 int gc_job_delete_result(const gc_job *j, size_t i);
+/* Makes j a load's first job: before anything else in it, the worker
+ * deletes every stored group (row, members, offsets) of that
+ * __consumer_offsets partition (group_log.c G5). */
+void gc_job_clear_partition(gc_job *j, int32_t partition, int32_t npartitions);
 /* n more offset rows (valid until the next call); *first: the index of
  * the first.  NULL: no memory. */
 md_offset *gc_job_rows(gc_job *j, size_t n, size_t *first);
@@ -305,6 +315,9 @@ void gl_stop(void);
 /* The leader of the group's __consumer_offsets partition; -1: none yet
  * (the topic is created once enough brokers live). */
 int32_t gl_coordinator_of(bk_broker *b, const char *id, size_t len);
+/* The group's partition among npartitions (Kafka's partitionFor); pure,
+ * safe on any thread. */
+int32_t gl_partition_in(int32_t npartitions, const char *id, size_t len);
 /* KP_NONE when this broker leads the group's partition and has loaded it;
  * else COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or
  * COORDINATOR_LOAD_IN_PROGRESS. */

@@ -27,8 +27,11 @@
  *       REBALANCE_IN_PROGRESS (or FENCED_INSTANCE_ID for a replaced
  *       static member) before taking its place.
  *   M2. g->store_w is set only while the group is CompletingRebalance in
- *       the generation it stores; a rebalance or the group's end cancels
- *       it (gc_store_cancel), so its outcome applies to that generation.
+ *       the generation it stores, or Stable while a static member's
+ *       replacement is stored (g->replaced_* set, the member's JoinGroup
+ *       held in its join_w); a rebalance, another replacement or the
+ *       group's end cancels it (gc_store_cancel), so its outcome applies
+ *       to that generation and that replacement.
  */
 #include "daemon/group.h"
 
@@ -226,6 +229,30 @@ static int update_member_and_rebalance(bk_req *r, gc_group *g, gc_member *m,
     return BK_DEFER;
 }
 
+static int16_t store_group(gc_group *g, bk_group_done_fn done);
+static void replacement_answer(gc_group *g, gc_member *m, int16_t err);
+static void replacement_stored(void *arg, int rc);
+
+/* The member a pending replacement gave its new id, if it still has it. */
+static gc_member *replaced_member(gc_group *g)
+{
+    const char *id = g->replaced_new_id;
+    return id ? gc_member_find(g, id, strlen(id)) : NULL;
+}
+
+/* A replacement still being stored when another comes: the earlier one
+ * is undone and its JoinGroup retried (REBALANCE_IN_PROGRESS), before
+ * the record of the later one is written. */
+static void replacement_abandon(gc_group *g)
+{
+    if (!g->store_w)
+        return;
+    gl_forget(g->store_w);
+    free(g->store_w);
+    g->store_w = NULL;
+    replacement_answer(g, replaced_member(g), KP_REQUEST_TIMED_OUT);
+}
+
 /* Kafka's updateStaticMemberAndRebalance: a static member rejoining with
  * an empty member id takes over its old identity under a new member id. */
 static int replace_static_member(bk_req *r, gc_group *g, gc_member *m,
@@ -238,6 +265,7 @@ static int replace_static_member(bk_req *r, gc_group *g, gc_member *m,
     }
     char *old_id = m->id;
     char *current_leader = g->leader ? strdup(g->leader) : NULL;
+    int32_t old_sto = m->session_timeout_ms, old_rto = m->rebalance_timeout_ms;
     /* Fence a duplicate instance still waiting under the old id. */
     gc_answer_join_error(m, KP_FENCED_INSTANCE_ID, old_id);
     gc_answer_sync(m, KP_FENCED_INSTANCE_ID);
@@ -257,11 +285,22 @@ static int replace_static_member(bk_req *r, gc_group *g, gc_member *m,
         if (next && g->protocol && !strcmp(next, g->protocol)) {
             /* No rebalance.  The old leader id is returned so that the
              * member (even if it led) does not run a trivial assignment a
-             * Stable group would not broadcast. */
-            m->join_w = NULL;
-            gc_write_join(r, KP_NONE, g, current_leader ? current_leader : "", m->id, NULL);
+             * Stable group would not broadcast.  Cluster mode: answered
+             * once the group with the new id is replicated (M2), so the
+             * next coordinator knows it. */
+            replacement_abandon(g);   /* an earlier one's */
+            g->replaced_new_id = strdup(m->id);
+            g->replaced_leader = current_leader;
+            current_leader = NULL;
+            g->replaced_sto = old_sto;
+            g->replaced_rto = old_rto;
+            int16_t e = !g->replaced_new_id ? KP_COORDINATOR_NOT_AVAILABLE
+                        : !bk_cluster_mode(gc->b) ? KP_NONE
+                        : (g->replaced_id = strdup(old_id)) ? store_group(g, replacement_stored)
+                        : KP_COORDINATOR_NOT_AVAILABLE;
             gc_mark_dirty(g);
-            gc_wait_answered(w);
+            if (e != 1)
+                replacement_answer(g, m, e);
         } else {
             gc_maybe_prepare_rebalance(g, "static member joined with a protocol change");
         }
@@ -451,12 +490,18 @@ static void stabilize(gc_group *g)
 /* Kafka's resetAndPropagateAssignmentError, then a new rebalance: the
  * assignments were not stored, so nobody gets one; err as Kafka's
  * storeGroup maps the append's (a timeout: REBALANCE_IN_PROGRESS). */
-static void store_failed(gc_group *g, int16_t err)
+static int16_t store_error(int16_t err)
 {
     if (err == KP_REQUEST_TIMED_OUT)
-        err = KP_REBALANCE_IN_PROGRESS;
-    else if (err != KP_NOT_COORDINATOR && err != KP_COORDINATOR_NOT_AVAILABLE)
-        err = KP_UNKNOWN_SERVER_ERROR;
+        return KP_REBALANCE_IN_PROGRESS;
+    if (err != KP_NOT_COORDINATOR && err != KP_COORDINATOR_NOT_AVAILABLE)
+        return KP_UNKNOWN_SERVER_ERROR;
+    return err;
+}
+
+static void store_failed(gc_group *g, int16_t err)
+{
+    err = store_error(err);
     BK_WARN("group %s: storing the assignment of generation %d failed (error %d); "
             "the members rejoin", g->id, g->generation, err);
     for (gc_member *x = g->members.next; x != &g->members; x = x->next) {
@@ -479,13 +524,81 @@ static void assignment_stored(void *arg, int rc)
         stabilize(g);
 }
 
+static void replaced_clear(gc_group *g)
+{
+    free(g->replaced_id);
+    free(g->replaced_new_id);
+    free(g->replaced_leader);
+    g->replaced_id = g->replaced_new_id = g->replaced_leader = NULL;
+}
+
 void gc_store_cancel(gc_group *g)
 {
+    replaced_clear(g);
     if (!g->store_w)
         return;
     gl_forget(g->store_w);
     free(g->store_w);
     g->store_w = NULL;
+}
+
+/* Stores g (its GroupMetadata record) and, with done, holds the answer
+ * until it is replicated (g->store_w): 1 while held, 0 stored and
+ * replicated already, else the error (Kafka's storeGroup mapping not yet
+ * applied). */
+static int16_t store_group(gc_group *g, bk_group_done_fn done)
+{
+    gc_wait *w = calloc(1, sizeof *w);
+    if (!w)
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    w->next = w->prev = w;
+    w->done = done;
+    w->done_arg = g;
+    int16_t e = gl_group_store(gc->b, g, w);
+    if (!e && (e = gl_group_hold(w)) == 1) {
+        g->store_w = w;
+        return 1;
+    }
+    free(w);
+    return e;
+}
+
+/* The answer of a static member's replacement, once stored (err 0) or
+ * not: then, as Kafka's updateStaticMemberAndRebalance, the member goes
+ * back to its old id and timeouts, and its JoinGroup gets the error. */
+static void replacement_answer(gc_group *g, gc_member *m, int16_t err)
+{
+    if (m && err && !g->replaced_id) {            /* no memory to store it */
+        gc_answer_join_error(m, store_error(err), "");
+    } else if (m && err) {
+        err = store_error(err);
+        BK_WARN("group %s: storing static member %s's new id %s failed (error %d); it keeps "
+                "its old id", g->id, g->replaced_id, m->id, err);
+        if (g->leader && !strcmp(g->leader, m->id))
+            gc_set_leader(g, g->replaced_id);
+        free(m->id);
+        m->id = g->replaced_id;
+        g->replaced_id = NULL;
+        m->session_timeout_ms = g->replaced_sto;
+        m->rebalance_timeout_ms = g->replaced_rto;
+        gc_answer_join_error(m, err, "");
+        gc_touch(m);
+        gc_mark_dirty(g);
+    } else if (m && m->join_w) {
+        gc_wait *w = m->join_w;
+        m->join_w = NULL;
+        gc_write_join(w->r, KP_NONE, g, g->replaced_leader ? g->replaced_leader : "", m->id,
+                      NULL);
+        gc_wait_answered(w);
+    }
+    replaced_clear(g);
+}
+
+static void replacement_stored(void *arg, int rc)
+{
+    gc_group *g = arg;
+    g->store_w = NULL;                /* freed by group_log.c */
+    replacement_answer(g, replaced_member(g), (int16_t)rc);
 }
 
 /* The leader's assignments are in: in cluster mode the group's
@@ -500,20 +613,9 @@ static void store_assignment(gc_group *g)
         stabilize(g);
         return;
     }
-    gc_wait *w = calloc(1, sizeof *w);
-    if (!w) {
-        store_failed(g, KP_COORDINATOR_NOT_AVAILABLE);
+    int16_t e = store_group(g, assignment_stored);
+    if (e == 1)
         return;
-    }
-    w->next = w->prev = w;
-    w->done = assignment_stored;
-    w->done_arg = g;
-    int16_t e = gl_group_store(gc->b, g, w);
-    if (!e && (e = gl_group_hold(w)) == 1) {
-        g->store_w = w;
-        return;
-    }
-    free(w);
     if (e)
         store_failed(g, e);
     else

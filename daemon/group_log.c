@@ -75,12 +75,27 @@
  *       waiting requests answered NOT_COORDINATOR; groups being deleted
  *       finish), so a group this broker coordinates is the one its log
  *       says plus what happened here since.
+ *   G5. A load is authoritative, as Kafka rebuilds its cache from the log:
+ *       its first job (gc_job_clear_partition) deletes, on the sync
+ *       worker and before any row of the load, every stored group and
+ *       committed offset whose group hashes to the partition, so a row
+ *       the log no longer has (a commit this broker appended but that was
+ *       truncated away while it followed, a record and its tombstone
+ *       compacted away meanwhile) does not survive the load.  A log of
+ *       up to GL_JOB_ROWS rows without a group tombstone is replaced in
+ *       one transaction; a longer one in several, in log order, all
+ *       before the partition is LOADED (G1).  Only the coordinator holds
+ *       a group in memory: in cluster mode none is loaded from SQLite at
+ *       startup (group.c), they come from the log.
+ *
+ * A static member replacing itself without a rebalance is stored too
+ * (Kafka's updateStaticMemberAndRebalance → storeGroup): its JoinGroup is
+ * answered once the record with the new member id is replicated
+ * (group_join.c).
  *
  * Not (yet) here: waiting for the tombstones of DeleteGroups and retention
  * to be replicated (appended, not waited for; DeleteGroups answers after
- * its SQLite sync), and storing a static member's replacement without a
- * rebalance (Kafka stores it; here the next coordinator has the older
- * member id, which gets UNKNOWN_MEMBER_ID and rejoins).
+ * its SQLite sync).
  */
 #include "daemon/group.h"
 #include "daemon/md_sync.h"
@@ -164,7 +179,7 @@ static int32_t java_hash(const char *s, size_t len)
     return (int32_t)h;
 }
 
-static int32_t partition_in(int32_t npartitions, const char *id, size_t len)
+int32_t gl_partition_in(int32_t npartitions, const char *id, size_t len)
 {
     int32_t h = java_hash(id, len);
     int32_t a = h == INT32_MIN ? 0 : h < 0 ? -h : h;      /* Kafka's Utils.abs */
@@ -173,7 +188,7 @@ static int32_t partition_in(int32_t npartitions, const char *id, size_t len)
 
 static int32_t partition_for(const bk_topic *t, const char *id, size_t len)
 {
-    return partition_in(t->npartitions, id, len);
+    return gl_partition_in(t->npartitions, id, len);
 }
 
 /* The topic is created once, by whichever broker is asked first, when
@@ -251,7 +266,7 @@ static void unload_groups(int32_t i)
     size_t n = 0;
     for (size_t h = 0; h < gc->hash_size; h++)
         for (gc_group *g = gc->hash[h]; g; g = g->hnext)
-            if (g->state != GC_DEAD && partition_in(gl.nparts, g->id, strlen(g->id)) == i)
+            if (g->state != GC_DEAD && gl_partition_in(gl.nparts, g->id, strlen(g->id)) == i)
                 out[n++] = g;
     for (size_t k = 0; k < n; k++)
         gc_group_unload(out[k]);
@@ -267,6 +282,12 @@ static void load_start(bk_broker *b, int32_t i, const bk_pview *v)
     snprintf(dir, sizeof dir, "%s/%s-%d", b->data_dir, GL_TOPIC, i);
     seg_cursor_opts o = { .dir = dir, .from = seg_log_start(v->local->log),
                           .to = seg_log_end(v->local->log), .min_ts = INT64_MIN };
+    /* G5: the first job clears what SQLite has of the partition's groups. */
+    if (!(gp->job = gc_job_take())) {
+        BK_ERROR("%s-%d: loading offsets: out of memory; retrying", GL_TOPIC, i);
+        return;                       /* IDLE: the next tick starts over */
+    }
+    gc_job_clear_partition(gp->job, i, gl.nparts);
     gp->state = GL_LOADING;
     gp->epoch = v->leader_epoch;
     gp->started_us = bk_mono_us();
@@ -518,7 +539,7 @@ static void load_step(evutil_socket_t fd, short what, void *arg)
             part_reset(gp);           /* IDLE: the next tick starts over */
             continue;
         }
-        if (gp->job && (rc == 0 || gp->job_rows >= GL_JOB_ROWS))
+        if (gp->job && (rc == 0 || !gp->cur || gp->job_rows >= GL_JOB_ROWS))
             job_submit(gp);
         if (rc == 0 && gp->cur) {
             seg_cursor_close(gp->cur);

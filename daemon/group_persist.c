@@ -127,6 +127,8 @@ struct gc_job {
     const char **dels;                /* group deletes, run first */
     int *del_rc;
     size_t ndels, dels_cap;
+    int32_t clear_part, clear_nparts; /* nparts > 0: a load's first job,
+                                         its partition's groups go first */
 };
 
 /* ---- the arena ------------------------------------------------------------- */
@@ -191,6 +193,7 @@ static void job_reset(gc_job *j)
     }
     j->chunks = keep;
     j->noffs = j->ngroups = j->ndels = 0;
+    j->clear_nparts = 0;
     j->next = NULL;
 }
 
@@ -270,6 +273,12 @@ int gc_job_delete(gc_job *j, const char *group_id, size_t *index)
     return 0;
 }
 
+void gc_job_clear_partition(gc_job *j, int32_t partition, int32_t npartitions)
+{
+    j->clear_part = partition;
+    j->clear_nparts = npartitions;
+}
+
 int gc_job_delete_result(const gc_job *j, size_t i)
 {
     return j->del_rc[i];
@@ -317,7 +326,7 @@ uint64_t gc_job_submit(gc_job *j)
     j->next = NULL;
     *gc->jobs_tail = j;
     gc->jobs_tail = &j->next;
-    if (j->ngroups || j->ndels)
+    if (j->ngroups || j->ndels || j->clear_nparts)
         gc->group_jobs++;
     gc->last_job_seq = bk_mdsync_submit(gc->b, &j->base);
     return gc->last_job_seq;
@@ -330,7 +339,7 @@ void gc_jobs_release(uint64_t durable)
         gc->jobs = j->next;
         if (!gc->jobs)
             gc->jobs_tail = &gc->jobs;
-        if (j->ngroups || j->ndels)
+        if (j->ngroups || j->ndels || j->clear_nparts)
             gc->group_jobs--;
         gc_job_put(j);
     }
@@ -355,7 +364,14 @@ void gc_jobs_free(void)
 
 /* ---- on the worker ------------------------------------------------------------ */
 
-/* Deletes first, then group rows, then the offsets: a group or an offset
+static bool in_cleared_partition(const char *group_id, void *arg)
+{
+    const gc_job *j = arg;
+    return gl_partition_in(j->clear_nparts, group_id, strlen(group_id)) == j->clear_part;
+}
+
+/* A load's clear first (the partition's groups are what its log says,
+ * group_log.c G5), then deletes, then group rows, then the offsets: a group or an offset
  * queued after a delete of the same id outlives it (one that came before
  * is answered by the same sync: either order is one the clients could
  * have seen).  A group that fails is logged (its next change writes it
@@ -365,6 +381,14 @@ static int run(md_db *db, bk_mdjob *base)
 {
     gc_job *j = (gc_job *)base;
     char err[MD_ERRLEN];
+    int64_t cleared = 0;
+    if (j->clear_nparts > 0 &&
+        md_groups_delete_matching(db, in_cleared_partition, j, &cleared, err, sizeof err) != 0)
+        BK_ERROR("clearing the groups of __consumer_offsets-%d before its load failed "
+                 "(rows the log no longer has may stay): %s", j->clear_part, err);
+    else if (cleared > 0)
+        BK_INFO("__consumer_offsets-%d: %lld stored groups cleared before its load",
+                j->clear_part, (long long)cleared);
     for (size_t i = 0; i < j->ndels; i++) {
         j->del_rc[i] = md_group_delete(db, j->dels[i], err, sizeof err);
         if (j->del_rc[i] && j->del_rc[i] != KP_GROUP_ID_NOT_FOUND)

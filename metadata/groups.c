@@ -136,6 +136,53 @@ int md_group_delete(md_db *db, const char *group_id, char *err, size_t errlen)
     return md_txn_leave(db, t, rc, err, errlen);
 }
 
+int md_groups_delete_matching(md_db *db, md_group_match_fn match, void *arg,
+                              int64_t *deleted, char *err, size_t errlen)
+{
+    *deleted = 0;
+    int t, rc;
+    if ((rc = md_txn_enter(db, &t, err, errlen)))
+        return rc;
+    /* Walk first, delete after: the ids are copied out of the read. */
+    sqlite3_stmt *s = NULL;
+    char **ids = NULL;
+    size_t n = 0, cap = 0;
+    rc = prep(db, "SELECT group_id FROM consumer_groups UNION "
+                  "SELECT group_id FROM committed_offsets", &s, err, errlen);
+    int st = SQLITE_DONE;
+    while (!rc && (st = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *id = (const char *)sqlite3_column_text(s, 0);
+        if (!id || !match(id, arg))
+            continue;
+        if (n == cap) {
+            size_t c = cap ? 2 * cap : 16;
+            char **v = realloc(ids, c * sizeof *v);
+            if (!v)
+                break;
+            ids = v;
+            cap = c;
+        }
+        if (!(ids[n] = strdup(id)))
+            break;
+        n++;
+    }
+    if (!rc && st != SQLITE_DONE)
+        rc = st == SQLITE_ROW ? md_errf(err, errlen, MD_E_SQL, "out of memory")
+                              : md_sqlerr(db, err, errlen, "list groups");
+    sqlite3_finalize(s);
+    for (size_t i = 0; !rc && i < n; i++) {
+        rc = md_group_delete(db, ids[i], err, errlen);
+        if (rc == KP_GROUP_ID_NOT_FOUND)
+            rc = 0;
+        else if (!rc)
+            ++*deleted;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(ids[i]);
+    free(ids);
+    return md_txn_leave(db, t, rc, err, errlen);
+}
+
 static const char *col_text(sqlite3_stmt *s, int i)
 {
     return (const char *)sqlite3_column_text(s, i);

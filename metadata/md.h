@@ -431,6 +431,11 @@ int md_group_save(md_db *db, const md_group *g, char *err, size_t errlen);
 /* Removes the group, its members and its committed offsets.
  * KP_GROUP_ID_NOT_FOUND when there was neither a row nor an offset. */
 int md_group_delete(md_db *db, const char *group_id, char *err, size_t errlen);
+/* Removes every group (row, members, committed offsets) whose id match
+ * accepts, all or nothing; *deleted: how many groups went.  0 or MD_E_SQL. */
+typedef bool (*md_group_match_fn)(const char *group_id, void *arg);
+int md_groups_delete_matching(md_db *db, md_group_match_fn match, void *arg,
+                              int64_t *deleted, char *err, size_t errlen);
 /* Calls fn for every stored group, ordered by id, members included; the
  * pointers are valid during the call only.  A non-zero return from fn
  * stops the walk and is returned. */

@@ -32,6 +32,7 @@ if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
 
 API_OFFSET_COMMIT, API_OFFSET_FETCH, API_DELETE_GROUPS, API_OFFSET_DELETE = 8, 9, 42, 47
+API_LIST_GROUPS = 16
 NOT_COORDINATOR, LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE = 16, 14, 15
 REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 27, 79
 ZK_SESSION_MS = 3000
@@ -397,3 +398,141 @@ def test_expired_deleted_and_offset_deleted_offsets_stay_gone_after_failover(mak
     assert sql(od) == {1: 32}
     groups = {r["group_id"] for r in new.sql("select group_id from consumer_groups")}
     assert expiring not in groups and deleted not in groups, groups
+
+
+def committed_sql(b, group):
+    return {r["partition"]: r["offset"] for r in b.sql(
+        "select partition, offset from committed_offsets where group_id = '%s'" % group)}
+
+
+def test_reloaded_coordinator_keeps_only_what_the_log_says(make_cluster):
+    """Broker 1 stores a commit in its SQLite that never reaches the log
+    of the others (its followers stopped: REQUEST_TIMED_OUT), dies, and
+    follows the next leader, which truncates that record away.  When it
+    leads the partition again (the controller's preferred-leader check)
+    its load replaces its rows of the partition's groups with the log's:
+    the lost commit does not come back in OffsetFetch or SQL."""
+    # The followers stop for ~2 s: a ZooKeeper session longer than that
+    # keeps them in the cluster; their fetches wait at most 200 ms, so
+    # none is pending at the leader when the commit is appended.
+    cluster = start_cluster(make_cluster, zk_session_ms=8000, **{
+        "offsets.commit.timeout.ms": "1000", "replica.fetch.wait.max.ms": "200",
+        "leader.imbalance.check.interval.seconds": "1",
+        "leader.imbalance.per.broker.percentage": "0"})
+    brokers = cluster.brokers
+    t = topic_name("reload")
+    fs = ck_admin(brokers[0]).create_topics([NewTopic(t, 2, 3)], operation_timeout=15)
+    fs[t].result(timeout=20)
+    group, _ = coordinated_by(brokers, 1, "reload")
+    coord = cluster.broker(1)
+    others = [b for b in brokers if b is not coord]
+    ready(coord, group)
+    assert offset_commit_v2(coord, group, t, {0: 7}, -1) == {(t, 0): 0}
+    for b in others:
+        b.sigstop()
+    try:
+        time.sleep(0.6)                # their pending fetches answered, into the void
+        got = offset_commit_v2(coord, group, t, {1: 99}, -1)
+        lost_sql = committed_sql(coord, group)
+        coord.kill()                   # before its followers could fetch it
+    finally:
+        for b in others:
+            b.sigcont()
+    assert got == {(t, 1): 7}, got     # REQUEST_TIMED_OUT
+    assert lost_sql == {0: 7, 1: 99}, lost_sql   # stored here, not replicated
+    new = new_coordinator(cluster, group, 1)
+    assert offset_fetch(new, group, t, (0, 1)) == ({0: 7, 1: -1}, 0)
+    assert offset_commit_v2(new, group, t, {0: 8}, -1) == {(t, 0): 0}
+
+    coord.start()
+    wait_for(lambda: agreed_coordinator(brokers, group) == 1, 60,
+             "broker 1 to lead the group's partition again")
+    ready(coord, group)
+    assert offset_fetch(coord, group, t, (0, 1)) == ({0: 8, 1: -1}, 0)
+    assert committed_sql(coord, group) == {0: 8}
+    report("broker 1 coordinates %s again: its reload dropped the commit the log lost", group)
+
+
+def list_groups(b):
+    """ListGroups v0 on b: {group id: protocol type}."""
+    with kr.Conn(b.port, timeout=5) as c:
+        r = c.request(API_LIST_GROUPS, 0, b"", timeout=5)
+    assert r.i16() == 0
+    return dict(r.array(lambda x: (x.string(), x.string())))
+
+
+def test_static_member_replaced_without_rebalance_is_stored_for_the_next_coordinator(
+        make_cluster):
+    """Kafka's updateStaticMemberAndRebalance stores the group with the new
+    member id before answering its JoinGroup: after a failover, the new id
+    heartbeats in the same generation (no UNKNOWN_MEMBER_ID, no rejoin), the
+    old one is fenced.  The old coordinator, restarted, holds no group it
+    does not coordinate (ListGroups)."""
+    cluster = start_cluster(make_cluster)
+    group, coord_id = coordinated_by(cluster.brokers, None, "static")
+    coord = cluster.broker(coord_id)
+    ready(coord, group)
+    with kr.Conn(coord.port, timeout=10) as c, kr.Conn(coord.port, timeout=10) as c2:
+        j = parse_join_v5(c.request(API_JOIN, 5, join_v5(group, instance="inst-1",
+                                                          session=20000), timeout=10))
+        assert j["err"] == 0 and j["gen"] == 1, j
+        old = j["member"]
+        assert parse_sync_v3(c.request(API_SYNC, 3, sync_v3(
+            group, 1, old, "inst-1", [(old, b"mine")]), timeout=10))[1:] == (0, b"mine")
+        j = parse_join_v5(c2.request(API_JOIN, 5, join_v5(group, instance="inst-1",
+                                                           session=20000), timeout=10))
+        new = j["member"]
+        assert (j["err"], j["gen"], j["leader"], j["members"]) == (0, 1, old, []), j
+        assert new != old
+    assert describe(coord, group) == (0, "Stable", "consumer", "range", {new: b"mine"})
+
+    coord.kill()
+    nc = new_coordinator(cluster, group, coord_id)
+    assert describe(nc, group) == (0, "Stable", "consumer", "range", {new: b"mine"})
+    with kr.Conn(nc.port, timeout=10) as c:
+        assert heartbeat(c, group, 1, new, "inst-1") == 0
+        assert heartbeat(c, group, 1, old, "inst-1") == 82     # FENCED_INSTANCE_ID
+        assert parse_sync_v3(c.request(API_SYNC, 3, sync_v3(group, 1, new, "inst-1")))[1:] \
+            == (0, b"mine")
+    assert group in list_groups(nc)
+
+    coord.start()
+    wait_for(lambda: offsets_in_sync(nc), 30, "the restarted broker back in the ISRs")
+    assert agreed_coordinator(cluster.brokers, group) == nc.broker_id
+    assert group not in list_groups(coord), "a group of broker %d listed by broker %d" % (
+        nc.broker_id, coord_id)
+    report("static member %s stored at its replacement: broker %d accepts its heartbeats "
+           "after the failover", new, nc.broker_id)
+
+
+def test_static_member_replacement_that_cannot_be_stored_keeps_the_old_id(make_cluster):
+    """The followers of the group's partition stopped: the replacement's
+    JoinGroup waits offsets.commit.timeout.ms, then gets
+    REBALANCE_IN_PROGRESS (Kafka's mapping of REQUEST_TIMED_OUT) with no
+    member id, and the member keeps its old id (Kafka reverts it)."""
+    cluster = start_cluster(make_cluster, zk_session_ms=15000,
+                            **{"offsets.commit.timeout.ms": "1500"})
+    group, coord_id = coordinated_by(cluster.brokers, None, "static-unstored")
+    coord = cluster.broker(coord_id)
+    ready(coord, group)
+    others = [b for b in cluster.brokers if b is not coord]
+    with kr.Conn(coord.port, timeout=10) as c, kr.Conn(coord.port, timeout=10) as c2:
+        j = parse_join_v5(c.request(API_JOIN, 5, join_v5(group, instance="inst-1",
+                                                          session=20000), timeout=10))
+        old = j["member"]
+        assert parse_sync_v3(c.request(API_SYNC, 3, sync_v3(
+            group, 1, old, "inst-1", [(old, b"mine")]), timeout=10))[1:] == (0, b"mine")
+        for b in others:
+            b.sigstop()
+        try:
+            t0 = time.monotonic()
+            j = parse_join_v5(c2.request(API_JOIN, 5, join_v5(group, instance="inst-1",
+                                                               session=20000), timeout=10))
+            waited = time.monotonic() - t0
+        finally:
+            for b in others:
+                b.sigcont()
+        assert (j["err"], j["member"]) == (REBALANCE_IN_PROGRESS, ""), j
+        assert waited >= 1.2, "answered after %.2f s" % waited
+        assert heartbeat(c, group, 1, old, "inst-1") == 0
+    assert describe(coord, group) == (0, "Stable", "consumer", "range", {old: b"mine"})

@@ -289,6 +289,36 @@ START_TEST(test_group_delete_removes_members_and_offsets)
 }
 END_TEST
 
+static bool starts_with_a(const char *group_id, void *arg)
+{
+    (void)arg;
+    return group_id[0] == 'a';
+}
+
+START_TEST(test_groups_delete_matching_takes_rows_and_offsets_of_matched_ids_only)
+{
+    md_group_member m = { .member_id = "m1", .client_id = "c", .client_host = "h",
+                          .session_timeout_ms = 6000, .rebalance_timeout_ms = 6000,
+                          .subscription_len = -1, .assignment_len = -1 };
+    save_group("a1", "Stable", "consumer", 1, 1, &m, 1);
+    save_group("b1", "Empty", "consumer", 1, 1, NULL, 0);
+    md_offset o[] = { off("a1", "orders", 0, 5), off("a2", "orders", 1, 6),   /* no row */
+                      off("b1", "orders", 0, 7) };
+    char err[MD_ERRLEN] = "";
+    ck_assert_int_eq(md_offset_commit(db, o, 3, err, sizeof err), 0);
+    int64_t n = -1;
+    ck_assert_int_eq(md_groups_delete_matching(db, starts_with_a, NULL, &n, err, sizeof err), 0);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM consumer_groups WHERE group_id = 'a1'"), 0);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM group_members"), 0);
+    ck_assert_int_eq(md_group_offset_count(db, "a1") + md_group_offset_count(db, "a2"), 0);
+    ck_assert_int_eq(md_group_offset_count(db, "b1"), 1);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM consumer_groups WHERE group_id = 'b1'"), 1);
+    ck_assert_int_eq(md_groups_delete_matching(db, starts_with_a, NULL, &n, err, sizeof err), 0);
+    ck_assert_int_eq(n, 0);
+}
+END_TEST
+
 static void note_expired(const char *group, const char *topic, int32_t partition, void *arg)
 {
     char *seen = arg;
@@ -372,6 +402,7 @@ int main(void)
         test_offsets_survive_reopen_and_go_with_topic,
         test_commit_batch_inside_caller_transaction,
         test_group_delete_removes_members_and_offsets,
+        test_groups_delete_matching_takes_rows_and_offsets_of_matched_ids_only,
         test_expire_follows_kafka_retention_rules, test_instance_id_is_unique_per_group,
     };
     return unit_run("md_groups", "groups", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
