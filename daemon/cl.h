@@ -85,6 +85,7 @@ struct bk_cluster {
     struct event *dirty_ev;
     /* write halves waiting for the mirror to show their change */
     cl_wait *waits;
+    struct ra_write *ra_retries;     /* reassignment writes waiting to retry (R4) */
     struct fe_set *fetchers;         /* the replica fetchers (fetcher.c) */
     int64_t isr_checked_ms;          /* last ISR lag check (cl_isr.c) */
     /* /admin/controlled_shutdown: brokers leaving, ascending (cl_leaders.c) */
@@ -154,6 +155,9 @@ void cl_wait_assignment(bk_broker *b, const char *topic, int version, bk_topic_o
  * znode must drop the removed replicas in the same transaction), or
  * replaces a leader a cancel left outside the replicas.  true when st
  * changed. */
+/* R4: every reassignment write waiting for its retry answered
+ * REQUEST_TIMED_OUT and freed (shutdown, before the loop's events go). */
+void cl_reassign_stop(bk_broker *b);
 bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partition_state *st,
                          bool *finished);
 /* Adds to txn the topic znode without the removed replicas of the

@@ -44,6 +44,9 @@
  *       writer's mirror saw (a start racing another start or a finish
  *       fails; the start is computed again from the refreshed mirror, up
  *       to RA_TRIES times).
+ *   R4. A write waiting for its retry is on cl->ra_retries with its own
+ *       timer; shutdown (cl_reassign_stop) answers and frees each, so
+ *       none is left unanswered or leaked when the loop's events go.
  */
 #include "daemon/cl.h"
 
@@ -183,6 +186,8 @@ static void assignment_json(const bk_topic *t, md_partition_state *parts, kp_buf
 }
 
 typedef struct ra_write {
+    struct ra_write *next, **pprev;   /* on cl->ra_retries while the timer runs (R4) */
+    struct event *timer;
     bk_broker *b;
     char topic[MD_TOPIC_NAME_MAX + 1];
     int32_t n;
@@ -193,6 +198,8 @@ typedef struct ra_write {
 
 static void ra_free(ra_write *w)
 {
+    if (w->timer)
+        event_free(w->timer);
     free(w->parts);
     free(w);
 }
@@ -211,7 +218,45 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    ra_send(arg);
+    ra_write *w = arg;
+    if (w->next)
+        w->next->pprev = w->pprev;
+    *w->pprev = w->next;
+    w->next = NULL;
+    w->pprev = NULL;
+    ra_send(w);
+}
+
+/* R3's wait: true when w waits on cl->ra_retries for RA_RETRY_MS (R4). */
+static bool ra_retry_later(ra_write *w)
+{
+    bk_cluster *cl = w->b->cl;
+    if (++w->tries >= RA_TRIES)
+        return false;
+    if (!w->timer && !(w->timer = evtimer_new(w->b->base, on_retry, w)))
+        return false;
+    struct timeval tv = { 0, RA_RETRY_MS * 1000 };
+    if (evtimer_add(w->timer, &tv))
+        return false;
+    w->next = cl->ra_retries;
+    if (w->next)
+        w->next->pprev = &w->next;
+    w->pprev = &cl->ra_retries;
+    cl->ra_retries = w;
+    return true;
+}
+
+void cl_reassign_stop(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    while (cl->ra_retries) {
+        ra_write *w = cl->ra_retries;
+        cl->ra_retries = w->next;
+        if (w->op)
+            w->op->done(w->op, KP_REQUEST_TIMED_OUT, "The broker shut down before the "
+                        "reassignment was written.");
+        ra_free(w);
+    }
 }
 
 static void on_assignment_set(bk_broker *b, const zk_result *r, void *arg)
@@ -227,12 +272,11 @@ static void on_assignment_set(bk_broker *b, const zk_result *r, void *arg)
         ra_free(w);
         return;
     }
-    if (r->rc == ZBADVERSION && ++w->tries < RA_TRIES) {
+    if (r->rc == ZBADVERSION) {
         /* R3: the znode moved on (a finish, another start); the mirror's
          * watch brings the new one, and the plan is made again from it. */
         mr_refresh_topic(b, w->topic);
-        struct timeval tv = { 0, RA_RETRY_MS * 1000 };
-        if (event_base_once(b->base, -1, EV_TIMEOUT, on_retry, w, &tv) == 0)
+        if (ra_retry_later(w))
             return;
     }
     int rc = r->rc == ZBADVERSION ? KP_REASSIGNMENT_IN_PROGRESS
@@ -261,12 +305,8 @@ static void ra_send(ra_write *w)
         ra_fail(w, KP_UNKNOWN_TOPIC_OR_PARTITION, err);
         return;
     }
-    if (ct->refreshing) {                         /* R3: wait for the newer picture */
-        struct timeval tv = { 0, RA_RETRY_MS * 1000 };
-        if (++w->tries < RA_TRIES && event_base_once(b->base, -1, EV_TIMEOUT, on_retry, w,
-                                                     &tv) == 0)
-            return;
-    }
+    if (ct->refreshing && ra_retry_later(w))      /* R3: wait for the newer picture */
+        return;
     md_partition_state *parts = view_assignment(t);
     for (int32_t i = 0; i < w->n; i++)
         if (w->parts[i].partition < t->npartitions)

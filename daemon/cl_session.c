@@ -779,6 +779,7 @@ void cl_stop(bk_broker *b)
     if (cl->active)
         zk_delete_own_now(b->zk, "/controller");
     bk_authz_zk_stop(b);                /* before its calls come back ZCLOSING */
+    cl_reassign_stop(b);
     zk_stop(b->zk);                     /* our ephemeral znodes vanish now */
     b->zk = NULL;
     for (cl_wait *w = cl->waits, *next; w; w = next) {
