@@ -99,7 +99,8 @@
  *       leader keeps this broker out of the ISR.  The SaltedPassword's
  *       PBKDF2 runs on a thread (salt_job), cached per salt and iteration
  *       count.  With the leader's SessionLifetimeMs (KIP-368) the next
- *       request after FE_REAUTH_PERCENT of it is a new SaslHandshake on
+ *       request after 85 to 95 % of it (at random, as Kafka's clients) is a
+ *       new SaslHandshake on
  *       the same connection (bk_fetch_reauth_at; a lifetime past the
  *       clock's range is none); a leader that closes at expiry anyway is a
  *       conn_fail like any EOF.
@@ -154,9 +155,11 @@
  * allowed); SaslAuthenticate v2 (flexible; SessionLifetimeMs since v1). */
 #define FE_HANDSHAKE_VERSION 1
 #define FE_AUTH_VERSION 2
-/* A re-authentication is started at this share of the session's lifetime
- * (Kafka's clients pick 85 to 95 %). */
-#define FE_REAUTH_PERCENT 85
+/* A re-authentication is started at a random share of the session's
+ * lifetime between these thousandths (Kafka's SaslClientAuthenticator:
+ * 0.85 + 0.10 * random). */
+#define FE_REAUTH_MIN_PERMILLE 850
+#define FE_REAUTH_SPAN_PERMILLE 100
 /* Beyond replica.fetch.wait.max.ms, how long an answer may take before
  * the connection is given up (Kafka's replica.socket.timeout.ms default). */
 #define FE_SOCKET_TIMEOUT_MS 30000
@@ -305,11 +308,11 @@ int64_t bk_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
     return whole == 0 || expect < leader_hw ? expect : -1;
 }
 
-int64_t bk_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms)
+int64_t bk_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms, int permille)
 {
-    if (lifetime_ms <= 0 || lifetime_ms > (INT64_MAX - now_us) / (10 * FE_REAUTH_PERCENT))
+    if (lifetime_ms <= 0 || permille <= 0 || lifetime_ms > (INT64_MAX - now_us) / permille)
         return 0;                        /* none, or beyond any clock: never */
-    return now_us + lifetime_ms * 10 * FE_REAUTH_PERCENT;
+    return now_us + lifetime_ms * permille;
 }
 
 enum bk_out_of_range bk_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
@@ -879,7 +882,12 @@ static void handle_sasl(fe_fetcher *f, kp_rd *r)
                 f->leader, cfg->sasl_mechanism_inter_broker_protocol, cfg->ib_sasl_user);
     f->sasl_done_once = true;
     /* KIP-368: log in again before the leader's session ends. */
-    f->reauth_us = bk_fetch_reauth_at(bk_mono_us(), a.SessionLifetimeMs);
+    uint16_t rnd = 0;
+    if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
+        rnd = 0;                                   /* the earliest share */
+    f->reauth_us = bk_fetch_reauth_at(bk_mono_us(), a.SessionLifetimeMs,
+                                      FE_REAUTH_MIN_PERMILLE +
+                                          rnd % (FE_REAUTH_SPAN_PERMILLE + 1));
     send_fetch(f);
 }
 

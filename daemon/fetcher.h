@@ -39,10 +39,11 @@ size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records);
 int64_t bk_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
                               int64_t leader_hw);
 /* F9: when (mono µs) a login done at now_us with the leader's
- * SessionLifetimeMs re-authenticates: FE_REAUTH_PERCENT of the lifetime
- * later; 0 (never) for none (<= 0) or one past the clock's range (a
- * leader's value, which must not overflow). */
-int64_t bk_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms);
+ * SessionLifetimeMs re-authenticates: permille (850 to 950, Kafka's
+ * clients pick it at random so that logins spread) thousandths of the
+ * lifetime later; 0 (never) for none (<= 0) or one past the clock's range
+ * (a leader's value, which must not overflow). */
+int64_t bk_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms, int permille);
 /* What a follower whose log ends at log_end does when its leader answers
  * OFFSET_OUT_OF_RANGE with leader_hw and leader_log_start (-1: unknown). */
 enum bk_out_of_range {

@@ -151,11 +151,12 @@ START_TEST(test_a_leaders_offsets_or_session_lifetime_near_int64_max_do_not_over
     size_t len = batches_at((const int64_t[]){ 10, INT64_MAX - 1 }, 2);
     ck_assert_int_eq(bk_fetch_ahead_offset(buf.data, len, 10, INT64_MAX), -1);
     /* 85 % of the SessionLifetimeMs, in µs; a lifetime no clock reaches is never. */
-    ck_assert_int_eq(bk_fetch_reauth_at(1000, 10000), 1000 + 8500000);
-    ck_assert_int_eq(bk_fetch_reauth_at(1000, 0), 0);
-    ck_assert_int_eq(bk_fetch_reauth_at(1000, -5), 0);
-    ck_assert_int_eq(bk_fetch_reauth_at(1000, INT64_MAX), 0);
-    ck_assert_int_eq(bk_fetch_reauth_at(1000, INT64_MAX / 100), 0);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, 10000, 850), 1000 + 8500000);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, 10000, 950), 1000 + 9500000);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, 0, 900), 0);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, -5, 900), 0);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, INT64_MAX, 900), 0);
+    ck_assert_int_eq(bk_fetch_reauth_at(1000, INT64_MAX / 100, 950), 0);
 }
 END_TEST
 
