@@ -170,13 +170,11 @@ struct gc_group {
     int64_t initial_remaining_ms;
     gc_wait *store_w;                 /* cluster mode, Completing: the leader's
                                          SyncGroup's GroupMetadata record,
-                                         waiting to be replicated; Stable: a
-                                         static member's replacement's
-                                         (group_join.c M2) */
-    char *replaced_id;                /* Stable store_w: the replaced member */
-    char *replaced_new_id;            /*   id, its new one, and the leader */
-    char *replaced_leader;            /*   its JoinGroup answer names */
-    int32_t replaced_sto, replaced_rto;   /* the timeouts it had */
+                                         waiting to be replicated (group_join.c
+                                         M2) */
+    struct gc_replacement *replacing; /* cluster mode, Stable: static members'
+                                         replacements being stored, oldest
+                                         first (group_join.c M2) */
     bool dirty;                       /* persist at the end of the loop turn */
     gc_group *dirty_next;
 };
@@ -245,8 +243,8 @@ const gc_proto *gc_member_proto(const gc_member *m, const char *name);
 bool gc_member_supports(const gc_member *m, const char *p, size_t len);
 /* Kafka's selectProtocol; NULL without members (or memory). */
 char *gc_select_protocol(gc_group *g);
-/* Drops g's pending GroupMetadata store (group_join.c), if any: its
- * record may still be replicated, nobody waits for it. */
+/* Drops g's pending GroupMetadata stores (group_join.c), if any: their
+ * records may still be replicated, nobody waits for them. */
 void gc_store_cancel(gc_group *g);
 /* Answer m's waiting JoinGroup / SyncGroup with err (queued, C1). */
 void gc_answer_join_error(gc_member *m, int16_t err, const char *member_id);

@@ -13,6 +13,13 @@
  * old identity under a new member id (replace_static_member); a Stable
  * group whose protocol does not change is not rebalanced, and the older
  * id is fenced (FENCED_INSTANCE_ID) wherever it still waits or calls.
+ * In cluster mode the replacement is stored first (replacement_store:
+ * Kafka's storeGroup of the group as it is, the new id in it) and its
+ * JoinGroup answered once that record is replicated; if it is not, the
+ * member goes back to its old id and the JoinGroup gets the error.
+ * Replacements of several members may be stored at once, each its own
+ * record and its own answer; a later record holds the earlier new ids
+ * too, as Kafka's does.
  *
  * SyncGroup in cluster mode: the leader's assignments are stored first
  * (store_assignment: Kafka's storeGroup, the GroupMetadata record in
@@ -27,11 +34,13 @@
  *       REBALANCE_IN_PROGRESS (or FENCED_INSTANCE_ID for a replaced
  *       static member) before taking its place.
  *   M2. g->store_w is set only while the group is CompletingRebalance in
- *       the generation it stores, or Stable while a static member's
- *       replacement is stored (g->replaced_* set, the member's JoinGroup
- *       held in its join_w); a rebalance, another replacement or the
- *       group's end cancels it (gc_store_cancel), so its outcome applies
- *       to that generation and that replacement.
+ *       the generation it stores; g->replacing is non-empty only while it
+ *       is Stable, one entry per replacement being stored (the member
+ *       holding its new id has its JoinGroup in join_w; once replaced
+ *       again its JoinGroup is fenced (M1), no member holds the id, and
+ *       the outcome only frees the entry).  A rebalance or the group's
+ *       end cancels them all (gc_store_cancel), so an outcome applies to
+ *       that generation and that replacement; a replacement cancels none.
  */
 #include "daemon/group.h"
 
@@ -229,29 +238,30 @@ static int update_member_and_rebalance(bk_req *r, gc_group *g, gc_member *m,
     return BK_DEFER;
 }
 
-static int16_t store_group(gc_group *g, bk_group_done_fn done);
-static void replacement_answer(gc_group *g, gc_member *m, int16_t err);
-static void replacement_stored(void *arg, int rc);
+/* A static member's replacement being stored (cluster mode, M2): what
+ * its JoinGroup answer names, and what the member goes back to if the
+ * record is not replicated. */
+typedef struct gc_replacement {
+    struct gc_replacement *next;      /* g->replacing */
+    gc_group *g;
+    gc_wait *w;                       /* its record, held until replicated */
+    char *old_id, *new_id;
+    char *leader;                     /* the leader before it (NULL: none) */
+    int32_t old_sto, old_rto;         /* the timeouts the member had */
+} gc_replacement;
 
-/* The member a pending replacement gave its new id, if it still has it. */
-static gc_member *replaced_member(gc_group *g)
-{
-    const char *id = g->replaced_new_id;
-    return id ? gc_member_find(g, id, strlen(id)) : NULL;
-}
+static int16_t store_group(gc_group *g, bk_group_done_fn done, void *arg, gc_wait **held);
 
-/* A replacement still being stored when another comes: the earlier one
- * is undone and its JoinGroup retried (REBALANCE_IN_PROGRESS), before
- * the record of the later one is written. */
-static void replacement_abandon(gc_group *g)
+/* A replacement's JoinGroup answer: its new id, the leader before it. */
+static void replacement_joined(gc_group *g, gc_member *m, const char *leader)
 {
-    if (!g->store_w)
-        return;
-    gl_forget(g->store_w);
-    free(g->store_w);
-    g->store_w = NULL;
-    replacement_answer(g, replaced_member(g), KP_REQUEST_TIMED_OUT);
+    gc_wait *w = m->join_w;
+    m->join_w = NULL;
+    gc_write_join(w->r, KP_NONE, g, leader ? leader : "", m->id, NULL);
+    gc_wait_answered(w);
 }
+static void replacement_store(gc_group *g, gc_member *m, char *old_id, char *leader,
+                              int32_t old_sto, int32_t old_rto);
 
 /* Kafka's updateStaticMemberAndRebalance: a static member rejoining with
  * an empty member id takes over its old identity under a new member id. */
@@ -288,19 +298,13 @@ static int replace_static_member(bk_req *r, gc_group *g, gc_member *m,
              * Stable group would not broadcast.  Cluster mode: answered
              * once the group with the new id is replicated (M2), so the
              * next coordinator knows it. */
-            replacement_abandon(g);   /* an earlier one's */
-            g->replaced_new_id = strdup(m->id);
-            g->replaced_leader = current_leader;
-            current_leader = NULL;
-            g->replaced_sto = old_sto;
-            g->replaced_rto = old_rto;
-            int16_t e = !g->replaced_new_id ? KP_COORDINATOR_NOT_AVAILABLE
-                        : !bk_cluster_mode(gc->b) ? KP_NONE
-                        : (g->replaced_id = strdup(old_id)) ? store_group(g, replacement_stored)
-                        : KP_COORDINATOR_NOT_AVAILABLE;
             gc_mark_dirty(g);
-            if (e != 1)
-                replacement_answer(g, m, e);
+            if (bk_cluster_mode(gc->b)) {
+                replacement_store(g, m, old_id, current_leader, old_sto, old_rto);
+                old_id = current_leader = NULL;
+            } else {
+                replacement_joined(g, m, current_leader);
+            }
         } else {
             gc_maybe_prepare_rebalance(g, "static member joined with a protocol change");
         }
@@ -524,39 +528,48 @@ static void assignment_stored(void *arg, int rc)
         stabilize(g);
 }
 
-static void replaced_clear(gc_group *g)
+static void replacement_free(gc_replacement *rp)
 {
-    free(g->replaced_id);
-    free(g->replaced_new_id);
-    free(g->replaced_leader);
-    g->replaced_id = g->replaced_new_id = g->replaced_leader = NULL;
+    free(rp->old_id);
+    free(rp->new_id);
+    free(rp->leader);
+    free(rp);
+}
+
+static void store_drop(gc_wait **w)
+{
+    gl_forget(*w);
+    free(*w);
+    *w = NULL;
 }
 
 void gc_store_cancel(gc_group *g)
 {
-    replaced_clear(g);
-    if (!g->store_w)
-        return;
-    gl_forget(g->store_w);
-    free(g->store_w);
-    g->store_w = NULL;
+    if (g->store_w)
+        store_drop(&g->store_w);
+    while (g->replacing) {
+        gc_replacement *rp = g->replacing;
+        g->replacing = rp->next;
+        store_drop(&rp->w);
+        replacement_free(rp);
+    }
 }
 
 /* Stores g (its GroupMetadata record) and, with done, holds the answer
- * until it is replicated (g->store_w): 1 while held, 0 stored and
- * replicated already, else the error (Kafka's storeGroup mapping not yet
- * applied). */
-static int16_t store_group(gc_group *g, bk_group_done_fn done)
+ * until it is replicated (*held, done(arg, rc) then): 1 while held, 0
+ * stored and replicated already, else the error (Kafka's storeGroup
+ * mapping not yet applied). */
+static int16_t store_group(gc_group *g, bk_group_done_fn done, void *arg, gc_wait **held)
 {
     gc_wait *w = calloc(1, sizeof *w);
     if (!w)
         return KP_COORDINATOR_NOT_AVAILABLE;
     w->next = w->prev = w;
     w->done = done;
-    w->done_arg = g;
+    w->done_arg = arg;
     int16_t e = gl_group_store(gc->b, g, w);
     if (!e && (e = gl_group_hold(w)) == 1) {
-        g->store_w = w;
+        *held = w;
         return 1;
     }
     free(w);
@@ -565,40 +578,71 @@ static int16_t store_group(gc_group *g, bk_group_done_fn done)
 
 /* The answer of a static member's replacement, once stored (err 0) or
  * not: then, as Kafka's updateStaticMemberAndRebalance, the member goes
- * back to its old id and timeouts, and its JoinGroup gets the error. */
-static void replacement_answer(gc_group *g, gc_member *m, int16_t err)
+ * back to its old id and timeouts, and its JoinGroup gets the error.  m
+ * is the member still holding rp's new id (NULL: none, it was replaced
+ * again and its JoinGroup is answered already). */
+static void replacement_answer(gc_group *g, gc_member *m, gc_replacement *rp, int16_t err)
 {
-    if (m && err && !g->replaced_id) {            /* no memory to store it */
-        gc_answer_join_error(m, store_error(err), "");
-    } else if (m && err) {
+    if (m && err) {
         err = store_error(err);
         BK_WARN("group %s: storing static member %s's new id %s failed (error %d); it keeps "
-                "its old id", g->id, g->replaced_id, m->id, err);
+                "its old id", g->id, rp->old_id, m->id, err);
         if (g->leader && !strcmp(g->leader, m->id))
-            gc_set_leader(g, g->replaced_id);
+            gc_set_leader(g, rp->old_id);
         free(m->id);
-        m->id = g->replaced_id;
-        g->replaced_id = NULL;
-        m->session_timeout_ms = g->replaced_sto;
-        m->rebalance_timeout_ms = g->replaced_rto;
+        m->id = rp->old_id;
+        rp->old_id = NULL;
+        m->session_timeout_ms = rp->old_sto;
+        m->rebalance_timeout_ms = rp->old_rto;
         gc_answer_join_error(m, err, "");
         gc_touch(m);
         gc_mark_dirty(g);
     } else if (m && m->join_w) {
-        gc_wait *w = m->join_w;
-        m->join_w = NULL;
-        gc_write_join(w->r, KP_NONE, g, g->replaced_leader ? g->replaced_leader : "", m->id,
-                      NULL);
-        gc_wait_answered(w);
+        replacement_joined(g, m, rp->leader);
     }
-    replaced_clear(g);
 }
 
+/* gl_group_hold's done for a replacement: rp leaves g->replacing. */
 static void replacement_stored(void *arg, int rc)
 {
-    gc_group *g = arg;
-    g->store_w = NULL;                /* freed by group_log.c */
-    replacement_answer(g, replaced_member(g), (int16_t)rc);
+    gc_replacement *rp = arg;
+    gc_group *g = rp->g;
+    rp->w = NULL;                     /* freed by group_log.c */
+    gc_replacement **pp = &g->replacing;
+    while (*pp != rp)
+        pp = &(*pp)->next;
+    *pp = rp->next;
+    replacement_answer(g, gc_member_find(g, rp->new_id, strlen(rp->new_id)), rp, (int16_t)rc);
+    replacement_free(rp);
+}
+
+/* Kafka's storeGroup of a replacement: the group as it is now, m with its
+ * new id (and any other replacement still being stored with theirs, each
+ * its own record), m's JoinGroup answered when it is replicated.  Takes
+ * old_id and leader. */
+static void replacement_store(gc_group *g, gc_member *m, char *old_id, char *leader,
+                              int32_t old_sto, int32_t old_rto)
+{
+    gc_replacement *rp = calloc(1, sizeof *rp);
+    if (!rp) {
+        free(old_id);
+        free(leader);
+        gc_answer_join_error(m, KP_COORDINATOR_NOT_AVAILABLE, "");
+        return;
+    }
+    *rp = (gc_replacement){ .g = g, .old_id = old_id, .new_id = strdup(m->id),
+                            .leader = leader, .old_sto = old_sto, .old_rto = old_rto };
+    int16_t e = !rp->new_id ? KP_COORDINATOR_NOT_AVAILABLE
+                : store_group(g, replacement_stored, rp, &rp->w);
+    if (e == 1) {
+        gc_replacement **pp = &g->replacing;
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = rp;
+        return;
+    }
+    replacement_answer(g, m, rp, e);
+    replacement_free(rp);
 }
 
 /* The leader's assignments are in: in cluster mode the group's
@@ -613,7 +657,7 @@ static void store_assignment(gc_group *g)
         stabilize(g);
         return;
     }
-    int16_t e = store_group(g, assignment_stored);
+    int16_t e = store_group(g, assignment_stored, g, &g->store_w);
     if (e == 1)
         return;
     if (e)

@@ -91,7 +91,8 @@
  * A static member replacing itself without a rebalance is stored too
  * (Kafka's updateStaticMemberAndRebalance → storeGroup): its JoinGroup is
  * answered once the record with the new member id is replicated
- * (group_join.c).
+ * (group_join.c); several replacements at once are several records, each
+ * of the whole group, each with its own hold.
  *
  * Not (yet) here: waiting for the tombstones of DeleteGroups and retention
  * to be replicated (appended, not waited for; DeleteGroups answers after

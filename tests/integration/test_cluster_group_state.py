@@ -536,3 +536,110 @@ def test_static_member_replacement_that_cannot_be_stored_keeps_the_old_id(make_c
         assert waited >= 1.2, "answered after %.2f s" % waited
         assert heartbeat(c, group, 1, old, "inst-1") == 0
     assert describe(coord, group) == (0, "Stable", "consumer", "range", {old: b"mine"})
+
+
+
+def members_of(b, group):
+    return set(describe(b, group)[4])
+
+
+def two_static_members(c1, c2, group):
+    """inst-1 on c1 and inst-2 on c2 join and sync (generation 1, assigned
+    b"one" and b"two"): their member ids."""
+    for c, inst in ((c1, "inst-1"), (c2, "inst-2")):
+        c.send(API_JOIN, 5, join_v5(group, instance=inst, session=20000))
+    js = [parse_join_v5(c.recv_response(timeout=15)[1]) for c in (c1, c2)]
+    assert all(j["err"] == 0 and j["gen"] == 1 for j in js), js
+    ids = js[0]["member"], js[1]["member"]
+    pairs = sorted(zip((c1, c2), js), key=lambda ca: ca[1]["leader"] != ca[1]["member"])
+    asg = dict(zip(ids, (b"one", b"two")))
+    assert sync_all(pairs, group, asg) == [(0, asg[a["member"]]) for _c, a in pairs]
+    return ids
+
+
+def replace_both(coord, group, others, n1, n2, old1, old2, resume_before_answers=True):
+    """With the followers stopped, inst-1 rejoins on n1 (an empty member
+    id), then, once it holds a new id (its record not replicated), inst-2
+    on n2: both JoinGroup answers, and the seconds inst-1's took."""
+    def answers():
+        j1 = parse_join_v5(n1.recv_response(timeout=15)[1])
+        waited = time.monotonic() - t0
+        return [j1, parse_join_v5(n2.recv_response(timeout=15)[1])], waited
+    for b in others:
+        b.sigstop()
+    try:
+        t0 = time.monotonic()
+        n1.send(API_JOIN, 5, join_v5(group, instance="inst-1", session=20000))
+        wait_for(lambda: old1 not in members_of(coord, group), 10, "inst-1's new id")
+        n2.send(API_JOIN, 5, join_v5(group, instance="inst-2", session=20000))
+        wait_for(lambda: old2 not in members_of(coord, group), 10, "inst-2's new id")
+        if not resume_before_answers:
+            return answers()
+    finally:
+        for b in others:
+            b.sigcont()
+    return answers()
+
+
+def test_two_static_members_replaced_at_once_are_both_stored(make_cluster):
+    """Two static members rejoin with new ids while the first one's record
+    is still being replicated (the followers stopped a moment): as Kafka,
+    each replacement is its own storeGroup of the group as it is, so both
+    JoinGroups are answered with their new ids, no rebalance, and the
+    record the next coordinator loads holds both new ids (their heartbeats
+    accepted in the same generation, the old ids fenced)."""
+    cluster = start_cluster(make_cluster, zk_session_ms=15000, **JOIN_BOTH)
+    group, coord_id = coordinated_by(cluster.brokers, None, "static-two")
+    coord = cluster.broker(coord_id)
+    ready(coord, group)
+    others = [b for b in cluster.brokers if b is not coord]
+    with kr.Conn(coord.port, timeout=10) as c1, kr.Conn(coord.port, timeout=10) as c2, \
+            kr.Conn(coord.port, timeout=10) as n1, kr.Conn(coord.port, timeout=10) as n2:
+        old1, old2 = two_static_members(c1, c2, group)
+        (j1, j2), _waited = replace_both(coord, group, others, n1, n2, old1, old2)
+        assert (j1["err"], j1["gen"], j1["members"]) == (0, 1, []), j1
+        assert (j2["err"], j2["gen"], j2["members"]) == (0, 1, []), j2
+        new1, new2 = j1["member"], j2["member"]
+        assert new1 not in (old1, old2, "") and new2 not in (old1, old2, "", new1)
+        assert heartbeat(c1, group, 1, old1, "inst-1") == 82      # FENCED_INSTANCE_ID
+        assert heartbeat(c2, group, 1, old2, "inst-2") == 82
+        assert heartbeat(n1, group, 1, new1, "inst-1") == 0
+        assert heartbeat(n2, group, 1, new2, "inst-2") == 0
+    want = (0, "Stable", "consumer", "range", {new1: b"one", new2: b"two"})
+    assert describe(coord, group) == want
+
+    coord.kill()
+    nc = new_coordinator(cluster, group, coord_id)
+    assert describe(nc, group) == want
+    with kr.Conn(nc.port, timeout=10) as c:
+        assert heartbeat(c, group, 1, new1, "inst-1") == 0
+        assert heartbeat(c, group, 1, new2, "inst-2") == 0
+        assert heartbeat(c, group, 1, old1, "inst-1") == 82
+        assert heartbeat(c, group, 1, old2, "inst-2") == 82
+    report("static members %s and %s, replaced at once, both stored: broker %d accepts "
+           "their heartbeats after the failover", new1, new2, nc.broker_id)
+
+
+def test_two_static_members_replaced_at_once_unstored_both_keep_their_old_ids(make_cluster):
+    """As above, but the followers stay stopped past offsets.commit.timeout.ms:
+    each replacement fails on its own, after waiting for its record
+    (REBALANCE_IN_PROGRESS, no member id, the second's not undoing the
+    first's), and each member goes back to its old id, the group Stable as
+    before."""
+    cluster = start_cluster(make_cluster, zk_session_ms=15000,
+                            **dict(JOIN_BOTH, **{"offsets.commit.timeout.ms": "1500"}))
+    group, coord_id = coordinated_by(cluster.brokers, None, "static-two-unstored")
+    coord = cluster.broker(coord_id)
+    ready(coord, group)
+    others = [b for b in cluster.brokers if b is not coord]
+    with kr.Conn(coord.port, timeout=10) as c1, kr.Conn(coord.port, timeout=10) as c2, \
+            kr.Conn(coord.port, timeout=10) as n1, kr.Conn(coord.port, timeout=10) as n2:
+        old1, old2 = two_static_members(c1, c2, group)
+        js, waited = replace_both(coord, group, others, n1, n2, old1, old2,
+                                  resume_before_answers=False)
+        assert [(j["err"], j["member"]) for j in js] == [(REBALANCE_IN_PROGRESS, "")] * 2, js
+        assert waited >= 1.2, "inst-1 answered after %.2f s" % waited
+        assert heartbeat(c1, group, 1, old1, "inst-1") == 0
+        assert heartbeat(c2, group, 1, old2, "inst-2") == 0
+    assert describe(coord, group) == (0, "Stable", "consumer", "range",
+                                      {old1: b"one", old2: b"two"})
