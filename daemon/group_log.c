@@ -37,16 +37,30 @@
  * page cache; no ZooKeeper write, no fsync beyond the SQLite pipeline's
  * shared one.
  *
- * Each broker materialises the partitions it leads into its SQLite, so
- * OffsetFetch and SQL's committed_offsets and lag read what they always
- * read.  Per partition of __consumer_offsets:
+ * Each broker materialises into its SQLite every partition it holds a
+ * replica of, so OffsetFetch and SQL's committed_offsets and lag read
+ * what they always read, and SQL on any broker shows what the
+ * coordinator shows.  The leader loads its partitions (groups into
+ * memory, rows into SQLite); a follower tails its own replica (rows
+ * only), with the same record decoding, up to the high watermark it
+ * knows, so its rows never show a record that a new leader could cut
+ * off; a broker without a replica has no rows of it.  Per partition of
+ * __consumer_offsets (gl_tick → part_sync):
  *
- *     IDLE ──leads it (gl_tick, gl_coordinator_error)──► LOADING
- *       ▲        load_start: cursor over [log start, log end)    │
- *       │                                                        │ load_step, in
- *       │                                                        │ bounded steps,
- *       │                                                        │ rows → jobs
- *       └──── leadership gone or new epoch (gl_tick) ◄── LOADED ◄┘ last job durable
+ *              no replica here: part_clear (G7)
+ *     IDLE ◄──────────────────────────────────────────────── any state
+ *       │ a replica here, not led (follow_sync, follow_start: the clear,
+ *       ▼ then rows from the log start)
+ *     FOLLOWING ── part_step: [read so far, high watermark) → jobs, again
+ *       │  ▲       whenever the high watermark moves (checked every tick);
+ *       │  │       a new leader epoch or a log cut below or started above
+ *       │  │       what was read: follow_start again
+ *       │  └───────── leadership gone: follow_start ◄────────────┐
+ *       │ leads it (gl_tick, gl_coordinator_error)                │
+ *       ▼    load_start: cursor over [log start, log end)         │
+ *     LOADING ── load_step, in bounded steps, rows → jobs ──► LOADED
+ *       ▲                                  last job durable       │
+ *       └────────────── a new leader epoch, still led ◄───────────┘
  *
  * Group state is Kafka's GroupMetadata record (gl_group_store), written
  * where Kafka's GroupCoordinator writes it: when the leader's SyncGroup
@@ -64,7 +78,8 @@
  * Invariants:
  *   G1. This broker answers a group's requests only while its partition is
  *       LOADED for the leader epoch the view shows and it still leads it;
- *       LOADING answers COORDINATOR_LOAD_IN_PROGRESS, IDLE NOT_COORDINATOR.
+ *       LOADING answers COORDINATOR_LOAD_IN_PROGRESS, IDLE and FOLLOWING
+ *       NOT_COORDINATOR.
  *   G2. A load's rows reach SQLite through the coordinator's jobs, in log
  *       order, before any commit this broker accepts for those groups
  *       (none is accepted until LOADED), so a later commit overwrites them.
@@ -87,6 +102,29 @@
  *       before the partition is LOADED (G1).  Only the coordinator holds
  *       a group in memory: in cluster mode none is loaded from SQLite at
  *       startup (group.c), they come from the log.
+ *   G6. A follower's rows of its partition's groups are what its log says
+ *       up to the high watermark it knew when it last read (read again
+ *       each tick the high watermark has moved): follow_start's first
+ *       job clears them as G5's does, then the records go through the
+ *       same decoding as a load's (load_record) into jobs, in log order,
+ *       and never into memory (G4): a GroupMetadata record becomes the
+ *       rows the coordinator's load would store (Stable with its members,
+ *       or Empty), a tombstone a delete.  On any doubt it starts over from
+ *       the log start: a new leader epoch (the log may be truncated to
+ *       the new leader's), a log that ends before what was read, one that
+ *       starts after it.  Leading, the load replaces these rows (G5);
+ *       leadership gone, following starts over, so the commits this
+ *       broker stored but the log lost go too.  The work is on the loop,
+ *       a tick and bounded steps (load_step's budget) for the internal
+ *       topic only; nothing on the replication path of user data.  Group
+ *       rows show the state the log stores (Kafka writes it at a
+ *       rebalance's end and when the group empties), not the
+ *       coordinator's in-between ones (PreparingRebalance,
+ *       CompletingRebalance).
+ *   G7. A broker that holds no replica of a partition holds no rows of its
+ *       groups: part_clear submits G5's clear once on entering IDLE (at
+ *       startup for every such partition, when a reassignment moves its
+ *       replica away).
  *
  * A static member replacing itself without a rebalance is stored too
  * (Kafka's updateStaticMemberAndRebalance → storeGroup): its JoinGroup is
@@ -95,7 +133,10 @@
  *
  * Not (yet) here: waiting for the tombstones of DeleteGroups and retention
  * to be replicated (appended, not waited for; DeleteGroups answers after
- * its SQLite sync).
+ * its SQLite sync).  A commit accepted just before leadership went but
+ * submitted (group_persist.c C7's linger) after follow_start's clear
+ * writes its row after the follower's: if the log lost it, the row stays
+ * until the next start over or a later commit of that partition.
  */
 #include "daemon/group.h"
 #include "daemon/md_sync.h"
