@@ -13,7 +13,10 @@ leftovers), as Kafka's GroupCoordinator keeps it:
   not committed (at least once);
 - expired offsets (offsets.retention.minutes, here an OffsetCommit v2
   retention), OffsetDelete and DeleteGroups write tombstones, so the next
-  coordinator, whose own retention has not run, does not bring them back.
+  coordinator, whose own retention has not run, does not bring them back;
+- every replica of a __consumer_offsets partition keeps its SQLite rows of
+  the partition's groups as its log says, so SQL on any broker shows the
+  coordinator's offsets and groups, before and after a failover.
 """
 import time
 
