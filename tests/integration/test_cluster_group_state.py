@@ -557,7 +557,7 @@ def lag_sql(b, group):
 
 
 def all_show(brokers, what, fn, want, timeout=15):
-    """Waits until fn(b) == want on every broker; the first that does not, if any."""
+    """Waits until fn(b) == want on every broker, one after the other."""
     for b in brokers:
         wait_for(lambda: fn(b) == want, timeout,
                  "broker %d's SQL to show %s %r (has %r)" % (b.broker_id, what, want, fn(b)))
