@@ -109,7 +109,8 @@ static const bk_config_key keys[] = {
         "SCRAM-SHA-256, SCRAM-SHA-512; Kafka's GSSAPI default is not served)"),
     { "sasl.jaas.config", BK_CT_STRING, F(sasl_jaas_config), 0, 0, NULL, true, NULL, 0, 0,
       "the broker's own SASL login: Kafka's JAAS line (PlainLoginModule or ScramLoginModule "
-      "required username=\"..\" password=\"..\";); "
+      "required username=\"..\" password=\"..\";); a PlainLoginModule's "
+      "user_<name>=\"..\" options are PLAIN's users (daemon/sasl.c inv. 6); "
       "listener.name.<listener>.<mechanism>.sasl.jaas.config wins" },
     LONG("log.retention.check.interval.ms", log_retention_check_interval_ms, 1, INT64_MAX,
          "300000", "how often retention looks for segments to delete"),

@@ -110,7 +110,8 @@ typedef struct bk_config {
      * global or per listener and mechanism
      * (listener.name.<listener>.<mechanism>.sasl.jaas.config).
      * bk_config_finish picks the one for the inter-broker listener and
-     * parses it into ib_sasl_user / ib_sasl_password. */
+     * parses it into ib_sasl_user / ib_sasl_password, and each SASL
+     * listener's PLAIN line's user_<name> options into plain_users. */
     char sasl_mechanism_inter_broker_protocol[32];
     char sasl_jaas_config[2048];          /* sasl.jaas.config */
     struct bk_jaas_entry {
