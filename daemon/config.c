@@ -27,6 +27,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #define F(field) offsetof(bk_config, field), sizeof(((bk_config *)0)->field)
 #define INT(n, field, lo, hi, d, doc)  { n, BK_CT_INT, F(field), lo, hi, d, false, NULL, 0, 0, doc }
 #define LONG(n, field, lo, hi, d, doc) { n, BK_CT_LONG, F(field), lo, hi, d, false, NULL, 0, 0, doc }
@@ -107,7 +109,8 @@ static const bk_config_key keys[] = {
         "SCRAM-SHA-256, SCRAM-SHA-512; Kafka's GSSAPI default is not served)"),
     { "sasl.jaas.config", BK_CT_STRING, F(sasl_jaas_config), 0, 0, NULL, true, NULL, 0, 0,
       "the broker's own SASL login: Kafka's JAAS line (PlainLoginModule or ScramLoginModule "
-      "required username=\"..\" password=\"..\";); "
+      "required username=\"..\" password=\"..\";); a PlainLoginModule's "
+      "user_<name>=\"..\" options are PLAIN's users (daemon/sasl.c inv. 6); "
       "listener.name.<listener>.<mechanism>.sasl.jaas.config wins" },
     LONG("log.retention.check.interval.ms", log_retention_check_interval_ms, 1, INT64_MAX,
          "300000", "how often retention looks for segments to delete"),
@@ -244,8 +247,12 @@ void bk_config_init(bk_config *c)
     }
 }
 
+static void plain_users_free(bk_plain_users *u);
+
 void bk_config_free(bk_config *c)
 {
+    for (int i = 0; i < BK_LISTENERS_MAX; i++)
+        plain_users_free(&c->plain_users[i]);
     md_kv_free(c->topic_defaults, c->ntopic_defaults);
     c->topic_defaults = NULL;
     c->ntopic_defaults = 0;
@@ -842,7 +849,8 @@ static int jaas_token(const char **p, char *out, size_t cap, char *err, size_t e
             out[o++] = *q;
         }
         if (o == 0) {
-            snprintf(err, errlen, "expected a name or value at \"%.20s\"", q);
+            /* the character only: what follows may be a password */
+            snprintf(err, errlen, "expected a name or value at '%c'", *q ? *q : ';');
             return -1;
         }
     }
@@ -858,12 +866,19 @@ static const char *skip_space(const char *p)
     return p;
 }
 
-int bk_jaas_parse(const char *text, char *module, size_t modcap, char *user, size_t ucap,
-                  char *password, size_t pcap, char *err, size_t errlen)
+/* The options of one JAAS line, each passed to fn(name, value, arg, err)
+ * in order (names and values up to 511 bytes: fn refuses what its field
+ * cannot hold); the module's class name in
+ * module.  0, or -1 with err (fn's, or the line's shape; a message never
+ * quotes a value: they are passwords). */
+typedef int (*jaas_option_fn)(const char *name, const char *value, void *arg, char *err,
+                              size_t errlen);
+
+static int jaas_options(const char *text, char *module, size_t modcap, jaas_option_fn fn,
+                        void *arg, char *err, size_t errlen)
 {
-    char flag[32], name[64], value[512];
+    char flag[32], name[512], value[512];
     const char *p = skip_space(text);
-    user[0] = password[0] = 0;
     if (jaas_token(&p, module, modcap, err, errlen))
         return -1;
     p = skip_space(p);
@@ -884,30 +899,148 @@ int bk_jaas_parse(const char *text, char *module, size_t modcap, char *user, siz
             return -1;
         }
         p = skip_space(p + 1);
-        if (jaas_token(&p, value, sizeof value, err, errlen))
+        int rc = jaas_token(&p, value, sizeof value, err, errlen) ? -1
+                 : fn(name, value, arg, err, errlen);
+        OPENSSL_cleanse(value, sizeof value);
+        if (rc)
             return -1;
-        bool is_user = !strcmp(name, "username"), is_pw = !strcmp(name, "password");
-        if ((is_user || is_pw) && strlen(value) >= (is_user ? ucap : pcap)) {
-            /* cut short, it would log in with another name or password */
-            snprintf(err, errlen, "%s is too long (at most %zu bytes)", name,
-                     (is_user ? ucap : pcap) - 1);
-            return -1;
-        }
-        if (is_user)
-            snprintf(user, ucap, "%s", value);
-        else if (is_pw)
-            snprintf(password, pcap, "%s", value);
-        /* other options (user_<name>=, tokenauth=) are the server's */
     }
     if (*p != ';' || *skip_space(p + 1)) {
         snprintf(err, errlen, "expected one login module ending with ';'");
         return -1;
     }
+    return 0;
+}
+
+struct jaas_login { char *user, *password; size_t ucap, pcap; };
+
+/* bk_jaas_parse's options: username and password. */
+static int login_option(const char *name, const char *value, void *arg, char *err,
+                        size_t errlen)
+{
+    struct jaas_login *l = arg;
+    bool is_user = !strcmp(name, "username"), is_pw = !strcmp(name, "password");
+    if ((is_user || is_pw) && strlen(value) >= (is_user ? l->ucap : l->pcap)) {
+        /* cut short, it would log in with another name or password */
+        snprintf(err, errlen, "%s is too long (at most %zu bytes)", name,
+                 (is_user ? l->ucap : l->pcap) - 1);
+        return -1;
+    }
+    if (is_user)
+        snprintf(l->user, l->ucap, "%s", value);
+    else if (is_pw)
+        snprintf(l->password, l->pcap, "%s", value);
+    /* other options (user_<name>=: bk_config_plain_users; tokenauth=) are the server's */
+    return 0;
+}
+
+int bk_jaas_parse(const char *text, char *module, size_t modcap, char *user, size_t ucap,
+                  char *password, size_t pcap, char *err, size_t errlen)
+{
+    struct jaas_login l = { user, password, ucap, pcap };
+    user[0] = password[0] = 0;
+    if (jaas_options(text, module, modcap, login_option, &l, err, errlen))
+        return -1;
     if (!user[0] || !password[0]) {
         snprintf(err, errlen, "the login module needs username=\"...\" and password=\"...\"");
         return -1;
     }
     return 0;
+}
+
+/* ---- PLAIN's users (user_<name>="<password>", Kafka's PlainServerCallbackHandler) -- */
+#define PLAIN_LOGIN_MODULE "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+static void plain_users_free(bk_plain_users *u)
+{
+    if (u->v)
+        OPENSSL_cleanse(u->v, sizeof *u->v * (size_t)u->n);
+    free(u->v);
+    u->v = NULL;
+    u->n = 0;
+}
+
+/* One option of a listener's PlainLoginModule: a user_<name> enters u. */
+static int plain_user_option(const char *name, const char *value, void *arg, char *err,
+                             size_t errlen)
+{
+    bk_plain_users *u = arg;
+    if (strncmp(name, "user_", 5))
+        return 0;                          /* username=, password=: the broker's own */
+    const char *user = name + 5;
+    if (!user[0]) {
+        snprintf(err, errlen, "option user_ names no user (expected user_<name>=\"<password>\")");
+        return -1;
+    }
+    if (strlen(user) >= BK_JAAS_VALUE_MAX || strlen(value) >= BK_JAAS_VALUE_MAX) {
+        snprintf(err, errlen, "option user_%.40s%s: the %s is too long (at most %d bytes)",
+                 user, strlen(user) > 40 ? "..." : "",
+                 strlen(user) >= BK_JAAS_VALUE_MAX ? "user name" : "password",
+                 BK_JAAS_VALUE_MAX - 1);
+        return -1;
+    }
+    if (!value[0]) {
+        snprintf(err, errlen, "option %s has an empty password (PLAIN refuses one)", name);
+        return -1;
+    }
+    for (int i = 0; i < u->n; i++)
+        if (!strcmp(u->v[i].name, user)) {
+            snprintf(err, errlen, "option %s is given twice", name);
+            return -1;
+        }
+    bk_plain_user *v = realloc(u->v, sizeof *v * (size_t)(u->n + 1));
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    u->v = v;
+    snprintf(v[u->n].name, sizeof v[u->n].name, "%s", user);
+    snprintf(v[u->n].password, sizeof v[u->n].password, "%s", value);
+    u->n++;
+    return 0;
+}
+
+/* Each listener's PLAIN users: from listener.name.<l>.plain.sasl.jaas.config,
+ * else sasl.jaas.config, when that line's module is PlainLoginModule (Kafka
+ * reads the options of that module only; another module has no users).  A
+ * malformed line fails startup naming its key, whatever the listener. */
+static int finish_plain_users(bk_config *c, char *err, size_t errlen)
+{
+    for (int i = 0; i < c->nlisteners; i++) {
+        bk_plain_users *u = &c->plain_users[i];
+        plain_users_free(u);
+        const char *jaas = c->sasl_jaas_config;
+        char from[BK_LISTENER_NAME_MAX + 64] = "sasl.jaas.config";
+        for (int k = 0; k < c->njaas; k++)
+            if (!strcasecmp(c->jaas[k].listener, c->listeners[i].name) &&
+                !strcmp(c->jaas[k].mechanism, "PLAIN")) {
+                jaas = c->jaas[k].value;
+                snprintf(from, sizeof from, "listener.name.%s.plain.sasl.jaas.config",
+                         c->listeners[i].name);
+                for (char *q = from; *q; q++)
+                    *q = (char)tolower((unsigned char)*q);
+            }
+        if (!jaas[0] || !bk_secproto_is_sasl(c->listeners[i].proto))
+            continue;
+        char module[256], inner[200];
+        if (jaas_options(jaas, module, sizeof module, plain_user_option, u, inner,
+                         sizeof inner)) {
+            plain_users_free(u);
+            snprintf(err, errlen, "Invalid value for configuration %s: %s", from, inner);
+            return -1;
+        }
+        if (strcmp(module, PLAIN_LOGIN_MODULE))
+            plain_users_free(u);           /* a ScramLoginModule's user_ are not PLAIN's */
+    }
+    return 0;
+}
+
+const bk_plain_users *bk_config_plain_users(const bk_config *c, const char *listener)
+{
+    for (int i = 0; listener && i < c->nlisteners; i++)
+        if (!strcasecmp(c->listeners[i].name, listener))
+            return &c->plain_users[i];
+    return NULL;
 }
 
 /* Is name one of the comma (or space) separated list? */
@@ -1027,7 +1160,7 @@ int bk_config_finish(bk_config *c, char *err, size_t errlen)
     if (c->zookeeper_connection_timeout_ms <= 0)
         c->zookeeper_connection_timeout_ms = c->zookeeper_session_timeout_ms;
     if (finish_listeners(c, err, errlen) || finish_ssl(c, err, errlen) ||
-        finish_inter_broker_sasl(c, err, errlen))
+        finish_inter_broker_sasl(c, err, errlen) || finish_plain_users(c, err, errlen))
         return -1;
     char *comma = strchr(c->log_dirs, ',');
     if (comma)

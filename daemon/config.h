@@ -26,6 +26,18 @@
 #include "daemon/security.h"
 #include "metadata/md.h"
 
+#define BK_JAAS_VALUE_MAX 256        /* a JAAS user name or password, with its NUL */
+
+/* One user_<name>="<password>" option of a PlainLoginModule line. */
+typedef struct bk_plain_user {
+    char name[BK_JAAS_VALUE_MAX];
+    char password[BK_JAAS_VALUE_MAX];
+} bk_plain_user;
+typedef struct bk_plain_users {
+    bk_plain_user *v;
+    int n;
+} bk_plain_users;
+
 /* One named listener of listeners= (Kafka's NAME://host:port); its
  * security protocol is the name's in listener.security.protocol.map, or
  * the name itself when it is one of Kafka's four. */
@@ -98,7 +110,8 @@ typedef struct bk_config {
      * global or per listener and mechanism
      * (listener.name.<listener>.<mechanism>.sasl.jaas.config).
      * bk_config_finish picks the one for the inter-broker listener and
-     * parses it into ib_sasl_user / ib_sasl_password. */
+     * parses it into ib_sasl_user / ib_sasl_password, and each SASL
+     * listener's PLAIN line's user_<name> options into plain_users. */
     char sasl_mechanism_inter_broker_protocol[32];
     char sasl_jaas_config[2048];          /* sasl.jaas.config */
     struct bk_jaas_entry {
@@ -108,6 +121,11 @@ typedef struct bk_config {
     } jaas[BK_LISTENERS_MAX * 3];
     int njaas;
     char ib_sasl_user[256], ib_sasl_password[256];  /* finish: "" when not SASL */
+    /* Each SASL listener's PLAIN users, by listener index: the
+     * user_<name>="<password>" options of its PlainLoginModule line
+     * (bk_config_plain_users; read by sasl.c).  Heap, freed and cleansed by
+     * bk_config_free; n == 0 when the line has none. */
+    bk_plain_users plain_users[BK_LISTENERS_MAX];
     int64_t log_retention_check_interval_ms;
     /* log cleaner (daemon/cleaner.c) */
     bool    log_cleaner_enable;                   /* log.cleaner.enable */
@@ -239,5 +257,11 @@ void bk_config_protocol_map(const bk_config *c, char *buf, size_t cap);
  * name and its username and password options.  0, or -1 with err. */
 int bk_jaas_parse(const char *text, char *module, size_t modcap, char *user, size_t ucap,
                   char *password, size_t pcap, char *err, size_t errlen);
+/* The PLAIN users of listener (by name, any case): the user_<name> options
+ * of its listener.name.<listener>.plain.sasl.jaas.config, else of
+ * sasl.jaas.config, when that line is a PlainLoginModule's (Kafka's
+ * PlainServerCallbackHandler reads no other module).  NULL for no such
+ * listener; ->n == 0 when none are configured. */
+const bk_plain_users *bk_config_plain_users(const bk_config *c, const char *listener);
 
 #endif

@@ -29,7 +29,8 @@
  *      re-authentication must name the same user.
  *   3. The event loop never stretches a key.  A SCRAM login is a SQLite
  *      point read, two HMACs and a hash there (scram.h inv. 3).  A PLAIN
- *      login is a point read and one SHA-256 (plain_digest) there; when
+ *      login checked against the stored SCRAM credentials (inv. 6: a
+ *      listener without JAAS users) is a point read and one SHA-256 (plain_digest) there; when
  *      that digest is not in plain_seen (a user's first login, a changed
  *      password, every wrong password, every unknown user) the PBKDF2 of
  *      the stored iteration count (about 2 ms at 4096 with SHA-256) runs on
@@ -45,13 +46,26 @@
  *      password get the same message, Kafka's), nor take a different
  *      time: an unknown user's PLAIN password is checked against a
  *      credential no password matches (nobody_cred, 4096 iterations), on
- *      the worker like any other.
+ *      the worker like any other; against JAAS users (inv. 6), a random
+ *      secret's digest (jaas_plain_ok).
  *   5. plain_seen is bounded (PLAIN_SEEN entries, one per slot) and holds
  *      successes only, keyed by user and a digest of (stored key, salt,
  *      password): a wrong password can neither hit nor evict an entry, so
  *      it always costs the full PBKDF2 and leaves the right one cheap.
  *      Secrets are compared in constant time (CRYPTO_memcmp; scram.h
  *      inv. 2); passwords copied into a job are cleansed when it ends.
+ *   6. Whose password PLAIN checks, per listener, as Kafka's
+ *      PlainServerCallbackHandler: when the listener's PlainLoginModule
+ *      line (listener.name.<l>.plain.sasl.jaas.config, else
+ *      sasl.jaas.config; bk_config_plain_users) has user_<name>="<pw>"
+ *      options, those users are PLAIN's only ones: a user not listed is
+ *      refused even when it has a SCRAM credential, and a listed one is
+ *      checked against its option only (two SHA-256 and a constant-time
+ *      compare, on the loop: nothing to stretch, nothing cached).  A
+ *      listener whose line has none keeps the SCRAM credentials (inv. 3),
+ *      Sluice's own extension, so setups without user_ options are
+ *      unchanged.  The admin endpoint's Basic auth is not a listener and
+ *      always uses the SCRAM credentials.
  */
 #include "daemon/sasl.h"
 
@@ -395,6 +409,43 @@ static void plain_cancel(bk_req *r)
     j->r = NULL;                     /* plain_done frees it (janitor.c inv. 4) */
 }
 
+/* ---- PLAIN against the listener's JAAS users (inv. 6) ---------------------------- */
+static void sha256_of(const void *p, size_t n, uint8_t out[32])
+{
+    unsigned int len = 0;
+    if (!EVP_Digest(p, n, out, &len, EVP_sha256(), NULL))
+        RAND_bytes(out, 32);         /* matches nothing */
+}
+
+/* Is pw user's password among u's (Kafka's PlainServerCallbackHandler)?
+ * Every entry is looked at (names compared in constant time for their
+ * length), and the offered password's digest is compared with the user's
+ * password's, or an unknown user's with a random secret's, digested the
+ * same way: a wrong password and an unknown user cost the same two
+ * SHA-256 (inv. 4). */
+static bool jaas_plain_ok(const bk_plain_users *u, const char *user, const char *pw, size_t n)
+{
+    static uint8_t nobody[32];
+    static bool made;
+    if (!made && RAND_bytes(nobody, sizeof nobody) == 1)
+        made = true;
+    size_t ulen = strlen(user);
+    const char *expected = NULL;
+    for (int i = 0; i < u->n; i++)
+        if (strlen(u->v[i].name) == ulen && !CRYPTO_memcmp(u->v[i].name, user, ulen))
+            expected = u->v[i].password;
+    uint8_t want[32], got[32];
+    if (expected)
+        sha256_of(expected, strlen(expected), want);
+    else
+        sha256_of(nobody, sizeof nobody, want);
+    sha256_of(pw, n, got);
+    bool ok = !CRYPTO_memcmp(want, got, sizeof want) && expected && made;
+    OPENSSL_cleanse(want, sizeof want);
+    OPENSSL_cleanse(got, sizeof got);
+    return ok;
+}
+
 static int step_plain(bk_req *r, bk_sasl_conn *s, const char *tok, size_t len)
 {
     scram_plain p;
@@ -405,6 +456,10 @@ static int step_plain(bk_req *r, bk_sasl_conn *s, const char *tok, size_t len)
     user[p.user.len] = 0;
     if (p.authzid.len && (p.authzid.len != p.user.len || memcmp(p.authzid.p, user, p.user.len)))
         return STEP_FAIL;          /* Kafka: authorization id must match the user */
+    const bk_plain_users *ju = bk_config_plain_users(r->b->cfg, bk_conn_listener(r->conn));
+    if (ju && ju->n)                 /* inv. 6: these users only, checked here */
+        return jaas_plain_ok(ju, user, p.password.p, p.password.len)
+               ? authenticated(r->b, r->conn, s, user) : STEP_FAIL;
     plain_job *j = plain_prepare(r->b, user, p.password.p, p.password.len);
     if (!j)
         return STEP_FAIL;

@@ -508,6 +508,78 @@ START_TEST(test_inter_broker_sasl_mistakes_are_named)
 }
 END_TEST
 
+/* Kafka's PlainServerCallbackHandler users: the user_<name> options of the
+ * listener's PlainLoginModule line, its own key before sasl.jaas.config;
+ * a ScramLoginModule's options are no PLAIN users. */
+START_TEST(test_plain_users_come_from_the_listeners_plain_line)
+{
+    bk_config c;
+    bk_config_init(&c);
+    char err[512] = "";
+    const char *kv[] = {
+        "listeners", "SASL_PLAINTEXT://:1,Other://:2,Third://:3",
+        "listener.security.protocol.map",
+        "SASL_PLAINTEXT:SASL_PLAINTEXT,OTHER:SASL_PLAINTEXT,THIRD:SASL_SSL",
+        "ssl.keystore.location", "/x.pem",
+        "sasl.jaas.config", PLAIN_LM " required username=b password=s user_b=s;",
+        "listener.name.other.plain.sasl.jaas.config",
+        PLAIN_LM " required user_alice=\"alice-secret\" user_b\u00f6b=\"p w;\" "
+        "user_x@example.com=\"1\";",
+        "listener.name.third.plain.sasl.jaas.config", SCRAM_LM " required user_bob=x;", NULL };
+    ck_assert_msg(set_all(&c, kv, err, sizeof err) == 0, "%s", err);
+    const bk_plain_users *u = bk_config_plain_users(&c, "OTHER");
+    ck_assert_ptr_nonnull(u);
+    ck_assert_int_eq(u->n, 3);
+    ck_assert_str_eq(u->v[0].name, "alice");
+    ck_assert_str_eq(u->v[0].password, "alice-secret");
+    ck_assert_str_eq(u->v[1].name, "b\u00f6b");
+    ck_assert_str_eq(u->v[1].password, "p w;");
+    ck_assert_str_eq(u->v[2].name, "x@example.com");
+    u = bk_config_plain_users(&c, "sasl_plaintext");     /* sasl.jaas.config's */
+    ck_assert_int_eq(u->n, 1);
+    ck_assert_str_eq(u->v[0].name, "b");
+    ck_assert_int_eq(bk_config_plain_users(&c, "THIRD")->n, 0);
+    ck_assert_ptr_null(bk_config_plain_users(&c, "NONE"));
+    bk_config_free(&c);
+    ck_assert_int_eq(c.plain_users[1].n, 0);
+}
+END_TEST
+
+START_TEST(test_plain_user_mistakes_are_named)
+{
+    char longv[301], longn[400], longp[400];
+    memset(longv, 'n', 300);
+    longv[300] = 0;
+    snprintf(longn, sizeof longn, PLAIN_LM " required user_%s=x;", longv);
+    snprintf(longp, sizeof longp, PLAIN_LM " required user_a=\"%s\";", longv);
+    struct { const char *line, *says; } cases[] = {
+        { PLAIN_LM " required user_=x;", "option user_ names no user" },
+        { PLAIN_LM " required user_a=\"\";", "option user_a has an empty password" },
+        { PLAIN_LM " required user_a=x user_a=y;", "option user_a is given twice" },
+        { PLAIN_LM " required user_a=x user_b;", "option user_b has no value" },
+        { PLAIN_LM " required user_a==secret;", "expected a name or value at '='" },
+        { longn, "the user name is too long (at most 255 bytes)" },
+        { longp, "option user_a: the password is too long (at most 255 bytes)" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *kv[] = { "listeners", "SASL_PLAINTEXT://:1",
+                             "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                             cases[i].line, NULL };
+        bk_config c;
+        bk_config_init(&c);
+        char err[512] = "";
+        ck_assert_int_eq(set_all(&c, kv, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, "Invalid value for configuration "
+                              "listener.name.sasl_plaintext.plain.sasl.jaas.config: "),
+                      "case %zu: %s", i, err);
+        ck_assert_msg(strstr(err, cases[i].says), "case %zu: %s", i, err);
+        ck_assert_msg(!strstr(err, "secret") && !strstr(err, "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"),
+                      "case %zu quotes a value: %s", i, err);
+        bk_config_free(&c);
+    }
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -520,6 +592,7 @@ int main(void)
         test_listener_mistakes_are_named, test_inter_broker_sasl_login_from_the_jaas_line,
         test_inter_broker_sasl_mistakes_are_named,
         test_listener_mechanisms_override_the_global_list,
+        test_plain_users_come_from_the_listeners_plain_line, test_plain_user_mistakes_are_named,
     };
     return unit_run("daemon config", "config", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
