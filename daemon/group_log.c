@@ -37,16 +37,30 @@
  * page cache; no ZooKeeper write, no fsync beyond the SQLite pipeline's
  * shared one.
  *
- * Each broker materialises the partitions it leads into its SQLite, so
- * OffsetFetch and SQL's committed_offsets and lag read what they always
- * read.  Per partition of __consumer_offsets:
+ * Each broker materialises into its SQLite every partition it holds a
+ * replica of, so OffsetFetch and SQL's committed_offsets and lag read
+ * what they always read, and SQL on any broker shows what the
+ * coordinator shows.  The leader loads its partitions (groups into
+ * memory, rows into SQLite); a follower tails its own replica (rows
+ * only), with the same record decoding, up to the high watermark it
+ * knows, so its rows never show a record that a new leader could cut
+ * off; a broker without a replica has no rows of it.  Per partition of
+ * __consumer_offsets (gl_tick → part_sync):
  *
- *     IDLE ──leads it (gl_tick, gl_coordinator_error)──► LOADING
- *       ▲        load_start: cursor over [log start, log end)    │
- *       │                                                        │ load_step, in
- *       │                                                        │ bounded steps,
- *       │                                                        │ rows → jobs
- *       └──── leadership gone or new epoch (gl_tick) ◄── LOADED ◄┘ last job durable
+ *              no replica here: part_clear (G7)
+ *     IDLE ◄──────────────────────────────────────────────── any state
+ *       │ a replica here, not led (follow_sync, follow_start: the clear,
+ *       ▼ then rows from the log start)
+ *     FOLLOWING ── part_step: [read so far, high watermark) → jobs, again
+ *       │  ▲       whenever the high watermark moves (checked every tick);
+ *       │  │       a new leader epoch or a log cut below or started above
+ *       │  │       what was read: follow_start again
+ *       │  └───────── leadership gone: follow_start ◄────────────┐
+ *       │ leads it (gl_tick, gl_coordinator_error)                │
+ *       ▼    load_start: cursor over [log start, log end)         │
+ *     LOADING ── load_step, in bounded steps, rows → jobs ──► LOADED
+ *       ▲                                  last job durable       │
+ *       └────────────── a new leader epoch, still led ◄───────────┘
  *
  * Group state is Kafka's GroupMetadata record (gl_group_store), written
  * where Kafka's GroupCoordinator writes it: when the leader's SyncGroup
@@ -64,7 +78,8 @@
  * Invariants:
  *   G1. This broker answers a group's requests only while its partition is
  *       LOADED for the leader epoch the view shows and it still leads it;
- *       LOADING answers COORDINATOR_LOAD_IN_PROGRESS, IDLE NOT_COORDINATOR.
+ *       LOADING answers COORDINATOR_LOAD_IN_PROGRESS, IDLE and FOLLOWING
+ *       NOT_COORDINATOR.
  *   G2. A load's rows reach SQLite through the coordinator's jobs, in log
  *       order, before any commit this broker accepts for those groups
  *       (none is accepted until LOADED), so a later commit overwrites them.
@@ -87,6 +102,29 @@
  *       before the partition is LOADED (G1).  Only the coordinator holds
  *       a group in memory: in cluster mode none is loaded from SQLite at
  *       startup (group.c), they come from the log.
+ *   G6. A follower's rows of its partition's groups are what its log says
+ *       up to the high watermark it knew when it last read (read again
+ *       each tick the high watermark has moved): follow_start's first
+ *       job clears them as G5's does, then the records go through the
+ *       same decoding as a load's (load_record) into jobs, in log order,
+ *       and never into memory (G4): a GroupMetadata record becomes the
+ *       rows the coordinator's load would store (Stable with its members,
+ *       or Empty), a tombstone a delete.  On any doubt it starts over from
+ *       the log start: a new leader epoch (the log may be truncated to
+ *       the new leader's), a log that ends before what was read, one that
+ *       starts after it.  Leading, the load replaces these rows (G5);
+ *       leadership gone, following starts over, so the commits this
+ *       broker stored but the log lost go too.  The work is on the loop,
+ *       a tick and bounded steps (load_step's budget) for the internal
+ *       topic only; nothing on the replication path of user data.  Group
+ *       rows show the state the log stores (Kafka writes it at a
+ *       rebalance's end and when the group empties), not the
+ *       coordinator's in-between ones (PreparingRebalance,
+ *       CompletingRebalance).
+ *   G7. A broker that holds no replica of a partition holds no rows of its
+ *       groups: part_clear submits G5's clear once on entering IDLE (at
+ *       startup for every such partition, when a reassignment moves its
+ *       replica away).
  *
  * A static member replacing itself without a rebalance is stored too
  * (Kafka's updateStaticMemberAndRebalance → storeGroup): its JoinGroup is
@@ -96,7 +134,10 @@
  *
  * Not (yet) here: waiting for the tombstones of DeleteGroups and retention
  * to be replicated (appended, not waited for; DeleteGroups answers after
- * its SQLite sync).
+ * its SQLite sync).  A commit accepted just before leadership went but
+ * submitted (group_persist.c C7's linger) after follow_start's clear
+ * writes its row after the follower's: if the log lost it, the row stays
+ * until the next start over or a later commit of that partition.
  */
 #include "daemon/group.h"
 #include "daemon/md_sync.h"
@@ -113,12 +154,15 @@
 #define GL_STEP_RECORDS 2000          /* records read per loop turn */
 #define GL_JOB_ROWS 20000             /* rows per load job */
 
-enum gl_state { GL_IDLE, GL_LOADING, GL_LOADED };
+enum gl_state { GL_IDLE, GL_FOLLOWING, GL_LOADING, GL_LOADED };
 
 typedef struct gl_part {
     enum gl_state state;
-    int32_t epoch;                    /* leader epoch loaded for */
-    seg_cursor *cur;                  /* LOADING: NULL once read to the end */
+    bool cleared;                     /* IDLE: its rows' clear is submitted (G7) */
+    int32_t epoch;                    /* leader epoch loaded or followed for */
+    seg_cursor *cur;                  /* LOADING: NULL once read to the end;
+                                         FOLLOWING: over [pos, to), NULL between */
+    int64_t pos, to;                  /* FOLLOWING: read up to pos */
     gc_job *job;                      /* rows gathered, not submitted */
     uint64_t seq;                     /* the last load job's sync */
     size_t job_rows;                  /* rows in job */
@@ -274,13 +318,15 @@ static void unload_groups(int32_t i)
     free(out);
 }
 
-static void load_start(bk_broker *b, int32_t i, const bk_pview *v)
+static void part_dir(char *dir, size_t len, int32_t i);
+
+static void load_start(int32_t i, const bk_pview *v)
 {
     gl_part *gp = &gl.parts[i];
     part_reset(gp);
     unload_groups(i);                 /* G4 */
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/%s-%d", b->data_dir, GL_TOPIC, i);
+    part_dir(dir, sizeof dir, i);
     seg_cursor_opts o = { .dir = dir, .from = seg_log_start(v->local->log),
                           .to = seg_log_end(v->local->log), .min_ts = INT64_MIN };
     /* G5: the first job clears what SQLite has of the partition's groups. */
@@ -323,7 +369,8 @@ static int load_group_tombstone(gl_part *gp, kp_rd *k)
         free(id);
         return -1;
     }
-    gc_group *g = gc_group_find(group.p, (size_t)group.len);
+    gc_group *g = gp->state == GL_FOLLOWING ? NULL            /* G4 */
+                  : gc_group_find(group.p, (size_t)group.len);
     if (g && g->state != GC_DEAD)
         gc_group_unload(g);           /* loaded earlier in this log */
     free(id);
@@ -331,32 +378,74 @@ static int load_group_tombstone(gl_part *gp, kp_rd *k)
     return 0;
 }
 
-/* One member of a GroupMetadataValue (v0-3), alive from now on: its
- * session timer starts over, as Kafka's loadGroup schedules every loaded
+/* A GroupMetadataValue (v0-3) as read, before anything is built of it. */
+typedef struct gl_group_rec {
+    int16_t version;
+    kp_str protocol_type, protocol, leader;
+    int32_t generation, nmembers;
+    int64_t state_ts;
+} gl_group_rec;
+
+typedef struct gl_member_rec {
+    kp_str id, instance_id, client_id, client_host, subscription, assignment;
+    int32_t rebalance_timeout_ms, session_timeout_ms;
+} gl_member_rec;
+
+/* The value's fields up to its members, which v is left at.  false: a
+ * version this broker does not know, or malformed. */
+static bool read_group_rec(kp_rd *v, const kp_record *rec, gl_group_rec *h)
+{
+    h->version = kp_rd_i16(v);
+    if (h->version < 0 || h->version > 3)
+        return false;
+    h->protocol_type = kp_rd_string(v);
+    h->generation = kp_rd_i32(v);
+    h->protocol = kp_rd_string(v);
+    h->leader = kp_rd_string(v);
+    h->state_ts = h->version >= 2 ? kp_rd_i64(v) : rec->Timestamp;
+    h->nmembers = kp_rd_i32(v);
+    return kp_rd_ok(v) && h->nmembers >= 0;
+}
+
+/* The next member of a value of version vv.  false: malformed. */
+static bool read_member_rec(kp_rd *v, int16_t vv, gl_member_rec *m)
+{
+    m->id = kp_rd_string(v);
+    m->instance_id = vv >= 3 ? kp_rd_string(v) : KP_STR_NULL;
+    m->client_id = kp_rd_string(v);
+    m->client_host = kp_rd_string(v);
+    m->rebalance_timeout_ms = vv >= 1 ? kp_rd_i32(v) : -1;
+    m->session_timeout_ms = kp_rd_i32(v);
+    m->subscription = kp_rd_bytes(v);
+    m->assignment = kp_rd_bytes(v);
+    if (m->rebalance_timeout_ms < 0)
+        m->rebalance_timeout_ms = m->session_timeout_ms;
+    return kp_rd_ok(v) && m->id.len > 0;
+}
+
+/* One member of a GroupMetadataValue, alive from now on: its session
+ * timer starts over, as Kafka's loadGroup schedules every loaded
  * member's heartbeat expiry.  NULL: a malformed entry or no memory. */
 static gc_member *load_member(kp_rd *v, int16_t vv, gc_group *g)
 {
-    kp_str id = kp_rd_string(v);
-    kp_str inst = vv >= 3 ? kp_rd_string(v) : KP_STR_NULL;
-    kp_str cid = kp_rd_string(v), host = kp_rd_string(v);
-    int32_t rto = vv >= 1 ? kp_rd_i32(v) : -1;
-    int32_t sto = kp_rd_i32(v);
-    kp_str sub = kp_rd_bytes(v), asg = kp_rd_bytes(v);
-    if (!kp_rd_ok(v) || id.len <= 0)
+    gl_member_rec r;
+    if (!read_member_rec(v, vv, &r))
         return NULL;
     gc_member *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
+    kp_str cid = r.client_id, host = r.client_host;
     m->next = m->prev = m;
-    m->id = gc_strndup(id.p, id.len);
-    m->instance_id = gc_strndup(inst.p, inst.len);
+    m->id = gc_strndup(r.id.p, r.id.len);
+    m->instance_id = gc_strndup(r.instance_id.p, r.instance_id.len);
     m->client_id = gc_strndup(cid.p ? cid.p : "", cid.len < 0 ? 0 : cid.len);
     m->client_host = gc_strndup(host.p ? host.p : "", host.len < 0 ? 0 : host.len);
     m->protocol_type = gc_strndup(g->protocol_type ? g->protocol_type : "",
                                   g->protocol_type ? (int32_t)strlen(g->protocol_type) : 0);
-    m->session_timeout_ms = sto;
-    m->rebalance_timeout_ms = rto >= 0 ? rto : sto;
-    int32_t sl = sub.len > 0 ? sub.len : 0, al = asg.len > 0 ? asg.len : 0;
+    m->session_timeout_ms = r.session_timeout_ms;
+    m->rebalance_timeout_ms = r.rebalance_timeout_ms;
+    int32_t sl = r.subscription.len > 0 ? r.subscription.len : 0;
+    int32_t al = r.assignment.len > 0 ? r.assignment.len : 0;
     m->protos = calloc(1, sizeof *m->protos);
     if (m->protos && g->protocol) {   /* the one protocol it was chosen by */
         m->nprotos = 1;
@@ -364,42 +453,31 @@ static gc_member *load_member(kp_rd *v, int16_t vv, gc_group *g)
         m->protos[0].meta = malloc((size_t)sl + 1);
         m->protos[0].meta_len = sl;
         if (m->protos[0].meta && sl)
-            memcpy(m->protos[0].meta, sub.p, (size_t)sl);
+            memcpy(m->protos[0].meta, r.subscription.p, (size_t)sl);
     }
     m->assignment = malloc((size_t)al + 1);
     m->assignment_len = al;
     if (m->assignment && al)
-        memcpy(m->assignment, asg.p, (size_t)al);
+        memcpy(m->assignment, r.assignment.p, (size_t)al);
     m->session_timer = evtimer_new(gl.b->base, gc_session_cb, m);
-    if (!m->id || (inst.len >= 0 && !m->instance_id) || !m->client_id || !m->client_host ||
-        !m->protocol_type || !m->protos || !m->assignment || !m->session_timer ||
-        (m->nprotos && (!m->protos[0].name || !m->protos[0].meta))) {
+    if (!m->id || (r.instance_id.len >= 0 && !m->instance_id) || !m->client_id ||
+        !m->client_host || !m->protocol_type || !m->protos || !m->assignment ||
+        !m->session_timer || (m->nprotos && (!m->protos[0].name || !m->protos[0].meta))) {
         gc_member_free(m);
         return NULL;
     }
     return m;
 }
 
-/* A GroupMetadataValue (v0-3): the group as its last coordinator stored
- * it (Kafka's loadGroup): Stable with its generation, protocol, leader and
- * members (their assignments; their heartbeats are accepted, each member's
- * session timeout counts from now), or Empty without members.  A group
- * loaded earlier in this log is replaced.  Memory and its SQLite row (in
- * the part's job, in log order) say the same. */
-static int load_group_value(gl_part *gp, kp_str group, const kp_record *rec)
+/* A GroupMetadataValue on the coordinator: the group as its last
+ * coordinator stored it (Kafka's loadGroup): Stable with its generation,
+ * protocol, leader and members (their assignments; their heartbeats are
+ * accepted, each member's session timeout counts from now), or Empty
+ * without members.  A group loaded earlier in this log is replaced.
+ * Memory and its SQLite row (in the part's job, in log order) say the
+ * same. */
+static int load_group_value(gl_part *gp, kp_str group, kp_rd *v, const gl_group_rec *h)
 {
-    kp_rd v;
-    kp_rd_init(&v, rec->Value.p, (size_t)rec->Value.len);
-    int16_t vv = kp_rd_i16(&v);
-    if (vv < 0 || vv > 3)
-        return 0;
-    kp_str ptype = kp_rd_string(&v);
-    int32_t generation = kp_rd_i32(&v);
-    kp_str proto = kp_rd_string(&v), leader = kp_rd_string(&v);
-    int64_t ts = vv >= 2 ? kp_rd_i64(&v) : rec->Timestamp;
-    int32_t n = kp_rd_i32(&v);
-    if (!kp_rd_ok(&v) || group.len <= 0 || n < 0)
-        return 0;
     gc_group *g = gc_group_find(group.p, (size_t)group.len);
     if (g && g->state == GC_DEAD)
         return 0;                     /* being deleted here */
@@ -407,16 +485,17 @@ static int load_group_value(gl_part *gp, kp_str group, const kp_record *rec)
         gc_group_unload(g);
     if (!(g = gc_group_create(group.p, (size_t)group.len)))
         return -1;
+    kp_str ptype = h->protocol_type, proto = h->protocol, leader = h->leader;
     g->protocol_type = ptype.len > 0 ? gc_strndup(ptype.p, ptype.len) : NULL;
     g->protocol = proto.len > 0 ? gc_strndup(proto.p, proto.len) : NULL;
-    g->generation = generation;
-    g->state_changed_at = ts > 0 ? ts : bk_now_ms();
+    g->generation = h->generation;
+    g->state_changed_at = h->state_ts > 0 ? h->state_ts : bk_now_ms();
     if ((ptype.len > 0 && !g->protocol_type) || (proto.len > 0 && !g->protocol)) {
         gc_group_free(g);
         return -1;
     }
-    for (int32_t k = 0; k < n; k++) {
-        gc_member *m = load_member(&v, vv, g);
+    for (int32_t k = 0; k < h->nmembers; k++) {
+        gc_member *m = load_member(v, h->version, g);
         if (!m) {
             BK_WARN("group %s: its GroupMetadata record in %s has a member that cannot be "
                     "loaded; the group comes back Empty (members rejoin)", g->id, GL_TOPIC);
@@ -437,6 +516,91 @@ static int load_group_value(gl_part *gp, kp_str group, const kp_record *rec)
         return -1;
     gp->job_rows++;
     return gc_group_to_job(gp->job, g);
+}
+
+static const char *job_str(gc_job *j, kp_str s)
+{
+    return s.len > 0 ? gc_job_strndup(j, s.p, (size_t)s.len) : NULL;
+}
+
+/* One member's row, as gc_group_to_job writes a loaded member.  false:
+ * malformed, or no memory. */
+static bool follow_member(gc_job *j, kp_rd *v, const gl_group_rec *h, md_group_member *x)
+{
+    gl_member_rec r;
+    if (!read_member_rec(v, h->version, &r))
+        return false;
+    kp_str none = { "", 0 };
+    x->member_id = job_str(j, r.id);
+    x->instance_id = r.instance_id.len >= 0 ? gc_job_strndup(j, r.instance_id.p,
+                                                              (size_t)r.instance_id.len) : NULL;
+    x->client_id = gc_job_strndup(j, "", 0);
+    x->client_host = x->client_id;
+    if (r.client_id.len > 0)
+        x->client_id = job_str(j, r.client_id);
+    if (r.client_host.len > 0)
+        x->client_host = job_str(j, r.client_host);
+    x->session_timeout_ms = r.session_timeout_ms;
+    x->rebalance_timeout_ms = r.rebalance_timeout_ms;
+    kp_str sub = r.subscription.len > 0 ? r.subscription : none;
+    kp_str asg = r.assignment.len > 0 ? r.assignment : none;
+    x->subscription_len = h->protocol.len > 0 ? sub.len : -1;
+    x->subscription = gc_job_blob(j, sub.p, x->subscription_len);
+    x->assignment_len = asg.len;
+    x->assignment = gc_job_blob(j, asg.p, asg.len);
+    return x->member_id && x->client_id && x->client_host &&
+           (x->instance_id || r.instance_id.len < 0) &&
+           (x->subscription || x->subscription_len < 0) && x->assignment;
+}
+
+/* A GroupMetadataValue on a follower (G6): the rows the coordinator's
+ * load would store, Stable with the members or Empty, into the part's
+ * job only; no group in memory (G4). */
+static int follow_group_value(gl_part *gp, kp_str group, kp_rd *v, const gl_group_rec *h)
+{
+    if (!gp->job && !(gp->job = gc_job_take()))
+        return -1;
+    gc_job *j = gp->job;
+    md_group *rec = gc_job_group(j, (size_t)h->nmembers);
+    if (!rec)
+        return -1;
+    md_group_member *mm = (md_group_member *)rec->members;
+    const char *first = NULL, *leader = NULL;
+    for (int32_t k = 0; k < h->nmembers; k++) {
+        if (!follow_member(j, v, h, &mm[k])) {
+            rec->nmembers = 0;        /* as the load: Empty, the members rejoin */
+            first = leader = NULL;
+            break;
+        }
+        if (!first)
+            first = mm[k].member_id;
+        if (h->leader.len > 0 && (size_t)h->leader.len == strlen(mm[k].member_id) &&
+            !memcmp(h->leader.p, mm[k].member_id, (size_t)h->leader.len))
+            leader = mm[k].member_id;
+    }
+    rec->group_id = gc_job_strndup(j, group.p, (size_t)group.len);
+    rec->state = gc_state_name(rec->nmembers > 0 ? GC_STABLE : GC_EMPTY);
+    rec->protocol_type = job_str(j, h->protocol_type);
+    rec->protocol = job_str(j, h->protocol);
+    rec->generation = h->generation;
+    rec->leader = leader ? leader : first;      /* C4: else the first member leads */
+    rec->state_changed_at = h->state_ts > 0 ? h->state_ts : bk_now_ms();
+    gp->job_rows++;
+    return rec->group_id && (rec->protocol_type || h->protocol_type.len <= 0) &&
+           (rec->protocol || h->protocol.len <= 0) ? 0 : -1;
+}
+
+/* A GroupMetadataValue (v0-3) into memory (coordinator) or only into
+ * SQLite (follower).  Records it cannot read are skipped. */
+static int group_value(gl_part *gp, kp_str group, const kp_record *rec)
+{
+    kp_rd v;
+    gl_group_rec h;
+    kp_rd_init(&v, rec->Value.p, (size_t)rec->Value.len);
+    if (!read_group_rec(&v, rec, &h) || group.len <= 0)
+        return 0;
+    return gp->state == GL_FOLLOWING ? follow_group_value(gp, group, &v, &h)
+                                     : load_group_value(gp, group, &v, &h);
 }
 
 /* One offset row into the part's job: o's value, or (o NULL) a
@@ -482,7 +646,7 @@ static int load_record(gl_part *gp, const kp_record *rec)
         return load_group_tombstone(gp, &k);
     if (kv == 2) {
         kp_str group = kp_rd_string(&k);
-        return kp_rd_ok(&k) ? load_group_value(gp, group, rec) : 0;
+        return kp_rd_ok(&k) ? group_value(gp, group, rec) : 0;
     }
     if (kv != 0 && kv != 1)
         return 0;
@@ -513,9 +677,74 @@ static int load_record(gl_part *gp, const kp_record *rec)
 
 static void load_check_done(int32_t i);
 
-/* Reads up to GL_STEP_RECORDS records of the loading partitions per loop
- * turn, so a large log never holds the loop; re-arms itself while any
- * remains. */
+static void part_dir(char *dir, size_t len, int32_t i)
+{
+    snprintf(dir, len, "%s/%s-%d", gl.b->data_dir, GL_TOPIC, i);
+}
+
+/* FOLLOWING (G6): a cursor over what is replicated here and not read yet,
+ * [pos, the high watermark this follower knows), so no row shows a
+ * record that a new leader could cut off.  0 (gp->cur NULL: nothing new),
+ * or an error of seg_cursor_open. */
+static int follow_open(int32_t i, gl_part *gp)
+{
+    const bk_pview *v = bk_view_partition(gl.b, gl_topic, i);
+    if (gp->cur || !v || !v->local || !v->local->log)
+        return 0;                     /* no replica: the next tick decides */
+    int64_t end = seg_log_end(v->local->log), to = v->local->high_watermark;
+    if (to > end)
+        to = end;
+    if (to <= gp->pos)
+        return 0;
+    char dir[4200];
+    part_dir(dir, sizeof dir, i);
+    seg_cursor_opts o = { .dir = dir, .from = gp->pos, .to = to, .min_ts = INT64_MIN };
+    int rc = seg_cursor_open(&o, &gp->cur);
+    if (rc != 0) {
+        gp->cur = NULL;
+        return rc;
+    }
+    gp->to = to;
+    return 0;
+}
+
+/* Up to *budget records of partition i, loading or following, into its
+ * job; true while its cursor has more. */
+static bool part_step(int32_t i, int *budget)
+{
+    gl_part *gp = &gl.parts[i];
+    bool follows = gp->state == GL_FOLLOWING;
+    int rc = follows ? follow_open(i, gp) : 0;
+    kp_record rec;
+    if (rc == 0)
+        rc = 1;
+    while (rc == 1 && gp->cur && *budget > 0 && (rc = seg_cursor_next(gp->cur, &rec)) == 1) {
+        --*budget;
+        if (load_record(gp, &rec) != 0)
+            rc = SEG_E_NOMEM;
+    }
+    if (rc < 0) {
+        BK_ERROR("%s-%d: %s offsets failed (%d); starting over", GL_TOPIC, i,
+                 follows ? "following" : "loading", rc);
+        part_reset(gp);               /* IDLE: the next tick starts over */
+        return false;
+    }
+    if (gp->job && (rc == 0 || !gp->cur || gp->job_rows >= GL_JOB_ROWS))
+        job_submit(gp);
+    if (rc == 0 && gp->cur) {
+        seg_cursor_close(gp->cur);
+        gp->cur = NULL;
+        gp->pos = gp->to;
+    }
+    if (gp->cur)
+        return true;
+    load_check_done(i);
+    return false;
+}
+
+/* Reads up to GL_STEP_RECORDS records of the loading and following
+ * partitions per loop turn, so a large log never holds the loop; re-arms
+ * itself while any remains. */
 static void load_step(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what; (void)arg;
@@ -523,33 +752,8 @@ static void load_step(evutil_socket_t fd, short what, void *arg)
     bool more = false;
     for (int32_t i = 0; i < gl.nparts; i++) {
         gl_part *gp = &gl.parts[i];
-        if (gp->state != GL_LOADING)
-            continue;
-        int rc = 1;
-        kp_record rec;
-        while (gp->cur && budget > 0 && (rc = seg_cursor_next(gp->cur, &rec)) == 1) {
-            budget--;
-            if (load_record(gp, &rec) != 0) {
-                rc = SEG_E_NOMEM;
-                break;
-            }
-        }
-        if (rc < 0) {
-            BK_ERROR("%s-%d: loading offsets failed (out of memory); retrying",
-                     GL_TOPIC, i);
-            part_reset(gp);           /* IDLE: the next tick starts over */
-            continue;
-        }
-        if (gp->job && (rc == 0 || !gp->cur || gp->job_rows >= GL_JOB_ROWS))
-            job_submit(gp);
-        if (rc == 0 && gp->cur) {
-            seg_cursor_close(gp->cur);
-            gp->cur = NULL;
-        }
-        if (gp->cur)
-            more = true;
-        else
-            load_check_done(i);
+        if (gp->state == GL_LOADING || gp->state == GL_FOLLOWING)
+            more |= part_step(i, &budget);
     }
     if (more)
         event_active(gl.step_ev, EV_TIMEOUT, 0);
@@ -566,26 +770,80 @@ static void load_check_done(int32_t i)
             GL_TOPIC, i, (long long)gp->records, (bk_mono_us() - gp->started_us) / 1000.0);
 }
 
+/* G7: no replica of partition i here; its rows go, once. */
+static void part_clear(int32_t i)
+{
+    gl_part *gp = &gl.parts[i];
+    if (gp->state == GL_IDLE && gp->cleared)
+        return;
+    if (gp->state == GL_FOLLOWING)
+        BK_INFO("%s-%d no longer replicated here: its groups' rows go", GL_TOPIC, i);
+    part_reset(gp);
+    gc_job *j = gc_job_take();
+    if (!j)
+        return;                       /* the next tick tries again */
+    gc_job_clear_partition(j, i, gl.nparts);
+    gc_job_submit(j);
+    gp->cleared = true;
+}
+
+/* G6: a replica here follows its log from the start, after the clear. */
+static void follow_start(int32_t i, const bk_pview *v)
+{
+    gl_part *gp = &gl.parts[i];
+    part_reset(gp);
+    if (!(gp->job = gc_job_take()))
+        return;                       /* IDLE: the next tick starts over */
+    gc_job_clear_partition(gp->job, i, gl.nparts);
+    gp->state = GL_FOLLOWING;
+    gp->epoch = v->leader_epoch;
+    gp->pos = seg_log_start(v->local->log);
+    BK_INFO("%s-%d followed here (epoch %d): its groups' rows follow the log from %lld",
+            GL_TOPIC, i, gp->epoch, (long long)gp->pos);
+    event_active(gl.step_ev, EV_TIMEOUT, 0);
+}
+
+/* Partition i is not led here: its rows follow its log while a replica is
+ * here (G6), else they go (G7).  Any doubt starts over from the log start:
+ * a new leader epoch, a log that now ends before what was read (cut off)
+ * or starts after it. */
+static void follow_sync(int32_t i, const bk_pview *v)
+{
+    gl_part *gp = &gl.parts[i];
+    seg_log *log = v && v->local ? v->local->log : NULL;
+    if (!log) {
+        part_clear(i);
+        return;
+    }
+    if (gp->state != GL_FOLLOWING || gp->epoch != v->leader_epoch ||
+        seg_log_end(log) < (gp->cur ? gp->to : gp->pos) || seg_log_start(log) > gp->pos)
+        follow_start(i, v);
+    else if (!gp->cur && v->local->high_watermark > gp->pos)
+        event_active(gl.step_ev, EV_TIMEOUT, 0);
+}
+
 /* Brings partition i's state in line with the view: starts a load when
- * this broker leads it, drops it when not (G1).  The view partition, or
- * NULL when not led here. */
+ * this broker leads it, drops it when not (G1) and follows it instead.
+ * The view partition, or NULL when not led here. */
 static const bk_pview *part_sync(bk_broker *b, int32_t i)
 {
     bk_partition *p;
     const bk_pview *v = bk_view_partition(b, gl_topic, i);
     bool leads = bk_leader_replica(b, gl_topic, i, &p) == KP_NONE && v && p->log;
     gl_part *gp = &gl.parts[i];
+    bool coordinates = gp->state == GL_LOADING || gp->state == GL_LOADED;
     if (!leads) {
-        if (gp->state != GL_IDLE) {
+        if (coordinates) {
             BK_INFO("%s-%d no longer led here: its groups are coordinated elsewhere",
                     GL_TOPIC, i);
             part_reset(gp);
             unload_groups(i);         /* G4 */
         }
+        follow_sync(i, v);
         return NULL;
     }
-    if (gp->state == GL_IDLE || gp->epoch != v->leader_epoch)
-        load_start(b, i, v);
+    if (!coordinates || gp->epoch != v->leader_epoch)
+        load_start(i, v);
     load_check_done(i);
     return v;
 }

@@ -13,7 +13,10 @@ leftovers), as Kafka's GroupCoordinator keeps it:
   not committed (at least once);
 - expired offsets (offsets.retention.minutes, here an OffsetCommit v2
   retention), OffsetDelete and DeleteGroups write tombstones, so the next
-  coordinator, whose own retention has not run, does not bring them back.
+  coordinator, whose own retention has not run, does not bring them back;
+- every replica of a __consumer_offsets partition keeps its SQLite rows of
+  the partition's groups as its log says, so SQL on any broker shows the
+  coordinator's offsets and groups, before and after a failover.
 """
 import time
 
@@ -643,3 +646,84 @@ def test_two_static_members_replaced_at_once_unstored_both_keep_their_old_ids(ma
         assert heartbeat(c2, group, 1, old2, "inst-2") == 0
     assert describe(coord, group) == (0, "Stable", "consumer", "range",
                                       {old1: b"one", old2: b"two"})
+
+
+def group_rows(b, group):
+    """(consumer_groups row, member ids) of group in b's SQL."""
+    rows = b.sql("select state, generation, protocol_type, protocol, leader from "
+                 "consumer_groups where group_id = '%s'" % group)
+    members = b.sql("select member_id, client_id, host, session_timeout_ms, "
+                    "rebalance_timeout_ms from group_members where group_id = '%s' "
+                    "order by member_id" % group)
+    return rows, members
+
+
+def lag_sql(b, group):
+    return {r["partition"]: (r["committed"], r["lag"]) for r in b.sql(
+        "select partition, committed, lag from consumer_lag where group_id = '%s'" % group)}
+
+
+def all_show(brokers, what, fn, want, timeout=15):
+    """Waits until fn(b) == want on every broker, one after the other."""
+    for b in brokers:
+        wait_for(lambda: fn(b) == want, timeout,
+                 "broker %d's SQL to show %s %r (has %r)" % (b.broker_id, what, want, fn(b)))
+
+
+def test_every_replica_sql_shows_the_coordinators_offsets_and_groups_through_a_failover(
+        make_cluster):
+    """Each replica of a __consumer_offsets partition keeps its SQLite rows
+    of the partition's groups as its log says (group_log.c G6): the SQL of
+    every broker shows the coordinator's commits, its group rows and an
+    OffsetDelete; after the coordinator is SIGKILLed and restarted, every
+    broker's SQL shows the commits of the next coordinator, none the old."""
+    cluster = start_cluster(make_cluster)
+    brokers = cluster.brokers
+    t = topic_name("rows")
+    fs = ck_admin(brokers[0]).create_topics([NewTopic(t, 2, 3)], operation_timeout=15)
+    fs[t].result(timeout=20)
+    produce_ok(ck_producer(brokers[0], **{"bootstrap.servers": cluster.bootstrap}), t,
+               [{"value": b"m%d" % i, "partition": i % 2} for i in range(20)])
+    group, coord_id = coordinated_by(brokers, None, "rows")
+    members, _ = coordinated_by(brokers, coord_id, "rows-members")
+    coord = cluster.broker(coord_id)
+    ready(coord, group)
+    ready(coord, members)
+    assert offset_commit_v2(coord, group, t, {0: 5, 1: 6}, -1) == {(t, 0): 0, (t, 1): 0}
+    with kr.Conn(coord.port, timeout=15) as c:
+        (_c, j), = join_group([c], members, session=600000)
+        assert sync_all([(c, j)], members, {j["member"]: b"mine"}) == [(0, b"mine")]
+    t0 = time.monotonic()
+    all_show(brokers, "the commits", lambda b: committed_sql(b, group), {0: 5, 1: 6})
+    seen = time.monotonic() - t0
+    all_show(brokers, "the lag", lambda b: lag_sql(b, group), {0: (5, 5), 1: (6, 4)})
+    want_group = ([{"state": "Stable", "generation": j["gen"], "protocol_type": "consumer",
+                    "protocol": "range", "leader": j["member"]}], group_rows(coord, members)[1])
+    assert group_rows(coord, members)[0] == want_group[0]
+    assert [m["member_id"] for m in want_group[1]] == [j["member"]]
+    all_show(brokers, "the group", lambda b: group_rows(b, members), want_group)
+
+    # OffsetDelete: its tombstone removes the row on the followers too.
+    with kr.Conn(coord.port, timeout=5) as c:
+        body = kr.string(group) + kr.array([kr.string(t) + kr.array([kr.i32(0)])])
+        r = c.request(API_OFFSET_DELETE, 0, body, timeout=5)
+        assert r.i16() == 0
+    all_show(brokers, "the OffsetDelete", lambda b: committed_sql(b, group), {1: 6})
+
+    coord.kill()
+    rest = [b for b in brokers if b is not coord]
+    new = new_coordinator(cluster, group, coord_id)
+    assert offset_commit_v2(new, group, t, {0: 9, 1: 10}, -1) == {(t, 0): 0, (t, 1): 0}
+    all_show(rest, "the new coordinator's commits", lambda b: committed_sql(b, group),
+             {0: 9, 1: 10})
+    coord.start()
+    t1 = time.monotonic()
+    all_show(brokers, "the new coordinator's commits", lambda b: committed_sql(b, group),
+             {0: 9, 1: 10}, timeout=30)
+    restarted = time.monotonic() - t1
+    all_show(brokers, "the lag", lambda b: lag_sql(b, group), {0: (9, 1), 1: (10, 0)})
+    all_show(brokers, "the group", lambda b: group_rows(b, members), want_group)
+    assert agreed_coordinator(brokers, group) == new.broker_id
+    report("followers' SQL showed the commits %.2f s after they were answered; broker %d, "
+           "SIGKILLed and restarted, showed the next coordinator's %.2f s after its start",
+           seen, coord_id, restarted)
