@@ -298,6 +298,8 @@ void gc_job_clear_partition(gc_job *j, int32_t partition, int32_t npartitions);
 /* n more offset rows (valid until the next call); *first: the index of
  * the first.  NULL: no memory. */
 md_offset *gc_job_rows(gc_job *j, size_t n, size_t *first);
+/* Row i of the rows added so far (before submission: to update it). */
+md_offset *gc_job_row(gc_job *j, size_t i);
 /* One more group with room for nmembers members; NULL: no memory. */
 md_group *gc_job_group(gc_job *j, size_t nmembers);
 /* After the job's sync was reported (J1): row i's result, the job's rc. */

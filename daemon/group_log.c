@@ -120,7 +120,17 @@
  *       rows show the state the log stores (Kafka writes it at a
  *       rebalance's end and when the group empties), not the
  *       coordinator's in-between ones (PreparingRebalance,
- *       CompletingRebalance).
+ *       CompletingRebalance).  A follower's rows wait in its job and
+ *       all following partitions' jobs are submitted together every
+ *       GL_FOLLOW_FLUSH_MS (or at GL_JOB_ROWS): SQL lags the log by up
+ *       to a second, and the sync worker sees one batch of follower jobs
+ *       a second.  Submitted each time a partition had read up to its
+ *       high watermark (every tick under commits), they were a stream
+ *       of small jobs, each a sync cycle that the coordinator's own
+ *       commit jobs waited behind (group_persist.c C6): offset-commit
+ *       throughput halved.  Within a job (a follower's or a load's) a
+ *       key's later record replaces its row (row_slot), so a job holds
+ *       one row per committed partition, however often it committed.
  *   G7. A broker that holds no replica of a partition holds no rows of its
  *       groups: part_clear submits G5's clear once on entering IDLE (at
  *       startup for every such partition, when a reassignment moves its
@@ -153,6 +163,8 @@
 #define GL_TICK_MS 100                /* leadership checks */
 #define GL_STEP_RECORDS 2000          /* records read per loop turn */
 #define GL_JOB_ROWS 20000             /* rows per load job */
+#define GL_FOLLOW_FLUSH_MS 1000       /* followers' rows reach SQLite at most
+                                         this much later (G6) */
 
 enum gl_state { GL_IDLE, GL_FOLLOWING, GL_LOADING, GL_LOADED };
 
@@ -166,6 +178,9 @@ typedef struct gl_part {
     gc_job *job;                      /* rows gathered, not submitted */
     uint64_t seq;                     /* the last load job's sync */
     size_t job_rows;                  /* rows in job */
+    uint32_t *slots;                  /* job's offset rows by key: index + 1,
+                                         0 empty (open addressing) */
+    uint32_t nslots, nkeys;
     int64_t records, started_us;
 } gl_part;
 
@@ -183,6 +198,7 @@ static struct {
     int32_t nparts;
     struct event *tick, *step_ev;
     int64_t create_after_ms;
+    int64_t follow_flush_us;          /* the followers' jobs' next submission */
     kp_buf batch, key, val;
     gl_hold holds;                    /* sentinel (G3) */
 } gl;
@@ -276,6 +292,7 @@ static void part_reset(gl_part *gp)
     seg_cursor_close(gp->cur);
     if (gp->job)
         gc_job_put(gp->job);
+    free(gp->slots);
     *gp = (gl_part){ .state = GL_IDLE };
 }
 
@@ -351,6 +368,9 @@ static void job_submit(gl_part *gp)
     gp->seq = gc_job_submit(gp->job);  /* G2: ordered with the commits */
     gp->job = NULL;
     gp->job_rows = 0;
+    if (gp->nkeys)
+        memset(gp->slots, 0, gp->nslots * sizeof *gp->slots);
+    gp->nkeys = 0;
 }
 
 /* A group's tombstone (a GroupMetadataKey with a null value: DeleteGroups)
@@ -603,8 +623,57 @@ static int group_value(gl_part *gp, kp_str group, const kp_record *rec)
                                      : load_group_value(gp, group, &v, &h);
 }
 
+static uint32_t key_hash(kp_str group, kp_str topic, int32_t partition)
+{
+    uint32_t h = 2166136261u;         /* FNV-1a */
+    for (int32_t k = 0; k < group.len; k++)
+        h = (h ^ (uint8_t)group.p[k]) * 16777619u;
+    h = (h ^ 0xff) * 16777619u;
+    for (int32_t k = 0; k < topic.len; k++)
+        h = (h ^ (uint8_t)topic.p[k]) * 16777619u;
+    return (h ^ (uint32_t)partition) * 16777619u;
+}
+
+static bool row_is(const md_offset *r, kp_str group, kp_str topic, int32_t partition)
+{
+    return r->partition == partition && r->group_len == group.len &&
+           r->topic_len == topic.len && !memcmp(r->group_id, group.p, (size_t)group.len) &&
+           !memcmp(r->topic, topic.p, (size_t)topic.len);
+}
+
+/* The slot of the job's row for this key: holding its index + 1, or 0
+ * where a new row's goes.  NULL: no memory for a larger table. */
+static uint32_t *row_slot(gl_part *gp, kp_str group, kp_str topic, int32_t partition)
+{
+    if (2 * (gp->nkeys + 1) > gp->nslots) {
+        uint32_t n = gp->nslots ? 2 * gp->nslots : 64;
+        uint32_t *t = calloc(n, sizeof *t);
+        if (!t)
+            return NULL;
+        for (uint32_t k = 0; k < gp->nslots; k++) {
+            if (!gp->slots[k])
+                continue;
+            const md_offset *r = gc_job_row(gp->job, gp->slots[k] - 1);
+            kp_str rg = { r->group_id, r->group_len }, rt = { r->topic, r->topic_len };
+            uint32_t s = key_hash(rg, rt, r->partition) & (n - 1);
+            while (t[s])
+                s = (s + 1) & (n - 1);
+            t[s] = gp->slots[k];
+        }
+        free(gp->slots);
+        gp->slots = t;
+        gp->nslots = n;
+    }
+    uint32_t s = key_hash(group, topic, partition) & (gp->nslots - 1);
+    while (gp->slots[s] && !row_is(gc_job_row(gp->job, gp->slots[s] - 1), group, topic, partition))
+        s = (s + 1) & (gp->nslots - 1);
+    return &gp->slots[s];
+}
+
 /* One offset row into the part's job: o's value, or (o NULL) a
- * tombstone that deletes the row loaded or stored before.  0, or -1: no
+ * tombstone that deletes the row loaded or stored before.  A key already
+ * in the job has its row replaced: the job stores the last of the log's
+ * records for it, one row however often it was committed.  0, or -1: no
  * memory. */
 static int load_offset_row(gl_part *gp, kp_str group, kp_str topic, int32_t partition,
                            const md_offset *o)
@@ -613,22 +682,37 @@ static int load_offset_row(gl_part *gp, kp_str group, kp_str topic, int32_t part
         return 0;
     if (!gp->job && !(gp->job = gc_job_take()))
         return -1;
-    size_t first;
-    md_offset *row = gc_job_rows(gp->job, 1, &first);
-    if (!row)
+    uint32_t *slot = row_slot(gp, group, topic, partition);
+    if (!slot)
         return -1;
-    *row = o ? *o : (md_offset){ .leader_epoch = -1, .expire_time_ms = -1, .tombstone = true };
-    row->group_id = gc_job_strndup(gp->job, group.p, (size_t)group.len);
+    md_offset *row;
+    if (*slot) {
+        row = gc_job_row(gp->job, *slot - 1);
+        md_offset keep = *row;
+        *row = o ? *o : (md_offset){ .leader_epoch = -1, .expire_time_ms = -1, .tombstone = true };
+        row->group_id = keep.group_id;
+        row->topic = keep.topic;
+    } else {
+        size_t first;
+        if (!(row = gc_job_rows(gp->job, 1, &first)))
+            return -1;
+        *row = o ? *o : (md_offset){ .leader_epoch = -1, .expire_time_ms = -1, .tombstone = true };
+        row->group_id = gc_job_strndup(gp->job, group.p, (size_t)group.len);
+        row->topic = gc_job_strndup(gp->job, topic.p, (size_t)topic.len);
+        if (!row->group_id || !row->topic)
+            return -1;                /* part_step drops the job */
+        *slot = (uint32_t)first + 1;
+        gp->nkeys++;
+        gp->job_rows++;
+    }
     row->group_len = group.len;
-    row->topic = gc_job_strndup(gp->job, topic.p, (size_t)topic.len);
     row->topic_len = topic.len;
     row->partition = partition;
     if (o && o->metadata)
         row->metadata = gc_job_strndup(gp->job, o->metadata, (size_t)o->metadata_len);
-    if (!row->group_id || !row->topic || (o && o->metadata && !row->metadata))
+    if (o && o->metadata && !row->metadata)
         return -1;
     gp->records++;
-    gp->job_rows++;
     return 0;
 }
 
@@ -699,6 +783,12 @@ static int follow_open(int32_t i, gl_part *gp)
     char dir[4200];
     part_dir(dir, sizeof dir, i);
     seg_cursor_opts o = { .dir = dir, .from = gp->pos, .to = to, .min_ts = INT64_MIN };
+    /* From where the log says, not the .index file: the active segment's
+     * file lags by up to SEG_IDX_TAIL bytes of entries, so a cursor opened
+     * each tick walked up to ~2 MiB of batch headers with a pread each
+     * (36 µs a record under commits, growing until the next spill). */
+    if (seg_locate(v->local->log, gp->pos, &o.hint_base, &o.hint_pos) != 0)
+        o.hint_pos = 0;
     int rc = seg_cursor_open(&o, &gp->cur);
     if (rc != 0) {
         gp->cur = NULL;
@@ -729,7 +819,9 @@ static bool part_step(int32_t i, int *budget)
         part_reset(gp);               /* IDLE: the next tick starts over */
         return false;
     }
-    if (gp->job && (rc == 0 || !gp->cur || gp->job_rows >= GL_JOB_ROWS))
+    /* A load submits what it read as it goes; a follower at most every
+     * GL_FOLLOW_FLUSH_MS (gl_tick), as a larger job (G6). */
+    if (gp->job && (gp->job_rows >= GL_JOB_ROWS || (!follows && (rc == 0 || !gp->cur))))
         job_submit(gp);
     if (rc == 0 && gp->cur) {
         seg_cursor_close(gp->cur);
@@ -857,6 +949,13 @@ static void gl_tick(evutil_socket_t fd, short what, void *arg)
         return;
     for (int32_t i = 0; i < gl.nparts; i++)
         part_sync(b, i);
+    int64_t now = bk_mono_us();
+    if (now < gl.follow_flush_us)
+        return;
+    gl.follow_flush_us = now + GL_FOLLOW_FLUSH_MS * 1000;
+    for (int32_t i = 0; i < gl.nparts; i++)
+        if (gl.parts[i].state == GL_FOLLOWING && gl.parts[i].job)
+            job_submit(&gl.parts[i]);
 }
 
 int16_t gl_coordinator_error(bk_broker *b, const char *id, size_t len)

@@ -284,6 +284,11 @@ int gc_job_delete_result(const gc_job *j, size_t i)
     return j->del_rc[i];
 }
 
+md_offset *gc_job_row(gc_job *j, size_t i)
+{
+    return &j->offs[i];
+}
+
 int gc_job_row_result(const gc_job *j, size_t i)
 {
     return j->offs[i].result;

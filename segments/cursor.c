@@ -64,6 +64,7 @@ struct seg_cursor {
     int64_t *bases;                   /* segments, sorted */
     size_t nseg, si;
     int64_t lo, cap, ts_lo;
+    int64_t hint_base, hint_pos;      /* seg_cursor_opts */
     atomic_llong *bytes_read;
     bool done;
     /* current segment */
@@ -211,6 +212,8 @@ int seg_cursor_open(const seg_cursor_opts *o, seg_cursor **out)
     c->lo = o->from;
     c->cap = o->to;
     c->ts_lo = o->min_ts;
+    c->hint_base = o->hint_base;
+    c->hint_pos = o->hint_pos;
     c->bytes_read = o->bytes_read;
     kp_buf_init(&c->batch);
     kp_rec_iter_init0(&c->it);
@@ -245,6 +248,19 @@ static void leave_segment(seg_cursor *c)
     c->si++;
 }
 
+/* The hint still names the batch holding lo in the file open (a
+ * compaction may have replaced the segment since seg_locate): a batch
+ * header there whose offsets hold lo. */
+static bool hint_holds(seg_cursor *c)
+{
+    uint8_t h[KP_BATCH_HEADER_SIZE];
+    kp_batch b;
+    return cur_pread(c->bytes_read, c->fd, h, sizeof h, (off_t)c->hint_pos) ==
+               (ssize_t)sizeof h &&
+           !kp_batch_header(h, sizeof h, &b) && b.Magic == 2 && b.BaseOffset <= c->lo &&
+           c->lo <= b.BaseOffset + b.LastOffsetDelta;
+}
+
 /* Opens segment si and seeks to the first batch that can hold a wanted
  * record.  false when there is no such segment. */
 static bool open_segment(seg_cursor *c)
@@ -264,6 +280,11 @@ static bool open_segment(seg_cursor *c)
             continue;
         }
         c->pos = 0;
+        if (c->hint_pos > 0 && base == c->hint_base && c->ts_lo == INT64_MIN &&
+            hint_holds(c)) {
+            c->pos = c->hint_pos;         /* the owner's lookup: no .index */
+            return true;
+        }
         int ix = open_file(c->dir, base, ".index");
         if (ix >= 0) {
             uint32_t n = file_entries(c->bytes_read, ix, SEG_OIDX_ENTRY);

@@ -212,6 +212,29 @@ int seg_read(seg_log *log, int64_t offset, int64_t max_offset,
     return 0;
 }
 
+int seg_locate(seg_log *log, int64_t offset, int64_t *seg_base, int64_t *pos)
+{
+    if (offset < log->log_start || offset >= log->log_end)
+        return 1;
+    int lo = 0, hi = log->n - 1, i = -1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (log->segs[mid]->base <= offset) { i = mid; lo = mid + 1; }
+        else hi = mid - 1;
+    }
+    if (i < 0 || offset >= log->segs[i]->next)
+        return 1;
+    batch_at b;
+    int rc = find_batch(log->segs[i], offset, &b);
+    if (rc)
+        return rc;
+    if (b.pos >= log->segs[i]->size)
+        return 1;
+    *seg_base = log->segs[i]->base;
+    *pos = (int64_t)b.pos;
+    return 0;
+}
+
 void seg_range_retain(seg_range *r)
 {
     if (r->file)

@@ -689,6 +689,11 @@ def test_every_replica_sql_shows_the_coordinators_offsets_and_groups_through_a_f
     coord = cluster.broker(coord_id)
     ready(coord, group)
     ready(coord, members)
+    # A burst of commits, larger offsets first: a follower's job keeps one
+    # row per partition, the last record's (group_log.c row_slot).
+    for k in range(30):
+        assert offset_commit_v2(coord, group, t, {0: 100 + k, 1: 200 + k}, -1) == \
+            {(t, 0): 0, (t, 1): 0}
     assert offset_commit_v2(coord, group, t, {0: 5, 1: 6}, -1) == {(t, 0): 0, (t, 1): 0}
     with kr.Conn(coord.port, timeout=15) as c:
         (_c, j), = join_group([c], members, session=600000)

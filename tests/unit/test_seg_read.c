@@ -231,13 +231,11 @@ END_TEST
 /* ---- the cursor ----------------------------------------------------------- */
 /* Reads [from, to) with the cursor; checks offsets are consecutive from
  * `expect_first` and values match; returns the count. */
-static int64_t cursor_count(int64_t from, int64_t to, int64_t min_ts,
-                            int64_t expect_first, int vlen, atomic_llong *bytes)
+static int64_t cursor_count_opts(const seg_cursor_opts *o, int64_t expect_first, int vlen)
 {
-    seg_cursor_opts o = { .dir = g_dir, .from = from, .to = to, .min_ts = min_ts,
-                          .bytes_read = bytes };
+    int64_t to = o->to;
     seg_cursor *c;
-    ck_assert_int_eq(seg_cursor_open(&o, &c), 0);
+    ck_assert_int_eq(seg_cursor_open(o, &c), 0);
     kp_record rec;
     int64_t n = 0, want = expect_first;
     static char val[40000];
@@ -255,6 +253,14 @@ static int64_t cursor_count(int64_t from, int64_t to, int64_t min_ts,
     ck_assert_int_eq(seg_cursor_next(c, &rec), 0);   /* stays done */
     seg_cursor_close(c);
     return n;
+}
+
+static int64_t cursor_count(int64_t from, int64_t to, int64_t min_ts,
+                            int64_t expect_first, int vlen, atomic_llong *bytes)
+{
+    seg_cursor_opts o = { .dir = g_dir, .from = from, .to = to, .min_ts = min_ts,
+                          .bytes_read = bytes };
+    return cursor_count_opts(&o, expect_first, vlen);
 }
 
 START_TEST(test_cursor_reads_uncompressed_and_compressed)
@@ -334,6 +340,46 @@ START_TEST(test_cursor_skips_segments_deleted_meanwhile)
 }
 END_TEST
 
+/* The active segment's .index file lags its in-memory entries (a tail of
+ * SEG_IDX_TAIL bytes): a cursor opened near the log end walks the batch
+ * headers from the last entry in the file, unless seg_locate, from the
+ * owner's in-memory index, hints where the batch starts.  A stale hint
+ * (not the batch holding `from`) is not trusted. */
+START_TEST(test_cursor_starts_at_the_owners_hint)
+{
+    seg_log *log = open_log(0);
+    for (int i = 0; i < 300; i++)
+        append(log, 2, 1000 + i, 40, KP_CODEC_NONE);
+    int64_t end = seg_log_end(log), from = end - 5, base = -1, pos = -1;
+    ck_assert_int_eq(seg_locate(log, from, &base, &pos), 0);
+    ck_assert_int_eq(base, 0);
+    ck_assert_int_gt(pos, 0);
+    atomic_llong walked = 0, hinted = 0;
+    ck_assert_int_eq(cursor_count(from, end, INT64_MIN, from, 40, &walked), 5);
+    seg_cursor_opts o = { .dir = g_dir, .from = from, .to = end, .min_ts = INT64_MIN,
+                          .bytes_read = &hinted, .hint_base = base, .hint_pos = pos };
+    ck_assert_int_eq(cursor_count_opts(&o, from, 40), 5);
+    ck_assert_int_lt(hinted * 20, walked);      /* no walk from the file's last entry */
+
+    /* A hint at another batch, or in another segment, changes nothing. */
+    int64_t b2, p2;
+    ck_assert_int_eq(seg_locate(log, 10, &b2, &p2), 0);
+    o.hint_pos = p2;
+    ck_assert_int_eq(cursor_count_opts(&o, from, 40), 5);
+    o.hint_pos = pos + 1;
+    ck_assert_int_eq(cursor_count_opts(&o, from, 40), 5);
+    o.hint_pos = pos;
+    o.hint_base = 7;
+    ck_assert_int_eq(cursor_count_opts(&o, from, 40), 5);
+
+    /* Nothing to locate at or past the log end. */
+    ck_assert_int_eq(seg_locate(log, end, &b2, &p2), 1);
+    ck_assert_int_eq(seg_locate(log, end + 10, &b2, &p2), 1);
+    ck_assert_int_eq(seg_locate(log, -1, &b2, &p2), 1);
+    seg_close(log);
+}
+END_TEST
+
 START_TEST(test_cursor_on_missing_directory_fails)
 {
     seg_cursor_opts o = { .dir = "/nonexistent/sluice-x-0", .from = 0, .to = 10,
@@ -369,7 +415,8 @@ int main(void)
         test_cursor_reads_uncompressed_and_compressed,
         test_cursor_streams_big_records_from_mid_batch,
         test_cursor_seeks_by_time_and_skips_older_batches,
-        test_cursor_skips_segments_deleted_meanwhile, test_cursor_on_missing_directory_fails,
+        test_cursor_skips_segments_deleted_meanwhile, test_cursor_starts_at_the_owners_hint,
+        test_cursor_on_missing_directory_fails,
         test_dir_stat_matches_log,
     };
     return unit_run("seg_read", "read", tests, sizeof tests / sizeof *tests, setup, teardown, 60);
