@@ -637,17 +637,27 @@ int bk_config_load(bk_config *c, const char *path, char *err, size_t errlen)
         char *s = trim(line);
         if (!*s || *s == '#' || *s == '!')
             continue;
-        char *sep = s + strcspn(s, "=:");
-        if (!*sep) {
-            snprintf(err, errlen, "%s:%d: expected key=value, got \"%s\"", path, lineno, s);
-            fclose(f);
-            return -1;
-        }
+        /* java.util.Properties, as Kafka reads the file: the key ends at
+         * the first '=', ':' or white space; white space, one '=' or ':'
+         * and white space again come before the value.  A line with no
+         * separator is a key with an empty value (refused by name below,
+         * never quoted whole: it may be a password typed on its own). */
+        char *sep = s + strcspn(s, "=: \t\f");
+        char *value = sep + strspn(sep, " \t\f");
+        if (*value == '=' || *value == ':')
+            value++;
+        value = trim(value);
+        bool bare = !*sep;
         *sep = 0;
-        char *key = trim(s), *value = trim(sep + 1);
+        char *key = s;
         char inner[MD_ERRLEN + 64];
         if (bk_config_set(c, key, value, inner, sizeof inner)) {
-            snprintf(err, errlen, "%s:%d: %s", path, lineno, inner);
+            if (bare && !strncmp(inner, "Unknown configuration key", 25))
+                snprintf(err, errlen, "%s:%d: expected key=value; the line is one word that "
+                         "is no configuration key (not shown: it may be a secret)",
+                         path, lineno);
+            else
+                snprintf(err, errlen, "%s:%d: %s", path, lineno, inner);
             fclose(f);
             return -1;
         }

@@ -57,6 +57,40 @@ START_TEST(test_loads_kafka_keys)
 }
 END_TEST
 
+/* java.util.Properties' separators, as Kafka reads its file: white space
+ * alone separates too; a line without a value is a key with an empty one,
+ * refused by name without the line quoted whole. */
+START_TEST(test_properties_separators)
+{
+    char *p = write_file("broker.id 4\nnum.partitions\t = 7\nlog.dirs  :/tmp/z\n"
+                         "default.replication.factor=  1\n");
+    bk_config c;
+    bk_config_init(&c);
+    char err[512] = "";
+    ck_assert_int_eq(bk_config_load(&c, p, err, sizeof err), 0);
+    ck_assert_int_eq(bk_config_finish(&c, err, sizeof err), 0);
+    ck_assert_int_eq(c.broker_id, 4);
+    ck_assert_int_eq(c.num_partitions, 7);
+    ck_assert_str_eq(c.log_dirs, "/tmp/z");
+    bk_config_free(&c);
+    unlink(p);
+
+    p = write_file("broker.id=1\nS3cret-passw0rd\n");
+    bk_config_init(&c);
+    ck_assert_int_eq(bk_config_load(&c, p, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, ":2:"));
+    ck_assert_msg(!strstr(err, "S3cret"), "the line is quoted: %s", err);
+    bk_config_free(&c);
+    unlink(p);
+    p = write_file("num.partitions\n");
+    bk_config_init(&c);
+    ck_assert_int_eq(bk_config_load(&c, p, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "num.partitions"));
+    bk_config_free(&c);
+    unlink(p);
+}
+END_TEST
+
 START_TEST(test_finest_retention_unit_wins)
 {
     bk_config c;
@@ -583,7 +617,8 @@ END_TEST
 int main(void)
 {
     const TTest *const tests[] = {
-        test_loads_kafka_keys, test_finest_retention_unit_wins, test_unknown_key_is_named,
+        test_loads_kafka_keys, test_properties_separators, test_finest_retention_unit_wins,
+        test_unknown_key_is_named,
         test_invalid_values_are_named, test_zk_connect_form, test_offsets_commit_linger_is_bounded,
         test_every_table_key_parses_into_what_describe_renders, test_defaults_are_the_tables,
         test_only_secrets_are_sensitive_and_topic_keys_are_accepted,
