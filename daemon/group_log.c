@@ -368,8 +368,13 @@ static void job_submit(gl_part *gp)
     gp->seq = gc_job_submit(gp->job);  /* G2: ordered with the commits */
     gp->job = NULL;
     gp->job_rows = 0;
-    if (gp->nkeys)
+    if (gp->nslots > 64 && gp->nslots > 8 * gp->nkeys) {
+        free(gp->slots);              /* a small job after a large one: no */
+        gp->slots = NULL;             /* clearing of a large table per job */
+        gp->nslots = 0;
+    } else if (gp->nkeys) {
         memset(gp->slots, 0, gp->nslots * sizeof *gp->slots);
+    }
     gp->nkeys = 0;
 }
 
@@ -424,7 +429,10 @@ static bool read_group_rec(kp_rd *v, const kp_record *rec, gl_group_rec *h)
     h->leader = kp_rd_string(v);
     h->state_ts = h->version >= 2 ? kp_rd_i64(v) : rec->Timestamp;
     h->nmembers = kp_rd_i32(v);
-    return kp_rd_ok(v) && h->nmembers >= 0;
+    /* A member takes 18 bytes at least (three strings, two INT32 or more,
+     * two BYTES): a count the value cannot hold is malformed, not a huge
+     * allocation (follow_group_value sizes its rows by it). */
+    return kp_rd_ok(v) && h->nmembers >= 0 && h->nmembers <= (v->end - v->p) / 18;
 }
 
 /* The next member of a value of version vv.  false: malformed. */
@@ -692,6 +700,8 @@ static int load_offset_row(gl_part *gp, kp_str group, kp_str topic, int32_t part
         *row = o ? *o : (md_offset){ .leader_epoch = -1, .expire_time_ms = -1, .tombstone = true };
         row->group_id = keep.group_id;
         row->topic = keep.topic;
+        gp->job_rows++;               /* records, not keys: its metadata copies
+                                         bound the job's memory as before */
     } else {
         size_t first;
         if (!(row = gc_job_rows(gp->job, 1, &first)))
@@ -787,7 +797,7 @@ static int follow_open(int32_t i, gl_part *gp)
      * file lags by up to SEG_IDX_TAIL bytes of entries, so a cursor opened
      * each tick walked up to ~2 MiB of batch headers with a pread each
      * (36 µs a record under commits, growing until the next spill). */
-    if (seg_locate(v->local->log, gp->pos, &o.hint_base, &o.hint_pos) != 0)
+    if (seg_locate(v->local->log, gp->pos, &o.hint_base, &o.hint_pos, &o.hint_ino) != 0)
         o.hint_pos = 0;
     int rc = seg_cursor_open(&o, &gp->cur);
     if (rc != 0) {

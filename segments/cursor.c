@@ -65,6 +65,7 @@ struct seg_cursor {
     size_t nseg, si;
     int64_t lo, cap, ts_lo;
     int64_t hint_base, hint_pos;      /* seg_cursor_opts */
+    uint64_t hint_ino;
     atomic_llong *bytes_read;
     bool done;
     /* current segment */
@@ -214,6 +215,7 @@ int seg_cursor_open(const seg_cursor_opts *o, seg_cursor **out)
     c->ts_lo = o->min_ts;
     c->hint_base = o->hint_base;
     c->hint_pos = o->hint_pos;
+    c->hint_ino = o->hint_ino;
     c->bytes_read = o->bytes_read;
     kp_buf_init(&c->batch);
     kp_rec_iter_init0(&c->it);
@@ -248,14 +250,17 @@ static void leave_segment(seg_cursor *c)
     c->si++;
 }
 
-/* The hint still names the batch holding lo in the file open (a
- * compaction may have replaced the segment since seg_locate): a batch
- * header there whose offsets hold lo. */
+/* The hint still names the batch holding lo in the file open: the file
+ * seg_locate looked in (a compaction renames a new one into place before
+ * the owner hears of it), and a batch header there whose offsets hold lo
+ * (a truncation keeps the file). */
 static bool hint_holds(seg_cursor *c)
 {
     uint8_t h[KP_BATCH_HEADER_SIZE];
     kp_batch b;
-    return cur_pread(c->bytes_read, c->fd, h, sizeof h, (off_t)c->hint_pos) ==
+    struct stat st;
+    return !fstat(c->fd, &st) && (uint64_t)st.st_ino == c->hint_ino &&
+           cur_pread(c->bytes_read, c->fd, h, sizeof h, (off_t)c->hint_pos) ==
                (ssize_t)sizeof h &&
            !kp_batch_header(h, sizeof h, &b) && b.Magic == 2 && b.BaseOffset <= c->lo &&
            c->lo <= b.BaseOffset + b.LastOffsetDelta;

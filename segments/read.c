@@ -212,7 +212,8 @@ int seg_read(seg_log *log, int64_t offset, int64_t max_offset,
     return 0;
 }
 
-int seg_locate(seg_log *log, int64_t offset, int64_t *seg_base, int64_t *pos)
+int seg_locate(seg_log *log, int64_t offset, int64_t *seg_base, int64_t *pos,
+               uint64_t *file_ino)
 {
     if (offset < log->log_start || offset >= log->log_end)
         return 1;
@@ -228,8 +229,12 @@ int seg_locate(seg_log *log, int64_t offset, int64_t *seg_base, int64_t *pos)
     int rc = find_batch(log->segs[i], offset, &b);
     if (rc)
         return rc;
+    struct stat st;
     if (b.pos >= log->segs[i]->size)
         return 1;
+    if (fstat(log->segs[i]->log->fd, &st) != 0)
+        return SEG_E_IO;
+    *file_ino = (uint64_t)st.st_ino;
     *seg_base = log->segs[i]->base;
     *pos = (int64_t)b.pos;
     return 0;

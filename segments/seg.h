@@ -140,13 +140,15 @@ typedef struct seg_range {
  * again when max_offset lies inside the segment read. */
 int  seg_read(seg_log *log, int64_t offset, int64_t max_offset,
               size_t max_bytes, seg_range *out);
-/* Where the batch holding `offset` starts: its segment's base offset and
- * its byte position there (a cursor's start hint, seg_cursor_opts), from
- * the in-memory index, which also knows the active segment's newest
- * entries that its .index file may still lack.  Owner thread.  0, 1 when
- * no batch holds it (out of the log, or in a gap), or SEG_E_IO.  Cost: one
- * index lookup and a bounded scan of batch headers, as seg_read. */
-int  seg_locate(seg_log *log, int64_t offset, int64_t *seg_base, int64_t *pos);
+/* Where the batch holding `offset` starts: its segment's base offset, its
+ * byte position there and the segment file's inode (a cursor's start
+ * hint, seg_cursor_opts), from the in-memory index, which also knows the
+ * active segment's newest entries that its .index file may still lack.
+ * Owner thread.  0, 1 when no batch holds it (out of the log, or in a
+ * gap), or SEG_E_IO.  Cost: one index lookup and a bounded scan of batch
+ * headers, as seg_read, and an fstat. */
+int  seg_locate(seg_log *log, int64_t offset, int64_t *seg_base, int64_t *pos,
+                uint64_t *file_ino);
 /* Takes another reference (the thread that releases may differ). */
 void seg_range_retain(seg_range *r);
 void seg_range_release(seg_range *r);   /* thread-safe */
@@ -179,12 +181,15 @@ typedef struct seg_cursor_opts {
                                     filtered, the caller re-checks them) */
     atomic_llong *bytes_read;    /* may be NULL: file bytes read are added */
     int64_t hint_base, hint_pos; /* hint_pos > 0: the batch holding `from`
-                                    starts there in segment hint_base
-                                    (seg_locate, just before), so no lookup
-                                    in that segment's .index, whose file
-                                    may lag the log by SEG_IDX_TAIL bytes
-                                    of entries (~2 MiB of batch headers to
-                                    walk) */
+                                    starts there in segment hint_base, file
+                                    hint_ino (seg_locate, just before), so
+                                    no lookup in that segment's .index,
+                                    whose file may lag the log by
+                                    SEG_IDX_TAIL bytes of entries (~2 MiB
+                                    of batch headers to walk).  Ignored
+                                    when the file opened is another (a
+                                    compaction swapped it in meanwhile) */
+    uint64_t hint_ino;
 } seg_cursor_opts;
 
 /* 0, SEG_E_IO (no such directory) or SEG_E_NOMEM.  Lists the directory;

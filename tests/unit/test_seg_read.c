@@ -351,19 +351,23 @@ START_TEST(test_cursor_starts_at_the_owners_hint)
     for (int i = 0; i < 300; i++)
         append(log, 2, 1000 + i, 40, KP_CODEC_NONE);
     int64_t end = seg_log_end(log), from = end - 5, base = -1, pos = -1;
-    ck_assert_int_eq(seg_locate(log, from, &base, &pos), 0);
+    uint64_t ino = 0, ino2;
+    ck_assert_int_eq(seg_locate(log, from, &base, &pos, &ino), 0);
     ck_assert_int_eq(base, 0);
     ck_assert_int_gt(pos, 0);
     atomic_llong walked = 0, hinted = 0;
     ck_assert_int_eq(cursor_count(from, end, INT64_MIN, from, 40, &walked), 5);
     seg_cursor_opts o = { .dir = g_dir, .from = from, .to = end, .min_ts = INT64_MIN,
-                          .bytes_read = &hinted, .hint_base = base, .hint_pos = pos };
+                          .bytes_read = &hinted, .hint_base = base, .hint_pos = pos,
+                          .hint_ino = ino };
     ck_assert_int_eq(cursor_count_opts(&o, from, 40), 5);
     ck_assert_int_lt(hinted * 20, walked);      /* no walk from the file's last entry */
 
-    /* A hint at another batch, or in another segment, changes nothing. */
+    /* A hint at another batch, in another segment or another file (a
+     * compaction's, renamed into place) changes nothing. */
     int64_t b2, p2;
-    ck_assert_int_eq(seg_locate(log, 10, &b2, &p2), 0);
+    ck_assert_int_eq(seg_locate(log, 10, &b2, &p2, &ino2), 0);
+    ck_assert_uint_eq(ino2, ino);
     o.hint_pos = p2;
     ck_assert_int_eq(cursor_count_opts(&o, from, 40), 5);
     o.hint_pos = pos + 1;
@@ -371,11 +375,16 @@ START_TEST(test_cursor_starts_at_the_owners_hint)
     o.hint_pos = pos;
     o.hint_base = 7;
     ck_assert_int_eq(cursor_count_opts(&o, from, 40), 5);
+    o.hint_base = base;
+    o.hint_ino = ino + 1;
+    hinted = 0;
+    ck_assert_int_eq(cursor_count_opts(&o, from, 40), 5);
+    ck_assert_int_gt(hinted * 20, walked);      /* not trusted: walked */
 
     /* Nothing to locate at or past the log end. */
-    ck_assert_int_eq(seg_locate(log, end, &b2, &p2), 1);
-    ck_assert_int_eq(seg_locate(log, end + 10, &b2, &p2), 1);
-    ck_assert_int_eq(seg_locate(log, -1, &b2, &p2), 1);
+    ck_assert_int_eq(seg_locate(log, end, &b2, &p2, &ino2), 1);
+    ck_assert_int_eq(seg_locate(log, end + 10, &b2, &p2, &ino2), 1);
+    ck_assert_int_eq(seg_locate(log, -1, &b2, &p2, &ino2), 1);
     seg_close(log);
 }
 END_TEST
