@@ -37,6 +37,7 @@
 #include "admin/sql_worker.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,10 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <event2/keyvalq_struct.h>
 
@@ -136,14 +141,12 @@ static void reply_buf(struct evhttp_request *req, int code, const char *reason,
         evbuffer_free(buf);
 }
 
-/* Constant time in the token's length: no timing oracle on the secret. */
-static bool token_ok(bk_broker *b, struct evhttp_request *req)
+/* The Bearer token matches admin.token (never when it is empty).
+ * Constant time in the token's length: no timing oracle on the secret. */
+static bool token_match(bk_broker *b, const char *h)
 {
     const char *tok = b->cfg->admin_token;
-    if (!tok[0])
-        return true;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7))
+    if (!tok[0] || !h || strncasecmp(h, "Bearer ", 7))
         return false;
     h += 7;
     size_t tl = strlen(tok), hl = strlen(h);
@@ -158,6 +161,52 @@ enum { AX_DENIED, AX_READ, AX_ALL };
 
 /* A handler's work once the request's access is known (not AX_DENIED). */
 typedef void serve_fn(bk_broker *b, struct evhttp_request *req, int access);
+
+/* 401 with the schemes this endpoint takes: Basic with an authorizer,
+ * Bearer with admin.token. */
+static void reply_401(bk_broker *b, struct evhttp_request *req, const char *msg)
+{
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    if (bk_authz_enabled(b->authz))
+        evhttp_add_header(oh, "WWW-Authenticate", "Basic realm=\"sluice\"");
+    if (b->cfg->admin_token[0] || !bk_authz_enabled(b->authz))
+        evhttp_add_header(oh, "WWW-Authenticate", "Bearer realm=\"sluice\"");
+    reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
+}
+
+/* The principal's rights on the cluster (ALTER may do all, DESCRIBE read),
+ * then serve, or 403 — 401 for User:ANONYMOUS, who may still log in. */
+static void grant(bk_broker *b, struct evhttp_request *req, const char *principal,
+                  serve_fn *serve)
+{
+    char *host = NULL;
+    ev_uint16_t port;
+    evhttp_connection_get_peer(evhttp_request_get_connection(req), &host, &port);
+    kp_str cluster = kp_str_cstr(BK_CLUSTER_NAME);
+    int access = AX_DENIED;
+    if (bk_authz_check(b->authz, principal, host ? host : "", BK_RES_CLUSTER, cluster,
+                       BK_OP_ALTER))
+        access = AX_ALL;
+    else if (bk_authz_check(b->authz, principal, host ? host : "", BK_RES_CLUSTER,
+                            cluster, BK_OP_DESCRIBE))
+        access = AX_READ;
+    if (access != AX_DENIED) {
+        serve(b, req, access);
+        return;
+    }
+    if (!strcmp(principal, BK_PRINCIPAL_ANONYMOUS)) {
+        reply_401(b, req, "Error: this endpoint needs credentials: \"Authorization: Basic "
+                  "base64(user:password)\" of a SASL user, a TLS client certificate or "
+                  "\"Authorization: Bearer <admin.token>\"\n");
+        return;
+    }
+    kp_buf o;
+    kp_buf_init(&o);
+    sq_printf(&o, "Error: %s may not use this endpoint: it needs DESCRIBE (to read) or "
+              "ALTER (to write) on the cluster (kafka-cluster)\n", principal);
+    reply_text(req, 403, "Forbidden", "text/plain; charset=utf-8", o.data, o.len);
+    kp_buf_free(&o);
+}
 
 /* A Basic login waiting for its password check (a worker's PBKDF2:
  * sasl.c inv. 3); the client going away cancels it. */
@@ -177,7 +226,6 @@ static void basic_gone(struct evhttp_connection *evcon, void *arg)
     free(w);
 }
 
-/* The checked login's rights on the cluster: ALTER may do all, DESCRIBE read. */
 static void basic_checked(void *arg, bool ok)
 {
     basic_wait *w = arg;
@@ -185,36 +233,12 @@ static void basic_checked(void *arg, bool ok)
     if (w->check)
         evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
     w->check = NULL;
-    if (!ok) {
+    if (ok) {
+        grant(w->b, req, w->principal, w->serve);
+    } else {
         BK_WARN("admin: refused a Basic login as %s: invalid user name or password",
                 w->principal + 5);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                          "Basic realm=\"sluice\"");
-        const char *msg = "Error: invalid user name or password\n";
-        reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
-        free(w);
-        return;
-    }
-    char *host = NULL;
-    ev_uint16_t port;
-    evhttp_connection_get_peer(evhttp_request_get_connection(req), &host, &port);
-    kp_str cluster = kp_str_cstr(BK_CLUSTER_NAME);
-    int access = AX_DENIED;
-    if (bk_authz_check(w->b->authz, w->principal, host ? host : "", BK_RES_CLUSTER, cluster,
-                       BK_OP_ALTER))
-        access = AX_ALL;
-    else if (bk_authz_check(w->b->authz, w->principal, host ? host : "", BK_RES_CLUSTER,
-                            cluster, BK_OP_DESCRIBE))
-        access = AX_READ;
-    if (access != AX_DENIED) {
-        w->serve(w->b, req, access);
-    } else {
-        kp_buf o;
-        kp_buf_init(&o);
-        sq_printf(&o, "Error: %s may not use this endpoint: it needs DESCRIBE (to read) or "
-                  "ALTER (to write) on the cluster (kafka-cluster)\n", w->principal);
-        reply_text(req, 403, "Forbidden", "text/plain; charset=utf-8", o.data, o.len);
-        kp_buf_free(&o);
+        reply_401(w->b, req, "Error: invalid user name or password\n");
     }
     free(w);
 }
@@ -232,10 +256,8 @@ static void basic_access(bk_broker *b, struct evhttp_request *req, const char *c
     if (!w) {
         BK_WARN("admin: refused a Basic login: %s", colon ? "out of memory"
                 : "not base64 of user:password");
-        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                          "Basic realm=\"sluice\"");
-        const char *msg = "Error: invalid user name or password\n";
-        reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
+        OPENSSL_cleanse(dec, sizeof dec);
+        reply_401(b, req, "Error: invalid user name or password\n");
         return;
     }
     dec[n] = 0;
@@ -254,22 +276,80 @@ static void basic_access(bk_broker *b, struct evhttp_request *req, const char *c
     }
 }
 
-/* serve(b, req, access) once the request's access is known; 401 otherwise. */
+/* A request on the admin socket: its peer's uid (SO_PEERCRED) is root or
+ * ours → AX_ALL, anyone else AX_DENIED.  -1: not on the admin socket. */
+static int peer_access(struct evhttp_request *req, uid_t *uid)
+{
+    struct bufferevent *bev =
+        evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) || ss.ss_family != AF_UNIX)
+        return -1;
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl))
+        return AX_DENIED;
+    *uid = cr.uid;
+    return cr.uid == 0 || cr.uid == geteuid() ? AX_ALL : AX_DENIED;
+}
+
+/* serve(b, req, access) once the request's access is known, else 401/403:
+ *   admin socket         its peer's uid alone decides (root, our own: all)
+ *   Bearer <admin.token> all
+ *   with an authorizer   the principal's cluster ACLs (grant): Basic's
+ *                        user, else the verified TLS client certificate's
+ *                        subject, else User:ANONYMOUS
+ *   without              admin.token if set (Bearer), else all: the
+ *                        listener is then on loopback (bk_admin_start) */
 static void with_access(bk_broker *b, struct evhttp_request *req, serve_fn *serve)
 {
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (h && !strncasecmp(h, "Basic ", 6) && bk_authz_enabled(b->authz)) {
-        basic_access(b, req, h + 6, serve);
-        return;
-    }
-    if (token_ok(b, req)) {
+    uid_t uid = 0;
+    int peer = peer_access(req, &uid);
+    if (peer == AX_ALL) {
         serve(b, req, AX_ALL);
         return;
     }
-    evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                      "Bearer realm=\"sluice\"");
-    const char *msg = "Error: this endpoint needs \"Authorization: Bearer <admin.token>\"\n";
-    reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
+    if (peer == AX_DENIED) {
+        BK_WARN("admin: refused uid %u on the admin socket (only root and uid %u may use it)",
+                (unsigned)uid, (unsigned)geteuid());
+        char msg[160];
+        snprintf(msg, sizeof msg, "Error: uid %u may not use the admin socket: only root "
+                 "and the broker's own user (uid %u) may\n", (unsigned)uid,
+                 (unsigned)geteuid());
+        reply_text(req, 403, "Forbidden", "text/plain; charset=utf-8", msg, strlen(msg));
+        return;
+    }
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    if (!bk_authz_enabled(b->authz)) {
+        if (!b->cfg->admin_token[0] || token_match(b, h))
+            serve(b, req, AX_ALL);
+        else
+            reply_401(b, req, "Error: this endpoint needs \"Authorization: Bearer "
+                      "<admin.token>\"\n");
+        return;
+    }
+    if (token_match(b, h)) {
+        serve(b, req, AX_ALL);
+        return;
+    }
+    if (h && !strncasecmp(h, "Basic ", 6)) {
+        basic_access(b, req, h + 6, serve);
+        return;
+    }
+    if (h) {
+        reply_401(b, req, "Error: invalid credentials: send \"Authorization: Basic "
+                  "base64(user:password)\" or \"Bearer <admin.token>\"\n");
+        return;
+    }
+    char principal[BK_PRINCIPAL_MAX];
+    struct bufferevent *bev =
+        evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+    SSL *ssl = bev ? bufferevent_openssl_get_ssl(bev) : NULL;
+    if (!ssl || bk_tls_peer_principal(ssl, principal, sizeof principal))
+        snprintf(principal, sizeof principal, "%s", BK_PRINCIPAL_ANONYMOUS);
+    grant(b, req, principal, serve);
 }
 
 /* A pending job's client went away. */
@@ -476,7 +556,9 @@ static struct bufferevent *https_bev(struct event_base *base, void *arg)
 }
 
 /* ---- start / stop ---------------------------------------------------------------------------- */
-int bk_admin_start(bk_broker *b, char *err, size_t errlen)
+/* Binds admin.listeners into a->http; a->http stays NULL when it is
+ * "none" or the default address is taken.  0, or -1 with err. */
+static int tcp_start(bk_broker *b, struct bk_admin *a, char *err, size_t errlen)
 {
     const char *spec = b->cfg->admin_listeners;
     if (!strcasecmp(spec, "none"))
@@ -492,40 +574,30 @@ int bk_admin_start(bk_broker *b, char *err, size_t errlen)
                  "https://host:port", spec);
         return -1;
     }
-    if (!is_loopback(host) && !b->cfg->admin_token[0]) {
+    if (!is_loopback(host) && !b->cfg->admin_token[0] && !bk_authz_enabled(b->authz)) {
         snprintf(err, errlen, "admin.listeners=%s is not a loopback address: set admin.token "
-                 "(clients then send \"Authorization: Bearer <token>\") or listen on 127.0.0.1",
-                 spec);
+                 "(clients then send \"Authorization: Bearer <token>\"), turn the authorizer "
+                 "on (authorizer.class.name) or listen on 127.0.0.1", spec);
         return -1;
     }
-    struct bk_admin *a = calloc(1, sizeof *a);
-    if (!a) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    a->b = b;
-    b->admin = a;
-    a->http = evhttp_new(b->base);
-    if (!a->http) {
+    struct evhttp *http = evhttp_new(b->base);
+    if (!http) {
         snprintf(err, errlen, "cannot create the admin HTTP server");
         return -1;
     }
-    evhttp_set_max_body_size(a->http, ADMIN_MAX_BODY);
-    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
-    evhttp_set_timeout(a->http, 60);
     bool https = !strncasecmp(spec, "https://", 8);
     if (https) {
         char terr[512];
         SSL_CTX *ctx = bk_tls_server_ctx(b, terr, sizeof terr);
         if (!ctx) {
+            evhttp_free(http);
             snprintf(err, errlen, "admin.listeners=%s: %s", spec, terr);
             return -1;
         }
-        evhttp_set_bevcb(a->http, https_bev, ctx);
+        evhttp_set_bevcb(http, https_bev, ctx);
     }
-    if (!evhttp_bind_socket_with_handle(a->http, host, (ev_uint16_t)port)) {
-        evhttp_free(a->http);
-        a->http = NULL;
+    if (!evhttp_bind_socket_with_handle(http, host, (ev_uint16_t)port)) {
+        evhttp_free(http);
         if (dflt) {
             BK_WARN("admin HTTP: cannot listen on %s:%d (in use?); running without it "
                     "(set admin.listeners to choose another address)", host, port);
@@ -534,15 +606,105 @@ int bk_admin_start(bk_broker *b, char *err, size_t errlen)
         snprintf(err, errlen, "admin.listeners=%s: cannot listen on %s:%d", spec, host, port);
         return -1;
     }
+    a->http = http;
+    BK_INFO("admin HTTP on %s://%s:%d (/sql, /metrics, /healthz)%s", https ? "https" : "http",
+            host, port, bk_authz_enabled(b->authz) ? ", access by principal (ACLs)"
+            : b->cfg->admin_token[0] ? ", bearer token required" : "");
+    return 0;
+}
+
+/* Binds the admin socket (admin.socket; default <data dir>/admin.sock)
+ * into a->sock_http, mode 0600 from the start: bound under a temporary
+ * name, chmod'ed, then renamed into place.  A socket file nobody answers
+ * on is a stale one (a crash) and is replaced; one that answers belongs
+ * to a running broker and is left alone (we run without).  0 or -1. */
+static int sock_start(bk_broker *b, struct bk_admin *a, char *err, size_t errlen)
+{
+    const char *spec = b->cfg->admin_socket;
+    if (!strcasecmp(spec, "none"))
+        return 0;
+    struct sockaddr_un sun = { .sun_family = AF_UNIX }, tmp = { .sun_family = AF_UNIX };
+    int n = spec[0] ? snprintf(sun.sun_path, sizeof sun.sun_path, "%s", spec)
+                    : snprintf(sun.sun_path, sizeof sun.sun_path, "%s/admin.sock", b->data_dir);
+    int tn = snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s.%d", sun.sun_path, (int)getpid());
+    if (n < 0 || tn < 0 || (size_t)tn >= sizeof tmp.sun_path) {
+        if (spec[0]) {
+            snprintf(err, errlen, "admin.socket=%s: the path is too long for a Unix socket "
+                     "(at most %zu bytes)", spec, sizeof sun.sun_path - 12);
+            return -1;
+        }
+        BK_WARN("admin socket: %s/admin.sock is too long a path for a Unix socket; running "
+                "without it (set admin.socket to a shorter path)", b->data_dir);
+        return 0;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "admin socket: %s", strerror(errno));
+        return -1;
+    }
+    if (connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0) {
+        close(fd);
+        BK_WARN("admin socket: %s is answered by another process; running without it",
+                sun.sun_path);
+        return 0;
+    }
+    unlink(tmp.sun_path);
+    struct stat st;
+    if (bind(fd, (struct sockaddr *)&tmp, sizeof tmp) || chmod(tmp.sun_path, 0600) ||
+        rename(tmp.sun_path, sun.sun_path) || listen(fd, 64) ||
+        evutil_make_socket_nonblocking(fd) || stat(sun.sun_path, &st)) {
+        snprintf(err, errlen, "admin socket %s: %s", sun.sun_path, strerror(errno));
+        unlink(tmp.sun_path);
+        close(fd);
+        return -1;
+    }
+    a->sock_http = evhttp_new(b->base);
+    if (!a->sock_http || !evhttp_accept_socket_with_handle(a->sock_http, fd)) {
+        snprintf(err, errlen, "admin socket %s: cannot serve it", sun.sun_path);
+        unlink(sun.sun_path);
+        close(fd);
+        return -1;
+    }
+    memcpy(a->sock_path, sun.sun_path, sizeof a->sock_path);
+    a->sock_ino = st.st_ino;
+    BK_INFO("admin socket %s (mode 0600; uid 0 and %u only)", a->sock_path,
+            (unsigned)geteuid());
+    return 0;
+}
+
+static void set_routes(struct evhttp *http, bk_broker *b)
+{
+    evhttp_set_max_body_size(http, ADMIN_MAX_BODY);
+    evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+    evhttp_set_timeout(http, 60);
+    evhttp_set_cb(http, "/healthz", on_healthz, b);
+    evhttp_set_cb(http, "/metrics", on_metrics, b);
+    evhttp_set_cb(http, "/sql", on_sql, b);
+    evhttp_set_gencb(http, on_other, b);
+}
+
+int bk_admin_start(bk_broker *b, char *err, size_t errlen)
+{
+    struct bk_admin *a = calloc(1, sizeof *a);
+    if (!a) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    a->b = b;
+    b->admin = a;
+    if (tcp_start(b, a, err, errlen) || sock_start(b, a, err, errlen))
+        return -1;
+    if (!a->http && !a->sock_http) {
+        free(a);
+        b->admin = NULL;
+        return 0;
+    }
     if (sq_workers_start(b, err, errlen))
         return -1;
-    evhttp_set_cb(a->http, "/healthz", on_healthz, b);
-    evhttp_set_cb(a->http, "/metrics", on_metrics, b);
-    evhttp_set_cb(a->http, "/sql", on_sql, b);
-    evhttp_set_gencb(a->http, on_other, b);
-    BK_INFO("admin HTTP on %s://%s:%d (/sql, /metrics, /healthz)%s", https ? "https" : "http",
-            host, port,
-            b->cfg->admin_token[0] ? ", bearer token required" : "");
+    if (a->http)
+        set_routes(a->http, b);
+    if (a->sock_http)
+        set_routes(a->sock_http, b);
     return 0;
 }
 
@@ -554,6 +716,12 @@ void bk_admin_stop(bk_broker *b)
     sq_workers_stop(b);
     if (a->http)
         evhttp_free(a->http);            /* close callbacks cancel pending jobs */
+    if (a->sock_http) {
+        evhttp_free(a->sock_http);
+        struct stat st;                  /* still ours, not a successor's */
+        if (!stat(a->sock_path, &st) && st.st_ino == a->sock_ino)
+            unlink(a->sock_path);
+    }
     sq_workers_free(b);
     free(a);
     b->admin = NULL;

@@ -1,13 +1,23 @@
 /*
  * sluice-sql — the SQL admin shell.
  *
- *   sluice-sql [-b host:port] [--token T] [-c "SQL"] [--format table|csv|json|line]
- *              [--headers on|off] [--data-dir DIR]
+ *   sluice-sql [-b [http[s]://]host:port | --socket PATH] [--user NAME
+ *              [--password-file F]] [--token T | --token-file F]
+ *              [--cacert F] [--cert F --key F] [-c "SQL"]
+ *              [--format table|csv|json|line] [--headers on|off] [--data-dir DIR]
  *
- * Talks to a broker's admin endpoint (POST /sql; -b, default 127.0.0.1:9644
- * or $SLUICE_ADMIN; the bearer token from --token or $SLUICE_ADMIN_TOKEN), or
- * with --data-dir opens a stopped broker's database read-only and runs the
- * same SQL surface in-process (admin/sql_surface.c) for forensics.
+ * Talks to a broker's admin endpoint (POST /sql): over TCP (-b, default
+ * 127.0.0.1:9644 or $SLUICE_ADMIN; https:// with OpenSSL, verifying the
+ * broker against --cacert and presenting --cert/--key when given), or over
+ * the broker's admin socket (--socket or $SLUICE_SOCKET), where the kernel
+ * vouches for our uid.  Credentials (admin_http.c's with_access):
+ *   --user NAME   HTTP Basic; the password from $SLUICE_PASSWORD, else
+ *                 --password-file, else a prompt without echo on the
+ *                 terminal (stdin a tty)
+ *   --token T     Bearer admin.token; also $SLUICE_TOKEN,
+ *                 $SLUICE_ADMIN_TOKEN or --token-file (not in ps)
+ * Or with --data-dir it opens a stopped broker's database read-only and runs
+ * the same SQL surface in-process (admin/sql_surface.c) for forensics.
  *
  * Modes: -c runs its statements and exits (status 1 if one failed); with a
  * terminal on stdin, an interactive shell with line editing and history
@@ -24,7 +34,15 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
+#include <termios.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include <editline/readline.h>
 #include <sqlite3.h>
@@ -34,7 +52,12 @@
 static struct {
     char host[256];
     char port[16];
+    const char *socket;            /* the admin socket instead of host:port */
+    bool https;
+    const char *cacert, *cert, *key;
+    SSL_CTX *tls;
     const char *token;
+    char *basic;                   /* base64(user:password), or NULL */
     const char *data_dir;
     int format;
     bool headers;
@@ -64,14 +87,28 @@ static void url_escape(char *out, size_t cap, const char *s)
     out[k] = 0;
 }
 
-/* POSTs sql; body to *out (malloc'd).  Returns the HTTP status or -1. */
-static int http_sql(const char *sql, char **out, size_t *outlen)
+/* One request's connection: a socket, with TLS over it for https. */
+typedef struct conn {
+    int fd;
+    SSL *ssl;
+} conn;
+
+static const char *target(void)
+{
+    static char t[300];
+    if (sh.socket)
+        return sh.socket;
+    snprintf(t, sizeof t, "%s:%s", sh.host, sh.port);
+    return t;
+}
+
+static int tcp_connect(void)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
     int rc = getaddrinfo(sh.host, sh.port, &hints, &ai);
     if (rc) {
         fprintf(stderr, "sluice-sql: %s:%s: %s\n", sh.host, sh.port, gai_strerror(rc));
-        return -1;
+        return -2;
     }
     int fd = -1;
     for (struct addrinfo *p = ai; p; p = p->ai_next) {
@@ -83,38 +120,152 @@ static int http_sql(const char *sql, char **out, size_t *outlen)
         fd = -1;
     }
     freeaddrinfo(ai);
-    if (fd < 0) {
-        fprintf(stderr, "sluice-sql: cannot connect to the admin endpoint %s:%s: %s "
-                "(is the broker running? admin.listeners / -b)\n", sh.host, sh.port,
-                strerror(errno));
+    return fd;
+}
+
+static int unix_connect(void)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    if (strlen(sh.socket) >= sizeof sun.sun_path) {
+        errno = ENAMETOOLONG;
         return -1;
     }
-    char esc[32];
+    memcpy(sun.sun_path, sh.socket, strlen(sh.socket) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof sun)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* The https context: the broker verified against --cacert (else the
+ * system's CAs), --cert/--key presented when the broker asks. */
+static SSL_CTX *tls_ctx(void)
+{
+    if (sh.tls)
+        return sh.tls;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx)
+        return NULL;
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    if ((sh.cacert ? SSL_CTX_load_verify_locations(ctx, sh.cacert, NULL)
+                   : SSL_CTX_set_default_verify_paths(ctx)) != 1 ||
+        (sh.cert && SSL_CTX_use_certificate_chain_file(ctx, sh.cert) != 1) ||
+        (sh.key && SSL_CTX_use_PrivateKey_file(ctx, sh.key, SSL_FILETYPE_PEM) != 1)) {
+        char e[256];
+        ERR_error_string_n(ERR_get_error(), e, sizeof e);
+        fprintf(stderr, "sluice-sql: --cacert/--cert/--key: %s\n", e);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return sh.tls = ctx;
+}
+
+/* 0 with c open, or -1 (said on stderr). */
+static int conn_open(conn *c)
+{
+    c->ssl = NULL;
+    c->fd = sh.socket ? unix_connect() : tcp_connect();
+    if (c->fd == -2)
+        return -1;
+    if (c->fd < 0) {
+        fprintf(stderr, "sluice-sql: cannot connect to the admin endpoint %s: %s "
+                "(is the broker running? admin.listeners / admin.socket / -b / --socket)\n",
+                target(), strerror(errno));
+        return -1;
+    }
+    if (!sh.https)
+        return 0;
+    SSL_CTX *ctx = tls_ctx();
+    c->ssl = ctx ? SSL_new(ctx) : NULL;
+    if (c->ssl) {
+        X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+        if (!X509_VERIFY_PARAM_set1_ip_asc(vp, sh.host)) {      /* a name, not an address */
+            SSL_set1_host(c->ssl, sh.host);
+            SSL_set_tlsext_host_name(c->ssl, sh.host);
+        }
+        SSL_set_fd(c->ssl, c->fd);
+    }
+    if (!c->ssl || SSL_connect(c->ssl) != 1) {
+        char e[256] = "cannot make a TLS context";
+        if (c->ssl) {
+            long vr = SSL_get_verify_result(c->ssl);
+            if (vr != X509_V_OK)
+                snprintf(e, sizeof e, "%s", X509_verify_cert_error_string(vr));
+            else
+                ERR_error_string_n(ERR_get_error(), e, sizeof e);
+        }
+        fprintf(stderr, "sluice-sql: TLS with %s: %s\n", target(), e);
+        SSL_free(c->ssl);
+        close(c->fd);
+        return -1;
+    }
+    return 0;
+}
+
+static ssize_t conn_write(conn *c, const void *p, size_t n)
+{
+    if (c->ssl) {
+        int w = SSL_write(c->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n);
+        return w > 0 ? w : -1;
+    }
+    return write(c->fd, p, n);
+}
+
+static ssize_t conn_read(conn *c, void *p, size_t n)
+{
+    if (c->ssl) {
+        int r = SSL_read(c->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n);
+        return r > 0 ? r : 0;     /* close_notify or an abrupt end: the body ends */
+    }
+    return read(c->fd, p, n);
+}
+
+static void conn_close(conn *c)
+{
+    if (c->ssl) {
+        SSL_shutdown(c->ssl);
+        SSL_free(c->ssl);
+    }
+    close(c->fd);
+}
+
+/* POSTs sql; body to *out (malloc'd).  Returns the HTTP status or -1. */
+static int http_sql(const char *sql, char **out, size_t *outlen)
+{
+    conn c;
+    if (conn_open(&c))
+        return -1;
+    char esc[32], host[300];
     url_escape(esc, sizeof esc, format_name(sh.format));
+    snprintf(host, sizeof host, "%s", sh.socket ? "localhost" : target());
     size_t len = strlen(sql);
-    char head[1024];
+    char head[2048];
     int hl = snprintf(head, sizeof head,
-                      "POST /sql?format=%s&headers=%s HTTP/1.1\r\nHost: %s:%s\r\n"
+                      "POST /sql?format=%s&headers=%s HTTP/1.1\r\nHost: %s\r\n"
                       "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
                       "%s%s%sConnection: close\r\n\r\n",
-                      esc, sh.headers ? "on" : "off", sh.host, sh.port, len,
-                      sh.token ? "Authorization: Bearer " : "", sh.token ? sh.token : "",
-                      sh.token ? "\r\n" : "");
+                      esc, sh.headers ? "on" : "off", host, len,
+                      sh.token ? "Authorization: Bearer " : sh.basic ? "Authorization: Basic "
+                      : "", sh.token ? sh.token : sh.basic ? sh.basic : "",
+                      sh.token || sh.basic ? "\r\n" : "");
     const char *parts[2] = { head, sql };
     size_t lens[2] = { (size_t)hl, len };
     for (int i = 0; i < 2; i++)
         for (size_t done = 0; done < lens[i];) {
-            ssize_t w = write(fd, parts[i] + done, lens[i] - done);
-            if (w < 0 && errno == EINTR)
+            ssize_t w = conn_write(&c, parts[i] + done, lens[i] - done);
+            if (w < 0 && errno == EINTR && !c.ssl)
                 continue;
             if (w <= 0) {
-                fprintf(stderr, "sluice-sql: sending to %s:%s: %s\n", sh.host, sh.port,
-                        strerror(errno));
-                close(fd);
+                fprintf(stderr, "sluice-sql: sending to %s: %s\n", target(), strerror(errno));
+                conn_close(&c);
+                OPENSSL_cleanse(head, sizeof head);
                 return -1;
             }
             done += (size_t)w;
         }
+    OPENSSL_cleanse(head, sizeof head);
     size_t cap = 65536, n = 0;
     char *buf = malloc(cap);
     for (;;) {
@@ -124,19 +275,19 @@ static int http_sql(const char *sql, char **out, size_t *outlen)
         }
         if (!buf)
             abort();
-        ssize_t r = read(fd, buf + n, cap - n - 1);
+        ssize_t r = conn_read(&c, buf + n, cap - n - 1);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             break;
         n += (size_t)r;
     }
-    close(fd);
+    conn_close(&c);
     buf[n] = 0;
     int status = -1;
     char *body = strstr(buf, "\r\n\r\n");
     if (strncmp(buf, "HTTP/1.", 7) || !body || sscanf(buf + 9, "%d", &status) != 1) {
-        fprintf(stderr, "sluice-sql: bad response from %s:%s\n", sh.host, sh.port);
+        fprintf(stderr, "sluice-sql: bad response from %s\n", target());
         free(buf);
         return -1;
     }
@@ -406,10 +557,8 @@ static int interactive(void)
         read_history(hist);
     }
     printf("sluice-sql: %s%s%s.  \".help\" for help; statements end with ';'.\n",
-           sh.local ? "read-only, " : "connected to ", sh.local ? sh.data_dir : sh.host,
+           sh.local ? "read-only, " : "admin endpoint ", sh.local ? sh.data_dir : target(),
            sh.local ? " (stopped broker)" : "");
-    if (!sh.local)
-        printf("Admin endpoint %s:%s\n", sh.host, sh.port);
     acc a = { 0 };
     bool pending = false;
     char *line;
@@ -438,20 +587,117 @@ static sq_snap *local_live(void *arg)
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: sluice-sql [-b host:port] [--token TOKEN] [-c SQL] [--format table|csv|json|line]\n"
-        "                  [--headers on|off] [--data-dir DIR]\n"
+        "usage: sluice-sql [-b [http[s]://]host:port | --socket PATH] [--user NAME\n"
+        "                  [--password-file F]] [--token T | --token-file F]\n"
+        "                  [--cacert F] [--cert F --key F] [-c SQL]\n"
+        "                  [--format table|csv|json|line] [--headers on|off] [--data-dir DIR]\n"
         "\n"
         "SQL over a Sluice broker's admin endpoint (default 127.0.0.1:9644, or\n"
-        "$SLUICE_ADMIN); the bearer token comes from --token or $SLUICE_ADMIN_TOKEN.\n"
+        "$SLUICE_ADMIN), or its admin socket (--socket, $SLUICE_SOCKET: root and the\n"
+        "broker's user need no credentials there).  --user logs in with HTTP Basic:\n"
+        "the password from $SLUICE_PASSWORD, --password-file, else a prompt.  The\n"
+        "admin.token from --token, $SLUICE_TOKEN, $SLUICE_ADMIN_TOKEN or --token-file.\n"
+        "https:// verifies the broker with --cacert; --cert/--key is a client certificate.\n"
         "--data-dir opens a stopped broker's log.dirs read-only instead.\n"
         "Without -c: an interactive shell on a terminal, else statements from stdin.\n"
         "Tables and a cookbook: sql/README.md.\n");
 }
 
+/* The first line of a file (a password or token), without its newline;
+ * NULL (said) when it cannot be read. */
+static char *read_secret_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = f ? getline(&line, &cap, f) : -1;
+    if (f)
+        fclose(f);
+    if (n < 0) {
+        fprintf(stderr, "sluice-sql: cannot read %s: %s\n", path,
+                f ? "it is empty" : strerror(errno));
+        free(line);
+        return NULL;
+    }
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = 0;
+    return line;
+}
+
+/* The password typed on the terminal, not echoed; NULL without one. */
+static char *prompt_password(const char *user)
+{
+    if (!isatty(0))
+        return NULL;
+    FILE *tty = fopen("/dev/tty", "r+");
+    if (!tty)
+        return NULL;
+    struct termios old, quiet;
+    bool restore = tcgetattr(fileno(tty), &old) == 0;
+    if (restore) {
+        quiet = old;
+        quiet.c_lflag &= ~(tcflag_t)ECHO;
+        quiet.c_lflag |= ECHONL;
+        tcsetattr(fileno(tty), TCSAFLUSH, &quiet);
+    }
+    fprintf(tty, "Password for %s: ", user);
+    fflush(tty);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, tty);
+    if (restore)
+        tcsetattr(fileno(tty), TCSAFLUSH, &old);
+    fclose(tty);
+    if (n < 0) {
+        free(line);
+        return NULL;
+    }
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = 0;
+    return line;
+}
+
+/* sh.basic = base64(user:password); 0, or -1 (said). */
+static int set_basic(const char *user, const char *password_file)
+{
+    char *pw = NULL;
+    const char *env = getenv("SLUICE_PASSWORD");
+    if (env)
+        pw = strdup(env);
+    else if (password_file)
+        pw = read_secret_file(password_file);
+    else
+        pw = prompt_password(user);
+    if (!pw) {
+        if (!env && !password_file)
+            fprintf(stderr, "sluice-sql: --user %s needs a password: $SLUICE_PASSWORD, "
+                    "--password-file, or a terminal to type it on\n", user);
+        return -1;
+    }
+    size_t ul = strlen(user), pl = strlen(pw), rl = ul + 1 + pl;
+    unsigned char *raw = malloc(rl + 1);
+    sh.basic = malloc(4 * (rl / 3 + 1) + 1);
+    if (!raw || !sh.basic)
+        abort();
+    memcpy(raw, user, ul);
+    raw[ul] = ':';
+    memcpy(raw + ul + 1, pw, pl);
+    EVP_EncodeBlock((unsigned char *)sh.basic, raw, (int)rl);
+    OPENSSL_cleanse(raw, rl);
+    OPENSSL_cleanse(pw, pl);
+    free(raw);
+    free(pw);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *bootstrap = getenv("SLUICE_ADMIN");
-    sh.token = getenv("SLUICE_ADMIN_TOKEN");
+    sh.socket = getenv("SLUICE_SOCKET");
+    sh.token = getenv("SLUICE_TOKEN");
+    if (!sh.token || !*sh.token)
+        sh.token = getenv("SLUICE_ADMIN_TOKEN");
+    const char *user = getenv("SLUICE_USER"), *password_file = NULL, *token_file = NULL;
     const char *cmd[64];
     int ncmd = 0;
     for (int i = 1; i < argc; i++) {
@@ -478,6 +724,20 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--token") && v) {
             sh.token = v; i++;
+        } else if (!strcmp(a, "--token-file") && v) {
+            token_file = v; i++;
+        } else if ((!strcmp(a, "--user") || !strcmp(a, "-u")) && v) {
+            user = v; i++;
+        } else if (!strcmp(a, "--password-file") && v) {
+            password_file = v; i++;
+        } else if (!strcmp(a, "--socket") && v) {
+            sh.socket = v; i++;
+        } else if (!strcmp(a, "--cacert") && v) {
+            sh.cacert = v; i++;
+        } else if (!strcmp(a, "--cert") && v) {
+            sh.cert = v; i++;
+        } else if (!strcmp(a, "--key") && v) {
+            sh.key = v; i++;
         } else if (!strcmp(a, "--data-dir") && v) {
             sh.data_dir = v; i++;
         } else {
@@ -486,10 +746,19 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (token_file && !(sh.token = read_secret_file(token_file)))
+        return 2;
     if (sh.token && !*sh.token)
         sh.token = NULL;
+    if (sh.socket && !*sh.socket)
+        sh.socket = NULL;
+    if (user && *user && !sh.data_dir && set_basic(user, password_file))
+        return 2;
     if (!bootstrap || !*bootstrap)
         bootstrap = "127.0.0.1:9644";
+    sh.https = !strncasecmp(bootstrap, "https://", 8);
+    if (sh.cert && !sh.key)
+        sh.key = sh.cert;                   /* one PEM holding both */
     const char *b = strstr(bootstrap, "://");
     b = b ? b + 3 : bootstrap;
     const char *colon = strrchr(b, ':');

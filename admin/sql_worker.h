@@ -53,8 +53,10 @@ struct bk_admin {
     pthread_cond_t snap_cv;
     struct event *snap_ev, *snap_timer;
     /* HTTP */
-    struct evhttp *http;
-    bool token_required;
+    struct evhttp *http;           /* admin.listeners; NULL: none */
+    struct evhttp *sock_http;      /* the admin socket; NULL: none */
+    char sock_path[108];           /* its path (sun_path) */
+    unsigned long sock_ino;        /* its inode: unlinked at stop if still ours */
 };
 
 int  sq_workers_start(bk_broker *b, char *err, size_t errlen);

@@ -172,6 +172,8 @@ static const bk_config_key keys[] = {
     STR("admin.listeners", admin_listeners, NULL, "HTTP admin address (/sql, /metrics); empty: 127.0.0.1:9644 when free; none: off"),
     { "admin.token", BK_CT_STRING, F(admin_token), 0, 0, NULL, true, NULL, 0, 0,
       "bearer token the HTTP admin listener requires" },
+    STR("admin.socket", admin_socket, NULL,
+        "admin Unix socket for root and the broker's user; empty: <log.dir>/admin.sock; none: off"),
     STR("authorizer.class.name", authorizer_class_name, NULL,
         "any value (e.g. kafka.security.authorizer.AclAuthorizer) turns ACL checks on"),
     STR("super.users", super_users, NULL, "principals allowed everything: User:a;User:b"),

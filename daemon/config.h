@@ -158,6 +158,7 @@ typedef struct bk_config {
     int32_t zookeeper_connection_timeout_ms;  /* zookeeper.connection.timeout.ms (0: session) */
     char admin_listeners[256];            /* admin.listeners (HTTP) */
     char admin_token[256];                /* admin.token: bearer token for /sql, /metrics */
+    char admin_socket[256];               /* admin.socket ("": <data dir>/admin.sock; none) */
     /* the authorizer (daemon/authz.c) */
     char authorizer_class_name[256];      /* authorizer.class.name ("" = off) */
     char super_users[4096];               /* super.users: "User:a;User:b" */
