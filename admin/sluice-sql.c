@@ -10,7 +10,8 @@
  * 127.0.0.1:9644 or $SLUICE_ADMIN; https:// with OpenSSL, verifying the
  * broker against --cacert and presenting --cert/--key when given), or over
  * the broker's admin socket (--socket or $SLUICE_SOCKET), where the kernel
- * vouches for our uid.  Credentials (admin_http.c's with_access):
+ * vouches for our uid.  With neither, ./data/admin.sock (the default
+ * log.dirs) when it is there and ours to use, else 127.0.0.1:9644.  Credentials (admin_http.c's with_access):
  *   --user NAME   HTTP Basic; the password from $SLUICE_PASSWORD, else
  *                 --password-file, else a prompt without echo on the
  *                 terminal (stdin a tty)
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <termios.h>
@@ -48,6 +50,10 @@
 #include <sqlite3.h>
 
 #include "admin/sql_surface.h"
+
+/* The admin socket of a broker run from this directory with the default
+ * log.dirs (./data): the target when none is given and we may use it. */
+#define DEFAULT_SOCKET "data/admin.sock"
 
 static struct {
     char host[256];
@@ -592,12 +598,14 @@ static void usage(FILE *f)
         "                  [--cacert F] [--cert F --key F] [-c SQL]\n"
         "                  [--format table|csv|json|line] [--headers on|off] [--data-dir DIR]\n"
         "\n"
-        "SQL over a Sluice broker's admin endpoint (default 127.0.0.1:9644, or\n"
-        "$SLUICE_ADMIN), or its admin socket (--socket, $SLUICE_SOCKET: root and the\n"
-        "broker's user need no credentials there).  --user logs in with HTTP Basic:\n"
-        "the password from $SLUICE_PASSWORD, --password-file, else a prompt.  The\n"
+        "SQL over a Sluice broker's admin endpoint (-b or $SLUICE_ADMIN), or its admin\n"
+        "socket (--socket, $SLUICE_SOCKET: root and the broker's user need no\n"
+        "credentials there); by default ./data/admin.sock if usable, else\n"
+        "127.0.0.1:9644.  --user logs in with HTTP Basic: the password from\n"
+        "$SLUICE_PASSWORD, --password-file, else a prompt on the terminal.  The\n"
         "admin.token from --token, $SLUICE_TOKEN, $SLUICE_ADMIN_TOKEN or --token-file.\n"
-        "https:// verifies the broker with --cacert; --cert/--key is a client certificate.\n"
+        "https:// verifies the broker with --cacert (else the system's CAs);\n"
+        "--cert/--key present a client certificate.\n"
         "--data-dir opens a stopped broker's log.dirs read-only instead.\n"
         "Without -c: an interactive shell on a terminal, else statements from stdin.\n"
         "Tables and a cookbook: sql/README.md.\n");
@@ -754,6 +762,10 @@ int main(int argc, char **argv)
         sh.socket = NULL;
     if (user && *user && !sh.data_dir && set_basic(user, password_file))
         return 2;
+    struct stat st;
+    if ((!bootstrap || !*bootstrap) && !sh.socket && !stat(DEFAULT_SOCKET, &st) &&
+        S_ISSOCK(st.st_mode) && !access(DEFAULT_SOCKET, W_OK))
+        sh.socket = DEFAULT_SOCKET;       /* a broker started here with the default log.dirs */
     if (!bootstrap || !*bootstrap)
         bootstrap = "127.0.0.1:9644";
     sh.https = !strncasecmp(bootstrap, "https://", 8);

@@ -35,7 +35,7 @@ import urllib.request
 import pytest
 
 from conftest import free_port, finish_broker
-from sasl_support import add_user, start_sasl_broker
+from sasl_support import start_sasl_broker
 from support import admin_socket, socket_http, topic_name
 from test_sluice_sql import shell_path
 from tls_support import certs, ssl_overrides  # noqa: F401 (fixture)
@@ -75,15 +75,21 @@ def rows(text):
     return json.loads(text)
 
 
-def shell(args, env=None, prefix=(), timeout=30):
+def shell(args, env=None, prefix=(), timeout=30, cwd=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
     e.update(env or {})
     return subprocess.run(list(prefix) + [shell_path()] + args, capture_output=True, text=True,
-                          timeout=timeout, env=e)
+                          timeout=timeout, env=e, cwd=cwd)
 
 
 def as_root_via_socket(b, stmt):
     st, text, _ = socket_http(admin_socket(b), "/sql?format=json", stmt)
+    assert st == 200, text
+    return rows(text)
+
+
+def as_token(b, certs, stmt):  # noqa: F811
+    st, text, _ = call(b, "/sql?format=json", stmt, token=TOKEN, ca=certs.ca)
     assert st == 200, text
     return rows(text)
 
@@ -208,13 +214,17 @@ def secured(certs):  # noqa: F811
     o.update(ssl_overrides(certs, "requested"))
     o["admin.listeners"] = "https://127.0.0.1:%d" % free_port()
     b = start_sasl_broker(d, o)
+    # Set up with the token (not the socket), so that the no-credentials
+    # case fails on its assertion against a broker without the fix.
     for user in ("admin", "carol", "dave", "erin"):
-        add_user(b, user, user + "-pw")
+        for m in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            as_token(b, certs, "INSERT INTO scram_credentials (name, mechanism, password) "
+                               "VALUES ('%s', '%s', '%s-pw')" % (user, m, user))
     for principal, op in (("User:carol", "DESCRIBE"), ("User:erin", "ALTER")):
-        as_root_via_socket(b, "INSERT INTO acls (resource_type, resource_name, principal, "
-                              "operation, permission) VALUES ('CLUSTER', 'kafka-cluster', "
-                              "'%s', '%s', 'ALLOW')" % (principal, op))
-    as_root_via_socket(b, "INSERT INTO topics (name, partitions) VALUES ('seen', 1)")
+        as_token(b, certs, "INSERT INTO acls (resource_type, resource_name, principal, "
+                           "operation, permission) VALUES ('CLUSTER', 'kafka-cluster', "
+                           "'%s', '%s', 'ALLOW')" % (principal, op))
+    as_token(b, certs, "INSERT INTO topics (name, partitions) VALUES ('seen', 1)")
     yield b
     problems = finish_broker(b)
     shutil.rmtree(d, ignore_errors=True)
@@ -230,7 +240,26 @@ def test_authz_no_credentials_is_anonymous_and_refused(secured, certs):  # noqa:
         assert st == 401, (path, st, text)
         assert "Basic" in hdrs.get("WWW-Authenticate", ""), hdrs
     assert call(b, "/healthz", ca=certs.ca)[0] == 200
-    assert "anon" not in [r["name"] for r in as_root_via_socket(b, "SELECT name FROM topics")]
+    assert "anon" not in [r["name"] for r in as_token(b, certs, "SELECT name FROM topics")]
+
+
+def test_authz_without_token_no_credentials_writes_nothing(start_broker):
+    """The issue's case: authorizer, no admin.token, loopback listener; a
+    request without credentials created a topic (200).  Now 401."""
+    o = {k: v for k, v in AUTHZ.items() if k != "admin.token"}
+    o["admin.listeners"] = "http://127.0.0.1:%d" % free_port()
+    b = start_broker(o)
+    for stmt in ("INSERT INTO topics (name, partitions) VALUES ('anon', 1)",
+                 "INSERT INTO scram_credentials (name, mechanism, password) "
+                 "VALUES ('anon', 'SCRAM-SHA-256', 'pw')",
+                 "INSERT INTO acls (resource_type, resource_name, principal, operation, "
+                 "permission) VALUES ('TOPIC', '*', 'User:ANONYMOUS', 'ALL', 'ALLOW')",
+                 "SELECT * FROM messages"):
+        st, text, _ = call(b, "/sql?format=json", stmt)
+        assert st == 401, (stmt, st, text)
+    assert as_root_via_socket(b, "SELECT (SELECT count(*) FROM topics) + "
+                                 "(SELECT count(*) FROM scram_credentials) + "
+                                 "(SELECT count(*) FROM acls) AS n") == [{"n": 0}]
 
 
 def test_authz_anonymous_gets_what_its_acls_grant(secured, certs):  # noqa: F811
@@ -323,6 +352,11 @@ def test_authz_sluice_sql_logins(secured, certs):  # noqa: F811
     r = shell(base + ["--token", TOKEN])
     assert r.returncode == 0 and r.stdout.split() == ["seen"], r.stderr
     r = shell(["--socket", admin_socket(b)] + base[4:])
+    assert r.returncode == 0 and r.stdout.split() == ["seen"], r.stderr
+    # From the broker's directory (log.dirs=./data there) with no target:
+    # its socket, not 127.0.0.1:9644.
+    assert admin_socket(b) == os.path.join(b.workdir, "data", "admin.sock")
+    r = shell(base[4:], cwd=b.workdir)
     assert r.returncode == 0 and r.stdout.split() == ["seen"], r.stderr
     # The prompt: typed on a terminal, not echoed.
     out = prompt_login([shell_path()] + base + ["--user", "carol"], "carol-pw")
