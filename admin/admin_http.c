@@ -13,17 +13,22 @@
  * (sql_worker.c) and is answered when the job comes back.  If the client
  * disconnects first, the connection's close callback cancels the job.
  *
- * Access: when admin.token is set, every path but /healthz needs
- * "Authorization: Bearer <token>"; a listener on a non-loopback address
- * without a token is refused at startup (bk_admin_start), so the SQL
- * surface — which can delete topics — is never open to the network.
- * With an authorizer (authorizer.class.name), a SASL user may instead
- * send "Authorization: Basic base64(user:password)", checked against its
- * SCRAM credential as SASL PLAIN is: the principal User:<user> with ALTER
- * on the cluster may do everything, with DESCRIBE read /metrics and run
- * SQL that does not write (a write is refused naming the right it needs);
- * neither: 403.  Without an authorizer Basic credentials are not
- * accepted (Kafka without one has no notion of who may do what).
+ * Access (with_access; README "The admin endpoint: who may do what"):
+ *   1. The admin socket (admin.socket, default <data dir>/admin.sock, mode
+ *      0600): the peer's uid (SO_PEERCRED) alone decides: root and the
+ *      broker's own uid may do everything, any other is refused (403).
+ *   2. Without an authorizer: everything when admin.token is empty (the
+ *      listener is then on loopback: a non-loopback address without a
+ *      token is refused at startup), else "Authorization: Bearer <token>".
+ *   3. With an authorizer (authorizer.class.name) every request is a
+ *      principal, checked against its cluster ACLs: ALTER may do all,
+ *      DESCRIBE read /metrics and run SQL that does not write (a write is
+ *      refused naming the right it needs), neither 403.  The principal:
+ *      "Basic base64(user:password)" checked against the user's SCRAM
+ *      credential as SASL PLAIN is (on a worker); else the verified TLS
+ *      client certificate on an https listener (User:CN=...); else
+ *      User:ANONYMOUS, answered 401 rather than 403 when refused, as it
+ *      may still log in.  A matching Bearer admin.token is a super-user.
  *
  * admin.listeners: "http://host:port" or "host:port"; empty means the
  * default 127.0.0.1:9644, which is best effort (a second broker on the
