@@ -414,3 +414,26 @@ def test_authz_non_loopback_listener_needs_no_token(start_broker):
         raise AssertionError("served without credentials")
     except urllib.error.HTTPError as e:
         assert e.code == 401
+
+
+def test_authz_plain_only_jaas_user_has_no_basic_login(tmp_path):
+    """Basic checks SCRAM credentials (as PLAIN does on a listener without
+    user_ options): a user known only from a PlainLoginModule line cannot
+    log in to the admin endpoint, even with cluster ALTER, until it has a
+    SCRAM credential."""
+    o = {k: v for k, v in AUTHZ.items() if k != "admin.token"}
+    o["sasl.jaas.config"] = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                             'user_paula="paula-pw";')
+    b = start_sasl_broker(str(tmp_path), o)
+    try:
+        as_root_via_socket(b, "INSERT INTO acls (resource_type, resource_name, principal, "
+                              "operation, permission) VALUES ('CLUSTER', 'kafka-cluster', "
+                              "'User:paula', 'ALTER', 'ALLOW')")
+        st, text, _ = call(b, "/sql", "SELECT 1", "paula", "paula-pw")
+        assert st == 401 and "invalid user name or password" in text, text
+        as_root_via_socket(b, "INSERT INTO scram_credentials (name, mechanism, password) "
+                              "VALUES ('paula', 'SCRAM-SHA-256', 'paula-scram')")
+        assert call(b, "/sql", "SELECT 1", "paula", "paula-scram")[0] == 200
+    finally:
+        problems = finish_broker(b)
+    assert not problems, problems
