@@ -61,6 +61,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "daemon/authz.h"
+#include "daemon/cluster.h"
 #include "daemon/metrics.h"
 #include "daemon/sasl.h"
 #include "daemon/scram.h"
@@ -164,8 +165,11 @@ static bool token_match(bk_broker *b, const char *h)
 /* What a request may do. */
 enum { AX_DENIED, AX_READ, AX_ALL };
 
-/* A handler's work once the request's access is known (not AX_DENIED). */
-typedef void serve_fn(bk_broker *b, struct evhttp_request *req, int access);
+/* A handler's work once the request's access is known (not AX_DENIED):
+ * as principal, whose topic ACLs bound what it reads, or NULL for a
+ * super-user credential (the token, the socket) or no authorizer. */
+typedef void serve_fn(bk_broker *b, struct evhttp_request *req, int access,
+                      const char *principal);
 
 /* 401 with the schemes this endpoint takes: Basic with an authorizer,
  * Bearer with admin.token. */
@@ -179,24 +183,30 @@ static void reply_401(bk_broker *b, struct evhttp_request *req, const char *msg)
     reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
 }
 
+/* The client's address, what ACLs' host field matches. */
+static const char *peer_host(struct evhttp_request *req)
+{
+    char *host = NULL;
+    ev_uint16_t port;
+    evhttp_connection_get_peer(evhttp_request_get_connection(req), &host, &port);
+    return host ? host : "";
+}
+
 /* The principal's rights on the cluster (ALTER may do all, DESCRIBE read),
  * then serve, or 403 — 401 for User:ANONYMOUS, who may still log in. */
 static void grant(bk_broker *b, struct evhttp_request *req, const char *principal,
                   serve_fn *serve)
 {
-    char *host = NULL;
-    ev_uint16_t port;
-    evhttp_connection_get_peer(evhttp_request_get_connection(req), &host, &port);
+    const char *host = peer_host(req);
     kp_str cluster = kp_str_cstr(BK_CLUSTER_NAME);
     int access = AX_DENIED;
-    if (bk_authz_check(b->authz, principal, host ? host : "", BK_RES_CLUSTER, cluster,
-                       BK_OP_ALTER))
+    if (bk_authz_check(b->authz, principal, host, BK_RES_CLUSTER, cluster, BK_OP_ALTER))
         access = AX_ALL;
-    else if (bk_authz_check(b->authz, principal, host ? host : "", BK_RES_CLUSTER,
-                            cluster, BK_OP_DESCRIBE))
+    else if (bk_authz_check(b->authz, principal, host, BK_RES_CLUSTER, cluster,
+                            BK_OP_DESCRIBE))
         access = AX_READ;
     if (access != AX_DENIED) {
-        serve(b, req, access);
+        serve(b, req, access, principal);
         return;
     }
     if (!strcmp(principal, BK_PRINCIPAL_ANONYMOUS)) {
@@ -313,7 +323,7 @@ static void with_access(bk_broker *b, struct evhttp_request *req, serve_fn *serv
     uid_t uid = 0;
     int peer = peer_access(req, &uid);
     if (peer == AX_ALL) {
-        serve(b, req, AX_ALL);
+        serve(b, req, AX_ALL, NULL);
         return;
     }
     if (peer == AX_DENIED) {
@@ -329,14 +339,14 @@ static void with_access(bk_broker *b, struct evhttp_request *req, serve_fn *serv
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
     if (!bk_authz_enabled(b->authz)) {
         if (!b->cfg->admin_token[0] || token_match(b, h))
-            serve(b, req, AX_ALL);
+            serve(b, req, AX_ALL, NULL);
         else
             reply_401(b, req, "Error: this endpoint needs \"Authorization: Bearer "
                       "<admin.token>\"\n");
         return;
     }
     if (token_match(b, h)) {
-        serve(b, req, AX_ALL);
+        serve(b, req, AX_ALL, NULL);
         return;
     }
     if (h && !strncasecmp(h, "Basic ", 6)) {
@@ -400,9 +410,10 @@ static void metrics_done(sq_job *j)
     sq_job_free(j);
 }
 
-static void serve_metrics(bk_broker *b, struct evhttp_request *req, int access)
+static void serve_metrics(bk_broker *b, struct evhttp_request *req, int access,
+                          const char *principal)
 {
-    (void)access;
+    (void)access; (void)principal;
     sq_job *j = calloc(1, sizeof *j);
     if (!j) {
         reply_text(req, 500, "Internal Server Error", "text/plain", "out of memory\n", 14);
@@ -477,7 +488,35 @@ static int format_from_accept(const char *accept)
     return SQ_FMT_TABLE;
 }
 
-static void serve_sql(bk_broker *b, struct evhttp_request *req, int access)
+/* The topics principal may READ, asked here on the loop (the authorizer's
+ * decision cache is the loop's); NULL when out of memory. */
+static sq_topic_set *readable_topics(bk_broker *b, struct evhttp_request *req,
+                                     const char *principal)
+{
+    const char *host = peer_host(req);
+    sq_topic_set *s = calloc(1, sizeof *s);
+    if (s && b->ntopics)
+        s->names = calloc(b->ntopics, sizeof *s->names);
+    if (!s || (b->ntopics && !s->names)) {
+        sq_topic_set_free(s);
+        return NULL;
+    }
+    for (size_t i = 0; i < b->topic_hash_size; i++)
+        for (bk_topic *t = b->topic_hash[i]; t && s->n < b->ntopics; t = t->hnext)
+            if (bk_authz_check(b->authz, principal, host, BK_RES_TOPIC,
+                               kp_str_cstr(t->name), BK_OP_READ)) {
+                if (!(s->names[s->n] = strdup(t->name))) {
+                    sq_topic_set_free(s);
+                    return NULL;
+                }
+                s->n++;
+            }
+    sq_topic_set_sort(s);
+    return s;
+}
+
+static void serve_sql(bk_broker *b, struct evhttp_request *req, int access,
+                      const char *principal)
 {
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     struct evkeyvalq q;
@@ -518,6 +557,10 @@ static void serve_sql(bk_broker *b, struct evhttp_request *req, int access)
         return;
     }
     sq_job *j = sql ? calloc(1, sizeof *j) : NULL;
+    if (j && principal && !(j->readable = readable_topics(b, req, principal))) {
+        free(j);
+        j = NULL;
+    }
     if (!j) {
         free(sql);
         reply_text(req, 500, "Internal Server Error", "text/plain", "out of memory\n", 14);

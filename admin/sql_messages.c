@@ -23,6 +23,11 @@
  * Rows come ordered by (topic, partition, offset), which the planner is
  * told, so ORDER BY offset costs nothing.
  *
+ * A principal's statement (admin_http.c: a Basic user, a certificate,
+ * User:ANONYMOUS) sees the records of the topics it may READ only, as a
+ * Kafka consumer would (sq_conn.readable): others are skipped in a scan,
+ * and "topic = 'x'" naming one is an error (TOPIC_AUTHORIZATION_FAILED).
+ *
  * Columns: key and value are TEXT when the bytes are valid UTF-8, BLOB
  * otherwise, NULL when null; headers is a JSON array of {"key","value"}
  * (NULL when the record has none).
@@ -67,6 +72,38 @@ typedef struct msg_cur {
     int64_t rowid;
     bool eof;
 } msg_cur;
+
+/* ---- topics a principal may read ------------------------------------------------- */
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void sq_topic_set_sort(sq_topic_set *s)
+{
+    if (s->n)
+        qsort(s->names, s->n, sizeof *s->names, name_cmp);
+}
+
+bool sq_topic_set_has(const sq_topic_set *s, const char *topic)
+{
+    return s->n && bsearch(&topic, s->names, s->n, sizeof *s->names, name_cmp);
+}
+
+void sq_topic_set_free(sq_topic_set *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->names[i]);
+    free(s->names);
+    free(s);
+}
+
+static bool readable(const msg_cur *cur, const char *topic)
+{
+    return !cur->c->readable || sq_topic_set_has(cur->c->readable, topic);
+}
 
 static int msg_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                        sqlite3_vtab **out, char **err)
@@ -205,7 +242,7 @@ static bool start_partition(msg_cur *cur)
         const sq_live *l = &cur->snap->rows[cur->pi++];
         if (cur->has_part && l->partition != cur->part)
             continue;
-        if (cur->topic && strcmp(l->topic, cur->topic))
+        if ((cur->topic && strcmp(l->topic, cur->topic)) || !readable(cur, l->topic))
             continue;
         int64_t cap = cur->hi < l->high_watermark ? cur->hi : l->high_watermark;
         if (cur->lo >= cap)
@@ -263,6 +300,12 @@ static int msg_filter(sqlite3_vtab_cursor *cc, int idx, const char *is, int argc
         cur->topic = strdup(t ? t : "");
         if (!t)
             cur->eof = true;
+        else if (!readable(cur, t)) {
+            sqlite3_free(cc->pVtab->zErrMsg);
+            cc->pVtab->zErrMsg = sqlite3_mprintf("TOPIC_AUTHORIZATION_FAILED: reading the "
+                                                 "messages of %s needs READ on it", t);
+            return SQLITE_ERROR;
+        }
     }
     if (idx & B_PART) {
         sqlite3_value *v = argv[a++];

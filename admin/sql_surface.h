@@ -128,6 +128,16 @@ typedef struct sq_env {
 
 typedef struct sq_conn sq_conn;
 
+/* The topics a principal may READ: the rows of `messages` it is shown
+ * (sql_messages.c).  Sorted, names owned. */
+typedef struct sq_topic_set {
+    char **names;
+    size_t n;
+} sq_topic_set;
+void sq_topic_set_sort(sq_topic_set *s);          /* once filled */
+bool sq_topic_set_has(const sq_topic_set *s, const char *topic);
+void sq_topic_set_free(sq_topic_set *s);
+
 /* Opens path read-only, installs the surface.  0 or -1 with err. */
 int  sq_open(const char *path, const sq_env *env, sq_conn **out, char *err, size_t errlen);
 void sq_close(sq_conn *c);
@@ -168,6 +178,7 @@ struct sq_conn {
     bool internal;                  /* our own statements: authorizer off */
     bool wrote;                     /* the statement made an allowed write */
     bool read_only;                 /* writes refused (a principal with DESCRIBE only) */
+    const sq_topic_set *readable;   /* messages: topics it may READ; NULL: all */
     int64_t changes;                /* rows changed through the write hook */
     char deny[256];                 /* why the authorizer refused */
     int64_t deadline_us;

@@ -95,6 +95,7 @@ void sq_job_free(sq_job *j)
     if (!j)
         return;
     free(j->sql);
+    sq_topic_set_free(j->readable);
     sq_result_free(&j->res);
     free(j);
 }
@@ -615,8 +616,10 @@ static void *worker_main(void *p)
         if (!atomic_load(&j->cancelled)) {
             if (j->kind == SQ_JOB_SQL) {
                 c->read_only = j->read_only;
+                c->readable = j->readable;
                 sq_run(c, j->sql, j->format, j->headers, &j->res);
                 c->read_only = false;
+                c->readable = NULL;
             }
             else
                 run_metrics(c, j);

@@ -24,6 +24,7 @@ typedef struct sq_job {
     int format;
     bool headers;
     bool read_only;                /* SQL: writes refused (admin_http's principal) */
+    sq_topic_set *readable;        /* SQL: messages of these topics only; NULL: all */
     sq_result res;                 /* SQL: the rows; METRICS: text appended */
     atomic_bool cancelled;         /* the client went away */
     void (*done)(struct sq_job *j);

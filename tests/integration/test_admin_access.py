@@ -35,8 +35,8 @@ import urllib.request
 import pytest
 
 from conftest import free_port, finish_broker
-from sasl_support import start_sasl_broker
-from support import admin_socket, socket_http, topic_name
+from sasl_support import ck_sasl, start_sasl_broker
+from support import admin_socket, ck_producer, produce_ok, socket_http, topic_name
 from test_sluice_sql import shell_path
 from tls_support import certs, ssl_overrides  # noqa: F401 (fixture)
 
@@ -224,7 +224,12 @@ def secured(certs):  # noqa: F811
         as_token(b, certs, "INSERT INTO acls (resource_type, resource_name, principal, "
                            "operation, permission) VALUES ('CLUSTER', 'kafka-cluster', "
                            "'%s', '%s', 'ALLOW')" % (principal, op))
-    as_token(b, certs, "INSERT INTO topics (name, partitions) VALUES ('seen', 1)")
+    for t in ("seen", "hidden"):
+        as_token(b, certs, "INSERT INTO topics (name, partitions) VALUES ('%s', 1)" % t)
+        produce_ok(ck_producer(b, **ck_sasl("SCRAM-SHA-256", "admin", "admin-pw")), t,
+                   [{"value": ("%s-%d" % (t, i)).encode()} for i in range(2)])
+    as_token(b, certs, "INSERT INTO acls (resource_type, resource_name, principal, operation, "
+                       "permission) VALUES ('TOPIC', 'seen', 'User:carol', 'READ', 'ALLOW')")
     yield b
     problems = finish_broker(b)
     shutil.rmtree(d, ignore_errors=True)
@@ -294,6 +299,16 @@ def test_authz_basic_users_by_their_rights(secured, certs):  # noqa: F811
     st, text, _ = call(b, "/sql?format=json", "INSERT INTO topics (name, partitions) "
                        "VALUES ('by-carol', 1)", "carol", "carol-pw", ca=certs.ca)
     assert st == 400 and "needs ALTER" in text, text
+    # Records: of the topics carol may READ only, as a consumer would get.
+    m = "SELECT topic, value FROM messages ORDER BY topic, offset"
+    st, text, _ = call(b, "/sql?format=json", m, "carol", "carol-pw", ca=certs.ca)
+    assert st == 200 and rows(text) == [{"topic": "seen", "value": "seen-0"},
+                                        {"topic": "seen", "value": "seen-1"}], text
+    st, text, _ = call(b, "/sql?format=json", "SELECT value FROM messages WHERE topic = 'hidden'",
+                       "carol", "carol-pw", ca=certs.ca)
+    assert st == 400 and "TOPIC_AUTHORIZATION_FAILED" in text, text
+    st, text, _ = call(b, "/sql?format=json", m, token=TOKEN, ca=certs.ca)
+    assert st == 200 and [r["topic"] for r in rows(text)] == ["hidden"] * 2 + ["seen"] * 2, text
     # ALTER: creates a topic and a user.
     t = topic_name("erin")
     st, text, _ = call(b, "/sql?format=json", "INSERT INTO topics (name, partitions) "
