@@ -11,7 +11,8 @@
  * broker against --cacert and presenting --cert/--key when given), or over
  * the broker's admin socket (--socket or $SLUICE_SOCKET), where the kernel
  * vouches for our uid.  With neither, ./data/admin.sock (the default
- * log.dirs) when it is there and ours to use, else 127.0.0.1:9644.  Credentials (admin_http.c's with_access):
+ * log.dirs) when it is there and ours to use, else 127.0.0.1:9644.
+ * Credentials (admin_http.c's with_access):
  *   --user NAME   HTTP Basic; the password from $SLUICE_PASSWORD, else
  *                 --password-file, else a prompt without echo on the
  *                 terminal (stdin a tty)
