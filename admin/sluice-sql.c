@@ -707,6 +707,7 @@ int main(int argc, char **argv)
     if (!sh.token || !*sh.token)
         sh.token = getenv("SLUICE_ADMIN_TOKEN");
     const char *user = getenv("SLUICE_USER"), *password_file = NULL, *token_file = NULL;
+    bool b_arg = false, socket_arg = false;       /* -b beats $SLUICE_SOCKET */
     const char *cmd[64];
     int ncmd = 0;
     for (int i = 1; i < argc; i++) {
@@ -717,6 +718,7 @@ int main(int argc, char **argv)
             return 0;
         } else if ((!strcmp(a, "-b") || !strcmp(a, "--bootstrap") || !strcmp(a, "--admin")) && v) {
             bootstrap = v; i++;
+            b_arg = true;
         } else if (!strcmp(a, "-c") && v && ncmd < 64) {
             cmd[ncmd++] = v; i++;
         } else if ((!strcmp(a, "--format") || !strcmp(a, "-f")) && v) {
@@ -741,6 +743,7 @@ int main(int argc, char **argv)
             password_file = v; i++;
         } else if (!strcmp(a, "--socket") && v) {
             sh.socket = v; i++;
+            socket_arg = true;
         } else if (!strcmp(a, "--cacert") && v) {
             sh.cacert = v; i++;
         } else if (!strcmp(a, "--cert") && v) {
@@ -759,7 +762,7 @@ int main(int argc, char **argv)
         return 2;
     if (sh.token && !*sh.token)
         sh.token = NULL;
-    if (sh.socket && !*sh.socket)
+    if ((sh.socket && !*sh.socket) || (b_arg && !socket_arg))
         sh.socket = NULL;
     if (user && *user && !sh.data_dir && set_basic(user, password_file))
         return 2;
