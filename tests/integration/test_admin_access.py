@@ -34,7 +34,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, finish_broker
+from conftest import Broker, free_port, finish_broker
 from sasl_support import ck_sasl, start_sasl_broker
 from support import admin_socket, ck_producer, produce_ok, socket_http, topic_name
 from test_sluice_sql import shell_path
@@ -451,4 +451,41 @@ def test_authz_plain_only_jaas_user_has_no_basic_login(tmp_path):
         assert call(b, "/sql", "SELECT 1", "paula", "paula-scram")[0] == 200
     finally:
         problems = finish_broker(b)
+    assert not problems, problems
+
+
+class NobodyBroker(Broker):
+    """A broker run as nobody (uid 65534), its data dir nobody's."""
+
+    def argv(self):
+        return NOBODY + super().argv()
+
+
+def test_socket_admits_the_brokers_own_user():
+    """Run as nobody, the broker lets nobody in on its socket (its own
+    uid), and root; another uid (65533) is kept out by the mode, and gets
+    403 once the mode is loosened."""
+    wd = tempfile.mkdtemp(prefix="sluice-it-nobody-")
+    os.chmod(wd, 0o755)
+    b = NobodyBroker(wd, {"admin.listeners": "none"})
+    os.chown(b.data_dir, 65534, 65534)
+    try:
+        b.start()
+        path = admin_socket(b)
+        st = os.stat(path)
+        assert st.st_uid == 65534 and stat.S_IMODE(st.st_mode) == 0o600
+        q = ["--socket", path, "--format", "csv", "--headers", "off", "-c", "SELECT 6 * 7"]
+        for who in (NOBODY, ()):                    # its own user, root
+            r = shell(q, prefix=who)
+            assert r.returncode == 0 and r.stdout.split() == ["42"], (who, r.stderr)
+        other = ["setpriv", "--reuid=65533", "--regid=65533", "--clear-groups"]
+        r = shell(q, prefix=other)
+        assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
+        os.chmod(path, 0o666)
+        r = shell(q, prefix=other)
+        assert r.returncode == 1 and "uid 65533 may not use the admin socket" in r.stderr, \
+            r.stderr
+    finally:
+        problems = finish_broker(b)
+        shutil.rmtree(wd, ignore_errors=True)
     assert not problems, problems
