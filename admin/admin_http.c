@@ -661,6 +661,20 @@ static int tcp_start(bk_broker *b, struct bk_admin *a, char *err, size_t errlen)
     return 0;
 }
 
+/* The admin socket could not be made: fatal when admin.socket names it,
+ * else (the default: a full or read-only data dir, a long path) said and
+ * the broker runs without it.  0 or -1 with err. */
+static int sock_fail(const char *spec, const char *path, const char *why, char *err,
+                     size_t errlen)
+{
+    if (spec[0]) {
+        snprintf(err, errlen, "admin.socket=%s: %s", spec, why);
+        return -1;
+    }
+    BK_WARN("admin socket %s: %s; running without it (see admin.socket)", path, why);
+    return 0;
+}
+
 /* Binds the admin socket (admin.socket; default <data dir>/admin.sock)
  * into a->sock_http, mode 0600 from the start: bound under a temporary
  * name, chmod'ed, then renamed into place.  A socket file nobody answers
@@ -672,46 +686,40 @@ static int sock_start(bk_broker *b, struct bk_admin *a, char *err, size_t errlen
     if (!strcasecmp(spec, "none"))
         return 0;
     struct sockaddr_un sun = { .sun_family = AF_UNIX }, tmp = { .sun_family = AF_UNIX };
-    int n = spec[0] ? snprintf(sun.sun_path, sizeof sun.sun_path, "%s", spec)
-                    : snprintf(sun.sun_path, sizeof sun.sun_path, "%s/admin.sock", b->data_dir);
-    int tn = snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s.%d", sun.sun_path, (int)getpid());
-    if (n < 0 || tn < 0 || (size_t)tn >= sizeof tmp.sun_path) {
-        if (spec[0]) {
-            snprintf(err, errlen, "admin.socket=%s: the path is too long for a Unix socket "
-                     "(at most %zu bytes)", spec, sizeof sun.sun_path - 12);
-            return -1;
-        }
-        BK_WARN("admin socket: %s/admin.sock is too long a path for a Unix socket; running "
-                "without it (set admin.socket to a shorter path)", b->data_dir);
-        return 0;
-    }
+    char path[4200];
+    if (spec[0])
+        snprintf(path, sizeof path, "%s", spec);
+    else
+        snprintf(path, sizeof path, "%s/admin.sock", b->data_dir);
+    int tn = snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s.%d", path, (int)getpid());
+    if (tn < 0 || (size_t)tn >= sizeof tmp.sun_path)
+        return sock_fail(spec, path, "the path is too long for a Unix socket", err, errlen);
+    memcpy(sun.sun_path, path, strlen(path) + 1);         /* shorter than tmp's */
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "admin socket: %s", strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return sock_fail(spec, path, strerror(errno), err, errlen);
     if (connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0) {
         close(fd);
-        BK_WARN("admin socket: %s is answered by another process; running without it",
-                sun.sun_path);
-        return 0;
+        return sock_fail(spec, path, "another process answers on it", err, errlen);
     }
     unlink(tmp.sun_path);
     struct stat st;
     if (bind(fd, (struct sockaddr *)&tmp, sizeof tmp) || chmod(tmp.sun_path, 0600) ||
         rename(tmp.sun_path, sun.sun_path) || listen(fd, 64) ||
         evutil_make_socket_nonblocking(fd) || stat(sun.sun_path, &st)) {
-        snprintf(err, errlen, "admin socket %s: %s", sun.sun_path, strerror(errno));
+        int e = errno;
         unlink(tmp.sun_path);
         close(fd);
-        return -1;
+        return sock_fail(spec, path, strerror(e), err, errlen);
     }
     a->sock_http = evhttp_new(b->base);
     if (!a->sock_http || !evhttp_accept_socket_with_handle(a->sock_http, fd)) {
-        snprintf(err, errlen, "admin socket %s: cannot serve it", sun.sun_path);
+        if (a->sock_http)
+            evhttp_free(a->sock_http);
+        a->sock_http = NULL;
         unlink(sun.sun_path);
         close(fd);
-        return -1;
+        return sock_fail(spec, path, "cannot serve it", err, errlen);
     }
     memcpy(a->sock_path, sun.sun_path, sizeof a->sock_path);
     a->sock_ino = st.st_ino;

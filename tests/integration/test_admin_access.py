@@ -489,3 +489,24 @@ def test_socket_admits_the_brokers_own_user():
         problems = finish_broker(b)
         shutil.rmtree(wd, ignore_errors=True)
     assert not problems, problems
+
+
+def test_a_default_socket_that_cannot_be_made_is_no_reason_to_stop(start_broker):
+    """A data dir whose path is too long for a Unix socket (or full, or
+    read-only): the broker runs without the socket and says so; a socket
+    named by admin.socket that cannot be made stops it."""
+    tail = "d" * 120
+    b = start_broker({"admin.listeners": "none"})
+    b.stop()
+    b.data_dir = os.path.join(b.workdir, tail)
+    os.makedirs(b.data_dir)
+    b.start()
+    assert not os.path.exists(admin_socket(b))
+    assert "the path is too long for a Unix socket; running without it" in b.log_text()
+    b.stop()
+    b.overrides["admin.socket"] = os.path.join(b.data_dir, "admin.sock")
+    with pytest.raises(Exception):
+        b.start()
+    assert "admin.socket=%s: the path is too long" % b.overrides["admin.socket"] in b.log_text()
+    del b.overrides["admin.socket"]
+    b.start()
