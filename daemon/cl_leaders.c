@@ -134,8 +134,8 @@ bool cl_broker_shutting(bk_broker *b, int32_t id)
     bk_cluster *cl = b->cl;
     if (!cl)
         return false;
-    if (has_id(cl->shutting, cl->nshutting, id))
-        return true;
+    if (has_id(cl->shutting, cl->nshutting, id) || cl_broker_dir_failed(b, id))
+        return true;                              /* its log dir failed: cl_logdirs.c */
     left_prune(b);
     return has_id(cl->left, cl->nleft, id);
 }
@@ -428,7 +428,8 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
     if (st->leader >= 0 && cl_broker_shutting(b, st->leader)) {          /* L1 */
         int32_t lead = first_eligible_in_isr(b, v, st);
         if (lead >= 0) {
-            snprintf(whybuf, sizeof whybuf, "controlled shutdown of broker %d",
+            snprintf(whybuf, sizeof whybuf, cl_broker_dir_failed(b, st->leader)
+                     ? "log directory of broker %d failed" : "controlled shutdown of broker %d",
                      (int)st->leader);
             why = whybuf;
             st->leader = lead;
@@ -451,7 +452,8 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
                 st->isr[m++] = id;
             else
                 BK_INFO("partition %s-%d: broker %d leaves the ISR (%s)", topic, (int)p,
-                        (int)id, dead ? "broker gone" : "controlled shutdown");
+                        (int)id, dead ? "broker gone" : cl_broker_dir_failed(b, id)
+                        ? "its log directory failed" : "controlled shutdown");
         }
         if (m != st->nisr) {
             st->nisr = m;

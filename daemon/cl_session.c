@@ -48,6 +48,7 @@
 #include "daemon/fetcher.h"
 #include "daemon/replica.h"
 #include "daemon/sasl.h"
+#include "daemon/logdir.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -725,6 +726,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     waits_check(b, NULL, now);
     bk_isr_tick(b);                               /* replica.lag.time.max.ms */
     ctl_leaders_tick(b);                          /* auto.leader.rebalance.enable */
+    bk_logdir_tick(b);                            /* a failed log dir's notification */
 }
 
 static void on_watch(bk_broker *b, int type, const char *path)
