@@ -72,7 +72,7 @@ static void on_event_created(bk_broker *b, const zk_result *r, void *arg)
     notify_in_flight = false;
     if (r->rc == ZOK) {
         BK_INFO("log directory %s: the controller is told (%s)", b->data_dir,
-                r->data ? r->data : LOGDIR_EVENT_PATH);
+                LOGDIR_EVENT_PATH "<seq>");
         return;
     }
     /* Connection lost or the session expired: the next controller change

@@ -42,7 +42,8 @@ def lines_with(b, *words):
     return [ln for ln in b.log_text().splitlines() if all(w in ln for w in words)]
 
 
-def test_follower_disk_full_leaves_isr_at_once_and_loses_nothing(make_cluster, small_fs):
+# small_fs first: unmounted after the cluster stopped, not under it
+def test_follower_disk_full_leaves_isr_at_once_and_loses_nothing(small_fs, make_cluster):
     c = make_cluster(3, start=False, overrides={"replica.lag.time.max.ms": str(LAG_MS),
                                                 "offsets.topic.num.partitions": "1"})
     b1, b2, b3 = c.brokers
