@@ -1,9 +1,10 @@
-"""A follower's full disk takes it out at once (issue 28, item 3): broker
+"""A full disk takes its replica out at once (issue 28, item 3): broker
 3's log.dirs is a 4 MiB tmpfs that fills while an acks=all producer runs
-against an RF 3, min.insync.replicas=2 partition led by broker 1.  Broker 3
-marks its log directory offline at the first ENOSPC (logged once, in
-words), tells the controller through /log_dir_event_notification, and the
-controller takes it out of the ISR: the producer never waits for
+against an RF 3, min.insync.replicas=2 partition that broker 3 follows
+(led by broker 1) or leads.  Broker 3 marks its log directory offline at
+the first ENOSPC (logged once, in words), tells the controller through
+/log_dir_event_notification, and the controller takes it out of the ISR
+(and gives its leadership to broker 1): the producer never waits for
 replica.lag.time.max.ms (30 s here, so the old behaviour's ~28 s stall
 fails the test), nothing acknowledged is lost, and broker 3's SQL and
 /metrics show the directory offline.  Restarted with space, broker 3
@@ -43,7 +44,8 @@ def lines_with(b, *words):
 
 
 # small_fs first: unmounted after the cluster stopped, not under it
-def test_follower_disk_full_leaves_isr_at_once_and_loses_nothing(small_fs, make_cluster):
+@pytest.mark.parametrize("role", ["follower", "leader"])
+def test_full_disk_leaves_isr_at_once_and_loses_nothing(small_fs, make_cluster, role):
     c = make_cluster(3, start=False, overrides={"replica.lag.time.max.ms": str(LAG_MS),
                                                 "offsets.topic.num.partitions": "1"})
     b1, b2, b3 = c.brokers
@@ -51,10 +53,12 @@ def test_follower_disk_full_leaves_isr_at_once_and_loses_nothing(small_fs, make_
     os.makedirs(b3.data_dir)
     c.start()
     t = topic_name("full")
-    ck_admin(b1).create_topics([NewTopic(t, num_partitions=1, replica_assignment=[[1, 2, 3]],
+    replicas = [1, 2, 3] if role == "follower" else [3, 1, 2]
+    ck_admin(b1).create_topics([NewTopic(t, num_partitions=1, replica_assignment=[replicas],
                                          config={"min.insync.replicas": "2"})],
                                operation_timeout=15)[t].result(timeout=20)
-    wait_for(lambda: leader_and_isr(b1, t) == (1, (1, 2, 3)), 20, "ISR 1,2,3 led by 1")
+    wait_for(lambda: leader_and_isr(b1, t) == (replicas[0], (1, 2, 3)), 20,
+             "ISR 1,2,3 led by %d" % replicas[0])
 
     p = ck_producer(b1, **{"bootstrap.servers": c.bootstrap, "linger.ms": 5,
                            "message.timeout.ms": 3 * LAG_MS, "enable.idempotence": True})
@@ -79,7 +83,7 @@ def test_follower_disk_full_leaves_isr_at_once_and_loses_nothing(small_fs, make_
         if shrink_seen is None and now >= next_check:
             next_check = now + 0.05
             li = leader_and_isr(b1, t)
-            if li and 3 not in li[1]:
+            if li and 3 not in li[1] and li[0] == 1:
                 shrink_seen = time.time()
                 shrink_mono = now
         if shrink_seen is not None and now - shrink_mono > AFTER_SHRINK_S:
@@ -110,9 +114,9 @@ def test_follower_disk_full_leaves_isr_at_once_and_loses_nothing(small_fs, make_
     written = [log_time(ln) for b in c.brokers
                for ln in lines_with(b, "broker 3 leaves the ISR (its log directory failed)")]
     assert written, "no controller took broker 3 out of the ISR for its log directory"
-    print("first ENOSPC -> ISR shrink written by the controller: %.3f s; -> seen in broker "
-          "1's Metadata: %.3f s (polled every 50 ms)" % (min(written) - fault,
-                                                         shrink_seen - fault))
+    print("broker 3 as %s: first ENOSPC -> ISR shrink written by the controller: %.3f s; "
+          "-> seen in broker 1's Metadata: %.3f s (polled every 50 ms)"
+          % (role, min(written) - fault, shrink_seen - fault))
 
     assert not lost, "acknowledged but not read back: %d" % len(lost)
     assert gap < min(5.0, LAG_MS / 2000.0), "producer stalled %.1f s" % gap
@@ -131,6 +135,6 @@ def test_follower_disk_full_leaves_isr_at_once_and_loses_nothing(small_fs, make_
                        text=True)
     assert r.returncode == 0, r.stderr
     b3.restart(signal.SIGTERM)
-    wait_for(lambda: leader_and_isr(b1, t) == (1, (1, 2, 3)), 60,
+    wait_for(lambda: (leader_and_isr(b1, t) or (0, ()))[1] == (1, 2, 3), 60,
              "broker 3 back in the ISR after its restart")
     assert b3.sql("select state from log_dirs") == [{"state": "online"}]
