@@ -30,6 +30,10 @@
  *       a controller remembers in memory is never all there is.
  *   G3. Every state write goes through reconcile_topic (cl_controller.c
  *       C1-C3): nothing here writes a state znode.
+ *   G4. A notification older than the broker's current registration (its
+ *       znode's ctime before the registration's timestamp: written before
+ *       a restart, and no controller handled it then) is deleted unused:
+ *       the restarted broker's directory is not the one that failed.
  */
 #include "daemon/cl.h"
 
@@ -110,6 +114,9 @@ static void on_event(bk_broker *b, const zk_result *r, void *arg)
         if (!alive) {
             BK_INFO("controller: broker %d reported a failed log directory and is gone "
                     "already", (int)id);
+        } else if (reg >= 0 && r->stat.ctime < reg) {                        /* G4 */
+            BK_INFO("controller: %s predates broker %d's registration (a restart); "
+                    "deleted", path, (int)id);
         } else if (!cl_broker_dir_failed(b, id) && offline.n < CL_MAX_BROKERS) {
             offline.id[offline.n] = id;
             offline.reg_ms[offline.n++] = reg;
