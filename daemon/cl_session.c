@@ -543,9 +543,11 @@ static void on_registration(bk_broker *b, const zk_result *r, void *arg)
     (void)arg;
     bk_cluster *cl = b->cl;
     if (r->rc == ZOK && r->stat.ephemeralOwner == zk_session_id(b->zk)) {
-        if (!cl->registered)
+        if (!cl->registered) {
             BK_INFO("zookeeper: registered as broker %d (/brokers/ids/%d)",
                     (int)b->cfg->broker_id, (int)b->cfg->broker_id);
+            bk_logdir_renotify(b);    /* a new registration: the controller forgets (logdir.c) */
+        }
         cl->registered = true;
         cl->register_retry_us = 0;
         ctl_elect(b);

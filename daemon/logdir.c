@@ -23,7 +23,9 @@
  *     that Kafka's LeaderAndIsr answers (KAFKA_STORAGE_ERROR per
  *     partition) would: the controller (cl_logdirs.c) takes this broker
  *     out of every ISR and moves its leaderships.  It is written again
- *     when the controller changes or a write failed (bk_logdir_renotify).
+ *     when the controller changes, when this broker registers anew (after
+ *     a session expiry: the controller keeps a failure per registration),
+ *     or when a write failed (bk_logdir_renotify).
  *
  * Invariants:
  *   D1. The failure is logged once per HEALTHY → FAILED transition, with
@@ -77,9 +79,12 @@ static void on_event_created(bk_broker *b, const zk_result *r, void *arg)
     }
     /* Connection lost or the session expired: the next controller change
      * or cluster tick writes it again (a duplicate is harmless: the
-     * controller's handling is idempotent). */
-    BK_WARN("log directory %s: cannot tell the controller yet (%s); retrying",
-            b->data_dir, zk_rc_str(r->rc));
+     * controller's handling is idempotent).  Said once, not every tick. */
+    static bool warned;
+    if (!warned)
+        BK_WARN("log directory %s: cannot tell the controller yet (%s); retrying",
+                b->data_dir, zk_rc_str(r->rc));
+    warned = true;
     notify_pending = true;
 }
 
