@@ -90,6 +90,8 @@ def test_full_disk_leaves_isr_at_once_and_loses_nothing(small_fs, make_cluster, 
             break
     assert p.flush(3 * LAG_MS / 1000) == 0, "messages still unacknowledged"
     assert shrink_seen is not None, "broker 3 never left the ISR within 60 s"
+    # and it stays out while its directory is offline (it fetches nothing)
+    assert leader_and_isr(b1, t) == (1, (1, 2)), leader_and_isr(b1, t)
 
     # the longest wait between two acknowledgements, while producing
     times = [a[0] for a in acks]
