@@ -84,7 +84,7 @@ static void become_active(bk_broker *b)
     mr_refresh_brokers(b);
     mr_check_topics(b);
     ctl_refresh_deletions(b);
-    ctl_logdirs_reset();
+    ctl_logdirs_reset(b);
     ctl_logdirs_refresh(b);                       /* cl_logdirs.c */
     ctl_reconcile(b, NULL);
 }

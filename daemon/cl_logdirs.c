@@ -36,6 +36,7 @@
  *       the restarted broker's directory is not the one that failed.
  */
 #include "daemon/cl.h"
+#include "daemon/logdir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,8 +159,10 @@ bool ctl_logdirs_path(const char *path)
     return !strcmp(path, LD_EVENTS);
 }
 
-/* A new controller starts with nothing remembered (G2). */
-void ctl_logdirs_reset(void)
+/* A new controller starts with nothing remembered (G2); if its own log
+ * directory failed, it tells itself, as any other broker would tell it. */
+void ctl_logdirs_reset(bk_broker *b)
 {
     offline.n = 0;
+    bk_logdir_renotify(b);
 }

@@ -1,7 +1,7 @@
 """A full disk takes its replica out at once (issue 28, item 3): broker
 3's log.dirs is a 4 MiB tmpfs that fills while an acks=all producer runs
 against an RF 3, min.insync.replicas=2 partition that broker 3 follows
-(led by broker 1) or leads.  Broker 3 marks its log directory offline at
+(led by broker 1) or leads, or follows while it is the controller itself.  Broker 3 marks its log directory offline at
 the first ENOSPC (logged once, in words), tells the controller through
 /log_dir_event_notification, and the controller takes it out of the ISR
 (and gives its leadership to broker 1): the producer never waits for
@@ -44,16 +44,22 @@ def lines_with(b, *words):
 
 
 # small_fs first: unmounted after the cluster stopped, not under it
-@pytest.mark.parametrize("role", ["follower", "leader"])
+@pytest.mark.parametrize("role", ["follower", "leader", "controller"])
 def test_full_disk_leaves_isr_at_once_and_loses_nothing(small_fs, make_cluster, role):
     c = make_cluster(3, start=False, overrides={"replica.lag.time.max.ms": str(LAG_MS),
                                                 "offsets.topic.num.partitions": "1"})
     b1, b2, b3 = c.brokers
     b3.data_dir = os.path.join(small_fs, "data")
     os.makedirs(b3.data_dir)
+    if role == "controller":
+        c.brokers = [b3, b1, b2]                 # started first: it wins /controller
     c.start()
+    c.brokers = [b1, b2, b3]
+    if role == "controller":
+        wait_for(lambda: b1.sql("select id from brokers where is_controller") == [{"id": 3}],
+                 20, "broker 3 to be the controller")
     t = topic_name("full")
-    replicas = [1, 2, 3] if role == "follower" else [3, 1, 2]
+    replicas = [3, 1, 2] if role == "leader" else [1, 2, 3]
     ck_admin(b1).create_topics([NewTopic(t, num_partitions=1, replica_assignment=[replicas],
                                          config={"min.insync.replicas": "2"})],
                                operation_timeout=15)[t].result(timeout=20)
