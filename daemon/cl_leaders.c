@@ -28,7 +28,9 @@
  *
  * A broker that dies leaves the ISRs it was in at once (Kafka's
  * onBrokerFailure): ctl_leaders_brokers_changed marks them, the reconcile
- * that follows writes them.
+ * that follows writes them.  A broker whose log directory failed
+ * (cl_logdirs.c) counts as leaving (cl_broker_shutting) for as long as its
+ * registration lasts.
  *
  * Preferred-leader election: a partition marked in cl_topic.marks (by
  * ElectLeaders, or by the imbalance check every
@@ -463,6 +465,11 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
     }
     if (st->leader != v->leader) {
         st->leader_epoch = v->leader_epoch + 1;
+        if (!why && v->leader >= 0 && cl_broker_dir_failed(b, v->leader)) {
+            snprintf(whybuf, sizeof whybuf, "log directory of broker %d failed",
+                     (int)v->leader);                 /* cl_controller.c's failover */
+            why = whybuf;
+        }
         log_election(topic, p, v, st, why ? why : st->leader < 0 ? "no live ISR member"
                      : "leader gone");
     }

@@ -119,8 +119,9 @@ def test_full_disk_leaves_isr_at_once_and_loses_nothing(small_fs, make_cluster, 
     # the time from broker 3's first ENOSPC to the controller's ISR write and
     # to broker 1's Metadata showing the shrink
     fault = log_time(failed[0])
-    written = [log_time(ln) for b in c.brokers
-               for ln in lines_with(b, "broker 3 leaves the ISR (its log directory failed)")]
+    written = [log_time(ln) for b in c.brokers for ln in
+               lines_with(b, "broker 3 leaves the ISR (its log directory failed)") +
+               lines_with(b, "leader 3 -> 1", "(log directory of broker 3 failed)")]
     assert written, "no controller took broker 3 out of the ISR for its log directory"
     print("broker 3 as %s: first ENOSPC -> ISR shrink written by the controller: %.3f s; "
           "-> seen in broker 1's Metadata: %.3f s (polled every 50 ms)"
