@@ -202,6 +202,13 @@ static const char surface_sql[] =
      * server_key are refused to every reader, see authorize); INSERT or
      * UPDATE with a password derives a new credential, which is all that
      * is stored: the password column always reads NULL. */
+    /* The log directory (log.dirs' first entry) and its health, as the
+     * broker knows it now (issue 28): state 'online' or 'offline' (Kafka's
+     * words), NULL when read from a stopped broker's files. */
+    "CREATE TEMP VIEW log_dirs AS\n"
+    "SELECT sluice_log_dir('path') AS path, sluice_log_dir('state') AS state,\n"
+    "       sluice_log_dir('error') AS error, sluice_log_dir('failed_at') AS failed_at,\n"
+    "       sluice_log_dir('failures') AS failures;\n"
     "CREATE TEMP VIEW scram_credentials AS\n"
     "SELECT name, mechanism, iterations, NULL AS password, created_at FROM main.users;\n"
     "CREATE TEMP TRIGGER scram_credentials_insert INSTEAD OF INSERT ON scram_credentials BEGIN\n"
@@ -260,7 +267,8 @@ static const char surface_sql[] =
 static const char *const views[] = {
     "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
     "broker_configs", "consumer_groups", "scram_credentials",
-    "group_members", "group_assignments", "committed_offsets", "consumer_lag", "acls", NULL
+    "group_members", "group_assignments", "committed_offsets", "consumer_lag", "acls",
+    "log_dirs", NULL
 };
 
 /* Every view refuses, with a reason, the writes it has no meaning for. */
@@ -320,6 +328,8 @@ static void fn_replica_lag(sqlite3_context *ctx, int argc, sqlite3_value **v)
 
 static const struct { const char *view, *op, *why; } refusals[] = {
     { "brokers", NULL, "brokers is read-only: brokers register themselves" },
+    { "log_dirs", NULL, "log_dirs is read-only: a failed log directory comes back when "
+      "the broker restarts on a healthy one" },
     { "partitions", "INSERT", "partitions: add partitions with "
       "UPDATE topics SET partitions = N" },
     { "partitions", "DELETE", "partitions: partitions cannot be deleted; only "
@@ -647,6 +657,40 @@ static void fn_broker_alive(sqlite3_context *ctx, int argc, sqlite3_value **v)
     sqlite3_reset(c->cluster_st);
 }
 
+/* One column of the log_dirs view (issue 28) from the statement's
+ * snapshot: path, state, error, failed_at, failures. */
+static void fn_log_dir(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_conn *c = sqlite3_user_data(ctx);
+    const char *col = (const char *)sqlite3_value_text(v[0]);
+    const sq_snap *s = c->env.broker_alive ? sq_conn_snap(c) : NULL;
+    bool known = s && s->has_logdir;
+    if (!col) {
+        sqlite3_result_null(ctx);
+    } else if (!strcmp(col, "path")) {
+        sqlite3_result_text(ctx, c->env.data_dir, -1, SQLITE_TRANSIENT);
+    } else if (!known) {
+        sqlite3_result_null(ctx);                 /* a stopped broker's files */
+    } else if (!strcmp(col, "state")) {
+        sqlite3_result_text(ctx, s->logdir_failed ? "offline" : "online", -1, SQLITE_STATIC);
+    } else if (!strcmp(col, "error")) {
+        if (s->logdir_failed)
+            sqlite3_result_text(ctx, s->logdir_error, -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_result_null(ctx);
+    } else if (!strcmp(col, "failed_at")) {
+        if (s->logdir_failed_ms >= 0)
+            sqlite3_result_int64(ctx, s->logdir_failed_ms);
+        else
+            sqlite3_result_null(ctx);
+    } else if (!strcmp(col, "failures")) {
+        sqlite3_result_int64(ctx, s->logdir_failures);
+    } else {
+        sqlite3_result_null(ctx);
+    }
+}
+
 /* (name, mechanism, password, iterations NULL = default) */
 static void fn_scram_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
 {
@@ -687,6 +731,7 @@ static const struct {
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },
     { "sluice_replica_lag", 3, fn_replica_lag, false },
+    { "sluice_log_dir", 1, fn_log_dir, false },
 };
 
 static bool internal_function(const char *name)

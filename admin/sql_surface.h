@@ -73,6 +73,11 @@ typedef struct sq_snap {
     char *pool;
     sq_follower *fol;               /* NULL: none (owned; freed with the snapshot) */
     size_t nfol;
+    /* the log directory's health (daemon/logdir.c); has_logdir false: unknown */
+    bool has_logdir, logdir_failed;
+    int64_t logdir_failed_ms;       /* -1: never failed */
+    int64_t logdir_failures;
+    char logdir_error[512];
 } sq_snap;
 
 sq_snap *sq_snap_new(size_t n, size_t pool_bytes);   /* refs = 1 */

@@ -55,6 +55,7 @@
 
 #include "daemon/authz.h"
 #include "daemon/cluster.h"
+#include "daemon/logdir.h"
 #include "daemon/coordinator.h"
 #include "daemon/replica.h"
 #include "daemon/sasl.h"
@@ -169,6 +170,13 @@ static void publish_snapshot(struct bk_admin *a)
         return;
     struct snap_fill f = { s, 0, 0 };
     bk_topics_foreach(a->b, fill_topic, &f);
+    bk_logdir_info ld;
+    bk_logdir_info_get(&ld);
+    s->has_logdir = true;
+    s->logdir_failed = ld.failed;
+    s->logdir_failed_ms = ld.failed_ms;
+    s->logdir_failures = (int64_t)ld.failures;
+    snprintf(s->logdir_error, sizeof s->logdir_error, "%s", ld.error);
     sq_snap_sort(s);
     pthread_mutex_lock(&a->mu);
     sq_snap *old = a->snap;

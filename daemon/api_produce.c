@@ -86,6 +86,7 @@
  */
 #include "daemon/cluster.h"
 #include "daemon/leader_hint.h"
+#include "daemon/logdir.h"
 #include "daemon/metrics.h"
 #include "daemon/replica.h"
 #include "daemon/authz.h"
@@ -195,8 +196,9 @@ static bool storage_recovered(bk_partition *p)
     p->storage_retry_ms = now + STORAGE_RETRY_MS;
     if (seg_reset_error(p->log) != 0)
         return false;
-    BK_INFO("%s-%d takes writes again (log end %lld)", p->topic->name, p->id,
-            (long long)seg_log_end(p->log));
+    if (!bk_logdir_failed())         /* else logdir.c says so once an append succeeds */
+        BK_INFO("%s-%d takes writes again (log end %lld)", p->topic->name, p->id,
+                (long long)seg_log_end(p->log));
     return true;
 }
 
@@ -329,9 +331,10 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
             res->error = KP_CORRUPT_MESSAGE;
         } else {
             res->error = KP_KAFKA_STORAGE_ERROR;
-            BK_ERROR("append to %s-%d failed (%d, %s): partition refuses "
-                     "writes (KAFKA_STORAGE_ERROR) until the disk takes them again",
-                     p->topic->name, p->id, rc, strerror(seg_last_errno(p->log)));
+            if (!bk_logdir_fault(b, p, "appending to", seg_last_errno(p->log)))
+                BK_ERROR("append to %s-%d failed (%d, %s): partition refuses "
+                         "writes (KAFKA_STORAGE_ERROR) until the disk takes them again",
+                         p->topic->name, p->id, rc, strerror(seg_last_errno(p->log)));
             p->storage_retry_ms = now + STORAGE_RETRY_MS;
         }
         return;
@@ -340,6 +343,8 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
                        bk_pstate_record(p->producers, data, len, now) != 0))
         BK_WARN("%s-%d: producer state not recorded (out of memory): a retry "
                 "of this batch would be appended again", p->topic->name, p->id);
+    if (bk_logdir_failed())
+        bk_logdir_recovered(b, p);                /* standalone only */
     p->bytes_in += len;
     res->base_offset = base;
     if (p->topic->cfg.log_append_time)

@@ -190,6 +190,16 @@ void ctl_resign(bk_broker *b, const char *why);
 void ctl_reconcile(bk_broker *b, const char *name);
 void ctl_refresh_deletions(bk_broker *b);
 
+/* cl_logdirs.c: brokers whose log directory failed (Kafka's
+ * /log_dir_event_notification).  Controller: true while broker id is
+ * offline-dir in its current registration (cl_broker_shutting counts it
+ * as leaving).  refresh: reads (and watches) the notifications; reset: a
+ * new controller remembers nothing (and tells itself of its own). */
+bool cl_broker_dir_failed(bk_broker *b, int32_t id);
+void ctl_logdirs_refresh(bk_broker *b);
+bool ctl_logdirs_path(const char *path);
+void ctl_logdirs_reset(bk_broker *b);
+
 /* cl_isr.c */
 /* Writes partition's state znode with a new ISR (same leader and epochs),
  * conditional on the version the mirror shows; the mirror's watch brings

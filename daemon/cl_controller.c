@@ -84,6 +84,8 @@ static void become_active(bk_broker *b)
     mr_refresh_brokers(b);
     mr_check_topics(b);
     ctl_refresh_deletions(b);
+    ctl_logdirs_reset(b);
+    ctl_logdirs_refresh(b);                       /* cl_logdirs.c */
     ctl_reconcile(b, NULL);
 }
 
@@ -226,9 +228,11 @@ static void txn_send(bk_broker *b, zk_txn **t, ctl_batch **cb, const char *topic
     *cb = NULL;
 }
 
+/* May lead: registered, and its log directory not failed (cl_logdirs.c;
+ * Kafka's controller elects only online replicas). */
 static bool alive(bk_broker *b, int32_t id)
 {
-    return bk_broker_alive(b, id);
+    return bk_broker_alive(b, id) && !cl_broker_dir_failed(b, id);
 }
 
 static void put_state(zk_txn *t, bk_broker *b, const char *topic, int32_t p,

@@ -28,7 +28,9 @@
  *
  * A broker that dies leaves the ISRs it was in at once (Kafka's
  * onBrokerFailure): ctl_leaders_brokers_changed marks them, the reconcile
- * that follows writes them.
+ * that follows writes them.  A broker whose log directory failed
+ * (cl_logdirs.c) counts as leaving (cl_broker_shutting) for as long as its
+ * registration lasts.
  *
  * Preferred-leader election: a partition marked in cl_topic.marks (by
  * ElectLeaders, or by the imbalance check every
@@ -134,8 +136,8 @@ bool cl_broker_shutting(bk_broker *b, int32_t id)
     bk_cluster *cl = b->cl;
     if (!cl)
         return false;
-    if (has_id(cl->shutting, cl->nshutting, id))
-        return true;
+    if (has_id(cl->shutting, cl->nshutting, id) || cl_broker_dir_failed(b, id))
+        return true;                              /* its log dir failed: cl_logdirs.c */
     left_prune(b);
     return has_id(cl->left, cl->nleft, id);
 }
@@ -428,7 +430,8 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
     if (st->leader >= 0 && cl_broker_shutting(b, st->leader)) {          /* L1 */
         int32_t lead = first_eligible_in_isr(b, v, st);
         if (lead >= 0) {
-            snprintf(whybuf, sizeof whybuf, "controlled shutdown of broker %d",
+            snprintf(whybuf, sizeof whybuf, cl_broker_dir_failed(b, st->leader)
+                     ? "log directory of broker %d failed" : "controlled shutdown of broker %d",
                      (int)st->leader);
             why = whybuf;
             st->leader = lead;
@@ -451,7 +454,8 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
                 st->isr[m++] = id;
             else
                 BK_INFO("partition %s-%d: broker %d leaves the ISR (%s)", topic, (int)p,
-                        (int)id, dead ? "broker gone" : "controlled shutdown");
+                        (int)id, dead ? "broker gone" : cl_broker_dir_failed(b, id)
+                        ? "its log directory failed" : "controlled shutdown");
         }
         if (m != st->nisr) {
             st->nisr = m;
@@ -461,6 +465,11 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
     }
     if (st->leader != v->leader) {
         st->leader_epoch = v->leader_epoch + 1;
+        if (!why && v->leader >= 0 && cl_broker_dir_failed(b, v->leader)) {
+            snprintf(whybuf, sizeof whybuf, "log directory of broker %d failed",
+                     (int)v->leader);                 /* cl_controller.c's failover */
+            why = whybuf;
+        }
         log_election(topic, p, v, st, why ? why : st->leader < 0 ? "no live ISR member"
                      : "leader gone");
     }

@@ -37,6 +37,7 @@
  *       slower whole-topic refresh cannot put an older one back.
  */
 #include "daemon/cl.h"
+#include "daemon/logdir.h"
 
 #include <event2/event.h>
 
@@ -778,8 +779,10 @@ static void on_controller(bk_broker *b, const zk_result *r, void *arg)
         bool ours = id == b->cfg->broker_id && r->stat.ephemeralOwner == zk_session_id(b->zk);
         if (cl->active && !ours)
             ctl_resign(b, "another broker holds /controller");
-        if (id != cl->controller_id)
+        if (id != cl->controller_id) {
             BK_INFO("controller: broker %d", (int)id);
+            bk_logdir_renotify(b);                /* a new controller learns it (logdir.c) */
+        }
         cl->controller_id = id;
     } else if (r->rc == ZNONODE) {
         if (cl->controller_id != -1)
@@ -873,6 +876,8 @@ void mr_on_watch(bk_broker *b, int type, const char *path)
         ctl_refresh_deletions(b);
     else if (!strcmp(path, "/admin/controlled_shutdown"))
         cl_shutdowns_refresh(b);
+    else if (ctl_logdirs_path(path))
+        ctl_logdirs_refresh(b);
     else if (cl_broker_configs_path(path))
         cl_broker_configs_refresh(b);
     else if ((type == ZOO_CHANGED_EVENT || type == ZOO_CREATED_EVENT) &&

@@ -48,6 +48,7 @@
 #include "daemon/fetcher.h"
 #include "daemon/replica.h"
 #include "daemon/sasl.h"
+#include "daemon/logdir.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -542,9 +543,11 @@ static void on_registration(bk_broker *b, const zk_result *r, void *arg)
     (void)arg;
     bk_cluster *cl = b->cl;
     if (r->rc == ZOK && r->stat.ephemeralOwner == zk_session_id(b->zk)) {
-        if (!cl->registered)
+        if (!cl->registered) {
             BK_INFO("zookeeper: registered as broker %d (/brokers/ids/%d)",
                     (int)b->cfg->broker_id, (int)b->cfg->broker_id);
+            bk_logdir_renotify(b);    /* a new registration: the controller forgets (logdir.c) */
+        }
         cl->registered = true;
         cl->register_retry_us = 0;
         ctl_elect(b);
@@ -725,6 +728,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     waits_check(b, NULL, now);
     bk_isr_tick(b);                               /* replica.lag.time.max.ms */
     ctl_leaders_tick(b);                          /* auto.leader.rebalance.enable */
+    bk_logdir_tick(b);                            /* a failed log dir's notification */
 }
 
 static void on_watch(bk_broker *b, int type, const char *path)

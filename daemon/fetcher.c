@@ -126,6 +126,7 @@
 #include "daemon/scram.h"
 #include "daemon/throttle.h"
 #include "daemon/tls.h"
+#include "daemon/logdir.h"
 
 #include <arpa/inet.h>
 #include <openssl/crypto.h>
@@ -512,9 +513,17 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
         int rc = seg_append_assigned(p->log, (const uint8_t *)rp->Records.p, whole,
                                      bk_now_ms());
         if (rc != 0) {
+            /* A storage fault takes the log directory offline (logdir.c):
+             * logged there once; this broker then follows nothing. */
+            if (seg_failed(p->log) &&
+                bk_logdir_fault(b, p, "appending to", seg_last_errno(p->log))) {
+                pause_part(fp, INT64_MAX);
+                return;
+            }
             BK_ERROR("partition %s-%d: cannot append %zu bytes from leader %d at offset "
-                     "%lld (error %d); retrying in %d ms", fp->topic, fp->partition, whole,
-                     f->leader, (long long)seg_log_end(p->log), rc,
+                     "%lld (error %d: %s); retrying in %d ms", fp->topic, fp->partition,
+                     whole, f->leader, (long long)seg_log_end(p->log), rc,
+                     strerror(seg_failed(p->log) ? seg_last_errno(p->log) : EINVAL),
                      b->cfg->replica_fetch_backoff_ms);
             if (seg_failed(p->log) && seg_reset_error(p->log) != 0)
                 BK_ERROR("partition %s-%d: its log stays in the error state",
@@ -1524,7 +1533,7 @@ static void recompute(evutil_socket_t fd, short what, void *arg)
     }
     /* F5: the view loaded from SQLite at startup, or kept through a lost
      * session, may name leaders that have changed since. */
-    if (b->cl->synced)
+    if (b->cl->synced && !bk_logdir_offline(b))   /* a failed log dir: none (logdir.c) */
         bk_topics_foreach(b, collect_topic, s);
     bk_broker_info info[CL_MAX_BROKERS];
     const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];

@@ -32,6 +32,7 @@
 #include "daemon/cluster.h"
 #include "daemon/replica.h"
 #include "daemon/metrics.h"
+#include "daemon/logdir.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -120,7 +121,7 @@ static void finish_job(bk_broker *b, flush_job *j)
             int64_t fm = p->topic->cfg.flush_messages;
             if (b && fm > 0 && p->unflushed_messages >= fm)
                 bk_flusher_request(b, p);
-        } else {
+        } else if (!b || !bk_logdir_fault(b, p, "flushing", j->err)) {
             BK_ERROR("flush of partition %s-%d failed: %s",
                      p->topic->name, p->id, strerror(j->err ? j->err : EIO));
         }

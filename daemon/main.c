@@ -97,7 +97,8 @@ static void flush_replica(bk_partition *p, void *arg)
 {
     int *failures = arg;
     if (seg_flush(p->log, NULL) != 0) {
-        BK_ERROR("flushing %s-%d failed", p->topic->name, p->id);
+        BK_ERROR("flushing %s-%d failed: %s", p->topic->name, p->id,
+                 strerror(seg_last_errno(p->log) ? seg_last_errno(p->log) : EIO));
         (*failures)++;
     }
 }

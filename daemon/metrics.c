@@ -21,6 +21,7 @@
 #include "daemon/replica.h"
 #include "daemon/md_sync.h"
 #include "daemon/sasl.h"
+#include "daemon/logdir.h"
 #include "admin/sql_surface.h"
 
 #define NBUCKETS 14
@@ -201,6 +202,27 @@ static void render_replication(bk_broker *b, kp_buf *o)
               (unsigned long long)ahead, (unsigned long long)dropped);
 }
 
+/* The log directory's health (daemon/logdir.c), as Kafka's LogManager
+ * gauges OfflineLogDirectoryCount and LogDirectoryOffline. */
+static void render_log_dir(bk_broker *b, kp_buf *o)
+{
+    bk_logdir_info ld;
+    bk_logdir_info_get(&ld);
+    sq_printf(o, "# HELP kafka_log_logmanager_offlinelogdirectorycount Log directories "
+              "offline after a storage fault (OfflineLogDirectoryCount).\n"
+              "# TYPE kafka_log_logmanager_offlinelogdirectorycount gauge\n"
+              "kafka_log_logmanager_offlinelogdirectorycount %d\n"
+              "# HELP kafka_log_logmanager_logdirectoryoffline 1 while the log directory is "
+              "offline (LogDirectoryOffline).\n"
+              "# TYPE kafka_log_logmanager_logdirectoryoffline gauge\n"
+              "kafka_log_logmanager_logdirectoryoffline{logDirectory=\"%s\"} %d\n"
+              "# HELP sluice_log_dir_failures_total Times the log directory failed (an "
+              "append or flush met ENOSPC, EDQUOT, EIO or EROFS).\n"
+              "# TYPE sluice_log_dir_failures_total counter\n"
+              "sluice_log_dir_failures_total %llu\n", ld.failed ? 1 : 0, b->data_dir,
+              ld.failed ? 1 : 0, (unsigned long long)ld.failures);
+}
+
 static void render_replica(bk_partition *p, void *arg)
 {
     struct render *r = arg;
@@ -310,6 +332,7 @@ void bk_metrics_render(bk_broker *b, kp_buf *o)
               "sluice_sql_messages_bytes_read_total %lld\n", atomic_load(&sq_messages_bytes_read));
 
     render_replication(b, o);
+    render_log_dir(b, o);
 
     for (int m = 0; m < (int)(sizeof part_metrics / sizeof part_metrics[0]); m++) {
         sq_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,

@@ -39,6 +39,7 @@
 #include "daemon/view.h"
 
 #include "daemon/cl.h"
+#include "daemon/logdir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +184,8 @@ int bk_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partitio
     if (v->leader != b->cfg->broker_id || !v->local ||
         (b->cl && bk_cluster_fenced(b)))
         return KP_NOT_LEADER_OR_FOLLOWER;
+    if (bk_logdir_offline(b))
+        return KP_KAFKA_STORAGE_ERROR;          /* its log dir failed (logdir.c) */
     *out = v->local;
     return KP_NONE;
 }

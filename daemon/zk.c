@@ -387,7 +387,7 @@ static const char *const base_paths[] = {
     "/brokers", "/brokers/ids", "/brokers/topics", "/config", "/config/topics",
     "/config/changes", "/config/brokers", "/config/users", "/admin", "/admin/delete_topics",
     "/admin/controlled_shutdown",
-    "/cluster", "/isr_change_notification",
+    "/cluster", "/isr_change_notification", "/log_dir_event_notification",
     /* the authorizer's (daemon/authz_zk.c) */
     "/kafka-acl", "/kafka-acl/Topic", "/kafka-acl/Group", "/kafka-acl/Cluster",
     "/kafka-acl/TransactionalId", "/kafka-acl-changes", "/kafka-acl-extended",

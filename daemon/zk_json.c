@@ -1276,6 +1276,41 @@ int zj_config_change_format(const char *entity_path, kp_buf *out)
     return w_done(out);
 }
 
+/* ---- /log_dir_event_notification ----------------------------------------------------- */
+int zj_log_dir_event_parse(const char *json, size_t len, int32_t *broker, int32_t *event,
+                           char *err, size_t errlen)
+{
+    zj_rd r;
+    rd_init(&r, json, len, err, errlen);
+    int64_t id = -1, ev = -1;
+    bool first = true;
+    char key[ZJ_KEY_MAX];
+    if (obj_begin(&r, "log dir event"))
+        while (obj_next(&r, &first, key, "log dir event")) {
+            if (!strcmp(key, "broker"))
+                id = rd_int(&r, 0, INT32_MAX, "broker");
+            else if (!strcmp(key, "event"))
+                ev = rd_int(&r, INT32_MIN, INT32_MAX, "event");
+            else
+                skip_value(&r);
+        }
+    if (rd_finish(&r))
+        return -1;
+    if (id < 0) {
+        snprintf(err, errlen, "log dir event has no \"broker\"");
+        return -1;
+    }
+    *broker = (int32_t)id;
+    *event = (int32_t)ev;
+    return 0;
+}
+
+int zj_log_dir_event_format(int32_t broker, int32_t event, kp_buf *out)
+{
+    w_fmt(out, "{\"version\":1,\"broker\":%d,\"event\":%d}", (int)broker, (int)event);
+    return w_done(out);
+}
+
 /* ---- Kafka's Sanitizer (entity names in znode names) ------------------------------- */
 int zj_sanitize(const char *name, char *out, size_t cap)
 {

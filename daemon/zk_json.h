@@ -131,6 +131,13 @@ int zj_config_change_parse(const char *json, size_t len, char *entity_path, size
                            char *err, size_t errlen);
 /* Version 2: {"version":2,"entity_path":"topics/t"}. */
 int zj_config_change_format(const char *entity_path, kp_buf *out);
+/* ---- /log_dir_event_notification/log_dir_event_<seq> ----------------------------- */
+/* Kafka's LogDirEventNotification: {"version":1,"broker":1,"event":1}
+ * (event 1: a log directory of that broker failed).  parse: -1 when the
+ * broker is missing or out of range; *event -1 when absent. */
+int zj_log_dir_event_parse(const char *json, size_t len, int32_t *broker, int32_t *event,
+                           char *err, size_t errlen);
+int zj_log_dir_event_format(int32_t broker, int32_t event, kp_buf *out);
 /* An entity name as Kafka's Sanitizer writes it into a znode's name
  * (/config/users/<name>): java.net.URLEncoder's form (A-Z a-z 0-9 . - _
  * kept, every other byte %XX) with '*' as %2A and ' ' as %20.  out[cap]

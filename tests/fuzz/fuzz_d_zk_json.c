@@ -161,6 +161,17 @@ static void small_ones(const char *js, size_t n, kp_buf *out)
              zj_epoch_parse((const char *)out->data, out->len, &epoch2, err,
                             sizeof err) == 0 && epoch == epoch2, "epoch round trip");
     }
+    int32_t ev, ev2;
+    err[0] = 0;
+    rc = zj_log_dir_event_parse(js, n, &id, &ev, err, sizeof err);
+    failed_with_message(rc, err);
+    if (!rc) {
+        kp_buf_reset(out);
+        need(zj_log_dir_event_format(id, ev, out) == 0 &&
+             zj_log_dir_event_parse((const char *)out->data, out->len, &id2, &ev2, err,
+                                    sizeof err) == 0 && id == id2 && ev == ev2,
+             "log dir event round trip");
+    }
     char cid[MD_CLUSTER_ID_MAX + 1], cid2[MD_CLUSTER_ID_MAX + 1];
     err[0] = 0;
     rc = zj_cluster_id_parse(js, n, cid, err, sizeof err);

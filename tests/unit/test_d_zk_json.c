@@ -532,6 +532,33 @@ START_TEST(test_deep_nesting_huge_numbers_and_garbage)
 }
 END_TEST
 
+START_TEST(test_log_dir_event_kafka_form)
+{
+    int32_t id, ev;
+    kp_buf out;
+    kp_buf_init(&out);
+    ck_assert_int_eq(zj_log_dir_event_format(3, 1, &out), 0);
+    ck_assert_str_eq(text_of(&out), "{\"version\":1,\"broker\":3,\"event\":1}");
+    const char *js = "{\"version\":1,\"broker\":3,\"event\":1}";
+    ck_assert_msg(zj_log_dir_event_parse(EXACT(js), &id, &ev, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(id, 3);
+    ck_assert_int_eq(ev, 1);
+    js = "{\"event\":1,\"broker\":7,\"extra\":[1,{\"a\":2}]}";
+    ck_assert_int_eq(zj_log_dir_event_parse(EXACT(js), &id, &ev, err, sizeof err), 0);
+    ck_assert_int_eq(id, 7);
+    js = "{\"version\":1,\"broker\":7}";
+    ck_assert_int_eq(zj_log_dir_event_parse(EXACT(js), &id, &ev, err, sizeof err), 0);
+    ck_assert_int_eq(ev, -1);
+    const char *bad[] = { "{\"version\":1,\"event\":1}", "{\"broker\":-1,\"event\":1}",
+                          "{\"broker\":2147483648}", "{\"broker\":\"3\"}", "[]", "",
+                          "{\"broker\":3,", "null" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(zj_log_dir_event_parse(EXACT(bad[i]), &id, &ev, err, sizeof err) == -1,
+                      "%s", bad[i]);
+    kp_buf_free(&out);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -541,7 +568,7 @@ int main(void)
         test_topic_reassignment_maps_round_trip_as_replica_bits,
         test_topic_refuses_gaps_duplicates_and_bad_brokers, test_state_kafka_form_and_round_trip,
         test_config_overrides_round_trip, test_controller_epoch_and_cluster_id,
-        test_sanitize_as_kafka,
+        test_sanitize_as_kafka, test_log_dir_event_kafka_form,
         test_every_truncation_is_an_error, test_deep_nesting_huge_numbers_and_garbage,
     };
     return unit_run("zk_json", "zk_json", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
