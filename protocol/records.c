@@ -36,9 +36,7 @@
 
 #include "protocol/kp.h"
 
-/* Bound on a decompressed records area (hostile compression ratios). */
-#define KP_REC_PLAIN_MAX ((size_t)256 << 20)
-#define REC_MIN_SIZE 7
+#define REC_MIN_SIZE KP_REC_MIN_SIZE
 #define HDR_MIN_SIZE 2
 
 void kp_rec_iter_init0(kp_rec_iter *it)
