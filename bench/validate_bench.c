@@ -1,0 +1,214 @@
+/*
+ * Produce with full record validation vs without (issue 28, Deliver 2):
+ * the cost of protocol/validate.c on the broker, per codec and record size.
+ *
+ *   build/bench/validate_bench [path/to/sluiced] [MB per measurement] [rounds]
+ *       (sluiced also from $SLUICED; default build/sluiced; 256 MB of
+ *       record values per measurement; 3 rounds)
+ *
+ * The same binary both ways: "off" starts sluiced with
+ * SLUICE_TEST_SKIP_RECORD_VALIDATION=1 in its environment (a TEST-ONLY
+ * switch, daemon/api_produce.c).  Each round starts one broker per mode
+ * (on, off, alternating which goes first) and, on each, for record values
+ * of 100 B and 1 KiB and every codec, sends the same pre-built batch
+ * (~64 KiB of values: 640 or 64 records of log-line-like text, compressed
+ * by the bench beforehand, so the client costs nothing but the send) as
+ * Produce v7, acks=1, PIPELINE requests in flight, until the MB of values
+ * is sent.  Figures: MB/s of record values (wall clock), and the broker's
+ * CPU seconds (utime+stime) per GB of values.  Printed per codec and size:
+ * the medians over the rounds, and the ratio on/off of the median
+ * throughputs (targets: uncompressed >= 0.9, lz4 and zstd >= 0.7).
+ *
+ * Clients and broker share the machine's cores (and, on a shared machine,
+ * other work): run under `flock /tmp/sluice-bench.lock`, and read the CPU
+ * per GB, which other load disturbs less than the wall clock.
+ */
+#include "bench/bench_common.h"
+
+#define PIPELINE 5
+#define BATCH_VALUES (64 * 1024)
+#define NCODECS 5
+#define NSIZES 2
+#define MAX_ROUNDS 15
+
+static const char *const codec_names[NCODECS] = { "none", "gzip", "snappy", "lz4", "zstd" };
+static const size_t value_sizes[NSIZES] = { 100, 1024 };
+
+/* Log-line-like values (what compresses about as well as real traffic):
+ * words from a small vocabulary and numbers, from a fixed LCG. */
+static void fill_value(char *v, size_t n, uint32_t *seed)
+{
+    static const char *const words[] = {
+        "GET", "POST", "/api/v1/orders", "/api/v1/users", "status=200", "status=404",
+        "latency_ms=", "user=", "region=eu-west-1", "region=us-east-2", "ok", "retry",
+        "cache=hit", "cache=miss", "bytes=", "trace=",
+    };
+    size_t i = 0;
+    while (i < n) {
+        *seed = *seed * 1103515245u + 12345u;
+        uint32_t r = *seed >> 8;
+        char tok[32];
+        int t = (r & 1) ? snprintf(tok, sizeof tok, "%u ", r % 100000)
+                        : snprintf(tok, sizeof tok, "%s ", words[r % 16]);
+        for (int k = 0; k < t && i < n; k++)
+            v[i++] = tok[k];
+    }
+}
+
+static int make_batch(kp_buf *batch, int codec, size_t value_size)
+{
+    int n = (int)(BATCH_VALUES / value_size);
+    char *v = malloc(value_size);
+    uint32_t seed = 42;
+    kp_buf_init(batch);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, batch, codec);
+    for (int i = 0; i < n; i++) {
+        fill_value(v, value_size, &seed);
+        char key[16];
+        int kl = snprintf(key, sizeof key, "k%d", i % 97);
+        kp_bb_add(&bb, 1700000000000LL + i, key, kl, v, (int32_t)value_size, NULL, 0);
+    }
+    int rc = kp_bb_finish(&bb) < 0 ? -1 : n;
+    kp_bb_free(&bb);
+    free(v);
+    return rc;
+}
+
+typedef struct result {
+    double mbps, cpu_per_gb;
+} result;
+
+/* Sends batches until `mb` MB of values went out; PIPELINE in flight. */
+static int measure(const bench_broker *b, const char *topic, const kp_buf *batch,
+                   int records, size_t value_size, double mb, result *out)
+{
+    int fd = bench_connect(b->port);
+    if (fd < 0)
+        return -1;
+    bench_set_timeout(fd, 60);
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    double per_req = (double)records * (double)value_size / 1e6;
+    long total = (long)(mb / per_req) + 1, sent = 0, got = 0;
+    int rc = 0;
+    double cpu0 = bench_cpu_seconds(b->pid), t0 = bench_now();
+    while (got < total && rc == 0) {
+        while (sent < total && sent - got < PIPELINE && rc == 0) {
+            bench_produce_req(&q, (int32_t)sent, "validate-bench", topic, 1, batch);
+            rc = bench_send_frame(fd, &q);
+            sent++;
+        }
+        if (rc == 0 && (bench_recv_frame(fd, &r) != 0 || bench_produce_error(&r) != 0)) {
+            fprintf(stderr, "produce failed (error %d)\n", bench_produce_error(&r));
+            rc = -1;
+        }
+        got++;
+    }
+    double secs = bench_now() - t0, cpu = bench_cpu_seconds(b->pid) - cpu0;
+    double done = (double)got * per_req;
+    out->mbps = done / secs;
+    out->cpu_per_gb = cpu / (done / 1000);
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    close(fd);
+    return rc;
+}
+
+/* One broker in one mode: every size and codec once into res[size][codec]. */
+static int run_mode(bool validate, double mb, kp_buf batches[NSIZES][NCODECS],
+                    int records[NSIZES], result res[NSIZES][NCODECS])
+{
+    if (validate)
+        unsetenv("SLUICE_TEST_SKIP_RECORD_VALIDATION");
+    else
+        setenv("SLUICE_TEST_SKIP_RECORD_VALIDATION", "1", 1);
+    bench_broker b = { 0 };
+    const char *const extra[] = { "auto.create.topics.enable=false", NULL };
+    bench_broker_start(&b, extra);
+    unsetenv("SLUICE_TEST_SKIP_RECORD_VALIDATION");
+    int fd = bench_connect(b.port);
+    int rc = -1;
+    if (fd >= 0) {
+        rc = 0;
+        for (int s = 0; s < NSIZES && rc == 0; s++)
+            for (int c = 0; c < NCODECS && rc == 0; c++) {
+                char topic[64];
+                snprintf(topic, sizeof topic, "v-%zu-%s", value_sizes[s], codec_names[c]);
+                /* keep the disk small: only the newest 256 MiB of a topic */
+                const char *const tcfg[] = { "segment.bytes", "67108864",
+                                             "retention.bytes", "268435456", NULL };
+                rc = bench_create_topic(fd, topic, 1, tcfg);
+                if (rc == 0)
+                    rc = measure(&b, topic, &batches[s][c], records[s], value_sizes[s], mb,
+                                 &res[s][c]);
+            }
+        close(fd);
+    }
+    bench_broker_cleanup(&b);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        setenv("SLUICED", argv[1], 1);
+    double mb = argc > 2 ? atof(argv[2]) : 256;
+    int rounds = argc > 3 ? atoi(argv[3]) : 3;
+    if (rounds < 1 || rounds > MAX_ROUNDS)
+        rounds = 3;
+    bench_catch_signals(1800);
+
+    kp_buf batches[NSIZES][NCODECS];
+    int records[NSIZES];
+    for (int s = 0; s < NSIZES; s++)
+        for (int c = 0; c < NCODECS; c++)
+            if ((records[s] = make_batch(&batches[s][c], c, value_sizes[s])) < 0) {
+                fprintf(stderr, "cannot build the %s batch\n", codec_names[c]);
+                return 1;
+            }
+
+    static result res[2][MAX_ROUNDS][NSIZES][NCODECS];   /* [validate][round] */
+    for (int i = 0; i < rounds; i++)
+        for (int k = 0; k < 2; k++) {
+            bool validate = (i + k) % 2 == 0;
+            if (run_mode(validate, mb, batches, records, res[validate][i]) != 0) {
+                fprintf(stderr, "round %d (%s) failed\n", i + 1, validate ? "on" : "off");
+                return 1;
+            }
+        }
+
+    printf("Produce v7 acks=1, %d in flight, batches of ~64 KiB of values, %.0f MB of "
+           "values per measurement, median of %d rounds\n", PIPELINE, mb, rounds);
+    printf("%-6s %-6s %6s %10s %10s %7s %12s %12s\n", "value", "codec", "batch",
+           "on MB/s", "off MB/s", "ratio", "on CPU-s/GB", "off CPU-s/GB");
+    int miss = 0;
+    for (int s = 0; s < NSIZES; s++)
+        for (int c = 0; c < NCODECS; c++) {
+            double med[2][2];
+            for (int v = 0; v < 2; v++) {
+                double thr[MAX_ROUNDS], cpu[MAX_ROUNDS];
+                for (int i = 0; i < rounds; i++) {
+                    thr[i] = res[v][i][s][c].mbps;
+                    cpu[i] = res[v][i][s][c].cpu_per_gb;
+                }
+                med[v][0] = bench_median(thr, rounds);
+                med[v][1] = bench_median(cpu, rounds);
+            }
+            double ratio = med[1][0] / med[0][0];
+            double target = c == 0 ? 0.9 : (c == 3 || c == 4) ? 0.7 : 0;
+            bool ok = ratio >= target;
+            miss += !ok;
+            char verdict[48] = "";
+            if (target > 0)
+                snprintf(verdict, sizeof verdict, "   %s >= %.1f", ok ? "meets" : "MISSES", target);
+            printf("%-6zu %-6s %5zuB %10.1f %10.1f %7.2f %12.2f %12.2f%s\n", value_sizes[s],
+                   codec_names[c], batches[s][c].len, med[1][0], med[0][0], ratio,
+                   med[1][1], med[0][1], verdict);
+        }
+    for (int s = 0; s < NSIZES; s++)
+        for (int c = 0; c < NCODECS; c++)
+            kp_buf_free(&batches[s][c]);
+    return miss ? 2 : 0;
+}
