@@ -3,21 +3,25 @@
  * the cost of protocol/validate.c on the broker, per codec and record size.
  *
  *   build/bench/validate_bench [path/to/sluiced] [MB per measurement] [rounds]
- *       (sluiced also from $SLUICED; default build/sluiced; 256 MB of
- *       record values per measurement; 3 rounds)
+ *       (sluiced also from $SLUICED; default build/sluiced; 128 MB of
+ *       record values per measurement; 5 rounds)
  *
  * The same binary both ways: "off" starts sluiced with
  * SLUICE_TEST_SKIP_RECORD_VALIDATION=1 in its environment (a TEST-ONLY
- * switch, daemon/api_produce.c).  Each round starts one broker per mode
- * (on, off, alternating which goes first) and, on each, for record values
- * of 100 B and 1 KiB and every codec, sends the same pre-built batch
+ * switch, daemon/api_produce.c).  One broker per mode runs for the whole
+ * bench; for record values of 100 B and 1 KiB and every codec, each round
+ * measures both (alternating which goes first), each time sending the same
+ * pre-built batch
  * (~64 KiB of values: 640 or 64 records of log-line-like text, compressed
  * by the bench beforehand, so the client costs nothing but the send) as
  * Produce v7, acks=1, PIPELINE requests in flight, until the MB of values
  * is sent.  Figures: MB/s of record values (wall clock), and the broker's
  * CPU seconds (utime+stime) per GB of values.  Printed per codec and size:
  * the medians over the rounds, and the ratio on/off of the median
- * throughputs (targets: uncompressed >= 0.9, lz4 and zstd >= 0.7).
+ * throughputs (targets: uncompressed >= 0.9, lz4 and zstd >= 0.7); then
+ * the validator's CPU per GB measured alone in this process, and the
+ * "CPU ratio" off / (off + validator): the throughput ratio of a broker
+ * bound by its own CPU.
  *
  * Clients and broker share the machine's cores (and, on a shared machine,
  * other work): run under `flock /tmp/sluice-bench.lock`, and read the CPU
@@ -116,37 +120,56 @@ static int measure(const bench_broker *b, const char *topic, const kp_buf *batch
     return rc;
 }
 
-/* One broker in one mode: every size and codec once into res[size][codec]. */
-static int run_mode(bool validate, double mb, kp_buf batches[NSIZES][NCODECS],
-                    int records[NSIZES], result res[NSIZES][NCODECS])
+/* The validator alone, in this process: CPU seconds (this thread's
+ * CLOCK_THREAD_CPUTIME_ID, which time spent waiting on a busy machine does
+ * not inflate) per GB of values for kp_batch_validate_records on the batch,
+ * warm validator, as the broker runs it. */
+static double validator_cpu_per_gb(const kp_buf *batch, int records, size_t value_size)
+{
+    kp_validator v;
+    kp_validator_init(&v);
+    kp_batch b;
+    int64_t size = kp_batch_validate(batch->data, batch->len, &b);
+    kp_val_rules rules = { .now_ms = 1700000000000LL };
+    kp_val_fault f;
+    long iters = (long)(256e6 / ((double)records * (double)value_size)) + 1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    for (long i = 0; i < iters; i++)
+        if (size < 0 || kp_batch_validate_records(&v, batch->data, (size_t)size, &b, &rules, &f)) {
+            fprintf(stderr, "the bench's own batch does not validate\n");
+            exit(1);
+        }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    kp_validator_free(&v);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    return secs / ((double)iters * (double)records * (double)value_size / 1e9);
+}
+
+/* A broker in one mode, with a topic per size and codec. */
+static int start_mode(bench_broker *b, bool validate)
 {
     if (validate)
         unsetenv("SLUICE_TEST_SKIP_RECORD_VALIDATION");
     else
         setenv("SLUICE_TEST_SKIP_RECORD_VALIDATION", "1", 1);
-    bench_broker b = { 0 };
     const char *const extra[] = { "auto.create.topics.enable=false", NULL };
-    bench_broker_start(&b, extra);
+    bench_broker_start(b, extra);
     unsetenv("SLUICE_TEST_SKIP_RECORD_VALIDATION");
-    int fd = bench_connect(b.port);
-    int rc = -1;
-    if (fd >= 0) {
-        rc = 0;
-        for (int s = 0; s < NSIZES && rc == 0; s++)
-            for (int c = 0; c < NCODECS && rc == 0; c++) {
-                char topic[64];
-                snprintf(topic, sizeof topic, "v-%zu-%s", value_sizes[s], codec_names[c]);
-                /* keep the disk small: only the newest 256 MiB of a topic */
-                const char *const tcfg[] = { "segment.bytes", "67108864",
-                                             "retention.bytes", "268435456", NULL };
-                rc = bench_create_topic(fd, topic, 1, tcfg);
-                if (rc == 0)
-                    rc = measure(&b, topic, &batches[s][c], records[s], value_sizes[s], mb,
-                                 &res[s][c]);
-            }
-        close(fd);
-    }
-    bench_broker_cleanup(&b);
+    int fd = bench_connect(b->port);
+    if (fd < 0)
+        return -1;
+    int rc = 0;
+    for (int s = 0; s < NSIZES && rc == 0; s++)
+        for (int c = 0; c < NCODECS && rc == 0; c++) {
+            char topic[64];
+            snprintf(topic, sizeof topic, "v-%zu-%s", value_sizes[s], codec_names[c]);
+            /* keep the disk small: only the newest 256 MiB of a topic */
+            const char *const tcfg[] = { "segment.bytes", "67108864",
+                                         "retention.bytes", "268435456", NULL };
+            rc = bench_create_topic(fd, topic, 1, tcfg);
+        }
+    close(fd);
     return rc;
 }
 
@@ -154,10 +177,10 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         setenv("SLUICED", argv[1], 1);
-    double mb = argc > 2 ? atof(argv[2]) : 256;
-    int rounds = argc > 3 ? atoi(argv[3]) : 3;
+    double mb = argc > 2 ? atof(argv[2]) : 128;
+    int rounds = argc > 3 ? atoi(argv[3]) : 5;
     if (rounds < 1 || rounds > MAX_ROUNDS)
-        rounds = 3;
+        rounds = 5;
     bench_catch_signals(1800);
 
     kp_buf batches[NSIZES][NCODECS];
@@ -169,20 +192,42 @@ int main(int argc, char **argv)
                 return 1;
             }
 
-    static result res[2][MAX_ROUNDS][NSIZES][NCODECS];   /* [validate][round] */
-    for (int i = 0; i < rounds; i++)
-        for (int k = 0; k < 2; k++) {
-            bool validate = (i + k) % 2 == 0;
-            if (run_mode(validate, mb, batches, records, res[validate][i]) != 0) {
-                fprintf(stderr, "round %d (%s) failed\n", i + 1, validate ? "on" : "off");
-                return 1;
-            }
+    /* Both brokers run side by side and the measurements alternate (on,
+     * off, then off, on, ...) so that load from elsewhere on the machine
+     * falls on both sides alike. */
+    bench_broker brokers[2] = { { 0 }, { 0 } };            /* [validate] */
+    for (int v = 0; v < 2; v++)
+        if (start_mode(&brokers[v], v) != 0) {
+            fprintf(stderr, "cannot start the %s broker\n", v ? "on" : "off");
+            bench_broker_cleanup(&brokers[0]);
+            bench_broker_cleanup(&brokers[1]);
+            return 1;
         }
+    static result res[2][MAX_ROUNDS][NSIZES][NCODECS];   /* [validate][round] */
+    int failed = 0;
+    for (int s = 0; s < NSIZES && !failed; s++)
+        for (int c = 0; c < NCODECS && !failed; c++) {
+            char topic[64];
+            snprintf(topic, sizeof topic, "v-%zu-%s", value_sizes[s], codec_names[c]);
+            for (int i = 0; i < rounds && !failed; i++)
+                for (int k = 0; k < 2 && !failed; k++) {
+                    int v = (i + k + 1) % 2;
+                    failed = measure(&brokers[v], topic, &batches[s][c], records[s],
+                                     value_sizes[s], mb, &res[v][i][s][c]);
+                }
+        }
+    bench_broker_cleanup(&brokers[0]);
+    bench_broker_cleanup(&brokers[1]);
+    if (failed) {
+        fprintf(stderr, "a measurement failed\n");
+        return 1;
+    }
 
     printf("Produce v7 acks=1, %d in flight, batches of ~64 KiB of values, %.0f MB of "
            "values per measurement, median of %d rounds\n", PIPELINE, mb, rounds);
-    printf("%-6s %-6s %6s %10s %10s %7s %12s %12s\n", "value", "codec", "batch",
-           "on MB/s", "off MB/s", "ratio", "on CPU-s/GB", "off CPU-s/GB");
+    printf("%-6s %-6s %6s %10s %10s %7s %12s %12s %13s %9s\n", "value", "codec", "batch",
+           "on MB/s", "off MB/s", "ratio", "on CPU-s/GB", "off CPU-s/GB",
+           "validator s/GB", "CPU ratio");
     int miss = 0;
     for (int s = 0; s < NSIZES; s++)
         for (int c = 0; c < NCODECS; c++) {
@@ -203,9 +248,14 @@ int main(int argc, char **argv)
             char verdict[48] = "";
             if (target > 0)
                 snprintf(verdict, sizeof verdict, "   %s >= %.1f", ok ? "meets" : "MISSES", target);
-            printf("%-6zu %-6s %5zuB %10.1f %10.1f %7.2f %12.2f %12.2f%s\n", value_sizes[s],
-                   codec_names[c], batches[s][c].len, med[1][0], med[0][0], ratio,
-                   med[1][1], med[0][1], verdict);
+            /* The broker's CPU per GB without validation, against the same
+             * plus the validator's own cost measured alone: the ratio a
+             * broker bound by its CPU would see, less disturbed by other
+             * load than the wall clock. */
+            double alone = validator_cpu_per_gb(&batches[s][c], records[s], value_sizes[s]);
+            printf("%-6zu %-6s %5zuB %10.1f %10.1f %7.2f %12.2f %12.2f %13.3f %9.2f%s\n",
+                   value_sizes[s], codec_names[c], batches[s][c].len, med[1][0], med[0][0],
+                   ratio, med[1][1], med[0][1], alone, med[0][1] / (med[0][1] + alone), verdict);
         }
     for (int s = 0; s < NSIZES; s++)
         for (int c = 0; c < NCODECS; c++)
