@@ -196,7 +196,7 @@ int kp_rec_read(kp_rd *rd, const kp_batch *b, kp_record *rec)
         r.err = KP_E_MALFORMED;                 /* record longer than its fields */
     if (!kp_rd_ok(&r))
         return r.err == KP_E_TRUNCATED ? KP_E_MALFORMED : r.err;
-    kp_rd_init(&rec->headers, hstart, (size_t)(r.p - hstart));
+    rec->headers = (kp_rd){ hstart, r.p, 0 };
 
     rec->Timestamp = (b->Attributes & KP_ATTR_LOG_APPEND_TIME)
         ? b->MaxTimestamp
