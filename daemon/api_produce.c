@@ -134,7 +134,7 @@ static const char *client_of(const bk_req *r, char *buf, size_t cap)
 
 /* Record validation is on unless SLUICE_TEST_SKIP_RECORD_VALIDATION=1 is
  * in the environment at the first produce: a TEST-ONLY switch for
- * bench/validate_bench.c's with/without ratio (README, bad input).  One
+ * bench/rdkafka_validate_bench.c's with/without ratio (README, bad input).  One
  * validator serves the loop thread, which runs every produce. */
 static int validation_on = -1;
 static kp_validator validator;

@@ -89,7 +89,7 @@ int kp_rec_iter_start(kp_rec_iter *it, const uint8_t *p, size_t len)
  * bytes, a slice that fits) inline, everything else — errors, longer and
  * over-long varints — through rd.c, which owns those rules.  Produce
  * validates every record with kp_rec_read, so its per-record cost is on
- * the produce hot path (bench/validate_bench.c). */
+ * the produce hot path (bench/rdkafka_validate_bench.c). */
 static inline uint64_t rec_leb(kp_rd *r, bool *done)
 {
     const uint8_t *q = r->p;

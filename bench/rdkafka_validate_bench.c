@@ -2,9 +2,10 @@
  * Produce with full record validation vs without (issue 28, Deliver 2):
  * the cost of protocol/validate.c on the broker, per codec and record size.
  *
- *   build/bench/validate_bench [path/to/sluiced] [MB per measurement] [rounds]
+ *   build/bench/rdkafka_validate_bench [path/to/sluiced] [MB per measurement] [rounds]
  *       (sluiced also from $SLUICED; default build/sluiced; 128 MB of
- *       record values per measurement; 5 rounds)
+ *       record values per measurement (a quarter of it for the client
+ *       phase); 5 rounds)
  *
  * The same binary both ways: "off" starts sluiced with
  * SLUICE_TEST_SKIP_RECORD_VALIDATION=1 in its environment (a TEST-ONLY
@@ -23,11 +24,17 @@
  * "CPU ratio" off / (off + validator): the throughput ratio of a broker
  * bound by its own CPU.
  *
+ * Then the same with a real client: librdkafka (linger.ms=5, acks=1,
+ * compression.type = the codec) producing the same log-line values, 4096
+ * distinct ones in turn, on this machine — what a producer sees, the
+ * client's compression included.  Printed: msgs/s on and off, their
+ * ratio, and the broker's CPU per GB of values.
+ *
  * Clients and broker share the machine's cores (and, on a shared machine,
  * other work): run under `flock /tmp/sluice-bench.lock`, and read the CPU
  * per GB, which other load disturbs less than the wall clock.
  */
-#include "bench/bench_common.h"
+#include "bench/bench_rdkafka.h"
 
 #define PIPELINE 5
 #define BATCH_VALUES (64 * 1024)
@@ -146,6 +153,53 @@ static double validator_cpu_per_gb(const kp_buf *batch, int records, size_t valu
     return secs / ((double)iters * (double)records * (double)value_size / 1e9);
 }
 
+/* librdkafka producing n values (cycling through vals) to topic. */
+static result rk_measure(const bench_broker *b, const char *topic, const char *codec,
+                         char *const *vals, int nvals, size_t value_size, long n)
+{
+    char bs[64];
+    snprintf(bs, sizeof bs, "127.0.0.1:%d", b->port);
+    rd_kafka_conf_t *c = bench_rk_conf_new(bs);
+    bench_rk_conf(c, "linger.ms", "5");
+    bench_rk_conf(c, "acks", "1");
+    bench_rk_conf(c, "compression.type", codec);
+    bench_rk_conf(c, "queue.buffering.max.messages", "1000000");
+    bench_rk_conf(c, "queue.buffering.max.kbytes", "1048576");
+    rd_kafka_conf_set_dr_msg_cb(c, bench_rk_dr_cb);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "producer: %s\n", err);
+        exit(1);
+    }
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md;
+    if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_metadata_destroy(md);
+    bench_rk_delivered = bench_rk_failed = 0;
+    double cpu0 = bench_cpu_seconds(b->pid), t0 = bench_now();
+    for (long i = 0; i < n; i++) {
+        /* no copy: vals live until the end of the program */
+        while (rd_kafka_producev(rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(0),
+                                 RD_KAFKA_V_VALUE(vals[i % nvals], value_size),
+                                 RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(rk, 10);
+        if ((i & 1023) == 0)
+            rd_kafka_poll(rk, 0);
+    }
+    rd_kafka_flush(rk, 120000);
+    double secs = bench_now() - t0, cpu = bench_cpu_seconds(b->pid) - cpu0;
+    if (bench_rk_failed || bench_rk_delivered != n) {
+        fprintf(stderr, "%s: %ld delivered, %ld failed of %ld\n", topic,
+                bench_rk_delivered, bench_rk_failed, n);
+        exit(1);
+    }
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    double gb = (double)n * (double)value_size / 1e9;
+    return (result){ (double)n / secs, cpu / gb };
+}
+
 /* A broker in one mode, with a topic per size and codec. */
 static int start_mode(bench_broker *b, bool validate)
 {
@@ -168,6 +222,9 @@ static int start_mode(bench_broker *b, bool validate)
             const char *const tcfg[] = { "segment.bytes", "67108864",
                                          "retention.bytes", "268435456", NULL };
             rc = bench_create_topic(fd, topic, 1, tcfg);
+            topic[0] = 'r';                                 /* the client phase's */
+            if (rc == 0)
+                rc = bench_create_topic(fd, topic, 1, tcfg);
         }
     close(fd);
     return rc;
@@ -216,6 +273,27 @@ int main(int argc, char **argv)
                                      value_sizes[s], mb, &res[v][i][s][c]);
                 }
         }
+    /* The client phase: librdkafka compressing, same values. */
+    static result rk[2][MAX_ROUNDS][NSIZES][NCODECS];
+    static char *vals[NSIZES][4096];
+    for (int s = 0; s < NSIZES && !failed; s++) {
+        uint32_t seed = 7;
+        for (int i = 0; i < 4096; i++) {
+            vals[s][i] = malloc(value_sizes[s]);
+            fill_value(vals[s][i], value_sizes[s], &seed);
+        }
+        for (int c = 0; c < NCODECS; c++) {
+            char topic[64];
+            snprintf(topic, sizeof topic, "r-%zu-%s", value_sizes[s], codec_names[c]);
+            long n = (long)(mb / 4 * 1e6 / (double)value_sizes[s]);
+            for (int i = 0; i < rounds; i++)
+                for (int k = 0; k < 2; k++) {
+                    int v = (i + k + 1) % 2;
+                    rk[v][i][s][c] = rk_measure(&brokers[v], topic, codec_names[c],
+                                                vals[s], 4096, value_sizes[s], n);
+                }
+        }
+    }
     bench_broker_cleanup(&brokers[0]);
     bench_broker_cleanup(&brokers[1]);
     if (failed) {
@@ -257,8 +335,38 @@ int main(int argc, char **argv)
                    value_sizes[s], codec_names[c], batches[s][c].len, med[1][0], med[0][0],
                    ratio, med[1][1], med[0][1], alone, med[0][1] / (med[0][1] + alone), verdict);
         }
+
+    printf("\nlibrdkafka %s producing (linger.ms=5 acks=1, compression.type = codec), "
+           "%.0f MB of values per measurement, median of %d rounds\n", rd_kafka_version_str(),
+           mb / 4, rounds);
+    printf("%-6s %-6s %12s %12s %7s %12s %12s\n", "value", "codec", "on msgs/s",
+           "off msgs/s", "ratio", "on CPU-s/GB", "off CPU-s/GB");
     for (int s = 0; s < NSIZES; s++)
+        for (int c = 0; c < NCODECS; c++) {
+            double med[2][2];
+            for (int v = 0; v < 2; v++) {
+                double thr[MAX_ROUNDS], cpu[MAX_ROUNDS];
+                for (int i = 0; i < rounds; i++) {
+                    thr[i] = rk[v][i][s][c].mbps;
+                    cpu[i] = rk[v][i][s][c].cpu_per_gb;
+                }
+                med[v][0] = bench_median(thr, rounds);
+                med[v][1] = bench_median(cpu, rounds);
+            }
+            double ratio = med[1][0] / med[0][0];
+            double target = c == 0 ? 0.9 : (c == 3 || c == 4) ? 0.7 : 0;
+            char verdict[48] = "";
+            if (target > 0)
+                snprintf(verdict, sizeof verdict, "   %s >= %.1f",
+                         ratio >= target ? "meets" : "MISSES", target);
+            printf("%-6zu %-6s %12.0f %12.0f %7.2f %12.2f %12.2f%s\n", value_sizes[s],
+                   codec_names[c], med[1][0], med[0][0], ratio, med[1][1], med[0][1], verdict);
+        }
+    for (int s = 0; s < NSIZES; s++) {
         for (int c = 0; c < NCODECS; c++)
             kp_buf_free(&batches[s][c]);
+        for (int i = 0; i < 4096; i++)
+            free(vals[s][i]);
+    }
     return miss ? 2 : 0;
 }
