@@ -156,10 +156,14 @@ static bool records_validated(void)
  * mode: BaseTimestamp and MaxTimestamp instead of every record. */
 static bool batch_timestamps_ok(const kp_batch *bh, const kp_val_rules *vr)
 {
-    if (!vr->check_timestamps || bh->MaxTimestamp < 0)
-        return true;
-    return bh->BaseTimestamp >= vr->now_ms - vr->before_max_ms &&
-           bh->MaxTimestamp <= vr->now_ms + vr->after_max_ms;
+    return bh->MaxTimestamp < 0 || (kp_val_timestamp_ok(vr, bh->BaseTimestamp) &&
+                                    kp_val_timestamp_ok(vr, bh->MaxTimestamp));
+}
+
+/* A bound of INT64_MAX / 2 or more is no bound (INT64_MAX for the validator). */
+static int64_t ts_bound(int64_t ms)
+{
+    return ms < INT64_MAX / 2 ? ms : INT64_MAX;
 }
 
 /* Validates every batch of one partition's records in place; on success
@@ -175,17 +179,14 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
     int64_t count = 0;
     size_t at = 0;
     bool validate = records_validated();
-    /* Bounds of INT64_MAX / 2 or more mean "no bound" (and keep now +/- d
-     * from overflowing in batch_timestamps_ok). */
-    int64_t before = tc->message_timestamp_before_max_ms;
-    int64_t after = tc->message_timestamp_after_max_ms;
+    int64_t before = ts_bound(tc->message_timestamp_before_max_ms);
+    int64_t after = ts_bound(tc->message_timestamp_after_max_ms);
     kp_val_rules vr = {
         .key_required = tc->cleanup_compact,
-        .check_timestamps = !tc->log_append_time &&
-                            (before < INT64_MAX / 2 || after < INT64_MAX / 2),
+        .check_timestamps = !tc->log_append_time && (before != INT64_MAX || after != INT64_MAX),
         .now_ms = now,
-        .before_max_ms = before < INT64_MAX / 2 ? before : INT64_MAX / 2,
-        .after_max_ms = after < INT64_MAX / 2 ? after : INT64_MAX / 2,
+        .before_max_ms = before,
+        .after_max_ms = after,
     };
     f->error = KP_NONE;
     while (at < len) {

@@ -429,8 +429,13 @@ typedef struct kp_val_rules {
     bool    check_timestamps; /* CreateTime and the batch carries timestamps */
     int64_t now_ms;
     int64_t before_max_ms;    /* a timestamp may lag now by this much */
-    int64_t after_max_ms;     /* ... and lead it by this much */
+    int64_t after_max_ms;     /* ... and lead it by this much; INT64_MAX:
+                                 no bound on that side */
 } kp_val_rules;
+
+/* A record timestamp within the rules (always, when check_timestamps is
+ * off or ts is -1: NO_TIMESTAMP). */
+bool kp_val_timestamp_ok(const kp_val_rules *r, int64_t ts);
 
 /* What kp_batch_validate_records refused, for the produce response. */
 typedef struct kp_val_fault {

@@ -104,14 +104,16 @@ static int framing_fault(kp_val_fault *f, kp_rd at, int32_t i, int32_t count)
                  "key, value or header is cut short or runs over)", len);
 }
 
-/* |now - ts| within the rule, computed without overflow. */
-static bool timestamp_ok(const kp_val_rules *r, int64_t ts)
+bool kp_val_timestamp_ok(const kp_val_rules *r, int64_t ts)
 {
-    if (ts == -1)
+    if (!r->check_timestamps || ts == -1)
         return true;                            /* V4 */
+    /* Exact in unsigned arithmetic: |now - ts| < 2^64. */
     if (ts < r->now_ms)
-        return (uint64_t)r->now_ms - (uint64_t)ts <= (uint64_t)r->before_max_ms;
-    return (uint64_t)ts - (uint64_t)r->now_ms <= (uint64_t)r->after_max_ms;
+        return r->before_max_ms == INT64_MAX ||
+               (uint64_t)r->now_ms - (uint64_t)ts <= (uint64_t)r->before_max_ms;
+    return r->after_max_ms == INT64_MAX ||
+           (uint64_t)ts - (uint64_t)r->now_ms <= (uint64_t)r->after_max_ms;
 }
 
 static int walk(kp_rd *rd, const kp_batch *b, const kp_val_rules *rules,
@@ -139,7 +141,7 @@ static int walk(kp_rd *rd, const kp_batch *b, const kp_val_rules *rules,
         if (rules->key_required && rec.Key.len < 0)
             return fault(f, KP_E_MALFORMED, KP_INVALID_RECORD, i,
                          "Compacted topic cannot accept message without key");
-        if (rules->check_timestamps && !timestamp_ok(rules, rec.Timestamp))
+        if (!kp_val_timestamp_ok(rules, rec.Timestamp))
             return fault(f, KP_E_MALFORMED, KP_INVALID_TIMESTAMP, i,
                          "timestamp %" PRId64 " is out of range of the broker's "
                          "clock %" PRId64 " (message.timestamp.before.max.ms %" PRId64

@@ -651,6 +651,20 @@ START_TEST(test_validator_refuses_poison_with_a_valid_crc)
     r.before_max_ms = INT64_MAX / 2;
     r.now_ms = INT64_MAX / 4;                     /* no overflow at the extremes */
     ck_assert_int_eq(validate_all(&v, b.data, n, &r, &f), 0);
+    /* one side unbounded (INT64_MAX), however far the timestamp lies */
+    kp_val_rules one = { .check_timestamps = true, .now_ms = 1700000000000LL,
+                         .before_max_ms = INT64_MAX, .after_max_ms = 1000 };
+    ck_assert(kp_val_timestamp_ok(&one, INT64_MIN));
+    ck_assert(kp_val_timestamp_ok(&one, -2));
+    ck_assert(kp_val_timestamp_ok(&one, 1700000001000LL));
+    ck_assert(!kp_val_timestamp_ok(&one, 1700000001001LL));
+    ck_assert(!kp_val_timestamp_ok(&one, INT64_MAX));
+    one = (kp_val_rules){ .check_timestamps = true, .now_ms = 1700000000000LL,
+                          .before_max_ms = 0, .after_max_ms = INT64_MAX };
+    ck_assert(kp_val_timestamp_ok(&one, INT64_MAX));
+    ck_assert(!kp_val_timestamp_ok(&one, INT64_MIN));
+    ck_assert(!kp_val_timestamp_ok(&one, 1699999999999LL));
+    ck_assert(kp_val_timestamp_ok(&one, -1));     /* NO_TIMESTAMP */
 
     kp_buf_free(&area);
     kp_buf_free(&b);
