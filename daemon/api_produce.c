@@ -2,7 +2,9 @@
  * daemon/api_produce.c — Produce (API key 0), v0–v11.
  *
  * The hot path.  Per partition the cost is: one CRC-32C pass per batch
- * (kp_batch_validate), a few in-place header rewrites, one seg_append
+ * (kp_batch_validate), one pass over its records (kp_batch_validate_records,
+ * protocol/validate.c; compressed batches are decompressed into the
+ * validator's kept buffer first), a few in-place header rewrites, one seg_append
  * (one write(2) for all the partition's batches), and counter updates.
  * No allocation, no copy of message bytes, no SQLite.  The request is
  * decoded and the response encoded by the generated codec (kp_msgs.h);
@@ -32,9 +34,20 @@
  *                                   which maps to CORRUPT_MESSAGE before v8)
  *     size > max.message.bytes      MESSAGE_TOO_LARGE
  *     zstd and Produce < v7         UNSUPPORTED_COMPRESSION_TYPE
- *     timestamps outside message.timestamp.difference.max.ms
- *                                   INVALID_TIMESTAMP (batch-level check:
- *                                   BaseTimestamp and MaxTimestamp)
+ *     every record (Kafka's LogValidator, protocol/validate.c):
+ *       codec stream that does not decode, a record whose framing is
+ *       wrong, RecordsCount not what the records area holds
+ *                                   CORRUPT_MESSAGE
+ *       OffsetDelta not 0..n-1 in order, null key on a compacted topic
+ *                                   INVALID_RECORD (CORRUPT_MESSAGE
+ *                                   before v8)
+ *       CreateTime timestamp further than message.timestamp.before.max.ms
+ *       behind or after.max.ms ahead of the broker clock (each defaults
+ *       to difference.max.ms; -1 = no timestamp is exempt)
+ *                                   INVALID_TIMESTAMP
+ *     v8+ answers these with ErrorMessage ("Record 3 in batch: ...") and
+ *     RecordErrors naming the record; nothing of the partition's request
+ *     is stored, other partitions carry on.
  *   idempotent batches (ProducerId >= 0; daemon/producer_state.c):
  *     a retry of one of the producer's last 5 batches
  *                                   NONE with that batch's offset, nothing
@@ -80,7 +93,8 @@
  * /metrics as sluice_produce_up_converted_*).  Magic 0 has no timestamp:
  * its records keep -1 (NO_TIMESTAMP), exempt from the timestamp-difference
  * check, as in Kafka; LogAppendTime topics stamp them as any batch.
- * v8+ add RecordErrors/ErrorMessage (left empty); v9+ are flexible; v10+
+ * v8+ add RecordErrors/ErrorMessage (filled for a refused record, above);
+ * v9+ are flexible; v10+
  * answer NOT_LEADER_OR_FOLLOWER with the CurrentLeader of the partition
  * and the leaders' NodeEndpoints (KIP-951, daemon/leader_hint.c).
  */
@@ -95,12 +109,15 @@
 #include "kp_msgs.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/event.h>
 
 typedef struct produce_result {
     int16_t error;
+    kp_str error_message;         /* v8+; null when none */
+    kp_ProduceResponse_BatchIndexAndErrorMessage *record_error;  /* v8+, or NULL */
     int64_t base_offset;
     int64_t log_append_time;
     int64_t log_start;
@@ -116,17 +133,63 @@ static const char *client_of(const bk_req *r, char *buf, size_t cap)
     return buf;
 }
 
+/* Record validation is on unless SLUICE_TEST_SKIP_RECORD_VALIDATION=1 is
+ * in the environment at the first produce: a TEST-ONLY switch for
+ * bench/rdkafka_validate_bench.c's with/without ratio (README, bad input).  One
+ * validator serves the loop thread, which runs every produce. */
+static int validation_on = -1;
+static kp_validator validator;
+
+static bool records_validated(void)
+{
+    if (validation_on < 0) {
+        const char *e = getenv("SLUICE_TEST_SKIP_RECORD_VALIDATION");
+        validation_on = !(e && strcmp(e, "1") == 0);
+        kp_validator_init(&validator);
+        if (!validation_on)
+            BK_WARN("SLUICE_TEST_SKIP_RECORD_VALIDATION=1: records are NOT "
+                    "validated (test only)");
+    }
+    return validation_on;
+}
+
+/* The batch-level timestamp check kept for the test-only no-validation
+ * mode: BaseTimestamp and MaxTimestamp instead of every record. */
+static bool batch_timestamps_ok(const kp_batch *bh, const kp_val_rules *vr)
+{
+    return bh->MaxTimestamp < 0 || (kp_val_timestamp_ok(vr, bh->BaseTimestamp) &&
+                                    kp_val_timestamp_ok(vr, bh->MaxTimestamp));
+}
+
+/* A bound of INT64_MAX / 2 or more is no bound (INT64_MAX for the validator). */
+static int64_t ts_bound(int64_t ms)
+{
+    return ms < INT64_MAX / 2 ? ms : INT64_MAX;
+}
+
 /* Validates every batch of one partition's records in place; on success
  * fills *messages and applies the broker's rewrites (leader epoch,
- * LogAppendTime).  Returns KP_NONE or the partition's error code. */
+ * LogAppendTime).  Returns KP_NONE or the partition's error code; a
+ * record-level refusal also fills *f (f->error == the code returned). */
 static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
                              size_t len, int64_t now, int64_t *messages,
-                             bool *idempotent)
+                             bool *idempotent, kp_val_fault *f)
 {
     const md_topic_config *tc = &p->topic->cfg;
     int16_t ver = r->hdr.RequestApiVersion;
     int64_t count = 0;
     size_t at = 0;
+    bool validate = records_validated();
+    int64_t before = ts_bound(tc->message_timestamp_before_max_ms);
+    int64_t after = ts_bound(tc->message_timestamp_after_max_ms);
+    kp_val_rules vr = {
+        .key_required = tc->cleanup_compact,
+        .check_timestamps = !tc->log_append_time && (before != INT64_MAX || after != INT64_MAX),
+        .now_ms = now,
+        .before_max_ms = before,
+        .after_max_ms = after,
+    };
+    f->error = KP_NONE;
     while (at < len) {
         uint8_t *q = data + at;
         size_t left = len - at;
@@ -155,14 +218,14 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
             return KP_MESSAGE_TOO_LARGE;
         if ((bh.Attributes & KP_ATTR_CODEC_MASK) == KP_CODEC_ZSTD && ver < 7)
             return KP_UNSUPPORTED_COMPRESSION_TYPE;
-        /* Magic 0 up-converted (ver < 3) has no timestamps: nothing to check. */
-        bool no_ts = ver < 3 && bh.MaxTimestamp < 0;
-        if (!tc->log_append_time && !no_ts && tc->message_timestamp_difference_max_ms >= 0 &&
-            tc->message_timestamp_difference_max_ms < INT64_MAX / 2) {
-            int64_t d = tc->message_timestamp_difference_max_ms;
-            if (bh.BaseTimestamp < now - d || bh.BaseTimestamp > now + d ||
-                bh.MaxTimestamp < now - d || bh.MaxTimestamp > now + d)
-                return KP_INVALID_TIMESTAMP;
+        if (validate) {
+            if (kp_batch_validate_records(&validator, q, (size_t)size, &bh, &vr, f) < 0) {
+                if (f->error == KP_INVALID_RECORD && ver < 8)
+                    f->error = KP_CORRUPT_MESSAGE;   /* no INVALID_RECORD before v8 */
+                return f->error;
+            }
+        } else if (!batch_timestamps_ok(&bh, &vr)) {
+            return KP_INVALID_TIMESTAMP;
         }
         count += (int64_t)bh.LastOffsetDelta + 1;
         *idempotent |= bh.ProducerId >= 0;
@@ -205,6 +268,28 @@ static bool storage_recovered(bk_partition *p)
 static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *data,
                              size_t len, produce_result *res);
 
+/* A batch refused for its records: logged at INFO, and on v8+ told to the
+ * client in ErrorMessage and RecordErrors (from r->arena; error path only). */
+static void refused_records(bk_req *r, bk_partition *p, const kp_val_fault *f,
+                            produce_result *res)
+{
+    char cid[128];
+    BK_INFO("Produce from client %s to %s-%d refused (error %d): %s",
+            client_of(r, cid, sizeof cid), p->topic->name, p->id, f->error, f->message);
+    if (r->hdr.RequestApiVersion < 8)
+        return;
+    if (kp_arena_str(&r->arena, f->message, &res->error_message) != 0) {
+        res->error_message = KP_STR_NULL;
+        return;
+    }
+    if (f->record < 0)
+        return;
+    res->record_error = kp_arena_alloc(&r->arena, sizeof *res->record_error);
+    if (res->record_error)
+        *res->record_error = (kp_ProduceResponse_BatchIndexAndErrorMessage){
+            .BatchIndex = f->record, .BatchIndexErrorMessage = res->error_message };
+}
+
 /* Produce v0-2: the partition's magic 0/1 message set as one batch v2 in
  * conv (the caller frees it).  KP_NONE with *data and *len pointing into conv,
  * or the partition's error.  A set that already holds batches v2 is left
@@ -237,6 +322,8 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
 {
     bk_broker *b = r->b;
     res->error = KP_NONE;
+    res->error_message = KP_STR_NULL;
+    res->record_error = NULL;
     res->base_offset = -1;
     res->log_append_time = -1;
     res->log_start = -1;
@@ -299,9 +386,13 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
     int64_t now = bk_now_ms();
     int64_t messages = 0;
     bool idempotent = false;
-    res->error = check_batches(r, p, data, len, now, &messages, &idempotent);
-    if (res->error != KP_NONE)
+    kp_val_fault f;
+    res->error = check_batches(r, p, data, len, now, &messages, &idempotent, &f);
+    if (res->error != KP_NONE) {
+        if (f.error != KP_NONE)
+            refused_records(r, p, &f, res);
         return;
+    }
     if (idempotent) {
         bk_pbatch dup;
         int rc = bk_pstate_check(p->producers, data, len, &dup);
@@ -585,7 +676,9 @@ int bk_handle_produce(bk_req *r)
                 .BaseOffset = res.base_offset,
                 .LogAppendTimeMs = ver >= 2 ? res.log_append_time : -1,
                 .LogStartOffset = ver >= 5 ? res.log_start : -1,
-                .ErrorMessage = KP_STR_NULL,
+                .ErrorMessage = res.error_message,
+                .RecordErrors = res.record_error,
+                .RecordErrors_count = res.record_error ? 1 : 0,
                 .CurrentLeader = { .LeaderId = res.leader_id, .LeaderEpoch = res.leader_epoch },
             };
         }

@@ -82,8 +82,8 @@ static const md_config_def defs[] = {
     { "message.format.version", "log.message.format.version", MD_CT_STRING,
       "3.0-IV1", 0, 0, NULL, false,
       "accepted for compatibility; Sluice always writes format v2" },
-    /* KIP-937 (Kafka 3.6) splits the difference bound in two; accepted so
-     * newer tools can set them, enforced once the produce path reads them. */
+    /* KIP-937 (Kafka 3.6) splits the difference bound in two; a bound left
+     * at its default falls back to difference.max.ms (Kafka's LogConfig). */
     { "message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms",
       MD_CT_LONG, "9223372036854775807", 0, LMAX, NULL, false,
       "largest allowed lead of a CreateTime timestamp over the broker clock" },
@@ -410,8 +410,12 @@ int md_topic_config_resolve(const md_kv *broker, size_t nbroker,
         get(&r, "unclean.leader.election.enable").i;
     get(&r, "message.downconversion.enable");   /* validated, not used */
     get(&r, "message.format.version");
-    get(&r, "message.timestamp.after.max.ms");
-    get(&r, "message.timestamp.before.max.ms");
+    int64_t after = get(&r, "message.timestamp.after.max.ms").i;
+    int64_t before = get(&r, "message.timestamp.before.max.ms").i;
+    out->message_timestamp_after_max_ms =
+        after != INT64_MAX ? after : out->message_timestamp_difference_max_ms;
+    out->message_timestamp_before_max_ms =
+        before != INT64_MAX ? before : out->message_timestamp_difference_max_ms;
 
     /* Index into compression_types[] → enum kp_codec, -1 for producer. */
     static const int codec_of[] = { KP_CODEC_NONE, KP_CODEC_ZSTD, KP_CODEC_LZ4,

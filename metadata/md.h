@@ -358,6 +358,9 @@ typedef struct md_topic_config {
     int64_t min_compaction_lag_ms;
     int64_t max_compaction_lag_ms;
     int64_t message_timestamp_difference_max_ms;
+    /* KIP-937: each is its own value when set, else difference.max.ms */
+    int64_t message_timestamp_before_max_ms;
+    int64_t message_timestamp_after_max_ms;
     double  min_cleanable_dirty_ratio;
     bool    cleanup_delete;
     bool    cleanup_compact;

@@ -1,8 +1,9 @@
 /*
  * codec.c — the record codecs a client may put in a batch: gzip (zlib),
  * snappy (libsnappy, raw block or xerial framing), lz4 (frame format) and
- * zstd.  Used only where the broker must look inside a batch (the messages
- * view, compaction) and by the builder; produce and fetch never call it.
+ * zstd.  Used where the broker must look inside a batch: produce's record
+ * validation (protocol/validate.c), the messages view, compaction; and by
+ * the builder.  Fetch never calls it.
  *
  * Promises:
  *   1. Output is appended to `out`; on failure out->len is restored, so a
@@ -16,11 +17,18 @@
  *      must reach their end marker.  Concatenated gzip members, lz4 frames
  *      and zstd frames are all decoded (zstd frames may lack a content size,
  *      hence the streaming API).
- *   4. Compressed output: gzip stream, xerial-framed snappy (what the Java
+ *   4. A kp_codec_ctx keeps one decoder context per codec (z_stream,
+ *      LZ4F_dctx, ZSTD_DCtx), created on first use and reset (inflateReset,
+ *      LZ4F_resetDecompressionContext, ZSTD_DCtx_reset) on every later one,
+ *      so a caller that keeps a context and its output buffer decodes
+ *      batch after batch without allocating.  kp_decompress is the one-shot
+ *      form (a context of its own, freed on return).
+ *   5. Compressed output: gzip stream, xerial-framed snappy (what the Java
  *      client writes and every client reads), lz4 frame with independent
  *      64 KiB blocks and no content checksum (the Java client's reader
  *      handles exactly this), zstd level 3.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <lz4frame.h>
@@ -45,48 +53,49 @@ static uint8_t *out_room(kp_buf *out, size_t base, size_t max_out, size_t *room)
     return d;
 }
 
-static int gzip_decompress(const uint8_t *in, size_t in_len, kp_buf *out,
-                           size_t base, size_t max_out)
+static int gzip_decompress(kp_codec_ctx *c, const uint8_t *in, size_t in_len,
+                           kp_buf *out, size_t base, size_t max_out)
 {
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    if (inflateInit2(&zs, 15 + 32) != Z_OK)      /* gzip or zlib header */
-        return KP_E_NOMEM;
-    int rc = KP_E_CODEC;
+    z_stream *zs = c->zs;
+    if (!zs) {
+        if (!(zs = calloc(1, sizeof *zs)))
+            return KP_E_NOMEM;
+        if (inflateInit2(zs, 15 + 32) != Z_OK) {  /* gzip or zlib header */
+            free(zs);
+            return KP_E_NOMEM;
+        }
+        c->zs = zs;
+    } else if (inflateReset(zs) != Z_OK) {
+        return KP_E_CODEC;
+    }
     size_t pos = 0;
     for (;;) {
         size_t room;
         uint8_t *d = out_room(out, base, max_out, &room);
-        if (!d) {
-            rc = KP_E_NOMEM;
-            break;
-        }
+        if (!d)
+            return KP_E_NOMEM;
         size_t in_chunk = in_len - pos > UINT32_MAX ? UINT32_MAX : in_len - pos;
-        zs.next_in = (Bytef *)(uintptr_t)(in + pos);
-        zs.avail_in = (uInt)in_chunk;
-        zs.next_out = d;
-        zs.avail_out = (uInt)room;
-        int z = inflate(&zs, Z_NO_FLUSH);
-        pos += in_chunk - zs.avail_in;
-        out->len += room - zs.avail_out;
+        zs->next_in = (Bytef *)(uintptr_t)(in + pos);
+        zs->avail_in = (uInt)in_chunk;
+        zs->next_out = d;
+        zs->avail_out = (uInt)room;
+        int z = inflate(zs, Z_NO_FLUSH);
+        pos += in_chunk - zs->avail_in;
+        out->len += room - zs->avail_out;
         if (out->len - base > max_out)
-            break;
+            return KP_E_CODEC;
         if (z == Z_STREAM_END) {
-            if (pos == in_len) {
-                rc = 0;
-                break;
-            }
-            if (inflateReset(&zs) != Z_OK)      /* another gzip member */
-                break;
+            if (pos == in_len)
+                return 0;
+            if (inflateReset(zs) != Z_OK)       /* another gzip member */
+                return KP_E_CODEC;
             continue;
         }
         if (z != Z_OK)
-            break;                               /* corrupt, or ran dry (BUF_ERROR) */
-        if (pos == in_len && zs.avail_out != 0)
-            break;                               /* input ended before the trailer */
+            return KP_E_CODEC;                  /* corrupt, or ran dry (BUF_ERROR) */
+        if (pos == in_len && zs->avail_out != 0)
+            return KP_E_CODEC;                  /* input ended before the trailer */
     }
-    inflateEnd(&zs);
-    return rc;
 }
 
 static int gzip_compress(const uint8_t *in, size_t in_len, kp_buf *out)
@@ -202,41 +211,39 @@ static int snappy_compress_x(const uint8_t *in, size_t in_len, kp_buf *out)
     return out->err;
 }
 
-static int lz4_decompress(const uint8_t *in, size_t in_len, kp_buf *out,
-                          size_t base, size_t max_out)
+static int lz4_decompress(kp_codec_ctx *c, const uint8_t *in, size_t in_len,
+                          kp_buf *out, size_t base, size_t max_out)
 {
-    LZ4F_dctx *dctx;
-    if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
-        return KP_E_NOMEM;
-    int rc = KP_E_CODEC;
+    LZ4F_dctx *dctx = c->lz4;
+    if (!dctx) {
+        if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
+            return KP_E_NOMEM;
+        c->lz4 = dctx;
+    } else {
+        LZ4F_resetDecompressionContext(dctx);   /* a failed frame left state */
+    }
     size_t pos = 0;
     for (;;) {
         size_t room;
         uint8_t *d = out_room(out, base, max_out, &room);
-        if (!d) {
-            rc = KP_E_NOMEM;
-            break;
-        }
+        if (!d)
+            return KP_E_NOMEM;
         size_t src = in_len - pos, dst = room;
         /* hint == 0: a frame ended and everything is flushed; the context
          * then starts over, so a following frame is decoded too. */
         size_t hint = LZ4F_decompress(dctx, d, &dst, pos < in_len ? in + pos : NULL,
                                       &src, NULL);
         if (LZ4F_isError(hint))
-            break;
+            return KP_E_CODEC;
         pos += src;
         out->len += dst;
         if (out->len - base > max_out)
-            break;
-        if (hint == 0 && pos == in_len) {
-            rc = 0;
-            break;
-        }
+            return KP_E_CODEC;
+        if (hint == 0 && pos == in_len)
+            return 0;
         if (src == 0 && dst == 0)
-            break;                      /* no progress: the input ended early */
+            return KP_E_CODEC;          /* no progress: the input ended early */
     }
-    LZ4F_freeDecompressionContext(dctx);
-    return rc;
 }
 
 static int lz4_compress(const uint8_t *in, size_t in_len, kp_buf *out)
@@ -257,41 +264,54 @@ static int lz4_compress(const uint8_t *in, size_t in_len, kp_buf *out)
     return 0;
 }
 
-static int zstd_decompress(const uint8_t *in, size_t in_len, kp_buf *out,
-                           size_t base, size_t max_out)
+static int zstd_decompress(kp_codec_ctx *c, const uint8_t *in, size_t in_len,
+                           kp_buf *out, size_t base, size_t max_out)
 {
-    ZSTD_DStream *ds = ZSTD_createDStream();
-    if (!ds)
-        return KP_E_NOMEM;
-    int rc = KP_E_CODEC;
+    ZSTD_DCtx *ds = c->zstd;
+    if (!ds) {
+        if (!(ds = ZSTD_createDCtx()))
+            return KP_E_NOMEM;
+        c->zstd = ds;
+    } else {
+        ZSTD_DCtx_reset(ds, ZSTD_reset_session_only);
+    }
+    /* One frame that declares its content size (librdkafka's do), within
+     * room out already has (or one STEP, promise 2): one call straight
+     * into out, no copy through the window.  Otherwise, streaming. */
+    unsigned long long n = ZSTD_getFrameContentSize(in, in_len);
+    size_t room = out->cap - out->len > STEP ? out->cap - out->len : STEP;
+    if (n != ZSTD_CONTENTSIZE_UNKNOWN && n != ZSTD_CONTENTSIZE_ERROR && n <= room &&
+        n <= max_out - (out->len - base) && ZSTD_findFrameCompressedSize(in, in_len) == in_len) {
+        uint8_t *d = kp_buf_reserve(out, n ? (size_t)n : 1);
+        if (!d)
+            return KP_E_NOMEM;
+        size_t got = ZSTD_decompressDCtx(ds, d, (size_t)n, in, in_len);
+        if (ZSTD_isError(got) || got != n)
+            return KP_E_CODEC;
+        out->len += got;
+        return 0;
+    }
     ZSTD_inBuffer ib = { in, in_len, 0 };
-    size_t last = 1;
     for (;;) {
         size_t room;
         uint8_t *d = out_room(out, base, max_out, &room);
-        if (!d) {
-            rc = KP_E_NOMEM;
-            break;
-        }
+        if (!d)
+            return KP_E_NOMEM;
         ZSTD_outBuffer ob = { d, room, 0 };
         size_t in_before = ib.pos;
-        last = ZSTD_decompressStream(ds, &ob, &ib);
+        size_t last = ZSTD_decompressStream(ds, &ob, &ib);
         if (ZSTD_isError(last))
-            break;
+            return KP_E_CODEC;
         out->len += ob.pos;
         if (out->len - base > max_out)
-            break;
-        if (last == 0 && ib.pos == ib.size) {
-            rc = 0;                     /* last frame decoded and flushed */
-            break;
-        }
+            return KP_E_CODEC;
+        if (last == 0 && ib.pos == ib.size)
+            return 0;                   /* last frame decoded and flushed */
         if (ib.pos == ib.size && ob.pos < ob.size)
-            break;                      /* input ended inside a frame */
+            return KP_E_CODEC;          /* input ended inside a frame */
         if (ob.pos == 0 && ib.pos == in_before)
-            break;                      /* no progress */
+            return KP_E_CODEC;          /* no progress */
     }
-    ZSTD_freeDStream(ds);
-    return rc;
 }
 
 static int zstd_compress(const uint8_t *in, size_t in_len, kp_buf *out)
@@ -307,8 +327,8 @@ static int zstd_compress(const uint8_t *in, size_t in_len, kp_buf *out)
     return 0;
 }
 
-int kp_decompress(int codec, const void *in, size_t in_len, kp_buf *out,
-                  size_t max_out)
+int kp_decompress_ctx(kp_codec_ctx *c, int codec, const void *in, size_t in_len,
+                      kp_buf *out, size_t max_out)
 {
     if (out->err)
         return out->err;
@@ -320,10 +340,10 @@ int kp_decompress(int codec, const void *in, size_t in_len, kp_buf *out,
             return KP_E_CODEC;
         kp_wr_raw(out, in, in_len);
         return out->err;
-    case KP_CODEC_GZIP:   rc = gzip_decompress(in, in_len, out, base, max_out); break;
+    case KP_CODEC_GZIP:   rc = gzip_decompress(c, in, in_len, out, base, max_out); break;
     case KP_CODEC_SNAPPY: rc = snappy_decompress(in, in_len, out, base, max_out); break;
-    case KP_CODEC_LZ4:    rc = lz4_decompress(in, in_len, out, base, max_out); break;
-    case KP_CODEC_ZSTD:   rc = zstd_decompress(in, in_len, out, base, max_out); break;
+    case KP_CODEC_LZ4:    rc = lz4_decompress(c, in, in_len, out, base, max_out); break;
+    case KP_CODEC_ZSTD:   rc = zstd_decompress(c, in, in_len, out, base, max_out); break;
     default:              return KP_E_CODEC;
     }
     if (rc == 0 && out->len - base > max_out)
@@ -333,6 +353,28 @@ int kp_decompress(int codec, const void *in, size_t in_len, kp_buf *out,
         if (rc == KP_E_NOMEM)
             out->err = 0;       /* the failed reservation is ours, not the caller's */
     }
+    return rc;
+}
+
+void kp_codec_ctx_free(kp_codec_ctx *c)
+{
+    if (c->zs) {
+        inflateEnd(c->zs);
+        free(c->zs);
+    }
+    if (c->lz4)
+        LZ4F_freeDecompressionContext(c->lz4);
+    if (c->zstd)
+        ZSTD_freeDCtx(c->zstd);
+    *c = (kp_codec_ctx){ NULL, NULL, NULL };
+}
+
+int kp_decompress(int codec, const void *in, size_t in_len, kp_buf *out,
+                  size_t max_out)
+{
+    kp_codec_ctx c = { NULL, NULL, NULL };
+    int rc = kp_decompress_ctx(&c, codec, in, in_len, out, max_out);
+    kp_codec_ctx_free(&c);
     return rc;
 }
 

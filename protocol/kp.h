@@ -357,10 +357,28 @@ void kp_batch_set_log_append_time(uint8_t *p, int64_t now_ms);
  * output (hostile ratios): exceeding it is KP_E_CODEC. */
 int kp_decompress(int codec, const void *in, size_t in_len, kp_buf *out,
                   size_t max_out);
+/* Decoder contexts kept between calls (codec.c promise 4): zero it with
+ * KP_CODEC_CTX_INIT, decode any number of times, free once. */
+typedef struct kp_codec_ctx {
+    void *zs;                 /* z_stream, inflateReset per use */
+    void *lz4;                /* LZ4F_dctx */
+    void *zstd;               /* ZSTD_DCtx */
+} kp_codec_ctx;
+#define KP_CODEC_CTX_INIT { NULL, NULL, NULL }
+/* kp_decompress with the caller's contexts: no allocation once they exist
+ * and out has room. */
+int kp_decompress_ctx(kp_codec_ctx *c, int codec, const void *in, size_t in_len,
+                      kp_buf *out, size_t max_out);
+void kp_codec_ctx_free(kp_codec_ctx *c);
 /* Appends the compressed form (snappy: xerial framing, lz4: frame). */
 int kp_compress(int codec, const void *in, size_t in_len, kp_buf *out);
 
 /* ---- records -------------------------------------------------------------- */
+/* Bound on a decompressed records area (hostile compression ratios), and
+ * the fewest bytes a record takes (length, attributes, three varints and
+ * two null lengths... at least 7): shared by the iterator and validate.c. */
+#define KP_REC_PLAIN_MAX ((size_t)256 << 20)
+#define KP_REC_MIN_SIZE 7
 typedef struct kp_record {
     int8_t  Attributes;
     int64_t Timestamp;        /* absolute: BaseTimestamp + delta (or
@@ -403,6 +421,49 @@ void kp_rec_iter_free(kp_rec_iter *it);
 int  kp_rec_read(kp_rd *rd, const kp_batch *b, kp_record *rec);
 /* 1 = a header, 0 = no more, < 0 = malformed. */
 int  kp_header_next(kp_record *rec, kp_header *h);
+
+/* ---- record validation (protocol/validate.c; Kafka's LogValidator) ------- */
+/* The topic's rules for one produce. */
+typedef struct kp_val_rules {
+    bool    key_required;     /* cleanup.policy has compact */
+    bool    check_timestamps; /* CreateTime and the batch carries timestamps */
+    int64_t now_ms;
+    int64_t before_max_ms;    /* a timestamp may lag now by this much */
+    int64_t after_max_ms;     /* ... and lead it by this much; INT64_MAX:
+                                 no bound on that side */
+} kp_val_rules;
+
+/* A record timestamp within the rules (always, when check_timestamps is
+ * off or ts is -1: NO_TIMESTAMP). */
+bool kp_val_timestamp_ok(const kp_val_rules *r, int64_t ts);
+
+/* What kp_batch_validate_records refused, for the produce response. */
+typedef struct kp_val_fault {
+    int16_t error;            /* KP_CORRUPT_MESSAGE, KP_INVALID_RECORD or
+                                 KP_INVALID_TIMESTAMP */
+    int32_t record;           /* index of the record in its batch, -1 for
+                                 the batch as a whole (codec, count) */
+    char    message[160];     /* "Record 3 in batch: ..." */
+} kp_val_fault;
+
+/* One per thread that validates: decoder contexts and the decompressed
+ * records, kept between batches (no allocation on the steady path). */
+typedef struct kp_validator {
+    kp_codec_ctx codec;
+    kp_buf plain;
+} kp_validator;
+
+void kp_validator_init(kp_validator *v);
+void kp_validator_free(kp_validator *v);
+/* Every record of the batch at p (size bytes, already through
+ * kp_batch_validate, header in *b): decompressed, framed exactly
+ * (RecordsCount records filling the records area), OffsetDelta 0..n-1 in
+ * order, keys and timestamps against the rules.  0, or KP_E_MALFORMED /
+ * KP_E_CODEC / KP_E_NOMEM with *f filled.  Whatever it accepts,
+ * kp_rec_iter reads to the end without an error. */
+int kp_batch_validate_records(kp_validator *v, const uint8_t *p, size_t size,
+                              const kp_batch *b, const kp_val_rules *rules,
+                              kp_val_fault *f);
 
 /* Builds one batch (producer side: clients, tests, benchmarks, compaction). */
 typedef struct kp_batch_builder {

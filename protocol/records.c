@@ -36,9 +36,7 @@
 
 #include "protocol/kp.h"
 
-/* Bound on a decompressed records area (hostile compression ratios). */
-#define KP_REC_PLAIN_MAX ((size_t)256 << 20)
-#define REC_MIN_SIZE 7
+#define REC_MIN_SIZE KP_REC_MIN_SIZE
 #define HDR_MIN_SIZE 2
 
 void kp_rec_iter_init0(kp_rec_iter *it)
@@ -87,10 +85,68 @@ int kp_rec_iter_start(kp_rec_iter *it, const uint8_t *p, size_t len)
     return 0;
 }
 
+/* kp_rec_read's primitives: the common case (a varint of one or two
+ * bytes, a slice that fits) inline, everything else — errors, longer and
+ * over-long varints — through rd.c, which owns those rules.  Produce
+ * validates every record with kp_rec_read, so its per-record cost is on
+ * the produce hot path (bench/rdkafka_validate_bench.c). */
+static inline uint64_t rec_leb(kp_rd *r, bool *done)
+{
+    const uint8_t *q = r->p;
+    *done = false;
+    if (r->err || r->end - q < 2) {
+        if (!r->err && r->end - q == 1 && !(q[0] & 0x80)) {
+            r->p++;
+            *done = true;
+            return q[0];
+        }
+        return 0;
+    }
+    if (!(q[0] & 0x80)) {
+        r->p += 1;
+        *done = true;
+        return q[0];
+    }
+    if (!(q[1] & 0x80)) {
+        r->p += 2;
+        *done = true;
+        return (uint64_t)(q[0] & 0x7f) | (uint64_t)q[1] << 7;
+    }
+    return 0;
+}
+
+static inline int32_t rec_varint(kp_rd *r)
+{
+    bool done;
+    uint64_t u = rec_leb(r, &done);
+    if (!done)
+        return kp_rd_varint(r);
+    return (int32_t)(((uint32_t)u >> 1) ^ (0u - ((uint32_t)u & 1)));
+}
+
+static inline int64_t rec_varlong(kp_rd *r)
+{
+    bool done;
+    uint64_t u = rec_leb(r, &done);
+    if (!done)
+        return kp_rd_varlong(r);
+    return (int64_t)((u >> 1) ^ (0ull - (u & 1)));
+}
+
+static inline const uint8_t *rec_raw(kp_rd *r, size_t n)
+{
+    if (!r->err && (size_t)(r->end - r->p) >= n) {
+        const uint8_t *q = r->p;
+        r->p += n;
+        return q;
+    }
+    return kp_rd_raw(r, n);
+}
+
 /* VARINT length + bytes; -1 is null when allowed. */
 static kp_str rd_varbytes(kp_rd *r, bool nullable)
 {
-    int32_t n = kp_rd_varint(r);
+    int32_t n = rec_varint(r);
     if (!kp_rd_ok(r))
         return KP_STR_NULL;
     if (n < 0) {
@@ -98,7 +154,7 @@ static kp_str rd_varbytes(kp_rd *r, bool nullable)
             r->err = KP_E_MALFORMED;
         return KP_STR_NULL;
     }
-    const uint8_t *q = kp_rd_raw(r, (size_t)n);
+    const uint8_t *q = rec_raw(r, (size_t)n);
     if (!kp_rd_ok(r))
         return KP_STR_NULL;
     return (kp_str){ q ? (const char *)q : "", n };
@@ -113,21 +169,21 @@ static int read_header(kp_rd *r, kp_header *h)
 
 int kp_rec_read(kp_rd *rd, const kp_batch *b, kp_record *rec)
 {
-    int32_t len = kp_rd_varint(rd);
+    int32_t len = rec_varint(rd);
     if (kp_rd_ok(rd) && len < 0)
         rd->err = KP_E_MALFORMED;
-    const uint8_t *body = kp_rd_raw(rd, len < 0 ? 0 : (size_t)len);
+    const uint8_t *body = rec_raw(rd, len < 0 ? 0 : (size_t)len);
     if (!kp_rd_ok(rd))
         return rd->err;
 
-    kp_rd r;
-    kp_rd_init(&r, body, (size_t)len);
-    rec->Attributes = kp_rd_i8(&r);
-    int64_t TimestampDelta = kp_rd_varlong(&r);
-    int32_t OffsetDelta = kp_rd_varint(&r);
+    kp_rd r = { body, body ? body + len : body, 0 };   /* NULL + 0 is undefined */
+    const uint8_t *attr = rec_raw(&r, 1);
+    rec->Attributes = attr ? (int8_t)attr[0] : 0;
+    int64_t TimestampDelta = rec_varlong(&r);
+    int32_t OffsetDelta = rec_varint(&r);
     rec->Key = rd_varbytes(&r, true);
     rec->Value = rd_varbytes(&r, true);
-    rec->HeadersCount = kp_rd_varint(&r);
+    rec->HeadersCount = rec_varint(&r);
     if (kp_rd_ok(&r) && (rec->HeadersCount < 0 ||
                          (size_t)rec->HeadersCount > kp_rd_left(&r) / HDR_MIN_SIZE))
         r.err = KP_E_MALFORMED;
@@ -140,7 +196,7 @@ int kp_rec_read(kp_rd *rd, const kp_batch *b, kp_record *rec)
         r.err = KP_E_MALFORMED;                 /* record longer than its fields */
     if (!kp_rd_ok(&r))
         return r.err == KP_E_TRUNCATED ? KP_E_MALFORMED : r.err;
-    kp_rd_init(&rec->headers, hstart, (size_t)(r.p - hstart));
+    rec->headers = (kp_rd){ hstart, r.p, 0 };
 
     rec->Timestamp = (b->Attributes & KP_ATTR_LOG_APPEND_TIME)
         ? b->MaxTimestamp

@@ -540,9 +540,9 @@ def produce_v11_body(topic, partition, batch, acks=-1, timeout_ms=10000):
         [cstring(topic) + carray([i32(partition) + cbytes(batch) + tags()]) + tags()]) + tags())
 
 
-def parse_produce_v11(r):
-    """[(topic, partition, error, base offset)], every field read: the
-    record errors, the error message and the leader hints must be empty."""
+def parse_produce_v11_full(r):
+    """[(topic, partition, error, base offset, [(batch index, message)],
+    error message)], every field read; no tags, no leader hints."""
     topics = r.carray(lambda x: (x.cstring(), x.carray(lambda y: (
         y.i32(), y.i16(), y.i64(), y.i64(), y.i64(),
         y.carray(lambda z: (z.i32(), z.cstring(), z.tags())), y.cstring(), y.tags())), x.tags()))
@@ -551,8 +551,18 @@ def parse_produce_v11(r):
     for t, parts, ttags in topics:
         assert ttags == {}
         for p, err, base, _append_time, _log_start, rec_errs, msg, ptags in parts:
-            assert rec_errs == [] and ptags == {} and (err != 0 or msg is None)
-            out.append((t, p, err, base))
+            assert ptags == {} and all(z[2] == {} for z in rec_errs)
+            out.append((t, p, err, base, [(z[0], z[1]) for z in rec_errs], msg))
+    return out
+
+
+def parse_produce_v11(r):
+    """[(topic, partition, error, base offset)]: the record errors and the
+    error message must be empty on success."""
+    out = []
+    for t, p, err, base, rec_errs, msg in parse_produce_v11_full(r):
+        assert rec_errs == [] and (err != 0 or msg is None)
+        out.append((t, p, err, base))
     return out
 
 
@@ -597,25 +607,40 @@ def crc32c(data):
     return crc ^ 0xFFFFFFFF
 
 
-def record_batch(records, base_timestamp, leader_epoch=-1):
-    """An uncompressed v2 batch.  records: [(key, value, [(hkey, hval)], ts_delta)]."""
-    body = b""
-    for i, (key, value, headers, ts_delta) in enumerate(records):
-        rec = i8(0) + varint(ts_delta) + varint(i)
-        rec += varint(-1) if key is None else varint(len(key)) + key
-        rec += varint(-1) if value is None else varint(len(value)) + value
-        rec += varint(len(headers))
-        for hk, hv in headers:
-            hk = hk.encode()
-            rec += varint(len(hk)) + hk
-            rec += varint(-1) if hv is None else varint(len(hv)) + hv
-        body += varint(len(rec)) + rec
-    max_ts = base_timestamp + max(r[3] for r in records)
-    after_crc = (i16(0) + i32(len(records) - 1) + i64(base_timestamp) + i64(max_ts) +
-                 i64(-1) + i16(-1) + i32(-1) + i32(len(records)) + body)
+def record_bytes(offset_delta, key, value, headers=(), ts_delta=0):
+    """One record of a v2 batch (VARINT length first)."""
+    rec = i8(0) + varint(ts_delta) + varint(offset_delta)
+    rec += varint(-1) if key is None else varint(len(key)) + key
+    rec += varint(-1) if value is None else varint(len(value)) + value
+    rec += varint(len(headers))
+    for hk, hv in headers:
+        hk = hk.encode()
+        rec += varint(len(hk)) + hk
+        rec += varint(-1) if hv is None else varint(len(hv)) + hv
+    return varint(len(rec)) + rec
+
+
+def raw_batch(records_area, count, base_timestamp, max_timestamp=None, attributes=0,
+              last_offset_delta=None, leader_epoch=-1):
+    """A v2 batch around any records area (compressed or not, well formed
+    or not), with a valid CRC-32C."""
+    if max_timestamp is None:
+        max_timestamp = base_timestamp
+    if last_offset_delta is None:
+        last_offset_delta = count - 1
+    after_crc = (i16(attributes) + i32(last_offset_delta) + i64(base_timestamp) +
+                 i64(max_timestamp) + i64(-1) + i16(-1) + i32(-1) + i32(count) + records_area)
     crc = crc32c(after_crc)
     rest = i32(leader_epoch) + i8(2) + struct.pack(">I", crc) + after_crc
     return i64(0) + i32(len(rest)) + rest
+
+
+def record_batch(records, base_timestamp, leader_epoch=-1):
+    """An uncompressed v2 batch.  records: [(key, value, [(hkey, hval)], ts_delta)]."""
+    body = b"".join(record_bytes(i, key, value, headers, ts_delta)
+                    for i, (key, value, headers, ts_delta) in enumerate(records))
+    return raw_batch(body, len(records), base_timestamp,
+                     base_timestamp + max(r[3] for r in records), leader_epoch=leader_epoch)
 
 
 # protocol/README.md §10's vector: one record, key "k", value "hi", header h=v,

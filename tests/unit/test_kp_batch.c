@@ -448,6 +448,231 @@ START_TEST(test_hostile_record_counts_bounded)
 }
 END_TEST
 
+/* ---- record validation (protocol/validate.c) ------------------------------ */
+
+static const kp_val_rules no_rules = { .now_ms = 1700000000000LL };
+
+/* A batch around any records area: batch75's header with the length,
+ * codec, counts and CRC set.  Returns its size in out. */
+static size_t raw_batch(kp_buf *out, int codec, int32_t count,
+                        const void *area, size_t n)
+{
+    kp_buf_reset(out);
+    kp_wr_raw(out, batch75, KP_BATCH_HEADER_SIZE);
+    kp_wr_raw(out, area, n);
+    uint8_t *p = out->data;
+    uint32_t len = (uint32_t)(out->len - KP_BATCH_LOG_OVERHEAD);
+    p[8] = (uint8_t)(len >> 24); p[9] = (uint8_t)(len >> 16);
+    p[10] = (uint8_t)(len >> 8); p[11] = (uint8_t)len;
+    p[22] = (uint8_t)codec;
+    uint32_t lod = (uint32_t)count - 1;
+    p[23] = (uint8_t)(lod >> 24); p[24] = (uint8_t)(lod >> 16);
+    p[25] = (uint8_t)(lod >> 8); p[26] = (uint8_t)lod;
+    p[57] = (uint8_t)((uint32_t)count >> 24); p[58] = (uint8_t)((uint32_t)count >> 16);
+    p[59] = (uint8_t)((uint32_t)count >> 8); p[60] = (uint8_t)count;
+    uint32_t c = kp_crc32c(0, p + KP_BATCH_CRC_START, out->len - KP_BATCH_CRC_START);
+    p[17] = (uint8_t)(c >> 24); p[18] = (uint8_t)(c >> 16);
+    p[19] = (uint8_t)(c >> 8);  p[20] = (uint8_t)c;
+    return out->len;
+}
+
+/* kp_batch_validate, then the records: 0 or the fault's rc. */
+static int validate_all(kp_validator *v, const uint8_t *p, size_t len,
+                        const kp_val_rules *rules, kp_val_fault *f)
+{
+    kp_batch b;
+    int64_t size = kp_batch_validate(p, len, &b);
+    ck_assert_msg(size == (int64_t)len, "batch itself refused: %lld", (long long)size);
+    return kp_batch_validate_records(v, p, len, &b, rules, f);
+}
+
+START_TEST(test_validator_accepts_every_built_batch)
+{
+    static const int sizes[] = { 1, 2, 17, 1000 };
+    kp_validator v;
+    kp_validator_init(&v);
+    kp_val_fault f;
+    for (int codec = KP_CODEC_NONE; codec <= KP_CODEC_ZSTD; codec++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            kp_buf out;
+            kp_buf_init(&out);
+            int64_t size = build(&out, codec, sizes[s]);
+            ck_assert_int_eq(validate_all(&v, out.data, (size_t)size, &no_rules, &f), 0);
+            /* build() leaves record 0 without a key: a compacted topic refuses it */
+            kp_val_rules compact = no_rules;
+            compact.key_required = true;
+            ck_assert_int_eq(validate_all(&v, out.data, (size_t)size, &compact, &f),
+                             KP_E_MALFORMED);
+            ck_assert_int_eq(f.error, KP_INVALID_RECORD);
+            ck_assert_int_eq(f.record, 0);
+            ck_assert_str_eq(f.message, "Record 0 in batch: Compacted topic cannot "
+                                        "accept message without key");
+            kp_buf_free(&out);
+        }
+    kp_validator_free(&v);
+}
+END_TEST
+
+START_TEST(test_validator_reuses_its_buffers)
+{
+    kp_validator v;
+    kp_validator_init(&v);
+    kp_val_fault f;
+    for (int codec = KP_CODEC_GZIP; codec <= KP_CODEC_ZSTD; codec++) {
+        kp_buf out;
+        kp_buf_init(&out);
+        int64_t size = build(&out, codec, 300);
+        ck_assert_int_eq(validate_all(&v, out.data, (size_t)size, &no_rules, &f), 0);
+        kp_validator warm = v;
+        for (int i = 0; i < 3; i++)
+            ck_assert_int_eq(validate_all(&v, out.data, (size_t)size, &no_rules, &f), 0);
+        /* same contexts, same buffer: nothing was allocated again */
+        ck_assert(memcmp(&warm.codec, &v.codec, sizeof v.codec) == 0);
+        ck_assert_ptr_eq(warm.plain.data, v.plain.data);
+        kp_buf_free(&out);
+    }
+    kp_validator_free(&v);
+}
+END_TEST
+
+/* The record area of batch75 (one record, key "k"), and records i = 0..
+ * built the same way by kp_bb, for poison cases. */
+static size_t plain_records(kp_buf *area, const int32_t *deltas, int n,
+                            const int64_t *ts)
+{
+    kp_buf tmp;
+    kp_buf_init(&tmp);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &tmp, KP_CODEC_NONE);
+    for (int i = 0; i < n; i++)
+        kp_bb_add_at(&bb, deltas[i], ts ? ts[i] : 1700000000000LL, "key", 3,
+                     "value-value", 11, NULL, 0);
+    int64_t size = kp_bb_finish(&bb);
+    ck_assert(size > 0);
+    kp_buf_reset(area);
+    kp_wr_raw(area, tmp.data + KP_BATCH_HEADER_SIZE, (size_t)size - KP_BATCH_HEADER_SIZE);
+    kp_buf_free(&tmp);
+    return area->len;
+}
+
+START_TEST(test_validator_refuses_poison_with_a_valid_crc)
+{
+    static const int32_t seq[] = { 0, 1, 2 }, swapped[] = { 0, 2, 1 };
+    kp_validator v;
+    kp_validator_init(&v);
+    kp_val_fault f;
+    kp_buf area, b, z;
+    kp_buf_init(&area);
+    kp_buf_init(&b);
+    kp_buf_init(&z);
+    plain_records(&area, seq, 3, NULL);
+
+    /* every codec's bit over uncompressed records */
+    for (int codec = KP_CODEC_GZIP; codec <= KP_CODEC_ZSTD; codec++) {
+        size_t n = raw_batch(&b, codec, 3, area.data, area.len);
+        ck_assert_int_eq(validate_all(&v, b.data, n, &no_rules, &f), KP_E_CODEC);
+        ck_assert_int_eq(f.error, KP_CORRUPT_MESSAGE);
+        ck_assert_int_eq(f.record, -1);
+        ck_assert_msg(strstr(f.message, "records do not decompress"), "%s", f.message);
+    }
+    /* RecordsCount one too many / one too few inside a compressed area */
+    for (int codec = KP_CODEC_GZIP; codec <= KP_CODEC_ZSTD; codec++) {
+        kp_buf_reset(&z);
+        ck_assert_int_eq(kp_compress(codec, area.data, area.len, &z), 0);
+        size_t n = raw_batch(&b, codec, 4, z.data, z.len);
+        ck_assert_int_eq(validate_all(&v, b.data, n, &no_rules, &f), KP_E_MALFORMED);
+        ck_assert_str_eq(f.message, "Record 3 in batch: missing: the records end after 3 "
+                                    "of RecordsCount 4");
+        n = raw_batch(&b, codec, 2, z.data, z.len);
+        ck_assert_int_eq(validate_all(&v, b.data, n, &no_rules, &f), KP_E_MALFORMED);
+        ck_assert_msg(strstr(f.message, "bytes after the last of RecordsCount 2"), "%s",
+                      f.message);
+    }
+    /* a valid gzip stream of garbage */
+    kp_buf_reset(&z);
+    ck_assert_int_eq(kp_compress(KP_CODEC_GZIP, "\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f", 8, &z), 0);
+    size_t n = raw_batch(&b, KP_CODEC_GZIP, 1, z.data, z.len);
+    ck_assert_int_eq(validate_all(&v, b.data, n, &no_rules, &f), KP_E_MALFORMED);
+    ck_assert_str_eq(f.message, "Record 0 in batch: negative length -64");
+
+    /* record 1's length one too long, then one too short */
+    size_t rec0 = (area.len) / 3;                 /* equal records */
+    area.data[rec0] += 2;                         /* zigzag: +1 */
+    n = raw_batch(&b, KP_CODEC_NONE, 3, area.data, area.len);
+    ck_assert_int_eq(validate_all(&v, b.data, n, &no_rules, &f), KP_E_MALFORMED);
+    ck_assert_int_eq(f.record, 1);
+    ck_assert_msg(strstr(f.message, "Record 1 in batch: fields do not fill its length"),
+                  "%s", f.message);
+    area.data[rec0] -= 4;
+    n = raw_batch(&b, KP_CODEC_NONE, 3, area.data, area.len);
+    ck_assert_int_eq(validate_all(&v, b.data, n, &no_rules, &f), KP_E_MALFORMED);
+    ck_assert_int_eq(f.record, 1);
+    area.data[rec0] += 2;
+    /* the last record's length past the end */
+    area.data[2 * rec0] += 20;
+    n = raw_batch(&b, KP_CODEC_NONE, 3, area.data, area.len);
+    ck_assert_int_eq(validate_all(&v, b.data, n, &no_rules, &f), KP_E_MALFORMED);
+    ck_assert_msg(strstr(f.message, "Record 2 in batch: length") &&
+                  strstr(f.message, "runs past the batch end"), "%s", f.message);
+    area.data[2 * rec0] -= 20;
+    /* a truncated varint: the last record cut to its length's first byte, 0xff */
+    kp_buf cut;
+    kp_buf_init(&cut);
+    kp_wr_raw(&cut, area.data, 2 * rec0);
+    kp_wr_raw(&cut, "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 15);
+    n = raw_batch(&b, KP_CODEC_NONE, 3, cut.data, cut.len);
+    ck_assert_int_eq(validate_all(&v, b.data, n, &no_rules, &f), KP_E_MALFORMED);
+    ck_assert_str_eq(f.message, "Record 2 in batch: length varint truncated or too long");
+    kp_buf_free(&cut);
+
+    /* offset deltas out of order: INVALID_RECORD naming the record */
+    plain_records(&area, swapped, 3, NULL);
+    n = raw_batch(&b, KP_CODEC_NONE, 3, area.data, area.len);
+    ck_assert_int_eq(validate_all(&v, b.data, n, &no_rules, &f), KP_E_MALFORMED);
+    ck_assert_int_eq(f.error, KP_INVALID_RECORD);
+    ck_assert_str_eq(f.message, "Record 1 in batch: OffsetDelta 2, expected 1 "
+                                "(deltas run 0..RecordsCount-1 in order)");
+
+    /* timestamps: record 2 is two hours old, -1 is exempt */
+    static const int64_t ts[] = { 1700000000000LL, -1, 1700000000000LL - 7200000 };
+    plain_records(&area, seq, 3, ts);
+    n = raw_batch(&b, KP_CODEC_NONE, 3, area.data, area.len);
+    kp_val_rules r = { .check_timestamps = true, .now_ms = 1700000000000LL,
+                       .before_max_ms = 3600000, .after_max_ms = 0 };
+    ck_assert_int_eq(validate_all(&v, b.data, n, &r, &f), KP_E_MALFORMED);
+    ck_assert_int_eq(f.error, KP_INVALID_TIMESTAMP);
+    ck_assert_int_eq(f.record, 2);
+    r.before_max_ms = 7200000;
+    ck_assert_int_eq(validate_all(&v, b.data, n, &r, &f), 0);
+    r.now_ms -= 1;                                /* record 0 now 1 ms ahead */
+    ck_assert_int_eq(validate_all(&v, b.data, n, &r, &f), KP_E_MALFORMED);
+    ck_assert_int_eq(f.record, 0);
+    r.after_max_ms = INT64_MAX / 2;
+    r.before_max_ms = INT64_MAX / 2;
+    r.now_ms = INT64_MAX / 4;                     /* no overflow at the extremes */
+    ck_assert_int_eq(validate_all(&v, b.data, n, &r, &f), 0);
+    /* one side unbounded (INT64_MAX), however far the timestamp lies */
+    kp_val_rules one = { .check_timestamps = true, .now_ms = 1700000000000LL,
+                         .before_max_ms = INT64_MAX, .after_max_ms = 1000 };
+    ck_assert(kp_val_timestamp_ok(&one, INT64_MIN));
+    ck_assert(kp_val_timestamp_ok(&one, -2));
+    ck_assert(kp_val_timestamp_ok(&one, 1700000001000LL));
+    ck_assert(!kp_val_timestamp_ok(&one, 1700000001001LL));
+    ck_assert(!kp_val_timestamp_ok(&one, INT64_MAX));
+    one = (kp_val_rules){ .check_timestamps = true, .now_ms = 1700000000000LL,
+                          .before_max_ms = 0, .after_max_ms = INT64_MAX };
+    ck_assert(kp_val_timestamp_ok(&one, INT64_MAX));
+    ck_assert(!kp_val_timestamp_ok(&one, INT64_MIN));
+    ck_assert(!kp_val_timestamp_ok(&one, 1699999999999LL));
+    ck_assert(kp_val_timestamp_ok(&one, -1));     /* NO_TIMESTAMP */
+
+    kp_buf_free(&area);
+    kp_buf_free(&b);
+    kp_buf_free(&z);
+    kp_validator_free(&v);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -456,6 +681,8 @@ int main(void)
         test_builder_round_trips_every_codec, test_builder_reused_and_gaps,
         test_truncation_at_every_byte_is_an_error, test_truncated_records_area_with_fixed_crc,
         test_random_byte_flips_never_crash, test_hostile_record_counts_bounded,
+        test_validator_accepts_every_built_batch, test_validator_reuses_its_buffers,
+        test_validator_refuses_poison_with_a_valid_crc,
     };
     return unit_run("kp_batch", "core", tests, sizeof tests / sizeof *tests, NULL, NULL, 120);
 }

@@ -230,6 +230,25 @@ START_TEST(test_resolve_names_a_bad_broker_value)
 }
 END_TEST
 
+START_TEST(test_resolve_timestamp_bounds_fall_back_to_difference)
+{
+    md_topic_config c;
+    ck_assert_int_eq(md_topic_config_resolve(NULL, 0, NULL, 0, &c, err, sizeof err), 0);
+    ck_assert(c.message_timestamp_before_max_ms == INT64_MAX);
+    ck_assert(c.message_timestamp_after_max_ms == INT64_MAX);
+    /* KIP-937: a bound left at its default is difference.max.ms ... */
+    md_kv broker[] = { { "message.timestamp.difference.max.ms", "5000" } };
+    ck_assert_int_eq(md_topic_config_resolve(broker, 1, NULL, 0, &c, err, sizeof err), 0);
+    ck_assert(c.message_timestamp_before_max_ms == 5000);
+    ck_assert(c.message_timestamp_after_max_ms == 5000);
+    /* ... one that is set is itself */
+    md_kv topic[] = { { "message.timestamp.before.max.ms", "100" } };
+    ck_assert_int_eq(md_topic_config_resolve(broker, 1, topic, 1, &c, err, sizeof err), 0);
+    ck_assert(c.message_timestamp_before_max_ms == 100);
+    ck_assert(c.message_timestamp_after_max_ms == 5000);
+}
+END_TEST
+
 START_TEST(test_last_duplicate_wins_in_arrays)
 {
     md_kv topic[] = { { "retention.ms", "1" }, { "retention.ms", "2" } };
@@ -246,6 +265,7 @@ int main(void)
         test_ints_stay_in_int32, test_bools_doubles_enums_and_lists, test_resolve_defaults,
         test_resolve_topic_over_broker_over_default, test_resolve_compression_codecs,
         test_resolve_names_a_bad_broker_value, test_last_duplicate_wins_in_arrays,
+        test_resolve_timestamp_bounds_fall_back_to_difference,
     };
     return unit_run("md_config", "config", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
