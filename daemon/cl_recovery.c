@@ -1,0 +1,574 @@
+/*
+ * daemon/cl_recovery.c — electing a leader when no ISR member stayed up:
+ * the longest log wins, not the first broker back (KIP-966's unclean
+ * recovery, applied to clean elections too).
+ *
+ * A partition's ISR says who held every committed record when its state
+ * znode was written.  A broker that restarted since then (its registration
+ * is younger than the state: registration czxid > state mzxid, Kafka's
+ * broker epoch) may have come back on an older copy of its data directory,
+ * so its place in that ISR proves nothing about the log it has now.  Such
+ * a member is "returning"; one registered before the state was written is
+ * "current".
+ *
+ *   each broker, every new session, before it registers (cl_recovery_publish):
+ *     /broker_log_ends/<id> ← for each local replica: the log's last
+ *     leader epoch and its end offset, one line each:
+ *
+ *         sluice-log-ends 1\n
+ *         <last leader epoch> <log end offset> <partition> <topic>\n ...
+ *
+ *   the controller, for a partition with a state and an ISR of two or more
+ *   whose leader is not a live current member (ctl_recovery_adjust):
+ *     a live current ISR member      → it leads (epoch + 1); the returning
+ *                                      members leave the ISR
+ *     no ISR member alive            → as before (no write, or unclean)
+ *     only returning members alive   → read their log ends (async), then
+ *       every ISR member is back     → the longest log leads at once
+ *       some are not                 → wait leader.recovery.wait.ms from the
+ *                                      first look, then the longest of those
+ *                                      back leads
+ *     the winner leads at epoch + 1 with ISR = {winner}; the others catch
+ *     up from it and the leader takes them back into the ISR.
+ *
+ * "Longest": the highest last leader epoch, then the highest end offset,
+ * then the earliest in the replica list (what OffsetForLeaderEpoch would
+ * tell a follower: the log with the newer epoch has every committed record
+ * of the older ones).
+ *
+ * Invariants:
+ *   R1. A state written here names one leader and ISR = {leader} when the
+ *       leader is a returning broker: a returning member never enters an
+ *       ISR but through its leader's catch-up check (cl_isr.c).
+ *   R2. A partition waiting here gets no write at all (nor from
+ *       cl_leaders.c or cl_reassign.c: reconcile_topic skips it), so its
+ *       state's mzxid stays older than the returning members'.
+ *   R3. Log ends are read for a broker's current registration only
+ *       (keyed by its czxid); an answer for an older one is dropped.
+ *   R4. Nothing here blocks the loop: the log ends are read with zk_get and
+ *       the answer reconciles again; the wait ends on the cluster tick.
+ *   R5. A broker that the view names leader of a partition whose ISR lists
+ *       others, and whose state is older than this broker's registration
+ *       (it led before it restarted), does not act as leader (bk_partition.
+ *       held: produce and fetch get NOT_LEADER_OR_FOLLOWER, no ISR writes)
+ *       until the controller writes a state after its registration.
+ */
+#include "daemon/cl.h"
+#include "daemon/replica.h"
+#include "segments/seg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LE_ROOT "/broker_log_ends"
+#define LE_MAX_BYTES (1000 * 1000)   /* under ZooKeeper's default jute.maxbuffer */
+
+typedef struct le_entry {
+    const char *topic;               /* into le_broker.text */
+    int32_t partition, epoch;
+    int64_t end;
+} le_entry;
+
+typedef struct le_broker {
+    int32_t id;
+    int64_t czxid;                   /* the registration these are for (R3) */
+    bool loading, loaded;
+    char *text;
+    le_entry *e;
+    int n;
+} le_broker;
+
+struct cl_recovery {
+    le_broker *brokers;
+    int nbrokers, cap;
+    int64_t deadline_ms;             /* the earliest wait's end; 0 none */
+};
+
+static int64_t mono_ms(void)
+{
+    return bk_mono_us() / 1000;
+}
+
+static struct cl_recovery *rec_of(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    if (!cl->rec && !(cl->rec = calloc(1, sizeof *cl->rec)))
+        abort();
+    return cl->rec;
+}
+
+void cl_recovery_free(bk_broker *b)
+{
+    struct cl_recovery *r = b->cl ? b->cl->rec : NULL;
+    if (!r)
+        return;
+    for (int i = 0; i < r->nbrokers; i++) {
+        free(r->brokers[i].text);
+        free(r->brokers[i].e);
+    }
+    free(r->brokers);
+    free(r);
+    b->cl->rec = NULL;
+}
+
+/* ---- the states' mzxids (the mirror's reads) -------------------------------------------- */
+
+static bool rec_grow(cl_topic *ct, int32_t n)
+{
+    if (ct->nrecovery >= n)
+        return true;
+    int64_t *m = realloc(ct->state_mzxid, (size_t)n * sizeof *m);
+    if (!m)
+        return false;
+    ct->state_mzxid = m;
+    int64_t *s = realloc(ct->recovery_since_ms, (size_t)n * sizeof *s);
+    if (!s)
+        return false;
+    ct->recovery_since_ms = s;
+    for (int32_t i = ct->nrecovery; i < n; i++)
+        m[i] = s[i] = 0;
+    ct->nrecovery = n;
+    return true;
+}
+
+void cl_recovery_state_read(bk_broker *b, const char *topic, int32_t p, int64_t mzxid)
+{
+    cl_topic *ct = mr_topic(b, topic, true);
+    if (!ct || p < 0 || !rec_grow(ct, p + 1))
+        return;
+    if (mzxid > ct->state_mzxid[p])              /* zxids only grow */
+        ct->state_mzxid[p] = mzxid;
+}
+
+static int64_t state_mzxid(const cl_topic *ct, int32_t p)
+{
+    return ct && p < ct->nrecovery ? ct->state_mzxid[p] : 0;
+}
+
+static int64_t broker_czxid(bk_broker *b, int32_t id)
+{
+    bk_cluster *cl = b->cl;
+    for (int i = 0; i < cl->nbrokers; i++)
+        if (cl->brokers[i].id == id)
+            return cl->brokers[i].czxid;
+    return 0;
+}
+
+/* Registered before the state was written (unknown: as before, current). */
+static bool current(bk_broker *b, int32_t id, int64_t mzxid)
+{
+    int64_t c = broker_czxid(b, id);
+    return c == 0 || c < mzxid;
+}
+
+/* ---- publishing this broker's log ends --------------------------------------------------- */
+
+typedef struct le_publish {
+    kp_buf text;
+    void (*then)(bk_broker *b);
+    char path[64];
+} le_publish;
+
+struct le_fill { kp_buf *out; int skipped; };
+
+static void fill_one(bk_partition *p, void *arg)
+{
+    struct le_fill *f = arg;
+    char line[MD_TOPIC_NAME_MAX + 80];
+    int n = snprintf(line, sizeof line, "%d %lld %d %s\n", (int)seg_epoch_latest(p->log),
+                     (long long)seg_log_end(p->log), (int)p->id, p->topic->name);
+    if (n <= 0 || (size_t)n >= sizeof line || f->out->len + (size_t)n > LE_MAX_BYTES) {
+        f->skipped++;
+        return;
+    }
+    kp_wr_raw(f->out, line, (size_t)n);
+}
+
+static void publish_done(bk_broker *b, le_publish *lp, int rc)
+{
+    if (rc != ZOK)
+        BK_WARN("zookeeper: cannot write %s (%s): if no ISR member of a partition stays "
+                "up, the controller takes this broker's logs for empty", lp->path,
+                zk_rc_str(rc));
+    void (*then)(bk_broker *) = lp->then;
+    kp_buf_free(&lp->text);
+    free(lp);
+    if (b->cl && then)
+        then(b);
+}
+
+static void on_le_created(bk_broker *b, const zk_result *r, void *arg)
+{
+    publish_done(b, arg, r->rc);
+}
+
+static void on_le_root(bk_broker *b, const zk_result *r, void *arg)
+{
+    le_publish *lp = arg;
+    if (r->rc != ZOK && r->rc != ZNODEEXISTS) {
+        publish_done(b, lp, r->rc);
+        return;
+    }
+    zk_create(b->zk, lp->path, (const char *)lp->text.data, (int)lp->text.len, 0,
+              on_le_created, lp);
+}
+
+static void on_le_set(bk_broker *b, const zk_result *r, void *arg)
+{
+    le_publish *lp = arg;
+    if (r->rc == ZNONODE)                         /* the first start of this broker */
+        zk_create(b->zk, LE_ROOT, NULL, -1, 0, on_le_root, lp);
+    else
+        publish_done(b, lp, r->rc);
+}
+
+void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b))
+{
+    le_publish *lp = calloc(1, sizeof *lp);
+    if (!lp)
+        abort();
+    kp_buf_init(&lp->text);
+    lp->then = then;
+    snprintf(lp->path, sizeof lp->path, LE_ROOT "/%d", (int)b->cfg->broker_id);
+    static const char head[] = "sluice-log-ends 1\n";
+    kp_wr_raw(&lp->text, head, sizeof head - 1);
+    struct le_fill f = { &lp->text, 0 };
+    bk_replicas_foreach(b, fill_one, &f);
+    if (f.skipped)
+        BK_WARN("zookeeper: %s lists only part of this broker's replicas (%d left out: "
+                "over %d bytes); the controller takes their logs for empty", lp->path,
+                f.skipped, LE_MAX_BYTES);
+    zk_set(b->zk, lp->path, (const char *)lp->text.data, (int)lp->text.len, -1, on_le_set, lp);
+}
+
+/* ---- reading a broker's log ends (controller) -------------------------------------------- */
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const le_entry *x = a, *y = b;
+    int c = strcmp(x->topic, y->topic);
+    return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+static bool parse_i64(const char **s, const char *end, int64_t *out)
+{
+    const char *q = *s;
+    bool neg = q < end && *q == '-';
+    q += neg;
+    if (q >= end || *q < '0' || *q > '9')
+        return false;
+    int64_t v = 0;
+    while (q < end && *q >= '0' && *q <= '9') {
+        if (v > (INT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (*q++ - '0');
+    }
+    if (q >= end || *q != ' ')
+        return false;
+    *out = neg ? -v : v;
+    *s = q + 1;
+    return true;
+}
+
+/* Parses text (NUL-terminated, owned by lb) into lb's entries; lines that
+ * are not of the form are skipped: a broker reads them as no log. */
+static void parse_ends(le_broker *lb)
+{
+    char *s = lb->text;
+    int cap = 0;
+    char *nl = strchr(s, '\n');
+    if (!nl || strncmp(s, "sluice-log-ends 1\n", 18))
+        return;
+    for (s = nl + 1; *s; s = nl + 1) {
+        if (!(nl = strchr(s, '\n')))
+            break;
+        int64_t epoch, end, part;
+        const char *q = s;
+        if (!parse_i64(&q, nl, &epoch) || !parse_i64(&q, nl, &end) ||
+            !parse_i64(&q, nl, &part) || part < 0 || part > INT32_MAX || epoch < -1 ||
+            epoch > INT32_MAX || q >= nl || nl - q > MD_TOPIC_NAME_MAX)
+            continue;
+        if (lb->n == cap) {
+            cap = cap ? cap * 2 : 64;
+            le_entry *e = realloc(lb->e, (size_t)cap * sizeof *e);
+            if (!e)
+                return;
+            lb->e = e;
+        }
+        *nl = 0;
+        lb->e[lb->n++] = (le_entry){ q, (int32_t)part, (int32_t)epoch, end };
+    }
+    qsort(lb->e, (size_t)lb->n, sizeof *lb->e, entry_cmp);
+}
+
+static le_broker *le_slot(bk_broker *b, int32_t id)
+{
+    struct cl_recovery *r = rec_of(b);
+    for (int i = 0; i < r->nbrokers; i++)
+        if (r->brokers[i].id == id)
+            return &r->brokers[i];
+    if (r->nbrokers == r->cap) {
+        int cap = r->cap ? r->cap * 2 : 8;
+        le_broker *n = realloc(r->brokers, (size_t)cap * sizeof *n);
+        if (!n)
+            abort();
+        r->brokers = n;
+        r->cap = cap;
+    }
+    le_broker *lb = &r->brokers[r->nbrokers++];
+    *lb = (le_broker){ .id = id };
+    return lb;
+}
+
+typedef struct le_read { int32_t id; int64_t czxid; } le_read;
+
+static void on_le_read(bk_broker *b, const zk_result *r, void *arg)
+{
+    le_read *rd = arg;
+    le_broker *lb = le_slot(b, rd->id);
+    if (lb->czxid == rd->czxid) {
+        lb->loading = false;
+        if (r->rc == ZOK || r->rc == ZNONODE) {           /* none: no logs known */
+            free(lb->text);
+            free(lb->e);
+            lb->e = NULL;
+            lb->n = 0;
+            size_t len = r->rc == ZOK && r->len > 0 ? (size_t)r->len : 0;
+            if (!(lb->text = malloc(len + 1)))
+                abort();
+            memcpy(lb->text, len ? r->data : "", len);
+            lb->text[len] = 0;
+            parse_ends(lb);
+            lb->loaded = true;
+            BK_INFO("controller: read the log ends broker %d published (%d replica(s)%s)",
+                    (int)rd->id, lb->n, r->rc == ZNONODE ? ", none published" : "");
+        }
+    }
+    free(rd);
+    if (r->rc == ZOK || r->rc == ZNONODE)
+        ctl_reconcile(b, NULL);                   /* R4 */
+}
+
+/* The log ends of live broker id's current registration; NULL while they
+ * are being read (the answer reconciles again). */
+static le_broker *log_ends(bk_broker *b, int32_t id)
+{
+    int64_t czxid = broker_czxid(b, id);
+    le_broker *lb = le_slot(b, id);
+    if (lb->czxid == czxid && lb->loaded)
+        return lb;
+    if (lb->czxid == czxid && lb->loading)
+        return NULL;
+    lb->czxid = czxid;                            /* R3 */
+    lb->loaded = false;
+    lb->loading = true;
+    le_read *rd = malloc(sizeof *rd);
+    if (!rd)
+        abort();
+    *rd = (le_read){ id, czxid };
+    char path[64];
+    snprintf(path, sizeof path, LE_ROOT "/%d", (int)id);
+    zk_get(b->zk, path, false, on_le_read, rd);
+    return NULL;
+}
+
+static void end_of(const le_broker *lb, const char *topic, int32_t p, int32_t *epoch,
+                   int64_t *end)
+{
+    le_entry key = { topic, p, 0, 0 };
+    const le_entry *e = lb->n ? bsearch(&key, lb->e, (size_t)lb->n, sizeof *lb->e,
+                                        entry_cmp) : NULL;
+    *epoch = e ? e->epoch : -1;
+    *end = e ? e->end : -1;
+}
+
+/* ---- the election (controller) ---------------------------------------------------------- */
+
+static bool in_ids(const int32_t *ids, int32_t n, int32_t id)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+static void ids_text(const int32_t *ids, int32_t n, char *out, size_t cap)
+{
+    size_t at = 0;
+    out[0] = 0;
+    for (int32_t i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, i ? ",%d" : "%d", (int)ids[i]);
+}
+
+/* Of the returning ISR members back[], the one whose log holds the most. */
+static int32_t longest(bk_broker *b, const bk_topic *t, int32_t p, const int32_t *back,
+                       int32_t nback, le_broker **ends)
+{
+    const bk_pview *v = &t->parts[p];
+    int32_t best = -1, best_epoch = 0;
+    int64_t best_end = 0;
+    for (int32_t i = 0; i < v->nreplicas; i++) {  /* ties: the earlier replica */
+        int32_t id = v->replicas[i], epoch;
+        int64_t end;
+        int32_t k = 0;
+        while (k < nback && back[k] != id)
+            k++;
+        if (k == nback)
+            continue;
+        end_of(ends[k], t->name, p, &epoch, &end);
+        if (best < 0 || epoch > best_epoch || (epoch == best_epoch && end > best_end)) {
+            best = id;
+            best_epoch = epoch;
+            best_end = end;
+        }
+    }
+    for (int32_t k = 0; k < nback; k++) {
+        int32_t epoch;
+        int64_t end;
+        end_of(ends[k], t->name, p, &epoch, &end);
+        if (back[k] != best && (epoch < best_epoch || end < best_end))
+            BK_WARN("partition %s-%d: broker %d's log (last leader epoch %d, end %lld) is "
+                    "behind broker %d's (epoch %d, end %lld): its data directory is older "
+                    "than what the cluster recorded; it follows broker %d and catches up",
+                    t->name, (int)p, (int)back[k], (int)epoch, (long long)end, (int)best,
+                    (int)best_epoch, (long long)best_end, (int)best);
+    }
+    (void)b;
+    return best;
+}
+
+int ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p,
+                        md_partition_state *st)
+{
+    const bk_pview *v = &t->parts[p];
+    if (v->zk_version < 0 || v->nisr < 2 || !rec_grow(ct, p + 1))
+        return CTL_REC_NONE;                      /* a lone ISR member: as before (C4) */
+    int64_t mz = state_mzxid(ct, p);
+    bool leader_alive = v->leader >= 0 && bk_broker_alive(b, v->leader);
+    if (mz == 0)                                  /* not read in this session yet */
+        return leader_alive ? CTL_REC_NONE : CTL_REC_WAIT;
+    if (leader_alive && current(b, v->leader, mz)) {
+        ct->recovery_since_ms[p] = 0;
+        return CTL_REC_NONE;
+    }
+    int32_t lead = -1, back[MD_REPLICAS_MAX], nback = 0, nalive = 0;
+    for (int32_t i = 0; i < v->nisr; i++) {
+        int32_t id = v->isr[i];
+        if (!bk_broker_alive(b, id))
+            continue;
+        nalive++;
+        if (cl_broker_shutting(b, id))
+            continue;
+        if (!current(b, id, mz))
+            back[nback++] = id;
+        else if (lead < 0 && id != v->leader)
+            lead = id;
+    }
+    if (lead >= 0) {                              /* one stayed up: it leads */
+        ct->recovery_since_ms[p] = 0;
+        st->leader = lead;
+        st->leader_epoch = v->leader_epoch + 1;
+        st->nisr = 0;
+        for (int32_t i = 0; i < v->nisr; i++)
+            if (v->isr[i] != v->leader && !in_ids(back, nback, v->isr[i]))
+                st->isr[st->nisr++] = v->isr[i];
+        return CTL_REC_ELECT;
+    }
+    if (nback == 0) {                             /* nobody to compare: as before */
+        ct->recovery_since_ms[p] = 0;
+        return CTL_REC_NONE;
+    }
+    le_broker *ends[MD_REPLICAS_MAX];
+    bool reading = false;
+    for (int32_t k = 0; k < nback; k++)
+        reading |= !(ends[k] = log_ends(b, back[k]));
+    if (reading)
+        return CTL_REC_WAIT;                      /* R4: the answer reconciles */
+    int64_t now = mono_ms(), wait = b->cfg->leader_recovery_wait_ms;
+    char backs[64], isr[64];
+    ids_text(back, nback, backs, sizeof backs);
+    ids_text(v->isr, v->nisr, isr, sizeof isr);
+    bool all = nalive == v->nisr;
+    if (!all) {
+        if (!ct->recovery_since_ms[p]) {
+            ct->recovery_since_ms[p] = now;
+            BK_INFO("partition %s-%d: no member of ISR [%s] stayed up; waiting up to %lld ms "
+                    "(leader.recovery.wait.ms) for the others to return before electing "
+                    "the longest log of those back (back: %s)", t->name, (int)p, isr,
+                    (long long)wait, backs);
+        }
+        int64_t until = ct->recovery_since_ms[p] + wait;
+        if (now < until) {
+            struct cl_recovery *r = rec_of(b);
+            if (!r->deadline_ms || until < r->deadline_ms)
+                r->deadline_ms = until;
+            return CTL_REC_WAIT;
+        }
+    }
+    int32_t best = longest(b, t, p, back, nback, ends);
+    ct->recovery_since_ms[p] = 0;
+    if (all)
+        BK_INFO("partition %s-%d: every member of ISR [%s] restarted since its last state; "
+                "broker %d has the longest log and leads at leader epoch %d", t->name,
+                (int)p, isr, (int)best, (int)v->leader_epoch + 1);
+    else
+        BK_WARN("partition %s-%d: ISR [%s]: only %s came back within leader.recovery.wait.ms "
+                "(%lld ms); broker %d has the longest log of those and leads at leader epoch "
+                "%d with what it has; records only the others had are lost if they return",
+                t->name, (int)p, isr, backs, (long long)wait, (int)best,
+                (int)v->leader_epoch + 1);
+    st->leader = best;
+    st->leader_epoch = v->leader_epoch + 1;
+    st->nisr = 1;                                 /* R1 */
+    st->isr[0] = best;
+    return CTL_REC_ELECT;
+}
+
+void ctl_recovery_tick(bk_broker *b)
+{
+    struct cl_recovery *r = b->cl->rec;
+    if (!r || !r->deadline_ms || mono_ms() < r->deadline_ms)
+        return;
+    r->deadline_ms = 0;
+    ctl_reconcile(b, NULL);
+}
+
+/* ---- this broker's own leaderships (R5) ----------------------------------------------- */
+
+void cl_recovery_view_changed(bk_broker *b, bk_partition *p)
+{
+    bk_cluster *cl = b->cl;
+    const bk_pview *v = &p->topic->parts[p->id];
+    bool held = false;
+    if (cl && cl->reg_czxid && v->leader == b->cfg->broker_id && v->nisr >= 2) {
+        int64_t mz = state_mzxid(mr_topic(b, p->topic->name, false), p->id);
+        held = mz && mz < cl->reg_czxid;
+    }
+    if (held && !p->held) {
+        int32_t last = seg_epoch_latest(p->log);
+        char isr[64];
+        ids_text(v->isr, v->nisr, isr, sizeof isr);
+        BK_WARN("partition %s-%d: this broker led it (leader epoch %d, ISR [%s]) before it "
+                "restarted; not leading until the controller has compared the ISR's logs "
+                "(log end %lld, last leader epoch %d%s)", p->topic->name, (int)p->id,
+                (int)v->leader_epoch, isr, (long long)seg_log_end(p->log), (int)last,
+                last < v->leader_epoch ? ": behind the epoch the ISR last listed it at, so "
+                "its data directory may be older than what the cluster recorded" : "");
+    } else if (!held && p->held && v->leader == b->cfg->broker_id) {
+        BK_INFO("partition %s-%d: leading again (leader epoch %d)", p->topic->name,
+                (int)p->id, (int)v->leader_epoch);
+    }
+    p->held = held;
+}
+
+static void recompute(bk_partition *p, void *arg)
+{
+    bk_isr_view_changed(arg, p);
+}
+
+void cl_recovery_registered(bk_broker *b, int64_t czxid)
+{
+    b->cl->reg_czxid = czxid;
+    bk_replicas_foreach(b, recompute, b);
+}
