@@ -80,9 +80,10 @@ typedef struct le_broker {
 } le_broker;
 
 struct cl_recovery {
-    le_broker *brokers;
-    int nbrokers, cap;
     int64_t deadline_ms;             /* the earliest wait's end; 0 none */
+    int nbrokers;
+    /* never moved (ctl_recovery_adjust holds pointers across lookups) */
+    le_broker brokers[CL_MAX_BROKERS];
 };
 
 static int64_t mono_ms(void)
@@ -107,7 +108,6 @@ void cl_recovery_free(bk_broker *b)
         free(r->brokers[i].text);
         free(r->brokers[i].e);
     }
-    free(r->brokers);
     free(r);
     b->cl->rec = NULL;
 }
@@ -293,7 +293,7 @@ static void parse_ends(le_broker *lb)
             cap = cap ? cap * 2 : 64;
             le_entry *e = realloc(lb->e, (size_t)cap * sizeof *e);
             if (!e)
-                return;
+                break;                            /* what is parsed, sorted */
             lb->e = e;
         }
         *nl = 0;
@@ -302,21 +302,31 @@ static void parse_ends(le_broker *lb)
     qsort(lb->e, (size_t)lb->n, sizeof *lb->e, entry_cmp);
 }
 
+static void le_clear(le_broker *lb)
+{
+    free(lb->text);
+    free(lb->e);
+    lb->text = NULL;
+    lb->e = NULL;
+    lb->n = 0;
+}
+
+/* id's slot; a full table reuses the slot of a broker not registered now
+ * (one being read is never reused: its answer names it by id). */
 static le_broker *le_slot(bk_broker *b, int32_t id)
 {
     struct cl_recovery *r = rec_of(b);
-    for (int i = 0; i < r->nbrokers; i++)
+    le_broker *spare = NULL;
+    for (int i = 0; i < r->nbrokers; i++) {
         if (r->brokers[i].id == id)
             return &r->brokers[i];
-    if (r->nbrokers == r->cap) {
-        int cap = r->cap ? r->cap * 2 : 8;
-        le_broker *n = realloc(r->brokers, (size_t)cap * sizeof *n);
-        if (!n)
-            abort();
-        r->brokers = n;
-        r->cap = cap;
+        if (!spare && !r->brokers[i].loading && !bk_broker_alive(b, r->brokers[i].id))
+            spare = &r->brokers[i];
     }
-    le_broker *lb = &r->brokers[r->nbrokers++];
+    le_broker *lb = r->nbrokers < CL_MAX_BROKERS ? &r->brokers[r->nbrokers++] : spare;
+    if (!lb)
+        return NULL;                              /* over CL_MAX_BROKERS being read */
+    le_clear(lb);
     *lb = (le_broker){ .id = id };
     return lb;
 }
@@ -327,13 +337,10 @@ static void on_le_read(bk_broker *b, const zk_result *r, void *arg)
 {
     le_read *rd = arg;
     le_broker *lb = le_slot(b, rd->id);
-    if (lb->czxid == rd->czxid) {
+    if (lb && lb->czxid == rd->czxid) {
         lb->loading = false;
         if (r->rc == ZOK || r->rc == ZNONODE) {           /* none: no logs known */
-            free(lb->text);
-            free(lb->e);
-            lb->e = NULL;
-            lb->n = 0;
+            le_clear(lb);
             size_t len = r->rc == ZOK && r->len > 0 ? (size_t)r->len : 0;
             if (!(lb->text = malloc(len + 1)))
                 abort();
@@ -356,6 +363,8 @@ static le_broker *log_ends(bk_broker *b, int32_t id)
 {
     int64_t czxid = broker_czxid(b, id);
     le_broker *lb = le_slot(b, id);
+    if (!lb)
+        return NULL;                              /* read again at the next reconcile */
     if (lb->czxid == czxid && lb->loaded)
         return lb;
     if (lb->czxid == czxid && lb->loading)
