@@ -211,6 +211,19 @@ void cl_recovery_registered(bk_broker *b, int64_t czxid);
  * CTL_REC_ELECT (st holds the election). */
 int  ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p,
                          md_partition_state *st);
+/* /broker_log_ends/<id>'s lines.  _parse: text (NUL-terminated; changed
+ * in place, the topics point into it) → *out (malloc'd, sorted for _find),
+ * the count; lines not of the form, or all after a wrong first line, are
+ * left out.  _line: one line into out, its length (-1: cap too small). */
+typedef struct cl_log_end {
+    const char *topic;
+    int32_t partition, epoch;        /* epoch: the log's last leader epoch */
+    int64_t end;                     /* the log end offset */
+} cl_log_end;
+int  cl_log_ends_parse(char *text, cl_log_end **out);
+const cl_log_end *cl_log_ends_find(const cl_log_end *e, int n, const char *topic, int32_t p);
+int  cl_log_ends_line(char *out, size_t cap, int32_t epoch, int64_t end, int32_t p,
+                      const char *topic);
 /* Each cluster tick: a wait that ended reconciles again. */
 void ctl_recovery_tick(bk_broker *b);
 void cl_recovery_free(bk_broker *b);

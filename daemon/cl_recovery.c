@@ -62,20 +62,15 @@
 #include <string.h>
 
 #define LE_ROOT "/broker_log_ends"
+#define LE_HEAD "sluice-log-ends 1\n"
 #define LE_MAX_BYTES (1000 * 1000)   /* under ZooKeeper's default jute.maxbuffer */
-
-typedef struct le_entry {
-    const char *topic;               /* into le_broker.text */
-    int32_t partition, epoch;
-    int64_t end;
-} le_entry;
 
 typedef struct le_broker {
     int32_t id;
     int64_t czxid;                   /* the registration these are for (R3) */
     bool loading, loaded;
     char *text;
-    le_entry *e;
+    cl_log_end *e;
     int n;
 } le_broker;
 
@@ -176,9 +171,9 @@ static void fill_one(bk_partition *p, void *arg)
 {
     struct le_fill *f = arg;
     char line[MD_TOPIC_NAME_MAX + 80];
-    int n = snprintf(line, sizeof line, "%d %lld %d %s\n", (int)seg_epoch_latest(p->log),
-                     (long long)seg_log_end(p->log), (int)p->id, p->topic->name);
-    if (n <= 0 || (size_t)n >= sizeof line || f->out->len + (size_t)n > LE_MAX_BYTES) {
+    int n = cl_log_ends_line(line, sizeof line, seg_epoch_latest(p->log), seg_log_end(p->log),
+                             p->id, p->topic->name);
+    if (n < 0 || f->out->len + (size_t)n > LE_MAX_BYTES) {
         f->skipped++;
         return;
     }
@@ -231,8 +226,7 @@ void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b))
     kp_buf_init(&lp->text);
     lp->then = then;
     snprintf(lp->path, sizeof lp->path, LE_ROOT "/%d", (int)b->cfg->broker_id);
-    static const char head[] = "sluice-log-ends 1\n";
-    kp_wr_raw(&lp->text, head, sizeof head - 1);
+    kp_wr_raw(&lp->text, LE_HEAD, sizeof LE_HEAD - 1);
     struct le_fill f = { &lp->text, 0 };
     bk_replicas_foreach(b, fill_one, &f);
     if (f.skipped)
@@ -246,7 +240,7 @@ void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b))
 
 static int entry_cmp(const void *a, const void *b)
 {
-    const le_entry *x = a, *y = b;
+    const cl_log_end *x = a, *y = b;
     int c = strcmp(x->topic, y->topic);
     return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
 }
@@ -260,9 +254,10 @@ static bool parse_i64(const char **s, const char *end, int64_t *out)
         return false;
     int64_t v = 0;
     while (q < end && *q >= '0' && *q <= '9') {
-        if (v > (INT64_MAX - 9) / 10)
+        int d = *q++ - '0';
+        if (v > (INT64_MAX - d) / 10)
             return false;
-        v = v * 10 + (*q++ - '0');
+        v = v * 10 + d;
     }
     if (q >= end || *q != ' ')
         return false;
@@ -271,15 +266,14 @@ static bool parse_i64(const char **s, const char *end, int64_t *out)
     return true;
 }
 
-/* Parses text (NUL-terminated, owned by lb) into lb's entries; lines that
- * are not of the form are skipped: a broker reads them as no log. */
-static void parse_ends(le_broker *lb)
+int cl_log_ends_parse(char *text, cl_log_end **out)
 {
-    char *s = lb->text;
-    int cap = 0;
-    char *nl = strchr(s, '\n');
-    if (!nl || strncmp(s, "sluice-log-ends 1\n", 18))
-        return;
+    char *s = text, *nl = strchr(s, '\n');
+    cl_log_end *e = NULL;
+    int n = 0, cap = 0;
+    *out = NULL;
+    if (!nl || strncmp(s, LE_HEAD, sizeof LE_HEAD - 1))
+        return 0;
     for (s = nl + 1; *s; s = nl + 1) {
         if (!(nl = strchr(s, '\n')))
             break;
@@ -289,17 +283,33 @@ static void parse_ends(le_broker *lb)
             !parse_i64(&q, nl, &part) || part < 0 || part > INT32_MAX || epoch < -1 ||
             epoch > INT32_MAX || q >= nl || nl - q > MD_TOPIC_NAME_MAX)
             continue;
-        if (lb->n == cap) {
+        if (n == cap) {
             cap = cap ? cap * 2 : 64;
-            le_entry *e = realloc(lb->e, (size_t)cap * sizeof *e);
-            if (!e)
+            cl_log_end *g = realloc(e, (size_t)cap * sizeof *g);
+            if (!g)
                 break;                            /* what is parsed, sorted */
-            lb->e = e;
+            e = g;
         }
         *nl = 0;
-        lb->e[lb->n++] = (le_entry){ q, (int32_t)part, (int32_t)epoch, end };
+        e[n++] = (cl_log_end){ q, (int32_t)part, (int32_t)epoch, end };
     }
-    qsort(lb->e, (size_t)lb->n, sizeof *lb->e, entry_cmp);
+    if (n)
+        qsort(e, (size_t)n, sizeof *e, entry_cmp);
+    *out = e;
+    return n;
+}
+
+const cl_log_end *cl_log_ends_find(const cl_log_end *e, int n, const char *topic, int32_t p)
+{
+    cl_log_end key = { topic, p, 0, 0 };
+    return n > 0 ? bsearch(&key, e, (size_t)n, sizeof *e, entry_cmp) : NULL;
+}
+
+int cl_log_ends_line(char *out, size_t cap, int32_t epoch, int64_t end, int32_t p,
+                     const char *topic)
+{
+    int n = snprintf(out, cap, "%d %lld %d %s\n", (int)epoch, (long long)end, (int)p, topic);
+    return n > 0 && (size_t)n < cap ? n : -1;
 }
 
 static void le_clear(le_broker *lb)
@@ -346,7 +356,7 @@ static void on_le_read(bk_broker *b, const zk_result *r, void *arg)
                 abort();
             memcpy(lb->text, len ? r->data : "", len);
             lb->text[len] = 0;
-            parse_ends(lb);
+            lb->n = cl_log_ends_parse(lb->text, &lb->e);
             lb->loaded = true;
             BK_INFO("controller: read the log ends broker %d published (%d replica(s)%s)",
                     (int)rd->id, lb->n, r->rc == ZNONODE ? ", none published" : "");
@@ -385,9 +395,7 @@ static le_broker *log_ends(bk_broker *b, int32_t id)
 static void end_of(const le_broker *lb, const char *topic, int32_t p, int32_t *epoch,
                    int64_t *end)
 {
-    le_entry key = { topic, p, 0, 0 };
-    const le_entry *e = lb->n ? bsearch(&key, lb->e, (size_t)lb->n, sizeof *lb->e,
-                                        entry_cmp) : NULL;
+    const cl_log_end *e = cl_log_ends_find(lb->e, lb->n, topic, p);
     *epoch = e ? e->epoch : -1;
     *end = e ? e->end : -1;
 }
