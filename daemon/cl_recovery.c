@@ -49,9 +49,11 @@
  *       the answer reconciles again; the wait ends on the cluster tick.
  *   R5. A broker that the view names leader of a partition whose ISR lists
  *       others, and whose state is older than this broker's registration
- *       (it led before it restarted), does not act as leader (bk_partition.
- *       held: produce and fetch get NOT_LEADER_OR_FOLLOWER, no ISR writes)
- *       until the controller writes a state after its registration.
+ *       (it led before it restarted) or not known to be younger (not
+ *       registered yet, the state not read in this session), does not act
+ *       as leader (bk_partition.held: produce and fetch get
+ *       NOT_LEADER_OR_FOLLOWER, no ISR writes, no epoch started in its
+ *       log) until the controller writes a state after its registration.
  */
 #include "daemon/cl.h"
 #include "daemon/replica.h"
@@ -557,22 +559,25 @@ void cl_recovery_view_changed(bk_broker *b, bk_partition *p)
 {
     bk_cluster *cl = b->cl;
     const bk_pview *v = &p->topic->parts[p->id];
-    bool held = false;
-    if (cl && cl->reg_czxid && v->leader == b->cfg->broker_id && v->nisr >= 2) {
+    uint8_t held = 0;
+    if (cl && v->leader == b->cfg->broker_id && v->nisr >= 2) {
+        /* Not registered in this run yet, or the state not read in this
+         * session: not known, so held (a view loaded from SQLite must not
+         * start an epoch in the log either: bk_isr_view_changed). */
         int64_t mz = state_mzxid(mr_topic(b, p->topic->name, false), p->id);
-        held = mz && mz < cl->reg_czxid;
+        held = !cl->reg_czxid || !mz ? 1 : mz < cl->reg_czxid ? 2 : 0;
     }
-    if (held && !p->held) {
+    if (held == 2 && p->held != 2) {
         int32_t last = seg_epoch_latest(p->log);
         char isr[64];
         ids_text(v->isr, v->nisr, isr, sizeof isr);
         BK_WARN("partition %s-%d: this broker led it (leader epoch %d, ISR [%s]) before it "
-                "restarted; not leading until the controller has compared the ISR's logs "
-                "(log end %lld, last leader epoch %d%s)", p->topic->name, (int)p->id,
+                "restarted (or its session expired); not leading until the controller has "
+                "compared the ISR's logs (log end %lld, last leader epoch %d%s)", p->topic->name, (int)p->id,
                 (int)v->leader_epoch, isr, (long long)seg_log_end(p->log), (int)last,
                 last < v->leader_epoch ? ": behind the epoch the ISR last listed it at, so "
                 "its data directory may be older than what the cluster recorded" : "");
-    } else if (!held && p->held && v->leader == b->cfg->broker_id) {
+    } else if (!held && p->held == 2 && v->leader == b->cfg->broker_id) {
         BK_INFO("partition %s-%d: leading again (leader epoch %d)", p->topic->name,
                 (int)p->id, (int)v->leader_epoch);
     }

@@ -143,10 +143,12 @@ def test_stale_copy_restarted_first_does_not_win(make_cluster, tmp_path):
     wait_for(lambda: all(e.search(this_start(x)) for e in elected)
              or (stale_led and all_led(c.brokers, t)), 30, "the controller's elections")
     took = time.monotonic() - t0
-    led = wait_for(lambda: all_led(c.brokers, t), 30, "a leader for every partition")
 
     acked = [m["value"] for m in first + second]
     got = read_all(c.brokers, t, len(acked))
+    # Read after the reads: until the elections' writes reach every broker,
+    # all agree on the old state (broker 1 leading, held).
+    led = wait_for(lambda: all_led(c.brokers, t), 30, "a leader for every partition")
     lost, dups = tally(acked, got)
     report("stale copy restarted first: acknowledged %d (acks=all), read %d, lost %d, "
            "duplicated %d; leaders %s elected %.2f s after the others' start",
