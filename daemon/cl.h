@@ -11,6 +11,8 @@
  *   daemon/cl_isr.c       the leader's followers, high watermark and ISR
  *   daemon/cl_reassign.c  partition reassignments: started by any broker,
  *                         finished by the controller
+ *   daemon/cl_recovery.c  elections when no ISR member stayed up: the
+ *                         longest log of the returning members
  *
  * Everything here runs on the loop; ZooKeeper is reached through zk.h.
  * Others see cluster mode through cluster.h (bk_cluster_mode, the view's

@@ -16,6 +16,11 @@
  *                                                    election.enable the first
  *                                                    live replica, ISR = it
  *                 leader -1, an ISR member is back → that member leads
+ *                 no ISR member stayed up since the  → the longest log of
+ *                 state was written (an ISR of 2+)     those back, after
+ *                                                      leader.recovery.wait.ms
+ *                                                      unless all are back
+ *                                                      (cl_recovery.c)
  *               each change bumps the leader epoch; the writes go in
  *               transactions of up to CTL_BATCH operations, not one round
  *               trip per partition
