@@ -172,6 +172,8 @@ struct le_fill { kp_buf *out; int skipped; };
 static void fill_one(bk_partition *p, void *arg)
 {
     struct le_fill *f = arg;
+    if (!p->log)
+        return;                                   /* no log to speak of: read as none */
     char line[MD_TOPIC_NAME_MAX + 80];
     int n = cl_log_ends_line(line, sizeof line, seg_epoch_latest(p->log), seg_log_end(p->log),
                              p->id, p->topic->name);
@@ -567,7 +569,7 @@ void cl_recovery_view_changed(bk_broker *b, bk_partition *p)
         int64_t mz = state_mzxid(mr_topic(b, p->topic->name, false), p->id);
         held = !cl->reg_czxid || !mz ? 1 : mz < cl->reg_czxid ? 2 : 0;
     }
-    if (held == 2 && p->held != 2) {
+    if (held == 2 && p->held != 2 && p->log) {
         int32_t last = seg_epoch_latest(p->log);
         char isr[64];
         ids_text(v->isr, v->nisr, isr, sizeof isr);
