@@ -221,11 +221,11 @@ typedef struct cl_log_end {
     const char *topic;
     int32_t partition, epoch;        /* epoch: the log's last leader epoch */
     int64_t end;                     /* the log end offset */
+    int64_t hw;                      /* the replica's high watermark */
 } cl_log_end;
 int  cl_log_ends_parse(char *text, cl_log_end **out);
 const cl_log_end *cl_log_ends_find(const cl_log_end *e, int n, const char *topic, int32_t p);
-int  cl_log_ends_line(char *out, size_t cap, int32_t epoch, int64_t end, int32_t p,
-                      const char *topic);
+int  cl_log_ends_line(char *out, size_t cap, const cl_log_end *e);
 /* Each cluster tick: a wait that ended reconciles again. */
 void ctl_recovery_tick(bk_broker *b);
 void cl_recovery_free(bk_broker *b);

@@ -16,7 +16,7 @@
  *     leader epoch and its end offset, one line each:
  *
  *         sluice-log-ends 1\n
- *         <last leader epoch> <log end offset> <partition> <topic>\n ...
+ *         <last leader epoch> <log end offset> <high watermark> <partition> <topic>\n ...
  *
  *   the controller, for a partition with a state and an ISR of two or more
  *   whose leader is not a live current member (ctl_recovery_adjust):
@@ -175,8 +175,9 @@ static void fill_one(bk_partition *p, void *arg)
     if (!p->log)
         return;                                   /* no log to speak of: read as none */
     char line[MD_TOPIC_NAME_MAX + 80];
-    int n = cl_log_ends_line(line, sizeof line, seg_epoch_latest(p->log), seg_log_end(p->log),
-                             p->id, p->topic->name);
+    cl_log_end e = { p->topic->name, p->id, seg_epoch_latest(p->log), seg_log_end(p->log),
+                     p->high_watermark };
+    int n = cl_log_ends_line(line, sizeof line, &e);
     if (n < 0 || f->out->len + (size_t)n > LE_MAX_BYTES) {
         f->skipped++;
         return;
@@ -281,9 +282,9 @@ int cl_log_ends_parse(char *text, cl_log_end **out)
     for (s = nl + 1; *s; s = nl + 1) {
         if (!(nl = strchr(s, '\n')))
             break;
-        int64_t epoch, end, part;
+        int64_t epoch, end, hw, part;
         const char *q = s;
-        if (!parse_i64(&q, nl, &epoch) || !parse_i64(&q, nl, &end) ||
+        if (!parse_i64(&q, nl, &epoch) || !parse_i64(&q, nl, &end) || !parse_i64(&q, nl, &hw) ||
             !parse_i64(&q, nl, &part) || part < 0 || part > INT32_MAX || epoch < -1 ||
             epoch > INT32_MAX || q >= nl || nl - q > MD_TOPIC_NAME_MAX)
             continue;
@@ -295,7 +296,7 @@ int cl_log_ends_parse(char *text, cl_log_end **out)
             e = g;
         }
         *nl = 0;
-        e[n++] = (cl_log_end){ q, (int32_t)part, (int32_t)epoch, end };
+        e[n++] = (cl_log_end){ q, (int32_t)part, (int32_t)epoch, end, hw };
     }
     if (n)
         qsort(e, (size_t)n, sizeof *e, entry_cmp);
@@ -305,14 +306,14 @@ int cl_log_ends_parse(char *text, cl_log_end **out)
 
 const cl_log_end *cl_log_ends_find(const cl_log_end *e, int n, const char *topic, int32_t p)
 {
-    cl_log_end key = { topic, p, 0, 0 };
+    cl_log_end key = { topic, p, 0, 0, 0 };
     return n > 0 ? bsearch(&key, e, (size_t)n, sizeof *e, entry_cmp) : NULL;
 }
 
-int cl_log_ends_line(char *out, size_t cap, int32_t epoch, int64_t end, int32_t p,
-                     const char *topic)
+int cl_log_ends_line(char *out, size_t cap, const cl_log_end *e)
 {
-    int n = snprintf(out, cap, "%d %lld %d %s\n", (int)epoch, (long long)end, (int)p, topic);
+    int n = snprintf(out, cap, "%d %lld %lld %d %s\n", (int)e->epoch, (long long)e->end,
+                     (long long)e->hw, (int)e->partition, e->topic);
     return n > 0 && (size_t)n < cap ? n : -1;
 }
 
@@ -396,12 +397,11 @@ static le_broker *log_ends(bk_broker *b, int32_t id)
     return NULL;
 }
 
-static void end_of(const le_broker *lb, const char *topic, int32_t p, int32_t *epoch,
-                   int64_t *end)
+/* What lb published for topic-p; none: an empty log (epoch, end, hw -1). */
+static cl_log_end end_of(const le_broker *lb, const char *topic, int32_t p)
 {
     const cl_log_end *e = cl_log_ends_find(lb->e, lb->n, topic, p);
-    *epoch = e ? e->epoch : -1;
-    *end = e ? e->end : -1;
+    return e ? *e : (cl_log_end){ topic, p, -1, -1, -1 };
 }
 
 /* ---- the election (controller) ---------------------------------------------------------- */
@@ -422,40 +422,45 @@ static void ids_text(const int32_t *ids, int32_t n, char *out, size_t cap)
         at += (size_t)snprintf(out + at, cap - at, i ? ",%d" : "%d", (int)ids[i]);
 }
 
-/* Of the returning ISR members back[], the one whose log holds the most. */
-static int32_t longest(bk_broker *b, const bk_topic *t, int32_t p, const int32_t *back,
-                       int32_t nback, le_broker **ends)
+/* Of the returning ISR members back[], the one whose log holds the most
+ * (ties: the earlier in the replica list).  A member whose log ends below
+ * the high watermark another one recorded lacks committed records: its
+ * data directory is older than the cluster's, and the log says so. */
+static int32_t longest(const bk_topic *t, int32_t p, const int32_t *back, int32_t nback,
+                       le_broker **ends)
 {
     const bk_pview *v = &t->parts[p];
-    int32_t best = -1, best_epoch = 0;
-    int64_t best_end = 0;
-    for (int32_t i = 0; i < v->nreplicas; i++) {  /* ties: the earlier replica */
-        int32_t id = v->replicas[i], epoch;
-        int64_t end;
-        int32_t k = 0;
-        while (k < nback && back[k] != id)
-            k++;
-        if (k == nback)
-            continue;
-        end_of(ends[k], t->name, p, &epoch, &end);
-        if (best < 0 || epoch > best_epoch || (epoch == best_epoch && end > best_end)) {
-            best = id;
-            best_epoch = epoch;
-            best_end = end;
+    int32_t best = -1, kb = 0;
+    cl_log_end e[MD_REPLICAS_MAX];
+    int64_t hw = -1;
+    int32_t hw_id = -1;
+    for (int32_t k = 0; k < nback; k++) {
+        e[k] = end_of(ends[k], t->name, p);
+        if (e[k].hw > hw) {
+            hw = e[k].hw;
+            hw_id = back[k];
         }
     }
-    for (int32_t k = 0; k < nback; k++) {
-        int32_t epoch;
-        int64_t end;
-        end_of(ends[k], t->name, p, &epoch, &end);
-        if (back[k] != best && (epoch < best_epoch || end < best_end))
-            BK_WARN("partition %s-%d: broker %d's log (last leader epoch %d, end %lld) is "
-                    "behind broker %d's (epoch %d, end %lld): its data directory is older "
-                    "than what the cluster recorded; it follows broker %d and catches up",
-                    t->name, (int)p, (int)back[k], (int)epoch, (long long)end, (int)best,
-                    (int)best_epoch, (long long)best_end, (int)best);
+    for (int32_t i = 0; i < v->nreplicas; i++)
+        for (int32_t k = 0; k < nback; k++)
+            if (back[k] == v->replicas[i] &&
+                (best < 0 || e[k].epoch > e[kb].epoch ||
+                 (e[k].epoch == e[kb].epoch && e[k].end > e[kb].end))) {
+                best = back[k];
+                kb = k;
+            }
+    if (best < 0) {                               /* not among the replicas: cannot be */
+        best = back[0];
+        kb = 0;
     }
-    (void)b;
+    for (int32_t k = 0; k < nback; k++)
+        if (e[k].end < hw)
+            BK_WARN("partition %s-%d: broker %d's log (last leader epoch %d, end %lld) ends "
+                    "below the high watermark %lld broker %d recorded: its data directory "
+                    "is older than what the cluster recorded; %s", t->name, (int)p,
+                    (int)back[k], (int)e[k].epoch, (long long)e[k].end, (long long)hw,
+                    (int)hw_id, back[k] == best ? "it leads anyway, the longest log back"
+                    : "it follows the longest log and catches up");
     return best;
 }
 
@@ -527,7 +532,7 @@ int ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p
             return CTL_REC_WAIT;
         }
     }
-    int32_t best = longest(b, t, p, back, nback, ends);
+    int32_t best = longest(t, p, back, nback, ends);
     ct->recovery_since_ms[p] = 0;
     if (all)
         BK_INFO("partition %s-%d: every member of ISR [%s] restarted since its last state; "

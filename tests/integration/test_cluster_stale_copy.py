@@ -124,6 +124,9 @@ def test_stale_copy_restarted_first_does_not_win(make_cluster, tmp_path):
     produce_ok(p, t, second)
     p.flush(10)
     del p
+    # The high watermarks reach each broker's SQLite (every 5 s at most):
+    # the controller names the stale copy by its log ending below them.
+    time.sleep(6)
     for b in c.brokers:
         b.kill()
     replace_data_dir(x, old)

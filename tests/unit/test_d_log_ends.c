@@ -26,9 +26,10 @@ START_TEST(test_lines_written_parse_back_and_are_found)
     char text[4096] = "sluice-log-ends 1\n", line[320];
     const char *topics[] = { "zeta", "alpha", "__consumer_offsets", "alpha" };
     int32_t parts[] = { 3, 7, 49, 0 }, epochs[] = { 5, -1, 0, 2147483647 };
-    int64_t ends[] = { 1200, 0, 9223372036854775807LL, 42 };
+    int64_t ends[] = { 1200, 0, 9223372036854775807LL, 42 }, hws[] = { 1100, -1, 7, 42 };
     for (int i = 0; i < 4; i++) {
-        int n = cl_log_ends_line(line, sizeof line, epochs[i], ends[i], parts[i], topics[i]);
+        cl_log_end w = { topics[i], parts[i], epochs[i], ends[i], hws[i] };
+        int n = cl_log_ends_line(line, sizeof line, &w);
         ck_assert_int_eq(n, (int)strlen(line));
         strcat(text, line);
     }
@@ -40,12 +41,14 @@ START_TEST(test_lines_written_parse_back_and_are_found)
         ck_assert_ptr_nonnull(f);
         ck_assert_int_eq(f->epoch, epochs[i]);
         ck_assert(f->end == ends[i]);
+        ck_assert(f->hw == hws[i]);
     }
     ck_assert_ptr_null(cl_log_ends_find(e, 4, "alpha", 1));
     ck_assert_ptr_null(cl_log_ends_find(e, 4, "alph", 7));
     ck_assert_ptr_null(cl_log_ends_find(NULL, 0, "alpha", 7));
     char small[8];
-    ck_assert_int_eq(cl_log_ends_line(small, sizeof small, 1, 100000, 0, "topic"), -1);
+    cl_log_end w = { "topic", 0, 1, 100000, 100000 };
+    ck_assert_int_eq(cl_log_ends_line(small, sizeof small, &w), -1);
     free(e);
     free(buf);
 }
@@ -54,21 +57,22 @@ END_TEST
 START_TEST(test_malformed_lines_are_left_out)
 {
     static const char *const bad[] = {
-        "1 2 3\n",                      /* no topic */
-        "1 2 3 \n",                     /* empty topic */
-        "x 2 3 t\n",
-        "1 2 -3 t\n",                   /* negative partition */
-        "1 2 2147483648 t\n",           /* partition past int32 */
-        "-2 2 3 t\n",                   /* epoch below -1 */
-        "2147483648 2 3 t\n",
-        "1 99999999999999999999 3 t\n", /* past int64 */
-        "1  2 3 t\n",
-        "- 2 3 t\n",
+        "1 2 2 3\n",                      /* no topic */
+        "1 2 2 3 \n",                     /* empty topic */
+        "1 2 3 t\n",                      /* no high watermark */
+        "x 2 2 3 t\n",
+        "1 2 2 -3 t\n",                   /* negative partition */
+        "1 2 2 2147483648 t\n",           /* partition past int32 */
+        "-2 2 2 3 t\n",                   /* epoch below -1 */
+        "2147483648 2 2 3 t\n",
+        "1 99999999999999999999 2 3 t\n", /* past int64 */
+        "1  2 2 3 t\n",
+        "- 2 2 3 t\n",
         "\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char text[256];
-        snprintf(text, sizeof text, "sluice-log-ends 1\n0 10 0 good\n%s1 20 1 good\n", bad[i]);
+        snprintf(text, sizeof text, "sluice-log-ends 1\n0 10 10 0 good\n%s1 20 20 1 good\n", bad[i]);
         cl_log_end *e;
         char *buf;
         ck_assert_msg(parse(text, &e, &buf) == 2, "line %zu: %s", i, bad[i]);
@@ -76,7 +80,7 @@ START_TEST(test_malformed_lines_are_left_out)
         free(e);
         free(buf);
     }
-    char long_topic[400] = "sluice-log-ends 1\n1 2 3 ";
+    char long_topic[400] = "sluice-log-ends 1\n1 2 2 3 ";
     memset(long_topic + strlen(long_topic), 'a', 300);
     strcat(long_topic, "\n");
     cl_log_end *e;
@@ -90,7 +94,8 @@ END_TEST
 START_TEST(test_a_wrong_header_or_a_cut_line_yields_nothing_more)
 {
     static const char *const texts[] = {
-        "", "sluice-log-ends 1", "sluice-log-ends 2\n1 2 3 t\n", "{\"version\":1}\n1 2 3 t\n",
+        "", "sluice-log-ends 1", "sluice-log-ends 2\n1 2 2 3 t\n",
+        "{\"version\":1}\n1 2 2 3 t\n",
     };
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
         cl_log_end *e;
@@ -101,7 +106,7 @@ START_TEST(test_a_wrong_header_or_a_cut_line_yields_nothing_more)
     }
     cl_log_end *e;
     char *buf;
-    ck_assert_int_eq(parse("sluice-log-ends 1\n1 2 3 t\n4 5 6 cut", &e, &buf), 1);
+    ck_assert_int_eq(parse("sluice-log-ends 1\n1 2 2 3 t\n4 5 5 6 cut", &e, &buf), 1);
     free(e);
     free(buf);
 }
@@ -111,7 +116,7 @@ END_TEST
  * past the text (ASan), at most the two whole lines. */
 START_TEST(test_every_byte_anywhere_never_crashes)
 {
-    const char *base = "sluice-log-ends 1\n7 123 4 topic\n8 456 5 other\n";
+    const char *base = "sluice-log-ends 1\n7 123 100 4 topic\n8 456 400 5 other\n";
     size_t len = strlen(base);
     char text[128];
     for (size_t at = 18; at < len; at++)
