@@ -580,8 +580,8 @@ void cl_recovery_view_changed(bk_broker *b, bk_partition *p)
         ids_text(v->isr, v->nisr, isr, sizeof isr);
         BK_WARN("partition %s-%d: this broker led it (leader epoch %d, ISR [%s]) before it "
                 "restarted (or its session expired); not leading until the controller has "
-                "compared the ISR's logs (log end %lld, last leader epoch %d%s)", p->topic->name, (int)p->id,
-                (int)v->leader_epoch, isr, (long long)seg_log_end(p->log), (int)last,
+                "compared the ISR's logs (log end %lld, last leader epoch %d%s)",
+                p->topic->name, (int)p->id, (int)v->leader_epoch, isr, (long long)seg_log_end(p->log), (int)last,
                 last < v->leader_epoch ? ": behind the epoch the ISR last listed it at, so "
                 "its data directory may be older than what the cluster recorded" : "");
     } else if (!held && p->held == 2 && v->leader == b->cfg->broker_id) {

@@ -72,7 +72,8 @@ START_TEST(test_malformed_lines_are_left_out)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char text[256];
-        snprintf(text, sizeof text, "sluice-log-ends 1\n0 10 10 0 good\n%s1 20 20 1 good\n", bad[i]);
+        snprintf(text, sizeof text, "sluice-log-ends 1\n0 10 10 0 good\n%s1 20 20 1 good\n",
+                 bad[i]);
         cl_log_end *e;
         char *buf;
         ck_assert_msg(parse(text, &e, &buf) == 2, "line %zu: %s", i, bad[i]);
