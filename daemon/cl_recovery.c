@@ -143,12 +143,20 @@ static int64_t state_mzxid(const cl_topic *ct, int32_t p)
     return ct && p < ct->nrecovery ? ct->state_mzxid[p] : 0;
 }
 
+/* Live broker id's registration czxid (cl->brokers is ascending); 0 none. */
 static int64_t broker_czxid(bk_broker *b, int32_t id)
 {
     bk_cluster *cl = b->cl;
-    for (int i = 0; i < cl->nbrokers; i++)
-        if (cl->brokers[i].id == id)
-            return cl->brokers[i].czxid;
+    int lo = 0, hi = cl->nbrokers - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (cl->brokers[mid].id == id)
+            return cl->brokers[mid].czxid;
+        if (cl->brokers[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
     return 0;
 }
 
