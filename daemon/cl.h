@@ -11,6 +11,8 @@
  *   daemon/cl_isr.c       the leader's followers, high watermark and ISR
  *   daemon/cl_reassign.c  partition reassignments: started by any broker,
  *                         finished by the controller
+ *   daemon/cl_recovery.c  elections when no ISR member stayed up: the
+ *                         longest log of the returning members
  *
  * Everything here runs on the loop; ZooKeeper is reached through zk.h.
  * Others see cluster mode through cluster.h (bk_cluster_mode, the view's
@@ -46,6 +48,11 @@ typedef struct cl_topic {
     uint8_t *marks;
     int32_t nmarks;
     bool states_fetching, dirty_listed;
+    /* per partition, the state znode's mzxid last read (0: unknown) and,
+     * controller, since when its election waits for ISR members to
+     * return (0: not waiting); cl_recovery.c */
+    int64_t *state_mzxid, *recovery_since_ms;
+    int32_t nrecovery;
     struct cl_topic *next_dirty;
     struct cl_topic *hnext;
 } cl_topic;
@@ -101,6 +108,8 @@ struct bk_cluster {
     int64_t imbalance_checked_ms;    /* last leader-imbalance check (controller) */
     int32_t seen_alive[CL_MAX_BROKERS];  /* live brokers at the last change (cl_leaders.c) */
     int nseen_alive;
+    int64_t reg_czxid;               /* our registration's czxid; 0 not registered */
+    struct cl_recovery *rec;         /* log ends, election waits (cl_recovery.c) */
 };
 
 /* cl_session.c */
@@ -199,6 +208,39 @@ bool cl_broker_dir_failed(bk_broker *b, int32_t id);
 void ctl_logdirs_refresh(bk_broker *b);
 bool ctl_logdirs_path(const char *path);
 void ctl_logdirs_reset(bk_broker *b);
+
+/* cl_recovery.c: elections when no ISR member stayed up */
+enum { CTL_REC_NONE, CTL_REC_WAIT, CTL_REC_ELECT };
+/* The mirror read partition p's state znode, last modified at mzxid. */
+void cl_recovery_state_read(bk_broker *b, const char *topic, int32_t p, int64_t mzxid);
+/* Writes /broker_log_ends/<id> (this broker's log ends), then calls then
+ * (whether the write worked or not: it is logged). */
+void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b));
+/* Registered in this session with that czxid: held leaderships (R5). */
+void cl_recovery_registered(bk_broker *b, int64_t czxid);
+/* reconcile_topic, for an existing partition before its failover election:
+ * CTL_REC_NONE (go on as before), CTL_REC_WAIT (write nothing now),
+ * CTL_REC_ELECT (st holds the election). */
+int  ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p,
+                         md_partition_state *st);
+/* /broker_log_ends/<id>'s lines.  _parse: text (NUL-terminated; changed
+ * in place, the topics point into it) → *out (malloc'd, sorted for _find),
+ * the count; lines not of the form, or all after a wrong first line, are
+ * left out.  _line: one line into out, its length (-1: cap too small). */
+typedef struct cl_log_end {
+    const char *topic;
+    int32_t partition, epoch;        /* epoch: the log's last leader epoch */
+    int64_t end;                     /* the log end offset */
+    int64_t hw;                      /* the replica's high watermark */
+} cl_log_end;
+int  cl_log_ends_parse(char *text, cl_log_end **out);
+const cl_log_end *cl_log_ends_find(const cl_log_end *e, int n, const char *topic, int32_t p);
+int  cl_log_ends_line(char *out, size_t cap, const cl_log_end *e);
+/* Each cluster tick: a wait that ended reconciles again. */
+void ctl_recovery_tick(bk_broker *b);
+void cl_recovery_free(bk_broker *b);
+/* bk_isr_view_changed: sets p->held (R5), saying so when it changes. */
+void cl_recovery_view_changed(bk_broker *b, bk_partition *p);
 
 /* cl_isr.c */
 /* Writes partition's state znode with a new ISR (same leader and epochs),

@@ -16,6 +16,11 @@
  *                                                    election.enable the first
  *                                                    live replica, ISR = it
  *                 leader -1, an ISR member is back → that member leads
+ *                 no ISR member stayed up since the  → the longest log of
+ *                 state was written (an ISR of 2+)     those back, after
+ *                                                      leader.recovery.wait.ms
+ *                                                      unless all are back
+ *                                                      (cl_recovery.c)
  *               each change bumps the leader epoch; the writes go in
  *               transactions of up to CTL_BATCH operations, not one round
  *               trip per partition
@@ -309,6 +314,7 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
         memcpy(st.replicas, v->replicas, sizeof st.replicas);
         memcpy(st.isr, v->isr, sizeof st.isr);
         bool create = v->zk_version < 0, change = false;
+        int rec;
         if (create) {
             int32_t lead = -1;
             for (int32_t i = 0; i < v->nreplicas && lead < 0; i++)
@@ -320,6 +326,10 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
             st.leader_epoch = 0;
             st.nisr = 1;
             st.isr[0] = lead;
+            change = true;
+        } else if ((rec = ctl_recovery_adjust(b, ct, t, p, &st)) != CTL_REC_NONE) {
+            if (rec == CTL_REC_WAIT)
+                continue;                         /* cl_recovery.c R2 */
             change = true;
         } else if (v->leader < 0 || !alive(b, v->leader)) {
             int32_t lead = -1;

@@ -81,7 +81,7 @@ int32_t bk_isr_size(const bk_partition *p)
 
 static bool leads(bk_broker *b, const bk_partition *p)
 {
-    return view_of(p)->leader == b->cfg->broker_id;
+    return view_of(p)->leader == b->cfg->broker_id && !p->held;   /* cl_recovery.c R5 */
 }
 
 /* I4: the follower slot for id, created if missing (NULL: no room). */
@@ -206,6 +206,7 @@ void bk_isr_view_changed(bk_broker *b, bk_partition *p)
     const bk_pview *v = view_of(p);
     if (p->isr_pending_version >= 0 && v->zk_version != p->isr_pending_version)
         p->isr_pending_version = -1;              /* I2: the write (or another) is in */
+    cl_recovery_view_changed(b, p);
     bool was = p->leading;
     p->leading = leads(b, p);
     /* As Kafka's makeLeader: the new epoch starts at the log end, so
@@ -329,7 +330,7 @@ int cl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int3
         nisr > MD_REPLICAS_MAX)
         return -1;
     const bk_pview *v = &t->parts[partition];
-    if (v->zk_version < 0 || v->leader != b->cfg->broker_id)
+    if (v->zk_version < 0 || v->leader != b->cfg->broker_id || (v->local && v->local->held))
         return -1;
     isr_write *w = calloc(1, sizeof *w);
     if (!w)

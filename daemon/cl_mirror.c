@@ -107,6 +107,8 @@ static void forget_topic(bk_broker *b, cl_topic *t)
             free(t->dirty);
             free(t->expect);
             free(t->marks);
+            free(t->state_mzxid);
+            free(t->recovery_since_ms);
             free(t);
             return;
         }
@@ -121,6 +123,8 @@ void mr_free(bk_broker *b)
             free(x->dirty);
             free(x->expect);
             free(x->marks);
+            free(x->state_mzxid);
+            free(x->recovery_since_ms);
             free(x);
         }
     free(cl->thash);
@@ -214,6 +218,7 @@ static void on_state(bk_broker *b, const zk_result *r, void *arg)
                      "partition is shown without a leader until it is fixed", f->name,
                      (int)pa->p, err);
         st->zk_version = r->stat.version;
+        cl_recovery_state_read(b, f->name, pa->p, r->stat.mzxid);
     } else if (r->rc == ZNONODE) {
         char path[MD_TOPIC_NAME_MAX + 64];
         snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", f->name,
@@ -442,6 +447,7 @@ static void on_state_one(bk_broker *b, const zk_result *r, void *arg)
     sp->rc = r->rc;
     if (r->rc == ZOK) {
         sp->version = r->stat.version;
+        cl_recovery_state_read(b, f->name, sp->p, r->stat.mzxid);
         if (zj_state_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &sp->st,
                            err, sizeof err) != 0) {
             BK_ERROR("zookeeper: the state of %s-%d is not Kafka's JSON (%s)", f->name,
@@ -688,6 +694,7 @@ static void on_broker(bk_broker *b, const zk_result *r, void *arg)
             z->id = -1;
         } else {
             z->id = id;
+            z->czxid = r->stat.czxid;
         }
     } else if (r->rc == ZNONODE) {
         z->id = -1;                               /* gone since the listing */

@@ -550,6 +550,7 @@ static void on_registration(bk_broker *b, const zk_result *r, void *arg)
         }
         cl->registered = true;
         cl->register_retry_us = 0;
+        cl_recovery_registered(b, r->stat.czxid);
         ctl_elect(b);
         return;
     }
@@ -574,7 +575,7 @@ static void on_registered(bk_broker *b, const zk_result *r, void *arg)
         b->cl->register_retry_us = bk_mono_us() + 1000000;
 }
 
-static void register_broker(bk_broker *b)
+static void register_now(bk_broker *b)
 {
     const bk_config *c = b->cfg;
     zj_broker z = { .id = c->broker_id, .port = c->advertised_port,
@@ -594,6 +595,13 @@ static void register_broker(bk_broker *b)
     zk_create(b->zk, path, (const char *)out.data, (int)out.len, ZOO_EPHEMERAL,
               on_registered, NULL);
     kp_buf_free(&out);
+}
+
+/* The log ends first (cl_recovery.c): a controller that sees the
+ * registration finds the log this broker came back with. */
+static void register_broker(bk_broker *b)
+{
+    cl_recovery_publish(b, register_now);
 }
 
 /* ---- the cluster id ------------------------------------------------------------------------ */
@@ -729,6 +737,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     bk_isr_tick(b);                               /* replica.lag.time.max.ms */
     ctl_leaders_tick(b);                          /* auto.leader.rebalance.enable */
     bk_logdir_tick(b);                            /* a failed log dir's notification */
+    ctl_recovery_tick(b);                         /* leader.recovery.wait.ms */
 }
 
 static void on_watch(bk_broker *b, int type, const char *path)
@@ -794,6 +803,7 @@ void cl_stop(bk_broker *b)
     if (cl->tick)
         event_free(cl->tick);
     mr_free(b);
+    cl_recovery_free(b);
     free(cl);
     b->cl = NULL;
 }

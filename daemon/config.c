@@ -167,6 +167,9 @@ static const bk_config_key keys[] = {
          INT32_MAX, "300", "how often the controller checks for leader imbalance"),
     INT("leader.imbalance.per.broker.percentage", leader_imbalance_per_broker_percentage, 0, 100,
         "10", "share of a broker's preferred partitions led elsewhere that triggers a rebalance"),
+    LONG("leader.recovery.wait.ms", leader_recovery_wait_ms, 0, INT32_MAX, "30000",
+         "no ISR member stayed up: how long the controller waits for the others to return "
+         "before electing the longest log among those back"),
     INT("fetch.max.bytes", fetch_max_bytes, 1024, INT32_MAX, "57671680",
         "cap on one Fetch answer, whatever the request asks"),
     STR("admin.listeners", admin_listeners, NULL, "HTTP admin address (/sql, /metrics); empty: 127.0.0.1:9644 when free; none: off"),

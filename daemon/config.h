@@ -153,6 +153,7 @@ typedef struct bk_config {
     bool auto_leader_rebalance_enable;        /* auto.leader.rebalance.enable */
     int64_t leader_imbalance_check_interval_seconds; /* leader.imbalance.check.interval.seconds */
     int32_t leader_imbalance_per_broker_percentage;  /* leader.imbalance.per.broker.percentage */
+    int64_t leader_recovery_wait_ms;          /* leader.recovery.wait.ms */
     char zookeeper_connect[1024];         /* zookeeper.connect ("" = standalone) */
     int32_t zookeeper_session_timeout_ms;     /* zookeeper.session.timeout.ms */
     int32_t zookeeper_connection_timeout_ms;  /* zookeeper.connection.timeout.ms (0: session) */

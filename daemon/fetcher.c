@@ -421,9 +421,11 @@ static int truncate_to(fe_fetcher *f, fe_part *fp, bk_partition *p, int64_t offs
             fp->partition, (long long)end, (long long)seg_log_end(p->log), why, f->leader);
     if (seg_log_end(p->log) < p->high_watermark)
         BK_WARN("partition %s-%d: offsets %lld to %lld were committed (below the high "
-                "watermark) and are lost: leader %d does not have them (an unclean "
-                "leader election)", fp->topic, fp->partition,
-                (long long)seg_log_end(p->log), (long long)p->high_watermark - 1, f->leader);
+                "watermark) and are lost: leader %d does not have them (it was "
+                "elected without them: an unclean leader election, or one that settled "
+                "for the replicas back within leader.recovery.wait.ms)", fp->topic,
+                fp->partition, (long long)seg_log_end(p->log),
+                (long long)p->high_watermark - 1, f->leader);
     bk_producers_reset(b, p);
     if (p->high_watermark > seg_log_end(p->log))
         bk_partition_set_high_watermark(b, p, seg_log_end(p->log));

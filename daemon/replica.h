@@ -69,6 +69,8 @@ struct bk_partition {
     int32_t nfollowers;
     int32_t followers_epoch;         /* leader epoch the followers belong to */
     bool leading;                    /* led here at the last view change */
+    uint8_t held;                    /* led in the view, but not here (cl_recovery.c R5):
+                                        0 no, 1 not known yet, 2 led before a restart */
     int isr_pending_version;         /* ISR write out on this state version; -1 none */
     int64_t storage_retry_ms;        /* log failed: next seg_reset_error try */
     struct bk_pstate *producers;     /* idempotent producers (producer_state.c) */

@@ -181,7 +181,7 @@ int bk_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partitio
     const bk_pview *v = bk_view_partition(b, topic, partition);
     if (!v)
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
-    if (v->leader != b->cfg->broker_id || !v->local ||
+    if (v->leader != b->cfg->broker_id || !v->local || v->local->held ||
         (b->cl && bk_cluster_fenced(b)))
         return KP_NOT_LEADER_OR_FOLLOWER;
     if (bk_logdir_offline(b))

@@ -48,6 +48,8 @@ typedef struct zj_broker {
     char rack[64];               /* "" when none */
     char endpoints[512];         /* joined "PLAINTEXT://h:p,SSL://h:p" */
     int64_t timestamp_ms;        /* registration time; -1 when absent */
+    int64_t czxid;               /* the znode's creation zxid (its stat, not its JSON):
+                                    Kafka's broker epoch; 0 unknown */
     /* Formatting: listener_security_protocol_map as "NAME:PROTO,..."; ""
      * maps each listener named like a protocol to it (others PLAINTEXT). */
     char protocol_map[512];

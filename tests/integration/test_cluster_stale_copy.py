@@ -1,0 +1,206 @@
+"""A stale replica never wins (issue 28, item 4): after a whole-cluster
+SIGKILL, a broker that comes back first on an old copy of its data
+directory must not lead the partitions it shares with brokers holding the
+real data, even though ZooKeeper still lists it in every ISR and it wins
+the controller.  The controller compares the returning ISR members' log
+ends (each broker publishes them in /broker_log_ends/<id> before it
+registers) and elects the longest, waiting leader.recovery.wait.ms for the
+others to return (daemon/cl_recovery.c).
+
+Each test prints acknowledged, read, lost and duplicated.
+"""
+import re
+import shutil
+import time
+
+import pytest
+from confluent_kafka.admin import NewTopic
+
+import kafka_raw as kr
+from cluster_support import live_brokers, make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from support import ck_admin, ck_producer, consume, produce_ok, report, topic_name
+
+if zk_missing():
+    pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
+
+SESSION_MS = 3000
+PARTS = 3
+# Each broker leads one partition; broker 1 (the one restarted on the old
+# copy) is in every ISR.
+ASSIGNMENT = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+
+
+def values(prefix, n):
+    return [{"value": b"%s-%05d" % (prefix, i), "partition": i % PARTS} for i in range(n)]
+
+
+def states(b, t):
+    """{partition: (leader, sorted ISR)} as broker b answers Metadata, or None."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [t], False), timeout=3)
+        parts = kr.parse_metadata(r, 5)["topics"].get(t, (None, []))[1]
+    except (OSError, ValueError):
+        return None
+    return {pid: (leader, tuple(sorted(isr))) for _e, pid, leader, _r, isr, _o in parts}
+
+
+def all_led(brokers, t):
+    """The partitions' states once every broker agrees and each partition
+    has a live leader; else None."""
+    views = [states(b, t) for b in brokers]
+    if any(v is None or len(v) != PARTS for v in views) or \
+            any(v != views[0] for v in views):
+        return None
+    ids = {b.broker_id for b in brokers}
+    return views[0] if all(s[0] in ids for s in views[0].values()) else None
+
+
+def cluster(make_cluster, wait_ms):
+    c = make_cluster(3, session_timeout_ms=SESSION_MS,
+                     overrides={"leader.recovery.wait.ms": str(wait_ms)})
+    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in c.brokers), 30,
+             "every broker to list three live brokers")
+    return c
+
+
+def create(c, t):
+    fs = ck_admin(c.brokers[0]).create_topics(
+        [NewTopic(t, PARTS, replica_assignment=ASSIGNMENT, config={"min.insync.replicas": "2"})],
+        operation_timeout=15)
+    fs[t].result(timeout=20)
+    wait_for(lambda: (lambda s: s and all(v[1] == (1, 2, 3) for v in s.values()))(
+        all_led(c.brokers, t)), 30, "every ISR of %s to hold all three brokers" % t)
+
+
+def copy_data_dir(b, dst):
+    """A crash-consistent copy of b's data directory: taken while b is
+    stopped (SIGSTOP, well inside the session timeout)."""
+    b.sigstop()
+    try:
+        shutil.copytree(b.data_dir, dst, symlinks=True)
+    finally:
+        b.sigcont()
+
+
+def replace_data_dir(b, src):
+    shutil.rmtree(b.data_dir)
+    shutil.copytree(src, b.data_dir, symlinks=True)
+
+
+def read_all(brokers, t, count):
+    """Every message of t; fewer than count (lost ones) are read too, for
+    the report."""
+    kw = {"bootstrap.servers": ",".join(b.bootstrap for b in brokers)}
+    try:
+        got = consume(brokers[0], t, list(range(PARTS)), count, timeout=60, **kw)
+    except AssertionError:
+        got = consume(brokers[0], t, list(range(PARTS)), 1, timeout=10, settle=3, **kw)
+    return [m.value() for m in got]
+
+
+def this_start(b):
+    """b's log since its last start."""
+    return b.log_text().rsplit("\n===== start ", 1)[-1]
+
+
+def tally(acked, got):
+    seen = set(got)
+    lost = [v for v in acked if v not in seen]
+    return lost, len(got) - len(seen)
+
+
+def test_stale_copy_restarted_first_does_not_win(make_cluster, tmp_path):
+    c = cluster(make_cluster, 30000)
+    x, rest = c.broker(1), [c.broker(2), c.broker(3)]
+    t = topic_name("stale")
+    create(c, t)
+    p = ck_producer(c.brokers[0], **{"bootstrap.servers": c.bootstrap, "linger.ms": 5})
+    first = values(b"first", 600)
+    produce_ok(p, t, first)
+    old = str(tmp_path / "broker-1-old")
+    copy_data_dir(x, old)
+    second = values(b"second", 3000)
+    produce_ok(p, t, second)
+    p.flush(10)
+    del p
+    # The high watermarks reach each broker's SQLite (every 5 s at most):
+    # the controller names the stale copy by its log ending below them.
+    time.sleep(6)
+    for b in c.brokers:
+        b.kill()
+    replace_data_dir(x, old)
+
+    x.start()                                     # alone: it wins the controller
+    wait_for(lambda: "this broker (1) is the controller" in this_start(x), 30,
+             "broker 1, on the old copy, to be the controller")
+    time.sleep(1.5)                               # time enough to elect itself
+    stale_led = all_led([x], t)
+    t0 = time.monotonic()
+    for b in rest:
+        b.start()
+    # The view shows broker 1's old leaderships until the controller writes
+    # new ones: wait for those writes (or, on the old code, for any leader).
+    elected = [re.compile(r"partition %s-%d: [^\n]* leads at leader epoch" % (t, p))
+               for p in range(PARTS)]
+    wait_for(lambda: all(e.search(this_start(x)) for e in elected)
+             or (stale_led and all_led(c.brokers, t)), 30, "the controller's elections")
+    took = time.monotonic() - t0
+
+    acked = [m["value"] for m in first + second]
+    got = read_all(c.brokers, t, len(acked))
+    # Read after the reads: until the elections' writes reach every broker,
+    # all agree on the old state (broker 1 leading, held).
+    led = wait_for(lambda: all_led(c.brokers, t), 30, "a leader for every partition")
+    lost, dups = tally(acked, got)
+    report("stale copy restarted first: acknowledged %d (acks=all), read %d, lost %d, "
+           "duplicated %d; leaders %s elected %.2f s after the others' start",
+           len(acked), len(got), len(lost), dups,
+           ",".join("%d:%d" % (pid, s[0]) for pid, s in sorted(led.items())), took)
+    assert not lost, "%d acknowledged messages lost, first %r" % (len(lost), lost[:5])
+    assert stale_led is None, "broker 1 led on its stale copy: %r" % (stale_led,)
+    assert "waiting up to 30000 ms" in this_start(x), "the controller did not wait"
+    assert sorted(got) == sorted(acked)
+    assert all(s[0] != 1 for s in led.values()), \
+        "the stale broker 1 was elected: %r" % (led,)
+    logs = "".join(b.log_text() for b in c.brokers)
+    assert "its data directory is older than what the cluster recorded" in logs
+    assert "an unclean leader election" not in logs and "are lost" not in logs, \
+        "a replica truncated committed data"
+    # Broker 1 catches up from the new leaders and is taken back into the ISRs.
+    wait_for(lambda: (lambda s: s and all(v[1] == (1, 2, 3) for v in s.values()))(
+        all_led(c.brokers, t)), 60, "broker 1 back in every ISR")
+
+
+def test_stale_copy_alone_leads_after_the_wait(make_cluster, tmp_path):
+    """The others never return: after leader.recovery.wait.ms the stale
+    broker leads with what it has, and says so."""
+    wait_ms = 3000
+    c = cluster(make_cluster, wait_ms)
+    x = c.broker(1)
+    t = topic_name("alone")
+    create(c, t)
+    p = ck_producer(c.brokers[0], **{"bootstrap.servers": c.bootstrap, "linger.ms": 5})
+    first = values(b"first", 300)
+    produce_ok(p, t, first)
+    old = str(tmp_path / "broker-1-old")
+    copy_data_dir(x, old)
+    produce_ok(p, t, values(b"second", 300))
+    del p
+    for b in c.brokers:
+        b.kill()
+    replace_data_dir(x, old)
+    x.start()
+    t0 = time.monotonic()
+    alone = {p: (1, (1,)) for p in range(PARTS)}
+    wait_for(lambda: all_led([x], t) == alone, wait_ms / 1000 + 30,
+             "broker 1 to lead alone (ISR [1])")
+    took = time.monotonic() - t0
+    assert "came back within leader.recovery.wait.ms" in this_start(x)
+    got = read_all([x], t, len(first))
+    lost, dups = tally([m["value"] for m in first], got)
+    report("stale copy alone: led %.2f s after its start (its old session's expiry, then "
+           "leader.recovery.wait.ms=%d); of the %d "
+           "messages its copy had, read %d, lost %d, duplicated %d", took, wait_ms,
+           len(first), len(got), len(lost), dups)
+    assert took >= wait_ms / 1000 * 0.5 and not lost and not dups
