@@ -78,7 +78,9 @@ def copy_data_dir(b, dst):
     stopped (SIGSTOP, well inside the session timeout)."""
     b.sigstop()
     try:
-        shutil.copytree(b.data_dir, dst, symlinks=True)
+        # The admin socket is no file to copy (a new one is made at start).
+        shutil.copytree(b.data_dir, dst, symlinks=True,
+                        ignore=shutil.ignore_patterns("admin.sock"))
     finally:
         b.sigcont()
 
