@@ -306,16 +306,17 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
         memcpy(st.isr, v->isr, sizeof st.isr);
         bool create = v->zk_version < 0, change = false;
         if (create) {
-            int32_t lead = -1;
-            for (int32_t i = 0; i < v->nreplicas && lead < 0; i++)
+            /* As Kafka's initializeLeaderAndIsrForPartitions: the ISR is
+             * every live assigned replica (all empty, hence in sync), led
+             * by the first; the leader's HW waits for their first fetch. */
+            st.nisr = 0;
+            for (int32_t i = 0; i < v->nreplicas; i++)
                 if (alive(b, v->replicas[i]))
-                    lead = v->replicas[i];
-            if (lead < 0)
+                    st.isr[st.nisr++] = v->replicas[i];
+            if (!st.nisr)
                 continue;                         /* created when a replica is alive */
-            st.leader = lead;
+            st.leader = st.isr[0];
             st.leader_epoch = 0;
-            st.nisr = 1;
-            st.isr[0] = lead;
             change = true;
         } else if (v->leader < 0 || !alive(b, v->leader)) {
             int32_t lead = -1;
