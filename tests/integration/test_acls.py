@@ -317,3 +317,62 @@ def test_cluster_acl_made_on_broker_1_is_enforced_on_broker_3(make_cluster):
     b3.sql("DELETE FROM acls WHERE resource_name = 'guarded'")        # from broker 3 too
     wait_equal(lambda: b1.sql("SELECT count(*) AS n FROM acls WHERE resource_type = 'TOPIC'"),
                [{"n": 0}], 20, "broker 1 to drop the ACL deleted on broker 3")
+
+
+def test_offset_fetch_without_describe_is_kafkas_group_or_topic_error(secured):
+    """OffsetFetch as KafkaApis.handleOffsetFetchRequest answers it: without
+    DESCRIBE on the group, GROUP_AUTHORIZATION_FAILED (30) for each
+    partition asked (v0-1), as the top-level error with no topics (v2-7),
+    as the group's error (v8+); with the group allowed but not the topic,
+    TOPIC_AUTHORIZATION_FAILED (29) for that topic's partitions alone."""
+    from test_group_api_versions import OFFSET_FETCH, call, fetch_body_v0, fetch_body_v9, parse_fetch_v9
+    b = secured
+    make_topic(b, "of-t")
+    make_topic(b, "of-ok")
+    grant(b, "TOPIC", "of-ok", "DESCRIBE")
+    grant(b, "GROUP", "g-desc", "DESCRIBE")
+    asked = [("of-t", [0]), ("of-ok", [0])]
+
+    def v1(c, group):
+        body = kr.string(group) + kr.array([kr.string(t) + kr.array([kr.i32(p) for p in ps])
+                                            for t, ps in asked])
+        r = call(c, OFFSET_FETCH, 1, body)
+        got = r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i64(), y.string(),
+                                                                y.i16()))))
+        assert r.remaining() == 0
+        return got
+
+    def v5(c, group):
+        body = kr.string(group) + kr.array([kr.string(t) + kr.array([kr.i32(p) for p in ps])
+                                            for t, ps in asked])
+        r = call(c, OFFSET_FETCH, 5, body)
+        assert r.i32() == 0
+        topics = r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i64(), y.i32(),
+                                                                   y.string(), y.i16()))))
+        err = r.i16()
+        assert r.remaining() == 0
+        return topics, err
+
+    with kr.Conn(b.port) as c:
+        assert v1(c, "g-none") == [("of-t", [(0, -1, "", 30)]), ("of-ok", [(0, -1, "", 30)])]
+        assert v5(c, "g-none") == ([], 30)
+        assert parse_fetch_v9(call(c, OFFSET_FETCH, 9, fetch_body_v9([("g-none", asked)]))) == \
+            [("g-none", [], 30)]
+        # The group allowed: the topic without DESCRIBE is refused alone.
+        assert v1(c, "g-desc") == [("of-t", [(0, -1, "", 29)]), ("of-ok", [(0, -1, "", 0)])]
+        assert v5(c, "g-desc") == ([("of-t", [(0, -1, -1, "", 29)]),
+                                    ("of-ok", [(0, -1, -1, "", 0)])], 0)
+        assert parse_fetch_v9(call(c, OFFSET_FETCH, 9, fetch_body_v9([
+            ("g-desc", asked), ("g-none", None)]))) == \
+            [("g-desc", [("of-t", [(0, -1, -1, "", 29)]), ("of-ok", [(0, -1, -1, "", 0)])], 0),
+             ("g-none", [], 30)]
+    # What a client sees: kafka-python's committed() for a group it may
+    # not describe (its FindCoordinator is refused first, as by Kafka).
+    from kafka import TopicPartition as KTP
+    from support import kp_consumer
+    cons = kp_consumer(b, group_id="g-none")
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            cons.committed(KTP("of-ok", 0))
+    finally:
+        cons.close()
