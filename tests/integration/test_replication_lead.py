@@ -30,6 +30,7 @@ REQUEST_TIMED_OUT = 7
 NOT_ENOUGH_REPLICAS = 19
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 LAG_MS = 3000
+LEFT_GRACE_S = 0.5 + 1.0 + 0.2      # replica.fetch.wait.max.ms + 1 s, and a margin
 
 
 def metadata_isr(b, topic):
@@ -113,10 +114,13 @@ def led_by_one(make_cluster):
         for i in (2, 3):
             if c.broker(i).alive():
                 c.broker(i).stop()
-        # Real followers (once daemon/fetcher.c is merged) may have joined the
-        # ISR before they stopped; they leave it after replica.lag.time.max.ms.
+        # A new partition's ISR is all its live replicas; 2 and 3 leave it
+        # as they shut down, and stay leaving for a replica fetch's longest
+        # wait and a second after (cl_leaders.c L6): until then a fetch
+        # posing as them would not be taken back into the ISR.
         wait_equal(lambda: metadata_isr(one, t), [1], LAG_MS / 1000 + 10,
                    "topic %s with ISR [1]" % t)
+        time.sleep(LEFT_GRACE_S)
         return t
 
     new_topic.cluster = c
