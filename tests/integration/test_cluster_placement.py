@@ -6,7 +6,7 @@ replica slot, __consumer_offsets included, so consumer groups work."""
 import collections
 
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 
 from cluster_support import cluster, make_cluster, wait_for, zk  # noqa: F401 (fixtures)
 from support import ck_admin, ck_consumer, ck_producer, kp_common, kp_producer, produce_ok, topic_name
@@ -75,7 +75,8 @@ def assert_spread(c, racks, t, n):
 
 def test_rack_aware_rf3_topics_and_consumer_offsets(make_cluster):
     """Three brokers on three racks: RF 3 topics of 12 and 50 partitions by
-    CreateTopics and by SQL get every replica slot filled, one per rack,
+    CreateTopics and by SQL, and 5 partitions added by CreatePartitions,
+    get every replica slot filled, one per rack,
     and a consumer group (whose coordinator needs __consumer_offsets, 50
     partitions of RF 3) subscribes, consumes, commits and reads its
     committed offsets back."""
@@ -87,6 +88,10 @@ def test_rack_aware_rf3_topics_and_consumer_offsets(make_cluster):
                                        operation_timeout=20)
         fs[t].result(timeout=30)
         assert_spread(c, racks, t, n)
+        if n == 12:                               # grown later: the same spread
+            ck_admin(b).create_partitions([NewPartitions(t, 17)], operation_timeout=20)[t] \
+                .result(timeout=30)
+            assert_spread(c, racks, t, 17)
         s = "sqlracks%d" % n
         c.brokers[1].sql("INSERT INTO topics (name, partitions, replication_factor) "
                          "VALUES ('%s', %d, 3)" % (s, n))
