@@ -4,13 +4,18 @@ CreateTopics or CreatePartitions answers (kafka-python with retries=0), and
 with broker.rack on every broker Kafka's rack-aware assignment fills every
 replica slot, __consumer_offsets included, so consumer groups work."""
 import collections
+import time
+
+import pytest
 
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions, NewTopic
 
-from cluster_support import cluster, make_cluster, wait_for, zk  # noqa: F401 (fixtures)
+import kafka_raw as kr
+from cluster_support import cluster, leader_and_isr, make_cluster, wait_for, zk  # noqa: F401
 from support import ck_admin, ck_consumer, ck_producer, kp_common, kp_producer, produce_ok, topic_name
-from test_cluster import led_everywhere, partitions_seen, wait_formed
+from test_cluster import led_everywhere, wait_formed
+from test_replication_lead import batch, consumer_fetch, produce
 
 MIN_ISR = {"min.insync.replicas": "2"}
 
@@ -52,6 +57,44 @@ def test_acks_all_right_after_create_topics_and_create_partitions(cluster):
     parts = wait_for(lambda: led_everywhere(cluster.brokers, t, 5), 10, "%s led" % t)
     for p, (_err, _leader, replicas, isr) in parts.items():
         assert sorted(isr) == sorted(replicas) and len(replicas) == 3, (p, replicas, isr)
+
+
+def test_followers_in_the_isr_that_never_fetched_hold_the_high_watermark(make_cluster):
+    """The followers of a new partition are in its ISR before their first
+    fetch: until they fetch, the leader serves nothing of what it appended
+    (the high watermark stays 0) and an acks=all produce waits; once they
+    fetch, both move.  The followers are SIGSTOPped before the topic is
+    made, within their (long) session, so they stay live and assigned."""
+    c = make_cluster(3, session_timeout_ms=30000)
+    ctl = wait_formed(c)
+    leader = c.broker(ctl)
+    others = [b for b in c.brokers if b is not leader]
+    ids = [ctl] + [b.broker_id for b in others]
+    t = topic_name("unfetched")
+    for b in others:
+        b.sigstop()
+    try:
+        ck_admin(leader).create_topics([NewTopic(t, num_partitions=1, replica_assignment=[ids])],
+                                       operation_timeout=20)[t].result(timeout=30)
+        wait_for(lambda: leader_and_isr(leader, t) == (ctl, tuple(ids)), 20,
+                 "%s led by %d with ISR %s" % (t, ctl, ids))
+        with kr.Conn(leader.port) as p, kr.Conn(leader.port) as cons:
+            assert produce(p, t, 2, acks=1) == (0, 0)
+            for _ in range(3):
+                assert consumer_fetch(cons, t, 0)[:3] == (0, 0, b"")
+                time.sleep(0.2)
+            corr = p.send(kr.API_PRODUCE, 3, kr.produce_v3_body(t, 0, batch(1), -1, 20000))
+            with pytest.raises(kr.Timeout):
+                p.recv_response(timeout=0.5)
+            for b in others:
+                b.sigcont()
+            got, r = p.recv_response(timeout=15)
+            assert got == corr
+            assert [(e, base) for _t, _p, e, base, _l in kr.parse_produce_v3(r)] == [(0, 2)]
+            wait_for(lambda: consumer_fetch(cons, t, 0)[1] == 3, 10, "the high watermark at 3")
+    finally:
+        for b in others:
+            b.sigcont()
 
 
 def rack_cluster(make_cluster):
