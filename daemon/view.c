@@ -324,7 +324,8 @@ static int rack_alternate(const int32_t *ids, const char *const *racks, int n, i
         }
         glen[nr - 1]++;
     }
-    int taken[BK_VIEW_MAX_BROKERS] = { 0 };
+    int taken[BK_VIEW_MAX_BROKERS];
+    memset(taken, 0, (size_t)nr * sizeof *taken);
     for (int m = 0, g = 0; m < n; g = (g + 1) % nr)
         if (taken[g] < glen[g]) {
             order[m] = by[gstart[g] + taken[g]++];
@@ -358,7 +359,9 @@ int bk_assign_replicas(const int32_t *ids, const char *const *racks, int n, int3
         return -1;
     int order[BK_VIEW_MAX_BROKERS], rk[BK_VIEW_MAX_BROKERS];
     int nr = rack_alternate(ids, racks, n, order, rk);
-    bool has_b[BK_VIEW_MAX_BROKERS] = { false }, has_r[BK_VIEW_MAX_BROKERS] = { false };
+    bool has_b[BK_VIEW_MAX_BROKERS], has_r[BK_VIEW_MAX_BROKERS];
+    memset(has_b, 0, (size_t)n * sizeof *has_b);
+    memset(has_r, 0, (size_t)(nr > 0 ? nr : 1) * sizeof *has_r);
     int at[BK_VIEW_MAX_BROKERS];                  /* this partition's positions */
     int64_t shift = start;
     for (int32_t i = 0; i < count; i++) {
