@@ -307,12 +307,15 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
         bool create = v->zk_version < 0, change = false;
         if (create) {
             /* As Kafka's initializeLeaderAndIsrForPartitions: the ISR is
-             * every live assigned replica (all empty, hence in sync), led
-             * by the first; the leader's HW waits for their first fetch. */
+             * every live assigned replica not shutting down (all empty,
+             * hence in sync), led by the first; the leader's HW waits for
+             * their first fetch.  Leaving ones only when no other lives. */
             st.nisr = 0;
-            for (int32_t i = 0; i < v->nreplicas; i++)
-                if (alive(b, v->replicas[i]))
-                    st.isr[st.nisr++] = v->replicas[i];
+            for (int pass = 0; pass < 2 && !st.nisr; pass++)
+                for (int32_t i = 0; i < v->nreplicas; i++)
+                    if (alive(b, v->replicas[i]) &&
+                        (pass || !cl_broker_shutting(b, v->replicas[i])))
+                        st.isr[st.nisr++] = v->replicas[i];
             if (!st.nisr)
                 continue;                         /* created when a replica is alive */
             st.leader = st.isr[0];

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
-from cluster_support import (leader_and_isr, make_cluster, wait_equal, wait_for, zk,  # noqa: F401
-                             zk_missing)
+from cluster_support import (LEFT_GRACE_S, leader_and_isr, make_cluster, wait_equal,  # noqa: F401
+                             wait_for, zk, zk_missing)
 from support import ck_admin, topic_name
 
 if zk_missing():
@@ -30,7 +30,6 @@ REQUEST_TIMED_OUT = 7
 NOT_ENOUGH_REPLICAS = 19
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 LAG_MS = 3000
-LEFT_GRACE_S = 0.5 + 1.0 + 0.2      # replica.fetch.wait.max.ms + 1 s, and a margin
 
 
 def metadata_isr(b, topic):
@@ -115,9 +114,8 @@ def led_by_one(make_cluster):
             if c.broker(i).alive():
                 c.broker(i).stop()
         # A new partition's ISR is all its live replicas; 2 and 3 leave it
-        # as they shut down, and stay leaving for a replica fetch's longest
-        # wait and a second after (cl_leaders.c L6): until then a fetch
-        # posing as them would not be taken back into the ISR.
+        # as they shut down, and a fetch posing as them is taken back only
+        # once they are no longer leaving (LEFT_GRACE_S).
         wait_equal(lambda: metadata_isr(one, t), [1], LAG_MS / 1000 + 10,
                    "topic %s with ISR [1]" % t)
         time.sleep(LEFT_GRACE_S)
