@@ -59,6 +59,41 @@ def test_acks_all_right_after_create_topics_and_create_partitions(cluster):
         assert sorted(isr) == sorted(replicas) and len(replicas) == 3, (p, replicas, isr)
 
 
+def test_acks_all_right_after_auto_create_sql_create_and_first_group_commit(make_cluster):
+    """Brokers defaulting to RF 3 and min.insync.replicas=2: a topic
+    auto-created by kafka-python's first send, five made by SQL, and
+    __consumer_offsets made by a group's first FindCoordinator all take an
+    acks=all write (a produce with retries=0, a commit) at once.  The
+    previous binary refused a SQL-made topic's first write in every run."""
+    c = make_cluster(3, overrides={"default.replication.factor": "3",
+                                   "min.insync.replicas": "2"})
+    wait_formed(c)
+    b = c.brokers[1]
+    producer = kp_producer(b, retries=0, request_timeout_ms=20000)
+    try:
+        auto = topic_name("auto")
+        md = producer.send(auto, value=b"first").get(timeout=30)
+        assert md.offset == 0
+        for i in range(5):
+            made = topic_name("sqlmade%d" % i)
+            b.sql("INSERT INTO topics (name, partitions, replication_factor) "
+                  "VALUES ('%s', 2, 3)" % made)
+            md = producer.send(made, value=b"first", partition=1).get(timeout=30)
+            assert (md.partition, md.offset) == (1, 0)
+    finally:
+        producer.close()
+    cons = ck_consumer(b, **{"group.id": topic_name("firstcommit")})
+    try:
+        cons.commit(offsets=[TopicPartition(auto, 0, 1)], asynchronous=False)
+        assert [tp.offset for tp in cons.committed([TopicPartition(auto, 0)], timeout=20)] == [1]
+    finally:
+        cons.close()
+    for t in (auto, made):
+        parts = wait_for(lambda t=t: led_everywhere(c.brokers, t, 2 if t == made else 1), 10,
+                         "%s led" % t)
+        assert all(len(r) == 3 for _e, _l, r, _i in parts.values()), parts
+
+
 def test_followers_in_the_isr_that_never_fetched_hold_the_high_watermark(make_cluster):
     """The followers of a new partition are in its ISR before their first
     fetch: until they fetch, the leader serves nothing of what it appended
