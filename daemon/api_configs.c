@@ -56,7 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { RT_TOPIC = 2, RT_BROKER = 4 };
+enum { RT_TOPIC = 2, RT_BROKER = 4, RT_BROKER_LOGGER = 8, RT_CLIENT_METRICS = 16 };
 enum { OP_SET = 0, OP_DELETE = 1, OP_APPEND = 2, OP_SUBTRACT = 3 };
 
 /* ---- helpers ------------------------------------------------------------------- */
@@ -71,7 +71,7 @@ static const char *resource_type_name(int8_t t)
     switch (t) {
     case RT_TOPIC: return "TOPIC";
     case RT_BROKER: return "BROKER";
-    case 8: return "BROKER_LOGGER";
+    case RT_BROKER_LOGGER: return "BROKER_LOGGER";
     default: return "UNKNOWN";
     }
 }
@@ -392,7 +392,9 @@ static int config_authz(bk_req *r, int8_t type, kp_str name, int op)
 {
     if (type == RT_TOPIC)
         return bk_authorized(r, BK_RES_TOPIC, name, op) ? KP_NONE : KP_TOPIC_AUTHORIZATION_FAILED;
-    if (type == RT_BROKER)
+    /* Kafka: a broker's loggers and client metrics are the cluster's too
+     * (refused so before they are found unsupported here). */
+    if (type == RT_BROKER || type == RT_BROKER_LOGGER || type == RT_CLIENT_METRICS)
         return BK_AUTHZ_CLUSTER(r, op) ? KP_NONE : KP_CLUSTER_AUTHORIZATION_FAILED;
     return KP_NONE;
 }

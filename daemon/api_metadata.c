@@ -33,7 +33,8 @@
  * With the authorizer on (daemon/authz.c), as Kafka: a listing of all
  * topics leaves out those the principal may not DESCRIBE; a named one it
  * may not describe, or would auto-create without CREATE on the cluster or
- * the topic, is answered TOPIC_AUTHORIZATION_FAILED.
+ * the topic, is answered TOPIC_AUTHORIZATION_FAILED (one asked for by its
+ * id with a null name).
  */
 #include "daemon/cluster.h"
 #include "daemon/authz.h"
@@ -132,9 +133,12 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
     }
     if (by_id || n.len < 0) {
         bk_topic *t = bk_topic_find_id(b, qt->TopicId);
-        if (!t || (n.len >= 0 && kp_str_cmp(n, kp_str_cstr(t->name)) != 0) ||
-            !bk_authorized(r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE)) {
-            fill_error(o, KP_STR_NULL, KP_UNKNOWN_TOPIC_ID);
+        bool unknown = !t || (n.len >= 0 && kp_str_cmp(n, kp_str_cstr(t->name)) != 0);
+        /* Kafka: an id is no secret, so one known but not to be described
+         * is TOPIC_AUTHORIZATION_FAILED, its name left null. */
+        if (unknown || !bk_authorized(r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE)) {
+            fill_error(o, KP_STR_NULL,
+                       unknown ? KP_UNKNOWN_TOPIC_ID : KP_TOPIC_AUTHORIZATION_FAILED);
             memcpy(o->TopicId, qt->TopicId, 16);
             return true;
         }

@@ -433,6 +433,13 @@ static void ct_fill(answer *a)
         if (res->ErrorCode != KP_NONE)
             continue;
         const bk_topic *t = bk_topic_find(r->b, res->Name.p, (size_t)res->Name.len);
+        /* Kafka: configs and metadata only to whom may DESCRIBE_CONFIGS */
+        if (!bk_authorized(r, BK_RES_TOPIC, res->Name, BK_OP_DESCRIBE_CONFIGS)) {
+            res->TopicConfigErrorCode = KP_TOPIC_AUTHORIZATION_FAILED;
+            if (t && r->hdr.RequestApiVersion >= 7)
+                memcpy(res->TopicId, t->id, 16);
+            continue;
+        }
         if (!t) {                                       /* validateOnly */
             const ct_topic *x = &q[i];
             res->NumPartitions = x->Assignments_count > 0 ? x->Assignments_count
@@ -445,10 +452,10 @@ static void ct_fill(answer *a)
             res->Configs_count = 0;
             continue;
         }
-        res->NumPartitions = t->npartitions;
-        res->ReplicationFactor = (int16_t)(t->npartitions > 0 ? t->parts[0].nreplicas : 0);
         if (r->hdr.RequestApiVersion >= 7)
             memcpy(res->TopicId, t->id, 16);
+        res->NumPartitions = t->npartitions;
+        res->ReplicationFactor = (int16_t)(t->npartitions > 0 ? t->parts[0].nreplicas : 0);
         res->Configs = kp_arena_alloc(&r->arena, (ndefs + 1) * sizeof *res->Configs);
         if (!res->Configs) {
             kp_buf_fail(r->out, KP_E_NOMEM);
@@ -490,6 +497,7 @@ static void dt_finish(void *ctx)
     kp_DeleteTopicsResponse *m = &a->m.DeleteTopics;
     for (int32_t i = 0; i < m->Responses_count; i++)   /* deleted once */
         if (m->Responses[i].ErrorCode != KP_UNKNOWN_TOPIC_ID &&   /* v6: refused alone */
+            m->Responses[i].ErrorCode != KP_TOPIC_AUTHORIZATION_FAILED &&
             m->Responses[i].ErrorCode != KP_INVALID_REQUEST)
             m->Responses[i].ErrorCode = m->Responses[a->d.first[i]].ErrorCode;
     kp_enc_DeleteTopicsResponse(a->r->out, a->r->hdr.RequestApiVersion, m);
@@ -551,6 +559,8 @@ int bk_handle_delete_topics(bk_req *r)
             const bk_topic *t = topic_by_id(b, ts->TopicId);
             if (!t)
                 early[i] = KP_UNKNOWN_TOPIC_ID;
+            else if (!bk_authorized(r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE))
+                early[i] = KP_TOPIC_AUTHORIZATION_FAILED;  /* Kafka: its name is not told */
             else if (kp_arena_str(&r->arena, t->name, &a->d.names[i]))
                 return BK_CLOSE;              /* a copy: the delete frees t */
         } else {
@@ -567,10 +577,14 @@ int bk_handle_delete_topics(bk_req *r)
         char err[MD_ERRLEN] = "";
         int rc = KP_NONE;                               /* copies: dt_finish */
         /* v6: null for an id no topic has (Kafka's answer) */
-        m->Responses[i].Name = v >= 6 && early[i] == KP_UNKNOWN_TOPIC_ID ? KP_STR_NULL : nm;
+        m->Responses[i].Name = v >= 6 && (early[i] == KP_UNKNOWN_TOPIC_ID ||
+                                          early[i] == KP_TOPIC_AUTHORIZATION_FAILED)
+                               ? KP_STR_NULL : nm;
         if (early[i] == KP_INVALID_REQUEST) {
             snprintf(err, sizeof err, "You may not specify both topic name and topic id.");
             rc = KP_INVALID_REQUEST;
+        } else if (early[i] == KP_TOPIC_AUTHORIZATION_FAILED) {
+            rc = KP_TOPIC_AUTHORIZATION_FAILED;
         } else if (early[i]) {
             snprintf(err, sizeof err, "This server does not host this topic ID.");
             rc = early[i];

@@ -316,16 +316,20 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
         bool create = v->zk_version < 0, change = false;
         int rec;
         if (create) {
-            int32_t lead = -1;
-            for (int32_t i = 0; i < v->nreplicas && lead < 0; i++)
-                if (alive(b, v->replicas[i]))
-                    lead = v->replicas[i];
-            if (lead < 0)
+            /* As Kafka's initializeLeaderAndIsrForPartitions: the ISR is
+             * every live assigned replica not shutting down (all empty,
+             * hence in sync), led by the first; the leader's HW waits for
+             * their first fetch.  Leaving ones only when no other lives. */
+            st.nisr = 0;
+            for (int pass = 0; pass < 2 && !st.nisr; pass++)
+                for (int32_t i = 0; i < v->nreplicas; i++)
+                    if (alive(b, v->replicas[i]) &&
+                        (pass || !cl_broker_shutting(b, v->replicas[i])))
+                        st.isr[st.nisr++] = v->replicas[i];
+            if (!st.nisr)
                 continue;                         /* created when a replica is alive */
-            st.leader = lead;
+            st.leader = st.isr[0];
             st.leader_epoch = 0;
-            st.nisr = 1;
-            st.isr[0] = lead;
             change = true;
         } else if ((rec = ctl_recovery_adjust(b, ct, t, p, &st)) != CTL_REC_NONE) {
             if (rec == CTL_REC_WAIT)

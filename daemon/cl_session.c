@@ -321,7 +321,8 @@ static void on_create_brokers(bk_broker *b, const zk_result *r, void *arg)
     int32_t *replicas = malloc((size_t)w->count * (size_t)w->rf * sizeof *replicas);
     if (!replicas)
         abort();
-    int rc = bk_view_assign_among(b, live, n, 0, w->count, w->rf, replicas, err, sizeof err);
+    int rc = bk_view_assign_among(b, live, n, 0, w->count, w->rf, -1, replicas, err,
+                                  sizeof err);
     if (rc != KP_NONE) {
         free(replicas);
         write_fail(b, w, rc, err);

@@ -85,15 +85,24 @@ const char *bk_cluster_id(bk_broker *b);
  * KP_INVALID_REPLICATION_FACTOR with Kafka's text. */
 int  bk_view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errlen);
 /* Replicas for partitions [first, first + count) of a topic: rf per
- * partition, on distinct live brokers, leaders spread (Kafka's round
- * robin).  KP_NONE, or KP_INVALID_REPLICATION_FACTOR with Kafka's text. */
-int  bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
+ * partition, on distinct live brokers, leaders spread, on distinct racks
+ * where broker.rack allows (Kafka's AdminUtils.assignReplicasToBrokers).
+ * lead0: partition 0's first replica when adding partitions (the new ones
+ * continue from it, as Kafka's addPartitions), else -1.  KP_NONE, or
+ * KP_INVALID_REPLICATION_FACTOR with Kafka's text. */
+int  bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf, int32_t lead0,
                     int32_t *replicas, char *err, size_t errlen);
 /* The same among the given live brokers (ascending ids) rather than all
  * that the view shows alive. */
 int  bk_view_assign_among(bk_broker *b, const int32_t *brokers, int nbrokers, int32_t first,
-                          int32_t count, int16_t rf, int32_t *replicas, char *err,
-                          size_t errlen);
+                          int32_t count, int16_t rf, int32_t lead0, int32_t *replicas,
+                          char *err, size_t errlen);
+/* The assignment itself, over n brokers (ids ascending; racks[i] is
+ * broker i's rack, "" or NULL for none; rack-aware when every broker has
+ * one), from broker-list position start: replicas gets count × rf ids.
+ * 0, or -1 when rf is not in 1..n or n is out of range. */
+int  bk_assign_replicas(const int32_t *ids, const char *const *racks, int n, int32_t start,
+                        int32_t first, int32_t count, int16_t rf, int32_t *replicas);
 
 /* ---- one path per fact (daemon/topics.c) -----------------------------------------
  * Each kind of fact has one function whose write half stores it (SQLite

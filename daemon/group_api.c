@@ -83,6 +83,12 @@ static void find_one(bk_req *r, int8_t key_type, kp_str key,
         .Key = key, .NodeId = -1, .Host = kp_str_cstr(""), .Port = -1,
         .ErrorMessage = KP_STR_NULL,                /* null when all is well */
     };
+    /* Kafka's getCoordinator asks DESCRIBE on the transactional id
+     * before anything else of a transaction key. */
+    if (key_type == 1 && !bk_authorized(r, BK_RES_TRANSACTIONAL_ID, key, BK_OP_DESCRIBE)) {
+        c->ErrorCode = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        return;
+    }
     if (key_type == 1 || key_type == 2) {
         c->ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
         c->ErrorMessage = kp_str_cstr(key_type == 1

@@ -465,11 +465,15 @@ static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchReques
                 .Name = qt[i].Name, .Partitions = p,
                 .Partitions_count = qt[i].PartitionIndexes_count,
             };
-            bool ok = bk_authorized(r, BK_RES_TOPIC, qt[i].Name, BK_OP_DESCRIBE);
+            /* A group's error (v0-1) is every partition's, before the
+             * topic's DESCRIBE is asked (Kafka's getErrorResponse). */
+            int16_t err = perr != KP_NONE ? perr
+                        : bk_authorized(r, BK_RES_TOPIC, qt[i].Name, BK_OP_DESCRIBE)
+                        ? KP_NONE : KP_TOPIC_AUTHORIZATION_FAILED;
             for (int32_t j = 0; j < qt[i].PartitionIndexes_count; j++) {
                 int32_t idx = qt[i].PartitionIndexes[j];
-                *p++ = ok ? fetch_partition(idx, find_row(rows, nrows, qt[i].Name, idx), perr)
-                          : fetch_partition(idx, NULL, KP_TOPIC_AUTHORIZATION_FAILED);
+                *p++ = fetch_partition(idx, err ? NULL : find_row(rows, nrows, qt[i].Name, idx),
+                                       err);
             }
         }
         *out = t;

@@ -276,9 +276,10 @@ static int partitions_cap(int32_t n, char *err, size_t errlen)
     return KP_INVALID_PARTITIONS;
 }
 
-/* The broker's assignment of count partitions from first, or NULL with
- * *rc set (a replication factor the live brokers cannot hold). */
-static int32_t *assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
+/* The broker's assignment of count partitions from first (lead0:
+ * bk_view_assign's), or NULL with *rc set (a replication factor the live
+ * brokers cannot hold). */
+static int32_t *assign(bk_broker *b, int32_t first, int32_t count, int16_t rf, int32_t lead0,
                        int *rc, char *err, size_t errlen)
 {
     size_t cells = (size_t)(count > 0 ? count : 1) * (size_t)(rf > 0 ? rf : 1);
@@ -288,7 +289,7 @@ static int32_t *assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
         *rc = KP_UNKNOWN_SERVER_ERROR;
         return NULL;
     }
-    if ((*rc = bk_view_assign(b, first, count, rf, r, err, errlen)) != KP_NONE) {
+    if ((*rc = bk_view_assign(b, first, count, rf, lead0, r, err, errlen)) != KP_NONE) {
         free(r);
         return NULL;
     }
@@ -306,7 +307,7 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
     int rc = KP_NONE;
     int32_t *own = NULL;
     if (!replicas && partitions > 0 && replication_factor > 0 &&
-        !(replicas = own = assign(b, 0, partitions, replication_factor, &rc, err, errlen)))
+        !(replicas = own = assign(b, 0, partitions, replication_factor, -1, &rc, err, errlen)))
         return rc;
     bool cluster = bk_cluster_mode(b);
     /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
@@ -363,7 +364,9 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
     bool known = md_topic_get(b->db, name, &mt) == KP_NONE;
     if (!replicas && t && known && count > t->npartitions &&
         !(replicas = own = assign(b, t->npartitions, count - t->npartitions,
-                                  mt.replication_factor, &rc, err, errlen)))
+                                  mt.replication_factor,
+                                  t->npartitions && t->parts[0].nreplicas > 0 ?
+                                  t->parts[0].replicas[0] : -1, &rc, err, errlen)))
         return rc;
     bool cluster = bk_cluster_mode(b);
     /* validate, store (cluster mode: validate_only here, then ZooKeeper) */

@@ -295,96 +295,146 @@ static const char *rack_of(bk_broker *b, int32_t id)
 
 /* Kafka's getRackAlternatedBrokerList: racks in name order, brokers of
  * each in id order, taken one rack after the other (r1b1, r2b1, r3b1,
- * r1b2, ...), so consecutive positions sit on different racks.  Returns
- * the number of racks (0: no broker has one; the list is left as is). */
-static int rack_alternate(bk_broker *b, int32_t *live, int n)
+ * r1b2, ...; a rack out of brokers is passed over), so consecutive
+ * positions sit on different racks.  order[i]: the index into ids of the
+ * broker at position i; rk[i]: the rank of its rack.  Returns the number
+ * of racks, or 0 when a broker has none (Kafka: all or none; order is
+ * then ids' own). */
+static int rack_alternate(const int32_t *ids, const char *const *racks, int n, int *order,
+                          int *rk)
 {
-    const char *racks[BK_VIEW_MAX_BROKERS];
-    int nr = 0;
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = 0; i < n; i++)
+        if (!racks || !racks[i] || !racks[i][0])
+            return 0;
+    int by[BK_VIEW_MAX_BROKERS];                  /* indices by (rack, id) */
     for (int i = 0; i < n; i++) {
-        const char *r = rack_of(b, live[i]);
-        if (!r[0])
-            return 0;                             /* Kafka: all or none */
-        int j = 0;
-        while (j < nr && strcmp(racks[j], r))
-            j++;
-        if (j == nr)
-            racks[nr++] = r;
+        int j = i;
+        for (; j > 0; j--) {
+            int c = strcmp(racks[by[j - 1]], racks[i]);
+            if (c < 0 || (c == 0 && ids[by[j - 1]] < ids[i]))
+                break;
+            by[j] = by[j - 1];
+        }
+        by[j] = i;
     }
-    for (int i = 1; i < nr; i++)                  /* insertion sort by name */
-        for (int j = i; j > 0 && strcmp(racks[j - 1], racks[j]) > 0; j--) {
-            const char *x = racks[j];
-            racks[j] = racks[j - 1];
-            racks[j - 1] = x;
+    int gstart[BK_VIEW_MAX_BROKERS], glen[BK_VIEW_MAX_BROKERS], nr = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || strcmp(racks[by[i]], racks[by[i - 1]])) {
+            gstart[nr] = i;
+            glen[nr++] = 0;
         }
-    int32_t out[BK_VIEW_MAX_BROKERS];
-    int m = 0, next[BK_VIEW_MAX_BROKERS] = { 0 };   /* per rack: next live index */
-    while (m < n)
-        for (int k = 0; k < nr && m < n; k++) {
-            while (next[k] < n && strcmp(rack_of(b, live[next[k]]), racks[k]))
-                next[k]++;
-            if (next[k] < n)
-                out[m++] = live[next[k]++];
+        glen[nr - 1]++;
+    }
+    int taken[BK_VIEW_MAX_BROKERS];
+    memset(taken, 0, (size_t)nr * sizeof *taken);
+    for (int m = 0, g = 0; m < n; g = (g + 1) % nr)
+        if (taken[g] < glen[g]) {
+            order[m] = by[gstart[g] + taken[g]++];
+            rk[m++] = g;
         }
-    memcpy(live, out, (size_t)n * sizeof *live);
     return nr;
 }
 
-/* Kafka's AdminUtils assignment with its two random starts fixed at 0, so
- * an assignment can be predicted and tested: partition p leads on live
- * broker p mod n; its j-th follower sits 1 + (p / n + j) mod (n - 1)
- * places further on, so followers spread too and never repeat a broker of
- * the same partition.  With broker.rack set on every live broker
- * (rack-aware, Kafka's assignReplicasToBrokersRackAware): the brokers are
- * taken rack-alternated, and a follower is skipped while its rack already
- * holds a replica of the partition and some rack does not. */
-int bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf,
+/* Kafka's replicaIndex: the j-th follower's position, 1 + (shift + j) mod
+ * (n - 1) places after the leader's, so it is never the leader's. */
+static int replica_index(int first, int64_t shift, int64_t j, int n)
+{
+    return (int)((first + 1 + (shift + j) % (n - 1)) % n);
+}
+
+/* Kafka's AdminUtils.assignReplicasToBrokers, both branches, with its
+ * random start fixed (start, the same for nextReplicaShift, as Kafka's
+ * fixedStartIndex), so an assignment can be predicted and tested.
+ * Partition p leads on position (p + start) mod n of the broker list
+ * (rack-alternated when racks are set); the shift grows by one each time
+ * p passes a multiple of n, so followers spread too.  Rack-aware
+ * (assignReplicasToBrokersRackAware): a follower candidate walks the
+ * positions with the shift times the number of racks, and is skipped
+ * while its rack already holds a replica of the partition and some rack
+ * holds none, or while it holds one itself. */
+int bk_assign_replicas(const int32_t *ids, const char *const *racks, int n, int32_t start,
+                       int32_t first, int32_t count, int16_t rf, int32_t *replicas)
+{
+    if (n <= 0 || n > BK_VIEW_MAX_BROKERS || rf <= 0 || rf > n || first < 0 || count < 0 ||
+        start < 0)
+        return -1;
+    int order[BK_VIEW_MAX_BROKERS], rk[BK_VIEW_MAX_BROKERS];
+    int nr = rack_alternate(ids, racks, n, order, rk);
+    bool has_b[BK_VIEW_MAX_BROKERS], has_r[BK_VIEW_MAX_BROKERS];
+    memset(has_b, 0, (size_t)n * sizeof *has_b);
+    memset(has_r, 0, (size_t)(nr > 0 ? nr : 1) * sizeof *has_r);
+    int at[BK_VIEW_MAX_BROKERS];                  /* this partition's positions */
+    int64_t shift = start;
+    for (int32_t i = 0; i < count; i++) {
+        int64_t p = (int64_t)first + i;
+        if (p > 0 && p % n == 0)
+            shift++;
+        int lead = (int)((p + start) % n);
+        int32_t *r = replicas + (size_t)i * (size_t)rf;
+        r[0] = ids[order[lead]];
+        if (!nr) {
+            for (int j = 0; j + 1 < rf; j++)
+                r[j + 1] = ids[order[replica_index(lead, shift, j, n)]];
+            continue;
+        }
+        at[0] = lead;
+        has_b[lead] = has_r[rk[lead]] = true;
+        int nracks_with = 1;
+        int64_t k = 0;
+        for (int j = 1; j < rf; j++) {
+            int x;
+            for (;; k++) {
+                /* Every rack has a replica or one has none, whose brokers
+                 * are free: n - 1 steps see every follower position. */
+                if (k >= (int64_t)rf * n)
+                    return -1;
+                x = replica_index(lead, shift * nr, k, n);
+                if ((!has_r[rk[x]] || nracks_with == nr) && (!has_b[x] || j == n))
+                    break;
+            }
+            k++;
+            nracks_with += !has_r[rk[x]];
+            has_b[x] = has_r[rk[x]] = true;
+            at[j] = x;
+            r[j] = ids[order[x]];
+        }
+        for (int j = 0; j < rf; j++)
+            has_b[at[j]] = has_r[rk[at[j]]] = false;
+    }
+    return 0;
+}
+
+int bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf, int32_t lead0,
                    int32_t *replicas, char *err, size_t errlen)
 {
     int32_t live[BK_VIEW_MAX_BROKERS];
     int n = bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS);
-    return bk_view_assign_among(b, live, n, first, count, rf, replicas, err, errlen);
+    return bk_view_assign_among(b, live, n, first, count, rf, lead0, replicas, err, errlen);
 }
 
 int bk_view_assign_among(bk_broker *b, const int32_t *brokers, int nbrokers, int32_t first,
-                         int32_t count, int16_t rf, int32_t *replicas, char *err,
-                         size_t errlen)
+                         int32_t count, int16_t rf, int32_t lead0, int32_t *replicas,
+                         char *err, size_t errlen)
 {
-    int32_t live[BK_VIEW_MAX_BROKERS];
     int n = nbrokers < BK_VIEW_MAX_BROKERS ? nbrokers : BK_VIEW_MAX_BROKERS;
-    memcpy(live, brokers, (size_t)n * sizeof *live);
     int rc = check_rf(rf, n, err, errlen);
     if (rc != KP_NONE)
         return rc;
-    int nracks = rack_alternate(b, live, n);
-    for (int32_t i = 0; i < count; i++) {
-        int32_t p = first + i, lead = p % n;
-        int32_t *r = replicas + (size_t)i * (size_t)rf;
-        r[0] = live[lead];
-        if (!nracks) {
-            for (int32_t j = 0; j + 1 < rf; j++)
-                r[j + 1] = live[(lead + 1 + (p / n + j) % (n - 1)) % n];
-            continue;
-        }
-        int32_t have = 1, shift = (p / n) % (n > 1 ? n - 1 : 1);
-        const char *used[MD_REPLICAS_MAX] = { rack_of(b, r[0]) };
-        int nused = 1;
-        for (int pass = 0; pass < 2 && have < rf; pass++)
-            for (int k = 1; k < n && have < rf; k++) {
-                int32_t cand = live[(lead + 1 + shift + k - 1) % n];
-                bool taken = false, rack_used = false;
-                for (int32_t j = 0; j < have; j++)
-                    taken |= r[j] == cand;
-                const char *cr = rack_of(b, cand);
-                for (int j = 0; j < nused; j++)
-                    rack_used |= !strcmp(used[j], cr);
-                /* First pass: a new rack while there are racks left. */
-                if (taken || (pass == 0 && rack_used && nused < nracks))
-                    continue;
-                r[have++] = cand;
-                if (!rack_used && nused < MD_REPLICAS_MAX)
-                    used[nused++] = cr;
-            }
+    const char *racks[BK_VIEW_MAX_BROKERS];
+    int32_t start = 0;
+    for (int i = 0; i < n; i++) {
+        racks[i] = rack_of(b, brokers[i]);
+        /* Kafka's addPartitions: the index of the first broker at or
+         * above partition 0's leader (ids ascending). */
+        if (lead0 >= 0 && brokers[i] < lead0)
+            start = i + 1 < n ? i + 1 : 0;
+    }
+    if (bk_assign_replicas(brokers, racks, n, start, first, count, rf, replicas)) {
+        snprintf(err, errlen, "cannot assign %d partitions of replication factor %d to "
+                 "%d brokers", (int)count, (int)rf, n);
+        return KP_INVALID_REPLICATION_FACTOR;
     }
     return KP_NONE;
 }

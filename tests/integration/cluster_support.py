@@ -45,6 +45,11 @@ ZK_SERVER = os.path.join(conftest.REPO, "examples", "cluster", "zookeeper-server
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 ZK_START_TIMEOUT_S = 30.0
 SESSION_TIMEOUT_MS = 6000                  # short, for the failure tests
+# A broker that shut down stays "leaving" for a replica fetch's longest wait
+# (replica.fetch.wait.max.ms, 500 by default) and a second more (cl_leaders.c
+# L6): a leader takes no fetch in its name back into an ISR until then.  A
+# test whose raw fetches pose as a stopped broker waits this out first.
+LEFT_GRACE_S = 0.5 + 1.0 + 0.2
 
 
 def zk_missing():

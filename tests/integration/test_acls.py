@@ -317,3 +317,124 @@ def test_cluster_acl_made_on_broker_1_is_enforced_on_broker_3(make_cluster):
     b3.sql("DELETE FROM acls WHERE resource_name = 'guarded'")        # from broker 3 too
     wait_equal(lambda: b1.sql("SELECT count(*) AS n FROM acls WHERE resource_type = 'TOPIC'"),
                [{"n": 0}], 20, "broker 1 to drop the ACL deleted on broker 3")
+
+
+def test_offset_fetch_without_describe_is_kafkas_group_or_topic_error(secured):
+    """OffsetFetch as KafkaApis.handleOffsetFetchRequest answers it: without
+    DESCRIBE on the group, GROUP_AUTHORIZATION_FAILED (30) for each
+    partition asked (v0-1), as the top-level error with no topics (v2-7),
+    as the group's error (v8+); with the group allowed but not the topic,
+    TOPIC_AUTHORIZATION_FAILED (29) for that topic's partitions alone."""
+    from test_group_api_versions import OFFSET_FETCH, call, fetch_body_v0, fetch_body_v9, parse_fetch_v9
+    b = secured
+    make_topic(b, "of-t")
+    make_topic(b, "of-ok")
+    grant(b, "TOPIC", "of-ok", "DESCRIBE")
+    grant(b, "GROUP", "g-desc", "DESCRIBE")
+    asked = [("of-t", [0]), ("of-ok", [0])]
+
+    def v1(c, group):
+        body = kr.string(group) + kr.array([kr.string(t) + kr.array([kr.i32(p) for p in ps])
+                                            for t, ps in asked])
+        r = call(c, OFFSET_FETCH, 1, body)
+        got = r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i64(), y.string(),
+                                                                y.i16()))))
+        assert r.remaining() == 0
+        return got
+
+    def v5(c, group):
+        body = kr.string(group) + kr.array([kr.string(t) + kr.array([kr.i32(p) for p in ps])
+                                            for t, ps in asked])
+        r = call(c, OFFSET_FETCH, 5, body)
+        assert r.i32() == 0
+        topics = r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i64(), y.i32(),
+                                                                   y.string(), y.i16()))))
+        err = r.i16()
+        assert r.remaining() == 0
+        return topics, err
+
+    with kr.Conn(b.port) as c:
+        assert v1(c, "g-none") == [("of-t", [(0, -1, "", 30)]), ("of-ok", [(0, -1, "", 30)])]
+        assert v5(c, "g-none") == ([], 30)
+        assert parse_fetch_v9(call(c, OFFSET_FETCH, 9, fetch_body_v9([("g-none", asked)]))) == \
+            [("g-none", [], 30)]
+        # The group allowed: the topic without DESCRIBE is refused alone.
+        assert v1(c, "g-desc") == [("of-t", [(0, -1, "", 29)]), ("of-ok", [(0, -1, "", 0)])]
+        assert v5(c, "g-desc") == ([("of-t", [(0, -1, -1, "", 29)]),
+                                    ("of-ok", [(0, -1, -1, "", 0)])], 0)
+        assert parse_fetch_v9(call(c, OFFSET_FETCH, 9, fetch_body_v9([
+            ("g-desc", asked), ("g-none", None)]))) == \
+            [("g-desc", [("of-t", [(0, -1, -1, "", 29)]), ("of-ok", [(0, -1, -1, "", 0)])], 0),
+             ("g-none", [], 30)]
+    # What a client sees: kafka-python's committed() for a group it may
+    # not describe (its FindCoordinator is refused first, as by Kafka).
+    from kafka import TopicPartition as KTP
+    from support import kp_consumer
+    cons = kp_consumer(b, group_id="g-none")
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            cons.committed(KTP("of-ok", 0))
+    finally:
+        cons.close()
+
+
+def test_kafkas_codes_for_transactional_ids_loggers_configs_and_topic_ids(secured):
+    """The rest of the matrix where Kafka's KafkaApis answered otherwise:
+    FindCoordinator for a transactional id without DESCRIBE on it
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, before any coordinator
+    question); DescribeConfigs and AlterConfigs of a broker's loggers
+    without the cluster's right (CLUSTER_AUTHORIZATION_FAILED, before the
+    type is found unsupported); CreateTopics v5+ answering configs and
+    counts only to whom may DESCRIBE_CONFIGS the topic (else
+    TopicConfigErrorCode 29); Metadata v12 and DeleteTopics v6 naming by
+    id a topic one may not describe (29, its name left null, not
+    UNKNOWN_TOPIC_ID)."""
+    from test_admin_api_versions import (ALTER_CONFIGS, CREATE_TOPICS, DELETE_TOPICS,
+                                         DESCRIBE_CONFIGS, create_body, delete_v6)
+    from test_admin_api_versions import call as admin_call
+    from test_data_path_versions import metadata_v12
+    from test_group_api_versions import call as group_call
+    b = secured
+    make_topic(b, "hid-t")
+    hid = bytes.fromhex(sql(b, "SELECT hex(topic_id) AS id FROM main.topics "
+                               "WHERE name = 'hid-t'")[0]["id"])
+    grant(b, "TOPIC", "cfg-", "CREATE", pattern="PREFIXED")
+    grant(b, "TOPIC", "cfg-seen", "DESCRIBE_CONFIGS")
+    with kr.Conn(b.port) as c:
+        r = group_call(c, 10, 1, kr.string("tx-1") + kr.i8(1))       # FindCoordinator v1
+        assert r.i32() == 0
+        assert r.i16() == 53                                         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        for api, body in ((DESCRIBE_CONFIGS, kr.array([kr.i8(8) + kr.string(str(b.broker_id))
+                                                       + kr.array(None)]) + kr.i8(0)),
+                          (ALTER_CONFIGS, kr.array([kr.i8(8) + kr.string(str(b.broker_id))
+                                                    + kr.array([])]) + kr.i8(0))):
+            r = admin_call(c, api, 1, body)
+            assert r.i32() == 0
+            res = r.array(lambda x: (x.i16(), x.string(), x.i8(), x.string()))
+            assert res == [(31, "Authorization failed.", 8, str(b.broker_id))], (api, res)
+
+        r = admin_call(c, CREATE_TOPICS, 7, create_body(7, [("cfg-hidden", 2, 1, {}),
+                                                            ("cfg-seen", 2, 1, {})]))
+        assert r.i32() == 0
+
+        def topic(x):
+            name, tid, err, _msg, parts, rf = (x.vstring(True), x.uuid(), x.i16(),
+                                               x.vstring(True), x.i32(), x.i16())
+            configs = x.vstructs(lambda y: (y.vstring(True), y.vstring(True), y.i8(), y.i8(),
+                                            y.i8()), True)
+            tags = x.vtags(True)
+            cfg_err = int.from_bytes(tags[0], "big", signed=True) if 0 in tags else 0
+            return name, tid != bytes(16), err, parts, rf, len(configs) > 0, cfg_err
+        assert r.varray(topic, True) == [("cfg-hidden", True, 0, -1, -1, False, 29),
+                                         ("cfg-seen", True, 0, 2, 1, True, 0)]
+
+        got = metadata_v12(c, [(hid, None)])["topics"]
+        assert [(t["error"], t["name"], t["id"]) for t in got] == [(29, None, hid)]
+        assert delete_v6(c, [(None, hid)]) == [(None, hid, 29, None)]
+    assert "hid-t" in {r["name"] for r in sql(b, "SELECT name FROM topics")}
+    # What a client sees: librdkafka's transactional producer fails at once
+    # with Kafka's fatal code instead of retrying to its timeout.
+    p = ck_producer(b, **{"transactional.id": "tx-1"})
+    with pytest.raises(KafkaException) as e:
+        p.init_transactions(10)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

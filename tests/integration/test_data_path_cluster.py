@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
-from cluster_support import make_cluster, wait_equal, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import LEFT_GRACE_S, make_cluster, wait_equal, wait_for, zk, zk_missing  # noqa: F401
 from support import ck_admin, topic_name
 
 if zk_missing():
@@ -127,6 +127,7 @@ def test_leader_serves_a_follower_named_in_replica_state(make_cluster):
     for i in (2, 3):
         c.broker(i).stop()
     wait_equal(lambda: (metadata_v12(one, t) or (0, 0, 0, None))[3], [1], 15, "ISR [1]")
+    time.sleep(LEFT_GRACE_S)                  # 2 may join again once it is not leaving
     tid = metadata_v12(one, t)[0]
     with kr.Conn(one.port) as p:
         r = p.request(kr.API_PRODUCE, 3, kr.produce_v3_body(

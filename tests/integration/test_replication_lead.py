@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
-from cluster_support import (leader_and_isr, make_cluster, wait_equal, wait_for, zk,  # noqa: F401
-                             zk_missing)
+from cluster_support import (LEFT_GRACE_S, leader_and_isr, make_cluster, wait_equal,  # noqa: F401
+                             wait_for, zk, zk_missing)
 from support import ck_admin, topic_name
 
 if zk_missing():
@@ -119,10 +119,12 @@ def led_by_one(make_cluster):
         for i in (2, 3):
             if c.broker(i).alive():
                 c.broker(i).stop()
-        # Real followers (once daemon/fetcher.c is merged) may have joined the
-        # ISR before they stopped; they leave it after replica.lag.time.max.ms.
+        # A new partition's ISR is all its live replicas; 2 and 3 leave it
+        # as they shut down, and a fetch posing as them is taken back only
+        # once they are no longer leaving (LEFT_GRACE_S).
         wait_equal(lambda: metadata_isr(one, t), [1], LAG_MS / 1000 + 10,
                    "topic %s with ISR [1]" % t)
+        time.sleep(LEFT_GRACE_S)
         return t
 
     new_topic.cluster = c
