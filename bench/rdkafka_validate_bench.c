@@ -230,6 +230,25 @@ static int start_mode(bench_broker *b, bool validate)
     return rc;
 }
 
+/* Medians over the rounds of size s and codec c, [validate off/on][MB/s,
+ * CPU-s/GB] into med; returns the on/off throughput ratio and sets the
+ * target it should meet (0: none). */
+static double medians(result r[2][MAX_ROUNDS][NSIZES][NCODECS], int rounds, int s, int c,
+                      double med[2][2], double *target)
+{
+    for (int v = 0; v < 2; v++) {
+        double thr[MAX_ROUNDS], cpu[MAX_ROUNDS];
+        for (int i = 0; i < rounds; i++) {
+            thr[i] = r[v][i][s][c].mbps;
+            cpu[i] = r[v][i][s][c].cpu_per_gb;
+        }
+        med[v][0] = bench_median(thr, rounds);
+        med[v][1] = bench_median(cpu, rounds);
+    }
+    *target = c == 0 ? 0.9 : (c == 3 || c == 4) ? 0.7 : 0;
+    return med[1][0] / med[0][0];
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -309,18 +328,7 @@ int main(int argc, char **argv)
     int miss = 0;
     for (int s = 0; s < NSIZES; s++)
         for (int c = 0; c < NCODECS; c++) {
-            double med[2][2];
-            for (int v = 0; v < 2; v++) {
-                double thr[MAX_ROUNDS], cpu[MAX_ROUNDS];
-                for (int i = 0; i < rounds; i++) {
-                    thr[i] = res[v][i][s][c].mbps;
-                    cpu[i] = res[v][i][s][c].cpu_per_gb;
-                }
-                med[v][0] = bench_median(thr, rounds);
-                med[v][1] = bench_median(cpu, rounds);
-            }
-            double ratio = med[1][0] / med[0][0];
-            double target = c == 0 ? 0.9 : (c == 3 || c == 4) ? 0.7 : 0;
+            double med[2][2], target, ratio = medians(res, rounds, s, c, med, &target);
             bool ok = ratio >= target;
             miss += !ok;
             char verdict[48] = "";
@@ -343,18 +351,7 @@ int main(int argc, char **argv)
            "off msgs/s", "ratio", "on CPU-s/GB", "off CPU-s/GB");
     for (int s = 0; s < NSIZES; s++)
         for (int c = 0; c < NCODECS; c++) {
-            double med[2][2];
-            for (int v = 0; v < 2; v++) {
-                double thr[MAX_ROUNDS], cpu[MAX_ROUNDS];
-                for (int i = 0; i < rounds; i++) {
-                    thr[i] = rk[v][i][s][c].mbps;
-                    cpu[i] = rk[v][i][s][c].cpu_per_gb;
-                }
-                med[v][0] = bench_median(thr, rounds);
-                med[v][1] = bench_median(cpu, rounds);
-            }
-            double ratio = med[1][0] / med[0][0];
-            double target = c == 0 ? 0.9 : (c == 3 || c == 4) ? 0.7 : 0;
+            double med[2][2], target, ratio = medians(rk, rounds, s, c, med, &target);
             char verdict[48] = "";
             if (target > 0)
                 snprintf(verdict, sizeof verdict, "   %s >= %.1f",
