@@ -21,7 +21,7 @@ fi
 SLUICE_IT_RUN="run.sh-$$-$(date +%s)"
 export SLUICE_IT_RUN
 PYTHONDONTWRITEBYTECODE=1 timeout -k 10 "${SLUICE_IT_TIMEOUT:-1800}" \
-    /usr/bin/python3 -m pytest -v -p no:cacheprovider --durations=10 -rs "$@"
+    /usr/bin/python3 -m pytest -v -p no:cacheprovider --durations=20 -rs "$@"
 rc=$?
 case $rc in
     0) ;;
