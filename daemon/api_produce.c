@@ -169,7 +169,8 @@ static int64_t ts_bound(int64_t ms)
 
 /* Validates every batch of one partition's records in place; on success
  * fills *messages and applies the broker's rewrites (leader epoch,
- * LogAppendTime).  Returns KP_NONE or the partition's error code; a
+ * LogAppendTime; a CreateTime batch's MaxTimestamp and type when they
+ * disagree with its records).  Returns KP_NONE or the partition's error code; a
  * record-level refusal also fills *f (f->error == the code returned). */
 static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
                              size_t len, int64_t now, int64_t *messages,
@@ -224,6 +225,14 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
                     f->error = KP_CORRUPT_MESSAGE;   /* no INVALID_RECORD before v8 */
                 return f->error;
             }
+            /* CreateTime: the batch says what its records say, as Kafka's
+             * LogValidator sets it; a client's LogAppendTime bit or a
+             * MaxTimestamp its records do not hold would steer consumers'
+             * timestamps, time-based retention and lookups. */
+            if (!tc->log_append_time &&
+                ((bh.Attributes & KP_ATTR_LOG_APPEND_TIME) ||
+                 bh.MaxTimestamp != validator.max_timestamp))
+                kp_batch_set_max_timestamp(q, false, validator.max_timestamp);
         } else if (!batch_timestamps_ok(&bh, &vr)) {
             return KP_INVALID_TIMESTAMP;
         }

@@ -137,13 +137,22 @@ void kp_batch_set_leader_epoch(uint8_t *p, int32_t epoch)
     put_be(p + OFF_PartitionLeaderEpoch, (uint32_t)epoch, 4);
 }
 
-/* The caller owns a whole, validated batch at p (BatchLength is trusted). */
-void kp_batch_set_log_append_time(uint8_t *p, int64_t now_ms)
+/* The caller owns a whole, validated batch at p (BatchLength is trusted).
+ * Sets the timestamp type and MaxTimestamp, then the CRC (a pass over the
+ * batch): what Kafka's LogValidator does with setMaxTimestamp. */
+void kp_batch_set_max_timestamp(uint8_t *p, bool log_append_time, int64_t ts)
 {
     uint16_t attrs = (uint16_t)get_be(p + OFF_Attributes, 2);
-    put_be(p + OFF_Attributes, attrs | KP_ATTR_LOG_APPEND_TIME, 2);
-    put_be(p + OFF_MaxTimestamp, (uint64_t)now_ms, 8);
+    attrs = log_append_time ? attrs | KP_ATTR_LOG_APPEND_TIME
+                            : attrs & (uint16_t)~KP_ATTR_LOG_APPEND_TIME;
+    put_be(p + OFF_Attributes, attrs, 2);
+    put_be(p + OFF_MaxTimestamp, (uint64_t)ts, 8);
     size_t size = KP_BATCH_LOG_OVERHEAD + (uint32_t)get_be(p + OFF_BatchLength, 4);
     uint32_t crc = kp_crc32c(0, p + KP_BATCH_CRC_START, size - KP_BATCH_CRC_START);
     put_be(p + OFF_Crc, crc, 4);
+}
+
+void kp_batch_set_log_append_time(uint8_t *p, int64_t now_ms)
+{
+    kp_batch_set_max_timestamp(p, true, now_ms);
 }

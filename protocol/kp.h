@@ -349,6 +349,9 @@ void kp_batch_set_leader_epoch(uint8_t *p, int32_t epoch);
 /* Marks the batch LogAppendTime with MaxTimestamp = now_ms and recomputes
  * the CRC. */
 void kp_batch_set_log_append_time(uint8_t *p, int64_t now_ms);
+/* Sets the timestamp type (LogAppendTime or CreateTime) and MaxTimestamp,
+ * and recomputes the CRC. */
+void kp_batch_set_max_timestamp(uint8_t *p, bool log_append_time, int64_t ts);
 
 /* ---- compression --------------------------------------------------------- */
 /* Appends the decompressed form of in to out.  Snappy accepts both the raw
@@ -451,6 +454,8 @@ typedef struct kp_val_fault {
 typedef struct kp_validator {
     kp_codec_ctx codec;
     kp_buf plain;
+    int64_t max_timestamp;    /* of the last batch accepted: its records'
+                                 largest (as CreateTime), -1 if none has one */
 } kp_validator;
 
 void kp_validator_init(kp_validator *v);

@@ -117,7 +117,7 @@ bool kp_val_timestamp_ok(const kp_val_rules *r, int64_t ts)
 }
 
 static int walk(kp_rd *rd, const kp_batch *b, const kp_val_rules *rules,
-                kp_val_fault *f)
+                kp_val_fault *f, int64_t *max_ts)
 {
     int32_t count = b->RecordsCount;
     if ((uint64_t)count > kp_rd_left(rd) / KP_REC_MIN_SIZE)
@@ -129,6 +129,7 @@ static int walk(kp_rd *rd, const kp_batch *b, const kp_val_rules *rules,
     kp_batch hb = *b;
     hb.BaseOffset = 0;
     hb.Attributes &= (int16_t)~KP_ATTR_LOG_APPEND_TIME;
+    *max_ts = -1;
     for (int32_t i = 0; i < count; i++) {
         kp_rd at = *rd;
         kp_record rec;
@@ -147,6 +148,8 @@ static int walk(kp_rd *rd, const kp_batch *b, const kp_val_rules *rules,
                          "clock %" PRId64 " (message.timestamp.before.max.ms %" PRId64
                          ", after.max.ms %" PRId64 ")", rec.Timestamp, rules->now_ms,
                          rules->before_max_ms, rules->after_max_ms);
+        if (rec.Timestamp > *max_ts)
+            *max_ts = rec.Timestamp;
     }
     if (kp_rd_left(rd) != 0)
         return fault(f, KP_E_MALFORMED, KP_CORRUPT_MESSAGE, -1,
@@ -165,7 +168,7 @@ int kp_batch_validate_records(kp_validator *v, const uint8_t *p, size_t size,
     kp_rd rd;
     if (codec == KP_CODEC_NONE) {
         kp_rd_init(&rd, recs, n);
-        return walk(&rd, b, rules, f);
+        return walk(&rd, b, rules, f, &v->max_timestamp);
     }
     kp_buf_reset(&v->plain);
     int rc = kp_decompress_ctx(&v->codec, codec, recs, n, &v->plain, KP_REC_PLAIN_MAX);
@@ -178,7 +181,7 @@ int kp_batch_validate_records(kp_validator *v, const uint8_t *p, size_t size,
                    codec_name(codec), KP_REC_PLAIN_MAX >> 20);
     else {
         kp_rd_init(&rd, v->plain.data, v->plain.len);
-        rc = walk(&rd, b, rules, f);
+        rc = walk(&rd, b, rules, f, &v->max_timestamp);
     }
     if (v->plain.cap > KEEP_MAX) {                   /* V3 */
         kp_buf_free(&v->plain);

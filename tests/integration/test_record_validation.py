@@ -181,3 +181,33 @@ def test_kcat_compressed_batches_are_accepted_and_read_back(broker, codec):
     assert p.returncode == 0, p.stderr.decode(errors="replace")
     got = consume(broker, t, [0], len(lines))
     assert [m.key() + b":" + m.value() for m in got] == lines
+
+
+def test_create_time_batch_header_is_set_from_its_records(broker):
+    """On a CreateTime topic the batch's MaxTimestamp and timestamp type
+    are what its records say, as Kafka's LogValidator sets them: a client's
+    LogAppendTime bit or a MaxTimestamp years ahead would otherwise steer
+    every consumer's timestamps, time-based retention and lookups."""
+    import struct
+    t = topic_name("val")
+    create_topic(broker, t, 1)
+    now = int(time.time() * 1000)
+    future = now + 10 * 365 * 24 * HOUR_MS
+    LOG_APPEND_TIME = 0x08
+    batch = kr.raw_batch(rec(0) + rec(1, ts_delta=5), 2, now, max_timestamp=future,
+                         attributes=LOG_APPEND_TIME)
+    with kr.Conn(broker.port) as c:
+        assert produce_v3(c, t, batch) == (0, 0)
+        ((_, _, err, _, stored),) = kr.parse_fetch_v4(
+            c.request(kr.API_FETCH, 4, kr.fetch_v4_body(t, 0, 0, 0)))
+    assert err == 0 and len(stored) > 61
+    # BaseOffset 8, BatchLength 4, LeaderEpoch 4, Magic 1, Crc 4, then the
+    # CRC'd part: Attributes 2, LastOffsetDelta 4, BaseTimestamp 8, MaxTimestamp 8
+    (attrs,) = struct.unpack(">h", stored[21:23])
+    (max_ts,) = struct.unpack(">q", stored[35:43])
+    (crc,) = struct.unpack(">I", stored[17:21])
+    assert attrs & LOG_APPEND_TIME == 0, attrs
+    assert max_ts == now + 5, (max_ts, now)
+    assert crc == kr.crc32c(stored[21:]), "the stored batch's CRC is not its bytes'"
+    got = consume(broker, t, [0], 2)
+    assert [m.timestamp() for m in got] == [(1, now), (1, now + 5)]
