@@ -249,14 +249,24 @@ static int http_sql(const char *sql, char **out, size_t *outlen)
     snprintf(host, sizeof host, "%s", sh.socket ? "localhost" : target());
     size_t len = strlen(sql);
     char head[2048];
+    /* No credentials over the socket: its peer's uid alone counts there,
+     * and a socket someone else planted must not collect them. */
+    const char *token = sh.socket ? NULL : sh.token, *basic = sh.socket ? NULL : sh.basic;
     int hl = snprintf(head, sizeof head,
                       "POST /sql?format=%s&headers=%s HTTP/1.1\r\nHost: %s\r\n"
                       "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
                       "%s%s%sConnection: close\r\n\r\n",
                       esc, sh.headers ? "on" : "off", host, len,
-                      sh.token ? "Authorization: Bearer " : sh.basic ? "Authorization: Basic "
-                      : "", sh.token ? sh.token : sh.basic ? sh.basic : "",
-                      sh.token || sh.basic ? "\r\n" : "");
+                      token ? "Authorization: Bearer " : basic ? "Authorization: Basic "
+                      : "", token ? token : basic ? basic : "",
+                      token || basic ? "\r\n" : "");
+    if (hl < 0 || (size_t)hl >= sizeof head) {
+        fprintf(stderr, "sluice-sql: the request header is over %zu bytes (a token, user "
+                "name or password that long?)\n", sizeof head);
+        conn_close(&c);
+        OPENSSL_cleanse(head, sizeof head);
+        return -1;
+    }
     const char *parts[2] = { head, sql };
     size_t lens[2] = { (size_t)hl, len };
     for (int i = 0; i < 2; i++)
@@ -767,9 +777,11 @@ int main(int argc, char **argv)
     if (user && *user && !sh.data_dir && set_basic(user, password_file))
         return 2;
     struct stat st;
-    if ((!bootstrap || !*bootstrap) && !sh.socket && !stat(DEFAULT_SOCKET, &st) &&
-        S_ISSOCK(st.st_mode) && !access(DEFAULT_SOCKET, W_OK))
-        sh.socket = DEFAULT_SOCKET;       /* a broker started here with the default log.dirs */
+    if ((!bootstrap || !*bootstrap) && !sh.socket && !lstat(DEFAULT_SOCKET, &st) &&
+        S_ISSOCK(st.st_mode) && (st.st_uid == 0 || st.st_uid == geteuid()) &&
+        !access(DEFAULT_SOCKET, W_OK))
+        sh.socket = DEFAULT_SOCKET;       /* a broker started here with the default log.dirs,
+                                             as root or as us: not one someone else planted */
     if (!bootstrap || !*bootstrap)
         bootstrap = "127.0.0.1:9644";
     sh.https = !strncasecmp(bootstrap, "https://", 8);

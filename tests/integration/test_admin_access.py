@@ -510,3 +510,67 @@ def test_a_default_socket_that_cannot_be_made_is_no_reason_to_stop(start_broker)
     assert "admin.socket=%s: the path is too long" % b.overrides["admin.socket"] in b.log_text()
     del b.overrides["admin.socket"]
     b.start()
+
+
+def test_sluice_sql_trusts_no_planted_socket_and_sends_no_secret_over_one(tmp_path):
+    """sluice-sql's default ./data/admin.sock is used only when root or the
+    caller owns it, and no credential goes over a socket (its peer's uid is
+    what counts there): a socket planted in a shared directory collects no
+    token.  A header too long for its buffer is refused, not overrun."""
+    import socket
+    import threading
+    os.makedirs(tmp_path / "data")
+    path = str(tmp_path / "data" / "admin.sock")
+    got = []
+
+    def plant(owner):
+        if os.path.exists(path):
+            os.unlink(path)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        os.chown(path, owner, owner)
+        os.chmod(path, 0o666)
+        s.listen(4)
+        s.settimeout(10)
+
+        def serve():
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            with c:
+                c.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                got.append(data)
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\n42\n")
+        th = threading.Thread(target=serve, daemon=True)
+        th.start()
+        return s, th
+
+    q = ["--token", TOKEN, "--format", "csv", "--headers", "off", "-c", "SELECT 6 * 7"]
+    # Owned by another uid: not used (the default HTTP address is tried instead).
+    s, th = plant(65534)
+    shell(q, cwd=str(tmp_path), timeout=30)
+    s.close()
+    th.join(15)
+    assert got == [], "sluice-sql talked to a socket uid 65534 planted: %r" % got
+    # Owned by root (us): used, and the token stays home.
+    s, th = plant(0)
+    r = shell(q, cwd=str(tmp_path), timeout=30)
+    th.join(15)
+    s.close()
+    assert r.stdout.split() == ["42"], r.stderr
+    assert len(got) == 1 and b"POST /sql" in got[0], got
+    assert b"Authorization" not in got[0] and TOKEN.encode() not in got[0], got[0]
+    # A token longer than the request header's buffer: said, not sent.
+    with socket.socket() as ls:                  # connects (backlog), never answers
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(1)
+        r = shell(["-b", "127.0.0.1:%d" % ls.getsockname()[1], "--token", "t" * 3000,
+                   "-c", "SELECT 1"], timeout=30)
+    assert r.returncode != 0 and "request header is over" in r.stderr, r.stderr[:300]
