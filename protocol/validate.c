@@ -336,9 +336,9 @@ static int stream_record(kp_validator *v, const kp_batch *hb, kp_record *rec,
     size_t start = stream_at(v);
     kp_rd at = window(v);
     int32_t len = kp_rd_varint(&at);
-    if (!kp_rd_ok(&at) || len < 0 || v->ds.done || (size_t)(at.p - rd.p) + (size_t)len <= kp_rd_left(&rd))
-        goto framing;
     size_t vlen = (size_t)(at.p - (v->win + v->head));
+    if (!kp_rd_ok(&at) || len < 0 || v->ds.done || vlen + (size_t)len <= v->tail - v->head)
+        goto framing;                   /* it was all there, or all there is */
     if (vlen + (size_t)len <= v->win_cap) {
         if ((rc = fill(v, vlen + (size_t)len)))
             return rc;
