@@ -40,12 +40,13 @@
  *       the window plus the decoders' own state; a snappy block larger
  *       than KEEP_MAX (snappy has no streaming form) is released after
  *       its batch.
+ *   V4. A record timestamp of -1 (NO_TIMESTAMP: up-converted magic 0) is
+ *       exempt from the range check, as in Kafka.
  *   V5. Same verdicts and messages as a whole decompression would give:
  *       a codec fault first (the stream is read to its end), then the
  *       count, then the first bad record.  On a refusal the stream is
- *       decoded again to learn its total size (error path only).
- *   V4. A record timestamp of -1 (NO_TIMESTAMP: up-converted magic 0) is
- *       exempt from the range check, as in Kafka.
+ *       decoded again to learn its total size (error path only: a refused
+ *       batch costs up to three decodes, each bounded by KP_REC_PLAIN_MAX).
  * Cost: uncompressed, one pass over the records (no copy); compressed, one
  * decompression into the cache-resident window and one pass over it (a
  * record cut by the window's end is copied once).
@@ -162,8 +163,8 @@ static kp_batch header_for_rules(const kp_batch *b)
     return hb;
 }
 
-/* The rules on a well-framed record i. */
-/* Inlined: it runs per record on the produce path. */
+/* The rules on a well-framed record i; inlined, as it runs per record on
+ * the produce path. */
 static inline __attribute__((always_inline))
 int check_record(const kp_record *rec, int32_t i, const kp_val_rules *rules, kp_val_fault *f)
 {
