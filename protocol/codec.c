@@ -11,8 +11,9 @@
  *   2. Decompression never produces, nor allocates for, more than max_out
  *      bytes: hostile compression ratios end in KP_E_CODEC, not in a huge
  *      allocation.  Output grows in bounded steps (at most 256 KiB beyond
- *      what has been produced) except for snappy, whose declared block
- *      length is checked against max_out before anything is reserved.
+ *      what has been produced, or room out already has) except for
+ *      snappy, whose declared block length is checked against max_out
+ *      before anything is reserved.
  *   3. Truncated or corrupt input is KP_E_CODEC; zlib, lz4 and zstd streams
  *      must reach their end marker.  Concatenated gzip members, lz4 frames
  *      and zstd frames are all decoded (zstd frames may lack a content size,
@@ -23,6 +24,15 @@
  *      so a caller that keeps a context and its output buffer decodes
  *      batch after batch without allocating.  kp_decompress is the one-shot
  *      form (a context of its own, freed on return).
+ *   6. kp_dstream pulls the output piece by piece into the caller's
+ *      buffer: gzip, lz4 and zstd decode straight into it, holding nothing
+ *      but their own bounded state (zstd's window), so a consumer of the
+ *      stream (produce's validation) needs a fixed buffer whatever the
+ *      ratio.  Snappy has no streaming form: one block at a time is
+ *      decoded into the context's buffer (xerial blocks are 32 KiB; a raw
+ *      block expands at most ~22x its compressed size, a copy op taking 3
+ *      bytes for 64) and handed out from there.  kp_decompress_ctx is the
+ *      stream read to its end, so both forms accept the same inputs.
  *   5. Compressed output: gzip stream, xerial-framed snappy (what the Java
  *      client writes and every client reads), lz4 frame with independent
  *      64 KiB blocks and no content checksum (the Java client's reader
@@ -41,62 +51,6 @@
 #define STEP (256 * 1024)
 
 static const uint8_t xerial_magic[8] = { 0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0 };
-
-/* Room for the next decoder step: at most STEP, and one byte past max_out
- * so an overflowing stream is noticed rather than silently cut. */
-static uint8_t *out_room(kp_buf *out, size_t base, size_t max_out, size_t *room)
-{
-    size_t left = max_out - (out->len - base);   /* produced <= max_out here */
-    size_t n = left < STEP ? left + 1 : STEP;
-    uint8_t *d = kp_buf_reserve(out, n);
-    *room = n;
-    return d;
-}
-
-static int gzip_decompress(kp_codec_ctx *c, const uint8_t *in, size_t in_len,
-                           kp_buf *out, size_t base, size_t max_out)
-{
-    z_stream *zs = c->zs;
-    if (!zs) {
-        if (!(zs = calloc(1, sizeof *zs)))
-            return KP_E_NOMEM;
-        if (inflateInit2(zs, 15 + 32) != Z_OK) {  /* gzip or zlib header */
-            free(zs);
-            return KP_E_NOMEM;
-        }
-        c->zs = zs;
-    } else if (inflateReset(zs) != Z_OK) {
-        return KP_E_CODEC;
-    }
-    size_t pos = 0;
-    for (;;) {
-        size_t room;
-        uint8_t *d = out_room(out, base, max_out, &room);
-        if (!d)
-            return KP_E_NOMEM;
-        size_t in_chunk = in_len - pos > UINT32_MAX ? UINT32_MAX : in_len - pos;
-        zs->next_in = (Bytef *)(uintptr_t)(in + pos);
-        zs->avail_in = (uInt)in_chunk;
-        zs->next_out = d;
-        zs->avail_out = (uInt)room;
-        int z = inflate(zs, Z_NO_FLUSH);
-        pos += in_chunk - zs->avail_in;
-        out->len += room - zs->avail_out;
-        if (out->len - base > max_out)
-            return KP_E_CODEC;
-        if (z == Z_STREAM_END) {
-            if (pos == in_len)
-                return 0;
-            if (inflateReset(zs) != Z_OK)       /* another gzip member */
-                return KP_E_CODEC;
-            continue;
-        }
-        if (z != Z_OK)
-            return KP_E_CODEC;                  /* corrupt, or ran dry (BUF_ERROR) */
-        if (pos == in_len && zs->avail_out != 0)
-            return KP_E_CODEC;                  /* input ended before the trailer */
-    }
-}
 
 static int gzip_compress(const uint8_t *in, size_t in_len, kp_buf *out)
 {
@@ -151,34 +105,6 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Xerial (snappy-java) framing:
- *
- *   +--------------------------------+---------+--------+
- *   | 82 'S' 'N' 'A' 'P' 'P' 'Y' 00  | version | compat |   INT32 BE each
- *   +--------------------------------+---------+--------+
- *   | INT32 BE length | raw snappy block | ... repeated to the end
- */
-static int snappy_decompress(const uint8_t *in, size_t in_len, kp_buf *out,
-                             size_t base, size_t max_out)
-{
-    if (in_len < 16 || memcmp(in, xerial_magic, 8) != 0)
-        return snappy_block(in, in_len, out, base, max_out);
-    size_t pos = 16;
-    while (pos < in_len) {
-        if (in_len - pos < 4)
-            return KP_E_CODEC;
-        uint32_t n = be32(in + pos);
-        pos += 4;
-        if (n > in_len - pos)
-            return KP_E_CODEC;
-        int rc = snappy_block(in + pos, n, out, base, max_out);
-        if (rc < 0)
-            return rc;
-        pos += n;
-    }
-    return 0;
-}
-
 static void put32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)(v >> 24);
@@ -211,41 +137,6 @@ static int snappy_compress_x(const uint8_t *in, size_t in_len, kp_buf *out)
     return out->err;
 }
 
-static int lz4_decompress(kp_codec_ctx *c, const uint8_t *in, size_t in_len,
-                          kp_buf *out, size_t base, size_t max_out)
-{
-    LZ4F_dctx *dctx = c->lz4;
-    if (!dctx) {
-        if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
-            return KP_E_NOMEM;
-        c->lz4 = dctx;
-    } else {
-        LZ4F_resetDecompressionContext(dctx);   /* a failed frame left state */
-    }
-    size_t pos = 0;
-    for (;;) {
-        size_t room;
-        uint8_t *d = out_room(out, base, max_out, &room);
-        if (!d)
-            return KP_E_NOMEM;
-        size_t src = in_len - pos, dst = room;
-        /* hint == 0: a frame ended and everything is flushed; the context
-         * then starts over, so a following frame is decoded too. */
-        size_t hint = LZ4F_decompress(dctx, d, &dst, pos < in_len ? in + pos : NULL,
-                                      &src, NULL);
-        if (LZ4F_isError(hint))
-            return KP_E_CODEC;
-        pos += src;
-        out->len += dst;
-        if (out->len - base > max_out)
-            return KP_E_CODEC;
-        if (hint == 0 && pos == in_len)
-            return 0;
-        if (src == 0 && dst == 0)
-            return KP_E_CODEC;          /* no progress: the input ended early */
-    }
-}
-
 static int lz4_compress(const uint8_t *in, size_t in_len, kp_buf *out)
 {
     LZ4F_preferences_t prefs;
@@ -264,56 +155,6 @@ static int lz4_compress(const uint8_t *in, size_t in_len, kp_buf *out)
     return 0;
 }
 
-static int zstd_decompress(kp_codec_ctx *c, const uint8_t *in, size_t in_len,
-                           kp_buf *out, size_t base, size_t max_out)
-{
-    ZSTD_DCtx *ds = c->zstd;
-    if (!ds) {
-        if (!(ds = ZSTD_createDCtx()))
-            return KP_E_NOMEM;
-        c->zstd = ds;
-    } else {
-        ZSTD_DCtx_reset(ds, ZSTD_reset_session_only);
-    }
-    /* One frame that declares its content size (librdkafka's do), within
-     * room out already has (or one STEP, promise 2): one call straight
-     * into out, no copy through the window.  Otherwise, streaming. */
-    unsigned long long n = ZSTD_getFrameContentSize(in, in_len);
-    size_t room = out->cap - out->len > STEP ? out->cap - out->len : STEP;
-    if (n != ZSTD_CONTENTSIZE_UNKNOWN && n != ZSTD_CONTENTSIZE_ERROR && n <= room &&
-        n <= max_out - (out->len - base) && ZSTD_findFrameCompressedSize(in, in_len) == in_len) {
-        uint8_t *d = kp_buf_reserve(out, n ? (size_t)n : 1);
-        if (!d)
-            return KP_E_NOMEM;
-        size_t got = ZSTD_decompressDCtx(ds, d, (size_t)n, in, in_len);
-        if (ZSTD_isError(got) || got != n)
-            return KP_E_CODEC;
-        out->len += got;
-        return 0;
-    }
-    ZSTD_inBuffer ib = { in, in_len, 0 };
-    for (;;) {
-        size_t room;
-        uint8_t *d = out_room(out, base, max_out, &room);
-        if (!d)
-            return KP_E_NOMEM;
-        ZSTD_outBuffer ob = { d, room, 0 };
-        size_t in_before = ib.pos;
-        size_t last = ZSTD_decompressStream(ds, &ob, &ib);
-        if (ZSTD_isError(last))
-            return KP_E_CODEC;
-        out->len += ob.pos;
-        if (out->len - base > max_out)
-            return KP_E_CODEC;
-        if (last == 0 && ib.pos == ib.size)
-            return 0;                   /* last frame decoded and flushed */
-        if (ib.pos == ib.size && ob.pos < ob.size)
-            return KP_E_CODEC;          /* input ended inside a frame */
-        if (ob.pos == 0 && ib.pos == in_before)
-            return KP_E_CODEC;          /* no progress */
-    }
-}
-
 static int zstd_compress(const uint8_t *in, size_t in_len, kp_buf *out)
 {
     size_t bound = ZSTD_compressBound(in_len);
@@ -327,27 +168,268 @@ static int zstd_compress(const uint8_t *in, size_t in_len, kp_buf *out)
     return 0;
 }
 
+/* ---- streaming decoders: one step each, into (dst, cap) -------------- */
+
+static int gzip_read(kp_dstream *s, uint8_t *dst, size_t cap, size_t *got)
+{
+    z_stream *zs = s->c->zs;
+    for (;;) {
+        size_t in_chunk = s->in_len - s->pos > UINT32_MAX ? UINT32_MAX : s->in_len - s->pos;
+        zs->next_in = (Bytef *)(uintptr_t)(s->in + s->pos);
+        zs->avail_in = (uInt)in_chunk;
+        zs->next_out = dst;
+        zs->avail_out = (uInt)cap;
+        int z = inflate(zs, Z_NO_FLUSH);
+        s->pos += in_chunk - zs->avail_in;
+        *got = cap - zs->avail_out;
+        if (z == Z_STREAM_END) {
+            if (s->pos == s->in_len) {
+                s->done = true;
+                return 0;
+            }
+            if (inflateReset(zs) != Z_OK)       /* another gzip member */
+                return KP_E_CODEC;
+        } else if (z != Z_OK) {
+            return KP_E_CODEC;                  /* corrupt, or ran dry (BUF_ERROR) */
+        } else if (s->pos == s->in_len && zs->avail_out != 0) {
+            return KP_E_CODEC;                  /* input ended before the trailer */
+        }
+        if (*got)
+            return 0;
+    }
+}
+
+/* Decodes the next snappy block (the whole input if it is not xerial
+ * framed) into c->snappy.  Xerial (snappy-java) framing:
+ *
+ *   +--------------------------------+---------+--------+
+ *   | 82 'S' 'N' 'A' 'P' 'P' 'Y' 00  | version | compat |   INT32 BE each
+ *   +--------------------------------+---------+--------+
+ *   | INT32 BE length | raw snappy block | ... repeated to the end
+ */
+static int snappy_next(kp_dstream *s)
+{
+    kp_buf *blk = &s->c->snappy;
+    kp_buf_reset(blk);
+    s->snappy_off = 0;
+    size_t limit = s->max_out - s->produced;
+    if (!s->started) {
+        s->started = true;
+        if (s->in_len < 16 || memcmp(s->in, xerial_magic, 8) != 0) {
+            s->pos = s->in_len;
+            return snappy_block(s->in, s->in_len, blk, 0, limit);
+        }
+        s->pos = 16;
+        return 0;
+    }
+    if (s->in_len - s->pos < 4)
+        return KP_E_CODEC;
+    uint32_t n = be32(s->in + s->pos);
+    s->pos += 4;
+    if (n > s->in_len - s->pos)
+        return KP_E_CODEC;
+    s->pos += n;
+    return snappy_block(s->in + s->pos - n, n, blk, 0, limit);
+}
+
+static int snappy_read(kp_dstream *s, uint8_t *dst, size_t cap, size_t *got)
+{
+    kp_buf *blk = &s->c->snappy;
+    for (;;) {
+        if (s->snappy_off < blk->len) {
+            size_t n = blk->len - s->snappy_off < cap ? blk->len - s->snappy_off : cap;
+            memcpy(dst, blk->data + s->snappy_off, n);
+            s->snappy_off += n;
+            *got = n;
+            s->done = s->snappy_off == blk->len && s->pos == s->in_len;
+            return 0;
+        }
+        if (s->started && s->pos == s->in_len) {
+            s->done = true;
+            return 0;
+        }
+        int rc = snappy_next(s);
+        if (rc < 0)
+            return rc;
+    }
+}
+
+static int lz4_read(kp_dstream *s, uint8_t *dst, size_t cap, size_t *got)
+{
+    for (;;) {
+        size_t src = s->in_len - s->pos, dn = cap;
+        /* hint == 0: a frame ended and everything is flushed; the context
+         * then starts over, so a following frame is decoded too. */
+        size_t hint = LZ4F_decompress(s->c->lz4, dst, &dn,
+                                      s->pos < s->in_len ? s->in + s->pos : NULL, &src, NULL);
+        if (LZ4F_isError(hint))
+            return KP_E_CODEC;
+        s->pos += src;
+        *got = dn;
+        if (hint == 0 && s->pos == s->in_len) {
+            s->done = true;
+            return 0;
+        }
+        if (src == 0 && dn == 0)
+            return KP_E_CODEC;          /* no progress: the input ended early */
+        if (dn)
+            return 0;
+    }
+}
+
+static int zstd_read(kp_dstream *s, uint8_t *dst, size_t cap, size_t *got)
+{
+    ZSTD_DCtx *ds = s->c->zstd;
+    if (!s->started) {
+        s->started = true;
+        /* One frame that declares a content size that fits (librdkafka's
+         * do): one call straight into dst, no copy through zstd's own
+         * window.  Otherwise, streaming. */
+        unsigned long long n = ZSTD_getFrameContentSize(s->in, s->in_len);
+        if (n != ZSTD_CONTENTSIZE_UNKNOWN && n != ZSTD_CONTENTSIZE_ERROR && n <= cap &&
+            n <= s->max_out && ZSTD_findFrameCompressedSize(s->in, s->in_len) == s->in_len) {
+            size_t r = ZSTD_decompressDCtx(ds, dst, (size_t)n, s->in, s->in_len);
+            if (ZSTD_isError(r) || r != n)
+                return KP_E_CODEC;
+            s->pos = s->in_len;
+            *got = r;
+            s->done = true;
+            return 0;
+        }
+    }
+    for (;;) {
+        ZSTD_outBuffer ob = { dst, cap, 0 };
+        ZSTD_inBuffer ib = { s->in, s->in_len, s->pos };
+        size_t in_before = s->pos;
+        size_t last = ZSTD_decompressStream(ds, &ob, &ib);
+        if (ZSTD_isError(last))
+            return KP_E_CODEC;
+        s->pos = ib.pos;
+        *got = ob.pos;
+        if (last == 0 && ib.pos == ib.size) {
+            s->done = true;             /* last frame decoded and flushed */
+            return 0;
+        }
+        if (ib.pos == ib.size && ob.pos < ob.size)
+            return KP_E_CODEC;          /* input ended inside a frame */
+        if (ob.pos == 0 && ib.pos == in_before)
+            return KP_E_CODEC;          /* no progress */
+        if (ob.pos)
+            return 0;
+    }
+}
+
+/* The codec's context, created on first use and reset on every later one
+ * (a failed stream left state). */
+static int ctx_ready(kp_codec_ctx *c, int codec)
+{
+    switch (codec) {
+    case KP_CODEC_GZIP:
+        if (c->zs)
+            return inflateReset(c->zs) == Z_OK ? 0 : KP_E_CODEC;
+        z_stream *zs = calloc(1, sizeof *zs);
+        if (!zs)
+            return KP_E_NOMEM;
+        if (inflateInit2(zs, 15 + 32) != Z_OK) {  /* gzip or zlib header */
+            free(zs);
+            return KP_E_NOMEM;
+        }
+        c->zs = zs;
+        return 0;
+    case KP_CODEC_SNAPPY:
+        kp_buf_reset(&c->snappy);       /* nothing left of an earlier stream */
+        return 0;
+    case KP_CODEC_LZ4:
+        if (c->lz4) {
+            LZ4F_resetDecompressionContext(c->lz4);
+            return 0;
+        }
+        LZ4F_dctx *dctx;
+        if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
+            return KP_E_NOMEM;
+        c->lz4 = dctx;
+        return 0;
+    case KP_CODEC_ZSTD:
+        if (c->zstd) {
+            ZSTD_DCtx_reset(c->zstd, ZSTD_reset_session_only);
+            return 0;
+        }
+        return (c->zstd = ZSTD_createDCtx()) ? 0 : KP_E_NOMEM;
+    default:
+        return KP_E_CODEC;
+    }
+}
+
+int kp_dstream_start(kp_dstream *s, kp_codec_ctx *c, int codec,
+                     const void *in, size_t in_len, size_t max_out)
+{
+    *s = (kp_dstream){ .c = c, .codec = codec, .in = in, .in_len = in_len,
+                       .max_out = max_out };
+    return s->err = ctx_ready(c, codec);
+}
+
+int kp_dstream_read(kp_dstream *s, uint8_t *dst, size_t cap, size_t *got)
+{
+    *got = 0;
+    if (s->err || s->done)
+        return s->err;
+    if (cap > UINT32_MAX)
+        cap = UINT32_MAX;               /* zlib's counters */
+    int rc;
+    switch (s->codec) {
+    case KP_CODEC_GZIP:   rc = gzip_read(s, dst, cap, got); break;
+    case KP_CODEC_SNAPPY: rc = snappy_read(s, dst, cap, got); break;
+    case KP_CODEC_LZ4:    rc = lz4_read(s, dst, cap, got); break;
+    case KP_CODEC_ZSTD:   rc = zstd_read(s, dst, cap, got); break;
+    default:              rc = KP_E_CODEC; break;
+    }
+    if (rc == 0 && *got > s->max_out - s->produced)
+        rc = KP_E_CODEC;                /* promise 2: over the bound */
+    if (rc < 0) {
+        *got = 0;
+        return s->err = rc;
+    }
+    s->produced += *got;
+    return 0;
+}
+
+/* Room for the next step of a whole decode: what out already has spare,
+ * or one STEP (promise 2), and at most one byte past max_out so an
+ * overflowing stream is noticed rather than silently cut. */
+static uint8_t *out_room(kp_buf *out, size_t base, size_t max_out, size_t *room)
+{
+    size_t left = max_out - (out->len - base);   /* produced <= max_out here */
+    size_t n = out->cap - out->len > STEP ? out->cap - out->len : STEP;
+    if (n > left)
+        n = left + 1;
+    *room = n;
+    return kp_buf_reserve(out, n);
+}
+
 int kp_decompress_ctx(kp_codec_ctx *c, int codec, const void *in, size_t in_len,
                       kp_buf *out, size_t max_out)
 {
     if (out->err)
         return out->err;
     size_t base = out->len;
-    int rc;
-    switch (codec) {
-    case KP_CODEC_NONE:
+    if (codec == KP_CODEC_NONE) {
         if (in_len > max_out)
             return KP_E_CODEC;
         kp_wr_raw(out, in, in_len);
         return out->err;
-    case KP_CODEC_GZIP:   rc = gzip_decompress(c, in, in_len, out, base, max_out); break;
-    case KP_CODEC_SNAPPY: rc = snappy_decompress(in, in_len, out, base, max_out); break;
-    case KP_CODEC_LZ4:    rc = lz4_decompress(c, in, in_len, out, base, max_out); break;
-    case KP_CODEC_ZSTD:   rc = zstd_decompress(c, in, in_len, out, base, max_out); break;
-    default:              return KP_E_CODEC;
     }
-    if (rc == 0 && out->len - base > max_out)
-        rc = KP_E_CODEC;
+    kp_dstream s;
+    int rc = kp_dstream_start(&s, c, codec, in, in_len, max_out);
+    while (rc == 0 && !s.done) {
+        size_t room, got;
+        uint8_t *d = out_room(out, base, max_out, &room);
+        if (!d) {
+            rc = KP_E_NOMEM;
+            break;
+        }
+        rc = kp_dstream_read(&s, d, room, &got);
+        out->len += got;
+    }
     if (rc < 0) {
         out->len = base;
         if (rc == KP_E_NOMEM)
@@ -366,13 +448,14 @@ void kp_codec_ctx_free(kp_codec_ctx *c)
         LZ4F_freeDecompressionContext(c->lz4);
     if (c->zstd)
         ZSTD_freeDCtx(c->zstd);
-    *c = (kp_codec_ctx){ NULL, NULL, NULL };
+    kp_buf_free(&c->snappy);
+    *c = (kp_codec_ctx)KP_CODEC_CTX_INIT;
 }
 
 int kp_decompress(int codec, const void *in, size_t in_len, kp_buf *out,
                   size_t max_out)
 {
-    kp_codec_ctx c = { NULL, NULL, NULL };
+    kp_codec_ctx c = KP_CODEC_CTX_INIT;
     int rc = kp_decompress_ctx(&c, codec, in, in_len, out, max_out);
     kp_codec_ctx_free(&c);
     return rc;

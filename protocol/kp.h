@@ -366,13 +366,38 @@ typedef struct kp_codec_ctx {
     void *zs;                 /* z_stream, inflateReset per use */
     void *lz4;                /* LZ4F_dctx */
     void *zstd;               /* ZSTD_DCtx */
+    kp_buf snappy;            /* one decoded snappy block (the codec has
+                                 no streaming form; a block expands at
+                                 most ~22x its compressed size) */
 } kp_codec_ctx;
-#define KP_CODEC_CTX_INIT { NULL, NULL, NULL }
+#define KP_CODEC_CTX_INIT { .zs = NULL }
 /* kp_decompress with the caller's contexts: no allocation once they exist
  * and out has room. */
 int kp_decompress_ctx(kp_codec_ctx *c, int codec, const void *in, size_t in_len,
                       kp_buf *out, size_t max_out);
 void kp_codec_ctx_free(kp_codec_ctx *c);
+
+/* Streaming decompression (codec.c promise 6): the output is pulled piece
+ * by piece into the caller's buffer, so memory stays bounded whatever the
+ * compression ratio.  kp_decompress_ctx is this stream read to the end,
+ * so both accept exactly the same inputs. */
+typedef struct kp_dstream {
+    kp_codec_ctx *c;
+    int codec;                /* gzip, snappy, lz4 or zstd */
+    const uint8_t *in;
+    size_t in_len, pos;       /* pos: input consumed */
+    size_t produced, max_out; /* more than max_out output is KP_E_CODEC */
+    size_t snappy_off;        /* bytes of c->snappy already handed out */
+    bool started, done;       /* done: every frame ended, output flushed */
+    int err;                  /* latched */
+} kp_dstream;
+/* Resets c's decoder for codec (creating it on first use).  0 or KP_E_*. */
+int kp_dstream_start(kp_dstream *s, kp_codec_ctx *c, int codec,
+                     const void *in, size_t in_len, size_t max_out);
+/* Up to cap (>= 1) bytes into dst, *got of them.  0 with *got > 0, or with
+ * s->done set; or KP_E_CODEC / KP_E_NOMEM (latched).  Never 0 with
+ * *got == 0 and the stream unfinished. */
+int kp_dstream_read(kp_dstream *s, uint8_t *dst, size_t cap, size_t *got);
 /* Appends the compressed form (snappy: xerial framing, lz4: frame). */
 int kp_compress(int codec, const void *in, size_t in_len, kp_buf *out);
 
@@ -449,16 +474,24 @@ typedef struct kp_val_fault {
     char    message[160];     /* "Record 3 in batch: ..." */
 } kp_val_fault;
 
-/* One per thread that validates: decoder contexts and the decompressed
- * records, kept between batches (no allocation on the steady path). */
+/* One per thread that validates: decoder contexts and a fixed window the
+ * decompressed records stream through, kept between batches (no
+ * allocation on the steady path, memory bounded whatever the ratio). */
+#define KP_VAL_WINDOW ((size_t)256 << 10)
 typedef struct kp_validator {
     kp_codec_ctx codec;
-    kp_buf plain;
+    kp_dstream ds;
+    uint8_t *win;             /* win_cap bytes, allocated on first use */
+    size_t win_cap;
+    size_t head, tail;        /* unread decompressed bytes: win[head..tail) */
     int64_t max_timestamp;    /* of the last batch accepted: its records'
                                  largest (as CreateTime), -1 if none has one */
 } kp_validator;
 
 void kp_validator_init(kp_validator *v);
+/* Window size other than KP_VAL_WINDOW (tests: a tiny one sends every
+ * record down the large-record path); at least 16 bytes. */
+void kp_validator_set_window(kp_validator *v, size_t cap);
 void kp_validator_free(kp_validator *v);
 /* Every record of the batch at p (size bytes, already through
  * kp_batch_validate, header in *b): decompressed, framed exactly

@@ -143,8 +143,10 @@ static inline const uint8_t *rec_raw(kp_rd *r, size_t n)
     return kp_rd_raw(r, n);
 }
 
-/* VARINT length + bytes; -1 is null when allowed. */
-static kp_str rd_varbytes(kp_rd *r, bool nullable)
+/* VARINT length + bytes; -1 is null when allowed.  Inlined: key, value
+ * and every header go through it. */
+static inline __attribute__((always_inline))
+kp_str rd_varbytes(kp_rd *r, bool nullable)
 {
     int32_t n = rec_varint(r);
     if (!kp_rd_ok(r))

@@ -14,7 +14,10 @@
  *                validator inside well-formed gzip/snappy/lz4/zstd streams.
  *   bit 4 / 5:   key_required / check_timestamps.
  * One validator serves every input (as in the broker), so state leaking
- * from one input into the next would show.  Built and run by `make fuzz`;
+ * from one input into the next would show.  A second one streams through
+ * a 16-byte window (every record longer than that read field by field,
+ * every record cut by the window's end): its verdict and message must be
+ * the first one's, or the streaming (validate.c) is wrong.  Built and run by `make fuzz`;
  * seeds in tests/fuzz/corpus/fuzz_kp_validate/.
  */
 #include <stdlib.h>
@@ -61,10 +64,12 @@ static void make_batch(const uint8_t *data, size_t size, kp_buf *out)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static kp_validator v;
+    static kp_validator v, tiny;
     static bool ready;
     if (!ready) {
         kp_validator_init(&v);
+        kp_validator_init(&tiny);
+        kp_validator_set_window(&tiny, 16);
         ready = true;
     }
     if (size < 1)
@@ -85,6 +90,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         };
         kp_val_fault f;
         int rc = kp_batch_validate_records(&v, in.data, (size_t)len, &b, &rules, &f);
+        kp_val_fault tf;
+        if (kp_batch_validate_records(&tiny, in.data, (size_t)len, &b, &rules, &tf) != rc ||
+            (rc != 0 && (tf.error != f.error || tf.record != f.record ||
+                         strcmp(tf.message, f.message) != 0)))
+            abort();                             /* the window changed a verdict */
         if (rc == 0) {
             kp_rec_iter it;
             kp_record rec;

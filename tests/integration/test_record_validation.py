@@ -183,7 +183,8 @@ def test_kcat_compressed_batches_are_accepted_and_read_back(broker, codec):
     assert [m.key() + b":" + m.value() for m in got] == lines
 
 
-def test_create_time_batch_header_is_set_from_its_records(broker):
+@pytest.mark.parametrize("codec", [0, GZIP, ZSTD])
+def test_create_time_batch_header_is_set_from_its_records(broker, codec):
     """On a CreateTime topic the batch's MaxTimestamp and timestamp type
     are what its records say, as Kafka's LogValidator sets them: a client's
     LogAppendTime bit or a MaxTimestamp years ahead would otherwise steer
@@ -194,10 +195,17 @@ def test_create_time_batch_header_is_set_from_its_records(broker):
     now = int(time.time() * 1000)
     future = now + 10 * 365 * 24 * HOUR_MS
     LOG_APPEND_TIME = 0x08
-    batch = kr.raw_batch(rec(0) + rec(1, ts_delta=5), 2, now, max_timestamp=future,
-                         attributes=LOG_APPEND_TIME)
+    area = rec(0) + rec(1, ts_delta=5)
+    if codec == GZIP:
+        area = gzip.compress(area)
+    elif codec == ZSTD:
+        import zstandard
+        area = zstandard.ZstdCompressor().compress(area)
+    batch = kr.raw_batch(area, 2, now, max_timestamp=future,
+                         attributes=LOG_APPEND_TIME | codec)
     with kr.Conn(broker.port) as c:
-        assert produce_v3(c, t, batch) == (0, 0)
+        r = c.request_flex(kr.API_PRODUCE, 11, kr.produce_v11_body(t, 0, batch))
+        assert [(err, base) for _, _, err, base, _, _ in kr.parse_produce_v11_full(r)] == [(0, 0)]
         ((_, _, err, _, stored),) = kr.parse_fetch_v4(
             c.request(kr.API_FETCH, 4, kr.fetch_v4_body(t, 0, 0, 0)))
     assert err == 0 and len(stored) > 61
@@ -206,7 +214,7 @@ def test_create_time_batch_header_is_set_from_its_records(broker):
     (attrs,) = struct.unpack(">h", stored[21:23])
     (max_ts,) = struct.unpack(">q", stored[35:43])
     (crc,) = struct.unpack(">I", stored[17:21])
-    assert attrs & LOG_APPEND_TIME == 0, attrs
+    assert attrs & LOG_APPEND_TIME == 0 and attrs & 7 == codec, attrs
     assert max_ts == now + 5, (max_ts, now)
     assert crc == kr.crc32c(stored[21:]), "the stored batch's CRC is not its bytes'"
     got = consume(broker, t, [0], 2)

@@ -477,13 +477,37 @@ static size_t raw_batch(kp_buf *out, int codec, int32_t count,
 }
 
 /* kp_batch_validate, then the records: 0 or the fault's rc. */
-static int validate_all(kp_validator *v, const uint8_t *p, size_t len,
-                        const kp_val_rules *rules, kp_val_fault *f)
+static int validate_all_one(kp_validator *v, const uint8_t *p, size_t len,
+                            const kp_val_rules *rules, kp_val_fault *f)
 {
     kp_batch b;
     int64_t size = kp_batch_validate(p, len, &b);
     ck_assert_msg(size == (int64_t)len, "batch itself refused: %lld", (long long)size);
     return kp_batch_validate_records(v, p, len, &b, rules, f);
+}
+
+/* validate_all_one, and every batch is
+ * also validated through a 16-byte window (every record but the smallest
+ * down the large-record path, every record cut by the window's end): the
+ * same verdict and message, or the streaming is wrong. */
+static int validate_all(kp_validator *v, const uint8_t *p, size_t len,
+                        const kp_val_rules *rules, kp_val_fault *f)
+{
+    int rc = validate_all_one(v, p, len, rules, f);
+    kp_batch b;
+    ck_assert_int_eq(kp_batch_validate(p, len, &b), (int64_t)len);
+    kp_validator tiny;
+    kp_validator_init(&tiny);
+    kp_validator_set_window(&tiny, 16);
+    kp_val_fault tf;
+    ck_assert_int_eq(kp_batch_validate_records(&tiny, p, len, &b, rules, &tf), rc);
+    if (rc) {
+        ck_assert_int_eq(tf.error, f->error);
+        ck_assert_int_eq(tf.record, f->record);
+        ck_assert_str_eq(tf.message, f->message);
+    }
+    kp_validator_free(&tiny);
+    return rc;
 }
 
 START_TEST(test_validator_accepts_every_built_batch)
@@ -528,7 +552,8 @@ START_TEST(test_validator_reuses_its_buffers)
             ck_assert_int_eq(validate_all(&v, out.data, (size_t)size, &no_rules, &f), 0);
         /* same contexts, same buffer: nothing was allocated again */
         ck_assert(memcmp(&warm.codec, &v.codec, sizeof v.codec) == 0);
-        ck_assert_ptr_eq(warm.plain.data, v.plain.data);
+        ck_assert_ptr_eq(warm.win, v.win);
+        ck_assert_uint_eq(v.win_cap, KP_VAL_WINDOW);
         kp_buf_free(&out);
     }
     kp_validator_free(&v);
@@ -673,6 +698,104 @@ START_TEST(test_validator_refuses_poison_with_a_valid_crc)
 }
 END_TEST
 
+/* Peak RSS since the last reset (VmHWM), in KiB; -1 if unavailable. */
+static long rss_peak_kib(void)
+{
+    FILE *fp = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (fp && fgets(line, sizeof line, fp))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    if (fp)
+        fclose(fp);
+    return kib;
+}
+
+/* Resets VmHWM to the current RSS (clear_refs 5); false if not allowed. */
+static bool rss_peak_reset(void)
+{
+    FILE *fp = fopen("/proc/self/clear_refs", "w");
+    if (!fp)
+        return false;
+    bool ok = fputs("5", fp) >= 0;
+    return fclose(fp) == 0 && ok;
+}
+
+/* A batch far larger decompressed than the window: 64 MiB of small
+ * records, or one 20 MiB record (with headers around its value).  The
+ * validator streams it: accepted, its buffers still the window, and the
+ * process's peak RSS grows by far less than the decompressed size (a
+ * whole decompression grew it by 64 MiB / 20 MiB).  Then the same batch
+ * with one record too many is refused with the whole-batch message. */
+static void validate_huge(int codec, bool one_big)
+{
+    static char val[20 << 20];
+    memset(val, 'x', sizeof val);
+    kp_buf out;
+    kp_buf_init(&out);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &out, codec);
+    kp_header hs[2] = { { { "h1", 2 }, { "v1", 2 } }, { { "h2", 2 }, KP_STR_NULL } };
+    int32_t n = 0;
+    size_t plain = 0;
+    if (one_big) {
+        kp_bb_add(&bb, 1700000000000LL, "key", 3, val, (int32_t)sizeof val, hs, 2);
+        n = 1;
+        plain = sizeof val;
+    } else {
+        for (; plain < (size_t)64 << 20; plain += 100, n++)
+            kp_bb_add(&bb, 1700000000000LL + n % 1000, "k", 1, val, 100, hs, n % 3);
+    }
+    int64_t size = kp_bb_finish(&bb);
+    kp_bb_free(&bb);
+    ck_assert(size > 0);
+
+    kp_validator v;
+    kp_validator_init(&v);
+    kp_val_rules compact = no_rules;
+    compact.key_required = true;
+    kp_val_fault f;
+    bool measured = rss_peak_reset();
+    long before = rss_peak_kib();
+    ck_assert_int_eq(validate_all_one(&v, out.data, (size_t)size, &compact, &f), 0);
+    long grew = rss_peak_kib() - before;
+    ck_assert_uint_eq(v.win_cap, KP_VAL_WINDOW);
+    ck_assert_uint_le(v.codec.snappy.cap, (size_t)64 << 10);   /* xerial blocks */
+    if (measured)
+        ck_assert_msg(grew < (long)(plain >> 10) / 4,
+                      "codec %d: peak RSS grew %ld KiB validating %zu KiB",
+                      codec, grew, plain >> 10);
+
+    /* RecordsCount one too many: "missing", as a whole decompression says */
+    uint8_t *p = out.data;
+    uint32_t c = (uint32_t)n + 1, lod = (uint32_t)n;
+    p[23] = (uint8_t)(lod >> 24); p[24] = (uint8_t)(lod >> 16);
+    p[25] = (uint8_t)(lod >> 8); p[26] = (uint8_t)lod;
+    p[57] = (uint8_t)(c >> 24); p[58] = (uint8_t)(c >> 16);
+    p[59] = (uint8_t)(c >> 8); p[60] = (uint8_t)c;
+    uint32_t crc = kp_crc32c(0, p + KP_BATCH_CRC_START, (size_t)size - KP_BATCH_CRC_START);
+    p[17] = (uint8_t)(crc >> 24); p[18] = (uint8_t)(crc >> 16);
+    p[19] = (uint8_t)(crc >> 8);  p[20] = (uint8_t)crc;
+    ck_assert_int_eq(validate_all_one(&v, out.data, (size_t)size, &no_rules, &f),
+                     KP_E_MALFORMED);
+    char want[128];
+    snprintf(want, sizeof want, "Record %d in batch: missing: the records end after %d "
+             "of RecordsCount %d", n, n, n + 1);
+    ck_assert_str_eq(f.message, want);
+    kp_validator_free(&v);
+    kp_buf_free(&out);
+}
+
+START_TEST(test_validator_streams_batches_larger_than_its_window)
+{
+    for (int codec = KP_CODEC_GZIP; codec <= KP_CODEC_ZSTD; codec++) {
+        validate_huge(codec, false);
+        validate_huge(codec, true);
+    }
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -683,6 +806,7 @@ int main(void)
         test_random_byte_flips_never_crash, test_hostile_record_counts_bounded,
         test_validator_accepts_every_built_batch, test_validator_reuses_its_buffers,
         test_validator_refuses_poison_with_a_valid_crc,
+        test_validator_streams_batches_larger_than_its_window,
     };
     return unit_run("kp_batch", "core", tests, sizeof tests / sizeof *tests, NULL, NULL, 120);
 }
