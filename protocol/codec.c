@@ -89,6 +89,10 @@ static int snappy_block(const uint8_t *in, size_t in_len, kp_buf *out,
         return KP_E_CODEC;
     if (n > max_out - (out->len - base))
         return KP_E_CODEC;
+    /* A snappy element expands 21x at most (a 3-byte copy of 64 bytes): a
+     * longer declared length is a lie, refused before it is reserved. */
+    if (n / 22 > in_len)
+        return KP_E_CODEC;
     uint8_t *d = kp_buf_reserve(out, n ? n : 1);
     if (!d)
         return KP_E_NOMEM;

@@ -62,6 +62,17 @@ START_TEST(test_snappy_raw_block_as_librdkafka_sends)
     ck_assert(memcmp(d.data, in, n) == 0);
     /* Declared length over max_out: refused before allocating. */
     ck_assert_int_eq(kp_decompress(KP_CODEC_SNAPPY, c, clen, &d, 100), KP_E_CODEC);
+    /* A declared 200 MiB over 8 bytes (no snappy element expands more than
+     * 21x): refused before reserving it, whatever max_out allows. */
+    kp_buf_free(&d);
+    kp_buf_init(&d);
+    uint8_t lie[8] = { 0x80, 0x80, 0x80, 0x64, 0, 0, 0, 0 };   /* varint 200 << 20 */
+    kp_codec_ctx ctx = KP_CODEC_CTX_INIT;
+    ck_assert_int_eq(kp_decompress_ctx(&ctx, KP_CODEC_SNAPPY, lie, sizeof lie, &d, 256u << 20),
+                     KP_E_CODEC);
+    ck_assert_msg(ctx.snappy.cap < (1u << 20) && d.cap < (1u << 20),
+                  "reserved %zu bytes for a lie", ctx.snappy.cap);
+    kp_codec_ctx_free(&ctx);
     kp_buf_free(&d);
     free(c);
     free(in);
