@@ -107,6 +107,8 @@ struct bk_cluster {
     struct cl_cshut *cshut;          /* this broker's own controlled shutdown */
     int64_t imbalance_checked_ms;    /* last leader-imbalance check (controller) */
     int32_t seen_alive[CL_MAX_BROKERS];  /* live brokers at the last change (cl_leaders.c) */
+    int64_t seen_czxid[CL_MAX_BROKERS];  /* their registrations' czxids then */
+    bool seen_bounced[CL_MAX_BROKERS];   /* registered anew while seen alive (L7) */
     int nseen_alive;
     int64_t reg_czxid;               /* our registration's czxid; 0 not registered */
     struct cl_recovery *rec;         /* log ends, election waits (cl_recovery.c) */
@@ -218,6 +220,8 @@ void cl_recovery_state_read(bk_broker *b, const char *topic, int32_t p, int64_t 
 void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b));
 /* Registered in this session with that czxid: held leaderships (R5). */
 void cl_recovery_registered(bk_broker *b, int64_t czxid);
+/* Live broker id's registration czxid (Kafka's broker epoch); 0 none. */
+int64_t cl_broker_czxid(bk_broker *b, int32_t id);
 /* reconcile_topic, for an existing partition before its failover election:
  * CTL_REC_NONE (go on as before), CTL_REC_WAIT (write nothing now),
  * CTL_REC_ELECT (st holds the election). */

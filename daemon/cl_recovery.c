@@ -54,6 +54,10 @@
  *       as leader (bk_partition.held: produce and fetch get
  *       NOT_LEADER_OR_FOLLOWER, no ISR writes, no epoch started in its
  *       log) until the controller writes a state after its registration.
+ *   R6. A partition with a live current leader keeps no returning member
+ *       in its ISR: the reconcile takes it out (a write, after which the
+ *       leader's catch-up check alone takes it back).  cl_leaders.c L7
+ *       does the same when a later write would make it look current.
  */
 #include "daemon/cl.h"
 #include "daemon/replica.h"
@@ -143,8 +147,8 @@ static int64_t state_mzxid(const cl_topic *ct, int32_t p)
     return ct && p < ct->nrecovery ? ct->state_mzxid[p] : 0;
 }
 
-/* Live broker id's registration czxid (cl->brokers is ascending); 0 none. */
-static int64_t broker_czxid(bk_broker *b, int32_t id)
+/* cl->brokers is ascending */
+int64_t cl_broker_czxid(bk_broker *b, int32_t id)
 {
     bk_cluster *cl = b->cl;
     int lo = 0, hi = cl->nbrokers - 1;
@@ -163,7 +167,7 @@ static int64_t broker_czxid(bk_broker *b, int32_t id)
 /* Registered before the state was written (unknown: as before, current). */
 static bool current(bk_broker *b, int32_t id, int64_t mzxid)
 {
-    int64_t c = broker_czxid(b, id);
+    int64_t c = cl_broker_czxid(b, id);
     return c == 0 || c < mzxid;
 }
 
@@ -384,7 +388,7 @@ static void on_le_read(bk_broker *b, const zk_result *r, void *arg)
  * are being read (the answer reconciles again). */
 static le_broker *log_ends(bk_broker *b, int32_t id)
 {
-    int64_t czxid = broker_czxid(b, id);
+    int64_t czxid = cl_broker_czxid(b, id);
     le_broker *lb = le_slot(b, id);
     if (!lb)
         return NULL;                              /* read again at the next reconcile */
@@ -484,7 +488,20 @@ int ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p
         return leader_alive ? CTL_REC_NONE : CTL_REC_WAIT;
     if (leader_alive && current(b, v->leader, mz)) {
         ct->recovery_since_ms[p] = 0;
-        return CTL_REC_NONE;
+        st->nisr = 0;                             /* R6 */
+        for (int32_t i = 0; i < v->nisr; i++) {
+            int32_t id = v->isr[i];
+            if (id == v->leader || !bk_broker_alive(b, id) || current(b, id, mz))
+                st->isr[st->nisr++] = id;
+            else
+                BK_INFO("partition %s-%d: broker %d leaves the ISR (it registered after the "
+                        "state was written: restarted, or its session expired)", t->name,
+                        (int)p, (int)id);
+        }
+        if (st->nisr == v->nisr)
+            return CTL_REC_NONE;
+        ctl_isr_counted(b, true);
+        return CTL_REC_ELECT;
     }
     int32_t lead = -1, back[MD_REPLICAS_MAX], nback = 0, nalive = 0;
     for (int32_t i = 0; i < v->nisr; i++) {

@@ -185,6 +185,21 @@ def zk_create(connect, path, data=b"", timeout=5.0):
         assert err in (0, -110), "create %s: ZooKeeper error %d" % (sub, err)   # -110: exists
 
 
+def zk_set(connect, path, data, timeout=5.0):
+    """Replaces path's data (any version), as another client could."""
+    err, _ = _zk_call(connect, 5, path, timeout,
+                      struct.pack(">i", len(data)) + data + struct.pack(">i", -1))
+    assert err == 0, "setData %s: ZooKeeper error %d" % (path, err)
+
+
+def zk_delete(connect, path, timeout=5.0):
+    """Deletes path (any version); True if it existed.  Lets a test take a
+    broker's registration away as its session's end would."""
+    err, _ = _zk_call(connect, 2, path, timeout, struct.pack(">i", -1))
+    assert err in (0, -101), "delete %s: ZooKeeper error %d" % (path, err)
+    return err == 0
+
+
 def zk_children(connect, path, timeout=5.0):
     """The sorted child names of a znode ([] when it does not exist)."""
     err, r = _zk_call(connect, 8, path, timeout)           # getChildren
