@@ -215,8 +215,9 @@ void ctl_logdirs_reset(bk_broker *b);
 enum { CTL_REC_NONE, CTL_REC_WAIT, CTL_REC_ELECT };
 /* The mirror read partition p's state znode, last modified at mzxid. */
 void cl_recovery_state_read(bk_broker *b, const char *topic, int32_t p, int64_t mzxid);
-/* Writes /broker_log_ends/<id> (this broker's log ends), then calls then
- * (whether the write worked or not: it is logged). */
+/* Writes /broker_log_ends/<id> (this broker's log ends, for this
+ * session), then calls then (whether the write worked or not: it is
+ * logged, and the controller ignores what an earlier session wrote). */
 void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b));
 /* Registered in this session with that czxid: held leaderships (R5). */
 void cl_recovery_registered(bk_broker *b, int64_t czxid);
@@ -228,16 +229,19 @@ int64_t cl_broker_czxid(bk_broker *b, int32_t id);
 int  ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p,
                          md_partition_state *st);
 /* /broker_log_ends/<id>'s lines.  _parse: text (NUL-terminated; changed
- * in place, the topics point into it) → *out (malloc'd, sorted for _find),
- * the count; lines not of the form, or all after a wrong first line, are
- * left out.  _line: one line into out, its length (-1: cap too small). */
+ * in place, the topics point into it) → *session (the ZooKeeper session
+ * the first line names; 0 when that line is wrong), *out (malloc'd, sorted
+ * for _find), the count; lines not of the form, or all after a wrong first
+ * line, are left out.  _head, _line: the first line, one line, into out;
+ * its length (-1: cap too small). */
 typedef struct cl_log_end {
     const char *topic;
     int32_t partition, epoch;        /* epoch: the log's last leader epoch */
     int64_t end;                     /* the log end offset */
     int64_t hw;                      /* the replica's high watermark */
 } cl_log_end;
-int  cl_log_ends_parse(char *text, cl_log_end **out);
+int  cl_log_ends_parse(char *text, int64_t *session, cl_log_end **out);
+int  cl_log_ends_head(char *out, size_t cap, int64_t session);
 const cl_log_end *cl_log_ends_find(const cl_log_end *e, int n, const char *topic, int32_t p);
 int  cl_log_ends_line(char *out, size_t cap, const cl_log_end *e);
 /* Each cluster tick: a wait that ended reconciles again. */
