@@ -107,6 +107,8 @@ struct bk_cluster {
     struct cl_cshut *cshut;          /* this broker's own controlled shutdown */
     int64_t imbalance_checked_ms;    /* last leader-imbalance check (controller) */
     int32_t seen_alive[CL_MAX_BROKERS];  /* live brokers at the last change (cl_leaders.c) */
+    int64_t seen_czxid[CL_MAX_BROKERS];  /* their registrations' czxids then */
+    bool seen_bounced[CL_MAX_BROKERS];   /* registered anew while seen alive (L7) */
     int nseen_alive;
     int64_t reg_czxid;               /* our registration's czxid; 0 not registered */
     struct cl_recovery *rec;         /* log ends, election waits (cl_recovery.c) */
@@ -213,27 +215,33 @@ void ctl_logdirs_reset(bk_broker *b);
 enum { CTL_REC_NONE, CTL_REC_WAIT, CTL_REC_ELECT };
 /* The mirror read partition p's state znode, last modified at mzxid. */
 void cl_recovery_state_read(bk_broker *b, const char *topic, int32_t p, int64_t mzxid);
-/* Writes /broker_log_ends/<id> (this broker's log ends), then calls then
- * (whether the write worked or not: it is logged). */
+/* Writes /broker_log_ends/<id> (this broker's log ends, for this
+ * session), then calls then (whether the write worked or not: it is
+ * logged, and the controller ignores what an earlier session wrote). */
 void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b));
 /* Registered in this session with that czxid: held leaderships (R5). */
 void cl_recovery_registered(bk_broker *b, int64_t czxid);
+/* Live broker id's registration czxid (Kafka's broker epoch); 0 none. */
+int64_t cl_broker_czxid(bk_broker *b, int32_t id);
 /* reconcile_topic, for an existing partition before its failover election:
  * CTL_REC_NONE (go on as before), CTL_REC_WAIT (write nothing now),
  * CTL_REC_ELECT (st holds the election). */
 int  ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p,
                          md_partition_state *st);
 /* /broker_log_ends/<id>'s lines.  _parse: text (NUL-terminated; changed
- * in place, the topics point into it) → *out (malloc'd, sorted for _find),
- * the count; lines not of the form, or all after a wrong first line, are
- * left out.  _line: one line into out, its length (-1: cap too small). */
+ * in place, the topics point into it) → *session (the ZooKeeper session
+ * the first line names; 0 when that line is wrong), *out (malloc'd, sorted
+ * for _find), the count; lines not of the form, or all after a wrong first
+ * line, are left out.  _head, _line: the first line, one line, into out;
+ * its length (-1: cap too small). */
 typedef struct cl_log_end {
     const char *topic;
     int32_t partition, epoch;        /* epoch: the log's last leader epoch */
     int64_t end;                     /* the log end offset */
     int64_t hw;                      /* the replica's high watermark */
 } cl_log_end;
-int  cl_log_ends_parse(char *text, cl_log_end **out);
+int  cl_log_ends_parse(char *text, int64_t *session, cl_log_end **out);
+int  cl_log_ends_head(char *out, size_t cap, int64_t session);
 const cl_log_end *cl_log_ends_find(const cl_log_end *e, int n, const char *topic, int32_t p);
 int  cl_log_ends_line(char *out, size_t cap, const cl_log_end *e);
 /* Each cluster tick: a wait that ended reconciles again. */

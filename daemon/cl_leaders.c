@@ -63,6 +63,12 @@
  *       later) must not take it back into an ISR the controller took it
  *       out of; nobody would take it out again but
  *       replica.lag.time.max.ms.
+ *   L7. A broker that registered anew while it was seen alive (a new
+ *       registration czxid: a bounce, Kafka's broker epoch of KIP-380)
+ *       leaves every ISR it was in at the next reconcile of each such
+ *       partition (not as leader: cl_recovery.c elects), whatever was
+ *       written to that state meanwhile; its log may be an older copy, so
+ *       only its leader's catch-up check (cl_isr.c) takes it back.
  */
 #include "daemon/cl.h"
 #include "daemon/fetcher.h"
@@ -77,6 +83,7 @@
 #define CS_PATH "/admin/controlled_shutdown"
 #define CTL_MARK_PREFERRED 1         /* lead by the first replica if it can */
 #define CTL_MARK_DEAD 2              /* a broker in its ISR died: out with it */
+#define CTL_MARK_BOUNCED 4           /* a broker in its ISR registered anew (L7) */
 #define CS_POLL_MS 50
 
 static bool marks_grow(cl_topic *ct, int32_t n)
@@ -140,6 +147,16 @@ bool cl_broker_shutting(bk_broker *b, int32_t id)
         return true;                              /* its log dir failed: cl_logdirs.c */
     left_prune(b);
     return has_id(cl->left, cl->nleft, id);
+}
+
+/* Seen registering anew since it was last seen alive (L7). */
+static bool bounced(bk_broker *b, int32_t id)
+{
+    bk_cluster *cl = b->cl;
+    for (int i = 0; i < cl->nseen_alive; i++)
+        if (cl->seen_alive[i] == id)
+            return cl->seen_bounced[i] && cl->seen_czxid[i] == cl_broker_czxid(b, id);
+    return false;
 }
 
 static bool eligible(bk_broker *b, int32_t id)
@@ -449,12 +466,14 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
         for (int32_t i = 0; i < st->nisr; i++) {
             int32_t id = st->isr[i];
             bool dead = !bk_broker_alive(b, id);
-            if (id == st->leader || (!cl_broker_shutting(b, id) &&
+            bool bounce = !dead && (mark & CTL_MARK_BOUNCED) && bounced(b, id);    /* L7 */
+            if (id == st->leader || (!cl_broker_shutting(b, id) && !bounce &&
                                      !(dead && (mark & CTL_MARK_DEAD))))
                 st->isr[m++] = id;
             else
                 BK_INFO("partition %s-%d: broker %d leaves the ISR (%s)", topic, (int)p,
-                        (int)id, dead ? "broker gone" : cl_broker_dir_failed(b, id)
+                        (int)id, dead ? "broker gone" : bounce ? "it registered anew: "
+                        "restarted, or its session expired" : cl_broker_dir_failed(b, id)
                         ? "its log directory failed" : "controlled shutdown");
         }
         if (m != st->nisr) {
@@ -479,8 +498,10 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
 /* Kafka's onBrokerFailure: the replicas of a broker that just died leave
  * the ISRs they were in, so the high watermark need not wait
  * replica.lag.time.max.ms for them.  Only at the death (L5): a leader may
- * take a broker that is not registered into its ISR later (it fetched). */
-struct dead_arg { const int32_t *gone; int ngone; bk_broker *b; };
+ * take a broker that is not registered into its ISR later (it fetched).
+ * A broker that registered anew (L7) is marked the same way, as Kafka's
+ * controller takes a bounced broker epoch for a failure and a start. */
+struct dead_arg { const int32_t *gone; int ngone; uint8_t mark; bk_broker *b; };
 
 static void mark_dead_topic(bk_topic *t, void *arg)
 {
@@ -495,27 +516,51 @@ static void mark_dead_topic(bk_topic *t, void *arg)
             continue;
         if (!ct && (!(ct = mr_topic(a->b, t->name, true)) || !marks_grow(ct, t->npartitions)))
             return;
-        ct->marks[p] |= CTL_MARK_DEAD;
+        ct->marks[p] |= a->mark;
     }
 }
 
 void ctl_leaders_brokers_changed(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
-    int32_t now[CL_MAX_BROKERS], gone[CL_MAX_BROKERS];
-    int n = bk_live_brokers(b, now, CL_MAX_BROKERS), ngone = 0;
+    int32_t now[CL_MAX_BROKERS], gone[CL_MAX_BROKERS], anew[CL_MAX_BROKERS];
+    int64_t czxid[CL_MAX_BROKERS];
+    bool bounce[CL_MAX_BROKERS];
+    int n = bk_live_brokers(b, now, CL_MAX_BROKERS), ngone = 0, nanew = 0;
     if (n > CL_MAX_BROKERS)
         n = CL_MAX_BROKERS;
     for (int i = 0; i < cl->nseen_alive; i++)
         if (!has_id(now, n, cl->seen_alive[i]))
             gone[ngone++] = cl->seen_alive[i];
+    for (int j = 0; j < n; j++) {                 /* L7: the same id, a new czxid */
+        czxid[j] = cl_broker_czxid(b, now[j]);
+        bounce[j] = false;
+        for (int i = 0; i < cl->nseen_alive; i++) {
+            if (cl->seen_alive[i] != now[j])
+                continue;
+            bool again = cl->seen_czxid[i] && czxid[j] && cl->seen_czxid[i] != czxid[j];
+            bounce[j] = again || (cl->seen_bounced[i] && cl->seen_czxid[i] == czxid[j]);
+            if (again) {
+                anew[nanew++] = now[j];
+                BK_INFO("broker %d registered anew (registration czxid %lld, was %lld): "
+                        "it restarted or its session expired; it leaves the ISRs it was in",
+                        (int)now[j], (long long)czxid[j], (long long)cl->seen_czxid[i]);
+            }
+        }
+    }
     memcpy(cl->seen_alive, now, (size_t)n * sizeof *now);
+    memcpy(cl->seen_czxid, czxid, (size_t)n * sizeof *czxid);
+    memcpy(cl->seen_bounced, bounce, (size_t)n * sizeof *bounce);
     cl->nseen_alive = n;
     /* Every broker marks, not only the controller: when the controller
      * itself died, the broker elected next applies the marks in its
      * first reconcile. */
     if (ngone) {
-        struct dead_arg a = { gone, ngone, b };
+        struct dead_arg a = { gone, ngone, CTL_MARK_DEAD, b };
+        bk_topics_foreach(b, mark_dead_topic, &a);
+    }
+    if (nanew) {
+        struct dead_arg a = { anew, nanew, CTL_MARK_BOUNCED, b };
         bk_topics_foreach(b, mark_dead_topic, &a);
     }
 }

@@ -21,7 +21,7 @@
  * Invariants:
  *   G1. A broker stays offline-dir only while its registration is the one
  *       it had when the notification was handled: a restart registers
- *       anew (timestamp), and then it fetches, catches up and rejoins the
+ *       anew (a new registration czxid), and then it fetches, catches up and rejoins the
  *       ISR as any follower does.  Brokers that went are dropped.
  *   G2. A notification is deleted only after it was applied (or is not
  *       one we act on: malformed, another event, a broker not alive); a
@@ -31,9 +31,11 @@
  *   G3. Every state write goes through reconcile_topic (cl_controller.c
  *       C1-C3): nothing here writes a state znode.
  *   G4. A notification older than the broker's current registration (its
- *       znode's ctime before the registration's timestamp: written before
- *       a restart, and no controller handled it then) is deleted unused:
- *       the restarted broker's directory is not the one that failed.
+ *       znode's czxid below the registration's: written before a restart,
+ *       and no controller handled it then) is deleted unused: the
+ *       restarted broker's directory is not the one that failed.  Both are
+ *       ZooKeeper's ids, so no broker's clock enters the comparison (a
+ *       registration's "timestamp" is the broker's own wall clock).
  */
 #include "daemon/cl.h"
 #include "daemon/logdir.h"
@@ -47,7 +49,7 @@
 
 static struct {
     int32_t id[CL_MAX_BROKERS];
-    int64_t reg_ms[CL_MAX_BROKERS];  /* the registration it failed in (G1) */
+    int64_t reg_czxid[CL_MAX_BROKERS];  /* the registration it failed in (G1) */
     int n;
 } offline;
 
@@ -56,10 +58,10 @@ static int64_t registration_of(bk_cluster *cl, int32_t id, bool *alive)
     for (int i = 0; i < cl->nbrokers; i++)
         if (cl->brokers[i].id == id) {
             *alive = true;
-            return cl->brokers[i].timestamp_ms;
+            return cl->brokers[i].czxid;  /* 0: unknown */
         }
     *alive = false;
-    return -1;
+    return 0;
 }
 
 bool cl_broker_dir_failed(bk_broker *b, int32_t id)
@@ -72,10 +74,10 @@ bool cl_broker_dir_failed(bk_broker *b, int32_t id)
             continue;
         bool alive;
         int64_t reg = registration_of(cl, id, &alive);
-        if (alive && reg == offline.reg_ms[i])
+        if (alive && reg == offline.reg_czxid[i])
             return true;
         offline.id[i] = offline.id[offline.n - 1];             /* G1 */
-        offline.reg_ms[i] = offline.reg_ms[--offline.n];
+        offline.reg_czxid[i] = offline.reg_czxid[--offline.n];
         return false;
     }
     return false;
@@ -115,12 +117,12 @@ static void on_event(bk_broker *b, const zk_result *r, void *arg)
         if (!alive) {
             BK_INFO("controller: broker %d reported a failed log directory and is gone "
                     "already", (int)id);
-        } else if (reg >= 0 && r->stat.ctime < reg) {                        /* G4 */
+        } else if (reg > 0 && r->stat.czxid < reg) {                         /* G4 */
             BK_INFO("controller: %s predates broker %d's registration (a restart); "
                     "deleted", path, (int)id);
         } else if (!cl_broker_dir_failed(b, id) && offline.n < CL_MAX_BROKERS) {
             offline.id[offline.n] = id;
-            offline.reg_ms[offline.n++] = reg;
+            offline.reg_czxid[offline.n++] = reg;
             BK_WARN("controller: broker %d reported a failed log directory: its replicas "
                     "are offline; moving its leaderships and taking it out of the ISRs",
                     (int)id);

@@ -695,6 +695,7 @@ static void on_broker(bk_broker *b, const zk_result *r, void *arg)
         } else {
             z->id = id;
             z->czxid = r->stat.czxid;
+            z->session = r->stat.ephemeralOwner;
         }
     } else if (r->rc == ZNONODE) {
         z->id = -1;                               /* gone since the listing */

@@ -12,10 +12,11 @@
  * "current".
  *
  *   each broker, every new session, before it registers (cl_recovery_publish):
- *     /broker_log_ends/<id> ← for each local replica: the log's last
- *     leader epoch and its end offset, one line each:
+ *     /broker_log_ends/<id> ← the ZooKeeper session it registers in, then
+ *     for each local replica the log's last leader epoch, end offset and
+ *     high watermark, one line each:
  *
- *         sluice-log-ends 1\n
+ *         sluice-log-ends 2 <session id, decimal>\n
  *         <last leader epoch> <log end offset> <high watermark> <partition> <topic>\n ...
  *
  *   the controller, for a partition with a state and an ISR of two or more
@@ -44,7 +45,9 @@
  *       cl_leaders.c or cl_reassign.c: reconcile_topic skips it), so its
  *       state's mzxid stays older than the returning members'.
  *   R3. Log ends are read for a broker's current registration only
- *       (keyed by its czxid); an answer for an older one is dropped.
+ *       (keyed by its czxid); an answer for an older one is dropped, and
+ *       text naming another session than the registration's (a run whose
+ *       write failed left the previous run's) is read as none published.
  *   R4. Nothing here blocks the loop: the log ends are read with zk_get and
  *       the answer reconciles again; the wait ends on the cluster tick.
  *   R5. A broker that the view names leader of a partition whose ISR lists
@@ -54,6 +57,10 @@
  *       as leader (bk_partition.held: produce and fetch get
  *       NOT_LEADER_OR_FOLLOWER, no ISR writes, no epoch started in its
  *       log) until the controller writes a state after its registration.
+ *   R6. A partition with a live current leader keeps no returning member
+ *       in its ISR: the reconcile takes it out (a write, after which the
+ *       leader's catch-up check alone takes it back).  cl_leaders.c L7
+ *       does the same when a later write would make it look current.
  */
 #include "daemon/cl.h"
 #include "daemon/replica.h"
@@ -64,7 +71,7 @@
 #include <string.h>
 
 #define LE_ROOT "/broker_log_ends"
-#define LE_HEAD "sluice-log-ends 1\n"
+#define LE_HEAD "sluice-log-ends 2 "        /* then the session id and \n */
 #define LE_MAX_BYTES (1000 * 1000)   /* under ZooKeeper's default jute.maxbuffer */
 
 typedef struct le_broker {
@@ -143,27 +150,33 @@ static int64_t state_mzxid(const cl_topic *ct, int32_t p)
     return ct && p < ct->nrecovery ? ct->state_mzxid[p] : 0;
 }
 
-/* Live broker id's registration czxid (cl->brokers is ascending); 0 none. */
-static int64_t broker_czxid(bk_broker *b, int32_t id)
+/* Live broker id's registration (cl->brokers is ascending), or NULL. */
+static const zj_broker *registration(bk_broker *b, int32_t id)
 {
     bk_cluster *cl = b->cl;
     int lo = 0, hi = cl->nbrokers - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
         if (cl->brokers[mid].id == id)
-            return cl->brokers[mid].czxid;
+            return &cl->brokers[mid];
         if (cl->brokers[mid].id < id)
             lo = mid + 1;
         else
             hi = mid - 1;
     }
-    return 0;
+    return NULL;
+}
+
+int64_t cl_broker_czxid(bk_broker *b, int32_t id)
+{
+    const zj_broker *z = registration(b, id);
+    return z ? z->czxid : 0;
 }
 
 /* Registered before the state was written (unknown: as before, current). */
 static bool current(bk_broker *b, int32_t id, int64_t mzxid)
 {
-    int64_t c = broker_czxid(b, id);
+    int64_t c = cl_broker_czxid(b, id);
     return c == 0 || c < mzxid;
 }
 
@@ -239,7 +252,9 @@ void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b))
     kp_buf_init(&lp->text);
     lp->then = then;
     snprintf(lp->path, sizeof lp->path, LE_ROOT "/%d", (int)b->cfg->broker_id);
-    kp_wr_raw(&lp->text, LE_HEAD, sizeof LE_HEAD - 1);
+    char head[64];
+    int n = cl_log_ends_head(head, sizeof head, zk_session_id(b->zk));
+    kp_wr_raw(&lp->text, head, n > 0 ? (size_t)n : 0);
     struct le_fill f = { &lp->text, 0 };
     bk_replicas_foreach(b, fill_one, &f);
     if (f.skipped)
@@ -258,7 +273,8 @@ static int entry_cmp(const void *a, const void *b)
     return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
 }
 
-static bool parse_i64(const char **s, const char *end, int64_t *out)
+/* A decimal number followed by stop, in [*s, end); *s moves past stop. */
+static bool parse_i64(const char **s, const char *end, char stop, int64_t *out)
 {
     const char *q = *s;
     bool neg = q < end && *q == '-';
@@ -272,28 +288,36 @@ static bool parse_i64(const char **s, const char *end, int64_t *out)
             return false;
         v = v * 10 + d;
     }
-    if (q >= end || *q != ' ')
+    if (q >= end || *q != stop)
         return false;
     *out = neg ? -v : v;
     *s = q + 1;
     return true;
 }
 
-int cl_log_ends_parse(char *text, cl_log_end **out)
+int cl_log_ends_head(char *out, size_t cap, int64_t session)
+{
+    int n = snprintf(out, cap, LE_HEAD "%lld\n", (long long)session);
+    return n > 0 && (size_t)n < cap ? n : -1;
+}
+
+int cl_log_ends_parse(char *text, int64_t *session, cl_log_end **out)
 {
     char *s = text, *nl = strchr(s, '\n');
+    const char *h = text + sizeof LE_HEAD - 1;
     cl_log_end *e = NULL;
     int n = 0, cap = 0;
     *out = NULL;
-    if (!nl || strncmp(s, LE_HEAD, sizeof LE_HEAD - 1))
+    *session = 0;
+    if (!nl || strncmp(s, LE_HEAD, sizeof LE_HEAD - 1) || !parse_i64(&h, nl + 1, '\n', session))
         return 0;
     for (s = nl + 1; *s; s = nl + 1) {
         if (!(nl = strchr(s, '\n')))
             break;
         int64_t epoch, end, hw, part;
         const char *q = s;
-        if (!parse_i64(&q, nl, &epoch) || !parse_i64(&q, nl, &end) || !parse_i64(&q, nl, &hw) ||
-            !parse_i64(&q, nl, &part) || part < 0 || part > INT32_MAX || epoch < -1 ||
+        if (!parse_i64(&q, nl, ' ', &epoch) || !parse_i64(&q, nl, ' ', &end) ||
+            !parse_i64(&q, nl, ' ', &hw) || !parse_i64(&q, nl, ' ', &part) || part < 0 || part > INT32_MAX || epoch < -1 ||
             epoch > INT32_MAX || q >= nl || nl - q > MD_TOPIC_NAME_MAX)
             continue;
         if (n == cap) {
@@ -354,7 +378,7 @@ static le_broker *le_slot(bk_broker *b, int32_t id)
     return lb;
 }
 
-typedef struct le_read { int32_t id; int64_t czxid; } le_read;
+typedef struct le_read { int32_t id; int64_t czxid, session; } le_read;
 
 static void on_le_read(bk_broker *b, const zk_result *r, void *arg)
 {
@@ -369,7 +393,18 @@ static void on_le_read(bk_broker *b, const zk_result *r, void *arg)
                 abort();
             memcpy(lb->text, len ? r->data : "", len);
             lb->text[len] = 0;
-            lb->n = cl_log_ends_parse(lb->text, &lb->e);
+            int64_t session;
+            lb->n = cl_log_ends_parse(lb->text, &session, &lb->e);
+            if (r->rc == ZOK && session != rd->session) {             /* R3 */
+                BK_WARN("controller: " LE_ROOT "/%d names ZooKeeper session 0x%llx, not "
+                        "0x%llx of broker %d's registration (its write in this run failed, "
+                        "or an older version wrote it): ignored, its logs are taken for "
+                        "empty", (int)rd->id, (unsigned long long)session,
+                        (unsigned long long)rd->session, (int)rd->id);
+                free(lb->e);
+                lb->e = NULL;
+                lb->n = 0;
+            }
             lb->loaded = true;
             BK_INFO("controller: read the log ends broker %d published (%d replica(s)%s)",
                     (int)rd->id, lb->n, r->rc == ZNONODE ? ", none published" : "");
@@ -384,7 +419,8 @@ static void on_le_read(bk_broker *b, const zk_result *r, void *arg)
  * are being read (the answer reconciles again). */
 static le_broker *log_ends(bk_broker *b, int32_t id)
 {
-    int64_t czxid = broker_czxid(b, id);
+    const zj_broker *z = registration(b, id);
+    int64_t czxid = z ? z->czxid : 0;
     le_broker *lb = le_slot(b, id);
     if (!lb)
         return NULL;                              /* read again at the next reconcile */
@@ -398,7 +434,7 @@ static le_broker *log_ends(bk_broker *b, int32_t id)
     le_read *rd = malloc(sizeof *rd);
     if (!rd)
         abort();
-    *rd = (le_read){ id, czxid };
+    *rd = (le_read){ id, czxid, z ? z->session : 0 };
     char path[64];
     snprintf(path, sizeof path, LE_ROOT "/%d", (int)id);
     zk_get(b->zk, path, false, on_le_read, rd);
@@ -484,7 +520,20 @@ int ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p
         return leader_alive ? CTL_REC_NONE : CTL_REC_WAIT;
     if (leader_alive && current(b, v->leader, mz)) {
         ct->recovery_since_ms[p] = 0;
-        return CTL_REC_NONE;
+        st->nisr = 0;                             /* R6 */
+        for (int32_t i = 0; i < v->nisr; i++) {
+            int32_t id = v->isr[i];
+            if (id == v->leader || !bk_broker_alive(b, id) || current(b, id, mz))
+                st->isr[st->nisr++] = id;
+            else
+                BK_INFO("partition %s-%d: broker %d leaves the ISR (it registered after the "
+                        "state was written: restarted, or its session expired)", t->name,
+                        (int)p, (int)id);
+        }
+        if (st->nisr == v->nisr)
+            return CTL_REC_NONE;
+        ctl_isr_counted(b, true);
+        return CTL_REC_ELECT;
     }
     int32_t lead = -1, back[MD_REPLICAS_MAX], nback = 0, nalive = 0;
     for (int32_t i = 0; i < v->nisr; i++) {

@@ -50,6 +50,8 @@ typedef struct zj_broker {
     int64_t timestamp_ms;        /* registration time; -1 when absent */
     int64_t czxid;               /* the znode's creation zxid (its stat, not its JSON):
                                     Kafka's broker epoch; 0 unknown */
+    int64_t session;             /* the session that made it (its stat's
+                                    ephemeralOwner); 0 unknown */
     /* Formatting: listener_security_protocol_map as "NAME:PROTO,..."; ""
      * maps each listener named like a protocol to it (others PLAINTEXT). */
     char protocol_map[512];

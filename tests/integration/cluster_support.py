@@ -185,6 +185,30 @@ def zk_create(connect, path, data=b"", timeout=5.0):
         assert err in (0, -110), "create %s: ZooKeeper error %d" % (sub, err)   # -110: exists
 
 
+def zk_set(connect, path, data, timeout=5.0):
+    """Replaces path's data (any version), as another client could."""
+    err, _ = _zk_call(connect, 5, path, timeout,
+                      struct.pack(">i", len(data)) + data + struct.pack(">i", -1))
+    assert err == 0, "setData %s: ZooKeeper error %d" % (path, err)
+
+
+def zk_read_only(connect, path, timeout=5.0):
+    """Sets path's ACL to world:anyone READ: every write to it then fails
+    (NOAUTH), as a test's way of making a broker's write fail."""
+    acl = struct.pack(">ii", 1, 1) + struct.pack(">i", 5) + b"world" + \
+        struct.pack(">i", 6) + b"anyone"
+    err, _ = _zk_call(connect, 7, path, timeout, acl + struct.pack(">i", -1))
+    assert err == 0, "setACL %s: ZooKeeper error %d" % (path, err)
+
+
+def zk_delete(connect, path, timeout=5.0):
+    """Deletes path (any version); True if it existed.  Lets a test take a
+    broker's registration away as its session's end would."""
+    err, _ = _zk_call(connect, 2, path, timeout, struct.pack(">i", -1))
+    assert err in (0, -101), "delete %s: ZooKeeper error %d" % (path, err)
+    return err == 0
+
+
 def zk_children(connect, path, timeout=5.0):
     """The sorted child names of a znode ([] when it does not exist)."""
     err, r = _zk_call(connect, 8, path, timeout)           # getChildren

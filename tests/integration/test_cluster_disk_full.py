@@ -8,7 +8,13 @@ the first ENOSPC (logged once, in words), tells the controller through
 replica.lag.time.max.ms (30 s here, so the old behaviour's ~28 s stall
 fails the test), nothing acknowledged is lost, and broker 3's SQL and
 /metrics show the directory offline.  Restarted with space, broker 3
-catches up and rejoins the ISR.  Needs root for mount(8)."""
+catches up and rejoins the ISR.  Needs root for mount(8).
+
+"skewed": broker 3's registration says it registered an hour from now (its
+own wall clock, as a broker whose clock is ahead writes it); the controller
+must still act on the notification, which it orders against the
+registration by ZooKeeper's zxids (cl_logdirs.c G4), not by that clock."""
+import json
 import os
 import re
 import signal
@@ -18,7 +24,8 @@ import time
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from cluster_support import leader_and_isr, make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import (leader_and_isr, make_cluster, wait_for, zk,  # noqa: F401
+                             zk_create, zk_delete, zk_get, zk_missing, zk_set)
 from support import ck_admin, ck_producer, consume, topic_name
 from test_disk_full import small_fs  # noqa: F401
 from test_sql import http
@@ -44,7 +51,24 @@ def lines_with(b, *words):
 
 
 # small_fs first: unmounted after the cluster stopped, not under it
-@pytest.mark.parametrize("role", ["follower", "leader", "controller"])
+def skew_registration(c, broker_id, ahead_ms):
+    """Rewrites broker_id's registration timestamp ahead_ms into the future
+    and makes every broker read the registrations again (a child of
+    /brokers/ids that names no broker comes and goes)."""
+    path = "/brokers/ids/%d" % broker_id
+    reg = json.loads(zk_get(c.zk_connect, path)[0])
+    skewed = int(reg["timestamp"]) + ahead_ms
+    reg["timestamp"] = str(skewed)
+    zk_set(c.zk_connect, path, json.dumps(reg).encode())
+    zk_create(c.zk_connect, "/brokers/ids/not-a-broker")
+    zk_delete(c.zk_connect, "/brokers/ids/not-a-broker")
+    for b in c.brokers:
+        wait_for(lambda b=b: b.sql("select registered_at from brokers where id = %d"
+                                   % broker_id) == [{"registered_at": skewed}], 20,
+                 "broker %d to read the skewed registration" % b.broker_id)
+
+
+@pytest.mark.parametrize("role", ["follower", "leader", "controller", "skewed"])
 def test_full_disk_leaves_isr_at_once_and_loses_nothing(small_fs, make_cluster, role):
     c = make_cluster(3, start=False, overrides={"replica.lag.time.max.ms": str(LAG_MS),
                                                 "offsets.topic.num.partitions": "1"})
@@ -59,6 +83,8 @@ def test_full_disk_leaves_isr_at_once_and_loses_nothing(small_fs, make_cluster, 
         wait_for(lambda: b1.sql("select id from brokers where is_controller") == [{"id": 3}],
                  20, "broker 3 to be the controller")
     t = topic_name("full")
+    if role == "skewed":
+        skew_registration(c, 3, 3600 * 1000)
     replicas = [3, 1, 2] if role == "leader" else [1, 2, 3]
     ck_admin(b1).create_topics([NewTopic(t, num_partitions=1, replica_assignment=[replicas],
                                          config={"min.insync.replicas": "2"})],

@@ -7,8 +7,14 @@ ends (each broker publishes them in /broker_log_ends/<id> before it
 registers) and elects the longest, waiting leader.recovery.wait.ms for the
 others to return (daemon/cl_recovery.c).
 
+A broker that registers anew while the controller still sees it alive (a
+bounce: a new registration czxid) leaves every ISR it was in, even when a
+later write to the partition's state makes it look current (cl_leaders.c
+L7, Kafka's broker epochs of KIP-380).
+
 Each test prints acknowledged, read, lost and duplicated.
 """
+import json
 import re
 import shutil
 import time
@@ -17,7 +23,9 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
-from cluster_support import live_brokers, make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import (live_brokers, make_cluster, wait_for, zk,  # noqa: F401
+                             zk_children, zk_delete, zk_get, zk_missing, zk_read_only,
+                             zk_set)
 from support import ck_admin, ck_producer, consume, produce_ok, report, topic_name
 
 if zk_missing():
@@ -106,13 +114,35 @@ def this_start(b):
     return b.log_text().rsplit("\n===== start ", 1)[-1]
 
 
+def sessions_ended(c):
+    """Waits for the killed brokers' registrations to expire: a broker 1
+    registered while ZooKeeper still lists the others only leaves their
+    ISRs as a restarted member (cl_recovery.c R6), and nobody compares
+    logs (nor can it lead alone once they are gone)."""
+    wait_for(lambda: not zk_children(c.zk_connect, "/brokers/ids"), 30,
+             "the killed brokers' registrations to expire")
+
+
 def tally(acked, got):
     seen = set(got)
     lost = [v for v in acked if v not in seen]
     return lost, len(got) - len(seen)
 
 
-def test_stale_copy_restarted_first_does_not_win(make_cluster, tmp_path):
+def forge_log_ends(c, broker_id, t):
+    """Puts in /broker_log_ends/<id> what an earlier run could have left
+    there (another session, logs longer than anyone's) and makes the
+    broker's own write of it fail (read-only): the controller must not
+    take that text for the broker's logs now (cl_recovery.c R3)."""
+    path = "/broker_log_ends/%d" % broker_id
+    text = b"sluice-log-ends 2 1\n" + b"".join(
+        b"999 999999 999999 %d %s\n" % (p, t.encode()) for p in range(PARTS))
+    zk_set(c.zk_connect, path, text)
+    zk_read_only(c.zk_connect, path)
+
+
+@pytest.mark.parametrize("publish", ["published", "write-failed"])
+def test_stale_copy_restarted_first_does_not_win(make_cluster, tmp_path, publish):
     c = cluster(make_cluster, 30000)
     x, rest = c.broker(1), [c.broker(2), c.broker(3)]
     t = topic_name("stale")
@@ -132,6 +162,9 @@ def test_stale_copy_restarted_first_does_not_win(make_cluster, tmp_path):
     for b in c.brokers:
         b.kill()
     replace_data_dir(x, old)
+    if publish == "write-failed":
+        forge_log_ends(c, 1, t)
+    sessions_ended(c)
 
     x.start()                                     # alone: it wins the controller
     wait_for(lambda: "this broker (1) is the controller" in this_start(x), 30,
@@ -169,6 +202,9 @@ def test_stale_copy_restarted_first_does_not_win(make_cluster, tmp_path):
     assert "its data directory is older than what the cluster recorded" in logs
     assert "an unclean leader election" not in logs and "are lost" not in logs, \
         "a replica truncated committed data"
+    if publish == "write-failed":
+        assert "cannot write /broker_log_ends/1" in this_start(x)
+        assert "/broker_log_ends/1 names ZooKeeper session 0x1," in this_start(x)
     # Broker 1 catches up from the new leaders and is taken back into the ISRs.
     wait_for(lambda: (lambda s: s and all(v[1] == (1, 2, 3) for v in s.values()))(
         all_led(c.brokers, t)), 60, "broker 1 back in every ISR")
@@ -192,6 +228,7 @@ def test_stale_copy_alone_leads_after_the_wait(make_cluster, tmp_path):
     for b in c.brokers:
         b.kill()
     replace_data_dir(x, old)
+    sessions_ended(c)
     x.start()
     t0 = time.monotonic()
     alone = {p: (1, (1,)) for p in range(PARTS)}
@@ -201,8 +238,60 @@ def test_stale_copy_alone_leads_after_the_wait(make_cluster, tmp_path):
     assert "came back within leader.recovery.wait.ms" in this_start(x)
     got = read_all([x], t, len(first))
     lost, dups = tally([m["value"] for m in first], got)
-    report("stale copy alone: led %.2f s after its start (its old session's expiry, then "
-           "leader.recovery.wait.ms=%d); of the %d "
+    report("stale copy alone: led %.2f s after its start (leader.recovery.wait.ms=%d); of the %d "
            "messages its copy had, read %d, lost %d, duplicated %d", took, wait_ms,
            len(first), len(got), len(lost), dups)
     assert took >= wait_ms / 1000 * 0.5 and not lost and not dups
+
+
+def zk_json(c, path):
+    got = zk_get(c.zk_connect, path)
+    return json.loads(got[0]) if got and got[0] else None
+
+
+def test_bounced_follower_leaves_the_isr(make_cluster):
+    """Follower F restarts and registers anew while the controller is
+    stopped (so it never sees F's registration gone), and the leader then
+    writes the state (it takes the stopped controller out of the ISR),
+    which makes F's registration older than the state.  The controller,
+    once back, still takes F out of the ISR: F's log proved nothing at its
+    restart (on the old code F stayed, and a later failover could elect it
+    without comparing logs)."""
+    c = make_cluster(3, session_timeout_ms=15000,
+                     overrides={"replica.lag.time.max.ms": "2000"})
+    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in c.brokers), 30,
+             "every broker to list three live brokers")
+    ctl = wait_for(lambda: (zk_json(c, "/controller") or {}).get("brokerid"), 30,
+                   "a controller")
+    lead, f = [b.broker_id for b in c.brokers if b.broker_id != ctl]
+    t = topic_name("bounce")
+    state = "/brokers/topics/%s/partitions/0/state" % t
+    ck_admin(c.broker(lead)).create_topics(
+        [NewTopic(t, 1, replica_assignment=[[lead, f, ctl]])], operation_timeout=15)[t] \
+        .result(timeout=20)
+    wait_for(lambda: sorted((zk_json(c, state) or {}).get("isr", [])) == sorted([lead, f, ctl]),
+             30, "the ISR to hold all three brokers")
+    p = ck_producer(c.broker(lead), **{"bootstrap.servers": c.bootstrap})
+    produce_ok(p, t, [{"value": b"m-%d" % i} for i in range(100)])
+    del p
+
+    c.broker(ctl).sigstop()
+    t0 = time.monotonic()
+    c.broker(f).kill()
+    assert zk_delete(c.zk_connect, "/brokers/ids/%d" % f)
+    c.broker(f).start()
+    # The leader takes the stopped controller out; F stays (it caught up).
+    st = wait_for(lambda: (lambda s: s if s and ctl not in s["isr"] else None)(
+        zk_json(c, state)), 10, "the leader to take broker %d out of the ISR" % ctl)
+    paused = time.monotonic() - t0
+    c.broker(ctl).sigcont()
+    assert st["leader"] == lead and f in st["isr"], st
+    assert paused < c.session_timeout_s * 0.8, "the controller's session may have expired"
+
+    left = re.compile(r"partition %s-0: broker %d leaves the ISR \(it registered" % (t, f))
+    wait_for(lambda: left.search(c.broker(ctl).log_text()), 20,
+             "the controller to take the bounced broker %d out of the ISR" % f)
+    wait_for(lambda: sorted((zk_json(c, state) or {}).get("isr", [])) == sorted([lead, f, ctl]),
+             30, "brokers %d and %d back in the ISR" % (f, ctl))
+    report("bounced follower: controller stopped %.2f s; broker %d left the ISR and "
+           "rejoined", paused, f)

@@ -4,7 +4,8 @@
  * values, found by topic and partition; a znode someone else wrote (a
  * wrong first line, cut lines, numbers out of range, no newline at the
  * end, bytes of every value) never crashes the controller and yields only
- * the lines that are whole.
+ * the lines that are whole.  The first line names the ZooKeeper session
+ * (R3); text without it (an older version's) yields nothing.
  */
 #include <check.h>
 #include <stdio.h>
@@ -14,16 +15,20 @@
 #include "daemon/cl.h"
 #include "tests/unit/unit_run.h"
 
+static int64_t session;
+
 static int parse(const char *text, cl_log_end **e, char **buf)
 {
     *buf = strdup(text);
     ck_assert_ptr_nonnull(*buf);
-    return cl_log_ends_parse(*buf, e);
+    return cl_log_ends_parse(*buf, &session, e);
 }
 
 START_TEST(test_lines_written_parse_back_and_are_found)
 {
-    char text[4096] = "sluice-log-ends 1\n", line[320];
+    char text[4096], line[320];
+    ck_assert_int_eq(cl_log_ends_head(text, sizeof text, 0x1004a2b3c4d5e6fLL),
+                     (int)strlen(text));
     const char *topics[] = { "zeta", "alpha", "__consumer_offsets", "alpha" };
     int32_t parts[] = { 3, 7, 49, 0 }, epochs[] = { 5, -1, 0, 2147483647 };
     int64_t ends[] = { 1200, 0, 9223372036854775807LL, 42 }, hws[] = { 1100, -1, 7, 42 };
@@ -36,6 +41,7 @@ START_TEST(test_lines_written_parse_back_and_are_found)
     cl_log_end *e;
     char *buf;
     ck_assert_int_eq(parse(text, &e, &buf), 4);
+    ck_assert(session == 0x1004a2b3c4d5e6fLL);
     for (int i = 0; i < 4; i++) {
         const cl_log_end *f = cl_log_ends_find(e, 4, topics[i], parts[i]);
         ck_assert_ptr_nonnull(f);
@@ -49,6 +55,7 @@ START_TEST(test_lines_written_parse_back_and_are_found)
     char small[8];
     cl_log_end w = { "topic", 0, 1, 100000, 100000 };
     ck_assert_int_eq(cl_log_ends_line(small, sizeof small, &w), -1);
+    ck_assert_int_eq(cl_log_ends_head(small, sizeof small, 1), -1);
     free(e);
     free(buf);
 }
@@ -72,7 +79,7 @@ START_TEST(test_malformed_lines_are_left_out)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char text[256];
-        snprintf(text, sizeof text, "sluice-log-ends 1\n0 10 10 0 good\n%s1 20 20 1 good\n",
+        snprintf(text, sizeof text, "sluice-log-ends 2 7\n0 10 10 0 good\n%s1 20 20 1 good\n",
                  bad[i]);
         cl_log_end *e;
         char *buf;
@@ -81,7 +88,7 @@ START_TEST(test_malformed_lines_are_left_out)
         free(e);
         free(buf);
     }
-    char long_topic[400] = "sluice-log-ends 1\n1 2 2 3 ";
+    char long_topic[400] = "sluice-log-ends 2 7\n1 2 2 3 ";
     memset(long_topic + strlen(long_topic), 'a', 300);
     strcat(long_topic, "\n");
     cl_log_end *e;
@@ -95,19 +102,23 @@ END_TEST
 START_TEST(test_a_wrong_header_or_a_cut_line_yields_nothing_more)
 {
     static const char *const texts[] = {
-        "", "sluice-log-ends 1", "sluice-log-ends 2\n1 2 2 3 t\n",
-        "{\"version\":1}\n1 2 2 3 t\n",
+        "", "sluice-log-ends 2 7", "sluice-log-ends 1\n1 2 2 3 t\n",
+        "sluice-log-ends 2\n1 2 2 3 t\n", "sluice-log-ends 2 \n1 2 2 3 t\n",
+        "sluice-log-ends 2 x7\n1 2 2 3 t\n", "sluice-log-ends 2 7 \n1 2 2 3 t\n",
+        "sluice-log-ends 3 7\n1 2 2 3 t\n", "{\"version\":1}\n1 2 2 3 t\n",
     };
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
         cl_log_end *e;
         char *buf;
         ck_assert_int_eq(parse(texts[i], &e, &buf), 0);
+        ck_assert(session == 0);
         free(e);
         free(buf);
     }
     cl_log_end *e;
     char *buf;
-    ck_assert_int_eq(parse("sluice-log-ends 1\n1 2 2 3 t\n4 5 5 6 cut", &e, &buf), 1);
+    ck_assert_int_eq(parse("sluice-log-ends 2 -7\n1 2 2 3 t\n4 5 5 6 cut", &e, &buf), 1);
+    ck_assert(session == -7);
     free(e);
     free(buf);
 }
@@ -117,15 +128,15 @@ END_TEST
  * past the text (ASan), at most the two whole lines. */
 START_TEST(test_every_byte_anywhere_never_crashes)
 {
-    const char *base = "sluice-log-ends 1\n7 123 100 4 topic\n8 456 400 5 other\n";
+    const char *base = "sluice-log-ends 2 7\n7 123 100 4 topic\n8 456 400 5 other\n";
     size_t len = strlen(base);
     char text[128];
-    for (size_t at = 18; at < len; at++)
+    for (size_t at = 0; at < len; at++)
         for (int c = 1; c < 256; c++) {
             memcpy(text, base, len + 1);
             text[at] = (char)c;
             cl_log_end *e;
-            int n = cl_log_ends_parse(text, &e);
+            int n = cl_log_ends_parse(text, &session, &e);
             ck_assert_int_le(n, 3);
             free(e);
         }
