@@ -65,15 +65,37 @@ static inline void bench_rk_conf(rd_kafka_conf_t *c, const char *k, const char *
     }
 }
 
-static inline bench_rk_phase bench_rk_produce_acks(const char *bootstrap, const char *topic,
-                                                   long n, pid_t broker, const char *acks)
+/* The benches' producer configuration (linger.ms=5, acks, compression.type,
+ * queues large enough that the bench, not the client, is measured). */
+static inline rd_kafka_conf_t *bench_rk_producer_conf(const char *bootstrap, const char *acks,
+                                                     const char *codec)
 {
     rd_kafka_conf_t *c = bench_rk_conf_new(bootstrap);
     bench_rk_conf(c, "linger.ms", "5");
     bench_rk_conf(c, "acks", acks);
-    bench_rk_conf(c, "compression.type", "none");
+    bench_rk_conf(c, "compression.type", codec);
     bench_rk_conf(c, "queue.buffering.max.messages", "1000000");
     bench_rk_conf(c, "queue.buffering.max.kbytes", "1048576");
+    return c;
+}
+
+/* The producer of conf c, delivery reports counted; exits on failure. */
+static inline rd_kafka_t *bench_rk_producer_new(rd_kafka_conf_t *c)
+{
+    rd_kafka_conf_set_dr_msg_cb(c, bench_rk_dr_cb);
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "producer: %s\n", err);
+        exit(1);
+    }
+    return rk;
+}
+
+static inline bench_rk_phase bench_rk_produce_acks(const char *bootstrap, const char *topic,
+                                                   long n, pid_t broker, const char *acks)
+{
+    rd_kafka_conf_t *c = bench_rk_producer_conf(bootstrap, acks, "none");
     /* $BENCH_RK_CONF: "key=value ..." on top, to try a client setting
      * (linger.ms, batch.num.messages) without a rebuild; printed. */
     char more[512];
@@ -87,13 +109,7 @@ static inline bench_rk_phase bench_rk_produce_acks(const char *bootstrap, const 
         *eq = 0;
         bench_rk_conf(c, kv, eq + 1);
     }
-    rd_kafka_conf_set_dr_msg_cb(c, bench_rk_dr_cb);
-    char err[512];
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
-    if (!rk) {
-        fprintf(stderr, "producer: %s\n", err);
-        exit(1);
-    }
+    rd_kafka_t *rk = bench_rk_producer_new(c);
     /* Warm up: connection and metadata outside the measurement. */
     const struct rd_kafka_metadata *md;
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);

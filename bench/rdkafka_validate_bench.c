@@ -159,19 +159,7 @@ static result rk_measure(const bench_broker *b, const char *topic, const char *c
 {
     char bs[64];
     snprintf(bs, sizeof bs, "127.0.0.1:%d", b->port);
-    rd_kafka_conf_t *c = bench_rk_conf_new(bs);
-    bench_rk_conf(c, "linger.ms", "5");
-    bench_rk_conf(c, "acks", "1");
-    bench_rk_conf(c, "compression.type", codec);
-    bench_rk_conf(c, "queue.buffering.max.messages", "1000000");
-    bench_rk_conf(c, "queue.buffering.max.kbytes", "1048576");
-    rd_kafka_conf_set_dr_msg_cb(c, bench_rk_dr_cb);
-    char err[512];
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
-    if (!rk) {
-        fprintf(stderr, "producer: %s\n", err);
-        exit(1);
-    }
+    rd_kafka_t *rk = bench_rk_producer_new(bench_rk_producer_conf(bs, "1", codec));
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md;
     if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
