@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int32_t n = 0;
             int r;
             while ((r = kp_rec_iter_next(&it, &rec)) == 1) {
-                if (rec.Offset != b.BaseOffset + n)
+                if (rec.Offset != (int64_t)((uint64_t)b.BaseOffset + (uint64_t)n))  /* wraps as the iterator does */
                     abort();
                 if (rules.key_required && rec.Key.len < 0)
                     abort();
