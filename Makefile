@@ -42,7 +42,7 @@ ALL_LDFLAGS := $(LDFLAGS_SAN) -pthread $(LDFLAGS)
 PROTO_SRC := $(wildcard protocol/*.c)
 SEG_SRC   := $(wildcard segments/*.c)
 MD_SRC    := $(wildcard metadata/*.c)
-DAEMON_SRC:= $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+DAEMON_SRC:= $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/*/*.c))
 ADMIN_SRC := $(filter-out admin/sluice-sql.c,$(wildcard admin/*.c))
 SQL_FILES := $(sort $(wildcard sql/*.sql) $(wildcard sql/migrations/*.sql))
 
@@ -62,7 +62,7 @@ KP_MSGS_C := $(BUILD)/gen/kp_msgs.c
 PROTO_OBJ := $(call obj,$(PROTO_SRC)) $(BUILD)/obj/gen/kp_msgs.o
 # Link order: dependents first.  libadmin sits above libdaemon (main.c
 # starts it; sql_worker.c and admin_http.c call bk_*), with one edge back:
-# daemon/metrics.c reads sq_printf and sq_messages_bytes_read from the
+# daemon/net/net_metrics.c reads sq_printf and sq_messages_bytes_read from the
 # surface.  libadmin is therefore named again after libdaemon; today the
 # second pass pulls only surface objects, which need nothing from libdaemon.
 # Not --start-group: that would also hide any new cycle, and every link

@@ -60,13 +60,13 @@
 
 #include <event2/keyvalq_struct.h>
 
-#include "daemon/authz.h"
-#include "daemon/cluster.h"
-#include "daemon/metrics.h"
-#include "daemon/sasl.h"
-#include "daemon/scram.h"
-#include "daemon/security.h"
-#include "daemon/tls.h"
+#include "daemon/security/sec_authz.h"
+#include "daemon/view/view.h"
+#include "daemon/net/net_metrics.h"
+#include "daemon/security/sec_sasl.h"
+#include "daemon/security/sec_scram.h"
+#include "daemon/security/sec_peer.h"
+#include "daemon/security/sec_tls.h"
 
 #include <openssl/crypto.h>
 

@@ -104,7 +104,7 @@ static const char surface_sql[] =
     "       (SELECT count(*) FROM main.partition_replicas r WHERE r.topic = p.topic\n"
     "          AND r.partition = p.partition) AS under_replicated,\n"
     "       (p.leader < 0 OR NOT coalesce(sluice_broker_alive(p.leader), 0)) AS offline,\n"
-    /* A reassignment in progress (daemon/cl_reassign.c): NULL when none. */
+    /* A reassignment in progress (daemon/cluster/cluster_reassign.c): NULL when none. */
     "       (SELECT group_concat(broker_id, ',') FROM (SELECT broker_id FROM\n"
     "          main.partition_replicas r WHERE r.topic = p.topic AND r.partition = p.partition\n"
     "          AND r.reassigning = 'adding' ORDER BY position)) AS adding_replicas,\n"
@@ -137,7 +137,7 @@ static const char surface_sql[] =
     "  FROM main.topics t CROSS JOIN sluice_config_defs d\n"
     "  LEFT JOIN main.topic_configs o ON o.topic = t.name AND o.name = d.name;\n"
 
-    /* Dynamic broker configs (daemon/broker_configs.c): broker_id NULL is
+    /* Dynamic broker configs (daemon/view/view_broker_configs.c): broker_id NULL is
      * the cluster-wide default. */
     "CREATE TEMP VIEW broker_configs AS\n"
     "SELECT CASE WHEN broker = '' THEN NULL ELSE CAST(broker AS INTEGER) END AS broker_id,\n"
@@ -191,7 +191,7 @@ static const char surface_sql[] =
     "  CROSS JOIN sluice_partition_merged h\n"
     "    ON h.topic = o.topic AND h.partition = o.partition;\n"
 
-    /* The authorizer's ACLs (daemon/authz.c), Kafka's names as kafka-acls
+    /* The authorizer's ACLs (daemon/security/sec_authz.c), Kafka's names as kafka-acls
      * prints them; INSERT and DELETE go through what CreateAcls and
      * DeleteAcls use. */
     "CREATE TEMP VIEW acls AS\n"

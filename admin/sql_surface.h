@@ -73,7 +73,7 @@ typedef struct sq_snap {
     char *pool;
     sq_follower *fol;               /* NULL: none (owned; freed with the snapshot) */
     size_t nfol;
-    /* the log directory's health (daemon/logdir.c); has_logdir false: unknown */
+    /* the log directory's health (daemon/replica/replica_logdir.c); has_logdir false: unknown */
     bool has_logdir, logdir_failed;
     int64_t logdir_failed_ms;       /* -1: never failed */
     int64_t logdir_failures;

@@ -53,13 +53,13 @@
 #include <openssl/crypto.h>
 #include <sqlite3.h>
 
-#include "daemon/authz.h"
-#include "daemon/cluster.h"
-#include "daemon/logdir.h"
-#include "daemon/coordinator.h"
-#include "daemon/replica.h"
-#include "daemon/sasl.h"
-#include "daemon/topic_wait.h"
+#include "daemon/security/sec_authz.h"
+#include "daemon/view/view.h"
+#include "daemon/replica/replica_logdir.h"
+#include "daemon/group/group.h"
+#include "daemon/replica/replica.h"
+#include "daemon/security/sec_sasl.h"
+#include "daemon/api/api_topic_wait.h"
 
 #define SQ_WORKERS 2
 #define SQ_WORKER_NICE 10
@@ -348,7 +348,7 @@ static int partition_reassign(bk_broker *b, const sq_write *w, bk_topic_op *op, 
 }
 
 /* INSERT / DELETE on acls, through the path CreateAcls and DeleteAcls take
- * (daemon/authz.c bk_acl_apply, answered through op once ZooKeeper
+ * (daemon/security/sec_authz.c bk_acl_apply, answered through op once ZooKeeper
  * confirmed it in cluster mode); names checked as CreateAcls checks them. */
 static int acl_write(bk_broker *b, const sq_write *w, bk_topic_op *op, char *err,
                      size_t errlen)
@@ -473,7 +473,7 @@ static int topic_write(struct bk_admin *a, sq_wreq *r)
 }
 
 /* A SCRAM credential through SQL (the worker ran the PBKDF2: worker_write;
- * daemon/sasl.c the users table); durable when the call returns. */
+ * daemon/security/sec_sasl.c the users table); durable when the call returns. */
 static int scram_write(struct bk_admin *a, sq_wreq *r)
 {
     const sq_write *w = r->w;

@@ -1,6 +1,6 @@
 /*
  * The admin side of the daemon: SQL worker threads (admin/sql_worker.c),
- * the HTTP listener (admin/admin_http.c) and metrics (daemon/metrics.c).
+ * the HTTP listener (admin/admin_http.c) and metrics (daemon/net/net_metrics.c).
  * Internal to those files; the rest of the daemon sees bk_admin_* in
  * admin/admin.h.
  */

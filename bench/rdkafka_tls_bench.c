@@ -13,11 +13,11 @@
  * and broker CPU per phase, TLS/plaintext ratios, and whether the kernel
  * offers kernel TLS (the "tls" TCP ULP) — with it, sluiced sends fetches
  * with sendfile through kTLS; without it, SSL_write encrypts from the
- * mmapped segment (daemon/server.c inv. 8).
+ * mmapped segment (daemon/net/net_server.c inv. 8).
  */
 #include "bench/bench_rdkafka.h"
 
-#include "daemon/tls.h"
+#include "daemon/security/sec_tls.h"
 
 static void report(const char *what, const char *who, bench_rk_phase p)
 {

@@ -9,7 +9,7 @@
  *
  * The same binary both ways: "off" starts sluiced with
  * SLUICE_TEST_SKIP_RECORD_VALIDATION=1 in its environment (a TEST-ONLY
- * switch, daemon/api_produce.c).  One broker per mode runs for the whole
+ * switch, daemon/api/api_produce.c).  One broker per mode runs for the whole
  * bench; for record values of 100 B and 1 KiB and every codec, each round
  * measures both (alternating which goes first), each time sending the same
  * pre-built batch

@@ -3,7 +3,7 @@
  * segments/ (the code the broker's loop and workers run):
  *
  *   1. A retention check over 10,000 partitions (seg_delete_old per
- *      partition, as daemon/retention.c does every
+ *      partition, as daemon/replica/replica_retention.c does every
  *      log.retention.check.interval.ms): target < 100 ms.  Measured twice:
  *      nothing due (the usual case), and one segment due in every partition
  *      (detach + rename on the loop; the janitor's unlink timed apart).

@@ -8,7 +8,7 @@
  * the broker has up to N exchanges in flight at each step.  The client
  * side's PBKDF2 (4096 iterations) runs once, not per login: the salt is the
  * user's, so every login of one user salts the same way, and the bench
- * measures the server (which does no PBKDF2 for SCRAM: daemon/sasl.c
+ * measures the server (which does no PBKDF2 for SCRAM: daemon/security/sec_sasl.c
  * inv. 3), not the client.
  *
  *   build/bench/sasl_storm_bench [logins]     (default 1000)
@@ -21,7 +21,7 @@
 #include <openssl/hmac.h>
 
 #include "bench/bench_common.h"
-#include "daemon/scram.h"
+#include "daemon/security/sec_scram.h"
 
 #define USER "storm"
 #define PASSWORD "storm-password"

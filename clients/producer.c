@@ -36,7 +36,7 @@
  *      and are requeued in id order.
  *   3. enable.idempotence (default true) asks InitProducerId (v0-1) of any
  *      broker before the first batch is closed (Sluice serves it:
- *      daemon/api_producer_id.c).  A broker without the API (an old Kafka)
+ *      daemon/api/api_producer_id.c).  A broker without the API (an old Kafka)
  *      leaves the producer non-idempotent, with one log line, and retries
  *      may then duplicate after a lost answer.
  */

@@ -5,21 +5,21 @@
  *
  * The daemon's other contracts have a header each, so a file includes
  * what it uses:
- *   daemon/cluster.h      the cluster view (topics, partitions, leaders,
+ *   daemon/view/view.h      the cluster view (topics, partitions, leaders,
  *                         brokers) and the one path per topic fact
- *   daemon/replica.h      the local replicas (partition logs), their fetch
+ *   daemon/replica/replica.h      the local replicas (partition logs), their fetch
  *                         waiters, and the workers that flush, retain,
  *                         compact and delete them
  *   daemon/request.h      the request context every API handler gets, and
  *                         the handlers
- *   daemon/coordinator.h  the group coordinator's public face
+ *   daemon/group/group.h  the group coordinator's public face
  *   admin/admin.h         the admin HTTP endpoint (/sql, /metrics)
  *
  * One thread runs the event loop and owns everything here.  Work that may
  * block goes to worker threads and comes back as an event on the loop:
- * partition fdatasyncs (flusher.c), metadata WAL syncs and offset-commit
- * writes (md_sync.c), file removal and PLAIN logins' PBKDF2 (janitor.c),
- * compaction (cleaner.c) and SQL statements (admin/sql_worker.c).
+ * partition fdatasyncs (replica_flusher.c), metadata WAL syncs and offset-commit
+ * writes (md_sync.c), file removal and PLAIN logins' PBKDF2 (replica_janitor.c),
+ * compaction (replica_cleaner.c) and SQL statements (admin/sql_worker.c).
  */
 #ifndef SLUICE_BROKER_H
 #define SLUICE_BROKER_H
@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "daemon/config.h"
+#include "daemon/broker_config.h"
 #include "metadata/md.h"
 #include "protocol/kp.h"
 
@@ -48,7 +48,7 @@ struct bk_broker {
     bk_topic **topic_hash;           /* by name */
     bk_topic **topic_id_hash;        /* by topic id, same size (V4) */
     size_t topic_hash_size, ntopics;
-    /* the local replicas (replicas.c): a doubly linked list */
+    /* the local replicas (replica.c): a doubly linked list */
     bk_partition *replicas;
     size_t nreplicas;
     struct event *sig_term, *sig_int;
@@ -56,15 +56,15 @@ struct bk_broker {
                                         producer state (main.c) */
     bool stopping;
     int nconns;
-    struct bk_flusher *flusher;      /* fsync worker (daemon/flusher.c) */
+    struct bk_flusher *flusher;      /* fsync worker (daemon/replica/replica_flusher.c) */
     struct bk_server *server;
-    struct bk_tls *tls;              /* TLS contexts, made on first use (tls.c) */
-    struct bk_zk *zk;                /* cluster mode: the ZooKeeper session (zk.c) */
+    struct bk_tls *tls;              /* TLS contexts, made on first use (sec_tls.c) */
+    struct bk_zk *zk;                /* cluster mode: the ZooKeeper session (cluster_zk.c) */
     struct bk_cluster *cl;           /* cluster mode: mirror and controller state */
-    struct bk_authz *authz;          /* ACLs, checked in memory (authz.c) */
+    struct bk_authz *authz;          /* ACLs, checked in memory (sec_authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
-    struct bk_janitor *janitor;      /* unlinks files (janitor.c) */
-    struct bk_cleaner *cleaner;      /* compaction workers (cleaner.c) */
+    struct bk_janitor *janitor;      /* unlinks files (replica_janitor.c) */
+    struct bk_cleaner *cleaner;      /* compaction workers (replica_cleaner.c) */
     struct event *retention_timer;   /* log.retention.check.interval.ms */
     int64_t pid_next, pid_end;       /* producer ids reserved in SQLite, unused */
 };

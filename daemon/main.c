@@ -22,15 +22,15 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "daemon/authz.h"
-#include "daemon/broker_configs.h"
-#include "daemon/cl.h"
-#include "daemon/replica.h"
-#include "daemon/coordinator.h"
+#include "daemon/security/sec_authz.h"
+#include "daemon/view/view_broker_configs.h"
+#include "daemon/cluster/cluster.h"
+#include "daemon/replica/replica.h"
+#include "daemon/group/group.h"
 #include "admin/admin.h"
 #include "daemon/md_sync.h"
-#include "daemon/producer_state.h"
-#include "daemon/server.h"
+#include "daemon/replica/replica_producers.h"
+#include "daemon/net/net_server.h"
 
 static void usage(FILE *f)
 {
@@ -57,7 +57,7 @@ static void drain_after_controlled_shutdown(bk_broker *b)
 }
 
 /* Cluster mode first asks the controller to move this broker's
- * leaderships (controlled.shutdown.enable, daemon/cl_leaders.c) and keeps
+ * leaderships (controlled.shutdown.enable, daemon/cluster/cluster_leaders.c) and keeps
  * serving meanwhile; a second signal stops at once. */
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {

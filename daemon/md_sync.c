@@ -41,7 +41,7 @@
  * fdatasyncs per second instead of one per loop turn on the loop.
  *
  * Which writes go where (the choice, also in db.c):
- *   - offset commits and group state (daemon/group_persist.c's end-of-turn batch):
+ *   - offset commits and group state (daemon/group/group_persist.c's end-of-turn batch):
  *     submitted here as jobs, written and synced by the worker; their
  *     responses (OffsetCommit, JoinGroup, SyncGroup …) wait for the
  *     covering sync;

@@ -5,7 +5,7 @@
  * r->body (a kp_rd over the frame) and write the response body into r->out
  * (a kp_buf); message bytes that come from segment files are spliced in
  * with bk_req_add_range, which the connection code sends with sendfile.
- * Only daemon/server.c writes to Kafka clients' sockets (the admin HTTP
+ * Only daemon/net/net_server.c writes to Kafka clients' sockets (the admin HTTP
  * listener, admin/admin_http.c, answers through libevent's evhttp).
  */
 #ifndef SLUICE_REQUEST_H
@@ -37,7 +37,7 @@ typedef struct bk_req {
     /* For deferred handlers: answer now with what there is (shutdown). */
     void (*expire)(struct bk_req *r);
     void *state;                     /* handler's own, for deferral */
-    bool raw;                        /* a raw SASL token's answer (sasl.h):
+    bool raw;                        /* a raw SASL token's answer (sec_sasl.h):
                                         INT32 length and r->out, no header */
     int64_t received_us;
     /* Decoded messages (kp_dec_*: protocol/msgs.c) allocate here; reset
@@ -48,7 +48,7 @@ typedef struct bk_req {
 /* A handler parses r->body and writes the response body to r->out.
  * Returns BK_RESPOND (send it now), BK_DEFER (it will call bk_req_finish
  * later; the connection processes no further request meanwhile, so
- * responses stay in order: server.c invariant 1), BK_NO_RESPONSE (acks=0),
+ * responses stay in order: net_server.c invariant 1), BK_NO_RESPONSE (acks=0),
  * or BK_CLOSE (malformed: close the
  * connection; BK_CLOSE_QUIET when the handler already logged why, e.g. a
  * failed acks=0 produce). */
@@ -70,7 +70,7 @@ uint64_t bk_conn_serial(const bk_conn *c);
 /* Total bytes of ranges spliced so far. */
 size_t bk_req_range_bytes(const bk_req *r);
 
-/* API table (daemon/dispatch.c). */
+/* API table (daemon/api/api_dispatch.c). */
 typedef struct bk_api {
     int16_t key;
     int16_t min_version, max_version;   /* advertised */
@@ -95,7 +95,7 @@ int bk_handle_incremental_alter_configs(bk_req *r);
 int bk_handle_delete_records(bk_req *r);
 int bk_handle_init_producer_id(bk_req *r);
 
-/* A topic's configs as DescribeConfigs lists them (daemon/api_configs.c),
+/* A topic's configs as DescribeConfigs lists them (daemon/api/api_configs.c),
  * for CreateTopics v5+: fn per key with its effective value (NULL when
  * sensitive) and ConfigSource.  KP_NONE, or KP_UNKNOWN_SERVER_ERROR when
  * its overrides cannot be read. */
@@ -116,15 +116,15 @@ int bk_handle_describe_groups(bk_req *r);
 int bk_handle_delete_groups(bk_req *r);
 int bk_handle_offset_delete(bk_req *r);
 int bk_handle_elect_leaders(bk_req *r);
-/* daemon/api_reassign.c */
+/* daemon/api/api_reassign.c */
 int bk_handle_alter_partition_reassignments(bk_req *r);
 int bk_handle_list_partition_reassignments(bk_req *r);
-/* The ACL APIs (daemon/api_acls.c). */
+/* The ACL APIs (daemon/api/api_acls.c). */
 int bk_handle_create_acls(bk_req *r);
 int bk_handle_describe_acls(bk_req *r);
 int bk_handle_delete_acls(bk_req *r);
 
-/* SASL (daemon/sasl.c) and its credentials (daemon/api_scram_credentials.c). */
+/* SASL (daemon/security/sec_sasl.c) and its credentials (daemon/api/api_scram_credentials.c). */
 int bk_handle_sasl_handshake(bk_req *r);
 int bk_handle_sasl_authenticate(bk_req *r);
 int bk_handle_describe_user_scram_credentials(bk_req *r);

@@ -1,6 +1,6 @@
 /*
  * metadata/acls.c — the acls table (sql/schema.sql): one row per ACL, with
- * Kafka's enum names as text.  The authorizer (daemon/authz.c) keeps the
+ * Kafka's enum names as text.  The authorizer (daemon/security/sec_authz.c) keeps the
  * table in memory and checks requests there; this file only stores and
  * lists rows, and validates nothing beyond what the table's CHECKs do.
  *

@@ -2,7 +2,7 @@
  * metadata/broker_configs.c — the dynamic broker configs table
  * (sql/migrations/0005_broker_configs.sql): one set of (name, value) per
  * broker resource, '' for the cluster-wide default.  Validating names and
- * values is the caller's (daemon/broker_configs.c): this file stores what
+ * values is the caller's (daemon/view/view_broker_configs.c): this file stores what
  * it is given.
  *
  * Invariant:

@@ -8,7 +8,7 @@
  * restarted broker loads: one consumer_groups row per group, the members
  * of its current generation, and every committed offset.  Writes happen
  * per state change and per loop turn of offset commits and group deletes
- * (one job on the metadata sync worker's connection, daemon/group_persist.c),
+ * (one job on the metadata sync worker's connection, daemon/group/group_persist.c),
  * never per heartbeat; only the retention check writes on the loop's
  * handle.
  *

@@ -395,7 +395,7 @@ int md_topic_config_replace(md_db *db, const char *topic, const md_kv *kv,
 /* ---- groups and offsets (metadata/groups.c) --------------------------------
  * The group coordinator (daemon/group*.c) keeps live group state in memory
  * and writes it here at every state change, never per heartbeat, through
- * jobs on the metadata sync worker (daemon/group_persist.c) — commits and
+ * jobs on the metadata sync worker (daemon/group/group_persist.c) — commits and
  * group deletes too, whether a Kafka client or the SQL surface asked.
  * Strings are (pointer, length) where they come straight from a request
  * frame. */

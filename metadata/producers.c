@@ -2,7 +2,7 @@
  * metadata/producers.c — producer ids for InitProducerId.
  *
  * One row (producer_ids, sql/schema.sql) holds the next id never handed
- * out.  The broker takes ids in blocks (daemon/api_producer_id.c), so a
+ * out.  The broker takes ids in blocks (daemon/api/api_producer_id.c), so a
  * busy cluster of short-lived producers costs one SQLite write per block,
  * not per producer.  An id is never handed out twice, even across a crash:
  * the block is durable before its first id leaves the broker; a crash

@@ -105,7 +105,7 @@
  *       within 30 s anyway, before file.delete.delay.ms lets it go).
  *   N3. Pass 1 does not drop what it read: pass 2 reads it again.
  *   The worker thread's CPU and I/O priority is the caller's business
- *   (daemon/cleaner.c runs it at the lowest).
+ *   (daemon/replica/replica_cleaner.c runs it at the lowest).
  */
 #include <errno.h>
 #include <fcntl.h>

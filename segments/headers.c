@@ -2,7 +2,7 @@
  * segments/headers.c — walking the batch headers of the log tail.
  *
  * For state the broker keeps per batch and must rebuild after a crash
- * (the idempotent producers' sequence numbers, daemon/producer_state.c):
+ * (the idempotent producers' sequence numbers, daemon/replica/replica_producers.c):
  * seg_scan_headers hands every batch header from an offset to the log end
  * to a callback, oldest first, without reading record bytes one at a time.
  *

@@ -1,4 +1,4 @@
--- Group coordinator bookkeeping (daemon/group.c, metadata/groups.c).
+-- Group coordinator bookkeeping (daemon/group/group_coordinator.c, metadata/groups.c).
 --
 -- state_changed_at: when the group entered its current state (ms since the
 -- epoch).  Kafka expires the offsets of a consumer group that stays Empty

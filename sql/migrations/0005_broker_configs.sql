@@ -1,6 +1,6 @@
 -- Dynamic broker configs (issue 17): what AlterConfigs and
 -- IncrementalAlterConfigs set on a BROKER resource, kept across restarts
--- and applied live (daemon/broker_configs.c).
+-- and applied live (daemon/view/view_broker_configs.c).
 --
 --   broker  the broker id as text, or '' for the cluster-wide default
 --           (Kafka's <default> entity: DYNAMIC_DEFAULT_BROKER_CONFIG)

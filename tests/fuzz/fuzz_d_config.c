@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/config.h"
+#include "daemon/broker_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,11 +4,11 @@
  * version check, then the API's handler — against a real broker state: an
  * md_db and partition logs in a temporary directory, the group
  * coordinator and the fsync worker running on an event_base that nobody
- * dispatches except this harness.  Every API in daemon/dispatch.c is
+ * dispatches except this harness.  Every API in daemon/api/api_dispatch.c is
  * reachable; the seed corpus (tests/fuzz/corpus/fuzz_d_request/) holds
  * frames captured from kcat, confluent-kafka and kafka-python.
  *
- * What stands in for daemon/server.c:
+ * What stands in for daemon/net/net_server.c:
  *   - the connection: r->conn is NULL (handlers that name the peer check);
  *   - bk_req_finish: linked with -Wl,--wrap=bk_req_finish, so deferred
  *     handlers (Fetch long-poll, JoinGroup/SyncGroup waits, OffsetCommit
@@ -31,10 +31,10 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 
-#include "daemon/cluster.h"
-#include "daemon/replica.h"
+#include "daemon/view/view.h"
+#include "daemon/replica/replica.h"
 #include "daemon/request.h"
-#include "daemon/coordinator.h"
+#include "daemon/group/group.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 void __wrap_bk_req_finish(bk_req *r);

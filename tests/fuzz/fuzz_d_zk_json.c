@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: Kafka's znode JSON (daemon/zk_json.c).  The input is
+ * libFuzzer target: Kafka's znode JSON (daemon/cluster/cluster_zk_json.c).  The input is
  * given to every parser as a znode's bytes (not NUL-terminated; libFuzzer's
  * buffer is exactly size bytes, so ASan sees any read past the end).  An
  * error must come with a message.  Whatever parses is formatted, and the
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/zk_json.h"
+#include "daemon/cluster/cluster_zk_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

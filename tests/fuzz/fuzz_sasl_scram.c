@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the SASL token parsers of daemon/scram.c — PLAIN's
+ * libFuzzer target: the SASL token parsers of daemon/security/sec_scram.c — PLAIN's
  * message, SCRAM's client-first and client-final, base64 — and the server's
  * two SCRAM steps over whatever parses.  The input is one token, or two
  * separated by the first NUL byte (client-first, then client-final); each
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/scram.h"
+#include "daemon/security/sec_scram.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -99,7 +99,7 @@ def ck_describe_broker(b):
 
 
 # Keys DescribeConfigs once left out although the parser took them, and
-# keys of every type of the parser's table (daemon/config.c).
+# keys of every type of the parser's table (daemon/broker_config.c).
 BROKER_KEYS_ONCE_MISSING = (
     "connection.max.queued.bytes", "admin.listeners", "admin.token", "admin.sql.timeout.ms",
     "admin.sql.max.rows", "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
@@ -237,7 +237,7 @@ def incremental_alter(b, topic, ops, validate_only=False):
 def test_incremental_alter_configs_sets_and_deletes_single_overrides(broker):
     with kr.Conn(broker.port) as c:
         _, apis = kr.parse_api_versions_v0(c.request(kr.API_API_VERSIONS, 0))
-    # The broker always serves it (daemon/api_configs.c); confluent-kafka 1.7
+    # The broker always serves it (daemon/api/api_configs.c); confluent-kafka 1.7
     # has no incremental_alter_configs, hence the raw request below.
     assert 44 in apis, "IncrementalAlterConfigs is not advertised"
     t = topic_name("incr")

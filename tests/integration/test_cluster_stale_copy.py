@@ -5,7 +5,7 @@ real data, even though ZooKeeper still lists it in every ISR and it wins
 the controller.  The controller compares the returning ISR members' log
 ends (each broker publishes them in /broker_log_ends/<id> before it
 registers) and elects the longest, waiting leader.recovery.wait.ms for the
-others to return (daemon/cl_recovery.c).
+others to return (daemon/cluster/cluster_recovery.c).
 
 A broker that registers anew while the controller still sees it alive (a
 bounce: a new registration czxid) leaves every ISR it was in, even when a

@@ -724,7 +724,7 @@ def paced_commits(b, plan):
 
 
 def test_paced_commits_from_many_connections_share_syncs(start_broker):
-    """offsets.commit.linger.ms (daemon/group_persist.c C7, commit_cadence.h): ten
+    """offsets.commit.linger.ms (daemon/group/group_persist.c C7, commit_cadence.h): ten
     connections committing every 40 ms, 4 ms apart, learn their pace from
     their first two commits; after that a write waits for the commits due
     within 30 ms (three quarters of the pace), so 80 commits take far
@@ -754,7 +754,7 @@ def test_paced_commits_from_many_connections_share_syncs(start_broker):
 
 
 def test_a_commit_waits_no_longer_than_three_quarters_of_its_own_pace(start_broker):
-    """daemon/commit_cadence.h K4: A commits every 100 ms; B every 400 ms,
+    """daemon/group/group_commit_cadence.h K4: A commits every 100 ms; B every 400 ms,
     90 ms after one of A's.  With a 200 ms linger, A's commits could wait
     up to 190 ms for B's; but no commit waits past three quarters of its
     own connection's pace (75 ms for A), so B is never waited for, and B

@@ -7,7 +7,7 @@ what the ISR cannot guarantee.
 
 The followers here are raw Fetch v11 requests (kafka_raw) that pose as
 brokers 2 and 3.  The real brokers 2 and 3 are stopped once the topic is
-created, so no real replica fetcher (daemon/fetcher.c, another branch)
+created, so no real replica fetcher (daemon/replication/repl_fetcher.c, another branch)
 fetches alongside the fake one: every assertion holds with it merged.
 """
 import re
@@ -33,7 +33,7 @@ LAG_MS = 3000
 # The fake follower 2 is in the ISR while the real broker 2 is down: when
 # broker 1 dies or restarts, every ISR member went down, and the controller
 # waits this long for the others before electing the longest log of those
-# back (daemon/cl_recovery.c).
+# back (daemon/cluster/cluster_recovery.c).
 RECOVERY_WAIT_MS = 2000
 
 

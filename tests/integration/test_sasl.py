@@ -1,4 +1,4 @@
-"""SASL on a SASL_PLAINTEXT listener (daemon/sasl.c): kcat, confluent-kafka
+"""SASL on a SASL_PLAINTEXT listener (daemon/security/sec_sasl.c): kcat, confluent-kafka
 and kafka-python log in with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 and get
 every message back in order; wrong passwords, unknown users, unsupported
 mechanisms and requests before authentication are refused while another

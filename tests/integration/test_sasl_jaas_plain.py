@@ -1,4 +1,4 @@
-"""PLAIN against the JAAS users of a listener (daemon/sasl.c inv. 6), as
+"""PLAIN against the JAAS users of a listener (daemon/security/sec_sasl.c inv. 6), as
 Kafka's PlainServerCallbackHandler: the user_<name>="<password>" options of
 listener.name.<listener>.plain.sasl.jaas.config are the listener's PLAIN
 users.

@@ -1,5 +1,5 @@
-"""Login storms on a SASL_PLAINTEXT listener (issue 18; daemon/sasl.c inv. 3,
-daemon/server.c inv. 9): 200 concurrent PLAIN logins (each one's PBKDF2
+"""Login storms on a SASL_PLAINTEXT listener (issue 18; daemon/security/sec_sasl.c inv. 3,
+daemon/net/net_server.c inv. 9): 200 concurrent PLAIN logins (each one's PBKDF2
 runs on a worker, not on the event loop) are all answered, right passwords
 as their own users and wrong ones with SASL_AUTHENTICATION_FAILED, while an
 already authenticated producer keeps being answered; connections that close

@@ -1,5 +1,5 @@
 /*
- * test_d_assign — replica assignment (daemon/view.c, bk_assign_replicas)
+ * test_d_assign — replica assignment (daemon/view/view.c, bk_assign_replicas)
  * is Kafka's AdminUtils.assignReplicasToBrokers: the worked example of
  * its documentation, and over brokers (1..9) × racks (1..4, balanced and
  * not) × partitions (1..60) × replication factors (1..min(brokers, 4)),
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/view.h"
+#include "daemon/view/view_registry.h"
 #include "tests/unit/unit_run.h"
 
 /* Check reports every ck_assert to its parent through a pipe (a write

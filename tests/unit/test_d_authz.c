@@ -1,6 +1,6 @@
 /*
  * test_d_authz — the authorizer's matcher and decision cache
- * (daemon/authz.c): Kafka's rules for patterns, principals, hosts,
+ * (daemon/security/sec_authz.c): Kafka's rules for patterns, principals, hosts,
  * implied operations, DENY over ALLOW, super.users and
  * allow.everyone.if.no.acl.found, and a cached decision that follows a
  * reload of the ACL set.
@@ -8,7 +8,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "daemon/authz.h"
+#include "daemon/security/sec_authz.h"
 #include "tests/unit/unit_run.h"
 
 #define ME "User:alice"

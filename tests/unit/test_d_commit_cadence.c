@@ -1,6 +1,6 @@
 /*
  * test_d_commit_cadence — when a batch of offset commits is written
- * (daemon/commit_cadence.h): at once with no connection due, after the
+ * (daemon/group/group_commit_cadence.h): at once with no connection due, after the
  * due ones have come, never past the linger or three quarters of a
  * batched connection's own pace, never for a connection that is late
  * or has committed only once; the smoothed pace, forgotten after a long
@@ -8,7 +8,7 @@
  */
 #include <check.h>
 
-#include "daemon/commit_cadence.h"
+#include "daemon/group/group_commit_cadence.h"
 #include "tests/unit/unit_run.h"
 
 #define MS 1000

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/config.h"
+#include "daemon/broker_config.h"
 #include "tests/unit/unit_run.h"
 
 static char *write_file(const char *text)

@@ -1,5 +1,5 @@
 /*
- * test_d_fetcher — the replica fetcher's pure decisions (daemon/fetcher.c):
+ * test_d_fetcher — the replica fetcher's pure decisions (daemon/replication/repl_fetcher.c):
  * which partitions a broker follows, and how much of a leader's answer is
  * whole batches it may append.  The fetching itself runs against real
  * brokers in tests/integration/test_replication_follow.py.
@@ -7,7 +7,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "daemon/fetcher.h"
+#include "daemon/replication/repl_fetcher.h"
 #include "tests/unit/unit_run.h"
 
 static bk_partition *const LOCAL = (bk_partition *)&LOCAL;   /* any non-NULL */

@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_d_log_ends.c — /broker_log_ends/<id>'s lines
- * (daemon/cl_recovery.c): what a broker writes parses back to the same
+ * (daemon/cluster/cluster_recovery.c): what a broker writes parses back to the same
  * values, found by topic and partition; a znode someone else wrote (a
  * wrong first line, cut lines, numbers out of range, no newline at the
  * end, bytes of every value) never crashes the controller and yields only
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/cl.h"
+#include "daemon/cluster/cluster.h"
 #include "tests/unit/unit_run.h"
 
 static int64_t session;

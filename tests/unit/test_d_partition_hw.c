@@ -7,7 +7,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "daemon/replica.h"
+#include "daemon/replica/replica.h"
 #include "tests/unit/unit_run.h"
 
 static void count_wake(bk_waiter *w)

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/producer_state.h"
+#include "daemon/replica/replica_producers.h"
 #include "metadata/md.h"
 #include "protocol/kp.h"
 #include "segments/seg.h"

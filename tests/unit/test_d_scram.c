@@ -1,4 +1,4 @@
-/* daemon/scram.c: RFC 7677's SCRAM-SHA-256 exchange byte for byte, the
+/* daemon/security/sec_scram.c: RFC 7677's SCRAM-SHA-256 exchange byte for byte, the
  * PLAIN check against a stored credential, librdkafka's doubled nonce, and
  * malformed messages refused. */
 #include <check.h>
@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "daemon/scram.h"
+#include "daemon/security/sec_scram.h"
 #include "tests/unit/unit_run.h"
 
 /* RFC 7677 §3: user "user", password "pencil". */

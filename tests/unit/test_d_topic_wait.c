@@ -1,6 +1,6 @@
 /*
  * test_d_topic_wait — a request's topic writes answered once the last is
- * in (daemon/topic_wait.c).  The test plays the store of cluster mode as
+ * in (daemon/api/api_topic_wait.c).  The test plays the store of cluster mode as
  * cluster.h describes it: a write half that cannot finish sets
  * op->pending and calls op->done later, exactly once.  Standalone never
  * does, so this is where the waiting path runs.
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/topic_wait.h"
+#include "daemon/api/api_topic_wait.h"
 #include "tests/unit/unit_run.h"
 
 #define N 4

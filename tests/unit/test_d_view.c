@@ -1,6 +1,6 @@
 /*
  * test_d_view — the cluster view finds a topic by id as it does by name
- * (daemon/view.c, V4): through growths of its tables, after removals, and
+ * (daemon/view/view.c, V4): through growths of its tables, after removals, and
  * never for the zero id or an id that only shares a prefix.
  */
 #include <check.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/view.h"
+#include "daemon/view/view_registry.h"
 #include "tests/unit/unit_run.h"
 
 #define NT 1000                       /* tables grow 64 → 4096 on the way */

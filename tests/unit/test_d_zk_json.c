@@ -1,11 +1,11 @@
-/* daemon/zk_json.c: Kafka's znode JSON read and written — Kafka's own
+/* daemon/cluster/cluster_zk_json.c: Kafka's znode JSON read and written — Kafka's own
  * strings, round trips, and hostile input. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/zk_json.h"
+#include "daemon/cluster/cluster_zk_json.h"
 #include "tests/unit/unit_run.h"
 
 static char err[256];

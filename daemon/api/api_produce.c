@@ -1,0 +1,721 @@
+/*
+ * daemon/api/api_produce.c — Produce (API key 0), v0–v11.
+ *
+ * The hot path.  Per partition the cost is: one CRC-32C pass per batch
+ * (kp_batch_validate), one pass over its records (kp_batch_validate_records,
+ * protocol/validate.c; compressed batches are decompressed into the
+ * validator's kept buffer first), a few in-place header rewrites, one seg_append
+ * (one write(2) for all the partition's batches), and counter updates.
+ * No allocation, no copy of message bytes, no SQLite.  The request is
+ * decoded and the response encoded by the generated codec (kp_msgs.h);
+ * its arrays come from the request arena, which keeps its chunk between
+ * requests, so a steady stream of produces does not malloc.
+ *
+ * The batches are rewritten in place inside the request frame: the frame
+ * buffer belongs to the connection (daemon/net/net_server.c, c->frame), is
+ * writable, and lives until the response is sent, so casting away the
+ * const of r->body's bytes is safe here.
+ *
+ * Order of checks per partition (first failure wins, nothing appended):
+ *   acks not in {-1, 0, 1}          INVALID_REQUIRED_ACKS
+ *   topic/partition unknown         UNKNOWN_TOPIC_OR_PARTITION (Produce
+ *                                   never auto-creates; Metadata does)
+ *   not the leader                  NOT_LEADER_OR_FOLLOWER
+ *   log in its error state          KAFKA_STORAGE_ERROR (at most once a
+ *                                   second a produce first tries
+ *                                   seg_reset_error: writes resume by
+ *                                   themselves once space is freed)
+ *   no batches                      CORRUPT_MESSAGE
+ *   per batch:
+ *     Magic != 2                    UNSUPPORTED_FOR_MESSAGE_FORMAT (logged)
+ *     bad framing / CRC / counts    CORRUPT_MESSAGE
+ *     control batch or delete-horizon bit from a client
+ *                                   CORRUPT_MESSAGE (Kafka: INVALID_RECORD,
+ *                                   which maps to CORRUPT_MESSAGE before v8)
+ *     size > max.message.bytes      MESSAGE_TOO_LARGE
+ *     zstd and Produce < v7         UNSUPPORTED_COMPRESSION_TYPE
+ *     every record (Kafka's LogValidator, protocol/validate.c):
+ *       codec stream that does not decode, a record whose framing is
+ *       wrong, RecordsCount not what the records area holds
+ *                                   CORRUPT_MESSAGE
+ *       OffsetDelta not 0..n-1 in order, null key on a compacted topic
+ *                                   INVALID_RECORD (CORRUPT_MESSAGE
+ *                                   before v8)
+ *       CreateTime timestamp further than message.timestamp.before.max.ms
+ *       behind or after.max.ms ahead of the broker clock (each defaults
+ *       to difference.max.ms; -1 = no timestamp is exempt)
+ *                                   INVALID_TIMESTAMP
+ *     v8+ answers these with ErrorMessage ("Record 3 in batch: ...") and
+ *     RecordErrors naming the record; nothing of the partition's request
+ *     is stored, other partitions carry on.
+ *   idempotent batches (ProducerId >= 0; daemon/replica/replica_producers.c):
+ *     a retry of one of the producer's last 5 batches
+ *                                   NONE with that batch's offset, nothing
+ *                                   appended
+ *     older epoch                   INVALID_PRODUCER_EPOCH
+ *     sequence gap                  OUT_OF_ORDER_SEQUENCE_NUMBER
+ *     transactional batch           INVALID_TXN_STATE (no transactions)
+ *   seg_append failure              KAFKA_STORAGE_ERROR (RECORD_LIST_TOO_LARGE
+ *                                   for a batch larger than segment.bytes)
+ *
+ * acks=-1.  Standalone, it is answered like acks=1: the leader is the
+ * whole ISR.  In cluster mode (issue 16):
+ *   ISR smaller than min.insync.replicas   NOT_ENOUGH_REPLICAS, before
+ *                                          anything is appended
+ *   after the append, the answer waits until the high watermark reaches
+ *   the end of the appended batches (Kafka's DelayedProduce):
+ *
+ *     handler ──(HW below some partition's end)──► WAITING
+ *        WAITING ── HW moves / partition deleted / leadership lost
+ *                   (bk_partition_notify → pw_wake) ──► CHECK (next turn)
+ *        CHECK ── every partition done ──► bk_req_finish
+ *              └─ else ──► WAITING again
+ *        WAITING ── TimeoutMs passes ──► REQUEST_TIMED_OUT for the rest
+ *
+ *   A partition is done when its HW reached its end (NONE, or
+ *   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is below
+ *   min.insync.replicas by then), or when this broker no longer leads it
+ *   (NOT_LEADER_OR_FOLLOWER).  As with Fetch's long-poll, no partition
+ *   pointer survives a return to the loop (waiters are unlinked when
+ *   woken; CHECK looks partitions up again by name), and the response
+ *   structs stay in the request arena until the answer is encoded.
+ * acks=0 gets no response (protocol/README.md §1).  A request without a ProducerId
+ * costs nothing more; one with it costs one hash lookup per batch before
+ * the append and one update after it.
+ *
+ * Versions.  v3+ carry record batches v2 (the hot path above).  v0–v2
+ * carry the old message sets (magic 0 and 1; kafka-python pinned to
+ * api_version (0, 8, 2) or (0, 10) sends them): each partition's set is
+ * up-converted to one batch v2 by kp_legacy_to_batch (protocol/legacy.c)
+ * into a buffer of its own, and that batch takes the same checks and
+ * append as any other.  This is off the hot path, for old clients only:
+ * one buffer per partition, the messages copied once (counted in
+ * /metrics as sluice_produce_up_converted_*).  Magic 0 has no timestamp:
+ * its records keep -1 (NO_TIMESTAMP), exempt from the timestamp-difference
+ * check, as in Kafka; LogAppendTime topics stamp them as any batch.
+ * v8+ add RecordErrors/ErrorMessage (filled for a refused record, above);
+ * v9+ are flexible; v10+
+ * answer NOT_LEADER_OR_FOLLOWER with the CurrentLeader of the partition
+ * and the leaders' NodeEndpoints (KIP-951, daemon/api/api_leader_hint.c).
+ */
+#include "daemon/view/view.h"
+#include "daemon/api/api_leader_hint.h"
+#include "daemon/replica/replica_logdir.h"
+#include "daemon/net/net_metrics.h"
+#include "daemon/replica/replica.h"
+#include "daemon/security/sec_authz.h"
+#include "daemon/request.h"
+#include "daemon/replica/replica_producers.h"
+#include "kp_msgs.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+typedef struct produce_result {
+    int16_t error;
+    kp_str error_message;         /* v8+; null when none */
+    kp_ProduceResponse_BatchIndexAndErrorMessage *record_error;  /* v8+, or NULL */
+    int64_t base_offset;
+    int64_t log_append_time;
+    int64_t log_start;
+    int64_t wait_end;             /* acks=-1, cluster: the HW to wait for; -1 none */
+    int32_t leader_id, leader_epoch;  /* NOT_LEADER_OR_FOLLOWER hint; -1 none */
+} produce_result;
+
+static const char *client_of(const bk_req *r, char *buf, size_t cap)
+{
+    if (r->hdr.ClientId.len < 0)
+        return "(null client id)";
+    kp_str_copy(r->hdr.ClientId, buf, cap);
+    return buf;
+}
+
+/* Record validation is on unless SLUICE_TEST_SKIP_RECORD_VALIDATION=1 is
+ * in the environment at the first produce: a TEST-ONLY switch for
+ * bench/rdkafka_validate_bench.c's with/without ratio (README, bad input).  One
+ * validator serves the loop thread, which runs every produce. */
+static int validation_on = -1;
+static kp_validator validator;
+
+static bool records_validated(void)
+{
+    if (validation_on < 0) {
+        const char *e = getenv("SLUICE_TEST_SKIP_RECORD_VALIDATION");
+        validation_on = !(e && strcmp(e, "1") == 0);
+        kp_validator_init(&validator);
+        if (!validation_on)
+            BK_WARN("SLUICE_TEST_SKIP_RECORD_VALIDATION=1: records are NOT "
+                    "validated (test only)");
+    }
+    return validation_on;
+}
+
+/* The batch-level timestamp check kept for the test-only no-validation
+ * mode: BaseTimestamp and MaxTimestamp instead of every record. */
+static bool batch_timestamps_ok(const kp_batch *bh, const kp_val_rules *vr)
+{
+    return bh->MaxTimestamp < 0 || (kp_val_timestamp_ok(vr, bh->BaseTimestamp) &&
+                                    kp_val_timestamp_ok(vr, bh->MaxTimestamp));
+}
+
+/* A bound of INT64_MAX / 2 or more is no bound (INT64_MAX for the validator). */
+static int64_t ts_bound(int64_t ms)
+{
+    return ms < INT64_MAX / 2 ? ms : INT64_MAX;
+}
+
+/* Validates every batch of one partition's records in place; on success
+ * fills *messages and applies the broker's rewrites (leader epoch,
+ * LogAppendTime; a CreateTime batch's MaxTimestamp and type when they
+ * disagree with its records).  Returns KP_NONE or the partition's error code; a
+ * record-level refusal also fills *f (f->error == the code returned). */
+static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
+                             size_t len, int64_t now, int64_t *messages,
+                             bool *idempotent, kp_val_fault *f)
+{
+    const md_topic_config *tc = &p->topic->cfg;
+    int16_t ver = r->hdr.RequestApiVersion;
+    int64_t count = 0;
+    size_t at = 0;
+    bool validate = records_validated();
+    int64_t before = ts_bound(tc->message_timestamp_before_max_ms);
+    int64_t after = ts_bound(tc->message_timestamp_after_max_ms);
+    kp_val_rules vr = {
+        .key_required = tc->cleanup_compact,
+        .check_timestamps = !tc->log_append_time && (before != INT64_MAX || after != INT64_MAX),
+        .now_ms = now,
+        .before_max_ms = before,
+        .after_max_ms = after,
+    };
+    f->error = KP_NONE;
+    while (at < len) {
+        uint8_t *q = data + at;
+        size_t left = len - at;
+        /* Magic sits at byte 16 in every message format (v0/v1 message
+         * sets included), so an old client is told precisely. */
+        if (left > 16 && q[16] != 2) {
+            char cid[128];
+            BK_WARN("Produce from client %s to %s-%d: message format v%d "
+                    "(magic %d) refused; only record batch v2 is supported "
+                    "(upgrade the client or set api.version.request=true)",
+                    client_of(r, cid, sizeof cid), p->topic->name, p->id,
+                    q[16], q[16]);
+            return KP_UNSUPPORTED_FOR_MESSAGE_FORMAT;
+        }
+        kp_batch bh;
+        int64_t size = kp_batch_validate(q, left, &bh);
+        if (size == KP_E_MAGIC)
+            return KP_UNSUPPORTED_FOR_MESSAGE_FORMAT;
+        if (size < 0)
+            return KP_CORRUPT_MESSAGE;
+        /* Control batches and delete horizons are the broker's to write:
+         * a client-set horizon would get its tombstones dropped early. */
+        if (bh.Attributes & (KP_ATTR_CONTROL | KP_ATTR_DELETE_HORIZON))
+            return KP_CORRUPT_MESSAGE;
+        if (size > tc->max_message_bytes)
+            return KP_MESSAGE_TOO_LARGE;
+        if ((bh.Attributes & KP_ATTR_CODEC_MASK) == KP_CODEC_ZSTD && ver < 7)
+            return KP_UNSUPPORTED_COMPRESSION_TYPE;
+        if (validate) {
+            if (kp_batch_validate_records(&validator, q, (size_t)size, &bh, &vr, f) < 0) {
+                if (f->error == KP_INVALID_RECORD && ver < 8)
+                    f->error = KP_CORRUPT_MESSAGE;   /* no INVALID_RECORD before v8 */
+                return f->error;
+            }
+            /* CreateTime: the batch says what its records say, as Kafka's
+             * LogValidator sets it; a client's LogAppendTime bit or a
+             * MaxTimestamp its records do not hold would steer consumers'
+             * timestamps, time-based retention and lookups. */
+            if (!tc->log_append_time &&
+                ((bh.Attributes & KP_ATTR_LOG_APPEND_TIME) ||
+                 bh.MaxTimestamp != validator.max_timestamp))
+                kp_batch_set_max_timestamp(q, false, validator.max_timestamp);
+        } else if (!batch_timestamps_ok(&bh, &vr)) {
+            return KP_INVALID_TIMESTAMP;
+        }
+        count += (int64_t)bh.LastOffsetDelta + 1;
+        *idempotent |= bh.ProducerId >= 0;
+        at += (size_t)size;
+    }
+    if (count == 0)
+        return KP_CORRUPT_MESSAGE;
+    /* Everything is valid: now rewrite (LogAppendTime costs a CRC pass). */
+    for (at = 0; at < len;) {
+        uint8_t *q = data + at;
+        int64_t size = kp_batch_size(q, len - at);
+        kp_batch_set_leader_epoch(q, p->leader_epoch);
+        if (tc->log_append_time)
+            kp_batch_set_log_append_time(q, now);
+        at += (size_t)size;
+    }
+    *messages = count;
+    return KP_NONE;
+}
+
+/* A failed log is retried by the produces that find it failed, at most
+ * once per STORAGE_RETRY_MS: cheap (a truncate and one fdatasync), and no
+ * timer is needed for a partition nobody writes to. */
+#define STORAGE_RETRY_MS 1000
+
+static bool storage_recovered(bk_partition *p)
+{
+    int64_t now = bk_now_ms();
+    if (now < p->storage_retry_ms)
+        return false;
+    p->storage_retry_ms = now + STORAGE_RETRY_MS;
+    if (seg_reset_error(p->log) != 0)
+        return false;
+    if (!bk_logdir_failed())         /* else replica_logdir.c says so once an append succeeds */
+        BK_INFO("%s-%d takes writes again (log end %lld)", p->topic->name, p->id,
+                (long long)seg_log_end(p->log));
+    return true;
+}
+
+static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *data,
+                             size_t len, produce_result *res);
+
+/* A batch refused for its records: logged at INFO, and on v8+ told to the
+ * client in ErrorMessage and RecordErrors (from r->arena; error path only). */
+static void refused_records(bk_req *r, bk_partition *p, const kp_val_fault *f,
+                            produce_result *res)
+{
+    char cid[128];
+    BK_INFO("Produce from client %s to %s-%d refused (error %d): %s",
+            client_of(r, cid, sizeof cid), p->topic->name, p->id, f->error, f->message);
+    if (r->hdr.RequestApiVersion < 8)
+        return;
+    if (kp_arena_str(&r->arena, f->message, &res->error_message) != 0) {
+        res->error_message = KP_STR_NULL;
+        return;
+    }
+    if (f->record < 0)
+        return;
+    res->record_error = kp_arena_alloc(&r->arena, sizeof *res->record_error);
+    if (res->record_error)
+        *res->record_error = (kp_ProduceResponse_BatchIndexAndErrorMessage){
+            .BatchIndex = f->record, .BatchIndexErrorMessage = res->error_message };
+}
+
+/* Produce v0-2: the partition's magic 0/1 message set as one batch v2 in
+ * conv (the caller frees it).  KP_NONE with *data and *len pointing into conv,
+ * or the partition's error.  A set that already holds batches v2 is left
+ * as it is. */
+static int16_t up_convert(bk_req *r, bk_partition *p, uint8_t **data, size_t *len,
+                          kp_buf *conv)
+{
+    if (*len > 16 && (*data)[16] == 2)
+        return KP_NONE;
+    int32_t count = 0;
+    size_t cap = (size_t)p->topic->cfg.max_message_bytes * 4 + (1 << 20);
+    int64_t n = kp_legacy_to_batch(*data, *len, conv, cap, &count);
+    if (n < 0) {
+        char cid[128];
+        BK_WARN("Produce v%d from client %s to %s-%d: message set refused (%d)",
+                r->hdr.RequestApiVersion, client_of(r, cid, sizeof cid),
+                p->topic->name, p->id, (int)n);
+        return n == KP_E_MAGIC ? KP_UNSUPPORTED_FOR_MESSAGE_FORMAT
+             : n == KP_E_NOMEM ? KP_UNKNOWN_SERVER_ERROR : KP_CORRUPT_MESSAGE;
+    }
+    bk_metrics_converted(KP_API_PRODUCE, (uint64_t)n);
+    *data = conv->data;
+    *len = (size_t)n;
+    return KP_NONE;
+}
+
+static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
+                              int32_t index, kp_str records, produce_result *res,
+                              bk_hint_nodes *hints)
+{
+    bk_broker *b = r->b;
+    res->error = KP_NONE;
+    res->error_message = KP_STR_NULL;
+    res->record_error = NULL;
+    res->base_offset = -1;
+    res->log_append_time = -1;
+    res->log_start = -1;
+    res->wait_end = -1;
+    res->leader_id = res->leader_epoch = -1;
+
+    if (acks != -1 && acks != 0 && acks != 1) {
+        res->error = KP_INVALID_REQUIRED_ACKS;
+        return;
+    }
+    if (!bk_authorized(r, BK_RES_TOPIC, topic, BK_OP_WRITE)) {
+        res->error = KP_TOPIC_AUTHORIZATION_FAILED;
+        return;
+    }
+    bk_partition *p;
+    int lrc = bk_leader_replica(b, topic, index, &p);
+    if (lrc == KP_NONE && bk_cluster_mode(b) && bk_cluster_leaving(b))
+        lrc = KP_NOT_LEADER_OR_FOLLOWER;          /* controlled shutdown: cluster_leaders.c */
+    if (lrc != KP_NONE) {
+        res->error = (int16_t)lrc;
+        if (lrc == KP_NOT_LEADER_OR_FOLLOWER && r->hdr.RequestApiVersion >= 10)
+            bk_leader_hint(b, topic, index, &res->leader_id, &res->leader_epoch, hints);
+        return;
+    }
+    bool all = acks == -1 && bk_cluster_mode(b);
+    if (all && bk_isr_size(p) < p->topic->cfg.min_insync_replicas) {
+        res->error = KP_NOT_ENOUGH_REPLICAS;
+        return;
+    }
+    if (seg_failed(p->log) && !storage_recovered(p)) {
+        res->error = KP_KAFKA_STORAGE_ERROR;
+        return;
+    }
+    if (records.len <= 0) {
+        res->error = KP_CORRUPT_MESSAGE;
+        return;
+    }
+    /* The frame is writable and ours until the response is sent (top). */
+    uint8_t *data = (uint8_t *)(uintptr_t)records.p;
+    size_t len = (size_t)records.len;
+    if (r->hdr.RequestApiVersion < 3) {
+        kp_buf conv;
+        kp_buf_init(&conv);
+        res->error = up_convert(r, p, &data, &len, &conv);
+        if (res->error == KP_NONE)
+            append_partition(r, p, acks, data, len, res);
+        kp_buf_free(&conv);
+        return;
+    }
+    append_partition(r, p, acks, data, len, res);
+}
+
+/* Checks and appends one partition's batches (in the frame, or the
+ * up-converted batch of an old produce). */
+static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *data,
+                             size_t len, produce_result *res)
+{
+    bk_broker *b = r->b;
+    bool all = acks == -1 && bk_cluster_mode(b);
+    int64_t now = bk_now_ms();
+    int64_t messages = 0;
+    bool idempotent = false;
+    kp_val_fault f;
+    res->error = check_batches(r, p, data, len, now, &messages, &idempotent, &f);
+    if (res->error != KP_NONE) {
+        if (f.error != KP_NONE)
+            refused_records(r, p, &f, res);
+        return;
+    }
+    if (idempotent) {
+        bk_pbatch dup;
+        int rc = bk_pstate_check(p->producers, data, len, &dup);
+        if (rc == BK_PS_DUPLICATE) {
+            /* A retry whose first attempt was appended: same answer again. */
+            res->error = KP_NONE;
+            res->base_offset = dup.base_offset;
+            if (p->topic->cfg.log_append_time)
+                res->log_append_time = dup.timestamp;
+            res->log_start = seg_log_start(p->log);
+            if (all)              /* the first attempt's batch must be replicated too */
+                res->wait_end = dup.base_offset + dup.offset_delta + 1;
+            return;
+        }
+        if (rc != KP_NONE) {
+            res->error = (int16_t)rc;
+            return;
+        }
+    }
+
+    int64_t base = -1;
+    int rc = seg_append(p->log, data, len, now, &base);
+    if (rc != 0) {
+        if (rc == SEG_E_TOOBIG) {
+            res->error = KP_RECORD_LIST_TOO_LARGE;
+        } else if (rc == SEG_E_INVALID) {
+            res->error = KP_CORRUPT_MESSAGE;
+        } else {
+            res->error = KP_KAFKA_STORAGE_ERROR;
+            if (!bk_logdir_fault(b, p, "appending to", seg_last_errno(p->log)))
+                BK_ERROR("append to %s-%d failed (%d, %s): partition refuses "
+                         "writes (KAFKA_STORAGE_ERROR) until the disk takes them again",
+                         p->topic->name, p->id, rc, strerror(seg_last_errno(p->log)));
+            p->storage_retry_ms = now + STORAGE_RETRY_MS;
+        }
+        return;
+    }
+    if (idempotent && (!p->producers ||
+                       bk_pstate_record(p->producers, data, len, now) != 0))
+        BK_WARN("%s-%d: producer state not recorded (out of memory): a retry "
+                "of this batch would be appended again", p->topic->name, p->id);
+    if (bk_logdir_failed())
+        bk_logdir_recovered(b, p);                /* standalone only */
+    p->bytes_in += len;
+    res->base_offset = base;
+    if (p->topic->cfg.log_append_time)
+        res->log_append_time = now;
+    res->log_start = seg_log_start(p->log);
+    bk_partition_appended(b, p, messages);   /* HW, flush policy, waiters */
+    if (all)
+        res->wait_end = seg_log_end(p->log);
+}
+
+/* ---- acks=all in cluster mode: waiting for the high watermark -------------- */
+
+typedef kp_ProduceResponse_PartitionProduceResponse produce_part_out;
+
+typedef struct pw_part {
+    kp_str topic;                 /* in the request frame, held until the answer
+                                     (net_server.c reads no more while deferred) */
+    int32_t partition;
+    int64_t end;                  /* the HW that answers it */
+    produce_part_out *out;        /* its entry in the response (r->arena) */
+    bool done;
+    bk_waiter w;
+} pw_part;
+
+typedef struct produce_wait {
+    bk_req *r;
+    kp_ProduceResponse m;
+    int n;
+    pw_part *parts;
+    struct event *timer, *wake_ev;
+    bool wake_pending;
+} produce_wait;
+
+static void pw_unwatch_all(produce_wait *pw)
+{
+    for (int i = 0; i < pw->n; i++)
+        bk_partition_unwatch(&pw->parts[i].w);
+}
+
+static void pw_free(produce_wait *pw)
+{
+    pw_unwatch_all(pw);
+    if (pw->timer)
+        event_free(pw->timer);
+    if (pw->wake_ev)
+        event_free(pw->wake_ev);
+    pw->timer = pw->wake_ev = NULL;      /* pw itself is in r->arena */
+}
+
+static void pw_fail(pw_part *pp, int16_t err)
+{
+    pp->done = true;
+    pp->out->ErrorCode = err;
+    pp->out->BaseOffset = -1;            /* as Kafka's error responses */
+    pp->out->LogAppendTimeMs = -1;
+    pp->out->LogStartOffset = -1;
+}
+
+/* Decides every partition it can; links waiters on the rest.  true: all done. */
+static bool pw_check(produce_wait *pw)
+{
+    bk_broker *b = pw->r->b;
+    bool all_done = true;
+    for (int i = 0; i < pw->n; i++) {
+        pw_part *pp = &pw->parts[i];
+        if (pp->done)
+            continue;
+        bk_partition *p;
+        int rc = bk_leader_replica(b, pp->topic, pp->partition, &p);
+        if (rc != KP_NONE) {
+            pw_fail(pp, (int16_t)rc);
+        } else if (p->high_watermark >= pp->end) {
+            pp->done = true;
+            if (bk_isr_size(p) < p->topic->cfg.min_insync_replicas)
+                pw_fail(pp, KP_NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+        } else {
+            bk_partition_watch(p, &pp->w);
+            all_done = false;
+        }
+    }
+    if (!all_done)
+        return false;
+    pw_unwatch_all(pw);
+    return true;
+}
+
+static void pw_finish(produce_wait *pw)
+{
+    bk_req *r = pw->r;
+    r->state = NULL;
+    r->cancel = NULL;
+    r->expire = NULL;
+    pw_free(pw);
+    kp_enc_ProduceResponse(r->out, r->hdr.RequestApiVersion, &pw->m);
+    bk_req_finish(r);             /* may start the next request on r */
+}
+
+/* Runs inside bk_partition_notify: keeps no partition pointer. */
+static void pw_wake(bk_waiter *w)
+{
+    produce_wait *pw = w->arg;
+    pw_unwatch_all(pw);
+    if (!pw->wake_pending) {
+        pw->wake_pending = true;
+        event_active(pw->wake_ev, EV_TIMEOUT, 0);
+    }
+}
+
+static void pw_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    produce_wait *pw = arg;
+    pw->wake_pending = false;
+    if (pw_check(pw))
+        pw_finish(pw);
+}
+
+static void pw_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    produce_wait *pw = arg;
+    pw_unwatch_all(pw);
+    pw_check(pw);                 /* what is done now counts */
+    for (int i = 0; i < pw->n; i++)
+        if (!pw->parts[i].done)
+            pw_fail(&pw->parts[i], KP_REQUEST_TIMED_OUT);
+    pw_finish(pw);
+}
+
+static void pw_cancel(bk_req *r)
+{
+    produce_wait *pw = r->state;
+    r->state = NULL;
+    r->cancel = NULL;
+    r->expire = NULL;
+    if (pw)
+        pw_free(pw);
+}
+
+/* Shutdown: answer now (the timeout path, on the next loop turn). */
+static void pw_expire(bk_req *r)
+{
+    produce_wait *pw = r->state;
+    pw_unwatch_all(pw);
+    event_active(pw->timer, EV_TIMEOUT, 0);
+}
+
+/* After the appends of an acks=-1 produce in cluster mode: BK_DEFER, or
+ * BK_RESPOND with the response encoded (nothing to wait for, or no way to
+ * wait: shutting down or out of memory answers REQUEST_TIMED_OUT at once). */
+static int pw_start(bk_req *r, const kp_ProduceResponse *m, pw_part *parts, int n,
+                    int32_t timeout_ms)
+{
+    produce_wait *pw = kp_arena_alloc(&r->arena, sizeof *pw);
+    if (!pw)
+        return BK_CLOSE;
+    *pw = (produce_wait){ .r = r, .m = *m, .n = n, .parts = parts };
+    for (int i = 0; i < n; i++) {
+        parts[i].w = (bk_waiter){ .wake = pw_wake, .arg = pw };
+    }
+    if (pw_check(pw)) {
+        kp_enc_ProduceResponse(r->out, r->hdr.RequestApiVersion, &pw->m);
+        return r->out->err ? BK_CLOSE : BK_RESPOND;
+    }
+    pw->timer = evtimer_new(r->b->base, pw_timeout_cb, pw);
+    pw->wake_ev = event_new(r->b->base, -1, 0, pw_wake_cb, pw);
+    if (timeout_ms < 0)
+        timeout_ms = 0;
+    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+    if (r->b->stopping || !pw->timer || !pw->wake_ev || evtimer_add(pw->timer, &tv) != 0) {
+        pw_free(pw);
+        for (int i = 0; i < n; i++)
+            if (!parts[i].done)
+                pw_fail(&parts[i], KP_REQUEST_TIMED_OUT);
+        kp_enc_ProduceResponse(r->out, r->hdr.RequestApiVersion, &pw->m);
+        return r->out->err ? BK_CLOSE : BK_RESPOND;
+    }
+    r->state = pw;
+    r->cancel = pw_cancel;
+    r->expire = pw_expire;
+    return BK_DEFER;
+}
+
+typedef kp_ProduceResponse_TopicProduceResponse produce_topic_out;
+
+int bk_handle_produce(bk_req *r)
+{
+    int16_t ver = r->hdr.RequestApiVersion;
+    /* The whole request is decoded before anything is appended, so a
+     * malformed request changes nothing.  Records are slices of the frame
+     * (no copy); the arrays come from r->arena, whose kept chunk serves a
+     * request of up to ~100 partitions without a malloc. */
+    kp_ProduceRequest q;
+    if (kp_dec_ProduceRequest(&r->body, ver, &q, &r->arena) != 0)
+        return BK_CLOSE;
+
+    kp_ProduceResponse m;
+    kp_init_ProduceResponse(&m);
+    int32_t nt = q.TopicData_count < 0 ? 0 : q.TopicData_count;
+    produce_topic_out *topics = NULL;
+    if (nt > 0 && !(topics = kp_arena_alloc(&r->arena, (size_t)nt * sizeof *topics)))
+        return BK_CLOSE;
+    bool any_error = false;
+    bk_hint_nodes hints = { .n = 0 };
+    /* acks=-1 in cluster mode: one pw_part per appended partition. */
+    pw_part *waits = NULL;
+    int nwaits = 0;
+    for (int32_t t = 0; t < nt; t++) {
+        const kp_ProduceRequest_TopicProduceData *qt = &q.TopicData[t];
+        int32_t np = qt->PartitionData_count < 0 ? 0 : qt->PartitionData_count;
+        produce_part_out *parts = NULL;
+        if (np > 0 && !(parts = kp_arena_alloc(&r->arena, (size_t)np * sizeof *parts)))
+            return BK_CLOSE;
+        topics[t] = (produce_topic_out){ .Name = qt->Name, .PartitionResponses = parts,
+                                         .PartitionResponses_count = np };
+        for (int32_t i = 0; i < np; i++) {
+            const kp_ProduceRequest_PartitionProduceData *qp = &qt->PartitionData[i];
+            produce_result res;
+            produce_partition(r, q.Acks, qt->Name, qp->Index, qp->Records, &res, &hints);
+            if (res.wait_end >= 0) {
+                if (!waits) {
+                    size_t most = 0;
+                    for (int32_t k = 0; k < nt; k++)
+                        most += q.TopicData[k].PartitionData_count < 0
+                                    ? 0 : (size_t)q.TopicData[k].PartitionData_count;
+                    if (!(waits = kp_arena_alloc(&r->arena, most * sizeof *waits)))
+                        return BK_CLOSE;
+                }
+                waits[nwaits++] = (pw_part){ .topic = qt->Name, .partition = qp->Index,
+                                             .end = res.wait_end, .out = &parts[i] };
+            }
+            any_error |= res.error != KP_NONE;
+            /* LogAppendTimeMs (v2+) and LogStartOffset (v5+) are -1 when
+             * unknown, their JSON default, so older versions encode. */
+            parts[i] = (produce_part_out){
+                .Index = qp->Index,
+                .ErrorCode = res.error,
+                .BaseOffset = res.base_offset,
+                .LogAppendTimeMs = ver >= 2 ? res.log_append_time : -1,
+                .LogStartOffset = ver >= 5 ? res.log_start : -1,
+                .ErrorMessage = res.error_message,
+                .RecordErrors = res.record_error,
+                .RecordErrors_count = res.record_error ? 1 : 0,
+                .CurrentLeader = { .LeaderId = res.leader_id, .LeaderEpoch = res.leader_epoch },
+            };
+        }
+    }
+    if (q.Acks == 0 && any_error) {
+        /* As Kafka: an acks=0 producer hears of a failure only by losing
+         * its connection, which makes it refresh metadata. */
+        char cid[128];
+        BK_INFO("Produce with acks=0 from client %s failed; closing its "
+                "connection so it refreshes metadata", client_of(r, cid, sizeof cid));
+        return BK_CLOSE_QUIET;
+    }
+    if (q.Acks == 0)
+        return BK_NO_RESPONSE;
+    m.Responses = topics;
+    m.Responses_count = nt;
+    if (hints.n > 0) {
+        bk_broker_info info[BK_HINT_MAX_NODES];
+        int n = bk_hint_endpoints(r->b, bk_conn_listener(r->conn), &hints, info);
+        kp_ProduceResponse_NodeEndpoint *ne = kp_arena_alloc(&r->arena, sizeof *ne * (size_t)n + 1);
+        if (!ne)
+            return BK_CLOSE;
+        BK_HINT_FILL_ENDPOINTS(ne, info, n);
+        m.NodeEndpoints = ne;
+        m.NodeEndpoints_count = n;
+    }
+    if (nwaits > 0)
+        return pw_start(r, &m, waits, nwaits, q.TimeoutMs);
+    kp_enc_ProduceResponse(r->out, ver, &m);
+    return r->out->err ? BK_CLOSE : BK_RESPOND;
+}

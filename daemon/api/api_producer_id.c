@@ -1,0 +1,74 @@
+/*
+ * daemon/api/api_producer_id.c — InitProducerId (API key 22), v0–5.
+ *
+ * An idempotent producer (TransactionalId null) gets a new ProducerId with
+ * epoch 0 each time it asks; the sequence checks that use it live in
+ * daemon/replica/replica_producers.c.  Ids come from SQLite (producer_ids) in blocks
+ * of PID_BLOCK, like Kafka's ProducerIdManager: one durable write per
+ * block, and an id is never handed out twice, even across a crash
+ * (the unused rest of a block is skipped).
+ *
+ * Transactions are out of scope.  A non-null TransactionalId is answered
+ * TRANSACTIONAL_ID_AUTHORIZATION_FAILED: clients treat it as fatal and say
+ * so at once ("Transactional Id authorization failed"), where a retriable
+ * code such as COORDINATOR_NOT_AVAILABLE would make init_transactions()
+ * retry until its timeout.  The broker logs why.
+ *
+ * v2+ is flexible; v3+ carries the producer's current ProducerId and
+ * ProducerEpoch (KIP-360, an epoch bump).  Without a TransactionalId Kafka
+ * ignores them and hands out a new id with epoch 0, and so does this
+ * handler: an idempotent producer (librdkafka bumps after a sequence
+ * error) simply starts again under the new id.
+ */
+#include "daemon/security/sec_authz.h"
+#include "daemon/request.h"
+#include "kp_msgs.h"
+
+#define PID_BLOCK 1000
+
+static int16_t next_producer_id(bk_broker *b, int64_t *pid)
+{
+    if (b->pid_next >= b->pid_end) {
+        char err[MD_ERRLEN];
+        int64_t first;
+        if (md_producer_id_allocate(b->db, PID_BLOCK, &first, err, sizeof err) != 0) {
+            BK_ERROR("InitProducerId: cannot reserve producer ids: %s", err);
+            return KP_COORDINATOR_NOT_AVAILABLE;      /* retriable */
+        }
+        b->pid_next = first;
+        b->pid_end = first + PID_BLOCK;
+    }
+    *pid = b->pid_next++;
+    return KP_NONE;
+}
+
+int bk_handle_init_producer_id(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    kp_InitProducerIdRequest q;
+    if (kp_dec_InitProducerIdRequest(&r->body, v, &q, &r->arena) != 0)
+        return BK_CLOSE;
+    kp_InitProducerIdResponse m;
+    kp_init_InitProducerIdResponse(&m);
+    m.ProducerId = -1;
+    m.ProducerEpoch = -1;
+    kp_str txn = q.TransactionalId;
+    if (txn.len >= 0) {
+        char cid[128] = "(null)";
+        if (r->hdr.ClientId.len >= 0)
+            kp_str_copy(r->hdr.ClientId, cid, sizeof cid);
+        BK_INFO("InitProducerId from client %s with transactional.id \"%.*s\" refused: "
+                "this broker does not support transactions (idempotence without "
+                "transactional.id works)", cid, txn.len > 200 ? 200 : (int)txn.len, txn.p);
+        m.ErrorCode = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    } else if (!BK_AUTHZ_CLUSTER(r, BK_OP_IDEMPOTENT_WRITE) &&
+               !bk_authorized_any(r, BK_RES_TOPIC, BK_OP_WRITE)) {
+        /* Kafka 3's rule (KIP-679): WRITE on any topic implies idempotence */
+        m.ErrorCode = KP_CLUSTER_AUTHORIZATION_FAILED;
+    } else {
+        m.ErrorCode = next_producer_id(r->b, &m.ProducerId);
+        if (m.ErrorCode == KP_NONE)
+            m.ProducerEpoch = 0;
+    }
+    return kp_enc_InitProducerIdResponse(r->out, v, &m) == 0 ? BK_RESPOND : BK_CLOSE;
+}

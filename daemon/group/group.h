@@ -1,0 +1,81 @@
+/*
+ * daemon/group/group.h — the group coordinator as the rest of the daemon
+ * sees it (its internals: daemon/group/group_int.h, private to daemon/group*.c).
+ */
+#ifndef SLUICE_COORDINATOR_H
+#define SLUICE_COORDINATOR_H
+
+#include "daemon/broker.h"
+
+/* ---- group coordinator (daemon/group*.c) ------------------------------------ */
+/* Loads groups from SQLite (they come back Empty; members rejoin), starts
+ * the offsets.retention.check.interval.ms timer.  After bk_topics_load.
+ * 0 or -1. */
+int  bk_groups_init(bk_broker *b);
+/* After bk_server_free: saves what changed, frees everything. */
+void bk_groups_shutdown(bk_broker *b);
+/* "Who coordinates group G": one place to ask.  Standalone: this broker. */
+int32_t bk_coordinator_of(bk_broker *b, const char *group);
+/* The coordinator's writes answer on the loop once durable: done(arg, rc)
+ * runs after the sync that covers them, never from inside the call that
+ * queued them.  A caller that goes away first calls bk_groups_forget
+ * (done will not run; the write itself may still happen). */
+struct gc_wait;
+typedef void (*bk_group_done_fn)(void *arg, int rc);
+void bk_groups_forget(struct gc_wait *pending);
+
+/* The one path that deletes a group and its committed offsets
+ * (DeleteGroups, the SQL surface's DELETE FROM consumer_groups).  Refused
+ * at once (NOT_COORDINATOR, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND for a group
+ * already being deleted) with the reason in err; else KP_NONE with
+ * d->pending set, and done(arg, rc) later: rc KP_NONE,
+ * KP_GROUP_ID_NOT_FOUND or KP_UNKNOWN_SERVER_ERROR, the reason written
+ * into err first (err must live until then). */
+typedef struct bk_group_deletion {
+    const char *group_id;
+    bk_group_done_fn done;
+    void *arg;
+    char *err;
+    size_t errlen;
+    struct gc_wait *pending;          /* out: set while queued */
+} bk_group_deletion;
+int bk_group_delete(bk_broker *b, bk_group_deletion *d);
+
+/* The one path for committed offsets: OffsetCommit and the SQL surface's
+ * UPDATE / INSERT of committed_offsets (design note: group_offset_commit.c).
+ * The caller fills offs[0..n) (group, topic, partition, offset, epoch,
+ * metadata, times); bk_offsets_commit validates them as Kafka's
+ * doCommitOffsets does, queues the valid ones on the coordinator's
+ * persistence pipeline (write half: the sync worker's transaction and
+ * fdatasync) and, on the loop after that sync, fills in their results
+ * and calls done(arg, rc) (apply half); rc: 0, or MD_E_SQL when the write
+ * failed (those entries then carry COORDINATOR_NOT_AVAILABLE).  offs and
+ * the strings it points to stay the caller's and must live until done
+ * runs or bk_groups_forget: a forgotten commit not yet handed to the
+ * sync worker is dropped. */
+typedef struct bk_offset_commit {
+    kp_str group;
+    int32_t generation;               /* a member's; -1: none (simple consumer) */
+    kp_str member_id, instance_id;    /* instance: null for none */
+    bool by_operator;                 /* the SQL surface: refused while the
+                                         group has members, all or nothing */
+    bool delete_offsets;              /* OffsetDelete: every entry is a
+                                         tombstone; the caller made the group
+                                         checks (group_offset_delete.c) */
+    md_offset *offs;                  /* result: per entry, out */
+    size_t n;
+    uint64_t cadence_key;             /* the committer's connection serial, to
+                                         learn its pace (group_persist.c C7);
+                                         0: none */
+    bk_group_done_fn done;
+    void *arg;
+    struct gc_wait *pending;          /* out: set while queued */
+    struct bk_req *authz;             /* a client's: each topic needs READ
+                                         (daemon/security/sec_authz.c); NULL: no check */
+} bk_offset_commit;
+/* KP_NONE with c->pending set: queued, done runs later.  KP_NONE with
+ * c->pending NULL: nothing to store, every entry's result is final.
+ * Another KP_* error: an operator's commit was refused as a whole,
+ * nothing queued, the reason in err. */
+int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errlen);
+#endif

@@ -1,0 +1,616 @@
+/*
+ * daemon/replica/replica_producers.c — the idempotent producer, broker side.
+ *
+ * Design note.
+ *
+ * A producer that sets enable.idempotence gets a ProducerId from
+ * InitProducerId (daemon/api/api_producer_id.c) and numbers its records per
+ * partition from 0: every batch carries ProducerId, ProducerEpoch and
+ * BaseSequence (its first record's number; the last is BaseSequence +
+ * LastOffsetDelta, wrapping at INT32_MAX to 0).  Per partition and
+ * producer the broker remembers the epoch and the last five batches
+ * (bk_producer), and decides for each incoming batch, in Kafka's order
+ * (ProducerStateManager / ProducerAppendInfo):
+ *
+ *   same epoch, (first, last) seq equal to a remembered batch
+ *                                   → duplicate: answered with that batch's
+ *                                     offset, nothing appended
+ *   epoch below the remembered one  → INVALID_PRODUCER_EPOCH
+ *   epoch above it, seq != 0        → OUT_OF_ORDER_SEQUENCE_NUMBER
+ *   same epoch, seq != last + 1     → OUT_OF_ORDER_SEQUENCE_NUMBER
+ *   producer unknown                → accepted at any sequence (Kafka >= 2.5,
+ *                                     KIP-360: state legitimately vanishes
+ *                                     with retention or expiry; librdkafka
+ *                                     2.0.2 treats UNKNOWN_PRODUCER_ID in a
+ *                                     produce answer as needing an epoch
+ *                                     bump it cannot do without KIP-360's
+ *                                     InitProducerId v3, so we never send it)
+ *
+ * Invariants:
+ *   P1. The table reflects exactly the batches below the log end: check
+ *       runs before seg_append, record right after it on the same loop
+ *       turn, and nothing else changes the log tail meanwhile.
+ *   P2. A snapshot named N holds the state of the batches below offset N,
+ *       so state = snapshot N + replay of the headers from N to the log
+ *       end.  A snapshot above the log end (its tail was cut by recovery)
+ *       is never used.
+ *   P3. Memory is per producer, never per batch: a producer's entry is
+ *       allocated when it first appears and keeps a fixed ring of five.
+ *
+ * The table is open addressing with linear probing; deletion shifts the
+ * following run back (no tombstones), so a lookup probes a short run.
+ *
+ * Snapshot file layout (big-endian), written to .tmp and renamed:
+ *
+ *   0  Magic      "SLPS"
+ *   4  Version    INT16 = 1
+ *   6  Count      INT32                 producers that follow
+ *  10  producer × Count:
+ *        ProducerId INT64 | ProducerEpoch INT16 | LastTimestamp INT64 |
+ *        Batches INT8 (0..5, oldest first) | batch × Batches:
+ *          FirstSeq INT32 | LastSeq INT32 | BaseOffset INT64 |
+ *          LastOffsetDelta INT32 | Timestamp INT64
+ *   end  Crc      UINT32                CRC-32C of every byte before it
+ */
+#include "daemon/replica/replica_producers.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/view/view.h"
+#include "daemon/replica/replica.h"
+
+/* ---- the table -------------------------------------------------------------- */
+void bk_pstate_init(bk_pstate *ps)
+{
+    memset(ps, 0, sizeof *ps);
+}
+
+void bk_pstate_free(bk_pstate *ps)
+{
+    for (uint32_t i = 0; i < ps->cap; i++)
+        free(ps->slots[i]);
+    free(ps->slots);
+    bk_pstate_init(ps);
+}
+
+static uint32_t slot_of(int64_t pid, uint32_t cap)
+{
+    uint64_t h = (uint64_t)pid * 0x9E3779B97F4A7C15ULL;   /* Fibonacci hashing */
+    return (uint32_t)(h >> 32) & (cap - 1);
+}
+
+bk_producer *bk_pstate_find(const bk_pstate *ps, int64_t pid)
+{
+    if (!ps || ps->cap == 0)
+        return NULL;
+    for (uint32_t i = slot_of(pid, ps->cap);; i = (i + 1) & (ps->cap - 1)) {
+        bk_producer *e = ps->slots[i];
+        if (!e || e->pid == pid)
+            return e;
+    }
+}
+
+static int grow(bk_pstate *ps)
+{
+    uint32_t ncap = ps->cap ? ps->cap * 2 : 8;
+    bk_producer **ns = calloc(ncap, sizeof *ns);
+    if (!ns)
+        return -1;
+    for (uint32_t i = 0; i < ps->cap; i++) {
+        bk_producer *e = ps->slots[i];
+        if (!e)
+            continue;
+        uint32_t j = slot_of(e->pid, ncap);
+        while (ns[j])
+            j = (j + 1) & (ncap - 1);
+        ns[j] = e;
+    }
+    free(ps->slots);
+    ps->slots = ns;
+    ps->cap = ncap;
+    return 0;
+}
+
+/* The entry for pid, created (epoch -1, no batches) if absent. */
+static bk_producer *find_or_add(bk_pstate *ps, int64_t pid)
+{
+    bk_producer *e = bk_pstate_find(ps, pid);
+    if (e)
+        return e;
+    if ((ps->n + 1) * 4 > ps->cap * 3 && grow(ps) != 0)     /* load <= 3/4 */
+        return NULL;
+    e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->pid = pid;
+    e->epoch = -1;
+    uint32_t i = slot_of(pid, ps->cap);
+    while (ps->slots[i])
+        i = (i + 1) & (ps->cap - 1);
+    ps->slots[i] = e;
+    ps->n++;
+    return e;
+}
+
+/* Removes slots[i] and shifts back the entries of the run after it that
+ * would otherwise become unreachable. */
+static void remove_at(bk_pstate *ps, uint32_t i)
+{
+    uint32_t mask = ps->cap - 1;
+    free(ps->slots[i]);
+    ps->slots[i] = NULL;
+    ps->n--;
+    for (uint32_t j = (i + 1) & mask; ps->slots[j]; j = (j + 1) & mask) {
+        uint32_t home = slot_of(ps->slots[j]->pid, ps->cap);
+        /* j's entry may move to the hole i if i lies cyclically in [home, j) */
+        bool movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
+        if (movable) {
+            ps->slots[i] = ps->slots[j];
+            ps->slots[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+uint32_t bk_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms)
+{
+    uint32_t gone = 0;
+    for (uint32_t i = 0; i < ps->cap;) {
+        bk_producer *e = ps->slots[i];
+        if (e && e->last_ts < now_ms - max_age_ms) {
+            remove_at(ps, i);          /* slot i may now hold a shifted entry */
+            gone++;
+            continue;
+        }
+        i++;
+    }
+    if (gone)
+        ps->dirty = true;
+    return gone;
+}
+
+/* ---- sequence rules ---------------------------------------------------------- */
+/* Kafka's DefaultRecordBatch.incrementSequence: wraps to 0 after INT32_MAX. */
+static int32_t seq_add(int32_t seq, int32_t inc)
+{
+    if (seq > INT32_MAX - inc)
+        return inc - (INT32_MAX - seq) - 1;
+    return seq + inc;
+}
+
+static bool in_sequence(int32_t last, int32_t next)
+{
+    return next == seq_add(last, 1);
+}
+
+static const bk_pbatch *find_duplicate(const bk_producer *e, const kp_batch *h)
+{
+    if (h->ProducerEpoch != e->epoch)
+        return NULL;
+    int32_t last = seq_add(h->BaseSequence, h->LastOffsetDelta);
+    for (int i = 0; i < e->n; i++) {
+        const bk_pbatch *b = &e->batches[i];
+        if (b->first_seq == h->BaseSequence && b->last_seq == last)
+            return b;
+    }
+    return NULL;
+}
+
+/* The latest earlier batch of the same producer in this request, if any:
+ * several batches of one producer in one request chain on each other. */
+static bool prior_in_request(const uint8_t *data, size_t upto, int64_t pid,
+                             kp_batch *out)
+{
+    bool found = false;
+    for (size_t at = 0; at < upto;) {
+        kp_batch h;
+        if (kp_batch_header(data + at, upto - at, &h) != 0)
+            break;
+        if (h.ProducerId == pid) {
+            *out = h;
+            found = true;
+        }
+        at += (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
+    }
+    return found;
+}
+
+int bk_pstate_check(const bk_pstate *ps, const uint8_t *data, size_t len,
+                    bk_pbatch *dup)
+{
+    for (size_t at = 0; at < len;) {
+        kp_batch h;
+        if (kp_batch_header(data + at, len - at, &h) != 0)
+            return KP_CORRUPT_MESSAGE;        /* validated before: cannot be */
+        size_t here = at;
+        at += (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
+        if (h.ProducerId < 0)
+            continue;
+        if (h.Attributes & KP_ATTR_TRANSACTIONAL)
+            return KP_INVALID_TXN_STATE;      /* no transactions here */
+        if (h.ProducerEpoch < 0 || h.BaseSequence < 0)
+            return KP_CORRUPT_MESSAGE;
+        const bk_producer *e = bk_pstate_find(ps, h.ProducerId);
+        if (e) {
+            const bk_pbatch *d = find_duplicate(e, &h);
+            if (d) {
+                *dup = *d;
+                return BK_PS_DUPLICATE;
+            }
+        }
+        int16_t epoch;
+        int32_t last;
+        kp_batch prior;
+        if (here > 0 && prior_in_request(data, here, h.ProducerId, &prior)) {
+            epoch = prior.ProducerEpoch;
+            last = seq_add(prior.BaseSequence, prior.LastOffsetDelta);
+        } else if (e && e->n > 0) {
+            epoch = e->epoch;
+            last = e->batches[e->head].last_seq;
+        } else {
+            continue;                          /* unknown producer: accepted */
+        }
+        if (h.ProducerEpoch < epoch)
+            return KP_INVALID_PRODUCER_EPOCH;
+        if (h.ProducerEpoch > epoch ? h.BaseSequence != 0
+                                    : !in_sequence(last, h.BaseSequence))
+            return KP_OUT_OF_ORDER_SEQUENCE_NUMBER;
+    }
+    return KP_NONE;
+}
+
+int bk_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts)
+{
+    bk_producer *e = find_or_add(ps, h->ProducerId);
+    if (!e)
+        return -1;
+    if (e->epoch != h->ProducerEpoch) {
+        e->epoch = h->ProducerEpoch;
+        e->n = 0;
+    }
+    e->head = e->n == 0 ? 0 : (uint8_t)((e->head + 1) % BK_PRODUCER_BATCHES);
+    if (e->n < BK_PRODUCER_BATCHES)
+        e->n++;
+    bk_pbatch *b = &e->batches[e->head];
+    b->first_seq = h->BaseSequence;
+    b->last_seq = seq_add(h->BaseSequence, h->LastOffsetDelta);
+    b->base_offset = h->BaseOffset;
+    b->offset_delta = h->LastOffsetDelta;
+    b->timestamp = h->MaxTimestamp;
+    if (ts > e->last_ts)
+        e->last_ts = ts;
+    ps->dirty = true;
+    return 0;
+}
+
+int bk_pstate_record(bk_pstate *ps, const uint8_t *data, size_t len, int64_t now_ms)
+{
+    int rc = 0;
+    for (size_t at = 0; at < len;) {
+        kp_batch h;
+        if (kp_batch_header(data + at, len - at, &h) != 0)
+            return -1;
+        at += (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
+        if (h.ProducerId >= 0 && bk_pstate_apply(ps, &h, now_ms) != 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+/* ---- snapshots ----------------------------------------------------------------- */
+#define SNAP_MAGIC "SLPS"
+#define SNAP_VERSION 1
+#define SNAP_EXT ".snapshot"
+
+/* "<20 digits>.snapshot" → its offset, or -1. */
+static int64_t snap_offset(const char *name)
+{
+    if (strlen(name) != 20 + strlen(SNAP_EXT) || name[0] < '0' || name[0] > '9')
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(name, &end, 10);
+    return end == name + 20 && strcmp(end, SNAP_EXT) == 0 && errno == 0 ? v : -1;
+}
+
+/* Snapshot offsets found in dir, newest first; *out malloc'd. */
+static int list_snapshots(const char *dir, int64_t **out, int *count)
+{
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0, cap = 0;
+    int64_t *v = NULL;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int64_t o = snap_offset(de->d_name);
+        if (o < 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4;
+            int64_t *w = realloc(v, (size_t)cap * sizeof *w);
+            if (!w)
+                break;
+            v = w;
+        }
+        v[n++] = o;
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++)                 /* insertion sort, descending */
+        for (int j = i; j > 0 && v[j] > v[j - 1]; j--) {
+            int64_t t = v[j]; v[j] = v[j - 1]; v[j - 1] = t;
+        }
+    *out = v;
+    *count = n;
+    return 0;
+}
+
+static void snap_path(char *out, size_t cap, const char *dir, int64_t offset)
+{
+    snprintf(out, cap, "%s/%020lld" SNAP_EXT, dir, (long long)offset);
+}
+
+int bk_pstate_save(const bk_pstate *ps, const char *dir, int64_t offset)
+{
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_wr_raw(&b, SNAP_MAGIC, 4);
+    kp_wr_i16(&b, SNAP_VERSION);
+    kp_wr_i32(&b, ps ? (int32_t)ps->n : 0);
+    for (uint32_t i = 0; ps && i < ps->cap; i++) {
+        const bk_producer *e = ps->slots[i];
+        if (!e)
+            continue;
+        kp_wr_i64(&b, e->pid);
+        kp_wr_i16(&b, e->epoch);
+        kp_wr_i64(&b, e->last_ts);
+        kp_wr_i8(&b, (int8_t)e->n);
+        for (int k = e->n - 1; k >= 0; k--) {   /* oldest first */
+            const bk_pbatch *pb = &e->batches[(e->head + BK_PRODUCER_BATCHES - k) %
+                                              BK_PRODUCER_BATCHES];
+            kp_wr_i32(&b, pb->first_seq);
+            kp_wr_i32(&b, pb->last_seq);
+            kp_wr_i64(&b, pb->base_offset);
+            kp_wr_i32(&b, pb->offset_delta);
+            kp_wr_i64(&b, pb->timestamp);
+        }
+    }
+    kp_wr_u32(&b, kp_crc32c(0, b.data, b.len));
+    char path[4200], tmp[4300];
+    snap_path(path, sizeof path, dir, offset);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int rc = -1;
+    int fd = b.err ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        size_t off = 0;
+        while (off < b.len) {
+            ssize_t w = write(fd, b.data + off, b.len - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                break;
+            off += (size_t)w;
+        }
+        /* No fsync: a snapshot lost or torn by a power cut fails its CRC
+         * or is missing, and the state is replayed from the log (P2). */
+        if (close(fd) == 0 && off == b.len && rename(tmp, path) == 0)
+            rc = 0;
+        else
+            unlink(tmp);
+    }
+    kp_buf_free(&b);
+    if (rc != 0)
+        return rc;
+    int64_t *offs;
+    int n;
+    if (list_snapshots(dir, &offs, &n) == 0) {
+        for (int i = 2; i < n; i++) {           /* keep the newest two */
+            snap_path(path, sizeof path, dir, offs[i]);
+            unlink(path);
+        }
+        free(offs);
+    }
+    return 0;
+}
+
+static int decode(bk_pstate *ps, const uint8_t *data, size_t len)
+{
+    if (len < 14 || memcmp(data, SNAP_MAGIC, 4) != 0)
+        return -1;
+    kp_rd tail;
+    kp_rd_init(&tail, data + len - 4, 4);
+    if (kp_rd_u32(&tail) != kp_crc32c(0, data, len - 4))
+        return -1;
+    kp_rd r;
+    kp_rd_init(&r, data + 4, len - 8);
+    if (kp_rd_i16(&r) != SNAP_VERSION)
+        return -1;
+    int32_t count = kp_rd_i32(&r);
+    for (int32_t i = 0; i < count && kp_rd_ok(&r); i++) {
+        int64_t pid = kp_rd_i64(&r);
+        int16_t epoch = kp_rd_i16(&r);
+        int64_t last_ts = kp_rd_i64(&r);
+        int8_t nb = kp_rd_i8(&r);
+        if (!kp_rd_ok(&r) || pid < 0 || nb < 0 || nb > BK_PRODUCER_BATCHES)
+            return -1;
+        bk_producer *e = find_or_add(ps, pid);
+        if (!e)
+            return -1;
+        e->epoch = epoch;
+        e->last_ts = last_ts;
+        for (int k = 0; k < nb; k++) {
+            bk_pbatch *pb = &e->batches[k];
+            pb->first_seq = kp_rd_i32(&r);
+            pb->last_seq = kp_rd_i32(&r);
+            pb->base_offset = kp_rd_i64(&r);
+            pb->offset_delta = kp_rd_i32(&r);
+            pb->timestamp = kp_rd_i64(&r);
+        }
+        e->n = (uint8_t)nb;
+        e->head = nb > 0 ? (uint8_t)(nb - 1) : 0;
+    }
+    return kp_rd_ok(&r) && kp_rd_left(&r) == 0 ? 0 : -1;
+}
+
+static int read_file(const char *path, kp_buf *out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    for (;;) {
+        uint8_t *dst = kp_buf_reserve(out, 65536);
+        if (!dst) {
+            close(fd);
+            return -1;
+        }
+        ssize_t got = read(fd, dst, 65536);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            close(fd);
+            return got == 0 ? 0 : -1;
+        }
+        out->len += (size_t)got;
+    }
+}
+
+int64_t bk_pstate_load(bk_pstate *ps, const char *dir, int64_t log_end)
+{
+    int64_t *offs;
+    int n;
+    if (list_snapshots(dir, &offs, &n) != 0)
+        return -1;
+    int64_t found = -1;
+    char path[4200];
+    for (int i = 0; i < n && found < 0; i++) {
+        snap_path(path, sizeof path, dir, offs[i]);
+        if (offs[i] > log_end) {                /* P2: its tail was cut */
+            unlink(path);
+            continue;
+        }
+        kp_buf b;
+        kp_buf_init(&b);
+        if (read_file(path, &b) == 0 && decode(ps, b.data, b.len) == 0) {
+            found = offs[i];
+        } else {
+            bk_pstate_free(ps);
+            BK_WARN("producer state snapshot %s is unreadable; ignored", path);
+        }
+        kp_buf_free(&b);
+    }
+    free(offs);
+    ps->dirty = false;
+    return found;
+}
+
+/* ---- the partition's side ---------------------------------------------------------- */
+/* view_topics.c invariant 3: <log.dirs>/<topic>-<partition>. */
+static void partition_dir(bk_broker *b, bk_partition *p, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s-%d", b->data_dir, p->topic->name, p->id);
+}
+
+/* Replayed producers count as seen now: batch timestamps are the
+ * producer's clock (CreateTime may be any age), and expiring state just
+ * rebuilt would defeat the rebuild. */
+struct replay { bk_pstate *ps; int64_t batches; int64_t now; };
+
+static int replay_header(const uint8_t *hdr, void *arg)
+{
+    struct replay *rp = arg;
+    kp_batch h;
+    if (kp_batch_header(hdr, KP_BATCH_HEADER_SIZE, &h) != 0)
+        return -1;
+    rp->batches++;
+    if (h.ProducerId < 0 || (h.Attributes & KP_ATTR_CONTROL))
+        return 0;
+    if (bk_pstate_apply(rp->ps, &h, rp->now) != 0)
+        return -1;
+    return 0;
+}
+
+int bk_producers_open(bk_broker *b, bk_partition *p)
+{
+    bk_pstate *ps = malloc(sizeof *ps);
+    if (!ps)
+        return -1;
+    bk_pstate_init(ps);
+    char dir[8192];
+    partition_dir(b, p, dir, sizeof dir);
+    int64_t end = seg_log_end(p->log);
+    int64_t from = bk_pstate_load(ps, dir, end);
+    if (from < 0)
+        from = seg_log_start(p->log);        /* no snapshot: all of the log */
+    int rc = 0;
+    if (from < end) {
+        int64_t t0 = bk_mono_us();
+        struct replay rp = { ps, 0, bk_now_ms() };
+        if (seg_scan_headers(p->log, from, replay_header, &rp) != 0) {
+            BK_ERROR("%s-%d: cannot rebuild producer state from the log; "
+                     "retried idempotent batches may be appended twice",
+                     p->topic->name, p->id);
+            rc = -1;
+        }
+        if (rp.batches > 0)
+            BK_INFO("%s-%d: producer state rebuilt from %lld batch headers "
+                    "(offsets %lld..%lld, %u producers) in %.1f ms", p->topic->name,
+                    p->id, (long long)rp.batches, (long long)from,
+                    (long long)end, ps->n, (double)(bk_mono_us() - t0) / 1000.0);
+        if (rc == 0 && bk_pstate_save(ps, dir, end) == 0)
+            ps->dirty = false;
+    }
+    bk_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
+    p->producers = ps;
+    return rc;
+}
+
+void bk_producers_close(bk_broker *b, bk_partition *p, bool destroy)
+{
+    if (!destroy && p->log) {
+        char dir[8192];
+        partition_dir(b, p, dir, sizeof dir);
+        if (bk_pstate_save(p->producers, dir, seg_log_end(p->log)) != 0)
+            BK_WARN("%s-%d: cannot write the producer state snapshot (%s); "
+                    "the next start replays the log", p->topic->name, p->id,
+                    strerror(errno));
+    }
+    if (p->producers) {
+        bk_pstate_free(p->producers);
+        free(p->producers);
+        p->producers = NULL;
+    }
+}
+
+int bk_producers_reset(bk_broker *b, bk_partition *p)
+{
+    bk_producers_close(b, p, true);          /* its state may hold cut batches */
+    return bk_producers_open(b, p);
+}
+
+static void tick_replica(bk_partition *p, void *arg)
+{
+    bk_broker *b = arg;
+    bk_pstate *ps = p->producers;
+    if (!ps || ps->n == 0)
+        return;
+    bk_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
+    if (!ps->dirty)
+        return;
+    char dir[8192];
+    partition_dir(b, p, dir, sizeof dir);
+    if (bk_pstate_save(ps, dir, seg_log_end(p->log)) == 0)
+        ps->dirty = false;
+}
+
+void bk_producers_tick(bk_broker *b)
+{
+    bk_replicas_foreach(b, tick_replica, b);
+}

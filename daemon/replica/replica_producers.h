@@ -1,0 +1,104 @@
+/*
+ * daemon/replica/replica_producers.h — what a partition remembers of its idempotent
+ * producers (Kafka's ProducerStateManager, without transactions).
+ *
+ * The table (bk_pstate) is plain memory with no knowledge of the broker,
+ * so the unit tests drive it alone; bk_producers_* at the bottom tie it
+ * to a partition: rebuild at open, snapshot at close and on a timer.
+ */
+#ifndef SLUICE_PRODUCER_STATE_H
+#define SLUICE_PRODUCER_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/kp.h"
+
+/* Batches remembered per producer (Kafka's NumBatchesToRetain): a client
+ * has at most 5 requests in flight per partition, so a retry is always a
+ * repeat of one of these. */
+#define BK_PRODUCER_BATCHES 5
+/* Kafka's producer.id.expiration.ms default: a producer silent for a day
+ * is forgotten (its next batch is accepted at any sequence, as Kafka does
+ * for a producer whose state is gone). */
+#define BK_PRODUCER_EXPIRATION_MS (24LL * 3600 * 1000)
+
+typedef struct bk_pbatch {
+    int32_t first_seq, last_seq;
+    int64_t base_offset;
+    int32_t offset_delta;            /* LastOffsetDelta */
+    int64_t timestamp;               /* MaxTimestamp as stored */
+} bk_pbatch;
+
+typedef struct bk_producer {
+    int64_t pid;
+    int64_t last_ts;                 /* ms, for expiry */
+    int16_t epoch;
+    uint8_t n;                       /* batches[] in use */
+    uint8_t head;                    /* index of the newest */
+    bk_pbatch batches[BK_PRODUCER_BATCHES];
+} bk_producer;
+
+typedef struct bk_pstate {
+    bk_producer **slots;             /* open addressing by pid, NULL = free */
+    uint32_t cap;                    /* power of two, or 0 */
+    uint32_t n;
+    bool dirty;                      /* changed since the last snapshot */
+} bk_pstate;
+
+void bk_pstate_init(bk_pstate *ps);
+void bk_pstate_free(bk_pstate *ps);
+bk_producer *bk_pstate_find(const bk_pstate *ps, int64_t pid);
+
+/* Not a Kafka code: "this is a retry of a stored batch". */
+#define BK_PS_DUPLICATE (-1)
+
+/* Checks the idempotent batches among `len` bytes of validated batches
+ * before they are appended (cost: one hash lookup per batch with a
+ * ProducerId; batches without one are skipped).  Returns KP_NONE (append
+ * them), BK_PS_DUPLICATE with *dup the stored batch the first one repeats
+ * (append nothing, answer with its offset, as Kafka does), or the error
+ * for the partition: INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
+ * INVALID_TXN_STATE (transactional batch), CORRUPT_MESSAGE (negative
+ * epoch or sequence with a ProducerId). */
+int bk_pstate_check(const bk_pstate *ps, const uint8_t *batches, size_t len,
+                    bk_pbatch *dup);
+/* Records the idempotent batches just appended (BaseOffset assigned).
+ * 0, or -1 when memory ran out (that producer's retries are then not
+ * recognised: logged by the caller). */
+int bk_pstate_record(bk_pstate *ps, const uint8_t *batches, size_t len,
+                     int64_t now_ms);
+/* One stored batch header (rebuild from the log). */
+int bk_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts);
+/* Forgets producers whose last batch is older than now - max_age.
+ * Returns how many. */
+uint32_t bk_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms);
+
+/* Snapshot files "<dir>/<20-digit offset>.snapshot": the state after
+ * every batch below offset.  save writes atomically (temp + rename) and
+ * keeps the two newest.  load takes the newest valid one at or below
+ * log_end into an empty ps, removes those above it (a torn tail was cut),
+ * and returns its offset, or -1 when there is none usable. */
+int     bk_pstate_save(const bk_pstate *ps, const char *dir, int64_t offset);
+int64_t bk_pstate_load(bk_pstate *ps, const char *dir, int64_t log_end);
+
+/* ---- the partition's side (replica.h: bk_partition.producers) ------------ */
+struct bk_broker;
+struct bk_partition;
+/* At open: loads the newest usable snapshot and replays batch headers
+ * from its offset to the log end (all of the log without one); writes a
+ * fresh snapshot when it replayed anything.  0 or -1 (out of memory, or
+ * the log unreadable: logged; the partition then starts with no state). */
+int  bk_producers_open(struct bk_broker *b, struct bk_partition *p);
+/* At close: a snapshot at the log end unless destroy (topic deletion),
+ * then frees. */
+void bk_producers_close(struct bk_broker *b, struct bk_partition *p, bool destroy);
+/* After the log was cut back (a follower truncating): the state again as
+ * the log now has it, from the newest snapshot at or below its end. */
+int  bk_producers_reset(struct bk_broker *b, struct bk_partition *p);
+/* Maintenance timer: expires silent producers and snapshots partitions
+ * whose state changed, so a crash replays little of the log. */
+void bk_producers_tick(struct bk_broker *b);
+
+#endif

@@ -1,0 +1,1628 @@
+/*
+ * daemon/replication/repl_fetcher.c — the replica fetchers: a follower's copy of what its
+ * leaders append (issue 16, follower side).
+ *
+ * In cluster mode every partition this broker hosts (bk_pview.local) whose
+ * leader is another live broker is followed.  Partitions are grouped by
+ * leader: one fetcher per leader broker, with one connection to that
+ * broker's endpoint of the inter-broker listener (inter.broker.listener.name,
+ * from its registration; TLS when that listener is SSL or SASL_SSL, a SASL
+ * login when it is SASL_*: F9) and at most one request in
+ * flight, a Fetch v11 carrying every partition followed from it, which the
+ * leader long-polls (replica.fetch.wait.max.ms / replica.fetch.min.bytes).
+ * Each answer's batches are appended as they are, with the leader's
+ * offsets (seg_append_assigned), and the replica's high watermark becomes
+ * min(leader's HighWatermark, its own log end).
+ *
+ * States of a fetcher (one per leader):
+ *
+ *   CONNECTING ──connected──► READY ──send_fetch──► WAITING ──answer──► READY
+ *                              │   (an OffsetForLeaderEpoch first while a
+ *                              │    partition must truncate, F6)
+ *                              └─ SASL listener (F9): sasl_start ─► WAITING
+ *                                 (SaslHandshake, then SaslAuthenticate per
+ *                                 token; handle_sasl) ─authenticated─► READY
+ *        ▲                     │ (nothing to fetch: a timer for the
+ *        │                     │  earliest paused partition's retry)
+ *        └──── BACKOFF ◄───────┴── connection error, EOF, timeout, a frame
+ *           (replica.fetch.backoff.ms)  that does not decode (conn_fail)
+ *
+ * Partitions of a fetcher are paused after a partition error:
+ *   FENCED_LEADER_EPOCH: our view is older than the leader's; until the
+ *     view of the partition changes (its leader, epoch or znode version),
+ *     which it will, since the leader saw a newer state in ZooKeeper.
+ *   NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_LEADER_EPOCH:
+ *     until the view changes, or replica.fetch.backoff.ms at most: the
+ *     leader's own mirror applies the same ZooKeeper change a little later
+ *     than ours may (a topic just created), and no further change would
+ *     come to wake us.
+ *   OFFSET_OUT_OF_RANGE: ahead of the leader's high watermark → truncated
+ *     to it, then fetched again; behind the leader's log start → segments/ cannot
+ *     restart a log above its end, so it is logged and paused until the
+ *     view changes.
+ *   Any other error (storage, a local append that failed): backoff.
+ *
+ * Invariants:
+ *   F1. Nothing is appended to a replica unless, when the answer arrives,
+ *       the view still has it local and led by this fetcher's broker, and
+ *       its log end is the FetchOffset the request carried.  So a partition
+ *       whose leadership moves to this broker (or elsewhere), or that was
+ *       deleted (and maybe recreated) while a fetch was in flight, is never
+ *       touched by that fetch: answers are looked up again by name (view.c,
+ *       V3), never through pointers kept across the loop.
+ *   F2. At most one connection and one request in flight per leader; a
+ *       fetcher with no partitions left is closed and freed.
+ *   F3. The append path allocates nothing per answer: the frame buffer,
+ *       the decode arena and the request buffers are the fetcher's and are
+ *       reused (grown, never shrunk, while the fetcher lives).
+ *   F4. Standalone mode has no fetchers (bk_fetchers_start is only called
+ *       by cl_start).
+ *   F5. Partitions are followed only while the mirror is in step with
+ *       ZooKeeper in this session (cl->synced): a recomputation before the
+ *       first resync, or after the session expired, follows nothing.
+ *       mr_resync_done ends with cl_brokers_changed, which recomputes.
+ *   F6. A partition newly followed, or whose leader epoch changed, is not
+ *       fetched until its log was cut where it diverges from the leader's:
+ *       the fetcher first sends an OffsetForLeaderEpoch (same connection,
+ *       still one request in flight) for its latest epoch and truncates
+ *       as apply_epoch says (Kafka's rule).  The answer is used only if
+ *       the view still has the epoch it was asked under and the log end
+ *       it was asked at, so it describes the log it is applied to.
+ *   F7. follower.replication.throttled.rate (bytes/s, dynamic; 0 or unset:
+ *       none) bounds what all fetchers together append to the partitions
+ *       this broker is being added to by a reassignment (Kafka's throttled
+ *       replicas; cluster_reassign.c), through one token bucket of one second's
+ *       worth: such a partition is asked for at most the tokens left, and
+ *       left out of the requests (paused) while the bucket is empty.  The
+ *       replicas already in sync are never throttled.
+ *   F8. A plaintext connection's answers do not go through libevent's
+ *       buffers (which read at most a few KiB per loop iteration, each
+ *       with a FIONREAD ioctl, an epoll_wait, a timer re-arm, and then a
+ *       copy out): once connected, its own persistent event (the read
+ *       timeout the bufferevent had) recv()s each answer straight into
+ *       f->in, sized by the frame length, and for the rest of a large
+ *       answer sets SO_RCVLOWAT so that the socket wakes it when that
+ *       much is there, not per segment the leader's sendfile sent.  At
+ *       most one answer is ever read (F2): bytes beyond it, or with no
+ *       request out, fail the connection.  Requests go out by one send()
+ *       when the bufferevent's output is empty.  The bufferevent keeps the
+ *       connecting (evdns) and what the socket did not take.  TLS
+ *       connections read through the bufferevent (SSL_read, sec_tls.c).
+ *   F9. On a SASL_PLAINTEXT / SASL_SSL inter-broker listener nothing but
+ *       SaslHandshake v1 and SaslAuthenticate v2 goes out on a connection
+ *       until the login with sasl.mechanism.inter.broker.protocol and the
+ *       broker's JAAS credentials (broker_config.c) succeeded; the exchange uses
+ *       the same one-request-in-flight path (api_out says which answer is
+ *       due).  SCRAM's server-final must carry the ServerSignature the
+ *       password gives, or the login fails.  A failed login (the leader's
+ *       ErrorMessage logged) is a conn_fail: backoff, and no Fetch, so the
+ *       leader keeps this broker out of the ISR.  The SaltedPassword's
+ *       PBKDF2 runs on a thread (salt_job), cached per salt and iteration
+ *       count.  With the leader's SessionLifetimeMs (KIP-368) the next
+ *       request after 85 to 95 % of it (at random, as Kafka's clients) is a
+ *       new SaslHandshake on
+ *       the same connection (bk_fetch_reauth_at; a lifetime past the
+ *       clock's range is none); a leader that closes at expiry anyway is a
+ *       conn_fail like any EOF.
+ *   F10. Far behind, the next request goes out before an answer is
+ *       appended, so the leader sends the next answer while this one is
+ *       written (into new page-cache pages: the catch-up's bound): its
+ *       FetchOffset is where the answer's whole batches end
+ *       (bk_fetch_ahead_offset), which is the log end after the append.
+ *       Only when that offset is below the HighWatermark the answer
+ *       carried, for every partition with data, so a follower never
+ *       reports early an offset that could move the leader's high
+ *       watermark or put it in the ISR (those wait for the append, as in
+ *       Kafka); and only when no partition has an error, none is being
+ *       cut (F6) and nothing is throttled (F7).  Still one request in
+ *       flight (F2: the answer was read whole).  If an append fails, the
+ *       log end is not that offset and F1 drops the next answer.
+ */
+#include "daemon/replication/repl_fetcher.h"
+#include "daemon/view/view_broker_configs.h"
+#include "daemon/cluster/cluster.h"
+#include "daemon/replica/replica.h"
+#include "daemon/replica/replica_producers.h"
+#include "daemon/security/sec_scram.h"
+#include "daemon/replication/repl_throttle.h"
+#include "daemon/security/sec_tls.h"
+#include "daemon/replica/replica_logdir.h"
+
+#include <arpa/inet.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
+#include "kp_msgs.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define FE_HOST_MAX 256
+/* Fetch v11: the newest without flexible headers and with every field the
+ * contract names (CurrentLeaderEpoch, LogStartOffset, RackId). */
+#define FE_FETCH_VERSION 11
+/* OffsetForLeaderEpoch v3: ReplicaId and CurrentLeaderEpoch, header v1. */
+#define FE_EPOCH_VERSION 3
+/* SaslHandshake v1 (tokens in SaslAuthenticate, re-authentication
+ * allowed); SaslAuthenticate v2 (flexible; SessionLifetimeMs since v1). */
+#define FE_HANDSHAKE_VERSION 1
+#define FE_AUTH_VERSION 2
+/* A re-authentication is started at a random share of the session's
+ * lifetime between these thousandths (Kafka's SaslClientAuthenticator:
+ * 0.85 + 0.10 * random). */
+#define FE_REAUTH_MIN_PERMILLE 850
+#define FE_REAUTH_SPAN_PERMILLE 100
+/* Beyond replica.fetch.wait.max.ms, how long an answer may take before
+ * the connection is given up (Kafka's replica.socket.timeout.ms default). */
+#define FE_SOCKET_TIMEOUT_MS 30000
+/* Response framing overhead allowed above the byte limits asked for. */
+#define FE_FRAME_SLACK (1 << 20)
+/* F8: room for an answer before its length is known (a small one is read
+ * whole by one recv), and the range of SO_RCVLOWAT used for the rest of a
+ * large one: below FE_LOWAT_MIN left it is not worth a setsockopt; above
+ * FE_LOWAT_MAX the kernel would grow the receive buffer (and clamp the
+ * window) further for little gain. */
+#define FE_IN_MIN (64u << 10)
+#define FE_LOWAT_MIN (64u << 10)
+#define FE_LOWAT_MAX (1u << 20)
+
+enum fe_state { FE_CONNECTING, FE_READY, FE_WAITING, FE_BACKOFF };
+
+typedef struct fe_part {
+    char topic[MD_TOPIC_NAME_MAX + 1];
+    int32_t partition;
+    int32_t leader_epoch, zk_version;    /* the view's, last recomputed */
+    int64_t retry_us;                    /* paused until (0: active;
+                                            INT64_MAX: until the view changes) */
+    int64_t fetch_offset;                /* in the request in flight */
+    int32_t fetch_epoch;                 /* CurrentLeaderEpoch it carried */
+    bool in_request, seen;
+    /* F6: asking the leader where its log diverges (OffsetForLeaderEpoch)
+     * before fetching; oe_end / oe_epoch: our log end and latest epoch
+     * when asked. */
+    bool truncating;
+    int64_t oe_end;
+    int32_t oe_epoch;
+    /* F10: while one answer is handled, its data for this partition (F1
+     * checked; NULL: none to apply) and the offset the next request asks
+     * for before it is appended (-1: the log end, as usual). */
+    const kp_FetchResponse_PartitionData *answer;
+    bk_partition *answer_to;
+    int64_t ahead;
+} fe_part;
+
+typedef struct fe_fetcher {
+    struct fe_set *set;
+    int32_t leader;
+    char host[FE_HOST_MAX];
+    int32_t port;
+    enum fe_state state;
+    struct bufferevent *bev;
+    struct event *rev;                   /* plaintext: answers read here (F8) */
+    size_t in_got;                       /* F8: bytes of the answer read,
+                                            its 4-byte length included */
+    int rcvlowat;                        /* F8: the socket's SO_RCVLOWAT */
+    struct event *timer;                 /* backoff, paused partitions */
+    fe_part *parts;
+    int nparts, cap;
+    /* reused buffers (F3) */
+    kp_buf out;
+    uint8_t *in;
+    size_t in_cap;
+    kp_arena arena;
+    kp_FetchRequest_FetchTopic *ts;
+    kp_FetchRequest_FetchPartition *ps;
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic *ets;
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition *eps;
+    int req_cap;
+    int16_t api_out;                     /* the API of the request out */
+    /* F9: the SASL login on a SASL inter-broker listener */
+    int sasl_step;                       /* tokens sent in this exchange */
+    bool sasl_done_once;                 /* this connection authenticated */
+    scram_client scram;
+    char server_first[512];              /* for SCRAM's AuthMessage */
+    size_t server_first_len;
+    bool salting;                        /* F9: waits for the PBKDF2 worker */
+    int64_t reauth_us;                   /* mono; 0: no session lifetime */
+    int32_t corrid;
+    int64_t max_batch;                   /* largest max.message.bytes followed */
+    struct fe_fetcher *next;
+} fe_fetcher;
+
+typedef struct fe_set {
+    bk_broker *b;
+    struct evdns_base *dns;
+    struct event *recompute;             /* zero-delay, coalesces updates */
+    fe_fetcher *fetchers;
+    bk_tbucket throttle;                 /* follower.replication.throttled.rate (F7) */
+    /* F9: the SCRAM SaltedPassword of the broker's password for the last
+     * salt and iteration count a leader sent (one credential, in
+     * ZooKeeper, for every leader): PBKDF2 runs once, not per login, and
+     * on a thread of its own (salt_job), never on the loop. */
+    struct fe_salt_job *salt_job;        /* in flight, or NULL */
+    scram_mech salted_mech;
+    uint8_t salted_for[64];
+    size_t salted_for_len;
+    int32_t salted_iterations;
+    uint8_t salted[SCRAM_MAX_KEY];
+} fe_set;
+
+/* /metrics (bk_fetchers_counters); the loop thread's only. */
+static uint64_t fetches_ahead, answers_dropped;
+
+void bk_fetchers_counters(uint64_t *ahead, uint64_t *dropped)
+{
+    *ahead = fetches_ahead;
+    *dropped = answers_dropped;
+}
+
+/* ---- pure pieces ------------------------------------------------------------- */
+
+bool bk_follow_wanted(const bk_pview *v, int32_t self, bool leader_alive)
+{
+    return v->local && v->leader >= 0 && v->leader != self && leader_alive;
+}
+
+size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records)
+{
+    size_t off = 0;
+    int64_t n = 0;
+    while (len - off >= KP_BATCH_HEADER_SIZE) {
+        int64_t size = kp_batch_size(buf + off, len - off);
+        kp_batch h;
+        if (size < KP_BATCH_HEADER_SIZE || (uint64_t)size > len - off ||
+            kp_batch_header(buf + off, len - off, &h) != 0)
+            break;
+        n += h.RecordsCount > 0 ? h.RecordsCount : 0;
+        off += (size_t)size;
+    }
+    if (records)
+        *records = n;
+    return off;
+}
+
+int64_t bk_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
+                              int64_t leader_hw)
+{
+    int64_t expect = log_end;
+    for (size_t off = 0; off < whole;) {
+        kp_batch h;
+        int64_t size = kp_batch_size(buf + off, whole - off);
+        if (size < KP_BATCH_HEADER_SIZE || (uint64_t)size > whole - off ||
+            kp_batch_header(buf + off, whole - off, &h) != 0 || h.LastOffsetDelta < 0 ||
+            (off == 0 ? h.BaseOffset != expect : h.BaseOffset < expect))
+            return -1;
+        if (h.BaseOffset > INT64_MAX - 1 - h.LastOffsetDelta)
+            return -1;                   /* a leader's offsets past INT64_MAX */
+        expect = h.BaseOffset + h.LastOffsetDelta + 1;
+        off += (size_t)size;
+    }
+    return whole == 0 || expect < leader_hw ? expect : -1;
+}
+
+int64_t bk_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms, int permille)
+{
+    if (lifetime_ms <= 0 || permille <= 0 || lifetime_ms > (INT64_MAX - now_us) / permille)
+        return 0;                        /* none, or beyond any clock: never */
+    return now_us + lifetime_ms * permille;
+}
+
+enum bk_out_of_range bk_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
+                                           int64_t leader_log_start)
+{
+    if (leader_hw >= 0 && log_end > leader_hw)
+        return BK_OOR_TRUNCATE;
+    if (leader_log_start >= 0 && log_end < leader_log_start)
+        return BK_OOR_BELOW_START;
+    return BK_OOR_RETRY;
+}
+
+/* ---- connection ------------------------------------------------------------------- */
+
+static void send_fetch(fe_fetcher *f);
+static void fetcher_connect(fe_fetcher *f);
+
+static void arm_timer(fe_fetcher *f, int64_t delay_ms)
+{
+    struct timeval tv = { (time_t)(delay_ms / 1000), (suseconds_t)(delay_ms % 1000) * 1000 };
+    evtimer_add(f->timer, &tv);
+}
+
+static void close_conn(fe_fetcher *f)
+{
+    if (f->rev)
+        event_free(f->rev);              /* before its fd is closed */
+    f->rev = NULL;
+    f->in_got = 0;
+    f->rcvlowat = 1;
+    f->sasl_step = 0;
+    f->salting = false;
+    f->sasl_done_once = false;
+    f->reauth_us = 0;
+    OPENSSL_cleanse(&f->scram, sizeof f->scram);
+    if (f->bev)
+        bufferevent_free(f->bev);        /* no callback runs after this */
+    f->bev = NULL;
+    for (int i = 0; i < f->nparts; i++)
+        f->parts[i].in_request = false;
+}
+
+/* Whatever went wrong with the connection, the fetcher starts over after
+ * replica.fetch.backoff.ms: nothing was appended from a broken answer, and
+ * the next request asks again from each log end. */
+static void conn_fail(fe_fetcher *f, const char *why)
+{
+    BK_WARN("replica fetcher for broker %d (%s:%d): %s; reconnecting in %d ms",
+            f->leader, f->host, f->port, why, f->set->b->cfg->replica_fetch_backoff_ms);
+    close_conn(f);
+    f->state = FE_BACKOFF;
+    arm_timer(f, f->set->b->cfg->replica_fetch_backoff_ms);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    fe_fetcher *f = arg;
+    if (f->state == FE_BACKOFF)
+        fetcher_connect(f);
+    else if (f->state == FE_READY)
+        send_fetch(f);
+}
+
+/* ---- the answer --------------------------------------------------------------------- */
+
+static fe_part *find_part(fe_fetcher *f, kp_str topic, int32_t partition)
+{
+    for (int i = 0; i < f->nparts; i++)
+        if (f->parts[i].partition == partition && kp_str_eq(topic, f->parts[i].topic))
+            return &f->parts[i];
+    return NULL;
+}
+
+/* until_us INT64_MAX: until the view of the partition changes. */
+static void pause_part(fe_part *fp, int64_t until_us)
+{
+    fp->retry_us = until_us;
+}
+
+/* Cuts the replica's log back to `offset` (a no-op at or past its end,
+ * but for leader epochs starting there), with what goes with the log: the
+ * removed segments to the janitor, the producer state as the log now has
+ * it, the high watermark no higher than the end, the epoch checkpoint.
+ * 0, or the seg_truncate error after logging it and pausing the partition
+ * until its view changes (the log is as it was, or in its error state). */
+static int truncate_to(fe_fetcher *f, fe_part *fp, bk_partition *p, int64_t offset,
+                       const char *why)
+{
+    bk_broker *b = f->set->b;
+    int64_t end = seg_log_end(p->log);
+    int rc = seg_truncate(p->log, offset);
+    bk_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
+    if (rc != 0) {
+        BK_ERROR("partition %s-%d: cannot truncate to %lld (%s; error %d); not fetching "
+                 "it until its state changes", fp->topic, fp->partition,
+                 (long long)offset, why, rc);
+        pause_part(fp, INT64_MAX);
+        return rc;
+    }
+    bk_partition_epochs_save(b, p);
+    if (seg_log_end(p->log) == end)
+        return 0;
+    BK_INFO("partition %s-%d: log end %lld truncated to %lld (%s, leader %d)", fp->topic,
+            fp->partition, (long long)end, (long long)seg_log_end(p->log), why, f->leader);
+    if (seg_log_end(p->log) < p->high_watermark)
+        BK_WARN("partition %s-%d: offsets %lld to %lld were committed (below the high "
+                "watermark) and are lost: leader %d does not have them (it was "
+                "elected without them: an unclean leader election, or one that settled "
+                "for the replicas back within leader.recovery.wait.ms)", fp->topic,
+                fp->partition, (long long)seg_log_end(p->log),
+                (long long)p->high_watermark - 1, f->leader);
+    bk_producers_reset(b, p);
+    if (p->high_watermark > seg_log_end(p->log))
+        bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
+    return 0;
+}
+
+/* OFFSET_OUT_OF_RANGE: see the note at the top. */
+static void out_of_range(fe_fetcher *f, fe_part *fp, bk_partition *p,
+                         const kp_FetchResponse_PartitionData *rp)
+{
+    bk_broker *b = f->set->b;
+    int64_t end = seg_log_end(p->log);
+    int64_t backoff_us = (int64_t)b->cfg->replica_fetch_backoff_ms * 1000;
+    switch (bk_fetch_out_of_range(end, rp->HighWatermark, rp->LogStartOffset)) {
+    case BK_OOR_TRUNCATE:
+        truncate_to(f, fp, p, rp->HighWatermark, "ahead of the leader's high watermark");
+        return;                          /* fetched again at once */
+    case BK_OOR_BELOW_START:
+        BK_ERROR("partition %s-%d: log end %lld is below leader %d's log start %lld and "
+                 "the log cannot restart there yet; not fetching it until its state "
+                 "changes", fp->topic, fp->partition, (long long)end, f->leader,
+                 (long long)rp->LogStartOffset);
+        pause_part(fp, INT64_MAX);
+        return;
+    case BK_OOR_RETRY:
+        pause_part(fp, bk_mono_us() + backoff_us);
+        return;
+    }
+}
+
+/* A partition error of either answer (Fetch, OffsetForLeaderEpoch): the
+ * pause the note at the top gives it. */
+static void part_error(fe_fetcher *f, fe_part *fp, bk_partition *p, int16_t err)
+{
+    bk_broker *b = f->set->b;
+    int64_t backoff_us = (int64_t)b->cfg->replica_fetch_backoff_ms * 1000;
+    switch (err) {
+    case KP_FENCED_LEADER_EPOCH:
+        /* The view may have moved on while the request was out: the
+         * recomputation for it has run already and none comes again, so
+         * it is asked again at once with the view's epoch. */
+        if (p->leader_epoch != fp->fetch_epoch) {
+            pause_part(fp, 0);
+            return;
+        }
+        BK_INFO("partition %s-%d: leader %d has a newer leader epoch than %d; not "
+                "fetching it until this broker's view of it changes", fp->topic,
+                fp->partition, f->leader, fp->fetch_epoch);
+        pause_part(fp, INT64_MAX);
+        return;
+    case KP_NOT_LEADER_OR_FOLLOWER:
+    case KP_UNKNOWN_TOPIC_OR_PARTITION:
+    case KP_UNKNOWN_LEADER_EPOCH:
+        pause_part(fp, bk_mono_us() + backoff_us);
+        return;
+    default:
+        BK_WARN("partition %s-%d: leader %d answered error %d; retrying in %d ms",
+                fp->topic, fp->partition, f->leader, err,
+                b->cfg->replica_fetch_backoff_ms);
+        pause_part(fp, bk_mono_us() + backoff_us);
+        return;
+    }
+}
+
+/* One partition of a Fetch answer (F1 checked by the caller). */
+static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
+                            const kp_FetchResponse_PartitionData *rp)
+{
+    bk_broker *b = f->set->b;
+    int64_t backoff_us = (int64_t)b->cfg->replica_fetch_backoff_ms * 1000;
+    if (rp->ErrorCode == KP_OFFSET_OUT_OF_RANGE) {
+        out_of_range(f, fp, p, rp);
+        return;
+    }
+    if (rp->ErrorCode != KP_NONE) {
+        part_error(f, fp, p, rp->ErrorCode);
+        return;
+    }
+    int64_t records = 0;
+    size_t whole = rp->Records.len > 0
+        ? bk_fetch_whole_batches((const uint8_t *)rp->Records.p, (size_t)rp->Records.len,
+                                 &records)
+        : 0;
+    if (whole > 0) {
+        /* Cost: one CRC pass per batch (seg_append_assigned checks what it
+         * stores) and one write(); the bytes are the frame buffer's. */
+        int rc = seg_append_assigned(p->log, (const uint8_t *)rp->Records.p, whole,
+                                     bk_now_ms());
+        if (rc != 0) {
+            /* A storage fault takes the log directory offline (replica_logdir.c):
+             * logged there once; this broker then follows nothing. */
+            if (seg_failed(p->log) &&
+                bk_logdir_fault(b, p, "appending to", seg_last_errno(p->log))) {
+                pause_part(fp, INT64_MAX);
+                return;
+            }
+            BK_ERROR("partition %s-%d: cannot append %zu bytes from leader %d at offset "
+                     "%lld (error %d: %s); retrying in %d ms", fp->topic, fp->partition,
+                     whole, f->leader, (long long)seg_log_end(p->log), rc,
+                     strerror(seg_failed(p->log) ? seg_last_errno(p->log) : EINVAL),
+                     b->cfg->replica_fetch_backoff_ms);
+            if (seg_failed(p->log) && seg_reset_error(p->log) != 0)
+                BK_ERROR("partition %s-%d: its log stays in the error state",
+                         fp->topic, fp->partition);
+            pause_part(fp, bk_mono_us() + backoff_us);
+            return;
+        }
+        p->bytes_in += whole;
+        if (bk_throttled_replica(&p->topic->parts[p->id], b->cfg->broker_id))
+            f->set->throttle.tokens -= (int64_t)whole;    /* F7 */
+        /* The producers' sequences go with their batches, so a retry that
+         * reaches this replica once it leads is still recognised. */
+        if (p->producers && bk_pstate_record(p->producers, (const uint8_t *)rp->Records.p,
+                                             whole, bk_now_ms()) != 0)
+            BK_WARN("partition %s-%d: out of memory for producer state; retried "
+                    "idempotent batches may be appended twice", fp->topic, fp->partition);
+        bk_partition_appended(b, p, records);
+    }
+    int64_t end = seg_log_end(p->log);
+    int64_t hw = rp->HighWatermark < end ? rp->HighWatermark : end;
+    if (hw >= 0)
+        bk_partition_set_high_watermark(b, p, hw);
+}
+
+/* One partition of an OffsetForLeaderEpoch answer (F6; F1's checks done
+ * by the caller): where the leader's log leaves ours, as Kafka's
+ * follower decides it.  The leader answered for our latest epoch E with
+ * the largest epoch L <= E it knows and where L ends in its log.  If we
+ * know L too, our log is the leader's up to min(where L ends in ours,
+ * where it ends in the leader's): cut there, done.  If we do not, cut
+ * where our epochs up to L end and ask again with what is then our
+ * latest.  A leader with no history (-1) leaves the pre-epoch rule: cut
+ * back to our high watermark. */
+static void apply_epoch(fe_fetcher *f, fe_part *fp, bk_partition *p,
+                        const kp_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *rp)
+{
+    if (rp->ErrorCode != KP_NONE) {
+        part_error(f, fp, p, rp->ErrorCode);
+        return;
+    }
+    int64_t end = seg_log_end(p->log), to = p->high_watermark;
+    bool done = true;
+    char why[160];
+    snprintf(why, sizeof why, "no leader epochs on the leader: back to the high watermark");
+    if (rp->LeaderEpoch >= 0 && rp->EndOffset >= 0) {
+        int32_t ours;
+        int64_t ours_end;
+        seg_epoch_end_offset(p->log, rp->LeaderEpoch, &ours, &ours_end);
+        if (ours_end < 0)
+            ours_end = end;              /* cannot be: L <= our latest epoch */
+        done = ours == rp->LeaderEpoch;
+        to = done && rp->EndOffset < ours_end ? rp->EndOffset : ours_end;
+        snprintf(why, sizeof why, "%s epoch %d ends at %lld in the leader's log, %lld in ours",
+                 done ? "leader" : "diverged before leader", (int)rp->LeaderEpoch,
+                 (long long)rp->EndOffset, (long long)ours_end);
+    }
+    if (to > end)
+        to = end;
+    if (truncate_to(f, fp, p, to, why) != 0)
+        return;
+    /* Asking again only helps when our latest epoch went down. */
+    if (done || seg_epoch_latest(p->log) >= fp->oe_epoch)
+        fp->truncating = false;
+}
+
+static void handle_epochs(fe_fetcher *f, kp_rd *r)
+{
+    bk_broker *b = f->set->b;
+    kp_OffsetForLeaderEpochResponse m;
+    kp_arena_reset(&f->arena);
+    if (kp_dec_OffsetForLeaderEpochResponse(r, FE_EPOCH_VERSION, &m, &f->arena) != 0) {
+        conn_fail(f, "malformed OffsetForLeaderEpoch answer");
+        return;
+    }
+    f->state = FE_READY;
+    int32_t self = b->cfg->broker_id;
+    for (int32_t i = 0; i < m.Topics_count; i++) {
+        const kp_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult *mt = &m.Topics[i];
+        for (int32_t j = 0; j < mt->Partitions_count; j++) {
+            const kp_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *rp =
+                &mt->Partitions[j];
+            fe_part *fp = find_part(f, mt->Topic, rp->Partition);
+            if (!fp || !fp->in_request)
+                continue;
+            fp->in_request = false;
+            const bk_pview *v = bk_view_partition(b, mt->Topic, rp->Partition);
+            if (!fp->truncating || !v || !v->local || v->leader != f->leader ||
+                v->leader == self || v->leader_epoch != fp->fetch_epoch ||
+                seg_log_end(v->local->log) != fp->oe_end)
+                continue;                /* F1; asked again if still wanted */
+            apply_epoch(f, fp, v->local, rp);
+        }
+    }
+    for (int i = 0; i < f->nparts; i++)
+        f->parts[i].in_request = false;
+    send_fetch(f);
+}
+
+/* ---- the SASL login (F9) --------------------------------------------------------- */
+
+static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void *q);
+
+static bool ib_is_sasl(const bk_broker *b)
+{
+    return bk_secproto_is_sasl(b->cfg->listeners[b->cfg->inter_broker_listener].proto);
+}
+
+/* The login failed: one line naming the leader and what it said, then
+ * the usual backoff (conn_fail): the partitions stay unfetched, so this
+ * broker stays out of their ISR until a login succeeds. */
+static void sasl_fail(fe_fetcher *f, const char *what)
+{
+    const bk_config *cfg = f->set->b->cfg;
+    char why[1024];
+    snprintf(why, sizeof why, "SASL %s %s as User:%s failed: %s",
+             cfg->sasl_mechanism_inter_broker_protocol,
+             f->sasl_done_once ? "re-authentication" : "authentication", cfg->ib_sasl_user,
+             what);
+    conn_fail(f, why);
+}
+
+/* SaslHandshake v1, on a new connection or to re-authenticate. */
+static void sasl_start(fe_fetcher *f)
+{
+    kp_SaslHandshakeRequest q;
+    kp_init_SaslHandshakeRequest(&q);
+    q.Mechanism = kp_str_cstr(f->set->b->cfg->sasl_mechanism_inter_broker_protocol);
+    f->sasl_step = 0;
+    f->reauth_us = 0;
+    send_request(f, KP_API_SASL_HANDSHAKE, FE_HANDSHAKE_VERSION, &q);
+}
+
+static void sasl_token(fe_fetcher *f, const char *tok, size_t n)
+{
+    kp_SaslAuthenticateRequest q;
+    kp_init_SaslAuthenticateRequest(&q);
+    q.AuthBytes = (kp_str){ tok, (int32_t)n };
+    f->sasl_step++;
+    send_request(f, KP_API_SASL_AUTHENTICATE, FE_AUTH_VERSION, &q);
+}
+
+/* The first token: PLAIN's "\0user\0password" or SCRAM's client-first. */
+static void sasl_first_token(fe_fetcher *f)
+{
+    const bk_config *cfg = f->set->b->cfg;
+    scram_mech m = scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    char tok[SCRAM_MAX_NAME * 3 + 128];
+    int n;
+    if (m == SCRAM_UNKNOWN) {                    /* PLAIN (bk_config_finish) */
+        size_t ul = strlen(cfg->ib_sasl_user), pl = strlen(cfg->ib_sasl_password);
+        tok[0] = 0;
+        memcpy(tok + 1, cfg->ib_sasl_user, ul);
+        tok[1 + ul] = 0;
+        memcpy(tok + 2 + ul, cfg->ib_sasl_password, pl);
+        n = (int)(2 + ul + pl);
+    } else {
+        uint8_t rnd[24];
+        char cnonce[40];
+        if (RAND_bytes(rnd, sizeof rnd) != 1) {
+            conn_fail(f, "no random bytes for a SCRAM nonce");
+            return;
+        }
+        scram_b64_encode(rnd, sizeof rnd, cnonce, sizeof cnonce);  /* no ',' */
+        n = scram_client_first_write(&f->scram, m, cfg->ib_sasl_user, cnonce, tok, sizeof tok);
+    }
+    if (n < 0) {
+        sasl_fail(f, "the user name is too long");
+        return;
+    }
+    sasl_token(f, tok, (size_t)n);
+    OPENSSL_cleanse(tok, sizeof tok);
+}
+
+/* F9: the PBKDF2 of the broker's password for a salt, off the loop: a
+ * thread computes it and wakes the loop through `done` (libevent is
+ * thread-aware: main.c's evthread_use_pthreads).  One at a time per set;
+ * bk_fetchers_stop joins a job still running (it takes a few ms). */
+typedef struct fe_salt_job {
+    fe_set *set;
+    pthread_t thread;
+    struct event *done;
+    scram_mech mech;
+    uint8_t salt[64];
+    size_t salt_len;
+    int32_t iterations;
+    char password[256];
+    uint8_t out[SCRAM_MAX_KEY];
+    int rc;
+} fe_salt_job;
+
+static void *salt_main(void *arg)
+{
+    fe_salt_job *j = arg;
+    j->rc = scram_salted_password(j->mech, j->password, strlen(j->password), j->salt,
+                                  j->salt_len, j->iterations, j->out);
+    event_active(j->done, 0, 0);         /* the last touch of j by this thread */
+    return NULL;
+}
+
+static void salt_job_free(fe_salt_job *j)
+{
+    pthread_join(j->thread, NULL);
+    event_free(j->done);
+    OPENSSL_cleanse(j, sizeof *j);
+    free(j);
+}
+
+static bool salted_cached(const fe_set *s, scram_mech m, const scram_server_first_msg *sf)
+{
+    return s->salted_mech == m && s->salted_iterations == sf->iterations &&
+           s->salted_for_len == sf->salt_len && !memcmp(s->salted_for, sf->salt, sf->salt_len);
+}
+
+static void on_salted(evutil_socket_t fd, short what, void *arg);
+
+/* Starts the PBKDF2 for sf unless one runs already.  0 or -1. */
+static int salt_start(fe_set *s, scram_mech m, const scram_server_first_msg *sf)
+{
+    if (s->salt_job)
+        return 0;                        /* its end resumes every waiter */
+    fe_salt_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return -1;
+    j->set = s;
+    j->mech = m;
+    memcpy(j->salt, sf->salt, sf->salt_len);
+    j->salt_len = sf->salt_len;
+    j->iterations = sf->iterations;
+    snprintf(j->password, sizeof j->password, "%s", s->b->cfg->ib_sasl_password);
+    j->done = event_new(s->b->base, -1, 0, on_salted, j);
+    if (!j->done || pthread_create(&j->thread, NULL, salt_main, j) != 0) {
+        if (j->done)
+            event_free(j->done);
+        free(j);
+        return -1;
+    }
+    s->salt_job = j;
+    return 0;
+}
+
+/* SCRAM's client-final for the server-first kept in f, once the
+ * SaltedPassword for its salt is known (else the fetcher waits for it). */
+static void sasl_client_final(fe_fetcher *f)
+{
+    fe_set *s = f->set;
+    scram_mech m = scram_mech_parse(s->b->cfg->sasl_mechanism_inter_broker_protocol);
+    scram_server_first_msg sf;
+    char fin[512];
+    int n;
+    f->salting = false;
+    if (scram_server_first_parse(&f->scram, f->server_first, f->server_first_len, &sf) != 0) {
+        sasl_fail(f, "the leader's server-first message is malformed (or its nonce or "
+                     "iteration count is unacceptable)");
+        return;
+    }
+    if (!salted_cached(s, m, &sf)) {
+        if (salt_start(s, m, &sf) != 0) {
+            conn_fail(f, "cannot start the SCRAM key derivation");
+            return;
+        }
+        f->salting = true;               /* still FE_WAITING: nothing else is sent */
+        f->state = FE_WAITING;
+        return;
+    }
+    n = scram_client_final_write(&f->scram, &sf, f->server_first, f->server_first_len,
+                                 s->salted, fin, sizeof fin);
+    if (n < 0) {
+        sasl_fail(f, "cannot compute the client proof");
+        return;
+    }
+    sasl_token(f, fin, (size_t)n);
+    OPENSSL_cleanse(fin, sizeof fin);
+}
+
+/* The PBKDF2 is done (loop thread): cached, and every fetcher waiting for
+ * it goes on (one whose leader sent another salt starts a job again). */
+static void on_salted(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    fe_salt_job *j = arg;
+    fe_set *s = j->set;
+    s->salt_job = NULL;
+    if (j->rc == 0) {
+        memcpy(s->salted, j->out, sizeof s->salted);
+        memcpy(s->salted_for, j->salt, j->salt_len);
+        s->salted_for_len = j->salt_len;
+        s->salted_iterations = j->iterations;
+        s->salted_mech = j->mech;
+    }
+    bool ok = j->rc == 0;
+    salt_job_free(j);
+    for (fe_fetcher *f = s->fetchers; f; f = f->next) {
+        if (!f->salting)
+            continue;
+        if (ok)
+            sasl_client_final(f);
+        else
+            conn_fail(f, "the SCRAM key derivation failed");
+    }
+}
+
+/* An answer of the exchange: the next token, or authenticated → fetch. */
+static void handle_sasl(fe_fetcher *f, kp_rd *r)
+{
+    bk_broker *b = f->set->b;
+    const bk_config *cfg = b->cfg;
+    scram_mech m = scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    char msg[300];
+    kp_arena_reset(&f->arena);
+    f->state = FE_READY;
+    if (f->api_out == KP_API_SASL_HANDSHAKE) {
+        kp_SaslHandshakeResponse h;
+        if (kp_dec_SaslHandshakeResponse(r, FE_HANDSHAKE_VERSION, &h, &f->arena) != 0) {
+            conn_fail(f, "malformed SaslHandshake answer");
+            return;
+        }
+        if (h.ErrorCode != KP_NONE) {
+            size_t at = 0;
+            char offered[200] = "";
+            for (int32_t i = 0; i < h.Mechanisms_count && at < sizeof offered; i++)
+                at += (size_t)snprintf(offered + at, sizeof offered - at, "%s%.*s",
+                                       i ? "," : "", (int)h.Mechanisms[i].len,
+                                       h.Mechanisms[i].p ? h.Mechanisms[i].p : "");
+            snprintf(msg, sizeof msg, "SaslHandshake error %d (the leader offers %s)",
+                     h.ErrorCode, offered[0] ? offered : "no mechanism");
+            sasl_fail(f, msg);
+            return;
+        }
+        sasl_first_token(f);
+        return;
+    }
+    kp_rd_tags(r);                       /* response header v1 (FE_AUTH_VERSION 2) */
+    kp_SaslAuthenticateResponse a;
+    if (kp_dec_SaslAuthenticateResponse(r, FE_AUTH_VERSION, &a, &f->arena) != 0) {
+        conn_fail(f, "malformed SaslAuthenticate answer");
+        return;
+    }
+    if (a.ErrorCode != KP_NONE) {
+        snprintf(msg, sizeof msg, "%.*s (error %d)",
+                 a.ErrorMessage.len > 0 ? (int)a.ErrorMessage.len : 0,
+                 a.ErrorMessage.p ? a.ErrorMessage.p : "", a.ErrorCode);
+        sasl_fail(f, msg);
+        return;
+    }
+    const char *tok = a.AuthBytes.p ? a.AuthBytes.p : "";
+    size_t tlen = a.AuthBytes.len > 0 ? (size_t)a.AuthBytes.len : 0;
+    if (m != SCRAM_UNKNOWN && f->sasl_step == 1) {       /* server-first */
+        if (tlen >= sizeof f->server_first) {
+            sasl_fail(f, "the leader's server-first message is too long");
+            return;
+        }
+        memcpy(f->server_first, tok, tlen);
+        f->server_first_len = tlen;
+        sasl_client_final(f);
+        return;
+    }
+    if (m != SCRAM_UNKNOWN && !scram_client_verify(&f->scram, tok, tlen)) {
+        sasl_fail(f, "the leader's server signature is wrong (it does not hold this user's "
+                     "credential)");
+        return;
+    }
+    OPENSSL_cleanse(&f->scram, sizeof f->scram);
+    if (!f->sasl_done_once)
+        BK_INFO("replica fetcher for broker %d: SASL %s authentication as User:%s succeeded",
+                f->leader, cfg->sasl_mechanism_inter_broker_protocol, cfg->ib_sasl_user);
+    f->sasl_done_once = true;
+    /* KIP-368: log in again before the leader's session ends. */
+    uint16_t rnd = 0;
+    if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
+        rnd = 0;                                   /* the earliest share */
+    f->reauth_us = bk_fetch_reauth_at(bk_mono_us(), a.SessionLifetimeMs,
+                                      FE_REAUTH_MIN_PERMILLE +
+                                          rnd % (FE_REAUTH_SPAN_PERMILLE + 1));
+    send_fetch(f);
+}
+
+static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
+{
+    bk_broker *b = f->set->b;
+    kp_rd r;
+    kp_rd_init(&r, frame, len);
+    int32_t corrid = kp_rd_i32(&r);
+    if (f->salting) {                    /* F9: no request is out meanwhile */
+        conn_fail(f, "bytes from the leader with no request out");
+        return;
+    }
+    if (!kp_rd_ok(&r) || corrid != f->corrid) {
+        conn_fail(f, "answer with an unexpected correlation id");
+        return;
+    }
+    if (f->api_out == KP_API_OFFSET_FOR_LEADER_EPOCH) {
+        handle_epochs(f, &r);
+        return;
+    }
+    if (f->api_out == KP_API_SASL_HANDSHAKE || f->api_out == KP_API_SASL_AUTHENTICATE) {
+        handle_sasl(f, &r);
+        return;
+    }
+    kp_FetchResponse m;
+    kp_arena_reset(&f->arena);
+    if (kp_dec_FetchResponse(&r, FE_FETCH_VERSION, &m, &f->arena) != 0) {
+        conn_fail(f, "malformed Fetch answer");
+        return;
+    }
+    f->state = FE_READY;
+    if (m.ErrorCode != KP_NONE) {
+        BK_WARN("replica fetcher for broker %d: Fetch failed with error %d; retrying in "
+                "%d ms", f->leader, m.ErrorCode, b->cfg->replica_fetch_backoff_ms);
+        for (int i = 0; i < f->nparts; i++)
+            f->parts[i].in_request = false;
+        arm_timer(f, b->cfg->replica_fetch_backoff_ms);
+        return;
+    }
+    int32_t self = b->cfg->broker_id;
+    /* F10: ahead while every partition to apply has no error and an
+     * offset bk_fetch_ahead_offset allows, none is cut (F6) and nothing
+     * is throttled (F7: its tokens are charged by the append). */
+    bool ahead = bk_broker_config_rate(b, "follower.replication.throttled.rate") <= 0;
+    for (int i = 0; i < f->nparts; i++) {
+        f->parts[i].answer = NULL;
+        f->parts[i].ahead = -1;
+        ahead = ahead && !f->parts[i].truncating;
+    }
+    for (int32_t i = 0; i < m.Responses_count; i++) {
+        const kp_FetchResponse_FetchableTopicResponse *mt = &m.Responses[i];
+        for (int32_t j = 0; j < mt->Partitions_count; j++) {
+            const kp_FetchResponse_PartitionData *rp = &mt->Partitions[j];
+            fe_part *fp = find_part(f, mt->Topic, rp->PartitionIndex);
+            if (!fp || !fp->in_request)
+                continue;                /* no longer followed from here */
+            fp->in_request = false;
+            /* F1: the view as it is now, by name; F6: not before the
+             * divergence is cut. */
+            const bk_pview *v = bk_view_partition(b, mt->Topic, rp->PartitionIndex);
+            if (fp->truncating || !v || !v->local || v->leader != f->leader ||
+                v->leader == self || seg_log_end(v->local->log) != fp->fetch_offset) {
+                answers_dropped++;
+                continue;
+            }
+            fp->answer = rp;
+            fp->answer_to = v->local;
+            if (!ahead)
+                continue;
+            const uint8_t *recs = (const uint8_t *)rp->Records.p;
+            size_t len = rp->Records.len > 0 ? (size_t)rp->Records.len : 0;
+            fp->ahead = rp->ErrorCode != KP_NONE ? -1
+                : bk_fetch_ahead_offset(recs, bk_fetch_whole_batches(recs, len, NULL),
+                                        fp->fetch_offset, rp->HighWatermark);
+            ahead = fp->ahead >= 0;
+        }
+    }
+    for (int i = 0; i < f->nparts; i++)
+        f->parts[i].in_request = false;  /* any the leader left out: asked again */
+    if (ahead) {
+        send_fetch(f);                   /* F10: answered while we append */
+        fetches_ahead += f->state == FE_WAITING;
+    }
+    for (int i = 0; i < f->nparts; i++) {
+        fe_part *fp = &f->parts[i];
+        fp->ahead = -1;
+        if (fp->answer)
+            apply_partition(f, fp, fp->answer_to, fp->answer);
+        fp->answer = NULL;
+    }
+    if (!ahead)
+        send_fetch(f);
+}
+
+/* f->in holds at least `need` bytes, FE_IN_MIN at least; false: out of
+ * memory (f->in as it was). */
+static bool in_grow(fe_fetcher *f, size_t need)
+{
+    if (need < FE_IN_MIN)
+        need = FE_IN_MIN;
+    if (need <= f->in_cap)
+        return true;
+    uint8_t *nb = realloc(f->in, need);
+    if (!nb)
+        return false;
+    f->in = nb;
+    f->in_cap = need;
+    return true;
+}
+
+/* An answer's frame length checked against what was asked for, and room
+ * for the frame and its 4-byte length in f->in (grown rarely, kept: F3).
+ * 0, or -1 after conn_fail. */
+static int in_reserve(fe_fetcher *f, int64_t size)
+{
+    bk_broker *b = f->set->b;
+    /* An answer holds at most the bytes asked for, but always a whole
+     * first batch, which may be as large as a topic allows. */
+    int64_t limit = (int64_t)b->cfg->replica_fetch_response_max_bytes +
+                    (int64_t)b->cfg->replica_fetch_max_bytes + f->max_batch +
+                    FE_FRAME_SLACK;
+    if (size < 4 || size > limit) {
+        conn_fail(f, "answer frame of an impossible size");
+        return -1;
+    }
+    if (!in_grow(f, (size_t)size + 4)) {
+        conn_fail(f, "out of memory for an answer");
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t frame_len(const uint8_t *hdr)
+{
+    return (int64_t)((uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
+                     (uint32_t)hdr[2] << 8 | hdr[3]);
+}
+
+/* TLS connections: the answer through the bufferevent's input buffer. */
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    fe_fetcher *f = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    while (f->bev == bev && f->state == FE_WAITING) {
+        size_t have = evbuffer_get_length(in);
+        uint8_t hdr[4];
+        if (have < 4 || evbuffer_copyout(in, hdr, 4) != 4)
+            return;
+        int64_t size = frame_len(hdr);
+        if (in_reserve(f, size) != 0 || have < (size_t)size + 4)
+            return;
+        evbuffer_drain(in, 4);
+        evbuffer_remove(in, f->in, (size_t)size);
+        handle_answer(f, f->in, (size_t)size);
+    }
+}
+
+/* F8: the socket wakes us only once `bytes` are there (1: any). */
+static void set_lowat(fe_fetcher *f, evutil_socket_t fd, size_t bytes)
+{
+    int v = bytes > FE_LOWAT_MAX ? (int)FE_LOWAT_MAX : (int)bytes;
+    if (v == f->rcvlowat)
+        return;
+    /* Failure only costs wakeups: the reads stay correct at any level. */
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0)
+        f->rcvlowat = v;
+}
+
+/* Plaintext connections (F8): the answer recv()d straight into f->in. */
+static void on_sock_read(evutil_socket_t fd, short what, void *arg)
+{
+    fe_fetcher *f = arg;
+    if (what & EV_TIMEOUT) {
+        if (f->state == FE_WAITING)
+            conn_fail(f, "no answer in time");
+        return;                          /* idle: still read, to see the leader close */
+    }
+    size_t want = f->in_got < 4 ? f->in_cap : (size_t)frame_len(f->in) + 4;
+    ssize_t n = recv(fd, f->in + f->in_got, want - f->in_got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n <= 0) {
+        conn_fail(f, n == 0 ? "connection closed by the leader" : "connection error");
+        return;
+    }
+    if (f->state != FE_WAITING) {
+        conn_fail(f, "bytes from the leader with no request out");
+        return;
+    }
+    f->in_got += (size_t)n;
+    if (f->in_got < 4)
+        return;
+    int64_t size = frame_len(f->in);
+    if (in_reserve(f, size) != 0)
+        return;
+    size_t total = (size_t)size + 4;
+    if (f->in_got > total) {             /* one request in flight (F2) */
+        conn_fail(f, "bytes from the leader after its answer");
+        return;
+    }
+    if (f->in_got < total) {
+        size_t left = total - f->in_got;
+        set_lowat(f, fd, left >= FE_LOWAT_MIN ? left : 1);
+        return;
+    }
+    f->in_got = 0;
+    set_lowat(f, fd, 1);
+    handle_answer(f, f->in + 4, (size_t)size);
+}
+
+/* F8: a plaintext connection's input is read by on_sock_read, its own
+ * event with the read timeout the bufferevent had; the bufferevent keeps
+ * the connecting and the output.  0, or -1 (out of memory). */
+static int take_reading(fe_fetcher *f)
+{
+    bk_broker *b = f->set->b;
+    if (!in_grow(f, FE_IN_MIN))
+        return -1;
+    evutil_socket_t fd = bufferevent_getfd(f->bev);
+    f->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, on_sock_read, f);
+    if (!f->rev)
+        return -1;
+    bufferevent_disable(f->bev, EV_READ);
+    int64_t t = (int64_t)b->cfg->replica_fetch_wait_max_ms + FE_SOCKET_TIMEOUT_MS;
+    struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
+    return event_add(f->rev, &tv);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    fe_fetcher *f = arg;
+    if (bev != f->bev)
+        return;
+    if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
+        f->state != FE_WAITING) {
+        /* Idle (every partition paused): nothing was due; libevent turned
+         * reading off, so on again, to see the leader close. */
+        bufferevent_enable(bev, EV_READ);
+        return;
+    }
+    if (what & BEV_EVENT_CONNECTED) {
+        BK_INFO("replica fetcher for broker %d: connected to %s:%d (%d partitions)",
+                f->leader, f->host, f->port, f->nparts);
+        if (!bufferevent_openssl_get_ssl(bev) && take_reading(f) != 0) {
+            conn_fail(f, "cannot watch the connection");
+            return;
+        }
+        f->state = FE_READY;
+        if (ib_is_sasl(f->set->b))
+            sasl_start(f);               /* F9: the login before any Fetch */
+        else
+            send_fetch(f);
+        return;
+    }
+    unsigned long tls_err = bufferevent_get_openssl_error(bev);    /* 0: not TLS */
+    char why[256];
+    if (tls_err && !(what & BEV_EVENT_TIMEOUT)) {
+        snprintf(why, sizeof why, "TLS: ");
+        ERR_error_string_n(tls_err, why + 5, sizeof why - 5);
+    }
+    conn_fail(f, what & BEV_EVENT_TIMEOUT ? "no answer in time"
+                 : tls_err ? why
+                 : what & BEV_EVENT_EOF ? "connection closed by the leader"
+                 : "connection error");
+}
+
+static void fetcher_connect(fe_fetcher *f)
+{
+    bk_broker *b = f->set->b;
+    close_conn(f);
+    /* The inter-broker listener's protocol (inter.broker.listener.name):
+     * TLS through libevent's OpenSSL filter, the host name checked
+     * against the leader's certificate unless
+     * ssl.endpoint.identification.algorithm is empty; SASL_* log in once
+     * connected (F9). */
+    const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];
+    if (ib->proto == BK_SEC_SSL || ib->proto == BK_SEC_SASL_SSL) {
+        char err[512];
+        SSL_CTX *ctx = bk_tls_client_ctx(b, err, sizeof err);
+        SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+        if (!ssl) {
+            conn_fail(f, ctx ? "cannot make a TLS connection" : err);
+            return;
+        }
+        struct in6_addr ip;           /* SNI names hosts, never addresses (RFC 6066) */
+        if (inet_pton(AF_INET, f->host, &ip) != 1 && inet_pton(AF_INET6, f->host, &ip) != 1)
+            SSL_set_tlsext_host_name(ssl, f->host);
+        if (b->cfg->ssl_endpoint_identification_algorithm[0])
+            SSL_set1_host(ssl, f->host);
+        f->bev = bufferevent_openssl_socket_new(b->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+                                                BEV_OPT_CLOSE_ON_FREE);
+        if (f->bev)                     /* EOF without close_notify is EOF */
+            bufferevent_openssl_set_allow_dirty_shutdown(f->bev, 1);
+        else
+            SSL_free(ssl);
+    } else {
+        f->bev = bufferevent_socket_new(b->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    }
+    if (!f->bev) {
+        conn_fail(f, "cannot create a socket");
+        return;
+    }
+    bufferevent_setcb(f->bev, on_read, NULL, on_event, f);
+    int64_t t = (int64_t)b->cfg->replica_fetch_wait_max_ms + FE_SOCKET_TIMEOUT_MS;
+    struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
+    bufferevent_set_timeouts(f->bev, &tv, &tv);
+    bufferevent_enable(f->bev, EV_READ | EV_WRITE);
+    f->state = FE_CONNECTING;
+    /* Name resolution through evdns: nothing blocks the loop. */
+    if (bufferevent_socket_connect_hostname(f->bev, f->set->dns, AF_UNSPEC, f->host,
+                                            f->port) != 0)
+        conn_fail(f, "cannot connect");
+}
+
+/* ---- the request ---------------------------------------------------------------------- */
+
+#define FE_GROW(f, field, cap) do {                                          \
+        void *np_ = realloc((f)->field, (size_t)(cap) * sizeof *(f)->field);   \
+        if (np_)                                                               \
+            (f)->field = np_;                                                  \
+        ok = ok && np_;                                                        \
+    } while (0)
+
+/* Request arrays grown with the partitions (F3).  false: out of memory. */
+static bool grow_requests(fe_fetcher *f)
+{
+    bool ok = true;
+    if (f->req_cap >= f->nparts)
+        return true;
+    FE_GROW(f, ts, f->nparts);
+    FE_GROW(f, ps, f->nparts);
+    FE_GROW(f, ets, f->nparts);
+    FE_GROW(f, eps, f->nparts);
+    if (ok)
+        f->req_cap = f->nparts;
+    return ok;
+}
+
+/* Frames and sends the request in f->out's body writer; WAITING after. */
+static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void *q)
+{
+    bk_broker *b = f->set->b;
+    if (++f->corrid < 0)
+        f->corrid = 0;
+    char client_id[32];
+    snprintf(client_id, sizeof client_id, "broker-%d-fetcher-0", b->cfg->broker_id);
+    kp_buf_reset(&f->out);
+    size_t frame = kp_wr_i32_placeholder(&f->out);
+    kp_req_hdr_write(&f->out, api, version, f->corrid, client_id);
+    switch (api) {
+    case KP_API_FETCH:
+        kp_enc_FetchRequest(&f->out, version, q);
+        break;
+    case KP_API_OFFSET_FOR_LEADER_EPOCH:
+        kp_enc_OffsetForLeaderEpochRequest(&f->out, version, q);
+        break;
+    case KP_API_SASL_HANDSHAKE:
+        kp_enc_SaslHandshakeRequest(&f->out, version, q);
+        break;
+    default:
+        kp_enc_SaslAuthenticateRequest(&f->out, version, q);
+        break;
+    }
+    kp_wr_i32_at(&f->out, frame, (int32_t)(f->out.len - frame - 4));
+    /* F8: plaintext requests go out by one send() when nothing waits in the
+     * bufferevent (the usual case: the previous request was read whole
+     * before it was answered); only what the socket does not take goes
+     * through the bufferevent's output and its write event. */
+    size_t sent = 0;
+    if (!f->out.err && f->rev &&
+        evbuffer_get_length(bufferevent_get_output(f->bev)) == 0) {
+        ssize_t n = send(bufferevent_getfd(f->bev), f->out.data, f->out.len, MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            conn_fail(f, "connection error");
+            return;
+        }
+        sent = n > 0 ? (size_t)n : 0;
+    }
+    if (f->out.err || (sent < f->out.len &&
+                       bufferevent_write(f->bev, f->out.data + sent, f->out.len - sent) != 0)) {
+        conn_fail(f, "cannot send a request");
+        return;
+    }
+    if (api == KP_API_SASL_AUTHENTICATE)
+        OPENSSL_cleanse(f->out.data, f->out.len);     /* the password or proof */
+    f->api_out = api;
+    f->state = FE_WAITING;
+}
+
+/* F6: one OffsetForLeaderEpoch for every partition that must find its
+ * divergence first and is not paused.  A log with no epoch history (empty,
+ * or written before epochs) has nothing to ask: it is cut back to its high
+ * watermark, Kafka's rule for it.  true: a request went out. */
+static bool send_epochs(fe_fetcher *f, int64_t now)
+{
+    bk_broker *b = f->set->b;
+    int n = 0;
+    for (int i = 0; i < f->nparts; i++) {
+        fe_part *fp = &f->parts[i];
+        if (!fp->truncating || fp->retry_us > now)
+            continue;
+        const bk_pview *v = bk_view_partition(b, kp_str_cstr(fp->topic), fp->partition);
+        if (!v || !v->local || v->leader != f->leader)
+            continue;
+        bk_partition *p = v->local;
+        fp->oe_epoch = seg_epoch_latest(p->log);
+        if (fp->oe_epoch < 0) {
+            if (truncate_to(f, fp, p, p->high_watermark, "no leader epochs here: back "
+                            "to the high watermark") == 0)
+                fp->truncating = false;
+            continue;
+        }
+        fp->oe_end = seg_log_end(p->log);
+        fp->fetch_epoch = v->leader_epoch;
+        fp->in_request = true;
+        f->eps[n] = (kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition){
+            .Partition = fp->partition, .CurrentLeaderEpoch = fp->fetch_epoch,
+            .LeaderEpoch = fp->oe_epoch,
+        };
+        f->ets[n] = (kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic){
+            .Topic = kp_str_cstr(fp->topic), .Partitions = &f->eps[n], .Partitions_count = 1,
+        };
+        n++;
+    }
+    if (n == 0)
+        return false;
+    kp_OffsetForLeaderEpochRequest q;
+    kp_init_OffsetForLeaderEpochRequest(&q);
+    q.ReplicaId = b->cfg->broker_id;
+    q.Topics = f->ets;
+    q.Topics_count = n;
+    send_request(f, KP_API_OFFSET_FOR_LEADER_EPOCH, FE_EPOCH_VERSION, &q);
+    return true;
+}
+
+static void send_fetch(fe_fetcher *f)
+{
+    bk_broker *b = f->set->b;
+    if (f->state != FE_READY || !f->bev)
+        return;
+    if (!grow_requests(f)) {
+        conn_fail(f, "out of memory for a request");
+        return;
+    }
+    int64_t now = bk_mono_us(), next_retry = INT64_MAX;
+    if (f->reauth_us && now >= f->reauth_us) {
+        sasl_start(f);                   /* F9: KIP-368, same connection */
+        return;
+    }
+    if (send_epochs(f, now))
+        return;
+    int64_t rate = bk_broker_config_rate(b, "follower.replication.throttled.rate");
+    int64_t tokens = rate > 0 ? bk_tbucket_refill(&f->set->throttle, rate, now) : 0;
+    int n = 0;
+    for (int i = 0; i < f->nparts; i++) {
+        fe_part *fp = &f->parts[i];
+        if (fp->retry_us > now) {
+            if (fp->retry_us < next_retry)
+                next_retry = fp->retry_us;
+            continue;
+        }
+        fp->retry_us = 0;
+        if (fp->truncating)
+            continue;                    /* F6: its truncation failed; paused */
+        const bk_pview *v = bk_view_partition(b, kp_str_cstr(fp->topic), fp->partition);
+        if (!v || !v->local || v->leader != f->leader)
+            continue;                    /* the next recomputation drops it */
+        int32_t max_bytes = b->cfg->replica_fetch_max_bytes;
+        if (rate > 0 && bk_throttled_replica(v, b->cfg->broker_id)) {
+            if (tokens <= 0) {                   /* F7: back when the bucket has some */
+                fp->retry_us = now + (1 - tokens) * 1000000 / rate;
+                if (fp->retry_us < next_retry)
+                    next_retry = fp->retry_us;
+                continue;
+            }
+            if (tokens < max_bytes)
+                max_bytes = (int32_t)tokens;
+        }
+        seg_log *log = v->local->log;
+        fp->fetch_offset = fp->ahead >= 0 ? fp->ahead : seg_log_end(log);
+        fp->fetch_epoch = v->leader_epoch;
+        fp->in_request = true;
+        f->ps[n] = (kp_FetchRequest_FetchPartition){
+            .Partition = fp->partition, .CurrentLeaderEpoch = fp->fetch_epoch,
+            .FetchOffset = fp->fetch_offset, .LastFetchedEpoch = -1,
+            .LogStartOffset = seg_log_start(log),
+            .PartitionMaxBytes = max_bytes,
+        };
+        f->ts[n] = (kp_FetchRequest_FetchTopic){
+            .Topic = kp_str_cstr(fp->topic), .Partitions = &f->ps[n], .Partitions_count = 1,
+        };
+        n++;
+    }
+    if (n == 0) {                        /* all paused: wake for the first retry */
+        if (next_retry != INT64_MAX)
+            arm_timer(f, (next_retry - now) / 1000 + 1);
+        return;
+    }
+    kp_FetchRequest q;
+    kp_init_FetchRequest(&q);
+    q.ReplicaId = b->cfg->broker_id;
+    q.MaxWaitMs = b->cfg->replica_fetch_wait_max_ms;
+    q.MinBytes = b->cfg->replica_fetch_min_bytes;
+    q.MaxBytes = b->cfg->replica_fetch_response_max_bytes;
+    q.IsolationLevel = 0;
+    q.SessionId = 0;
+    q.SessionEpoch = -1;                 /* no fetch sessions */
+    q.Topics = f->ts;
+    q.Topics_count = n;
+    q.RackId = (kp_str){ "", 0 };
+    send_request(f, KP_API_FETCH, FE_FETCH_VERSION, &q);
+}
+
+/* ---- the set of fetchers ------------------------------------------------------------- */
+
+static void fetcher_free(fe_fetcher *f)
+{
+    close_conn(f);
+    if (f->timer)
+        event_free(f->timer);
+    kp_buf_free(&f->out);
+    kp_arena_free(&f->arena);
+    free(f->in);
+    free(f->ts);
+    free(f->ps);
+    free(f->ets);
+    free(f->eps);
+    free(f->parts);
+    free(f);
+}
+
+static fe_fetcher *fetcher_get(fe_set *s, int32_t leader)
+{
+    for (fe_fetcher *f = s->fetchers; f; f = f->next)
+        if (f->leader == leader)
+            return f;
+    fe_fetcher *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->set = s;
+    f->leader = leader;
+    f->port = -1;
+    f->state = FE_BACKOFF;               /* not connected yet */
+    f->timer = evtimer_new(s->b->base, on_timer, f);
+    if (!f->timer) {
+        free(f);
+        return NULL;
+    }
+    kp_buf_init(&f->out);
+    kp_arena_init(&f->arena, 0);
+    f->next = s->fetchers;
+    s->fetchers = f;
+    return f;
+}
+
+/* A replica that starts following a leader (a new leader, a new epoch)
+ * first finds where its log leaves the leader's (F6: OffsetForLeaderEpoch,
+ * apply_epoch) and cuts it there, so that what the new leader never had is
+ * never served from here and what it has is not fetched twice.  A
+ * follower thus cut below the leader's high watermark (an unclean
+ * election) is dropped from the ISR by the leader (repl_isr.c) until it has
+ * caught up again. */
+static void follow(fe_fetcher *f, const bk_topic *t, int32_t i, const bk_pview *v)
+{
+    /* A broker in its controlled shutdown starts following nothing new
+     * (cluster_leaders.c): following a new leader would first cut its log. */
+    bool leaving = bk_cluster_leaving(f->set->b);
+    for (int k = 0; k < f->nparts; k++) {
+        fe_part *fp = &f->parts[k];
+        if (fp->partition == i && !strcmp(fp->topic, t->name)) {
+            if (leaving && fp->leader_epoch != v->leader_epoch)
+                return;                  /* not seen: dropped */
+            fp->seen = true;
+            if (fp->leader_epoch != v->leader_epoch)
+                fp->truncating = true;
+            if (fp->leader_epoch != v->leader_epoch || fp->zk_version != v->zk_version) {
+                fp->leader_epoch = v->leader_epoch;
+                fp->zk_version = v->zk_version;
+                fp->retry_us = 0;        /* the view changed: fetch again */
+            }
+            return;
+        }
+    }
+    if (leaving)
+        return;
+    if (f->nparts == f->cap) {
+        int cap = f->cap ? f->cap * 2 : 16;
+        fe_part *np = realloc(f->parts, (size_t)cap * sizeof *np);
+        if (!np) {
+            BK_ERROR("partition %s-%d: out of memory; not followed", t->name, i);
+            return;
+        }
+        f->parts = np;
+        f->cap = cap;
+    }
+    fe_part *fp = &f->parts[f->nparts++];
+    memset(fp, 0, sizeof *fp);
+    fp->ahead = -1;
+    fp->truncating = true;
+    snprintf(fp->topic, sizeof fp->topic, "%s", t->name);
+    fp->partition = i;
+    fp->leader_epoch = v->leader_epoch;
+    fp->zk_version = v->zk_version;
+    fp->seen = true;
+}
+
+static void collect_topic(bk_topic *t, void *arg)
+{
+    fe_set *s = arg;
+    bk_broker *b = s->b;
+    for (int32_t i = 0; i < t->npartitions; i++) {
+        const bk_pview *v = &t->parts[i];
+        if (!bk_follow_wanted(v, b->cfg->broker_id, bk_broker_alive(b, v->leader)))
+            continue;
+        fe_fetcher *f = fetcher_get(s, v->leader);
+        if (!f)
+            continue;
+        follow(f, t, i, v);
+        if (t->cfg.max_message_bytes > f->max_batch)
+            f->max_batch = t->cfg.max_message_bytes;
+    }
+}
+
+static void recompute(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    fe_set *s = arg;
+    bk_broker *b = s->b;
+    for (fe_fetcher *f = s->fetchers; f; f = f->next) {
+        f->max_batch = 0;
+        for (int k = 0; k < f->nparts; k++)
+            f->parts[k].seen = false;
+    }
+    /* F5: the view loaded from SQLite at startup, or kept through a lost
+     * session, may name leaders that have changed since. */
+    if (b->cl->synced && !bk_logdir_offline(b))   /* a failed log dir: none (replica_logdir.c) */
+        bk_topics_foreach(b, collect_topic, s);
+    bk_broker_info info[CL_MAX_BROKERS];
+    const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];
+    int nb = bk_brokers_info(b, ib->name, info, CL_MAX_BROKERS);
+    for (fe_fetcher **pf = &s->fetchers; *pf;) {
+        fe_fetcher *f = *pf;
+        int k = 0;
+        for (int j = 0; j < f->nparts; j++)
+            if (f->parts[j].seen)
+                f->parts[k++] = f->parts[j];
+        f->nparts = k;
+        const bk_broker_info *bi = NULL;
+        for (int j = 0; j < nb && !bi; j++)
+            if (info[j].id == f->leader)
+                bi = &info[j];
+        if (k == 0 || !bi) {             /* F2 */
+            if (f->port >= 0)
+                BK_INFO("replica fetcher for broker %d: stopped (nothing to follow)",
+                        f->leader);
+            *pf = f->next;
+            fetcher_free(f);
+            continue;
+        }
+        if (f->port != bi->port || strcmp(f->host, bi->host)) {
+            snprintf(f->host, sizeof f->host, "%s", bi->host);
+            f->port = bi->port;
+            event_del(f->timer);
+            fetcher_connect(f);          /* a new (or moved) leader broker */
+        } else if (f->state == FE_READY) {
+            event_del(f->timer);
+            send_fetch(f);               /* partitions resumed or added */
+        }
+        pf = &f->next;
+    }
+}
+
+void bk_fetchers_update(bk_broker *b)
+{
+    fe_set *s = b->cl ? b->cl->fetchers : NULL;
+    if (!s)
+        return;
+    if (!evtimer_pending(s->recompute, NULL)) {
+        struct timeval zero = { 0, 0 };
+        evtimer_add(s->recompute, &zero);
+    }
+}
+
+int bk_fetchers_start(bk_broker *b)
+{
+    fe_set *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->b = b;
+    /* Inactive, the resolver keeps no event of its own pending: the loop
+     * still ends when everything else has. */
+    s->dns = evdns_base_new(b->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                     EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (!s->dns)                         /* numeric hosts still connect */
+        BK_WARN("replica fetchers: no asynchronous resolver; leaders' host names "
+                "are resolved by a blocking lookup");
+    s->recompute = evtimer_new(b->base, recompute, s);
+    if (!s->recompute) {
+        if (s->dns)
+            evdns_base_free(s->dns, 0);
+        free(s);
+        return -1;
+    }
+    b->cl->fetchers = s;
+    return 0;
+}
+
+void bk_fetchers_stop(bk_broker *b)
+{
+    fe_set *s = b->cl ? b->cl->fetchers : NULL;
+    if (!s)
+        return;
+    while (s->fetchers) {
+        fe_fetcher *f = s->fetchers;
+        s->fetchers = f->next;
+        fetcher_free(f);
+    }
+    event_free(s->recompute);
+    if (s->salt_job)
+        salt_job_free(s->salt_job);      /* joined: a few ms of PBKDF2 at most */
+    OPENSSL_cleanse(s->salted, sizeof s->salted);
+    if (s->dns)
+        evdns_base_free(s->dns, 0);
+    free(s);
+    b->cl->fetchers = NULL;
+}

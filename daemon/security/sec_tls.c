@@ -1,0 +1,289 @@
+/*
+ * TLS: contexts from Kafka's ssl.* keys (PEM only), kernel TLS detection,
+ * and the peer principal.
+ *
+ * One server context serves every TLS listener and the admin https
+ * endpoint; one client context serves broker-to-broker connections (the
+ * replica fetcher).  Both are made on first use and live until
+ * bk_tls_free; an SSL object holds its own reference to its context.
+ *
+ * Invariants:
+ *   T1. Only TLS 1.2 and 1.3 are ever negotiated (ssl.enabled.protocols
+ *       narrows that further); renegotiation is off.
+ *   T2. ssl.client.auth=required fails a handshake without a client
+ *       certificate that chains to the truststore; requested fails one
+ *       with a certificate that does not, and lets one without through
+ *       as User:ANONYMOUS (Java's wantClientAuth).
+ *   T3. A private key is never read from a terminal: an encrypted key
+ *       without ssl.key.password fails startup instead of prompting.
+ *   T4. The server sends no session tickets: after the handshake the only
+ *       records on the wire are application data, so a connection whose
+ *       sending OpenSSL moved into the kernel (kTLS) can write with
+ *       writev/sendfile straight to the socket (daemon/net/net_server.c).
+ */
+#include "daemon/security/sec_tls.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "daemon/broker.h"
+#include "daemon/broker_config.h"
+
+struct bk_tls {
+    SSL_CTX *server, *client;
+};
+
+const char *bk_tls_error(char *buf, size_t cap)
+{
+    unsigned long e = ERR_get_error();
+    if (!e) {
+        snprintf(buf, cap, "no OpenSSL error");
+        return buf;
+    }
+    ERR_error_string_n(e, buf, cap);
+    ERR_clear_error();
+    return buf;
+}
+
+/* T3: the password given, or nothing (never a prompt). */
+static int password_cb(char *buf, int size, int rwflag, void *u)
+{
+    (void)rwflag;
+    const char *pw = u;
+    if (!pw || !pw[0])
+        return 0;
+    int n = (int)strlen(pw);
+    if (n > size)
+        n = size;
+    memcpy(buf, pw, (size_t)n);
+    return n;
+}
+
+static int versions(SSL_CTX *ctx, const char *enabled)
+{
+    bool v12 = strstr(enabled, "TLSv1.2") != NULL, v13 = strstr(enabled, "TLSv1.3") != NULL;
+    if (!v12 && !v13)
+        return -1;
+    SSL_CTX_set_min_proto_version(ctx, v12 ? TLS1_2_VERSION : TLS1_3_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, v13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    return 0;
+}
+
+/* ssl.keystore.location, else the inline chain and key. */
+static int load_keystore(SSL_CTX *ctx, const bk_config *c, char *err, size_t errlen)
+{
+    char e[256];
+    SSL_CTX_set_default_passwd_cb(ctx, password_cb);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, (void *)c->ssl_key_password);
+    if (c->ssl_keystore_location[0]) {
+        if (SSL_CTX_use_certificate_chain_file(ctx, c->ssl_keystore_location) != 1 ||
+            SSL_CTX_use_PrivateKey_file(ctx, c->ssl_keystore_location, SSL_FILETYPE_PEM) != 1) {
+            snprintf(err, errlen, "ssl.keystore.location %s: %s", c->ssl_keystore_location,
+                     bk_tls_error(e, sizeof e));
+            return -1;
+        }
+    } else if (c->ssl_keystore_certificate_chain[0]) {
+        BIO *bio = BIO_new_mem_buf(c->ssl_keystore_certificate_chain, -1);
+        X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+        int ok = x && SSL_CTX_use_certificate(ctx, x) == 1;
+        X509_free(x);
+        while (ok && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
+            ok = SSL_CTX_add_extra_chain_cert(ctx, x) == 1;   /* takes x */
+        ERR_clear_error();                                    /* the chain's end */
+        BIO_free(bio);
+        bio = BIO_new_mem_buf(c->ssl_keystore_key, -1);
+        EVP_PKEY *k = ok && bio ? PEM_read_bio_PrivateKey(bio, NULL, password_cb,
+                                                         (void *)c->ssl_key_password) : NULL;
+        ok = k && SSL_CTX_use_PrivateKey(ctx, k) == 1;
+        EVP_PKEY_free(k);
+        BIO_free(bio);
+        if (!ok) {
+            snprintf(err, errlen, "ssl.keystore.certificate.chain / ssl.keystore.key: %s",
+                     bk_tls_error(e, sizeof e));
+            return -1;
+        }
+    } else {
+        return 0;                 /* a client without a certificate */
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        snprintf(err, errlen, "the keystore's private key does not match its certificate");
+        return -1;
+    }
+    return 0;
+}
+
+static int load_truststore(SSL_CTX *ctx, const bk_config *c, bool server,
+                           char *err, size_t errlen)
+{
+    char e[256];
+    if (c->ssl_truststore_location[0]) {
+        if (SSL_CTX_load_verify_locations(ctx, c->ssl_truststore_location, NULL) != 1) {
+            snprintf(err, errlen, "ssl.truststore.location %s: %s",
+                     c->ssl_truststore_location, bk_tls_error(e, sizeof e));
+            return -1;
+        }
+        if (server)               /* the CAs a client may pick its certificate by */
+            SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(c->ssl_truststore_location));
+    } else if (c->ssl_truststore_certificates[0]) {
+        BIO *bio = BIO_new_mem_buf(c->ssl_truststore_certificates, -1);
+        X509_STORE *st = SSL_CTX_get_cert_store(ctx);
+        X509 *x;
+        int n = 0;
+        while (bio && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
+            X509_STORE_add_cert(st, x);
+            X509_free(x);
+            n++;
+        }
+        ERR_clear_error();
+        BIO_free(bio);
+        if (!n) {
+            snprintf(err, errlen, "ssl.truststore.certificates: no PEM certificate");
+            return -1;
+        }
+    } else if (!server) {
+        SSL_CTX_set_default_verify_paths(ctx);
+    }
+    return 0;
+}
+
+static struct bk_tls *tls_of(bk_broker *b)
+{
+    if (!b->tls)
+        b->tls = calloc(1, sizeof *b->tls);
+    return b->tls;
+}
+
+static SSL_CTX *ctx_new(const bk_config *c, bool server, char *err, size_t errlen)
+{
+    SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+    if (!ctx) {
+        snprintf(err, errlen, "cannot make a TLS context");
+        return NULL;
+    }
+    long opts = SSL_OP_NO_RENEGOTIATION;              /* T1 */
+#ifdef SSL_OP_ENABLE_KTLS
+    opts |= SSL_OP_ENABLE_KTLS;
+#endif
+    SSL_CTX_set_options(ctx, (uint64_t)opts);
+    /* Writes resume with the same bytes at a new address (the output
+     * buffer may move) and report each record as it goes. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (versions(ctx, c->ssl_enabled_protocols) ||
+        load_keystore(ctx, c, err, errlen) ||
+        load_truststore(ctx, c, server, err, errlen)) {
+        if (!err[0])
+            snprintf(err, errlen, "ssl.enabled.protocols: no TLS version");
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    if (server) {
+        SSL_CTX_set_num_tickets(ctx, 0);               /* T4 */
+        SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"sluice", 6);
+        int mode = SSL_VERIFY_NONE;                    /* T2 */
+        if (!strcmp(c->ssl_client_auth, "required"))
+            mode = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+        else if (!strcmp(c->ssl_client_auth, "requested"))
+            mode = SSL_VERIFY_PEER;
+        SSL_CTX_set_verify(ctx, mode, NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    }
+    return ctx;
+}
+
+static SSL_CTX *ctx_get(bk_broker *b, bool server, char *err, size_t errlen)
+{
+    struct bk_tls *t = tls_of(b);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    SSL_CTX **slot = server ? &t->server : &t->client;
+    if (!*slot) {
+        err[0] = 0;
+        *slot = ctx_new(b->cfg, server, err, errlen);
+    }
+    return *slot;
+}
+
+SSL_CTX *bk_tls_server_ctx(bk_broker *b, char *err, size_t errlen)
+{
+    return ctx_get(b, true, err, errlen);
+}
+
+SSL_CTX *bk_tls_client_ctx(bk_broker *b, char *err, size_t errlen)
+{
+    return ctx_get(b, false, err, errlen);
+}
+
+void bk_tls_free(bk_broker *b)
+{
+    if (!b->tls)
+        return;
+    SSL_CTX_free(b->tls->server);
+    SSL_CTX_free(b->tls->client);
+    free(b->tls);
+    b->tls = NULL;
+}
+
+/* The kernel's "tls" ULP can only be set on a connected socket, so the
+ * probe makes a loopback connection and throws it away. */
+bool bk_tls_kernel_available(void)
+{
+    static int known = -1;
+    if (known >= 0)
+        return known;
+    known = 0;
+#ifdef TCP_ULP
+    int l = socket(AF_INET, SOCK_STREAM, 0), s = socket(AF_INET, SOCK_STREAM, 0), a = -1;
+    struct sockaddr_in in = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof in;
+    if (l >= 0 && s >= 0 && bind(l, (struct sockaddr *)&in, sizeof in) == 0 &&
+        listen(l, 1) == 0 && getsockname(l, (struct sockaddr *)&in, &len) == 0 &&
+        connect(s, (struct sockaddr *)&in, sizeof in) == 0 &&
+        (a = accept(l, NULL, NULL)) >= 0)
+        known = setsockopt(s, SOL_TCP, TCP_ULP, "tls", sizeof "tls") == 0;
+    if (a >= 0) close(a);
+    if (s >= 0) close(s);
+    if (l >= 0) close(l);
+#endif
+    return known;
+}
+
+bool bk_tls_ktls_send(SSL *ssl)
+{
+#if defined(BIO_get_ktls_send) && !defined(OPENSSL_NO_KTLS)
+    return BIO_get_ktls_send(SSL_get_wbio(ssl)) == 1;
+#else
+    (void)ssl;
+    return false;
+#endif
+}
+
+int bk_tls_peer_principal(SSL *ssl, char *buf, size_t cap)
+{
+    X509 *cert = SSL_get0_peer_certificate(ssl);
+    if (!cert || SSL_get_verify_result(ssl) != X509_V_OK)
+        return -1;
+    BIO *bio = BIO_new(BIO_s_mem());
+    if (!bio)
+        return -1;
+    /* RFC 2253: most specific first, as Java's X500Principal.getName(). */
+    X509_NAME_print_ex(bio, X509_get_subject_name(cert), 0, XN_FLAG_RFC2253);
+    char *p;
+    long n = BIO_get_mem_data(bio, &p);
+    snprintf(buf, cap, "User:%.*s", (int)n, p);
+    BIO_free(bio);
+    return 0;
+}

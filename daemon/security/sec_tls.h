@@ -1,0 +1,31 @@
+/* TLS contexts from the ssl.* keys, and the helpers the connection code,
+ * the replica fetcher and the admin endpoint share (daemon/security/sec_tls.c). */
+#ifndef SLUICE_TLS_H
+#define SLUICE_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <openssl/ssl.h>
+
+struct bk_broker;
+
+/* The server context (listeners, admin https), made on first call.
+ * NULL with err when the keystore or truststore cannot be loaded. */
+SSL_CTX *bk_tls_server_ctx(struct bk_broker *b, char *err, size_t errlen);
+/* The client context broker-to-broker connections use: the same keystore
+ * (presented when the other side asks), the truststore to verify with. */
+SSL_CTX *bk_tls_client_ctx(struct bk_broker *b, char *err, size_t errlen);
+/* Whether this kernel takes the "tls" TCP upper-layer protocol (kernel
+ * TLS), probed once on a loopback connection. */
+bool bk_tls_kernel_available(void);
+/* Whether OpenSSL moved this connection's sending into the kernel. */
+bool bk_tls_ktls_send(SSL *ssl);
+/* "User:CN=...,O=..." (RFC 2253, Kafka's default principal builder) of
+ * the verified peer certificate; 0, or -1 when there is none. */
+int  bk_tls_peer_principal(SSL *ssl, char *buf, size_t cap);
+/* The first OpenSSL error, for log lines ("certificate verify failed"). */
+const char *bk_tls_error(char *buf, size_t cap);
+void bk_tls_free(struct bk_broker *b);
+
+#endif
