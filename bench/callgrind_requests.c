@@ -15,8 +15,11 @@
  * bytes each) and a dump; counters zeroed again, then Fetch v13 passes of
  * 1 MiB requests over what was written until CG_FETCHES requests were
  * answered, and a dump.  Each figure is the dump's total divided by the
- * requests sent.  Timers that fire meanwhile (janitor, retention, metrics)
- * are counted too, equally for both binaries.
+ * requests sent.  Only what runs inside the connection's event callbacks
+ * is counted (callgrind --toggle-collect on CG_TOGGLE, default
+ * "on_readable,on_writable" of daemon/net/net_server.c: read, parse,
+ * handle, answer); timers and worker threads, whose share depends on how
+ * long the run takes, would otherwise swing the figure by a few per cent.
  */
 #include "bench/bench_fetch.h"
 
@@ -85,9 +88,13 @@ static void measure(const char *sluiced, double *per_produce, double *per_fetch)
     char dir[200], wrapper[300];
     bench_mkdtemp(dir, sizeof dir, "sluice-cg");
     snprintf(wrapper, sizeof wrapper, "%s/sluiced-under-callgrind", dir);
+    char toggles[512] = "", list[256];
+    snprintf(list, sizeof list, "%s", getenv("CG_TOGGLE") ? getenv("CG_TOGGLE") : "on_readable,on_writable");
+    for (char *save = NULL, *fn = strtok_r(list, ",", &save); fn; fn = strtok_r(NULL, ",", &save))
+        snprintf(toggles + strlen(toggles), sizeof toggles - strlen(toggles), " --toggle-collect=%s", fn);
     FILE *w = fopen(wrapper, "w");
-    if (!w || fprintf(w, "#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/cg.out "
-                      "%s \"$@\"\n", dir, sluiced) < 0 || fclose(w) || chmod(wrapper, 0755)) {
+    if (!w || fprintf(w, "#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/cg.out%s "
+                      "%s \"$@\"\n", dir, toggles, sluiced) < 0 || fclose(w) || chmod(wrapper, 0755)) {
         perror("callgrind_requests: wrapper");
         exit(1);
     }
