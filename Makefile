@@ -270,8 +270,10 @@ check: deps-if-missing
 
 # Every #include against tools/layers.rules: no include a rule does not
 # allow, no cycle between folders, no libevent, SQLite or ZooKeeper in
-# segments/ and protocol/.  Needs no build; first in check, it fails fast.
+# segments/ and protocol/, no room's private header from another room.
+# The checker's own tests first.  Needs no build; first in check, it fails fast.
 check-layers:
+	@python3 tools/test_check_layers.py
 	@python3 tools/check_layers.py
 
 unit: $(UNIT_BIN)

@@ -9,6 +9,9 @@ tree's .c and .h files (build*/ and hidden folders skipped), and fails on:
   (b) any include cycle between units (excepted includes left out);
   (c) an #include <...> that a unit forbids (segments/ and protocol/ stay
       free of libevent, SQLite and ZooKeeper);
+  (d) an #include "..." of a header the rules call private to its unit,
+      from another unit not named beside it (units allowed "*", the tests
+      and benches, may include internals);
 and also on a .c or .h file that belongs to no unit, an #include "..."
 that names no file in the tree nor a generated header, and rules that
 themselves allow a cycle.
@@ -42,6 +45,7 @@ class Rules:
         self.generated = {}     # header basename -> unit
         self.forbid = {}        # unit -> list of <...> prefixes
         self.exceptions = {}    # (file, header) -> rule-file line number
+        self.private = {}       # header -> set of other units that may include it
 
 
 def parse_rules(path):
@@ -63,6 +67,11 @@ def parse_rules(path):
                     raise RuleError(f'{where}: expected "forbid UNIT...: HEADER-OR-FOLDER/..."')
                 for u in m.group(1).split():
                     r.forbid.setdefault(u, []).extend(m.group(2).split())
+            elif line.startswith('private '):
+                m = re.fullmatch(r'private\s+(\S+)\s*:(.*)', line)
+                if not m:
+                    raise RuleError(f'{where}: expected "private HEADER: UNIT..."')
+                r.private[m.group(1)] = set(m.group(2).split())
             elif line.startswith('except '):
                 m = re.fullmatch(r'except\s+(\S+)\s*->\s*(\S+)', line)
                 if not m:
@@ -86,6 +95,9 @@ def parse_rules(path):
     for u in r.forbid:
         if u not in units:
             raise RuleError(f'{path}: forbid names {u}, which is no unit')
+    for h, us in r.private.items():
+        for u in us - units:
+            raise RuleError(f'{path}: private {h} names {u}, which is no unit')
     return r
 
 
@@ -178,19 +190,30 @@ def check(root, rules, strict=False, verbose=False):
             if dst_unit == src_unit:
                 continue
             key = (path, target or inc)
+            star = '*' in rules.allow[src_unit]
+            problems = []
+            if dst_unit not in rules.allow[src_unit] and not star:
+                problems.append(f'{src_unit} may not include {dst_unit} (allowed: '
+                                f'{" ".join(sorted(rules.allow[src_unit])) or "nothing"})')
+            if (target in rules.private and not star
+                    and src_unit not in rules.private[target]):
+                others = " ".join(sorted(rules.private[target]))
+                problems.append(f'private to {dst_unit}{" and " + others if others else ""}: '
+                                f'include its room\'s public header')
             if key in rules.exceptions:
                 used_exceptions.add(key)
                 excepted_edges.setdefault((src_unit, dst_unit), []).append(key)
-                if dst_unit in rules.allow[src_unit] or '*' in rules.allow[src_unit]:
+                if not problems:
                     warnings.append(f'{where}: exception for "{inc}" not needed: '
-                                    f'{src_unit} may include {dst_unit}')
+                                    f'the rules allow it')
                 continue
             graph[src_unit].add(dst_unit)
-            if dst_unit not in rules.allow[src_unit] and '*' not in rules.allow[src_unit]:
-                errors.append(f'{where}: #include "{inc}": {src_unit} may not include '
-                              f'{dst_unit} (allowed: '
-                              f'{" ".join(sorted(rules.allow[src_unit])) or "nothing"})')
+            for problem in problems:
+                errors.append(f'{where}: #include "{inc}": {problem}')
 
+    for h in sorted(rules.private):
+        if not os.path.isfile(os.path.join(root, h)):
+            errors.append(f'layers.rules: private {h}: no such header')
     for key, n in sorted(rules.exceptions.items(), key=lambda kv: kv[1]):
         if key not in used_exceptions:
             msg = (f'layers.rules:{n}: stale exception {key[0]} -> {key[1]}: '
