@@ -23,6 +23,14 @@ allowed.  An exception that matches no include any more is reported as
 stale (a warning: delete the line; --strict makes it an error).
 
   python3 tools/check_layers.py [--rules FILE] [--root DIR] [--strict] [-v]
+  python3 tools/check_layers.py --calls build      (after a build; a report)
+
+--calls sees what includes cannot: a function declared in a lower room's
+header but defined in a higher room (replica.h's bk_isr_update_hw, defined
+in replication/repl_isr.c) is a call upwards that no #include shows.  It
+reads the objects under BUILD/obj with nm, maps each to its source's unit,
+and lists the calls between units that the rules do not allow, with the
+functions.  A report, not a check: exit 0 (1 with --strict).
 
 Exit status 0 when the tree follows the rules, 1 when it does not, 2 when
 the rule file is malformed.
@@ -30,6 +38,7 @@ the rule file is malformed.
 import argparse
 import os
 import re
+import subprocess
 import sys
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
@@ -237,6 +246,64 @@ def check(root, rules, strict=False, verbose=False):
     return errors, warnings
 
 
+def nm_symbols(obj):
+    """(defined, undefined) global function/data symbols of one object."""
+    out = subprocess.run(['nm', '-P', obj], capture_output=True, text=True,
+                         check=True).stdout
+    defined, undefined = set(), set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        name, kind = parts[0], parts[1]
+        if kind == 'U':
+            undefined.add(name)
+        elif kind in 'TDBRWVC':                 # global text, data, bss, rodata, weak
+            defined.add(name)
+    return defined, undefined
+
+
+def check_calls(root, build, rules, verbose=False):
+    """Calls (and data references) between units against the rules.  Returns
+    the list of report lines for edges the rules do not allow."""
+    units = list(rules.allow)
+    objroot = os.path.join(build, 'obj')
+    owner = {}                                  # symbol -> (unit, source)
+    refs = []                                   # (unit, source, symbol)
+    for d, _, files in os.walk(objroot):
+        for f in sorted(files):
+            if not f.endswith('.o'):
+                continue
+            obj = os.path.join(d, f)
+            src = os.path.relpath(obj, objroot)[:-2] + '.c'
+            if src.startswith('gen/'):          # generated: kp_msgs.c etc.
+                unit = 'protocol' if 'kp_msgs.c' in src else None
+            else:
+                unit = unit_of(src, units)
+            if unit is None:
+                continue
+            defined, undefined = nm_symbols(obj)
+            for sym in defined:
+                owner.setdefault(sym, (unit, src))
+            refs.extend((unit, src, sym) for sym in undefined)
+    edges = {}
+    for unit, src, sym in refs:
+        if sym not in owner:
+            continue                            # a library's (libc, libevent, ...)
+        dst, dst_src = owner[sym]
+        if dst == unit or '*' in rules.allow[unit] or dst in rules.allow[unit]:
+            continue
+        edges.setdefault((unit, dst), set()).add(f'{src} -> {sym} ({dst_src})')
+    report = []
+    for (a, b), calls in sorted(edges.items()):
+        report.append(f'calls {a} -> {b}: {len(calls)} reference(s)')
+        shown = sorted(calls) if verbose else sorted(calls)[:3]
+        report.extend(f'    {c}' for c in shown)
+        if len(shown) < len(calls):
+            report.append(f'    ... {len(calls) - len(shown)} more (-v lists them all)')
+    return report
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -244,12 +311,22 @@ def main():
     ap.add_argument('--rules', default=os.path.join(here, 'layers.rules'))
     ap.add_argument('--strict', action='store_true', help='stale exceptions are errors')
     ap.add_argument('-v', '--verbose', action='store_true', help='list the excepted edges')
+    ap.add_argument('--calls', metavar='BUILD',
+                    help='report calls between units against the rules, from BUILD/obj')
     args = ap.parse_args()
     try:
         rules = parse_rules(args.rules)
     except (RuleError, OSError) as e:
         print(f'check_layers: {e}', file=sys.stderr)
         return 2
+    if args.calls:
+        report = check_calls(args.root, args.calls, rules, args.verbose)
+        for line in report:
+            print(line)
+        n = sum(1 for line in report if line.startswith('calls '))
+        print(f'check_layers: {n} unit pair(s) with calls the rules do not allow '
+              f'(from the objects in {args.calls}/obj)')
+        return 1 if (n and args.strict) else 0
     errors, warnings = check(args.root, rules, args.strict, args.verbose)
     for w in warnings:
         print(f'check_layers: warning: {w}', file=sys.stderr)

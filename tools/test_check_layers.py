@@ -123,6 +123,24 @@ class CheckLayers(unittest.TestCase):
         self.rules = self.rules.replace('protocol:\n', 'protocol: daemon\n')
         self.assert_fails('the rules themselves allow a cycle')
 
+    def test_calls_report_a_call_upwards_that_no_include_shows(self):
+        # replica.h declares what cluster defines: the include is allowed,
+        # the call is not (the case of replica.h's bk_isr_update_hw).
+        self.write('daemon/replica/replica.c', 'int cl_hook(void);\nint rp(void) { return cl_hook(); }\n')
+        self.write('daemon/cluster/cluster_zk.c', 'int rp(void);\nint cl_hook(void) { return 1; }\n'
+                   'int cl(void) { return rp(); }\n')
+        for src in ('daemon/replica/replica.c', 'daemon/cluster/cluster_zk.c'):
+            obj = os.path.join(self.root, 'build/obj', src[:-2] + '.o')
+            os.makedirs(os.path.dirname(obj), exist_ok=True)
+            subprocess.run(['cc', '-c', os.path.join(self.root, src), '-o', obj], check=True)
+        rc, out = self.run_check('--calls', os.path.join(self.root, 'build'))
+        self.assertEqual(rc, 0, out)
+        self.assertIn('calls daemon/replica -> daemon/cluster: 1 reference(s)', out)
+        self.assertIn('daemon/replica/replica.c -> cl_hook (daemon/cluster/cluster_zk.c)', out)
+        self.assertNotIn('calls daemon/cluster -> daemon/replica', out)
+        rc, out = self.run_check('--calls', os.path.join(self.root, 'build'), '--strict')
+        self.assertEqual(rc, 1, out)
+
     def test_a_malformed_rule_is_exit_2(self):
         self.rules += 'except daemon/replica/replica.c daemon/cluster/cluster.h\n'
         rc, out = self.run_check()
