@@ -1,7 +1,8 @@
 # Sluice — one non-recursive Makefile.
 #
 #   make                 build everything (into build/, or build-san/ with SANITIZE=1)
-#   make check           unit tests (Check) + integration tests (real Kafka clients)
+#   make check           layering check, unit tests (Check), integration tests (real Kafka clients)
+#   make check-layers    which folder may include which (tools/layers.rules; daemon/README.md)
 #   make run             start a standalone broker with data in ./data
 #   make run-cluster     ZooKeeper and three brokers on loopback (examples/cluster/)
 #   make deps            install the Debian packages listed in DEBIAN_PACKAGES
@@ -88,7 +89,7 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 # Objects of tests, benches and tools are chained; keep them between runs.
 .SECONDARY:
 
-.PHONY: all check unit integration run run-cluster deps deps-if-missing bench clean
+.PHONY: all check check-layers unit integration run run-cluster deps deps-if-missing bench clean
 all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN) $(if $(CLIENT_SRC),$(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)) $(SLUICE_SQL)
 
 # Order-only on the generated header: any object may include kp_msgs.h,
@@ -261,10 +262,19 @@ deps-if-missing:
 # integration` ran both at once, on a machine whose timing tests then
 # measured each other.
 check: deps-if-missing
+	@$(MAKE) --no-print-directory check-layers
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory fuzz-check
+
+# Every #include against tools/layers.rules: no include a rule does not
+# allow, no cycle between folders, no libevent, SQLite or ZooKeeper in
+# segments/ and protocol/, no room's private header from another room.
+# The checker's own tests first.  Needs no build; first in check, it fails fast.
+check-layers:
+	@python3 tools/test_check_layers.py
+	@python3 tools/check_layers.py
 
 unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do \
