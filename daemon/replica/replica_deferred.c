@@ -16,10 +16,11 @@ void bk_deferred_init(bk_deferred *d, bk_deferred_fn on_wake,
     *d = (bk_deferred){ .on_wake = on_wake, .on_timeout = on_timeout, .arg = arg };
 }
 
-/* Runs inside bk_partition_notify: only schedules (D2). */
+/* Runs inside bk_partition_notify: only schedules (D2).  w->arg, not
+ * w->deferred: the chain may already have been dropped by this notify. */
 static void waiter_wake(bk_waiter *w)
 {
-    bk_deferred_wake(w->deferred);
+    bk_deferred_wake(w->arg);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
