@@ -1,10 +1,13 @@
 /* Clocks, the log line format and small request helpers shared by the
  * daemon. */
 #include "daemon/broker.h"
+#include "daemon/request.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 int64_t bk_now_ms(void)
@@ -56,4 +59,38 @@ char *bk_slice_dup(kp_str s, bool *oom)
         p[i] = s.p[i] ? s.p[i] : '?';
     p[s.len] = 0;
     return p;
+}
+
+void bk_req_client_host(bk_req *r, char *out, size_t cap)
+{
+    const char *peer = r->conn ? bk_conn_peer(r->conn) : NULL;
+    if (!peer || !*peer) {
+        snprintf(out, cap, "%s", "");
+        return;
+    }
+    /* "host:port" or "[v6]:port" → Kafka's "/host". */
+    const char *colon = strrchr(peer, ':');
+    size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
+    if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
+        peer++;
+        n -= 2;
+    }
+    snprintf(out, cap, "/%.*s", (int)n, peer);
+}
+
+void *bk_req_alloc(bk_req *r, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    return kp_arena_alloc(&r->arena, n * size);
+}
+
+int bk_req_encoded(bk_req *r, const char *api, int rc)
+{
+    if (rc == 0)
+        return BK_RESPOND;
+    /* Our own response did not fit its version's schema: a bug here, not
+     * the client's; it gets no half-written body. */
+    BK_ERROR("%s v%d: response not encodable (%d)", api, r->hdr.RequestApiVersion, rc);
+    return BK_CLOSE;
 }

@@ -69,6 +69,15 @@ const char *bk_conn_peer(const bk_conn *c);
 uint64_t bk_conn_serial(const bk_conn *c);
 /* Total bytes of ranges spliced so far. */
 size_t bk_req_range_bytes(const bk_req *r);
+/* The client's host as Kafka prints it ("/127.0.0.1"; "" without a
+ * connection), from bk_conn_peer (daemon/broker_util.c, as the two below). */
+void bk_req_client_host(bk_req *r, char *out, size_t cap);
+/* n zeroed elements of a response array, from r->arena (freed when r is
+ * answered); NULL when out of memory or n * size overflows. */
+void *bk_req_alloc(bk_req *r, size_t n, size_t size);
+/* The handler's answer once kp_enc_*Response returned rc: BK_RESPOND when
+ * rc is 0; else logs the API by name and BK_CLOSE. */
+int bk_req_encoded(bk_req *r, const char *api, int rc);
 
 /* API table (daemon/api/api_dispatch.c). */
 typedef struct bk_api {

@@ -33,23 +33,24 @@
  *            handler              the HW moves on any watched partition
  *   READY ─────────────► WAITING ◄──────────────────────────┐
  *     ▲   (not enough)     │  bk_partition_set_high_watermark → notify     │
- *     │                    │  → fetch_wake:                                │
- *     │                    │  drop all waiters, activate wake_ev           │
+ *     │                    │  → the request's bk_deferred (st->wait,       │
+ *     │                    │  replica_deferred.h): drop all waiters        │
  *     │                    ▼                                               │
- *     │                 REBUILD (wake_cb, next loop turn) ─ not enough ────┘
+ *     │                 REBUILD (fetch_rebuild, next turn) ─ not enough ───┘
  *     │                    │ enough data, an error, or the deadline
- *     └── bk_req_finish ◄──┴──── timer_cb (MaxWaitMs) rebuilds and finishes
+ *     └── bk_req_finish ◄──┴──── fetch_timeout (MaxWaitMs) rebuilds and finishes
  *
  * Invariants:
  *   1. While WAITING, the request holds no file ranges and r->out holds
  *      nothing of the body; every REBUILD writes the body from scratch
  *      (fetch_reset), so a response always reflects one instant.
  *   2. No bk_partition pointer survives a return to the loop: waiters are
- *      unlinked before fetch_wake returns, and REBUILD looks partitions up
+ *      unlinked when woken (replica_deferred.h D2), and REBUILD looks partitions up
  *      again by name (topic deletion notifies before freeing; a deleted
  *      partition is answered UNKNOWN_TOPIC_OR_PARTITION).
  *   3. Waking is by notification only, never polling.  Notifications are
- *      coalesced: many HW moves in one loop turn cost one REBUILD.
+ *      coalesced: many HW moves in one loop turn cost one REBUILD
+ *      (replica_deferred.h D3).
  *   4. The parsed request (fetch_state) points into the request frame and
  *      lives in the request arena; the connection keeps both untouched
  *      while the request is deferred.  If the connection dies first,
@@ -113,6 +114,7 @@
 #include "daemon/api/api_leader_hint.h"
 #include "daemon/net/net_metrics.h"
 #include "daemon/replica/replica.h"
+#include "daemon/replica/replica_deferred.h"
 #include "daemon/replication/repl_throttle.h"
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
@@ -122,8 +124,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <event2/event.h>
 
 #define FETCH_MAX_RANGES 16       /* per partition per response */
 
@@ -138,7 +138,7 @@ typedef struct fetch_part {
     int32_t max_bytes;
     int first_range, nranges;     /* this build's ranges, in fetch_state.ranges */
     size_t conv_off, conv_len;    /* v0-3: this build's messages, in fetch_state.conv */
-    bk_waiter w;
+    bk_waiter w;                  /* on fetch_state.wait while it waits */
 } fetch_part;
 
 typedef struct fetch_topic {
@@ -173,9 +173,7 @@ typedef struct fetch_state {
     int nranges, cap_ranges, ranges_sent;
     size_t out_base;              /* r->out->len when the handler started */
     int64_t deadline_us;
-    struct event *timer;
-    struct event *wake_ev;
-    bool wake_pending;
+    bk_deferred wait;             /* MaxWaitMs, and the parts' waiters */
     /* v0-3 only (down-conversion): file bytes read, messages written, and
      * the iterator that decompresses; freed with the state. */
     kp_buf raw, conv;
@@ -184,6 +182,9 @@ typedef struct fetch_state {
 } fetch_state;
 
 /* ---- parsing --------------------------------------------------------------- */
+
+static void fetch_rebuild(void *arg);         /* long-poll, below */
+static void fetch_timeout(void *arg);
 
 /* Decodes the request with the generated codec (its arrays in r->arena,
  * which lives until the request is done, deferred or not) and copies what
@@ -221,6 +222,7 @@ static fetch_state *fetch_parse(bk_req *r)
     kp_buf_init(&st->raw);
     kp_buf_init(&st->conv);
     kp_rec_iter_init0(&st->it);
+    bk_deferred_init(&st->wait, fetch_rebuild, fetch_timeout, st);
     int32_t replica = v >= 15 ? q.ReplicaState.ReplicaId : q.ReplicaId;
     st->replica_id = bk_cluster_mode(r->b) && replica >= 0 ? replica : -1;
     int64_t cap = r->b->cfg->fetch_max_bytes;
@@ -591,24 +593,14 @@ static void fetch_reset(bk_req *r, fetch_state *st)
 
 /* ---- long-poll ---------------------------------------------------------------- */
 
-static void fetch_unwatch_all(fetch_state *st)
-{
-    for (int32_t i = 0; i < st->nparts; i++)
-        bk_partition_unwatch(&st->parts[i].w);
-}
-
 static void fetch_free(fetch_state *st)
 {
     leader_throttle.tokens -= st->throttled;      /* invariant 5: what was sent */
     st->throttled = 0;
-    fetch_unwatch_all(st);
     kp_buf_free(&st->raw);
     kp_buf_free(&st->conv);
     kp_rec_iter_free(&st->it);
-    if (st->timer)
-        event_free(st->timer);
-    if (st->wake_ev)
-        event_free(st->wake_ev);
+    bk_deferred_free(&st->wait);
     /* st itself is in r->arena (fetch_parse). */
 }
 
@@ -631,17 +623,6 @@ static void fetch_finish(fetch_state *st)
     bk_req_finish(r);             /* may start the next request on r */
 }
 
-/* Runs inside bk_partition_notify: must not keep the partition (inv. 2). */
-static void fetch_wake(bk_waiter *w)
-{
-    fetch_state *st = w->arg;
-    fetch_unwatch_all(st);
-    if (!st->wake_pending) {
-        st->wake_pending = true;
-        event_active(st->wake_ev, EV_TIMEOUT, 0);
-    }
-}
-
 /* Links one waiter per requested partition that exists.  false if one is
  * missing (the caller answers at once: the rebuild reports it). */
 static bool fetch_watch_all(fetch_state *st)
@@ -651,25 +632,20 @@ static bool fetch_watch_all(fetch_state *st)
         fetch_part *fp = &st->parts[i];
         bk_partition *p;
         if (bk_leader_replica(b, st->topics[fp->topic].name, fp->partition, &p)) {
-            fetch_unwatch_all(st);
+            bk_deferred_unwatch(&st->wait);
             return false;
         }
-        fp->w.wake = fetch_wake;
-        fp->w.arg = st;
-        if (st->replica_id >= 0)
-            bk_partition_watch_appends(p, &fp->w);  /* it reads to the log end */
-        else
-            bk_partition_watch(p, &fp->w);
+        /* A follower reads to the log end: its appends are news. */
+        bk_deferred_watch(&st->wait, p, &fp->w, st->replica_id >= 0);
     }
     return true;
 }
 
-static void fetch_rebuild_cb(evutil_socket_t fd, short what, void *arg)
+/* The loop turn after a watched partition moved (no waiter linked). */
+static void fetch_rebuild(void *arg)
 {
-    (void)fd; (void)what;
     fetch_state *st = arg;
     bk_req *r = st->r;
-    st->wake_pending = false;
     fetch_reset(r, st);
     bool any_error = false;
     int64_t bytes = fetch_build(r, st, &any_error);
@@ -685,12 +661,10 @@ static void fetch_rebuild_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static void fetch_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void fetch_timeout(void *arg)
 {
-    (void)fd; (void)what;
     fetch_state *st = arg;
     bk_req *r = st->r;
-    fetch_unwatch_all(st);
     fetch_reset(r, st);
     bool any_error = false;
     fetch_build(r, st, &any_error);
@@ -701,24 +675,15 @@ static void fetch_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static void fetch_expire(bk_req *r)
 {
     fetch_state *st = r->state;
-    fetch_unwatch_all(st);
-    if (!st->wake_pending) {
-        st->wake_pending = true;
-        event_active(st->wake_ev, EV_TIMEOUT, 0);
-    }
+    bk_deferred_wake(&st->wait);
 }
 
 /* Turns a built-but-too-small response into a wait.  false: could not
  * (the caller answers now with what it built). */
 static bool fetch_defer(bk_req *r, fetch_state *st)
 {
-    st->timer = evtimer_new(r->b->base, fetch_timeout_cb, st);
-    st->wake_ev = event_new(r->b->base, -1, 0, fetch_rebuild_cb, st);
-    if (!st->timer || !st->wake_ev)
-        return false;
-    struct timeval tv = { st->max_wait_ms / 1000, (st->max_wait_ms % 1000) * 1000 };
     st->deadline_us = bk_mono_us() + (int64_t)st->max_wait_ms * 1000;
-    if (evtimer_add(st->timer, &tv) != 0)
+    if (bk_deferred_arm(&st->wait, r->b->base, st->max_wait_ms) != 0)
         return false;
     fetch_reset(r, st);
     if (!fetch_watch_all(st)) {

@@ -67,7 +67,8 @@
  *
  *     handler ──(HW below some partition's end)──► WAITING
  *        WAITING ── HW moves / partition deleted / leadership lost
- *                   (bk_partition_notify → pw_wake) ──► CHECK (next turn)
+ *                   (bk_partition_notify → pw_recheck, the request's
+ *                   bk_deferred: replica_deferred.h) ──► CHECK (next turn)
  *        CHECK ── every partition done ──► bk_req_finish
  *              └─ else ──► WAITING again
  *        WAITING ── TimeoutMs passes ──► REQUEST_TIMED_OUT for the rest
@@ -103,6 +104,7 @@
 #include "daemon/replica/replica_logdir.h"
 #include "daemon/net/net_metrics.h"
 #include "daemon/replica/replica.h"
+#include "daemon/replica/replica_deferred.h"
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
 #include "daemon/replica/replica_producers.h"
@@ -111,8 +113,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <event2/event.h>
 
 typedef struct produce_result {
     int16_t error;
@@ -466,7 +466,7 @@ typedef struct pw_part {
     int64_t end;                  /* the HW that answers it */
     produce_part_out *out;        /* its entry in the response (r->arena) */
     bool done;
-    bk_waiter w;
+    bk_waiter w;                  /* on pw->wait while it waits */
 } pw_part;
 
 typedef struct produce_wait {
@@ -474,24 +474,12 @@ typedef struct produce_wait {
     kp_ProduceResponse m;
     int n;
     pw_part *parts;
-    struct event *timer, *wake_ev;
-    bool wake_pending;
+    bk_deferred wait;             /* TimeoutMs, and the parts' waiters */
 } produce_wait;
-
-static void pw_unwatch_all(produce_wait *pw)
-{
-    for (int i = 0; i < pw->n; i++)
-        bk_partition_unwatch(&pw->parts[i].w);
-}
 
 static void pw_free(produce_wait *pw)
 {
-    pw_unwatch_all(pw);
-    if (pw->timer)
-        event_free(pw->timer);
-    if (pw->wake_ev)
-        event_free(pw->wake_ev);
-    pw->timer = pw->wake_ev = NULL;      /* pw itself is in r->arena */
+    bk_deferred_free(&pw->wait);         /* pw itself is in r->arena */
 }
 
 static void pw_fail(pw_part *pp, int16_t err)
@@ -521,13 +509,13 @@ static bool pw_check(produce_wait *pw)
             if (bk_isr_size(p) < p->topic->cfg.min_insync_replicas)
                 pw_fail(pp, KP_NOT_ENOUGH_REPLICAS_AFTER_APPEND);
         } else {
-            bk_partition_watch(p, &pp->w);
+            bk_deferred_watch(&pw->wait, p, &pp->w, false);
             all_done = false;
         }
     }
     if (!all_done)
         return false;
-    pw_unwatch_all(pw);
+    bk_deferred_unwatch(&pw->wait);
     return true;
 }
 
@@ -542,31 +530,17 @@ static void pw_finish(produce_wait *pw)
     bk_req_finish(r);             /* may start the next request on r */
 }
 
-/* Runs inside bk_partition_notify: keeps no partition pointer. */
-static void pw_wake(bk_waiter *w)
+/* The loop turn after a watched partition moved (no waiter linked). */
+static void pw_recheck(void *arg)
 {
-    produce_wait *pw = w->arg;
-    pw_unwatch_all(pw);
-    if (!pw->wake_pending) {
-        pw->wake_pending = true;
-        event_active(pw->wake_ev, EV_TIMEOUT, 0);
-    }
-}
-
-static void pw_wake_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd; (void)what;
     produce_wait *pw = arg;
-    pw->wake_pending = false;
     if (pw_check(pw))
         pw_finish(pw);
 }
 
-static void pw_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void pw_timeout(void *arg)
 {
-    (void)fd; (void)what;
     produce_wait *pw = arg;
-    pw_unwatch_all(pw);
     pw_check(pw);                 /* what is done now counts */
     for (int i = 0; i < pw->n; i++)
         if (!pw->parts[i].done)
@@ -588,8 +562,7 @@ static void pw_cancel(bk_req *r)
 static void pw_expire(bk_req *r)
 {
     produce_wait *pw = r->state;
-    pw_unwatch_all(pw);
-    event_active(pw->timer, EV_TIMEOUT, 0);
+    bk_deferred_expire(&pw->wait);
 }
 
 /* After the appends of an acks=-1 produce in cluster mode: BK_DEFER, or
@@ -602,19 +575,12 @@ static int pw_start(bk_req *r, const kp_ProduceResponse *m, pw_part *parts, int 
     if (!pw)
         return BK_CLOSE;
     *pw = (produce_wait){ .r = r, .m = *m, .n = n, .parts = parts };
-    for (int i = 0; i < n; i++) {
-        parts[i].w = (bk_waiter){ .wake = pw_wake, .arg = pw };
-    }
+    bk_deferred_init(&pw->wait, pw_recheck, pw_timeout, pw);
     if (pw_check(pw)) {
         kp_enc_ProduceResponse(r->out, r->hdr.RequestApiVersion, &pw->m);
         return r->out->err ? BK_CLOSE : BK_RESPOND;
     }
-    pw->timer = evtimer_new(r->b->base, pw_timeout_cb, pw);
-    pw->wake_ev = event_new(r->b->base, -1, 0, pw_wake_cb, pw);
-    if (timeout_ms < 0)
-        timeout_ms = 0;
-    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
-    if (r->b->stopping || !pw->timer || !pw->wake_ev || evtimer_add(pw->timer, &tv) != 0) {
+    if (r->b->stopping || bk_deferred_arm(&pw->wait, r->b->base, timeout_ms) != 0) {
         pw_free(pw);
         for (int i = 0; i < n; i++)
             if (!parts[i].done)

@@ -13,7 +13,7 @@
  * A decoded request borrows from the frame and r->arena (protocol/msgs.c
  * M1), both kept until the request is answered, deferred or not; the
  * coordinator copies whatever it keeps longer (member ids, protocols,
- * assignments).  Response arrays come from r->arena too (gc_alloc).
+ * assignments).  Response arrays come from r->arena too (bk_req_alloc).
  * The decoder is Kafka's: a null where the schema has none (a group id,
  * a protocol's metadata, an assignments array) closes the connection.
  */
@@ -27,47 +27,13 @@
 
 #include "kp_msgs.h"
 
-void gc_client_host(bk_req *r, char *out, size_t cap)
-{
-    const char *peer = r->conn ? bk_conn_peer(r->conn) : NULL;
-    if (!peer || !*peer) {
-        snprintf(out, cap, "%s", "");
-        return;
-    }
-    /* "host:port" or "[v6]:port" → Kafka's "/host". */
-    const char *colon = strrchr(peer, ':');
-    size_t n = colon ? (size_t)(colon - peer) : strlen(peer);
-    if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
-        peer++;
-        n -= 2;
-    }
-    snprintf(out, cap, "/%.*s", (int)n, peer);
-}
-
-void *gc_alloc(bk_req *r, size_t n, size_t size)
-{
-    if (size && n > SIZE_MAX / size)
-        return NULL;
-    return kp_arena_alloc(&r->arena, n * size);
-}
-
-int gc_encoded(bk_req *r, const char *api, int rc)
-{
-    if (rc == 0)
-        return BK_RESPOND;
-    /* Our own response did not fit its version's schema: a bug here, not
-     * the client's; it gets no half-written body. */
-    BK_ERROR("%s v%d: response not encodable (%d)", api, r->hdr.RequestApiVersion, rc);
-    return BK_CLOSE;
-}
-
 /* Kafka's answer to a group request the principal may not make
  * (daemon/security/sec_authz.c): the response's defaults, GROUP_AUTHORIZATION_FAILED. */
 #define GC_DENIED(r, API, v) do {                                                 \
         kp_##API##Response m_;                                                   \
         kp_init_##API##Response(&m_);                                            \
         m_.ErrorCode = KP_GROUP_AUTHORIZATION_FAILED;                            \
-        return gc_encoded(r, #API, kp_enc_##API##Response((r)->out, v, &m_));    \
+        return bk_req_encoded(r, #API, kp_enc_##API##Response((r)->out, v, &m_));    \
     } while (0)
 #define GC_READ_OR_DENY(r, API, v, group) \
     do { if (!bk_authorized(r, BK_RES_GROUP, group, BK_OP_READ)) GC_DENIED(r, API, v); } while (0)
@@ -130,7 +96,7 @@ int bk_handle_find_coordinator(bk_req *r)
     kp_init_FindCoordinatorResponse(&m);
     if (v >= 4) {                                   /* one answer per key */
         int32_t n = q.CoordinatorKeys_count;
-        m.Coordinators = gc_alloc(r, (size_t)(n > 0 ? n : 1), sizeof *m.Coordinators);
+        m.Coordinators = bk_req_alloc(r, (size_t)(n > 0 ? n : 1), sizeof *m.Coordinators);
         if (!m.Coordinators)
             return BK_CLOSE;
         for (int32_t i = 0; i < n; i++)
@@ -145,7 +111,7 @@ int bk_handle_find_coordinator(bk_req *r)
         m.Host = c.Host;
         m.Port = c.Port;
     }
-    return gc_encoded(r, "FindCoordinator", kp_enc_FindCoordinatorResponse(r->out, v, &m));
+    return bk_req_encoded(r, "FindCoordinator", kp_enc_FindCoordinatorResponse(r->out, v, &m));
 }
 
 /* ---- JoinGroup v0-9 -------------------------------------------------------------- */
@@ -200,7 +166,7 @@ int bk_handle_heartbeat(bk_req *r)
     kp_HeartbeatResponse m;
     kp_init_HeartbeatResponse(&m);
     m.ErrorCode = gc_heartbeat(q.GroupId, q.GenerationId, q.MemberId, instance);
-    return gc_encoded(r, "Heartbeat", kp_enc_HeartbeatResponse(r->out, v, &m));
+    return bk_req_encoded(r, "Heartbeat", kp_enc_HeartbeatResponse(r->out, v, &m));
 }
 
 int bk_handle_leave_group(bk_req *r)
@@ -215,7 +181,7 @@ int bk_handle_leave_group(bk_req *r)
     if (v < 3) {
         /* v0-2: the member's own error is the response's error. */
         m.ErrorCode = gc_leave(q.GroupId, q.MemberId);
-        return gc_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
+        return bk_req_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
     }
     /* v3+: a group-level error alone, else one answer per member (an
      * unknown group: UNKNOWN_MEMBER_ID for each, as Kafka). */
@@ -223,10 +189,10 @@ int bk_handle_leave_group(bk_req *r)
     gc_group *g = gc_member_group(q.GroupId, &gerr);
     if (!g && gerr != KP_UNKNOWN_MEMBER_ID) {
         m.ErrorCode = gerr;
-        return gc_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
+        return bk_req_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
     }
     int32_t n = q.Members_count;
-    m.Members = gc_alloc(r, (size_t)(n > 0 ? n : 1), sizeof *m.Members);
+    m.Members = bk_req_alloc(r, (size_t)(n > 0 ? n : 1), sizeof *m.Members);
     if (!m.Members)
         return BK_CLOSE;
     for (int32_t i = 0; i < n; i++) {
@@ -240,7 +206,7 @@ int bk_handle_leave_group(bk_req *r)
         };
     }
     m.Members_count = n;
-    return gc_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
+    return bk_req_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m));
 }
 
 /* Kafka compares filter entries without regard to case. */
@@ -260,7 +226,7 @@ int bk_handle_list_groups(bk_req *r)
         return BK_CLOSE;
     kp_ListGroupsResponse m;
     kp_init_ListGroupsResponse(&m);
-    kp_ListGroupsResponse_ListedGroup *lg = gc_alloc(r, gc->ngroups, sizeof *lg);
+    kp_ListGroupsResponse_ListedGroup *lg = bk_req_alloc(r, gc->ngroups, sizeof *lg);
     if (!lg)
         return BK_CLOSE;
     /* TypesFilter (v5): every group here is "classic"; an empty filter
@@ -290,7 +256,7 @@ int bk_handle_list_groups(bk_req *r)
         }
     m.Groups = lg;
     m.Groups_count = n;
-    return gc_encoded(r, "ListGroups", kp_enc_ListGroupsResponse(r->out, v, &m));
+    return bk_req_encoded(r, "ListGroups", kp_enc_ListGroupsResponse(r->out, v, &m));
 }
 
 /* ---- DescribeGroups v0-5 ------------------------------------------------------------ */
@@ -323,7 +289,7 @@ static int describe_one(bk_req *r, kp_DescribeGroupsResponse_DescribedGroup *d, 
     d->GroupState = kp_str_cstr(gc_state_name(g->state));
     d->ProtocolType = kp_str_cstr(g->protocol_type ? g->protocol_type : "");
     d->ProtocolData = kp_str_cstr(stable && g->protocol ? g->protocol : "");
-    kp_DescribeGroupsResponse_DescribedGroupMember *dm = gc_alloc(r, (size_t)g->nmembers,
+    kp_DescribeGroupsResponse_DescribedGroupMember *dm = bk_req_alloc(r, (size_t)g->nmembers,
                                                                   sizeof *dm);
     if (!dm)
         return -1;
@@ -356,7 +322,7 @@ int bk_handle_describe_groups(bk_req *r)
         return BK_CLOSE;
     kp_DescribeGroupsResponse m;
     kp_init_DescribeGroupsResponse(&m);
-    kp_DescribeGroupsResponse_DescribedGroup *dg = gc_alloc(r, (size_t)q.Groups_count,
+    kp_DescribeGroupsResponse_DescribedGroup *dg = bk_req_alloc(r, (size_t)q.Groups_count,
                                                             sizeof *dg);
     if (!dg)
         return BK_CLOSE;
@@ -365,7 +331,7 @@ int bk_handle_describe_groups(bk_req *r)
             return BK_CLOSE;
     m.Groups = dg;
     m.Groups_count = q.Groups_count;
-    return gc_encoded(r, "DescribeGroups", kp_enc_DescribeGroupsResponse(r->out, v, &m));
+    return bk_req_encoded(r, "DescribeGroups", kp_enc_DescribeGroupsResponse(r->out, v, &m));
 }
 
 /* ---- DeleteGroups v0-2 ---------------------------------------------------------------- */
@@ -391,7 +357,7 @@ static int dg_respond(bk_req *r, const struct dg_request *d)
     kp_buf_reset(r->out);
     kp_DeleteGroupsResponse m;
     kp_init_DeleteGroupsResponse(&m);
-    kp_DeleteGroupsResponse_DeletableGroupResult *res = gc_alloc(r, (size_t)d->n, sizeof *res);
+    kp_DeleteGroupsResponse_DeletableGroupResult *res = bk_req_alloc(r, (size_t)d->n, sizeof *res);
     if (!res)
         return BK_CLOSE;
     for (int32_t i = 0; i < d->n; i++)
@@ -400,7 +366,7 @@ static int dg_respond(bk_req *r, const struct dg_request *d)
         };
     m.Results = res;
     m.Results_count = d->n;
-    return gc_encoded(r, "DeleteGroups", kp_enc_DeleteGroupsResponse(r->out, r->hdr.RequestApiVersion, &m));
+    return bk_req_encoded(r, "DeleteGroups", kp_enc_DeleteGroupsResponse(r->out, r->hdr.RequestApiVersion, &m));
 }
 
 static void dg_cancel(bk_req *r)

@@ -392,13 +392,6 @@ void gc_commit_apply(gc_wait *w, int rc);
 bool gc_commits_pending(const char *id);
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg);
 
-/* group_api.c: the client host as Kafka prints it ("/127.0.0.1"). */
-void gc_client_host(bk_req *r, char *out, size_t cap);
-/* n zeroed elements of a response array, from r->arena (freed when r is
- * answered); NULL when out of memory. */
-void *gc_alloc(bk_req *r, size_t n, size_t size);
-/* BK_RESPOND when kp_enc_* returned 0; else logs and BK_CLOSE. */
-int gc_encoded(bk_req *r, const char *api, int rc);
 /* group_coordinator.c */
 char *gc_strndup(const char *p, int32_t len);   /* len < 0: NULL */
 

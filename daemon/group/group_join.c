@@ -160,7 +160,7 @@ static gc_member *member_new(bk_req *r, const gc_join_args *a, char *id)
         return NULL;
     }
     char host[80];
-    gc_client_host(r, host, sizeof host);
+    bk_req_client_host(r, host, sizeof host);
     kp_str cid = r->hdr.ClientId;
     m->id = id;
     m->instance_id = gc_strndup(a->instance_id.p, a->instance_id.len);
@@ -438,7 +438,7 @@ void gc_write_join(bk_req *r, int16_t err, const gc_group *g, const char *leader
     m.MemberId = kp_str_cstr(member_id ? member_id : "");
     kp_JoinGroupResponse_JoinGroupResponseMember *jm = NULL;
     if (members_of) {
-        jm = gc_alloc(r, (size_t)members_of->nmembers, sizeof *jm);
+        jm = bk_req_alloc(r, (size_t)members_of->nmembers, sizeof *jm);
         if (!jm) {                                  /* no memory: the member retries */
             m.ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
             m.GenerationId = -1;
@@ -456,7 +456,7 @@ void gc_write_join(bk_req *r, int16_t err, const gc_group *g, const char *leader
         }
         m.Members = jm;
     }
-    if (gc_encoded(r, "JoinGroup", kp_enc_JoinGroupResponse(r->out, v, &m)) != BK_RESPOND)
+    if (bk_req_encoded(r, "JoinGroup", kp_enc_JoinGroupResponse(r->out, v, &m)) != BK_RESPOND)
         kp_buf_reset(r->out);
 }
 
@@ -476,7 +476,7 @@ void gc_write_sync(bk_req *r, int16_t err, const gc_member *x)
         m.ProtocolName = kp_str_cstr(x->g->protocol);
     }
     int rc = kp_enc_SyncGroupResponse(r->out, r->hdr.RequestApiVersion, &m);
-    if (gc_encoded(r, "SyncGroup", rc) != BK_RESPOND)
+    if (bk_req_encoded(r, "SyncGroup", rc) != BK_RESPOND)
         kp_buf_reset(r->out);
 }
 

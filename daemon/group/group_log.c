@@ -30,8 +30,8 @@
  * usual pipeline (group_persist.c) in parallel.  Its answer leaves only
  * when both are done: finish_synced hands the wait here (gl_commit_hold),
  * and it is held until the partition's high watermark covers the record,
- * as an acks=all Produce is (the same partition waiters, woken when the
- * high watermark moves; never blocking the loop), or
+ * as an acks=all Produce is (the same bk_deferred, replica_deferred.h, woken
+ * when the high watermark moves; never blocking the loop), or
  * offsets.commit.timeout.ms passes (REQUEST_TIMED_OUT), or leadership
  * moves (NOT_COORDINATOR).  Cost per commit: one batch appended to the
  * page cache; no ZooKeeper write, no fsync beyond the SQLite pipeline's
@@ -152,6 +152,7 @@
 #include "daemon/group/group_int.h"
 #include "daemon/md_sync.h"
 #include "daemon/replica/replica.h"
+#include "daemon/replica/replica_deferred.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,9 +188,8 @@ typedef struct gl_part {
 typedef struct gl_hold {
     struct gl_hold *next, *prev;
     gc_wait *w;
-    bk_waiter bw;
-    struct event *wake_ev, *timer;
-    bool wake_pending;
+    bk_waiter bw;                     /* on wait while held */
+    bk_deferred wait;                 /* offsets.commit.timeout.ms */
 } gl_hold;
 
 static struct {
@@ -1239,11 +1239,7 @@ void gl_group_tombstone(bk_broker *b, const char *id)
 
 static void hold_free(gl_hold *h)
 {
-    bk_partition_unwatch(&h->bw);
-    if (h->wake_ev)
-        event_free(h->wake_ev);
-    if (h->timer)
-        event_free(h->timer);
+    bk_deferred_free(&h->wait);
     h->prev->next = h->next;
     h->next->prev = h->prev;
     h->w->hold = NULL;
@@ -1257,10 +1253,11 @@ static void fail_entries(gc_wait *w, int16_t err)
             w->offs[k].result = err;
 }
 
-/* 0: replicated; 1: still to wait (watching the partition); else the
- * error for its entries. */
-static int16_t hold_check(gc_wait *w, bk_waiter *bw)
+/* 0: replicated; 1: still to wait (watching the partition if watch);
+ * else the error for its entries. */
+static int16_t hold_check(gl_hold *h, bool watch)
 {
+    gc_wait *w = h->w;
     bk_partition *p;
     /* Led here since the append: else the record may have been cut off
      * when this broker followed in between. */
@@ -1269,8 +1266,8 @@ static int16_t hold_check(gc_wait *w, bk_waiter *bw)
         return KP_NOT_COORDINATOR;
     if (p->high_watermark >= w->log_end)
         return 0;
-    if (bw)
-        bk_partition_watch(p, bw);
+    if (watch)
+        bk_deferred_watch(&h->wait, p, &h->bw, false);
     return 1;
 }
 
@@ -1289,33 +1286,19 @@ static void hold_finish(gl_hold *h, int16_t err)
         done(arg, group ? err : 0);
 }
 
-/* Runs inside bk_partition_notify: only schedules. */
-static void hold_wake(bk_waiter *bw)
+/* The loop turn after the partition moved (its waiter unlinked). */
+static void hold_recheck(void *arg)
 {
-    gl_hold *h = bw->arg;
-    if (!h->wake_pending) {
-        h->wake_pending = true;
-        event_active(h->wake_ev, EV_TIMEOUT, 0);
-    }
-}
-
-static void hold_wake_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd; (void)what;
     gl_hold *h = arg;
-    h->wake_pending = false;
-    bk_partition_unwatch(&h->bw);
-    int16_t e = hold_check(h->w, &h->bw);
+    int16_t e = hold_check(h, true);
     if (e != 1)
         hold_finish(h, e);
 }
 
-static void hold_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void hold_timeout(void *arg)
 {
-    (void)fd; (void)what;
     gl_hold *h = arg;
-    bk_partition_unwatch(&h->bw);
-    int16_t e = hold_check(h->w, NULL);
+    int16_t e = hold_check(h, false);
     hold_finish(h, e == 1 ? KP_REQUEST_TIMED_OUT : e);
 }
 
@@ -1327,22 +1310,18 @@ static int16_t hold_start(gc_wait *w)
     if (!h)
         return KP_COORDINATOR_NOT_AVAILABLE;
     h->w = w;
-    h->bw = (bk_waiter){ .wake = hold_wake, .arg = h };
+    bk_deferred_init(&h->wait, hold_recheck, hold_timeout, h);
     h->next = gl.holds.next;
     h->prev = &gl.holds;
     gl.holds.next->prev = h;
     gl.holds.next = h;
     w->hold = h;
-    int16_t e = hold_check(w, &h->bw);
+    int16_t e = hold_check(h, true);
     if (e != 1) {                     /* replicated already: the usual case */
         hold_free(h);
         return e;
     }
-    struct timeval tv;
-    gc_tv_ms(&tv, gl.b->cfg->offsets_commit_timeout_ms);
-    h->wake_ev = event_new(gl.b->base, -1, 0, hold_wake_cb, h);
-    h->timer = evtimer_new(gl.b->base, hold_timeout_cb, h);
-    if (!h->wake_ev || !h->timer || evtimer_add(h->timer, &tv) != 0) {
+    if (bk_deferred_arm(&h->wait, gl.b->base, gl.b->cfg->offsets_commit_timeout_ms) != 0) {
         hold_free(h);
         return KP_COORDINATOR_NOT_AVAILABLE;
     }

@@ -291,10 +291,10 @@ static void write_commit_response(bk_req *r, const struct kc_commit *c)
     kp_buf_reset(r->out);
     kp_OffsetCommitResponse m;
     kp_init_OffsetCommitResponse(&m);
-    kp_OffsetCommitResponse_OffsetCommitResponseTopic *t = gc_alloc(r, (size_t)c->ntopics,
-                                                                    sizeof *t);
-    kp_OffsetCommitResponse_OffsetCommitResponsePartition *p = gc_alloc(r, (size_t)c->n,
-                                                                        sizeof *p);
+    kp_OffsetCommitResponse_OffsetCommitResponseTopic *t = bk_req_alloc(r, (size_t)c->ntopics,
+                                                                        sizeof *t);
+    kp_OffsetCommitResponse_OffsetCommitResponsePartition *p = bk_req_alloc(r, (size_t)c->n,
+                                                                            sizeof *p);
     if (!t || !p) {
         BK_ERROR("OffsetCommit: no memory for the response");
         return;                       /* an empty body: the client's parse fails */
@@ -311,7 +311,7 @@ static void write_commit_response(bk_req *r, const struct kc_commit *c)
     m.Topics = t;
     m.Topics_count = c->ntopics;
     int rc = kp_enc_OffsetCommitResponse(r->out, r->hdr.RequestApiVersion, &m);
-    if (gc_encoded(r, "OffsetCommit", rc) != BK_RESPOND)
+    if (bk_req_encoded(r, "OffsetCommit", rc) != BK_RESPOND)
         kp_buf_reset(r->out);
 }
 
@@ -456,8 +456,8 @@ static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchReques
         size_t np = 0;
         for (int32_t i = 0; i < qn; i++)
             np += (size_t)qt[i].PartitionIndexes_count;
-        t = gc_alloc(r, (size_t)qn, sizeof *t);
-        p = gc_alloc(r, np, sizeof *p);
+        t = bk_req_alloc(r, (size_t)qn, sizeof *t);
+        p = bk_req_alloc(r, np, sizeof *p);
         if ((!t && qn) || (!p && np))
             return -1;
         for (int32_t i = 0; i < qn; i++) {
@@ -483,8 +483,8 @@ static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchReques
     int32_t distinct = 0;
     for (size_t i = 0; i < nrows; i++)
         distinct += i == 0 || strcmp(rows[i].topic, rows[i - 1].topic) != 0;
-    t = gc_alloc(r, (size_t)distinct, sizeof *t);
-    p = gc_alloc(r, nrows, sizeof *p);
+    t = bk_req_alloc(r, (size_t)distinct, sizeof *t);
+    p = bk_req_alloc(r, nrows, sizeof *p);
     if ((!t && distinct) || (!p && nrows))
         return -1;
     *out = t;
@@ -542,7 +542,7 @@ static const kp_OffsetFetchRequest_OffsetFetchRequestTopic *
 request_topics_v8(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchRequestGroup *g)
 {
     kp_OffsetFetchRequest_OffsetFetchRequestTopic *t =
-        gc_alloc(r, (size_t)(g->Topics_count > 0 ? g->Topics_count : 1), sizeof *t);
+        bk_req_alloc(r, (size_t)(g->Topics_count > 0 ? g->Topics_count : 1), sizeof *t);
     for (int32_t i = 0; t && i < g->Topics_count; i++)
         t[i] = (kp_OffsetFetchRequest_OffsetFetchRequestTopic){
             .Name = g->Topics[i].Name, .PartitionIndexes = g->Topics[i].PartitionIndexes,
@@ -558,8 +558,8 @@ static int response_group_v8(bk_req *r, kp_str id, const of_group *o,
     size_t np = 0;
     for (int32_t i = 0; i < o->ntopics; i++)
         np += (size_t)o->topics[i].Partitions_count;
-    kp_OffsetFetchResponse_OffsetFetchResponseTopics *t = gc_alloc(r, (size_t)o->ntopics, sizeof *t);
-    kp_OffsetFetchResponse_OffsetFetchResponsePartitions *p = gc_alloc(r, np, sizeof *p);
+    kp_OffsetFetchResponse_OffsetFetchResponseTopics *t = bk_req_alloc(r, (size_t)o->ntopics, sizeof *t);
+    kp_OffsetFetchResponse_OffsetFetchResponsePartitions *p = bk_req_alloc(r, np, sizeof *p);
     if ((!t && o->ntopics) || (!p && np))
         return -1;
     out->Topics = t;
@@ -594,7 +594,7 @@ int bk_handle_offset_fetch(bk_req *r)
     if (kp_dec_OffsetFetchRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;           /* a null Topics before v2, too (Kafka's rule) */
     int32_t ng = v >= 8 ? q.Groups_count : 1;
-    of_group *og = gc_alloc(r, (size_t)(ng > 0 ? ng : 1), sizeof *og);
+    of_group *og = bk_req_alloc(r, (size_t)(ng > 0 ? ng : 1), sizeof *og);
     kp_OffsetFetchResponse m;
     kp_init_OffsetFetchResponse(&m);
     int rc = og ? 0 : -1;
@@ -613,13 +613,13 @@ int bk_handle_offset_fetch(bk_req *r)
         m.Topics = og[0].topics;
         m.Topics_count = og[0].ntopics;
     } else if (rc == 0) {
-        m.Groups = gc_alloc(r, (size_t)(ng > 0 ? ng : 1), sizeof *m.Groups);
+        m.Groups = bk_req_alloc(r, (size_t)(ng > 0 ? ng : 1), sizeof *m.Groups);
         m.Groups_count = ng;
         rc = m.Groups ? 0 : -1;
         for (int32_t i = 0; rc == 0 && i < ng; i++)
             rc = response_group_v8(r, q.Groups[i].GroupId, &og[i], &m.Groups[i]);
     }
-    rc = rc == 0 ? gc_encoded(r, "OffsetFetch", kp_enc_OffsetFetchResponse(r->out, v, &m))
+    rc = rc == 0 ? bk_req_encoded(r, "OffsetFetch", kp_enc_OffsetFetchResponse(r->out, v, &m))
                  : BK_CLOSE;
     for (int32_t i = 0; og && i < done; i++)   /* after encoding: m points into rows */
         md_committed_free(og[i].rows, og[i].nrows);

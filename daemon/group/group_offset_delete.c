@@ -115,9 +115,9 @@ static int od_respond(bk_req *r, const struct od_request *d)
     if (!d->group_err) {
         const kp_OffsetDeleteRequest *q = &d->q;
         kp_OffsetDeleteResponse_OffsetDeleteResponseTopic *t =
-            gc_alloc(r, (size_t)(q->Topics_count > 0 ? q->Topics_count : 1), sizeof *t);
+            bk_req_alloc(r, (size_t)(q->Topics_count > 0 ? q->Topics_count : 1), sizeof *t);
         kp_OffsetDeleteResponse_OffsetDeleteResponsePartition *p =
-            gc_alloc(r, (size_t)(d->n > 0 ? d->n : 1), sizeof *p);
+            bk_req_alloc(r, (size_t)(d->n > 0 ? d->n : 1), sizeof *p);
         if (!t || !p)
             return BK_CLOSE;
         int32_t k = 0;
@@ -135,7 +135,7 @@ static int od_respond(bk_req *r, const struct od_request *d)
         m.Topics = t;
         m.Topics_count = q->Topics_count;
     }
-    return gc_encoded(r, "OffsetDelete", kp_enc_OffsetDeleteResponse(r->out, 0, &m));
+    return bk_req_encoded(r, "OffsetDelete", kp_enc_OffsetDeleteResponse(r->out, 0, &m));
 }
 
 static void od_cancel(bk_req *r)

@@ -24,6 +24,10 @@ typedef struct bk_waiter {
     bk_partition *part;               /* NULL when not linked */
     void (*wake)(struct bk_waiter *w);
     void *arg;
+    /* A bk_deferred's own (replica_deferred.h): the deferred the waiter
+     * is chained to (NULL: none) and the next waiter on its chain. */
+    struct bk_deferred *deferred;
+    struct bk_waiter *chain;
 } bk_waiter;
 
 void bk_partition_init_waiters(bk_partition *p);   /* empty list */
