@@ -155,6 +155,14 @@ bool cl_broker_configs_path(const char *path);
 int  cl_broker_configs_write(bk_broker *b, const char *resource, const md_kv *kv, size_t n,
                              bk_topic_op *op, char *err, size_t errlen);
 
+/* cluster_reassign.c: the parts of a reassignment that passed their checks
+ * (error KP_NONE) written to their topic's znode; cl_store_zk's. */
+int  cl_partitions_reassign(bk_broker *b, const char *topic, const bk_reassign *parts,
+                            int32_t n, bk_topic_op *op, char *err, size_t errlen);
+
+/* cluster_store.c: the store of record in cluster mode (daemon/store.h). */
+extern const struct bk_store cl_store_zk;
+
 /* A write half's op answered once the mirror shows topic's znode at
  * version or later (the reassignments' start, cluster_reassign.c). */
 void cl_wait_assignment(bk_broker *b, const char *topic, int version, bk_topic_op *op);
