@@ -124,7 +124,7 @@ void cl_brokers_changed(bk_broker *b);
 /* A ZooKeeper rc as a Kafka error, with words for err. */
 int  cl_zk_error(bk_broker *b, int zrc, const char *what, char *err, size_t errlen);
 
-/* The write halves' cluster side (view_topics.c calls them after validating):
+/* The write halves' cluster side (cl_store_zk calls them after validating):
  * KP_NONE with op->pending set (op may be NULL), or an error now (ZooKeeper
  * unreachable, the topic unknown to the mirror). */
 int  cl_topic_create(bk_broker *b, const char *name, int32_t partitions,
