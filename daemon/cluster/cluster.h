@@ -124,7 +124,7 @@ void cl_brokers_changed(bk_broker *b);
 /* A ZooKeeper rc as a Kafka error, with words for err. */
 int  cl_zk_error(bk_broker *b, int zrc, const char *what, char *err, size_t errlen);
 
-/* The write halves' cluster side (view_topics.c calls them after validating):
+/* The write halves' cluster side (cl_store_zk calls them after validating):
  * KP_NONE with op->pending set (op may be NULL), or an error now (ZooKeeper
  * unreachable, the topic unknown to the mirror). */
 int  cl_topic_create(bk_broker *b, const char *name, int32_t partitions,
@@ -154,6 +154,14 @@ bool cl_broker_configs_path(const char *path);
  * error now (ZooKeeper unreachable). */
 int  cl_broker_configs_write(bk_broker *b, const char *resource, const md_kv *kv, size_t n,
                              bk_topic_op *op, char *err, size_t errlen);
+
+/* cluster_reassign.c: the parts of a reassignment that passed their checks
+ * (error KP_NONE) written to their topic's znode; cl_store_zk's. */
+int  cl_partitions_reassign(bk_broker *b, const char *topic, const bk_reassign *parts,
+                            int32_t n, bk_topic_op *op, char *err, size_t errlen);
+
+/* cluster_store.c: the store of record in cluster mode (daemon/store.h). */
+extern const struct bk_store cl_store_zk;
 
 /* A write half's op answered once the mirror shows topic's znode at
  * version or later (the reassignments' start, cluster_reassign.c). */

@@ -12,8 +12,8 @@
  * <Type> is Topic, Group, Cluster or TransactionalId; operations and
  * permissions are Kafka's Java names (Read, ClusterAction, Allow).
  *
- * Write (bk_authz_zk_write, from bk_acl_apply), for each resource the
- * change touches, as Kafka's AclAuthorizer does:
+ * Write (bk_authz_zk_write: cl_store_zk's acl_change, from bk_acl_apply),
+ * for each resource the change touches, as Kafka's AclAuthorizer does:
  *
  *   get the znode (its list and version; none: empty, version -1)
  *     ──► the list minus the deletions plus the additions; unchanged: done

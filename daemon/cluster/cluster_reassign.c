@@ -49,6 +49,7 @@
  *       none is left unanswered or leaked when the loop's events go.
  */
 #include "daemon/cluster/cluster.h"
+#include "daemon/store.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -339,8 +340,15 @@ int bk_partitions_reassign(bk_broker *b, const char *topic, bk_reassign *parts, 
     }
     if (!valid)
         return KP_NONE;
-    if (!bk_cluster_mode(b))
-        return KP_NONE;   /* standalone: the one broker already holds every target (check) */
+    return b->store->partitions_reassign(b, topic, parts, n, op, err, errlen);
+}
+
+int cl_partitions_reassign(bk_broker *b, const char *topic, const bk_reassign *parts,
+                           int32_t n, bk_topic_op *op, char *err, size_t errlen)
+{
+    int32_t valid = 0;
+    for (int32_t i = 0; i < n; i++)
+        valid += parts[i].error == KP_NONE;
     if (!zk_connected(b->zk))
         return cl_zk_error(b, ZCONNECTIONLOSS, "cannot write the reassignment", err, errlen);
     ra_write *w = calloc(1, sizeof *w);

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "daemon/view/view.h"
+#include "daemon/store.h"
 #include "daemon/request.h"
 #include "daemon/security/sec_peer.h"
 
@@ -423,11 +424,7 @@ int bk_acl_apply(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add
 {
     err[0] = 0;
     /* Cluster mode: ZooKeeper only; the table follows its resync (cluster_acls.c K1). */
-    if (b->zk)
-        return bk_authz_zk_write(b, del, ndel, add, nadd, op, err, errlen);
-    if (md_acl_change(b->db, del, ndel, add, nadd, err, errlen) != 0)   /* Z3 */
-        return KP_UNKNOWN_SERVER_ERROR;
-    return bk_authz_reload(b) ? KP_UNKNOWN_SERVER_ERROR : KP_NONE;
+    return b->store->acl_change(b, del, ndel, add, nadd, op, err, errlen);
 }
 
 void bk_acl_row(const bk_acl *a, md_acl *row)

@@ -78,6 +78,7 @@
 #include <openssl/rand.h>
 
 #include "daemon/view/view.h"
+#include "daemon/store.h"
 #include "daemon/broker_config.h"
 #include "daemon/replica/replica.h"
 #include "daemon/request.h"
@@ -762,12 +763,10 @@ int bk_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechanis
     mc.salt_len = salt_len;
     memcpy(mc.stored_key, c.stored_key, mc.key_len);
     memcpy(mc.server_key, c.server_key, mc.key_len);
-    rc = md_user_upsert(b->db, name, &mc, err, errlen);
+    rc = b->store->scram_set(b, name, &mc, err, errlen);
     if (rc)
         return rc;
     BK_INFO("SCRAM credential %s for User:%s set", mechanism, name);
-    if (bk_cluster_mode(b))
-        bk_sasl_zk_publish(b, name);
     return KP_NONE;
 }
 
@@ -810,8 +809,8 @@ int bk_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,
                         char *err, size_t errlen)
 {
     bool deleted;
-    int rc = md_user_delete(b->db, name ? name : "", mechanism ? mechanism : "", &deleted,
-                            err, errlen);
+    int rc = b->store->scram_delete(b, name ? name : "", mechanism ? mechanism : "",
+                                    &deleted, err, errlen);
     if (rc)
         return rc;
     if (!deleted) {
@@ -819,8 +818,6 @@ int bk_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,
         return KP_RESOURCE_NOT_FOUND;
     }
     BK_INFO("SCRAM credential %s for User:%s deleted", mechanism, name);
-    if (bk_cluster_mode(b))
-        bk_sasl_zk_publish(b, name);
     return KP_NONE;
 }
 

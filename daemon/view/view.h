@@ -105,9 +105,10 @@ int  bk_assign_replicas(const int32_t *ids, const char *const *racks, int n, int
                         int32_t first, int32_t count, int16_t rf, int32_t *replicas);
 
 /* ---- one path per fact (daemon/view/view_topics.c) -----------------------------------------
- * Each kind of fact has one function whose write half stores it (SQLite
- * now; ZooKeeper next) and whose apply half makes the running broker
- * match what is stored (bk_topic_apply; a ZooKeeper watch will call it).
+ * Each kind of fact has one function whose write half stores it through
+ * b->store (daemon/store.h: SQLite standalone, ZooKeeper in cluster mode)
+ * and whose apply half makes the running broker match what is stored
+ * (bk_topic_apply; in cluster mode the mirror's watches call it).
  * Kafka APIs and SQL writes alike call these.  metadata/README.md tables
  * every fact with its paths. */
 

@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/cluster/cluster.h"
+#include "daemon/store.h"
 
 static struct {
     bool ready;
@@ -274,12 +274,7 @@ int bk_broker_configs_set(bk_broker *b, const char *resource, const md_kv *kv, s
     }
     if (validate_only)
         return KP_NONE;
-    if (bk_cluster_mode(b) && b->zk)  /* adopted as read back (cluster_broker_configs.c K1) */
-        return cl_broker_configs_write(b, resource, kv, n, op, msg, msglen);
-    int rc = bk_broker_configs_adopt(b, resource, kv, n);
-    if (rc != KP_NONE)
-        snprintf(msg, msglen, "Cannot store the broker configs.");
-    return rc;
+    return b->store->broker_configs_set(b, resource, kv, n, op, msg, msglen);
 }
 
 static bool same_set(const md_kv *a, size_t na, const md_kv *b, size_t nb)

@@ -3,9 +3,10 @@
  * config overrides and partition state, each with a write half and an
  * apply half.
  *
- *   write half   validates and stores the fact: md_* on SQLite in
- *                standalone mode; in cluster mode, ZooKeeper (whose watch
- *                mirrors it into SQLite on every broker).
+ *   write half   validates and stores the fact through b->store
+ *                (daemon/store.h): md_* on SQLite in standalone mode; in
+ *                cluster mode, ZooKeeper (whose watch mirrors it into
+ *                SQLite on every broker).
  *   apply half   bk_topic_apply(name): makes the cluster view (view.c) and
  *                the local replicas (replica.c) match what the store holds
  *                for that topic — created, grown, reconfigured, re-led or
@@ -28,7 +29,7 @@
  */
 #include "daemon/view/view_registry.h"
 
-#include "daemon/cluster/cluster.h"
+#include "daemon/store.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -215,6 +216,8 @@ int bk_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen)
 int bk_topics_load(bk_broker *b)
 {
     char err[MD_ERRLEN];
+    if (!b->store)                            /* store.h S4 */
+        b->store = &bk_store_sqlite;
     if (md_cluster_id(b->db, b->cluster_id, err, sizeof err) != 0) {
         BK_ERROR("cannot read the cluster id: %s", err);
         return -1;
@@ -309,45 +312,21 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
     if (!replicas && partitions > 0 && replication_factor > 0 &&
         !(replicas = own = assign(b, 0, partitions, replication_factor, -1, &rc, err, errlen)))
         return rc;
-    bool cluster = bk_cluster_mode(b);
-    /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
-    rc = md_topic_create(b->db, name, partitions, replication_factor, configs,
-                         nconfigs, b->cfg->broker_id, replicas, validate_only || cluster,
-                         err, errlen);
-    if (cluster && rc == KP_NONE && !validate_only)
-        rc = cl_topic_create(b, name, partitions, replicas, replication_factor, own != NULL,
-                             configs, nconfigs, op, err, errlen);
+    if (validate_only)                        /* against the store's facts (S1) */
+        rc = md_topic_create(b->db, name, partitions, replication_factor, configs, nconfigs,
+                             b->cfg->broker_id, replicas, true, err, errlen);
+    else
+        rc = b->store->topic_create(b, name, partitions, replication_factor, replicas,
+                                    own != NULL, configs, nconfigs, op, err, errlen);
     free(own);
-    if (rc != KP_NONE || validate_only || cluster)
-        return rc;
-    if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE) {
-        /* P2: never visible, so undo the row we just wrote. */
-        char e2[MD_ERRLEN];
-        md_topic_delete(b->db, name, e2, sizeof e2);
-        return rc;
-    }
-    BK_INFO("created topic %s with %d partitions", name, partitions);
-    return KP_NONE;
+    return rc;
 }
 
 int bk_topic_delete(bk_broker *b, const char *name, bk_topic_op *op,
                     char *err, size_t errlen)
 {
     err[0] = 0;
-    if (bk_cluster_mode(b)) {                 /* /admin/delete_topics, then the mirror */
-        if (md_topic_get(b->db, name, NULL) != KP_NONE) {
-            snprintf(err, errlen, "This server does not host this topic-partition.");
-            return KP_UNKNOWN_TOPIC_OR_PARTITION;
-        }
-        return cl_topic_delete(b, name, op, err, errlen);
-    }
-    /* store → apply */
-    int rc = md_topic_delete(b->db, name, err, errlen);
-    if (rc != KP_NONE)
-        return rc;
-    bk_topic_apply(b, name, err, errlen);    /* gone: cannot fail */
-    BK_INFO("deleted topic %s", name);
-    return KP_NONE;
+    return b->store->topic_delete(b, name, op, err, errlen);
 }
 
 int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
@@ -368,36 +347,23 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                                   t->npartitions && t->parts[0].nreplicas > 0 ?
                                   t->parts[0].replicas[0] : -1, &rc, err, errlen)))
         return rc;
-    bool cluster = bk_cluster_mode(b);
-    /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
-    rc = md_topic_add_partitions(b->db, name, count, b->cfg->broker_id, replicas,
-                                 validate_only || cluster, err, errlen);
-    if (cluster && rc == KP_NONE && !validate_only)
-        rc = cl_topic_add_partitions(b, name, count, replicas, mt.replication_factor, op,
+    if (validate_only)                        /* against the store's facts (S1) */
+        rc = md_topic_add_partitions(b->db, name, count, b->cfg->broker_id, replicas, true,
                                      err, errlen);
+    else
+        rc = b->store->topic_add_partitions(b, name, count, replicas, mt.replication_factor,
+                                            op, err, errlen);
     free(own);
-    if (rc != KP_NONE || validate_only || cluster)
-        return rc;
-    if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE)
-        return rc;
-    BK_INFO("topic %s now has %d partitions", name, count);
-    return KP_NONE;
+    return rc;
 }
 
 int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
                          bool validate_only, bk_topic_op *op, char *err, size_t errlen)
 {
-    bool cluster = bk_cluster_mode(b);
-    /* validate, store (cluster mode: validate_only here, then ZooKeeper) */
-    int rc = md_topic_config_replace(b->db, name, kv, n, validate_only || cluster, err, errlen);
-    if (cluster && rc == KP_NONE && !validate_only)
-        rc = cl_topic_configs_set(b, name, kv, n, op, err, errlen);
-    if (rc != KP_NONE || validate_only || cluster)
-        return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
-    if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE)
-        snprintf(err, errlen, "The configs of topic %.150s were stored but could not "
-                 "be applied; see the broker log.", name);
-    return rc;
+    if (!validate_only)
+        return b->store->topic_configs_set(b, name, kv, n, op, err, errlen);
+    int rc = md_topic_config_replace(b->db, name, kv, n, true, err, errlen);
+    return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
 }
 
 /* SQL's row writes become a whole new set, so they take the same write as

@@ -1,0 +1,80 @@
+/*
+ * daemon/store.h — the store of record: where the write halves of the
+ * broker's facts (topics, partition counts, topic and broker config
+ * overrides, ACLs, SCRAM credentials, reassignments) keep them.
+ *
+ * A table of operations, in the manner of SQLite's VFS: main.c picks one
+ * implementation at start and puts it in b->store; the write paths
+ * (view_topics.c, view_broker_configs.c, sec_authz.c, sec_sasl.c,
+ * cluster_reassign.c's bk_partitions_reassign) call b->store->op(...) and
+ * never ask which mode the broker runs in.
+ *
+ *   bk_store_sqlite  standalone (daemon/store_sqlite.c): the broker's own
+ *                    SQLite file is the record.  A write stores the fact
+ *                    and applies it (bk_topic_apply, the broker configs'
+ *                    adopt, the authorizer's reload) before it returns.
+ *   cl_store_zk      cluster mode (daemon/cluster/cluster_store.c):
+ *                    ZooKeeper is the record and the SQLite file its
+ *                    mirror.  A write checks the fact against the mirror,
+ *                    writes it to ZooKeeper and answers once this broker's
+ *                    mirror shows it (the watch applies it, as it applies
+ *                    every other broker's writes).
+ *
+ * What every implementation keeps:
+ *   S1. Validation that needs no store (names, kinds of key, counts) and
+ *       validate_only requests are the caller's; an operation is called
+ *       only to write, and a refusal it finds is answered at once (its
+ *       return value, op->pending left false).
+ *   S2. Completion is bk_topic_op's (view.h): the return value is the
+ *       answer unless op->pending is set; then op->done brings it, exactly
+ *       once, on the loop.  bk_store_sqlite never sets pending.
+ *   S3. A write that succeeded is visible to every later request on this
+ *       broker by the time the answer is given (view_topics.c P1).
+ *   S4. The table is chosen before bk_topics_load and never changes while
+ *       the broker runs.  A broker main.c did not set up (the fuzz harness
+ *       builds its own) gets bk_store_sqlite from bk_topics_load.
+ */
+#ifndef SLUICE_STORE_H
+#define SLUICE_STORE_H
+
+#include "daemon/view/view.h"
+
+typedef struct bk_store {
+    const char *name;                /* for the log: "sqlite", "zookeeper" */
+    /* replicas: partitions × replication_factor, in preference order;
+     * own_assignment: the broker chose them (bk_view_assign), the caller
+     * did not (ZooKeeper writes the topic without a manual assignment). */
+    int (*topic_create)(bk_broker *b, const char *name, int32_t partitions,
+                        int16_t replication_factor, const int32_t *replicas,
+                        bool own_assignment, const md_kv *configs, size_t nconfigs,
+                        bk_topic_op *op, char *err, size_t errlen);
+    int (*topic_delete)(bk_broker *b, const char *name, bk_topic_op *op,
+                        char *err, size_t errlen);
+    /* count: the new total; replicas: the new partitions' assignment. */
+    int (*topic_add_partitions)(bk_broker *b, const char *name, int32_t count,
+                                const int32_t *replicas, int16_t replication_factor,
+                                bk_topic_op *op, char *err, size_t errlen);
+    /* The topic's whole override set. */
+    int (*topic_configs_set)(bk_broker *b, const char *name, const md_kv *kv, size_t n,
+                             bk_topic_op *op, char *err, size_t errlen);
+    /* resource: a broker id, or "" for the cluster-wide defaults. */
+    int (*broker_configs_set)(bk_broker *b, const char *resource, const md_kv *kv,
+                              size_t n, bk_topic_op *op, char *err, size_t errlen);
+    /* Rows removed and added, in one change. */
+    int (*acl_change)(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
+                      size_t nadd, bk_topic_op *op, char *err, size_t errlen);
+    /* One user's credential for one mechanism, set or removed (*deleted:
+     * whether there was one).  Answered at once in both modes. */
+    int (*scram_set)(bk_broker *b, const char *name, const md_scram_cred *c,
+                     char *err, size_t errlen);
+    int (*scram_delete)(bk_broker *b, const char *name, const char *mechanism,
+                        bool *deleted, char *err, size_t errlen);
+    /* The parts of a reassignment that passed their checks (error
+     * KP_NONE); the others are skipped. */
+    int (*partitions_reassign)(bk_broker *b, const char *topic, const bk_reassign *parts,
+                               int32_t n, bk_topic_op *op, char *err, size_t errlen);
+} bk_store;
+
+extern const bk_store bk_store_sqlite;
+
+#endif
