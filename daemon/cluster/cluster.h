@@ -1,5 +1,7 @@
 /*
- * daemon/cluster/cluster.h — cluster mode's internals, shared by its three files:
+ * daemon/cluster/cluster.h — cluster mode's internals: this broker's state in
+ * the cluster (bk_cl), what the mirror knows of each topic beyond the view,
+ * and the calls between the files that implement cluster mode:
  *
  *   daemon/cluster/cluster_session.c   this broker in the cluster: registration in
  *                         /brokers/ids, the session's states, leadership
@@ -13,6 +15,15 @@
  *                         finished by the controller
  *   daemon/cluster/cluster_recovery.c  elections when no ISR member stayed up: the
  *                         longest log of the returning members
+ *   and the other cluster_*.c: leaders, notices, logdirs, broker configs,
+ *   ACLs and users in ZooKeeper.
+ *
+ * It is not private to them: files outside cluster/ still include it to
+ * reach b->cl (at 76eb650: main.c, net_metrics.c, api_elect_leaders.c,
+ * replica_logdir.c, repl_fetcher.c, view.c, view_topics.c,
+ * view_broker_configs.c and tests/unit/test_d_log_ends.c; `grep -rl
+ * cluster/cluster.h` gives today's list).  Issue 29 cuts those edges; a new
+ * file outside cluster/ should use view.h instead.
  *
  * Everything here runs on the loop; ZooKeeper is reached through cluster_zk.h.
  * Others see cluster mode through view.h (bk_cluster_mode, the view's
