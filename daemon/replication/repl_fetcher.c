@@ -334,7 +334,9 @@ static void fetcher_connect(fe_fetcher *f);
 static void arm_timer(fe_fetcher *f, int64_t delay_ms)
 {
     struct timeval tv = { (time_t)(delay_ms / 1000), (suseconds_t)(delay_ms % 1000) * 1000 };
-    evtimer_add(f->timer, &tv);
+    /* Unarmed, this fetcher does not retry by itself: logged, so that an
+     * operator sees why it stalls. */
+    bk_event_add(f->timer, &tv, "replica fetcher");
 }
 
 static void close_conn(fe_fetcher *f)
@@ -1579,7 +1581,7 @@ void bk_fetchers_update(bk_broker *b)
         return;
     if (!evtimer_pending(s->recompute, NULL)) {
         struct timeval zero = { 0, 0 };
-        evtimer_add(s->recompute, &zero);
+        bk_event_add(s->recompute, &zero, "fetchers recompute"); /* retried at the next call */
     }
 }
 
