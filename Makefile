@@ -88,7 +88,7 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 # Objects of tests, benches and tools are chained; keep them between runs.
 .SECONDARY:
 
-.PHONY: all check unit integration run run-cluster deps deps-if-missing bench clean
+.PHONY: all check check-labels unit integration run run-cluster deps deps-if-missing bench clean
 all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN) $(if $(CLIENT_SRC),$(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)) $(SLUICE_SQL)
 
 # Order-only on the generated header: any object may include kp_msgs.h,
@@ -261,10 +261,16 @@ deps-if-missing:
 # integration` ran both at once, on a machine whose timing tests then
 # measured each other.
 check: deps-if-missing
+	@$(MAKE) --no-print-directory check-labels
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory fuzz-check
+
+# Invariant labels (L3, C7, ...) repeat across files: a citation outside the
+# defining file names the file, so one grep finds every definition.
+check-labels:
+	@python3 tests/check_labels.py
 
 unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do \

@@ -46,7 +46,7 @@ struct bk_broker {
     char cluster_id[MD_CLUSTER_ID_MAX + 1];
     /* the cluster view (view.c) */
     bk_topic **topic_hash;           /* by name */
-    bk_topic **topic_id_hash;        /* by topic id, same size (V4) */
+    bk_topic **topic_id_hash;        /* by topic id, same size (view.c V4) */
     size_t topic_hash_size, ntopics;
     /* the local replicas (replica.c): a doubly linked list */
     bk_partition *replicas;

@@ -49,10 +49,10 @@ typedef struct cl_topic {
     bool deleting;                   /* in /admin/delete_topics (controller) */
     int writes;                      /* controller writes in flight */
     /* controller: per partition, the state znode version its last write
-     * makes (-2: none); not written again until the mirror shows it (C3) */
+     * makes (-2: none); not written again until the mirror shows it (cluster_controller.c C3) */
     int32_t *expect;
     int32_t nexpect;
-    /* state znodes whose watch fired, read again one by one (M5) */
+    /* state znodes whose watch fired, read again one by one (cluster_mirror.c M5) */
     int32_t *dirty;
     int ndirty, capdirty;
     /* controller: per partition, moves asked for (cluster_leaders.c CTL_MARK_*) */
@@ -103,7 +103,7 @@ struct bk_cluster {
     struct event *dirty_ev;
     /* write halves waiting for the mirror to show their change */
     cl_wait *waits;
-    struct ra_write *ra_retries;     /* reassignment writes waiting to retry (R4) */
+    struct ra_write *ra_retries;     /* reassignment writes waiting to retry (cluster_reassign.c R4) */
     struct fe_set *fetchers;         /* the replica fetchers (repl_fetcher.c) */
     int64_t isr_checked_ms;          /* last ISR lag check (repl_isr.c) */
     /* /admin/controlled_shutdown: brokers leaving, ascending (cluster_leaders.c) */
@@ -119,7 +119,7 @@ struct bk_cluster {
     int64_t imbalance_checked_ms;    /* last leader-imbalance check (controller) */
     int32_t seen_alive[CL_MAX_BROKERS];  /* live brokers at the last change (cluster_leaders.c) */
     int64_t seen_czxid[CL_MAX_BROKERS];  /* their registrations' czxids then */
-    bool seen_bounced[CL_MAX_BROKERS];   /* registered anew while seen alive (L7) */
+    bool seen_bounced[CL_MAX_BROKERS];   /* registered anew while seen alive (cluster_leaders.c L7) */
     int nseen_alive;
     int64_t reg_czxid;               /* our registration's czxid; 0 not registered */
     struct cl_recovery *rec;         /* log ends, election waits (cluster_recovery.c) */
@@ -177,13 +177,13 @@ void cl_wait_assignment(bk_broker *b, const char *topic, int version, bk_topic_o
  * znode must drop the removed replicas in the same transaction), or
  * replaces a leader a cancel left outside the replicas.  true when st
  * changed. */
-/* R4: every reassignment write waiting for its retry answered
+/* cluster_reassign.c R4: every reassignment write waiting for its retry answered
  * REQUEST_TIMED_OUT and freed (shutdown, before the loop's events go). */
 void cl_reassign_stop(bk_broker *b);
 bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partition_state *st,
                          bool *finished);
 /* Adds to txn the topic znode without the removed replicas of the
- * finished[p] partitions, at version (R3). */
+ * finished[p] partitions, at version (cluster_reassign.c R3). */
 void ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
                                  const bool *finished);
 
@@ -230,7 +230,7 @@ void cl_recovery_state_read(bk_broker *b, const char *topic, int32_t p, int64_t 
  * session), then calls then (whether the write worked or not: it is
  * logged, and the controller ignores what an earlier session wrote). */
 void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b));
-/* Registered in this session with that czxid: held leaderships (R5). */
+/* Registered in this session with that czxid: held leaderships (cluster_recovery.c R5). */
 void cl_recovery_registered(bk_broker *b, int64_t czxid);
 /* Live broker id's registration czxid (Kafka's broker epoch); 0 none. */
 int64_t cl_broker_czxid(bk_broker *b, int32_t id);
@@ -258,7 +258,7 @@ int  cl_log_ends_line(char *out, size_t cap, const cl_log_end *e);
 /* Each cluster tick: a wait that ended reconciles again. */
 void ctl_recovery_tick(bk_broker *b);
 void cl_recovery_free(bk_broker *b);
-/* bk_isr_view_changed: sets p->held (R5), saying so when it changes. */
+/* bk_isr_view_changed: sets p->held (cluster_recovery.c R5), saying so when it changes. */
 void cl_recovery_view_changed(bk_broker *b, bk_partition *p);
 
 /* repl_isr.c */

@@ -679,7 +679,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                 "and registers again with a new session");
         cl->registered = cl->synced = false;
         ctl_resign(b, "the ZooKeeper session expired");
-        bk_fetchers_update(b);           /* follows nothing until in step (F5) */
+        bk_fetchers_update(b);           /* follows nothing until in step (repl_fetcher.c F5) */
         break;
     }
 }

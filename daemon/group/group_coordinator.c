@@ -46,7 +46,7 @@
  * rebalance or a SyncGroup before the leader's is deferred (the member
  * holds a gc_wait), its answer written into the request's buffer and
  * queued; group_persist.c sends it once the state it reflects is durable
- * (invariants C1, C2, C5-C7 are there).
+ * (its invariants: group_persist.c C1, C2, C5-C7).
  *
  * Timers (libevent, no polling): one session timer per member, re-armed
  * lazily (a heartbeat only stamps last_seen_us; the timer re-checks when it
