@@ -89,7 +89,7 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 # Objects of tests, benches and tools are chained; keep them between runs.
 .SECONDARY:
 
-.PHONY: all check check-layers unit integration run run-cluster deps deps-if-missing bench clean
+.PHONY: all check check-layers check-labels unit integration run run-cluster deps deps-if-missing bench clean
 all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN) $(if $(CLIENT_SRC),$(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)) $(SLUICE_SQL)
 
 # Order-only on the generated header: any object may include kp_msgs.h,
@@ -263,6 +263,7 @@ deps-if-missing:
 # measured each other.
 check: deps-if-missing
 	@$(MAKE) --no-print-directory check-layers
+	@$(MAKE) --no-print-directory check-labels
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
@@ -275,6 +276,11 @@ check: deps-if-missing
 check-layers:
 	@python3 tools/test_check_layers.py
 	@python3 tools/check_layers.py
+
+# Invariant labels (L3, C7, ...) repeat across files: a citation outside the
+# defining file names the file, so one grep finds every definition.
+check-labels:
+	@python3 tests/check_labels.py
 
 unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do \

@@ -112,16 +112,27 @@ static int parse_listener(const char *v, char *host, size_t cap, int *port)
 }
 
 /* ---- helpers ------------------------------------------------------------------------ */
+/* Sends buf as the body with code; when the body could not be built (ok
+ * false: out of memory) a 500 instead, never a 200 with a cut body. */
+static void reply_send(struct evhttp_request *req, int code, const char *reason,
+                       const char *ctype, struct evbuffer *buf, bool ok)
+{
+    if (ok) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+        evhttp_send_reply(req, code, reason, buf);
+    } else {
+        evhttp_send_error(req, HTTP_INTERNAL, NULL);
+    }
+    if (buf)
+        evbuffer_free(buf);
+}
+
 static void reply_text(struct evhttp_request *req, int code, const char *reason,
                        const char *ctype, const void *body, size_t len)
 {
     struct evbuffer *buf = evbuffer_new();
-    if (buf && len)
-        evbuffer_add(buf, body, len);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
-    evhttp_send_reply(req, code, reason, buf);
-    if (buf)
-        evbuffer_free(buf);
+    reply_send(req, code, reason, ctype, buf,
+               buf && (len == 0 || evbuffer_add(buf, body, len) == 0));
 }
 
 static void free_body(const void *data, size_t len, void *extra)
@@ -136,15 +147,14 @@ static void reply_buf(struct evhttp_request *req, int code, const char *reason,
                       const char *ctype, kp_buf *body)
 {
     struct evbuffer *buf = evbuffer_new();
-    if (buf && body->len && evbuffer_add_reference(buf, body->data, body->len,
-                                                   free_body, NULL) == 0)
-        kp_buf_init(body);                            /* libevent frees it */
-    else if (buf && body->len)
-        evbuffer_add(buf, body->data, body->len);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
-    evhttp_send_reply(req, code, reason, buf);
-    if (buf)
-        evbuffer_free(buf);
+    bool ok = buf != NULL;
+    if (ok && body->len) {
+        if (evbuffer_add_reference(buf, body->data, body->len, free_body, NULL) == 0)
+            kp_buf_init(body);                        /* libevent frees it */
+        else
+            ok = evbuffer_add(buf, body->data, body->len) == 0;
+    }
+    reply_send(req, code, reason, ctype, buf, ok);
 }
 
 /* The Bearer token matches admin.token (never when it is empty).

@@ -683,7 +683,10 @@ int sq_workers_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     struct timeval sec = { 1, 0 };
-    event_add(a->snap_timer, &sec);
+    if (bk_event_add(a->snap_timer, &sec, "admin snapshot timer") != 0) {
+        snprintf(err, errlen, "cannot arm the admin snapshot timer");
+        return -1;
+    }
     publish_snapshot(a);
 
     char dbpath[4200];

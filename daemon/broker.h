@@ -46,7 +46,7 @@ struct bk_broker {
     char cluster_id[MD_CLUSTER_ID_MAX + 1];
     /* the cluster view (view.c) */
     bk_topic **topic_hash;           /* by name */
-    bk_topic **topic_id_hash;        /* by topic id, same size (V4) */
+    bk_topic **topic_id_hash;        /* by topic id, same size (view.c V4) */
     size_t topic_hash_size, ntopics;
     /* the local replicas (replica.c): a doubly linked list */
     bk_partition *replicas;
@@ -79,6 +79,13 @@ void bk_log(const char *level, const char *fmt, ...)
 #define BK_INFO(...)  bk_log("INFO", __VA_ARGS__)
 #define BK_WARN(...)  bk_log("WARN", __VA_ARGS__)
 #define BK_ERROR(...) bk_log("ERROR", __VA_ARGS__)
+/* event_add with its failure logged, naming what the event is for (epoll_ctl
+ * fails with ENOMEM, or ENOSPC past fs.epoll.max_user_watches).  0, or -1:
+ * the event is not armed, and the caller says beside the call what that
+ * costs and does it. */
+struct event;
+struct timeval;
+int bk_event_add(struct event *ev, const struct timeval *tv, const char *what);
 /* The wire form of a handler's result: Kafka codes (-1 and up) pass;
  * internal errors (negative, e.g. MD_E_SQL) never reach the wire and
  * become UNKNOWN_SERVER_ERROR. */

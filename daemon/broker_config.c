@@ -1074,8 +1074,8 @@ static bool list_has(const char *list, const char *name)
 
 /* A SASL inter-broker listener in cluster mode: the mechanism and the
  * broker's credentials its replica fetchers log in with (Kafka's
- * KafkaConfig checks).  Standalone, no broker connects to another (F4 of
- * repl_fetcher.c), so nothing is needed. */
+ * KafkaConfig checks).  Standalone, no broker connects to another
+ * (repl_fetcher.c F4), so nothing is needed. */
 static int finish_inter_broker_sasl(bk_config *c, char *err, size_t errlen)
 {
     const bk_listener *ib = &c->listeners[c->inter_broker_listener];

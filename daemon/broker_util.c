@@ -3,12 +3,15 @@
 #include "daemon/broker.h"
 #include "daemon/request.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <event2/event.h>
 
 int64_t bk_now_ms(void)
 {
@@ -22,6 +25,14 @@ int64_t bk_mono_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int bk_event_add(struct event *ev, const struct timeval *tv, const char *what)
+{
+    if (ev && event_add(ev, tv) == 0)
+        return 0;
+    BK_ERROR("cannot arm the %s event: %s", what, ev ? strerror(errno) : "not created");
+    return -1;
 }
 
 void bk_log(const char *level, const char *fmt, ...)

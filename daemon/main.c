@@ -253,12 +253,17 @@ int main(int argc, char **argv)
     }
     b.sig_term = evsignal_new(b.base, SIGTERM, on_signal, &b);
     b.sig_int = evsignal_new(b.base, SIGINT, on_signal, &b);
-    event_add(b.sig_term, NULL);
-    event_add(b.sig_int, NULL);
     b.maint_timer = event_new(b.base, -1, EV_PERSIST, on_maintenance, &b);
     int64_t tick = cfg.log_flush_scheduler_interval_ms < 1000 ? cfg.log_flush_scheduler_interval_ms : 1000;
     struct timeval tv = { (time_t)(tick / 1000), (suseconds_t)(tick % 1000) * 1000 };
-    event_add(b.maint_timer, &tv);
+    /* A broker deaf to SIGTERM or without its maintenance tick (flushes,
+     * retention) is not one to start. */
+    if (bk_event_add(b.sig_term, NULL, "SIGTERM") != 0 ||
+        bk_event_add(b.sig_int, NULL, "SIGINT") != 0 ||
+        bk_event_add(b.maint_timer, &tv, "maintenance timer") != 0) {
+        fprintf(stderr, "sluiced: cannot arm the broker's events\n");
+        return 1;
+    }
 
     BK_INFO("sluiced broker %d (%s) listening on %s:%d, advertised as %s:%d",
             cfg.broker_id, bk_cluster_mode(&b) ? "cluster mode" : "standalone",

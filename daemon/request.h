@@ -112,7 +112,9 @@ typedef void (*bk_config_entry_fn)(void *arg, const char *name, const char *valu
                                    int8_t source, bool sensitive);
 int bk_topic_configs_list(bk_broker *b, const char *topic, bk_config_entry_fn fn, void *arg);
 
-/* The group coordinator's handlers (daemon/group*.c). */
+/* The group coordinator's handlers (daemon/group/group_api.c; OffsetCommit
+ * and OffsetFetch in group_offset_commit.c, OffsetDelete in
+ * group_offset_delete.c). */
 int bk_handle_find_coordinator(bk_req *r);
 int bk_handle_join_group(bk_req *r);
 int bk_handle_sync_group(bk_req *r);
@@ -124,6 +126,7 @@ int bk_handle_list_groups(bk_req *r);
 int bk_handle_describe_groups(bk_req *r);
 int bk_handle_delete_groups(bk_req *r);
 int bk_handle_offset_delete(bk_req *r);
+/* daemon/api/api_elect_leaders.c */
 int bk_handle_elect_leaders(bk_req *r);
 /* daemon/api/api_reassign.c */
 int bk_handle_alter_partition_reassignments(bk_req *r);

@@ -24,7 +24,7 @@
  *   G2. md_offset_commit is one transaction (or one savepoint of the
  *       caller's): all of a batch or none of it.  Inside the caller's
  *       md_begin batch it is durable once a WAL sync that started after
- *       md_commit has finished (db.c D1); alone, when it returns (D2).
+ *       md_commit has finished (db.c D1); alone, when it returns (db.c D2).
  *   G3. Committed offsets are independent of consumer_groups rows (a
  *       consumer using assign() never joins); deleting a group deletes
  *       both, deleting a topic deletes its offsets (schema cascade).

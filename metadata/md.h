@@ -336,7 +336,7 @@ int md_acl_replace(md_db *db, const md_acl *acls, size_t n, char *err, size_t er
  * cluster-wide default), ordered by name; *out malloc'd (md_kv_free).
  * 0 or MD_E_SQL. */
 int md_broker_configs(md_db *db, const char *broker, md_kv **out, size_t *n);
-/* Replaces that resource's whole set (B1), as given.  0 or MD_E_SQL. */
+/* Replaces that resource's whole set (broker_configs.c B1), as given.  0 or MD_E_SQL. */
 int md_broker_configs_replace(md_db *db, const char *broker, const md_kv *kv, size_t n,
                               char *err, size_t errlen);
 

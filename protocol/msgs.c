@@ -7,7 +7,7 @@
  * and nested struct with the spec's field names, kp_init_<Message>,
  * kp_dec_<Message> and kp_enc_<Message> covering every valid version, and
  * kp_msg_descs[], the version table (valid and first flexible version per
- * message).  The schema rules (G1–G5) are listed in the generator.
+ * message).  The schema rules are listed in the generator (gen_msgs.py G1–G5).
  *
  * Memory model of a decoded message:
  *

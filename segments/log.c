@@ -603,7 +603,7 @@ int seg_rename_dir(seg_log *log, const char *newdir)
     free(log->dir);
     log->dir = d;
     pthread_mutex_unlock(&log->mu);
-    for (int i = 0; i + 1 < log->n; i++)     /* their names moved (I5) */
+    for (int i = 0; i + 1 < log->n; i++)     /* their names moved (index.c I5) */
         seg_segment_seal(log->segs[i], d);
     return 0;
 }

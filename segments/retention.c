@@ -35,7 +35,7 @@ static void after_shrink(seg_log *log, int64_t end)
     pthread_mutex_unlock(&log->mu);
     if (log->log_start > end)
         log->log_start = end;
-    seg_epoch_truncate_end(log, end);            /* E3 */
+    seg_epoch_truncate_end(log, end);            /* epochs.c E3 */
     seg_epoch_truncate_start(log, log->log_start);
     log->max_ts = -1;
     for (int i = 0; i < log->n; i++)
@@ -57,7 +57,7 @@ static int truncate_fully(seg_log *log, int64_t offset)
     }
     log->log_start = offset;
     after_shrink(log, offset);
-    seg_epoch_clear(log);                        /* E3 */
+    seg_epoch_clear(log);                        /* epochs.c E3 */
     return 0;
 }
 
@@ -67,7 +67,7 @@ int seg_truncate(seg_log *log, int64_t offset)
         return SEG_E_STATE;         /* the cleaner holds those segments */
     if (offset >= log->log_end) {
         /* An epoch a new leader assigned at its log end, with no batch
-         * yet, starts at the end: gone too (E3), as seg.h words it. */
+         * yet, starts at the end: gone too (epochs.c E3), as seg.h words it. */
         seg_epoch_truncate_end(log, offset);
         return 0;
     }
@@ -109,10 +109,10 @@ int seg_advance_log_start(seg_log *log, int64_t offset, uint64_t *bytes_freed)
         *bytes_freed = 0;
     if (offset > log->log_start)
         log->log_start = offset;
-    seg_epoch_truncate_start(log, log->log_start);   /* E3 */
+    seg_epoch_truncate_start(log, log->log_start);   /* epochs.c E3 */
     int deleted = 0;
     /* A segment lies wholly below when the next one starts at or below.
-     * Segments the cleaner is rewriting wait for the next call (C5). */
+     * Segments the cleaner is rewriting wait for the next call (cleaner.c C5). */
     while (log->n > 1 && log->segs[1]->base <= log->log_start &&
            !(log->cleaning && log->segs[0]->base < log->cleaning_end)) {
         seg_log_remove(log, 0, bytes_freed, false);
@@ -140,7 +140,7 @@ int seg_delete_old(seg_log *log, int64_t before_ms, int64_t max_bytes,
         *bytes_freed = 0;
     int deleted = 0;
     if (log->cleaning)
-        return 0;                   /* C5: next check, after the swap */
+        return 0;                   /* cleaner.c C5: next check, after the swap */
     while (log->n > 1 && segment_time(log->segs[0]) < before_ms) {
         seg_log_remove(log, 0, bytes_freed, false);
         deleted++;
@@ -155,6 +155,6 @@ int seg_delete_old(seg_log *log, int64_t before_ms, int64_t max_bytes,
     if (deleted && log->segs[0]->base > log->log_start)
         log->log_start = log->segs[0]->base < log->log_end
                              ? log->segs[0]->base : log->log_end;
-    seg_epoch_truncate_start(log, log->log_start);   /* E3 */
+    seg_epoch_truncate_start(log, log->log_start);   /* epochs.c E3 */
     return deleted;
 }

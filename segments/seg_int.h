@@ -76,7 +76,7 @@ int  seg_idx_trim(seg_idx *x);
 int  seg_idx_seal(seg_idx *x, const char *path);
 /* Offset index entry i (< n). */
 void seg_oidx_get(const seg_idx *x, uint32_t i, int32_t *rel, int32_t *pos);
-/* Adds an entry at n (the caller keeps I1).  0 or SEG_E_IO. */
+/* Adds an entry at n (the caller keeps index.c I1).  0 or SEG_E_IO. */
 int  seg_oidx_add(seg_idx *x, int32_t rel, int32_t pos);
 void seg_tidx_get(const seg_idx *x, uint32_t i, int64_t *ts, int32_t *rel);
 int  seg_tidx_add(seg_idx *x, int64_t ts, int32_t rel);
@@ -100,7 +100,7 @@ typedef struct seg_segment {
     int64_t   roll_ts;       /* the first batch's MaxTimestamp, -1 when
                                 empty or it has none (log.c, L6) */
     int64_t   created_ms;    /* wall clock at its first append (at
-                                creation or open until then): L6's
+                                creation or open until then): log.c L6's
                                 fallback when roll_ts is -1 */
     int64_t   roll_jitter_ms;/* seg_roll_jitter, drawn once per segment */
     uint32_t  since_index;   /* bytes appended since the last index entry */
@@ -230,7 +230,7 @@ struct seg_log {
     int             nepochs_saved;
 };
 
-/* Leader epochs (epochs.c): E3's two truncations, and E5 at open. */
+/* Leader epochs: the two truncations of epochs.c E3, and epochs.c E5 at open. */
 void seg_epoch_truncate_end(seg_log *log, int64_t end);
 void seg_epoch_truncate_start(seg_log *log, int64_t start);
 void seg_epoch_clear(seg_log *log);
@@ -238,7 +238,7 @@ int  seg_epoch_load(seg_log *log, int64_t recovery_point);
 
 /* Latches the error state (errno kept); returns SEG_E_IO. */
 int  seg_log_fail(seg_log *log, int err);
-/* Appends s as the new active segment (L4).  0 or SEG_E_IO. */
+/* Appends s as the new active segment (log.c L4).  0 or SEG_E_IO. */
 int  seg_log_push(seg_log *log, seg_segment *s);
 /* A detached segment on its way out (seg.h, seg_dead). */
 struct seg_dead {

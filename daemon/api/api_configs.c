@@ -798,64 +798,164 @@ static int incremental_one(bk_broker *b, const iac_res *res, bool validate_only,
     return rc;
 }
 
-/* The two APIs differ in their request entries (an incremental one
- * carries a ConfigOperation) but their messages have the same shape and
- * each resource is answered alike, so one body serves both generated
- * types: decode everything, then apply each resource with its ONE().
- * Neither request carries a timeout: a wait gets the op's default. */
-#define ALTER_HANDLER(FN, API, ONE)                                              \
-typedef struct FN##_answer {                                                     \
-    bk_req *r;                                                                   \
-    kp_##API##Response m;                                                        \
-} FN##_answer;                                                                   \
-                                                                                 \
-static void FN##_result(void *ctx, int32_t i, int rc, const char *msg)          \
-{                                                                                \
-    FN##_answer *a = ctx;                                                        \
-    if (result_set(&a->r->arena, rc, msg, &a->m.Responses[i].ErrorCode,          \
-                   &a->m.Responses[i].ErrorMessage))                             \
-        kp_buf_fail(a->r->out, KP_E_NOMEM);          /* the server closes */     \
-}                                                                                \
-                                                                                 \
-static void FN##_finish(void *ctx)                                               \
-{                                                                                \
-    FN##_answer *a = ctx;                                                        \
-    kp_enc_##API##Response(a->r->out, a->r->hdr.RequestApiVersion, &a->m);       \
-}                                                                                \
-                                                                                 \
-int FN(bk_req *r)                                                                \
-{                                                                                \
-    int16_t v = r->hdr.RequestApiVersion;                                        \
-    kp_##API##Request q;                                                         \
-    if (kp_dec_##API##Request(&r->body, v, &q, &r->arena) != 0)                  \
-        return BK_CLOSE;                                                         \
-    FN##_answer *a = kp_arena_alloc(&r->arena, sizeof *a);                       \
-    if (!a)                                                                      \
-        return BK_CLOSE;                                                         \
-    a->r = r;                                                                    \
-    kp_init_##API##Response(&a->m);                                              \
-    a->m.Responses_count = q.Resources_count;                                    \
-    a->m.Responses = kp_arena_alloc(&r->arena, (size_t)a->m.Responses_count *    \
-                                    sizeof *a->m.Responses);                     \
-    bk_topic_wait *w = NULL;                                                     \
-    if (!a->m.Responses ||                                                       \
-        !(w = bk_topic_wait_new(r, 0, FN##_result, FN##_finish, a)))             \
-        return BK_CLOSE;                                                         \
-    for (int32_t i = 0; i < q.Resources_count; i++) {                            \
-        char msg[MD_ERRLEN];                                                     \
-        a->m.Responses[i].ResourceType = q.Resources[i].ResourceType;            \
-        a->m.Responses[i].ResourceName = q.Resources[i].ResourceName;            \
-        int rc = config_authz(r, q.Resources[i].ResourceType,                    \
-                              q.Resources[i].ResourceName, BK_OP_ALTER_CONFIGS); \
-        if (rc != KP_NONE)                                                       \
-            snprintf(msg, sizeof msg, "Authorization failed.");                  \
-        else                                                                     \
-            rc = ONE(r->b, &q.Resources[i], q.ValidateOnly,                      \
-                     bk_topic_wait_op(w, i), msg, sizeof msg);                   \
-        bk_topic_wait_result(w, i, rc, msg);                                     \
-    }                                                                            \
-    return bk_topic_wait_start(w);                                               \
+/* ---- the handlers ------------------------------------------------------------ */
+
+/* AlterConfigs and IncrementalAlterConfigs differ in their request entries
+ * (an incremental one carries a ConfigOperation) and in their generated
+ * types, but their messages have the same shape and each resource is
+ * answered alike: alter_configs() decodes everything, then applies each
+ * resource through its API's few typed calls (struct alter_api).  Neither
+ * request carries a timeout: a wait gets the op's default. */
+typedef struct alter_answer {
+    bk_req *r;
+    const struct alter_api *api;
+    union {
+        kp_AlterConfigsRequest ac;
+        kp_IncrementalAlterConfigsRequest iac;
+    } q;
+    union {
+        kp_AlterConfigsResponse ac;
+        kp_IncrementalAlterConfigsResponse iac;
+    } m;
+} alter_answer;
+
+/* Resource i's fields in the response. */
+typedef struct alter_slot {
+    int8_t *type;
+    kp_str *name;
+    int16_t *code;
+    kp_str *text;
+} alter_slot;
+
+typedef struct alter_api {
+    /* Decodes the request into a->q and gives a->m its Responses, each
+     * named after its resource: their count, or -1 (malformed, or out of
+     * memory: the server closes). */
+    int32_t (*start)(alter_answer *a);
+    alter_slot (*slot)(alter_answer *a, int32_t i);
+    /* Resource i, once authorized: the op's wait, its message in msg. */
+    int (*one)(alter_answer *a, int32_t i, bk_topic_op *op, char *msg, size_t msglen);
+    void (*encode)(alter_answer *a);
+} alter_api;
+
+static int32_t ac_start(alter_answer *a)
+{
+    kp_AlterConfigsResponse *m = &a->m.ac;
+    if (kp_dec_AlterConfigsRequest(&a->r->body, a->r->hdr.RequestApiVersion, &a->q.ac,
+                                   &a->r->arena) != 0)
+        return -1;
+    kp_init_AlterConfigsResponse(m);
+    m->Responses_count = a->q.ac.Resources_count;
+    m->Responses = kp_arena_alloc(&a->r->arena, (size_t)m->Responses_count * sizeof *m->Responses);
+    for (int32_t i = 0; m->Responses && i < m->Responses_count; i++) {
+        m->Responses[i].ResourceType = a->q.ac.Resources[i].ResourceType;
+        m->Responses[i].ResourceName = a->q.ac.Resources[i].ResourceName;
+    }
+    return m->Responses ? m->Responses_count : -1;
 }
 
-ALTER_HANDLER(bk_handle_alter_configs, AlterConfigs, alter_one)
-ALTER_HANDLER(bk_handle_incremental_alter_configs, IncrementalAlterConfigs, incremental_one)
+static alter_slot ac_slot(alter_answer *a, int32_t i)
+{
+    kp_AlterConfigsResponse_AlterConfigsResourceResponse *e = &a->m.ac.Responses[i];
+    return (alter_slot){ &e->ResourceType, &e->ResourceName, &e->ErrorCode, &e->ErrorMessage };
+}
+
+static int ac_one(alter_answer *a, int32_t i, bk_topic_op *op, char *msg, size_t msglen)
+{
+    return alter_one(a->r->b, &a->q.ac.Resources[i], a->q.ac.ValidateOnly, op, msg, msglen);
+}
+
+static void ac_encode(alter_answer *a)
+{
+    kp_enc_AlterConfigsResponse(a->r->out, a->r->hdr.RequestApiVersion, &a->m.ac);
+}
+
+static const alter_api alter_configs_api = { ac_start, ac_slot, ac_one, ac_encode };
+
+static int32_t iac_start(alter_answer *a)
+{
+    kp_IncrementalAlterConfigsRequest *q = &a->q.iac;
+    if (kp_dec_IncrementalAlterConfigsRequest(&a->r->body, a->r->hdr.RequestApiVersion, q,
+                                              &a->r->arena) != 0)
+        return -1;
+    kp_IncrementalAlterConfigsResponse *m = &a->m.iac;
+    kp_init_IncrementalAlterConfigsResponse(m);
+    m->Responses = kp_arena_alloc(&a->r->arena, (size_t)q->Resources_count * sizeof *m->Responses);
+    if (!m->Responses)
+        return -1;
+    m->Responses_count = q->Resources_count;
+    for (int32_t i = 0; i < q->Resources_count; i++) {
+        m->Responses[i].ResourceType = q->Resources[i].ResourceType;
+        m->Responses[i].ResourceName = q->Resources[i].ResourceName;
+    }
+    return q->Resources_count;
+}
+
+static alter_slot iac_slot(alter_answer *a, int32_t i)
+{
+    kp_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse *e = &a->m.iac.Responses[i];
+    return (alter_slot){ &e->ResourceType, &e->ResourceName, &e->ErrorCode, &e->ErrorMessage };
+}
+
+static int iac_one(alter_answer *a, int32_t i, bk_topic_op *op, char *msg, size_t msglen)
+{
+    return incremental_one(a->r->b, &a->q.iac.Resources[i], a->q.iac.ValidateOnly, op, msg,
+                           msglen);
+}
+
+static void iac_encode(alter_answer *a)
+{
+    kp_enc_IncrementalAlterConfigsResponse(a->r->out, a->r->hdr.RequestApiVersion, &a->m.iac);
+}
+
+static const alter_api incremental_alter_configs_api = {
+    iac_start, iac_slot, iac_one, iac_encode,
+};
+
+static void alter_result(void *ctx, int32_t i, int rc, const char *msg)
+{
+    alter_answer *a = ctx;
+    alter_slot s = a->api->slot(a, i);
+    if (result_set(&a->r->arena, rc, msg, s.code, s.text))
+        kp_buf_fail(a->r->out, KP_E_NOMEM);          /* the server closes */
+}
+
+static void alter_finish(void *ctx)
+{
+    alter_answer *a = ctx;
+    a->api->encode(a);
+}
+
+static int alter_configs(bk_req *r, const alter_api *api)
+{
+    alter_answer *a = kp_arena_alloc(&r->arena, sizeof *a);
+    if (!a)
+        return BK_CLOSE;
+    a->r = r;
+    a->api = api;
+    int32_t n = api->start(a);
+    bk_topic_wait *w;
+    if (n < 0 || !(w = bk_topic_wait_new(r, 0, alter_result, alter_finish, a)))
+        return BK_CLOSE;
+    for (int32_t i = 0; i < n; i++) {
+        char msg[MD_ERRLEN];
+        alter_slot s = api->slot(a, i);
+        int rc = config_authz(r, *s.type, *s.name, BK_OP_ALTER_CONFIGS);
+        if (rc != KP_NONE)
+            snprintf(msg, sizeof msg, "Authorization failed.");
+        else
+            rc = api->one(a, i, bk_topic_wait_op(w, i), msg, sizeof msg);
+        bk_topic_wait_result(w, i, rc, msg);
+    }
+    return bk_topic_wait_start(w);
+}
+
+int bk_handle_alter_configs(bk_req *r)
+{
+    return alter_configs(r, &alter_configs_api);
+}
+
+int bk_handle_incremental_alter_configs(bk_req *r)
+{
+    return alter_configs(r, &incremental_alter_configs_api);
+}

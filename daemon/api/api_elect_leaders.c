@@ -145,10 +145,11 @@ static void el_finish(el_wait *w)
     bk_req_finish(r);
 }
 
-static void el_arm(el_wait *w)
+/* false: the poll cannot be armed; the caller answers with what is known. */
+static bool el_arm(el_wait *w)
 {
     struct timeval tv = { 0, EL_POLL_MS * 1000 };
-    evtimer_add(w->timer, &tv);
+    return bk_event_add(w->timer, &tv, "ElectLeaders poll") == 0;
 }
 
 static void el_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -156,10 +157,10 @@ static void el_timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     el_wait *w = arg;
-    if (el_check(w, bk_now_ms() >= w->deadline_ms))
+    if (el_check(w, bk_now_ms() >= w->deadline_ms) || !el_arm(w)) {
+        el_check(w, true);
         el_finish(w);
-    else
-        el_arm(w);
+    }
 }
 
 static void el_cancel(bk_req *r)       /* the connection went: E2 */
@@ -188,11 +189,10 @@ static int el_respond(bk_req *r, kp_ElectLeadersResponse *m, el_wait *w, int32_t
     if (w && w->n > 0 && !el_check(w, false)) {
         w->m = *m;
         w->deadline_ms = bk_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-        if ((w->timer = evtimer_new(r->b->base, el_timer_cb, w))) {
+        if ((w->timer = evtimer_new(r->b->base, el_timer_cb, w)) && el_arm(w)) {
             r->state = w;
             r->cancel = el_cancel;
             r->expire = el_expire;
-            el_arm(w);
             return BK_DEFER;
         }
         el_check(w, true);            /* no timer: answer what is known now */

@@ -434,7 +434,7 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
                 break;
             seg_range rg;
             /* Upper bound = HW for consumers: nothing above it is served
-             * to them (seg.h, R1); the log end for followers. */
+             * to them (segments/read.c R1); the log end for followers. */
             int rc = seg_read(p->log, off, upto, (size_t)(want > 0 ? want : 0), &rg);
             if (rc != 0) {
                 if (nranges == 0)

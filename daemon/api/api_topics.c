@@ -118,6 +118,10 @@ typedef struct answer {
     bk_req *r;
     struct dups d;
     const void *topics;              /* the request's entries, in r->arena */
+    const struct create_api *api;    /* CreateTopics, CreatePartitions */
+    int32_t n, timeout_ms;
+    bool validate_only;
+    const void *entries;             /* the response's; NULL: out of memory */
     union {
         kp_CreateTopicsResponse CreateTopics;
         kp_DeleteTopicsResponse DeleteTopics;
@@ -156,64 +160,86 @@ static void answer_entry(answer *a, int rc, const char *msg, bool with_text,
         kp_buf_fail(a->r->out, KP_E_NOMEM);             /* the server closes */
 }
 
-/* CreateTopics and CreatePartitions are answered alike: every entry names
- * a topic; a name given twice is refused in each copy (DUP_MSG, Kafka's
- * words for that API); the others go through ONE(), waited for when the
- * store confirms later; a result carries its message from version
- * TEXT_FROM on; FILL(a) completes the results just before they are encoded. */
-#define CREATE_HANDLER(FN, API, RESULTS, VALIDATE, TIMEOUT, TEXT_FROM, DUP_MSG, ONE, FILL, \
-                       AUTHZ_OP) \
-static void FN##_result(void *ctx, int32_t i, int rc, const char *msg)          \
-{                                                                                \
-    answer *a = ctx;                                                             \
-    answer_entry(a, rc, msg, a->r->hdr.RequestApiVersion >= (TEXT_FROM),         \
-                 &a->m.API.RESULTS[i].ErrorCode, &a->m.API.RESULTS[i].ErrorMessage); \
-}                                                                                \
-                                                                                 \
-static void FN##_finish(void *ctx)                                               \
-{                                                                                \
-    answer *a = ctx;                                                             \
-    FILL(a);                                                                     \
-    kp_enc_##API##Response(a->r->out, a->r->hdr.RequestApiVersion, &a->m.API);   \
-}                                                                                \
-                                                                                 \
-int FN(bk_req *r)                                                                \
-{                                                                                \
-    kp_##API##Request q;                                                         \
-    if (kp_dec_##API##Request(&r->body, r->hdr.RequestApiVersion, &q, &r->arena)) \
-        return BK_CLOSE;                                                         \
-    int32_t n = q.Topics_count;                                                  \
-    answer *a = answer_new(r, n);                                                \
-    if (!a)                                                                      \
-        return BK_CLOSE;                                                         \
-    for (int32_t i = 0; i < n; i++)                                              \
-        a->d.names[i] = q.Topics[i].Name;                                        \
-    a->topics = q.Topics;                                                        \
-    kp_##API##Response *m = &a->m.API;                                           \
-    kp_init_##API##Response(m);                                                  \
-    m->RESULTS##_count = n;                                                      \
-    m->RESULTS = kp_arena_alloc(&r->arena, ((size_t)n + 1) * sizeof *m->RESULTS); \
-    bk_topic_wait *w = answer_wait(a, m->RESULTS, n, q.TIMEOUT, FN##_result,     \
-                                   FN##_finish);                                 \
-    if (!w)                                                                      \
-        return BK_CLOSE;                                                         \
-    for (int32_t i = 0; i < n; i++) {                                            \
-        char msg[MD_ERRLEN];                                                     \
-        int rc;                                                                  \
-        m->RESULTS[i].Name = q.Topics[i].Name;                                   \
-        if (a->d.dup[i]) {                                                       \
-            snprintf(msg, sizeof msg, "%s", DUP_MSG);                            \
-            rc = KP_INVALID_REQUEST;                                             \
-        } else if (!topic_op_authorized(r, q.Topics[i].Name, AUTHZ_OP)) {        \
-            snprintf(msg, sizeof msg, "Authorization failed.");                  \
-            rc = KP_TOPIC_AUTHORIZATION_FAILED;                                  \
-        } else {                                                                 \
-            rc = ONE(r->b, &q.Topics[i], q.VALIDATE, bk_topic_wait_op(w, i),     \
-                     msg, sizeof msg);                                           \
-        }                                                                        \
-        bk_topic_wait_result(w, i, rc, msg);                                     \
-    }                                                                            \
-    return bk_topic_wait_start(w);                                               \
+/* CreateTopics and CreatePartitions are answered alike by create_topics():
+ * every entry names a topic; a name given twice is refused in each copy
+ * (dup_msg, Kafka's words for that API); the others go through the API's
+ * one(), waited for when the store confirms later; a result carries its
+ * message from version text_from on; finish() completes the results just
+ * before they are encoded. */
+typedef struct create_slot {
+    kp_str *name;
+    int16_t *code;
+    kp_str *text;
+} create_slot;
+
+typedef struct create_api {
+    int16_t text_from;
+    const char *dup_msg;
+    int authz_op;                    /* BK_OP_CREATE, BK_OP_ALTER */
+    /* Decodes the request into a new answer (create_answer) and fills its
+     * names; NULL: malformed or out of memory (the server closes). */
+    answer *(*start)(bk_req *r);
+    void (*results)(answer *a);      /* the response, a->entries its results */
+    create_slot (*slot)(answer *a, int32_t i);
+    int (*one)(answer *a, int32_t i, bk_topic_op *op, char *msg, size_t msglen);
+    void (*finish)(answer *a);       /* fills what is left and encodes */
+} create_api;
+
+/* For a create request's n entries (topics, in r->arena); NULL: out of memory. */
+static answer *create_answer(bk_req *r, int32_t n, const void *topics, int32_t timeout_ms,
+                             bool validate_only)
+{
+    answer *a = answer_new(r, n);
+    if (!a)
+        return NULL;
+    a->topics = topics;
+    a->n = n;
+    a->timeout_ms = timeout_ms;
+    a->validate_only = validate_only;
+    return a;
+}
+
+static void create_result(void *ctx, int32_t i, int rc, const char *msg)
+{
+    answer *a = ctx;
+    create_slot s = a->api->slot(a, i);
+    answer_entry(a, rc, msg, a->r->hdr.RequestApiVersion >= a->api->text_from, s.code, s.text);
+}
+
+static void create_finish(void *ctx)
+{
+    answer *a = ctx;
+    a->api->finish(a);
+}
+
+static int create_topics(bk_req *r, const create_api *api)
+{
+    answer *a = api->start(r);
+    if (!a)
+        return BK_CLOSE;
+    a->api = api;
+    api->results(a);
+    bk_topic_wait *w = answer_wait(a, a->entries, a->n, a->timeout_ms, create_result,
+                                   create_finish);
+    if (!w)
+        return BK_CLOSE;
+    for (int32_t i = 0; i < a->n; i++) {
+        char msg[MD_ERRLEN];
+        int rc;
+        create_slot s = api->slot(a, i);
+        *s.name = a->d.names[i];
+        if (a->d.dup[i]) {
+            snprintf(msg, sizeof msg, "%s", api->dup_msg);
+            rc = KP_INVALID_REQUEST;
+        } else if (!topic_op_authorized(r, a->d.names[i], api->authz_op)) {
+            snprintf(msg, sizeof msg, "Authorization failed.");
+            rc = KP_TOPIC_AUTHORIZATION_FAILED;
+        } else {
+            rc = api->one(a, i, bk_topic_wait_op(w, i), msg, sizeof msg);
+        }
+        bk_topic_wait_result(w, i, rc, msg);
+    }
+    return bk_topic_wait_start(w);
 }
 
 /* ---- CreateTopics ------------------------------------------------------------- */
@@ -468,14 +494,55 @@ static void ct_fill(answer *a)
     }
 }
 
-static void no_fill(answer *a)
+static answer *ct_start(bk_req *r)
 {
-    (void)a;
+    kp_CreateTopicsRequest q;
+    if (kp_dec_CreateTopicsRequest(&r->body, r->hdr.RequestApiVersion, &q, &r->arena))
+        return NULL;
+    /* validateOnly is v1+ (the decoder leaves it false below) */
+    answer *a = create_answer(r, q.Topics_count, q.Topics, q.timeoutMs, q.validateOnly);
+    for (int32_t i = 0; a && i < a->n; i++)
+        a->d.names[i] = q.Topics[i].Name;
+    return a;
 }
 
-/* validateOnly is v1+ (the decoder leaves it false below); messages v1+. */
-CREATE_HANDLER(bk_handle_create_topics, CreateTopics, Topics, validateOnly, timeoutMs, 1,
-               "Found multiple entries for this topic.", create_one, ct_fill, BK_OP_CREATE)
+static void ct_results(answer *a)
+{
+    kp_CreateTopicsResponse *m = &a->m.CreateTopics;
+    kp_init_CreateTopicsResponse(m);
+    m->Topics_count = a->n;
+    m->Topics = kp_arena_alloc(&a->r->arena, ((size_t)a->n + 1) * sizeof *m->Topics);
+    a->entries = m->Topics;
+}
+
+static create_slot ct_slot(answer *a, int32_t i)
+{
+    kp_CreateTopicsResponse_CreatableTopicResult *e = &a->m.CreateTopics.Topics[i];
+    return (create_slot){ &e->Name, &e->ErrorCode, &e->ErrorMessage };
+}
+
+static int ct_one(answer *a, int32_t i, bk_topic_op *op, char *msg, size_t msglen)
+{
+    const ct_topic *t = a->topics;
+    return create_one(a->r->b, &t[i], a->validate_only, op, msg, msglen);
+}
+
+static void ct_finish(answer *a)
+{
+    ct_fill(a);
+    kp_enc_CreateTopicsResponse(a->r->out, a->r->hdr.RequestApiVersion, &a->m.CreateTopics);
+}
+
+/* Messages v1+. */
+static const create_api create_topics_api = {
+    1, "Found multiple entries for this topic.", BK_OP_CREATE,
+    ct_start, ct_results, ct_slot, ct_one, ct_finish,
+};
+
+int bk_handle_create_topics(bk_req *r)
+{
+    return create_topics(r, &create_topics_api);
+}
 
 /* ---- DeleteTopics ---------------------------------------------------------------- */
 
@@ -729,6 +796,50 @@ static int add_partitions_one(bk_broker *b, const cp_topic *t, bool validate_onl
     return rc;
 }
 
-CREATE_HANDLER(bk_handle_create_partitions, CreatePartitions, Results, ValidateOnly,
-               TimeoutMs, 0, "Duplicate topic in request.", add_partitions_one, no_fill,
-               BK_OP_ALTER)
+static answer *cp_start(bk_req *r)
+{
+    kp_CreatePartitionsRequest q;
+    if (kp_dec_CreatePartitionsRequest(&r->body, r->hdr.RequestApiVersion, &q, &r->arena))
+        return NULL;
+    answer *a = create_answer(r, q.Topics_count, q.Topics, q.TimeoutMs, q.ValidateOnly);
+    for (int32_t i = 0; a && i < a->n; i++)
+        a->d.names[i] = q.Topics[i].Name;
+    return a;
+}
+
+static void cp_results(answer *a)
+{
+    kp_CreatePartitionsResponse *m = &a->m.CreatePartitions;
+    kp_init_CreatePartitionsResponse(m);
+    m->Results_count = a->n;
+    m->Results = kp_arena_alloc(&a->r->arena, ((size_t)a->n + 1) * sizeof *m->Results);
+    a->entries = m->Results;
+}
+
+static create_slot cp_slot(answer *a, int32_t i)
+{
+    kp_CreatePartitionsResponse_CreatePartitionsTopicResult *e = &a->m.CreatePartitions.Results[i];
+    return (create_slot){ &e->Name, &e->ErrorCode, &e->ErrorMessage };
+}
+
+static int cp_one(answer *a, int32_t i, bk_topic_op *op, char *msg, size_t msglen)
+{
+    const cp_topic *t = a->topics;
+    return add_partitions_one(a->r->b, &t[i], a->validate_only, op, msg, msglen);
+}
+
+static void cp_finish(answer *a)
+{
+    kp_enc_CreatePartitionsResponse(a->r->out, a->r->hdr.RequestApiVersion,
+                                    &a->m.CreatePartitions);
+}
+
+static const create_api create_partitions_api = {
+    0, "Duplicate topic in request.", BK_OP_ALTER,
+    cp_start, cp_results, cp_slot, cp_one, cp_finish,
+};
+
+int bk_handle_create_partitions(bk_req *r)
+{
+    return create_topics(r, &create_partitions_api);
+}

@@ -1,5 +1,7 @@
 /*
- * daemon/cluster/cluster.h — cluster mode's internals, shared by its three files:
+ * daemon/cluster/cluster.h — cluster mode's internals: this broker's state in
+ * the cluster (bk_cl), what the mirror knows of each topic beyond the view,
+ * and the calls between the files that implement cluster mode:
  *
  *   daemon/cluster/cluster_session.c   this broker in the cluster: registration in
  *                         /brokers/ids, the session's states, leadership
@@ -13,6 +15,15 @@
  *                         finished by the controller
  *   daemon/cluster/cluster_recovery.c  elections when no ISR member stayed up: the
  *                         longest log of the returning members
+ *   and the other cluster_*.c: leaders, notices, logdirs, broker configs,
+ *   ACLs and users in ZooKeeper.
+ *
+ * It is not private to them: files outside cluster/ still include it to
+ * reach b->cl (at 76eb650: main.c, net_metrics.c, api_elect_leaders.c,
+ * replica_logdir.c, repl_fetcher.c, view.c, view_topics.c,
+ * view_broker_configs.c and tests/unit/test_d_log_ends.c; `grep -rl
+ * cluster/cluster.h` gives today's list).  Issue 29 cuts those edges; a new
+ * file outside cluster/ should use view.h instead.
  *
  * Everything here runs on the loop; ZooKeeper is reached through cluster_zk.h.
  * Others see cluster mode through view.h (bk_cluster_mode, the view's
@@ -38,10 +49,10 @@ typedef struct cl_topic {
     bool deleting;                   /* in /admin/delete_topics (controller) */
     int writes;                      /* controller writes in flight */
     /* controller: per partition, the state znode version its last write
-     * makes (-2: none); not written again until the mirror shows it (C3) */
+     * makes (-2: none); not written again until the mirror shows it (cluster_controller.c C3) */
     int32_t *expect;
     int32_t nexpect;
-    /* state znodes whose watch fired, read again one by one (M5) */
+    /* state znodes whose watch fired, read again one by one (cluster_mirror.c M5) */
     int32_t *dirty;
     int ndirty, capdirty;
     /* controller: per partition, moves asked for (cluster_leaders.c CTL_MARK_*) */
@@ -92,7 +103,7 @@ struct bk_cluster {
     struct event *dirty_ev;
     /* write halves waiting for the mirror to show their change */
     cl_wait *waits;
-    struct ra_write *ra_retries;     /* reassignment writes waiting to retry (R4) */
+    struct ra_write *ra_retries;     /* reassignment writes waiting to retry (cluster_reassign.c R4) */
     struct fe_set *fetchers;         /* the replica fetchers (repl_fetcher.c) */
     int64_t isr_checked_ms;          /* last ISR lag check (repl_isr.c) */
     /* /admin/controlled_shutdown: brokers leaving, ascending (cluster_leaders.c) */
@@ -108,7 +119,7 @@ struct bk_cluster {
     int64_t imbalance_checked_ms;    /* last leader-imbalance check (controller) */
     int32_t seen_alive[CL_MAX_BROKERS];  /* live brokers at the last change (cluster_leaders.c) */
     int64_t seen_czxid[CL_MAX_BROKERS];  /* their registrations' czxids then */
-    bool seen_bounced[CL_MAX_BROKERS];   /* registered anew while seen alive (L7) */
+    bool seen_bounced[CL_MAX_BROKERS];   /* registered anew while seen alive (cluster_leaders.c L7) */
     int nseen_alive;
     int64_t reg_czxid;               /* our registration's czxid; 0 not registered */
     struct cl_recovery *rec;         /* log ends, election waits (cluster_recovery.c) */
@@ -174,13 +185,13 @@ void cl_wait_assignment(bk_broker *b, const char *topic, int version, bk_topic_o
  * znode must drop the removed replicas in the same transaction), or
  * replaces a leader a cancel left outside the replicas.  true when st
  * changed. */
-/* R4: every reassignment write waiting for its retry answered
+/* cluster_reassign.c R4: every reassignment write waiting for its retry answered
  * REQUEST_TIMED_OUT and freed (shutdown, before the loop's events go). */
 void cl_reassign_stop(bk_broker *b);
 bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partition_state *st,
                          bool *finished);
 /* Adds to txn the topic znode without the removed replicas of the
- * finished[p] partitions, at version (R3). */
+ * finished[p] partitions, at version (cluster_reassign.c R3). */
 void ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
                                  const bool *finished);
 
@@ -227,7 +238,7 @@ void cl_recovery_state_read(bk_broker *b, const char *topic, int32_t p, int64_t 
  * session), then calls then (whether the write worked or not: it is
  * logged, and the controller ignores what an earlier session wrote). */
 void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b));
-/* Registered in this session with that czxid: held leaderships (R5). */
+/* Registered in this session with that czxid: held leaderships (cluster_recovery.c R5). */
 void cl_recovery_registered(bk_broker *b, int64_t czxid);
 /* Live broker id's registration czxid (Kafka's broker epoch); 0 none. */
 int64_t cl_broker_czxid(bk_broker *b, int32_t id);
@@ -255,7 +266,7 @@ int  cl_log_ends_line(char *out, size_t cap, const cl_log_end *e);
 /* Each cluster tick: a wait that ended reconciles again. */
 void ctl_recovery_tick(bk_broker *b);
 void cl_recovery_free(bk_broker *b);
-/* bk_isr_view_changed: sets p->held (R5), saying so when it changes. */
+/* bk_isr_view_changed: sets p->held (cluster_recovery.c R5), saying so when it changes. */
 void cl_recovery_view_changed(bk_broker *b, bk_partition *p);
 
 /* repl_isr.c */

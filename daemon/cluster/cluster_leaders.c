@@ -377,9 +377,12 @@ int cl_controlled_shutdown(bk_broker *b, void (*done)(bk_broker *b))
     if (!cs)
         return -1;
     cs->poll = event_new(b->base, -1, EV_PERSIST, on_cs_poll, b);
-    if (!cs->poll) {
+    struct timeval tv = { 0, CS_POLL_MS * 1000 };
+    if (bk_event_add(cs->poll, &tv, "controlled shutdown poll") != 0) {
+        if (cs->poll)
+            event_free(cs->poll);
         free(cs);
-        return -1;
+        return -1;                                /* stop as before */
     }
     cs->done = done;
     cs->attempt = 1;
@@ -393,8 +396,6 @@ int cl_controlled_shutdown(bk_broker *b, void (*done)(bk_broker *b))
     bk_fetchers_update(b);
     BK_INFO("controlled shutdown: produce refused until the followers are level, then "
             "controller %d moves %d partition(s)", (int)bk_controller_id(b), remaining(b));
-    struct timeval tv = { 0, CS_POLL_MS * 1000 };
-    event_add(cs->poll, &tv);
     return 0;
 }
 

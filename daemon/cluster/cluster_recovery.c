@@ -513,7 +513,7 @@ int ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p
 {
     const bk_pview *v = &t->parts[p];
     if (v->zk_version < 0 || v->nisr < 2 || !rec_grow(ct, p + 1))
-        return CTL_REC_NONE;                      /* a lone ISR member: as before (C4) */
+        return CTL_REC_NONE;                      /* a lone ISR member: as before (cluster_controller.c C4) */
     int64_t mz = state_mzxid(ct, p);
     bool leader_alive = v->leader >= 0 && bk_broker_alive(b, v->leader);
     if (mz == 0)                                  /* not read in this session yet */

@@ -679,7 +679,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                 "and registers again with a new session");
         cl->registered = cl->synced = false;
         ctl_resign(b, "the ZooKeeper session expired");
-        bk_fetchers_update(b);           /* follows nothing until in step (F5) */
+        bk_fetchers_update(b);           /* follows nothing until in step (repl_fetcher.c F5) */
         break;
     }
 }
@@ -773,7 +773,11 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
     }
     cl->tick = event_new(b->base, -1, EV_PERSIST, on_tick, b);
     struct timeval tv = { 0, CL_TICK_MS * 1000 };
-    event_add(cl->tick, &tv);
+    if (bk_event_add(cl->tick, &tv, "cluster tick") != 0) {
+        snprintf(err, errlen, "cannot arm the cluster tick");
+        cl_stop(b);
+        return -1;
+    }
     cl->last_tick_us = bk_mono_us();
     return 0;
 }

@@ -450,7 +450,11 @@ int zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t
             goto fail;
         }
     }
-    event_add(zk->ev, NULL);
+    if (bk_event_add(zk->ev, NULL, "zookeeper results") != 0) {
+        snprintf(err, errlen, "zookeeper.connect=%s: cannot arm the results event",
+                 zk->servers);
+        goto fail;
+    }
     *out = zk;
     BK_INFO("zookeeper: connected to %s, session 0x%llx", zk->servers,
             (unsigned long long)zoo_client_id(zk->zh)->client_id);

@@ -27,16 +27,44 @@
 
 #include "kp_msgs.h"
 
-/* Kafka's answer to a group request the principal may not make
- * (daemon/security/sec_authz.c): the response's defaults, GROUP_AUTHORIZATION_FAILED. */
-#define GC_DENIED(r, API, v) do {                                                 \
-        kp_##API##Response m_;                                                   \
-        kp_init_##API##Response(&m_);                                            \
-        m_.ErrorCode = KP_GROUP_AUTHORIZATION_FAILED;                            \
-        return bk_req_encoded(r, #API, kp_enc_##API##Response((r)->out, v, &m_));    \
-    } while (0)
-#define GC_READ_OR_DENY(r, API, v, group) \
-    do { if (!bk_authorized(r, BK_RES_GROUP, group, BK_OP_READ)) GC_DENIED(r, API, v); } while (0)
+/* Kafka's answer to a JoinGroup, SyncGroup, Heartbeat or LeaveGroup the
+ * principal may not make (READ on the group, daemon/security/sec_authz.c):
+ * the response's defaults with GROUP_AUTHORIZATION_FAILED. */
+static int gc_denied(bk_req *r)
+{
+    int16_t v = r->hdr.RequestApiVersion;
+    const int16_t denied = KP_GROUP_AUTHORIZATION_FAILED;
+    union {
+        kp_JoinGroupResponse join;
+        kp_SyncGroupResponse sync;
+        kp_HeartbeatResponse heartbeat;
+        kp_LeaveGroupResponse leave;
+    } m;
+    switch (r->hdr.RequestApiKey) {
+    case KP_API_JOIN_GROUP:
+        kp_init_JoinGroupResponse(&m.join);
+        m.join.ErrorCode = denied;
+        return bk_req_encoded(r, "JoinGroup", kp_enc_JoinGroupResponse(r->out, v, &m.join));
+    case KP_API_SYNC_GROUP:
+        kp_init_SyncGroupResponse(&m.sync);
+        m.sync.ErrorCode = denied;
+        return bk_req_encoded(r, "SyncGroup", kp_enc_SyncGroupResponse(r->out, v, &m.sync));
+    case KP_API_HEARTBEAT:
+        kp_init_HeartbeatResponse(&m.heartbeat);
+        m.heartbeat.ErrorCode = denied;
+        return bk_req_encoded(r, "Heartbeat", kp_enc_HeartbeatResponse(r->out, v, &m.heartbeat));
+    default:
+        kp_init_LeaveGroupResponse(&m.leave);
+        m.leave.ErrorCode = denied;
+        return bk_req_encoded(r, "LeaveGroup", kp_enc_LeaveGroupResponse(r->out, v, &m.leave));
+    }
+}
+
+/* READ on the group: what JoinGroup, SyncGroup, Heartbeat and LeaveGroup need. */
+static bool gc_may_read(bk_req *r, kp_str group)
+{
+    return bk_authorized(r, BK_RES_GROUP, group, BK_OP_READ);
+}
 
 /* ---- FindCoordinator v0-6 ------------------------------------------------------ */
 
@@ -122,7 +150,8 @@ int bk_handle_join_group(bk_req *r)
     kp_JoinGroupRequest q;
     if (kp_dec_JoinGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    GC_READ_OR_DENY(r, JoinGroup, v, q.GroupId);
+    if (!gc_may_read(r, q.GroupId))
+        return gc_denied(r);
     gc_join_args a = {
         .group_id = q.GroupId, .session_timeout_ms = q.SessionTimeoutMs,
         /* v0: Kafka's rule (the schema's default is -1) */
@@ -147,7 +176,8 @@ int bk_handle_sync_group(bk_req *r)
     kp_SyncGroupRequest q;
     if (kp_dec_SyncGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    GC_READ_OR_DENY(r, SyncGroup, v, q.GroupId);
+    if (!gc_may_read(r, q.GroupId))
+        return gc_denied(r);
     kp_str instance = q.GroupInstanceId.len == 0 ? KP_STR_NULL : q.GroupInstanceId;
     return gc_sync(r, q.GroupId, q.GenerationId, q.MemberId, instance, q.ProtocolType,
                    q.ProtocolName, q.Assignments_count, q.Assignments);
@@ -161,7 +191,8 @@ int bk_handle_heartbeat(bk_req *r)
     kp_HeartbeatRequest q;
     if (kp_dec_HeartbeatRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    GC_READ_OR_DENY(r, Heartbeat, v, q.GroupId);
+    if (!gc_may_read(r, q.GroupId))
+        return gc_denied(r);
     kp_str instance = q.GroupInstanceId.len == 0 ? KP_STR_NULL : q.GroupInstanceId;
     kp_HeartbeatResponse m;
     kp_init_HeartbeatResponse(&m);
@@ -175,7 +206,8 @@ int bk_handle_leave_group(bk_req *r)
     kp_LeaveGroupRequest q;
     if (kp_dec_LeaveGroupRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    GC_READ_OR_DENY(r, LeaveGroup, v, q.GroupId);
+    if (!gc_may_read(r, q.GroupId))
+        return gc_denied(r);
     kp_LeaveGroupResponse m;
     kp_init_LeaveGroupResponse(&m);
     if (v < 3) {

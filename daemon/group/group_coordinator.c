@@ -46,7 +46,7 @@
  * rebalance or a SyncGroup before the leader's is deferred (the member
  * holds a gc_wait), its answer written into the request's buffer and
  * queued; group_persist.c sends it once the state it reflects is durable
- * (invariants C1, C2, C5-C7 are there).
+ * (its invariants: group_persist.c C1, C2, C5-C7).
  *
  * Timers (libevent, no polling): one session timer per member, re-armed
  * lazily (a heartbeat only stamps last_seen_us; the timer re-checks when it
@@ -381,7 +381,10 @@ void gc_add_pending(gc_group *g, const char *id, int32_t session_ms)
     }
     struct timeval tv;
     gc_tv_ms(&tv, session_ms);
-    evtimer_add(p->timer, &tv);
+    if (bk_event_add(p->timer, &tv, "pending member's session") != 0) {
+        pending_free(p);               /* as if never pending: it joins again */
+        return;
+    }
     p->next = g->pending;
     g->pending = p;
 }
@@ -431,7 +434,9 @@ void gc_arm_session(gc_member *m)
         due_us = now + (int64_t)m->session_timeout_ms * 1000;
     struct timeval tv;
     gc_tv_ms(&tv, (due_us - now + 999) / 1000);
-    evtimer_add(m->session_timer, &tv);
+    /* Unarmed, the member is not expired by time; it still leaves, and is
+     * re-armed at its next heartbeat. */
+    bk_event_add(m->session_timer, &tv, "member session");
 }
 
 void gc_session_cb(evutil_socket_t fd, short what, void *arg)
@@ -578,7 +583,8 @@ static void arm_join_timer(gc_group *g, int64_t ms)
 {
     struct timeval tv;
     gc_tv_ms(&tv, ms);
-    evtimer_add(g->join_timer, &tv);
+    /* Unarmed, the rebalance completes once every member has joined. */
+    bk_event_add(g->join_timer, &tv, "group join");
 }
 
 static void prepare_rebalance(gc_group *g, const char *why)
@@ -804,9 +810,10 @@ int bk_groups_init(bk_broker *b)
     bk_mdsync_listen(gc_on_durable);
     struct timeval tv;
     gc_tv_ms(&tv, b->cfg->offsets_retention_check_interval_ms);
-    event_add(gc->expire_timer, &tv);
-    event_add(gc->sig_term, NULL);
-    event_add(gc->sig_int, NULL);
+    if (bk_event_add(gc->expire_timer, &tv, "offsets retention check") != 0 ||
+        bk_event_add(gc->sig_term, NULL, "coordinator SIGTERM") != 0 ||
+        bk_event_add(gc->sig_int, NULL, "coordinator SIGINT") != 0)
+        return -1;
     BK_INFO("group coordinator: %zu groups loaded (members rejoin), "
             "group.initial.rebalance.delay.ms=%lld", gc->ngroups,
             (long long)b->cfg->group_initial_rebalance_delay_ms);

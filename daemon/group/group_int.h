@@ -7,7 +7,7 @@
  *                    LeaveGroup
  *   group_offset_commit.c  bk_offsets_commit, OffsetCommit, OffsetFetch, retention
  *   group_persist.c  the end of the loop turn, the jobs for the metadata
- *                    sync worker, the deferred answers (invariants C1, C2,
+ *                    sync worker, the deferred answers (group_persist.c invariants C1, C2,
  *                    C5-C7, J1-J3), bk_group_delete
  *   group_api.c      wire parsing and encoding of the membership APIs
  *   group_offset_delete.c  OffsetDelete (tombstones on the commit path)
@@ -27,12 +27,12 @@
  *              upserted by the worker (md_offset_commit)
  *     apply    gc_commit_apply: each entry's result from the job; done()
  *     durable  answered only after the job's transaction and its WAL
- *              fdatasync (C2); a failed job or sync fails the commit
+ *              fdatasync (group_persist.c C2); a failed job or sync fails the commit
  *   group state  (membership, generation, protocol, assignments)
  *     path     gc_set_state / gc_mark_dirty (group_coordinator.c)
  *     write    the dirty group copied into the turn's job (md_group_save)
  *     apply    in memory first: the state machine runs on the loop
- *     durable  answers that reflect it wait for the job's sync (C2); after
+ *     durable  answers that reflect it wait for the job's sync (group_persist.c C2); after
  *              a crash groups load Empty and members rejoin.  Cluster
  *              mode: a completed rebalance (and an Empty group) is also
  *              Kafka's GroupMetadata record, the SyncGroup answers wait
@@ -82,7 +82,7 @@ typedef struct gc_group gc_group;
 typedef struct gc_member gc_member;
 typedef struct gc_job gc_job;
 
-/* A deferred answer.  It sits in exactly one place (C1): held by a
+/* A deferred answer.  It sits in exactly one place (group_persist.c C1): held by a
  * member (join or sync, m != NULL), in the outbox (answer written,
  * waiting for the end of the loop turn), in the commit batch, or in the
  * synced list (its turn's job submitted, waiting for the sync seq).  A
@@ -189,13 +189,13 @@ typedef struct gc_coord {
                                          (seq non-decreasing) */
     gc_group *dirty;
     struct event *turn_ev;            /* end of loop turn: persist, then answer */
-    struct event *linger_ev;          /* the batch waits for due commits (C7) */
-    cc_table cadence;                 /* each connection's commit pace (C7) */
+    struct event *linger_ev;          /* the batch waits for due commits (group_persist.c C7) */
+    cc_table cadence;                 /* each connection's commit pace (group_persist.c C7) */
     int64_t batch_first_us;           /* arrival of the batch's oldest commit */
     int64_t linger_until;             /* when linger_ev is due, while pending */
     struct event *expire_timer;       /* offsets.retention.check.interval.ms */
     struct event *sig_term, *sig_int; /* answer waiting joins on shutdown */
-    gc_job *jobs, **jobs_tail;        /* submitted to the sync worker (J2) */
+    gc_job *jobs, **jobs_tail;        /* submitted to the sync worker (group_persist.c J2) */
     gc_job *job_pool;
     uint64_t last_job_seq;
     int group_jobs;                   /* submitted jobs that write group rows */
@@ -246,7 +246,7 @@ char *gc_select_protocol(gc_group *g);
 /* Drops g's pending GroupMetadata stores (group_join.c), if any: their
  * records may still be replicated, nobody waits for them. */
 void gc_store_cancel(gc_group *g);
-/* Answer m's waiting JoinGroup / SyncGroup with err (queued, C1). */
+/* Answer m's waiting JoinGroup / SyncGroup with err (queued, group_persist.c C1). */
 void gc_answer_join_error(gc_member *m, int16_t err, const char *member_id);
 void gc_answer_sync(gc_member *m, int16_t err);
 bool gc_str_eq(const char *a, const char *p, size_t len);   /* a NUL-terminated */
@@ -302,7 +302,7 @@ md_offset *gc_job_rows(gc_job *j, size_t n, size_t *first);
 md_offset *gc_job_row(gc_job *j, size_t i);
 /* One more group with room for nmembers members; NULL: no memory. */
 md_group *gc_job_group(gc_job *j, size_t nmembers);
-/* After the job's sync was reported (J1): row i's result, the job's rc. */
+/* After the job's sync was reported (group_persist.c J1): row i's result, the job's rc. */
 int gc_job_row_result(const gc_job *j, size_t i);
 int gc_job_rc(const gc_job *j);
 uint64_t gc_job_submit(gc_job *j);    /* returns the covering sync's seq */
@@ -384,7 +384,7 @@ int16_t gc_leave_member(gc_group *g, kp_str member_id, kp_str instance_id);
 /* The write half, at the end of the turn: copies w's entries to store
  * into job (w->job, w->job_first).  0, or MD_E_SQL when out of memory. */
 int gc_commit_to_job(gc_wait *w, gc_job *j);
-/* The apply half, once the job's sync is reported (J3): each stored
+/* The apply half, once the job's sync is reported (group_persist.c J3): each stored
  * entry's result from the job; rc != 0 (or a failed job) fails them all
  * with COORDINATOR_NOT_AVAILABLE.  The caller then runs w->done. */
 void gc_commit_apply(gc_wait *w, int rc);

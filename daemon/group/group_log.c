@@ -537,7 +537,7 @@ static int load_group_value(gl_part *gp, kp_str group, kp_rd *v, const gl_group_
     }
     char *lid = leader.len > 0 ? gc_strndup(leader.p, leader.len) : NULL;
     if (lid && gc_member_find(g, lid, strlen(lid)))
-        gc_set_leader(g, lid);        /* C4: else the first member leads */
+        gc_set_leader(g, lid);        /* group_coordinator.c C4: else the first member leads */
     free(lid);
     g->state = g->nmembers > 0 ? GC_STABLE : GC_EMPTY;
     if (!gp->job && !(gp->job = gc_job_take()))
@@ -611,7 +611,7 @@ static int follow_group_value(gl_part *gp, kp_str group, kp_rd *v, const gl_grou
     rec->protocol_type = job_str(j, h->protocol_type);
     rec->protocol = job_str(j, h->protocol);
     rec->generation = h->generation;
-    rec->leader = leader ? leader : first;      /* C4: else the first member leads */
+    rec->leader = leader ? leader : first;      /* group_coordinator.c C4: else the first member leads */
     rec->state_changed_at = h->state_ts > 0 ? h->state_ts : bk_now_ms();
     gp->job_rows++;
     return rec->group_id && (rec->protocol_type || h->protocol_type.len <= 0) &&

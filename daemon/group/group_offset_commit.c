@@ -230,7 +230,7 @@ int gc_commit_to_job(gc_wait *w, gc_job *j)
 void gc_commit_apply(gc_wait *w, int rc)
 {
     size_t k = w->job_first;
-    if (w->job && !rc)                /* its sync was reported: J1, J3 */
+    if (w->job && !rc)                /* its sync was reported: group_persist.c J1, J3 */
         rc = gc_job_rc(w->job);
     for (size_t i = 0; i < w->noffs; i++) {
         md_offset *o = &w->offs[i];
@@ -379,7 +379,7 @@ int bk_handle_offset_commit(bk_req *r)
         .group = group, .generation = q.GenerationIdOrMemberEpoch, .member_id = member,
         .instance_id = instance,
         .offs = c->offs, .n = (size_t)c->n, .done = kc_done, .arg = r,
-        /* no connection: the fuzz harness; 0 teaches no pace (C7) */
+        /* no connection: the fuzz harness; 0 teaches no pace (group_persist.c C7) */
         .cadence_key = r->conn ? bk_conn_serial(r->conn) : 0, .authz = r,
     };
     char err[MD_ERRLEN];

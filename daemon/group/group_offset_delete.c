@@ -208,7 +208,7 @@ int bk_handle_offset_delete(bk_req *r)
         .group = q.GroupId, .generation = -1, .member_id = KP_STR_NULL,
         .instance_id = KP_STR_NULL, .delete_offsets = true,
         .offs = d->store, .n = (size_t)d->nstore, .done = od_done, .arg = r,
-        .cadence_key = 0,             /* rare, like an operator's: no pace (C7) */
+        .cadence_key = 0,             /* rare, like an operator's: no pace (group_persist.c C7) */
     };
     char err[MD_ERRLEN];
     if (!d->group_err && d->nstore > 0)

@@ -698,7 +698,8 @@ static void run_turn(bool after_sync)
             /* Re-armed only when the time moves: each is a timerfd_settime. */
             if (until != gc->linger_until || !evtimer_pending(gc->linger_ev, NULL)) {
                 struct timeval tv = { (until - now) / 1000000, (until - now) % 1000000 };
-                evtimer_add(gc->linger_ev, &tv);
+                /* Unarmed: tried again at the next commit (not pending). */
+                bk_event_add(gc->linger_ev, &tv, "offset commit linger");
                 gc->linger_until = until;
             }
             return;

@@ -118,6 +118,7 @@ struct bk_conn {
     evutil_socket_t fd;
     struct event *rev;            /* readable / idle timeout */
     bool reading;                 /* rev is added */
+    bool unarmed;                 /* an event_add failed: closes (conn_event_failed) */
     struct evbuffer *obuf;        /* responses not yet written */
     struct evbuffer *stage;       /* empty; response bytes after a file range
                                      pass through it (out_add) */
@@ -185,6 +186,26 @@ struct bk_server {
 static bool process_input(bk_conn *c);
 static void promote(bk_conn *c);
 
+/* An event of c could not be armed (bk_event_add logged why): c could hang
+ * unseen, so it goes.  Not here (the caller still holds c): its read event
+ * is made active, and conn_read closes a connection marked unarmed first
+ * of all, busy or not. */
+static void conn_event_failed(bk_conn *c)
+{
+    c->unarmed = true;
+    event_active(c->rev, EV_TIMEOUT, 0);
+}
+
+/* An evbuffer_add* result.  Failure is ENOMEM, and the frame's length is
+ * already promised: c->out.err makes the caller close the connection. */
+static void out_check(bk_conn *c, int rc)
+{
+    if (rc != 0 && !c->out.err) {
+        BK_ERROR("cannot queue a response for %s; closing", c->peer);
+        c->out.err = KP_E_NOMEM;
+    }
+}
+
 /* Reading on or off; off while paused or starved, and while busy once
  * the client sends more (on_readable mutes lazily: a client that waits
  * for its answer costs no epoll_ctl).  Nothing else decides it, so the
@@ -200,7 +221,10 @@ static void want_read(bk_conn *c, bool on)
     }
     int64_t idle = c->b->cfg->connections_max_idle_ms;
     struct timeval tv = { (time_t)(idle / 1000), (suseconds_t)(idle % 1000) * 1000 };
-    event_add(c->rev, idle > 0 ? &tv : NULL);
+    if (bk_event_add(c->rev, idle > 0 ? &tv : NULL, "connection read") != 0) {
+        conn_event_failed(c);
+        return;
+    }
     /* Decrypted bytes OpenSSL holds make no epoll event (inv. 8). */
     if (c->ssl && SSL_pending(c->ssl) > 0)
         event_active(c->rev, EV_READ, 0);
@@ -213,10 +237,10 @@ static void want_write(bk_conn *c, bool on)
     if (on == c->writing)
         return;
     c->writing = on;
-    if (on)
-        event_add(c->wev, NULL);
-    else
+    if (!on)
         event_del(c->wev);
+    else if (bk_event_add(c->wev, NULL, "connection write") != 0)
+        conn_event_failed(c);
 }
 
 /* ---- request pool (inv. 4) --------------------------------------------------- */
@@ -399,11 +423,11 @@ static void range_cleanup(const struct evbuffer_file_segment *seg, int flags, vo
 static void out_add(bk_conn *c, const void *p, size_t n, bool after_range)
 {
     if (!after_range) {
-        evbuffer_add(c->obuf, p, n);
+        out_check(c, evbuffer_add(c->obuf, p, n));
         return;
     }
-    evbuffer_add(c->stage, p, n);
-    evbuffer_add_buffer(c->obuf, c->stage);
+    out_check(c, evbuffer_add(c->stage, p, n));
+    out_check(c, evbuffer_add_buffer(c->obuf, c->stage));
 }
 
 /* Queues header + body + file ranges on the socket's output buffer. */
@@ -414,8 +438,8 @@ static void send_response(bk_conn *c)
     if (r->raw) {                 /* a raw SASL token's answer: no header */
         uint8_t len[4] = { (uint8_t)(r->out->len >> 24), (uint8_t)(r->out->len >> 16),
                            (uint8_t)(r->out->len >> 8), (uint8_t)r->out->len };
-        evbuffer_add(o, len, 4);
-        evbuffer_add(o, r->out->data, r->out->len);
+        out_check(c, evbuffer_add(o, len, 4));
+        out_check(c, evbuffer_add(o, r->out->data, r->out->len));
         return;
     }
     /* ApiVersions always answers with header v0 (protocol/README.md §2). */
@@ -429,7 +453,7 @@ static void send_response(bk_conn *c)
     hdr[4] = (uint8_t)(cid >> 24); hdr[5] = (uint8_t)(cid >> 16);
     hdr[6] = (uint8_t)(cid >> 8);  hdr[7] = (uint8_t)cid;
     hdr[8] = 0;
-    evbuffer_add(o, hdr, hdr_tags ? 9 : 8);
+    out_check(c, evbuffer_add(o, hdr, hdr_tags ? 9 : 8));
     bk_metrics_request(r->hdr.RequestApiKey, bk_mono_us() - r->received_us);
     size_t at = 0;
     for (int i = 0; i < r->npieces; i++) {
@@ -457,7 +481,7 @@ static void send_response(bk_conn *c)
             continue;
         }
         evbuffer_file_segment_add_cleanup_cb(seg, range_cleanup, keep);
-        evbuffer_add_file_segment(o, seg, 0, (ev_off_t)p->range.len);
+        out_check(c, evbuffer_add_file_segment(o, seg, 0, (ev_off_t)p->range.len));
         evbuffer_file_segment_free(seg);     /* the buffer holds its own ref */
     }
     if (r->out->len > at)
@@ -722,6 +746,10 @@ static int serve_raw_token(bk_conn *c, int32_t len, size_t avail)
         return 1;
     }
     send_response(c);
+    if (c->out.err) {             /* out_check: the answer could not be queued */
+        conn_free(c);
+        return -1;
+    }
     req_reset(c);
     return 1;
 }
@@ -905,6 +933,11 @@ static bool handshake_step(bk_conn *c, short what)
 static void conn_read(bk_conn *c, short what)
 {
     evutil_socket_t fd = c->fd;
+    if (c->unarmed) {
+        BK_ERROR("closing %s: its events cannot be armed", c->peer);
+        conn_free(c);
+        return;
+    }
     if (c->handshaking) {
         handshake_step(c, what);
         return;
@@ -977,7 +1010,7 @@ static void login_arm(bk_server *s)
 {
     static const struct timeval now = { 0, 0 };
     if (!evtimer_pending(s->login_ev, NULL))
-        evtimer_add(s->login_ev, &now);
+        bk_event_add(s->login_ev, &now, "logins");    /* retried at the next login */
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *arg)
@@ -1026,7 +1059,8 @@ static void login_turn(evutil_socket_t fd, short what, void *arg)
                 left = 0;
             struct timeval tv = { (time_t)(left / 1000000), (suseconds_t)(left % 1000000) };
             c->reading = true;
-            event_add(c->rev, &tv);
+            if (bk_event_add(c->rev, &tv, "handshake deadline") != 0)
+                conn_event_failed(c);
         } else if (!c->busy && !c->paused && !c->starved) {
             want_read(c, true);
         }
@@ -1188,7 +1222,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
         int64_t ms = b->cfg->ssl_handshake_timeout_ms;
         struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
         c->reading = true;
-        event_add(c->rev, &tv);
+        if (bk_event_add(c->rev, &tv, "handshake deadline") != 0)
+            conn_event_failed(c);
     } else {
         want_read(c, true);
     }
@@ -1304,7 +1339,11 @@ void bk_server_drain(bk_broker *b)
     }
     s->drain_timer = event_new(b->base, -1, EV_PERSIST, drain_check, s);
     struct timeval tv = { 0, 20000 };
-    event_add(s->drain_timer, &tv);
+    if (bk_event_add(s->drain_timer, &tv, "drain check") != 0) {
+        /* Nothing would look again: stop now, as at the deadline. */
+        event_base_loopexit(b->base, NULL);
+        return;
+    }
     drain_check(-1, 0, s);
 }
 

@@ -264,8 +264,19 @@ int bk_cleaner_start(bk_broker *b)
     c->tick_ev = event_new(b->base, -1, EV_PERSIST, tick_cb, b);
     int64_t ms = b->cfg->log_cleaner_backoff_ms;
     struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-    event_add(c->done_ev, NULL);
-    event_add(c->tick_ev, &tv);
+    /* Unarmed, finished work would never be collected: the broker does not
+     * start, as when the cleaner's memory cannot be had. */
+    if (bk_event_add(c->done_ev, NULL, "log cleaner results") != 0 ||
+        bk_event_add(c->tick_ev, &tv, "log cleaner tick") != 0) {
+        if (c->done_ev)
+            event_free(c->done_ev);
+        if (c->tick_ev)
+            event_free(c->tick_ev);
+        close(c->efd);
+        free(c->threads);
+        free(c);
+        return -1;
+    }
     b->cleaner = c;
     for (int i = 0; i < c->nthreads; i++)
         if (pthread_create(&c->threads[i], NULL, cleaner_main, c) != 0) {

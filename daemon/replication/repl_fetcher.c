@@ -334,7 +334,9 @@ static void fetcher_connect(fe_fetcher *f);
 static void arm_timer(fe_fetcher *f, int64_t delay_ms)
 {
     struct timeval tv = { (time_t)(delay_ms / 1000), (suseconds_t)(delay_ms % 1000) * 1000 };
-    evtimer_add(f->timer, &tv);
+    /* Unarmed, this fetcher does not retry by itself: logged, so that an
+     * operator sees why it stalls. */
+    bk_event_add(f->timer, &tv, "replica fetcher");
 }
 
 static void close_conn(fe_fetcher *f)
@@ -1216,12 +1218,17 @@ static void fetcher_connect(fe_fetcher *f)
 
 /* ---- the request ---------------------------------------------------------------------- */
 
-#define FE_GROW(f, field, cap) do {                                          \
-        void *np_ = realloc((f)->field, (size_t)(cap) * sizeof *(f)->field);   \
-        if (np_)                                                               \
-            (f)->field = np_;                                                  \
-        ok = ok && np_;                                                        \
-    } while (0)
+/* p resized to n elements of size bytes; out of memory: p as it was, and
+ * *ok false. */
+static void *grow_array(void *p, int32_t n, size_t size, bool *ok)
+{
+    void *np = realloc(p, (size_t)n * size);
+    if (!np) {
+        *ok = false;
+        return p;
+    }
+    return np;
+}
 
 /* Request arrays grown with the partitions (F3).  false: out of memory. */
 static bool grow_requests(fe_fetcher *f)
@@ -1229,10 +1236,10 @@ static bool grow_requests(fe_fetcher *f)
     bool ok = true;
     if (f->req_cap >= f->nparts)
         return true;
-    FE_GROW(f, ts, f->nparts);
-    FE_GROW(f, ps, f->nparts);
-    FE_GROW(f, ets, f->nparts);
-    FE_GROW(f, eps, f->nparts);
+    f->ts = grow_array(f->ts, f->nparts, sizeof *f->ts, &ok);
+    f->ps = grow_array(f->ps, f->nparts, sizeof *f->ps, &ok);
+    f->ets = grow_array(f->ets, f->nparts, sizeof *f->ets, &ok);
+    f->eps = grow_array(f->eps, f->nparts, sizeof *f->eps, &ok);
     if (ok)
         f->req_cap = f->nparts;
     return ok;
@@ -1579,7 +1586,7 @@ void bk_fetchers_update(bk_broker *b)
         return;
     if (!evtimer_pending(s->recompute, NULL)) {
         struct timeval zero = { 0, 0 };
-        evtimer_add(s->recompute, &zero);
+        bk_event_add(s->recompute, &zero, "fetchers recompute"); /* retried at the next call */
     }
 }
 

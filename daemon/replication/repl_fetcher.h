@@ -17,8 +17,8 @@ void bk_fetchers_stop(bk_broker *b);
  * burst of calls.  Responses are checked against the view as it is when
  * they arrive, so nothing waits for that turn to be safe. */
 void bk_fetchers_update(bk_broker *b);
-/* /metrics: requests sent ahead of their answer's append (F10), and
- * partitions' answers dropped by F1 (not appended: the log end or the view
+/* /metrics: requests sent ahead of their answer's append (repl_fetcher.c F10), and
+ * partitions' answers dropped by repl_fetcher.c F1 (not appended: the log end or the view
  * moved while they were out), since this process started. */
 void bk_fetchers_counters(uint64_t *ahead, uint64_t *dropped);
 
@@ -30,7 +30,7 @@ bool bk_follow_wanted(const bk_pview *v, int32_t self, bool leader_alive);
  * response with a partial one, as Kafka's do): returns its length and
  * the records the batches' headers count (*records, may be NULL). */
 size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records);
-/* F10: the offset a follower whose log ends at log_end may ask for next
+/* repl_fetcher.c F10: the offset a follower whose log ends at log_end may ask for next
  * before it appends the whole batches buf[0, whole) its leader answered
  * with HighWatermark leader_hw: where they end, when they start at
  * log_end, their offsets go up, and they end below leader_hw (so the
@@ -38,7 +38,7 @@ size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records);
  * log_end when whole is 0.  -1: not before the append. */
 int64_t bk_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
                               int64_t leader_hw);
-/* F9: when (mono µs) a login done at now_us with the leader's
+/* repl_fetcher.c F9: when (mono µs) a login done at now_us with the leader's
  * SessionLifetimeMs re-authenticates: permille (850 to 950, Kafka's
  * clients pick it at random so that logins spread) thousandths of the
  * lifetime later; 0 (never) for none (<= 0) or one past the clock's range

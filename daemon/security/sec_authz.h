@@ -104,7 +104,7 @@ int bk_authz_reload(struct bk_broker *b);
 /* The request's principal and host may do op on (res, name). */
 bool bk_authorized(struct bk_req *r, int res, kp_str name, int op);
 /* The one way the ACL set changes (CreateAcls, DeleteAcls, SQL): removes
- * del and adds add.  Standalone: in the acls table, then reloaded (Z3),
+ * del and adds add.  Standalone: in the acls table, then reloaded (sec_authz.c Z3),
  * answered at once.  Cluster mode: in ZooKeeper (cluster_acls.c), op->pending
  * set and op->done answers once this broker read the change back (view.h's
  * bk_topic_op; op NULL: nobody waits).  KP_NONE or an error with err. */
@@ -116,13 +116,14 @@ void bk_acl_row(const bk_acl *a, md_acl *row);
 /* Cluster mode (daemon/cluster/cluster_acls.c): the ACLs shared through ZooKeeper.
  * resync: reads them all (new or resumed session, a change notification);
  * on_watch: true when path was one of the ACL change folders; write: the
- * change as Kafka's znodes, versioned (K3), answered through op (K4). */
+ * change as Kafka's znodes, versioned (cluster_acls.c K3), answered through op
+ * (cluster_acls.c K4). */
 void bk_authz_zk_resync(struct bk_broker *b);
 bool bk_authz_zk_on_watch(struct bk_broker *b, int type, const char *path);
 int bk_authz_zk_write(struct bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
                       size_t nadd, struct bk_topic_op *op, char *err, size_t errlen);
 /* Shutdown, before zk_stop: the writes not answered yet are answered
- * REQUEST_TIMED_OUT and freed (K6). */
+ * REQUEST_TIMED_OUT and freed (cluster_acls.c K6). */
 void bk_authz_zk_stop(struct bk_broker *b);
 /* Kafka's authorized-operations bit field (Metadata, DescribeGroups): bit
  * 1 << op for each operation the resource type supports (Kafka's

@@ -46,7 +46,7 @@ ZK_JAR = "/usr/share/java/zookeeper.jar"
 ZK_START_TIMEOUT_S = 30.0
 SESSION_TIMEOUT_MS = 6000                  # short, for the failure tests
 # A broker that shut down stays "leaving" for a replica fetch's longest wait
-# (replica.fetch.wait.max.ms, 500 by default) and a second more (cl_leaders.c
+# (replica.fetch.wait.max.ms, 500 by default) and a second more (cluster_leaders.c
 # L6): a leader takes no fetch in its name back into an ISR until then.  A
 # test whose raw fetches pose as a stopped broker waits this out first.
 LEFT_GRACE_S = 0.5 + 1.0 + 0.2
@@ -358,7 +358,7 @@ class ZooKeeper(Pausable, ProcessLog):
         """imok comes as soon as the port is open, before the database is
         loaded (srvr then says "not currently serving requests"): ready is
         both, from a port this process listens on (another program may
-        have taken it: conftest's P3)."""
+        have taken it: conftest.py P3)."""
         return self.port in conftest.listening_ports(self.proc.pid) and self.ruok() \
             and "Mode: " in self.four("srvr", timeout=0.5)
 

@@ -219,7 +219,7 @@ def test_acl_with_a_long_resource_name_is_stored_whole(acl_cluster):
 
 def test_shutdown_with_acl_writes_waiting_frees_them(make_cluster):
     """ZooKeeper frozen mid-write: CreateAcls from 12 clients wait on it
-    (one writing, the rest queued behind it, K5); SIGTERM then stops the
+    (one writing, the rest queued behind it, cluster_acls.c K5); SIGTERM then stops the
     broker cleanly (exit 0), each client gets an error or a close, and a
     SANITIZE=1 build reports no leak of the waiting writes."""
     c = make_cluster(1, overrides=dict(AUTHORIZER, **{"controlled.shutdown.enable": "false"}))

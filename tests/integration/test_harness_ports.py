@@ -16,7 +16,7 @@ from conftest import Broker, BrokerDied, finish_broker, free_port, listening_por
 
 
 def squat(port):
-    """Another program listening on port (as one that knows nothing of P2)."""
+    """Another program listening on port (as one that knows nothing of conftest.py P2)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # SO_REUSEADDR: a connection of ours lingering in TIME_WAIT on the
     # port must not stop us; it does not let a second listener bind.

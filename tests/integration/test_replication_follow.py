@@ -195,7 +195,7 @@ def test_follower_catches_up_through_answers_of_many_megabytes(make_cluster):
     read in pieces, the socket waking only once much of the rest is there
     (fetcher.c F8), and the copy must still be the leader's, byte for byte.
     Far behind, the follower asks for the next answer before appending one
-    (F10): its /metrics count such fetches, and no answer it had to drop."""
+    (repl_fetcher.c F10): its /metrics count such fetches, and no answer it had to drop."""
     c = make_cluster(3, overrides={"replica.fetch.max.bytes": "4194304"})
     formed(c)
     t, parts = topic_name("bigcatchup"), 2

@@ -5,7 +5,7 @@
  * wrong first line, cut lines, numbers out of range, no newline at the
  * end, bytes of every value) never crashes the controller and yields only
  * the lines that are whole.  The first line names the ZooKeeper session
- * (R3); text without it (an older version's) yields nothing.
+ * (cluster_recovery.c R3); text without it (an older version's) yields nothing.
  */
 #include <check.h>
 #include <stdio.h>

@@ -63,10 +63,10 @@ START_TEST(test_metadata_request_v0_v1_v9_v12_bytes)
     ck_assert_mem_eq(d.Topics[0].TopicId, md_topic_a.TopicId, 16);
     ck_assert(d.IncludeTopicAuthorizedOperations);
 
-    /* A null name cannot be sent before v10 (G2). */
+    /* A null name cannot be sent before v10 (gen_msgs.py G2). */
     kp_buf_reset(&out);
     ck_assert_int_eq(kp_enc_MetadataRequest(&out, 9, &m), KP_E_MALFORMED);
-    /* A topic id cannot be sent before v10; it is ignorable, so dropped (G1). */
+    /* A topic id cannot be sent before v10; it is ignorable, so dropped (gen_msgs.py G1). */
     t.Name = S("a");
     m.IncludeTopicAuthorizedOperations = false;
     kp_buf_reset(&out);

@@ -330,7 +330,7 @@ START_TEST(test_tombstone_age_counts_from_first_compaction_not_its_timestamp)
         rec_seen *r = calloc(4096, sizeof *r);
         int n = read_all(log, r, 4096);
         for (int i = 0; i < n; i++)
-            if (r[i].tomb) {                            /* T1: the stamp */
+            if (r[i].tomb) {                            /* cleaner.c T1: the stamp */
                 ck_assert(r[i].attrs & KP_ATTR_DELETE_HORIZON);
                 ck_assert_int_eq(r[i].base_ts, t0 + 5000);
             } else if (r[i].key[0] == 'k' && atoi(r[i].key + 1) < 10) {
@@ -366,7 +366,7 @@ START_TEST(test_expired_tombstones_go_without_new_writes)
     seg_clean_job *j;
     p.now_ms = t0 + 4999;                   /* nothing dirty, horizon ahead */
     ck_assert_int_eq(seg_clean_plan(log, &p, &j), 0);
-    p.now_ms = t0 + 5000;                   /* T3: due on the horizon alone */
+    p.now_ms = t0 + 5000;                   /* cleaner.c T3: due on the horizon alone */
     seg_clean_stats st;
     ck_assert_int_eq(clean_once(log, &p, &st), 1);
     ck_assert_int_eq(st.tombstones_removed, 5);

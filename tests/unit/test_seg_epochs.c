@@ -243,7 +243,7 @@ START_TEST(test_snapshot_after_directory_rename_stays_with_it)
 END_TEST
 
 /* A leader that took over and wrote nothing yet has an entry at its log
- * end, which open drops (E3) and the takeover assigns again: the same
+ * end, which open drops (epochs.c E3) and the takeover assigns again: the same
  * history as on disk is no new snapshot (each was an fdatasync and a
  * directory fsync on the loop, per partition, at every start), while a
  * real change still is. */
