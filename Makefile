@@ -280,7 +280,7 @@ check-layers:
 # Invariant labels (L3, C7, ...) repeat across files: a citation outside the
 # defining file names the file, so one grep finds every definition.
 check-labels:
-	@python3 tests/check_labels.py
+	@python3 tools/check_labels.py
 
 unit: $(UNIT_BIN)
 	@fail=0; for t in $(UNIT_BIN); do \

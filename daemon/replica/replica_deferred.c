@@ -16,7 +16,7 @@ void bk_deferred_init(bk_deferred *d, bk_deferred_fn on_wake,
     *d = (bk_deferred){ .on_wake = on_wake, .on_timeout = on_timeout, .arg = arg };
 }
 
-/* Runs inside bk_partition_notify: only schedules (D2).  w->arg, not
+/* Runs inside bk_partition_notify: only schedules (replica_deferred.h D2).  w->arg, not
  * w->deferred: the chain may already have been dropped by this notify. */
 static void waiter_wake(bk_waiter *w)
 {
@@ -28,7 +28,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd; (void)what;
     bk_deferred *d = arg;
     d->wake_pending = false;
-    bk_deferred_unwatch(d);              /* D2, whoever woke it */
+    bk_deferred_unwatch(d);              /* replica_deferred.h D2, whoever woke it */
     d->on_wake(d->arg);
 }
 
@@ -36,7 +36,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what;
     bk_deferred *d = arg;
-    bk_deferred_unwatch(d);              /* D2 */
+    bk_deferred_unwatch(d);              /* replica_deferred.h D2 */
     d->on_timeout(d->arg);
 }
 
@@ -54,7 +54,7 @@ int bk_deferred_arm(bk_deferred *d, struct event_base *base, int64_t timeout_ms)
 
 void bk_deferred_watch(bk_deferred *d, bk_partition *p, bk_waiter *w, bool appends)
 {
-    if (w->deferred != d) {              /* D1: chained once */
+    if (w->deferred != d) {              /* replica_deferred.h D1: chained once */
         w->deferred = d;
         w->chain = d->watched;
         d->watched = w;
@@ -83,7 +83,7 @@ void bk_deferred_unwatch(bk_deferred *d)
 void bk_deferred_wake(bk_deferred *d)
 {
     bk_deferred_unwatch(d);
-    if (!d->wake_pending && d->wake_ev) {    /* D3; not armed: nothing to run */
+    if (!d->wake_pending && d->wake_ev) {    /* replica_deferred.h D3; not armed: nothing to run */
         d->wake_pending = true;
         event_active(d->wake_ev, EV_TIMEOUT, 0);
     }

@@ -312,7 +312,7 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
     if (!replicas && partitions > 0 && replication_factor > 0 &&
         !(replicas = own = assign(b, 0, partitions, replication_factor, -1, &rc, err, errlen)))
         return rc;
-    if (validate_only)                        /* against the store's facts (S1) */
+    if (validate_only)                        /* against the store's facts (store.h S1) */
         rc = md_topic_create(b->db, name, partitions, replication_factor, configs, nconfigs,
                              b->cfg->broker_id, replicas, true, err, errlen);
     else
@@ -347,7 +347,7 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                                   t->npartitions && t->parts[0].nreplicas > 0 ?
                                   t->parts[0].replicas[0] : -1, &rc, err, errlen)))
         return rc;
-    if (validate_only)                        /* against the store's facts (S1) */
+    if (validate_only)                        /* against the store's facts (store.h S1) */
         rc = md_topic_add_partitions(b->db, name, count, b->cfg->broker_id, replicas, true,
                                      err, errlen);
     else

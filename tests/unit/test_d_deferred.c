@@ -2,9 +2,9 @@
  * test_d_deferred — the deferred answer (daemon/replica/replica_deferred.h):
  * a high watermark move unlinks every waiter of the deferred at once and
  * runs its check on the next loop turn, once however many partitions
- * moved (D2, D3); the deadline runs the timeout with nothing linked; a
+ * moved (replica_deferred.h D2, D3); the deadline runs the timeout with nothing linked; a
  * freed deferred (the connection closed) runs nothing and leaves no
- * waiter on a partition (D4).
+ * waiter on a partition (replica_deferred.h D4).
  */
 #include <check.h>
 #include <string.h>
@@ -82,11 +82,11 @@ START_TEST(test_hw_moves_wake_the_check_once_on_the_next_turn)
 
     bk_partition_set_high_watermark(NULL, &a, 5);
     ck_assert_int_eq(linked(&pr), 0);         /* both dropped, b's too */
-    ck_assert_int_eq(pr.wakes, 0);            /* D2: not inside notify */
+    ck_assert_int_eq(pr.wakes, 0);            /* replica_deferred.h D2: not inside notify */
     bk_partition_set_high_watermark(NULL, &b, 5);
     bk_deferred_wake(&pr.d);                  /* a store's completion */
     event_base_loop(base, EVLOOP_NONBLOCK);
-    ck_assert_int_eq(pr.wakes, 1);            /* D3: coalesced */
+    ck_assert_int_eq(pr.wakes, 1);            /* replica_deferred.h D3: coalesced */
     ck_assert_int_eq(pr.timeouts, 0);
 
     /* Watching again after a wake works, on either list. */
