@@ -207,6 +207,17 @@ void kp_req_hdr_write(kp_buf *b, int16_t api_key, int16_t api_version,
 /* Response header: correlation id, then an empty tag section when
  * `flexible` (never for ApiVersions, whose response header is always v0). */
 void kp_resp_hdr_write(kp_buf *b, int32_t correlation_id, bool flexible);
+/* Whether the answer to request req has response header v1 (a tag
+ * section): a flexible request's, except ApiVersions (always v0). */
+bool kp_resp_hdr_flexible(const kp_req_hdr *req);
+#define KP_RESP_HDR_MAX        5      /* CorrelationId + empty TAGGED_FIELDS */
+#define KP_RESP_FRAME_HEAD_MAX 9      /* Size + the largest header */
+/* A response frame's head into out: Size (INT32: the header's bytes plus
+ * body_len, which the caller sends after it), then the response header
+ * for req.  Returns the bytes written (8 or 9).  No allocation: the
+ * broker's per-answer path. */
+size_t kp_resp_frame_head(uint8_t out[KP_RESP_FRAME_HEAD_MAX], const kp_req_hdr *req,
+                          size_t body_len);
 
 /* ---- generated message codec (protocol/msgs.c, $(BUILD)/gen/kp_msgs.h) ---- */
 /* A bump allocator for decoded messages: every array of one decode comes
