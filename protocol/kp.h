@@ -307,6 +307,18 @@ int32_t kp_murmur2(const void *key, size_t len);
  *  57  RecordsCount          INT32
  *  61  records…
  */
+/* The fields' offsets in the header, named as in the spec, for code that
+ * reads or patches one field in place (the builders, segments/). */
+enum {
+    KP_BATCH_OFF_BaseOffset = 0, KP_BATCH_OFF_BatchLength = 8,
+    KP_BATCH_OFF_PartitionLeaderEpoch = 12, KP_BATCH_OFF_Magic = 16,
+    KP_BATCH_OFF_Crc = 17, KP_BATCH_OFF_Attributes = 21,
+    KP_BATCH_OFF_LastOffsetDelta = 23, KP_BATCH_OFF_BaseTimestamp = 27,
+    KP_BATCH_OFF_MaxTimestamp = 35, KP_BATCH_OFF_ProducerId = 43,
+    KP_BATCH_OFF_ProducerEpoch = 51, KP_BATCH_OFF_BaseSequence = 53,
+    KP_BATCH_OFF_RecordsCount = 57,
+};
+#define KP_BATCH_MAGIC         2       /* RecordBatch v2, the only one stored */
 #define KP_BATCH_HEADER_SIZE   61
 #define KP_BATCH_LOG_OVERHEAD  12      /* BaseOffset + BatchLength */
 #define KP_BATCH_CRC_START     21
