@@ -60,7 +60,12 @@ SQL_EMBED := $(BUILD)/gen/sql_embed.c
 MSG_JSON := $(sort $(wildcard protocol/messages/*.json))
 KP_MSGS_H := $(BUILD)/gen/kp_msgs.h
 KP_MSGS_C := $(BUILD)/gen/kp_msgs.c
-PROTO_OBJ := $(call obj,$(PROTO_SRC)) $(BUILD)/obj/gen/kp_msgs.o
+# The records of Kafka's internal topics (__consumer_offsets' keys and
+# values; __transaction_state's go beside them), generated the same way
+# from protocol/records/*.json into kp_records.h, kp_records.c.
+REC_JSON := $(sort $(wildcard protocol/records/*.json))
+KP_RECORDS_H := $(BUILD)/gen/kp_records.h
+PROTO_OBJ := $(call obj,$(PROTO_SRC)) $(BUILD)/obj/gen/kp_msgs.o $(BUILD)/obj/gen/kp_records.o
 # Link order: dependents first.  libadmin sits above libdaemon (main.c
 # starts it; sql_worker.c and admin_http.c call bk_*), with one edge back:
 # daemon/net/net_metrics.c reads sq_printf and sq_messages_bytes_read from the
@@ -94,7 +99,7 @@ all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN) $(if $(CLIENT_SRC),$(LIBSLUICE_A) $(LIB
 
 # Order-only on the generated header: any object may include kp_msgs.h,
 # and -MMD tracks it from the second build on.
-$(BUILD)/obj/%.o: %.c | $(KP_MSGS_H)
+$(BUILD)/obj/%.o: %.c | $(KP_MSGS_H) $(KP_RECORDS_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -105,6 +110,10 @@ $(SQL_EMBED): $(SQL_FILES) sql/embed.sh
 $(KP_MSGS_H) $(KP_MSGS_C) &: $(MSG_JSON) protocol/gen_msgs.py
 	@mkdir -p $(dir $@)
 	python3 protocol/gen_msgs.py $(BUILD)/gen $(MSG_JSON)
+
+$(KP_RECORDS_H) $(BUILD)/gen/kp_records.c &: $(REC_JSON) protocol/gen_msgs.py
+	@mkdir -p $(dir $@)
+	python3 protocol/gen_msgs.py --name kp_records $(BUILD)/gen $(REC_JSON)
 
 # Schemas of types libkp's messages do not use yet (uint16, float64, a
 # nullable struct), generated beside it for test_kp_msgs_types only.

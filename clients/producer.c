@@ -242,18 +242,19 @@ static int batch_finish(sl_pbatch *b, int codec, int64_t pid, int16_t epoch)
     uint8_t *p = w->data;
     size_t size = w->len;
     memset(p, 0, KP_BATCH_HEADER_SIZE);
-    put_be(p + 8, size - KP_BATCH_LOG_OVERHEAD, 4);          /* BatchLength */
-    put_be(p + 12, (uint32_t)-1, 4);                         /* PartitionLeaderEpoch */
-    p[16] = 2;                                               /* Magic */
-    put_be(p + 21, (uint16_t)codec, 2);                      /* Attributes */
-    put_be(p + 23, (uint32_t)(b->count - 1), 4);             /* LastOffsetDelta */
-    put_be(p + 27, (uint64_t)b->base_ts, 8);
-    put_be(p + 35, (uint64_t)b->max_ts, 8);
-    put_be(p + 43, (uint64_t)pid, 8);
-    put_be(p + 51, (uint16_t)epoch, 2);
-    put_be(p + 53, (uint32_t)(pid >= 0 ? b->base_seq : -1), 4);
-    put_be(p + 57, (uint32_t)b->count, 4);
-    put_be(p + 17, kp_crc32c(0, p + KP_BATCH_CRC_START, size - KP_BATCH_CRC_START), 4);
+    put_be(p + KP_BATCH_OFF_BatchLength, size - KP_BATCH_LOG_OVERHEAD, 4);
+    put_be(p + KP_BATCH_OFF_PartitionLeaderEpoch, (uint32_t)-1, 4);
+    p[KP_BATCH_OFF_Magic] = KP_BATCH_MAGIC;
+    put_be(p + KP_BATCH_OFF_Attributes, (uint16_t)codec, 2);
+    put_be(p + KP_BATCH_OFF_LastOffsetDelta, (uint32_t)(b->count - 1), 4);
+    put_be(p + KP_BATCH_OFF_BaseTimestamp, (uint64_t)b->base_ts, 8);
+    put_be(p + KP_BATCH_OFF_MaxTimestamp, (uint64_t)b->max_ts, 8);
+    put_be(p + KP_BATCH_OFF_ProducerId, (uint64_t)pid, 8);
+    put_be(p + KP_BATCH_OFF_ProducerEpoch, (uint16_t)epoch, 2);
+    put_be(p + KP_BATCH_OFF_BaseSequence, (uint32_t)(pid >= 0 ? b->base_seq : -1), 4);
+    put_be(p + KP_BATCH_OFF_RecordsCount, (uint32_t)b->count, 4);
+    put_be(p + KP_BATCH_OFF_Crc, kp_crc32c(0, p + KP_BATCH_CRC_START,
+                                           size - KP_BATCH_CRC_START), 4);
     b->out = w;
     return 0;
 }

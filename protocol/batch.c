@@ -22,15 +22,6 @@
 
 #include "protocol/kp.h"
 
-/* Offsets of the fields, named as in the spec. */
-enum {
-    OFF_BaseOffset = 0, OFF_BatchLength = 8, OFF_PartitionLeaderEpoch = 12,
-    OFF_Magic = 16, OFF_Crc = 17, OFF_Attributes = 21,
-    OFF_LastOffsetDelta = 23, OFF_BaseTimestamp = 27, OFF_MaxTimestamp = 35,
-    OFF_ProducerId = 43, OFF_ProducerEpoch = 51, OFF_BaseSequence = 53,
-    OFF_RecordsCount = 57,
-};
-
 static uint64_t get_be(const uint8_t *p, int n)
 {
     uint64_t v = 0;
@@ -51,7 +42,7 @@ int64_t kp_batch_size(const uint8_t *p, size_t len)
 {
     if (len < KP_BATCH_LOG_OVERHEAD)
         return KP_E_TRUNCATED;
-    int32_t BatchLength = (int32_t)get_be(p + OFF_BatchLength, 4);
+    int32_t BatchLength = (int32_t)get_be(p + KP_BATCH_OFF_BatchLength, 4);
     if (BatchLength < KP_BATCH_HEADER_SIZE - KP_BATCH_LOG_OVERHEAD)
         return KP_E_MALFORMED;
     return (int64_t)KP_BATCH_LOG_OVERHEAD + BatchLength;
@@ -64,19 +55,19 @@ int kp_batch_header(const uint8_t *p, size_t len, kp_batch *b)
         return (int)size;
     if (len < KP_BATCH_HEADER_SIZE)
         return KP_E_TRUNCATED;
-    b->BaseOffset = (int64_t)get_be(p + OFF_BaseOffset, 8);
-    b->BatchLength = (int32_t)get_be(p + OFF_BatchLength, 4);
-    b->PartitionLeaderEpoch = (int32_t)get_be(p + OFF_PartitionLeaderEpoch, 4);
-    b->Magic = (int8_t)p[OFF_Magic];
-    b->Crc = (uint32_t)get_be(p + OFF_Crc, 4);
-    b->Attributes = (int16_t)get_be(p + OFF_Attributes, 2);
-    b->LastOffsetDelta = (int32_t)get_be(p + OFF_LastOffsetDelta, 4);
-    b->BaseTimestamp = (int64_t)get_be(p + OFF_BaseTimestamp, 8);
-    b->MaxTimestamp = (int64_t)get_be(p + OFF_MaxTimestamp, 8);
-    b->ProducerId = (int64_t)get_be(p + OFF_ProducerId, 8);
-    b->ProducerEpoch = (int16_t)get_be(p + OFF_ProducerEpoch, 2);
-    b->BaseSequence = (int32_t)get_be(p + OFF_BaseSequence, 4);
-    b->RecordsCount = (int32_t)get_be(p + OFF_RecordsCount, 4);
+    b->BaseOffset = (int64_t)get_be(p + KP_BATCH_OFF_BaseOffset, 8);
+    b->BatchLength = (int32_t)get_be(p + KP_BATCH_OFF_BatchLength, 4);
+    b->PartitionLeaderEpoch = (int32_t)get_be(p + KP_BATCH_OFF_PartitionLeaderEpoch, 4);
+    b->Magic = (int8_t)p[KP_BATCH_OFF_Magic];
+    b->Crc = (uint32_t)get_be(p + KP_BATCH_OFF_Crc, 4);
+    b->Attributes = (int16_t)get_be(p + KP_BATCH_OFF_Attributes, 2);
+    b->LastOffsetDelta = (int32_t)get_be(p + KP_BATCH_OFF_LastOffsetDelta, 4);
+    b->BaseTimestamp = (int64_t)get_be(p + KP_BATCH_OFF_BaseTimestamp, 8);
+    b->MaxTimestamp = (int64_t)get_be(p + KP_BATCH_OFF_MaxTimestamp, 8);
+    b->ProducerId = (int64_t)get_be(p + KP_BATCH_OFF_ProducerId, 8);
+    b->ProducerEpoch = (int16_t)get_be(p + KP_BATCH_OFF_ProducerEpoch, 2);
+    b->BaseSequence = (int32_t)get_be(p + KP_BATCH_OFF_BaseSequence, 4);
+    b->RecordsCount = (int32_t)get_be(p + KP_BATCH_OFF_RecordsCount, 4);
     return 0;
 }
 
@@ -91,7 +82,7 @@ static int64_t check_common(const uint8_t *p, size_t len, kp_batch *b)
     int rc = kp_batch_header(p, len, b);
     if (rc < 0)
         return rc;
-    if (b->Magic != 2)
+    if (b->Magic != KP_BATCH_MAGIC)
         return KP_E_MAGIC;
     if (kp_crc32c(0, p + KP_BATCH_CRC_START, (size_t)size - KP_BATCH_CRC_START) != b->Crc)
         return KP_E_CRC;
@@ -129,12 +120,12 @@ int64_t kp_batch_check_stored(const uint8_t *p, size_t len, kp_batch *b)
 
 void kp_batch_set_base_offset(uint8_t *p, int64_t base_offset)
 {
-    put_be(p + OFF_BaseOffset, (uint64_t)base_offset, 8);
+    put_be(p + KP_BATCH_OFF_BaseOffset, (uint64_t)base_offset, 8);
 }
 
 void kp_batch_set_leader_epoch(uint8_t *p, int32_t epoch)
 {
-    put_be(p + OFF_PartitionLeaderEpoch, (uint32_t)epoch, 4);
+    put_be(p + KP_BATCH_OFF_PartitionLeaderEpoch, (uint32_t)epoch, 4);
 }
 
 /* The caller owns a whole, validated batch at p (BatchLength is trusted).
@@ -142,14 +133,14 @@ void kp_batch_set_leader_epoch(uint8_t *p, int32_t epoch)
  * batch): what Kafka's LogValidator does with setMaxTimestamp. */
 void kp_batch_set_max_timestamp(uint8_t *p, bool log_append_time, int64_t ts)
 {
-    uint16_t attrs = (uint16_t)get_be(p + OFF_Attributes, 2);
+    uint16_t attrs = (uint16_t)get_be(p + KP_BATCH_OFF_Attributes, 2);
     attrs = log_append_time ? attrs | KP_ATTR_LOG_APPEND_TIME
                             : attrs & (uint16_t)~KP_ATTR_LOG_APPEND_TIME;
-    put_be(p + OFF_Attributes, attrs, 2);
-    put_be(p + OFF_MaxTimestamp, (uint64_t)ts, 8);
-    size_t size = KP_BATCH_LOG_OVERHEAD + (uint32_t)get_be(p + OFF_BatchLength, 4);
+    put_be(p + KP_BATCH_OFF_Attributes, attrs, 2);
+    put_be(p + KP_BATCH_OFF_MaxTimestamp, (uint64_t)ts, 8);
+    size_t size = KP_BATCH_LOG_OVERHEAD + (uint32_t)get_be(p + KP_BATCH_OFF_BatchLength, 4);
     uint32_t crc = kp_crc32c(0, p + KP_BATCH_CRC_START, size - KP_BATCH_CRC_START);
-    put_be(p + OFF_Crc, crc, 4);
+    put_be(p + KP_BATCH_OFF_Crc, crc, 4);
 }
 
 void kp_batch_set_log_append_time(uint8_t *p, int64_t now_ms)

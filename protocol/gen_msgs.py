@@ -6,6 +6,13 @@ request and response classes.  A new API version is a data change: copy the
 newer JSON file, rebuild.
 
     python3 protocol/gen_msgs.py [--name kp_msgs] OUT_DIR protocol/messages/*.json
+    python3 protocol/gen_msgs.py --name kp_records OUT_DIR protocol/records/*.json
+
+The second form reads the record schemas of Kafka's internal topics
+("type": "coordinator-key" or "data", e.g. OffsetCommitKey/Value of
+__consumer_offsets) in the same dialect.  Such a record is an INT16
+version followed by the struct; for a key that INT16 is the record type
+(the JSON's apiKey), emitted as KP_RECORD_TYPE_<Name>.
 
 --name picks the output files (NAME.h, NAME.c) and the descriptor table
 (kp_msg_descs for the default, NAME_descs otherwise), so a test can
@@ -616,6 +623,9 @@ class Gen:
             for s in msg.structs:               # nested before their users
                 self.emit_struct_decl(msg, s)
             u = msg.name
+            if msg.kind == "coordinator-key":
+                h.append("#define KP_RECORD_TYPE_%s %d   /* the key's INT16 prefix */" %
+                         (u, msg.api_key))
             h.append("void kp_init_%s(kp_%s *m);" % (u, u))
             h.append("int kp_dec_%s(kp_rd *in, int16_t version, kp_%s *m, kp_arena *a);" % (u, u))
             h.append("int kp_enc_%s(kp_buf *out, int16_t version, const kp_%s *m);" % (u, u))

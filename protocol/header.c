@@ -15,6 +15,12 @@
  *
  * ClientId stays a classic INT16 string even in header v2 (the schema marks
  * it "flexibleVersions": "none").
+ *
+ * The response header follows the request's (v1 for a v2 request, else
+ * v0), except ApiVersions: its response header is always v0, so that a
+ * client that sent a version we do not know can still read our answer
+ * (KIP-511).  kp_resp_frame_head is the one place that writes it for the
+ * broker; kp_resp_hdr_write the same bytes into a kp_buf.
  */
 #include "protocol/kp.h"
 
@@ -150,9 +156,36 @@ void kp_req_hdr_write(kp_buf *b, int16_t api_key, int16_t api_version,
         kp_wr_tags_empty(b);
 }
 
+bool kp_resp_hdr_flexible(const kp_req_hdr *h)
+{
+    return h->flexible && h->RequestApiKey != KP_API_API_VERSIONS;
+}
+
+/* Response header v0 is CorrelationId (INT32); v1 adds TAGGED_FIELDS,
+ * always empty here (one 0x00). */
+static size_t resp_hdr_put(uint8_t *p, int32_t correlation_id, bool flexible)
+{
+    uint32_t cid = (uint32_t)correlation_id;
+    p[0] = (uint8_t)(cid >> 24); p[1] = (uint8_t)(cid >> 16);
+    p[2] = (uint8_t)(cid >> 8);  p[3] = (uint8_t)cid;
+    if (!flexible)
+        return 4;
+    p[4] = 0;
+    return 5;
+}
+
 void kp_resp_hdr_write(kp_buf *b, int32_t correlation_id, bool flexible)
 {
-    kp_wr_i32(b, correlation_id);
-    if (flexible)
-        kp_wr_tags_empty(b);
+    uint8_t hdr[KP_RESP_HDR_MAX];
+    kp_wr_raw(b, hdr, resp_hdr_put(hdr, correlation_id, flexible));
+}
+
+size_t kp_resp_frame_head(uint8_t out[KP_RESP_FRAME_HEAD_MAX], const kp_req_hdr *req,
+                          size_t body_len)
+{
+    size_t n = resp_hdr_put(out + 4, req->CorrelationId, kp_resp_hdr_flexible(req));
+    uint32_t size = (uint32_t)(n + body_len);
+    out[0] = (uint8_t)(size >> 24); out[1] = (uint8_t)(size >> 16);
+    out[2] = (uint8_t)(size >> 8);  out[3] = (uint8_t)size;
+    return 4 + n;
 }

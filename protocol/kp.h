@@ -207,6 +207,17 @@ void kp_req_hdr_write(kp_buf *b, int16_t api_key, int16_t api_version,
 /* Response header: correlation id, then an empty tag section when
  * `flexible` (never for ApiVersions, whose response header is always v0). */
 void kp_resp_hdr_write(kp_buf *b, int32_t correlation_id, bool flexible);
+/* Whether the answer to request req has response header v1 (a tag
+ * section): a flexible request's, except ApiVersions (always v0). */
+bool kp_resp_hdr_flexible(const kp_req_hdr *req);
+#define KP_RESP_HDR_MAX        5      /* CorrelationId + empty TAGGED_FIELDS */
+#define KP_RESP_FRAME_HEAD_MAX 9      /* Size + the largest header */
+/* A response frame's head into out: Size (INT32: the header's bytes plus
+ * body_len, which the caller sends after it), then the response header
+ * for req.  Returns the bytes written (8 or 9).  No allocation: the
+ * broker's per-answer path. */
+size_t kp_resp_frame_head(uint8_t out[KP_RESP_FRAME_HEAD_MAX], const kp_req_hdr *req,
+                          size_t body_len);
 
 /* ---- generated message codec (protocol/msgs.c, $(BUILD)/gen/kp_msgs.h) ---- */
 /* A bump allocator for decoded messages: every array of one decode comes
@@ -296,6 +307,18 @@ int32_t kp_murmur2(const void *key, size_t len);
  *  57  RecordsCount          INT32
  *  61  records…
  */
+/* The fields' offsets in the header, named as in the spec, for code that
+ * reads or patches one field in place (the builders, segments/). */
+enum {
+    KP_BATCH_OFF_BaseOffset = 0, KP_BATCH_OFF_BatchLength = 8,
+    KP_BATCH_OFF_PartitionLeaderEpoch = 12, KP_BATCH_OFF_Magic = 16,
+    KP_BATCH_OFF_Crc = 17, KP_BATCH_OFF_Attributes = 21,
+    KP_BATCH_OFF_LastOffsetDelta = 23, KP_BATCH_OFF_BaseTimestamp = 27,
+    KP_BATCH_OFF_MaxTimestamp = 35, KP_BATCH_OFF_ProducerId = 43,
+    KP_BATCH_OFF_ProducerEpoch = 51, KP_BATCH_OFF_BaseSequence = 53,
+    KP_BATCH_OFF_RecordsCount = 57,
+};
+#define KP_BATCH_MAGIC         2       /* RecordBatch v2, the only one stored */
 #define KP_BATCH_HEADER_SIZE   61
 #define KP_BATCH_LOG_OVERHEAD  12      /* BaseOffset + BatchLength */
 #define KP_BATCH_CRC_START     21

@@ -428,20 +428,21 @@ int64_t kp_bb_finish(kp_batch_builder *bb)
     }
 
     uint8_t *p = out->data + start;        /* out may have moved: re-fetch */
-    put_be(p + 0, (uint64_t)bb->base_offset, 8);                 /* BaseOffset */
-    put_be(p + 8, size - KP_BATCH_LOG_OVERHEAD, 4);              /* BatchLength */
-    put_be(p + 12, (uint32_t)-1, 4);                    /* PartitionLeaderEpoch */
-    p[16] = 2;                                                   /* Magic */
-    put_be(p + 21, (uint16_t)((bb->codec & KP_ATTR_CODEC_MASK) |
-                              (bb->extra_attrs & ~KP_ATTR_CODEC_MASK)), 2);
-    put_be(p + 23, (uint32_t)last_offset_delta(&bb->recs), 4);   /* LastOffsetDelta */
-    put_be(p + 27, (uint64_t)bb->base_ts, 8);                    /* BaseTimestamp */
-    put_be(p + 35, (uint64_t)bb->max_ts, 8);                     /* MaxTimestamp */
-    put_be(p + 43, (uint64_t)bb->ProducerId, 8);
-    put_be(p + 51, (uint16_t)bb->ProducerEpoch, 2);
-    put_be(p + 53, (uint32_t)bb->BaseSequence, 4);
-    put_be(p + 57, (uint32_t)bb->count, 4);                      /* RecordsCount */
-    put_be(p + 17, kp_crc32c(0, p + KP_BATCH_CRC_START, size - KP_BATCH_CRC_START), 4);
+    put_be(p + KP_BATCH_OFF_BaseOffset, (uint64_t)bb->base_offset, 8);
+    put_be(p + KP_BATCH_OFF_BatchLength, size - KP_BATCH_LOG_OVERHEAD, 4);
+    put_be(p + KP_BATCH_OFF_PartitionLeaderEpoch, (uint32_t)-1, 4);
+    p[KP_BATCH_OFF_Magic] = KP_BATCH_MAGIC;
+    put_be(p + KP_BATCH_OFF_Attributes, (uint16_t)((bb->codec & KP_ATTR_CODEC_MASK) |
+                                                   (bb->extra_attrs & ~KP_ATTR_CODEC_MASK)), 2);
+    put_be(p + KP_BATCH_OFF_LastOffsetDelta, (uint32_t)last_offset_delta(&bb->recs), 4);
+    put_be(p + KP_BATCH_OFF_BaseTimestamp, (uint64_t)bb->base_ts, 8);
+    put_be(p + KP_BATCH_OFF_MaxTimestamp, (uint64_t)bb->max_ts, 8);
+    put_be(p + KP_BATCH_OFF_ProducerId, (uint64_t)bb->ProducerId, 8);
+    put_be(p + KP_BATCH_OFF_ProducerEpoch, (uint16_t)bb->ProducerEpoch, 2);
+    put_be(p + KP_BATCH_OFF_BaseSequence, (uint32_t)bb->BaseSequence, 4);
+    put_be(p + KP_BATCH_OFF_RecordsCount, (uint32_t)bb->count, 4);
+    put_be(p + KP_BATCH_OFF_Crc, kp_crc32c(0, p + KP_BATCH_CRC_START,
+                                           size - KP_BATCH_CRC_START), 4);
     rc = (int64_t)size;
     goto done;
 

@@ -509,13 +509,14 @@ static int build_map(seg_clean_job *j, omap *m, const atomic_bool *cancel)
             if (cancelled(cancel)) { rc = SEG_E_STATE; break; }
             throttle(j, sz);
             int64_t base = seg_be64(p);
-            int64_t last = base + seg_be32(p + SEG_HDR_LOD);
+            int64_t last = base + seg_be32(p + KP_BATCH_OFF_LastOffsetDelta);
             if (last < j->dirty_from)
                 continue;
-            uint16_t attrs = (uint16_t)((p[21] << 8) | p[22]);
+            uint16_t attrs = (uint16_t)((p[KP_BATCH_OFF_Attributes] << 8) |
+                                       p[KP_BATCH_OFF_Attributes + 1]);
             if (attrs & KP_ATTR_CONTROL)
                 continue;
-            int32_t count = seg_be32(p + 57);
+            int32_t count = seg_be32(p + KP_BATCH_OFF_RecordsCount);
             if (count < 0 || !omap_reserve(m, (size_t)count)) {
                 j->map_end = base;              /* a prefix only */
                 j->st.partial = true;
@@ -632,12 +633,12 @@ static int rebuild(const uint8_t *p, size_t sz, const uint8_t *keep,
      * segment's end and a producer's sequence bookkeeping are unchanged),
      * same leader epoch, and under LogAppendTime the same MaxTimestamp. */
     uint8_t *q = out->data + start;
-    memcpy(q + 12, p + 12, 4);
-    put_be32(q + SEG_HDR_LOD, (uint32_t)h.LastOffsetDelta);
+    memcpy(q + KP_BATCH_OFF_PartitionLeaderEpoch, p + KP_BATCH_OFF_PartitionLeaderEpoch, 4);
+    put_be32(q + KP_BATCH_OFF_LastOffsetDelta, (uint32_t)h.LastOffsetDelta);
     if (h.Attributes & KP_ATTR_LOG_APPEND_TIME)
-        memcpy(q + SEG_HDR_MAXTS, p + SEG_HDR_MAXTS, 8);
-    put_be32(q + 17, kp_crc32c(0, q + KP_BATCH_CRC_START,
-                               (size_t)n - KP_BATCH_CRC_START));
+        memcpy(q + KP_BATCH_OFF_MaxTimestamp, p + KP_BATCH_OFF_MaxTimestamp, 8);
+    put_be32(q + KP_BATCH_OFF_Crc, kp_crc32c(0, q + KP_BATCH_CRC_START,
+                                            (size_t)n - KP_BATCH_CRC_START));
     return 0;
 }
 
@@ -668,10 +669,10 @@ static int append_batch(seg_clean_job *j, seg_segment *s, const uint8_t *p,
         return SEG_E_IO;
     int64_t base = seg_be64(p);
     if (seg_segment_index_batch(s, &j->cfg, (int32_t)(base - s->base), s->size,
-                                (uint32_t)sz, seg_be64(p + SEG_HDR_MAXTS)))
+                                (uint32_t)sz, seg_be64(p + KP_BATCH_OFF_MaxTimestamp)))
         return SEG_E_IO;
     s->size += sz;
-    s->next = base + seg_be32(p + SEG_HDR_LOD) + 1;
+    s->next = base + seg_be32(p + KP_BATCH_OFF_LastOffsetDelta) + 1;
     j->st.bytes_out += sz;
     writeback(j, s);
     throttle(j, sz);
@@ -707,12 +708,13 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
             if (cancelled(cancel)) { rc = SEG_E_STATE; break; }
             throttle(j, sz);
             int64_t base = seg_be64(p);
-            int32_t count = seg_be32(p + 57);
-            if (base + seg_be32(p + SEG_HDR_LOD) < j->log_start) {
+            int32_t count = seg_be32(p + KP_BATCH_OFF_RecordsCount);
+            if (base + seg_be32(p + KP_BATCH_OFF_LastOffsetDelta) < j->log_start) {
                 j->st.records_in += count > 0 ? count : 0;
                 continue;                           /* below log start */
             }
-            uint16_t attrs = (uint16_t)((p[21] << 8) | p[22]);
+            uint16_t attrs = (uint16_t)((p[KP_BATCH_OFF_Attributes] << 8) |
+                                       p[KP_BATCH_OFF_Attributes + 1]);
             if ((attrs & KP_ATTR_CONTROL) || count <= 0) {
                 if ((rc = append_batch(j, s, p, sz)))
                     break;
@@ -725,7 +727,7 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
                 keep_cap = (size_t)count;
             }
             int64_t horizon = (attrs & KP_ATTR_DELETE_HORIZON)
-                                  ? (int64_t)seg_be64(p + SEG_HDR_BASETS) : -1;
+                                  ? (int64_t)seg_be64(p + KP_BATCH_OFF_BaseTimestamp) : -1;
             if (kp_rec_iter_start(&it, p, sz) != 0) { rc = SEG_E_IO; break; }
             kp_record rec;
             int k, n = 0, kept = 0, tombs = 0;

@@ -298,7 +298,8 @@ void seg_epoch_free_checkpoint(seg_epoch_ckpt *c)
 static int assign_header(const uint8_t *h, void *arg)
 {
     seg_log *log = arg;
-    return seg_epoch_assign(log, seg_be32(h + 12), seg_be64(h)) < 0 ? SEG_E_NOMEM : 0;
+    return seg_epoch_assign(log, seg_be32(h + KP_BATCH_OFF_PartitionLeaderEpoch),
+                            seg_be64(h)) < 0 ? SEG_E_NOMEM : 0;
 }
 
 int seg_epoch_load(seg_log *log, int64_t recovery_point)

@@ -460,7 +460,7 @@ static int first_batch_ts(seg_segment *s, int64_t *ts)
     if (s->size < sizeof h ||
         seg_pread_full(s->log->fd, h, sizeof h, 0) != (ssize_t)sizeof h)
         return -1;
-    *ts = seg_be64(h + SEG_HDR_MAXTS);
+    *ts = seg_be64(h + KP_BATCH_OFF_MaxTimestamp);
     return *ts >= 0 ? 0 : -1;
 }
 
@@ -664,9 +664,9 @@ static bool roll_due(const seg_segment *s, const seg_config *c,
     if (s->roll_ts >= 0) {
         int64_t newest = -1;
         for (size_t off = 0; off < len;
-             off += (size_t)seg_be32(buf + off + 8) + KP_BATCH_LOG_OVERHEAD)
-            if (seg_be64(buf + off + SEG_HDR_MAXTS) > newest)
-                newest = seg_be64(buf + off + SEG_HDR_MAXTS);
+             off += KP_BATCH_LOG_OVERHEAD + (size_t)seg_be32(buf + off + KP_BATCH_OFF_BatchLength))
+            if (seg_be64(buf + off + KP_BATCH_OFF_MaxTimestamp) > newest)
+                newest = seg_be64(buf + off + KP_BATCH_OFF_MaxTimestamp);
         waited = newest - s->roll_ts;
     } else {
         waited = now_ms - s->created_ms;
@@ -697,7 +697,7 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
     if (end - 1 - s->base > INT32_MAX || s->size + len > INT32_MAX)
         return SEG_E_TOOBIG;        /* even a fresh segment cannot hold it */
     if (s->size == 0) {             /* L6: the first batch sets the clock */
-        s->roll_ts = seg_be64(buf + SEG_HDR_MAXTS);
+        s->roll_ts = seg_be64(buf + KP_BATCH_OFF_MaxTimestamp);
         s->created_ms = now_ms;
     }
 
@@ -706,8 +706,8 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
         for (size_t off = 0; off < len;) {
             uint8_t *p = buf + off;
             kp_batch_set_base_offset(p, o);
-            o += (int64_t)seg_be32(p + SEG_HDR_LOD) + 1;
-            off += (size_t)seg_be32(p + 8) + KP_BATCH_LOG_OVERHEAD;
+            o += (int64_t)seg_be32(p + KP_BATCH_OFF_LastOffsetDelta) + 1;
+            off += (size_t)seg_be32(p + KP_BATCH_OFF_BatchLength) + KP_BATCH_LOG_OVERHEAD;
         }
     }
     uint64_t pos = s->size;
@@ -721,12 +721,12 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
     }
     for (size_t off = 0; off < len;) {
         const uint8_t *p = buf + off;
-        uint32_t size = (uint32_t)seg_be32(p + 8) + KP_BATCH_LOG_OVERHEAD;
+        uint32_t size = (uint32_t)seg_be32(p + KP_BATCH_OFF_BatchLength) + KP_BATCH_LOG_OVERHEAD;
         if (seg_segment_index_batch(s, c, (int32_t)(seg_be64(p) - s->base),
-                                    pos + off, size, seg_be64(p + SEG_HDR_MAXTS)))
+                                    pos + off, size, seg_be64(p + KP_BATCH_OFF_MaxTimestamp)))
             return seg_log_fail(log, errno ? errno : EIO);
         /* epochs.c, E2: one compare per batch while the epoch stays. */
-        if (seg_epoch_assign(log, seg_be32(p + 12), seg_be64(p)) < 0)
+        if (seg_epoch_assign(log, seg_be32(p + KP_BATCH_OFF_PartitionLeaderEpoch), seg_be64(p)) < 0)
             return seg_log_fail(log, ENOMEM);
         off += size;
     }
@@ -759,7 +759,7 @@ static int frame_batches(seg_log *log, const uint8_t *buf, size_t len,
             return SEG_E_INVALID;
         if ((uint64_t)size > log->cfg.segment_bytes)
             return SEG_E_TOOBIG;
-        int32_t lod = seg_be32(p + SEG_HDR_LOD);
+        int32_t lod = seg_be32(p + KP_BATCH_OFF_LastOffsetDelta);
         if (lod < 0 || n == INT32_MAX)
             return SEG_E_INVALID;
         if (assigned) {

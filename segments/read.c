@@ -40,7 +40,7 @@
 
 #include "segments/seg_int.h"
 
-#define START_PEEK (SEG_HDR_LOD + 4)
+#define START_PEEK (KP_BATCH_OFF_LastOffsetDelta + 4)
 
 /* A batch found by a walk: where it is and the offsets it holds. */
 typedef struct batch_at {
@@ -65,7 +65,7 @@ static int walk_from(seg_segment *s, uint64_t p, int64_t offset, batch_at *b,
         if (first && expect_base >= 0 && base != expect_base)
             return 1;               /* the index entry lies */
         first = false;
-        int64_t last = base + seg_be32(h + SEG_HDR_LOD);
+        int64_t last = base + seg_be32(h + KP_BATCH_OFF_LastOffsetDelta);
         if (base > offset || last >= offset) {
             *b = (batch_at){ p, (uint32_t)sz, base, last };
             return 0;
@@ -255,6 +255,14 @@ void seg_range_release(seg_range *r)
     r->len = 0;
 }
 
+size_t seg_range_copy(const seg_range *r, void *dst)
+{
+    if (r->len == 0)
+        return 0;
+    ssize_t got = seg_pread_full(r->fd, dst, r->len, r->pos);
+    return got < 0 ? 0 : (size_t)got;
+}
+
 /* ---- time lookup ------------------------------------------------------------ */
 /* First record in s with Timestamp >= ts and Offset >= min_off, or -1.
  * Walks headers from the time index's bound (bounded like a read), then
@@ -292,8 +300,8 @@ static int segment_time(seg_segment *s, int64_t ts, int64_t min_off,
             rc = SEG_E_IO;
             break;
         }
-        int64_t last = seg_be64(h) + seg_be32(h + SEG_HDR_LOD);
-        if (seg_be64(h + SEG_HDR_MAXTS) >= ts && last >= min_off) {
+        int64_t last = seg_be64(h) + seg_be32(h + KP_BATCH_OFF_LastOffsetDelta);
+        if (seg_be64(h + KP_BATCH_OFF_MaxTimestamp) >= ts && last >= min_off) {
             if ((size_t)sz > cap) {
                 uint8_t *q = realloc(buf, (size_t)sz);
                 if (!q) { rc = SEG_E_IO; break; }

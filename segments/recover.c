@@ -156,13 +156,13 @@ int seg_segment_tail(seg_segment *s, const seg_config *c)
             return 1;
         int64_t size = kp_batch_size(h, sizeof h);
         int64_t base = seg_be64(h);
-        int32_t lod = seg_be32(h + SEG_HDR_LOD);
+        int32_t lod = seg_be32(h + KP_BATCH_OFF_LastOffsetDelta);
         if (size < KP_BATCH_HEADER_SIZE || (uint64_t)size > s->size - p ||
-            h[16] != 2 || base < expect || lod < 0)
+            h[KP_BATCH_OFF_Magic] != KP_BATCH_MAGIC || base < expect || lod < 0)
             return 1;
         if (p > last_entry && p - last_entry >= c->index_interval_bytes)
             return 1;           /* an entry the rule owed is missing */
-        int64_t ts = seg_be64(h + SEG_HDR_MAXTS);
+        int64_t ts = seg_be64(h + KP_BATCH_OFF_MaxTimestamp);
         if (ts > max_ts)
             max_ts = ts;
         expect = next = base + lod + 1;

@@ -154,10 +154,9 @@ static inline int32_t seg_be32(const uint8_t *p)
     return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
                      ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
 }
-#define SEG_HDR_LOD   23     /* LastOffsetDelta */
-#define SEG_HDR_BASETS 27    /* BaseTimestamp */
-#define SEG_HDR_MAXTS 35     /* MaxTimestamp */
-#define SEG_HDR_PEEK  43     /* bytes read to learn base, size, lod, max ts */
+/* Bytes read to learn a batch's base, size, LastOffsetDelta and
+ * MaxTimestamp: the header up to ProducerId (offsets: protocol/kp.h). */
+#define SEG_HDR_PEEK  KP_BATCH_OFF_ProducerId
 
 /* pread/pwrite that loop over EINTR and short transfers.  Return bytes done
  * (< n only at EOF for reads) or -1 with errno. */

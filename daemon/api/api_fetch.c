@@ -83,7 +83,7 @@
  * Versions.
  *   v0–v3   the old message formats: a consumer that old reads magic 0
  *           (v0–v1) or magic 1 (v2–v3) only, so its partitions' batches
- *           are read from the files (pread, the same ranges as above) and
+ *           are copied from the files (seg_range_copy, the same ranges) and
  *           down-converted by kp_batch_to_legacy (protocol/legacy.c) into
  *           st->conv, which the records hook copies into the response.
  *           Off the zero-copy path, for those clients only, and counted
@@ -120,10 +120,8 @@
 #include "daemon/request.h"
 #include "kp_msgs.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define FETCH_MAX_RANGES 16       /* per partition per response */
 
@@ -324,22 +322,14 @@ static int16_t fetch_topic_error(bk_broker *b, int16_t v, const fetch_topic *ft)
     return KP_NONE;
 }
 
-/* Reads n bytes at pos of fd into out (appended).  0 or -1. */
+/* Appends the range's bytes to out.  A file that shrank meanwhile
+ * (retention) gives fewer: what was read is served.  0 or -1 (no memory). */
 static int read_range(const seg_range *rg, kp_buf *out)
 {
     uint8_t *d = kp_buf_reserve(out, rg->len);
     if (!d)
         return -1;
-    size_t got = 0;
-    while (got < rg->len) {
-        ssize_t k = pread(rg->fd, d + got, rg->len - got, rg->pos + (off_t)got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)               /* 0: the file shrank (retention): serve what was read */
-            break;
-        got += (size_t)k;
-    }
-    out->len += got;
+    out->len += seg_range_copy(rg, d);
     return 0;
 }
 

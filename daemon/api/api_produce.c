@@ -196,13 +196,13 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
         size_t left = len - at;
         /* Magic sits at byte 16 in every message format (v0/v1 message
          * sets included), so an old client is told precisely. */
-        if (left > 16 && q[16] != 2) {
+        if (left > KP_BATCH_OFF_Magic && q[KP_BATCH_OFF_Magic] != KP_BATCH_MAGIC) {
             char cid[128];
             BK_WARN("Produce from client %s to %s-%d: message format v%d "
                     "(magic %d) refused; only record batch v2 is supported "
                     "(upgrade the client or set api.version.request=true)",
                     client_of(r, cid, sizeof cid), p->topic->name, p->id,
-                    q[16], q[16]);
+                    q[KP_BATCH_OFF_Magic], q[KP_BATCH_OFF_Magic]);
             return KP_UNSUPPORTED_FOR_MESSAGE_FORMAT;
         }
         kp_batch bh;
@@ -306,7 +306,7 @@ static void refused_records(bk_req *r, bk_partition *p, const kp_val_fault *f,
 static int16_t up_convert(bk_req *r, bk_partition *p, uint8_t **data, size_t *len,
                           kp_buf *conv)
 {
-    if (*len > 16 && (*data)[16] == 2)
+    if (*len > KP_BATCH_OFF_Magic && (*data)[KP_BATCH_OFF_Magic] == KP_BATCH_MAGIC)
         return KP_NONE;
     int32_t count = 0;
     size_t cap = (size_t)p->topic->cfg.max_message_bytes * 4 + (1 << 20);

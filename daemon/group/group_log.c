@@ -26,6 +26,9 @@
  *     (v1 value, when the commit carries an expiry: offset, metadata,
  *      commitTimestamp, expireTimestamp)
  *
+ * (the keys and values, GroupMetadata's too, are encoded and decoded by
+ * the codec generated from Kafka's JSON in protocol/records/, kp_records.h)
+ *
  * to the group's partition, and stored in this broker's SQLite by the
  * usual pipeline (group_persist.c) in parallel.  Its answer leaves only
  * when both are done: finish_synced hands the wait here (gl_commit_hold),
@@ -153,6 +156,7 @@
 #include "daemon/md_sync.h"
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_deferred.h"
+#include "kp_records.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +204,9 @@ static struct {
     int64_t create_after_ms;
     int64_t follow_flush_us;          /* the followers' jobs' next submission */
     kp_buf batch, key, val;
+    kp_arena rd_arena;                /* a GroupMetadataValue's members, read */
+    kp_arena wr_arena;                /* and written (a store may run while a
+                                         load holds rd_arena's) */
     gl_hold holds;                    /* sentinel (G3) */
 } gl;
 
@@ -381,10 +388,9 @@ static void job_submit(gl_part *gp)
 /* A group's tombstone (a GroupMetadataKey with a null value: DeleteGroups)
  * removes the group and the offsets loaded so far: the rows before it go
  * in a job of their own, as a job runs its deletes first. */
-static int load_group_tombstone(gl_part *gp, kp_rd *k)
+static int load_group_tombstone(gl_part *gp, kp_str group)
 {
-    kp_str group = kp_rd_string(k);
-    if (!kp_rd_ok(k) || group.len <= 0)
+    if (group.len <= 0)
         return 0;
     if (gp->job)
         job_submit(gp);
@@ -403,12 +409,15 @@ static int load_group_tombstone(gl_part *gp, kp_rd *k)
     return 0;
 }
 
-/* A GroupMetadataValue (v0-3) as read, before anything is built of it. */
+/* A GroupMetadataValue (v0-3) as decoded (kp_records.h), before anything
+ * is built of it.  Its slices point into the record, members into
+ * gl.rd_arena: both live until the next record is read. */
 typedef struct gl_group_rec {
     int16_t version;
     kp_str protocol_type, protocol, leader;
     int32_t generation, nmembers;
     int64_t state_ts;
+    const kp_GroupMetadataValue_MemberMetadata *members;
 } gl_group_rec;
 
 typedef struct gl_member_rec {
@@ -416,48 +425,55 @@ typedef struct gl_member_rec {
     int32_t rebalance_timeout_ms, session_timeout_ms;
 } gl_member_rec;
 
-/* The value's fields up to its members, which v is left at.  false: a
- * version this broker does not know, or malformed. */
+/* The value v (its INT16 version, then the struct).  false: a version
+ * this broker does not read (v4, flexible, is not written by it), or
+ * malformed (the generated decoder bounds the member count by the bytes
+ * left, so a hostile count is no huge allocation). */
 static bool read_group_rec(kp_rd *v, const kp_record *rec, gl_group_rec *h)
 {
+    kp_GroupMetadataValue m;
     h->version = kp_rd_i16(v);
-    if (h->version < 0 || h->version > 3)
+    if (!kp_rd_ok(v) || h->version < 0 || h->version > 3)
         return false;
-    h->protocol_type = kp_rd_string(v);
-    h->generation = kp_rd_i32(v);
-    h->protocol = kp_rd_string(v);
-    h->leader = kp_rd_string(v);
-    h->state_ts = h->version >= 2 ? kp_rd_i64(v) : rec->Timestamp;
-    h->nmembers = kp_rd_i32(v);
-    /* A member takes 18 bytes at least (three strings, two INT32 or more,
-     * two BYTES): a count the value cannot hold is malformed, not a huge
-     * allocation (follow_group_value sizes its rows by it). */
-    return kp_rd_ok(v) && h->nmembers >= 0 && h->nmembers <= (v->end - v->p) / 18;
+    kp_arena_reset(&gl.rd_arena);
+    if (kp_dec_GroupMetadataValue(v, h->version, &m, &gl.rd_arena) != 0)
+        return false;
+    h->protocol_type = m.protocolType;
+    h->generation = m.generation;
+    h->protocol = m.protocol;
+    h->leader = m.leader;
+    h->state_ts = h->version >= 2 ? m.currentStateTimestamp : rec->Timestamp;
+    h->nmembers = m.members_count;
+    h->members = m.members;
+    return h->nmembers >= 0;
 }
 
-/* The next member of a value of version vv.  false: malformed. */
-static bool read_member_rec(kp_rd *v, int16_t vv, gl_member_rec *m)
+/* Member k of h, with what its version lacks filled in as Kafka's
+ * loadGroup does (no rebalance timeout before v1: the session timeout).
+ * false: malformed (no member id). */
+static bool read_member_rec(const gl_group_rec *h, int32_t k, gl_member_rec *m)
 {
-    m->id = kp_rd_string(v);
-    m->instance_id = vv >= 3 ? kp_rd_string(v) : KP_STR_NULL;
-    m->client_id = kp_rd_string(v);
-    m->client_host = kp_rd_string(v);
-    m->rebalance_timeout_ms = vv >= 1 ? kp_rd_i32(v) : -1;
-    m->session_timeout_ms = kp_rd_i32(v);
-    m->subscription = kp_rd_bytes(v);
-    m->assignment = kp_rd_bytes(v);
+    const kp_GroupMetadataValue_MemberMetadata *x = &h->members[k];
+    m->id = x->memberId;
+    m->instance_id = x->groupInstanceId;          /* null before v3 */
+    m->client_id = x->clientId;
+    m->client_host = x->clientHost;
+    m->rebalance_timeout_ms = h->version >= 1 ? x->rebalanceTimeout : -1;
+    m->session_timeout_ms = x->sessionTimeout;
+    m->subscription = x->subscription;
+    m->assignment = x->assignment;
     if (m->rebalance_timeout_ms < 0)
         m->rebalance_timeout_ms = m->session_timeout_ms;
-    return kp_rd_ok(v) && m->id.len > 0;
+    return m->id.len > 0;
 }
 
-/* One member of a GroupMetadataValue, alive from now on: its session
+/* Member k of a GroupMetadataValue, alive from now on: its session
  * timer starts over, as Kafka's loadGroup schedules every loaded
  * member's heartbeat expiry.  NULL: a malformed entry or no memory. */
-static gc_member *load_member(kp_rd *v, int16_t vv, gc_group *g)
+static gc_member *load_member(const gl_group_rec *h, int32_t k, gc_group *g)
 {
     gl_member_rec r;
-    if (!read_member_rec(v, vv, &r))
+    if (!read_member_rec(h, k, &r))
         return NULL;
     gc_member *m = calloc(1, sizeof *m);
     if (!m)
@@ -504,7 +520,7 @@ static gc_member *load_member(kp_rd *v, int16_t vv, gc_group *g)
  * without members.  A group loaded earlier in this log is replaced.
  * Memory and its SQLite row (in the part's job, in log order) say the
  * same. */
-static int load_group_value(gl_part *gp, kp_str group, kp_rd *v, const gl_group_rec *h)
+static int load_group_value(gl_part *gp, kp_str group, const gl_group_rec *h)
 {
     gc_group *g = gc_group_find(group.p, (size_t)group.len);
     if (g && g->state == GC_DEAD)
@@ -523,7 +539,7 @@ static int load_group_value(gl_part *gp, kp_str group, kp_rd *v, const gl_group_
         return -1;
     }
     for (int32_t k = 0; k < h->nmembers; k++) {
-        gc_member *m = load_member(v, h->version, g);
+        gc_member *m = load_member(h, k, g);
         if (!m) {
             BK_WARN("group %s: its GroupMetadata record in %s has a member that cannot be "
                     "loaded; the group comes back Empty (members rejoin)", g->id, GL_TOPIC);
@@ -553,10 +569,10 @@ static const char *job_str(gc_job *j, kp_str s)
 
 /* One member's row, as gc_group_to_job writes a loaded member.  false:
  * malformed, or no memory. */
-static bool follow_member(gc_job *j, kp_rd *v, const gl_group_rec *h, md_group_member *x)
+static bool follow_member(gc_job *j, const gl_group_rec *h, int32_t k, md_group_member *x)
 {
     gl_member_rec r;
-    if (!read_member_rec(v, h->version, &r))
+    if (!read_member_rec(h, k, &r))
         return false;
     kp_str none = { "", 0 };
     x->member_id = job_str(j, r.id);
@@ -584,7 +600,7 @@ static bool follow_member(gc_job *j, kp_rd *v, const gl_group_rec *h, md_group_m
 /* A GroupMetadataValue on a follower (G6): the rows the coordinator's
  * load would store, Stable with the members or Empty, into the part's
  * job only; no group in memory (G4). */
-static int follow_group_value(gl_part *gp, kp_str group, kp_rd *v, const gl_group_rec *h)
+static int follow_group_value(gl_part *gp, kp_str group, const gl_group_rec *h)
 {
     if (!gp->job && !(gp->job = gc_job_take()))
         return -1;
@@ -595,7 +611,7 @@ static int follow_group_value(gl_part *gp, kp_str group, kp_rd *v, const gl_grou
     md_group_member *mm = (md_group_member *)rec->members;
     const char *first = NULL, *leader = NULL;
     for (int32_t k = 0; k < h->nmembers; k++) {
-        if (!follow_member(j, v, h, &mm[k])) {
+        if (!follow_member(j, h, k, &mm[k])) {
             rec->nmembers = 0;        /* as the load: Empty, the members rejoin */
             first = leader = NULL;
             break;
@@ -627,8 +643,8 @@ static int group_value(gl_part *gp, kp_str group, const kp_record *rec)
     kp_rd_init(&v, rec->Value.p, (size_t)rec->Value.len);
     if (!read_group_rec(&v, rec, &h) || group.len <= 0)
         return 0;
-    return gp->state == GL_FOLLOWING ? follow_group_value(gp, group, &v, &h)
-                                     : load_group_value(gp, group, &v, &h);
+    return gp->state == GL_FOLLOWING ? follow_group_value(gp, group, &h)
+                                     : load_group_value(gp, group, &h);
 }
 
 static uint32_t key_hash(kp_str group, kp_str topic, int32_t partition)
@@ -736,37 +752,36 @@ static int load_record(gl_part *gp, const kp_record *rec)
     kp_rd k;
     kp_rd_init(&k, rec->Key.p, (size_t)rec->Key.len);
     int16_t kv = kp_rd_i16(&k);
-    if (kv == 2 && rec->Value.len < 0)
-        return load_group_tombstone(gp, &k);
-    if (kv == 2) {
-        kp_str group = kp_rd_string(&k);
-        return kp_rd_ok(&k) ? group_value(gp, group, rec) : 0;
+    if (kv == KP_RECORD_TYPE_GroupMetadataKey) {
+        kp_GroupMetadataKey gk;
+        if (kp_dec_GroupMetadataKey(&k, 0, &gk, NULL) != 0)
+            return 0;
+        return rec->Value.len < 0 ? load_group_tombstone(gp, gk.group)
+                                  : group_value(gp, gk.group, rec);
     }
-    if (kv != 0 && kv != 1)
+    /* Key version 0 is the older form of the same OffsetCommitKey. */
+    if (kv != 0 && kv != KP_RECORD_TYPE_OffsetCommitKey)
         return 0;
-    kp_str group = kp_rd_string(&k), topic = kp_rd_string(&k);
-    int32_t partition = kp_rd_i32(&k);
-    if (!kp_rd_ok(&k))
+    kp_OffsetCommitKey ok;
+    if (kp_dec_OffsetCommitKey(&k, 0, &ok, NULL) != 0)
         return 0;
     if (rec->Value.len < 0)           /* OffsetDelete, retention: the row goes */
-        return load_offset_row(gp, group, topic, partition, NULL);
+        return load_offset_row(gp, ok.group, ok.topic, ok.partition, NULL);
     kp_rd v;
     kp_rd_init(&v, rec->Value.p, (size_t)rec->Value.len);
     int16_t vv = kp_rd_i16(&v);
-    if (vv < 0 || vv > 4)
-        return 0;
-    md_offset o = { .offset = kp_rd_i64(&v) };
-    o.leader_epoch = vv >= 3 ? kp_rd_i32(&v) : -1;
-    kp_str meta = vv >= 4 ? kp_rd_compact_string(&v) : kp_rd_string(&v);
-    o.commit_time_ms = kp_rd_i64(&v);
-    o.expire_time_ms = vv == 1 ? kp_rd_i64(&v) : -1;
-    if (!kp_rd_ok(&v))
-        return 0;
+    kp_OffsetCommitValue ov;
+    if (!kp_rd_ok(&v) || kp_dec_OffsetCommitValue(&v, vv, &ov, NULL) != 0)
+        return 0;                     /* a version not known (KP_E_VERSION), or malformed */
+    md_offset o = { .offset = ov.offset, .leader_epoch = ov.leaderEpoch,
+                    .commit_time_ms = ov.commitTimestamp,
+                    .expire_time_ms = ov.expireTimestamp };   /* -1 but in v1 */
+    kp_str meta = ov.metadata;
     if (meta.len > 0) {
         o.metadata = meta.p;          /* copied into the job */
         o.metadata_len = meta.len;
     }
-    return load_offset_row(gp, group, topic, partition, &o);
+    return load_offset_row(gp, ok.group, ok.topic, ok.partition, &o);
 }
 
 static void load_check_done(int32_t i);
@@ -1005,33 +1020,42 @@ static int append_batch(bk_broker *b, bk_partition *p, kp_batch_builder *bb, int
     return 0;
 }
 
-static void wr_key(kp_buf *k, const md_offset *o)
+/* A string that is never null on the wire: NULL is empty. */
+static kp_str nn_str(const char *s)
 {
-    kp_buf_reset(k);
-    kp_wr_i16(k, 1);                  /* OffsetCommitKey, Kafka's key version 1 */
-    kp_wr_string(k, o->group_id, o->group_len);
-    kp_wr_string(k, o->topic, o->topic_len);
-    kp_wr_i32(k, o->partition);
+    return kp_str_cstr(s ? s : "");
 }
 
+/* OffsetCommitKey, under Kafka's key version 1.  An encoding error
+ * latches on k (append_batch checks it). */
+static void wr_key(kp_buf *k, const md_offset *o)
+{
+    kp_OffsetCommitKey key = {
+        .group = { o->group_id, o->group_len },
+        .topic = { o->topic, o->topic_len },
+        .partition = o->partition,
+    };
+    kp_buf_reset(k);
+    kp_wr_i16(k, KP_RECORD_TYPE_OffsetCommitKey);
+    kp_enc_OffsetCommitKey(k, 0, &key);
+}
+
+/* OffsetCommitValue v3, or v1 when the commit carries an expiry (the
+ * only version with one). */
 static void wr_value(kp_buf *v, const md_offset *o)
 {
-    const char *meta = o->metadata ? o->metadata : "";
-    int32_t mlen = o->metadata && o->metadata_len > 0 ? o->metadata_len : 0;
+    int16_t version = o->expire_time_ms >= 0 ? 1 : 3;
+    kp_OffsetCommitValue val = {
+        .offset = o->offset,
+        .leaderEpoch = o->leader_epoch,
+        .metadata = { o->metadata ? o->metadata : "",
+                      o->metadata && o->metadata_len > 0 ? o->metadata_len : 0 },
+        .commitTimestamp = o->commit_time_ms,
+        .expireTimestamp = o->expire_time_ms,
+    };
     kp_buf_reset(v);
-    if (o->expire_time_ms >= 0) {     /* v1: the only one with an expiry */
-        kp_wr_i16(v, 1);
-        kp_wr_i64(v, o->offset);
-        kp_wr_string(v, meta, mlen);
-        kp_wr_i64(v, o->commit_time_ms);
-        kp_wr_i64(v, o->expire_time_ms);
-    } else {
-        kp_wr_i16(v, 3);
-        kp_wr_i64(v, o->offset);
-        kp_wr_i32(v, o->leader_epoch);
-        kp_wr_string(v, meta, mlen);
-        kp_wr_i64(v, o->commit_time_ms);
-    }
+    kp_wr_i16(v, version);
+    kp_enc_OffsetCommitValue(v, version, &val);
 }
 
 /* The group's partition, led here and writable: KP_NONE with *i and *p
@@ -1127,30 +1151,41 @@ int16_t gl_group_store(bk_broker *b, const gc_group *g, gc_wait *w)
     if (err)
         return err;
     kp_buf *k = &gl.key, *v = &gl.val;
+    kp_GroupMetadataKey key = { .group = { g->id, (int32_t)len } };
     kp_buf_reset(k);
-    kp_wr_i16(k, 2);
-    kp_wr_string(k, g->id, (int32_t)len);
+    kp_wr_i16(k, KP_RECORD_TYPE_GroupMetadataKey);
+    kp_enc_GroupMetadataKey(k, 0, &key);
+    kp_GroupMetadataValue val = {
+        .protocolType = nn_str(g->protocol_type),
+        .generation = g->generation,
+        .protocol = kp_str_cstr(g->protocol),
+        .leader = kp_str_cstr(g->leader),
+        .currentStateTimestamp = g->state_changed_at,
+    };
+    kp_arena_reset(&gl.wr_arena);
+    val.members = kp_arena_alloc(&gl.wr_arena, (size_t)g->nmembers * sizeof *val.members + 1);
+    if (!val.members)
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    for (const gc_member *x = g->members.next; x != &g->members && val.members_count <
+         g->nmembers; x = x->next) {
+        const gc_proto *sub = gc_member_proto(x, g->protocol);
+        val.members[val.members_count++] = (kp_GroupMetadataValue_MemberMetadata){
+            .memberId = nn_str(x->id),
+            .groupInstanceId = kp_str_cstr(x->instance_id),
+            .clientId = nn_str(x->client_id),
+            .clientHost = nn_str(x->client_host),
+            .rebalanceTimeout = x->rebalance_timeout_ms,
+            .sessionTimeout = x->session_timeout_ms,
+            /* bytes, not nullable: none is empty */
+            .subscription = sub && sub->meta ? (kp_str){ (const char *)sub->meta,
+                                                         sub->meta_len } : nn_str(NULL),
+            .assignment = x->assignment ? (kp_str){ (const char *)x->assignment,
+                                                    x->assignment_len } : nn_str(NULL),
+        };
+    }
     kp_buf_reset(v);
     kp_wr_i16(v, 3);
-    kp_wr_string(v, g->protocol_type ? g->protocol_type : "", -1);
-    kp_wr_i32(v, g->generation);
-    kp_wr_string(v, g->protocol, g->protocol ? -1 : 0);
-    kp_wr_string(v, g->leader, g->leader ? -1 : 0);
-    kp_wr_i64(v, g->state_changed_at);
-    kp_wr_i32(v, g->nmembers);
-    for (const gc_member *x = g->members.next; x != &g->members; x = x->next) {
-        const gc_proto *sub = gc_member_proto(x, g->protocol);
-        kp_wr_string(v, x->id, -1);
-        kp_wr_string(v, x->instance_id, x->instance_id ? -1 : 0);
-        kp_wr_string(v, x->client_id ? x->client_id : "", -1);
-        kp_wr_string(v, x->client_host ? x->client_host : "", -1);
-        kp_wr_i32(v, x->rebalance_timeout_ms);
-        kp_wr_i32(v, x->session_timeout_ms);
-        /* bytes, not nullable: none is empty */
-        kp_wr_bytes(v, sub ? (const char *)sub->meta : "", sub ? sub->meta_len : 0);
-        kp_wr_bytes(v, x->assignment ? (const char *)x->assignment : "",
-                    x->assignment ? x->assignment_len : 0);
-    }
+    kp_enc_GroupMetadataValue(v, 3, &val);
     int64_t now = bk_now_ms();
     kp_batch_builder bb;
     kp_buf_reset(&gl.batch);
@@ -1363,6 +1398,8 @@ int gl_start(bk_broker *b)
     kp_buf_init(&gl.batch);
     kp_buf_init(&gl.key);
     kp_buf_init(&gl.val);
+    kp_arena_init(&gl.rd_arena, 0);
+    kp_arena_init(&gl.wr_arena, 0);
     gl.tick = event_new(b->base, -1, EV_PERSIST, gl_tick, NULL);
     gl.step_ev = event_new(b->base, -1, 0, load_step, NULL);
     struct timeval tv;
@@ -1391,5 +1428,7 @@ void gl_stop(void)
     kp_buf_free(&gl.batch);
     kp_buf_free(&gl.key);
     kp_buf_free(&gl.val);
+    kp_arena_free(&gl.rd_arena);
+    kp_arena_free(&gl.wr_arena);
     memset(&gl, 0, sizeof gl);
 }

@@ -442,18 +442,9 @@ static void send_response(bk_conn *c)
         out_check(c, evbuffer_add(o, r->out->data, r->out->len));
         return;
     }
-    /* ApiVersions always answers with header v0 (protocol/README.md §2). */
-    bool hdr_tags = r->hdr.flexible && r->hdr.RequestApiKey != KP_API_API_VERSIONS;
-    size_t total = 4 + (hdr_tags ? 1 : 0) + r->out->len + bk_req_range_bytes(r);
-    uint8_t hdr[9];
-    uint32_t size = (uint32_t)total;
-    hdr[0] = (uint8_t)(size >> 24); hdr[1] = (uint8_t)(size >> 16);
-    hdr[2] = (uint8_t)(size >> 8);  hdr[3] = (uint8_t)size;
-    uint32_t cid = (uint32_t)r->hdr.CorrelationId;
-    hdr[4] = (uint8_t)(cid >> 24); hdr[5] = (uint8_t)(cid >> 16);
-    hdr[6] = (uint8_t)(cid >> 8);  hdr[7] = (uint8_t)cid;
-    hdr[8] = 0;
-    out_check(c, evbuffer_add(o, hdr, hdr_tags ? 9 : 8));
+    uint8_t head[KP_RESP_FRAME_HEAD_MAX];
+    out_check(c, evbuffer_add(o, head, kp_resp_frame_head(head, &r->hdr,
+                                                          r->out->len + bk_req_range_bytes(r))));
     bk_metrics_request(r->hdr.RequestApiKey, bk_mono_us() - r->received_us);
     size_t at = 0;
     for (int i = 0; i < r->npieces; i++) {
