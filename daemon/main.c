@@ -29,7 +29,7 @@
 #include "daemon/group/group.h"
 #include "admin/admin.h"
 #include "daemon/md_sync.h"
-#include "daemon/store.h"
+#include "daemon/view/view_store.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/net/net_server.h"
 
@@ -220,7 +220,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: cannot start the metadata sync worker\n");
         return 1;
     }
-    b.store = bk_cluster_mode(&b) ? &cl_store_zk : &bk_store_sqlite;   /* store.h S4 */
+    b.store = bk_cluster_mode(&b) ? &cl_store_zk : &bk_store_sqlite;   /* view_store.h S4 */
     if (bk_topics_load(&b) != 0)
         return 1;
     if (bk_broker_configs_init(&b) != 0)    /* dynamic broker configs, live */

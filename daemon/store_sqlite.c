@@ -1,14 +1,14 @@
 /*
- * daemon/store_sqlite.c — the standalone store (store.h): the broker's own
+ * daemon/store_sqlite.c — the standalone store (view_store.h): the broker's own
  * SQLite file is the record of every fact.
  *
  * Each write runs md_* on the loop's handle (validation and the write are
  * one statement or transaction there) and then brings the running broker
  * in line before it returns: bk_topic_apply for topics, the broker
  * configs' adopt, the authorizer's reload.  Nothing here is asynchronous,
- * so op->pending is never set (store.h S2) and op->done never called.
+ * so op->pending is never set (view_store.h S2) and op->done never called.
  */
-#include "daemon/store.h"
+#include "daemon/view/view_store.h"
 
 #include <stdio.h>
 

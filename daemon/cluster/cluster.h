@@ -171,7 +171,7 @@ int  cl_broker_configs_write(bk_broker *b, const char *resource, const md_kv *kv
 int  cl_partitions_reassign(bk_broker *b, const char *topic, const bk_reassign *parts,
                             int32_t n, bk_topic_op *op, char *err, size_t errlen);
 
-/* cluster_store.c: the store of record in cluster mode (daemon/store.h). */
+/* cluster_store.c: the store of record in cluster mode (daemon/view/view_store.h). */
 extern const struct bk_store cl_store_zk;
 
 /* A write half's op answered once the mirror shows topic's znode at

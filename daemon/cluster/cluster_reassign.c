@@ -49,7 +49,7 @@
  *       none is left unanswered or leaked when the loop's events go.
  */
 #include "daemon/cluster/cluster.h"
-#include "daemon/store.h"
+#include "daemon/view/view_store.h"
 
 #include <event2/event.h>
 #include <stdio.h>

@@ -1,10 +1,10 @@
 /*
  * daemon/cluster/cluster_store.c — the store of record in cluster mode
- * (daemon/store.h): ZooKeeper, in Kafka's layout, with the broker's SQLite
+ * (daemon/view/view_store.h): ZooKeeper, in Kafka's layout, with the broker's SQLite
  * file as its mirror.
  *
  * Each operation checks the fact against the mirror first (md_* with
- * validate_only, so a refusal is answered at once, store.h S1), then hands
+ * validate_only, so a refusal is answered at once, view_store.h S1), then hands
  * it to the module that writes its znodes:
  *
  *   topics, partitions, topic configs   cluster_mirror.c (cl_topic_*)
@@ -14,7 +14,7 @@
  *   reassignments                       cluster_reassign.c
  *
  * Those answer through op once this broker's mirror shows the write
- * (store.h S2, S3), except the SCRAM credentials: they are stored in the
+ * (view_store.h S2, S3), except the SCRAM credentials: they are stored in the
  * local SQLite first, so this broker serves them at once, and published
  * after (cluster_users.c's write half).
  */
@@ -24,7 +24,7 @@
 
 #include "daemon/security/sec_authz.h"
 #include "daemon/security/sec_sasl.h"
-#include "daemon/store.h"
+#include "daemon/view/view_store.h"
 
 static int topic_create(bk_broker *b, const char *name, int32_t partitions,
                         int16_t replication_factor, const int32_t *replicas,

@@ -39,7 +39,7 @@
 #include <string.h>
 
 #include "daemon/view/view.h"
-#include "daemon/store.h"
+#include "daemon/view/view_store.h"
 #include "daemon/request.h"
 #include "daemon/security/sec_peer.h"
 

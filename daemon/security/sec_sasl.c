@@ -78,7 +78,7 @@
 #include <openssl/rand.h>
 
 #include "daemon/view/view.h"
-#include "daemon/store.h"
+#include "daemon/view/view_store.h"
 #include "daemon/broker_config.h"
 #include "daemon/replica/replica.h"
 #include "daemon/request.h"

@@ -106,7 +106,7 @@ int  bk_assign_replicas(const int32_t *ids, const char *const *racks, int n, int
 
 /* ---- one path per fact (daemon/view/view_topics.c) -----------------------------------------
  * Each kind of fact has one function whose write half stores it through
- * b->store (daemon/store.h: SQLite standalone, ZooKeeper in cluster mode)
+ * b->store (daemon/view/view_store.h: SQLite standalone, ZooKeeper in cluster mode)
  * and whose apply half makes the running broker match what is stored
  * (bk_topic_apply; in cluster mode the mirror's watches call it).
  * Kafka APIs and SQL writes alike call these.  metadata/README.md tables

@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/store.h"
+#include "daemon/view/view_store.h"
 
 static struct {
     bool ready;

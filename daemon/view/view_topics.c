@@ -4,7 +4,7 @@
  * apply half.
  *
  *   write half   validates and stores the fact through b->store
- *                (daemon/store.h): md_* on SQLite in standalone mode; in
+ *                (daemon/view/view_store.h): md_* on SQLite in standalone mode; in
  *                cluster mode, ZooKeeper (whose watch mirrors it into
  *                SQLite on every broker).
  *   apply half   bk_topic_apply(name): makes the cluster view (view.c) and
@@ -29,7 +29,7 @@
  */
 #include "daemon/view/view_registry.h"
 
-#include "daemon/store.h"
+#include "daemon/view/view_store.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -216,7 +216,7 @@ int bk_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen)
 int bk_topics_load(bk_broker *b)
 {
     char err[MD_ERRLEN];
-    if (!b->store)                            /* store.h S4 */
+    if (!b->store)                            /* view_store.h S4 */
         b->store = &bk_store_sqlite;
     if (md_cluster_id(b->db, b->cluster_id, err, sizeof err) != 0) {
         BK_ERROR("cannot read the cluster id: %s", err);
@@ -312,7 +312,7 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
     if (!replicas && partitions > 0 && replication_factor > 0 &&
         !(replicas = own = assign(b, 0, partitions, replication_factor, -1, &rc, err, errlen)))
         return rc;
-    if (validate_only)                        /* against the store's facts (store.h S1) */
+    if (validate_only)                        /* against the store's facts (view_store.h S1) */
         rc = md_topic_create(b->db, name, partitions, replication_factor, configs, nconfigs,
                              b->cfg->broker_id, replicas, true, err, errlen);
     else
@@ -347,7 +347,7 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                                   t->npartitions && t->parts[0].nreplicas > 0 ?
                                   t->parts[0].replicas[0] : -1, &rc, err, errlen)))
         return rc;
-    if (validate_only)                        /* against the store's facts (store.h S1) */
+    if (validate_only)                        /* against the store's facts (view_store.h S1) */
         rc = md_topic_add_partitions(b->db, name, count, b->cfg->broker_id, replicas, true,
                                      err, errlen);
     else

@@ -1,6 +1,6 @@
 /*
  * test_d_store — the store of record as a table of operations
- * (daemon/store.h): the write paths of topics, broker configs, ACLs and
+ * (daemon/view/view_store.h): the write paths of topics, broker configs, ACLs and
  * SCRAM credentials reach the broker's b->store and nothing else,
  * validate_only never does, a pending write is the store's to answer,
  * and the standalone table stores and applies before it returns.
@@ -13,7 +13,7 @@
 
 #include "daemon/security/sec_authz.h"
 #include "daemon/security/sec_sasl.h"
-#include "daemon/store.h"
+#include "daemon/view/view_store.h"
 #include "daemon/view/view_broker_configs.h"
 #include "tests/unit/unit_run.h"
 #include "tests/unit/unit_tmpdir.h"
@@ -208,7 +208,7 @@ START_TEST(test_broker_config_acl_and_credential_writes_reach_the_store)
 }
 END_TEST
 
-/* store.h S2: a store that cannot finish now marks the op pending; the
+/* view_store.h S2: a store that cannot finish now marks the op pending; the
  * write path returns without answering for it. */
 START_TEST(test_a_pending_write_is_left_to_the_store_to_answer)
 {

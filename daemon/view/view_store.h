@@ -1,5 +1,5 @@
 /*
- * daemon/store.h — the store of record: where the write halves of the
+ * daemon/view/view_store.h — the store of record: where the write halves of the
  * broker's facts (topics, partition counts, topic and broker config
  * overrides, ACLs, SCRAM credentials, reassignments) keep them.
  *
