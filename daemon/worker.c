@@ -177,22 +177,25 @@ int bk_worker_new(struct event_base *base, const bk_worker_opts *o, bk_worker **
 void bk_worker_submit(bk_worker *wk, bk_work *w, int64_t delay_us)
 {
     int64_t due = bk_mono_us() + (delay_us > 0 ? delay_us : 0);
+    bool added = false, head = false;
     pthread_mutex_lock(&wk->mu);
     if (!w->queued) {                               /* W2 */
-        w->queued = true;
+        w->queued = added = true;
         w->due_us = due;
         bk_work **pp = &wk->queue;
         while (*pp && (*pp)->due_us <= due)         /* W1 */
             pp = &(*pp)->next;
         w->next = *pp;
         *pp = w;
-        /* A thread waiting for a later head must look at the new one. */
-        if (wk->o.nthreads > 1 || wk->queue == w)
-            pthread_cond_broadcast(&wk->work);
-        else
-            pthread_cond_signal(&wk->work);
+        head = wk->queue == w;
     }
     pthread_mutex_unlock(&wk->mu);
+    /* W5: woken after the unlock.  A thread waiting for a later head must
+     * look at the new one. */
+    if (added && (head || wk->o.nthreads > 1))
+        pthread_cond_broadcast(&wk->work);
+    else if (added)
+        pthread_cond_signal(&wk->work);
 }
 
 bk_work *bk_worker_take(bk_worker *wk, bool (*match)(bk_work *w, bool running, void *arg),
