@@ -24,7 +24,8 @@
  *       meanwhile (as event_active coalesces): its done() runs once.
  *   W4. A work item without done() belongs to run() once run() starts.
  *   W5. The worker's mutex is never held while run() or done() runs, nor
- *       while it wakes the loop: a woken thread never finds it taken.
+ *       while it wakes the loop or a thread: a woken thread never finds
+ *       it taken.
  *   W6. bk_worker_quit(drain) lets the threads run every queued item at
  *       once (due times ignored; items submitted meanwhile too); without
  *       drain, each thread ends after the item it runs.  bk_worker_join
