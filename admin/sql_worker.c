@@ -9,11 +9,12 @@
  *   loop                         worker
  *   ────                         ──────
  *   sq_submit(job) ──queue──►    sq_run(job)            (may take seconds)
+ *   (a bk_worker: daemon/worker.c)
  *                                  │ a write?  ──writes──► loop applies it
  *                                  │           ◄──signal── (bk_topic_*, md_*)
  *                                  │ live numbers? ─snap_ev─► loop publishes
  *                                  │               ◄─snap_cv─ a snapshot
- *   done_ev: job->done(job) ◄──done list──
+ *   job->done(job) ◄──worker.c W3──
  *
  * Invariants:
  *   1. Only the loop thread touches broker state (topics, logs, groups,
@@ -596,89 +597,63 @@ static void run_metrics(sq_conn *c, sq_job *j)
     kp_buf_free(&second);
 }
 
-struct worker_arg { struct bk_admin *a; int idx; };
+/* The worker thread's own connection (thread_start). */
+static __thread sq_conn *my_conn;
 
-static void *worker_main(void *p)
+static void thread_start(void *arg, int idx)
 {
-    struct worker_arg *wa = p;
-    struct bk_admin *a = wa->a;
-    sq_conn *c = a->conns[wa->idx];
-    free(wa);
+    struct bk_admin *a = arg;
+    my_conn = a->conns[idx];
     /* Linux: a thread's nice value is its own (invariant 4). */
     errno = 0;
     int nice = getpriority(PRIO_PROCESS, 0);
     if (errno == 0)
         (void)setpriority(PRIO_PROCESS, (id_t)gettid(),
                           nice + SQ_WORKER_NICE < 19 ? nice + SQ_WORKER_NICE : 19);
-    pthread_mutex_lock(&a->mu);
-    for (;;) {
-        while (!a->queue && !a->stopping)
-            pthread_cond_wait(&a->cv, &a->mu);
-        if (a->stopping)
-            break;
-        sq_job *j = a->queue;
-        a->queue = j->next;
-        if (!a->queue)
-            a->queue_tail = &a->queue;
-        pthread_mutex_unlock(&a->mu);
-        if (!atomic_load(&j->cancelled)) {
-            if (j->kind == SQ_JOB_SQL) {
-                c->read_only = j->read_only;
-                c->readable = j->readable;
-                sq_run(c, j->sql, j->format, j->headers, &j->res);
-                c->read_only = false;
-                c->readable = NULL;
-            }
-            else
-                run_metrics(c, j);
-        }
-        pthread_mutex_lock(&a->mu);
-        j->next = a->done_list;
-        a->done_list = j;
-        event_active(a->done_ev, EV_READ, 0);
-    }
-    pthread_mutex_unlock(&a->mu);
-    return NULL;
 }
 
-static void on_done(evutil_socket_t fd, short what, void *arg)
+static void job_run(bk_work *w, int thread)
 {
-    (void)fd; (void)what;
-    struct bk_admin *a = arg;
-    pthread_mutex_lock(&a->mu);
-    sq_job *list = a->done_list;
-    a->done_list = NULL;
-    pthread_mutex_unlock(&a->mu);
-    for (sq_job *j = list, *n; j; j = n) {
-        n = j->next;
-        j->done(j);
+    (void)thread;
+    sq_job *j = (sq_job *)w;
+    sq_conn *c = my_conn;
+    if (atomic_load(&j->cancelled))
+        return;
+    if (j->kind == SQ_JOB_SQL) {
+        c->read_only = j->read_only;
+        c->readable = j->readable;
+        sq_run(c, j->sql, j->format, j->headers, &j->res);
+        c->read_only = false;
+        c->readable = NULL;
     }
+    else
+        run_metrics(c, j);
+}
+
+static void job_done(bk_work *w)
+{
+    sq_job *j = (sq_job *)w;
+    j->done(j);
 }
 
 void sq_submit(bk_broker *b, sq_job *j)
 {
     struct bk_admin *a = b->admin;
-    j->next = NULL;
+    j->w.run = job_run;
+    j->w.done = job_done;
     j->queued_us = bk_mono_us();
-    pthread_mutex_lock(&a->mu);
-    *a->queue_tail = j;
-    a->queue_tail = &j->next;
-    pthread_cond_signal(&a->cv);
-    pthread_mutex_unlock(&a->mu);
+    bk_worker_submit(a->wk, &j->w, 0);
 }
 
 int sq_workers_start(bk_broker *b, char *err, size_t errlen)
 {
     struct bk_admin *a = b->admin;
     pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv, NULL);
     pthread_cond_init(&a->snap_cv, NULL);
-    a->queue_tail = &a->queue;
-    a->done_ev = event_new(b->base, -1, 0, on_done, a);
     a->write_ev = event_new(b->base, -1, 0, on_writes, a);
     a->snap_ev = event_new(b->base, -1, 0, on_snap, a);
     a->snap_timer = event_new(b->base, -1, EV_PERSIST, on_snap, a);
-    if (!a->done_ev || !a->write_ev || !a->snap_ev || !a->snap_timer) {
+    if (!a->write_ev || !a->snap_ev || !a->snap_timer) {
         snprintf(err, errlen, "cannot create admin events");
         return -1;
     }
@@ -698,28 +673,19 @@ int sq_workers_start(bk_broker *b, char *err, size_t errlen)
         .max_rows = b->cfg->admin_sql_max_rows, .timeout_ms = b->cfg->admin_sql_timeout_ms,
     };
     a->nthreads = SQ_WORKERS;
-    a->threads = calloc((size_t)a->nthreads, sizeof *a->threads);
     a->conns = calloc((size_t)a->nthreads, sizeof *a->conns);
-    if (!a->threads || !a->conns) {
+    if (!a->conns) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    for (int i = 0; i < a->nthreads; i++) {
+    for (int i = 0; i < a->nthreads; i++)
         if (sq_open(dbpath, &env, &a->conns[i], err, errlen))
             return -1;
-        struct worker_arg *wa = malloc(sizeof *wa);
-        if (!wa) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        wa->a = a;
-        wa->idx = i;
-        if (pthread_create(&a->threads[i], NULL, worker_main, wa)) {
-            free(wa);
-            snprintf(err, errlen, "cannot start an SQL worker thread");
-            a->nthreads = i;
-            return -1;
-        }
+    bk_worker_opts o = { .name = "sluice-sql", .nthreads = a->nthreads,
+                         .thread_start = thread_start, .arg = a };
+    if (bk_worker_new(b->base, &o, &a->wk) != 0) {
+        snprintf(err, errlen, "cannot start an SQL worker thread");
+        return -1;
     }
     return 0;
 }
@@ -738,11 +704,10 @@ static void fail_writes(sq_wreq *list)
 void sq_workers_stop(bk_broker *b)
 {
     struct bk_admin *a = b->admin;
-    if (!a || !a->done_ev)
+    if (!a || !a->write_ev)
         return;
     pthread_mutex_lock(&a->mu);
     a->stopping = true;
-    pthread_cond_broadcast(&a->cv);
     pthread_cond_broadcast(&a->snap_cv);
     fail_writes(a->writes);           /* the loop will not apply them */
     a->writes = NULL;
@@ -755,43 +720,40 @@ void sq_workers_stop(bk_broker *b)
     fail_writes(a->applying);         /* nor answer these */
     a->applying = NULL;
     pthread_mutex_unlock(&a->mu);
-    for (int i = 0; i < a->nthreads; i++)
+    if (a->wk)
+        bk_worker_quit(a->wk, false); /* queued jobs stay queued (sq_workers_free) */
+    for (int i = 0; a->conns && i < a->nthreads; i++)
         if (a->conns[i])
             sq_interrupt(a->conns[i]);
-    for (int i = 0; i < a->nthreads; i++)
-        pthread_join(a->threads[i], NULL);
+    if (a->wk)
+        bk_worker_join(a->wk);
     for (int i = 0; a->conns && i < SQ_WORKERS; i++)
         sq_close(a->conns[i]);
     free(a->conns);
-    free(a->threads);
     a->conns = NULL;
-    a->threads = NULL;
 }
 
 /* After evhttp is freed (its close callbacks cancel jobs first). */
 void sq_workers_free(bk_broker *b)
 {
     struct bk_admin *a = b->admin;
-    if (!a || !a->done_ev)
+    if (!a || !a->write_ev)
         return;
     /* Jobs never run or never answered: their HTTP requests die with evhttp. */
-    for (sq_job *j = a->queue, *n; j; j = n) {
-        n = j->next;
-        sq_job_free(j);
+    if (a->wk) {
+        for (bk_work *w = bk_worker_take_all(a->wk), *n; w; w = n) {
+            n = w->next;
+            sq_job_free((sq_job *)w);
+        }
+        bk_worker_free(a->wk);
+        a->wk = NULL;
     }
-    for (sq_job *j = a->done_list, *n; j; j = n) {
-        n = j->next;
-        sq_job_free(j);
-    }
-    a->queue = a->done_list = NULL;
-    event_free(a->done_ev);
     event_free(a->write_ev);
     event_free(a->snap_ev);
     event_free(a->snap_timer);
-    a->done_ev = NULL;
+    a->write_ev = NULL;
     sq_snap_unref(a->snap);
     a->snap = NULL;
-    pthread_cond_destroy(&a->cv);
     pthread_cond_destroy(&a->snap_cv);
     pthread_mutex_destroy(&a->mu);
 }

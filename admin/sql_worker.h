@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 
 #include "daemon/broker.h"
+#include "daemon/worker.h"
 #include "admin/sql_surface.h"
 
 enum sq_job_kind { SQ_JOB_SQL, SQ_JOB_METRICS };
@@ -18,7 +19,7 @@ enum sq_job_kind { SQ_JOB_SQL, SQ_JOB_METRICS };
 /* One request for a worker.  Created and finished on the loop thread; a
  * worker owns it in between.  done() runs on the loop thread. */
 typedef struct sq_job {
-    struct sq_job *next;
+    bk_work w;                     /* first: a bk_work * is an sq_job * */
     enum sq_job_kind kind;
     char *sql;
     int format;
@@ -34,15 +35,11 @@ typedef struct sq_job {
 
 struct bk_admin {
     bk_broker *b;
-    /* worker pool */
-    pthread_t *threads;
+    /* worker pool (daemon/worker.c) */
+    bk_worker *wk;
     int nthreads;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    sq_job *queue, **queue_tail;
-    sq_job *done_list;
+    pthread_mutex_t mu;            /* writes, the snapshot, stopping */
     bool stopping;
-    struct event *done_ev;
     sq_conn **conns;               /* one per worker, for interrupts */
     /* writes handed to the loop */
     struct sq_wreq *writes;

@@ -16,9 +16,11 @@
  *   admin/admin.h         the admin HTTP endpoint (/sql, /metrics)
  *
  * One thread runs the event loop and owns everything here.  Work that may
- * block goes to worker threads and comes back as an event on the loop:
+ * block goes to a worker (daemon/worker.h: threads, a queue, done() back
+ * on the loop):
  * partition fdatasyncs (replica_flusher.c), metadata WAL syncs and offset-commit
- * writes (md_sync.c), file removal and PLAIN logins' PBKDF2 (replica_janitor.c),
+ * writes (md_sync.c), file removal and the PBKDF2 of PLAIN logins and of the
+ * replica fetcher's SCRAM login (replica_janitor.c),
  * compaction (replica_cleaner.c) and SQL statements (admin/sql_worker.c).
  */
 #ifndef SLUICE_BROKER_H

@@ -18,7 +18,7 @@
  *                                           COMMIT    (WAL write())
  *                                         md_wal_sync      (fdatasync WAL)
  *                                         synced = target
- *   done_cb ◄──── event_active ◄───────── (every commit ≤ target is on disk)
+ *   sync_done ◄─── worker.c W3 ◄───────── (every commit ≤ target is on disk)
  *   listener(synced): finish answers ≤ synced
  *                                         every CKPT_INTERVAL_MS with new
  *                                         commits: md_checkpoint (PASSIVE)
@@ -34,10 +34,15 @@
  * — only the rare loop writes (admin changes, the recovery points every
  * few seconds) can meet one.
  *
+ * The thread is a bk_worker (daemon/worker.c) of one thread; a sync is
+ * its one sync_work item, a checkpoint its ckpt_work item, due
+ * CKPT_INTERVAL_MS after the last one.
+ *
  * Group commit: requests that arrive while an fdatasync runs are covered
  * by the next one, which takes the newest sequence number at its start, so
  * at most one sync is in flight and one sync covers any number of
- * transactions.  At 20,000 partition-commits/s that is a few hundred
+ * transactions (sync_work is queued once however many requests come:
+ * worker.c W2).  At 20,000 partition-commits/s that is a few hundred
  * fdatasyncs per second instead of one per loop turn on the loop.
  *
  * Which writes go where (the choice, also in db.c):
@@ -72,8 +77,8 @@
  *       sees its seq; the worker writes job->rc before it publishes
  *       synced under mu, so the loop reads rc after the listener call.
  *   S6. The per-sync wake-ups happen outside mu: the worker wakes the
- *       loop (an eventfd write), and the loop the worker, after
- *       unlocking.  Otherwise the woken thread finds mu held and sleeps
+ *       loop (worker.c W5), and the loop the worker (bk_worker_submit),
+ *       after unlocking.  Otherwise the woken thread finds mu held and sleeps
  *       again on it: two more context switches per sync, and the loop
  *       blocked on a lock.
  *   S7. The worker runs at nice 19.  On an idle core it runs at once, as
@@ -93,51 +98,40 @@
  *       still win some slices.
  */
 #include "daemon/md_sync.h"
+#include "daemon/worker.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
-
-#include <event2/event.h>
 
 #define CKPT_INTERVAL_MS 1000
 
 typedef struct bk_mdsync {
     bk_broker *b;
     md_db *db;                    /* the worker's connection */
-    pthread_t thread;
+    bk_worker *wk;
+    bk_work sync_work, ckpt_work;
     pthread_mutex_t mu;
-    pthread_cond_t work;          /* requested > synced, or stop */
     pthread_cond_t done;          /* synced moved (bk_mdsync_wait) */
     uint64_t requested;           /* under mu */
     bk_mdjob *jobs, **jobs_tail;  /* under mu: submitted, not yet taken */
     uint64_t synced;              /* under mu */
     int err;                      /* under mu: latched errno (S3) */
-    bool stop;                    /* under mu */
     uint64_t syncs, checkpoints;  /* under mu (written by the worker) */
+    /* worker thread only */
+    bool unckpt;                  /* synced commits not yet checkpointed */
+    int64_t last_ckpt_us;
     /* loop only */
-    struct event *done_ev;
     uint64_t last_requested, reported;
     bk_mdsync_fn listener;
 } bk_mdsync;
 
 static bk_mdsync *ms;
-
-static void deadline_after(struct timespec *ts, int64_t ms_from_now)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms_from_now / 1000;
-    ts->tv_nsec += (ms_from_now % 1000) * 1000000;
-    if (ts->tv_nsec >= 1000000000) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000;
-    }
-}
 
 static void checkpoint(bk_mdsync *s)
 {
@@ -168,73 +162,64 @@ static void run_job(bk_mdsync *s, bk_mdjob *j)
     }
 }
 
-static void *mdsync_main(void *arg)
+/* S7: nice 19 (Linux: a thread's own). */
+static void lower_priority(void *arg, int thread)
 {
-    bk_mdsync *s = arg;
-    pthread_setname_np(pthread_self(), "sluice-mdsync");       /* top, /proc */
-    /* S7: nice 19 (Linux: a thread's own). */
+    (void)arg; (void)thread;
     (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
-    bool unckpt = false;          /* synced commits not yet checkpointed */
-    int64_t last_ckpt_us = bk_mono_us();
+}
+
+/* Worker: the jobs and one fdatasync covering every request so far. */
+static void sync_run(bk_work *w, int thread)
+{
+    (void)thread;
+    bk_mdsync *s = (bk_mdsync *)((char *)w - offsetof(bk_mdsync, sync_work));
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (s->requested == s->synced && !s->stop) {
-            if (!unckpt) {
-                pthread_cond_wait(&s->work, &s->mu);
-                continue;
-            }
-            int64_t due = last_ckpt_us / 1000 + CKPT_INTERVAL_MS - bk_mono_us() / 1000;
-            if (due <= 0)
-                break;
-            struct timespec ts;
-            deadline_after(&ts, due);
-            pthread_cond_timedwait(&s->work, &s->mu, &ts);
-        }
-        if (s->requested > s->synced) {
-            uint64_t target = s->requested;
-            bk_mdjob *jobs = s->jobs;
-            s->jobs = NULL;
-            s->jobs_tail = &s->jobs;
-            pthread_mutex_unlock(&s->mu);
-            for (bk_mdjob *j = jobs, *next; j; j = next) {
-                next = j->next;               /* S5: j is the loop's once synced */
-                run_job(s, j);
-            }
-            int rc = md_wal_sync(s->db);          /* the slow part */
-            pthread_mutex_lock(&s->mu);
-            s->syncs++;
-            if (rc && !s->err) {
-                s->err = -rc;
-                BK_ERROR("metadata WAL fdatasync failed: %s; offset commits and "
-                         "group changes are refused until a restart", strerror(-rc));
-            }
-            s->synced = target;
-            unckpt = true;
-            pthread_cond_broadcast(&s->done);
-            /* S6: the loop's wake-up (an eventfd write) outside mu. */
-            pthread_mutex_unlock(&s->mu);
-            event_active(s->done_ev, EV_READ, 0);
-            pthread_mutex_lock(&s->mu);
-        }
-        if (unckpt && (s->stop || bk_mono_us() - last_ckpt_us >= CKPT_INTERVAL_MS * 1000)) {
-            pthread_mutex_unlock(&s->mu);
-            checkpoint(s);
-            last_ckpt_us = bk_mono_us();
-            unckpt = false;
-            pthread_mutex_lock(&s->mu);
-        }
-        if (s->stop && s->requested == s->synced)
-            break;
+    if (s->requested == s->synced) {             /* covered by the last run */
+        pthread_mutex_unlock(&s->mu);
+        return;
     }
+    uint64_t target = s->requested;
+    bk_mdjob *jobs = s->jobs;
+    s->jobs = NULL;
+    s->jobs_tail = &s->jobs;
     pthread_mutex_unlock(&s->mu);
-    return NULL;
+    for (bk_mdjob *j = jobs, *next; j; j = next) {
+        next = j->next;                       /* S5: j is the loop's once synced */
+        run_job(s, j);
+    }
+    int rc = md_wal_sync(s->db);                  /* the slow part */
+    pthread_mutex_lock(&s->mu);
+    s->syncs++;
+    if (rc && !s->err) {
+        s->err = -rc;
+        BK_ERROR("metadata WAL fdatasync failed: %s; offset commits and "
+                 "group changes are refused until a restart", strerror(-rc));
+    }
+    s->synced = target;
+    pthread_cond_broadcast(&s->done);
+    pthread_mutex_unlock(&s->mu);
+    s->unckpt = true;
+    int64_t due = s->last_ckpt_us + CKPT_INTERVAL_MS * 1000 - bk_mono_us();
+    bk_worker_submit(s->wk, &s->ckpt_work, due);  /* once (W2) */
+}
+
+/* Worker: a PASSIVE checkpoint, CKPT_INTERVAL_MS after the last one. */
+static void ckpt_run(bk_work *w, int thread)
+{
+    (void)thread;
+    bk_mdsync *s = (bk_mdsync *)((char *)w - offsetof(bk_mdsync, ckpt_work));
+    if (!s->unckpt)
+        return;
+    checkpoint(s);
+    s->last_ckpt_us = bk_mono_us();
+    s->unckpt = false;
 }
 
 /* Loop thread: the worker finished a sync (S2). */
-static void done_cb(evutil_socket_t fd, short what, void *arg)
+static void sync_done(bk_work *w)
 {
-    (void)fd; (void)what;
-    bk_mdsync *s = arg;
+    bk_mdsync *s = (bk_mdsync *)((char *)w - offsetof(bk_mdsync, sync_work));
     pthread_mutex_lock(&s->mu);
     uint64_t synced = s->synced;
     int err = s->err;
@@ -259,15 +244,19 @@ int bk_mdsync_start(bk_broker *b, const char *dbpath)
         return -1;
     }
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->done, NULL);
     s->jobs_tail = &s->jobs;
-    s->done_ev = event_new(b->base, -1, 0, done_cb, s);
-    if (!s->done_ev || pthread_create(&s->thread, NULL, mdsync_main, s) != 0) {
+    s->sync_work.run = sync_run;
+    s->sync_work.done = sync_done;
+    s->ckpt_work.run = ckpt_run;
+    s->last_ckpt_us = bk_mono_us();
+    bk_worker_opts o = { .name = "sluice-mdsync", .nthreads = 1,
+                         .thread_start = lower_priority };
+    if (bk_worker_new(b->base, &o, &s->wk) != 0) {
         BK_ERROR("metadata sync worker: cannot start");
-        if (s->done_ev)
-            event_free(s->done_ev);
         md_close(s->db);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->done);
         free(s);
         return -1;
     }
@@ -292,7 +281,7 @@ static uint64_t enqueue(bk_mdjob *job)
         ms->jobs_tail = &job->next;
     }
     pthread_mutex_unlock(&ms->mu);
-    pthread_cond_signal(&ms->work);             /* S6 */
+    bk_worker_submit(ms->wk, &ms->sync_work, 0);   /* S6: after the unlock */
     ms->last_requested = seq;
     return seq;
 }
@@ -361,19 +350,16 @@ void bk_mdsync_stop(void)
     bk_mdsync *s = ms;
     if (!s)
         return;
-    pthread_mutex_lock(&s->mu);
-    s->stop = true;
-    pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
+    bk_worker_quit(s->wk, true);                 /* S4: every queued sync runs */
+    bk_worker_join(s->wk);
+    (void)bk_worker_take_all(s->wk);             /* the listener is not called */
+    bk_worker_free(s->wk);
     ms = NULL;
     BK_INFO("metadata sync worker stopped: %llu syncs covered %llu batches, "
             "%llu checkpoints", (unsigned long long)s->syncs,
             (unsigned long long)s->requested, (unsigned long long)s->checkpoints);
-    event_free(s->done_ev);
     md_close(s->db);
     pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->done);
     free(s);
 }

@@ -4,9 +4,9 @@
  * Every log.cleaner.backoff.ms the loop asks each partition of a topic
  * with cleanup.policy containing "compact" whether it is due
  * (seg_clean_plan: a few numbers per segment); a due one is queued here.
- * A worker runs seg_clean_run (all reading, writing, fdatasync and the
- * rename swap: segments/cleaner.c) and posts the job back through an
- * eventfd; the loop installs it (seg_clean_finish), hands the replaced
+ * A worker thread (daemon/worker.c) runs seg_clean_run (all reading,
+ * writing, fdatasync and the rename swap: segments/cleaner.c) and posts
+ * the job back to the loop, which installs it (seg_clean_finish), hands the replaced
  * segments to the janitor (unlinked after file.delete.delay.ms) and logs
  * one line.
  *
@@ -14,7 +14,7 @@
  *   bk_cleaner_tick
  *     seg_clean_plan → job ─────► seg_clean_run(job, &cancel)
  *     p->clean_in_flight          │
- *   done_cb ◄──── eventfd ◄───────┘
+ *   clean_done ◄── worker.c W3 ◄──┘
  *     seg_clean_finish, janitor, log line, counters
  *
  * Invariants:
@@ -34,14 +34,14 @@
 #include "daemon/view/view.h"
 #include "daemon/replica/replica.h"
 
-#include <errno.h>
+#include "daemon/worker.h"
+
 #include <linux/ioprio.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -49,34 +49,19 @@
 #include <event2/event.h>
 
 typedef struct clean_work {
-    struct clean_work *next;
+    bk_work w;                       /* first: a bk_work * is a clean_work * */
+    bk_broker *b;
     bk_partition *p;
     seg_clean_job *job;
     atomic_bool cancel;
     int rc;
-    bool running, done;
 } clean_work;
 
 typedef struct bk_cleaner {
-    bk_broker *b;
-    pthread_t *threads;
+    bk_worker *wk;
     int nthreads;
-    pthread_mutex_t mu;
-    pthread_cond_t work, idle;
-    clean_work *pending, *done, *running;   /* running: a list via next */
-    bool stop;
-    int efd;
-    struct event *done_ev, *tick_ev;
+    struct event *tick_ev;
 } bk_cleaner;
-
-static void unlink_from(clean_work **list, clean_work *w)
-{
-    for (clean_work **pp = list; *pp; pp = &(*pp)->next)
-        if (*pp == w) {
-            *pp = w->next;
-            return;
-        }
-}
 
 /* 4: the calling worker gives way to everything else on the machine.
  * CPU: SCHED_IDLE (Linux: per thread), so the loop and the clients take
@@ -90,8 +75,9 @@ static void unlink_from(clean_work **list, clean_work *w)
  * ext4's data=ordered a journal commit, which a producer's flush waits
  * for, can wait on the cleaner's data blocks, and an idle-class request
  * may wait for the disk to go quiet (the broker's own writes) first. */
-static void lowest_priority(void)
+static void lowest_priority(void *arg, int thread)
 {
+    (void)arg; (void)thread;
     struct sched_param sp = { 0 };
     if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
         setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
@@ -100,44 +86,18 @@ static void lowest_priority(void)
             IOPRIO_PRIO_VALUE(IOPRIO_CLASS_BE, 7));
 }
 
-static void *cleaner_main(void *arg)
+static void clean_run(bk_work *w, int thread)
 {
-    bk_cleaner *c = arg;
-    pthread_setname_np(pthread_self(), "sluice-cleaner");  /* top, /proc */
-    lowest_priority();
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        while (!c->pending && !c->stop)
-            pthread_cond_wait(&c->work, &c->mu);
-        if (c->stop)
-            break;
-        clean_work *w = c->pending;
-        c->pending = w->next;
-        w->next = c->running;
-        c->running = w;
-        w->running = true;
-        pthread_mutex_unlock(&c->mu);
-
-        w->rc = seg_clean_run(w->job, &w->cancel);     /* the slow part */
-
-        pthread_mutex_lock(&c->mu);
-        unlink_from(&c->running, w);
-        w->running = false;
-        w->done = true;
-        w->next = c->done;
-        c->done = w;
-        pthread_cond_broadcast(&c->idle);
-        uint64_t one = 1;
-        ssize_t n = write(c->efd, &one, sizeof one);
-        (void)n;                     /* overflow only: a wake-up is pending */
-    }
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
+    (void)thread;
+    clean_work *cw = (clean_work *)w;
+    cw->rc = seg_clean_run(cw->job, &cw->cancel);     /* the slow part */
 }
 
 /* Loop thread: installs one finished (or cancelled) job. */
-static void finish_work(bk_broker *b, clean_work *w)
+static void clean_done(bk_work *work)
 {
+    clean_work *w = (clean_work *)work;
+    bk_broker *b = w->b;
     bk_partition *p = w->p;
     seg_clean_stats st;
     int rc = seg_clean_finish(p->log, w->job, &st);
@@ -166,24 +126,6 @@ static void finish_work(bk_broker *b, clean_work *w)
     free(w);
 }
 
-static void done_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)what;
-    bk_cleaner *c = arg;
-    uint64_t n;
-    ssize_t r = read(fd, &n, sizeof n);
-    (void)r;
-    pthread_mutex_lock(&c->mu);
-    clean_work *list = c->done;
-    c->done = NULL;
-    pthread_mutex_unlock(&c->mu);
-    while (list) {
-        clean_work *next = list->next;
-        finish_work(c->b, list);
-        list = next;
-    }
-}
-
 struct tick_arg { bk_broker *b; seg_clean_policy pol; };
 
 static void tick_replica(bk_partition *p, void *arg)
@@ -207,17 +149,14 @@ static void tick_replica(bk_partition *p, void *arg)
             seg_clean_finish(p->log, job, NULL);
             return;
         }
+        w->w.run = clean_run;
+        w->w.done = clean_done;
+        w->b = a->b;
         w->p = p;
         w->job = job;
         atomic_init(&w->cancel, false);
         p->clean_in_flight = true;
-        pthread_mutex_lock(&c->mu);
-        clean_work **pp = &c->pending;
-        while (*pp)
-            pp = &(*pp)->next;
-        *pp = w;
-        pthread_cond_signal(&c->work);
-        pthread_mutex_unlock(&c->mu);
+        bk_worker_submit(c->wk, &w->w, 0);
     }
 }
 
@@ -247,57 +186,41 @@ int bk_cleaner_start(bk_broker *b)
     bk_cleaner *c = calloc(1, sizeof *c);
     if (!c)
         return -1;
-    c->b = b;
     c->nthreads = b->cfg->log_cleaner_threads > 0 ? b->cfg->log_cleaner_threads : 1;
-    c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    c->threads = calloc((size_t)c->nthreads, sizeof *c->threads);
-    if (c->efd < 0 || !c->threads) {
-        if (c->efd >= 0) close(c->efd);
-        free(c->threads);
+    bk_worker_opts o = { .name = "sluice-cleaner", .nthreads = c->nthreads,
+                         .thread_start = lowest_priority };
+    c->tick_ev = event_new(b->base, -1, EV_PERSIST, tick_cb, b);
+    if (!c->tick_ev || bk_worker_new(b->base, &o, &c->wk) != 0) {
+        if (c->tick_ev)
+            event_free(c->tick_ev);
         free(c);
         return -1;
     }
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->work, NULL);
-    pthread_cond_init(&c->idle, NULL);
-    c->done_ev = event_new(b->base, c->efd, EV_READ | EV_PERSIST, done_cb, c);
-    c->tick_ev = event_new(b->base, -1, EV_PERSIST, tick_cb, b);
     int64_t ms = b->cfg->log_cleaner_backoff_ms;
     struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-    /* Unarmed, finished work would never be collected: the broker does not
-     * start, as when the cleaner's memory cannot be had. */
-    if (bk_event_add(c->done_ev, NULL, "log cleaner results") != 0 ||
-        bk_event_add(c->tick_ev, &tv, "log cleaner tick") != 0) {
-        if (c->done_ev)
-            event_free(c->done_ev);
-        if (c->tick_ev)
-            event_free(c->tick_ev);
-        close(c->efd);
-        free(c->threads);
+    /* An unarmed tick would never compact: the broker does not start, as
+     * when the cleaner's memory cannot be had. */
+    if (bk_event_add(c->tick_ev, &tv, "log cleaner tick") != 0) {
+        bk_worker_quit(c->wk, false);
+        bk_worker_join(c->wk);
+        bk_worker_free(c->wk);
+        event_free(c->tick_ev);
         free(c);
         return -1;
     }
     b->cleaner = c;
-    for (int i = 0; i < c->nthreads; i++)
-        if (pthread_create(&c->threads[i], NULL, cleaner_main, c) != 0) {
-            c->nthreads = i;
-            break;
-        }
     return 0;
 }
 
-/* Moves the jobs of p from *list onto *mine (c->mu held). */
-static void take_jobs_of(clean_work **list, const bk_partition *p, clean_work **mine)
+/* A job of p; a running one is asked to stop at its next batch boundary. */
+static bool job_of(bk_work *w, bool running, void *p)
 {
-    for (clean_work **pp = list; *pp;)
-        if ((*pp)->p == p) {
-            clean_work *w = *pp;
-            *pp = w->next;
-            w->next = *mine;
-            *mine = w;
-        } else {
-            pp = &(*pp)->next;
-        }
+    clean_work *cw = (clean_work *)w;
+    if (cw->p != p)
+        return false;
+    if (running)
+        atomic_store(&cw->cancel, true);
+    return true;
 }
 
 void bk_cleaner_forget(bk_broker *b, bk_partition *p)
@@ -305,27 +228,18 @@ void bk_cleaner_forget(bk_broker *b, bk_partition *p)
     bk_cleaner *c = b->cleaner;
     if (!c || !p->clean_in_flight)
         return;
-    clean_work *mine = NULL;
-    pthread_mutex_lock(&c->mu);
-    take_jobs_of(&c->pending, p, &mine);
-    for (;;) {
-        bool busy = false;
-        for (clean_work *w = c->running; w; w = w->next)
-            if (w->p == p) {
-                atomic_store(&w->cancel, true);
-                busy = true;
-            }
-        if (!busy)
-            break;
-        pthread_cond_wait(&c->idle, &c->mu);
+    for (bk_work *w = bk_worker_take(c->wk, job_of, p), *next; w; w = next) {
+        next = w->next;
+        clean_done(w);               /* a cancelled job swaps nothing */
     }
-    take_jobs_of(&c->done, p, &mine);
-    pthread_mutex_unlock(&c->mu);
-    while (mine) {
-        clean_work *next = mine->next;
-        finish_work(b, mine);        /* a cancelled job swaps nothing */
-        mine = next;
-    }
+}
+
+static bool any_running(bk_work *w, bool running, void *arg)
+{
+    (void)arg;
+    if (running)
+        atomic_store(&((clean_work *)w)->cancel, true);
+    return false;
 }
 
 void bk_cleaner_stop(bk_broker *b)
@@ -333,27 +247,16 @@ void bk_cleaner_stop(bk_broker *b)
     bk_cleaner *c = b->cleaner;
     if (!c)
         return;
-    pthread_mutex_lock(&c->mu);
-    c->stop = true;
-    for (clean_work *w = c->running; w; w = w->next)
-        atomic_store(&w->cancel, true);
-    pthread_cond_broadcast(&c->work);
-    pthread_mutex_unlock(&c->mu);
-    for (int i = 0; i < c->nthreads; i++)
-        pthread_join(c->threads[i], NULL);
-    clean_work *lists[] = { c->done, c->pending };
-    for (int k = 0; k < 2; k++)
-        for (clean_work *w = lists[k], *next; w; w = next) {
-            next = w->next;
-            finish_work(b, w);
-        }
-    event_free(c->done_ev);
+    /* Cancel what runs; what is queued is never started (finished below). */
+    bk_worker_quit(c->wk, false);
+    bk_worker_take(c->wk, any_running, NULL);
+    bk_worker_join(c->wk);
+    for (bk_work *w = bk_worker_take_all(c->wk), *next; w; w = next) {
+        next = w->next;
+        clean_done(w);
+    }
+    bk_worker_free(c->wk);
     event_free(c->tick_ev);
-    close(c->efd);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->work);
-    pthread_cond_destroy(&c->idle);
-    free(c->threads);
     free(c);
     b->cleaner = NULL;
 }

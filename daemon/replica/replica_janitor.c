@@ -15,35 +15,34 @@
  *     are written in the order they were taken (invariant 1 keeps equal due
  *     times in queue order);
  *   - a call (bk_janitor_call): CPU work the loop must not do, such as a
- *     PLAIN login's PBKDF2 (sec_sasl.c inv. 3); run here, due at once, and
- *     its done() posted back to the loop (done_ev).
+ *     PLAIN login's PBKDF2 (sec_sasl.c inv. 3) or the replica fetcher's
+ *     SCRAM key (sec_sasl_client.c); run here, due at once, and its done()
+ *     posted back to the loop.
+ *
+ * The thread and its queue are a bk_worker (daemon/worker.c) of one
+ * thread; each item is a bk_work with its due time.
  *
  * Invariants:
- *   1. The queue is kept sorted by due time; the thread sleeps until the
- *      head is due (pthread_cond_timedwait on CLOCK_MONOTONIC).
+ *   1. Items run by due time, equal due times in queue order (worker.c
+ *      W1, one thread); the thread sleeps until the head is due.
  *   2. Nothing here touches a log the loop still owns: a seg_dead list and
  *      a destroyed log were handed over whole.
  *   3. bk_janitor_stop does everything still queued at once (a stopping
  *      broker does not wait out delays: the files are *.deleted already and
- *      seg_open would remove them anyway), then joins, then runs the done()
- *      of every call (on the loop thread, as always).
+ *      seg_open would remove them anyway: worker.c W6, drain), then joins,
+ *      then runs the done() of every call (on the loop thread, as always).
  *   4. A call's done() runs exactly once, on the loop thread, after its
  *      run() has returned; the arg is the caller's until then (a caller
  *      whose requester went away marks arg, never frees it early).
  */
 #include "daemon/view/view.h"
+#include "daemon/worker.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#include <event2/event.h>
 
 typedef struct jan_item {
-    struct jan_item *next;
-    int64_t due_us;                  /* CLOCK_MONOTONIC */
+    bk_work w;                       /* first: a bk_work * is a jan_item * */
     seg_dead *dead;
     bool rename_only;                /* first half of a dead list's removal */
     seg_log *log;
@@ -54,24 +53,18 @@ typedef struct jan_item {
 } jan_item;
 
 typedef struct bk_janitor {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    jan_item *queue;
-    jan_item *done;                  /* calls run, for done_ev (LIFO) */
-    struct event *done_ev;
-    bool stop;
+    bk_worker *wk;
 } bk_janitor;
 
-static void do_item(bk_janitor *j, jan_item *it)
+/* The janitor's thread (or the loop when there is none): the slow part,
+ * unlink, rmdir, a call.  Frees the item unless it is a call (its done()
+ * is yet to run: worker.c W4). */
+static void do_item(bk_work *w, int thread)
 {
+    (void)thread;
+    jan_item *it = (jan_item *)w;
     if (it->run) {
         it->run(it->arg);
-        pthread_mutex_lock(&j->mu);
-        it->next = j->done;
-        j->done = it;
-        pthread_mutex_unlock(&j->mu);
-        event_active(j->done_ev, EV_READ, 0);
         return;
     }
     if (it->rename_only) {
@@ -93,60 +86,12 @@ static void do_item(bk_janitor *j, jan_item *it)
     free(it);
 }
 
-static void *janitor_main(void *arg)
+/* Loop thread: a call's done(). */
+static void call_done(bk_work *w)
 {
-    bk_janitor *j = arg;
-    pthread_mutex_lock(&j->mu);
-    for (;;) {
-        if (!j->queue && j->stop)
-            break;
-        if (!j->queue) {
-            pthread_cond_wait(&j->cv, &j->mu);
-            continue;
-        }
-        int64_t now = bk_mono_us();
-        if (!j->stop && j->queue->due_us > now) {
-            int64_t due = j->queue->due_us;
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            int64_t wait = due - now;
-            ts.tv_sec += wait / 1000000;
-            ts.tv_nsec += (wait % 1000000) * 1000;
-            if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
-            pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-            continue;
-        }
-        jan_item *it = j->queue;
-        j->queue = it->next;
-        pthread_mutex_unlock(&j->mu);
-        do_item(j, it);              /* unlink, rmdir, a call: the slow part */
-        pthread_mutex_lock(&j->mu);
-    }
-    pthread_mutex_unlock(&j->mu);
-    return NULL;
-}
-
-/* Loop thread: the done() of calls that have run, oldest first. */
-static void on_done(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd; (void)what;
-    bk_janitor *j = arg;
-    pthread_mutex_lock(&j->mu);
-    jan_item *list = j->done, *rev = NULL;
-    j->done = NULL;
-    pthread_mutex_unlock(&j->mu);
-    while (list) {
-        jan_item *n = list->next;
-        list->next = rev;
-        rev = list;
-        list = n;
-    }
-    while (rev) {
-        jan_item *n = rev->next;
-        rev->done(rev->arg);
-        free(rev);
-        rev = n;
-    }
+    jan_item *it = (jan_item *)w;
+    it->done(it->arg);
+    free(it);
 }
 
 int bk_janitor_start(bk_broker *b)
@@ -154,23 +99,9 @@ int bk_janitor_start(bk_broker *b)
     bk_janitor *j = calloc(1, sizeof *j);
     if (!j)
         return -1;
-    j->done_ev = event_new(b->base, -1, 0, on_done, j);
-    if (!j->done_ev) {
-        free(j);
-        return -1;
-    }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&j->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&j->mu, NULL);
-    int rc = pthread_create(&j->thread, NULL, janitor_main, j);
-    if (rc) {
-        BK_ERROR("janitor: pthread_create: %s", strerror(rc));
-        pthread_cond_destroy(&j->cv);
-        pthread_mutex_destroy(&j->mu);
-        event_free(j->done_ev);
+    bk_worker_opts o = { .name = "sluice-janitor", .nthreads = 1 };
+    if (bk_worker_new(b->base, &o, &j->wk) != 0) {
+        BK_ERROR("janitor: cannot start its worker");
         free(j);
         return -1;
     }
@@ -181,19 +112,13 @@ int bk_janitor_start(bk_broker *b)
 static void enqueue(bk_broker *b, jan_item *it, int64_t delay_ms)
 {
     bk_janitor *j = b->janitor;
+    it->w.run = do_item;
+    it->w.done = it->run ? call_done : NULL;
     if (!j) {                        /* not started (tests, shutdown); never a call */
-        do_item(NULL, it);
+        do_item(&it->w, 0);
         return;
     }
-    it->due_us = bk_mono_us() + (delay_ms > 0 ? delay_ms * 1000 : 0);
-    pthread_mutex_lock(&j->mu);
-    jan_item **pp = &j->queue;
-    while (*pp && (*pp)->due_us <= it->due_us)
-        pp = &(*pp)->next;
-    it->next = *pp;
-    *pp = it;
-    pthread_cond_signal(&j->cv);
-    pthread_mutex_unlock(&j->mu);
+    bk_worker_submit(j->wk, &it->w, delay_ms > 0 ? delay_ms * 1000 : 0);
 }
 
 void bk_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms)
@@ -265,15 +190,10 @@ void bk_janitor_stop(bk_broker *b)
     bk_janitor *j = b->janitor;
     if (!j)
         return;
-    pthread_mutex_lock(&j->mu);
-    j->stop = true;
-    pthread_cond_signal(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-    pthread_join(j->thread, NULL);
-    on_done(-1, 0, j);               /* inv. 3 */
-    event_free(j->done_ev);
-    pthread_cond_destroy(&j->cv);
-    pthread_mutex_destroy(&j->mu);
+    bk_worker_quit(j->wk, true);     /* inv. 3 */
+    bk_worker_join(j->wk);
+    bk_worker_finish(j->wk);
+    bk_worker_free(j->wk);
     free(j);
     b->janitor = NULL;
 }

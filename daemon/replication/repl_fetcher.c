@@ -97,8 +97,8 @@
  *       password gives, or the login fails.  A failed login (the leader's
  *       ErrorMessage logged) is a conn_fail: backoff, and no Fetch, so the
  *       leader keeps this broker out of the ISR.  The SaltedPassword's
- *       PBKDF2 runs on a thread (salt_job), cached per salt and iteration
- *       count.  With the leader's SessionLifetimeMs (KIP-368) the next
+ *       PBKDF2 runs on the janitor (sec_sasl_client.h SC2), cached per salt
+ *       and iteration count.  With the leader's SessionLifetimeMs (KIP-368) the next
  *       request after 85 to 95 % of it (at random, as Kafka's clients) is a
  *       new SaslHandshake on
  *       the same connection (bk_fetch_reauth_at; a lifetime past the
@@ -123,7 +123,7 @@
 #include "daemon/cluster/cluster.h"
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_producers.h"
-#include "daemon/security/sec_scram.h"
+#include "daemon/security/sec_sasl_client.h"
 #include "daemon/replication/repl_throttle.h"
 #include "daemon/security/sec_tls.h"
 #include "daemon/replica/replica_logdir.h"
@@ -142,7 +142,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -152,10 +151,6 @@
 #define FE_FETCH_VERSION 11
 /* OffsetForLeaderEpoch v3: ReplicaId and CurrentLeaderEpoch, header v1. */
 #define FE_EPOCH_VERSION 3
-/* SaslHandshake v1 (tokens in SaslAuthenticate, re-authentication
- * allowed); SaslAuthenticate v2 (flexible; SessionLifetimeMs since v1). */
-#define FE_HANDSHAKE_VERSION 1
-#define FE_AUTH_VERSION 2
 /* A re-authentication is started at a random share of the session's
  * lifetime between these thousandths (Kafka's SaslClientAuthenticator:
  * 0.85 + 0.10 * random). */
@@ -226,12 +221,7 @@ typedef struct fe_fetcher {
     int req_cap;
     int16_t api_out;                     /* the API of the request out */
     /* F9: the SASL login on a SASL inter-broker listener */
-    int sasl_step;                       /* tokens sent in this exchange */
-    bool sasl_done_once;                 /* this connection authenticated */
-    scram_client scram;
-    char server_first[512];              /* for SCRAM's AuthMessage */
-    size_t server_first_len;
-    bool salting;                        /* F9: waits for the PBKDF2 worker */
+    bk_sasl_client sasl;
     int64_t reauth_us;                   /* mono; 0: no session lifetime */
     int32_t corrid;
     int64_t max_batch;                   /* largest max.message.bytes followed */
@@ -244,16 +234,10 @@ typedef struct fe_set {
     struct event *recompute;             /* zero-delay, coalesces updates */
     fe_fetcher *fetchers;
     bk_tbucket throttle;                 /* follower.replication.throttled.rate (F7) */
-    /* F9: the SCRAM SaltedPassword of the broker's password for the last
-     * salt and iteration count a leader sent (one credential, in
-     * ZooKeeper, for every leader): PBKDF2 runs once, not per login, and
-     * on a thread of its own (salt_job), never on the loop. */
-    struct fe_salt_job *salt_job;        /* in flight, or NULL */
-    scram_mech salted_mech;
-    uint8_t salted_for[64];
-    size_t salted_for_len;
-    int32_t salted_iterations;
-    uint8_t salted[SCRAM_MAX_KEY];
+    /* F9: the SCRAM SaltedPassword of the broker's password (one
+     * credential, in ZooKeeper, for every leader): PBKDF2 runs once per
+     * salt, not per login, and never on the loop (sec_sasl_client.h SC2). */
+    bk_sasl_keys keys;
 } fe_set;
 
 /* /metrics (bk_fetchers_counters); the loop thread's only. */
@@ -346,11 +330,8 @@ static void close_conn(fe_fetcher *f)
     f->rev = NULL;
     f->in_got = 0;
     f->rcvlowat = 1;
-    f->sasl_step = 0;
-    f->salting = false;
-    f->sasl_done_once = false;
+    bk_sasl_client_reset(&f->sasl);
     f->reauth_us = 0;
-    OPENSSL_cleanse(&f->scram, sizeof f->scram);
     if (f->bev)
         bufferevent_free(f->bev);        /* no callback runs after this */
     f->bev = NULL;
@@ -626,282 +607,63 @@ static void handle_epochs(fe_fetcher *f, kp_rd *r)
     send_fetch(f);
 }
 
-/* ---- the SASL login (F9) --------------------------------------------------------- */
+/* ---- the SASL login (F9: daemon/security/sec_sasl_client.c) ------------------- */
 
 static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void *q);
 
-static bool ib_is_sasl(const bk_broker *b)
+static void sasl_send(void *conn, int16_t api, int16_t version, const void *q)
 {
-    return bk_secproto_is_sasl(b->cfg->listeners[b->cfg->inter_broker_listener].proto);
+    send_request(conn, api, version, q);
 }
 
-/* The login failed: one line naming the leader and what it said, then
- * the usual backoff (conn_fail): the partitions stay unfetched, so this
- * broker stays out of their ISR until a login succeeds. */
-static void sasl_fail(fe_fetcher *f, const char *what)
+static void sasl_conn_fail(void *conn, const char *why)
 {
-    const bk_config *cfg = f->set->b->cfg;
-    char why[1024];
-    snprintf(why, sizeof why, "SASL %s %s as User:%s failed: %s",
-             cfg->sasl_mechanism_inter_broker_protocol,
-             f->sasl_done_once ? "re-authentication" : "authentication", cfg->ib_sasl_user,
-             what);
-    conn_fail(f, why);
+    conn_fail(conn, why);
 }
 
-/* SaslHandshake v1, on a new connection or to re-authenticate. */
+/* Logged in: fetch, and (KIP-368) log in again before the leader's
+ * session ends. */
+static void sasl_authenticated(void *conn, int64_t lifetime_ms)
+{
+    fe_fetcher *f = conn;
+    uint16_t rnd = 0;
+    if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
+        rnd = 0;                                   /* the earliest share */
+    f->reauth_us = bk_fetch_reauth_at(bk_mono_us(), lifetime_ms,
+                                      FE_REAUTH_MIN_PERMILLE +
+                                          rnd % (FE_REAUTH_SPAN_PERMILLE + 1));
+    send_fetch(f);
+}
+
+static const bk_sasl_client_ops sasl_ops = { sasl_send, sasl_conn_fail, sasl_authenticated };
+
 static void sasl_start(fe_fetcher *f)
 {
-    kp_SaslHandshakeRequest q;
-    kp_init_SaslHandshakeRequest(&q);
-    q.Mechanism = kp_str_cstr(f->set->b->cfg->sasl_mechanism_inter_broker_protocol);
-    f->sasl_step = 0;
     f->reauth_us = 0;
-    send_request(f, KP_API_SASL_HANDSHAKE, FE_HANDSHAKE_VERSION, &q);
+    bk_sasl_client_start(&f->sasl);
 }
 
-static void sasl_token(fe_fetcher *f, const char *tok, size_t n)
+/* The SaltedPassword is known (or failed): every fetcher waiting for it
+ * goes on. */
+static void on_salted(void *owner, bool ok)
 {
-    kp_SaslAuthenticateRequest q;
-    kp_init_SaslAuthenticateRequest(&q);
-    q.AuthBytes = (kp_str){ tok, (int32_t)n };
-    f->sasl_step++;
-    send_request(f, KP_API_SASL_AUTHENTICATE, FE_AUTH_VERSION, &q);
-}
-
-/* The first token: PLAIN's "\0user\0password" or SCRAM's client-first. */
-static void sasl_first_token(fe_fetcher *f)
-{
-    const bk_config *cfg = f->set->b->cfg;
-    scram_mech m = scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
-    char tok[SCRAM_MAX_NAME * 3 + 128];
-    int n;
-    if (m == SCRAM_UNKNOWN) {                    /* PLAIN (bk_config_finish) */
-        size_t ul = strlen(cfg->ib_sasl_user), pl = strlen(cfg->ib_sasl_password);
-        tok[0] = 0;
-        memcpy(tok + 1, cfg->ib_sasl_user, ul);
-        tok[1 + ul] = 0;
-        memcpy(tok + 2 + ul, cfg->ib_sasl_password, pl);
-        n = (int)(2 + ul + pl);
-    } else {
-        uint8_t rnd[24];
-        char cnonce[40];
-        if (RAND_bytes(rnd, sizeof rnd) != 1) {
-            conn_fail(f, "no random bytes for a SCRAM nonce");
-            return;
+    fe_set *s = owner;
+    for (fe_fetcher *f = s->fetchers; f; f = f->next)
+        if (f->sasl.salting) {
+            bk_sasl_client_resume(&f->sasl, ok);
+            if (f->sasl.salting)
+                f->state = FE_WAITING;   /* another salt: nothing else is sent */
         }
-        scram_b64_encode(rnd, sizeof rnd, cnonce, sizeof cnonce);  /* no ',' */
-        n = scram_client_first_write(&f->scram, m, cfg->ib_sasl_user, cnonce, tok, sizeof tok);
-    }
-    if (n < 0) {
-        sasl_fail(f, "the user name is too long");
-        return;
-    }
-    sasl_token(f, tok, (size_t)n);
-    OPENSSL_cleanse(tok, sizeof tok);
-}
-
-/* F9: the PBKDF2 of the broker's password for a salt, off the loop: a
- * thread computes it and wakes the loop through `done` (libevent is
- * thread-aware: main.c's evthread_use_pthreads).  One at a time per set;
- * bk_fetchers_stop joins a job still running (it takes a few ms). */
-typedef struct fe_salt_job {
-    fe_set *set;
-    pthread_t thread;
-    struct event *done;
-    scram_mech mech;
-    uint8_t salt[64];
-    size_t salt_len;
-    int32_t iterations;
-    char password[256];
-    uint8_t out[SCRAM_MAX_KEY];
-    int rc;
-} fe_salt_job;
-
-static void *salt_main(void *arg)
-{
-    fe_salt_job *j = arg;
-    j->rc = scram_salted_password(j->mech, j->password, strlen(j->password), j->salt,
-                                  j->salt_len, j->iterations, j->out);
-    event_active(j->done, 0, 0);         /* the last touch of j by this thread */
-    return NULL;
-}
-
-static void salt_job_free(fe_salt_job *j)
-{
-    pthread_join(j->thread, NULL);
-    event_free(j->done);
-    OPENSSL_cleanse(j, sizeof *j);
-    free(j);
-}
-
-static bool salted_cached(const fe_set *s, scram_mech m, const scram_server_first_msg *sf)
-{
-    return s->salted_mech == m && s->salted_iterations == sf->iterations &&
-           s->salted_for_len == sf->salt_len && !memcmp(s->salted_for, sf->salt, sf->salt_len);
-}
-
-static void on_salted(evutil_socket_t fd, short what, void *arg);
-
-/* Starts the PBKDF2 for sf unless one runs already.  0 or -1. */
-static int salt_start(fe_set *s, scram_mech m, const scram_server_first_msg *sf)
-{
-    if (s->salt_job)
-        return 0;                        /* its end resumes every waiter */
-    fe_salt_job *j = calloc(1, sizeof *j);
-    if (!j)
-        return -1;
-    j->set = s;
-    j->mech = m;
-    memcpy(j->salt, sf->salt, sf->salt_len);
-    j->salt_len = sf->salt_len;
-    j->iterations = sf->iterations;
-    snprintf(j->password, sizeof j->password, "%s", s->b->cfg->ib_sasl_password);
-    j->done = event_new(s->b->base, -1, 0, on_salted, j);
-    if (!j->done || pthread_create(&j->thread, NULL, salt_main, j) != 0) {
-        if (j->done)
-            event_free(j->done);
-        free(j);
-        return -1;
-    }
-    s->salt_job = j;
-    return 0;
-}
-
-/* SCRAM's client-final for the server-first kept in f, once the
- * SaltedPassword for its salt is known (else the fetcher waits for it). */
-static void sasl_client_final(fe_fetcher *f)
-{
-    fe_set *s = f->set;
-    scram_mech m = scram_mech_parse(s->b->cfg->sasl_mechanism_inter_broker_protocol);
-    scram_server_first_msg sf;
-    char fin[512];
-    int n;
-    f->salting = false;
-    if (scram_server_first_parse(&f->scram, f->server_first, f->server_first_len, &sf) != 0) {
-        sasl_fail(f, "the leader's server-first message is malformed (or its nonce or "
-                     "iteration count is unacceptable)");
-        return;
-    }
-    if (!salted_cached(s, m, &sf)) {
-        if (salt_start(s, m, &sf) != 0) {
-            conn_fail(f, "cannot start the SCRAM key derivation");
-            return;
-        }
-        f->salting = true;               /* still FE_WAITING: nothing else is sent */
-        f->state = FE_WAITING;
-        return;
-    }
-    n = scram_client_final_write(&f->scram, &sf, f->server_first, f->server_first_len,
-                                 s->salted, fin, sizeof fin);
-    if (n < 0) {
-        sasl_fail(f, "cannot compute the client proof");
-        return;
-    }
-    sasl_token(f, fin, (size_t)n);
-    OPENSSL_cleanse(fin, sizeof fin);
-}
-
-/* The PBKDF2 is done (loop thread): cached, and every fetcher waiting for
- * it goes on (one whose leader sent another salt starts a job again). */
-static void on_salted(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd; (void)what;
-    fe_salt_job *j = arg;
-    fe_set *s = j->set;
-    s->salt_job = NULL;
-    if (j->rc == 0) {
-        memcpy(s->salted, j->out, sizeof s->salted);
-        memcpy(s->salted_for, j->salt, j->salt_len);
-        s->salted_for_len = j->salt_len;
-        s->salted_iterations = j->iterations;
-        s->salted_mech = j->mech;
-    }
-    bool ok = j->rc == 0;
-    salt_job_free(j);
-    for (fe_fetcher *f = s->fetchers; f; f = f->next) {
-        if (!f->salting)
-            continue;
-        if (ok)
-            sasl_client_final(f);
-        else
-            conn_fail(f, "the SCRAM key derivation failed");
-    }
 }
 
 /* An answer of the exchange: the next token, or authenticated → fetch. */
 static void handle_sasl(fe_fetcher *f, kp_rd *r)
 {
-    bk_broker *b = f->set->b;
-    const bk_config *cfg = b->cfg;
-    scram_mech m = scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
-    char msg[300];
     kp_arena_reset(&f->arena);
     f->state = FE_READY;
-    if (f->api_out == KP_API_SASL_HANDSHAKE) {
-        kp_SaslHandshakeResponse h;
-        if (kp_dec_SaslHandshakeResponse(r, FE_HANDSHAKE_VERSION, &h, &f->arena) != 0) {
-            conn_fail(f, "malformed SaslHandshake answer");
-            return;
-        }
-        if (h.ErrorCode != KP_NONE) {
-            size_t at = 0;
-            char offered[200] = "";
-            for (int32_t i = 0; i < h.Mechanisms_count && at < sizeof offered; i++)
-                at += (size_t)snprintf(offered + at, sizeof offered - at, "%s%.*s",
-                                       i ? "," : "", (int)h.Mechanisms[i].len,
-                                       h.Mechanisms[i].p ? h.Mechanisms[i].p : "");
-            snprintf(msg, sizeof msg, "SaslHandshake error %d (the leader offers %s)",
-                     h.ErrorCode, offered[0] ? offered : "no mechanism");
-            sasl_fail(f, msg);
-            return;
-        }
-        sasl_first_token(f);
-        return;
-    }
-    kp_rd_tags(r);                       /* response header v1 (FE_AUTH_VERSION 2) */
-    kp_SaslAuthenticateResponse a;
-    if (kp_dec_SaslAuthenticateResponse(r, FE_AUTH_VERSION, &a, &f->arena) != 0) {
-        conn_fail(f, "malformed SaslAuthenticate answer");
-        return;
-    }
-    if (a.ErrorCode != KP_NONE) {
-        snprintf(msg, sizeof msg, "%.*s (error %d)",
-                 a.ErrorMessage.len > 0 ? (int)a.ErrorMessage.len : 0,
-                 a.ErrorMessage.p ? a.ErrorMessage.p : "", a.ErrorCode);
-        sasl_fail(f, msg);
-        return;
-    }
-    const char *tok = a.AuthBytes.p ? a.AuthBytes.p : "";
-    size_t tlen = a.AuthBytes.len > 0 ? (size_t)a.AuthBytes.len : 0;
-    if (m != SCRAM_UNKNOWN && f->sasl_step == 1) {       /* server-first */
-        if (tlen >= sizeof f->server_first) {
-            sasl_fail(f, "the leader's server-first message is too long");
-            return;
-        }
-        memcpy(f->server_first, tok, tlen);
-        f->server_first_len = tlen;
-        sasl_client_final(f);
-        return;
-    }
-    if (m != SCRAM_UNKNOWN && !scram_client_verify(&f->scram, tok, tlen)) {
-        sasl_fail(f, "the leader's server signature is wrong (it does not hold this user's "
-                     "credential)");
-        return;
-    }
-    OPENSSL_cleanse(&f->scram, sizeof f->scram);
-    if (!f->sasl_done_once)
-        BK_INFO("replica fetcher for broker %d: SASL %s authentication as User:%s succeeded",
-                f->leader, cfg->sasl_mechanism_inter_broker_protocol, cfg->ib_sasl_user);
-    f->sasl_done_once = true;
-    /* KIP-368: log in again before the leader's session ends. */
-    uint16_t rnd = 0;
-    if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
-        rnd = 0;                                   /* the earliest share */
-    f->reauth_us = bk_fetch_reauth_at(bk_mono_us(), a.SessionLifetimeMs,
-                                      FE_REAUTH_MIN_PERMILLE +
-                                          rnd % (FE_REAUTH_SPAN_PERMILLE + 1));
-    send_fetch(f);
+    bk_sasl_client_answer(&f->sasl, f->api_out, r, &f->arena);
+    if (f->sasl.salting)
+        f->state = FE_WAITING;           /* nothing else is sent meanwhile */
 }
 
 static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
@@ -910,7 +672,7 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
     kp_rd r;
     kp_rd_init(&r, frame, len);
     int32_t corrid = kp_rd_i32(&r);
-    if (f->salting) {                    /* F9: no request is out meanwhile */
+    if (f->sasl.salting) {               /* F9: no request is out meanwhile */
         conn_fail(f, "bytes from the leader with no request out");
         return;
     }
@@ -1150,7 +912,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
             return;
         }
         f->state = FE_READY;
-        if (ib_is_sasl(f->set->b))
+        if (bk_sasl_client_wanted(f->set->b))
             sasl_start(f);               /* F9: the login before any Fetch */
         else
             send_fetch(f);
@@ -1457,6 +1219,7 @@ static fe_fetcher *fetcher_get(fe_set *s, int32_t leader)
     }
     kp_buf_init(&f->out);
     kp_arena_init(&f->arena, 0);
+    bk_sasl_client_init(&f->sasl, &s->keys, &sasl_ops, f, leader);
     f->next = s->fetchers;
     s->fetchers = f;
     return f;
@@ -1596,6 +1359,7 @@ int bk_fetchers_start(bk_broker *b)
     if (!s)
         return -1;
     s->b = b;
+    bk_sasl_keys_init(&s->keys, b, on_salted, s);
     /* Inactive, the resolver keeps no event of its own pending: the loop
      * still ends when everything else has. */
     s->dns = evdns_base_new(b->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
@@ -1625,9 +1389,7 @@ void bk_fetchers_stop(bk_broker *b)
         fetcher_free(f);
     }
     event_free(s->recompute);
-    if (s->salt_job)
-        salt_job_free(s->salt_job);      /* joined: a few ms of PBKDF2 at most */
-    OPENSSL_cleanse(s->salted, sizeof s->salted);
+    bk_sasl_keys_free(&s->keys);         /* a job in flight is disowned */
     if (s->dns)
         evdns_base_free(s->dns, 0);
     free(s);
