@@ -86,5 +86,8 @@ int16_t bk_wire_code(int rc);
  * bytes become '?', so "retention.ms\0x" can never pass as "retention.ms".
  * *oom is set when allocation fails (and left alone otherwise). */
 char *bk_slice_dup(kp_str s, bool *oom);
+/* s[0..len) is well-formed UTF-8 (no overlong forms, surrogates, or code
+ * points past U+10FFFF): user names (SASL, SCRAM credentials, znodes). */
+bool bk_utf8_valid(const char *s, size_t len);
 
 #endif
