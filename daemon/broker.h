@@ -61,6 +61,8 @@ struct bk_broker {
     struct bk_tls *tls;              /* TLS contexts, made on first use (sec_tls.c) */
     struct bk_zk *zk;                /* cluster mode: the ZooKeeper session (cluster_zk.c) */
     struct bk_cluster *cl;           /* cluster mode: mirror and controller state */
+    const struct bk_isr_hooks *isr;  /* cluster mode: the ISR's high watermark
+                                        (repl_isr.c); NULL: the log end's */
     struct bk_authz *authz;          /* ACLs, checked in memory (sec_authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct bk_janitor *janitor;      /* unlinks files (replica_janitor.c) */

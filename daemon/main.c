@@ -219,6 +219,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: cannot start the metadata sync worker\n");
         return 1;
     }
+    if (bk_cluster_mode(&b))
+        bk_isr_install(&b);                 /* the HW waits for the ISR */
     if (bk_topics_load(&b) != 0)
         return 1;
     if (bk_broker_configs_init(&b) != 0)    /* dynamic broker configs, live */

@@ -251,6 +251,9 @@ void cl_recovery_free(bk_broker *b);
 void cl_recovery_view_changed(bk_broker *b, bk_partition *p);
 
 /* repl_isr.c */
+/* Cluster mode, before any log opens (main.c): the high watermark after
+ * an append comes from the ISR (replica.h bk_isr_hooks). */
+void bk_isr_install(bk_broker *b);
 /* Writes partition's state znode with a new ISR (same leader and epochs),
  * conditional on the version the mirror shows; the mirror's watch brings
  * it into the view.  why goes into the log line.  0: sent; -1: not (not
