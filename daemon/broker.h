@@ -48,6 +48,13 @@ struct bk_broker {
     bk_topic **topic_hash;           /* by name */
     bk_topic **topic_id_hash;        /* by topic id, same size (V4) */
     size_t topic_hash_size, ntopics;
+    /* cluster mode (view.c; written by cluster/ through bk_view_cluster_*):
+     * the live brokers ascending, the controller, leadership fencing */
+    bool view_clustered;             /* false: standalone answers */
+    struct bk_view_broker *live;
+    int nlive;
+    int32_t controller_id;           /* -1: none */
+    bool fenced;
     /* the local replicas (replica.c): a doubly linked list */
     bk_partition *replicas;
     size_t nreplicas;

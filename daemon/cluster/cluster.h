@@ -67,8 +67,6 @@ struct bk_cluster {
     zj_broker *brokers;
     int nbrokers;
     bool brokers_refreshing, brokers_again;
-    /* /controller, /controller_epoch as mirrored */
-    int32_t controller_id;           /* -1: none */
     /* this broker in the session */
     bool registered;                 /* our /brokers/ids/<id> is this session's */
     bool synced;                     /* a full resync finished in this session */
@@ -121,6 +119,9 @@ void cl_stop(bk_broker *b);
 void cl_topic_applied(bk_broker *b, const char *name);
 /* After the live brokers changed. */
 void cl_brokers_changed(bk_broker *b);
+/* After registered, synced or stalled changed: the view's fenced flag
+ * follows (S1). */
+void cl_fence_update(bk_broker *b);
 /* A ZooKeeper rc as a Kafka error, with words for err. */
 int  cl_zk_error(bk_broker *b, int zrc, const char *what, char *err, size_t errlen);
 
