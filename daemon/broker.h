@@ -70,6 +70,10 @@ struct bk_broker {
     struct bk_cluster *cl;           /* cluster mode: mirror and controller state */
     const struct bk_isr_hooks *isr;  /* cluster mode: the ISR's high watermark
                                         (repl_isr.c); NULL: the log end's */
+    /* cluster mode, set by cl_start: a failed log directory is the
+     * controller's to handle (cluster_logdirs.c); NULL: standalone, it
+     * recovers when writes succeed again (replica_logdir.c) */
+    void (*on_logdir_failed)(bk_broker *b);
     struct bk_authz *authz;          /* ACLs, checked in memory (sec_authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct bk_janitor *janitor;      /* unlinks files (replica_janitor.c) */

@@ -211,6 +211,14 @@ bool cl_broker_dir_failed(bk_broker *b, int32_t id);
 void ctl_logdirs_refresh(bk_broker *b);
 bool ctl_logdirs_path(const char *path);
 void ctl_logdirs_reset(bk_broker *b);
+/* The failed broker's side.  cl_logdir_failed: b->on_logdir_failed (the
+ * fetchers stop, the controller is told).  renotify: tells the controller
+ * again (a new controller, or a notification that could not be written):
+ * Kafka's new controller learns it from its LeaderAndIsr answers; here
+ * the broker says it again.  tick: retries one that could not be written. */
+void cl_logdir_failed(bk_broker *b);
+void bk_logdir_renotify(bk_broker *b);
+void bk_logdir_tick(bk_broker *b);
 
 /* cluster_recovery.c: elections when no ISR member stayed up */
 enum { CTL_REC_NONE, CTL_REC_WAIT, CTL_REC_ELECT };

@@ -823,7 +823,7 @@ static void on_controller(bk_broker *b, const zk_result *r, void *arg)
             ctl_resign(b, "another broker holds /controller");
         if (id != bk_controller_id(b)) {
             BK_INFO("controller: broker %d", (int)id);
-            bk_logdir_renotify(b);                /* a new controller learns it (replica_logdir.c) */
+            bk_logdir_renotify(b);                /* a new controller learns it (cluster_logdirs.c) */
         }
         bk_view_set_controller(b, id);
     } else if (r->rc == ZNONODE) {

@@ -546,7 +546,7 @@ static void on_registration(bk_broker *b, const zk_result *r, void *arg)
         if (!cl->registered) {
             BK_INFO("zookeeper: registered as broker %d (/brokers/ids/%d)",
                     (int)b->cfg->broker_id, (int)b->cfg->broker_id);
-            bk_logdir_renotify(b);    /* a new registration: the controller forgets (replica_logdir.c) */
+            bk_logdir_renotify(b);    /* a new registration: the controller forgets (cluster_logdirs.c) */
         }
         cl->registered = true;
         cl_fence_update(b);
@@ -764,11 +764,13 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
     cl->b = b;
     b->cl = cl;
     bk_view_cluster_start(b);                     /* fenced, no controller yet */
+    b->on_logdir_failed = cl_logdir_failed;
     zk_hooks hooks = { .on_session = on_session, .on_watch = on_watch };
     if (zk_start(b, &hooks, &b->zk, err, errlen) != 0) {
         free(cl);
         b->cl = NULL;
         bk_view_cluster_stop(b);
+        b->on_logdir_failed = NULL;
         return -1;
     }
     cl->zk = b->zk;
@@ -814,4 +816,5 @@ void cl_stop(bk_broker *b)
     free(cl);
     b->cl = NULL;
     bk_view_cluster_stop(b);
+    b->on_logdir_failed = NULL;
 }
