@@ -14,6 +14,8 @@
  * ISR members, the leader's own included.  An ISR member whose log end is
  * not known yet (no fetch since this broker became leader) holds the HW
  * where it is.  Standalone, and with ISR = [leader], that is the log end.
+ * replica_partition.c sets the standalone one itself; cluster mode's is
+ * isr_update_hw, installed by bk_isr_install as replica.h's bk_isr_hooks.
  *
  * ISR changes, each one znode write:
  *
