@@ -66,15 +66,13 @@ KP_MSGS_C := $(BUILD)/gen/kp_msgs.c
 REC_JSON := $(sort $(wildcard protocol/records/*.json))
 KP_RECORDS_H := $(BUILD)/gen/kp_records.h
 PROTO_OBJ := $(call obj,$(PROTO_SRC)) $(BUILD)/obj/gen/kp_msgs.o $(BUILD)/obj/gen/kp_records.o
-# Link order: dependents first.  libadmin sits above libdaemon (main.c
-# starts it; sql_worker.c and admin_http.c call bk_*), with one edge back:
-# daemon/net/net_metrics.c reads sq_printf and sq_messages_bytes_read from the
-# surface.  libadmin is therefore named again after libdaemon; today the
-# second pass pulls only surface objects, which need nothing from libdaemon.
-# Not --start-group: that would also hide any new cycle, and every link
-# rule here takes its libraries as prerequisites ($+ keeps the repeat,
-# where $^ would drop it).
-LIBS_ALL := $(LIBADMIN) $(LIBD) $(LIBADMIN) $(LIBMD) $(LIBSEG) $(LIBKP)
+# Link order: dependents first, each library once.  libadmin sits above
+# libdaemon (main.c starts it; sql_worker.c and admin_http.c call bk_*) and
+# nothing in daemon/ calls back into admin/ (the /metrics text is written
+# with protocol/'s kp_buf_printf; admin_http.c adds the surface's own
+# counter).  Not --start-group: that would hide a new cycle, which should
+# fail the link instead.
+LIBS_ALL := $(LIBADMIN) $(LIBD) $(LIBMD) $(LIBSEG) $(LIBKP)
 
 SLUICED := $(BUILD)/sluiced
 # clients/: libsluice (static + shared) and the tools in clients/tools/.

@@ -227,8 +227,8 @@ static void grant(bk_broker *b, struct evhttp_request *req, const char *principa
     }
     kp_buf o;
     kp_buf_init(&o);
-    sq_printf(&o, "Error: %s may not use this endpoint: it needs DESCRIBE (to read) or "
-              "ALTER (to write) on the cluster (kafka-cluster)\n", principal);
+    kp_buf_printf(&o, "Error: %s may not use this endpoint: it needs DESCRIBE (to read) or "
+                  "ALTER (to write) on the cluster (kafka-cluster)\n", principal);
     reply_text(req, 403, "Forbidden", "text/plain; charset=utf-8", o.data, o.len);
     kp_buf_free(&o);
 }
@@ -420,6 +420,17 @@ static void metrics_done(sq_job *j)
     sq_job_free(j);
 }
 
+/* The surface's own counter, after the loop's metrics (bk_metrics_render):
+ * daemon/ renders only what daemon/ owns. */
+static void render_sql_metrics(kp_buf *o)
+{
+    kp_buf_printf(o, "# HELP sluice_sql_messages_bytes_read_total Bytes read from segment "
+                  "files by SQL queries on the messages table.\n"
+                  "# TYPE sluice_sql_messages_bytes_read_total counter\n"
+                  "sluice_sql_messages_bytes_read_total %lld\n",
+                  atomic_load(&sq_messages_bytes_read));
+}
+
 static void serve_metrics(bk_broker *b, struct evhttp_request *req, int access,
                           const char *principal)
 {
@@ -433,6 +444,7 @@ static void serve_metrics(bk_broker *b, struct evhttp_request *req, int access,
     j->done = metrics_done;
     kp_buf_init(&j->res.out);
     bk_metrics_render(b, &j->res.out);
+    render_sql_metrics(&j->res.out);
     attach(j, req);
     sq_submit(b, j);
 }
@@ -470,20 +482,20 @@ static void sql_done(sq_job *j)
     } else if (j->format == SQ_FMT_JSON) {
         kp_buf o;
         kp_buf_init(&o);
-        sq_printf(&o, "{\"error\":\"");
+        kp_buf_printf(&o, "{\"error\":\"");
         for (const char *p = j->res.err; *p; p++) {
             if (*p == '"' || *p == '\\')
                 kp_wr_raw(&o, "\\", 1);
             if ((unsigned char)*p >= 0x20)
                 kp_wr_raw(&o, p, 1);
         }
-        sq_printf(&o, "\"}\n");
+        kp_buf_printf(&o, "\"}\n");
         reply_text(req, 400, "Bad Request", content_type(j->format), o.data, o.len);
         kp_buf_free(&o);
     } else {
         kp_buf o;
         kp_buf_init(&o);
-        sq_printf(&o, "Error: %s\n", j->res.err);
+        kp_buf_printf(&o, "Error: %s\n", j->res.err);
         reply_text(req, 400, "Bad Request", "text/plain; charset=utf-8", o.data, o.len);
         kp_buf_free(&o);
     }

@@ -166,7 +166,7 @@ static void put_json_string(kp_buf *o, const char *s, size_t n)
         } else if (ch == '\t') {
             kp_wr_raw(o, "\\t", 2);
         } else if (ch < 0x20) {
-            sq_printf(o, "\\u%04x", ch);
+            kp_buf_printf(o, "\\u%04x", ch);
         } else {
             kp_wr_raw(o, &s[i], 1);
         }
@@ -190,7 +190,7 @@ static void put_json_value(kp_buf *o, sqlite3_stmt *st, int i)
         if (d != d || d - d != 0)                       /* NaN, inf: not JSON */
             kp_wr_raw(o, "null", 4);
         else
-            sq_printf(o, "%.17g", d);
+            kp_buf_printf(o, "%.17g", d);
     } else {
         size_t n;
         bool hex;
@@ -311,7 +311,7 @@ static int run_table(sq_conn *c, sqlite3_stmt *st, int ncol, bool headers,
         if (headers) {
             for (int i = 0; i < ncol; i++) {
                 const char *nm = sqlite3_column_name(st, i);
-                sq_printf(o, "%s%s", i ? "  " : "", nm);
+                kp_buf_printf(o, "%s%s", i ? "  " : "", nm);
                 if (i + 1 < ncol)
                     for (size_t k = width(nm, strlen(nm)); k < w[i]; k++)
                         kp_wr_raw(o, " ", 1);
@@ -405,7 +405,7 @@ static int run_stream(sq_conn *c, sqlite3_stmt *st, int ncol, int format,
             if (rows > 1)
                 kp_wr_raw(o, "\n", 1);
             for (int i = 0; i < ncol; i++) {
-                sq_printf(o, "%*s = ", (int)wmax, sqlite3_column_name(st, i));
+                kp_buf_printf(o, "%*s = ", (int)wmax, sqlite3_column_name(st, i));
                 put_plain(o, st, i, "NULL");
                 kp_wr_raw(o, "\n", 1);
             }

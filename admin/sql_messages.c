@@ -417,7 +417,7 @@ static void json_str(kp_buf *o, kp_str s)
     if (!utf8_ok(s.p, s.len)) {                /* binary: hex, as the formats do */
         kp_wr_raw(o, "\"x'", 3);
         for (int32_t i = 0; i < s.len; i++)
-            sq_printf(o, "%02x", (uint8_t)s.p[i]);
+            kp_buf_printf(o, "%02x", (uint8_t)s.p[i]);
         kp_wr_raw(o, "'\"", 2);
         return;
     }
@@ -425,7 +425,7 @@ static void json_str(kp_buf *o, kp_str s)
     for (int32_t i = 0; i < s.len; i++) {
         unsigned char ch = (unsigned char)s.p[i];
         if (ch == '"' || ch == '\\') { char e[2] = { '\\', (char)ch }; kp_wr_raw(o, e, 2); }
-        else if (ch < 0x20) sq_printf(o, "\\u%04x", ch);
+        else if (ch < 0x20) kp_buf_printf(o, "\\u%04x", ch);
         else kp_wr_raw(o, &s.p[i], 1);
     }
     kp_wr_raw(o, "\"", 1);

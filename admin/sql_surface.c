@@ -41,28 +41,6 @@ int64_t sq_mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-void sq_printf(kp_buf *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        kp_wr_raw(b, small, (size_t)n);
-        return;
-    }
-    uint8_t *p = kp_buf_reserve(b, (size_t)n + 1);
-    if (!p)
-        return;
-    va_start(ap, fmt);
-    vsnprintf((char *)p, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
 /* ---- the operator surface ------------------------------------------------------ */
 static const char surface_sql[] =
     /* Endpoints as registered in cluster mode; standalone stores none and

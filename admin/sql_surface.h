@@ -173,9 +173,6 @@ typedef struct sq_result {
 void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *res);
 void sq_result_free(sq_result *res);
 
-/* Small formatted append to a kp_buf. */
-void sq_printf(kp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* ---- internals shared by the sql_*.c files of the surface ------------------ */
 struct sq_conn {
     struct sqlite3 *db;

@@ -564,15 +564,15 @@ static void run_metrics(sq_conn *c, sq_job *j)
     kp_buf *o = &j->res.out;
     if (sqlite3_prepare_v2(sq_db(c), "SELECT group_id, topic, partition, lag, committed "
                            "FROM consumer_lag ORDER BY 1, 2, 3", -1, &st, NULL) != SQLITE_OK) {
-        sq_printf(o, "# consumer lag unavailable: %s\n", sqlite3_errmsg(sq_db(c)));
+        kp_buf_printf(o, "# consumer lag unavailable: %s\n", sqlite3_errmsg(sq_db(c)));
         return;
     }
-    sq_printf(o, "# HELP sluice_consumer_group_lag Messages between a group's committed "
-              "offset and the high watermark.\n# TYPE sluice_consumer_group_lag gauge\n");
+    kp_buf_printf(o, "# HELP sluice_consumer_group_lag Messages between a group's committed "
+                  "offset and the high watermark.\n# TYPE sluice_consumer_group_lag gauge\n");
     kp_buf second;
     kp_buf_init(&second);
-    sq_printf(&second, "# HELP sluice_consumer_group_committed_offset The group's "
-              "committed offset.\n# TYPE sluice_consumer_group_committed_offset gauge\n");
+    kp_buf_printf(&second, "# HELP sluice_consumer_group_committed_offset The group's "
+                  "committed offset.\n# TYPE sluice_consumer_group_committed_offset gauge\n");
     while (sqlite3_step(st) == SQLITE_ROW) {
         /* Group ids are free text: escape for the label syntax. */
         char gid[512];
@@ -586,11 +586,11 @@ static void run_metrics(sq_conn *c, sq_job *j)
         gid[k] = 0;
         const char *topic = (const char *)sqlite3_column_text(st, 1);
         int part = sqlite3_column_int(st, 2);
-        sq_printf(o, "sluice_consumer_group_lag{group=\"%s\",topic=\"%s\",partition=\"%d\"} %lld\n",
-                  gid, topic, part, (long long)sqlite3_column_int64(st, 3));
-        sq_printf(&second, "sluice_consumer_group_committed_offset{group=\"%s\",topic=\"%s\","
-                  "partition=\"%d\"} %lld\n", gid, topic, part,
-                  (long long)sqlite3_column_int64(st, 4));
+        kp_buf_printf(o, "sluice_consumer_group_lag{group=\"%s\",topic=\"%s\",partition=\"%d\"} %lld\n",
+                      gid, topic, part, (long long)sqlite3_column_int64(st, 3));
+        kp_buf_printf(&second, "sluice_consumer_group_committed_offset{group=\"%s\",topic=\"%s\","
+                      "partition=\"%d\"} %lld\n", gid, topic, part,
+                      (long long)sqlite3_column_int64(st, 4));
     }
     sqlite3_finalize(st);
     kp_wr_raw(o, second.data, second.len);

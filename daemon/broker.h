@@ -50,6 +50,13 @@ struct bk_broker {
     bk_topic **topic_hash;           /* by name */
     bk_topic **topic_id_hash;        /* by topic id, same size (view.c V4) */
     size_t topic_hash_size, ntopics;
+    /* cluster mode (view.c; written by cluster/ through bk_view_cluster_*):
+     * the live brokers ascending, the controller, leadership fencing */
+    bool view_clustered;             /* false: standalone answers */
+    struct bk_view_broker *live;
+    int nlive;
+    int32_t controller_id;           /* -1: none */
+    bool fenced;
     /* the local replicas (replica.c): a doubly linked list */
     bk_partition *replicas;
     size_t nreplicas;
@@ -64,6 +71,12 @@ struct bk_broker {
     struct bk_zk *zk;                /* cluster mode: the ZooKeeper session (cluster_zk.c) */
     struct bk_cluster *cl;           /* cluster mode: mirror and controller state */
     const struct bk_store *store;    /* where facts are written (daemon/view/view_store.h) */
+    const struct bk_isr_hooks *isr;  /* cluster mode: the ISR's high watermark
+                                        (repl_isr.c); NULL: the log end's */
+    /* cluster mode, set by cl_start: a failed log directory is the
+     * controller's to handle (cluster_logdirs.c); NULL: standalone, it
+     * recovers when writes succeed again (replica_logdir.c) */
+    void (*on_logdir_failed)(bk_broker *b);
     struct bk_authz *authz;          /* ACLs, checked in memory (sec_authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct bk_janitor *janitor;      /* unlinks files (replica_janitor.c) */
@@ -96,5 +109,8 @@ int16_t bk_wire_code(int rc);
  * bytes become '?', so "retention.ms\0x" can never pass as "retention.ms".
  * *oom is set when allocation fails (and left alone otherwise). */
 char *bk_slice_dup(kp_str s, bool *oom);
+/* s[0..len) is well-formed UTF-8 (no overlong forms, surrogates, or code
+ * points past U+10FFFF): user names (SASL, SCRAM credentials, znodes). */
+bool bk_utf8_valid(const char *s, size_t len);
 
 #endif

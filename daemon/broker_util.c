@@ -105,3 +105,33 @@ int bk_req_encoded(bk_req *r, const char *api, int rc)
     BK_ERROR("%s v%d: response not encodable (%d)", api, r->hdr.RequestApiVersion, rc);
     return BK_CLOSE;
 }
+
+bool bk_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        unsigned c = *p++;
+        int more;
+        unsigned cp, min;
+        if (c < 0x80)
+            continue;
+        if (c >= 0xc2 && c <= 0xdf)
+            more = 1, cp = c & 0x1f, min = 0x80;
+        else if (c >= 0xe0 && c <= 0xef)
+            more = 2, cp = c & 0x0f, min = 0x800;
+        else if (c >= 0xf0 && c <= 0xf4)
+            more = 3, cp = c & 0x07, min = 0x10000;
+        else
+            return false;
+        if (end - p < more)
+            return false;
+        for (int i = 0; i < more; i++, p++) {
+            if ((*p & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (*p & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+    }
+    return true;
+}

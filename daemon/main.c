@@ -221,6 +221,8 @@ int main(int argc, char **argv)
         return 1;
     }
     b.store = bk_cluster_mode(&b) ? &cl_store_zk : &bk_store_sqlite;   /* view_store.h S4 */
+    if (bk_cluster_mode(&b))
+        bk_isr_install(&b);                 /* the HW waits for the ISR */
     if (bk_topics_load(&b) != 0)
         return 1;
     if (bk_broker_configs_init(&b) != 0)    /* dynamic broker configs, live */

@@ -11,6 +11,8 @@
  *   3. All integers are written byte by byte (big-endian), never through a
  *      cast pointer, so alignment never matters.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +61,30 @@ uint8_t *kp_buf_reserve(kp_buf *b, size_t n)
     b->data = d;
     b->cap = cap;
     return d + b->len;
+}
+
+/* Short texts (a metric line, an error) go through a stack buffer: one
+ * vsnprintf; longer ones are formatted again in place. */
+void kp_buf_printf(kp_buf *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        kp_wr_raw(b, small, (size_t)n);
+        return;
+    }
+    uint8_t *p = kp_buf_reserve(b, (size_t)n + 1);
+    if (!p)
+        return;
+    va_start(ap, fmt);
+    vsnprintf((char *)p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
 }
 
 void kp_wr_raw(kp_buf *b, const void *p, size_t n)

@@ -154,6 +154,8 @@ void kp_buf_free(kp_buf *b);
 static inline void kp_buf_reset(kp_buf *b) { b->len = 0; b->err = 0; }
 /* Makes room for n more bytes; returns a pointer to them (len unchanged) or NULL. */
 uint8_t *kp_buf_reserve(kp_buf *b, size_t n);
+/* Formatted text appended (the /metrics text, admin answers). */
+void kp_buf_printf(kp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void kp_wr_raw(kp_buf *b, const void *p, size_t n);
 void kp_wr_i8(kp_buf *b, int8_t v);

@@ -78,8 +78,6 @@ struct bk_cluster {
     zj_broker *brokers;
     int nbrokers;
     bool brokers_refreshing, brokers_again;
-    /* /controller, /controller_epoch as mirrored */
-    int32_t controller_id;           /* -1: none */
     /* this broker in the session */
     bool registered;                 /* our /brokers/ids/<id> is this session's */
     bool synced;                     /* a full resync finished in this session */
@@ -132,6 +130,9 @@ void cl_stop(bk_broker *b);
 void cl_topic_applied(bk_broker *b, const char *name);
 /* After the live brokers changed. */
 void cl_brokers_changed(bk_broker *b);
+/* After registered, synced or stalled changed: the view's fenced flag
+ * follows (S1). */
+void cl_fence_update(bk_broker *b);
 /* A ZooKeeper rc as a Kafka error, with words for err. */
 int  cl_zk_error(bk_broker *b, int zrc, const char *what, char *err, size_t errlen);
 
@@ -229,6 +230,14 @@ bool cl_broker_dir_failed(bk_broker *b, int32_t id);
 void ctl_logdirs_refresh(bk_broker *b);
 bool ctl_logdirs_path(const char *path);
 void ctl_logdirs_reset(bk_broker *b);
+/* The failed broker's side.  cl_logdir_failed: b->on_logdir_failed (the
+ * fetchers stop, the controller is told).  renotify: tells the controller
+ * again (a new controller, or a notification that could not be written):
+ * Kafka's new controller learns it from its LeaderAndIsr answers; here
+ * the broker says it again.  tick: retries one that could not be written. */
+void cl_logdir_failed(bk_broker *b);
+void bk_logdir_renotify(bk_broker *b);
+void bk_logdir_tick(bk_broker *b);
 
 /* cluster_recovery.c: elections when no ISR member stayed up */
 enum { CTL_REC_NONE, CTL_REC_WAIT, CTL_REC_ELECT };
@@ -270,6 +279,9 @@ void cl_recovery_free(bk_broker *b);
 void cl_recovery_view_changed(bk_broker *b, bk_partition *p);
 
 /* repl_isr.c */
+/* Cluster mode, before any log opens (main.c): the high watermark after
+ * an append comes from the ISR (replica.h bk_isr_hooks). */
+void bk_isr_install(bk_broker *b);
 /* Writes partition's state znode with a new ISR (same leader and epochs),
  * conditional on the version the mirror shows; the mirror's watch brings
  * it into the view.  why goes into the log line.  0: sent; -1: not (not

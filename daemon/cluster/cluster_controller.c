@@ -79,10 +79,10 @@ static void become_active(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     cl->active = true;
-    cl->controller_id = b->cfg->broker_id;
+    bk_view_set_controller(b, b->cfg->broker_id);
     BK_INFO("controller: this broker (%d) is the controller, epoch %d",
             (int)b->cfg->broker_id, (int)cl->epoch);
-    md_controller_set(b->db, cl->controller_id, cl->epoch);
+    md_controller_set(b->db, bk_controller_id(b), cl->epoch);
     /* The mirror is current as far as watches go; it is checked with two
      * listings (brokers, topics), not by reading every partition again,
      * so the first elections see who is alive now. */

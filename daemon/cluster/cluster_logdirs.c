@@ -40,6 +40,8 @@
 #include "daemon/cluster/cluster.h"
 #include "daemon/replica/replica_logdir.h"
 
+#include "daemon/replication/repl_fetcher.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,4 +169,65 @@ void ctl_logdirs_reset(bk_broker *b)
 {
     offline.n = 0;
     bk_logdir_renotify(b);
+}
+
+/* ---- the failed broker's half: telling the controller (replica_logdir.c's note) --------- */
+
+#define LOGDIR_EVENT_PATH "/log_dir_event_notification/log_dir_event_"
+#define LOGDIR_EVENT_FAILURE 1           /* Kafka's LogDirFailure */
+
+static bool notify_pending;              /* the controller still to be told */
+static bool notify_in_flight;
+
+static void on_event_created(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    notify_in_flight = false;
+    if (r->rc == ZOK) {
+        BK_INFO("log directory %s: the controller is told (%s)", b->data_dir,
+                LOGDIR_EVENT_PATH "<seq>");
+        return;
+    }
+    /* Connection lost or the session expired: the next controller change
+     * or cluster tick writes it again (a duplicate is harmless: the
+     * controller's handling is idempotent).  Said once, not every tick. */
+    static bool warned;
+    if (!warned)
+        BK_WARN("log directory %s: cannot tell the controller yet (%s); retrying",
+                b->data_dir, zk_rc_str(r->rc));
+    warned = true;
+    notify_pending = true;
+}
+
+void bk_logdir_renotify(bk_broker *b)
+{
+    if (!bk_logdir_failed() || !b->cl || !b->zk)
+        return;
+    notify_pending = true;
+    if (notify_in_flight || !zk_connected(b->zk))
+        return;
+    kp_buf out;
+    kp_buf_init(&out);
+    if (zj_log_dir_event_format(b->cfg->broker_id, LOGDIR_EVENT_FAILURE, &out) == 0) {
+        notify_pending = false;
+        notify_in_flight = true;
+        zk_create(b->zk, LOGDIR_EVENT_PATH, (const char *)out.data, (int)out.len,
+                  ZOO_SEQUENCE, on_event_created, NULL);
+    }
+    kp_buf_free(&out);
+}
+
+/* b->on_logdir_failed in cluster mode (installed by cl_start): this
+ * broker follows nothing from now on, and the controller is told. */
+void cl_logdir_failed(bk_broker *b)
+{
+    bk_fetchers_update(b);
+    bk_logdir_renotify(b);
+}
+
+/* The cluster tick: a notification that could not be written. */
+void bk_logdir_tick(bk_broker *b)
+{
+    if (notify_pending)
+        bk_logdir_renotify(b);
 }

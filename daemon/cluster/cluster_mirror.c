@@ -137,6 +137,7 @@ void mr_free(bk_broker *b)
     free(cl->brokers);
     cl->brokers = NULL;
     cl->nbrokers = 0;
+    bk_view_set_brokers(b, NULL, 0);
 }
 
 /* ---- one topic ---------------------------------------------------------------------------- */
@@ -643,6 +644,38 @@ static int cmp_broker(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* The view's copy of the live brokers: what Metadata and assignment ask
+ * (id, endpoints, rack), the rest (czxid, timestamps) staying here.  Out
+ * of memory the view keeps the list it had, as a failed fetch does. */
+static void publish_brokers(bk_broker *b)
+{
+    bk_cluster *cl = b->cl;
+    int n = cl->nbrokers;
+    bk_view_broker *v = n > 0 ? calloc((size_t)n, sizeof *v) : NULL;
+    if (n > 0 && !v) {
+        BK_ERROR("zookeeper: out of memory: the view keeps the brokers it had");
+        return;
+    }
+    _Static_assert(sizeof v->host == sizeof cl->brokers->host &&
+                   sizeof v->rack == sizeof cl->brokers->rack &&
+                   sizeof v->eps == sizeof cl->brokers->eps &&
+                   BK_VIEW_EPS_MAX == ZJ_EPS_MAX, "bk_view_broker mirrors zj_broker");
+    for (int i = 0; i < n; i++) {
+        const zj_broker *z = &cl->brokers[i];
+        v[i].id = z->id;
+        v[i].port = z->port;
+        memcpy(v[i].host, z->host, sizeof v[i].host);
+        memcpy(v[i].rack, z->rack, sizeof v[i].rack);
+        v[i].neps = z->neps;
+        for (int e = 0; e < z->neps && e < BK_VIEW_EPS_MAX; e++) {
+            memcpy(v[i].eps[e].name, z->eps[e].name, sizeof v[i].eps[e].name);
+            memcpy(v[i].eps[e].host, z->eps[e].host, sizeof v[i].eps[e].host);
+            v[i].eps[e].port = z->eps[e].port;
+        }
+    }
+    bk_view_set_brokers(b, v, n);
+}
+
 static void brokers_finish(bk_broker *b, brokers_fetch *f)
 {
     bk_cluster *cl = b->cl;
@@ -656,6 +689,7 @@ static void brokers_finish(bk_broker *b, brokers_fetch *f)
         cl->brokers = f->list;
         cl->nbrokers = m;
         f->list = NULL;
+        publish_brokers(b);
         md_broker_row rows[CL_MAX_BROKERS];
         int nrows = m < CL_MAX_BROKERS ? m : CL_MAX_BROKERS;
         for (int i = 0; i < nrows; i++)
@@ -771,7 +805,7 @@ static void on_controller_epoch(bk_broker *b, const zk_result *r, void *arg)
                                        &epoch, err, sizeof err) != 0)
         epoch = 0;
     if (r->rc == ZOK || r->rc == ZNONODE)
-        md_controller_set(b->db, b->cl->controller_id, epoch);
+        md_controller_set(b->db, bk_controller_id(b), epoch);
 }
 
 static void on_controller(bk_broker *b, const zk_result *r, void *arg)
@@ -787,15 +821,15 @@ static void on_controller(bk_broker *b, const zk_result *r, void *arg)
         bool ours = id == b->cfg->broker_id && r->stat.ephemeralOwner == zk_session_id(b->zk);
         if (cl->active && !ours)
             ctl_resign(b, "another broker holds /controller");
-        if (id != cl->controller_id) {
+        if (id != bk_controller_id(b)) {
             BK_INFO("controller: broker %d", (int)id);
-            bk_logdir_renotify(b);                /* a new controller learns it (replica_logdir.c) */
+            bk_logdir_renotify(b);                /* a new controller learns it (cluster_logdirs.c) */
         }
-        cl->controller_id = id;
+        bk_view_set_controller(b, id);
     } else if (r->rc == ZNONODE) {
-        if (cl->controller_id != -1)
-            BK_INFO("controller: none (broker %d is gone); electing", (int)cl->controller_id);
-        cl->controller_id = -1;
+        if (bk_controller_id(b) != -1)
+            BK_INFO("controller: none (broker %d is gone); electing", (int)bk_controller_id(b));
+        bk_view_set_controller(b, -1);
         if (cl->active)
             ctl_resign(b, "/controller vanished");
         zk_exists(b->zk, "/controller", true, on_controller_watched, NULL);
@@ -845,6 +879,7 @@ void mr_resync_done(bk_broker *b)
     if (!cl->synced)
         BK_INFO("zookeeper: mirror in step (%zu topics)", b->ntopics);
     cl->synced = true;
+    cl_fence_update(b);
     if (cl->resync_again) {
         cl->resync_again = false;
         mr_resync(b);

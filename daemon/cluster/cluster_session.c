@@ -174,8 +174,7 @@ void cl_brokers_changed(bk_broker *b)
 {
     ctl_leaders_brokers_changed(b);
     ctl_reconcile(b, NULL);
-    bk_cluster *cl = b->cl;
-    if (cl->controller_id < 0)
+    if (bk_controller_id(b) < 0)
         ctl_elect(b);
     bk_fetchers_update(b);
 }
@@ -547,9 +546,10 @@ static void on_registration(bk_broker *b, const zk_result *r, void *arg)
         if (!cl->registered) {
             BK_INFO("zookeeper: registered as broker %d (/brokers/ids/%d)",
                     (int)b->cfg->broker_id, (int)b->cfg->broker_id);
-            bk_logdir_renotify(b);    /* a new registration: the controller forgets (replica_logdir.c) */
+            bk_logdir_renotify(b);    /* a new registration: the controller forgets (cluster_logdirs.c) */
         }
         cl->registered = true;
+        cl_fence_update(b);
         cl->register_retry_us = 0;
         cl_recovery_registered(b, r->stat.czxid);
         ctl_elect(b);
@@ -656,6 +656,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                     (unsigned long long)zk_session_id(b->zk), zk_servers(b->zk));
             cl->registered = cl->synced = false;
             cl->stalled = false;
+            cl_fence_update(b);
             mr_resync_reset(b);
             register_broker(b);
             zk_get(b->zk, "/cluster/id", false, on_cluster_id, NULL);
@@ -678,16 +679,17 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                 "and may have moved its partitions, so it stops acting as leader now, "
                 "and registers again with a new session");
         cl->registered = cl->synced = false;
+        cl_fence_update(b);
         ctl_resign(b, "the ZooKeeper session expired");
         bk_fetchers_update(b);           /* follows nothing until in step (repl_fetcher.c F5) */
         break;
     }
 }
 
-bool bk_cluster_fenced(bk_broker *b)
+void cl_fence_update(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
-    return !cl->registered || !cl->synced || cl->stalled;     /* S1 */
+    bk_view_set_fenced(b, !cl->registered || !cl->synced || cl->stalled);   /* S1 */
 }
 
 static void on_probe(bk_broker *b, const zk_result *r, void *arg)
@@ -698,9 +700,11 @@ static void on_probe(bk_broker *b, const zk_result *r, void *arg)
         return;
     if (r->rc == ZOK && r->stat.ephemeralOwner == zk_session_id(b->zk)) {
         cl->stalled = false;
+        cl_fence_update(b);
         BK_INFO("zookeeper: the session survived the stall; acting as leader again");
     } else if (r->rc == ZNONODE && cl->registered) {
         cl->registered = false;
+        cl_fence_update(b);
         register_broker(b);
     }
 }
@@ -716,6 +720,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     int64_t limit = (int64_t)b->cfg->zookeeper_session_timeout_ms * 1000 * 2 / 3;
     if (gap > limit && !cl->stalled && cl->registered) {
         cl->stalled = true;
+        cl_fence_update(b);
         BK_WARN("zookeeper: this broker stood still for %lld ms, longer than ZooKeeper "
                 "waits for it; not acting as leader until ZooKeeper confirms its session",
                 (long long)(gap / 1000));
@@ -729,7 +734,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         cl->register_retry_us = 0;
         register_broker(b);
     }
-    if (cl->registered && cl->controller_id < 0 && !cl->active)
+    if (cl->registered && bk_controller_id(b) < 0 && !cl->active)
         ctl_elect(b);
     static int n;
     if (cl->active && ++n % 50 == 0)
@@ -757,12 +762,15 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     cl->b = b;
-    cl->controller_id = -1;
     b->cl = cl;
+    bk_view_cluster_start(b);                     /* fenced, no controller yet */
+    b->on_logdir_failed = cl_logdir_failed;
     zk_hooks hooks = { .on_session = on_session, .on_watch = on_watch };
     if (zk_start(b, &hooks, &b->zk, err, errlen) != 0) {
         free(cl);
         b->cl = NULL;
+        bk_view_cluster_stop(b);
+        b->on_logdir_failed = NULL;
         return -1;
     }
     cl->zk = b->zk;
@@ -811,4 +819,6 @@ void cl_stop(bk_broker *b)
     cl_recovery_free(b);
     free(cl);
     b->cl = NULL;
+    bk_view_cluster_stop(b);
+    b->on_logdir_failed = NULL;
 }

@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/broker.h"
 #include "metadata/md.h"
 #include "protocol/kp.h"
 
@@ -149,9 +150,13 @@ int zj_log_dir_event_format(int32_t broker, int32_t event, kp_buf *out);
  * is URLDecoder's ('+' is ' '): -1 for a malformed %, or a NUL. */
 int zj_sanitize(const char *name, char *out, size_t cap);
 int zj_desanitize(const char *name, char *out, size_t cap);
-/* s[0..len) is well-formed UTF-8 (no overlong forms, surrogates, or code
- * points past U+10FFFF). */
-bool zj_utf8_valid(const char *s, size_t len);
+/* User names read from znodes are checked as SASL checks them: the check
+ * is daemon/broker_util.c's (bk_utf8_valid); this name stays for the
+ * callers here until the prefix rename. */
+static inline bool zj_utf8_valid(const char *s, size_t len)
+{
+    return bk_utf8_valid(s, len);
+}
 
 /* ---- /kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/<Type>/<name> -------- */
 /* {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow",

@@ -22,7 +22,6 @@
 #include "daemon/md_sync.h"
 #include "daemon/security/sec_sasl.h"
 #include "daemon/replica/replica_logdir.h"
-#include "admin/sql_surface.h"
 
 #define NBUCKETS 14
 static const int64_t bucket_us[NBUCKETS] = {
@@ -91,15 +90,15 @@ static void histogram(kp_buf *o, const char *name, const char *labels,
     uint64_t cum = 0;
     for (int i = 0; i < NBUCKETS; i++) {
         cum += buckets[i];
-        sq_printf(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, labels[0] ? "," : "",
-                  (double)bucket_us[i] / 1e6, (unsigned long long)cum);
+        kp_buf_printf(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, labels[0] ? "," : "",
+                      (double)bucket_us[i] / 1e6, (unsigned long long)cum);
     }
-    sq_printf(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, labels[0] ? "," : "",
-              (unsigned long long)count);
-    sq_printf(o, "%s_sum%s%s%s %.6f\n", name, labels[0] ? "{" : "", labels,
-              labels[0] ? "}" : "", (double)sum_us / 1e6);
-    sq_printf(o, "%s_count%s%s%s %llu\n", name, labels[0] ? "{" : "", labels,
-              labels[0] ? "}" : "", (unsigned long long)count);
+    kp_buf_printf(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, labels[0] ? "," : "",
+                  (unsigned long long)count);
+    kp_buf_printf(o, "%s_sum%s%s%s %.6f\n", name, labels[0] ? "{" : "", labels,
+                  labels[0] ? "}" : "", (double)sum_us / 1e6);
+    kp_buf_printf(o, "%s_count%s%s%s %llu\n", name, labels[0] ? "{" : "", labels,
+                  labels[0] ? "}" : "", (unsigned long long)count);
 }
 
 struct part_metric { const char *name, *help, *type; };
@@ -164,42 +163,42 @@ static void render_replication(bk_broker *b, kp_buf *o)
     uint64_t shrinks, expands, ahead, dropped;
     cl_isr_counters(&shrinks, &expands);
     bk_fetchers_counters(&ahead, &dropped);
-    sq_printf(o, "# HELP kafka_server_replicamanager_underreplicatedpartitions Partitions led "
-              "here whose ISR is smaller than their replicas (UnderReplicatedPartitions).\n"
-              "# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
-              "kafka_server_replicamanager_underreplicatedpartitions %lld\n"
-              "# HELP kafka_controller_kafkacontroller_offlinepartitionscount Partitions "
-              "without a live leader; reported by the active controller "
-              "(OfflinePartitionsCount).\n"
-              "# TYPE kafka_controller_kafkacontroller_offlinepartitionscount gauge\n"
-              "kafka_controller_kafkacontroller_offlinepartitionscount %lld\n"
-              "# HELP kafka_controller_kafkacontroller_activecontrollercount 1 on the active "
-              "controller (ActiveControllerCount).\n"
-              "# TYPE kafka_controller_kafkacontroller_activecontrollercount gauge\n"
-              "kafka_controller_kafkacontroller_activecontrollercount %d\n"
-              "# HELP kafka_server_replicamanager_isrshrinks_total ISR shrinks this broker "
-              "wrote (IsrShrinksPerSec).\n"
-              "# TYPE kafka_server_replicamanager_isrshrinks_total counter\n"
-              "kafka_server_replicamanager_isrshrinks_total %llu\n"
-              "# HELP kafka_server_replicamanager_isrexpands_total ISR expansions this broker "
-              "wrote (IsrExpandsPerSec).\n"
-              "# TYPE kafka_server_replicamanager_isrexpands_total counter\n"
-              "kafka_server_replicamanager_isrexpands_total %llu\n"
-              "# HELP kafka_server_replicafetchermanager_maxlag Messages the furthest-behind "
-              "follower of a partition led here lacks (MaxLag).\n"
-              "# TYPE kafka_server_replicafetchermanager_maxlag gauge\n"
-              "kafka_server_replicafetchermanager_maxlag %lld\n"
-              "# HELP sluice_replica_fetches_ahead_total Fetches this broker's replica "
-              "fetchers sent before appending the answer before them (far behind).\n"
-              "# TYPE sluice_replica_fetches_ahead_total counter\n"
-              "sluice_replica_fetches_ahead_total %llu\n"
-              "# HELP sluice_replica_fetch_answers_dropped_total Partitions' fetch answers "
-              "not appended: the partition's log end or leader moved while they were out.\n"
-              "# TYPE sluice_replica_fetch_answers_dropped_total counter\n"
-              "sluice_replica_fetch_answers_dropped_total %llu\n",
-              (long long)h.under, (long long)h.offline, b->cl && b->cl->active ? 1 : 0,
-              (unsigned long long)shrinks, (unsigned long long)expands, (long long)h.max_lag,
-              (unsigned long long)ahead, (unsigned long long)dropped);
+    kp_buf_printf(o, "# HELP kafka_server_replicamanager_underreplicatedpartitions Partitions led "
+                  "here whose ISR is smaller than their replicas (UnderReplicatedPartitions).\n"
+                  "# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
+                  "kafka_server_replicamanager_underreplicatedpartitions %lld\n"
+                  "# HELP kafka_controller_kafkacontroller_offlinepartitionscount Partitions "
+                  "without a live leader; reported by the active controller "
+                  "(OfflinePartitionsCount).\n"
+                  "# TYPE kafka_controller_kafkacontroller_offlinepartitionscount gauge\n"
+                  "kafka_controller_kafkacontroller_offlinepartitionscount %lld\n"
+                  "# HELP kafka_controller_kafkacontroller_activecontrollercount 1 on the active "
+                  "controller (ActiveControllerCount).\n"
+                  "# TYPE kafka_controller_kafkacontroller_activecontrollercount gauge\n"
+                  "kafka_controller_kafkacontroller_activecontrollercount %d\n"
+                  "# HELP kafka_server_replicamanager_isrshrinks_total ISR shrinks this broker "
+                  "wrote (IsrShrinksPerSec).\n"
+                  "# TYPE kafka_server_replicamanager_isrshrinks_total counter\n"
+                  "kafka_server_replicamanager_isrshrinks_total %llu\n"
+                  "# HELP kafka_server_replicamanager_isrexpands_total ISR expansions this broker "
+                  "wrote (IsrExpandsPerSec).\n"
+                  "# TYPE kafka_server_replicamanager_isrexpands_total counter\n"
+                  "kafka_server_replicamanager_isrexpands_total %llu\n"
+                  "# HELP kafka_server_replicafetchermanager_maxlag Messages the furthest-behind "
+                  "follower of a partition led here lacks (MaxLag).\n"
+                  "# TYPE kafka_server_replicafetchermanager_maxlag gauge\n"
+                  "kafka_server_replicafetchermanager_maxlag %lld\n"
+                  "# HELP sluice_replica_fetches_ahead_total Fetches this broker's replica "
+                  "fetchers sent before appending the answer before them (far behind).\n"
+                  "# TYPE sluice_replica_fetches_ahead_total counter\n"
+                  "sluice_replica_fetches_ahead_total %llu\n"
+                  "# HELP sluice_replica_fetch_answers_dropped_total Partitions' fetch answers "
+                  "not appended: the partition's log end or leader moved while they were out.\n"
+                  "# TYPE sluice_replica_fetch_answers_dropped_total counter\n"
+                  "sluice_replica_fetch_answers_dropped_total %llu\n",
+                  (long long)h.under, (long long)h.offline, b->cl && b->cl->active ? 1 : 0,
+                  (unsigned long long)shrinks, (unsigned long long)expands, (long long)h.max_lag,
+                  (unsigned long long)ahead, (unsigned long long)dropped);
 }
 
 /* The log directory's health (daemon/replica/replica_logdir.c), as Kafka's LogManager
@@ -208,19 +207,19 @@ static void render_log_dir(bk_broker *b, kp_buf *o)
 {
     bk_logdir_info ld;
     bk_logdir_info_get(&ld);
-    sq_printf(o, "# HELP kafka_log_logmanager_offlinelogdirectorycount Log directories "
-              "offline after a storage fault (OfflineLogDirectoryCount).\n"
-              "# TYPE kafka_log_logmanager_offlinelogdirectorycount gauge\n"
-              "kafka_log_logmanager_offlinelogdirectorycount %d\n"
-              "# HELP kafka_log_logmanager_logdirectoryoffline 1 while the log directory is "
-              "offline (LogDirectoryOffline).\n"
-              "# TYPE kafka_log_logmanager_logdirectoryoffline gauge\n"
-              "kafka_log_logmanager_logdirectoryoffline{logDirectory=\"%s\"} %d\n"
-              "# HELP sluice_log_dir_failures_total Times the log directory failed (an "
-              "append or flush met ENOSPC, EDQUOT, EIO or EROFS).\n"
-              "# TYPE sluice_log_dir_failures_total counter\n"
-              "sluice_log_dir_failures_total %llu\n", ld.failed ? 1 : 0, b->data_dir,
-              ld.failed ? 1 : 0, (unsigned long long)ld.failures);
+    kp_buf_printf(o, "# HELP kafka_log_logmanager_offlinelogdirectorycount Log directories "
+                  "offline after a storage fault (OfflineLogDirectoryCount).\n"
+                  "# TYPE kafka_log_logmanager_offlinelogdirectorycount gauge\n"
+                  "kafka_log_logmanager_offlinelogdirectorycount %d\n"
+                  "# HELP kafka_log_logmanager_logdirectoryoffline 1 while the log directory is "
+                  "offline (LogDirectoryOffline).\n"
+                  "# TYPE kafka_log_logmanager_logdirectoryoffline gauge\n"
+                  "kafka_log_logmanager_logdirectoryoffline{logDirectory=\"%s\"} %d\n"
+                  "# HELP sluice_log_dir_failures_total Times the log directory failed (an "
+                  "append or flush met ENOSPC, EDQUOT, EIO or EROFS).\n"
+                  "# TYPE sluice_log_dir_failures_total counter\n"
+                  "sluice_log_dir_failures_total %llu\n", ld.failed ? 1 : 0, b->data_dir,
+                  ld.failed ? 1 : 0, (unsigned long long)ld.failures);
 }
 
 static void render_replica(bk_partition *p, void *arg)
@@ -247,35 +246,35 @@ static void render_replica(bk_partition *p, void *arg)
         case 14: v = p->cleaner_records_removed; break;
         case 15: v = p->cleaner_failures; break;
         case 16:
-            sq_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %.6f\n",
-                      part_metrics[r->which].name, t->name, p->id,
-                      (double)p->cleaner_last_us / 1e6);
+            kp_buf_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %.6f\n",
+                          part_metrics[r->which].name, t->name, p->id,
+                          (double)p->cleaner_last_us / 1e6);
             return;
         }
-        sq_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %llu\n",
-                  part_metrics[r->which].name, t->name, p->id, (unsigned long long)v);
+        kp_buf_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %llu\n",
+                      part_metrics[r->which].name, t->name, p->id, (unsigned long long)v);
     }
 }
 
 void bk_metrics_render(bk_broker *b, kp_buf *o)
 {
-    sq_printf(o, "# HELP sluice_up The broker is serving.\n# TYPE sluice_up gauge\n"
-              "sluice_up{broker_id=\"%d\"} 1\n", b->cfg->broker_id);
-    sq_printf(o, "# HELP sluice_connections Open client connections.\n"
-              "# TYPE sluice_connections gauge\nsluice_connections %d\n", b->nconns);
-    sq_printf(o, "# HELP sluice_topics Topics.\n# TYPE sluice_topics gauge\n"
-              "sluice_topics %zu\n", b->ntopics);
+    kp_buf_printf(o, "# HELP sluice_up The broker is serving.\n# TYPE sluice_up gauge\n"
+                  "sluice_up{broker_id=\"%d\"} 1\n", b->cfg->broker_id);
+    kp_buf_printf(o, "# HELP sluice_connections Open client connections.\n"
+                  "# TYPE sluice_connections gauge\nsluice_connections %d\n", b->nconns);
+    kp_buf_printf(o, "# HELP sluice_topics Topics.\n# TYPE sluice_topics gauge\n"
+                  "sluice_topics %zu\n", b->ntopics);
 
     bk_sasl_metrics_render(o);
-    sq_printf(o, "# HELP sluice_requests_total Requests answered, per Kafka API.\n"
-              "# TYPE sluice_requests_total counter\n");
+    kp_buf_printf(o, "# HELP sluice_requests_total Requests answered, per Kafka API.\n"
+                  "# TYPE sluice_requests_total counter\n");
     for (int k = 0; k < MAX_API; k++)
         if (req[k].count)
-            sq_printf(o, "sluice_requests_total{api=\"%s\"} %llu\n", kp_api_name((int16_t)k),
-                      (unsigned long long)req[k].count);
-    sq_printf(o, "# HELP sluice_request_duration_seconds Time from a request's arrival "
-              "to its response, per Kafka API.\n"
-              "# TYPE sluice_request_duration_seconds histogram\n");
+            kp_buf_printf(o, "sluice_requests_total{api=\"%s\"} %llu\n", kp_api_name((int16_t)k),
+                          (unsigned long long)req[k].count);
+    kp_buf_printf(o, "# HELP sluice_request_duration_seconds Time from a request's arrival "
+                  "to its response, per Kafka API.\n"
+                  "# TYPE sluice_request_duration_seconds histogram\n");
     for (int k = 0; k < MAX_API; k++)
         if (req[k].count) {
             char labels[96];
@@ -284,59 +283,54 @@ void bk_metrics_render(bk_broker *b, kp_buf *o)
                       req[k].count, req[k].sum_us);
         }
 
-    sq_printf(o, "# HELP sluice_produce_up_converted_total Produce v0-2 partitions whose "
-              "magic 0/1 message sets were converted to record batches v2.\n"
-              "# TYPE sluice_produce_up_converted_total counter\n"
-              "sluice_produce_up_converted_total %llu\n"
-              "# HELP sluice_produce_up_converted_bytes_total Bytes of batches v2 written "
-              "by those conversions.\n"
-              "# TYPE sluice_produce_up_converted_bytes_total counter\n"
-              "sluice_produce_up_converted_bytes_total %llu\n"
-              "# HELP sluice_fetch_down_converted_total Fetch v0-3 partitions answered "
-              "with records converted to magic 0/1 (off the zero-copy path).\n"
-              "# TYPE sluice_fetch_down_converted_total counter\n"
-              "sluice_fetch_down_converted_total %llu\n"
-              "# HELP sluice_fetch_down_converted_bytes_total Bytes of magic 0/1 message "
-              "sets those conversions sent.\n"
-              "# TYPE sluice_fetch_down_converted_bytes_total counter\n"
-              "sluice_fetch_down_converted_bytes_total %llu\n",
-              (unsigned long long)conv_count[0], (unsigned long long)conv_bytes[0],
-              (unsigned long long)conv_count[1], (unsigned long long)conv_bytes[1]);
+    kp_buf_printf(o, "# HELP sluice_produce_up_converted_total Produce v0-2 partitions whose "
+                  "magic 0/1 message sets were converted to record batches v2.\n"
+                  "# TYPE sluice_produce_up_converted_total counter\n"
+                  "sluice_produce_up_converted_total %llu\n"
+                  "# HELP sluice_produce_up_converted_bytes_total Bytes of batches v2 written "
+                  "by those conversions.\n"
+                  "# TYPE sluice_produce_up_converted_bytes_total counter\n"
+                  "sluice_produce_up_converted_bytes_total %llu\n"
+                  "# HELP sluice_fetch_down_converted_total Fetch v0-3 partitions answered "
+                  "with records converted to magic 0/1 (off the zero-copy path).\n"
+                  "# TYPE sluice_fetch_down_converted_total counter\n"
+                  "sluice_fetch_down_converted_total %llu\n"
+                  "# HELP sluice_fetch_down_converted_bytes_total Bytes of magic 0/1 message "
+                  "sets those conversions sent.\n"
+                  "# TYPE sluice_fetch_down_converted_bytes_total counter\n"
+                  "sluice_fetch_down_converted_bytes_total %llu\n",
+                  (unsigned long long)conv_count[0], (unsigned long long)conv_bytes[0],
+                  (unsigned long long)conv_count[1], (unsigned long long)conv_bytes[1]);
 
     uint64_t fb[NBUCKETS];
     for (int i = 0; i < NBUCKETS; i++)
         fb[i] = atomic_load(&fsync_buckets[i]);
-    sq_printf(o, "# HELP sluice_fsync_duration_seconds Time of one partition fdatasync.\n"
-              "# TYPE sluice_fsync_duration_seconds histogram\n");
+    kp_buf_printf(o, "# HELP sluice_fsync_duration_seconds Time of one partition fdatasync.\n"
+                  "# TYPE sluice_fsync_duration_seconds histogram\n");
     histogram(o, "sluice_fsync_duration_seconds", "", fb, atomic_load(&fsync_count),
               atomic_load(&fsync_sum_us));
 
     uint64_t msyncs, mbatches, mckpts;
     bk_mdsync_stats(&msyncs, &mbatches, &mckpts);
-    sq_printf(o, "# HELP sluice_metadata_syncs_total fdatasyncs of the metadata WAL "
-              "(offset commits, group state: offsets.commit.linger.ms).\n"
-              "# TYPE sluice_metadata_syncs_total counter\n"
-              "sluice_metadata_syncs_total %llu\n"
-              "# HELP sluice_metadata_sync_batches_total Metadata write batches those "
-              "fdatasyncs made durable.\n"
-              "# TYPE sluice_metadata_sync_batches_total counter\n"
-              "sluice_metadata_sync_batches_total %llu\n"
-              "# HELP sluice_metadata_checkpoints_total Checkpoints of the metadata WAL.\n"
-              "# TYPE sluice_metadata_checkpoints_total counter\n"
-              "sluice_metadata_checkpoints_total %llu\n", (unsigned long long)msyncs,
-              (unsigned long long)mbatches, (unsigned long long)mckpts);
-
-    sq_printf(o, "# HELP sluice_sql_messages_bytes_read_total Bytes read from segment files "
-              "by SQL queries on the messages table.\n"
-              "# TYPE sluice_sql_messages_bytes_read_total counter\n"
-              "sluice_sql_messages_bytes_read_total %lld\n", atomic_load(&sq_messages_bytes_read));
+    kp_buf_printf(o, "# HELP sluice_metadata_syncs_total fdatasyncs of the metadata WAL "
+                  "(offset commits, group state: offsets.commit.linger.ms).\n"
+                  "# TYPE sluice_metadata_syncs_total counter\n"
+                  "sluice_metadata_syncs_total %llu\n"
+                  "# HELP sluice_metadata_sync_batches_total Metadata write batches those "
+                  "fdatasyncs made durable.\n"
+                  "# TYPE sluice_metadata_sync_batches_total counter\n"
+                  "sluice_metadata_sync_batches_total %llu\n"
+                  "# HELP sluice_metadata_checkpoints_total Checkpoints of the metadata WAL.\n"
+                  "# TYPE sluice_metadata_checkpoints_total counter\n"
+                  "sluice_metadata_checkpoints_total %llu\n", (unsigned long long)msyncs,
+                  (unsigned long long)mbatches, (unsigned long long)mckpts);
 
     render_replication(b, o);
     render_log_dir(b, o);
 
     for (int m = 0; m < (int)(sizeof part_metrics / sizeof part_metrics[0]); m++) {
-        sq_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,
-                  part_metrics[m].help, part_metrics[m].name, part_metrics[m].type);
+        kp_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,
+                      part_metrics[m].help, part_metrics[m].name, part_metrics[m].type);
         struct render r = { o, m };
         bk_replicas_foreach(b, render_replica, &r);
     }

@@ -106,12 +106,18 @@ void bk_partition_epochs_save(bk_broker *b, bk_partition *p);
 /* Moves the high watermark; wakes the fetch waiters only if it moved. */
 void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw);
 
+/* Who moves the high watermark after an append.  With no hooks (b->isr
+ * NULL: standalone) replica_partition.c sets it to the log end itself.
+ * Cluster mode installs the ISR's (daemon/replication/repl_isr.c, from
+ * main.c before any log opens): as leader, the smallest log end among the
+ * ISR members, which is the log end again when the ISR is the leader
+ * alone; never moved back; as follower, left to the replica fetcher. */
+typedef struct bk_isr_hooks {
+    void (*update_hw)(bk_broker *b, bk_partition *p);
+} bk_isr_hooks;
+
 /* ---- followers and the ISR (daemon/replication/repl_isr.c) ------------------------------
- * Standalone these reduce to high watermark = log end. */
-/* The high watermark from the log end and the ISR (cluster mode, as
- * leader: the smallest log end among the ISR members); never moves it
- * back.  Cluster mode, not leading: left alone (the follower side sets it). */
-void bk_isr_update_hw(bk_broker *b, bk_partition *p);
+ * Standalone these do nothing (the view's ISR is [this broker]). */
 /* A replica Fetch from follower id at fetch_offset (within the log),
  * with the leader's log end leader_end at that moment: records its log end
  * and caught-up time, moves the high watermark, and proposes the follower

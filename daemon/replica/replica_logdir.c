@@ -25,7 +25,9 @@
  *     out of every ISR and moves its leaderships.  It is written again
  *     when the controller changes, when this broker registers anew (after
  *     a session expiry: the controller keeps a failure per registration),
- *     or when a write failed (bk_logdir_renotify).
+ *     or when a write failed (bk_logdir_renotify).  That half is cluster
+ *     mode's (cluster_logdirs.c), reached through b->on_logdir_failed,
+ *     which cl_start installs: set means cluster mode.
  *
  * Invariants:
  *   D1. The failure is logged once per HEALTHY → FAILED transition, with
@@ -39,20 +41,14 @@
  */
 #include "daemon/replica/replica_logdir.h"
 
-#include "daemon/cluster/cluster.h"
-#include "daemon/replication/repl_fetcher.h"
 #include "daemon/replica/replica.h"
+#include "daemon/view/view.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#define LOGDIR_EVENT_PATH "/log_dir_event_notification/log_dir_event_"
-#define LOGDIR_EVENT_FAILURE 1           /* Kafka's LogDirFailure */
-
 static bk_logdir_info ld = { .failed_ms = -1 };
-static bool notify_pending;              /* cluster: the controller still to be told */
-static bool notify_in_flight;
 
 static bool storage_fault(int err)
 {
@@ -63,48 +59,10 @@ bool bk_logdir_failed(void) { return ld.failed; }
 
 bool bk_logdir_offline(const bk_broker *b)
 {
-    return ld.failed && b->cl;
+    return ld.failed && b->on_logdir_failed;   /* cluster mode */
 }
 
 void bk_logdir_info_get(bk_logdir_info *out) { *out = ld; }
-
-static void on_event_created(bk_broker *b, const zk_result *r, void *arg)
-{
-    (void)arg;
-    notify_in_flight = false;
-    if (r->rc == ZOK) {
-        BK_INFO("log directory %s: the controller is told (%s)", b->data_dir,
-                LOGDIR_EVENT_PATH "<seq>");
-        return;
-    }
-    /* Connection lost or the session expired: the next controller change
-     * or cluster tick writes it again (a duplicate is harmless: the
-     * controller's handling is idempotent).  Said once, not every tick. */
-    static bool warned;
-    if (!warned)
-        BK_WARN("log directory %s: cannot tell the controller yet (%s); retrying",
-                b->data_dir, zk_rc_str(r->rc));
-    warned = true;
-    notify_pending = true;
-}
-
-void bk_logdir_renotify(bk_broker *b)
-{
-    if (!ld.failed || !b->cl || !b->zk)
-        return;
-    notify_pending = true;
-    if (notify_in_flight || !zk_connected(b->zk))
-        return;
-    kp_buf out;
-    kp_buf_init(&out);
-    if (zj_log_dir_event_format(b->cfg->broker_id, LOGDIR_EVENT_FAILURE, &out) == 0) {
-        notify_pending = false;
-        notify_in_flight = true;
-        zk_create(b->zk, LOGDIR_EVENT_PATH, (const char *)out.data, (int)out.len,
-                  ZOO_SEQUENCE, on_event_created, NULL);
-    }
-    kp_buf_free(&out);
-}
 
 /* The file the fault was on, as near as the log says: the segment holding
  * the log's last batch (where appends go), or the partition directory. */
@@ -139,7 +97,7 @@ bool bk_logdir_fault(bk_broker *b, bk_partition *p, const char *op, int err)
     if (snprintf(ld.error, sizeof ld.error, "%s: %s %s (partition %s-%d)", strerror(err), op,
                  file, p->topic->name, (int)p->id) >= (int)sizeof ld.error)
         ld.error[sizeof ld.error - 2] = '~';     /* a path past the size: cut, marked */
-    if (!b->cl) {
+    if (!b->on_logdir_failed) {
         BK_ERROR("log directory %s failed: %s; its partitions refuse writes "
                  "(KAFKA_STORAGE_ERROR) and keep serving reads until the disk takes writes "
                  "again", b->data_dir, ld.error);
@@ -148,25 +106,17 @@ bool bk_logdir_fault(bk_broker *b, bk_partition *p, const char *op, int err)
     BK_ERROR("log directory %s failed: %s; this broker stops leading and following the "
              "partitions stored there and tells the controller; restart it once the "
              "directory takes writes again", b->data_dir, ld.error);
-    bk_fetchers_update(b);
-    bk_logdir_renotify(b);
+    b->on_logdir_failed(b);
     return true;
 }
 
 void bk_logdir_recovered(bk_broker *b, bk_partition *p)
 {
-    if (!ld.failed || b->cl)
+    if (!ld.failed || b->on_logdir_failed)
         return;
     ld.failed = false;
     ld.err = 0;
     ld.error[0] = 0;
     BK_INFO("log directory %s takes writes again (partition %s-%d, log end %lld)",
             b->data_dir, p->topic->name, (int)p->id, (long long)seg_log_end(p->log));
-}
-
-/* The cluster tick: a notification that could not be written. */
-void bk_logdir_tick(bk_broker *b)
-{
-    if (notify_pending)
-        bk_logdir_renotify(b);
 }

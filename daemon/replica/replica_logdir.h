@@ -36,12 +36,6 @@ bool bk_logdir_failed(void);
 /* Cluster mode and the directory failed: no partition here is led or
  * followed (view.c answers KAFKA_STORAGE_ERROR, repl_fetcher.c follows none). */
 bool bk_logdir_offline(const bk_broker *b);
-/* Cluster mode: tells the controller again (a new controller, or a
- * notification that could not be written): Kafka's new controller learns
- * it from its LeaderAndIsr answers; here the broker says it again. */
-void bk_logdir_renotify(bk_broker *b);
-/* The cluster tick: retries a notification that could not be written. */
-void bk_logdir_tick(bk_broker *b);
 void bk_logdir_info_get(bk_logdir_info *out);
 
 #endif

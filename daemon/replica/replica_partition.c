@@ -136,12 +136,15 @@ void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
     if (fm > 0 && p->unflushed_messages >= fm && !p->flush_in_flight)
         bk_flusher_request(b, p);
     /* Replica fetches read up to the log end: the append is news to them
-     * (invariant 4).  Standalone, or with the ISR this broker alone, the
-     * HW follows the log end; with followers in the ISR it stays behind
-     * until they fetch (daemon/replication/repl_isr.c). */
+     * (invariant 4).  Standalone the HW follows the log end; cluster mode's
+     * hook keeps it behind until the ISR's followers fetch (replica.h
+     * bk_isr_hooks). */
     notify_list(&p->append_waiters);
     bk_partition_epochs_save(b, p);  /* a batch of a new epoch */
-    bk_isr_update_hw(b, p);
+    if (b->isr)
+        b->isr->update_hw(b, p);
+    else
+        bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
 }
 
 void bk_partition_epochs_save(bk_broker *b, bk_partition *p)

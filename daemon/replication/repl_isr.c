@@ -14,6 +14,8 @@
  * ISR members, the leader's own included.  An ISR member whose log end is
  * not known yet (no fetch since this broker became leader) holds the HW
  * where it is.  Standalone, and with ISR = [leader], that is the log end.
+ * replica_partition.c sets the standalone one itself; cluster mode's is
+ * isr_update_hw, installed by bk_isr_install as replica.h's bk_isr_hooks.
  *
  * ISR changes, each one znode write:
  *
@@ -106,13 +108,10 @@ static bk_follower *follower(bk_partition *p, int32_t id, int64_t now)
     return f;
 }
 
-void bk_isr_update_hw(bk_broker *b, bk_partition *p)
+/* The bk_isr_hooks update_hw of cluster mode (replica.h). */
+static void isr_update_hw(bk_broker *b, bk_partition *p)
 {
     int64_t end = seg_log_end(p->log);
-    if (!bk_cluster_mode(b)) {
-        bk_partition_set_high_watermark(b, p, end);
-        return;
-    }
     if (!leads(b, p))
         return;                                   /* the follower side's */
     const bk_pview *v = view_of(p);
@@ -128,6 +127,12 @@ void bk_isr_update_hw(bk_broker *b, bk_partition *p)
     }
     if (hw > p->high_watermark)                   /* I1 */
         bk_partition_set_high_watermark(b, p, hw);
+}
+
+void bk_isr_install(bk_broker *b)
+{
+    static const bk_isr_hooks hooks = { .update_hw = isr_update_hw };
+    b->isr = &hooks;
 }
 
 /* The ISR of v with id added (in replica order) or removed. */
@@ -190,7 +195,7 @@ void bk_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
         isr_propose(b, p, id, false, why);
         return;
     }
-    bk_isr_update_hw(b, p);
+    isr_update_hw(b, p);
     if (leads(b, p) && !has_id(v->isr, v->nisr, id) && fetch_offset >= p->high_watermark &&
         !cl_broker_shutting(b, id)) {             /* cluster_leaders.c L4 */
         char why[64];
@@ -217,7 +222,7 @@ void bk_isr_view_changed(bk_broker *b, bk_partition *p)
         seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
         bk_partition_epochs_save(b, p);
     if (p->leading)
-        bk_isr_update_hw(b, p);                   /* a smaller ISR may let it move */
+        isr_update_hw(b, p);                      /* a smaller ISR may let it move */
     else if (was)
         bk_partition_notify(p);                   /* acks=all waiters: not the leader now */
 }

@@ -83,7 +83,6 @@
 #include "daemon/replica/replica.h"
 #include "daemon/request.h"
 #include "daemon/security/sec_scram.h"
-#include "daemon/cluster/cluster_zk_json.h"
 #include "kp_msgs.h"
 
 enum sasl_mech { M_PLAIN, M_SCRAM_SHA_256, M_SCRAM_SHA_512, M_COUNT };
@@ -724,7 +723,7 @@ static int check_user(scram_mech m, const char *mechanism, const char *name,
         snprintf(err, errlen, "Username is longer than %d bytes", SCRAM_MAX_NAME - 1);
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
-    if (!zj_utf8_valid(name, strlen(name))) {
+    if (!bk_utf8_valid(name, strlen(name))) {
         snprintf(err, errlen, "Username is not valid UTF-8");
         return KP_UNACCEPTABLE_CREDENTIAL;
     }

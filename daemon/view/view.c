@@ -38,12 +38,12 @@
  */
 #include "daemon/view/view_registry.h"
 
-#include "daemon/cluster/cluster.h"
 #include "daemon/replica/replica_logdir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static uint64_t name_hash(const char *s, size_t len)
 {
@@ -182,7 +182,7 @@ int bk_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partitio
     if (!v)
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     if (v->leader != b->cfg->broker_id || !v->local || v->local->held ||
-        (b->cl && bk_cluster_fenced(b)))
+        b->fenced)
         return KP_NOT_LEADER_OR_FOLLOWER;
     if (bk_logdir_offline(b))
         return KP_KAFKA_STORAGE_ERROR;          /* its log dir failed (replica_logdir.c) */
@@ -200,18 +200,18 @@ int32_t bk_leader_of(bk_broker *b, const bk_topic *t, int32_t partition)
 
 int32_t bk_controller_id(bk_broker *b)
 {
-    if (b->cl)
-        return b->cl->controller_id;
+    if (b->view_clustered)
+        return b->controller_id;
     return b->cfg->broker_id;                   /* standalone: this broker */
 }
 
 bool bk_broker_alive(bk_broker *b, int32_t id)
 {
-    if (!b->cl)
+    if (!b->view_clustered)
         return id == b->cfg->broker_id;
-    int lo = 0, hi = b->cl->nbrokers - 1;       /* ascending ids */
+    int lo = 0, hi = b->nlive - 1;              /* ascending ids */
     while (lo <= hi) {
-        int mid = (lo + hi) / 2, x = b->cl->brokers[mid].id;
+        int mid = (lo + hi) / 2, x = b->live[mid].id;
         if (x == id)
             return true;
         if (x < id)
@@ -224,14 +224,23 @@ bool bk_broker_alive(bk_broker *b, int32_t id)
 
 int bk_live_brokers(bk_broker *b, int32_t *ids, int max)
 {
-    if (!b->cl) {
+    if (!b->view_clustered) {
         if (max > 0)
             ids[0] = b->cfg->broker_id;
         return 1;
     }
-    for (int i = 0; i < b->cl->nbrokers && i < max; i++)
-        ids[i] = b->cl->brokers[i].id;
-    return b->cl->nbrokers;
+    for (int i = 0; i < b->nlive && i < max; i++)
+        ids[i] = b->live[i].id;
+    return b->nlive;
+}
+
+static const struct bk_view_endpoint *broker_endpoint(const bk_view_broker *z,
+                                                      const char *name)
+{
+    for (int i = 0; i < z->neps; i++)
+        if (!strcasecmp(z->eps[i].name, name))
+            return &z->eps[i];
+    return NULL;
 }
 
 int bk_brokers_info(bk_broker *b, const char *listener, bk_broker_info *out, int max)
@@ -239,24 +248,61 @@ int bk_brokers_info(bk_broker *b, const char *listener, bk_broker_info *out, int
     const bk_listener *own = listener ? bk_config_listener(b->cfg, listener) : NULL;
     if (!own)
         own = &b->cfg->listeners[0];
-    if (!b->cl) {
+    if (!b->view_clustered) {
         if (max > 0)
             out[0] = (bk_broker_info){ b->cfg->broker_id, own->adv_host, own->adv_port,
                                        b->cfg->rack[0] ? b->cfg->rack : NULL };
         return 1;
     }
     int n = 0;
-    for (int i = 0; i < b->cl->nbrokers && n < max; i++) {
-        const zj_broker *z = &b->cl->brokers[i];
+    for (int i = 0; i < b->nlive && n < max; i++) {
+        const bk_view_broker *z = &b->live[i];
         /* A broker without this listener is left out, as Kafka does; a
          * registration without endpoints (an old form) has host/port. */
-        const struct zj_endpoint *ep = zj_broker_endpoint(z, own->name);
+        const struct bk_view_endpoint *ep = broker_endpoint(z, own->name);
         if (!ep && z->neps > 0)
             continue;
         out[n++] = (bk_broker_info){ z->id, ep ? ep->host : z->host, ep ? ep->port : z->port,
                                      z->rack[0] ? z->rack : NULL };
     }
     return n;
+}
+
+bool bk_cluster_fenced(bk_broker *b)
+{
+    return b->fenced;
+}
+
+void bk_view_cluster_start(bk_broker *b)
+{
+    b->view_clustered = true;
+    b->controller_id = -1;
+    b->fenced = true;                           /* not registered yet (cluster_session.c S1) */
+}
+
+void bk_view_cluster_stop(bk_broker *b)
+{
+    bk_view_set_brokers(b, NULL, 0);
+    b->view_clustered = false;
+    b->controller_id = -1;
+    b->fenced = false;
+}
+
+void bk_view_set_brokers(bk_broker *b, bk_view_broker *list, int n)
+{
+    free(b->live);
+    b->live = list;
+    b->nlive = n;
+}
+
+void bk_view_set_controller(bk_broker *b, int32_t id)
+{
+    b->controller_id = id;
+}
+
+void bk_view_set_fenced(bk_broker *b, bool fenced)
+{
+    b->fenced = fenced;
 }
 
 const char *bk_cluster_id(bk_broker *b)
@@ -285,11 +331,11 @@ int bk_view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errlen
 /* The rack of live broker id ("" when none or standalone). */
 static const char *rack_of(bk_broker *b, int32_t id)
 {
-    if (!b->cl)
+    if (!b->view_clustered)
         return b->cfg->rack;
-    for (int i = 0; i < b->cl->nbrokers; i++)
-        if (b->cl->brokers[i].id == id)
-            return b->cl->brokers[i].rack;
+    for (int i = 0; i < b->nlive; i++)
+        if (b->live[i].id == id)
+            return b->live[i].rack;
     return "";
 }
 

@@ -75,6 +75,34 @@ int  bk_brokers_info(bk_broker *b, const char *listener, bk_broker_info *out, in
  * not registered in its ZooKeeper session, its mirror not caught up, or
  * back from a stall ZooKeeper has not confirmed it survived). */
 bool bk_cluster_fenced(bk_broker *b);
+
+/* ---- what cluster mode tells the view (cluster_session.c, cluster_mirror.c) --------
+ * The view owns the live-broker list, the controller and the fenced flag;
+ * cluster mode writes them when they change, so the view's questions
+ * never reach into cluster/.  Standalone nothing is written and the view
+ * answers for this broker alone. */
+#define BK_VIEW_EPS_MAX 8
+typedef struct bk_view_broker {
+    int32_t id;
+    char host[256];                  /* a registration without endpoints */
+    int32_t port;
+    char rack[64];                   /* "" when none */
+    int neps;
+    struct bk_view_endpoint {
+        char name[64];               /* listener name */
+        char host[256];
+        int32_t port;
+    } eps[BK_VIEW_EPS_MAX];
+} bk_view_broker;
+/* cl_start: cluster answers from now on (no brokers, no controller,
+ * fenced); stop: standalone answers again, the list freed. */
+void bk_view_cluster_start(bk_broker *b);
+void bk_view_cluster_stop(bk_broker *b);
+/* The live brokers, ascending by id: the view takes list (malloc'd, or
+ * NULL with n 0) and frees the one it had. */
+void bk_view_set_brokers(bk_broker *b, bk_view_broker *list, int n);
+void bk_view_set_controller(bk_broker *b, int32_t id);
+void bk_view_set_fenced(bk_broker *b, bool fenced);
 /* Cluster mode: this broker is in its controlled shutdown (daemon/
  * cluster_leaders.c): it takes no new records, so its followers can become
  * level with it before its leaderships move. */
