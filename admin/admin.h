@@ -14,5 +14,8 @@ int  bk_admin_start(bk_broker *b, char *err, size_t errlen);
 /* After the loop has stopped, before topics and groups are freed; removes
  * the admin socket's file. */
 void bk_admin_stop(bk_broker *b);
+/* GET /metrics' text of everything the loop thread owns (admin_metrics.c):
+ * the broker's rooms and net/'s counters.  Loop thread. */
+void bk_admin_metrics_render(bk_broker *b, kp_buf *out);
 
 #endif

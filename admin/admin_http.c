@@ -420,7 +420,7 @@ static void metrics_done(sq_job *j)
     sq_job_free(j);
 }
 
-/* The surface's own counter, after the loop's metrics (bk_metrics_render):
+/* The surface's own counter, after the loop's metrics (bk_admin_metrics_render):
  * daemon/ renders only what daemon/ owns. */
 static void render_sql_metrics(kp_buf *o)
 {
@@ -443,7 +443,7 @@ static void serve_metrics(bk_broker *b, struct evhttp_request *req, int access,
     j->kind = SQ_JOB_METRICS;
     j->done = metrics_done;
     kp_buf_init(&j->res.out);
-    bk_metrics_render(b, &j->res.out);
+    bk_admin_metrics_render(b, &j->res.out);
     render_sql_metrics(&j->res.out);
     attach(j, req);
     sq_submit(b, j);

@@ -14,7 +14,7 @@
  *                                  │           ◄──signal── (bk_topic_*, md_*)
  *                                  │ live numbers? ─snap_ev─► loop publishes
  *                                  │               ◄─snap_cv─ a snapshot
- *   job->done(job) ◄──worker.c W3──
+ *   job->done(job) ◄──worker.h W3──
  *
  * Invariants:
  *   1. Only the loop thread touches broker state (topics, logs, groups,

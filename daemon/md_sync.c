@@ -18,7 +18,7 @@
  *                                           COMMIT    (WAL write())
  *                                         md_wal_sync      (fdatasync WAL)
  *                                         synced = target
- *   sync_done ◄─── worker.c W3 ◄───────── (every commit ≤ target is on disk)
+ *   sync_done ◄─── worker.h W3 ◄───────── (every commit ≤ target is on disk)
  *   listener(synced): finish answers ≤ synced
  *                                         every CKPT_INTERVAL_MS with new
  *                                         commits: md_checkpoint (PASSIVE)
@@ -42,7 +42,7 @@
  * by the next one, which takes the newest sequence number at its start, so
  * at most one sync is in flight and one sync covers any number of
  * transactions (sync_work is queued once however many requests come:
- * worker.c W2).  At 20,000 partition-commits/s that is a few hundred
+ * worker.h W2).  At 20,000 partition-commits/s that is a few hundred
  * fdatasyncs per second instead of one per loop turn on the loop.
  *
  * Which writes go where (the choice, also in db.c):
@@ -77,7 +77,7 @@
  *       sees its seq; the worker writes job->rc before it publishes
  *       synced under mu, so the loop reads rc after the listener call.
  *   S6. The per-sync wake-ups happen outside mu: the worker wakes the
- *       loop (worker.c W5), and the loop the worker (bk_worker_submit),
+ *       loop (worker.h W5), and the loop the worker (bk_worker_submit),
  *       after unlocking.  Otherwise the woken thread finds mu held and sleeps
  *       again on it: two more context switches per sync, and the loop
  *       blocked on a lock.
@@ -201,7 +201,7 @@ static void sync_run(bk_work *w, int thread)
     pthread_mutex_unlock(&s->mu);
     s->unckpt = true;
     int64_t due = s->last_ckpt_us + CKPT_INTERVAL_MS * 1000 - bk_mono_us();
-    bk_worker_submit(s->wk, &s->ckpt_work, due);  /* once (W2) */
+    bk_worker_submit(s->wk, &s->ckpt_work, due);  /* once (worker.h W2) */
 }
 
 /* Worker: a PASSIVE checkpoint, CKPT_INTERVAL_MS after the last one. */

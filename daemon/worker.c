@@ -1,5 +1,5 @@
 /*
- * daemon/worker.c — the one worker (design note and invariants W1-W6 in
+ * daemon/worker.c — the one worker (design note and invariants W1-worker.h W6 in
  * worker.h).
  *
  * States of a bk_work, each move under wk->mu and by the function named:
@@ -11,7 +11,7 @@
  *
  * A running item is known to the worker only through running[thread],
  * which bk_worker_take reads; an item without done() is not recorded
- * there, as run() may free it (W4).
+ * there, as run() may free it (worker.h W4).
  */
 #include "daemon/worker.h"
 #include "daemon/broker.h"
@@ -27,8 +27,8 @@ struct bk_worker {
     pthread_mutex_t mu;
     pthread_cond_t work;             /* queue changed, or quit (CLOCK_MONOTONIC) */
     pthread_cond_t idle;             /* a run() returned (bk_worker_take) */
-    bk_work *queue;                  /* W1: by due time */
-    bk_work *done, **done_tail;      /* W3: oldest first, via done_next */
+    bk_work *queue;                  /* worker.h W1: by due time */
+    bk_work *done, **done_tail;      /* worker.h W3: oldest first, via done_next */
     bk_work **running;               /* [nthreads] */
     bool quit, drain;
     struct event *wake;              /* done non-empty: bk_worker_finish */
@@ -83,7 +83,7 @@ static void *worker_main(void *p)
     pthread_mutex_lock(&wk->mu);
     for (;;) {
         if (wk->quit && (!wk->drain || !wk->queue))
-            break;                                  /* W6 */
+            break;                                  /* worker.h W6 */
         int64_t wait_us;
         bk_work *w = next_due(wk, &wait_us);
         if (!w) {
@@ -94,15 +94,15 @@ static void *worker_main(void *p)
             continue;
         }
         bool has_done = w->done != NULL;
-        wk->running[ta.idx] = has_done ? w : NULL;  /* W4 */
+        wk->running[ta.idx] = has_done ? w : NULL;  /* worker.h W4 */
         pthread_mutex_unlock(&wk->mu);
 
-        w->run(w, ta.idx);                          /* the slow part (W5) */
+        w->run(w, ta.idx);                          /* the slow part (worker.h W5) */
 
         pthread_mutex_lock(&wk->mu);
         wk->running[ta.idx] = NULL;
         bool wake = false;
-        if (has_done && !w->posted) {               /* W3 */
+        if (has_done && !w->posted) {               /* worker.h W3 */
             w->posted = true;
             w->done_next = NULL;
             *wk->done_tail = w;
@@ -111,7 +111,7 @@ static void *worker_main(void *p)
         }
         pthread_cond_broadcast(&wk->idle);
         if (wake) {
-            pthread_mutex_unlock(&wk->mu);         /* W5 */
+            pthread_mutex_unlock(&wk->mu);         /* worker.h W5 */
             event_active(wk->wake, EV_READ, 0);
             pthread_mutex_lock(&wk->mu);
         }
@@ -179,18 +179,18 @@ void bk_worker_submit(bk_worker *wk, bk_work *w, int64_t delay_us)
     int64_t due = bk_mono_us() + (delay_us > 0 ? delay_us : 0);
     bool added = false, head = false;
     pthread_mutex_lock(&wk->mu);
-    if (!w->queued) {                               /* W2 */
+    if (!w->queued) {                               /* worker.h W2 */
         w->queued = added = true;
         w->due_us = due;
         bk_work **pp = &wk->queue;
-        while (*pp && (*pp)->due_us <= due)         /* W1 */
+        while (*pp && (*pp)->due_us <= due)         /* worker.h W1 */
             pp = &(*pp)->next;
         w->next = *pp;
         *pp = w;
         head = wk->queue == w;
     }
     pthread_mutex_unlock(&wk->mu);
-    /* W5: woken after the unlock.  A thread waiting for a later head must
+    /* worker.h W5: woken after the unlock.  A thread waiting for a later head must
      * look at the new one. */
     if (added && (head || wk->o.nthreads > 1))
         pthread_cond_broadcast(&wk->work);

@@ -13,7 +13,7 @@
  *   bk_worker_submit(w, delay) ─queue──►  due? → run(w, thread)   (no lock)
  *   done(w) ◄── event_active ◄── done ◄── w → done list (if w->done)
  *
- * Invariants (cite as worker.c W1…):
+ * Invariants (cite as worker.h W1…):
  *   W1. The queue is ordered by due time; equal due times keep submission
  *       order, so with one thread work runs in the order it was submitted.
  *   W2. A work item is in at most one queue position: submitting an item

@@ -131,7 +131,7 @@ void cl_topic_applied(bk_broker *b, const char *name);
 /* After the live brokers changed. */
 void cl_brokers_changed(bk_broker *b);
 /* After registered, synced or stalled changed: the view's fenced flag
- * follows (S1). */
+ * follows (cluster_session.c S1). */
 void cl_fence_update(bk_broker *b);
 /* A ZooKeeper rc as a Kafka error, with words for err. */
 int  cl_zk_error(bk_broker *b, int zrc, const char *what, char *err, size_t errlen);

@@ -1,6 +1,6 @@
 /*
  * Counters for GET /metrics (daemon/net/net_metrics.c), rendered in the
- * Prometheus text format by admin/admin_http.c.  Recording is a few
+ * Prometheus text format with the rest of the page by admin/admin_metrics.c.  Recording is a few
  * additions: cheap enough for every request.
  */
 #ifndef SLUICE_METRICS_H
@@ -9,8 +9,6 @@
 #include <stdint.h>
 
 #include "protocol/kp.h"
-
-struct bk_broker;
 
 /* A response went out (or, for acks=0, the request was handled): the
  * request's API key and its time in the broker.  Loop thread. */
@@ -22,8 +20,9 @@ void bk_metrics_request(int16_t api_key, int64_t elapsed_us);
 void bk_metrics_converted(int16_t api_key, uint64_t bytes);
 /* One fdatasync of a partition took elapsed_us.  Any thread. */
 void bk_metrics_fsync(int64_t elapsed_us);
-/* Appends every metric the loop thread owns (requests, connections,
- * per-partition counters and log sizes, fsync) to out.  Loop thread. */
-void bk_metrics_render(struct bk_broker *b, kp_buf *out);
+/* Appends these counters (requests per API and their latency, format
+ * conversions, fsync latency) to out, in Prometheus text; the rest of GET
+ * /metrics is admin/admin_metrics.c's.  Loop thread. */
+void bk_metrics_render_counters(kp_buf *out);
 
 #endif

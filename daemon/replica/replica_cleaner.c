@@ -14,7 +14,7 @@
  *   bk_cleaner_tick
  *     seg_clean_plan → job ─────► seg_clean_run(job, &cancel)
  *     p->clean_in_flight          │
- *   clean_done ◄── worker.c W3 ◄──┘
+ *   clean_done ◄── worker.h W3 ◄──┘
  *     seg_clean_finish, janitor, log line, counters
  *
  * Invariants:

@@ -14,7 +14,7 @@
  *   bk_flusher_request(p)
  *     p->flush_in_flight = true
  *     job → bk_worker_submit ──────► flush_run: seg_flush(log)
- *     flush_done ◄── worker.c W3 ◄──┘
+ *     flush_done ◄── worker.h W3 ◄──┘
  *     p->flush_in_flight = false
  *
  * Invariants:

@@ -23,13 +23,13 @@
  * thread; each item is a bk_work with its due time.
  *
  * Invariants:
- *   1. Items run by due time, equal due times in queue order (worker.c
+ *   1. Items run by due time, equal due times in queue order (worker.h
  *      W1, one thread); the thread sleeps until the head is due.
  *   2. Nothing here touches a log the loop still owns: a seg_dead list and
  *      a destroyed log were handed over whole.
  *   3. bk_janitor_stop does everything still queued at once (a stopping
  *      broker does not wait out delays: the files are *.deleted already and
- *      seg_open would remove them anyway: worker.c W6, drain), then joins,
+ *      seg_open would remove them anyway: worker.h W6, drain), then joins,
  *      then runs the done() of every call (on the loop thread, as always).
  *   4. A call's done() runs exactly once, on the loop thread, after its
  *      run() has returned; the arg is the caller's until then (a caller
@@ -58,7 +58,7 @@ typedef struct bk_janitor {
 
 /* The janitor's thread (or the loop when there is none): the slow part,
  * unlink, rmdir, a call.  Frees the item unless it is a call (its done()
- * is yet to run: worker.c W4). */
+ * is yet to run: worker.h W4). */
 static void do_item(bk_work *w, int thread)
 {
     (void)thread;

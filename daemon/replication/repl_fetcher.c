@@ -607,7 +607,7 @@ static void handle_epochs(fe_fetcher *f, kp_rd *r)
     send_fetch(f);
 }
 
-/* ---- the SASL login (F9: daemon/security/sec_sasl_client.c) ------------------- */
+/* ---- the SASL login (F9; its client: daemon/security/sec_sasl_client.c) ------------------- */
 
 static void send_request(fe_fetcher *f, int16_t api, int16_t version, const void *q);
 
