@@ -163,7 +163,7 @@ static void user_path(const char *name, char *path)
 static int child_user(const char *child, char *name)
 {
     if (zj_desanitize(child, name, SCRAM_MAX_NAME) == 0 && name[0] &&
-        zj_utf8_valid(name, strlen(name)))
+        bk_utf8_valid(name, strlen(name)))
         return 0;
     BK_WARN("zookeeper: %s/%s is not a sanitized user name; skipped", USERS, child);
     return -1;

@@ -150,14 +150,6 @@ int zj_log_dir_event_format(int32_t broker, int32_t event, kp_buf *out);
  * is URLDecoder's ('+' is ' '): -1 for a malformed %, or a NUL. */
 int zj_sanitize(const char *name, char *out, size_t cap);
 int zj_desanitize(const char *name, char *out, size_t cap);
-/* User names read from znodes are checked as SASL checks them: the check
- * is daemon/broker_util.c's (bk_utf8_valid); this name stays for the
- * callers here until the prefix rename. */
-static inline bool zj_utf8_valid(const char *s, size_t len)
-{
-    return bk_utf8_valid(s, len);
-}
-
 /* ---- /kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/<Type>/<name> -------- */
 /* {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow",
  *   "operation":"Read","host":"*"}]}: the ACLs of one resource pattern.
