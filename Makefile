@@ -247,7 +247,7 @@ fuzz-build:
 	  $(patsubst %,$(FUZZ_BUILD)/fuzz/%,$(FUZZ_TARGETS))
 $(BUILD)/fuzz/%: $(call obj,tests/fuzz/%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
-	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -Wl,--wrap=bk_req_finish -pthread -o $@ $+ $(PKG_LIBS) -lm
+	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -Wl,--wrap=net_req_finish -pthread -o $@ $+ $(PKG_LIBS) -lm
 
 # ---- dependencies ----------------------------------------------------------
 deps:

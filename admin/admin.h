@@ -8,7 +8,7 @@
 
 /* ---- admin HTTP: /sql, /metrics, /healthz (admin/admin_http.c) ---------------- */
 /* Binds admin.listeners and the admin socket (admin.socket) and starts the
- * SQL workers; after bk_groups_init.  Refuses a non-loopback address
+ * SQL workers; after gc_groups_init.  Refuses a non-loopback address
  * without admin.token or an authorizer.  0 or -1 with err. */
 int  bk_admin_start(bk_broker *b, char *err, size_t errlen);
 /* After the loop has stopped, before topics and groups are freed; removes

@@ -186,9 +186,9 @@ typedef void serve_fn(bk_broker *b, struct evhttp_request *req, int access,
 static void reply_401(bk_broker *b, struct evhttp_request *req, const char *msg)
 {
     struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
-    if (bk_authz_enabled(b->authz))
+    if (sec_authz_enabled(b->authz))
         evhttp_add_header(oh, "WWW-Authenticate", "Basic realm=\"sluice\"");
-    if (b->cfg->admin_token[0] || !bk_authz_enabled(b->authz))
+    if (b->cfg->admin_token[0] || !sec_authz_enabled(b->authz))
         evhttp_add_header(oh, "WWW-Authenticate", "Bearer realm=\"sluice\"");
     reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
 }
@@ -210,9 +210,9 @@ static void grant(bk_broker *b, struct evhttp_request *req, const char *principa
     const char *host = peer_host(req);
     kp_str cluster = kp_str_cstr(BK_CLUSTER_NAME);
     int access = AX_DENIED;
-    if (bk_authz_check(b->authz, principal, host, BK_RES_CLUSTER, cluster, BK_OP_ALTER))
+    if (sec_authz_check(b->authz, principal, host, BK_RES_CLUSTER, cluster, BK_OP_ALTER))
         access = AX_ALL;
-    else if (bk_authz_check(b->authz, principal, host, BK_RES_CLUSTER, cluster,
+    else if (sec_authz_check(b->authz, principal, host, BK_RES_CLUSTER, cluster,
                             BK_OP_DESCRIBE))
         access = AX_READ;
     if (access != AX_DENIED) {
@@ -247,7 +247,7 @@ static void basic_gone(struct evhttp_connection *evcon, void *arg)
 {
     (void)evcon;
     basic_wait *w = arg;
-    bk_sasl_check_cancel(w->check);
+    sec_sasl_check_cancel(w->check);
     free(w);
 }
 
@@ -274,7 +274,7 @@ static void basic_access(bk_broker *b, struct evhttp_request *req, const char *c
                          serve_fn *serve)
 {
     char dec[2 * SCRAM_MAX_NAME + 256];
-    int n = scram_b64_decode(cred, strlen(cred), (uint8_t *)dec, sizeof dec - 1);
+    int n = sec_scram_b64_decode(cred, strlen(cred), (uint8_t *)dec, sizeof dec - 1);
     char *colon = n > 0 ? memchr(dec, ':', (size_t)n) : NULL;
     basic_wait *w = colon && colon != dec && (size_t)(colon - dec) < SCRAM_MAX_NAME
                     ? calloc(1, sizeof *w) : NULL;
@@ -292,7 +292,7 @@ static void basic_access(bk_broker *b, struct evhttp_request *req, const char *c
     w->serve = serve;
     memcpy(w->principal, "User:", 5);
     memcpy(w->principal + 5, dec, (size_t)(colon - dec) + 1);    /* < SCRAM_MAX_NAME, NUL */
-    bk_sasl_check *c = bk_sasl_check_password(b, dec, colon + 1,
+    bk_sasl_check *c = sec_sasl_check_password(b, dec, colon + 1,
                                               (size_t)(dec + n - colon - 1), basic_checked, w);
     OPENSSL_cleanse(dec, sizeof dec);
     if (c) {                         /* pending: w is alive until basic_checked / basic_gone */
@@ -347,7 +347,7 @@ static void with_access(bk_broker *b, struct evhttp_request *req, serve_fn *serv
         return;
     }
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (!bk_authz_enabled(b->authz)) {
+    if (!sec_authz_enabled(b->authz)) {
         if (!b->cfg->admin_token[0] || token_match(b, h))
             serve(b, req, AX_ALL, NULL);
         else
@@ -372,7 +372,7 @@ static void with_access(bk_broker *b, struct evhttp_request *req, serve_fn *serv
     struct bufferevent *bev =
         evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
     SSL *ssl = bev ? bufferevent_openssl_get_ssl(bev) : NULL;
-    if (!ssl || bk_tls_peer_principal(ssl, principal, sizeof principal))
+    if (!ssl || sec_tls_peer_principal(ssl, principal, sizeof principal))
         snprintf(principal, sizeof principal, "%s", BK_PRINCIPAL_ANONYMOUS);
     grant(b, req, principal, serve);
 }
@@ -525,7 +525,7 @@ static sq_topic_set *readable_topics(bk_broker *b, struct evhttp_request *req,
     }
     for (size_t i = 0; i < b->topic_hash_size; i++)
         for (bk_topic *t = b->topic_hash[i]; t && s->n < b->ntopics; t = t->hnext)
-            if (bk_authz_check(b->authz, principal, host, BK_RES_TOPIC,
+            if (sec_authz_check(b->authz, principal, host, BK_RES_TOPIC,
                                kp_str_cstr(t->name), BK_OP_READ)) {
                 if (!(s->names[s->n] = strdup(t->name))) {
                     sq_topic_set_free(s);
@@ -644,7 +644,7 @@ static int tcp_start(bk_broker *b, struct bk_admin *a, char *err, size_t errlen)
                  "https://host:port", spec);
         return -1;
     }
-    if (!is_loopback(host) && !b->cfg->admin_token[0] && !bk_authz_enabled(b->authz)) {
+    if (!is_loopback(host) && !b->cfg->admin_token[0] && !sec_authz_enabled(b->authz)) {
         snprintf(err, errlen, "admin.listeners=%s is not a loopback address: set admin.token "
                  "(clients then send \"Authorization: Bearer <token>\"), turn the authorizer "
                  "on (authorizer.class.name) or listen on 127.0.0.1", spec);
@@ -658,7 +658,7 @@ static int tcp_start(bk_broker *b, struct bk_admin *a, char *err, size_t errlen)
     bool https = !strncasecmp(spec, "https://", 8);
     if (https) {
         char terr[512];
-        SSL_CTX *ctx = bk_tls_server_ctx(b, terr, sizeof terr);
+        SSL_CTX *ctx = sec_tls_server_ctx(b, terr, sizeof terr);
         if (!ctx) {
             evhttp_free(http);
             snprintf(err, errlen, "admin.listeners=%s: %s", spec, terr);
@@ -678,7 +678,7 @@ static int tcp_start(bk_broker *b, struct bk_admin *a, char *err, size_t errlen)
     }
     a->http = http;
     BK_INFO("admin HTTP on %s://%s:%d (/sql, /metrics, /healthz)%s", https ? "https" : "http",
-            host, port, bk_authz_enabled(b->authz) ? ", access by principal (ACLs)"
+            host, port, sec_authz_enabled(b->authz) ? ", access by principal (ACLs)"
             : b->cfg->admin_token[0] ? ", bearer token required" : "");
     return 0;
 }

@@ -62,7 +62,7 @@ static void health_topic(bk_topic *t, void *arg)
     bool controller = h->b->cl && h->b->cl->active;
     for (int32_t i = 0; i < t->npartitions; i++) {
         const bk_pview *v = &t->parts[i];
-        if (controller && (v->leader < 0 || !bk_broker_alive(h->b, v->leader)))
+        if (controller && (v->leader < 0 || !view_broker_alive(h->b, v->leader)))
             h->offline++;
         if (v->leader != me)
             continue;
@@ -82,10 +82,10 @@ static void render_replication(bk_broker *b, kp_buf *o)
 {
     struct repl_health h = { b, 0, 0, 0 };
     if (bk_cluster_mode(b))
-        bk_topics_foreach(b, health_topic, &h);
+        view_topics_foreach(b, health_topic, &h);
     uint64_t shrinks, expands, ahead, dropped;
     cl_isr_counters(&shrinks, &expands);
-    bk_fetchers_counters(&ahead, &dropped);
+    repl_fetchers_counters(&ahead, &dropped);
     kp_buf_printf(o, "# HELP kafka_server_replicamanager_underreplicatedpartitions Partitions led "
                   "here whose ISR is smaller than their replicas (UnderReplicatedPartitions).\n"
                   "# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge\n"
@@ -129,7 +129,7 @@ static void render_replication(bk_broker *b, kp_buf *o)
 static void render_log_dir(bk_broker *b, kp_buf *o)
 {
     bk_logdir_info ld;
-    bk_logdir_info_get(&ld);
+    replica_logdir_info_get(&ld);
     kp_buf_printf(o, "# HELP kafka_log_logmanager_offlinelogdirectorycount Log directories "
                   "offline after a storage fault (OfflineLogDirectoryCount).\n"
                   "# TYPE kafka_log_logmanager_offlinelogdirectorycount gauge\n"
@@ -188,8 +188,8 @@ void bk_admin_metrics_render(bk_broker *b, kp_buf *o)
     kp_buf_printf(o, "# HELP sluice_topics Topics.\n# TYPE sluice_topics gauge\n"
                   "sluice_topics %zu\n", b->ntopics);
 
-    bk_sasl_metrics_render(o);
-    bk_metrics_render_counters(o);
+    sec_sasl_metrics_render(o);
+    net_metrics_render_counters(o);
 
     uint64_t msyncs, mbatches, mckpts;
     bk_mdsync_stats(&msyncs, &mbatches, &mckpts);
@@ -213,6 +213,6 @@ void bk_admin_metrics_render(bk_broker *b, kp_buf *o)
         kp_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,
                       part_metrics[m].help, part_metrics[m].name, part_metrics[m].type);
         struct render r = { o, m };
-        bk_replicas_foreach(b, render_replica, &r);
+        replica_replicas_foreach(b, render_replica, &r);
     }
 }

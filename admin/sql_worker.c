@@ -24,7 +24,7 @@
  *      Kafka admin request would be: same functions, same validation, same
  *      error text.  The worker blocks for it; the loop never blocks for a
  *      worker.  An offset write or a group delete goes through the group
- *      coordinator's pipeline (bk_offsets_commit, bk_group_delete), as
+ *      coordinator's pipeline (gc_offsets_commit, gc_group_delete), as
  *      OffsetCommit and DeleteGroups do: the loop answers it (write_done)
  *      only once it is durable, serving other events meanwhile.  A topic
  *      write the store confirms later (cluster mode: bk_topic_op) is
@@ -161,7 +161,7 @@ static void fill_topic(bk_topic *t, void *arg)
 static void publish_snapshot(struct bk_admin *a)
 {
     struct snap_count c = { 0, 0, 0 };
-    bk_topics_foreach(a->b, count_topic, &c);
+    view_topics_foreach(a->b, count_topic, &c);
     sq_snap *s = sq_snap_new(c.n, c.pool);
     if (s && c.fol && !(s->fol = malloc(c.fol * sizeof *s->fol))) {
         sq_snap_unref(s);
@@ -170,9 +170,9 @@ static void publish_snapshot(struct bk_admin *a)
     if (!s)
         return;
     struct snap_fill f = { s, 0, 0 };
-    bk_topics_foreach(a->b, fill_topic, &f);
+    view_topics_foreach(a->b, fill_topic, &f);
     bk_logdir_info ld;
-    bk_logdir_info_get(&ld);
+    replica_logdir_info_get(&ld);
     s->has_logdir = true;
     s->logdir_failed = ld.failed;
     s->logdir_failed_ms = ld.failed_ms;
@@ -227,7 +227,7 @@ static int topic_target(bk_broker *b, const char *name, bk_topic **t, char *err,
         snprintf(err, errlen, "a topic name is required");
         return KP_INVALID_TOPIC_EXCEPTION;
     }
-    *t = bk_topic_find(b, name, strlen(name));
+    *t = view_topic_find(b, name, strlen(name));
     if (!*t) {
         snprintf(err, errlen, "Topic %s does not exist.", name);
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
@@ -295,7 +295,7 @@ static int offset_set(struct bk_admin *a, sq_wreq *r)
         .member_id = KP_STR_NULL, .instance_id = KP_STR_NULL, .by_operator = true,
         .offs = &r->o, .n = 1, .done = write_done, .arg = r,
     };
-    int rc = bk_offsets_commit(a->b, &c, r->err, r->errlen);
+    int rc = gc_offsets_commit(a->b, &c, r->err, r->errlen);
     if (rc != KP_NONE || !c.pending)
         return rc;
     applying_add(a, r, c.pending);
@@ -307,7 +307,7 @@ static int group_delete(struct bk_admin *a, sq_wreq *r)
 {
     bk_group_deletion d = { .group_id = r->w->s1 ? r->w->s1 : "", .done = write_done,
                             .arg = r, .err = r->err, .errlen = r->errlen };
-    int rc = bk_group_delete(a->b, &d);
+    int rc = gc_group_delete(a->b, &d);
     if (rc != KP_NONE || !d.pending)
         return rc;
     applying_add(a, r, d.pending);
@@ -340,7 +340,7 @@ static int partition_reassign(bk_broker *b, const sq_write *w, bk_topic_op *op, 
     }
     bk_reassign ra = { .partition = (int32_t)w->i1, .replicas = ids,
                        .nreplicas = w->s2 ? n : -1 };
-    int rc = bk_partitions_reassign(b, w->s1, &ra, 1, op, err, errlen);
+    int rc = cl_partitions_reassign_request(b, w->s1, &ra, 1, op, err, errlen);
     if (ra.error != KP_NONE) {
         snprintf(err, errlen, "%s", ra.msg);
         return ra.error;
@@ -349,7 +349,7 @@ static int partition_reassign(bk_broker *b, const sq_write *w, bk_topic_op *op, 
 }
 
 /* INSERT / DELETE on acls, through the path CreateAcls and DeleteAcls take
- * (daemon/security/sec_authz.c bk_acl_apply, answered through op once ZooKeeper
+ * (daemon/security/sec_authz.c sec_acl_apply, answered through op once ZooKeeper
  * confirmed it in cluster mode); names checked as CreateAcls checks them. */
 static int acl_write(bk_broker *b, const sq_write *w, bk_topic_op *op, char *err,
                      size_t errlen)
@@ -360,13 +360,13 @@ static int acl_write(bk_broker *b, const sq_write *w, bk_topic_op *op, char *err
                    .permission = (char *)w->s7 };
     bool add = w->op == SQ_ACL_CREATE;
     if (add) {
-        int rc = bk_acl_validate(bk_res_parse(w->s1), kp_str_cstr(w->s2), bk_pat_parse(w->s3),
-                                 kp_str_cstr(w->s4), kp_str_cstr(w->s5), bk_op_parse(w->s6),
-                                 bk_perm_parse(w->s7), err, errlen);
+        int rc = sec_acl_validate(sec_res_parse(w->s1), kp_str_cstr(w->s2), sec_pat_parse(w->s3),
+                                 kp_str_cstr(w->s4), kp_str_cstr(w->s5), sec_op_parse(w->s6),
+                                 sec_perm_parse(w->s7), err, errlen);
         if (rc != KP_NONE)
             return rc;
     }
-    return bk_acl_apply(b, add ? NULL : &row, !add, add ? &row : NULL, add, op, err, errlen);
+    return sec_acl_apply(b, add ? NULL : &row, !add, add ? &row : NULL, add, op, err, errlen);
 }
 
 static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
@@ -383,7 +383,7 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
             snprintf(err, errlen, "Number of partitions or replication factor is too large.");
             return np > INT32_MAX ? KP_INVALID_PARTITIONS : KP_INVALID_REPLICATION_FACTOR;
         }
-        return bk_topic_create(b, w->s1, (int32_t)np, (int16_t)rf, NULL, NULL, 0, false,
+        return view_topic_create(b, w->s1, (int32_t)np, (int16_t)rf, NULL, NULL, 0, false,
                                op, err, errlen);
     }
     case SQ_TOPIC_DELETE:
@@ -393,7 +393,7 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
         }
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
-        return bk_topic_delete(b, w->s1, op, err, errlen);
+        return view_topic_delete(b, w->s1, op, err, errlen);
     case SQ_TOPIC_PARTITIONS:
         if (w->i1 > INT32_MAX || w->i1 < 0) {
             snprintf(err, errlen, "Number of partitions must be larger than 0.");
@@ -401,13 +401,13 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
         }
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
-        return bk_topic_add_partitions(b, w->s1, (int32_t)w->i1, NULL, false, op,
+        return view_topic_add_partitions(b, w->s1, (int32_t)w->i1, NULL, false, op,
                                        err, errlen);
     case SQ_CONFIG_SET:
     case SQ_CONFIG_UNSET:
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
-        return bk_topic_config_edit(b, w->s1, w->s2 ? w->s2 : "",
+        return view_topic_config_edit(b, w->s1, w->s2 ? w->s2 : "",
                                     w->op == SQ_CONFIG_SET ? w->s3 : NULL, op,
                                     err, errlen);
     case SQ_PARTITION_REASSIGN:
@@ -456,17 +456,17 @@ static void topic_finish(void *ctx)
 static int topic_write(struct bk_admin *a, sq_wreq *r)
 {
     int64_t t = a->b->cfg->admin_sql_timeout_ms;
-    bk_topic_wait *tw = bk_topic_wait_new(NULL, (int32_t)(t > INT32_MAX ? INT32_MAX : t),
+    bk_topic_wait *tw = api_topic_wait_new(NULL, (int32_t)(t > INT32_MAX ? INT32_MAX : t),
                                           topic_result, topic_finish, r);
     if (!tw) {
         snprintf(r->err, r->errlen, "out of memory");
         return KP_UNKNOWN_SERVER_ERROR;
     }
     r->a = a;
-    int rc = apply_write(a->b, r->w, bk_topic_wait_op(tw, 0), r->err, r->errlen);
-    bk_topic_wait_result(tw, 0, rc, r->err);
+    int rc = apply_write(a->b, r->w, api_topic_wait_op(tw, 0), r->err, r->errlen);
+    api_topic_wait_result(tw, 0, rc, r->err);
     /* Answered already (r may be gone with its worker), or waiting. */
-    if (bk_topic_wait_start(tw) == BK_DEFER) {
+    if (api_topic_wait_start(tw) == BK_DEFER) {
         r->topic_wait = tw;
         applying_add(a, r, NULL);
     }
@@ -479,17 +479,17 @@ static int scram_write(struct bk_admin *a, sq_wreq *r)
 {
     const sq_write *w = r->w;
     if (w->op == SQ_SCRAM_DELETE)
-        return bk_sasl_user_delete(a->b, w->s1, w->s2, r->err, r->errlen);
+        return sec_sasl_user_delete(a->b, w->s1, w->s2, r->err, r->errlen);
     if (!w->s3) {
         snprintf(r->err, r->errlen, "scram_credentials: a password is required");
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
     int64_t iterations = w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1;
     if (r->salted_len)
-        return bk_sasl_user_put_salted(a->b, w->s1, w->s2, r->salt, sizeof r->salt, iterations,
+        return sec_sasl_user_put_salted(a->b, w->s1, w->s2, r->salt, sizeof r->salt, iterations,
                                        r->salted, r->salted_len, r->err, r->errlen);
-    /* Refused (bk_sasl_salt said so): bk_sasl_user_set says why. */
-    return bk_sasl_user_set(a->b, w->s1, w->s2, w->s3, iterations, r->err, r->errlen);
+    /* Refused (sec_sasl_salt said so): sec_sasl_user_set says why. */
+    return sec_sasl_user_set(a->b, w->s1, w->s2, w->s3, iterations, r->err, r->errlen);
 }
 
 /* Wakes the worker waiting for r. */
@@ -535,7 +535,7 @@ static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
     struct bk_admin *a = arg;
     sq_wreq r = { .w = w, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR };
     if (w->op == SQ_SCRAM_SET)       /* the PBKDF2 here, not on the loop */
-        r.salted_len = bk_sasl_salt(w->s2, w->s3, w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1,
+        r.salted_len = sec_sasl_salt(w->s2, w->s3, w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1,
                                     r.salt, r.salted);
     pthread_cond_init(&r.cv, NULL);
     pthread_mutex_lock(&a->mu);
@@ -713,9 +713,9 @@ void sq_workers_stop(bk_broker *b)
     a->writes = NULL;
     for (sq_wreq *r = a->applying; r; r = r->next) {
         if (r->topic_wait)
-            bk_topic_wait_cancel(r->topic_wait);   /* its op may still answer */
+            api_topic_wait_cancel(r->topic_wait);   /* its op may still answer */
         else
-            bk_groups_forget(r->pending);
+            gc_groups_forget(r->pending);
     }
     fail_writes(a->applying);         /* nor answer these */
     a->applying = NULL;

@@ -239,7 +239,7 @@ static void zk_server_stop(void)
     zk_pid = 0;
 }
 
-static atomic_int zk_connected;
+static atomic_int cl_zk_connected;
 static atomic_llong controller_gone_ns;  /* when the watch saw /controller go; 0: not yet */
 
 /* Runs on the ZooKeeper client's thread: records and returns. */
@@ -247,7 +247,7 @@ static void zk_watcher(zhandle_t *h, int type, int state, const char *path, void
 {
     (void)h; (void)ctx;
     if (type == ZOO_SESSION_EVENT && state == ZOO_CONNECTED_STATE)
-        atomic_store(&zk_connected, 1);
+        atomic_store(&cl_zk_connected, 1);
     if (type == ZOO_DELETED_EVENT && path && !strcmp(path, CHROOT "/controller"))
         atomic_store(&controller_gone_ns, (long long)(bench_now() * 1e9));
 }
@@ -274,9 +274,9 @@ static void zk_client_open(void)
     snprintf(hostport, sizeof hostport, "127.0.0.1:%d", zk_port);
     zh = zookeeper_init(hostport, zk_watcher, 10000, NULL, NULL, 0);
     double t0 = bench_now();
-    while (zh && !atomic_load(&zk_connected) && bench_now() - t0 < 10)
+    while (zh && !atomic_load(&cl_zk_connected) && bench_now() - t0 < 10)
         usleep(10000);
-    if (!zh || !atomic_load(&zk_connected))
+    if (!zh || !atomic_load(&cl_zk_connected))
         die("the bench's ZooKeeper client could not connect to %s", hostport);
     zk_create_chroot();
 }

@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     bench_rk_extra = NULL;
     bench_broker_cleanup(&b);
 
-    bool ktls = bk_tls_kernel_available();
+    bool ktls = sec_tls_kernel_available();
     printf("librdkafka %s, %s; %ld messages of %d bytes, linger.ms=5 acks=1, 1 partition\n",
            rd_kafka_version_str(), OpenSSL_version(OPENSSL_VERSION), n, BENCH_RK_MSG_SIZE);
     printf("kernel TLS (tcp ULP \"tls\"): %s\n", ktls

@@ -139,7 +139,7 @@ typedef struct bk_config {
     /* replication (followers fetch from leaders) */
     int32_t replica_fetch_max_bytes;          /* replica.fetch.max.bytes, per partition */
     /* the reassignment throttles, bytes/s (daemon/view/view_broker_configs.h
-     * bk_broker_config_rate: a dynamic value wins) */
+     * view_broker_config_rate: a dynamic value wins) */
     int64_t leader_replication_throttled_rate, follower_replication_throttled_rate;
     int32_t replica_fetch_response_max_bytes; /* replica.fetch.response.max.bytes */
     int32_t replica_fetch_wait_max_ms;        /* replica.fetch.wait.max.ms */

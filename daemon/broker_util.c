@@ -74,7 +74,7 @@ char *bk_slice_dup(kp_str s, bool *oom)
 
 void bk_req_client_host(bk_req *r, char *out, size_t cap)
 {
-    const char *peer = r->conn ? bk_conn_peer(r->conn) : NULL;
+    const char *peer = r->conn ? net_conn_peer(r->conn) : NULL;
     if (!peer || !*peer) {
         snprintf(out, cap, "%s", "");
         return;

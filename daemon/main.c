@@ -48,7 +48,7 @@ static void drain(bk_broker *b)
     if (b->stopping)
         return;
     b->stopping = true;
-    bk_server_drain(b);
+    net_server_drain(b);
 }
 
 static void drain_after_controlled_shutdown(bk_broker *b)
@@ -84,12 +84,12 @@ static void on_maintenance(evutil_socket_t fd, short what, void *arg)
     (void)fd; (void)what;
     bk_broker *b = arg;
     static int64_t last_save_ms;
-    bk_flush_tick(b);
+    replica_flush_tick(b);
     int64_t now = bk_now_ms();
     if (now - last_save_ms >= b->cfg->log_flush_offset_checkpoint_interval_ms ||
         now - last_save_ms >= 5000) {
-        bk_save_offsets(b);
-        bk_producers_tick(b);        /* producer state snapshots */
+        replica_save_offsets(b);
+        replica_producers_tick(b);        /* producer state snapshots */
         last_save_ms = now;
     }
 }
@@ -222,26 +222,26 @@ int main(int argc, char **argv)
     }
     b.store = bk_cluster_mode(&b) ? &cl_store_zk : &bk_store_sqlite;   /* view_store.h S4 */
     if (bk_cluster_mode(&b))
-        bk_isr_install(&b);                 /* the HW waits for the ISR */
-    if (bk_topics_load(&b) != 0)
+        repl_isr_install(&b);                 /* the HW waits for the ISR */
+    if (view_topics_load(&b) != 0)
         return 1;
-    if (bk_broker_configs_init(&b) != 0)    /* dynamic broker configs, live */
+    if (view_broker_configs_init(&b) != 0)    /* dynamic broker configs, live */
         return 1;
-    if (bk_groups_init(&b) != 0)
+    if (gc_groups_init(&b) != 0)
         return 1;
-    if (bk_authz_new(cfg.authorizer_class_name[0] != 0, cfg.super_users,
+    if (sec_authz_new(cfg.authorizer_class_name[0] != 0, cfg.super_users,
                      cfg.allow_everyone_if_no_acl_found, &b.authz) != 0 ||
-        bk_authz_reload(&b) != 0)
+        sec_authz_reload(&b) != 0)
         return 1;
     if (bk_cluster_mode(&b) && cl_start(&b, err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         return 1;
     }
-    if (bk_flusher_start(&b) != 0) {
+    if (replica_flusher_start(&b) != 0) {
         fprintf(stderr, "sluiced: cannot start the flush worker\n");
         return 1;
     }
-    if (bk_retention_start(&b) != 0) {
+    if (replica_retention_start(&b) != 0) {
         fprintf(stderr, "sluiced: cannot start the retention and cleaner workers\n");
         return 1;
     }
@@ -249,7 +249,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: %s\n", err);
         return 1;
     }
-    if (bk_server_start(&b, err, sizeof err) != 0) {
+    if (net_server_start(&b, err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         return 1;
     }
@@ -279,22 +279,22 @@ int main(int argc, char **argv)
      * The ZooKeeper session closes first, so the cluster sees this broker
      * gone at once rather than after the session timeout. */
     bk_admin_stop(&b);
-    bk_server_free(&b);
+    net_server_free(&b);
     cl_stop(&b);
-    bk_groups_shutdown(&b);
-    bk_flusher_stop(&b);
-    bk_retention_stop(&b);
+    gc_groups_shutdown(&b);
+    replica_flusher_stop(&b);
+    replica_retention_stop(&b);
     int failures = 0;
-    bk_replicas_foreach(&b, flush_replica, &failures);
-    bk_save_offsets(&b);
-    bk_topics_close_all(&b);
-    bk_retention_shutdown(&b);
+    replica_replicas_foreach(&b, flush_replica, &failures);
+    replica_save_offsets(&b);
+    view_topics_close_all(&b);
+    replica_retention_shutdown(&b);
     event_free(b.maint_timer);
     event_free(b.sig_term);
     event_free(b.sig_int);
     bk_mdsync_stop();
     event_base_free(b.base);
-    bk_authz_free(b.authz);
+    sec_authz_free(b.authz);
     md_close(b.db);
     bk_config_free(&cfg);
     BK_INFO("stopped%s", failures ? " (some partitions failed to flush)" : "");

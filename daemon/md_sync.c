@@ -50,7 +50,7 @@
  *     submitted here as jobs, written and synced by the worker; their
  *     responses (OffsetCommit, JoinGroup, SyncGroup …) wait for the
  *     covering sync;
- *   - partition offsets (bk_save_offsets) and other timer batches:
+ *   - partition offsets (replica_save_offsets) and other timer batches:
  *     requested here, nobody waits (they only bound recovery work);
  *   - rare admin writes outside md_begin (topics, configs, producer-id
  *     blocks, DeleteGroups): synced on the loop by db.c's WAL hook before

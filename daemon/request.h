@@ -4,7 +4,7 @@
  * Handlers never touch sockets: they read the request body through
  * r->body (a kp_rd over the frame) and write the response body into r->out
  * (a kp_buf); message bytes that come from segment files are spliced in
- * with bk_req_add_range, which the connection code sends with sendfile.
+ * with net_req_add_range, which the connection code sends with sendfile.
  * Only daemon/net/net_server.c writes to Kafka clients' sockets (the admin HTTP
  * listener, admin/admin_http.c, answers through libevent's evhttp).
  */
@@ -46,7 +46,7 @@ typedef struct bk_req {
 } bk_req;
 
 /* A handler parses r->body and writes the response body to r->out.
- * Returns BK_RESPOND (send it now), BK_DEFER (it will call bk_req_finish
+ * Returns BK_RESPOND (send it now), BK_DEFER (it will call net_req_finish
  * later; the connection processes no further request meanwhile, so
  * responses stay in order: net_server.c invariant 1), BK_NO_RESPONSE (acks=0),
  * or BK_CLOSE (malformed: close the
@@ -56,21 +56,21 @@ typedef int (*bk_handler)(bk_req *r);
 
 /* Splices a file range in at the current end of r->out; takes over the
  * range's reference. */
-void bk_req_add_range(bk_req *r, seg_range *range);
+void net_req_add_range(bk_req *r, seg_range *range);
 /* Completes a deferred request: sends its response, resumes the connection. */
-void bk_req_finish(bk_req *r);
+void net_req_finish(bk_req *r);
 /* Completes a deferred request by closing the connection, after sending
  * the response if send (a failed SASL login: BK_RESPOND_CLOSE's way). */
-void bk_req_close(bk_req *r, bool send);
+void net_req_close(bk_req *r, bool send);
 /* The client's address, "host:port". */
-const char *bk_conn_peer(const bk_conn *c);
+const char *net_conn_peer(const bk_conn *c);
 /* The connection's number, 1, 2, ... in accept order; never reused, unlike
  * its address.  0 for NULL (a request on no connection). */
-uint64_t bk_conn_serial(const bk_conn *c);
+uint64_t net_conn_serial(const bk_conn *c);
 /* Total bytes of ranges spliced so far. */
-size_t bk_req_range_bytes(const bk_req *r);
+size_t net_req_range_bytes(const bk_req *r);
 /* The client's host as Kafka prints it ("/127.0.0.1"; "" without a
- * connection), from bk_conn_peer (daemon/broker_util.c, as the two below). */
+ * connection), from net_conn_peer (daemon/broker_util.c, as the two below). */
 void bk_req_client_host(bk_req *r, char *out, size_t cap);
 /* n zeroed elements of a response array, from r->arena (freed when r is
  * answered); NULL when out of memory or n * size overflows. */
@@ -85,24 +85,24 @@ typedef struct bk_api {
     int16_t min_version, max_version;   /* advertised */
     bk_handler handler;
 } bk_api;
-const bk_api *bk_api_find(int16_t key);
-const bk_api *bk_api_table(size_t *n);
+const bk_api *api_find(int16_t key);
+const bk_api *api_table(size_t *n);
 
 /* Handlers, one file each or grouped by theme. */
-int bk_handle_api_versions(bk_req *r);
-int bk_handle_metadata(bk_req *r);
-int bk_handle_produce(bk_req *r);
-int bk_handle_fetch(bk_req *r);
-int bk_handle_list_offsets(bk_req *r);
-int bk_handle_offset_for_leader_epoch(bk_req *r);
-int bk_handle_create_topics(bk_req *r);
-int bk_handle_delete_topics(bk_req *r);
-int bk_handle_create_partitions(bk_req *r);
-int bk_handle_describe_configs(bk_req *r);
-int bk_handle_alter_configs(bk_req *r);
-int bk_handle_incremental_alter_configs(bk_req *r);
-int bk_handle_delete_records(bk_req *r);
-int bk_handle_init_producer_id(bk_req *r);
+int api_handle_api_versions(bk_req *r);
+int api_handle_metadata(bk_req *r);
+int api_handle_produce(bk_req *r);
+int api_handle_fetch(bk_req *r);
+int api_handle_list_offsets(bk_req *r);
+int api_handle_offset_for_leader_epoch(bk_req *r);
+int api_handle_create_topics(bk_req *r);
+int api_handle_delete_topics(bk_req *r);
+int api_handle_create_partitions(bk_req *r);
+int api_handle_describe_configs(bk_req *r);
+int api_handle_alter_configs(bk_req *r);
+int api_handle_incremental_alter_configs(bk_req *r);
+int api_handle_delete_records(bk_req *r);
+int api_handle_init_producer_id(bk_req *r);
 
 /* A topic's configs as DescribeConfigs lists them (daemon/api/api_configs.c),
  * for CreateTopics v5+: fn per key with its effective value (NULL when
@@ -110,37 +110,37 @@ int bk_handle_init_producer_id(bk_req *r);
  * its overrides cannot be read. */
 typedef void (*bk_config_entry_fn)(void *arg, const char *name, const char *value,
                                    int8_t source, bool sensitive);
-int bk_topic_configs_list(bk_broker *b, const char *topic, bk_config_entry_fn fn, void *arg);
+int api_topic_configs_list(bk_broker *b, const char *topic, bk_config_entry_fn fn, void *arg);
 
 /* The group coordinator's handlers (daemon/group/group_api.c; OffsetCommit
  * and OffsetFetch in group_offset_commit.c, OffsetDelete in
  * group_offset_delete.c). */
-int bk_handle_find_coordinator(bk_req *r);
-int bk_handle_join_group(bk_req *r);
-int bk_handle_sync_group(bk_req *r);
-int bk_handle_heartbeat(bk_req *r);
-int bk_handle_leave_group(bk_req *r);
-int bk_handle_offset_commit(bk_req *r);
-int bk_handle_offset_fetch(bk_req *r);
-int bk_handle_list_groups(bk_req *r);
-int bk_handle_describe_groups(bk_req *r);
-int bk_handle_delete_groups(bk_req *r);
-int bk_handle_offset_delete(bk_req *r);
+int gc_handle_find_coordinator(bk_req *r);
+int gc_handle_join_group(bk_req *r);
+int gc_handle_sync_group(bk_req *r);
+int gc_handle_heartbeat(bk_req *r);
+int gc_handle_leave_group(bk_req *r);
+int gc_handle_offset_commit(bk_req *r);
+int gc_handle_offset_fetch(bk_req *r);
+int gc_handle_list_groups(bk_req *r);
+int gc_handle_describe_groups(bk_req *r);
+int gc_handle_delete_groups(bk_req *r);
+int gc_handle_offset_delete(bk_req *r);
 /* daemon/api/api_elect_leaders.c */
-int bk_handle_elect_leaders(bk_req *r);
+int api_handle_elect_leaders(bk_req *r);
 /* daemon/api/api_reassign.c */
-int bk_handle_alter_partition_reassignments(bk_req *r);
-int bk_handle_list_partition_reassignments(bk_req *r);
+int api_handle_alter_partition_reassignments(bk_req *r);
+int api_handle_list_partition_reassignments(bk_req *r);
 /* The ACL APIs (daemon/api/api_acls.c). */
-int bk_handle_create_acls(bk_req *r);
-int bk_handle_describe_acls(bk_req *r);
-int bk_handle_delete_acls(bk_req *r);
+int api_handle_create_acls(bk_req *r);
+int api_handle_describe_acls(bk_req *r);
+int api_handle_delete_acls(bk_req *r);
 
 /* SASL (daemon/security/sec_sasl.c) and its credentials (daemon/api/api_scram_credentials.c). */
-int bk_handle_sasl_handshake(bk_req *r);
-int bk_handle_sasl_authenticate(bk_req *r);
-int bk_handle_describe_user_scram_credentials(bk_req *r);
-int bk_handle_alter_user_scram_credentials(bk_req *r);
+int sec_handle_sasl_handshake(bk_req *r);
+int sec_handle_sasl_authenticate(bk_req *r);
+int api_handle_describe_user_scram_credentials(bk_req *r);
+int api_handle_alter_user_scram_credentials(bk_req *r);
 
 
 #endif

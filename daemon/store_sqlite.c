@@ -4,7 +4,7 @@
  *
  * Each write runs md_* on the loop's handle (validation and the write are
  * one statement or transaction there) and then brings the running broker
- * in line before it returns: bk_topic_apply for topics, the broker
+ * in line before it returns: view_topic_apply for topics, the broker
  * configs' adopt, the authorizer's reload.  Nothing here is asynchronous,
  * so op->pending is never set (view_store.h S2) and op->done never called.
  */
@@ -25,7 +25,7 @@ static int topic_create(bk_broker *b, const char *name, int32_t partitions,
                              b->cfg->broker_id, replicas, false, err, errlen);
     if (rc != KP_NONE)
         return rc;
-    if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE) {
+    if ((rc = view_topic_apply(b, name, err, errlen)) != KP_NONE) {
         /* view_topics.c P2: never visible, so undo the row we just wrote. */
         char e2[MD_ERRLEN];
         md_topic_delete(b->db, name, e2, sizeof e2);
@@ -42,7 +42,7 @@ static int topic_delete(bk_broker *b, const char *name, bk_topic_op *op,
     int rc = md_topic_delete(b->db, name, err, errlen);
     if (rc != KP_NONE)
         return rc;
-    bk_topic_apply(b, name, err, errlen);    /* gone: cannot fail */
+    view_topic_apply(b, name, err, errlen);    /* gone: cannot fail */
     BK_INFO("deleted topic %s", name);
     return KP_NONE;
 }
@@ -56,7 +56,7 @@ static int topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                                      err, errlen);
     if (rc != KP_NONE)
         return rc;
-    if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE)
+    if ((rc = view_topic_apply(b, name, err, errlen)) != KP_NONE)
         return rc;
     BK_INFO("topic %s now has %d partitions", name, count);
     return KP_NONE;
@@ -69,7 +69,7 @@ static int topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, si
     int rc = md_topic_config_replace(b->db, name, kv, n, false, err, errlen);
     if (rc != KP_NONE)
         return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
-    if ((rc = bk_topic_apply(b, name, err, errlen)) != KP_NONE)
+    if ((rc = view_topic_apply(b, name, err, errlen)) != KP_NONE)
         snprintf(err, errlen, "The configs of topic %.150s were stored but could not "
                  "be applied; see the broker log.", name);
     return rc;
@@ -79,7 +79,7 @@ static int broker_configs_set(bk_broker *b, const char *resource, const md_kv *k
                               bk_topic_op *op, char *msg, size_t msglen)
 {
     (void)op;
-    int rc = bk_broker_configs_adopt(b, resource, kv, n);
+    int rc = view_broker_configs_adopt(b, resource, kv, n);
     if (rc != KP_NONE)
         snprintf(msg, msglen, "Cannot store the broker configs.");
     return rc;
@@ -91,7 +91,7 @@ static int acl_change(bk_broker *b, const md_acl *del, size_t ndel, const md_acl
     (void)op;
     if (md_acl_change(b->db, del, ndel, add, nadd, err, errlen) != 0)   /* sec_authz.c Z3 */
         return KP_UNKNOWN_SERVER_ERROR;
-    return bk_authz_reload(b) ? KP_UNKNOWN_SERVER_ERROR : KP_NONE;
+    return sec_authz_reload(b) ? KP_UNKNOWN_SERVER_ERROR : KP_NONE;
 }
 
 static int scram_set(bk_broker *b, const char *name, const md_scram_cred *c,

@@ -15,7 +15,7 @@
  * describing DESCRIBE (else CLUSTER_AUTHORIZATION_FAILED); an invalid
  * creation is INVALID_REQUEST alone, the others in the request are still
  * made.  A v0 request has no pattern type: LITERAL (the JSON default).
- * Every change goes through bk_acl_apply (sec_authz.c Z3), as SQL's do, one
+ * Every change goes through sec_acl_apply (sec_authz.c Z3), as SQL's do, one
  * call per resource; in cluster mode the answer waits for ZooKeeper
  * (cluster_acls.c K4) and each resource's creations (or matched ACLs) carry
  * that resource's outcome, as Kafka's per-resource updates do.
@@ -46,7 +46,7 @@ static char *arena_cstr(bk_req *r, kp_str s)
 static int16_t acl_api_allowed(bk_req *r, int op, kp_str *msg)
 {
     *msg = KP_STR_NULL;
-    if (!bk_authz_enabled(r->b->authz)) {
+    if (!sec_authz_enabled(r->b->authz)) {
         *msg = kp_str_cstr(no_authorizer);
         return KP_SECURITY_DISABLED;
     }
@@ -82,7 +82,7 @@ static void acl_result(void *ctx, int32_t k, int rc, const char *err)
         }
     if (rc == KP_NONE)
         BK_INFO("%d ACL(s) %s by %s", (int)done, a->deleting ? "deleted" : "created",
-                bk_conn_principal(a->r->conn));
+                net_conn_principal(a->r->conn));
 }
 
 static void acl_finish(void *ctx)
@@ -116,11 +116,11 @@ static bool row_same_resource(const md_acl *a, const md_acl *b)
 }
 
 /* rows[i] (i with res_of[i] == -2; set to its resource) grouped by
- * resource, one bk_acl_apply each, waited for together. */
+ * resource, one sec_acl_apply each, waited for together. */
 static int acl_apply_grouped(bk_req *r, acl_answer *a, md_acl *rows)
 {
     md_acl *part = kp_arena_alloc(&r->arena, sizeof *part * (size_t)(a->n > 0 ? a->n : 1));
-    bk_topic_wait *w = part ? bk_topic_wait_new(r, 0, acl_result, acl_finish, a) : NULL;
+    bk_topic_wait *w = part ? api_topic_wait_new(r, 0, acl_result, acl_finish, a) : NULL;
     if (!w)
         return BK_CLOSE;
     int32_t nres = 0;
@@ -135,16 +135,16 @@ static int acl_apply_grouped(bk_req *r, acl_answer *a, md_acl *rows)
             }
         char err[256];
         int rc = a->deleting
-                     ? bk_acl_apply(r->b, part, (size_t)np, NULL, 0, bk_topic_wait_op(w, k),
+                     ? sec_acl_apply(r->b, part, (size_t)np, NULL, 0, api_topic_wait_op(w, k),
                                     err, sizeof err)
-                     : bk_acl_apply(r->b, NULL, 0, part, (size_t)np, bk_topic_wait_op(w, k),
+                     : sec_acl_apply(r->b, NULL, 0, part, (size_t)np, api_topic_wait_op(w, k),
                                     err, sizeof err);
-        bk_topic_wait_result(w, k, rc, err);
+        api_topic_wait_result(w, k, rc, err);
     }
-    return bk_topic_wait_start(w);
+    return api_topic_wait_start(w);
 }
 
-int bk_handle_create_acls(bk_req *r)
+int api_handle_create_acls(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_CreateAclsRequest q;
@@ -174,7 +174,7 @@ int bk_handle_create_acls(bk_req *r)
         a->res_of[i] = -1;
         if (pre != KP_NONE)
             continue;
-        int rc = bk_acl_validate(c->ResourceType, c->ResourceName, c->ResourcePatternType,
+        int rc = sec_acl_validate(c->ResourceType, c->ResourceName, c->ResourcePatternType,
                                  c->Principal, c->Host, c->Operation, c->PermissionType,
                                  err, sizeof err);
         if (rc != KP_NONE) {
@@ -183,12 +183,12 @@ int bk_handle_create_acls(bk_req *r)
             continue;
         }
         add[i] = (md_acl){
-            .resource_type = (char *)bk_res_name(c->ResourceType),
+            .resource_type = (char *)sec_res_name(c->ResourceType),
             .resource_name = arena_cstr(r, c->ResourceName),
-            .pattern_type = (char *)bk_pat_name(c->ResourcePatternType),
+            .pattern_type = (char *)sec_pat_name(c->ResourcePatternType),
             .principal = arena_cstr(r, c->Principal), .host = arena_cstr(r, c->Host),
-            .operation = (char *)bk_op_name(c->Operation),
-            .permission = (char *)bk_perm_name(c->PermissionType),
+            .operation = (char *)sec_op_name(c->Operation),
+            .permission = (char *)sec_perm_name(c->PermissionType),
         };
         if (!add[i].resource_name || !add[i].principal || !add[i].host)
             return BK_CLOSE;
@@ -205,7 +205,7 @@ static bool same_resource(const bk_acl *a, const bk_acl *b)
     return a->res == b->res && a->pat == b->pat && !strcmp(a->name, b->name);
 }
 
-int bk_handle_describe_acls(bk_req *r)
+int api_handle_describe_acls(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_DescribeAclsRequest q;
@@ -220,7 +220,7 @@ int bk_handle_describe_acls(bk_req *r)
                         .op = q.Operation, .perm = q.PermissionType,
                         .name = q.ResourceNameFilter, .principal = q.PrincipalFilter,
                         .host = q.HostFilter };
-    if (m.ErrorCode == KP_NONE && bk_authz_select(r->b->authz, &f, &sel, &n) != 0)
+    if (m.ErrorCode == KP_NONE && sec_authz_select(r->b->authz, &f, &sel, &n) != 0)
         return BK_CLOSE;
     /* Grouped by resource pattern, as Kafka answers: the ACLs of one
      * resource come together (n² in the ACLs selected; a describe is an
@@ -262,7 +262,7 @@ int bk_handle_describe_acls(bk_req *r)
 typedef kp_DeleteAclsResponse_DeleteAclsFilterResult delete_res;
 typedef kp_DeleteAclsResponse_DeleteAclsMatchingAcl delete_acl;
 
-int bk_handle_delete_acls(bk_req *r)
+int api_handle_delete_acls(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_DeleteAclsRequest q;
@@ -295,7 +295,7 @@ int bk_handle_delete_acls(bk_req *r)
                             .op = qf->Operation, .perm = qf->PermissionType,
                             .name = qf->ResourceNameFilter, .principal = qf->PrincipalFilter,
                             .host = qf->HostFilter };
-        if (bk_authz_select(r->b->authz, &f, &sels[i], &ns[i]) != 0) {
+        if (sec_authz_select(r->b->authz, &f, &sels[i], &ns[i]) != 0) {
             oom = true;
             break;
         }
@@ -323,7 +323,7 @@ int bk_handle_delete_acls(bk_req *r)
                 .Principal = kp_str_cstr(c.principal), .Host = kp_str_cstr(c.host),
                 .Operation = c.op, .PermissionType = c.perm,
             };
-            bk_acl_row(&c, &del[d]);
+            sec_acl_row(&c, &del[d]);
             a->codes[d] = &ma[j].ErrorCode;
             a->msgs[d] = &ma[j].ErrorMessage;
             a->res_of[d] = -2;

@@ -10,7 +10,7 @@
  *               broker key) → Kafka's default, with that source (1, 4, 5).
  *               Alterable: AlterConfigs replaces all overrides at once,
  *               IncrementalAlterConfigs edits them.  The new set is always
- *               written with bk_topic_configs_set, the one path for topic
+ *               written with view_topic_configs_set, the one path for topic
  *               configs (SQL writes take it too), which validates every
  *               entry before writing any (one transaction) and applies
  *               the result to the running topic.
@@ -208,9 +208,9 @@ static int broker_layers(const char *key, struct syn *syn)
     const char *v;
     if (!key)
         return 0;
-    if ((v = bk_broker_config_dynamic_value(key, false, &src)) && src == 2)
+    if ((v = view_broker_config_dynamic_value(key, false, &src)) && src == 2)
         syn[n++] = (struct syn){ key, v, 2 };
-    if ((v = bk_broker_config_dynamic_value(key, true, &src)))
+    if ((v = view_broker_config_dynamic_value(key, true, &src)))
         syn[n++] = (struct syn){ key, v, 3 };
     return n;
 }
@@ -235,7 +235,7 @@ static void each_topic_config(bk_broker *b, const md_kv *over, size_t nover,
         int n = 0;
         const char *tv = kv_get(over, nover, def->name);
         size_t nst;
-        const md_kv *st = bk_broker_configs_static(b, &nst);
+        const md_kv *st = view_broker_configs_static(b, &nst);
         const char *bv = kv_get(st, nst, def->name);
         if (tv)
             syn[n++] = (struct syn){ def->name, tv, MD_SRC_TOPIC };
@@ -272,7 +272,7 @@ static void list_topic_entry(void *arg, const md_config_def *def, const char *va
     l->fn(l->arg, def->name, def->sensitive ? NULL : value, syn[0].source, def->sensitive);
 }
 
-int bk_topic_configs_list(bk_broker *b, const char *topic, bk_config_entry_fn fn, void *arg)
+int api_topic_configs_list(bk_broker *b, const char *topic, bk_config_entry_fn fn, void *arg)
 {
     md_kv *over = NULL;
     size_t nover = 0;
@@ -326,7 +326,7 @@ static void describe_broker(bk_broker *b, struct dc_out *d)
         if (!def->broker_key || !key_wanted(d->res, def->broker_key))
             continue;
         size_t nst;
-        const md_kv *st = bk_broker_configs_static(b, &nst);
+        const md_kv *st = view_broker_configs_static(b, &nst);
         const char *bv = kv_get(st, nst, def->name);
         struct syn syn[4];
         int n = broker_layers(def->broker_key, syn);
@@ -373,7 +373,7 @@ static void describe_broker_default(bk_broker *b, struct dc_out *d)
 {
     md_kv *kv;
     size_t n;
-    if (bk_broker_configs_get(b, "", &kv, &n) != KP_NONE) {
+    if (view_broker_configs_get(b, "", &kv, &n) != KP_NONE) {
         d->err = KP_E_NOMEM;
         return;
     }
@@ -391,7 +391,7 @@ static void describe_broker_default(bk_broker *b, struct dc_out *d)
 static int config_authz(bk_req *r, int8_t type, kp_str name, int op)
 {
     if (type == RT_TOPIC)
-        return bk_authorized(r, BK_RES_TOPIC, name, op) ? KP_NONE : KP_TOPIC_AUTHORIZATION_FAILED;
+        return sec_authorized(r, BK_RES_TOPIC, name, op) ? KP_NONE : KP_TOPIC_AUTHORIZATION_FAILED;
     /* Kafka: a broker's loggers and client metrics are the cluster's too
      * (refused so before they are found unsupported here). */
     if (type == RT_BROKER || type == RT_BROKER_LOGGER || type == RT_CLIENT_METRICS)
@@ -416,7 +416,7 @@ static int describe_one(bk_req *r, struct dc_out *d)
         snprintf(msg, sizeof msg, "Authorization failed.");
     } else if (res->ResourceType == RT_TOPIC) {
         rc = md_topic_name_check(nm.p, (size_t)slice_len(nm), msg, sizeof msg);
-        if (rc == KP_NONE && !(t = bk_topic_find(b, nm.p, (size_t)nm.len))) {
+        if (rc == KP_NONE && !(t = view_topic_find(b, nm.p, (size_t)nm.len))) {
             snprintf(msg, sizeof msg, "Topic '%.*s' does not exist.", slice_len(nm), nm.p);
             rc = KP_UNKNOWN_TOPIC_OR_PARTITION;
         }
@@ -454,7 +454,7 @@ static int describe_one(bk_req *r, struct dc_out *d)
     return d->err ? -1 : 0;
 }
 
-int bk_handle_describe_configs(bk_req *r)
+int api_handle_describe_configs(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_DescribeConfigsRequest q;
@@ -594,7 +594,7 @@ static int alter_topic_target(bk_broker *b, kp_str nm, bk_topic **t, char *msg,
     int rc = md_topic_name_check(nm.p, (size_t)slice_len(nm), msg, msglen);
     if (rc != KP_NONE)
         return rc;
-    if (!(*t = bk_topic_find(b, nm.p, (size_t)nm.len))) {
+    if (!(*t = view_topic_find(b, nm.p, (size_t)nm.len))) {
         snprintf(msg, msglen, "Topic %.*s does not exist.", slice_len(nm), nm.p);
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     }
@@ -626,7 +626,7 @@ static int alter_target(bk_broker *b, int8_t type, kp_str nm, struct target *tg,
 static int target_current(bk_broker *b, const struct target *tg, struct kvset *s, char *msg,
                           size_t msglen)
 {
-    int rc = tg->type == RT_BROKER ? bk_broker_configs_get(b, tg->broker, &s->kv, &s->n)
+    int rc = tg->type == RT_BROKER ? view_broker_configs_get(b, tg->broker, &s->kv, &s->n)
                                    : md_topic_configs(b->db, tg->t->name, &s->kv, &s->n);
     if (rc != KP_NONE)
         snprintf(msg, msglen, "Cannot read the configs of %s %.200s.",
@@ -643,9 +643,9 @@ static int store_set(bk_broker *b, const struct target *tg, const struct kvset *
                      bool validate_only, bk_topic_op *op, char *msg, size_t msglen)
 {
     if (tg->type == RT_BROKER)
-        return bk_broker_configs_set(b, tg->broker, s->kv, s->n, validate_only, op, msg,
+        return view_broker_configs_set(b, tg->broker, s->kv, s->n, validate_only, op, msg,
                                      msglen);
-    return bk_topic_configs_set(b, tg->t->name, s->kv, s->n, validate_only, op, msg, msglen);
+    return view_topic_configs_set(b, tg->t->name, s->kv, s->n, validate_only, op, msg, msglen);
 }
 
 static int alter_one(bk_broker *b, const ac_res *res, bool validate_only,
@@ -935,7 +935,7 @@ static int alter_configs(bk_req *r, const alter_api *api)
     a->api = api;
     int32_t n = api->start(a);
     bk_topic_wait *w;
-    if (n < 0 || !(w = bk_topic_wait_new(r, 0, alter_result, alter_finish, a)))
+    if (n < 0 || !(w = api_topic_wait_new(r, 0, alter_result, alter_finish, a)))
         return BK_CLOSE;
     for (int32_t i = 0; i < n; i++) {
         char msg[MD_ERRLEN];
@@ -944,18 +944,18 @@ static int alter_configs(bk_req *r, const alter_api *api)
         if (rc != KP_NONE)
             snprintf(msg, sizeof msg, "Authorization failed.");
         else
-            rc = api->one(a, i, bk_topic_wait_op(w, i), msg, sizeof msg);
-        bk_topic_wait_result(w, i, rc, msg);
+            rc = api->one(a, i, api_topic_wait_op(w, i), msg, sizeof msg);
+        api_topic_wait_result(w, i, rc, msg);
     }
-    return bk_topic_wait_start(w);
+    return api_topic_wait_start(w);
 }
 
-int bk_handle_alter_configs(bk_req *r)
+int api_handle_alter_configs(bk_req *r)
 {
     return alter_configs(r, &alter_configs_api);
 }
 
-int bk_handle_incremental_alter_configs(bk_req *r)
+int api_handle_incremental_alter_configs(bk_req *r)
 {
     return alter_configs(r, &incremental_alter_configs_api);
 }

@@ -20,16 +20,16 @@ static int16_t delete_one(bk_req *r, kp_str topic, int32_t index, int64_t offset
 {
     *low = -1;
     bk_partition *p;
-    int rc = bk_leader_replica(r->b, topic, index, &p);
+    int rc = view_leader_replica(r->b, topic, index, &p);
     if (rc != KP_NONE)
         return (int16_t)rc;
-    return (int16_t)bk_delete_records(r->b, p, offset, low);
+    return (int16_t)replica_delete_records(r->b, p, offset, low);
 }
 
 /* The request is decoded and its response allocated whole before any
  * partition moves, so a malformed one (or one too big for the arena)
  * changes nothing: it closes the connection. */
-int bk_handle_delete_records(bk_req *r)
+int api_handle_delete_records(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_DeleteRecordsRequest q;
@@ -56,7 +56,7 @@ int bk_handle_delete_records(bk_req *r)
             kp_DeleteRecordsResponse_DeleteRecordsPartitionResult *mp = &m.Topics[t].Partitions[i];
             mp->PartitionIndex = qt->Partitions[i].PartitionIndex;
             mp->LowWatermark = -1;
-            mp->ErrorCode = !bk_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_DELETE)
+            mp->ErrorCode = !sec_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_DELETE)
                 ? KP_TOPIC_AUTHORIZATION_FAILED
                 : delete_one(r, qt->Name, mp->PartitionIndex, qt->Partitions[i].Offset,
                              &mp->LowWatermark);

@@ -15,49 +15,49 @@
 #include "kp_msgs.h"
 
 static const bk_api apis[] = {
-    { KP_API_PRODUCE,                  0, 11, bk_handle_produce },
-    { KP_API_FETCH,                    0, 17, bk_handle_fetch },
-    { KP_API_LIST_OFFSETS,             0, 10, bk_handle_list_offsets },
-    { KP_API_METADATA,                 0, 12, bk_handle_metadata },
-    { KP_API_API_VERSIONS,             0, 4,  bk_handle_api_versions },
-    { KP_API_CREATE_TOPICS,            0, 7,  bk_handle_create_topics },
-    { KP_API_DELETE_TOPICS,            0, 6,  bk_handle_delete_topics },
-    { KP_API_DESCRIBE_CONFIGS,         0, 4,  bk_handle_describe_configs },
-    { KP_API_ALTER_CONFIGS,            0, 2,  bk_handle_alter_configs },
-    { KP_API_CREATE_PARTITIONS,        0, 3,  bk_handle_create_partitions },
-    { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 1,  bk_handle_incremental_alter_configs },
-    { KP_API_DELETE_RECORDS,           0, 2,  bk_handle_delete_records },
-    { KP_API_INIT_PRODUCER_ID,         0, 5,  bk_handle_init_producer_id },
+    { KP_API_PRODUCE,                  0, 11, api_handle_produce },
+    { KP_API_FETCH,                    0, 17, api_handle_fetch },
+    { KP_API_LIST_OFFSETS,             0, 10, api_handle_list_offsets },
+    { KP_API_METADATA,                 0, 12, api_handle_metadata },
+    { KP_API_API_VERSIONS,             0, 4,  api_handle_api_versions },
+    { KP_API_CREATE_TOPICS,            0, 7,  api_handle_create_topics },
+    { KP_API_DELETE_TOPICS,            0, 6,  api_handle_delete_topics },
+    { KP_API_DESCRIBE_CONFIGS,         0, 4,  api_handle_describe_configs },
+    { KP_API_ALTER_CONFIGS,            0, 2,  api_handle_alter_configs },
+    { KP_API_CREATE_PARTITIONS,        0, 3,  api_handle_create_partitions },
+    { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 1,  api_handle_incremental_alter_configs },
+    { KP_API_DELETE_RECORDS,           0, 2,  api_handle_delete_records },
+    { KP_API_INIT_PRODUCER_ID,         0, 5,  api_handle_init_producer_id },
     /* v4 is flexible: the generated codec and the server's header v2 */
-    { KP_API_OFFSET_FOR_LEADER_EPOCH,  0, 4,  bk_handle_offset_for_leader_epoch },
+    { KP_API_OFFSET_FOR_LEADER_EPOCH,  0, 4,  api_handle_offset_for_leader_epoch },
     /* group coordinator (daemon/group*.c) */
-    { KP_API_OFFSET_COMMIT,            0, 9,  bk_handle_offset_commit },
-    { KP_API_OFFSET_FETCH,             0, 9,  bk_handle_offset_fetch },
-    { KP_API_FIND_COORDINATOR,         0, 6,  bk_handle_find_coordinator },
-    { KP_API_JOIN_GROUP,               0, 9,  bk_handle_join_group },
-    { KP_API_HEARTBEAT,                0, 4,  bk_handle_heartbeat },
-    { KP_API_LEAVE_GROUP,              0, 5,  bk_handle_leave_group },
-    { KP_API_SYNC_GROUP,               0, 5,  bk_handle_sync_group },
-    { KP_API_DESCRIBE_GROUPS,          0, 5,  bk_handle_describe_groups },
-    { KP_API_LIST_GROUPS,              0, 5,  bk_handle_list_groups },
-    { KP_API_DELETE_GROUPS,            0, 2,  bk_handle_delete_groups },
-    { KP_API_OFFSET_DELETE,            0, 0,  bk_handle_offset_delete },
-    { KP_API_ELECT_LEADERS,            0, 2,  bk_handle_elect_leaders },
+    { KP_API_OFFSET_COMMIT,            0, 9,  gc_handle_offset_commit },
+    { KP_API_OFFSET_FETCH,             0, 9,  gc_handle_offset_fetch },
+    { KP_API_FIND_COORDINATOR,         0, 6,  gc_handle_find_coordinator },
+    { KP_API_JOIN_GROUP,               0, 9,  gc_handle_join_group },
+    { KP_API_HEARTBEAT,                0, 4,  gc_handle_heartbeat },
+    { KP_API_LEAVE_GROUP,              0, 5,  gc_handle_leave_group },
+    { KP_API_SYNC_GROUP,               0, 5,  gc_handle_sync_group },
+    { KP_API_DESCRIBE_GROUPS,          0, 5,  gc_handle_describe_groups },
+    { KP_API_LIST_GROUPS,              0, 5,  gc_handle_list_groups },
+    { KP_API_DELETE_GROUPS,            0, 2,  gc_handle_delete_groups },
+    { KP_API_OFFSET_DELETE,            0, 0,  gc_handle_offset_delete },
+    { KP_API_ELECT_LEADERS,            0, 2,  api_handle_elect_leaders },
     /* partition reassignments (api_reassign.c, cluster_reassign.c) */
-    { KP_API_ALTER_PARTITION_REASSIGNMENTS, 0, 0, bk_handle_alter_partition_reassignments },
-    { KP_API_LIST_PARTITION_REASSIGNMENTS,  0, 0, bk_handle_list_partition_reassignments },
+    { KP_API_ALTER_PARTITION_REASSIGNMENTS, 0, 0, api_handle_alter_partition_reassignments },
+    { KP_API_LIST_PARTITION_REASSIGNMENTS,  0, 0, api_handle_list_partition_reassignments },
     /* the authorizer's ACLs (daemon/api/api_acls.c) */
-    { KP_API_DESCRIBE_ACLS,            0, 3,  bk_handle_describe_acls },
-    { KP_API_CREATE_ACLS,              0, 3,  bk_handle_create_acls },
-    { KP_API_DELETE_ACLS,              0, 3,  bk_handle_delete_acls },
+    { KP_API_DESCRIBE_ACLS,            0, 3,  api_handle_describe_acls },
+    { KP_API_CREATE_ACLS,              0, 3,  api_handle_create_acls },
+    { KP_API_DELETE_ACLS,              0, 3,  api_handle_delete_acls },
     /* SASL (daemon/security/sec_sasl.c): v0 handshake = raw tokens follow; v2 is flexible */
-    { KP_API_SASL_HANDSHAKE,           0, 1,  bk_handle_sasl_handshake },
-    { KP_API_SASL_AUTHENTICATE,        0, 2,  bk_handle_sasl_authenticate },
-    { KP_API_DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, bk_handle_describe_user_scram_credentials },
-    { KP_API_ALTER_USER_SCRAM_CREDENTIALS,    0, 0, bk_handle_alter_user_scram_credentials },
+    { KP_API_SASL_HANDSHAKE,           0, 1,  sec_handle_sasl_handshake },
+    { KP_API_SASL_AUTHENTICATE,        0, 2,  sec_handle_sasl_authenticate },
+    { KP_API_DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, api_handle_describe_user_scram_credentials },
+    { KP_API_ALTER_USER_SCRAM_CREDENTIALS,    0, 0, api_handle_alter_user_scram_credentials },
 };
 
-const bk_api *bk_api_find(int16_t key)
+const bk_api *api_find(int16_t key)
 {
     for (size_t i = 0; i < sizeof apis / sizeof apis[0]; i++)
         if (apis[i].key == key)
@@ -65,7 +65,7 @@ const bk_api *bk_api_find(int16_t key)
     return NULL;
 }
 
-const bk_api *bk_api_table(size_t *n)
+const bk_api *api_table(size_t *n)
 {
     *n = sizeof apis / sizeof apis[0];
     return apis;
@@ -82,11 +82,11 @@ const bk_api *bk_api_table(size_t *n)
  * v3+'s request body (ClientSoftwareName/Version) is read but not required
  * to be sensible.
  */
-int bk_handle_api_versions(bk_req *r)
+int api_handle_api_versions(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     size_t n;
-    const bk_api *t = bk_api_table(&n);
+    const bk_api *t = api_table(&n);
     kp_ApiVersionsResponse_ApiVersion keys[sizeof apis / sizeof apis[0]];
     kp_ApiVersionsResponse m;
     kp_init_ApiVersionsResponse(&m);

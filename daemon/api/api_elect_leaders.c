@@ -7,7 +7,7 @@
  *   Response: ThrottleTimeMs, ErrorCode (v1+), ReplicaElectionResults
  *             [Topic, PartitionResult [PartitionId, ErrorCode, ErrorMessage]]
  *
- * Per partition (daemon/cluster/cluster_leaders.c ctl_elect_preferred): NONE when the
+ * Per partition (daemon/cluster/cluster_leaders.c cl_ctl_elect_preferred): NONE when the
  * preferred replica was chosen, ELECTION_NOT_NEEDED when it leads already,
  * PREFERRED_LEADER_NOT_AVAILABLE when it is not alive or not in the ISR.
  * A broker that is not the controller answers NOT_CONTROLLER (the admin
@@ -109,7 +109,7 @@ static bool el_check(el_wait *w, bool deadline)
         el_pending *e = &w->p[i];
         if (!e->out)
             continue;
-        bk_topic *t = bk_topic_find(b, e->topic, strlen(e->topic));
+        bk_topic *t = view_topic_find(b, e->topic, strlen(e->topic));
         int32_t pid = e->out->PartitionId;
         const bk_pview *v = t && pid < t->npartitions ? &t->parts[pid] : NULL;
         if (!v) {
@@ -131,7 +131,7 @@ static bool el_check(el_wait *w, bool deadline)
     return all;
 }
 
-/* E2: answers and frees.  bk_req_finish may start the next request on r. */
+/* E2: answers and frees.  net_req_finish may start the next request on r. */
 static void el_finish(el_wait *w)
 {
     bk_req *r = w->r;
@@ -142,7 +142,7 @@ static void el_finish(el_wait *w)
     if (r->out->err)
         kp_buf_reset(r->out);         /* an empty body fails the client's parse */
     el_free(w);
-    bk_req_finish(r);
+    net_req_finish(r);
 }
 
 /* false: the poll cannot be armed; the caller answers with what is known. */
@@ -210,7 +210,7 @@ static int16_t elect_one(bk_req *r, int8_t type, const char *topic, int32_t p,
     *msg = KP_STR_NULL;
     if (!BK_AUTHZ_CLUSTER(r, BK_OP_ALTER))
         return KP_CLUSTER_AUTHORIZATION_FAILED;
-    bk_topic *t = bk_topic_find(b, topic, strlen(topic));
+    bk_topic *t = view_topic_find(b, topic, strlen(topic));
     if (!t || p < 0 || p >= t->npartitions)
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     if (type != ELECTION_PREFERRED) {
@@ -220,7 +220,7 @@ static int16_t elect_one(bk_req *r, int8_t type, const char *topic, int32_t p,
     }
     if (!bk_cluster_mode(b))
         return KP_ELECTION_NOT_NEEDED;
-    return (int16_t)ctl_elect_preferred(b, topic, p);
+    return (int16_t)cl_ctl_elect_preferred(b, topic, p);
 }
 
 /* Fills mt for topic's partitions ps[0..n) (ps NULL: all of them);
@@ -243,7 +243,7 @@ static int elect_topic_fill(bk_req *r, int8_t type, const char *topic, const int
             char *copy = saved ? NULL : kp_arena_alloc(&r->arena, len + 1);  /* zeroed */
             if (copy)
                 saved = memcpy(copy, topic, len);
-            bk_topic *t = bk_topic_find(r->b, topic, strlen(topic));
+            bk_topic *t = view_topic_find(r->b, topic, strlen(topic));
             if (saved && t)
                 el_add(w, mp, saved, &t->parts[mp->PartitionId]);
         }
@@ -251,7 +251,7 @@ static int elect_topic_fill(bk_req *r, int8_t type, const char *topic, const int
             mt->PartitionResult_count++;
     }
     if (bk_cluster_mode(r->b))
-        ctl_reconcile(r->b, topic);               /* carries out what was marked */
+        cl_ctl_reconcile(r->b, topic);               /* carries out what was marked */
     return 0;
 }
 
@@ -271,7 +271,7 @@ static void elect_all_cb(bk_topic *t, void *arg)
         a->m->ReplicaElectionResults_count++;
 }
 
-int bk_handle_elect_leaders(bk_req *r)
+int api_handle_elect_leaders(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_ElectLeadersRequest q;
@@ -298,7 +298,7 @@ int bk_handle_elect_leaders(bk_req *r)
         m.ReplicaElectionResults_count = 0;
         if (!not_controller) {
             struct all_arg a = { r, type, &m, cap, false, w };
-            bk_topics_foreach(r->b, elect_all_cb, &a);
+            view_topics_foreach(r->b, elect_all_cb, &a);
             if (a.oom)
                 goto out;
         }

@@ -3,7 +3,7 @@
  *
  * Message bytes never enter this process: each partition's data is one or
  * more seg_range (file, position, length) spliced into the response with
- * bk_req_add_range and sent with sendfile by daemon/net/net_server.c.  The handler
+ * net_req_add_range and sent with sendfile by daemon/net/net_server.c.  The handler
  * writes only the small fixed fields.  Cost per partition: one hash
  * lookup, one seg_read bounded by the high watermark (a follower's: by
  * the log end; an index lookup plus a bounded header scan), no
@@ -16,7 +16,7 @@
  * The response is encoded by kp_enc_FetchResponse with a records hook
  * (protocol/msgs.c M5): the encoder writes each partition's Records length
  * prefix and fetch_splice splices that partition's file ranges in right
- * after it (bk_req_add_range), so the bytes still never leave the files.  Consumers are never served above the HW: it is
+ * after it (net_req_add_range), so the bytes still never leave the files.  Consumers are never served above the HW: it is
  * the read's upper bound (seg.h), not a check after the fact.
  *
  * Size rules (KIP-74): the response carries at most
@@ -32,13 +32,13 @@
  *
  *            handler              the HW moves on any watched partition
  *   READY ─────────────► WAITING ◄──────────────────────────┐
- *     ▲   (not enough)     │  bk_partition_set_high_watermark → notify     │
+ *     ▲   (not enough)     │  replica_partition_set_high_watermark → notify     │
  *     │                    │  → the request's bk_deferred (st->wait,       │
  *     │                    │  replica_deferred.h): drop all waiters        │
  *     │                    ▼                                               │
  *     │                 REBUILD (fetch_rebuild, next turn) ─ not enough ───┘
  *     │                    │ enough data, an error, or the deadline
- *     └── bk_req_finish ◄──┴──── fetch_timeout (MaxWaitMs) rebuilds and finishes
+ *     └── net_req_finish ◄──┴──── fetch_timeout (MaxWaitMs) rebuilds and finishes
  *
  * Invariants:
  *   1. While WAITING, the request holds no file ranges and r->out holds
@@ -220,7 +220,7 @@ static fetch_state *fetch_parse(bk_req *r)
     kp_buf_init(&st->raw);
     kp_buf_init(&st->conv);
     kp_rec_iter_init0(&st->it);
-    bk_deferred_init(&st->wait, fetch_rebuild, fetch_timeout, st);
+    replica_deferred_init(&st->wait, fetch_rebuild, fetch_timeout, st);
     int32_t replica = v >= 15 ? q.ReplicaState.ReplicaId : q.ReplicaId;
     st->replica_id = bk_cluster_mode(r->b) && replica >= 0 ? replica : -1;
     int64_t cap = r->b->cfg->fetch_max_bytes;
@@ -241,7 +241,7 @@ static fetch_state *fetch_parse(bk_req *r)
         st->topics[t].error = KP_NONE;
         if (v >= 13) {
             memcpy(st->topics[t].id, qt->TopicId, 16);
-            const bk_topic *bt = bk_topic_find_id(r->b, qt->TopicId);
+            const bk_topic *bt = view_topic_find_id(r->b, qt->TopicId);
             st->topics[t].name = KP_STR_NULL;
             if (!bt) {
                 st->topics[t].error = KP_UNKNOWN_TOPIC_ID;
@@ -256,7 +256,7 @@ static fetch_state *fetch_parse(bk_req *r)
         }
         /* A follower needs CLUSTER_ACTION, a consumer READ (Kafka's). */
         if (st->topics[t].error == KP_NONE && !(replica >= 0 ? cluster_action
-                : bk_authorized(r, BK_RES_TOPIC, st->topics[t].name, BK_OP_READ)))
+                : sec_authorized(r, BK_RES_TOPIC, st->topics[t].name, BK_OP_READ)))
             st->topics[t].error = KP_TOPIC_AUTHORIZATION_FAILED;
         for (int32_t i = 0; i < st->topics[t].nparts; i++, fp++) {
             const kp_FetchRequest_FetchPartition *qp = &qt->Partitions[i];
@@ -314,7 +314,7 @@ static int16_t fetch_topic_error(bk_broker *b, int16_t v, const fetch_topic *ft)
         return ft->error;
     if (v < 13)
         return KP_NONE;
-    const bk_topic *t = bk_topic_find(b, ft->name.p, (size_t)ft->name.len);
+    const bk_topic *t = view_topic_find(b, ft->name.p, (size_t)ft->name.len);
     if (!t)
         return KP_UNKNOWN_TOPIC_ID;               /* deleted since */
     if (memcmp(t->id, ft->id, 16) != 0)
@@ -357,7 +357,7 @@ static int64_t down_convert(fetch_state *st, fetch_part *fp, seg_range *rg, int 
     }
     fp->conv_off = start;
     fp->conv_len = st->conv.len - start;
-    bk_metrics_converted(KP_API_FETCH, fp->conv_len);
+    net_metrics_converted(KP_API_FETCH, fp->conv_len);
     return (int64_t)fp->conv_len;
 }
 
@@ -378,8 +378,8 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
     const fetch_topic *ft = &st->topics[fp->topic];
     err = fetch_topic_error(b, v, ft);
     if (err == KP_NONE)
-        err = (int16_t)bk_leader_replica(b, ft->name, fp->partition, &p);
-    if (p && st->replica_id >= 0 && !bk_isr_is_replica(p, st->replica_id)) {
+        err = (int16_t)view_leader_replica(b, ft->name, fp->partition, &p);
+    if (p && st->replica_id >= 0 && !repl_isr_is_replica(p, st->replica_id)) {
         err = KP_NOT_LEADER_OR_FOLLOWER;          /* Kafka: not an assigned replica */
         p = NULL;
     }
@@ -388,7 +388,7 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
         log_start = seg_log_start(p->log);
         if (st->replica_id >= 0 && fp->fetch_offset >= log_start && fp->fetch_offset <= end &&
             (fp->current_leader_epoch < 0 || fp->current_leader_epoch == p->leader_epoch))
-            bk_isr_follower_fetched(b, p, st->replica_id, fp->fetch_offset, end);
+            repl_isr_follower_fetched(b, p, st->replica_id, fp->fetch_offset, end);
         hw = p->high_watermark;
         upto = st->replica_id >= 0 ? end : hw;
         lso = hw;                 /* no transactions: last stable = HW */
@@ -405,8 +405,8 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
     bool throttled = false;
     int64_t tokens = 0;
     if (err == KP_NONE && st->throttle_rate > 0 && fp->fetch_offset < upto) {
-        const bk_pview *pv = bk_view_partition(b, ft->name, fp->partition);
-        throttled = pv && bk_throttled_replica(pv, st->replica_id);
+        const bk_pview *pv = view_partition(b, ft->name, fp->partition);
+        throttled = pv && repl_throttled_replica(pv, st->replica_id);
         tokens = st->throttle_tokens - st->throttled;
     }
     if (err == KP_NONE && fp->fetch_offset < upto && (!throttled || tokens > 0)) {
@@ -456,7 +456,7 @@ static void fetch_partition(bk_req *r, fetch_state *st, fetch_part *fp,
     }
     int32_t leader_id = -1, leader_epoch = -1;
     if (v >= 12 && (err == KP_NOT_LEADER_OR_FOLLOWER || err == KP_FENCED_LEADER_EPOCH))
-        bk_leader_hint(b, ft->name, fp->partition, &leader_id, &leader_epoch, &st->hints);
+        api_leader_hint(b, ft->name, fp->partition, &leader_id, &leader_epoch, &st->hints);
     fp->conv_off = fp->conv_len = 0;
     if (v < 4 && nranges > 0) {
         /* The old formats: convert, and send the messages instead. */
@@ -508,7 +508,7 @@ static void fetch_splice(kp_buf *o, kp_str s, void *arg)
     if (fp->conv_len > 0)                         /* v0-3: converted messages */
         kp_wr_raw(o, st->conv.data + fp->conv_off, fp->conv_len);
     for (int i = 0; i < fp->nranges; i++)
-        bk_req_add_range(st->r, &st->ranges[fp->first_range + i]);
+        net_req_add_range(st->r, &st->ranges[fp->first_range + i]);
     st->ranges_sent = fp->first_range + fp->nranges;
 }
 
@@ -527,9 +527,9 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
     st->hints.n = 0;
     st->throttled = 0;
     st->throttle_rate = st->replica_id >= 0
-        ? bk_broker_config_rate(st->r->b, "leader.replication.throttled.rate") : 0;
+        ? view_broker_config_rate(st->r->b, "leader.replication.throttled.rate") : 0;
     if (st->throttle_rate > 0)
-        st->throttle_tokens = bk_tbucket_refill(&leader_throttle, st->throttle_rate,
+        st->throttle_tokens = repl_tbucket_refill(&leader_throttle, st->throttle_rate,
                                                 bk_mono_us());
     if (st->error != KP_NONE) {
         *any_error = true;
@@ -552,7 +552,7 @@ static int64_t fetch_build(bk_req *r, fetch_state *st, bool *any_error)
     kp_FetchResponse_NodeEndpoint ne[BK_HINT_MAX_NODES];
     if (v >= 16 && st->hints.n > 0) {
         bk_broker_info info[BK_HINT_MAX_NODES];
-        int n = bk_hint_endpoints(r->b, bk_conn_listener(r->conn), &st->hints, info);
+        int n = api_hint_endpoints(r->b, net_conn_listener(r->conn), &st->hints, info);
         BK_HINT_FILL_ENDPOINTS(ne, info, n);
         m.NodeEndpoints = ne;
         m.NodeEndpoints_count = n;
@@ -590,7 +590,7 @@ static void fetch_free(fetch_state *st)
     kp_buf_free(&st->raw);
     kp_buf_free(&st->conv);
     kp_rec_iter_free(&st->it);
-    bk_deferred_free(&st->wait);
+    replica_deferred_free(&st->wait);
     /* st itself is in r->arena (fetch_parse). */
 }
 
@@ -610,7 +610,7 @@ static void fetch_finish(fetch_state *st)
     r->state = NULL;
     r->cancel = NULL;
     fetch_free(st);
-    bk_req_finish(r);             /* may start the next request on r */
+    net_req_finish(r);             /* may start the next request on r */
 }
 
 /* Links one waiter per requested partition that exists.  false if one is
@@ -621,12 +621,12 @@ static bool fetch_watch_all(fetch_state *st)
     for (int32_t i = 0; i < st->nparts; i++) {
         fetch_part *fp = &st->parts[i];
         bk_partition *p;
-        if (bk_leader_replica(b, st->topics[fp->topic].name, fp->partition, &p)) {
-            bk_deferred_unwatch(&st->wait);
+        if (view_leader_replica(b, st->topics[fp->topic].name, fp->partition, &p)) {
+            replica_deferred_unwatch(&st->wait);
             return false;
         }
         /* A follower reads to the log end: its appends are news. */
-        bk_deferred_watch(&st->wait, p, &fp->w, st->replica_id >= 0);
+        replica_deferred_watch(&st->wait, p, &fp->w, st->replica_id >= 0);
     }
     return true;
 }
@@ -665,7 +665,7 @@ static void fetch_timeout(void *arg)
 static void fetch_expire(bk_req *r)
 {
     fetch_state *st = r->state;
-    bk_deferred_wake(&st->wait);
+    replica_deferred_wake(&st->wait);
 }
 
 /* Turns a built-but-too-small response into a wait.  false: could not
@@ -673,7 +673,7 @@ static void fetch_expire(bk_req *r)
 static bool fetch_defer(bk_req *r, fetch_state *st)
 {
     st->deadline_us = bk_mono_us() + (int64_t)st->max_wait_ms * 1000;
-    if (bk_deferred_arm(&st->wait, r->b->base, st->max_wait_ms) != 0)
+    if (replica_deferred_arm(&st->wait, r->b->base, st->max_wait_ms) != 0)
         return false;
     fetch_reset(r, st);
     if (!fetch_watch_all(st)) {
@@ -687,7 +687,7 @@ static bool fetch_defer(bk_req *r, fetch_state *st)
     return true;
 }
 
-int bk_handle_fetch(bk_req *r)
+int api_handle_fetch(bk_req *r)
 {
     fetch_state *st = fetch_parse(r);
     if (!st)

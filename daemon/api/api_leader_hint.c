@@ -5,12 +5,12 @@
  */
 #include "daemon/api/api_leader_hint.h"
 
-bool bk_leader_hint(bk_broker *b, kp_str topic, int32_t partition,
+bool api_leader_hint(bk_broker *b, kp_str topic, int32_t partition,
                     int32_t *leader_id, int32_t *leader_epoch, bk_hint_nodes *nodes)
 {
-    const bk_pview *pv = bk_view_partition(b, topic, partition);
+    const bk_pview *pv = view_partition(b, topic, partition);
     if (!pv || pv->leader < 0 || pv->leader == b->cfg->broker_id ||
-        !bk_broker_alive(b, pv->leader))
+        !view_broker_alive(b, pv->leader))
         return false;
     *leader_id = pv->leader;
     *leader_epoch = pv->leader_epoch;
@@ -22,11 +22,11 @@ bool bk_leader_hint(bk_broker *b, kp_str topic, int32_t partition,
     return true;
 }
 
-int bk_hint_endpoints(bk_broker *b, const char *listener, const bk_hint_nodes *nodes,
+int api_hint_endpoints(bk_broker *b, const char *listener, const bk_hint_nodes *nodes,
                       bk_broker_info *out)
 {
     bk_broker_info all[BK_HINT_MAX_NODES * 4];
-    int nall = bk_brokers_info(b, listener, all, (int)(sizeof all / sizeof all[0]));
+    int nall = view_brokers_info(b, listener, all, (int)(sizeof all / sizeof all[0]));
     int n = 0;
     for (int i = 0; i < nodes->n; i++)
         for (int j = 0; j < nall; j++)

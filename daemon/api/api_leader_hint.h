@@ -20,12 +20,12 @@ typedef struct bk_hint_nodes {
 /* The live leader of the partition other than this broker: true with
  * *leader_id and *leader_epoch, the leader added to *nodes (if room);
  * false when there is none to point at (leave the defaults, -1). */
-bool bk_leader_hint(bk_broker *b, kp_str topic, int32_t partition,
+bool api_leader_hint(bk_broker *b, kp_str topic, int32_t partition,
                     int32_t *leader_id, int32_t *leader_epoch, bk_hint_nodes *nodes);
-/* The endpoints of nodes->ids on listener (bk_brokers_info), in that
+/* The endpoints of nodes->ids on listener (view_brokers_info), in that
  * order, into out[BK_HINT_MAX_NODES]; returns how many (a broker gone
  * since is left out). */
-int bk_hint_endpoints(bk_broker *b, const char *listener, const bk_hint_nodes *nodes,
+int api_hint_endpoints(bk_broker *b, const char *listener, const bk_hint_nodes *nodes,
                       bk_broker_info *out);
 
 /* Fills ne[0..n) (a generated NodeEndpoint array: ProduceResponse's and

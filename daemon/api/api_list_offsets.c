@@ -44,7 +44,7 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
     *off_out = -1;
     *epoch_out = -1;
     bk_partition *p;
-    int rc = bk_leader_replica(b, topic, index, &p);
+    int rc = view_leader_replica(b, topic, index, &p);
     if (rc != KP_NONE)
         return rc;
     if (current_leader_epoch >= 0 && current_leader_epoch != p->leader_epoch)
@@ -81,7 +81,7 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
 typedef kp_ListOffsetsResponse_ListOffsetsTopicResponse lo_topic_out;
 typedef kp_ListOffsetsResponse_ListOffsetsPartitionResponse lo_part_out;
 
-int bk_handle_list_offsets(bk_req *r)
+int api_handle_list_offsets(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_ListOffsetsRequest q;
@@ -110,7 +110,7 @@ int bk_handle_list_offsets(bk_req *r)
             po->PartitionIndex = qp->PartitionIndex;
             ts = off = -1;
             epoch = -1;
-            po->ErrorCode = !bk_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_DESCRIBE)
+            po->ErrorCode = !sec_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_DESCRIBE)
                 ? KP_TOPIC_AUTHORIZATION_FAILED
                 : list_offset(r, qt->Name, qp->PartitionIndex, qp->Timestamp,
                               qp->CurrentLeaderEpoch, &ts, &off, &epoch);

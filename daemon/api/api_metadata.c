@@ -6,7 +6,7 @@
  * state's, as Kafka: also for a partition without a live leader; clients
  * send it back as CurrentLeaderEpoch, which Fetch and ListOffsets check);
  * v8 authorized operations (INT32_MIN: not asked for; the cluster's
- * only up to v10), Kafka's bit per allowed operation (bk_authorized_ops);
+ * only up to v10), Kafka's bit per allowed operation (sec_authorized_ops);
  * v9+ flexible; v10+ each topic's TopicId; v12 a requested topic may be
  * named by its TopicId alone (null Name), as Kafka answers it: an unknown
  * id gets UNKNOWN_TOPIC_ID with a null name.  Below v12 a topic id in the
@@ -25,7 +25,7 @@
  * when auto.create.topics.enable is on and the request allows it (v4+
  * AllowAutoTopicCreation; always allowed below v4).  Metadata does not
  * wait for the creation (op NULL): standalone it is complete when
- * bk_topic_create returns, so the new topic is answered with its leaders
+ * view_topic_create returns, so the new topic is answered with its leaders
  * at once; in cluster mode the topic appears in the view once the store
  * confirms it, and until then it is answered LEADER_NOT_AVAILABLE, as
  * Kafka answers a topic it has just started creating (clients retry).
@@ -65,10 +65,10 @@ static bool fill_topic(bk_req *r, int16_t v, bk_topic *t, md_topic_out *o)
     for (int32_t i = 0; i < t->npartitions; i++) {
         bk_pview *pv = &t->parts[i];
         md_part_out *po = &ps[i];
-        int32_t leader = bk_leader_of(r->b, t, i);
+        int32_t leader = view_leader_of(r->b, t, i);
         /* Kafka answers LEADER_NOT_AVAILABLE for a partition without a
          * live leader, with its replicas still listed. */
-        bool led = leader >= 0 && bk_broker_alive(r->b, leader);
+        bool led = leader >= 0 && view_broker_alive(r->b, leader);
         po->ErrorCode = led ? KP_NONE : KP_LEADER_NOT_AVAILABLE;
         po->PartitionIndex = i;
         po->LeaderId = led ? leader : -1;
@@ -83,7 +83,7 @@ static bool fill_topic(bk_req *r, int16_t v, bk_topic *t, md_topic_out *o)
             continue;
         int32_t off = 0;
         for (int32_t j = 0; j < pv->nreplicas; j++)
-            off += !bk_broker_alive(r->b, pv->replicas[j]);
+            off += !view_broker_alive(r->b, pv->replicas[j]);
         if (off == 0)
             continue;
         int32_t *ids = kp_arena_alloc(&r->arena, (size_t)off * sizeof *ids);
@@ -92,7 +92,7 @@ static bool fill_topic(bk_req *r, int16_t v, bk_topic *t, md_topic_out *o)
         po->OfflineReplicas = ids;
         po->OfflineReplicas_count = off;
         for (int32_t j = 0, k = 0; j < pv->nreplicas; j++)
-            if (!bk_broker_alive(r->b, pv->replicas[j]))
+            if (!view_broker_alive(r->b, pv->replicas[j]))
                 ids[k++] = pv->replicas[j];
     }
     return true;
@@ -114,7 +114,7 @@ typedef struct fill_all_ctx {
 static void fill_all(bk_topic *t, void *arg)
 {
     fill_all_ctx *c = arg;
-    if (c->n >= c->cap || !bk_authorized(c->r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE))
+    if (c->n >= c->cap || !sec_authorized(c->r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE))
         return;                       /* left out, as Kafka lists only what one may see */
     c->ok &= fill_topic(c->r, c->r->hdr.RequestApiVersion, t, &c->topics[c->n++]);
 }
@@ -132,11 +132,11 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
         return true;
     }
     if (by_id || n.len < 0) {
-        bk_topic *t = bk_topic_find_id(b, qt->TopicId);
+        bk_topic *t = view_topic_find_id(b, qt->TopicId);
         bool unknown = !t || (n.len >= 0 && kp_str_cmp(n, kp_str_cstr(t->name)) != 0);
         /* Kafka: an id is no secret, so one known but not to be described
          * is TOPIC_AUTHORIZATION_FAILED, its name left null. */
-        if (unknown || !bk_authorized(r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE)) {
+        if (unknown || !sec_authorized(r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE)) {
             fill_error(o, KP_STR_NULL,
                        unknown ? KP_UNKNOWN_TOPIC_ID : KP_TOPIC_AUTHORIZATION_FAILED);
             memcpy(o->TopicId, qt->TopicId, 16);
@@ -144,11 +144,11 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
         }
         return fill_topic(r, v, t, o);
     }
-    bk_topic *t = bk_topic_find(b, n.p, (size_t)n.len);
+    bk_topic *t = view_topic_find(b, n.p, (size_t)n.len);
     /* Kafka: DESCRIBE to see it, CREATE (cluster or topic) to auto-create. */
-    if (!bk_authorized(r, BK_RES_TOPIC, n, BK_OP_DESCRIBE) ||
+    if (!sec_authorized(r, BK_RES_TOPIC, n, BK_OP_DESCRIBE) ||
         (!t && allow_auto && b->cfg->auto_create_topics_enable &&
-         !BK_AUTHZ_CLUSTER(r, BK_OP_CREATE) && !bk_authorized(r, BK_RES_TOPIC, n, BK_OP_CREATE))) {
+         !BK_AUTHZ_CLUSTER(r, BK_OP_CREATE) && !sec_authorized(r, BK_RES_TOPIC, n, BK_OP_CREATE))) {
         fill_error(o, n, KP_TOPIC_AUTHORIZATION_FAILED);
         return true;
     }
@@ -160,7 +160,7 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
             return true;
         }
         kp_str_copy(n, name, sizeof name);
-        int rc = bk_topic_create(b, name, b->cfg->num_partitions,
+        int rc = view_topic_create(b, name, b->cfg->num_partitions,
                                  b->cfg->default_replication_factor, NULL,
                                  NULL, 0, false, NULL, err, sizeof err);
         if (rc != KP_NONE && rc != KP_TOPIC_ALREADY_EXISTS) {
@@ -168,7 +168,7 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
             fill_error(o, n, rc > 0 ? (int16_t)rc : KP_UNKNOWN_SERVER_ERROR);
             return true;
         }
-        t = bk_topic_find(b, n.p, (size_t)n.len);
+        t = view_topic_find(b, n.p, (size_t)n.len);
         if (!t) {                     /* being created: not in the view yet */
             fill_error(o, n, KP_LEADER_NOT_AVAILABLE);
             return true;
@@ -184,7 +184,7 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
 /* Kafka clients take every broker listed; a few is what this is for. */
 #define BK_METADATA_MAX_BROKERS 1024
 
-int bk_handle_metadata(bk_req *r)
+int api_handle_metadata(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     bk_broker *b = r->b;
@@ -198,7 +198,7 @@ int bk_handle_metadata(bk_req *r)
     kp_MetadataResponse m;
     kp_init_MetadataResponse(&m);
     bk_broker_info live[BK_METADATA_MAX_BROKERS];
-    int nlive = bk_brokers_info(b, bk_conn_listener(r->conn), live, BK_METADATA_MAX_BROKERS);
+    int nlive = view_brokers_info(b, net_conn_listener(r->conn), live, BK_METADATA_MAX_BROKERS);
     kp_MetadataResponse_MetadataResponseBroker *brokers =
         kp_arena_alloc(&r->arena, (size_t)(nlive ? nlive : 1) * sizeof *brokers);
     if (!brokers)
@@ -211,11 +211,11 @@ int bk_handle_metadata(bk_req *r)
     m.Brokers = brokers;
     m.Brokers_count = nlive;
     if (v >= 2) {
-        const char *cid = bk_cluster_id(b);
+        const char *cid = view_cluster_id(b);
         m.ClusterId = kp_str_cstr(cid);
     }
     if (v >= 1)
-        m.ControllerId = bk_controller_id(b);
+        m.ControllerId = view_controller_id(b);
 
     int32_t n = all ? (int32_t)b->ntopics : q.Topics_count;
     md_topic_out *topics = NULL;
@@ -229,7 +229,7 @@ int bk_handle_metadata(bk_req *r)
     bool ok = true;
     if (all) {
         fill_all_ctx c = { r, topics, 0, n, true };
-        bk_topics_foreach(b, fill_all, &c);
+        view_topics_foreach(b, fill_all, &c);
         n = c.n;
         ok = c.ok;
     } else {
@@ -244,10 +244,10 @@ int bk_handle_metadata(bk_req *r)
         md_topic_out *o = &topics[i];
         if (o->Name.len >= 0 && o->ErrorCode != KP_TOPIC_AUTHORIZATION_FAILED &&
             o->ErrorCode != KP_INVALID_REQUEST && o->ErrorCode != KP_UNKNOWN_TOPIC_ID)
-            o->TopicAuthorizedOperations = bk_authorized_ops(r, BK_RES_TOPIC, o->Name);
+            o->TopicAuthorizedOperations = sec_authorized_ops(r, BK_RES_TOPIC, o->Name);
     }
     m.ClusterAuthorizedOperations = v >= 8 && v <= 10 && q.IncludeClusterAuthorizedOperations
-        ? bk_authorized_ops(r, BK_RES_CLUSTER, kp_str_cstr(BK_CLUSTER_NAME)) : INT32_MIN;
+        ? sec_authorized_ops(r, BK_RES_CLUSTER, kp_str_cstr(BK_CLUSTER_NAME)) : INT32_MIN;
     m.Topics = topics;
     m.Topics_count = n;
     kp_enc_MetadataResponse(r->out, v, &m);

@@ -42,7 +42,7 @@ static int16_t end_offset(bk_req *r, kp_str topic, int32_t replica_id,
     bk_broker *b = r->b;
     po->LeaderEpoch = -1;
     po->EndOffset = -1;
-    const bk_pview *v = bk_view_partition(b, topic, qp->Partition);
+    const bk_pview *v = view_partition(b, topic, qp->Partition);
     if (!v)
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     if (qp->CurrentLeaderEpoch >= 0 && qp->CurrentLeaderEpoch != v->leader_epoch)
@@ -50,7 +50,7 @@ static int16_t end_offset(bk_req *r, kp_str topic, int32_t replica_id,
                                                         : KP_UNKNOWN_LEADER_EPOCH;
     bk_partition *p = NULL;
     if (replica_id != OE_DEBUGGING_REPLICA_ID) {
-        int rc = bk_leader_replica(b, topic, qp->Partition, &p);
+        int rc = view_leader_replica(b, topic, qp->Partition, &p);
         if (rc != KP_NONE)
             return (int16_t)rc;
     } else if (!(p = v->local)) {
@@ -60,7 +60,7 @@ static int16_t end_offset(bk_req *r, kp_str topic, int32_t replica_id,
     return KP_NONE;
 }
 
-int bk_handle_offset_for_leader_epoch(bk_req *r)
+int api_handle_offset_for_leader_epoch(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_OffsetForLeaderEpochRequest q;
@@ -87,7 +87,7 @@ int bk_handle_offset_for_leader_epoch(bk_req *r)
             *po = (oe_part_out){ 0 };
             po->Partition = qt->Partitions[i].Partition;
             po->ErrorCode = cluster_denied ? KP_CLUSTER_AUTHORIZATION_FAILED
-                : q.ReplicaId == -1 && !bk_authorized(r, BK_RES_TOPIC, qt->Topic, BK_OP_DESCRIBE)
+                : q.ReplicaId == -1 && !sec_authorized(r, BK_RES_TOPIC, qt->Topic, BK_OP_DESCRIBE)
                 ? KP_TOPIC_AUTHORIZATION_FAILED
                 : end_offset(r, qt->Topic, q.ReplicaId, &qt->Partitions[i], po);
         }

@@ -67,9 +67,9 @@
  *
  *     handler ──(HW below some partition's end)──► WAITING
  *        WAITING ── HW moves / partition deleted / leadership lost
- *                   (bk_partition_notify → pw_recheck, the request's
+ *                   (replica_partition_notify → pw_recheck, the request's
  *                   bk_deferred: replica_deferred.h) ──► CHECK (next turn)
- *        CHECK ── every partition done ──► bk_req_finish
+ *        CHECK ── every partition done ──► net_req_finish
  *              └─ else ──► WAITING again
  *        WAITING ── TimeoutMs passes ──► REQUEST_TIMED_OUT for the rest
  *
@@ -268,7 +268,7 @@ static bool storage_recovered(bk_partition *p)
     p->storage_retry_ms = now + STORAGE_RETRY_MS;
     if (seg_reset_error(p->log) != 0)
         return false;
-    if (!bk_logdir_failed())         /* else replica_logdir.c says so once an append succeeds */
+    if (!replica_logdir_failed())         /* else replica_logdir.c says so once an append succeeds */
         BK_INFO("%s-%d takes writes again (log end %lld)", p->topic->name, p->id,
                 (long long)seg_log_end(p->log));
     return true;
@@ -319,7 +319,7 @@ static int16_t up_convert(bk_req *r, bk_partition *p, uint8_t **data, size_t *le
         return n == KP_E_MAGIC ? KP_UNSUPPORTED_FOR_MESSAGE_FORMAT
              : n == KP_E_NOMEM ? KP_UNKNOWN_SERVER_ERROR : KP_CORRUPT_MESSAGE;
     }
-    bk_metrics_converted(KP_API_PRODUCE, (uint64_t)n);
+    net_metrics_converted(KP_API_PRODUCE, (uint64_t)n);
     *data = conv->data;
     *len = (size_t)n;
     return KP_NONE;
@@ -343,22 +343,22 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
         res->error = KP_INVALID_REQUIRED_ACKS;
         return;
     }
-    if (!bk_authorized(r, BK_RES_TOPIC, topic, BK_OP_WRITE)) {
+    if (!sec_authorized(r, BK_RES_TOPIC, topic, BK_OP_WRITE)) {
         res->error = KP_TOPIC_AUTHORIZATION_FAILED;
         return;
     }
     bk_partition *p;
-    int lrc = bk_leader_replica(b, topic, index, &p);
-    if (lrc == KP_NONE && bk_cluster_mode(b) && bk_cluster_leaving(b))
+    int lrc = view_leader_replica(b, topic, index, &p);
+    if (lrc == KP_NONE && bk_cluster_mode(b) && cl_cluster_leaving(b))
         lrc = KP_NOT_LEADER_OR_FOLLOWER;          /* controlled shutdown: cluster_leaders.c */
     if (lrc != KP_NONE) {
         res->error = (int16_t)lrc;
         if (lrc == KP_NOT_LEADER_OR_FOLLOWER && r->hdr.RequestApiVersion >= 10)
-            bk_leader_hint(b, topic, index, &res->leader_id, &res->leader_epoch, hints);
+            api_leader_hint(b, topic, index, &res->leader_id, &res->leader_epoch, hints);
         return;
     }
     bool all = acks == -1 && bk_cluster_mode(b);
-    if (all && bk_isr_size(p) < p->topic->cfg.min_insync_replicas) {
+    if (all && repl_isr_size(p) < p->topic->cfg.min_insync_replicas) {
         res->error = KP_NOT_ENOUGH_REPLICAS;
         return;
     }
@@ -404,7 +404,7 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
     }
     if (idempotent) {
         bk_pbatch dup;
-        int rc = bk_pstate_check(p->producers, data, len, &dup);
+        int rc = replica_pstate_check(p->producers, data, len, &dup);
         if (rc == BK_PS_DUPLICATE) {
             /* A retry whose first attempt was appended: same answer again. */
             res->error = KP_NONE;
@@ -431,7 +431,7 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
             res->error = KP_CORRUPT_MESSAGE;
         } else {
             res->error = KP_KAFKA_STORAGE_ERROR;
-            if (!bk_logdir_fault(b, p, "appending to", seg_last_errno(p->log)))
+            if (!replica_logdir_fault(b, p, "appending to", seg_last_errno(p->log)))
                 BK_ERROR("append to %s-%d failed (%d, %s): partition refuses "
                          "writes (KAFKA_STORAGE_ERROR) until the disk takes them again",
                          p->topic->name, p->id, rc, strerror(seg_last_errno(p->log)));
@@ -440,17 +440,17 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
         return;
     }
     if (idempotent && (!p->producers ||
-                       bk_pstate_record(p->producers, data, len, now) != 0))
+                       replica_pstate_record(p->producers, data, len, now) != 0))
         BK_WARN("%s-%d: producer state not recorded (out of memory): a retry "
                 "of this batch would be appended again", p->topic->name, p->id);
-    if (bk_logdir_failed())
-        bk_logdir_recovered(b, p);                /* standalone only */
+    if (replica_logdir_failed())
+        replica_logdir_recovered(b, p);                /* standalone only */
     p->bytes_in += len;
     res->base_offset = base;
     if (p->topic->cfg.log_append_time)
         res->log_append_time = now;
     res->log_start = seg_log_start(p->log);
-    bk_partition_appended(b, p, messages);   /* HW, flush policy, waiters */
+    replica_partition_appended(b, p, messages);   /* HW, flush policy, waiters */
     if (all)
         res->wait_end = seg_log_end(p->log);
 }
@@ -479,7 +479,7 @@ typedef struct produce_wait {
 
 static void pw_free(produce_wait *pw)
 {
-    bk_deferred_free(&pw->wait);         /* pw itself is in r->arena */
+    replica_deferred_free(&pw->wait);         /* pw itself is in r->arena */
 }
 
 static void pw_fail(pw_part *pp, int16_t err)
@@ -501,21 +501,21 @@ static bool pw_check(produce_wait *pw)
         if (pp->done)
             continue;
         bk_partition *p;
-        int rc = bk_leader_replica(b, pp->topic, pp->partition, &p);
+        int rc = view_leader_replica(b, pp->topic, pp->partition, &p);
         if (rc != KP_NONE) {
             pw_fail(pp, (int16_t)rc);
         } else if (p->high_watermark >= pp->end) {
             pp->done = true;
-            if (bk_isr_size(p) < p->topic->cfg.min_insync_replicas)
+            if (repl_isr_size(p) < p->topic->cfg.min_insync_replicas)
                 pw_fail(pp, KP_NOT_ENOUGH_REPLICAS_AFTER_APPEND);
         } else {
-            bk_deferred_watch(&pw->wait, p, &pp->w, false);
+            replica_deferred_watch(&pw->wait, p, &pp->w, false);
             all_done = false;
         }
     }
     if (!all_done)
         return false;
-    bk_deferred_unwatch(&pw->wait);
+    replica_deferred_unwatch(&pw->wait);
     return true;
 }
 
@@ -527,7 +527,7 @@ static void pw_finish(produce_wait *pw)
     r->expire = NULL;
     pw_free(pw);
     kp_enc_ProduceResponse(r->out, r->hdr.RequestApiVersion, &pw->m);
-    bk_req_finish(r);             /* may start the next request on r */
+    net_req_finish(r);             /* may start the next request on r */
 }
 
 /* The loop turn after a watched partition moved (no waiter linked). */
@@ -562,7 +562,7 @@ static void pw_cancel(bk_req *r)
 static void pw_expire(bk_req *r)
 {
     produce_wait *pw = r->state;
-    bk_deferred_expire(&pw->wait);
+    replica_deferred_expire(&pw->wait);
 }
 
 /* After the appends of an acks=-1 produce in cluster mode: BK_DEFER, or
@@ -575,12 +575,12 @@ static int pw_start(bk_req *r, const kp_ProduceResponse *m, pw_part *parts, int 
     if (!pw)
         return BK_CLOSE;
     *pw = (produce_wait){ .r = r, .m = *m, .n = n, .parts = parts };
-    bk_deferred_init(&pw->wait, pw_recheck, pw_timeout, pw);
+    replica_deferred_init(&pw->wait, pw_recheck, pw_timeout, pw);
     if (pw_check(pw)) {
         kp_enc_ProduceResponse(r->out, r->hdr.RequestApiVersion, &pw->m);
         return r->out->err ? BK_CLOSE : BK_RESPOND;
     }
-    if (r->b->stopping || bk_deferred_arm(&pw->wait, r->b->base, timeout_ms) != 0) {
+    if (r->b->stopping || replica_deferred_arm(&pw->wait, r->b->base, timeout_ms) != 0) {
         pw_free(pw);
         for (int i = 0; i < n; i++)
             if (!parts[i].done)
@@ -596,7 +596,7 @@ static int pw_start(bk_req *r, const kp_ProduceResponse *m, pw_part *parts, int 
 
 typedef kp_ProduceResponse_TopicProduceResponse produce_topic_out;
 
-int bk_handle_produce(bk_req *r)
+int api_handle_produce(bk_req *r)
 {
     int16_t ver = r->hdr.RequestApiVersion;
     /* The whole request is decoded before anything is appended, so a
@@ -672,7 +672,7 @@ int bk_handle_produce(bk_req *r)
     m.Responses_count = nt;
     if (hints.n > 0) {
         bk_broker_info info[BK_HINT_MAX_NODES];
-        int n = bk_hint_endpoints(r->b, bk_conn_listener(r->conn), &hints, info);
+        int n = api_hint_endpoints(r->b, net_conn_listener(r->conn), &hints, info);
         kp_ProduceResponse_NodeEndpoint *ne = kp_arena_alloc(&r->arena, sizeof *ne * (size_t)n + 1);
         if (!ne)
             return BK_CLOSE;

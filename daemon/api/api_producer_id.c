@@ -42,7 +42,7 @@ static int16_t next_producer_id(bk_broker *b, int64_t *pid)
     return KP_NONE;
 }
 
-int bk_handle_init_producer_id(bk_req *r)
+int api_handle_init_producer_id(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_InitProducerIdRequest q;
@@ -62,7 +62,7 @@ int bk_handle_init_producer_id(bk_req *r)
                 "transactional.id works)", cid, txn.len > 200 ? 200 : (int)txn.len, txn.p);
         m.ErrorCode = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     } else if (!BK_AUTHZ_CLUSTER(r, BK_OP_IDEMPOTENT_WRITE) &&
-               !bk_authorized_any(r, BK_RES_TOPIC, BK_OP_WRITE)) {
+               !sec_authorized_any(r, BK_RES_TOPIC, BK_OP_WRITE)) {
         /* Kafka 3's rule (KIP-679): WRITE on any topic implies idempotence */
         m.ErrorCode = KP_CLUSTER_AUTHORIZATION_FAILED;
     } else {

@@ -15,7 +15,7 @@
  * Any broker serves both (daemon/cluster/cluster_reassign.c says why): Alter writes the
  * topic znodes and answers once this broker's mirror shows them, one
  * write per topic; List reads the mirror.  The per-partition checks and
- * their errors are bk_partitions_reassign's.  A List naming a partition
+ * their errors are cl_partitions_reassign_request's.  A List naming a partition
  * that is not being reassigned leaves it out, as Kafka does.
  */
 #include "daemon/security/sec_authz.h"
@@ -65,7 +65,7 @@ static void ra_finish(void *ctx)
     kp_enc_AlterPartitionReassignmentsResponse(a->r->out, a->r->hdr.RequestApiVersion, &a->m);
 }
 
-int bk_handle_alter_partition_reassignments(bk_req *r)
+int api_handle_alter_partition_reassignments(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_AlterPartitionReassignmentsRequest q;
@@ -109,7 +109,7 @@ int bk_handle_alter_partition_reassignments(bk_req *r)
             };
         }
     }
-    bk_topic_wait *w = bk_topic_wait_new(r, q.TimeoutMs, ra_result, ra_finish, a);
+    bk_topic_wait *w = api_topic_wait_new(r, q.TimeoutMs, ra_result, ra_finish, a);
     if (!w)
         return BK_CLOSE;
     for (int32_t i = 0; i < n; i++) {
@@ -118,11 +118,11 @@ int bk_handle_alter_partition_reassignments(bk_req *r)
         int32_t len = tn->len > 0 && tn->len <= MD_TOPIC_NAME_MAX ? tn->len : 0;
         memcpy(name, tn->p ? tn->p : "", (size_t)len);
         name[len] = 0;
-        int rc = bk_partitions_reassign(r->b, name, a->parts[i], a->m.Responses[i].Partitions_count,
-                                        bk_topic_wait_op(w, i), err, sizeof err);
-        bk_topic_wait_result(w, i, rc, err);
+        int rc = cl_partitions_reassign_request(r->b, name, a->parts[i], a->m.Responses[i].Partitions_count,
+                                        api_topic_wait_op(w, i), err, sizeof err);
+        api_topic_wait_result(w, i, rc, err);
     }
-    return bk_topic_wait_start(w);
+    return api_topic_wait_start(w);
 }
 
 /* ---- ListPartitionReassignments ------------------------------------------------------- */
@@ -146,9 +146,9 @@ static int lr_fill(bk_req *r, const bk_topic *t, int32_t p, lr_part *mp)
     *mp = (lr_part){
         .PartitionIndex = p, .Replicas = ids, .Replicas_count = v->nreplicas,
         .AddingReplicas = ids + MD_REPLICAS_MAX,
-        .AddingReplicas_count = bk_reassign_ids(v, true, ids + MD_REPLICAS_MAX),
+        .AddingReplicas_count = cl_reassign_ids(v, true, ids + MD_REPLICAS_MAX),
         .RemovingReplicas = ids + 2 * MD_REPLICAS_MAX,
-        .RemovingReplicas_count = bk_reassign_ids(v, false, ids + 2 * MD_REPLICAS_MAX),
+        .RemovingReplicas_count = cl_reassign_ids(v, false, ids + 2 * MD_REPLICAS_MAX),
     };
     return 1;
 }
@@ -185,7 +185,7 @@ static void lr_all_cb(bk_topic *t, void *arg)
         a->oom = true;
 }
 
-int bk_handle_list_partition_reassignments(bk_req *r)
+int api_handle_list_partition_reassignments(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_ListPartitionReassignmentsRequest q;
@@ -205,14 +205,14 @@ int bk_handle_list_partition_reassignments(bk_req *r)
     m.Topics_count = 0;
     if (q.Topics_count < 0) {
         struct lr_all a = { r, &m, cap, false };
-        bk_topics_foreach(r->b, lr_all_cb, &a);
+        view_topics_foreach(r->b, lr_all_cb, &a);
         if (a.oom)
             return BK_CLOSE;
     }
     for (int32_t i = 0; i < q.Topics_count; i++) {
         const kp_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics *qt =
             &q.Topics[i];
-        bk_topic *t = qt->Name.p ? bk_topic_find(r->b, qt->Name.p, (size_t)qt->Name.len)
+        bk_topic *t = qt->Name.p ? view_topic_find(r->b, qt->Name.p, (size_t)qt->Name.len)
                                  : NULL;
         if (t && lr_topic_add(r, t, qt->PartitionIndexes,
                               qt->PartitionIndexes_count > 0 ? qt->PartitionIndexes_count : 0,

@@ -72,7 +72,7 @@ static void acc_row(void *arg, const char *name, const char *mechanism, int32_t 
     if (d->CredentialInfos_count)
         memcpy(v, d->CredentialInfos, sizeof *v * (size_t)d->CredentialInfos_count);
     v[d->CredentialInfos_count++] = (desc_info){
-        .Mechanism = (int8_t)scram_mech_parse(mechanism), .Iterations = iterations };
+        .Mechanism = (int8_t)sec_scram_mech_parse(mechanism), .Iterations = iterations };
     d->CredentialInfos = v;
 }
 
@@ -94,7 +94,7 @@ static void describe_error(bk_req *r, desc_result *d, int16_t code, const char *
     }
 }
 
-int bk_handle_describe_user_scram_credentials(bk_req *r)
+int api_handle_describe_user_scram_credentials(bk_req *r)
 {
     kp_DescribeUserScramCredentialsRequest q;
     if (kp_dec_DescribeUserScramCredentialsRequest(&r->body, 0, &q, &r->arena) != 0)
@@ -187,7 +187,7 @@ static void set_error(bk_req *r, alter_result *a, int rc, const char *err)
     }
 }
 
-int bk_handle_alter_user_scram_credentials(bk_req *r)
+int api_handle_alter_user_scram_credentials(bk_req *r)
 {
     kp_AlterUserScramCredentialsRequest q;
     if (kp_dec_AlterUserScramCredentialsRequest(&r->body, 0, &q, &r->arena) != 0)
@@ -210,7 +210,7 @@ int bk_handle_alter_user_scram_credentials(bk_req *r)
         alter_result *a = result_for(res, &n, name, &fresh);
         char cname[SCRAM_MAX_NAME];
         kp_str_copy(name, cname, sizeof cname);
-        const char *mname = scram_mech_name((scram_mech)mech);
+        const char *mname = sec_scram_mech_name((scram_mech)mech);
         int rc;
         if (!allowed) {                            /* Kafka: ALTER on the cluster */
             set_error(r, a, KP_CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.");
@@ -227,11 +227,11 @@ int bk_handle_alter_user_scram_credentials(bk_req *r)
             continue;
         }
         if (del) {
-            rc = bk_sasl_user_delete(r->b, cname, mname, err, sizeof err);
+            rc = sec_sasl_user_delete(r->b, cname, mname, err, sizeof err);
         } else {
             const kp_AlterUserScramCredentialsRequest_ScramCredentialUpsertion *u =
                 &q.Upsertions[i - nd];
-            rc = bk_sasl_user_put_salted(r->b, cname, mname, (const uint8_t *)u->Salt.p,
+            rc = sec_sasl_user_put_salted(r->b, cname, mname, (const uint8_t *)u->Salt.p,
                                          u->Salt.len < 0 ? 0 : (size_t)u->Salt.len,
                                          u->Iterations, (const uint8_t *)u->SaltedPassword.p,
                                          u->SaltedPassword.len < 0

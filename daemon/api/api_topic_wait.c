@@ -6,18 +6,18 @@
  * (view.h).  A wait hands out one op per entry and counts those that
  * went pending:
  *
- *   bk_topic_wait_new
- *     │ per entry: bk_topic_wait_op → write half → bk_topic_wait_result
+ *   api_topic_wait_new
+ *     │ per entry: api_topic_wait_op → write half → api_topic_wait_result
  *     ▼
- *   bk_topic_wait_start ── none pending ──► finish(ctx); freed   (standalone)
+ *   api_topic_wait_start ── none pending ──► finish(ctx); freed   (standalone)
  *     │ some pending
  *     ▼
  *   WAITING ── done: result(ctx, i) ── the last ──► finish(ctx),
- *     │                                              bk_req_finish; freed
+ *     │                                              net_req_finish; freed
  *     │ cancel: the client's connection closed (r->cancel), or the SQL
  *     │         surface stops
  *     │ expire: shutdown (r->expire): the entries still pending answer
- *     │         REQUEST_TIMED_OUT, finish and bk_req_finish run now
+ *     │         REQUEST_TIMED_OUT, finish and net_req_finish run now
  *     ▼
  *   DETACHED ── done: dropped ── the last ──► freed
  *
@@ -83,7 +83,7 @@ static bool tw_keep(bk_topic_wait *w)
     return true;
 }
 
-/* Detaches from the request before answering it: bk_req_finish may close
+/* Detaches from the request before answering it: net_req_finish may close
  * the connection (whose cancel must not find w) or start the next
  * request on r. */
 static void tw_complete(bk_topic_wait *w)
@@ -98,7 +98,7 @@ static void tw_complete(bk_topic_wait *w)
     }
     w->finish(w->ctx);
     if (r)
-        bk_req_finish(r);
+        net_req_finish(r);
 }
 
 static void tw_done(bk_topic_op *op, int rc, const char *err)
@@ -117,7 +117,7 @@ static void tw_done(bk_topic_op *op, int rc, const char *err)
     tw_free(w);                       /* W2: the last done */
 }
 
-bk_topic_wait *bk_topic_wait_new(bk_req *r, int32_t timeout_ms, bk_topic_result_fn result,
+bk_topic_wait *api_topic_wait_new(bk_req *r, int32_t timeout_ms, bk_topic_result_fn result,
                                  void (*finish)(void *ctx), void *ctx)
 {
     bk_topic_wait *w = calloc(1, sizeof *w);
@@ -128,7 +128,7 @@ bk_topic_wait *bk_topic_wait_new(bk_req *r, int32_t timeout_ms, bk_topic_result_
     return w;
 }
 
-bk_topic_op *bk_topic_wait_op(bk_topic_wait *w, int32_t i)
+bk_topic_op *api_topic_wait_op(bk_topic_wait *w, int32_t i)
 {
     tw_keep(w);
     if (!w->spare && !(w->spare = malloc(sizeof *w->spare)))
@@ -139,7 +139,7 @@ bk_topic_op *bk_topic_wait_op(bk_topic_wait *w, int32_t i)
     return &s->op;
 }
 
-void bk_topic_wait_result(bk_topic_wait *w, int32_t i, int rc, const char *err)
+void api_topic_wait_result(bk_topic_wait *w, int32_t i, int rc, const char *err)
 {
     if (w->spare && w->spare->i == i && tw_keep(w))
         return;                       /* its done brings the answer */
@@ -148,7 +148,7 @@ void bk_topic_wait_result(bk_topic_wait *w, int32_t i, int rc, const char *err)
 
 static void tw_cancel(bk_req *r)
 {
-    bk_topic_wait_cancel(r->state);
+    api_topic_wait_cancel(r->state);
 }
 
 /* Shutdown: the broker will not wait for the store; answer with what is
@@ -164,7 +164,7 @@ static void tw_expire(bk_req *r)
     tw_complete(w);
 }
 
-int bk_topic_wait_start(bk_topic_wait *w)
+int api_topic_wait_start(bk_topic_wait *w)
 {
     tw_keep(w);
     free(w->spare);
@@ -183,7 +183,7 @@ int bk_topic_wait_start(bk_topic_wait *w)
     return BK_DEFER;
 }
 
-void bk_topic_wait_cancel(bk_topic_wait *w)
+void api_topic_wait_cancel(bk_topic_wait *w)
 {
     if (w->r) {
         w->r->state = NULL;

@@ -11,7 +11,7 @@
  *      changes in this pass: a malformed request closes the connection with
  *      no side effect.
  *   2. act on each entry in request order through the one path for topic
- *      changes (bk_topic_create / bk_topic_delete / bk_topic_add_partitions)
+ *      changes (view_topic_create / view_topic_delete / view_topic_add_partitions)
  *      and fill its result in the response struct (in r->arena), encoded
  *      once every entry has its answer (kp_enc_<Api>Response).  One
  *      entry's failure never stops the others.  A change the store
@@ -24,7 +24,7 @@
  * Kafka would give.  What metadata/ checks itself (name rules, the '.'/'_'
  * collision, config names and values) is left to it.
  *
- * Brokers named in a manual assignment must be alive (bk_broker_alive) and
+ * Brokers named in a manual assignment must be alive (view_broker_alive) and
  * the replication factor no more than the live brokers (standalone: this
  * one broker, so 1).  A valid manual assignment is stored as given.
  *
@@ -59,7 +59,7 @@
  * the topic to add partitions (daemon/security/sec_authz.c). */
 static bool topic_op_authorized(bk_req *r, kp_str name, int op)
 {
-    return bk_authorized(r, BK_RES_TOPIC, name, op) ||
+    return sec_authorized(r, BK_RES_TOPIC, name, op) ||
            (op == BK_OP_CREATE && BK_AUTHZ_CLUSTER(r, BK_OP_CREATE));
 }
 
@@ -147,7 +147,7 @@ static bk_topic_wait *answer_wait(answer *a, const void *entries, int32_t n,
 {
     if (!entries || find_dups(&a->r->arena, &a->d, n))
         return NULL;
-    return bk_topic_wait_new(a->r, timeout_ms, result, finish, a);
+    return api_topic_wait_new(a->r, timeout_ms, result, finish, a);
 }
 
 /* One entry's code and, with_text, its message (null on success). */
@@ -235,11 +235,11 @@ static int create_topics(bk_req *r, const create_api *api)
             snprintf(msg, sizeof msg, "Authorization failed.");
             rc = KP_TOPIC_AUTHORIZATION_FAILED;
         } else {
-            rc = api->one(a, i, bk_topic_wait_op(w, i), msg, sizeof msg);
+            rc = api->one(a, i, api_topic_wait_op(w, i), msg, sizeof msg);
         }
-        bk_topic_wait_result(w, i, rc, msg);
+        api_topic_wait_result(w, i, rc, msg);
     }
-    return bk_topic_wait_start(w);
+    return api_topic_wait_start(w);
 }
 
 /* ---- CreateTopics ------------------------------------------------------------- */
@@ -250,7 +250,7 @@ typedef kp_CreateTopicsRequest_CreatableTopic ct_topic;
  * partition, partitions 0..n-1 each exactly once (KRaft's messages, which
  * are the more precise).  Sets *rf and, when it is valid, *out: the
  * replicas in partition order (n × rf, preference order; the caller
- * frees), as bk_topic_create stores them. */
+ * frees), as view_topic_create stores them. */
 static int check_assignment(bk_broker *b, const ct_topic *t, int16_t *rf,
                             int32_t **out, char *msg, size_t msglen)
 {
@@ -289,7 +289,7 @@ static int check_assignment(bk_broker *b, const ct_topic *t, int16_t *rf,
             bool again = false;
             for (int32_t k = 0; k < j && k < MD_REPLICAS_MAX; k++)
                 again |= as->BrokerIds[k] == id;  /* bounded: no n² */
-            if (!bk_broker_alive(b, id)) {
+            if (!view_broker_alive(b, id)) {
                 snprintf(msg, msglen, "The manual partition assignment includes "
                          "broker %d, but no such broker is registered.", id);
                 rc = KP_INVALID_REPLICA_ASSIGNMENT;
@@ -340,7 +340,7 @@ static int create_one(bk_broker *b, const ct_topic *t, bool validate_only,
 {
     msg[0] = 0;
     kp_str nm = t->Name;
-    if (bk_topic_find(b, nm.p, (size_t)nm.len)) {
+    if (view_topic_find(b, nm.p, (size_t)nm.len)) {
         snprintf(msg, msglen, "Topic '%.*s' already exists.", (int)nm.len, nm.p);
         return KP_TOPIC_ALREADY_EXISTS;
     }
@@ -390,7 +390,7 @@ static int create_one(bk_broker *b, const ct_topic *t, bool validate_only,
             snprintf(msg, msglen, "Replication factor must be larger than 0.");
             return KP_INVALID_REPLICATION_FACTOR;
         }
-        int rc = bk_view_check_replication(b, rf, msg, msglen);
+        int rc = view_check_replication(b, rf, msg, msglen);
         if (rc != KP_NONE)
             return rc;
     }
@@ -414,7 +414,7 @@ static int create_one(bk_broker *b, const ct_topic *t, bool validate_only,
         snprintf(msg, msglen, "out of memory");
         rc = KP_UNKNOWN_SERVER_ERROR;
     } else {
-        rc = bk_topic_create(b, name, partitions, rf, assignment, kv,
+        rc = view_topic_create(b, name, partitions, rf, assignment, kv,
                              (size_t)nconfigs, validate_only, op, msg, msglen);
     }
     if (kv)
@@ -458,9 +458,9 @@ static void ct_fill(answer *a)
         res->ReplicationFactor = -1;
         if (res->ErrorCode != KP_NONE)
             continue;
-        const bk_topic *t = bk_topic_find(r->b, res->Name.p, (size_t)res->Name.len);
+        const bk_topic *t = view_topic_find(r->b, res->Name.p, (size_t)res->Name.len);
         /* Kafka: configs and metadata only to whom may DESCRIBE_CONFIGS */
-        if (!bk_authorized(r, BK_RES_TOPIC, res->Name, BK_OP_DESCRIBE_CONFIGS)) {
+        if (!sec_authorized(r, BK_RES_TOPIC, res->Name, BK_OP_DESCRIBE_CONFIGS)) {
             res->TopicConfigErrorCode = KP_TOPIC_AUTHORIZATION_FAILED;
             if (t && r->hdr.RequestApiVersion >= 7)
                 memcpy(res->TopicId, t->id, 16);
@@ -489,7 +489,7 @@ static void ct_fill(answer *a)
         }
         res->Configs_count = 0;
         struct ct_configs c = { a, res };
-        if (bk_topic_configs_list(r->b, t->name, ct_config, &c) != KP_NONE)
+        if (api_topic_configs_list(r->b, t->name, ct_config, &c) != KP_NONE)
             res->TopicConfigErrorCode = KP_UNKNOWN_SERVER_ERROR;  /* Kafka's tag 0 */
     }
 }
@@ -539,7 +539,7 @@ static const create_api create_topics_api = {
     ct_start, ct_results, ct_slot, ct_one, ct_finish,
 };
 
-int bk_handle_create_topics(bk_req *r)
+int api_handle_create_topics(bk_req *r)
 {
     return create_topics(r, &create_topics_api);
 }
@@ -583,11 +583,11 @@ static void match_id(bk_topic *t, void *arg)
 static bk_topic *topic_by_id(bk_broker *b, const uint8_t id[16])
 {
     struct id_search s = { id, NULL };
-    bk_topics_foreach(b, match_id, &s);
+    view_topics_foreach(b, match_id, &s);
     return s.found;
 }
 
-int bk_handle_delete_topics(bk_req *r)
+int api_handle_delete_topics(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     bk_broker *b = r->b;
@@ -626,12 +626,12 @@ int bk_handle_delete_topics(bk_req *r)
             const bk_topic *t = topic_by_id(b, ts->TopicId);
             if (!t)
                 early[i] = KP_UNKNOWN_TOPIC_ID;
-            else if (!bk_authorized(r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE))
+            else if (!sec_authorized(r, BK_RES_TOPIC, kp_str_cstr(t->name), BK_OP_DESCRIBE))
                 early[i] = KP_TOPIC_AUTHORIZATION_FAILED;  /* Kafka: its name is not told */
             else if (kp_arena_str(&r->arena, t->name, &a->d.names[i]))
                 return BK_CLOSE;              /* a copy: the delete frees t */
         } else {
-            const bk_topic *t = bk_topic_find(b, ts->Name.p, (size_t)(ts->Name.len > 0 ? ts->Name.len : 0));
+            const bk_topic *t = view_topic_find(b, ts->Name.p, (size_t)(ts->Name.len > 0 ? ts->Name.len : 0));
             if (t)
                 memcpy(res->TopicId, t->id, 16);
         }
@@ -657,20 +657,20 @@ int bk_handle_delete_topics(bk_req *r)
             rc = early[i];
         } else if (!b->cfg->delete_topic_enable) {
             rc = v >= 3 ? KP_TOPIC_DELETION_DISABLED : KP_INVALID_REQUEST;
-        } else if (!bk_authorized(r, BK_RES_TOPIC, nm, BK_OP_DELETE)) {
+        } else if (!sec_authorized(r, BK_RES_TOPIC, nm, BK_OP_DELETE)) {
             rc = KP_TOPIC_AUTHORIZATION_FAILED;
         } else if (a->d.first[i] != i) {
             /* deleted once: dt_finish copies the first copy's answer */
-        } else if (!bk_topic_find(b, nm.p, (size_t)nm.len)) {
+        } else if (!view_topic_find(b, nm.p, (size_t)nm.len)) {
             rc = KP_UNKNOWN_TOPIC_OR_PARTITION;
         } else {
             char name[MD_TOPIC_NAME_MAX + 1];
             kp_str_copy(nm, name, sizeof name);        /* found: a legal name */
-            rc = bk_topic_delete(b, name, bk_topic_wait_op(w, i), err, sizeof err);
+            rc = view_topic_delete(b, name, api_topic_wait_op(w, i), err, sizeof err);
         }
-        bk_topic_wait_result(w, i, rc, err);
+        api_topic_wait_result(w, i, rc, err);
     }
-    return bk_topic_wait_start(w);
+    return api_topic_wait_start(w);
 }
 
 /* ---- CreatePartitions ------------------------------------------------------------- */
@@ -695,7 +695,7 @@ static int check_new_assignment(bk_broker *b, const cp_topic *t,
         const kp_CreatePartitionsRequest_CreatePartitionsAssignment *as = &t->Assignments[i];
         for (int32_t j = 0; j < as->BrokerIds_count; j++) {
             int32_t id = as->BrokerIds[j];
-            if (bk_broker_alive(b, id))
+            if (view_broker_alive(b, id))
                 continue;
             bool again = false;
             for (int k = 0; k < nshown; k++)
@@ -766,7 +766,7 @@ static int add_partitions_one(bk_broker *b, const cp_topic *t, bool validate_onl
 {
     msg[0] = 0;
     kp_str nm = t->Name;
-    bk_topic *bt = bk_topic_find(b, nm.p, (size_t)nm.len);
+    bk_topic *bt = view_topic_find(b, nm.p, (size_t)nm.len);
     if (!bt) {
         snprintf(msg, msglen, "The topic '%.*s' does not exist.",
                  nm.len > MD_TOPIC_NAME_MAX ? MD_TOPIC_NAME_MAX : (int)nm.len, nm.p);
@@ -790,7 +790,7 @@ static int add_partitions_one(bk_broker *b, const cp_topic *t, bool validate_onl
         if (rc != KP_NONE)
             return rc;
     }
-    int rc = bk_topic_add_partitions(b, bt->name, t->Count, assignment, validate_only,
+    int rc = view_topic_add_partitions(b, bt->name, t->Count, assignment, validate_only,
                                      op, msg, msglen);
     free(assignment);
     return rc;
@@ -839,7 +839,7 @@ static const create_api create_partitions_api = {
     cp_start, cp_results, cp_slot, cp_one, cp_finish,
 };
 
-int bk_handle_create_partitions(bk_req *r)
+int api_handle_create_partitions(bk_req *r)
 {
     return create_topics(r, &create_partitions_api);
 }

@@ -189,37 +189,37 @@ void cl_wait_assignment(bk_broker *b, const char *topic, int version, bk_topic_o
 /* cluster_reassign.c R4: every reassignment write waiting for its retry answered
  * REQUEST_TIMED_OUT and freed (shutdown, before the loop's events go). */
 void cl_reassign_stop(bk_broker *b);
-bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partition_state *st,
+bool cl_ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partition_state *st,
                          bool *finished);
 /* Adds to txn the topic znode without the removed replicas of the
  * finished[p] partitions, at version (cluster_reassign.c R3). */
-void ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
+void cl_ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
                                  const bool *finished);
 
 /* cluster_mirror.c */
-void mr_on_watch(bk_broker *b, int type, const char *path);
-void mr_resync(bk_broker *b);
+void cl_mirror_on_watch(bk_broker *b, int type, const char *path);
+void cl_mirror_resync(bk_broker *b);
 /* A new session: any resync of the old one counts for nothing. */
-void mr_resync_reset(bk_broker *b);
+void cl_mirror_resync_reset(bk_broker *b);
 /* The resync's last topic is in (cluster_mirror.c's own bookkeeping). */
-void mr_resync_done(bk_broker *b);
-void mr_refresh_topic(bk_broker *b, const char *name);
+void cl_mirror_resync_done(bk_broker *b);
+void cl_mirror_refresh_topic(bk_broker *b, const char *name);
 /* Lists /brokers/topics once and refreshes what the mirror lacks or has
  * too many of (the child watch's work; a new controller's check). */
-void mr_check_topics(bk_broker *b);
-void mr_refresh_brokers(bk_broker *b);
-void mr_refresh_controller(bk_broker *b);
-cl_topic *mr_topic(bk_broker *b, const char *name, bool create);
-void mr_free(bk_broker *b);
+void cl_mirror_check_topics(bk_broker *b);
+void cl_mirror_refresh_brokers(bk_broker *b);
+void cl_mirror_refresh_controller(bk_broker *b);
+cl_topic *cl_mirror_topic(bk_broker *b, const char *name, bool create);
+void cl_mirror_free(bk_broker *b);
 
 /* cluster_controller.c */
-void ctl_elect(bk_broker *b);
+void cl_ctl_elect(bk_broker *b);
 /* The controller lost its role (deposed, or the session expired). */
-void ctl_resign(bk_broker *b, const char *why);
+void cl_ctl_resign(bk_broker *b, const char *why);
 /* Whatever the mirror changed, the controller checks (when active):
  * name NULL = every topic. */
-void ctl_reconcile(bk_broker *b, const char *name);
-void ctl_refresh_deletions(bk_broker *b);
+void cl_ctl_reconcile(bk_broker *b, const char *name);
+void cl_ctl_refresh_deletions(bk_broker *b);
 
 /* cluster_logdirs.c: brokers whose log directory failed (Kafka's
  * /log_dir_event_notification).  Controller: true while broker id is
@@ -227,17 +227,17 @@ void ctl_refresh_deletions(bk_broker *b);
  * as leaving).  refresh: reads (and watches) the notifications; reset: a
  * new controller remembers nothing (and tells itself of its own). */
 bool cl_broker_dir_failed(bk_broker *b, int32_t id);
-void ctl_logdirs_refresh(bk_broker *b);
-bool ctl_logdirs_path(const char *path);
-void ctl_logdirs_reset(bk_broker *b);
+void cl_ctl_logdirs_refresh(bk_broker *b);
+bool cl_ctl_logdirs_path(const char *path);
+void cl_ctl_logdirs_reset(bk_broker *b);
 /* The failed broker's side.  cl_logdir_failed: b->on_logdir_failed (the
  * fetchers stop, the controller is told).  renotify: tells the controller
  * again (a new controller, or a notification that could not be written):
  * Kafka's new controller learns it from its LeaderAndIsr answers; here
  * the broker says it again.  tick: retries one that could not be written. */
 void cl_logdir_failed(bk_broker *b);
-void bk_logdir_renotify(bk_broker *b);
-void bk_logdir_tick(bk_broker *b);
+void cl_logdir_renotify(bk_broker *b);
+void cl_logdir_tick(bk_broker *b);
 
 /* cluster_recovery.c: elections when no ISR member stayed up */
 enum { CTL_REC_NONE, CTL_REC_WAIT, CTL_REC_ELECT };
@@ -254,7 +254,7 @@ int64_t cl_broker_czxid(bk_broker *b, int32_t id);
 /* reconcile_topic, for an existing partition before its failover election:
  * CTL_REC_NONE (go on as before), CTL_REC_WAIT (write nothing now),
  * CTL_REC_ELECT (st holds the election). */
-int  ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p,
+int  cl_ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p,
                          md_partition_state *st);
 /* /broker_log_ends/<id>'s lines.  _parse: text (NUL-terminated; changed
  * in place, the topics point into it) → *session (the ZooKeeper session
@@ -273,20 +273,20 @@ int  cl_log_ends_head(char *out, size_t cap, int64_t session);
 const cl_log_end *cl_log_ends_find(const cl_log_end *e, int n, const char *topic, int32_t p);
 int  cl_log_ends_line(char *out, size_t cap, const cl_log_end *e);
 /* Each cluster tick: a wait that ended reconciles again. */
-void ctl_recovery_tick(bk_broker *b);
+void cl_ctl_recovery_tick(bk_broker *b);
 void cl_recovery_free(bk_broker *b);
-/* bk_isr_view_changed: sets p->held (cluster_recovery.c R5), saying so when it changes. */
+/* repl_isr_view_changed: sets p->held (cluster_recovery.c R5), saying so when it changes. */
 void cl_recovery_view_changed(bk_broker *b, bk_partition *p);
 
 /* repl_isr.c */
 /* Cluster mode, before any log opens (main.c): the high watermark after
  * an append comes from the ISR (replica.h bk_isr_hooks). */
-void bk_isr_install(bk_broker *b);
+void repl_isr_install(bk_broker *b);
 /* Writes partition's state znode with a new ISR (same leader and epochs),
  * conditional on the version the mirror shows; the mirror's watch brings
  * it into the view.  why goes into the log line.  0: sent; -1: not (not
  * the leader in the view, no state znode, no session). */
-int  cl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
+int  repl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
                    int32_t nisr, const char *why);
 
 /* cluster_leaders.c */
@@ -306,20 +306,20 @@ void cl_controlled_shutdown_end(bk_broker *b);
  * it would write (v's, or its own failover election); moves leadership off
  * a leaving broker, to the preferred replica when marked, and takes dead
  * or leaving followers out of the ISR.  true when st changed. */
-bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p,
+bool cl_ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p,
                         const bk_pview *v, md_partition_state *st);
 /* Marks partition p of topic for a preferred-leader election (the caller
  * reconciles the topic): KP_NONE, KP_ELECTION_NOT_NEEDED,
  * KP_PREFERRED_LEADER_NOT_AVAILABLE, KP_UNKNOWN_TOPIC_OR_PARTITION,
  * KP_NOT_CONTROLLER. */
-int  ctl_elect_preferred(bk_broker *b, const char *topic, int32_t p);
+int  cl_ctl_elect_preferred(bk_broker *b, const char *topic, int32_t p);
 /* The live brokers changed (before the reconcile): the ISRs that hold a
  * broker that just died are marked for it to leave. */
-void ctl_leaders_brokers_changed(bk_broker *b);
+void cl_ctl_leaders_brokers_changed(bk_broker *b);
 /* Each cluster tick: the automatic leader rebalance (controller). */
-void ctl_leaders_tick(bk_broker *b);
+void cl_ctl_leaders_tick(bk_broker *b);
 /* ISR changes this broker made, for /metrics. */
-void ctl_isr_counted(bk_broker *b, bool shrink);
+void cl_ctl_isr_counted(bk_broker *b, bool shrink);
 void cl_isr_counters(uint64_t *shrinks, uint64_t *expands);
 
 #endif

@@ -12,7 +12,7 @@
  * <Type> is Topic, Group, Cluster or TransactionalId; operations and
  * permissions are Kafka's Java names (Read, ClusterAction, Allow).
  *
- * Write (bk_authz_zk_write: cl_store_zk's acl_change, from bk_acl_apply),
+ * Write (cl_authz_zk_write: cl_store_zk's acl_change, from sec_acl_apply),
  * for each resource the change touches, as Kafka's AclAuthorizer does:
  *
  *   get the znode (its list and version; none: empty, version -1)
@@ -44,7 +44,7 @@
  *       authorizer on this broker show it.
  *   K5. This broker's writes go one at a time (a FIFO; Kafka's write
  *       lock): only other brokers race a write, so its retries suffice.
- *   K6. Shutdown (bk_authz_zk_stop, before zk_stop): every write not yet
+ *   K6. Shutdown (cl_authz_zk_stop, before cl_zk_stop): every write not yet
  *       answered is answered REQUEST_TIMED_OUT now and freed, the head's
  *       once its in-flight calls come back (ZCLOSING, cluster_zk.c Z1); nothing
  *       new goes to ZooKeeper after it.
@@ -127,7 +127,7 @@ static void sync_done(bk_broker *b)
     else if (md_acl_replace(b->db, sync_.rows, sync_.n, err, sizeof err) != 0) {
         BK_ERROR("storing the ACLs read from ZooKeeper failed: %s", err);
         failed = true;
-    } else if (bk_authz_reload(b) != 0) {
+    } else if (sec_authz_reload(b) != 0) {
         failed = true;
     }
     md_acl_free(sync_.rows, sync_.n);
@@ -155,7 +155,7 @@ static void on_get(bk_broker *b, const zk_result *r, void *arg)
         /* deleted since it was listed: no ACLs */
     } else if (r->rc != ZOK) {
         sync_.failed = true;
-    } else if (r->len > 0 && zj_acls_parse(r->data, (size_t)r->len, &acls, &n, err,
+    } else if (r->len > 0 && cl_zj_acls_parse(r->data, (size_t)r->len, &acls, &n, err,
                                            sizeof err) != 0) {
         BK_WARN("zookeeper: ACLs of %s %s are not Kafka's JSON (%s); skipped",
                 zk_types[c->type], c->name, err);
@@ -234,7 +234,7 @@ static void on_children(bk_broker *b, const zk_result *r, void *arg)
             continue;
         }
         sync_.pending++;
-        zk_get(b->zk, path, false, on_get, g);
+        cl_zk_get(b->zk, path, false, on_get, g);
         free(path);
     }
     free(c);
@@ -248,7 +248,7 @@ static void on_changes(bk_broker *b, const zk_result *r, void *arg)
         cl_notices_purge(b, arg);
 }
 
-void bk_authz_zk_resync(bk_broker *b)
+void cl_authz_zk_resync(bk_broker *b)
 {
     if (!b->zk || stopping)
         return;
@@ -258,8 +258,8 @@ void bk_authz_zk_resync(bk_broker *b)
     sync_.n = sync_.cap = 0;
     sync_.failed = false;
     sync_.pending = 1;                            /* this function's own share */
-    zk_children(b->zk, ACL_CHANGES, true, on_changes, (void *)ACL_CHANGES);
-    zk_children(b->zk, ACL_EXT_CHANGES, true, on_changes, (void *)ACL_EXT_CHANGES);
+    cl_zk_children(b->zk, ACL_CHANGES, true, on_changes, (void *)ACL_CHANGES);
+    cl_zk_children(b->zk, ACL_EXT_CHANGES, true, on_changes, (void *)ACL_EXT_CHANGES);
     for (int p = 0; p < 2; p++)
         for (size_t t = 0; t < NTYPES; t++) {
             char path[128];
@@ -270,22 +270,22 @@ void bk_authz_zk_resync(bk_broker *b)
                 continue;
             }
             sync_.pending++;
-            zk_children(b->zk, path, false, on_children, c);
+            cl_zk_children(b->zk, path, false, on_children, c);
         }
     sync_done(b);
 }
 
-bool bk_authz_zk_on_watch(bk_broker *b, int type, const char *path)
+bool cl_authz_zk_on_watch(bk_broker *b, int type, const char *path)
 {
     if (strcmp(path, ACL_CHANGES) && strcmp(path, ACL_EXT_CHANGES))
         return false;
     if (type == ZOO_CHILD_EVENT)
-        bk_authz_zk_resync(b);
+        cl_authz_zk_resync(b);
     return true;
 }
 
 /* ---- writing ------------------------------------------------------------------------ */
-/* One bk_acl_apply: its rows (copies, operations and permissions in Java
+/* One sec_acl_apply: its rows (copies, operations and permissions in Java
  * names), the resources still being written, the first failure. */
 typedef struct aw_job {
     bk_topic_op *op;
@@ -395,7 +395,7 @@ static void job_done(bk_broker *b, aw_job *j, int rc, const char *err)
         return;
     }
     /* K4: answered once a resync started after the last write read it back. */
-    bk_authz_zk_resync(b);
+    cl_authz_zk_resync(b);
     j->need_gen = sync_.gen;
     j->next = waiters;
     waiters = j;
@@ -441,17 +441,17 @@ static void on_res_read(bk_broker *b, const zk_result *r, void *arg)
         return;
     }
     if (r->rc == ZOK && r->len > 0 &&
-        zj_acls_parse(r->data, (size_t)r->len, &cur, &ncur, err, sizeof err) != 0) {
+        cl_zj_acls_parse(r->data, (size_t)r->len, &cur, &ncur, err, sizeof err) != 0) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s is not Kafka's ACL JSON (%s)", x->path, err);
         res_done(b, x, KP_UNKNOWN_SERVER_ERROR, msg);
         return;
     }
     const md_acl **list = calloc(ncur + j->n + 1, sizeof *list);
-    zk_txn *t = zk_txn_new();
+    zk_txn *t = cl_zk_txn_new();
     if (!list || !t) {
         free(list);
-        zk_txn_free(t);
+        cl_zk_txn_free(t);
         md_acl_free(cur, ncur);
         res_done(b, x, KP_UNKNOWN_SERVER_ERROR, "out of memory");
         return;
@@ -480,27 +480,27 @@ static void on_res_read(bk_broker *b, const zk_result *r, void *arg)
     md_acl *flat = calloc(n ? n : 1, sizeof *flat);
     for (size_t i = 0; flat && i < n; i++)
         flat[i] = *list[i];
-    int rc = flat && (!n || zj_acls_format(flat, n, &js) == 0) ? 0 : -1;
+    int rc = flat && (!n || cl_zj_acls_format(flat, n, &js) == 0) ? 0 : -1;
     if (!rc && !n && version >= 0)
-        zk_txn_delete(t, x->path, version);
+        cl_zk_txn_delete(t, x->path, version);
     else if (!rc && n && version >= 0)
-        zk_txn_set(t, x->path, (const char *)js.data, (int)js.len, version);
+        cl_zk_txn_set(t, x->path, (const char *)js.data, (int)js.len, version);
     else if (!rc && n)
-        zk_txn_create(t, x->path, (const char *)js.data, (int)js.len, 0);
-    if (!rc && zk_txn_count(t)) {
+        cl_zk_txn_create(t, x->path, (const char *)js.data, (int)js.len, 0);
+    if (!rc && cl_zk_txn_count(t)) {
         char type[32];
         enum_to_java(x->key->resource_type, type, sizeof type);
         kp_buf_reset(&js);
         if (!strcmp(x->key->pattern_type, "PREFIXED")) {
-            rc = zj_acl_change_format(type, x->key->resource_name, &js);
-            zk_txn_create(t, ACL_EXT_CHANGES "/acl_changes_", (const char *)js.data,
+            rc = cl_zj_acl_change_format(type, x->key->resource_name, &js);
+            cl_zk_txn_create(t, ACL_EXT_CHANGES "/acl_changes_", (const char *)js.data,
                           (int)js.len, ZOO_SEQUENCE);
         } else {
             kp_wr_raw(&js, type, strlen(type));        /* "<Type>:<name>", any length */
             kp_wr_raw(&js, ":", 1);
             kp_wr_raw(&js, x->key->resource_name, strlen(x->key->resource_name));
             rc = js.err ? -1 : 0;
-            zk_txn_create(t, ACL_CHANGES "/acl_changes_", (const char *)js.data,
+            cl_zk_txn_create(t, ACL_CHANGES "/acl_changes_", (const char *)js.data,
                           (int)js.len, ZOO_SEQUENCE);
         }
     }
@@ -509,19 +509,19 @@ static void on_res_read(bk_broker *b, const zk_result *r, void *arg)
     free(list);
     md_acl_free(cur, ncur);
     if (rc) {
-        zk_txn_free(t);
+        cl_zk_txn_free(t);
         res_done(b, x, KP_UNKNOWN_SERVER_ERROR, "cannot format the ACLs for ZooKeeper");
-    } else if (!changed || !zk_txn_count(t)) {
-        zk_txn_free(t);                          /* nothing to change: no notification */
+    } else if (!changed || !cl_zk_txn_count(t)) {
+        cl_zk_txn_free(t);                          /* nothing to change: no notification */
         res_done(b, x, KP_NONE, NULL);
     } else {
-        zk_txn_commit(b->zk, t, on_res_written, x);
+        cl_zk_txn_commit(b->zk, t, on_res_written, x);
     }
 }
 
 static void res_read(bk_broker *b, aw_res *x)
 {
-    zk_get(b->zk, x->path, false, on_res_read, x);
+    cl_zk_get(b->zk, x->path, false, on_res_read, x);
 }
 
 /* row with its operation and permission in Java names, all copied. */
@@ -539,18 +539,18 @@ static int java_row(const md_acl *row, md_acl *o)
            o->host && o->operation && o->permission ? 0 : -1;
 }
 
-int bk_authz_zk_write(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
+int cl_authz_zk_write(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
                       size_t nadd, bk_topic_op *op, char *err, size_t errlen)
 {
-    if (!zk_connected(b->zk))
+    if (!cl_zk_connected(b->zk))
         return cl_zk_error(b, ZCONNECTIONLOSS, "cannot change the ACLs", err, errlen);
     size_t n = ndel + nadd;
     for (size_t k = 0; k < n; k++) {
-        int res = bk_res_parse(k < ndel ? del[k].resource_type : add[k - ndel].resource_type);
+        int res = sec_res_parse(k < ndel ? del[k].resource_type : add[k - ndel].resource_type);
         if (res != BK_RES_TOPIC && res != BK_RES_GROUP && res != BK_RES_CLUSTER &&
             res != BK_RES_TRANSACTIONAL_ID) {
             snprintf(err, errlen, "ACLs on %s resources cannot be stored in ZooKeeper",
-                     bk_res_name(res) ? bk_res_name(res) : "unknown");
+                     sec_res_name(res) ? sec_res_name(res) : "unknown");
             return KP_INVALID_REQUEST;
         }
     }
@@ -610,7 +610,7 @@ int bk_authz_zk_write(bk_broker *b, const md_acl *del, size_t ndel, const md_acl
     return KP_NONE;
 }
 
-void bk_authz_zk_stop(bk_broker *b)
+void cl_authz_zk_stop(bk_broker *b)
 {
     (void)b;
     stopping = true;

@@ -20,9 +20,9 @@
  *
  * Read (every broker, for the two znodes that concern it): at each session
  * (re)connect (cluster_session.c) and when a watch on either fires
- * (cluster_mirror.c's mr_on_watch): get with a watch; a missing znode gets an
+ * (cluster_mirror.c's cl_mirror_on_watch): get with a watch; a missing znode gets an
  * exists watch (for its creation) and is read again if it appeared
- * meanwhile.  What was read replaces the local set (bk_broker_configs_adopt:
+ * meanwhile.  What was read replaces the local set (view_broker_configs_adopt:
  * stored in SQLite, applied to every topic), a missing znode the empty set.
  *
  * Invariants:
@@ -86,7 +86,7 @@ static void on_read(bk_broker *b, const zk_result *r, void *arg)
     if (c->which == 1)
         snprintf(path, sizeof path, "%d", (int)b->cfg->broker_id);
     if (r->rc == ZOK) {
-        if (r->len > 0 && zj_config_parse(r->data, (size_t)r->len, &kv, &n, err,
+        if (r->len > 0 && cl_zj_config_parse(r->data, (size_t)r->len, &kv, &n, err,
                                            sizeof err) != 0) {
             BK_ERROR("zookeeper: /config/brokers/%s is not Kafka's config JSON (%s); "
                      "ignored until it is fixed", c->which ? path : CBC_DEFAULT, err);
@@ -101,7 +101,7 @@ static void on_read(bk_broker *b, const zk_result *r, void *arg)
             char zpath[64];
             e->which = c->which;
             cbc_path(b, c->which, zpath, sizeof zpath);
-            zk_exists(b->zk, zpath, true, on_exists, e);
+            cl_zk_exists(b->zk, zpath, true, on_exists, e);
         }
     } else {
         /* Connection lost or session gone: the next session reads again. */
@@ -109,7 +109,7 @@ static void on_read(bk_broker *b, const zk_result *r, void *arg)
         cbc_answer(c, rc, err);
         return;
     }
-    int rc = bk_broker_configs_adopt(b, resource, kv, n);
+    int rc = view_broker_configs_adopt(b, resource, kv, n);
     md_kv_free(kv, n);
     cbc_answer(c, rc, rc == KP_NONE ? NULL : "Cannot store the broker configs.");
 }
@@ -126,7 +126,7 @@ static void cbc_read(bk_broker *b, int which, bk_topic_op *op)
     c->op = op;
     char path[64];
     cbc_path(b, which, path, sizeof path);
-    zk_get(b->zk, path, true, on_read, c);
+    cl_zk_get(b->zk, path, true, on_read, c);
 }
 
 void cl_broker_configs_refresh(bk_broker *b)
@@ -175,7 +175,7 @@ static void on_written(bk_broker *b, const zk_result *r, void *arg)
 int cl_broker_configs_write(bk_broker *b, const char *resource, const md_kv *kv, size_t n,
                             bk_topic_op *op, char *err, size_t errlen)
 {
-    if (!zk_connected(b->zk))
+    if (!cl_zk_connected(b->zk))
         return cl_zk_error(b, ZCONNECTIONLOSS, "cannot change the broker configs", err,
                            errlen);
     int which = resource[0] ? 1 : 0;
@@ -184,14 +184,14 @@ int cl_broker_configs_write(bk_broker *b, const char *resource, const md_kv *kv,
     kp_buf cfg, note;
     kp_buf_init(&cfg);
     kp_buf_init(&note);
-    zj_config_format(kv, n, &cfg);
-    zj_config_change_format(which ? path + strlen("/config/") : "brokers/" CBC_DEFAULT, &note);
-    zk_txn *t = zk_txn_new();
+    cl_zj_config_format(kv, n, &cfg);
+    cl_zj_config_change_format(which ? path + strlen("/config/") : "brokers/" CBC_DEFAULT, &note);
+    zk_txn *t = cl_zk_txn_new();
     if (cbc_version[which] >= 0)
-        zk_txn_set(t, path, (const char *)cfg.data, (int)cfg.len, cbc_version[which]);
+        cl_zk_txn_set(t, path, (const char *)cfg.data, (int)cfg.len, cbc_version[which]);
     else
-        zk_txn_create(t, path, (const char *)cfg.data, (int)cfg.len, 0);
-    zk_txn_create(t, "/config/changes/config_change_", (const char *)note.data,
+        cl_zk_txn_create(t, path, (const char *)cfg.data, (int)cfg.len, 0);
+    cl_zk_txn_create(t, "/config/changes/config_change_", (const char *)note.data,
                   (int)note.len, ZOO_SEQUENCE);
     kp_buf_free(&cfg);
     kp_buf_free(&note);
@@ -202,6 +202,6 @@ int cl_broker_configs_write(bk_broker *b, const char *resource, const md_kv *kv,
     w->op = op;
     if (op)
         op->pending = true;
-    zk_txn_commit(b->zk, t, on_written, w);
+    cl_zk_txn_commit(b->zk, t, on_written, w);
     return KP_NONE;
 }

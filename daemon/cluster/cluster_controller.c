@@ -40,7 +40,7 @@
  * A partition whose leader dies with no other in-sync replica alive (every
  * replication-factor-1 partition of that broker) is offline: every broker's
  * view already says so (Metadata answers leader -1 for a leader that is not
- * alive, bk_broker_alive), and no write could change it, so none is made
+ * alive, view_broker_alive), and no write could change it, so none is made
  * (C4).  It comes back with that broker, which leads it again in the same
  * epoch: nobody led it meanwhile, so its log cannot have diverged.
  * Writing leader -1 for each of them, as Kafka's ZooKeeper controller does,
@@ -79,19 +79,19 @@ static void become_active(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     cl->active = true;
-    bk_view_set_controller(b, b->cfg->broker_id);
+    view_set_controller(b, b->cfg->broker_id);
     BK_INFO("controller: this broker (%d) is the controller, epoch %d",
             (int)b->cfg->broker_id, (int)cl->epoch);
-    md_controller_set(b->db, bk_controller_id(b), cl->epoch);
+    md_controller_set(b->db, view_controller_id(b), cl->epoch);
     /* The mirror is current as far as watches go; it is checked with two
      * listings (brokers, topics), not by reading every partition again,
      * so the first elections see who is alive now. */
-    mr_refresh_brokers(b);
-    mr_check_topics(b);
-    ctl_refresh_deletions(b);
-    ctl_logdirs_reset(b);
-    ctl_logdirs_refresh(b);                       /* cluster_logdirs.c */
-    ctl_reconcile(b, NULL);
+    cl_mirror_refresh_brokers(b);
+    cl_mirror_check_topics(b);
+    cl_ctl_refresh_deletions(b);
+    cl_ctl_logdirs_reset(b);
+    cl_ctl_logdirs_refresh(b);                       /* cluster_logdirs.c */
+    cl_ctl_reconcile(b, NULL);
 }
 
 static void bump_epoch(bk_broker *b);
@@ -109,7 +109,7 @@ static void on_epoch_written(bk_broker *b, const zk_result *r, void *arg)
         bump_epoch(b);                            /* raced; read it again */
     } else {
         cl->electing = false;
-        BK_WARN("controller: cannot write /controller_epoch (%s); retrying", zk_rc_str(r->rc));
+        BK_WARN("controller: cannot write /controller_epoch (%s); retrying", cl_zk_rc_str(r->rc));
     }
 }
 
@@ -119,20 +119,20 @@ static void on_epoch(bk_broker *b, const zk_result *r, void *arg)
     kp_buf out;
     kp_buf_init(&out);
     if (r->rc == ZNONODE) {
-        zj_epoch_format(1, &out);
-        zk_create(b->zk, "/controller_epoch", (const char *)out.data, (int)out.len, 0,
+        cl_zj_epoch_format(1, &out);
+        cl_zk_create(b->zk, "/controller_epoch", (const char *)out.data, (int)out.len, 0,
                   on_epoch_written, (void *)(intptr_t)1);
     } else if (r->rc == ZOK) {
         int32_t e = 0;
         char err[128];
-        if (zj_epoch_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &e,
+        if (cl_zj_epoch_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &e,
                            err, sizeof err) != 0) {
             BK_ERROR("controller: /controller_epoch holds %.*s (%s); starting over from it",
                      r->len > 0 ? r->len : 0, r->data ? r->data : "", err);
             e = 0;
         }
-        zj_epoch_format(e + 1, &out);
-        zk_set(b->zk, "/controller_epoch", (const char *)out.data, (int)out.len,
+        cl_zj_epoch_format(e + 1, &out);
+        cl_zk_set(b->zk, "/controller_epoch", (const char *)out.data, (int)out.len,
                r->stat.version, on_epoch_written, (void *)(intptr_t)(e + 1));
     } else {
         b->cl->electing = false;
@@ -142,7 +142,7 @@ static void on_epoch(bk_broker *b, const zk_result *r, void *arg)
 
 static void bump_epoch(bk_broker *b)
 {
-    zk_get(b->zk, "/controller_epoch", false, on_epoch, NULL);
+    cl_zk_get(b->zk, "/controller_epoch", false, on_epoch, NULL);
 }
 
 static void on_controller_created(bk_broker *b, const zk_result *r, void *arg)
@@ -155,24 +155,24 @@ static void on_controller_created(bk_broker *b, const zk_result *r, void *arg)
     }
     cl->electing = false;
     if (r->rc == ZNODEEXISTS)
-        mr_refresh_controller(b);                 /* someone else won; watch it */
+        cl_mirror_refresh_controller(b);                 /* someone else won; watch it */
 }
 
-void ctl_elect(bk_broker *b)
+void cl_ctl_elect(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
-    if (!cl->registered || cl->electing || cl->active || !zk_connected(b->zk))
+    if (!cl->registered || cl->electing || cl->active || !cl_zk_connected(b->zk))
         return;
     cl->electing = true;
     kp_buf out;
     kp_buf_init(&out);
-    zj_controller_format(b->cfg->broker_id, bk_now_ms(), &out);
-    zk_create(b->zk, "/controller", (const char *)out.data, (int)out.len, ZOO_EPHEMERAL,
+    cl_zj_controller_format(b->cfg->broker_id, bk_now_ms(), &out);
+    cl_zk_create(b->zk, "/controller", (const char *)out.data, (int)out.len, ZOO_EPHEMERAL,
               on_controller_created, NULL);
     kp_buf_free(&out);
 }
 
-void ctl_resign(bk_broker *b, const char *why)
+void cl_ctl_resign(bk_broker *b, const char *why)
 {
     bk_cluster *cl = b->cl;
     if (!cl->active)
@@ -193,7 +193,7 @@ static void on_written(bk_broker *b, const zk_result *r, void *arg)
 {
     ctl_batch *cb = arg;
     bk_cluster *cl = b->cl;
-    cl_topic *ct = mr_topic(b, cb->topic, false);
+    cl_topic *ct = cl_mirror_topic(b, cb->topic, false);
     if (ct && ct->writes > 0)
         ct->writes--;
     if (r->rc != ZOK && ct)
@@ -204,31 +204,31 @@ static void on_written(bk_broker *b, const zk_result *r, void *arg)
             BK_INFO("controller: topic %s: %d partition(s) given a leader",
                     cb->topic, cb->elected);
     } else if (r->nops > 0 && r->op_rc[0] == ZBADVERSION) {
-        ctl_resign(b, "/controller_epoch moved on: another broker was elected");   /* C1 */
+        cl_ctl_resign(b, "/controller_epoch moved on: another broker was elected");   /* C1 */
     } else if (r->rc == ZBADVERSION || r->rc == ZNODEEXISTS || r->rc == ZNONODE) {
         BK_INFO("controller: topic %s changed under a write (%s); reading it again",
-                cb->topic, zk_rc_str(r->rc));
-        mr_refresh_topic(b, cb->topic);           /* C2 */
+                cb->topic, cl_zk_rc_str(r->rc));
+        cl_mirror_refresh_topic(b, cb->topic);           /* C2 */
     } else if (cl->active) {
         BK_WARN("controller: writing topic %s failed (%s); retried after the reconnect",
-                cb->topic, zk_rc_str(r->rc));
+                cb->topic, cl_zk_rc_str(r->rc));
     }
     free(cb);
 }
 
 static zk_txn *txn_begin(bk_broker *b)
 {
-    zk_txn *t = zk_txn_new();
-    zk_txn_check(t, "/controller_epoch", b->cl->epoch_version);         /* C1 */
+    zk_txn *t = cl_zk_txn_new();
+    cl_zk_txn_check(t, "/controller_epoch", b->cl->epoch_version);         /* C1 */
     return t;
 }
 
 static void txn_send(bk_broker *b, zk_txn **t, ctl_batch **cb, const char *topic)
 {
-    cl_topic *ct = mr_topic(b, topic, true);
+    cl_topic *ct = cl_mirror_topic(b, topic, true);
     if (ct)
         ct->writes++;                             /* C3 */
-    zk_txn_commit(b->zk, *t, on_written, *cb);
+    cl_zk_txn_commit(b->zk, *t, on_written, *cb);
     *t = NULL;
     *cb = NULL;
 }
@@ -237,7 +237,7 @@ static void txn_send(bk_broker *b, zk_txn **t, ctl_batch **cb, const char *topic
  * Kafka's controller elects only online replicas). */
 static bool alive(bk_broker *b, int32_t id)
 {
-    return bk_broker_alive(b, id) && !cl_broker_dir_failed(b, id);
+    return view_broker_alive(b, id) && !cl_broker_dir_failed(b, id);
 }
 
 static void put_state(zk_txn *t, bk_broker *b, const char *topic, int32_t p,
@@ -247,13 +247,13 @@ static void put_state(zk_txn *t, bk_broker *b, const char *topic, int32_t p,
     s.controller_epoch = b->cl->epoch;
     kp_buf out;
     kp_buf_init(&out);
-    zj_state_format(&s, &out);
+    cl_zj_state_format(&s, &out);
     char path[MD_TOPIC_NAME_MAX + 64];
     snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", topic, (int)p);
     if (create)
-        zk_txn_create(t, path, (const char *)out.data, (int)out.len, 0);
+        cl_zk_txn_create(t, path, (const char *)out.data, (int)out.len, 0);
     else
-        zk_txn_set(t, path, (const char *)out.data, (int)out.len, version);
+        cl_zk_txn_set(t, path, (const char *)out.data, (int)out.len, version);
     kp_buf_free(&out);
 }
 
@@ -294,7 +294,7 @@ static int32_t unclean_leader(bk_broker *b, const bk_topic *t, int32_t p)
 
 static void reconcile_topic(bk_broker *b, bk_topic *t)
 {
-    cl_topic *ct = mr_topic(b, t->name, true);
+    cl_topic *ct = cl_mirror_topic(b, t->name, true);
     if (!ct || ct->deleting || ct->writes > 0 || ct->refreshing ||
         !expect_grow(ct, t->npartitions))
         return;                                   /* C3; the refresh calls again */
@@ -331,7 +331,7 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
             st.leader = st.isr[0];
             st.leader_epoch = 0;
             change = true;
-        } else if ((rec = ctl_recovery_adjust(b, ct, t, p, &st)) != CTL_REC_NONE) {
+        } else if ((rec = cl_ctl_recovery_adjust(b, ct, t, p, &st)) != CTL_REC_NONE) {
             if (rec == CTL_REC_WAIT)
                 continue;                         /* cluster_recovery.c R2 */
             change = true;
@@ -358,10 +358,10 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
             st.leader_epoch = v->leader_epoch + 1;
             change = true;
         }
-        if (!create && ctl_leaders_adjust(b, ct, t->name, p, v, &st))
+        if (!create && cl_ctl_leaders_adjust(b, ct, t->name, p, v, &st))
             change = true;                        /* cluster_leaders.c */
         bool fin = false;
-        if (!create && ctl_reassign_adjust(b, t, p, &st, &fin)) {
+        if (!create && cl_ctl_reassign_adjust(b, t, p, &st, &fin)) {
             change = true;                        /* cluster_reassign.c */
             if (fin) {
                 if (!finished && !(finished = calloc((size_t)t->npartitions, sizeof *finished)))
@@ -380,23 +380,23 @@ static void reconcile_topic(bk_broker *b, bk_topic *t)
         if (create) {
             if (!any_state) {
                 snprintf(path, sizeof path, "/brokers/topics/%s/partitions", t->name);
-                zk_txn_create(txn, path, NULL, -1, 0);
+                cl_zk_txn_create(txn, path, NULL, -1, 0);
                 any_state = true;
             }
             snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d", t->name, (int)p);
-            zk_txn_create(txn, path, NULL, -1, 0);
+            cl_zk_txn_create(txn, path, NULL, -1, 0);
         }
         put_state(txn, b, t->name, p, &st, create, v->zk_version);
         ct->expect[p] = create ? 0 : v->zk_version + 1;
         cb->elected++;
-        if (zk_txn_count(txn) >= CTL_BATCH && !finished)
+        if (cl_zk_txn_count(txn) >= CTL_BATCH && !finished)
             txn_send(b, &txn, &cb, t->name);
     }
     /* Finished reassignments: the topic znode goes in the same transaction
      * as the last states (a state written in an earlier one only shrank
      * the ISR to the targets; the next reconcile finishes it again). */
     if (finished && txn)
-        ctl_reassign_put_assignment(txn, t, ct->assign_version, finished);
+        cl_ctl_reassign_put_assignment(txn, t, ct->assign_version, finished);
     free(finished);
     if (txn)
         txn_send(b, &txn, &cb, t->name);
@@ -407,16 +407,16 @@ static void reconcile_cb(bk_topic *t, void *arg)
     reconcile_topic(arg, t);
 }
 
-void ctl_reconcile(bk_broker *b, const char *name)
+void cl_ctl_reconcile(bk_broker *b, const char *name)
 {
     bk_cluster *cl = b->cl;
     if (!cl->active)
         return;
     if (!name) {
-        bk_topics_foreach(b, reconcile_cb, b);
+        view_topics_foreach(b, reconcile_cb, b);
         return;
     }
-    bk_topic *t = bk_topic_find(b, name, strlen(name));
+    bk_topic *t = view_topic_find(b, name, strlen(name));
     if (t)
         reconcile_topic(b, t);
 }
@@ -426,16 +426,16 @@ void ctl_reconcile(bk_broker *b, const char *name)
 static void on_deleted(bk_broker *b, const zk_result *r, void *arg)
 {
     ctl_batch *cb = arg;
-    cl_topic *ct = mr_topic(b, cb->topic, false);
+    cl_topic *ct = cl_mirror_topic(b, cb->topic, false);
     if (ct && ct->writes > 0)
         ct->writes--;
     if (r->nops > 0 && r->op_rc[0] == ZBADVERSION) {
-        ctl_resign(b, "/controller_epoch moved on: another broker was elected");
+        cl_ctl_resign(b, "/controller_epoch moved on: another broker was elected");
     } else if (r->rc != ZOK) {
         if (ct && cb->last)
             ct->deleting = false;                 /* the next listing retries */
         BK_WARN("controller: deleting topic %s failed (%s); retrying", cb->topic,
-                zk_rc_str(r->rc));
+                cl_zk_rc_str(r->rc));
     } else if (cb->last) {
         BK_INFO("controller: topic %s deleted", cb->topic);
         if (ct)
@@ -451,20 +451,20 @@ static void delete_send(bk_broker *b, zk_txn **t, const char *topic, bool last)
         abort();
     snprintf(cb->topic, sizeof cb->topic, "%s", topic);
     cb->last = last;
-    cl_topic *ct = mr_topic(b, topic, true);
+    cl_topic *ct = cl_mirror_topic(b, topic, true);
     if (ct)
         ct->writes++;
-    zk_txn_commit(b->zk, *t, on_deleted, cb);
+    cl_zk_txn_commit(b->zk, *t, on_deleted, cb);
     *t = NULL;
 }
 
 static void delete_topic(bk_broker *b, const char *name)
 {
-    cl_topic *ct = mr_topic(b, name, true);
+    cl_topic *ct = cl_mirror_topic(b, name, true);
     if (!ct || ct->writes > 0)
         return;                                   /* running already */
     ct->deleting = true;
-    bk_topic *t = bk_topic_find(b, name, strlen(name));
+    bk_topic *t = view_topic_find(b, name, strlen(name));
     char path[MD_TOPIC_NAME_MAX + 64];
     zk_txn *txn = txn_begin(b);
     bool any_state = false;
@@ -473,10 +473,10 @@ static void delete_topic(bk_broker *b, const char *name)
             continue;
         any_state = true;
         snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", name, (int)p);
-        zk_txn_delete(txn, path, -1);
+        cl_zk_txn_delete(txn, path, -1);
         snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d", name, (int)p);
-        zk_txn_delete(txn, path, -1);
-        if (zk_txn_count(txn) >= CTL_BATCH) {
+        cl_zk_txn_delete(txn, path, -1);
+        if (cl_zk_txn_count(txn) >= CTL_BATCH) {
             delete_send(b, &txn, name, false);
             txn = txn_begin(b);
         }
@@ -484,17 +484,17 @@ static void delete_topic(bk_broker *b, const char *name)
     if (t) {
         if (any_state) {
             snprintf(path, sizeof path, "/brokers/topics/%s/partitions", name);
-            zk_txn_delete(txn, path, -1);
+            cl_zk_txn_delete(txn, path, -1);
         }
         snprintf(path, sizeof path, "/brokers/topics/%s", name);
-        zk_txn_delete(txn, path, -1);
+        cl_zk_txn_delete(txn, path, -1);
         if (ct->config_version >= 0) {
             snprintf(path, sizeof path, "/config/topics/%s", name);
-            zk_txn_delete(txn, path, -1);
+            cl_zk_txn_delete(txn, path, -1);
         }
     }
     snprintf(path, sizeof path, "/admin/delete_topics/%s", name);
-    zk_txn_delete(txn, path, -1);
+    cl_zk_txn_delete(txn, path, -1);
     delete_send(b, &txn, name, true);
 }
 
@@ -508,11 +508,11 @@ static void on_deletions(bk_broker *b, const zk_result *r, void *arg)
             delete_topic(b, r->children[i]);
     if (cl->deletions_again) {
         cl->deletions_again = false;
-        ctl_refresh_deletions(b);
+        cl_ctl_refresh_deletions(b);
     }
 }
 
-void ctl_refresh_deletions(bk_broker *b)
+void cl_ctl_refresh_deletions(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     if (!cl->active)
@@ -522,5 +522,5 @@ void ctl_refresh_deletions(bk_broker *b)
         return;
     }
     cl->deletions_refreshing = true;
-    zk_children(b->zk, "/admin/delete_topics", true, on_deletions, NULL);
+    cl_zk_children(b->zk, "/admin/delete_topics", true, on_deletions, NULL);
 }

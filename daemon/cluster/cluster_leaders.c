@@ -16,7 +16,7 @@
  *               create the ephemeral /admin/controlled_shutdown/<id>
  *   phase 2 ──► every broker watches that directory
  *               (cl_shutdowns_refresh); the controller, for each partition
- *               reconcile_topic looks at (ctl_leaders_adjust):
+ *               reconcile_topic looks at (cl_ctl_leaders_adjust):
  *                 leader leaving   → the first replica in the ISR that is
  *                                    alive and not leaving leads; epoch + 1
  *                 follower leaving → out of the ISR
@@ -27,7 +27,7 @@
  *               server drains and the broker exits as before.
  *
  * A broker that dies leaves the ISRs it was in at once (Kafka's
- * onBrokerFailure): ctl_leaders_brokers_changed marks them, the reconcile
+ * onBrokerFailure): cl_ctl_leaders_brokers_changed marks them, the reconcile
  * that follows writes them.  A broker whose log directory failed
  * (cluster_logdirs.c) counts as leaving (cl_broker_shutting) for as long as its
  * registration lasts.
@@ -125,7 +125,7 @@ static void left_prune(bk_broker *b)
     int m = 0;
     for (int i = 0; i < cl->nleft; i++) {
         int32_t id = cl->left[i];
-        bool alive = bk_broker_alive(b, id);
+        bool alive = view_broker_alive(b, id);
         if (alive && registered_ms(cl, id) != cl->left_reg_ms[i])
             continue;                             /* registered anew */
         int64_t gone = alive ? -1 : cl->left_gone_ms[i] >= 0 ? cl->left_gone_ms[i] : now;
@@ -161,7 +161,7 @@ static bool bounced(bk_broker *b, int32_t id)
 
 static bool eligible(bk_broker *b, int32_t id)
 {
-    return bk_broker_alive(b, id) && !cl_broker_shutting(b, id);
+    return view_broker_alive(b, id) && !cl_broker_shutting(b, id);
 }
 
 /* ---- who is leaving: /admin/controlled_shutdown ------------------------------------ */
@@ -192,7 +192,7 @@ static void on_shutdowns(bk_broker *b, const zk_result *r, void *arg)
         int32_t id = cl->shutting[i];
         if (!has_id(ids, n, id) && !has_id(cl->left, cl->nleft, id) &&
             cl->nleft < CL_MAX_BROKERS) {
-            bool alive = bk_broker_alive(b, id);
+            bool alive = view_broker_alive(b, id);
             cl->left[cl->nleft] = id;
             cl->left_reg_ms[cl->nleft] = alive ? registered_ms(cl, id) : -1;
             cl->left_gone_ms[cl->nleft++] = alive ? -1 : bk_mono_us() / 1000;
@@ -206,13 +206,13 @@ static void on_shutdowns(bk_broker *b, const zk_result *r, void *arg)
     for (int i = 0; i < n; i++)
         if (cl->active)
             BK_INFO("controller: broker %d asked for a controlled shutdown", (int)ids[i]);
-    ctl_reconcile(b, NULL);
+    cl_ctl_reconcile(b, NULL);
 }
 
 void cl_shutdowns_refresh(bk_broker *b)
 {
     if (b->cl && b->zk)
-        zk_children(b->zk, CS_PATH, true, on_shutdowns, NULL);
+        cl_zk_children(b->zk, CS_PATH, true, on_shutdowns, NULL);
 }
 
 /* ---- this broker leaving ------------------------------------------------------------ */
@@ -240,7 +240,7 @@ static void count_remaining(bk_topic *t, void *arg)
                     a->n++;                       /* another could lead it */
                     break;
                 }
-        } else if (v->leader >= 0 && bk_broker_alive(a->b, v->leader) &&
+        } else if (v->leader >= 0 && view_broker_alive(a->b, v->leader) &&
                    has_id(v->isr, v->nisr, me)) {
             a->n++;                               /* its HW still counts on us */
         }
@@ -250,14 +250,14 @@ static void count_remaining(bk_topic *t, void *arg)
 static int remaining(bk_broker *b)
 {
     struct remain_arg a = { b, 0 };
-    bk_topics_foreach(b, count_remaining, &a);
+    view_topics_foreach(b, count_remaining, &a);
     return a.n;
 }
 
 /* Phase 1: every other ISR member of each partition led here has fetched
  * up to this broker's log end in the current leader epoch, so whichever
  * the controller picks has every record this broker has (produce is
- * refused meanwhile: bk_cluster_leaving).  A follower that fetches below
+ * refused meanwhile: cl_cluster_leaving).  A follower that fetches below
  * the high watermark leaves the ISR (repl_isr.c) and is not waited for. */
 struct level_arg { bk_broker *b; bool level; };
 
@@ -287,12 +287,12 @@ static void replica_level(bk_partition *p, void *arg)
 static bool followers_level(bk_broker *b)
 {
     struct level_arg a = { b, true };
-    bk_replicas_foreach(b, replica_level, &a);
+    replica_replicas_foreach(b, replica_level, &a);
     return a.level;
 }
 
 /* From the SIGTERM to the exit, the drain included. */
-bool bk_cluster_leaving(bk_broker *b)
+bool cl_cluster_leaving(bk_broker *b)
 {
     return b->cl && b->cl->cshut;
 }
@@ -302,14 +302,14 @@ static void on_cs_created(bk_broker *b, const zk_result *r, void *arg)
     (void)arg;
     if (r->rc != ZOK && r->rc != ZNODEEXISTS && b->cl && b->cl->cshut)
         BK_WARN("controlled shutdown: cannot create %s/%d (%s); retried", CS_PATH,
-                (int)b->cfg->broker_id, zk_rc_str(r->rc));
+                (int)b->cfg->broker_id, cl_zk_rc_str(r->rc));
 }
 
 static void cs_request(bk_broker *b)
 {
     char path[64];
     snprintf(path, sizeof path, CS_PATH "/%d", (int)b->cfg->broker_id);
-    zk_create(b->zk, path, NULL, -1, ZOO_EPHEMERAL, on_cs_created, NULL);
+    cl_zk_create(b->zk, path, NULL, -1, ZOO_EPHEMERAL, on_cs_created, NULL);
 }
 
 static void cs_finish(bk_broker *b, const char *how)
@@ -342,7 +342,7 @@ static void on_cs_poll(evutil_socket_t fd, short what, void *arg)
             return;
         BK_INFO("controlled shutdown: %s; asking controller %d to move %d partition(s)",
                 attempt_over ? "followers not level in time" : "followers level",
-                (int)bk_controller_id(b), cs->remaining);
+                (int)view_controller_id(b), cs->remaining);
         cs->asked = true;
         cs->attempt_start_ms = now;               /* the first attempt starts here */
         cs_request(b);
@@ -369,7 +369,7 @@ int cl_controlled_shutdown(bk_broker *b, void (*done)(bk_broker *b))
 {
     bk_cluster *cl = b->cl;
     if (!cl || !b->cfg->controlled_shutdown_enable || cl->cshut || !cl->registered ||
-        !zk_connected(b->zk) || bk_controller_id(b) < 0)
+        !cl_zk_connected(b->zk) || view_controller_id(b) < 0)
         return -1;                                /* nobody to ask: stop as before */
     if (remaining(b) == 0)
         return -1;
@@ -390,12 +390,12 @@ int cl_controlled_shutdown(bk_broker *b, void (*done)(bk_broker *b))
     cl->cshut = cs;
     /* A leaving broker keeps fetching what it follows (its log stays as
      * complete as it can until it stops), but starts following nothing
-     * new (repl_fetcher.c, bk_cluster_leaving): following the new leader of
+     * new (repl_fetcher.c, cl_cluster_leaving): following the new leader of
      * what it led would first cut its log back to its high watermark,
      * which it may know late.  No leader takes it back into an ISR (L4). */
-    bk_fetchers_update(b);
+    repl_fetchers_update(b);
     BK_INFO("controlled shutdown: produce refused until the followers are level, then "
-            "controller %d moves %d partition(s)", (int)bk_controller_id(b), remaining(b));
+            "controller %d moves %d partition(s)", (int)view_controller_id(b), remaining(b));
     return 0;
 }
 
@@ -412,7 +412,7 @@ void cl_controlled_shutdown_end(bk_broker *b)
     char path[64];
     snprintf(path, sizeof path, CS_PATH "/%d", (int)b->cfg->broker_id);
     if (b->zk)
-        zk_delete_own_now(b->zk, path);
+        cl_zk_delete_own_now(b->zk, path);
     event_free(cl->cshut->poll);
     free(cl->cshut);
     cl->cshut = NULL;
@@ -436,7 +436,7 @@ static int32_t first_eligible_in_isr(bk_broker *b, const bk_pview *v,
     return -1;
 }
 
-bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p,
+bool cl_ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p,
                         const bk_pview *v, md_partition_state *st)
 {
     uint8_t mark = p < ct->nmarks ? ct->marks[p] : 0;
@@ -462,11 +462,11 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
         why = "preferred replica";
         changed = true;
     }
-    if (st->leader >= 0 && bk_broker_alive(b, st->leader)) {             /* L2 */
+    if (st->leader >= 0 && view_broker_alive(b, st->leader)) {             /* L2 */
         int32_t m = 0;
         for (int32_t i = 0; i < st->nisr; i++) {
             int32_t id = st->isr[i];
-            bool dead = !bk_broker_alive(b, id);
+            bool dead = !view_broker_alive(b, id);
             bool bounce = !dead && (mark & CTL_MARK_BOUNCED) && bounced(b, id);    /* L7 */
             if (id == st->leader || (!cl_broker_shutting(b, id) && !bounce &&
                                      !(dead && (mark & CTL_MARK_DEAD))))
@@ -480,7 +480,7 @@ bool ctl_leaders_adjust(bk_broker *b, cl_topic *ct, const char *topic, int32_t p
         if (m != st->nisr) {
             st->nisr = m;
             changed = true;
-            ctl_isr_counted(b, true);
+            cl_ctl_isr_counted(b, true);
         }
     }
     if (st->leader != v->leader) {
@@ -515,19 +515,19 @@ static void mark_dead_topic(bk_topic *t, void *arg)
             hit = a->gone[i] != v->leader && has_id(v->isr, v->nisr, a->gone[i]);
         if (!hit)
             continue;
-        if (!ct && (!(ct = mr_topic(a->b, t->name, true)) || !marks_grow(ct, t->npartitions)))
+        if (!ct && (!(ct = cl_mirror_topic(a->b, t->name, true)) || !marks_grow(ct, t->npartitions)))
             return;
         ct->marks[p] |= a->mark;
     }
 }
 
-void ctl_leaders_brokers_changed(bk_broker *b)
+void cl_ctl_leaders_brokers_changed(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     int32_t now[CL_MAX_BROKERS], gone[CL_MAX_BROKERS], anew[CL_MAX_BROKERS];
     int64_t czxid[CL_MAX_BROKERS];
     bool bounce[CL_MAX_BROKERS];
-    int n = bk_live_brokers(b, now, CL_MAX_BROKERS), ngone = 0, nanew = 0;
+    int n = view_live_brokers(b, now, CL_MAX_BROKERS), ngone = 0, nanew = 0;
     if (n > CL_MAX_BROKERS)
         n = CL_MAX_BROKERS;
     for (int i = 0; i < cl->nseen_alive; i++)
@@ -558,32 +558,32 @@ void ctl_leaders_brokers_changed(bk_broker *b)
      * first reconcile. */
     if (ngone) {
         struct dead_arg a = { gone, ngone, CTL_MARK_DEAD, b };
-        bk_topics_foreach(b, mark_dead_topic, &a);
+        view_topics_foreach(b, mark_dead_topic, &a);
     }
     if (nanew) {
         struct dead_arg a = { anew, nanew, CTL_MARK_BOUNCED, b };
-        bk_topics_foreach(b, mark_dead_topic, &a);
+        view_topics_foreach(b, mark_dead_topic, &a);
     }
 }
 
 /* ---- preferred-leader election ----------------------------------------------------------- */
 
-int ctl_elect_preferred(bk_broker *b, const char *topic, int32_t p)
+int cl_ctl_elect_preferred(bk_broker *b, const char *topic, int32_t p)
 {
     bk_cluster *cl = b->cl;
     if (!cl || !cl->active)
         return KP_NOT_CONTROLLER;
-    bk_topic *t = bk_topic_find(b, topic, strlen(topic));
+    bk_topic *t = view_topic_find(b, topic, strlen(topic));
     if (!t || p < 0 || p >= t->npartitions)
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     const bk_pview *v = &t->parts[p];
     if (v->nreplicas == 0)
         return KP_PREFERRED_LEADER_NOT_AVAILABLE;
-    if (v->leader == v->replicas[0] && bk_broker_alive(b, v->leader))
+    if (v->leader == v->replicas[0] && view_broker_alive(b, v->leader))
         return KP_ELECTION_NOT_NEEDED;
     if (!has_id(v->isr, v->nisr, v->replicas[0]) || !eligible(b, v->replicas[0]))
         return KP_PREFERRED_LEADER_NOT_AVAILABLE;
-    cl_topic *ct = mr_topic(b, topic, true);
+    cl_topic *ct = cl_mirror_topic(b, topic, true);
     if (!ct || !marks_grow(ct, t->npartitions))
         return KP_UNKNOWN_SERVER_ERROR;
     ct->marks[p] |= CTL_MARK_PREFERRED;
@@ -626,13 +626,13 @@ static void imbalance_topic(bk_topic *t, void *arg)
             im->off[s] += v->leader != v->replicas[0];
         } else if ((int64_t)im->off[s] * 100 >
                        (int64_t)im->total[s] * im->b->cfg->leader_imbalance_per_broker_percentage &&
-                   ctl_elect_preferred(im->b, t->name, p) == KP_NONE) {
+                   cl_ctl_elect_preferred(im->b, t->name, p) == KP_NONE) {
             any = true;
             im->marked++;
         }
     }
     if (any)
-        ctl_reconcile(im->b, t->name);
+        cl_ctl_reconcile(im->b, t->name);
 }
 
 static void check_imbalance(bk_broker *b)
@@ -641,19 +641,19 @@ static void check_imbalance(bk_broker *b)
     if (!im)
         return;
     im->b = b;
-    im->n = bk_live_brokers(b, im->ids, CL_MAX_BROKERS);
+    im->n = view_live_brokers(b, im->ids, CL_MAX_BROKERS);
     if (im->n > CL_MAX_BROKERS)
         im->n = CL_MAX_BROKERS;
-    bk_topics_foreach(b, imbalance_topic, im);
+    view_topics_foreach(b, imbalance_topic, im);
     im->marking = true;
-    bk_topics_foreach(b, imbalance_topic, im);
+    view_topics_foreach(b, imbalance_topic, im);
     if (im->marked)
         BK_INFO("controller: leader imbalance: %d partition(s) moved back to their "
                 "preferred replica", im->marked);
     free(im);
 }
 
-void ctl_leaders_tick(bk_broker *b)
+void cl_ctl_leaders_tick(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     int64_t now = bk_mono_us() / 1000;
@@ -671,7 +671,7 @@ void ctl_leaders_tick(bk_broker *b)
 
 static uint64_t isr_shrinks, isr_expands;
 
-void ctl_isr_counted(bk_broker *b, bool shrink)
+void cl_ctl_isr_counted(bk_broker *b, bool shrink)
 {
     (void)b;
     if (shrink)

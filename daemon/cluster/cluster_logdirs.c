@@ -92,9 +92,9 @@ static void on_deleted(bk_broker *b, const zk_result *r, void *arg)
 
 static void delete_event(bk_broker *b, const char *path)
 {
-    zk_txn *txn = zk_txn_new();
-    zk_txn_delete(txn, path, -1);
-    zk_txn_commit(b->zk, txn, on_deleted, NULL);
+    zk_txn *txn = cl_zk_txn_new();
+    cl_zk_txn_delete(txn, path, -1);
+    cl_zk_txn_commit(b->zk, txn, on_deleted, NULL);
 }
 
 static void on_event(bk_broker *b, const zk_result *r, void *arg)
@@ -107,7 +107,7 @@ static void on_event(bk_broker *b, const zk_result *r, void *arg)
     }
     int32_t id = -1, event = -1;
     char err[256];
-    if (zj_log_dir_event_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &id,
+    if (cl_zj_log_dir_event_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &id,
                                &event, err, sizeof err) != 0) {
         BK_WARN("controller: %s is not Kafka's log dir event JSON (%s); deleted", path, err);
     } else if (event != LD_EVENT_FAILURE) {
@@ -128,7 +128,7 @@ static void on_event(bk_broker *b, const zk_result *r, void *arg)
             BK_WARN("controller: broker %d reported a failed log directory: its replicas "
                     "are offline; moving its leaderships and taking it out of the ISRs",
                     (int)id);
-            ctl_reconcile(b, NULL);
+            cl_ctl_reconcile(b, NULL);
         }
     }
     delete_event(b, path);                                       /* G2 */
@@ -147,28 +147,28 @@ static void on_events(bk_broker *b, const zk_result *r, void *arg)
         if (!path)
             return;                  /* the next watch or controller reads them */
         snprintf(path, n, "%s/%s", LD_EVENTS, r->children[i]);
-        zk_get(b->zk, path, false, on_event, path);
+        cl_zk_get(b->zk, path, false, on_event, path);
     }
 }
 
-void ctl_logdirs_refresh(bk_broker *b)
+void cl_ctl_logdirs_refresh(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     if (cl && cl->active && b->zk)
-        zk_children(b->zk, LD_EVENTS, true, on_events, NULL);
+        cl_zk_children(b->zk, LD_EVENTS, true, on_events, NULL);
 }
 
-bool ctl_logdirs_path(const char *path)
+bool cl_ctl_logdirs_path(const char *path)
 {
     return !strcmp(path, LD_EVENTS);
 }
 
 /* A new controller starts with nothing remembered (G2); if its own log
  * directory failed, it tells itself, as any other broker would tell it. */
-void ctl_logdirs_reset(bk_broker *b)
+void cl_ctl_logdirs_reset(bk_broker *b)
 {
     offline.n = 0;
-    bk_logdir_renotify(b);
+    cl_logdir_renotify(b);
 }
 
 /* ---- the failed broker's half: telling the controller (replica_logdir.c's note) --------- */
@@ -194,24 +194,24 @@ static void on_event_created(bk_broker *b, const zk_result *r, void *arg)
     static bool warned;
     if (!warned)
         BK_WARN("log directory %s: cannot tell the controller yet (%s); retrying",
-                b->data_dir, zk_rc_str(r->rc));
+                b->data_dir, cl_zk_rc_str(r->rc));
     warned = true;
     notify_pending = true;
 }
 
-void bk_logdir_renotify(bk_broker *b)
+void cl_logdir_renotify(bk_broker *b)
 {
-    if (!bk_logdir_failed() || !b->cl || !b->zk)
+    if (!replica_logdir_failed() || !b->cl || !b->zk)
         return;
     notify_pending = true;
-    if (notify_in_flight || !zk_connected(b->zk))
+    if (notify_in_flight || !cl_zk_connected(b->zk))
         return;
     kp_buf out;
     kp_buf_init(&out);
-    if (zj_log_dir_event_format(b->cfg->broker_id, LOGDIR_EVENT_FAILURE, &out) == 0) {
+    if (cl_zj_log_dir_event_format(b->cfg->broker_id, LOGDIR_EVENT_FAILURE, &out) == 0) {
         notify_pending = false;
         notify_in_flight = true;
-        zk_create(b->zk, LOGDIR_EVENT_PATH, (const char *)out.data, (int)out.len,
+        cl_zk_create(b->zk, LOGDIR_EVENT_PATH, (const char *)out.data, (int)out.len,
                   ZOO_SEQUENCE, on_event_created, NULL);
     }
     kp_buf_free(&out);
@@ -221,13 +221,13 @@ void bk_logdir_renotify(bk_broker *b)
  * broker follows nothing from now on, and the controller is told. */
 void cl_logdir_failed(bk_broker *b)
 {
-    bk_fetchers_update(b);
-    bk_logdir_renotify(b);
+    repl_fetchers_update(b);
+    cl_logdir_renotify(b);
 }
 
 /* The cluster tick: a notification that could not be written. */
-void bk_logdir_tick(bk_broker *b)
+void cl_logdir_tick(bk_broker *b)
 {
     if (notify_pending)
-        bk_logdir_renotify(b);
+        cl_logdir_renotify(b);
 }

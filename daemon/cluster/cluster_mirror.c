@@ -3,17 +3,17 @@
  * broker's SQLite and applied to the running broker, kept in step through
  * watches.
  *
- *   watch fires ──► mr_refresh_topic(t) ──► get /brokers/topics/t       (watch)
+ *   watch fires ──► cl_mirror_refresh_topic(t) ──► get /brokers/topics/t       (watch)
  *                                           get /config/topics/t        (watch)
  *                                           get …/partitions/<p>/state  (watch, each p)
  *                   all answers in ──► md_topic_mirror_put (one transaction)
- *                                  ──► bk_topic_apply(t)   (view_topics.c: view, replicas)
+ *                                  ──► view_topic_apply(t)   (view_topics.c: view, replicas)
  *                                  ──► cl_topic_applied(t) (waiting writes, controller)
  *
  * Brokers (/brokers/ids, children watch) and the controller (/controller)
  * are mirrored the same way.  A watch fires once and says only "changed":
  * every refresh reads the znodes again and re-arms their watches.  Watches
- * can be missed across a reconnect or a new session, so mr_resync reads
+ * can be missed across a reconnect or a new session, so cl_mirror_resync reads
  * everything again (cluster_session.c calls it on every (re)connect); topics
  * the store has and ZooKeeper no longer does are deleted then.
  *
@@ -57,7 +57,7 @@ static uint64_t hash_name(const char *s)
     return h;
 }
 
-cl_topic *mr_topic(bk_broker *b, const char *name, bool create)
+cl_topic *cl_mirror_topic(bk_broker *b, const char *name, bool create)
 {
     bk_cluster *cl = b->cl;
     if (cl->thash_size) {
@@ -114,7 +114,7 @@ static void forget_topic(bk_broker *b, cl_topic *t)
         }
 }
 
-void mr_free(bk_broker *b)
+void cl_mirror_free(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     for (size_t i = 0; i < cl->thash_size; i++)
@@ -137,7 +137,7 @@ void mr_free(bk_broker *b)
     free(cl->brokers);
     cl->brokers = NULL;
     cl->nbrokers = 0;
-    bk_view_set_brokers(b, NULL, 0);
+    view_set_brokers(b, NULL, 0);
 }
 
 /* ---- one topic ---------------------------------------------------------------------------- */
@@ -166,7 +166,7 @@ static void on_missing_watched(bk_broker *b, const zk_result *r, void *arg)
 {
     char *topic = arg;
     if (r->rc == ZOK)
-        mr_refresh_topic(b, topic);
+        cl_mirror_refresh_topic(b, topic);
     free(topic);
 }
 
@@ -175,7 +175,7 @@ static void watch_missing(bk_broker *b, const char *path, const char *topic)
     char *t = strdup(topic);
     if (!t)
         abort();
-    zk_exists(b->zk, path, true, on_missing_watched, t);
+    cl_zk_exists(b->zk, path, true, on_missing_watched, t);
 }
 
 static void fetch_finish(mr_fetch *f);
@@ -192,7 +192,7 @@ static void on_config(bk_broker *b, const zk_result *r, void *arg)
     char path[MD_TOPIC_NAME_MAX + 32], err[256];
     if (r->rc == ZOK) {
         f->config_version = r->stat.version;
-        if (r->len > 0 && zj_config_parse(r->data, (size_t)r->len, &f->cfg, &f->ncfg,
+        if (r->len > 0 && cl_zj_config_parse(r->data, (size_t)r->len, &f->cfg, &f->ncfg,
                                            err, sizeof err) != 0)
             BK_ERROR("zookeeper: /config/topics/%s is not Kafka's config JSON (%s); "
                      "the topic's overrides are ignored until it is fixed", f->name, err);
@@ -213,7 +213,7 @@ static void on_state(bk_broker *b, const zk_result *r, void *arg)
     md_partition_state *st = &f->a.parts[pa->p];
     char err[256];
     if (r->rc == ZOK) {
-        if (zj_state_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, st,
+        if (cl_zj_state_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, st,
                            err, sizeof err) != 0)
             BK_ERROR("zookeeper: the state of %s-%d is not Kafka's JSON (%s); the "
                      "partition is shown without a leader until it is fixed", f->name,
@@ -247,7 +247,7 @@ static void on_assignment(bk_broker *b, const zk_result *r, void *arg)
     }
     f->assign_version = r->stat.version;
     f->created_ms = r->stat.ctime;
-    if (zj_topic_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &f->a,
+    if (cl_zj_topic_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &f->a,
                             err, sizeof err) != 0) {
         BK_ERROR("zookeeper: /brokers/topics/%s is not Kafka's assignment JSON (%s); "
                  "the topic is left as it was", f->name, err);
@@ -268,11 +268,11 @@ static void on_assignment(bk_broker *b, const zk_result *r, void *arg)
         abort();
     f->pending = 1 + n;
     snprintf(path, sizeof path, "/config/topics/%s", f->name);
-    zk_get(b->zk, path, true, on_config, f);
+    cl_zk_get(b->zk, path, true, on_config, f);
     for (int32_t p = 0; p < n; p++) {
         f->parts[p] = (mr_part){ f, p };
         snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", f->name, (int)p);
-        zk_get(b->zk, path, true, on_state, &f->parts[p]);
+        cl_zk_get(b->zk, path, true, on_state, &f->parts[p]);
     }
 }
 
@@ -309,14 +309,14 @@ static void write_topic(bk_broker *b, mr_fetch *f)
             BK_WARN("topic %s: %zu config override(s) in /config/topics/%s are not valid "
                     "and are ignored: %s", f->name, skipped, f->name, err);
     }
-    if (bk_topic_apply(b, f->name, err, sizeof err) != KP_NONE)
+    if (view_topic_apply(b, f->name, err, sizeof err) != KP_NONE)
         BK_ERROR("topic %s: %s", f->name, err);
 }
 
 static void fetch_finish(mr_fetch *f)
 {
     bk_broker *b = f->b;
-    cl_topic *t = mr_topic(b, f->name, false);
+    cl_topic *t = cl_mirror_topic(b, f->name, false);
     if (!f->failed)
         write_topic(b, f);
     if (t) {
@@ -328,10 +328,10 @@ static void fetch_finish(mr_fetch *f)
         if (t->resync && !t->again) {
             t->resync = false;
             if (--b->cl->resync_pending == 0)
-                mr_resync_done(b);
+                cl_mirror_resync_done(b);
         }
     }
-    zj_topic_free(&f->a);
+    cl_zj_topic_free(&f->a);
     free(f->parts);
     md_kv_free(f->cfg, f->ncfg);
     char name[MD_TOPIC_NAME_MAX + 1];
@@ -340,7 +340,7 @@ static void fetch_finish(mr_fetch *f)
     free(f);
     if (t && t->again) {
         t->again = false;
-        mr_refresh_topic(b, name);
+        cl_mirror_refresh_topic(b, name);
         return;
     }
     if (t && gone && !t->writes && !t->deleting && !t->states_fetching && !t->dirty_listed)
@@ -348,9 +348,9 @@ static void fetch_finish(mr_fetch *f)
     cl_topic_applied(b, name);
 }
 
-void mr_refresh_topic(bk_broker *b, const char *name)
+void cl_mirror_refresh_topic(bk_broker *b, const char *name)
 {
-    cl_topic *t = mr_topic(b, name, true);
+    cl_topic *t = cl_mirror_topic(b, name, true);
     if (!t)
         return;                                   /* a name ZooKeeper should not hold */
     if (t->refreshing) {
@@ -366,7 +366,7 @@ void mr_refresh_topic(bk_broker *b, const char *name)
     f->assign_version = f->config_version = -1;
     char path[MD_TOPIC_NAME_MAX + 32];
     snprintf(path, sizeof path, "/brokers/topics/%s", name);
-    zk_get(b->zk, path, true, on_assignment, f);
+    cl_zk_get(b->zk, path, true, on_assignment, f);
 }
 
 /* ---- one partition's state (M5) --------------------------------------------------------------- */
@@ -386,8 +386,8 @@ typedef struct sf_fetch {
 
 static void states_finish(bk_broker *b, sf_fetch *f)
 {
-    cl_topic *ct = mr_topic(b, f->name, false);
-    bk_topic *t = bk_topic_find(b, f->name, strlen(f->name));
+    cl_topic *ct = cl_mirror_topic(b, f->name, false);
+    bk_topic *t = view_topic_find(b, f->name, strlen(f->name));
     bool whole = !t;                              /* gone, or not applied yet */
     char err[MD_ERRLEN];
     int written = 0;
@@ -420,7 +420,7 @@ static void states_finish(bk_broker *b, sf_fetch *f)
             whole = true;
         }
     }
-    if (written && bk_topic_apply(b, f->name, err, sizeof err) != KP_NONE)
+    if (written && view_topic_apply(b, f->name, err, sizeof err) != KP_NONE)
         BK_ERROR("topic %s: %s", f->name, err);
     if (ct) {
         ct->states_fetching = false;
@@ -435,7 +435,7 @@ static void states_finish(bk_broker *b, sf_fetch *f)
     snprintf(name, sizeof name, "%s", f->name);
     free(f);
     if (whole)
-        mr_refresh_topic(b, name);
+        cl_mirror_refresh_topic(b, name);
     else if (written)
         cl_topic_applied(b, name);
 }
@@ -449,7 +449,7 @@ static void on_state_one(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc == ZOK) {
         sp->version = r->stat.version;
         cl_recovery_state_read(b, f->name, sp->p, r->stat.mzxid);
-        if (zj_state_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &sp->st,
+        if (cl_zj_state_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &sp->st,
                            err, sizeof err) != 0) {
             BK_ERROR("zookeeper: the state of %s-%d is not Kafka's JSON (%s)", f->name,
                      (int)sp->p, err);
@@ -493,7 +493,7 @@ static void fetch_states(bk_broker *b, cl_topic *ct)
         sp->st.leader = -1;
         snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", ct->name,
                  (int)sp->p);
-        zk_get(b->zk, path, true, on_state_one, sp);
+        cl_zk_get(b->zk, path, true, on_state_one, sp);
     }
 }
 
@@ -517,9 +517,9 @@ static void on_dirty(evutil_socket_t fd, short what, void *arg)
 
 static void refresh_state(bk_broker *b, const char *topic, int32_t p)
 {
-    cl_topic *ct = mr_topic(b, topic, false);
-    if (!ct || !bk_topic_find(b, topic, strlen(topic))) {
-        mr_refresh_topic(b, topic);               /* not in the view: read it whole */
+    cl_topic *ct = cl_mirror_topic(b, topic, false);
+    if (!ct || !view_topic_find(b, topic, strlen(topic))) {
+        cl_mirror_refresh_topic(b, topic);               /* not in the view: read it whole */
         return;
     }
     if (ct->refreshing) {
@@ -556,7 +556,7 @@ static bool state_path(const char *path, char *topic, size_t cap, int32_t *p)
     if (!e || (size_t)(e - s) >= cap || strncmp(e, "/partitions/", 12))
         return false;
     const char *num = e + 12, *end = strchr(num, '/');
-    if (!end || strcmp(end, "/state") || zj_id_parse(num, (size_t)(end - num), p) != 0)
+    if (!end || strcmp(end, "/state") || cl_zj_id_parse(num, (size_t)(end - num), p) != 0)
         return false;
     memcpy(topic, s, (size_t)(e - s));
     topic[e - s] = 0;
@@ -580,12 +580,12 @@ static void refresh_if_stale(bk_topic *t, void *arg)
     char *key = t->name;
     if (bsearch(&key, c->l.names, (size_t)c->l.n, sizeof *c->l.names, cmp_cstr))
         return;
-    cl_topic *ct = mr_topic(c->b, t->name, true);
+    cl_topic *ct = cl_mirror_topic(c->b, t->name, true);
     if (c->resync && ct && !ct->resync) {
         ct->resync = true;
         c->b->cl->resync_pending++;
     }
-    mr_refresh_topic(c->b, t->name);              /* it will find the znode gone */
+    cl_mirror_refresh_topic(c->b, t->name);              /* it will find the znode gone */
 }
 
 static void on_topic_list(bk_broker *b, const zk_result *r, void *arg)
@@ -598,7 +598,7 @@ static void on_topic_list(bk_broker *b, const zk_result *r, void *arg)
         if (resync) {
             cl->resync_running = false;
             BK_WARN("zookeeper: cannot list /brokers/topics (%s); the mirror resyncs "
-                    "when the connection is back", zk_rc_str(r->rc));
+                    "when the connection is back", cl_zk_rc_str(r->rc));
         }
         return;
     }
@@ -606,27 +606,27 @@ static void on_topic_list(bk_broker *b, const zk_result *r, void *arg)
         cl->resync_pending++;                     /* held until the list is walked */
     for (int i = 0; i < r->nchildren; i++) {
         const char *name = r->children[i];
-        bool known = bk_topic_find(b, name, strlen(name)) != NULL;
+        bool known = view_topic_find(b, name, strlen(name)) != NULL;
         if (!resync && known)
             continue;                             /* its own watches cover it */
-        cl_topic *ct = mr_topic(b, name, true);
+        cl_topic *ct = cl_mirror_topic(b, name, true);
         if (!ct)
             continue;
         if (resync && !ct->resync) {
             ct->resync = true;
             cl->resync_pending++;
         }
-        mr_refresh_topic(b, name);
+        cl_mirror_refresh_topic(b, name);
     }
     stale_ctx c = { b, { r->children, r->nchildren }, resync };
-    bk_topics_foreach(b, refresh_if_stale, &c);
+    view_topics_foreach(b, refresh_if_stale, &c);
     if (resync && --cl->resync_pending == 0)
-        mr_resync_done(b);
+        cl_mirror_resync_done(b);
 }
 
-void mr_check_topics(bk_broker *b)
+void cl_mirror_check_topics(bk_broker *b)
 {
-    zk_children(b->zk, "/brokers/topics", true, on_topic_list, NULL);
+    cl_zk_children(b->zk, "/brokers/topics", true, on_topic_list, NULL);
 }
 
 /* ---- brokers and the controller ------------------------------------------------------------ */
@@ -673,7 +673,7 @@ static void publish_brokers(bk_broker *b)
             v[i].eps[e].port = z->eps[e].port;
         }
     }
-    bk_view_set_brokers(b, v, n);
+    view_set_brokers(b, v, n);
 }
 
 static void brokers_finish(bk_broker *b, brokers_fetch *f)
@@ -707,7 +707,7 @@ static void brokers_finish(bk_broker *b, brokers_fetch *f)
     cl->brokers_refreshing = false;
     if (cl->brokers_again) {
         cl->brokers_again = false;
-        mr_refresh_brokers(b);
+        cl_mirror_refresh_brokers(b);
         return;
     }
     cl_brokers_changed(b);
@@ -721,7 +721,7 @@ static void on_broker(bk_broker *b, const zk_result *r, void *arg)
     int32_t id = z->id;
     char err[256];
     if (r->rc == ZOK) {
-        if (zj_broker_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, z,
+        if (cl_zj_broker_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, z,
                             err, sizeof err) != 0) {
             BK_ERROR("zookeeper: /brokers/ids/%d is not Kafka's registration JSON (%s); "
                      "that broker is ignored", (int)id, err);
@@ -770,13 +770,13 @@ static void on_broker_list(bk_broker *b, const zk_result *r, void *arg)
         char path[64];
         snprintf(path, sizeof path, "/brokers/ids/%ld", id);
         f->pending++;
-        zk_get(b->zk, path, false, on_broker, ba);
+        cl_zk_get(b->zk, path, false, on_broker, ba);
     }
     if (--f->pending == 0)
         brokers_finish(b, f);
 }
 
-void mr_refresh_brokers(bk_broker *b)
+void cl_mirror_refresh_brokers(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     if (cl->brokers_refreshing) {
@@ -784,7 +784,7 @@ void mr_refresh_brokers(bk_broker *b)
         return;
     }
     cl->brokers_refreshing = true;
-    zk_children(b->zk, "/brokers/ids", true, on_broker_list, NULL);
+    cl_zk_children(b->zk, "/brokers/ids", true, on_broker_list, NULL);
 }
 
 /* As watch_missing, for /controller: made meanwhile, so read it now. */
@@ -792,7 +792,7 @@ static void on_controller_watched(bk_broker *b, const zk_result *r, void *arg)
 {
     (void)arg;
     if (r->rc == ZOK)
-        mr_refresh_controller(b);
+        cl_mirror_refresh_controller(b);
 }
 
 /* For SQL: the controller and its epoch, as the mirror saw them last. */
@@ -801,11 +801,11 @@ static void on_controller_epoch(bk_broker *b, const zk_result *r, void *arg)
     (void)arg;
     int32_t epoch = 0;
     char err[128];
-    if (r->rc == ZOK && zj_epoch_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0,
+    if (r->rc == ZOK && cl_zj_epoch_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0,
                                        &epoch, err, sizeof err) != 0)
         epoch = 0;
     if (r->rc == ZOK || r->rc == ZNONODE)
-        md_controller_set(b->db, bk_controller_id(b), epoch);
+        md_controller_set(b->db, view_controller_id(b), epoch);
 }
 
 static void on_controller(bk_broker *b, const zk_result *r, void *arg)
@@ -815,39 +815,39 @@ static void on_controller(bk_broker *b, const zk_result *r, void *arg)
     char err[256];
     if (r->rc == ZOK) {
         int32_t id = -1;
-        if (zj_controller_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &id,
+        if (cl_zj_controller_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, &id,
                                 NULL, err, sizeof err) != 0)
             BK_ERROR("zookeeper: /controller is not Kafka's JSON (%s)", err);
-        bool ours = id == b->cfg->broker_id && r->stat.ephemeralOwner == zk_session_id(b->zk);
+        bool ours = id == b->cfg->broker_id && r->stat.ephemeralOwner == cl_zk_session_id(b->zk);
         if (cl->active && !ours)
-            ctl_resign(b, "another broker holds /controller");
-        if (id != bk_controller_id(b)) {
+            cl_ctl_resign(b, "another broker holds /controller");
+        if (id != view_controller_id(b)) {
             BK_INFO("controller: broker %d", (int)id);
-            bk_logdir_renotify(b);                /* a new controller learns it (cluster_logdirs.c) */
+            cl_logdir_renotify(b);                /* a new controller learns it (cluster_logdirs.c) */
         }
-        bk_view_set_controller(b, id);
+        view_set_controller(b, id);
     } else if (r->rc == ZNONODE) {
-        if (bk_controller_id(b) != -1)
-            BK_INFO("controller: none (broker %d is gone); electing", (int)bk_controller_id(b));
-        bk_view_set_controller(b, -1);
+        if (view_controller_id(b) != -1)
+            BK_INFO("controller: none (broker %d is gone); electing", (int)view_controller_id(b));
+        view_set_controller(b, -1);
         if (cl->active)
-            ctl_resign(b, "/controller vanished");
-        zk_exists(b->zk, "/controller", true, on_controller_watched, NULL);
-        ctl_elect(b);
+            cl_ctl_resign(b, "/controller vanished");
+        cl_zk_exists(b->zk, "/controller", true, on_controller_watched, NULL);
+        cl_ctl_elect(b);
     } else {
         return;
     }
-    zk_get(b->zk, "/controller_epoch", false, on_controller_epoch, NULL);
+    cl_zk_get(b->zk, "/controller_epoch", false, on_controller_epoch, NULL);
 }
 
-void mr_refresh_controller(bk_broker *b)
+void cl_mirror_refresh_controller(bk_broker *b)
 {
-    zk_get(b->zk, "/controller", true, on_controller, NULL);
+    cl_zk_get(b->zk, "/controller", true, on_controller, NULL);
 }
 
 /* ---- resync and watches ---------------------------------------------------------------------- */
 
-void mr_resync(bk_broker *b)
+void cl_mirror_resync(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     if (cl->resync_running) {
@@ -855,13 +855,13 @@ void mr_resync(bk_broker *b)
         return;
     }
     cl->resync_running = true;
-    mr_refresh_brokers(b);
-    mr_refresh_controller(b);
+    cl_mirror_refresh_brokers(b);
+    cl_mirror_refresh_controller(b);
     cl_shutdowns_refresh(b);
-    zk_children(b->zk, "/brokers/topics", true, on_topic_list, (void *)++cl->resync_gen);
+    cl_zk_children(b->zk, "/brokers/topics", true, on_topic_list, (void *)++cl->resync_gen);
 }
 
-void mr_resync_reset(bk_broker *b)
+void cl_mirror_resync_reset(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     cl->resync_running = cl->resync_again = false;
@@ -872,7 +872,7 @@ void mr_resync_reset(bk_broker *b)
             t->resync = false;
 }
 
-void mr_resync_done(bk_broker *b)
+void cl_mirror_resync_done(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
     cl->resync_running = false;
@@ -882,7 +882,7 @@ void mr_resync_done(bk_broker *b)
     cl_fence_update(b);
     if (cl->resync_again) {
         cl->resync_again = false;
-        mr_resync(b);
+        cl_mirror_resync(b);
     }
     cl_brokers_changed(b);
 }
@@ -903,24 +903,24 @@ static const char *topic_of(const char *path, const char *prefix, char *out, siz
     return out;
 }
 
-void mr_on_watch(bk_broker *b, int type, const char *path)
+void cl_mirror_on_watch(bk_broker *b, int type, const char *path)
 {
     char t[MD_TOPIC_NAME_MAX + 2];
     int32_t p;
     if (type == ZOO_NOTWATCHING_EVENT)
         return;
     if (!strcmp(path, "/brokers/ids"))
-        mr_refresh_brokers(b);
+        cl_mirror_refresh_brokers(b);
     else if (!strcmp(path, "/controller"))
-        mr_refresh_controller(b);
+        cl_mirror_refresh_controller(b);
     else if (!strcmp(path, "/brokers/topics"))
-        mr_check_topics(b);
+        cl_mirror_check_topics(b);
     else if (!strcmp(path, "/admin/delete_topics"))
-        ctl_refresh_deletions(b);
+        cl_ctl_refresh_deletions(b);
     else if (!strcmp(path, "/admin/controlled_shutdown"))
         cl_shutdowns_refresh(b);
-    else if (ctl_logdirs_path(path))
-        ctl_logdirs_refresh(b);
+    else if (cl_ctl_logdirs_path(path))
+        cl_ctl_logdirs_refresh(b);
     else if (cl_broker_configs_path(path))
         cl_broker_configs_refresh(b);
     else if ((type == ZOO_CHANGED_EVENT || type == ZOO_CREATED_EVENT) &&
@@ -928,5 +928,5 @@ void mr_on_watch(bk_broker *b, int type, const char *path)
         refresh_state(b, t, p);
     else if (topic_of(path, "/brokers/topics/", t, sizeof t) ||
              topic_of(path, "/config/topics/", t, sizeof t))
-        mr_refresh_topic(b, t);
+        cl_mirror_refresh_topic(b, t);
 }

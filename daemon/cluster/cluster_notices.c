@@ -71,7 +71,7 @@ static void on_deleted(bk_broker *b, const zk_result *r, void *arg)
     purge *p = arg;
     if (r->rc != ZOK && r->rc != ZNONODE) {
         BK_WARN("zookeeper: cannot delete an expired change notice in %s: %s",
-                folders[p->folder], zk_rc_str(r->rc));
+                folders[p->folder], cl_zk_rc_str(r->rc));
         purge_end(b, p);
         return;
     }
@@ -94,9 +94,9 @@ static void on_stat(bk_broker *b, const zk_result *r, void *arg)
     }
     char path[512];
     child_path(p, path, sizeof path);
-    zk_txn *t = zk_txn_new();
-    zk_txn_delete(t, path, -1);
-    zk_txn_commit(b->zk, t, on_deleted, p);
+    zk_txn *t = cl_zk_txn_new();
+    cl_zk_txn_delete(t, path, -1);
+    cl_zk_txn_commit(b->zk, t, on_deleted, p);
 }
 
 static void purge_step(bk_broker *b, purge *p)
@@ -107,7 +107,7 @@ static void purge_step(bk_broker *b, purge *p)
     }
     char path[512];
     child_path(p, path, sizeof path);
-    zk_exists(b->zk, path, false, on_stat, p);
+    cl_zk_exists(b->zk, path, false, on_stat, p);
 }
 
 static void on_children(bk_broker *b, const zk_result *r, void *arg)
@@ -134,7 +134,7 @@ void cl_notices_purge(bk_broker *b, const char *folder)
             return;
         p->folder = (int)f;
         running[f] = true;
-        zk_children(b->zk, folder, false, on_children, p);
+        cl_zk_children(b->zk, folder, false, on_children, p);
         return;
     }
 }

@@ -3,7 +3,7 @@
  * expansion): a partition's replicas moved to another set of brokers
  * while it is produced to and consumed from, as Kafka's ZooKeeper
  * controller does it (KIP-455).  AlterPartitionReassignments and an SQL
- * UPDATE of partitions.replicas both come here (bk_partitions_reassign).
+ * UPDATE of partitions.replicas both come here (cl_partitions_reassign_request).
  *
  * Kafka's vocabulary: O the original replicas, T the target.  While a
  * reassignment runs the topic znode /brokers/topics/<t> holds
@@ -19,12 +19,12 @@
  *            their logs and follow the leader (repl_fetcher.c, throttled by
  *            follower.replication.throttled.rate); the leader adds each to
  *            the ISR once it caught up (repl_isr.c)
- *   finish   the controller (reconcile_topic → ctl_reassign_adjust), once
+ *   finish   the controller (reconcile_topic → cl_ctl_reassign_adjust), once
  *            every member of T is in the ISR: ISR := ISR ∩ T, a new leader
  *            from T (epoch + 1) if the leader is not in T, and in the same
  *            transaction the topic znode with replicas = T and no marks;
  *            the removed replicas' brokers close and delete their logs
- *            when their mirror applies it (bk_topic_apply)
+ *            when their mirror applies it (view_topic_apply)
  *   cancel   T null: replicas := O, marks cleared (any broker, as start);
  *            an adding replica that led meanwhile is replaced by the
  *            controller (leader outside the replicas → elect from the ISR)
@@ -136,7 +136,7 @@ static int16_t check(bk_broker *b, const bk_topic *t, bk_reassign *ra)
         }
         /* A broker already holding the partition may be down for a moment;
          * a new one must be alive to start copying it (Kafka's rule). */
-        if (id < 0 || (!has_id(o, no, id) && !bk_broker_alive(b, id))) {
+        if (id < 0 || (!has_id(o, no, id) && !view_broker_alive(b, id))) {
             snprintf(ra->msg, sizeof ra->msg, "Replica assignment has brokers that are not "
                      "alive: broker %d.", (int)id);
             return KP_INVALID_REPLICA_ASSIGNMENT;
@@ -181,7 +181,7 @@ static void assignment_json(const bk_topic *t, md_partition_state *parts, kp_buf
                             char path[MD_TOPIC_NAME_MAX + 32])
 {
     kp_buf_init(out);
-    zj_topic_format(t->id, parts, t->npartitions, out);
+    cl_zj_topic_format(t->id, parts, t->npartitions, out);
     free(parts);
     snprintf(path, MD_TOPIC_NAME_MAX + 32, "/brokers/topics/%s", t->name);
 }
@@ -267,7 +267,7 @@ static void on_assignment_set(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc == ZOK) {
         BK_INFO("topic %s: reassignment of %d partition(s) written to ZooKeeper", w->topic,
                 (int)w->n);
-        mr_refresh_topic(b, w->topic);
+        cl_mirror_refresh_topic(b, w->topic);
         if (w->op)
             cl_wait_assignment(b, w->topic, r->stat.version, w->op);
         ra_free(w);
@@ -276,7 +276,7 @@ static void on_assignment_set(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc == ZBADVERSION) {
         /* R3: the znode moved on (a finish, another start); the mirror's
          * watch brings the new one, and the plan is made again from it. */
-        mr_refresh_topic(b, w->topic);
+        cl_mirror_refresh_topic(b, w->topic);
         if (ra_retry_later(w))
             return;
     }
@@ -292,10 +292,10 @@ static void on_assignment_set(bk_broker *b, const zk_result *r, void *arg)
 static void ra_send(ra_write *w)
 {
     bk_broker *b = w->b;
-    bk_topic *t = bk_topic_find(b, w->topic, strlen(w->topic));
-    cl_topic *ct = mr_topic(b, w->topic, false);
+    bk_topic *t = view_topic_find(b, w->topic, strlen(w->topic));
+    cl_topic *ct = cl_mirror_topic(b, w->topic, false);
     char err[256];
-    if (!zk_connected(b->zk)) {
+    if (!cl_zk_connected(b->zk)) {
         int rc = cl_zk_error(b, ZCONNECTIONLOSS, "cannot write the reassignment", err,
                              sizeof err);
         ra_fail(w, rc, err);
@@ -316,16 +316,16 @@ static void ra_send(ra_write *w)
     kp_buf assign;
     char path[MD_TOPIC_NAME_MAX + 32];
     assignment_json(t, parts, &assign, path);
-    zk_set(b->zk, path, (const char *)assign.data, (int)assign.len, ct->assign_version,
+    cl_zk_set(b->zk, path, (const char *)assign.data, (int)assign.len, ct->assign_version,
            on_assignment_set, w);
     kp_buf_free(&assign);
 }
 
-int bk_partitions_reassign(bk_broker *b, const char *topic, bk_reassign *parts, int32_t n,
+int cl_partitions_reassign_request(bk_broker *b, const char *topic, bk_reassign *parts, int32_t n,
                            bk_topic_op *op, char *err, size_t errlen)
 {
     err[0] = 0;
-    bk_topic *t = bk_topic_find(b, topic, strlen(topic));
+    bk_topic *t = view_topic_find(b, topic, strlen(topic));
     int32_t valid = 0;
     for (int32_t i = 0; i < n; i++) {
         parts[i].msg[0] = 0;
@@ -349,7 +349,7 @@ int cl_partitions_reassign(bk_broker *b, const char *topic, const bk_reassign *p
     int32_t valid = 0;
     for (int32_t i = 0; i < n; i++)
         valid += parts[i].error == KP_NONE;
-    if (!zk_connected(b->zk))
+    if (!cl_zk_connected(b->zk))
         return cl_zk_error(b, ZCONNECTIONLOSS, "cannot write the reassignment", err, errlen);
     ra_write *w = calloc(1, sizeof *w);
     if (!w || !(w->parts = calloc((size_t)valid, sizeof *w->parts)))
@@ -373,7 +373,7 @@ int cl_partitions_reassign(bk_broker *b, const char *topic, const bk_reassign *p
     return KP_NONE;
 }
 
-int32_t bk_reassign_ids(const bk_pview *v, bool adding, int32_t *out)
+int32_t cl_reassign_ids(const bk_pview *v, bool adding, int32_t *out)
 {
     uint32_t mask = adding ? v->adding : v->removing;
     int32_t n = 0;
@@ -385,7 +385,7 @@ int32_t bk_reassign_ids(const bk_pview *v, bool adding, int32_t *out)
 
 /* ---- finish: the controller ------------------------------------------------------------ */
 
-bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partition_state *st,
+bool cl_ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partition_state *st,
                          bool *finished)
 {
     const bk_pview *v = &t->parts[p];
@@ -408,10 +408,10 @@ bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partitio
     for (int32_t i = 0; i < nt; i++)
         if (has_id(st->isr, st->nisr, target[i]))
             isr[ni++] = target[i];
-    if (!has_id(target, nt, st->leader) || !bk_broker_alive(b, st->leader)) {
+    if (!has_id(target, nt, st->leader) || !view_broker_alive(b, st->leader)) {
         int32_t lead = -1;
         for (int32_t i = 0; i < ni && lead < 0; i++)
-            if (bk_broker_alive(b, isr[i]))
+            if (view_broker_alive(b, isr[i]))
                 lead = isr[i];
         if (lead < 0)
             return *finished = false;             /* no one to lead it yet */
@@ -431,7 +431,7 @@ bool ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_partitio
     return true;
 }
 
-void ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
+void cl_ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
                                  const bool *finished)
 {
     md_partition_state *parts = view_assignment(t);
@@ -449,6 +449,6 @@ void ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
     kp_buf out;
     char path[MD_TOPIC_NAME_MAX + 32];
     assignment_json(t, parts, &out, path);
-    zk_txn_set(txn, path, (const char *)out.data, (int)out.len, version);
+    cl_zk_txn_set(txn, path, (const char *)out.data, (int)out.len, version);
     kp_buf_free(&out);
 }

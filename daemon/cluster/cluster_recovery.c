@@ -20,7 +20,7 @@
  *         <last leader epoch> <log end offset> <high watermark> <partition> <topic>\n ...
  *
  *   the controller, for a partition with a state and an ISR of two or more
- *   whose leader is not a live current member (ctl_recovery_adjust):
+ *   whose leader is not a live current member (cl_ctl_recovery_adjust):
  *     a live current ISR member      → it leads (epoch + 1); the returning
  *                                      members leave the ISR
  *     no ISR member alive            → as before (no write, or unclean)
@@ -48,7 +48,7 @@
  *       (keyed by its czxid); an answer for an older one is dropped, and
  *       text naming another session than the registration's (a run whose
  *       write failed left the previous run's) is read as none published.
- *   R4. Nothing here blocks the loop: the log ends are read with zk_get and
+ *   R4. Nothing here blocks the loop: the log ends are read with cl_zk_get and
  *       the answer reconciles again; the wait ends on the cluster tick.
  *   R5. A broker that the view names leader of a partition whose ISR lists
  *       others, and whose state is older than this broker's registration
@@ -86,7 +86,7 @@ typedef struct le_broker {
 struct cl_recovery {
     int64_t deadline_ms;             /* the earliest wait's end; 0 none */
     int nbrokers;
-    /* never moved (ctl_recovery_adjust holds pointers across lookups) */
+    /* never moved (cl_ctl_recovery_adjust holds pointers across lookups) */
     le_broker brokers[CL_MAX_BROKERS];
 };
 
@@ -138,7 +138,7 @@ static bool rec_grow(cl_topic *ct, int32_t n)
 
 void cl_recovery_state_read(bk_broker *b, const char *topic, int32_t p, int64_t mzxid)
 {
-    cl_topic *ct = mr_topic(b, topic, true);
+    cl_topic *ct = cl_mirror_topic(b, topic, true);
     if (!ct || p < 0 || !rec_grow(ct, p + 1))
         return;
     if (mzxid > ct->state_mzxid[p])              /* zxids only grow */
@@ -211,7 +211,7 @@ static void publish_done(bk_broker *b, le_publish *lp, int rc)
     if (rc != ZOK)
         BK_WARN("zookeeper: cannot write %s (%s): if no ISR member of a partition stays "
                 "up, the controller takes this broker's logs for empty", lp->path,
-                zk_rc_str(rc));
+                cl_zk_rc_str(rc));
     void (*then)(bk_broker *) = lp->then;
     kp_buf_free(&lp->text);
     free(lp);
@@ -231,7 +231,7 @@ static void on_le_root(bk_broker *b, const zk_result *r, void *arg)
         publish_done(b, lp, r->rc);
         return;
     }
-    zk_create(b->zk, lp->path, (const char *)lp->text.data, (int)lp->text.len, 0,
+    cl_zk_create(b->zk, lp->path, (const char *)lp->text.data, (int)lp->text.len, 0,
               on_le_created, lp);
 }
 
@@ -239,7 +239,7 @@ static void on_le_set(bk_broker *b, const zk_result *r, void *arg)
 {
     le_publish *lp = arg;
     if (r->rc == ZNONODE)                         /* the first start of this broker */
-        zk_create(b->zk, LE_ROOT, NULL, -1, 0, on_le_root, lp);
+        cl_zk_create(b->zk, LE_ROOT, NULL, -1, 0, on_le_root, lp);
     else
         publish_done(b, lp, r->rc);
 }
@@ -253,15 +253,15 @@ void cl_recovery_publish(bk_broker *b, void (*then)(bk_broker *b))
     lp->then = then;
     snprintf(lp->path, sizeof lp->path, LE_ROOT "/%d", (int)b->cfg->broker_id);
     char head[64];
-    int n = cl_log_ends_head(head, sizeof head, zk_session_id(b->zk));
+    int n = cl_log_ends_head(head, sizeof head, cl_zk_session_id(b->zk));
     kp_wr_raw(&lp->text, head, n > 0 ? (size_t)n : 0);
     struct le_fill f = { &lp->text, 0 };
-    bk_replicas_foreach(b, fill_one, &f);
+    replica_replicas_foreach(b, fill_one, &f);
     if (f.skipped)
         BK_WARN("zookeeper: %s lists only part of this broker's replicas (%d left out: "
                 "over %d bytes); the controller takes their logs for empty", lp->path,
                 f.skipped, LE_MAX_BYTES);
-    zk_set(b->zk, lp->path, (const char *)lp->text.data, (int)lp->text.len, -1, on_le_set, lp);
+    cl_zk_set(b->zk, lp->path, (const char *)lp->text.data, (int)lp->text.len, -1, on_le_set, lp);
 }
 
 /* ---- reading a broker's log ends (controller) -------------------------------------------- */
@@ -367,7 +367,7 @@ static le_broker *le_slot(bk_broker *b, int32_t id)
     for (int i = 0; i < r->nbrokers; i++) {
         if (r->brokers[i].id == id)
             return &r->brokers[i];
-        if (!spare && !r->brokers[i].loading && !bk_broker_alive(b, r->brokers[i].id))
+        if (!spare && !r->brokers[i].loading && !view_broker_alive(b, r->brokers[i].id))
             spare = &r->brokers[i];
     }
     le_broker *lb = r->nbrokers < CL_MAX_BROKERS ? &r->brokers[r->nbrokers++] : spare;
@@ -412,7 +412,7 @@ static void on_le_read(bk_broker *b, const zk_result *r, void *arg)
     }
     free(rd);
     if (r->rc == ZOK || r->rc == ZNONODE)
-        ctl_reconcile(b, NULL);                   /* R4 */
+        cl_ctl_reconcile(b, NULL);                   /* R4 */
 }
 
 /* The log ends of live broker id's current registration; NULL while they
@@ -437,7 +437,7 @@ static le_broker *log_ends(bk_broker *b, int32_t id)
     *rd = (le_read){ id, czxid, z ? z->session : 0 };
     char path[64];
     snprintf(path, sizeof path, LE_ROOT "/%d", (int)id);
-    zk_get(b->zk, path, false, on_le_read, rd);
+    cl_zk_get(b->zk, path, false, on_le_read, rd);
     return NULL;
 }
 
@@ -508,14 +508,14 @@ static int32_t longest(const bk_topic *t, int32_t p, const int32_t *back, int32_
     return best;
 }
 
-int ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p,
+int cl_ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p,
                         md_partition_state *st)
 {
     const bk_pview *v = &t->parts[p];
     if (v->zk_version < 0 || v->nisr < 2 || !rec_grow(ct, p + 1))
         return CTL_REC_NONE;                      /* a lone ISR member: as before (cluster_controller.c C4) */
     int64_t mz = state_mzxid(ct, p);
-    bool leader_alive = v->leader >= 0 && bk_broker_alive(b, v->leader);
+    bool leader_alive = v->leader >= 0 && view_broker_alive(b, v->leader);
     if (mz == 0)                                  /* not read in this session yet */
         return leader_alive ? CTL_REC_NONE : CTL_REC_WAIT;
     if (leader_alive && current(b, v->leader, mz)) {
@@ -523,7 +523,7 @@ int ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p
         st->nisr = 0;                             /* R6 */
         for (int32_t i = 0; i < v->nisr; i++) {
             int32_t id = v->isr[i];
-            if (id == v->leader || !bk_broker_alive(b, id) || current(b, id, mz))
+            if (id == v->leader || !view_broker_alive(b, id) || current(b, id, mz))
                 st->isr[st->nisr++] = id;
             else
                 BK_INFO("partition %s-%d: broker %d leaves the ISR (it registered after the "
@@ -532,13 +532,13 @@ int ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p
         }
         if (st->nisr == v->nisr)
             return CTL_REC_NONE;
-        ctl_isr_counted(b, true);
+        cl_ctl_isr_counted(b, true);
         return CTL_REC_ELECT;
     }
     int32_t lead = -1, back[MD_REPLICAS_MAX], nback = 0, nalive = 0;
     for (int32_t i = 0; i < v->nisr; i++) {
         int32_t id = v->isr[i];
-        if (!bk_broker_alive(b, id))
+        if (!view_broker_alive(b, id))
             continue;
         nalive++;
         if (cl_broker_shutting(b, id))
@@ -608,13 +608,13 @@ int ctl_recovery_adjust(bk_broker *b, cl_topic *ct, const bk_topic *t, int32_t p
     return CTL_REC_ELECT;
 }
 
-void ctl_recovery_tick(bk_broker *b)
+void cl_ctl_recovery_tick(bk_broker *b)
 {
     struct cl_recovery *r = b->cl->rec;
     if (!r || !r->deadline_ms || mono_ms() < r->deadline_ms)
         return;
     r->deadline_ms = 0;
-    ctl_reconcile(b, NULL);
+    cl_ctl_reconcile(b, NULL);
 }
 
 /* ---- this broker's own leaderships (R5) ----------------------------------------------- */
@@ -627,8 +627,8 @@ void cl_recovery_view_changed(bk_broker *b, bk_partition *p)
     if (cl && v->leader == b->cfg->broker_id && v->nisr >= 2) {
         /* Not registered in this run yet, or the state not read in this
          * session: not known, so held (a view loaded from SQLite must not
-         * start an epoch in the log either: bk_isr_view_changed). */
-        int64_t mz = state_mzxid(mr_topic(b, p->topic->name, false), p->id);
+         * start an epoch in the log either: repl_isr_view_changed). */
+        int64_t mz = state_mzxid(cl_mirror_topic(b, p->topic->name, false), p->id);
         held = !cl->reg_czxid || !mz ? 1 : mz < cl->reg_czxid ? 2 : 0;
     }
     if (held == 2 && p->held != 2 && p->log) {
@@ -650,11 +650,11 @@ void cl_recovery_view_changed(bk_broker *b, bk_partition *p)
 
 static void recompute(bk_partition *p, void *arg)
 {
-    bk_isr_view_changed(arg, p);
+    repl_isr_view_changed(arg, p);
 }
 
 void cl_recovery_registered(bk_broker *b, int64_t czxid)
 {
     b->cl->reg_czxid = czxid;
-    bk_replicas_foreach(b, recompute, b);
+    replica_replicas_foreach(b, recompute, b);
 }

@@ -15,7 +15,7 @@
  *                  partitions: stop leading at once (fenced), resign as
  *                  controller; cluster_zk.c makes a new session
  *
- * Leadership fencing (bk_cluster_fenced): a broker serves as leader only
+ * Leadership fencing (view_cluster_fenced): a broker serves as leader only
  * while it is registered in this session, its mirror has caught up since
  * the session began, and the loop has not stood still for longer than ZooKeeper
  * would wait for it (a SIGSTOP, a swap storm): after such a stall it asks
@@ -83,7 +83,7 @@ static bool states_written(const bk_topic *t, int32_t count)
 
 static bool wait_met(bk_broker *b, const cl_wait *w)
 {
-    bk_topic *t = bk_topic_find(b, w->topic, strlen(w->topic));
+    bk_topic *t = view_topic_find(b, w->topic, strlen(w->topic));
     cl_topic *ct;
     switch (w->kind) {
     case W_CREATED:
@@ -93,10 +93,10 @@ static bool wait_met(bk_broker *b, const cl_wait *w)
     case W_PARTITIONS:
         return t && states_written(t, w->count);
     case W_CONFIG:
-        ct = mr_topic(b, w->topic, false);
+        ct = cl_mirror_topic(b, w->topic, false);
         return !t || (ct && ct->config_version >= w->version);
     case W_ASSIGN:
-        ct = mr_topic(b, w->topic, false);
+        ct = cl_mirror_topic(b, w->topic, false);
         return !t || (ct && ct->assign_version >= w->version);
     }
     return true;
@@ -166,17 +166,17 @@ static void waits_check(bk_broker *b, const char *topic, int64_t now_us)
 void cl_topic_applied(bk_broker *b, const char *name)
 {
     waits_check(b, name, 0);
-    ctl_reconcile(b, name);
-    bk_fetchers_update(b);
+    cl_ctl_reconcile(b, name);
+    repl_fetchers_update(b);
 }
 
 void cl_brokers_changed(bk_broker *b)
 {
-    ctl_leaders_brokers_changed(b);
-    ctl_reconcile(b, NULL);
-    if (bk_controller_id(b) < 0)
-        ctl_elect(b);
-    bk_fetchers_update(b);
+    cl_ctl_leaders_brokers_changed(b);
+    cl_ctl_reconcile(b, NULL);
+    if (view_controller_id(b) < 0)
+        cl_ctl_elect(b);
+    repl_fetchers_update(b);
 }
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -186,16 +186,16 @@ int cl_zk_error(bk_broker *b, int zrc, const char *what, char *err, size_t errle
     if (zrc == ZCONNECTIONLOSS || zrc == ZOPERATIONTIMEOUT || zrc == ZINVALIDSTATE ||
         zrc == ZSESSIONEXPIRED || zrc == ZCLOSING || zrc == ZSESSIONMOVED) {
         snprintf(err, errlen, "%s: ZooKeeper (zookeeper.connect=%s) is unreachable; "
-                 "metadata changes wait for it.", what, zk_servers(b->zk));
+                 "metadata changes wait for it.", what, cl_zk_servers(b->zk));
         return KP_REQUEST_TIMED_OUT;
     }
-    snprintf(err, errlen, "%s: ZooKeeper answered %s.", what, zk_rc_str(zrc));
+    snprintf(err, errlen, "%s: ZooKeeper answered %s.", what, cl_zk_rc_str(zrc));
     return KP_UNKNOWN_SERVER_ERROR;
 }
 
 static int not_connected(bk_broker *b, const char *what, char *err, size_t errlen)
 {
-    if (zk_connected(b->zk))
+    if (cl_zk_connected(b->zk))
         return KP_NONE;
     return cl_zk_error(b, ZCONNECTIONLOSS, what, err, errlen);
 }
@@ -233,7 +233,7 @@ static cl_write *write_new(int kind, const char *topic, int32_t count, bk_topic_
 
 static void write_free(cl_write *w)
 {
-    zk_txn_free(w->retry);
+    cl_zk_txn_free(w->retry);
     free(w->cfg);
     free(w);
 }
@@ -273,26 +273,26 @@ static void create_send(bk_broker *b, cl_write *w, const int32_t *replicas)
     }
     kp_buf assign;
     kp_buf_init(&assign);
-    zj_topic_format(w->id, parts, w->count, &assign);
+    cl_zj_topic_format(w->id, parts, w->count, &assign);
     free(parts);
     char cpath[MD_TOPIC_NAME_MAX + 32], tpath[MD_TOPIC_NAME_MAX + 32], bpath[64];
     snprintf(cpath, sizeof cpath, "/config/topics/%s", w->topic);
     snprintf(tpath, sizeof tpath, "/brokers/topics/%s", w->topic);
     /* Kafka's order: the config first, so a watch on the topic finds it. */
-    zk_txn *t = zk_txn_new(), *retry = zk_txn_new();
-    zk_txn_create(t, cpath, w->cfg, w->cfg_len, 0);
-    zk_txn_create(t, tpath, (const char *)assign.data, (int)assign.len, 0);
-    zk_txn_set(retry, cpath, w->cfg, w->cfg_len, -1);
-    zk_txn_create(retry, tpath, (const char *)assign.data, (int)assign.len, 0);
+    zk_txn *t = cl_zk_txn_new(), *retry = cl_zk_txn_new();
+    cl_zk_txn_create(t, cpath, w->cfg, w->cfg_len, 0);
+    cl_zk_txn_create(t, tpath, (const char *)assign.data, (int)assign.len, 0);
+    cl_zk_txn_set(retry, cpath, w->cfg, w->cfg_len, -1);
+    cl_zk_txn_create(retry, tpath, (const char *)assign.data, (int)assign.len, 0);
     for (int k = 0; k < nnamed; k++) {
         snprintf(bpath, sizeof bpath, "/brokers/ids/%d", (int)named[k]);
-        zk_txn_check(t, bpath, -1);
-        zk_txn_check(retry, bpath, -1);
+        cl_zk_txn_check(t, bpath, -1);
+        cl_zk_txn_check(retry, bpath, -1);
     }
     kp_buf_free(&assign);
-    zk_txn_free(w->retry);
+    cl_zk_txn_free(w->retry);
     w->retry = retry;
-    zk_txn_commit(b->zk, t, on_create_written, w);
+    cl_zk_txn_commit(b->zk, t, on_create_written, w);
 }
 
 /* S3: a broker the assignment named left just before the write (its
@@ -308,7 +308,7 @@ static void on_create_brokers(bk_broker *b, const zk_result *r, void *arg)
         return;
     }
     int32_t view[CL_MAX_BROKERS], live[CL_MAX_BROKERS];
-    int nview = bk_live_brokers(b, view, CL_MAX_BROKERS), n = 0;
+    int nview = view_live_brokers(b, view, CL_MAX_BROKERS), n = 0;
     if (nview > CL_MAX_BROKERS)
         nview = CL_MAX_BROKERS;
     for (int i = 0; i < nview; i++)
@@ -320,7 +320,7 @@ static void on_create_brokers(bk_broker *b, const zk_result *r, void *arg)
     int32_t *replicas = malloc((size_t)w->count * (size_t)w->rf * sizeof *replicas);
     if (!replicas)
         abort();
-    int rc = bk_view_assign_among(b, live, n, 0, w->count, w->rf, -1, replicas, err,
+    int rc = view_assign_among(b, live, n, 0, w->count, w->rf, -1, replicas, err,
                                   sizeof err);
     if (rc != KP_NONE) {
         free(replicas);
@@ -340,7 +340,7 @@ static void on_create_written(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc == ZOK) {
         BK_INFO("topic %s: created in ZooKeeper with %d partitions", w->topic, (int)w->count);
         wait_add(b, W_CREATED, w->topic, w->count, 0, w->op);
-        mr_refresh_topic(b, w->topic);          /* do not wait for the watch */
+        cl_mirror_refresh_topic(b, w->topic);          /* do not wait for the watch */
         write_free(w);
         return;
     }
@@ -351,7 +351,7 @@ static void on_create_written(bk_broker *b, const zk_result *r, void *arg)
         if (r->op_rc[i] == ZNONODE)
             gone = i;
     if (gone >= 0 && w->assigned && w->tries++ < 3) {
-        zk_children(b->zk, "/brokers/ids", false, on_create_brokers, w);
+        cl_zk_children(b->zk, "/brokers/ids", false, on_create_brokers, w);
         return;
     }
     if (gone >= 0) {
@@ -370,7 +370,7 @@ static void on_create_written(bk_broker *b, const zk_result *r, void *arg)
          * have written one): overwrite it with the new topic's. */
         zk_txn *t = w->retry;
         w->retry = NULL;
-        zk_txn_commit(b->zk, t, on_create_written, w);
+        cl_zk_txn_commit(b->zk, t, on_create_written, w);
         return;
     }
     int rc = cl_zk_error(b, r->rc, "cannot create the topic", err, sizeof err);
@@ -390,7 +390,7 @@ int cl_topic_create(bk_broker *b, const char *name, int32_t partitions,
     md_uuid_random(w->id);
     kp_buf cfg;
     kp_buf_init(&cfg);
-    zj_config_format(configs, nconfigs, &cfg);
+    cl_zj_config_format(configs, nconfigs, &cfg);
     if (!(w->cfg = malloc(cfg.len + 1)))
         abort();
     memcpy(w->cfg, cfg.data, cfg.len);
@@ -421,7 +421,7 @@ int cl_topic_delete(bk_broker *b, const char *name, bk_topic_op *op, char *err, 
         return rc;
     char path[MD_TOPIC_NAME_MAX + 32];
     snprintf(path, sizeof path, "/admin/delete_topics/%s", name);
-    zk_create(b->zk, path, NULL, -1, 0, on_delete_requested,
+    cl_zk_create(b->zk, path, NULL, -1, 0, on_delete_requested,
               write_new(W_DELETED, name, 0, op));
     return KP_NONE;
 }
@@ -433,7 +433,7 @@ static void on_assignment_set(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc == ZOK) {
         BK_INFO("topic %s: now %d partitions in ZooKeeper", w->topic, (int)w->count);
         wait_add(b, W_PARTITIONS, w->topic, w->count, 0, w->op);
-        mr_refresh_topic(b, w->topic);
+        cl_mirror_refresh_topic(b, w->topic);
         free(w);
         return;
     }
@@ -455,8 +455,8 @@ int cl_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
     int rc = not_connected(b, "cannot add partitions", err, errlen);
     if (rc != KP_NONE)
         return rc;
-    bk_topic *t = bk_topic_find(b, name, strlen(name));
-    cl_topic *ct = mr_topic(b, name, false);
+    bk_topic *t = view_topic_find(b, name, strlen(name));
+    cl_topic *ct = cl_mirror_topic(b, name, false);
     if (!t || !ct || ct->assign_version < 0) {
         snprintf(err, errlen, "Topic %s is not known to this broker's mirror yet.", name);
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
@@ -480,11 +480,11 @@ int cl_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
     }
     kp_buf assign;
     kp_buf_init(&assign);
-    zj_topic_format(t->id, parts, count, &assign);
+    cl_zj_topic_format(t->id, parts, count, &assign);
     free(parts);
     char path[MD_TOPIC_NAME_MAX + 32];
     snprintf(path, sizeof path, "/brokers/topics/%s", name);
-    zk_set(b->zk, path, (const char *)assign.data, (int)assign.len, ct->assign_version,
+    cl_zk_set(b->zk, path, (const char *)assign.data, (int)assign.len, ct->assign_version,
            on_assignment_set, write_new(W_PARTITIONS, name, count, op));
     kp_buf_free(&assign);
     return KP_NONE;
@@ -497,7 +497,7 @@ static void on_config_set(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc == ZOK) {
         BK_INFO("topic %s: configs changed in ZooKeeper", w->topic);
         wait_add(b, W_CONFIG, w->topic, 0, r->stat.version, w->op);
-        mr_refresh_topic(b, w->topic);
+        cl_mirror_refresh_topic(b, w->topic);
         free(w);
         return;
     }
@@ -518,18 +518,18 @@ int cl_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t
     int rc = not_connected(b, "cannot change the configs", err, errlen);
     if (rc != KP_NONE)
         return rc;
-    cl_topic *ct = mr_topic(b, name, true);
+    cl_topic *ct = cl_mirror_topic(b, name, true);
     kp_buf cfg;
     kp_buf_init(&cfg);
-    zj_config_format(kv, n, &cfg);
+    cl_zj_config_format(kv, n, &cfg);
     char path[MD_TOPIC_NAME_MAX + 32];
     snprintf(path, sizeof path, "/config/topics/%s", name);
     cl_write *w = write_new(W_CONFIG, name, 0, op);
     if (ct && ct->config_version >= 0)
-        zk_set(b->zk, path, (const char *)cfg.data, (int)cfg.len, ct->config_version,
+        cl_zk_set(b->zk, path, (const char *)cfg.data, (int)cfg.len, ct->config_version,
                on_config_set, w);
     else
-        zk_create(b->zk, path, (const char *)cfg.data, (int)cfg.len, 0, on_config_set, w);
+        cl_zk_create(b->zk, path, (const char *)cfg.data, (int)cfg.len, 0, on_config_set, w);
     kp_buf_free(&cfg);
     return KP_NONE;
 }
@@ -542,17 +542,17 @@ static void on_registration(bk_broker *b, const zk_result *r, void *arg)
 {
     (void)arg;
     bk_cluster *cl = b->cl;
-    if (r->rc == ZOK && r->stat.ephemeralOwner == zk_session_id(b->zk)) {
+    if (r->rc == ZOK && r->stat.ephemeralOwner == cl_zk_session_id(b->zk)) {
         if (!cl->registered) {
             BK_INFO("zookeeper: registered as broker %d (/brokers/ids/%d)",
                     (int)b->cfg->broker_id, (int)b->cfg->broker_id);
-            bk_logdir_renotify(b);    /* a new registration: the controller forgets (cluster_logdirs.c) */
+            cl_logdir_renotify(b);    /* a new registration: the controller forgets (cluster_logdirs.c) */
         }
         cl->registered = true;
         cl_fence_update(b);
         cl->register_retry_us = 0;
         cl_recovery_registered(b, r->stat.czxid);
-        ctl_elect(b);
+        cl_ctl_elect(b);
         return;
     }
     if (r->rc == ZOK) {
@@ -571,7 +571,7 @@ static void on_registered(bk_broker *b, const zk_result *r, void *arg)
     char path[64];
     snprintf(path, sizeof path, "/brokers/ids/%d", (int)b->cfg->broker_id);
     if (r->rc == ZOK || r->rc == ZNODEEXISTS)
-        zk_exists(b->zk, path, false, on_registration, NULL);   /* whose is it? */
+        cl_zk_exists(b->zk, path, false, on_registration, NULL);   /* whose is it? */
     else
         b->cl->register_retry_us = bk_mono_us() + 1000000;
 }
@@ -590,10 +590,10 @@ static void register_now(bk_broker *b)
     bk_config_protocol_map(c, z.protocol_map, sizeof z.protocol_map);
     kp_buf out;
     kp_buf_init(&out);
-    zj_broker_format(&z, &out);
+    cl_zj_broker_format(&z, &out);
     char path[64];
     snprintf(path, sizeof path, "/brokers/ids/%d", (int)c->broker_id);
-    zk_create(b->zk, path, (const char *)out.data, (int)out.len, ZOO_EPHEMERAL,
+    cl_zk_create(b->zk, path, (const char *)out.data, (int)out.len, ZOO_EPHEMERAL,
               on_registered, NULL);
     kp_buf_free(&out);
 }
@@ -613,7 +613,7 @@ static void on_cluster_id_created(bk_broker *b, const zk_result *r, void *arg)
 {
     (void)arg;
     if (r->rc == ZOK || r->rc == ZNODEEXISTS)
-        zk_get(b->zk, "/cluster/id", false, on_cluster_id, (void *)1);
+        cl_zk_get(b->zk, "/cluster/id", false, on_cluster_id, (void *)1);
 }
 
 static void on_cluster_id(bk_broker *b, const zk_result *r, void *arg)
@@ -622,15 +622,15 @@ static void on_cluster_id(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc == ZNONODE && !arg) {
         kp_buf out;
         kp_buf_init(&out);
-        zj_cluster_id_format(b->cluster_id, &out);       /* the first broker's */
-        zk_create(b->zk, "/cluster/id", (const char *)out.data, (int)out.len, 0,
+        cl_zj_cluster_id_format(b->cluster_id, &out);       /* the first broker's */
+        cl_zk_create(b->zk, "/cluster/id", (const char *)out.data, (int)out.len, 0,
                   on_cluster_id_created, NULL);
         kp_buf_free(&out);
         return;
     }
     if (r->rc != ZOK)
         return;
-    if (zj_cluster_id_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, id,
+    if (cl_zj_cluster_id_parse(r->data ? r->data : "", r->len > 0 ? (size_t)r->len : 0, id,
                             err, sizeof err) != 0) {
         BK_ERROR("zookeeper: /cluster/id is not Kafka's JSON (%s)", err);
         return;
@@ -653,26 +653,26 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
     case ZK_CONNECTED:
         if (fresh) {
             BK_INFO("zookeeper: session 0x%llx established with %s",
-                    (unsigned long long)zk_session_id(b->zk), zk_servers(b->zk));
+                    (unsigned long long)cl_zk_session_id(b->zk), cl_zk_servers(b->zk));
             cl->registered = cl->synced = false;
             cl->stalled = false;
             cl_fence_update(b);
-            mr_resync_reset(b);
+            cl_mirror_resync_reset(b);
             register_broker(b);
-            zk_get(b->zk, "/cluster/id", false, on_cluster_id, NULL);
+            cl_zk_get(b->zk, "/cluster/id", false, on_cluster_id, NULL);
         } else {
             BK_INFO("zookeeper: reconnected (session 0x%llx lives on); resyncing",
-                    (unsigned long long)zk_session_id(b->zk));
+                    (unsigned long long)cl_zk_session_id(b->zk));
         }
-        mr_resync(b);
+        cl_mirror_resync(b);
         cl_broker_configs_refresh(b);             /* watches may have been missed */
-        bk_authz_zk_resync(b);           /* the ACLs too (cluster_acls.c) */
-        bk_sasl_zk_resync(b);
+        cl_authz_zk_resync(b);           /* the ACLs too (cluster_acls.c) */
+        cl_sasl_zk_resync(b);
         cl_notices_purge_all(b);         /* Kafka's, at each start (cluster_notices.c) */
         break;
     case ZK_CONNECTING:
         BK_WARN("zookeeper: lost the connection to %s; serving the partitions this "
-                "broker leads meanwhile, metadata changes wait", zk_servers(b->zk));
+                "broker leads meanwhile, metadata changes wait", cl_zk_servers(b->zk));
         break;
     case ZK_EXPIRED:
         BK_WARN("zookeeper: session expired: the cluster has taken this broker for dead "
@@ -680,8 +680,8 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                 "and registers again with a new session");
         cl->registered = cl->synced = false;
         cl_fence_update(b);
-        ctl_resign(b, "the ZooKeeper session expired");
-        bk_fetchers_update(b);           /* follows nothing until in step (repl_fetcher.c F5) */
+        cl_ctl_resign(b, "the ZooKeeper session expired");
+        repl_fetchers_update(b);           /* follows nothing until in step (repl_fetcher.c F5) */
         break;
     }
 }
@@ -689,7 +689,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
 void cl_fence_update(bk_broker *b)
 {
     bk_cluster *cl = b->cl;
-    bk_view_set_fenced(b, !cl->registered || !cl->synced || cl->stalled);   /* S1 */
+    view_set_fenced(b, !cl->registered || !cl->synced || cl->stalled);   /* S1 */
 }
 
 static void on_probe(bk_broker *b, const zk_result *r, void *arg)
@@ -698,7 +698,7 @@ static void on_probe(bk_broker *b, const zk_result *r, void *arg)
     bk_cluster *cl = b->cl;
     if (!cl->stalled)
         return;
-    if (r->rc == ZOK && r->stat.ephemeralOwner == zk_session_id(b->zk)) {
+    if (r->rc == ZOK && r->stat.ephemeralOwner == cl_zk_session_id(b->zk)) {
         cl->stalled = false;
         cl_fence_update(b);
         BK_INFO("zookeeper: the session survived the stall; acting as leader again");
@@ -725,33 +725,33 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
                 "waits for it; not acting as leader until ZooKeeper confirms its session",
                 (long long)(gap / 1000));
     }
-    if (cl->stalled && zk_connected(b->zk)) {
+    if (cl->stalled && cl_zk_connected(b->zk)) {
         char path[64];
         snprintf(path, sizeof path, "/brokers/ids/%d", (int)b->cfg->broker_id);
-        zk_exists(b->zk, path, false, on_probe, NULL);
+        cl_zk_exists(b->zk, path, false, on_probe, NULL);
     }
-    if (cl->register_retry_us && now >= cl->register_retry_us && zk_connected(b->zk)) {
+    if (cl->register_retry_us && now >= cl->register_retry_us && cl_zk_connected(b->zk)) {
         cl->register_retry_us = 0;
         register_broker(b);
     }
-    if (cl->registered && bk_controller_id(b) < 0 && !cl->active)
-        ctl_elect(b);
+    if (cl->registered && view_controller_id(b) < 0 && !cl->active)
+        cl_ctl_elect(b);
     static int n;
     if (cl->active && ++n % 50 == 0)
-        ctl_refresh_deletions(b);                 /* every 5 s: retries failed ones */
+        cl_ctl_refresh_deletions(b);                 /* every 5 s: retries failed ones */
     waits_check(b, NULL, now);
-    bk_isr_tick(b);                               /* replica.lag.time.max.ms */
-    ctl_leaders_tick(b);                          /* auto.leader.rebalance.enable */
-    bk_logdir_tick(b);                            /* a failed log dir's notification */
-    ctl_recovery_tick(b);                         /* leader.recovery.wait.ms */
+    repl_isr_tick(b);                               /* replica.lag.time.max.ms */
+    cl_ctl_leaders_tick(b);                          /* auto.leader.rebalance.enable */
+    cl_logdir_tick(b);                            /* a failed log dir's notification */
+    cl_ctl_recovery_tick(b);                         /* leader.recovery.wait.ms */
 }
 
 static void on_watch(bk_broker *b, int type, const char *path)
 {
-    if (bk_sasl_zk_on_watch(b, type, path))     /* /config/users (cluster_users.c) */
+    if (cl_sasl_zk_on_watch(b, type, path))     /* /config/users (cluster_users.c) */
         return;
-    if (!bk_authz_zk_on_watch(b, type, path))
-        mr_on_watch(b, type, path);
+    if (!cl_authz_zk_on_watch(b, type, path))
+        cl_mirror_on_watch(b, type, path);
 }
 
 int cl_start(bk_broker *b, char *err, size_t errlen)
@@ -763,18 +763,18 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
     }
     cl->b = b;
     b->cl = cl;
-    bk_view_cluster_start(b);                     /* fenced, no controller yet */
+    view_cluster_start(b);                     /* fenced, no controller yet */
     b->on_logdir_failed = cl_logdir_failed;
     zk_hooks hooks = { .on_session = on_session, .on_watch = on_watch };
-    if (zk_start(b, &hooks, &b->zk, err, errlen) != 0) {
+    if (cl_zk_start(b, &hooks, &b->zk, err, errlen) != 0) {
         free(cl);
         b->cl = NULL;
-        bk_view_cluster_stop(b);
+        view_cluster_stop(b);
         b->on_logdir_failed = NULL;
         return -1;
     }
     cl->zk = b->zk;
-    if (bk_fetchers_start(b) != 0) {
+    if (repl_fetchers_start(b) != 0) {
         snprintf(err, errlen, "cannot start the replica fetchers");
         cl_stop(b);
         return -1;
@@ -795,18 +795,18 @@ void cl_stop(bk_broker *b)
     bk_cluster *cl = b->cl;
     if (!cl)
         return;
-    bk_fetchers_stop(b);             /* before the view they follow goes */
+    repl_fetchers_stop(b);             /* before the view they follow goes */
     /* The registration goes first: a broker that sees the controller gone
      * then already knows this broker is, and places no new partition on it. */
     char path[64];
     snprintf(path, sizeof path, "/brokers/ids/%d", (int)b->cfg->broker_id);
-    zk_delete_own_now(b->zk, path);
+    cl_zk_delete_own_now(b->zk, path);
     cl_controlled_shutdown_end(b);   /* after the registration: never eligible again */
     if (cl->active)
-        zk_delete_own_now(b->zk, "/controller");
-    bk_authz_zk_stop(b);                /* before its calls come back ZCLOSING */
+        cl_zk_delete_own_now(b->zk, "/controller");
+    cl_authz_zk_stop(b);                /* before its calls come back ZCLOSING */
     cl_reassign_stop(b);
-    zk_stop(b->zk);                     /* our ephemeral znodes vanish now */
+    cl_zk_stop(b->zk);                     /* our ephemeral znodes vanish now */
     b->zk = NULL;
     for (cl_wait *w = cl->waits, *next; w; w = next) {
         next = w->next;
@@ -815,10 +815,10 @@ void cl_stop(bk_broker *b)
     }
     if (cl->tick)
         event_free(cl->tick);
-    mr_free(b);
+    cl_mirror_free(b);
     cl_recovery_free(b);
     free(cl);
     b->cl = NULL;
-    bk_view_cluster_stop(b);
+    view_cluster_stop(b);
     b->on_logdir_failed = NULL;
 }

@@ -79,7 +79,7 @@ static int scram_set(bk_broker *b, const char *name, const md_scram_cred *c,
 {
     int rc = md_user_upsert(b->db, name, c, err, errlen);
     if (rc == 0)
-        bk_sasl_zk_publish(b, name);
+        cl_sasl_zk_publish(b, name);
     return rc;
 }
 
@@ -88,7 +88,7 @@ static int scram_delete(bk_broker *b, const char *name, const char *mechanism,
 {
     int rc = md_user_delete(b->db, name, mechanism, deleted, err, errlen);
     if (rc == 0 && *deleted)
-        bk_sasl_zk_publish(b, name);
+        cl_sasl_zk_publish(b, name);
     return rc;
 }
 
@@ -101,7 +101,7 @@ const bk_store cl_store_zk = {
     /* adopted as read back (cluster_broker_configs.c K1) */
     .broker_configs_set = cl_broker_configs_write,
     /* the acls table follows its resync (cluster_acls.c K1) */
-    .acl_change = bk_authz_zk_write,
+    .acl_change = cl_authz_zk_write,
     .scram_set = scram_set,
     .scram_delete = scram_delete,
     .partitions_reassign = cl_partitions_reassign,

@@ -5,10 +5,10 @@
  *   /config/users/<name>   {"version":1,"config":{"SCRAM-SHA-256":
  *                           "salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=4096"}}
  *   /config/changes/config_change_<seq>   {"version":2,"entity_path":"users/<name>"}
- * <name> sanitized as Kafka's Sanitizer does (zj_sanitize: "al,ice=x y" is
+ * <name> sanitized as Kafka's Sanitizer does (cl_zj_sanitize: "al,ice=x y" is
  * al%2Cice%3Dx%20y); a child whose name does not desanitize is skipped.
  *
- * Write half (bk_sasl_zk_publish): the broker where an operator changed a
+ * Write half (cl_sasl_zk_publish): the broker where an operator changed a
  * user (SQL, AlterUserScramCredentials) has stored it in its own SQLite
  * already, so it serves the new credential at once; it then writes the
  * user's whole credential set from there to /config/users/<name> and
@@ -24,7 +24,7 @@
  *       (daemon/cluster/cluster_zk.h) and its answer is handled on the loop.
  *   Z2. A znode's content is the whole truth about its user: mechanisms
  *       it does not list are deleted locally.  A session (re)start reads
- *       every user again (bk_sasl_zk_resync) and drops local users that
+ *       every user again (cl_sasl_zk_resync) and drops local users that
  *       ZooKeeper no longer has, since watches may have been missed.
  *   Z3. Applying is idempotent: a broker that reads back its own write
  *       stores the same rows again.
@@ -50,7 +50,7 @@ static int cred_parse(const char *mech, const char *v, md_scram_cred *c)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->mechanism, sizeof c->mechanism, "%s", mech);
-    size_t kl = scram_key_len(scram_mech_parse(mech)), l2 = 0;
+    size_t kl = sec_scram_key_len(sec_scram_mech_parse(mech)), l2 = 0;
     bool salt = false, sk = false, svk = false, it = false;
     for (const char *p = v; *p;) {
         const char *e = strchr(p, ',');
@@ -61,14 +61,14 @@ static int cred_parse(const char *mech, const char *v, md_scram_cred *c)
         size_t kn = (size_t)(eq - p), vn = n - kn - 1;
         int got;
         if (kn == 4 && !memcmp(p, "salt", 4)) {
-            salt = (got = scram_b64_decode(eq + 1, vn, c->salt, sizeof c->salt)) > 0;
+            salt = (got = sec_scram_b64_decode(eq + 1, vn, c->salt, sizeof c->salt)) > 0;
             c->salt_len = salt ? (size_t)got : 0;
         } else if (kn == 10 && !memcmp(p, "stored_key", 10)) {
-            sk = (got = scram_b64_decode(eq + 1, vn, c->stored_key, sizeof c->stored_key)) ==
+            sk = (got = sec_scram_b64_decode(eq + 1, vn, c->stored_key, sizeof c->stored_key)) ==
                  (int)kl;
             c->key_len = kl;
         } else if (kn == 10 && !memcmp(p, "server_key", 10)) {
-            svk = (got = scram_b64_decode(eq + 1, vn, c->server_key, sizeof c->server_key)) ==
+            svk = (got = sec_scram_b64_decode(eq + 1, vn, c->server_key, sizeof c->server_key)) ==
                   (int)kl;
             l2 = kl;
         } else if (kn == 10 && !memcmp(p, "iterations", 10)) {
@@ -84,9 +84,9 @@ static int cred_parse(const char *mech, const char *v, md_scram_cred *c)
 static void cred_format(const md_scram_cred *c, char *out, size_t cap)
 {
     char salt[100], sk[100], svk[100];
-    scram_b64_encode(c->salt, c->salt_len, salt, sizeof salt);
-    scram_b64_encode(c->stored_key, c->key_len, sk, sizeof sk);
-    scram_b64_encode(c->server_key, c->key_len, svk, sizeof svk);
+    sec_scram_b64_encode(c->salt, c->salt_len, salt, sizeof salt);
+    sec_scram_b64_encode(c->stored_key, c->key_len, sk, sizeof sk);
+    sec_scram_b64_encode(c->server_key, c->key_len, svk, sizeof svk);
     snprintf(out, cap, "salt=%s,stored_key=%s,server_key=%s,iterations=%d", salt, sk, svk,
              (int)c->iterations);
 }
@@ -137,7 +137,7 @@ static void on_user(bk_broker *b, const zk_result *r, void *arg)
         md_kv *kv = NULL;
         size_t n = 0;
         char err[256];
-        if (r->len <= 0 || zj_config_parse(r->data, (size_t)r->len, &kv, &n, err, sizeof err))
+        if (r->len <= 0 || cl_zj_config_parse(r->data, (size_t)r->len, &kv, &n, err, sizeof err))
             BK_ERROR("zookeeper: %s/%s is not Kafka's config JSON (%s); ignored", USERS, name,
                      r->len <= 0 ? "empty" : err);
         else
@@ -154,7 +154,7 @@ static void on_user(bk_broker *b, const zk_result *r, void *arg)
 static void user_path(const char *name, char *path)
 {
     char z[ZNAME_MAX];
-    zj_sanitize(name, z, sizeof z);           /* fits: names < SCRAM_MAX_NAME */
+    cl_zj_sanitize(name, z, sizeof z);           /* fits: names < SCRAM_MAX_NAME */
     snprintf(path, ZNAME_MAX + 16, USERS "/%s", z);
 }
 
@@ -162,7 +162,7 @@ static void user_path(const char *name, char *path)
  * (logged) when it is not one Kafka's Sanitizer could have written. */
 static int child_user(const char *child, char *name)
 {
-    if (zj_desanitize(child, name, SCRAM_MAX_NAME) == 0 && name[0] &&
+    if (cl_zj_desanitize(child, name, SCRAM_MAX_NAME) == 0 && name[0] &&
         bk_utf8_valid(name, strlen(name)))
         return 0;
     BK_WARN("zookeeper: %s/%s is not a sanitized user name; skipped", USERS, child);
@@ -175,7 +175,7 @@ static void read_user(bk_broker *b, const char *name)
     user_path(name, path);
     char *arg = strdup(name);
     if (arg)
-        zk_get(b->zk, path, true, on_user, arg);
+        cl_zk_get(b->zk, path, true, on_user, arg);
 }
 
 typedef struct names {
@@ -212,7 +212,7 @@ static void on_users(bk_broker *b, const zk_result *r, void *arg)
     for (size_t i = 0; i < local.n; i++) {
         char z[ZNAME_MAX];
         bool there = false;
-        zj_sanitize(local.v[i], z, sizeof z);
+        cl_zj_sanitize(local.v[i], z, sizeof z);
         for (int k = 0; k < r->nchildren && !there; k++)
             there = !strcmp(r->children[k], z);
         if (!there)
@@ -226,18 +226,18 @@ static void on_users(bk_broker *b, const zk_result *r, void *arg)
             read_user(b, name);
 }
 
-void bk_sasl_zk_resync(bk_broker *b)
+void cl_sasl_zk_resync(bk_broker *b)
 {
-    zk_children(b->zk, USERS, true, on_users, NULL);
+    cl_zk_children(b->zk, USERS, true, on_users, NULL);
 }
 
-bool bk_sasl_zk_on_watch(bk_broker *b, int type, const char *path)
+bool cl_sasl_zk_on_watch(bk_broker *b, int type, const char *path)
 {
     size_t n = strlen(USERS);
     if (strncmp(path, USERS, n) || (path[n] && path[n] != '/'))
         return false;
     if (!path[n]) {                   /* children changed: users came or went */
-        bk_sasl_zk_resync(b);
+        cl_sasl_zk_resync(b);
         return true;
     }
     const char *child = path + n + 1;
@@ -279,7 +279,7 @@ static void on_write(bk_broker *b, const zk_result *r, void *arg)
     }
     if (r->rc != ZOK)
         BK_ERROR("zookeeper: cannot write %s/%s: %s; the other brokers keep the old "
-                 "credentials until it is changed again", USERS, p->name, zk_rc_str(r->rc));
+                 "credentials until it is changed again", USERS, p->name, cl_zk_rc_str(r->rc));
     pub_free(p);
 }
 
@@ -288,9 +288,9 @@ static void pub_write(bk_broker *b, pub *p, bool create)
     char path[ZNAME_MAX + 16];
     user_path(p->name, path);
     if (create)
-        zk_create(b->zk, path, (const char *)p->json.data, (int)p->json.len, 0, on_write, p);
+        cl_zk_create(b->zk, path, (const char *)p->json.data, (int)p->json.len, 0, on_write, p);
     else
-        zk_set(b->zk, path, (const char *)p->json.data, (int)p->json.len, -1, on_write, p);
+        cl_zk_set(b->zk, path, (const char *)p->json.data, (int)p->json.len, -1, on_write, p);
 }
 
 static void on_note(bk_broker *b, const zk_result *r, void *arg)
@@ -298,12 +298,12 @@ static void on_note(bk_broker *b, const zk_result *r, void *arg)
     (void)arg;
     if (r->rc != ZOK)
         BK_WARN("zookeeper: cannot leave a change notification for a user: %s",
-                zk_rc_str(r->rc));
+                cl_zk_rc_str(r->rc));
     else
         cl_notices_purge(b, "/config/changes");
 }
 
-void bk_sasl_zk_publish(bk_broker *b, const char *name)
+void cl_sasl_zk_publish(bk_broker *b, const char *name)
 {
     md_kv kv[2];
     char vals[2][400];
@@ -323,7 +323,7 @@ void bk_sasl_zk_publish(bk_broker *b, const char *name)
         return;
     }
     kp_buf_init(&p->json);
-    zj_config_format(kv, n, &p->json);
+    cl_zj_config_format(kv, n, &p->json);
     pub_write(b, p, false);
     /* Kafka's change notification (its brokers read /config/users/<name> then). */
     kp_buf note;
@@ -331,8 +331,8 @@ void bk_sasl_zk_publish(bk_broker *b, const char *name)
     char entity[ZNAME_MAX + 16];
     user_path(name, entity);
     memmove(entity, entity + strlen("/config/"), strlen(entity) - strlen("/config/") + 1);
-    zj_config_change_format(entity, &note);
-    zk_create(b->zk, "/config/changes/config_change_", (const char *)note.data, (int)note.len,
+    cl_zj_config_change_format(entity, &note);
+    cl_zk_create(b->zk, "/config/changes/config_change_", (const char *)note.data, (int)note.len,
               ZOO_SEQUENCE, on_note, NULL);
     kp_buf_free(&note);
 }

@@ -2,7 +2,7 @@
  * daemon/cluster/cluster_zk.c — the broker's ZooKeeper session (cluster mode): the C
  * client's threads on one side, the event loop on the other.
  *
- *   loop: zk_get(path, cb) ──► zoo_aget ──► I/O thread ──► server
+ *   loop: cl_zk_get(path, cb) ──► zoo_aget ──► I/O thread ──► server
  *                                             │
  *   loop: cb(result) ◄── on_posted ◄─eventfd─ completion thread: copy the
  *                                             result into a zk_msg, queue it
@@ -10,7 +10,7 @@
  * Watches and session events take the same way (the global watcher posts a
  * zk_msg).  The zoo_a* calls themselves only queue a request and return.
  *
- * Sessions.  zk_start connects before the loop runs (bounded by
+ * Sessions.  cl_zk_start connects before the loop runs (bounded by
  * zookeeper.connection.timeout.ms: a bad zookeeper.connect is a startup
  * error, never a hang).  A lost connection is the client's business: it
  * reconnects and keeps the session if it can (ZK_CONNECTING, then
@@ -22,7 +22,7 @@
  * Invariants:
  *   Z1. Every operation's callback runs exactly once, on the loop; a
  *       request made while there is no handle (between an expiry and the
- *       new session) gets rc ZINVALIDSTATE the same way.  zk_stop keeps it
+ *       new session) gets rc ZINVALIDSTATE the same way.  cl_zk_stop keeps it
  *       too: what is queued or still in flight when the session closes
  *       completes there with ZCLOSING, so every caller frees what it holds
  *       (in-flight operations are linked in zk->ops until they complete).
@@ -85,7 +85,7 @@ struct bk_zk {
     int timeout_ms;
     pthread_mutex_t hmu;             /* held while the loop uses zh, and to swap it */
     pthread_mutex_t mu;              /* the queue, zh_state; zh is swapped under both */
-    pthread_cond_t cv;               /* zk_start waits for the first session */
+    pthread_cond_t cv;               /* cl_zk_start waits for the first session */
     zhandle_t *zh;                   /* NULL between an expiry and the new handle */
     int zh_state;                    /* last session state of zh (mu) */
     zk_msg *head, *tail;             /* posted, not yet taken by the loop (mu) */
@@ -151,11 +151,11 @@ static void msg_free(zk_msg *m)
             free(m->r.children[i]);
         free(m->r.children);
     }
-    zk_txn_free(m->txn);
+    cl_zk_txn_free(m->txn);
     free(m);
 }
 
-void zk_txn_free(zk_txn *t)
+void cl_zk_txn_free(zk_txn *t)
 {
     if (!t)
         return;
@@ -365,7 +365,7 @@ static int make_chroot(bk_zk *zk, const char *chroot, char *err, size_t errlen)
             snprintf(path, sizeof path, "%.*s", (int)(p - chroot), chroot);
             if ((rc = sync_create_path(zh, path)) != ZOK)
                 snprintf(err, errlen, "zookeeper.connect=%s: cannot create the chroot "
-                         "%s: %s", zk->servers, path, zk_rc_str(rc));
+                         "%s: %s", zk->servers, path, cl_zk_rc_str(rc));
             if (!*p)
                 break;
         }
@@ -396,7 +396,7 @@ static const char *const base_paths[] = {
     "/kafka-acl-extended/prefixed/TransactionalId", "/kafka-acl-extended-changes",
 };
 
-int zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t errlen)
+int cl_zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t errlen)
 {
     *out = NULL;
     bk_zk *zk = calloc(1, sizeof *zk);
@@ -446,7 +446,7 @@ int zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t
         int rc = sync_create_path(zk->zh, base_paths[i]);
         if (rc != ZOK) {
             snprintf(err, errlen, "zookeeper.connect=%s: cannot create %s: %s",
-                     zk->servers, base_paths[i], zk_rc_str(rc));
+                     zk->servers, base_paths[i], cl_zk_rc_str(rc));
             goto fail;
         }
     }
@@ -460,7 +460,7 @@ int zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t
             (unsigned long long)zoo_client_id(zk->zh)->client_id);
     return 0;
 fail:
-    zk_stop(zk);
+    cl_zk_stop(zk);
     return -1;
 }
 
@@ -502,7 +502,7 @@ static void drain_closing(bk_zk *zk)
     zk->head = zk->tail = NULL;
 }
 
-void zk_stop(bk_zk *zk)
+void cl_zk_stop(bk_zk *zk)
 {
     if (!zk)
         return;
@@ -525,7 +525,7 @@ void zk_stop(bk_zk *zk)
     free(zk);
 }
 
-void zk_delete_own_now(bk_zk *zk, const char *path)
+void cl_zk_delete_own_now(bk_zk *zk, const char *path)
 {
     if (!zk)
         return;
@@ -539,22 +539,22 @@ void zk_delete_own_now(bk_zk *zk, const char *path)
     pthread_mutex_unlock(&zk->hmu);
 }
 
-bool zk_connected(const bk_zk *zk)
+bool cl_zk_connected(const bk_zk *zk)
 {
     return zk && zk->connected;
 }
 
-int64_t zk_session_id(const bk_zk *zk)
+int64_t cl_zk_session_id(const bk_zk *zk)
 {
     return zk ? zk->session_id : 0;
 }
 
-const char *zk_servers(const bk_zk *zk)
+const char *cl_zk_servers(const bk_zk *zk)
 {
     return zk->servers;
 }
 
-const char *zk_rc_str(int rc)
+const char *cl_zk_rc_str(int rc)
 {
     static __thread char buf[96];
     snprintf(buf, sizeof buf, "%s (%d)", zerror(rc), rc);
@@ -691,25 +691,25 @@ static void multi_done(int rc, const void *data)
             done_msg(c, result_msg(c, rc_));                                    \
     } while (0)
 
-void zk_get(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg)
+void cl_zk_get(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg)
 {
     op_ctx *c = ctx_new(zk, cb, arg);
     WITH_HANDLE(zk, zoo_aget(zk->zh, path, watch, data_done, c), c);
 }
 
-void zk_exists(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg)
+void cl_zk_exists(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg)
 {
     op_ctx *c = ctx_new(zk, cb, arg);
     WITH_HANDLE(zk, zoo_aexists(zk->zh, path, watch, stat_done, c), c);
 }
 
-void zk_children(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg)
+void cl_zk_children(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg)
 {
     op_ctx *c = ctx_new(zk, cb, arg);
     WITH_HANDLE(zk, zoo_aget_children(zk->zh, path, watch, children_done, c), c);
 }
 
-void zk_create(bk_zk *zk, const char *path, const char *data, int len, int flags,
+void cl_zk_create(bk_zk *zk, const char *path, const char *data, int len, int flags,
                zk_cb cb, void *arg)
 {
     op_ctx *c = ctx_new(zk, cb, arg);
@@ -717,7 +717,7 @@ void zk_create(bk_zk *zk, const char *path, const char *data, int len, int flags
                                 string_done, c), c);
 }
 
-void zk_set(bk_zk *zk, const char *path, const char *data, int len, int version,
+void cl_zk_set(bk_zk *zk, const char *path, const char *data, int len, int version,
             zk_cb cb, void *arg)
 {
     op_ctx *c = ctx_new(zk, cb, arg);
@@ -726,7 +726,7 @@ void zk_set(bk_zk *zk, const char *path, const char *data, int len, int version,
 
 /* ---- transactions ------------------------------------------------------------------------ */
 
-zk_txn *zk_txn_new(void)
+zk_txn *cl_zk_txn_new(void)
 {
     zk_txn *t = calloc(1, sizeof *t);
     if (!t)
@@ -768,34 +768,34 @@ static zoo_op_t *next_op(zk_txn *t)
     return &t->ops[t->n++];
 }
 
-void zk_txn_create(zk_txn *t, const char *path, const char *data, int len, int flags)
+void cl_zk_txn_create(zk_txn *t, const char *path, const char *data, int len, int flags)
 {
     const char *p = keep(t, path, -1), *d = keep(t, data, len);
     zoo_create_op_init(next_op(t), p, d, d ? len : -1, &ZOO_OPEN_ACL_UNSAFE, flags, NULL, 0);
 }
 
-void zk_txn_set(zk_txn *t, const char *path, const char *data, int len, int version)
+void cl_zk_txn_set(zk_txn *t, const char *path, const char *data, int len, int version)
 {
     const char *p = keep(t, path, -1), *d = keep(t, data, len);
     zoo_set_op_init(next_op(t), p, d, d ? len : -1, version, NULL);
 }
 
-void zk_txn_delete(zk_txn *t, const char *path, int version)
+void cl_zk_txn_delete(zk_txn *t, const char *path, int version)
 {
     zoo_delete_op_init(next_op(t), keep(t, path, -1), version);
 }
 
-void zk_txn_check(zk_txn *t, const char *path, int version)
+void cl_zk_txn_check(zk_txn *t, const char *path, int version)
 {
     zoo_check_op_init(next_op(t), keep(t, path, -1), version);
 }
 
-int zk_txn_count(const zk_txn *t)
+int cl_zk_txn_count(const zk_txn *t)
 {
     return t->n;
 }
 
-void zk_txn_commit(bk_zk *zk, zk_txn *t, zk_cb cb, void *arg)
+void cl_zk_txn_commit(bk_zk *zk, zk_txn *t, zk_cb cb, void *arg)
 {
     if (!(t->op_rc = calloc((size_t)(t->n ? t->n : 1), sizeof *t->op_rc)))
         abort();

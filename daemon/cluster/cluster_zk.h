@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* libzookeeper_mt: THREADED declares the synchronous calls too (zk_start). */
+/* libzookeeper_mt: THREADED declares the synchronous calls too (cl_zk_start). */
 #ifndef THREADED
 #define THREADED
 #endif
@@ -56,49 +56,49 @@ typedef struct zk_hooks {
  * zookeeper.connection.timeout.ms): connects, creates the chroot and
  * Kafka's persistent paths if missing.  0, or -1 with err saying what
  * went wrong in the operator's words. */
-int  zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t errlen);
+int  cl_zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t errlen);
 /* Shutdown (after the loop): closes the session, so this broker's
  * ephemeral znodes vanish at once; pending callbacks are dropped. */
-void zk_stop(bk_zk *zk);
+void cl_zk_stop(bk_zk *zk);
 
 /* Shutdown only (the loop has stopped; blocks up to a few seconds):
  * deletes path if it is an ephemeral znode of this session.  The close
  * request of zookeeper_close does not always reach the server (seen under
  * load), and then the cluster would wait a session timeout to learn that
  * this broker (or controller) is gone. */
-void zk_delete_own_now(bk_zk *zk, const char *path);
+void cl_zk_delete_own_now(bk_zk *zk, const char *path);
 
-bool    zk_connected(const bk_zk *zk);
-int64_t zk_session_id(const bk_zk *zk);
+bool    cl_zk_connected(const bk_zk *zk);
+int64_t cl_zk_session_id(const bk_zk *zk);
 /* The connect string as configured, for log lines. */
-const char *zk_servers(const bk_zk *zk);
+const char *cl_zk_servers(const bk_zk *zk);
 /* ZooKeeper's name of an rc, e.g. "ZNONODE (no node)". */
-const char *zk_rc_str(int rc);
+const char *cl_zk_rc_str(int rc);
 
 /* Asynchronous operations.  Each calls cb(b, result, arg) exactly once on
  * the loop — also when the session is lost (rc ZCONNECTIONLOSS,
- * ZSESSIONEXPIRED) — unless zk_stop runs first.  watch: leave a watch
+ * ZSESSIONEXPIRED) — unless cl_zk_stop runs first.  watch: leave a watch
  * (get, children: a data or child watch; exists: created/deleted/changed). */
-void zk_get(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg);
-void zk_exists(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg);
-void zk_children(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg);
+void cl_zk_get(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg);
+void cl_zk_exists(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg);
+void cl_zk_children(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg);
 /* flags: 0 or ZOO_EPHEMERAL. */
-void zk_create(bk_zk *zk, const char *path, const char *data, int len, int flags,
+void cl_zk_create(bk_zk *zk, const char *path, const char *data, int len, int flags,
                zk_cb cb, void *arg);
-void zk_set(bk_zk *zk, const char *path, const char *data, int len, int version,
+void cl_zk_set(bk_zk *zk, const char *path, const char *data, int len, int version,
             zk_cb cb, void *arg);
 
 /* A transaction (zoo_multi): all of its operations or none. */
 typedef struct zk_txn zk_txn;
-zk_txn *zk_txn_new(void);
-void zk_txn_create(zk_txn *t, const char *path, const char *data, int len, int flags);
-void zk_txn_set(zk_txn *t, const char *path, const char *data, int len, int version);
-void zk_txn_delete(zk_txn *t, const char *path, int version);
-void zk_txn_check(zk_txn *t, const char *path, int version);
-int  zk_txn_count(const zk_txn *t);
+zk_txn *cl_zk_txn_new(void);
+void cl_zk_txn_create(zk_txn *t, const char *path, const char *data, int len, int flags);
+void cl_zk_txn_set(zk_txn *t, const char *path, const char *data, int len, int version);
+void cl_zk_txn_delete(zk_txn *t, const char *path, int version);
+void cl_zk_txn_check(zk_txn *t, const char *path, int version);
+int  cl_zk_txn_count(const zk_txn *t);
 /* Frees a transaction that is not sent (NULL: nothing). */
-void zk_txn_free(zk_txn *t);
+void cl_zk_txn_free(zk_txn *t);
 /* Sends it and frees it; cb as above (op_rc says which operation failed). */
-void zk_txn_commit(bk_zk *zk, zk_txn *t, zk_cb cb, void *arg);
+void cl_zk_txn_commit(bk_zk *zk, zk_txn *t, zk_cb cb, void *arg);
 
 #endif

@@ -565,7 +565,7 @@ static int w_done(kp_buf *b)
 
 /* ---- znode ids ------------------------------------------------------------------- */
 
-int zj_id_parse(const char *name, size_t len, int32_t *out)
+int cl_zj_id_parse(const char *name, size_t len, int32_t *out)
 {
     if (!name || len == 0 || len > 10 || (name[0] == '0' && len > 1))
         return -1;
@@ -638,7 +638,7 @@ static bool endpoint_ok(const char *ep, size_t n)
     return split_endpoint(ep, n, host, sizeof host, &port) && host_ok(host);
 }
 
-int zj_broker_parse(const char *json, size_t len, zj_broker *out, char *err, size_t errlen)
+int cl_zj_broker_parse(const char *json, size_t len, zj_broker *out, char *err, size_t errlen)
 {
     zj_rd r;
     rd_init(&r, json, len, err, errlen);
@@ -747,7 +747,7 @@ static const char *protocol_of(const char *name, size_t n)
     return "PLAINTEXT";
 }
 
-const struct zj_endpoint *zj_broker_endpoint(const zj_broker *b, const char *name)
+const struct zj_endpoint *cl_zj_broker_endpoint(const zj_broker *b, const char *name)
 {
     for (int i = 0; i < b->neps; i++)
         if (!strcasecmp(b->eps[i].name, name))
@@ -770,7 +770,7 @@ static void w_protocol(kp_buf *out, const char *map, const char *name, size_t n)
     w_cstr(out, protocol_of(name, n));
 }
 
-int zj_broker_format(const zj_broker *b, kp_buf *out)
+int cl_zj_broker_format(const zj_broker *b, kp_buf *out)
 {
     char dflt[sizeof b->host + 32];
     const char *eps = b->endpoints;
@@ -838,7 +838,7 @@ static struct pentry *rd_partitions(zj_rd *r, const char *name, size_t *count)
     if (obj_begin(r, name))
         while (obj_next(r, &first, key, name)) {
             int32_t p;
-            if (zj_id_parse(key, strlen(key), &p)) {
+            if (cl_zj_id_parse(key, strlen(key), &p)) {
                 fail(r, "%s: \"%.32s\" is not a partition number", name, key);
                 break;
             }
@@ -906,7 +906,7 @@ static void w_reassigning(kp_buf *out, const char *name, const md_partition_stat
     w_raw(out, "}");
 }
 
-int zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_t errlen)
+int cl_zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_t errlen)
 {
     zj_rd r;
     rd_init(&r, json, len, err, errlen);
@@ -982,7 +982,7 @@ int zj_topic_parse(const char *json, size_t len, zj_topic *out, char *err, size_
     return 0;
 }
 
-void zj_topic_free(zj_topic *t)
+void cl_zj_topic_free(zj_topic *t)
 {
     if (!t)
         return;
@@ -991,7 +991,7 @@ void zj_topic_free(zj_topic *t)
     t->npartitions = 0;
 }
 
-int zj_topic_format(const uint8_t *id, const md_partition_state *parts, int32_t n,
+int cl_zj_topic_format(const uint8_t *id, const md_partition_state *parts, int32_t n,
                     kp_buf *out)
 {
     if (id) {
@@ -1014,7 +1014,7 @@ int zj_topic_format(const uint8_t *id, const md_partition_state *parts, int32_t 
 
 /* ---- /brokers/topics/<t>/partitions/<p>/state ---------------------------------- */
 
-int zj_state_parse(const char *json, size_t len, md_partition_state *st,
+int cl_zj_state_parse(const char *json, size_t len, md_partition_state *st,
                    char *err, size_t errlen)
 {
     zj_rd r;
@@ -1057,7 +1057,7 @@ int zj_state_parse(const char *json, size_t len, md_partition_state *st,
     return 0;
 }
 
-int zj_state_format(const md_partition_state *st, kp_buf *out)
+int cl_zj_state_format(const md_partition_state *st, kp_buf *out)
 {
     w_fmt(out, "{\"controller_epoch\":%d,\"leader\":%d,\"version\":1,\"leader_epoch\":%d,"
           "\"isr\":", (int)st->controller_epoch, (int)st->leader, (int)st->leader_epoch);
@@ -1068,7 +1068,7 @@ int zj_state_format(const md_partition_state *st, kp_buf *out)
 
 /* ---- /config/topics/<t> ------------------------------------------------------------ */
 
-int zj_config_parse(const char *json, size_t len, md_kv **kv, size_t *n,
+int cl_zj_config_parse(const char *json, size_t len, md_kv **kv, size_t *n,
                     char *err, size_t errlen)
 {
     zj_rd r;
@@ -1130,7 +1130,7 @@ int zj_config_parse(const char *json, size_t len, md_kv **kv, size_t *n,
     return 0;
 }
 
-int zj_config_format(const md_kv *kv, size_t n, kp_buf *out)
+int cl_zj_config_format(const md_kv *kv, size_t n, kp_buf *out)
 {
     w_raw(out, "{\"version\":1,\"config\":{");
     for (size_t i = 0; i < n; i++) {
@@ -1146,7 +1146,7 @@ int zj_config_format(const md_kv *kv, size_t n, kp_buf *out)
 
 /* ---- /controller, /controller_epoch, /cluster/id --------------------------------- */
 
-int zj_controller_parse(const char *json, size_t len, int32_t *broker_id,
+int cl_zj_controller_parse(const char *json, size_t len, int32_t *broker_id,
                         int64_t *timestamp_ms, char *err, size_t errlen)
 {
     zj_rd r;
@@ -1175,14 +1175,14 @@ int zj_controller_parse(const char *json, size_t len, int32_t *broker_id,
     return 0;
 }
 
-int zj_controller_format(int32_t broker_id, int64_t timestamp_ms, kp_buf *out)
+int cl_zj_controller_format(int32_t broker_id, int64_t timestamp_ms, kp_buf *out)
 {
     w_fmt(out, "{\"version\":2,\"brokerid\":%d,\"timestamp\":\"%lld\","
           "\"kraftControllerEpoch\":-1}", (int)broker_id, (long long)timestamp_ms);
     return w_done(out);
 }
 
-int zj_epoch_parse(const char *text, size_t len, int32_t *epoch, char *err, size_t errlen)
+int cl_zj_epoch_parse(const char *text, size_t len, int32_t *epoch, char *err, size_t errlen)
 {
     zj_rd r;
     rd_init(&r, text, len, err, errlen);
@@ -1193,13 +1193,13 @@ int zj_epoch_parse(const char *text, size_t len, int32_t *epoch, char *err, size
     return 0;
 }
 
-int zj_epoch_format(int32_t epoch, kp_buf *out)
+int cl_zj_epoch_format(int32_t epoch, kp_buf *out)
 {
     w_fmt(out, "%d", (int)epoch);
     return w_done(out);
 }
 
-int zj_cluster_id_parse(const char *json, size_t len, char out[MD_CLUSTER_ID_MAX + 1],
+int cl_zj_cluster_id_parse(const char *json, size_t len, char out[MD_CLUSTER_ID_MAX + 1],
                         char *err, size_t errlen)
 {
     zj_rd r;
@@ -1223,7 +1223,7 @@ int zj_cluster_id_parse(const char *json, size_t len, char out[MD_CLUSTER_ID_MAX
     return 0;
 }
 
-int zj_cluster_id_format(const char *id, kp_buf *out)
+int cl_zj_cluster_id_format(const char *id, kp_buf *out)
 {
     w_raw(out, "{\"version\":\"1\",\"id\":");
     w_cstr(out, id);
@@ -1233,7 +1233,7 @@ int zj_cluster_id_format(const char *id, kp_buf *out)
 
 /* ---- /config/changes/config_change_<seq> -------------------------------------------- */
 
-int zj_config_change_parse(const char *json, size_t len, char *entity_path, size_t cap,
+int cl_zj_config_change_parse(const char *json, size_t len, char *entity_path, size_t cap,
                            char *err, size_t errlen)
 {
     zj_rd r;
@@ -1268,7 +1268,7 @@ int zj_config_change_parse(const char *json, size_t len, char *entity_path, size
     return 0;
 }
 
-int zj_config_change_format(const char *entity_path, kp_buf *out)
+int cl_zj_config_change_format(const char *entity_path, kp_buf *out)
 {
     w_raw(out, "{\"version\":2,\"entity_path\":");
     w_cstr(out, entity_path);
@@ -1277,7 +1277,7 @@ int zj_config_change_format(const char *entity_path, kp_buf *out)
 }
 
 /* ---- /log_dir_event_notification ----------------------------------------------------- */
-int zj_log_dir_event_parse(const char *json, size_t len, int32_t *broker, int32_t *event,
+int cl_zj_log_dir_event_parse(const char *json, size_t len, int32_t *broker, int32_t *event,
                            char *err, size_t errlen)
 {
     zj_rd r;
@@ -1305,14 +1305,14 @@ int zj_log_dir_event_parse(const char *json, size_t len, int32_t *broker, int32_
     return 0;
 }
 
-int zj_log_dir_event_format(int32_t broker, int32_t event, kp_buf *out)
+int cl_zj_log_dir_event_format(int32_t broker, int32_t event, kp_buf *out)
 {
     w_fmt(out, "{\"version\":1,\"broker\":%d,\"event\":%d}", (int)broker, (int)event);
     return w_done(out);
 }
 
 /* ---- Kafka's Sanitizer (entity names in znode names) ------------------------------- */
-int zj_sanitize(const char *name, char *out, size_t cap)
+int cl_zj_sanitize(const char *name, char *out, size_t cap)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t o = 0;
@@ -1341,7 +1341,7 @@ static int hex_val(char c)
          : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-int zj_desanitize(const char *name, char *out, size_t cap)
+int cl_zj_desanitize(const char *name, char *out, size_t cap)
 {
     size_t o = 0;
     for (const char *p = name; *p; p++) {
@@ -1365,7 +1365,7 @@ int zj_desanitize(const char *name, char *out, size_t cap)
 
 /* ---- /kafka-acl/<type>/<name>, /kafka-acl-extended/prefixed/<type>/<name> ---------- */
 
-int zj_acls_parse(const char *json, size_t len, md_acl **out, size_t *n,
+int cl_zj_acls_parse(const char *json, size_t len, md_acl **out, size_t *n,
                   char *err, size_t errlen)
 {
     zj_rd r;
@@ -1424,7 +1424,7 @@ int zj_acls_parse(const char *json, size_t len, md_acl **out, size_t *n,
     return 0;
 }
 
-int zj_acls_format(const md_acl *acls, size_t n, kp_buf *out)
+int cl_zj_acls_format(const md_acl *acls, size_t n, kp_buf *out)
 {
     w_raw(out, "{\"version\":1,\"acls\":[");
     for (size_t i = 0; i < n; i++) {
@@ -1442,7 +1442,7 @@ int zj_acls_format(const md_acl *acls, size_t n, kp_buf *out)
     return w_done(out);
 }
 
-int zj_acl_change_format(const char *type, const char *name, kp_buf *out)
+int cl_zj_acl_change_format(const char *type, const char *name, kp_buf *out)
 {
     w_raw(out, "{\"version\":1,\"resourceType\":");
     w_cstr(out, type);

@@ -9,20 +9,20 @@
 
 /* ---- group coordinator (daemon/group*.c) ------------------------------------ */
 /* Loads groups from SQLite (they come back Empty; members rejoin), starts
- * the offsets.retention.check.interval.ms timer.  After bk_topics_load.
+ * the offsets.retention.check.interval.ms timer.  After view_topics_load.
  * 0 or -1. */
-int  bk_groups_init(bk_broker *b);
-/* After bk_server_free: saves what changed, frees everything. */
-void bk_groups_shutdown(bk_broker *b);
+int  gc_groups_init(bk_broker *b);
+/* After net_server_free: saves what changed, frees everything. */
+void gc_groups_shutdown(bk_broker *b);
 /* "Who coordinates group G": one place to ask.  Standalone: this broker. */
-int32_t bk_coordinator_of(bk_broker *b, const char *group);
+int32_t gc_coordinator_of(bk_broker *b, const char *group);
 /* The coordinator's writes answer on the loop once durable: done(arg, rc)
  * runs after the sync that covers them, never from inside the call that
- * queued them.  A caller that goes away first calls bk_groups_forget
+ * queued them.  A caller that goes away first calls gc_groups_forget
  * (done will not run; the write itself may still happen). */
 struct gc_wait;
 typedef void (*bk_group_done_fn)(void *arg, int rc);
-void bk_groups_forget(struct gc_wait *pending);
+void gc_groups_forget(struct gc_wait *pending);
 
 /* The one path that deletes a group and its committed offsets
  * (DeleteGroups, the SQL surface's DELETE FROM consumer_groups).  Refused
@@ -39,19 +39,19 @@ typedef struct bk_group_deletion {
     size_t errlen;
     struct gc_wait *pending;          /* out: set while queued */
 } bk_group_deletion;
-int bk_group_delete(bk_broker *b, bk_group_deletion *d);
+int gc_group_delete(bk_broker *b, bk_group_deletion *d);
 
 /* The one path for committed offsets: OffsetCommit and the SQL surface's
  * UPDATE / INSERT of committed_offsets (design note: group_offset_commit.c).
  * The caller fills offs[0..n) (group, topic, partition, offset, epoch,
- * metadata, times); bk_offsets_commit validates them as Kafka's
+ * metadata, times); gc_offsets_commit validates them as Kafka's
  * doCommitOffsets does, queues the valid ones on the coordinator's
  * persistence pipeline (write half: the sync worker's transaction and
  * fdatasync) and, on the loop after that sync, fills in their results
  * and calls done(arg, rc) (apply half); rc: 0, or MD_E_SQL when the write
  * failed (those entries then carry COORDINATOR_NOT_AVAILABLE).  offs and
  * the strings it points to stay the caller's and must live until done
- * runs or bk_groups_forget: a forgotten commit not yet handed to the
+ * runs or gc_groups_forget: a forgotten commit not yet handed to the
  * sync worker is dropped. */
 typedef struct bk_offset_commit {
     kp_str group;
@@ -77,5 +77,5 @@ typedef struct bk_offset_commit {
  * c->pending NULL: nothing to store, every entry's result is final.
  * Another KP_* error: an operator's commit was refused as a whole,
  * nothing queued, the reason in err. */
-int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errlen);
+int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errlen);
 #endif

@@ -63,7 +63,7 @@ static int gc_denied(bk_req *r)
 /* READ on the group: what JoinGroup, SyncGroup, Heartbeat and LeaveGroup need. */
 static bool gc_may_read(bk_req *r, kp_str group)
 {
-    return bk_authorized(r, BK_RES_GROUP, group, BK_OP_READ);
+    return sec_authorized(r, BK_RES_GROUP, group, BK_OP_READ);
 }
 
 /* ---- FindCoordinator v0-6 ------------------------------------------------------ */
@@ -79,7 +79,7 @@ static void find_one(bk_req *r, int8_t key_type, kp_str key,
     };
     /* Kafka's getCoordinator asks DESCRIBE on the transactional id
      * before anything else of a transaction key. */
-    if (key_type == 1 && !bk_authorized(r, BK_RES_TRANSACTIONAL_ID, key, BK_OP_DESCRIBE)) {
+    if (key_type == 1 && !sec_authorized(r, BK_RES_TRANSACTIONAL_ID, key, BK_OP_DESCRIBE)) {
         c->ErrorCode = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
         return;
     }
@@ -95,15 +95,15 @@ static void find_one(bk_req *r, int8_t key_type, kp_str key,
         c->ErrorMessage = kp_str_cstr("unknown coordinator key type");
         return;
     }
-    if (!bk_authorized(r, BK_RES_GROUP, key, BK_OP_DESCRIBE)) {
+    if (!sec_authorized(r, BK_RES_GROUP, key, BK_OP_DESCRIBE)) {
         c->ErrorCode = KP_GROUP_AUTHORIZATION_FAILED;
         return;
     }
     char name[256];
     kp_str_copy(key, name, sizeof name);
-    int32_t id = bk_coordinator_of(r->b, name);
+    int32_t id = gc_coordinator_of(r->b, name);
     bk_broker_info live[1024];
-    int n = bk_brokers_info(r->b, bk_conn_listener(r->conn), live, 1024);
+    int n = view_brokers_info(r->b, net_conn_listener(r->conn), live, 1024);
     c->ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
     for (int i = 0; i < n; i++)
         if (live[i].id == id) {
@@ -114,7 +114,7 @@ static void find_one(bk_req *r, int8_t key_type, kp_str key,
         }
 }
 
-int bk_handle_find_coordinator(bk_req *r)
+int gc_handle_find_coordinator(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_FindCoordinatorRequest q;
@@ -144,7 +144,7 @@ int bk_handle_find_coordinator(bk_req *r)
 
 /* ---- JoinGroup v0-9 -------------------------------------------------------------- */
 
-int bk_handle_join_group(bk_req *r)
+int gc_handle_join_group(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_JoinGroupRequest q;
@@ -170,7 +170,7 @@ int bk_handle_join_group(bk_req *r)
 
 /* ---- SyncGroup v0-5 -------------------------------------------------------------- */
 
-int bk_handle_sync_group(bk_req *r)
+int gc_handle_sync_group(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_SyncGroupRequest q;
@@ -185,7 +185,7 @@ int bk_handle_sync_group(bk_req *r)
 
 /* ---- Heartbeat v0-4, LeaveGroup v0-5 -------------------------------------------- */
 
-int bk_handle_heartbeat(bk_req *r)
+int gc_handle_heartbeat(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_HeartbeatRequest q;
@@ -200,7 +200,7 @@ int bk_handle_heartbeat(bk_req *r)
     return bk_req_encoded(r, "Heartbeat", kp_enc_HeartbeatResponse(r->out, v, &m));
 }
 
-int bk_handle_leave_group(bk_req *r)
+int gc_handle_leave_group(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_LeaveGroupRequest q;
@@ -250,7 +250,7 @@ static bool strncasecmp_str(kp_str s, const char *name)
 
 /* ---- ListGroups v0-5 ---------------------------------------------------------------- */
 
-int bk_handle_list_groups(bk_req *r)
+int gc_handle_list_groups(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_ListGroupsRequest q;
@@ -271,7 +271,7 @@ int bk_handle_list_groups(bk_req *r)
     bool all = BK_AUTHZ_CLUSTER(r, BK_OP_DESCRIBE);
     for (size_t i = 0; classic && i < gc->hash_size; i++)
         for (gc_group *g = gc->hash[i]; g && (size_t)n < gc->ngroups; g = g->hnext) {
-            if (!all && !bk_authorized(r, BK_RES_GROUP, kp_str_cstr(g->id), BK_OP_DESCRIBE))
+            if (!all && !sec_authorized(r, BK_RES_GROUP, kp_str_cstr(g->id), BK_OP_DESCRIBE))
                 continue;
             const char *state = gc_state_name(g->state);
             bool wanted = q.StatesFilter_count <= 0;
@@ -302,13 +302,13 @@ static kp_str bytes_or_empty(const void *p, int32_t len)
 static int describe_one(bk_req *r, kp_DescribeGroupsResponse_DescribedGroup *d, kp_str id,
                         bool include_ops)
 {
-    int16_t err = !bk_authorized(r, BK_RES_GROUP, id, BK_OP_DESCRIBE)
+    int16_t err = !sec_authorized(r, BK_RES_GROUP, id, BK_OP_DESCRIBE)
                   ? KP_GROUP_AUTHORIZATION_FAILED : gc_coordinator_error(id);
     gc_group *g = !err ? gc_group_find(id.p, (size_t)id.len) : NULL;
     *d = (kp_DescribeGroupsResponse_DescribedGroup){
         .ErrorCode = err, .GroupId = id,
         /* Kafka: only for a group answered without error */
-        .AuthorizedOperations = include_ops && !err ? bk_authorized_ops(r, BK_RES_GROUP, id)
+        .AuthorizedOperations = include_ops && !err ? sec_authorized_ops(r, BK_RES_GROUP, id)
                                                      : INT32_MIN,
     };
     if (err)                                        /* Kafka's groupError: all "" */
@@ -346,7 +346,7 @@ static int describe_one(bk_req *r, kp_DescribeGroupsResponse_DescribedGroup *d, 
     return 0;
 }
 
-int bk_handle_describe_groups(bk_req *r)
+int gc_handle_describe_groups(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_DescribeGroupsRequest q;
@@ -405,7 +405,7 @@ static void dg_cancel(bk_req *r)
 {
     struct dg_request *d = r->state;
     for (int32_t i = 0; d && i < d->n; i++)
-        bk_groups_forget(d->e[i].pending);      /* the deletes go on */
+        gc_groups_forget(d->e[i].pending);      /* the deletes go on */
     gc_req_release(r, d);
 }
 
@@ -423,7 +423,7 @@ static void dg_done(void *arg, int rc)
     gc_req_finish(r, d);
 }
 
-int bk_handle_delete_groups(bk_req *r)
+int gc_handle_delete_groups(bk_req *r)
 {
     kp_DeleteGroupsRequest q;
     if (kp_dec_DeleteGroupsRequest(&r->body, r->hdr.RequestApiVersion, &q, &r->arena) != 0)
@@ -439,7 +439,7 @@ int bk_handle_delete_groups(bk_req *r)
         kp_str id = e->id = q.GroupsNames[i];
         e->d = d;
         e->err = KP_GROUP_AUTHORIZATION_FAILED;
-        if (!bk_authorized(r, BK_RES_GROUP, id, BK_OP_DELETE))
+        if (!sec_authorized(r, BK_RES_GROUP, id, BK_OP_DELETE))
             continue;
         e->err = KP_UNKNOWN_SERVER_ERROR;
         char *name = gc_strndup(id.p, id.len);
@@ -447,7 +447,7 @@ int bk_handle_delete_groups(bk_req *r)
             continue;
         bk_group_deletion del = { .group_id = name, .done = dg_done, .arg = e,
                                   .err = e->msg, .errlen = sizeof e->msg };
-        e->err = (int16_t)bk_group_delete(r->b, &del);
+        e->err = (int16_t)gc_group_delete(r->b, &del);
         e->pending = del.pending;
         d->left += del.pending != NULL;
         free(name);

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-void cc_note(cc_table *t, uint64_t conn, int64_t now_us)
+void gc_cadence_note(cc_table *t, uint64_t conn, int64_t now_us)
 {
     cc_entry *e = NULL, *victim = &t->e[0];
     for (int i = 0; i < CC_SLOTS; i++) {
@@ -31,7 +31,7 @@ void cc_note(cc_table *t, uint64_t conn, int64_t now_us)
         e->gap_us = e->gap_us ? e->gap_us + (gap - e->gap_us) / 4 : gap;
 }
 
-int64_t cc_submit_at(const cc_table *t, int64_t now_us, int64_t first_us, int64_t linger_us)
+int64_t gc_cadence_submit_at(const cc_table *t, int64_t now_us, int64_t first_us, int64_t linger_us)
 {
     int64_t deadline = first_us + linger_us, until = 0;
     for (int i = 0; i < CC_SLOTS; i++) {        /* group_commit_cadence.h K4 */

@@ -23,7 +23,7 @@
  * per three quarters of their period when that is shorter.
  *
  * Invariants:
- *   K1. One entry per connection, keyed by its serial (bk_conn_serial:
+ *   K1. One entry per connection, keyed by its serial (net_conn_serial:
  *       never reused, so a new connection never inherits a closed one's
  *       pace); when the table is full the entry committed longest ago is
  *       reused, which loses that connection's history, never a commit.
@@ -31,7 +31,7 @@
  *       for once more, until it is late (a quarter of its gap).
  *   K2. gap_us is 0 until a connection has committed twice within
  *       CC_MAX_GAP_US; an entry without a gap is never waited for.
- *   K3. cc_submit_at never returns a time past first_us + linger_us.
+ *   K3. gc_cadence_submit_at never returns a time past first_us + linger_us.
  *   K4. Nor past three quarters of a batched connection's gap after its
  *       commit: a consumer that commits every 4 ms has its commit
  *       submitted within 3 ms, so that with the write it is answered
@@ -59,13 +59,13 @@ typedef struct cc_table {
 } cc_table;
 
 /* A commit from connection conn (its serial, never 0) arrived at now_us. */
-void cc_note(cc_table *t, uint64_t conn, int64_t now_us);
+void gc_cadence_note(cc_table *t, uint64_t conn, int64_t now_us);
 
 /* The batch holds every commit that arrived since its oldest, at
  * first_us (a write takes the whole batch, so a connection whose latest
  * commit came before first_us has none in it).  Returns 0 to write it
  * now, else the time (> now_us) to ask again, unless a commit comes
  * first. */
-int64_t cc_submit_at(const cc_table *t, int64_t now_us, int64_t first_us, int64_t linger_us);
+int64_t gc_cadence_submit_at(const cc_table *t, int64_t now_us, int64_t first_us, int64_t linger_us);
 
 #endif

@@ -9,7 +9,7 @@
  *
  * Design note.
  *
- * Standalone, this broker coordinates every group (bk_coordinator_of,
+ * Standalone, this broker coordinates every group (gc_coordinator_of,
  * asked by every group API through gc_coordinator_error).
  * The coordinator is protocol-agnostic, as Kafka's is: members send opaque
  * metadata per protocol, the leader runs the assignor client-side (range,
@@ -26,7 +26,7 @@
  *       │                └── member joins/leaves/expires, leader rejoins ┤
  *       │                                                                ▼
  *       └───────────── (last member leaves: via Preparing) ◄───────── Stable
- *     Dead: DeleteGroups of an Empty group (bk_group_delete, group_persist.c:
+ *     Dead: DeleteGroups of an Empty group (gc_group_delete, group_persist.c:
  *     Dead until the delete is durable, then freed); retention frees an
  *     Empty group without offsets directly.
  *
@@ -94,11 +94,11 @@ const char *gc_state_name(enum gc_state s)
 /* Cluster mode: the leader of the group's partition of __consumer_offsets
  * (daemon/group/group_log.c), so the group's state is where its coordinator's
  * death cannot lose it.  -1: none yet. */
-int32_t bk_coordinator_of(bk_broker *b, const char *group)
+int32_t gc_coordinator_of(bk_broker *b, const char *group)
 {
     if (!bk_cluster_mode(b))
         return b->cfg->broker_id;
-    return gl_coordinator_of(b, group, strlen(group));
+    return gc_log_coordinator_of(b, group, strlen(group));
 }
 
 /* The coordinator question, in one place for every group API: NOT_COORDINATOR
@@ -114,7 +114,7 @@ int16_t gc_coordinator_error(kp_str id)
     if (len)
         memcpy(name, id.p, len);
     name[len] = 0;
-    int16_t err = !bk_cluster_mode(gc->b) ? KP_NONE : gl_coordinator_error(gc->b, name, len);
+    int16_t err = !bk_cluster_mode(gc->b) ? KP_NONE : gc_log_coordinator_error(gc->b, name, len);
     if (name != small)
         free(name);
     return err;
@@ -685,7 +685,7 @@ static void complete_join(gc_group *g)
         /* Kafka's onCompleteJoin stores the Empty group, waited for by
          * nobody (a failure is only logged). */
         if (bk_cluster_mode(gc->b))
-            (void)gl_group_store(gc->b, g, NULL);
+            (void)gc_log_group_store(gc->b, g, NULL);
         return;
     }
     g->protocol = gc_select_protocol(g);
@@ -775,7 +775,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
             }
 }
 
-int bk_groups_init(bk_broker *b)
+int gc_groups_init(bk_broker *b)
 {
     gc = calloc(1, sizeof *gc);
     if (!gc)
@@ -805,7 +805,7 @@ int bk_groups_init(bk_broker *b)
         return -1;
     }
     gc_save_dirty_now();
-    if (bk_cluster_mode(b) && gl_start(b) != 0)
+    if (bk_cluster_mode(b) && gc_log_start(b) != 0)
         return -1;
     bk_mdsync_listen(gc_on_durable);
     struct timeval tv;
@@ -820,7 +820,7 @@ int bk_groups_init(bk_broker *b)
     return 0;
 }
 
-void bk_groups_shutdown(bk_broker *b)
+void gc_groups_shutdown(bk_broker *b)
 {
     (void)b;
     if (!gc)
@@ -838,7 +838,7 @@ void bk_groups_shutdown(bk_broker *b)
     for (int i = 0; i < 3; i++)
         while (lists[i]->next != lists[i])
             gc_wait_drop(lists[i]->next);
-    gl_stop();
+    gc_log_stop();
     gc_jobs_free();
     event_free(gc->turn_ev);
     event_free(gc->linger_ev);

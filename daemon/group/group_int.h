@@ -5,10 +5,10 @@
  *                    startup and shutdown
  *   group_join.c     JoinGroup (static membership), SyncGroup, Heartbeat,
  *                    LeaveGroup
- *   group_offset_commit.c  bk_offsets_commit, OffsetCommit, OffsetFetch, retention
+ *   group_offset_commit.c  gc_offsets_commit, OffsetCommit, OffsetFetch, retention
  *   group_persist.c  the end of the loop turn, the jobs for the metadata
  *                    sync worker, the deferred answers (group_persist.c invariants C1, C2,
- *                    C5-C7, J1-J3), bk_group_delete
+ *                    C5-C7, J1-J3), gc_group_delete
  *   group_api.c      wire parsing and encoding of the membership APIs
  *   group_offset_delete.c  OffsetDelete (tombstones on the commit path)
  *
@@ -22,7 +22,7 @@
  * apply will call in cluster mode).
  *
  *   offset commit  (OffsetCommit; SQL UPDATE / INSERT of committed_offsets)
- *     path     bk_offsets_commit (group_offset_commit.c): validation, then queued
+ *     path     gc_offsets_commit (group_offset_commit.c): validation, then queued
  *     write    the entries copied into the turn's job (gc_commit_to_job),
  *              upserted by the worker (md_offset_commit)
  *     apply    gc_commit_apply: each entry's result from the job; done()
@@ -39,7 +39,7 @@
  *              for its replication (group_join.c), and a new coordinator
  *              loads the group Stable with its members (group_log.c)
  *   group delete  (DeleteGroups; SQL DELETE FROM consumer_groups)
- *     path     bk_group_delete (group_persist.c): the group turns Dead, queued
+ *     path     gc_group_delete (group_persist.c): the group turns Dead, queued
  *     write    a delete in the next job, run before its group and offset
  *              rows (md_group_delete)
  *     apply    gc_delete_apply: frees the group (a failed write: Empty again)
@@ -50,8 +50,8 @@
  *              while no job writing group rows is in flight, skipping groups
  *              with commits queued
  *     apply    frees the expired Empty groups; cluster mode: tombstones
- *              for the expired offsets and groups (gl_offsets_tombstone,
- *              gl_group_tombstone), not waited for, as Kafka's
+ *              for the expired offsets and groups (gc_log_offsets_tombstone,
+ *              gc_log_group_tombstone), not waited for, as Kafka's
  *     durable  nobody waits for it; db.c D2
  *
  * Every job goes through the one sync worker in submission order
@@ -74,7 +74,7 @@
 /* Kafka's GroupCoordinator.NewMemberJoinTimeoutMs. */
 #define GC_NEW_MEMBER_JOIN_TIMEOUT_MS 300000
 
-/* GC_DEAD: being deleted (bk_group_delete), freed once that is durable. */
+/* GC_DEAD: being deleted (gc_group_delete), freed once that is durable. */
 enum gc_state { GC_EMPTY, GC_PREPARING, GC_COMPLETING, GC_STABLE, GC_DEAD };
 const char *gc_state_name(enum gc_state s);   /* Kafka's names */
 
@@ -88,7 +88,7 @@ typedef struct gc_job gc_job;
  * synced list (its turn's job submitted, waiting for the sync seq).  A
  * join or sync wait belongs to a request (r->state points here and
  * r->cancel unlinks it); an offset commit's or a group delete's belongs to
- * its caller (r NULL, done set; bk_groups_forget detaches it). */
+ * its caller (r NULL, done set; gc_groups_forget detaches it). */
 typedef struct gc_wait {
     struct gc_wait *next, *prev;      /* outbox / batch / synced; self when unlinked */
     bk_req *r;                        /* join, sync; NULL for a commit */
@@ -257,7 +257,7 @@ void gc_tv_ms(struct timeval *tv, int64_t ms);              /* ms < 0: 0 */
  * and r->cancel cleared (from its cancel, or through gc_req_finish). */
 void gc_req_release(bk_req *r, void *state);
 /* The end of a deferred group answer whose body is in r->out: the state
- * released, then the answer sent (bk_req_finish may start the connection's
+ * released, then the answer sent (net_req_finish may start the connection's
  * next request on r, so nothing of r is touched after it). */
 void gc_req_finish(bk_req *r, void *state);
 gc_wait *gc_wait_new(bk_req *r);
@@ -310,43 +310,43 @@ void gc_jobs_release(uint64_t durable);
 void gc_jobs_free(void);              /* shutdown: waits, then frees */
 
 /* ---- group_log.c: cluster mode, group state in __consumer_offsets -------- */
-int  gl_start(bk_broker *b);          /* cluster mode only; 0 or -1 */
-void gl_stop(void);
+int  gc_log_start(bk_broker *b);          /* cluster mode only; 0 or -1 */
+void gc_log_stop(void);
 /* The leader of the group's __consumer_offsets partition; -1: none yet
  * (the topic is created once enough brokers live). */
-int32_t gl_coordinator_of(bk_broker *b, const char *id, size_t len);
+int32_t gc_log_coordinator_of(bk_broker *b, const char *id, size_t len);
 /* The group's partition among npartitions (Kafka's partitionFor); pure,
  * safe on any thread. */
-int32_t gl_partition_in(int32_t npartitions, const char *id, size_t len);
+int32_t gc_log_partition_in(int32_t npartitions, const char *id, size_t len);
 /* KP_NONE when this broker leads the group's partition and has loaded it;
  * else COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or
  * COORDINATOR_LOAD_IN_PROGRESS. */
-int16_t gl_coordinator_error(bk_broker *b, const char *id, size_t len);
+int16_t gc_log_coordinator_error(bk_broker *b, const char *id, size_t len);
 /* Appends w's entries to store (result KP_NONE) to the group's partition
  * as Kafka's OffsetCommit records; sets w->log_partition / log_end.
  * KP_NONE, or the error every such entry gets. */
-int16_t gl_commit_append(bk_broker *b, gc_wait *w);
+int16_t gc_log_commit_append(bk_broker *b, gc_wait *w);
 /* After w's apply half: true when w now waits for its record's high
  * watermark (group_log.c answers and frees it), false to answer now
  * (its entries may carry the replication's error). */
-bool gl_commit_hold(gc_wait *w);
-void gl_forget(gc_wait *w);           /* from gc_wait_drop */
+bool gc_log_commit_hold(gc_wait *w);
+void gc_log_forget(gc_wait *w);           /* from gc_wait_drop */
 /* Appends g's state as Kafka's GroupMetadata record to its partition
  * (cluster mode).  KP_NONE (w, when given, then has log_partition /
- * log_end set for gl_group_hold), or the error Kafka's storeGroup maps
+ * log_end set for gc_log_group_hold), or the error Kafka's storeGroup maps
  * the refusal to (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
  * UNKNOWN_SERVER_ERROR). */
-int16_t gl_group_store(bk_broker *b, const gc_group *g, gc_wait *w);
+int16_t gc_log_group_store(bk_broker *b, const gc_group *g, gc_wait *w);
 /* Holds w (no entries, done set) until its record is replicated: 1, then
  * done(done_arg, err) runs later (err 0, NOT_COORDINATOR or
  * REQUEST_TIMED_OUT) and frees w; else 0 (replicated already) or the
  * error, and w is the caller's. */
-int16_t gl_group_hold(gc_wait *w);
+int16_t gc_log_group_hold(gc_wait *w);
 /* Retention: tombstones for the expired offsets offs[0..n) (cluster mode;
  * only those of partitions led here). */
-void gl_offsets_tombstone(bk_broker *b, const md_offset *offs, size_t n);
+void gc_log_offsets_tombstone(bk_broker *b, const md_offset *offs, size_t n);
 /* DeleteGroups: appends the group's tombstones (cluster mode). */
-void gl_group_tombstone(bk_broker *b, const char *id);
+void gc_log_group_tombstone(bk_broker *b, const char *id);
 
 /* ---- group_join.c: JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------- */
 typedef struct gc_join_args {

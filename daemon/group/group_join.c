@@ -517,7 +517,7 @@ static void store_failed(gc_group *g, int16_t err)
     gc_maybe_prepare_rebalance(g, "error when storing group assignment during SyncGroup");
 }
 
-/* gl_group_hold's done: the record is replicated (rc 0) or not. */
+/* gc_log_group_hold's done: the record is replicated (rc 0) or not. */
 static void assignment_stored(void *arg, int rc)
 {
     gc_group *g = arg;
@@ -538,7 +538,7 @@ static void replacement_free(gc_replacement *rp)
 
 static void store_drop(gc_wait **w)
 {
-    gl_forget(*w);
+    gc_log_forget(*w);
     free(*w);
     *w = NULL;
 }
@@ -567,8 +567,8 @@ static int16_t store_group(gc_group *g, bk_group_done_fn done, void *arg, gc_wai
     w->next = w->prev = w;
     w->done = done;
     w->done_arg = arg;
-    int16_t e = gl_group_store(gc->b, g, w);
-    if (!e && (e = gl_group_hold(w)) == 1) {
+    int16_t e = gc_log_group_store(gc->b, g, w);
+    if (!e && (e = gc_log_group_hold(w)) == 1) {
         *held = w;
         return 1;
     }
@@ -602,7 +602,7 @@ static void replacement_answer(gc_group *g, gc_member *m, gc_replacement *rp, in
     }
 }
 
-/* gl_group_hold's done for a replacement: rp leaves g->replacing. */
+/* gc_log_group_hold's done for a replacement: rp leaves g->replacing. */
 static void replacement_stored(void *arg, int rc)
 {
     gc_replacement *rp = arg;

@@ -14,7 +14,7 @@
  * the first broker asked about a group once enough brokers live; until it
  * is led, FindCoordinator answers COORDINATOR_NOT_AVAILABLE.
  *
- * A commit (group_offset_commit.c, bk_offsets_commit) is appended on the loop,
+ * A commit (group_offset_commit.c, gc_offsets_commit) is appended on the loop,
  * when it is accepted, as one batch of Kafka's OffsetCommit records
  *
  *     key   (OffsetCommitKey v1)          value (OffsetCommitValue v3)
@@ -31,7 +31,7 @@
  *
  * to the group's partition, and stored in this broker's SQLite by the
  * usual pipeline (group_persist.c) in parallel.  Its answer leaves only
- * when both are done: finish_synced hands the wait here (gl_commit_hold),
+ * when both are done: finish_synced hands the wait here (gc_log_commit_hold),
  * and it is held until the partition's high watermark covers the record,
  * as an acks=all Produce is (the same bk_deferred, replica_deferred.h, woken
  * when the high watermark moves; never blocking the loop), or
@@ -59,13 +59,13 @@
  *       │  │       a new leader epoch or a log cut below or started above
  *       │  │       what was read: follow_start again
  *       │  └───────── leadership gone: follow_start ◄────────────┐
- *       │ leads it (gl_tick, gl_coordinator_error)                │
+ *       │ leads it (gl_tick, gc_log_coordinator_error)                │
  *       ▼    load_start: cursor over [log start, log end)         │
  *     LOADING ── load_step, in bounded steps, rows → jobs ──► LOADED
  *       ▲                                  last job durable       │
  *       └────────────── a new leader epoch, still led ◄───────────┘
  *
- * Group state is Kafka's GroupMetadata record (gl_group_store), written
+ * Group state is Kafka's GroupMetadata record (gc_log_group_store), written
  * where Kafka's GroupCoordinator writes it: when the leader's SyncGroup
  * completes a rebalance (generation, protocol, leader, the members with
  * their subscriptions and assignments; the SyncGroup answers are held, as
@@ -87,7 +87,7 @@
  *       order, before any commit this broker accepts for those groups
  *       (none is accepted until LOADED), so a later commit overwrites them.
  *   G3. A held wait is on gl.holds and on no list of group_persist.c; it
- *       is freed by hold_finish or gl_forget, exactly once.
+ *       is freed by hold_finish or gc_log_forget, exactly once.
  *   G4. When a partition's leadership goes, or a load of it starts, its
  *       groups leave memory (Kafka's removeGroupsForPartition: their
  *       waiting requests answered NOT_COORDINATOR; groups being deleted
@@ -247,7 +247,7 @@ static int32_t java_hash(const char *s, size_t len)
     return (int32_t)h;
 }
 
-int32_t gl_partition_in(int32_t npartitions, const char *id, size_t len)
+int32_t gc_log_partition_in(int32_t npartitions, const char *id, size_t len)
 {
     int32_t h = java_hash(id, len);
     int32_t a = h == INT32_MIN ? 0 : h < 0 ? -h : h;      /* Kafka's Utils.abs */
@@ -256,7 +256,7 @@ int32_t gl_partition_in(int32_t npartitions, const char *id, size_t len)
 
 static int32_t partition_for(const bk_topic *t, const char *id, size_t len)
 {
-    return gl_partition_in(t->npartitions, id, len);
+    return gc_log_partition_in(t->npartitions, id, len);
 }
 
 /* The topic is created once, by whichever broker is asked first, when
@@ -270,10 +270,10 @@ static void maybe_create(bk_broker *b)
     gl.create_after_ms = now + 2000;
     char err[256];
     int16_t rf = b->cfg->offsets_topic_replication_factor;
-    if (bk_view_check_replication(b, rf, err, sizeof err) != KP_NONE)
+    if (view_check_replication(b, rf, err, sizeof err) != KP_NONE)
         return;                       /* not enough brokers yet */
     md_kv kv[] = { { (char *)"cleanup.policy", (char *)"compact" } };
-    int rc = bk_topic_create(b, GL_TOPIC, b->cfg->offsets_topic_num_partitions, rf, NULL,
+    int rc = view_topic_create(b, GL_TOPIC, b->cfg->offsets_topic_num_partitions, rf, NULL,
                              kv, 1, false, NULL, err, sizeof err);
     if (rc != KP_NONE && rc != KP_TOPIC_ALREADY_EXISTS)
         BK_WARN("creating %s failed (%d): %s; retrying", GL_TOPIC, rc, err);
@@ -282,14 +282,14 @@ static void maybe_create(bk_broker *b)
                 b->cfg->offsets_topic_num_partitions, rf);
 }
 
-int32_t gl_coordinator_of(bk_broker *b, const char *id, size_t len)
+int32_t gc_log_coordinator_of(bk_broker *b, const char *id, size_t len)
 {
-    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    bk_topic *t = view_topic_find(b, GL_TOPIC, gl_topic.len);
     if (!t || t->npartitions <= 0) {
         maybe_create(b);
         return -1;
     }
-    return bk_leader_of(b, t, partition_for(t, id, len));
+    return view_leader_of(b, t, partition_for(t, id, len));
 }
 
 /* ---- loading a partition into SQLite ------------------------------------------- */
@@ -335,7 +335,7 @@ static void unload_groups(int32_t i)
     size_t n = 0;
     for (size_t h = 0; h < gc->hash_size; h++)
         for (gc_group *g = gc->hash[h]; g; g = g->hnext)
-            if (g->state != GC_DEAD && gl_partition_in(gl.nparts, g->id, strlen(g->id)) == i)
+            if (g->state != GC_DEAD && gc_log_partition_in(gl.nparts, g->id, strlen(g->id)) == i)
                 out[n++] = g;
     for (size_t k = 0; k < n; k++)
         gc_group_unload(out[k]);
@@ -797,7 +797,7 @@ static void part_dir(char *dir, size_t len, int32_t i)
  * or an error of seg_cursor_open. */
 static int follow_open(int32_t i, gl_part *gp)
 {
-    const bk_pview *v = bk_view_partition(gl.b, gl_topic, i);
+    const bk_pview *v = view_partition(gl.b, gl_topic, i);
     if (gp->cur || !v || !v->local || !v->local->log)
         return 0;                     /* no replica: the next tick decides */
     int64_t end = seg_log_end(v->local->log), to = v->local->high_watermark;
@@ -945,8 +945,8 @@ static void follow_sync(int32_t i, const bk_pview *v)
 static const bk_pview *part_sync(bk_broker *b, int32_t i)
 {
     bk_partition *p;
-    const bk_pview *v = bk_view_partition(b, gl_topic, i);
-    bool leads = bk_leader_replica(b, gl_topic, i, &p) == KP_NONE && v && p->log;
+    const bk_pview *v = view_partition(b, gl_topic, i);
+    bool leads = view_leader_replica(b, gl_topic, i, &p) == KP_NONE && v && p->log;
     gl_part *gp = &gl.parts[i];
     bool coordinates = gp->state == GL_LOADING || gp->state == GL_LOADED;
     if (!leads) {
@@ -969,7 +969,7 @@ static void gl_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what; (void)arg;
     bk_broker *b = gl.b;
-    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    bk_topic *t = view_topic_find(b, GL_TOPIC, gl_topic.len);
     if (parts_fit(t ? t->npartitions : 0) != 0)
         return;
     for (int32_t i = 0; i < gl.nparts; i++)
@@ -983,15 +983,15 @@ static void gl_tick(evutil_socket_t fd, short what, void *arg)
             job_submit(&gl.parts[i]);
 }
 
-int16_t gl_coordinator_error(bk_broker *b, const char *id, size_t len)
+int16_t gc_log_coordinator_error(bk_broker *b, const char *id, size_t len)
 {
-    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    bk_topic *t = view_topic_find(b, GL_TOPIC, gl_topic.len);
     if (!t || t->npartitions <= 0) {
         maybe_create(b);
         return KP_COORDINATOR_NOT_AVAILABLE;
     }
     int32_t i = partition_for(t, id, len);
-    if (bk_leader_of(b, t, i) != b->cfg->broker_id)
+    if (view_leader_of(b, t, i) != b->cfg->broker_id)
         return KP_NOT_COORDINATOR;
     if (parts_fit(t->npartitions) != 0)
         return KP_COORDINATOR_NOT_AVAILABLE;
@@ -1016,7 +1016,7 @@ static int append_batch(bk_broker *b, bk_partition *p, kp_batch_builder *bb, int
     if (rc != 0)
         return rc;
     p->bytes_in += gl.batch.len;
-    bk_partition_appended(b, p, n);
+    replica_partition_appended(b, p, n);
     return 0;
 }
 
@@ -1063,15 +1063,15 @@ static void wr_value(kp_buf *v, const md_offset *o)
 static int16_t append_target(bk_broker *b, const char *id, size_t len, int32_t *i,
                              bk_partition **p)
 {
-    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    bk_topic *t = view_topic_find(b, GL_TOPIC, gl_topic.len);
     if (!b->cl)
         return KP_NOT_COORDINATOR;               /* shutting down */
     if (!t || t->npartitions <= 0)
         return KP_COORDINATOR_NOT_AVAILABLE;
     *i = partition_for(t, id, len);
-    if (bk_leader_replica(b, gl_topic, *i, p) != KP_NONE)
+    if (view_leader_replica(b, gl_topic, *i, p) != KP_NONE)
         return KP_NOT_COORDINATOR;
-    if (bk_isr_size(*p) < (*p)->topic->cfg.min_insync_replicas)
+    if (repl_isr_size(*p) < (*p)->topic->cfg.min_insync_replicas)
         return KP_COORDINATOR_NOT_AVAILABLE;     /* Kafka's NOT_ENOUGH_REPLICAS */
     if (seg_failed((*p)->log))
         return KP_NOT_COORDINATOR;               /* Kafka's KAFKA_STORAGE_ERROR */
@@ -1086,7 +1086,7 @@ static void note_end(gc_wait *w, int32_t i, const bk_partition *p)
     w->log_end = seg_log_end(p->log);
 }
 
-int16_t gl_commit_append(bk_broker *b, gc_wait *w)
+int16_t gc_log_commit_append(bk_broker *b, gc_wait *w)
 {
     if (w->noffs == 0)
         return KP_NONE;
@@ -1142,7 +1142,7 @@ int16_t gl_commit_append(bk_broker *b, gc_wait *w)
  *            currentStateTimestamp | members: int32 n, each memberId |
  *            groupInstanceId? | clientId | clientHost | rebalanceTimeout |
  *            sessionTimeout | subscription (bytes) | assignment (bytes)   */
-int16_t gl_group_store(bk_broker *b, const gc_group *g, gc_wait *w)
+int16_t gc_log_group_store(bk_broker *b, const gc_group *g, gc_wait *w)
 {
     size_t len = strlen(g->id);
     int32_t i;
@@ -1208,7 +1208,7 @@ int16_t gl_group_store(bk_broker *b, const gc_group *g, gc_wait *w)
  * value for each OffsetCommitKey, in one batch per group, so that a later
  * leader of the partition (and compaction) does not bring them back.  Not
  * waited for, as in Kafka (cleanupGroupMetadata). */
-void gl_offsets_tombstone(bk_broker *b, const md_offset *offs, size_t n)
+void gc_log_offsets_tombstone(bk_broker *b, const md_offset *offs, size_t n)
 {
     for (size_t k = 0, end; k < n; k = end) {
         for (end = k + 1; end < n && offs[end].group_len == offs[k].group_len &&
@@ -1237,15 +1237,15 @@ void gl_offsets_tombstone(bk_broker *b, const md_offset *offs, size_t n)
  * of the group's offsets, then for its GroupMetadataKey, version 2), so a
  * later leader of the partition does not load the group back.  Appended,
  * not waited for: the delete answers after its SQLite sync, as before. */
-void gl_group_tombstone(bk_broker *b, const char *id)
+void gc_log_group_tombstone(bk_broker *b, const char *id)
 {
-    bk_topic *t = bk_topic_find(b, GL_TOPIC, gl_topic.len);
+    bk_topic *t = view_topic_find(b, GL_TOPIC, gl_topic.len);
     size_t len = strlen(id);
     if (!b->cl || !t || t->npartitions <= 0)
         return;
     int32_t i = partition_for(t, id, len);
     bk_partition *p;
-    if (bk_leader_replica(b, gl_topic, i, &p) != KP_NONE || seg_failed(p->log))
+    if (view_leader_replica(b, gl_topic, i, &p) != KP_NONE || seg_failed(p->log))
         return;
     md_committed *rows = NULL;
     size_t n = 0;
@@ -1274,7 +1274,7 @@ void gl_group_tombstone(bk_broker *b, const char *id)
 
 static void hold_free(gl_hold *h)
 {
-    bk_deferred_free(&h->wait);
+    replica_deferred_free(&h->wait);
     h->prev->next = h->next;
     h->next->prev = h->prev;
     h->w->hold = NULL;
@@ -1296,13 +1296,13 @@ static int16_t hold_check(gl_hold *h, bool watch)
     bk_partition *p;
     /* Led here since the append: else the record may have been cut off
      * when this broker followed in between. */
-    if (bk_leader_replica(gl.b, gl_topic, w->log_partition, &p) != KP_NONE ||
+    if (view_leader_replica(gl.b, gl_topic, w->log_partition, &p) != KP_NONE ||
         p->leader_epoch != w->log_epoch)
         return KP_NOT_COORDINATOR;
     if (p->high_watermark >= w->log_end)
         return 0;
     if (watch)
-        bk_deferred_watch(&h->wait, p, &h->bw, false);
+        replica_deferred_watch(&h->wait, p, &h->bw, false);
     return 1;
 }
 
@@ -1315,7 +1315,7 @@ static void hold_finish(gl_hold *h, int16_t err)
         fail_entries(w, err);
     bk_group_done_fn done = w->done;
     void *arg = w->done_arg;
-    bool group = w->noffs == 0;       /* a group's record (gl_group_hold) */
+    bool group = w->noffs == 0;       /* a group's record (gc_log_group_hold) */
     free(w);
     if (done)
         done(arg, group ? err : 0);
@@ -1345,7 +1345,7 @@ static int16_t hold_start(gc_wait *w)
     if (!h)
         return KP_COORDINATOR_NOT_AVAILABLE;
     h->w = w;
-    bk_deferred_init(&h->wait, hold_recheck, hold_timeout, h);
+    replica_deferred_init(&h->wait, hold_recheck, hold_timeout, h);
     h->next = gl.holds.next;
     h->prev = &gl.holds;
     gl.holds.next->prev = h;
@@ -1356,14 +1356,14 @@ static int16_t hold_start(gc_wait *w)
         hold_free(h);
         return e;
     }
-    if (bk_deferred_arm(&h->wait, gl.b->base, gl.b->cfg->offsets_commit_timeout_ms) != 0) {
+    if (replica_deferred_arm(&h->wait, gl.b->base, gl.b->cfg->offsets_commit_timeout_ms) != 0) {
         hold_free(h);
         return KP_COORDINATOR_NOT_AVAILABLE;
     }
     return 1;
 }
 
-bool gl_commit_hold(gc_wait *w)
+bool gc_log_commit_hold(gc_wait *w)
 {
     if (w->log_end <= 0 || !w->done)
         return false;
@@ -1378,12 +1378,12 @@ bool gl_commit_hold(gc_wait *w)
     return e == 1;
 }
 
-int16_t gl_group_hold(gc_wait *w)
+int16_t gc_log_group_hold(gc_wait *w)
 {
     return hold_start(w);
 }
 
-void gl_forget(gc_wait *w)
+void gc_log_forget(gc_wait *w)
 {
     if (w && w->hold)
         hold_free(w->hold);
@@ -1391,7 +1391,7 @@ void gl_forget(gc_wait *w)
 
 /* ---- start, stop ------------------------------------------------------------------ */
 
-int gl_start(bk_broker *b)
+int gc_log_start(bk_broker *b)
 {
     gl.b = b;
     gl.holds.next = gl.holds.prev = &gl.holds;
@@ -1411,7 +1411,7 @@ int gl_start(bk_broker *b)
     return 0;
 }
 
-void gl_stop(void)
+void gc_log_stop(void)
 {
     if (!gl.b)
         return;

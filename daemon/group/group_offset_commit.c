@@ -1,5 +1,5 @@
 /*
- * Committed offsets: bk_offsets_commit (the one path for a commit),
+ * Committed offsets: gc_offsets_commit (the one path for a commit),
  * OffsetCommit v0-9, OffsetFetch v0-9 (decoded and encoded by the generated
  * codec, kp_msgs.h), and the offsets.retention.minutes timer.
  *
@@ -8,7 +8,7 @@
  * A commit comes from a consumer (OffsetCommit) or from an operator (the
  * SQL surface's UPDATE / INSERT of committed_offsets, applied on the loop
  * for a waiting SQL worker, daemon/sql_worker.c).  Both call
- * bk_offsets_commit, which validates as Kafka does (the coordinator
+ * gc_offsets_commit, which validates as Kafka does (the coordinator
  * question first; for a member, group generation and member id as
  * doCommitOffsets; for an operator, a group without members, all or
  * nothing, with Kafka's wording; for every entry, topic/partition
@@ -27,7 +27,7 @@
  * copying one row; no SQL, no fsync, and the loop never waits.
  *
  * Invariants:
- *   O1. The caller's entries live until done runs or bk_groups_forget;
+ *   O1. The caller's entries live until done runs or gc_groups_forget;
  *       an entry's result is KP_NONE exactly while it is queued to be
  *       stored, and final once done runs.
  *   O2. Every commit reaches SQLite through a job (no md_offset_commit on
@@ -46,7 +46,7 @@
 
 #include <event2/event.h>
 
-/* ---- the one path: bk_offsets_commit ------------------------------------------- */
+/* ---- the one path: gc_offsets_commit ------------------------------------------- */
 
 /* Kafka's handleCommitOffsets/doCommitOffsets: the error for the whole
  * request, or 0 to store.  *create: the group must be created (a simple
@@ -108,7 +108,7 @@ static int operator_entry_error(bk_broker *b, const md_offset *o, char *err, siz
     return o->result;
 }
 
-int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errlen)
+int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errlen)
 {
     c->pending = NULL;
     err[0] = 0;
@@ -135,9 +135,9 @@ int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
     for (size_t i = 0; i < c->n; i++) {
         md_offset *o = &c->offs[i];
         kp_str topic = { o->topic, o->topic_len };
-        if (c->authz && !bk_authorized(c->authz, BK_RES_TOPIC, topic, BK_OP_READ))
+        if (c->authz && !sec_authorized(c->authz, BK_RES_TOPIC, topic, BK_OP_READ))
             o->result = KP_TOPIC_AUTHORIZATION_FAILED;      /* Kafka's, first */
-        else if (o->topic_len <= 0 || !bk_view_partition(b, topic, o->partition))
+        else if (o->topic_len <= 0 || !view_partition(b, topic, o->partition))
             o->result = KP_UNKNOWN_TOPIC_OR_PARTITION;
         else if (gerr)
             o->result = gerr;
@@ -170,7 +170,7 @@ int bk_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
     w->noffs = c->n;
     w->done = c->done;
     w->done_arg = c->arg;
-    int16_t lerr = bk_cluster_mode(b) ? gl_commit_append(b, w) : KP_NONE;
+    int16_t lerr = bk_cluster_mode(b) ? gc_log_commit_append(b, w) : KP_NONE;
     if (lerr) {                       /* group_log.c: the replicated record first */
         free(w);
         for (size_t i = 0; i < c->n; i++)
@@ -319,7 +319,7 @@ static void kc_cancel(bk_req *r)
 {
     struct kc_commit *c = r->state;
     if (c)
-        bk_groups_forget(c->pending);
+        gc_groups_forget(c->pending);
     gc_req_release(r, c);
 }
 
@@ -332,7 +332,7 @@ static void kc_done(void *arg, int rc)
     gc_req_finish(r, c);
 }
 
-int bk_handle_offset_commit(bk_req *r)
+int gc_handle_offset_commit(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_OffsetCommitRequest q;
@@ -380,14 +380,14 @@ int bk_handle_offset_commit(bk_req *r)
         .instance_id = instance,
         .offs = c->offs, .n = (size_t)c->n, .done = kc_done, .arg = r,
         /* no connection: the fuzz harness; 0 teaches no pace (group_persist.c C7) */
-        .cadence_key = r->conn ? bk_conn_serial(r->conn) : 0, .authz = r,
+        .cadence_key = r->conn ? net_conn_serial(r->conn) : 0, .authz = r,
     };
     char err[MD_ERRLEN];
-    if (!bk_authorized(r, BK_RES_GROUP, group, BK_OP_READ))
+    if (!sec_authorized(r, BK_RES_GROUP, group, BK_OP_READ))
         for (int32_t i = 0; i < c->n; i++)            /* Kafka's: all of them */
             c->offs[i].result = KP_GROUP_AUTHORIZATION_FAILED;
     else
-        bk_offsets_commit(r->b, &bc, err, sizeof err);   /* a member's: no whole error */
+        gc_offsets_commit(r->b, &bc, err, sizeof err);   /* a member's: no whole error */
     if (!bc.pending) {
         write_commit_response(r, c);
         free(c);
@@ -468,7 +468,7 @@ static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchReques
             /* A group's error (v0-1) is every partition's, before the
              * topic's DESCRIBE is asked (Kafka's getErrorResponse). */
             int16_t err = perr != KP_NONE ? perr
-                        : bk_authorized(r, BK_RES_TOPIC, qt[i].Name, BK_OP_DESCRIBE)
+                        : sec_authorized(r, BK_RES_TOPIC, qt[i].Name, BK_OP_DESCRIBE)
                         ? KP_NONE : KP_TOPIC_AUTHORIZATION_FAILED;
             for (int32_t j = 0; j < qt[i].PartitionIndexes_count; j++) {
                 int32_t idx = qt[i].PartitionIndexes[j];
@@ -493,7 +493,7 @@ static int fetch_topics(bk_req *r, const kp_OffsetFetchRequest_OffsetFetchReques
         size_t j = i;
         while (j < nrows && !strcmp(rows[j].topic, rows[i].topic))
             j++;
-        if (!bk_authorized(r, BK_RES_TOPIC, kp_str_cstr(rows[i].topic), BK_OP_DESCRIBE)) {
+        if (!sec_authorized(r, BK_RES_TOPIC, kp_str_cstr(rows[i].topic), BK_OP_DESCRIBE)) {
             i = j;                    /* Kafka leaves out what one may not describe */
             continue;
         }
@@ -524,7 +524,7 @@ static int fetch_group(bk_req *r, kp_str group,
                        of_group *o)
 {
     int16_t v = r->hdr.RequestApiVersion;
-    *o = (of_group){ .err = !bk_authorized(r, BK_RES_GROUP, group, BK_OP_DESCRIBE)
+    *o = (of_group){ .err = !sec_authorized(r, BK_RES_GROUP, group, BK_OP_DESCRIBE)
                                 ? KP_GROUP_AUTHORIZATION_FAILED : gc_coordinator_error(group) };
     if (!o->err && md_offset_list(r->b->db, group.p, (size_t)group.len, &o->rows,
                                   &o->nrows) != 0)
@@ -587,7 +587,7 @@ static int response_group_v8(bk_req *r, kp_str id, const of_group *o,
  * (MemberId/MemberEpoch, v9, belong to KIP-848 groups: a classic group's
  * offsets are read by anyone, as Kafka does).  RequireStable (v7+) needs
  * no wait: there are no transactions, so no offset is pending. */
-int bk_handle_offset_fetch(bk_req *r)
+int gc_handle_offset_fetch(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_OffsetFetchRequest q;
@@ -675,7 +675,7 @@ static void expired_tombstones(bk_broker *b, expired_rows *e)
         BK_ERROR("expiring committed offsets: out of memory; their tombstones were not "
                  "written (a new coordinator expires them again)");
     else if (e->n)
-        gl_offsets_tombstone(b, e->v, e->n);
+        gc_log_offsets_tombstone(b, e->v, e->n);
     for (size_t i = 0; i < e->n; i++) {
         free((char *)e->v[i].group_id);
         free((char *)e->v[i].topic);
@@ -729,7 +729,7 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
         }
         BK_INFO("group %s removed: Empty with no committed offsets", dead[i]->id);
         if (cluster)
-            gl_group_tombstone(b, dead[i]->id);
+            gc_log_group_tombstone(b, dead[i]->id);
         gc_group_free(dead[i]);
     }
     free(dead);

@@ -21,7 +21,7 @@
  *     stored (Kafka answers NONE for both).
  *
  * The delete is a tombstone on the one path for committed offsets
- * (bk_offsets_commit with delete_offsets, md_offset.tombstone): it is
+ * (gc_offsets_commit with delete_offsets, md_offset.tombstone): it is
  * stored by the same turn's job, in order with the commits around it,
  * and answered only once durable — what Kafka does by writing tombstones
  * to __consumer_offsets.
@@ -30,7 +30,7 @@
  *   D1. A partition is deleted only when its answer is NONE; the entries
  *       (md_offset, pointing into the request's frame, which like r->arena
  *       lives until the request is answered) stay in r->state until the
- *       answer is written or the connection goes (bk_groups_forget).
+ *       answer is written or the connection goes (gc_groups_forget).
  */
 #include "daemon/security/sec_authz.h"
 #include "daemon/group/group_int.h"
@@ -45,7 +45,7 @@ struct od_request {
     int16_t group_err;
     int32_t n;
     md_offset *offs;
-    /* The entries given to bk_offsets_commit (it sets each one's result):
+    /* The entries given to gc_offsets_commit (it sets each one's result):
      * store[i] answers offs[where[i]]. */
     md_offset *store;
     int32_t *where;
@@ -142,7 +142,7 @@ static void od_cancel(bk_req *r)
 {
     struct od_request *d = r->state;
     if (d)
-        bk_groups_forget(d->pending);
+        gc_groups_forget(d->pending);
     gc_req_release(r, d);
 }
 
@@ -157,7 +157,7 @@ static void od_done(void *arg, int rc)
     gc_req_finish(r, d);
 }
 
-int bk_handle_offset_delete(bk_req *r)
+int gc_handle_offset_delete(bk_req *r)
 {
     kp_OffsetDeleteRequest q;
     if (kp_dec_OffsetDeleteRequest(&r->body, 0, &q, &r->arena) != 0)
@@ -178,7 +178,7 @@ int bk_handle_offset_delete(bk_req *r)
     d->q = q;
     bool consumers;
     d->group_err = group_error(q.GroupId, &consumers);
-    if (!bk_authorized(r, BK_RES_GROUP, q.GroupId, BK_OP_DELETE))
+    if (!sec_authorized(r, BK_RES_GROUP, q.GroupId, BK_OP_DELETE))
         d->group_err = KP_GROUP_AUTHORIZATION_FAILED;               /* Kafka's rights */
     gc_group *g = consumers ? gc_group_find(q.GroupId.p, (size_t)q.GroupId.len) : NULL;
     int32_t k = 0;
@@ -192,9 +192,9 @@ int bk_handle_offset_delete(bk_req *r)
                 .topic_len = qt->Name.len, .partition = qt->Partitions[i].PartitionIndex,
                 .leader_epoch = -1, .expire_time_ms = -1, .tombstone = true,
             };
-            if (!bk_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_READ))
+            if (!sec_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_READ))
                 o->result = KP_TOPIC_AUTHORIZATION_FAILED;
-            else if (!bk_view_partition(r->b, qt->Name, o->partition))
+            else if (!view_partition(r->b, qt->Name, o->partition))
                 o->result = KP_UNKNOWN_TOPIC_OR_PARTITION;      /* KafkaApis' check first */
             else if (subscribed)
                 o->result = KP_GROUP_SUBSCRIBED_TO_TOPIC;
@@ -212,7 +212,7 @@ int bk_handle_offset_delete(bk_req *r)
     };
     char err[MD_ERRLEN];
     if (!d->group_err && d->nstore > 0)
-        bk_offsets_commit(r->b, &bc, err, sizeof err);
+        gc_offsets_commit(r->b, &bc, err, sizeof err);
     if (!bc.pending) {
         od_collect(d);
         int rc = od_respond(r, d);

@@ -7,7 +7,7 @@
  *
  * Deferred responses.  A JoinGroup in a rebalance and a SyncGroup before
  * the leader's are answered later (BK_DEFER): the member holds a gc_wait.
- * Offset commits (bk_offsets_commit) and group deletes (bk_group_delete)
+ * Offset commits (gc_offsets_commit) and group deletes (gc_group_delete)
  * queue theirs on the batch, whoever asked (a Kafka client or the SQL
  * surface), and are answered through their caller's done callback.
  * Answers are never sent from inside a state change: they are written
@@ -24,7 +24,7 @@
  * turns and requests it covers (C6); and commits wait, at most
  * offsets.commit.linger.ms, for the commits other connections are due to
  * send (C7).  So (1) no handler is re-entered while a group is
- * half-updated (bk_req_finish may serve the next pipelined request on
+ * half-updated (net_req_finish may serve the next pipelined request on
  * that connection), and (2) a response that reflects a state change or
  * acknowledges a commit leaves only once that state is durable, and the
  * loop never waits for the disk.  If a connection dies, r->cancel drops
@@ -53,7 +53,7 @@
  *       sync_w, w->m set), in the outbox, in the batch (offset commits,
  *       group deletes), or in the synced list.
  *   C2. Only finish_synced (from the turn event or the sync worker's
- *       completion) answers — bk_req_finish, or a commit's or delete's
+ *       completion) answers — net_req_finish, or a commit's or delete's
  *       apply half and done — and only for waits whose seq the worker has
  *       reported durable.
  *   C5. The synced list is in non-decreasing seq order (a turn tags its
@@ -372,7 +372,7 @@ void gc_jobs_free(void)
 static bool in_cleared_partition(const char *group_id, void *arg)
 {
     const gc_job *j = arg;
-    return gl_partition_in(j->clear_nparts, group_id, strlen(group_id)) == j->clear_part;
+    return gc_log_partition_in(j->clear_nparts, group_id, strlen(group_id)) == j->clear_part;
 }
 
 /* A load's clear first (the partition's groups are what its log says,
@@ -421,7 +421,7 @@ void gc_req_release(bk_req *r, void *state)
 void gc_req_finish(bk_req *r, void *state)
 {
     gc_req_release(r, state);
-    bk_req_finish(r);
+    net_req_finish(r);
 }
 
 void gc_wait_drop(gc_wait *w)
@@ -433,7 +433,7 @@ void gc_wait_drop(gc_wait *w)
         w->r->state = NULL;
     }
     gc_wait_unlink(w);
-    gl_forget(w);
+    gc_log_forget(w);
     free(w->delete_id);
     free(w);
 }
@@ -441,7 +441,7 @@ void gc_wait_drop(gc_wait *w)
 /* A delete goes on without its caller (the group is already Dead, the
  * rows must follow); a commit's entries are the caller's, so one still
  * in the batch is dropped (one already copied into a job is stored). */
-void bk_groups_forget(struct gc_wait *w)
+void gc_groups_forget(struct gc_wait *w)
 {
     if (!w)
         return;
@@ -457,7 +457,7 @@ void gc_batch_add(gc_wait *w, uint64_t cadence_key)
 {
     int64_t mono = bk_mono_us();
     if (cadence_key)
-        cc_note(&gc->cadence, cadence_key, mono);         /* C7 */
+        gc_cadence_note(&gc->cadence, cadence_key, mono);         /* C7 */
     if (gc->batch.next == &gc->batch)
         gc->batch_first_us = mono;
     w->prev = gc->batch.prev;
@@ -636,7 +636,7 @@ static void finish_synced(uint64_t durable, int sync_err)
                 rc = gc_delete_apply(w, rc);
             else
                 gc_commit_apply(w, rc);   /* J3 */
-            if (!w->delete_id && gl_commit_hold(w))
+            if (!w->delete_id && gc_log_commit_hold(w))
                 continue;             /* answered once replicated (group_log.c) */
             bk_group_done_fn done = w->done;
             void *arg = w->done_arg;
@@ -692,7 +692,7 @@ static void run_turn(bool after_sync)
      * commits other connections are due to send. */
     if (gc->batch.next != &gc->batch) {
         int64_t now = bk_mono_us();
-        int64_t until = cc_submit_at(&gc->cadence, now, gc->batch_first_us,
+        int64_t until = gc_cadence_submit_at(&gc->cadence, now, gc->batch_first_us,
                                      gc->b->cfg->offsets_commit_linger_ms * 1000);
         if (until) {
             /* Re-armed only when the time moves: each is a timerfd_settime. */
@@ -759,7 +759,7 @@ static void run_turn(bool after_sync)
  * a delete in the next job, ordered with the commits and group rows around
  * it (group_persist.c); the apply half, gc_delete_apply, frees the group
  * once that job's sync is done. */
-int bk_group_delete(bk_broker *b, bk_group_deletion *d)
+int gc_group_delete(bk_broker *b, bk_group_deletion *d)
 {
     const char *id = d->group_id;
     d->pending = NULL;
@@ -800,7 +800,7 @@ int bk_group_delete(bk_broker *b, bk_group_deletion *d)
             }
     }
     if (bk_cluster_mode(b))
-        gl_group_tombstone(b, id);    /* group_log.c: no leader loads it back */
+        gc_log_group_tombstone(b, id);    /* group_log.c: no leader loads it back */
     d->pending = w;
     gc_batch_add(w, 0);
     return KP_NONE;

@@ -1,7 +1,7 @@
 /*
  * daemon/net/net_metrics.c — request counts and latency histograms per API,
  * fsync latency and format conversions: the counters every room bumps, and
- * their Prometheus text (bk_metrics_render_counters).  The rest of GET
+ * their Prometheus text (net_metrics_render_counters).  The rest of GET
  * /metrics, which reads every room, is admin/admin_metrics.c's.
  *
  * Names follow Prometheus conventions with Kafka's vocabulary: bytes and
@@ -34,7 +34,7 @@ static struct {
 /* Loop thread only: [0] Produce up-conversions, [1] Fetch down-conversions. */
 static uint64_t conv_count[2], conv_bytes[2];
 
-void bk_metrics_converted(int16_t api_key, uint64_t bytes)
+void net_metrics_converted(int16_t api_key, uint64_t bytes)
 {
     if (api_key != KP_API_PRODUCE && api_key != KP_API_FETCH)
         return;
@@ -53,7 +53,7 @@ static int bucket_of(int64_t us)
     return NBUCKETS;
 }
 
-void bk_metrics_request(int16_t api_key, int64_t elapsed_us)
+void net_metrics_request(int16_t api_key, int64_t elapsed_us)
 {
     if (api_key < 0 || api_key >= MAX_API)
         return;
@@ -66,7 +66,7 @@ void bk_metrics_request(int16_t api_key, int64_t elapsed_us)
         req[api_key].buckets[b]++;
 }
 
-void bk_metrics_fsync(int64_t elapsed_us)
+void net_metrics_fsync(int64_t elapsed_us)
 {
     if (elapsed_us < 0)
         elapsed_us = 0;
@@ -94,7 +94,7 @@ static void histogram(kp_buf *o, const char *name, const char *labels,
                   labels[0] ? "}" : "", (unsigned long long)count);
 }
 
-void bk_metrics_render_counters(kp_buf *o)
+void net_metrics_render_counters(kp_buf *o)
 {
     kp_buf_printf(o, "# HELP sluice_requests_total Requests answered, per Kafka API.\n"
                   "# TYPE sluice_requests_total counter\n");

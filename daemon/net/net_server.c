@@ -312,7 +312,7 @@ static void conn_free(bk_conn *c)
     if (c->busy && c->req.cancel)
         c->req.cancel(&c->req);
     c->busy = false;
-    bk_sasl_conn_free(c);
+    sec_sasl_conn_free(c);
     for (int i = 0; i < c->req.npieces; i++)
         seg_range_release(&c->req.pieces[i].range);
     free(c->req.pieces);
@@ -331,7 +331,7 @@ static void conn_free(bk_conn *c)
     free(c);
 }
 
-void bk_req_add_range(bk_req *r, seg_range *range)
+void net_req_add_range(bk_req *r, seg_range *range)
 {
     if (range->len == 0) {
         seg_range_release(range);
@@ -355,50 +355,50 @@ void bk_req_add_range(bk_req *r, seg_range *range)
     range->len = 0;
 }
 
-const char *bk_conn_peer(const bk_conn *c)
+const char *net_conn_peer(const bk_conn *c)
 {
     return c->peer;
 }
 
 /* 0 for a request that came on no connection (tests/fuzz/fuzz_d_request.c
  * drives the handlers directly): "no pace to learn" to the commit cadence. */
-uint64_t bk_conn_serial(const bk_conn *c)
+uint64_t net_conn_serial(const bk_conn *c)
 {
     return c ? c->serial : 0;
 }
 
-bk_secproto bk_conn_secproto(const bk_conn *c)
+bk_secproto net_conn_secproto(const bk_conn *c)
 {
     return c ? c->proto : BK_SEC_PLAINTEXT;
 }
 
-const char *bk_conn_principal(const bk_conn *c)
+const char *net_conn_principal(const bk_conn *c)
 {
     return c && c->principal[0] ? c->principal : BK_PRINCIPAL_ANONYMOUS;
 }
 
-void bk_conn_set_principal(bk_conn *c, const char *principal)
+void net_conn_set_principal(bk_conn *c, const char *principal)
 {
     snprintf(c->principal, sizeof c->principal, "%s",
              principal && principal[0] ? principal : BK_PRINCIPAL_ANONYMOUS);
 }
 
-const char *bk_conn_host(const bk_conn *c)
+const char *net_conn_host(const bk_conn *c)
 {
     return c ? c->host : "";
 }
 
-const char *bk_conn_listener(const bk_conn *c)
+const char *net_conn_listener(const bk_conn *c)
 {
     return c && c->listener ? c->listener->name : NULL;
 }
 
-bk_sasl_conn **bk_conn_sasl(bk_conn *c)
+bk_sasl_conn **net_conn_sasl(bk_conn *c)
 {
     return &c->sasl;
 }
 
-size_t bk_req_range_bytes(const bk_req *r)
+size_t net_req_range_bytes(const bk_req *r)
 {
     size_t n = 0;
     for (int i = 0; i < r->npieces; i++)
@@ -444,8 +444,8 @@ static void send_response(bk_conn *c)
     }
     uint8_t head[KP_RESP_FRAME_HEAD_MAX];
     out_check(c, evbuffer_add(o, head, kp_resp_frame_head(head, &r->hdr,
-                                                          r->out->len + bk_req_range_bytes(r))));
-    bk_metrics_request(r->hdr.RequestApiKey, bk_mono_us() - r->received_us);
+                                                          r->out->len + net_req_range_bytes(r))));
+    net_metrics_request(r->hdr.RequestApiKey, bk_mono_us() - r->received_us);
     size_t at = 0;
     for (int i = 0; i < r->npieces; i++) {
         bk_piece *p = &r->pieces[i];
@@ -573,7 +573,7 @@ static bool flush_out(bk_conn *c)
     return true;
 }
 
-void bk_req_finish(bk_req *r)
+void net_req_finish(bk_req *r)
 {
     bk_conn *c = r->conn;
     if (r->out->err) {
@@ -600,7 +600,7 @@ void bk_req_finish(bk_req *r)
         process_input(c);
 }
 
-void bk_req_close(bk_req *r, bool send)
+void net_req_close(bk_req *r, bool send)
 {
     bk_conn *c = r->conn;
     c->busy = false;              /* nothing to cancel any more */
@@ -621,7 +621,7 @@ static bool serve_frame(bk_conn *c, uint8_t *p, size_t len)
     kp_rd_init(&rd, p, len);
     memset(&r->hdr, 0, sizeof r->hdr);
     int rc = kp_req_hdr_read(&rd, &r->hdr);
-    const bk_api *api = bk_api_find(r->hdr.RequestApiKey);
+    const bk_api *api = api_find(r->hdr.RequestApiKey);
     /* A header we cannot read closes the connection, except an ApiVersions
      * of a version we do not know: that one is answered (error 35). */
     if (rc != 0 && !(api && api->key == KP_API_API_VERSIONS &&
@@ -646,7 +646,7 @@ static bool serve_frame(bk_conn *c, uint8_t *p, size_t len)
         return false;
     }
     /* SASL listeners: nothing but the login before authentication. */
-    if (!bk_sasl_gate(c->b, c, api->key)) {
+    if (!sec_sasl_gate(c->b, c, api->key)) {
         conn_free(c);
         return false;
     }
@@ -683,7 +683,7 @@ static bool serve_frame(bk_conn *c, uint8_t *p, size_t len)
         req_reset(c);
         return true;
     case BK_NO_RESPONSE:
-        bk_metrics_request(r->hdr.RequestApiKey, bk_mono_us() - r->received_us);
+        net_metrics_request(r->hdr.RequestApiKey, bk_mono_us() - r->received_us);
         req_reset(c);
         return true;
     case BK_DEFER:
@@ -727,12 +727,12 @@ static int serve_raw_token(bk_conn *c, int32_t len, size_t avail)
     r->out = &c->out;
     r->raw = true;
     r->received_us = bk_mono_us();
-    int rc = bk_sasl_raw_token(r, tok, (size_t)len);
+    int rc = sec_sasl_raw_token(r, tok, (size_t)len);
     if (rc < 0) {
         conn_free(c);
         return -1;
     }
-    if (rc > 0) {                 /* deferred: bk_req_finish / bk_req_close */
+    if (rc > 0) {                 /* deferred: net_req_finish / net_req_close */
         c->busy = true;
         return 1;
     }
@@ -758,7 +758,7 @@ static bool process_input(bk_conn *c)
         const uint8_t *lenb = c->in.data + c->in_off;
         int32_t len = (int32_t)((uint32_t)lenb[0] << 24 | (uint32_t)lenb[1] << 16 |
                                 (uint32_t)lenb[2] << 8 | lenb[3]);
-        if (c->sasl && bk_sasl_raw_pending(c)) {
+        if (c->sasl && sec_sasl_raw_pending(c)) {
             int st = serve_raw_token(c, len, avail);
             if (st < 0)
                 return false;
@@ -847,7 +847,7 @@ static ssize_t tls_read(bk_conn *c, uint8_t *p, size_t space)
         return -1;
     default: {
         char e[256];
-        BK_WARN("TLS error from %s: %s; closing", c->peer, bk_tls_error(e, sizeof e));
+        BK_WARN("TLS error from %s: %s; closing", c->peer, sec_tls_error(e, sizeof e));
         errno = EPROTO;
         return -1;
     }
@@ -858,12 +858,12 @@ static void handshake_done(bk_conn *c)
 {
     c->handshaking = false;
     char principal[BK_PRINCIPAL_MAX];
-    if (bk_tls_peer_principal(c->ssl, principal, sizeof principal) == 0) {
-        bk_conn_set_principal(c, principal);
+    if (sec_tls_peer_principal(c->ssl, principal, sizeof principal) == 0) {
+        net_conn_set_principal(c, principal);
         BK_INFO("TLS client %s on listener %s authenticated as %s", c->peer,
                 c->listener->name, principal);
     }
-    c->ktls = bk_tls_ktls_send(c->ssl);
+    c->ktls = sec_tls_ktls_send(c->ssl);
     if (c->ktls)                  /* writev and sendfile as plaintext (inv. 8) */
         evbuffer_set_flags(c->obuf, EVBUFFER_FLAG_DRAINS_TO_FD);
     want_write(c, false);
@@ -909,7 +909,7 @@ static bool handshake_step(bk_conn *c, short what)
     char err[256];
     long vr = SSL_get_verify_result(c->ssl);
     if (e == SSL_ERROR_SSL)
-        bk_tls_error(err, sizeof err);
+        sec_tls_error(err, sizeof err);
     else
         snprintf(err, sizeof err, "the client closed the connection");
     BK_WARN("TLS handshake with %s on listener %s failed: %s%s%s; closing", c->peer,
@@ -935,7 +935,7 @@ static void conn_read(bk_conn *c, short what)
     }
     if (c->busy) {
         /* Not idle (a deferred request) and not to be read: mute until
-         * the answer is out (bk_req_finish turns reading back on). */
+         * the answer is out (net_req_finish turns reading back on). */
         if (what & EV_READ)
             want_read(c, false);
         return;
@@ -953,7 +953,7 @@ static void conn_read(bk_conn *c, short what)
      * keep the loop from the others.  Not once a request of these reads
      * was deferred: read_space may move or grow the buffer, and the
      * deferred request's frame (names, records) lies in it until
-     * bk_req_finish (an acks=all Produce held by a pipelining producer
+     * net_req_finish (an acks=all Produce held by a pipelining producer
      * read freed memory under ASan). */
     for (int i = 0; i < 4 && c->reading && !c->busy; i++) {
         size_t space;
@@ -993,7 +993,7 @@ static void conn_read(bk_conn *c, short what)
 static void promote(bk_conn *c)
 {
     if (!c->established && !c->handshaking &&
-        (!bk_secproto_is_sasl(c->proto) || bk_sasl_authenticated(c)))
+        (!sec_secproto_is_sasl(c->proto) || sec_sasl_authenticated(c)))
         c->established = true;
 }
 
@@ -1008,7 +1008,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     bk_conn *c = arg;
-    if (c->queued) {              /* re-armed meanwhile (bk_req_finish) */
+    if (c->queued) {              /* re-armed meanwhile (net_req_finish) */
         if (!(what & EV_TIMEOUT))
             want_read(c, false);
         return;
@@ -1165,7 +1165,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     snprintf(c->host, sizeof c->host, "%s", host);
     c->listener = ls->l;
     c->proto = ls->l->proto;
-    bk_conn_set_principal(c, NULL);
+    net_conn_set_principal(c, NULL);
     /* O(connections) per accept: cheap next to the accept itself. */
     if (b->cfg->max_connections_per_ip < b->cfg->max_connections &&
         conns_from(s, host) >= b->cfg->max_connections_per_ip) {
@@ -1253,13 +1253,13 @@ static int bind_listener(bk_server *s, const bk_listener *l, char *err, size_t e
     }
     s->nlsocks++;
     BK_INFO("listener %s (%s) on %s:%d, advertised as %s:%d%s", l->name,
-            bk_secproto_name(l->proto), host ? host : "*", l->port, l->adv_host, l->adv_port,
+            sec_secproto_name(l->proto), host ? host : "*", l->port, l->adv_host, l->adv_port,
             l == &s->b->cfg->listeners[s->b->cfg->inter_broker_listener] &&
             s->b->cfg->zookeeper_connect[0] ? " (inter-broker)" : "");
     return 0;
 }
 
-int bk_server_start(bk_broker *b, char *err, size_t errlen)
+int net_server_start(bk_broker *b, char *err, size_t errlen)
 {
     bk_server *s = calloc(1, sizeof *s);
     if (!s) {
@@ -1281,12 +1281,12 @@ int bk_server_start(bk_broker *b, char *err, size_t errlen)
         const bk_listener *l = &b->cfg->listeners[i];
         if ((l->proto == BK_SEC_SSL || l->proto == BK_SEC_SASL_SSL) && !s->tls) {
             char terr[512];
-            s->tls = bk_tls_server_ctx(b, terr, sizeof terr);
+            s->tls = sec_tls_server_ctx(b, terr, sizeof terr);
             if (!s->tls) {
                 snprintf(err, errlen, "listener %s: %s", l->name, terr);
                 return -1;
             }
-            bool kern = bk_tls_kernel_available();
+            bool kern = sec_tls_kernel_available();
             BK_INFO("TLS: %s (OpenSSL %s); client auth %s, protocols %s",
                     kern ? "kernel TLS available: sends use kTLS where the cipher allows"
                          : "no kernel TLS here (no \"tls\" TCP ULP): fetches are encrypted "
@@ -1312,7 +1312,7 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
         event_base_loopexit(s->b->base, NULL);
 }
 
-void bk_server_drain(bk_broker *b)
+void net_server_drain(bk_broker *b)
 {
     bk_server *s = b->server;
     if (!s)
@@ -1338,7 +1338,7 @@ void bk_server_drain(bk_broker *b)
     drain_check(-1, 0, s);
 }
 
-void bk_server_free(bk_broker *b)
+void net_server_free(bk_broker *b)
 {
     bk_server *s = b->server;
     if (!s)
@@ -1355,5 +1355,5 @@ void bk_server_free(bk_broker *b)
         evconnlistener_free(s->lsocks[i].ev);
     free(s);
     b->server = NULL;
-    bk_tls_free(b);
+    sec_tls_free(b);
 }

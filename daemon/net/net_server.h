@@ -8,11 +8,11 @@ struct bk_broker;
 typedef struct bk_server bk_server;
 
 /* Binds listeners= and starts accepting.  0 or -1 with err. */
-int  bk_server_start(struct bk_broker *b, char *err, size_t errlen);
+int  net_server_start(struct bk_broker *b, char *err, size_t errlen);
 /* Shutdown, step 1: stop accepting and reading new requests; leaves the
  * event loop once deferred requests have answered (bounded). */
-void bk_server_drain(struct bk_broker *b);
+void net_server_drain(struct bk_broker *b);
 /* Shutdown, step 2: closes every connection. */
-void bk_server_free(struct bk_broker *b);
+void net_server_free(struct bk_broker *b);
 
 #endif

@@ -51,7 +51,7 @@ static void unlink_replica(bk_broker *b, bk_partition *p)
     b->nreplicas--;
 }
 
-void bk_replicas_foreach(bk_broker *b, void (*fn)(bk_partition *p, void *arg), void *arg)
+void replica_replicas_foreach(bk_broker *b, void (*fn)(bk_partition *p, void *arg), void *arg)
 {
     for (bk_partition *p = b->replicas, *next; p; p = next) {
         next = p->lnext;
@@ -59,12 +59,12 @@ void bk_replicas_foreach(bk_broker *b, void (*fn)(bk_partition *p, void *arg), v
     }
 }
 
-size_t bk_replicas_count(bk_broker *b)
+size_t replica_replicas_count(bk_broker *b)
 {
     return b->nreplicas;
 }
 
-int bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *mp,
+int replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *mp,
                     char *err, size_t errlen)
 {
     bk_partition *p = calloc(1, sizeof *p);
@@ -74,11 +74,11 @@ int bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *
     }
     p->topic = t;
     p->id = idx;
-    bk_partition_init_waiters(p);
+    replica_partition_init_waiters(p);
     char dir[8192];
     snprintf(dir, sizeof dir, "%s/%s-%d", b->data_dir, t->name, idx);
     seg_open_opts o = { .dir = dir };
-    bk_seg_config(&t->cfg, &o.cfg);
+    view_seg_config(&t->cfg, &o.cfg);
     p->leader_epoch = t->parts[idx].leader_epoch;
     if (mp && mp->has_bookmarks) {
         o.log_start_offset = mp->log_start_offset;
@@ -111,7 +111,7 @@ int bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *
     p->last_flush_ms = bk_now_ms();
     /* Removed segments wait file.delete.delay.ms on the janitor thread. */
     seg_set_deferred_delete(p->log, true);
-    bk_producers_open(b, p);         /* failures logged; starts empty */
+    replica_producers_open(b, p);         /* failures logged; starts empty */
     /* Standalone this broker leads from the start (cluster mode: when the
      * view says so, repl_isr.c): its epoch starts at the log end. */
     if (!bk_cluster_mode(b))
@@ -124,19 +124,19 @@ int bk_replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *
     return KP_NONE;
 }
 
-void bk_replica_close(bk_broker *b, bk_partition *p, bool destroy)
+void replica_close(bk_broker *b, bk_partition *p, bool destroy)
 {
-    bk_flusher_forget(b, p);
-    bk_cleaner_forget(b, p);
+    replica_flusher_forget(b, p);
+    replica_cleaner_forget(b, p);
     if (p->topic->parts[p->id].local == p)
         p->topic->parts[p->id].local = NULL;
     unlink_replica(b, p);
-    bk_partition_notify(p);          /* waiters look it up again and fail */
-    bk_producers_close(b, p, destroy);
+    replica_partition_notify(p);          /* waiters look it up again and fail */
+    replica_producers_close(b, p, destroy);
     if (!destroy)
-        bk_partition_epochs_save(b, p);
+        replica_partition_epochs_save(b, p);
     if (destroy)
-        bk_partition_log_delete(b, p);   /* unlinking on the janitor thread */
+        replica_partition_log_delete(b, p);   /* unlinking on the janitor thread */
     else
         seg_close(p->log);
     free(p);
@@ -147,7 +147,7 @@ void bk_replica_close(bk_broker *b, bk_partition *p, bool destroy)
 static void save_replica(bk_partition *p, void *arg)
 {
     bk_broker *b = arg;
-    bk_partition_epochs_save(b, p);  /* retention, DeleteRecords moved the start */
+    replica_partition_epochs_save(b, p);  /* retention, DeleteRecords moved the start */
     int64_t ls = seg_log_start(p->log), rp = seg_recovery_point(p->log);
     if (ls == p->saved_log_start && rp == p->saved_recovery_point &&
         p->high_watermark == p->saved_hw)
@@ -163,10 +163,10 @@ static void save_replica(bk_partition *p, void *arg)
 /* One transaction for every replica; its WAL sync runs on the metadata
  * sync worker (nobody waits: a recovery point saved late only means more
  * recovery work after a power cut). */
-void bk_save_offsets(bk_broker *b)
+void replica_save_offsets(bk_broker *b)
 {
     bool txn = md_begin(b->db) == 0;
-    bk_replicas_foreach(b, save_replica, b);
+    replica_replicas_foreach(b, save_replica, b);
     if (txn && md_commit(b->db) == 0)
         bk_mdsync_request();
 }

@@ -12,10 +12,10 @@
 
 /* ---- waiting for data (Fetch long-poll, acks=all) ------------------------ */
 /* A waiter is linked into one of a partition's two lists: `waiters`
- * (bk_partition_watch: consumers' Fetch, acks=all Produce), woken when
+ * (replica_partition_watch: consumers' Fetch, acks=all Produce), woken when
  * the high watermark moves; and `append_waiters`
- * (bk_partition_watch_appends: replica Fetch, which reads up to the log
- * end), woken by every append.  bk_partition_notify (the partition is
+ * (replica_partition_watch_appends: replica Fetch, which reads up to the log
+ * end), woken by every append.  replica_partition_notify (the partition is
  * deleted, or no longer led here) wakes both.  Waking unlinks each waiter
  * and calls its wake().  wake() runs on the loop thread and may
  * re-register. */
@@ -30,11 +30,11 @@ typedef struct bk_waiter {
     struct bk_waiter *chain;
 } bk_waiter;
 
-void bk_partition_init_waiters(bk_partition *p);   /* empty list */
-void bk_partition_watch(bk_partition *p, bk_waiter *w);
-void bk_partition_watch_appends(bk_partition *p, bk_waiter *w);
-void bk_partition_unwatch(bk_waiter *w);
-void bk_partition_notify(bk_partition *p);
+void replica_partition_init_waiters(bk_partition *p);   /* empty list */
+void replica_partition_watch(bk_partition *p, bk_waiter *w);
+void replica_partition_watch_appends(bk_partition *p, bk_waiter *w);
+void replica_partition_unwatch(bk_waiter *w);
+void replica_partition_notify(bk_partition *p);
 
 /* What the leader knows of one follower of a partition it leads
  * (daemon/replication/repl_isr.c): Kafka's follower fetch state. */
@@ -90,21 +90,21 @@ struct bk_partition {
 };
 
 /* Calls fn for every local replica (it may not close any). */
-void bk_replicas_foreach(bk_broker *b, void (*fn)(bk_partition *p, void *arg), void *arg);
-size_t bk_replicas_count(bk_broker *b);
+void replica_replicas_foreach(bk_broker *b, void (*fn)(bk_partition *p, void *arg), void *arg);
+size_t replica_replicas_count(bk_broker *b);
 /* Saves log start / recovery point / high watermark of every local
  * replica whose values changed, in one transaction. */
-void bk_save_offsets(bk_broker *b);
+void replica_save_offsets(bk_broker *b);
 
 /* Called after an append: flush policy bookkeeping, then the high
  * watermark (standalone: the log end). */
-void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages);
+void replica_partition_appended(bk_broker *b, bk_partition *p, int64_t messages);
 /* Queues the partition's leader-epoch-checkpoint for writing if its
  * epoch history changed (O(1) when not): after appends, truncations,
  * log-start moves and a leadership taken. */
-void bk_partition_epochs_save(bk_broker *b, bk_partition *p);
+void replica_partition_epochs_save(bk_broker *b, bk_partition *p);
 /* Moves the high watermark; wakes the fetch waiters only if it moved. */
-void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw);
+void replica_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw);
 
 /* Who moves the high watermark after an append.  With no hooks (b->isr
  * NULL: standalone) replica_partition.c sets it to the log end itself.
@@ -122,66 +122,66 @@ typedef struct bk_isr_hooks {
  * with the leader's log end leader_end at that moment: records its log end
  * and caught-up time, moves the high watermark, and proposes the follower
  * for the ISR once it reached the high watermark. */
-void bk_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
+void repl_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
                              int64_t fetch_offset, int64_t leader_end);
 /* The view of p's partition changed (view_topics.c): new ISR, new leader. */
-void bk_isr_view_changed(bk_broker *b, bk_partition *p);
+void repl_isr_view_changed(bk_broker *b, bk_partition *p);
 /* Drops followers not caught up for replica.lag.time.max.ms from the ISR
  * of the partitions this broker leads (cluster tick). */
-void bk_isr_tick(bk_broker *b);
+void repl_isr_tick(bk_broker *b);
 /* Is id one of the partition's replicas / ISR members (view)? */
-bool bk_isr_is_replica(const bk_partition *p, int32_t id);
-int32_t bk_isr_size(const bk_partition *p);
+bool repl_isr_is_replica(const bk_partition *p, int32_t id);
+int32_t repl_isr_size(const bk_partition *p);
 
 /* ---- flush worker (daemon/replica/replica_flusher.c) ---------------------------------------- */
-int  bk_flusher_start(bk_broker *b);
+int  replica_flusher_start(bk_broker *b);
 /* Queues an fdatasync of the partition on the worker thread (no-op if one
  * is in flight).  On completion the loop thread records the recovery point. */
-void bk_flusher_request(bk_broker *b, bk_partition *p);
+void replica_flusher_request(bk_broker *b, bk_partition *p);
 /* Drops pending work for p (topic deletion) and waits for in-flight work
  * on p to finish. */
-void bk_flusher_forget(bk_broker *b, bk_partition *p);
-void bk_flusher_stop(bk_broker *b);
+void replica_flusher_forget(bk_broker *b, bk_partition *p);
+void replica_flusher_stop(bk_broker *b);
 /* Maintenance timer: requests flushes due under flush.ms. */
-void bk_flush_tick(bk_broker *b);
+void replica_flush_tick(bk_broker *b);
 
 /* ---- retention, compaction, file removal (replica_retention.c, replica_cleaner.c, replica_janitor.c)
  * The loop decides (a few numbers per partition); worker threads unlink,
- * compact and remove directories.  Start after bk_flusher_start; stop
- * (cancels compactions, installs finished ones) after bk_flusher_stop;
- * shutdown (runs every queued removal now) after bk_topics_close_all. */
-int  bk_retention_start(bk_broker *b);
-void bk_retention_stop(bk_broker *b);
-void bk_retention_shutdown(bk_broker *b);
+ * compact and remove directories.  Start after replica_flusher_start; stop
+ * (cancels compactions, installs finished ones) after replica_flusher_stop;
+ * shutdown (runs every queued removal now) after view_topics_close_all. */
+int  replica_retention_start(bk_broker *b);
+void replica_retention_stop(bk_broker *b);
+void replica_retention_shutdown(bk_broker *b);
 /* log.retention.check.interval.ms: retention.ms / retention.bytes. */
-void bk_retention_tick(bk_broker *b);
+void replica_retention_tick(bk_broker *b);
 /* DeleteRecords: log start to `offset` (-1: high watermark), saved to
  * SQLite at once.  KP_NONE with *low_watermark, or a KP_* error. */
-int  bk_delete_records(bk_broker *b, bk_partition *p, int64_t offset,
+int  replica_delete_records(bk_broker *b, bk_partition *p, int64_t offset,
                        int64_t *low_watermark);
 /* Topic deletion: renames the partition directory "...-delete" and hands
  * the log to the janitor; p->log is NULL afterwards. */
-void bk_partition_log_delete(bk_broker *b, bk_partition *p);
-int  bk_janitor_start(bk_broker *b);
-void bk_janitor_stop(bk_broker *b);
+void replica_partition_log_delete(bk_broker *b, bk_partition *p);
+int  replica_janitor_start(bk_broker *b);
+void replica_janitor_stop(bk_broker *b);
 /* Unlinks the list's *.deleted files after delay_ms (file.delete.delay.ms). */
-void bk_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms);
-void bk_janitor_destroy_log(bk_broker *b, seg_log *log);
-void bk_janitor_remove_dir(bk_broker *b, const char *dir);
+void replica_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms);
+void replica_janitor_destroy_log(bk_broker *b, seg_log *log);
+void replica_janitor_remove_dir(bk_broker *b, const char *dir);
 /* Writes a leader-epoch-checkpoint snapshot (fdatasync, rename). */
-void bk_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c);
+void replica_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c);
 /* CPU work the loop must not do (a PLAIN login's PBKDF2): run(arg) on the
  * janitor's thread, then done(arg) on the loop thread, exactly once
  * (replica_janitor.c inv. 4).  -1 when there is no janitor (not started, out of
  * memory): nothing was queued, the caller does the work itself. */
-int  bk_janitor_call(bk_broker *b, void (*run)(void *), void (*done)(void *), void *arg);
+int  replica_janitor_call(bk_broker *b, void (*run)(void *), void (*done)(void *), void *arg);
 /* log.cleaner.enable=false: no workers, no compaction. */
-int  bk_cleaner_start(bk_broker *b);
-void bk_cleaner_stop(bk_broker *b);
+int  replica_cleaner_start(bk_broker *b);
+void replica_cleaner_stop(bk_broker *b);
 /* log.cleaner.backoff.ms: plans and queues due compactions. */
-void bk_cleaner_tick(bk_broker *b);
+void replica_cleaner_tick(bk_broker *b);
 /* Cancels and waits for p's compaction, then finishes it (before the
  * partition's log is closed or deleted). */
-void bk_cleaner_forget(bk_broker *b, bk_partition *p);
+void replica_cleaner_forget(bk_broker *b, bk_partition *p);
 
 #endif

@@ -11,7 +11,7 @@
  * one line.
  *
  *   loop                          worker(s)
- *   bk_cleaner_tick
+ *   replica_cleaner_tick
  *     seg_clean_plan → job ─────► seg_clean_run(job, &cancel)
  *     p->clean_in_flight          │
  *   clean_done ◄── worker.h W3 ◄──┘
@@ -20,7 +20,7 @@
  * Invariants:
  *   1. At most one job per partition (p->clean_in_flight from plan to
  *      finish); the partition's log is never closed in between:
- *      bk_cleaner_forget (topic deletion, shutdown) cancels, waits and
+ *      replica_cleaner_forget (topic deletion, shutdown) cancels, waits and
  *      finishes first.
  *   2. Workers touch only the job (seg.h allows seg_clean_run anywhere).
  *   3. The dedupe buffer is log.cleaner.dedupe.buffer.size split between
@@ -68,7 +68,7 @@ typedef struct bk_cleaner {
  * any CPU they want the moment they want it, and a CPU running only the
  * cleaner counts as idle when the kernel places a waking loop thread; a
  * kernel without it gets nice 19.  The loop never waits for a worker
- * except in bk_cleaner_forget, which only waits for the next batch
+ * except in replica_cleaner_forget, which only waits for the next batch
  * boundary; SCHED_IDLE still gets a few slices per second however busy
  * the machine is.
  * I/O: best effort at the lowest level (7), not the idle class: under
@@ -102,7 +102,7 @@ static void clean_done(bk_work *work)
     seg_clean_stats st;
     int rc = seg_clean_finish(p->log, w->job, &st);
     p->clean_in_flight = false;
-    bk_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
+    replica_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
     if (rc == 0 && st.segments_in > 0) {
         uint64_t freed = st.bytes_in > st.bytes_out ? st.bytes_in - st.bytes_out : 0;
         p->cleaner_runs++;
@@ -160,7 +160,7 @@ static void tick_replica(bk_partition *p, void *arg)
     }
 }
 
-void bk_cleaner_tick(bk_broker *b)
+void replica_cleaner_tick(bk_broker *b)
 {
     bk_cleaner *c = b->cleaner;
     if (!c)
@@ -170,16 +170,16 @@ void bk_cleaner_tick(bk_broker *b)
     a.pol.dedupe_buffer_bytes = (size_t)(b->cfg->log_cleaner_dedupe_buffer_size /
                                          (c->nthreads > 0 ? c->nthreads : 1));
     a.pol.io_max_bytes_per_sec = b->cfg->log_cleaner_io_max_bytes_per_second;
-    bk_replicas_foreach(b, tick_replica, &a);
+    replica_replicas_foreach(b, tick_replica, &a);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what;
-    bk_cleaner_tick(arg);
+    replica_cleaner_tick(arg);
 }
 
-int bk_cleaner_start(bk_broker *b)
+int replica_cleaner_start(bk_broker *b)
 {
     if (!b->cfg->log_cleaner_enable)
         return 0;
@@ -223,7 +223,7 @@ static bool job_of(bk_work *w, bool running, void *p)
     return true;
 }
 
-void bk_cleaner_forget(bk_broker *b, bk_partition *p)
+void replica_cleaner_forget(bk_broker *b, bk_partition *p)
 {
     bk_cleaner *c = b->cleaner;
     if (!c || !p->clean_in_flight)
@@ -242,7 +242,7 @@ static bool any_running(bk_work *w, bool running, void *arg)
     return false;
 }
 
-void bk_cleaner_stop(bk_broker *b)
+void replica_cleaner_stop(bk_broker *b)
 {
     bk_cleaner *c = b->cleaner;
     if (!c)

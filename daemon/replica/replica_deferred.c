@@ -10,17 +10,17 @@
 
 #include <event2/event.h>
 
-void bk_deferred_init(bk_deferred *d, bk_deferred_fn on_wake,
+void replica_deferred_init(bk_deferred *d, bk_deferred_fn on_wake,
                       bk_deferred_fn on_timeout, void *arg)
 {
     *d = (bk_deferred){ .on_wake = on_wake, .on_timeout = on_timeout, .arg = arg };
 }
 
-/* Runs inside bk_partition_notify: only schedules (replica_deferred.h D2).  w->arg, not
+/* Runs inside replica_partition_notify: only schedules (replica_deferred.h D2).  w->arg, not
  * w->deferred: the chain may already have been dropped by this notify. */
 static void waiter_wake(bk_waiter *w)
 {
-    bk_deferred_wake(w->arg);
+    replica_deferred_wake(w->arg);
 }
 
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
@@ -28,7 +28,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd; (void)what;
     bk_deferred *d = arg;
     d->wake_pending = false;
-    bk_deferred_unwatch(d);              /* replica_deferred.h D2, whoever woke it */
+    replica_deferred_unwatch(d);              /* replica_deferred.h D2, whoever woke it */
     d->on_wake(d->arg);
 }
 
@@ -36,11 +36,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what;
     bk_deferred *d = arg;
-    bk_deferred_unwatch(d);              /* replica_deferred.h D2 */
+    replica_deferred_unwatch(d);              /* replica_deferred.h D2 */
     d->on_timeout(d->arg);
 }
 
-int bk_deferred_arm(bk_deferred *d, struct event_base *base, int64_t timeout_ms)
+int replica_deferred_arm(bk_deferred *d, struct event_base *base, int64_t timeout_ms)
 {
     if (timeout_ms < 0)
         timeout_ms = 0;
@@ -52,7 +52,7 @@ int bk_deferred_arm(bk_deferred *d, struct event_base *base, int64_t timeout_ms)
     return 0;
 }
 
-void bk_deferred_watch(bk_deferred *d, bk_partition *p, bk_waiter *w, bool appends)
+void replica_deferred_watch(bk_deferred *d, bk_partition *p, bk_waiter *w, bool appends)
 {
     if (w->deferred != d) {              /* replica_deferred.h D1: chained once */
         w->deferred = d;
@@ -62,42 +62,42 @@ void bk_deferred_watch(bk_deferred *d, bk_partition *p, bk_waiter *w, bool appen
     w->wake = waiter_wake;
     w->arg = d;
     if (appends)
-        bk_partition_watch_appends(p, w);
+        replica_partition_watch_appends(p, w);
     else
-        bk_partition_watch(p, w);
+        replica_partition_watch(p, w);
 }
 
-void bk_deferred_unwatch(bk_deferred *d)
+void replica_deferred_unwatch(bk_deferred *d)
 {
     bk_waiter *w = d->watched;
     d->watched = NULL;
     while (w) {
         bk_waiter *next = w->chain;
-        bk_partition_unwatch(w);
+        replica_partition_unwatch(w);
         w->deferred = NULL;
         w->chain = NULL;
         w = next;
     }
 }
 
-void bk_deferred_wake(bk_deferred *d)
+void replica_deferred_wake(bk_deferred *d)
 {
-    bk_deferred_unwatch(d);
+    replica_deferred_unwatch(d);
     if (!d->wake_pending && d->wake_ev) {    /* replica_deferred.h D3; not armed: nothing to run */
         d->wake_pending = true;
         event_active(d->wake_ev, EV_TIMEOUT, 0);
     }
 }
 
-void bk_deferred_expire(bk_deferred *d)
+void replica_deferred_expire(bk_deferred *d)
 {
-    bk_deferred_unwatch(d);
+    replica_deferred_unwatch(d);
     event_active(d->timer, EV_TIMEOUT, 0);
 }
 
-void bk_deferred_free(bk_deferred *d)
+void replica_deferred_free(bk_deferred *d)
 {
-    bk_deferred_unwatch(d);
+    replica_deferred_unwatch(d);
     if (d->timer)
         event_free(d->timer);
     if (d->wake_ev)

@@ -7,11 +7,11 @@
  * and the result comes back to the loop, where the partition's flush
  * bookkeeping (flush_in_flight, last_flush_ms, unflushed_messages) is
  * updated.  The recovery point itself lives in the seg_log
- * (seg_recovery_point) and is persisted by bk_save_offsets.
+ * (seg_recovery_point) and is persisted by replica_save_offsets.
  *
  *   loop thread                     worker thread
  *   -----------                     -------------
- *   bk_flusher_request(p)
+ *   replica_flusher_request(p)
  *     p->flush_in_flight = true
  *     job → bk_worker_submit ──────► flush_run: seg_flush(log)
  *     flush_done ◄── worker.h W3 ◄──┘
@@ -22,10 +22,10 @@
  *      p->flush_in_flight is set from request until done_cb runs.
  *   2. Only the loop thread touches bk_partition fields; the worker sees
  *      only the job's seg_log pointer, which seg.h allows for seg_flush.
- *   3. bk_flusher_forget(p) returns with no job for p queued, running or
+ *   3. replica_flusher_forget(p) returns with no job for p queued, running or
  *      finished (bk_worker_take waits out a running one and takes the
  *      others), so the partition and its log may be freed right after.
- *   4. bk_flusher_stop lets the worker finish every queued flush (they
+ *   4. replica_flusher_stop lets the worker finish every queued flush (they
  *      were promised by the flush policy), then joins it.
  */
 #include "daemon/view/view.h"
@@ -58,7 +58,7 @@ static void flush_run(bk_work *w, int thread)
     flush_job *j = (flush_job *)w;
     int64_t t0 = bk_mono_us();
     j->rc = seg_flush(j->log, &j->flushed_to);   /* the slow part */
-    bk_metrics_fsync(bk_mono_us() - t0);
+    net_metrics_fsync(bk_mono_us() - t0);
     j->err = j->rc ? seg_last_errno(j->log) : 0;
 }
 
@@ -81,15 +81,15 @@ static void flush_done(bk_work *w)
          * before a pause would wait for flush.ms (maybe forever). */
         int64_t fm = p->topic->cfg.flush_messages;
         if (b && fm > 0 && p->unflushed_messages >= fm)
-            bk_flusher_request(b, p);
-    } else if (!b || !bk_logdir_fault(b, p, "flushing", j->err)) {
+            replica_flusher_request(b, p);
+    } else if (!b || !replica_logdir_fault(b, p, "flushing", j->err)) {
         BK_ERROR("flush of partition %s-%d failed: %s",
                  p->topic->name, p->id, strerror(j->err ? j->err : EIO));
     }
     free(j);
 }
 
-int bk_flusher_start(bk_broker *b)
+int replica_flusher_start(bk_broker *b)
 {
     bk_flusher *f = calloc(1, sizeof *f);
     if (!f)
@@ -104,7 +104,7 @@ int bk_flusher_start(bk_broker *b)
     return 0;
 }
 
-void bk_flusher_request(bk_broker *b, bk_partition *p)
+void replica_flusher_request(bk_broker *b, bk_partition *p)
 {
     bk_flusher *f = b->flusher;
     if (!f || p->flush_in_flight)
@@ -127,7 +127,7 @@ static bool job_of(bk_work *w, bool running, void *p)
     return ((flush_job *)w)->p == p;
 }
 
-void bk_flusher_forget(bk_broker *b, bk_partition *p)
+void replica_flusher_forget(bk_broker *b, bk_partition *p)
 {
     bk_flusher *f = b->flusher;
     if (!f)
@@ -139,7 +139,7 @@ void bk_flusher_forget(bk_broker *b, bk_partition *p)
     p->flush_in_flight = false;
 }
 
-void bk_flusher_stop(bk_broker *b)
+void replica_flusher_stop(bk_broker *b)
 {
     bk_flusher *f = b->flusher;
     if (!f)

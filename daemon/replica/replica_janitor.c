@@ -14,7 +14,7 @@
  *     with its fdatasyncs here, due at once, so snapshots of one partition
  *     are written in the order they were taken (invariant 1 keeps equal due
  *     times in queue order);
- *   - a call (bk_janitor_call): CPU work the loop must not do, such as a
+ *   - a call (replica_janitor_call): CPU work the loop must not do, such as a
  *     PLAIN login's PBKDF2 (sec_sasl.c inv. 3) or the replica fetcher's
  *     SCRAM key (sec_sasl_client.c); run here, due at once, and its done()
  *     posted back to the loop.
@@ -27,7 +27,7 @@
  *      W1, one thread); the thread sleeps until the head is due.
  *   2. Nothing here touches a log the loop still owns: a seg_dead list and
  *      a destroyed log were handed over whole.
- *   3. bk_janitor_stop does everything still queued at once (a stopping
+ *   3. replica_janitor_stop does everything still queued at once (a stopping
  *      broker does not wait out delays: the files are *.deleted already and
  *      seg_open would remove them anyway: worker.h W6, drain), then joins,
  *      then runs the done() of every call (on the loop thread, as always).
@@ -94,7 +94,7 @@ static void call_done(bk_work *w)
     free(it);
 }
 
-int bk_janitor_start(bk_broker *b)
+int replica_janitor_start(bk_broker *b)
 {
     bk_janitor *j = calloc(1, sizeof *j);
     if (!j)
@@ -121,7 +121,7 @@ static void enqueue(bk_broker *b, jan_item *it, int64_t delay_ms)
     bk_worker_submit(j->wk, &it->w, delay_ms > 0 ? delay_ms * 1000 : 0);
 }
 
-void bk_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms)
+void replica_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms)
 {
     if (!d)
         return;
@@ -141,7 +141,7 @@ void bk_janitor_dead(bk_broker *b, seg_dead *d, int64_t delay_ms)
     enqueue(b, it, delay_ms);
 }
 
-void bk_janitor_destroy_log(bk_broker *b, seg_log *log)
+void replica_janitor_destroy_log(bk_broker *b, seg_log *log)
 {
     jan_item *it = calloc(1, sizeof *it);
     if (!it) {
@@ -152,7 +152,7 @@ void bk_janitor_destroy_log(bk_broker *b, seg_log *log)
     enqueue(b, it, 0);
 }
 
-void bk_janitor_remove_dir(bk_broker *b, const char *dir)
+void replica_janitor_remove_dir(bk_broker *b, const char *dir)
 {
     jan_item *it = calloc(1, sizeof *it);
     if (!it || !(it->dir = strdup(dir))) {
@@ -162,7 +162,7 @@ void bk_janitor_remove_dir(bk_broker *b, const char *dir)
     enqueue(b, it, 0);
 }
 
-void bk_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c)
+void replica_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c)
 {
     jan_item *it = calloc(1, sizeof *it);
     if (!it) {
@@ -173,7 +173,7 @@ void bk_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c)
     enqueue(b, it, 0);
 }
 
-int bk_janitor_call(bk_broker *b, void (*run)(void *), void (*done)(void *), void *arg)
+int replica_janitor_call(bk_broker *b, void (*run)(void *), void (*done)(void *), void *arg)
 {
     jan_item *it = b->janitor ? calloc(1, sizeof *it) : NULL;
     if (!it)
@@ -185,7 +185,7 @@ int bk_janitor_call(bk_broker *b, void (*run)(void *), void (*done)(void *), voi
     return 0;
 }
 
-void bk_janitor_stop(bk_broker *b)
+void replica_janitor_stop(bk_broker *b)
 {
     bk_janitor *j = b->janitor;
     if (!j)

@@ -5,14 +5,14 @@
  *
  * States and transitions:
  *
- *   HEALTHY ──bk_logdir_fault (ENOSPC, EDQUOT, EIO, EROFS on an append to
+ *   HEALTHY ──replica_logdir_fault (ENOSPC, EDQUOT, EIO, EROFS on an append to
  *             a partition led here, a replica fetch's append, or a flush)──►
- *   FAILED  ── standalone: bk_logdir_recovered (an append succeeded again:
+ *   FAILED  ── standalone: replica_logdir_recovered (an append succeeded again:
  *                          the operator freed space) ──► HEALTHY
  *              cluster mode: only a restart (as Kafka's offline log dirs)
  *
- * FAILED in cluster mode (bk_logdir_offline):
- *   - view.c's bk_leader_replica answers KAFKA_STORAGE_ERROR for every
+ * FAILED in cluster mode (replica_logdir_offline):
+ *   - view.c's view_leader_replica answers KAFKA_STORAGE_ERROR for every
  *     partition led here (produce, fetch, list offsets);
  *   - repl_fetcher.c follows nothing: no fetch from here can put this broker
  *     back into an ISR;
@@ -25,7 +25,7 @@
  *     out of every ISR and moves its leaderships.  It is written again
  *     when the controller changes, when this broker registers anew (after
  *     a session expiry: the controller keeps a failure per registration),
- *     or when a write failed (bk_logdir_renotify).  That half is cluster
+ *     or when a write failed (cl_logdir_renotify).  That half is cluster
  *     mode's (cluster_logdirs.c), reached through b->on_logdir_failed,
  *     which cl_start installs: set means cluster mode.
  *
@@ -33,9 +33,9 @@
  *   D1. The failure is logged once per HEALTHY → FAILED transition, with
  *       strerror's words, the file and the partition; later faults of the
  *       same failure are silent (the callers log nothing when
- *       bk_logdir_fault says true).
+ *       replica_logdir_fault says true).
  *   D2. Loop thread only; /metrics and SQL read copies
- *       (bk_logdir_info_get, called on the loop).
+ *       (replica_logdir_info_get, called on the loop).
  *   D3. No ZooKeeper round trip is waited for: the notification is an
  *       asynchronous create.
  */
@@ -55,14 +55,14 @@ static bool storage_fault(int err)
     return err == ENOSPC || err == EDQUOT || err == EIO || err == EROFS;
 }
 
-bool bk_logdir_failed(void) { return ld.failed; }
+bool replica_logdir_failed(void) { return ld.failed; }
 
-bool bk_logdir_offline(const bk_broker *b)
+bool replica_logdir_offline(const bk_broker *b)
 {
     return ld.failed && b->on_logdir_failed;   /* cluster mode */
 }
 
-void bk_logdir_info_get(bk_logdir_info *out) { *out = ld; }
+void replica_logdir_info_get(bk_logdir_info *out) { *out = ld; }
 
 /* The file the fault was on, as near as the log says: the segment holding
  * the log's last batch (where appends go), or the partition directory. */
@@ -80,7 +80,7 @@ static void fault_file(bk_broker *b, bk_partition *p, char *out, size_t cap)
         snprintf(out, cap, "%s/%s-%d", b->data_dir, p->topic->name, (int)p->id);
 }
 
-bool bk_logdir_fault(bk_broker *b, bk_partition *p, const char *op, int err)
+bool replica_logdir_fault(bk_broker *b, bk_partition *p, const char *op, int err)
 {
     if (ld.failed)
         return true;                                  /* D1 */
@@ -110,7 +110,7 @@ bool bk_logdir_fault(bk_broker *b, bk_partition *p, const char *op, int err)
     return true;
 }
 
-void bk_logdir_recovered(bk_broker *b, bk_partition *p)
+void replica_logdir_recovered(bk_broker *b, bk_partition *p)
 {
     if (!ld.failed || b->on_logdir_failed)
         return;

@@ -28,14 +28,14 @@ typedef struct bk_logdir_info {
  * serving reads and refuses writes until an append succeeds again.  true:
  * the directory is failed (the caller logs nothing more); false: not a
  * storage fault, the caller handles it as a partition's error. */
-bool bk_logdir_fault(bk_broker *b, bk_partition *p, const char *op, int err);
+bool replica_logdir_fault(bk_broker *b, bk_partition *p, const char *op, int err);
 /* Standalone: an append to p succeeded while the directory was failed. */
-void bk_logdir_recovered(bk_broker *b, bk_partition *p);
+void replica_logdir_recovered(bk_broker *b, bk_partition *p);
 /* The directory is failed (any mode); a load, cheap on the hot path. */
-bool bk_logdir_failed(void);
+bool replica_logdir_failed(void);
 /* Cluster mode and the directory failed: no partition here is led or
  * followed (view.c answers KAFKA_STORAGE_ERROR, repl_fetcher.c follows none). */
-bool bk_logdir_offline(const bk_broker *b);
-void bk_logdir_info_get(bk_logdir_info *out);
+bool replica_logdir_offline(const bk_broker *b);
+void replica_logdir_info_get(bk_logdir_info *out);
 
 #endif

@@ -12,30 +12,30 @@
  *   1. A waiter is linked into at most one list, and w->part names it
  *      (NULL when not linked).  Unlinking is O(1) and needs no partition
  *      lookup, so a Fetch can drop all its waiters from any context.
- *   2. bk_partition_notify detaches the whole list before calling any
+ *   2. replica_partition_notify detaches the whole list before calling any
  *      wake(), so a wake() that re-registers on the same partition is not
  *      woken again by the same notify, and a wake() that unlinks other
  *      waiters of the same list (a Fetch dropping all its waiters) only
  *      touches the detached list.
- *   3. Topic deletion calls bk_partition_notify on a partition before
+ *   3. Topic deletion calls replica_partition_notify on a partition before
  *      freeing it; after notify the list is empty, so nothing can point at
  *      the freed partition.  wake() must therefore never keep the partition
  *      pointer: the Fetch code re-finds partitions by name on its next
  *      loop turn.
  *   4. `waiters` are woken when the high watermark moves, and only then
- *      (bk_partition_set_high_watermark, the one place that moves it
+ *      (replica_partition_set_high_watermark, the one place that moves it
  *      while the partition is open): a consumer's Fetch reads up to the
  *      HW, so an append above it gives a waiter nothing new.  Topic
  *      deletion (3) is the other notify.  `append_waiters` (replica
  *      fetches, which read up to the log end) are woken by every append
- *      (bk_partition_appended) and by bk_partition_notify (deletion, lost
+ *      (replica_partition_appended) and by replica_partition_notify (deletion, lost
  *      leadership), not by HW moves: a HW move gives a follower no bytes,
  *      so its fetch would only wait again (it learns the HW with its next
  *      answer, as in Kafka).
  *
  * Flush policy (Kafka's flush.messages / flush.ms): appends count
  * unflushed messages; reaching flush.messages queues an fdatasync on the
- * flusher thread; bk_flush_tick, run from the maintenance timer every
+ * flusher thread; replica_flush_tick, run from the maintenance timer every
  * log.flush.scheduler.interval.ms, queues partitions whose last flush is
  * older than flush.ms.  Neither ever syncs on the loop thread.
  */
@@ -50,7 +50,7 @@ static void waiter_head_init(bk_waiter *h)
     h->arg = NULL;
 }
 
-void bk_partition_init_waiters(bk_partition *p)
+void replica_partition_init_waiters(bk_partition *p)
 {
     waiter_head_init(&p->waiters);
     waiter_head_init(&p->append_waiters);
@@ -66,23 +66,23 @@ static void waiter_link_tail(bk_waiter *head, bk_waiter *w)
     head->prev = w;
 }
 
-void bk_partition_watch(bk_partition *p, bk_waiter *w)
+void replica_partition_watch(bk_partition *p, bk_waiter *w)
 {
     if (w->part)
-        bk_partition_unwatch(w);
+        replica_partition_unwatch(w);
     waiter_link_tail(&p->waiters, w);
     w->part = p;
 }
 
-void bk_partition_watch_appends(bk_partition *p, bk_waiter *w)
+void replica_partition_watch_appends(bk_partition *p, bk_waiter *w)
 {
     if (w->part)
-        bk_partition_unwatch(w);
+        replica_partition_unwatch(w);
     waiter_link_tail(&p->append_waiters, w);
     w->part = p;
 }
 
-void bk_partition_unwatch(bk_waiter *w)
+void replica_partition_unwatch(bk_waiter *w)
 {
     if (!w->part)
         return;
@@ -97,7 +97,7 @@ static void notify_list(bk_waiter *head)
     if (head->next == head || head->next == NULL)
         return;
     /* Invariant 2: move everything onto a local sentinel first.  Waiters
-     * keep w->part == p while on it, so bk_partition_unwatch still works. */
+     * keep w->part == p while on it, so replica_partition_unwatch still works. */
     bk_waiter local;
     local.next = head->next;
     local.prev = head->prev;
@@ -107,19 +107,19 @@ static void notify_list(bk_waiter *head)
 
     while (local.next != &local) {
         bk_waiter *w = local.next;
-        bk_partition_unwatch(w);
+        replica_partition_unwatch(w);
         if (w->wake)
             w->wake(w);
     }
 }
 
-void bk_partition_notify(bk_partition *p)
+void replica_partition_notify(bk_partition *p)
 {
     notify_list(&p->waiters);
     notify_list(&p->append_waiters);
 }
 
-void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw)
+void replica_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw)
 {
     (void)b;
     if (hw == p->high_watermark)
@@ -128,30 +128,30 @@ void bk_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw)
     notify_list(&p->waiters);     /* invariant 4: not the append waiters */
 }
 
-void bk_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
+void replica_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
 {
     p->messages_in += (uint64_t)messages;
     p->unflushed_messages += messages;
     int64_t fm = p->topic->cfg.flush_messages;
     if (fm > 0 && p->unflushed_messages >= fm && !p->flush_in_flight)
-        bk_flusher_request(b, p);
+        replica_flusher_request(b, p);
     /* Replica fetches read up to the log end: the append is news to them
      * (invariant 4).  Standalone the HW follows the log end; cluster mode's
      * hook keeps it behind until the ISR's followers fetch (replica.h
      * bk_isr_hooks). */
     notify_list(&p->append_waiters);
-    bk_partition_epochs_save(b, p);  /* a batch of a new epoch */
+    replica_partition_epochs_save(b, p);  /* a batch of a new epoch */
     if (b->isr)
         b->isr->update_hw(b, p);
     else
-        bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
+        replica_partition_set_high_watermark(b, p, seg_log_end(p->log));
 }
 
-void bk_partition_epochs_save(bk_broker *b, bk_partition *p)
+void replica_partition_epochs_save(bk_broker *b, bk_partition *p)
 {
     seg_epoch_ckpt *c = p->log ? seg_epoch_take_checkpoint(p->log) : NULL;
     if (c)
-        bk_janitor_epochs(b, c);         /* fdatasyncs off the loop */
+        replica_janitor_epochs(b, c);         /* fdatasyncs off the loop */
 }
 
 struct flush_tick_arg {
@@ -166,11 +166,11 @@ static void flush_tick_replica(bk_partition *p, void *arg)
     if (fms < 0 || fms == INT64_MAX || p->unflushed_messages <= 0 || p->flush_in_flight)
         return;
     if (a->now - p->last_flush_ms >= fms)
-        bk_flusher_request(a->b, p);
+        replica_flusher_request(a->b, p);
 }
 
-void bk_flush_tick(bk_broker *b)
+void replica_flush_tick(bk_broker *b)
 {
     struct flush_tick_arg a = { b, bk_now_ms() };
-    bk_replicas_foreach(b, flush_tick_replica, &a);
+    replica_replicas_foreach(b, flush_tick_replica, &a);
 }

@@ -66,17 +66,17 @@
 #include "daemon/replica/replica.h"
 
 /* ---- the table -------------------------------------------------------------- */
-void bk_pstate_init(bk_pstate *ps)
+void replica_pstate_init(bk_pstate *ps)
 {
     memset(ps, 0, sizeof *ps);
 }
 
-void bk_pstate_free(bk_pstate *ps)
+void replica_pstate_free(bk_pstate *ps)
 {
     for (uint32_t i = 0; i < ps->cap; i++)
         free(ps->slots[i]);
     free(ps->slots);
-    bk_pstate_init(ps);
+    replica_pstate_init(ps);
 }
 
 static uint32_t slot_of(int64_t pid, uint32_t cap)
@@ -85,7 +85,7 @@ static uint32_t slot_of(int64_t pid, uint32_t cap)
     return (uint32_t)(h >> 32) & (cap - 1);
 }
 
-bk_producer *bk_pstate_find(const bk_pstate *ps, int64_t pid)
+bk_producer *replica_pstate_find(const bk_pstate *ps, int64_t pid)
 {
     if (!ps || ps->cap == 0)
         return NULL;
@@ -120,7 +120,7 @@ static int grow(bk_pstate *ps)
 /* The entry for pid, created (epoch -1, no batches) if absent. */
 static bk_producer *find_or_add(bk_pstate *ps, int64_t pid)
 {
-    bk_producer *e = bk_pstate_find(ps, pid);
+    bk_producer *e = replica_pstate_find(ps, pid);
     if (e)
         return e;
     if ((ps->n + 1) * 4 > ps->cap * 3 && grow(ps) != 0)     /* load <= 3/4 */
@@ -158,7 +158,7 @@ static void remove_at(bk_pstate *ps, uint32_t i)
     }
 }
 
-uint32_t bk_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms)
+uint32_t replica_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms)
 {
     uint32_t gone = 0;
     for (uint32_t i = 0; i < ps->cap;) {
@@ -221,7 +221,7 @@ static bool prior_in_request(const uint8_t *data, size_t upto, int64_t pid,
     return found;
 }
 
-int bk_pstate_check(const bk_pstate *ps, const uint8_t *data, size_t len,
+int replica_pstate_check(const bk_pstate *ps, const uint8_t *data, size_t len,
                     bk_pbatch *dup)
 {
     for (size_t at = 0; at < len;) {
@@ -236,7 +236,7 @@ int bk_pstate_check(const bk_pstate *ps, const uint8_t *data, size_t len,
             return KP_INVALID_TXN_STATE;      /* no transactions here */
         if (h.ProducerEpoch < 0 || h.BaseSequence < 0)
             return KP_CORRUPT_MESSAGE;
-        const bk_producer *e = bk_pstate_find(ps, h.ProducerId);
+        const bk_producer *e = replica_pstate_find(ps, h.ProducerId);
         if (e) {
             const bk_pbatch *d = find_duplicate(e, &h);
             if (d) {
@@ -265,7 +265,7 @@ int bk_pstate_check(const bk_pstate *ps, const uint8_t *data, size_t len,
     return KP_NONE;
 }
 
-int bk_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts)
+int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts)
 {
     bk_producer *e = find_or_add(ps, h->ProducerId);
     if (!e)
@@ -289,7 +289,7 @@ int bk_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts)
     return 0;
 }
 
-int bk_pstate_record(bk_pstate *ps, const uint8_t *data, size_t len, int64_t now_ms)
+int replica_pstate_record(bk_pstate *ps, const uint8_t *data, size_t len, int64_t now_ms)
 {
     int rc = 0;
     for (size_t at = 0; at < len;) {
@@ -297,7 +297,7 @@ int bk_pstate_record(bk_pstate *ps, const uint8_t *data, size_t len, int64_t now
         if (kp_batch_header(data + at, len - at, &h) != 0)
             return -1;
         at += (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
-        if (h.ProducerId >= 0 && bk_pstate_apply(ps, &h, now_ms) != 0)
+        if (h.ProducerId >= 0 && replica_pstate_apply(ps, &h, now_ms) != 0)
             rc = -1;
     }
     return rc;
@@ -358,7 +358,7 @@ static void snap_path(char *out, size_t cap, const char *dir, int64_t offset)
     snprintf(out, cap, "%s/%020lld" SNAP_EXT, dir, (long long)offset);
 }
 
-int bk_pstate_save(const bk_pstate *ps, const char *dir, int64_t offset)
+int replica_pstate_save(const bk_pstate *ps, const char *dir, int64_t offset)
 {
     kp_buf b;
     kp_buf_init(&b);
@@ -482,7 +482,7 @@ static int read_file(const char *path, kp_buf *out)
     }
 }
 
-int64_t bk_pstate_load(bk_pstate *ps, const char *dir, int64_t log_end)
+int64_t replica_pstate_load(bk_pstate *ps, const char *dir, int64_t log_end)
 {
     int64_t *offs;
     int n;
@@ -501,7 +501,7 @@ int64_t bk_pstate_load(bk_pstate *ps, const char *dir, int64_t log_end)
         if (read_file(path, &b) == 0 && decode(ps, b.data, b.len) == 0) {
             found = offs[i];
         } else {
-            bk_pstate_free(ps);
+            replica_pstate_free(ps);
             BK_WARN("producer state snapshot %s is unreadable; ignored", path);
         }
         kp_buf_free(&b);
@@ -532,21 +532,21 @@ static int replay_header(const uint8_t *hdr, void *arg)
     rp->batches++;
     if (h.ProducerId < 0 || (h.Attributes & KP_ATTR_CONTROL))
         return 0;
-    if (bk_pstate_apply(rp->ps, &h, rp->now) != 0)
+    if (replica_pstate_apply(rp->ps, &h, rp->now) != 0)
         return -1;
     return 0;
 }
 
-int bk_producers_open(bk_broker *b, bk_partition *p)
+int replica_producers_open(bk_broker *b, bk_partition *p)
 {
     bk_pstate *ps = malloc(sizeof *ps);
     if (!ps)
         return -1;
-    bk_pstate_init(ps);
+    replica_pstate_init(ps);
     char dir[8192];
     partition_dir(b, p, dir, sizeof dir);
     int64_t end = seg_log_end(p->log);
-    int64_t from = bk_pstate_load(ps, dir, end);
+    int64_t from = replica_pstate_load(ps, dir, end);
     if (from < 0)
         from = seg_log_start(p->log);        /* no snapshot: all of the log */
     int rc = 0;
@@ -564,35 +564,35 @@ int bk_producers_open(bk_broker *b, bk_partition *p)
                     "(offsets %lld..%lld, %u producers) in %.1f ms", p->topic->name,
                     p->id, (long long)rp.batches, (long long)from,
                     (long long)end, ps->n, (double)(bk_mono_us() - t0) / 1000.0);
-        if (rc == 0 && bk_pstate_save(ps, dir, end) == 0)
+        if (rc == 0 && replica_pstate_save(ps, dir, end) == 0)
             ps->dirty = false;
     }
-    bk_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
+    replica_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
     p->producers = ps;
     return rc;
 }
 
-void bk_producers_close(bk_broker *b, bk_partition *p, bool destroy)
+void replica_producers_close(bk_broker *b, bk_partition *p, bool destroy)
 {
     if (!destroy && p->log) {
         char dir[8192];
         partition_dir(b, p, dir, sizeof dir);
-        if (bk_pstate_save(p->producers, dir, seg_log_end(p->log)) != 0)
+        if (replica_pstate_save(p->producers, dir, seg_log_end(p->log)) != 0)
             BK_WARN("%s-%d: cannot write the producer state snapshot (%s); "
                     "the next start replays the log", p->topic->name, p->id,
                     strerror(errno));
     }
     if (p->producers) {
-        bk_pstate_free(p->producers);
+        replica_pstate_free(p->producers);
         free(p->producers);
         p->producers = NULL;
     }
 }
 
-int bk_producers_reset(bk_broker *b, bk_partition *p)
+int replica_producers_reset(bk_broker *b, bk_partition *p)
 {
-    bk_producers_close(b, p, true);          /* its state may hold cut batches */
-    return bk_producers_open(b, p);
+    replica_producers_close(b, p, true);          /* its state may hold cut batches */
+    return replica_producers_open(b, p);
 }
 
 static void tick_replica(bk_partition *p, void *arg)
@@ -601,16 +601,16 @@ static void tick_replica(bk_partition *p, void *arg)
     bk_pstate *ps = p->producers;
     if (!ps || ps->n == 0)
         return;
-    bk_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
+    replica_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
     if (!ps->dirty)
         return;
     char dir[8192];
     partition_dir(b, p, dir, sizeof dir);
-    if (bk_pstate_save(ps, dir, seg_log_end(p->log)) == 0)
+    if (replica_pstate_save(ps, dir, seg_log_end(p->log)) == 0)
         ps->dirty = false;
 }
 
-void bk_producers_tick(bk_broker *b)
+void replica_producers_tick(bk_broker *b)
 {
-    bk_replicas_foreach(b, tick_replica, b);
+    replica_replicas_foreach(b, tick_replica, b);
 }

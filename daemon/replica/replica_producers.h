@@ -47,9 +47,9 @@ typedef struct bk_pstate {
     bool dirty;                      /* changed since the last snapshot */
 } bk_pstate;
 
-void bk_pstate_init(bk_pstate *ps);
-void bk_pstate_free(bk_pstate *ps);
-bk_producer *bk_pstate_find(const bk_pstate *ps, int64_t pid);
+void replica_pstate_init(bk_pstate *ps);
+void replica_pstate_free(bk_pstate *ps);
+bk_producer *replica_pstate_find(const bk_pstate *ps, int64_t pid);
 
 /* Not a Kafka code: "this is a retry of a stored batch". */
 #define BK_PS_DUPLICATE (-1)
@@ -62,26 +62,26 @@ bk_producer *bk_pstate_find(const bk_pstate *ps, int64_t pid);
  * for the partition: INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
  * INVALID_TXN_STATE (transactional batch), CORRUPT_MESSAGE (negative
  * epoch or sequence with a ProducerId). */
-int bk_pstate_check(const bk_pstate *ps, const uint8_t *batches, size_t len,
+int replica_pstate_check(const bk_pstate *ps, const uint8_t *batches, size_t len,
                     bk_pbatch *dup);
 /* Records the idempotent batches just appended (BaseOffset assigned).
  * 0, or -1 when memory ran out (that producer's retries are then not
  * recognised: logged by the caller). */
-int bk_pstate_record(bk_pstate *ps, const uint8_t *batches, size_t len,
+int replica_pstate_record(bk_pstate *ps, const uint8_t *batches, size_t len,
                      int64_t now_ms);
 /* One stored batch header (rebuild from the log). */
-int bk_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts);
+int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts);
 /* Forgets producers whose last batch is older than now - max_age.
  * Returns how many. */
-uint32_t bk_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms);
+uint32_t replica_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms);
 
 /* Snapshot files "<dir>/<20-digit offset>.snapshot": the state after
  * every batch below offset.  save writes atomically (temp + rename) and
  * keeps the two newest.  load takes the newest valid one at or below
  * log_end into an empty ps, removes those above it (a torn tail was cut),
  * and returns its offset, or -1 when there is none usable. */
-int     bk_pstate_save(const bk_pstate *ps, const char *dir, int64_t offset);
-int64_t bk_pstate_load(bk_pstate *ps, const char *dir, int64_t log_end);
+int     replica_pstate_save(const bk_pstate *ps, const char *dir, int64_t offset);
+int64_t replica_pstate_load(bk_pstate *ps, const char *dir, int64_t log_end);
 
 /* ---- the partition's side (replica.h: bk_partition.producers) ------------ */
 struct bk_broker;
@@ -90,15 +90,15 @@ struct bk_partition;
  * from its offset to the log end (all of the log without one); writes a
  * fresh snapshot when it replayed anything.  0 or -1 (out of memory, or
  * the log unreadable: logged; the partition then starts with no state). */
-int  bk_producers_open(struct bk_broker *b, struct bk_partition *p);
+int  replica_producers_open(struct bk_broker *b, struct bk_partition *p);
 /* At close: a snapshot at the log end unless destroy (topic deletion),
  * then frees. */
-void bk_producers_close(struct bk_broker *b, struct bk_partition *p, bool destroy);
+void replica_producers_close(struct bk_broker *b, struct bk_partition *p, bool destroy);
 /* After the log was cut back (a follower truncating): the state again as
  * the log now has it, from the newest snapshot at or below its end. */
-int  bk_producers_reset(struct bk_broker *b, struct bk_partition *p);
+int  replica_producers_reset(struct bk_broker *b, struct bk_partition *p);
 /* Maintenance timer: expires silent producers and snapshots partitions
  * whose state changed, so a crash replays little of the log. */
-void bk_producers_tick(struct bk_broker *b);
+void replica_producers_tick(struct bk_broker *b);
 
 #endif

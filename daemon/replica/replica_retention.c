@@ -33,7 +33,7 @@ static void account(bk_broker *b, bk_partition *p, int n, uint64_t freed,
         return;
     p->segments_deleted += (uint64_t)n;
     p->bytes_deleted += freed;
-    bk_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
+    replica_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
     BK_INFO("deleted %d segments of %s-%d (%s): %llu bytes freed, log start "
             "now %lld, %.2f ms (files unlinked after %lld ms)", n,
             p->topic->name, p->id, why, (unsigned long long)freed,
@@ -58,19 +58,19 @@ static void retention_replica(bk_partition *p, void *arg)
     account(a->b, p, n, freed, t0, "retention");
 }
 
-void bk_retention_tick(bk_broker *b)
+void replica_retention_tick(bk_broker *b)
 {
     struct tick_arg a = { b, bk_now_ms() };
-    bk_replicas_foreach(b, retention_replica, &a);
+    replica_replicas_foreach(b, retention_replica, &a);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what;
-    bk_retention_tick(arg);
+    replica_retention_tick(arg);
 }
 
-int bk_delete_records(bk_broker *b, bk_partition *p, int64_t offset,
+int replica_delete_records(bk_broker *b, bk_partition *p, int64_t offset,
                       int64_t *low_watermark)
 {
     if (offset == -1)
@@ -96,7 +96,7 @@ int bk_delete_records(bk_broker *b, bk_partition *p, int64_t offset,
     return KP_NONE;
 }
 
-void bk_partition_log_delete(bk_broker *b, bk_partition *p)
+void replica_partition_log_delete(bk_broker *b, bk_partition *p)
 {
     /* Kafka's "<topic>-<p>.<id>-delete": the name is free for a new topic
      * at once; the janitor removes the files. */
@@ -108,7 +108,7 @@ void bk_partition_log_delete(bk_broker *b, bk_partition *p)
         BK_WARN("cannot rename the directory of %s-%d for deletion; "
                 "removing it in place", p->topic->name, p->id);
     }
-    bk_janitor_destroy_log(b, p->log);
+    replica_janitor_destroy_log(b, p->log);
     p->log = NULL;
 }
 
@@ -124,18 +124,18 @@ static void sweep_deleted_dirs(bk_broker *b)
         size_t n = strlen(e->d_name);
         if (n > 7 && !strcmp(e->d_name + n - 7, "-delete")) {
             snprintf(path, sizeof path, "%s/%s", b->data_dir, e->d_name);
-            bk_janitor_remove_dir(b, path);
+            replica_janitor_remove_dir(b, path);
         }
     }
     closedir(d);
 }
 
-int bk_retention_start(bk_broker *b)
+int replica_retention_start(bk_broker *b)
 {
-    if (bk_janitor_start(b) != 0)
+    if (replica_janitor_start(b) != 0)
         return -1;
     sweep_deleted_dirs(b);
-    if (bk_cleaner_start(b) != 0)
+    if (replica_cleaner_start(b) != 0)
         return -1;
     b->retention_timer = event_new(b->base, -1, EV_PERSIST, tick_cb, b);
     int64_t ms = b->cfg->log_retention_check_interval_ms;
@@ -145,15 +145,15 @@ int bk_retention_start(bk_broker *b)
     return 0;
 }
 
-void bk_retention_stop(bk_broker *b)
+void replica_retention_stop(bk_broker *b)
 {
     if (b->retention_timer)
         event_free(b->retention_timer);
     b->retention_timer = NULL;
-    bk_cleaner_stop(b);
+    replica_cleaner_stop(b);
 }
 
-void bk_retention_shutdown(bk_broker *b)
+void replica_retention_shutdown(bk_broker *b)
 {
-    bk_janitor_stop(b);
+    replica_janitor_stop(b);
 }

@@ -55,12 +55,12 @@
  *   F3. The append path allocates nothing per answer: the frame buffer,
  *       the decode arena and the request buffers are the fetcher's and are
  *       reused (grown, never shrunk, while the fetcher lives).
- *   F4. Standalone mode has no fetchers (bk_fetchers_start is only called
+ *   F4. Standalone mode has no fetchers (repl_fetchers_start is only called
  *       by cl_start).
  *   F5. Partitions are followed only while the mirror is in step with
  *       ZooKeeper in this session (cl->synced): a recomputation before the
  *       first resync, or after the session expired, follows nothing.
- *       mr_resync_done ends with cl_brokers_changed, which recomputes.
+ *       cl_mirror_resync_done ends with cl_brokers_changed, which recomputes.
  *   F6. A partition newly followed, or whose leader epoch changed, is not
  *       fetched until its log was cut where it diverges from the leader's:
  *       the fetcher first sends an OffsetForLeaderEpoch (same connection,
@@ -101,14 +101,14 @@
  *       and iteration count.  With the leader's SessionLifetimeMs (KIP-368) the next
  *       request after 85 to 95 % of it (at random, as Kafka's clients) is a
  *       new SaslHandshake on
- *       the same connection (bk_fetch_reauth_at; a lifetime past the
+ *       the same connection (repl_fetch_reauth_at; a lifetime past the
  *       clock's range is none); a leader that closes at expiry anyway is a
  *       conn_fail like any EOF.
  *   F10. Far behind, the next request goes out before an answer is
  *       appended, so the leader sends the next answer while this one is
  *       written (into new page-cache pages: the catch-up's bound): its
  *       FetchOffset is where the answer's whole batches end
- *       (bk_fetch_ahead_offset), which is the log end after the append.
+ *       (repl_fetch_ahead_offset), which is the log end after the append.
  *       Only when that offset is below the HighWatermark the answer
  *       carried, for every partition with data, so a follower never
  *       reports early an offset that could move the leader's high
@@ -240,10 +240,10 @@ typedef struct fe_set {
     bk_sasl_keys keys;
 } fe_set;
 
-/* /metrics (bk_fetchers_counters); the loop thread's only. */
+/* /metrics (repl_fetchers_counters); the loop thread's only. */
 static uint64_t fetches_ahead, answers_dropped;
 
-void bk_fetchers_counters(uint64_t *ahead, uint64_t *dropped)
+void repl_fetchers_counters(uint64_t *ahead, uint64_t *dropped)
 {
     *ahead = fetches_ahead;
     *dropped = answers_dropped;
@@ -251,12 +251,12 @@ void bk_fetchers_counters(uint64_t *ahead, uint64_t *dropped)
 
 /* ---- pure pieces ------------------------------------------------------------- */
 
-bool bk_follow_wanted(const bk_pview *v, int32_t self, bool leader_alive)
+bool repl_follow_wanted(const bk_pview *v, int32_t self, bool leader_alive)
 {
     return v->local && v->leader >= 0 && v->leader != self && leader_alive;
 }
 
-size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records)
+size_t repl_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records)
 {
     size_t off = 0;
     int64_t n = 0;
@@ -274,7 +274,7 @@ size_t bk_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records)
     return off;
 }
 
-int64_t bk_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
+int64_t repl_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
                               int64_t leader_hw)
 {
     int64_t expect = log_end;
@@ -293,14 +293,14 @@ int64_t bk_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,
     return whole == 0 || expect < leader_hw ? expect : -1;
 }
 
-int64_t bk_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms, int permille)
+int64_t repl_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms, int permille)
 {
     if (lifetime_ms <= 0 || permille <= 0 || lifetime_ms > (INT64_MAX - now_us) / permille)
         return 0;                        /* none, or beyond any clock: never */
     return now_us + lifetime_ms * permille;
 }
 
-enum bk_out_of_range bk_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
+enum bk_out_of_range repl_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
                                            int64_t leader_log_start)
 {
     if (leader_hw >= 0 && log_end > leader_hw)
@@ -330,7 +330,7 @@ static void close_conn(fe_fetcher *f)
     f->rev = NULL;
     f->in_got = 0;
     f->rcvlowat = 1;
-    bk_sasl_client_reset(&f->sasl);
+    sec_sasl_client_reset(&f->sasl);
     f->reauth_us = 0;
     if (f->bev)
         bufferevent_free(f->bev);        /* no callback runs after this */
@@ -389,7 +389,7 @@ static int truncate_to(fe_fetcher *f, fe_part *fp, bk_partition *p, int64_t offs
     bk_broker *b = f->set->b;
     int64_t end = seg_log_end(p->log);
     int rc = seg_truncate(p->log, offset);
-    bk_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
+    replica_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
     if (rc != 0) {
         BK_ERROR("partition %s-%d: cannot truncate to %lld (%s; error %d); not fetching "
                  "it until its state changes", fp->topic, fp->partition,
@@ -397,7 +397,7 @@ static int truncate_to(fe_fetcher *f, fe_part *fp, bk_partition *p, int64_t offs
         pause_part(fp, INT64_MAX);
         return rc;
     }
-    bk_partition_epochs_save(b, p);
+    replica_partition_epochs_save(b, p);
     if (seg_log_end(p->log) == end)
         return 0;
     BK_INFO("partition %s-%d: log end %lld truncated to %lld (%s, leader %d)", fp->topic,
@@ -409,9 +409,9 @@ static int truncate_to(fe_fetcher *f, fe_part *fp, bk_partition *p, int64_t offs
                 "for the replicas back within leader.recovery.wait.ms)", fp->topic,
                 fp->partition, (long long)seg_log_end(p->log),
                 (long long)p->high_watermark - 1, f->leader);
-    bk_producers_reset(b, p);
+    replica_producers_reset(b, p);
     if (p->high_watermark > seg_log_end(p->log))
-        bk_partition_set_high_watermark(b, p, seg_log_end(p->log));
+        replica_partition_set_high_watermark(b, p, seg_log_end(p->log));
     return 0;
 }
 
@@ -422,7 +422,7 @@ static void out_of_range(fe_fetcher *f, fe_part *fp, bk_partition *p,
     bk_broker *b = f->set->b;
     int64_t end = seg_log_end(p->log);
     int64_t backoff_us = (int64_t)b->cfg->replica_fetch_backoff_ms * 1000;
-    switch (bk_fetch_out_of_range(end, rp->HighWatermark, rp->LogStartOffset)) {
+    switch (repl_fetch_out_of_range(end, rp->HighWatermark, rp->LogStartOffset)) {
     case BK_OOR_TRUNCATE:
         truncate_to(f, fp, p, rp->HighWatermark, "ahead of the leader's high watermark");
         return;                          /* fetched again at once */
@@ -489,7 +489,7 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
     }
     int64_t records = 0;
     size_t whole = rp->Records.len > 0
-        ? bk_fetch_whole_batches((const uint8_t *)rp->Records.p, (size_t)rp->Records.len,
+        ? repl_fetch_whole_batches((const uint8_t *)rp->Records.p, (size_t)rp->Records.len,
                                  &records)
         : 0;
     if (whole > 0) {
@@ -501,7 +501,7 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
             /* A storage fault takes the log directory offline (replica_logdir.c):
              * logged there once; this broker then follows nothing. */
             if (seg_failed(p->log) &&
-                bk_logdir_fault(b, p, "appending to", seg_last_errno(p->log))) {
+                replica_logdir_fault(b, p, "appending to", seg_last_errno(p->log))) {
                 pause_part(fp, INT64_MAX);
                 return;
             }
@@ -517,20 +517,20 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
             return;
         }
         p->bytes_in += whole;
-        if (bk_throttled_replica(&p->topic->parts[p->id], b->cfg->broker_id))
+        if (repl_throttled_replica(&p->topic->parts[p->id], b->cfg->broker_id))
             f->set->throttle.tokens -= (int64_t)whole;    /* F7 */
         /* The producers' sequences go with their batches, so a retry that
          * reaches this replica once it leads is still recognised. */
-        if (p->producers && bk_pstate_record(p->producers, (const uint8_t *)rp->Records.p,
+        if (p->producers && replica_pstate_record(p->producers, (const uint8_t *)rp->Records.p,
                                              whole, bk_now_ms()) != 0)
             BK_WARN("partition %s-%d: out of memory for producer state; retried "
                     "idempotent batches may be appended twice", fp->topic, fp->partition);
-        bk_partition_appended(b, p, records);
+        replica_partition_appended(b, p, records);
     }
     int64_t end = seg_log_end(p->log);
     int64_t hw = rp->HighWatermark < end ? rp->HighWatermark : end;
     if (hw >= 0)
-        bk_partition_set_high_watermark(b, p, hw);
+        replica_partition_set_high_watermark(b, p, hw);
 }
 
 /* One partition of an OffsetForLeaderEpoch answer (F6; F1's checks done
@@ -594,7 +594,7 @@ static void handle_epochs(fe_fetcher *f, kp_rd *r)
             if (!fp || !fp->in_request)
                 continue;
             fp->in_request = false;
-            const bk_pview *v = bk_view_partition(b, mt->Topic, rp->Partition);
+            const bk_pview *v = view_partition(b, mt->Topic, rp->Partition);
             if (!fp->truncating || !v || !v->local || v->leader != f->leader ||
                 v->leader == self || v->leader_epoch != fp->fetch_epoch ||
                 seg_log_end(v->local->log) != fp->oe_end)
@@ -629,7 +629,7 @@ static void sasl_authenticated(void *conn, int64_t lifetime_ms)
     uint16_t rnd = 0;
     if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
         rnd = 0;                                   /* the earliest share */
-    f->reauth_us = bk_fetch_reauth_at(bk_mono_us(), lifetime_ms,
+    f->reauth_us = repl_fetch_reauth_at(bk_mono_us(), lifetime_ms,
                                       FE_REAUTH_MIN_PERMILLE +
                                           rnd % (FE_REAUTH_SPAN_PERMILLE + 1));
     send_fetch(f);
@@ -640,7 +640,7 @@ static const bk_sasl_client_ops sasl_ops = { sasl_send, sasl_conn_fail, sasl_aut
 static void sasl_start(fe_fetcher *f)
 {
     f->reauth_us = 0;
-    bk_sasl_client_start(&f->sasl);
+    sec_sasl_client_start(&f->sasl);
 }
 
 /* The SaltedPassword is known (or failed): every fetcher waiting for it
@@ -650,7 +650,7 @@ static void on_salted(void *owner, bool ok)
     fe_set *s = owner;
     for (fe_fetcher *f = s->fetchers; f; f = f->next)
         if (f->sasl.salting) {
-            bk_sasl_client_resume(&f->sasl, ok);
+            sec_sasl_client_resume(&f->sasl, ok);
             if (f->sasl.salting)
                 f->state = FE_WAITING;   /* another salt: nothing else is sent */
         }
@@ -661,7 +661,7 @@ static void handle_sasl(fe_fetcher *f, kp_rd *r)
 {
     kp_arena_reset(&f->arena);
     f->state = FE_READY;
-    bk_sasl_client_answer(&f->sasl, f->api_out, r, &f->arena);
+    sec_sasl_client_answer(&f->sasl, f->api_out, r, &f->arena);
     if (f->sasl.salting)
         f->state = FE_WAITING;           /* nothing else is sent meanwhile */
 }
@@ -705,9 +705,9 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
     }
     int32_t self = b->cfg->broker_id;
     /* F10: ahead while every partition to apply has no error and an
-     * offset bk_fetch_ahead_offset allows, none is cut (F6) and nothing
+     * offset repl_fetch_ahead_offset allows, none is cut (F6) and nothing
      * is throttled (F7: its tokens are charged by the append). */
-    bool ahead = bk_broker_config_rate(b, "follower.replication.throttled.rate") <= 0;
+    bool ahead = view_broker_config_rate(b, "follower.replication.throttled.rate") <= 0;
     for (int i = 0; i < f->nparts; i++) {
         f->parts[i].answer = NULL;
         f->parts[i].ahead = -1;
@@ -723,7 +723,7 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
             fp->in_request = false;
             /* F1: the view as it is now, by name; F6: not before the
              * divergence is cut. */
-            const bk_pview *v = bk_view_partition(b, mt->Topic, rp->PartitionIndex);
+            const bk_pview *v = view_partition(b, mt->Topic, rp->PartitionIndex);
             if (fp->truncating || !v || !v->local || v->leader != f->leader ||
                 v->leader == self || seg_log_end(v->local->log) != fp->fetch_offset) {
                 answers_dropped++;
@@ -736,7 +736,7 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
             const uint8_t *recs = (const uint8_t *)rp->Records.p;
             size_t len = rp->Records.len > 0 ? (size_t)rp->Records.len : 0;
             fp->ahead = rp->ErrorCode != KP_NONE ? -1
-                : bk_fetch_ahead_offset(recs, bk_fetch_whole_batches(recs, len, NULL),
+                : repl_fetch_ahead_offset(recs, repl_fetch_whole_batches(recs, len, NULL),
                                         fp->fetch_offset, rp->HighWatermark);
             ahead = fp->ahead >= 0;
         }
@@ -912,7 +912,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
             return;
         }
         f->state = FE_READY;
-        if (bk_sasl_client_wanted(f->set->b))
+        if (sec_sasl_client_wanted(f->set->b))
             sasl_start(f);               /* F9: the login before any Fetch */
         else
             send_fetch(f);
@@ -942,7 +942,7 @@ static void fetcher_connect(fe_fetcher *f)
     const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];
     if (ib->proto == BK_SEC_SSL || ib->proto == BK_SEC_SASL_SSL) {
         char err[512];
-        SSL_CTX *ctx = bk_tls_client_ctx(b, err, sizeof err);
+        SSL_CTX *ctx = sec_tls_client_ctx(b, err, sizeof err);
         SSL *ssl = ctx ? SSL_new(ctx) : NULL;
         if (!ssl) {
             conn_fail(f, ctx ? "cannot make a TLS connection" : err);
@@ -1070,7 +1070,7 @@ static bool send_epochs(fe_fetcher *f, int64_t now)
         fe_part *fp = &f->parts[i];
         if (!fp->truncating || fp->retry_us > now)
             continue;
-        const bk_pview *v = bk_view_partition(b, kp_str_cstr(fp->topic), fp->partition);
+        const bk_pview *v = view_partition(b, kp_str_cstr(fp->topic), fp->partition);
         if (!v || !v->local || v->leader != f->leader)
             continue;
         bk_partition *p = v->local;
@@ -1120,8 +1120,8 @@ static void send_fetch(fe_fetcher *f)
     }
     if (send_epochs(f, now))
         return;
-    int64_t rate = bk_broker_config_rate(b, "follower.replication.throttled.rate");
-    int64_t tokens = rate > 0 ? bk_tbucket_refill(&f->set->throttle, rate, now) : 0;
+    int64_t rate = view_broker_config_rate(b, "follower.replication.throttled.rate");
+    int64_t tokens = rate > 0 ? repl_tbucket_refill(&f->set->throttle, rate, now) : 0;
     int n = 0;
     for (int i = 0; i < f->nparts; i++) {
         fe_part *fp = &f->parts[i];
@@ -1133,11 +1133,11 @@ static void send_fetch(fe_fetcher *f)
         fp->retry_us = 0;
         if (fp->truncating)
             continue;                    /* F6: its truncation failed; paused */
-        const bk_pview *v = bk_view_partition(b, kp_str_cstr(fp->topic), fp->partition);
+        const bk_pview *v = view_partition(b, kp_str_cstr(fp->topic), fp->partition);
         if (!v || !v->local || v->leader != f->leader)
             continue;                    /* the next recomputation drops it */
         int32_t max_bytes = b->cfg->replica_fetch_max_bytes;
-        if (rate > 0 && bk_throttled_replica(v, b->cfg->broker_id)) {
+        if (rate > 0 && repl_throttled_replica(v, b->cfg->broker_id)) {
             if (tokens <= 0) {                   /* F7: back when the bucket has some */
                 fp->retry_us = now + (1 - tokens) * 1000000 / rate;
                 if (fp->retry_us < next_retry)
@@ -1219,7 +1219,7 @@ static fe_fetcher *fetcher_get(fe_set *s, int32_t leader)
     }
     kp_buf_init(&f->out);
     kp_arena_init(&f->arena, 0);
-    bk_sasl_client_init(&f->sasl, &s->keys, &sasl_ops, f, leader);
+    sec_sasl_client_init(&f->sasl, &s->keys, &sasl_ops, f, leader);
     f->next = s->fetchers;
     s->fetchers = f;
     return f;
@@ -1236,7 +1236,7 @@ static void follow(fe_fetcher *f, const bk_topic *t, int32_t i, const bk_pview *
 {
     /* A broker in its controlled shutdown starts following nothing new
      * (cluster_leaders.c): following a new leader would first cut its log. */
-    bool leaving = bk_cluster_leaving(f->set->b);
+    bool leaving = cl_cluster_leaving(f->set->b);
     for (int k = 0; k < f->nparts; k++) {
         fe_part *fp = &f->parts[k];
         if (fp->partition == i && !strcmp(fp->topic, t->name)) {
@@ -1282,7 +1282,7 @@ static void collect_topic(bk_topic *t, void *arg)
     bk_broker *b = s->b;
     for (int32_t i = 0; i < t->npartitions; i++) {
         const bk_pview *v = &t->parts[i];
-        if (!bk_follow_wanted(v, b->cfg->broker_id, bk_broker_alive(b, v->leader)))
+        if (!repl_follow_wanted(v, b->cfg->broker_id, view_broker_alive(b, v->leader)))
             continue;
         fe_fetcher *f = fetcher_get(s, v->leader);
         if (!f)
@@ -1305,11 +1305,11 @@ static void recompute(evutil_socket_t fd, short what, void *arg)
     }
     /* F5: the view loaded from SQLite at startup, or kept through a lost
      * session, may name leaders that have changed since. */
-    if (b->cl->synced && !bk_logdir_offline(b))   /* a failed log dir: none (replica_logdir.c) */
-        bk_topics_foreach(b, collect_topic, s);
+    if (b->cl->synced && !replica_logdir_offline(b))   /* a failed log dir: none (replica_logdir.c) */
+        view_topics_foreach(b, collect_topic, s);
     bk_broker_info info[CL_MAX_BROKERS];
     const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];
-    int nb = bk_brokers_info(b, ib->name, info, CL_MAX_BROKERS);
+    int nb = view_brokers_info(b, ib->name, info, CL_MAX_BROKERS);
     for (fe_fetcher **pf = &s->fetchers; *pf;) {
         fe_fetcher *f = *pf;
         int k = 0;
@@ -1342,7 +1342,7 @@ static void recompute(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-void bk_fetchers_update(bk_broker *b)
+void repl_fetchers_update(bk_broker *b)
 {
     fe_set *s = b->cl ? b->cl->fetchers : NULL;
     if (!s)
@@ -1353,13 +1353,13 @@ void bk_fetchers_update(bk_broker *b)
     }
 }
 
-int bk_fetchers_start(bk_broker *b)
+int repl_fetchers_start(bk_broker *b)
 {
     fe_set *s = calloc(1, sizeof *s);
     if (!s)
         return -1;
     s->b = b;
-    bk_sasl_keys_init(&s->keys, b, on_salted, s);
+    sec_sasl_keys_init(&s->keys, b, on_salted, s);
     /* Inactive, the resolver keeps no event of its own pending: the loop
      * still ends when everything else has. */
     s->dns = evdns_base_new(b->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
@@ -1378,7 +1378,7 @@ int bk_fetchers_start(bk_broker *b)
     return 0;
 }
 
-void bk_fetchers_stop(bk_broker *b)
+void repl_fetchers_stop(bk_broker *b)
 {
     fe_set *s = b->cl ? b->cl->fetchers : NULL;
     if (!s)
@@ -1389,7 +1389,7 @@ void bk_fetchers_stop(bk_broker *b)
         fetcher_free(f);
     }
     event_free(s->recompute);
-    bk_sasl_keys_free(&s->keys);         /* a job in flight is disowned */
+    sec_sasl_keys_free(&s->keys);         /* a job in flight is disowned */
     if (s->dns)
         evdns_base_free(s->dns, 0);
     free(s);

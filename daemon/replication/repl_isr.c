@@ -5,7 +5,7 @@
  * maybeShrinkIsr).
  *
  * A follower fetches with Fetch ReplicaId = its broker id; daemon/api/api_fetch.c
- * calls bk_isr_follower_fetched for each partition it asked for, with its
+ * calls repl_isr_follower_fetched for each partition it asked for, with its
  * FetchOffset (its log end) and the leader's log end at that moment.  The
  * leader keeps, per partition it leads, one bk_follower per follower that
  * fetched (fixed array in bk_partition: no allocation per fetch).
@@ -15,17 +15,17 @@
  * not known yet (no fetch since this broker became leader) holds the HW
  * where it is.  Standalone, and with ISR = [leader], that is the log end.
  * replica_partition.c sets the standalone one itself; cluster mode's is
- * isr_update_hw, installed by bk_isr_install as replica.h's bk_isr_hooks.
+ * isr_update_hw, installed by repl_isr_install as replica.h's bk_isr_hooks.
  *
  * ISR changes, each one znode write:
  *
- *   follower's log end >= HW, not in ISR ──► expand  (bk_isr_follower_fetched)
+ *   follower's log end >= HW, not in ISR ──► expand  (repl_isr_follower_fetched)
  *   ISR member not caught up for replica.lag.time.max.ms ──► shrink
- *                                                        (bk_isr_tick)
+ *                                                        (repl_isr_tick)
  *
- *   cl_isr_change: zk_set(state, the version the mirror showed) ──►
+ *   repl_isr_change: cl_zk_set(state, the version the mirror showed) ──►
  *       ZOK         logged; the state watch brings the new ISR into the
- *                   view (bk_topic_apply → bk_isr_view_changed)
+ *                   view (view_topic_apply → repl_isr_view_changed)
  *       ZBADVERSION the state changed under us (the controller moved
  *                   leadership, or a newer ISR): nothing; the mirror
  *                   applies the new state, and the next fetch or tick
@@ -43,7 +43,7 @@
  *       one ZooKeeper holds (as mirrored).
  *   I4. A follower's state belongs to one leader epoch (followers_epoch);
  *       a new epoch starts with none known.
- *   I5. Only a leader that is not fenced writes (bk_leader_replica).
+ *   I5. Only a leader that is not fenced writes (view_leader_replica).
  */
 #include "daemon/cluster/cluster.h"
 #include "daemon/replica/replica.h"
@@ -70,13 +70,13 @@ static bool has_id(const int32_t *ids, int32_t n, int32_t id)
     return false;
 }
 
-bool bk_isr_is_replica(const bk_partition *p, int32_t id)
+bool repl_isr_is_replica(const bk_partition *p, int32_t id)
 {
     const bk_pview *v = view_of(p);
     return has_id(v->replicas, v->nreplicas, id);
 }
 
-int32_t bk_isr_size(const bk_partition *p)
+int32_t repl_isr_size(const bk_partition *p)
 {
     return view_of(p)->nisr;
 }
@@ -126,10 +126,10 @@ static void isr_update_hw(bk_broker *b, bk_partition *p)
             hw = f->log_end;
     }
     if (hw > p->high_watermark)                   /* I1 */
-        bk_partition_set_high_watermark(b, p, hw);
+        replica_partition_set_high_watermark(b, p, hw);
 }
 
-void bk_isr_install(bk_broker *b)
+void repl_isr_install(bk_broker *b)
 {
     static const bk_isr_hooks hooks = { .update_hw = isr_update_hw };
     b->isr = &hooks;
@@ -160,11 +160,11 @@ static void isr_propose(bk_broker *b, bk_partition *p, int32_t id, bool add,
         return;                                   /* I2 */
     int32_t isr[MD_REPLICAS_MAX];
     int32_t n = isr_with(v, id, add, isr);
-    if (cl_isr_change(b, p->topic->name, p->id, isr, n, why) == 0)
+    if (repl_isr_change(b, p->topic->name, p->id, isr, n, why) == 0)
         p->isr_pending_version = v->zk_version;
 }
 
-void bk_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
+void repl_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
                              int64_t fetch_offset, int64_t leader_end)
 {
     if (!bk_cluster_mode(b) || id == b->cfg->broker_id)
@@ -204,7 +204,7 @@ void bk_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
     }
 }
 
-void bk_isr_view_changed(bk_broker *b, bk_partition *p)
+void repl_isr_view_changed(bk_broker *b, bk_partition *p)
 {
     if (!bk_cluster_mode(b))
         return;
@@ -220,11 +220,11 @@ void bk_isr_view_changed(bk_broker *b, bk_partition *p)
      * the resync may be older than the log): assign would drop it. */
     if (p->leading && p->leader_epoch >= seg_epoch_latest(p->log) &&
         seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
-        bk_partition_epochs_save(b, p);
+        replica_partition_epochs_save(b, p);
     if (p->leading)
         isr_update_hw(b, p);                      /* a smaller ISR may let it move */
     else if (was)
-        bk_partition_notify(p);                   /* acks=all waiters: not the leader now */
+        replica_partition_notify(p);                   /* acks=all waiters: not the leader now */
 }
 
 struct tick_arg {
@@ -238,7 +238,7 @@ static void tick_replica(bk_partition *p, void *arg)
     bk_broker *b = a->b;
     bk_partition *lp;
     kp_str name = { p->topic->name, (int32_t)strlen(p->topic->name) };
-    if (!leads(b, p) || bk_leader_replica(b, name, p->id, &lp) != KP_NONE || lp != p)
+    if (!leads(b, p) || view_leader_replica(b, name, p->id, &lp) != KP_NONE || lp != p)
         return;                                   /* I5 */
     const bk_pview *v = view_of(p);
     for (int32_t i = 0; i < v->nisr; i++) {
@@ -256,7 +256,7 @@ static void tick_replica(bk_partition *p, void *arg)
     }
 }
 
-void bk_isr_tick(bk_broker *b)
+void repl_isr_tick(bk_broker *b)
 {
     int64_t now = mono_ms();
     int64_t lag = b->cfg->replica_lag_time_max_ms;
@@ -266,7 +266,7 @@ void bk_isr_tick(bk_broker *b)
         return;
     b->cl->isr_checked_ms = now;
     struct tick_arg a = { b, now, lag };
-    bk_replicas_foreach(b, tick_replica, &a);
+    replica_replicas_foreach(b, tick_replica, &a);
 }
 
 /* ---- the znode write ---------------------------------------------------------------- */
@@ -294,7 +294,7 @@ static void ids_str(const int32_t *ids, int32_t n, char *out, size_t cap)
 /* The partition this write was for, if still hosted here. */
 static bk_partition *write_partition(bk_broker *b, const isr_write *w)
 {
-    bk_topic *t = bk_topic_find(b, w->topic, strlen(w->topic));
+    bk_topic *t = view_topic_find(b, w->topic, strlen(w->topic));
     if (!t || w->partition >= t->npartitions)
         return NULL;
     return t->parts[w->partition].local;
@@ -310,7 +310,7 @@ static void on_isr_written(bk_broker *b, const zk_result *r, void *arg)
         ids_str(w->new_isr, w->nnew, c, sizeof c);
         BK_INFO("partition %s-%d: ISR %s -> %s (%s)", w->topic, (int)w->partition, a, c,
                 w->why);
-        ctl_isr_counted(b, w->nnew < w->nold);
+        cl_ctl_isr_counted(b, w->nnew < w->nold);
         /* I2: pending until the mirror shows a newer version; if it
          * already does (the watch was faster), clear now. */
         if (p && p->isr_pending_version == w->version &&
@@ -319,7 +319,7 @@ static void on_isr_written(bk_broker *b, const zk_result *r, void *arg)
     } else {
         if (r->rc != ZBADVERSION)
             BK_WARN("partition %s-%d: ISR change not written (%s); retried later",
-                    w->topic, (int)w->partition, zk_rc_str(r->rc));
+                    w->topic, (int)w->partition, cl_zk_rc_str(r->rc));
         /* ZBADVERSION: the state moved on; the mirror applies it (I3). */
         if (p && p->isr_pending_version == w->version)
             p->isr_pending_version = -1;
@@ -327,10 +327,10 @@ static void on_isr_written(bk_broker *b, const zk_result *r, void *arg)
     free(w);
 }
 
-int cl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
+int repl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
                   int32_t nisr, const char *why)
 {
-    bk_topic *t = bk_topic_find(b, topic, strlen(topic));
+    bk_topic *t = view_topic_find(b, topic, strlen(topic));
     if (!t || partition < 0 || partition >= t->npartitions || !b->zk || nisr <= 0 ||
         nisr > MD_REPLICAS_MAX)
         return -1;
@@ -354,11 +354,11 @@ int cl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int3
     memcpy(st.isr, isr, (size_t)nisr * sizeof *isr);
     kp_buf out;
     kp_buf_init(&out);
-    zj_state_format(&st, &out);
+    cl_zj_state_format(&st, &out);
     char path[MD_TOPIC_NAME_MAX + 64];
     snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", topic,
              (int)partition);
-    zk_set(b->zk, path, (const char *)out.data, (int)out.len, v->zk_version,
+    cl_zk_set(b->zk, path, (const char *)out.data, (int)out.len, v->zk_version,
            on_isr_written, w);
     kp_buf_free(&out);
     return 0;

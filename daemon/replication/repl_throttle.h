@@ -22,11 +22,11 @@ typedef struct bk_tbucket {
 
 /* The tokens left after refilling at rate (bytes/s, > 0) up to one
  * second's worth, now_us on the monotonic clock. */
-int64_t bk_tbucket_refill(bk_tbucket *t, int64_t rate, int64_t now_us);  /* rate < 1e12 */
+int64_t repl_tbucket_refill(bk_tbucket *t, int64_t rate, int64_t now_us);  /* rate < 1e12 */
 
 /* Whether broker is a replica the reassignment of v is adding (Kafka's
  * throttled replicas): only those copies are throttled, never the
  * replicas already in sync. */
-bool bk_throttled_replica(const bk_pview *v, int32_t broker);
+bool repl_throttled_replica(const bk_pview *v, int32_t broker);
 
 #endif

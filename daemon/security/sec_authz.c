@@ -25,12 +25,12 @@
  * Invariants:
  *   Z1. A cached decision is the one decide() gives for the current ACL set:
  *       every slot whose gen differs from az->gen is empty, and
- *       bk_authz_load bumps az->gen after replacing the set.
- *   Z2. The ACL set is only replaced whole (bk_authz_load), on the event
- *       loop; pointers handed out by bk_authz_select live until then.
+ *       sec_authz_load bumps az->gen after replacing the set.
+ *   Z2. The ACL set is only replaced whole (sec_authz_load), on the event
+ *       loop; pointers handed out by sec_authz_select live until then.
  *   Z3. The ACL set equals the acls table: every change is written to
  *       SQLite first (in cluster mode by the resync from ZooKeeper,
- *       cluster_acls.c K1), then reloaded from it (bk_authz_reload).
+ *       cluster_acls.c K1), then reloaded from it (sec_authz_reload).
  */
 #include "daemon/security/sec_authz.h"
 
@@ -95,17 +95,17 @@ static int parse_in(const char *const *tab, size_t n, const char *s)
 }
 #define PARSE_IN(tab, s) parse_in(tab, sizeof tab / sizeof *tab, s)
 
-const char *bk_res_name(int v)  { return NAME_OF(res_names, v); }
-const char *bk_pat_name(int v)  { return NAME_OF(pat_names, v); }
-const char *bk_op_name(int v)   { return NAME_OF(op_names, v); }
-const char *bk_perm_name(int v) { return NAME_OF(perm_names, v); }
-int bk_res_parse(const char *s)  { return PARSE_IN(res_names, s); }
-int bk_pat_parse(const char *s)  { return PARSE_IN(pat_names, s); }
-int bk_op_parse(const char *s)   { return PARSE_IN(op_names, s); }
-int bk_perm_parse(const char *s) { return PARSE_IN(perm_names, s); }
+const char *sec_res_name(int v)  { return NAME_OF(res_names, v); }
+const char *sec_pat_name(int v)  { return NAME_OF(pat_names, v); }
+const char *sec_op_name(int v)   { return NAME_OF(op_names, v); }
+const char *sec_perm_name(int v) { return NAME_OF(perm_names, v); }
+int sec_res_parse(const char *s)  { return PARSE_IN(res_names, s); }
+int sec_pat_parse(const char *s)  { return PARSE_IN(pat_names, s); }
+int sec_op_parse(const char *s)   { return PARSE_IN(op_names, s); }
+int sec_perm_parse(const char *s) { return PARSE_IN(perm_names, s); }
 
 /* ---- life ----------------------------------------------------------------- */
-int bk_authz_new(bool enabled, const char *super, bool allow_if_none, bk_authz **out)
+int sec_authz_new(bool enabled, const char *super, bool allow_if_none, bk_authz **out)
 {
     bk_authz *az = calloc(1, sizeof *az);
     if (!az)
@@ -127,7 +127,7 @@ int bk_authz_new(bool enabled, const char *super, bool allow_if_none, bk_authz *
             if (!grown || !(grown[az->nsuper] = strndup(s, len))) {
                 if (grown)
                     az->super = grown;
-                bk_authz_free(az);
+                sec_authz_free(az);
                 return KP_E_NOMEM;
             }
             az->super = grown;
@@ -149,7 +149,7 @@ static void acls_free(bk_acl *a, size_t n)
     free(a);
 }
 
-void bk_authz_free(bk_authz *az)
+void sec_authz_free(bk_authz *az)
 {
     if (!az)
         return;
@@ -162,12 +162,12 @@ void bk_authz_free(bk_authz *az)
     free(az);
 }
 
-bool bk_authz_enabled(const bk_authz *az)
+bool sec_authz_enabled(const bk_authz *az)
 {
     return az && az->enabled;
 }
 
-int bk_authz_load(bk_authz *az, const md_acl *rows, size_t n)
+int sec_authz_load(bk_authz *az, const md_acl *rows, size_t n)
 {
     bk_acl *a = n ? calloc(n, sizeof *a) : NULL;
     if (n && !a)
@@ -175,10 +175,10 @@ int bk_authz_load(bk_authz *az, const md_acl *rows, size_t n)
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         bk_acl x = {
-            .res = (int8_t)bk_res_parse(rows[i].resource_type),
-            .pat = (int8_t)bk_pat_parse(rows[i].pattern_type),
-            .op = (int8_t)bk_op_parse(rows[i].operation),
-            .perm = (int8_t)bk_perm_parse(rows[i].permission),
+            .res = (int8_t)sec_res_parse(rows[i].resource_type),
+            .pat = (int8_t)sec_pat_parse(rows[i].pattern_type),
+            .op = (int8_t)sec_op_parse(rows[i].operation),
+            .perm = (int8_t)sec_perm_parse(rows[i].permission),
         };
         if (x.res <= BK_RES_ANY || x.pat < BK_PAT_LITERAL || x.op <= BK_OP_ANY ||
             x.perm <= BK_PERM_ANY) {
@@ -267,7 +267,7 @@ static bool decide(const bk_authz *az, const char *principal, const char *host, 
     return named ? allowed : az->allow_if_none;
 }
 
-bool bk_authz_any(const bk_authz *az, const char *principal, const char *host, int res, int op)
+bool sec_authz_any(const bk_authz *az, const char *principal, const char *host, int res, int op)
 {
     if (!az || !az->enabled)
         return true;
@@ -299,7 +299,7 @@ static uint64_t fnv1a(const char *p, size_t n)
     return h;
 }
 
-bool bk_authz_check(bk_authz *az, const char *principal, const char *host, int res,
+bool sec_authz_check(bk_authz *az, const char *principal, const char *host, int res,
                     kp_str name, int op)
 {
     if (!az || !az->enabled)
@@ -353,7 +353,7 @@ static bool filter_matches(const bk_acl_filter *f, const bk_acl *a)
     return f->name.len < 0 || str_is(a->name, f->name);
 }
 
-int bk_authz_select(const bk_authz *az, const bk_acl_filter *f, const bk_acl ***out,
+int sec_authz_select(const bk_authz *az, const bk_acl_filter *f, const bk_acl ***out,
                     size_t *n)
 {
     *out = NULL;
@@ -370,16 +370,16 @@ int bk_authz_select(const bk_authz *az, const bk_acl_filter *f, const bk_acl ***
     return 0;
 }
 
-int bk_acl_validate(int res, kp_str name, int pat, kp_str principal, kp_str host, int op,
+int sec_acl_validate(int res, kp_str name, int pat, kp_str principal, kp_str host, int op,
                     int perm, char *err, size_t errlen)
 {
     const char *why = NULL;
     const char *colon = principal.len > 0 ? memchr(principal.p, ':', (size_t)principal.len) : NULL;
-    if (res <= BK_RES_ANY || !bk_res_name(res))
+    if (res <= BK_RES_ANY || !sec_res_name(res))
         why = "Invalid resource type";
     else if (pat != BK_PAT_LITERAL && pat != BK_PAT_PREFIXED)
         why = "Invalid pattern type: only LITERAL and PREFIXED ACLs can be created";
-    else if (op <= BK_OP_ANY || !bk_op_name(op))
+    else if (op <= BK_OP_ANY || !sec_op_name(op))
         why = "Invalid operation";
     else if (perm != BK_PERM_ALLOW && perm != BK_PERM_DENY)
         why = "Invalid permission type";
@@ -398,28 +398,28 @@ int bk_acl_validate(int res, kp_str name, int pat, kp_str principal, kp_str host
 }
 
 /* ---- the broker's ----------------------------------------------------------- */
-int bk_authz_reload(bk_broker *b)
+int sec_authz_reload(bk_broker *b)
 {
     md_acl *rows;
     size_t n;
     int rc = md_acl_list(b->db, &rows, &n);
     if (rc == 0)
-        rc = bk_authz_load(b->authz, rows, n);
+        rc = sec_authz_load(b->authz, rows, n);
     md_acl_free(rows, n);
     if (rc)
         BK_ERROR("cannot load the ACLs from the acls table (%d)", rc);
     return rc;
 }
 
-bool bk_authorized(bk_req *r, int res, kp_str name, int op)
+bool sec_authorized(bk_req *r, int res, kp_str name, int op)
 {
     bk_authz *az = r->b->authz;
     if (!az || !az->enabled)
         return true;
-    return bk_authz_check(az, bk_conn_principal(r->conn), bk_conn_host(r->conn), res, name, op);
+    return sec_authz_check(az, net_conn_principal(r->conn), net_conn_host(r->conn), res, name, op);
 }
 
-int bk_acl_apply(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add, size_t nadd,
+int sec_acl_apply(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add, size_t nadd,
                  bk_topic_op *op, char *err, size_t errlen)
 {
     err[0] = 0;
@@ -427,13 +427,13 @@ int bk_acl_apply(bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add
     return b->store->acl_change(b, del, ndel, add, nadd, op, err, errlen);
 }
 
-void bk_acl_row(const bk_acl *a, md_acl *row)
+void sec_acl_row(const bk_acl *a, md_acl *row)
 {
     *row = (md_acl){
-        .resource_type = (char *)bk_res_name(a->res), .resource_name = a->name,
-        .pattern_type = (char *)bk_pat_name(a->pat), .principal = a->principal,
-        .host = a->host, .operation = (char *)bk_op_name(a->op),
-        .permission = (char *)bk_perm_name(a->perm),
+        .resource_type = (char *)sec_res_name(a->res), .resource_name = a->name,
+        .pattern_type = (char *)sec_pat_name(a->pat), .principal = a->principal,
+        .host = a->host, .operation = (char *)sec_op_name(a->op),
+        .permission = (char *)sec_perm_name(a->perm),
     };
 }
 
@@ -450,18 +450,18 @@ static const int8_t supported_ops[][9] = {
     [BK_RES_USER] = { BK_OP_CREATE_TOKENS, BK_OP_DESCRIBE_TOKENS },
 };
 
-int32_t bk_authorized_ops(bk_req *r, int res, kp_str name)
+int32_t sec_authorized_ops(bk_req *r, int res, kp_str name)
 {
     int32_t bits = 0;
     if (res <= BK_RES_ANY || (size_t)res >= sizeof supported_ops / sizeof *supported_ops)
         return 0;
     for (size_t i = 0; i < sizeof *supported_ops && supported_ops[res][i]; i++)
-        if (bk_authorized(r, res, name, supported_ops[res][i]))
+        if (sec_authorized(r, res, name, supported_ops[res][i]))
             bits |= (int32_t)1 << supported_ops[res][i];
     return bits;
 }
 
-bool bk_authorized_any(bk_req *r, int res, int op)
+bool sec_authorized_any(bk_req *r, int res, int op)
 {
-    return bk_authz_any(r->b->authz, bk_conn_principal(r->conn), bk_conn_host(r->conn), res, op);
+    return sec_authz_any(r->b->authz, net_conn_principal(r->conn), net_conn_host(r->conn), res, op);
 }

@@ -2,9 +2,9 @@
  * daemon/security/sec_authz.h — the authorizer: Kafka's ACL model (AclAuthorizer /
  * StandardAuthorizer) over the acls table, checked in memory.
  *
- * Handlers ask bk_authorized(r, resource type, name, operation) — one line
+ * Handlers ask sec_authorized(r, resource type, name, operation) — one line
  * each; it answers for the connection's principal and host (sec_peer.h).
- * admin_http or any other caller may ask bk_authz_check with a principal of
+ * admin_http or any other caller may ask sec_authz_check with a principal of
  * its own ("may User:ops do ALTER on CLUSTER").
  *
  * The numbers are Kafka's wire enums (AclResourceType, PatternType,
@@ -59,80 +59,80 @@ typedef struct bk_authz bk_authz;
 
 /* enabled: authorizer.class.name is set; super: super.users as given
  * ("User:a;User:b"); allow_if_none: allow.everyone.if.no.acl.found. */
-int bk_authz_new(bool enabled, const char *super, bool allow_if_none, bk_authz **out);
-void bk_authz_free(bk_authz *az);
-bool bk_authz_enabled(const bk_authz *az);
+int sec_authz_new(bool enabled, const char *super, bool allow_if_none, bk_authz **out);
+void sec_authz_free(bk_authz *az);
+bool sec_authz_enabled(const bk_authz *az);
 /* Replaces the ACL set with rows (acls table) and forgets every cached
  * decision.  Rows with names it does not know are skipped with a warning. */
-int bk_authz_load(bk_authz *az, const md_acl *rows, size_t n);
+int sec_authz_load(bk_authz *az, const md_acl *rows, size_t n);
 /* May principal, from host, do op on (res, name)?  Always true when the
  * authorizer is off. */
-bool bk_authz_check(bk_authz *az, const char *principal, const char *host, int res,
+bool sec_authz_check(bk_authz *az, const char *principal, const char *host, int res,
                     kp_str name, int op);
 
 /* May principal do op on some resource of type res (Kafka's
  * authorizeByResourceType): an ALLOW for it on any name, and no DENY on
  * every name ("*", or the empty prefix).  Uncached: for rare requests. */
-bool bk_authz_any(const bk_authz *az, const char *principal, const char *host, int res,
+bool sec_authz_any(const bk_authz *az, const char *principal, const char *host, int res,
                   int op);
 
 /* The ACLs a filter selects, in the authorizer's order; *out malloc'd
  * pointers into the authorizer (valid until the next load). */
-int bk_authz_select(const bk_authz *az, const bk_acl_filter *f, const bk_acl ***out,
+int sec_authz_select(const bk_authz *az, const bk_acl_filter *f, const bk_acl ***out,
                     size_t *n);
 /* A creation's fields checked as Kafka does: KP_NONE, or
  * KP_INVALID_REQUEST with why in err. */
-int bk_acl_validate(int res, kp_str name, int pat, kp_str principal, kp_str host, int op,
+int sec_acl_validate(int res, kp_str name, int pat, kp_str principal, kp_str host, int op,
                     int perm, char *err, size_t errlen);
 
 /* Kafka's upper-case names, "TOPIC", "PREFIXED", "DESCRIBE_CONFIGS", "ALLOW"
  * (NULL for values outside the enums), and back (UNKNOWN when none). */
-const char *bk_res_name(int v);
-const char *bk_pat_name(int v);
-const char *bk_op_name(int v);
-const char *bk_perm_name(int v);
-int bk_res_parse(const char *s);
-int bk_pat_parse(const char *s);
-int bk_op_parse(const char *s);
-int bk_perm_parse(const char *s);
+const char *sec_res_name(int v);
+const char *sec_pat_name(int v);
+const char *sec_op_name(int v);
+const char *sec_perm_name(int v);
+int sec_res_parse(const char *s);
+int sec_pat_parse(const char *s);
+int sec_op_parse(const char *s);
+int sec_perm_parse(const char *s);
 
 /* ---- the broker's authorizer (needs daemon/request.h's bk_req) ---------- */
 struct bk_req;
 struct bk_broker;
 /* Loads the acls table into b->authz (startup, and after every change). */
-int bk_authz_reload(struct bk_broker *b);
+int sec_authz_reload(struct bk_broker *b);
 /* The request's principal and host may do op on (res, name). */
-bool bk_authorized(struct bk_req *r, int res, kp_str name, int op);
+bool sec_authorized(struct bk_req *r, int res, kp_str name, int op);
 /* The one way the ACL set changes (CreateAcls, DeleteAcls, SQL): removes
  * del and adds add.  Standalone: in the acls table, then reloaded (sec_authz.c Z3),
  * answered at once.  Cluster mode: in ZooKeeper (cluster_acls.c), op->pending
  * set and op->done answers once this broker read the change back (view.h's
  * bk_topic_op; op NULL: nobody waits).  KP_NONE or an error with err. */
 struct bk_topic_op;
-int bk_acl_apply(struct bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
+int sec_acl_apply(struct bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
                  size_t nadd, struct bk_topic_op *op, char *err, size_t errlen);
 /* a as a row of acls; its strings borrowed from a and static names. */
-void bk_acl_row(const bk_acl *a, md_acl *row);
+void sec_acl_row(const bk_acl *a, md_acl *row);
 /* Cluster mode (daemon/cluster/cluster_acls.c): the ACLs shared through ZooKeeper.
  * resync: reads them all (new or resumed session, a change notification);
  * on_watch: true when path was one of the ACL change folders; write: the
  * change as Kafka's znodes, versioned (cluster_acls.c K3), answered through op
  * (cluster_acls.c K4). */
-void bk_authz_zk_resync(struct bk_broker *b);
-bool bk_authz_zk_on_watch(struct bk_broker *b, int type, const char *path);
-int bk_authz_zk_write(struct bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
+void cl_authz_zk_resync(struct bk_broker *b);
+bool cl_authz_zk_on_watch(struct bk_broker *b, int type, const char *path);
+int cl_authz_zk_write(struct bk_broker *b, const md_acl *del, size_t ndel, const md_acl *add,
                       size_t nadd, struct bk_topic_op *op, char *err, size_t errlen);
-/* Shutdown, before zk_stop: the writes not answered yet are answered
+/* Shutdown, before cl_zk_stop: the writes not answered yet are answered
  * REQUEST_TIMED_OUT and freed (cluster_acls.c K6). */
-void bk_authz_zk_stop(struct bk_broker *b);
+void cl_authz_zk_stop(struct bk_broker *b);
 /* Kafka's authorized-operations bit field (Metadata, DescribeGroups): bit
  * 1 << op for each operation the resource type supports (Kafka's
  * AclEntry.supportedOperations) that the request's principal may do on
  * (res, name), implied operations included; all of them when the
  * authorizer is off. */
-int32_t bk_authorized_ops(struct bk_req *r, int res, kp_str name);
-/* bk_authz_any for the request's principal and host. */
-bool bk_authorized_any(struct bk_req *r, int res, int op);
-#define BK_AUTHZ_CLUSTER(r, op) bk_authorized((r), BK_RES_CLUSTER, kp_str_cstr(BK_CLUSTER_NAME), (op))
+int32_t sec_authorized_ops(struct bk_req *r, int res, kp_str name);
+/* sec_authz_any for the request's principal and host. */
+bool sec_authorized_any(struct bk_req *r, int res, int op);
+#define BK_AUTHZ_CLUSTER(r, op) sec_authorized((r), BK_RES_CLUSTER, kp_str_cstr(BK_CLUSTER_NAME), (op))
 
 #endif

@@ -14,7 +14,7 @@ static const char *const secproto_names[] = {
     [BK_SEC_SASL_PLAINTEXT] = "SASL_PLAINTEXT", [BK_SEC_SASL_SSL] = "SASL_SSL",
 };
 
-int bk_secproto_parse(const char *name, bk_secproto *out)
+int sec_secproto_parse(const char *name, bk_secproto *out)
 {
     for (size_t i = 0; i < sizeof secproto_names / sizeof *secproto_names; i++)
         if (!strcasecmp(name, secproto_names[i])) {
@@ -24,13 +24,13 @@ int bk_secproto_parse(const char *name, bk_secproto *out)
     return -1;
 }
 
-const char *bk_secproto_name(bk_secproto p)
+const char *sec_secproto_name(bk_secproto p)
 {
     return (unsigned)p < sizeof secproto_names / sizeof *secproto_names
            ? secproto_names[p] : "?";
 }
 
-bool bk_secproto_is_sasl(bk_secproto p)
+bool sec_secproto_is_sasl(bk_secproto p)
 {
     return p == BK_SEC_SASL_PLAINTEXT || p == BK_SEC_SASL_SSL;
 }

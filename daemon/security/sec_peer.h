@@ -31,20 +31,20 @@ typedef enum bk_secproto {
 #define BK_PRINCIPAL_MAX 256
 
 /* "PLAINTEXT", "SSL", ... → 0 and *out; -1 for anything else. */
-int bk_secproto_parse(const char *name, bk_secproto *out);
-const char *bk_secproto_name(bk_secproto p);
+int sec_secproto_parse(const char *name, bk_secproto *out);
+const char *sec_secproto_name(bk_secproto p);
 /* True for SASL_PLAINTEXT and SASL_SSL: requests other than ApiVersions,
  * SaslHandshake and SaslAuthenticate wait for authentication. */
-bool bk_secproto_is_sasl(bk_secproto p);
+bool sec_secproto_is_sasl(bk_secproto p);
 
-bk_secproto bk_conn_secproto(const bk_conn *c);
+bk_secproto net_conn_secproto(const bk_conn *c);
 /* The authenticated principal, "User:name" (inv. 1). */
-const char *bk_conn_principal(const bk_conn *c);
-void bk_conn_set_principal(bk_conn *c, const char *principal);
+const char *net_conn_principal(const bk_conn *c);
+void net_conn_set_principal(bk_conn *c, const char *principal);
 /* The client's address alone (no port): what ACLs' host field matches. */
-const char *bk_conn_host(const bk_conn *c);
+const char *net_conn_host(const bk_conn *c);
 /* The name of the listener c came through ("PLAINTEXT", "INTERNAL", ...);
  * NULL for a request on no connection. */
-const char *bk_conn_listener(const bk_conn *c);
+const char *net_conn_listener(const bk_conn *c);
 
 #endif

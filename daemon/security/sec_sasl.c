@@ -7,8 +7,8 @@
  *     token travels in a SaslAuthenticate request and its answer.
  *   - SaslHandshake v0 then raw tokens (kafka-python 2.0.2): INT32 length
  *     and the bytes, no Kafka header, answered the same way
- *     (bk_sasl_raw_token; net_server.c routes the frames here while
- *     bk_sasl_raw_pending).
+ *     (sec_sasl_raw_token; net_server.c routes the frames here while
+ *     sec_sasl_raw_pending).
  *
  * States of a connection (sasl_conn.state), with the function of each
  * transition:
@@ -21,7 +21,7 @@
  *
  * Invariants:
  *   1. Until AUTHENTICATED has been reached once, only ApiVersions,
- *      SaslHandshake and SaslAuthenticate are served (bk_sasl_gate); any
+ *      SaslHandshake and SaslAuthenticate are served (sec_sasl_gate); any
  *      other request closes the connection, as Kafka does.
  *   2. A session lasts connections.max.reauth.ms (0: for ever) from its
  *      last successful authentication; after that, the next request other
@@ -34,13 +34,13 @@
  *      that digest is not in plain_seen (a user's first login, a changed
  *      password, every wrong password, every unknown user) the PBKDF2 of
  *      the stored iteration count (about 2 ms at 4096 with SHA-256) runs on
- *      the janitor's thread (bk_janitor_call) and SaslAuthenticate (or the
+ *      the janitor's thread (replica_janitor_call) and SaslAuthenticate (or the
  *      raw v0 token) is answered when it comes back (plain_done): the
  *      request is deferred (BK_DEFER), so the connection reads nothing
  *      else meanwhile (net_server.c inv. 1), and a connection closed meanwhile
  *      only detaches the job (plain_cancel; plain_done frees it).  The
  *      admin endpoint's Basic auth is the same check, cache and worker
- *      (bk_sasl_check_password: the HTTP answer waits for it; a client gone
+ *      (sec_sasl_check_password: the HTTP answer waits for it; a client gone
  *      meanwhile cancels, plain_done frees).
  *   4. Failures never say which part was wrong (unknown user and wrong
  *      password get the same message, Kafka's), nor take a different
@@ -125,7 +125,7 @@ static int mech_parse(const char *name, size_t len, enum sasl_mech *out)
 static int enabled_mechs(const bk_config *cfg, const bk_conn *conn, enum sasl_mech *out)
 {
     int n = 0;
-    const char *p = bk_config_sasl_mechanisms(cfg, bk_conn_listener(conn));
+    const char *p = bk_config_sasl_mechanisms(cfg, net_conn_listener(conn));
     while (*p) {
         while (*p == ' ' || *p == ',')
             p++;
@@ -164,45 +164,45 @@ static scram_mech to_scram(enum sasl_mech m)
 /* ---- per-connection state --------------------------------------------------------- */
 static bk_sasl_conn *state_of(bk_conn *c)
 {
-    bk_sasl_conn **slot = bk_conn_sasl(c);
+    bk_sasl_conn **slot = net_conn_sasl(c);
     if (!*slot)
         *slot = calloc(1, sizeof **slot);
     return *slot;
 }
 
-void bk_sasl_conn_free(bk_conn *c)
+void sec_sasl_conn_free(bk_conn *c)
 {
-    bk_sasl_conn **slot = bk_conn_sasl(c);
+    bk_sasl_conn **slot = net_conn_sasl(c);
     if (!*slot)
         return;
-    scram_server_clear(&(*slot)->scram);
+    sec_scram_server_clear(&(*slot)->scram);
     free(*slot);
     *slot = NULL;
 }
 
-bool bk_sasl_gate(bk_broker *b, bk_conn *c, int16_t api_key)
+bool sec_sasl_gate(bk_broker *b, bk_conn *c, int16_t api_key)
 {
-    if (!bk_secproto_is_sasl(bk_conn_secproto(c)) || api_key == KP_API_API_VERSIONS ||
+    if (!sec_secproto_is_sasl(net_conn_secproto(c)) || api_key == KP_API_API_VERSIONS ||
         api_key == KP_API_SASL_HANDSHAKE || api_key == KP_API_SASL_AUTHENTICATE)
         return true;
     bk_sasl_conn *s = state_of(c);
     if (!s || !s->authenticated) {
         BK_WARN("%s request from %s before SASL authentication; closing "
-                "(ILLEGAL_SASL_STATE, as Kafka does)", kp_api_name(api_key), bk_conn_peer(c));
+                "(ILLEGAL_SASL_STATE, as Kafka does)", kp_api_name(api_key), net_conn_peer(c));
         return false;
     }
     if (s->expires_ms && bk_now_ms() >= s->expires_ms) {
         BK_INFO("SASL session of %s from %s expired (connections.max.reauth.ms=%lld) "
-                "without re-authentication; closing", bk_conn_principal(c), bk_conn_peer(c),
+                "without re-authentication; closing", net_conn_principal(c), net_conn_peer(c),
                 (long long)b->cfg->connections_max_reauth_ms);
         return false;
     }
     return true;
 }
 
-bool bk_sasl_raw_pending(bk_conn *c)
+bool sec_sasl_raw_pending(bk_conn *c)
 {
-    bk_sasl_conn *s = *bk_conn_sasl(c);
+    bk_sasl_conn *s = *net_conn_sasl(c);
     return s && s->raw && (s->state == S_HANDSHAKEN || s->state == S_SCRAM_FINAL);
 }
 
@@ -212,8 +212,8 @@ enum { STEP_FAIL = -1, STEP_CONTINUE = 0, STEP_DONE = 1, STEP_PENDING = 2 };
 static int load_cred(bk_broker *b, const char *user, scram_mech m, scram_cred *out)
 {
     md_scram_cred mc;
-    if (md_user_get(b->db, user, scram_mech_name(m), &mc) != 0 ||
-        mc.key_len != scram_key_len(m) || mc.salt_len > sizeof out->salt)
+    if (md_user_get(b->db, user, sec_scram_mech_name(m), &mc) != 0 ||
+        mc.key_len != sec_scram_key_len(m) || mc.salt_len > sizeof out->salt)
         return -1;
     memset(out, 0, sizeof *out);
     out->mech = m;
@@ -231,13 +231,13 @@ static int authenticated(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *
     bool reauth = s->authenticated;
     if (reauth && strcmp(user, s->user)) {
         BK_WARN("SASL re-authentication from %s as User:%s, not %s; closing",
-                bk_conn_peer(c), user, bk_conn_principal(c));
+                net_conn_peer(c), user, net_conn_principal(c));
         return STEP_FAIL;
     }
     snprintf(s->user, sizeof s->user, "%s", user);
     char principal[BK_PRINCIPAL_MAX];
     snprintf(principal, sizeof principal, "User:%s", user);
-    bk_conn_set_principal(c, principal);
+    net_conn_set_principal(c, principal);
     s->authenticated = true;
     s->state = S_AUTHENTICATED;
     s->raw = false;
@@ -245,7 +245,7 @@ static int authenticated(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *
     s->expires_ms = life > 0 ? bk_now_ms() + life : 0;
     (reauth ? reauth_ok : auth_ok)[s->mech]++;
     BK_INFO("SASL %s %s of %s from %s", mech_names[s->mech],
-            reauth ? "re-authentication" : "authentication", principal, bk_conn_peer(c));
+            reauth ? "re-authentication" : "authentication", principal, net_conn_peer(c));
     return STEP_DONE;
 }
 
@@ -268,7 +268,7 @@ static void plain_digest(const scram_cred *c, const char *pw, size_t n, uint8_t 
     EVP_MD_CTX *x = EVP_MD_CTX_new();
     unsigned int len = 0;
     if (!x || !EVP_DigestInit_ex(x, EVP_sha256(), NULL) ||
-        !EVP_DigestUpdate(x, c->stored_key, scram_key_len(c->mech)) ||
+        !EVP_DigestUpdate(x, c->stored_key, sec_scram_key_len(c->mech)) ||
         !EVP_DigestUpdate(x, c->salt, c->salt_len) || !EVP_DigestUpdate(x, pw, n) ||
         !EVP_DigestFinal_ex(x, out, &len))
         memset(out, 0, 32);           /* never matches a stored digest of a success */
@@ -297,7 +297,7 @@ static const scram_cred *nobody_cred(void)
  * on the janitor's thread (plain_run), settled on the loop (plain_done). */
 typedef struct plain_job {
     bk_req *r;                       /* loop only; NULL once the connection is gone */
-    /* Or, for bk_sasl_check_password: whom to tell (NULL once cancelled). */
+    /* Or, for sec_sasl_check_password: whom to tell (NULL once cancelled). */
     void (*check_done)(void *arg, bool ok);
     void *check_arg;
     scram_cred cred;                 /* the user's, or nobody_cred() */
@@ -356,7 +356,7 @@ static bool plain_seen_hit(const plain_job *j)
 static void plain_run(void *arg)
 {
     plain_job *j = arg;
-    bool match = scram_verify_password(&j->cred, j->pw, j->pwlen);
+    bool match = sec_scram_verify_password(&j->cred, j->pw, j->pwlen);
     j->ok = match && j->known;
 }
 
@@ -376,7 +376,7 @@ static void plain_done(void *arg);
 
 /* The admin endpoint's Basic auth: PLAIN's check, with PLAIN's cache and
  * worker (inv. 3). */
-bk_sasl_check *bk_sasl_check_password(bk_broker *b, const char *user, const char *pw, size_t n,
+bk_sasl_check *sec_sasl_check_password(bk_broker *b, const char *user, const char *pw, size_t n,
                                       void (*done)(void *arg, bool ok), void *arg)
 {
     plain_job *j = plain_prepare(b, user, pw, n);
@@ -388,7 +388,7 @@ bk_sasl_check *bk_sasl_check_password(bk_broker *b, const char *user, const char
     if (!hit) {
         j->check_done = done;
         j->check_arg = arg;
-        if (bk_janitor_call(b, plain_run, plain_done, j) == 0)
+        if (replica_janitor_call(b, plain_run, plain_done, j) == 0)
             return j;
         plain_run(j);                /* no worker: here */
     }
@@ -398,7 +398,7 @@ bk_sasl_check *bk_sasl_check_password(bk_broker *b, const char *user, const char
     return NULL;
 }
 
-void bk_sasl_check_cancel(bk_sasl_check *j)
+void sec_sasl_check_cancel(bk_sasl_check *j)
 {
     j->check_done = NULL;            /* plain_done frees it (replica_janitor.c inv. 4) */
 }
@@ -450,13 +450,13 @@ static int step_plain(bk_req *r, bk_sasl_conn *s, const char *tok, size_t len)
 {
     scram_plain p;
     char user[SCRAM_MAX_NAME];
-    if (scram_plain_parse(tok, len, &p) || p.user.len >= sizeof user)
+    if (sec_scram_plain_parse(tok, len, &p) || p.user.len >= sizeof user)
         return STEP_FAIL;
     memcpy(user, p.user.p, p.user.len);
     user[p.user.len] = 0;
     if (p.authzid.len && (p.authzid.len != p.user.len || memcmp(p.authzid.p, user, p.user.len)))
         return STEP_FAIL;          /* Kafka: authorization id must match the user */
-    const bk_plain_users *ju = bk_config_plain_users(r->b->cfg, bk_conn_listener(r->conn));
+    const bk_plain_users *ju = bk_config_plain_users(r->b->cfg, net_conn_listener(r->conn));
     if (ju && ju->n)                 /* inv. 6: these users only, checked here */
         return jaas_plain_ok(ju, user, p.password.p, p.password.len)
                ? authenticated(r->b, r->conn, s, user) : STEP_FAIL;
@@ -468,7 +468,7 @@ static int step_plain(bk_req *r, bk_sasl_conn *s, const char *tok, size_t len)
         return authenticated(r->b, r->conn, s, user);
     }
     j->r = r;
-    if (bk_janitor_call(r->b, plain_run, plain_done, j) == 0) {
+    if (replica_janitor_call(r->b, plain_run, plain_done, j) == 0) {
         r->state = j;
         r->cancel = plain_cancel;
         return STEP_PENDING;
@@ -486,7 +486,7 @@ static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok
     if (s->state == S_HANDSHAKEN) {
         scram_client_first cf;
         scram_cred cred;
-        if (scram_client_first_parse(tok, len, &cf) || load_cred(b, cf.user, m, &cred))
+        if (sec_scram_client_first_parse(tok, len, &cf) || load_cred(b, cf.user, m, &cred))
             return STEP_FAIL;
         /* Kafka: an authorization id other than the user is refused. */
         if (cf.authzid.len && (cf.authzid.len != strlen(cf.user) ||
@@ -496,8 +496,8 @@ static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok
         char snonce[32];
         if (RAND_bytes(rnd, sizeof rnd) != 1)
             return STEP_FAIL;
-        scram_b64_encode(rnd, sizeof rnd, snonce, sizeof snonce);   /* no ',' in base64 */
-        int n = scram_server_first(&s->scram, &cf, &cred, snonce, out, cap);
+        sec_scram_b64_encode(rnd, sizeof rnd, snonce, sizeof snonce);   /* no ',' in base64 */
+        int n = sec_scram_server_first(&s->scram, &cf, &cred, snonce, out, cap);
         if (n < 0)
             return STEP_FAIL;
         snprintf(s->scram_user, sizeof s->scram_user, "%s", cf.user);
@@ -506,9 +506,9 @@ static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok
         return STEP_CONTINUE;
     }
     scram_client_final cf;
-    int n = scram_client_final_parse(tok, len, &cf) ? -1
-            : scram_server_final(&s->scram, &cf, out, cap);
-    scram_server_clear(&s->scram);
+    int n = sec_scram_client_final_parse(tok, len, &cf) ? -1
+            : sec_scram_server_final(&s->scram, &cf, out, cap);
+    sec_scram_server_clear(&s->scram);
     if (n < 0)
         return STEP_FAIL;
     *outlen = (size_t)n;
@@ -526,7 +526,7 @@ static void step_failed(bk_conn *c, bk_sasl_conn *s, char *msg, size_t msglen)
                  s->authenticated ? "re-authentication" : "authentication",
                  mech_names[s->mech]);
     BK_WARN("SASL %s authentication from %s failed; closing", mech_names[s->mech],
-            bk_conn_peer(c));
+            net_conn_peer(c));
     s->state = S_NONE;
 }
 
@@ -558,7 +558,7 @@ static int authenticate_answer(bk_req *r, int16_t err, const char *msg, const ch
     m.AuthBytes = (kp_str){ ans, (int32_t)n };
     m.SessionLifetimeMs = lifetime_ms;   /* v1+: KIP-368 */
     kp_enc_SaslAuthenticateResponse(r->out, r->hdr.RequestApiVersion, &m);
-    return err && bk_secproto_is_sasl(bk_conn_secproto(r->conn)) ? BK_RESPOND_CLOSE
+    return err && sec_secproto_is_sasl(net_conn_secproto(r->conn)) ? BK_RESPOND_CLOSE
                                                                    : BK_RESPOND;
 }
 
@@ -587,7 +587,7 @@ static void plain_done(void *arg)
     }
     r->cancel = NULL;
     r->state = NULL;
-    bk_sasl_conn *s = *bk_conn_sasl(r->conn);
+    bk_sasl_conn *s = *net_conn_sasl(r->conn);
     int st = ok ? authenticated(r->b, r->conn, s, j->user) : STEP_FAIL;
     plain_job_free(j);
     char msg[256];
@@ -595,20 +595,20 @@ static void plain_done(void *arg)
         step_failed(r->conn, s, msg, sizeof msg);
     if (r->raw) {                    /* v0: an empty token, or just the close */
         if (st == STEP_FAIL)
-            bk_req_close(r, false);
+            net_req_close(r, false);
         else
-            bk_req_finish(r);
+            net_req_finish(r);
         return;
     }
     if (step_answer(r, s, st, "", 0, msg) == BK_RESPOND)
-        bk_req_finish(r);
+        net_req_finish(r);
     else
-        bk_req_close(r, true);
+        net_req_close(r, true);
 }
 
-int bk_sasl_raw_token(bk_req *r, const uint8_t *tok, size_t len)
+int sec_sasl_raw_token(bk_req *r, const uint8_t *tok, size_t len)
 {
-    bk_sasl_conn *s = *bk_conn_sasl(r->conn);
+    bk_sasl_conn *s = *net_conn_sasl(r->conn);
     char ans[512], msg[256];
     size_t n;
     int st = s ? step(r, s, tok, len, ans, sizeof ans, &n, msg, sizeof msg) : STEP_FAIL;
@@ -632,7 +632,7 @@ static kp_str *enabled_list(bk_req *r, int32_t *count)
     return v;
 }
 
-int bk_handle_sasl_handshake(bk_req *r)
+int sec_handle_sasl_handshake(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_SaslHandshakeRequest q;
@@ -644,7 +644,7 @@ int bk_handle_sasl_handshake(bk_req *r)
     int rc = BK_RESPOND;
     enum sasl_mech mech;
     bk_sasl_conn *s = NULL;
-    if (!bk_secproto_is_sasl(bk_conn_secproto(r->conn))) {
+    if (!sec_secproto_is_sasl(net_conn_secproto(r->conn))) {
         /* Kafka answers this on a listener without SASL. */
         m.ErrorCode = KP_ILLEGAL_SASL_STATE;
         m.Mechanisms_count = 0;
@@ -654,9 +654,9 @@ int bk_handle_sasl_handshake(bk_req *r)
                !mech_enabled(r->b->cfg, r->conn, mech)) {
         BK_WARN("SASL mechanism %.*s from %s is not enabled on listener %s (%s); "
                 "closing", q.Mechanism.len < 0 ? 0 : (int)q.Mechanism.len,
-                q.Mechanism.p ? q.Mechanism.p : "", bk_conn_peer(r->conn),
-                bk_conn_listener(r->conn) ? bk_conn_listener(r->conn) : "-",
-                bk_config_sasl_mechanisms(r->b->cfg, bk_conn_listener(r->conn)));
+                q.Mechanism.p ? q.Mechanism.p : "", net_conn_peer(r->conn),
+                net_conn_listener(r->conn) ? net_conn_listener(r->conn) : "-",
+                bk_config_sasl_mechanisms(r->b->cfg, net_conn_listener(r->conn)));
         m.ErrorCode = KP_UNSUPPORTED_SASL_MECHANISM;
         rc = BK_RESPOND_CLOSE;
     } else if (s->state == S_HANDSHAKEN || s->state == S_SCRAM_FINAL ||
@@ -674,13 +674,13 @@ int bk_handle_sasl_handshake(bk_req *r)
     return rc;
 }
 
-int bk_handle_sasl_authenticate(bk_req *r)
+int sec_handle_sasl_authenticate(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_SaslAuthenticateRequest q;
     if (kp_dec_SaslAuthenticateRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    bk_sasl_conn *s = bk_secproto_is_sasl(bk_conn_secproto(r->conn)) ? state_of(r->conn) : NULL;
+    bk_sasl_conn *s = sec_secproto_is_sasl(net_conn_secproto(r->conn)) ? state_of(r->conn) : NULL;
     if (!s || s->raw || (s->state != S_HANDSHAKEN && s->state != S_SCRAM_FINAL))
         return authenticate_answer(r, KP_ILLEGAL_SASL_STATE,
                                    s ? "Unexpected SaslAuthenticate request: no "
@@ -697,9 +697,9 @@ int bk_handle_sasl_authenticate(bk_req *r)
     return step_answer(r, s, st, ans, n, msg);
 }
 
-bool bk_sasl_authenticated(bk_conn *c)
+bool sec_sasl_authenticated(bk_conn *c)
 {
-    bk_sasl_conn *s = *bk_conn_sasl(c);
+    bk_sasl_conn *s = *net_conn_sasl(c);
     return s && s->authenticated;
 }
 
@@ -740,21 +740,21 @@ static int check_user(scram_mech m, const char *mechanism, const char *name,
     return KP_NONE;
 }
 
-int bk_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechanism,
+int sec_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechanism,
                             const uint8_t *salt, size_t salt_len, int64_t iterations,
                             const uint8_t *salted, size_t salted_len, char *err, size_t errlen)
 {
-    scram_mech m = scram_mech_parse(mechanism);
+    scram_mech m = sec_scram_mech_parse(mechanism);
     int rc = check_user(m, mechanism, name, iterations, err, errlen);
     if (rc != KP_NONE)
         return rc;
-    md_scram_cred mc = { .iterations = (int32_t)iterations, .key_len = scram_key_len(m),
+    md_scram_cred mc = { .iterations = (int32_t)iterations, .key_len = sec_scram_key_len(m),
                          .created_at = bk_now_ms() };
     scram_cred c;
     if (!salt_len || salt_len > sizeof mc.salt ||
-        scram_cred_from_salted(m, salted, salted_len, &c)) {
+        sec_scram_cred_from_salted(m, salted, salted_len, &c)) {
         snprintf(err, errlen, "The salt (1 to %zu bytes) or the salted password (%zu bytes "
-                 "for %s) has the wrong size", sizeof mc.salt, scram_key_len(m), mechanism);
+                 "for %s) has the wrong size", sizeof mc.salt, sec_scram_key_len(m), mechanism);
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
     snprintf(mc.mechanism, sizeof mc.mechanism, "%s", mechanism);
@@ -769,10 +769,10 @@ int bk_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechanis
     return KP_NONE;
 }
 
-int bk_sasl_user_set(bk_broker *b, const char *name, const char *mechanism,
+int sec_sasl_user_set(bk_broker *b, const char *name, const char *mechanism,
                      const char *password, int64_t iterations, char *err, size_t errlen)
 {
-    scram_mech m = scram_mech_parse(mechanism);
+    scram_mech m = sec_scram_mech_parse(mechanism);
     int rc = check_user(m, mechanism, name, iterations, err, errlen);
     if (rc != KP_NONE)
         return rc;
@@ -781,30 +781,30 @@ int bk_sasl_user_set(bk_broker *b, const char *name, const char *mechanism,
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
     uint8_t salt[BK_SASL_SALT], salted[SCRAM_MAX_KEY];
-    size_t kl = bk_sasl_salt(mechanism, password, iterations, salt, salted);
+    size_t kl = sec_sasl_salt(mechanism, password, iterations, salt, salted);
     if (!kl) {
         snprintf(err, errlen, "cannot derive the SCRAM credential");
         return KP_UNKNOWN_SERVER_ERROR;
     }
-    rc = bk_sasl_user_put_salted(b, name, mechanism, salt, sizeof salt, iterations, salted,
+    rc = sec_sasl_user_put_salted(b, name, mechanism, salt, sizeof salt, iterations, salted,
                                  kl, err, errlen);
     OPENSSL_cleanse(salted, sizeof salted);
     return rc;
 }
 
-size_t bk_sasl_salt(const char *mechanism, const char *password, int64_t iterations,
+size_t sec_sasl_salt(const char *mechanism, const char *password, int64_t iterations,
                     uint8_t salt[BK_SASL_SALT], uint8_t salted[SCRAM_MAX_KEY])
 {
-    scram_mech m = scram_mech_parse(mechanism);
+    scram_mech m = sec_scram_mech_parse(mechanism);
     if (m == SCRAM_UNKNOWN || !password || !password[0] || iterations < SCRAM_MIN_ITERATIONS ||
         iterations > SCRAM_MAX_ITERATIONS || RAND_bytes(salt, BK_SASL_SALT) != 1 ||
-        scram_salted_password(m, password, strlen(password), salt, BK_SASL_SALT,
+        sec_scram_salted_password(m, password, strlen(password), salt, BK_SASL_SALT,
                               (int32_t)iterations, salted))
         return 0;
-    return scram_key_len(m);
+    return sec_scram_key_len(m);
 }
 
-int bk_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,
+int sec_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,
                         char *err, size_t errlen)
 {
     bool deleted;
@@ -820,7 +820,7 @@ int bk_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,
     return KP_NONE;
 }
 
-void bk_sasl_metrics_render(kp_buf *o)
+void sec_sasl_metrics_render(kp_buf *o)
 {
     static const struct { const char *name, *help; const uint64_t *v; } kinds[] = {
         { "sluice_successful_authentication_total", "SASL authentications that succeeded.",

@@ -15,12 +15,12 @@
 
 #include "kp_msgs.h"
 
-bool bk_sasl_client_wanted(const bk_broker *b)
+bool sec_sasl_client_wanted(const bk_broker *b)
 {
-    return bk_secproto_is_sasl(b->cfg->listeners[b->cfg->inter_broker_listener].proto);
+    return sec_secproto_is_sasl(b->cfg->listeners[b->cfg->inter_broker_listener].proto);
 }
 
-void bk_sasl_client_init(bk_sasl_client *c, bk_sasl_keys *k, const bk_sasl_client_ops *ops,
+void sec_sasl_client_init(bk_sasl_client *c, bk_sasl_keys *k, const bk_sasl_client_ops *ops,
                          void *conn, int32_t peer)
 {
     memset(c, 0, sizeof *c);
@@ -30,7 +30,7 @@ void bk_sasl_client_init(bk_sasl_client *c, bk_sasl_keys *k, const bk_sasl_clien
     c->peer = peer;
 }
 
-void bk_sasl_client_reset(bk_sasl_client *c)
+void sec_sasl_client_reset(bk_sasl_client *c)
 {
     c->step = 0;
     c->salting = false;
@@ -52,7 +52,7 @@ static void sasl_fail(bk_sasl_client *c, const char *what)
     c->ops->fail(c->conn, why);
 }
 
-void bk_sasl_client_start(bk_sasl_client *c)
+void sec_sasl_client_start(bk_sasl_client *c)
 {
     kp_SaslHandshakeRequest q;
     kp_init_SaslHandshakeRequest(&q);
@@ -74,7 +74,7 @@ static void sasl_token(bk_sasl_client *c, const char *tok, size_t n)
 static void sasl_first_token(bk_sasl_client *c)
 {
     const bk_config *cfg = c->keys->b->cfg;
-    scram_mech m = scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    scram_mech m = sec_scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
     char tok[SCRAM_MAX_NAME * 3 + 128];
     int n;
     if (m == SCRAM_UNKNOWN) {                    /* PLAIN (bk_config_finish) */
@@ -91,8 +91,8 @@ static void sasl_first_token(bk_sasl_client *c)
             c->ops->fail(c->conn, "no random bytes for a SCRAM nonce");
             return;
         }
-        scram_b64_encode(rnd, sizeof rnd, cnonce, sizeof cnonce);  /* no ',' */
-        n = scram_client_first_write(&c->scram, m, cfg->ib_sasl_user, cnonce, tok, sizeof tok);
+        sec_scram_b64_encode(rnd, sizeof rnd, cnonce, sizeof cnonce);  /* no ',' */
+        n = sec_scram_client_first_write(&c->scram, m, cfg->ib_sasl_user, cnonce, tok, sizeof tok);
     }
     if (n < 0) {
         sasl_fail(c, "the user name is too long");
@@ -120,7 +120,7 @@ typedef struct sasl_salt_job {
 static void salt_run(void *arg)
 {
     sasl_salt_job *j = arg;
-    j->rc = scram_salted_password(j->mech, j->password, strlen(j->password), j->salt,
+    j->rc = sec_scram_salted_password(j->mech, j->password, strlen(j->password), j->salt,
                                   j->salt_len, j->iterations, j->out);
 }
 
@@ -147,7 +147,7 @@ static void salt_done(void *arg)
         k->salted(k->owner, ok);
 }
 
-void bk_sasl_keys_init(bk_sasl_keys *k, bk_broker *b, void (*salted)(void *owner, bool ok),
+void sec_sasl_keys_init(bk_sasl_keys *k, bk_broker *b, void (*salted)(void *owner, bool ok),
                        void *owner)
 {
     memset(k, 0, sizeof *k);
@@ -156,7 +156,7 @@ void bk_sasl_keys_init(bk_sasl_keys *k, bk_broker *b, void (*salted)(void *owner
     k->owner = owner;
 }
 
-void bk_sasl_keys_free(bk_sasl_keys *k)
+void sec_sasl_keys_free(bk_sasl_keys *k)
 {
     if (k->job)
         k->job->keys = NULL;             /* the janitor's done() frees it */
@@ -183,7 +183,7 @@ static int salt_start(bk_sasl_keys *k, scram_mech m, const scram_server_first_ms
     j->salt_len = sf->salt_len;
     j->iterations = sf->iterations;
     snprintf(j->password, sizeof j->password, "%s", k->b->cfg->ib_sasl_password);
-    if (bk_janitor_call(k->b, salt_run, salt_done, j) != 0) {
+    if (replica_janitor_call(k->b, salt_run, salt_done, j) != 0) {
         OPENSSL_cleanse(j, sizeof *j);
         free(j);
         return -1;
@@ -197,12 +197,12 @@ static int salt_start(bk_sasl_keys *k, scram_mech m, const scram_server_first_ms
 static void sasl_client_final(bk_sasl_client *c)
 {
     bk_sasl_keys *k = c->keys;
-    scram_mech m = scram_mech_parse(k->b->cfg->sasl_mechanism_inter_broker_protocol);
+    scram_mech m = sec_scram_mech_parse(k->b->cfg->sasl_mechanism_inter_broker_protocol);
     scram_server_first_msg sf;
     char fin[512];
     int n;
     c->salting = false;
-    if (scram_server_first_parse(&c->scram, c->server_first, c->server_first_len, &sf) != 0) {
+    if (sec_scram_server_first_parse(&c->scram, c->server_first, c->server_first_len, &sf) != 0) {
         sasl_fail(c, "the leader's server-first message is malformed (or its nonce or "
                      "iteration count is unacceptable)");
         return;
@@ -215,7 +215,7 @@ static void sasl_client_final(bk_sasl_client *c)
         c->salting = true;               /* nothing is sent meanwhile */
         return;
     }
-    n = scram_client_final_write(&c->scram, &sf, c->server_first, c->server_first_len,
+    n = sec_scram_client_final_write(&c->scram, &sf, c->server_first, c->server_first_len,
                                  k->key, fin, sizeof fin);
     if (n < 0) {
         sasl_fail(c, "cannot compute the client proof");
@@ -225,7 +225,7 @@ static void sasl_client_final(bk_sasl_client *c)
     OPENSSL_cleanse(fin, sizeof fin);
 }
 
-void bk_sasl_client_resume(bk_sasl_client *c, bool ok)
+void sec_sasl_client_resume(bk_sasl_client *c, bool ok)
 {
     if (ok)
         sasl_client_final(c);
@@ -258,10 +258,10 @@ static void handshake_answer(bk_sasl_client *c, kp_rd *r, kp_arena *arena)
     sasl_first_token(c);
 }
 
-void bk_sasl_client_answer(bk_sasl_client *c, int16_t api, kp_rd *r, kp_arena *arena)
+void sec_sasl_client_answer(bk_sasl_client *c, int16_t api, kp_rd *r, kp_arena *arena)
 {
     const bk_config *cfg = c->keys->b->cfg;
-    scram_mech m = scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    scram_mech m = sec_scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
     char msg[300];
     if (api == KP_API_SASL_HANDSHAKE) {
         handshake_answer(c, r, arena);
@@ -292,7 +292,7 @@ void bk_sasl_client_answer(bk_sasl_client *c, int16_t api, kp_rd *r, kp_arena *a
         sasl_client_final(c);
         return;
     }
-    if (m != SCRAM_UNKNOWN && !scram_client_verify(&c->scram, tok, tlen)) {   /* SC3 */
+    if (m != SCRAM_UNKNOWN && !sec_scram_client_verify(&c->scram, tok, tlen)) {   /* SC3 */
         sasl_fail(c, "the leader's server signature is wrong (it does not hold this user's "
                      "credential)");
         return;

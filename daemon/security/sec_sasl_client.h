@@ -20,7 +20,7 @@
  *   SC1. Nothing but SaslHandshake and SaslAuthenticate is sent through
  *        ops->send until ops->authenticated ran.
  *   SC2. SCRAM's SaltedPassword for the broker's password is computed off
- *        the loop (bk_janitor_call), once per salt, iteration count and
+ *        the loop (replica_janitor_call), once per salt, iteration count and
  *        mechanism (bk_sasl_keys, one per broker); every client salting
  *        for it is resumed when it is known (keys' salted callback).
  *   SC3. A server-final without the ServerSignature the password gives
@@ -75,21 +75,21 @@ typedef struct bk_sasl_client {
 #define BK_SASL_AUTH_VERSION 2
 
 /* This broker's inter-broker listener is SASL_*. */
-bool bk_sasl_client_wanted(const bk_broker *b);
-void bk_sasl_keys_init(bk_sasl_keys *k, bk_broker *b, void (*salted)(void *owner, bool ok),
+bool sec_sasl_client_wanted(const bk_broker *b);
+void sec_sasl_keys_init(bk_sasl_keys *k, bk_broker *b, void (*salted)(void *owner, bool ok),
                        void *owner);
 /* A job still in flight is disowned: its end touches nothing of k. */
-void bk_sasl_keys_free(bk_sasl_keys *k);
-void bk_sasl_client_init(bk_sasl_client *c, bk_sasl_keys *k, const bk_sasl_client_ops *ops,
+void sec_sasl_keys_free(bk_sasl_keys *k);
+void sec_sasl_client_init(bk_sasl_client *c, bk_sasl_keys *k, const bk_sasl_client_ops *ops,
                          void *conn, int32_t peer);
 /* The connection closed: the next login starts afresh. */
-void bk_sasl_client_reset(bk_sasl_client *c);
+void sec_sasl_client_reset(bk_sasl_client *c);
 /* SaslHandshake, on a new connection or to re-authenticate. */
-void bk_sasl_client_start(bk_sasl_client *c);
+void sec_sasl_client_start(bk_sasl_client *c);
 /* The answer to the request of api the client sent (r after the
  * correlation id; arena reset by the caller). */
-void bk_sasl_client_answer(bk_sasl_client *c, int16_t api, kp_rd *r, kp_arena *arena);
+void sec_sasl_client_answer(bk_sasl_client *c, int16_t api, kp_rd *r, kp_arena *arena);
 /* The keys' salted callback, for a salting client. */
-void bk_sasl_client_resume(bk_sasl_client *c, bool ok);
+void sec_sasl_client_resume(bk_sasl_client *c, bool ok);
 
 #endif

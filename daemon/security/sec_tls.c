@@ -5,7 +5,7 @@
  * One server context serves every TLS listener and the admin https
  * endpoint; one client context serves broker-to-broker connections (the
  * replica fetcher).  Both are made on first use and live until
- * bk_tls_free; an SSL object holds its own reference to its context.
+ * sec_tls_free; an SSL object holds its own reference to its context.
  *
  * Invariants:
  *   T1. Only TLS 1.2 and 1.3 are ever negotiated (ssl.enabled.protocols
@@ -44,7 +44,7 @@ struct bk_tls {
     SSL_CTX *server, *client;
 };
 
-const char *bk_tls_error(char *buf, size_t cap)
+const char *sec_tls_error(char *buf, size_t cap)
 {
     unsigned long e = ERR_get_error();
     if (!e) {
@@ -90,7 +90,7 @@ static int load_keystore(SSL_CTX *ctx, const bk_config *c, char *err, size_t err
         if (SSL_CTX_use_certificate_chain_file(ctx, c->ssl_keystore_location) != 1 ||
             SSL_CTX_use_PrivateKey_file(ctx, c->ssl_keystore_location, SSL_FILETYPE_PEM) != 1) {
             snprintf(err, errlen, "ssl.keystore.location %s: %s", c->ssl_keystore_location,
-                     bk_tls_error(e, sizeof e));
+                     sec_tls_error(e, sizeof e));
             return -1;
         }
     } else if (c->ssl_keystore_certificate_chain[0]) {
@@ -110,7 +110,7 @@ static int load_keystore(SSL_CTX *ctx, const bk_config *c, char *err, size_t err
         BIO_free(bio);
         if (!ok) {
             snprintf(err, errlen, "ssl.keystore.certificate.chain / ssl.keystore.key: %s",
-                     bk_tls_error(e, sizeof e));
+                     sec_tls_error(e, sizeof e));
             return -1;
         }
     } else {
@@ -130,7 +130,7 @@ static int load_truststore(SSL_CTX *ctx, const bk_config *c, bool server,
     if (c->ssl_truststore_location[0]) {
         if (SSL_CTX_load_verify_locations(ctx, c->ssl_truststore_location, NULL) != 1) {
             snprintf(err, errlen, "ssl.truststore.location %s: %s",
-                     c->ssl_truststore_location, bk_tls_error(e, sizeof e));
+                     c->ssl_truststore_location, sec_tls_error(e, sizeof e));
             return -1;
         }
         if (server)               /* the CAs a client may pick its certificate by */
@@ -217,17 +217,17 @@ static SSL_CTX *ctx_get(bk_broker *b, bool server, char *err, size_t errlen)
     return *slot;
 }
 
-SSL_CTX *bk_tls_server_ctx(bk_broker *b, char *err, size_t errlen)
+SSL_CTX *sec_tls_server_ctx(bk_broker *b, char *err, size_t errlen)
 {
     return ctx_get(b, true, err, errlen);
 }
 
-SSL_CTX *bk_tls_client_ctx(bk_broker *b, char *err, size_t errlen)
+SSL_CTX *sec_tls_client_ctx(bk_broker *b, char *err, size_t errlen)
 {
     return ctx_get(b, false, err, errlen);
 }
 
-void bk_tls_free(bk_broker *b)
+void sec_tls_free(bk_broker *b)
 {
     if (!b->tls)
         return;
@@ -239,7 +239,7 @@ void bk_tls_free(bk_broker *b)
 
 /* The kernel's "tls" ULP can only be set on a connected socket, so the
  * probe makes a loopback connection and throws it away. */
-bool bk_tls_kernel_available(void)
+bool sec_tls_kernel_available(void)
 {
     static int known = -1;
     if (known >= 0)
@@ -261,7 +261,7 @@ bool bk_tls_kernel_available(void)
     return known;
 }
 
-bool bk_tls_ktls_send(SSL *ssl)
+bool sec_tls_ktls_send(SSL *ssl)
 {
 #if defined(BIO_get_ktls_send) && !defined(OPENSSL_NO_KTLS)
     return BIO_get_ktls_send(SSL_get_wbio(ssl)) == 1;
@@ -271,7 +271,7 @@ bool bk_tls_ktls_send(SSL *ssl)
 #endif
 }
 
-int bk_tls_peer_principal(SSL *ssl, char *buf, size_t cap)
+int sec_tls_peer_principal(SSL *ssl, char *buf, size_t cap)
 {
     X509 *cert = SSL_get0_peer_certificate(ssl);
     if (!cert || SSL_get_verify_result(ssl) != X509_V_OK)

@@ -12,20 +12,20 @@ struct bk_broker;
 
 /* The server context (listeners, admin https), made on first call.
  * NULL with err when the keystore or truststore cannot be loaded. */
-SSL_CTX *bk_tls_server_ctx(struct bk_broker *b, char *err, size_t errlen);
+SSL_CTX *sec_tls_server_ctx(struct bk_broker *b, char *err, size_t errlen);
 /* The client context broker-to-broker connections use: the same keystore
  * (presented when the other side asks), the truststore to verify with. */
-SSL_CTX *bk_tls_client_ctx(struct bk_broker *b, char *err, size_t errlen);
+SSL_CTX *sec_tls_client_ctx(struct bk_broker *b, char *err, size_t errlen);
 /* Whether this kernel takes the "tls" TCP upper-layer protocol (kernel
  * TLS), probed once on a loopback connection. */
-bool bk_tls_kernel_available(void);
+bool sec_tls_kernel_available(void);
 /* Whether OpenSSL moved this connection's sending into the kernel. */
-bool bk_tls_ktls_send(SSL *ssl);
+bool sec_tls_ktls_send(SSL *ssl);
 /* "User:CN=...,O=..." (RFC 2253, Kafka's default principal builder) of
  * the verified peer certificate; 0, or -1 when there is none. */
-int  bk_tls_peer_principal(SSL *ssl, char *buf, size_t cap);
+int  sec_tls_peer_principal(SSL *ssl, char *buf, size_t cap);
 /* The first OpenSSL error, for log lines ("certificate verify failed"). */
-const char *bk_tls_error(char *buf, size_t cap);
-void bk_tls_free(struct bk_broker *b);
+const char *sec_tls_error(char *buf, size_t cap);
+void sec_tls_free(struct bk_broker *b);
 
 #endif

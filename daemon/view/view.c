@@ -7,18 +7,18 @@
  * topic its id, partition count and effective config; per partition its
  * leader, leader epoch, replicas in preference order and ISR.  It is
  * changed only by the apply half of the one path per fact (view_topics.c,
- * bk_topic_apply), never by a handler.  The logs this broker hosts are the
+ * view_topic_apply), never by a handler.  The logs this broker hosts are the
  * other registry (replica.c); a partition of the view points at its local
  * replica when there is one.
  *
  * Questions and their one answer each:
- *   does (topic, partition) exist        bk_view_partition
- *   may this broker serve it as leader   bk_leader_replica
- *   who leads it                         bk_leader_of
- *   who is the controller                bk_controller_id
- *   is broker N alive, which are         bk_broker_alive, bk_live_brokers
- *   where do new partitions go           bk_view_assign
- * (who coordinates a group: bk_coordinator_of, daemon/group*.c, asks the
+ *   does (topic, partition) exist        view_partition
+ *   may this broker serve it as leader   view_leader_replica
+ *   who leads it                         view_leader_of
+ *   who is the controller                view_controller_id
+ *   is broker N alive, which are         view_broker_alive, view_live_brokers
+ *   where do new partitions go           view_assign
+ * (who coordinates a group: gc_coordinator_of, daemon/group*.c, asks the
  * same brokers.)  Standalone: this broker is the only one, alive,
  * controller, and leader of everything it hosts.
  *
@@ -33,8 +33,8 @@
  *       wakes the partition's waiters after unlinking the topic, and woken
  *       code looks partitions up again by name (daemon/replica/replica_partition.c).
  *   V4. The name hash and the id hash hold the same topics (those with a
- *       non-zero id in the id hash), both changed only by bk_view_insert
- *       and bk_view_remove: a lookup by either is one hash probe.
+ *       non-zero id in the id hash), both changed only by view_insert
+ *       and view_remove: a lookup by either is one hash probe.
  */
 #include "daemon/view/view_registry.h"
 
@@ -75,7 +75,7 @@ static void id_link(bk_topic **table, size_t size, bk_topic *t)
     table[slot] = t;
 }
 
-void bk_view_insert(bk_broker *b, bk_topic *t)
+void view_insert(bk_broker *b, bk_topic *t)
 {
     if (b->ntopics + 1 > b->topic_hash_size / 2) {
         size_t nsize = b->topic_hash_size ? b->topic_hash_size * 2 : 64;
@@ -103,7 +103,7 @@ void bk_view_insert(bk_broker *b, bk_topic *t)
     b->ntopics++;
 }
 
-void bk_view_remove(bk_broker *b, bk_topic *t)
+void view_remove(bk_broker *b, bk_topic *t)
 {
     size_t slot = name_hash(t->name, strlen(t->name)) & (b->topic_hash_size - 1);
     bool found = false;
@@ -124,7 +124,7 @@ void bk_view_remove(bk_broker *b, bk_topic *t)
         }
 }
 
-void bk_view_free(bk_broker *b)
+void view_free(bk_broker *b)
 {
     free(b->topic_hash);
     free(b->topic_id_hash);
@@ -132,7 +132,7 @@ void bk_view_free(bk_broker *b)
     b->topic_hash_size = b->ntopics = 0;
 }
 
-bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len)
+bk_topic *view_topic_find(bk_broker *b, const char *name, size_t len)
 {
     if (!b->topic_hash_size)
         return NULL;
@@ -144,7 +144,7 @@ bk_topic *bk_topic_find(bk_broker *b, const char *name, size_t len)
 }
 
 /* Fetch v13+ names every topic by id: one probe of the id hash (V4). */
-bk_topic *bk_topic_find_id(bk_broker *b, const uint8_t id[16])
+bk_topic *view_topic_find_id(bk_broker *b, const uint8_t id[16])
 {
     if (!b->topic_hash_size || !memcmp(id, zero_id, 16))
         return NULL;
@@ -155,7 +155,7 @@ bk_topic *bk_topic_find_id(bk_broker *b, const uint8_t id[16])
     return NULL;
 }
 
-void bk_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *arg)
+void view_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *arg)
 {
     for (size_t i = 0; i < b->topic_hash_size; i++)
         for (bk_topic *t = b->topic_hash[i], *next; t; t = next) {
@@ -164,33 +164,33 @@ void bk_topics_foreach(bk_broker *b, void (*fn)(bk_topic *t, void *arg), void *a
         }
 }
 
-const bk_pview *bk_view_partition(bk_broker *b, kp_str topic, int32_t partition)
+const bk_pview *view_partition(bk_broker *b, kp_str topic, int32_t partition)
 {
     if (topic.len <= 0)
         return NULL;
-    bk_topic *t = bk_topic_find(b, topic.p, (size_t)topic.len);
+    bk_topic *t = view_topic_find(b, topic.p, (size_t)topic.len);
     if (!t || partition < 0 || partition >= t->npartitions)
         return NULL;
     return &t->parts[partition];
 }
 
 /* Hot path (every produced and fetched partition): one hash lookup. */
-int bk_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partition **out)
+int view_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partition **out)
 {
     *out = NULL;
-    const bk_pview *v = bk_view_partition(b, topic, partition);
+    const bk_pview *v = view_partition(b, topic, partition);
     if (!v)
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     if (v->leader != b->cfg->broker_id || !v->local || v->local->held ||
         b->fenced)
         return KP_NOT_LEADER_OR_FOLLOWER;
-    if (bk_logdir_offline(b))
+    if (replica_logdir_offline(b))
         return KP_KAFKA_STORAGE_ERROR;          /* its log dir failed (replica_logdir.c) */
     *out = v->local;
     return KP_NONE;
 }
 
-int32_t bk_leader_of(bk_broker *b, const bk_topic *t, int32_t partition)
+int32_t view_leader_of(bk_broker *b, const bk_topic *t, int32_t partition)
 {
     (void)b;
     if (partition < 0 || partition >= t->npartitions)
@@ -198,14 +198,14 @@ int32_t bk_leader_of(bk_broker *b, const bk_topic *t, int32_t partition)
     return t->parts[partition].leader;
 }
 
-int32_t bk_controller_id(bk_broker *b)
+int32_t view_controller_id(bk_broker *b)
 {
     if (b->view_clustered)
         return b->controller_id;
     return b->cfg->broker_id;                   /* standalone: this broker */
 }
 
-bool bk_broker_alive(bk_broker *b, int32_t id)
+bool view_broker_alive(bk_broker *b, int32_t id)
 {
     if (!b->view_clustered)
         return id == b->cfg->broker_id;
@@ -222,7 +222,7 @@ bool bk_broker_alive(bk_broker *b, int32_t id)
     return false;
 }
 
-int bk_live_brokers(bk_broker *b, int32_t *ids, int max)
+int view_live_brokers(bk_broker *b, int32_t *ids, int max)
 {
     if (!b->view_clustered) {
         if (max > 0)
@@ -243,7 +243,7 @@ static const struct bk_view_endpoint *broker_endpoint(const bk_view_broker *z,
     return NULL;
 }
 
-int bk_brokers_info(bk_broker *b, const char *listener, bk_broker_info *out, int max)
+int view_brokers_info(bk_broker *b, const char *listener, bk_broker_info *out, int max)
 {
     const bk_listener *own = listener ? bk_config_listener(b->cfg, listener) : NULL;
     if (!own)
@@ -268,44 +268,44 @@ int bk_brokers_info(bk_broker *b, const char *listener, bk_broker_info *out, int
     return n;
 }
 
-bool bk_cluster_fenced(bk_broker *b)
+bool view_cluster_fenced(bk_broker *b)
 {
     return b->fenced;
 }
 
-void bk_view_cluster_start(bk_broker *b)
+void view_cluster_start(bk_broker *b)
 {
     b->view_clustered = true;
     b->controller_id = -1;
     b->fenced = true;                           /* not registered yet (cluster_session.c S1) */
 }
 
-void bk_view_cluster_stop(bk_broker *b)
+void view_cluster_stop(bk_broker *b)
 {
-    bk_view_set_brokers(b, NULL, 0);
+    view_set_brokers(b, NULL, 0);
     b->view_clustered = false;
     b->controller_id = -1;
     b->fenced = false;
 }
 
-void bk_view_set_brokers(bk_broker *b, bk_view_broker *list, int n)
+void view_set_brokers(bk_broker *b, bk_view_broker *list, int n)
 {
     free(b->live);
     b->live = list;
     b->nlive = n;
 }
 
-void bk_view_set_controller(bk_broker *b, int32_t id)
+void view_set_controller(bk_broker *b, int32_t id)
 {
     b->controller_id = id;
 }
 
-void bk_view_set_fenced(bk_broker *b, bool fenced)
+void view_set_fenced(bk_broker *b, bool fenced)
 {
     b->fenced = fenced;
 }
 
-const char *bk_cluster_id(bk_broker *b)
+const char *view_cluster_id(bk_broker *b)
 {
     return b->cluster_id;
 }
@@ -322,10 +322,10 @@ static int check_rf(int16_t rf, int nlive, char *err, size_t errlen)
     return KP_INVALID_REPLICATION_FACTOR;
 }
 
-int bk_view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errlen)
+int view_check_replication(bk_broker *b, int16_t rf, char *err, size_t errlen)
 {
     int32_t live[BK_VIEW_MAX_BROKERS];
-    return check_rf(rf, bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS), err, errlen);
+    return check_rf(rf, view_live_brokers(b, live, BK_VIEW_MAX_BROKERS), err, errlen);
 }
 
 /* The rack of live broker id ("" when none or standalone). */
@@ -400,7 +400,7 @@ static int replica_index(int first, int64_t shift, int64_t j, int n)
  * positions with the shift times the number of racks, and is skipped
  * while its rack already holds a replica of the partition and some rack
  * holds none, or while it holds one itself. */
-int bk_assign_replicas(const int32_t *ids, const char *const *racks, int n, int32_t start,
+int view_assign_replicas(const int32_t *ids, const char *const *racks, int n, int32_t start,
                        int32_t first, int32_t count, int16_t rf, int32_t *replicas)
 {
     if (n <= 0 || n > BK_VIEW_MAX_BROKERS || rf <= 0 || rf > n || first < 0 || count < 0 ||
@@ -452,15 +452,15 @@ int bk_assign_replicas(const int32_t *ids, const char *const *racks, int n, int3
     return 0;
 }
 
-int bk_view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf, int32_t lead0,
+int view_assign(bk_broker *b, int32_t first, int32_t count, int16_t rf, int32_t lead0,
                    int32_t *replicas, char *err, size_t errlen)
 {
     int32_t live[BK_VIEW_MAX_BROKERS];
-    int n = bk_live_brokers(b, live, BK_VIEW_MAX_BROKERS);
-    return bk_view_assign_among(b, live, n, first, count, rf, lead0, replicas, err, errlen);
+    int n = view_live_brokers(b, live, BK_VIEW_MAX_BROKERS);
+    return view_assign_among(b, live, n, first, count, rf, lead0, replicas, err, errlen);
 }
 
-int bk_view_assign_among(bk_broker *b, const int32_t *brokers, int nbrokers, int32_t first,
+int view_assign_among(bk_broker *b, const int32_t *brokers, int nbrokers, int32_t first,
                          int32_t count, int16_t rf, int32_t lead0, int32_t *replicas,
                          char *err, size_t errlen)
 {
@@ -477,7 +477,7 @@ int bk_view_assign_among(bk_broker *b, const int32_t *brokers, int nbrokers, int
         if (lead0 >= 0 && brokers[i] < lead0)
             start = i + 1 < n ? i + 1 : 0;
     }
-    if (bk_assign_replicas(brokers, racks, n, start, first, count, rf, replicas)) {
+    if (view_assign_replicas(brokers, racks, n, start, first, count, rf, replicas)) {
         snprintf(err, errlen, "cannot assign %d partitions of replication factor %d to "
                  "%d brokers", (int)count, (int)rf, n);
         return KP_INVALID_REPLICATION_FACTOR;

@@ -20,7 +20,7 @@
  * The sets live in SQLite (broker_configs, metadata/broker_configs.c); a
  * change is stored first, then applied: b->cfg->topic_defaults is rebuilt
  * from the three layers and every topic re-resolves its config
- * (bk_topic_apply), so retention, segment rolling, flushing and produce
+ * (view_topic_apply), so retention, segment rolling, flushing and produce
  * limits follow at once.  In cluster mode ZooKeeper's /config/brokers/
  * holds the sets, as in Kafka (daemon/cluster/cluster_broker_configs.c): a change is
  * validated here, written there, and adopted (stored, applied) by every
@@ -29,7 +29,7 @@
  *
  * Invariants:
  *   Y1. b->cfg->topic_defaults = file ⊕ default set ⊕ own set, rebuilt
- *       after every change and at startup (bk_broker_configs_init).
+ *       after every change and at startup (view_broker_configs_init).
  *   Y2. A set is validated whole before anything is stored or applied.
  * State is the loop thread's.
  */
@@ -79,15 +79,15 @@ static bool broker_only_key(const char *key)
     return false;
 }
 
-bool bk_broker_config_dynamic(const char *key)
+bool view_broker_config_dynamic(const char *key)
 {
     return def_of_broker_key(key) != NULL || broker_only_key(key);
 }
 
-int64_t bk_broker_config_rate(const bk_broker *b, const char *key)
+int64_t view_broker_config_rate(const bk_broker *b, const char *key)
 {
     int8_t src;
-    const char *v = bk_broker_config_dynamic_value(key, false, &src);
+    const char *v = view_broker_config_dynamic_value(key, false, &src);
     long long r = v ? strtoll(v, NULL, 10)
                     : !strcmp(key, "leader.replication.throttled.rate")
                         ? b->cfg->leader_replication_throttled_rate
@@ -104,7 +104,7 @@ static const char *kv_find(const md_kv *kv, size_t n, const char *name)
     return NULL;
 }
 
-const char *bk_broker_config_dynamic_value(const char *key, bool def_only, int8_t *source)
+const char *view_broker_config_dynamic_value(const char *key, bool def_only, int8_t *source)
 {
     const char *v = def_only ? NULL : kv_find(dyn.self, dyn.nself, key);
     if (v) {
@@ -116,7 +116,7 @@ const char *bk_broker_config_dynamic_value(const char *key, bool def_only, int8_
     return v;
 }
 
-const md_kv *bk_broker_configs_static(bk_broker *b, size_t *n)
+const md_kv *view_broker_configs_static(bk_broker *b, size_t *n)
 {
     if (!dyn.ready) {                 /* not initialised (tests, fuzzing) */
         *n = b->cfg->ntopic_defaults;
@@ -153,7 +153,7 @@ static int rebuild(bk_broker *b)
     for (size_t i = 0; i < ndefs; i++) {
         const md_config_def *d = &defs[i];
         int8_t src;
-        const char *v = d->broker_key ? bk_broker_config_dynamic_value(d->broker_key, false, &src)
+        const char *v = d->broker_key ? view_broker_config_dynamic_value(d->broker_key, false, &src)
                                       : NULL;
         if (!v)
             v = kv_find(dyn.file, dyn.nfile, d->name);
@@ -196,21 +196,21 @@ static void collect_name(bk_topic *t, void *arg)
 static void apply_all(bk_broker *b)
 {
     struct names s = { 0 };
-    bk_topics_foreach(b, count_one, &s);
+    view_topics_foreach(b, count_one, &s);
     if (!(s.v = calloc(s.cap + 1, sizeof *s.v))) {
         BK_ERROR("dynamic broker configs: out of memory applying them to topics");
         return;
     }
-    bk_topics_foreach(b, collect_name, &s);
+    view_topics_foreach(b, collect_name, &s);
     for (size_t i = 0; i < s.n; i++) {
         char err[MD_ERRLEN];
-        if (bk_topic_apply(b, s.v[i], err, sizeof err) != KP_NONE)
+        if (view_topic_apply(b, s.v[i], err, sizeof err) != KP_NONE)
             BK_ERROR("topic %s: new broker defaults not applied: %s", s.v[i], err);
     }
     free(s.v);
 }
 
-/* The file layer, captured once (bk_broker_configs_init, or the first
+/* The file layer, captured once (view_broker_configs_init, or the first
  * change where init did not run: the fuzz harness).  0 or -1. */
 static int capture_file(bk_broker *b)
 {
@@ -223,7 +223,7 @@ static int capture_file(bk_broker *b)
     return 0;
 }
 
-int bk_broker_configs_get(bk_broker *b, const char *resource, md_kv **kv, size_t *n)
+int view_broker_configs_get(bk_broker *b, const char *resource, md_kv **kv, size_t *n)
 {
     (void)b;
     const md_kv *src = resource[0] ? dyn.self : dyn.dflt;
@@ -233,14 +233,14 @@ int bk_broker_configs_get(bk_broker *b, const char *resource, md_kv **kv, size_t
     return *kv ? KP_NONE : KP_UNKNOWN_SERVER_ERROR;
 }
 
-int bk_broker_configs_set(bk_broker *b, const char *resource, const md_kv *kv, size_t n,
+int view_broker_configs_set(bk_broker *b, const char *resource, const md_kv *kv, size_t n,
                           bool validate_only, bk_topic_op *op, char *msg, size_t msglen)
 {
     msg[0] = 0;
     /* Y2: every key dynamic (all the others named at once, as Kafka) ... */
     size_t used = 0;
     for (size_t i = 0; i < n; i++) {
-        if (bk_broker_config_dynamic(kv[i].name) || used >= msglen)
+        if (view_broker_config_dynamic(kv[i].name) || used >= msglen)
             continue;
         if (used == 0)
             used = (size_t)snprintf(msg, msglen, "Invalid config value for resource "
@@ -289,7 +289,7 @@ static bool same_set(const md_kv *a, size_t na, const md_kv *b, size_t nb)
     return true;
 }
 
-int bk_broker_configs_adopt(bk_broker *b, const char *resource, const md_kv *kv, size_t n)
+int view_broker_configs_adopt(bk_broker *b, const char *resource, const md_kv *kv, size_t n)
 {
     md_kv **set = resource[0] ? &dyn.self : &dyn.dflt;
     size_t *nset = resource[0] ? &dyn.nself : &dyn.ndflt;
@@ -316,7 +316,7 @@ int bk_broker_configs_adopt(bk_broker *b, const char *resource, const md_kv *kv,
     return KP_NONE;
 }
 
-int bk_broker_configs_init(bk_broker *b)
+int view_broker_configs_init(bk_broker *b)
 {
     char self[16];
     snprintf(self, sizeof self, "%d", b->cfg->broker_id);

@@ -6,12 +6,12 @@
  * A table of operations, in the manner of SQLite's VFS: main.c picks one
  * implementation at start and puts it in b->store; the write paths
  * (view_topics.c, view_broker_configs.c, sec_authz.c, sec_sasl.c,
- * cluster_reassign.c's bk_partitions_reassign) call b->store->op(...) and
+ * cluster_reassign.c's cl_partitions_reassign_request) call b->store->op(...) and
  * never ask which mode the broker runs in.
  *
  *   bk_store_sqlite  standalone (daemon/store_sqlite.c): the broker's own
  *                    SQLite file is the record.  A write stores the fact
- *                    and applies it (bk_topic_apply, the broker configs'
+ *                    and applies it (view_topic_apply, the broker configs'
  *                    adopt, the authorizer's reload) before it returns.
  *   cl_store_zk      cluster mode (daemon/cluster/cluster_store.c):
  *                    ZooKeeper is the record and the SQLite file its
@@ -30,9 +30,9 @@
  *       once, on the loop.  bk_store_sqlite never sets pending.
  *   S3. A write that succeeded is visible to every later request on this
  *       broker by the time the answer is given (view_topics.c P1).
- *   S4. The table is chosen before bk_topics_load and never changes while
+ *   S4. The table is chosen before view_topics_load and never changes while
  *       the broker runs.  A broker main.c did not set up (the fuzz harness
- *       builds its own) gets bk_store_sqlite from bk_topics_load.
+ *       builds its own) gets bk_store_sqlite from view_topics_load.
  */
 #ifndef SLUICE_STORE_H
 #define SLUICE_STORE_H
@@ -42,7 +42,7 @@
 typedef struct bk_store {
     const char *name;                /* for the log: "sqlite", "zookeeper" */
     /* replicas: partitions × replication_factor, in preference order;
-     * own_assignment: the broker chose them (bk_view_assign), the caller
+     * own_assignment: the broker chose them (view_assign), the caller
      * did not (ZooKeeper writes the topic without a manual assignment). */
     int (*topic_create)(bk_broker *b, const char *name, int32_t partitions,
                         int16_t replication_factor, const int32_t *replicas,

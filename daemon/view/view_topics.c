@@ -7,7 +7,7 @@
  *                (daemon/view/view_store.h): md_* on SQLite in standalone mode; in
  *                cluster mode, ZooKeeper (whose watch mirrors it into
  *                SQLite on every broker).
- *   apply half   bk_topic_apply(name): makes the cluster view (view.c) and
+ *   apply half   view_topic_apply(name): makes the cluster view (view.c) and
  *                the local replicas (replica.c) match what the store holds
  *                for that topic — created, grown, reconfigured, re-led or
  *                deleted.  Idempotent: applying twice changes nothing, so a
@@ -16,7 +16,7 @@
  *
  * Callers: the Kafka admin APIs (api_topics.c, api_configs.c), Metadata's
  * auto-creation, the SQL surface's writes (sql_worker.c) and startup
- * (bk_topics_load applies every stored topic).  Nobody else writes topic
+ * (view_topics_load applies every stored topic).  Nobody else writes topic
  * facts or changes the registries.  metadata/README.md tables every fact.
  *
  * Invariants:
@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void bk_seg_config(const md_topic_config *c, seg_config *out)
+void view_seg_config(const md_topic_config *c, seg_config *out)
 {
     seg_config_default(out);
     out->segment_bytes = (uint64_t)c->segment_bytes;
@@ -83,10 +83,10 @@ static void free_topic(bk_topic *t)
 static void remove_topic(bk_broker *b, bk_topic *t, bool in_view, bool destroy)
 {
     if (in_view)
-        bk_view_remove(b, t);
+        view_remove(b, t);
     for (int32_t i = 0; i < t->npartitions; i++)
         if (t->parts[i].local)
-            bk_replica_close(b, t->parts[i].local, destroy);
+            replica_close(b, t->parts[i].local, destroy);
     free_topic(t);
 }
 
@@ -129,7 +129,7 @@ static int apply_partitions(bk_broker *b, bk_topic *t, const md_partition *parts
         bool want = hosts(&parts[i].st, self), opened = false;
         if (want && !v->local) {
             char e[MD_ERRLEN];
-            int r = bk_replica_open(b, t, (int32_t)i, &parts[i], e, sizeof e);
+            int r = replica_open(b, t, (int32_t)i, &parts[i], e, sizeof e);
             opened = r == KP_NONE;
             if (r != KP_NONE && rc == KP_NONE) {
                 rc = r;
@@ -138,23 +138,23 @@ static int apply_partitions(bk_broker *b, bk_topic *t, const md_partition *parts
         } else if (!want && v->local) {
             BK_INFO("partition %s-%zu: no longer a replica here; deleting its log",
                     t->name, i);
-            bk_replica_close(b, v->local, true);
+            replica_close(b, v->local, true);
         }
         if (v->local) {
             v->local->leader_epoch = v->leader_epoch;
-            bk_isr_view_changed(b, v->local);     /* ISR or leader changed: the HW */
+            repl_isr_view_changed(b, v->local);     /* ISR or leader changed: the HW */
             if (opened)                           /* the history recovered at open */
-                bk_partition_epochs_save(b, v->local);
+                replica_partition_epochs_save(b, v->local);
         }
     }
     return rc;
 }
 
-int bk_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen)
+int view_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen)
 {
     err[0] = 0;
     md_topic mt;
-    bk_topic *t = bk_topic_find(b, name, strlen(name));
+    bk_topic *t = view_topic_find(b, name, strlen(name));
     int rc = md_topic_get(b->db, name, &mt);
     if (rc == KP_UNKNOWN_TOPIC_OR_PARTITION || (rc == KP_NONE && t &&
                                                 memcmp(t->id, mt.id, 16))) {
@@ -193,7 +193,7 @@ int bk_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen)
     t->cfg = cfg;
     if (reconfigured) {
         seg_config sc;
-        bk_seg_config(&cfg, &sc);
+        view_seg_config(&cfg, &sc);
         for (int32_t i = 0; i < t->npartitions; i++)
             if (t->parts[i].local)
                 seg_set_config(t->parts[i].local->log, &sc);
@@ -205,7 +205,7 @@ int bk_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen)
         return rc;
     }
     if (created)
-        bk_view_insert(b, t);
+        view_insert(b, t);
     if (rc != KP_NONE)
         BK_ERROR("topic %s: %s", name, err);
     return rc;
@@ -213,7 +213,7 @@ int bk_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen)
 
 /* ---- startup and shutdown ------------------------------------------------------------ */
 
-int bk_topics_load(bk_broker *b)
+int view_topics_load(bk_broker *b)
 {
     char err[MD_ERRLEN];
     if (!b->store)                            /* view_store.h S4 */
@@ -230,14 +230,14 @@ int bk_topics_load(bk_broker *b)
     }
     int64_t t0 = bk_mono_us();
     for (size_t i = 0; i < n; i++)
-        if (bk_topic_apply(b, topics[i].name, err, sizeof err) != KP_NONE) {
+        if (view_topic_apply(b, topics[i].name, err, sizeof err) != KP_NONE) {
             BK_ERROR("topic %s: %s", topics[i].name, err);
             free(topics);
             return -1;
         }
     free(topics);
     BK_INFO("cluster %s: loaded %zu topics, %zu local replicas in %.1f ms",
-            b->cluster_id, n, bk_replicas_count(b),
+            b->cluster_id, n, replica_replicas_count(b),
             (double)(bk_mono_us() - t0) / 1000.0);
     return 0;
 }
@@ -247,10 +247,10 @@ static void close_topic_cb(bk_topic *t, void *arg)
     remove_topic(arg, t, false, false);
 }
 
-void bk_topics_close_all(bk_broker *b)
+void view_topics_close_all(bk_broker *b)
 {
-    bk_topics_foreach(b, close_topic_cb, b);
-    bk_view_free(b);
+    view_topics_foreach(b, close_topic_cb, b);
+    view_free(b);
 }
 
 /* ---- write halves --------------------------------------------------------------------- */
@@ -280,7 +280,7 @@ static int partitions_cap(int32_t n, char *err, size_t errlen)
 }
 
 /* The broker's assignment of count partitions from first (lead0:
- * bk_view_assign's), or NULL with *rc set (a replication factor the live
+ * view_assign's), or NULL with *rc set (a replication factor the live
  * brokers cannot hold). */
 static int32_t *assign(bk_broker *b, int32_t first, int32_t count, int16_t rf, int32_t lead0,
                        int *rc, char *err, size_t errlen)
@@ -292,14 +292,14 @@ static int32_t *assign(bk_broker *b, int32_t first, int32_t count, int16_t rf, i
         *rc = KP_UNKNOWN_SERVER_ERROR;
         return NULL;
     }
-    if ((*rc = bk_view_assign(b, first, count, rf, lead0, r, err, errlen)) != KP_NONE) {
+    if ((*rc = view_assign(b, first, count, rf, lead0, r, err, errlen)) != KP_NONE) {
         free(r);
         return NULL;
     }
     return r;
 }
 
-int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
+int view_topic_create(bk_broker *b, const char *name, int32_t partitions,
                     int16_t replication_factor, const int32_t *replicas,
                     const md_kv *configs, size_t nconfigs, bool validate_only,
                     bk_topic_op *op, char *err, size_t errlen)
@@ -322,21 +322,21 @@ int bk_topic_create(bk_broker *b, const char *name, int32_t partitions,
     return rc;
 }
 
-int bk_topic_delete(bk_broker *b, const char *name, bk_topic_op *op,
+int view_topic_delete(bk_broker *b, const char *name, bk_topic_op *op,
                     char *err, size_t errlen)
 {
     err[0] = 0;
     return b->store->topic_delete(b, name, op, err, errlen);
 }
 
-int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
+int view_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
                             const int32_t *replicas, bool validate_only,
                             bk_topic_op *op, char *err, size_t errlen)
 {
     err[0] = 0;
     if (partitions_cap(count, err, errlen) != KP_NONE)
         return KP_INVALID_PARTITIONS;
-    bk_topic *t = bk_topic_find(b, name, strlen(name));
+    bk_topic *t = view_topic_find(b, name, strlen(name));
     int rc = KP_NONE;
     int32_t *own = NULL;
     md_topic mt = { .replication_factor = 1 };
@@ -357,7 +357,7 @@ int bk_topic_add_partitions(bk_broker *b, const char *name, int32_t count,
     return rc;
 }
 
-int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
+int view_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t n,
                          bool validate_only, bk_topic_op *op, char *err, size_t errlen)
 {
     if (!validate_only)
@@ -370,7 +370,7 @@ int bk_topic_configs_set(bk_broker *b, const char *name, const md_kv *kv, size_t
  * AlterConfigs.  Removing a key that has no override succeeds (Kafka's
  * DELETE does); a key Sluice does not know is refused, since it is most
  * likely a typo the operator wants to hear about. */
-int bk_topic_config_edit(bk_broker *b, const char *name, const char *key,
+int view_topic_config_edit(bk_broker *b, const char *name, const char *key,
                          const char *value, bk_topic_op *op, char *err, size_t errlen)
 {
     md_kv *kv = NULL;
@@ -401,13 +401,13 @@ int bk_topic_config_edit(bk_broker *b, const char *name, const char *key,
             next[m++] = kv[i];
     if (value)
         next[m++] = (md_kv){ (char *)key, (char *)value };
-    rc = bk_topic_configs_set(b, name, next, m, false, op, err, errlen);
+    rc = view_topic_configs_set(b, name, next, m, false, op, err, errlen);
     free(next);
     md_kv_free(kv, n);
     return rc;
 }
 
-int bk_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
+int view_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
                            const md_partition_state *st, char *err, size_t errlen)
 {
     int rc = md_partition_state_set(b->db, topic, partition, st, err, errlen);
@@ -415,5 +415,5 @@ int bk_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
         return rc < 0 ? KP_UNKNOWN_SERVER_ERROR : rc;
     BK_INFO("partition %s-%d: leader %d, epoch %d", topic, (int)partition,
             (int)st->leader, (int)st->leader_epoch);
-    return bk_topic_apply(b, topic, err, errlen);
+    return view_topic_apply(b, topic, err, errlen);
 }

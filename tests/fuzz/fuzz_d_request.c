@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: one request frame (without its 4-byte length prefix)
- * through the broker's real dispatch — kp_req_hdr_read, bk_api_find, the
+ * through the broker's real dispatch — kp_req_hdr_read, api_find, the
  * version check, then the API's handler — against a real broker state: an
  * md_db and partition logs in a temporary directory, the group
  * coordinator and the fsync worker running on an event_base that nobody
@@ -10,9 +10,9 @@
  *
  * What stands in for daemon/net/net_server.c:
  *   - the connection: r->conn is NULL (handlers that name the peer check);
- *   - bk_req_finish: linked with -Wl,--wrap=bk_req_finish, so deferred
+ *   - net_req_finish: linked with -Wl,--wrap=net_req_finish, so deferred
  *     handlers (Fetch long-poll, JoinGroup/SyncGroup waits, OffsetCommit
- *     batching) finish into __wrap_bk_req_finish below, which only records
+ *     batching) finish into __wrap_net_req_finish below, which only records
  *     it.  After BK_DEFER the harness turns the loop a few times without
  *     blocking (joins complete: group.initial.rebalance.delay.ms is 0),
  *     then cancels what is still waiting, as a closing connection does;
@@ -37,14 +37,14 @@
 #include "daemon/group/group.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void __wrap_bk_req_finish(bk_req *r);
+void __wrap_net_req_finish(bk_req *r);
 
 static bk_broker B;
 static bk_config CFG;
 static bk_req *g_waiting;      /* the deferred request, until finished */
 static bool g_finished;
 
-void __wrap_bk_req_finish(bk_req *r)
+void __wrap_net_req_finish(bk_req *r)
 {
     if (r == g_waiting)
         g_finished = true;
@@ -74,12 +74,12 @@ static void setup(void)
     char db[4200];
     snprintf(db, sizeof db, "%s/sluice.db", tmpl);
     if (md_open(db, &B.db, err, sizeof err) || !(B.base = event_base_new()) ||
-        bk_topics_load(&B) || bk_groups_init(&B) || bk_flusher_start(&B)) {
+        view_topics_load(&B) || gc_groups_init(&B) || replica_flusher_start(&B)) {
         fprintf(stderr, "fuzz_d_request: setup failed: %s\n", err);
         abort();
     }
     /* A topic with data, so Fetch/ListOffsets inputs find bytes to serve. */
-    if (bk_topic_create(&B, "t", 2, 1, NULL, NULL, 0, false, NULL, err, sizeof err))
+    if (view_topic_create(&B, "t", 2, 1, NULL, NULL, 0, false, NULL, err, sizeof err))
         abort();
     kp_buf batch;
     kp_buf_init(&batch);
@@ -88,12 +88,12 @@ static void setup(void)
     kp_bb_add(&bb, bk_now_ms(), "k", 1, "v", 1, NULL, 0);
     kp_bb_finish(&bb);
     kp_bb_free(&bb);
-    bk_topic *t = bk_topic_find(&B, "t", 1);
+    bk_topic *t = view_topic_find(&B, "t", 1);
     bk_partition *p = t ? t->parts[0].local : NULL;
     int64_t base;
     if (!p || seg_append(p->log, batch.data, batch.len, bk_now_ms(), &base))
         abort();
-    bk_partition_appended(&B, p, 1);
+    replica_partition_appended(&B, p, 1);
     kp_buf_free(&batch);
 }
 
@@ -114,10 +114,10 @@ static void trim_topics(void)
         return;
     static char names[64][MD_TOPIC_NAME_MAX + 1];
     memset(names, 0, sizeof names);
-    bk_topics_foreach(&B, drop_topic, names);
+    view_topics_foreach(&B, drop_topic, names);
     char err[MD_ERRLEN];
     for (int i = 0; i < 64 && names[i][0]; i++)
-        bk_topic_delete(&B, names[i], NULL, err, sizeof err);
+        view_topic_delete(&B, names[i], NULL, err, sizeof err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -140,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kp_rd rd;
     kp_rd_init(&rd, frame, size);
     int rc = kp_req_hdr_read(&rd, &r.hdr);
-    const bk_api *api = bk_api_find(r.hdr.RequestApiKey);
+    const bk_api *api = api_find(r.hdr.RequestApiKey);
     bool served = api &&
         (rc == 0 || (api->key == KP_API_API_VERSIONS &&
                      r.hdr.RequestApiVersion > api->max_version)) &&

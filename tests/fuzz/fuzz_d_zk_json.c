@@ -41,14 +41,14 @@ static void broker(const char *js, size_t n, kp_buf *out)
 {
     zj_broker b, back;
     char err[256] = "";
-    int rc = zj_broker_parse(js, n, &b, err, sizeof err);
+    int rc = cl_zj_broker_parse(js, n, &b, err, sizeof err);
     failed_with_message(rc, err);
     if (rc)
         return;
     kp_buf_reset(out);
-    need(zj_broker_format(&b, out) == 0, "broker format");
+    need(cl_zj_broker_format(&b, out) == 0, "broker format");
     err[0] = 0;
-    rc = zj_broker_parse((const char *)out->data, out->len, &back, err, sizeof err);
+    rc = cl_zj_broker_parse((const char *)out->data, out->len, &back, err, sizeof err);
     if (rc)
         fprintf(stderr, "%s\n", err);
     need(rc == 0, "broker: formatted text does not parse");
@@ -61,14 +61,14 @@ static void topic(const char *js, size_t n, kp_buf *out)
 {
     zj_topic t, back;
     char err[256] = "";
-    int rc = zj_topic_parse(js, n, &t, err, sizeof err);
+    int rc = cl_zj_topic_parse(js, n, &t, err, sizeof err);
     failed_with_message(rc, err);
     if (rc)
         return;
     kp_buf_reset(out);
-    need(zj_topic_format(t.has_id ? t.id : NULL, t.parts, t.npartitions, out) == 0,
+    need(cl_zj_topic_format(t.has_id ? t.id : NULL, t.parts, t.npartitions, out) == 0,
          "topic format");
-    need(zj_topic_parse((const char *)out->data, out->len, &back, err, sizeof err) == 0,
+    need(cl_zj_topic_parse((const char *)out->data, out->len, &back, err, sizeof err) == 0,
          "topic: formatted text does not parse");
     need(back.has_id == t.has_id && (!t.has_id || !memcmp(back.id, t.id, 16)) &&
          back.npartitions == t.npartitions, "topic round trip");
@@ -76,8 +76,8 @@ static void topic(const char *js, size_t n, kp_buf *out)
         need(back.parts[p].nreplicas == t.parts[p].nreplicas &&
              !memcmp(back.parts[p].replicas, t.parts[p].replicas,
                      (size_t)t.parts[p].nreplicas * sizeof(int32_t)), "topic replicas");
-    zj_topic_free(&back);
-    zj_topic_free(&t);
+    cl_zj_topic_free(&back);
+    cl_zj_topic_free(&t);
 }
 
 static void state(const char *js, size_t n, kp_buf *out)
@@ -86,13 +86,13 @@ static void state(const char *js, size_t n, kp_buf *out)
     memset(&st, 0, sizeof st);
     memset(&back, 0, sizeof back);
     char err[256] = "";
-    int rc = zj_state_parse(js, n, &st, err, sizeof err);
+    int rc = cl_zj_state_parse(js, n, &st, err, sizeof err);
     failed_with_message(rc, err);
     if (rc)
         return;
     kp_buf_reset(out);
-    need(zj_state_format(&st, out) == 0, "state format");
-    need(zj_state_parse((const char *)out->data, out->len, &back, err, sizeof err) == 0 &&
+    need(cl_zj_state_format(&st, out) == 0, "state format");
+    need(cl_zj_state_parse((const char *)out->data, out->len, &back, err, sizeof err) == 0 &&
          same_state(&st, &back), "state round trip");
 }
 
@@ -101,13 +101,13 @@ static void config(const char *js, size_t n, kp_buf *out)
     md_kv *kv, *back;
     size_t nkv, nback;
     char err[256] = "";
-    int rc = zj_config_parse(js, n, &kv, &nkv, err, sizeof err);
+    int rc = cl_zj_config_parse(js, n, &kv, &nkv, err, sizeof err);
     failed_with_message(rc, err);
     if (rc)
         return;
     kp_buf_reset(out);
-    need(zj_config_format(kv, nkv, out) == 0, "config format");
-    need(zj_config_parse((const char *)out->data, out->len, &back, &nback, err,
+    need(cl_zj_config_format(kv, nkv, out) == 0, "config format");
+    need(cl_zj_config_parse((const char *)out->data, out->len, &back, &nback, err,
                          sizeof err) == 0 && nback == nkv, "config round trip");
     for (size_t i = 0; i < nkv; i++)
         need(!strcmp(kv[i].name, back[i].name) && !strcmp(kv[i].value, back[i].value),
@@ -122,13 +122,13 @@ static void acls(const char *js, size_t n, kp_buf *out)
     md_acl *a, *back;
     size_t na, nback;
     char err[256] = "";
-    int rc = zj_acls_parse(js, n, &a, &na, err, sizeof err);
+    int rc = cl_zj_acls_parse(js, n, &a, &na, err, sizeof err);
     failed_with_message(rc, err);
     if (rc)
         return;
     kp_buf_reset(out);
-    need(zj_acls_format(a, na, out) == 0, "acls format");
-    need(zj_acls_parse((const char *)out->data, out->len, &back, &nback, err,
+    need(cl_zj_acls_format(a, na, out) == 0, "acls format");
+    need(cl_zj_acls_parse((const char *)out->data, out->len, &back, &nback, err,
                        sizeof err) == 0 && nback == na, "acls round trip");
     for (size_t i = 0; i < na; i++)
         need(!strcmp(a[i].principal, back[i].principal) && !strcmp(a[i].host, back[i].host) &&
@@ -143,58 +143,58 @@ static void small_ones(const char *js, size_t n, kp_buf *out)
     char err[256] = "";
     int32_t id, id2, epoch, epoch2;
     int64_t ts, ts2;
-    int rc = zj_controller_parse(js, n, &id, &ts, err, sizeof err);
+    int rc = cl_zj_controller_parse(js, n, &id, &ts, err, sizeof err);
     failed_with_message(rc, err);
     if (!rc) {
         kp_buf_reset(out);
-        need(zj_controller_format(id, ts, out) == 0 &&
-             zj_controller_parse((const char *)out->data, out->len, &id2, &ts2, err,
+        need(cl_zj_controller_format(id, ts, out) == 0 &&
+             cl_zj_controller_parse((const char *)out->data, out->len, &id2, &ts2, err,
                                  sizeof err) == 0 && id == id2 && ts == ts2,
              "controller round trip");
     }
     err[0] = 0;
-    rc = zj_epoch_parse(js, n, &epoch, err, sizeof err);
+    rc = cl_zj_epoch_parse(js, n, &epoch, err, sizeof err);
     failed_with_message(rc, err);
     if (!rc) {
         kp_buf_reset(out);
-        need(zj_epoch_format(epoch, out) == 0 &&
-             zj_epoch_parse((const char *)out->data, out->len, &epoch2, err,
+        need(cl_zj_epoch_format(epoch, out) == 0 &&
+             cl_zj_epoch_parse((const char *)out->data, out->len, &epoch2, err,
                             sizeof err) == 0 && epoch == epoch2, "epoch round trip");
     }
     int32_t ev, ev2;
     err[0] = 0;
-    rc = zj_log_dir_event_parse(js, n, &id, &ev, err, sizeof err);
+    rc = cl_zj_log_dir_event_parse(js, n, &id, &ev, err, sizeof err);
     failed_with_message(rc, err);
     if (!rc) {
         kp_buf_reset(out);
-        need(zj_log_dir_event_format(id, ev, out) == 0 &&
-             zj_log_dir_event_parse((const char *)out->data, out->len, &id2, &ev2, err,
+        need(cl_zj_log_dir_event_format(id, ev, out) == 0 &&
+             cl_zj_log_dir_event_parse((const char *)out->data, out->len, &id2, &ev2, err,
                                     sizeof err) == 0 && id == id2 && ev == ev2,
              "log dir event round trip");
     }
     char cid[MD_CLUSTER_ID_MAX + 1], cid2[MD_CLUSTER_ID_MAX + 1];
     err[0] = 0;
-    rc = zj_cluster_id_parse(js, n, cid, err, sizeof err);
+    rc = cl_zj_cluster_id_parse(js, n, cid, err, sizeof err);
     failed_with_message(rc, err);
     if (!rc) {
         kp_buf_reset(out);
-        need(zj_cluster_id_format(cid, out) == 0 &&
-             zj_cluster_id_parse((const char *)out->data, out->len, cid2, err,
+        need(cl_zj_cluster_id_format(cid, out) == 0 &&
+             cl_zj_cluster_id_parse((const char *)out->data, out->len, cid2, err,
                                  sizeof err) == 0 && !strcmp(cid, cid2), "cluster id round trip");
     }
     char path[300], path2[300];
     err[0] = 0;
-    rc = zj_config_change_parse(js, n, path, sizeof path, err, sizeof err);
+    rc = cl_zj_config_change_parse(js, n, path, sizeof path, err, sizeof err);
     failed_with_message(rc, err);
     if (!rc) {
         kp_buf_reset(out);
-        need(zj_config_change_format(path, out) == 0 &&
-             zj_config_change_parse((const char *)out->data, out->len, path2, sizeof path2,
+        need(cl_zj_config_change_format(path, out) == 0 &&
+             cl_zj_config_change_parse((const char *)out->data, out->len, path2, sizeof path2,
                                     err, sizeof err) == 0 && !strcmp(path, path2),
              "config change round trip");
     }
     int32_t v;
-    (void)zj_id_parse(js, n, &v);
+    (void)cl_zj_id_parse(js, n, &v);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -155,7 +155,7 @@ def _zk_call(connect, op, path, timeout, tail=b"\0"):
         return err, r[16:]
 
 
-def zk_get(connect, path, timeout=5.0):
+def cl_zk_get(connect, path, timeout=5.0):
     """(data bytes, version) of one znode, or None when it does not exist,
     read with ZooKeeper's own protocol, so a test sees what the brokers
     wrote without a client library."""
@@ -169,7 +169,7 @@ def zk_get(connect, path, timeout=5.0):
     return data, struct.unpack(">i", stat[32:36])[0]       # after czxid, mzxid, ctime, mtime
 
 
-def zk_create(connect, path, data=b"", timeout=5.0):
+def cl_zk_create(connect, path, data=b"", timeout=5.0):
     """Creates path (and its missing parents, empty) with data, open to
     all (world:anyone, every permission); an existing path is left as it
     is.  Lets a test put what an operator would (Kafka's /config/users
@@ -185,7 +185,7 @@ def zk_create(connect, path, data=b"", timeout=5.0):
         assert err in (0, -110), "create %s: ZooKeeper error %d" % (sub, err)   # -110: exists
 
 
-def zk_set(connect, path, data, timeout=5.0):
+def cl_zk_set(connect, path, data, timeout=5.0):
     """Replaces path's data (any version), as another client could."""
     err, _ = _zk_call(connect, 5, path, timeout,
                       struct.pack(">i", len(data)) + data + struct.pack(">i", -1))
@@ -209,7 +209,7 @@ def zk_delete(connect, path, timeout=5.0):
     return err == 0
 
 
-def zk_children(connect, path, timeout=5.0):
+def cl_zk_children(connect, path, timeout=5.0):
     """The sorted child names of a znode ([] when it does not exist)."""
     err, r = _zk_call(connect, 8, path, timeout)           # getChildren
     if err == -101:

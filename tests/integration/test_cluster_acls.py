@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import kafka_raw as kr
-from cluster_support import make_cluster, wait_equal, zk, zk_get, zk_missing  # noqa: F401
+from cluster_support import make_cluster, wait_equal, zk, cl_zk_get, zk_missing  # noqa: F401
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
@@ -61,7 +61,7 @@ def topic_principals(b, name):
 
 
 def znode_principals(c, name):
-    got = zk_get(c.zk_connect, "/kafka-acl/Topic/" + name)
+    got = cl_zk_get(c.zk_connect, "/kafka-acl/Topic/" + name)
     return sorted(a["principal"] for a in json.loads(got[0])["acls"]) if got else []
 
 
@@ -84,16 +84,16 @@ def test_create_acls_answers_once_read_back_from_zookeeper(acl_cluster):
     assert topic_principals(b1, "t1") == ["User:alice", "User:alice"]
     assert znode_principals(c, "t1") == ["User:alice", "User:alice"]
     assert znode_principals(c, "t2") == ["User:bob"]
-    data, _v = zk_get(c.zk_connect, "/kafka-acl/Topic/t2")
+    data, _v = cl_zk_get(c.zk_connect, "/kafka-acl/Topic/t2")
     assert json.loads(data) == {"version": 1, "acls": [
         {"principal": "User:bob", "permissionType": "Allow", "operation": "Read",
          "host": "*"}]}
     code, matched = delete_acls(b1, "t1")
     assert (code, matched) == (0, [(0, "User:alice"), (0, "User:alice")])
-    assert topic_principals(b1, "t1") == [] and zk_get(c.zk_connect, "/kafka-acl/Topic/t1") is None
+    assert topic_principals(b1, "t1") == [] and cl_zk_get(c.zk_connect, "/kafka-acl/Topic/t1") is None
     # SQL takes the same path
     b1.sql("DELETE FROM acls WHERE resource_name = 't2'")
-    assert topic_principals(b1, "t2") == [] and zk_get(c.zk_connect, "/kafka-acl/Topic/t2") is None
+    assert topic_principals(b1, "t2") == [] and cl_zk_get(c.zk_connect, "/kafka-acl/Topic/t2") is None
 
 
 def test_acl_write_zookeeper_refuses_leaves_no_acl(acl_cluster):
@@ -117,7 +117,7 @@ def test_acl_write_zookeeper_refuses_leaves_no_acl(acl_cluster):
                30, "broker 1 to write ACLs again")
     wait_equal(lambda: topic_principals(b2, "after"), ["User:dave"], 20, "broker 2 has it")
     assert topic_principals(b1, "lost") == topic_principals(b2, "lost") == []
-    assert zk_get(c.zk_connect, "/kafka-acl/Topic/lost") is None
+    assert cl_zk_get(c.zk_connect, "/kafka-acl/Topic/lost") is None
 
 
 def test_concurrent_create_acls_on_two_brokers_all_survive(acl_cluster):
@@ -152,7 +152,7 @@ def test_expired_change_notices_are_purged_and_a_new_broker_has_everything(make_
     a later change is processed; a broker started afterwards reads every
     entity znode and has it all."""
     from test_broker_dynamic_configs import describe_default, incremental_default
-    from cluster_support import registered_ids, wait_for, zk_children
+    from cluster_support import registered_ids, wait_for, cl_zk_children
     c = make_cluster(3, start=False, overrides=dict(AUTHORIZER, **{
         "change.notification.expiration.ms": "1500"}))
     b1, b2, b3 = c.brokers
@@ -168,7 +168,7 @@ def test_expired_change_notices_are_purged_and_a_new_broker_has_everything(make_
            "VALUES ('frank', 'SCRAM-SHA-256', 'frank-pw')")
     assert incremental_default(b1, "message.max.bytes", "2000") == [(0, None, 4, "")]
     folders = ("/kafka-acl-changes", "/kafka-acl-extended-changes", "/config/changes")
-    old = {f: zk_children(c.zk_connect, f) for f in folders}
+    old = {f: cl_zk_children(c.zk_connect, f) for f in folders}
     assert len(old["/kafka-acl-changes"]) == 2 and len(old["/kafka-acl-extended-changes"]) == 1
     assert len(old["/config/changes"]) == 2, old
     time.sleep(2.0)
@@ -180,9 +180,9 @@ def test_expired_change_notices_are_purged_and_a_new_broker_has_everything(make_
     b2.sql("INSERT INTO scram_credentials (name, mechanism, password) "
            "VALUES ('gina', 'SCRAM-SHA-256', 'gina-pw')")
     for f in folders:
-        wait_for(lambda f=f: not set(old[f]) & set(zk_children(c.zk_connect, f)), 20,
+        wait_for(lambda f=f: not set(old[f]) & set(cl_zk_children(c.zk_connect, f)), 20,
                  "the expired notices of %s deleted" % f)
-        assert len(zk_children(c.zk_connect, f)) == 1, f       # the young one stays
+        assert len(cl_zk_children(c.zk_connect, f)) == 1, f       # the young one stays
     assert "expired change notice(s) deleted" in b1.log_text() + b2.log_text()
     b3.start()
     wait_for(lambda: registered_ids(b1) == {1, 2, 3}, 30, "broker 3 registered")
@@ -208,7 +208,7 @@ def test_acl_with_a_long_resource_name_is_stored_whole(acl_cluster):
     b1, b2 = c.broker(1), c.broker(2)
     name = "g" * 1400 + "-end-of-a-long-group-name" + "h" * 75
     assert create_acls(b1, [(GROUP, name, "User:hana", READ)]) == [(0, None)]
-    got = zk_get(c.zk_connect, "/kafka-acl/Group/" + name)
+    got = cl_zk_get(c.zk_connect, "/kafka-acl/Group/" + name)
     assert got and [a["principal"] for a in json.loads(got[0])["acls"]] == ["User:hana"]
     for b in (b1, b2):
         wait_equal(lambda b=b: [(r["resource_name"], r["principal"]) for r in

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic
 
 from cluster_support import (leader_and_isr, make_cluster, registered_ids, wait_for,  # noqa: F401
-                             zk, zk_children, zk_get, zk_missing)
+                             zk, cl_zk_children, cl_zk_get, zk_missing)
 from support import ck_admin, topic_name
 from test_broker_dynamic_configs import (MESSAGE_TOO_LARGE, alter_broker, big_message_error,
                                          describe, describe_default, incremental_default,
@@ -30,14 +30,14 @@ def broker_entry(b, key):
 
 
 def znode_config(c, name):
-    got = zk_get(c.zk_connect, "/config/brokers/" + name)
+    got = cl_zk_get(c.zk_connect, "/config/brokers/" + name)
     return json.loads(got[0]) if got else None
 
 
 def notifications(c):
     out = []
-    for child in zk_children(c.zk_connect, "/config/changes"):
-        data, _v = zk_get(c.zk_connect, "/config/changes/" + child)
+    for child in cl_zk_children(c.zk_connect, "/config/changes"):
+        data, _v = cl_zk_get(c.zk_connect, "/config/changes/" + child)
         out.append((child, json.loads(data)))
     return out
 

@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from cluster_support import (leader_and_isr, make_cluster, wait_for, zk,  # noqa: F401
-                             zk_create, zk_delete, zk_get, zk_missing, zk_set)
+                             cl_zk_create, zk_delete, cl_zk_get, zk_missing, cl_zk_set)
 from support import ck_admin, ck_producer, consume, topic_name
 from test_disk_full import small_fs  # noqa: F401
 from test_sql import http
@@ -56,11 +56,11 @@ def skew_registration(c, broker_id, ahead_ms):
     and makes every broker read the registrations again (a child of
     /brokers/ids that names no broker comes and goes)."""
     path = "/brokers/ids/%d" % broker_id
-    reg = json.loads(zk_get(c.zk_connect, path)[0])
+    reg = json.loads(cl_zk_get(c.zk_connect, path)[0])
     skewed = int(reg["timestamp"]) + ahead_ms
     reg["timestamp"] = str(skewed)
-    zk_set(c.zk_connect, path, json.dumps(reg).encode())
-    zk_create(c.zk_connect, "/brokers/ids/not-a-broker")
+    cl_zk_set(c.zk_connect, path, json.dumps(reg).encode())
+    cl_zk_create(c.zk_connect, "/brokers/ids/not-a-broker")
     zk_delete(c.zk_connect, "/brokers/ids/not-a-broker")
     for b in c.brokers:
         wait_for(lambda b=b: b.sql("select registered_at from brokers where id = %d"

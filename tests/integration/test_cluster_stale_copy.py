@@ -24,8 +24,8 @@ from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
 from cluster_support import (live_brokers, make_cluster, wait_for, zk,  # noqa: F401
-                             zk_children, zk_delete, zk_get, zk_missing, zk_read_only,
-                             zk_set)
+                             cl_zk_children, zk_delete, cl_zk_get, zk_missing, zk_read_only,
+                             cl_zk_set)
 from support import ck_admin, ck_producer, consume, produce_ok, report, topic_name
 
 if zk_missing():
@@ -119,7 +119,7 @@ def sessions_ended(c):
     registered while ZooKeeper still lists the others only leaves their
     ISRs as a restarted member (cl_recovery.c R6), and nobody compares
     logs (nor can it lead alone once they are gone)."""
-    wait_for(lambda: not zk_children(c.zk_connect, "/brokers/ids"), 30,
+    wait_for(lambda: not cl_zk_children(c.zk_connect, "/brokers/ids"), 30,
              "the killed brokers' registrations to expire")
 
 
@@ -137,7 +137,7 @@ def forge_log_ends(c, broker_id, t):
     path = "/broker_log_ends/%d" % broker_id
     text = b"sluice-log-ends 2 1\n" + b"".join(
         b"999 999999 999999 %d %s\n" % (p, t.encode()) for p in range(PARTS))
-    zk_set(c.zk_connect, path, text)
+    cl_zk_set(c.zk_connect, path, text)
     zk_read_only(c.zk_connect, path)
 
 
@@ -245,7 +245,7 @@ def test_stale_copy_alone_leads_after_the_wait(make_cluster, tmp_path):
 
 
 def zk_json(c, path):
-    got = zk_get(c.zk_connect, path)
+    got = cl_zk_get(c.zk_connect, path)
     return json.loads(got[0]) if got and got[0] else None
 
 

@@ -17,7 +17,7 @@ from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
 from cluster_support import (leader_and_isr, live_brokers, make_cluster, wait_for, zk,  # noqa: F401
-                             zk_get, zk_missing)
+                             cl_zk_get, zk_missing)
 from support import ck_admin, ck_conf, report, topic_name
 from test_data_path_versions import metadata_v12
 from test_replication_failover import Sender, agreed, tally
@@ -352,7 +352,7 @@ def elect_leaders_v2(b, topics, election_type=0, timeout_ms=10000):
 
 def state_znode(c, t, p=0):
     """Partition p's state znode in ZooKeeper, as JSON."""
-    got = zk_get(c.zk_connect, "/brokers/topics/%s/partitions/%d/state" % (t, p))
+    got = cl_zk_get(c.zk_connect, "/brokers/topics/%s/partitions/%d/state" % (t, p))
     return json.loads(got[0]) if got else None
 
 

@@ -27,7 +27,7 @@ import time
 import pytest
 
 import kafka_raw as kr
-from cluster_support import (leader_and_isr, make_cluster, wait_for, zk, zk_create,  # noqa: F401
+from cluster_support import (leader_and_isr, make_cluster, wait_for, zk, cl_zk_create,  # noqa: F401
                              zk_missing)
 from conftest import free_port
 from sasl_support import sql
@@ -57,7 +57,7 @@ def scram_cred(password, mech, iterations=4096):
 
 def put_user(c, name, password):
     cfg = {m: scram_cred(password, m) for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
-    zk_create(c.zk.connect, "%s/config/users/%s" % (c.chroot, name),
+    cl_zk_create(c.zk.connect, "%s/config/users/%s" % (c.chroot, name),
               json.dumps({"version": 1, "config": cfg}).encode())
 
 

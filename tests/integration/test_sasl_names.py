@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import KafkaError
 
 import kafka_raw as kr
-from cluster_support import (make_cluster, registered_ids, wait_for, zk, zk_children,  # noqa: F401
-                             zk_get, zk_missing)
+from cluster_support import (make_cluster, registered_ids, wait_for, zk, cl_zk_children,  # noqa: F401
+                             cl_zk_get, zk_missing)
 from conftest import finish_broker, free_port
 from sasl_support import (add_user, authenticate, ck_sasl, handshake, scram_login, sql,
                           start_sasl_broker)
@@ -119,10 +119,10 @@ def test_odd_user_znode_is_sanitized_and_read_by_other_brokers(make_cluster):
     wait_for(lambda: scram_raw(sasl_port, ODD_SASLNAME, "odd-pw") == 0, 20,
              "broker 2 to accept %s" % ODD)
     assert plain_login(sasl_port, ODD, "odd-pw") == 0
-    assert zk_children(c.zk_connect, "/config/users") == ["al%2Cice%3Dx%20y"]
-    assert b"SCRAM-SHA-256" in zk_get(c.zk_connect, "/config/users/al%2Cice%3Dx%20y")[0]
-    notes = [zk_get(c.zk_connect, "/config/changes/" + n)[0]
-             for n in zk_children(c.zk_connect, "/config/changes")]
+    assert cl_zk_children(c.zk_connect, "/config/users") == ["al%2Cice%3Dx%20y"]
+    assert b"SCRAM-SHA-256" in cl_zk_get(c.zk_connect, "/config/users/al%2Cice%3Dx%20y")[0]
+    notes = [cl_zk_get(c.zk_connect, "/config/changes/" + n)[0]
+             for n in cl_zk_children(c.zk_connect, "/config/changes")]
     assert b'{"version":2,"entity_path":"users/al%2Cice%3Dx%20y"}' in notes
     b1.sql("DELETE FROM scram_credentials WHERE name = '%s'" % ODD)
     wait_for(lambda: scram_raw(sasl_port, ODD_SASLNAME, "odd-pw") == 58, 20,

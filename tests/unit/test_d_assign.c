@@ -1,5 +1,5 @@
 /*
- * test_d_assign — replica assignment (daemon/view/view.c, bk_assign_replicas)
+ * test_d_assign — replica assignment (daemon/view/view.c, view_assign_replicas)
  * is Kafka's AdminUtils.assignReplicasToBrokers: the worked example of
  * its documentation, and over brokers (1..9) × racks (1..4, balanced and
  * not) × partitions (1..60) × replication factors (1..min(brokers, 4)),
@@ -32,7 +32,7 @@ START_TEST(test_kafka_worked_example)
     const int32_t want[7][3] = { { 0, 3, 1 }, { 3, 1, 5 }, { 1, 5, 4 }, { 5, 4, 2 },
                                  { 4, 2, 0 }, { 2, 0, 3 }, { 0, 4, 2 } };
     int32_t got[7][3];
-    ck_assert_int_eq(bk_assign_replicas(ids, racks, 6, 0, 0, 7, 3, &got[0][0]), 0);
+    ck_assert_int_eq(view_assign_replicas(ids, racks, 6, 0, 0, 7, 3, &got[0][0]), 0);
     for (int p = 0; p < 7; p++)
         for (int j = 0; j < 3; j++)
             ck_assert_msg(got[p][j] == want[p][j], "partition %d replica %d: %d, want %d", p,
@@ -48,7 +48,7 @@ START_TEST(test_three_racks_rf3_fills_every_slot)
     const char *racks[] = { "a", "b", "c" };
     int32_t got[50][3];
     memset(got, 0xa5, sizeof got);
-    ck_assert_int_eq(bk_assign_replicas(ids, racks, 3, 0, 0, 50, 3, &got[0][0]), 0);
+    ck_assert_int_eq(view_assign_replicas(ids, racks, 3, 0, 0, 50, 3, &got[0][0]), 0);
     for (int p = 0; p < 50; p++) {
         int seen = 0;
         for (int j = 0; j < 3; j++) {
@@ -141,7 +141,7 @@ START_TEST(test_matrix)
                         snprintf(what, sizeof what, "brokers %d racks %d layout %d rf %d "
                                  "partitions %d", nb, nr, layout, rf, np);
                         memset(asg, 0xa5, sizeof asg);
-                        EXPECT(!bk_assign_replicas(ids, racks, nb, 0, 0, np, (int16_t)rf, asg),
+                        EXPECT(!view_assign_replicas(ids, racks, nb, 0, 0, np, (int16_t)rf, asg),
                                "%s: refused", what);
                         check(ids, rk, nb, nrk, np, rf, asg, balanced, what);
                         /* Grown later: the first np / 2 made, the rest
@@ -152,12 +152,12 @@ START_TEST(test_matrix)
                         memcpy(grown, asg, (size_t)half * (size_t)rf * sizeof *asg);
                         memset(grown + half * rf, 0xa5,
                                (size_t)(np - half) * (size_t)rf * sizeof *asg);
-                        EXPECT(!bk_assign_replicas(ids, racks, nb, 0, half, np - half,
+                        EXPECT(!view_assign_replicas(ids, racks, nb, 0, half, np - half,
                                                    (int16_t)rf, grown + half * rf),
                                "%s: growth refused", what);
                         check(ids, rk, nb, nrk, np, rf, grown, false, what);
                         /* From another start (a leader elsewhere). */
-                        EXPECT(!bk_assign_replicas(ids, racks, nb, nb - 1, half, np - half,
+                        EXPECT(!view_assign_replicas(ids, racks, nb, nb - 1, half, np - half,
                                                    (int16_t)rf, grown),
                                "%s: growth from the end refused", what);
                         check(ids, rk, nb, nrk, np - half, rf, grown, false, what);
@@ -172,12 +172,12 @@ START_TEST(test_refuses_what_cannot_be_held)
     const int32_t ids[] = { 1, 2 };
     const char *racks[] = { "a", "b" };
     int32_t out[8];
-    ck_assert_int_eq(bk_assign_replicas(ids, racks, 2, 0, 0, 2, 3, out), -1);
-    ck_assert_int_eq(bk_assign_replicas(ids, racks, 2, 0, 0, 2, 0, out), -1);
-    ck_assert_int_eq(bk_assign_replicas(ids, racks, 0, 0, 0, 2, 1, out), -1);
+    ck_assert_int_eq(view_assign_replicas(ids, racks, 2, 0, 0, 2, 3, out), -1);
+    ck_assert_int_eq(view_assign_replicas(ids, racks, 2, 0, 0, 2, 0, out), -1);
+    ck_assert_int_eq(view_assign_replicas(ids, racks, 0, 0, 0, 2, 1, out), -1);
     /* One broker without a rack: rack-unaware (Kafka: all or none). */
     const char *mixed[] = { "a", "" };
-    ck_assert_int_eq(bk_assign_replicas(ids, mixed, 2, 0, 0, 2, 2, out), 0);
+    ck_assert_int_eq(view_assign_replicas(ids, mixed, 2, 0, 0, 2, 2, out), 0);
     ck_assert_int_eq(out[0], 1);
     ck_assert_int_eq(out[1], 2);
     ck_assert_int_eq(out[2], 2);

@@ -25,14 +25,14 @@ static md_acl acl(const char *type, const char *name, const char *pat, const cha
 static bk_authz *with(const md_acl *rows, size_t n, const char *super, bool everyone)
 {
     bk_authz *az;
-    ck_assert_int_eq(bk_authz_new(true, super, everyone, &az), 0);
-    ck_assert_int_eq(bk_authz_load(az, rows, n), 0);
+    ck_assert_int_eq(sec_authz_new(true, super, everyone, &az), 0);
+    ck_assert_int_eq(sec_authz_load(az, rows, n), 0);
     return az;
 }
 
 static bool may(bk_authz *az, const char *who, int res, const char *name, int op)
 {
-    return bk_authz_check(az, who, HOST, res, kp_str_cstr(name), op);
+    return sec_authz_check(az, who, HOST, res, kp_str_cstr(name), op);
 }
 
 START_TEST(test_literal_prefixed_and_wildcard_names)
@@ -50,7 +50,7 @@ START_TEST(test_literal_prefixed_and_wildcard_names)
     ck_assert(!may(az, ME, BK_RES_TOPIC, "logs", BK_OP_WRITE));
     ck_assert(may(az, ME, BK_RES_GROUP, "any-group", BK_OP_READ));   /* "*" */
     ck_assert(!may(az, ME, BK_RES_TOPIC, "any-group", BK_OP_READ));  /* types differ */
-    bk_authz_free(az);
+    sec_authz_free(az);
 }
 END_TEST
 
@@ -71,7 +71,7 @@ START_TEST(test_principals_hosts_and_implied_operations)
     ck_assert(!may(az, ME, BK_RES_TOPIC, "c", BK_OP_DESCRIBE));
     ck_assert(may(az, ME, BK_RES_CLUSTER, BK_CLUSTER_NAME, BK_OP_CLUSTER_ACTION));  /* ALL */
     ck_assert(!may(az, "User:bob", BK_RES_CLUSTER, BK_CLUSTER_NAME, BK_OP_ALTER));
-    bk_authz_free(az);
+    sec_authz_free(az);
 }
 END_TEST
 
@@ -89,10 +89,10 @@ START_TEST(test_deny_wins_super_users_and_no_acl)
     ck_assert(may(az, "User:admin", BK_RES_GROUP, "g", BK_OP_DELETE));
     ck_assert(!may(az, "User:dave", BK_RES_TOPIC, "ops", BK_OP_READ));  /* named: no */
     ck_assert(may(az, "User:dave", BK_RES_GROUP, "g", BK_OP_READ));     /* unnamed: everyone */
-    bk_authz_free(az);
+    sec_authz_free(az);
     az = with(rows, 3, NULL, false);
     ck_assert(!may(az, "User:dave", BK_RES_GROUP, "g", BK_OP_READ));    /* default: closed */
-    bk_authz_free(az);
+    sec_authz_free(az);
 }
 END_TEST
 
@@ -103,15 +103,15 @@ START_TEST(test_cached_decision_follows_reload)
     for (int i = 0; i < 3; i++)                                      /* a miss, then hits */
         ck_assert(may(az, ME, BK_RES_TOPIC, "t", BK_OP_WRITE));
     md_acl two[] = { one, acl("TOPIC", "t", "LITERAL", ME, "*", "WRITE", "DENY") };
-    ck_assert_int_eq(bk_authz_load(az, two, 2), 0);
+    ck_assert_int_eq(sec_authz_load(az, two, 2), 0);
     ck_assert(!may(az, ME, BK_RES_TOPIC, "t", BK_OP_WRITE));
-    ck_assert_int_eq(bk_authz_load(az, NULL, 0), 0);
+    ck_assert_int_eq(sec_authz_load(az, NULL, 0), 0);
     ck_assert(!may(az, ME, BK_RES_TOPIC, "t", BK_OP_WRITE));
     bk_authz *off;
-    ck_assert_int_eq(bk_authz_new(false, NULL, false, &off), 0);
+    ck_assert_int_eq(sec_authz_new(false, NULL, false, &off), 0);
     ck_assert(may(off, ME, BK_RES_TOPIC, "t", BK_OP_WRITE));          /* no authorizer */
-    bk_authz_free(off);
-    bk_authz_free(az);
+    sec_authz_free(off);
+    sec_authz_free(az);
 }
 END_TEST
 
@@ -123,12 +123,12 @@ START_TEST(test_any_resource_of_a_type)
         acl("TOPIC", "u", "LITERAL", "User:bob", "*", "WRITE", "ALLOW"),
     };
     bk_authz *az = with(rows, 3, NULL, false);
-    ck_assert(bk_authz_any(az, ME, HOST, BK_RES_TOPIC, BK_OP_WRITE));     /* WRITE on t */
-    ck_assert(bk_authz_any(az, ME, HOST, BK_RES_TOPIC, BK_OP_DESCRIBE));  /* implied */
-    ck_assert(!bk_authz_any(az, ME, HOST, BK_RES_TOPIC, BK_OP_READ));
-    ck_assert(!bk_authz_any(az, "User:bob", HOST, BK_RES_TOPIC, BK_OP_WRITE)); /* denied on all */
-    ck_assert(!bk_authz_any(az, "User:carol", HOST, BK_RES_TOPIC, BK_OP_WRITE));
-    bk_authz_free(az);
+    ck_assert(sec_authz_any(az, ME, HOST, BK_RES_TOPIC, BK_OP_WRITE));     /* WRITE on t */
+    ck_assert(sec_authz_any(az, ME, HOST, BK_RES_TOPIC, BK_OP_DESCRIBE));  /* implied */
+    ck_assert(!sec_authz_any(az, ME, HOST, BK_RES_TOPIC, BK_OP_READ));
+    ck_assert(!sec_authz_any(az, "User:bob", HOST, BK_RES_TOPIC, BK_OP_WRITE)); /* denied on all */
+    ck_assert(!sec_authz_any(az, "User:carol", HOST, BK_RES_TOPIC, BK_OP_WRITE));
+    sec_authz_free(az);
 }
 END_TEST
 
@@ -145,30 +145,30 @@ START_TEST(test_filters_and_validation)
     bk_acl_filter match = { .res = BK_RES_TOPIC, .pat = BK_PAT_MATCH, .op = BK_OP_ANY,
                             .perm = BK_PERM_ANY, .name = kp_str_cstr("t-1"),
                             .principal = KP_STR_NULL, .host = KP_STR_NULL };
-    ck_assert_int_eq(bk_authz_select(az, &match, &sel, &n), 0);
+    ck_assert_int_eq(sec_authz_select(az, &match, &sel, &n), 0);
     ck_assert_uint_eq(n, 2);                                         /* t- and * */
     free(sel);
     bk_acl_filter lit = match;
     lit.pat = BK_PAT_LITERAL;
     lit.name = kp_str_cstr("t");
-    ck_assert_int_eq(bk_authz_select(az, &lit, &sel, &n), 0);
+    ck_assert_int_eq(sec_authz_select(az, &lit, &sel, &n), 0);
     ck_assert_uint_eq(n, 1);
     ck_assert_str_eq(sel[0]->name, "t");
     free(sel);
     char err[128];
-    ck_assert_int_eq(bk_acl_validate(BK_RES_CLUSTER, kp_str_cstr("x"), BK_PAT_LITERAL,
+    ck_assert_int_eq(sec_acl_validate(BK_RES_CLUSTER, kp_str_cstr("x"), BK_PAT_LITERAL,
                                      kp_str_cstr(ME), kp_str_cstr("*"), BK_OP_ALL,
                                      BK_PERM_ALLOW, err, sizeof err), KP_INVALID_REQUEST);
-    ck_assert_int_eq(bk_acl_validate(BK_RES_TOPIC, kp_str_cstr("x"), BK_PAT_MATCH,
+    ck_assert_int_eq(sec_acl_validate(BK_RES_TOPIC, kp_str_cstr("x"), BK_PAT_MATCH,
                                      kp_str_cstr(ME), kp_str_cstr("*"), BK_OP_ALL,
                                      BK_PERM_ALLOW, err, sizeof err), KP_INVALID_REQUEST);
-    ck_assert_int_eq(bk_acl_validate(BK_RES_TOPIC, kp_str_cstr("x"), BK_PAT_LITERAL,
+    ck_assert_int_eq(sec_acl_validate(BK_RES_TOPIC, kp_str_cstr("x"), BK_PAT_LITERAL,
                                      kp_str_cstr("alice"), kp_str_cstr("*"), BK_OP_ALL,
                                      BK_PERM_ALLOW, err, sizeof err), KP_INVALID_REQUEST);
-    ck_assert_int_eq(bk_acl_validate(BK_RES_TOPIC, kp_str_cstr("x"), BK_PAT_PREFIXED,
+    ck_assert_int_eq(sec_acl_validate(BK_RES_TOPIC, kp_str_cstr("x"), BK_PAT_PREFIXED,
                                      kp_str_cstr(ME), kp_str_cstr("*"), BK_OP_READ,
                                      BK_PERM_DENY, err, sizeof err), KP_NONE);
-    bk_authz_free(az);
+    sec_authz_free(az);
 }
 END_TEST
 

@@ -43,7 +43,7 @@ static void on_timeout(void *arg)
 static void partition_init(bk_partition *p)
 {
     memset(p, 0, sizeof *p);
-    bk_partition_init_waiters(p);
+    replica_partition_init_waiters(p);
 }
 
 /* Each test's loop, partitions and deferred (a fixture around each). */
@@ -60,7 +60,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    bk_deferred_free(&pr.d);
+    replica_deferred_free(&pr.d);
     event_base_free(base);
 }
 
@@ -68,32 +68,32 @@ static void teardown(void)
 static void probe_start(int64_t timeout_ms)
 {
     memset(&pr, 0, sizeof pr);
-    bk_deferred_init(&pr.d, on_wake, on_timeout, &pr);
+    replica_deferred_init(&pr.d, on_wake, on_timeout, &pr);
     if (timeout_ms >= 0)
-        ck_assert_int_eq(bk_deferred_arm(&pr.d, base, timeout_ms), 0);
-    bk_deferred_watch(&pr.d, &a, &pr.w[0], false);
+        ck_assert_int_eq(replica_deferred_arm(&pr.d, base, timeout_ms), 0);
+    replica_deferred_watch(&pr.d, &a, &pr.w[0], false);
 }
 
 START_TEST(test_hw_moves_wake_the_check_once_on_the_next_turn)
 {
     probe_start(60000);
-    bk_deferred_watch(&pr.d, &b, &pr.w[1], false);
+    replica_deferred_watch(&pr.d, &b, &pr.w[1], false);
     ck_assert_int_eq(linked(&pr), 2);
 
-    bk_partition_set_high_watermark(NULL, &a, 5);
+    replica_partition_set_high_watermark(NULL, &a, 5);
     ck_assert_int_eq(linked(&pr), 0);         /* both dropped, b's too */
     ck_assert_int_eq(pr.wakes, 0);            /* replica_deferred.h D2: not inside notify */
-    bk_partition_set_high_watermark(NULL, &b, 5);
-    bk_deferred_wake(&pr.d);                  /* a store's completion */
+    replica_partition_set_high_watermark(NULL, &b, 5);
+    replica_deferred_wake(&pr.d);                  /* a store's completion */
     event_base_loop(base, EVLOOP_NONBLOCK);
     ck_assert_int_eq(pr.wakes, 1);            /* replica_deferred.h D3: coalesced */
     ck_assert_int_eq(pr.timeouts, 0);
 
     /* Watching again after a wake works, on either list. */
-    bk_deferred_watch(&pr.d, &a, &pr.w[0], true);
-    bk_partition_set_high_watermark(NULL, &a, 9);
+    replica_deferred_watch(&pr.d, &a, &pr.w[0], true);
+    replica_partition_set_high_watermark(NULL, &a, 9);
     ck_assert_ptr_eq(pr.w[0].part, &a);       /* append waiters sleep through HW moves */
-    bk_partition_notify(&a);                  /* deleted, or leadership lost */
+    replica_partition_notify(&a);                  /* deleted, or leadership lost */
     event_base_loop(base, EVLOOP_NONBLOCK);
     ck_assert_int_eq(pr.wakes, 2);
     ck_assert_int_eq(pr.linked_at_callback, 0);
@@ -108,12 +108,12 @@ START_TEST(test_deadline_runs_the_timeout_with_nothing_linked)
     ck_assert_int_eq(pr.wakes, 0);
     ck_assert_int_eq(pr.linked_at_callback, 0);
     ck_assert_ptr_eq(a.waiters.next, &a.waiters);
-    bk_deferred_free(&pr.d);
+    replica_deferred_free(&pr.d);
 
     /* Shutdown's expire: the timeout path on the next turn, long before
      * the deadline. */
     probe_start(60000);
-    bk_deferred_expire(&pr.d);
+    replica_deferred_expire(&pr.d);
     ck_assert_int_eq(linked(&pr), 0);
     event_base_loop(base, EVLOOP_NONBLOCK);
     ck_assert_int_eq(pr.timeouts, 1);
@@ -123,19 +123,19 @@ END_TEST
 START_TEST(test_freed_deferred_runs_nothing_and_leaves_no_waiter)
 {
     probe_start(10);
-    bk_deferred_watch(&pr.d, &a, &pr.w[1], false);
-    bk_deferred_wake(&pr.d);                  /* scheduled, then cancelled */
-    bk_deferred_watch(&pr.d, &a, &pr.w[0], false);
-    bk_deferred_free(&pr.d);                  /* the connection closed */
+    replica_deferred_watch(&pr.d, &a, &pr.w[1], false);
+    replica_deferred_wake(&pr.d);                  /* scheduled, then cancelled */
+    replica_deferred_watch(&pr.d, &a, &pr.w[0], false);
+    replica_deferred_free(&pr.d);                  /* the connection closed */
     ck_assert_ptr_eq(a.waiters.next, &a.waiters);
     ck_assert_ptr_null(pr.d.watched);
     event_base_loop(base, EVLOOP_NONBLOCK);
-    bk_partition_set_high_watermark(NULL, &a, 3);
+    replica_partition_set_high_watermark(NULL, &a, 3);
     ck_assert_int_eq(pr.wakes + pr.timeouts, 0);
 
     /* Never armed (answered by the first check): free costs nothing. */
     probe_start(-1);
-    bk_deferred_free(&pr.d);
+    replica_deferred_free(&pr.d);
     ck_assert_ptr_eq(a.waiters.next, &a.waiters);
 }
 END_TEST

@@ -1,6 +1,6 @@
 /*
  * test_d_partition_hw — fetch waiters wake when the high watermark moves
- * (bk_partition_set_high_watermark), and only then: setting the value it
+ * (replica_partition_set_high_watermark), and only then: setting the value it
  * already has wakes no one, so once followers exist an append that leaves
  * the HW behind costs a waiting Fetch nothing.
  */
@@ -19,52 +19,52 @@ START_TEST(test_waiters_wake_only_when_the_high_watermark_moves)
 {
     bk_partition p;
     memset(&p, 0, sizeof p);
-    bk_partition_init_waiters(&p);
+    replica_partition_init_waiters(&p);
     int woken = 0;
     bk_waiter w = { .wake = count_wake, .arg = &woken };
 
-    bk_partition_watch(&p, &w);
-    bk_partition_set_high_watermark(NULL, &p, 0);   /* where it is: no move */
+    replica_partition_watch(&p, &w);
+    replica_partition_set_high_watermark(NULL, &p, 0);   /* where it is: no move */
     ck_assert_int_eq(woken, 0);
     ck_assert_ptr_eq(w.part, &p);
 
-    bk_partition_set_high_watermark(NULL, &p, 5);
+    replica_partition_set_high_watermark(NULL, &p, 5);
     ck_assert_int_eq(woken, 1);
     ck_assert_int_eq(p.high_watermark, 5);
     ck_assert_ptr_null(w.part);                     /* unlinked before wake */
 
-    bk_partition_watch(&p, &w);
-    bk_partition_set_high_watermark(NULL, &p, 5);
+    replica_partition_watch(&p, &w);
+    replica_partition_set_high_watermark(NULL, &p, 5);
     ck_assert_int_eq(woken, 1);
-    bk_partition_set_high_watermark(NULL, &p, 9);
+    replica_partition_set_high_watermark(NULL, &p, 9);
     ck_assert_int_eq(woken, 2);
     /* A move with nobody waiting is just a store. */
-    bk_partition_set_high_watermark(NULL, &p, 12);
+    replica_partition_set_high_watermark(NULL, &p, 12);
     ck_assert_int_eq(woken, 2);
     ck_assert_int_eq(p.high_watermark, 12);
 }
 END_TEST
 
 /* Replica fetches read to the log end: a HW move gives them no bytes, so
- * it leaves them waiting; deletion (bk_partition_notify) wakes both kinds. */
+ * it leaves them waiting; deletion (replica_partition_notify) wakes both kinds. */
 START_TEST(test_append_waiters_sleep_through_hw_moves_and_wake_on_notify)
 {
     bk_partition p;
     memset(&p, 0, sizeof p);
-    bk_partition_init_waiters(&p);
+    replica_partition_init_waiters(&p);
     int consumer = 0, follower = 0;
     bk_waiter wc = { .wake = count_wake, .arg = &consumer };
     bk_waiter wf = { .wake = count_wake, .arg = &follower };
 
-    bk_partition_watch(&p, &wc);
-    bk_partition_watch_appends(&p, &wf);
-    bk_partition_set_high_watermark(NULL, &p, 3);
+    replica_partition_watch(&p, &wc);
+    replica_partition_watch_appends(&p, &wf);
+    replica_partition_set_high_watermark(NULL, &p, 3);
     ck_assert_int_eq(consumer, 1);
     ck_assert_int_eq(follower, 0);
     ck_assert_ptr_eq(wf.part, &p);
 
-    bk_partition_watch(&p, &wc);
-    bk_partition_notify(&p);
+    replica_partition_watch(&p, &wc);
+    replica_partition_notify(&p);
     ck_assert_int_eq(consumer, 2);
     ck_assert_int_eq(follower, 1);
     ck_assert_ptr_null(wf.part);

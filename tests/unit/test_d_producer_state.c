@@ -49,7 +49,7 @@ static void add_batch(kp_buf *out, int64_t pid, int16_t epoch, int32_t seq, int 
 static int produce(bk_pstate *ps, kp_buf *b, int64_t *next, int64_t *base)
 {
     bk_pbatch dup;
-    int rc = bk_pstate_check(ps, b->data, b->len, &dup);
+    int rc = replica_pstate_check(ps, b->data, b->len, &dup);
     if (rc == BK_PS_DUPLICATE) {
         *base = dup.base_offset;
         return rc;
@@ -64,7 +64,7 @@ static int produce(bk_pstate *ps, kp_buf *b, int64_t *next, int64_t *base)
         *next += h.LastOffsetDelta + 1;
         at += (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
     }
-    ck_assert_int_eq(bk_pstate_record(ps, b->data, b->len, 1000), 0);
+    ck_assert_int_eq(replica_pstate_record(ps, b->data, b->len, 1000), 0);
     return KP_NONE;
 }
 
@@ -83,7 +83,7 @@ static int produce1(bk_pstate *ps, int64_t pid, int16_t epoch, int32_t seq, int 
 START_TEST(test_retry_of_one_of_last_five_is_duplicate_with_original_offset)
 {
     bk_pstate ps;
-    bk_pstate_init(&ps);
+    replica_pstate_init(&ps);
     int64_t next = 0, base;
     for (int i = 0; i < 7; i++)
         ck_assert_int_eq(produce1(&ps, 7, 0, i * 2, 2, &next, &base), KP_NONE);
@@ -97,28 +97,28 @@ START_TEST(test_retry_of_one_of_last_five_is_duplicate_with_original_offset)
     /* same first sequence, other length: not a duplicate either */
     ck_assert_int_eq(produce1(&ps, 7, 0, 12, 1, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
     ck_assert_int_eq(next, 14);
-    bk_pstate_free(&ps);
+    replica_pstate_free(&ps);
 }
 END_TEST
 
 START_TEST(test_gap_is_out_of_order)
 {
     bk_pstate ps;
-    bk_pstate_init(&ps);
+    replica_pstate_init(&ps);
     int64_t next = 0, base;
     ck_assert_int_eq(produce1(&ps, 1, 0, 0, 3, &next, &base), KP_NONE);
     ck_assert_int_eq(produce1(&ps, 1, 0, 4, 1, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
     ck_assert_int_eq(produce1(&ps, 1, 0, 2, 1, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
     ck_assert_int_eq(produce1(&ps, 1, 0, 3, 1, &next, &base), KP_NONE);
     ck_assert_int_eq(base, 3);
-    bk_pstate_free(&ps);
+    replica_pstate_free(&ps);
 }
 END_TEST
 
 START_TEST(test_epochs)
 {
     bk_pstate ps;
-    bk_pstate_init(&ps);
+    replica_pstate_init(&ps);
     int64_t next = 0, base;
     ck_assert_int_eq(produce1(&ps, 1, 3, 0, 1, &next, &base), KP_NONE);
     ck_assert_int_eq(produce1(&ps, 1, 2, 1, 1, &next, &base), KP_INVALID_PRODUCER_EPOCH);
@@ -127,48 +127,48 @@ START_TEST(test_epochs)
     ck_assert_int_eq(produce1(&ps, 1, 4, 0, 1, &next, &base), KP_NONE);
     /* the old epoch's batch is no longer a duplicate: it is fenced */
     ck_assert_int_eq(produce1(&ps, 1, 3, 0, 1, &next, &base), KP_INVALID_PRODUCER_EPOCH);
-    ck_assert_ptr_nonnull(bk_pstate_find(&ps, 1));
-    ck_assert_int_eq(bk_pstate_find(&ps, 1)->epoch, 4);
-    ck_assert_int_eq(bk_pstate_find(&ps, 1)->n, 1);
-    bk_pstate_free(&ps);
+    ck_assert_ptr_nonnull(replica_pstate_find(&ps, 1));
+    ck_assert_int_eq(replica_pstate_find(&ps, 1)->epoch, 4);
+    ck_assert_int_eq(replica_pstate_find(&ps, 1)->n, 1);
+    replica_pstate_free(&ps);
 }
 END_TEST
 
 START_TEST(test_unknown_producer_accepted_at_any_sequence)
 {
     bk_pstate ps;
-    bk_pstate_init(&ps);
+    replica_pstate_init(&ps);
     int64_t next = 0, base;
     ck_assert_int_eq(produce1(&ps, 9, 0, 1234, 2, &next, &base), KP_NONE);
     ck_assert_int_eq(produce1(&ps, 9, 0, 1236, 1, &next, &base), KP_NONE);
     ck_assert_int_eq(produce1(&ps, 9, 0, 1234, 2, &next, &base), BK_PS_DUPLICATE);
     ck_assert_int_eq(base, 0);
-    bk_pstate_free(&ps);
+    replica_pstate_free(&ps);
 }
 END_TEST
 
 START_TEST(test_sequence_wraps_at_int32_max)
 {
     bk_pstate ps;
-    bk_pstate_init(&ps);
+    replica_pstate_init(&ps);
     int64_t next = 0, base;
     /* INT32_MAX-1, INT32_MAX, then 0: the batch's last sequence wraps */
     ck_assert_int_eq(produce1(&ps, 5, 0, INT32_MAX - 1, 2, &next, &base), KP_NONE);
-    ck_assert_int_eq(bk_pstate_find(&ps, 5)->batches[0].last_seq, INT32_MAX);
+    ck_assert_int_eq(replica_pstate_find(&ps, 5)->batches[0].last_seq, INT32_MAX);
     ck_assert_int_eq(produce1(&ps, 5, 0, 0, 3, &next, &base), KP_NONE);
     ck_assert_int_eq(produce1(&ps, 5, 0, INT32_MAX - 1, 2, &next, &base), BK_PS_DUPLICATE);
     /* a batch crossing the wrap */
     ck_assert_int_eq(produce1(&ps, 6, 0, INT32_MAX, 3, &next, &base), KP_NONE);
-    ck_assert_int_eq(bk_pstate_find(&ps, 6)->batches[0].last_seq, 1);
+    ck_assert_int_eq(replica_pstate_find(&ps, 6)->batches[0].last_seq, 1);
     ck_assert_int_eq(produce1(&ps, 6, 0, 2, 1, &next, &base), KP_NONE);
-    bk_pstate_free(&ps);
+    replica_pstate_free(&ps);
 }
 END_TEST
 
 START_TEST(test_several_batches_of_one_producer_in_one_request_chain)
 {
     bk_pstate ps;
-    bk_pstate_init(&ps);
+    replica_pstate_init(&ps);
     int64_t next = 0, base;
     kp_buf b;
     kp_buf_init(&b);
@@ -177,7 +177,7 @@ START_TEST(test_several_batches_of_one_producer_in_one_request_chain)
     add_batch(&b, 1, 0, 2, 2);
     ck_assert_int_eq(produce(&ps, &b, &next, &base), KP_NONE);
     ck_assert_int_eq(next, 5);
-    ck_assert_int_eq(bk_pstate_find(&ps, 1)->n, 2);
+    ck_assert_int_eq(replica_pstate_find(&ps, 1)->n, 2);
     /* second batch out of order against the first of the same request */
     kp_buf_reset(&b);
     add_batch(&b, 1, 0, 4, 1);
@@ -185,14 +185,14 @@ START_TEST(test_several_batches_of_one_producer_in_one_request_chain)
     ck_assert_int_eq(produce(&ps, &b, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
     ck_assert_int_eq(next, 5);
     kp_buf_free(&b);
-    bk_pstate_free(&ps);
+    replica_pstate_free(&ps);
 }
 END_TEST
 
 START_TEST(test_transactional_and_negative_fields_refused)
 {
     bk_pstate ps;
-    bk_pstate_init(&ps);
+    replica_pstate_init(&ps);
     kp_buf b;
     kp_buf_init(&b);
     kp_batch_builder bb;
@@ -203,17 +203,17 @@ START_TEST(test_transactional_and_negative_fields_refused)
     ck_assert_int_gt(kp_bb_finish(&bb), 0);
     kp_bb_free(&bb);
     bk_pbatch dup;
-    ck_assert_int_eq(bk_pstate_check(&ps, b.data, b.len, &dup), KP_INVALID_TXN_STATE);
+    ck_assert_int_eq(replica_pstate_check(&ps, b.data, b.len, &dup), KP_INVALID_TXN_STATE);
     kp_buf_reset(&b);
     add_batch(&b, 1, 0, -1, 1);
-    ck_assert_int_eq(bk_pstate_check(&ps, b.data, b.len, &dup), KP_CORRUPT_MESSAGE);
+    ck_assert_int_eq(replica_pstate_check(&ps, b.data, b.len, &dup), KP_CORRUPT_MESSAGE);
     /* no producer id at all: nothing to check */
     kp_buf_reset(&b);
     add_batch(&b, -1, -1, -1, 1);
-    ck_assert_int_eq(bk_pstate_check(&ps, b.data, b.len, &dup), KP_NONE);
-    ck_assert_int_eq(bk_pstate_check(NULL, b.data, b.len, &dup), KP_NONE);
+    ck_assert_int_eq(replica_pstate_check(&ps, b.data, b.len, &dup), KP_NONE);
+    ck_assert_int_eq(replica_pstate_check(NULL, b.data, b.len, &dup), KP_NONE);
     kp_buf_free(&b);
-    bk_pstate_free(&ps);
+    replica_pstate_free(&ps);
 }
 END_TEST
 
@@ -221,20 +221,20 @@ END_TEST
 START_TEST(test_many_producers_grow_and_expire_with_back_shift)
 {
     bk_pstate ps;
-    bk_pstate_init(&ps);
+    replica_pstate_init(&ps);
     enum { N = 5000 };
     for (int64_t pid = 0; pid < N; pid++) {
         kp_batch h = { .BaseOffset = pid, .ProducerId = pid * 7919, .ProducerEpoch = 0,
                        .BaseSequence = 0, .LastOffsetDelta = 0 };
         /* odd pids seen long ago, even ones recently */
-        ck_assert_int_eq(bk_pstate_apply(&ps, &h, pid % 2 ? 100 : 10000), 0);
+        ck_assert_int_eq(replica_pstate_apply(&ps, &h, pid % 2 ? 100 : 10000), 0);
     }
     ck_assert_uint_eq(ps.n, N);
     ck_assert_uint_ge(ps.cap * 3, ps.n * 4);
-    ck_assert_uint_eq(bk_pstate_expire(&ps, 10000, 5000), N / 2);
+    ck_assert_uint_eq(replica_pstate_expire(&ps, 10000, 5000), N / 2);
     ck_assert_uint_eq(ps.n, N / 2);
     for (int64_t pid = 0; pid < N; pid++) {
-        bk_producer *e = bk_pstate_find(&ps, pid * 7919);
+        bk_producer *e = replica_pstate_find(&ps, pid * 7919);
         if (pid % 2) {
             ck_assert_ptr_null(e);
         } else {
@@ -242,7 +242,7 @@ START_TEST(test_many_producers_grow_and_expire_with_back_shift)
             ck_assert_int_eq(e->batches[e->head].base_offset, pid);
         }
     }
-    bk_pstate_free(&ps);
+    replica_pstate_free(&ps);
 }
 END_TEST
 
@@ -262,7 +262,7 @@ static void assert_same(const bk_pstate *a, const bk_pstate *b)
         const bk_producer *x = a->slots[i];
         if (!x)
             continue;
-        const bk_producer *y = bk_pstate_find(b, x->pid);
+        const bk_producer *y = replica_pstate_find(b, x->pid);
         ck_assert_ptr_nonnull(y);
         ck_assert_int_eq(x->epoch, y->epoch);
         ck_assert_int_eq(x->n, y->n);
@@ -279,35 +279,35 @@ static void assert_same(const bk_pstate *a, const bk_pstate *b)
 START_TEST(test_snapshot_round_trip_and_newest_usable_wins)
 {
     bk_pstate ps, back;
-    bk_pstate_init(&ps);
-    bk_pstate_init(&back);
+    replica_pstate_init(&ps);
+    replica_pstate_init(&back);
     int64_t next = 0;
     fill(&ps, &next);
-    ck_assert_int_eq(bk_pstate_save(&ps, g_dir, 20), 0);
-    ck_assert_int_eq(bk_pstate_save(&ps, g_dir, next), 0);
-    ck_assert_int_eq(bk_pstate_save(&ps, g_dir, next + 100), 0);
+    ck_assert_int_eq(replica_pstate_save(&ps, g_dir, 20), 0);
+    ck_assert_int_eq(replica_pstate_save(&ps, g_dir, next), 0);
+    ck_assert_int_eq(replica_pstate_save(&ps, g_dir, next + 100), 0);
     /* keeps the newest two */
     char path[128];
     snprintf(path, sizeof path, "%s/%020d.snapshot", g_dir, 20);
     ck_assert_int_ne(access(path, F_OK), 0);
     /* the one above the log end is dropped; the next one is used */
-    ck_assert_int_eq(bk_pstate_load(&back, g_dir, next), next);
+    ck_assert_int_eq(replica_pstate_load(&back, g_dir, next), next);
     snprintf(path, sizeof path, "%s/%020lld.snapshot", g_dir, (long long)(next + 100));
     ck_assert_int_ne(access(path, F_OK), 0);
     assert_same(&ps, &back);
-    bk_pstate_free(&back);
-    bk_pstate_free(&ps);
+    replica_pstate_free(&back);
+    replica_pstate_free(&ps);
 }
 END_TEST
 
 START_TEST(test_damaged_snapshot_ignored)
 {
     bk_pstate ps, back;
-    bk_pstate_init(&ps);
-    bk_pstate_init(&back);
+    replica_pstate_init(&ps);
+    replica_pstate_init(&back);
     int64_t next = 0;
     fill(&ps, &next);
-    ck_assert_int_eq(bk_pstate_save(&ps, g_dir, next), 0);
+    ck_assert_int_eq(replica_pstate_save(&ps, g_dir, next), 0);
     char path[128];
     snprintf(path, sizeof path, "%s/%020lld.snapshot", g_dir, (long long)next);
     FILE *f = fopen(path, "r+b");
@@ -315,14 +315,14 @@ START_TEST(test_damaged_snapshot_ignored)
     fseek(f, 20, SEEK_SET);
     fputc(0x55, f);
     fclose(f);
-    ck_assert_int_eq(bk_pstate_load(&back, g_dir, next), -1);
+    ck_assert_int_eq(replica_pstate_load(&back, g_dir, next), -1);
     ck_assert_uint_eq(back.n, 0);
-    bk_pstate_free(&ps);
+    replica_pstate_free(&ps);
     /* an empty table round-trips too */
-    ck_assert_int_eq(bk_pstate_save(NULL, g_dir, next + 1), 0);
-    ck_assert_int_eq(bk_pstate_load(&back, g_dir, next + 1), next + 1);
+    ck_assert_int_eq(replica_pstate_save(NULL, g_dir, next + 1), 0);
+    ck_assert_int_eq(replica_pstate_load(&back, g_dir, next + 1), next + 1);
     ck_assert_uint_eq(back.n, 0);
-    bk_pstate_free(&back);
+    replica_pstate_free(&back);
 }
 END_TEST
 
@@ -337,7 +337,7 @@ static int collect_header(const uint8_t *hdr, void *arg)
     if (c->count++ == 0)
         c->first_base = h.BaseOffset;
     if (h.ProducerId >= 0)
-        ck_assert_int_eq(bk_pstate_apply(c->ps, &h, 0), 0);
+        ck_assert_int_eq(replica_pstate_apply(c->ps, &h, 0), 0);
     return 0;
 }
 
@@ -358,7 +358,7 @@ START_TEST(test_rebuild_from_headers_across_segments_matches_live_state)
     seg_log *log;
     ck_assert_int_eq(seg_open(&o, &log), 0);
     bk_pstate live;
-    bk_pstate_init(&live);
+    replica_pstate_init(&live);
     kp_buf b;
     kp_buf_init(&b);
     int64_t next = 0, base;
@@ -375,7 +375,7 @@ START_TEST(test_rebuild_from_headers_across_segments_matches_live_state)
     }
     ck_assert_int_gt(seg_segment_count(log), 3);
     bk_pstate back;
-    bk_pstate_init(&back);
+    replica_pstate_init(&back);
     struct collect c = { &back, 0, -1 };
     ck_assert_int_eq(seg_scan_headers(log, 0, collect_header, &c), 0);
     ck_assert_int_eq(c.count, 300);
@@ -390,8 +390,8 @@ START_TEST(test_rebuild_from_headers_across_segments_matches_live_state)
     mid.count = 0;
     ck_assert_int_eq(seg_scan_headers(log, 0, stop_after_3, &mid), 7);
     ck_assert_int_eq(mid.count, 3);
-    bk_pstate_free(&back);
-    bk_pstate_free(&live);
+    replica_pstate_free(&back);
+    replica_pstate_free(&live);
     kp_buf_free(&b);
     seg_close(log);
 }

@@ -38,7 +38,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    bk_topics_close_all(&B);
+    view_topics_close_all(&B);
     md_close(B.db);
     event_base_free(B.base);
     unit_tmpdir_remove();
@@ -145,7 +145,7 @@ static const bk_store recorder = {
 
 static void use_recorder(void)
 {
-    ck_assert_int_eq(bk_topics_load(&B), 0);
+    ck_assert_int_eq(view_topics_load(&B), 0);
     B.store = &recorder;
     memset(&seen, 0, sizeof seen);
 }
@@ -153,7 +153,7 @@ static void use_recorder(void)
 START_TEST(test_topics_load_gives_a_broker_without_a_store_the_standalone_one)
 {
     ck_assert_ptr_null(B.store);
-    ck_assert_int_eq(bk_topics_load(&B), 0);
+    ck_assert_int_eq(view_topics_load(&B), 0);
     ck_assert_ptr_eq(B.store, &bk_store_sqlite);
 }
 END_TEST
@@ -162,21 +162,21 @@ START_TEST(test_topic_writes_reach_the_store_and_validate_only_does_not)
 {
     use_recorder();
     char err[256];
-    ck_assert_int_eq(bk_topic_create(&B, "t", 3, 1, NULL, NULL, 0, true, NULL, err, sizeof err),
+    ck_assert_int_eq(view_topic_create(&B, "t", 3, 1, NULL, NULL, 0, true, NULL, err, sizeof err),
                      KP_NONE);
     ck_assert_int_eq(seen.calls, 0);
     ck_assert_int_ne(md_topic_get(B.db, "t", NULL), KP_NONE);   /* checked, not written */
-    ck_assert_int_eq(bk_topic_create(&B, "t", 3, 1, NULL, NULL, 0, false, NULL, err,
+    ck_assert_int_eq(view_topic_create(&B, "t", 3, 1, NULL, NULL, 0, false, NULL, err,
                                      sizeof err), KP_NONE);
     ck_assert_str_eq(seen.last, "topic_create");
     ck_assert_uint_eq(seen.n, 3);
     ck_assert(seen.own_assignment);
     ck_assert_int_ne(md_topic_get(B.db, "t", NULL), KP_NONE);   /* the store's to write */
     md_kv kv = { (char *)"retention.ms", (char *)"1000" };
-    ck_assert_int_eq(bk_topic_configs_set(&B, "t", &kv, 1, false, NULL, err, sizeof err),
+    ck_assert_int_eq(view_topic_configs_set(&B, "t", &kv, 1, false, NULL, err, sizeof err),
                      KP_NONE);
     ck_assert_str_eq(seen.last, "topic_configs_set");
-    ck_assert_int_eq(bk_topic_delete(&B, "t", NULL, err, sizeof err), KP_NONE);
+    ck_assert_int_eq(view_topic_delete(&B, "t", NULL, err, sizeof err), KP_NONE);
     ck_assert_str_eq(seen.last, "topic_delete");
     ck_assert_int_eq(seen.calls, 3);
 }
@@ -187,21 +187,21 @@ START_TEST(test_broker_config_acl_and_credential_writes_reach_the_store)
     use_recorder();
     char err[256];
     md_kv kv = { (char *)"leader.replication.throttled.rate", (char *)"1000" };
-    ck_assert_int_eq(bk_broker_configs_set(&B, "", &kv, 1, true, NULL, err, sizeof err),
+    ck_assert_int_eq(view_broker_configs_set(&B, "", &kv, 1, true, NULL, err, sizeof err),
                      KP_NONE);
     ck_assert_int_eq(seen.calls, 0);
-    ck_assert_int_eq(bk_broker_configs_set(&B, "", &kv, 1, false, NULL, err, sizeof err),
+    ck_assert_int_eq(view_broker_configs_set(&B, "", &kv, 1, false, NULL, err, sizeof err),
                      KP_NONE);
     ck_assert_str_eq(seen.last, "broker_configs_set");
     md_acl row = { .resource_type = (char *)"TOPIC", .resource_name = (char *)"t",
                    .pattern_type = (char *)"LITERAL", .principal = (char *)"User:a",
                    .host = (char *)"*", .operation = (char *)"READ",
                    .permission = (char *)"ALLOW" };
-    ck_assert_int_eq(bk_acl_apply(&B, NULL, 0, &row, 1, NULL, err, sizeof err), KP_NONE);
+    ck_assert_int_eq(sec_acl_apply(&B, NULL, 0, &row, 1, NULL, err, sizeof err), KP_NONE);
     ck_assert_str_eq(seen.last, "acl_change");
     ck_assert_uint_eq(seen.n, 1);
     /* The store found none to delete: the caller's answer, as Kafka's. */
-    ck_assert_int_eq(bk_sasl_user_delete(&B, "a", "SCRAM-SHA-256", err, sizeof err),
+    ck_assert_int_eq(sec_sasl_user_delete(&B, "a", "SCRAM-SHA-256", err, sizeof err),
                      KP_RESOURCE_NOT_FOUND);
     ck_assert_str_eq(seen.last, "scram_delete");
     ck_assert_int_eq(seen.calls, 3);
@@ -217,7 +217,7 @@ START_TEST(test_a_pending_write_is_left_to_the_store_to_answer)
     char err[256];
     bk_topic_op op = { 0 };
     md_kv kv = { (char *)"leader.replication.throttled.rate", (char *)"1000" };
-    ck_assert_int_eq(bk_broker_configs_set(&B, "", &kv, 1, false, &op, err, sizeof err),
+    ck_assert_int_eq(view_broker_configs_set(&B, "", &kv, 1, false, &op, err, sizeof err),
                      KP_NONE);
     ck_assert(op.pending);
 }
@@ -225,22 +225,22 @@ END_TEST
 
 START_TEST(test_the_standalone_store_writes_and_applies_before_it_returns)
 {
-    ck_assert_int_eq(bk_topics_load(&B), 0);
+    ck_assert_int_eq(view_topics_load(&B), 0);
     char err[256];
     bk_topic_op op = { 0 };
-    ck_assert_int_eq(bk_topic_create(&B, "t", 2, 1, NULL, NULL, 0, false, &op, err,
+    ck_assert_int_eq(view_topic_create(&B, "t", 2, 1, NULL, NULL, 0, false, &op, err,
                                      sizeof err), KP_NONE);
     ck_assert(!op.pending);
     ck_assert_int_eq(md_topic_get(B.db, "t", NULL), KP_NONE);
-    bk_topic *t = bk_topic_find(&B, "t", 1);
+    bk_topic *t = view_topic_find(&B, "t", 1);
     ck_assert_ptr_nonnull(t);
     ck_assert_int_eq(t->npartitions, 2);
-    ck_assert_int_eq(bk_topic_add_partitions(&B, "t", 3, NULL, false, &op, err, sizeof err),
+    ck_assert_int_eq(view_topic_add_partitions(&B, "t", 3, NULL, false, &op, err, sizeof err),
                      KP_NONE);
-    ck_assert_int_eq(bk_topic_find(&B, "t", 1)->npartitions, 3);
-    ck_assert_int_eq(bk_topic_delete(&B, "t", &op, err, sizeof err), KP_NONE);
+    ck_assert_int_eq(view_topic_find(&B, "t", 1)->npartitions, 3);
+    ck_assert_int_eq(view_topic_delete(&B, "t", &op, err, sizeof err), KP_NONE);
     ck_assert(!op.pending);
-    ck_assert_ptr_null(bk_topic_find(&B, "t", 1));
+    ck_assert_ptr_null(view_topic_find(&B, "t", 1));
 }
 END_TEST
 

@@ -42,14 +42,14 @@ static void finish(void *ctx)
 
 /* Issues N writes through a wait for r: entries whose bit is set in
  * pending_mask go pending (a->ops[i] keeps their op); the others answer at
- * once with rc 100 + i.  Checks bk_topic_wait_start says expect. */
+ * once with rc 100 + i.  Checks api_topic_wait_start says expect. */
 static void issue(answers *a, bk_req *r, unsigned pending_mask, int expect)
 {
     memset(a, 0, sizeof *a);
-    bk_topic_wait *w = bk_topic_wait_new(r, 1500, record, finish, a);
+    bk_topic_wait *w = api_topic_wait_new(r, 1500, record, finish, a);
     ck_assert_ptr_nonnull(w);
     for (int32_t i = 0; i < N; i++) {
-        bk_topic_op *op = bk_topic_wait_op(w, i);
+        bk_topic_op *op = api_topic_wait_op(w, i);
         ck_assert_ptr_nonnull(op);
         ck_assert(!op->pending);
         ck_assert_int_eq(op->timeout_ms, 1500);
@@ -59,9 +59,9 @@ static void issue(answers *a, bk_req *r, unsigned pending_mask, int expect)
             a->ops[i] = op;
             rc = 0;                   /* not the answer: done brings it */
         }
-        bk_topic_wait_result(w, i, rc, "now");
+        api_topic_wait_result(w, i, rc, "now");
     }
-    ck_assert_int_eq(bk_topic_wait_start(w), expect);
+    ck_assert_int_eq(api_topic_wait_start(w), expect);
     if (r && expect == BK_DEFER)
         ck_assert_ptr_eq(r->state, w);
 }

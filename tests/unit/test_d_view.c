@@ -42,53 +42,53 @@ START_TEST(test_find_by_id_through_growth_and_removal)
     uint8_t id[16];
     for (uint32_t i = 0; i < NT; i++) {
         ts[i] = topic(i);
-        bk_view_insert(&b, ts[i]);
+        view_insert(&b, ts[i]);
         make_id(id, i);
-        ck_assert_ptr_eq(bk_topic_find_id(&b, id), ts[i]);
+        ck_assert_ptr_eq(view_topic_find_id(&b, id), ts[i]);
     }
     ck_assert_uint_eq(b.ntopics, NT);
     for (uint32_t i = 0; i < NT; i++) {           /* all still there */
         make_id(id, i);
-        ck_assert_ptr_eq(bk_topic_find_id(&b, id), ts[i]);
+        ck_assert_ptr_eq(view_topic_find_id(&b, id), ts[i]);
     }
     /* An id sharing all but its last byte with a topic's is not it. */
     make_id(id, 7);
     id[15] ^= 0x80;
-    ck_assert_ptr_null(bk_topic_find_id(&b, id));
+    ck_assert_ptr_null(view_topic_find_id(&b, id));
 
     for (uint32_t i = 0; i < NT; i += 2)
-        bk_view_remove(&b, ts[i]);
+        view_remove(&b, ts[i]);
     ck_assert_uint_eq(b.ntopics, NT / 2);
     for (uint32_t i = 0; i < NT; i++) {
         make_id(id, i);
         char name[32];
         snprintf(name, sizeof name, "topic-%u", i);
         bk_topic *want = i % 2 ? ts[i] : NULL;
-        ck_assert_ptr_eq(bk_topic_find_id(&b, id), want);
-        ck_assert_ptr_eq(bk_topic_find(&b, name, strlen(name)), want);
+        ck_assert_ptr_eq(view_topic_find_id(&b, id), want);
+        ck_assert_ptr_eq(view_topic_find(&b, name, strlen(name)), want);
     }
     /* Re-created under the same name with a new id: only the new id finds
      * it, as a client holding the old id must learn UNKNOWN_TOPIC_ID. */
     bk_topic *again = topic(NT + 1);
     snprintf(again->name, sizeof again->name, "topic-0");
-    bk_view_insert(&b, again);
+    view_insert(&b, again);
     make_id(id, 0);
-    ck_assert_ptr_null(bk_topic_find_id(&b, id));
+    ck_assert_ptr_null(view_topic_find_id(&b, id));
     make_id(id, NT + 1);
-    ck_assert_ptr_eq(bk_topic_find_id(&b, id), again);
-    ck_assert_ptr_eq(bk_topic_find(&b, "topic-0", 7), again);
+    ck_assert_ptr_eq(view_topic_find_id(&b, id), again);
+    ck_assert_ptr_eq(view_topic_find(&b, "topic-0", 7), again);
 
-    bk_view_remove(&b, again);
+    view_remove(&b, again);
     free(again);
     for (uint32_t i = 1; i < NT; i += 2)
-        bk_view_remove(&b, ts[i]);
+        view_remove(&b, ts[i]);
     ck_assert_uint_eq(b.ntopics, 0);
     for (uint32_t i = 0; i < NT; i++) {
         make_id(id, i);
-        ck_assert_ptr_null(bk_topic_find_id(&b, id));
+        ck_assert_ptr_null(view_topic_find_id(&b, id));
         free(ts[i]);
     }
-    bk_view_free(&b);
+    view_free(&b);
 }
 END_TEST
 
@@ -99,16 +99,16 @@ START_TEST(test_zero_id_is_never_found)
     bk_broker b;
     memset(&b, 0, sizeof b);
     static const uint8_t zero[16];
-    ck_assert_ptr_null(bk_topic_find_id(&b, zero));      /* empty view */
+    ck_assert_ptr_null(view_topic_find_id(&b, zero));      /* empty view */
     bk_topic *t = topic(1);
     memset(t->id, 0, sizeof t->id);
-    bk_view_insert(&b, t);
-    ck_assert_ptr_null(bk_topic_find_id(&b, zero));
-    ck_assert_ptr_eq(bk_topic_find(&b, "topic-1", 7), t);
-    bk_view_remove(&b, t);
-    ck_assert_ptr_null(bk_topic_find(&b, "topic-1", 7));
+    view_insert(&b, t);
+    ck_assert_ptr_null(view_topic_find_id(&b, zero));
+    ck_assert_ptr_eq(view_topic_find(&b, "topic-1", 7), t);
+    view_remove(&b, t);
+    ck_assert_ptr_null(view_topic_find(&b, "topic-1", 7));
     free(t);
-    bk_view_free(&b);
+    view_free(&b);
 }
 END_TEST
 

@@ -41,7 +41,7 @@ START_TEST(test_broker_kafka_v5_registration)
         "\"PLAINTEXT\"},\"endpoints\":[\"PLAINTEXT://127.0.0.1:9092\"],\"jmx_port\":-1,"
         "\"port\":9092,\"host\":\"127.0.0.1\",\"version\":5,\"timestamp\":\"1733000000000\","
         "\"rack\":\"r1\"}";
-    ck_assert_msg(zj_broker_parse(EXACT(js), &b, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_broker_parse(EXACT(js), &b, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(b.id, -1);
     ck_assert_str_eq(b.host, "127.0.0.1");
     ck_assert_int_eq(b.port, 9092);
@@ -52,7 +52,7 @@ START_TEST(test_broker_kafka_v5_registration)
     /* Formatted back: Kafka's own bytes. */
     kp_buf out;
     kp_buf_init(&out);
-    ck_assert_int_eq(zj_broker_format(&b, &out), 0);
+    ck_assert_int_eq(cl_zj_broker_format(&b, &out), 0);
     ck_assert_str_eq(text_of(&out), js);
     kp_buf_free(&out);
 }
@@ -68,21 +68,21 @@ START_TEST(test_broker_named_listeners_by_name)
     snprintf(b.protocol_map, sizeof b.protocol_map, "CLIENT:PLAINTEXT,INTERNAL:SSL");
     kp_buf out;
     kp_buf_init(&out);
-    ck_assert_int_eq(zj_broker_format(&b, &out), 0);
+    ck_assert_int_eq(cl_zj_broker_format(&b, &out), 0);
     ck_assert_str_eq(text_of(&out), "{\"features\":{},\"listener_security_protocol_map\":"
         "{\"CLIENT\":\"PLAINTEXT\",\"INTERNAL\":\"SSL\"},\"endpoints\":[\"CLIENT://h1:9092\","
         "\"INTERNAL://[::1]:9093\"],\"jmx_port\":-1,\"port\":9092,\"host\":\"h1\","
         "\"version\":5,\"timestamp\":\"7\"}");
     zj_broker back;
-    ck_assert_msg(zj_broker_parse((const char *)out.data, out.len, &back, err, sizeof err) == 0,
+    ck_assert_msg(cl_zj_broker_parse((const char *)out.data, out.len, &back, err, sizeof err) == 0,
                   "%s", err);
     ck_assert_int_eq(back.neps, 2);
-    const struct zj_endpoint *ep = zj_broker_endpoint(&back, "internal");
+    const struct zj_endpoint *ep = cl_zj_broker_endpoint(&back, "internal");
     ck_assert_ptr_nonnull(ep);
     ck_assert_str_eq(ep->host, "::1");
     ck_assert_int_eq(ep->port, 9093);
-    ck_assert_int_eq(zj_broker_endpoint(&back, "CLIENT")->port, 9092);
-    ck_assert_ptr_null(zj_broker_endpoint(&back, "SSL"));
+    ck_assert_int_eq(cl_zj_broker_endpoint(&back, "CLIENT")->port, 9092);
+    ck_assert_ptr_null(cl_zj_broker_endpoint(&back, "SSL"));
     kp_buf_free(&out);
 }
 END_TEST
@@ -95,37 +95,37 @@ START_TEST(test_broker_without_plaintext_host_is_null)
         "\"EXTERNAL\":\"SASL_SSL\"},\"endpoints\":[\"INTERNAL://[::1]:9093\","
         "\"EXTERNAL://broker.example:9094\"],\"rack\":null,\"jmx_port\":-1,\"host\":null,"
         "\"timestamp\":\"1\",\"port\":-1,\"version\":4}";
-    ck_assert_msg(zj_broker_parse(EXACT(js), &b, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_broker_parse(EXACT(js), &b, err, sizeof err) == 0, "%s", err);
     ck_assert_str_eq(b.host, "::1");
     ck_assert_int_eq(b.port, 9093);
     ck_assert_str_eq(b.rack, "");
     ck_assert_str_eq(b.endpoints, "INTERNAL://[::1]:9093,EXTERNAL://broker.example:9094");
 
     js = "{\"endpoints\":[\"SSL://a:1\",\"PLAINTEXT://b:2\"],\"host\":null,\"port\":-1}";
-    ck_assert_msg(zj_broker_parse(EXACT(js), &b, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_broker_parse(EXACT(js), &b, err, sizeof err) == 0, "%s", err);
     ck_assert_str_eq(b.host, "b");
     ck_assert_int_eq(b.port, 2);
 
     /* Kafka 0.8's v1: host and port, no endpoints. */
     js = "{\"jmx_port\":-1,\"timestamp\":\"1400000000000\",\"host\":\"old\",\"version\":1,"
          "\"port\":9092}";
-    ck_assert_msg(zj_broker_parse(EXACT(js), &b, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_broker_parse(EXACT(js), &b, err, sizeof err) == 0, "%s", err);
     ck_assert_str_eq(b.host, "old");
     ck_assert_str_eq(b.endpoints, "");
     kp_buf out;
     kp_buf_init(&out);
-    ck_assert_int_eq(zj_broker_format(&b, &out), 0);
+    ck_assert_int_eq(cl_zj_broker_format(&b, &out), 0);
     zj_broker back;
-    ck_assert_msg(zj_broker_parse((const char *)out.data, out.len, &back, err, sizeof err) == 0,
+    ck_assert_msg(cl_zj_broker_parse((const char *)out.data, out.len, &back, err, sizeof err) == 0,
                   "%s", err);
     ck_assert_str_eq(back.endpoints, "PLAINTEXT://old:9092");
     kp_buf_free(&out);
 
     js = "{\"host\":null,\"port\":-1,\"endpoints\":[]}";
-    ck_assert_int_eq(zj_broker_parse(EXACT(js), &b, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_broker_parse(EXACT(js), &b, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "endpoint"), "%s", err);
     js = "{\"host\":null,\"endpoints\":[\"PLAINTEXT://h:99999\"]}";
-    ck_assert_int_eq(zj_broker_parse(EXACT(js), &b, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_broker_parse(EXACT(js), &b, err, sizeof err), -1);
 }
 END_TEST
 
@@ -140,11 +140,11 @@ START_TEST(test_broker_format_escapes_and_round_trips)
     b.timestamp_ms = 42;
     kp_buf out;
     kp_buf_init(&out);
-    ck_assert_int_eq(zj_broker_format(&b, &out), 0);
+    ck_assert_int_eq(cl_zj_broker_format(&b, &out), 0);
     ck_assert_msg(strstr(text_of(&out), "\"INTERNAL\":\"PLAINTEXT\""), "%s", text_of(&out));
     ck_assert_msg(strstr(text_of(&out), "\"SSL\":\"SSL\""), "%s", text_of(&out));
     zj_broker back;
-    ck_assert_msg(zj_broker_parse((const char *)out.data, out.len, &back, err, sizeof err) == 0,
+    ck_assert_msg(cl_zj_broker_parse((const char *)out.data, out.len, &back, err, sizeof err) == 0,
                   "%s", err);
     ck_assert_str_eq(back.host, b.host);
     ck_assert_str_eq(back.rack, b.rack);
@@ -160,7 +160,7 @@ END_TEST
 static const char *topic_text(const zj_topic *t, kp_buf *out)
 {
     kp_buf_init(out);
-    ck_assert_int_eq(zj_topic_format(t->id, t->parts, t->npartitions, out), 0);
+    ck_assert_int_eq(cl_zj_topic_format(t->id, t->parts, t->npartitions, out), 0);
     return text_of(out);
 }
 
@@ -179,7 +179,7 @@ START_TEST(test_topic_reassignment_maps_round_trip_as_replica_bits)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         zj_topic t;
-        ck_assert_msg(zj_topic_parse(EXACT(cases[i].js), &t, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(cl_zj_topic_parse(EXACT(cases[i].js), &t, err, sizeof err) == 0, "%s", err);
         ck_assert_uint_eq(t.parts[0].adding, cases[i].adding);
         ck_assert_uint_eq(t.parts[0].removing, cases[i].removing);
         if (i == 0) {
@@ -190,7 +190,7 @@ START_TEST(test_topic_reassignment_maps_round_trip_as_replica_bits)
                 "\"adding_replicas\":{\"0\":[3]},\"removing_replicas\":{\"0\":[1]}}");
             kp_buf_free(&out);
         }
-        zj_topic_free(&t);
+        cl_zj_topic_free(&t);
     }
 }
 END_TEST
@@ -201,7 +201,7 @@ START_TEST(test_topic_v3_assignment)
     const char *js = "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
         "\"partitions\":{\"1\":[2,3,1],\"0\":[1,2,3]},\"adding_replicas\":{},"
         "\"removing_replicas\":{}}";
-    ck_assert_msg(zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
     ck_assert(t.has_id);
     ck_assert_int_eq(t.id[0], 0x01);
     ck_assert_int_eq(t.id[15], 0x10);
@@ -218,21 +218,21 @@ START_TEST(test_topic_v3_assignment)
     ck_assert_str_eq(topic_text(&t, &out), "{\"version\":3,\"topic_id\":\"ASNFZ4mrze_-3LqYdlQyEA\","
         "\"partitions\":{\"0\":[1,2,3],\"1\":[2,3,1]},\"adding_replicas\":{},"
         "\"removing_replicas\":{}}");
-    zj_topic_free(&t);
+    cl_zj_topic_free(&t);
     kp_buf_reset(&out);
 
     /* Version 1 (Kafka before 2.4) has no id. */
     js = "{\"version\":1,\"partitions\":{\"0\":[7]}}";
-    ck_assert_msg(zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
     ck_assert(!t.has_id);
     ck_assert_int_eq(t.npartitions, 1);
-    ck_assert_int_eq(zj_topic_format(NULL, t.parts, t.npartitions, &out), 0);
+    ck_assert_int_eq(cl_zj_topic_format(NULL, t.parts, t.npartitions, &out), 0);
     zj_topic back;
-    ck_assert_int_eq(zj_topic_parse((const char *)out.data, out.len, &back, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_topic_parse((const char *)out.data, out.len, &back, err, sizeof err), 0);
     ck_assert(!back.has_id);
     ck_assert_int_eq(back.parts[0].replicas[0], 7);
-    zj_topic_free(&back);
-    zj_topic_free(&t);
+    cl_zj_topic_free(&back);
+    cl_zj_topic_free(&t);
     kp_buf_free(&out);
 }
 END_TEST
@@ -241,7 +241,7 @@ static void topic_refused(const char *js, const char *why)
 {
     zj_topic t;
     t.parts = (void *)1;
-    ck_assert_msg(zj_topic_parse(EXACT(js), &t, err, sizeof err) == -1, "accepted %s", js);
+    ck_assert_msg(cl_zj_topic_parse(EXACT(js), &t, err, sizeof err) == -1, "accepted %s", js);
     ck_assert_ptr_null(t.parts);
     ck_assert_msg(strstr(err, why), "%s: error \"%s\" lacks \"%s\"", js, err, why);
 }
@@ -280,7 +280,7 @@ START_TEST(test_state_kafka_form_and_round_trip)
     st.zk_version = 9;
     const char *js = "{\"controller_epoch\":3,\"leader\":1,\"version\":1,\"leader_epoch\":5,"
                      "\"isr\":[1,2]}";
-    ck_assert_msg(zj_state_parse(EXACT(js), &st, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_state_parse(EXACT(js), &st, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(st.controller_epoch, 3);
     ck_assert_int_eq(st.leader, 1);
     ck_assert_int_eq(st.leader_epoch, 5);
@@ -290,26 +290,26 @@ START_TEST(test_state_kafka_form_and_round_trip)
     ck_assert_int_eq(st.zk_version, 9);
     kp_buf out;
     kp_buf_init(&out);
-    ck_assert_int_eq(zj_state_format(&st, &out), 0);
+    ck_assert_int_eq(cl_zj_state_format(&st, &out), 0);
     ck_assert_str_eq(text_of(&out), js);
     kp_buf_free(&out);
 
     /* Kafka 3.x adds leader_recovery_state; offline: leader -1. */
     js = "{\"version\":1,\"leader\":-1,\"leader_epoch\":4,\"controller_epoch\":7,"
          "\"isr\":[3],\"leader_recovery_state\":0}";
-    ck_assert_msg(zj_state_parse(EXACT(js), &st, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_state_parse(EXACT(js), &st, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(st.leader, -1);
     ck_assert_int_eq(st.nisr, 1);
 
     md_partition_state keep = st;
     js = "{\"leader\":-2,\"leader_epoch\":4,\"controller_epoch\":7,\"isr\":[]}";
-    ck_assert_int_eq(zj_state_parse(EXACT(js), &st, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_state_parse(EXACT(js), &st, err, sizeof err), -1);
     ck_assert_mem_eq(&st, &keep, sizeof st);         /* untouched on error */
     js = "{\"leader\":1,\"controller_epoch\":7,\"isr\":[]}";
-    ck_assert_int_eq(zj_state_parse(EXACT(js), &st, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_state_parse(EXACT(js), &st, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "leader_epoch"), "%s", err);
     js = "{\"leader\":1,\"leader_epoch\":1,\"controller_epoch\":7,\"isr\":[1,1]}";
-    ck_assert_int_eq(zj_state_parse(EXACT(js), &st, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_state_parse(EXACT(js), &st, err, sizeof err), -1);
 }
 END_TEST
 
@@ -321,7 +321,7 @@ START_TEST(test_config_overrides_round_trip)
     size_t n;
     const char *js = "{\"version\":1,\"config\":{\"retention.ms\":\"1000\","
                      "\"cleanup.policy\":\"compact,delete\",\"x\":\"a\\u00e9\\\"\"}}";
-    ck_assert_msg(zj_config_parse(EXACT(js), &kv, &n, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_config_parse(EXACT(js), &kv, &n, err, sizeof err) == 0, "%s", err);
     ck_assert_uint_eq(n, 3);
     ck_assert_str_eq(kv[0].name, "retention.ms");
     ck_assert_str_eq(kv[0].value, "1000");
@@ -329,34 +329,34 @@ START_TEST(test_config_overrides_round_trip)
     ck_assert_str_eq(kv[2].value, "a\xc3\xa9\"");
     kp_buf out;
     kp_buf_init(&out);
-    ck_assert_int_eq(zj_config_format(kv, n, &out), 0);
+    ck_assert_int_eq(cl_zj_config_format(kv, n, &out), 0);
     md_kv *back;
     size_t nb;
-    ck_assert_int_eq(zj_config_parse((const char *)out.data, out.len, &back, &nb, err,
+    ck_assert_int_eq(cl_zj_config_parse((const char *)out.data, out.len, &back, &nb, err,
                                      sizeof err), 0);
     ck_assert_uint_eq(nb, 3);
     ck_assert_str_eq(back[2].value, kv[2].value);
     md_kv_free(back, nb);
     md_kv_free(kv, n);
     kp_buf_reset(&out);
-    ck_assert_int_eq(zj_config_format(NULL, 0, &out), 0);
+    ck_assert_int_eq(cl_zj_config_format(NULL, 0, &out), 0);
     ck_assert_str_eq(text_of(&out), "{\"version\":1,\"config\":{}}");
     kp_buf_free(&out);
 
     js = "{\"version\":1,\"config\":{}}";
-    ck_assert_int_eq(zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), 0);
     ck_assert_uint_eq(n, 0);
     ck_assert_ptr_null(kv);
     js = "{\"config\":{\"a\":1}}";
-    ck_assert_int_eq(zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "must be a string"), "%s", err);
     js = "{\"config\":{\"a\":\"1\",\"a\":\"2\"}}";
-    ck_assert_int_eq(zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), -1);
     js = "{\"config\":{\"a\":\"1\",\"b\":null}}";
-    ck_assert_int_eq(zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), -1);
     ck_assert_ptr_null(kv);
     js = "{\"config\":{\"a\":\"x\\u0000y\"}}";
-    ck_assert_int_eq(zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_config_parse(EXACT(js), &kv, &n, err, sizeof err), -1);
 }
 END_TEST
 
@@ -365,65 +365,65 @@ START_TEST(test_controller_epoch_and_cluster_id)
     int32_t id;
     int64_t ts;
     const char *js = "{\"version\":1,\"brokerid\":1,\"timestamp\":\"1733000000000\"}";
-    ck_assert_msg(zj_controller_parse(EXACT(js), &id, &ts, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_controller_parse(EXACT(js), &id, &ts, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(id, 1);
     ck_assert_int_eq(ts, 1733000000000LL);
     js = "{\"version\":2,\"brokerid\":3,\"timestamp\":\"5\",\"kraftControllerEpoch\":-1}";
-    ck_assert_int_eq(zj_controller_parse(EXACT(js), &id, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_controller_parse(EXACT(js), &id, NULL, err, sizeof err), 0);
     ck_assert_int_eq(id, 3);
     kp_buf out;
     kp_buf_init(&out);
-    ck_assert_int_eq(zj_controller_format(3, 5, &out), 0);
+    ck_assert_int_eq(cl_zj_controller_format(3, 5, &out), 0);
     ck_assert_str_eq(text_of(&out), js);
     js = "{\"version\":1,\"timestamp\":\"5\"}";
-    ck_assert_int_eq(zj_controller_parse(EXACT(js), &id, NULL, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_controller_parse(EXACT(js), &id, NULL, err, sizeof err), -1);
 
     int32_t e;
-    ck_assert_int_eq(zj_epoch_parse(EXACT("7"), &e, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_epoch_parse(EXACT("7"), &e, err, sizeof err), 0);
     ck_assert_int_eq(e, 7);
-    ck_assert_int_eq(zj_epoch_parse(EXACT(" 12\n"), &e, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_epoch_parse(EXACT(" 12\n"), &e, err, sizeof err), 0);
     ck_assert_int_eq(e, 12);
-    ck_assert_int_eq(zj_epoch_parse(EXACT(""), &e, err, sizeof err), -1);
-    ck_assert_int_eq(zj_epoch_parse(EXACT("-1"), &e, err, sizeof err), -1);
-    ck_assert_int_eq(zj_epoch_parse(EXACT("2147483648"), &e, err, sizeof err), -1);
-    ck_assert_int_eq(zj_epoch_parse(EXACT("7x"), &e, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_epoch_parse(EXACT(""), &e, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_epoch_parse(EXACT("-1"), &e, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_epoch_parse(EXACT("2147483648"), &e, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_epoch_parse(EXACT("7x"), &e, err, sizeof err), -1);
     kp_buf_reset(&out);
-    ck_assert_int_eq(zj_epoch_format(2147483647, &out), 0);
+    ck_assert_int_eq(cl_zj_epoch_format(2147483647, &out), 0);
     ck_assert_str_eq(text_of(&out), "2147483647");
 
     char cid[MD_CLUSTER_ID_MAX + 1];
     js = "{\"version\":\"1\",\"id\":\"ASNFZ4mrze_-3LqYdlQyEA\"}";
-    ck_assert_int_eq(zj_cluster_id_parse(EXACT(js), cid, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_cluster_id_parse(EXACT(js), cid, err, sizeof err), 0);
     ck_assert_str_eq(cid, "ASNFZ4mrze_-3LqYdlQyEA");
     kp_buf_reset(&out);
-    ck_assert_int_eq(zj_cluster_id_format(cid, &out), 0);
+    ck_assert_int_eq(cl_zj_cluster_id_format(cid, &out), 0);
     ck_assert_str_eq(text_of(&out), js);
-    ck_assert_int_eq(zj_cluster_id_parse(EXACT("{\"version\":\"1\"}"), cid, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_cluster_id_parse(EXACT("{\"version\":\"1\"}"), cid, err, sizeof err), -1);
 
     char path[300];
     js = "{\"version\":2,\"entity_path\":\"topics/orders\"}";
-    ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), 0);
     ck_assert_str_eq(path, "topics/orders");
     kp_buf_reset(&out);
-    ck_assert_int_eq(zj_config_change_format(path, &out), 0);
+    ck_assert_int_eq(cl_zj_config_change_format(path, &out), 0);
     ck_assert_str_eq(text_of(&out), js);
     js = "{\"version\":1,\"entity_type\":\"topics\",\"entity_name\":\"t1\"}";
-    ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), 0);
     ck_assert_str_eq(path, "topics/t1");
     js = "{\"version\":2}";
-    ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_config_change_parse(EXACT(js), path, sizeof path, err, sizeof err), -1);
     js = "{\"version\":1,\"entity_type\":\"topics\",\"entity_name\":\"t1\"}";
-    ck_assert_int_eq(zj_config_change_parse(EXACT(js), path, 5, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_config_change_parse(EXACT(js), path, 5, err, sizeof err), -1);
     kp_buf_free(&out);
 
     int32_t v;
-    ck_assert_int_eq(zj_id_parse("0", 1, &v), 0);
-    ck_assert_int_eq(zj_id_parse("2147483647", 10, &v), 0);
+    ck_assert_int_eq(cl_zj_id_parse("0", 1, &v), 0);
+    ck_assert_int_eq(cl_zj_id_parse("2147483647", 10, &v), 0);
     ck_assert_int_eq(v, 2147483647);
-    ck_assert_int_eq(zj_id_parse("2147483648", 10, &v), -1);
-    ck_assert_int_eq(zj_id_parse("01", 2, &v), -1);
-    ck_assert_int_eq(zj_id_parse("", 0, &v), -1);
-    ck_assert_int_eq(zj_id_parse("1a", 2, &v), -1);
+    ck_assert_int_eq(cl_zj_id_parse("2147483648", 10, &v), -1);
+    ck_assert_int_eq(cl_zj_id_parse("01", 2, &v), -1);
+    ck_assert_int_eq(cl_zj_id_parse("", 0, &v), -1);
+    ck_assert_int_eq(cl_zj_id_parse("1a", 2, &v), -1);
 }
 END_TEST
 
@@ -431,20 +431,20 @@ END_TEST
 START_TEST(test_sanitize_as_kafka)
 {
     char z[64], back[64];
-    ck_assert_int_eq(zj_sanitize("al,ice=x y", z, sizeof z), 0);
+    ck_assert_int_eq(cl_zj_sanitize("al,ice=x y", z, sizeof z), 0);
     ck_assert_str_eq(z, "al%2Cice%3Dx%20y");
-    ck_assert_int_eq(zj_desanitize(z, back, sizeof back), 0);
+    ck_assert_int_eq(cl_zj_desanitize(z, back, sizeof back), 0);
     ck_assert_str_eq(back, "al,ice=x y");
-    ck_assert_int_eq(zj_sanitize("a*b@c.d-e_F9", z, sizeof z), 0);
+    ck_assert_int_eq(cl_zj_sanitize("a*b@c.d-e_F9", z, sizeof z), 0);
     ck_assert_str_eq(z, "a%2Ab%40c.d-e_F9");
-    ck_assert_int_eq(zj_sanitize("\xc3\xa9/%", z, sizeof z), 0);        /* e-acute, '/', '%' */
+    ck_assert_int_eq(cl_zj_sanitize("\xc3\xa9/%", z, sizeof z), 0);        /* e-acute, '/', '%' */
     ck_assert_str_eq(z, "%C3%A9%2F%25");
-    ck_assert_int_eq(zj_desanitize("a+b%2a", back, sizeof back), 0); /* URLDecoder's */
+    ck_assert_int_eq(cl_zj_desanitize("a+b%2a", back, sizeof back), 0); /* URLDecoder's */
     ck_assert_str_eq(back, "a b*");
-    ck_assert_int_eq(zj_desanitize("a%2", back, sizeof back), -1);
-    ck_assert_int_eq(zj_desanitize("a%00", back, sizeof back), -1);
-    ck_assert_int_eq(zj_sanitize("abc", z, 3), -1);
-    ck_assert_int_eq(zj_sanitize(",", z, 3), -1);
+    ck_assert_int_eq(cl_zj_desanitize("a%2", back, sizeof back), -1);
+    ck_assert_int_eq(cl_zj_desanitize("a%00", back, sizeof back), -1);
+    ck_assert_int_eq(cl_zj_sanitize("abc", z, 3), -1);
+    ck_assert_int_eq(cl_zj_sanitize(",", z, 3), -1);
     ck_assert(bk_utf8_valid("al,ice=x y \xc3\xa9 \xf0\x9f\x98\x80", 18));
     ck_assert(!bk_utf8_valid("\xc0\xaf", 2));                          /* overlong */
     ck_assert(!bk_utf8_valid("\xed\xa0\x80", 3));                      /* surrogate */
@@ -468,13 +468,13 @@ START_TEST(test_every_truncation_is_an_error)
         memcpy(cut, js, i);
         zj_topic t;
         err[0] = 0;
-        ck_assert_msg(zj_topic_parse(cut, i, &t, err, sizeof err) == -1, "prefix %zu", i);
+        ck_assert_msg(cl_zj_topic_parse(cut, i, &t, err, sizeof err) == -1, "prefix %zu", i);
         ck_assert_msg(err[0], "no message for prefix %zu", i);
         free(cut);
     }
     zj_topic t;
-    ck_assert_msg(zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
-    zj_topic_free(&t);
+    ck_assert_msg(cl_zj_topic_parse(EXACT(js), &t, err, sizeof err) == 0, "%s", err);
+    cl_zj_topic_free(&t);
 }
 END_TEST
 
@@ -490,7 +490,7 @@ START_TEST(test_deep_nesting_huge_numbers_and_garbage)
     deep[k++] = '}';
     deep[k] = 0;
     zj_broker b;
-    ck_assert_int_eq(zj_broker_parse(EXACT(deep), &b, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_broker_parse(EXACT(deep), &b, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "deeper"), "%s", err);
 
     /* 31 levels of unknown value are fine (forward compatibility). */
@@ -500,7 +500,7 @@ START_TEST(test_deep_nesting_huge_numbers_and_garbage)
     for (int i = 0; i < ZJ_DEPTH_MAX - 1; i++)
         deep[k++] = ']';
     k += (size_t)snprintf(deep + k, sizeof deep - k, ",\"host\":\"h\",\"port\":1}");
-    ck_assert_msg(zj_broker_parse(EXACT(deep), &b, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_broker_parse(EXACT(deep), &b, err, sizeof err) == 0, "%s", err);
 
     static const char *const bad[] = {
         "", " ", "null", "[]", "{", "}", "{\"host\":\"h\",\"port\":1}x",
@@ -517,17 +517,17 @@ START_TEST(test_deep_nesting_huge_numbers_and_garbage)
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         err[0] = 0;
-        ck_assert_msg(zj_broker_parse(EXACT(bad[i]), &b, err, sizeof err) == -1,
+        ck_assert_msg(cl_zj_broker_parse(EXACT(bad[i]), &b, err, sizeof err) == -1,
                       "accepted %s", bad[i]);
         ck_assert_msg(err[0], "no message for %s", bad[i]);
     }
     /* Skipped numbers may use all of JSON's forms. */
     const char *ok = "{\"z\":[-0,0.5,1E+9,2e-3,-1.25E2],\"host\":\"h\",\"port\":1}";
-    ck_assert_msg(zj_broker_parse(EXACT(ok), &b, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_broker_parse(EXACT(ok), &b, err, sizeof err) == 0, "%s", err);
     /* Too long for the struct: refused, not truncated. */
     char longhost[600];
     snprintf(longhost, sizeof longhost, "{\"host\":\"%0300d\",\"port\":1}", 0);
-    ck_assert_int_eq(zj_broker_parse(EXACT(longhost), &b, err, sizeof err), -1);
+    ck_assert_int_eq(cl_zj_broker_parse(EXACT(longhost), &b, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "longer than"), "%s", err);
 }
 END_TEST
@@ -537,23 +537,23 @@ START_TEST(test_log_dir_event_kafka_form)
     int32_t id, ev;
     kp_buf out;
     kp_buf_init(&out);
-    ck_assert_int_eq(zj_log_dir_event_format(3, 1, &out), 0);
+    ck_assert_int_eq(cl_zj_log_dir_event_format(3, 1, &out), 0);
     ck_assert_str_eq(text_of(&out), "{\"version\":1,\"broker\":3,\"event\":1}");
     const char *js = "{\"version\":1,\"broker\":3,\"event\":1}";
-    ck_assert_msg(zj_log_dir_event_parse(EXACT(js), &id, &ev, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cl_zj_log_dir_event_parse(EXACT(js), &id, &ev, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(id, 3);
     ck_assert_int_eq(ev, 1);
     js = "{\"event\":1,\"broker\":7,\"extra\":[1,{\"a\":2}]}";
-    ck_assert_int_eq(zj_log_dir_event_parse(EXACT(js), &id, &ev, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_log_dir_event_parse(EXACT(js), &id, &ev, err, sizeof err), 0);
     ck_assert_int_eq(id, 7);
     js = "{\"version\":1,\"broker\":7}";
-    ck_assert_int_eq(zj_log_dir_event_parse(EXACT(js), &id, &ev, err, sizeof err), 0);
+    ck_assert_int_eq(cl_zj_log_dir_event_parse(EXACT(js), &id, &ev, err, sizeof err), 0);
     ck_assert_int_eq(ev, -1);
     const char *bad[] = { "{\"version\":1,\"event\":1}", "{\"broker\":-1,\"event\":1}",
                           "{\"broker\":2147483648}", "{\"broker\":\"3\"}", "[]", "",
                           "{\"broker\":3,", "null" };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        ck_assert_msg(zj_log_dir_event_parse(EXACT(bad[i]), &id, &ev, err, sizeof err) == -1,
+        ck_assert_msg(cl_zj_log_dir_event_parse(EXACT(bad[i]), &id, &ev, err, sizeof err) == -1,
                       "%s", bad[i]);
     kp_buf_free(&out);
 }
