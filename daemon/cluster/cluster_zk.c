@@ -4,8 +4,9 @@
  *
  *   loop: cl_zk_get(path, cb) ──► zoo_aget ──► I/O thread ──► server
  *                                             │
- *   loop: cb(result) ◄── on_posted ◄─eventfd─ completion thread: copy the
- *                                             result into a zk_msg, queue it
+ *   loop: cb(result) ◄── on_posted ◄─event_active─ completion thread: copy
+ *                                                   the result into a zk_msg,
+ *                                                   queue it
  *
  * Watches and session events take the same way (the global watcher posts a
  * zk_msg).  The zoo_a* calls themselves only queue a request and return.
@@ -43,7 +44,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,8 +90,7 @@ struct bk_zk {
     int zh_state;                    /* last session state of zh (mu) */
     zk_msg *head, *tail;             /* posted, not yet taken by the loop (mu) */
     struct op_ctx *ops;              /* issued, not yet completed (mu; Z1) */
-    int efd;
-    struct event *ev;
+    struct event *ev;                /* on_posted; event_active from any thread */
     bool stopping;
     bool reinit_running;             /* a reinit thread exists (loop) */
     pthread_t reinit;
@@ -136,10 +135,9 @@ static void post(bk_zk *zk, zk_msg *m)
         zk->head = m;
     zk->tail = m;
     pthread_mutex_unlock(&zk->mu);
-    uint64_t one = 1;
-    /* Fails only if the counter would overflow: the loop is woken anyway. */
-    if (write(zk->efd, &one, sizeof one) < 0) {
-    }
+    /* The loop's one way to be woken from another thread (daemon/worker.h):
+     * activations before on_posted runs are one run, which takes them all. */
+    event_active(zk->ev, EV_READ, 0);
 }
 
 static void msg_free(zk_msg *m)
@@ -175,11 +173,9 @@ static int cmp_str(const void *a, const void *b)
 
 static void on_posted(evutil_socket_t fd, short what, void *arg)
 {
+    (void)fd;
     (void)what;
     bk_zk *zk = arg;
-    uint64_t n;
-    if (read(fd, &n, sizeof n) < 0) {
-    }
     pthread_mutex_lock(&zk->mu);
     zk_msg *m = zk->head;
     zk->head = zk->tail = NULL;
@@ -414,9 +410,7 @@ int cl_zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, siz
     pthread_mutex_init(&zk->hmu, NULL);
     pthread_cond_init(&zk->cv, NULL);
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
-    zk->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    zk->ev = zk->efd >= 0 ? event_new(b->base, zk->efd, EV_READ | EV_PERSIST, on_posted, zk)
-                          : NULL;
+    zk->ev = event_new(b->base, -1, 0, on_posted, zk);
     if (!zk->ev) {
         snprintf(err, errlen, "zookeeper: cannot create the loop's event: %s", strerror(errno));
         goto fail;
@@ -449,11 +443,6 @@ int cl_zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, siz
                      zk->servers, base_paths[i], cl_zk_rc_str(rc));
             goto fail;
         }
-    }
-    if (bk_event_add(zk->ev, NULL, "zookeeper results") != 0) {
-        snprintf(err, errlen, "zookeeper.connect=%s: cannot arm the results event",
-                 zk->servers);
-        goto fail;
     }
     *out = zk;
     BK_INFO("zookeeper: connected to %s, session 0x%llx", zk->servers,
@@ -517,8 +506,6 @@ void cl_zk_stop(bk_zk *zk)
     drain_closing(zk);
     if (zk->ev)
         event_free(zk->ev);
-    if (zk->efd >= 0)
-        close(zk->efd);
     pthread_mutex_destroy(&zk->mu);
     pthread_mutex_destroy(&zk->hmu);
     pthread_cond_destroy(&zk->cv);
