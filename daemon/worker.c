@@ -198,6 +198,15 @@ void bk_worker_submit(bk_worker *wk, bk_work *w, int64_t delay_us)
         pthread_cond_signal(&wk->work);
 }
 
+/* Output lists are short (one owner's items): a walk is enough. */
+static bool in_list(const bk_work *l, const bk_work *w)
+{
+    for (; l; l = l->next)
+        if (l == w)
+            return true;
+    return false;
+}
+
 bk_work *bk_worker_take(bk_worker *wk, bool (*match)(bk_work *w, bool running, void *arg),
                         void *arg)
 {
@@ -229,6 +238,9 @@ bk_work *bk_worker_take(bk_worker *wk, bool (*match)(bk_work *w, bool running, v
         if (match(w, false, arg)) {
             *pp = w->done_next;
             w->posted = false;
+            *tail = NULL;
+            if (in_list(out, w))                    /* queued again while posted */
+                continue;
             *tail = w;
             tail = &w->next;
         } else {
@@ -259,31 +271,48 @@ void bk_worker_join(bk_worker *wk)
 
 void bk_worker_finish(bk_worker *wk)
 {
+    /* One item at a time, each taken under the lock: a done() may submit
+     * an item again (worker.h W2, W3), which a thread can then run and post
+     * before its turn here, so no chain is kept outside the lock.  At most
+     * as many as were posted on entry: what is posted meanwhile has woken
+     * the loop again. */
     pthread_mutex_lock(&wk->mu);
-    bk_work *list = wk->done;
-    wk->done = NULL;
-    wk->done_tail = &wk->done;
-    for (bk_work *w = list; w; w = w->done_next)
+    int n = 0;
+    for (bk_work *w = wk->done; w; w = w->done_next)
+        n++;
+    while (n-- > 0 && wk->done) {
+        bk_work *w = wk->done;
+        wk->done = w->done_next;
+        if (!wk->done)
+            wk->done_tail = &wk->done;
         w->posted = false;
-    pthread_mutex_unlock(&wk->mu);
-    while (list) {
-        bk_work *next = list->done_next;            /* done() may free it */
-        list->done(list);
-        list = next;
+        pthread_mutex_unlock(&wk->mu);
+        w->done(w);                                 /* may free w */
+        pthread_mutex_lock(&wk->mu);
     }
+    pthread_mutex_unlock(&wk->mu);
 }
 
 bk_work *bk_worker_take_all(bk_worker *wk)
 {
+    /* An item posted and queued again is linked through next in the queue:
+     * it goes out once, in the queue's part, whose links are read before
+     * they are rewritten. */
     bk_work *out = NULL, **tail = &out;
     for (bk_work *w = wk->done; w; w = w->done_next) {
         w->posted = false;
+        if (w->queued)
+            continue;
         *tail = w;
         tail = &w->next;
     }
-    *tail = wk->queue;
-    for (bk_work *w = wk->queue; w; w = w->next)
+    for (bk_work *w = wk->queue, *next; w; w = next) {
+        next = w->next;
         w->queued = false;
+        *tail = w;
+        tail = &w->next;
+    }
+    *tail = NULL;
     wk->done = wk->queue = NULL;
     wk->done_tail = &wk->done;
     return out;

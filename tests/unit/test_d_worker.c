@@ -267,6 +267,74 @@ START_TEST(test_work_without_done_belongs_to_run)
 }
 END_TEST
 
+/* Found in review: A's done() submits B again and takes its time; the
+ * thread runs B again before the loop reaches B's done(), which then
+ * covers both runs (W3).  Every done() still runs: A once, B once or
+ * twice, C once (the old finish lost C's). */
+static bk_worker *resubmit_wk;
+static item *resubmit_b;
+static void done_resubmit(bk_work *w)
+{
+    done_item(w);
+    bk_worker_submit(resubmit_wk, &resubmit_b->w, 0);
+    usleep(50000);                    /* B runs and is posted meanwhile */
+}
+
+START_TEST(test_done_that_submits_again_loses_no_other_done)
+{
+    bk_worker *wk = resubmit_wk = start(1);
+    item its[3];
+    init_items(its, 3);
+    its[0].w.done = done_resubmit;
+    resubmit_b = &its[1];
+    for (int i = 0; i < 3; i++)
+        bk_worker_submit(wk, &its[i].w, 0);
+    while (atomic_load(&its[2].runs) < 1)
+        usleep(1000);
+    usleep(5000);                     /* all three posted, the loop not turned */
+    loop_until_finished(3);
+    for (int i = 0; i < 20; i++) {    /* a second done() of B, if it comes */
+        event_base_loop(base, EVLOOP_NONBLOCK);
+        usleep(1000);
+    }
+    int per[3] = { 0 };
+    for (int i = 0; i < nfinished; i++)
+        per[finished[i]]++;
+    ck_assert_int_eq(per[0], 1);
+    ck_assert(per[1] == 1 || per[1] == 2);
+    ck_assert_int_eq(atomic_load(&its[1].runs), 2);
+    ck_assert_int_eq(per[2], 1);
+    stop(wk);
+}
+END_TEST
+
+/* An item posted and queued again (waiting for its done() and for its
+ * next run) comes out of take_all once, and the rest of the queue too. */
+START_TEST(test_take_all_returns_a_posted_and_queued_item_once)
+{
+    bk_worker *wk = start(1);
+    item its[3];
+    init_items(its, 3);
+    bk_worker_submit(wk, &its[0].w, 0);
+    while (atomic_load(&its[0].runs) < 1)
+        usleep(1000);
+    usleep(5000);                     /* item 0 posted */
+    bk_worker_quit(wk, false);
+    bk_worker_join(wk);
+    bk_worker_submit(wk, &its[0].w, 0);   /* queued again, no thread to run it */
+    bk_worker_submit(wk, &its[1].w, 0);
+    bk_worker_submit(wk, &its[2].w, 0);
+    int seen[3] = { 0 }, n = 0;
+    for (bk_work *w = bk_worker_take_all(wk); w && n < 10; w = w->next, n++)
+        seen[((item *)w)->id]++;
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(seen[0], 1);
+    ck_assert_int_eq(seen[1], 1);
+    ck_assert_int_eq(seen[2], 1);
+    bk_worker_free(wk);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -278,6 +346,8 @@ int main(void)
         test_quit_with_drain_runs_delayed_work_at_once,
         test_quit_without_drain_leaves_queued_work_to_the_caller,
         test_work_without_done_belongs_to_run,
+        test_done_that_submits_again_loses_no_other_done,
+        test_take_all_returns_a_posted_and_queued_item_once,
     };
     return unit_run("d_worker", "worker", tests, sizeof tests / sizeof *tests, setup, teardown,
                     20);
