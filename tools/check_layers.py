@@ -26,7 +26,7 @@ stale (a warning: delete the line; --strict makes it an error).
   python3 tools/check_layers.py --calls build      (after a build; a report)
 
 --calls sees what includes cannot: a function declared in a lower room's
-header but defined in a higher room (replica.h's bk_isr_update_hw, defined
+header but defined in a higher room (replica.h's repl_isr_size, defined
 in replication/repl_isr.c) is a call upwards that no #include shows.  It
 reads the objects under BUILD/obj with nm, maps each to its source's unit,
 and lists the calls between units that the rules do not allow, with the
