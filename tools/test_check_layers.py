@@ -125,7 +125,7 @@ class CheckLayers(unittest.TestCase):
 
     def test_calls_report_a_call_upwards_that_no_include_shows(self):
         # replica.h declares what cluster defines: the include is allowed,
-        # the call is not (the case of replica.h's bk_isr_update_hw).
+        # the call is not (the case of the old bk_isr_update_hw, before the ISR hook).
         self.write('daemon/replica/replica.c', 'int cl_hook(void);\nint rp(void) { return cl_hook(); }\n')
         self.write('daemon/cluster/cluster_zk.c', 'int rp(void);\nint cl_hook(void) { return 1; }\n'
                    'int cl(void) { return rp(); }\n')
