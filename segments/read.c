@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "segments/seg_int.h"
 
@@ -257,10 +258,18 @@ void seg_range_release(seg_range *r)
 
 size_t seg_range_copy(const seg_range *r, void *dst)
 {
-    if (r->len == 0)
-        return 0;
-    ssize_t got = seg_pread_full(r->fd, dst, r->len, r->pos);
-    return got < 0 ? 0 : (size_t)got;
+    /* What was read before an error or the end of a shrunk file is served,
+     * as the zero-copy path would have sent it. */
+    size_t got = 0;
+    while (got < r->len) {
+        ssize_t k = pread(r->fd, (uint8_t *)dst + got, r->len - got, r->pos + (off_t)got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    return got;
 }
 
 /* ---- time lookup ------------------------------------------------------------ */

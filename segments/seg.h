@@ -153,7 +153,7 @@ int  seg_locate(seg_log *log, int64_t offset, int64_t *seg_base, int64_t *pos,
  * that must look at them rather than send them (the fetch down-conversion
  * of old versions).  Returns the bytes copied: fewer than r->len when the
  * file shrank meanwhile (retention truncated or deleted it; the range's
- * reference keeps it open) and 0 on a read error: the caller serves what
+ * reference keeps it open) or a read failed part way: the caller serves what
  * it got, cut at its last whole batch.  Thread-safe. */
 size_t seg_range_copy(const seg_range *r, void *dst);
 /* Takes another reference (the thread that releases may differ). */
