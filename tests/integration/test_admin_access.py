@@ -556,6 +556,9 @@ def test_sluice_sql_trusts_no_planted_socket_and_sends_no_secret_over_one(tmp_pa
     # Owned by another uid: not used (the default HTTP address is tried instead).
     s, th = plant(65534)
     shell(q, cwd=str(tmp_path), timeout=30)
+    # sluice-sql has exited: a connection of its would be accepted by now.
+    # shutdown() wakes the accept() (close() alone leaves it to its timeout).
+    s.shutdown(socket.SHUT_RDWR)
     s.close()
     th.join(15)
     assert got == [], "sluice-sql talked to a socket uid 65534 planted: %r" % got
