@@ -511,7 +511,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         serial = item.get_closest_marker("serial") is not None
         item.add_marker(pytest.mark.xdist_group("serial" if serial else item.module.__name__))
-    items.sort(key=lambda item: item.get_closest_marker("serial") is None)
+    # The serial unit first, then the modules with clusters (the longest):
+    # what is left for the end are short units, which even out the workers.
+    items.sort(key=lambda item: (item.get_closest_marker("serial") is None,
+                                 "zk" not in item.fixturenames))
 
 
 class _RunLock:
