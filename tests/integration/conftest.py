@@ -486,7 +486,8 @@ def broker(start_broker):
 #       floods, storms, valgrind) form one unit, handed out first, and each
 #       runs alone: a run-wide lock that every other test holds shared
 #       and a serial test exclusive, from setup to teardown.  A turnstile
-#       in front of it keeps the workers' shared holds from starving it;
+#       in front of it keeps the workers' shared holds from starving it
+#       (_RunLock);
 #   X3  ports need nothing more: free_port() reserves each port for the
 #       process that took it (P2), so two workers never get the same one.
 SERIAL_LOCK_ENV = "SLUICE_IT_SERIAL_LOCK"
@@ -509,17 +510,26 @@ def pytest_collection_modifyitems(config, items):
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return
     for item in items:
-        serial = item.get_closest_marker("serial") is not None
-        item.add_marker(pytest.mark.xdist_group("serial" if serial else item.module.__name__))
+        item.add_marker(pytest.mark.xdist_group("serial" if _serial(item) else item.module.__name__))
     # The serial unit first, then the modules with clusters (the longest):
     # what is left for the end are short units, which even out the workers.
-    items.sort(key=lambda item: (item.get_closest_marker("serial") is None,
+    items.sort(key=lambda item: (not _serial(item),
                                  "zk" not in item.fixturenames))
 
 
+def _serial(item):
+    return item is not None and item.get_closest_marker("serial") is not None
+
+
 class _RunLock:
+    """The turnstile is taken by every test on its way in; a serial test
+    keeps it while it runs, and hands it to the next one when that is
+    serial too, so that the serial tests run back to back while the other
+    worker waits, rather than taking turns with it."""
+
     def __init__(self):
         self.fd = None
+        self.turnstile = False       # held since the last serial test
 
     def hold(self, exclusive):
         path = os.environ.get(SERIAL_LOCK_ENV)
@@ -527,17 +537,24 @@ class _RunLock:
             return False
         if self.fd is None:
             self.fd = os.open(path, os.O_RDWR)
-        fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, _TURNSTILE)
+        if not self.turnstile:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, _TURNSTILE)
         if exclusive:
+            self.turnstile = True
             fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, _RUNNING)
-            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, _TURNSTILE)
         else:
-            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, _TURNSTILE)
+            self._leave_turnstile()
             fcntl.lockf(self.fd, fcntl.LOCK_SH, 1, _RUNNING)
         return True
 
-    def release(self):
+    def release(self, next_exclusive):
         fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, _RUNNING)
+        if not next_exclusive:
+            self._leave_turnstile()
+
+    def _leave_turnstile(self):
+        fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, _TURNSTILE)
+        self.turnstile = False
 
 
 _run_lock = _RunLock()
@@ -545,12 +562,12 @@ _run_lock = _RunLock()
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    held = _run_lock.hold(item.get_closest_marker("serial") is not None)
+    held = _run_lock.hold(_serial(item))
     try:
         yield
     finally:
         if held:
-            _run_lock.release()
+            _run_lock.release(_serial(item) and _serial(nextitem))
 
 
 # ---- attach broker output to failures, and a per-test time limit ---------------
