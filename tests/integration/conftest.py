@@ -480,8 +480,10 @@ def broker(start_broker):
 
 
 # ---- side by side (run.sh: pytest-xdist, -n 2 --dist loadgroup) -----------------
-#   X1  a module is one unit of work, run by one worker in file order: its
-#       module-scoped fixtures (a ZooKeeper, a SASL broker) start once;
+#   X1  a module with module-scoped fixtures (a ZooKeeper, a SASL broker)
+#       is one unit of work, run by one worker in file order, so that they
+#       start once; any other test is a unit of its own (the workers end
+#       together);
 #   X2  tests marked `serial` (they compare timings, or load the machine:
 #       floods, storms, valgrind) form one unit, handed out first, and each
 #       runs alone: a run-wide lock that every other test holds shared
@@ -510,11 +512,18 @@ def pytest_collection_modifyitems(config, items):
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return
     for item in items:
-        item.add_marker(pytest.mark.xdist_group("serial" if _serial(item) else item.module.__name__))
+        if _serial(item):
+            item.add_marker(pytest.mark.xdist_group("serial"))
+        elif _module_fixtures(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     # The serial unit first, then the modules with clusters (the longest):
     # what is left for the end are short units, which even out the workers.
-    items.sort(key=lambda item: (not _serial(item),
-                                 "zk" not in item.fixturenames))
+    items.sort(key=lambda item: (not _serial(item), "zk" not in item.fixturenames))
+
+
+def _module_fixtures(item):
+    return any(d.scope != "function"
+               for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs)
 
 
 def _serial(item):
