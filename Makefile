@@ -18,7 +18,7 @@
 DEBIAN_PACKAGES := build-essential pkg-config libevent-dev libsqlite3-dev \
 	libzstd-dev zlib1g-dev liblz4-dev libsnappy-dev check libsubunit-dev \
 	kcat librdkafka-dev python3 python3-confluent-kafka python3-kafka \
-	python3-pytest python3-snappy python3-lz4 python3-zstandard sqlite3 procps \
+	python3-pytest python3-pytest-xdist python3-snappy python3-lz4 python3-zstandard sqlite3 procps \
 	libedit-dev clang libclang-rt-14-dev valgrind zookeeper libzookeeper-mt-dev \
 	libssl-dev openssl
 PKGS := libevent libevent_pthreads libevent_openssl openssl sqlite3 libzstd zlib liblz4 snappy
@@ -225,20 +225,27 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fn
 # `make fuzz FUZZ_SECONDS=20 FUZZ_SEED=1`; plain `make fuzz` explores anew.
 fuzz-check:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=20 FUZZ_SEED=1
+# FUZZ_JOBS targets at a time (libFuzzer uses one core each); each one's
+# verdict goes to build-fuzz/<target>.result, printed in target order once
+# all are done.
+FUZZ_JOBS ?= 2
 fuzz: fuzz-build
-	@fail=0; for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/findings tests/fuzz/corpus/$$t; \
+	@mkdir -p $(FUZZ_BUILD)/findings; rm -f $(patsubst %,$(FUZZ_BUILD)/%.result,$(FUZZ_TARGETS))
+	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZ_JOBS) -n 1 sh -c '$(FUZZ_ONE)' fuzz-one; \
+	  rc=$$?; for t in $(FUZZ_TARGETS); do cat $(FUZZ_BUILD)/$$t.result || rc=1; done; exit $$rc
+# One target ($$1): exit 1 on a finding, its verdict in $$1.result.
+FUZZ_ONE = t=$$1; res=$(FUZZ_BUILD)/$$t.result; \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t; \
 	  log=$(FUZZ_BUILD)/$$t.log; \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	  $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 $(if $(FUZZ_SEED),-seed=$(FUZZ_SEED)) \
 	    -rss_limit_mb=2048 -max_len=65536 -close_fd_mask=2 -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_BUILD)/findings/$$t- \
 	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t >$$log 2>&1; rc=$$?; \
-	  execs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $$log); \
-	  if [ $$rc -eq 0 ]; then echo "fuzz $$t: $${execs:-?} executions in $(FUZZ_SECONDS) s, no finding"; \
-	  else echo "fuzz $$t: FINDING (exit $$rc) after $${execs:-?} executions; log $$log:"; \
-	    tail -40 $$log; fail=1; fi; \
-	done; exit $$fail
+	  execs=$$(sed -n "s/^stat::number_of_executed_units: *//p" $$log); \
+	  if [ $$rc -eq 0 ]; then echo "fuzz $$t: $${execs:-?} executions in $(FUZZ_SECONDS) s, no finding" >$$res; \
+	  else { echo "fuzz $$t: FINDING (exit $$rc) after $${execs:-?} executions; log $$log:"; \
+	    tail -40 $$log; } >$$res; exit 1; fi
 # Libraries rebuilt by clang with coverage; Fetch/JoinGroup deferral is
 # finished by the harness (fuzz_d_request.c), hence the --wrap.
 fuzz-build:

@@ -10,6 +10,7 @@ build/sluiced in the repository.  Each start's stderr/stdout goes to a
 file beside (not inside) the data directory; failures quote its tail.
 """
 import atexit
+import ctypes
 import fcntl
 import os
 import random
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -477,12 +479,113 @@ def broker(start_broker):
     return start_broker()
 
 
+# ---- side by side (run.sh: pytest-xdist, -n 2 --dist loadgroup) -----------------
+#   X1  a module with module-scoped fixtures (a ZooKeeper, a SASL broker)
+#       is one unit of work, run by one worker in file order, so that they
+#       start once; any other test is a unit of its own (the workers end
+#       together);
+#   X2  tests marked `serial` (they compare timings, or load the machine:
+#       floods, storms, valgrind) form one unit, handed out first, and each
+#       runs alone: a run-wide lock that every other test holds shared
+#       and a serial test exclusive, from setup to teardown.  A turnstile
+#       in front of it keeps the workers' shared holds from starving it
+#       (_RunLock);
+#   X3  ports need nothing more: free_port() reserves each port for the
+#       process that took it (P2), so two workers never get the same one.
+SERIAL_LOCK_ENV = "SLUICE_IT_SERIAL_LOCK"
+_TURNSTILE, _RUNNING = 0, 1          # bytes of the lock file
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial: runs alone, never beside another test (X2); "
+        "for tests that compare timings or load the machine")
+    if getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
+        fd, path = tempfile.mkstemp(prefix="sluice-it-serial-")
+        os.close(fd)
+        os.environ[SERIAL_LOCK_ENV] = path   # the workers inherit it
+        config.add_cleanup(lambda: os.unlink(path))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    for item in items:
+        if _serial(item):
+            item.add_marker(pytest.mark.xdist_group("serial"))
+        elif _module_fixtures(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    # The serial unit first, then the modules with clusters (the longest):
+    # what is left for the end are short units, which even out the workers.
+    items.sort(key=lambda item: (not _serial(item), "zk" not in item.fixturenames))
+
+
+def _module_fixtures(item):
+    return any(d.scope != "function"
+               for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs)
+
+
+def _serial(item):
+    return item is not None and item.get_closest_marker("serial") is not None
+
+
+class _RunLock:
+    """The turnstile is taken by every test on its way in; a serial test
+    keeps it while it runs, and hands it to the next one when that is
+    serial too, so that the serial tests run back to back while the other
+    worker waits, rather than taking turns with it."""
+
+    def __init__(self):
+        self.fd = None
+        self.turnstile = False       # held since the last serial test
+
+    def hold(self, exclusive):
+        path = os.environ.get(SERIAL_LOCK_ENV)
+        if path is None or "PYTEST_XDIST_WORKER" not in os.environ:
+            return False
+        if self.fd is None:
+            self.fd = os.open(path, os.O_RDWR)
+        if not self.turnstile:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, _TURNSTILE)
+        if exclusive:
+            self.turnstile = True
+            fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, _RUNNING)
+        else:
+            self._leave_turnstile()
+            fcntl.lockf(self.fd, fcntl.LOCK_SH, 1, _RUNNING)
+        return True
+
+    def release(self, next_exclusive):
+        fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, _RUNNING)
+        if not next_exclusive:
+            self._leave_turnstile()
+
+    def _leave_turnstile(self):
+        fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, _TURNSTILE)
+        self.turnstile = False
+
+
+_run_lock = _RunLock()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    held = _run_lock.hold(_serial(item))
+    try:
+        yield
+    finally:
+        if held:
+            _run_lock.release(_serial(item) and _serial(nextitem))
+
+
 # ---- attach broker output to failures, and a per-test time limit ---------------
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, "rep_" + rep.when, rep)
+    _carry_summary(rep)
     if rep.when == "call" and rep.failed:
         for b in _live:
             if os.path.exists(b.log_path):
@@ -491,11 +594,25 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    # pytest-timeout is not installed: a SIGALRM backstop so one stuck test
-    # cannot eat the whole run.  Client calls in the tests carry their own
+    # pytest-timeout is not installed: a backstop so one stuck test cannot
+    # eat the whole run.  Client calls in the tests carry their own
     # (shorter) timeouts; this only fires when one of them is ignored.
+    # In the main thread a SIGALRM fails the test.  An xdist worker may run
+    # tests in another thread (execnet 1.9), where no signal handler can be
+    # set: there a timer raises the same error in the test's thread (at its
+    # next Python instruction: a blocking call returns first).
+    if threading.current_thread() is not threading.main_thread():
+        watchdog = threading.Timer(TEST_TIMEOUT_S, _raise_in, (threading.get_ident(),))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            yield
+        finally:
+            watchdog.cancel()
+        return
+
     def on_alarm(signum, frame):
-        raise TimeoutError("test exceeded %d s" % TEST_TIMEOUT_S)
+        raise TestTimedOut()
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(TEST_TIMEOUT_S)
     try:
@@ -505,17 +622,30 @@ def pytest_runtest_call(item):
         signal.signal(signal.SIGALRM, old)
 
 
+class TestTimedOut(TimeoutError):
+    __test__ = False
+
+    def __init__(self):
+        super().__init__("test exceeded %d s" % TEST_TIMEOUT_S)
+
+
+def _raise_in(thread_id):
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                               ctypes.py_object(TestTimedOut))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield
     if nextitem is None or nextitem.module is not item.module:
         # The module's fixtures (none lives longer) are finalized: a process
-        # still running was never stopped.  Killed here by PID and reported;
-        # the run fails (pytest_sessionfinish).
+        # still running was never stopped.  Killed here by PID and reported
+        # (in this teardown's report, pytest_runtest_makereport below); the
+        # run fails (pytest_sessionfinish).
         for p in list(_live):
             if p.alive():
-                LEAKED.append("%s (pid %d), still running after %s"
-                              % (p.label, p.proc.pid, item.nodeid))
+                _leaked_here.append("%s (pid %d), still running after %s"
+                                    % (p.label, p.proc.pid, item.nodeid))
                 p.kill()
     # Only the current test's brokers belong in its failure report.
     for b in list(_live):
@@ -523,13 +653,36 @@ def pytest_runtest_teardown(item, nextitem):
             _live.remove(b)
 
 
+# ---- the run's summary: measured figures, leaked processes -----------------------
+# Both travel in the test reports (user_properties), so that the process
+# printing the summary sees them whether the tests ran in it or in xdist
+# workers (run.sh -n 2).
+_leaked_here = []  # found by this process since its last report
+FIGURES_SEEN = []  # every report's, in the process printing the summary
+LEAKED = []
+
+
+def _carry_summary(rep):
+    from support import FIGURES
+    rep.user_properties += [("sluice_figure", f) for f in FIGURES]
+    rep.user_properties += [("sluice_leaked", x) for x in _leaked_here]
+    del FIGURES[:], _leaked_here[:]
+
+
+def pytest_runtest_logreport(report):
+    for key, value in report.user_properties:
+        if key == "sluice_figure":
+            FIGURES_SEEN.append(value)
+        elif key == "sluice_leaked":
+            LEAKED.append(value)
+
+
 def pytest_terminal_summary(terminalreporter):
     # Figures the tests measured (support.report), shown even when they
     # pass: pytest keeps a passing test's own output to itself.
-    from support import FIGURES
-    if FIGURES:
+    if FIGURES_SEEN:
         terminalreporter.section("measured")
-        for line in FIGURES:
+        for line in FIGURES_SEEN:
             terminalreporter.write_line(line)
     if LEAKED:
         terminalreporter.section("processes no test stopped (killed)", red=True)

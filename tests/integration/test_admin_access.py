@@ -517,6 +517,8 @@ def test_sluice_sql_trusts_no_planted_socket_and_sends_no_secret_over_one(tmp_pa
     caller owns it, and no credential goes over a socket (its peer's uid is
     what counts there): a socket planted in a shared directory collects no
     token.  A header too long for its buffer is refused, not overrun."""
+    import re
+    import select
     import socket
     import threading
     os.makedirs(tmp_path / "data")
@@ -531,13 +533,14 @@ def test_sluice_sql_trusts_no_planted_socket_and_sends_no_secret_over_one(tmp_pa
         os.chown(path, owner, owner)
         os.chmod(path, 0o666)
         s.listen(4)
-        s.settimeout(10)
+        stop_r, stop_w = os.pipe()
 
         def serve():
-            try:
-                c, _ = s.accept()
-            except OSError:
+            # Until a connection, or the test says none is coming (stop_w).
+            ready, _, _ = select.select([s, stop_r], [], [], 30)
+            if s not in ready:
                 return
+            c, _ = s.accept()
             with c:
                 c.settimeout(5)
                 data = b""
@@ -546,24 +549,41 @@ def test_sluice_sql_trusts_no_planted_socket_and_sends_no_secret_over_one(tmp_pa
                     if not chunk:
                         break
                     data += chunk
+                # and the body: answered and closed before it came, the
+                # client's write of it would die of SIGPIPE
+                head, _, body = data.partition(b"\r\n\r\n")
+                m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                while m and len(body) < int(m.group(1)):
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    body += chunk
+                    data += chunk
                 got.append(data)
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\n42\n")
         th = threading.Thread(target=serve, daemon=True)
         th.start()
-        return s, th
+        return s, th, stop_r, stop_w
+
+    def unplant(s, th, stop_r, stop_w):
+        os.write(stop_w, b"x")
+        th.join(15)
+        for fd in (stop_r, stop_w):
+            os.close(fd)
+        s.close()
 
     q = ["--token", TOKEN, "--format", "csv", "--headers", "off", "-c", "SELECT 6 * 7"]
     # Owned by another uid: not used (the default HTTP address is tried instead).
-    s, th = plant(65534)
+    planted = plant(65534)
     shell(q, cwd=str(tmp_path), timeout=30)
-    s.close()
-    th.join(15)
+    # sluice-sql has exited: a connection of its is being served by now (the
+    # socket is checked before the stop pipe), so the plant can go.
+    unplant(*planted)
     assert got == [], "sluice-sql talked to a socket uid 65534 planted: %r" % got
     # Owned by root (us): used, and the token stays home.
-    s, th = plant(0)
+    planted = plant(0)
     r = shell(q, cwd=str(tmp_path), timeout=30)
-    th.join(15)
-    s.close()
+    unplant(*planted)
     assert r.stdout.split() == ["42"], r.stderr
     assert len(got) == 1 and b"POST /sql" in got[0], got
     assert b"Authorization" not in got[0] and TOKEN.encode() not in got[0], got[0]

@@ -284,6 +284,7 @@ def test_config_altered_through_sql_on_one_broker_applies_on_the_leader(cluster)
 
 
 # ---- failures --------------------------------------------------------------------------
+@pytest.mark.serial
 def test_controller_sigkill_another_takes_over_within_session_timeout(cluster):
     old_id = wait_formed(cluster)
     old = cluster.broker(old_id)

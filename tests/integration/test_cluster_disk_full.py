@@ -33,6 +33,9 @@ from test_sql import http
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
 
+# Times the gap between acknowledgements and the ISR shrink: alone (conftest X2).
+pytestmark = pytest.mark.serial
+
 LAG_MS = 30000
 VALUE_BYTES = 4096
 RATE = 400                     # messages a second: the 4 MiB fill in ~3 s

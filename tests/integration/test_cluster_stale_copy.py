@@ -249,6 +249,7 @@ def zk_json(c, path):
     return json.loads(got[0]) if got and got[0] else None
 
 
+@pytest.mark.serial
 def test_bounced_follower_leaves_the_isr(make_cluster):
     """Follower F restarts and registers anew while the controller is
     stopped (so it never sees F's registration gone), and the leader then

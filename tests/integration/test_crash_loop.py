@@ -13,6 +13,8 @@ import struct
 import threading
 import time
 
+import pytest
+
 import kafka_raw as kr
 
 ROUNDS = 50
@@ -133,6 +135,7 @@ def fetch_committed(port, topic, partition):
             return off
 
 
+@pytest.mark.serial          # 50 restarts under producers: given the machine (conftest X2)
 def test_sigkill_loop_loses_no_acknowledged_message(start_broker):
     rng = random.Random(SEED)
     b = start_broker({"log.flush.interval.messages": "1", "log.segment.bytes": "65536",

@@ -172,6 +172,7 @@ while True:
 """
 
 
+@pytest.mark.serial
 def test_sigkilled_consumer_loses_partitions_after_session_timeout(start_broker):
     b = start_broker(GROUP_BROKER)
     t, g = topic_name("kill"), topic_name("g")
@@ -553,6 +554,7 @@ def join_answer(c, timeout=10):
     return parse_join_v5(r)
 
 
+@pytest.mark.serial
 def test_wire_rebalance_waits_for_members_then_expires_the_silent_ones(start_broker):
     # Short session timeouts are allowed here so the test takes seconds.
     b = start_broker({"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "500"})
@@ -723,6 +725,7 @@ def paced_commits(b, plan):
     return syncs, times
 
 
+@pytest.mark.serial
 def test_paced_commits_from_many_connections_share_syncs(start_broker):
     """offsets.commit.linger.ms (daemon/group/group_persist.c C7, commit_cadence.h): ten
     connections committing every 40 ms, 4 ms apart, learn their pace from
@@ -753,6 +756,7 @@ def test_paced_commits_from_many_connections_share_syncs(start_broker):
     assert held(times, alone) < 0.040, (times, alone)
 
 
+@pytest.mark.serial
 def test_a_commit_waits_no_longer_than_three_quarters_of_its_own_pace(start_broker):
     """daemon/group/group_commit_cadence.h K4: A commits every 100 ms; B every 400 ms,
     90 ms after one of A's.  With a 200 ms linger, A's commits could wait
@@ -777,6 +781,7 @@ def test_a_commit_waits_no_longer_than_three_quarters_of_its_own_pace(start_brok
     assert max(bt) - cost < 0.080, (bt, alone)
 
 
+@pytest.mark.serial
 def test_a_commit_nobody_is_due_to_join_is_not_held(start_broker):
     """A commit waits only for commits other connections are due to send:
     with offsets.commit.linger.ms at its maximum, 1000, one-off commits

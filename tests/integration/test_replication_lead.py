@@ -193,6 +193,7 @@ def test_follower_fetches_to_log_end_joins_isr_and_holds_high_watermark(led_by_o
         assert list_offsets_latest(cons, t) == (NONE, 5)
 
 
+@pytest.mark.serial
 def test_replica_fetch_long_poll_wakes_on_append(led_by_one):
     one, new_topic = led_by_one
     t = new_topic()
@@ -215,6 +216,7 @@ def test_replica_fetch_long_poll_wakes_on_append(led_by_one):
             "the append woke the follower's fetch only after %.2f s" % took
 
 
+@pytest.mark.serial
 def test_acks_all_waits_for_the_isr_and_times_out(led_by_one):
     one, new_topic = led_by_one
     t = new_topic()
@@ -246,6 +248,7 @@ def test_acks_all_waits_for_the_isr_and_times_out(led_by_one):
         assert metadata_isr(one, t) == [1, 2]
 
 
+@pytest.mark.serial
 def test_min_insync_replicas_and_a_lagging_follower(led_by_one):
     one, new_topic = led_by_one
     t = new_topic({"min.insync.replicas": "2"})

@@ -161,6 +161,7 @@ def test_controlled_shutdown_off_stops_without_asking(make_cluster):
     assert "controlled shutdown" not in log_of(b)
 
 
+@pytest.mark.serial
 def test_controlled_shutdown_gives_up_after_its_retries_when_the_controller_stands_still(
         make_cluster):
     c, _t = rf3_cluster(make_cluster, **{"controlled.shutdown.max.retries": "2",

@@ -208,6 +208,7 @@ def test_refused_statements(ab, stmt, why):
     assert why in sql_error(ab, stmt)
 
 
+@pytest.mark.serial
 def test_time_and_row_limits(start_broker):
     b = admin_broker(start_broker, **{"admin.sql.timeout.ms": "300", "admin.sql.max.rows": "50"})
     # The baseline: a statement that ends at once, on this broker now.
