@@ -89,8 +89,12 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-# Objects of tests, benches and tools are chained; keep them between runs.
-.SECONDARY:
+# Objects of tests, benches and tools are chained (pattern rules make them
+# intermediate); keep them between runs.  Only those: with every target
+# secondary, a library's object that did not exist yet was not built when
+# its source was older than the library (a file from a merge), and the
+# link failed.
+.SECONDARY: $(call obj,$(UNIT_SRC) $(BENCH_SRC) $(TOOLS_SRC) $(wildcard tests/fuzz/fuzz_*.c))
 
 .PHONY: all check check-layers check-labels unit integration run run-cluster deps deps-if-missing bench clean
 all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN) $(if $(CLIENT_SRC),$(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)) $(SLUICE_SQL)

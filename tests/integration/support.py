@@ -26,7 +26,7 @@ FIGURES = []   # "test: figure" lines, printed at the end of the run (conftest)
 def report(fmt, *args):
     """Prints a measured figure and keeps it for the run's summary."""
     line = fmt % args if args else fmt
-    # "path::test[param]@group (call)": the group is run.sh's (conftest X1)
+    # "path::test[param]@group (call)": the group is run.sh's (conftest.py X1)
     test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0].rsplit("::", 1)[-1]
     test = test[:test.rfind("@")] if test.rfind("@") > test.rfind("]") else test
     FIGURES.append("%s: %s" % (test, line) if test else line)

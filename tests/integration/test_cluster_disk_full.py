@@ -33,7 +33,7 @@ from test_sql import http
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
 
-# Times the gap between acknowledgements and the ISR shrink: alone (conftest X2).
+# Times the gap between acknowledgements and the ISR shrink: alone (conftest.py X2).
 pytestmark = pytest.mark.serial
 
 LAG_MS = 30000

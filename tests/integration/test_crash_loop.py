@@ -135,7 +135,7 @@ def fetch_committed(port, topic, partition):
             return off
 
 
-@pytest.mark.serial          # 50 restarts under producers: given the machine (conftest X2)
+@pytest.mark.serial          # 50 restarts under producers: given the machine (conftest.py X2)
 def test_sigkill_loop_loses_no_acknowledged_message(start_broker):
     rng = random.Random(SEED)
     b = start_broker({"log.flush.interval.messages": "1", "log.segment.bytes": "65536",

@@ -17,7 +17,7 @@ import pytest
 import kafka_raw as kr
 from support import assert_serves, ck_producer, create_topic, produce_ok, topic_name
 
-# Floods the broker and compares a client's time with it to one without: alone (conftest X2).
+# Floods the broker and compares a client's time with it to one without: alone (conftest.py X2).
 pytestmark = pytest.mark.serial
 
 MIB = 1024 * 1024

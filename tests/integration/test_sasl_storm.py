@@ -21,7 +21,7 @@ from conftest import finish_broker
 import kafka_raw as kr
 from sasl_support import add_user, handshake, sql, start_sasl_broker
 
-# 200 logins at once beside a producer whose latency is measured: alone (conftest X2).
+# 200 logins at once beside a producer whose latency is measured: alone (conftest.py X2).
 pytestmark = pytest.mark.serial
 
 API_SASL_AUTHENTICATE = 36

@@ -16,7 +16,7 @@ import kafka_raw as kr
 from conftest import Broker, free_port, sluiced_path
 from support import ck_consumer, ck_producer, consume, create_topic, produce_ok, topic_name
 
-# sluiced under valgrind is 20-50x slower: given the machine to itself (conftest X2).
+# sluiced under valgrind is 20-50x slower: given the machine to itself (conftest.py X2).
 pytestmark = pytest.mark.serial
 
 VALGRIND_EXIT = 99

@@ -269,7 +269,7 @@ END_TEST
 
 /* Found in review: A's done() submits B again and takes its time; the
  * thread runs B again before the loop reaches B's done(), which then
- * covers both runs (W3).  Every done() still runs: A once, B once or
+ * covers both runs (worker.h W3).  Every done() still runs: A once, B once or
  * twice, C once (the old finish lost C's). */
 static bk_worker *resubmit_wk;
 static item *resubmit_b;
