@@ -80,6 +80,9 @@ struct bk_broker {
     struct bk_authz *authz;          /* ACLs, checked in memory (sec_authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct bk_janitor *janitor;      /* unlinks files (replica_janitor.c) */
+    /* where CPU work the loop must not do runs (bk_worker_call: a login's
+     * PBKDF2): the janitor's worker while it runs, else NULL */
+    struct bk_worker *calls;
     struct bk_cleaner *cleaner;      /* compaction workers (replica_cleaner.c) */
     struct event *retention_timer;   /* log.retention.check.interval.ms */
     int64_t pid_next, pid_end;       /* producer ids reserved in SQLite, unused */

@@ -353,7 +353,7 @@ static int parse_endpoints(const char *v, bk_listener *out, int *n)
         for (int i = 0; i < *n; i++)
             if (!strcmp(out[i].name, l->name))
                 return -1;
-        sec_secproto_parse(l->name, &l->proto);  /* custom names: in finish */
+        bk_secproto_parse(l->name, &l->proto);  /* custom names: in finish */
         (*n)++;
         v = *end ? end + 1 : end;
         while (*v == ' ')
@@ -731,7 +731,7 @@ static int map_lookup(const char *map, const char *name, bk_secproto *out)
                 return -1;
             memcpy(proto, colon + 1, pl);
             proto[pl] = 0;
-            return sec_secproto_parse(proto, out);
+            return bk_secproto_parse(proto, out);
         }
         e += n + !!comma;
     }
@@ -745,7 +745,7 @@ static int finish_listeners(bk_config *c, char *err, size_t errlen)
     for (int i = 0; i < c->nlisteners; i++) {
         bk_listener *l = &c->listeners[i];
         if (map_lookup(c->protocol_map, l->name, &l->proto) &&
-            sec_secproto_parse(l->name, &l->proto)) {
+            bk_secproto_parse(l->name, &l->proto)) {
             snprintf(err, errlen, "listeners: listener %s has no security protocol "
                      "(name it in listener.security.protocol.map, e.g. %s:SSL)",
                      l->name, l->name);
@@ -1035,7 +1035,7 @@ static int finish_plain_users(bk_config *c, char *err, size_t errlen)
                 for (char *q = from; *q; q++)
                     *q = (char)tolower((unsigned char)*q);
             }
-        if (!jaas[0] || !sec_secproto_is_sasl(c->listeners[i].proto))
+        if (!jaas[0] || !bk_secproto_is_sasl(c->listeners[i].proto))
             continue;
         char module[256], inner[200];
         if (jaas_options(jaas, module, sizeof module, plain_user_option, u, inner,
@@ -1080,7 +1080,7 @@ static int finish_inter_broker_sasl(bk_config *c, char *err, size_t errlen)
 {
     const bk_listener *ib = &c->listeners[c->inter_broker_listener];
     c->ib_sasl_user[0] = c->ib_sasl_password[0] = 0;
-    if (!sec_secproto_is_sasl(ib->proto) || !c->zookeeper_connect[0])
+    if (!bk_secproto_is_sasl(ib->proto) || !c->zookeeper_connect[0])
         return 0;
     const char *m = c->sasl_mechanism_inter_broker_protocol;
     bool plain = !strcmp(m, "PLAIN");
@@ -1116,7 +1116,7 @@ static int finish_inter_broker_sasl(bk_config *c, char *err, size_t errlen)
         snprintf(err, errlen, "the inter-broker listener %s is %s: set the broker's own "
                  "credentials in %s (or sasl.jaas.config), e.g. %s%s required "
                  "username=\"broker\" password=\"...\";", ib->name,
-                 sec_secproto_name(ib->proto), key, plain ? "org.apache.kafka.common."
+                 bk_secproto_name(ib->proto), key, plain ? "org.apache.kafka.common."
                  "security.plain.PlainLoginModule" : "org.apache.kafka.common.security."
                  "scram.ScramLoginModule", "");
         return -1;
@@ -1165,7 +1165,7 @@ void bk_config_protocol_map(const bk_config *c, char *buf, size_t cap)
     for (int i = 0; i < c->nlisteners && at < cap; i++)
         at += (size_t)snprintf(buf + at, cap - at, "%s%s:%s", i ? "," : "",
                                c->listeners[i].name,
-                               sec_secproto_name(c->listeners[i].proto));
+                               bk_secproto_name(c->listeners[i].proto));
 }
 
 int bk_config_finish(bk_config *c, char *err, size_t errlen)
@@ -1232,4 +1232,32 @@ const char *bk_config_render(const bk_config *c, const bk_config_key *k, char *b
         return buf[0] ? buf : NULL;
     }
     return NULL;
+}
+
+/* ---- security protocols (broker_config.h) ---------------------------------- */
+
+static const char *const secproto_names[] = {
+    [BK_SEC_PLAINTEXT] = "PLAINTEXT", [BK_SEC_SSL] = "SSL",
+    [BK_SEC_SASL_PLAINTEXT] = "SASL_PLAINTEXT", [BK_SEC_SASL_SSL] = "SASL_SSL",
+};
+
+int bk_secproto_parse(const char *name, bk_secproto *out)
+{
+    for (size_t i = 0; i < sizeof secproto_names / sizeof *secproto_names; i++)
+        if (!strcasecmp(name, secproto_names[i])) {
+            *out = (bk_secproto)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *bk_secproto_name(bk_secproto p)
+{
+    return (unsigned)p < sizeof secproto_names / sizeof *secproto_names
+           ? secproto_names[p] : "?";
+}
+
+bool bk_secproto_is_sasl(bk_secproto p)
+{
+    return p == BK_SEC_SASL_PLAINTEXT || p == BK_SEC_SASL_SSL;
 }

@@ -23,8 +23,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/security/sec_peer.h"
 #include "metadata/md.h"
+
+/* A listener's security protocol (Kafka's SecurityProtocol): a value of the
+ * configuration (listeners, security.inter.broker.protocol, the listener
+ * map), whose meaning for a connection daemon/security/sec_peer.h tells. */
+typedef enum bk_secproto {
+    BK_SEC_PLAINTEXT = 0,
+    BK_SEC_SSL,
+    BK_SEC_SASL_PLAINTEXT,
+    BK_SEC_SASL_SSL,
+} bk_secproto;
+
+/* "PLAINTEXT", "SSL", ... → 0 and *out; -1 for anything else. */
+int bk_secproto_parse(const char *name, bk_secproto *out);
+const char *bk_secproto_name(bk_secproto p);
+/* True for SASL_PLAINTEXT and SASL_SSL: requests other than ApiVersions,
+ * SaslHandshake and SaslAuthenticate wait for authentication. */
+bool bk_secproto_is_sasl(bk_secproto p);
 
 #define BK_JAAS_VALUE_MAX 256        /* a JAAS user name or password, with its NUL */
 

@@ -330,3 +330,39 @@ void bk_worker_free(bk_worker *wk)
     free(wk->threads);
     free(wk);
 }
+
+/* ---- calls (bk_worker_call) ----------------------------------------------- */
+
+typedef struct bk_call {
+    bk_work w;                       /* first: a bk_work * is a bk_call * */
+    void (*run)(void *), (*done)(void *);
+    void *arg;
+} bk_call;
+
+static void call_run(bk_work *w, int thread)
+{
+    (void)thread;
+    bk_call *c = (bk_call *)w;
+    c->run(c->arg);
+}
+
+static void call_done(bk_work *w)
+{
+    bk_call *c = (bk_call *)w;
+    c->done(c->arg);
+    free(c);
+}
+
+int bk_worker_call(bk_worker *wk, void (*run)(void *), void (*done)(void *), void *arg)
+{
+    bk_call *c = wk ? calloc(1, sizeof *c) : NULL;
+    if (!c)
+        return -1;
+    c->w.run = call_run;
+    c->w.done = call_done;
+    c->run = run;
+    c->done = done;
+    c->arg = arg;
+    bk_worker_submit(wk, &c->w, 0);
+    return 0;
+}

@@ -82,5 +82,10 @@ void bk_worker_finish(bk_worker *wk);
 bk_work *bk_worker_take_all(bk_worker *wk);
 /* After join, with nothing left (take_all or finish). */
 void bk_worker_free(bk_worker *wk);
+/* Loop thread: run(arg) on one of wk's threads, then done(arg) on the loop,
+ * exactly once (W3), as a work item of its own (allocated here: a call is
+ * rare, a login's PBKDF2).  -1 when wk is NULL (not started) or memory
+ * ran out: nothing was queued, the caller does the work itself. */
+int bk_worker_call(bk_worker *wk, void (*run)(void *), void (*done)(void *), void *arg);
 
 #endif

@@ -23,6 +23,7 @@
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
 #include "daemon/api/api_topic_wait.h"
+#include "daemon/security/sec_peer.h"
 #include "kp_msgs.h"
 
 #include <stdlib.h>

@@ -118,6 +118,7 @@
 #include "daemon/replication/repl_throttle.h"
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
+#include "daemon/security/sec_peer.h"
 #include "kp_msgs.h"
 
 #include <stdlib.h>

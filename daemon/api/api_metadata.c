@@ -39,6 +39,7 @@
 #include "daemon/view/view.h"
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
+#include "daemon/security/sec_peer.h"
 #include "kp_msgs.h"
 
 #include <stdio.h>

@@ -108,6 +108,7 @@
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
 #include "daemon/replica/replica_producers.h"
+#include "daemon/security/sec_peer.h"
 #include "kp_msgs.h"
 
 #include <inttypes.h>

@@ -19,6 +19,7 @@
  */
 #include "daemon/security/sec_authz.h"
 #include "daemon/group/group_int.h"
+#include "daemon/security/sec_peer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

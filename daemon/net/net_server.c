@@ -993,7 +993,7 @@ static void conn_read(bk_conn *c, short what)
 static void promote(bk_conn *c)
 {
     if (!c->established && !c->handshaking &&
-        (!sec_secproto_is_sasl(c->proto) || sec_sasl_authenticated(c)))
+        (!bk_secproto_is_sasl(c->proto) || sec_sasl_authenticated(c)))
         c->established = true;
 }
 
@@ -1253,7 +1253,7 @@ static int bind_listener(bk_server *s, const bk_listener *l, char *err, size_t e
     }
     s->nlsocks++;
     BK_INFO("listener %s (%s) on %s:%d, advertised as %s:%d%s", l->name,
-            sec_secproto_name(l->proto), host ? host : "*", l->port, l->adv_host, l->adv_port,
+            bk_secproto_name(l->proto), host ? host : "*", l->port, l->adv_host, l->adv_port,
             l == &s->b->cfg->listeners[s->b->cfg->inter_broker_listener] &&
             s->b->cfg->zookeeper_connect[0] ? " (inter-broker)" : "");
     return 0;

@@ -170,11 +170,6 @@ void replica_janitor_destroy_log(bk_broker *b, seg_log *log);
 void replica_janitor_remove_dir(bk_broker *b, const char *dir);
 /* Writes a leader-epoch-checkpoint snapshot (fdatasync, rename). */
 void replica_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c);
-/* CPU work the loop must not do (a PLAIN login's PBKDF2): run(arg) on the
- * janitor's thread, then done(arg) on the loop thread, exactly once
- * (replica_janitor.c inv. 4).  -1 when there is no janitor (not started, out of
- * memory): nothing was queued, the caller does the work itself. */
-int  replica_janitor_call(bk_broker *b, void (*run)(void *), void (*done)(void *), void *arg);
 /* log.cleaner.enable=false: no workers, no compaction. */
 int  replica_cleaner_start(bk_broker *b);
 void replica_cleaner_stop(bk_broker *b);

@@ -14,10 +14,11 @@
  *     with its fdatasyncs here, due at once, so snapshots of one partition
  *     are written in the order they were taken (invariant 1 keeps equal due
  *     times in queue order);
- *   - a call (replica_janitor_call): CPU work the loop must not do, such as a
- *     PLAIN login's PBKDF2 (sec_sasl.c inv. 3) or the replica fetcher's
- *     SCRAM key (sec_sasl_client.c); run here, due at once, and its done()
- *     posted back to the loop.
+ *   - a call (bk_worker_call on b->calls, which is this worker while it
+ *     runs): CPU work the loop must not do, such as a PLAIN login's PBKDF2
+ *     (sec_sasl.c inv. 3) or the replica fetcher's SCRAM key
+ *     (sec_sasl_client.c); run here, due at once, and its done() posted
+ *     back to the loop.
  *
  * The thread and its queue are a bk_worker (daemon/worker.c) of one
  * thread; each item is a bk_work with its due time.
@@ -48,8 +49,6 @@ typedef struct jan_item {
     seg_log *log;
     char *dir;
     seg_epoch_ckpt *epochs;
-    void (*run)(void *), (*done)(void *);   /* a call (inv. 4) */
-    void *arg;
 } jan_item;
 
 typedef struct bk_janitor {
@@ -63,10 +62,6 @@ static void do_item(bk_work *w, int thread)
 {
     (void)thread;
     jan_item *it = (jan_item *)w;
-    if (it->run) {
-        it->run(it->arg);
-        return;
-    }
     if (it->rename_only) {
         seg_dead_rename(it->dead);   /* the unlink item still owns it */
         free(it);
@@ -86,14 +81,6 @@ static void do_item(bk_work *w, int thread)
     free(it);
 }
 
-/* Loop thread: a call's done(). */
-static void call_done(bk_work *w)
-{
-    jan_item *it = (jan_item *)w;
-    it->done(it->arg);
-    free(it);
-}
-
 int replica_janitor_start(bk_broker *b)
 {
     bk_janitor *j = calloc(1, sizeof *j);
@@ -106,6 +93,7 @@ int replica_janitor_start(bk_broker *b)
         return -1;
     }
     b->janitor = j;
+    b->calls = j->wk;                /* bk_worker_call's (inv. 4) */
     return 0;
 }
 
@@ -113,8 +101,8 @@ static void enqueue(bk_broker *b, jan_item *it, int64_t delay_ms)
 {
     bk_janitor *j = b->janitor;
     it->w.run = do_item;
-    it->w.done = it->run ? call_done : NULL;
-    if (!j) {                        /* not started (tests, shutdown); never a call */
+    it->w.done = NULL;
+    if (!j) {                        /* not started (tests, shutdown) */
         do_item(&it->w, 0);
         return;
     }
@@ -173,23 +161,12 @@ void replica_janitor_epochs(bk_broker *b, seg_epoch_ckpt *c)
     enqueue(b, it, 0);
 }
 
-int replica_janitor_call(bk_broker *b, void (*run)(void *), void (*done)(void *), void *arg)
-{
-    jan_item *it = b->janitor ? calloc(1, sizeof *it) : NULL;
-    if (!it)
-        return -1;
-    it->run = run;
-    it->done = done;
-    it->arg = arg;
-    enqueue(b, it, 0);
-    return 0;
-}
-
 void replica_janitor_stop(bk_broker *b)
 {
     bk_janitor *j = b->janitor;
     if (!j)
         return;
+    b->calls = NULL;
     bk_worker_quit(j->wk, true);     /* inv. 3 */
     bk_worker_join(j->wk);
     bk_worker_finish(j->wk);

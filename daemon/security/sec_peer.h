@@ -18,24 +18,12 @@
 
 #include <stdbool.h>
 
-typedef struct bk_conn bk_conn;
+#include "daemon/broker_config.h"          /* bk_secproto */
 
-typedef enum bk_secproto {
-    BK_SEC_PLAINTEXT = 0,
-    BK_SEC_SSL,
-    BK_SEC_SASL_PLAINTEXT,
-    BK_SEC_SASL_SSL,
-} bk_secproto;
+typedef struct bk_conn bk_conn;
 
 #define BK_PRINCIPAL_ANONYMOUS "User:ANONYMOUS"
 #define BK_PRINCIPAL_MAX 256
-
-/* "PLAINTEXT", "SSL", ... → 0 and *out; -1 for anything else. */
-int sec_secproto_parse(const char *name, bk_secproto *out);
-const char *sec_secproto_name(bk_secproto p);
-/* True for SASL_PLAINTEXT and SASL_SSL: requests other than ApiVersions,
- * SaslHandshake and SaslAuthenticate wait for authentication. */
-bool sec_secproto_is_sasl(bk_secproto p);
 
 bk_secproto net_conn_secproto(const bk_conn *c);
 /* The authenticated principal, "User:name" (inv. 1). */

@@ -34,7 +34,7 @@
  *      that digest is not in plain_seen (a user's first login, a changed
  *      password, every wrong password, every unknown user) the PBKDF2 of
  *      the stored iteration count (about 2 ms at 4096 with SHA-256) runs on
- *      the janitor's thread (replica_janitor_call) and SaslAuthenticate (or the
+ *      the janitor's thread (bk_worker_call on b->calls) and SaslAuthenticate (or the
  *      raw v0 token) is answered when it comes back (plain_done): the
  *      request is deferred (BK_DEFER), so the connection reads nothing
  *      else meanwhile (net_server.c inv. 1), and a connection closed meanwhile
@@ -80,7 +80,7 @@
 #include "daemon/view/view.h"
 #include "daemon/view/view_store.h"
 #include "daemon/broker_config.h"
-#include "daemon/replica/replica.h"
+#include "daemon/worker.h"
 #include "daemon/request.h"
 #include "daemon/security/sec_scram.h"
 #include "kp_msgs.h"
@@ -182,7 +182,7 @@ void sec_sasl_conn_free(bk_conn *c)
 
 bool sec_sasl_gate(bk_broker *b, bk_conn *c, int16_t api_key)
 {
-    if (!sec_secproto_is_sasl(net_conn_secproto(c)) || api_key == KP_API_API_VERSIONS ||
+    if (!bk_secproto_is_sasl(net_conn_secproto(c)) || api_key == KP_API_API_VERSIONS ||
         api_key == KP_API_SASL_HANDSHAKE || api_key == KP_API_SASL_AUTHENTICATE)
         return true;
     bk_sasl_conn *s = state_of(c);
@@ -388,7 +388,7 @@ bk_sasl_check *sec_sasl_check_password(bk_broker *b, const char *user, const cha
     if (!hit) {
         j->check_done = done;
         j->check_arg = arg;
-        if (replica_janitor_call(b, plain_run, plain_done, j) == 0)
+        if (bk_worker_call(b->calls, plain_run, plain_done, j) == 0)
             return j;
         plain_run(j);                /* no worker: here */
     }
@@ -468,7 +468,7 @@ static int step_plain(bk_req *r, bk_sasl_conn *s, const char *tok, size_t len)
         return authenticated(r->b, r->conn, s, user);
     }
     j->r = r;
-    if (replica_janitor_call(r->b, plain_run, plain_done, j) == 0) {
+    if (bk_worker_call(r->b->calls, plain_run, plain_done, j) == 0) {
         r->state = j;
         r->cancel = plain_cancel;
         return STEP_PENDING;
@@ -558,7 +558,7 @@ static int authenticate_answer(bk_req *r, int16_t err, const char *msg, const ch
     m.AuthBytes = (kp_str){ ans, (int32_t)n };
     m.SessionLifetimeMs = lifetime_ms;   /* v1+: KIP-368 */
     kp_enc_SaslAuthenticateResponse(r->out, r->hdr.RequestApiVersion, &m);
-    return err && sec_secproto_is_sasl(net_conn_secproto(r->conn)) ? BK_RESPOND_CLOSE
+    return err && bk_secproto_is_sasl(net_conn_secproto(r->conn)) ? BK_RESPOND_CLOSE
                                                                    : BK_RESPOND;
 }
 
@@ -644,7 +644,7 @@ int sec_handle_sasl_handshake(bk_req *r)
     int rc = BK_RESPOND;
     enum sasl_mech mech;
     bk_sasl_conn *s = NULL;
-    if (!sec_secproto_is_sasl(net_conn_secproto(r->conn))) {
+    if (!bk_secproto_is_sasl(net_conn_secproto(r->conn))) {
         /* Kafka answers this on a listener without SASL. */
         m.ErrorCode = KP_ILLEGAL_SASL_STATE;
         m.Mechanisms_count = 0;
@@ -680,7 +680,7 @@ int sec_handle_sasl_authenticate(bk_req *r)
     kp_SaslAuthenticateRequest q;
     if (kp_dec_SaslAuthenticateRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    bk_sasl_conn *s = sec_secproto_is_sasl(net_conn_secproto(r->conn)) ? state_of(r->conn) : NULL;
+    bk_sasl_conn *s = bk_secproto_is_sasl(net_conn_secproto(r->conn)) ? state_of(r->conn) : NULL;
     if (!s || s->raw || (s->state != S_HANDSHAKEN && s->state != S_SCRAM_FINAL))
         return authenticate_answer(r, KP_ILLEGAL_SASL_STATE,
                                    s ? "Unexpected SaslAuthenticate request: no "

@@ -5,7 +5,7 @@
 #include "daemon/security/sec_sasl_client.h"
 #include "daemon/broker_config.h"
 #include "daemon/security/sec_peer.h"
-#include "daemon/replica/replica.h"
+#include "daemon/worker.h"
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
@@ -17,7 +17,7 @@
 
 bool sec_sasl_client_wanted(const bk_broker *b)
 {
-    return sec_secproto_is_sasl(b->cfg->listeners[b->cfg->inter_broker_listener].proto);
+    return bk_secproto_is_sasl(b->cfg->listeners[b->cfg->inter_broker_listener].proto);
 }
 
 void sec_sasl_client_init(bk_sasl_client *c, bk_sasl_keys *k, const bk_sasl_client_ops *ops,
@@ -183,7 +183,7 @@ static int salt_start(bk_sasl_keys *k, scram_mech m, const scram_server_first_ms
     j->salt_len = sf->salt_len;
     j->iterations = sf->iterations;
     snprintf(j->password, sizeof j->password, "%s", k->b->cfg->ib_sasl_password);
-    if (replica_janitor_call(k->b, salt_run, salt_done, j) != 0) {
+    if (bk_worker_call(k->b->calls, salt_run, salt_done, j) != 0) {
         OPENSSL_cleanse(j, sizeof *j);
         free(j);
         return -1;

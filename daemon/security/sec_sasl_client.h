@@ -20,7 +20,7 @@
  *   SC1. Nothing but SaslHandshake and SaslAuthenticate is sent through
  *        ops->send until ops->authenticated ran.
  *   SC2. SCRAM's SaltedPassword for the broker's password is computed off
- *        the loop (replica_janitor_call), once per salt, iteration count and
+ *        the loop (bk_worker_call on b->calls), once per salt, iteration count and
  *        mechanism (bk_sasl_keys, one per broker); every client salting
  *        for it is resumed when it is known (keys' salted callback).
  *   SC3. A server-final without the ServerSignature the password gives
