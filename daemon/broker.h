@@ -70,6 +70,8 @@ struct bk_broker {
     struct bk_tls *tls;              /* TLS contexts, made on first use (sec_tls.c) */
     struct bk_zk *zk;                /* cluster mode: the ZooKeeper session (cluster_zk.c) */
     struct bk_cluster *cl;           /* cluster mode: mirror and controller state */
+    struct repl_cluster *repl;       /* cluster mode: lent to replication (repl_isr.h) */
+    const struct repl_cluster_ops *repl_ops; /* cluster mode's calls (repl_isr_install) */
     const struct bk_store *store;    /* where facts are written (daemon/view/view_store.h) */
     const struct bk_isr_hooks *isr;  /* cluster mode: the ISR's high watermark
                                         (repl_isr.c); NULL: the log end's */

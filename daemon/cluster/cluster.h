@@ -35,8 +35,7 @@
 #include "daemon/view/view.h"
 #include "daemon/cluster/cluster_zk.h"
 #include "daemon/cluster/cluster_zk_json.h"
-
-#define CL_MAX_BROKERS 1024
+#include "daemon/replication/repl_isr.h"
 
 /* What the mirror knows of a topic beyond the view: its znodes' versions,
  * for versioned writes, and whether a refresh is running. */
@@ -102,8 +101,7 @@ struct bk_cluster {
     /* write halves waiting for the mirror to show their change */
     cl_wait *waits;
     struct ra_write *ra_retries;     /* reassignment writes waiting to retry (cluster_reassign.c R4) */
-    struct fe_set *fetchers;         /* the replica fetchers (repl_fetcher.c) */
-    int64_t isr_checked_ms;          /* last ISR lag check (repl_isr.c) */
+    repl_cluster repl;               /* lent to replication as b->repl (repl_isr.h) */
     /* /admin/controlled_shutdown: brokers leaving, ascending (cluster_leaders.c) */
     int32_t shutting[CL_MAX_BROKERS];
     int nshutting;
@@ -124,6 +122,8 @@ struct bk_cluster {
 };
 
 /* cluster_session.c */
+/* Cluster mode's calls for replication (main.c: repl_isr_install). */
+extern const repl_cluster_ops cl_repl_ops;
 int  cl_start(bk_broker *b, char *err, size_t errlen);
 void cl_stop(bk_broker *b);
 /* After the mirror applied topic name (or found it gone). */
@@ -277,17 +277,6 @@ void cl_ctl_recovery_tick(bk_broker *b);
 void cl_recovery_free(bk_broker *b);
 /* repl_isr_view_changed: sets p->held (cluster_recovery.c R5), saying so when it changes. */
 void cl_recovery_view_changed(bk_broker *b, bk_partition *p);
-
-/* repl_isr.c */
-/* Cluster mode, before any log opens (main.c): the high watermark after
- * an append comes from the ISR (replica.h bk_isr_hooks). */
-void repl_isr_install(bk_broker *b);
-/* Writes partition's state znode with a new ISR (same leader and epochs),
- * conditional on the version the mirror shows; the mirror's watch brings
- * it into the view.  why goes into the log line.  0: sent; -1: not (not
- * the leader in the view, no state znode, no session). */
-int  repl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
-                   int32_t nisr, const char *why);
 
 /* cluster_leaders.c */
 /* Reads /admin/controlled_shutdown (and watches it). */

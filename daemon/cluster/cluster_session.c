@@ -754,6 +754,29 @@ static void on_watch(bk_broker *b, int type, const char *path)
         cl_mirror_on_watch(b, type, path);
 }
 
+/* repl_cluster.isr_write: the ISR write as the partition's state znode. */
+static void on_repl_isr_written(bk_broker *b, const zk_result *r, void *arg)
+{
+    repl_isr_done *d = arg;
+    d->done(b, r->rc, cl_zk_rc_str(r->rc), d);
+}
+
+static void cl_repl_isr_write(bk_broker *b, const char *path, const md_partition_state *st,
+                              int version, repl_isr_done *arg)
+{
+    kp_buf out;
+    kp_buf_init(&out);
+    cl_zj_state_format(st, &out);
+    cl_zk_set(b->zk, path, (const char *)out.data, (int)out.len, version, on_repl_isr_written,
+              arg);
+    kp_buf_free(&out);
+}
+
+const repl_cluster_ops cl_repl_ops = { .isr_write = cl_repl_isr_write,
+                                      .broker_shutting = cl_broker_shutting,
+                                      .view_changed = cl_recovery_view_changed,
+                                      .isr_counted = cl_ctl_isr_counted };
+
 int cl_start(bk_broker *b, char *err, size_t errlen)
 {
     bk_cluster *cl = calloc(1, sizeof *cl);
@@ -762,13 +785,16 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     cl->b = b;
+    cl->repl.synced = &cl->synced;
     b->cl = cl;
+    b->repl = &cl->repl;
     view_cluster_start(b);                     /* fenced, no controller yet */
     b->on_logdir_failed = cl_logdir_failed;
     zk_hooks hooks = { .on_session = on_session, .on_watch = on_watch };
     if (cl_zk_start(b, &hooks, &b->zk, err, errlen) != 0) {
         free(cl);
         b->cl = NULL;
+        b->repl = NULL;
         view_cluster_stop(b);
         b->on_logdir_failed = NULL;
         return -1;
@@ -819,6 +845,7 @@ void cl_stop(bk_broker *b)
     cl_recovery_free(b);
     free(cl);
     b->cl = NULL;
+    b->repl = NULL;
     view_cluster_stop(b);
     b->on_logdir_failed = NULL;
 }

@@ -58,7 +58,7 @@
  *   F4. Standalone mode has no fetchers (repl_fetchers_start is only called
  *       by cl_start).
  *   F5. Partitions are followed only while the mirror is in step with
- *       ZooKeeper in this session (cl->synced): a recomputation before the
+ *       ZooKeeper in this session (repl->synced): a recomputation before the
  *       first resync, or after the session expired, follows nothing.
  *       cl_mirror_resync_done ends with cl_brokers_changed, which recomputes.
  *   F6. A partition newly followed, or whose leader epoch changed, is not
@@ -120,7 +120,7 @@
  */
 #include "daemon/replication/repl_fetcher.h"
 #include "daemon/view/view_broker_configs.h"
-#include "daemon/cluster/cluster.h"
+#include "daemon/replication/repl_isr.h"
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/security/sec_sasl_client.h"
@@ -1305,7 +1305,7 @@ static void recompute(evutil_socket_t fd, short what, void *arg)
     }
     /* F5: the view loaded from SQLite at startup, or kept through a lost
      * session, may name leaders that have changed since. */
-    if (b->cl->synced && !replica_logdir_offline(b))   /* a failed log dir: none (replica_logdir.c) */
+    if (*b->repl->synced && !replica_logdir_offline(b))   /* a failed log dir: none (replica_logdir.c) */
         view_topics_foreach(b, collect_topic, s);
     bk_broker_info info[CL_MAX_BROKERS];
     const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];
@@ -1344,7 +1344,7 @@ static void recompute(evutil_socket_t fd, short what, void *arg)
 
 void repl_fetchers_update(bk_broker *b)
 {
-    fe_set *s = b->cl ? b->cl->fetchers : NULL;
+    fe_set *s = b->repl ? b->repl->fetchers : NULL;
     if (!s)
         return;
     if (!evtimer_pending(s->recompute, NULL)) {
@@ -1374,13 +1374,13 @@ int repl_fetchers_start(bk_broker *b)
         free(s);
         return -1;
     }
-    b->cl->fetchers = s;
+    b->repl->fetchers = s;
     return 0;
 }
 
 void repl_fetchers_stop(bk_broker *b)
 {
-    fe_set *s = b->cl ? b->cl->fetchers : NULL;
+    fe_set *s = b->repl ? b->repl->fetchers : NULL;
     if (!s)
         return;
     while (s->fetchers) {
@@ -1393,5 +1393,5 @@ void repl_fetchers_stop(bk_broker *b)
     if (s->dns)
         evdns_base_free(s->dns, 0);
     free(s);
-    b->cl->fetchers = NULL;
+    b->repl->fetchers = NULL;
 }

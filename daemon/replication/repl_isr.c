@@ -23,7 +23,7 @@
  *   ISR member not caught up for replica.lag.time.max.ms ──► shrink
  *                                                        (repl_isr_tick)
  *
- *   repl_isr_change: cl_zk_set(state, the version the mirror showed) ──►
+ *   repl_isr_change: b->repl_ops->isr_write(state, the version the mirror showed) ──►
  *       ZOK         logged; the state watch brings the new ISR into the
  *                   view (view_topic_apply → repl_isr_view_changed)
  *       ZBADVERSION the state changed under us (the controller moved
@@ -45,8 +45,10 @@
  *       a new epoch starts with none known.
  *   I5. Only a leader that is not fenced writes (view_leader_replica).
  */
-#include "daemon/cluster/cluster.h"
+#include "daemon/replication/repl_isr.h"
 #include "daemon/replica/replica.h"
+
+#include <zookeeper/zookeeper.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,10 +131,11 @@ static void isr_update_hw(bk_broker *b, bk_partition *p)
         replica_partition_set_high_watermark(b, p, hw);
 }
 
-void repl_isr_install(bk_broker *b)
+void repl_isr_install(bk_broker *b, const repl_cluster_ops *ops)
 {
     static const bk_isr_hooks hooks = { .update_hw = isr_update_hw };
     b->isr = &hooks;
+    b->repl_ops = ops;
 }
 
 /* The ISR of v with id added (in replica order) or removed. */
@@ -197,7 +200,7 @@ void repl_isr_follower_fetched(bk_broker *b, bk_partition *p, int32_t id,
     }
     isr_update_hw(b, p);
     if (leads(b, p) && !has_id(v->isr, v->nisr, id) && fetch_offset >= p->high_watermark &&
-        !cl_broker_shutting(b, id)) {             /* cluster_leaders.c L4 */
+        !b->repl_ops->broker_shutting(b, id)) {             /* cluster_leaders.c L4 */
         char why[64];
         snprintf(why, sizeof why, "follower %d caught up", (int)id);
         isr_propose(b, p, id, true, why);
@@ -211,7 +214,7 @@ void repl_isr_view_changed(bk_broker *b, bk_partition *p)
     const bk_pview *v = view_of(p);
     if (p->isr_pending_version >= 0 && v->zk_version != p->isr_pending_version)
         p->isr_pending_version = -1;              /* I2: the write (or another) is in */
-    cl_recovery_view_changed(b, p);
+    b->repl_ops->view_changed(b, p);
     bool was = p->leading;
     p->leading = leads(b, p);
     /* As Kafka's makeLeader: the new epoch starts at the log end, so
@@ -262,9 +265,9 @@ void repl_isr_tick(bk_broker *b)
     int64_t lag = b->cfg->replica_lag_time_max_ms;
     /* Every lag/2 (Kafka's isr-expiration interval), within 0.1..1 s. */
     int64_t every = lag / 2 < 100 ? 100 : lag / 2 > 1000 ? 1000 : lag / 2;
-    if (now - b->cl->isr_checked_ms < every)
+    if (now - b->repl->isr_checked_ms < every)
         return;
-    b->cl->isr_checked_ms = now;
+    b->repl->isr_checked_ms = now;
     struct tick_arg a = { b, now, lag };
     replica_replicas_foreach(b, tick_replica, &a);
 }
@@ -272,6 +275,7 @@ void repl_isr_tick(bk_broker *b)
 /* ---- the znode write ---------------------------------------------------------------- */
 
 typedef struct isr_write {
+    repl_isr_done cb;                 /* first: the writer's answer */
     char topic[MD_TOPIC_NAME_MAX + 1];
     int32_t partition;
     int version;
@@ -300,26 +304,26 @@ static bk_partition *write_partition(bk_broker *b, const isr_write *w)
     return t->parts[w->partition].local;
 }
 
-static void on_isr_written(bk_broker *b, const zk_result *r, void *arg)
+static void on_isr_written(bk_broker *b, int rc, const char *rc_str, repl_isr_done *arg)
 {
-    isr_write *w = arg;
+    isr_write *w = (isr_write *)arg;
     bk_partition *p = write_partition(b, w);
-    if (r->rc == ZOK) {
+    if (rc == ZOK) {
         char a[128], c[128];
         ids_str(w->old_isr, w->nold, a, sizeof a);
         ids_str(w->new_isr, w->nnew, c, sizeof c);
         BK_INFO("partition %s-%d: ISR %s -> %s (%s)", w->topic, (int)w->partition, a, c,
                 w->why);
-        cl_ctl_isr_counted(b, w->nnew < w->nold);
+        b->repl_ops->isr_counted(b, w->nnew < w->nold);
         /* I2: pending until the mirror shows a newer version; if it
          * already does (the watch was faster), clear now. */
         if (p && p->isr_pending_version == w->version &&
             p->topic->parts[p->id].zk_version != w->version)
             p->isr_pending_version = -1;
     } else {
-        if (r->rc != ZBADVERSION)
+        if (rc != ZBADVERSION)
             BK_WARN("partition %s-%d: ISR change not written (%s); retried later",
-                    w->topic, (int)w->partition, cl_zk_rc_str(r->rc));
+                    w->topic, (int)w->partition, rc_str);
         /* ZBADVERSION: the state moved on; the mirror applies it (I3). */
         if (p && p->isr_pending_version == w->version)
             p->isr_pending_version = -1;
@@ -340,6 +344,7 @@ int repl_isr_change(bk_broker *b, const char *topic, int32_t partition, const in
     isr_write *w = calloc(1, sizeof *w);
     if (!w)
         return -1;
+    w->cb.done = on_isr_written;
     snprintf(w->topic, sizeof w->topic, "%s", topic);
     w->partition = partition;
     w->version = v->zk_version;
@@ -352,14 +357,9 @@ int repl_isr_change(bk_broker *b, const char *topic, int32_t partition, const in
     md_partition_state st = { .leader = v->leader, .leader_epoch = v->leader_epoch,
                               .controller_epoch = v->controller_epoch, .nisr = nisr };
     memcpy(st.isr, isr, (size_t)nisr * sizeof *isr);
-    kp_buf out;
-    kp_buf_init(&out);
-    cl_zj_state_format(&st, &out);
     char path[MD_TOPIC_NAME_MAX + 64];
     snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", topic,
              (int)partition);
-    cl_zk_set(b->zk, path, (const char *)out.data, (int)out.len, v->zk_version,
-           on_isr_written, w);
-    kp_buf_free(&out);
+    b->repl_ops->isr_write(b, path, &st, v->zk_version, &w->cb);
     return 0;
 }
