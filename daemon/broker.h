@@ -75,6 +75,10 @@ struct bk_broker {
     const struct bk_store *store;    /* where facts are written (daemon/view/view_store.h) */
     const struct bk_isr_hooks *isr;  /* cluster mode: the ISR's high watermark
                                         (repl_isr.c); NULL: the log end's */
+    /* the local replicas as the view opens and closes them (replica.c,
+     * daemon/view/view_registry.h); NULL: none */
+    const struct view_replica_hooks *replica_hooks;
+    bool logdir_failed;              /* the log directory failed (replica_logdir.c) */
     /* cluster mode, set by cl_start: a failed log directory is the
      * controller's to handle (cluster_logdirs.c); NULL: standalone, it
      * recovers when writes succeed again (replica_logdir.c) */

@@ -223,6 +223,7 @@ int main(int argc, char **argv)
     b.store = bk_cluster_mode(&b) ? &cl_store_zk : &bk_store_sqlite;   /* view_store.h S4 */
     if (bk_cluster_mode(&b))
         repl_isr_install(&b, &cl_repl_ops);                 /* the HW waits for the ISR */
+    replica_install(&b);                      /* the view opens the local replicas */
     if (view_topics_load(&b) != 0)
         return 1;
     if (view_broker_configs_init(&b) != 0)    /* dynamic broker configs, live */

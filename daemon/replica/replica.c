@@ -19,6 +19,7 @@
  *       flusher, the cleaner), then wakes its waiters, so nothing can
  *       point at it once it is freed.
  */
+#include "daemon/replica/replica.h"
 #include "daemon/view/view_registry.h"
 #include "daemon/md_sync.h"
 #include "daemon/replica/replica_producers.h"
@@ -140,6 +141,37 @@ void replica_close(bk_broker *b, bk_partition *p, bool destroy)
     else
         seg_close(p->log);
     free(p);
+}
+
+/* The view's leader epoch, ISR or leader of p changed. */
+static void view_changed(bk_broker *b, bk_partition *p, int32_t leader_epoch, bool opened)
+{
+    p->leader_epoch = leader_epoch;
+    repl_isr_view_changed(b, p);            /* ISR or leader changed: the HW */
+    if (opened)                             /* the history recovered at open */
+        replica_partition_epochs_save(b, p);
+}
+
+static void reconfigure(bk_partition *p, const seg_config *sc)
+{
+    seg_set_config(p->log, sc);
+}
+
+static bool held(const bk_partition *p)
+{
+    return p->held;
+}
+
+void replica_install(bk_broker *b)
+{
+    static const view_replica_hooks hooks = {
+        .open = replica_open,
+        .close = replica_close,
+        .view_changed = view_changed,
+        .reconfigure = reconfigure,
+        .held = held,
+    };
+    b->replica_hooks = &hooks;
 }
 
 /* ---- bookmarks ------------------------------------------------------------------- */

@@ -92,6 +92,16 @@ struct bk_partition {
 /* Calls fn for every local replica (it may not close any). */
 void replica_replicas_foreach(bk_broker *b, void (*fn)(bk_partition *p, void *arg), void *arg);
 size_t replica_replicas_count(bk_broker *b);
+/* Opens (recovering) this broker's replica of partition idx of t, with
+ * the bookmarks in mp (NULL: a new, empty log), links it into the local
+ * replicas and into t->parts[idx].local.  KP_NONE or a KP_* with err. */
+int  replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *mp,
+                     char *err, size_t errlen);
+/* Unlinks and closes it; destroy: the log is deleted (topic deletion). */
+void replica_close(bk_broker *b, bk_partition *p, bool destroy);
+/* Gives the view these calls (b->replica_hooks, view_registry.h): it
+ * opens and closes the local replicas as the topics' facts change. */
+void replica_install(bk_broker *b);
 /* Saves log start / recovery point / high watermark of every local
  * replica whose values changed, in one transaction. */
 void replica_save_offsets(bk_broker *b);

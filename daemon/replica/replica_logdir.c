@@ -91,6 +91,7 @@ bool replica_logdir_fault(bk_broker *b, bk_partition *p, const char *op, int err
     char file[4096 + 300];
     fault_file(b, p, file, sizeof file);
     ld.failed = true;
+    b->logdir_failed = true;                          /* the view's copy (view.c) */
     ld.err = err;
     ld.failed_ms = bk_now_ms();
     ld.failures++;
@@ -115,6 +116,7 @@ void replica_logdir_recovered(bk_broker *b, bk_partition *p)
     if (!ld.failed || b->on_logdir_failed)
         return;
     ld.failed = false;
+    b->logdir_failed = false;
     ld.err = 0;
     ld.error[0] = 0;
     BK_INFO("log directory %s takes writes again (partition %s-%d, log end %lld)",

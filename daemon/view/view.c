@@ -38,8 +38,6 @@
  */
 #include "daemon/view/view_registry.h"
 
-#include "daemon/replica/replica_logdir.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,11 +179,11 @@ int view_leader_replica(bk_broker *b, kp_str topic, int32_t partition, bk_partit
     const bk_pview *v = view_partition(b, topic, partition);
     if (!v)
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
-    if (v->leader != b->cfg->broker_id || !v->local || v->local->held ||
+    if (v->leader != b->cfg->broker_id || !v->local || b->replica_hooks->held(v->local) ||
         b->fenced)
         return KP_NOT_LEADER_OR_FOLLOWER;
-    if (replica_logdir_offline(b))
-        return KP_KAFKA_STORAGE_ERROR;          /* its log dir failed (replica_logdir.c) */
+    if (b->logdir_failed && b->on_logdir_failed)
+        return KP_KAFKA_STORAGE_ERROR;          /* its log dir failed (replica_logdir_offline) */
     *out = v->local;
     return KP_NONE;
 }

@@ -86,7 +86,7 @@ static void remove_topic(bk_broker *b, bk_topic *t, bool in_view, bool destroy)
         view_remove(b, t);
     for (int32_t i = 0; i < t->npartitions; i++)
         if (t->parts[i].local)
-            replica_close(b, t->parts[i].local, destroy);
+            b->replica_hooks->close(b, t->parts[i].local, destroy);
     free_topic(t);
 }
 
@@ -127,9 +127,9 @@ static int apply_partitions(bk_broker *b, bk_topic *t, const md_partition *parts
         if ((size_t)t->npartitions <= i)
             t->npartitions = (int32_t)i + 1;
         bool want = hosts(&parts[i].st, self), opened = false;
-        if (want && !v->local) {
+        if (want && !v->local && b->replica_hooks) {
             char e[MD_ERRLEN];
-            int r = replica_open(b, t, (int32_t)i, &parts[i], e, sizeof e);
+            int r = b->replica_hooks->open(b, t, (int32_t)i, &parts[i], e, sizeof e);
             opened = r == KP_NONE;
             if (r != KP_NONE && rc == KP_NONE) {
                 rc = r;
@@ -138,14 +138,10 @@ static int apply_partitions(bk_broker *b, bk_topic *t, const md_partition *parts
         } else if (!want && v->local) {
             BK_INFO("partition %s-%zu: no longer a replica here; deleting its log",
                     t->name, i);
-            replica_close(b, v->local, true);
+            b->replica_hooks->close(b, v->local, true);
         }
-        if (v->local) {
-            v->local->leader_epoch = v->leader_epoch;
-            repl_isr_view_changed(b, v->local);     /* ISR or leader changed: the HW */
-            if (opened)                           /* the history recovered at open */
-                replica_partition_epochs_save(b, v->local);
-        }
+        if (v->local)
+            b->replica_hooks->view_changed(b, v->local, v->leader_epoch, opened);
     }
     return rc;
 }
@@ -196,7 +192,7 @@ int view_topic_apply(bk_broker *b, const char *name, char *err, size_t errlen)
         view_seg_config(&cfg, &sc);
         for (int32_t i = 0; i < t->npartitions; i++)
             if (t->parts[i].local)
-                seg_set_config(t->parts[i].local->log, &sc);
+                b->replica_hooks->reconfigure(t->parts[i].local, &sc);
     }
     rc = apply_partitions(b, t, parts, n, err, errlen);
     free(parts);
@@ -237,7 +233,7 @@ int view_topics_load(bk_broker *b)
         }
     free(topics);
     BK_INFO("cluster %s: loaded %zu topics, %zu local replicas in %.1f ms",
-            b->cluster_id, n, replica_replicas_count(b),
+            b->cluster_id, n, b->nreplicas,
             (double)(bk_mono_us() - t0) / 1000.0);
     return 0;
 }
