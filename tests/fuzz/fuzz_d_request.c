@@ -73,6 +73,7 @@ static void setup(void)
     snprintf(B.data_dir, sizeof B.data_dir, "%s", tmpl);
     char db[4200];
     snprintf(db, sizeof db, "%s/sluice.db", tmpl);
+    replica_install(&B);                 /* the view opens local replicas, as main.c */
     if (md_open(db, &B.db, err, sizeof err) || !(B.base = event_base_new()) ||
         view_topics_load(&B) || gc_groups_init(&B) || replica_flusher_start(&B)) {
         fprintf(stderr, "fuzz_d_request: setup failed: %s\n", err);
