@@ -131,7 +131,10 @@ class Field:
         self.name = d["name"]
         self.type = d["type"]
         what = "%s.%s" % (msg.name, self.name)
-        self.versions = intersect(parse_versions(d.get("versions"), what), parent_versions)
+        # A tagged field may leave out "versions": they are its taggedVersions
+        # (Kafka's generator; TransactionLogValue's tagged fields do).
+        vers = d.get("versions", d.get("taggedVersions") if "tag" in d else None)
+        self.versions = intersect(parse_versions(vers, what), parent_versions)
         self.nullable = parse_versions(d.get("nullableVersions", "none"), what)
         self.ignorable = bool(d.get("ignorable", False))
         self.tag = int(d["tag"]) if "tag" in d else None

@@ -78,4 +78,16 @@ typedef struct bk_offset_commit {
  * Another KP_* error: an operator's commit was refused as a whole,
  * nothing queued, the reason in err. */
 int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errlen);
+/* ---- transactions (issue 30; daemon/group/group_txn.c) ----------------------
+ * A transaction's end reached the group's partition offsets_partition of
+ * __consumer_offsets (cluster mode: its marker was appended there;
+ * standalone: the coordinator decided): the offsets producer_id committed
+ * with TxnOffsetCommit in that transaction become the groups' committed
+ * offsets (commit) or are dropped.  done is called once, later, on the
+ * loop (never from inside this call), when that is durable: KP_NONE, or
+ * a Kafka code. */
+typedef void (*gc_txn_done_fn)(void *arg, int16_t error);
+void gc_txn_complete(bk_broker *b, int32_t offsets_partition, int64_t producer_id,
+                     int16_t producer_epoch, bool commit, gc_txn_done_fn done, void *arg);
+
 #endif
