@@ -94,6 +94,11 @@ struct bk_broker {
     int64_t pid_next, pid_end;       /* producer ids reserved in SQLite, unused */
 };
 
+/* A new producer id, unique for this broker's life and across restarts
+ * (daemon/producer_ids.c): KP_NONE, or a retriable Kafka code when none
+ * can be reserved now. */
+int16_t bk_producer_id_next(bk_broker *b, int64_t *pid);
+
 /* ---- misc ------------------------------------------------------------------- */
 int64_t bk_now_ms(void);             /* wall clock, ms */
 int64_t bk_mono_us(void);            /* monotonic, µs */

@@ -3,10 +3,8 @@
  *
  * An idempotent producer (TransactionalId null) gets a new ProducerId with
  * epoch 0 each time it asks; the sequence checks that use it live in
- * daemon/replica/replica_producers.c.  Ids come from SQLite (producer_ids) in blocks
- * of PID_BLOCK, like Kafka's ProducerIdManager: one durable write per
- * block, and an id is never handed out twice, even across a crash
- * (the unused rest of a block is skipped).
+ * daemon/replica/replica_producers.c; ids come from bk_producer_id_next
+ * (daemon/producer_ids.c).
  *
  * Transactions are out of scope.  A non-null TransactionalId is answered
  * TRANSACTIONAL_ID_AUTHORIZATION_FAILED: clients treat it as fatal and say
@@ -23,24 +21,6 @@
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
 #include "kp_msgs.h"
-
-#define PID_BLOCK 1000
-
-static int16_t next_producer_id(bk_broker *b, int64_t *pid)
-{
-    if (b->pid_next >= b->pid_end) {
-        char err[MD_ERRLEN];
-        int64_t first;
-        if (md_producer_id_allocate(b->db, PID_BLOCK, &first, err, sizeof err) != 0) {
-            BK_ERROR("InitProducerId: cannot reserve producer ids: %s", err);
-            return KP_COORDINATOR_NOT_AVAILABLE;      /* retriable */
-        }
-        b->pid_next = first;
-        b->pid_end = first + PID_BLOCK;
-    }
-    *pid = b->pid_next++;
-    return KP_NONE;
-}
 
 int api_handle_init_producer_id(bk_req *r)
 {
@@ -66,7 +46,7 @@ int api_handle_init_producer_id(bk_req *r)
         /* Kafka 3's rule (KIP-679): WRITE on any topic implies idempotence */
         m.ErrorCode = KP_CLUSTER_AUTHORIZATION_FAILED;
     } else {
-        m.ErrorCode = next_producer_id(r->b, &m.ProducerId);
+        m.ErrorCode = bk_producer_id_next(r->b, &m.ProducerId);
         if (m.ErrorCode == KP_NONE)
             m.ProducerEpoch = 0;
     }

@@ -1,0 +1,29 @@
+/*
+ * daemon/producer_ids.c — producer ids (bk_producer_id_next, broker.h).
+ *
+ * Ids come from SQLite (producer_ids) in blocks of PID_BLOCK, like Kafka's
+ * ProducerIdManager: one durable write per block, and an id is never
+ * handed out twice, even across a crash (the unused rest of a block is
+ * skipped).  Idempotent producers (api_producer_id.c) and the transaction
+ * coordinator (daemon/txn/) both draw from here.
+ */
+#include "daemon/broker.h"
+#include "metadata/md.h"
+
+#define PID_BLOCK 1000
+
+int16_t bk_producer_id_next(bk_broker *b, int64_t *pid)
+{
+    if (b->pid_next >= b->pid_end) {
+        char err[MD_ERRLEN];
+        int64_t first;
+        if (md_producer_id_allocate(b->db, PID_BLOCK, &first, err, sizeof err) != 0) {
+            BK_ERROR("InitProducerId: cannot reserve producer ids: %s", err);
+            return KP_COORDINATOR_NOT_AVAILABLE;      /* retriable */
+        }
+        b->pid_next = first;
+        b->pid_end = first + PID_BLOCK;
+    }
+    *pid = b->pid_next++;
+    return KP_NONE;
+}
