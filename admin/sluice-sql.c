@@ -29,6 +29,7 @@
  */
 #include <errno.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,13 +221,32 @@ static ssize_t conn_write(conn *c, const void *p, size_t n)
     return write(c->fd, p, n);
 }
 
+/* Why the last TLS read failed ("" when it did not): a listener that
+ * requires a client certificate says so with an alert after the
+ * handshake, on the first read. */
+static char read_fault[256];
+
 static ssize_t conn_read(conn *c, void *p, size_t n)
 {
     if (c->ssl) {
         int r = SSL_read(c->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n);
+        if (r <= 0 && SSL_get_error(c->ssl, r) == SSL_ERROR_SSL)
+            ERR_error_string_n(ERR_get_error(), read_fault, sizeof read_fault);
         return r > 0 ? r : 0;     /* close_notify or an abrupt end: the body ends */
     }
     return read(c->fd, p, n);
+}
+
+/* Says why the request failed: the TLS refusal read_fault names, else
+ * "sluice-sql: <doing> <target>: <errno's text>". */
+static void tls_refusal_or(const char *doing, int err)
+{
+    if (!doing)
+        fprintf(stderr, "sluice-sql: TLS with %s: %s%s\n", target(), read_fault,
+                strstr(read_fault, "certificate required")
+                ? " (the listener requires a client certificate: --cert and --key)" : "");
+    else
+        fprintf(stderr, "sluice-sql: %s %s: %s\n", doing, target(), strerror(err));
 }
 
 static void conn_close(conn *c)
@@ -275,7 +295,11 @@ static int http_sql(const char *sql, char **out, size_t *outlen)
             if (w < 0 && errno == EINTR && !c.ssl)
                 continue;
             if (w <= 0) {
-                fprintf(stderr, "sluice-sql: sending to %s: %s\n", target(), strerror(errno));
+                int err = errno;
+                char one;
+                if (c.ssl)                  /* the alert that closed it, if it came */
+                    (void)conn_read(&c, &one, 1);
+                tls_refusal_or(read_fault[0] ? NULL : "sending to", err);
                 conn_close(&c);
                 OPENSSL_cleanse(head, sizeof head);
                 return -1;
@@ -304,7 +328,10 @@ static int http_sql(const char *sql, char **out, size_t *outlen)
     int status = -1;
     char *body = strstr(buf, "\r\n\r\n");
     if (strncmp(buf, "HTTP/1.", 7) || !body || sscanf(buf + 9, "%d", &status) != 1) {
-        fprintf(stderr, "sluice-sql: bad response from %s\n", target());
+        if (n == 0 && read_fault[0])
+            tls_refusal_or(NULL, 0);
+        else
+            fprintf(stderr, "sluice-sql: bad response from %s\n", target());
         free(buf);
         return -1;
     }
@@ -711,6 +738,10 @@ static int set_basic(const char *user, const char *password_file)
 
 int main(int argc, char **argv)
 {
+    /* A peer that drops the connection (an https listener refusing a
+     * handshake without a client certificate) is an error to report,
+     * not a signal that kills the shell silently. */
+    signal(SIGPIPE, SIG_IGN);
     const char *bootstrap = getenv("SLUICE_ADMIN");
     sh.socket = getenv("SLUICE_SOCKET");
     sh.token = getenv("SLUICE_TOKEN");

@@ -18,6 +18,9 @@ runs=${1:-3}
 here=$(cd "$(dirname "$0")/.." && pwd)
 SLUICED=${SLUICED:-$here/build/sluiced}
 export SLUICED
+# one pytest process: the figures are printed with -s, which xdist workers swallow
+SLUICE_IT_JOBS=0
+export SLUICE_IT_JOBS
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 i=0

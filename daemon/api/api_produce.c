@@ -30,8 +30,8 @@
  *     Magic != 2                    UNSUPPORTED_FOR_MESSAGE_FORMAT (logged)
  *     bad framing / CRC / counts    CORRUPT_MESSAGE
  *     control batch or delete-horizon bit from a client
- *                                   CORRUPT_MESSAGE (Kafka: INVALID_RECORD,
- *                                   which maps to CORRUPT_MESSAGE before v8)
+ *                                   INVALID_RECORD with ErrorMessage (v8+;
+ *                                   CORRUPT_MESSAGE before v8), as Kafka
  *     size > max.message.bytes      MESSAGE_TOO_LARGE
  *     zstd and Produce < v7         UNSUPPORTED_COMPRESSION_TYPE
  *     every record (Kafka's LogValidator, protocol/validate.c):
@@ -112,6 +112,7 @@
 #include "kp_msgs.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,8 +215,17 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
             return KP_CORRUPT_MESSAGE;
         /* Control batches and delete horizons are the broker's to write:
          * a client-set horizon would get its tombstones dropped early. */
-        if (bh.Attributes & (KP_ATTR_CONTROL | KP_ATTR_DELETE_HORIZON))
-            return KP_CORRUPT_MESSAGE;
+        if (bh.Attributes & (KP_ATTR_CONTROL | KP_ATTR_DELETE_HORIZON)) {
+            /* Kafka's LogValidator: an InvalidRecordException, named in
+             * the v8+ answer's ErrorMessage */
+            f->error = ver >= 8 ? KP_INVALID_RECORD : KP_CORRUPT_MESSAGE;
+            f->record = -1;
+            snprintf(f->message, sizeof f->message, "%s",
+                     (bh.Attributes & KP_ATTR_CONTROL)
+                     ? "Clients are not allowed to write control records"
+                     : "Clients are not allowed to set a batch's delete horizon");
+            return f->error;
+        }
         if (size > tc->max_message_bytes)
             return KP_MESSAGE_TOO_LARGE;
         if ((bh.Attributes & KP_ATTR_CODEC_MASK) == KP_CODEC_ZSTD && ver < 7)

@@ -1,7 +1,9 @@
 """Who may use the admin endpoint (/sql, /metrics), in each configuration.
 
   default        no authorizer, no admin.token: the loopback listener serves
-                 anyone on the machine with full rights (documented, tested)
+                 anyone on the machine with full rights (documented, tested);
+                 an https listener with ssl.client.auth=required serves
+                 whoever has a certificate its CA signed
   token          admin.token: Bearer <token> or 401
   authorizer     every request is a principal: Basic (a SCRAM user), the
                  https listener's client certificate (User:CN=...), or
@@ -181,6 +183,25 @@ def test_default_with_token_needs_it(start_broker):
     r = shell(["-c", "SELECT 6 * 7", "--format", "csv", "--headers", "off"],
               env={"SLUICE_SOCKET": admin_socket(b)})
     assert r.stdout.split() == ["42"], r.stderr
+
+
+def test_default_https_with_required_client_certificates(start_broker, certs):  # noqa: F811
+    """No authorizer, an https admin listener requiring client certificates:
+    a caller with a certificate the broker's CA signed can do everything
+    (there are no ACLs to ask); one without gets no TLS session at all."""
+    o = ssl_overrides(certs, "required")
+    o["admin.listeners"] = "https://127.0.0.1:%d" % free_port()
+    b = start_broker(o)
+    st, text, _ = call(b, "/sql?format=json", "SELECT 6 * 7 AS x", cert=certs.client, ca=certs.ca)
+    assert st == 200 and rows(text) == [{"x": 42}], text
+    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+        call(b, "/sql?format=json", "SELECT 6 * 7 AS x", ca=certs.ca)
+    r = shell(["-b", "https://" + b.admin, "--cacert", certs.ca.crt, "--cert", certs.client.crt,
+               "--key", certs.client.key, "--format", "csv", "--headers", "off", "-c", "SELECT 6 * 7"])
+    assert r.returncode == 0 and r.stdout.split() == ["42"], r.stderr
+    r = shell(["-b", "https://" + b.admin, "--cacert", certs.ca.crt, "-c", "SELECT 6 * 7"])
+    assert r.returncode == 1 and "TLS" in r.stderr, (r.stdout, r.stderr)
+    b.assert_alive()
 
 
 def test_socket_stale_replaced_removed_at_stop_and_can_be_off(start_broker):

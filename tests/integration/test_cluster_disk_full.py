@@ -157,7 +157,7 @@ def test_full_disk_leaves_isr_at_once_and_loses_nothing(small_fs, make_cluster, 
           % (role, min(written) - fault, shrink_seen - fault))
 
     assert not lost, "acknowledged but not read back: %d" % len(lost)
-    assert gap < min(5.0, LAG_MS / 2000.0), "producer stalled %.1f s" % gap
+    assert gap < 2.0, "producer stalled %.1f s (issue 28: a couple of seconds at most)" % gap
     assert min(written) - fault <= 1.0
 
     rows = b3.sql("select path, state, error, failures from log_dirs")

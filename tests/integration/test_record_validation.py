@@ -76,6 +76,13 @@ CASES = {
          lambda now: kr.raw_batch(rec(0) + rec(1, key=None), 2, now),
          CORRUPT_MESSAGE, INVALID_RECORD,
          "Record 1 in batch: Compacted topic cannot accept message without key", 1),
+    # Kafka's LogValidator: InvalidRecordException, no INVALID_RECORD before v8
+    "control-batch-from-a-client":
+        ({}, lambda now: kr.raw_batch(rec(0), 1, now, attributes=0x20),
+         CORRUPT_MESSAGE, INVALID_RECORD, "Clients are not allowed to write control records", None),
+    "delete-horizon-from-a-client":
+        ({}, lambda now: kr.raw_batch(rec(0), 1, now, attributes=0x40),
+         CORRUPT_MESSAGE, INVALID_RECORD, "delete horizon", None),
     # the batch's BaseTimestamp and MaxTimestamp are both now: only the
     # record itself is out of range
     "timestamp-too-old":
