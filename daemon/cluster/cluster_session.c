@@ -46,6 +46,7 @@
 #include "daemon/security/sec_authz.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/replication/repl_fetcher.h"
+#include "daemon/replication/repl_peer.h"
 #include "daemon/replica/replica.h"
 #include "daemon/security/sec_sasl.h"
 #include "daemon/replica/replica_logdir.h"
@@ -822,6 +823,7 @@ void cl_stop(bk_broker *b)
     if (!cl)
         return;
     repl_fetchers_stop(b);             /* before the view they follow goes */
+    repl_peers_stop(b);                /* every call waiting is answered */
     /* The registration goes first: a broker that sees the controller gone
      * then already knows this broker is, and places no new partition on it. */
     char path[64];

@@ -29,4 +29,18 @@ void repl_peer_call(struct bk_broker *b, int32_t broker_id, int16_t api, int16_t
                     const uint8_t *body, size_t len, int64_t timeout_ms,
                     repl_peer_done done, void *arg);
 
+/* cl_stop: every call waiting is answered BROKER_NOT_AVAILABLE (the
+ * broker is stopping), every connection closed, everything freed.  A
+ * call made after it (from a done callback too) is answered
+ * BROKER_NOT_AVAILABLE on the next loop turn. */
+void repl_peers_stop(struct bk_broker *b);
+
+/* /metrics: requests sent to peers, and calls answered with an error
+ * (no answer came); the loop thread's only. */
+void repl_peer_counters(uint64_t *sent, uint64_t *failed);
+
+/* Pure: the backoff before the next connection after `failures`
+ * consecutive failed ones (0: none), doubling from min_ms to max_ms. */
+int64_t repl_peer_backoff_ms(int failures, int64_t min_ms, int64_t max_ms);
+
 #endif
