@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -63,10 +64,46 @@ static void answer(int fd, const held *h)
     kp_buf_free(&out);
 }
 
+static bool sasl_server;              /* the peer wants a PLAIN login first */
+
+/* SaslHandshake v1 and SaslAuthenticate v2 (PLAIN: "\0peer\0secret") as
+ * a broker answers them; false: the request is not the login's next step. */
+static bool sasl_answer(int fd, const kp_req_hdr *h, kp_rd *r, bool *logged_in)
+{
+    held x = { .corrid = h->CorrelationId, .flexible = kp_resp_hdr_flexible(h) };
+    kp_buf body;
+    kp_buf_init(&body);
+    if (h->RequestApiKey == KP_API_SASL_HANDSHAKE && h->RequestApiVersion == 1) {
+        kp_wr_i16(&body, 0);
+        kp_wr_i32(&body, 1);
+        kp_wr_string(&body, "PLAIN", 5);
+    } else if (h->RequestApiKey == KP_API_SASL_AUTHENTICATE && h->RequestApiVersion == 2) {
+        static const char want[] = "\0peer\0secret";
+        uint64_t n = kp_rd_uvarint(r);
+        if (n != sizeof want || (size_t)(r->end - r->p) < n - 1 ||
+            memcmp(r->p, want, n - 1) != 0)
+            return false;
+        kp_wr_i16(&body, 0);
+        kp_wr_uvarint(&body, 0);                     /* ErrorMessage null */
+        kp_wr_uvarint(&body, 1);                     /* AuthBytes empty */
+        kp_wr_i64(&body, 0);                         /* SessionLifetimeMs */
+        kp_wr_tags_empty(&body);
+        *logged_in = true;
+    } else {
+        return false;
+    }
+    memcpy(x.body, body.data, body.len);
+    x.len = body.len;
+    kp_buf_free(&body);
+    answer(fd, &x);
+    return true;
+}
+
 static void serve(int fd)
 {
     held hold[HELD_MAX];
     int nheld = 0;
+    bool logged_in = false;
     uint8_t buf[4096];
     for (;;) {
         uint8_t hdr[4];
@@ -80,6 +117,11 @@ static void serve(int fd)
         kp_rd_init(&r, buf, size);
         if (kp_req_hdr_read(&r, &h) != 0)
             return;
+        if (sasl_server && !logged_in) {
+            if (!sasl_answer(fd, &h, &r, &logged_in))
+                return;                  /* anything else first: closed */
+            continue;
+        }
         held x = { .corrid = h.CorrelationId, .flexible = kp_resp_hdr_flexible(&h) };
         x.len = (size_t)(r.end - r.p);
         if (x.len > sizeof x.body)
@@ -307,6 +349,47 @@ START_TEST(test_stop_answers_every_waiting_call)
 }
 END_TEST
 
+/* A SASL_PLAINTEXT inter-broker listener: calls made before the login
+ * wait for it (the peer closes on anything else first), then go out. */
+START_TEST(test_calls_wait_for_the_sasl_login)
+{
+    char err[256];
+    static const char *const kv[][2] = {
+        { "listeners", "PLAINTEXT://127.0.0.1:19092,INTERNAL://127.0.0.1:19093" },
+        { "listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT" },
+        { "inter.broker.listener.name", "INTERNAL" },
+        { "zookeeper.connect", "127.0.0.1:2181" },   /* cluster mode: never dialled */
+        { "sasl.mechanism.inter.broker.protocol", "PLAIN" },
+        { "listener.name.internal.plain.sasl.jaas.config",
+          "org.apache.kafka.common.security.plain.PlainLoginModule required "
+          "username=\"peer\" password=\"secret\";" },
+    };
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
+        ck_assert_msg(bk_config_set(&cfg, kv[i][0], kv[i][1], err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(bk_config_finish(&cfg, err, sizeof err) == 0, "%s", err);
+    bk_view_broker *live = calloc(2, sizeof *live);
+    live[0].id = 1;
+    live[1].id = PEER_ID;
+    live[1].neps = 1;
+    snprintf(live[1].eps[0].name, sizeof live[1].eps[0].name, "INTERNAL");
+    snprintf(live[1].eps[0].host, sizeof live[1].eps[0].host, "127.0.0.1");
+    live[1].eps[0].port = port;
+    view_set_brokers(&b, live, 2);
+    sasl_server = true;
+    answered = 0;
+    answer_rec a[2] = { 0 };
+    call(PEER_ID, KP_API_END_TXN, 3, "hold-before", 5000, &a[0]);
+    call(PEER_ID, KP_API_WRITE_TXN_MARKERS, 1, "echo-before", 5000, &a[1]);
+    run_until(2);
+    sasl_server = false;
+    ck_assert_int_eq(a[0].error, KP_NONE);
+    ck_assert_str_eq(a[0].body, "hold-before");
+    ck_assert_int_eq(a[1].error, KP_NONE);
+    ck_assert_str_eq(a[1].body, "echo-before");
+    ck_assert_int_eq(connections, 1);
+}
+END_TEST
+
 START_TEST(test_backoff_doubles_to_its_cap)
 {
     ck_assert_int_eq(repl_peer_backoff_ms(0, 50, 1000), 0);
@@ -327,6 +410,7 @@ int main(void)
         test_a_lost_connection_fails_every_waiting_call_then_reconnects,
         test_an_impossible_frame_size_fails_the_connection,
         test_stop_answers_every_waiting_call,
+        test_calls_wait_for_the_sasl_login,
         test_backoff_doubles_to_its_cap,
     };
     return unit_run("peer", "calls", tests, sizeof tests / sizeof *tests, setup, teardown, 30);
