@@ -9,6 +9,7 @@ import time
 
 import kafka_raw as kr
 from cluster_support import cl_zk_get, make_cluster, registered_ids, wait_for, zk  # noqa: F401
+from retention_support import metric
 from support import ck_producer, create_topic, produce_ok, topic_name
 from test_idempotence import init_producer_id
 
@@ -109,3 +110,7 @@ def test_idempotent_client_produces_on_a_cluster(make_cluster):
     msgs = [b"m-%03d" % i for i in range(100)]
     got = produce_ok(p, t, [{"value": m} for m in msgs])
     assert sorted(m.value() for m in got) == msgs
+    # no transaction here: no broker called another (repl_peer.c's counters)
+    for b in c.brokers:
+        assert metric(b, "sluice_peer_requests_total") == 0
+        assert metric(b, "sluice_peer_requests_failed_total") == 0

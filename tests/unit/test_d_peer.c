@@ -250,6 +250,8 @@ static void run_until(int n)
 
 START_TEST(test_answers_reach_their_callers_whatever_their_order)
 {
+    uint64_t sent0, failed0, sent, failed;
+    repl_peer_counters(&sent0, &failed0);
     answered = 0;
     answer_rec a[4] = { 0 };
     /* EndTxn v3 is flexible (header v2 out, response header v1 back);
@@ -267,9 +269,9 @@ START_TEST(test_answers_reach_their_callers_whatever_their_order)
         ck_assert_str_eq(a[i].body, want[i]);
     }
     ck_assert_int_eq(connections, 1);                /* one connection per peer */
-    uint64_t sent, failed;
     repl_peer_counters(&sent, &failed);
-    ck_assert_uint_ge(sent, 4);
+    ck_assert_uint_eq(sent - sent0, 4);              /* /metrics */
+    ck_assert_uint_eq(failed - failed0, 0);
 }
 END_TEST
 
@@ -303,6 +305,8 @@ END_TEST
 
 START_TEST(test_a_lost_connection_fails_every_waiting_call_then_reconnects)
 {
+    uint64_t sent0, failed0, sent, failed;
+    repl_peer_counters(&sent0, &failed0);
     answered = 0;
     answer_rec a[4] = { 0 };
     call(PEER_ID, KP_API_END_TXN, 3, "hold-a", 5000, &a[0]);
@@ -316,6 +320,9 @@ START_TEST(test_a_lost_connection_fails_every_waiting_call_then_reconnects)
     ck_assert_int_eq(a[3].error, KP_NONE);
     ck_assert_str_eq(a[3].body, "echo-again");
     ck_assert_int_eq(connections, 2);
+    repl_peer_counters(&sent, &failed);
+    ck_assert_uint_eq(sent - sent0, 4);
+    ck_assert_uint_eq(failed - failed0, 3);
 }
 END_TEST
 
