@@ -40,6 +40,11 @@
  *       repl_peer_backoff_ms (doubling, 50 ms to 1 s, Kafka's
  *       reconnect.backoff.ms / .max.ms); a call made meanwhile is queued and
  *       its timeout still runs.  A connection that logged in resets it.
+ *   P6. A call that times out is answered REQUEST_TIMED_OUT alone while
+ *       the peer answers others; when nothing at all came back on the
+ *       connection since it was sent, the connection is failed too (P2),
+ *       so a peer that vanished without a FIN (a host that died) is not
+ *       waited on call after call.
  */
 #include "daemon/replication/repl_peer.h"
 #include "daemon/broker.h"
@@ -74,6 +79,7 @@ typedef struct pc_call {
     struct pc_peer *peer;
     int32_t corrid;
     bool sent;
+    int64_t sent_us;                     /* mono, when sent */
     int16_t api, version;
     int16_t error;                       /* answered by the timer with this */
     kp_buf req;                          /* framed: size, header, body */
@@ -94,6 +100,7 @@ typedef struct pc_peer {
     int failures;                        /* consecutive failed connections */
     int64_t retry_us;                    /* mono: no connection before */
     int64_t reauth_us;                   /* mono: log in afresh after (KIP-368) */
+    int64_t answer_us;                   /* mono: the last answer read (P6) */
     int32_t corrid;
     pc_call *calls;                      /* P2 */
     bk_sasl_client sasl;
@@ -157,10 +164,19 @@ static void call_finish(pc_call *c, int16_t error, kp_rd *body)
     done(arg, error, body);
 }
 
+static void conn_fail(pc_peer *p, const char *why);
+
 static void on_call_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what;
     pc_call *c = arg;
+    pc_peer *p = c->peer;
+    /* P6: nothing came back since it went out: the connection is taken
+     * for dead (Kafka's clients disconnect on a request timeout). */
+    if (p && c->sent && p->answer_us < c->sent_us) {
+        call_unlink(c);                  /* its own answer: the timeout */
+        conn_fail(p, "no answer in time");
+    }
     call_finish(c, c->error, NULL);
 }
 
@@ -235,6 +251,7 @@ static void flush_calls(pc_peer *p)
             return;
         }
         c->sent = true;
+        c->sent_us = bk_mono_us();
         calls_sent++;
     }
 }
@@ -306,6 +323,7 @@ static void handle_frame(pc_peer *p, const uint8_t *frame, size_t len)
         conn_fail(p, "an answer without a correlation id");
         return;
     }
+    p->answer_us = bk_mono_us();
     if (p->state == PC_LOGIN) {
         if (corrid != p->sasl_corrid || p->sasl.salting) {
             conn_fail(p, "an answer with an unexpected correlation id during the login");

@@ -287,19 +287,40 @@ START_TEST(test_a_broker_not_alive_is_not_available)
 }
 END_TEST
 
-START_TEST(test_an_unanswered_call_times_out_alone)
+START_TEST(test_an_unanswered_call_times_out_alone_while_the_peer_answers)
 {
     answered = 0;
-    answer_rec a[2] = { 0 };
-    call(PEER_ID, KP_API_END_TXN, 3, "silent", 200, &a[0]);
-    run_until(1);
-    ck_assert_int_eq(a[0].error, KP_REQUEST_TIMED_OUT);
-    call(PEER_ID, KP_API_END_TXN, 3, "echo-after", 5000, &a[1]);
+    answer_rec a[3] = { 0 };
+    call(PEER_ID, KP_API_END_TXN, 3, "silent", 300, &a[0]);
+    call(PEER_ID, KP_API_END_TXN, 3, "echo-meanwhile", 5000, &a[1]);
     run_until(2);
     ck_assert_int_eq(a[1].error, KP_NONE);
-    ck_assert_str_eq(a[1].body, "echo-after");
+    ck_assert_int_eq(a[0].error, KP_REQUEST_TIMED_OUT);
+    call(PEER_ID, KP_API_END_TXN, 3, "echo-after", 5000, &a[2]);
+    run_until(3);
+    ck_assert_int_eq(a[2].error, KP_NONE);
+    ck_assert_str_eq(a[2].body, "echo-after");
     ck_assert_int_eq(a[0].calls, 1);
     ck_assert_int_eq(connections, 1);                /* the connection stayed */
+}
+END_TEST
+
+/* Nothing back at all since the call went out: the connection is taken for
+ * dead, every other waiting call fails, and the next call reconnects. */
+START_TEST(test_a_silent_connection_is_dropped_at_a_timeout)
+{
+    answered = 0;
+    answer_rec a[3] = { 0 };
+    call(PEER_ID, KP_API_END_TXN, 3, "silent-short", 200, &a[0]);
+    call(PEER_ID, KP_API_END_TXN, 3, "silent-long", 60000, &a[1]);
+    run_until(2);
+    ck_assert_int_eq(a[0].error, KP_REQUEST_TIMED_OUT);
+    ck_assert_int_eq(a[1].error, KP_NETWORK_EXCEPTION);
+    call(PEER_ID, KP_API_END_TXN, 3, "echo-after", 5000, &a[2]);
+    run_until(3);
+    ck_assert_int_eq(a[2].error, KP_NONE);
+    ck_assert_str_eq(a[2].body, "echo-after");
+    ck_assert_int_eq(connections, 2);
 }
 END_TEST
 
@@ -413,7 +434,8 @@ int main(void)
     const TTest *const tests[] = {
         test_answers_reach_their_callers_whatever_their_order,
         test_a_broker_not_alive_is_not_available,
-        test_an_unanswered_call_times_out_alone,
+        test_an_unanswered_call_times_out_alone_while_the_peer_answers,
+        test_a_silent_connection_is_dropped_at_a_timeout,
         test_a_lost_connection_fails_every_waiting_call_then_reconnects,
         test_an_impossible_frame_size_fails_the_connection,
         test_stop_answers_every_waiting_call,
