@@ -27,9 +27,12 @@
  *       every list and its timer freed before done runs, so done may call
  *       again.
  *   P2. A call is on its peer's list from repl_peer_call until it is
- *       answered; `sent` says its request went out on the current
- *       connection.  A connection's failure answers every call on the list,
- *       sent or not, so no call waits on a connection that is gone.
+ *       answered or failed; `sent` says its request went out on the
+ *       current connection.  A connection's failure answers every call on
+ *       the list, sent or not, so no call waits on a connection that is
+ *       gone.  A call failed, to be answered on the next loop turn, is on
+ *       its set's `later` list, so repl_peers_stop answers it even if the
+ *       loop does not turn again.
  *   P3. Memory is bounded by the calls in flight: each holds its framed
  *       request; an answer frame larger than PC_FRAME_MAX fails the
  *       connection before anything is buffered for it beyond what the
@@ -76,7 +79,9 @@
 enum pc_state { PC_IDLE, PC_CONNECTING, PC_LOGIN, PC_READY };
 
 typedef struct pc_call {
-    struct pc_peer *peer;
+    struct pc_peer *peer;                /* while on its peer's list */
+    struct pc_call **head;               /* the list it is on: its peer's calls,
+                                            its set's later, or none (NULL) */
     int32_t corrid;
     bool sent;
     int64_t sent_us;                     /* mono, when sent */
@@ -115,7 +120,12 @@ typedef struct pc_set {
     struct evdns_base *dns;
     bk_sasl_keys keys;                   /* sec_sasl_client.h SC2 */
     pc_peer *peers;
+    pc_call *later;                      /* answered on the next loop turn (P1) */
 } pc_set;
+
+/* b->repl->peers from repl_peers_stop on: no new set is made (a call from
+ * a done callback during the stop). */
+static pc_set stopped;
 
 static uint64_t calls_sent, calls_failed;
 
@@ -137,16 +147,26 @@ int64_t repl_peer_backoff_ms(int failures, int64_t min_ms, int64_t max_ms)
 
 /* ---- calls -------------------------------------------------------------------- */
 
+static void call_link(pc_call *c, pc_call **head)
+{
+    c->head = head;
+    c->prev = NULL;
+    c->next = *head;
+    if (*head)
+        (*head)->prev = c;
+    *head = c;
+}
+
 static void call_unlink(pc_call *c)
 {
-    pc_peer *p = c->peer;
     if (c->prev)
         c->prev->next = c->next;
-    else if (p && p->calls == c)
-        p->calls = c->next;
+    else if (c->head)
+        *c->head = c->next;
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
+    c->head = NULL;
     c->peer = NULL;
 }
 
@@ -180,10 +200,13 @@ static void on_call_timer(evutil_socket_t fd, short what, void *arg)
     call_finish(c, c->error, NULL);
 }
 
-/* Answered on the next loop turn (P1): no peer, or none reachable now. */
-static void call_later(pc_call *c, int16_t error)
+/* Answered on the next loop turn (P1): no peer, or none reachable now;
+ * kept on s->later (s may be NULL: no set) so a stop answers it. */
+static void call_later(pc_set *s, pc_call *c, int16_t error)
 {
     call_unlink(c);
+    if (s)
+        call_link(c, &s->later);
     c->error = error;
     struct timeval zero = { 0, 0 };
     event_del(c->timer);
@@ -201,7 +224,7 @@ static void answer_all(pc_peer *p, int16_t error, bool now)
         if (now)
             call_finish(c, error, NULL);
         else
-            call_later(c, error);
+            call_later(p->set, c, error);
     }
 }
 
@@ -440,7 +463,7 @@ static void on_backoff(evutil_socket_t fd, short what, void *arg)
 
 static pc_set *set_get(bk_broker *b)
 {
-    if (!b->repl)
+    if (!b->repl || b->repl->peers == &stopped)
         return NULL;
     if (b->repl->peers)
         return b->repl->peers;
@@ -515,12 +538,12 @@ void repl_peer_call(bk_broker *b, int32_t broker_id, int16_t api, int16_t versio
     char host[PC_HOST_MAX];
     int32_t port = -1;
     if (!s || !peer_endpoint(b, broker_id, host, &port)) {
-        call_later(c, KP_BROKER_NOT_AVAILABLE);
+        call_later(s, c, KP_BROKER_NOT_AVAILABLE);
         return;
     }
     pc_peer *p = peer_get(s, broker_id);
     if (!p) {
-        call_later(c, KP_BROKER_NOT_AVAILABLE);
+        call_later(s, c, KP_BROKER_NOT_AVAILABLE);
         return;
     }
     if (p->state != PC_IDLE && (p->port != port || strcmp(p->host, host) != 0))
@@ -537,18 +560,15 @@ void repl_peer_call(bk_broker *b, int32_t broker_id, int16_t api, int16_t versio
     kp_wr_raw(&c->req, body, len);
     kp_wr_i32_at(&c->req, frame, (int32_t)(c->req.len - frame - 4));
     if (c->req.err) {
-        call_later(c, KP_BROKER_NOT_AVAILABLE);
+        call_later(s, c, KP_BROKER_NOT_AVAILABLE);
         return;
     }
     int64_t t = timeout_ms > 0 ? timeout_ms : 0;
     struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
     if (bk_event_add(c->timer, &tv, "peer call timeout") != 0)
         abort();                         /* without it a call could wait forever */
+    call_link(c, &p->calls);
     c->peer = p;
-    c->next = p->calls;
-    if (p->calls)
-        p->calls->prev = c;
-    p->calls = c;
     int64_t now = bk_mono_us();
     if (p->state == PC_READY && p->reauth_us && now >= p->reauth_us && !c->next) {
         close_conn(p);                   /* KIP-368: a fresh login for the new call */
@@ -559,16 +579,16 @@ void repl_peer_call(bk_broker *b, int32_t broker_id, int16_t api, int16_t versio
         int64_t wait = p->retry_us > now ? p->retry_us - now : 0;
         struct timeval bt = { (time_t)(wait / 1000000), (suseconds_t)(wait % 1000000) };
         if (bk_event_add(p->timer, &bt, "peer connection") != 0)
-            call_later(c, KP_BROKER_NOT_AVAILABLE);
+            call_later(s, c, KP_BROKER_NOT_AVAILABLE);
     }
 }
 
 void repl_peers_stop(bk_broker *b)
 {
     pc_set *s = b->repl ? b->repl->peers : NULL;
-    if (!s)
+    if (!s || s == &stopped)
         return;
-    b->repl->peers = NULL;               /* a call from a done: answered later */
+    b->repl->peers = &stopped;           /* a call from a done: answered later */
     while (s->peers) {
         pc_peer *p = s->peers;
         s->peers = p->next;
@@ -578,6 +598,8 @@ void repl_peers_stop(bk_broker *b)
         kp_arena_free(&p->arena);
         free(p);
     }
+    while (s->later)                     /* the loop may not run again */
+        call_finish(s->later, s->later->error, NULL);
     sec_sasl_keys_free(&s->keys);        /* a job in flight is disowned */
     if (s->dns)
         evdns_base_free(s->dns, 0);

@@ -418,6 +418,25 @@ START_TEST(test_calls_wait_for_the_sasl_login)
 }
 END_TEST
 
+/* A call whose answer waits for the next loop turn is answered by a stop
+ * that comes first (the loop may not run again). */
+START_TEST(test_stop_answers_a_call_not_yet_answered)
+{
+    answered = 0;
+    expected = 2;
+    answer_rec a = { 0 };
+    call(7, KP_API_END_TXN, 3, "echo", 5000, &a);    /* not alive: answered later */
+    ck_assert_int_eq(a.calls, 0);
+    repl_peers_stop(&b);
+    ck_assert_int_eq(a.calls, 1);
+    ck_assert_int_eq(a.error, KP_BROKER_NOT_AVAILABLE);
+    struct timeval tv = { 0, 100000 };
+    event_base_loopexit(b.base, &tv);
+    event_base_dispatch(b.base);
+    ck_assert_int_eq(a.calls, 1);                    /* exactly once */
+}
+END_TEST
+
 START_TEST(test_backoff_doubles_to_its_cap)
 {
     ck_assert_int_eq(repl_peer_backoff_ms(0, 50, 1000), 0);
@@ -440,6 +459,7 @@ int main(void)
         test_an_impossible_frame_size_fails_the_connection,
         test_stop_answers_every_waiting_call,
         test_calls_wait_for_the_sasl_login,
+        test_stop_answers_a_call_not_yet_answered,
         test_backoff_doubles_to_its_cap,
     };
     return unit_run("peer", "calls", tests, sizeof tests / sizeof *tests, setup, teardown, 30);
