@@ -97,9 +97,11 @@ struct bk_broker {
     int16_t (*on_producer_id_next)(bk_broker *b, int64_t *pid);
 };
 
-/* A new producer id, unique for this broker's life and across restarts
- * (daemon/producer_ids.c): KP_NONE, or a retriable Kafka code when none
- * can be reserved now. */
+/* A new producer id, unique for this broker's life and across restarts,
+ * and in cluster mode across the brokers (daemon/producer_ids.c): KP_NONE,
+ * or a retriable Kafka code when none can be reserved now
+ * (COORDINATOR_NOT_AVAILABLE standalone, COORDINATOR_LOAD_IN_PROGRESS while
+ * a cluster broker reserves a block). */
 int16_t bk_producer_id_next(bk_broker *b, int64_t *pid);
 
 /* ---- misc ------------------------------------------------------------------- */

@@ -17,9 +17,9 @@ struct bk_broker;
 
 /* error KP_NONE: body is the response after its header (valid during the
  * call only).  Else body is NULL and error says why no answer came:
- * BROKER_NOT_AVAILABLE (no such live broker), NETWORK_EXCEPTION (the
- * connection failed or closed), REQUEST_TIMED_OUT (timeout_ms passed),
- * or the broker is stopping. */
+ * BROKER_NOT_AVAILABLE (no such live broker, or the broker is stopping:
+ * repl_peers_stop), NETWORK_EXCEPTION (the connection failed or closed),
+ * REQUEST_TIMED_OUT (timeout_ms passed). */
 typedef void (*repl_peer_done)(void *arg, int16_t error, kp_rd *body);
 
 /* Sends request body[0, len) (encoded for api/version, without its
