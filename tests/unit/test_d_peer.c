@@ -291,7 +291,7 @@ START_TEST(test_an_unanswered_call_times_out_alone_while_the_peer_answers)
 {
     answered = 0;
     answer_rec a[3] = { 0 };
-    call(PEER_ID, KP_API_END_TXN, 3, "silent", 300, &a[0]);
+    call(PEER_ID, KP_API_END_TXN, 3, "silent", 2000, &a[0]);
     call(PEER_ID, KP_API_END_TXN, 3, "echo-meanwhile", 5000, &a[1]);
     run_until(2);
     ck_assert_int_eq(a[1].error, KP_NONE);
