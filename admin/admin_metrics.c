@@ -21,6 +21,7 @@
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_logdir.h"
 #include "daemon/replication/repl_fetcher.h"
+#include "daemon/replication/repl_peer.h"
 #include "daemon/security/sec_sasl.h"
 #include "daemon/view/view.h"
 
@@ -124,6 +125,23 @@ static void render_replication(bk_broker *b, kp_buf *o)
                   (unsigned long long)ahead, (unsigned long long)dropped);
 }
 
+/* Requests to other brokers (daemon/replication/repl_peer.c): WriteTxnMarkers,
+ * AddPartitionsToTxn verification. */
+static void render_peer_calls(kp_buf *o)
+{
+    uint64_t sent, failed;
+    repl_peer_counters(&sent, &failed);
+    kp_buf_printf(o, "# HELP sluice_peer_requests_total Requests this broker sent to other "
+                  "brokers (transaction markers, verifications).\n"
+                  "# TYPE sluice_peer_requests_total counter\n"
+                  "sluice_peer_requests_total %llu\n"
+                  "# HELP sluice_peer_requests_failed_total Calls to other brokers that got no "
+                  "answer: broker not alive, connection lost, timed out, stopping.\n"
+                  "# TYPE sluice_peer_requests_failed_total counter\n"
+                  "sluice_peer_requests_failed_total %llu\n",
+                  (unsigned long long)sent, (unsigned long long)failed);
+}
+
 /* The log directory's health (daemon/replica/replica_logdir.c), as Kafka's LogManager
  * gauges OfflineLogDirectoryCount and LogDirectoryOffline. */
 static void render_log_dir(bk_broker *b, kp_buf *o)
@@ -208,6 +226,7 @@ void bk_admin_metrics_render(bk_broker *b, kp_buf *o)
 
     render_replication(b, o);
     render_log_dir(b, o);
+    render_peer_calls(o);
 
     for (int m = 0; m < (int)(sizeof part_metrics / sizeof part_metrics[0]); m++) {
         kp_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,

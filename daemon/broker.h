@@ -92,11 +92,16 @@ struct bk_broker {
     struct bk_cleaner *cleaner;      /* compaction workers (replica_cleaner.c) */
     struct event *retention_timer;   /* log.retention.check.interval.ms */
     int64_t pid_next, pid_end;       /* producer ids reserved in SQLite, unused */
+    /* cluster mode, set by cl_start: producer ids come from ZooKeeper's
+     * /latest_producer_id_block (cluster_producer_ids.c); NULL: SQLite */
+    int16_t (*on_producer_id_next)(bk_broker *b, int64_t *pid);
 };
 
-/* A new producer id, unique for this broker's life and across restarts
- * (daemon/producer_ids.c): KP_NONE, or a retriable Kafka code when none
- * can be reserved now. */
+/* A new producer id, unique for this broker's life and across restarts,
+ * and in cluster mode across the brokers (daemon/producer_ids.c): KP_NONE,
+ * or a retriable Kafka code when none can be reserved now
+ * (COORDINATOR_NOT_AVAILABLE standalone, COORDINATOR_LOAD_IN_PROGRESS while
+ * a cluster broker reserves a block). */
 int16_t bk_producer_id_next(bk_broker *b, int64_t *pid);
 
 /* ---- misc ------------------------------------------------------------------- */

@@ -5,7 +5,9 @@
  * ProducerIdManager: one durable write per block, and an id is never
  * handed out twice, even across a crash (the unused rest of a block is
  * skipped).  Idempotent producers (api_producer_id.c) and the transaction
- * coordinator (daemon/txn/) both draw from here.
+ * coordinator (daemon/txn/) both draw from here.  Cluster mode draws
+ * from ZooKeeper instead, so ids are unique across the brokers
+ * (b->on_producer_id_next, daemon/cluster/cluster_producer_ids.c).
  */
 #include "daemon/broker.h"
 #include "metadata/md.h"
@@ -14,6 +16,8 @@
 
 int16_t bk_producer_id_next(bk_broker *b, int64_t *pid)
 {
+    if (b->on_producer_id_next)
+        return b->on_producer_id_next(b, pid);    /* cluster mode */
     if (b->pid_next >= b->pid_end) {
         char err[MD_ERRLEN];
         int64_t first;

@@ -119,7 +119,22 @@ struct bk_cluster {
     int nseen_alive;
     int64_t reg_czxid;               /* our registration's czxid; 0 not registered */
     struct cl_recovery *rec;         /* log ends, election waits (cluster_recovery.c) */
+    /* producer ids reserved in /latest_producer_id_block (cluster_producer_ids.c) */
+    struct cl_pid_blocks {
+        int64_t next, end;           /* the current block, end exclusive */
+        int64_t pre_start, pre_end;  /* the next one, fetched ahead; pre_end 0: none */
+        int64_t want_start;          /* the block being written to the znode */
+        bool fetching;
+        int failures;
+        int64_t retry_us;            /* mono: no fetch before, after a failure */
+    } pids;
 };
+
+/* cluster_producer_ids.c: b->on_producer_id_next in cluster mode (as
+ * bk_producer_id_next, broker.h); _prefetch: a block now if none is held
+ * or being fetched (each session connect). */
+int16_t cl_producer_id_next(bk_broker *b, int64_t *pid);
+void cl_producer_ids_prefetch(bk_broker *b);
 
 /* cluster_session.c */
 /* Cluster mode's calls for replication (main.c: repl_isr_install). */

@@ -46,6 +46,7 @@
 #include "daemon/security/sec_authz.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/replication/repl_fetcher.h"
+#include "daemon/replication/repl_peer.h"
 #include "daemon/replica/replica.h"
 #include "daemon/security/sec_sasl.h"
 #include "daemon/replica/replica_logdir.h"
@@ -669,6 +670,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
         cl_authz_zk_resync(b);           /* the ACLs too (cluster_acls.c) */
         cl_sasl_zk_resync(b);
         cl_notices_purge_all(b);         /* Kafka's, at each start (cluster_notices.c) */
+        cl_producer_ids_prefetch(b);     /* a block before the first InitProducerId */
         break;
     case ZK_CONNECTING:
         BK_WARN("zookeeper: lost the connection to %s; serving the partitions this "
@@ -790,6 +792,7 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
     b->repl = &cl->repl;
     view_cluster_start(b);                     /* fenced, no controller yet */
     b->on_logdir_failed = cl_logdir_failed;
+    b->on_producer_id_next = cl_producer_id_next;
     zk_hooks hooks = { .on_session = on_session, .on_watch = on_watch };
     if (cl_zk_start(b, &hooks, &b->zk, err, errlen) != 0) {
         free(cl);
@@ -797,6 +800,7 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
         b->repl = NULL;
         view_cluster_stop(b);
         b->on_logdir_failed = NULL;
+        b->on_producer_id_next = NULL;
         return -1;
     }
     cl->zk = b->zk;
@@ -822,6 +826,7 @@ void cl_stop(bk_broker *b)
     if (!cl)
         return;
     repl_fetchers_stop(b);             /* before the view they follow goes */
+    repl_peers_stop(b);                /* every call waiting is answered */
     /* The registration goes first: a broker that sees the controller gone
      * then already knows this broker is, and places no new partition on it. */
     char path[64];
@@ -848,4 +853,5 @@ void cl_stop(bk_broker *b)
     b->repl = NULL;
     view_cluster_stop(b);
     b->on_logdir_failed = NULL;
+    b->on_producer_id_next = NULL;
 }

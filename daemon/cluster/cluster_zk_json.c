@@ -1182,6 +1182,39 @@ int cl_zj_controller_format(int32_t broker_id, int64_t timestamp_ms, kp_buf *out
     return w_done(out);
 }
 
+/* /latest_producer_id_block: Kafka's ProducerIdBlockZNode (ids as strings). */
+int cl_zj_pid_block_parse(const char *json, size_t len, int64_t *block_end, char *err,
+                          size_t errlen)
+{
+    zj_rd r;
+    rd_init(&r, json, len, err, errlen);
+    int64_t end = -2;
+    bool first = true;
+    char key[ZJ_KEY_MAX];
+    if (obj_begin(&r, "producer id block"))
+        while (obj_next(&r, &first, key, "producer id block")) {
+            if (!strcmp(key, "block_end"))
+                end = rd_int_or_string(&r, -1, INT64_MAX, "block_end");
+            else
+                skip_value(&r);
+        }
+    if (rd_finish(&r))
+        return -1;
+    if (end < -1) {
+        snprintf(err, errlen, "producer id block has no \"block_end\"");
+        return -1;
+    }
+    *block_end = end;
+    return 0;
+}
+
+int cl_zj_pid_block_format(int32_t broker_id, int64_t start, int64_t end, kp_buf *out)
+{
+    w_fmt(out, "{\"version\":1,\"broker\":%d,\"block_start\":\"%lld\",\"block_end\":\"%lld\"}",
+          (int)broker_id, (long long)start, (long long)end);
+    return w_done(out);
+}
+
 int cl_zj_epoch_parse(const char *text, size_t len, int32_t *epoch, char *err, size_t errlen)
 {
     zj_rd r;

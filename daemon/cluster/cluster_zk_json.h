@@ -121,6 +121,12 @@ int cl_zj_config_format(const md_kv *kv, size_t n, kp_buf *out);
 int cl_zj_controller_parse(const char *json, size_t len, int32_t *broker_id,
                         int64_t *timestamp_ms, char *err, size_t errlen);
 int cl_zj_controller_format(int32_t broker_id, int64_t timestamp_ms, kp_buf *out);
+/* /latest_producer_id_block (Kafka's ProducerIdBlockZNode, version 1):
+ * {"version":1,"broker":B,"block_start":"S","block_end":"E"}, the last
+ * block reserved by any broker. */
+int cl_zj_pid_block_parse(const char *json, size_t len, int64_t *block_end, char *err,
+                          size_t errlen);
+int cl_zj_pid_block_format(int32_t broker_id, int64_t start, int64_t end, kp_buf *out);
 /* A decimal integer 0..INT32_MAX, surrounding whitespace allowed. */
 int cl_zj_epoch_parse(const char *text, size_t len, int32_t *epoch, char *err, size_t errlen);
 int cl_zj_epoch_format(int32_t epoch, kp_buf *out);

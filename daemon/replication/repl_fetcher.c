@@ -121,6 +121,7 @@
 #include "daemon/replication/repl_fetcher.h"
 #include "daemon/view/view_broker_configs.h"
 #include "daemon/replication/repl_isr.h"
+#include "daemon/replication/repl_conn.h"
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/security/sec_sasl_client.h"
@@ -918,16 +919,9 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
             send_fetch(f);
         return;
     }
-    unsigned long tls_err = bufferevent_get_openssl_error(bev);    /* 0: not TLS */
     char why[256];
-    if (tls_err && !(what & BEV_EVENT_TIMEOUT)) {
-        snprintf(why, sizeof why, "TLS: ");
-        ERR_error_string_n(tls_err, why + 5, sizeof why - 5);
-    }
-    conn_fail(f, what & BEV_EVENT_TIMEOUT ? "no answer in time"
-                 : tls_err ? why
-                 : what & BEV_EVENT_EOF ? "connection closed by the leader"
-                 : "connection error");
+    conn_fail(f, repl_conn_event_why(bev, what, "connection closed by the leader", why,
+                                     sizeof why));
 }
 
 static void fetcher_connect(fe_fetcher *f)
@@ -939,31 +933,11 @@ static void fetcher_connect(fe_fetcher *f)
      * against the leader's certificate unless
      * ssl.endpoint.identification.algorithm is empty; SASL_* log in once
      * connected (F9). */
-    const bk_listener *ib = &b->cfg->listeners[b->cfg->inter_broker_listener];
-    if (ib->proto == BK_SEC_SSL || ib->proto == BK_SEC_SASL_SSL) {
-        char err[512];
-        SSL_CTX *ctx = sec_tls_client_ctx(b, err, sizeof err);
-        SSL *ssl = ctx ? SSL_new(ctx) : NULL;
-        if (!ssl) {
-            conn_fail(f, ctx ? "cannot make a TLS connection" : err);
-            return;
-        }
-        struct in6_addr ip;           /* SNI names hosts, never addresses (RFC 6066) */
-        if (inet_pton(AF_INET, f->host, &ip) != 1 && inet_pton(AF_INET6, f->host, &ip) != 1)
-            SSL_set_tlsext_host_name(ssl, f->host);
-        if (b->cfg->ssl_endpoint_identification_algorithm[0])
-            SSL_set1_host(ssl, f->host);
-        f->bev = bufferevent_openssl_socket_new(b->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
-                                                BEV_OPT_CLOSE_ON_FREE);
-        if (f->bev)                     /* EOF without close_notify is EOF */
-            bufferevent_openssl_set_allow_dirty_shutdown(f->bev, 1);
-        else
-            SSL_free(ssl);
-    } else {
-        f->bev = bufferevent_socket_new(b->base, -1, BEV_OPT_CLOSE_ON_FREE);
-    }
+    char err[512];
+    const char *why = NULL;
+    f->bev = repl_conn_new(b, f->host, err, sizeof err, &why);
     if (!f->bev) {
-        conn_fail(f, "cannot create a socket");
+        conn_fail(f, why);
         return;
     }
     bufferevent_setcb(f->bev, on_read, NULL, on_event, f);

@@ -38,6 +38,7 @@ typedef struct repl_cluster_ops {
 typedef struct repl_cluster {
     const bool *synced;              /* a full resync finished in this session */
     struct fe_set *fetchers;         /* the replica fetchers (repl_fetcher.c) */
+    struct pc_set *peers;            /* peer calls, made on first use (repl_peer.c) */
     int64_t isr_checked_ms;          /* last ISR lag check (repl_isr.c) */
 } repl_cluster;
 

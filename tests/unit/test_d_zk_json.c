@@ -559,9 +559,37 @@ START_TEST(test_log_dir_event_kafka_form)
 }
 END_TEST
 
+/* /latest_producer_id_block as Kafka's ProducerIdBlockZNode writes it. */
+START_TEST(test_producer_id_block_kafka_form)
+{
+    char err[256];
+    kp_buf out;
+    kp_buf_init(&out);
+    ck_assert_int_eq(cl_zj_pid_block_format(2, 1000, 1999, &out), 0);
+    ck_assert_str_eq(text_of(&out),
+                     "{\"version\":1,\"broker\":2,\"block_start\":\"1000\",\"block_end\":\"1999\"}");
+    int64_t end = 0;
+    ck_assert_msg(cl_zj_pid_block_parse(EXACT(text_of(&out)), &end, err, sizeof err) == 0, "%s",
+                  err);
+    ck_assert_int_eq(end, 1999);
+    const char *js = "{\"version\":1,\"broker\":0,\"block_start\":\"9223372036854774807\","
+                     "\"block_end\":\"9223372036854775806\"}";
+    ck_assert_int_eq(cl_zj_pid_block_parse(EXACT(js), &end, err, sizeof err), 0);
+    ck_assert_int_eq(end, INT64_MAX - 1);
+    const char *bad[] = { "{\"version\":1,\"block_start\":\"0\"}", "{\"block_end\":\"x\"}",
+                          "{\"block_end\":\"-5\"}", "[]", "", "null",
+                          "{\"block_end\":\"99999999999999999999\"}" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(cl_zj_pid_block_parse(EXACT(bad[i]), &end, err, sizeof err) == -1, "%s",
+                      bad[i]);
+    kp_buf_free(&out);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
+        test_producer_id_block_kafka_form,
         test_broker_kafka_v5_registration, test_broker_without_plaintext_host_is_null,
         test_broker_named_listeners_by_name,
         test_broker_format_escapes_and_round_trips, test_topic_v3_assignment,
