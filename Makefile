@@ -270,6 +270,16 @@ deps:
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "make deps: all Debian packages present"; fi
+	@# Node.js clients (kafkajs, @kafkajs/confluent-schema-registry), pinned by
+	@# tests/node/package-lock.json; npm itself from Debian when there is none.
+	@command -v npm >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends nodejs npm; }
+	@if [ ! -f tests/node/node_modules/.package-lock.json ] || \
+	    [ tests/node/package-lock.json -nt tests/node/node_modules/.package-lock.json ]; then \
+	  echo "make deps: npm ci in tests/node"; \
+	  cd tests/node && npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "make deps: Node.js clients present"; fi
 
 # Called by check and run: cheap when everything is installed.
 deps-if-missing:
