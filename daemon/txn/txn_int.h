@@ -56,6 +56,8 @@ txn_meta *txn_meta_find(const char *id, size_t len);
 txn_meta *txn_meta_add(const char *id, size_t len, int32_t part);
 void txn_meta_remove(txn_meta *m);
 void txn_meta_foreach(void (*fn)(txn_meta *m, void *arg), void *arg);
+/* A partition of __transaction_state led here is still loading. */
+bool txn_log_loading(void);
 /* The coordinator epoch of partition part (its leader epoch), -1 if not led. */
 int32_t txn_log_epoch(int32_t part);
 /* Writes next (its tps taken over) for m, or (next NULL) m's tombstone,
@@ -126,5 +128,7 @@ void txn_markers_start(bk_broker *b, txn_meta *m);
  * out; a retry timer only), else they stop at their next callback (txn_markers.c K3). */
 bool txn_markers_drop(struct txn_markers *k);
 void txn_markers_free(struct txn_markers *k);
+/* Shutdown: every id's markers are freed, whatever is out. */
+void txn_markers_stop_all(void);
 
 #endif

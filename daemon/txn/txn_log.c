@@ -79,6 +79,7 @@ typedef struct tl_part {
 } tl_part;
 
 typedef struct tl_write {
+    struct tl_write *next_w, *prev_w; /* on tl.writes while in flight */
     txn_meta *m;
     txn_rec next;
     bool tombstone;
@@ -100,6 +101,7 @@ static struct {
     int64_t create_after_ms;
     kp_buf batch, key, val;
     kp_arena arena;
+    tl_write writes;                  /* sentinel: the writes in flight */
 } tl;
 
 static const kp_str tl_topic = { TXN_TOPIC, (int32_t)sizeof TXN_TOPIC - 1 };
@@ -270,6 +272,14 @@ int32_t txn_coordinator_of(bk_broker *b, const char *id, size_t len)
         return -1;
     }
     return view_leader_of(b, t, gc_log_partition_in(t->npartitions, id, len));
+}
+
+bool txn_log_loading(void)
+{
+    for (int32_t i = 0; i < tl.nparts; i++)
+        if (tl.parts[i].state == TL_LOADING)
+            return true;
+    return false;
 }
 
 int32_t txn_log_epoch(int32_t part)
@@ -552,6 +562,8 @@ static void wr_record(const txn_meta *m, const txn_rec *r)
 static void write_finish(tl_write *w, int16_t err)
 {
     replica_deferred_free(&w->wait);
+    w->prev_w->next_w = w->next_w;
+    w->next_w->prev_w = w->prev_w;
     txn_meta *m = w->m;
     m->pending = false;
     if (m->gone && !err)
@@ -652,6 +664,10 @@ int16_t txn_log_write(bk_broker *b, txn_meta *m, txn_rec *next, txn_write_done d
     w->done = done;
     w->arg = arg;
     m->pending = true;
+    w->next_w = tl.writes.next_w;
+    w->prev_w = &tl.writes;
+    tl.writes.next_w->prev_w = w;
+    tl.writes.next_w = w;
     replica_deferred_init(&w->wait, write_wake, write_timeout, w);
     if (replica_deferred_arm(&w->wait, b->base, TL_WRITE_TIMEOUT_MS) != 0)
         abort();                      /* two small events: as event_base_once */
@@ -665,6 +681,7 @@ int16_t txn_log_write(bk_broker *b, txn_meta *m, txn_rec *next, txn_write_done d
 int txn_log_start(bk_broker *b)
 {
     tl.b = b;
+    tl.writes.next_w = tl.writes.prev_w = &tl.writes;
     kp_buf_init(&tl.batch);
     kp_buf_init(&tl.key);
     kp_buf_init(&tl.val);
@@ -683,6 +700,12 @@ void txn_log_stop(void)
 {
     if (!tl.b)
         return;
+    /* Shutdown, the loop stopped: the writes in flight end as if leadership
+     * had moved (their requests' connections are gone), the markers stop,
+     * then every id goes. */
+    while (tl.writes.next_w != &tl.writes)
+        write_finish(tl.writes.next_w, KP_NOT_COORDINATOR);
+    txn_markers_stop_all();
     parts_fit(0);
     if (tl.tick)
         event_free(tl.tick);

@@ -57,6 +57,7 @@ typedef struct mk_part {
 } mk_part;
 
 typedef struct txn_markers {
+    struct txn_markers *next_k, *prev_k;   /* on mk_all */
     bk_broker *b;
     txn_meta *m;
     bool commit;
@@ -79,6 +80,9 @@ typedef struct mk_call {              /* one partition, or one peer's request */
 
 static void mk_round(txn_markers *k);
 
+/* Every live txn_markers, for shutdown (sentinel). */
+static txn_markers mk_all = { .next_k = &mk_all, .prev_k = &mk_all };
+
 bool txn_markers_drop(txn_markers *k)
 {
     if (k->inflight > 0)
@@ -91,6 +95,10 @@ void txn_markers_free(txn_markers *k)
 {
     if (!k)
         return;
+    if (k->next_k) {
+        k->next_k->prev_k = k->prev_k;
+        k->prev_k->next_k = k->next_k;
+    }
     if (k->retry_ev)
         event_free(k->retry_ev);
     free(k->parts);
@@ -358,8 +366,8 @@ void txn_markers_start(bk_broker *b, txn_meta *m)
     if (!k || (m->cur.ntps && !(k->parts = calloc(m->cur.ntps, sizeof *k->parts))) ||
         !(k->retry_ev = evtimer_new(b->base, mk_retry, k))) {
         txn_markers_free(k);
-        BK_ERROR("transactional id %s: out of memory for its markers; a reload of %s-%d "
-                 "sends them", m->id, TXN_TOPIC, m->part);
+        BK_ERROR("transactional id %s: out of memory for its markers; the next timeout "
+                 "check starts them again", m->id);
         return;
     }
     *k = (txn_markers){ .b = b, .m = m, .commit = m->cur.state == TXN_PREPARE_COMMIT,
@@ -369,6 +377,19 @@ void txn_markers_start(bk_broker *b, txn_meta *m)
                         .retry_ev = k->retry_ev };
     for (size_t i = 0; i < k->n; i++)
         k->parts[i] = (mk_part){ .tp = &m->cur.tps[i], .state = MK_TODO };
+    k->next_k = mk_all.next_k;
+    k->prev_k = &mk_all;
+    mk_all.next_k->prev_k = k;
+    mk_all.next_k = k;
     m->markers = k;
     mk_round(k);
+}
+
+void txn_markers_stop_all(void)
+{
+    while (mk_all.next_k != &mk_all) {
+        txn_markers *k = mk_all.next_k;
+        k->m->markers = NULL;
+        txn_markers_free(k);
+    }
 }

@@ -256,6 +256,74 @@ def test_state_survives_a_crash(broker):
         assert until_settled(lambda: init_pid(c, open_tid)) == (NONE, opid, oepoch + 1)
 
 
+# ---- DescribeTransactions, ListTransactions (kafka-transactions.sh) -----------------------
+DESCRIBE_TXNS, LIST_TXNS = 65, 66
+TRANSACTIONAL_ID_NOT_FOUND = 105
+
+
+def describe_txns(c, ids):
+    r = c.request_flex(DESCRIBE_TXNS, 0, kr.carray([kr.cstring(i) for i in ids]) + kr.tags())
+    assert r.i32() == 0
+
+    def topic(x):
+        return (x.cstring(), x.carray(lambda y: y.i32()))
+
+    def state(x):
+        return dict(error=x.i16(), id=x.cstring(), state=x.cstring(), timeout=x.i32(),
+                    start=x.i64(), pid=x.i64(), epoch=x.i16(), topics=x.vstructs(topic, True))
+    got = r.vstructs(state, True)
+    assert r.tags() == {} and r.remaining() == 0
+    return got
+
+
+def list_txns(c, states=(), pids=(), duration=None):
+    body = kr.carray([kr.cstring(s) for s in states]) + kr.carray([kr.i64(p) for p in pids])
+    version = 0 if duration is None else 1
+    if version:
+        body += kr.i64(duration)
+    r = c.request_flex(LIST_TXNS, version, body + kr.tags())
+    assert r.i32() == 0
+    err, unknown = r.i16(), r.carray(lambda x: x.cstring())
+    got = r.vstructs(lambda x: (x.cstring(), x.i64(), x.cstring()), True)
+    assert r.tags() == {} and r.remaining() == 0
+    return err, unknown, got
+
+
+def test_describe_and_list_transactions_show_an_open_one(broker):
+    tid, idle = txid(), txid()
+    with kr.Conn(broker.port) as c:
+        pid, epoch = new_producer(c, tid)
+        ipid, _ = new_producer(c, idle)
+        before = int(time.time() * 1000)
+        assert add_offsets(c, tid, pid, epoch, "grp-d") == (NONE,)
+        d, unknown = describe_txns(c, [tid, "never-seen"])
+        assert d["start"] >= before - 1000
+        d["start"] = None
+        assert d == dict(error=NONE, id=tid, state="Ongoing", timeout=60000, start=None,
+                         pid=pid, epoch=epoch, topics=[("__consumer_offsets",
+                                                        [java_partition("grp-d", 50)])])
+        assert (unknown["error"], unknown["id"]) == (TRANSACTIONAL_ID_NOT_FOUND, "never-seen")
+        err, unk, got = list_txns(c)
+        assert err == NONE and unk == []
+        assert {(tid, pid, "Ongoing"), (idle, ipid, "Empty")} <= set(got)
+        assert list_txns(c, states=["Ongoing", "Bogus"])[1:] == (["Bogus"], [(tid, pid, "Ongoing")])
+        assert list_txns(c, states=["Bogus"])[1:] == (["Bogus"], [])
+        assert list_txns(c, pids=[ipid])[2] == [(idle, ipid, "Empty")]
+        assert list_txns(c, duration=3600 * 1000)[2] == []
+        assert list_txns(c, duration=0)[2] == [(tid, pid, "Ongoing")]
+
+
+def java_string_hash_partition(s, n):
+    h = 0
+    for ch in s.encode("utf-16-be").decode("utf-16-be"):
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % n
+
+
+java_partition = java_string_hash_partition
+
+
 # ---- what confluent-kafka's transactional API sees ----------------------------------------
 def test_init_transactions_twice_fences_the_first_producer(broker):
     tid = txid()
