@@ -237,6 +237,69 @@ def test_a_transaction_past_its_timeout_is_aborted(start_broker):
     assert line.endswith("ms, past its timeout")
 
 
+def test_an_idle_transactional_id_expires(start_broker):
+    b = start_broker({"transactional.id.expiration.ms": "1000",
+                      "transaction.remove.expired.transaction.cleanup.interval.ms": "200"})
+    tid = txid()
+    with kr.Conn(b.port) as c:
+        pid, _ = new_producer(c, tid)
+        deadline = time.monotonic() + 10
+        while "transactional id %s expired" % tid not in b.log_text():
+            assert time.monotonic() < deadline, "no expiry"
+            time.sleep(0.1)
+        # forgotten, and its tombstone is what a reload finds
+        assert until_settled(lambda: (describe_txns(c, [tid])[0]["error"],)) == \
+            (TRANSACTIONAL_ID_NOT_FOUND,)
+    b.restart(signal.SIGKILL)
+    with kr.Conn(b.port) as c:
+        assert until_settled(lambda: (describe_txns(c, [tid])[0]["error"],)) == \
+            (TRANSACTIONAL_ID_NOT_FOUND,)
+        err, pid2, epoch = until_settled(lambda: init_pid(c, tid))
+        assert (err, epoch) == (NONE, 0) and pid2 != pid
+
+
+def add_partitions_v4(c, txns):
+    """KIP-890's batched form: txns [(id, pid, epoch, verify_only, [(topic, [p])])]
+    -> (top error, [(id, [(topic, [(partition, error)])])])."""
+    def txn(t):
+        tid, pid, epoch, verify, topics = t
+        return (kr.cstring(tid) + kr.i64(pid) + kr.i16(epoch) + kr.i8(1 if verify else 0) +
+                kr.carray([kr.cstring(n) + kr.carray([kr.i32(p) for p in ps]) + kr.tags()
+                           for n, ps in topics]) + kr.tags())
+    r = c.request_flex(ADD_PARTITIONS, 4, kr.carray([txn(t) for t in txns]) + kr.tags())
+    r.i32()
+    err = r.i16()
+
+    def topic(x):
+        return (x.cstring(), x.vstructs(lambda y: (y.i32(), y.i16()), True))
+    got = r.vstructs(lambda x: (x.cstring(), x.vstructs(topic, True)), True)
+    assert r.tags() == {} and r.remaining() == 0
+    return err, got
+
+
+def test_verify_only_says_which_partitions_are_in_the_transaction(broker):
+    """What a partition leader asks before a transactional write (KIP-890):
+    AddPartitionsToTxn v4 VerifyOnly adds nothing and answers, per
+    partition, NONE when it is in the open transaction, else
+    INVALID_TXN_STATE; the batched form without VerifyOnly adds."""
+    t = topic_name()
+    create_topic(broker, t, 3)
+    tid, other = txid(), txid()
+    with kr.Conn(broker.port) as c:
+        pid, epoch = new_producer(c, tid)
+        opid, oepoch = new_producer(c, other)
+        assert add_partitions(c, tid, pid, epoch, [(t, [0])]) == [(t, [(0, NONE)])]
+        assert add_partitions_v4(c, [(tid, pid, epoch, True, [(t, [0, 1])]),
+                                     (other, opid, oepoch, False, [(t, [2])])]) == \
+            (NONE, [(tid, [(t, [(0, NONE), (1, INVALID_TXN_STATE)])]),
+                    (other, [(t, [(2, NONE)])])])
+        assert add_partitions_v4(c, [(tid, pid, epoch, True, [(t, [1])]),
+                                     (other, opid, oepoch, True, [(t, [2])])]) == \
+            (NONE, [(tid, [(t, [(1, INVALID_TXN_STATE)])]), (other, [(t, [(2, NONE)])])])
+        assert add_partitions_v4(c, [(tid, pid, epoch + 1, True, [(t, [0])])]) == \
+            (NONE, [(tid, [(t, [(0, PRODUCER_FENCED)])])])
+
+
 def test_state_survives_a_crash(broker):
     """SIGKILL: the new process loads __transaction_state and knows the id,
     its producer id and epoch, and that its transaction committed."""
