@@ -107,9 +107,9 @@ static void init_written(txn_meta *m, void *arg, int16_t err)
  * answer.  KP_NONE (bump), 1 (a retry: answer cur), or the fenced error. */
 static int16_t init_expected(const txn_meta *m, const kp_InitProducerIdRequest *q, int16_t v)
 {
-    if (v < 3 || q->ProducerId < 0)
-        return KP_NONE;
     const txn_rec *c = &m->cur;
+    if (v < 3 || q->ProducerId < 0 || c->pid < 0)
+        return KP_NONE;               /* a new id: Kafka ignores what was had */
     if (q->ProducerId == c->pid && q->ProducerEpoch == c->epoch)
         return KP_NONE;
     if ((q->ProducerId == c->last_pid || q->ProducerId == c->pid) &&

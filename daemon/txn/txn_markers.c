@@ -221,6 +221,7 @@ static void peer_done(void *arg, int16_t err, kp_rd *body)
     mk_call *c = arg;
     txn_markers *k = c->k;
     kp_WriteTxnMarkersResponse m;
+    kp_init_WriteTxnMarkersResponse(&m);
     kp_arena a;
     kp_arena_init(&a, 0);
     if (!err && kp_dec_WriteTxnMarkersResponse(body, 1, &m, &a) != 0)
