@@ -83,6 +83,10 @@ struct bk_broker {
      * controller's to handle (cluster_logdirs.c); NULL: standalone, it
      * recovers when writes succeed again (replica_logdir.c) */
     void (*on_logdir_failed)(bk_broker *b);
+    /* FindCoordinator KeyType 1: the transaction coordinator's answer
+     * (daemon/txn/txn.h txn_coordinator_of, installed by txn_start); NULL:
+     * not started */
+    int32_t (*txn_coordinator_of)(bk_broker *b, const char *id, size_t len);
     struct bk_authz *authz;          /* ACLs, checked in memory (sec_authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct bk_janitor *janitor;      /* unlinks files (replica_janitor.c) */

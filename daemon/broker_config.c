@@ -211,6 +211,29 @@ static const bk_config_key keys[] = {
         "cluster mode: replicas of __consumer_offsets; created once this many brokers live"),
     INT("offsets.commit.timeout.ms", offsets_commit_timeout_ms, 1, INT32_MAX, "5000",
         "cluster mode: a commit waits this long for its replicas"),
+    /* the transaction coordinator (daemon/txn/), Kafka's names and defaults */
+    INT("transaction.state.log.num.partitions", transaction_state_log_num_partitions, 1, 10000,
+        "50", "partitions of __transaction_state (transaction coordinators' state)"),
+    INT("transaction.state.log.replication.factor", transaction_state_log_replication_factor, 1,
+        32767, "3", "cluster mode: replicas of __transaction_state; created once this many "
+        "brokers live (standalone: 1)"),
+    INT("transaction.state.log.min.isr", transaction_state_log_min_isr, 1, 32767, "2",
+        "cluster mode: min.insync.replicas of __transaction_state"),
+    INT("transaction.state.log.segment.bytes", transaction_state_log_segment_bytes, 1048576,
+        INT32_MAX, "104857600", "segment.bytes of __transaction_state"),
+    INT("transaction.max.timeout.ms", transaction_max_timeout_ms, 1, INT32_MAX, "900000",
+        "largest transaction.timeout.ms a producer may ask for"),
+    INT("transactional.id.expiration.ms", transactional_id_expiration_ms, 1, INT32_MAX,
+        "604800000", "a transactional id without a transaction this long is forgotten"),
+    INT("transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        transaction_abort_timed_out_transaction_cleanup_interval_ms, 1, INT32_MAX, "10000",
+        "how often transactions past their timeout are looked for (and aborted)"),
+    INT("transaction.remove.expired.transaction.cleanup.interval.ms",
+        transaction_remove_expired_transaction_cleanup_interval_ms, 1, INT32_MAX, "3600000",
+        "how often expired transactional ids are looked for"),
+    BOOL("transaction.partition.verification.enable", transaction_partition_verification_enable,
+         "true", "a transactional write to a partition not yet in its transaction asks the "
+         "coordinator first (KIP-890)"),
 };
 #undef UNIT
 #undef STR

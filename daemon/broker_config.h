@@ -197,6 +197,16 @@ typedef struct bk_config {
     int32_t offsets_topic_num_partitions;         /* offsets.topic.num.partitions */
     int16_t offsets_topic_replication_factor;     /* offsets.topic.replication.factor */
     int32_t offsets_commit_timeout_ms;            /* offsets.commit.timeout.ms */
+    /* the transaction coordinator (daemon/txn/): state in __transaction_state */
+    int32_t transaction_state_log_num_partitions;     /* transaction.state.log.num.partitions */
+    int16_t transaction_state_log_replication_factor; /* transaction.state.log.replication.factor */
+    int16_t transaction_state_log_min_isr;            /* transaction.state.log.min.isr */
+    int32_t transaction_state_log_segment_bytes;      /* transaction.state.log.segment.bytes */
+    int32_t transaction_max_timeout_ms;               /* transaction.max.timeout.ms */
+    int32_t transactional_id_expiration_ms;           /* transactional.id.expiration.ms */
+    int32_t transaction_abort_timed_out_transaction_cleanup_interval_ms;
+    int32_t transaction_remove_expired_transaction_cleanup_interval_ms;
+    bool transaction_partition_verification_enable;   /* KIP-890 */
     /* Coarse-unit keys as written: they set the retention.ms / segment.ms /
      * segment.jitter.ms topic defaults and are described as given. */
     char log_retention_hours[24];                 /* log.retention.hours */

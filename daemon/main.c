@@ -27,6 +27,7 @@
 #include "daemon/cluster/cluster.h"
 #include "daemon/replica/replica.h"
 #include "daemon/group/group.h"
+#include "daemon/txn/txn.h"
 #include "admin/admin.h"
 #include "daemon/md_sync.h"
 #include "daemon/view/view_store.h"
@@ -230,6 +231,8 @@ int main(int argc, char **argv)
         return 1;
     if (gc_groups_init(&b) != 0)
         return 1;
+    if (txn_start(&b) != 0)                   /* the transaction coordinator */
+        return 1;
     if (sec_authz_new(cfg.authorizer_class_name[0] != 0, cfg.super_users,
                      cfg.allow_everyone_if_no_acl_found, &b.authz) != 0 ||
         sec_authz_reload(&b) != 0)
@@ -282,6 +285,7 @@ int main(int argc, char **argv)
     bk_admin_stop(&b);
     net_server_free(&b);
     cl_stop(&b);
+    txn_stop();
     gc_groups_shutdown(&b);
     replica_flusher_stop(&b);
     replica_retention_stop(&b);

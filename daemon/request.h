@@ -103,6 +103,13 @@ int api_handle_alter_configs(bk_req *r);
 int api_handle_incremental_alter_configs(bk_req *r);
 int api_handle_delete_records(bk_req *r);
 int api_handle_init_producer_id(bk_req *r);
+/* The transaction coordinator's handlers (daemon/txn/txn_api.c). */
+int txn_handle_add_partitions_to_txn(bk_req *r);
+int txn_handle_add_offsets_to_txn(bk_req *r);
+int txn_handle_end_txn(bk_req *r);
+/* kafka-transactions.sh's (daemon/txn/txn_list.c) */
+int txn_handle_describe_transactions(bk_req *r);
+int txn_handle_list_transactions(bk_req *r);
 
 /* A topic's configs as DescribeConfigs lists them (daemon/api/api_configs.c),
  * for CreateTopics v5+: fn per key with its effective value (NULL when

@@ -28,6 +28,13 @@ static const bk_api apis[] = {
     { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 1,  api_handle_incremental_alter_configs },
     { KP_API_DELETE_RECORDS,           0, 2,  api_handle_delete_records },
     { KP_API_INIT_PRODUCER_ID,         0, 5,  api_handle_init_producer_id },
+    /* the transaction coordinator (daemon/txn/txn_api.c) */
+    { KP_API_ADD_PARTITIONS_TO_TXN,    0, 5,  txn_handle_add_partitions_to_txn },
+    { KP_API_ADD_OFFSETS_TO_TXN,       0, 4,  txn_handle_add_offsets_to_txn },
+    /* v5 is transaction version 2 (KIP-890 part 2): not served */
+    { KP_API_END_TXN,                  0, 4,  txn_handle_end_txn },
+    { KP_API_DESCRIBE_TRANSACTIONS,    0, 0,  txn_handle_describe_transactions },
+    { KP_API_LIST_TRANSACTIONS,        0, 1,  txn_handle_list_transactions },
     /* v4 is flexible: the generated codec and the server's header v2 */
     { KP_API_OFFSET_FOR_LEADER_EPOCH,  0, 4,  api_handle_offset_for_leader_epoch },
     /* group coordinator (daemon/group*.c) */

@@ -6,11 +6,9 @@
  * daemon/replica/replica_producers.c; ids come from bk_producer_id_next
  * (daemon/producer_ids.c).
  *
- * Transactions are out of scope.  A non-null TransactionalId is answered
- * TRANSACTIONAL_ID_AUTHORIZATION_FAILED: clients treat it as fatal and say
- * so at once ("Transactional Id authorization failed"), where a retriable
- * code such as COORDINATOR_NOT_AVAILABLE would make init_transactions()
- * retry until its timeout.  The broker logs why.
+ * A non-null TransactionalId is the transaction coordinator's
+ * (daemon/txn/txn_coord.c txn_init_producer_id): WRITE on the id, its
+ * epoch bumped, the previous producer fenced.
  *
  * v2+ is flexible; v3+ carries the producer's current ProducerId and
  * ProducerEpoch (KIP-360, an epoch bump).  Without a TransactionalId Kafka
@@ -20,6 +18,7 @@
  */
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
+#include "daemon/txn/txn.h"
 #include "kp_msgs.h"
 
 int api_handle_init_producer_id(bk_req *r)
@@ -32,16 +31,9 @@ int api_handle_init_producer_id(bk_req *r)
     kp_init_InitProducerIdResponse(&m);
     m.ProducerId = -1;
     m.ProducerEpoch = -1;
-    kp_str txn = q.TransactionalId;
-    if (txn.len >= 0) {
-        char cid[128] = "(null)";
-        if (r->hdr.ClientId.len >= 0)
-            kp_str_copy(r->hdr.ClientId, cid, sizeof cid);
-        BK_INFO("InitProducerId from client %s with transactional.id \"%.*s\" refused: "
-                "this broker does not support transactions (idempotence without "
-                "transactional.id works)", cid, txn.len > 200 ? 200 : (int)txn.len, txn.p);
-        m.ErrorCode = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-    } else if (!BK_AUTHZ_CLUSTER(r, BK_OP_IDEMPOTENT_WRITE) &&
+    if (q.TransactionalId.len >= 0)
+        return txn_init_producer_id(r, &q);
+    if (!BK_AUTHZ_CLUSTER(r, BK_OP_IDEMPOTENT_WRITE) &&
                !sec_authorized_any(r, BK_RES_TOPIC, BK_OP_WRITE)) {
         /* Kafka 3's rule (KIP-679): WRITE on any topic implies idempotence */
         m.ErrorCode = KP_CLUSTER_AUTHORIZATION_FAILED;

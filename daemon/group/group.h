@@ -16,6 +16,8 @@ int  gc_groups_init(bk_broker *b);
 void gc_groups_shutdown(bk_broker *b);
 /* "Who coordinates group G": one place to ask.  Standalone: this broker. */
 int32_t gc_coordinator_of(bk_broker *b, const char *group);
+/* abs(javaStringHashCode(id)) % npartitions: Kafka's partitionFor (group_log.c). */
+int32_t gc_log_partition_in(int32_t npartitions, const char *id, size_t len);
 /* The coordinator's writes answer on the loop once durable: done(arg, rc)
  * runs after the sync that covers them, never from inside the call that
  * queued them.  A caller that goes away first calls gc_groups_forget

@@ -69,7 +69,8 @@ static bool gc_may_read(bk_req *r, kp_str group)
 
 /* ---- FindCoordinator v0-6 ------------------------------------------------------ */
 
-/* One key's coordinator: KeyType 0 (group) only; transactions (1) and
+/* One key's coordinator: KeyType 0 (group), 1 (transaction: the
+ * transaction coordinator's answer, b->txn_coordinator_of, daemon/txn/);
  * share groups (2, v6) are not served. */
 static void find_one(bk_req *r, int8_t key_type, kp_str key,
                      kp_FindCoordinatorResponse_Coordinator *c)
@@ -84,25 +85,27 @@ static void find_one(bk_req *r, int8_t key_type, kp_str key,
         c->ErrorCode = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
         return;
     }
-    if (key_type == 1 || key_type == 2) {
+    if (key_type == 2 || (key_type == 1 && !r->b->txn_coordinator_of)) {
         c->ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;
         c->ErrorMessage = kp_str_cstr(key_type == 1
                                       ? "transactions are not supported by this broker"
                                       : "share groups are not supported by this broker");
         return;
     }
-    if (key_type != 0) {
+    if (key_type != 0 && key_type != 1) {
         c->ErrorCode = KP_INVALID_REQUEST;
         c->ErrorMessage = kp_str_cstr("unknown coordinator key type");
         return;
     }
-    if (!sec_authorized(r, BK_RES_GROUP, key, BK_OP_DESCRIBE)) {
+    if (key_type == 0 && !sec_authorized(r, BK_RES_GROUP, key, BK_OP_DESCRIBE)) {
         c->ErrorCode = KP_GROUP_AUTHORIZATION_FAILED;
         return;
     }
     char name[256];
     kp_str_copy(key, name, sizeof name);
-    int32_t id = gc_coordinator_of(r->b, name);
+    int32_t id = key_type == 1 ? r->b->txn_coordinator_of(r->b, key.p, key.len > 0 ?
+                                                          (size_t)key.len : 0)
+                               : gc_coordinator_of(r->b, name);
     bk_broker_info live[1024];
     int n = view_brokers_info(r->b, net_conn_listener(r->conn), live, 1024);
     c->ErrorCode = KP_COORDINATOR_NOT_AVAILABLE;

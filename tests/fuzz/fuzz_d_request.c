@@ -3,7 +3,7 @@
  * through the broker's real dispatch — kp_req_hdr_read, api_find, the
  * version check, then the API's handler — against a real broker state: an
  * md_db and partition logs in a temporary directory, the group
- * coordinator and the fsync worker running on an event_base that nobody
+ * coordinator, the transaction coordinator and the fsync worker running on an event_base that nobody
  * dispatches except this harness.  Every API in daemon/api/api_dispatch.c is
  * reachable; the seed corpus (tests/fuzz/corpus/fuzz_d_request/) holds
  * frames captured from kcat, confluent-kafka and kafka-python.
@@ -35,6 +35,7 @@
 #include "daemon/replica/replica.h"
 #include "daemon/request.h"
 #include "daemon/group/group.h"
+#include "daemon/txn/txn.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 void __wrap_net_req_finish(bk_req *r);
@@ -75,7 +76,8 @@ static void setup(void)
     snprintf(db, sizeof db, "%s/sluice.db", tmpl);
     replica_install(&B);                 /* the view opens local replicas, as main.c */
     if (md_open(db, &B.db, err, sizeof err) || !(B.base = event_base_new()) ||
-        view_topics_load(&B) || gc_groups_init(&B) || replica_flusher_start(&B)) {
+        view_topics_load(&B) || gc_groups_init(&B) || txn_start(&B) ||
+        replica_flusher_start(&B)) {
         fprintf(stderr, "fuzz_d_request: setup failed: %s\n", err);
         abort();
     }
