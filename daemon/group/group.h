@@ -72,6 +72,12 @@ typedef struct bk_offset_commit {
     struct gc_wait *pending;          /* out: set while queued */
     struct bk_req *authz;             /* a client's: each topic needs READ
                                          (daemon/security/sec_authz.c); NULL: no check */
+    bool txn;                         /* TxnOffsetCommit: stored pending for
+                                         producer_id until its transaction
+                                         ends (group_txn.c), KIP-447's group
+                                         check instead of a member's */
+    int64_t producer_id;
+    int16_t producer_epoch;
 } bk_offset_commit;
 /* KP_NONE with c->pending set: queued, done runs later.  KP_NONE with
  * c->pending NULL: nothing to store, every entry's result is final.
@@ -85,7 +91,10 @@ int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
  * with TxnOffsetCommit in that transaction become the groups' committed
  * offsets (commit) or are dropped.  done is called once, later, on the
  * loop (never from inside this call), when that is durable: KP_NONE, or
- * a Kafka code. */
+ * a Kafka code (COORDINATOR_NOT_AVAILABLE: the store failed, retry).
+ * offsets_partition -1 completes the producer's offsets of every group;
+ * standalone, the partition is Kafka's partitionFor(group) over
+ * offsets.topic.num.partitions.  Idempotent. */
 typedef void (*gc_txn_done_fn)(void *arg, int16_t error);
 void gc_txn_complete(bk_broker *b, int32_t offsets_partition, int64_t producer_id,
                      int16_t producer_epoch, bool commit, gc_txn_done_fn done, void *arg);
