@@ -119,9 +119,11 @@ int md_group_delete(md_db *db, const char *group_id, char *err, size_t errlen)
     static const char *const sql[] = {
         "DELETE FROM consumer_groups WHERE group_id = ?1",   /* members cascade */
         "DELETE FROM committed_offsets WHERE group_id = ?1",
+        /* Kafka's deleted group takes its transactions' offsets along */
+        "DELETE FROM pending_txn_offsets WHERE group_id = ?1",
     };
     int changes = 0;
-    for (size_t i = 0; !rc && i < 2; i++) {
+    for (size_t i = 0; !rc && i < sizeof sql / sizeof *sql; i++) {
         sqlite3_stmt *s = NULL;
         rc = prep(db, sql[i], &s, err, errlen);
         if (!rc) {

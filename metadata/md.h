@@ -431,7 +431,8 @@ typedef struct md_group {
  * savepoint inside a caller's md_begin, else its own transaction).
  * 0 or MD_E_SQL. */
 int md_group_save(md_db *db, const md_group *g, char *err, size_t errlen);
-/* Removes the group, its members and its committed offsets.
+/* Removes the group, its members, its committed offsets and those pending
+ * in a transaction.
  * KP_GROUP_ID_NOT_FOUND when there was neither a row nor an offset. */
 int md_group_delete(md_db *db, const char *group_id, char *err, size_t errlen);
 /* Removes every group (row, members, committed offsets) whose id match

@@ -45,6 +45,14 @@
  *              rows (md_group_delete)
  *     apply    gc_delete_apply: frees the group (a failed write: Empty again)
  *     durable  answered only after the job's sync
+ *   transactional offsets  (TxnOffsetCommit; a transaction's end)
+ *     path     gc_offsets_commit with txn (entries carry md_offset.txn),
+ *              then gc_txn_complete (group_txn.c)
+ *     write    pending rows in the job (md_txn_offset_put), then a txn
+ *              end in a later job (md_txn_offsets_complete, after its
+ *              offsets)
+ *     apply    gc_commit_apply; gc_txn_apply calls the end's done
+ *     durable  both answered only after their job's sync (group_txn.c X2)
  *   offset and group expiry  (offsets.retention.minutes)
  *     path     gc_expire_tick (group_offset_commit.c)
  *     write    md_offsets_expire, md_group_delete on the loop's handle, only

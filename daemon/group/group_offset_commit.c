@@ -717,6 +717,18 @@ static void expired_tombstones(bk_broker *b, expired_rows *e)
     free(e->v);
 }
 
+/* Whether group id has offsets pending in a transaction (an error: yes,
+ * so the group stays). */
+static bool txn_offsets_pending(bk_broker *b, const char *id)
+{
+    md_committed *rows;
+    size_t n;
+    if (gc_txn_pending_list(b, kp_str_cstr(id), &rows, &n) != 0)
+        return true;
+    md_committed_free(rows, n);
+    return n > 0;
+}
+
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what; (void)arg;
@@ -745,7 +757,8 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
                 (long long)expired, (long long)b->cfg->offsets_retention_minutes);
     if (cluster)
         expired_tombstones(b, &rows);
-    /* Kafka drops a group that is Empty and has no offsets left. */
+    /* Kafka drops a group that is Empty and has no offsets left, pending
+     * ones in a transaction included (GroupMetadata.hasOffsets). */
     size_t n = 0;
     gc_group **dead = calloc(gc->ngroups + 1, sizeof *dead);
     if (!dead)
@@ -753,7 +766,8 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
     for (size_t i = 0; i < gc->hash_size; i++)
         for (gc_group *g = gc->hash[i]; g; g = g->hnext)
             if (g->state == GC_EMPTY && !g->pending && g->nmembers == 0 &&
-                !gc_commits_pending(g->id) && md_group_offset_count(b->db, g->id) == 0)
+                !gc_commits_pending(g->id) && md_group_offset_count(b->db, g->id) == 0 &&
+                !txn_offsets_pending(b, g->id))
                 dead[n++] = g;
     for (size_t i = 0; i < n; i++) {
         int rc = md_group_delete(b->db, dead[i]->id, err, sizeof err);

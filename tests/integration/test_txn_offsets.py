@@ -260,13 +260,17 @@ def committed_now(b, group, topic, nparts):
         cons.close()
 
 
+def txn_setup(start_broker, name, nparts):
+    """A broker, a topic of nparts partitions, a group id, a transactional producer."""
+    b = start_broker(GROUP_OVERRIDES)
+    t = topic_name(name)
+    create_topic(b, t, nparts)
+    return b, t, topic_name(name + "g"), txn_producer(b, name)
+
+
 @NEEDS_COORDINATOR
 def test_send_offsets_to_transaction_commit_makes_them_committed(start_broker):
-    b = start_broker(GROUP_OVERRIDES)
-    t = topic_name("e2e")
-    create_topic(b, t, 2)
-    g = topic_name("e2eg")
-    p = txn_producer(b, "e2e-commit")
+    b, t, g, p = txn_setup(start_broker, "e2e-commit", 2)
     send_offsets(b, p, g, t, {0: 7, 1: 9}, commit=True)
     assert committed_now(b, g, t, 2) == {0: 7, 1: 9}
     assert db_rows(b, "SELECT partition, offset FROM committed_offsets WHERE group_id = ? "
@@ -276,11 +280,7 @@ def test_send_offsets_to_transaction_commit_makes_them_committed(start_broker):
 
 @NEEDS_COORDINATOR
 def test_send_offsets_to_transaction_abort_drops_them(start_broker):
-    b = start_broker(GROUP_OVERRIDES)
-    t = topic_name("e2a")
-    create_topic(b, t, 1)
-    g = topic_name("e2ag")
-    p = txn_producer(b, "e2e-abort")
+    b, t, g, p = txn_setup(start_broker, "e2e-abort", 1)
     send_offsets(b, p, g, t, {0: 3}, commit=True)
     send_offsets(b, p, g, t, {0: 8}, commit=False)
     assert committed_now(b, g, t, 1) == {0: 3}
