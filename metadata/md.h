@@ -505,6 +505,10 @@ void md_committed_free(md_committed *c, size_t n);
 int md_txn_offsets_complete(md_db *db, int64_t producer_id, bool commit,
                             md_group_match_fn match, void *arg, int64_t *moved,
                             char *err, size_t errlen);
+/* Every pending row of producer_id, ordered by group, topic, partition;
+ * strings malloc'd, txn set; free with md_txn_offsets_free.  0 or MD_E_SQL. */
+int md_txn_offsets_of(md_db *db, int64_t producer_id, md_offset **out, size_t *n);
+void md_txn_offsets_free(md_offset *o, size_t n);
 /* The group's partitions with a pending offset (any producer), ordered by
  * topic then partition, one entry each (offset: the newest pending one);
  * as md_offset_list.  0 or MD_E_SQL. */

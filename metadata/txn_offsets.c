@@ -164,3 +164,55 @@ int md_txn_offsets_pending(md_db *db, const char *group_id, size_t group_len,
     sqlite3_finalize(s);
     return rc;
 }
+
+void md_txn_offsets_free(md_offset *o, size_t n)
+{
+    for (size_t i = 0; o && i < n; i++) {
+        free((char *)o[i].group_id);
+        free((char *)o[i].topic);
+        free((char *)o[i].metadata);
+    }
+    free(o);
+}
+
+static void txn_offsets_drop(void *v, size_t cnt)
+{
+    md_txn_offsets_free(v, cnt);
+}
+
+static int txn_offset_fill(sqlite3_stmt *s, void *elem)
+{
+    md_offset *o = elem;
+    const char *g = (const char *)sqlite3_column_text(s, 0);
+    const char *t = (const char *)sqlite3_column_text(s, 1);
+    const char *md = (const char *)sqlite3_column_text(s, 6);
+    *o = (md_offset){
+        .group_id = strdup(g ? g : ""), .topic = strdup(t ? t : ""),
+        .metadata = strdup(md ? md : ""),
+        .partition = sqlite3_column_int(s, 2), .producer_id = sqlite3_column_int64(s, 3),
+        .producer_epoch = (int16_t)sqlite3_column_int(s, 4),
+        .offset = sqlite3_column_int64(s, 5), .leader_epoch = sqlite3_column_int(s, 7),
+        .commit_time_ms = sqlite3_column_int64(s, 8), .expire_time_ms = -1, .txn = true,
+    };
+    if (!o->group_id || !o->topic || !o->metadata)
+        return MD_E_SQL;
+    o->group_len = (int32_t)strlen(o->group_id);
+    o->topic_len = (int32_t)strlen(o->topic);
+    o->metadata_len = (int32_t)strlen(o->metadata);
+    return 0;
+}
+
+int md_txn_offsets_of(md_db *db, int64_t producer_id, md_offset **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *s;
+    if (prep(db, "SELECT group_id, topic, partition, producer_id, producer_epoch, offset, "
+                 "metadata, leader_epoch, commit_time_ms FROM pending_txn_offsets "
+                 "WHERE producer_id = ?1 ORDER BY group_id, topic, partition", &s, NULL, 0))
+        return MD_E_SQL;
+    sqlite3_bind_int64(s, 1, producer_id);
+    int rc = md_rows(s, sizeof **out, txn_offset_fill, txn_offsets_drop, (void **)out, n);
+    sqlite3_finalize(s);
+    return rc;
+}

@@ -33,11 +33,18 @@
  * offsets.  OffsetFetch's RequireStable (v7+) reads the pending rows of
  * the group and answers UNSTABLE_OFFSET_COMMIT for their partitions.
  *
- * Cluster mode: the pending rows are the coordinator's own (its SQLite),
- * nothing is appended to __consumer_offsets for them, and a commit's end
- * moves them into the coordinator's committed rows only — NOT yet
- * replicated (issue 30 item 3's cluster half: the transactional batch of
- * Kafka's storeOffsets and the load's pending state are not built).
+ * Cluster mode: the pending rows are the coordinator's own (its SQLite);
+ * nothing is appended to __consumer_offsets for them while the
+ * transaction is open.  When its commit reaches the group's partition,
+ * the coordinator appends them there as ordinary OffsetCommit records
+ * (log_committed), after the marker, so followers' rows and a later
+ * coordinator's load see them as committed (group_log.c G5, G6), and
+ * moves its own rows as standalone.  Not built yet (issue 30 item 3,
+ * steps 2 and 4 of the cluster half): Kafka's transactional batch at
+ * TxnOffsetCommit time and the load's pending state, which need the
+ * partition's producer state and the batch attributes on the log cursor
+ * (replica/, segments/).  So a coordinator that dies with a transaction
+ * open loses that transaction's offsets (its commit then commits none).
  *
  * Invariants:
  *   X1. Pending offsets are never in committed_offsets: only
@@ -226,6 +233,40 @@ static int32_t offsets_partitions(bk_broker *b)
     return b->cfg->offsets_topic_num_partitions;
 }
 
+/* Cluster mode, a commit: the producer's pending offsets of the groups of
+ * partition part into the log as committed (not waited for: the marker
+ * before them is what the coordinator acknowledged).  Read on the loop,
+ * as OffsetFetch reads: they are durable since their TxnOffsetCommit
+ * was answered (X2). */
+static void log_committed(bk_broker *b, int32_t part, int32_t nparts, int64_t producer_id)
+{
+    md_offset *rows;
+    size_t n, k = 0;
+    if (md_txn_offsets_of(b->db, producer_id, &rows, &n) != 0) {
+        BK_ERROR("producer %lld's transaction: its offsets cannot be read; they are "
+                 "committed on this coordinator only", (long long)producer_id);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        md_offset *o = &rows[i];
+        if (gc_log_partition_in(nparts, o->group_id, (size_t)o->group_len) != part)
+            continue;
+        md_offset x = *o;             /* moved, the strings stay where free finds them */
+        *o = rows[k];
+        rows[k] = x;
+        rows[k].result = KP_NONE;
+        rows[k++].txn = false;
+    }
+    gc_wait w = { .offs = rows, .noffs = k };
+    w.next = w.prev = &w;
+    int16_t err = k ? gc_log_commit_append(b, &w) : KP_NONE;
+    if (err)
+        BK_ERROR("%s-%d: appending producer %lld's committed offsets failed (error %d); "
+                 "they are committed on this coordinator only", GL_TOPIC, part,
+                 (long long)producer_id, err);
+    md_txn_offsets_free(rows, n);
+}
+
 void gc_txn_complete(bk_broker *b, int32_t offsets_partition, int64_t producer_id,
                      int16_t producer_epoch, bool commit, gc_txn_done_fn done, void *arg)
 {
@@ -240,6 +281,9 @@ void gc_txn_complete(bk_broker *b, int32_t offsets_partition, int64_t producer_i
     w->txn_commit = commit;
     w->txn_partition = offsets_partition;
     w->txn_nparts = offsets_partitions(b);
+    for (int32_t p = 0; commit && bk_cluster_mode(b) && p < w->txn_nparts; p++)
+        if (offsets_partition < 0 || p == offsets_partition)
+            log_committed(b, p, w->txn_nparts, producer_id);
     gc_batch_add(w, 0);               /* X3: answered from the turn, never here */
 }
 
