@@ -22,6 +22,7 @@ from support import ck_conf, create_topic, produce_ok, topic_name, wait_topic
 from cluster_support import make_cluster, zk  # noqa: F401  (fixtures)
 from test_acls import grant, make_topic, secured  # noqa: F401  (the fixture)
 from test_group_api_versions import OFFSET_FETCH, call, parse_fetch_v9
+from test_sql import admin_broker, sql
 from test_groups import API_SYNC, join_answer, join_two_step, parse_sync_v3, sync_v3
 
 TXN_OFFSET_COMMIT = 28
@@ -103,7 +104,7 @@ def test_txn_offsets_stay_pending_unstable_and_survive_sigkill(start_broker):
     committed offset, RequireStable answers UNSTABLE_OFFSET_COMMIT for the
     pending partitions only, SQL's committed_offsets and lag show none of
     them, and a SIGKILL right after the answers loses none of them."""
-    b = start_broker(GROUP_OVERRIDES)
+    b = admin_broker(start_broker, **GROUP_OVERRIDES)
     t = topic_name("txo")
     create_topic(b, t, 3)
     g = topic_name("txg")
@@ -126,8 +127,11 @@ def test_txn_offsets_stay_pending_unstable_and_survive_sigkill(start_broker):
         assert fetch_v9(c, g, None, True) == ([(t, [(0, -1, -1, "", UNSTABLE_OFFSET_COMMIT)])], 0)
         # Another group's fetch is not held by this transaction.
         assert fetch_v9(c, "other-" + g, asked, True)[0][0][1][0] == (0, -1, -1, "", 0)
-    assert db_rows(b, "SELECT partition, offset FROM committed_offsets WHERE group_id = ?",
-                   (g,)) == [(0, 5)]
+    # What an operator sees: the committed offset only, in the table and the lag.
+    assert sql(b, "SELECT partition, offset FROM committed_offsets WHERE group_id = '%s'" % g) == \
+        [{"partition": 0, "offset": 5}]
+    assert sql(b, "SELECT partition, committed FROM consumer_lag WHERE group_id = '%s'"
+               % g) == [{"partition": 0, "committed": 5}]
     rc = b.restart(signal.SIGKILL)
     assert rc == -signal.SIGKILL, rc
     wait_topic(b, t, 3)
@@ -315,3 +319,30 @@ def test_pending_offsets_survive_a_restart_before_the_commit(start_broker):
     assert committed_now(b, g, t, 2) == {0: -1001, 1: -1001}
     send_offsets(b, p2, g, t, {0: 4, 1: 5}, commit=True)
     assert committed_now(b, g, t, 2) == {0: 4, 1: 5}
+
+
+@NEEDS_COORDINATOR
+def test_cluster_committed_txn_offsets_survive_the_group_coordinators_sigkill(make_cluster):
+    """Cluster mode: offsets a transaction committed are in the group's
+    partition of __consumer_offsets, so the next coordinator serves them."""
+    from cluster_support import live_brokers, wait_for
+    from test_cluster_groups import agreed_coordinator
+    from confluent_kafka.admin import NewTopic
+    from support import ck_admin
+    cl = make_cluster(3, overrides={"offsets.topic.num.partitions": "3",
+                                    "group.initial.rebalance.delay.ms": "0"})
+    wait_for(lambda: all(len(live_brokers(x)) == 3 for x in cl.brokers), 20,
+             "every broker to list three brokers")
+    t = topic_name("txcl")
+    ck_admin(cl.brokers[0]).create_topics([NewTopic(t, 2, 3)], operation_timeout=15)[t].result(20)
+    g = topic_name("txclg")
+    coord = wait_for(lambda: agreed_coordinator(cl.brokers, g), 30, "a coordinator for " + g)
+    b = cl.brokers[0]
+    p = Producer(ck_conf(b, **{"bootstrap.servers": cl.bootstrap, "transactional.id": "txcl"}))
+    p.init_transactions(30)
+    send_offsets(b, p, g, t, {0: 12, 1: 13}, commit=True)
+    cl.broker(coord).kill()
+    survivor = next(x for x in cl.brokers if x.broker_id != coord)
+    wait_for(lambda: agreed_coordinator([x for x in cl.brokers if x.broker_id != coord], g)
+             not in (None, coord), 60, "a new coordinator for " + g)
+    assert committed_now(survivor, g, t, 2) == {0: 12, 1: 13}
