@@ -45,6 +45,8 @@ enum md_stmt {
     ST_BROKERS_MARK_DEAD, ST_BROKER_MIRROR, ST_BROKER_LIST,
     ST_CONTROLLER_SET, ST_CONTROLLER_GET,
     ST_TOPIC_MIRROR_UPDATE, ST_PARTS_TRUNCATE,
+    /* sql/migrations/0007: offsets pending in a transaction (txn_offsets.c). */
+    ST_TXN_OFFSET_PUT,
     ST_COUNT
 };
 

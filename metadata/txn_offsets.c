@@ -37,14 +37,7 @@ static int prep(md_db *db, const char *sql, sqlite3_stmt **s, char *err, size_t 
 int md_txn_offset_put(md_db *db, md_offset *o, char *err, size_t errlen)
 {
     sqlite3_stmt *s;
-    int rc = prep(db,
-        "INSERT INTO pending_txn_offsets (group_id, topic, partition, producer_id, "
-        "producer_epoch, offset, leader_epoch, metadata, commit_time_ms) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
-        "ON CONFLICT (group_id, topic, partition, producer_id) DO UPDATE SET "
-        "producer_epoch = excluded.producer_epoch, offset = excluded.offset, "
-        "leader_epoch = excluded.leader_epoch, metadata = excluded.metadata, "
-        "commit_time_ms = excluded.commit_time_ms", &s, err, errlen);
+    int rc = md_stmt_lazy(db, ST_TXN_OFFSET_PUT, &s, err, errlen);
     if (rc)
         return rc;
     sqlite3_bind_text(s, 1, o->group_len ? o->group_id : "", o->group_len, SQLITE_STATIC);
@@ -58,7 +51,7 @@ int md_txn_offset_put(md_db *db, md_offset *o, char *err, size_t errlen)
                       o->metadata && o->metadata_len > 0 ? o->metadata_len : 0, SQLITE_STATIC);
     sqlite3_bind_int64(s, 9, o->commit_time_ms);
     int sr = sqlite3_step(s);
-    sqlite3_finalize(s);
+    sqlite3_reset(s);
     o->result = KP_NONE;
     if (sr == SQLITE_DONE)
         return 0;
