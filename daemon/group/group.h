@@ -92,9 +92,9 @@ int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
  * offsets (commit) or are dropped.  done is called once, later, on the
  * loop (never from inside this call), when that is durable: KP_NONE, or
  * a Kafka code (COORDINATOR_NOT_AVAILABLE: the store failed, retry).
- * offsets_partition -1 completes the producer's offsets of every group;
- * standalone, the partition is Kafka's partitionFor(group) over
- * offsets.topic.num.partitions.  Idempotent. */
+ * Cluster mode: the groups of that partition; offsets_partition -1, every
+ * group's.  Standalone (one coordinator, no such topic): every group's,
+ * whatever the partition.  Idempotent. */
 typedef void (*gc_txn_done_fn)(void *arg, int16_t error);
 void gc_txn_complete(bk_broker *b, int32_t offsets_partition, int64_t producer_id,
                      int16_t producer_epoch, bool commit, gc_txn_done_fn done, void *arg);

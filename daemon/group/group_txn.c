@@ -219,18 +219,16 @@ int gc_handle_txn_offset_commit(bk_req *r)
 
 /* ---- a transaction's end -------------------------------------------------- */
 
-/* The partitions of __consumer_offsets groups hash over: the topic's count
- * in cluster mode, offsets.topic.num.partitions standalone (there is no
- * topic, but the coordinator names the partition Kafka's partitionFor
- * would). */
+/* The partitions of __consumer_offsets groups hash over, in cluster mode;
+ * 0 standalone: there is no such topic and this broker coordinates every
+ * group, so an end completes all of the producer's groups (a later marker
+ * for another partition of the same transaction finds nothing, X3). */
 static int32_t offsets_partitions(bk_broker *b)
 {
-    if (bk_cluster_mode(b)) {
-        const bk_topic *t = view_topic_find(b, GL_TOPIC, sizeof GL_TOPIC - 1);
-        if (t && t->npartitions > 0)
-            return t->npartitions;
-    }
-    return b->cfg->offsets_topic_num_partitions;
+    if (!bk_cluster_mode(b))
+        return 0;
+    const bk_topic *t = view_topic_find(b, GL_TOPIC, sizeof GL_TOPIC - 1);
+    return t && t->npartitions > 0 ? t->npartitions : b->cfg->offsets_topic_num_partitions;
 }
 
 /* Cluster mode, a commit: the producer's pending offsets of the groups of
