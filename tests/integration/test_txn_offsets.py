@@ -145,6 +145,39 @@ def test_txn_offsets_stay_pending_unstable_and_survive_sigkill(start_broker):
         assert fetch_v5(c, g, [(t, [0])]) == ([(t, [(0, 5, -1, "", 0)])], 0)
 
 
+def test_a_group_with_only_pending_offsets_is_kept_until_deleted(start_broker):
+    """Kafka's retention keeps an Empty group whose offsets are pending in a
+    transaction (GroupMetadata.hasOffsets); DeleteGroups takes them along."""
+    b = start_broker(dict(GROUP_OVERRIDES, **{"offsets.retention.check.interval.ms": "200"}))
+    t = topic_name("keep")
+    create_topic(b, t, 1)
+    g, bare = topic_name("keepg"), topic_name("bare")
+
+    def listed(c):
+        r = c.request(16, 2)
+        r.i32()
+        assert r.i16() == 0
+        return {x for x, _ in r.array(lambda x: (x.string(), x.string()))}
+    with kr.Conn(b.port) as c:
+        assert txn_commit(c, 0, "tx-k", g, 8000, 0, [(t, 0, 3, "")]) == [(t, 0, NONE)]
+        # A group holding nothing goes at the next check: the check runs.
+        from test_groups import API_JOIN, API_LEAVE, join_v5, parse_join_v5
+        j = parse_join_v5(c.request(API_JOIN, 5, join_v5(bare)))
+        assert j["err"] == 79
+        r = c.request(API_LEAVE, 1, kr.string(bare) + kr.string(j["member"]))
+        assert (r.i32(), r.i16()) == (0, 0)
+        deadline = time.monotonic() + 5
+        while bare in listed(c):
+            assert time.monotonic() < deadline, "the retention check never ran"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        assert g in listed(c)
+        r = c.request(42, 1, kr.array([kr.string(g)]))
+        r.i32()
+        assert r.array(lambda x: (x.string(), x.i16())) == [(g, 0)]
+    assert db_rows(b, "SELECT count(*) FROM pending_txn_offsets WHERE group_id = ?", (g,)) == [(0,)]
+
+
 def test_txn_offset_commit_checks_the_member_as_kip_447(start_broker):
     """v3+: a generation or member id given is checked against the group
     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); generation
