@@ -150,7 +150,8 @@ int md_groups_delete_matching(md_db *db, md_group_match_fn match, void *arg,
     char **ids = NULL;
     size_t n = 0, cap = 0;
     rc = prep(db, "SELECT group_id FROM consumer_groups UNION "
-                  "SELECT group_id FROM committed_offsets", &s, err, errlen);
+                  "SELECT group_id FROM committed_offsets UNION "
+                  "SELECT group_id FROM pending_txn_offsets", &s, err, errlen);
     int st = SQLITE_DONE;
     while (!rc && (st = sqlite3_step(s)) == SQLITE_ROW) {
         const char *id = (const char *)sqlite3_column_text(s, 0);

@@ -435,7 +435,7 @@ int md_group_save(md_db *db, const md_group *g, char *err, size_t errlen);
  * in a transaction.
  * KP_GROUP_ID_NOT_FOUND when there was neither a row nor an offset. */
 int md_group_delete(md_db *db, const char *group_id, char *err, size_t errlen);
-/* Removes every group (row, members, committed offsets) whose id match
+/* Removes every group (row, members, committed and pending offsets) whose id match
  * accepts, all or nothing; *deleted: how many groups went.  0 or MD_E_SQL. */
 typedef bool (*md_group_match_fn)(const char *group_id, void *arg);
 int md_groups_delete_matching(md_db *db, md_group_match_fn match, void *arg,

@@ -44,7 +44,10 @@
  * TxnOffsetCommit time and the load's pending state, which need the
  * partition's producer state and the batch attributes on the log cursor
  * (replica/, segments/).  So a coordinator that dies with a transaction
- * open loses that transaction's offsets (its commit then commits none).
+ * open loses that transaction's offsets (its commit then commits none),
+ * and so does a load of their partition (group_log.c G5 clears its
+ * groups' pending rows with the rest: rows left from an earlier tenure
+ * would otherwise hold RequireStable fetches forever).
  *
  * Invariants:
  *   X1. Pending offsets are never in committed_offsets: only
