@@ -302,7 +302,10 @@ int gc_txn_to_job(gc_wait *w, gc_job *j)
 
 void gc_txn_apply(gc_wait *w, int rc)
 {
-    if (!rc && (!w->job || gc_job_txn_end_result(w->job, w->job_first) != 0))
+    /* The job's own rc too: its transaction's commit may have failed after
+     * the end ran (md_sync.c); a retry is harmless (X3). */
+    if (!rc && (!w->job || gc_job_rc(w->job) != 0 ||
+                gc_job_txn_end_result(w->job, w->job_first) != 0))
         rc = MD_E_SQL;
     gc_txn_done_fn done = w->txn_done;
     void *arg = w->done_arg;
