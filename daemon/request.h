@@ -133,6 +133,7 @@ int gc_handle_list_groups(bk_req *r);
 int gc_handle_describe_groups(bk_req *r);
 int gc_handle_delete_groups(bk_req *r);
 int gc_handle_offset_delete(bk_req *r);
+int gc_handle_txn_offset_commit(bk_req *r);   /* daemon/group/group_txn.c */
 /* daemon/api/api_elect_leaders.c */
 int api_handle_elect_leaders(bk_req *r);
 /* daemon/api/api_reassign.c */

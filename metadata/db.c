@@ -217,6 +217,14 @@ static const char *const stmt_sql[ST_COUNT] = {
         "UPDATE topics SET partitions = ?2, replication_factor = ?3, internal = ?4 "
         "WHERE name = ?1",
     [ST_PARTS_TRUNCATE] = "DELETE FROM partitions WHERE topic = ?1 AND partition >= ?2",
+    [ST_TXN_OFFSET_PUT] =
+        "INSERT INTO pending_txn_offsets (group_id, topic, partition, producer_id, "
+        "producer_epoch, offset, leader_epoch, metadata, commit_time_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
+        "ON CONFLICT (group_id, topic, partition, producer_id) DO UPDATE SET "
+        "producer_epoch = excluded.producer_epoch, offset = excluded.offset, "
+        "leader_epoch = excluded.leader_epoch, metadata = excluded.metadata, "
+        "commit_time_ms = excluded.commit_time_ms",
 };
 
 int md_errf(char *err, size_t errlen, int code, const char *fmt, ...)

@@ -119,9 +119,11 @@ int md_group_delete(md_db *db, const char *group_id, char *err, size_t errlen)
     static const char *const sql[] = {
         "DELETE FROM consumer_groups WHERE group_id = ?1",   /* members cascade */
         "DELETE FROM committed_offsets WHERE group_id = ?1",
+        /* Kafka's deleted group takes its transactions' offsets along */
+        "DELETE FROM pending_txn_offsets WHERE group_id = ?1",
     };
     int changes = 0;
-    for (size_t i = 0; !rc && i < 2; i++) {
+    for (size_t i = 0; !rc && i < sizeof sql / sizeof *sql; i++) {
         sqlite3_stmt *s = NULL;
         rc = prep(db, sql[i], &s, err, errlen);
         if (!rc) {
@@ -148,7 +150,8 @@ int md_groups_delete_matching(md_db *db, md_group_match_fn match, void *arg,
     char **ids = NULL;
     size_t n = 0, cap = 0;
     rc = prep(db, "SELECT group_id FROM consumer_groups UNION "
-                  "SELECT group_id FROM committed_offsets", &s, err, errlen);
+                  "SELECT group_id FROM committed_offsets UNION "
+                  "SELECT group_id FROM pending_txn_offsets", &s, err, errlen);
     int st = SQLITE_DONE;
     while (!rc && (st = sqlite3_step(s)) == SQLITE_ROW) {
         const char *id = (const char *)sqlite3_column_text(s, 0);
@@ -352,6 +355,10 @@ int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t err
             o->result = KP_NONE;
             continue;
         }
+        if (o->txn) {
+            rc = md_txn_offset_put(db, o, err, errlen);
+            continue;
+        }
         bind_offset(up, o);
         int sr = sqlite3_step(up);
         sqlite3_reset(up);
@@ -391,6 +398,24 @@ void md_committed_free(md_committed *c, size_t n)
     free(c);
 }
 
+int md_committed_fill(sqlite3_stmt *s, void *elem)
+{
+    md_committed *c = elem;
+    const char *tp = col_text(s, 0), *md = col_text(s, 4);
+    c->topic = strdup(tp ? tp : "");
+    c->partition = sqlite3_column_int(s, 1);
+    c->offset = sqlite3_column_int64(s, 2);
+    c->leader_epoch = sqlite3_column_int(s, 3);
+    c->metadata = strdup(md ? md : "");
+    c->commit_time_ms = sqlite3_column_int64(s, 5);
+    return c->topic && c->metadata ? 0 : MD_E_SQL;
+}
+
+void md_committed_drop(void *v, size_t cnt)
+{
+    md_committed_free(v, cnt);
+}
+
 int md_offset_list(md_db *db, const char *group_id, size_t group_len,
                    md_committed **out, size_t *n)
 {
@@ -400,40 +425,7 @@ int md_offset_list(md_db *db, const char *group_id, size_t group_len,
     if (md_stmt_lazy(db, ST_OFFSET_LIST, &s, NULL, 0))
         return MD_E_SQL;
     sqlite3_bind_text(s, 1, group_len ? group_id : "", (int)group_len, SQLITE_STATIC);
-    md_committed *v = NULL;
-    size_t cnt = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            md_committed *nv = realloc(v, nc * sizeof *nv);
-            if (!nv)
-                break;
-            v = nv;
-            cap = nc;
-        }
-        md_committed *c = &v[cnt];
-        const char *tp = col_text(s, 0), *md = col_text(s, 4);
-        c->topic = strdup(tp ? tp : "");
-        c->partition = sqlite3_column_int(s, 1);
-        c->offset = sqlite3_column_int64(s, 2);
-        c->leader_epoch = sqlite3_column_int(s, 3);
-        c->metadata = strdup(md ? md : "");
-        c->commit_time_ms = sqlite3_column_int64(s, 5);
-        cnt++;
-        if (!c->topic || !c->metadata) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-    }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
-        md_committed_free(v, cnt);
-        return MD_E_SQL;
-    }
-    *out = v;
-    *n = cnt;
-    return 0;
+    return md_rows(s, sizeof **out, md_committed_fill, md_committed_drop, (void **)out, n);
 }
 
 int md_offsets_expire(md_db *db, int64_t now_ms, int64_t retention_ms,

@@ -431,10 +431,11 @@ typedef struct md_group {
  * savepoint inside a caller's md_begin, else its own transaction).
  * 0 or MD_E_SQL. */
 int md_group_save(md_db *db, const md_group *g, char *err, size_t errlen);
-/* Removes the group, its members and its committed offsets.
+/* Removes the group, its members, its committed offsets and those pending
+ * in a transaction.
  * KP_GROUP_ID_NOT_FOUND when there was neither a row nor an offset. */
 int md_group_delete(md_db *db, const char *group_id, char *err, size_t errlen);
-/* Removes every group (row, members, committed offsets) whose id match
+/* Removes every group (row, members, committed and pending offsets) whose id match
  * accepts, all or nothing; *deleted: how many groups went.  0 or MD_E_SQL. */
 typedef bool (*md_group_match_fn)(const char *group_id, void *arg);
 int md_groups_delete_matching(md_db *db, md_group_match_fn match, void *arg,
@@ -462,6 +463,11 @@ typedef struct md_offset {
     int64_t expire_time_ms;           /* -1: broker retention rules */
     bool tombstone;                   /* delete the stored offset instead
                                          (OffsetDelete); offset etc. unused */
+    bool txn;                         /* TxnOffsetCommit: stored pending for
+                                         producer_id (metadata/txn_offsets.c),
+                                         not committed; expire_time_ms unused */
+    int16_t producer_epoch;
+    int64_t producer_id;
     int result;                       /* out: KP_NONE, or
                                          KP_UNKNOWN_TOPIC_OR_PARTITION when
                                          the topic is gone */
@@ -469,7 +475,7 @@ typedef struct md_offset {
 
 /* Upserts every entry in one transaction (a savepoint inside md_begin):
  * one fsync for the lot; a tombstone entry deletes its row (none stored
- * is fine: KP_NONE).  An entry whose topic does not exist gets
+ * is fine: KP_NONE); a txn entry goes to the pending rows instead.  An entry whose topic does not exist gets
  * result = KP_UNKNOWN_TOPIC_OR_PARTITION and the others still commit.
  * 0, or MD_E_SQL when nothing was committed. */
 int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t errlen);
@@ -488,6 +494,26 @@ typedef struct md_committed {
 int md_offset_list(md_db *db, const char *group_id, size_t group_len,
                    md_committed **out, size_t *n);
 void md_committed_free(md_committed *c, size_t n);
+
+/* ---- offsets pending in a transaction (metadata/txn_offsets.c) ------------
+ * TxnOffsetCommit's rows (md_offset.txn, written by md_offset_commit) wait
+ * in pending_txn_offsets until the transaction ends.  A commit moves the
+ * producer's rows of the groups match accepts (NULL: every group) into
+ * committed_offsets, an abort drops them; both delete them, so a second
+ * completion (a retried marker) finds nothing.  *moved: rows completed.
+ * All or nothing (a savepoint inside md_begin).  0 or MD_E_SQL. */
+int md_txn_offsets_complete(md_db *db, int64_t producer_id, bool commit,
+                            md_group_match_fn match, void *arg, int64_t *moved,
+                            char *err, size_t errlen);
+/* Every pending row of producer_id, ordered by group, topic, partition;
+ * strings malloc'd, txn set; free with md_txn_offsets_free.  0 or MD_E_SQL. */
+int md_txn_offsets_of(md_db *db, int64_t producer_id, md_offset **out, size_t *n);
+void md_txn_offsets_free(md_offset *o, size_t n);
+/* The group's partitions with a pending offset (any producer), ordered by
+ * topic then partition, one entry each (offset: the newest pending one);
+ * as md_offset_list.  0 or MD_E_SQL. */
+int md_txn_offsets_pending(md_db *db, const char *group_id, size_t group_len,
+                           md_committed **out, size_t *n);
 
 /* offsets.retention.minutes, Kafka's rules (KIP-211), for groups that are
  * Empty (or have no row):

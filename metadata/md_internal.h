@@ -45,6 +45,8 @@ enum md_stmt {
     ST_BROKERS_MARK_DEAD, ST_BROKER_MIRROR, ST_BROKER_LIST,
     ST_CONTROLLER_SET, ST_CONTROLLER_GET,
     ST_TOPIC_MIRROR_UPDATE, ST_PARTS_TRUNCATE,
+    /* sql/migrations/0007: offsets pending in a transaction (txn_offsets.c). */
+    ST_TXN_OFFSET_PUT,
     ST_COUNT
 };
 
@@ -84,6 +86,14 @@ int md_step_done(md_db *db, sqlite3_stmt *s, char *err, size_t errlen,
  * reset. */
 int md_rows(sqlite3_stmt *s, size_t size, int (*fill)(sqlite3_stmt *s, void *elem),
             void (*drop)(void *v, size_t cnt), void **out, size_t *n);
+/* fill / drop for md_rows of (topic, partition, offset, leader_epoch,
+ * metadata, commit_time_ms) rows into md_committed (groups.c). */
+int md_committed_fill(sqlite3_stmt *s, void *elem);
+void md_committed_drop(void *v, size_t cnt);
+/* A TxnOffsetCommit entry (o->txn) into pending_txn_offsets (txn_offsets.c),
+ * inside md_offset_commit's transaction: o->result KP_NONE, or
+ * KP_UNKNOWN_TOPIC_OR_PARTITION (topic gone).  0 or MD_E_SQL. */
+int md_txn_offset_put(md_db *db, md_offset *o, char *err, size_t errlen);
 /* fill / drop for md_rows of (name, value) rows into md_kv (topics.c). */
 int md_kv_fill(sqlite3_stmt *s, void *elem);
 void md_kv_drop(void *v, size_t cnt);

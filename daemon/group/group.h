@@ -74,6 +74,12 @@ typedef struct bk_offset_commit {
     struct gc_wait *pending;          /* out: set while queued */
     struct bk_req *authz;             /* a client's: each topic needs READ
                                          (daemon/security/sec_authz.c); NULL: no check */
+    bool txn;                         /* TxnOffsetCommit: stored pending for
+                                         producer_id until its transaction
+                                         ends (group_txn.c), KIP-447's group
+                                         check instead of a member's */
+    int64_t producer_id;
+    int16_t producer_epoch;
 } bk_offset_commit;
 /* KP_NONE with c->pending set: queued, done runs later.  KP_NONE with
  * c->pending NULL: nothing to store, every entry's result is final.
@@ -87,7 +93,10 @@ int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
  * with TxnOffsetCommit in that transaction become the groups' committed
  * offsets (commit) or are dropped.  done is called once, later, on the
  * loop (never from inside this call), when that is durable: KP_NONE, or
- * a Kafka code. */
+ * a Kafka code (COORDINATOR_NOT_AVAILABLE: the store failed, retry).
+ * Cluster mode: the groups of that partition; offsets_partition -1, every
+ * group's.  Standalone (one coordinator, no such topic): every group's,
+ * whatever the partition.  Idempotent. */
 typedef void (*gc_txn_done_fn)(void *arg, int16_t error);
 void gc_txn_complete(bk_broker *b, int32_t offsets_partition, int64_t producer_id,
                      int16_t producer_epoch, bool commit, gc_txn_done_fn done, void *arg);

@@ -11,6 +11,7 @@
  *                    C5-C7, J1-J3), gc_group_delete
  *   group_api.c      wire parsing and encoding of the membership APIs
  *   group_offset_delete.c  OffsetDelete (tombstones on the commit path)
+ *   group_txn.c      TxnOffsetCommit, a transaction's end (gc_txn_complete)
  *
  * Nothing outside these files includes it: the rest of the daemon calls
  * the bk_groups_* / bk_group_* / bk_offsets_* functions of group.h
@@ -44,6 +45,14 @@
  *              rows (md_group_delete)
  *     apply    gc_delete_apply: frees the group (a failed write: Empty again)
  *     durable  answered only after the job's sync
+ *   transactional offsets  (TxnOffsetCommit; a transaction's end)
+ *     path     gc_offsets_commit with txn (entries carry md_offset.txn),
+ *              then gc_txn_complete (group_txn.c)
+ *     write    pending rows in the job (md_txn_offset_put), then a txn
+ *              end in a later job (md_txn_offsets_complete, after its
+ *              offsets)
+ *     apply    gc_commit_apply; gc_txn_apply calls the end's done
+ *     durable  both answered only after their job's sync (group_txn.c X2)
  *   offset and group expiry  (offsets.retention.minutes)
  *     path     gc_expire_tick (group_offset_commit.c)
  *     write    md_offsets_expire, md_group_delete on the loop's handle, only
@@ -115,7 +124,23 @@ typedef struct gc_wait {
     int32_t log_epoch;                /* the leader epoch it was appended in */
     int64_t log_end;
     struct gl_hold *hold;
+    /* a transaction's end (group_txn.c, gc_txn_complete): done when set */
+    gc_txn_done_fn txn_done;
+    int64_t txn_producer_id;
+    int32_t txn_partition;            /* -1: every group's */
+    int32_t txn_nparts;               /* what groups hash over */
+    bool txn_commit;
 } gc_wait;
+
+/* A transaction's end in a job (group_txn.c): the producer's pending
+ * offsets of the groups in partition part of nparts (nparts 0: every
+ * group) committed or dropped; rc the worker's outcome. */
+typedef struct gc_txn_end {
+    int64_t producer_id;
+    int32_t part, nparts;
+    bool commit;
+    int rc;
+} gc_txn_end;
 
 typedef struct gc_proto {
     char *name;
@@ -291,6 +316,10 @@ const void *gc_job_blob(gc_job *j, const void *p, int32_t len);  /* len < 0: NUL
  * *index: its place.  0, or -1: no memory. */
 int gc_job_delete(gc_job *j, const char *group_id, size_t *index);
 int gc_job_delete_result(const gc_job *j, size_t i);
+/* One more transaction's end, run after the job's offsets; *index: its
+ * place.  0, or -1: no memory. */
+int gc_job_txn_end(gc_job *j, const gc_txn_end *t, size_t *index);
+int gc_job_txn_end_result(const gc_job *j, size_t i);
 /* Makes j a load's first job: before anything else in it, the worker
  * deletes every stored group (row, members, offsets) of that
  * __consumer_offsets partition (group_log.c G5). */
@@ -310,6 +339,7 @@ void gc_jobs_release(uint64_t durable);
 void gc_jobs_free(void);              /* shutdown: waits, then frees */
 
 /* ---- group_log.c: cluster mode, group state in __consumer_offsets -------- */
+#define GL_TOPIC "__consumer_offsets"
 int  gc_log_start(bk_broker *b);          /* cluster mode only; 0 or -1 */
 void gc_log_stop(void);
 /* The leader of the group's __consumer_offsets partition; -1: none yet
@@ -391,6 +421,20 @@ void gc_commit_apply(gc_wait *w, int rc);
 /* Whether an offset commit for group id is queued (not stored yet). */
 bool gc_commits_pending(const char *id);
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg);
+
+/* ---- group_txn.c: offsets in a transaction --------------------------------- */
+/* The write half of a transaction's end (w->txn_done set): into j.  0, or
+ * MD_E_SQL when out of memory. */
+int gc_txn_to_job(gc_wait *w, gc_job *j);
+/* Its apply half, after the job's sync: calls w->txn_done and frees w. */
+void gc_txn_apply(gc_wait *w, int rc);
+/* Kafka's validateOffsetCommit for a transactional commit (KIP-447): the
+ * error for the whole request, or 0; *create: the group must be created. */
+int16_t gc_txn_group_error(kp_str group, int32_t gen, kp_str member, kp_str instance,
+                           bool *create);
+/* The group's partitions with offsets pending in a transaction, as
+ * md_offset_list's rows (md_committed_free).  0 or MD_E_SQL. */
+int gc_txn_pending_list(bk_broker *b, kp_str group, md_committed **rows, size_t *n);
 
 /* group_coordinator.c */
 char *gc_strndup(const char *p, int32_t len);   /* len < 0: NULL */

@@ -164,7 +164,6 @@
 
 #include <event2/event.h>
 
-#define GL_TOPIC "__consumer_offsets"
 #define GL_TICK_MS 100                /* leadership checks */
 #define GL_STEP_RECORDS 2000          /* records read per loop turn */
 #define GL_JOB_ROWS 20000             /* rows per load job */

@@ -127,6 +127,9 @@ int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
         int rc = operator_group_error(c->group, err, errlen);
         if (rc)
             return rc;
+    } else if (c->txn) {
+        gerr = gc_txn_group_error(c->group, c->generation, c->member_id, c->instance_id,
+                                  &create);
     } else if (!c->delete_offsets) {
         gerr = commit_group_error(c->group, c->generation, c->member_id, c->instance_id,
                                   &create);
@@ -145,6 +148,9 @@ int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
             o->result = KP_OFFSET_METADATA_TOO_LARGE;
         else
             o->result = KP_NONE;
+        o->txn = c->txn;              /* pending until its transaction ends */
+        o->producer_id = c->producer_id;
+        o->producer_epoch = c->producer_epoch;
         to_store += o->result == KP_NONE;
         if (o->result && c->by_operator)
             return operator_entry_error(b, o, err, errlen);
@@ -170,7 +176,9 @@ int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
     w->noffs = c->n;
     w->done = c->done;
     w->done_arg = c->arg;
-    int16_t lerr = bk_cluster_mode(b) ? gc_log_commit_append(b, w) : KP_NONE;
+    /* A transaction's offsets stay the coordinator's until it ends
+     * (group_txn.c: not in the log yet). */
+    int16_t lerr = bk_cluster_mode(b) && !c->txn ? gc_log_commit_append(b, w) : KP_NONE;
     if (lerr) {                       /* group_log.c: the replicated record first */
         free(w);
         for (size_t i = 0; i < c->n; i++)
@@ -519,9 +527,29 @@ typedef struct of_group {
     size_t nrows;
 } of_group;
 
+/* RequireStable (v7+, KIP-447): a partition with an offset pending in a
+ * transaction answers UNSTABLE_OFFSET_COMMIT, no offset (Kafka's getOffsets);
+ * the consumer retries until the transaction ends. */
+static int mark_unstable(bk_req *r, kp_str group, of_group *o)
+{
+    md_committed *pend;
+    size_t npend;
+    if (gc_txn_pending_list(r->b, group, &pend, &npend) != 0)
+        return -1;
+    for (int32_t i = 0; npend && i < o->ntopics; i++)
+        for (int32_t j = 0; j < o->topics[i].Partitions_count; j++) {
+            kp_OffsetFetchResponse_OffsetFetchResponsePartition *x = &o->topics[i].Partitions[j];
+            if (x->ErrorCode == KP_NONE &&
+                find_row(pend, npend, o->topics[i].Name, x->PartitionIndex))
+                *x = fetch_partition(x->PartitionIndex, NULL, KP_UNSTABLE_OFFSET_COMMIT);
+        }
+    md_committed_free(pend, npend);
+    return 0;
+}
+
 static int fetch_group(bk_req *r, kp_str group,
                        const kp_OffsetFetchRequest_OffsetFetchRequestTopic *qt, int32_t qn,
-                       of_group *o)
+                       bool require_stable, of_group *o)
 {
     int16_t v = r->hdr.RequestApiVersion;
     *o = (of_group){ .err = !sec_authorized(r, BK_RES_GROUP, group, BK_OP_DESCRIBE)
@@ -532,8 +560,12 @@ static int fetch_group(bk_req *r, kp_str group,
     if (o->err && v >= 2)             /* Kafka answers a group's error alone */
         return 0;
     /* v0-1 have no top-level error: each partition carries it. */
-    return fetch_topics(r, qt, qn, o->rows, o->nrows, v < 2 ? o->err : KP_NONE, &o->topics,
-                        &o->ntopics);
+    if (fetch_topics(r, qt, qn, o->rows, o->nrows, v < 2 ? o->err : KP_NONE, &o->topics,
+                     &o->ntopics) != 0)
+        return -1;
+    if (require_stable && !o->err && mark_unstable(r, group, o) != 0)
+        o->err = KP_COORDINATOR_NOT_AVAILABLE;   /* v7+: the group's error alone */
+    return 0;
 }
 
 /* v8+ spells the same topics with other type names: copies, field for
@@ -585,8 +617,8 @@ static int response_group_v8(bk_req *r, kp_str id, const of_group *o,
  * offset of the group, an empty one for none (Kafka's isAllPartitions);
  * v8+ asks for several groups at once, each answered with its own error
  * (MemberId/MemberEpoch, v9, belong to KIP-848 groups: a classic group's
- * offsets are read by anyone, as Kafka does).  RequireStable (v7+) needs
- * no wait: there are no transactions, so no offset is pending. */
+ * offsets are read by anyone, as Kafka does).  RequireStable (v7+):
+ * mark_unstable. */
 int gc_handle_offset_fetch(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
@@ -601,12 +633,14 @@ int gc_handle_offset_fetch(bk_req *r)
     int32_t done = 0;
     for (; rc == 0 && done < ng; done++) {
         if (v < 8) {
-            rc = fetch_group(r, q.GroupId, q.Topics, q.Topics_count, &og[done]);
+            rc = fetch_group(r, q.GroupId, q.Topics, q.Topics_count, v >= 7 && q.RequireStable,
+                             &og[done]);
             continue;
         }
         const kp_OffsetFetchRequest_OffsetFetchRequestGroup *g = &q.Groups[done];
         const kp_OffsetFetchRequest_OffsetFetchRequestTopic *qt = request_topics_v8(r, g);
-        rc = qt ? fetch_group(r, g->GroupId, qt, g->Topics_count, &og[done]) : -1;
+        rc = qt ? fetch_group(r, g->GroupId, qt, g->Topics_count, q.RequireStable, &og[done])
+                : -1;
     }
     if (rc == 0 && v < 8) {
         m.ErrorCode = og[0].err;         /* v2+; v0-1 carry it per partition */
@@ -683,6 +717,18 @@ static void expired_tombstones(bk_broker *b, expired_rows *e)
     free(e->v);
 }
 
+/* Whether group id has offsets pending in a transaction (an error: yes,
+ * so the group stays). */
+static bool txn_offsets_pending(bk_broker *b, const char *id)
+{
+    md_committed *rows;
+    size_t n;
+    if (gc_txn_pending_list(b, kp_str_cstr(id), &rows, &n) != 0)
+        return true;
+    md_committed_free(rows, n);
+    return n > 0;
+}
+
 void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what; (void)arg;
@@ -711,7 +757,8 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
                 (long long)expired, (long long)b->cfg->offsets_retention_minutes);
     if (cluster)
         expired_tombstones(b, &rows);
-    /* Kafka drops a group that is Empty and has no offsets left. */
+    /* Kafka drops a group that is Empty and has no offsets left, pending
+     * ones in a transaction included (GroupMetadata.hasOffsets). */
     size_t n = 0;
     gc_group **dead = calloc(gc->ngroups + 1, sizeof *dead);
     if (!dead)
@@ -719,7 +766,8 @@ void gc_expire_tick(evutil_socket_t fd, short what, void *arg)
     for (size_t i = 0; i < gc->hash_size; i++)
         for (gc_group *g = gc->hash[i]; g; g = g->hnext)
             if (g->state == GC_EMPTY && !g->pending && g->nmembers == 0 &&
-                !gc_commits_pending(g->id) && md_group_offset_count(b->db, g->id) == 0)
+                !gc_commits_pending(g->id) && md_group_offset_count(b->db, g->id) == 0 &&
+                !txn_offsets_pending(b, g->id))
                 dead[n++] = g;
     for (size_t i = 0; i < n; i++) {
         int rc = md_group_delete(b->db, dead[i]->id, err, sizeof err);

@@ -129,6 +129,8 @@ struct gc_job {
     size_t ndels, dels_cap;
     int32_t clear_part, clear_nparts; /* nparts > 0: a load's first job,
                                          its partition's groups go first */
+    gc_txn_end *txns;                 /* transactions' ends, run last */
+    size_t ntxns, txns_cap;
 };
 
 /* ---- the arena ------------------------------------------------------------- */
@@ -192,7 +194,7 @@ static void job_reset(gc_job *j)
         keep->next = NULL;
     }
     j->chunks = keep;
-    j->noffs = j->ngroups = j->ndels = 0;
+    j->noffs = j->ngroups = j->ndels = j->ntxns = 0;
     j->clear_nparts = 0;
     j->next = NULL;
 }
@@ -205,6 +207,7 @@ static void job_free(gc_job *j)
     free(j->groups);
     free(j->dels);
     free(j->del_rc);
+    free(j->txns);
     free(j);
 }
 
@@ -271,6 +274,27 @@ int gc_job_delete(gc_job *j, const char *group_id, size_t *index)
     j->dels[j->ndels] = id;
     j->del_rc[j->ndels++] = MD_E_SQL;
     return 0;
+}
+
+int gc_job_txn_end(gc_job *j, const gc_txn_end *t, size_t *index)
+{
+    if (j->ntxns == j->txns_cap) {
+        size_t cap = j->txns_cap ? 2 * j->txns_cap : 4;
+        gc_txn_end *v = realloc(j->txns, cap * sizeof *v);
+        if (!v)
+            return -1;
+        j->txns = v;
+        j->txns_cap = cap;
+    }
+    *index = j->ntxns;
+    j->txns[j->ntxns] = *t;
+    j->txns[j->ntxns++].rc = MD_E_SQL;
+    return 0;
+}
+
+int gc_job_txn_end_result(const gc_job *j, size_t i)
+{
+    return j->txns[i].rc;
 }
 
 void gc_job_clear_partition(gc_job *j, int32_t partition, int32_t npartitions)
@@ -375,8 +399,16 @@ static bool in_cleared_partition(const char *group_id, void *arg)
     return gc_log_partition_in(j->clear_nparts, group_id, strlen(group_id)) == j->clear_part;
 }
 
+static bool in_txn_partition(const char *group_id, void *arg)
+{
+    const gc_txn_end *t = arg;
+    return gc_log_partition_in(t->nparts, group_id, strlen(group_id)) == t->part;
+}
+
 /* A load's clear first (the partition's groups are what its log says,
- * group_log.c G5), then deletes, then group rows, then the offsets: a group or an offset
+ * group_log.c G5), then deletes, then group rows, then the offsets, then
+ * transactions' ends (their TxnOffsetCommits were answered, so stored, before
+ * the transaction could end; group_txn.c X2): a group or an offset
  * queued after a delete of the same id outlives it (one that came before
  * is answered by the same sync: either order is one the clients could
  * have seen).  A group that fails is logged (its next change writes it
@@ -402,11 +434,22 @@ static int run(md_db *db, bk_mdjob *base)
     for (size_t i = 0; i < j->ngroups; i++)
         if (md_group_save(db, &j->groups[i], err, sizeof err) != 0)
             BK_ERROR("saving group %s failed: %s", j->groups[i].group_id, err);
+    int rc = 0;
     if (j->noffs && md_offset_commit(db, j->offs, j->noffs, err, sizeof err) != 0) {
         BK_ERROR("storing %zu committed offsets failed: %s", j->noffs, err);
-        return MD_E_SQL;
+        rc = MD_E_SQL;
     }
-    return 0;
+    for (size_t i = 0; i < j->ntxns; i++) {
+        gc_txn_end *t = &j->txns[i];
+        int64_t moved = 0;
+        t->rc = md_txn_offsets_complete(db, t->producer_id, t->commit,
+                                        t->nparts > 0 ? in_txn_partition : NULL, t, &moved,
+                                        err, sizeof err);
+        if (t->rc)
+            BK_ERROR("completing the offsets of producer %lld's transaction failed: %s",
+                     (long long)t->producer_id, err);
+    }
+    return rc;
 }
 
 /* ---- groups into jobs, waits, the end of the loop turn ------------------------- */
@@ -630,8 +673,12 @@ static void finish_synced(uint64_t durable, int sync_err)
     while (out.next != &out) {
         gc_wait *w = out.next;
         gc_wait_unlink(w);
-        if (!w->r) {                  /* a commit or a delete: its apply half */
+        if (!w->r) {                  /* a commit, a delete, a txn end: its apply half */
             int rc = w->rc ? w->rc : sync_err ? MD_E_SQL : 0;
+            if (w->txn_done) {
+                gc_txn_apply(w, rc);  /* answers and frees w (group_txn.c) */
+                continue;
+            }
             if (w->delete_id)
                 rc = gc_delete_apply(w, rc);
             else
@@ -721,6 +768,8 @@ static void run_turn(bool after_sync)
         for (gc_wait *w = batch.next; rc == 0 && w != &batch; w = w->next)
             if (!j)
                 rc = MD_E_SQL;
+            else if (w->txn_done)
+                rc = gc_txn_to_job(w, j);
             else if (!w->delete_id)
                 rc = gc_commit_to_job(w, j);
             else if (gc_job_delete(j, w->delete_id, &w->job_first) == 0)

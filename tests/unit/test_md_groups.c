@@ -390,6 +390,69 @@ START_TEST(test_instance_id_is_unique_per_group)
 }
 END_TEST
 
+static md_offset txn_off(const char *group, const char *topic, int32_t p, int64_t o, int64_t pid)
+{
+    md_offset x = off(group, topic, p, o);
+    x.txn = true;
+    x.producer_id = pid;
+    x.producer_epoch = 3;
+    return x;
+}
+
+static bool group_is_g1(const char *group_id, void *arg)
+{
+    (void)arg;
+    return strcmp(group_id, "g1") == 0;
+}
+
+START_TEST(test_txn_offsets_pending_until_completed_then_committed_or_dropped)
+{
+    char err[MD_ERRLEN] = "";
+    md_offset c = off("g1", "orders", 0, 5);
+    md_offset o[4] = {
+        txn_off("g1", "orders", 0, 10, 7), txn_off("g1", "orders", 1, 11, 7),
+        txn_off("g2", "orders", 0, 20, 7), txn_off("g1", "gone", 0, 1, 7),
+    };
+    ck_assert_int_eq(md_offset_commit(db, &c, 1, err, sizeof err), 0);
+    ck_assert_msg(md_offset_commit(db, o, 4, err, sizeof err) == 0, "commit: %s", err);
+    ck_assert_int_eq(o[0].result, KP_NONE);
+    ck_assert_int_eq(o[3].result, KP_UNKNOWN_TOPIC_OR_PARTITION);
+    /* Pending rows are not committed ones, and survive a reopen. */
+    reopen();
+    ck_assert_int_eq(query_int("SELECT offset FROM committed_offsets WHERE group_id = 'g1' "
+                               "AND partition = 0"), 5);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM committed_offsets"), 1);
+    md_committed *rows;
+    size_t n;
+    ck_assert_int_eq(md_txn_offsets_pending(db, "g1", 2, &rows, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(rows[1].topic, "orders");
+    ck_assert_int_eq(rows[1].partition, 1);
+    ck_assert_int_eq(rows[1].offset, 11);
+    md_committed_free(rows, n);
+    /* A commit reaching g1's partition moves g1's rows only; again: nothing. */
+    int64_t moved = -1;
+    ck_assert_int_eq(md_txn_offsets_complete(db, 7, true, group_is_g1, NULL, &moved,
+                                             err, sizeof err), 0);
+    ck_assert_int_eq(moved, 2);
+    ck_assert_int_eq(md_txn_offsets_complete(db, 7, true, group_is_g1, NULL, &moved,
+                                             err, sizeof err), 0);
+    ck_assert_int_eq(moved, 0);
+    ck_assert_int_eq(query_int("SELECT offset FROM committed_offsets WHERE group_id = 'g1' "
+                               "AND partition = 0"), 10);
+    ck_assert_int_eq(query_int("SELECT offset FROM committed_offsets WHERE group_id = 'g1' "
+                               "AND partition = 1"), 11);
+    ck_assert_int_eq(md_txn_offsets_pending(db, "g1", 2, &rows, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    /* An abort drops g2's without committing them. */
+    ck_assert_int_eq(md_txn_offsets_complete(db, 7, false, NULL, NULL, &moved,
+                                             err, sizeof err), 0);
+    ck_assert_int_eq(moved, 1);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM committed_offsets WHERE group_id = 'g2'"), 0);
+    ck_assert_int_eq(query_int("SELECT count(*) FROM pending_txn_offsets"), 0);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -404,6 +467,7 @@ int main(void)
         test_group_delete_removes_members_and_offsets,
         test_groups_delete_matching_takes_rows_and_offsets_of_matched_ids_only,
         test_expire_follows_kafka_retention_rules, test_instance_id_is_unique_per_group,
+        test_txn_offsets_pending_until_completed_then_committed_or_dropped,
     };
     return unit_run("md_groups", "groups", tests, sizeof tests / sizeof *tests, setup, teardown, 0);
 }
