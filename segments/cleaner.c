@@ -943,6 +943,10 @@ static void install_group(seg_log *log, seg_clean_job *j, clean_group *g)
         log->size -= old[i]->size;
         seg_log_bury(log, old[i], true);    /* renamed in C2 */
     }
+    /* C2 renamed the inputs' .txnindex away too; their entries are still
+     * in memory and belong to the new segment (txnindex.c X1).  A crash
+     * before this write leaves them to the producer state replay (txnindex.c X3). */
+    seg_txn_rewrite(log, k);
     g->s = NULL;
 }
 

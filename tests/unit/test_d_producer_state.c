@@ -189,7 +189,7 @@ START_TEST(test_several_batches_of_one_producer_in_one_request_chain)
 }
 END_TEST
 
-START_TEST(test_transactional_and_negative_fields_refused)
+START_TEST(test_transactional_accepted_negative_fields_refused)
 {
     bk_pstate ps;
     replica_pstate_init(&ps);
@@ -203,7 +203,7 @@ START_TEST(test_transactional_and_negative_fields_refused)
     ck_assert_int_gt(kp_bb_finish(&bb), 0);
     kp_bb_free(&bb);
     bk_pbatch dup;
-    ck_assert_int_eq(replica_pstate_check(&ps, b.data, b.len, &dup), KP_INVALID_TXN_STATE);
+    ck_assert_int_eq(replica_pstate_check(&ps, b.data, b.len, &dup), KP_NONE);
     kp_buf_reset(&b);
     add_batch(&b, 1, 0, -1, 1);
     ck_assert_int_eq(replica_pstate_check(&ps, b.data, b.len, &dup), KP_CORRUPT_MESSAGE);
@@ -227,7 +227,7 @@ START_TEST(test_many_producers_grow_and_expire_with_back_shift)
         kp_batch h = { .BaseOffset = pid, .ProducerId = pid * 7919, .ProducerEpoch = 0,
                        .BaseSequence = 0, .LastOffsetDelta = 0 };
         /* odd pids seen long ago, even ones recently */
-        ck_assert_int_eq(replica_pstate_apply(&ps, &h, pid % 2 ? 100 : 10000), 0);
+        ck_assert_int_eq(replica_pstate_apply(&ps, &h, pid % 2 ? 100 : 10000, NULL), 0);
     }
     ck_assert_uint_eq(ps.n, N);
     ck_assert_uint_ge(ps.cap * 3, ps.n * 4);
@@ -337,7 +337,7 @@ static int collect_header(const uint8_t *hdr, void *arg)
     if (c->count++ == 0)
         c->first_base = h.BaseOffset;
     if (h.ProducerId >= 0)
-        ck_assert_int_eq(replica_pstate_apply(c->ps, &h, 0), 0);
+        ck_assert_int_eq(replica_pstate_apply(c->ps, &h, 0, NULL), 0);
     return 0;
 }
 
@@ -425,7 +425,7 @@ int main(void)
         test_gap_is_out_of_order, test_epochs, test_unknown_producer_accepted_at_any_sequence,
         test_sequence_wraps_at_int32_max,
         test_several_batches_of_one_producer_in_one_request_chain,
-        test_transactional_and_negative_fields_refused,
+        test_transactional_accepted_negative_fields_refused,
         test_many_producers_grow_and_expire_with_back_shift,
         test_snapshot_round_trip_and_newest_usable_wins, test_damaged_snapshot_ignored,
         test_rebuild_from_headers_across_segments_matches_live_state,
