@@ -103,6 +103,8 @@ int api_handle_alter_configs(bk_req *r);
 int api_handle_incremental_alter_configs(bk_req *r);
 int api_handle_delete_records(bk_req *r);
 int api_handle_init_producer_id(bk_req *r);
+int api_handle_write_txn_markers(bk_req *r);
+int api_handle_describe_producers(bk_req *r);
 
 /* A topic's configs as DescribeConfigs lists them (daemon/api/api_configs.c),
  * for CreateTopics v5+: fn per key with its effective value (NULL when

@@ -28,6 +28,8 @@ static const bk_api apis[] = {
     { KP_API_INCREMENTAL_ALTER_CONFIGS,0, 1,  api_handle_incremental_alter_configs },
     { KP_API_DELETE_RECORDS,           0, 2,  api_handle_delete_records },
     { KP_API_INIT_PRODUCER_ID,         0, 5,  api_handle_init_producer_id },
+    { KP_API_WRITE_TXN_MARKERS,        0, 1,  api_handle_write_txn_markers },
+    { KP_API_DESCRIBE_PRODUCERS,       0, 0,  api_handle_describe_producers },
     /* v4 is flexible: the generated codec and the server's header v2 */
     { KP_API_OFFSET_FOR_LEADER_EPOCH,  0, 4,  api_handle_offset_for_leader_epoch },
     /* group coordinator (daemon/group*.c) */

@@ -87,6 +87,7 @@
 void replica_pstate_init(bk_pstate *ps)
 {
     memset(ps, 0, sizeof *ps);
+    ps->first_unstable = -1;           /* P4: no open transaction */
 }
 
 void replica_pstate_free(bk_pstate *ps)
