@@ -286,7 +286,9 @@ int  seg_rename_dir(seg_log *log, const char *newdir);
 int  seg_remove_dir(const char *dir);
 
 /* ---- compaction (cleaner.c) -------------------------------------------------
- * Keeps the newest record per key in the closed segments, drops a
+ * Keeps the newest record per key in the closed segments, drops the
+ * records of aborted transactions (the aborted-transaction index says
+ * which; their markers and index entries stay: cleaner.c X1-X2), drops a
  * tombstone once delete.retention.ms have passed since the compaction that
  * first kept it (its delete horizon, stored in its batch as Kafka does,
  * KIP-534; never from the record's own timestamp), keeps every surviving
@@ -310,6 +312,10 @@ typedef struct seg_clean_policy {
     size_t  dedupe_buffer_bytes;     /* log.cleaner.dedupe.buffer.size share */
     double  io_max_bytes_per_sec;    /* log.cleaner.io.max.bytes.per.second;
                                         <= 0: unthrottled */
+    bool    has_unstable;            /* a transaction is open from ... */
+    int64_t unstable_from;           /* ... this offset (the producer state's
+                                        first unstable offset): segments
+                                        reaching it are not cleaned */
 } seg_clean_policy;
 
 typedef struct seg_clean_stats {
