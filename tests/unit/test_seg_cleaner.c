@@ -772,7 +772,7 @@ START_TEST(test_cancelled_run_swaps_nothing)
 }
 END_TEST
 
-/* ---- transactions (cleaner.c X1, X2) ---------------------------------------------- */
+/* ---- transactions (cleaner.c X1 and cleaner.c X2) --------------------------------------------- */
 /* One batch of producer pid: a transactional record (key, value "v<offset>")
  * or, control, a marker (COMMIT or ABORT).  Returns its offset. */
 static int64_t append_txn(seg_log *log, int64_t pid, const char *key, bool control,
@@ -812,7 +812,7 @@ START_TEST(test_aborted_records_dropped_and_never_hide_committed_ones)
     dirty_more(log, 30);
     ck_assert_int_gt(seg_segment_count(log), 2);
 
-    /* X1: an open transaction from offset 0 holds every segment back */
+    /* cleaner.c X1: an open transaction from offset 0 holds every segment back */
     seg_clean_policy p = policy();
     p.has_unstable = true;
     p.unstable_from = 0;
