@@ -2,7 +2,8 @@
  * segments/ — the partition log.
  *
  * A partition is a directory of segments named by their 20-digit base
- * offset: 00000000000000000000.log / .index / .timeindex.  The .log holds
+ * offset: 00000000000000000000.log / .index / .timeindex, and a .txnindex
+ * when transactions were aborted in it (txnindex.c).  The .log holds
  * Kafka RecordBatch v2 exactly as produced, only BaseOffset (outside the
  * CRC) rewritten.  Reads are answered as file ranges for sendfile: message
  * bytes never pass through this process on the way out.
