@@ -73,6 +73,7 @@ static const char surface_sql[] =
     "       coalesce(l.log_start_offset, b.log_start_offset) AS log_start_offset,\n"
     "       coalesce(l.log_end_offset, b.high_watermark) AS log_end_offset,\n"
     "       coalesce(l.high_watermark, b.high_watermark) AS high_watermark,\n"
+    "       l.last_stable_offset,\n"
     "       l.size_bytes, l.segments, p.leader_epoch, l.last_timestamp,\n"
     "       b.recovery_point, p.controller_epoch,\n"
     /* Kafka's under-replicated (ISR smaller than the replicas) and

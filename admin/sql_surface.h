@@ -48,6 +48,7 @@ typedef struct sq_live {
     int64_t log_start_offset;
     int64_t log_end_offset;
     int64_t high_watermark;
+    int64_t last_stable_offset;     /* -1: not known (a stopped broker's files) */
     int64_t size_bytes;
     int32_t segments;
     int64_t last_timestamp;         /* largest record timestamp, -1 none */

@@ -139,6 +139,7 @@ static sq_snap *snap_of_partitions(sqlite3 *db)
         l->log_start_offset = sqlite3_column_int64(st, 2);
         l->high_watermark = l->log_end_offset = sqlite3_column_int64(st, 3);
         l->last_timestamp = -1;
+        l->last_stable_offset = -1;   /* the producer state is the broker's */
     }
     s->n = i;
     sqlite3_finalize(st);
@@ -203,7 +204,7 @@ static int vt_disconnect(sqlite3_vtab *v)
 
 /* ---- sluice_partition_state --------------------------------------------------------- */
 enum { PS_TOPIC, PS_PARTITION, PS_LSO, PS_LEO, PS_HW, PS_SIZE, PS_SEGS, PS_LAST_TS,
-       PS_BYTES_IN, PS_MSGS_IN, PS_BYTES_OUT };
+       PS_BYTES_IN, PS_MSGS_IN, PS_BYTES_OUT, PS_STABLE };
 
 typedef struct ps_cur {
     sqlite3_vtab_cursor base;
@@ -219,7 +220,7 @@ static int ps_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
         "CREATE TABLE x(topic TEXT, partition INTEGER, log_start_offset INTEGER, "
         "log_end_offset INTEGER, high_watermark INTEGER, size_bytes INTEGER, "
         "segments INTEGER, last_timestamp INTEGER, bytes_in INTEGER, "
-        "messages_in INTEGER, bytes_out INTEGER)");
+        "messages_in INTEGER, bytes_out INTEGER, last_stable_offset INTEGER)");
 }
 
 /* idxNum bit 1: topic = ?, bit 2: partition = ? (only with topic). */
@@ -336,6 +337,10 @@ static int ps_column(sqlite3_vtab_cursor *cc, sqlite3_context *ctx, int col)
     case PS_BYTES_IN: sqlite3_result_int64(ctx, (int64_t)l->bytes_in); break;
     case PS_MSGS_IN: sqlite3_result_int64(ctx, (int64_t)l->messages_in); break;
     case PS_BYTES_OUT: sqlite3_result_int64(ctx, (int64_t)l->bytes_out); break;
+    case PS_STABLE:
+        if (l->last_stable_offset >= 0)
+            sqlite3_result_int64(ctx, l->last_stable_offset);
+        break;                                   /* else NULL */
     }
     return SQLITE_OK;
 }

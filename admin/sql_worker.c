@@ -142,6 +142,7 @@ static void fill_topic(bk_topic *t, void *arg)
         l->log_start_offset = seg_log_start(p->log);
         l->log_end_offset = seg_log_end(p->log);
         l->high_watermark = p->high_watermark;
+        l->last_stable_offset = replica_partition_lso(p);
         l->size_bytes = (int64_t)seg_size_bytes(p->log);
         l->segments = seg_segment_count(p->log);
         l->last_timestamp = seg_max_timestamp(p->log);

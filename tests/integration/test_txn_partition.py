@@ -6,13 +6,14 @@ DescribeProducers, and all of it again after a SIGKILL.
 The transactional batches and markers go out as raw frames (kafka_raw), so
 the test says exactly which records belong to which transaction; the readers
 are real clients (confluent-kafka, librdkafka's read_committed)."""
+import json
 import signal
 import struct
 
 import pytest
 
 import kafka_raw as kr
-from support import consume, create_topic, topic_name
+from support import admin_socket, consume, create_topic, socket_http, topic_name
 
 API_INIT_PRODUCER_ID = 22
 API_WRITE_TXN_MARKERS = 27
@@ -108,6 +109,16 @@ def describe_producers(conn, topic):
     return out
 
 
+def stable_and_hw(broker, topic):
+    """SQL partitions: (last_stable_offset, high_watermark), over the admin socket."""
+    status, body, _ = socket_http(admin_socket(broker), "/sql?format=json",
+                                  "select last_stable_offset, high_watermark from partitions "
+                                  "where topic = '%s'" % topic)
+    assert status == 200, body
+    (row,) = json.loads(body)
+    return row["last_stable_offset"], row["high_watermark"]
+
+
 def read(broker, topic, count, isolation, settle=1.5):
     msgs = consume(broker, topic, [0], count, timeout=30, settle=settle,
                    **{"isolation.level": isolation})
@@ -166,6 +177,7 @@ def test_open_transaction_holds_the_lso_until_it_commits_also_across_a_restart(t
     assert produce(c, t, batch([b"after"], transactional=False)) == (NONE, 3)
     assert list_latest(c, t, 0) == 4
     assert list_latest(c, t, 1) == 1            # the LSO: the open transaction's start
+    assert stable_and_hw(broker, t) == (1, 4)
     assert describe_producers(c, t) == [(pid, epoch, 1, -1, 1)]
     assert read(broker, t, 1, "read_committed") == [b"before"]
     assert read(broker, t, 4, "read_uncommitted") == [b"before", b"open-0", b"open-1", b"after"]
@@ -179,6 +191,7 @@ def test_open_transaction_holds_the_lso_until_it_commits_also_across_a_restart(t
             (INVALID_TXN_STATE, -1)
         assert write_marker(c2, t, pid, epoch, True, coordinator_epoch=3) == [(t, 0, NONE)]
         assert list_latest(c2, t, 1) == list_latest(c2, t, 0) == 5
+        assert stable_and_hw(broker, t) == (5, 5)
         assert describe_producers(c2, t) == [(pid, epoch, 1, 3, -1)]
     assert read(broker, t, 4, "read_committed") == [b"before", b"open-0", b"open-1", b"after"]
 
