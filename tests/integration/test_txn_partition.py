@@ -7,6 +7,7 @@ The transactional batches and markers go out as raw frames (kafka_raw), so
 the test says exactly which records belong to which transaction; the readers
 are real clients (confluent-kafka, librdkafka's read_committed)."""
 import json
+import re
 import signal
 import struct
 
@@ -119,6 +120,17 @@ def stable_and_hw(broker, topic):
     return row["last_stable_offset"], row["high_watermark"]
 
 
+def txn_metrics(broker, topic):
+    """/metrics over the admin socket: (LSO lag, open transactions) of partition 0."""
+    status, text, _ = socket_http(admin_socket(broker), "/metrics")
+    assert status == 200
+    got = []
+    for name in ("sluice_last_stable_offset_lag", "sluice_partition_open_transactions"):
+        m = re.search(r'^%s\{topic="%s",partition="0"\} (\d+)$' % (name, topic), text, re.M)
+        got.append(int(m.group(1)) if m else None)
+    return tuple(got)
+
+
 def read(broker, topic, count, isolation, settle=1.5):
     msgs = consume(broker, topic, [0], count, timeout=30, settle=settle,
                    **{"isolation.level": isolation})
@@ -178,6 +190,7 @@ def test_open_transaction_holds_the_lso_until_it_commits_also_across_a_restart(t
     assert list_latest(c, t, 0) == 4
     assert list_latest(c, t, 1) == 1            # the LSO: the open transaction's start
     assert stable_and_hw(broker, t) == (1, 4)
+    assert txn_metrics(broker, t) == (3, 1)
     assert describe_producers(c, t) == [(pid, epoch, 1, -1, 1)]
     assert read(broker, t, 1, "read_committed") == [b"before"]
     assert read(broker, t, 4, "read_uncommitted") == [b"before", b"open-0", b"open-1", b"after"]
@@ -192,6 +205,7 @@ def test_open_transaction_holds_the_lso_until_it_commits_also_across_a_restart(t
         assert write_marker(c2, t, pid, epoch, True, coordinator_epoch=3) == [(t, 0, NONE)]
         assert list_latest(c2, t, 1) == list_latest(c2, t, 0) == 5
         assert stable_and_hw(broker, t) == (5, 5)
+        assert txn_metrics(broker, t) == (0, 0)
         assert describe_producers(c2, t) == [(pid, epoch, 1, 3, -1)]
     assert read(broker, t, 4, "read_committed") == [b"before", b"open-0", b"open-1", b"after"]
 
