@@ -7,6 +7,7 @@ The transactional batches and markers go out as raw frames (kafka_raw), so
 the test says exactly which records belong to which transaction; the readers
 are real clients (confluent-kafka, librdkafka's read_committed)."""
 import json
+import os
 import re
 import signal
 import struct
@@ -228,3 +229,29 @@ def test_markers_and_batches_with_an_older_epoch_are_refused_with_kafkas_codes(t
     assert write_marker(c, t, pid, epoch, True, partitions=(7,)) == \
         [(t, 7, 3)]                                  # UNKNOWN_TOPIC_OR_PARTITION
     assert read(broker, t, 1, "read_committed") == [b"n-0"]
+
+
+def test_lost_index_and_snapshots_are_rebuilt_from_the_log(txn_topic):
+    """As after a power cut that kept the log but not the unsynced
+    .txnindex and snapshot files: the restart replays the log's batch
+    headers and markers and rebuilds both."""
+    broker, t, c = txn_topic
+    pid, epoch = init_producer_id(c)
+    assert produce(c, t, batch(vals(b"ab", 2), pid, epoch, 0)) == (NONE, 0)
+    assert write_marker(c, t, pid, epoch, False) == [(t, 0, NONE)]          # 2
+    assert produce(c, t, batch(vals(b"ok", 2), pid, epoch, 2)) == (NONE, 3)
+    assert write_marker(c, t, pid, epoch, True) == [(t, 0, NONE)]           # 5
+    assert produce(c, t, batch([b"open"], pid, epoch, 4)) == (NONE, 6)
+    c.close()
+    broker.kill()
+    d = broker.partition_dir(t)
+    gone = [f for f in os.listdir(d) if f.endswith((".txnindex", ".snapshot"))]
+    assert any(f.endswith(".txnindex") for f in gone), os.listdir(d)
+    for f in gone:
+        os.unlink(os.path.join(d, f))
+    broker.start()
+    assert any(f.endswith(".txnindex") for f in os.listdir(d))
+    with kr.Conn(broker.port) as c2:
+        assert list_latest(c2, t, 1) == 6
+        assert describe_producers(c2, t) == [(pid, epoch, 4, 0, 6)]
+    assert read(broker, t, 2, "read_committed") == vals(b"ok", 2)
