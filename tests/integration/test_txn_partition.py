@@ -111,14 +111,24 @@ def describe_producers(conn, topic):
     return out
 
 
-def stable_and_hw(broker, topic):
-    """SQL partitions: (last_stable_offset, high_watermark), over the admin socket."""
-    status, body, _ = socket_http(admin_socket(broker), "/sql?format=json",
-                                  "select last_stable_offset, high_watermark from partitions "
-                                  "where topic = '%s'" % topic)
+def sql(broker, query):
+    """Rows as dicts, over the admin socket."""
+    status, body, _ = socket_http(admin_socket(broker), "/sql?format=json", query)
     assert status == 200, body
-    (row,) = json.loads(body)
+    return json.loads(body)
+
+
+def stable_and_hw(broker, topic):
+    """SQL partitions: (last_stable_offset, high_watermark)."""
+    (row,) = sql(broker, "select last_stable_offset, high_watermark from partitions "
+                         "where topic = '%s'" % topic)
     return row["last_stable_offset"], row["high_watermark"]
+
+
+def sql_producers(broker, topic):
+    return [(r["producer_id"], r["producer_epoch"], r["last_sequence"],
+             r["coordinator_epoch"], r["current_txn_start_offset"])
+            for r in sql(broker, "select * from producers where topic = '%s'" % topic)]
 
 
 def txn_metrics(broker, topic):
@@ -191,6 +201,10 @@ def test_open_transaction_holds_the_lso_until_it_commits_also_across_a_restart(t
     assert list_latest(c, t, 0) == 4
     assert list_latest(c, t, 1) == 1            # the LSO: the open transaction's start
     assert stable_and_hw(broker, t) == (1, 4)
+    assert sql_producers(broker, t) == [(pid, epoch, 1, None, 1)]
+    status, body, _ = socket_http(admin_socket(broker), "/sql?format=json",
+                                  "delete from producers where topic = '%s'" % t)
+    assert status == 400 and "producers is read-only" in body, body
     assert txn_metrics(broker, t) == (3, 1)
     assert describe_producers(c, t) == [(pid, epoch, 1, -1, 1)]
     assert read(broker, t, 1, "read_committed") == [b"before"]
@@ -206,6 +220,7 @@ def test_open_transaction_holds_the_lso_until_it_commits_also_across_a_restart(t
         assert write_marker(c2, t, pid, epoch, True, coordinator_epoch=3) == [(t, 0, NONE)]
         assert list_latest(c2, t, 1) == list_latest(c2, t, 0) == 5
         assert stable_and_hw(broker, t) == (5, 5)
+        assert sql_producers(broker, t) == [(pid, epoch, 1, 3, None)]
         assert txn_metrics(broker, t) == (0, 0)
         assert describe_producers(c2, t) == [(pid, epoch, 1, 3, -1)]
     assert read(broker, t, 4, "read_committed") == [b"before", b"open-0", b"open-1", b"after"]
