@@ -24,6 +24,8 @@ NONE = 0
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 TRANSACTION_COORDINATOR_FENCED = 52
+TOPIC_AUTHORIZATION_FAILED = 29
+CLUSTER_AUTHORIZATION_FAILED = 31
 ATTR_TRANSACTIONAL = 0x10
 
 
@@ -270,3 +272,27 @@ def test_lost_index_and_snapshots_are_rebuilt_from_the_log(txn_topic):
         assert list_latest(c2, t, 1) == 6
         assert describe_producers(c2, t) == [(pid, epoch, 4, 0, 6)]
     assert read(broker, t, 2, "read_committed") == vals(b"ok", 2)
+
+
+def test_write_txn_markers_needs_cluster_action_and_describe_producers_read(start_broker):
+    """With an authorizer: WriteTxnMarkers is for brokers (CLUSTER_ACTION on
+    the cluster), DescribeProducers needs READ on the topic; Kafka's codes."""
+    b = start_broker({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    t = topic_name("txnauth")
+    sql(b, "INSERT INTO topics (name, partitions) VALUES ('%s', 1)" % t)
+    with kr.Conn(b.port) as c:
+        assert write_marker(c, t, 5, 0, True) == [(t, 0, CLUSTER_AUTHORIZATION_FAILED)]
+        body = kr.carray([kr.cstring(t) + kr.carray([kr.i32(0)]) + kr.tags()]) + kr.tags()
+        r = c.request_flex(API_DESCRIBE_PRODUCERS, 0, body)
+        r.i32()
+        assert r.uvarint() - 1 == 1 and r.cstring() == t and r.uvarint() - 1 == 1
+        assert (r.i32(), r.i16()) == (0, TOPIC_AUTHORIZATION_FAILED)
+    sql(b, "INSERT INTO acls (resource_type, resource_name, pattern_type, principal, "
+           "operation, permission) VALUES ('CLUSTER', 'kafka-cluster', 'LITERAL', "
+           "'User:ANONYMOUS', 'CLUSTER_ACTION', 'ALLOW')")
+    sql(b, "INSERT INTO acls (resource_type, resource_name, pattern_type, principal, "
+           "operation, permission) VALUES ('TOPIC', '%s', 'LITERAL', "
+           "'User:ANONYMOUS', 'READ', 'ALLOW')" % t)
+    with kr.Conn(b.port) as c:
+        assert write_marker(c, t, 5, 0, True, coordinator_epoch=2) == [(t, 0, NONE)]
+        assert describe_producers(c, t) == [(5, 0, -1, 2, -1)]
