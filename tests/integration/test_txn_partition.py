@@ -296,3 +296,25 @@ def test_write_txn_markers_needs_cluster_action_and_describe_producers_read(star
     with kr.Conn(b.port) as c:
         assert write_marker(c, t, 5, 0, True, coordinator_epoch=2) == [(t, 0, NONE)]
         assert describe_producers(c, t) == [(5, 0, -1, 2, -1)]
+
+
+def test_marker_for_a_consumer_offsets_partition_completes_the_groups_offsets(txn_topic):
+    """Standalone, group offsets live in SQLite and no __consumer_offsets log
+    exists: the marker goes to the group coordinator (gc_txn_complete) alone,
+    next to an ordinary partition's marker in the same request."""
+    broker, t, c = txn_topic
+    pid, epoch = init_producer_id(c)
+    assert produce(c, t, batch([b"x"], pid, epoch, 0)) == (NONE, 0)
+    body = kr.array([kr.i64(pid) + kr.i16(epoch) + kr.i8(1) +
+                     kr.array([kr.string(t) + kr.array([kr.i32(0)]),
+                               kr.string("__consumer_offsets") + kr.array([kr.i32(3)])]) +
+                     kr.i32(0)])
+    r = c.request(API_WRITE_TXN_MARKERS, 0, body, timeout=40)
+    assert r.i32() == 1 and r.i64() == pid
+    got = []
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            got.append((name, r.i32(), r.i16()))
+    assert got == [(t, 0, NONE), ("__consumer_offsets", 3, NONE)]
+    assert read(broker, t, 1, "read_committed") == [b"x"]
