@@ -44,6 +44,8 @@ static const struct part_metric part_metrics[] = {
     { "sluice_log_cleaner_records_removed_total", "Records compaction removed (superseded values, old tombstones).", "counter" },
     { "sluice_log_cleaner_failures_total", "Compactions that failed (the log was left unchanged).", "counter" },
     { "sluice_log_cleaner_last_duration_seconds", "Time the last compaction of the partition took.", "gauge" },
+    { "sluice_last_stable_offset_lag", "High watermark minus last stable offset: what open transactions hold back from read_committed consumers (Kafka's LastStableOffsetLag).", "gauge" },
+    { "sluice_partition_open_transactions", "Producers with a transaction open in the partition.", "gauge" },
 };
 
 struct render { kp_buf *o; int which; };
@@ -186,6 +188,8 @@ static void render_replica(bk_partition *p, void *arg)
         case 13: v = p->cleaner_bytes_freed; break;
         case 14: v = p->cleaner_records_removed; break;
         case 15: v = p->cleaner_failures; break;
+        case 17: v = (uint64_t)(p->high_watermark - replica_partition_lso(p)); break;
+        case 18: v = p->producers ? p->producers->open_txns : 0; break;
         case 16:
             kp_buf_printf(r->o, "%s{topic=\"%s\",partition=\"%d\"} %.6f\n",
                           part_metrics[r->which].name, t->name, p->id,

@@ -73,6 +73,7 @@ static const char surface_sql[] =
     "       coalesce(l.log_start_offset, b.log_start_offset) AS log_start_offset,\n"
     "       coalesce(l.log_end_offset, b.high_watermark) AS log_end_offset,\n"
     "       coalesce(l.high_watermark, b.high_watermark) AS high_watermark,\n"
+    "       l.last_stable_offset,\n"
     "       l.size_bytes, l.segments, p.leader_epoch, l.last_timestamp,\n"
     "       b.recovery_point, p.controller_epoch,\n"
     /* Kafka's under-replicated (ISR smaller than the replicas) and
@@ -92,6 +93,12 @@ static const char surface_sql[] =
     "  FROM main.partitions p LEFT JOIN sluice_partition_state l\n"
     "    ON l.topic = p.topic AND l.partition = p.partition\n"
     "  LEFT JOIN main.local_logs b ON b.topic = p.topic AND b.partition = p.partition;\n"
+
+    /* Each local partition's producers (replica_producers.h): what
+     * DescribeProducers answers, open transactions included. */
+    "CREATE TEMP VIEW producers AS\n"
+    "SELECT topic, partition, producer_id, producer_epoch, last_sequence, last_timestamp,\n"
+    "       coordinator_epoch, current_txn_start_offset FROM sluice_producers;\n"
 
     "CREATE TEMP VIEW partition_replicas AS\n"
     "SELECT r.topic, r.partition, r.position, r.broker_id, r.in_isr,\n"
@@ -246,7 +253,7 @@ static const char *const views[] = {
     "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
     "broker_configs", "consumer_groups", "scram_credentials",
     "group_members", "group_assignments", "committed_offsets", "consumer_lag", "acls",
-    "log_dirs", NULL
+    "log_dirs", "producers", NULL
 };
 
 /* Every view refuses, with a reason, the writes it has no meaning for. */
@@ -308,6 +315,8 @@ static const struct { const char *view, *op, *why; } refusals[] = {
     { "brokers", NULL, "brokers is read-only: brokers register themselves" },
     { "log_dirs", NULL, "log_dirs is read-only: a failed log directory comes back when "
       "the broker restarts on a healthy one" },
+    { "producers", NULL, "producers is read-only: producers write through Produce, and "
+      "their transactions end with the markers of the transaction coordinator" },
     { "partitions", "INSERT", "partitions: add partitions with "
       "UPDATE topics SET partitions = N" },
     { "partitions", "DELETE", "partitions: partitions cannot be deleted; only "

@@ -48,6 +48,7 @@ typedef struct sq_live {
     int64_t log_start_offset;
     int64_t log_end_offset;
     int64_t high_watermark;
+    int64_t last_stable_offset;     /* -1: not known (a stopped broker's files) */
     int64_t size_bytes;
     int32_t segments;
     int64_t last_timestamp;         /* largest record timestamp, -1 none */
@@ -57,7 +58,20 @@ typedef struct sq_live {
     bool leading;
     int32_t nfollowers;
     size_t first_follower;
+    /* its producers' state: sq_snap.prod[first_producer ..+ nproducers] */
+    uint32_t nproducers;
+    size_t first_producer;
 } sq_live;
+
+/* One producer a partition remembers (daemon/replica/replica_producers.h). */
+typedef struct sq_producer {
+    int64_t producer_id;
+    int64_t last_timestamp;         /* -1: no batch remembered */
+    int64_t txn_start;              /* its open transaction's first offset; -1 none */
+    int32_t last_sequence;          /* -1: no batch remembered */
+    int32_t coordinator_epoch;      /* -1: no marker yet */
+    int16_t epoch;
+} sq_producer;
 
 typedef struct sq_follower {
     int32_t broker_id;
@@ -73,6 +87,8 @@ typedef struct sq_snap {
     char *pool;
     sq_follower *fol;               /* NULL: none (owned; freed with the snapshot) */
     size_t nfol;
+    sq_producer *prod;              /* NULL: none (owned) */
+    size_t nprod;
     /* the log directory's health (daemon/replica/replica_logdir.c); has_logdir false: unknown */
     bool has_logdir, logdir_failed;
     int64_t logdir_failed_ms;       /* -1: never failed */

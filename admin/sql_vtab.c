@@ -17,8 +17,10 @@
  *                            default and the broker-level value if set
  *   sluice_assignment(blob)  a ConsumerProtocol assignment decoded to
  *                            (topic, partition) rows
+ *   sluice_producers         each local partition's producers (idempotent
+ *                            and transactional), from the snapshot
  *
- * All four are eponymous (no CREATE VIRTUAL TABLE needed, so they work on
+ * All five are eponymous (no CREATE VIRTUAL TABLE needed, so they work on
  * a read-only connection) and read-only.  Also here: the snapshot object.
  *
  * Lookups by (topic, partition) first try the row after the previous
@@ -62,6 +64,7 @@ void sq_snap_unref(sq_snap *s)
         free(s->rows);
         free(s->pool);
         free(s->fol);
+        free(s->prod);
         free(s);
     }
 }
@@ -139,6 +142,7 @@ static sq_snap *snap_of_partitions(sqlite3 *db)
         l->log_start_offset = sqlite3_column_int64(st, 2);
         l->high_watermark = l->log_end_offset = sqlite3_column_int64(st, 3);
         l->last_timestamp = -1;
+        l->last_stable_offset = -1;   /* the producer state is the broker's */
     }
     s->n = i;
     sqlite3_finalize(st);
@@ -203,7 +207,7 @@ static int vt_disconnect(sqlite3_vtab *v)
 
 /* ---- sluice_partition_state --------------------------------------------------------- */
 enum { PS_TOPIC, PS_PARTITION, PS_LSO, PS_LEO, PS_HW, PS_SIZE, PS_SEGS, PS_LAST_TS,
-       PS_BYTES_IN, PS_MSGS_IN, PS_BYTES_OUT };
+       PS_BYTES_IN, PS_MSGS_IN, PS_BYTES_OUT, PS_STABLE };
 
 typedef struct ps_cur {
     sqlite3_vtab_cursor base;
@@ -219,7 +223,7 @@ static int ps_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
         "CREATE TABLE x(topic TEXT, partition INTEGER, log_start_offset INTEGER, "
         "log_end_offset INTEGER, high_watermark INTEGER, size_bytes INTEGER, "
         "segments INTEGER, last_timestamp INTEGER, bytes_in INTEGER, "
-        "messages_in INTEGER, bytes_out INTEGER)");
+        "messages_in INTEGER, bytes_out INTEGER, last_stable_offset INTEGER)");
 }
 
 /* idxNum bit 1: topic = ?, bit 2: partition = ? (only with topic). */
@@ -336,6 +340,10 @@ static int ps_column(sqlite3_vtab_cursor *cc, sqlite3_context *ctx, int col)
     case PS_BYTES_IN: sqlite3_result_int64(ctx, (int64_t)l->bytes_in); break;
     case PS_MSGS_IN: sqlite3_result_int64(ctx, (int64_t)l->messages_in); break;
     case PS_BYTES_OUT: sqlite3_result_int64(ctx, (int64_t)l->bytes_out); break;
+    case PS_STABLE:
+        if (l->last_stable_offset >= 0)
+            sqlite3_result_int64(ctx, l->last_stable_offset);
+        break;                                   /* else NULL */
     }
     return SQLITE_OK;
 }
@@ -385,6 +393,99 @@ static sqlite3_module pm_module = {
     .xConnect = ps_connect, .xBestIndex = ps_best_index, .xDisconnect = vt_disconnect,
     .xOpen = pm_open, .xClose = ps_close, .xFilter = ps_filter, .xNext = ps_next,
     .xEof = ps_eof, .xColumn = ps_column, .xRowid = ps_rowid,
+};
+
+/* ---- sluice_producers -------------------------------------------------------------------- */
+enum { PR_TOPIC, PR_PARTITION, PR_ID, PR_EPOCH, PR_LAST_SEQ, PR_LAST_TS, PR_COORD_EPOCH,
+       PR_TXN_START };
+
+static int pr_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                      sqlite3_vtab **out, char **err)
+{
+    (void)argc; (void)argv; (void)err;
+    return vt_connect_decl(db, aux, out,
+        "CREATE TABLE x(topic TEXT, partition INTEGER, producer_id INTEGER, "
+        "producer_epoch INTEGER, last_sequence INTEGER, last_timestamp INTEGER, "
+        "coordinator_epoch INTEGER, current_txn_start_offset INTEGER)");
+}
+
+static int pr_best_index(sqlite3_vtab *v, sqlite3_index_info *ii)
+{
+    (void)v;
+    ii->estimatedCost = 1000;                /* a scan: the snapshot is small */
+    return SQLITE_OK;
+}
+
+/* A ps_cur (it shares ps_open/ps_close): i is the partition row, end the
+ * producer within it. */
+static void pr_settle(ps_cur *cur)
+{
+    while (cur->snap && cur->i < cur->snap->n && cur->end >= cur->snap->rows[cur->i].nproducers) {
+        cur->i++;
+        cur->end = 0;
+    }
+}
+
+static int pr_filter(sqlite3_vtab_cursor *cc, int idx, const char *is, int argc,
+                     sqlite3_value **argv)
+{
+    (void)idx; (void)is; (void)argc; (void)argv;
+    ps_cur *cur = (ps_cur *)cc;
+    cur->i = cur->end = 0;
+    pr_settle(cur);
+    return SQLITE_OK;
+}
+
+static int pr_next(sqlite3_vtab_cursor *cc)
+{
+    ps_cur *cur = (ps_cur *)cc;
+    cur->end++;
+    pr_settle(cur);
+    return SQLITE_OK;
+}
+
+static int pr_eof(sqlite3_vtab_cursor *cc)
+{
+    ps_cur *cur = (ps_cur *)cc;
+    return !cur->snap || cur->i >= cur->snap->n;
+}
+
+static void result_or_null(sqlite3_context *ctx, int64_t v)
+{
+    if (v >= 0)
+        sqlite3_result_int64(ctx, v);
+}
+
+static int pr_column(sqlite3_vtab_cursor *cc, sqlite3_context *ctx, int col)
+{
+    ps_cur *cur = (ps_cur *)cc;
+    const sq_live *l = &cur->snap->rows[cur->i];
+    const sq_producer *p = &cur->snap->prod[l->first_producer + cur->end];
+    switch (col) {
+    case PR_TOPIC: sqlite3_result_text(ctx, l->topic, -1, SQLITE_TRANSIENT); break;
+    case PR_PARTITION: sqlite3_result_int(ctx, l->partition); break;
+    case PR_ID: sqlite3_result_int64(ctx, p->producer_id); break;
+    case PR_EPOCH: sqlite3_result_int(ctx, p->epoch); break;
+    case PR_LAST_SEQ: result_or_null(ctx, p->last_sequence); break;
+    case PR_LAST_TS: result_or_null(ctx, p->last_timestamp); break;
+    case PR_COORD_EPOCH: result_or_null(ctx, p->coordinator_epoch); break;
+    case PR_TXN_START: result_or_null(ctx, p->txn_start); break;
+    }
+    return SQLITE_OK;
+}
+
+/* The producer's place in the snapshot's array: unique per row. */
+static int pr_rowid(sqlite3_vtab_cursor *cc, sqlite3_int64 *id)
+{
+    const ps_cur *cur = (const ps_cur *)cc;
+    *id = (sqlite3_int64)(cur->snap->rows[cur->i].first_producer + cur->end);
+    return SQLITE_OK;
+}
+
+static sqlite3_module pr_module = {
+    .xConnect = pr_connect, .xBestIndex = pr_best_index, .xDisconnect = vt_disconnect,
+    .xOpen = ps_open, .xClose = ps_close, .xFilter = pr_filter,
+    .xNext = pr_next, .xEof = pr_eof, .xColumn = pr_column, .xRowid = pr_rowid,
 };
 
 /* ---- sluice_config_defs ---------------------------------------------------------------- */
@@ -613,7 +714,8 @@ int sq_vtab_register(sq_conn *c)
     if (sqlite3_create_module(c->db, "sluice_partition_state", &ps_module, c) ||
         sqlite3_create_module(c->db, "sluice_partition_merged", &pm_module, c) ||
         sqlite3_create_module(c->db, "sluice_config_defs", &cd_module, c) ||
-        sqlite3_create_module(c->db, "sluice_assignment", &as_module, c))
+        sqlite3_create_module(c->db, "sluice_assignment", &as_module, c) ||
+        sqlite3_create_module(c->db, "sluice_producers", &pr_module, c))
         return -1;
     return 0;
 }

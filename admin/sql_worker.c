@@ -103,7 +103,7 @@ void sq_job_free(sq_job *j)
 }
 
 /* ---- snapshots (loop side) ------------------------------------------------------- */
-struct snap_count { size_t n, pool, fol; };
+struct snap_count { size_t n, pool, fol, prod; };
 
 /* The follower states a leader keeps belong to one leader epoch
  * (cl_isr.c I4); older ones say nothing of the current followers. */
@@ -120,11 +120,31 @@ static void count_topic(bk_topic *t, void *arg)
         if (t->parts[i].local) {
             c->n++;
             c->fol += (size_t)followers_known(t->parts[i].local);
+            c->prod += t->parts[i].local->producers ? t->parts[i].local->producers->n : 0;
         }
     c->pool += strlen(t->name) + 1;
 }
 
 struct snap_fill { sq_snap *s; size_t i, at; };
+
+/* The partition's producers, as DescribeProducers tells them. */
+static void fill_producers(sq_snap *s, sq_live *l, const bk_pstate *ps)
+{
+    l->first_producer = s->nprod;
+    for (uint32_t i = 0; ps && i < ps->cap; i++) {
+        const bk_producer *e = ps->slots[i];
+        if (!e)
+            continue;
+        const bk_pbatch *last = e->n > 0 ? &e->batches[e->head] : NULL;
+        s->prod[s->nprod++] = (sq_producer){
+            .producer_id = e->pid, .epoch = e->epoch,
+            .last_sequence = last ? last->last_seq : -1,
+            .last_timestamp = last ? last->timestamp : -1,
+            .coordinator_epoch = e->coord_epoch, .txn_start = e->txn_first,
+        };
+    }
+    l->nproducers = (uint32_t)(s->nprod - l->first_producer);
+}
 static void fill_topic(bk_topic *t, void *arg)
 {
     struct snap_fill *f = arg;
@@ -142,6 +162,7 @@ static void fill_topic(bk_topic *t, void *arg)
         l->log_start_offset = seg_log_start(p->log);
         l->log_end_offset = seg_log_end(p->log);
         l->high_watermark = p->high_watermark;
+        l->last_stable_offset = replica_partition_lso(p);
         l->size_bytes = (int64_t)seg_size_bytes(p->log);
         l->segments = seg_segment_count(p->log);
         l->last_timestamp = seg_max_timestamp(p->log);
@@ -154,16 +175,18 @@ static void fill_topic(bk_topic *t, void *arg)
         for (int32_t k = 0; k < l->nfollowers; k++)
             f->s->fol[f->s->nfol++] = (sq_follower){ p->followers[k].id,
                                                      p->followers[k].log_end };
+        fill_producers(f->s, l, p->producers);
     }
 }
 
 /* Cost: O(partitions) copies of a few integers, no I/O. */
 static void publish_snapshot(struct bk_admin *a)
 {
-    struct snap_count c = { 0, 0, 0 };
+    struct snap_count c = { 0, 0, 0, 0 };
     view_topics_foreach(a->b, count_topic, &c);
     sq_snap *s = sq_snap_new(c.n, c.pool);
-    if (s && c.fol && !(s->fol = malloc(c.fol * sizeof *s->fol))) {
+    if (s && ((c.fol && !(s->fol = malloc(c.fol * sizeof *s->fol))) ||
+              (c.prod && !(s->prod = malloc(c.prod * sizeof *s->prod))))) {
         sq_snap_unref(s);
         s = NULL;
     }

@@ -110,6 +110,8 @@ int txn_handle_end_txn(bk_req *r);
 /* kafka-transactions.sh's (daemon/txn/txn_list.c) */
 int txn_handle_describe_transactions(bk_req *r);
 int txn_handle_list_transactions(bk_req *r);
+int api_handle_write_txn_markers(bk_req *r);
+int api_handle_describe_producers(bk_req *r);
 
 /* A topic's configs as DescribeConfigs lists them (daemon/api/api_configs.c),
  * for CreateTopics v5+: fn per key with its effective value (NULL when

@@ -25,9 +25,24 @@
  *                           go to the dead list (their files were renamed
  *                           *.deleted in C2), clean_end = map end.
  *
- * A record survives when: its offset >= log start, and (key null, or its
- * offset >= map end, or no newer offset for its key in the map), and it is
- * not a tombstone past its batch's delete horizon.
+ * A record survives when: its offset >= log start, its batch is not part
+ * of an aborted transaction, and (key null, or its offset >= map end, or
+ * no newer offset for its key in the map), and it is not a tombstone past
+ * its batch's delete horizon.
+ *
+ * Transactions (KIP-98):
+ *   X1. A segment reaching the first offset of an open transaction is not
+ *       an input (Kafka's firstUncleanableOffset): whether its records
+ *       count is not known yet.
+ *   X2. A transactional batch of producer P at offset B is aborted iff
+ *       P's first aborted-transaction entry ending at or after B starts at
+ *       or before B (a producer's transactions never overlap, so the
+ *       marker after B ends the one holding B).  Aborted batches neither
+ *       enter the offset map (an aborted value never hides a committed
+ *       one) nor the output.  Markers and the index stay (txnindex.c X1),
+ *       so a consumer is told of an abort whose records are gone, which
+ *       costs it nothing.  Markers are kept for good (Kafka drops them
+ *       after delete.retention.ms once their data is gone: not done).
  * A batch whose records all survive is copied byte for byte; one with
  * none is dropped; otherwise it is rebuilt with the same BaseOffset,
  * LastOffsetDelta, producer fields, attributes, leader epoch and codec,
@@ -149,6 +164,8 @@ struct seg_clean_job {
     bool       crashed;
     int        rc;
     int64_t    t0_us;
+    seg_aborted_txn *aborted;        /* X2: sorted by producer, last offset */
+    int        naborted;
     uint64_t   io_bytes;
     uint64_t   wb_queued, wb_waited; /* N1: output offsets, current group */
     seg_clean_stats st;
@@ -226,6 +243,55 @@ void seg_clean_truncated(seg_log *log, int64_t end)
 }
 
 /* ---- plan (owner) ----------------------------------------------------------- */
+static int cmp_aborted(const void *a, const void *b)
+{
+    const seg_aborted_txn *x = a, *y = b;
+    if (x->producer_id != y->producer_id)
+        return x->producer_id < y->producer_id ? -1 : 1;
+    return (x->last_offset > y->last_offset) - (x->last_offset < y->last_offset);
+}
+
+static bool may_hold_input(const seg_aborted_txn *e, const seg_clean_job *j)
+{
+    return e->last_offset >= j->log_start && e->first_offset < j->end_base;
+}
+
+/* X2: the aborted transactions that may hold a batch of the inputs. */
+static int copy_aborted(const seg_log *log, seg_clean_job *j)
+{
+    int n = 0;
+    for (int k = 0; k < log->ntxns; k++)
+        n += may_hold_input(&log->txns[k], j);
+    if (n == 0)
+        return 0;
+    if (!(j->aborted = malloc((size_t)n * sizeof *j->aborted)))
+        return -1;
+    for (int k = 0; k < log->ntxns; k++)
+        if (may_hold_input(&log->txns[k], j))
+            j->aborted[j->naborted++] = log->txns[k];
+    qsort(j->aborted, (size_t)n, sizeof *j->aborted, cmp_aborted);
+    return 0;
+}
+
+/* X2, for the batch at p (its header). */
+static bool aborted_batch(const seg_clean_job *j, const uint8_t *p, uint16_t attrs)
+{
+    if (j->naborted == 0 || !(attrs & KP_ATTR_TRANSACTIONAL) || (attrs & KP_ATTR_CONTROL))
+        return false;
+    int64_t pid = seg_be64(p + KP_BATCH_OFF_ProducerId), base = seg_be64(p);
+    int lo = 0, hi = j->naborted;
+    while (lo < hi) {                   /* first (pid, last) >= (pid, base) */
+        int mid = (lo + hi) / 2;
+        const seg_aborted_txn *e = &j->aborted[mid];
+        if (e->producer_id < pid || (e->producer_id == pid && e->last_offset < base))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < j->naborted && j->aborted[lo].producer_id == pid &&
+           j->aborted[lo].first_offset <= base;
+}
+
 int seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job)
 {
     *job = NULL;
@@ -237,7 +303,8 @@ int seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job)
     int last = 0;                               /* first uncleanable (C6) */
     int64_t lag_cut = p->min_compaction_lag_ms > 0
                           ? p->now_ms - p->min_compaction_lag_ms : INT64_MAX;
-    while (last < log->n - 1 && log->segs[last]->max_ts <= lag_cut)
+    while (last < log->n - 1 && log->segs[last]->max_ts <= lag_cut &&
+           (!p->has_unstable || log->segs[last]->next <= p->unstable_from))   /* X1 */
         last++;
     if (last == 0)
         return 0;
@@ -276,6 +343,14 @@ int seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job)
     }
     j->end_base = log->segs[last]->base;
     j->log_start = log->log_start;
+    if (copy_aborted(log, j) != 0) {
+        for (int i = 0; i < last; i++)
+            seg_file_unref(j->in[i].f);
+        free(j->in);
+        free(j->dir);
+        free(j);
+        return SEG_E_IO;
+    }
     j->dirty_from = log->clean_end > log->log_start ? log->clean_end
                                                     : log->log_start;
     log->cleaning = true;                       /* C5 */
@@ -514,8 +589,8 @@ static int build_map(seg_clean_job *j, omap *m, const atomic_bool *cancel)
                 continue;
             uint16_t attrs = (uint16_t)((p[KP_BATCH_OFF_Attributes] << 8) |
                                        p[KP_BATCH_OFF_Attributes + 1]);
-            if (attrs & KP_ATTR_CONTROL)
-                continue;
+            if ((attrs & KP_ATTR_CONTROL) || aborted_batch(j, p, attrs))
+                continue;                       /* X2 */
             int32_t count = seg_be32(p + KP_BATCH_OFF_RecordsCount);
             if (count < 0 || !omap_reserve(m, (size_t)count)) {
                 j->map_end = base;              /* a prefix only */
@@ -718,6 +793,10 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
             if ((attrs & KP_ATTR_CONTROL) || count <= 0) {
                 if ((rc = append_batch(j, s, p, sz)))
                     break;
+                continue;
+            }
+            if (aborted_batch(j, p, attrs)) {       /* X2 */
+                j->st.records_in += count;
                 continue;
             }
             if ((size_t)count > keep_cap) {
@@ -943,6 +1022,12 @@ static void install_group(seg_log *log, seg_clean_job *j, clean_group *g)
         log->size -= old[i]->size;
         seg_log_bury(log, old[i], true);    /* renamed in C2 */
     }
+    /* C2 renamed the inputs' .txnindex away too; their entries are still
+     * in memory and belong to the new segment (txnindex.c X1).  A crash
+     * before this write loses them, harmlessly: a marker in the group
+     * means all its transaction's records were in the inputs, and X2
+     * dropped them. */
+    seg_txn_rewrite(log, k);
     g->s = NULL;
 }
 
@@ -974,6 +1059,7 @@ int seg_clean_finish(seg_log *log, seg_clean_job *j, seg_clean_stats *st)
         *st = j->st;
     for (int i = 0; i < j->nin; i++)
         seg_file_unref(j->in[i].f);
+    free(j->aborted);
     free(j->in);
     free(j->g);
     free(j->dir);

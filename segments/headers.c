@@ -42,6 +42,18 @@ static int scan_segment(seg_segment *s, uint64_t pos, uint8_t *buf,
         int64_t sz = kp_batch_size(h, KP_BATCH_HEADER_SIZE);
         if (sz < KP_BATCH_HEADER_SIZE || (uint64_t)sz > s->size - pos)
             return SEG_E_IO;
+        /* A small control batch is handed whole (seg.h): its one record
+         * says COMMIT or ABORT.  Rare: at most one more pread. */
+        if ((h[KP_BATCH_OFF_Attributes + 1] & KP_ATTR_CONTROL) &&
+            sz <= SEG_CONTROL_BATCH_MAX && pos + (uint64_t)sz > win_pos + win_len) {
+            uint64_t want = s->size - pos < WINDOW ? s->size - pos : WINDOW;
+            ssize_t got = seg_pread_full(s->log->fd, buf, (size_t)want, (off_t)pos);
+            if (got < sz)
+                return SEG_E_IO;
+            win_pos = pos;
+            win_len = (uint64_t)got;
+            h = buf;
+        }
         int rc = fn(h, arg);
         if (rc)
             return rc;

@@ -156,6 +156,7 @@ int seg_log_push(seg_log *log, seg_segment *s)
 void seg_log_remove(seg_log *log, int i, uint64_t *freed, bool rename_now)
 {
     seg_segment *s = log->segs[i];
+    seg_txn_segment_gone(log, i);                /* txnindex.c X1 */
     pthread_mutex_lock(&log->mu);
     memmove(log->segs + i, log->segs + i + 1,
             (size_t)(log->n - i - 1) * sizeof *log->segs);
@@ -322,6 +323,7 @@ static void recover_cleaning(const char *dir)
             int64_t b = seg_name_base(e->d_name, ".log");
             if (b < 0) b = seg_name_base(e->d_name, ".index");
             if (b < 0) b = seg_name_base(e->d_name, ".timeindex");
+            if (b < 0) b = seg_name_base(e->d_name, ".txnindex");
             if (b >= sb[i] && b < se[i]) {
                 snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
                 unlink(path);
@@ -369,6 +371,8 @@ static int list_bases(const char *dir, int64_t **out, int *count)
         if (b < 0)
             b = seg_name_base(e->d_name, ".timeindex");
         if (b < 0)
+            b = seg_name_base(e->d_name, ".txnindex");
+        if (b < 0)
             continue;
         bool found = false;
         for (int i = 0; i < n && !found; i++)
@@ -388,9 +392,9 @@ static int list_bases(const char *dir, int64_t **out, int *count)
 
 static void unlink_segment_files(const char *dir, int64_t base)
 {
-    static const char *const ext[] = { ".log", ".index", ".timeindex" };
+    static const char *const ext[] = { ".log", ".index", ".timeindex", ".txnindex" };
     char path[4096];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         seg_path(path, sizeof path, dir, base, ext[i]);
         unlink(path);
     }
@@ -548,6 +552,11 @@ int seg_open(const seg_open_opts *opts, seg_log **out)
     for (int i = 0; i < log->n; i++)
         if (log->segs[i]->max_ts > log->max_ts)
             log->max_ts = log->segs[i]->max_ts;
+    for (int i = 0; i < log->n; i++)
+        if (seg_txn_load(log, i) != 0) {  /* unreadable: the replay re-adds (txnindex.c X3) */
+            log->ntxns = 0;
+            break;
+        }
     seg_clean_load_checkpoint(log);     /* clean_end, delete_horizon */
     if (seg_epoch_load(log, log->recovery_point) != 0) {     /* epochs.c, E5 */
         seg_close(log);
@@ -573,6 +582,7 @@ void seg_close(seg_log *log)
     free(log->segs);
     free(log->epochs);
     free(log->epochs_saved);
+    free(log->txns);
     pthread_mutex_destroy(&log->mu);
     free(log->dir);
     free(log);

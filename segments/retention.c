@@ -26,6 +26,7 @@
 static void after_shrink(seg_log *log, int64_t end)
 {
     seg_clean_truncated(log, end);
+    seg_txn_forget_from(log, end);               /* txnindex.c X1 */
     pthread_mutex_lock(&log->mu);
     log->log_end = end;
     log->trunc_gen++;

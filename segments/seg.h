@@ -2,7 +2,8 @@
  * segments/ — the partition log.
  *
  * A partition is a directory of segments named by their 20-digit base
- * offset: 00000000000000000000.log / .index / .timeindex.  The .log holds
+ * offset: 00000000000000000000.log / .index / .timeindex, and a .txnindex
+ * when transactions were aborted in it (txnindex.c).  The .log holds
  * Kafka RecordBatch v2 exactly as produced, only BaseOffset (outside the
  * CRC) rewritten.  Reads are answered as file ranges for sendfile: message
  * bytes never pass through this process on the way out.
@@ -227,6 +228,9 @@ int  seg_dir_stat(const char *dir, seg_dir_info *info);
  * reading headers only (segments/headers.c says how).  For state rebuilt
  * from the log tail at open.  A non-zero return from fn stops the walk and
  * is returned; else 0 or SEG_E_IO.  Owner thread. */
+/* A control batch (commit/abort marker) of at most SEG_CONTROL_BATCH_MAX
+ * bytes is handed whole: its record follows the header in memory. */
+#define SEG_CONTROL_BATCH_MAX 256
 typedef int (*seg_header_fn)(const uint8_t *header, void *arg);
 int seg_scan_headers(seg_log *log, int64_t from, seg_header_fn fn, void *arg);
 
@@ -283,7 +287,9 @@ int  seg_rename_dir(seg_log *log, const char *newdir);
 int  seg_remove_dir(const char *dir);
 
 /* ---- compaction (cleaner.c) -------------------------------------------------
- * Keeps the newest record per key in the closed segments, drops a
+ * Keeps the newest record per key in the closed segments, drops the
+ * records of aborted transactions (the aborted-transaction index says
+ * which; their markers and index entries stay: cleaner.c X1-X2), drops a
  * tombstone once delete.retention.ms have passed since the compaction that
  * first kept it (its delete horizon, stored in its batch as Kafka does,
  * KIP-534; never from the record's own timestamp), keeps every surviving
@@ -307,6 +313,10 @@ typedef struct seg_clean_policy {
     size_t  dedupe_buffer_bytes;     /* log.cleaner.dedupe.buffer.size share */
     double  io_max_bytes_per_sec;    /* log.cleaner.io.max.bytes.per.second;
                                         <= 0: unthrottled */
+    bool    has_unstable;            /* a transaction is open from ... */
+    int64_t unstable_from;           /* ... this offset (the producer state's
+                                        first unstable offset): segments
+                                        reaching it are not cleaned */
 } seg_clean_policy;
 
 typedef struct seg_clean_stats {
@@ -336,6 +346,33 @@ int  seg_clean_finish(seg_log *log, seg_clean_job *job, seg_clean_stats *st);
 /* Tests: run stops as if the process died right after step k of the
  * commit (cleaner.c, C1-C4); 0 = never. */
 void seg_clean_crash_after(seg_clean_job *job, int step);
+
+/* ---- aborted transactions (txnindex.c) ------------------------------------
+ * Kafka's .txnindex beside each segment: one entry per ABORT marker, in
+ * marker order, also kept in memory for the whole log (txnindex.c X1-X3).
+ * Owner thread. */
+typedef struct seg_aborted_txn {
+    int64_t producer_id;
+    int64_t first_offset;        /* the transaction's first record */
+    int64_t last_offset;         /* its ABORT marker */
+    int64_t last_stable_offset;  /* the partition's LSO once it completed */
+} seg_aborted_txn;
+/* Adds the entry of an ABORT marker already in the log, past every entry
+ * recorded.  0; SEG_E_RANGE (marker outside the log or not past the last
+ * entry: nothing added); SEG_E_NOMEM; SEG_E_IO (the file write failed:
+ * the entry is kept in memory, and a restart replays it, txnindex.c X3). */
+int  seg_txn_add(seg_log *log, const seg_aborted_txn *e);
+/* Forgets the entries whose marker is at or past offset (files cut too):
+ * before the producer state replays the log from there. */
+void seg_txn_forget_from(seg_log *log, int64_t offset);
+/* Kafka's collectAbortedTxns: the entries whose marker is at or past
+ * `from` and whose first offset is below `to`, oldest marker first; up to
+ * cap copied into out, the count returned (may exceed cap).  Cost: a
+ * binary search, then the entries up to the first one whose LSO reached
+ * `to`; no I/O. */
+int  seg_txn_collect(const seg_log *log, int64_t from, int64_t to,
+                     seg_aborted_txn *out, int cap);
+int  seg_txn_count(const seg_log *log);
 
 /* ---- leader epochs (epochs.c) ----------------------------------------------
  * Which leader epoch wrote the log from which offset (Kafka's

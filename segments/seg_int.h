@@ -227,7 +227,18 @@ struct seg_log {
      * nepochs_saved -1: unknown (no file). */
     seg_epoch_entry *epochs_saved;
     int             nepochs_saved;
+    /* Aborted transactions of every segment (txnindex.c X1). */
+    seg_aborted_txn *txns;
+    int             ntxns, txns_cap;
 };
+
+/* Aborted-transaction index (txnindex.c): segs[i]'s file loaded at open
+ * (segments in order, after they are pushed); segs[i]'s entries dropped
+ * as it leaves segs[] (before it does: seg_log_remove); segs[i]'s file
+ * rewritten from memory (a compaction swapped in a new segment). */
+int  seg_txn_load(seg_log *log, int i);
+void seg_txn_segment_gone(seg_log *log, int i);
+int  seg_txn_rewrite(seg_log *log, int i);
 
 /* Leader epochs: the two truncations of epochs.c E3, and epochs.c E5 at open. */
 void seg_epoch_truncate_end(seg_log *log, int64_t end);

@@ -129,8 +129,8 @@ int seg_segment_create(const char *dir, int64_t base, const seg_config *c,
     s->roll_jitter_ms = c ? seg_roll_jitter(c) : 0;
     /* A new segment starts from nothing, whatever an earlier life of the
      * directory left under the same name. */
-    static const char *const ext[] = { ".log", ".index", ".timeindex" };
-    for (int i = 0; i < 3; i++) {
+    static const char *const ext[] = { ".log", ".index", ".timeindex", ".txnindex" };
+    for (int i = 0; i < 4; i++) {
         seg_path(path, sizeof path, dir, base, ext[i]);
         unlink(path);
     }
@@ -169,7 +169,7 @@ void seg_segment_free(seg_segment *s)
     free(s);
 }
 
-static const char *const del_ext[] = { ".index", ".timeindex", ".log" };
+static const char *const del_ext[] = { ".index", ".timeindex", ".txnindex", ".log" };
 
 /* Rename first so a crash mid-way leaves only *.deleted files, which
  * seg_open removes.  The unlink may come later (file.delete.delay.ms,
@@ -177,7 +177,7 @@ static const char *const del_ext[] = { ".index", ".timeindex", ".log" };
 void seg_segment_rename_deleted(const char *dir, int64_t base)
 {
     char from[4096], to[4200];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         seg_path(from, sizeof from, dir, base, del_ext[i]);
         snprintf(to, sizeof to, "%s.deleted", from);
         if (rename(from, to) != 0)
@@ -188,7 +188,7 @@ void seg_segment_rename_deleted(const char *dir, int64_t base)
 void seg_segment_unlink_deleted(const char *dir, int64_t base)
 {
     char path[4200];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         seg_path(path, sizeof path, dir, base, del_ext[i]);
         strcat(path, ".deleted");
         unlink(path);

@@ -35,6 +35,8 @@ static const bk_api apis[] = {
     { KP_API_END_TXN,                  0, 4,  txn_handle_end_txn },
     { KP_API_DESCRIBE_TRANSACTIONS,    0, 0,  txn_handle_describe_transactions },
     { KP_API_LIST_TRANSACTIONS,        0, 1,  txn_handle_list_transactions },
+    { KP_API_WRITE_TXN_MARKERS,        0, 1,  api_handle_write_txn_markers },
+    { KP_API_DESCRIBE_PRODUCERS,       0, 0,  api_handle_describe_producers },
     /* v4 is flexible: the generated codec and the server's header v2 */
     { KP_API_OFFSET_FOR_LEADER_EPOCH,  0, 4,  api_handle_offset_for_leader_epoch },
     /* group coordinator (daemon/group*.c) */

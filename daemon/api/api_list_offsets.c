@@ -35,9 +35,13 @@
 #define LO_EARLIEST_LOCAL (-4)   /* v8+: no tiered storage, so the log start */
 #define LO_PENDING_UPLOAD (-5)   /* v9+: nothing is ever uploaded: none (-1) */
 
+/* read_committed (IsolationLevel 1, v2+) sees the log up to the last stable
+ * offset, read_uncommitted up to the high watermark (Kafka's
+ * lastFetchableOffset): LATEST answers it, a time lookup finds nothing at
+ * or past it. */
 static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
-                           int32_t current_leader_epoch, int64_t *ts_out, int64_t *off_out,
-                           int32_t *epoch_out)
+                           int32_t current_leader_epoch, int8_t isolation,
+                           int64_t *ts_out, int64_t *off_out, int32_t *epoch_out)
 {
     bk_broker *b = r->b;
     *ts_out = -1;
@@ -52,13 +56,14 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
                                                       : KP_UNKNOWN_LEADER_EPOCH;
     if (when == LO_PENDING_UPLOAD)
         return KP_NONE;
+    int64_t fetchable = isolation == 1 ? replica_partition_lso(p) : p->high_watermark;
     if (when == LO_MAX_TIMESTAMP) {
         when = seg_max_timestamp(p->log);
         if (when < 0)
             return KP_NONE;                     /* empty: -1 / -1 */
     }
     if (when == LO_LATEST) {
-        *off_out = p->high_watermark;
+        *off_out = fetchable;
         *epoch_out = p->leader_epoch;
         return KP_NONE;
     }
@@ -70,7 +75,7 @@ static int16_t list_offset(bk_req *r, kp_str topic, int32_t index, int64_t when,
     int64_t off = -1, ts = -1;
     if (seg_offset_for_time(p->log, when, &off, &ts) != 0)
         return KP_KAFKA_STORAGE_ERROR;
-    if (off < 0 || off >= p->high_watermark)
+    if (off < 0 || off >= fetchable)
         return KP_NONE;                         /* none: -1 / -1 */
     *off_out = off;
     *ts_out = ts;
@@ -113,7 +118,8 @@ int api_handle_list_offsets(bk_req *r)
             po->ErrorCode = !sec_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_DESCRIBE)
                 ? KP_TOPIC_AUTHORIZATION_FAILED
                 : list_offset(r, qt->Name, qp->PartitionIndex, qp->Timestamp,
-                              qp->CurrentLeaderEpoch, &ts, &off, &epoch);
+                              qp->CurrentLeaderEpoch, v >= 2 ? q.IsolationLevel : 0,
+                              &ts, &off, &epoch);
             po->LeaderEpoch = v >= 4 ? epoch : -1;   /* v4+; the default below */
             if (v == 0) {                            /* OldStyleOffsets */
                 po->Timestamp = -1;                  /* v1+ fields at their defaults */

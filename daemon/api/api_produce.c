@@ -54,7 +54,11 @@
  *                                   appended
  *     older epoch                   INVALID_PRODUCER_EPOCH
  *     sequence gap                  OUT_OF_ORDER_SEQUENCE_NUMBER
- *     transactional batch           INVALID_TXN_STATE (no transactions)
+ *     a non-transactional batch from a producer with an open transaction
+ *                                   INVALID_TXN_STATE (a transactional
+ *                                   batch opens or continues the
+ *                                   producer's transaction: the LSO holds
+ *                                   there until a marker ends it)
  *   seg_append failure              KAFKA_STORAGE_ERROR (RECORD_LIST_TOO_LARGE
  *                                   for a batch larger than segment.bytes)
  *

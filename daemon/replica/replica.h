@@ -9,6 +9,7 @@
 
 #include "daemon/broker.h"
 #include "segments/seg.h"
+#include "daemon/replica/replica_producers.h"
 
 /* ---- waiting for data (Fetch long-poll, acks=all) ------------------------ */
 /* A waiter is linked into one of a partition's two lists: `waiters`
@@ -113,6 +114,16 @@ void replica_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
  * epoch history changed (O(1) when not): after appends, truncations,
  * log-start moves and a leadership taken. */
 void replica_partition_epochs_save(bk_broker *b, bk_partition *p);
+/* The last stable offset (Kafka's firstUnstableOffset bounded by the HW):
+ * the first offset of the oldest open transaction, else the high
+ * watermark.  O(1) (replica_producers.c P4); read_committed consumers are
+ * served below it.  It moves only with the HW or a marker append, which
+ * the HW then covers, so the HW waiters hear of every move. */
+static inline int64_t replica_partition_lso(const bk_partition *p)
+{
+    int64_t fu = p->producers ? p->producers->first_unstable : -1;
+    return fu >= 0 && fu < p->high_watermark ? fu : p->high_watermark;
+}
 /* Moves the high watermark; wakes the fetch waiters only if it moved. */
 void replica_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw);
 

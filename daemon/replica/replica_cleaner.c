@@ -140,6 +140,9 @@ static void tick_replica(bk_partition *p, void *arg)
     pol.max_compaction_lag_ms = tc->max_compaction_lag_ms;
     pol.min_cleanable_dirty_ratio = tc->min_cleanable_dirty_ratio;
     pol.delete_retention_ms = tc->delete_retention_ms;
+    /* cleaner.c X1: nothing from the first open transaction on */
+    pol.has_unstable = p->producers && p->producers->first_unstable >= 0;
+    pol.unstable_from = pol.has_unstable ? p->producers->first_unstable : 0;
     {
         seg_clean_job *job;
         if (seg_clean_plan(p->log, &pol, &job) != 1)

@@ -26,6 +26,18 @@
  *                                     bump it cannot do without KIP-360's
  *                                     InitProducerId v3, so we never send it)
  *
+ * Transactions (KIP-98).  A transactional batch (attribute bit 0x10)
+ * follows the same epoch and sequence rules; the first one of a producer
+ * with no open transaction opens one there (txn_first, Kafka's
+ * currentTxnFirstOffset).  A marker (control batch: COMMIT or ABORT,
+ * written by replica_txn.c for the coordinator, or replicated) closes
+ * it: the producer takes the marker's epoch (a newer epoch forgets its
+ * batches: the next data batch starts at sequence 0) and coordinator
+ * epoch; an ABORT enters the aborted-transaction index (segments/
+ * txnindex.c) with the LSO once it completed.  A producer with an open
+ * transaction never expires, and a non-transactional batch from it is
+ * INVALID_TXN_STATE, as Kafka.
+ *
  * Invariants:
  *   P1. The table reflects exactly the batches below the log end: check
  *       runs before seg_append, record right after it on the same loop
@@ -36,6 +48,11 @@
  *       is never used.
  *   P3. Memory is per producer, never per batch: a producer's entry is
  *       allocated when it first appears and keeps a fixed ring of five.
+ *   P4. first_unstable is the smallest txn_first of the table (-1: no
+ *       open transaction) and open_txns counts them: opening is O(1),
+ *       closing rescans the table only when it closed the smallest.
+ *       The partition's LSO is min(first_unstable, high watermark)
+ *       (replica_partition_lso), O(1) on the fetch path.
  *
  * The table is open addressing with linear probing; deletion shifts the
  * following run back (no tombstones), so a lookup probes a short run.
@@ -43,10 +60,11 @@
  * Snapshot file layout (big-endian), written to .tmp and renamed:
  *
  *   0  Magic      "SLPS"
- *   4  Version    INT16 = 1
+ *   4  Version    INT16 = 2 (1: without the two transaction fields; read)
  *   6  Count      INT32                 producers that follow
  *  10  producer × Count:
  *        ProducerId INT64 | ProducerEpoch INT16 | LastTimestamp INT64 |
+ *        [v2: CoordinatorEpoch INT32 | CurrentTxnFirstOffset INT64] |
  *        Batches INT8 (0..5, oldest first) | batch × Batches:
  *          FirstSeq INT32 | LastSeq INT32 | BaseOffset INT64 |
  *          LastOffsetDelta INT32 | Timestamp INT64
@@ -69,6 +87,7 @@
 void replica_pstate_init(bk_pstate *ps)
 {
     memset(ps, 0, sizeof *ps);
+    ps->first_unstable = -1;           /* P4: no open transaction */
 }
 
 void replica_pstate_free(bk_pstate *ps)
@@ -130,6 +149,8 @@ static bk_producer *find_or_add(bk_pstate *ps, int64_t pid)
         return NULL;
     e->pid = pid;
     e->epoch = -1;
+    e->txn_first = -1;
+    e->coord_epoch = -1;
     uint32_t i = slot_of(pid, ps->cap);
     while (ps->slots[i])
         i = (i + 1) & (ps->cap - 1);
@@ -163,7 +184,7 @@ uint32_t replica_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms
     uint32_t gone = 0;
     for (uint32_t i = 0; i < ps->cap;) {
         bk_producer *e = ps->slots[i];
-        if (e && e->last_ts < now_ms - max_age_ms) {
+        if (e && e->last_ts < now_ms - max_age_ms && e->txn_first < 0) {
             remove_at(ps, i);          /* slot i may now hold a shifted entry */
             gone++;
             continue;
@@ -232,11 +253,13 @@ int replica_pstate_check(const bk_pstate *ps, const uint8_t *data, size_t len,
         at += (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
         if (h.ProducerId < 0)
             continue;
-        if (h.Attributes & KP_ATTR_TRANSACTIONAL)
-            return KP_INVALID_TXN_STATE;      /* no transactions here */
         if (h.ProducerEpoch < 0 || h.BaseSequence < 0)
             return KP_CORRUPT_MESSAGE;
         const bk_producer *e = replica_pstate_find(ps, h.ProducerId);
+        /* Kafka: "Expected transactional write from producer" */
+        if (e && e->txn_first >= 0 && !(h.Attributes & KP_ATTR_TRANSACTIONAL) &&
+            h.ProducerEpoch == e->epoch)
+            return KP_INVALID_TXN_STATE;
         if (e) {
             const bk_pbatch *d = find_duplicate(e, &h);
             if (d) {
@@ -253,6 +276,14 @@ int replica_pstate_check(const bk_pstate *ps, const uint8_t *data, size_t len,
         } else if (e && e->n > 0) {
             epoch = e->epoch;
             last = e->batches[e->head].last_seq;
+        } else if (e && e->epoch >= 0) {
+            /* Known by a marker only (its epoch bumped by the coordinator):
+             * Kafka's NO_SEQUENCE case, the next batch starts at 0. */
+            if (h.ProducerEpoch < e->epoch)
+                return KP_INVALID_PRODUCER_EPOCH;
+            if (h.BaseSequence != 0)
+                return KP_OUT_OF_ORDER_SEQUENCE_NUMBER;
+            continue;
         } else {
             continue;                          /* unknown producer: accepted */
         }
@@ -265,7 +296,62 @@ int replica_pstate_check(const bk_pstate *ps, const uint8_t *data, size_t len,
     return KP_NONE;
 }
 
-int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts)
+int replica_pstate_check_marker(const bk_pstate *ps, int64_t pid, int16_t epoch,
+                                int32_t coordinator_epoch)
+{
+    const bk_producer *e = replica_pstate_find(ps, pid);
+    if (!e)
+        return KP_NONE;
+    if (epoch < e->epoch)
+        return KP_INVALID_PRODUCER_EPOCH;
+    if (coordinator_epoch < e->coord_epoch)
+        return KP_TRANSACTION_COORDINATOR_FENCED;
+    return KP_NONE;
+}
+
+/* P4: the smallest open transaction's first offset, by a scan. */
+static void recompute_unstable(bk_pstate *ps)
+{
+    ps->first_unstable = -1;
+    ps->open_txns = 0;
+    for (uint32_t i = 0; i < ps->cap; i++) {
+        const bk_producer *e = ps->slots[i];
+        if (!e || e->txn_first < 0)
+            continue;
+        ps->open_txns++;
+        if (ps->first_unstable < 0 || e->txn_first < ps->first_unstable)
+            ps->first_unstable = e->txn_first;
+    }
+}
+
+/* The marker at h ends e's open transaction (if any): an ABORT goes to
+ * the aborted-transaction index with the LSO after it (txnindex.c). */
+static void end_txn(bk_pstate *ps, bk_producer *e, const kp_batch *h, const bk_marker *m)
+{
+    if (m)
+        e->coord_epoch = m->coordinator_epoch;
+    if (e->txn_first < 0)
+        return;
+    int64_t first = e->txn_first;
+    e->txn_first = -1;
+    ps->open_txns--;
+    if (ps->first_unstable == first)
+        recompute_unstable(ps);            /* P4 */
+    if (!m || m->commit || !ps->log)
+        return;
+    seg_aborted_txn t = {
+        .producer_id = e->pid, .first_offset = first, .last_offset = h->BaseOffset,
+        .last_stable_offset = ps->first_unstable >= 0 ? ps->first_unstable
+                                                      : h->BaseOffset + 1,
+    };
+    int rc = seg_txn_add(ps->log, &t);
+    if (rc != 0 && rc != SEG_E_RANGE)      /* RANGE: replayed, already there */
+        BK_WARN("aborted transaction of producer %lld (offsets %lld..%lld) not "
+                "written to the transaction index (error %d); kept in memory",
+                (long long)e->pid, (long long)first, (long long)h->BaseOffset, rc);
+}
+
+int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts, const bk_marker *m)
 {
     bk_producer *e = find_or_add(ps, h->ProducerId);
     if (!e)
@@ -273,6 +359,19 @@ int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts)
     if (e->epoch != h->ProducerEpoch) {
         e->epoch = h->ProducerEpoch;
         e->n = 0;
+    }
+    if (h->Attributes & KP_ATTR_CONTROL) {
+        end_txn(ps, e, h, m);
+        if (ts > e->last_ts)
+            e->last_ts = ts;
+        ps->dirty = true;
+        return 0;
+    }
+    if ((h->Attributes & KP_ATTR_TRANSACTIONAL) && e->txn_first < 0) {
+        e->txn_first = h->BaseOffset;      /* P4: opening is O(1) */
+        ps->open_txns++;
+        if (ps->first_unstable < 0 || h->BaseOffset < ps->first_unstable)
+            ps->first_unstable = h->BaseOffset;
     }
     e->head = e->n == 0 ? 0 : (uint8_t)((e->head + 1) % BK_PRODUCER_BATCHES);
     if (e->n < BK_PRODUCER_BATCHES)
@@ -296,16 +395,95 @@ int replica_pstate_record(bk_pstate *ps, const uint8_t *data, size_t len, int64_
         kp_batch h;
         if (kp_batch_header(data + at, len - at, &h) != 0)
             return -1;
-        at += (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
-        if (h.ProducerId >= 0 && replica_pstate_apply(ps, &h, now_ms) != 0)
+        size_t size = (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
+        bk_marker m;
+        bool marker = (h.Attributes & KP_ATTR_CONTROL) &&
+                      replica_marker_parse(data + at, len - at, &m) == 0;
+        at += size;
+        if (h.ProducerId >= 0 &&
+            replica_pstate_apply(ps, &h, now_ms, marker ? &m : NULL) != 0)
             rc = -1;
     }
     return rc;
 }
 
+/* ---- transaction markers ---------------------------------------------------------
+ * A marker is a control batch with one record (Kafka's EndTransactionMarker):
+ *
+ *   header (61 bytes): Attributes = transactional 0x10 | control 0x20,
+ *                      BaseSequence -1, RecordsCount 1
+ *   record (17 bytes): Length varint (16) | Attributes INT8 0 |
+ *                      TimestampDelta 0 | OffsetDelta 0 |
+ *                      KeyLength varint (4) | Key: Version INT16 0, Type INT16
+ *                      (0 ABORT, 1 COMMIT) | ValueLength varint (6) |
+ *                      Value: Version INT16 0, CoordinatorEpoch INT32 |
+ *                      Headers varint 0
+ */
+int replica_marker_parse(const uint8_t *batch, size_t len, bk_marker *m)
+{
+    if (len < KP_BATCH_HEADER_SIZE)
+        return -1;
+    kp_rd r;
+    kp_rd_init(&r, batch + KP_BATCH_HEADER_SIZE, len - KP_BATCH_HEADER_SIZE);
+    kp_rd_varint(&r);                          /* Length */
+    kp_rd_i8(&r);                              /* Attributes */
+    kp_rd_varlong(&r);                         /* TimestampDelta */
+    kp_rd_varint(&r);                          /* OffsetDelta */
+    int32_t klen = kp_rd_varint(&r);
+    int16_t kver = kp_rd_i16(&r);
+    int16_t type = kp_rd_i16(&r);
+    int32_t vlen = kp_rd_varint(&r);
+    kp_rd_i16(&r);                             /* value Version */
+    int32_t coord = kp_rd_i32(&r);
+    if (!kp_rd_ok(&r) || klen < 4 || kver < 0 || vlen < 6 || (type != 0 && type != 1))
+        return -1;
+    m->commit = type == 1;
+    m->coordinator_epoch = coord;
+    return 0;
+}
+
+static uint8_t *put_be(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--)
+        p[bytes - 1 - i] = (uint8_t)(v >> (8 * i));
+    return p + bytes;
+}
+
+size_t replica_marker_build(uint8_t *out, int64_t pid, int16_t epoch, int32_t leader_epoch,
+                            const bk_marker *m, int64_t now_ms)
+{
+    uint8_t *p = out;
+    p = put_be(p, 0, 8);                                   /* BaseOffset */
+    p = put_be(p, REPLICA_MARKER_SIZE - KP_BATCH_LOG_OVERHEAD, 4);
+    p = put_be(p, (uint32_t)leader_epoch, 4);
+    *p++ = KP_BATCH_MAGIC;
+    uint8_t *crc = p;
+    p += 4;
+    p = put_be(p, KP_ATTR_TRANSACTIONAL | KP_ATTR_CONTROL, 2);
+    p = put_be(p, 0, 4);                                   /* LastOffsetDelta */
+    p = put_be(p, (uint64_t)now_ms, 8);                    /* BaseTimestamp */
+    p = put_be(p, (uint64_t)now_ms, 8);                    /* MaxTimestamp */
+    p = put_be(p, (uint64_t)pid, 8);
+    p = put_be(p, (uint16_t)epoch, 2);
+    p = put_be(p, (uint32_t)-1, 4);                        /* BaseSequence */
+    p = put_be(p, 1, 4);                                   /* RecordsCount */
+    static const uint8_t rec[] = { 0x20, 0, 0, 0, 0x08 };  /* zig-zag varints */
+    memcpy(p, rec, sizeof rec);
+    p += sizeof rec;
+    p = put_be(p, 0, 2);                                   /* key Version */
+    p = put_be(p, m->commit ? 1 : 0, 2);                   /* Type */
+    *p++ = 0x0c;                                           /* ValueLength 6 */
+    p = put_be(p, 0, 2);                                   /* value Version */
+    p = put_be(p, (uint32_t)m->coordinator_epoch, 4);
+    *p++ = 0;                                              /* Headers */
+    put_be(crc, kp_crc32c(0, out + KP_BATCH_CRC_START,
+                          (size_t)(p - out) - KP_BATCH_CRC_START), 4);
+    return (size_t)(p - out);
+}
+
 /* ---- snapshots ----------------------------------------------------------------- */
 #define SNAP_MAGIC "SLPS"
-#define SNAP_VERSION 1
+#define SNAP_VERSION 2
 #define SNAP_EXT ".snapshot"
 
 /* "<20 digits>.snapshot" → its offset, or -1. */
@@ -372,6 +550,8 @@ int replica_pstate_save(const bk_pstate *ps, const char *dir, int64_t offset)
         kp_wr_i64(&b, e->pid);
         kp_wr_i16(&b, e->epoch);
         kp_wr_i64(&b, e->last_ts);
+        kp_wr_i32(&b, e->coord_epoch);
+        kp_wr_i64(&b, e->txn_first);
         kp_wr_i8(&b, (int8_t)e->n);
         for (int k = e->n - 1; k >= 0; k--) {   /* oldest first */
             const bk_pbatch *pb = &e->batches[(e->head + BK_PRODUCER_BATCHES - k) %
@@ -431,13 +611,16 @@ static int decode(bk_pstate *ps, const uint8_t *data, size_t len)
         return -1;
     kp_rd r;
     kp_rd_init(&r, data + 4, len - 8);
-    if (kp_rd_i16(&r) != SNAP_VERSION)
+    int16_t version = kp_rd_i16(&r);
+    if (version != 1 && version != SNAP_VERSION)
         return -1;
     int32_t count = kp_rd_i32(&r);
     for (int32_t i = 0; i < count && kp_rd_ok(&r); i++) {
         int64_t pid = kp_rd_i64(&r);
         int16_t epoch = kp_rd_i16(&r);
         int64_t last_ts = kp_rd_i64(&r);
+        int32_t coord_epoch = version >= 2 ? kp_rd_i32(&r) : -1;
+        int64_t txn_first = version >= 2 ? kp_rd_i64(&r) : -1;
         int8_t nb = kp_rd_i8(&r);
         if (!kp_rd_ok(&r) || pid < 0 || nb < 0 || nb > BK_PRODUCER_BATCHES)
             return -1;
@@ -446,6 +629,8 @@ static int decode(bk_pstate *ps, const uint8_t *data, size_t len)
             return -1;
         e->epoch = epoch;
         e->last_ts = last_ts;
+        e->coord_epoch = coord_epoch;
+        e->txn_first = txn_first < 0 ? -1 : txn_first;
         for (int k = 0; k < nb; k++) {
             bk_pbatch *pb = &e->batches[k];
             pb->first_seq = kp_rd_i32(&r);
@@ -457,6 +642,7 @@ static int decode(bk_pstate *ps, const uint8_t *data, size_t len)
         e->n = (uint8_t)nb;
         e->head = nb > 0 ? (uint8_t)(nb - 1) : 0;
     }
+    recompute_unstable(ps);                    /* P4 */
     return kp_rd_ok(&r) && kp_rd_left(&r) == 0 ? 0 : -1;
 }
 
@@ -530,9 +716,14 @@ static int replay_header(const uint8_t *hdr, void *arg)
     if (kp_batch_header(hdr, KP_BATCH_HEADER_SIZE, &h) != 0)
         return -1;
     rp->batches++;
-    if (h.ProducerId < 0 || (h.Attributes & KP_ATTR_CONTROL))
+    if (h.ProducerId < 0)
         return 0;
-    if (replica_pstate_apply(rp->ps, &h, rp->now) != 0)
+    /* seg.h: a small control batch comes whole, its marker readable. */
+    bk_marker m;
+    size_t size = (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
+    bool marker = (h.Attributes & KP_ATTR_CONTROL) && size <= SEG_CONTROL_BATCH_MAX &&
+                  replica_marker_parse(hdr, size, &m) == 0;
+    if (replica_pstate_apply(rp->ps, &h, rp->now, marker ? &m : NULL) != 0)
         return -1;
     return 0;
 }
@@ -550,7 +741,11 @@ int replica_producers_open(bk_broker *b, bk_partition *p)
     if (from < 0)
         from = seg_log_start(p->log);        /* no snapshot: all of the log */
     int rc = 0;
+    ps->log = p->log;
     if (from < end) {
+        /* The replay re-adds the aborted transactions it passes
+         * (txnindex.c X3). */
+        seg_txn_forget_from(p->log, from);
         int64_t t0 = bk_mono_us();
         struct replay rp = { ps, 0, bk_now_ms() };
         if (seg_scan_headers(p->log, from, replay_header, &rp) != 0) {

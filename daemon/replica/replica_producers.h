@@ -1,6 +1,7 @@
 /*
  * daemon/replica/replica_producers.h — what a partition remembers of its idempotent
- * producers (Kafka's ProducerStateManager, without transactions).
+ * and transactional producers (Kafka's ProducerStateManager): sequences,
+ * each producer's open transaction, the partition's first unstable offset.
  *
  * The table (bk_pstate) is plain memory with no knowledge of the broker,
  * so the unit tests drive it alone; bk_producers_* at the bottom tie it
@@ -34,18 +35,41 @@ typedef struct bk_pbatch {
 typedef struct bk_producer {
     int64_t pid;
     int64_t last_ts;                 /* ms, for expiry */
+    int64_t txn_first;               /* currentTxnFirstOffset; -1: no open txn */
+    int32_t coord_epoch;             /* of its last marker; -1: none yet */
     int16_t epoch;
     uint8_t n;                       /* batches[] in use */
     uint8_t head;                    /* index of the newest */
     bk_pbatch batches[BK_PRODUCER_BATCHES];
 } bk_producer;
 
+struct seg_log;
 typedef struct bk_pstate {
     bk_producer **slots;             /* open addressing by pid, NULL = free */
     uint32_t cap;                    /* power of two, or 0 */
     uint32_t n;
     bool dirty;                      /* changed since the last snapshot */
+    uint32_t open_txns;              /* producers with txn_first >= 0 */
+    int64_t first_unstable;          /* smallest txn_first; -1: none (replica_producers.c P4) */
+    struct seg_log *log;             /* where ABORTs enter the aborted-
+                                        transaction index; NULL: nowhere */
 } bk_pstate;
+
+/* A transaction marker (control record), as the log stores it. */
+typedef struct bk_marker {
+    bool commit;                     /* COMMIT (1) or ABORT (0) */
+    int32_t coordinator_epoch;
+} bk_marker;
+/* Reads the marker of a whole control batch (header + its one record);
+ * 0, or -1 when it is not a transaction marker that can be read. */
+int replica_marker_parse(const uint8_t *batch, size_t len, bk_marker *m);
+/* Writes the control batch of a marker into out (REPLICA_MARKER_SIZE
+ * bytes): BaseOffset 0 (the append assigns it), the producer's id and
+ * epoch, BaseSequence -1, one record: key = version 0 + type, value =
+ * version 0 + coordinator epoch.  Returns its size. */
+#define REPLICA_MARKER_SIZE 78
+size_t replica_marker_build(uint8_t *out, int64_t pid, int16_t epoch, int32_t leader_epoch,
+                            const bk_marker *m, int64_t now_ms);
 
 void replica_pstate_init(bk_pstate *ps);
 void replica_pstate_free(bk_pstate *ps);
@@ -60,8 +84,9 @@ bk_producer *replica_pstate_find(const bk_pstate *ps, int64_t pid);
  * them), BK_PS_DUPLICATE with *dup the stored batch the first one repeats
  * (append nothing, answer with its offset, as Kafka does), or the error
  * for the partition: INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
- * INVALID_TXN_STATE (transactional batch), CORRUPT_MESSAGE (negative
- * epoch or sequence with a ProducerId). */
+ * CORRUPT_MESSAGE (negative
+ * epoch or sequence with a ProducerId), INVALID_TXN_STATE (a
+ * non-transactional batch from a producer with an open transaction). */
 int replica_pstate_check(const bk_pstate *ps, const uint8_t *batches, size_t len,
                     bk_pbatch *dup);
 /* Records the idempotent batches just appended (BaseOffset assigned).
@@ -69,8 +94,14 @@ int replica_pstate_check(const bk_pstate *ps, const uint8_t *batches, size_t len
  * recognised: logged by the caller). */
 int replica_pstate_record(bk_pstate *ps, const uint8_t *batches, size_t len,
                      int64_t now_ms);
-/* One stored batch header (rebuild from the log). */
-int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts);
+/* Checks a marker the coordinator asks for (Kafka's appendEndTxnMarker):
+ * KP_NONE, INVALID_PRODUCER_EPOCH (older than the producer's epoch) or
+ * TRANSACTION_COORDINATOR_FENCED (older coordinator epoch). */
+int replica_pstate_check_marker(const bk_pstate *ps, int64_t pid, int16_t epoch,
+                                int32_t coordinator_epoch);
+/* One stored batch header (rebuild from the log); m: its marker when it
+ * is a control batch (NULL: a data batch, or a control batch not read). */
+int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts, const bk_marker *m);
 /* Forgets producers whose last batch is older than now - max_age.
  * Returns how many. */
 uint32_t replica_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms);

@@ -3,7 +3,9 @@
  * duplicates of the last five batches, gaps, epochs, sequence wrap,
  * several batches of one producer in one request, many producers (growth,
  * expiry with back-shift deletion), snapshots (round trip, CRC, one above
- * the log end), and the rebuild from batch headers via seg_scan_headers.
+ * the log end), and the rebuild from batch headers via seg_scan_headers;
+ * transactions: the open transaction's first offset, markers, the first
+ * unstable offset, snapshot v2 (v1 still read), aborts into the index.
  */
 #include <check.h>
 #include <ftw.h>
@@ -189,7 +191,7 @@ START_TEST(test_several_batches_of_one_producer_in_one_request_chain)
 }
 END_TEST
 
-START_TEST(test_transactional_and_negative_fields_refused)
+START_TEST(test_transactional_accepted_negative_fields_refused)
 {
     bk_pstate ps;
     replica_pstate_init(&ps);
@@ -203,7 +205,7 @@ START_TEST(test_transactional_and_negative_fields_refused)
     ck_assert_int_gt(kp_bb_finish(&bb), 0);
     kp_bb_free(&bb);
     bk_pbatch dup;
-    ck_assert_int_eq(replica_pstate_check(&ps, b.data, b.len, &dup), KP_INVALID_TXN_STATE);
+    ck_assert_int_eq(replica_pstate_check(&ps, b.data, b.len, &dup), KP_NONE);
     kp_buf_reset(&b);
     add_batch(&b, 1, 0, -1, 1);
     ck_assert_int_eq(replica_pstate_check(&ps, b.data, b.len, &dup), KP_CORRUPT_MESSAGE);
@@ -227,7 +229,7 @@ START_TEST(test_many_producers_grow_and_expire_with_back_shift)
         kp_batch h = { .BaseOffset = pid, .ProducerId = pid * 7919, .ProducerEpoch = 0,
                        .BaseSequence = 0, .LastOffsetDelta = 0 };
         /* odd pids seen long ago, even ones recently */
-        ck_assert_int_eq(replica_pstate_apply(&ps, &h, pid % 2 ? 100 : 10000), 0);
+        ck_assert_int_eq(replica_pstate_apply(&ps, &h, pid % 2 ? 100 : 10000, NULL), 0);
     }
     ck_assert_uint_eq(ps.n, N);
     ck_assert_uint_ge(ps.cap * 3, ps.n * 4);
@@ -258,6 +260,7 @@ static void fill(bk_pstate *ps, int64_t *next)
 static void assert_same(const bk_pstate *a, const bk_pstate *b)
 {
     ck_assert_uint_eq(a->n, b->n);
+    ck_assert_int_eq(a->first_unstable, b->first_unstable);
     for (uint32_t i = 0; i < a->cap; i++) {
         const bk_producer *x = a->slots[i];
         if (!x)
@@ -266,6 +269,8 @@ static void assert_same(const bk_pstate *a, const bk_pstate *b)
         ck_assert_ptr_nonnull(y);
         ck_assert_int_eq(x->epoch, y->epoch);
         ck_assert_int_eq(x->n, y->n);
+        ck_assert_int_eq(x->txn_first, y->txn_first);
+        ck_assert_int_eq(x->coord_epoch, y->coord_epoch);
         for (int k = 0; k < x->n; k++) {      /* newest first on both sides */
             const bk_pbatch *p = &x->batches[(x->head + BK_PRODUCER_BATCHES - k) % BK_PRODUCER_BATCHES];
             const bk_pbatch *q = &y->batches[(y->head + BK_PRODUCER_BATCHES - k) % BK_PRODUCER_BATCHES];
@@ -336,8 +341,12 @@ static int collect_header(const uint8_t *hdr, void *arg)
     ck_assert_int_eq(kp_batch_header(hdr, KP_BATCH_HEADER_SIZE, &h), 0);
     if (c->count++ == 0)
         c->first_base = h.BaseOffset;
+    bk_marker m;
+    size_t size = (size_t)h.BatchLength + KP_BATCH_LOG_OVERHEAD;
+    bool marker = (h.Attributes & KP_ATTR_CONTROL) && size <= SEG_CONTROL_BATCH_MAX &&
+                  replica_marker_parse(hdr, size, &m) == 0;
     if (h.ProducerId >= 0)
-        ck_assert_int_eq(replica_pstate_apply(c->ps, &h, 0), 0);
+        ck_assert_int_eq(replica_pstate_apply(c->ps, &h, 0, marker ? &m : NULL), 0);
     return 0;
 }
 
@@ -397,6 +406,250 @@ START_TEST(test_rebuild_from_headers_across_segments_matches_live_state)
 }
 END_TEST
 
+
+/* ---- transactions ------------------------------------------------------------------- */
+static void add_txn_batch(kp_buf *out, int64_t pid, int16_t epoch, int32_t seq, int n,
+                          bool transactional)
+{
+    kp_batch_builder bb;
+    kp_bb_init(&bb, out, KP_CODEC_NONE);
+    kp_bb_set_producer(&bb, pid, epoch, seq);
+    bb.extra_attrs = transactional ? KP_ATTR_TRANSACTIONAL : 0;
+    for (int i = 0; i < n; i++)
+        kp_bb_add(&bb, 1700000000000LL + i, NULL, 0, "t", 1, NULL, 0);
+    ck_assert_int_gt(kp_bb_finish(&bb), 0);
+    kp_bb_free(&bb);
+}
+
+static int txn_produce(bk_pstate *ps, int64_t pid, int16_t epoch, int32_t seq, int n,
+                       bool transactional, int64_t *next)
+{
+    kp_buf b;
+    kp_buf_init(&b);
+    add_txn_batch(&b, pid, epoch, seq, n, transactional);
+    int64_t base;
+    int rc = produce(ps, &b, next, &base);
+    kp_buf_free(&b);
+    return rc;
+}
+
+/* A marker at *next, as replica_txn.c appends it (check, build, record);
+ * into log too when it is given. */
+static int txn_marker(bk_pstate *ps, seg_log *log, int64_t pid, int16_t epoch, bool commit,
+                      int32_t coord, int64_t *next)
+{
+    int rc = replica_pstate_check_marker(ps, pid, epoch, coord);
+    if (rc != KP_NONE)
+        return rc;
+    uint8_t buf[REPLICA_MARKER_SIZE];
+    bk_marker m = { .commit = commit, .coordinator_epoch = coord };
+    size_t len = replica_marker_build(buf, pid, epoch, 5, &m, 1700000000000LL);
+    ck_assert_uint_eq(len, REPLICA_MARKER_SIZE);
+    if (log) {
+        int64_t base;
+        ck_assert_int_eq(seg_append(log, buf, len, 0, &base), 0);
+        ck_assert_int_eq(base, *next);
+    } else {
+        kp_batch_set_base_offset(buf, *next);
+    }
+    *next += 1;
+    ck_assert_int_eq(replica_pstate_record(ps, buf, len, 1000), 0);
+    return KP_NONE;
+}
+
+START_TEST(test_marker_is_a_valid_control_batch_that_parses_back)
+{
+    uint8_t buf[REPLICA_MARKER_SIZE];
+    bk_marker m = { .commit = true, .coordinator_epoch = 77 }, back;
+    size_t len = replica_marker_build(buf, 4242, 3, 9, &m, 1700000000123LL);
+    kp_batch h;
+    ck_assert_int_eq(kp_batch_check_stored(buf, len, &h), (int64_t)len);
+    ck_assert_int_eq(h.Attributes, KP_ATTR_TRANSACTIONAL | KP_ATTR_CONTROL);
+    ck_assert_int_eq(h.ProducerId, 4242);
+    ck_assert_int_eq(h.ProducerEpoch, 3);
+    ck_assert_int_eq(h.BaseSequence, -1);
+    ck_assert_int_eq(h.PartitionLeaderEpoch, 9);
+    ck_assert_int_eq(h.RecordsCount, 1);
+    ck_assert_int_eq(h.MaxTimestamp, 1700000000123LL);
+    /* the record: key = version 0, type 1 (COMMIT); value = version 0, epoch 77 */
+    static const uint8_t rec[] = { 0x20, 0, 0, 0, 0x08, 0, 0, 0, 1, 0x0c, 0, 0, 0, 0, 0, 77, 0 };
+    ck_assert_mem_eq(buf + KP_BATCH_HEADER_SIZE, rec, sizeof rec);
+    ck_assert_int_eq(replica_marker_parse(buf, len, &back), 0);
+    ck_assert(back.commit);
+    ck_assert_int_eq(back.coordinator_epoch, 77);
+    m.commit = false;
+    replica_marker_build(buf, 1, 0, 0, &m, 0);
+    ck_assert_int_eq(replica_marker_parse(buf, len, &back), 0);
+    ck_assert(!back.commit);
+    ck_assert_int_eq(replica_marker_parse(buf, 70, &back), -1);    /* cut short */
+}
+END_TEST
+
+START_TEST(test_transactions_open_close_and_move_the_first_unstable_offset)
+{
+    bk_pstate ps;
+    replica_pstate_init(&ps);
+    int64_t next = 0;
+    ck_assert_int_eq(ps.first_unstable, -1);
+    ck_assert_int_eq(txn_produce(&ps, 1, 0, 0, 2, false, &next), KP_NONE);  /* 0-1 idempotent */
+    ck_assert_int_eq(ps.first_unstable, -1);
+    ck_assert_int_eq(txn_produce(&ps, 1, 0, 2, 2, true, &next), KP_NONE);   /* 2-3 */
+    ck_assert_int_eq(txn_produce(&ps, 2, 0, 0, 1, true, &next), KP_NONE);   /* 4 */
+    ck_assert_int_eq(txn_produce(&ps, 1, 0, 4, 1, true, &next), KP_NONE);   /* 5 */
+    ck_assert_int_eq(replica_pstate_find(&ps, 1)->txn_first, 2);
+    ck_assert_int_eq(replica_pstate_find(&ps, 2)->txn_first, 4);
+    ck_assert_int_eq(ps.first_unstable, 2);
+    ck_assert_uint_eq(ps.open_txns, 2);
+    /* inside its transaction a producer writes transactionally only */
+    ck_assert_int_eq(txn_produce(&ps, 1, 0, 5, 1, false, &next), KP_INVALID_TXN_STATE);
+    /* pid 1 commits at 6: pid 2's start is now the first unstable offset */
+    ck_assert_int_eq(txn_marker(&ps, NULL, 1, 0, true, 4, &next), KP_NONE);
+    ck_assert_int_eq(replica_pstate_find(&ps, 1)->txn_first, -1);
+    ck_assert_int_eq(replica_pstate_find(&ps, 1)->coord_epoch, 4);
+    ck_assert_int_eq(ps.first_unstable, 4);
+    ck_assert_uint_eq(ps.open_txns, 1);
+    /* the same epoch goes on with its sequence */
+    ck_assert_int_eq(txn_produce(&ps, 1, 0, 5, 1, true, &next), KP_NONE);   /* 7 */
+    ck_assert_int_eq(ps.first_unstable, 4);
+    /* older coordinator or producer epochs are fenced */
+    ck_assert_int_eq(replica_pstate_check_marker(&ps, 1, 0, 3), KP_TRANSACTION_COORDINATOR_FENCED);
+    /* the coordinator aborts pid 2 with a bumped epoch */
+    ck_assert_int_eq(txn_marker(&ps, NULL, 2, 1, false, 4, &next), KP_NONE); /* 8 */
+    ck_assert_int_eq(ps.first_unstable, 7);
+    ck_assert_int_eq(replica_pstate_check_marker(&ps, 2, 0, 4), KP_INVALID_PRODUCER_EPOCH);
+    ck_assert_int_eq(txn_produce(&ps, 2, 0, 1, 1, true, &next), KP_INVALID_PRODUCER_EPOCH);
+    ck_assert_int_eq(txn_produce(&ps, 2, 1, 1, 1, true, &next), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    ck_assert_int_eq(txn_produce(&ps, 2, 1, 0, 1, true, &next), KP_NONE);  /* 9 */
+    ck_assert_int_eq(ps.first_unstable, 7);
+    ck_assert_int_eq(txn_marker(&ps, NULL, 1, 0, false, 4, &next), KP_NONE); /* 10 */
+    ck_assert_int_eq(ps.first_unstable, 9);
+    ck_assert_int_eq(txn_marker(&ps, NULL, 2, 1, true, 4, &next), KP_NONE);  /* 11 */
+    ck_assert_int_eq(ps.first_unstable, -1);
+    ck_assert_uint_eq(ps.open_txns, 0);
+    /* a marker for a producer with no open transaction changes nothing else */
+    ck_assert_int_eq(txn_marker(&ps, NULL, 2, 1, true, 4, &next), KP_NONE);
+    ck_assert_int_eq(ps.first_unstable, -1);
+    replica_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_open_transaction_never_expires_and_survives_snapshot_v2)
+{
+    bk_pstate ps, back;
+    replica_pstate_init(&ps);
+    replica_pstate_init(&back);
+    int64_t next = 0;
+    ck_assert_int_eq(txn_produce(&ps, 1, 0, 0, 1, true, &next), KP_NONE);
+    ck_assert_int_eq(txn_produce(&ps, 2, 0, 0, 1, false, &next), KP_NONE);
+    ck_assert_int_eq(txn_marker(&ps, NULL, 3, 2, true, 6, &next), KP_NONE);
+    ck_assert_int_eq(replica_pstate_expire(&ps, 1000 + 10, 5), 2);  /* 2 and 3, not 1 */
+    ck_assert_ptr_nonnull(replica_pstate_find(&ps, 1));
+    ck_assert_int_eq(txn_marker(&ps, NULL, 5, 1, true, 6, &next), KP_NONE);
+    ck_assert_int_eq(txn_produce(&ps, 6, 0, 0, 1, true, &next), KP_NONE);   /* open at 4 */
+    ck_assert_int_eq(replica_pstate_save(&ps, g_dir, next), 0);
+    ck_assert_int_eq(replica_pstate_load(&back, g_dir, next), next);
+    ck_assert_int_eq(replica_pstate_find(&back, 1)->txn_first, 0);
+    ck_assert_int_eq(replica_pstate_find(&back, 6)->txn_first, 4);
+    ck_assert_int_eq(replica_pstate_find(&back, 5)->coord_epoch, 6);
+    ck_assert_int_eq(replica_pstate_find(&back, 5)->epoch, 1);
+    ck_assert_int_eq(back.first_unstable, 0);
+    ck_assert_uint_eq(back.open_txns, 2);
+    replica_pstate_free(&back);
+    replica_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_snapshot_v1_still_loads)
+{
+    /* "SLPS", version 1, one producer: id 9, epoch 2, last ts 1000, one batch */
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_wr_raw(&b, "SLPS", 4);
+    kp_wr_i16(&b, 1);
+    kp_wr_i32(&b, 1);
+    kp_wr_i64(&b, 9);
+    kp_wr_i16(&b, 2);
+    kp_wr_i64(&b, 1000);
+    kp_wr_i8(&b, 1);
+    kp_wr_i32(&b, 0);
+    kp_wr_i32(&b, 4);
+    kp_wr_i64(&b, 10);
+    kp_wr_i32(&b, 4);
+    kp_wr_i64(&b, 1700000000000LL);
+    kp_wr_u32(&b, kp_crc32c(0, b.data, b.len));
+    char path[128];
+    snprintf(path, sizeof path, "%s/%020d.snapshot", g_dir, 15);
+    FILE *f = fopen(path, "wb");
+    ck_assert_uint_eq(fwrite(b.data, 1, b.len, f), b.len);
+    fclose(f);
+    kp_buf_free(&b);
+    bk_pstate ps;
+    replica_pstate_init(&ps);
+    ck_assert_int_eq(replica_pstate_load(&ps, g_dir, 15), 15);
+    const bk_producer *e = replica_pstate_find(&ps, 9);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(e->epoch, 2);
+    ck_assert_int_eq(e->batches[e->head].last_seq, 4);
+    ck_assert_int_eq(e->txn_first, -1);
+    ck_assert_int_eq(e->coord_epoch, -1);
+    ck_assert_int_eq(ps.first_unstable, -1);
+    replica_pstate_free(&ps);
+}
+END_TEST
+
+START_TEST(test_abort_enters_the_index_and_a_header_replay_rebuilds_it)
+{
+    seg_open_opts o = { .dir = g_dir };
+    seg_config_default(&o.cfg);
+    seg_log *log;
+    ck_assert_int_eq(seg_open(&o, &log), 0);
+    bk_pstate live;
+    replica_pstate_init(&live);
+    live.log = log;
+    kp_buf b;
+    kp_buf_init(&b);
+    int64_t next = 0, base;
+    int32_t seq1 = 0, seq2 = 0;
+    for (int round = 0; round < 3; round++) {          /* pid 1 aborts, pid 2 commits */
+        kp_buf_reset(&b);
+        add_txn_batch(&b, 1, 0, seq1, 2, true);
+        ck_assert_int_eq(produce(&live, &b, &next, &base), KP_NONE);
+        ck_assert_int_eq(seg_append(log, b.data, b.len, 0, &base), 0);
+        kp_buf_reset(&b);
+        add_txn_batch(&b, 2, 0, seq2, 1, true);
+        ck_assert_int_eq(produce(&live, &b, &next, &base), KP_NONE);
+        ck_assert_int_eq(seg_append(log, b.data, b.len, 0, &base), 0);
+        seq1 += 2;
+        seq2 += 1;
+        ck_assert_int_eq(txn_marker(&live, log, 1, 0, false, 0, &next), KP_NONE);
+        ck_assert_int_eq(txn_marker(&live, log, 2, 0, true, 0, &next), KP_NONE);
+    }
+    /* rounds of 5 offsets: pid 1 at r*5..r*5+1, its ABORT at r*5+3, while
+     * pid 2's transaction (r*5+2) was still open: the LSO then was r*5+2 */
+    seg_aborted_txn want[3], got[3];
+    for (int r = 0; r < 3; r++)
+        want[r] = (seg_aborted_txn){ 1, r * 5, r * 5 + 3, r * 5 + 2 };
+    ck_assert_int_eq(seg_txn_collect(log, 0, next, got, 3), 3);
+    ck_assert_mem_eq(got, want, sizeof want);
+    ck_assert_int_eq(live.first_unstable, -1);
+    /* forget and replay from the log: the same entries come back */
+    seg_txn_forget_from(log, 0);
+    ck_assert_int_eq(seg_txn_count(log), 0);
+    bk_pstate back;
+    replica_pstate_init(&back);
+    back.log = log;
+    struct collect c = { &back, 0, -1 };
+    ck_assert_int_eq(seg_scan_headers(log, 0, collect_header, &c), 0);
+    ck_assert_int_eq(seg_txn_collect(log, 0, next, got, 3), 3);
+    ck_assert_mem_eq(got, want, sizeof want);
+    assert_same(&live, &back);
+    replica_pstate_free(&back);
+    replica_pstate_free(&live);
+    kp_buf_free(&b);
+    seg_close(log);
+}
+END_TEST
+
 /* ---- producer ids (metadata/producers.c) ------------------------------------------ */
 START_TEST(test_producer_id_blocks_are_disjoint_and_survive_reopen)
 {
@@ -425,11 +678,16 @@ int main(void)
         test_gap_is_out_of_order, test_epochs, test_unknown_producer_accepted_at_any_sequence,
         test_sequence_wraps_at_int32_max,
         test_several_batches_of_one_producer_in_one_request_chain,
-        test_transactional_and_negative_fields_refused,
+        test_transactional_accepted_negative_fields_refused,
         test_many_producers_grow_and_expire_with_back_shift,
         test_snapshot_round_trip_and_newest_usable_wins, test_damaged_snapshot_ignored,
         test_rebuild_from_headers_across_segments_matches_live_state,
         test_producer_id_blocks_are_disjoint_and_survive_reopen,
+        test_marker_is_a_valid_control_batch_that_parses_back,
+        test_transactions_open_close_and_move_the_first_unstable_offset,
+        test_open_transaction_never_expires_and_survives_snapshot_v2,
+        test_snapshot_v1_still_loads,
+        test_abort_enters_the_index_and_a_header_replay_rebuilds_it,
     };
     return unit_run("d_producer_state", "producer_state", tests, sizeof tests / sizeof *tests,
                     setup, teardown, 60);

@@ -772,6 +772,81 @@ START_TEST(test_cancelled_run_swaps_nothing)
 }
 END_TEST
 
+/* ---- transactions (cleaner.c X1 and cleaner.c X2) --------------------------------------------- */
+/* One batch of producer pid: a transactional record (key, value "v<offset>")
+ * or, control, a marker (COMMIT or ABORT).  Returns its offset. */
+static int64_t append_txn(seg_log *log, int64_t pid, const char *key, bool control,
+                          bool commit)
+{
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &b, KP_CODEC_NONE);
+    kp_bb_set_producer(&bb, pid, 0, control ? -1 : 0);
+    bb.extra_attrs = KP_ATTR_TRANSACTIONAL | (control ? KP_ATTR_CONTROL : 0);
+    if (control) {
+        const uint8_t k[4] = { 0, 0, 0, commit ? 1 : 0 }, v[6] = { 0 };
+        kp_bb_add(&bb, 1000, k, 4, v, 6, NULL, 0);
+    } else {
+        char v[32];
+        snprintf(v, sizeof v, "v%lld", (long long)seg_log_end(log));
+        kp_bb_add(&bb, 1000, key, (int32_t)strlen(key), v, (int32_t)strlen(v), NULL, 0);
+    }
+    ck_assert_int_gt(kp_bb_finish(&bb), 0);
+    int64_t base;
+    ck_assert_int_eq(seg_append(log, b.data, b.len, 1000, &base), 0);
+    kp_buf_free(&b);
+    return base;
+}
+
+START_TEST(test_aborted_records_dropped_and_never_hide_committed_ones)
+{
+    seg_log *log = open_log(2048);
+    int64_t committed = append_txn(log, 1, "k0", false, false);
+    append_txn(log, 1, NULL, true, true);                      /* COMMIT */
+    int64_t aborted = append_txn(log, 2, "k0", false, false);  /* newer, aborted */
+    append_txn(log, 2, "k1", false, false);
+    int64_t abort = append_txn(log, 2, NULL, true, false);     /* ABORT */
+    seg_aborted_txn e = { 2, aborted, abort, abort + 1 };
+    ck_assert_int_eq(seg_txn_add(log, &e), 0);
+    dirty_more(log, 30);
+    ck_assert_int_gt(seg_segment_count(log), 2);
+
+    /* cleaner.c X1: an open transaction from offset 0 holds every segment back */
+    seg_clean_policy p = policy();
+    p.has_unstable = true;
+    p.unstable_from = 0;
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 0);
+
+    p.has_unstable = false;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    rec_seen *r = calloc(4096, sizeof *r);
+    int n = read_all(log, r, 4096);
+    int k0 = 0, k1 = 0, markers = 0;
+    for (int i = 0; i < n; i++) {
+        if (r[i].attrs & KP_ATTR_CONTROL) {
+            markers++;
+            continue;
+        }
+        if (strcmp(r[i].key, "k0") == 0) {
+            k0++;
+            ck_assert_int_eq(r[i].offset, committed);    /* the committed value */
+        }
+        k1 += strcmp(r[i].key, "k1") == 0;
+    }
+    ck_assert_int_eq(k0, 1);
+    ck_assert_int_eq(k1, 0);                             /* only ever aborted */
+    ck_assert_int_eq(markers, 2);                        /* markers stay */
+    ck_assert_int_eq(seg_txn_count(log), 1);             /* and the index */
+    free(r);
+    seg_close(log);
+    log = open_log(2048);                                /* its file was rewritten */
+    ck_assert_int_eq(seg_txn_count(log), 1);
+    seg_close(log);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -790,6 +865,7 @@ int main(void)
         test_offset_map_full_after_growing_cleans_a_prefix,
         test_deferred_delete_keeps_files_until_unlinked,
         test_retention_waits_for_segments_under_cleaning, test_cancelled_run_swaps_nothing,
+        test_aborted_records_dropped_and_never_hide_committed_ones,
     };
     return unit_run("seg_cleaner", "cleaner", tests, sizeof tests / sizeof *tests,
                     setup, teardown, 60);
