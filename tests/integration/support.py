@@ -293,6 +293,25 @@ def kcat(b, args, input_bytes=None, timeout=30):
     return p
 
 
+# ---- kafkajs (Node.js; make deps installs it into tests/node) -----------------------------
+NODE_MODULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "node", "node_modules")
+
+
+def kafkajs(b, script, timeout=60, **env):
+    """Runs a Node.js script with kafkajs loadable (require("kafkajs")) and
+    BOOTSTRAP set to b's; its stdout's last line is parsed as JSON and
+    returned.  A failing script fails the test with its output."""
+    import json
+    e = dict(os.environ, NODE_PATH=os.path.abspath(NODE_MODULES), BOOTSTRAP=b.bootstrap,
+             KAFKAJS_NO_PARTITIONER_WARNING="1", **{k: str(v) for k, v in env.items()})
+    p = subprocess.run(["node", "-e", script], env=e, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    out = p.stdout.decode()
+    assert p.returncode == 0, "node exited %d:\n%s\n%s" % (p.returncode, out[-3000:],
+                                                          p.stderr.decode()[-3000:])
+    return json.loads(out.strip().splitlines()[-1])
+
+
 # ---- the admin socket ----------------------------------------------------------------
 def admin_socket(b):
     """The path of b's admin socket (admin.socket's default)."""
