@@ -20,10 +20,11 @@
  * CPU seconds (utime+stime) per GB of values.  Printed per codec and size:
  * the medians over the rounds, and the ratio on/off of the median
  * throughputs (targets: uncompressed >= 0.9, lz4 and zstd >= 0.7); then
- * the validator's CPU per GB measured alone in this process, and the
- * "CPU ratio" off / (off + validator): the throughput ratio of a broker
- * bound by its own CPU.  Then the codec's decode bound, measured in the
- * same run on the same batch: "decode s/GB", the CPU per GB of values to
+ * the validator's CPU per GB measured alone in this process (the least of
+ * three runs over ~256 MB of values), and the "CPU ratio"
+ * off / (off + validator): the throughput ratio of a broker bound by its
+ * own CPU.  Then the codec's decode bound, measured in the same run on the
+ * same batch, the same way: "decode s/GB", the CPU per GB of values to
  * do nothing but decompress the batch's records area, the fastest one-shot
  * way each library offers (inflate, snappy_uncompress per raw or xerial
  * block, LZ4F_decompress with stableDst, ZSTD_decompressDCtx), into a
@@ -147,20 +148,28 @@ static int measure(const bench_broker *b, const char *topic, const kp_buf *batch
 /* CPU seconds (this thread's CLOCK_THREAD_CPUTIME_ID, which time spent
  * waiting on a busy machine does not inflate) per GB of values for step(ctx)
  * run on a batch of records x value_size bytes of values, ~256 MB of
- * values' worth; step returns false if the bench's own batch fails. */
+ * values' worth, the least of REPS such runs (the work is the same each
+ * time: other load only adds); step returns false if the bench's own
+ * batch fails. */
+#define REPS 3
 static double cpu_per_gb(bool (*step)(void *), void *ctx, int records, size_t value_size)
 {
     long iters = (long)(256e6 / ((double)records * (double)value_size)) + 1;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-    for (long i = 0; i < iters; i++)
-        if (!step(ctx)) {
-            fprintf(stderr, "the bench's own batch does not validate or decode\n");
-            exit(1);
-        }
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    return secs / ((double)iters * (double)records * (double)value_size / 1e9);
+    double best = 0;
+    for (int rep = 0; rep < REPS; rep++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+        for (long i = 0; i < iters; i++)
+            if (!step(ctx)) {
+                fprintf(stderr, "the bench's own batch does not validate or decode\n");
+                exit(1);
+            }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if (rep == 0 || secs < best)
+            best = secs;
+    }
+    return best / ((double)iters * (double)records * (double)value_size / 1e9);
 }
 
 typedef struct val_run {
@@ -201,6 +210,9 @@ typedef struct dec_run {
     const uint8_t *in;
     size_t in_len, plain;     /* plain: the decompressed size */
     uint8_t *out;
+    size_t cap;               /* plain + a block of slack: LZ4F decodes a
+                                 block straight into dst only when dst has
+                                 room for a whole one */
     z_stream zs;
     LZ4F_dctx *lz4;
     ZSTD_DCtx *zstd;
@@ -241,23 +253,23 @@ static bool dec_step(void *ctx)
         d->zs.next_in = (Bytef *)(uintptr_t)d->in;
         d->zs.avail_in = (uInt)d->in_len;
         d->zs.next_out = d->out;
-        d->zs.avail_out = (uInt)d->plain;
+        d->zs.avail_out = (uInt)d->cap;
         if (inflate(&d->zs, Z_FINISH) == Z_STREAM_END)
-            got = d->plain - d->zs.avail_out;
+            got = d->cap - d->zs.avail_out;
         break;
     case KP_CODEC_SNAPPY:
-        got = snappy_whole(d->in, d->in_len, d->out, d->plain);
+        got = snappy_whole(d->in, d->in_len, d->out, d->cap);
         break;
     case KP_CODEC_LZ4: {
         LZ4F_decompressOptions_t o = { .stableDst = 1 };
         LZ4F_resetDecompressionContext(d->lz4);
-        got = d->plain;
+        got = d->cap;
         if (LZ4F_decompress(d->lz4, d->out, &got, d->in, &src, &o) != 0 || src != d->in_len)
             got = 0;
         break;
     }
     case KP_CODEC_ZSTD:
-        got = ZSTD_decompressDCtx(d->zstd, d->out, d->plain, d->in, d->in_len);
+        got = ZSTD_decompressDCtx(d->zstd, d->out, d->cap, d->in, d->in_len);
         break;
     }
     return got == d->plain;
@@ -281,7 +293,8 @@ static double decode_cpu_per_gb(const kp_buf *batch, int codec, int records,
         exit(1);
     }
     d.plain = plain.len;
-    d.out = malloc(d.plain);
+    d.cap = plain.len + ((size_t)64 << 10);
+    d.out = malloc(d.cap);
     if (!d.out || !dec_step(&d) || memcmp(d.out, plain.data, d.plain) != 0) {
         fprintf(stderr, "the %s decode bound decodes its batch wrongly\n", codec_names[codec]);
         exit(1);
