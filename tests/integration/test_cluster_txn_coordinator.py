@@ -4,10 +4,9 @@ leader of its partition of __transaction_state, replication factor 3,
 min.isr 2), the others answer NOT_COORDINATOR, and a change is answered
 only once replicated, so the coordinator's SIGKILL loses nothing: the
 next leader loads the id with its producer id, epoch and open
-transaction, and fences it as Kafka does.
-
-Completing that abort needs the markers to reach the partitions (the
-partition side, wt-part, and peer calls, wt-peer): xfail until merged."""
+transaction, and fences it as Kafka does.  A commit
+of data partitions whose markers go to other brokers (WriteTxnMarkers
+through peer calls) completes across a coordinator failover."""
 import time
 
 import pytest
@@ -113,8 +112,6 @@ def test_the_next_coordinator_loads_an_open_transaction_and_fences_it(make_clust
         new.log_text()
 
 
-@pytest.mark.xfail(reason="needs the partition side (wt-part) and peer calls (wt-peer)",
-                   strict=False)
 def test_a_commit_of_data_partitions_completes_after_failover(make_cluster):
     cluster = started(make_cluster)
     fs = ck_admin(cluster.brokers[0]).create_topics([NewTopic("data", 3, 3)])

@@ -4,12 +4,9 @@ AddPartitionsToTxn, AddOffsetsToTxn and EndTxn with Kafka's error codes,
 its state in __transaction_state surviving a crash, and transactions past
 their timeout aborted.
 
-Until the partition side (wt-part) is merged a partition refuses
-transactional data and markers, so what is tested here end to end is
-what the coordinator shows alone: raw frames for exact codes, and
-confluent-kafka's transactional API where no data partition is involved.
-The produce / commit / read_committed tests at the end are xfail until
-then."""
+Raw frames check the exact codes; confluent-kafka's transactional API
+runs the whole path (produce, send_offsets_to_transaction, commit, abort,
+read_committed consumers) at the end."""
 import signal
 import time
 import uuid
@@ -417,10 +414,8 @@ def test_an_empty_transaction_begins_and_commits(broker):
 
 
 # ---- end to end, once the partition side is in -------------------------------------------
-NEEDS_PART = pytest.mark.xfail(reason="needs the partition side (wt-part)", strict=False)
 
 
-@NEEDS_PART
 def test_committed_records_are_read_committed(broker):
     t = topic_name()
     create_topic(broker, t, 1)
@@ -434,7 +429,6 @@ def test_committed_records_are_read_committed(broker):
     assert [m.value() for m in got] == [b"c%d" % i for i in range(5)]
 
 
-@NEEDS_PART
 def test_aborted_records_are_hidden_from_read_committed(broker):
     t = topic_name()
     create_topic(broker, t, 1)
@@ -453,7 +447,6 @@ def test_aborted_records_are_hidden_from_read_committed(broker):
     assert [m.value() for m in got] == [b"aborted", b"kept"]
 
 
-@NEEDS_PART
 def test_consume_transform_produce_commits_offsets_with_the_output(broker):
     src, dst = topic_name(), topic_name()
     create_topic(broker, src, 1)

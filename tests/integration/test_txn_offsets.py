@@ -7,8 +7,8 @@ The raw-frame tests check what one broker decides alone (KIP-447's member
 checks, Kafka's authorization codes, RequireStable's
 UNSTABLE_OFFSET_COMMIT, pending rows surviving a SIGKILL).  The end of a
 transaction comes from the transaction coordinator (or a WriteTxnMarkers
-to the group's partition), so the end-to-end checks with confluent-kafka's
-send_offsets_to_transaction are marked xfail until those parts merge."""
+to the group's partition); the end-to-end checks use confluent-kafka's
+send_offsets_to_transaction."""
 import os
 import signal
 import sqlite3
@@ -261,7 +261,6 @@ def test_txn_offset_commit_to_a_broker_that_is_not_the_coordinator(make_cluster)
 
 # ---- end to end: needs the transaction coordinator (wt-coord) and markers (wt-part)
 
-NEEDS_COORDINATOR = pytest.mark.xfail(strict=False, reason="needs wt-part and wt-coord")
 
 
 def txn_producer(b, txn_id):
@@ -305,7 +304,6 @@ def txn_setup(start_broker, name, nparts):
     return b, t, topic_name(name + "g"), txn_producer(b, name)
 
 
-@NEEDS_COORDINATOR
 def test_send_offsets_to_transaction_commit_makes_them_committed(start_broker):
     b, t, g, p = txn_setup(start_broker, "e2e-commit", 2)
     send_offsets(b, p, g, t, {0: 7, 1: 9}, commit=True)
@@ -315,7 +313,6 @@ def test_send_offsets_to_transaction_commit_makes_them_committed(start_broker):
     assert db_rows(b, "SELECT count(*) FROM pending_txn_offsets WHERE group_id = ?", (g,)) == [(0,)]
 
 
-@NEEDS_COORDINATOR
 def test_send_offsets_to_transaction_abort_drops_them(start_broker):
     b, t, g, p = txn_setup(start_broker, "e2e-abort", 1)
     send_offsets(b, p, g, t, {0: 3}, commit=True)
@@ -324,7 +321,6 @@ def test_send_offsets_to_transaction_abort_drops_them(start_broker):
     assert db_rows(b, "SELECT count(*) FROM pending_txn_offsets WHERE group_id = ?", (g,)) == [(0,)]
 
 
-@NEEDS_COORDINATOR
 def test_pending_offsets_survive_a_restart_before_the_commit(start_broker):
     """SIGKILL between TxnOffsetCommit and EndTxn: the restarted coordinator
     completes the transaction (or its timeout aborts it) and the group sees
@@ -332,7 +328,7 @@ def test_pending_offsets_survive_a_restart_before_the_commit(start_broker):
     b = start_broker(GROUP_OVERRIDES)
     t = topic_name("e2r")
     create_topic(b, t, 2)
-    produce_ok(Producer(ck_conf(b)), t, [b"x"])
+    produce_ok(Producer(ck_conf(b)), t, [{"value": b"x"}])
     g = topic_name("e2rg")
     p = txn_producer(b, "e2e-restart")
     cons = consumer_for(b, g)
@@ -354,7 +350,6 @@ def test_pending_offsets_survive_a_restart_before_the_commit(start_broker):
     assert committed_now(b, g, t, 2) == {0: 4, 1: 5}
 
 
-@NEEDS_COORDINATOR
 def test_cluster_committed_txn_offsets_survive_the_group_coordinators_sigkill(make_cluster):
     """Cluster mode: offsets a transaction committed are in the group's
     partition of __consumer_offsets, so the next coordinator serves them."""
