@@ -14,7 +14,6 @@ import signal
 import sqlite3
 import time
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 import kafka_raw as kr
