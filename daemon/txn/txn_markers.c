@@ -264,6 +264,7 @@ static void mk_peer(txn_markers *k, int32_t broker, const int32_t *leaders)
     kp_buf_init(&body);
     if (!topics || !ids || !c)
         goto out;                     /* the partitions stay TODO: next round */
+    mk.Topics = topics;
     for (size_t i = 0; i < k->n; i++) {
         mk_part *p = &k->parts[i];
         if (p->state != MK_TODO || leaders[i] != broker)
@@ -286,8 +287,10 @@ static void mk_peer(txn_markers *k, int32_t broker, const int32_t *leaders)
     q.Markers_count = 1;
     if (kp_enc_WriteTxnMarkersRequest(&body, 1, &q) != 0 || body.err) {
         for (size_t i = 0; i < k->n; i++)
-            if (k->parts[i].state == MK_OUT && leaders[i] == broker)
+            if (k->parts[i].state == MK_OUT && leaders[i] == broker) {
                 k->parts[i].state = MK_TODO;
+                k->parts[i].last_err = KP_UNKNOWN_SERVER_ERROR;
+            }
         goto out;
     }
     *c = (mk_call){ .k = k, .broker = broker };
