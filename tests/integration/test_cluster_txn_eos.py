@@ -28,6 +28,7 @@ from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
 from conftest import dies_with_us
 from support import ck_admin, ck_conf, ck_producer, produce_ok, report, topic_name
 from test_cluster_txn_coordinator import agreed, state_in_sync
+from test_txn_coordinator import NONE, add_partitions, end_txn, init_pid, until_settled
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
@@ -358,3 +359,28 @@ def test_exactly_once_through_sigkills_of_the_loop_the_coordinator_and_a_leader(
     assert (lost, duplicated) == (0, 0), summary
     assert len(uncommitted) >= len(committed)
     assert len(done) == 2 and loop.kills >= 4
+
+
+def test_a_commit_of_a_partition_another_broker_leads_completes(make_cluster):
+    """The coordinator sends the marker of a partition it does not lead in
+    a WriteTxnMarkers to that partition's leader; the transaction is
+    complete (the id's next InitProducerId is answered at once) only once
+    that leader wrote it."""
+    cluster = started(make_cluster)
+    tid = "eos-" + topic_name("peer")
+    coord = wait_for(lambda: agreed(cluster.brokers, tid), 30, "a coordinator")
+    other = next(b.broker_id for b in cluster.brokers if b.broker_id != coord)
+    t = topic_name("peer")
+    replicas = [other] + [b.broker_id for b in cluster.brokers if b.broker_id != other]
+    fs = ck_admin(cluster.brokers[0]).create_topics([NewTopic(t, 1, replica_assignment=[replicas])],
+                                                    operation_timeout=15)
+    fs[t].result(timeout=20)
+    wait_for(lambda: leaders(cluster.broker(coord), t).get(0) == other, 30,
+             "broker %d to lead %s as the coordinator sees it" % (other, t))
+    with kr.Conn(cluster.broker(coord).port) as c:
+        err, pid, epoch = until_settled(lambda: init_pid(c, tid))
+        assert err == NONE
+        assert add_partitions(c, tid, pid, epoch, [(t, [0])]) == [(t, [(0, NONE)])]
+        assert end_txn(c, tid, pid, epoch, True) == (NONE,)
+        assert until_settled(lambda: init_pid(c, tid), timeout=10) == (NONE, pid, epoch + 1)
+    assert "markers not written yet" not in cluster.broker(coord).log_text()
