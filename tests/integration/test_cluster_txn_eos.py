@@ -358,6 +358,8 @@ def test_exactly_once_through_sigkills_of_the_loop_the_coordinator_and_a_leader(
     report("exactly-once chaos: " + summary)
     assert (lost, duplicated) == (0, 0), summary
     assert len(uncommitted) >= len(committed)
+    assert set(committed) <= set(uncommitted), "read_committed returned records " \
+        "read_uncommitted does not have"
     assert len(done) == 2 and loop.kills >= 4
 
 
