@@ -13,8 +13,10 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
+import kafka_raw as kr
 from support import ck_consumer, ck_producer, create_topic, produce_ok, topic_name
 from test_txn_coordinator import txid
+from test_txn_partition import list_latest
 
 
 def values(b, topic, isolation, want, quiet=1.5, timeout=30):
@@ -82,14 +84,23 @@ def open_transaction(b, t, timeout_ms):
     return p
 
 
+def stable_and_end(b, t):
+    """(LSO, high watermark) of partition 0: ListOffsets LATEST at
+    read_committed and at read_uncommitted."""
+    with kr.Conn(b.port) as c:
+        return list_latest(c, t, 1), list_latest(c, t, 0)
+
+
 def test_an_open_transaction_holds_read_committed_until_it_commits(broker):
     t = topic_name("lso")
     create_topic(broker, t, 1)
     p = open_transaction(broker, t, 60000)
+    assert stable_and_end(broker, t) == (0, 4)
     assert values(broker, t, "read_committed", 0, quiet=2) == []
     assert values(broker, t, "read_uncommitted", 4) == [b"open-0", b"open-1", b"after-0",
                                                         b"after-1"]
     p.commit_transaction(30)
+    assert stable_and_end(broker, t) == (5, 5)          # the COMMIT marker is offset 4
     assert values(broker, t, "read_committed", 4) == [b"open-0", b"open-1", b"after-0",
                                                       b"after-1"]
 
@@ -100,10 +111,12 @@ def test_an_open_transaction_holds_read_committed_until_its_timeout_aborts_it(st
     create_topic(b, t, 1)
     started = time.monotonic()
     p = open_transaction(b, t, 6000)
+    assert stable_and_end(b, t) == (0, 4)
     assert values(b, t, "read_committed", 0, quiet=1) == []
     assert time.monotonic() - started < 6, "the check ran past the timeout: it proves nothing"
     assert values(b, t, "read_committed", 2, quiet=1) == [b"after-0", b"after-1"]
     assert time.monotonic() - started >= 6
+    assert stable_and_end(b, t) == (5, 5)               # the ABORT marker is offset 4
     assert values(b, t, "read_uncommitted", 4) == [b"open-0", b"open-1", b"after-0",
                                                    b"after-1"]
     assert "aborting transaction" in b.log_text()
