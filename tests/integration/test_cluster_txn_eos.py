@@ -28,7 +28,8 @@ from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
 from conftest import dies_with_us
 from support import ck_admin, ck_conf, ck_producer, produce_ok, report, topic_name
 from test_cluster_txn_coordinator import agreed, state_in_sync
-from test_txn_coordinator import NONE, add_partitions, end_txn, init_pid, until_settled
+from test_txn_coordinator import (NONE, add_partitions, describe_txns, end_txn, init_pid,
+                                  list_txns, until_settled)
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
@@ -361,6 +362,13 @@ def test_exactly_once_through_sigkills_of_the_loop_the_coordinator_and_a_leader(
     assert set(committed) <= set(uncommitted), "read_committed returned records " \
         "read_uncommitted does not have"
     assert len(done) == 2 and loop.kills >= 4
+    # nothing is left open: the id's last transaction is complete, no broker lists one ongoing
+    with kr.Conn(cluster.broker(agreed(cluster.brokers, tid)).port) as c:
+        d = describe_txns(c, [tid])[0]
+    assert (d["error"], d["state"], d["topics"]) == (NONE, "CompleteCommit", []), d
+    for b in cluster.brokers:
+        with kr.Conn(b.port) as c:
+            assert list_txns(c, states=["Ongoing", "PrepareCommit", "PrepareAbort"])[2] == []
 
 
 def test_a_commit_of_a_partition_another_broker_leads_completes(make_cluster):
