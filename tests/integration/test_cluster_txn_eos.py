@@ -363,7 +363,8 @@ def test_exactly_once_through_sigkills_of_the_loop_the_coordinator_and_a_leader(
         "read_uncommitted does not have"
     assert len(done) == 2 and loop.kills >= 4
     # nothing is left open: the id's last transaction is complete, no broker lists one ongoing
-    with kr.Conn(cluster.broker(agreed(cluster.brokers, tid)).port) as c:
+    coord = wait_for(lambda: agreed(cluster.brokers, tid), 30, "the coordinator of " + tid)
+    with kr.Conn(cluster.broker(coord).port) as c:
         d = describe_txns(c, [tid])[0]
     assert (d["error"], d["state"], d["topics"]) == (NONE, "CompleteCommit", []), d
     for b in cluster.brokers:
