@@ -283,7 +283,6 @@ static void mk_peer(txn_markers *k, int32_t broker, const int32_t *leaders)
         p->state = MK_OUT;
         p->broker = broker;
     }
-    mk.Topics = topics;
     q.Markers = &mk;
     q.Markers_count = 1;
     if (kp_enc_WriteTxnMarkersRequest(&body, 1, &q) != 0 || body.err) {
