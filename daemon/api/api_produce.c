@@ -112,6 +112,7 @@
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
 #include "daemon/replica/replica_producers.h"
+#include "daemon/txn/txn.h"
 #include "daemon/security/sec_peer.h"
 #include "kp_msgs.h"
 
@@ -180,7 +181,7 @@ static int64_t ts_bound(int64_t ms)
  * record-level refusal also fills *f (f->error == the code returned). */
 static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
                              size_t len, int64_t now, int64_t *messages,
-                             bool *idempotent, kp_val_fault *f)
+                             bool *idempotent, kp_batch *first, kp_val_fault *f)
 {
     const md_topic_config *tc = &p->topic->cfg;
     int16_t ver = r->hdr.RequestApiVersion;
@@ -253,6 +254,8 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
         }
         count += (int64_t)bh.LastOffsetDelta + 1;
         *idempotent |= bh.ProducerId >= 0;
+        if (at == 0)
+            *first = bh;
         at += (size_t)size;
     }
     if (count == 0)
@@ -289,8 +292,8 @@ static bool storage_recovered(bk_partition *p)
     return true;
 }
 
-static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *data,
-                             size_t len, produce_result *res);
+static void append_partition(bk_req *r, kp_str txn_id, bk_partition *p, int16_t acks,
+                             uint8_t *data, size_t len, produce_result *res);
 
 /* A batch refused for its records: logged at INFO, and on v8+ told to the
  * client in ErrorMessage and RecordErrors (from r->arena; error path only). */
@@ -340,7 +343,7 @@ static int16_t up_convert(bk_req *r, bk_partition *p, uint8_t **data, size_t *le
     return KP_NONE;
 }
 
-static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
+static void produce_partition(bk_req *r, kp_str txn_id, int16_t acks, kp_str topic,
                               int32_t index, kp_str records, produce_result *res,
                               bk_hint_nodes *hints)
 {
@@ -393,17 +396,57 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
         kp_buf_init(&conv);
         res->error = up_convert(r, p, &data, &len, &conv);
         if (res->error == KP_NONE)
-            append_partition(r, p, acks, data, len, res);
+            append_partition(r, txn_id, p, acks, data, len, res);
         kp_buf_free(&conv);
         return;
     }
-    append_partition(r, p, acks, data, len, res);
+    append_partition(r, txn_id, p, acks, data, len, res);
 }
 
 /* Checks and appends one partition's batches (in the frame, or the
  * up-converted batch of an old produce). */
-static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *data,
-                             size_t len, produce_result *res)
+/* KIP-890 (transaction.partition.verification.enable): a transactional
+ * batch for a partition where its producer has no transaction open yet is
+ * appended only once the coordinator says the partition is in the
+ * producer's ongoing transaction, so a late or stray write cannot open a
+ * transaction nobody will end (and hold the LSO forever).  The open
+ * transaction in the partition's producer state is the cache: only the
+ * first batch per partition per transaction asks.  Kafka's codes
+ * (ReplicaManager): not in it -> INVALID_TXN_STATE; a stale epoch ->
+ * INVALID_PRODUCER_EPOCH; the coordinator busy or loading ->
+ * NOT_ENOUGH_REPLICAS, which every client retries.  Asked here only when
+ * this broker coordinates the id; another broker's ids are not verified
+ * (Kafka's behaviour before KIP-890). */
+static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p, const kp_batch *bh,
+                          produce_result *res)
+{
+    if (txn_id.len < 0 || !(bh->Attributes & KP_ATTR_TRANSACTIONAL) ||
+        !r->b->cfg->transaction_partition_verification_enable)
+        return KP_NONE;
+    const bk_producer *e = p->producers ? replica_pstate_find(p->producers, bh->ProducerId)
+                                        : NULL;
+    if (e && e->epoch == bh->ProducerEpoch && e->txn_first >= 0)
+        return KP_NONE;                           /* verified when it began here */
+    int16_t err = txn_verify_partition(r->b, txn_id, bh->ProducerId, bh->ProducerEpoch,
+                                       p->topic->name, p->id);
+    switch (err) {
+    case KP_NONE:
+    case KP_NOT_COORDINATOR:                      /* another broker's id: not asked */
+        return KP_NONE;
+    case KP_INVALID_TXN_STATE:
+        res->error_message = kp_str_cstr("Partition was not added to the transaction");
+        return err;
+    case KP_COORDINATOR_LOAD_IN_PROGRESS:
+    case KP_COORDINATOR_NOT_AVAILABLE:
+    case KP_CONCURRENT_TRANSACTIONS:
+        return KP_NOT_ENOUGH_REPLICAS;
+    default:
+        return err;
+    }
+}
+
+static void append_partition(bk_req *r, kp_str txn_id, bk_partition *p, int16_t acks,
+                             uint8_t *data, size_t len, produce_result *res)
 {
     bk_broker *b = r->b;
     bool all = acks == -1 && bk_cluster_mode(b);
@@ -411,7 +454,8 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
     int64_t messages = 0;
     bool idempotent = false;
     kp_val_fault f;
-    res->error = check_batches(r, p, data, len, now, &messages, &idempotent, &f);
+    kp_batch first = { .ProducerId = -1 };
+    res->error = check_batches(r, p, data, len, now, &messages, &idempotent, &first, &f);
     if (res->error != KP_NONE) {
         if (f.error != KP_NONE)
             refused_records(r, p, &f, res);
@@ -436,6 +480,8 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
             return;
         }
     }
+    if ((res->error = verify_txn(r, txn_id, p, &first, res)) != KP_NONE)
+        return;
 
     int64_t base = -1;
     int rc = seg_append(p->log, data, len, now, &base);
@@ -630,6 +676,11 @@ int api_handle_produce(bk_req *r)
         return BK_CLOSE;
     bool any_error = false;
     bk_hint_nodes hints = { .n = 0 };
+    /* Kafka's KafkaApis: a transactional produce needs WRITE on its
+     * transactional id, else every partition is refused with
+     * TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is appended. */
+    bool txn_denied = q.TransactionalId.len >= 0 &&
+        !sec_authorized(r, BK_RES_TRANSACTIONAL_ID, q.TransactionalId, BK_OP_WRITE);
     /* acks=-1 in cluster mode: one pw_part per appended partition. */
     pw_part *waits = NULL;
     int nwaits = 0;
@@ -643,8 +694,13 @@ int api_handle_produce(bk_req *r)
                                          .PartitionResponses_count = np };
         for (int32_t i = 0; i < np; i++) {
             const kp_ProduceRequest_PartitionProduceData *qp = &qt->PartitionData[i];
-            produce_result res;
-            produce_partition(r, q.Acks, qt->Name, qp->Index, qp->Records, &res, &hints);
+            produce_result res = { .error = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                   .error_message = KP_STR_NULL, .base_offset = -1,
+                                   .log_append_time = -1, .log_start = -1, .wait_end = -1,
+                                   .leader_id = -1, .leader_epoch = -1 };
+            if (!txn_denied)
+                produce_partition(r, q.TransactionalId, q.Acks, qt->Name, qp->Index,
+                                  qp->Records, &res, &hints);
             if (res.wait_end >= 0) {
                 if (!waits) {
                     size_t most = 0;
