@@ -113,6 +113,7 @@
 #include "daemon/request.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/txn/txn.h"
+#include "daemon/replication/repl_peer.h"
 #include "daemon/security/sec_peer.h"
 #include "kp_msgs.h"
 
@@ -413,10 +414,13 @@ static void produce_partition(bk_req *r, kp_str txn_id, int16_t acks, kp_str top
  * transaction in the partition's producer state is the cache: only the
  * first batch per partition per transaction asks.  Kafka's codes
  * (ReplicaManager): not in it -> INVALID_TXN_STATE; a stale epoch ->
- * INVALID_PRODUCER_EPOCH; the coordinator busy or loading ->
- * NOT_ENOUGH_REPLICAS, which every client retries.  Asked here only when
- * this broker coordinates the id; another broker's ids are not verified
- * (Kafka's behaviour before KIP-890). */
+ * INVALID_PRODUCER_EPOCH; the coordinator busy, loading or unreachable ->
+ * NOT_ENOUGH_REPLICAS, which every client retries.  This broker's own
+ * coordinator answers at once (txn_verify_partition); another broker's
+ * answers AddPartitionsToTxn v4 VerifyOnly first (pv_start, below), and
+ * the request is then run again with its verdicts. */
+static int16_t pv_verdict(const bk_partition *p, int16_t err);
+
 static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p, const kp_batch *bh,
                           produce_result *res)
 {
@@ -429,16 +433,23 @@ static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p, const kp_ba
         return KP_NONE;                           /* verified when it began here */
     int16_t err = txn_verify_partition(r->b, txn_id, bh->ProducerId, bh->ProducerEpoch,
                                        p->topic->name, p->id);
+    if (err == KP_NOT_COORDINATOR)                /* another broker's id: its answer */
+        err = pv_verdict(p, err);
     switch (err) {
     case KP_NONE:
-    case KP_NOT_COORDINATOR:                      /* another broker's id: not asked */
+    case KP_NOT_COORDINATOR:                      /* not asked (acks=0): Kafka's old way */
         return KP_NONE;
     case KP_INVALID_TXN_STATE:
         res->error_message = kp_str_cstr("Partition was not added to the transaction");
         return err;
+    case KP_PRODUCER_FENCED:                      /* Produce's code for a stale epoch */
+        return KP_INVALID_PRODUCER_EPOCH;
     case KP_COORDINATOR_LOAD_IN_PROGRESS:
     case KP_COORDINATOR_NOT_AVAILABLE:
     case KP_CONCURRENT_TRANSACTIONS:
+    case KP_BROKER_NOT_AVAILABLE:
+    case KP_NETWORK_EXCEPTION:
+    case KP_REQUEST_TIMED_OUT:
         return KP_NOT_ENOUGH_REPLICAS;
     default:
         return err;
@@ -657,6 +668,205 @@ static int pw_start(bk_req *r, const kp_ProduceResponse *m, pw_part *parts, int 
 
 typedef kp_ProduceResponse_TopicProduceResponse produce_topic_out;
 
+/* ---- KIP-890 verification by another broker's coordinator ------------------------
+ * PV1  Before anything is appended, pv_start looks for the partitions whose
+ *      first batch needs a verification another broker (the leader of the
+ *      id's __transaction_state partition) must give; if any, the request
+ *      is deferred while one AddPartitionsToTxn v4 VerifyOnly goes there
+ *      (repl_peer_call), then run again from its first byte with the
+ *      verdicts (pv_cur), which verify_txn uses instead of asking.  So a
+ *      request appends in one run only, and waits for at most one call.
+ * PV2  One malloc per request that waits (not per message, not per
+ *      partition); a connection gone meanwhile leaves pv->r NULL and the
+ *      answer frees it. */
+typedef struct pv_part {
+    bk_topic *topic;                  /* compared by identity (view.h topics live on) */
+    int32_t partition;
+    int16_t err;                      /* the coordinator's answer */
+} pv_part;
+
+typedef struct produce_verify {
+    bk_req *r;
+    kp_rd body;                       /* the request body, from its start */
+    int n;
+    pv_part parts[];
+} produce_verify;
+
+static const produce_verify *pv_cur;  /* during the second run only (PV1) */
+
+static int16_t pv_verdict(const bk_partition *p, int16_t err)
+{
+    for (int i = 0; pv_cur && i < pv_cur->n; i++)
+        if (pv_cur->parts[i].topic == p->topic && pv_cur->parts[i].partition == p->id)
+            return pv_cur->parts[i].err;
+    return err;
+}
+
+static uint64_t pv_be(const uint8_t *q, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | q[i];
+    return v;
+}
+
+/* The partition's first batch, when it is transactional and its producer
+ * has no transaction open there at its epoch (verify_txn's cache). */
+static bool pv_needed(bk_partition *p, kp_str records, int64_t *pid, int16_t *epoch)
+{
+    const uint8_t *q = (const uint8_t *)records.p;
+    if (records.len < KP_BATCH_OFF_RecordsCount + 4 || q[KP_BATCH_OFF_Magic] != KP_BATCH_MAGIC ||
+        !(pv_be(q + KP_BATCH_OFF_Attributes, 2) & KP_ATTR_TRANSACTIONAL))
+        return false;
+    *pid = (int64_t)pv_be(q + KP_BATCH_OFF_ProducerId, 8);
+    *epoch = (int16_t)pv_be(q + KP_BATCH_OFF_ProducerEpoch, 2);
+    const bk_producer *e = p->producers ? replica_pstate_find(p->producers, *pid) : NULL;
+    return !(e && e->epoch == *epoch && e->txn_first >= 0);
+}
+
+static void pv_cancel(bk_req *r)
+{
+    produce_verify *pv = r->state;
+    if (pv)
+        pv->r = NULL;
+    r->state = NULL;
+    r->cancel = NULL;
+}
+
+/* The coordinator's answer: each partition's verdict, then the second run. */
+static void pv_done(void *arg, int16_t error, kp_rd *body)
+{
+    produce_verify *pv = arg;
+    bk_req *r = pv->r;
+    if (!r) {
+        free(pv);
+        return;
+    }
+    kp_AddPartitionsToTxnResponse m;
+    kp_arena a;
+    kp_arena_init(&a, 0);
+    int16_t all = error ? KP_COORDINATOR_NOT_AVAILABLE : KP_NONE;
+    if (!error && kp_dec_AddPartitionsToTxnResponse(body, 4, &m, &a) != 0)
+        all = KP_COORDINATOR_NOT_AVAILABLE;
+    else if (!error && m.ErrorCode != KP_NONE)
+        all = m.ErrorCode;
+    for (int i = 0; i < pv->n; i++) {
+        pv_part *pp = &pv->parts[i];
+        pp->err = all != KP_NONE ? all : KP_INVALID_TXN_STATE;  /* not named: not in it */
+        for (int32_t t = 0; all == KP_NONE && t < m.ResultsByTransaction_count; t++)
+            for (int32_t k = 0; k < m.ResultsByTransaction[t].TopicResults_count; k++) {
+                const kp_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr =
+                    &m.ResultsByTransaction[t].TopicResults[k];
+                if (!kp_str_eq(tr->Name, pp->topic->name))
+                    continue;
+                for (int32_t j = 0; j < tr->ResultsByPartition_count; j++)
+                    if (tr->ResultsByPartition[j].PartitionIndex == pp->partition)
+                        pp->err = tr->ResultsByPartition[j].PartitionErrorCode;
+            }
+    }
+    kp_arena_free(&a);
+    r->state = NULL;
+    r->cancel = NULL;
+    r->body = pv->body;
+    pv_cur = pv;
+    int rc = api_handle_produce(r);
+    pv_cur = NULL;
+    free(pv);
+    if (rc == BK_RESPOND)
+        net_req_finish(r);
+    else if (rc != BK_DEFER)
+        net_req_close(r, false);
+}
+
+/* PV1: BK_DEFER when a verification was sent; else 0 (run as usual). */
+static int pv_start(bk_req *r, const kp_ProduceRequest *q, kp_rd body0)
+{
+    bk_broker *b = r->b;
+    if (pv_cur || q->TransactionalId.len <= 0 || q->Acks == 0 || !bk_cluster_mode(b) ||
+        !b->cfg->transaction_partition_verification_enable || !b->txn_coordinator_of)
+        return 0;
+    int32_t coord = -2;
+    int64_t pid = -1;
+    int16_t epoch = -1;
+    int n = 0, most = 0;
+    for (int32_t t = 0; t < q->TopicData_count; t++)
+        most += q->TopicData[t].PartitionData_count > 0 ? q->TopicData[t].PartitionData_count : 0;
+    produce_verify *pv = NULL;
+    kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic *tt = NULL;
+    int32_t *ids = NULL;
+    int nt = 0;
+    for (int32_t t = 0; t < q->TopicData_count; t++) {
+        const kp_ProduceRequest_TopicProduceData *qt = &q->TopicData[t];
+        bool topic_open = false;
+        for (int32_t i = 0; i < qt->PartitionData_count; i++) {
+            bk_partition *p;
+            int64_t bpid;
+            int16_t bepoch;
+            if (!sec_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_WRITE) ||
+                view_leader_replica(b, qt->Name, qt->PartitionData[i].Index, &p) != KP_NONE ||
+                !pv_needed(p, qt->PartitionData[i].Records, &bpid, &bepoch))
+                continue;
+            if (coord == -2) {
+                coord = b->txn_coordinator_of(b, q->TransactionalId.p,
+                                              (size_t)q->TransactionalId.len);
+                if (coord == b->cfg->broker_id)
+                    return 0;                 /* ours: verify_txn asks it directly */
+                pid = bpid;
+                epoch = bepoch;
+                pv = calloc(1, sizeof *pv + (size_t)most * sizeof pv->parts[0]);
+                tt = bk_req_alloc(r, (size_t)q->TopicData_count, sizeof *tt);
+                ids = bk_req_alloc(r, (size_t)most, sizeof *ids);
+                if (!pv || !tt || !ids) {
+                    free(pv);
+                    return 0;                 /* no memory: run unverified */
+                }
+            }
+            pv->parts[n] = (pv_part){ p->topic, p->id,
+                                      bpid == pid && bepoch == epoch ? KP_NONE
+                                                                     : KP_INVALID_PRODUCER_EPOCH };
+            if (pv->parts[n].err != KP_NONE) {
+                n++;
+                continue;                     /* one producer per request: another is refused */
+            }
+            if (!topic_open) {
+                tt[nt++] = (kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic){
+                    .Name = qt->Name, .Partitions = &ids[n], .Partitions_count = 0 };
+                topic_open = true;
+            }
+            ids[n] = p->id;
+            tt[nt - 1].Partitions_count++;
+            n++;
+        }
+    }
+    if (!pv)
+        return 0;
+    pv->r = r;
+    pv->body = body0;
+    pv->n = n;
+    kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction x = {
+        .TransactionalId = q->TransactionalId, .ProducerId = pid, .ProducerEpoch = epoch,
+        .VerifyOnly = true, .Topics = tt, .Topics_count = nt };
+    kp_AddPartitionsToTxnRequest aq;
+    kp_init_AddPartitionsToTxnRequest(&aq);
+    aq.Transactions = &x;
+    aq.Transactions_count = 1;
+    kp_buf out;
+    kp_buf_init(&out);
+    if (kp_enc_AddPartitionsToTxnRequest(&out, 4, &aq) != 0 || out.err) {
+        kp_buf_free(&out);
+        free(pv);
+        return 0;
+    }
+    r->state = pv;
+    r->cancel = pv_cancel;
+    /* No coordinator now (coord -1): the call fails on the next loop
+     * turn, and the batches are refused with a retriable error. */
+    repl_peer_call(b, coord, KP_API_ADD_PARTITIONS_TO_TXN, 4, out.data, out.len,
+                   q->TimeoutMs > 0 ? q->TimeoutMs : 30000, pv_done, pv);
+    kp_buf_free(&out);
+    return BK_DEFER;
+}
+
 int api_handle_produce(bk_req *r)
 {
     int16_t ver = r->hdr.RequestApiVersion;
@@ -665,6 +875,7 @@ int api_handle_produce(bk_req *r)
      * (no copy); the arrays come from r->arena, whose kept chunk serves a
      * request of up to ~100 partitions without a malloc. */
     kp_ProduceRequest q;
+    kp_rd body0 = r->body;
     if (kp_dec_ProduceRequest(&r->body, ver, &q, &r->arena) != 0)
         return BK_CLOSE;
 
@@ -681,6 +892,9 @@ int api_handle_produce(bk_req *r)
      * TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is appended. */
     bool txn_denied = q.TransactionalId.len >= 0 &&
         !sec_authorized(r, BK_RES_TRANSACTIONAL_ID, q.TransactionalId, BK_OP_WRITE);
+    int vrc = txn_denied ? 0 : pv_start(r, &q, body0);
+    if (vrc)
+        return vrc;
     /* acks=-1 in cluster mode: one pw_part per appended partition. */
     pw_part *waits = NULL;
     int nwaits = 0;

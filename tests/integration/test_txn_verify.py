@@ -8,8 +8,8 @@ accepted, Kafka's behaviour before KIP-890.  confluent-kafka's
 transactions go on working (only the first batch of a partition in a
 transaction is checked).
 
-The check is asked of this broker's own coordinator; a coordinator on
-another broker is not asked (not done yet: see README "Transactions")."""
+Here the broker is its own coordinator (txn_verify_partition answers at
+once); test_txn_verify_cluster.py has the leader ask another broker."""
 import kafka_raw as kr
 from support import ck_producer, consume, create_topic, topic_name
 from test_txn_coordinator import (INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, NONE,
