@@ -680,10 +680,12 @@ typedef kp_ProduceResponse_TopicProduceResponse produce_topic_out;
  *      partition); a connection gone meanwhile leaves pv->r NULL and the
  *      answer frees it. */
 typedef struct pv_part {
-    bk_topic *topic;                  /* compared by identity (view.h topics live on) */
+    kp_str topic;                     /* in the request frame, held while deferred */
     int32_t partition;
-    int16_t err;                      /* the coordinator's answer */
+    int16_t err;                      /* the coordinator's answer; PV_ASK until it came */
 } pv_part;
+
+#define PV_ASK (-1)
 
 typedef struct produce_verify {
     bk_req *r;
@@ -697,7 +699,8 @@ static const produce_verify *pv_cur;  /* during the second run only (PV1) */
 static int16_t pv_verdict(const bk_partition *p, int16_t err)
 {
     for (int i = 0; pv_cur && i < pv_cur->n; i++)
-        if (pv_cur->parts[i].topic == p->topic && pv_cur->parts[i].partition == p->id)
+        if (pv_cur->parts[i].partition == p->id &&
+            kp_str_eq(pv_cur->parts[i].topic, p->topic->name))
             return pv_cur->parts[i].err;
     return err;
 }
@@ -752,12 +755,15 @@ static void pv_done(void *arg, int16_t error, kp_rd *body)
         all = m.ErrorCode;
     for (int i = 0; i < pv->n; i++) {
         pv_part *pp = &pv->parts[i];
+        if (pp->err != PV_ASK)
+            continue;                         /* refused before asking */
         pp->err = all != KP_NONE ? all : KP_INVALID_TXN_STATE;  /* not named: not in it */
         for (int32_t t = 0; all == KP_NONE && t < m.ResultsByTransaction_count; t++)
             for (int32_t k = 0; k < m.ResultsByTransaction[t].TopicResults_count; k++) {
                 const kp_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr =
                     &m.ResultsByTransaction[t].TopicResults[k];
-                if (!kp_str_eq(tr->Name, pp->topic->name))
+                if (tr->Name.len != pp->topic.len ||
+                    memcmp(tr->Name.p, pp->topic.p, (size_t)tr->Name.len))
                     continue;
                 for (int32_t j = 0; j < tr->ResultsByPartition_count; j++)
                     if (tr->ResultsByPartition[j].PartitionIndex == pp->partition)
@@ -788,7 +794,7 @@ static int pv_start(bk_req *r, const kp_ProduceRequest *q, kp_rd body0)
     int32_t coord = -2;
     int64_t pid = -1;
     int16_t epoch = -1;
-    int n = 0, most = 0;
+    int n = 0, nids = 0, most = 0;
     for (int32_t t = 0; t < q->TopicData_count; t++)
         most += q->TopicData[t].PartitionData_count > 0 ? q->TopicData[t].PartitionData_count : 0;
     produce_verify *pv = NULL;
@@ -821,21 +827,19 @@ static int pv_start(bk_req *r, const kp_ProduceRequest *q, kp_rd body0)
                     return 0;                 /* no memory: run unverified */
                 }
             }
-            pv->parts[n] = (pv_part){ p->topic, p->id,
-                                      bpid == pid && bepoch == epoch ? KP_NONE
-                                                                     : KP_INVALID_PRODUCER_EPOCH };
-            if (pv->parts[n].err != KP_NONE) {
-                n++;
-                continue;                     /* one producer per request: another is refused */
-            }
+            /* one producer per request: another's batches are refused */
+            bool ask = bpid == pid && bepoch == epoch;
+            pv->parts[n++] = (pv_part){ qt->Name, p->id,
+                                        ask ? PV_ASK : KP_INVALID_PRODUCER_EPOCH };
+            if (!ask)
+                continue;
             if (!topic_open) {
                 tt[nt++] = (kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic){
-                    .Name = qt->Name, .Partitions = &ids[n], .Partitions_count = 0 };
+                    .Name = qt->Name, .Partitions = &ids[nids], .Partitions_count = 0 };
                 topic_open = true;
             }
-            ids[n] = p->id;
+            ids[nids++] = p->id;
             tt[nt - 1].Partitions_count++;
-            n++;
         }
     }
     if (!pv)
