@@ -3,7 +3,8 @@ not the transaction coordinator, so it asks the coordinator
 (AddPartitionsToTxn v4 VerifyOnly, a peer call) before the first
 transactional batch of a partition is appended: a partition never added is
 refused with INVALID_TXN_STATE and nothing is stored, one added is written,
-and only the first batch of a partition asks."""
+only the first batch of a partition asks, and the coordinator unreachable
+is NOT_ENOUGH_REPLICAS, which clients retry."""
 import json
 import re
 
@@ -18,6 +19,8 @@ from test_txn_coordinator import (INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, NON
                                   init_pid, until_settled)
 from test_txn_partition import batch
 from test_txn_verify import produce_txn
+
+NOT_ENOUGH_REPLICAS = 19
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
@@ -66,3 +69,14 @@ def test_the_leader_asks_the_coordinator_on_another_broker(make_cluster):
     status, text, _ = socket_http(admin_socket(b2), "/metrics")
     sent = re.search(r"^sluice_peer_requests_total (\d+)$", text, re.M)
     assert status == 200 and int(sent.group(1)) >= 1    # the verification went to broker 1
+
+    # the coordinator killed: until another broker leads its partition of
+    # __transaction_state, the leader cannot ask and answers a retriable code
+    b1.kill()
+    with kr.Conn(b2.port, timeout=30) as leader:
+        assert produce_txn(leader, tid, t, batch([b"stray"], pid, epoch, 0), 1) == \
+            (NOT_ENOUGH_REPLICAS, -1)
+        # ... and once a new coordinator loaded the id, its answer
+        wait_for(lambda: produce_txn(leader, tid, t, batch([b"stray"], pid, epoch, 0), 1) ==
+                 (INVALID_TXN_STATE, -1), 60, "the new coordinator's answer")
+        assert log_end(b2, t, 1) == 0
