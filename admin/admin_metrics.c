@@ -23,6 +23,7 @@
 #include "daemon/replication/repl_fetcher.h"
 #include "daemon/replication/repl_peer.h"
 #include "daemon/security/sec_sasl.h"
+#include "daemon/txn/txn.h"
 #include "daemon/view/view.h"
 
 struct part_metric { const char *name, *help, *type; };
@@ -144,6 +145,37 @@ static void render_peer_calls(kp_buf *o)
                   (unsigned long long)sent, (unsigned long long)failed);
 }
 
+/* The transaction coordinator's numbers (daemon/txn/txn_ops.c), for the ids
+ * this broker coordinates. */
+static void render_txn(kp_buf *o)
+{
+    txn_stats s;
+    txn_stats_get(&s);
+    kp_buf_printf(o, "# HELP sluice_transactions_ongoing Transactions open now (Ongoing, "
+                  "PrepareCommit, PrepareAbort) among the transactional ids coordinated here.\n"
+                  "# TYPE sluice_transactions_ongoing gauge\n"
+                  "sluice_transactions_ongoing %lld\n"
+                  "# HELP sluice_transactions_committed_total Transactions committed (every "
+                  "marker written) since the broker started.\n"
+                  "# TYPE sluice_transactions_committed_total counter\n"
+                  "sluice_transactions_committed_total %lld\n"
+                  "# HELP sluice_transactions_aborted_total Transactions aborted (every marker "
+                  "written) since the broker started: by the producer, fencing, the timeout "
+                  "or an operator.\n"
+                  "# TYPE sluice_transactions_aborted_total counter\n"
+                  "sluice_transactions_aborted_total %lld\n"
+                  "# HELP sluice_transactions_timeout_aborts_total Transactions the coordinator "
+                  "began to abort because they outlived their timeout.\n"
+                  "# TYPE sluice_transactions_timeout_aborts_total counter\n"
+                  "sluice_transactions_timeout_aborts_total %lld\n"
+                  "# HELP sluice_transactions_operator_aborts_total Transactions an operator "
+                  "aborted through SQL (UPDATE transactions SET state = 'CompleteAbort').\n"
+                  "# TYPE sluice_transactions_operator_aborts_total counter\n"
+                  "sluice_transactions_operator_aborts_total %lld\n",
+                  (long long)s.ongoing, (long long)s.commits, (long long)s.aborts,
+                  (long long)s.timeout_aborts, (long long)s.operator_aborts);
+}
+
 /* The log directory's health (daemon/replica/replica_logdir.c), as Kafka's LogManager
  * gauges OfflineLogDirectoryCount and LogDirectoryOffline. */
 static void render_log_dir(bk_broker *b, kp_buf *o)
@@ -231,6 +263,7 @@ void bk_admin_metrics_render(bk_broker *b, kp_buf *o)
     render_replication(b, o);
     render_log_dir(b, o);
     render_peer_calls(o);
+    render_txn(o);
 
     for (int m = 0; m < (int)(sizeof part_metrics / sizeof part_metrics[0]); m++) {
         kp_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,

@@ -100,6 +100,12 @@ static const char surface_sql[] =
     "SELECT topic, partition, producer_id, producer_epoch, last_sequence, last_timestamp,\n"
     "       coordinator_epoch, current_txn_start_offset FROM sluice_producers;\n"
 
+    /* The transactional ids this broker coordinates (daemon/txn/txn_ops.c):
+     * what DescribeTransactions answers; start_time NULL when none is open. */
+    "CREATE TEMP VIEW transactions AS\n"
+    "SELECT transactional_id, producer_id, producer_epoch, state, partitions, start_time,\n"
+    "       timeout_ms, last_update FROM sluice_transactions;\n"
+
     "CREATE TEMP VIEW partition_replicas AS\n"
     "SELECT r.topic, r.partition, r.position, r.broker_id, r.in_isr,\n"
     "       r.broker_id = p.leader AND sluice_broker_alive(r.broker_id) AS is_leader,\n"
@@ -239,6 +245,11 @@ static const char surface_sql[] =
     "  SELECT sluice_acl_delete(OLD.resource_type, OLD.resource_name, OLD.pattern_type,\n"
     "         OLD.principal, OLD.host, OLD.operation, OLD.permission);\nEND;\n"
 
+    /* An operator's abort of a hanging transaction: the coordinator aborts
+     * it as its timeout would, if it is still the one read. */
+    "CREATE TEMP TRIGGER transactions_update INSTEAD OF UPDATE ON transactions BEGIN\n"
+    "  SELECT sluice_txn_abort(OLD.transactional_id, OLD.producer_id, OLD.producer_epoch,\n"
+    "                          NEW.state);\nEND;\n"
     "CREATE TEMP TRIGGER consumer_groups_delete INSTEAD OF DELETE ON consumer_groups BEGIN\n"
     "  SELECT sluice_group_delete(OLD.group_id);\nEND;\n"
 
@@ -253,7 +264,7 @@ static const char *const views[] = {
     "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
     "broker_configs", "consumer_groups", "scram_credentials",
     "group_members", "group_assignments", "committed_offsets", "consumer_lag", "acls",
-    "log_dirs", "producers", NULL
+    "log_dirs", "producers", "transactions", NULL
 };
 
 /* Every view refuses, with a reason, the writes it has no meaning for. */
@@ -311,12 +322,18 @@ static void fn_replica_lag(sqlite3_context *ctx, int argc, sqlite3_value **v)
         sqlite3_result_null(ctx);
 }
 
+/* (why: the text of RAISE, no quotes in it) */
 static const struct { const char *view, *op, *why; } refusals[] = {
     { "brokers", NULL, "brokers is read-only: brokers register themselves" },
     { "log_dirs", NULL, "log_dirs is read-only: a failed log directory comes back when "
       "the broker restarts on a healthy one" },
     { "producers", NULL, "producers is read-only: producers write through Produce, and "
       "their transactions end with the markers of the transaction coordinator" },
+    { "transactions", "INSERT", "transactions: transactional ids come with their producers "
+      "(InitProducerId); abort one with UPDATE transactions SET state to CompleteAbort" },
+    { "transactions", "DELETE", "transactions: an idle transactional id expires after "
+      "transactional.id.expiration.ms; abort an open transaction with "
+      "UPDATE transactions SET state to CompleteAbort" },
     { "partitions", "INSERT", "partitions: add partitions with "
       "UPDATE topics SET partitions = N" },
     { "partitions", "DELETE", "partitions: partitions cannot be deleted; only "
@@ -695,6 +712,23 @@ static void fn_scram_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
     do_write(ctx, &w);
 }
 
+/* (transactional_id, producer_id, producer_epoch as read, the new state):
+ * only 'CompleteAbort' (or 'PrepareAbort', its first step) is a change the
+ * coordinator makes on request. */
+static void fn_txn_abort(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const char *to = arg_text(v[3]);
+    if (!to || (strcmp(to, "CompleteAbort") && strcmp(to, "PrepareAbort"))) {
+        sqlite3_result_error(ctx, "transactions: only UPDATE transactions SET state = "
+                             "'CompleteAbort' (abort the open transaction) is allowed", -1);
+        return;
+    }
+    sq_write w = { .op = SQ_TXN_ABORT, .s1 = arg_text(v[0]),
+                   .i1 = sqlite3_value_int64(v[1]), .i2 = sqlite3_value_int64(v[2]) };
+    do_write(ctx, &w);
+}
+
 static const struct {
     const char *name;
     int nargs;
@@ -714,6 +748,7 @@ static const struct {
     { "sluice_acl_delete", 7, fn_acl_delete, true },
     { "sluice_scram_set", 4, fn_scram_set, true },
     { "sluice_scram_delete", 2, fn_scram_delete, true },
+    { "sluice_txn_abort", 4, fn_txn_abort, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },

@@ -73,6 +73,18 @@ typedef struct sq_producer {
     int16_t epoch;
 } sq_producer;
 
+/* One transactional id this broker coordinates (daemon/txn/txn.h txn_row). */
+typedef struct sq_txn {
+    const char *id;                 /* into sq_snap.txn_pool */
+    const char *partitions;         /* "topic-0,topic-1" (into txn_pool) */
+    const char *state;              /* static text */
+    int64_t producer_id;
+    int64_t start_ms;               /* -1: no transaction open */
+    int64_t update_ms;
+    int32_t timeout_ms;
+    int16_t epoch;
+} sq_txn;
+
 typedef struct sq_follower {
     int32_t broker_id;
     int64_t log_end_offset;         /* its last fetch offset; -1: none yet */
@@ -89,6 +101,9 @@ typedef struct sq_snap {
     size_t nfol;
     sq_producer *prod;              /* NULL: none (owned) */
     size_t nprod;
+    sq_txn *txn;                    /* NULL: none (owned), with its strings in txn_pool */
+    size_t ntxn;
+    char *txn_pool;
     /* the log directory's health (daemon/replica/replica_logdir.c); has_logdir false: unknown */
     bool has_logdir, logdir_failed;
     int64_t logdir_failed_ms;       /* -1: never failed */
@@ -120,6 +135,7 @@ enum sq_op {
     SQ_ACL_DELETE,         /* s1..s7 the row's columns */
     SQ_SCRAM_SET,          /* s1 user, s2 mechanism, s3 password, i1 iterations (-1 default) */
     SQ_SCRAM_DELETE,       /* s1 user, s2 mechanism */
+    SQ_TXN_ABORT,          /* s1 transactional id, i1 producer id, i2 epoch (as read) */
 };
 
 typedef struct sq_write {

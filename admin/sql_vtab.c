@@ -19,8 +19,10 @@
  *                            (topic, partition) rows
  *   sluice_producers         each local partition's producers (idempotent
  *                            and transactional), from the snapshot
+ *   sluice_transactions      the transactional ids this broker coordinates
+ *                            (daemon/txn/txn_ops.c), from the snapshot
  *
- * All five are eponymous (no CREATE VIRTUAL TABLE needed, so they work on
+ * All six are eponymous (no CREATE VIRTUAL TABLE needed, so they work on
  * a read-only connection) and read-only.  Also here: the snapshot object.
  *
  * Lookups by (topic, partition) first try the row after the previous
@@ -65,6 +67,8 @@ void sq_snap_unref(sq_snap *s)
         free(s->pool);
         free(s->fol);
         free(s->prod);
+        free(s->txn);
+        free(s->txn_pool);
         free(s);
     }
 }
@@ -488,6 +492,69 @@ static sqlite3_module pr_module = {
     .xNext = pr_next, .xEof = pr_eof, .xColumn = pr_column, .xRowid = pr_rowid,
 };
 
+/* ---- sluice_transactions ------------------------------------------------------------------ */
+enum { TX_ID, TX_PID, TX_EPOCH, TX_STATE, TX_PARTITIONS, TX_START, TX_TIMEOUT, TX_UPDATE };
+
+static int tx_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                      sqlite3_vtab **out, char **err)
+{
+    (void)argc; (void)argv; (void)err;
+    return vt_connect_decl(db, aux, out,
+        "CREATE TABLE x(transactional_id TEXT, producer_id INTEGER, producer_epoch INTEGER, "
+        "state TEXT, partitions TEXT, start_time INTEGER, timeout_ms INTEGER, "
+        "last_update INTEGER)");
+}
+
+/* A ps_cur (it shares ps_open/ps_close/pr_best_index): i is the id's row. */
+static int tx_filter(sqlite3_vtab_cursor *cc, int idx, const char *is, int argc,
+                     sqlite3_value **argv)
+{
+    (void)idx; (void)is; (void)argc; (void)argv;
+    ((ps_cur *)cc)->i = 0;
+    return SQLITE_OK;
+}
+
+static int tx_next(sqlite3_vtab_cursor *cc)
+{
+    ((ps_cur *)cc)->i++;
+    return SQLITE_OK;
+}
+
+static int tx_eof(sqlite3_vtab_cursor *cc)
+{
+    ps_cur *cur = (ps_cur *)cc;
+    return !cur->snap || cur->i >= cur->snap->ntxn;
+}
+
+static int tx_column(sqlite3_vtab_cursor *cc, sqlite3_context *ctx, int col)
+{
+    ps_cur *cur = (ps_cur *)cc;
+    const sq_txn *t = &cur->snap->txn[cur->i];
+    switch (col) {
+    case TX_ID: sqlite3_result_text(ctx, t->id, -1, SQLITE_TRANSIENT); break;
+    case TX_PID: sqlite3_result_int64(ctx, t->producer_id); break;
+    case TX_EPOCH: sqlite3_result_int(ctx, t->epoch); break;
+    case TX_STATE: sqlite3_result_text(ctx, t->state, -1, SQLITE_STATIC); break;
+    case TX_PARTITIONS: sqlite3_result_text(ctx, t->partitions, -1, SQLITE_TRANSIENT); break;
+    case TX_START: result_or_null(ctx, t->start_ms); break;
+    case TX_TIMEOUT: sqlite3_result_int(ctx, t->timeout_ms); break;
+    case TX_UPDATE: result_or_null(ctx, t->update_ms); break;
+    }
+    return SQLITE_OK;
+}
+
+static int tx_rowid(sqlite3_vtab_cursor *cc, sqlite3_int64 *id)
+{
+    *id = (sqlite3_int64)((const ps_cur *)cc)->i;
+    return SQLITE_OK;
+}
+
+static sqlite3_module tx_module = {
+    .xConnect = tx_connect, .xBestIndex = pr_best_index, .xDisconnect = vt_disconnect,
+    .xOpen = ps_open, .xClose = ps_close, .xFilter = tx_filter,
+    .xNext = tx_next, .xEof = tx_eof, .xColumn = tx_column, .xRowid = tx_rowid,
+};
+
 /* ---- sluice_config_defs ---------------------------------------------------------------- */
 typedef struct cd_cur {
     sqlite3_vtab_cursor base;
@@ -715,7 +782,8 @@ int sq_vtab_register(sq_conn *c)
         sqlite3_create_module(c->db, "sluice_partition_merged", &pm_module, c) ||
         sqlite3_create_module(c->db, "sluice_config_defs", &cd_module, c) ||
         sqlite3_create_module(c->db, "sluice_assignment", &as_module, c) ||
-        sqlite3_create_module(c->db, "sluice_producers", &pr_module, c))
+        sqlite3_create_module(c->db, "sluice_producers", &pr_module, c) ||
+        sqlite3_create_module(c->db, "sluice_transactions", &tx_module, c))
         return -1;
     return 0;
 }

@@ -61,6 +61,7 @@
 #include "daemon/replica/replica.h"
 #include "daemon/security/sec_sasl.h"
 #include "daemon/api/api_topic_wait.h"
+#include "daemon/txn/txn.h"
 
 #define SQ_WORKERS 2
 #define SQ_WORKER_NICE 10
@@ -179,14 +180,54 @@ static void fill_topic(bk_topic *t, void *arg)
     }
 }
 
-/* Cost: O(partitions) copies of a few integers, no I/O. */
+/* The transactional ids coordinated here (daemon/txn/txn_ops.c): counted,
+ * then copied with their strings into one pool. */
+struct txn_fill { sq_snap *s; size_t n, pool, at; };
+
+static void count_txn(const txn_row *row, void *arg)
+{
+    struct txn_fill *f = arg;
+    f->n++;
+    f->pool += strlen(row->id) + 1 + txn_row_partitions(row, NULL, 0) + 1;
+}
+
+static void fill_txn(const txn_row *row, void *arg)
+{
+    struct txn_fill *f = arg;
+    size_t id = strlen(row->id) + 1, parts = txn_row_partitions(row, NULL, 0) + 1;
+    if (f->s->ntxn >= f->n || f->at + id + parts > f->pool)
+        return;                       /* cannot grow between the passes; defensive */
+    char *p = f->s->txn_pool + f->at;
+    memcpy(p, row->id, id);
+    txn_row_partitions(row, p + id, parts);
+    f->at += id + parts;
+    f->s->txn[f->s->ntxn++] = (sq_txn){
+        .id = p, .partitions = p + id, .state = row->state, .producer_id = row->pid,
+        .epoch = row->epoch, .start_ms = row->start_ms, .update_ms = row->update_ms,
+        .timeout_ms = row->timeout_ms,
+    };
+}
+
+static int snap_txns(sq_snap *s)
+{
+    struct txn_fill f = { s, 0, 0, 0 };
+    txn_rows_foreach(count_txn, &f);
+    if (!f.n)
+        return 0;
+    if (!(s->txn = malloc(f.n * sizeof *s->txn)) || !(s->txn_pool = malloc(f.pool)))
+        return -1;
+    txn_rows_foreach(fill_txn, &f);
+    return 0;
+}
+
+/* Cost: O(partitions + transactional ids) copies of a few integers, no I/O. */
 static void publish_snapshot(struct bk_admin *a)
 {
     struct snap_count c = { 0, 0, 0, 0 };
     view_topics_foreach(a->b, count_topic, &c);
     sq_snap *s = sq_snap_new(c.n, c.pool);
     if (s && ((c.fol && !(s->fol = malloc(c.fol * sizeof *s->fol))) ||
-              (c.prod && !(s->prod = malloc(c.prod * sizeof *s->prod))))) {
+              (c.prod && !(s->prod = malloc(c.prod * sizeof *s->prod))) || snap_txns(s))) {
         sq_snap_unref(s);
         s = NULL;
     }
@@ -444,6 +485,7 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
     case SQ_OFFSET_SET:
     case SQ_SCRAM_SET:
     case SQ_SCRAM_DELETE:
+    case SQ_TXN_ABORT:
         break;                        /* on_writes: their own paths */
     }
     return KP_INVALID_REQUEST;
@@ -515,6 +557,20 @@ static int scram_write(struct bk_admin *a, sq_wreq *r)
     return sec_sasl_user_set(a->b, w->s1, w->s2, w->s3, iterations, r->err, r->errlen);
 }
 
+/* UPDATE transactions SET state = 'CompleteAbort': the coordinator aborts
+ * the transaction as its timeout would; answered once the abort is started
+ * (PrepareAbort queued), the markers follow. */
+static int txn_abort(struct bk_admin *a, sq_wreq *r)
+{
+    const sq_write *w = r->w;
+    if (w->i2 < INT16_MIN || w->i2 > INT16_MAX) {
+        snprintf(r->err, r->errlen, "transactions.producer_epoch is out of range");
+        return KP_INVALID_REQUEST;
+    }
+    return txn_operator_abort(a->b, w->s1 ? w->s1 : "", w->i1, (int16_t)w->i2, r->err,
+                              r->errlen);
+}
+
 /* Wakes the worker waiting for r. */
 static void write_answered(struct bk_admin *a, sq_wreq *r, int rc)
 {
@@ -546,6 +602,7 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
         int rc = r->w->op == SQ_OFFSET_SET ? offset_set(a, r)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
                : r->w->op == SQ_SCRAM_SET || r->w->op == SQ_SCRAM_DELETE ? scram_write(a, r)
+               : r->w->op == SQ_TXN_ABORT ? txn_abort(a, r)
                : topic_write(a, r);
         if (rc != SQ_LATER)
             write_answered(a, r, rc);

@@ -112,6 +112,8 @@
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
 #include "daemon/replica/replica_producers.h"
+#include "daemon/txn/txn.h"
+#include "daemon/replication/repl_peer.h"
 #include "daemon/security/sec_peer.h"
 #include "kp_msgs.h"
 
@@ -180,7 +182,7 @@ static int64_t ts_bound(int64_t ms)
  * record-level refusal also fills *f (f->error == the code returned). */
 static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
                              size_t len, int64_t now, int64_t *messages,
-                             bool *idempotent, kp_val_fault *f)
+                             bool *idempotent, kp_batch *first, kp_val_fault *f)
 {
     const md_topic_config *tc = &p->topic->cfg;
     int16_t ver = r->hdr.RequestApiVersion;
@@ -253,6 +255,8 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
         }
         count += (int64_t)bh.LastOffsetDelta + 1;
         *idempotent |= bh.ProducerId >= 0;
+        if (at == 0)
+            *first = bh;
         at += (size_t)size;
     }
     if (count == 0)
@@ -289,8 +293,8 @@ static bool storage_recovered(bk_partition *p)
     return true;
 }
 
-static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *data,
-                             size_t len, produce_result *res);
+static void append_partition(bk_req *r, kp_str txn_id, bk_partition *p, int16_t acks,
+                             uint8_t *data, size_t len, produce_result *res);
 
 /* A batch refused for its records: logged at INFO, and on v8+ told to the
  * client in ErrorMessage and RecordErrors (from r->arena; error path only). */
@@ -340,7 +344,7 @@ static int16_t up_convert(bk_req *r, bk_partition *p, uint8_t **data, size_t *le
     return KP_NONE;
 }
 
-static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
+static void produce_partition(bk_req *r, kp_str txn_id, int16_t acks, kp_str topic,
                               int32_t index, kp_str records, produce_result *res,
                               bk_hint_nodes *hints)
 {
@@ -393,17 +397,67 @@ static void produce_partition(bk_req *r, int16_t acks, kp_str topic,
         kp_buf_init(&conv);
         res->error = up_convert(r, p, &data, &len, &conv);
         if (res->error == KP_NONE)
-            append_partition(r, p, acks, data, len, res);
+            append_partition(r, txn_id, p, acks, data, len, res);
         kp_buf_free(&conv);
         return;
     }
-    append_partition(r, p, acks, data, len, res);
+    append_partition(r, txn_id, p, acks, data, len, res);
 }
 
 /* Checks and appends one partition's batches (in the frame, or the
  * up-converted batch of an old produce). */
-static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *data,
-                             size_t len, produce_result *res)
+/* KIP-890 (transaction.partition.verification.enable): a transactional
+ * batch for a partition where its producer has no transaction open yet is
+ * appended only once the coordinator says the partition is in the
+ * producer's ongoing transaction, so a late or stray write cannot open a
+ * transaction nobody will end (and hold the LSO forever).  The open
+ * transaction in the partition's producer state is the cache: only the
+ * first batch per partition per transaction asks.  Kafka's codes
+ * (ReplicaManager): not in it -> INVALID_TXN_STATE; a stale epoch ->
+ * INVALID_PRODUCER_EPOCH; the coordinator busy, loading or unreachable ->
+ * NOT_ENOUGH_REPLICAS, which every client retries.  This broker's own
+ * coordinator answers at once (txn_verify_partition); another broker's
+ * answers AddPartitionsToTxn v4 VerifyOnly first (pv_start, below), and
+ * the request is then run again with its verdicts. */
+static int16_t pv_verdict(const bk_partition *p, int16_t err);
+
+static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p, const kp_batch *bh,
+                          produce_result *res)
+{
+    if (txn_id.len < 0 || !(bh->Attributes & KP_ATTR_TRANSACTIONAL) ||
+        !r->b->cfg->transaction_partition_verification_enable)
+        return KP_NONE;
+    const bk_producer *e = p->producers ? replica_pstate_find(p->producers, bh->ProducerId)
+                                        : NULL;
+    if (e && e->epoch == bh->ProducerEpoch && e->txn_first >= 0)
+        return KP_NONE;                           /* verified when it began here */
+    int16_t err = txn_verify_partition(r->b, txn_id, bh->ProducerId, bh->ProducerEpoch,
+                                       p->topic->name, p->id);
+    if (err == KP_NOT_COORDINATOR)                /* another broker's id: its answer */
+        err = pv_verdict(p, err);
+    switch (err) {
+    case KP_NONE:
+    case KP_NOT_COORDINATOR:                      /* not asked (acks=0): Kafka's old way */
+        return KP_NONE;
+    case KP_INVALID_TXN_STATE:
+        res->error_message = kp_str_cstr("Partition was not added to the transaction");
+        return err;
+    case KP_PRODUCER_FENCED:                      /* Produce's code for a stale epoch */
+        return KP_INVALID_PRODUCER_EPOCH;
+    case KP_COORDINATOR_LOAD_IN_PROGRESS:
+    case KP_COORDINATOR_NOT_AVAILABLE:
+    case KP_CONCURRENT_TRANSACTIONS:
+    case KP_BROKER_NOT_AVAILABLE:
+    case KP_NETWORK_EXCEPTION:
+    case KP_REQUEST_TIMED_OUT:
+        return KP_NOT_ENOUGH_REPLICAS;
+    default:
+        return err;
+    }
+}
+
+static void append_partition(bk_req *r, kp_str txn_id, bk_partition *p, int16_t acks,
+                             uint8_t *data, size_t len, produce_result *res)
 {
     bk_broker *b = r->b;
     bool all = acks == -1 && bk_cluster_mode(b);
@@ -411,7 +465,8 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
     int64_t messages = 0;
     bool idempotent = false;
     kp_val_fault f;
-    res->error = check_batches(r, p, data, len, now, &messages, &idempotent, &f);
+    kp_batch first = { .ProducerId = -1 };
+    res->error = check_batches(r, p, data, len, now, &messages, &idempotent, &first, &f);
     if (res->error != KP_NONE) {
         if (f.error != KP_NONE)
             refused_records(r, p, &f, res);
@@ -436,6 +491,8 @@ static void append_partition(bk_req *r, bk_partition *p, int16_t acks, uint8_t *
             return;
         }
     }
+    if ((res->error = verify_txn(r, txn_id, p, &first, res)) != KP_NONE)
+        return;
 
     int64_t base = -1;
     int rc = seg_append(p->log, data, len, now, &base);
@@ -611,6 +668,209 @@ static int pw_start(bk_req *r, const kp_ProduceResponse *m, pw_part *parts, int 
 
 typedef kp_ProduceResponse_TopicProduceResponse produce_topic_out;
 
+/* ---- KIP-890 verification by another broker's coordinator ------------------------
+ * PV1  Before anything is appended, pv_start looks for the partitions whose
+ *      first batch needs a verification another broker (the leader of the
+ *      id's __transaction_state partition) must give; if any, the request
+ *      is deferred while one AddPartitionsToTxn v4 VerifyOnly goes there
+ *      (repl_peer_call), then run again from its first byte with the
+ *      verdicts (pv_cur), which verify_txn uses instead of asking.  So a
+ *      request appends in one run only, and waits for at most one call.
+ * PV2  One malloc per request that waits (not per message, not per
+ *      partition); a connection gone meanwhile leaves pv->r NULL and the
+ *      answer frees it. */
+typedef struct pv_part {
+    kp_str topic;                     /* in the request frame, held while deferred */
+    int32_t partition;
+    int16_t err;                      /* the coordinator's answer; PV_ASK until it came */
+} pv_part;
+
+#define PV_ASK (-1)
+
+typedef struct produce_verify {
+    bk_req *r;
+    kp_rd body;                       /* the request body, from its start */
+    int n;
+    pv_part parts[];
+} produce_verify;
+
+static const produce_verify *pv_cur;  /* during the second run only (PV1) */
+
+static int16_t pv_verdict(const bk_partition *p, int16_t err)
+{
+    for (int i = 0; pv_cur && i < pv_cur->n; i++)
+        if (pv_cur->parts[i].partition == p->id &&
+            kp_str_eq(pv_cur->parts[i].topic, p->topic->name))
+            return pv_cur->parts[i].err;
+    return err;
+}
+
+static uint64_t pv_be(const uint8_t *q, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | q[i];
+    return v;
+}
+
+/* The partition's first batch, when it is transactional and its producer
+ * has no transaction open there at its epoch (verify_txn's cache). */
+static bool pv_needed(bk_partition *p, kp_str records, int64_t *pid, int16_t *epoch)
+{
+    const uint8_t *q = (const uint8_t *)records.p;
+    if (records.len < KP_BATCH_OFF_RecordsCount + 4 || q[KP_BATCH_OFF_Magic] != KP_BATCH_MAGIC ||
+        !(pv_be(q + KP_BATCH_OFF_Attributes, 2) & KP_ATTR_TRANSACTIONAL))
+        return false;
+    *pid = (int64_t)pv_be(q + KP_BATCH_OFF_ProducerId, 8);
+    *epoch = (int16_t)pv_be(q + KP_BATCH_OFF_ProducerEpoch, 2);
+    const bk_producer *e = p->producers ? replica_pstate_find(p->producers, *pid) : NULL;
+    return !(e && e->epoch == *epoch && e->txn_first >= 0);
+}
+
+static void pv_cancel(bk_req *r)
+{
+    produce_verify *pv = r->state;
+    if (pv)
+        pv->r = NULL;
+    r->state = NULL;
+    r->cancel = NULL;
+}
+
+/* The coordinator's answer: each partition's verdict, then the second run. */
+static void pv_done(void *arg, int16_t error, kp_rd *body)
+{
+    produce_verify *pv = arg;
+    bk_req *r = pv->r;
+    if (!r) {
+        free(pv);
+        return;
+    }
+    kp_AddPartitionsToTxnResponse m;
+    kp_arena a;
+    kp_arena_init(&a, 0);
+    int16_t all = error ? KP_COORDINATOR_NOT_AVAILABLE : KP_NONE;
+    if (!error && kp_dec_AddPartitionsToTxnResponse(body, 4, &m, &a) != 0)
+        all = KP_COORDINATOR_NOT_AVAILABLE;
+    else if (!error && m.ErrorCode != KP_NONE)
+        all = m.ErrorCode;
+    for (int i = 0; i < pv->n; i++) {
+        pv_part *pp = &pv->parts[i];
+        if (pp->err != PV_ASK)
+            continue;                         /* refused before asking */
+        pp->err = all != KP_NONE ? all : KP_INVALID_TXN_STATE;  /* not named: not in it */
+        for (int32_t t = 0; all == KP_NONE && t < m.ResultsByTransaction_count; t++)
+            for (int32_t k = 0; k < m.ResultsByTransaction[t].TopicResults_count; k++) {
+                const kp_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr =
+                    &m.ResultsByTransaction[t].TopicResults[k];
+                if (tr->Name.len != pp->topic.len ||
+                    memcmp(tr->Name.p, pp->topic.p, (size_t)tr->Name.len))
+                    continue;
+                for (int32_t j = 0; j < tr->ResultsByPartition_count; j++)
+                    if (tr->ResultsByPartition[j].PartitionIndex == pp->partition)
+                        pp->err = tr->ResultsByPartition[j].PartitionErrorCode;
+            }
+    }
+    kp_arena_free(&a);
+    r->state = NULL;
+    r->cancel = NULL;
+    r->body = pv->body;
+    pv_cur = pv;
+    int rc = api_handle_produce(r);
+    pv_cur = NULL;
+    free(pv);
+    if (rc == BK_RESPOND)
+        net_req_finish(r);
+    else if (rc != BK_DEFER)
+        net_req_close(r, false);
+}
+
+/* PV1: BK_DEFER when a verification was sent; else 0 (run as usual). */
+static int pv_start(bk_req *r, const kp_ProduceRequest *q, kp_rd body0)
+{
+    bk_broker *b = r->b;
+    if (pv_cur || q->TransactionalId.len <= 0 || q->Acks == 0 || !bk_cluster_mode(b) ||
+        !b->cfg->transaction_partition_verification_enable || !b->txn_coordinator_of)
+        return 0;
+    int32_t coord = -2;
+    int64_t pid = -1;
+    int16_t epoch = -1;
+    int n = 0, nids = 0, most = 0;
+    for (int32_t t = 0; t < q->TopicData_count; t++)
+        most += q->TopicData[t].PartitionData_count > 0 ? q->TopicData[t].PartitionData_count : 0;
+    produce_verify *pv = NULL;
+    kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic *tt = NULL;
+    int32_t *ids = NULL;
+    int nt = 0;
+    for (int32_t t = 0; t < q->TopicData_count; t++) {
+        const kp_ProduceRequest_TopicProduceData *qt = &q->TopicData[t];
+        bool topic_open = false;
+        for (int32_t i = 0; i < qt->PartitionData_count; i++) {
+            bk_partition *p;
+            int64_t bpid;
+            int16_t bepoch;
+            if (!sec_authorized(r, BK_RES_TOPIC, qt->Name, BK_OP_WRITE) ||
+                view_leader_replica(b, qt->Name, qt->PartitionData[i].Index, &p) != KP_NONE ||
+                !pv_needed(p, qt->PartitionData[i].Records, &bpid, &bepoch))
+                continue;
+            if (coord == -2) {
+                coord = b->txn_coordinator_of(b, q->TransactionalId.p,
+                                              (size_t)q->TransactionalId.len);
+                if (coord == b->cfg->broker_id)
+                    return 0;                 /* ours: verify_txn asks it directly */
+                pid = bpid;
+                epoch = bepoch;
+                pv = calloc(1, sizeof *pv + (size_t)most * sizeof pv->parts[0]);
+                tt = bk_req_alloc(r, (size_t)q->TopicData_count, sizeof *tt);
+                ids = bk_req_alloc(r, (size_t)most, sizeof *ids);
+                if (!pv || !tt || !ids) {
+                    free(pv);
+                    return 0;                 /* no memory: run unverified */
+                }
+            }
+            /* one producer per request: another's batches are refused */
+            bool ask = bpid == pid && bepoch == epoch;
+            pv->parts[n++] = (pv_part){ qt->Name, p->id,
+                                        ask ? PV_ASK : KP_INVALID_PRODUCER_EPOCH };
+            if (!ask)
+                continue;
+            if (!topic_open) {
+                tt[nt++] = (kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic){
+                    .Name = qt->Name, .Partitions = &ids[nids], .Partitions_count = 0 };
+                topic_open = true;
+            }
+            ids[nids++] = p->id;
+            tt[nt - 1].Partitions_count++;
+        }
+    }
+    if (!pv)
+        return 0;
+    pv->r = r;
+    pv->body = body0;
+    pv->n = n;
+    kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction x = {
+        .TransactionalId = q->TransactionalId, .ProducerId = pid, .ProducerEpoch = epoch,
+        .VerifyOnly = true, .Topics = tt, .Topics_count = nt };
+    kp_AddPartitionsToTxnRequest aq;
+    kp_init_AddPartitionsToTxnRequest(&aq);
+    aq.Transactions = &x;
+    aq.Transactions_count = 1;
+    kp_buf out;
+    kp_buf_init(&out);
+    if (kp_enc_AddPartitionsToTxnRequest(&out, 4, &aq) != 0 || out.err) {
+        kp_buf_free(&out);
+        free(pv);
+        return 0;
+    }
+    r->state = pv;
+    r->cancel = pv_cancel;
+    /* No coordinator now (coord -1): the call fails on the next loop
+     * turn, and the batches are refused with a retriable error. */
+    repl_peer_call(b, coord, KP_API_ADD_PARTITIONS_TO_TXN, 4, out.data, out.len,
+                   q->TimeoutMs > 0 ? q->TimeoutMs : 30000, pv_done, pv);
+    kp_buf_free(&out);
+    return BK_DEFER;
+}
+
 int api_handle_produce(bk_req *r)
 {
     int16_t ver = r->hdr.RequestApiVersion;
@@ -619,6 +879,7 @@ int api_handle_produce(bk_req *r)
      * (no copy); the arrays come from r->arena, whose kept chunk serves a
      * request of up to ~100 partitions without a malloc. */
     kp_ProduceRequest q;
+    kp_rd body0 = r->body;
     if (kp_dec_ProduceRequest(&r->body, ver, &q, &r->arena) != 0)
         return BK_CLOSE;
 
@@ -630,6 +891,14 @@ int api_handle_produce(bk_req *r)
         return BK_CLOSE;
     bool any_error = false;
     bk_hint_nodes hints = { .n = 0 };
+    /* Kafka's KafkaApis: a transactional produce needs WRITE on its
+     * transactional id, else every partition is refused with
+     * TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is appended. */
+    bool txn_denied = q.TransactionalId.len >= 0 &&
+        !sec_authorized(r, BK_RES_TRANSACTIONAL_ID, q.TransactionalId, BK_OP_WRITE);
+    int vrc = txn_denied ? 0 : pv_start(r, &q, body0);
+    if (vrc)
+        return vrc;
     /* acks=-1 in cluster mode: one pw_part per appended partition. */
     pw_part *waits = NULL;
     int nwaits = 0;
@@ -643,8 +912,13 @@ int api_handle_produce(bk_req *r)
                                          .PartitionResponses_count = np };
         for (int32_t i = 0; i < np; i++) {
             const kp_ProduceRequest_PartitionProduceData *qp = &qt->PartitionData[i];
-            produce_result res;
-            produce_partition(r, q.Acks, qt->Name, qp->Index, qp->Records, &res, &hints);
+            produce_result res = { .error = KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                   .error_message = KP_STR_NULL, .base_offset = -1,
+                                   .log_append_time = -1, .log_start = -1, .wait_end = -1,
+                                   .leader_id = -1, .leader_epoch = -1 };
+            if (!txn_denied)
+                produce_partition(r, q.TransactionalId, q.Acks, qt->Name, qp->Index,
+                                  qp->Records, &res, &hints);
             if (res.wait_end >= 0) {
                 if (!waits) {
                     size_t most = 0;

@@ -230,6 +230,24 @@ bool txn_coord_has(const txn_meta *m, const char *topic, size_t len, int32_t par
     return false;
 }
 
+int16_t txn_verify_partition(bk_broker *b, kp_str id, int64_t pid, int16_t epoch,
+                             const char *topic, int32_t partition)
+{
+    int32_t part;
+    if (id.len <= 0)
+        return KP_INVALID_TXN_STATE;
+    int16_t err = txn_log_owner(b, id.p, (size_t)id.len, &part);
+    if (err != KP_NONE)
+        return err;
+    const txn_meta *m = txn_meta_find(id.p, (size_t)id.len);
+    if (!m || m->cur.pid < 0 || m->cur.pid != pid)
+        return KP_INVALID_PRODUCER_ID_MAPPING;
+    if (m->cur.epoch != epoch)
+        return KP_INVALID_PRODUCER_EPOCH;
+    return m->cur.state == TXN_ONGOING && txn_coord_has(m, topic, strlen(topic), partition)
+           ? KP_NONE : KP_INVALID_TXN_STATE;
+}
+
 static bool has_tp(const txn_rec *c, const txn_tp *tp)
 {
     for (size_t k = 0; k < c->ntps; k++)
@@ -350,6 +368,8 @@ static void abort_if_timed_out(txn_meta *m, void *arg)
     if (err)
         BK_WARN("transactional id %s: aborting failed (%d); retried at the next check",
                 m->id, err);
+    else
+        txn_ops_timeout_abort();
 }
 
 static void abort_tick(evutil_socket_t fd, short what, void *arg)

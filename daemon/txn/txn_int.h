@@ -131,4 +131,12 @@ void txn_markers_free(struct txn_markers *k);
 /* Shutdown: every id's markers are freed, whatever is out. */
 void txn_markers_stop_all(void);
 
+/* ---- txn_ops.c: the counters of /metrics ------------------------------------ */
+/* Kafka's TransactionState name of s (static text). */
+const char *txn_state_name(int8_t s);
+/* A Complete record is written (after its markers). */
+void txn_ops_completed(bool commit);
+/* The timeout started aborting a transaction. */
+void txn_ops_timeout_abort(void);
+
 #endif

@@ -9,15 +9,6 @@
 
 #include <string.h>
 
-/* Kafka's TransactionState names. */
-static const char *state_name(int8_t s)
-{
-    static const char *const names[] = { "Empty", "Ongoing", "PrepareCommit", "PrepareAbort",
-                                         "CompleteCommit", "CompleteAbort", "Dead",
-                                         "PrepareEpochFence" };
-    return s >= 0 && s < (int8_t)(sizeof names / sizeof names[0]) ? names[s] : "Unknown";
-}
-
 /* ---- DescribeTransactions v0 ------------------------------------------------------- */
 
 /* m's partitions by topic (adjacent in cur.tps: txn_coord.c add_tp). */
@@ -74,7 +65,7 @@ int txn_handle_describe_transactions(bk_req *r)
             s->ErrorCode = KP_TRANSACTIONAL_ID_NOT_FOUND;
         if (s->ErrorCode)
             continue;
-        s->TransactionState = kp_str_cstr(state_name(t->cur.state));
+        s->TransactionState = kp_str_cstr(txn_state_name(t->cur.state));
         s->TransactionTimeoutMs = t->cur.timeout_ms;
         s->TransactionStartTimeMs = t->cur.start_ms;
         s->ProducerId = t->cur.pid;
@@ -141,7 +132,7 @@ static void lt_one(txn_meta *t, void *arg)
     m->TransactionStates[m->TransactionStates_count++] =
         (kp_ListTransactionsResponse_TransactionState){
             .TransactionalId = { t->id, (int32_t)t->id_len }, .ProducerId = t->cur.pid,
-            .TransactionState = kp_str_cstr(state_name(t->cur.state)) };
+            .TransactionState = kp_str_cstr(txn_state_name(t->cur.state)) };
 }
 
 int txn_handle_list_transactions(bk_req *r)
@@ -163,7 +154,7 @@ int txn_handle_list_transactions(bk_req *r)
         return BK_CLOSE;
     for (int32_t k = 0; k < nf; k++) {
         int8_t s = 0;
-        while (s < 8 && !kp_str_eq(q.StateFilters[k], state_name(s)))
+        while (s < 8 && !kp_str_eq(q.StateFilters[k], txn_state_name(s)))
             s++;
         if (s < 8)
             states[s] = w.any_state = true;

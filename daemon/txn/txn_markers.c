@@ -137,6 +137,8 @@ static void complete_written(txn_meta *m, void *arg, int16_t err)
     (void)arg;
     if (err)                          /* still Prepare*: a reload sends them again */
         BK_WARN("transactional id %s: writing its Complete record failed (%d)", m->id, err);
+    else
+        txn_ops_completed(m->cur.state == TXN_COMPLETE_COMMIT);
 }
 
 /* Every marker is written: Complete*, the partitions cleared (K1). */
