@@ -239,6 +239,9 @@ struct seg_log {
 int  seg_txn_load(seg_log *log, int i);
 void seg_txn_segment_gone(seg_log *log, int i);
 int  seg_txn_rewrite(seg_log *log, int i);
+/* Forgets the entries whose LastOffset is one of last[0..n) (ascending)
+ * and lies in [from, to); the caller rewrites the segment's file. */
+void seg_txn_drop(seg_log *log, const int64_t *last, int n, int64_t from, int64_t to);
 
 /* Leader epochs: the two truncations of epochs.c E3, and epochs.c E5 at open. */
 void seg_epoch_truncate_end(seg_log *log, int64_t end);
