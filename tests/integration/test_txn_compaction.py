@@ -6,6 +6,7 @@ never an aborted one; the markers of transactions whose records all went
 are stamped with a delete horizon and, delete.retention.ms later, leave the
 log (segments/cleaner.c X3), which the raw batches of the partition show,
 and the readers still read the same."""
+import os
 import struct
 import time
 import uuid
@@ -153,3 +154,19 @@ def test_compacted_transactional_topic_keeps_committed_values_and_sheds_empty_ma
     assert markers(b, t) == ([keep], [])
     for isolation in ("read_committed", "read_uncommitted"):
         assert compacted(read_all(b, t, isolation)), isolation
+    # No aborted transaction has a record left, so no index entry either
+    # (cleaner.c X4): the .txnindex files are gone.  Losing the producer
+    # snapshots too (a power cut) replays the cleaned log from its start
+    # to the same state: no transaction left open (read_committed reads to
+    # the high watermark), no index entry invented, the same markers.
+    d = b.partition_dir(t)
+    assert not [f for f in os.listdir(d) if f.endswith(".txnindex")], os.listdir(d)
+    b.kill()
+    for f in os.listdir(d):
+        if f.endswith((".snapshot", ".txnindex")):
+            os.unlink(os.path.join(d, f))
+    b.start()
+    assert markers(b, t) == ([keep], [])
+    for isolation in ("read_committed", "read_uncommitted"):
+        assert compacted(read_all(b, t, isolation)), isolation
+    assert not [f for f in os.listdir(d) if f.endswith(".txnindex")], os.listdir(d)
