@@ -39,9 +39,7 @@
  *       or before B (a producer's transactions never overlap, so the
  *       marker after B ends the one holding B).  Aborted batches neither
  *       enter the offset map (an aborted value never hides a committed
- *       one) nor the output.  Markers and the index stay (txnindex.c X1),
- *       so a consumer is told of an abort whose records are gone, which
- *       costs it nothing.
+ *       one) nor the output.  Their marker and index entry go by X3, X4.
  *   X3. A marker whose transaction has no record left in the output
  *       (pass 2 saw none of that producer's transactional batches survive
  *       since its previous marker: all aborted, superseded or below log
@@ -57,10 +55,12 @@
  *       lists those markers' offsets (ascending, one per transaction);
  *       install_group removes them (seg_txn_drop) before rewriting the
  *       group's .txnindex, so memory and file agree (txnindex.c X1, X2)
- *       and a restart loads the same.  The producer state replays only
- *       from its snapshot (replica_producers.c P2, written every few
- *       seconds and after every replay), which is past a marker long
- *       before a clean can stamp and drop it.
+ *       and a restart loads the same.  A producer state replay from the
+ *       log start meets no record of such a transaction, so it opens none
+ *       and adds no entry.  One from a snapshot taken while it was open
+ *       needs its marker: snapshots (replica_producers.c P2) follow the
+ *       log end every few seconds and after every replay, so the newest
+ *       is past a marker long before a clean can stamp and drop it.
  * A batch whose records all survive is copied byte for byte; one with
  * none is dropped; otherwise it is rebuilt with the same BaseOffset,
  * LastOffsetDelta, producer fields, attributes, leader epoch and codec,
