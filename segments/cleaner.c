@@ -58,9 +58,12 @@
  *       and a restart loads the same.  A producer state replay from the
  *       log start meets no record of such a transaction, so it opens none
  *       and adds no entry.  One from a snapshot taken while it was open
- *       needs its marker: snapshots (replica_producers.c P2) follow the
- *       log end every few seconds and after every replay, so the newest
- *       is past a marker long before a clean can stamp and drop it.
+ *       needs its marker, so a marker at or past the newest snapshot
+ *       (policy markers_below) is never dropped; snapshots
+ *       (replica_producers.c P2) follow the log end every few seconds, so
+ *       this rarely holds one back, and the log is due again once the
+ *       snapshot passes the first one held (log->markers_held; not kept
+ *       over a restart: then the next due run drops it).
  * A batch whose records all survive is copied byte for byte; one with
  * none is dropped; otherwise it is rebuilt with the same BaseOffset,
  * LastOffsetDelta, producer fields, attributes, leader epoch and codec,
@@ -229,6 +232,7 @@ void seg_clean_load_checkpoint(seg_log *log)
 {
     log->clean_end = log->log_start;            /* K2: all dirty */
     log->delete_horizon = -1;
+    log->markers_held = -1;
     char path[4200], text[64];
     snprintf(path, sizeof path, "%s/" CKPT_NAME, log->dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -342,8 +346,10 @@ int seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job)
                 force = true;
         }
     }
-    bool expired = log->delete_horizon >= 0 &&
-                   log->delete_horizon <= p->now_ms;        /* T3 */
+    bool expired = (log->delete_horizon >= 0 &&
+                    log->delete_horizon <= p->now_ms) ||     /* T3 */
+                   (log->markers_held >= 0 && log->markers_held < p->markers_below &&
+                    log->markers_held < log->segs[last]->base);   /* X3 */
     if (!expired &&
         (dirty == 0 || (!force && (double)dirty < p->min_cleanable_dirty_ratio *
                                                   (double)total)))
@@ -872,8 +878,13 @@ static int control_batch(seg_clean_job *j, seg_segment *s, const uint8_t *p,
     int64_t horizon = (attrs & KP_ATTR_DELETE_HORIZON)
                           ? (int64_t)seg_be64(p + KP_BATCH_OFF_BaseTimestamp) : -1;
     if (horizon >= 0 && horizon <= j->pol.now_ms) {
-        j->st.markers_removed++;
-        return 0;                                   /* past its horizon */
+        if ((int64_t)seg_be64(p) < j->pol.markers_below) {
+            j->st.markers_removed++;
+            return 0;                               /* past its horizon */
+        }
+        if (j->st.markers_held < 0)                 /* due once the snapshot passes it */
+            j->st.markers_held = seg_be64(p);
+        return append_batch(j, s, p, sz);
     }
     if (horizon < 0)
         horizon = new_horizon(j);
@@ -1093,6 +1104,7 @@ int seg_clean_run(seg_clean_job *j, const atomic_bool *cancel)
 {
     j->t0_us = mono_us();
     j->st.delete_horizon_ms = -1;
+    j->st.markers_held = -1;
     uint64_t dirty = 0;
     for (int i = 0; i < j->nin; i++)
         if (j->in[i].next > j->dirty_from)
@@ -1197,6 +1209,7 @@ int seg_clean_finish(seg_log *log, seg_clean_job *j, seg_clean_stats *st)
         log->clean_end = j->map_end;
     if (rc == 0 && !j->crashed && j->ng > 0) {
         log->delete_horizon = j->st.delete_horizon_ms;      /* T3 */
+        log->markers_held = j->st.markers_held;             /* X3 */
         log->clean_saved = true;                            /* K1 */
     }
     log->max_ts = -1;

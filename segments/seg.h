@@ -319,6 +319,10 @@ typedef struct seg_clean_policy {
     int64_t unstable_from;           /* ... this offset (the producer state's
                                         first unstable offset): segments
                                         reaching it are not cleaned */
+    int64_t markers_below;           /* markers at or past it are never
+                                        dropped (the newest producer state
+                                        snapshot: a replay from it may need
+                                        them, cleaner.c X3) */
 } seg_clean_policy;
 
 typedef struct seg_clean_stats {
@@ -333,6 +337,8 @@ typedef struct seg_clean_stats {
                                          (cleaner.c X3) */
     int64_t  delete_horizon_ms;       /* latest horizon of a tombstone kept
                                          (-1: none kept) */
+    int64_t  markers_held;            /* first marker past its horizon kept
+                                         for the producer snapshot; -1 none */
 } seg_clean_stats;
 
 typedef struct seg_clean_job seg_clean_job;

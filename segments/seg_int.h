@@ -213,6 +213,9 @@ struct seg_log {
     int64_t         delete_horizon;  /* latest delete horizon of a tombstone
                                         kept by the last compaction (-1:
                                         none, or not known since open) */
+    int64_t         markers_held;    /* first marker past its horizon kept
+                                        for the producer snapshot (cleaner.c
+                                        X3); -1: none, or not known */
     bool            clean_saved;     /* a cleaner-offset-checkpoint file
                                         may exist (cleaner.c, K1-K3) */
     atomic_int      last_errno;

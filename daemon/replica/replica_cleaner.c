@@ -143,6 +143,7 @@ static void tick_replica(bk_partition *p, void *arg)
     /* cleaner.c X1: nothing from the first open transaction on */
     pol.has_unstable = p->producers && p->producers->first_unstable >= 0;
     pol.unstable_from = pol.has_unstable ? p->producers->first_unstable : 0;
+    pol.markers_below = p->producers ? p->producers->snapshot_at : -1;   /* cleaner.c X3 */
     {
         seg_clean_job *job;
         if (seg_clean_plan(p->log, &pol, &job) != 1)

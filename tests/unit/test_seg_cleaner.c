@@ -132,7 +132,7 @@ static seg_clean_policy policy(void)
         .now_ms = 1000000, .min_compaction_lag_ms = 0,
         .max_compaction_lag_ms = 0, .min_cleanable_dirty_ratio = 0.0,
         .delete_retention_ms = 86400000, .dedupe_buffer_bytes = 1 << 20,
-        .io_max_bytes_per_sec = 0,
+        .io_max_bytes_per_sec = 0, .markers_below = INT64_MAX,
     };
     return p;
 }
@@ -937,6 +937,41 @@ START_TEST(test_empty_markers_go_after_delete_retention)
 }
 END_TEST
 
+/* A marker past its horizon but at or past the newest producer snapshot
+ * stays (a replay from the snapshot needs it: cleaner.c X3); the log is
+ * due, with nothing dirty, once the snapshot passes it. */
+START_TEST(test_marker_past_the_producer_snapshot_waits_for_it)
+{
+    seg_log *log = open_log(2048);
+    int64_t first = append_txn(log, 2, "k1", false, false);
+    int64_t abort = append_txn(log, 2, NULL, true, false);
+    seg_aborted_txn e = { 2, first, abort, abort + 1 };
+    ck_assert_int_eq(seg_txn_add(log, &e), 0);
+    dirty_more(log, 30);
+    seg_clean_policy p = policy();
+    p.delete_retention_ms = 0;
+    p.markers_below = abort;                        /* the snapshot is before it */
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);  /* stamps: horizon = now */
+    ck_assert_int_eq(seg_txn_count(log), 0);
+    p.now_ms += 1;
+    dirty_more(log, 3);                             /* due by dirt once more */
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_eq(st.markers_removed, 0);        /* held for the snapshot */
+    ck_assert_int_eq(st.markers_held, abort);
+    int64_t off[4], hz[4];
+    bool stamped[4];
+    ck_assert_int_eq(markers_of(log, off, stamped, hz, 4), 1);
+    ck_assert(stamped[0]);
+    ck_assert_int_eq(clean_once(log, &p, &st), 0);  /* nothing new: not due */
+    p.markers_below = seg_log_end(log);             /* a snapshot at the end */
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);  /* due without new writes */
+    ck_assert_int_eq(st.markers_removed, 1);
+    ck_assert_int_eq(markers_of(log, off, stamped, hz, 4), 0);
+    seg_close(log);
+}
+END_TEST
+
 /* An ABORT whose records lie partly past the cleaned segments keeps its
  * marker unstamped and its index entry: its data is not gone yet. */
 START_TEST(test_abort_reaching_past_the_cleaned_part_keeps_its_entry)
@@ -985,6 +1020,7 @@ int main(void)
         test_aborted_records_dropped_and_never_hide_committed_ones,
         test_empty_markers_go_after_delete_retention,
         test_abort_reaching_past_the_cleaned_part_keeps_its_entry,
+        test_marker_past_the_producer_snapshot_waits_for_it,
     };
     return unit_run("seg_cleaner", "cleaner", tests, sizeof tests / sizeof *tests,
                     setup, teardown, 60);
