@@ -210,7 +210,9 @@ $(BUILD)/bench/libsluice_vs_rdkafka_bench: | $(BUILD)/sluice-bench
 # ---- fuzzing (tests/fuzz/; issue 8) -------------------------------------------
 # libFuzzer targets, one per surface that takes hostile bytes: request frames
 # through the real handlers, RecordBatch parsing and codecs, segment recovery
-# from arbitrary files, the properties parser, the admin SQL authorizer.
+# from arbitrary files (with its .txnindex), the properties parser, the admin
+# SQL authorizer, the transaction records read back from the logs (markers,
+# __transaction_state).
 # Built with clang into build-fuzz/ (every module instrumented, ASan+UBSan).
 #   make fuzz [FUZZ_SECONDS=N] [FUZZ_TARGETS="fuzz_d_request ..."]
 # runs each target for N seconds from its seeds in tests/fuzz/corpus/<target>/

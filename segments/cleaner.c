@@ -39,10 +39,31 @@
  *       or before B (a producer's transactions never overlap, so the
  *       marker after B ends the one holding B).  Aborted batches neither
  *       enter the offset map (an aborted value never hides a committed
- *       one) nor the output.  Markers and the index stay (txnindex.c X1),
- *       so a consumer is told of an abort whose records are gone, which
- *       costs it nothing.  Markers are kept for good (Kafka drops them
- *       after delete.retention.ms once their data is gone: not done).
+ *       one) nor the output.  Their marker and index entry go by X3, X4.
+ *   X3. A marker whose transaction has no record left in the output
+ *       (pass 2 saw none of that producer's transactional batches survive
+ *       since its previous marker: all aborted, superseded or below log
+ *       start) is empty.  An empty marker is stamped with a delete
+ *       horizon the first time (now + delete.retention.ms, as T1), kept
+ *       until it passes, then dropped (Kafka's CleanedTransactionMetadata
+ *       and "retained until delete horizon"): a consumer that fetched the
+ *       transaction's records before they went still sees its end.  The
+ *       horizon joins the log's (T3), so the log is due when it passes.
+ *   X4. An empty ABORT's index entry is dropped in the same run (Kafka
+ *       does not carry it into the cleaned index): every fetch range that
+ *       overlapped the aborted records is gone with them.  The worker
+ *       lists those markers' offsets (ascending, one per transaction);
+ *       install_group removes them (seg_txn_drop) before rewriting the
+ *       group's .txnindex, so memory and file agree (txnindex.c X1, X2)
+ *       and a restart loads the same.  A producer state replay from the
+ *       log start meets no record of such a transaction, so it opens none
+ *       and adds no entry.  One from a snapshot taken while it was open
+ *       needs its marker, so a marker at or past the newest snapshot
+ *       (policy markers_below) is never dropped; snapshots
+ *       (replica_producers.c P2) follow the log end every few seconds, so
+ *       this rarely holds one back, and the log is due again once the
+ *       snapshot passes the first one held (log->markers_held; not kept
+ *       over a restart: then the next due run drops it).
  * A batch whose records all survive is copied byte for byte; one with
  * none is dropped; otherwise it is rebuilt with the same BaseOffset,
  * LastOffsetDelta, producer fields, attributes, leader epoch and codec,
@@ -166,6 +187,10 @@ struct seg_clean_job {
     int64_t    t0_us;
     seg_aborted_txn *aborted;        /* X2: sorted by producer, last offset */
     int        naborted;
+    struct txo { int64_t pid1; bool kept; } *txo;   /* X3: pid + 1 (0: free) */
+    size_t     txo_mask, txo_n;
+    int64_t   *gone;                 /* X4: empty ABORTs' offsets, ascending */
+    int        ngone, gone_cap;
     uint64_t   io_bytes;
     uint64_t   wb_queued, wb_waited; /* N1: output offsets, current group */
     seg_clean_stats st;
@@ -207,6 +232,7 @@ void seg_clean_load_checkpoint(seg_log *log)
 {
     log->clean_end = log->log_start;            /* K2: all dirty */
     log->delete_horizon = -1;
+    log->markers_held = -1;
     char path[4200], text[64];
     snprintf(path, sizeof path, "%s/" CKPT_NAME, log->dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -320,8 +346,10 @@ int seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job)
                 force = true;
         }
     }
-    bool expired = log->delete_horizon >= 0 &&
-                   log->delete_horizon <= p->now_ms;        /* T3 */
+    bool expired = (log->delete_horizon >= 0 &&
+                    log->delete_horizon <= p->now_ms) ||     /* T3 */
+                   (log->markers_held >= 0 && log->markers_held < p->markers_below &&
+                    log->markers_held < log->segs[last]->base);   /* X3 */
     if (!expired &&
         (dirty == 0 || (!force && (double)dirty < p->min_cleanable_dirty_ratio *
                                                   (double)total)))
@@ -754,6 +782,126 @@ static int append_batch(seg_clean_job *j, seg_segment *s, const uint8_t *p,
     return 0;
 }
 
+/* ---- transaction markers (X3, X4) --------------------------------------------- */
+/* P's entry in the per-producer table (grown at half full); NULL: no memory. */
+static struct txo *txo_get(seg_clean_job *j, int64_t pid)
+{
+    if (!j->txo || (j->txo_n + 1) * 2 > j->txo_mask + 1) {
+        size_t cap = j->txo ? (j->txo_mask + 1) * 2 : 64;
+        struct txo *t = calloc(cap, sizeof *t), *old = j->txo;
+        if (!t)
+            return NULL;
+        size_t oldcap = old ? j->txo_mask + 1 : 0;
+        j->txo = t;
+        j->txo_mask = cap - 1;
+        for (size_t i = 0; i < oldcap; i++) {
+            if (!old[i].pid1)
+                continue;
+            size_t k = (size_t)old[i].pid1 * 0x9e3779b97f4a7c15ULL & j->txo_mask;
+            while (t[k].pid1)
+                k = (k + 1) & j->txo_mask;
+            t[k] = old[i];
+        }
+        free(old);
+    }
+    size_t k = (size_t)(pid + 1) * 0x9e3779b97f4a7c15ULL & j->txo_mask;
+    while (j->txo[k].pid1 && j->txo[k].pid1 != pid + 1)
+        k = (k + 1) & j->txo_mask;
+    if (!j->txo[k].pid1) {
+        j->txo[k].pid1 = pid + 1;
+        j->txo_n++;
+    }
+    return &j->txo[k];
+}
+
+/* A transactional data batch of the producer at p was kept (or not). */
+static int txn_data_seen(seg_clean_job *j, const uint8_t *p, bool kept)
+{
+    if (!kept)
+        return 0;
+    struct txo *e = txo_get(j, seg_be64(p + KP_BATCH_OFF_ProducerId));
+    if (!e)
+        return SEG_E_IO;
+    e->kept = true;
+    return 0;
+}
+
+/* The marker at p: 1 if its transaction left nothing in the output (X3),
+ * which also ends that transaction; *abort says its type. */
+static int marker_empty(seg_clean_job *j, const uint8_t *p, size_t sz,
+                        kp_rec_iter *it, bool *abort)
+{
+    kp_record rec;
+    *abort = false;
+    if (kp_rec_iter_start(it, p, sz) != 0 || kp_rec_iter_next(it, &rec) != 1 ||
+        rec.Key.len < 4)
+        return 0;                         /* not a marker we know: kept */
+    const uint8_t *k = (const uint8_t *)rec.Key.p;
+    int type = (k[2] << 8) | k[3];
+    if (type != 0 && type != 1)
+        return 0;
+    *abort = type == 0;
+    struct txo *e = txo_get(j, seg_be64(p + KP_BATCH_OFF_ProducerId));
+    if (!e)
+        return SEG_E_IO;
+    bool empty = !e->kept;
+    e->kept = false;
+    return empty;
+}
+
+static int note_gone(seg_clean_job *j, int64_t offset)
+{
+    if (j->ngone == j->gone_cap) {
+        int cap = j->gone_cap ? j->gone_cap * 2 : 16;
+        int64_t *v = realloc(j->gone, (size_t)cap * sizeof *v);
+        if (!v)
+            return SEG_E_IO;
+        j->gone = v;
+        j->gone_cap = cap;
+    }
+    j->gone[j->ngone++] = offset;
+    return 0;
+}
+
+/* X3, X4 for the control batch at p: appended as is, stamped, or dropped. */
+static int control_batch(seg_clean_job *j, seg_segment *s, const uint8_t *p,
+                         size_t sz, uint16_t attrs, kp_rec_iter *it, kp_buf *out)
+{
+    bool abort;
+    int empty = (attrs & KP_ATTR_TRANSACTIONAL) ? marker_empty(j, p, sz, it, &abort) : 0;
+    if (empty < 0)
+        return empty;
+    if (!empty)
+        return append_batch(j, s, p, sz);
+    if (abort && note_gone(j, seg_be64(p)) != 0)
+        return SEG_E_IO;
+    int64_t horizon = (attrs & KP_ATTR_DELETE_HORIZON)
+                          ? (int64_t)seg_be64(p + KP_BATCH_OFF_BaseTimestamp) : -1;
+    if (horizon >= 0 && horizon <= j->pol.now_ms) {
+        if ((int64_t)seg_be64(p) < j->pol.markers_below) {
+            j->st.markers_removed++;
+            return 0;                               /* past its horizon */
+        }
+        if (j->st.markers_held < 0)                 /* due once the snapshot passes it */
+            j->st.markers_held = seg_be64(p);
+        return append_batch(j, s, p, sz);
+    }
+    if (horizon < 0)
+        horizon = new_horizon(j);
+    if (horizon > j->st.delete_horizon_ms)
+        j->st.delete_horizon_ms = horizon;          /* T3 */
+    if (attrs & KP_ATTR_DELETE_HORIZON)
+        return append_batch(j, s, p, sz);
+    int32_t count = seg_be32(p + KP_BATCH_OFF_RecordsCount);
+    uint8_t keep[16];
+    if (count <= 0 || count > (int32_t)sizeof keep)
+        return append_batch(j, s, p, sz);           /* not a marker's shape */
+    memset(keep, 1, sizeof keep);
+    kp_buf_reset(out);
+    int rc = rebuild(p, sz, keep, horizon, it, out);
+    return rc ? rc : append_batch(j, s, out->data, out->len);
+}
+
 static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
                        const char *staging, const atomic_bool *cancel)
 {
@@ -790,7 +938,15 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
             }
             uint16_t attrs = (uint16_t)((p[KP_BATCH_OFF_Attributes] << 8) |
                                        p[KP_BATCH_OFF_Attributes + 1]);
-            if ((attrs & KP_ATTR_CONTROL) || count <= 0) {
+            if (attrs & KP_ATTR_CONTROL) {
+                if ((rc = control_batch(j, s, p, sz, attrs, &it, &out)))
+                    break;
+                continue;
+            }
+            if (count <= 0) {
+                if ((attrs & KP_ATTR_TRANSACTIONAL) &&
+                    (rc = txn_data_seen(j, p, true)))
+                    break;
                 if ((rc = append_batch(j, s, p, sz)))
                     break;
                 continue;
@@ -821,6 +977,9 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
             if (n != count) { rc = SEG_E_IO; break; }
             j->st.records_in += count;
             j->st.records_out += kept;
+            if ((attrs & KP_ATTR_TRANSACTIONAL) &&
+                (rc = txn_data_seen(j, p, kept > 0)))   /* X3 */
+                break;
             if (kept == 0)
                 continue;
             bool stamp = tombs > 0 && horizon < 0;              /* T1 */
@@ -945,6 +1104,7 @@ int seg_clean_run(seg_clean_job *j, const atomic_bool *cancel)
 {
     j->t0_us = mono_us();
     j->st.delete_horizon_ms = -1;
+    j->st.markers_held = -1;
     uint64_t dirty = 0;
     for (int i = 0; i < j->nin; i++)
         if (j->in[i].next > j->dirty_from)
@@ -1023,10 +1183,11 @@ static void install_group(seg_log *log, seg_clean_job *j, clean_group *g)
         seg_log_bury(log, old[i], true);    /* renamed in C2 */
     }
     /* C2 renamed the inputs' .txnindex away too; their entries are still
-     * in memory and belong to the new segment (txnindex.c X1).  A crash
-     * before this write loses them, harmlessly: a marker in the group
-     * means all its transaction's records were in the inputs, and X2
-     * dropped them. */
+     * in memory and belong to the new segment (txnindex.c X1), less the
+     * empty ABORTs' (X4).  A crash before this write loses them,
+     * harmlessly: a marker in the group means all its transaction's
+     * records were in the inputs, and X2 dropped them. */
+    seg_txn_drop(log, j->gone, j->ngone, g->s->base, g->end);
     seg_txn_rewrite(log, k);
     g->s = NULL;
 }
@@ -1048,6 +1209,7 @@ int seg_clean_finish(seg_log *log, seg_clean_job *j, seg_clean_stats *st)
         log->clean_end = j->map_end;
     if (rc == 0 && !j->crashed && j->ng > 0) {
         log->delete_horizon = j->st.delete_horizon_ms;      /* T3 */
+        log->markers_held = j->st.markers_held;             /* X3 */
         log->clean_saved = true;                            /* K1 */
     }
     log->max_ts = -1;
@@ -1060,6 +1222,8 @@ int seg_clean_finish(seg_log *log, seg_clean_job *j, seg_clean_stats *st)
     for (int i = 0; i < j->nin; i++)
         seg_file_unref(j->in[i].f);
     free(j->aborted);
+    free(j->txo);
+    free(j->gone);
     free(j->in);
     free(j->g);
     free(j->dir);

@@ -289,7 +289,9 @@ int  seg_remove_dir(const char *dir);
 /* ---- compaction (cleaner.c) -------------------------------------------------
  * Keeps the newest record per key in the closed segments, drops the
  * records of aborted transactions (the aborted-transaction index says
- * which; their markers and index entries stay: cleaner.c X1-X2), drops a
+ * which: cleaner.c X1-X2) and, delete.retention.ms after the run that
+ * found them empty, the markers of transactions with no record left
+ * (with the index entries of aborted ones: cleaner.c X3-X4), drops a
  * tombstone once delete.retention.ms have passed since the compaction that
  * first kept it (its delete horizon, stored in its batch as Kafka does,
  * KIP-534; never from the record's own timestamp), keeps every surviving
@@ -317,6 +319,10 @@ typedef struct seg_clean_policy {
     int64_t unstable_from;           /* ... this offset (the producer state's
                                         first unstable offset): segments
                                         reaching it are not cleaned */
+    int64_t markers_below;           /* markers at or past it are never
+                                        dropped (the newest producer state
+                                        snapshot: a replay from it may need
+                                        them, cleaner.c X3) */
 } seg_clean_policy;
 
 typedef struct seg_clean_stats {
@@ -327,8 +333,12 @@ typedef struct seg_clean_stats {
     int64_t  elapsed_us;
     bool     partial;                 /* dedupe buffer full: a prefix only */
     int64_t  tombstones_removed;      /* past their delete horizon */
+    int64_t  markers_removed;         /* transaction markers past theirs
+                                         (cleaner.c X3) */
     int64_t  delete_horizon_ms;       /* latest horizon of a tombstone kept
                                          (-1: none kept) */
+    int64_t  markers_held;            /* first marker past its horizon kept
+                                         for the producer snapshot; -1 none */
 } seg_clean_stats;
 
 typedef struct seg_clean_job seg_clean_job;

@@ -213,6 +213,9 @@ struct seg_log {
     int64_t         delete_horizon;  /* latest delete horizon of a tombstone
                                         kept by the last compaction (-1:
                                         none, or not known since open) */
+    int64_t         markers_held;    /* first marker past its horizon kept
+                                        for the producer snapshot (cleaner.c
+                                        X3); -1: none, or not known */
     bool            clean_saved;     /* a cleaner-offset-checkpoint file
                                         may exist (cleaner.c, K1-K3) */
     atomic_int      last_errno;
@@ -239,6 +242,9 @@ struct seg_log {
 int  seg_txn_load(seg_log *log, int i);
 void seg_txn_segment_gone(seg_log *log, int i);
 int  seg_txn_rewrite(seg_log *log, int i);
+/* Forgets the entries whose LastOffset is one of last[0..n) (ascending)
+ * and lies in [from, to); the caller rewrites the segment's file. */
+void seg_txn_drop(seg_log *log, const int64_t *last, int n, int64_t from, int64_t to);
 
 /* Leader epochs: the two truncations of epochs.c E3, and epochs.c E5 at open. */
 void seg_epoch_truncate_end(seg_log *log, int64_t end);

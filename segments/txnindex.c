@@ -239,6 +239,20 @@ int seg_txn_load(seg_log *log, int i)
     return 0;
 }
 
+void seg_txn_drop(seg_log *log, const int64_t *last, int n, int64_t from, int64_t to)
+{
+    int w = 0, k = 0;
+    for (int r = 0; r < log->ntxns; r++) {
+        int64_t off = log->txns[r].last_offset;
+        while (k < n && last[k] < off)
+            k++;
+        if (off >= from && off < to && k < n && last[k] == off)
+            continue;                          /* dropped; order kept (X1) */
+        log->txns[w++] = log->txns[r];
+    }
+    log->ntxns = w;
+}
+
 int seg_txn_rewrite(seg_log *log, int i)
 {
     int from, to;

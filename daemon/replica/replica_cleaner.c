@@ -110,13 +110,13 @@ static void clean_done(bk_work *work)
         p->cleaner_records_removed += (uint64_t)(st.records_in - st.records_out);
         p->cleaner_last_us = st.elapsed_us;
         BK_INFO("compacted %s-%d: %d segments into %d, offsets [%lld, %lld)%s, "
-                "%lld of %lld records kept (%lld tombstones past their delete "
-                "horizon removed), %llu bytes freed, %.1f ms",
+                "%lld of %lld records kept (%lld tombstones and %lld transaction "
+                "markers past their delete horizon removed), %llu bytes freed, %.1f ms",
                 p->topic->name, p->id, st.segments_in, st.segments_out,
                 (long long)st.clean_from, (long long)st.clean_to,
                 st.partial ? " (dedupe buffer full: a prefix)" : "",
                 (long long)st.records_out, (long long)st.records_in,
-                (long long)st.tombstones_removed,
+                (long long)st.tombstones_removed, (long long)st.markers_removed,
                 (unsigned long long)freed, (double)st.elapsed_us / 1000.0);
     } else if (rc != 0 && rc != SEG_E_STATE) {
         p->cleaner_failures++;
@@ -143,6 +143,7 @@ static void tick_replica(bk_partition *p, void *arg)
     /* cleaner.c X1: nothing from the first open transaction on */
     pol.has_unstable = p->producers && p->producers->first_unstable >= 0;
     pol.unstable_from = pol.has_unstable ? p->producers->first_unstable : 0;
+    pol.markers_below = p->producers ? p->producers->snapshot_at : -1;   /* cleaner.c X3 */
     {
         seg_clean_job *job;
         if (seg_clean_plan(p->log, &pol, &job) != 1)

@@ -88,6 +88,7 @@ void replica_pstate_init(bk_pstate *ps)
 {
     memset(ps, 0, sizeof *ps);
     ps->first_unstable = -1;           /* P4: no open transaction */
+    ps->snapshot_at = -1;
 }
 
 void replica_pstate_free(bk_pstate *ps)
@@ -738,6 +739,7 @@ int replica_producers_open(bk_broker *b, bk_partition *p)
     partition_dir(b, p, dir, sizeof dir);
     int64_t end = seg_log_end(p->log);
     int64_t from = replica_pstate_load(ps, dir, end);
+    ps->snapshot_at = from;
     if (from < 0)
         from = seg_log_start(p->log);        /* no snapshot: all of the log */
     int rc = 0;
@@ -759,8 +761,10 @@ int replica_producers_open(bk_broker *b, bk_partition *p)
                     "(offsets %lld..%lld, %u producers) in %.1f ms", p->topic->name,
                     p->id, (long long)rp.batches, (long long)from,
                     (long long)end, ps->n, (double)(bk_mono_us() - t0) / 1000.0);
-        if (rc == 0 && replica_pstate_save(ps, dir, end) == 0)
+        if (rc == 0 && replica_pstate_save(ps, dir, end) == 0) {
             ps->dirty = false;
+            ps->snapshot_at = end;
+        }
     }
     replica_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
     p->producers = ps;
@@ -801,8 +805,11 @@ static void tick_replica(bk_partition *p, void *arg)
         return;
     char dir[8192];
     partition_dir(b, p, dir, sizeof dir);
-    if (replica_pstate_save(ps, dir, seg_log_end(p->log)) == 0)
+    int64_t end = seg_log_end(p->log);
+    if (replica_pstate_save(ps, dir, end) == 0) {
         ps->dirty = false;
+        ps->snapshot_at = end;
+    }
 }
 
 void replica_producers_tick(bk_broker *b)

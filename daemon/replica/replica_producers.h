@@ -53,6 +53,10 @@ typedef struct bk_pstate {
     int64_t first_unstable;          /* smallest txn_first; -1: none (replica_producers.c P4) */
     struct seg_log *log;             /* where ABORTs enter the aborted-
                                         transaction index; NULL: nowhere */
+    int64_t snapshot_at;             /* the newest snapshot's offset, a
+                                        replay's start (replica_producers.c
+                                        P2); -1: none.  The cleaner keeps
+                                        markers past it (cleaner.c X3) */
 } bk_pstate;
 
 /* A transaction marker (control record), as the log stores it. */

@@ -71,6 +71,13 @@ int16_t txn_log_write(bk_broker *b, txn_meta *m, txn_rec *next, txn_write_done d
  * true when freed. */
 bool txn_meta_release(txn_meta *m);
 void txn_rec_free(txn_rec *r);
+/* One __transaction_state record as the load reads it (txn_log.c), pure:
+ * TXN_DEC_SKIP (not a TransactionLogKey v0 with an id, or a value this
+ * broker does not read or cannot hold), TXN_DEC_TOMBSTONE with *id, or
+ * TXN_DEC_STATE with *id and *rec (owned: txn_rec_free).  *id borrows
+ * from r's key; arena (reset here) holds the decoded value meanwhile. */
+enum { TXN_DEC_SKIP, TXN_DEC_TOMBSTONE, TXN_DEC_STATE };
+int txn_log_decode(const kp_record *r, kp_arena *arena, kp_str *id, txn_rec *rec);
 int txn_rec_copy(txn_rec *dst, const txn_rec *src);
 int txn_log_start(bk_broker *b);
 void txn_log_stop(void);

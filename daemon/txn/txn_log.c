@@ -346,15 +346,15 @@ static void load_start(int32_t i, const bk_pview *v)
 
 /* One TransactionLogValue into rec (its partitions copied).  -1: a version
  * this broker does not read, malformed, or no memory. */
-static int read_value(kp_str value, txn_rec *rec)
+static int read_value(kp_str value, kp_arena *arena, txn_rec *rec)
 {
     kp_rd v;
     kp_rd_init(&v, value.p, (size_t)value.len);
     int16_t version = kp_rd_i16(&v);
     kp_TransactionLogValue x;
-    kp_arena_reset(&tl.arena);
+    kp_arena_reset(arena);
     if (!kp_rd_ok(&v) || version < 0 || version > 1 ||
-        kp_dec_TransactionLogValue(&v, version, &x, &tl.arena) != 0)
+        kp_dec_TransactionLogValue(&v, version, &x, arena) != 0)
         return -1;
     *rec = (txn_rec){ .pid = x.ProducerId, .last_pid = x.PreviousProducerId,
                       .epoch = x.ProducerEpoch, .last_epoch = -1,
@@ -384,8 +384,7 @@ static int read_value(kp_str value, txn_rec *rec)
     return 0;
 }
 
-/* A record of partition i: the id's state as written, or its tombstone. */
-static int load_record(int32_t i, const kp_record *r)
+int txn_log_decode(const kp_record *r, kp_arena *arena, kp_str *id, txn_rec *rec)
 {
     kp_rd k;
     kp_rd_init(&k, r->Key.p, r->Key.len > 0 ? (size_t)r->Key.len : 0);
@@ -393,18 +392,29 @@ static int load_record(int32_t i, const kp_record *r)
     kp_TransactionLogKey key;
     if (!kp_rd_ok(&k) || kv != 0 || kp_dec_TransactionLogKey(&k, 0, &key, NULL) != 0 ||
         key.TransactionalId.len <= 0)
-        return 0;                     /* not ours: skipped */
-    size_t len = (size_t)key.TransactionalId.len;
-    txn_meta *m = txn_meta_find(key.TransactionalId.p, len);
-    if (r->Value.len < 0) {
+        return TXN_DEC_SKIP;          /* not ours */
+    *id = key.TransactionalId;
+    if (r->Value.len < 0)
+        return TXN_DEC_TOMBSTONE;
+    return read_value(r->Value, arena, rec) == 0 ? TXN_DEC_STATE : TXN_DEC_SKIP;
+}
+
+/* A record of partition i: the id's state as written, or its tombstone. */
+static int load_record(int32_t i, const kp_record *r)
+{
+    kp_str id;
+    txn_rec rec;
+    int what = txn_log_decode(r, &tl.arena, &id, &rec);
+    if (what == TXN_DEC_SKIP)
+        return 0;                     /* skipped */
+    size_t len = (size_t)id.len;
+    txn_meta *m = txn_meta_find(id.p, len);
+    if (what == TXN_DEC_TOMBSTONE) {
         if (m)
             txn_meta_remove(m);
         return 0;
     }
-    txn_rec rec;
-    if (read_value(r->Value, &rec) != 0)
-        return 0;
-    if (!m && !(m = txn_meta_add(key.TransactionalId.p, len, i))) {
+    if (!m && !(m = txn_meta_add(id.p, len, i))) {
         txn_rec_free(&rec);
         return -1;
     }

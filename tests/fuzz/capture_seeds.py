@@ -14,6 +14,14 @@ consumer group with commits, admin) and kafka-python, then takes:
     two-segment variants;
   - fuzz_d_config: examples/*.properties and the test harness's config;
   - fuzz_sql_authorizer: operator statements from the admin docs/tests.
+With --txn it drives only a confluent-kafka transactional producer
+(commits, aborts, offsets in a transaction) and takes:
+  - fuzz_txn_records: every control batch (marker) of the data partition
+    and every __transaction_state record, in the harness's layouts (see
+    fuzz_txn_records.c);
+  - fuzz_seg_recover: each segment holding an aborted transaction, .log
+    and .txnindex behind the harness's prefix with bit 5 (see
+    fuzz_seg_recover.c).
 Files are named by content hash, so rerunning only adds what is new.
 """
 import hashlib
@@ -171,6 +179,101 @@ def drive(bootstrap):
     kc.close()
 
 
+def drive_txn(bootstrap):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    for f in a.create_topics([NewTopic("seed-t", 1, 1)]).values():
+        f.result(15)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "seed-txn",
+                  "linger.ms": 5})
+    p.init_transactions(30)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "seed-txn-group",
+                  "enable.auto.commit": False})
+    for rnd in range(6):
+        p.begin_transaction()
+        for i in range(5):
+            p.produce("seed-t", key=b"k%d" % i, value=b"round-%d-%d" % (rnd, i), partition=0)
+        if rnd % 3 == 1:
+            p.send_offsets_to_transaction([TopicPartition("seed-t", 0, rnd)],
+                                          c.consumer_group_metadata(), 30)
+        if rnd % 2:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    c.close()
+
+
+def log_batches(raw):
+    """(batch bytes, attributes, records area) of each whole batch in a .log."""
+    pos = 0
+    while pos + 61 <= len(raw):
+        length = struct.unpack_from(">i", raw, pos + 8)[0]
+        end = pos + 12 + length
+        if length < 49 or end > len(raw):
+            return
+        yield raw[pos:end], struct.unpack_from(">h", raw, pos + 21)[0], raw[pos + 61:end]
+        pos = end
+
+
+def varint(b, pos):
+    shift = v = 0
+    while True:
+        x = b[pos]
+        pos += 1
+        v |= (x & 0x7F) << shift
+        shift += 7
+        if not x & 0x80:
+            return (v >> 1) ^ -(v & 1), pos
+
+
+def records(area):
+    """(key, value or None) of each record of an uncompressed batch."""
+    pos = 0
+    while pos < len(area):
+        length, pos = varint(area, pos)
+        end = pos + length
+        q = pos + 1                                   # Attributes
+        _, q = varint(area, q)                        # TimestampDelta
+        _, q = varint(area, q)                        # OffsetDelta
+        klen, q = varint(area, q)
+        key = area[q:q + max(klen, 0)]
+        q += max(klen, 0)
+        vlen, q = varint(area, q)
+        yield key, (area[q:q + vlen] if vlen >= 0 else None)
+        pos = end
+
+
+def save_txn(data):
+    n = 0
+    for root, _, files in os.walk(data):
+        part = os.path.basename(root)
+        for name in sorted(files):
+            if not name.endswith(".log"):
+                continue
+            path = os.path.join(root, name)
+            with open(path, "rb") as fh:
+                raw = fh.read()
+            for batch, attrs, area in log_batches(raw):
+                if part.startswith("seed-t-") and attrs & 0x20:
+                    save("fuzz_txn_records", b"\x00" + batch)
+                    n += 1
+                elif part.startswith("__transaction_state-") and not attrs & 0x07:
+                    for key, value in records(area):
+                        save("fuzz_txn_records", b"\x01" + bytes([value is None]) +
+                             struct.pack(">H", len(key)) + key + (value or b""))
+                        n += 1
+            idx = path[:-len(".log")] + ".txnindex"
+            if part.startswith("seed-t-") and os.path.exists(idx) and len(raw) < 60000:
+                with open(idx, "rb") as fh:
+                    tx = fh.read()
+                save("fuzz_seg_recover", bytes([32, len(raw) >> 8, len(raw) & 0xFF]) + raw + tx)
+                save("fuzz_seg_recover", bytes([32, len(raw) >> 8, len(raw) & 0xFF]) + raw +
+                     tx[:len(tx) - 5])                                # a torn entry
+                n += 2
+    return n
+
+
 def batches_in_produce(frame):
     """RecordBatches of a Produce v3+ frame, by walking its fields."""
     out = []
@@ -201,7 +304,8 @@ def batches_in_produce(frame):
 
 
 def main():
-    sluiced = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "build", "sluiced"))
+    args = [a for a in sys.argv[1:] if a != "--txn"]
+    sluiced = os.path.abspath(args[0] if args else os.path.join(REPO, "build", "sluiced"))
     work = tempfile.mkdtemp(prefix="sluice-seeds-")
     port = free_port()
     proxy = Proxy(port)
@@ -220,10 +324,17 @@ def main():
                 break
             except OSError:
                 time.sleep(0.05)
-        drive(bootstrap)
+        if "--txn" in sys.argv:
+            drive_txn(bootstrap)
+        else:
+            drive(bootstrap)
     finally:
         proc.terminate()
         proc.wait(10)
+    if "--txn" in sys.argv:
+        print("captured %d transaction seeds" % save_txn(data))
+        shutil.rmtree(work, ignore_errors=True)
+        return
     with proxy.lock:
         frames = list(proxy.frames)
     seen = set()

@@ -15,7 +15,8 @@
  *   part is written as the first segment's .index instead; bit 3 opens
  *   with a recovery point past everything (the "already flushed" path);
  *   bit 4 (without 0 and 2): the second part is the partition's
- *   leader-epoch-checkpoint (segments/epochs.c).
+ *   leader-epoch-checkpoint (segments/epochs.c); bit 5 (without 0, 2 and
+ *   4): the first segment's .txnindex (segments/txnindex.c).
  *
  * Checks (abort = finding):
  *   1. seg_open never fails on contents alone (only on I/O errors).
@@ -28,12 +29,17 @@
  *   4. The leader-epoch history, whatever the checkpoint file held, has
  *      increasing epochs and start offsets in order within [log start,
  *      log end] (epochs.c, E1).
+ *   5. The aborted-transaction index, whatever the .txnindex held, has
+ *      entries ordered by LastOffset, each within [log start, log end)
+ *      and not before its FirstOffset; the file is cut to exactly those
+ *      entries (txnindex.c X2), and a reopen loads the same ones.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "protocol/kp.h"
@@ -81,6 +87,27 @@ static void check_epochs(seg_log *log)
             (i > 0 && (e[i].epoch <= e[i - 1].epoch ||
                        e[i].start_offset < e[i - 1].start_offset)))
             abort();
+}
+
+/* (5): the entries, into out (cap 4096); their count. */
+#define TXN_CAP 4096
+static int check_txns(seg_log *log, seg_aborted_txn *out)
+{
+    int n = seg_txn_collect(log, seg_log_start(log), INT64_MAX, out, TXN_CAP);
+    if (n != seg_txn_count(log) || n > TXN_CAP)
+        abort();
+    for (int i = 0; i < n; i++)
+        if (out[i].last_offset < seg_log_start(log) || out[i].last_offset >= seg_log_end(log) ||
+            out[i].first_offset > out[i].last_offset ||
+            (i > 0 && out[i].last_offset <= out[i - 1].last_offset))
+            abort();
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/00000000000000000000.txnindex", g_root);
+    if (seg_segment_count(log) == 1 && seg_log_start(log) == 0 &&
+        (stat(path, &st) == 0 ? st.st_size : 0) != (off_t)n * 34)
+        abort();                                /* txnindex.c X2 */
+    return n;
 }
 
 /* Reads everything from log start; checks (2) when strict. */
@@ -135,8 +162,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t split = size > 2 ? (size_t)data[1] << 8 | data[2] : 0;
     const uint8_t *p = size > 3 ? data + 3 : data;
     size_t n = size > 3 ? size - 3 : 0;
-    bool epochs = (flags & 21) == 16;
-    if (!(flags & 5) && !epochs)
+    bool epochs = (flags & 21) == 16, txns = (flags & 53) == 32;
+    if (!(flags & 5) && !epochs && !txns)
         split = n;
     if (split > n)
         split = n;
@@ -146,6 +173,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         put_file(g_root, "00000000000000000000.index", p + split, n - split);
     if (epochs)
         put_file(g_root, "leader-epoch-checkpoint", p + split, n - split);
+    if (txns)
+        put_file(g_root, "00000000000000000000.txnindex", p + split, n - split);
 
     seg_open_opts o = { .dir = g_root, .log_start_offset = 0,
                         .recovery_point = (flags & 8) ? INT64_MAX / 2 : 0 };
@@ -168,6 +197,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     read_all(log, !(flags & 8));               /* (2) */
     check_epochs(log);                          /* (4) */
+    static seg_aborted_txn t1[TXN_CAP], t2[TXN_CAP];
+    int ntx = txns ? check_txns(log, t1) : 0;   /* (5) */
+    if (txns) {
+        seg_close(log);
+        if (seg_open(&o, &log) != 0 || check_txns(log, t2) != ntx ||
+            memcmp(t1, t2, (size_t)ntx * sizeof *t1) != 0)
+            abort();
+    }
 
     /* (3) the log goes on from where recovery left it. */
     kp_buf b;

@@ -132,7 +132,7 @@ static seg_clean_policy policy(void)
         .now_ms = 1000000, .min_compaction_lag_ms = 0,
         .max_compaction_lag_ms = 0, .min_cleanable_dirty_ratio = 0.0,
         .delete_retention_ms = 86400000, .dedupe_buffer_bytes = 1 << 20,
-        .io_max_bytes_per_sec = 0,
+        .io_max_bytes_per_sec = 0, .markers_below = INT64_MAX,
     };
     return p;
 }
@@ -837,12 +837,164 @@ START_TEST(test_aborted_records_dropped_and_never_hide_committed_ones)
     }
     ck_assert_int_eq(k0, 1);
     ck_assert_int_eq(k1, 0);                             /* only ever aborted */
-    ck_assert_int_eq(markers, 2);                        /* markers stay */
-    ck_assert_int_eq(seg_txn_count(log), 1);             /* and the index */
+    ck_assert_int_eq(markers, 2);                        /* markers stay (cleaner.c X3) */
+    ck_assert_int_eq(seg_txn_count(log), 0);             /* its data gone (cleaner.c X4) */
     free(r);
     seg_close(log);
     log = open_log(2048);                                /* its file was rewritten */
+    ck_assert_int_eq(seg_txn_count(log), 0);
+    seg_close(log);
+}
+END_TEST
+
+/* The markers left in the log, oldest first: offsets, whether stamped. */
+static int markers_of(seg_log *log, int64_t *off, bool *stamped, int64_t *horizon, int cap)
+{
+    rec_seen *r = calloc(4096, sizeof *r);
+    int n = read_all(log, r, 4096), m = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(r[i].attrs & KP_ATTR_CONTROL))
+            continue;
+        ck_assert_int_lt(m, cap);
+        off[m] = r[i].offset;
+        stamped[m] = (r[i].attrs & KP_ATTR_DELETE_HORIZON) != 0;
+        horizon[m++] = r[i].base_ts;
+    }
+    free(r);
+    return m;
+}
+
+/* The value of key k, or "" when the log has none. */
+static void value_of(seg_log *log, const char *k, char *out, size_t cap)
+{
+    rec_seen *r = calloc(4096, sizeof *r);
+    int n = read_all(log, r, 4096);
+    out[0] = 0;
+    for (int i = 0; i < n; i++)
+        if (!(r[i].attrs & KP_ATTR_CONTROL) && strcmp(r[i].key, k) == 0)
+            snprintf(out, cap, "%s", r[i].value);
+    free(r);
+}
+
+START_TEST(test_empty_markers_go_after_delete_retention)
+{
+    seg_log *log = open_log(2048);
+    append_txn(log, 1, "k0", false, false);
+    int64_t c1 = append_txn(log, 1, NULL, true, true);          /* COMMIT, to be emptied */
+    int64_t a2first = append_txn(log, 2, "k1", false, false);
+    int64_t a2 = append_txn(log, 2, NULL, true, false);         /* ABORT */
+    seg_aborted_txn e = { 2, a2first, a2, a2 + 1 };
+    ck_assert_int_eq(seg_txn_add(log, &e), 0);
+    int64_t newest = append_txn(log, 3, "k0", false, false);    /* supersedes pid 1's */
+    int64_t c3 = append_txn(log, 3, NULL, true, true);          /* COMMIT, data kept */
+    dirty_more(log, 30);
+
+    seg_clean_policy p = policy();
+    p.delete_retention_ms = 1000;
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    int64_t off[8], hz[8];
+    bool stamped[8];
+    /* cleaner.c X3: the two empty markers are stamped now + delete.retention.ms, the
+     * one whose transaction still has a record is left as it was. */
+    ck_assert_int_eq(markers_of(log, off, stamped, hz, 8), 3);
+    ck_assert_int_eq(off[0], c1);
+    ck_assert(stamped[0]);
+    ck_assert_int_eq(hz[0], 1001000);
+    ck_assert_int_eq(off[1], a2);
+    ck_assert(stamped[1]);
+    ck_assert_int_eq(hz[1], 1001000);
+    ck_assert_int_eq(off[2], c3);
+    ck_assert(!stamped[2]);
+    ck_assert_int_eq(st.markers_removed, 0);
+    ck_assert_int_eq(seg_txn_count(log), 0);                    /* cleaner.c X4 */
+
+    /* Before the horizon nothing is due; a restart keeps the horizon (cleaner.c T3). */
+    p.now_ms = 1000999;
+    ck_assert_int_eq(clean_once(log, &p, &st), 0);
+    seg_close(log);
+    log = open_log(2048);
+    ck_assert_int_eq(seg_txn_count(log), 0);
+    ck_assert_int_eq(markers_of(log, off, stamped, hz, 8), 3);
+
+    p.now_ms = 1001000;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_eq(st.markers_removed, 2);
+    ck_assert_int_eq(markers_of(log, off, stamped, hz, 8), 1);
+    ck_assert_int_eq(off[0], c3);
+    ck_assert(!stamped[0]);
+    char v[32], want[32];
+    value_of(log, "k0", v, sizeof v);
+    snprintf(want, sizeof want, "v%lld", (long long)newest);
+    ck_assert_str_eq(v, want);
+    value_of(log, "k1", v, sizeof v);
+    ck_assert_str_eq(v, "");
+    seg_close(log);
+    log = open_log(2048);                                       /* the same after a restart */
+    ck_assert_int_eq(markers_of(log, off, stamped, hz, 8), 1);
+    ck_assert_int_eq(seg_txn_count(log), 0);
+    seg_close(log);
+}
+END_TEST
+
+/* A marker past its horizon but at or past the newest producer snapshot
+ * stays (a replay from the snapshot needs it: cleaner.c X3); the log is
+ * due, with nothing dirty, once the snapshot passes it. */
+START_TEST(test_marker_past_the_producer_snapshot_waits_for_it)
+{
+    seg_log *log = open_log(2048);
+    int64_t first = append_txn(log, 2, "k1", false, false);
+    int64_t abort = append_txn(log, 2, NULL, true, false);
+    seg_aborted_txn e = { 2, first, abort, abort + 1 };
+    ck_assert_int_eq(seg_txn_add(log, &e), 0);
+    dirty_more(log, 30);
+    seg_clean_policy p = policy();
+    p.delete_retention_ms = 0;
+    p.markers_below = abort;                        /* the snapshot is before it */
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);  /* stamps: horizon = now */
+    ck_assert_int_eq(seg_txn_count(log), 0);
+    p.now_ms += 1;
+    dirty_more(log, 3);                             /* due by dirt once more */
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_eq(st.markers_removed, 0);        /* held for the snapshot */
+    ck_assert_int_eq(st.markers_held, abort);
+    int64_t off[4], hz[4];
+    bool stamped[4];
+    ck_assert_int_eq(markers_of(log, off, stamped, hz, 4), 1);
+    ck_assert(stamped[0]);
+    ck_assert_int_eq(clean_once(log, &p, &st), 0);  /* nothing new: not due */
+    p.markers_below = seg_log_end(log);             /* a snapshot at the end */
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);  /* due without new writes */
+    ck_assert_int_eq(st.markers_removed, 1);
+    ck_assert_int_eq(markers_of(log, off, stamped, hz, 4), 0);
+    seg_close(log);
+}
+END_TEST
+
+/* An ABORT whose records lie partly past the cleaned segments keeps its
+ * marker unstamped and its index entry: its data is not gone yet. */
+START_TEST(test_abort_reaching_past_the_cleaned_part_keeps_its_entry)
+{
+    seg_log *log = open_log(2048);
+    int64_t first = append_txn(log, 2, "k1", false, false);
+    dirty_more(log, 30);                                        /* rolls segments */
+    int64_t abort = append_txn(log, 2, NULL, true, false);
+    seg_aborted_txn e = { 2, first, abort, abort + 1 };
+    ck_assert_int_eq(seg_txn_add(log, &e), 0);
+    seg_clean_policy p = policy();
+    p.delete_retention_ms = 0;
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    char v[32];
+    value_of(log, "k1", v, sizeof v);
+    ck_assert_str_eq(v, "");                                    /* cleaner.c X2 still */
+    /* the marker is in the active segment: neither cleaned nor its entry */
     ck_assert_int_eq(seg_txn_count(log), 1);
+    int64_t off[4], hz[4];
+    bool stamped[4];
+    ck_assert_int_eq(markers_of(log, off, stamped, hz, 4), 1);
+    ck_assert(!stamped[0]);
     seg_close(log);
 }
 END_TEST
@@ -866,6 +1018,9 @@ int main(void)
         test_deferred_delete_keeps_files_until_unlinked,
         test_retention_waits_for_segments_under_cleaning, test_cancelled_run_swaps_nothing,
         test_aborted_records_dropped_and_never_hide_committed_ones,
+        test_empty_markers_go_after_delete_retention,
+        test_abort_reaching_past_the_cleaned_part_keeps_its_entry,
+        test_marker_past_the_producer_snapshot_waits_for_it,
     };
     return unit_run("seg_cleaner", "cleaner", tests, sizeof tests / sizeof *tests,
                     setup, teardown, 60);

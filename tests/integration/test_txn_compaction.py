@@ -1,0 +1,175 @@
+"""A compacted transactional topic (issue 30, Deliver items 2 and 7): a
+confluent-kafka transactional producer commits and aborts rounds of values
+over the same keys; once the background cleaner has run, read_committed and
+read_uncommitted readers alike see each key's latest committed value and
+never an aborted one; the markers of transactions whose records all went
+are stamped with a delete horizon and, delete.retention.ms later, leave the
+log (segments/cleaner.c X3), which the raw batches of the partition show,
+and the readers still read the same."""
+import os
+import re
+import struct
+import time
+import uuid
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+import kafka_raw as kr
+from retention_support import fast_broker, metric, wait_for, watermarks
+from support import ck_consumer, ck_producer, create_topic, produce_ok, topic_name
+
+KEYS = [b"key%02d" % k for k in range(10)]
+COMMITS = {0: True, 1: True, 2: False, 3: True, 4: False, 5: True, 6: False}
+LAST_COMMITTED = 5
+RETENTION_S = 3.0
+ATTR_CONTROL, ATTR_DELETE_HORIZON = 0x20, 0x40
+
+
+def value(rnd, key):
+    return b"r%d-" % rnd + key + b"." * 40
+
+
+def write_rounds(b, t):
+    """One transaction per round over every key (plus a key only aborted
+    rounds write), committed or aborted as COMMITS says.  Returns the time
+    just before the last round's end, which its marker follows."""
+    p = ck_producer(b, **{"transactional.id": "compact-" + uuid.uuid4().hex,
+                          "linger.ms": 5})
+    p.init_transactions(30)
+    t_last = None
+    for rnd, commit in sorted(COMMITS.items()):
+        p.begin_transaction()
+        for k in KEYS:
+            p.produce(t, key=k, value=value(rnd, k), partition=0)
+        if not commit:
+            p.produce(t, key=b"aborted-only", value=value(rnd, b"aborted-only"), partition=0)
+        p.flush(30)
+        t_last = time.monotonic()              # the round's marker comes after this
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    return t_last
+
+
+def roll_active(b, t, tag, n=60):
+    """Filler under other keys, so the rounds leave the active segment."""
+    p = ck_producer(b, **{"linger.ms": 0, "batch.num.messages": 20})
+    produce_ok(p, t, [{"key": b"filler-%s-%d" % (tag, i), "value": b"f" * 80}
+                      for i in range(n)])
+
+
+def read_all(b, t, isolation, timeout=20.0):
+    """Every record a consumer at this isolation level gets, start to end."""
+    high = watermarks(b, t)[1]
+    c = ck_consumer(b, **{"isolation.level": isolation})
+    try:
+        c.assign([TopicPartition(t, 0, OFFSET_BEGINNING)])
+        out, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline and (not out or out[-1].offset() < high - 1):
+            out += [m for m in c.consume(num_messages=1000, timeout=0.2) if not m.error()]
+        assert out and out[-1].offset() == high - 1, "read %d records, not to %d" % (len(out), high)
+        return out
+    finally:
+        c.close()
+
+
+def round_values(got):
+    """{key: [values in log order]} of the round keys (filler left out)."""
+    seen = {}
+    for m in got:
+        if not m.key().startswith(b"filler"):
+            seen.setdefault(m.key(), []).append(m.value())
+    return seen
+
+
+def compacted(got):
+    """Each key once, its latest committed value; no aborted value."""
+    return round_values(got) == {k: [value(LAST_COMMITTED, k)] for k in KEYS}
+
+
+def batches(b, t):
+    """(base offset, attributes) of every batch in the partition, from a raw
+    read_uncommitted Fetch walked to the high watermark."""
+    out, offset, high = [], 0, watermarks(b, t)[1]
+    with kr.Conn(b.port) as c:
+        while offset < high:
+            r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(t, 0, offset)], 100))
+            err, parts = kr.parse_fetch_v11(r)
+            assert err == 0 and parts[0][2] == 0
+            data, pos = parts[0][5], 0
+            assert data, "no batch at offset %d below %d" % (offset, high)
+            while pos + 61 <= len(data):
+                base, length = struct.unpack_from(">qi", data, pos)
+                if pos + 12 + length > len(data):
+                    break                                   # a cut batch at the end
+                attrs, delta = struct.unpack_from(">hi", data, pos + 21)
+                out.append((base, attrs))
+                offset = base + delta + 1
+                pos += 12 + length
+    return out
+
+
+def markers(b, t):
+    """(every marker's offset, those stamped with a delete horizon)."""
+    ms = [(off, a) for off, a in batches(b, t) if a & ATTR_CONTROL]
+    return [off for off, _ in ms], [off for off, a in ms if a & ATTR_DELETE_HORIZON]
+
+
+def test_compacted_transactional_topic_keeps_committed_values_and_sheds_empty_markers(
+        start_broker):
+    b = fast_broker(start_broker)
+    t = topic_name("txncompact")
+    create_topic(b, t, 1, {"cleanup.policy": "compact", "segment.bytes": "4096",
+                           "min.cleanable.dirty.ratio": "0.01", "file.delete.delay.ms": "0",
+                           "delete.retention.ms": "%d" % (RETENTION_S * 1000)})
+    t_last = write_rounds(b, t)
+    before, _ = markers(b, t)
+    assert len(before) == len(COMMITS)                     # one marker per round
+    roll_active(b, t, b"a")             # also: the log ends in a record, not a marker
+    for isolation in ("read_committed", "read_uncommitted"):
+        got = wait_for("a compaction (%s)" % isolation,
+                       lambda: compacted(read_all(b, t, isolation)), timeout=30)
+        assert got
+    assert (metric(b, "sluice_log_cleaner_runs_total", t) or 0) >= 1
+
+    # Every round's marker is still there; those of the transactions that
+    # have no record left (every round but the last committed one) carry a
+    # delete horizon, the last committed one does not.
+    keep = before[LAST_COMMITTED]
+    stamped_all = (before, [off for off in before if off != keep])
+    got = wait_for("the empty transactions' markers stamped",
+                   lambda: markers(b, t) in (stamped_all, ([keep], [])), timeout=30)
+    assert got
+
+    def shed():
+        return markers(b, t) == ([keep], [])
+    wait_for("the empty transactions' markers to go", shed, timeout=RETENTION_S + 30)
+    assert time.monotonic() - t_last >= RETENTION_S        # not before their horizon
+    removed = re.findall(r"compacted %s-0: .* and (\d+) transaction markers past" % t,
+                         b.log_text())
+    assert sum(map(int, removed)) == len(COMMITS) - 1, removed
+    for isolation in ("read_committed", "read_uncommitted"):
+        assert compacted(read_all(b, t, isolation)), isolation
+
+    # A restart loads the same log: the same markers, the same values.
+    b.restart()
+    assert markers(b, t) == ([keep], [])
+    for isolation in ("read_committed", "read_uncommitted"):
+        assert compacted(read_all(b, t, isolation)), isolation
+    # No aborted transaction has a record left, so no index entry either
+    # (cleaner.c X4): the .txnindex files are gone.  Losing the producer
+    # snapshots too (a power cut) replays the cleaned log from its start
+    # to the same state: no transaction left open (read_committed reads to
+    # the high watermark), no index entry invented, the same markers.
+    d = b.partition_dir(t)
+    assert not [f for f in os.listdir(d) if f.endswith(".txnindex")], os.listdir(d)
+    b.kill()
+    for f in os.listdir(d):
+        if f.endswith((".snapshot", ".txnindex")):
+            os.unlink(os.path.join(d, f))
+    b.start()
+    assert markers(b, t) == ([keep], [])
+    for isolation in ("read_committed", "read_uncommitted"):
+        assert compacted(read_all(b, t, isolation)), isolation
+    assert not [f for f in os.listdir(d) if f.endswith(".txnindex")], os.listdir(d)
