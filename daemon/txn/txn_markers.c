@@ -264,6 +264,7 @@ static void mk_peer(txn_markers *k, int32_t broker, const int32_t *leaders)
     kp_buf_init(&body);
     if (!topics || !ids || !c)
         goto out;                     /* the partitions stay TODO: next round */
+    mk.Topics = topics;
     for (size_t i = 0; i < k->n; i++) {
         mk_part *p = &k->parts[i];
         if (p->state != MK_TODO || leaders[i] != broker)
@@ -285,6 +286,8 @@ static void mk_peer(txn_markers *k, int32_t broker, const int32_t *leaders)
     q.Markers = &mk;
     q.Markers_count = 1;
     if (kp_enc_WriteTxnMarkersRequest(&body, 1, &q) != 0 || body.err) {
+        BK_ERROR("transactional id %s: its WriteTxnMarkers to broker %d cannot be encoded; "
+                 "retrying", k->m->id, broker);
         for (size_t i = 0; i < k->n; i++)
             if (k->parts[i].state == MK_OUT && leaders[i] == broker)
                 k->parts[i].state = MK_TODO;
