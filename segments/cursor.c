@@ -67,7 +67,7 @@ struct seg_cursor {
     int64_t hint_base, hint_pos;      /* seg_cursor_opts */
     uint64_t hint_ino;
     atomic_llong *bytes_read;
-    bool done;
+    bool done, control;               /* seg_cursor_opts.control */
     /* current segment */
     int fd;
     int64_t pos;                      /* next batch header */
@@ -75,7 +75,7 @@ struct seg_cursor {
     kp_buf batch;                     /* whole (compressed) or a window (streamed) */
     kp_rec_iter it;                   /* whole */
     bool in_batch, streaming;
-    kp_batch hdr;                     /* streamed: its header, */
+    kp_batch hdr;                     /* its header (seg_cursor_batch), */
     int64_t wpos;                     /* file position of batch.data[0], */
     int64_t rpos, rend;               /* next record, end of the records area, */
     int32_t left;                     /* records not yet read */
@@ -217,6 +217,7 @@ int seg_cursor_open(const seg_cursor_opts *o, seg_cursor **out)
     c->hint_pos = o->hint_pos;
     c->hint_ino = o->hint_ino;
     c->bytes_read = o->bytes_read;
+    c->control = o->control;
     kp_buf_init(&c->batch);
     kp_rec_iter_init0(&c->it);
     int rc = list_segments(c->dir, &c->bases, &c->nseg, NULL);
@@ -410,14 +411,14 @@ static int enter_batch(seg_cursor *c)
     if (b.BaseOffset >= c->cap)
         return -1;
     int64_t last = b.BaseOffset + b.LastOffsetDelta;
-    if (last < c->lo || (b.Attributes & KP_ATTR_CONTROL) ||
+    if (last < c->lo || ((b.Attributes & KP_ATTR_CONTROL) && !c->control) ||
         (c->ts_lo > INT64_MIN && b.MaxTimestamp < c->ts_lo)) {
         c->pos += size;
         return 0;
     }
     kp_buf_reset(&c->batch);
+    c->hdr = b;
     if ((b.Attributes & KP_ATTR_CODEC_MASK) == KP_CODEC_NONE) {
-        c->hdr = b;
         c->wpos = c->pos;                       /* empty window */
         c->rpos = c->pos + KP_BATCH_HEADER_SIZE;
         c->rend = c->pos + size;
@@ -470,6 +471,11 @@ int seg_cursor_next(seg_cursor *c, kp_record *rec)
     c->done = true;
     c->in_batch = false;
     return 0;
+}
+
+const kp_batch *seg_cursor_batch(const seg_cursor *c)
+{
+    return &c->hdr;
 }
 
 /* ---- seg_dir_stat ----------------------------------------------------------- */

@@ -198,6 +198,8 @@ typedef struct seg_cursor_opts {
                                     when the file opened is another (a
                                     compaction swapped it in meanwhile) */
     uint64_t hint_ino;
+    bool control;                /* control batches' records too (markers:
+                                    COMMIT, ABORT); else they are skipped */
 } seg_cursor_opts;
 
 /* 0, SEG_E_IO (no such directory) or SEG_E_NOMEM.  Lists the directory;
@@ -207,6 +209,10 @@ int  seg_cursor_open(const seg_cursor_opts *o, seg_cursor **out);
  * valid until the next call or close; 0: no more; SEG_E_NOMEM.  A batch
  * that does not decode is skipped, as is a segment deleted meanwhile. */
 int  seg_cursor_next(seg_cursor *c, kp_record *rec);
+/* The header of the batch that holds the record seg_cursor_next gave
+ * last (its ProducerId, ProducerEpoch, Attributes: transactional,
+ * control).  Valid until the next call or close. */
+const kp_batch *seg_cursor_batch(const seg_cursor *c);
 void seg_cursor_close(seg_cursor *c);           /* NULL is ok */
 
 /* What a partition directory holds, read from its files. */

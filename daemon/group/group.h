@@ -93,7 +93,9 @@ int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
  * with TxnOffsetCommit in that transaction become the groups' committed
  * offsets (commit) or are dropped.  done is called once, later, on the
  * loop (never from inside this call), when that is durable: KP_NONE, or
- * a Kafka code (COORDINATOR_NOT_AVAILABLE: the store failed, retry).
+ * a Kafka code (COORDINATOR_NOT_AVAILABLE: the store failed, retry;
+ * COORDINATOR_LOAD_IN_PROGRESS: the partition is being loaded here and
+ * the load may not read this marker, write it again).
  * Cluster mode: the groups of that partition; offsets_partition -1, every
  * group's.  Standalone (one coordinator, no such topic): every group's,
  * whatever the partition.  Idempotent. */

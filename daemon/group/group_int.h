@@ -12,6 +12,8 @@
  *   group_api.c      wire parsing and encoding of the membership APIs
  *   group_offset_delete.c  OffsetDelete (tombstones on the commit path)
  *   group_txn.c      TxnOffsetCommit, a transaction's end (gc_txn_complete)
+ *   group_log_txn.c  transactional offset records met by a load or a
+ *                    follower of __consumer_offsets (gc_ltxn_*)
  *
  * Nothing outside these files includes it: the rest of the daemon calls
  * the bk_groups_* / bk_group_* / bk_offsets_* functions of group.h
@@ -353,8 +355,10 @@ int32_t gc_log_partition_in(int32_t npartitions, const char *id, size_t len);
  * COORDINATOR_LOAD_IN_PROGRESS. */
 int16_t gc_log_coordinator_error(bk_broker *b, const char *id, size_t len);
 /* Appends w's entries to store (result KP_NONE) to the group's partition
- * as Kafka's OffsetCommit records; sets w->log_partition / log_end.
- * KP_NONE, or the error every such entry gets. */
+ * as Kafka's OffsetCommit records (a TxnOffsetCommit's, md_offset.txn:
+ * one transactional batch of its producer, as Kafka's storeOffsets);
+ * sets w->log_partition / log_end.  KP_NONE, or the error every such
+ * entry gets. */
 int16_t gc_log_commit_append(bk_broker *b, gc_wait *w);
 /* After w's apply half: true when w now waits for its record's high
  * watermark (group_log.c answers and frees it), false to answer now
@@ -377,6 +381,33 @@ int16_t gc_log_group_hold(gc_wait *w);
 void gc_log_offsets_tombstone(bk_broker *b, const md_offset *offs, size_t n);
 /* DeleteGroups: appends the group's tombstones (cluster mode). */
 void gc_log_group_tombstone(bk_broker *b, const char *id);
+/* True while partition i of __consumer_offsets is being loaded here: a
+ * marker appended now is past what the load reads (group_txn.c). */
+bool gc_log_loading(int32_t i);
+
+/* ---- group_log_txn.c: transactional offset records in a load ------------- */
+typedef struct gc_ltxn_row {
+    md_offset o;                      /* txn, producer_id, producer_epoch set */
+    char *strings;                    /* owns o's group_id, topic, metadata */
+} gc_ltxn_row;
+typedef struct gc_ltxn {              /* pending per producer (group_log_txn.c L1) */
+    gc_ltxn_row *rows;
+    size_t n, cap;
+} gc_ltxn;
+typedef int (*gc_ltxn_fn)(void *arg, const md_offset *o);
+void gc_ltxn_clear(gc_ltxn *t);
+/* A transactional OffsetCommit record of producer pid (its batch's
+ * epoch): pending, o's strings copied.  0, or -1: no memory. */
+int gc_ltxn_add(gc_ltxn *t, int64_t pid, int16_t epoch, kp_str group, kp_str topic,
+                int32_t partition, const md_offset *o);
+/* A control record rec of batch h: COMMIT emits the producer's pending
+ * offsets (txn cleared) to emit, ABORT drops them (group_log_txn.c L2).  0, or emit's
+ * error. */
+int gc_ltxn_marker(gc_ltxn *t, const kp_batch *h, const kp_record *rec, gc_ltxn_fn emit,
+                   void *arg);
+/* The end of a load: the still pending offsets as pending rows into *job
+ * (taken when NULL).  0, or -1: no memory. */
+int gc_ltxn_to_job(const gc_ltxn *t, gc_job **job);
 
 /* ---- group_join.c: JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------- */
 typedef struct gc_join_args {

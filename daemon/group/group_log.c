@@ -138,6 +138,12 @@
  *       groups: part_clear submits G5's clear once on entering IDLE (at
  *       startup for every such partition, when a reassignment moves its
  *       replica away).
+ *   G8. A transactional OffsetCommit record (TxnOffsetCommit's batch,
+ *       gc_log_commit_append) is pending for its producer until that
+ *       producer's marker follows in the log: COMMIT makes it a row as
+ *       any commit, ABORT drops it (group_log_txn.c).  One still open at
+ *       the end of a load becomes a pending row, which the marker's
+ *       gc_txn_complete completes; a follower keeps it in memory.
  *
  * A static member replacing itself without a rebalance is stored too
  * (Kafka's updateStaticMemberAndRebalance → storeGroup): its JoinGroup is
@@ -186,6 +192,7 @@ typedef struct gl_part {
                                          0 empty (open addressing) */
     uint32_t nslots, nkeys;
     int64_t records, started_us;
+    gc_ltxn txn;                      /* G8: transactional offsets, pending */
 } gl_part;
 
 typedef struct gl_hold {
@@ -296,6 +303,7 @@ int32_t gc_log_coordinator_of(bk_broker *b, const char *id, size_t len)
 static void part_reset(gl_part *gp)
 {
     seg_cursor_close(gp->cur);
+    gc_ltxn_clear(&gp->txn);
     if (gp->job)
         gc_job_put(gp->job);
     free(gp->slots);
@@ -351,7 +359,8 @@ static void load_start(int32_t i, const bk_pview *v)
     char dir[4200];
     part_dir(dir, sizeof dir, i);
     seg_cursor_opts o = { .dir = dir, .from = seg_log_start(v->local->log),
-                          .to = seg_log_end(v->local->log), .min_ts = INT64_MIN };
+                          .to = seg_log_end(v->local->log), .min_ts = INT64_MIN,
+                          .control = true };
     /* G5: the first job clears what SQLite has of the partition's groups. */
     if (!(gp->job = gc_job_take())) {
         BK_ERROR("%s-%d: loading offsets: out of memory; retrying", GL_TOPIC, i);
@@ -741,11 +750,21 @@ static int load_offset_row(gl_part *gp, kp_str group, kp_str topic, int32_t part
     return 0;
 }
 
-/* One OffsetCommit or GroupMetadata record into the part's job, or a
- * tombstone of either.  0, or -1: no memory.  Other records (unknown
- * versions) are skipped. */
-static int load_record(gl_part *gp, const kp_record *rec)
+/* A committed transaction's offset (G8) into the part's job. */
+static int emit_row(void *arg, const md_offset *o)
 {
+    kp_str group = { o->group_id, o->group_len }, topic = { o->topic, o->topic_len };
+    return load_offset_row(arg, group, topic, o->partition, o);
+}
+
+/* One OffsetCommit or GroupMetadata record of batch h into the part's
+ * job, or a tombstone of either; a transaction's pending or its marker
+ * (G8).  0, or -1: no memory.  Other records (unknown versions) are
+ * skipped. */
+static int load_record(gl_part *gp, const kp_record *rec, const kp_batch *h)
+{
+    if (h->Attributes & KP_ATTR_CONTROL)
+        return gc_ltxn_marker(&gp->txn, h, rec, emit_row, gp);
     if (rec->Key.len < 2)
         return 0;
     kp_rd k;
@@ -780,6 +799,9 @@ static int load_record(gl_part *gp, const kp_record *rec)
         o.metadata = meta.p;          /* copied into the job */
         o.metadata_len = meta.len;
     }
+    if ((h->Attributes & KP_ATTR_TRANSACTIONAL) && h->ProducerId >= 0)
+        return gc_ltxn_add(&gp->txn, h->ProducerId, h->ProducerEpoch, ok.group, ok.topic,
+                           ok.partition, &o);
     return load_offset_row(gp, ok.group, ok.topic, ok.partition, &o);
 }
 
@@ -806,7 +828,8 @@ static int follow_open(int32_t i, gl_part *gp)
         return 0;
     char dir[4200];
     part_dir(dir, sizeof dir, i);
-    seg_cursor_opts o = { .dir = dir, .from = gp->pos, .to = to, .min_ts = INT64_MIN };
+    seg_cursor_opts o = { .dir = dir, .from = gp->pos, .to = to, .min_ts = INT64_MIN,
+                          .control = true };
     /* From where the log says, not the .index file: the active segment's
      * file lags by up to SEG_IDX_TAIL bytes of entries, so a cursor opened
      * each tick walked up to ~2 MiB of batch headers with a pread each
@@ -834,9 +857,12 @@ static bool part_step(int32_t i, int *budget)
         rc = 1;
     while (rc == 1 && gp->cur && *budget > 0 && (rc = seg_cursor_next(gp->cur, &rec)) == 1) {
         --*budget;
-        if (load_record(gp, &rec) != 0)
+        if (load_record(gp, &rec, seg_cursor_batch(gp->cur)) != 0)
             rc = SEG_E_NOMEM;
     }
+    bool load_end = !follows && rc >= 0 && (rc == 0 || !gp->cur);
+    if (load_end && gc_ltxn_to_job(&gp->txn, &gp->job) != 0)
+        rc = SEG_E_NOMEM;             /* G8: what is still open stays pending */
     if (rc < 0) {
         BK_ERROR("%s-%d: %s offsets failed (%d); starting over", GL_TOPIC, i,
                  follows ? "following" : "loading", rc);
@@ -845,7 +871,9 @@ static bool part_step(int32_t i, int *budget)
     }
     /* A load submits what it read as it goes; a follower at most every
      * GL_FOLLOW_FLUSH_MS (gl_tick), as a larger job (G6). */
-    if (gp->job && (gp->job_rows >= GL_JOB_ROWS || (!follows && (rc == 0 || !gp->cur))))
+    if (load_end)
+        gc_ltxn_clear(&gp->txn);      /* the coordinator's pending rows have them */
+    if (gp->job && (gp->job_rows >= GL_JOB_ROWS || load_end))
         job_submit(gp);
     if (rc == 0 && gp->cur) {
         seg_cursor_close(gp->cur);
@@ -1014,6 +1042,12 @@ static int append_batch(bk_broker *b, bk_partition *p, kp_batch_builder *bb, int
     int rc = seg_append(p->log, gl.batch.data, gl.batch.len, now, &base);
     if (rc != 0)
         return rc;
+    /* replica_producers.c P1: a TxnOffsetCommit's batch opens (or
+     * continues) its producer's transaction here; others carry no
+     * producer and are skipped. */
+    if (p->producers && replica_pstate_record(p->producers, gl.batch.data, gl.batch.len, now))
+        BK_WARN("%s-%d: producer state not recorded for an offset commit (out of memory)",
+                GL_TOPIC, p->id);
     p->bytes_in += gl.batch.len;
     replica_partition_appended(b, p, n);
     return 0;
@@ -1094,10 +1128,19 @@ int16_t gc_log_commit_append(bk_broker *b, gc_wait *w)
     int16_t terr = append_target(b, w->offs[0].group_id, (size_t)w->offs[0].group_len, &i, &p);
     if (terr)
         return terr;
+    const md_offset *f = &w->offs[0];             /* each entry says the same */
+    const bk_producer *e = f->txn && p->producers ? replica_pstate_find(p->producers,
+                                                                        f->producer_id) : NULL;
+    if (e && f->producer_epoch < e->epoch)
+        return KP_INVALID_PRODUCER_EPOCH;     /* fenced: a newer epoch wrote here */
     int64_t now = bk_now_ms();
     kp_batch_builder bb;
     kp_buf_reset(&gl.batch);
     kp_bb_init(&bb, &gl.batch, KP_CODEC_NONE);
+    if (f->txn) {                     /* Kafka's storeOffsets: BaseSequence 0 */
+        kp_bb_set_producer(&bb, f->producer_id, f->producer_epoch, 0);
+        bb.extra_attrs |= KP_ATTR_TRANSACTIONAL;
+    }
     int64_t n = 0;
     for (size_t k = 0; k < w->noffs; k++) {
         const md_offset *o = &w->offs[k];
@@ -1380,6 +1423,11 @@ bool gc_log_commit_hold(gc_wait *w)
 int16_t gc_log_group_hold(gc_wait *w)
 {
     return hold_start(w);
+}
+
+bool gc_log_loading(int32_t i)
+{
+    return i >= 0 && i < gl.nparts && gl.parts[i].state == GL_LOADING;
 }
 
 void gc_log_forget(gc_wait *w)

@@ -176,9 +176,9 @@ int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
     w->noffs = c->n;
     w->done = c->done;
     w->done_arg = c->arg;
-    /* A transaction's offsets stay the coordinator's until it ends
-     * (group_txn.c: not in the log yet). */
-    int16_t lerr = bk_cluster_mode(b) && !c->txn ? gc_log_commit_append(b, w) : KP_NONE;
+    /* A transaction's offsets too, as its transactional batch: pending
+     * in the log until its marker (group_log.c G8). */
+    int16_t lerr = bk_cluster_mode(b) ? gc_log_commit_append(b, w) : KP_NONE;
     if (lerr) {                       /* group_log.c: the replicated record first */
         free(w);
         for (size_t i = 0; i < c->n; i++)

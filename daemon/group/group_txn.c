@@ -33,21 +33,21 @@
  * offsets.  OffsetFetch's RequireStable (v7+) reads the pending rows of
  * the group and answers UNSTABLE_OFFSET_COMMIT for their partitions.
  *
- * Cluster mode: the pending rows are the coordinator's own (its SQLite);
- * nothing is appended to __consumer_offsets for them while the
- * transaction is open.  When its commit reaches the group's partition,
- * the coordinator appends them there as ordinary OffsetCommit records
- * (log_committed), after the marker, so followers' rows and a later
- * coordinator's load see them as committed (group_log.c G5, G6), and
- * moves its own rows as standalone.  Not built yet (issue 30 item 3,
- * steps 2 and 4 of the cluster half): Kafka's transactional batch at
- * TxnOffsetCommit time and the load's pending state, which need the
- * partition's producer state and the batch attributes on the log cursor
- * (replica/, segments/).  So a coordinator that dies with a transaction
- * open loses that transaction's offsets (its commit then commits none),
- * and so does a load of their partition (group_log.c G5 clears its
- * groups' pending rows with the rest: rows left from an earlier tenure
- * would otherwise hold RequireStable fetches forever).
+ * Cluster mode, as Kafka's GroupMetadataManager: the TxnOffsetCommit is
+ * also appended to the group's partition of __consumer_offsets as one
+ * transactional batch of the producer (ProducerId, ProducerEpoch,
+ * BaseSequence 0, Kafka's storeOffsets) and answered once replicated
+ * (group_log.c's commit hold), so the offsets outlive their
+ * coordinator.  The marker the transaction coordinator then appends to
+ * that partition is what commits or aborts them in the log: followers
+ * and a later coordinator's load read the batch as pending until its
+ * producer's marker (group_log.c G8); a load that ends with it still
+ * open leaves pending rows, which that marker's gc_txn_complete
+ * completes here.  Nothing is appended at the commit.  A marker that
+ * reaches a partition while it is loading here is past what the load
+ * reads: gc_txn_complete answers COORDINATOR_LOAD_IN_PROGRESS and the
+ * transaction coordinator writes it again (txn_markers.c retries), when
+ * the load has left the pending rows it completes.
  *
  * Invariants:
  *   X1. Pending offsets are never in committed_offsets: only
@@ -64,6 +64,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
 
 /* ---- KIP-447: who may commit in a transaction ---------------------------- */
 
@@ -234,44 +236,35 @@ static int32_t offsets_partitions(bk_broker *b)
     return t && t->npartitions > 0 ? t->npartitions : b->cfg->offsets_topic_num_partitions;
 }
 
-/* Cluster mode, a commit: the producer's pending offsets of the groups of
- * partition part into the log as committed (not waited for: the marker
- * before them is what the coordinator acknowledged).  Read on the loop,
- * as OffsetFetch reads: they are durable since their TxnOffsetCommit
- * was answered (X2). */
-static void log_committed(bk_broker *b, int32_t part, int32_t nparts, int64_t producer_id)
+/* A marker that met a load (see the design note): refused on the next
+ * turn (X3). */
+struct tc_refused {
+    gc_txn_done_fn done;
+    void *arg;
+};
+
+static void tc_refuse_cb(evutil_socket_t fd, short what, void *arg)
 {
-    md_offset *rows;
-    size_t n, k = 0;
-    if (md_txn_offsets_of(b->db, producer_id, &rows, &n) != 0) {
-        BK_ERROR("producer %lld's transaction: its offsets cannot be read; they are "
-                 "committed on this coordinator only", (long long)producer_id);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        md_offset *o = &rows[i];
-        if (gc_log_partition_in(nparts, o->group_id, (size_t)o->group_len) != part)
-            continue;
-        md_offset x = *o;             /* moved, the strings stay where free finds them */
-        *o = rows[k];
-        rows[k] = x;
-        rows[k].result = KP_NONE;
-        rows[k++].txn = false;
-    }
-    gc_wait w = { .offs = rows, .noffs = k };
-    w.next = w.prev = &w;
-    int16_t err = k ? gc_log_commit_append(b, &w) : KP_NONE;
-    if (err)
-        BK_ERROR("%s-%d: appending producer %lld's committed offsets failed (error %d); "
-                 "they are committed on this coordinator only", GL_TOPIC, part,
-                 (long long)producer_id, err);
-    md_txn_offsets_free(rows, n);
+    (void)fd; (void)what;
+    struct tc_refused x = *(struct tc_refused *)arg;
+    free(arg);
+    x.done(x.arg, KP_COORDINATOR_LOAD_IN_PROGRESS);
 }
 
 void gc_txn_complete(bk_broker *b, int32_t offsets_partition, int64_t producer_id,
                      int16_t producer_epoch, bool commit, gc_txn_done_fn done, void *arg)
 {
     (void)producer_epoch;             /* Kafka completes by producer id */
+    if (bk_cluster_mode(b) && gc_log_loading(offsets_partition)) {
+        struct tc_refused *x = malloc(sizeof *x);
+        struct timeval now = { 0, 0 };
+        if (!x)
+            abort();                  /* done must run: nothing else can say so */
+        *x = (struct tc_refused){ done, arg };
+        if (event_base_once(b->base, -1, EV_TIMEOUT, tc_refuse_cb, x, &now) != 0)
+            abort();
+        return;
+    }
     gc_wait *w = calloc(1, sizeof *w);
     if (!w)
         abort();                      /* done must run: nothing else can say so */
@@ -282,9 +275,6 @@ void gc_txn_complete(bk_broker *b, int32_t offsets_partition, int64_t producer_i
     w->txn_commit = commit;
     w->txn_partition = offsets_partition;
     w->txn_nparts = offsets_partitions(b);
-    for (int32_t p = 0; commit && bk_cluster_mode(b) && p < w->txn_nparts; p++)
-        if (offsets_partition < 0 || p == offsets_partition)
-            log_committed(b, p, w->txn_nparts, producer_id);
     gc_batch_add(w, 0);               /* X3: answered from the turn, never here */
 }
 

@@ -288,6 +288,8 @@ static void mk_peer(txn_markers *k, int32_t broker, const int32_t *leaders)
     q.Markers = &mk;
     q.Markers_count = 1;
     if (kp_enc_WriteTxnMarkersRequest(&body, 1, &q) != 0 || body.err) {
+        BK_ERROR("transactional id %s: its WriteTxnMarkers to broker %d cannot be encoded; "
+                 "retrying", k->m->id, broker);
         for (size_t i = 0; i < k->n; i++)
             if (k->parts[i].state == MK_OUT && leaders[i] == broker) {
                 k->parts[i].state = MK_TODO;

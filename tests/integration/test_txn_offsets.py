@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import time
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 import kafka_raw as kr
@@ -349,9 +350,9 @@ def test_pending_offsets_survive_a_restart_before_the_commit(start_broker):
     assert committed_now(b, g, t, 2) == {0: 4, 1: 5}
 
 
-def test_cluster_committed_txn_offsets_survive_the_group_coordinators_sigkill(make_cluster):
-    """Cluster mode: offsets a transaction committed are in the group's
-    partition of __consumer_offsets, so the next coordinator serves them."""
+def cluster_txn(make_cluster, name):
+    """A 3-broker cluster, a topic (2 partitions, 3 replicas), a group, its
+    coordinator's id, a transactional producer bootstrapped on every broker."""
     from cluster_support import live_brokers, wait_for
     from test_cluster_groups import agreed_coordinator
     from confluent_kafka.admin import NewTopic
@@ -360,16 +361,66 @@ def test_cluster_committed_txn_offsets_survive_the_group_coordinators_sigkill(ma
                                     "group.initial.rebalance.delay.ms": "0"})
     wait_for(lambda: all(len(live_brokers(x)) == 3 for x in cl.brokers), 20,
              "every broker to list three brokers")
-    t = topic_name("txcl")
+    t = topic_name(name)
     ck_admin(cl.brokers[0]).create_topics([NewTopic(t, 2, 3)], operation_timeout=15)[t].result(20)
-    g = topic_name("txclg")
+    g = topic_name(name + "g")
     coord = wait_for(lambda: agreed_coordinator(cl.brokers, g), 30, "a coordinator for " + g)
-    b = cl.brokers[0]
-    p = Producer(ck_conf(b, **{"bootstrap.servers": cl.bootstrap, "transactional.id": "txcl"}))
+    p = Producer(ck_conf(cl.brokers[0], **{"bootstrap.servers": cl.bootstrap,
+                                           "transactional.id": name}))
     p.init_transactions(30)
-    send_offsets(b, p, g, t, {0: 12, 1: 13}, commit=True)
+    return cl, t, g, coord, p
+
+
+def kill_coordinator(cl, g, coord):
+    """SIGKILLs the group's coordinator; the survivors, once they agree on
+    the next one: (its broker, the other survivor)."""
+    from cluster_support import wait_for
+    from test_cluster_groups import agreed_coordinator
     cl.broker(coord).kill()
-    survivor = next(x for x in cl.brokers if x.broker_id != coord)
-    wait_for(lambda: agreed_coordinator([x for x in cl.brokers if x.broker_id != coord], g)
-             not in (None, coord), 60, "a new coordinator for " + g)
-    assert committed_now(survivor, g, t, 2) == {0: 12, 1: 13}
+    alive = [x for x in cl.brokers if x.broker_id != coord]
+    def moved():
+        a = agreed_coordinator(alive, g)
+        return (a,) if a not in (None, coord) else None
+    [new] = wait_for(moved, 60, "a new coordinator for " + g)
+    return cl.broker(new), next(x for x in alive if x.broker_id != new)
+
+
+def test_cluster_committed_txn_offsets_survive_the_group_coordinators_sigkill(make_cluster):
+    """Cluster mode: offsets a transaction committed are in the group's
+    partition of __consumer_offsets, so the next coordinator serves them."""
+    cl, t, g, coord, p = cluster_txn(make_cluster, "txcl")
+    send_offsets(cl.brokers[0], p, g, t, {0: 12, 1: 13}, commit=True)
+    new, _ = kill_coordinator(cl, g, coord)
+    assert committed_now(new, g, t, 2) == {0: 12, 1: 13}
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_cluster_open_txn_offsets_survive_the_group_coordinators_sigkill(make_cluster, commit):
+    """Cluster mode, Kafka's transactional batch in __consumer_offsets: the
+    group coordinator is SIGKILLed between TxnOffsetCommit and the end of
+    the transaction; the client's commit (or abort), retried against the
+    new coordinators, then makes the offsets committed on the next group
+    coordinator and on the follower (or leaves the earlier ones)."""
+    from cluster_support import wait_for
+    cl, t, g, coord, p = cluster_txn(make_cluster, "txop-" + ("c" if commit else "a"))
+    b = cl.brokers[0]
+    cons = consumer_for(b, g)
+    cons.commit(offsets=[TopicPartition(t, 0, 2), TopicPartition(t, 1, 3)], asynchronous=False)
+    p.begin_transaction()
+    p.produce(t, b"out")
+    p.send_offsets_to_transaction([TopicPartition(t, 0, 12), TopicPartition(t, 1, 13)],
+                                  cons.consumer_group_metadata(), 15)
+    cons.close()
+    p.flush(15)
+    new, follower = kill_coordinator(cl, g, coord)
+    (p.commit_transaction if commit else p.abort_transaction)(60)
+    want = {0: 12, 1: 13} if commit else {0: 2, 1: 3}
+    rows = "SELECT partition, offset FROM committed_offsets WHERE group_id = ? ORDER BY partition"
+    pending = "SELECT count(*) FROM pending_txn_offsets WHERE group_id = ?"
+    # the markers follow EndTxn's answer: wait for them to reach the group
+    wait_for(lambda: db_rows(new, rows, (g,)) == sorted(want.items()) and
+             db_rows(new, pending, (g,)) == [(0,)], 30, "the new coordinator's offsets")
+    assert committed_now(new, g, t, 2) == want
+    # the follower's rows follow the log: the batch, then its marker (group_log.c G8)
+    wait_for(lambda: db_rows(follower, rows, (g,)) == sorted(want.items()), 30,
+             "the follower's committed offsets")

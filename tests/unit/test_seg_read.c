@@ -389,6 +389,72 @@ START_TEST(test_cursor_starts_at_the_owners_hint)
 }
 END_TEST
 
+/* One batch of producer 7, epoch 2: a transactional record (codec), or
+ * its COMMIT marker (a control batch, key Version 0 | Type 1). */
+static void append_txn(seg_log *log, bool control, int codec)
+{
+    static const uint8_t commit_key[4] = { 0, 0, 0, 1 }, value[6] = { 0 };
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &b, codec);
+    kp_bb_set_producer(&bb, 7, 2, control ? -1 : 0);
+    bb.extra_attrs = KP_ATTR_TRANSACTIONAL | (control ? KP_ATTR_CONTROL : 0);
+    if (control)
+        kp_bb_add(&bb, 5, commit_key, 4, value, 6, NULL, 0);
+    else
+        kp_bb_add(&bb, 5, "t", 1, "txn", 3, NULL, 0);
+    ck_assert_int_gt(kp_bb_finish(&bb), 0);
+    kp_bb_free(&bb);
+    int64_t got = -1;
+    ck_assert_int_eq(seg_append(log, b.data, b.len, 0, &got), 0);
+    kp_buf_free(&b);
+}
+
+/* Control batches are skipped unless asked for (group_log.c reads the
+ * markers of __consumer_offsets); seg_cursor_batch names each record's
+ * batch, compressed or streamed. */
+START_TEST(test_cursor_shows_markers_when_asked_and_the_batch_header)
+{
+    seg_log *log = open_log(0);
+    append(log, 2, 1000, 40, KP_CODEC_NONE);       /* offsets 0, 1 */
+    append_txn(log, false, KP_CODEC_GZIP);         /* 2 */
+    append_txn(log, false, KP_CODEC_NONE);         /* 3 */
+    append_txn(log, true, KP_CODEC_NONE);          /* 4: COMMIT */
+    append(log, 1, 1002, 40, KP_CODEC_NONE);       /* 5 */
+    struct { int64_t off; int64_t pid; int16_t attrs; } want[] = {
+        { 0, -1, 0 }, { 1, -1, 0 },
+        { 2, 7, KP_ATTR_TRANSACTIONAL | KP_CODEC_GZIP }, { 3, 7, KP_ATTR_TRANSACTIONAL },
+        { 4, 7, KP_ATTR_TRANSACTIONAL | KP_ATTR_CONTROL }, { 5, -1, 0 },
+    };
+    for (int control = 0; control <= 1; control++) {
+        seg_cursor_opts o = { .dir = g_dir, .from = 0, .to = 6, .min_ts = INT64_MIN,
+                              .control = control };
+        seg_cursor *c;
+        ck_assert_int_eq(seg_cursor_open(&o, &c), 0);
+        kp_record rec;
+        size_t k = 0;
+        while (seg_cursor_next(c, &rec) == 1) {
+            if (!control && want[k].attrs & KP_ATTR_CONTROL)
+                k++;
+            ck_assert_uint_lt(k, 6);
+            const kp_batch *h = seg_cursor_batch(c);
+            ck_assert_int_eq(rec.Offset, want[k].off);
+            ck_assert_int_eq(h->ProducerId, want[k].pid);
+            ck_assert_int_eq(h->Attributes, want[k].attrs);
+            if (want[k].pid >= 0)
+                ck_assert_int_eq(h->ProducerEpoch, 2);
+            if (want[k].attrs & KP_ATTR_CONTROL)
+                ck_assert(rec.Key.len == 4 && !memcmp(rec.Key.p, "\0\0\0\1", 4));
+            k++;
+        }
+        ck_assert_uint_eq(k, 6);
+        seg_cursor_close(c);
+    }
+    seg_close(log);
+}
+END_TEST
+
 START_TEST(test_cursor_on_missing_directory_fails)
 {
     seg_cursor_opts o = { .dir = "/nonexistent/sluice-x-0", .from = 0, .to = 10,
@@ -425,6 +491,7 @@ int main(void)
         test_cursor_streams_big_records_from_mid_batch,
         test_cursor_seeks_by_time_and_skips_older_batches,
         test_cursor_skips_segments_deleted_meanwhile, test_cursor_starts_at_the_owners_hint,
+        test_cursor_shows_markers_when_asked_and_the_batch_header,
         test_cursor_on_missing_directory_fails,
         test_dir_stat_matches_log,
     };
