@@ -264,6 +264,7 @@ static void mk_peer(txn_markers *k, int32_t broker, const int32_t *leaders)
     kp_buf_init(&body);
     if (!topics || !ids || !c)
         goto out;                     /* the partitions stay TODO: next round */
+    mk.Topics = topics;
     for (size_t i = 0; i < k->n; i++) {
         mk_part *p = &k->parts[i];
         if (p->state != MK_TODO || leaders[i] != broker)
