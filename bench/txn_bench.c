@@ -28,13 +28,17 @@
  *            (uncommitted) or the committed ones; MB/s of the log read
  *            (records scanned x 1 KiB, the same bytes for both) and of the
  *            records delivered; ratio committed/uncommitted of the log
- *            rates (target >= 0.95).
+ *            rates (target >= 0.95); per level, the CPU-ms per GB of log of
+ *            the brokers and of this bench's consumer.
  *   small    transactions of one 1 KiB record each (begin, produce,
  *            commit_transaction) on an RF-3 topic, acks=all, through the
  *            one coordinator, by 1 producer and then by N producers on N
  *            threads (own transactional ids, own partitions): transactions
  *            per second and commit_transaction latency p50/p99 (targets
- *            >= 1,000/s and p99 <= 50 ms).
+ *            >= 1,000/s and p99 <= 50 ms); the CPU-ms per transaction of
+ *            the brokers and of the librdkafka clients (this process), the
+ *            machine's busy cores (every session's, /proc/stat), and the
+ *            bound that cost sets: cores / CPU per transaction.
  *
  * Exit status: 0 when every step ran (whatever the figures), 1 when
  * something failed (a broker that would not start, a transaction that
@@ -47,10 +51,10 @@
 
 #define TXN_MSG_SIZE     1024
 #define COMMIT_EVERY_S   0.1
-#define PRODUCE_ROUNDS   3          /* per side */
+#define PRODUCE_ROUNDS   5          /* per side */
 #define FILL_TXN_RECS    1000       /* records per transaction of the read step's fill */
 #define ABORT_EVERY      10         /* every 10th transaction of the fill aborted */
-#define READ_ROUNDS      3          /* per isolation level and topic */
+#define READ_ROUNDS      5          /* per isolation level and topic */
 #define SMALL_PARTITIONS 16
 #define MAX_SMALL        64         /* producers of the small step */
 
@@ -113,6 +117,70 @@ static void producer_free(rd_kafka_t *rk, rd_kafka_topic_t *rkt)
 {
     rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk);
+}
+
+/* ---- where the CPU goes ---------------------------------------------------- */
+
+/* CPU seconds so far: every process on the machine, this bench (its
+ * librdkafka clients), each broker; and the clock. */
+typedef struct cpu_mark {
+    double wall, machine, self, broker[NBROKERS];
+} cpu_mark;
+
+/* Seconds the machine's CPUs were not idle, from /proc/stat's first line
+ * (user nice system idle iowait irq softirq steal; ticks): it counts the
+ * processes that exit in between, which a sum over /proc misses. */
+static double busy_seconds(void)
+{
+    unsigned long long v[8] = { 0 };
+    FILE *f = fopen("/proc/stat", "r");
+    int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                       &v[3], &v[4], &v[5], &v[6], &v[7]) : 0;
+    if (f)
+        fclose(f);
+    if (n < 5)
+        return 0;
+    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    return (double)busy / (double)sysconf(_SC_CLK_TCK);
+}
+
+static cpu_mark cpu_now(void)
+{
+    cpu_mark c = { bench_now(), busy_seconds(), bench_cpu_seconds(getpid()), { 0 } };
+    for (int i = 0; i < NBROKERS; i++)
+        c.broker[i] = bench_cpu_seconds(brokers[i].pid);
+    return c;
+}
+
+/* sum += z - a, field by field (several rounds of one side). */
+static void cpu_add(cpu_mark *sum, const cpu_mark *a, const cpu_mark *z)
+{
+    sum->wall += z->wall - a->wall;
+    sum->machine += z->machine - a->machine;
+    sum->self += z->self - a->self;
+    for (int i = 0; i < NBROKERS; i++)
+        sum->broker[i] += z->broker[i] - a->broker[i];
+}
+
+/* One line: the cores busy on the machine between a and z (out of the
+ * ones it has), and the CPU-ms per `unit` of the brokers and the clients.
+ * Returns the CPU-seconds per unit of both together. */
+static double cpu_print(const char *step, const cpu_mark *a, const cpu_mark *z, double units,
+                      const char *unit)
+{
+    double wall = z->wall - a->wall, bk = 0;
+    char per[96];
+    int n = 0;
+    for (int i = 0; i < NBROKERS; i++) {
+        double d = z->broker[i] - a->broker[i];
+        bk += d;
+        n += snprintf(per + n, sizeof per - (size_t)n, "%s%.3f", i ? " " : "", d * 1e3 / units);
+    }
+    printf("%s:   CPU: machine %.2f of %ld cores busy (every session's); per %s: brokers "
+           "%.3f ms (%s), this bench's clients %.3f ms\n", step,
+           (z->machine - a->machine) / wall, sysconf(_SC_NPROCESSORS_ONLN), unit,
+           bk * 1e3 / units, per, (z->self - a->self) * 1e3 / units);
+    return (bk + z->self - a->self) / units;
 }
 
 /* ---- produce: transactional vs idempotent -------------------------------- */
@@ -263,10 +331,14 @@ static void read_topic(const char *bs, const char *topic, long total, long commi
 {
     static const char *const iso[2] = { "read_uncommitted", "read_committed" };
     double log_rate[2][READ_ROUNDS], got_rate[2][READ_ROUNDS];
+    cpu_mark zero = { .wall = 0 }, used[2] = { { .wall = 0 }, { .wall = 0 } };
     for (int r = 0; r < READ_ROUNDS; r++)
         for (int k = 0; k < 2; k++) {
             int side = (k == 0) == (r % 2 == 0);
+            cpu_mark c0 = cpu_now();
             read_result res = read_all(bs, topic, iso[side]);
+            cpu_mark c1 = cpu_now();
+            cpu_add(&used[side], &c0, &c1);
             long want = side ? committed : total;
             if (res.recs != want)
                 die("%s %s: %ld records delivered, not %ld", topic, iso[side], res.recs, want);
@@ -279,6 +351,10 @@ static void read_topic(const char *bs, const char *topic, long total, long commi
         printf("read: %-20s %-16s %7.1f MB/s of log, %7.1f MB/s delivered (%ld records)\n", topic,
                iso[side], med[side], bench_median(got_rate[side], READ_ROUNDS),
                side ? committed : total);
+        char step[64];
+        snprintf(step, sizeof step, "read: %s %s", topic, iso[side]);
+        (void)cpu_print(step, &zero, &used[side], (double)total * TXN_MSG_SIZE * READ_ROUNDS / 1e9,
+                  "GB of log");
     }
     printf("read: %-20s ratio read_committed/read_uncommitted %.3f (target >= 0.95)\n", topic,
            med[1] / med[0]);
@@ -356,11 +432,15 @@ static void small_load(const char *bs, int n, double secs)
         if (!sp[i].lat || pthread_create(&sp[i].th, NULL, small_run, &sp[i]))
             die("small: cannot start producer %d", i);
     }
+    while (bench_now() < start)
+        usleep(1000);
+    cpu_mark c0 = cpu_now();
     long total = 0;
     for (int i = 0; i < n; i++) {
         pthread_join(sp[i].th, NULL);
         total += sp[i].txns;
     }
+    cpu_mark c1 = cpu_now();
     double took = bench_now() - start;
     double *all = malloc(sizeof(double) * (size_t)(total ? total : 1));
     long k = 0;
@@ -373,6 +453,12 @@ static void small_load(const char *bs, int n, double secs)
            "p50 %.1f ms p99 %.1f ms (target <= 50) over %ld transactions\n", n, n > 1 ? "s" : " ",
            (double)total / took, percentile(all, total, 0.50) * 1e3,
            percentile(all, total, 0.99) * 1e3, total);
+    double per = cpu_print("small", &c0, &c1, (double)total, "transaction");
+    /* The machine's bound at that cost: all its cores on brokers and
+     * clients, nothing else running. */
+    printf("small:   bound: %ld cores / %.2f CPU-ms per transaction = %.0f transactions/s at "
+           "most on this machine\n", sysconf(_SC_NPROCESSORS_ONLN), per * 1e3,
+           (double)sysconf(_SC_NPROCESSORS_ONLN) / per);
     free(all);
 }
 
