@@ -18,7 +18,9 @@
  *            transactional producer committing every 100 ms against the
  *            idempotent producer, alternating rounds (T I, I T, ...), the
  *            clock from the first record to the last commit (flush);
- *            msgs/s each (medians) and their ratio (target >= 0.95).
+ *            msgs/s each (medians) and their ratio (target >= 0.95); the
+ *            CPU-ms per GB of the brokers and the clients, each side, and
+ *            its ratio (steadier than the rates on a shared machine).
  *   read     two one-partition RF-3 topics filled by a transactional
  *            producer (1,000 records of 1 KiB per transaction), in one
  *            every 10th transaction aborted; each read from offset 0 to
@@ -226,12 +228,16 @@ static void bench_produce(long n)
     create_rf3("txn-produce", 1, bs, sizeof bs);
     /* side 0 idempotent, 1 transactional */
     double rate[2][PRODUCE_ROUNDS], pair[PRODUCE_ROUNDS];
+    cpu_mark zero = { .wall = 0 }, used[2] = { { .wall = 0 }, { .wall = 0 } };
     long commits[PRODUCE_ROUNDS];
     for (int r = 0; r < PRODUCE_ROUNDS; r++) {
         for (int k = 0; k < 2; k++) {
             int side = (k == 0) == (r % 2 == 0);
             long c = 0;
+            cpu_mark c0 = cpu_now();
             rate[side][r] = produce_round(bs, "txn-produce", side ? "bench-produce" : NULL, n, &c);
+            cpu_mark c1 = cpu_now();
+            cpu_add(&used[side], &c0, &c1);
             if (side)
                 commits[r] = c;
             printf("produce: round %d %-13s %9.0f msgs/s\n", r + 1,
@@ -251,6 +257,12 @@ static void bench_produce(long n)
     printf("produce: ratio transactional/idempotent %.3f (target >= 0.95); median of the %d "
            "pairs' ratios %.3f\n", med[1] / med[0], PRODUCE_ROUNDS,
            bench_median(pair, PRODUCE_ROUNDS));
+    /* CPU per GB: what the machine's load moves least (ticks of 10 ms). */
+    double gb = (double)n * TXN_MSG_SIZE * PRODUCE_ROUNDS / 1e9;
+    double cpu_i = cpu_print("produce: idempotent", &zero, &used[0], gb, "GB");
+    double cpu_t = cpu_print("produce: transactional", &zero, &used[1], gb, "GB");
+    printf("produce: CPU (brokers + clients) per GB transactional/idempotent %.3f\n",
+           cpu_t / cpu_i);
 }
 
 /* ---- read: read_committed vs read_uncommitted ----------------------------- */
