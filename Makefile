@@ -203,7 +203,7 @@ $(BUILD)/tests/test_cl_%: $(call obj,tests/unit/test_cl_%.c) $(LIBSLUICE_A)
 
 $(BUILD)/bench/%: $(call obj,bench/%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $+ $(PKG_LIBS) $(if $(findstring rdkafka,$*)$(filter cluster_bench,$*),-lrdkafka) -lm
+	$(CC) $(ALL_LDFLAGS) -o $@ $+ $(PKG_LIBS) $(if $(findstring rdkafka,$*)$(filter cluster_bench txn_bench,$*),-lrdkafka) -lm
 # It runs the sluice-bench tool (order-only: built first, not linked in).
 $(BUILD)/bench/libsluice_vs_rdkafka_bench: | $(BUILD)/sluice-bench
 

@@ -5,7 +5,7 @@
  * client that watches /controller, and the waits on a broker's Metadata
  * (brokers registered, partitions led) the steps are built from; die()
  * prints the logs' tails and exits.  The steps themselves stay in
- * cluster_bench.c, its only includer.  Header-only like bench_common.h.
+ * cluster_bench.c and txn_bench.c.  Header-only like bench_common.h.
  */
 #ifndef SLUICE_BENCH_CLUSTER_H
 #define SLUICE_BENCH_CLUSTER_H

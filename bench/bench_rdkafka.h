@@ -16,6 +16,7 @@
 #include "bench/bench_common.h"
 
 #include <librdkafka/rdkafka.h>
+#include <stdatomic.h>
 
 #define BENCH_RK_MSG_SIZE 100
 
@@ -25,7 +26,8 @@ typedef struct bench_rk_phase {
     long msgs;
 } bench_rk_phase;
 
-static long bench_rk_delivered, bench_rk_failed;
+/* Atomic: txn_bench's producers run on several threads at once. */
+static atomic_long bench_rk_delivered, bench_rk_failed;
 /* More client settings for every client made after it is set: "key",
  * "value", ..., NULL (bench/tls_bench.c: security.protocol=ssl, ...). */
 static const char *const *bench_rk_extra;
@@ -92,6 +94,29 @@ static inline rd_kafka_t *bench_rk_producer_new(rd_kafka_conf_t *c)
     return rk;
 }
 
+/* One message to partition p (not copied: the payload must live until
+ * the flush), waiting while the queue is full;
+ * i: the caller's message count, every 1024th serves the delivery
+ * reports.  Exits on any other error. */
+static inline void bench_rk_produce_one(rd_kafka_t *rk, rd_kafka_topic_t *rkt, int32_t p,
+                                        const void *payload, size_t len, long i)
+{
+    for (;;) {
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(p),
+            RD_KAFKA_V_VALUE((void *)payload, len), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            break;
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            fprintf(stderr, "produce: %s\n", rd_kafka_err2str(e));
+            exit(1);
+        }
+        rd_kafka_poll(rk, 10);
+    }
+    if ((i & 1023) == 0)
+        rd_kafka_poll(rk, 0);
+}
+
 static inline bench_rk_phase bench_rk_produce_acks(const char *bootstrap, const char *topic,
                                                    long n, pid_t broker, const char *acks)
 {
@@ -121,22 +146,8 @@ static inline bench_rk_phase bench_rk_produce_acks(const char *bootstrap, const 
     bench_rk_delivered = bench_rk_failed = 0;
     double cpu0 = broker > 0 ? bench_cpu_seconds(broker) : 0;
     double t0 = bench_now();
-    for (long i = 0; i < n; i++) {
-        for (;;) {
-            rd_kafka_resp_err_t e = rd_kafka_producev(
-                rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(0),
-                RD_KAFKA_V_VALUE(payload, sizeof payload), RD_KAFKA_V_END);
-            if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-                break;
-            if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-                fprintf(stderr, "produce: %s\n", rd_kafka_err2str(e));
-                exit(1);
-            }
-            rd_kafka_poll(rk, 10);
-        }
-        if ((i & 1023) == 0)
-            rd_kafka_poll(rk, 0);
-    }
+    for (long i = 0; i < n; i++)
+        bench_rk_produce_one(rk, rkt, 0, payload, sizeof payload, i);
     rd_kafka_flush(rk, 120000);
     double t1 = bench_now();
     bench_rk_phase ph = { t1 - t0, broker > 0 ? bench_cpu_seconds(broker) - cpu0 : 0,

@@ -10,11 +10,12 @@ through peer calls) completes across a coordinator failover."""
 import time
 
 import pytest
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic
 
 import kafka_raw as kr
 from cluster_support import live_brokers, make_cluster, wait_for, zk, zk_missing  # noqa: F401
-from support import ck_admin
+from support import ck_admin, ck_consumer, ck_producer
 from test_txn_coordinator import (CONCURRENT_TRANSACTIONS, NONE, NOT_COORDINATOR, add_offsets,
                                   add_partitions, describe_txns, end_txn, find_coordinator,
                                   init_pid, until_settled)
@@ -128,3 +129,38 @@ def test_a_commit_of_data_partitions_completes_after_failover(make_cluster):
     new = failover(cluster, coord, tid)
     with kr.Conn(new.port) as c:
         assert until_settled(lambda: init_pid(c, tid), timeout=60) == (NONE, pid, epoch + 1)
+
+
+def test_markers_reach_the_partitions_other_brokers_lead(make_cluster):
+    """A commit's markers go to every partition, those led by the two
+    brokers that are not the coordinator through WriteTxnMarkers: the
+    producer's next transaction goes through (AddPartitionsToTxn answers
+    CONCURRENT_TRANSACTIONS until the last marker is written) and a
+    read_committed consumer reads both transactions, in order, from each
+    partition (the LSO stays at the first unmarked record otherwise)."""
+    cluster = started(make_cluster)
+    b0 = cluster.brokers[0]
+    ck_admin(b0).create_topics([NewTopic("spread", 3, 3)])["spread"].result(timeout=15)
+
+    def leaders():
+        parts = ck_admin(b0).list_topics("spread", timeout=5).topics["spread"].partitions
+        ids = [parts[p].leader for p in sorted(parts)]
+        return ids if len(ids) == 3 and min(ids) > 0 else None
+    assert len(set(wait_for(leaders, 20, "spread to be led"))) == 3
+    p = ck_producer(b0, **{"transactional.id": "tx-spread"})
+    p.init_transactions(30)
+    for t in range(2):
+        p.begin_transaction()
+        for part in range(3):
+            p.produce("spread", b"t%d-p%d" % (t, part), partition=part)
+        p.commit_transaction(30)
+    c = ck_consumer(b0, **{"isolation.level": "read_committed"})
+    c.assign([TopicPartition("spread", part, 0) for part in range(3)])
+    got = {0: [], 1: [], 2: []}
+    deadline = time.monotonic() + 30
+    while sum(map(len, got.values())) < 6 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got[m.partition()].append(m.value())
+    c.close()
+    assert got == {part: [b"t0-p%d" % part, b"t1-p%d" % part] for part in range(3)}

@@ -1,0 +1,545 @@
+/*
+ * Transactions on this machine (issue 30, "Performance"): a real ZooKeeper
+ * and three brokers (bench_cluster.h's cluster), one partition of
+ * __transaction_state (transaction.state.log.num.partitions=1, RF 3,
+ * min.isr 2) so that every transactional id has the same coordinator.
+ *
+ *   build/bench/txn_bench [path/to/sluiced] [messages per produce round]
+ *                         [fill MiB] [seconds per small-transaction load]
+ *                         [parallel producers]
+ *       (sluiced also from $SLUICED; defaults build/sluiced, 100000, 128,
+ *        5, 8; $BENCH_KEEP=1 keeps the scratch directory and its logs,
+ *        $BENCH_TIMEOUT the watchdog's seconds, default 900;
+ *        $BENCH_STEPS=produce,read,small runs only those steps)
+ *
+ * Printed, each on a labelled line with its target (never asserted):
+ *   produce  librdkafka, 1 KiB records to one partition of an RF-3 topic
+ *            (min.insync.replicas=2), acks=all, linger.ms=5: a
+ *            transactional producer committing every 100 ms against the
+ *            idempotent producer, alternating rounds (T I, I T, ...), the
+ *            clock from the first record to the last commit (flush);
+ *            msgs/s each (medians) and their ratio (target >= 0.95); the
+ *            CPU-ms per GB of the brokers and the clients, each side, and
+ *            its ratio (steadier than the rates on a shared machine).
+ *   read     two one-partition RF-3 topics filled by a transactional
+ *            producer (1,000 records of 1 KiB per transaction), in one
+ *            every 10th transaction aborted; each read from offset 0 to
+ *            the end of the partition with isolation.level
+ *            read_uncommitted and read_committed, alternating; the
+ *            records delivered are counted and must be all of them
+ *            (uncommitted) or the committed ones; MB/s of the log read
+ *            (records scanned x 1 KiB, the same bytes for both) and of the
+ *            records delivered; ratio committed/uncommitted of the log
+ *            rates (target >= 0.95); per level, the CPU-ms per GB of log of
+ *            the brokers and of this bench's consumer.
+ *   small    transactions of one 1 KiB record each (begin, produce,
+ *            commit_transaction) on an RF-3 topic, acks=all, through the
+ *            one coordinator, by 1 producer and then by N producers on N
+ *            threads (own transactional ids, own partitions): transactions
+ *            per second and commit_transaction latency p50/p99 (targets
+ *            >= 1,000/s and p99 <= 50 ms); the CPU-ms per transaction of
+ *            the brokers and of the librdkafka clients (this process), the
+ *            machine's busy cores (every session's, /proc/stat), and the
+ *            bound that cost sets: cores / CPU per transaction.
+ *
+ * Exit status: 0 when every step ran (whatever the figures), 1 when
+ * something failed (a broker that would not start, a transaction that
+ * failed, a count that did not match); the broker logs' tails are printed.
+ */
+#include "bench/bench_cluster.h"
+#include "bench/bench_rdkafka.h"
+
+#include <pthread.h>
+
+#define TXN_MSG_SIZE     1024
+#define COMMIT_EVERY_S   0.1
+#define PRODUCE_ROUNDS   5          /* per side */
+#define FILL_TXN_RECS    1000       /* records per transaction of the read step's fill */
+#define ABORT_EVERY      10         /* every 10th transaction of the fill aborted */
+#define READ_ROUNDS      5          /* per isolation level and topic */
+#define SMALL_PARTITIONS 16
+#define MAX_SMALL        64         /* producers of the small step */
+
+static const char *const rf3_cfg[] = { "min.insync.replicas", "2", "segment.bytes", "1073741824",
+                                       NULL };
+static char payload[TXN_MSG_SIZE];
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void txn_ok(rd_kafka_error_t *e, const char *what)
+{
+    if (e) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        die("%s: %s", what, msg);
+    }
+}
+
+/* An RF-3 topic of `partitions` created through broker 1 and led
+ * everywhere; the bootstrap of its partition 0's leader into bs. */
+static void create_rf3(const char *topic, int32_t partitions, char *bs, size_t n)
+{
+    int fd = connect_or_die(&brokers[0]);
+    int rc = bench_create_topic_rf(fd, topic, partitions, 3, rf3_cfg, 30000);
+    close(fd);
+    if (rc != 0)
+        die("CreateTopics %s (RF 3) through broker 1: error %d", topic, rc);
+    bench_md md;
+    if (wait_led(0, topic, partitions, 0, 30, &md) < 0)
+        die("%s is not led in broker 1's Metadata after 30 s", topic);
+    int li = index_of_id(md.leader0);
+    if (li < 0)
+        die("%s is led by unknown broker %d", topic, md.leader0);
+    snprintf(bs, n, "127.0.0.1:%d", brokers[li].port);
+}
+
+/* A producer (bench_rk_producer_conf: linger.ms=5, large queues) with
+ * acks=all, idempotent, and transactional when tid is set (its
+ * transactions initialised); metadata of topic warmed up. */
+static rd_kafka_t *producer_new(const char *bs, const char *tid, const char *linger,
+                                const char *topic, rd_kafka_topic_t **rkt)
+{
+    rd_kafka_conf_t *c = bench_rk_producer_conf(bs, "all", "none");
+    bench_rk_conf(c, "enable.idempotence", "true");
+    bench_rk_conf(c, "linger.ms", linger);
+    if (tid)
+        bench_rk_conf(c, "transactional.id", tid);
+    rd_kafka_t *rk = bench_rk_producer_new(c);
+    if (tid)
+        txn_ok(rd_kafka_init_transactions(rk, 30000), "init_transactions");
+    *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md;
+    if (rd_kafka_metadata(rk, 0, *rkt, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_metadata_destroy(md);
+    return rk;
+}
+
+static void producer_free(rd_kafka_t *rk, rd_kafka_topic_t *rkt)
+{
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+}
+
+/* ---- where the CPU goes ---------------------------------------------------- */
+
+/* CPU seconds so far: every process on the machine, this bench (its
+ * librdkafka clients), each broker; and the clock. */
+typedef struct cpu_mark {
+    double wall, machine, self, broker[NBROKERS];
+} cpu_mark;
+
+/* Seconds the machine's CPUs were not idle, from /proc/stat's first line
+ * (user nice system idle iowait irq softirq steal; ticks): it counts the
+ * processes that exit in between, which a sum over /proc misses. */
+static double busy_seconds(void)
+{
+    unsigned long long v[8] = { 0 };
+    FILE *f = fopen("/proc/stat", "r");
+    int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                       &v[3], &v[4], &v[5], &v[6], &v[7]) : 0;
+    if (f)
+        fclose(f);
+    if (n < 5)
+        return 0;
+    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    return (double)busy / (double)sysconf(_SC_CLK_TCK);
+}
+
+static cpu_mark cpu_now(void)
+{
+    cpu_mark c = { bench_now(), busy_seconds(), bench_cpu_seconds(getpid()), { 0 } };
+    for (int i = 0; i < NBROKERS; i++)
+        c.broker[i] = bench_cpu_seconds(brokers[i].pid);
+    return c;
+}
+
+/* sum += z - a, field by field (several rounds of one side). */
+static void cpu_add(cpu_mark *sum, const cpu_mark *a, const cpu_mark *z)
+{
+    sum->wall += z->wall - a->wall;
+    sum->machine += z->machine - a->machine;
+    sum->self += z->self - a->self;
+    for (int i = 0; i < NBROKERS; i++)
+        sum->broker[i] += z->broker[i] - a->broker[i];
+}
+
+/* One line: the cores busy on the machine between a and z (out of the
+ * ones it has), and the CPU-ms per `unit` of the brokers and the clients.
+ * Returns the CPU-seconds per unit of both together. */
+static double cpu_print(const char *step, const cpu_mark *a, const cpu_mark *z, double units,
+                      const char *unit)
+{
+    double wall = z->wall - a->wall, bk = 0;
+    char per[96];
+    int n = 0;
+    for (int i = 0; i < NBROKERS; i++) {
+        double d = z->broker[i] - a->broker[i];
+        bk += d;
+        n += snprintf(per + n, sizeof per - (size_t)n, "%s%.3f", i ? " " : "", d * 1e3 / units);
+    }
+    printf("%s:   CPU: machine %.2f of %ld cores busy (every session's); per %s: brokers "
+           "%.3f ms (%s), this bench's clients %.3f ms\n", step,
+           (z->machine - a->machine) / wall, sysconf(_SC_NPROCESSORS_ONLN), unit,
+           bk * 1e3 / units, per, (z->self - a->self) * 1e3 / units);
+    return (bk + z->self - a->self) / units;
+}
+
+/* ---- produce: transactional vs idempotent -------------------------------- */
+
+/* n records to partition 0; tid: transactional, a commit every 100 ms.
+ * Returns msgs/s. */
+static double produce_round(const char *bs, const char *topic, const char *tid, long n,
+                            long *commits)
+{
+    rd_kafka_topic_t *rkt;
+    rd_kafka_t *rk = producer_new(bs, tid, "5", topic, &rkt);
+    bench_rk_delivered = bench_rk_failed = 0;
+    *commits = 0;
+    double t0 = bench_now(), next = t0 + COMMIT_EVERY_S;
+    if (tid)
+        txn_ok(rd_kafka_begin_transaction(rk), "begin_transaction");
+    for (long i = 0; i < n; i++) {
+        bench_rk_produce_one(rk, rkt, 0, payload, sizeof payload, i);
+        if (tid && (i & 15) == 15 && bench_now() >= next) {
+            txn_ok(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
+            ++*commits;
+            txn_ok(rd_kafka_begin_transaction(rk), "begin_transaction");
+            next = bench_now() + COMMIT_EVERY_S;
+        }
+    }
+    if (tid) {
+        txn_ok(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
+        ++*commits;
+    } else {
+        rd_kafka_flush(rk, 120000);
+    }
+    double secs = bench_now() - t0;
+    if (bench_rk_failed || bench_rk_delivered != n)
+        die("produce round (%s): %ld delivered, %ld failed of %ld", tid ? "transactional" :
+            "idempotent", (long)bench_rk_delivered, (long)bench_rk_failed, n);
+    producer_free(rk, rkt);
+    return (double)n / secs;
+}
+
+static void bench_produce(long n)
+{
+    char bs[64];
+    create_rf3("txn-produce", 1, bs, sizeof bs);
+    /* side 0 idempotent, 1 transactional */
+    double rate[2][PRODUCE_ROUNDS], pair[PRODUCE_ROUNDS];
+    cpu_mark zero = { .wall = 0 }, used[2] = { { .wall = 0 }, { .wall = 0 } };
+    long commits[PRODUCE_ROUNDS];
+    for (int r = 0; r < PRODUCE_ROUNDS; r++) {
+        for (int k = 0; k < 2; k++) {
+            int side = (k == 0) == (r % 2 == 0);
+            long c = 0;
+            cpu_mark c0 = cpu_now();
+            rate[side][r] = produce_round(bs, "txn-produce", side ? "bench-produce" : NULL, n, &c);
+            cpu_mark c1 = cpu_now();
+            cpu_add(&used[side], &c0, &c1);
+            if (side)
+                commits[r] = c;
+            printf("produce: round %d %-13s %9.0f msgs/s\n", r + 1,
+                   side ? "transactional" : "idempotent", rate[side][r]);
+        }
+        pair[r] = rate[1][r] / rate[0][r];
+    }
+    double med[2] = { bench_median(rate[0], PRODUCE_ROUNDS), bench_median(rate[1], PRODUCE_ROUNDS) };
+    printf("produce: librdkafka %s, %ld records of %d bytes per round, RF 3 acks=all "
+           "min.insync.replicas=2, linger.ms=5, 1 partition, %d rounds per side alternating; "
+           "medians:\n", rd_kafka_version_str(), n, TXN_MSG_SIZE, PRODUCE_ROUNDS);
+    printf("produce: idempotent    %9.0f msgs/s (%.1f MB/s)\n", med[0],
+           med[0] * TXN_MSG_SIZE / 1e6);
+    printf("produce: transactional %9.0f msgs/s (%.1f MB/s), a commit every %.0f ms (%ld "
+           "commits in round 1)\n", med[1], med[1] * TXN_MSG_SIZE / 1e6, COMMIT_EVERY_S * 1e3,
+           commits[0]);
+    printf("produce: ratio transactional/idempotent %.3f (target >= 0.95); median of the %d "
+           "pairs' ratios %.3f\n", med[1] / med[0], PRODUCE_ROUNDS,
+           bench_median(pair, PRODUCE_ROUNDS));
+    /* CPU per GB: what the machine's load moves least (ticks of 10 ms). */
+    double gb = (double)n * TXN_MSG_SIZE * PRODUCE_ROUNDS / 1e9;
+    double cpu_i = cpu_print("produce: idempotent", &zero, &used[0], gb, "GB");
+    double cpu_t = cpu_print("produce: transactional", &zero, &used[1], gb, "GB");
+    printf("produce: CPU (brokers + clients) per GB transactional/idempotent %.3f\n",
+           cpu_t / cpu_i);
+}
+
+/* ---- read: read_committed vs read_uncommitted ----------------------------- */
+
+/* Fills partition 0 of topic with txns transactions of FILL_TXN_RECS
+ * records; every ABORT_EVERY-th aborted when aborts.  Returns the records
+ * committed. */
+static long fill(const char *bs, const char *topic, long txns, bool aborts)
+{
+    rd_kafka_topic_t *rkt;
+    rd_kafka_t *rk = producer_new(bs, topic, "5", topic, &rkt);
+    long committed = 0, i = 0;
+    for (long t = 0; t < txns; t++) {
+        txn_ok(rd_kafka_begin_transaction(rk), "begin_transaction");
+        for (int k = 0; k < FILL_TXN_RECS; k++)
+            bench_rk_produce_one(rk, rkt, 0, payload, sizeof payload, i++);
+        if (aborts && t % ABORT_EVERY == ABORT_EVERY - 1) {
+            /* An abort drops what is still queued: flush first, so that
+             * the aborted records are in the log, as they would be. */
+            rd_kafka_flush(rk, 60000);
+            txn_ok(rd_kafka_abort_transaction(rk, 60000), "abort_transaction");
+        } else {
+            txn_ok(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
+            committed += FILL_TXN_RECS;
+        }
+    }
+    producer_free(rk, rkt);
+    return committed;
+}
+
+typedef struct read_result {
+    double secs;   /* first record to the end of the partition */
+    long recs;     /* records delivered */
+} read_result;
+
+/* Reads partition 0 of topic from its start to its end (the partition
+ * EOF event) at isolation level iso. */
+static read_result read_all(const char *bs, const char *topic, const char *iso)
+{
+    rd_kafka_conf_t *c = bench_rk_conf_new(bs);
+    bench_rk_conf(c, "isolation.level", iso);
+    bench_rk_conf(c, "enable.partition.eof", "true");
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
+    if (!rk)
+        die("consumer: %s", err);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    rd_kafka_consume_start(rkt, 0, RD_KAFKA_OFFSET_BEGINNING);
+    read_result res = { 0, 0 };
+    double t0 = 0, deadline = bench_now() + 120;
+    bool eof = false;
+    rd_kafka_message_t *batch[4096];
+    while (!eof && bench_now() < deadline) {
+        ssize_t k = rd_kafka_consume_batch(rkt, 0, 100, batch, 4096);
+        for (ssize_t i = 0; i < k; i++) {
+            if (batch[i]->err == RD_KAFKA_RESP_ERR__PARTITION_EOF && res.recs > 0)
+                eof = true;
+            else if (batch[i]->err == RD_KAFKA_RESP_ERR_NO_ERROR && batch[i]->len == TXN_MSG_SIZE)
+                res.recs++;
+            else if (batch[i]->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                die("consume %s (%s): %s", topic, iso, rd_kafka_message_errstr(batch[i]));
+            rd_kafka_message_destroy(batch[i]);
+        }
+        if (k > 0 && t0 == 0)
+            t0 = bench_now();
+    }
+    res.secs = bench_now() - t0;
+    if (!eof)
+        die("consume %s (%s): no end of partition within 120 s (%ld records)", topic, iso,
+            res.recs);
+    rd_kafka_consume_stop(rkt, 0);
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    return res;
+}
+
+static void read_topic(const char *bs, const char *topic, long total, long committed)
+{
+    static const char *const iso[2] = { "read_uncommitted", "read_committed" };
+    double log_rate[2][READ_ROUNDS], got_rate[2][READ_ROUNDS];
+    cpu_mark zero = { .wall = 0 }, used[2] = { { .wall = 0 }, { .wall = 0 } };
+    for (int r = 0; r < READ_ROUNDS; r++)
+        for (int k = 0; k < 2; k++) {
+            int side = (k == 0) == (r % 2 == 0);
+            cpu_mark c0 = cpu_now();
+            read_result res = read_all(bs, topic, iso[side]);
+            cpu_mark c1 = cpu_now();
+            cpu_add(&used[side], &c0, &c1);
+            long want = side ? committed : total;
+            if (res.recs != want)
+                die("%s %s: %ld records delivered, not %ld", topic, iso[side], res.recs, want);
+            log_rate[side][r] = (double)total * TXN_MSG_SIZE / 1e6 / res.secs;
+            got_rate[side][r] = (double)res.recs * TXN_MSG_SIZE / 1e6 / res.secs;
+        }
+    double med[2];
+    for (int side = 0; side < 2; side++) {
+        med[side] = bench_median(log_rate[side], READ_ROUNDS);
+        printf("read: %-20s %-16s %7.1f MB/s of log, %7.1f MB/s delivered (%ld records)\n", topic,
+               iso[side], med[side], bench_median(got_rate[side], READ_ROUNDS),
+               side ? committed : total);
+        char step[64];
+        snprintf(step, sizeof step, "read: %s %s", topic, iso[side]);
+        (void)cpu_print(step, &zero, &used[side], (double)total * TXN_MSG_SIZE * READ_ROUNDS / 1e9,
+                  "GB of log");
+    }
+    printf("read: %-20s ratio read_committed/read_uncommitted %.3f (target >= 0.95)\n", topic,
+           med[1] / med[0]);
+}
+
+static void bench_read(long mib)
+{
+    long txns = (mib << 20) / ((long)FILL_TXN_RECS * TXN_MSG_SIZE);
+    txns = txns < ABORT_EVERY ? ABORT_EVERY : txns;
+    char bs_clean[64], bs_aborts[64];
+    create_rf3("txn-read-committed", 1, bs_clean, sizeof bs_clean);
+    create_rf3("txn-read-aborts", 1, bs_aborts, sizeof bs_aborts);
+    double t0 = bench_now();
+    long c_clean = fill(bs_clean, "txn-read-committed", txns, false);
+    long c_aborts = fill(bs_aborts, "txn-read-aborts", txns, true);
+    long total = txns * FILL_TXN_RECS;
+    printf("read: filled 2 topics with %ld transactions of %d records of %d bytes each "
+           "(every %dth aborted in txn-read-aborts) in %.1f s; %d reads per level, alternating, "
+           "medians:\n", txns, FILL_TXN_RECS, TXN_MSG_SIZE, ABORT_EVERY, bench_now() - t0,
+           READ_ROUNDS);
+    read_topic(bs_clean, "txn-read-committed", total, c_clean);
+    read_topic(bs_aborts, "txn-read-aborts", total, c_aborts);
+}
+
+/* ---- small: one record per transaction ------------------------------------ */
+
+typedef struct small_producer {
+    pthread_t th;
+    int id;
+    const char *bs;
+    double start, until;
+    long txns;
+    double *lat;     /* commit_transaction seconds, one per transaction */
+    long cap;
+} small_producer;
+
+static void *small_run(void *arg)
+{
+    small_producer *sp = arg;
+    char tid[32];
+    snprintf(tid, sizeof tid, "bench-small-%d", sp->id);
+    rd_kafka_topic_t *rkt;
+    rd_kafka_t *rk = producer_new(sp->bs, tid, "0", "txn-small", &rkt);
+    int32_t part = sp->id % SMALL_PARTITIONS;
+    while (bench_now() < sp->start)
+        usleep(1000);
+    while (bench_now() < sp->until && sp->txns < sp->cap) {
+        txn_ok(rd_kafka_begin_transaction(rk), "begin_transaction");
+        bench_rk_produce_one(rk, rkt, part, payload, sizeof payload, 1);
+        double t = bench_now();
+        txn_ok(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
+        sp->lat[sp->txns++] = bench_now() - t;
+    }
+    producer_free(rk, rkt);
+    return NULL;
+}
+
+/* Percentile p (nearest rank) of v, sorted here. */
+static double percentile(double *v, long n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    long k = (long)(p * (double)n + 0.999999) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+static void small_load(const char *bs, int n, double secs)
+{
+    static small_producer sp[MAX_SMALL];
+    long cap = (long)(secs * 20000) + 1;
+    /* Producers start (init_transactions) before the clock. */
+    double start = bench_now() + 3, until = start + secs;
+    for (int i = 0; i < n; i++) {
+        sp[i] = (small_producer){ .id = i, .bs = bs, .start = start, .until = until, .cap = cap,
+                                  .lat = malloc(sizeof(double) * (size_t)cap) };
+        if (!sp[i].lat || pthread_create(&sp[i].th, NULL, small_run, &sp[i]))
+            die("small: cannot start producer %d", i);
+    }
+    while (bench_now() < start)
+        usleep(1000);
+    cpu_mark c0 = cpu_now();
+    long total = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(sp[i].th, NULL);
+        total += sp[i].txns;
+    }
+    cpu_mark c1 = cpu_now();
+    double took = bench_now() - start;
+    double *all = malloc(sizeof(double) * (size_t)(total ? total : 1));
+    long k = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(all + k, sp[i].lat, sizeof(double) * (size_t)sp[i].txns);
+        k += sp[i].txns;
+        free(sp[i].lat);
+    }
+    printf("small: %2d producer%s %7.0f transactions/s (target >= 1,000), commit_transaction "
+           "p50 %.1f ms p99 %.1f ms (target <= 50) over %ld transactions\n", n, n > 1 ? "s" : " ",
+           (double)total / took, percentile(all, total, 0.50) * 1e3,
+           percentile(all, total, 0.99) * 1e3, total);
+    double per = cpu_print("small", &c0, &c1, (double)total, "transaction");
+    double cli = (c1.self - c0.self) / (double)total;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* The machine's bound at that cost: all its cores on brokers and
+     * clients, nothing else running; and on the clients alone. */
+    printf("small:   bound: %ld cores / %.2f CPU-ms per transaction = %.0f transactions/s at "
+           "most on this machine (the clients alone: %.0f/s)\n", cores, per * 1e3,
+           (double)cores / per, (double)cores / cli);
+    free(all);
+}
+
+static void bench_small(double secs, int producers)
+{
+    char bs[64];
+    create_rf3("txn-small", SMALL_PARTITIONS, bs, sizeof bs);
+    printf("small: one record of %d bytes per transaction, RF 3 acks=all, linger.ms=0, one "
+           "coordinator (__transaction_state has 1 partition), %.0f s per load; producers on "
+           "their own threads, transactional ids and partitions:\n", TXN_MSG_SIZE, secs);
+    small_load(bs, 1, secs);
+    small_load(bs, producers, secs);
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static bool step_on(const char *name)
+{
+    const char *steps = getenv("BENCH_STEPS");
+    return !steps || !*steps || strstr(steps, name);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        setenv("SLUICED", argv[1], 1);
+    long msgs = argc > 2 ? atol(argv[2]) : 100000;
+    long mib = argc > 3 ? atol(argv[3]) : 128;
+    double secs = argc > 4 ? atof(argv[4]) : 5;
+    int producers = argc > 5 ? atoi(argv[5]) : 8;
+    if (msgs <= 0 || mib <= 0 || secs <= 0 || producers < 1 || producers > MAX_SMALL) {
+        fprintf(stderr, "txn_bench: bad arguments (producers 1..%d)\n", MAX_SMALL);
+        return 2;
+    }
+    const char *tmo = getenv("BENCH_TIMEOUT");
+    bench_catch_signals(tmo ? (unsigned)atoi(tmo) : 900);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("txn_bench: reproduce with: %s%s%sflock /tmp/sluice-bench.lock %s %s %ld %ld %g %d\n",
+           getenv("BENCH_STEPS") ? "BENCH_STEPS=" : "",
+           getenv("BENCH_STEPS") ? getenv("BENCH_STEPS") : "", getenv("BENCH_STEPS") ? " " : "",
+           argv[0], bench_sluiced_path(), msgs, mib, secs, producers);
+    if (access("/usr/share/java/zookeeper.jar", R_OK)) {
+        printf("txn_bench: skipped: no ZooKeeper server (/usr/share/java/zookeeper.jar; "
+               "`make deps` installs it)\n");
+        return 0;
+    }
+    /* One coordinator for every transactional id, before $BENCH_OVERRIDES'
+     * own (which bench_broker_start appends, so they win). */
+    char ov[1200];
+    snprintf(ov, sizeof ov, "transaction.state.log.num.partitions=1 %s",
+             getenv("BENCH_OVERRIDES") ? getenv("BENCH_OVERRIDES") : "");
+    setenv("BENCH_OVERRIDES", ov, 1);
+    memset(payload, 't', sizeof payload);
+    bench_mkdtemp(bench_scratch, sizeof bench_scratch, "sluice-txn-bench");
+    bench_track(0, false);            /* registers the atexit cleanup */
+    zk_server_start();
+    zk_client_open();
+    cluster_start();
+    if (step_on("produce"))
+        bench_produce(msgs);
+    if (step_on("read"))
+        bench_read(mib);
+    if (step_on("small"))
+        bench_small(secs, producers);
+    for (int i = 0; i < NBROKERS; i++)
+        bench_broker_stop(&brokers[i]);
+    zookeeper_close(zh);
+    zk_server_stop();
+    return 0;
+}
