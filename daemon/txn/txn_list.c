@@ -7,6 +7,7 @@
 #include "daemon/txn/txn_int.h"
 #include "daemon/security/sec_authz.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- DescribeTransactions v0 ------------------------------------------------------- */
@@ -84,11 +85,36 @@ typedef struct lt_walk {
     const kp_ListTransactionsRequest *q;
     bool *states;                     /* [8]: wanted, when any filter */
     bool any_state;
+    const int64_t *pids;              /* ProducerIdFilters, sorted: looked up per id */
+    size_t npids;                     /* 0: no filter */
     int64_t now;
     kp_ListTransactionsResponse *m;
     int32_t cap;
     bool nomem;
 } lt_walk;
+
+static int lt_pid_cmp(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The filters sorted once per request: comparing every id with every
+ * filter would be ids x filters (10^5 x 10^6) on the event loop. */
+static int lt_sort_pids(bk_req *r, const kp_ListTransactionsRequest *q, lt_walk *w)
+{
+    if (q->ProducerIdFilters_count <= 0)
+        return 0;
+    size_t n = (size_t)q->ProducerIdFilters_count;
+    int64_t *p = bk_req_alloc(r, n, sizeof *p);
+    if (!p)
+        return -1;
+    memcpy(p, q->ProducerIdFilters, n * sizeof *p);
+    qsort(p, n, sizeof *p, lt_pid_cmp);
+    w->pids = p;
+    w->npids = n;
+    return 0;
+}
 
 static bool lt_wanted(const lt_walk *w, const txn_meta *t)
 {
@@ -97,10 +123,7 @@ static bool lt_wanted(const lt_walk *w, const txn_meta *t)
         return false;                 /* never written, or not coordinated here */
     if (w->any_state && (t->cur.state < 0 || t->cur.state > 7 || !w->states[t->cur.state]))
         return false;
-    bool pid_ok = q->ProducerIdFilters_count <= 0;
-    for (int32_t k = 0; !pid_ok && k < q->ProducerIdFilters_count; k++)
-        pid_ok = q->ProducerIdFilters[k] == t->cur.pid;
-    if (!pid_ok)
+    if (w->npids && !bsearch(&t->cur.pid, w->pids, w->npids, sizeof *w->pids, lt_pid_cmp))
         return false;
     /* v1: open longer than DurationFilter ms (-1: any) */
     if (q->DurationFilter >= 0 &&
@@ -166,6 +189,8 @@ int txn_handle_list_transactions(bk_req *r)
         return bk_req_encoded(r, "ListTransactions",
                               kp_enc_ListTransactionsResponse(r->out, v, &m));
     m.ErrorCode = txn_log_loading() ? KP_COORDINATOR_LOAD_IN_PROGRESS : KP_NONE;
+    if (lt_sort_pids(r, &q, &w) != 0)
+        return BK_CLOSE;
     txn_meta_foreach(lt_one, &w);
     if (w.nomem)
         return BK_CLOSE;
