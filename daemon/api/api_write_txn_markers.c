@@ -114,13 +114,51 @@ static void wm_cancel(bk_req *r)
         h->r = NULL;                   /* the callbacks still come; the last frees */
 }
 
+/* No CLUSTER_ACTION: every partition CLUSTER_AUTHORIZATION_FAILED, as
+ * Kafka answers, decided before anything per partition is allocated (the
+ * answer's own arrays, in the arena, are the size of the request). */
+static int wm_refuse(bk_req *r, const kp_WriteTxnMarkersRequest *q)
+{
+    kp_WriteTxnMarkersResponse m;
+    kp_init_WriteTxnMarkersResponse(&m);
+    int32_t nm = q->Markers_count < 0 ? 0 : q->Markers_count;
+    m.Markers = bk_req_alloc(r, (size_t)(nm ? nm : 1), sizeof *m.Markers);
+    if (!m.Markers)
+        return BK_CLOSE;
+    m.Markers_count = nm;
+    for (int32_t i = 0; i < nm; i++) {
+        const kp_WriteTxnMarkersRequest_WritableTxnMarker *qm = &q->Markers[i];
+        int32_t nt = qm->Topics_count < 0 ? 0 : qm->Topics_count;
+        wm_topic_out *to = bk_req_alloc(r, (size_t)(nt ? nt : 1), sizeof *to);
+        if (!to)
+            return BK_CLOSE;
+        m.Markers[i] = (wm_marker_out){ .ProducerId = qm->ProducerId, .Topics = to,
+                                        .Topics_count = nt };
+        for (int32_t t = 0; t < nt; t++) {
+            int32_t np = qm->Topics[t].PartitionIndexes_count;
+            np = np < 0 ? 0 : np;
+            wm_part_out *po = bk_req_alloc(r, (size_t)(np ? np : 1), sizeof *po);
+            if (!po)
+                return BK_CLOSE;
+            to[t] = (wm_topic_out){ .Name = qm->Topics[t].Name, .Partitions = po,
+                                    .Partitions_count = np };
+            for (int32_t p = 0; p < np; p++)
+                po[p] = (wm_part_out){ .PartitionIndex = qm->Topics[t].PartitionIndexes[p],
+                                       .ErrorCode = KP_CLUSTER_AUTHORIZATION_FAILED };
+        }
+    }
+    return bk_req_encoded(r, "WriteTxnMarkers",
+                          kp_enc_WriteTxnMarkersResponse(r->out, r->hdr.RequestApiVersion, &m));
+}
+
 int api_handle_write_txn_markers(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
     kp_WriteTxnMarkersRequest q;
     if (kp_dec_WriteTxnMarkersRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
-    bool allowed = BK_AUTHZ_CLUSTER(r, BK_OP_CLUSTER_ACTION);
+    if (!BK_AUTHZ_CLUSTER(r, BK_OP_CLUSTER_ACTION))
+        return wm_refuse(r, &q);
     int32_t nm = q.Markers_count < 0 ? 0 : q.Markers_count;
     int n = 0;
     for (int32_t i = 0; i < nm; i++)
@@ -175,12 +213,11 @@ int api_handle_write_txn_markers(bk_req *r)
                     .partition = qt->PartitionIndexes[p], .producer_id = qm->ProducerId,
                     .producer_epoch = qm->ProducerEpoch, .commit = qm->TransactionResult,
                     .coordinator_epoch = qm->CoordinatorEpoch, .topic = name,
-                    .error = allowed ? KP_NONE : KP_CLUSTER_AUTHORIZATION_FAILED,
                 };
             }
         }
     }
-    if (!allowed || n == 0) {
+    if (n == 0) {
         wm_encode(r, h);
         free(h);
         return r->out->err ? BK_CLOSE : BK_RESPOND;
