@@ -845,7 +845,7 @@ static int pv_start(bk_req *r, const kp_ProduceRequest *q, kp_rd body0)
                 ids = bk_req_alloc(r, (size_t)most, sizeof *ids);
                 if (!pv || !tt || !ids) {
                     free(pv);
-                    return 0;                 /* no memory: run unverified */
+                    return 0;                 /* no memory: refused, retriably (verify_txn) */
                 }
             }
             /* one producer per request: another's batches are refused */
