@@ -175,6 +175,14 @@ static int64_t ts_bound(int64_t ms)
     return ms < INT64_MAX / 2 ? ms : INT64_MAX;
 }
 
+static uint64_t pv_be(const uint8_t *q, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | q[i];
+    return v;
+}
+
 /* Validates every batch of one partition's records in place; on success
  * fills *messages and applies the broker's rewrites (leader epoch,
  * LogAppendTime; a CreateTime batch's MaxTimestamp and type when they
@@ -202,6 +210,18 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
     while (at < len) {
         uint8_t *q = data + at;
         size_t left = len - at;
+        /* Kafka's ProduceRequest.validateRecords (v3+): one batch per
+         * partition, which every client sends; so the batch verify_txn
+         * checks is the only one (a second could carry another producer's
+         * transaction, never verified). */
+        if (at > 0 && ver >= 3) {
+            f->error = ver >= 8 ? KP_INVALID_RECORD : KP_CORRUPT_MESSAGE;
+            f->record = -1;
+            snprintf(f->message, sizeof f->message, "Produce requests with version %d "
+                     "are only allowed to contain exactly one record batch per partition",
+                     ver);
+            return f->error;
+        }
         /* Magic sits at byte 16 in every message format (v0/v1 message
          * sets included), so an old client is told precisely. */
         if (left > KP_BATCH_OFF_Magic && q[KP_BATCH_OFF_Magic] != KP_BATCH_MAGIC) {
@@ -421,12 +441,14 @@ static void produce_partition(bk_req *r, kp_str txn_id, int16_t acks, kp_str top
  * the request is then run again with its verdicts. */
 static int16_t pv_verdict(const bk_partition *p, int16_t err);
 
-static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p, const kp_batch *bh,
-                          produce_result *res)
+static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p, int16_t acks,
+                          const kp_batch *bh, produce_result *res)
 {
-    if (txn_id.len < 0 || !(bh->Attributes & KP_ATTR_TRANSACTIONAL) ||
+    if (!(bh->Attributes & KP_ATTR_TRANSACTIONAL) ||
         !r->b->cfg->transaction_partition_verification_enable)
         return KP_NONE;
+    if (txn_id.len < 0)                           /* api_handle_produce refused it already */
+        return KP_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     const bk_producer *e = p->producers ? replica_pstate_find(p->producers, bh->ProducerId)
                                         : NULL;
     if (e && e->epoch == bh->ProducerEpoch && e->txn_first >= 0)
@@ -437,8 +459,9 @@ static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p, const kp_ba
         err = pv_verdict(p, err);
     switch (err) {
     case KP_NONE:
-    case KP_NOT_COORDINATOR:                      /* not asked (acks=0): Kafka's old way */
         return KP_NONE;
+    case KP_NOT_COORDINATOR:                      /* not asked (acks=0): Kafka's old way */
+        return acks == 0 ? KP_NONE : KP_NOT_ENOUGH_REPLICAS;
     case KP_INVALID_TXN_STATE:
         res->error_message = kp_str_cstr("Partition was not added to the transaction");
         return err;
@@ -491,7 +514,7 @@ static void append_partition(bk_req *r, kp_str txn_id, bk_partition *p, int16_t 
             return;
         }
     }
-    if ((res->error = verify_txn(r, txn_id, p, &first, res)) != KP_NONE)
+    if ((res->error = verify_txn(r, txn_id, p, acks, &first, res)) != KP_NONE)
         return;
 
     int64_t base = -1;
@@ -696,25 +719,23 @@ typedef struct produce_verify {
 
 static const produce_verify *pv_cur;  /* during the second run only (PV1) */
 
+/* In the second run, a partition the coordinator was not asked about
+ * (its open transaction ended, or its leadership came, during the wait)
+ * has no verdict: refused with a retriable code, never appended unverified. */
 static int16_t pv_verdict(const bk_partition *p, int16_t err)
 {
-    for (int i = 0; pv_cur && i < pv_cur->n; i++)
+    if (!pv_cur)
+        return err;
+    for (int i = 0; i < pv_cur->n; i++)
         if (pv_cur->parts[i].partition == p->id &&
             kp_str_eq(pv_cur->parts[i].topic, p->topic->name))
             return pv_cur->parts[i].err;
-    return err;
+    return KP_NOT_ENOUGH_REPLICAS;
 }
 
-static uint64_t pv_be(const uint8_t *q, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = v << 8 | q[i];
-    return v;
-}
-
-/* The partition's first batch, when it is transactional and its producer
- * has no transaction open there at its epoch (verify_txn's cache). */
+/* The partition's batch (only one: check_batches), when it is
+ * transactional and its producer has no transaction open there at its
+ * epoch (verify_txn's cache). */
 static bool pv_needed(bk_partition *p, kp_str records, int64_t *pid, int16_t *epoch)
 {
     const uint8_t *q = (const uint8_t *)records.p;
@@ -824,7 +845,7 @@ static int pv_start(bk_req *r, const kp_ProduceRequest *q, kp_rd body0)
                 ids = bk_req_alloc(r, (size_t)most, sizeof *ids);
                 if (!pv || !tt || !ids) {
                     free(pv);
-                    return 0;                 /* no memory: run unverified */
+                    return 0;                 /* no memory: refused, retriably (verify_txn) */
                 }
             }
             /* one producer per request: another's batches are refused */
@@ -871,6 +892,28 @@ static int pv_start(bk_req *r, const kp_ProduceRequest *q, kp_rd body0)
     return BK_DEFER;
 }
 
+/* Kafka's ProduceRequest.hasTransactionalRecords: a transactional batch in
+ * any partition's records (headers only, as far as they parse; what does
+ * not parse is refused later, per partition). */
+static bool has_txn_records(const kp_ProduceRequest *q)
+{
+    for (int32_t t = 0; t < q->TopicData_count; t++)
+        for (int32_t i = 0; i < q->TopicData[t].PartitionData_count; i++) {
+            kp_str rec = q->TopicData[t].PartitionData[i].Records;
+            const uint8_t *d = (const uint8_t *)rec.p;
+            size_t len = rec.len > 0 ? (size_t)rec.len : 0, at = 0;
+            while (len - at >= KP_BATCH_HEADER_SIZE && d[at + KP_BATCH_OFF_Magic] == KP_BATCH_MAGIC) {
+                if (pv_be(d + at + KP_BATCH_OFF_Attributes, 2) & KP_ATTR_TRANSACTIONAL)
+                    return true;
+                int64_t size = kp_batch_size(d + at, len - at);
+                if (size <= 0 || (size_t)size > len - at)
+                    break;
+                at += (size_t)size;
+            }
+        }
+    return false;
+}
+
 int api_handle_produce(bk_req *r)
 {
     int16_t ver = r->hdr.RequestApiVersion;
@@ -891,11 +934,13 @@ int api_handle_produce(bk_req *r)
         return BK_CLOSE;
     bool any_error = false;
     bk_hint_nodes hints = { .n = 0 };
-    /* Kafka's KafkaApis: a transactional produce needs WRITE on its
-     * transactional id, else every partition is refused with
-     * TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is appended. */
-    bool txn_denied = q.TransactionalId.len >= 0 &&
-        !sec_authorized(r, BK_RES_TRANSACTIONAL_ID, q.TransactionalId, BK_OP_WRITE);
+    /* Kafka's KafkaApis: records with a transactional batch need a
+     * transactional id and WRITE on it, else every partition is refused
+     * with TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is appended
+     * (a null id would let a made-up producer id open a transaction no
+     * coordinator knows, holding the LSO forever). */
+    bool txn_denied = has_txn_records(&q) && (q.TransactionalId.len < 0 ||
+        !sec_authorized(r, BK_RES_TRANSACTIONAL_ID, q.TransactionalId, BK_OP_WRITE));
     int vrc = txn_denied ? 0 : pv_start(r, &q, body0);
     if (vrc)
         return vrc;

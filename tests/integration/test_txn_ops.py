@@ -67,7 +67,7 @@ def test_the_view_shows_an_open_transaction_and_an_operator_aborts_it(broker):
         before_ms = int(time.time() * 1000)
         pid, epoch = new_producer(c, tid, timeout_ms=600000)
         assert add_partitions(c, tid, pid, epoch, [(t, [0, 1])]) == [(t, [(0, NONE), (1, NONE)])]
-        assert produce(c, t, batch([b"hang-1", b"hang-2"], pid, epoch, 0)) == (NONE, 0)
+        assert produce(c, t, batch([b"hang-1", b"hang-2"], pid, epoch, 0), tid) == (NONE, 0)
         row = txn_row(broker, tid)
         assert {k: row[k] for k in ("producer_id", "producer_epoch", "state", "partitions",
                                     "timeout_ms")} == \
@@ -103,7 +103,7 @@ def test_the_view_shows_an_open_transaction_and_an_operator_aborts_it(broker):
             (INVALID_PRODUCER_EPOCH,)
         assert until_settled(lambda: init_pid(c, tid)) == (NONE, pid, epoch + 2)
         assert add_partitions(c, tid, pid, epoch + 2, [(t, [0])]) == [(t, [(0, NONE)])]
-        assert produce(c, t, batch([b"after"], pid, epoch + 2, 0)) == (NONE, 3)
+        assert produce(c, t, batch([b"after"], pid, epoch + 2, 0), tid) == (NONE, 3)
         assert until_settled(lambda: end_txn(c, tid, pid, epoch + 2, True)) == (NONE,)
         # read_committed: the aborted records are not read, the committed one is
         assert read(broker, t, 1, "read_committed") == [b"after"]
@@ -140,7 +140,7 @@ def test_metrics_count_commits_aborts_and_timeouts(start_broker):
     with kr.Conn(b.port) as c:
         pid, epoch = new_producer(c, tid, timeout_ms=1000)
         assert add_partitions(c, tid, pid, epoch, [(t, [0])]) == [(t, [(0, NONE)])]
-        assert produce(c, t, batch([b"lost"], pid, epoch, 0))[0] == NONE
+        assert produce(c, t, batch([b"lost"], pid, epoch, 0), tid)[0] == NONE
     wait_state(b, tid, "CompleteAbort")
     deadline = time.monotonic() + 10
     while True:

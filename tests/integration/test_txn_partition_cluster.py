@@ -11,7 +11,7 @@ from confluent_kafka.admin import NewTopic
 import kafka_raw as kr
 from cluster_support import leader_and_isr, make_cluster, wait_for, zk, zk_missing  # noqa: F401
 from support import ck_admin, consume, topic_name
-from test_txn_partition import (NONE, batch, describe_producers, list_latest, produce,
+from test_txn_partition import (NO_VERIFY, NONE, batch, describe_producers, list_latest, produce,
                                 vals, write_marker)
 
 if zk_missing():
@@ -27,7 +27,7 @@ def read(b, topic, count, isolation, settle=1.5):
 
 
 def test_new_leader_after_sigkill_serves_the_same_committed_view(make_cluster):
-    c = make_cluster(3)
+    c = make_cluster(3, overrides=NO_VERIFY)
     t = topic_name("txnc")
     fs = ck_admin(c.brokers[0]).create_topics(
         [NewTopic(t, 1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"})],

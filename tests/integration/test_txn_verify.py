@@ -10,6 +10,8 @@ transaction is checked).
 
 Here the broker is its own coordinator (txn_verify_partition answers at
 once); test_txn_verify_cluster.py has the leader ask another broker."""
+import pytest
+
 import kafka_raw as kr
 from support import ck_producer, consume, create_topic, topic_name
 from test_txn_coordinator import (INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, NONE,
@@ -96,3 +98,82 @@ def test_confluent_kafka_transactions_still_work(broker):
         got = consume(broker, t, [part], len(sent[part]), timeout=30,
                       **{"isolation.level": "read_committed"})
         assert [m.value() for m in got] == sent[part]
+
+
+TXN_ID_AUTHZ_FAILED, CORRUPT_MESSAGE, INVALID_RECORD = 53, 2, 87
+
+
+def produce_parts(c, txn_id, parts, acks=-1, version=7):
+    """Produce naming txn_id (None: null) to [(topic, partition, records)];
+    [(topic, partition, error, base offset)] (acks=0: nothing is read)."""
+    by_topic = {}
+    for topic, partition, records in parts:
+        by_topic.setdefault(topic, []).append(kr.i32(partition) + kr.nbytes(records))
+    body = (kr.string(txn_id) + kr.i16(acks) + kr.i32(10000) +
+            kr.array([kr.string(t) + kr.array(ps) for t, ps in by_topic.items()]))
+    if acks == 0:
+        c.send(kr.API_PRODUCE, version, body)
+        return None
+    r = c.request(kr.API_PRODUCE, version, body)
+    out = []
+    for _ in range(r.i32()):
+        topic = r.string()
+        for _ in range(r.i32()):
+            partition, err, base = r.i32(), r.i16(), r.i64()
+            r.i64(), r.i64()                          # LogAppendTime, LogStartOffset
+            if version >= 8:
+                r.array(lambda x: (x.i32(), x.string()))
+                r.string()
+            out.append((topic, partition, err, base))
+    return out
+
+
+def test_a_transactional_batch_needs_a_transactional_id(broker):
+    """Kafka's KafkaApis: records holding a transactional batch in any
+    partition, with a null TransactionalId, refuse the whole request with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED; before, a made-up producer id
+    opened a transaction no coordinator knows and held the LSO forever."""
+    t = topic_name("txvernull")
+    create_topic(broker, t, 2)
+    stray = batch([b"stray"], 424242, 0, 0)
+    with kr.Conn(broker.port) as c:
+        assert produce_parts(c, None, [(t, 0, stray)]) == [(t, 0, TXN_ID_AUTHZ_FAILED, -1)]
+        # a plain first partition does not let a transactional second one in
+        assert produce_parts(c, None, [(t, 0, batch([b"plain"], transactional=False)),
+                                       (t, 1, stray)]) == \
+            [(t, 0, TXN_ID_AUTHZ_FAILED, -1), (t, 1, TXN_ID_AUTHZ_FAILED, -1)]
+        assert offsets(broker, t, 0) == (0, 0, 0)
+        assert offsets(broker, t, 1) == (0, 0, 0)
+    with kr.Conn(broker.port) as c:
+        # acks=0: refused too, and told by the connection's close (as Kafka)
+        produce_parts(c, None, [(t, 0, stray)], acks=0)
+        with pytest.raises(kr.Closed):
+            c.recv_frame()
+    assert offsets(broker, t, 0) == (0, 0, 0)
+    with kr.Conn(broker.port) as c:
+        # the LSO is not held: new data is read committed
+        assert produce_parts(c, None, [(t, 0, batch([b"after"], transactional=False))]) == \
+            [(t, 0, NONE, 0)]
+    assert offsets(broker, t, 0) == (1, 1, 1)
+    assert read(broker, t, 1, "read_committed") == [b"after"]
+
+
+def test_one_batch_per_partition(broker):
+    """Kafka's ProduceRequest.validateRecords (v3+): a partition's records
+    are exactly one batch, so a transactional batch cannot follow another
+    (of another producer, or a plain one) unverified.  Nothing is stored."""
+    t = topic_name("txvertwo")
+    create_topic(broker, t, 1)
+    tid = txid()
+    with kr.Conn(broker.port) as c:
+        pid, epoch = new_producer(c, tid)
+        assert add_partitions(c, tid, pid, epoch, [(t, [0])]) == [(t, [(0, NONE)])]
+        two = [batch([b"mine"], pid, epoch, 0), batch([b"other"], 424242, 0, 0)]
+        assert produce_parts(c, tid, [(t, 0, two[0] + two[1])]) == [(t, 0, CORRUPT_MESSAGE, -1)]
+        assert produce_parts(c, tid, [(t, 0, batch([b"plain"], transactional=False) + two[1])],
+                             version=8) == [(t, 0, INVALID_RECORD, -1)]
+        assert offsets(broker, t, 0) == (0, 0, 0)
+        # one batch: in, and the transaction commits as usual
+        assert produce_parts(c, tid, [(t, 0, two[0])]) == [(t, 0, NONE, 0)]
+        assert until_settled(lambda: end_txn(c, tid, pid, epoch, True)) == (NONE,)
+    assert read(broker, t, 1, "read_committed") == [b"mine"]
