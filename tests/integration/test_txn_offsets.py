@@ -316,6 +316,45 @@ def test_txn_offset_commit_to_a_broker_that_is_not_the_coordinator(make_cluster)
 
 
 
+def test_an_ordinary_commit_after_a_transactional_one_keeps_the_later_value(start_broker):
+    """Kafka keeps whichever offset was written later (GroupMetadata's
+    olderThan): an OffsetCommit written after a pending TxnOffsetCommit is
+    not moved back by that transaction's commit; a partition the ordinary
+    commit did not touch takes the transaction's offset."""
+    from test_txn_coordinator import add_offsets, end_txn, new_producer, until_settled
+    b = start_broker(GROUP_OVERRIDES)
+    t = topic_name("kl")
+    create_topic(b, t, 2)
+    g = topic_name("klg")
+    tid = topic_name("kltx")
+    asked = [(t, [0, 1])]
+    with kr.Conn(b.port) as c:
+        pid, epoch = new_producer(c, tid)
+        assert add_offsets(c, tid, pid, epoch, g) == (NONE,)
+        assert txn_commit(c, 3, tid, g, pid, epoch, [(t, 0, 10, ""), (t, 1, 11, "")]) == \
+            [(t, 0, NONE), (t, 1, NONE)]
+        commit_simple(c, g, t, 0, 20)
+        assert fetch_v9(c, g, asked, True)[0][0][1][0][4] == UNSTABLE_OFFSET_COMMIT
+        assert end_txn(c, tid, pid, epoch, True) == (NONE,)
+        deadline = time.monotonic() + 15
+        while db_rows(b, "SELECT count(*) FROM pending_txn_offsets WHERE group_id = ?",
+                      (g,)) != [(0,)]:
+            assert time.monotonic() < deadline, "the transaction never completed"
+            time.sleep(0.1)
+        assert fetch_v9(c, g, asked, True) == \
+            ([(t, [(0, 20, -1, "", 0), (1, 11, -1, "", 0)])], 0)
+        # A TxnOffsetCommit written after the ordinary one wins again.
+        assert until_settled(lambda: add_offsets(c, tid, pid, epoch, g)) == (NONE,)
+        commit_simple(c, g, t, 1, 30)
+        assert txn_commit(c, 3, tid, g, pid, epoch, [(t, 1, 31, "")]) == [(t, 1, NONE)]
+        assert end_txn(c, tid, pid, epoch, True) == (NONE,)
+        deadline = time.monotonic() + 15
+        while fetch_v9(c, g, asked, True) != \
+                ([(t, [(0, 20, -1, "", 0), (1, 31, -1, "", 0)])], 0):
+            assert time.monotonic() < deadline, fetch_v9(c, g, asked, True)
+            time.sleep(0.1)
+
+
 def test_cluster_txn_offset_commit_is_verified_by_another_brokers_coordinator(make_cluster):
     """The transactional id coordinated by another broker than the group's:
     the group coordinator asks it (AddPartitionsToTxn v4 VerifyOnly) and
