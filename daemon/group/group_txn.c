@@ -7,7 +7,9 @@
  *
  * A transactional producer commits its consumer's offsets with
  * TxnOffsetCommit after AddOffsetsToTxn put the group's partition of
- * __consumer_offsets into the transaction.  Those offsets must not be
+ * __consumer_offsets into the transaction; daemon/api/api_txn_offset_commit.c
+ * checks that with the transaction coordinator first (KIP-890) and hands
+ * the verdict here (bk_offset_commit.txn_verdict).  Those offsets must not be
  * seen (OffsetFetch, SQL's committed_offsets and lag) until the
  * transaction commits, and must vanish if it aborts, as Kafka's
  * GroupMetadata keeps them in pendingTransactionalOffsetCommits.
