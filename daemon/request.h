@@ -92,6 +92,8 @@ const bk_api *api_table(size_t *n);
 int api_handle_api_versions(bk_req *r);
 int api_handle_metadata(bk_req *r);
 int api_handle_produce(bk_req *r);
+/* daemon/api/api_txn_offset_commit.c */
+int api_handle_txn_offset_commit(bk_req *r);
 int api_handle_fetch(bk_req *r);
 int api_handle_list_offsets(bk_req *r);
 int api_handle_offset_for_leader_epoch(bk_req *r);
@@ -135,7 +137,6 @@ int gc_handle_list_groups(bk_req *r);
 int gc_handle_describe_groups(bk_req *r);
 int gc_handle_delete_groups(bk_req *r);
 int gc_handle_offset_delete(bk_req *r);
-int gc_handle_txn_offset_commit(bk_req *r);   /* daemon/group/group_txn.c */
 /* daemon/api/api_elect_leaders.c */
 int api_handle_elect_leaders(bk_req *r);
 /* daemon/api/api_reassign.c */

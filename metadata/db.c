@@ -224,7 +224,11 @@ static const char *const stmt_sql[ST_COUNT] = {
         "ON CONFLICT (group_id, topic, partition, producer_id) DO UPDATE SET "
         "producer_epoch = excluded.producer_epoch, offset = excluded.offset, "
         "leader_epoch = excluded.leader_epoch, metadata = excluded.metadata, "
-        "commit_time_ms = excluded.commit_time_ms",
+        "commit_time_ms = excluded.commit_time_ms, superseded = 0",
+    /* An ordinary commit written after the pending ones (0008's note). */
+    [ST_TXN_OFFSET_SUPERSEDE] =
+        "UPDATE pending_txn_offsets SET superseded = 1 "
+        "WHERE group_id = ?1 AND topic = ?2 AND partition = ?3 AND superseded = 0",
 };
 
 int md_errf(char *err, size_t errlen, int code, const char *fmt, ...)

@@ -339,10 +339,11 @@ int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t err
     int t, rc;
     if ((rc = md_txn_enter(db, &t, err, errlen)))
         return rc;
-    sqlite3_stmt *up, *ins, *del;
+    sqlite3_stmt *up, *ins, *del, *sup;
     if ((rc = md_stmt_lazy(db, ST_OFFSET_UPDATE, &up, err, errlen)) ||
         (rc = md_stmt_lazy(db, ST_OFFSET_COMMIT, &ins, err, errlen)) ||
-        (rc = md_stmt_lazy(db, ST_OFFSET_DELETE, &del, err, errlen)))
+        (rc = md_stmt_lazy(db, ST_OFFSET_DELETE, &del, err, errlen)) ||
+        (rc = md_stmt_lazy(db, ST_TXN_OFFSET_SUPERSEDE, &sup, err, errlen)))
         return md_txn_leave(db, t, rc, err, errlen);
     for (size_t i = 0; !rc && i < n; i++) {
         md_offset *o = &offs[i];
@@ -359,6 +360,13 @@ int md_offset_commit(md_db *db, md_offset *offs, size_t n, char *err, size_t err
             rc = md_txn_offset_put(db, o, err, errlen);
             continue;
         }
+        /* Written after any pending transactional offset of the partition:
+         * their commit must not move this one back (txn_offsets.c T3). */
+        sqlite3_bind_text(sup, 1, o->group_len ? o->group_id : "", o->group_len, SQLITE_STATIC);
+        sqlite3_bind_text(sup, 2, o->topic, o->topic_len, SQLITE_STATIC);
+        sqlite3_bind_int(sup, 3, o->partition);
+        if ((rc = md_step_done(db, sup, err, errlen, "supersede pending offsets")))
+            break;
         bind_offset(up, o);
         int sr = sqlite3_step(up);
         sqlite3_reset(up);

@@ -47,6 +47,8 @@ enum md_stmt {
     ST_TOPIC_MIRROR_UPDATE, ST_PARTS_TRUNCATE,
     /* sql/migrations/0007: offsets pending in a transaction (txn_offsets.c). */
     ST_TXN_OFFSET_PUT,
+    /* 0008: an ordinary commit after pending ones (groups.c). */
+    ST_TXN_OFFSET_SUPERSEDE,
     ST_COUNT
 };
 

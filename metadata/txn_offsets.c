@@ -16,6 +16,10 @@
  *   T1. A (group, topic, partition, producer) has at most one pending row:
  *       the newest TxnOffsetCommit of that transaction (Kafka keeps the
  *       last one too).
+ *   T3. A commit never moves a committed offset back: a pending row an
+ *       ordinary commit wrote over after it (superseded, 0008) is dropped,
+ *       not copied, as Kafka keeps the later write (GroupMetadata
+ *       onTxnOffsetCommitCompleted's olderThan).
  *   T2. Completing deletes the producer's rows of the completed groups in
  *       the same savepoint that (for a commit) copies them, so a retried
  *       completion changes nothing.
@@ -116,7 +120,7 @@ int md_txn_offsets_complete(md_db *db, int64_t producer_id, bool commit,
         "INSERT INTO committed_offsets (group_id, topic, partition, offset, leader_epoch, "
         "metadata, commit_time_ms, expire_time_ms) "
         "SELECT group_id, topic, partition, offset, leader_epoch, metadata, commit_time_ms, -1 "
-        "FROM pending_txn_offsets WHERE producer_id = ?1 AND group_id = ?2 AND true "
+        "FROM pending_txn_offsets WHERE producer_id = ?1 AND group_id = ?2 AND superseded = 0 AND true "
         "ON CONFLICT (group_id, topic, partition) DO UPDATE SET "
         "offset = excluded.offset, leader_epoch = excluded.leader_epoch, "
         "metadata = excluded.metadata, commit_time_ms = excluded.commit_time_ms, "

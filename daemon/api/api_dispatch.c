@@ -42,7 +42,7 @@ static const bk_api apis[] = {
     /* group coordinator (daemon/group*.c) */
     { KP_API_OFFSET_COMMIT,            0, 9,  gc_handle_offset_commit },
     { KP_API_OFFSET_FETCH,             0, 9,  gc_handle_offset_fetch },
-    { KP_API_TXN_OFFSET_COMMIT,        0, 4,  gc_handle_txn_offset_commit },
+    { KP_API_TXN_OFFSET_COMMIT,        0, 4,  api_handle_txn_offset_commit },
     { KP_API_FIND_COORDINATOR,         0, 6,  gc_handle_find_coordinator },
     { KP_API_JOIN_GROUP,               0, 9,  gc_handle_join_group },
     { KP_API_HEARTBEAT,                0, 4,  gc_handle_heartbeat },

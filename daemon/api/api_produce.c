@@ -105,6 +105,7 @@
  */
 #include "daemon/view/view.h"
 #include "daemon/api/api_leader_hint.h"
+#include "daemon/api/api_txn_verify.h"
 #include "daemon/replica/replica_logdir.h"
 #include "daemon/net/net_metrics.h"
 #include "daemon/replica/replica.h"
@@ -711,7 +712,7 @@ typedef struct pv_part {
 #define PV_ASK (-1)
 
 typedef struct produce_verify {
-    bk_req *r;
+    bk_req *r;                        /* first: api_verify_cancel */
     kp_rd body;                       /* the request body, from its start */
     int n;
     pv_part parts[];
@@ -748,15 +749,6 @@ static bool pv_needed(bk_partition *p, kp_str records, int64_t *pid, int16_t *ep
     return !(e && e->epoch == *epoch && e->txn_first >= 0);
 }
 
-static void pv_cancel(bk_req *r)
-{
-    produce_verify *pv = r->state;
-    if (pv)
-        pv->r = NULL;
-    r->state = NULL;
-    r->cancel = NULL;
-}
-
 /* The coordinator's answer: each partition's verdict, then the second run. */
 static void pv_done(void *arg, int16_t error, kp_rd *body)
 {
@@ -769,40 +761,18 @@ static void pv_done(void *arg, int16_t error, kp_rd *body)
     kp_AddPartitionsToTxnResponse m;
     kp_arena a;
     kp_arena_init(&a, 0);
-    int16_t all = error ? KP_COORDINATOR_NOT_AVAILABLE : KP_NONE;
-    if (!error && kp_dec_AddPartitionsToTxnResponse(body, 4, &m, &a) != 0)
-        all = KP_COORDINATOR_NOT_AVAILABLE;
-    else if (!error && m.ErrorCode != KP_NONE)
-        all = m.ErrorCode;
+    int16_t all = error ? KP_COORDINATOR_NOT_AVAILABLE : api_verify_decode(body, &m, &a);
     for (int i = 0; i < pv->n; i++) {
         pv_part *pp = &pv->parts[i];
         if (pp->err != PV_ASK)
             continue;                         /* refused before asking */
-        pp->err = all != KP_NONE ? all : KP_INVALID_TXN_STATE;  /* not named: not in it */
-        for (int32_t t = 0; all == KP_NONE && t < m.ResultsByTransaction_count; t++)
-            for (int32_t k = 0; k < m.ResultsByTransaction[t].TopicResults_count; k++) {
-                const kp_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult *tr =
-                    &m.ResultsByTransaction[t].TopicResults[k];
-                if (tr->Name.len != pp->topic.len ||
-                    memcmp(tr->Name.p, pp->topic.p, (size_t)tr->Name.len))
-                    continue;
-                for (int32_t j = 0; j < tr->ResultsByPartition_count; j++)
-                    if (tr->ResultsByPartition[j].PartitionIndex == pp->partition)
-                        pp->err = tr->ResultsByPartition[j].PartitionErrorCode;
-            }
+        pp->err = all != KP_NONE ? all : api_verify_part(&m, pp->topic, pp->partition);
     }
     kp_arena_free(&a);
-    r->state = NULL;
-    r->cancel = NULL;
-    r->body = pv->body;
     pv_cur = pv;
-    int rc = api_handle_produce(r);
+    api_verify_rerun(r, pv->body, api_handle_produce);
     pv_cur = NULL;
     free(pv);
-    if (rc == BK_RESPOND)
-        net_req_finish(r);
-    else if (rc != BK_DEFER)
-        net_req_close(r, false);
 }
 
 /* PV1: BK_DEFER when a verification was sent; else 0 (run as usual). */
@@ -870,25 +840,14 @@ static int pv_start(bk_req *r, const kp_ProduceRequest *q, kp_rd body0)
     pv->n = n;
     kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction x = {
         .TransactionalId = q->TransactionalId, .ProducerId = pid, .ProducerEpoch = epoch,
-        .VerifyOnly = true, .Topics = tt, .Topics_count = nt };
-    kp_AddPartitionsToTxnRequest aq;
-    kp_init_AddPartitionsToTxnRequest(&aq);
-    aq.Transactions = &x;
-    aq.Transactions_count = 1;
-    kp_buf out;
-    kp_buf_init(&out);
-    if (kp_enc_AddPartitionsToTxnRequest(&out, 4, &aq) != 0 || out.err) {
-        kp_buf_free(&out);
+        .Topics = tt, .Topics_count = nt };
+    /* No coordinator now (coord -1): the batches are refused with a
+     * retriable error. */
+    if (api_verify_send(r, coord, &x, q->TimeoutMs > 0 ? q->TimeoutMs : 30000, pv_done,
+                        pv) != 0) {
         free(pv);
         return 0;
     }
-    r->state = pv;
-    r->cancel = pv_cancel;
-    /* No coordinator now (coord -1): the call fails on the next loop
-     * turn, and the batches are refused with a retriable error. */
-    repl_peer_call(b, coord, KP_API_ADD_PARTITIONS_TO_TXN, 4, out.data, out.len,
-                   q->TimeoutMs > 0 ? q->TimeoutMs : 30000, pv_done, pv);
-    kp_buf_free(&out);
     return BK_DEFER;
 }
 

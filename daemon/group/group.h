@@ -6,6 +6,7 @@
 #define SLUICE_COORDINATOR_H
 
 #include "daemon/broker.h"
+#include "kp_msgs.h"
 
 /* ---- group coordinator (daemon/group*.c) ------------------------------------ */
 /* Loads groups from SQLite (they come back Empty; members rejoin), starts
@@ -80,12 +81,22 @@ typedef struct bk_offset_commit {
                                          check instead of a member's */
     int64_t producer_id;
     int16_t producer_epoch;
+    int16_t txn_verdict;              /* TxnOffsetCommit: the transaction
+                                         coordinator's answer (KIP-890: is the
+                                         group's partition in producer_id's
+                                         ongoing transaction?); a Kafka code
+                                         refuses each entry past the topic
+                                         checks, nothing is stored */
 } bk_offset_commit;
 /* KP_NONE with c->pending set: queued, done runs later.  KP_NONE with
  * c->pending NULL: nothing to store, every entry's result is final.
  * Another KP_* error: an operator's commit was refused as a whole,
  * nothing queued, the reason in err. */
 int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errlen);
+/* TxnOffsetCommit v0-4, decoded (q's strings in r's frame), with the
+ * transaction coordinator's verdict (KP_NONE: verified): a handler's
+ * BK_RESPOND / BK_DEFER / BK_CLOSE.  daemon/api/api_txn_offset_commit.c. */
+int gc_txn_offset_commit(struct bk_req *r, const kp_TxnOffsetCommitRequest *q, int16_t verdict);
 /* ---- transactions (issue 30; daemon/group/group_txn.c) ----------------------
  * A transaction's end reached the group's partition offsets_partition of
  * __consumer_offsets (cluster mode: its marker was appended there;

@@ -142,6 +142,8 @@ int gc_offsets_commit(bk_broker *b, bk_offset_commit *c, char *err, size_t errle
             o->result = KP_TOPIC_AUTHORIZATION_FAILED;      /* Kafka's, first */
         else if (o->topic_len <= 0 || !view_partition(b, topic, o->partition))
             o->result = KP_UNKNOWN_TOPIC_OR_PARTITION;
+        else if (c->txn_verdict)      /* Kafka verifies before the member checks */
+            o->result = c->txn_verdict;
         else if (gerr)
             o->result = gerr;
         else if (o->metadata_len > b->cfg->offset_metadata_max_bytes)

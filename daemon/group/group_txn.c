@@ -7,7 +7,9 @@
  *
  * A transactional producer commits its consumer's offsets with
  * TxnOffsetCommit after AddOffsetsToTxn put the group's partition of
- * __consumer_offsets into the transaction.  Those offsets must not be
+ * __consumer_offsets into the transaction; daemon/api/api_txn_offset_commit.c
+ * checks that with the transaction coordinator first (KIP-890) and hands
+ * the verdict here (bk_offset_commit.txn_verdict).  Those offsets must not be
  * seen (OffsetFetch, SQL's committed_offsets and lag) until the
  * transaction commits, and must vanish if it aborts, as Kafka's
  * GroupMetadata keeps them in pendingTransactionalOffsetCommits.
@@ -155,14 +157,13 @@ static void tc_done(void *arg, int rc)
 
 /* Kafka's handleTxnOffsetCommitRequest: WRITE on the transactional id,
  * then READ on the group, each failing the whole request; then the group
- * coordinator's checks (gc_offsets_commit: coordinator, KIP-447 member,
- * READ on each topic, the partition, the metadata size). */
-int gc_handle_txn_offset_commit(bk_req *r)
+ * coordinator's checks (gc_offsets_commit: coordinator, READ on each topic,
+ * the partition, the coordinator's verdict, KIP-447 member, the metadata
+ * size).  Decoded, and verified with the transaction coordinator, by
+ * daemon/api/api_txn_offset_commit.c (KIP-890: this room is below txn/). */
+int gc_txn_offset_commit(bk_req *r, const kp_TxnOffsetCommitRequest *qp, int16_t verdict)
 {
-    int16_t v = r->hdr.RequestApiVersion;
-    kp_TxnOffsetCommitRequest q;
-    if (kp_dec_TxnOffsetCommitRequest(&r->body, v, &q, &r->arena) != 0 || q.Topics_count < 0)
-        return BK_CLOSE;
+    const kp_TxnOffsetCommitRequest q = *qp;
     int64_t total = 0;
     for (int32_t t = 0; t < q.Topics_count; t++)
         total += q.Topics[t].Partitions_count > 0 ? q.Topics[t].Partitions_count : 0;
@@ -197,6 +198,7 @@ int gc_handle_txn_offset_commit(bk_req *r)
         .txn = true, .producer_id = q.ProducerId, .producer_epoch = q.ProducerEpoch,
         .offs = c->offs, .n = (size_t)c->n, .done = tc_done, .arg = r,
         .cadence_key = r->conn ? net_conn_serial(r->conn) : 0, .authz = r,
+        .txn_verdict = verdict,
     };
     int16_t whole = KP_NONE;
     if (!sec_authorized(r, BK_RES_TRANSACTIONAL_ID, q.TransactionalId, BK_OP_WRITE))

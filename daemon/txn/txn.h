@@ -34,6 +34,11 @@ int txn_init_producer_id(bk_req *r, const kp_InitProducerIdRequest *q);
 int16_t txn_verify_partition(bk_broker *b, kp_str id, int64_t pid, int16_t epoch,
                              const char *topic, int32_t partition);
 
+/* The partition of __consumer_offsets AddOffsetsToTxn adds for group
+ * (Kafka's partitionFor): what a TxnOffsetCommit is verified against. */
+int32_t txn_offsets_partition(bk_broker *b, kp_str group);
+#define TXN_OFFSETS_TOPIC "__consumer_offsets"
+
 /* ---- the operator's view (txn_ops.c) ------------------------------------------ */
 /* For /metrics: the coordinator's numbers (the ids this broker coordinates). */
 typedef struct txn_stats {

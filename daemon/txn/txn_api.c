@@ -304,7 +304,7 @@ static void op_written(txn_meta *m, void *arg, int16_t err)
 /* The group's partition of __consumer_offsets (Kafka's partitionFor):
  * the topic's partition count in cluster mode once it exists, else
  * offsets.topic.num.partitions. */
-static int32_t offsets_partition(bk_broker *b, kp_str group)
+int32_t txn_offsets_partition(bk_broker *b, kp_str group)
 {
     bk_topic *t = view_topic_find(b, TXN_OFFSETS_TOPIC, sizeof TXN_OFFSETS_TOPIC - 1);
     int32_t n = t && t->npartitions > 0 ? t->npartitions : b->cfg->offsets_topic_num_partitions;
@@ -329,7 +329,7 @@ int txn_handle_add_offsets_to_txn(bk_req *r)
         err = txn_coord_check(m, q.ProducerId, q.ProducerEpoch, v, 2);
     if (err)
         return ao_now(r, err);
-    txn_tp tp = { (char *)TXN_OFFSETS_TOPIC, offsets_partition(r->b, q.GroupId) };
+    txn_tp tp = { (char *)TXN_OFFSETS_TOPIC, txn_offsets_partition(r->b, q.GroupId) };
     txn_op *op = txn_op_new(r, ao_answer);
     if (!op)
         return ao_now(r, KP_COORDINATOR_NOT_AVAILABLE);

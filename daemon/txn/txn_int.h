@@ -8,7 +8,6 @@
 #include "daemon/txn/txn.h"
 
 #define TXN_TOPIC "__transaction_state"
-#define TXN_OFFSETS_TOPIC "__consumer_offsets"
 
 /* TransactionStatus, the numbers of Kafka's TransactionLogValue. */
 enum txn_status {

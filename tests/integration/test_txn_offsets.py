@@ -30,6 +30,11 @@ NONE, INVALID_GROUP_ID, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 0, 24, 22, 25
 TOPIC_AUTH, GROUP_AUTH, TXN_ID_AUTH = 29, 30, 53
 FENCED_INSTANCE_ID, UNSTABLE_OFFSET_COMMIT = 82, 88
 GROUP_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+# The raw-frame tests of what the group coordinator decides alone commit for
+# producers no transaction coordinator knows: Kafka's switch for KIP-890's
+# verification lets them, as a broker before 3.6 would.
+UNVERIFIED = dict(GROUP_OVERRIDES, **{"transaction.partition.verification.enable": "false"})
+INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 47, 48, 49
 
 
 def txn_commit_body(v, txn_id, group, pid, epoch, parts, gen=-1, member="", instance=None):
@@ -104,7 +109,7 @@ def test_txn_offsets_stay_pending_unstable_and_survive_sigkill(start_broker):
     committed offset, RequireStable answers UNSTABLE_OFFSET_COMMIT for the
     pending partitions only, SQL's committed_offsets and lag show none of
     them, and a SIGKILL right after the answers loses none of them."""
-    b = admin_broker(start_broker, **GROUP_OVERRIDES)
+    b = admin_broker(start_broker, **UNVERIFIED)
     t = topic_name("txo")
     create_topic(b, t, 3)
     g = topic_name("txg")
@@ -148,7 +153,7 @@ def test_txn_offsets_stay_pending_unstable_and_survive_sigkill(start_broker):
 def test_a_group_with_only_pending_offsets_is_kept_until_deleted(start_broker):
     """Kafka's retention keeps an Empty group whose offsets are pending in a
     transaction (GroupMetadata.hasOffsets); DeleteGroups takes them along."""
-    b = start_broker(dict(GROUP_OVERRIDES, **{"offsets.retention.check.interval.ms": "200"}))
+    b = start_broker(dict(UNVERIFIED, **{"offsets.retention.check.interval.ms": "200"}))
     t = topic_name("keep")
     create_topic(b, t, 1)
     g, bare = topic_name("keepg"), topic_name("bare")
@@ -183,7 +188,7 @@ def test_txn_offset_commit_checks_the_member_as_kip_447(start_broker):
     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); generation
     -1 with no member skips it, as Kafka's validateOffsetCommit; a group
     being rebalanced does not refuse a transactional commit."""
-    b = start_broker(GROUP_OVERRIDES)
+    b = start_broker(UNVERIFIED)
     t = topic_name("k447")
     create_topic(b, t, 1)
     g = topic_name("k447g")
@@ -236,10 +241,61 @@ def test_txn_offset_commit_authorization_is_kafkas(secured):
         assert txn_commit(c, 3, "tx-z", "gz", 9, 0, parts) == \
             [("tz-ok", 0, GROUP_AUTH), ("tz-ok", 1, GROUP_AUTH), ("tz-no", 0, GROUP_AUTH)]
         grant(b, "GROUP", "gz", "READ")
-        assert txn_commit(c, 0, "tx-z", "gz", 9, 0, parts) == \
+        # Verified with the transaction coordinator (KIP-890): a real producer
+        # of tx-z whose transaction holds the group.
+        from test_txn_coordinator import add_offsets, new_producer
+        pid, epoch = new_producer(c, "tx-z")
+        assert add_offsets(c, "tx-z", pid, epoch, "gz") == (NONE,)
+        assert txn_commit(c, 0, "tx-z", "gz", pid, epoch, parts) == \
             [("tz-ok", 0, NONE), ("tz-ok", 1, NONE), ("tz-no", 0, TOPIC_AUTH)]
     assert db_rows(b, "SELECT topic, partition, offset FROM pending_txn_offsets "
                       "WHERE group_id = 'gz' ORDER BY partition") == [("tz-ok", 0, 1), ("tz-ok", 1, 2)]
+
+
+def test_txn_offset_commit_must_belong_to_the_producers_transaction(start_broker):
+    """KIP-890 (Kafka 3.6+): TxnOffsetCommit is verified with the transaction
+    coordinator; the group's partition of __consumer_offsets must be in the
+    ongoing transaction of that producer id and epoch (AddOffsetsToTxn).
+    Else nothing is pending, so RequireStable is not held forever by a
+    transaction no marker will ever end."""
+    from test_txn_coordinator import add_offsets, add_partitions, end_txn, new_producer
+    b = start_broker(GROUP_OVERRIDES)
+    t = topic_name("kv")
+    create_topic(b, t, 2)
+    g = topic_name("kvg")
+    tid = topic_name("kvtx")
+    parts = [(t, 0, 10, ""), (t, 1, 11, "")]
+    asked = [(t, [0, 1])]
+
+    def refused(code):
+        return [(t, 0, code), (t, 1, code)]
+    with kr.Conn(b.port) as c:
+        commit_simple(c, g, t, 0, 5)
+        pid, epoch = new_producer(c, tid)
+        # No transaction open; a producer id the coordinator never gave this id.
+        assert txn_commit(c, 3, tid, g, pid, epoch, parts) == refused(INVALID_TXN_STATE)
+        assert txn_commit(c, 3, tid, g, pid + 1000, epoch, parts) == \
+            refused(INVALID_PRODUCER_ID_MAPPING)
+        assert txn_commit(c, 0, "tx-nobody-" + tid, g, 12345, 0, parts) == \
+            refused(INVALID_PRODUCER_ID_MAPPING)
+        # A transaction open, but the group never added by AddOffsetsToTxn.
+        assert add_partitions(c, tid, pid, epoch, [(t, [0])]) == [(t, [(0, NONE)])]
+        assert txn_commit(c, 3, tid, g, pid, epoch, parts) == refused(INVALID_TXN_STATE)
+        assert txn_commit(c, 3, tid, g, pid, epoch + 1, parts) == refused(INVALID_PRODUCER_EPOCH)
+        assert db_rows(b, "SELECT count(*) FROM pending_txn_offsets WHERE group_id = ?",
+                       (g,)) == [(0,)]
+        assert fetch_v9(c, g, asked, True) == \
+            ([(t, [(0, 5, -1, "", 0), (1, -1, -1, "", 0)])], 0)
+        # Added: accepted, pending until the commit.
+        assert add_offsets(c, tid, pid, epoch, g) == (NONE,)
+        assert txn_commit(c, 3, tid, g, pid, epoch, parts) == refused(NONE)
+        assert fetch_v9(c, g, asked, True)[0][0][1][0][4] == UNSTABLE_OFFSET_COMMIT
+        assert end_txn(c, tid, pid, epoch, True) == (NONE,)
+        deadline = time.monotonic() + 15
+        while fetch_v9(c, g, asked, True) != \
+                ([(t, [(0, 10, -1, "", 0), (1, 11, -1, "", 0)])], 0):
+            assert time.monotonic() < deadline, fetch_v9(c, g, asked, True)
+            time.sleep(0.1)
 
 
 def test_txn_offset_commit_to_a_broker_that_is_not_the_coordinator(make_cluster):
@@ -258,6 +314,89 @@ def test_txn_offset_commit_to_a_broker_that_is_not_the_coordinator(make_cluster)
     with kr.Conn(other.port) as c:
         assert txn_commit(c, 3, "tx-c", g, 11, 0, [(t, 0, 4, "")]) == [(t, 0, 16)]
 
+
+
+def test_an_ordinary_commit_after_a_transactional_one_keeps_the_later_value(start_broker):
+    """Kafka keeps whichever offset was written later (GroupMetadata's
+    olderThan): an OffsetCommit written after a pending TxnOffsetCommit is
+    not moved back by that transaction's commit; a partition the ordinary
+    commit did not touch takes the transaction's offset."""
+    from test_txn_coordinator import add_offsets, end_txn, new_producer, until_settled
+    b = start_broker(GROUP_OVERRIDES)
+    t = topic_name("kl")
+    create_topic(b, t, 2)
+    g = topic_name("klg")
+    tid = topic_name("kltx")
+    asked = [(t, [0, 1])]
+    with kr.Conn(b.port) as c:
+        pid, epoch = new_producer(c, tid)
+        assert add_offsets(c, tid, pid, epoch, g) == (NONE,)
+        assert txn_commit(c, 3, tid, g, pid, epoch, [(t, 0, 10, ""), (t, 1, 11, "")]) == \
+            [(t, 0, NONE), (t, 1, NONE)]
+        commit_simple(c, g, t, 0, 20)
+        assert fetch_v9(c, g, asked, True)[0][0][1][0][4] == UNSTABLE_OFFSET_COMMIT
+        assert end_txn(c, tid, pid, epoch, True) == (NONE,)
+        deadline = time.monotonic() + 15
+        while db_rows(b, "SELECT count(*) FROM pending_txn_offsets WHERE group_id = ?",
+                      (g,)) != [(0,)]:
+            assert time.monotonic() < deadline, "the transaction never completed"
+            time.sleep(0.1)
+        assert fetch_v9(c, g, asked, True) == \
+            ([(t, [(0, 20, -1, "", 0), (1, 11, -1, "", 0)])], 0)
+        # A TxnOffsetCommit written after the ordinary one wins again.
+        assert until_settled(lambda: add_offsets(c, tid, pid, epoch, g)) == (NONE,)
+        commit_simple(c, g, t, 1, 30)
+        assert txn_commit(c, 3, tid, g, pid, epoch, [(t, 1, 31, "")]) == [(t, 1, NONE)]
+        assert end_txn(c, tid, pid, epoch, True) == (NONE,)
+        deadline = time.monotonic() + 15
+        while fetch_v9(c, g, asked, True) != \
+                ([(t, [(0, 20, -1, "", 0), (1, 31, -1, "", 0)])], 0):
+            assert time.monotonic() < deadline, fetch_v9(c, g, asked, True)
+            time.sleep(0.1)
+
+
+def test_cluster_txn_offset_commit_is_verified_by_another_brokers_coordinator(make_cluster):
+    """The transactional id coordinated by another broker than the group's:
+    the group coordinator asks it (AddPartitionsToTxn v4 VerifyOnly) and
+    refuses with its answer; once AddOffsetsToTxn added the group, accepted."""
+    from cluster_support import live_brokers, wait_for
+    from test_cluster_groups import agreed_coordinator
+    from test_txn_coordinator import add_offsets, find_coordinator, new_producer
+    cl = make_cluster(3, overrides={"offsets.topic.num.partitions": "3",
+                                    "transaction.state.log.num.partitions": "3"})
+    wait_for(lambda: all(len(live_brokers(x)) == 3 for x in cl.brokers), 20,
+             "every broker to list three brokers")
+    t = topic_name("txv")
+    create_topic(cl.brokers[0], t, 1)
+    g = topic_name("txvg")
+    coord = wait_for(lambda: agreed_coordinator(cl.brokers, g), 30, "a coordinator for " + g)
+    gb = next(x for x in cl.brokers if x.broker_id == coord)
+    parts = [(t, 0, 4, "")]
+
+    def txn_coord(tid):
+        with kr.Conn(gb.port) as c:
+            err, node, _port = find_coordinator(c, tid)
+        return (node,) if err == NONE and node >= 0 else None
+    tid = None
+    for i in range(60):
+        cand = "%s-%d" % (topic_name("txvt"), i)
+        (node,) = wait_for(lambda: txn_coord(cand), 30, "a coordinator for " + cand)
+        if node != coord:
+            tid, tb = cand, next(x for x in cl.brokers if x.broker_id == node)
+            break
+    assert tid, "every transactional id tried is coordinated by the group's coordinator"
+    with kr.Conn(tb.port) as tc:
+        pid, epoch = new_producer(tc, tid)
+    with kr.Conn(gb.port) as c:
+        assert txn_commit(c, 3, tid, g, pid + 1000, epoch, parts) == \
+            [(t, 0, INVALID_PRODUCER_ID_MAPPING)]
+        assert txn_commit(c, 3, tid, g, pid, epoch, parts) == [(t, 0, INVALID_TXN_STATE)]
+        assert fetch_v9(c, g, [(t, [0])], True) == ([(t, [(0, -1, -1, "", 0)])], 0)
+    with kr.Conn(tb.port) as tc:
+        assert add_offsets(tc, tid, pid, epoch, g) == (NONE,)
+    with kr.Conn(gb.port) as c:
+        assert txn_commit(c, 3, tid, g, pid, epoch, parts) == [(t, 0, NONE)]
+        assert fetch_v9(c, g, [(t, [0])], True)[0][0][1][0][4] == UNSTABLE_OFFSET_COMMIT
 
 # ---- end to end: needs the transaction coordinator (wt-coord) and markers (wt-part)
 
