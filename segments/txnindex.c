@@ -175,10 +175,8 @@ int seg_txn_retry(seg_log *log)
 {
     if (log->txn_failed < 0)
         return 0;
-    if (log->txn_failed < log->log_start || log->n == 0) {
-        log->txn_failed = -1;                  /* its segment left the log */
-        return 0;
-    }
+    /* Below the first segment (retention took the failed one): 0, and
+     * the later entries, left unwritten (seg_txn_add), are rewritten. */
     int i = segment_of(log, log->txn_failed);
     log->txn_failed = -1;
     for (; i < log->n; i++)
