@@ -1188,7 +1188,11 @@ static void install_group(seg_log *log, seg_clean_job *j, clean_group *g)
      * harmlessly: a marker in the group means all its transaction's
      * records were in the inputs, and X2 dropped them. */
     seg_txn_drop(log, j->gone, j->ngone, g->s->base, g->end);
-    seg_txn_rewrite(log, k);
+    /* A failed write keeps the entries in memory and the index dirty
+     * (txnindex.c X3): no producer snapshot passes them until
+     * seg_txn_retry rewrote the file. */
+    if (seg_txn_rewrite(log, k) != 0)
+        j->st.txn_index_failed = true;      /* the caller logs it once */
     g->s = NULL;
 }
 

@@ -552,11 +552,15 @@ int seg_open(const seg_open_opts *opts, seg_log **out)
     for (int i = 0; i < log->n; i++)
         if (log->segs[i]->max_ts > log->max_ts)
             log->max_ts = log->segs[i]->max_ts;
-    for (int i = 0; i < log->n; i++)
-        if (seg_txn_load(log, i) != 0) {  /* unreadable: the replay re-adds (txnindex.c X3) */
-            log->ntxns = 0;
+    log->txn_failed = log->txn_unsynced = log->txn_rebuild_from = -1;
+    for (int i = 0; i < log->n; i++) {
+        int kept = log->ntxns;
+        if (seg_txn_load(log, i) != 0) {  /* the replay re-adds from here (txnindex.c X3) */
+            log->ntxns = kept;
+            log->txn_rebuild_from = log->segs[i]->base;
             break;
         }
+    }
     seg_clean_load_checkpoint(log);     /* clean_end, delete_horizon */
     if (seg_epoch_load(log, log->recovery_point) != 0) {     /* epochs.c, E5 */
         seg_close(log);
@@ -838,7 +842,7 @@ int seg_flush(seg_log *log, int64_t *flushed_to)
     pthread_mutex_lock(&log->mu);
     int64_t end = log->log_end, rp = log->recovery_point;
     uint64_t gen = log->trunc_gen, changes = log->changes;
-    if (changes == log->synced_changes) {        /* L5: nothing new to sync */
+    if (changes == log->synced_changes && log->txn_unsynced < 0) {  /* L5 */
         if (flushed_to)
             *flushed_to = rp;
         pthread_mutex_unlock(&log->mu);
@@ -847,14 +851,19 @@ int seg_flush(seg_log *log, int64_t *flushed_to)
     int first = log->n - 1;
     while (first > 0 && log->segs[first]->base > rp)
         first--;
-    int k = log->n - first;
+    int tfirst = seg_txn_sync_first(log, first);   /* txnindex.c X3 */
+    bool tpending = log->txn_unsynced >= 0;
+    uint64_t twrites = log->txn_writes;
+    int k = log->n - first, nb = log->n - tfirst, off = first - tfirst;
     seg_file **files = malloc((size_t)k * sizeof *files);
-    int64_t *bases = malloc((size_t)k * sizeof *bases);
+    int64_t *bases = malloc((size_t)nb * sizeof *bases);
     char *dir = strdup(log->dir);
-    for (int i = 0; files && bases && i < k; i++) {
-        seg_segment *s = log->segs[first + i];
-        seg_file_ref(s->log);
-        files[i] = s->log;
+    for (int i = 0; files && bases && i < nb; i++) {
+        seg_segment *s = log->segs[tfirst + i];
+        if (i >= off) {
+            seg_file_ref(s->log);
+            files[i - off] = s->log;
+        }
         bases[i] = s->base;
     }
     pthread_mutex_unlock(&log->mu);
@@ -878,10 +887,15 @@ int seg_flush(seg_log *log, int64_t *flushed_to)
      * closed (sealed, index.c I5) or reopened meanwhile.  A name gone
      * means its segment left the log (retention or truncation, which
      * bumps trunc_gen) or was swapped for a compacted one already synced
-     * (cleaner.c, C1): nothing this flush promises. */
-    for (int i = 0; i < 2 * k; i++) {
+     * (cleaner.c, C1): nothing this flush promises.  The .txnindex files
+     * written since the last flush too (txnindex.c X3). */
+    for (int i = 0; i < 2 * k + (tpending ? nb : 0); i++) {
         char path[4096];
-        seg_path(path, sizeof path, dir, bases[i / 2], i % 2 ? ".timeindex" : ".index");
+        if (i < 2 * k)
+            seg_path(path, sizeof path, dir, bases[off + i / 2],
+                     i % 2 ? ".timeindex" : ".index");
+        else
+            seg_path(path, sizeof path, dir, bases[i - 2 * k], ".txnindex");
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0 && errno != ENOENT && !err)
             err = errno;
@@ -908,6 +922,8 @@ int seg_flush(seg_log *log, int64_t *flushed_to)
         log->recovery_point = end < log->log_end ? end : log->log_end;
     if (changes > log->synced_changes)
         log->synced_changes = changes;
+    if (tpending && twrites == log->txn_writes)
+        log->txn_unsynced = -1;                  /* txnindex.c X3 */
     if (flushed_to)
         *flushed_to = log->recovery_point;
     pthread_mutex_unlock(&log->mu);

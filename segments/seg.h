@@ -345,6 +345,9 @@ typedef struct seg_clean_stats {
                                          (-1: none kept) */
     int64_t  markers_held;            /* first marker past its horizon kept
                                          for the producer snapshot; -1 none */
+    bool     txn_index_failed;        /* a compacted segment's .txnindex not
+                                         written: kept in memory, retried
+                                         (txnindex.c X3) */
 } seg_clean_stats;
 
 typedef struct seg_clean_job seg_clean_job;
@@ -376,7 +379,8 @@ typedef struct seg_aborted_txn {
 /* Adds the entry of an ABORT marker already in the log, past every entry
  * recorded.  0; SEG_E_RANGE (marker outside the log or not past the last
  * entry: nothing added); SEG_E_NOMEM; SEG_E_IO (the file write failed:
- * the entry is kept in memory, and a restart replays it, txnindex.c X3). */
+ * the entry is kept in memory, the index is dirty until seg_txn_retry
+ * rewrites it, and seg_txn_durable says false meanwhile, txnindex.c X3). */
 int  seg_txn_add(seg_log *log, const seg_aborted_txn *e);
 /* Forgets the entries whose marker is at or past offset (files cut too):
  * before the producer state replays the log from there. */
@@ -389,6 +393,18 @@ void seg_txn_forget_from(seg_log *log, int64_t offset);
 int  seg_txn_collect(const seg_log *log, int64_t from, int64_t to,
                      seg_aborted_txn *out, int cap);
 int  seg_txn_count(const seg_log *log);
+/* txnindex.c X3: true when every entry is on disk and fdatasynced (by
+ * seg_flush, off the loop): only then may a producer state snapshot
+ * pass the entries' markers.  seg_txn_retry rewrites the files whose
+ * write failed (no fsync; 0 when none is left failing).  Both cheap when
+ * nothing is pending. */
+bool seg_txn_durable(seg_log *log);
+int  seg_txn_retry(seg_log *log);
+/* A .txnindex unreadable at open: the producer state must be replayed
+ * from at or below this offset (-1: none); seg_txn_rebuilt clears it
+ * once the replay re-added the entries. */
+int64_t seg_txn_rebuild_from(const seg_log *log);
+void seg_txn_rebuilt(seg_log *log);
 
 /* ---- leader epochs (epochs.c) ----------------------------------------------
  * Which leader epoch wrote the log from which offset (Kafka's

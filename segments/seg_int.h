@@ -233,7 +233,17 @@ struct seg_log {
     /* Aborted transactions of every segment (txnindex.c X1). */
     seg_aborted_txn *txns;
     int             ntxns, txns_cap;
+    /* Durability of the .txnindex files (txnindex.c X3), -1: none.
+     * txn_failed: smallest LastOffset whose file write failed (loop only;
+     * seg_txn_retry rewrites from memory).  txn_unsynced / txn_writes:
+     * smallest LastOffset written since the last seg_flush and a count of
+     * writes, under mu (the flusher reads them).  txn_rebuild_from: base of
+     * a segment whose file was unreadable at open. */
+    int64_t         txn_failed, txn_unsynced, txn_rebuild_from;
+    uint64_t        txn_writes;
 };
+/* seg_flush: the first segment whose .txnindex needs an fdatasync. */
+int  seg_txn_sync_first(const seg_log *log, int first);
 
 /* Aborted-transaction index (txnindex.c): segs[i]'s file loaded at open
  * (segments in order, after they are pushed); segs[i]'s entries dropped

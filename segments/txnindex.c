@@ -28,9 +28,17 @@
  *       a replay from a producer snapshot) shortens the file to the
  *       entries kept.  Deleting a segment deletes its .txnindex with
  *       its other files (segment.c).
- *   X3. Entries are written without fsync: the broker's producer state
- *       replay (replica_producers.c) re-adds every entry whose marker
- *       lies past its snapshot, after seg_txn_forget_from.
+ *   X3. Entries are written without fsync at append; seg_flush (the
+ *       flusher thread) fdatasyncs the files written since
+ *       (txn_unsynced), and a write that failed marks the index dirty
+ *       (txn_failed) until seg_txn_retry rewrites the file from memory.
+ *       The producer state snapshot passes a marker only once
+ *       seg_txn_durable (replica_producers.c), so its replay, which
+ *       re-adds every entry past the snapshot after seg_txn_forget_from,
+ *       always covers the entries not known to be on disk.  A file
+ *       unreadable at open makes the replay start at or below its
+ *       segment's base (txn_rebuild_from), as Kafka rebuilds from the
+ *       last snapshot known good.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -122,12 +130,77 @@ int seg_txn_add(seg_log *log, const seg_aborted_txn *e)
     encode(buf, e);
     char path[4096];
     seg_path(path, sizeof path, log->dir, log->segs[i]->base, TXN_EXT);
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return SEG_E_IO;                       /* kept in memory (X3) */
-    ssize_t w = seg_pwrite_full(fd, buf, TXN_ENTRY, (off_t)(to - from - 1) * TXN_ENTRY);
-    close(fd);
-    return w == TXN_ENTRY ? 0 : SEG_E_IO;
+    ssize_t w = -1;
+    if (log->txn_failed < 0) {                 /* else the retry writes it */
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            w = seg_pwrite_full(fd, buf, TXN_ENTRY, (off_t)(to - from - 1) * TXN_ENTRY);
+            close(fd);
+        }
+    }
+    if (w != TXN_ENTRY) {                      /* kept in memory, dirty (X3) */
+        if (log->txn_failed < 0)
+            log->txn_failed = e->last_offset;
+        return SEG_E_IO;
+    }
+    pthread_mutex_lock(&log->mu);
+    if (log->txn_unsynced < 0)
+        log->txn_unsynced = e->last_offset;
+    log->txn_writes++;
+    pthread_mutex_unlock(&log->mu);
+    return 0;
+}
+
+bool seg_txn_durable(seg_log *log)
+{
+    if (log->txn_failed >= 0)
+        return false;
+    pthread_mutex_lock(&log->mu);
+    bool ok = log->txn_unsynced < 0;
+    pthread_mutex_unlock(&log->mu);
+    return ok;
+}
+
+/* X3: a rewritten file needs an fdatasync like an appended one. */
+static void mark_unsynced(seg_log *log, int64_t offset)
+{
+    pthread_mutex_lock(&log->mu);
+    if (log->txn_unsynced < 0 || offset < log->txn_unsynced)
+        log->txn_unsynced = offset;
+    log->txn_writes++;
+    pthread_mutex_unlock(&log->mu);
+}
+
+int seg_txn_retry(seg_log *log)
+{
+    if (log->txn_failed < 0)
+        return 0;
+    /* Below the first segment (retention took the failed one): 0, and
+     * the later entries, left unwritten (seg_txn_add), are rewritten. */
+    int i = segment_of(log, log->txn_failed);
+    log->txn_failed = -1;
+    for (; i < log->n; i++)
+        if (seg_txn_rewrite(log, i) != 0)
+            return SEG_E_IO;                   /* dirty again from segs[i] */
+    return 0;
+}
+
+int seg_txn_sync_first(const seg_log *log, int first)
+{
+    if (log->txn_unsynced < 0)
+        return first;
+    int i = segment_of(log, log->txn_unsynced);
+    return i < first ? i : first;
+}
+
+int64_t seg_txn_rebuild_from(const seg_log *log)
+{
+    return log->txn_rebuild_from;
+}
+
+void seg_txn_rebuilt(seg_log *log)
+{
+    log->txn_rebuild_from = -1;
 }
 
 /* Cuts segs[i]'s file to the entries it keeps in memory (X2). */
@@ -146,10 +219,13 @@ static void cut_file(seg_log *log, int i)
 void seg_txn_forget_from(seg_log *log, int64_t offset)
 {
     int k = first_at_or_after(log, offset);
-    if (k == log->ntxns)
+    if (k == log->ntxns && log->txn_rebuild_from < 0)
         return;
-    int first_seg = segment_of(log, log->txns[k].last_offset);
+    /* An unreadable file's segment (X3) is cut too: the replay rewrites it. */
+    int first_seg = segment_of(log, k < log->ntxns ? log->txns[k].last_offset : offset);
     log->ntxns = k;
+    if (log->txn_failed >= offset)
+        log->txn_failed = -1;                  /* the replay re-adds it */
     for (int i = first_seg; i < log->n; i++)
         cut_file(log, i);
 }
@@ -264,9 +340,7 @@ int seg_txn_rewrite(seg_log *log, int i)
         return 0;
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return SEG_E_IO;
-    int rc = 0;
+    int rc = fd < 0 ? SEG_E_IO : 0;
     for (int k = from; k < to && rc == 0; k++) {
         const seg_aborted_txn *e = &log->txns[k];
         uint8_t buf[TXN_ENTRY];
@@ -274,6 +348,11 @@ int seg_txn_rewrite(seg_log *log, int i)
         if (seg_pwrite_full(fd, buf, TXN_ENTRY, (off_t)(k - from) * TXN_ENTRY) != TXN_ENTRY)
             rc = SEG_E_IO;
     }
-    close(fd);
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0)
+        mark_unsynced(log, log->segs[i]->base);
+    else if (log->txn_failed < 0 || log->segs[i]->base < log->txn_failed)
+        log->txn_failed = log->segs[i]->base;  /* X3: seg_txn_retry */
     return rc;
 }

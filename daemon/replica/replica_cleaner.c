@@ -103,6 +103,10 @@ static void clean_done(bk_work *work)
     int rc = seg_clean_finish(p->log, w->job, &st);
     p->clean_in_flight = false;
     replica_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
+    if (st.txn_index_failed)
+        BK_WARN("%s-%d: cannot rewrite the aborted-transaction index of a compacted "
+                "segment; its entries are kept in memory and the write retried",
+                p->topic->name, p->id);
     if (rc == 0 && st.segments_in > 0) {
         uint64_t freed = st.bytes_in > st.bytes_out ? st.bytes_in - st.bytes_out : 0;
         p->cleaner_runs++;

@@ -729,6 +729,23 @@ static int replay_header(const uint8_t *hdr, void *arg)
     return 0;
 }
 
+/* txnindex.c X3, as Kafka takes a producer snapshot only once the log
+ * (its .txnindex too) is flushed up to it: the snapshot at the log end
+ * may pass the ABORT markers only when their index entries are on disk.
+ * A failed index write is retried here (a rewrite from memory, no
+ * fsync); the fdatasync is the flusher's (b: ask it; NULL: at close,
+ * after main.c flushed every log). */
+static bool index_durable(bk_broker *b, bk_partition *p)
+{
+    if (seg_txn_retry(p->log) != 0)
+        return false;
+    if (seg_txn_durable(p->log))
+        return true;
+    if (b)
+        replica_flusher_request(b, p);
+    return false;
+}
+
 int replica_producers_open(bk_broker *b, bk_partition *p)
 {
     bk_pstate *ps = malloc(sizeof *ps);
@@ -738,13 +755,16 @@ int replica_producers_open(bk_broker *b, bk_partition *p)
     char dir[8192];
     partition_dir(b, p, dir, sizeof dir);
     int64_t end = seg_log_end(p->log);
-    int64_t from = replica_pstate_load(ps, dir, end);
+    /* An unreadable .txnindex (txnindex.c X3): its entries come back
+     * only from a replay that starts at or below its segment's base. */
+    int64_t rebuild = seg_txn_rebuild_from(p->log);
+    int64_t from = replica_pstate_load(ps, dir, rebuild >= 0 && rebuild < end ? rebuild : end);
     ps->snapshot_at = from;
     if (from < 0)
         from = seg_log_start(p->log);        /* no snapshot: all of the log */
     int rc = 0;
     ps->log = p->log;
-    if (from < end) {
+    if (from < end || rebuild >= 0) {
         /* The replay re-adds the aborted transactions it passes
          * (txnindex.c X3). */
         seg_txn_forget_from(p->log, from);
@@ -755,13 +775,15 @@ int replica_producers_open(bk_broker *b, bk_partition *p)
                      "retried idempotent batches may be appended twice",
                      p->topic->name, p->id);
             rc = -1;
+        } else {
+            seg_txn_rebuilt(p->log);
         }
         if (rp.batches > 0)
             BK_INFO("%s-%d: producer state rebuilt from %lld batch headers "
                     "(offsets %lld..%lld, %u producers) in %.1f ms", p->topic->name,
                     p->id, (long long)rp.batches, (long long)from,
                     (long long)end, ps->n, (double)(bk_mono_us() - t0) / 1000.0);
-        if (rc == 0 && replica_pstate_save(ps, dir, end) == 0) {
+        if (rc == 0 && index_durable(NULL, p) && replica_pstate_save(ps, dir, end) == 0) {
             ps->dirty = false;
             ps->snapshot_at = end;
         }
@@ -776,7 +798,11 @@ void replica_producers_close(bk_broker *b, bk_partition *p, bool destroy)
     if (!destroy && p->log) {
         char dir[8192];
         partition_dir(b, p, dir, sizeof dir);
-        if (replica_pstate_save(p->producers, dir, seg_log_end(p->log)) != 0)
+        if (!index_durable(NULL, p))
+            BK_WARN("%s-%d: the aborted-transaction index is not on disk; no producer "
+                    "state snapshot, the next start replays the log from the last one",
+                    p->topic->name, p->id);
+        else if (replica_pstate_save(p->producers, dir, seg_log_end(p->log)) != 0)
             BK_WARN("%s-%d: cannot write the producer state snapshot (%s); "
                     "the next start replays the log", p->topic->name, p->id,
                     strerror(errno));
@@ -801,8 +827,8 @@ static void tick_replica(bk_partition *p, void *arg)
     if (!ps || ps->n == 0)
         return;
     replica_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
-    if (!ps->dirty)
-        return;
+    if (!ps->dirty || !index_durable(b, p))
+        return;                     /* not durable: the next tick retries */
     char dir[8192];
     partition_dir(b, p, dir, sizeof dir);
     int64_t end = seg_log_end(p->log);

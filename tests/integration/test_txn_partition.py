@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import struct
+import time
 
 import pytest
 
@@ -286,6 +287,47 @@ def test_lost_index_and_snapshots_are_rebuilt_from_the_log(txn_topic):
     with kr.Conn(broker.port) as c2:
         assert list_latest(c2, t, 1) == 6
         assert describe_producers(c2, t) == [(pid, epoch, 4, 0, 6)]
+    assert read(broker, t, 2, "read_committed") == vals(b"ok", 2)
+
+
+def snapshot_offsets(d):
+    return sorted(int(f.split(".")[0]) for f in os.listdir(d) if f.endswith(".snapshot"))
+
+
+def test_a_failed_index_write_holds_the_snapshot_back_and_a_restart_rebuilds_the_entry(txn_topic):
+    """The ABORT's .txnindex write fails (its path is a directory: EISDIR,
+    as EMFILE or EIO would): the entry is served from memory, no producer
+    snapshot passes the marker (txnindex.c X3), so a restart replays it
+    and read_committed still hides the aborted records; once the path is
+    writable again the index is rewritten, synced and the snapshot moves
+    on."""
+    broker, t, c = txn_topic
+    d = broker.partition_dir(t)
+    index = os.path.join(d, "%020d.txnindex" % 0)
+    pid, epoch = init_producer_id(c)
+    now = int(time.time() * 1000)         # no roll by time: one segment, base 0
+    assert produce(c, t, batch(vals(b"ab", 2), pid, epoch, 0, ts=now)) == (NONE, 0)
+    os.mkdir(index)
+    assert write_marker(c, t, pid, epoch, False) == [(t, 0, NONE)]          # 2
+    assert produce(c, t, batch(vals(b"ok", 2), pid, epoch, 2, ts=now)) == (NONE, 3)
+    assert write_marker(c, t, pid, epoch, True) == [(t, 0, NONE)]           # 5
+    assert read(broker, t, 2, "read_committed") == vals(b"ok", 2)
+    time.sleep(11)                        # two maintenance ticks (main.c, 5 s)
+    assert all(o <= 2 for o in snapshot_offsets(d)), sorted(os.listdir(d))
+    broker.restart(signal.SIGKILL)
+    assert os.path.isdir(index)           # unreadable at open: replayed from 0
+    with kr.Conn(broker.port) as c2:
+        assert list_latest(c2, t, 1) == 6
+    assert read(broker, t, 2, "read_committed") == vals(b"ok", 2)
+    assert read(broker, t, 4, "read_uncommitted") == vals(b"ab", 2) + vals(b"ok", 2)
+    os.rmdir(index)
+    deadline = time.time() + 30
+    while time.time() < deadline and not (os.path.isfile(index) and
+                                          any(o >= 6 for o in snapshot_offsets(d))):
+        time.sleep(0.5)
+    assert os.path.getsize(index) == 34, os.listdir(d)
+    assert any(o >= 6 for o in snapshot_offsets(d)), os.listdir(d)
+    broker.restart(signal.SIGKILL)
     assert read(broker, t, 2, "read_committed") == vals(b"ok", 2)
 
 

@@ -597,6 +597,15 @@ START_TEST(test_snapshot_v1_still_loads)
 }
 END_TEST
 
+/* A fresh table rebuilt from every batch header of log (with its index). */
+static void replay_all(bk_pstate *back, seg_log *log)
+{
+    replica_pstate_init(back);
+    back->log = log;
+    struct collect c = { back, 0, -1 };
+    ck_assert_int_eq(seg_scan_headers(log, 0, collect_header, &c), 0);
+}
+
 START_TEST(test_abort_enters_the_index_and_a_header_replay_rebuilds_it)
 {
     seg_open_opts o = { .dir = g_dir };
@@ -636,15 +645,64 @@ START_TEST(test_abort_enters_the_index_and_a_header_replay_rebuilds_it)
     seg_txn_forget_from(log, 0);
     ck_assert_int_eq(seg_txn_count(log), 0);
     bk_pstate back;
-    replica_pstate_init(&back);
-    back.log = log;
-    struct collect c = { &back, 0, -1 };
-    ck_assert_int_eq(seg_scan_headers(log, 0, collect_header, &c), 0);
+    replay_all(&back, log);
     ck_assert_int_eq(seg_txn_collect(log, 0, next, got, 3), 3);
     ck_assert_mem_eq(got, want, sizeof want);
     assert_same(&live, &back);
     replica_pstate_free(&back);
     replica_pstate_free(&live);
+    kp_buf_free(&b);
+    seg_close(log);
+}
+END_TEST
+
+/* txnindex.c X3: the ABORT's index write fails (its path is a
+ * directory): the entry is served from memory but not durable, so the
+ * producer snapshot must wait (replica_producers.c); at reopen the file
+ * is unreadable, the log asks a replay from its segment's base, and the
+ * replay from there brings the entry back. */
+START_TEST(test_a_failed_abort_index_write_is_not_durable_and_a_replay_restores_it)
+{
+    seg_open_opts o = { .dir = g_dir };
+    seg_config_default(&o.cfg);
+    seg_log *log;
+    ck_assert_int_eq(seg_open(&o, &log), 0);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%020d.txnindex", g_dir, 0);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    kp_buf b;
+    kp_buf_init(&b);
+    add_txn_batch(&b, 1, 0, 0, 2, true);
+    bk_pstate live;
+    replica_pstate_init(&live);
+    live.log = log;
+    int64_t next = 0, base;
+    ck_assert_int_eq(produce(&live, &b, &next, &base), KP_NONE);
+    ck_assert_int_eq(seg_append(log, b.data, b.len, 0, &base), 0);
+    ck_assert_int_eq(txn_marker(&live, log, 1, 0, false, 0, &next), KP_NONE);   /* 2 */
+    seg_aborted_txn got[2], want = { 1, 0, 2, 3 };
+    ck_assert_int_eq(seg_txn_collect(log, 0, next, got, 2), 1);
+    ck_assert_mem_eq(&got[0], &want, sizeof want);
+    ck_assert(!seg_txn_durable(log));
+    ck_assert_int_eq(seg_flush(log, NULL), 0);
+    ck_assert(!seg_txn_durable(log));                   /* still failing */
+    replica_pstate_free(&live);
+    seg_close(log);
+
+    ck_assert_int_eq(seg_open(&o, &log), 0);
+    ck_assert_int_eq(seg_txn_rebuild_from(log), 0);
+    ck_assert_int_eq(seg_txn_count(log), 0);
+    seg_txn_forget_from(log, 0);
+    bk_pstate back;
+    replay_all(&back, log);
+    ck_assert_int_eq(seg_txn_collect(log, 0, next, got, 2), 1);
+    ck_assert_mem_eq(&got[0], &want, sizeof want);
+    ck_assert(!seg_txn_durable(log));
+    ck_assert_int_eq(rmdir(path), 0);
+    ck_assert_int_eq(seg_txn_retry(log), 0);
+    ck_assert_int_eq(seg_flush(log, NULL), 0);
+    ck_assert(seg_txn_durable(log));
+    replica_pstate_free(&back);
     kp_buf_free(&b);
     seg_close(log);
 }
@@ -688,6 +746,7 @@ int main(void)
         test_open_transaction_never_expires_and_survives_snapshot_v2,
         test_snapshot_v1_still_loads,
         test_abort_enters_the_index_and_a_header_replay_rebuilds_it,
+        test_a_failed_abort_index_write_is_not_durable_and_a_replay_restores_it,
     };
     return unit_run("d_producer_state", "producer_state", tests, sizeof tests / sizeof *tests,
                     setup, teardown, 60);

@@ -66,6 +66,21 @@ static void add(seg_log *log, int64_t pid, int64_t first, int64_t last, int64_t 
     ck_assert_int_eq(seg_txn_add(log, &e), 0);
 }
 
+/* Segments 0, 5 and 10, an entry in each (markers 2, 7, 12). */
+static seg_log *three_segments_three_entries(void)
+{
+    seg_log *log = open_log();
+    append_n(log, 5);
+    ck_assert_int_eq(seg_roll(log, 1700000000000LL), 0);
+    append_n(log, 5);
+    ck_assert_int_eq(seg_roll(log, 1700000000000LL), 0);
+    append_n(log, 5);
+    add(log, 1, 0, 2, 3);
+    add(log, 1, 4, 7, 8);
+    add(log, 1, 11, 12, 13);
+    return log;
+}
+
 /* ---- tests ---------------------------------------------------------------------- */
 START_TEST(test_entries_are_kafkas_34_bytes_and_survive_reopen)
 {
@@ -130,15 +145,7 @@ END_TEST
 
 START_TEST(test_truncation_cuts_and_retention_deletes_with_the_segments)
 {
-    seg_log *log = open_log();
-    append_n(log, 5);
-    ck_assert_int_eq(seg_roll(log, 1700000000000LL), 0);
-    append_n(log, 5);
-    ck_assert_int_eq(seg_roll(log, 1700000000000LL), 0);
-    append_n(log, 5);                                  /* segments 0, 5, 10 */
-    add(log, 1, 0, 2, 3);
-    add(log, 1, 4, 7, 8);
-    add(log, 1, 11, 12, 13);
+    seg_log *log = three_segments_three_entries();
     add(log, 2, 13, 14, 15);
     ck_assert_int_eq(file_size(0), 34);
     ck_assert_int_eq(file_size(5), 34);
@@ -204,6 +211,84 @@ START_TEST(test_torn_or_stale_entries_are_cut_at_open)
 }
 END_TEST
 
+static void index_path(char *path, size_t cap, int64_t base)
+{
+    snprintf(path, cap, "%s/%020lld.txnindex", g_dir, (long long)base);
+}
+
+/* txnindex.c X3: a write that fails (the path is a directory: EISDIR)
+ * keeps the entry in memory and the index dirty; seg_txn_durable says
+ * false until the retry rewrote the file and seg_flush fdatasynced it. */
+START_TEST(test_a_failed_write_is_not_durable_until_retried_and_flushed)
+{
+    seg_log *log = open_log();
+    append_n(log, 10);
+    ck_assert(seg_txn_durable(log));
+    char path[128];
+    index_path(path, sizeof path, 0);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    seg_aborted_txn e = { 7, 1, 3, 4 }, e2 = { 8, 4, 6, 7 };
+    ck_assert_int_eq(seg_txn_add(log, &e), SEG_E_IO);
+    ck_assert_int_eq(seg_txn_add(log, &e2), SEG_E_IO);   /* dirty: left to the retry */
+    ck_assert_int_eq(seg_txn_count(log), 2);             /* in memory: fetches see it */
+    ck_assert(!seg_txn_durable(log));
+    ck_assert_int_eq(seg_flush(log, NULL), 0);
+    ck_assert(!seg_txn_durable(log));                    /* a flush is not a rewrite */
+    ck_assert_int_eq(seg_txn_retry(log), SEG_E_IO);      /* still a directory */
+    ck_assert(!seg_txn_durable(log));
+    ck_assert_int_eq(rmdir(path), 0);
+    ck_assert_int_eq(seg_txn_retry(log), 0);
+    ck_assert_int_eq(file_size(0), 68);
+    ck_assert(!seg_txn_durable(log));                    /* written, not synced */
+    ck_assert_int_eq(seg_flush(log, NULL), 0);
+    ck_assert(seg_txn_durable(log));
+    add(log, 9, 7, 8, 9);                                /* appends sync again */
+    ck_assert(!seg_txn_durable(log));
+    ck_assert_int_eq(seg_flush(log, NULL), 0);
+    ck_assert(seg_txn_durable(log));
+    seg_close(log);
+    log = open_log();
+    ck_assert_int_eq(seg_txn_count(log), 3);
+    ck_assert_int_eq(seg_txn_rebuild_from(log), -1);
+    seg_close(log);
+}
+END_TEST
+
+/* An unreadable .txnindex at open keeps the earlier segments' entries
+ * and asks for a replay from its segment's base, instead of dropping
+ * every entry and trusting the producer snapshot. */
+START_TEST(test_an_unreadable_index_at_open_asks_a_replay_from_its_segment)
+{
+    seg_log *log = three_segments_three_entries();
+    seg_close(log);
+    char path[128];
+    index_path(path, sizeof path, 5);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkdir(path, 0755), 0);            /* reads fail: EISDIR */
+    log = open_log();
+    ck_assert_int_eq(seg_txn_rebuild_from(log), 5);
+    ck_assert_int_eq(seg_txn_count(log), 1);           /* segment 0's */
+    /* the producer state replays from at or below 5 and re-adds */
+    seg_txn_forget_from(log, 5);
+    ck_assert_int_eq(seg_txn_add(log, &(seg_aborted_txn){ 1, 4, 7, 8 }), SEG_E_IO);
+    ck_assert_int_eq(seg_txn_add(log, &(seg_aborted_txn){ 1, 11, 12, 13 }), SEG_E_IO);
+    seg_txn_rebuilt(log);
+    ck_assert_int_eq(seg_txn_rebuild_from(log), -1);
+    ck_assert_int_eq(seg_txn_count(log), 3);
+    ck_assert(!seg_txn_durable(log));
+    ck_assert_int_eq(rmdir(path), 0);
+    ck_assert_int_eq(seg_txn_retry(log), 0);
+    ck_assert_int_eq(seg_flush(log, NULL), 0);
+    ck_assert(seg_txn_durable(log));
+    ck_assert_int_eq(file_size(5), 34);
+    ck_assert_int_eq(file_size(10), 34);
+    seg_close(log);
+    log = open_log();
+    ck_assert_int_eq(seg_txn_count(log), 3);
+    seg_close(log);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -211,6 +296,8 @@ int main(void)
         test_query_returns_overlapping_aborts_and_stops_at_a_complete_lso,
         test_truncation_cuts_and_retention_deletes_with_the_segments,
         test_torn_or_stale_entries_are_cut_at_open,
+        test_a_failed_write_is_not_durable_until_retried_and_flushed,
+        test_an_unreadable_index_at_open_asks_a_replay_from_its_segment,
     };
     return unit_run("seg_txnindex", "txnindex", tests, sizeof tests / sizeof *tests,
                     setup, teardown, 60);
