@@ -70,10 +70,11 @@ def test_newest_value_per_key_survives_at_its_offset(start_broker, codec):
     assert "compacted %s-0:" % t in b.log_text()
 
 
-def read_log(b, t, timeout=20.0):
-    """Every record from the beginning to the high watermark, once."""
+def read_log(b, t, timeout=20.0, **conf):
+    """Every record from the beginning to the high watermark, once (conf:
+    consumer settings, e.g. isolation.level)."""
     high = watermarks(b, t)[1]
-    c = ck_consumer(b)
+    c = ck_consumer(b, **conf)
     try:
         c.assign([TopicPartition(t, 0, OFFSET_BEGINNING)])
         out, deadline = [], time.monotonic() + timeout

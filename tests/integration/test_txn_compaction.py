@@ -12,11 +12,10 @@ import struct
 import time
 import uuid
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-
 import kafka_raw as kr
 from retention_support import fast_broker, metric, wait_for, watermarks
-from support import ck_consumer, ck_producer, create_topic, produce_ok, topic_name
+from support import ck_producer, create_topic, produce_ok, topic_name
+from test_compaction import read_log
 
 KEYS = [b"key%02d" % k for k in range(10)]
 COMMITS = {0: True, 1: True, 2: False, 3: True, 4: False, 5: True, 6: False}
@@ -59,19 +58,9 @@ def roll_active(b, t, tag, n=60):
                       for i in range(n)])
 
 
-def read_all(b, t, isolation, timeout=20.0):
+def read_all(b, t, isolation):
     """Every record a consumer at this isolation level gets, start to end."""
-    high = watermarks(b, t)[1]
-    c = ck_consumer(b, **{"isolation.level": isolation})
-    try:
-        c.assign([TopicPartition(t, 0, OFFSET_BEGINNING)])
-        out, deadline = [], time.monotonic() + timeout
-        while time.monotonic() < deadline and (not out or out[-1].offset() < high - 1):
-            out += [m for m in c.consume(num_messages=1000, timeout=0.2) if not m.error()]
-        assert out and out[-1].offset() == high - 1, "read %d records, not to %d" % (len(out), high)
-        return out
-    finally:
-        c.close()
+    return read_log(b, t, **{"isolation.level": isolation})
 
 
 def round_values(got):
