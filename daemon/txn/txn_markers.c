@@ -30,6 +30,10 @@
  *       (k->inflight 0); every callback decrements it exactly once.
  *   K3. An id unloaded meanwhile (m->gone) stops at the next callback: the
  *       markers are freed when none is out, and m with them (txn_log.c T4).
+ *   K4. Every call out is on k->calls until its callback frees it; at
+ *       shutdown (the loop stopped) the callees drop their waiters without
+ *       calling back (group_persist.c's gc_wait_drop), so
+ *       txn_markers_stop_all frees what is still on it.
  */
 #include "daemon/txn/txn_int.h"
 #include "daemon/group/group.h"
@@ -67,18 +71,45 @@ typedef struct txn_markers {
     mk_part *parts;
     size_t n, left;
     int inflight;                     /* K2 */
+    struct mk_call *calls;            /* the calls out (K4) */
     int64_t backoff_ms;
     bool logged;
     struct event *retry_ev;
 } txn_markers;
 
 typedef struct mk_call {              /* one partition, or one peer's request */
+    struct mk_call *next_c, *prev_c;  /* on k->calls (K4) */
     txn_markers *k;
     size_t first;                     /* the local call's partition */
     int32_t broker;                   /* a peer call's broker, else -1 */
 } mk_call;
 
 static void mk_round(txn_markers *k);
+
+static mk_call *mk_call_new(txn_markers *k, size_t first, int32_t broker)
+{
+    mk_call *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    *c = (mk_call){ .next_c = k->calls, .k = k, .first = first, .broker = broker };
+    if (k->calls)
+        k->calls->prev_c = c;
+    k->calls = c;
+    return c;
+}
+
+static void mk_call_free(mk_call *c)
+{
+    if (!c)
+        return;
+    if (c->prev_c)
+        c->prev_c->next_c = c->next_c;
+    else
+        c->k->calls = c->next_c;
+    if (c->next_c)
+        c->next_c->prev_c = c->prev_c;
+    free(c);
+}
 
 /* Every live txn_markers, for shutdown (sentinel). */
 static txn_markers mk_all = { .next_k = &mk_all, .prev_k = &mk_all };
@@ -196,7 +227,7 @@ static void gc_done(void *arg, int16_t err)
     mk_call *c = arg;
     txn_markers *k = c->k;
     mk_result(k, c->first, err);
-    free(c);
+    mk_call_free(c);
     mk_after(k);
 }
 
@@ -247,7 +278,7 @@ static void peer_done(void *arg, int16_t err, kp_rd *body)
         mk_result(k, i, e);
     }
     kp_arena_free(&a);
-    free(c);
+    mk_call_free(c);
     mk_after(k);
 }
 
@@ -261,7 +292,7 @@ static void mk_peer(txn_markers *k, int32_t broker, const int32_t *leaders)
     };
     kp_WriteTxnMarkersRequest_WritableTxnMarkerTopic *topics = calloc(k->n, sizeof *topics);
     int32_t *ids = calloc(k->n, sizeof *ids);
-    mk_call *c = calloc(1, sizeof *c);
+    mk_call *c = mk_call_new(k, 0, broker);
     kp_buf body;
     kp_buf_init(&body);
     if (!topics || !ids || !c)
@@ -297,13 +328,12 @@ static void mk_peer(txn_markers *k, int32_t broker, const int32_t *leaders)
             }
         goto out;
     }
-    *c = (mk_call){ .k = k, .broker = broker };
     k->inflight++;
     repl_peer_call(k->b, broker, KP_API_WRITE_TXN_MARKERS, 1, body.data, body.len,
                    MK_TIMEOUT_MS, peer_done, c);
     c = NULL;
 out:
-    free(c);
+    mk_call_free(c);
     free(topics);
     free(ids);
     kp_buf_free(&body);
@@ -332,9 +362,8 @@ static void mk_round(txn_markers *k)
         if (p->state != MK_TODO)
             continue;
         int32_t l = leaders[i] = mk_leader(k, p->tp);
-        mk_call *c = l == -3 || l == k->b->cfg->broker_id ? calloc(1, sizeof *c) : NULL;
+        mk_call *c = l == -3 || l == k->b->cfg->broker_id ? mk_call_new(k, i, -1) : NULL;
         if (c) {
-            *c = (mk_call){ .k = k, .first = i, .broker = -1 };
             p->state = MK_OUT;
             p->broker = -1;
             k->inflight++;
@@ -398,6 +427,8 @@ void txn_markers_stop_all(void)
     while (mk_all.next_k != &mk_all) {
         txn_markers *k = mk_all.next_k;
         k->m->markers = NULL;
+        while (k->calls)
+            mk_call_free(k->calls);   /* K4 */
         txn_markers_free(k);
     }
 }

@@ -102,9 +102,13 @@ def join_and_sync(c, group, topics=("t",)):
     """One member through JoinGroup v9 (MEMBER_ID_REQUIRED first) and
     SyncGroup v5; returns (member id, generation)."""
     deadline = time.monotonic() + 30
-    while True:                        # a new coordinator may still load (14), as clients retry
+    # a new coordinator may still load (14), or, named by the view before its
+    # replica has turned leader, answer NOT_COORDINATOR (16) for a moment:
+    # clients retry both
+    while True:
         first = parse_join(call(c, JOIN, 9, join_body(9, group, topics=topics)), 9)
-        if first["error"] != COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+        if first["error"] not in (COORDINATOR_LOAD_IN_PROGRESS, 16) or \
+                time.monotonic() > deadline:
             break
         time.sleep(0.1)
     assert first["error"] == MEMBER_ID_REQUIRED and first["member"]

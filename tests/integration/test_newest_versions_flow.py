@@ -124,7 +124,13 @@ def newest_flow(brokers):
         assert pos == len(records), "nothing but the batches produced"
 
     # the group: coordinator, membership, commits, leave
-    coord = wait_for(lambda: find_coordinator_v6(first, group), 30, "a coordinator for the group")
+    # as for the leaders: a broker whose view still lags would answer
+    # NOT_COORDINATOR (a client finds the coordinator again); wait until
+    # every broker names the same one, the coordinator itself included
+    def coordinator_agreed():
+        views = [find_coordinator_v6(b, group) for b in brokers]
+        return views[0] if views[0] and all(v == views[0] for v in views) else None
+    coord = wait_for(coordinator_agreed, 30, "a coordinator for the group every broker names")
     node, host, port = coord
     assert (host, port) == ("127.0.0.1", by_id[node].port)
     with kr.Conn(by_id[node].port) as c:
