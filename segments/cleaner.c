@@ -64,8 +64,17 @@
  *       this rarely holds one back, and the log is due again once the
  *       snapshot passes the first one held (log->markers_held; not kept
  *       over a restart: then the next due run drops it).
+ *   X5. Each live producer's newest data batch in the inputs (the policy's
+ *       producers: its last offset is the producer state's) is kept, as
+ *       a batch with its header and no records when none survives or its
+ *       transaction was aborted (Kafka's BatchRetention.RETAIN_EMPTY):
+ *       a producer state rebuilt from the log then still knows the
+ *       producer's epoch and last sequence, so its retry after a restart
+ *       is still a duplicate and its zombie still fenced.  An empty
+ *       transactional batch counts as kept for X3 (its marker stays, so
+ *       a replay closes the transaction it opens).
  * A batch whose records all survive is copied byte for byte; one with
- * none is dropped; otherwise it is rebuilt with the same BaseOffset,
+ * none is dropped (but X5); otherwise it is rebuilt with the same BaseOffset,
  * LastOffsetDelta, producer fields, attributes, leader epoch and codec,
  * records keeping their offsets (kp_bb_add_at).  Control batches are
  * copied.  Offsets therefore never move; gaps are allowed (read.c, R3).
@@ -186,6 +195,8 @@ struct seg_clean_job {
     int        rc;
     int64_t    t0_us;
     seg_aborted_txn *aborted;        /* X2: sorted by producer, last offset */
+    seg_producer_last *plast;        /* X5: sorted by producer */
+    size_t     nplast;
     int        naborted;
     struct txo { int64_t pid1; bool kept; } *txo;   /* X3: pid + 1 (0: free) */
     size_t     txo_mask, txo_n;
@@ -299,6 +310,40 @@ static int copy_aborted(const seg_log *log, seg_clean_job *j)
     return 0;
 }
 
+static int cmp_plast(const void *a, const void *b)
+{
+    const seg_producer_last *x = a, *y = b;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* X5: the producers whose newest batch may be an input. */
+static int copy_producers(const seg_clean_policy *p, seg_clean_job *j)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < p->nproducers; k++)
+        n += p->producers[k].last_offset < j->end_base;
+    if (n == 0)
+        return 0;
+    if (!(j->plast = malloc(n * sizeof *j->plast)))
+        return -1;
+    for (size_t k = 0; k < p->nproducers; k++)
+        if (p->producers[k].last_offset < j->end_base)
+            j->plast[j->nplast++] = p->producers[k];
+    qsort(j->plast, n, sizeof *j->plast, cmp_plast);
+    return 0;
+}
+
+/* X5, for the data batch at p (its header). */
+static bool producer_last(const seg_clean_job *j, const uint8_t *p)
+{
+    int64_t pid = seg_be64(p + KP_BATCH_OFF_ProducerId);
+    if (j->nplast == 0 || pid < 0)
+        return false;
+    seg_producer_last key = { pid, 0 };
+    const seg_producer_last *e = bsearch(&key, j->plast, j->nplast, sizeof *j->plast, cmp_plast);
+    return e && e->last_offset == seg_be64(p) + seg_be32(p + KP_BATCH_OFF_LastOffsetDelta);
+}
+
 /* X2, for the batch at p (its header). */
 static bool aborted_batch(const seg_clean_job *j, const uint8_t *p, uint16_t attrs)
 {
@@ -371,7 +416,8 @@ int seg_clean_plan(seg_log *log, const seg_clean_policy *p, seg_clean_job **job)
     }
     j->end_base = log->segs[last]->base;
     j->log_start = log->log_start;
-    if (copy_aborted(log, j) != 0) {
+    if (copy_aborted(log, j) != 0 || copy_producers(p, j) != 0) {
+        free(j->aborted);
         for (int i = 0; i < last; i++)
             seg_file_unref(j->in[i].f);
         free(j->in);
@@ -782,6 +828,26 @@ static int append_batch(seg_clean_job *j, seg_segment *s, const uint8_t *p,
     return 0;
 }
 
+/* X5: the header of batch p alone, no records, uncompressed (Kafka's
+ * writeEmptyHeader): same offsets, producer, epoch, sequence, leader
+ * epoch; both timestamps its MaxTimestamp. */
+static int append_empty(seg_clean_job *j, seg_segment *s, const uint8_t *p)
+{
+    uint8_t e[KP_BATCH_HEADER_SIZE];
+    memcpy(e, p, sizeof e);
+    put_be32(e + KP_BATCH_OFF_BatchLength, KP_BATCH_HEADER_SIZE - KP_BATCH_OFF_PartitionLeaderEpoch);
+    uint16_t attrs = (uint16_t)((p[KP_BATCH_OFF_Attributes] << 8) | p[KP_BATCH_OFF_Attributes + 1]);
+    attrs &= (uint16_t)~(KP_ATTR_CODEC_MASK | KP_ATTR_DELETE_HORIZON);
+    e[KP_BATCH_OFF_Attributes] = (uint8_t)(attrs >> 8);
+    e[KP_BATCH_OFF_Attributes + 1] = (uint8_t)attrs;
+    memcpy(e + KP_BATCH_OFF_BaseTimestamp, p + KP_BATCH_OFF_MaxTimestamp, 8);
+    put_be32(e + KP_BATCH_OFF_RecordsCount, 0);
+    put_be32(e + KP_BATCH_OFF_Crc, kp_crc32c(0, e + KP_BATCH_CRC_START,
+                                            KP_BATCH_HEADER_SIZE - KP_BATCH_CRC_START));
+    j->st.batches_emptied++;
+    return append_batch(j, s, e, sizeof e);
+}
+
 /* ---- transaction markers (X3, X4) --------------------------------------------- */
 /* P's entry in the per-producer table (grown at half full); NULL: no memory. */
 static struct txo *txo_get(seg_clean_job *j, int64_t pid)
@@ -951,8 +1017,12 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
                     break;
                 continue;
             }
+            bool last = producer_last(j, p);        /* X5 */
             if (aborted_batch(j, p, attrs)) {       /* X2 */
                 j->st.records_in += count;
+                if (last && ((rc = txn_data_seen(j, p, true)) ||
+                             (rc = append_empty(j, s, p))))
+                    break;
                 continue;
             }
             if ((size_t)count > keep_cap) {
@@ -978,10 +1048,13 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
             j->st.records_in += count;
             j->st.records_out += kept;
             if ((attrs & KP_ATTR_TRANSACTIONAL) &&
-                (rc = txn_data_seen(j, p, kept > 0)))   /* X3 */
+                (rc = txn_data_seen(j, p, kept > 0 || last)))   /* X3, X5 */
                 break;
-            if (kept == 0)
+            if (kept == 0) {
+                if (last && (rc = append_empty(j, s, p)))
+                    break;
                 continue;
+            }
             bool stamp = tombs > 0 && horizon < 0;              /* T1 */
             if (stamp)
                 horizon = new_horizon(j);
@@ -1226,6 +1299,7 @@ int seg_clean_finish(seg_log *log, seg_clean_job *j, seg_clean_stats *st)
     for (int i = 0; i < j->nin; i++)
         seg_file_unref(j->in[i].f);
     free(j->aborted);
+    free(j->plast);
     free(j->txo);
     free(j->gone);
     free(j->in);

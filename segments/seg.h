@@ -312,6 +312,13 @@ int  seg_remove_dir(const char *dir);
  * Between plan and finish the log must not be closed; retention defers
  * deleting the segments under cleaning, seg_truncate below them fails
  * with SEG_E_STATE.  Crash safety: see cleaner.c. */
+/* A live producer's newest data batch, by the offset it ends at (Kafka's
+ * lastDataOffset): compaction keeps that batch, empty if need be
+ * (cleaner.c X5). */
+typedef struct seg_producer_last {
+    int64_t pid, last_offset;
+} seg_producer_last;
+
 typedef struct seg_clean_policy {
     int64_t now_ms;
     int64_t min_compaction_lag_ms;   /* min.compaction.lag.ms */
@@ -329,6 +336,8 @@ typedef struct seg_clean_policy {
                                         dropped (the newest producer state
                                         snapshot: a replay from it may need
                                         them, cleaner.c X3) */
+    const seg_producer_last *producers;  /* any order; seg_clean_plan */
+    size_t  nproducers;                  /* copies them (cleaner.c X5) */
 } seg_clean_policy;
 
 typedef struct seg_clean_stats {
@@ -345,6 +354,7 @@ typedef struct seg_clean_stats {
                                          (-1: none kept) */
     int64_t  markers_held;            /* first marker past its horizon kept
                                          for the producer snapshot; -1 none */
+    int64_t  batches_emptied;         /* kept as a header alone (cleaner.c X5) */
     bool     txn_index_failed;        /* a compacted segment's .txnindex not
                                          written: kept in memory, retried
                                          (txnindex.c X3) */

@@ -132,6 +132,24 @@ static void clean_done(bk_work *work)
 
 struct tick_arg { bk_broker *b; seg_clean_policy pol; };
 
+/* cleaner.c X5: each producer's newest data batch, by its last offset
+ * (Kafka's lastDataOffset).  *out is malloc'd (NULL: none or no memory,
+ * then compaction keeps none, as before). */
+static size_t producers_last(const bk_pstate *ps, seg_producer_last **out)
+{
+    *out = NULL;
+    if (!ps || ps->n == 0 || !(*out = malloc(ps->n * sizeof **out)))
+        return 0;
+    size_t n = 0;
+    for (uint32_t i = 0; i < ps->cap && n < ps->n; i++) {
+        const bk_producer *e = ps->slots[i];
+        if (e && e->n > 0)
+            (*out)[n++] = (seg_producer_last){
+                e->pid, e->batches[e->head].base_offset + e->batches[e->head].offset_delta };
+    }
+    return n;
+}
+
 static void tick_replica(bk_partition *p, void *arg)
 {
     struct tick_arg *a = arg;
@@ -148,9 +166,14 @@ static void tick_replica(bk_partition *p, void *arg)
     pol.has_unstable = p->producers && p->producers->first_unstable >= 0;
     pol.unstable_from = pol.has_unstable ? p->producers->first_unstable : 0;
     pol.markers_below = p->producers ? p->producers->snapshot_at : -1;   /* cleaner.c X3 */
+    seg_producer_last *last;
+    pol.nproducers = producers_last(p->producers, &last);
+    pol.producers = last;
     {
         seg_clean_job *job;
-        if (seg_clean_plan(p->log, &pol, &job) != 1)
+        int due = seg_clean_plan(p->log, &pol, &job);
+        free(last);                   /* the plan copied what it needs */
+        if (due != 1)
             return;
         clean_work *w = calloc(1, sizeof *w);
         if (!w) {

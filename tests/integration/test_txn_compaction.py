@@ -5,7 +5,10 @@ read_uncommitted readers alike see each key's latest committed value and
 never an aborted one; the markers of transactions whose records all went
 are stamped with a delete horizon and, delete.retention.ms later, leave the
 log (segments/cleaner.c X3), which the raw batches of the partition show,
-and the readers still read the same."""
+and the readers still read the same.  The newest batch of each live producer
+stays even when none of its records does, as a batch with no records
+(cleaner.c X5, Kafka's RETAIN_EMPTY), so that a producer state rebuilt from
+the log still knows the producer."""
 import os
 import re
 import struct
@@ -18,8 +21,10 @@ from support import ck_producer, create_topic, produce_ok, topic_name
 from test_compaction import read_log
 
 KEYS = [b"key%02d" % k for k in range(10)]
-COMMITS = {0: True, 1: True, 2: False, 3: True, 4: False, 5: True, 6: False}
-LAST_COMMITTED = 5
+# the producer's last round commits: its newest batch then holds live values
+# (a last batch left without records stays, empty: the second test)
+COMMITS = {0: True, 1: True, 2: False, 3: True, 4: False, 5: True, 6: False, 7: True}
+LAST_COMMITTED = 7
 RETENTION_S = 3.0
 ATTR_CONTROL, ATTR_DELETE_HORIZON = 0x20, 0x40
 
@@ -78,8 +83,14 @@ def compacted(got):
 
 
 def batches(b, t):
-    """(base offset, attributes) of every batch in the partition, from a raw
-    read_uncommitted Fetch walked to the high watermark."""
+    """(base offset, attributes) of every batch in the partition."""
+    return [(h["base"], h["attrs"]) for h in headers(b, t)]
+
+
+def headers(b, t):
+    """The header of every batch in the partition (base, attrs, pid, epoch,
+    seq, delta, count), from a raw read_uncommitted Fetch walked to the
+    high watermark."""
     out, offset, high = [], 0, watermarks(b, t)[1]
     with kr.Conn(b.port) as c:
         while offset < high:
@@ -93,7 +104,9 @@ def batches(b, t):
                 if pos + 12 + length > len(data):
                     break                                   # a cut batch at the end
                 attrs, delta = struct.unpack_from(">hi", data, pos + 21)
-                out.append((base, attrs))
+                pid, epoch, seq, count = struct.unpack_from(">qhii", data, pos + 43)
+                out.append(dict(base=base, attrs=attrs, pid=pid, epoch=epoch, seq=seq,
+                                delta=delta, count=count))
                 offset = base + delta + 1
                 pos += 12 + length
     return out
@@ -162,3 +175,72 @@ def test_compacted_transactional_topic_keeps_committed_values_and_sheds_empty_ma
     for isolation in ("read_committed", "read_uncommitted"):
         assert compacted(read_all(b, t, isolation)), isolation
     assert not [f for f in os.listdir(d) if f.endswith(".txnindex")], os.listdir(d)
+
+
+def test_a_producers_newest_batch_stays_without_its_records(start_broker):
+    """Producer A writes every key once, producer B overwrites them: once
+    compacted, A's batch has no record left, yet stays as a header with no
+    records (same offsets, producer id, epoch, sequence), so that after a
+    power cut that loses the producer snapshots the state replayed from the
+    log still has A with its epoch and last sequence (DescribeProducers,
+    what kafka-transactions.sh shows) -- Kafka's cleaner does the same.
+    Every reader (confluent-kafka at both isolation levels, kafka-python)
+    reads B's values and nothing else across the empty batch."""
+    from test_txn_partition import describe_producers
+    from kafka import KafkaConsumer, TopicPartition as KpTp
+    b = fast_broker(start_broker)
+    t = topic_name("lastbatch")
+    create_topic(b, t, 1, {"cleanup.policy": "compact", "segment.bytes": "4096",
+                           "min.cleanable.dirty.ratio": "0.01", "file.delete.delay.ms": "0"})
+    for tag in (b"old-", b"new-"):
+        p = ck_producer(b, **{"enable.idempotence": True, "linger.ms": 100,
+                              "compression.type": "gzip"})
+        produce_ok(p, t, [{"key": k, "value": tag + k, "partition": 0} for k in KEYS])
+    first = headers(b, t)
+    a = first[0]
+    assert a["count"] == len(KEYS) and a["pid"] >= 0, first     # one batch each
+    roll_active(b, t, b"a")
+
+    def compacted_to_new(isolation):
+        got = read_all(b, t, isolation)
+        return {m.key(): [m.value()] for m in got if not m.key().startswith(b"filler")} == \
+            {k: [b"new-" + k] for k in KEYS}
+    for isolation in ("read_committed", "read_uncommitted"):
+        assert wait_for("a compaction (%s)" % isolation,
+                        lambda: compacted_to_new(isolation), timeout=30)
+    kept = [h for h in headers(b, t) if h["base"] == a["base"]]
+    assert kept == [dict(a, count=0, attrs=a["attrs"] & ~0x07)], (kept, a)   # uncompressed
+    before = [x for x in describe_producers_of(b, t, describe_producers) if x[0] == a["pid"]]
+    assert before and before[0][1:3] == (a["epoch"], a["seq"] + a["delta"]), before
+
+    d = b.partition_dir(t)
+    b.kill()
+    for f in os.listdir(d):
+        if f.endswith(".snapshot"):
+            os.unlink(os.path.join(d, f))
+    b.start()
+    after = [x for x in describe_producers_of(b, t, describe_producers) if x[0] == a["pid"]]
+    assert after and after[0][:3] == before[0][:3], (before, after)
+    for isolation in ("read_committed", "read_uncommitted"):
+        assert compacted_to_new(isolation), isolation
+    high = watermarks(b, t)[1]
+    c = KafkaConsumer(bootstrap_servers="127.0.0.1:%d" % b.port, enable_auto_commit=False,
+                      consumer_timeout_ms=5000)
+    try:
+        tp = KpTp(t, 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        got, deadline = [], time.monotonic() + 30
+        while time.monotonic() < deadline and (not got or got[-1].offset < high - 1):
+            for recs in c.poll(timeout_ms=500).values():
+                got += recs
+        assert {m.key: m.value for m in got if not m.key.startswith(b"filler")} == \
+            {k: b"new-" + k for k in KEYS}
+        assert got[-1].offset == high - 1
+    finally:
+        c.close()
+
+
+def describe_producers_of(b, t, describe_producers):
+    with kr.Conn(b.port) as c:
+        return describe_producers(c, t)

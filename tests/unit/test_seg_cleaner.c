@@ -999,6 +999,101 @@ START_TEST(test_abort_reaching_past_the_cleaned_part_keeps_its_entry)
 }
 END_TEST
 
+/* Producer pid's batch of the given keys (gzip, so that the emptied
+ * header must also say "uncompressed"); its base offset. */
+static int64_t append_producer(seg_log *log, int64_t pid, int32_t seq, bool txn, int nkeys)
+{
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_batch_builder bb;
+    kp_bb_init(&bb, &b, KP_CODEC_GZIP);
+    kp_bb_set_producer(&bb, pid, 3, seq);
+    bb.extra_attrs = txn ? KP_ATTR_TRANSACTIONAL : 0;
+    char k[8], v[32];
+    for (int i = 0; i < nkeys; i++) {
+        snprintf(k, sizeof k, "k%d", i);
+        snprintf(v, sizeof v, "v%lld", (long long)(seg_log_end(log) + i));
+        kp_bb_add(&bb, 1000 + i, k, (int32_t)strlen(k), v, (int32_t)strlen(v), NULL, 0);
+    }
+    ck_assert_int_gt(kp_bb_finish(&bb), 0);
+    int64_t base;
+    ck_assert_int_eq(seg_append(log, b.data, b.len, 1000, &base), 0);
+    kp_buf_free(&b);
+    return base;
+}
+
+/* The header of the batch at offset base, as the log serves it; false
+ * when no batch starts there. */
+static bool batch_at(seg_log *log, int64_t base, kp_batch *out)
+{
+    seg_range r;
+    ck_assert_int_eq(seg_read(log, base, INT64_MAX, 1 << 20, &r), 0);
+    uint8_t *buf = malloc(r.len ? r.len : 1);
+    ck_assert_int_eq(pread(r.fd, buf, r.len, r.pos), (ssize_t)r.len);
+    bool found = false;
+    for (size_t pos = 0; pos < r.len && !found;) {
+        int64_t sz = kp_batch_check_stored(buf + pos, r.len - pos, out);
+        ck_assert_int_gt(sz, 0);                        /* CRC and lengths valid */
+        found = out->BaseOffset == base;
+        pos += (size_t)sz;
+    }
+    free(buf);
+    seg_range_release(&r);
+    return found;
+}
+
+START_TEST(test_each_producers_last_batch_stays_empty_if_need_be)
+{
+    seg_log *log = open_log(2048);
+    int64_t a = append_producer(log, 7, 40, false, 2);   /* superseded, pid 7's last */
+    int64_t gone = append_producer(log, 9, 5, false, 2); /* superseded, pid 9 not live */
+    int64_t t = append_producer(log, 11, 0, true, 2);    /* aborted, pid 11's last */
+    int64_t abort = append_txn(log, 11, NULL, true, false);
+    seg_aborted_txn e = { 11, t, abort, abort + 1 };
+    ck_assert_int_eq(seg_txn_add(log, &e), 0);
+    int64_t newer = append_producer(log, 8, 0, false, 2);
+    dirty_more(log, 30);
+    seg_producer_last live[] = { { 11, t + 1 }, { 8, newer + 1 }, { 7, a + 1 } };
+    seg_clean_policy p = policy();
+    p.delete_retention_ms = 0;
+    p.producers = live;
+    p.nproducers = 3;
+    seg_clean_stats st;
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert_int_eq(st.batches_emptied, 2);
+
+    kp_batch h;
+    ck_assert(batch_at(log, a, &h));                     /* cleaner.c X5 */
+    ck_assert_int_eq(h.RecordsCount, 0);
+    ck_assert_int_eq(h.ProducerId, 7);
+    ck_assert_int_eq(h.ProducerEpoch, 3);
+    ck_assert_int_eq(h.BaseSequence, 40);
+    ck_assert_int_eq(h.LastOffsetDelta, 1);              /* still ends where it did */
+    ck_assert_int_eq(h.Attributes & KP_ATTR_CODEC_MASK, KP_CODEC_NONE);
+    ck_assert_int_eq(h.BaseTimestamp, 1001);             /* its MaxTimestamp */
+    ck_assert(!batch_at(log, gone, &h));                 /* an expired producer's went */
+    ck_assert(batch_at(log, t, &h));                     /* aborted: its header stays */
+    ck_assert_int_eq(h.RecordsCount, 0);
+    ck_assert(h.Attributes & KP_ATTR_TRANSACTIONAL);
+    ck_assert(batch_at(log, abort, &h));                 /* so its marker and entry do */
+    ck_assert_int_eq(seg_txn_count(log), 1);
+    ck_assert(batch_at(log, newer, &h));
+    ck_assert_int_eq(h.RecordsCount, 2);
+    char v[32], want[32];
+    value_of(log, "k0", v, sizeof v);                    /* no record came back */
+    snprintf(want, sizeof want, "v%lld", (long long)newer);
+    ck_assert_str_eq(v, want);
+
+    /* a second run keeps them as they are */
+    dirty_more(log, 30);
+    ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    ck_assert(batch_at(log, a, &h));
+    ck_assert_int_eq(h.RecordsCount, 0);
+    ck_assert(batch_at(log, abort, &h));
+    seg_close(log);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -1021,6 +1116,7 @@ int main(void)
         test_empty_markers_go_after_delete_retention,
         test_abort_reaching_past_the_cleaned_part_keeps_its_entry,
         test_marker_past_the_producer_snapshot_waits_for_it,
+        test_each_producers_last_batch_stays_empty_if_need_be,
     };
     return unit_run("seg_cleaner", "cleaner", tests, sizeof tests / sizeof *tests,
                     setup, teardown, 60);
