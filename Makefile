@@ -8,7 +8,7 @@
 #   make deps            install the Debian packages listed in DEBIAN_PACKAGES
 #   make SANITIZE=1 check   the same suite under ASan + UBSan
 #   make fuzz            libFuzzer targets in tests/fuzz/ (FUZZ_SECONDS=N each)
-#   make bench           build and run the benchmarks in bench/
+#   make bench           build the benchmarks in bench/ (make bench-run runs them)
 #   make clean
 #
 # Modules are static libraries, one per folder, built from every .c in it;
@@ -96,7 +96,7 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 # link failed.
 .SECONDARY: $(call obj,$(UNIT_SRC) $(BENCH_SRC) $(TOOLS_SRC) $(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: all check check-layers check-labels unit integration run run-cluster deps deps-if-missing bench clean
+.PHONY: all check check-layers check-labels unit integration run run-cluster deps deps-if-missing bench bench-run clean
 all: $(SLUICED) $(UNIT_BIN) $(BENCH_BIN) $(if $(CLIENT_SRC),$(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)) $(SLUICE_SQL)
 
 # Order-only on the generated header: any object may include kp_msgs.h,
@@ -339,8 +339,13 @@ run-cluster: deps-if-missing
 	@$(MAKE) --no-print-directory $(SLUICED) $(SLUICE_SQL)
 	@SLUICED=$(SLUICED) SLUICE_SQL=$(SLUICE_SQL) exec sh examples/cluster/run-cluster.sh
 
+# `make bench` builds the benchmarks; `make bench-run` runs each in turn,
+# under the lock other sessions' benchmarks take (flock), so none of them
+# measures on a machine another benchmark is loading.
 bench: $(BENCH_BIN)
-	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+bench-run: $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do echo "== $$b"; flock /tmp/sluice-bench.lock $$b || exit 1; done
 
 clean:
 	rm -rf build build-san
