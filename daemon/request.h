@@ -59,6 +59,9 @@ typedef int (*bk_handler)(bk_req *r);
 void net_req_add_range(bk_req *r, seg_range *range);
 /* Completes a deferred request: sends its response, resumes the connection. */
 void net_req_finish(bk_req *r);
+/* Completes a deferred request that has no response (BK_NO_RESPONSE: an
+ * acks=0 Produce that waited for its transaction's verification). */
+void net_req_finish_silent(bk_req *r);
 /* Completes a deferred request by closing the connection, after sending
  * the response if send (a failed SASL login: BK_RESPOND_CLOSE's way). */
 void net_req_close(bk_req *r, bool send);

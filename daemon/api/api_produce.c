@@ -442,7 +442,7 @@ static void produce_partition(bk_req *r, kp_str txn_id, int16_t acks, kp_str top
  * the request is then run again with its verdicts. */
 static int16_t pv_verdict(const bk_partition *p, int16_t err);
 
-static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p, int16_t acks,
+static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p,
                           const kp_batch *bh, produce_result *res)
 {
     if (!(bh->Attributes & KP_ATTR_TRANSACTIONAL) ||
@@ -461,8 +461,8 @@ static int16_t verify_txn(bk_req *r, kp_str txn_id, bk_partition *p, int16_t ack
     switch (err) {
     case KP_NONE:
         return KP_NONE;
-    case KP_NOT_COORDINATOR:                      /* not asked (acks=0): Kafka's old way */
-        return acks == 0 ? KP_NONE : KP_NOT_ENOUGH_REPLICAS;
+    case KP_NOT_COORDINATOR:                      /* not asked: retriable */
+        return KP_NOT_ENOUGH_REPLICAS;
     case KP_INVALID_TXN_STATE:
         res->error_message = kp_str_cstr("Partition was not added to the transaction");
         return err;
@@ -515,7 +515,7 @@ static void append_partition(bk_req *r, kp_str txn_id, bk_partition *p, int16_t 
             return;
         }
     }
-    if ((res->error = verify_txn(r, txn_id, p, acks, &first, res)) != KP_NONE)
+    if ((res->error = verify_txn(r, txn_id, p, &first, res)) != KP_NONE)
         return;
 
     int64_t base = -1;
@@ -779,7 +779,7 @@ static void pv_done(void *arg, int16_t error, kp_rd *body)
 static int pv_start(bk_req *r, const kp_ProduceRequest *q, kp_rd body0)
 {
     bk_broker *b = r->b;
-    if (pv_cur || q->TransactionalId.len <= 0 || q->Acks == 0 || !bk_cluster_mode(b) ||
+    if (pv_cur || q->TransactionalId.len <= 0 || !bk_cluster_mode(b) ||
         !b->cfg->transaction_partition_verification_enable || !b->txn_coordinator_of)
         return 0;
     int32_t coord = -2;

@@ -48,6 +48,8 @@ void api_verify_rerun(bk_req *r, kp_rd body, int (*handler)(bk_req *r))
     int rc = handler(r);
     if (rc == BK_RESPOND)
         net_req_finish(r);
+    else if (rc == BK_NO_RESPONSE)
+        net_req_finish_silent(r);
     else if (rc != BK_DEFER)
         net_req_close(r, false);
 }

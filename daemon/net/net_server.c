@@ -573,18 +573,9 @@ static bool flush_out(bk_conn *c)
     return true;
 }
 
-void net_req_finish(bk_req *r)
+/* A deferred request's end, answered or not: the connection goes on. */
+static void req_finished(bk_conn *c)
 {
-    bk_conn *c = r->conn;
-    if (r->out->err) {
-        conn_free(c);
-        return;
-    }
-    send_response(c);
-    if (c->out.err) {
-        conn_free(c);
-        return;
-    }
     if (!flush_out(c))
         return;
     c->busy = false;
@@ -598,6 +589,27 @@ void net_req_finish(bk_req *r)
         want_read(c, true);
     if (!c->paused && !c->in_process)
         process_input(c);
+}
+
+void net_req_finish(bk_req *r)
+{
+    bk_conn *c = r->conn;
+    if (r->out->err) {
+        conn_free(c);
+        return;
+    }
+    send_response(c);
+    if (c->out.err) {
+        conn_free(c);
+        return;
+    }
+    req_finished(c);
+}
+
+void net_req_finish_silent(bk_req *r)
+{
+    net_metrics_request(r->hdr.RequestApiKey, bk_mono_us() - r->received_us);
+    req_finished(r->conn);
 }
 
 void net_req_close(bk_req *r, bool send)

@@ -18,7 +18,7 @@ from test_cluster_txn_coordinator import agreed, started
 from test_txn_coordinator import (INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, NONE, add_partitions,
                                   init_pid, until_settled)
 from test_txn_partition import batch
-from test_txn_verify import produce_txn
+from test_txn_verify import produce_parts, produce_txn
 
 NOT_ENOUGH_REPLICAS = 19
 
@@ -46,10 +46,11 @@ def test_the_leader_asks_the_coordinator_on_another_broker(make_cluster):
                if agreed(c.brokers, t) == 1)          # coordinated by broker 1
     t = topic_name("txvc")
     fs = ck_admin(c.brokers[0]).create_topics(
-        [NewTopic(t, 2, replica_assignment=[[2, 3, 1], [2, 1, 3]])], operation_timeout=15)
+        [NewTopic(t, 3, replica_assignment=[[2, 3, 1], [2, 1, 3], [2, 3, 1]])],
+        operation_timeout=15)
     fs[t].result(timeout=20)
     b1, b2 = c.broker(1), c.broker(2)
-    wait_for(lambda: leaders(b2, t) == {0: 2, 1: 2}, 30, "broker 2 to lead both partitions")
+    wait_for(lambda: leaders(b2, t) == {0: 2, 1: 2, 2: 2}, 30, "broker 2 to lead the partitions")
     with kr.Conn(b1.port, timeout=30) as coord, kr.Conn(b2.port, timeout=30) as leader:
         err, pid, epoch = until_settled(lambda: init_pid(coord, tid))
         assert err == NONE
@@ -64,8 +65,24 @@ def test_the_leader_asks_the_coordinator_on_another_broker(make_cluster):
         assert produce_txn(leader, tid, t, batch([b"old"], pid, epoch + 1, 0), 1) == \
             (INVALID_PRODUCER_EPOCH, -1)
         assert log_end(b2, t, 1) == 0
-    got = consume(b2, t, [0], 3, timeout=30, **{"isolation.level": "read_uncommitted"})
-    assert [m.value() for m in got] == [b"in-0", b"in-1", b"in-2"]
+    # acks=0 asks the coordinator too: a partition never added is refused
+    # (the client hears it by its connection's close, as Kafka tells acks=0
+    # producers), one just added is written after the coordinator's answer
+    with kr.Conn(b2.port, timeout=30) as leader:
+        produce_parts(leader, tid, [(t, 2, batch([b"stray"], pid, epoch, 0))], acks=0)
+        with pytest.raises(kr.Closed):
+            leader.recv_frame()
+    assert log_end(b2, t, 2) == 0
+    with kr.Conn(b1.port, timeout=30) as coord, kr.Conn(b2.port, timeout=30) as leader:
+        assert add_partitions(coord, tid, pid, epoch, [(t, [2])]) == [(t, [(2, NONE)])]
+        produce_parts(leader, tid, [(t, 2, batch([b"quiet"], pid, epoch, 0))], acks=0)
+        # the connection goes on after it: the next request is answered
+        assert produce_txn(leader, tid, t, batch([b"in-3"], pid, epoch, 3), 0) == (NONE, 3)
+    assert log_end(b2, t, 2) == 1
+    got = consume(b2, t, [2], 1, timeout=30, **{"isolation.level": "read_uncommitted"})
+    assert [m.value() for m in got] == [b"quiet"]
+    got = consume(b2, t, [0], 4, timeout=30, **{"isolation.level": "read_uncommitted"})
+    assert [m.value() for m in got] == [b"in-0", b"in-1", b"in-2", b"in-3"]
     status, text, _ = socket_http(admin_socket(b2), "/metrics")
     sent = re.search(r"^sluice_peer_requests_total (\d+)$", text, re.M)
     assert status == 200 and int(sent.group(1)) >= 1    # the verification went to broker 1
