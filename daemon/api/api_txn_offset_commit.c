@@ -32,7 +32,8 @@
  *
  * Not verified, as Kafka: transaction.partition.verification.enable off;
  * a request refused as a whole anyway (the group room answers it: no WRITE
- * on the id, no READ on the group, an empty group id).  One malloc per
+ * on the id, no READ on the group, an empty group id, a group this broker
+ * does not coordinate now).  One malloc per
  * request that waits for another broker; a connection gone meanwhile
  * leaves tv->r NULL and the answer frees it.
  */
@@ -139,10 +140,12 @@ int api_handle_txn_offset_commit(bk_req *r)
         return BK_CLOSE;
     if (tv_cur)
         return gc_txn_offset_commit(r, &q, tv_cur->verdict);
-    /* Refused as a whole by the group room, or verification off. */
+    /* Refused as a whole by the group room (a group coordinated
+     * elsewhere too: no verification wasted on it), or verification off. */
     if (!b->cfg->transaction_partition_verification_enable || q.GroupId.len <= 0 ||
         !sec_authorized(r, BK_RES_TRANSACTIONAL_ID, q.TransactionalId, BK_OP_WRITE) ||
-        !sec_authorized(r, BK_RES_GROUP, q.GroupId, BK_OP_READ))
+        !sec_authorized(r, BK_RES_GROUP, q.GroupId, BK_OP_READ) ||
+        gc_coordinator_error(q.GroupId) != KP_NONE)
         return gc_txn_offset_commit(r, &q, KP_NONE);
     int32_t part = txn_offsets_partition(b, q.GroupId);
     int16_t err = txn_verify_partition(b, q.TransactionalId, q.ProducerId, q.ProducerEpoch,

@@ -17,6 +17,9 @@ int  gc_groups_init(bk_broker *b);
 void gc_groups_shutdown(bk_broker *b);
 /* "Who coordinates group G": one place to ask.  Standalone: this broker. */
 int32_t gc_coordinator_of(bk_broker *b, const char *group);
+/* NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS, ..._NOT_AVAILABLE) when
+ * this broker cannot coordinate group id now, else 0. */
+int16_t gc_coordinator_error(kp_str id);
 /* abs(javaStringHashCode(id)) % npartitions: Kafka's partitionFor (group_log.c). */
 int32_t gc_log_partition_in(int32_t npartitions, const char *id, size_t len);
 /* The coordinator's writes answer on the loop once durable: done(arg, rc)

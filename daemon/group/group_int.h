@@ -232,8 +232,6 @@ typedef struct gc_coord {
 extern gc_coord *gc;
 
 /* ---- group_coordinator.c: the table, the state machine, timers ------------------------- */
-/* NOT_COORDINATOR when this broker does not coordinate group id, else 0. */
-int16_t gc_coordinator_error(kp_str id);
 /* The apply half of a delete, after its job's sync: rc is the store's
  * outcome; returns the KP_* answer, the reason in w->delete_err. */
 int gc_delete_apply(gc_wait *w, int rc);

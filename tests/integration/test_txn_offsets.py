@@ -10,6 +10,7 @@ transaction comes from the transaction coordinator (or a WriteTxnMarkers
 to the group's partition); the end-to-end checks use confluent-kafka's
 send_offsets_to_transaction."""
 import os
+import re
 import signal
 import sqlite3
 import time
@@ -50,6 +51,14 @@ def txn_commit_body(v, txn_id, group, pid, epoch, parts, gen=-1, member="", inst
     body += kr.varray([kr.vstring(tp, flex) + kr.varray(ps, flex) + kr.vtags(flex)
                        for tp, ps in topics.items()], flex)
     return body + kr.vtags(flex)
+
+
+def peer_requests(b):
+    """The broker's count of calls to other brokers (/metrics)."""
+    from support import admin_socket, socket_http
+    status, text, _ = socket_http(admin_socket(b), "/metrics")
+    assert status == 200
+    return int(re.search(r"^sluice_peer_requests_total (\d+)$", text, re.M).group(1))
 
 
 def txn_commit(c, v, *a, **kw):
@@ -387,6 +396,14 @@ def test_cluster_txn_offset_commit_is_verified_by_another_brokers_coordinator(ma
     assert tid, "every transactional id tried is coordinated by the group's coordinator"
     with kr.Conn(tb.port) as tc:
         pid, epoch = new_producer(tc, tid)
+    # a broker that is not the group's coordinator answers NOT_COORDINATOR
+    # without asking the transaction coordinator first
+    if tb.broker_id != coord:
+        other = next(x for x in cl.brokers if x.broker_id not in (coord, tb.broker_id))
+        sent = peer_requests(other)
+        with kr.Conn(other.port) as c:
+            assert txn_commit(c, 3, tid, g, pid, epoch, parts) == [(t, 0, 16)]
+        assert peer_requests(other) == sent
     with kr.Conn(gb.port) as c:
         assert txn_commit(c, 3, tid, g, pid + 1000, epoch, parts) == \
             [(t, 0, INVALID_PRODUCER_ID_MAPPING)]
