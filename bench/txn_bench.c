@@ -26,7 +26,11 @@
  *            mean time in the broker (each broker's /metrics); the share
  *            of the transactional rounds the application spent blocked in
  *            commit_transaction (which flushes what is queued) and
- *            begin_transaction.
+ *            begin_transaction.  $BENCH_CALLGRIND=idempotent or
+ *            =transactional: that side's rounds only, the brokers under
+ *            valgrind's callgrind, counted from the first round to the last
+ *            (callgrind_control -z, -d): instructions per MB produced, each
+ *            broker; user space only (the kernel's copies are not counted).
  *   read     two one-partition RF-3 topics filled by a transactional
  *            producer (1,000 records of 1 KiB per transaction), in one
  *            every 10th transaction aborted; each read from offset 0 to
@@ -266,10 +270,14 @@ static void req_print(const char *step, const req_mark *m, double gb)
         n += snprintf(per + n, sizeof per - (size_t)n, "%s%.0f", i ? " " : "",
                       m->n[i][RQ_FETCH] / gb);
     }
+    /* More AddPartitionsToTxn than EndTxn: the client retried some (a
+     * CONCURRENT_TRANSACTIONS answer costs librdkafka a 20 ms backoff). */
     printf("%s:   requests per GB: Produce %.0f (mean batch %.1f KiB), Fetch %.0f (%s), "
-           "AddPartitionsToTxn %.0f, EndTxn %.0f, other transactions' %.0f\n", step,
-           tot[RQ_PRODUCE] / gb, tot[RQ_PRODUCE] > 0 ? gb * 1e9 / tot[RQ_PRODUCE] / 1024 : 0,
-           tot[RQ_FETCH] / gb, per, tot[RQ_ADD] / gb, tot[RQ_END] / gb, tot[RQ_TXN] / gb);
+           "AddPartitionsToTxn %.0f (%.2f per EndTxn), EndTxn %.0f, other transactions' %.0f\n",
+           step, tot[RQ_PRODUCE] / gb,
+           tot[RQ_PRODUCE] > 0 ? gb * 1e9 / tot[RQ_PRODUCE] / 1024 : 0, tot[RQ_FETCH] / gb, per,
+           tot[RQ_ADD] / gb, tot[RQ_END] > 0 ? tot[RQ_ADD] / tot[RQ_END] : 0, tot[RQ_END] / gb,
+           tot[RQ_TXN] / gb);
     double ms[RQ_N];
     for (int k = 0; k < RQ_N; k++)
         ms[k] = tot[k] > 0 ? m->secs[k] * 1e3 / tot[k] : 0;
@@ -318,6 +326,63 @@ static double produce_round(const char *bs, const char *topic, const char *tid, 
     return (double)n / secs;
 }
 
+/* ---- $BENCH_CALLGRIND: one side's instructions, broker by broker ---------- */
+
+/* -1: both sides as usual; else the side (0 idempotent, 1 transactional)
+ * whose rounds run alone, the brokers under callgrind (cg_wrap). */
+static int cg_side = -1;
+
+/* The brokers run through a script in the scratch directory that execs
+ * sluiced under callgrind (the broker keeps valgrind's pid). */
+static void cg_wrap(void)
+{
+    const char *side = getenv("BENCH_CALLGRIND");
+    if (!side || !*side)
+        return;
+    cg_side = !strcmp(side, "transactional") ? 1 : !strcmp(side, "idempotent") ? 0 : -2;
+    if (cg_side < 0)
+        die("BENCH_CALLGRIND=%s: idempotent or transactional", side);
+    static char wrap[300];
+    snprintf(wrap, sizeof wrap, "%s/sluiced-callgrind", bench_scratch);
+    FILE *f = fopen(wrap, "w");
+    if (!f || fprintf(f, "#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/"
+                      "cg.%%p.out %s \"$@\"\n", bench_scratch, bench_sluiced_path()) < 0 ||
+        fclose(f) || chmod(wrap, 0755))
+        die("cannot write %s", wrap);
+    setenv("SLUICED", wrap, 1);
+}
+
+static void cg_control(const char *what)
+{
+    for (int i = 0; i < NBROKERS; i++) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "callgrind_control %s %d >/dev/null 2>&1", what,
+                 (int)brokers[i].pid);
+        if (system(cmd) != 0)
+            die("%s failed (valgrind installed?)", cmd);
+    }
+}
+
+/* After cg_control("-d"): each broker's instructions per MB of mb. */
+static void cg_print(double mb)
+{
+    printf("produce: callgrind, %s side only: instructions per MB produced (user space), "
+           "broker", cg_side ? "transactional" : "idempotent");
+    for (int i = 0; i < NBROKERS; i++) {
+        char path[300], line[256];
+        snprintf(path, sizeof path, "%s/cg.%d.out.1", bench_scratch, (int)brokers[i].pid);
+        FILE *f = fopen(path, "r");
+        double total = -1;
+        while (f && fgets(line, sizeof line, f))
+            if (!strncmp(line, "totals:", 7))
+                total = atof(line + 7);
+        if (f)
+            fclose(f);
+        printf(" %d: %.0f", i + 1, total / mb);
+    }
+    printf(" ($BENCH_KEEP=1 keeps %s/cg.*.out.1 for callgrind_annotate)\n", bench_scratch);
+}
+
 static void bench_produce(long n)
 {
     char bs[64];
@@ -329,9 +394,14 @@ static void bench_produce(long n)
     long commits[PRODUCE_ROUNDS];
     double blocked = 0;             /* in commit_transaction + begin_transaction */
     long ncommits = 0;
+    if (cg_side >= 0)
+        cg_control("-z");
     for (int r = 0; r < PRODUCE_ROUNDS; r++) {
         for (int k = 0; k < 2; k++) {
             int side = (k == 0) == (r % 2 == 0);
+            rate[side][r] = 1;
+            if (cg_side >= 0 && side != cg_side)
+                continue;
             long c = 0;
             req_mark q0 = req_now();
             cpu_mark c0 = cpu_now();
@@ -349,6 +419,11 @@ static void bench_produce(long n)
                    side ? "transactional" : "idempotent", rate[side][r]);
         }
         pair[r] = rate[1][r] / rate[0][r];
+    }
+    if (cg_side >= 0) {
+        cg_control("-d");
+        cg_print((double)n * TXN_MSG_SIZE * PRODUCE_ROUNDS / 1e6);
+        return;
     }
     double med[2] = { bench_median(rate[0], PRODUCE_ROUNDS), bench_median(rate[1], PRODUCE_ROUNDS) };
     printf("produce: librdkafka %s, %ld records of %d bytes per round, RF 3 acks=all "
@@ -620,7 +695,9 @@ int main(int argc, char **argv)
     const char *tmo = getenv("BENCH_TIMEOUT");
     bench_catch_signals(tmo ? (unsigned)atoi(tmo) : 900);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("txn_bench: reproduce with: %s%s%sflock /tmp/sluice-bench.lock %s %s %ld %ld %g %d\n",
+    const char *cg = getenv("BENCH_CALLGRIND");
+    printf("txn_bench: reproduce with: %s%s%s%s%s%sflock /tmp/sluice-bench.lock %s %s %ld %ld %g "
+           "%d\n", cg ? "BENCH_CALLGRIND=" : "", cg ? cg : "", cg ? " " : "",
            getenv("BENCH_STEPS") ? "BENCH_STEPS=" : "",
            getenv("BENCH_STEPS") ? getenv("BENCH_STEPS") : "", getenv("BENCH_STEPS") ? " " : "",
            argv[0], bench_sluiced_path(), msgs, mib, secs, producers);
@@ -640,6 +717,7 @@ int main(int argc, char **argv)
         cluster_admin_port[i] = bench_free_port();      /* /metrics: req_now */
     bench_mkdtemp(bench_scratch, sizeof bench_scratch, "sluice-txn-bench");
     bench_track(0, false);            /* registers the atexit cleanup */
+    cg_wrap();
     zk_server_start();
     zk_client_open();
     cluster_start();
