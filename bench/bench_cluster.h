@@ -30,6 +30,9 @@ static bench_broker brokers[NBROKERS];
 static char cluster_chroot[64] = CHROOT;  /* the brokers' chroot */
 static const char *cluster_tag = "";      /* prefix of their directories */
 static char broker_extra[NBROKERS][5][128];
+/* A broker's admin listener (/metrics): on 127.0.0.1 at that port when set
+ * before its first start; 0: none. */
+static int cluster_admin_port[NBROKERS];
 static bench_broker standalone;
 static pid_t zk_pid;
 static int zk_port;
@@ -229,7 +232,11 @@ static double cluster_broker_start(int i)
         snprintf(broker_extra[i][2], sizeof broker_extra[i][2],
                  "zookeeper.session.timeout.ms=" SESSION_TIMEOUT_MS);
         snprintf(broker_extra[i][3], sizeof broker_extra[i][3], "auto.create.topics.enable=false");
-        snprintf(broker_extra[i][4], sizeof broker_extra[i][4], "admin.listeners=");
+        if (cluster_admin_port[i])
+            snprintf(broker_extra[i][4], sizeof broker_extra[i][4],
+                     "admin.listeners=127.0.0.1:%d", cluster_admin_port[i]);
+        else
+            snprintf(broker_extra[i][4], sizeof broker_extra[i][4], "admin.listeners=");
     }
     const char *const extra[] = { broker_extra[i][0], broker_extra[i][1], broker_extra[i][2],
                                   broker_extra[i][3], broker_extra[i][4], NULL };

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -642,6 +643,66 @@ static inline int bench_produce_error(const kp_buf *r)
         }
     }
     return kp_rd_ok(&rd) ? err : -1;
+}
+
+/* ---- HTTP (a broker's admin listener: /metrics, /sql) ------------------------ */
+typedef struct bench_http_res {
+    int status;
+    long rows;                        /* X-Sluice-Rows, -1 if absent */
+    kp_buf raw;                       /* whole response */
+    const char *body;
+    size_t body_len;
+} bench_http_res;
+
+/* One HTTP request to 127.0.0.1:port on a fresh connection ("Connection:
+ * close": read to EOF); res->raw is the caller's to free.  0 or -1. */
+static inline int bench_http(int port, const char *method, const char *path, const char *body,
+                             bench_http_res *res)
+{
+    int fd = bench_connect(port);
+    if (fd < 0)
+        return -1;
+    char head[512];
+    size_t blen = body ? strlen(body) : 0;
+    int hn = snprintf(head, sizeof head,
+                      "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/plain\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                      method, path, port, blen);
+    if (bench_write_all(fd, head, (size_t)hn) || (blen && bench_write_all(fd, body, blen))) {
+        close(fd);
+        return -1;
+    }
+    kp_buf_reset(&res->raw);
+    for (;;) {
+        uint8_t *p = kp_buf_reserve(&res->raw, 65536);
+        if (!p) {
+            close(fd);
+            return -1;
+        }
+        ssize_t r = read(fd, p, 65536);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        res->raw.len += (size_t)r;
+    }
+    close(fd);
+    *(char *)kp_buf_reserve(&res->raw, 1) = 0;
+    const char *s = (const char *)res->raw.data;
+    const char *eoh = strstr(s, "\r\n\r\n");
+    if (!eoh || sscanf(s, "HTTP/1.%*d %d", &res->status) != 1)
+        return -1;
+    res->rows = -1;
+    for (const char *l = strstr(s, "\r\n"); l && l < eoh; l = strstr(l + 2, "\r\n"))
+        if (!strncasecmp(l + 2, "X-Sluice-Rows:", 14))
+            res->rows = strtol(l + 16, NULL, 10);
+    res->body = eoh + 4;
+    res->body_len = res->raw.len - (size_t)(res->body - s);
+    return 0;
 }
 
 #endif

@@ -70,62 +70,11 @@ static bench_broker broker;           /* stopped and removed at exit, even on fa
 static void cleanup_at_exit(void) { bench_broker_cleanup(&broker); broker.dir[0] = 0; }
 
 /* ---- HTTP ---------------------------------------------------------------------- */
-typedef struct http_res {
-    int status;
-    long rows;                        /* X-Sluice-Rows, -1 if absent */
-    kp_buf raw;                       /* whole response */
-    const char *body;
-    size_t body_len;
-} http_res;
+typedef bench_http_res http_res;
 
-/* One request on a fresh connection ("Connection: close": read to EOF).
- * 0 or -1. */
 static int http_do(const char *method, const char *path, const char *body, http_res *res)
 {
-    int fd = bench_connect(admin_port);
-    if (fd < 0)
-        return -1;
-    char head[512];
-    size_t blen = body ? strlen(body) : 0;
-    int hn = snprintf(head, sizeof head,
-                      "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/plain\r\n"
-                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                      method, path, admin_port, blen);
-    if (bench_write_all(fd, head, (size_t)hn) || (blen && bench_write_all(fd, body, blen))) {
-        close(fd);
-        return -1;
-    }
-    kp_buf_reset(&res->raw);
-    for (;;) {
-        uint8_t *p = kp_buf_reserve(&res->raw, 65536);
-        if (!p) {
-            close(fd);
-            return -1;
-        }
-        ssize_t r = read(fd, p, 65536);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            close(fd);
-            return -1;
-        }
-        if (r == 0)
-            break;
-        res->raw.len += (size_t)r;
-    }
-    close(fd);
-    *(char *)kp_buf_reserve(&res->raw, 1) = 0;
-    const char *s = (const char *)res->raw.data;
-    const char *eoh = strstr(s, "\r\n\r\n");
-    if (!eoh || sscanf(s, "HTTP/1.%*d %d", &res->status) != 1)
-        return -1;
-    res->rows = -1;
-    for (const char *l = strstr(s, "\r\n"); l && l < eoh; l = strstr(l + 2, "\r\n"))
-        if (!strncasecmp(l + 2, "X-Sluice-Rows:", 14))
-            res->rows = strtol(l + 16, NULL, 10);
-    res->body = eoh + 4;
-    res->body_len = res->raw.len - (size_t)(res->body - s);
-    return 0;
+    return bench_http(admin_port, method, path, body, res);
 }
 
 static double sql(const char *q, http_res *res)

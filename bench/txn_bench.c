@@ -20,7 +20,17 @@
  *            clock from the first record to the last commit (flush);
  *            msgs/s each (medians) and their ratio (target >= 0.95); the
  *            CPU-ms per GB of the brokers and the clients, each side, and
- *            its ratio (steadier than the rates on a shared machine).
+ *            its ratio (steadier than the rates on a shared machine); per
+ *            side, the requests per GB the brokers answered (Produce, i.e.
+ *            the client's batches, Fetch, the transactions' own) and their
+ *            mean time in the broker (each broker's /metrics); the share
+ *            of the transactional rounds the application spent blocked in
+ *            commit_transaction (which flushes what is queued) and
+ *            begin_transaction.  $BENCH_CALLGRIND=idempotent or
+ *            =transactional: that side's rounds only, the brokers under
+ *            valgrind's callgrind, counted from the first round to the last
+ *            (callgrind_control -z, -d): instructions per MB produced, each
+ *            broker; user space only (the kernel's copies are not counted).
  *   read     two one-partition RF-3 topics filled by a transactional
  *            producer (1,000 records of 1 KiB per transaction), in one
  *            every 10th transaction aborted; each read from offset 0 to
@@ -185,12 +195,102 @@ static double cpu_print(const char *step, const cpu_mark *a, const cpu_mark *z, 
     return (bk + z->self - a->self) / units;
 }
 
+/* ---- where the requests go ------------------------------------------------ */
+
+/* Requests answered and the seconds they took (sluice_requests_total and
+ * sluice_request_duration_seconds_sum of each broker's /metrics, its admin
+ * listener): Produce, Fetch (the followers' and __transaction_state's
+ * replication), AddPartitionsToTxn (the client's and KIP-890's verifying
+ * ones), EndTxn, and the transactions' others (WriteTxnMarkers,
+ * InitProducerId, FindCoordinator, ...) together. */
+enum { RQ_PRODUCE, RQ_FETCH, RQ_ADD, RQ_END, RQ_TXN, RQ_N };
+
+typedef struct req_mark {
+    double n[NBROKERS][RQ_N], secs[RQ_N];
+} req_mark;
+
+static int req_kind(const char *api, size_t len)
+{
+    static const char *const names[] = { "Produce", "Fetch", "AddPartitionsToTxn", "EndTxn",
+                                         "AddOffsetsToTxn", "WriteTxnMarkers", "TxnOffsetCommit",
+                                         "InitProducerId", "FindCoordinator", NULL };
+    for (int i = 0; names[i]; i++)
+        if (strlen(names[i]) == len && !memcmp(api, names[i], len))
+            return i < RQ_TXN ? i : RQ_TXN;
+    return -1;
+}
+
+/* Adds the value of each `<key><api>"} value` line of text to out[kind]. */
+static void req_scan(const char *text, const char *key, double *out, size_t stride)
+{
+    size_t klen = strlen(key);
+    for (const char *l = strstr(text, key); l; l = strstr(l + 1, key)) {
+        const char *api = l + klen, *q = strchr(api, '"');
+        int k = q ? req_kind(api, (size_t)(q - api)) : -1;
+        if (k >= 0 && q[1] == '}')
+            out[(size_t)k * stride] += strtod(q + 2, NULL);
+    }
+}
+
+static req_mark req_now(void)
+{
+    req_mark m = { { { 0 } }, { 0 } };
+    for (int i = 0; i < NBROKERS; i++) {
+        bench_http_res res = { 0 };
+        if (bench_http(cluster_admin_port[i], "GET", "/metrics", NULL, &res) || res.status != 200)
+            die("GET /metrics of broker %d failed", i + 1);
+        req_scan(res.body, "sluice_requests_total{api=\"", m.n[i], 1);
+        req_scan(res.body, "sluice_request_duration_seconds_sum{api=\"", m.secs, 1);
+        kp_buf_free(&res.raw);
+    }
+    return m;
+}
+
+static void req_add(req_mark *sum, const req_mark *a, const req_mark *z)
+{
+    for (int k = 0; k < RQ_N; k++) {
+        for (int i = 0; i < NBROKERS; i++)
+            sum->n[i][k] += z->n[i][k] - a->n[i][k];
+        sum->secs[k] += z->secs[k] - a->secs[k];
+    }
+}
+
+/* Two lines: requests per GB answered by all brokers, per kind (Fetch by
+ * broker), the mean batch (the leader's Produce requests are the client's
+ * batches: one partition, one batch per request); the mean time from a
+ * request's arrival to its answer, per kind. */
+static void req_print(const char *step, const req_mark *m, double gb)
+{
+    double tot[RQ_N] = { 0 };
+    char per[96];
+    int n = 0;
+    for (int i = 0; i < NBROKERS; i++) {
+        for (int k = 0; k < RQ_N; k++)
+            tot[k] += m->n[i][k];
+        n += snprintf(per + n, sizeof per - (size_t)n, "%s%.0f", i ? " " : "",
+                      m->n[i][RQ_FETCH] / gb);
+    }
+    /* More AddPartitionsToTxn than EndTxn: the client retried some (a
+     * CONCURRENT_TRANSACTIONS answer costs librdkafka a 20 ms backoff). */
+    printf("%s:   requests per GB: Produce %.0f (mean batch %.1f KiB), Fetch %.0f (%s), "
+           "AddPartitionsToTxn %.0f (%.2f per EndTxn), EndTxn %.0f, other transactions' %.0f\n",
+           step, tot[RQ_PRODUCE] / gb,
+           tot[RQ_PRODUCE] > 0 ? gb * 1e9 / tot[RQ_PRODUCE] / 1024 : 0, tot[RQ_FETCH] / gb, per,
+           tot[RQ_ADD] / gb, tot[RQ_END] > 0 ? tot[RQ_ADD] / tot[RQ_END] : 0, tot[RQ_END] / gb,
+           tot[RQ_TXN] / gb);
+    double ms[RQ_N];
+    for (int k = 0; k < RQ_N; k++)
+        ms[k] = tot[k] > 0 ? m->secs[k] * 1e3 / tot[k] : 0;
+    printf("%s:   mean ms in the broker: Produce %.2f, Fetch %.2f, AddPartitionsToTxn %.2f, "
+           "EndTxn %.2f\n", step, ms[RQ_PRODUCE], ms[RQ_FETCH], ms[RQ_ADD], ms[RQ_END]);
+}
+
 /* ---- produce: transactional vs idempotent -------------------------------- */
 
 /* n records to partition 0; tid: transactional, a commit every 100 ms.
  * Returns msgs/s. */
 static double produce_round(const char *bs, const char *topic, const char *tid, long n,
-                            long *commits)
+                            long *commits, double *blocked)
 {
     rd_kafka_topic_t *rkt;
     rd_kafka_t *rk = producer_new(bs, tid, "5", topic, &rkt);
@@ -202,15 +302,19 @@ static double produce_round(const char *bs, const char *topic, const char *tid, 
     for (long i = 0; i < n; i++) {
         bench_rk_produce_one(rk, rkt, 0, payload, sizeof payload, i);
         if (tid && (i & 15) == 15 && bench_now() >= next) {
+            double c0 = bench_now();
             txn_ok(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
             ++*commits;
             txn_ok(rd_kafka_begin_transaction(rk), "begin_transaction");
             next = bench_now() + COMMIT_EVERY_S;
+            *blocked += next - COMMIT_EVERY_S - c0;
         }
     }
     if (tid) {
+        double c0 = bench_now();
         txn_ok(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
         ++*commits;
+        *blocked += bench_now() - c0;
     } else {
         rd_kafka_flush(rk, 120000);
     }
@@ -222,6 +326,63 @@ static double produce_round(const char *bs, const char *topic, const char *tid, 
     return (double)n / secs;
 }
 
+/* ---- $BENCH_CALLGRIND: one side's instructions, broker by broker ---------- */
+
+/* -1: both sides as usual; else the side (0 idempotent, 1 transactional)
+ * whose rounds run alone, the brokers under callgrind (cg_wrap). */
+static int cg_side = -1;
+
+/* The brokers run through a script in the scratch directory that execs
+ * sluiced under callgrind (the broker keeps valgrind's pid). */
+static void cg_wrap(void)
+{
+    const char *side = getenv("BENCH_CALLGRIND");
+    if (!side || !*side)
+        return;
+    cg_side = !strcmp(side, "transactional") ? 1 : !strcmp(side, "idempotent") ? 0 : -2;
+    if (cg_side < 0)
+        die("BENCH_CALLGRIND=%s: idempotent or transactional", side);
+    static char wrap[300];
+    snprintf(wrap, sizeof wrap, "%s/sluiced-callgrind", bench_scratch);
+    FILE *f = fopen(wrap, "w");
+    if (!f || fprintf(f, "#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file=%s/"
+                      "cg.%%p.out %s \"$@\"\n", bench_scratch, bench_sluiced_path()) < 0 ||
+        fclose(f) || chmod(wrap, 0755))
+        die("cannot write %s", wrap);
+    setenv("SLUICED", wrap, 1);
+}
+
+static void cg_control(const char *what)
+{
+    for (int i = 0; i < NBROKERS; i++) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "callgrind_control %s %d >/dev/null 2>&1", what,
+                 (int)brokers[i].pid);
+        if (system(cmd) != 0)
+            die("%s failed (valgrind installed?)", cmd);
+    }
+}
+
+/* After cg_control("-d"): each broker's instructions per MB of mb. */
+static void cg_print(double mb)
+{
+    printf("produce: callgrind, %s side only: instructions per MB produced (user space), "
+           "broker", cg_side ? "transactional" : "idempotent");
+    for (int i = 0; i < NBROKERS; i++) {
+        char path[300], line[256];
+        snprintf(path, sizeof path, "%s/cg.%d.out.1", bench_scratch, (int)brokers[i].pid);
+        FILE *f = fopen(path, "r");
+        double total = -1;
+        while (f && fgets(line, sizeof line, f))
+            if (!strncmp(line, "totals:", 7))
+                total = atof(line + 7);
+        if (f)
+            fclose(f);
+        printf(" %d: %.0f", i + 1, total / mb);
+    }
+    printf(" ($BENCH_KEEP=1 keeps %s/cg.*.out.1 for callgrind_annotate)\n", bench_scratch);
+}
+
 static void bench_produce(long n)
 {
     char bs[64];
@@ -229,21 +390,40 @@ static void bench_produce(long n)
     /* side 0 idempotent, 1 transactional */
     double rate[2][PRODUCE_ROUNDS], pair[PRODUCE_ROUNDS];
     cpu_mark zero = { .wall = 0 }, used[2] = { { .wall = 0 }, { .wall = 0 } };
+    req_mark reqs[2] = { { { { 0 } }, { 0 } }, { { { 0 } }, { 0 } } };
     long commits[PRODUCE_ROUNDS];
+    double blocked = 0;             /* in commit_transaction + begin_transaction */
+    long ncommits = 0;
+    if (cg_side >= 0)
+        cg_control("-z");
     for (int r = 0; r < PRODUCE_ROUNDS; r++) {
         for (int k = 0; k < 2; k++) {
             int side = (k == 0) == (r % 2 == 0);
+            rate[side][r] = 1;
+            if (cg_side >= 0 && side != cg_side)
+                continue;
             long c = 0;
+            req_mark q0 = req_now();
             cpu_mark c0 = cpu_now();
-            rate[side][r] = produce_round(bs, "txn-produce", side ? "bench-produce" : NULL, n, &c);
+            rate[side][r] = produce_round(bs, "txn-produce", side ? "bench-produce" : NULL, n, &c,
+                                          &blocked);
             cpu_mark c1 = cpu_now();
+            req_mark q1 = req_now();
             cpu_add(&used[side], &c0, &c1);
-            if (side)
+            req_add(&reqs[side], &q0, &q1);
+            if (side) {
                 commits[r] = c;
+                ncommits += c;
+            }
             printf("produce: round %d %-13s %9.0f msgs/s\n", r + 1,
                    side ? "transactional" : "idempotent", rate[side][r]);
         }
         pair[r] = rate[1][r] / rate[0][r];
+    }
+    if (cg_side >= 0) {
+        cg_control("-d");
+        cg_print((double)n * TXN_MSG_SIZE * PRODUCE_ROUNDS / 1e6);
+        return;
     }
     double med[2] = { bench_median(rate[0], PRODUCE_ROUNDS), bench_median(rate[1], PRODUCE_ROUNDS) };
     printf("produce: librdkafka %s, %ld records of %d bytes per round, RF 3 acks=all "
@@ -260,7 +440,12 @@ static void bench_produce(long n)
     /* CPU per GB: what the machine's load moves least (ticks of 10 ms). */
     double gb = (double)n * TXN_MSG_SIZE * PRODUCE_ROUNDS / 1e9;
     double cpu_i = cpu_print("produce: idempotent", &zero, &used[0], gb, "GB");
+    req_print("produce: idempotent", &reqs[0], gb);
     double cpu_t = cpu_print("produce: transactional", &zero, &used[1], gb, "GB");
+    req_print("produce: transactional", &reqs[1], gb);
+    printf("produce: transactional: the application blocked in commit_transaction + "
+           "begin_transaction %.1f %% of its rounds' time (%.2f ms per commit)\n",
+           100 * blocked / used[1].wall, blocked * 1e3 / (double)ncommits);
     printf("produce: CPU (brokers + clients) per GB transactional/idempotent %.3f\n",
            cpu_t / cpu_i);
 }
@@ -510,7 +695,9 @@ int main(int argc, char **argv)
     const char *tmo = getenv("BENCH_TIMEOUT");
     bench_catch_signals(tmo ? (unsigned)atoi(tmo) : 900);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("txn_bench: reproduce with: %s%s%sflock /tmp/sluice-bench.lock %s %s %ld %ld %g %d\n",
+    const char *cg = getenv("BENCH_CALLGRIND");
+    printf("txn_bench: reproduce with: %s%s%s%s%s%sflock /tmp/sluice-bench.lock %s %s %ld %ld %g "
+           "%d\n", cg ? "BENCH_CALLGRIND=" : "", cg ? cg : "", cg ? " " : "",
            getenv("BENCH_STEPS") ? "BENCH_STEPS=" : "",
            getenv("BENCH_STEPS") ? getenv("BENCH_STEPS") : "", getenv("BENCH_STEPS") ? " " : "",
            argv[0], bench_sluiced_path(), msgs, mib, secs, producers);
@@ -526,8 +713,11 @@ int main(int argc, char **argv)
              getenv("BENCH_OVERRIDES") ? getenv("BENCH_OVERRIDES") : "");
     setenv("BENCH_OVERRIDES", ov, 1);
     memset(payload, 't', sizeof payload);
+    for (int i = 0; i < NBROKERS; i++)
+        cluster_admin_port[i] = bench_free_port();      /* /metrics: req_now */
     bench_mkdtemp(bench_scratch, sizeof bench_scratch, "sluice-txn-bench");
     bench_track(0, false);            /* registers the atexit cleanup */
+    cg_wrap();
     zk_server_start();
     zk_client_open();
     cluster_start();

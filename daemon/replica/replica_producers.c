@@ -49,10 +49,14 @@
  *   P3. Memory is per producer, never per batch: a producer's entry is
  *       allocated when it first appears and keeps a fixed ring of five.
  *   P4. first_unstable is the smallest txn_first of the table (-1: no
- *       open transaction) and open_txns counts them: opening is O(1),
- *       closing rescans the table only when it closed the smallest.
- *       The partition's LSO is min(first_unstable, high watermark)
- *       (replica_partition_lso), O(1) on the fetch path.
+ *       open transaction) and open_txns counts them.  The producers with
+ *       an open transaction are a binary min-heap by txn_first (open,
+ *       each knowing its index, open_at), whose array has the table's
+ *       capacity, so opening or closing one is O(log open_txns) and never
+ *       allocates nor scans the table (Kafka keeps a sorted map); only a
+ *       snapshot's load rebuilds it.  The partition's LSO is
+ *       min(first_unstable, high watermark) (replica_partition_lso), O(1)
+ *       on the fetch path.
  *
  * The table is open addressing with linear probing; deletion shifts the
  * following run back (no tombstones), so a lookup probes a short run.
@@ -96,6 +100,7 @@ void replica_pstate_free(bk_pstate *ps)
     for (uint32_t i = 0; i < ps->cap; i++)
         free(ps->slots[i]);
     free(ps->slots);
+    free(ps->open);
     replica_pstate_init(ps);
 }
 
@@ -120,8 +125,12 @@ static int grow(bk_pstate *ps)
 {
     uint32_t ncap = ps->cap ? ps->cap * 2 : 8;
     bk_producer **ns = calloc(ncap, sizeof *ns);
-    if (!ns)
+    bk_producer **open = ns ? realloc(ps->open, ncap * sizeof *open) : NULL;   /* P4 */
+    if (!open) {
+        free(ns);
         return -1;
+    }
+    ps->open = open;
     for (uint32_t i = 0; i < ps->cap; i++) {
         bk_producer *e = ps->slots[i];
         if (!e)
@@ -310,19 +319,69 @@ int replica_pstate_check_marker(const bk_pstate *ps, int64_t pid, int16_t epoch,
     return KP_NONE;
 }
 
-/* P4: the smallest open transaction's first offset, by a scan. */
-static void recompute_unstable(bk_pstate *ps)
+/* ---- P4: the open transactions, a min-heap by first offset ---------------- */
+static void open_set(bk_pstate *ps, uint32_t i, bk_producer *e)
 {
-    ps->first_unstable = -1;
+    ps->open[i] = e;
+    e->open_at = i;
+}
+
+/* Moves the entry at i up or down to where the heap order puts it. */
+static void open_fix(bk_pstate *ps, uint32_t i)
+{
+    bk_producer *e = ps->open[i];
+    while (i > 0 && e->txn_first < ps->open[(i - 1) / 2]->txn_first) {
+        open_set(ps, i, ps->open[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (uint32_t c; (c = 2 * i + 1) < ps->open_txns; i = c) {
+        if (c + 1 < ps->open_txns && ps->open[c + 1]->txn_first < ps->open[c]->txn_first)
+            c++;
+        if (ps->open[c]->txn_first >= e->txn_first)
+            break;
+        open_set(ps, i, ps->open[c]);
+    }
+    open_set(ps, i, e);
+}
+
+static void open_top(bk_pstate *ps)
+{
+    ps->first_unstable = ps->open_txns ? ps->open[0]->txn_first : -1;
+}
+
+/* e (in the table, so the heap has room) opens a transaction at first. */
+static void open_txn(bk_pstate *ps, bk_producer *e, int64_t first)
+{
+    e->txn_first = first;
+    open_set(ps, ps->open_txns, e);
+    open_fix(ps, ps->open_txns++);
+    open_top(ps);
+}
+
+static void close_txn(bk_pstate *ps, bk_producer *e)
+{
+    uint32_t i = e->open_at;
+    e->txn_first = -1;
+    bk_producer *last = ps->open[--ps->open_txns];
+    if (i < ps->open_txns) {
+        open_set(ps, i, last);
+        open_fix(ps, i);
+    }
+    open_top(ps);
+}
+
+/* The heap from the table's txn_first fields (a snapshot's load). */
+static void open_rebuild(bk_pstate *ps)
+{
     ps->open_txns = 0;
     for (uint32_t i = 0; i < ps->cap; i++) {
-        const bk_producer *e = ps->slots[i];
-        if (!e || e->txn_first < 0)
-            continue;
-        ps->open_txns++;
-        if (ps->first_unstable < 0 || e->txn_first < ps->first_unstable)
-            ps->first_unstable = e->txn_first;
+        bk_producer *e = ps->slots[i];
+        if (e && e->txn_first >= 0) {
+            open_set(ps, ps->open_txns, e);
+            open_fix(ps, ps->open_txns++);
+        }
     }
+    open_top(ps);
 }
 
 /* The marker at h ends e's open transaction (if any): an ABORT goes to
@@ -334,10 +393,7 @@ static void end_txn(bk_pstate *ps, bk_producer *e, const kp_batch *h, const bk_m
     if (e->txn_first < 0)
         return;
     int64_t first = e->txn_first;
-    e->txn_first = -1;
-    ps->open_txns--;
-    if (ps->first_unstable == first)
-        recompute_unstable(ps);            /* P4 */
+    close_txn(ps, e);                      /* P4 */
     if (!m || m->commit || !ps->log)
         return;
     seg_aborted_txn t = {
@@ -368,12 +424,8 @@ int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts, const bk_
         ps->dirty = true;
         return 0;
     }
-    if ((h->Attributes & KP_ATTR_TRANSACTIONAL) && e->txn_first < 0) {
-        e->txn_first = h->BaseOffset;      /* P4: opening is O(1) */
-        ps->open_txns++;
-        if (ps->first_unstable < 0 || h->BaseOffset < ps->first_unstable)
-            ps->first_unstable = h->BaseOffset;
-    }
+    if ((h->Attributes & KP_ATTR_TRANSACTIONAL) && e->txn_first < 0)
+        open_txn(ps, e, h->BaseOffset);    /* P4 */
     e->head = e->n == 0 ? 0 : (uint8_t)((e->head + 1) % BK_PRODUCER_BATCHES);
     if (e->n < BK_PRODUCER_BATCHES)
         e->n++;
@@ -643,7 +695,7 @@ static int decode(bk_pstate *ps, const uint8_t *data, size_t len)
         e->n = (uint8_t)nb;
         e->head = nb > 0 ? (uint8_t)(nb - 1) : 0;
     }
-    recompute_unstable(ps);                    /* P4 */
+    open_rebuild(ps);                          /* P4 */
     return kp_rd_ok(&r) && kp_rd_left(&r) == 0 ? 0 : -1;
 }
 

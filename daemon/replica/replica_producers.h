@@ -37,6 +37,8 @@ typedef struct bk_producer {
     int64_t last_ts;                 /* ms, for expiry */
     int64_t txn_first;               /* currentTxnFirstOffset; -1: no open txn */
     int32_t coord_epoch;             /* of its last marker; -1: none yet */
+    uint32_t open_at;                /* its index in bk_pstate.open while
+                                        txn_first >= 0 */
     int16_t epoch;
     uint8_t n;                       /* batches[] in use */
     uint8_t head;                    /* index of the newest */
@@ -50,6 +52,8 @@ typedef struct bk_pstate {
     uint32_t n;
     bool dirty;                      /* changed since the last snapshot */
     uint32_t open_txns;              /* producers with txn_first >= 0 */
+    bk_producer **open;              /* those, a min-heap by txn_first of
+                                        cap entries (replica_producers.c P4) */
     int64_t first_unstable;          /* smallest txn_first; -1: none (replica_producers.c P4) */
     struct seg_log *log;             /* where ABORTs enter the aborted-
                                         transaction index; NULL: nowhere */

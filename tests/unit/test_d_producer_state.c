@@ -533,6 +533,69 @@ START_TEST(test_transactions_open_close_and_move_the_first_unstable_offset)
 }
 END_TEST
 
+/* replica_producers.c P4 with many producers: their transactions open
+ * and close in a scrambled order (the table grows meanwhile, idle ones
+ * expire); after each step the first unstable offset is the smallest open
+ * start, found here by brute force, and a snapshot loads back the same. */
+START_TEST(test_first_unstable_is_the_smallest_open_start_among_many_producers)
+{
+    enum { PIDS = 300, STEPS = 3000 };
+    static int64_t start[PIDS];
+    static int32_t seq[PIDS];
+    static int16_t epoch[PIDS];
+    bk_pstate ps;
+    replica_pstate_init(&ps);
+    int64_t next = 0;
+    uint32_t rnd = 12345;
+    for (int k = 0; k < PIDS; k++)
+        start[k] = -1;
+    for (int step = 0; step < STEPS; step++) {
+        rnd = rnd * 1103515245u + 12345u;
+        int k = (int)((rnd >> 8) % PIDS);
+        if (start[k] >= 0 && (rnd >> 4) % 3 == 0) {            /* ends it */
+            bool commit = (rnd >> 6) & 1;
+            ck_assert_int_eq(txn_marker(&ps, NULL, 100 + k, epoch[k], commit, 1, &next),
+                             KP_NONE);
+            start[k] = -1;
+        } else {                                             /* opens or goes on */
+            int64_t at = next;
+            ck_assert_int_eq(txn_produce(&ps, 100 + k, epoch[k], seq[k], 1, true, &next),
+                             KP_NONE);
+            seq[k]++;
+            if (start[k] < 0)
+                start[k] = at;
+        }
+        int64_t want = -1;
+        uint32_t open = 0;
+        for (int j = 0; j < PIDS; j++)
+            if (start[j] >= 0) {
+                open++;
+                if (want < 0 || start[j] < want)
+                    want = start[j];
+            }
+        ck_assert_int_eq(ps.first_unstable, want);
+        ck_assert_uint_eq(ps.open_txns, open);
+        if (step % 1000 == 999) {        /* nothing open expires; a snapshot loads back */
+            replica_pstate_expire(&ps, 1000 + 10, 5);
+            ck_assert_int_eq(ps.first_unstable, want);
+            bk_pstate back;
+            replica_pstate_init(&back);
+            ck_assert_int_eq(replica_pstate_save(&ps, g_dir, next), 0);
+            ck_assert_int_eq(replica_pstate_load(&back, g_dir, next), next);
+            ck_assert_int_eq(back.first_unstable, want);
+            ck_assert_uint_eq(back.open_txns, open);
+            for (int j = 0; j < PIDS; j++) {              /* and closes the same */
+                const bk_producer *e = replica_pstate_find(&back, 100 + j);
+                ck_assert_int_eq(e ? e->txn_first : -1, start[j]);
+            }
+            replica_pstate_free(&back);
+        }
+    }
+    ck_assert_uint_gt(ps.n, 200);
+    replica_pstate_free(&ps);
+}
+END_TEST
+
 START_TEST(test_open_transaction_never_expires_and_survives_snapshot_v2)
 {
     bk_pstate ps, back;
@@ -743,6 +806,7 @@ int main(void)
         test_producer_id_blocks_are_disjoint_and_survive_reopen,
         test_marker_is_a_valid_control_batch_that_parses_back,
         test_transactions_open_close_and_move_the_first_unstable_offset,
+        test_first_unstable_is_the_smallest_open_start_among_many_producers,
         test_open_transaction_never_expires_and_survives_snapshot_v2,
         test_snapshot_v1_still_loads,
         test_abort_enters_the_index_and_a_header_replay_rebuilds_it,
