@@ -42,7 +42,8 @@
  *            the brokers and of the librdkafka clients (this process), the
  *            machine's busy cores (every session's, /proc/stat), and the
  *            bound that cost sets: cores / CPU per transaction, and the
- *            bound of each side alone (the clients', the brokers').
+ *            bound of each side alone (the clients', the brokers'), and
+ *            whether 1,000/s fits that bound or which side rules it out.
  *   smallraw the same load by librdkafka-free producers (raw_run: one
  *            thread and two blocking sockets each, AddPartitionsToTxn v1,
  *            Produce v7 acks=all of one transactional record, EndTxn v1,
@@ -709,6 +710,12 @@ static double small_load(const char *bs, int n, double secs, bool raw)
     printf("%s:   bound: %ld cores / %.2f CPU-ms per transaction = %.0f transactions/s at most "
            "on this machine (the clients alone: %.0f/s, the brokers alone: %.0f/s)\n", step,
            cores, per * 1e3, (double)cores / per, (double)cores / cli, (double)cores / bk);
+    /* The target against that bound: which side's CPU rules it out. */
+    double need = (double)cores / 1000.0;
+    printf("%s:   1,000/s needs <= %.2f CPU-ms per transaction on %ld cores: %s\n", step,
+           need * 1e3, cores, cli > need ? "ruled out by the clients' own CPU alone"
+           : per > need ? "ruled out by brokers and clients together (each alone fits)"
+           : "within this machine's bound");
     free(all);
     return (double)total / took;
 }
