@@ -10,7 +10,8 @@
  *       (sluiced also from $SLUICED; defaults build/sluiced, 100000, 128,
  *        5, 8; $BENCH_KEEP=1 keeps the scratch directory and its logs,
  *        $BENCH_TIMEOUT the watchdog's seconds, default 900;
- *        $BENCH_STEPS=produce,read,small runs only those steps)
+ *        $BENCH_STEPS=produce,read,small runs only those steps; small
+ *        includes smallraw)
  *
  * Printed, each on a labelled line with its target (never asserted):
  *   produce  librdkafka, 1 KiB records to one partition of an RF-3 topic
@@ -50,7 +51,15 @@
  *            >= 1,000/s and p99 <= 50 ms); the CPU-ms per transaction of
  *            the brokers and of the librdkafka clients (this process), the
  *            machine's busy cores (every session's, /proc/stat), and the
- *            bound that cost sets: cores / CPU per transaction.
+ *            bound that cost sets: cores / CPU per transaction, and the
+ *            bound of each side alone (the clients', the brokers'), and
+ *            whether 1,000/s fits that bound or which side rules it out.
+ *   smallraw the same load by librdkafka-free producers (raw_run: one
+ *            thread and two blocking sockets each, AddPartitionsToTxn v1,
+ *            Produce v7 acks=all of one transactional record, EndTxn v1,
+ *            one after the other as librdkafka sends them): the brokers'
+ *            cost and rate when the client costs next to nothing; EndTxn
+ *            latency, and the CONCURRENT_TRANSACTIONS answers it retried.
  *
  * Exit status: 0 when every step ran (whatever the figures), 1 when
  * something failed (a broker that would not start, a transaction that
@@ -58,6 +67,7 @@
  */
 #include "bench/bench_cluster.h"
 #include "bench/bench_rdkafka.h"
+#include "kp_msgs.h"
 
 #include <pthread.h>
 
@@ -617,48 +627,282 @@ static double percentile(double *v, long n, double p)
     return v[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
-static void small_load(const char *bs, int n, double secs)
+/* ---- small, raw: the same transactions without librdkafka ------------------- */
+
+/* A librdkafka-free transactional producer on its own thread, blocking
+ * sockets, one request at a time as librdkafka sends them for one record
+ * (AddPartitionsToTxn v1 to the coordinator, Produce v7 acks=all with a
+ * transactional batch to the partition's leader, EndTxn v1 commit): what
+ * the brokers cost and allow when the client costs almost nothing. */
+typedef struct raw_producer {
+    small_producer sp;
+    int coord_fd, leader_fd;
+    int64_t pid;
+    int16_t epoch;
+    int32_t cid;
+    long retries;                     /* CONCURRENT_TRANSACTIONS answers */
+    kp_buf q, r, batch;
+    kp_arena a;
+} raw_producer;
+
+#define RAW_TOPIC "txn-small"
+#define RAW_CONCURRENT 51             /* CONCURRENT_TRANSACTIONS */
+
+/* The request in rp->q (raw_hdr, then its body) and its response into
+ * rp->r; a reader over the response past the correlation id. */
+static kp_rd raw_call(raw_producer *rp, int fd, int16_t api)
 {
-    static small_producer sp[MAX_SMALL];
+    kp_buf_reset(&rp->r);
+    if (bench_roundtrip(fd, &rp->q, &rp->r))
+        die("small raw %d: api %d: the connection failed", rp->sp.id, api);
+    kp_rd rd;
+    kp_rd_init(&rd, rp->r.data, rp->r.len);
+    kp_rd_i32(&rd);
+    kp_arena_reset(&rp->a);
+    return rd;
+}
+
+static void raw_hdr(raw_producer *rp, int16_t api, int16_t v)
+{
+    kp_buf_reset(&rp->q);
+    kp_req_hdr_write(&rp->q, api, v, ++rp->cid, "txn-bench-raw");
+}
+
+static int raw_port(int32_t node)
+{
+    int i = index_of_id(node);
+    if (i < 0)
+        die("small raw: unknown broker %d", node);
+    return brokers[i].port;
+}
+
+static int raw_connect(int port)
+{
+    int fd = bench_connect(port);
+    if (fd < 0)
+        die("small raw: cannot connect to port %d", port);
+    bench_set_timeout(fd, 60);
+    return fd;
+}
+
+/* FindCoordinator and InitProducerId (retried while the coordinator
+ * loads), the partition's leader from Metadata; both connections open. */
+static void raw_init(raw_producer *rp, const char *tid, int32_t part)
+{
+    kp_buf_init(&rp->q);
+    kp_buf_init(&rp->r);
+    kp_arena_init(&rp->a, 0);
+    int fd = raw_connect(brokers[0].port);
+    raw_hdr(rp, KP_API_METADATA, 1);
+    kp_wr_array(&rp->q, 1);           /* Metadata v1: the topics' names */
+    kp_wr_string(&rp->q, RAW_TOPIC, -1);
+    kp_rd rd = raw_call(rp, fd, KP_API_METADATA);
+    kp_MetadataResponse mr;
+    int32_t leader = -1;
+    if (kp_dec_MetadataResponse(&rd, 1, &mr, &rp->a) == 0 && mr.Topics_count == 1)
+        for (int32_t k = 0; k < mr.Topics[0].Partitions_count; k++)
+            if (mr.Topics[0].Partitions[k].PartitionIndex == part)
+                leader = mr.Topics[0].Partitions[k].LeaderId;
+    rp->leader_fd = raw_connect(raw_port(leader));
+    double deadline = bench_now() + 30;
+    int16_t err = -1;
+    while (err && bench_now() < deadline) {
+        kp_FindCoordinatorRequest fq = { .Key = kp_str_cstr(tid), .KeyType = 1 };
+        raw_hdr(rp, KP_API_FIND_COORDINATOR, 1);
+        kp_enc_FindCoordinatorRequest(&rp->q, 1, &fq);
+        rd = raw_call(rp, fd, KP_API_FIND_COORDINATOR);
+        kp_FindCoordinatorResponse fr;
+        if (kp_dec_FindCoordinatorResponse(&rd, 1, &fr, &rp->a) || (err = fr.ErrorCode)) {
+            usleep(50000);
+            continue;
+        }
+        rp->coord_fd = raw_connect(raw_port(fr.NodeId));
+        kp_InitProducerIdRequest iq;
+        kp_init_InitProducerIdRequest(&iq);
+        iq.TransactionalId = kp_str_cstr(tid);
+        iq.TransactionTimeoutMs = 60000;
+        raw_hdr(rp, KP_API_INIT_PRODUCER_ID, 1);
+        kp_enc_InitProducerIdRequest(&rp->q, 1, &iq);
+        rd = raw_call(rp, rp->coord_fd, KP_API_INIT_PRODUCER_ID);
+        kp_InitProducerIdResponse ir;
+        if (kp_dec_InitProducerIdResponse(&rd, 1, &ir, &rp->a) || (err = ir.ErrorCode)) {
+            close(rp->coord_fd);
+            usleep(50000);
+            continue;
+        }
+        rp->pid = ir.ProducerId;
+        rp->epoch = ir.ProducerEpoch;
+    }
+    close(fd);
+    if (err)
+        die("small raw %d: no producer id for %s within 30 s (error %d)", rp->sp.id, tid, err);
+}
+
+/* AddPartitionsToTxn v1 for (RAW_TOPIC, part): its error. */
+static int16_t raw_add(raw_producer *rp, const char *tid, int32_t part)
+{
+    kp_AddPartitionsToTxnRequest q;
+    kp_init_AddPartitionsToTxnRequest(&q);
+    kp_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic t = {
+        .Name = kp_str_cstr(RAW_TOPIC), .Partitions = &part, .Partitions_count = 1 };
+    q.V3AndBelowTransactionalId = kp_str_cstr(tid);
+    q.V3AndBelowProducerId = rp->pid;
+    q.V3AndBelowProducerEpoch = rp->epoch;
+    q.V3AndBelowTopics = &t;
+    q.V3AndBelowTopics_count = 1;
+    raw_hdr(rp, KP_API_ADD_PARTITIONS_TO_TXN, 1);
+    kp_enc_AddPartitionsToTxnRequest(&rp->q, 1, &q);
+    kp_rd rd = raw_call(rp, rp->coord_fd, KP_API_ADD_PARTITIONS_TO_TXN);
+    kp_AddPartitionsToTxnResponse m;
+    if (kp_dec_AddPartitionsToTxnResponse(&rd, 1, &m, &rp->a) ||
+        m.ResultsByTopicV3AndBelow_count != 1 ||
+        m.ResultsByTopicV3AndBelow[0].ResultsByPartition_count != 1)
+        return -1;
+    return m.ResultsByTopicV3AndBelow[0].ResultsByPartition[0].PartitionErrorCode;
+}
+
+/* Produce v7, acks=all: one transactional record, sequence seq. */
+static int16_t raw_produce(raw_producer *rp, const char *tid, int32_t part, int32_t seq)
+{
+    kp_batch_builder bb;
+    kp_buf_reset(&rp->batch);
+    kp_bb_init(&bb, &rp->batch, KP_CODEC_NONE);
+    kp_bb_set_producer(&bb, rp->pid, rp->epoch, seq);
+    bb.extra_attrs = KP_ATTR_TRANSACTIONAL;
+    kp_bb_add(&bb, (int64_t)(bench_now() * 1e3), NULL, 0, payload, sizeof payload, NULL, 0);
+    if (kp_bb_finish(&bb) < 0)
+        die("small raw: cannot build a batch");
+    kp_bb_free(&bb);
+    kp_ProduceRequest_PartitionProduceData pd = {
+        .Index = part, .Records = { (const char *)rp->batch.data, (int32_t)rp->batch.len } };
+    kp_ProduceRequest_TopicProduceData td = { .Name = kp_str_cstr(RAW_TOPIC),
+                                              .PartitionData = &pd, .PartitionData_count = 1 };
+    kp_ProduceRequest q = { .TransactionalId = kp_str_cstr(tid), .Acks = -1,
+                            .TimeoutMs = 30000, .TopicData = &td, .TopicData_count = 1 };
+    raw_hdr(rp, KP_API_PRODUCE, 7);
+    kp_enc_ProduceRequest(&rp->q, 7, &q);
+    kp_rd rd = raw_call(rp, rp->leader_fd, KP_API_PRODUCE);
+    kp_ProduceResponse m;
+    if (kp_dec_ProduceResponse(&rd, 7, &m, &rp->a) || m.Responses_count != 1 ||
+        m.Responses[0].PartitionResponses_count != 1)
+        return -1;
+    return m.Responses[0].PartitionResponses[0].ErrorCode;
+}
+
+static int16_t raw_end(raw_producer *rp, const char *tid)
+{
+    kp_EndTxnRequest q = { .TransactionalId = kp_str_cstr(tid), .ProducerId = rp->pid,
+                           .ProducerEpoch = rp->epoch, .Committed = true };
+    raw_hdr(rp, KP_API_END_TXN, 1);
+    kp_enc_EndTxnRequest(&rp->q, 1, &q);
+    kp_rd rd = raw_call(rp, rp->coord_fd, KP_API_END_TXN);
+    kp_EndTxnResponse m;
+    return kp_dec_EndTxnResponse(&rd, 1, &m, &rp->a) ? -1 : m.ErrorCode;
+}
+
+/* Calls one of the above until it is not CONCURRENT_TRANSACTIONS (a
+ * client's retry, 20 ms apart); its error. */
+#define RAW_RETRY(rp, call) ({                                               \
+        int16_t e_;                                                          \
+        while ((e_ = (call)) == RAW_CONCURRENT) {                            \
+            (rp)->retries++;                                                 \
+            usleep(20000);                                                   \
+        }                                                                    \
+        e_; })
+
+static void *raw_run(void *arg)
+{
+    raw_producer *rp = arg;
+    small_producer *sp = &rp->sp;
+    char tid[32];
+    snprintf(tid, sizeof tid, "bench-raw-%d", sp->id);
+    int32_t part = sp->id % SMALL_PARTITIONS;
+    raw_init(rp, tid, part);
+    kp_buf_init(&rp->batch);
+    while (bench_now() < sp->start)
+        usleep(1000);
+    int16_t e;
+    while (bench_now() < sp->until && sp->txns < sp->cap) {
+        if ((e = RAW_RETRY(rp, raw_add(rp, tid, part))) != 0)
+            die("small raw %d: AddPartitionsToTxn: error %d", sp->id, e);
+        if ((e = raw_produce(rp, tid, part, (int32_t)sp->txns)) != 0)
+            die("small raw %d: Produce: error %d", sp->id, e);
+        double t = bench_now();
+        if ((e = RAW_RETRY(rp, raw_end(rp, tid))) != 0)
+            die("small raw %d: EndTxn: error %d", sp->id, e);
+        sp->lat[sp->txns++] = bench_now() - t;
+    }
+    close(rp->coord_fd);
+    close(rp->leader_fd);
+    kp_buf_free(&rp->q);
+    kp_buf_free(&rp->r);
+    kp_buf_free(&rp->batch);
+    kp_arena_free(&rp->a);
+    return NULL;
+}
+
+/* n producers for secs, librdkafka's (small_run) or raw ones (raw_run);
+ * the figures, and the bound the CPU per transaction sets.  Returns the
+ * transactions per second. */
+static double small_load(const char *bs, int n, double secs, bool raw)
+{
+    static raw_producer rp[MAX_SMALL];
     long cap = (long)(secs * 20000) + 1;
     /* Producers start (init_transactions) before the clock. */
     double start = bench_now() + 3, until = start + secs;
+    memset(rp, 0, sizeof rp);
     for (int i = 0; i < n; i++) {
-        sp[i] = (small_producer){ .id = i, .bs = bs, .start = start, .until = until, .cap = cap,
-                                  .lat = malloc(sizeof(double) * (size_t)cap) };
-        if (!sp[i].lat || pthread_create(&sp[i].th, NULL, small_run, &sp[i]))
+        small_producer *sp = &rp[i].sp;
+        *sp = (small_producer){ .id = i, .bs = bs, .start = start, .until = until, .cap = cap,
+                                .lat = malloc(sizeof(double) * (size_t)cap) };
+        if (!sp->lat || pthread_create(&sp->th, NULL, raw ? raw_run : small_run,
+                                       raw ? (void *)&rp[i] : (void *)sp))
             die("small: cannot start producer %d", i);
     }
     while (bench_now() < start)
         usleep(1000);
     cpu_mark c0 = cpu_now();
-    long total = 0;
+    long total = 0, retries = 0;
     for (int i = 0; i < n; i++) {
-        pthread_join(sp[i].th, NULL);
-        total += sp[i].txns;
+        pthread_join(rp[i].sp.th, NULL);
+        total += rp[i].sp.txns;
+        retries += rp[i].retries;
     }
     cpu_mark c1 = cpu_now();
     double took = bench_now() - start;
     double *all = malloc(sizeof(double) * (size_t)(total ? total : 1));
     long k = 0;
     for (int i = 0; i < n; i++) {
-        memcpy(all + k, sp[i].lat, sizeof(double) * (size_t)sp[i].txns);
-        k += sp[i].txns;
-        free(sp[i].lat);
+        memcpy(all + k, rp[i].sp.lat, sizeof(double) * (size_t)rp[i].sp.txns);
+        k += rp[i].sp.txns;
+        free(rp[i].sp.lat);
     }
-    printf("small: %2d producer%s %7.0f transactions/s (target >= 1,000), commit_transaction "
-           "p50 %.1f ms p99 %.1f ms (target <= 50) over %ld transactions\n", n, n > 1 ? "s" : " ",
-           (double)total / took, percentile(all, total, 0.50) * 1e3,
-           percentile(all, total, 0.99) * 1e3, total);
-    double per = cpu_print("small", &c0, &c1, (double)total, "transaction");
-    double cli = (c1.self - c0.self) / (double)total;
+    const char *who = raw ? "raw" : "";
+    printf("small%s: %2d producer%s %7.0f transactions/s (target >= 1,000), %s p50 %.1f ms p99 "
+           "%.1f ms (target <= 50) over %ld transactions", who, n, n > 1 ? "s" : " ",
+           (double)total / took, raw ? "EndTxn" : "commit_transaction",
+           percentile(all, total, 0.50) * 1e3, percentile(all, total, 0.99) * 1e3, total);
+    if (raw)
+        printf(", %ld CONCURRENT_TRANSACTIONS retries", retries);
+    printf("\n");
+    char step[16];
+    snprintf(step, sizeof step, "small%s", who);
+    double per = cpu_print(step, &c0, &c1, (double)total, "transaction");
+    double cli = (c1.self - c0.self) / (double)total, bk = per - cli;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     /* The machine's bound at that cost: all its cores on brokers and
-     * clients, nothing else running; and on the clients alone. */
-    printf("small:   bound: %ld cores / %.2f CPU-ms per transaction = %.0f transactions/s at "
-           "most on this machine (the clients alone: %.0f/s)\n", cores, per * 1e3,
-           (double)cores / per, (double)cores / cli);
+     * clients, nothing else running; and on each side alone. */
+    printf("%s:   bound: %ld cores / %.2f CPU-ms per transaction = %.0f transactions/s at most "
+           "on this machine (the clients alone: %.0f/s, the brokers alone: %.0f/s)\n", step,
+           cores, per * 1e3, (double)cores / per, (double)cores / cli, (double)cores / bk);
+    /* The target against that bound: which side's CPU rules it out. */
+    double need = (double)cores / 1000.0;
+    printf("%s:   1,000/s needs <= %.2f CPU-ms per transaction on %ld cores: %s\n", step,
+           need * 1e3, cores, cli > need ? "ruled out by the clients' own CPU alone"
+           : per > need ? "ruled out by brokers and clients together (each alone fits)"
+           : "within this machine's bound");
     free(all);
+    return (double)total / took;
 }
 
 static void bench_small(double secs, int producers)
@@ -668,8 +912,13 @@ static void bench_small(double secs, int producers)
     printf("small: one record of %d bytes per transaction, RF 3 acks=all, linger.ms=0, one "
            "coordinator (__transaction_state has 1 partition), %.0f s per load; producers on "
            "their own threads, transactional ids and partitions:\n", TXN_MSG_SIZE, secs);
-    small_load(bs, 1, secs);
-    small_load(bs, producers, secs);
+    small_load(bs, 1, secs, false);
+    small_load(bs, producers, secs, false);
+    printf("smallraw: the same with librdkafka-free producers (one thread each, blocking "
+           "sockets, AddPartitionsToTxn v1, Produce v7, EndTxn v1 in turn), to tell the "
+           "brokers' cost from the clients':\n");
+    small_load(bs, 1, secs, true);
+    small_load(bs, producers, secs, true);
 }
 
 /* ---- main ---------------------------------------------------------------- */

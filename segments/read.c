@@ -29,6 +29,15 @@
  *     below start + max_bytes to find the end.
  * No allocation; the only state touched is a refcount.
  *
+ * A reader that goes on where the last one stopped (a follower's or a
+ * consumer's fetch at the log tail, where batches of small records are
+ * many per index interval) walks from the nearest batch start it knows:
+ *   H1. s->hint[] holds batch starts of s's current bytes only: the last
+ *       batch appended (seg_segment_index_batch) and the last found by a
+ *       walk; a cut (seg_segment_cut) drops those at or past it.  A walk
+ *       from a hint checks the batch there has the base it says (as an
+ *       index entry's), else the index is used.  Owner thread only (seg.h).
+ *
  * The start walk reads 27 header bytes (through LastOffsetDelta) rather
  * than 12 so it stops *at* the batch holding the offset instead of reading
  * one header past it; the end walk needs only the 12-byte log overhead.
@@ -69,6 +78,7 @@ static int walk_from(seg_segment *s, uint64_t p, int64_t offset, batch_at *b,
         int64_t last = base + seg_be32(h + KP_BATCH_OFF_LastOffsetDelta);
         if (base > offset || last >= offset) {
             *b = (batch_at){ p, (uint32_t)sz, base, last };
+            s->hint[1] = (struct seg_hint){ true, p, base };          /* H1 */
             return 0;
         }
         p += (uint64_t)sz;
@@ -82,9 +92,21 @@ static int find_batch(seg_segment *s, int64_t offset, batch_at *b)
     int64_t rel = offset - s->base;
     int64_t k = seg_oidx_floor_rel(&s->idx, rel > INT32_MAX ? INT32_MAX
                                                            : (int32_t)rel);
-    if (k >= 0) {
-        int32_t r, p;
+    int32_t r = 0, p = 0;
+    if (k >= 0)
         seg_oidx_get(&s->idx, (uint32_t)k, &r, &p);
+    /* H1: the known batch start nearest below offset, if past the index's. */
+    const struct seg_hint *h = NULL;
+    for (int i = 0; i < 2; i++)
+        if (s->hint[i].set && s->hint[i].base <= offset && s->hint[i].pos < s->size &&
+            (k < 0 || s->hint[i].pos > (uint64_t)p) && (!h || s->hint[i].pos > h->pos))
+            h = &s->hint[i];
+    if (h) {
+        int rc = walk_from(s, h->pos, offset, b, h->base);
+        if (rc <= 0)
+            return rc;
+    }
+    if (k >= 0) {
         int rc = walk_from(s, (uint64_t)p, offset, b, s->base + r);
         if (rc <= 0)
             return rc;

@@ -104,6 +104,13 @@ typedef struct seg_segment {
                                 fallback when roll_ts is -1 */
     int64_t   roll_jitter_ms;/* seg_roll_jitter, drawn once per segment */
     uint32_t  since_index;   /* bytes appended since the last index entry */
+    /* Batch starts known without the index (read.c H1): [0] the last one
+     * appended, [1] the last one a read found; valid when `set`. */
+    struct seg_hint {
+        bool     set;
+        uint64_t pos;
+        int64_t  base;
+    } hint[2];
 } seg_segment;
 
 /* Base name of a segment's file: dir/00000000000000000042.<ext> */

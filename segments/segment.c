@@ -244,6 +244,7 @@ int seg_segment_index_batch(seg_segment *s, const seg_config *c,
         s->since_index = 0;
     }
     s->since_index += size;
+    s->hint[0] = (struct seg_hint){ true, pos, s->base + rel };   /* read.c H1 */
     if (max_ts > s->max_ts)
         s->max_ts = max_ts;
     return 0;
@@ -256,6 +257,9 @@ int seg_segment_cut(seg_segment *s, uint64_t pos)
     if (rc < 0)
         return SEG_E_IO;
     s->size = pos;
+    for (int h = 0; h < 2; h++)       /* read.c H1: none at or past the cut */
+        if (s->hint[h].pos >= pos)
+            s->hint[h].set = false;
     uint32_t keep = pos ? (uint32_t)(seg_oidx_floor_pos(&s->idx,
                                      (int32_t)(pos - 1)) + 1) : 0;
     int32_t last_rel = 0, p;

@@ -221,6 +221,7 @@ static bool ap_one(bk_req *r, txn_op *op, ap_ctx *c, int32_t t)
 int txn_handle_add_partitions_to_txn(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
+    kp_rd body = r->body;             /* for a rerun (txn_park.c P3) */
     kp_AddPartitionsToTxnRequest q;
     if (kp_dec_AddPartitionsToTxnRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
@@ -273,7 +274,14 @@ int txn_handle_add_partitions_to_txn(bk_req *r)
         return BK_DEFER;
     r->state = NULL;
     r->cancel = NULL;
-    int rc = ap_encode(r, c);
+    /* One transaction whose id is busy: it waits for it (a broker's
+     * verification is answered at once). */
+    int rc = BK_RESPOND;
+    if (c->ntxns == 1 && !c->top_err && !c->txns[0].verify &&
+        c->txns[0].err == KP_CONCURRENT_TRANSACTIONS)
+        rc = txn_park(r, body, txn_handle_add_partitions_to_txn, c->txns[0].id);
+    if (rc != BK_DEFER)
+        rc = ap_encode(r, c);
     free(c);
     free(op);
     return rc;
@@ -314,6 +322,7 @@ int32_t txn_offsets_partition(bk_broker *b, kp_str group)
 int txn_handle_add_offsets_to_txn(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
+    kp_rd body = r->body;             /* for a rerun (txn_park.c P3) */
     kp_AddOffsetsToTxnRequest q;
     if (kp_dec_AddOffsetsToTxnRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
@@ -327,6 +336,9 @@ int txn_handle_add_offsets_to_txn(bk_req *r)
     txn_meta *m = err ? NULL : txn_meta_find(id.p, (size_t)id.len);
     if (!err)
         err = txn_coord_check(m, q.ProducerId, q.ProducerEpoch, v, 2);
+    if (err == KP_CONCURRENT_TRANSACTIONS &&
+        txn_park(r, body, txn_handle_add_offsets_to_txn, id) == BK_DEFER)
+        return BK_DEFER;
     if (err)
         return ao_now(r, err);
     txn_tp tp = { (char *)TXN_OFFSETS_TOPIC, txn_offsets_partition(r->b, q.GroupId) };
@@ -339,6 +351,9 @@ int txn_handle_add_offsets_to_txn(bk_req *r)
     r->state = NULL;
     r->cancel = NULL;
     free(op);
+    if (err == KP_CONCURRENT_TRANSACTIONS &&
+        txn_park(r, body, txn_handle_add_offsets_to_txn, id) == BK_DEFER)
+        return BK_DEFER;
     return ao_now(r, err == TXN_ADDED_ALREADY ? KP_NONE : err);
 }
 
@@ -395,6 +410,7 @@ static int16_t end_check(const txn_meta *m, bool commit)
 int txn_handle_end_txn(bk_req *r)
 {
     int16_t v = r->hdr.RequestApiVersion;
+    kp_rd body = r->body;             /* for a rerun (txn_park.c P3) */
     kp_EndTxnRequest q;
     if (kp_dec_EndTxnRequest(&r->body, v, &q, &r->arena) != 0)
         return BK_CLOSE;
@@ -408,6 +424,9 @@ int txn_handle_end_txn(bk_req *r)
         err = txn_coord_check(m, q.ProducerId, q.ProducerEpoch, v, 2);
     if (!err)
         err = end_check(m, q.Committed);
+    if (err == KP_CONCURRENT_TRANSACTIONS &&
+        txn_park(r, body, txn_handle_end_txn, id) == BK_DEFER)
+        return BK_DEFER;
     if (err)
         return end_now(r, err == 1 ? KP_NONE : err);
     txn_rec next;

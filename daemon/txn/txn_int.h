@@ -137,6 +137,17 @@ void txn_markers_free(struct txn_markers *k);
 /* Shutdown: every id's markers are freed, whatever is out. */
 void txn_markers_stop_all(void);
 
+/* ---- txn_park.c: requests waiting for a busy id ---------------------------- */
+/* A client request that met CONCURRENT_TRANSACTIONS for id: parked (BK_DEFER)
+ * until the id is free, then handler(r) runs again over body (r->body as it
+ * was before decoding); BK_RESPOND when it may not park (its time is up,
+ * no memory): the caller answers CONCURRENT_TRANSACTIONS itself.  r->state
+ * must be free.  txn_park.c P1-P3. */
+int txn_park(bk_req *r, kp_rd body, int (*handler)(bk_req *r), kp_str id);
+/* id's write ended or it left memory: its parked requests run again on the
+ * next loop turn. */
+void txn_park_wake(const char *id, size_t len);
+
 /* ---- txn_ops.c: the counters of /metrics ------------------------------------ */
 /* Kafka's TransactionState name of s (static text). */
 const char *txn_state_name(int8_t s);

@@ -47,7 +47,9 @@
  *       watermark: a change is applied when its record is covered, never
  *       before, and a failed write leaves cur as it was.
  *   T3. One change of an id is in flight at a time (m->pending, or its
- *       markers): every request meeting it answers CONCURRENT_TRANSACTIONS.
+ *       markers): every request meeting it answers CONCURRENT_TRANSACTIONS,
+ *       or (a client's AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) waits
+ *       a short while to be run again once the id is free (txn_park.c).
  *   T4. An id unloaded while a write or markers are in flight stays
  *       allocated, off the table, marked gone, until they end (their
  *       callbacks answer NOT_COORDINATOR); then it is freed, once.
@@ -214,6 +216,7 @@ void txn_meta_remove(txn_meta *m)
     }
     m->hnext = NULL;
     m->gone = true;
+    txn_park_wake(m->id, m->id_len);
     if (m->markers && txn_markers_drop(m->markers))
         m->markers = NULL;
     txn_meta_release(m);
@@ -576,6 +579,7 @@ static void write_finish(tl_write *w, int16_t err)
     w->next_w->prev_w = w->prev_w;
     txn_meta *m = w->m;
     m->pending = false;
+    txn_park_wake(m->id, m->id_len);  /* on the next turn: done may free m */
     if (m->gone && !err)
         err = KP_NOT_COORDINATOR;
     if (!err && !w->tombstone) {

@@ -16,9 +16,9 @@ from confluent_kafka.admin import NewTopic
 import kafka_raw as kr
 from cluster_support import live_brokers, make_cluster, wait_for, zk, zk_missing  # noqa: F401
 from support import ck_admin, ck_consumer, ck_producer
-from test_txn_coordinator import (CONCURRENT_TRANSACTIONS, NONE, NOT_COORDINATOR, add_offsets,
-                                  add_partitions, describe_txns, end_txn, find_coordinator,
-                                  init_pid, until_settled)
+from test_txn_coordinator import (ADD_PARTITIONS, CONCURRENT_TRANSACTIONS, END_TXN, NONE,
+                                  NOT_COORDINATOR, add_offsets, add_partitions, describe_txns,
+                                  end_txn, find_coordinator, init_pid, until_settled)
 
 if zk_missing():
     pytest.skip("ZooKeeper cannot run: " + zk_missing(), allow_module_level=True)
@@ -164,3 +164,42 @@ def test_markers_reach_the_partitions_other_brokers_lead(make_cluster):
             got[m.partition()].append(m.value())
     c.close()
     assert got == {part: [b"t0-p%d" % part, b"t1-p%d" % part] for part in range(3)}
+
+
+def test_the_next_transaction_waits_for_markers_sent_to_other_brokers(make_cluster):
+    """AddPartitionsToTxn pipelined right behind EndTxn on the coordinator's
+    connection is read while the commit markers are on their way to the
+    partitions' leaders (WriteTxnMarkers) and before CompleteCommit is
+    replicated: it waits for them and succeeds in that one request, where
+    it would have been answered CONCURRENT_TRANSACTIONS (txn_park.c); five
+    rounds, every answer NONE."""
+    cluster = started(make_cluster)
+    b0 = cluster.brokers[0]
+    ck_admin(b0).create_topics([NewTopic("piped", 3, 3)])["piped"].result(timeout=15)
+    tid = "tx-piped"
+    coord = wait_for(lambda: agreed(cluster.brokers, tid), 30, "a coordinator for tx-piped")
+    b = cluster.broker(coord)
+    parts = [("piped", [0, 1, 2])]
+    want = [("piped", [(0, NONE), (1, NONE), (2, NONE)])]
+    with kr.Conn(b.port, timeout=15) as c:
+        err, pid, epoch = until_settled(lambda: init_pid(c, tid), timeout=30)
+        assert err == NONE
+        got = wait_for(lambda: (lambda r: r if r == want else None)(
+            add_partitions(c, tid, pid, epoch, parts)), 20, "piped to be added")
+        assert got == want
+        for rnd in range(5):
+            e_corr = c.send(END_TXN, 1, kr.string(tid) + kr.i64(pid) + kr.i16(epoch) +
+                            kr.i8(1))
+            a_corr = c.send(ADD_PARTITIONS, 1, kr.string(tid) + kr.i64(pid) +
+                            kr.i16(epoch) + kr.array([kr.string("piped") + kr.array(
+                                [kr.i32(p) for p in range(3)])]))
+            got, r = c.recv_response(15)
+            assert got == e_corr
+            r.i32()
+            assert r.i16() == NONE, "EndTxn, round %d" % rnd
+            got, r = c.recv_response(15)
+            assert got == a_corr
+            r.i32()
+            res = r.array(lambda x: (x.string(), x.array(lambda y: (y.i32(), y.i16()))))
+            assert res == want, "AddPartitionsToTxn, round %d: %r" % (rnd, res)
+        assert end_txn(c, tid, pid, epoch, True) == (NONE,)

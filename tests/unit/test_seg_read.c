@@ -205,6 +205,58 @@ START_TEST(test_read_next_continues_across_segments)
 END_TEST
 
 /* ---- time lookup ---------------------------------------------------------- */
+/* The batch seg_read serves for offset o alone (max_bytes 1: exactly
+ * one batch): it must hold o.  Returns its base. */
+static int64_t batch_holding(seg_log *log, int64_t o)
+{
+    seg_range r;
+    int64_t first;
+    ck_assert_int_eq(seg_read(log, o, INT64_MAX, 1, &r), 0);
+    int64_t end = range_end_offset(&r, &first);
+    ck_assert_msg(first <= o && o < end, "offset %lld read as batch [%lld, %lld)",
+                  (long long)o, (long long)first, (long long)end);
+    seg_range_release(&r);
+    return first;
+}
+
+/* Reads that go on where the last stopped walk from the batch starts the
+ * segment remembers (read.c H1): a follower's tail reads after every
+ * append, reads of every offset backwards (the remembered start above the
+ * offset: the index serves) and forwards, and after a truncation in the
+ * middle and appends of other sizes there, the new batches. */
+START_TEST(test_reads_follow_appends_and_a_truncation)
+{
+    seg_log *log = open_log(0);
+    for (int i = 0; i < 60; i++) {
+        int64_t base = append(log, 1 + i % 3, 1000 + i, 20 + i, KP_CODEC_NONE);
+        ck_assert_int_eq(batch_holding(log, base), base);
+        seg_range r;
+        int64_t first;
+        ck_assert_int_eq(seg_read(log, base, INT64_MAX, 1 << 20, &r), 0);
+        ck_assert_int_eq(range_end_offset(&r, &first), seg_log_end(log));
+        ck_assert_int_eq(first, base);
+        seg_range_release(&r);
+    }
+    int64_t end = seg_log_end(log);
+    for (int64_t o = end - 1; o >= 0; o--)
+        batch_holding(log, o);
+    for (int64_t o = 0; o < end; o++)
+        batch_holding(log, o);
+    int64_t cut = batch_holding(log, end / 2);
+    batch_holding(log, end - 1);                  /* a remembered start past the cut */
+    ck_assert_int_eq(seg_truncate(log, cut), 0);
+    ck_assert_int_eq(seg_log_end(log), cut);
+    for (int i = 0; i < 30; i++) {
+        int64_t base = append(log, 2, 5000 + i, 70 - i, KP_CODEC_NONE);
+        ck_assert_int_eq(batch_holding(log, base), base);
+        ck_assert_int_eq(batch_holding(log, base + 1), base);
+    }
+    for (int64_t o = seg_log_end(log) - 1; o >= 0; o -= 3)
+        batch_holding(log, o);
+    seg_close(log);
+}
+END_TEST
+
 START_TEST(test_offset_for_time_returns_record_timestamp)
 {
     seg_log *log = open_log(0);
@@ -485,7 +537,7 @@ int main(void)
 {
     const TTest *const tests[] = {
         test_read_stops_at_upper_bound, test_read_next_offset_when_max_bytes_cuts,
-        test_read_next_continues_across_segments,
+        test_read_next_continues_across_segments, test_reads_follow_appends_and_a_truncation,
         test_offset_for_time_returns_record_timestamp,
         test_cursor_reads_uncompressed_and_compressed,
         test_cursor_streams_big_records_from_mid_batch,
