@@ -3,6 +3,7 @@
  * compatibility; records of the wire format validated and decoded.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -444,16 +445,84 @@ START_TEST(test_to_json_escapes_and_replaces)
     sch_schema *s = parse_ok("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"s\",\"type\":"
                              "\"string\"},{\"name\":\"d\",\"type\":\"double\"},{\"name\":\"u\",\"type\":"
                              "[\"null\",{\"type\":\"map\",\"values\":\"boolean\"}]}]}");
-    /* s = "a\xff\"" (invalid UTF-8), d = NaN, u = branch 1: {"k\n": true} */
-    const uint8_t body[] = {0x06, 'a', 0xff, '"', 0, 0, 0, 0, 0, 0, 0xf8, 0x7f,
+    /* s = "a\xfe\xad\xbe\"" (invalid UTF-8: a finding of fuzz_sch_decode),
+     * d = NaN, u = branch 1: {"k\n": true} */
+    const uint8_t body[] = {0x0a, 'a', 0xfe, 0xad, 0xbe, '"', 0, 0, 0, 0, 0, 0, 0xf8, 0x7f,
                             0x02, 0x02, 0x04, 'k', '\n', 0x01, 0x00};
     kp_buf b;
     kp_buf_init(&b);
     ck_assert_int_eq(sch_avro_to_json(s, body, sizeof body, &b), 0);
     kp_wr_raw(&b, "", 1);
-    ck_assert_str_eq((char *)b.data, "{\"s\":\"a\xef\xbf\xbd\\\"\",\"d\":null,\"u\":{\"k\\n\":true}}");
+    ck_assert_str_eq((char *)b.data, "{\"s\":\"a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\\\"\",\"d\":null,\"u\":{\"k\\n\":true}}");
     kp_buf_free(&b);
     sch_free(s);
+}
+END_TEST
+
+/* Every double and float written by to_json reads back as itself (the
+ * short decimal path and the %.17g one), over decimals and random bits. */
+START_TEST(test_to_json_numbers_read_back_exactly)
+{
+    sch_schema *d = parse_ok("{\"type\":\"array\",\"items\":\"double\"}");
+    sch_schema *f = parse_ok("{\"type\":\"array\",\"items\":\"float\"}");
+    sch_schema *l = parse_ok("{\"type\":\"array\",\"items\":\"long\"}");
+    kp_buf body, out;
+    kp_buf_init(&body);
+    kp_buf_init(&out);
+    srand(7);
+    for (int round = 0; round < 200; round++) {
+        double xs[64];
+        float fs[64];
+        for (int i = 0; i < 64; i++) {
+            uint64_t bits = ((uint64_t)rand() << 42) ^ ((uint64_t)rand() << 21) ^ (uint64_t)rand();
+            switch (i % 4) {
+            case 0: memcpy(&xs[i], &bits, 8); break;                      /* any bits */
+            case 1: xs[i] = (double)(rand() % 2000000 - 1000000) / 100; break; /* cents */
+            case 2: xs[i] = (rand() % 1000) * 1e-7 - 3e-5; break;           /* small */
+            default: xs[i] = 9.99 + (i + round) * 1.25; break;
+            }
+            if (isnan(xs[i]) || isinf(xs[i]))
+                xs[i] = -0.0;
+            fs[i] = (float)xs[i];
+            if (isinf(fs[i]))
+                fs[i] = 1.5f;
+        }
+        for (int which = 0; which < 2; which++) {
+            kp_buf_reset(&body);
+            kp_wr_raw(&body, "\x80\x01", 2); /* 64 items */
+            for (int i = 0; i < 64; i++)
+                kp_wr_raw(&body, which ? (void *)&fs[i] : (void *)&xs[i], which ? 4 : 8);
+            kp_wr_raw(&body, "", 1);
+            kp_buf_reset(&out);
+            ck_assert_int_eq(sch_avro_to_json(which ? f : d, body.data, body.len, &out), 0);
+            kp_wr_raw(&out, "", 1);
+            char *p = (char *)out.data + 1;
+            for (int i = 0; i < 64; i++) {
+                char *e;
+                double got = strtod(p, &e);
+                ck_assert_ptr_ne(e, p);
+                if (which)
+                    ck_assert_msg((float)got == fs[i], "float %.9g written %.*s", fs[i], (int)(e - p), p);
+                else
+                    ck_assert_msg(got == xs[i] && signbit(got) == signbit(xs[i]),
+                                  "double %.17g written %.*s", xs[i], (int)(e - p), p);
+                p = e + 1;
+            }
+        }
+    }
+    /* Longs at the edges. */
+    kp_buf_reset(&body);
+    kp_wr_raw(&body, "\x06\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00\x00",
+              23);
+    kp_buf_reset(&out);
+    ck_assert_int_eq(sch_avro_to_json(l, body.data, body.len, &out), 0);
+    kp_wr_raw(&out, "", 1);
+    ck_assert_str_eq((char *)out.data, "[9223372036854775807,-9223372036854775808,0]");
+    kp_buf_free(&body);
+    kp_buf_free(&out);
+    sch_free(d);
+    sch_free(f);
+    sch_free(l);
 }
 END_TEST
 
@@ -573,6 +642,7 @@ int main(void)
         test_python_avro_bodies_validate_and_decode,
         test_validate_refuses_bad_bodies,
         test_to_json_escapes_and_replaces,
+        test_to_json_numbers_read_back_exactly,
         test_references_define_names,
         test_hostile_schemas_refused_cleanly,
     };
