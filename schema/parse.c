@@ -17,6 +17,7 @@
  * number of type nodes by SCH_MAX_TYPES.  The first error wins (pctx.err)
  * and unwinds: every node is on s->nodes already, so sch_free cleans up.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,6 +328,29 @@ static bool p_named(pctx *c, sch_node *n, json_t *j, const char *space)
     return true;
 }
 
+/* A float or double's textual default as Java's Double.valueOf reads it:
+ * a finite number becomes a JSON number; NaN and the infinities stay text
+ * in Double.toString's spelling (Jackson quotes them).  NULL: not a number. */
+static json_t *p_text_real(const char *t)
+{
+    while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')
+        t++;
+    char *end;
+    double v = strtod(t, &end);
+    if (end == t)
+        return NULL;
+    while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r' || *end == 'd' ||
+           *end == 'D' || *end == 'f' || *end == 'F')
+        end++;
+    if (*end)
+        return NULL;
+    if (isnan(v))
+        return json_string("NaN");
+    if (isinf(v))
+        return json_string(v > 0 ? "Infinity" : "-Infinity");
+    return json_real(v);
+}
+
 static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
 {
     char ex[120];
@@ -361,7 +385,15 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
         if (!f->type)
             return false;
         json_t *d = json_object_get(fj, "default");
-        if (d) {
+        if (d && json_is_string(d) &&
+            (f->type->kind == SCH_K_FLOAT || f->type->kind == SCH_K_DOUBLE)) {
+            /* Java reads a textual default of a float or double as the
+             * number it spells ("NaN" too). */
+            if (!(f->dflt = p_text_real(json_string_value(d))))
+                return p_fail(c, "Invalid default for field %s: %s not a %s", fname,
+                              p_excerpt(d, ex, sizeof ex), sch_kind_name(f->type->kind)),
+                       false;
+        } else if (d) {
             if (!sch_default_ok(f->type, d, 0))
                 return p_fail(c, "Invalid default for field %s: %s not a %s", fname,
                               p_excerpt(d, ex, sizeof ex),

@@ -78,6 +78,11 @@ START_TEST(test_canonical_is_java_tostring)
              "{\"name\":\"kind2\",\"type\":\"other.K\",\"order\":\"descending\"},"
              "{\"name\":\"d\",\"type\":\"double\",\"doc\":\"a\\nb\",\"default\":1.0E10},"
              "{\"name\":\"h\",\"type\":{\"type\":\"fixed\",\"name\":\"MD5\",\"size\":16}}]}");
+    /* Java reads a float or double's textual default as a number. */
+    canon_is("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"double\","
+             "\"default\":\"2.5\"},{\"name\":\"b\",\"type\":\"float\",\"default\":\"NaN\"}]}",
+             "{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"double\","
+             "\"default\":2.5},{\"name\":\"b\",\"type\":\"float\",\"default\":\"NaN\"}]}");
     /* A dotted name carries its namespace; a nested type in the null
      * namespace under a named one says so. */
     canon_is("{\"type\":\"record\",\"name\":\"a.b.R\",\"fields\":[{\"name\":\"x\",\"type\":"
@@ -145,6 +150,12 @@ START_TEST(test_invalid_schemas_refused_with_reason)
     FAILS("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":"
           "{\"type\":\"record\",\"name\":\"R\",\"fields\":[]}}]}", "Can't redefine: R");
     FAILS("{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\",\"A\"]}", "Duplicate enum symbol");
+    FAILS("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"double\","
+          "\"default\":\"abc\"}]}", "Invalid default for field a");
+    FAILS("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\","
+          "\"default\":1.5}]}", "Invalid default for field a");
+    FAILS("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\","
+          "\"default\":4294967296}]}", "Invalid default for field a");
     FAILS("{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\"],\"default\":\"B\"}", "Enum Default");
     FAILS("{\"type\":\"fixed\",\"name\":\"F\"}", "Invalid or no size");
     FAILS("{\"type\":\"array\"}", "Array has no items");
