@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "schema/sch_int.h"
 
@@ -403,11 +404,11 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
         }
         const char *ord = p_text(fj, "order");
         if (json_object_get(fj, "order")) {
-            if (ord && strcmp(ord, "ascending") == 0)
+            if (ord && strcasecmp(ord, "ascending") == 0)
                 f->order = SCH_ORDER_ASCENDING;
-            else if (ord && strcmp(ord, "descending") == 0)
+            else if (ord && strcasecmp(ord, "descending") == 0)
                 f->order = SCH_ORDER_DESCENDING;
-            else if (ord && strcmp(ord, "ignore") == 0)
+            else if (ord && strcasecmp(ord, "ignore") == 0)
                 f->order = SCH_ORDER_IGNORE;
             else
                 return p_fail(c, "Invalid order for field %s", fname), false;

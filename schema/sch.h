@@ -92,7 +92,9 @@ const char *sch_avro_name(const sch_schema *s);
  * (compact JSON; attributes in Avro's order; extra properties kept in their
  * order; types from references written by name as Confluent does).  With
  * normalize, Confluent's normalized form (normalize=true on register and
- * lookup).  0, or -1 if out ran out of memory. */
+ * lookup: AvroSchemaUtils.toNormalizedString — full names, keys in Parsing
+ * Canonical Form's order, doc/aliases/defaults/properties kept, properties
+ * and aliases sorted; canon.c).  0, or -1 if out ran out of memory. */
 int sch_avro_canonical(const sch_schema *s, bool normalize, kp_buf *out);
 
 /* Avro's Parsing Canonical Form and its CRC-64-AVRO fingerprint (the

@@ -102,12 +102,31 @@ START_TEST(test_canonical_ignores_whitespace_and_attribute_order)
     ck_assert_str_eq(a, b);
     free(a);
     free(b);
-    /* Normalized: namespace spelled either way, properties in any order. */
+    /* Normalized (Confluent's form): namespace spelled either way,
+     * properties in any order. */
     a = canon("{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"n\",\"p\":1,\"q\":2,\"fields\":[]}",
               true);
     b = canon("{\"type\":\"record\",\"name\":\"n.R\",\"q\":2,\"p\":1,\"fields\":[]}", true);
     ck_assert_str_eq(a, b);
-    ck_assert_str_eq(a, "{\"type\":\"record\",\"name\":\"n.R\",\"fields\":[],\"p\":1,\"q\":2}");
+    ck_assert_str_eq(a, "{\"name\":\"n.R\",\"type\":\"record\",\"fields\":[],\"p\":1,\"q\":2}");
+    free(a);
+    free(b);
+    /* Confluent's layout: every field's order, sorted aliases, a double's
+     * default as a double, the logical type first, a reference by name. */
+    a = canon("{\"type\":\"record\",\"name\":\"R\",\"aliases\":[\"z.B\",\"a.C\"],\"doc\":\"d\","
+              "\"fields\":[{\"name\":\"x\",\"type\":\"double\",\"default\":1,\"order\":\"IGNORE\"},"
+              "{\"name\":\"m\",\"type\":{\"type\":\"bytes\",\"y\":{\"b\":1,\"a\":2},\"scale\":2,"
+              "\"precision\":9,\"logicalType\":\"decimal\"}},{\"name\":\"r\",\"type\":[\"null\",\"R\"]}]}",
+              true);
+    ck_assert_str_eq(a, "{\"name\":\"R\",\"type\":\"record\",\"fields\":["
+                        "{\"name\":\"x\",\"type\":\"double\",\"order\":\"IGNORE\",\"default\":1.0},"
+                        "{\"name\":\"m\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\","
+                        "\"precision\":9,\"scale\":2,\"y\":{\"a\":2,\"b\":1}},\"order\":\"ASCENDING\"},"
+                        "{\"name\":\"r\",\"type\":[\"null\",\"R\"],\"order\":\"ASCENDING\"}],"
+                        "\"doc\":\"d\",\"aliases\":[\"a.C\",\"z.B\"]}");
+    /* ... which parses back to itself. */
+    b = canon(a, true);
+    ck_assert_str_eq(a, b);
     free(a);
     free(b);
 }
