@@ -31,6 +31,7 @@ typedef struct {
     sch_node **tab;            /* full name → node, open addressing */
     size_t tabcap, tabn;
     bool external;             /* parsing a reference */
+    long budget;               /* steps left for checking defaults (sch_default_ok) */
     const char *refname;
     char *err;
     size_t errlen;
@@ -395,11 +396,15 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
                               p_excerpt(d, ex, sizeof ex), sch_kind_name(f->type->kind)),
                        false;
         } else if (d) {
-            if (!sch_default_ok(f->type, d, 0))
+            if (!sch_default_ok(f->type, d, 0, &c->budget)) {
+                if (c->budget < 0)
+                    return p_fail(c, "defaults take more than %ld steps to check",
+                                  SCH_DEFAULT_WORK), false;
                 return p_fail(c, "Invalid default for field %s: %s not a %s", fname,
                               p_excerpt(d, ex, sizeof ex),
                               f->type->full ? f->type->full : sch_kind_name(f->type->kind)),
                        false;
+            }
             f->dflt = json_incref(d);
         }
         const char *ord = p_text(fj, "order");
@@ -589,7 +594,7 @@ int sch_avro_parse(const char *text, size_t len, const sch_ref *refs, size_t nre
     *out = NULL;
     if (err && errlen)
         err[0] = 0;
-    pctx c = {.err = err, .errlen = errlen};
+    pctx c = {.err = err, .errlen = errlen, .budget = SCH_DEFAULT_WORK};
     size_t total = len;
     for (size_t i = 0; i < nrefs; i++)
         total += refs[i].len;
@@ -659,9 +664,9 @@ void sch_free(sch_schema *s)
 const char *sch_avro_name(const sch_schema *s) { return s->root->full; }
 
 /* ---- defaults (Avro 1.11's Schema.isValidDefault) --------------------------- */
-bool sch_default_ok(const sch_node *t, const json_t *v, int depth)
+bool sch_default_ok(const sch_node *t, const json_t *v, int depth, long *budget)
 {
-    if (depth > 2 * JSON_PARSER_MAX_DEPTH + 8)
+    if (depth > 2 * JSON_PARSER_MAX_DEPTH + 8 || --*budget < 0)
         return false;
     switch (t->kind) {
     case SCH_K_NULL: return json_is_null(v);
@@ -681,7 +686,7 @@ bool sch_default_ok(const sch_node *t, const json_t *v, int depth)
             return false;
         size_t i;
         json_t *e;
-        json_array_foreach(v, i, e) if (!sch_default_ok(t->items, e, depth + 1)) return false;
+        json_array_foreach(v, i, e) if (!sch_default_ok(t->items, e, depth + 1, budget)) return false;
         return true;
     }
     case SCH_K_MAP: {
@@ -689,12 +694,12 @@ bool sch_default_ok(const sch_node *t, const json_t *v, int depth)
             return false;
         const char *k;
         json_t *e;
-        json_object_foreach((json_t *)v, k, e) if (!sch_default_ok(t->items, e, depth + 1)) return false;
+        json_object_foreach((json_t *)v, k, e) if (!sch_default_ok(t->items, e, depth + 1, budget)) return false;
         return true;
     }
     case SCH_K_UNION:
         for (size_t i = 0; i < t->nbranches; i++)
-            if (sch_default_ok(t->branches[i], v, depth + 1))
+            if (sch_default_ok(t->branches[i], v, depth + 1, budget))
                 return true;
         return false;
     case SCH_K_RECORD:
@@ -702,7 +707,7 @@ bool sch_default_ok(const sch_node *t, const json_t *v, int depth)
             return false;
         for (size_t i = 0; i < t->nfields; i++) {
             const json_t *fv = json_object_get(v, t->fields[i].name);
-            if (fv ? !sch_default_ok(t->fields[i].type, fv, depth + 1) : !t->fields[i].dflt)
+            if (fv ? !sch_default_ok(t->fields[i].type, fv, depth + 1, budget) : !t->fields[i].dflt)
                 return false;
         }
         return true;

@@ -106,16 +106,21 @@ uint64_t sch_crc64_avro(const void *p, size_t len);
 
 /* ---- compatibility -------------------------------------------------------- */
 /* 1 when data written with writer can be read with reader (Avro's Schema
- * Resolution, decided as Java's SchemaCompatibility does), else 0 with the
- * first incompatibility in why, Confluent-like:
- *   {errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'...', additionalInfo:'f'}
- * why may be NULL. */
+ * Resolution, decided as Java's SchemaCompatibility does), else 0 with
+ * every incompatibility in why, one a line ('\n' between), as Confluent
+ * words them (its "messages" of verbose answers):
+ *   {errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'f' at path
+ *   '/fields/1' in the reader schema has no default value and is missing in the writer
+ *   schema', additionalInfo:'f'}
+ * Lines that do not fit in whylen are left out; why may be NULL. */
 int sch_avro_compatible(const sch_schema *reader, const sch_schema *writer, char *why,
                         size_t whylen);
 /* The registry's check of a new schema against the subject's previous ones
  * (prev[0] oldest .. prev[nprev-1] latest): BACKWARD (new reads latest),
  * FORWARD (latest reads new), FULL (both); *_TRANSITIVE against every
- * previous one; NONE always passes.  1 compatible, 0 with why. */
+ * previous one, newest first; NONE always passes.  1 compatible, 0 with why
+ * (the lines of the first previous schema failing, worded with "new" and
+ * "old" schema as Confluent's are). */
 int sch_avro_check_level(sch_level level, const sch_schema *new_schema,
                          const sch_schema *const *prev, size_t nprev, char *why, size_t whylen);
 

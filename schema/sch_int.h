@@ -81,8 +81,12 @@ struct sch_schema {
 };
 
 /* Whether v is a valid default for t (Avro 1.11's rules; a union accepts a
- * value matching any branch). depth bounds the walk. */
-bool sch_default_ok(const sch_node *t, const json_t *v, int depth);
+ * value matching any branch).  depth bounds the recursion and *budget the
+ * work, shared by all the defaults of one parse (unions of records in
+ * unions of records try every branch: without it, hostile nesting is
+ * exponential); out of budget is "not valid" and *budget < 0. */
+#define SCH_DEFAULT_WORK 4000000L
+bool sch_default_ok(const sch_node *t, const json_t *v, int depth, long *budget);
 
 /* Appends v as compact JSON the way Jackson writes it (Java's toString). */
 void sch_json_write(kp_buf *b, const json_t *v);

@@ -222,6 +222,30 @@ START_TEST(test_compat_fields_added_removed_renamed_promoted)
     compat_is(added_no_default, v1, 0, "READER_FIELD_MISSING_DEFAULT_VALUE");
     compat_is(added_no_default, v1, 0, "The field 'b' at path '/fields/1'");
     compat_is(v1, added_no_default, 1, NULL);
+    /* Every incompatibility, one a line, as Java goes on past the first. */
+    {
+        sch_schema *r = parse_ok(REC(F("a", "\"int\"") "," F("b", "\"int\"") "," F("c", "\"int\""))),
+                   *w = parse_ok(REC(F("a", "\"string\"")));
+        char why[4096];
+        ck_assert_int_eq(sch_avro_compatible(r, w, why, sizeof why), 0);
+        ck_assert_str_eq(why,
+                         "{errorType:'TYPE_MISMATCH', description:'The type (path '/fields/0/type') of a "
+                         "field in the reader schema does not match with the writer schema', "
+                         "additionalInfo:'reader type: INT not compatible with writer type: STRING'}\n"
+                         "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'b' at "
+                         "path '/fields/1' in the reader schema has no default value and is missing in "
+                         "the writer schema', additionalInfo:'b'}\n"
+                         "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'c' at "
+                         "path '/fields/2' in the reader schema has no default value and is missing in "
+                         "the writer schema', additionalInfo:'c'}");
+        /* Only whole lines: a buffer for one holds the first. */
+        char small[300];
+        ck_assert_int_eq(sch_avro_compatible(r, w, small, sizeof small), 0);
+        ck_assert_ptr_null(strchr(small, '\n'));
+        ck_assert_msg(strstr(small, "TYPE_MISMATCH") && small[strlen(small) - 1] == '}', "%s", small);
+        sch_free(r);
+        sch_free(w);
+    }
     /* Removed: old readers need a default for it. */
     compat_is(removed, v1, 1, NULL);
     compat_is(v1, removed, 0, "READER_FIELD_MISSING_DEFAULT_VALUE");
@@ -301,6 +325,47 @@ START_TEST(test_compat_recursive_types_terminate)
                      "{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"B\",\"fields\":"
                      "[{\"name\":\"a\",\"type\":{\"type\":\"map\",\"values\":\"A\"}}]}}}]}";
     compat_is(ab, ab, 1, NULL);
+}
+END_TEST
+
+/* Forty levels of records, each with ten fields of the next: 10^40 paths
+ * to the one incompatible leaf, decided at once (each pair checked once). */
+static void levels(kp_buf *b, int lvl, const char *leaf)
+{
+    if (lvl == 40) {
+        kp_buf_printf(b, "{\"type\":\"record\",\"name\":\"L40\",\"fields\":[{\"name\":\"x\","
+                         "\"type\":\"%s\"}]}", leaf);
+        return;
+    }
+    kp_buf_printf(b, "{\"type\":\"record\",\"name\":\"L%d\",\"fields\":[{\"name\":\"f0\",\"type\":",
+                  lvl);
+    levels(b, lvl + 1, leaf);
+    kp_buf_printf(b, "}");
+    for (int f = 1; f < 10; f++)
+        kp_buf_printf(b, ",{\"name\":\"f%d\",\"type\":\"L%d\"}", f, lvl + 1);
+    kp_buf_printf(b, "]}");
+}
+
+START_TEST(test_compat_shared_types_checked_once)
+{
+    kp_buf r, w;
+    kp_buf_init(&r);
+    kp_buf_init(&w);
+    levels(&r, 0, "int");
+    levels(&w, 0, "string");
+    kp_wr_raw(&r, "", 1);
+    kp_wr_raw(&w, "", 1);
+    compat_is((char *)r.data, (char *)r.data, 1, NULL);
+    compat_is((char *)r.data, (char *)w.data, 0, "TYPE_MISMATCH");
+    /* In a reader union too (quiet first, then reported). */
+    kp_buf u;
+    kp_buf_init(&u);
+    kp_buf_printf(&u, "[\"null\",%s]", (char *)r.data);
+    kp_wr_raw(&u, "", 1);
+    compat_is((char *)u.data, (char *)w.data, 0, "MISSING_UNION_BRANCH");
+    kp_buf_free(&u);
+    kp_buf_free(&r);
+    kp_buf_free(&w);
 }
 END_TEST
 
@@ -607,6 +672,49 @@ static char *repeat(const char *a, size_t n, const char *mid, const char *b)
     return t;
 }
 
+/* Level k: a union of ten records, each with a field x of level k + 1's
+ * union (the first defines level k + 1's records, the others name them). */
+static void union_levels(kp_buf *b, int k, int depth)
+{
+    kp_buf_printf(b, "[");
+    for (int j = 0; j < 10; j++) {
+        kp_buf_printf(b, "%s{\"type\":\"record\",\"name\":\"R%d_%d\",\"fields\":[{\"name\":\"x\","
+                         "\"type\":", j ? "," : "", k, j);
+        if (k + 1 == depth) {
+            kp_buf_printf(b, "\"int\"");
+        } else if (j == 0) {
+            union_levels(b, k + 1, depth);
+        } else {
+            kp_buf_printf(b, "[");
+            for (int i = 0; i < 10; i++)
+                kp_buf_printf(b, "%s\"R%d_%d\"", i ? "," : "", k + 1, i);
+            kp_buf_printf(b, "]");
+        }
+        kp_buf_printf(b, "}]}");
+    }
+    kp_buf_printf(b, "]");
+}
+
+START_TEST(test_hostile_defaults_bounded)
+{
+    /* A default every branch half-matches: 10^12 ways to try, refused once
+     * the budget is spent. */
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_buf_printf(&b, "{\"type\":\"record\",\"name\":\"Top\",\"fields\":[{\"name\":\"f\",\"type\":");
+    union_levels(&b, 0, 12);
+    kp_buf_printf(&b, ",\"default\":");
+    for (int i = 0; i < 12; i++)
+        kp_buf_printf(&b, "{\"x\":");
+    kp_buf_printf(&b, "\"not an int\"");
+    for (int i = 0; i < 12; i++)
+        kp_buf_printf(&b, "}");
+    kp_buf_printf(&b, "}]}");
+    parse_fails((char *)b.data, b.len, "defaults take more than");
+    kp_buf_free(&b);
+}
+END_TEST
+
 START_TEST(test_hostile_schemas_refused_cleanly)
 {
     /* 10,000 nested arrays and 1 MiB of brackets: jansson's depth limit. */
@@ -668,6 +776,7 @@ int main(void)
         test_compat_fields_added_removed_renamed_promoted,
         test_compat_enums_unions_fixed_names,
         test_compat_recursive_types_terminate,
+        test_compat_shared_types_checked_once,
         test_check_level_directions_and_transitive,
         test_python_avro_bodies_validate_and_decode,
         test_validate_refuses_bad_bodies,
@@ -675,6 +784,7 @@ int main(void)
         test_to_json_numbers_read_back_exactly,
         test_references_define_names,
         test_hostile_schemas_refused_cleanly,
+        test_hostile_defaults_bounded,
     };
     return unit_run("schema", "avro", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
