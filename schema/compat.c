@@ -52,6 +52,7 @@ typedef struct {
     int quiet;                 /* > 0: trying a reader union's branch, no report */
     size_t wlen;               /* why's length so far */
     long work;                 /* steps left (C_MAX_WORK) */
+    bool exhausted;            /* work ran out: reported once, every loop stops */
     bool oom;
     char *why;
     size_t whylen;
@@ -155,6 +156,23 @@ __attribute__((format(printf, 4, 5))) static int c_report(cctx *c, const char *t
 
 static int c_pair(cctx *c, const sch_node *r, const sch_node *w, int depth);
 
+/* True once the work budget is spent (reported the first time): the
+ * caller stops, incompatible. */
+static bool c_spent(cctx *c)
+{
+    if (c->work >= 0)
+        return false;
+    if (!c->exhausted) {
+        c->exhausted = true;
+        int q = c->quiet;
+        c->quiet = 0; /* the verdict is final: say why even inside a union */
+        c_report(c, "TYPE_MISMATCH", "The schemas (path '%s') take too long to compare (%s, %s)",
+                 "more than %ld steps", C_MAX_WORK);
+        c->quiet = q;
+    }
+    return true;
+}
+
 static int c_sub(cctx *c, const char *seg, const sch_node *r, const sch_node *w, int depth)
 {
     size_t mark;
@@ -208,6 +226,10 @@ static int c_record(cctx *c, const sch_node *r, const sch_node *w, int depth)
     size_t m1, m2;
     c_push(c, "fields", &m1);
     for (size_t i = 0; i < r->nfields; i++) {
+        if (c_spent(c)) {
+            all = 0;
+            break;
+        }
         const sch_field *rf = &r->fields[i];
         char idx[24];
         snprintf(idx, sizeof idx, "%zu", i);
@@ -240,10 +262,15 @@ static int c_enum(cctx *c, const sch_node *r, const sch_node *w)
         return named;
     char missing[400] = "";
     size_t mlen = 0, nmissing = 0;
+    sch_set rs;
+    if (sch_set_init(&rs, r->nsymbols) != 0) {
+        c->oom = true;
+        return c_report(c, "MISSING_ENUM_SYMBOLS", "", "out of memory");
+    }
+    for (size_t k = 0; k < r->nsymbols; k++)
+        sch_set_add(&rs, r->symbols[k]);
     for (size_t i = 0; i < w->nsymbols; i++) {
-        bool found = false;
-        for (size_t k = 0; k < r->nsymbols && !found; k++)
-            found = strcmp(w->symbols[i], r->symbols[k]) == 0;
+        bool found = sch_set_has(&rs, w->symbols[i]);
         if (!found && mlen < sizeof missing) {
             int n = snprintf(missing + mlen, sizeof missing - mlen, "%s%s", nmissing ? ", " : "",
                              w->symbols[i]);
@@ -252,6 +279,7 @@ static int c_enum(cctx *c, const sch_node *r, const sch_node *w)
         }
         nmissing += !found;
     }
+    sch_set_free(&rs);
     if (!nmissing)
         return named;
     size_t mark;
@@ -359,11 +387,9 @@ static int c_other_kind(cctx *c, const sch_node *r, const sch_node *w, int depth
 
 static int c_pair(cctx *c, const sch_node *r, const sch_node *w, int depth)
 {
-    if (--c->work < 0) {
-        c_report(c, "TYPE_MISMATCH", "The schemas (path '%s') take too long to compare (%s, %s)",
-                 "more than %ld steps", C_MAX_WORK);
+    c->work--;
+    if (c_spent(c))
         return 0;
-    }
     if (depth > C_MAX_DEPTH) {
         c_report(c, "TYPE_MISMATCH", "The schemas (path '%s') nest too deeply to compare (%s, %s)",
                  "nested deeper than %d", C_MAX_DEPTH);

@@ -32,6 +32,7 @@ typedef struct {
     size_t tabcap, tabn;
     bool external;             /* parsing a reference */
     long budget;               /* steps left for checking defaults (sch_default_ok) */
+    sch_node *prim[SCH_K_STRING + 1]; /* one node per primitive without properties */
     const char *refname;
     char *err;
     size_t errlen;
@@ -159,6 +160,41 @@ static bool p_insert(pctx *c, sch_node *n)
     return true;
 }
 
+/* ---- sets of strings (sch_int.h) ------------------------------------------ */
+int sch_set_init(sch_set *s, size_t n)
+{
+    s->cap = 16;
+    while (s->cap < 2 * n + 2)
+        s->cap *= 2;
+    s->slot = calloc(s->cap, sizeof *s->slot);
+    return s->slot ? 0 : -1;
+}
+
+static size_t set_pos(const sch_set *s, const char *k)
+{
+    size_t i = p_hash(k) & (s->cap - 1);
+    while (s->slot[i] && strcmp(s->slot[i], k) != 0)
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+int sch_set_add(sch_set *s, const char *k)
+{
+    size_t i = set_pos(s, k);
+    if (s->slot[i])
+        return 0;
+    s->slot[i] = k;
+    return 1;
+}
+
+bool sch_set_has(const sch_set *s, const char *k) { return s->slot[set_pos(s, k)] != NULL; }
+
+void sch_set_free(sch_set *s)
+{
+    free(s->slot);
+    s->slot = NULL;
+}
+
 /* ---- names ----------------------------------------------------------------- */
 /* One component: [A-Za-z_][A-Za-z0-9_]*; Java's messages. */
 static bool p_ident(pctx *c, const char *s, size_t len, const char *whole)
@@ -229,6 +265,15 @@ static char *p_fullname(pctx *c, const char *name, const char *space, char **spa
 }
 
 /* A name used as a type: the enclosing namespace first, then the null one. */
+/* A primitive without properties: one shared node per kind (a record of
+ * 100,000 int fields is 100,001 nodes otherwise). */
+static sch_node *p_prim(pctx *c, sch_kind k)
+{
+    if (!c->prim[k])
+        c->prim[k] = p_new(c, k);
+    return c->prim[k];
+}
+
 static sch_node *p_resolve(pctx *c, const char *name, const char *space)
 {
     if (strlen(name) > SCH_MAX_NAME)
@@ -353,6 +398,8 @@ static json_t *p_text_real(const char *t)
     return json_real(v);
 }
 
+static bool p_fields_each(pctx *c, sch_node *n, json_t *fs, sch_set *seen, int depth);
+
 static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
 {
     char ex[120];
@@ -363,6 +410,17 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
     n->fields = calloc(nf ? nf : 1, sizeof *n->fields);
     if (!n->fields)
         return p_fail(c, "out of memory"), false;
+    sch_set seen;
+    if (sch_set_init(&seen, nf) != 0)
+        return p_fail(c, "out of memory"), false;
+    bool ok = p_fields_each(c, n, fs, &seen, depth);
+    sch_set_free(&seen);
+    return ok;
+}
+
+static bool p_fields_each(pctx *c, sch_node *n, json_t *fs, sch_set *seen, int depth)
+{
+    char ex[120];
     size_t i;
     json_t *fj;
     json_array_foreach(fs, i, fj) {
@@ -374,9 +432,8 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
             return p_fail(c, "field name longer than %d bytes", SCH_MAX_NAME), false;
         if (!p_ident(c, fname, strlen(fname), fname))
             return false;
-        for (size_t k = 0; k < n->nfields; k++)
-            if (strcmp(n->fields[k].name, fname) == 0)
-                return p_fail(c, "Duplicate field %s in record %s", fname, n->full), false;
+        if (sch_set_add(seen, fname) == 0)
+            return p_fail(c, "Duplicate field %s in record %s", fname, n->full), false;
         json_t *tj = json_object_get(fj, "type");
         if (!tj)
             return p_fail(c, "No field type: %s", p_excerpt(fj, ex, sizeof ex)), false;
@@ -436,6 +493,8 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
     return true;
 }
 
+static bool p_symbols(pctx *c, sch_node *n, json_t *sy, sch_set *seen);
+
 static bool p_enum(pctx *c, sch_node *n, json_t *j)
 {
     char ex[120];
@@ -445,6 +504,27 @@ static bool p_enum(pctx *c, sch_node *n, json_t *j)
     n->symbols = calloc(json_array_size(sy) + 1, sizeof *n->symbols);
     if (!n->symbols)
         return p_fail(c, "out of memory"), false;
+    sch_set seen;
+    if (sch_set_init(&seen, json_array_size(sy)) != 0)
+        return p_fail(c, "out of memory"), false;
+    bool ok = p_symbols(c, n, sy, &seen);
+    if (ok) {
+        json_t *d = json_object_get(j, "default");
+        const char *ds = json_is_string(d) ? json_string_value(d) : NULL;
+        if (d && !(ds && sch_set_has(&seen, ds))) {
+            p_fail(c, "The Enum Default: %s is not in the enum symbol set",
+                   p_excerpt(d, ex, sizeof ex));
+            ok = false;
+        }
+        n->enum_default = ds;
+    }
+    sch_set_free(&seen);
+    return ok;
+}
+
+static bool p_symbols(pctx *c, sch_node *n, json_t *sy, sch_set *seen)
+{
+    char ex[120];
     size_t i;
     json_t *v;
     json_array_foreach(sy, i, v) {
@@ -455,22 +535,9 @@ static bool p_enum(pctx *c, sch_node *n, json_t *j)
             return p_fail(c, "enum symbol longer than %d bytes", SCH_MAX_NAME), false;
         if (!p_ident(c, sym, strlen(sym), sym))
             return false;
-        for (size_t k = 0; k < n->nsymbols; k++)
-            if (strcmp(n->symbols[k], sym) == 0)
-                return p_fail(c, "Duplicate enum symbol: %s", sym), false;
+        if (sch_set_add(seen, sym) == 0)
+            return p_fail(c, "Duplicate enum symbol: %s", sym), false;
         n->symbols[n->nsymbols++] = sym;
-    }
-    json_t *d = json_object_get(j, "default");
-    if (d) {
-        const char *ds = json_is_string(d) ? json_string_value(d) : NULL;
-        bool found = false;
-        for (size_t k = 0; ds && k < n->nsymbols; k++)
-            found |= strcmp(n->symbols[k], ds) == 0;
-        if (!found)
-            return p_fail(c, "The Enum Default: %s is not in the enum symbol set",
-                          p_excerpt(d, ex, sizeof ex)),
-                   false;
-        n->enum_default = ds;
     }
     return true;
 }
@@ -483,24 +550,31 @@ static sch_node *p_union(pctx *c, json_t *j, const char *space, int depth)
     n->branches = calloc(json_array_size(j) + 1, sizeof *n->branches);
     if (!n->branches)
         return p_fail(c, "out of memory");
+    sch_set named;             /* full names of the named branches */
+    if (sch_set_init(&named, json_array_size(j)) != 0)
+        return p_fail(c, "out of memory");
+    uint32_t kinds = 0;        /* the unnamed kinds met */
     size_t i;
     json_t *bj;
     json_array_foreach(j, i, bj) {
         sch_node *b = p_parse(c, bj, space, depth + 1);
         if (!b)
-            return NULL;
-        if (b->kind == SCH_K_UNION)
-            return p_fail(c, "Nested union in a union");
-        for (size_t k = 0; k < n->nbranches; k++) {
-            const sch_node *o = n->branches[k];
-            if (sch_kind_named(b->kind) ? (o->full && strcmp(o->full, b->full) == 0)
-                                        : o->kind == b->kind)
-                return p_fail(c, "Duplicate in union: %s",
-                              b->full ? b->full : sch_kind_name(b->kind));
+            break;
+        if (b->kind == SCH_K_UNION) {
+            p_fail(c, "Nested union in a union");
+            break;
         }
+        bool dup = sch_kind_named(b->kind) ? sch_set_add(&named, b->full) == 0
+                                           : (kinds & (1u << b->kind)) != 0;
+        if (dup) {
+            p_fail(c, "Duplicate in union: %s", b->full ? b->full : sch_kind_name(b->kind));
+            break;
+        }
+        kinds |= 1u << b->kind;
         n->branches[n->nbranches++] = b;
     }
-    return n;
+    sch_set_free(&named);
+    return c->failed ? NULL : n;
 }
 
 static sch_node *p_object(pctx *c, json_t *j, const char *space, int depth)
@@ -515,6 +589,12 @@ static sch_node *p_object(pctx *c, json_t *j, const char *space, int depth)
     int pk = prim_kind(t);
     sch_node *n;
     if (pk >= 0) {
+        json_t *props = NULL;
+        if (!p_props(c, j, k_schema_reserved, &props))
+            return NULL;
+        if (!props)
+            return p_prim(c, (sch_kind)pk);
+        json_decref(props);
         if (!(n = p_new(c, (sch_kind)pk)))
             return NULL;
     } else if (strcmp(t, "record") == 0 || strcmp(t, "error") == 0) {
@@ -563,7 +643,7 @@ static sch_node *p_parse(pctx *c, json_t *j, const char *space, int depth)
     if (json_is_string(j)) {
         const char *t = json_string_value(j);
         int pk = prim_kind(t);
-        return pk >= 0 ? p_new(c, (sch_kind)pk) : p_resolve(c, t, space);
+        return pk >= 0 ? p_prim(c, (sch_kind)pk) : p_resolve(c, t, space);
     }
     if (json_is_array(j))
         return p_union(c, j, space, depth);
