@@ -1,16 +1,25 @@
 #!/usr/bin/python3
-"""Writes tests/unit/sch_avro_fixtures.h: Avro bodies encoded by python3-avro
-(Debian's, the reference implementation's Python port), each with its schema
-and the JSON that sch_avro_to_json must give for it (records as objects, a
-union as its branch's plain value, bytes and fixed as one code point per
-byte).  Regenerate: /usr/bin/python3 tests/unit/sch_fixtures.py > tests/unit/sch_avro_fixtures.h
+"""Writes tests/unit/sch_avro_fixtures.h from python3-avro (Debian's; the
+reference implementation's Python port):
+  - Avro bodies it encoded, each with its schema and the JSON that
+    sch_avro_to_json must give for it (records as objects, a union as its
+    branch's plain value, bytes and fixed as one code point per byte);
+  - pairs of random evolving record schemas (seeded, so the file is
+    reproducible) with the verdict of avro.compatibility's
+    ReaderWriterCompatibilityChecker (a port of Java's SchemaCompatibility),
+    which sch_avro_compatible must match; pairs it refuses to parse are
+    left out.
+Regenerate: /usr/bin/python3 tests/unit/sch_fixtures.py > tests/unit/sch_avro_fixtures.h
 """
 import io
 import json
 import sys
 
+import random
+
 import avro.io
 import avro.schema
+from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
 SCHEMA = {
     "type": "record", "name": "Order", "namespace": "shop",
@@ -68,6 +77,76 @@ def encode(schema, datum):
 def c_str(b):
     return '"' + "".join("\\x%02x" % c for c in b) + '"'
 
+PRIMS = ["null", "boolean", "int", "long", "float", "double", "bytes", "string"]
+FIELDS = ["a", "b", "c", "d"]
+
+def rtype(rnd, depth):
+    r = rnd.random()
+    if depth > 2 or r < 0.45:
+        return rnd.choice(PRIMS)
+    if r < 0.55:
+        return {"type": "array", "items": rtype(rnd, depth + 1)}
+    if r < 0.62:
+        return {"type": "map", "values": rtype(rnd, depth + 1)}
+    if r < 0.75:
+        return rnd.sample(PRIMS, rnd.randint(1, 3))
+    if r < 0.82:
+        syms = rnd.sample(["A", "B", "C", "D"], rnd.randint(1, 4))
+        e = {"type": "enum", "name": rnd.choice(["E", "E2"]), "symbols": syms}
+        if rnd.random() < 0.3:
+            e["default"] = syms[0]
+        return e
+    if r < 0.88:
+        return {"type": "fixed", "name": rnd.choice(["F", "F2"]), "size": rnd.choice([2, 4])}
+    return record(rnd, depth + 1, rnd.choice(["Inner", "Inner2"]))
+
+def default_for(t):
+    if isinstance(t, list):
+        return default_for(t[0])
+    if isinstance(t, dict):
+        return {"array": [], "map": {}, "enum": t.get("symbols", [""])[0],
+                "fixed": "a" * t.get("size", 0)}.get(t["type"])
+    return {"null": None, "boolean": True, "int": 1, "long": 2, "float": 1.5, "double": 2.5,
+            "bytes": "x", "string": "s"}[t]
+
+def record(rnd, depth, name):
+    fields = []
+    for i in range(rnd.randint(0, 3)):
+        t = rtype(rnd, depth)
+        f = {"name": rnd.choice(FIELDS) + str(i), "type": t}
+        if rnd.random() < 0.4:
+            d = default_for(t)
+            if d is not None or t == "null" or (isinstance(t, list) and t[0] == "null"):
+                f["default"] = d
+        if rnd.random() < 0.15:
+            f["aliases"] = [rnd.choice(FIELDS) + str(rnd.randint(0, 2))]
+        fields.append(f)
+    r = {"type": "record", "name": name, "fields": fields}
+    if rnd.random() < 0.1:
+        r["aliases"] = [rnd.choice(["R", "Inner", "Inner2"])]
+    return r
+
+def compat_pairs(n):
+    rnd = random.Random(31)
+    out = []
+    while len(out) < n:
+        a = record(rnd, 0, "R")
+        b = record(rnd, 0, "R")
+        if rnd.random() < 0.4:  # an evolution of a: one field's type changed
+            b = json.loads(json.dumps(a))
+            if b["fields"]:
+                f = rnd.choice(b["fields"])
+                f["type"] = rtype(rnd, 1)
+                f.pop("default", None)
+        ta, tb = json.dumps(a, separators=(",", ":")), json.dumps(b, separators=(",", ":"))
+        try:
+            ra, rb = avro.schema.parse(ta), avro.schema.parse(tb)
+        except Exception:
+            continue
+        res = ReaderWriterCompatibilityChecker().get_compatibility(ra, rb)
+        out.append((ta, tb, int(res.compatibility == SchemaCompatibilityType.compatible)))
+    return out
+
 def main():
     text = json.dumps(SCHEMA)
     schema = avro.schema.parse(text)
@@ -81,6 +160,11 @@ def main():
         body = encode(schema, d)
         want = json.dumps(as_json(d)).encode()
         w("    {%s, %d,\n     %s},\n" % (c_str(body), len(body), c_str(want)))
+    w("};\n")
+    w("/* reader, writer, python3-avro's verdict (1 compatible) */\n")
+    w("static const struct { const char *reader, *writer; int compatible; } sch_fx_compat[] = {\n")
+    for r, wr, v in compat_pairs(300):
+        w("    {%s,\n     %s, %d},\n" % (json.dumps(r), json.dumps(wr), v))
     w("};\n")
 
 main()

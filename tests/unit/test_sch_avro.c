@@ -369,6 +369,28 @@ START_TEST(test_compat_shared_types_checked_once)
 }
 END_TEST
 
+/* 300 random evolutions, decided as python3-avro's port of Java's checker
+ * decided them (tests/unit/sch_fixtures.py). */
+START_TEST(test_compat_agrees_with_python_avro)
+{
+    int both = 0;
+    for (size_t i = 0; i < sizeof sch_fx_compat / sizeof *sch_fx_compat; i++) {
+        sch_schema *r = parse_ok(sch_fx_compat[i].reader), *w = parse_ok(sch_fx_compat[i].writer);
+        char why[2048] = "";
+        int got = sch_avro_compatible(r, w, why, sizeof why);
+        ck_assert_msg(got == sch_fx_compat[i].compatible, "#%zu reader %s writer %s: %d (%s)", i,
+                      sch_fx_compat[i].reader, sch_fx_compat[i].writer, got, why);
+        ck_assert_int_eq(!got, why[0] != 0);
+        both += got;
+        sch_free(r);
+        sch_free(w);
+    }
+    /* Both verdicts are well represented. */
+    ck_assert_int_gt(both, 60);
+    ck_assert_int_lt(both, 240);
+}
+END_TEST
+
 START_TEST(test_check_level_directions_and_transitive)
 {
     sch_schema *v1 = parse_ok(REC(F("a", "\"int\"")));
@@ -821,6 +843,7 @@ int main(void)
         test_compat_recursive_types_terminate,
         test_compat_shared_types_checked_once,
         test_check_level_directions_and_transitive,
+        test_compat_agrees_with_python_avro,
         test_python_avro_bodies_validate_and_decode,
         test_validate_refuses_bad_bodies,
         test_to_json_escapes_and_replaces,
