@@ -143,7 +143,9 @@ int sch_avro_validate(const sch_schema *s, const uint8_t *body, size_t len, char
  * branch's plain value (NOT Avro's JSON encoding {"type": value}), enums as
  * their symbol, bytes and fixed as strings (each byte as the code point of
  * the same number, escaped as JSON needs: Avro's JSON encoding of bytes),
- * float/double as numbers (NaN and infinities as null), strings as they are
+ * float/double as numbers that read back exactly (a float as its shortest
+ * decimal as a float: 0.1, not 0.100000001; NaN and infinities as null),
+ * longs as integers (json_extract keeps all 64 bits), strings as they are
  * (invalid UTF-8 bytes replaced by U+FFFD so the output is valid JSON).
  * 0, or -1 when the body does not decode (out is then left at its
  * length on entry). */

@@ -4,6 +4,9 @@ reference implementation's Python port):
   - Avro bodies it encoded, each with its schema and the JSON that
     sch_avro_to_json must give for it (records as objects, a union as its
     branch's plain value, bytes and fixed as one code point per byte);
+  - random schemas of every kind of type (floats aside: to_json writes a
+    float's shortest decimal, Python its double) with random data encoded,
+    and the JSON python3-avro's reader gives for them;
   - pairs of random evolving record schemas (seeded, so the file is
     reproducible) with the verdict of avro.compatibility's
     ReaderWriterCompatibilityChecker (a port of Java's SchemaCompatibility),
@@ -147,6 +150,70 @@ def compat_pairs(n):
         out.append((ta, tb, int(res.compatibility == SchemaCompatibilityType.compatible)))
     return out
 
+def random_schema(rnd, depth, names):
+    r = rnd.random()
+    prims = [p for p in PRIMS if p != "float"]
+    if depth > 3 or r < 0.4:
+        return rnd.choice(prims)
+    if r < 0.5:
+        return {"type": "array", "items": random_schema(rnd, depth + 1, names)}
+    if r < 0.6:
+        return {"type": "map", "values": random_schema(rnd, depth + 1, names)}
+    if r < 0.72:
+        return rnd.sample(prims, rnd.randint(1, 4))
+    names.append(len(names))
+    n = len(names)
+    if r < 0.8:
+        return {"type": "enum", "name": "E%d" % n, "symbols": rnd.sample(list("ABCDEFG"), rnd.randint(1, 5))}
+    if r < 0.86:
+        return {"type": "fixed", "name": "F%d" % n, "size": rnd.randint(0, 5)}
+    return {"type": "record", "name": "R%d" % n,
+            "fields": [{"name": "f%d" % i, "type": random_schema(rnd, depth + 1, names)}
+                       for i in range(rnd.randint(0, 4))]}
+
+def random_datum(rnd, t):
+    if isinstance(t, list):
+        return random_datum(rnd, rnd.choice(t))
+    if isinstance(t, dict):
+        k = t["type"]
+        if k == "array":
+            return [random_datum(rnd, t["items"]) for _ in range(rnd.randint(0, 4))]
+        if k == "map":
+            return {"k%d%s" % (i, rnd.choice(["", "\u00e9", "\n"])): random_datum(rnd, t["values"])
+                    for i in range(rnd.randint(0, 3))}
+        if k == "enum":
+            return rnd.choice(t["symbols"])
+        if k == "fixed":
+            return bytes(rnd.randrange(256) for _ in range(t["size"]))
+        return {f["name"]: random_datum(rnd, f["type"]) for f in t["fields"]}
+    return {
+        "null": lambda: None,
+        "boolean": lambda: rnd.random() < 0.5,
+        "int": lambda: rnd.randint(-2 ** 31, 2 ** 31 - 1),
+        "long": lambda: rnd.choice([rnd.randint(-2 ** 63, 2 ** 63 - 1), rnd.randint(-1000, 1000)]),
+        "double": lambda: rnd.choice([rnd.uniform(-1e12, 1e12), rnd.randint(-100, 100) / 8.0]),
+        "bytes": lambda: bytes(rnd.randrange(256) for _ in range(rnd.randint(0, 6))),
+        "string": lambda: "".join(rnd.choice(["a", "\u00e9", '"', "\\", "\u2603", "\x01"])
+                                  for _ in range(rnd.randint(0, 6))),
+    }[t]()
+
+def random_bodies(n):
+    rnd = random.Random(5)
+    out = []
+    while len(out) < n:
+        t = random_schema(rnd, 0, [])
+        text = json.dumps(t, separators=(",", ":"))
+        schema = avro.schema.parse(text)
+        try:
+            body = encode(schema, random_datum(rnd, t))
+        except Exception:
+            continue
+        # The expected value is what the reader decodes (the writer picks a
+        # union's branch by the datum).
+        back = avro.io.DatumReader(schema).read(avro.io.BinaryDecoder(io.BytesIO(body)))
+        out.append((text, body, json.dumps(as_json(back)).encode()))
+    return out
+
 def main():
     text = json.dumps(SCHEMA)
     schema = avro.schema.parse(text)
@@ -160,6 +227,11 @@ def main():
         body = encode(schema, d)
         want = json.dumps(as_json(d)).encode()
         w("    {%s, %d,\n     %s},\n" % (c_str(body), len(body), c_str(want)))
+    w("};\n")
+    w("/* random schemas and data: schema, body, length, JSON */\n")
+    w("static const struct { const char *schema, *body; size_t len; const char *json; } sch_fx_random[] = {\n")
+    for text, body, want in random_bodies(150):
+        w("    {%s,\n     %s, %d,\n     %s},\n" % (json.dumps(text), c_str(body), len(body), c_str(want)))
     w("};\n")
     w("/* reader, writer, python3-avro's verdict (1 compatible) */\n")
     w("static const struct { const char *reader, *writer; int compatible; } sch_fx_compat[] = {\n")
