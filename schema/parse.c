@@ -4,7 +4,8 @@
  *
  * The rules are Avro's specification as Java's Schema.Parser (1.11) applies
  * them, since Confluent's registry is Java: names are [A-Za-z_][A-Za-z0-9_]*
- * per dotted component; a named type is registered before its body is
+ * per dotted component (non-ASCII letters allowed, as Character.isLetter
+ * does); comments are allowed (Jackson's ALLOW_COMMENTS); a named type is registered before its body is
  * parsed (so a record may refer to itself); a bare name is looked up in the
  * enclosing namespace, then in the null namespace; unions may not hold a
  * union or two types of one kind (or of one full name); defaults are checked
@@ -201,13 +202,16 @@ static bool p_ident(pctx *c, const char *s, size_t len, const char *whole)
 {
     if (len == 0)
         return p_fail(c, "Empty name"), false;
-    char ch = s[0];
-    if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || ch == '_'))
+    /* Java tests Character.isLetter: a name in another script is legal
+     * there, so every non-ASCII character (jansson gives valid UTF-8) is
+     * taken for a letter here. */
+    unsigned char ch = (unsigned char)s[0];
+    if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || ch == '_' || ch >= 0x80))
         return p_fail(c, "Illegal initial character: %s", whole), false;
     for (size_t i = 1; i < len; i++) {
-        ch = s[i];
+        ch = (unsigned char)s[i];
         if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-              ch == '_'))
+              ch == '_' || ch >= 0x80))
             return p_fail(c, "Illegal character in: %s", whole), false;
     }
     return true;
@@ -652,10 +656,63 @@ static sch_node *p_parse(pctx *c, json_t *j, const char *space, int depth)
     return p_fail(c, "Schema not yet supported: %s", p_excerpt(j, ex, sizeof ex));
 }
 
+/* Java's parser allows comments (Jackson's ALLOW_COMMENTS: C and C++
+ * style); jansson does not.  A copy with each comment blanked out, or NULL
+ * when there is none (an unterminated one, or no memory, is left to
+ * jansson, which then says where it is). */
+static char *p_uncomment(const char *t, size_t len)
+{
+    char *out = NULL;
+    bool str = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = t[i];
+        if (out)
+            out[i] = ch;
+        if (str) {
+            if (ch == '\\' && i + 1 < len) {
+                i++;
+                if (out)
+                    out[i] = t[i];
+            } else if (ch == '"') {
+                str = false;
+            }
+            continue;
+        }
+        if (ch == '"') {
+            str = true;
+            continue;
+        }
+        if (ch != '/' || i + 1 >= len || (t[i + 1] != '*' && t[i + 1] != '/'))
+            continue;
+        size_t end = i + 2;
+        if (t[i + 1] == '/') {
+            while (end < len && t[end] != '\n')
+                end++;
+        } else {
+            const char *close = memmem(t + i + 2, len - i - 2, "*/", 2);
+            if (!close) {
+                free(out);
+                return NULL;
+            }
+            end = (size_t)(close - t) + 2;
+        }
+        if (!out) {
+            if (!(out = malloc(len)))
+                return NULL;
+            memcpy(out, t, i);
+        }
+        memset(out + i, ' ', end - i);
+        i = end - 1;
+    }
+    return out;
+}
+
 static json_t *p_load(pctx *c, sch_schema *s, const char *text, size_t len)
 {
     json_error_t je;
-    json_t *j = json_loadb(text, len, JSON_DECODE_ANY, &je);
+    char *plain = p_uncomment(text, len);
+    json_t *j = json_loadb(plain ? plain : text, len, JSON_DECODE_ANY, &je);
+    free(plain);
     if (!j)
         return p_fail(c, "Invalid JSON: %s at line %d column %d", je.text, je.line, je.column);
     json_t **d = realloc(s->docs, (s->ndocs + 1) * sizeof *d);

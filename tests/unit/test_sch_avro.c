@@ -78,6 +78,16 @@ START_TEST(test_canonical_is_java_tostring)
              "{\"name\":\"kind2\",\"type\":\"other.K\",\"order\":\"descending\"},"
              "{\"name\":\"d\",\"type\":\"double\",\"doc\":\"a\\nb\",\"default\":1.0E10},"
              "{\"name\":\"h\",\"type\":{\"type\":\"fixed\",\"name\":\"MD5\",\"size\":16}}]}");
+    /* Comments, as Java's parser (Jackson's ALLOW_COMMENTS) takes them;
+     * not inside strings. */
+    canon_is("/* a */ {\"type\": // the type\n \"fixed\", \"name\": \"F\", \"size\": 2,"
+             " \"doc\": \"/* kept */ // too\"} // end",
+             "{\"type\":\"fixed\",\"name\":\"F\",\"doc\":\"/* kept */ // too\",\"size\":2}");
+    /* Names in other scripts, as Java's Character.isLetter allows. */
+    canon_is("{\"type\":\"record\",\"name\":\"Gr\u00f6\u00dfe\",\"fields\":[{\"name\":\"\u00e9t\u00e9\","
+             "\"type\":\"int\"}]}",
+             "{\"type\":\"record\",\"name\":\"Gr\xc3\xb6\xc3\x9f" "e\",\"fields\":[{\"name\":"
+             "\"\xc3\xa9t\xc3\xa9\",\"type\":\"int\"}]}");
     /* Java reads a float or double's textual default as a number. */
     canon_is("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"double\","
              "\"default\":\"2.5\"},{\"name\":\"b\",\"type\":\"float\",\"default\":\"NaN\"}]}",
@@ -155,6 +165,7 @@ START_TEST(test_invalid_schemas_refused_with_reason)
 {
 #define FAILS(t, r) parse_fails(t, strlen(t), r)
     FAILS("[", "Invalid JSON");
+    FAILS("\"int\" /* unterminated", "Invalid JSON");
     FAILS("", "Invalid JSON");
     FAILS("\"Foo\"", "Undefined name: \"Foo\"");
     FAILS("{\"name\":\"x\"}", "No type");
