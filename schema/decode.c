@@ -91,8 +91,23 @@ static int d_int(dctx *d, int64_t *v)
     return 0;
 }
 
-static void w(dctx *d, const char *s, size_t n) { kp_wr_raw(d->out, s, n); }
+/* Output: the common case (room left) inline; kp_wr_raw grows the buffer. */
+static inline void w(dctx *d, const char *s, size_t n)
+{
+    kp_buf *b = d->out;
+    if (b->data && !b->err && n <= b->cap - b->len) {
+        memcpy(b->data + b->len, s, n);
+        b->len += n;
+        return;
+    }
+    kp_wr_raw(b, s, n);
+}
 #define W(d, lit) w(d, lit, sizeof lit - 1)
+
+/* Bytes written as they are inside a JSON string. */
+static const bool k_plain[256] = {
+    [0x20] = 1, [0x21] = 1, [0x23 ... 0x5b] = 1, [0x5d ... 0x7f] = 1,
+};
 
 /* Text as a JSON string.  bytes: every byte is the code point of its value
  * (Avro's JSON encoding of bytes and fixed); else UTF-8, invalid sequences
@@ -104,7 +119,7 @@ static void w_text(dctx *d, const uint8_t *s, size_t n, bool bytes)
     size_t run = 0, i = 0;
     while (i < n) {
         uint8_t c = s[i];
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+        if (k_plain[c]) { /* printable ASCII but '"' and '\\': the usual byte */
             i++;
             continue;
         }
