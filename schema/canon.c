@@ -700,16 +700,14 @@ int sch_avro_pcf(const sch_schema *s, kp_buf *out)
 
 uint64_t sch_crc64_avro(const void *p, size_t len)
 {
-    static uint64_t table[256];
-    static bool ready; /* idempotent: racing threads write the same values */
-    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-        for (int i = 0; i < 256; i++) {
-            uint64_t fp = (uint64_t)i;
-            for (int j = 0; j < 8; j++)
-                fp = (fp >> 1) ^ (SCH_CRC64_EMPTY & (0 - (fp & 1)));
-            table[i] = fp;
-        }
-        __atomic_store_n(&ready, true, __ATOMIC_RELEASE);
+    /* Built per call (2,048 steps, beside writing the PCF): no shared
+     * state, so any thread may fingerprint (sch.h S1). */
+    uint64_t table[256];
+    for (int i = 0; i < 256; i++) {
+        uint64_t fp = (uint64_t)i;
+        for (int j = 0; j < 8; j++)
+            fp = (fp >> 1) ^ (SCH_CRC64_EMPTY & (0 - (fp & 1)));
+        table[i] = fp;
     }
     uint64_t fp = SCH_CRC64_EMPTY;
     const uint8_t *q = p;
