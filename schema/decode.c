@@ -232,6 +232,46 @@ static size_t w_real(char *buf, double x, bool is_float)
     return (size_t)snprintf(buf, 40, is_float ? "%.9g" : "%.17g", x);
 }
 
+/* A decimal's unscaled value (big-endian two's complement, up to 16 bytes)
+ * as a JSON number with scale digits after the point; longer ones stay
+ * bytes. */
+static void w_decimal(dctx *d, const uint8_t *p, size_t n, int scale)
+{
+    if (n > 16) {
+        w_text(d, p, n, true);
+        return;
+    }
+    unsigned __int128 u = n && (p[0] & 0x80) ? ~(unsigned __int128)0 : 0;
+    for (size_t i = 0; i < n; i++)
+        u = (u << 8) | p[i];
+    bool neg = n && (p[0] & 0x80);
+    if (neg)
+        u = ~u + 1;
+    char dig[48];
+    size_t nd = 0;
+    do {
+        dig[nd++] = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u);
+    if (neg)
+        W(d, "-");
+    if ((size_t)scale >= nd) {
+        W(d, "0.");
+        for (size_t z = nd; z < (size_t)scale; z++)
+            W(d, "0");
+        while (nd)
+            w(d, &dig[--nd], 1);
+        return;
+    }
+    while (nd > (size_t)scale)
+        w(d, &dig[--nd], 1);
+    if (scale) {
+        W(d, ".");
+        while (nd)
+            w(d, &dig[--nd], 1);
+    }
+}
+
 static int d_value(dctx *d, const sch_node *t, int depth);
 
 /* bytes, string: a long length then the bytes; *s, *n the slice. */
@@ -363,13 +403,17 @@ static int d_value(dctx *d, const sch_node *t, int depth)
     case SCH_K_STRING:
         if (d_slice(d, &s, &n) != 0)
             return -1;
-        if (d->out)
+        if (d->out && t->dec_scale >= 0)
+            w_decimal(d, s, n, t->dec_scale);
+        else if (d->out)
             w_text(d, s, n, t->kind == SCH_K_BYTES);
         return 0;
     case SCH_K_FIXED:
         if ((uint64_t)(d->end - d->p) < (uint64_t)t->size)
             return d_fail(d, "truncated fixed %s", t->full);
-        if (d->out)
+        if (d->out && t->dec_scale >= 0)
+            w_decimal(d, d->p, (size_t)t->size, t->dec_scale);
+        else if (d->out)
             w_text(d, d->p, (size_t)t->size, true);
         d->p += t->size;
         return 0;
