@@ -21,7 +21,7 @@ DEBIAN_PACKAGES := build-essential pkg-config libevent-dev libsqlite3-dev \
 	python3-pytest python3-pytest-xdist python3-snappy python3-lz4 python3-zstandard sqlite3 procps \
 	libedit-dev clang libclang-rt-14-dev valgrind zookeeper libzookeeper-mt-dev \
 	libssl-dev openssl libavro-dev libjansson-dev python3-avro python3-requests curl
-PKGS := libevent libevent_pthreads libevent_openssl openssl sqlite3 libzstd zlib liblz4 snappy
+PKGS := libevent libevent_pthreads libevent_openssl openssl sqlite3 libzstd zlib liblz4 snappy jansson
 
 CC      ?= cc
 BUILD   ?= build$(if $(SANITIZE),-san)
@@ -43,6 +43,7 @@ ALL_LDFLAGS := $(LDFLAGS_SAN) -pthread $(LDFLAGS)
 PROTO_SRC := $(wildcard protocol/*.c)
 SEG_SRC   := $(wildcard segments/*.c)
 MD_SRC    := $(wildcard metadata/*.c)
+SCH_SRC   := $(wildcard schema/*.c)
 DAEMON_SRC:= $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/*/*.c))
 ADMIN_SRC := $(filter-out admin/sluice-sql.c,$(wildcard admin/*.c))
 SQL_FILES := $(sort $(wildcard sql/*.sql) $(wildcard sql/migrations/*.sql))
@@ -52,6 +53,8 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIBKP  := $(BUILD)/libkp.a
 LIBSEG := $(BUILD)/libseg.a
 LIBMD  := $(BUILD)/libmd.a
+# schema/: Avro schemas for the registry (jansson); below the daemon.
+LIBSCH := $(BUILD)/libsch.a
 LIBD   := $(BUILD)/libdaemon.a
 LIBADMIN := $(BUILD)/libadmin.a
 SQL_EMBED := $(BUILD)/gen/sql_embed.c
@@ -72,7 +75,7 @@ PROTO_OBJ := $(call obj,$(PROTO_SRC)) $(BUILD)/obj/gen/kp_msgs.o $(BUILD)/obj/ge
 # with protocol/'s kp_buf_printf; admin_http.c adds the surface's own
 # counter).  Not --start-group: that would hide a new cycle, which should
 # fail the link instead.
-LIBS_ALL := $(LIBADMIN) $(LIBD) $(LIBMD) $(LIBSEG) $(LIBKP)
+LIBS_ALL := $(LIBADMIN) $(LIBD) $(LIBMD) $(LIBSCH) $(LIBSEG) $(LIBKP)
 
 SLUICED := $(BUILD)/sluiced
 # clients/: libsluice (static + shared) and the tools in clients/tools/.
@@ -138,6 +141,8 @@ $(LIBSEG): $(call obj,$(SEG_SRC))
 	@rm -f $@; ar rcs $@ $^
 $(LIBMD): $(call obj,$(MD_SRC)) $(BUILD)/obj/gen/sql_embed.o
 	@rm -f $@; ar rcs $@ $^
+$(LIBSCH): $(call obj,$(SCH_SRC))
+	@rm -f $@; ar rcs $@ $^
 $(LIBD): $(call obj,$(DAEMON_SRC))
 	@rm -f $@; ar rcs $@ $^
 $(LIBADMIN): $(call obj,$(ADMIN_SRC))
@@ -155,7 +160,7 @@ $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 # The shell references only the surface (sq_open, sq_run, formats), so the
 # linker takes those objects from libadmin and leaves the worker threads
 # and the HTTP endpoint (libevent, bk_*) out; no libdaemon needed.
-$(SLUICE_SQL): $(call obj,admin/sluice-sql.c) $(LIBADMIN) $(LIBMD) $(LIBSEG) $(LIBKP)
+$(SLUICE_SQL): $(call obj,admin/sluice-sql.c) $(LIBADMIN) $(LIBMD) $(LIBSCH) $(LIBSEG) $(LIBKP)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -ledit -lm
 
 # ---- install: libsluice (static + shared), sluice.h, libsluice.pc, tools ----
@@ -182,14 +187,16 @@ uninstall:
 
 # A unit test links only the modules its name says it tests, so a module
 # builds and tests without the ones above it: test_kp_* (protocol),
-# test_seg_* (segments), test_md_* (metadata), test_d_* (daemon and
-# admin, all).
+# test_seg_* (segments), test_md_* (metadata), test_sch_* (schema),
+# test_d_* (daemon and admin, all).
 TEST_LINK = $(CC) $(ALL_LDFLAGS) -o $@ $+ $(PKG_LIBS) $(CHECK_LIBS) -lm
 $(BUILD)/tests/test_kp_%: $(call obj,tests/unit/test_kp_%.c) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_seg_%: $(call obj,tests/unit/test_seg_%.c) $(LIBSEG) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_md_%: $(call obj,tests/unit/test_md_%.c) $(LIBMD) $(LIBKP)
+	@mkdir -p $(dir $@); $(TEST_LINK)
+$(BUILD)/tests/test_sch_%: $(call obj,tests/unit/test_sch_%.c) $(LIBSCH) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_d_%: $(call obj,tests/unit/test_d_%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@); $(TEST_LINK)
@@ -212,7 +219,7 @@ $(BUILD)/bench/libsluice_vs_rdkafka_bench: | $(BUILD)/sluice-bench
 # through the real handlers, RecordBatch parsing and codecs, segment recovery
 # from arbitrary files (with its .txnindex), the properties parser, the admin
 # SQL authorizer, the transaction records read back from the logs (markers,
-# __transaction_state).
+# __transaction_state), Avro schema text and Avro bodies (schema/).
 # Built with clang into build-fuzz/ (every module instrumented, ASan+UBSan).
 #   make fuzz [FUZZ_SECONDS=N] [FUZZ_TARGETS="fuzz_d_request ..."]
 # runs each target for N seconds from its seeds in tests/fuzz/corpus/<target>/
@@ -258,6 +265,10 @@ fuzz-build:
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZE= \
 	  CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
 	  $(patsubst %,$(FUZZ_BUILD)/fuzz/%,$(FUZZ_TARGETS))
+# The schema targets need only their module (the shorter stem wins).
+$(BUILD)/fuzz/fuzz_sch_%: $(call obj,tests/fuzz/fuzz_sch_%.c) $(LIBSCH) $(LIBKP)
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $+ $(PKG_LIBS) -lm
 $(BUILD)/fuzz/%: $(call obj,tests/fuzz/%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -Wl,--wrap=net_req_finish -pthread -o $@ $+ $(PKG_LIBS) -lm
