@@ -27,6 +27,7 @@
 #include "daemon/cluster/cluster.h"
 #include "daemon/replica/replica.h"
 #include "daemon/group/group.h"
+#include "daemon/replica/replica_txn.h"
 #include "daemon/txn/txn.h"
 #include "admin/admin.h"
 #include "daemon/md_sync.h"
@@ -286,6 +287,7 @@ int main(int argc, char **argv)
     net_server_free(&b);
     cl_stop(&b);
     txn_stop();
+    replica_txn_stop();
     gc_groups_shutdown(&b);
     replica_flusher_stop(&b);
     replica_retention_stop(&b);

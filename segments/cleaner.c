@@ -72,7 +72,12 @@
  *       producer's epoch and last sequence, so its retry after a restart
  *       is still a duplicate and its zombie still fenced.  An empty
  *       transactional batch counts as kept for X3 (its marker stays, so
- *       a replay closes the transaction it opens).
+ *       a replay closes the transaction it opens).  An empty batch that
+ *       is no longer its producer's newest (the producer wrote again, or
+ *       expired) goes, and X3/X4 then let its marker and index entry go.
+ *       A producer whose newest entry is a marker (no data since: the
+ *       coordinator bumped its epoch) keeps that marker whole, epoch and
+ *       all (Kafka's third case of isBatchLastRecordOfProducer).
  * A batch whose records all survive is copied byte for byte; one with
  * none is dropped (but X5); otherwise it is rebuilt with the same BaseOffset,
  * LastOffsetDelta, producer fields, attributes, leader epoch and codec,
@@ -339,9 +344,24 @@ static bool producer_last(const seg_clean_job *j, const uint8_t *p)
     int64_t pid = seg_be64(p + KP_BATCH_OFF_ProducerId);
     if (j->nplast == 0 || pid < 0)
         return false;
-    seg_producer_last key = { pid, 0 };
+    seg_producer_last key = { .pid = pid };
     const seg_producer_last *e = bsearch(&key, j->plast, j->nplast, sizeof *j->plast, cmp_plast);
     return e && e->last_offset == seg_be64(p) + seg_be32(p + KP_BATCH_OFF_LastOffsetDelta);
+}
+
+/* X5, for the marker at p: its producer's newest entry (no data batch
+ * since, Kafka's lastDataOffset empty), which holds the producer's epoch
+ * (a bump by the coordinator's fencing or timeout). */
+static bool marker_last(const seg_clean_job *j, const uint8_t *p)
+{
+    int64_t pid = seg_be64(p + KP_BATCH_OFF_ProducerId);
+    if (j->nplast == 0 || pid < 0)
+        return false;
+    seg_producer_last key = { .pid = pid };
+    const seg_producer_last *e = bsearch(&key, j->plast, j->nplast, sizeof *j->plast, cmp_plast);
+    return e && e->last_offset < 0 &&
+           e->epoch == (int16_t)((p[KP_BATCH_OFF_ProducerEpoch] << 8) |
+                                 p[KP_BATCH_OFF_ProducerEpoch + 1]);
 }
 
 /* X2, for the batch at p (its header). */
@@ -937,7 +957,7 @@ static int control_batch(seg_clean_job *j, seg_segment *s, const uint8_t *p,
     int empty = (attrs & KP_ATTR_TRANSACTIONAL) ? marker_empty(j, p, sz, it, &abort) : 0;
     if (empty < 0)
         return empty;
-    if (!empty)
+    if (!empty || marker_last(j, p))                /* X5 */
         return append_batch(j, s, p, sz);
     if (abort && note_gone(j, seg_be64(p)) != 0)
         return SEG_E_IO;
@@ -1009,7 +1029,13 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
                     break;
                 continue;
             }
+            bool last = producer_last(j, p);        /* X5 */
             if (count <= 0) {
+                /* X5: an emptied batch stays while it is its producer's
+                 * newest, then goes (Kafka's DELETE_EMPTY), and with it
+                 * what it held (X3, X4) */
+                if (seg_be64(p + KP_BATCH_OFF_ProducerId) >= 0 && !last)
+                    continue;
                 if ((attrs & KP_ATTR_TRANSACTIONAL) &&
                     (rc = txn_data_seen(j, p, true)))
                     break;
@@ -1017,7 +1043,6 @@ static int write_group(seg_clean_job *j, clean_group *g, const omap *m,
                     break;
                 continue;
             }
-            bool last = producer_last(j, p);        /* X5 */
             if (aborted_batch(j, p, attrs)) {       /* X2 */
                 j->st.records_in += count;
                 if (last && ((rc = txn_data_seen(j, p, true)) ||

@@ -313,10 +313,13 @@ int  seg_remove_dir(const char *dir);
  * deleting the segments under cleaning, seg_truncate below them fails
  * with SEG_E_STATE.  Crash safety: see cleaner.c. */
 /* A live producer's newest data batch, by the offset it ends at (Kafka's
- * lastDataOffset): compaction keeps that batch, empty if need be
- * (cleaner.c X5). */
+ * lastDataOffset): compaction keeps that batch, empty if need be, or its
+ * newest marker when no data batch came since (cleaner.c X5). */
 typedef struct seg_producer_last {
-    int64_t pid, last_offset;
+    int64_t pid;
+    int64_t last_offset;             /* -1: no data batch since its newest
+                                        marker, which has this epoch */
+    int16_t epoch;
 } seg_producer_last;
 
 typedef struct seg_clean_policy {

@@ -133,7 +133,7 @@ static void clean_done(bk_work *work)
 struct tick_arg { bk_broker *b; seg_clean_policy pol; };
 
 /* cleaner.c X5: each producer's newest data batch, by its last offset
- * (Kafka's lastDataOffset).  *out is malloc'd (NULL: none or no memory,
+ * (Kafka's lastDataOffset), or -1 and its epoch when it has none.  *out is malloc'd (NULL: none or no memory,
  * then compaction keeps none, as before). */
 static size_t producers_last(const bk_pstate *ps, seg_producer_last **out)
 {
@@ -143,9 +143,11 @@ static size_t producers_last(const bk_pstate *ps, seg_producer_last **out)
     size_t n = 0;
     for (uint32_t i = 0; i < ps->cap && n < ps->n; i++) {
         const bk_producer *e = ps->slots[i];
-        if (e && e->n > 0)
+        if (e)
             (*out)[n++] = (seg_producer_last){
-                e->pid, e->batches[e->head].base_offset + e->batches[e->head].offset_delta };
+                .pid = e->pid, .epoch = e->epoch,
+                .last_offset = e->n > 0 ? e->batches[e->head].base_offset +
+                                              e->batches[e->head].offset_delta : -1 };
     }
     return n;
 }

@@ -29,6 +29,9 @@
  *       partition up again by name (the name is copied into the hold).
  *   M3. One allocation per marker (its hold, which carries the deferred
  *       and its waiter); none per record.
+ *   M4. A hold not answered when the loop stops is freed by
+ *       replica_txn_stop without its done (M1 holds while the loop runs):
+ *       its caller frees its own side (txn_markers.c K4).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,7 @@
 #include "daemon/view/view.h"
 
 typedef struct mk_hold {
+    struct mk_hold *next_h, *prev_h;   /* on holds (M4) */
     bk_broker *b;
     replica_marker_done done;
     void *arg;
@@ -52,8 +56,27 @@ typedef struct mk_hold {
     char topic[];                  /* M2 */
 } mk_hold;
 
+/* Every hold not answered yet, for shutdown (sentinel; M4). */
+static mk_hold holds = { .next_h = &holds, .prev_h = &holds };
+
+static void mk_hold_free(mk_hold *h)
+{
+    h->next_h->prev_h = h->prev_h;
+    h->prev_h->next_h = h->next_h;
+    replica_deferred_free(&h->wait);
+    free(h);
+}
+
+void replica_txn_stop(void)
+{
+    while (holds.next_h != &holds)
+        mk_hold_free(holds.next_h);
+}
+
 static void mk_answer(mk_hold *h, int16_t error)
 {
+    h->next_h->prev_h = h->prev_h;
+    h->prev_h->next_h = h->next_h;
     replica_deferred_free(&h->wait);
     replica_marker_done done = h->done;
     void *arg = h->arg;
@@ -141,6 +164,10 @@ void replica_txn_write_marker(bk_broker *b, const char *topic, int32_t partition
     mk_hold *h = calloc(1, sizeof *h + tlen + 1);
     if (!h)
         abort();                       /* as the placeholder: no way to answer later */
+    h->next_h = holds.next_h;
+    h->prev_h = &holds;
+    holds.next_h->prev_h = h;
+    holds.next_h = h;
     h->b = b;
     h->done = done;
     h->arg = arg;

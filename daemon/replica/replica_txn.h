@@ -31,4 +31,8 @@ void replica_txn_write_marker(struct bk_broker *b, const char *topic, int32_t pa
                               int32_t coordinator_epoch, int64_t timeout_ms,
                               replica_marker_done done, void *arg);
 
+/* Shutdown, the loop stopped: every marker still waiting for its high
+ * watermark is dropped without its done (replica_txn.c M4). */
+void replica_txn_stop(void);
+
 #endif

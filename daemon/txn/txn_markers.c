@@ -32,7 +32,7 @@
  *       markers are freed when none is out, and m with them (txn_log.c T4).
  *   K4. Every call out is on k->calls until its callback frees it; at
  *       shutdown (the loop stopped) the callees drop their waiters without
- *       calling back (group_persist.c's gc_wait_drop), so
+ *       calling back (group_persist.c's gc_wait_drop, replica_txn.c M4), so
  *       txn_markers_stop_all frees what is still on it.
  */
 #include "daemon/txn/txn_int.h"
@@ -426,9 +426,12 @@ void txn_markers_stop_all(void)
 {
     while (mk_all.next_k != &mk_all) {
         txn_markers *k = mk_all.next_k;
-        k->m->markers = NULL;
+        txn_meta *m = k->m;
+        m->markers = NULL;
         while (k->calls)
             mk_call_free(k->calls);   /* K4 */
         txn_markers_free(k);
+        if (m->gone)
+            txn_meta_release(m);      /* K3: unloaded, it waited for these */
     }
 }

@@ -775,14 +775,14 @@ END_TEST
 /* ---- transactions (cleaner.c X1 and cleaner.c X2) --------------------------------------------- */
 /* One batch of producer pid: a transactional record (key, value "v<offset>")
  * or, control, a marker (COMMIT or ABORT).  Returns its offset. */
-static int64_t append_txn(seg_log *log, int64_t pid, const char *key, bool control,
-                          bool commit)
+static int64_t append_txn_epoch(seg_log *log, int64_t pid, int16_t epoch, const char *key,
+                                bool control, bool commit)
 {
     kp_buf b;
     kp_buf_init(&b);
     kp_batch_builder bb;
     kp_bb_init(&bb, &b, KP_CODEC_NONE);
-    kp_bb_set_producer(&bb, pid, 0, control ? -1 : 0);
+    kp_bb_set_producer(&bb, pid, epoch, control ? -1 : 0);
     bb.extra_attrs = KP_ATTR_TRANSACTIONAL | (control ? KP_ATTR_CONTROL : 0);
     if (control) {
         const uint8_t k[4] = { 0, 0, 0, commit ? 1 : 0 }, v[6] = { 0 };
@@ -797,6 +797,12 @@ static int64_t append_txn(seg_log *log, int64_t pid, const char *key, bool contr
     ck_assert_int_eq(seg_append(log, b.data, b.len, 1000, &base), 0);
     kp_buf_free(&b);
     return base;
+}
+
+static int64_t append_txn(seg_log *log, int64_t pid, const char *key, bool control,
+                          bool commit)
+{
+    return append_txn_epoch(log, pid, 0, key, control, commit);
 }
 
 START_TEST(test_aborted_records_dropped_and_never_hide_committed_ones)
@@ -1053,7 +1059,9 @@ START_TEST(test_each_producers_last_batch_stays_empty_if_need_be)
     ck_assert_int_eq(seg_txn_add(log, &e), 0);
     int64_t newer = append_producer(log, 8, 0, false, 2);
     dirty_more(log, 30);
-    seg_producer_last live[] = { { 11, t + 1 }, { 8, newer + 1 }, { 7, a + 1 } };
+    seg_producer_last live[] = { { .pid = 11, .last_offset = t + 1, .epoch = 3 },
+                                 { .pid = 8, .last_offset = newer + 1, .epoch = 3 },
+                                 { .pid = 7, .last_offset = a + 1, .epoch = 3 } };
     seg_clean_policy p = policy();
     p.delete_retention_ms = 0;
     p.producers = live;
@@ -1090,6 +1098,55 @@ START_TEST(test_each_producers_last_batch_stays_empty_if_need_be)
     ck_assert(batch_at(log, a, &h));
     ck_assert_int_eq(h.RecordsCount, 0);
     ck_assert(batch_at(log, abort, &h));
+
+    /* the producers gone (expired): the empty batches go, then the
+     * marker they held, past its horizon, and its index entry */
+    p.nproducers = 0;
+    for (int run = 0; run < 3; run++) {
+        dirty_more(log, 30);
+        p.now_ms += 1000;
+        ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    }
+    ck_assert(!batch_at(log, a, &h));
+    ck_assert(!batch_at(log, t, &h));
+    ck_assert(!batch_at(log, abort, &h));
+    ck_assert_int_eq(seg_txn_count(log), 0);
+    seg_close(log);
+}
+END_TEST
+
+START_TEST(test_a_producers_newest_marker_keeps_its_bumped_epoch)
+{
+    seg_log *log = open_log(2048);
+    int64_t t = append_txn_epoch(log, 20, 4, "k1", false, false);
+    int64_t abort = append_txn_epoch(log, 20, 5, NULL, true, false);   /* epoch bumped */
+    seg_aborted_txn e = { 20, t, abort, abort + 1 };
+    ck_assert_int_eq(seg_txn_add(log, &e), 0);
+    int64_t other = append_txn_epoch(log, 21, 1, "k2", false, false);
+    int64_t abort2 = append_txn_epoch(log, 21, 1, NULL, true, false);
+    seg_aborted_txn e2 = { 21, other, abort2, abort2 + 1 };
+    ck_assert_int_eq(seg_txn_add(log, &e2), 0);
+    dirty_more(log, 30);
+    /* producer 20's newest entry is its marker (no data since the bump);
+     * producer 21 wrote data after its marker, in the active segment */
+    seg_producer_last live[] = { { .pid = 20, .last_offset = -1, .epoch = 5 },
+                                 { .pid = 21, .last_offset = INT64_MAX - 1, .epoch = 1 } };
+    seg_clean_policy p = policy();
+    p.delete_retention_ms = 0;
+    p.producers = live;
+    p.nproducers = 2;
+    seg_clean_stats st;
+    for (int run = 0; run < 3; run++) {
+        dirty_more(log, 30);
+        p.now_ms += 1000;
+        ck_assert_int_eq(clean_once(log, &p, &st), 1);
+    }
+    kp_batch h;
+    ck_assert(!batch_at(log, t, &h));                    /* aborted data goes */
+    ck_assert(batch_at(log, abort, &h));                 /* the marker with epoch 5 stays */
+    ck_assert_int_eq(h.ProducerEpoch, 5);
+    ck_assert_int_eq(h.RecordsCount, 1);
+    ck_assert(!batch_at(log, abort2, &h));               /* an empty one of another goes */
     seg_close(log);
 }
 END_TEST
@@ -1117,6 +1174,7 @@ int main(void)
         test_abort_reaching_past_the_cleaned_part_keeps_its_entry,
         test_marker_past_the_producer_snapshot_waits_for_it,
         test_each_producers_last_batch_stays_empty_if_need_be,
+        test_a_producers_newest_marker_keeps_its_bumped_epoch,
     };
     return unit_run("seg_cleaner", "cleaner", tests, sizeof tests / sizeof *tests,
                     setup, teardown, 60);
