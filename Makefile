@@ -21,7 +21,7 @@ DEBIAN_PACKAGES := build-essential pkg-config libevent-dev libsqlite3-dev \
 	python3-pytest python3-pytest-xdist python3-snappy python3-lz4 python3-zstandard sqlite3 procps \
 	libedit-dev clang libclang-rt-14-dev valgrind zookeeper libzookeeper-mt-dev \
 	libssl-dev openssl libavro-dev libjansson-dev python3-avro python3-requests curl
-PKGS := libevent libevent_pthreads libevent_openssl openssl sqlite3 libzstd zlib liblz4 snappy
+PKGS := libevent libevent_pthreads libevent_openssl openssl sqlite3 libzstd zlib liblz4 snappy jansson
 
 CC      ?= cc
 BUILD   ?= build$(if $(SANITIZE),-san)
