@@ -43,6 +43,7 @@ ALL_LDFLAGS := $(LDFLAGS_SAN) -pthread $(LDFLAGS)
 PROTO_SRC := $(wildcard protocol/*.c)
 SEG_SRC   := $(wildcard segments/*.c)
 MD_SRC    := $(wildcard metadata/*.c)
+SCH_SRC   := $(wildcard schema/*.c)
 DAEMON_SRC:= $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/*/*.c))
 ADMIN_SRC := $(filter-out admin/sluice-sql.c,$(wildcard admin/*.c))
 SQL_FILES := $(sort $(wildcard sql/*.sql) $(wildcard sql/migrations/*.sql))
@@ -52,6 +53,8 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIBKP  := $(BUILD)/libkp.a
 LIBSEG := $(BUILD)/libseg.a
 LIBMD  := $(BUILD)/libmd.a
+# schema/: Avro schemas for the registry (jansson); below the daemon.
+LIBSCH := $(BUILD)/libsch.a
 LIBD   := $(BUILD)/libdaemon.a
 LIBADMIN := $(BUILD)/libadmin.a
 SQL_EMBED := $(BUILD)/gen/sql_embed.c
@@ -72,7 +75,7 @@ PROTO_OBJ := $(call obj,$(PROTO_SRC)) $(BUILD)/obj/gen/kp_msgs.o $(BUILD)/obj/ge
 # with protocol/'s kp_buf_printf; admin_http.c adds the surface's own
 # counter).  Not --start-group: that would hide a new cycle, which should
 # fail the link instead.
-LIBS_ALL := $(LIBADMIN) $(LIBD) $(LIBMD) $(LIBSEG) $(LIBKP)
+LIBS_ALL := $(LIBADMIN) $(LIBD) $(LIBMD) $(LIBSCH) $(LIBSEG) $(LIBKP)
 
 SLUICED := $(BUILD)/sluiced
 # clients/: libsluice (static + shared) and the tools in clients/tools/.
@@ -138,6 +141,8 @@ $(LIBSEG): $(call obj,$(SEG_SRC))
 	@rm -f $@; ar rcs $@ $^
 $(LIBMD): $(call obj,$(MD_SRC)) $(BUILD)/obj/gen/sql_embed.o
 	@rm -f $@; ar rcs $@ $^
+$(LIBSCH): $(call obj,$(SCH_SRC))
+	@rm -f $@; ar rcs $@ $^
 $(LIBD): $(call obj,$(DAEMON_SRC))
 	@rm -f $@; ar rcs $@ $^
 $(LIBADMIN): $(call obj,$(ADMIN_SRC))
@@ -155,7 +160,7 @@ $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 # The shell references only the surface (sq_open, sq_run, formats), so the
 # linker takes those objects from libadmin and leaves the worker threads
 # and the HTTP endpoint (libevent, bk_*) out; no libdaemon needed.
-$(SLUICE_SQL): $(call obj,admin/sluice-sql.c) $(LIBADMIN) $(LIBMD) $(LIBSEG) $(LIBKP)
+$(SLUICE_SQL): $(call obj,admin/sluice-sql.c) $(LIBADMIN) $(LIBMD) $(LIBSCH) $(LIBSEG) $(LIBKP)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -ledit -lm
 
 # ---- install: libsluice (static + shared), sluice.h, libsluice.pc, tools ----
@@ -182,14 +187,16 @@ uninstall:
 
 # A unit test links only the modules its name says it tests, so a module
 # builds and tests without the ones above it: test_kp_* (protocol),
-# test_seg_* (segments), test_md_* (metadata), test_d_* (daemon and
-# admin, all).
+# test_seg_* (segments), test_md_* (metadata), test_sch_* (schema),
+# test_d_* (daemon and admin, all).
 TEST_LINK = $(CC) $(ALL_LDFLAGS) -o $@ $+ $(PKG_LIBS) $(CHECK_LIBS) -lm
 $(BUILD)/tests/test_kp_%: $(call obj,tests/unit/test_kp_%.c) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_seg_%: $(call obj,tests/unit/test_seg_%.c) $(LIBSEG) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_md_%: $(call obj,tests/unit/test_md_%.c) $(LIBMD) $(LIBKP)
+	@mkdir -p $(dir $@); $(TEST_LINK)
+$(BUILD)/tests/test_sch_%: $(call obj,tests/unit/test_sch_%.c) $(LIBSCH) $(LIBKP)
 	@mkdir -p $(dir $@); $(TEST_LINK)
 $(BUILD)/tests/test_d_%: $(call obj,tests/unit/test_d_%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@); $(TEST_LINK)
