@@ -281,3 +281,24 @@ def test_schemas_topic_holds_confluents_records(reg):
          {"subject": "s", "version": 1, "id": 1, "schema": V1_TEXT, "deleted": False}),
         ({"keytype": "CONFIG", "subject": "s", "magic": 0}, {"compatibilityLevel": "NONE"}),
     ]
+
+
+def test_invalid_avro_is_refused_with_the_parsers_reason(reg):
+    st, got = register(reg, "s", {"type": "record", "fields": []})
+    assert st == 422 and got["error_code"] == 42201, got
+    assert "name" in got["message"].lower(), got
+    st, got = register(reg, "s", {"type": "nosuchtype"})
+    assert st == 422 and got["error_code"] == 42201, got
+    # deep nesting: refused, the broker keeps serving
+    deep = '{"type":"array","items":' * 500 + '"int"' + '}' * 500
+    st, got = register(reg, "s", deep)
+    assert st == 422 and got["error_code"] == 42201, got
+    assert register(reg, "s", V1) == (200, {"id": 1})
+
+
+def test_attribute_order_and_whitespace_give_the_same_id(reg):
+    assert register(reg, "s", V1) == (200, {"id": 1})
+    reordered = '{ "fields" : [ {"type": "long", "name": "id"} ], "name": "Order",' \
+                ' "type": "record" }'
+    assert register(reg, "t", reordered) == (200, {"id": 1})
+    assert call(reg, "GET", "/schemas/ids/1/schema") == (200, V1)
