@@ -464,7 +464,7 @@ static void post_register(sr_call *c)
     sr_version *last = s ? sr_version_latest(s, true) : NULL;
     int32_t version = want_ver > 0 && want_ver <= INT32_MAX ? (int32_t)want_ver
                       : last ? last->version + 1 : 1;
-    int32_t id = want_id ? (int32_t)want_id : same ? same->id : ++r->max_id;  /* M2 */
+    int32_t id = want_id ? (int32_t)want_id : same ? same->id : ++r->max_id;  /* sr_state.c M2 */
     sr_rec *rec = recs_new(1);
     if (rec) {
         rec[0].key = sr_key_schema(name, version);

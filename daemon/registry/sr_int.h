@@ -128,7 +128,7 @@ int  sr_log_load(sr_registry *r);
 /* Appends recs (taking their strings) to _schemas-0 and calls done once
  * they are durable and applied (status 200), or not (status 500, Confluent's
  * 50001 / 50002, nothing applied).  done runs on a later loop turn, never
- * inside this call.  One write at a time (R1): the caller queues. */
+ * inside this call.  One write at a time (sr_log.c R1): the caller queues. */
 void sr_log_write(sr_registry *r, sr_rec *recs, size_t n, sr_write_done done, void *arg);
 void sr_log_stop(sr_registry *r);
 

@@ -17,7 +17,7 @@ def start_registry(start_broker, **overrides):
     o = {"schema.registry.listeners": "http://127.0.0.1:%d" % port}
     o.update(overrides)
     b = start_broker(overrides=o)
-    # the harness may have moved the port (conftest P3): read it back
+    # the harness may have moved the port (conftest.py P3): read it back
     b.registry = b.overrides["schema.registry.listeners"]
     return b
 
