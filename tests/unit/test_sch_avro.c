@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "schema/sch.h"
+#include "tests/unit/sch_avro_fixtures.h"
 #include "tests/unit/unit_run.h"
 
 static sch_schema *parse_ok(const char *text)
@@ -153,6 +156,409 @@ START_TEST(test_invalid_schemas_refused_with_reason)
 }
 END_TEST
 
+
+/* ---- compatibility ------------------------------------------------------- */
+#define REC(fields) "{\"type\":\"record\",\"name\":\"R\",\"fields\":[" fields "]}"
+#define F(n, t) "{\"name\":\"" n "\",\"type\":" t "}"
+#define NREC(name, fields) "{\"type\":\"record\",\"name\":\"" name "\",\"fields\":[" fields "]}"
+#define FD(n, t, d) "{\"name\":\"" n "\",\"type\":" t ",\"default\":" d "}"
+
+/* compatible(reader, writer): 1 or 0; on 0 the reason names want. */
+static void compat_is(const char *reader, const char *writer, int want, const char *reason)
+{
+    sch_schema *r = parse_ok(reader), *w = parse_ok(writer);
+    char why[2048] = "";
+    int got = sch_avro_compatible(r, w, why, sizeof why);
+    ck_assert_msg(got == want, "reader %s writer %s: got %d (%s)", reader, writer, got, why);
+    if (!want)
+        ck_assert_msg(strstr(why, reason), "reason '%s' lacks '%s'", why, reason);
+    sch_free(r);
+    sch_free(w);
+}
+
+START_TEST(test_compat_fields_added_removed_renamed_promoted)
+{
+    const char *v1 = REC(F("a", "\"int\""));
+    const char *added_default = REC(F("a", "\"int\"") "," FD("b", "\"string\"", "\"x\""));
+    const char *added_no_default = REC(F("a", "\"int\"") "," F("b", "\"string\""));
+    const char *removed = REC("");
+    const char *renamed = REC("{\"name\":\"a2\",\"type\":\"int\",\"aliases\":[\"a\"]}");
+    const char *promoted = REC(F("a", "\"long\""));
+    /* Added with a default: both directions. */
+    compat_is(added_default, v1, 1, NULL);
+    compat_is(v1, added_default, 1, NULL);
+    /* Added without: the new reader cannot fill it from old data. */
+    compat_is(added_no_default, v1, 0, "READER_FIELD_MISSING_DEFAULT_VALUE");
+    compat_is(added_no_default, v1, 0, "The field 'b' at path '/fields/1'");
+    compat_is(v1, added_no_default, 1, NULL);
+    /* Removed: old readers need a default for it. */
+    compat_is(removed, v1, 1, NULL);
+    compat_is(v1, removed, 0, "READER_FIELD_MISSING_DEFAULT_VALUE");
+    compat_is(REC(FD("a", "\"int\"", "0")), removed, 1, NULL);
+    /* Renamed with an alias: the reader finds the writer's old name. */
+    compat_is(renamed, v1, 1, NULL);
+    compat_is(v1, renamed, 0, "additionalInfo:'a'");
+    compat_is(REC(F("a2", "\"int\"")), v1, 0, "READER_FIELD_MISSING_DEFAULT_VALUE");
+    /* Promoted: int to long reads, long to int does not. */
+    compat_is(promoted, v1, 1, NULL);
+    compat_is(v1, promoted, 0, "reader type: INT not compatible with writer type: LONG");
+    compat_is(REC(F("a", "\"float\"")), promoted, 1, NULL);
+    compat_is(REC(F("a", "\"double\"")), REC(F("a", "\"float\"")), 1, NULL);
+    compat_is(REC(F("a", "\"float\"")), REC(F("a", "\"double\"")), 0, "TYPE_MISMATCH");
+    compat_is("\"string\"", "\"bytes\"", 1, NULL);
+    compat_is("\"bytes\"", "\"string\"", 1, NULL);
+    compat_is("\"int\"", "\"string\"", 0, "TYPE_MISMATCH");
+    /* A nested record's field: the path says where. */
+    compat_is(REC(F("n", NREC("N", F("a", "\"int\"") "," F("b", "\"int\"")))),
+              REC(F("n", NREC("N", F("a", "\"int\"")))), 0, "path '/fields/0/type/fields/1'");
+}
+END_TEST
+
+START_TEST(test_compat_enums_unions_fixed_names)
+{
+#define ENUM(syms, extra) "{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[" syms "]" extra "}"
+    compat_is(ENUM("\"A\",\"B\",\"C\"", ""), ENUM("\"A\",\"B\"", ""), 1, NULL);
+    compat_is(ENUM("\"A\",\"B\"", ""), ENUM("\"A\",\"B\",\"C\"", ""), 0,
+              "MISSING_ENUM_SYMBOLS");
+    compat_is(ENUM("\"A\",\"B\"", ""), ENUM("\"A\",\"B\",\"C\"", ""), 0, "[C]");
+    compat_is(ENUM("\"A\",\"B\"", ",\"default\":\"A\""), ENUM("\"A\",\"B\",\"C\"", ""), 1,
+              NULL);
+    /* Unions: a reader union needs a branch for every writer type. */
+    compat_is("[\"null\",\"string\"]", "\"string\"", 1, NULL);
+    compat_is("[\"null\",\"long\"]", "\"int\"", 1, NULL);
+    compat_is("[\"null\",\"string\"]", "\"int\"", 0, "MISSING_UNION_BRANCH");
+    compat_is("\"string\"", "[\"null\",\"string\"]", 0, "TYPE_MISMATCH");
+    compat_is("[\"null\",\"string\",\"int\"]", "[\"string\",\"null\"]", 1, NULL);
+    compat_is("[\"null\",\"string\"]", "[\"null\",\"string\",\"int\"]", 0,
+              "reader union lacking writer type: INT");
+    /* Fixed: name and size. */
+    compat_is("{\"type\":\"fixed\",\"name\":\"F\",\"size\":4}",
+              "{\"type\":\"fixed\",\"name\":\"F\",\"size\":8}", 0, "FIXED_SIZE_MISMATCH");
+    compat_is("{\"type\":\"fixed\",\"name\":\"F\",\"size\":4}",
+              "{\"type\":\"fixed\",\"name\":\"G\",\"size\":4}", 0, "NAME_MISMATCH");
+    /* A record renamed, with the old name as an alias; namespaces aside
+     * (Java compares short names). */
+    compat_is("{\"type\":\"record\",\"name\":\"New\",\"aliases\":[\"Old\"],\"fields\":[]}",
+              "{\"type\":\"record\",\"name\":\"Old\",\"fields\":[]}", 1, NULL);
+    compat_is("{\"type\":\"record\",\"name\":\"New\",\"fields\":[]}",
+              "{\"type\":\"record\",\"name\":\"Old\",\"fields\":[]}", 0, "expected: Old");
+    compat_is("{\"type\":\"record\",\"name\":\"a.R\",\"fields\":[]}",
+              "{\"type\":\"record\",\"name\":\"b.R\",\"fields\":[]}", 1, NULL);
+    /* Arrays and maps compare their items and values. */
+    compat_is("{\"type\":\"array\",\"items\":\"long\"}", "{\"type\":\"array\",\"items\":\"int\"}",
+              1, NULL);
+    compat_is("{\"type\":\"map\",\"values\":\"int\"}", "{\"type\":\"map\",\"values\":\"long\"}",
+              0, "/values");
+    compat_is("{\"type\":\"map\",\"values\":\"int\"}", "{\"type\":\"array\",\"items\":\"int\"}",
+              0, "TYPE_MISMATCH");
+#undef ENUM
+}
+END_TEST
+
+/* A linked list, evolved: the check terminates and decides by the fields. */
+#define LIST(extra) "{\"type\":\"record\",\"name\":\"Node\",\"fields\":[" \
+    "{\"name\":\"v\",\"type\":\"int\"},{\"name\":\"next\",\"type\":[\"null\",\"Node\"]}" extra "]}"
+
+START_TEST(test_compat_recursive_types_terminate)
+{
+    compat_is(LIST(""), LIST(""), 1, NULL);
+    compat_is(LIST(",{\"name\":\"w\",\"type\":\"long\",\"default\":0}"), LIST(""), 1, NULL);
+    compat_is(LIST(",{\"name\":\"w\",\"type\":\"long\"}"), LIST(""), 0,
+              "READER_FIELD_MISSING_DEFAULT_VALUE");
+    /* Mutual recursion through a map and an array. */
+    const char *ab = "{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"b\",\"type\":"
+                     "{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"B\",\"fields\":"
+                     "[{\"name\":\"a\",\"type\":{\"type\":\"map\",\"values\":\"A\"}}]}}}]}";
+    compat_is(ab, ab, 1, NULL);
+}
+END_TEST
+
+START_TEST(test_check_level_directions_and_transitive)
+{
+    sch_schema *v1 = parse_ok(REC(F("a", "\"int\"")));
+    sch_schema *v2 = parse_ok(REC(F("a", "\"int\"") "," FD("b", "\"int\"", "1")));
+    sch_schema *v3 = parse_ok(REC(FD("b", "\"int\"", "1")));   /* a removed */
+    const sch_schema *prev[] = {v1, v2};
+    char why[2048];
+    /* v3 reads v1 and v2 (a ignored, b from its default or the data). */
+    ck_assert_int_eq(sch_avro_check_level(SCH_LEVEL_BACKWARD, v3, prev, 2, why, sizeof why), 1);
+    ck_assert_int_eq(sch_avro_check_level(SCH_LEVEL_BACKWARD_TRANSITIVE, v3, prev, 2, why, sizeof why), 1);
+    /* Old readers need a: v1 and v2 cannot read v3. */
+    ck_assert_int_eq(sch_avro_check_level(SCH_LEVEL_FORWARD, v3, prev, 2, why, sizeof why), 0);
+    ck_assert_msg(strstr(why, "in the old schema has no default value"), "%s", why);
+    ck_assert_int_eq(sch_avro_check_level(SCH_LEVEL_FULL, v3, prev, 2, why, sizeof why), 0);
+    ck_assert_int_eq(sch_avro_check_level(SCH_LEVEL_NONE, v3, prev, 2, why, sizeof why), 1);
+    /* Transitive sees what the latest alone does not: v4 drops b's default
+     * (reads v2, not v1). */
+    sch_schema *v4 = parse_ok(REC(F("a", "\"int\"") "," F("b", "\"int\"")));
+    ck_assert_int_eq(sch_avro_check_level(SCH_LEVEL_BACKWARD, v4, prev, 2, why, sizeof why), 1);
+    ck_assert_int_eq(sch_avro_check_level(SCH_LEVEL_BACKWARD_TRANSITIVE, v4, prev, 2, why, sizeof why),
+                     0);
+    ck_assert_msg(strstr(why, "The field 'b' at path '/fields/1' in the new schema"), "%s", why);
+    sch_level l;
+    ck_assert_int_eq(sch_level_parse("FULL_TRANSITIVE", &l), 0);
+    ck_assert_int_eq(l, SCH_LEVEL_FULL_TRANSITIVE);
+    ck_assert_str_eq(sch_level_name(l), "FULL_TRANSITIVE");
+    ck_assert_int_eq(sch_level_parse("full", &l), -1);
+    sch_type t;
+    ck_assert_int_eq(sch_type_parse("PROTOBUF", &t), 0);
+    ck_assert_int_eq(t, SCH_TYPE_PROTOBUF);
+    ck_assert_int_eq(sch_type_parse(NULL, &t), 0);
+    ck_assert_int_eq(t, SCH_TYPE_AVRO);
+    ck_assert_int_eq(sch_type_parse("XML", &t), -1);
+    sch_free(v1);
+    sch_free(v2);
+    sch_free(v3);
+    sch_free(v4);
+}
+END_TEST
+
+/* ---- records: validate and decode bytes python3-avro encoded ---------------- */
+/* JSON values equal, numbers by value (1.0 and 1 are one number). */
+static bool json_same(const json_t *a, const json_t *b)
+{
+    if (json_is_number(a) && json_is_number(b))
+        return json_number_value(a) == json_number_value(b);
+    if (json_typeof(a) != json_typeof(b))
+        return false;
+    if (json_is_array(a)) {
+        if (json_array_size(a) != json_array_size(b))
+            return false;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!json_same(json_array_get(a, i), json_array_get(b, i)))
+                return false;
+        return true;
+    }
+    if (json_is_object(a)) {
+        const char *k;
+        json_t *v;
+        if (json_object_size(a) != json_object_size(b))
+            return false;
+        json_object_foreach((json_t *)a, k, v) {
+            json_t *o = json_object_get(b, k);
+            if (!o || !json_same(v, o))
+                return false;
+        }
+        return true;
+    }
+    return json_equal((json_t *)a, (json_t *)b);
+}
+
+START_TEST(test_python_avro_bodies_validate_and_decode)
+{
+    sch_schema *s = parse_ok(sch_fx_schema);
+    kp_buf b;
+    kp_buf_init(&b);
+    for (size_t i = 0; i < sizeof sch_fx / sizeof *sch_fx; i++) {
+        const uint8_t *body = (const uint8_t *)sch_fx[i].body;
+        size_t len = sch_fx[i].len;
+        char why[256] = "";
+        ck_assert_msg(sch_avro_validate(s, body, len, why, sizeof why) == 0, "#%zu: %s", i, why);
+        kp_buf_reset(&b);
+        kp_wr_raw(&b, "prefix", 6);
+        ck_assert_int_eq(sch_avro_to_json(s, body, len, &b), 0);
+        json_error_t je;
+        json_t *got = json_loadb((const char *)b.data + 6, b.len - 6, JSON_ALLOW_NUL, &je);
+        ck_assert_msg(got, "#%zu: not JSON (%s): %.*s", i, je.text, (int)b.len - 6, b.data + 6);
+        json_t *want = json_loads(sch_fx[i].json, JSON_ALLOW_NUL, &je);
+        ck_assert_ptr_nonnull(want);
+        ck_assert_msg(json_same(got, want), "#%zu:\n got %.*s\nwant %s", i, (int)b.len - 6,
+                      b.data + 6, sch_fx[i].json);
+        json_decref(got);
+        json_decref(want);
+        /* Every shorter body fails, and so does one byte more. */
+        for (size_t cut = 0; cut < len; cut++) {
+            ck_assert_msg(sch_avro_validate(s, body, cut, NULL, 0) == -1, "#%zu cut %zu", i, cut);
+            size_t before = b.len;
+            ck_assert_int_eq(sch_avro_to_json(s, body, cut, &b), -1);
+            ck_assert_uint_eq(b.len, before);
+        }
+        uint8_t *more = malloc(len + 1);
+        memcpy(more, body, len);
+        more[len] = 0;
+        ck_assert_int_eq(sch_avro_validate(s, more, len + 1, why, sizeof why), -1);
+        ck_assert_msg(strstr(why, "1 bytes left after the value"), "%s", why);
+        free(more);
+    }
+    kp_buf_free(&b);
+    sch_free(s);
+}
+END_TEST
+
+static int validate(const char *schema, const void *body, size_t len, char *why, size_t n)
+{
+    sch_schema *s = parse_ok(schema);
+    int rc = sch_avro_validate(s, body, len, why, n);
+    sch_free(s);
+    return rc;
+}
+
+static void refused(const char *schema, const void *body, size_t len, const char *reason)
+{
+    char why[256] = "";
+    ck_assert_int_eq(validate(schema, body, len, why, sizeof why), -1);
+    ck_assert_msg(strstr(why, reason), "reason '%s' lacks '%s'", why, reason);
+}
+
+START_TEST(test_validate_refuses_bad_bodies)
+{
+    refused("[\"null\",\"int\"]", "\x04", 1, "union index 2 out of range");
+    refused("[\"null\",\"int\"]", "\x01", 1, "union index -1 out of range");
+    refused("{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\",\"B\"]}", "\x04", 1,
+            "enum E index 2 out of range");
+    refused("\"string\"", "\x01", 1, "length -1 out of range");
+    refused("\"string\"", "\x0a" "abc", 4, "length 5 out of range");
+    refused("\"boolean\"", "\x02", 1, "boolean byte 2");
+    refused("\"int\"", "\x80\x80\x80\x80\x80\x01", 6, "varint longer than 5 bytes");
+    refused("\"int\"", "\xfe\xff\xff\xff\x1f", 5, "int out of range");
+    refused("\"long\"", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11, "varint longer");
+    refused("\"double\"", "1234567", 7, "truncated double");
+    refused("{\"type\":\"fixed\",\"name\":\"F\",\"size\":4}", "abc", 3, "truncated fixed F");
+    refused("\"null\"", "x", 1, "1 bytes left");
+    /* 2^62 nulls in one block, in 10 bytes: refused at once, not looped over. */
+    refused("{\"type\":\"array\",\"items\":\"null\"}", "\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", 10,
+            "more than the body can hold");
+    /* A record that holds itself without end: the data cannot nest forever. */
+    refused("{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"a\",\"type\":\"A\"}]}", "", 0,
+            "nested deeper");
+    /* Negative block counts carry a byte size (Avro's skippable blocks). */
+    char why[256];
+    ck_assert_int_eq(validate("{\"type\":\"array\",\"items\":\"int\"}", "\x03\x04\x02\x04\x00", 5, why,
+                              sizeof why), 0);
+    ck_assert_int_eq(validate("{\"type\":\"map\",\"values\":\"int\"}", "\x02\x02k\x02\x00", 5, why,
+                              sizeof why), 0);
+    refused("{\"type\":\"array\",\"items\":\"int\"}", "\x03\x40\x02\x04\x00", 5, "block size 32 out of range");
+    /* The wire format's prefix. */
+    int32_t id;
+    size_t off;
+    ck_assert_int_eq(sch_wire_split((const uint8_t *)"\0\0\0\1\x2c" "x", 6, &id, &off), 0);
+    ck_assert_int_eq(id, 300);
+    ck_assert_uint_eq(off, 5);
+    ck_assert_int_eq(sch_wire_split((const uint8_t *)"\0\0\0\1", 4, &id, &off), -1);
+    ck_assert_int_eq(sch_wire_split((const uint8_t *)"\1\0\0\0\1", 5, &id, &off), -1);
+}
+END_TEST
+
+START_TEST(test_to_json_escapes_and_replaces)
+{
+    sch_schema *s = parse_ok("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"s\",\"type\":"
+                             "\"string\"},{\"name\":\"d\",\"type\":\"double\"},{\"name\":\"u\",\"type\":"
+                             "[\"null\",{\"type\":\"map\",\"values\":\"boolean\"}]}]}");
+    /* s = "a\xff\"" (invalid UTF-8), d = NaN, u = branch 1: {"k\n": true} */
+    const uint8_t body[] = {0x06, 'a', 0xff, '"', 0, 0, 0, 0, 0, 0, 0xf8, 0x7f,
+                            0x02, 0x02, 0x04, 'k', '\n', 0x01, 0x00};
+    kp_buf b;
+    kp_buf_init(&b);
+    ck_assert_int_eq(sch_avro_to_json(s, body, sizeof body, &b), 0);
+    kp_wr_raw(&b, "", 1);
+    ck_assert_str_eq((char *)b.data, "{\"s\":\"a\xef\xbf\xbd\\\"\",\"d\":null,\"u\":{\"k\\n\":true}}");
+    kp_buf_free(&b);
+    sch_free(s);
+}
+END_TEST
+
+/* ---- references and hostile schemas ------------------------------------------- */
+START_TEST(test_references_define_names)
+{
+    const char *addr = "{\"type\":\"record\",\"name\":\"Address\",\"namespace\":\"com.x\",\"fields\":"
+                       "[{\"name\":\"city\",\"type\":\"string\"}]}";
+    const char *cust = "{\"type\":\"record\",\"name\":\"Customer\",\"namespace\":\"com.x\",\"fields\":"
+                       "[{\"name\":\"home\",\"type\":\"Address\"},{\"name\":\"work\",\"type\":"
+                       "\"com.x.Address\"}]}";
+    sch_ref refs[] = {{"com.x.Address", addr, strlen(addr)}};
+    sch_schema *s = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(sch_avro_parse(cust, strlen(cust), refs, 1, &s, err, sizeof err), 0);
+    kp_buf b;
+    kp_buf_init(&b);
+    ck_assert_int_eq(sch_avro_canonical(s, false, &b), 0);
+    kp_wr_raw(&b, "", 1);
+    /* The referenced type is written by name, as Confluent stores it. */
+    ck_assert_str_eq((char *)b.data,
+                     "{\"type\":\"record\",\"name\":\"Customer\",\"namespace\":\"com.x\",\"fields\":"
+                     "[{\"name\":\"home\",\"type\":\"Address\"},{\"name\":\"work\",\"type\":\"Address\"}]}");
+    ck_assert_str_eq(sch_avro_name(s), "com.x.Customer");
+    ck_assert_int_eq(sch_avro_validate(s, (const uint8_t *)"\x02" "a\x02" "b", 4, NULL, 0), 0);
+    kp_buf_free(&b);
+    sch_free(s);
+    /* Without the reference the name is unknown; a broken reference says so. */
+    ck_assert_int_eq(sch_avro_parse(cust, strlen(cust), NULL, 0, &s, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "Undefined name: \"Address\""), "%s", err);
+    sch_ref bad[] = {{"broken", "{\"type\":", 8}};
+    ck_assert_int_eq(sch_avro_parse(cust, strlen(cust), bad, 1, &s, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "in reference broken: Invalid JSON"), "%s", err);
+    /* A reference cannot redefine a name of the schema. */
+    sch_ref twice[] = {{"a", addr, strlen(addr)}, {"b", addr, strlen(addr)}};
+    ck_assert_int_eq(sch_avro_parse(cust, strlen(cust), twice, 2, &s, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "Can't redefine: com.x.Address"), "%s", err);
+}
+END_TEST
+
+static char *repeat(const char *a, size_t n, const char *mid, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), lm = strlen(mid);
+    char *t = malloc(n * (la + lb) + lm + 1), *p = t;
+    for (size_t i = 0; i < n; i++, p += la)
+        memcpy(p, a, la);
+    memcpy(p, mid, lm);
+    p += lm;
+    for (size_t i = 0; i < n; i++, p += lb)
+        memcpy(p, b, lb);
+    *p = 0;
+    return t;
+}
+
+START_TEST(test_hostile_schemas_refused_cleanly)
+{
+    /* 10,000 nested arrays and 1 MiB of brackets: jansson's depth limit. */
+    char *t = repeat("{\"type\":\"array\",\"items\":", 10000, "\"int\"", "}");
+    parse_fails(t, strlen(t), "Invalid JSON");
+    free(t);
+    t = repeat("[", 1 << 20, "", "");
+    parse_fails(t, strlen(t), "Invalid JSON");
+    free(t);
+    /* Within JSON's limit, deeper than a schema may nest. */
+    t = repeat("{\"type\":\"array\",\"items\":", 300, "\"int\"", "}");
+    parse_fails(t, strlen(t), "nested deeper than 128");
+    free(t);
+    /* ... and a legal depth parses. */
+    t = repeat("{\"type\":\"array\",\"items\":", 100, "\"int\"", "}");
+    sch_schema *s = parse_ok(t);
+    sch_free(s);
+    free(t);
+    /* A 100,000-byte name. */
+    char *name = repeat("n", 100000, "", "");
+    size_t n = strlen(name) + 100;
+    t = malloc(n);
+    snprintf(t, n, "{\"type\":\"fixed\",\"name\":\"%s\",\"size\":1}", name);
+    parse_fails(t, strlen(t), "name longer than 1024 bytes");
+    snprintf(t, n, "\"%s\"", name);
+    parse_fails(t, strlen(t), "name longer than 1024 bytes");
+    free(t);
+    free(name);
+    /* Text over the limit, and bytes that are not JSON at all. */
+    t = repeat(" ", SCH_MAX_TEXT + 1, "", "");
+    parse_fails(t, strlen(t), "larger than");
+    free(t);
+    parse_fails("\xff\xfe\x00\x01", 4, "Invalid JSON");
+    parse_fails("\"int\" \"int\"", 11, "Invalid JSON");
+    parse_fails("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"R\"},", 44,
+                "Invalid JSON");
+    /* Recursive types are legal: through a union, an array, a map. */
+    s = parse_ok("{\"type\":\"record\",\"name\":\"T\",\"fields\":[{\"name\":\"kids\",\"type\":{\"type\":"
+                 "\"array\",\"items\":\"T\"}},{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":"
+                 "[\"null\",\"T\"]}}]}");
+    kp_buf b;
+    kp_buf_init(&b);
+    ck_assert_int_eq(sch_avro_canonical(s, false, &b), 0);
+    ck_assert_int_eq(sch_avro_pcf(s, &b), 0);
+    /* kids: [{kids: [], m: {}}], m: {"x": null} */
+    ck_assert_int_eq(sch_avro_validate(s, (const uint8_t *)"\x02\x00\x00\x00\x02\x02x\x00\x00", 9,
+                                       NULL, 0), 0);
+    kp_buf_free(&b);
+    sch_free(s);
+}
+END_TEST
 int main(void)
 {
     const TTest *const tests[] = {
@@ -160,6 +566,15 @@ int main(void)
         test_canonical_ignores_whitespace_and_attribute_order,
         test_parsing_canonical_form_and_fingerprint,
         test_invalid_schemas_refused_with_reason,
+        test_compat_fields_added_removed_renamed_promoted,
+        test_compat_enums_unions_fixed_names,
+        test_compat_recursive_types_terminate,
+        test_check_level_directions_and_transitive,
+        test_python_avro_bodies_validate_and_decode,
+        test_validate_refuses_bad_bodies,
+        test_to_json_escapes_and_replaces,
+        test_references_define_names,
+        test_hostile_schemas_refused_cleanly,
     };
     return unit_run("schema", "avro", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
