@@ -110,11 +110,40 @@ int sr_schema_canon(sr_registry *r, const char *type, const char *text, const ch
     return *out ? 0 : -1;
 }
 
+/* s's versions to check against: only, or the live ones, oldest first.
+ * The count, or -1 with why (a stored schema of another type). */
+static int prev_parse(sr_registry *r, sr_subject *s, const sr_version *only,
+                      sch_schema **prev, char *why, size_t whylen)
+{
+    int n = 0;
+    for (size_t i = 0; i < s->nv; i++) {
+        const sr_version *v = &s->v[i];
+        if (only ? v != only : v->deleted)
+            continue;
+        sr_schema *x = sr_schema_by_id(r, v->id);
+        if (!x)
+            continue;
+        if (strcmp(x->type, "AVRO")) {
+            snprintf(why, whylen, "{errorType:'TYPE_MISMATCH', description:'version %d is a "
+                     "%s schema, not Avro', additionalInfo:'/'}", v->version, x->type);
+            return -1;
+        }
+        char err[512];
+        if (avro_parse(r, x->text, x->refs, &prev[n], err, sizeof err) != 0) {
+            snprintf(why, whylen, "{errorType:'UNREADABLE', description:'version %d does "
+                     "not parse: %s'}", v->version, err);
+            return -1;
+        }
+        n++;
+    }
+    return n;
+}
+
 int sr_schema_compatible(sr_registry *r, sr_subject *s, const sr_version *only,
                          const sr_given *g, const char *level, char *why, size_t whylen)
 {
-    (void)r; (void)s; (void)only;
-    if (!strcmp(level, "NONE"))
+    sch_level lv;
+    if (!strcmp(level, "NONE") || sch_level_parse(level, &lv) != 0)
         return 1;
     if (strcmp(g->type, "AVRO")) {
         snprintf(why, whylen, "{errorType:'UNSUPPORTED', description:'the compatibility of "
@@ -122,5 +151,24 @@ int sr_schema_compatible(sr_registry *r, sr_subject *s, const sr_version *only,
                  "NONE (PUT /config/{subject})'}", g->type);
         return 0;
     }
-    return 1;
+    char err[512];
+    sch_schema *next = NULL, **prev = calloc(s->nv ? s->nv : 1, sizeof *prev);
+    int n = prev ? prev_parse(r, s, only, prev, why, whylen) : -1;
+    int ok = 0;
+    if (!prev) {
+        snprintf(why, whylen, "{errorType:'OUT_OF_MEMORY'}");
+    } else if (n >= 0 && avro_parse(r, g->text, g->refs, &next, err, sizeof err) != 0) {
+        snprintf(why, whylen, "{errorType:'UNREADABLE', description:'%s'}", err);
+    } else if (n >= 0) {
+        ok = sch_avro_check_level(lv, next, (const sch_schema *const *)prev, (size_t)n, why,
+                                  whylen);
+        size_t l = strlen(why);
+        if (!ok && l + 1 < whylen)
+            snprintf(why + l, whylen - l, ", {compatibility: '%s'}", level);
+    }
+    for (int i = 0; i < n; i++)
+        sch_free(prev[i]);
+    free(prev);
+    sch_free(next);
+    return ok;
 }

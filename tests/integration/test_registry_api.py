@@ -165,11 +165,11 @@ def test_mode_readonly_and_import(reg):
     assert call(reg, "GET", "/mode/s") == (404, {
         "error_code": 40409, "message": "Subject 's' does not have subject-level mode "
                                         "configured"})
-    assert register(reg, "u", record_schema("Z", [("z", "int")])) == (422, {
+    assert register(reg, "u", record_schema("Y", [("y", "int"), ("z", "int", 0)])) == (422, {
         "error_code": 42205, "message": "Subject u is in read-only mode"})
     assert call(reg, "PUT", "/mode", {"mode": "SOMETIMES"})[1]["error_code"] == 42204
     assert call(reg, "DELETE", "/mode/u") == (200, {"mode": "READONLY"})
-    assert register(reg, "u", record_schema("Z", [("z", "int")]))[0] == 200
+    assert register(reg, "u", record_schema("Y", [("y", "int"), ("z", "int", 0)]))[0] == 200
 
 
 def test_references(reg):
