@@ -120,6 +120,11 @@ int sr_schema_canon(sr_registry *r, const char *type, const char *text, const ch
 int sr_schema_compatible(sr_registry *r, sr_subject *s, const sr_version *only,
                          const sr_given *g, const char *level, char *why, size_t whylen);
 
+/* ---- the SQL mirror (sr_mirror.c) ---------------------------------------------------- */
+/* Rewrites the rows of these subjects ("" the registry's own settings), or
+ * of everything when subjects is NULL.  Loop thread. */
+void sr_mirror(sr_registry *r, const char *const *subjects, size_t n);
+
 /* ---- the log (sr_log.c) -------------------------------------------------------------- */
 typedef void (*sr_write_done)(sr_registry *r, void *arg, int http_status,
                               int error_code, const char *msg);

@@ -101,6 +101,7 @@ int sr_log_load(sr_registry *r)
         BK_ERROR("schema registry: loading %s-0 failed (%d)", SR_TOPIC, rc);
         return -1;
     }
+    sr_mirror(r, NULL, 0);
     BK_INFO("schema registry: loaded %lld records of %s-0 in %.1f ms: %zu subjects, "
             "%zu schemas", (long long)r->records_loaded, SR_TOPIC,
             (bk_mono_us() - t0) / 1000.0, r->nsubjects, r->nschemas);
@@ -118,6 +119,29 @@ static void recs_free(sr_rec *recs, size_t n)
     free(recs);
 }
 
+/* The subjects the records name, rewritten in the SQL mirror. */
+static void mirror_recs(sr_registry *r, const sr_rec *recs, size_t n)
+{
+    json_t **keys = calloc(n ? n : 1, sizeof *keys);
+    const char **names = calloc(n ? n : 1, sizeof *names);
+    if (!keys || !names) {
+        free(keys);
+        free(names);
+        sr_mirror(r, NULL, 0);                /* all of it, without the list */
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = json_loads(recs[i].key, 0, NULL);
+        const char *s = json_string_value(json_object_get(keys[i], "subject"));
+        names[i] = s ? s : "";
+    }
+    sr_mirror(r, names, n);
+    for (size_t i = 0; i < n; i++)
+        json_decref(keys[i]);
+    free(keys);
+    free(names);
+}
+
 static void wr_finish(sr_wr *w, int status, int code, const char *msg)
 {
     sr_registry *r = w->r;
@@ -130,6 +154,8 @@ static void wr_finish(sr_wr *w, int status, int code, const char *msg)
                 code = 50001;
                 msg = "Error while applying a record: out of memory";
             }
+    if (status == 200)
+        mirror_recs(r, w->recs, w->n);
     recs_free(w->recs, w->n);
     r->writing = NULL;
     sr_write_done done = w->done;
