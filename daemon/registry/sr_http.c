@@ -28,6 +28,7 @@
 #define SR_DEFAULT_HOST "127.0.0.1"
 #define SR_DEFAULT_PORT 8081
 #define SR_CTYPE "application/vnd.schemaregistry.v1+json"
+#define SR_TAIL_MS 200
 
 struct sr_pending {
     sr_pending *next;
@@ -148,6 +149,15 @@ void sr_kick(sr_registry *r)
         event_active(r->next_ev, EV_TIMEOUT, 0);
 }
 
+/* Followers apply what replication brought (sr_log.c). */
+static void on_tail(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    sr_registry *r = arg;
+    if (!r->writing)
+        sr_log_tail(r);
+}
+
 int sr_start(bk_broker *b, char *err, size_t errlen)
 {
     sr_registry *r = calloc(1, sizeof *r);
@@ -171,7 +181,9 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
     r->http = l.http;
     b->registry = r;
     r->next_ev = event_new(b->base, -1, 0, serve_next, r);
-    if (!r->next_ev || sr_log_load(r) != 0) {
+    r->tail_ev = event_new(b->base, -1, EV_PERSIST, on_tail, r);
+    struct timeval tv = { 0, SR_TAIL_MS * 1000 };
+    if (!r->next_ev || !r->tail_ev || event_add(r->tail_ev, &tv) != 0 || sr_log_tail(r) != 0) {
         snprintf(err, errlen, "schema registry: cannot load %s (see the log above)", SR_TOPIC);
         return -1;
     }
@@ -198,6 +210,8 @@ void sr_stop(bk_broker *b)
         pending_gone(NULL, r->queue);
     if (r->next_ev)
         event_free(r->next_ev);
+    if (r->tail_ev)
+        event_free(r->tail_ev);
     sr_state_free(r);
     free(r);
     b->registry = NULL;

@@ -63,6 +63,8 @@ typedef struct sr_registry {
     char compat[SR_COMPAT_LEN];   /* global; "BACKWARD" unless set */
     char mode[SR_MODE_LEN];       /* global; "READWRITE" unless set */
     int32_t max_id;               /* the highest id ever seen or handed out */
+    int64_t applied;              /* the next offset of _schemas-0 to apply (sr_log.c R2) */
+    struct event *tail_ev;        /* sr_log_tail every SR_TAIL_MS */
     struct evhttp *http;
     sr_pending *queue, *queue_tail; /* writes waiting for the one in flight */
     sr_wr *writing;               /* the write in flight (sr_log.c R1) */
@@ -128,8 +130,9 @@ void sr_mirror(sr_registry *r, const char *const *subjects, size_t n);
 /* ---- the log (sr_log.c) -------------------------------------------------------------- */
 typedef void (*sr_write_done)(sr_registry *r, void *arg, int http_status,
                               int error_code, const char *msg);
-/* Loads _schemas' partition 0 when this broker has it.  0 or -1. */
-int  sr_log_load(sr_registry *r);
+/* Applies the local replica of _schemas-0 from r->applied to its high
+ * watermark (sr_log.c R2), the SQL mirror after it.  0 or -1. */
+int  sr_log_tail(sr_registry *r);
 /* Appends recs (taking their strings) to _schemas-0 and calls done once
  * they are durable and applied (status 200), or not (status 500, Confluent's
  * 50001 / 50002, nothing applied).  done runs on a later loop turn, never

@@ -7,32 +7,40 @@
  *
  * The topic is created by the first write (cleanup.policy=compact, one
  * partition, replication factor 3 capped at the live brokers, as
- * Confluent's kafkastore.topic.replication.factor; standalone 1).  On
- * start the broker reads partition 0 from its log start to its end and
- * applies every record in order (sr_state_apply): a restart keeps every
- * subject, version, id, setting and deletion.
+ * Confluent's kafkastore.topic.replication.factor; standalone 1).
+ *
+ * Every broker with a replica of _schemas-0, leader or follower, applies
+ * its records in log order up to the high watermark it knows (sr_log_tail:
+ * on start from the log start, then every SR_TAIL_MS and when a write is
+ * covered), so a restart keeps every subject, version, id, setting and
+ * deletion, a follower serves what its leader wrote, and a broker that
+ * joins late catches up through ordinary replication.
  *
  * A write (a registration, a deletion, a setting) is the records it
- * needs, appended in one batch to _schemas-0 while this broker leads it,
- * then held until the partition's high watermark covers them — what an
- * acks=all produce waits for (standalone: the log end, on the next loop
- * turn), through the same replica_deferred.h wait as the transaction
- * coordinator's writes (txn_log.c) — then applied to memory and answered.
+ * needs, appended in one batch to _schemas-0 while this broker leads it
+ * (the one writer: ids are allocated there), then held until the
+ * partition's high watermark covers them — what an acks=all produce waits
+ * for (standalone: the log end, on the next loop turn), through the same
+ * replica_deferred.h wait as the transaction coordinator's writes
+ * (txn_log.c) — then applied by the tail and answered.
  *
- *     IDLE ── sr_log_write: appended ──► WAITING ── HW covers it ──► applied,
+ *     IDLE ── sr_log_write: appended ──► WAITING ── HW covers it ──► tail,
  *       ▲                                   │                    done(200)
  *       │                                   ├─ leadership moved, deadline,
- *       └───────────────────────────────────┘  append failed: done(500),
- *                                              nothing applied
+ *       └───────────────────────────────────┘  append failed: done(500)
  *
  * Invariants (cite as "sr_log.c R1"):
  *   R1. One write is in flight at a time (r->writing); requests that write
  *       queue behind it (sr_http.c), so an id handed out and the versions
  *       a write computed are never raced by another write.
  *   R2. Memory changes only by records the log holds up to the high
- *       watermark: a write's records are applied after they are covered,
- *       never before, and a failed write applies nothing (its id is burnt:
- *       sr_state.c M2).
+ *       watermark, applied once each in log order (r->applied is the next
+ *       offset to apply): a write's records are applied after they are
+ *       covered, never before; a write whose records are never covered is
+ *       never applied (its id is burnt: sr_state.c M2).
+ *   R3. A write starts only when everything the log holds is applied
+ *       (applied == log end): ids and versions are decided on the whole
+ *       of the log, also by a new leader that inherited records.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replica/replica.h"
@@ -55,7 +63,7 @@ struct sr_wr {
     int64_t end;
     int32_t epoch;
     int status, code;                 /* status != 0: failed before the wait */
-    char msg[256];
+    char msg[400];
     sr_write_done done;
     void *arg;
     bk_deferred wait;
@@ -64,29 +72,64 @@ struct sr_wr {
 
 static const kp_str sr_topic = { SR_TOPIC, (int32_t)sizeof SR_TOPIC - 1 };
 
-/* ---- loading ------------------------------------------------------------------------ */
+/* ---- applying: the tail of the local replica ------------------------------------- */
 
-int sr_log_load(sr_registry *r)
+/* The subjects records name, rewritten in the SQL mirror. */
+typedef struct touched {
+    char **names;
+    size_t n, cap;
+} touched;
+
+static void touch(touched *t, const char *key, size_t klen)
 {
-    bk_partition *p;
-    if (!view_topic_find(r->b, SR_TOPIC, (size_t)sr_topic.len) ||
-        view_leader_replica(r->b, sr_topic, 0, &p) != KP_NONE || !p->log)
+    json_t *k = json_loadb(key, klen, 0, NULL);
+    const char *s = json_string_value(json_object_get(k, "subject"));
+    s = s ? s : "";
+    for (size_t i = 0; i < t->n; i++)
+        if (!strcmp(t->names[i], s)) {
+            json_decref(k);
+            return;
+        }
+    if (t->n == t->cap) {
+        size_t c = t->cap ? 2 * t->cap : 16;
+        char **p = realloc(t->names, c * sizeof *p);
+        if (!p) {
+            json_decref(k);
+            return;
+        }
+        t->names = p;
+        t->cap = c;
+    }
+    if ((t->names[t->n] = strdup(s)))
+        t->n++;
+    json_decref(k);
+}
+
+int sr_log_tail(sr_registry *r)
+{
+    const bk_pview *v = view_partition(r->b, sr_topic, 0);
+    bk_partition *p = v ? v->local : NULL;
+    if (!p || !p->log)
+        return 0;
+    int64_t from = r->applied > seg_log_start(p->log) ? r->applied : seg_log_start(p->log);
+    int64_t to = p->high_watermark;
+    if (from >= to)
         return 0;
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/%s-0", r->b->data_dir, SR_TOPIC);
-    seg_cursor_opts o = { .dir = dir, .from = seg_log_start(p->log),
-                          .to = p->high_watermark, .min_ts = INT64_MIN };
+    seg_cursor_opts o = { .dir = dir, .from = from, .to = to, .min_ts = INT64_MIN };
     seg_cursor *c = NULL;
-    if (o.from >= o.to)
-        return 0;
     if (seg_cursor_open(&o, &c) != 0) {
         BK_ERROR("schema registry: cannot read %s-0", SR_TOPIC);
         return -1;
     }
+    bool all = r->applied == 0;       /* the first load: the mirror rebuilt whole */
+    touched t = { 0 };
     kp_record rec;
     int rc;
-    int64_t t0 = bk_mono_us();
+    int64_t t0 = bk_mono_us(), n = 0;
     while ((rc = seg_cursor_next(c, &rec)) == 1) {
+        r->applied = rec.Offset + 1;
         if (rec.Key.len <= 0)
             continue;
         if (sr_state_apply(r, rec.Key.p, (size_t)rec.Key.len, rec.Value.p,
@@ -94,17 +137,26 @@ int sr_log_load(sr_registry *r)
             rc = -1;
             break;
         }
-        r->records_loaded++;
+        if (!all)
+            touch(&t, rec.Key.p, (size_t)rec.Key.len);
+        n++;
     }
     seg_cursor_close(c);
+    if (rc == 0)
+        r->applied = to;              /* compaction may have left a gap at the end */
+    r->records_loaded += n;
+    sr_mirror(r, all ? NULL : (const char *const *)t.names, t.n);
+    for (size_t i = 0; i < t.n; i++)
+        free(t.names[i]);
+    free(t.names);
     if (rc < 0) {
-        BK_ERROR("schema registry: loading %s-0 failed (%d)", SR_TOPIC, rc);
+        BK_ERROR("schema registry: applying %s-0 failed (%d)", SR_TOPIC, rc);
         return -1;
     }
-    sr_mirror(r, NULL, 0);
-    BK_INFO("schema registry: loaded %lld records of %s-0 in %.1f ms: %zu subjects, "
-            "%zu schemas", (long long)r->records_loaded, SR_TOPIC,
-            (bk_mono_us() - t0) / 1000.0, r->nsubjects, r->nschemas);
+    if (all)
+        BK_INFO("schema registry: loaded %lld records of %s-0 in %.1f ms: %zu subjects, "
+                "%zu schemas", (long long)n, SR_TOPIC, (bk_mono_us() - t0) / 1000.0,
+                r->nsubjects, r->nschemas);
     return 0;
 }
 
@@ -119,43 +171,15 @@ static void recs_free(sr_rec *recs, size_t n)
     free(recs);
 }
 
-/* The subjects the records name, rewritten in the SQL mirror. */
-static void mirror_recs(sr_registry *r, const sr_rec *recs, size_t n)
-{
-    json_t **keys = calloc(n ? n : 1, sizeof *keys);
-    const char **names = calloc(n ? n : 1, sizeof *names);
-    if (!keys || !names) {
-        free(keys);
-        free(names);
-        sr_mirror(r, NULL, 0);                /* all of it, without the list */
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        keys[i] = json_loads(recs[i].key, 0, NULL);
-        const char *s = json_string_value(json_object_get(keys[i], "subject"));
-        names[i] = s ? s : "";
-    }
-    sr_mirror(r, names, n);
-    for (size_t i = 0; i < n; i++)
-        json_decref(keys[i]);
-    free(keys);
-    free(names);
-}
-
 static void wr_finish(sr_wr *w, int status, int code, const char *msg)
 {
     sr_registry *r = w->r;
     replica_deferred_free(&w->wait);
-    if (status == 200)
-        for (size_t i = 0; i < w->n; i++)         /* R2: covered, now applied */
-            if (sr_state_apply(r, w->recs[i].key, strlen(w->recs[i].key), w->recs[i].val,
-                               w->recs[i].val ? (ssize_t)strlen(w->recs[i].val) : -1)) {
-                status = 500;
-                code = 50001;
-                msg = "Error while applying a record: out of memory";
-            }
-    if (status == 200)
-        mirror_recs(r, w->recs, w->n);
+    if (status == 200 && sr_log_tail(r) != 0) {  /* R2: covered, now applied */
+        status = 500;
+        code = 50001;
+        msg = "Error while applying the records of _schemas (see the broker's log)";
+    }
     recs_free(w->recs, w->n);
     r->writing = NULL;
     sr_write_done done = w->done;
@@ -223,8 +247,17 @@ static int wr_append(sr_wr *w, char *err, size_t errlen)
     if (rc != KP_NONE)
         return rc;
     if (view_leader_replica(b, sr_topic, 0, &p) != KP_NONE || !p->log) {
-        snprintf(err, errlen, "this broker does not lead %s-0", SR_TOPIC);
+        const bk_pview *v = view_partition(b, sr_topic, 0);
+        snprintf(err, errlen, "broker %d does not lead %s-0 (%s%d does, and writes): send "
+                 "writes to its registry; this one forwards none yet", b->cfg->broker_id,
+                 SR_TOPIC, v && v->leader >= 0 ? "broker " : "no broker: ",
+                 v ? v->leader : -1);
         return KP_NOT_LEADER_OR_FOLLOWER;
+    }
+    if (sr_log_tail(w->r) != 0 || w->r->applied < seg_log_end(p->log)) {     /* R3 */
+        snprintf(err, errlen, "%s-0 is being applied (%lld of %lld); retry", SR_TOPIC,
+                 (long long)w->r->applied, (long long)seg_log_end(p->log));
+        return KP_LEADER_NOT_AVAILABLE;
     }
     if (bk_cluster_mode(b) && repl_isr_size(p) < p->topic->cfg.min_insync_replicas) {
         snprintf(err, errlen, "%s-0 has fewer in-sync replicas than min.insync.replicas",
@@ -280,8 +313,11 @@ void sr_log_write(sr_registry *r, sr_rec *recs, size_t n, sr_write_done done, vo
     if (rc != KP_NONE) {
         BK_WARN("schema registry: a write failed: %s", err);
         w->status = 500;
-        w->code = rc == KP_NOT_LEADER_OR_FOLLOWER ? 50003 : 50001;
-        snprintf(w->msg, sizeof w->msg, "Error in the backend data store: %s", err);
+        w->code = rc == KP_NOT_LEADER_OR_FOLLOWER ? 50003 : rc == KP_LEADER_NOT_AVAILABLE
+                  ? 50002 : 50001;
+        snprintf(w->msg, sizeof w->msg, "%s: %s", w->code == 50003 ? "Error while "
+                 "forwarding the request to the leader" : "Error in the backend data store",
+                 err);
     }
     replica_deferred_init(&w->wait, wr_wake, wr_timeout, w);
     if (replica_deferred_arm(&w->wait, r->b->base, SR_WRITE_TIMEOUT_MS) != 0)
