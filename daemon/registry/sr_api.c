@@ -464,7 +464,10 @@ static void post_register(sr_call *c)
     sr_version *last = s ? sr_version_latest(s, true) : NULL;
     int32_t version = want_ver > 0 && want_ver <= INT32_MAX ? (int32_t)want_ver
                       : last ? last->version + 1 : 1;
-    int32_t id = want_id ? (int32_t)want_id : same ? same->id : ++r->max_id;  /* sr_state.c M2 */
+    /* A new id is the next after every id the log holds: the one write in
+     * flight (sr_log.c R1) starts only once the log is applied whole (R3),
+     * so no other record can take it; a write that fails takes none. */
+    int32_t id = want_id ? (int32_t)want_id : same ? same->id : r->max_id + 1;
     sr_rec *rec = recs_new(1);
     if (rec) {
         rec[0].key = sr_key_schema(name, version);

@@ -19,8 +19,10 @@
  * Invariants (cite as "sr_state.c M1"):
  *   M1. schemas[] is ascending by id, subjects[] by name; a schema is kept
  *       while a version (soft-deleted or not) names it (uses > 0).
- *   M2. max_id never goes down: an id once seen is never handed out again,
- *       even after its schema is gone (Confluent's ids are not reused).
+ *   M2. max_id never goes down: an id once seen is not handed out again,
+ *       even after its schema is gone.  (Across a restart it is the highest
+ *       id the log still holds, as Confluent's IncrementalIdGenerator: ids
+ *       whose every record compaction removed may come back.)
  */
 #include "daemon/registry/sr_int.h"
 
