@@ -465,7 +465,7 @@ static void post_register(sr_call *c)
     int32_t version = want_ver > 0 && want_ver <= INT32_MAX ? (int32_t)want_ver
                       : last ? last->version + 1 : 1;
     /* A new id is the next after every id the log holds: the one write in
-     * flight (sr_log.c R1) starts only once the log is applied whole (R3),
+     * flight (sr_log.c R1) starts only once the log is applied whole (sr_log.c R3),
      * so no other record can take it; a write that fails takes none. */
     int32_t id = want_id ? (int32_t)want_id : same ? same->id : r->max_id + 1;
     sr_rec *rec = recs_new(1);
