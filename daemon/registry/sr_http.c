@@ -80,6 +80,11 @@ void sr_reply_raw(struct evhttp_request *req, const char *text)
     reply_body(req, 200, text, strlen(text));
 }
 
+void sr_reply_text(struct evhttp_request *req, int status, const char *json)
+{
+    reply_body(req, status, json, strlen(json));
+}
+
 /* ---- the queue of writes ------------------------------------------------------------------ */
 
 static void pending_gone(struct evhttp_connection *evcon, void *arg)

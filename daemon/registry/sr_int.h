@@ -31,6 +31,7 @@ typedef struct sr_schema {
     char *type;                   /* "AVRO", "JSON", "PROTOBUF" */
     char *text;
     char *refs;                   /* references, compact JSON; "[]" when none */
+    char *answer;                 /* GET /schemas/ids/{id}'s body, made on first use */
 } sr_schema;
 
 typedef struct sr_version {
@@ -148,6 +149,8 @@ void sr_reply_error(struct evhttp_request *req, int status, int code, const char
     __attribute__((format(printf, 4, 5)));
 /* Answers with the text as it is (GET .../schema). */
 void sr_reply_raw(struct evhttp_request *req, const char *text);
+/* Answers with JSON text already made. */
+void sr_reply_text(struct evhttp_request *req, int status, const char *json);
 /* Holds req until the write in flight ends, then serves it again. */
 void sr_queue(sr_registry *r, struct evhttp_request *req);
 /* A write ended: the queue's head is served on the next loop turn. */

@@ -171,6 +171,7 @@ static void schema_unuse(sr_registry *r, int32_t id)
     free(s->type);
     free(s->text);
     free(s->refs);
+    free(s->answer);
     free(s);
 }
 
@@ -314,6 +315,7 @@ void sr_state_free(sr_registry *r)
         free(r->schemas[i]->type);
         free(r->schemas[i]->text);
         free(r->schemas[i]->refs);
+        free(r->schemas[i]->answer);
         free(r->schemas[i]);
     }
     free(r->subjects);
