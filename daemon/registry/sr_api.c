@@ -161,8 +161,8 @@ static json_t *body_json(sr_call *c)
 /* A write while another is in flight waits (sr_log.c R1).  true: queued. */
 static bool must_wait(sr_call *c)
 {
-    if (!c->r->writing && !c->r->queue)
-        return false;
+    if (!c->r->writing && (!c->r->queue || c->r->from_queue))
+        return false;                 /* a newcomer waits behind the queue */
     sr_queue(c->r, c->req);
     return true;
 }

@@ -137,7 +137,9 @@ static void serve_next(evutil_socket_t fd, short what, void *arg)
         struct evhttp_request *req = p->req;
         evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
         free(p);
+        r->from_queue = true;         /* its turn: not queued again behind the rest */
         sr_api_serve(r, req);
+        r->from_queue = false;
     }
 }
 

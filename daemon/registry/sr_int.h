@@ -69,6 +69,7 @@ typedef struct sr_registry {
     struct evhttp *http;
     sr_pending *queue, *queue_tail; /* writes waiting for the one in flight */
     sr_wr *writing;               /* the write in flight (sr_log.c R1) */
+    bool from_queue;              /* serving the queue's head (sr_http.c) */
     struct event *next_ev;        /* serves the queue's head on the next turn */
     int64_t registrations, lookups, deletions, requests, errors, records_loaded;
 } sr_registry;
