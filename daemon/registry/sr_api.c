@@ -444,6 +444,36 @@ static void post_lookup(sr_call *c)
     json_decref(body);
 }
 
+/* sr_schema_compatible's reasons, one a line, as one text (409's
+ * details): the lines joined by ", " into out, as Confluent lists them. */
+static const char *lines_joined(const char *why, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = why; *p && n + 3 < cap; p++) {
+        if (*p == '\n') {
+            out[n++] = ',';
+            out[n++] = ' ';
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = 0;
+    return out;
+}
+
+/* ... and as Confluent's verbose "messages" array. */
+static json_t *lines_json(const char *why)
+{
+    json_t *a = json_array();
+    for (const char *p = why; a && *p;) {
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        json_array_append_new(a, json_stringn(p, n));
+        p += n + (e != NULL);
+    }
+    return a;
+}
+
 /* POST /subjects/{s}/versions: registers; the same schema keeps its id in
  * every subject, and a subject that has it already answers its id. */
 static void post_register(sr_call *c)
@@ -464,7 +494,7 @@ static void post_register(sr_call *c)
     json_int_t want_ver = json_integer_value(json_object_get(body, "version"));
     sr_version *have = version_with(r, s, &g, false);
     sr_schema *same = sr_schema_find(r, g.type, g.text, g.refs);
-    char why[2048];
+    char why[2048], joined[2304];
     if (have && (!want_id || want_id == have->id)) {
         sr_reply_json(c->req, 200, json_pack("{s:i}", "id", have->id));
         goto out;
@@ -485,7 +515,8 @@ static void post_register(sr_call *c)
         sr_schema_compatible(r, s, NULL, &g, level, why, sizeof why) == 0) {
         r->errors++;
         sr_reply_error(c->req, 409, 409, "Schema being registered is incompatible with an "
-                       "earlier schema for subject \"%s\", details: [%s]", name, why);
+                       "earlier schema for subject \"%s\", details: [%s]", name,
+                       lines_joined(why, joined, sizeof joined));
         goto out;
     }
     sr_version *last = s ? sr_version_latest(s, true) : NULL;
@@ -680,7 +711,7 @@ static void post_compatibility(sr_call *c)
                                            sr_compat_of(r, s), why, sizeof why);
     json_t *o = json_pack("{s:b}", "is_compatible", ok != 0);
     if (q_true(c, "verbose"))
-        json_object_set_new(o, "messages", ok ? json_array() : json_pack("[s]", why));
+        json_object_set_new(o, "messages", ok ? json_array() : lines_json(why));
     sr_reply_json(c->req, 200, o);
     given_free(&g);
     json_decref(body);
