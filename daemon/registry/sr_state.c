@@ -277,7 +277,9 @@ int sr_state_apply(sr_registry *r, const char *key, size_t klen, const char *val
 {
     json_t *k = json_loadb(key, klen, 0, NULL);
     json_t *v = val && vlen >= 0 ? json_loadb(val, (size_t)vlen, JSON_DECODE_ANY, NULL) : NULL;
-    const char *kt = json_string_value(json_object_get(k, "keytype"));
+    const char *kt = v || !val || vlen < 0 ? json_string_value(json_object_get(k, "keytype"))
+                     : NULL;                     /* a value that does not parse: skipped,
+                                                    never taken for a tombstone */
     const char *subject = json_string_value(json_object_get(k, "subject"));
     if (v && json_is_null(v)) {
         json_decref(v);
