@@ -30,13 +30,10 @@
  *      User:ANONYMOUS, answered 401 rather than 403 when refused, as it
  *      may still log in.  A matching Bearer admin.token is a super-user.
  *
- * admin.listeners: "http://host:port" or "host:port"; empty means the
- * default 127.0.0.1:9644, which is best effort (a second broker on the
- * same host just runs without it); "none" turns the listener off.
- * "https://host:port" serves the same over TLS with the Kafka listeners'
- * ssl.* settings (keystore, truststore, ssl.client.auth): each
- * connection's bufferevent is an OpenSSL one (evhttp_set_bevcb), so the
- * handshake runs in the event loop like the Kafka listeners' do.
+ * admin.listeners: as daemon/net/net_http.h reads a listener; empty means
+ * the default 127.0.0.1:9644, which is best effort (a second broker on the
+ * same host just runs without it); "none" turns the listener off;
+ * "https://host:port" serves the same over TLS (ssl.* settings).
  */
 #include "admin/admin.h"
 #include "admin/sql_worker.h"
@@ -63,6 +60,7 @@
 #include "daemon/security/sec_authz.h"
 #include "daemon/view/view.h"
 #include "daemon/net/net_metrics.h"
+#include "daemon/net/net_http.h"
 #include "daemon/security/sec_sasl.h"
 #include "daemon/security/sec_scram.h"
 #include "daemon/security/sec_peer.h"
@@ -73,43 +71,6 @@
 #define ADMIN_DEFAULT_HOST "127.0.0.1"
 #define ADMIN_DEFAULT_PORT 9644
 #define ADMIN_MAX_BODY (1 << 20)
-
-static bool is_loopback(const char *host)
-{
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (!strcmp(host, "localhost"))
-        return true;
-    if (inet_pton(AF_INET, host, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, host, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6);
-    return false;
-}
-
-static int parse_listener(const char *v, char *host, size_t cap, int *port)
-{
-    const char *p = strstr(v, "://");
-    p = p ? p + 3 : v;
-    const char *colon = strrchr(p, ':');
-    if (!colon || colon == p)
-        return -1;
-    size_t hl = (size_t)(colon - p);
-    if (*p == '[' && hl >= 2 && p[hl - 1] == ']') {
-        p++;
-        hl -= 2;
-    }
-    if (hl >= cap)
-        return -1;
-    memcpy(host, p, hl);
-    host[hl] = 0;
-    char *end;
-    long pv = strtol(colon + 1, &end, 10);
-    if (end == colon + 1 || (*end && *end != '/') || pv < 0 || pv > 65535)
-        return -1;
-    *port = (int)pv;
-    return 0;
-}
 
 /* ---- helpers ------------------------------------------------------------------------ */
 /* Sends buf as the body with code; when the body could not be built (ok
@@ -611,74 +572,29 @@ static void on_other(struct evhttp_request *req, void *arg)
     reply_text(req, 404, "Not Found", "text/plain", m, strlen(m));
 }
 
-/* admin.listeners=https://: each accepted connection speaks TLS. */
-static struct bufferevent *https_bev(struct event_base *base, void *arg)
-{
-    SSL *ssl = SSL_new(arg);
-    if (!ssl)
-        return NULL;
-    struct bufferevent *bev = bufferevent_openssl_socket_new(base, -1, ssl,
-                                                             BUFFEREVENT_SSL_ACCEPTING,
-                                                             BEV_OPT_CLOSE_ON_FREE);
-    if (!bev)
-        SSL_free(ssl);
-    return bev;
-}
-
 /* ---- start / stop ---------------------------------------------------------------------------- */
 /* Binds admin.listeners into a->http; a->http stays NULL when it is
  * "none" or the default address is taken.  0, or -1 with err. */
 static int tcp_start(bk_broker *b, struct bk_admin *a, char *err, size_t errlen)
 {
     const char *spec = b->cfg->admin_listeners;
-    if (!strcasecmp(spec, "none"))
-        return 0;
-    bool dflt = !spec[0];
-    char host[256];
-    int port;
-    if (dflt) {
-        snprintf(host, sizeof host, "%s", ADMIN_DEFAULT_HOST);
-        port = ADMIN_DEFAULT_PORT;
-    } else if (parse_listener(spec, host, sizeof host, &port)) {
-        snprintf(err, errlen, "admin.listeners=%s: expected http://host:port or "
-                 "https://host:port", spec);
+    net_http_bound l;
+    if (net_http_bind(b, "admin.listeners", spec, ADMIN_DEFAULT_HOST, ADMIN_DEFAULT_PORT, &l,
+                      err, errlen) != 0)
         return -1;
-    }
-    if (!is_loopback(host) && !b->cfg->admin_token[0] && !sec_authz_enabled(b->authz)) {
+    if (!l.http)
+        return 0;
+    if (!net_http_is_loopback(l.host) && !b->cfg->admin_token[0] &&
+        !sec_authz_enabled(b->authz)) {
+        evhttp_free(l.http);
         snprintf(err, errlen, "admin.listeners=%s is not a loopback address: set admin.token "
                  "(clients then send \"Authorization: Bearer <token>\"), turn the authorizer "
                  "on (authorizer.class.name) or listen on 127.0.0.1", spec);
         return -1;
     }
-    struct evhttp *http = evhttp_new(b->base);
-    if (!http) {
-        snprintf(err, errlen, "cannot create the admin HTTP server");
-        return -1;
-    }
-    bool https = !strncasecmp(spec, "https://", 8);
-    if (https) {
-        char terr[512];
-        SSL_CTX *ctx = sec_tls_server_ctx(b, terr, sizeof terr);
-        if (!ctx) {
-            evhttp_free(http);
-            snprintf(err, errlen, "admin.listeners=%s: %s", spec, terr);
-            return -1;
-        }
-        evhttp_set_bevcb(http, https_bev, ctx);
-    }
-    if (!evhttp_bind_socket_with_handle(http, host, (ev_uint16_t)port)) {
-        evhttp_free(http);
-        if (dflt) {
-            BK_WARN("admin HTTP: cannot listen on %s:%d (in use?); running without it "
-                    "(set admin.listeners to choose another address)", host, port);
-            return 0;
-        }
-        snprintf(err, errlen, "admin.listeners=%s: cannot listen on %s:%d", spec, host, port);
-        return -1;
-    }
-    a->http = http;
-    BK_INFO("admin HTTP on %s://%s:%d (/sql, /metrics, /healthz)%s", https ? "https" : "http",
-            host, port, sec_authz_enabled(b->authz) ? ", access by principal (ACLs)"
+    a->http = l.http;
+    BK_INFO("admin HTTP on %s://%s:%d (/sql, /metrics, /healthz)%s", l.https ? "https" : "http",
+            l.host, l.port, sec_authz_enabled(b->authz) ? ", access by principal (ACLs)"
             : b->cfg->admin_token[0] ? ", bearer token required" : "");
     return 0;
 }

@@ -106,6 +106,20 @@ static const char surface_sql[] =
     "SELECT transactional_id, producer_id, producer_epoch, state, partitions, start_time,\n"
     "       timeout_ms, last_update FROM sluice_transactions;\n"
 
+    /* The schema registry's mirror (daemon/registry/sr_mirror.c): every
+     * schema by id, and every version of every subject (soft-deleted ones
+     * with deleted = 1) with the level and mode that apply to it. */
+    "CREATE TEMP VIEW schemas AS\n"
+    "SELECT id, schema_type, schema, refs AS \"references\" FROM main.registry_schemas;\n"
+    "CREATE TEMP VIEW subjects AS\n"
+    "SELECT v.subject, v.version, v.schema_id, s.schema_type, s.schema, v.deleted,\n"
+    "       coalesce(c.compatibility, g.compatibility, 'BACKWARD') AS compatibility,\n"
+    "       coalesce(c.mode, g.mode, 'READWRITE') AS mode\n"
+    "  FROM main.registry_versions v\n"
+    "  LEFT JOIN main.registry_schemas s ON s.id = v.schema_id\n"
+    "  LEFT JOIN main.registry_configs c ON c.subject = v.subject\n"
+    "  LEFT JOIN main.registry_configs g ON g.subject = '';\n"
+
     "CREATE TEMP VIEW partition_replicas AS\n"
     "SELECT r.topic, r.partition, r.position, r.broker_id, r.in_isr,\n"
     "       r.broker_id = p.leader AND sluice_broker_alive(r.broker_id) AS is_leader,\n"
@@ -264,7 +278,7 @@ static const char *const views[] = {
     "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
     "broker_configs", "consumer_groups", "scram_credentials",
     "group_members", "group_assignments", "committed_offsets", "consumer_lag", "acls",
-    "log_dirs", "producers", "transactions", NULL
+    "log_dirs", "producers", "transactions", "schemas", "subjects", NULL
 };
 
 /* Every view refuses, with a reason, the writes it has no meaning for. */
@@ -338,6 +352,10 @@ static const struct { const char *view, *op, *why; } refusals[] = {
       "UPDATE topics SET partitions = N" },
     { "partitions", "DELETE", "partitions: partitions cannot be deleted; only "
       "UPDATE partitions SET replicas (a reassignment) is allowed" },
+    { "schemas", NULL, "schemas is read-only here: register schemas through the schema "
+      "registry REST API (schema.registry.listeners)" },
+    { "subjects", NULL, "subjects is read-only here: register and delete through the schema "
+      "registry REST API (schema.registry.listeners)" },
     { "partition_replicas", NULL, "partition_replicas is read-only: replicas are "
       "assigned when partitions are created" },
     { "broker_configs", NULL, "broker_configs is read-only: change broker configs with "

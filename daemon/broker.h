@@ -89,6 +89,7 @@ struct bk_broker {
     int32_t (*txn_coordinator_of)(bk_broker *b, const char *id, size_t len);
     struct bk_authz *authz;          /* ACLs, checked in memory (sec_authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
+    struct sr_registry *registry;    /* the schema registry (daemon/registry) */
     struct bk_janitor *janitor;      /* unlinks files (replica_janitor.c) */
     /* where CPU work the loop must not do runs (bk_worker_call: a login's
      * PBKDF2): the janitor's worker while it runs, else NULL */

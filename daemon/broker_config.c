@@ -175,6 +175,9 @@ static const bk_config_key keys[] = {
     STR("admin.listeners", admin_listeners, NULL, "HTTP admin address (/sql, /metrics); empty: 127.0.0.1:9644 when free; none: off"),
     { "admin.token", BK_CT_STRING, F(admin_token), 0, 0, NULL, true, NULL, 0, 0,
       "bearer token the HTTP admin listener requires" },
+    STR("schema.registry.listeners", schema_registry_listeners, NULL,
+        "schema registry's HTTP address (Confluent's REST API); empty: 127.0.0.1:8081 when "
+        "free; none: off"),
     STR("admin.socket", admin_socket, NULL,
         "admin Unix socket for root and the broker's user; empty: <log.dir>/admin.sock; none: off"),
     STR("authorizer.class.name", authorizer_class_name, NULL,
@@ -847,6 +850,7 @@ static int finish_ssl(bk_config *c, char *err, size_t errlen)
     for (int i = 0; i < c->nlisteners; i++)
         tls |= c->listeners[i].proto == BK_SEC_SSL || c->listeners[i].proto == BK_SEC_SASL_SSL;
     tls |= !strncmp(c->admin_listeners, "https://", 8);
+    tls |= !strncmp(c->schema_registry_listeners, "https://", 8);
     if (tls && !c->ssl_keystore_location[0] &&
         !(c->ssl_keystore_certificate_chain[0] && c->ssl_keystore_key[0])) {
         snprintf(err, errlen, "a TLS listener needs ssl.keystore.location (or "

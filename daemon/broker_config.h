@@ -175,6 +175,7 @@ typedef struct bk_config {
     int32_t zookeeper_connection_timeout_ms;  /* zookeeper.connection.timeout.ms (0: session) */
     char admin_listeners[256];            /* admin.listeners (HTTP) */
     char admin_token[256];                /* admin.token: bearer token for /sql, /metrics */
+    char schema_registry_listeners[256];  /* schema.registry.listeners ("": 127.0.0.1:8081) */
     char admin_socket[256];               /* admin.socket ("": <data dir>/admin.sock; none) */
     /* the authorizer (daemon/security/sec_authz.c) */
     char authorizer_class_name[256];      /* authorizer.class.name ("" = off) */

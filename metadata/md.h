@@ -561,4 +561,22 @@ typedef void (*md_user_fn)(void *arg, const char *name, const char *mechanism,
                            int32_t iterations);
 int md_user_list(md_db *db, const char *name, md_user_fn fn, void *arg);
 
+/* ---- the schema registry's mirror (schemas.c; sql/migrations/0009) -------------
+ * What the _schemas topic holds, for SQL to read; the registry rewrites a
+ * subject's rows whenever it applies records of it.  0 or MD_E_SQL. */
+typedef struct md_sr_version {
+    int32_t version, schema_id;
+    bool deleted;
+} md_sr_version;
+/* Every row gone (before a rebuild). */
+int md_sr_clear(md_db *db, char *err, size_t errlen);
+/* Subject's rows replaced: its versions, its own level and mode (NULL or
+ * "": not set; subject "" is the registry's own). */
+int md_sr_subject_put(md_db *db, const char *subject, const md_sr_version *v, size_t nv,
+                      const char *compatibility, const char *mode, char *err, size_t errlen);
+int md_sr_schema_put(md_db *db, int32_t id, const char *type, const char *schema,
+                     const char *refs, char *err, size_t errlen);
+/* Schemas no version names any more, gone. */
+int md_sr_schemas_prune(md_db *db, char *err, size_t errlen);
+
 #endif

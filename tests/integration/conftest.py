@@ -187,6 +187,7 @@ num.partitions=1
 default.replication.factor=1
 auto.create.topics.enable=true
 delete.topic.enable=true
+schema.registry.listeners=none
 """ % BROKER_ID
 
 
@@ -274,11 +275,12 @@ class Broker(ProcessLog):
 
     def listen_ports(self):
         """Every port the command line tells sluiced to listen on (its
-        listeners and admin.listeners)."""
+        listeners, admin.listeners and schema.registry.listeners)."""
         argv = self.argv()
         ports = set()
         for i, a in enumerate(argv[1:], 1):
-            if argv[i - 1] == "--override" and a.startswith(("listeners=", "admin.listeners=")):
+            if argv[i - 1] == "--override" and a.startswith(("listeners=", "admin.listeners=",
+                                                             "schema.registry.listeners=")):
                 ports.update(int(p) for p in re.findall(r"://[^,/]*:(\d+)", a))
         return ports
 

@@ -1,0 +1,177 @@
+/*
+ * daemon/registry/sr_int.h — the schema registry's internals (private to
+ * daemon/registry): the model in memory (sr_state.c), the _schemas log
+ * (sr_log.c), the HTTP surface (sr_http.c) and its endpoints (sr_api.c).
+ *
+ * The model is what the _schemas records say, applied in log order
+ * (sr_state_apply): a record changes memory only once it is durable, on
+ * load and after a write alike, so memory never holds what the log may
+ * lose (sr_log.c R2).
+ */
+#ifndef SLUICE_SR_INT_H
+#define SLUICE_SR_INT_H
+
+#include "daemon/registry/registry.h"
+
+#include <jansson.h>
+
+#define SR_TOPIC "_schemas"
+#define SR_MAX_BODY (16 << 20)          /* a request body's bound */
+#define SR_COMPAT_LEN 24
+#define SR_MODE_LEN 16
+
+struct evhttp;
+struct evhttp_request;
+struct evhttp_connection;
+struct event;
+
+/* One distinct schema (type, text, references) and the id it has. */
+typedef struct sr_schema {
+    int32_t id;
+    int32_t uses;                 /* versions naming it, soft-deleted ones too */
+    char *type;                   /* "AVRO", "JSON", "PROTOBUF" */
+    char *text;
+    char *refs;                   /* references, compact JSON; "[]" when none */
+    char *answer;                 /* GET /schemas/ids/{id}'s body, made on first use */
+} sr_schema;
+
+typedef struct sr_version {
+    int32_t version, id;
+    bool deleted;                 /* soft-deleted */
+} sr_version;
+
+typedef struct sr_subject {
+    char *name;
+    sr_version *v;                /* ascending by version */
+    size_t nv, cap;
+    char compat[SR_COMPAT_LEN];   /* "" when the subject has no level of its own */
+    char mode[SR_MODE_LEN];       /* "" likewise */
+} sr_subject;
+
+/* One _schemas record: key and value as JSON text (value NULL: tombstone). */
+typedef struct sr_rec {
+    char *key, *val;
+} sr_rec;
+
+typedef struct sr_pending sr_pending;
+typedef struct sr_wr sr_wr;
+
+typedef struct sr_registry {
+    bk_broker *b;
+    sr_schema **schemas;          /* ascending by id */
+    size_t nschemas, cap_schemas;
+    sr_subject **subjects;        /* ascending by name (bytes) */
+    size_t nsubjects, cap_subjects;
+    char compat[SR_COMPAT_LEN];   /* global; "BACKWARD" unless set */
+    char mode[SR_MODE_LEN];       /* global; "READWRITE" unless set */
+    int32_t max_id;               /* the highest id ever seen or handed out */
+    int64_t applied;              /* the next offset of _schemas-0 to apply (sr_log.c R2) */
+    struct event *tail_ev;        /* sr_log_tail every SR_TAIL_MS */
+    struct evhttp *http;
+    sr_pending *queue, *queue_tail; /* writes waiting for the one in flight */
+    sr_wr *writing;               /* the write in flight (sr_log.c R1) */
+    bool from_queue;              /* serving the queue's head (sr_http.c) */
+    struct event *next_ev;        /* serves the queue's head on the next turn */
+    int64_t registrations, lookups, deletions, requests, errors, records_loaded;
+    /* cluster mode: where writes are forwarded (sr_forward.c) */
+    int32_t fwd_leader;           /* whose registry fwd_host:fwd_port is; -1: none */
+    char fwd_host[256];
+    int fwd_port;
+    struct evhttp_connection *fwd_conn;
+} sr_registry;
+
+/* ---- the model (sr_state.c) ---------------------------------------------------- */
+sr_schema  *sr_schema_by_id(sr_registry *r, int32_t id);
+/* The schema with this type, text and references, or NULL. */
+sr_schema  *sr_schema_find(sr_registry *r, const char *type, const char *text,
+                           const char *refs);
+sr_subject *sr_subject_find(sr_registry *r, const char *name);
+sr_version *sr_version_find(sr_subject *s, int32_t version);
+/* The highest version not soft-deleted (or any, with deleted), or NULL. */
+sr_version *sr_version_latest(sr_subject *s, bool deleted);
+/* Versions not soft-deleted. */
+size_t      sr_subject_live(const sr_subject *s);
+/* The level that applies to s (its own, else the global). */
+const char *sr_compat_of(sr_registry *r, const sr_subject *s);
+const char *sr_mode_of(sr_registry *r, const sr_subject *s);
+/* Applies one durable record; a record it does not know is skipped.
+ * 0, or -1 out of memory. */
+int  sr_state_apply(sr_registry *r, const char *key, size_t klen, const char *val,
+                    ssize_t vlen);
+void sr_state_free(sr_registry *r);
+
+/* The records' JSON, Confluent's field order (one key per fact, byte for
+ * byte the same each time: compaction keys on them).  NULL: no memory. */
+char *sr_key_schema(const char *subject, int32_t version);
+char *sr_key_config(const char *subject);       /* subject NULL: global */
+char *sr_key_mode(const char *subject);
+char *sr_key_delete_subject(const char *subject);
+char *sr_val_delete_subject(const char *subject, int32_t version);
+/* {"compatibilityLevel": v} (config) or {"mode": v}. */
+char *sr_val_setting(bool config, const char *v);
+char *sr_val_schema(const char *subject, int32_t version, int32_t id, const char *type,
+                    const char *text, const char *refs, bool deleted);
+
+/* ---- schemas checked (sr_schema.c: the Avro library through schema/sch.h) ------- */
+/* A schema as a request gives it, in the form stored and compared. */
+typedef struct sr_given {
+    const char *type;                 /* "AVRO", "JSON", "PROTOBUF" */
+    char *text;                       /* canonical (Avro) or as given; malloc'd */
+    char *refs;                       /* references, compact JSON ("[]"); malloc'd */
+} sr_given;
+/* The text stored for (type, text, refs): Avro parsed (with its
+ * references' schemas) and written canonical (normalize: Confluent's
+ * normalized form); JSON Schema and Protobuf byte-exact.  0 with *out
+ * (malloc'd), or -1 with the reason in err (Confluent's 42201). */
+int sr_schema_canon(sr_registry *r, const char *type, const char *text, const char *refs,
+                    bool normalize, char **out, char *err, size_t errlen);
+/* Whether g may follow s's live versions at level (only: against that one
+ * version instead).  1 yes, 0 no with the reason in why. */
+int sr_schema_compatible(sr_registry *r, sr_subject *s, const sr_version *only,
+                         const sr_given *g, const char *level, char *why, size_t whylen);
+
+/* ---- the SQL mirror (sr_mirror.c) ---------------------------------------------------- */
+/* Rewrites the rows of these subjects ("" the registry's own settings), or
+ * of everything when subjects is NULL.  Loop thread. */
+void sr_mirror(sr_registry *r, const char *const *subjects, size_t n);
+
+/* ---- the log (sr_log.c) -------------------------------------------------------------- */
+typedef void (*sr_write_done)(sr_registry *r, void *arg, int http_status,
+                              int error_code, const char *msg);
+/* Applies the local replica of _schemas-0 from r->applied to its high
+ * watermark (sr_log.c R2), the SQL mirror after it.  0 or -1. */
+int  sr_log_tail(sr_registry *r);
+/* Appends recs (taking their strings) to _schemas-0 and calls done once
+ * they are durable and applied (status 200), or not (status 500, Confluent's
+ * 50001 / 50002, nothing applied).  done runs on a later loop turn, never
+ * inside this call.  One write at a time (sr_log.c R1): the caller queues. */
+void sr_log_write(sr_registry *r, sr_rec *recs, size_t n, sr_write_done done, void *arg);
+void sr_log_stop(sr_registry *r);
+
+/* ---- the HTTP surface (sr_http.c) --------------------------------------------------- */
+/* Answers with a JSON body (taken: freed here). */
+void sr_reply_json(struct evhttp_request *req, int status, json_t *body);
+/* Confluent's error body {"error_code": code, "message": msg}. */
+void sr_reply_error(struct evhttp_request *req, int status, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Answers with the text as it is (GET .../schema). */
+void sr_reply_raw(struct evhttp_request *req, const char *text);
+/* Answers with JSON text already made. */
+void sr_reply_text(struct evhttp_request *req, int status, const char *json);
+/* Holds req until the write in flight ends, then serves it again. */
+void sr_queue(sr_registry *r, struct evhttp_request *req);
+/* A write ended: the queue's head is served on the next loop turn. */
+void sr_kick(sr_registry *r);
+
+/* ---- forwarding writes to the leader (sr_forward.c) -------------------------------- */
+/* Cluster mode, this broker not the leader of _schemas-0: req is sent to
+ * the leader's registry and its answer relayed (true: req is taken).
+ * false: serve it here (standalone, the leader, no leader, forwarded). */
+bool sr_forward(sr_registry *r, struct evhttp_request *req);
+void sr_forward_stop(sr_registry *r);
+
+/* ---- the endpoints (sr_api.c) ------------------------------------------------------- */
+/* Serves one request: path split into segs (URI-decoded), query parsed. */
+void sr_api_serve(sr_registry *r, struct evhttp_request *req);
+
+#endif

@@ -1,0 +1,113 @@
+"""The schema registry in cluster mode (issue 31): _schemas is replicated
+like any topic (replication factor 3); the leader of its partition 0 is the
+one writer, and the other brokers forward writes to it; every broker serves
+what it replicated; the registry survives SIGKILL of that leader; a broker
+that was down catches up."""
+import pytest
+import requests
+
+from cluster_support import leader_and_isr, make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from conftest import free_port
+from registry_support import record_schema
+
+S1 = record_schema("Ev", [("id", "long")])
+S2 = record_schema("Ev", [("id", "long"), ("tag", "string", "")])
+
+
+def url(b, path):
+    return b.overrides["schema.registry.listeners"] + path
+
+
+def get(b, path):
+    try:
+        r = requests.get(url(b, path), timeout=5)
+        return r.status_code, r.json()
+    except (requests.RequestException, ValueError):
+        return None, None
+
+
+def register(b, subject, schema):
+    import json
+    r = requests.post(url(b, "/subjects/%s/versions" % subject),
+                      data=json.dumps({"schema": json.dumps(schema)}),
+                      headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+                      timeout=15)
+    return r.status_code, r.json()
+
+
+def register_anywhere(c, subject, schema, timeout=60):
+    """Registers through the first live broker that answers 200 (any: the
+    others forward to the leader), retrying while _schemas is created or its
+    leadership moves; returns (that broker, id)."""
+    got = {}
+
+    def attempt():
+        for b in c.brokers:
+            if not b.alive():
+                continue
+            st, body = register(b, subject, schema)
+            if st == 200:
+                got["r"] = (b, body["id"])
+                return True
+        return False
+    wait_for(attempt, timeout, "a registration of %s" % subject, interval=0.5)
+    return got["r"]
+
+
+def schemas_leader(c):
+    """The broker leading _schemas-0 with all three in sync, as Metadata says."""
+    got = {}
+
+    def find():
+        for b in c.brokers:
+            li = b.alive() and leader_and_isr(b, "_schemas")
+            if li and li[0] >= 0 and len(li[1]) == 3:
+                got["b"] = c.broker(li[0])
+                return True
+        return False
+    wait_for(find, 30, "_schemas-0 to have a leader and three in sync")
+    return got["b"]
+
+
+@pytest.fixture
+def reg_cluster(make_cluster):
+    c = make_cluster(3, start=False)
+    for b in c.brokers:
+        b.overrides["schema.registry.listeners"] = "http://127.0.0.1:%d" % free_port()
+    return c.start()
+
+
+def test_registered_on_the_leader_served_by_every_broker_and_after_its_sigkill(reg_cluster):
+    c = reg_cluster
+    _, sid = register_anywhere(c, "ev-value", S1)
+    assert sid == 1
+    leader = schemas_leader(c)
+    # a write to a follower is forwarded to the leader's registry and answered
+    others = [b for b in c.brokers if b is not leader]
+    assert register(others[0], "fw-value", S1) == (200, {"id": 1})   # same schema, same id
+    assert register(others[1], "fw-value", S1) == (200, {"id": 1})
+    st, body = register(others[1], "other-value", record_schema("O", [("o", "int")]))
+    assert (st, body) == (200, {"id": 2}), body
+    st, body = register(others[0], "other-value", record_schema("O", [("o", "string")]))
+    assert st == 409 and body["error_code"] == 409, body        # the leader's verdict
+    for b in c.brokers:
+        wait_for(lambda b=b: get(b, "/schemas/ids/2")[0] == 200, 10,
+                 "broker %d to serve schema 1" % b.broker_id)
+        assert get(b, "/subjects/ev-value/versions") == (200, [1])
+    # SIGKILL the _schemas leader: another takes over, keeps every id, writes
+    leader.kill()
+    rest = [b for b in c.brokers if b is not leader]
+    _, sid2 = register_anywhere(c, "ev-value", S2)
+    assert sid2 == 3
+    new = next(b for b in rest if (leader_and_isr(b, "_schemas") or (-1,))[0] == b.broker_id)
+    for b in rest:
+        wait_for(lambda b=b: get(b, "/subjects/ev-value/versions") == (200, [1, 2]), 10,
+                 "broker %d to serve both versions" % b.broker_id)
+    # the killed broker comes back and catches up through replication
+    leader.start()
+    wait_for(lambda: get(leader, "/subjects/ev-value/versions") == (200, [1, 2]), 60,
+             "the restarted broker to catch up")
+    assert get(leader, "/schemas/ids/3")[1] == get(new, "/schemas/ids/3")[1]
+    # and the restarted broker, now a follower, forwards too
+    st, body = register(leader, "late-value", record_schema("L", [("l", "int")]))
+    assert (st, body) == (200, {"id": 4}), body
