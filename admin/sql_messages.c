@@ -31,8 +31,27 @@
  * Columns: key and value are TEXT when the bytes are valid UTF-8, BLOB
  * otherwise, NULL when null; headers is a JSON array of {"key","value"}
  * (NULL when the record has none).
+ *
+ * Typed values (issue 31): key_schema_id / value_schema_id are the schema
+ * id of bytes in Confluent's wire format (magic 0, the id, the body) when
+ * the registry knows that id (its SQLite mirror, registry_schemas), else
+ * NULL; key_json / value_json are the body decoded with that schema: an
+ * Avro body as JSON (schema/sch.h's sch_avro_to_json: records as objects,
+ * a union as its branch's plain value, so json_extract(value_json,
+ * '$.amount') works), a JSON Schema body as its JSON text; NULL for
+ * anything else (not the wire format, an unknown id, Protobuf, a body
+ * that does not decode) — never an error.  Each id's schema is read and
+ * parsed once per statement (the cursor's cache, MS1); a record then costs
+ * a cache probe and the decode into a buffer the cursor reuses.
+ *
+ * Invariant:
+ *   MS1. An id names one schema for good (the registry never gives an id
+ *        to another schema), so what a cursor read of an id stays true for
+ *        its statement; an id registered during the statement may read as
+ *        unknown until the next one.
  */
 #include "admin/sql_surface.h"
+#include "schema/sch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +63,8 @@
 atomic_llong sq_messages_bytes_read;
 
 /* ---- the table ------------------------------------------------------------------------- */
-enum { M_TOPIC, M_PARTITION, M_OFFSET, M_TIMESTAMP, M_KEY, M_VALUE, M_HEADERS };
+enum { M_TOPIC, M_PARTITION, M_OFFSET, M_TIMESTAMP, M_KEY, M_VALUE, M_HEADERS,
+       M_KEY_SCHEMA_ID, M_VALUE_SCHEMA_ID, M_KEY_JSON, M_VALUE_JSON };
 
 /* idxNum bits */
 enum { B_TOPIC = 1, B_PART = 2, B_LO = 4, B_LO_GT = 8, B_HI = 16, B_HI_LT = 32,
@@ -53,7 +73,20 @@ enum { B_TOPIC = 1, B_PART = 2, B_LO = 4, B_LO_GT = 8, B_HI = 16, B_HI_LT = 32,
 typedef struct msg_vt {
     sqlite3_vtab base;
     sq_conn *c;
+    sqlite3_stmt *by_id, *by_version;   /* the registry's mirror (typed values) */
 } msg_vt;
+
+/* One schema id as a statement met it (MS1: immutable once filled; an id
+ * names one schema for good). */
+typedef struct msg_schema {
+    int32_t id;
+    bool used;                        /* slot taken */
+    bool known;                       /* registered */
+    sch_type type;
+    sch_schema *avro;                 /* AVRO that parsed; else NULL */
+} msg_schema;
+
+#define MSG_SCHEMAS_MAX 4096          /* ids cached per statement; past it, start over */
 
 typedef struct msg_cur {
     sqlite3_vtab_cursor base;
@@ -71,6 +104,10 @@ typedef struct msg_cur {
     kp_record rec;
     int64_t rowid;
     bool eof;
+    /* typed values */
+    msg_schema *schemas;              /* open addressing by id */
+    size_t schemas_cap, schemas_n;
+    kp_buf json;                      /* the last decode, reused */
 } msg_cur;
 
 /* ---- topics a principal may read ------------------------------------------------- */
@@ -114,7 +151,8 @@ static int msg_connect(sqlite3 *db, void *aux, int argc, const char *const *argv
     c->internal = true;                 /* our CREATE TABLE, not the operator's */
     int rc = sqlite3_declare_vtab(db,
         "CREATE TABLE x(topic TEXT, partition INTEGER, offset INTEGER, "
-        "timestamp INTEGER, key, value, headers TEXT)");
+        "timestamp INTEGER, key, value, headers TEXT, key_schema_id INTEGER, "
+        "value_schema_id INTEGER, key_json TEXT, value_json TEXT)");
     c->internal = was;
     if (rc != SQLITE_OK)
         return rc;
@@ -129,6 +167,9 @@ static int msg_connect(sqlite3 *db, void *aux, int argc, const char *const *argv
 
 static int msg_disconnect(sqlite3_vtab *v)
 {
+    msg_vt *mv = (msg_vt *)v;
+    sqlite3_finalize(mv->by_id);
+    sqlite3_finalize(mv->by_version);
     sqlite3_free(v);
     return SQLITE_OK;
 }
@@ -214,6 +255,7 @@ static int msg_open(sqlite3_vtab *v, sqlite3_vtab_cursor **out)
         return SQLITE_NOMEM;
     memset(cur, 0, sizeof *cur);
     cur->c = ((msg_vt *)v)->c;
+    kp_buf_init(&cur->json);
     *out = &cur->base;
     return SQLITE_OK;
 }
@@ -225,10 +267,21 @@ static void close_partition(msg_cur *cur)
     cur->cur = NULL;
 }
 
+static void schemas_clear(msg_cur *cur)
+{
+    for (size_t i = 0; i < cur->schemas_cap; i++)
+        sch_free(cur->schemas[i].avro);
+    free(cur->schemas);
+    cur->schemas = NULL;
+    cur->schemas_cap = cur->schemas_n = 0;
+}
+
 static int msg_close(sqlite3_vtab_cursor *cc)
 {
     msg_cur *cur = (msg_cur *)cc;
     close_partition(cur);
+    schemas_clear(cur);
+    kp_buf_free(&cur->json);
     sq_snap_unref(cur->snap);
     free(cur->topic);
     sqlite3_free(cur);
@@ -431,6 +484,176 @@ static void json_str(kp_buf *o, kp_str s)
     kp_wr_raw(o, "\"", 1);
 }
 
+/* ---- typed values ------------------------------------------------------------------ */
+/* A statement of ours on the mirror: prepared once per table, internally
+ * (sql_surface.c invariant 2).  NULL when the file has no mirror. */
+static sqlite3_stmt *mirror_stmt(msg_vt *v, sqlite3_stmt **st, const char *sql)
+{
+    if (!*st) {
+        bool was = v->c->internal;
+        v->c->internal = true;
+        if (sqlite3_prepare_v3(v->c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
+            SQLITE_OK) {
+            sqlite3_finalize(*st);
+            *st = NULL;
+        }
+        v->c->internal = was;
+    }
+    return *st;
+}
+
+typedef struct ref_ctx {
+    msg_vt *v;
+    char *owned[2 * SCH_MAX_REFS];
+    size_t n;
+} ref_ctx;
+
+static char *ref_keep(ref_ctx *x, const unsigned char *s)
+{
+    if (x->n == sizeof x->owned / sizeof *x->owned)
+        return NULL;
+    char *d = strdup(s ? (const char *)s : "");
+    if (d)
+        x->owned[x->n++] = d;
+    return d;
+}
+
+/* sch_ref_lookup over registry_versions + registry_schemas. */
+static int ref_lookup(void *arg, const char *subject, int32_t version, sch_ref_found *out)
+{
+    ref_ctx *x = arg;
+    sqlite3_stmt *st = mirror_stmt(x->v, &x->v->by_version,
+        "SELECT s.id, s.schema, s.refs FROM main.registry_versions v "
+        "JOIN main.registry_schemas s ON s.id = v.schema_id "
+        "WHERE v.subject = ?1 AND v.version = ?2");
+    if (!st)
+        return -1;
+    int rc = -1;
+    sqlite3_bind_text(st, 1, subject, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, version);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        out->id = sqlite3_column_int(st, 0);
+        out->text = ref_keep(x, sqlite3_column_text(st, 1));
+        out->refs = ref_keep(x, sqlite3_column_text(st, 2));
+        rc = out->text && out->refs ? 0 : -1;
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* Fills e for id from the mirror: its type, and an Avro schema parsed with
+ * its references. */
+static void schema_load(msg_vt *v, msg_schema *e)
+{
+    sqlite3_stmt *st = mirror_stmt(v, &v->by_id,
+        "SELECT schema_type, schema, refs FROM main.registry_schemas WHERE id = ?1");
+    if (!st)
+        return;
+    sqlite3_bind_int(st, 1, e->id);
+    ref_ctx *x = NULL;
+    sch_ref_set *set = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW &&
+        sch_type_parse((const char *)sqlite3_column_text(st, 0), &e->type) == 0) {
+        e->known = true;
+        x = e->type == SCH_TYPE_AVRO ? calloc(1, sizeof *x) : NULL;
+        set = x ? calloc(1, sizeof *set) : NULL;
+    }
+    if (set) {
+        x->v = v;
+        char *text = ref_keep(x, sqlite3_column_text(st, 1));
+        char *refs = ref_keep(x, sqlite3_column_text(st, 2));
+        char err[256];
+        sqlite3_reset(st);
+        if (text && refs && sch_refs_collect(refs, ref_lookup, x, set, err, sizeof err) == 0 &&
+            sch_avro_parse(text, strlen(text), set->refs, set->n, &e->avro, NULL, 0) != 0)
+            e->avro = NULL;
+        sch_refs_free(set);
+    }
+    sqlite3_reset(st);
+    for (size_t i = 0; x && i < x->n; i++)
+        free(x->owned[i]);
+    free(x);
+    free(set);
+}
+
+/* MS1: id's entry in the cursor's cache, read from the mirror on a miss;
+ * NULL when no memory. */
+static const msg_schema *schema_of(msg_cur *cur, int32_t id)
+{
+    if (cur->schemas_n >= MSG_SCHEMAS_MAX)
+        schemas_clear(cur);
+    if ((cur->schemas_n + 1) * 2 > cur->schemas_cap) {
+        size_t cap = cur->schemas_cap ? cur->schemas_cap * 2 : 16;
+        msg_schema *t = calloc(cap, sizeof *t);
+        if (!t)
+            return NULL;
+        for (size_t i = 0; i < cur->schemas_cap; i++) {
+            if (!cur->schemas[i].used)
+                continue;
+            size_t k = (uint32_t)cur->schemas[i].id * 2654435761u & (cap - 1);
+            while (t[k].used)
+                k = (k + 1) & (cap - 1);
+            t[k] = cur->schemas[i];
+        }
+        free(cur->schemas);
+        cur->schemas = t;
+        cur->schemas_cap = cap;
+    }
+    size_t k = (uint32_t)id * 2654435761u & (cur->schemas_cap - 1);
+    while (cur->schemas[k].used && cur->schemas[k].id != id)
+        k = (k + 1) & (cur->schemas_cap - 1);
+    msg_schema *e = &cur->schemas[k];
+    if (!e->used) {
+        *e = (msg_schema){ .id = id, .used = true };
+        cur->schemas_n++;
+        schema_load((msg_vt *)cur->base.pVtab, e);
+    }
+    return e;
+}
+
+/* The schema of bytes in the wire format, and where their body starts;
+ * NULL when they are not, or the registry does not know the id. */
+static const msg_schema *typed(msg_cur *cur, kp_str b, size_t *body)
+{
+    int32_t id;
+    if (b.len < 0 || sch_wire_split((const uint8_t *)b.p, (size_t)b.len, &id, body) != 0)
+        return NULL;
+    const msg_schema *e = schema_of(cur, id);
+    return e && e->known ? e : NULL;
+}
+
+static void result_schema_id(msg_cur *cur, sqlite3_context *ctx, kp_str b)
+{
+    size_t body;
+    const msg_schema *e = typed(cur, b, &body);
+    if (e)
+        sqlite3_result_int(ctx, e->id);
+    else
+        sqlite3_result_null(ctx);
+}
+
+
+static void result_json(msg_cur *cur, sqlite3_context *ctx, kp_str b)
+{
+    size_t body;
+    const msg_schema *e = typed(cur, b, &body);
+    const char *p = e ? b.p + body : NULL;
+    int32_t n = e ? b.len - (int32_t)body : 0;
+    if (e && e->avro) {
+        kp_buf_reset(&cur->json);
+        if (sch_avro_to_json(e->avro, (const uint8_t *)p, (size_t)n, &cur->json) == 0 &&
+            !cur->json.err) {
+            sqlite3_result_text(ctx, (const char *)cur->json.data, (int)cur->json.len,
+                                SQLITE_TRANSIENT);
+            return;
+        }
+    } else if (e && e->type == SCH_TYPE_JSON && utf8_ok(p, n)) {
+        sqlite3_result_text(ctx, n ? p : "", n, SQLITE_TRANSIENT);
+        return;
+    }
+    sqlite3_result_null(ctx);
+}
+
 static int msg_column(sqlite3_vtab_cursor *cc, sqlite3_context *ctx, int col)
 {
     msg_cur *cur = (msg_cur *)cc;
@@ -441,6 +664,10 @@ static int msg_column(sqlite3_vtab_cursor *cc, sqlite3_context *ctx, int col)
     case M_TIMESTAMP: sqlite3_result_int64(ctx, cur->rec.Timestamp); break;
     case M_KEY: result_bytes(ctx, cur->rec.Key); break;
     case M_VALUE: result_bytes(ctx, cur->rec.Value); break;
+    case M_KEY_SCHEMA_ID: result_schema_id(cur, ctx, cur->rec.Key); break;
+    case M_VALUE_SCHEMA_ID: result_schema_id(cur, ctx, cur->rec.Value); break;
+    case M_KEY_JSON: result_json(cur, ctx, cur->rec.Key); break;
+    case M_VALUE_JSON: result_json(cur, ctx, cur->rec.Value); break;
     case M_HEADERS: {
         if (cur->rec.HeadersCount <= 0) {
             sqlite3_result_null(ctx);

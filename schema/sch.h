@@ -75,6 +75,31 @@ typedef struct sch_ref {
     size_t len;
 } sch_ref;
 
+/* ---- references, resolved through the caller's store (refs.c) ----------------- */
+#define SCH_MAX_REFS 256
+#define SCH_MAX_REF_DEPTH 32
+/* A referenced version as the store has it: texts valid until the set is
+ * parsed and freed (the store owns them). */
+typedef struct sch_ref_found {
+    int32_t id;
+    const char *text;
+    const char *refs;         /* its own references, JSON ("[]" or NULL: none) */
+} sch_ref_found;
+typedef int (*sch_ref_lookup)(void *arg, const char *subject, int32_t version,
+                              sch_ref_found *out);      /* 0, or -1 not found */
+typedef struct sch_ref_set {
+    sch_ref refs[SCH_MAX_REFS];
+    int32_t ids[SCH_MAX_REFS];
+    char *names[SCH_MAX_REFS];
+    size_t n;
+} sch_ref_set;
+/* Adds the schemas refs (JSON text; NULL or "[]": none) names to set, each
+ * once, its own references before it.  0, or -1 with err (a reference not
+ * found, malformed, too many or too deep). */
+int sch_refs_collect(const char *refs, sch_ref_lookup lookup, void *arg, sch_ref_set *set,
+                     char *err, size_t errlen);
+void sch_refs_free(sch_ref_set *set);
+
 /* Parses Avro schema text (with its references).  0 and *out, or -1 with a
  * reason in err (Confluent answers 42201 "Invalid schema" with it); err may
  * be NULL.  Defaults are checked against their field's type (Avro 1.11:
