@@ -4,10 +4,9 @@
  * through schema/sch.h (Avro parsed with Java's rules, written as Java's
  * Schema.toString(), which Confluent stores and compares).
  *
- * References ({name, subject, version}) resolve to the versions they name,
- * theirs first (Confluent's order), each schema once; they can form no
- * cycle (a reference names a version registered before it), and their
- * number and depth are bounded all the same (SR_MAX_REFS).
+ * References ({name, subject, version}) resolve to the versions they name
+ * through schema/refs.c (theirs first, each schema once, bounded), looked
+ * up in the registry's memory.
  *
  * JSON Schema and Protobuf are stored byte-exact; no Debian library checks
  * their compatibility, so their subjects accept only level NONE and say so.
@@ -19,72 +18,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SR_MAX_REFS 256
-#define SR_MAX_REF_DEPTH 32
-
-typedef struct ref_set {
-    sch_ref refs[SR_MAX_REFS];
-    int32_t ids[SR_MAX_REFS];
-    size_t n;
-} ref_set;
-
-/* Adds refs' (JSON text) schemas to set, each one's own first.  0 or -1. */
-static int refs_collect(sr_registry *r, const char *refs, ref_set *set, int depth, char *err,
-                        size_t errlen)
+/* sch_ref_lookup over the registry's memory: a subject's version. */
+static int ref_lookup(void *arg, const char *subject, int32_t version, sch_ref_found *out)
 {
-    if (!strcmp(refs, "[]"))
-        return 0;
-    if (depth > SR_MAX_REF_DEPTH) {
-        snprintf(err, errlen, "references nest deeper than %d", SR_MAX_REF_DEPTH);
+    sr_registry *r = arg;
+    sr_subject *s = sr_subject_find(r, subject);
+    sr_version *v = s ? sr_version_find(s, version) : NULL;
+    sr_schema *x = v ? sr_schema_by_id(r, v->id) : NULL;
+    if (!x)
         return -1;
-    }
-    json_t *a = json_loads(refs, 0, NULL);
-    int rc = a ? 0 : -1;
-    for (size_t i = 0; rc == 0 && i < json_array_size(a); i++) {
-        json_t *ref = json_array_get(a, i);
-        const char *subject = json_string_value(json_object_get(ref, "subject"));
-        sr_subject *s = subject ? sr_subject_find(r, subject) : NULL;
-        sr_version *v = s ? sr_version_find(s, (int32_t)json_integer_value(
-                                                json_object_get(ref, "version"))) : NULL;
-        sr_schema *x = v ? sr_schema_by_id(r, v->id) : NULL;
-        if (!x) {
-            snprintf(err, errlen, "reference %s not found",
-                     subject ? subject : "(without a subject)");
-            rc = -1;
-            break;
-        }
-        bool have = false;
-        for (size_t k = 0; k < set->n; k++)
-            have |= set->ids[k] == x->id;
-        if (have)
-            continue;
-        if ((rc = refs_collect(r, x->refs, set, depth + 1, err, errlen)) != 0)
-            break;
-        if (set->n == SR_MAX_REFS) {
-            snprintf(err, errlen, "more than %d references", SR_MAX_REFS);
-            rc = -1;
-            break;
-        }
-        set->ids[set->n] = x->id;
-        set->refs[set->n++] = (sch_ref){ json_string_value(json_object_get(ref, "name")),
-                                         x->text, strlen(x->text) };
-    }
-    json_decref(a);
-    return rc;
+    *out = (sch_ref_found){ .id = x->id, .text = x->text, .refs = x->refs };
+    return 0;
 }
 
 /* Avro text with its references parsed.  0 with *out, or -1 with err. */
 static int avro_parse(sr_registry *r, const char *text, const char *refs, sch_schema **out,
                       char *err, size_t errlen)
 {
-    ref_set *set = calloc(1, sizeof *set);
+    sch_ref_set *set = calloc(1, sizeof *set);
     if (!set) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int rc = refs_collect(r, refs, set, 0, err, errlen);
+    int rc = sch_refs_collect(refs, ref_lookup, r, set, err, errlen);
     if (rc == 0)
         rc = sch_avro_parse(text, strlen(text), set->refs, set->n, out, err, errlen);
+    sch_refs_free(set);
     free(set);
     return rc;
 }
