@@ -219,7 +219,7 @@ $(BUILD)/bench/libsluice_vs_rdkafka_bench: | $(BUILD)/sluice-bench
 # through the real handlers, RecordBatch parsing and codecs, segment recovery
 # from arbitrary files (with its .txnindex), the properties parser, the admin
 # SQL authorizer, the transaction records read back from the logs (markers,
-# __transaction_state).
+# __transaction_state), Avro schema text and Avro bodies (schema/).
 # Built with clang into build-fuzz/ (every module instrumented, ASan+UBSan).
 #   make fuzz [FUZZ_SECONDS=N] [FUZZ_TARGETS="fuzz_d_request ..."]
 # runs each target for N seconds from its seeds in tests/fuzz/corpus/<target>/
@@ -265,6 +265,10 @@ fuzz-build:
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZE= \
 	  CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
 	  $(patsubst %,$(FUZZ_BUILD)/fuzz/%,$(FUZZ_TARGETS))
+# The schema targets need only their module (the shorter stem wins).
+$(BUILD)/fuzz/fuzz_sch_%: $(call obj,tests/fuzz/fuzz_sch_%.c) $(LIBSCH) $(LIBKP)
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $+ $(PKG_LIBS) -lm
 $(BUILD)/fuzz/%: $(call obj,tests/fuzz/%.c) $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -Wl,--wrap=net_req_finish -pthread -o $@ $+ $(PKG_LIBS) -lm

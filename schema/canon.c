@@ -1,7 +1,7 @@
 /*
  * schema/canon.c — the texts of a parsed schema: Java's Schema.toString()
- * (what Confluent stores and compares), our normalized form, Avro's Parsing
- * Canonical Form and its CRC-64-AVRO fingerprint.
+ * (what Confluent stores and compares), Confluent's normalized form, Avro's
+ * Parsing Canonical Form and its CRC-64-AVRO fingerprint.
  *
  * toString, attribute by attribute as Java 1.11 writes them:
  *   primitive  "int", or {"type":"int",<props>} when it has properties
@@ -18,11 +18,18 @@
  * values (defaults, properties) are written as Jackson does: compact,
  * doubles as Java's Double.toString.
  *
- * Normalized (normalize=true): the same layout with every name written in
- * full (no "namespace" attribute unless the null namespace must be restored)
- * and properties sorted by key, so schemas that differ only in how names are
- * qualified or in property order are one text.  Confluent's own normalized
- * text may differ in detail; ids are decided by this registry's texts.
+ * Normalized (normalize=true): Confluent's AvroSchemaUtils.toNormalizedString,
+ * Parsing Canonical Form's layout with what PCF drops kept:
+ *   named      {"name":full,"type":k, "symbols"|"size"[,logical]|"fields",
+ *               [,"doc"][,"aliases":sorted full names][,enum "default"]<props sorted>}
+ *   field      {"name":f,"type":t,"order":"ASCENDING"|..[,"doc"][,"aliases":sorted]
+ *               [,"default":v]<props sorted>}
+ *   array/map  {"type":"array","items":t<props sorted>}
+ *   primitive  "int", or {"type":"int"[,"logicalType":..(decimal: precision,
+ *               scale)]<props sorted>}
+ * Nested JSON objects in properties are sorted by key too; a default of a
+ * float or double field is written as a floating-point number (Java turns
+ * it into a Double); types from references are written by full name.
  *
  * Every walk keeps the set of named types written (seen[], per call): the
  * graph may be cyclic (sch_int.h).
@@ -207,7 +214,7 @@ void sch_json_write(kp_buf *b, const json_t *v) { w_json(b, v, false, 0); }
 /* ---- toString and the normalized form --------------------------------------- */
 typedef struct {
     kp_buf *b;
-    bool norm;
+    bool norm;                 /* w_props: sorted keys (the normalized form) */
     bool *seen;
 } wctx;
 
@@ -245,11 +252,11 @@ static bool same_space(const char *a, const char *b)
 
 /* Java's Name.getQualified(space): the short name when in the enclosing
  * namespace (unless it would read as a primitive), else the full name. */
-static const char *qualified(const wctx *w, const char *full, const char *space, const char *cur)
+static const char *qualified(const char *full, const char *space, const char *cur)
 {
     const char *dot = strrchr(full, '.');
     const char *name = dot ? dot + 1 : full;
-    if (!w->norm && space && cur && strcmp(space, cur) == 0) {
+    if (space && cur && strcmp(space, cur) == 0) {
         static const char *const prims[] = {"null", "boolean", "int", "long", "float", "double",
                                             "bytes", "string", "record", "enum", "array", "map",
                                             "union", "fixed", NULL};
@@ -273,7 +280,7 @@ static void w_aliases(wctx *w, const sch_node *n)
         const char *dot = strrchr(n->aliases[i], '.');
         if (dot)
             asp = strndup(n->aliases[i], (size_t)(dot - n->aliases[i]));
-        w_str(w->b, qualified(w, n->aliases[i], asp, n->space));
+        w_str(w->b, qualified(n->aliases[i], asp, n->space));
         free(asp);
     }
     w_raw(w->b, "]");
@@ -297,7 +304,7 @@ static void w_fields(wctx *w, const sch_node *n)
         }
         if (f->dflt) {
             w_raw(w->b, ",\"default\":");
-            w_json(w->b, f->dflt, w->norm, 0);
+            w_json(w->b, f->dflt, false, 0);
         }
         if (f->order != SCH_ORDER_ASCENDING) {
             w_raw(w->b, ",\"order\":");
@@ -347,15 +354,15 @@ static void w_node(wctx *w, const sch_node *n, const char *cur)
     }
     /* named */
     if (n->external || w->seen[n->id]) {
-        w_str(b, qualified(w, n->full, n->space, cur));
+        w_str(b, qualified(n->full, n->space, cur));
         return;
     }
     w->seen[n->id] = true;
     w_raw(b, "{\"type\":");
     w_str(b, n->kind == SCH_K_RECORD ? (n->is_error ? "error" : "record") : sch_kind_name(n->kind));
     w_raw(b, ",\"name\":");
-    w_str(b, w->norm ? n->full : n->name);
-    if (n->space && !w->norm) {
+    w_str(b, n->name);
+    if (n->space) {
         if (!same_space(n->space, cur)) {
             w_raw(b, ",\"namespace\":");
             w_str(b, n->space);
@@ -389,12 +396,232 @@ static void w_node(wctx *w, const sch_node *n, const char *cur)
     w_raw(b, "}");
 }
 
+/* ---- Confluent's normalized form ------------------------------------------- */
+/* The logical type Java would recognise on n (LogicalTypes.fromSchemaIgnoreInvalid),
+ * or NULL: an unknown or misplaced one stays a plain property. */
+static const char *logical(const sch_node *n)
+{
+    const char *lt = json_string_value(json_object_get(n->props, "logicalType"));
+    if (!lt)
+        return NULL;
+    static const struct { const char *name; sch_kind kind; } k[] = {
+        {"date", SCH_K_INT},          {"time-millis", SCH_K_INT},
+        {"time-micros", SCH_K_LONG},  {"timestamp-millis", SCH_K_LONG},
+        {"timestamp-micros", SCH_K_LONG}, {"local-timestamp-millis", SCH_K_LONG},
+        {"local-timestamp-micros", SCH_K_LONG}, {"uuid", SCH_K_STRING},
+        {"duration", SCH_K_FIXED},    {"decimal", SCH_K_BYTES}, {"decimal", SCH_K_FIXED},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+        if (strcmp(lt, k[i].name) != 0 || n->kind != k[i].kind)
+            continue;
+        if (n->kind == SCH_K_FIXED && lt[0] == 'd' && lt[1] == 'u' && n->size != 12)
+            return NULL;
+        if (lt[0] == 'd' && lt[1] == 'e') {
+            json_t *p = json_object_get(n->props, "precision"), *sc = json_object_get(n->props, "scale");
+            if (!json_is_integer(p) || json_integer_value(p) <= 0 ||
+                (sc && (!json_is_integer(sc) || json_integer_value(sc) < 0 ||
+                        json_integer_value(sc) > json_integer_value(p))))
+                return NULL;
+        }
+        return lt;
+    }
+    return NULL;
+}
+
+/* Properties sorted by key, less those the logical type wrote. */
+static void n_props(wctx *w, const json_t *props, const char *lt)
+{
+    if (!props || !json_object_size(props))
+        return;
+    if (!lt) {
+        w_props(w, props);
+        return;
+    }
+    json_t *rest = json_copy((json_t *)props);
+    if (!rest) {
+        w->b->err = KP_E_NOMEM;
+        return;
+    }
+    json_object_del(rest, "logicalType");
+    if (lt[0] == 'd' && lt[1] == 'e') {
+        json_object_del(rest, "precision");
+        json_object_del(rest, "scale");
+    }
+    w_props(w, rest);
+    json_decref(rest);
+}
+
+static void n_logical(wctx *w, const sch_node *n, const char *lt)
+{
+    w_raw(w->b, ",\"logicalType\":");
+    w_str(w->b, lt);
+    if (lt[0] == 'd' && lt[1] == 'e') {
+        json_int_t sc = json_integer_value(json_object_get(n->props, "scale"));
+        kp_buf_printf(w->b, ",\"precision\":%lld",
+                      (long long)json_integer_value(json_object_get(n->props, "precision")));
+        if (sc)
+            kp_buf_printf(w->b, ",\"scale\":%lld", (long long)sc);
+    }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A sorted JSON array of n strings. */
+static void n_sorted(wctx *w, const char **v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_str);
+    w_raw(w->b, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (i && strcmp(v[i], v[i - 1]) == 0)
+            continue; /* Java's TreeSet */
+        if (i)
+            w_raw(w->b, ",");
+        w_str(w->b, v[i]);
+    }
+    w_raw(w->b, "]");
+}
+
+static void n_node(wctx *w, const sch_node *n, const char *cur);
+
+static void n_field(wctx *w, const sch_field *f, const char *cur)
+{
+    static const char *const orders[] = {"ASCENDING", "DESCENDING", "IGNORE"};
+    w_raw(w->b, "{\"name\":");
+    w_str(w->b, f->name);
+    w_raw(w->b, ",\"type\":");
+    n_node(w, f->type, cur);
+    w_raw(w->b, ",\"order\":");
+    w_str(w->b, orders[f->order]);
+    if (f->doc) {
+        w_raw(w->b, ",\"doc\":");
+        w_str(w->b, f->doc);
+    }
+    size_t na = json_array_size(f->aliases);
+    if (na) {
+        const char **v = malloc(na * sizeof *v);
+        if (!v) {
+            w->b->err = KP_E_NOMEM;
+            return;
+        }
+        for (size_t i = 0; i < na; i++)
+            v[i] = json_string_value(json_array_get(f->aliases, i));
+        w_raw(w->b, ",\"aliases\":");
+        n_sorted(w, v, na);
+        free(v);
+    }
+    if (f->dflt) {
+        w_raw(w->b, ",\"default\":");
+        if (json_is_integer(f->dflt) &&
+            (f->type->kind == SCH_K_DOUBLE || f->type->kind == SCH_K_FLOAT))
+            w_double(w->b, (double)json_integer_value(f->dflt));
+        else
+            w_json(w->b, f->dflt, true, 0);
+    }
+    w_props(w, f->props);
+    w_raw(w->b, "}");
+}
+
+static void n_node(wctx *w, const sch_node *n, const char *cur)
+{
+    kp_buf *b = w->b;
+    const char *lt = n->kind == SCH_K_FIXED || n->kind <= SCH_K_STRING ? logical(n) : NULL;
+    switch (n->kind) {
+    case SCH_K_UNION:
+        w_raw(b, "[");
+        for (size_t i = 0; i < n->nbranches; i++) {
+            if (i)
+                w_raw(b, ",");
+            n_node(w, n->branches[i], cur);
+        }
+        w_raw(b, "]");
+        return;
+    case SCH_K_ARRAY:
+    case SCH_K_MAP:
+        w_raw(b, n->kind == SCH_K_ARRAY ? "{\"type\":\"array\",\"items\":"
+                                        : "{\"type\":\"map\",\"values\":");
+        n_node(w, n->items, cur);
+        w_props(w, n->props);
+        w_raw(b, "}");
+        return;
+    case SCH_K_RECORD:
+    case SCH_K_ENUM:
+    case SCH_K_FIXED:
+        if (n->external || w->seen[n->id]) {
+            w_str(b, n->full);
+            return;
+        }
+        w->seen[n->id] = true;
+        w_raw(b, "{\"name\":");
+        w_str(b, n->full);
+        /* Not in Confluent's text: without it a type of the null
+         * namespace inside a named one would read back in that one. */
+        if (!n->space && cur)
+            w_raw(b, ",\"namespace\":\"\"");
+        w_raw(b, ",\"type\":");
+        w_str(b, sch_kind_name(n->kind));
+        if (n->kind == SCH_K_ENUM) {
+            w_raw(b, ",\"symbols\":[");
+            for (size_t i = 0; i < n->nsymbols; i++) {
+                if (i)
+                    w_raw(b, ",");
+                w_str(b, n->symbols[i]);
+            }
+            w_raw(b, "]");
+        } else if (n->kind == SCH_K_FIXED) {
+            kp_buf_printf(b, ",\"size\":%lld", (long long)n->size);
+            if (lt)
+                n_logical(w, n, lt);
+        } else {
+            w_raw(b, ",\"fields\":[");
+            for (size_t i = 0; i < n->nfields; i++) {
+                if (i)
+                    w_raw(b, ",");
+                n_field(w, &n->fields[i], n->space);
+            }
+            w_raw(b, "]");
+        }
+        if (n->doc && *n->doc) {
+            w_raw(b, ",\"doc\":");
+            w_str(b, n->doc);
+        }
+        if (n->naliases) {
+            w_raw(b, ",\"aliases\":");
+            n_sorted(w, (const char **)n->aliases, n->naliases);
+        }
+        if (n->kind == SCH_K_ENUM && n->enum_default) {
+            w_raw(b, ",\"default\":");
+            w_str(b, n->enum_default);
+        }
+        n_props(w, n->props, lt);
+        w_raw(b, "}");
+        return;
+    default:
+        if (!lt && (!n->props || !json_object_size(n->props))) {
+            w_str(b, sch_kind_name(n->kind));
+            return;
+        }
+        w_raw(b, "{\"type\":");
+        w_str(b, sch_kind_name(n->kind));
+        if (lt)
+            n_logical(w, n, lt);
+        n_props(w, n->props, lt);
+        w_raw(b, "}");
+        return;
+    }
+}
+
 int sch_avro_canonical(const sch_schema *s, bool normalize, kp_buf *out)
 {
     wctx w = {.b = out, .norm = normalize, .seen = calloc(s->nnodes + 1, 1)};
     if (!w.seen)
         return -1;
-    w_node(&w, s->root, NULL);
+    if (normalize)
+        n_node(&w, s->root, NULL);
+    else
+        w_node(&w, s->root, NULL);
     free(w.seen);
     return out->err ? -1 : 0;
 }

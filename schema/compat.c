@@ -21,8 +21,10 @@
  * Recursive types: a (reader, writer) pair met again while it is being
  * checked is assumed compatible (coinduction, as Java's memo does); pairs
  * found compatible are remembered, so shared subtrees are checked once.
- * The first incompatibility found is reported, as Confluent words it, with
- * its path (/fields/1/type).  Not the hot path: allocation is fine here.
+ * Every incompatibility is reported, one line each, as Confluent words it,
+ * with its path (/fields/1/type); like Java the check goes on past the
+ * first (except while trying a reader union's branches, where the first
+ * failure decides).  Not the hot path: allocation is fine here.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,8 +34,14 @@
 #include "schema/sch_int.h"
 
 #define C_MAX_DEPTH 4096        /* pairs nested; recursion is cut by the memo first */
+#define C_MAX_WORK 50000000L    /* field lookups and pairs: bounds hostile schemas */
 
-enum { M_EMPTY = 0, M_BUSY = 1, M_OK = 2 };
+/* A pair's state in the memo.  Incompatible pairs are remembered too, or
+ * a type reached along many paths (R1's ten fields of R2, whose ten fields
+ * are R3, ...) would be checked again each time: exponential.  One found
+ * incompatible while trying a reader union's branch (quiet, unreported) is
+ * checked once more when met where it must be reported. */
+enum { M_EMPTY = 0, M_BUSY, M_OK, M_BAD_QUIET, M_BAD };
 
 typedef struct {
     uint64_t *keys;            /* (reader id + 1) << 32 | writer id; 0 empty */
@@ -42,7 +50,10 @@ typedef struct {
     char path[512];
     size_t plen;
     int quiet;                 /* > 0: trying a reader union's branch, no report */
-    bool reported, oom;
+    size_t wlen;               /* why's length so far */
+    long work;                 /* steps left (C_MAX_WORK) */
+    bool exhausted;            /* work ran out: reported once, every loop stops */
+    bool oom;
     char *why;
     size_t whylen;
     const char *rname, *wname; /* "reader"/"writer" or "new"/"old" */
@@ -113,10 +124,7 @@ static const char *c_upper(sch_kind k, char *buf, size_t n)
 __attribute__((format(printf, 4, 5))) static int c_report(cctx *c, const char *type,
                                                           const char *desc, const char *fmt, ...)
 {
-    if (c->quiet || c->reported)
-        return 0;
-    c->reported = true;
-    if (!c->why || !c->whylen)
+    if (c->quiet || !c->why || !c->whylen)
         return 0;
     char info[512];
     va_list ap;
@@ -135,12 +143,35 @@ __attribute__((format(printf, 4, 5))) static int c_report(cctx *c, const char *t
                  c->rname, info, path, c->wname);
     else
         snprintf(d, sizeof d, desc, path, c->rname, c->wname);
-    snprintf(c->why, c->whylen, "{errorType:'%s', description:'%s', additionalInfo:'%s'}", type, d,
-             info);
+    /* Whole lines only: one that does not fit is left out. */
+    int n = snprintf(c->why + c->wlen, c->whylen - c->wlen,
+                     "%s{errorType:'%s', description:'%s', additionalInfo:'%s'}",
+                     c->wlen ? "\n" : "", type, d, info);
+    if (n > 0 && c->wlen + (size_t)n < c->whylen)
+        c->wlen += (size_t)n;
+    else
+        c->why[c->wlen] = 0;
     return 0;
 }
 
 static int c_pair(cctx *c, const sch_node *r, const sch_node *w, int depth);
+
+/* True once the work budget is spent (reported the first time): the
+ * caller stops, incompatible. */
+static bool c_spent(cctx *c)
+{
+    if (c->work >= 0)
+        return false;
+    if (!c->exhausted) {
+        c->exhausted = true;
+        int q = c->quiet;
+        c->quiet = 0; /* the verdict is final: say why even inside a union */
+        c_report(c, "TYPE_MISMATCH", "The schemas (path '%s') take too long to compare (%s, %s)",
+                 "more than %ld steps", C_MAX_WORK);
+        c->quiet = q;
+    }
+    return true;
+}
 
 static int c_sub(cctx *c, const char *seg, const sch_node *r, const sch_node *w, int depth)
 {
@@ -166,8 +197,14 @@ static int c_names(cctx *c, const sch_node *r, const sch_node *w)
     return 0;
 }
 
-static const sch_field *c_writer_field(const sch_node *w, const sch_field *rf)
+/* The writer's field for reader field number ri: by name (the same
+ * position first: evolved records mostly keep their order), then by the
+ * reader field's aliases. */
+static const sch_field *c_writer_field(cctx *c, const sch_node *w, const sch_field *rf, size_t ri)
 {
+    if (ri < w->nfields && strcmp(w->fields[ri].name, rf->name) == 0)
+        return &w->fields[ri];
+    c->work -= (long)w->nfields * (1 + (long)json_array_size(rf->aliases));
     for (size_t i = 0; i < w->nfields; i++)
         if (strcmp(w->fields[i].name, rf->name) == 0)
             return &w->fields[i];
@@ -183,16 +220,21 @@ static const sch_field *c_writer_field(const sch_node *w, const sch_field *rf)
 
 static int c_record(cctx *c, const sch_node *r, const sch_node *w, int depth)
 {
-    if (!c_names(c, r, w))
+    int all = c_names(c, r, w);
+    if (!all && c->quiet)
         return 0;
     size_t m1, m2;
     c_push(c, "fields", &m1);
     for (size_t i = 0; i < r->nfields; i++) {
+        if (c_spent(c)) {
+            all = 0;
+            break;
+        }
         const sch_field *rf = &r->fields[i];
         char idx[24];
         snprintf(idx, sizeof idx, "%zu", i);
         c_push(c, idx, &m2);
-        const sch_field *wf = c_writer_field(w, rf);
+        const sch_field *wf = c_writer_field(c, w, rf, i);
         int ok = 1;
         if (wf)
             ok = c_sub(c, "type", rf->type, wf->type, depth);
@@ -203,27 +245,32 @@ static int c_record(cctx *c, const sch_node *r, const sch_node *w, int depth)
                 ok = c_report(c, "READER_FIELD_MISSING_DEFAULT_VALUE", "", "%s", rf->name);
         }
         c_pop(c, m2);
-        if (!ok) {
-            c_pop(c, m1);
-            return 0;
-        }
+        all &= ok;
+        if (!ok && c->quiet)
+            break;
     }
     c_pop(c, m1);
-    return 1;
+    return all;
 }
 
 static int c_enum(cctx *c, const sch_node *r, const sch_node *w)
 {
-    if (!c_names(c, r, w))
+    int named = c_names(c, r, w);
+    if (!named && c->quiet)
         return 0;
     if (r->enum_default)
-        return 1;
+        return named;
     char missing[400] = "";
     size_t mlen = 0, nmissing = 0;
+    sch_set rs;
+    if (sch_set_init(&rs, r->nsymbols) != 0) {
+        c->oom = true;
+        return c_report(c, "MISSING_ENUM_SYMBOLS", "", "out of memory");
+    }
+    for (size_t k = 0; k < r->nsymbols; k++)
+        sch_set_add(&rs, r->symbols[k]);
     for (size_t i = 0; i < w->nsymbols; i++) {
-        bool found = false;
-        for (size_t k = 0; k < r->nsymbols && !found; k++)
-            found = strcmp(w->symbols[i], r->symbols[k]) == 0;
+        bool found = sch_set_has(&rs, w->symbols[i]);
         if (!found && mlen < sizeof missing) {
             int n = snprintf(missing + mlen, sizeof missing - mlen, "%s%s", nmissing ? ", " : "",
                              w->symbols[i]);
@@ -232,8 +279,9 @@ static int c_enum(cctx *c, const sch_node *r, const sch_node *w)
         }
         nmissing += !found;
     }
+    sch_set_free(&rs);
     if (!nmissing)
-        return 1;
+        return named;
     size_t mark;
     c_push(c, "symbols", &mark);
     c_report(c, "MISSING_ENUM_SYMBOLS", "", "[%s]", missing);
@@ -265,8 +313,9 @@ static int c_same_kind(cctx *c, const sch_node *r, const sch_node *w, int depth)
     switch (r->kind) {
     case SCH_K_ARRAY: return c_sub(c, "items", r->items, w->items, depth);
     case SCH_K_MAP: return c_sub(c, "values", r->items, w->items, depth);
-    case SCH_K_FIXED:
-        if (!c_names(c, r, w))
+    case SCH_K_FIXED: {
+        int named = c_names(c, r, w);
+        if (!named && c->quiet)
             return 0;
         if (r->size != w->size) {
             size_t mark;
@@ -278,10 +327,12 @@ static int c_same_kind(cctx *c, const sch_node *r, const sch_node *w, int depth)
             c_pop(c, mark);
             return 0;
         }
-        return 1;
+        return named;
+    }
     case SCH_K_ENUM: return c_enum(c, r, w);
     case SCH_K_RECORD: return c_record(c, r, w, depth);
-    case SCH_K_UNION:
+    case SCH_K_UNION: {
+        int all = 1;
         for (size_t i = 0; i < w->nbranches; i++) {
             char idx[24];
             snprintf(idx, sizeof idx, "%zu", i);
@@ -293,10 +344,12 @@ static int c_same_kind(cctx *c, const sch_node *r, const sch_node *w, int depth)
             if (!ok)
                 c_missing_branch(c, w->branches[i]);
             c_pop(c, mark);
-            if (!ok)
-                return 0;
+            all &= ok;
+            if (!ok && c->quiet)
+                break;
         }
-        return 1;
+        return all;
+    }
     default: return 1; /* primitives */
     }
 }
@@ -304,10 +357,10 @@ static int c_same_kind(cctx *c, const sch_node *r, const sch_node *w, int depth)
 static int c_other_kind(cctx *c, const sch_node *r, const sch_node *w, int depth)
 {
     if (w->kind == SCH_K_UNION) {
-        for (size_t i = 0; i < w->nbranches; i++)
-            if (!c_pair(c, r, w->branches[i], depth + 1))
-                return 0;
-        return 1;
+        int all = 1;
+        for (size_t i = 0; i < w->nbranches && (all || !c->quiet); i++)
+            all &= c_pair(c, r, w->branches[i], depth + 1);
+        return all;
     }
     sch_kind wk = w->kind;
     switch (r->kind) {
@@ -334,6 +387,9 @@ static int c_other_kind(cctx *c, const sch_node *r, const sch_node *w, int depth
 
 static int c_pair(cctx *c, const sch_node *r, const sch_node *w, int depth)
 {
+    c->work--;
+    if (c_spent(c))
+        return 0;
     if (depth > C_MAX_DEPTH) {
         c_report(c, "TYPE_MISMATCH", "The schemas (path '%s') nest too deeply to compare (%s, %s)",
                  "nested deeper than %d", C_MAX_DEPTH);
@@ -343,13 +399,15 @@ static int c_pair(cctx *c, const sch_node *r, const sch_node *w, int depth)
     if (!m)
         return c_report(c, "TYPE_MISMATCH", "Out of memory comparing (path '%s') %s with %s",
                         "out of memory");
-    if (*m != M_EMPTY)
+    if (*m == M_OK || *m == M_BUSY)
         return 1; /* compatible, or being checked: assumed (coinduction) */
+    if (*m == M_BAD || (*m == M_BAD_QUIET && c->quiet))
+        return 0; /* reported where first found, if anywhere */
     *m = M_BUSY;
     int ok = r->kind == w->kind ? c_same_kind(c, r, w, depth) : c_other_kind(c, r, w, depth);
     m = c_slot(c, r, w); /* the table may have grown */
     if (m)
-        *m = ok ? M_OK : M_EMPTY;
+        *m = ok ? M_OK : c->quiet ? M_BAD_QUIET : M_BAD;
     return ok;
 }
 
@@ -360,7 +418,7 @@ static int c_check(const sch_schema *reader, const sch_schema *writer, const cha
 {
     if (why && whylen)
         why[0] = 0;
-    cctx c = {.why = why, .whylen = whylen, .rname = rname, .wname = wname};
+    cctx c = {.why = why, .whylen = whylen, .rname = rname, .wname = wname, .work = C_MAX_WORK};
     int ok = c_pair(&c, reader->root, writer->root, 0);
     free(c.keys);
     free(c.vals);

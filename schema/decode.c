@@ -111,7 +111,7 @@ static void w_text(dctx *d, const uint8_t *s, size_t n, bool bytes)
         size_t clen = 0;
         if (c >= 0x80 && !bytes) { /* a well-formed UTF-8 sequence passes as it is */
             uint32_t cp = 0;
-            clen = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+            clen = c >= 0xf5 ? 0 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
             if (clen && i + clen <= n) {
                 cp = c & (0x3f >> (clen - 1));
                 for (size_t k = 1; k < clen; k++) {
@@ -153,6 +153,68 @@ static void w_text(dctx *d, const uint8_t *s, size_t n, bool bytes)
     }
     w(d, (const char *)s + run, n - run);
     W(d, "\"");
+}
+
+/* Decimal digits of v into buf (at least 21 bytes); returns the length.
+ * snprintf was most of to_json's time (bench/sch_avro_bench.c). */
+static size_t w_int(char *buf, int64_t v)
+{
+    char tmp[24];
+    size_t n = 0, o = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        buf[o++] = '-';
+    while (n)
+        buf[o++] = tmp[--n];
+    return o;
+}
+
+/* A finite double as JSON: when m / 10^k is x for some k <= 9 (m below
+ * 2^53, so the division is exact but for its one rounding, as strtod's of
+ * the decimal), those digits, which read back as x; else %.17g (%.9g for a
+ * float, compared as a float). */
+static size_t w_real(char *buf, double x, bool is_float)
+{
+    static const double p10[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9};
+    if (fabs(x) < 1e9) {
+        for (int k = 0; k <= 9; k++) {
+            double m = nearbyint(x * p10[k]);
+            if (fabs(m) >= 9007199254740992.0)
+                break;
+            double back = m / p10[k];
+            if (is_float ? (float)back == (float)x : back == x) {
+                int64_t mi = (int64_t)m;
+                size_t o = 0;
+                if (mi < 0 || (mi == 0 && signbit(x))) {
+                    buf[o++] = '-';
+                    mi = mi < 0 ? -mi : mi;
+                }
+                char dig[24];
+                size_t nd = w_int(dig, mi);
+                if ((size_t)k >= nd) { /* 0.000ddd */
+                    buf[o++] = '0';
+                    buf[o++] = '.';
+                    for (size_t z = nd; z < (size_t)k; z++)
+                        buf[o++] = '0';
+                    memcpy(buf + o, dig, nd);
+                    return o + nd;
+                }
+                memcpy(buf + o, dig, nd - (size_t)k);
+                o += nd - (size_t)k;
+                if (k) {
+                    buf[o++] = '.';
+                    memcpy(buf + o, dig + nd - k, (size_t)k);
+                    o += (size_t)k;
+                }
+                return o;
+            }
+        }
+    }
+    return (size_t)snprintf(buf, 40, is_float ? "%.9g" : "%.17g", x);
 }
 
 static int d_value(dctx *d, const sch_node *t, int depth);
@@ -254,7 +316,7 @@ static int d_value(dctx *d, const sch_node *t, int depth)
         if ((t->kind == SCH_K_INT ? d_int(d, &v) : d_long(d, &v, 10)) != 0)
             return -1;
         if (d->out)
-            w(d, num, (size_t)snprintf(num, sizeof num, "%lld", (long long)v));
+            w(d, num, w_int(num, v));
         return 0;
     case SCH_K_FLOAT:
     case SCH_K_DOUBLE: {
@@ -277,7 +339,7 @@ static int d_value(dctx *d, const sch_node *t, int depth)
             if (isnan(x) || isinf(x))
                 W(d, "null");
             else
-                w(d, num, (size_t)snprintf(num, sizeof num, sz == 4 ? "%.9g" : "%.17g", x));
+                w(d, num, w_real(num, x, sz == 4));
         }
         d->p += sz;
         return 0;

@@ -4,7 +4,8 @@
  *
  * The rules are Avro's specification as Java's Schema.Parser (1.11) applies
  * them, since Confluent's registry is Java: names are [A-Za-z_][A-Za-z0-9_]*
- * per dotted component; a named type is registered before its body is
+ * per dotted component (non-ASCII letters allowed, as Character.isLetter
+ * does); comments are allowed (Jackson's ALLOW_COMMENTS); a named type is registered before its body is
  * parsed (so a record may refer to itself); a bare name is looked up in the
  * enclosing namespace, then in the null namespace; unions may not hold a
  * union or two types of one kind (or of one full name); defaults are checked
@@ -17,10 +18,12 @@
  * number of type nodes by SCH_MAX_TYPES.  The first error wins (pctx.err)
  * and unwinds: every node is on s->nodes already, so sch_free cleans up.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "schema/sch_int.h"
 
@@ -29,6 +32,8 @@ typedef struct {
     sch_node **tab;            /* full name → node, open addressing */
     size_t tabcap, tabn;
     bool external;             /* parsing a reference */
+    long budget;               /* steps left for checking defaults (sch_default_ok) */
+    sch_node *prim[SCH_K_STRING + 1]; /* one node per primitive without properties */
     const char *refname;
     char *err;
     size_t errlen;
@@ -156,19 +161,57 @@ static bool p_insert(pctx *c, sch_node *n)
     return true;
 }
 
+/* ---- sets of strings (sch_int.h) ------------------------------------------ */
+int sch_set_init(sch_set *s, size_t n)
+{
+    s->cap = 16;
+    while (s->cap < 2 * n + 2)
+        s->cap *= 2;
+    s->slot = calloc(s->cap, sizeof *s->slot);
+    return s->slot ? 0 : -1;
+}
+
+static size_t set_pos(const sch_set *s, const char *k)
+{
+    size_t i = p_hash(k) & (s->cap - 1);
+    while (s->slot[i] && strcmp(s->slot[i], k) != 0)
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+int sch_set_add(sch_set *s, const char *k)
+{
+    size_t i = set_pos(s, k);
+    if (s->slot[i])
+        return 0;
+    s->slot[i] = k;
+    return 1;
+}
+
+bool sch_set_has(const sch_set *s, const char *k) { return s->slot[set_pos(s, k)] != NULL; }
+
+void sch_set_free(sch_set *s)
+{
+    free(s->slot);
+    s->slot = NULL;
+}
+
 /* ---- names ----------------------------------------------------------------- */
 /* One component: [A-Za-z_][A-Za-z0-9_]*; Java's messages. */
 static bool p_ident(pctx *c, const char *s, size_t len, const char *whole)
 {
     if (len == 0)
         return p_fail(c, "Empty name"), false;
-    char ch = s[0];
-    if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || ch == '_'))
+    /* Java tests Character.isLetter: a name in another script is legal
+     * there, so every non-ASCII character (jansson gives valid UTF-8) is
+     * taken for a letter here. */
+    unsigned char ch = (unsigned char)s[0];
+    if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || ch == '_' || ch >= 0x80))
         return p_fail(c, "Illegal initial character: %s", whole), false;
     for (size_t i = 1; i < len; i++) {
-        ch = s[i];
+        ch = (unsigned char)s[i];
         if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-              ch == '_'))
+              ch == '_' || ch >= 0x80))
             return p_fail(c, "Illegal character in: %s", whole), false;
     }
     return true;
@@ -226,6 +269,15 @@ static char *p_fullname(pctx *c, const char *name, const char *space, char **spa
 }
 
 /* A name used as a type: the enclosing namespace first, then the null one. */
+/* A primitive without properties: one shared node per kind (a record of
+ * 100,000 int fields is 100,001 nodes otherwise). */
+static sch_node *p_prim(pctx *c, sch_kind k)
+{
+    if (!c->prim[k])
+        c->prim[k] = p_new(c, k);
+    return c->prim[k];
+}
+
 static sch_node *p_resolve(pctx *c, const char *name, const char *space)
 {
     if (strlen(name) > SCH_MAX_NAME)
@@ -327,6 +379,31 @@ static bool p_named(pctx *c, sch_node *n, json_t *j, const char *space)
     return true;
 }
 
+/* A float or double's textual default as Java's Double.valueOf reads it:
+ * a finite number becomes a JSON number; NaN and the infinities stay text
+ * in Double.toString's spelling (Jackson quotes them).  NULL: not a number. */
+static json_t *p_text_real(const char *t)
+{
+    while (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r')
+        t++;
+    char *end;
+    double v = strtod(t, &end);
+    if (end == t)
+        return NULL;
+    while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r' || *end == 'd' ||
+           *end == 'D' || *end == 'f' || *end == 'F')
+        end++;
+    if (*end)
+        return NULL;
+    if (isnan(v))
+        return json_string("NaN");
+    if (isinf(v))
+        return json_string(v > 0 ? "Infinity" : "-Infinity");
+    return json_real(v);
+}
+
+static bool p_fields_each(pctx *c, sch_node *n, json_t *fs, sch_set *seen, int depth);
+
 static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
 {
     char ex[120];
@@ -337,6 +414,17 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
     n->fields = calloc(nf ? nf : 1, sizeof *n->fields);
     if (!n->fields)
         return p_fail(c, "out of memory"), false;
+    sch_set seen;
+    if (sch_set_init(&seen, nf) != 0)
+        return p_fail(c, "out of memory"), false;
+    bool ok = p_fields_each(c, n, fs, &seen, depth);
+    sch_set_free(&seen);
+    return ok;
+}
+
+static bool p_fields_each(pctx *c, sch_node *n, json_t *fs, sch_set *seen, int depth)
+{
+    char ex[120];
     size_t i;
     json_t *fj;
     json_array_foreach(fs, i, fj) {
@@ -348,9 +436,8 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
             return p_fail(c, "field name longer than %d bytes", SCH_MAX_NAME), false;
         if (!p_ident(c, fname, strlen(fname), fname))
             return false;
-        for (size_t k = 0; k < n->nfields; k++)
-            if (strcmp(n->fields[k].name, fname) == 0)
-                return p_fail(c, "Duplicate field %s in record %s", fname, n->full), false;
+        if (sch_set_add(seen, fname) == 0)
+            return p_fail(c, "Duplicate field %s in record %s", fname, n->full), false;
         json_t *tj = json_object_get(fj, "type");
         if (!tj)
             return p_fail(c, "No field type: %s", p_excerpt(fj, ex, sizeof ex)), false;
@@ -361,21 +448,33 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
         if (!f->type)
             return false;
         json_t *d = json_object_get(fj, "default");
-        if (d) {
-            if (!sch_default_ok(f->type, d, 0))
+        if (d && json_is_string(d) &&
+            (f->type->kind == SCH_K_FLOAT || f->type->kind == SCH_K_DOUBLE)) {
+            /* Java reads a textual default of a float or double as the
+             * number it spells ("NaN" too). */
+            if (!(f->dflt = p_text_real(json_string_value(d))))
+                return p_fail(c, "Invalid default for field %s: %s not a %s", fname,
+                              p_excerpt(d, ex, sizeof ex), sch_kind_name(f->type->kind)),
+                       false;
+        } else if (d) {
+            if (!sch_default_ok(f->type, d, 0, &c->budget)) {
+                if (c->budget < 0)
+                    return p_fail(c, "defaults take more than %ld steps to check",
+                                  SCH_DEFAULT_WORK), false;
                 return p_fail(c, "Invalid default for field %s: %s not a %s", fname,
                               p_excerpt(d, ex, sizeof ex),
                               f->type->full ? f->type->full : sch_kind_name(f->type->kind)),
                        false;
+            }
             f->dflt = json_incref(d);
         }
         const char *ord = p_text(fj, "order");
         if (json_object_get(fj, "order")) {
-            if (ord && strcmp(ord, "ascending") == 0)
+            if (ord && strcasecmp(ord, "ascending") == 0)
                 f->order = SCH_ORDER_ASCENDING;
-            else if (ord && strcmp(ord, "descending") == 0)
+            else if (ord && strcasecmp(ord, "descending") == 0)
                 f->order = SCH_ORDER_DESCENDING;
-            else if (ord && strcmp(ord, "ignore") == 0)
+            else if (ord && strcasecmp(ord, "ignore") == 0)
                 f->order = SCH_ORDER_IGNORE;
             else
                 return p_fail(c, "Invalid order for field %s", fname), false;
@@ -398,6 +497,8 @@ static bool p_fields(pctx *c, sch_node *n, json_t *j, int depth)
     return true;
 }
 
+static bool p_symbols(pctx *c, sch_node *n, json_t *sy, sch_set *seen);
+
 static bool p_enum(pctx *c, sch_node *n, json_t *j)
 {
     char ex[120];
@@ -407,6 +508,27 @@ static bool p_enum(pctx *c, sch_node *n, json_t *j)
     n->symbols = calloc(json_array_size(sy) + 1, sizeof *n->symbols);
     if (!n->symbols)
         return p_fail(c, "out of memory"), false;
+    sch_set seen;
+    if (sch_set_init(&seen, json_array_size(sy)) != 0)
+        return p_fail(c, "out of memory"), false;
+    bool ok = p_symbols(c, n, sy, &seen);
+    if (ok) {
+        json_t *d = json_object_get(j, "default");
+        const char *ds = json_is_string(d) ? json_string_value(d) : NULL;
+        if (d && !(ds && sch_set_has(&seen, ds))) {
+            p_fail(c, "The Enum Default: %s is not in the enum symbol set",
+                   p_excerpt(d, ex, sizeof ex));
+            ok = false;
+        }
+        n->enum_default = ds;
+    }
+    sch_set_free(&seen);
+    return ok;
+}
+
+static bool p_symbols(pctx *c, sch_node *n, json_t *sy, sch_set *seen)
+{
+    char ex[120];
     size_t i;
     json_t *v;
     json_array_foreach(sy, i, v) {
@@ -417,22 +539,9 @@ static bool p_enum(pctx *c, sch_node *n, json_t *j)
             return p_fail(c, "enum symbol longer than %d bytes", SCH_MAX_NAME), false;
         if (!p_ident(c, sym, strlen(sym), sym))
             return false;
-        for (size_t k = 0; k < n->nsymbols; k++)
-            if (strcmp(n->symbols[k], sym) == 0)
-                return p_fail(c, "Duplicate enum symbol: %s", sym), false;
+        if (sch_set_add(seen, sym) == 0)
+            return p_fail(c, "Duplicate enum symbol: %s", sym), false;
         n->symbols[n->nsymbols++] = sym;
-    }
-    json_t *d = json_object_get(j, "default");
-    if (d) {
-        const char *ds = json_is_string(d) ? json_string_value(d) : NULL;
-        bool found = false;
-        for (size_t k = 0; ds && k < n->nsymbols; k++)
-            found |= strcmp(n->symbols[k], ds) == 0;
-        if (!found)
-            return p_fail(c, "The Enum Default: %s is not in the enum symbol set",
-                          p_excerpt(d, ex, sizeof ex)),
-                   false;
-        n->enum_default = ds;
     }
     return true;
 }
@@ -445,24 +554,31 @@ static sch_node *p_union(pctx *c, json_t *j, const char *space, int depth)
     n->branches = calloc(json_array_size(j) + 1, sizeof *n->branches);
     if (!n->branches)
         return p_fail(c, "out of memory");
+    sch_set named;             /* full names of the named branches */
+    if (sch_set_init(&named, json_array_size(j)) != 0)
+        return p_fail(c, "out of memory");
+    uint32_t kinds = 0;        /* the unnamed kinds met */
     size_t i;
     json_t *bj;
     json_array_foreach(j, i, bj) {
         sch_node *b = p_parse(c, bj, space, depth + 1);
         if (!b)
-            return NULL;
-        if (b->kind == SCH_K_UNION)
-            return p_fail(c, "Nested union in a union");
-        for (size_t k = 0; k < n->nbranches; k++) {
-            const sch_node *o = n->branches[k];
-            if (sch_kind_named(b->kind) ? (o->full && strcmp(o->full, b->full) == 0)
-                                        : o->kind == b->kind)
-                return p_fail(c, "Duplicate in union: %s",
-                              b->full ? b->full : sch_kind_name(b->kind));
+            break;
+        if (b->kind == SCH_K_UNION) {
+            p_fail(c, "Nested union in a union");
+            break;
         }
+        bool dup = sch_kind_named(b->kind) ? sch_set_add(&named, b->full) == 0
+                                           : (kinds & (1u << b->kind)) != 0;
+        if (dup) {
+            p_fail(c, "Duplicate in union: %s", b->full ? b->full : sch_kind_name(b->kind));
+            break;
+        }
+        kinds |= 1u << b->kind;
         n->branches[n->nbranches++] = b;
     }
-    return n;
+    sch_set_free(&named);
+    return c->failed ? NULL : n;
 }
 
 static sch_node *p_object(pctx *c, json_t *j, const char *space, int depth)
@@ -477,6 +593,12 @@ static sch_node *p_object(pctx *c, json_t *j, const char *space, int depth)
     int pk = prim_kind(t);
     sch_node *n;
     if (pk >= 0) {
+        json_t *props = NULL;
+        if (!p_props(c, j, k_schema_reserved, &props))
+            return NULL;
+        if (!props)
+            return p_prim(c, (sch_kind)pk);
+        json_decref(props);
         if (!(n = p_new(c, (sch_kind)pk)))
             return NULL;
     } else if (strcmp(t, "record") == 0 || strcmp(t, "error") == 0) {
@@ -525,7 +647,7 @@ static sch_node *p_parse(pctx *c, json_t *j, const char *space, int depth)
     if (json_is_string(j)) {
         const char *t = json_string_value(j);
         int pk = prim_kind(t);
-        return pk >= 0 ? p_new(c, (sch_kind)pk) : p_resolve(c, t, space);
+        return pk >= 0 ? p_prim(c, (sch_kind)pk) : p_resolve(c, t, space);
     }
     if (json_is_array(j))
         return p_union(c, j, space, depth);
@@ -534,10 +656,63 @@ static sch_node *p_parse(pctx *c, json_t *j, const char *space, int depth)
     return p_fail(c, "Schema not yet supported: %s", p_excerpt(j, ex, sizeof ex));
 }
 
+/* Java's parser allows comments (Jackson's ALLOW_COMMENTS: C and C++
+ * style); jansson does not.  A copy with each comment blanked out, or NULL
+ * when there is none (an unterminated one, or no memory, is left to
+ * jansson, which then says where it is). */
+static char *p_uncomment(const char *t, size_t len)
+{
+    char *out = NULL;
+    bool str = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = t[i];
+        if (out)
+            out[i] = ch;
+        if (str) {
+            if (ch == '\\' && i + 1 < len) {
+                i++;
+                if (out)
+                    out[i] = t[i];
+            } else if (ch == '"') {
+                str = false;
+            }
+            continue;
+        }
+        if (ch == '"') {
+            str = true;
+            continue;
+        }
+        if (ch != '/' || i + 1 >= len || (t[i + 1] != '*' && t[i + 1] != '/'))
+            continue;
+        size_t end = i + 2;
+        if (t[i + 1] == '/') {
+            while (end < len && t[end] != '\n')
+                end++;
+        } else {
+            const char *close = memmem(t + i + 2, len - i - 2, "*/", 2);
+            if (!close) {
+                free(out);
+                return NULL;
+            }
+            end = (size_t)(close - t) + 2;
+        }
+        if (!out) {
+            if (!(out = malloc(len)))
+                return NULL;
+            memcpy(out, t, i);
+        }
+        memset(out + i, ' ', end - i);
+        i = end - 1;
+    }
+    return out;
+}
+
 static json_t *p_load(pctx *c, sch_schema *s, const char *text, size_t len)
 {
     json_error_t je;
-    json_t *j = json_loadb(text, len, JSON_DECODE_ANY, &je);
+    char *plain = p_uncomment(text, len);
+    json_t *j = json_loadb(plain ? plain : text, len, JSON_DECODE_ANY, &je);
+    free(plain);
     if (!j)
         return p_fail(c, "Invalid JSON: %s at line %d column %d", je.text, je.line, je.column);
     json_t **d = realloc(s->docs, (s->ndocs + 1) * sizeof *d);
@@ -556,7 +731,7 @@ int sch_avro_parse(const char *text, size_t len, const sch_ref *refs, size_t nre
     *out = NULL;
     if (err && errlen)
         err[0] = 0;
-    pctx c = {.err = err, .errlen = errlen};
+    pctx c = {.err = err, .errlen = errlen, .budget = SCH_DEFAULT_WORK};
     size_t total = len;
     for (size_t i = 0; i < nrefs; i++)
         total += refs[i].len;
@@ -626,9 +801,9 @@ void sch_free(sch_schema *s)
 const char *sch_avro_name(const sch_schema *s) { return s->root->full; }
 
 /* ---- defaults (Avro 1.11's Schema.isValidDefault) --------------------------- */
-bool sch_default_ok(const sch_node *t, const json_t *v, int depth)
+bool sch_default_ok(const sch_node *t, const json_t *v, int depth, long *budget)
 {
-    if (depth > 2 * JSON_PARSER_MAX_DEPTH + 8)
+    if (depth > 2 * JSON_PARSER_MAX_DEPTH + 8 || --*budget < 0)
         return false;
     switch (t->kind) {
     case SCH_K_NULL: return json_is_null(v);
@@ -648,7 +823,7 @@ bool sch_default_ok(const sch_node *t, const json_t *v, int depth)
             return false;
         size_t i;
         json_t *e;
-        json_array_foreach(v, i, e) if (!sch_default_ok(t->items, e, depth + 1)) return false;
+        json_array_foreach(v, i, e) if (!sch_default_ok(t->items, e, depth + 1, budget)) return false;
         return true;
     }
     case SCH_K_MAP: {
@@ -656,12 +831,12 @@ bool sch_default_ok(const sch_node *t, const json_t *v, int depth)
             return false;
         const char *k;
         json_t *e;
-        json_object_foreach((json_t *)v, k, e) if (!sch_default_ok(t->items, e, depth + 1)) return false;
+        json_object_foreach((json_t *)v, k, e) if (!sch_default_ok(t->items, e, depth + 1, budget)) return false;
         return true;
     }
     case SCH_K_UNION:
         for (size_t i = 0; i < t->nbranches; i++)
-            if (sch_default_ok(t->branches[i], v, depth + 1))
+            if (sch_default_ok(t->branches[i], v, depth + 1, budget))
                 return true;
         return false;
     case SCH_K_RECORD:
@@ -669,7 +844,7 @@ bool sch_default_ok(const sch_node *t, const json_t *v, int depth)
             return false;
         for (size_t i = 0; i < t->nfields; i++) {
             const json_t *fv = json_object_get(v, t->fields[i].name);
-            if (fv ? !sch_default_ok(t->fields[i].type, fv, depth + 1) : !t->fields[i].dflt)
+            if (fv ? !sch_default_ok(t->fields[i].type, fv, depth + 1, budget) : !t->fields[i].dflt)
                 return false;
         }
         return true;

@@ -117,7 +117,9 @@ const char *sch_avro_name(const sch_schema *s);
  * (compact JSON; attributes in Avro's order; extra properties kept in their
  * order; types from references written by name as Confluent does).  With
  * normalize, Confluent's normalized form (normalize=true on register and
- * lookup).  0, or -1 if out ran out of memory. */
+ * lookup: AvroSchemaUtils.toNormalizedString — full names, keys in Parsing
+ * Canonical Form's order, doc/aliases/defaults/properties kept, properties
+ * and aliases sorted; canon.c).  0, or -1 if out ran out of memory. */
 int sch_avro_canonical(const sch_schema *s, bool normalize, kp_buf *out);
 
 /* Avro's Parsing Canonical Form and its CRC-64-AVRO fingerprint (the
@@ -129,16 +131,21 @@ uint64_t sch_crc64_avro(const void *p, size_t len);
 
 /* ---- compatibility -------------------------------------------------------- */
 /* 1 when data written with writer can be read with reader (Avro's Schema
- * Resolution, decided as Java's SchemaCompatibility does), else 0 with the
- * first incompatibility in why, Confluent-like:
- *   {errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'...', additionalInfo:'f'}
- * why may be NULL. */
+ * Resolution, decided as Java's SchemaCompatibility does), else 0 with
+ * every incompatibility in why, one a line ('\n' between), as Confluent
+ * words them (its "messages" of verbose answers):
+ *   {errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'f' at path
+ *   '/fields/1' in the reader schema has no default value and is missing in the writer
+ *   schema', additionalInfo:'f'}
+ * Lines that do not fit in whylen are left out; why may be NULL. */
 int sch_avro_compatible(const sch_schema *reader, const sch_schema *writer, char *why,
                         size_t whylen);
 /* The registry's check of a new schema against the subject's previous ones
  * (prev[0] oldest .. prev[nprev-1] latest): BACKWARD (new reads latest),
  * FORWARD (latest reads new), FULL (both); *_TRANSITIVE against every
- * previous one; NONE always passes.  1 compatible, 0 with why. */
+ * previous one, newest first; NONE always passes.  1 compatible, 0 with why
+ * (the lines of the first previous schema failing, worded with "new" and
+ * "old" schema as Confluent's are). */
 int sch_avro_check_level(sch_level level, const sch_schema *new_schema,
                          const sch_schema *const *prev, size_t nprev, char *why, size_t whylen);
 
@@ -161,7 +168,9 @@ int sch_avro_validate(const sch_schema *s, const uint8_t *body, size_t len, char
  * branch's plain value (NOT Avro's JSON encoding {"type": value}), enums as
  * their symbol, bytes and fixed as strings (each byte as the code point of
  * the same number, escaped as JSON needs: Avro's JSON encoding of bytes),
- * float/double as numbers (NaN and infinities as null), strings as they are
+ * float/double as numbers that read back exactly (a float as its shortest
+ * decimal as a float: 0.1, not 0.100000001; NaN and infinities as null),
+ * longs as integers (json_extract keeps all 64 bits), strings as they are
  * (invalid UTF-8 bytes replaced by U+FFFD so the output is valid JSON).
  * 0, or -1 when the body does not decode (out is then left at its
  * length on entry). */

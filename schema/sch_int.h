@@ -81,8 +81,25 @@ struct sch_schema {
 };
 
 /* Whether v is a valid default for t (Avro 1.11's rules; a union accepts a
- * value matching any branch). depth bounds the walk. */
-bool sch_default_ok(const sch_node *t, const json_t *v, int depth);
+ * value matching any branch).  depth bounds the recursion and *budget the
+ * work, shared by all the defaults of one parse (unions of records in
+ * unions of records try every branch: without it, hostile nesting is
+ * exponential); out of budget is "not valid" and *budget < 0. */
+#define SCH_DEFAULT_WORK 4000000L
+bool sch_default_ok(const sch_node *t, const json_t *v, int depth, long *budget);
+
+/* A set of strings (not owned) for duplicate checks, sized for n at most:
+ * records of 100,000 fields, enums of 500,000 symbols fit in the text
+ * limit, and comparing each with all the others would be 10^11 steps.
+ * sch_set_add: 1 added, 0 already there, -1 out of memory. */
+typedef struct {
+    const char **slot;
+    size_t cap;
+} sch_set;
+int sch_set_init(sch_set *s, size_t n);
+int sch_set_add(sch_set *s, const char *k);
+bool sch_set_has(const sch_set *s, const char *k);
+void sch_set_free(sch_set *s);
 
 /* Appends v as compact JSON the way Jackson writes it (Java's toString). */
 void sch_json_write(kp_buf *b, const json_t *v);

@@ -14,11 +14,13 @@
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/net/net_http.h"
+#include "daemon/security/sec_authz.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -80,6 +82,11 @@ void sr_reply_raw(struct evhttp_request *req, const char *text)
     reply_body(req, 200, text, strlen(text));
 }
 
+void sr_reply_text(struct evhttp_request *req, int status, const char *json)
+{
+    reply_body(req, status, json, strlen(json));
+}
+
 /* ---- the queue of writes ------------------------------------------------------------------ */
 
 static void pending_gone(struct evhttp_connection *evcon, void *arg)
@@ -130,7 +137,9 @@ static void serve_next(evutil_socket_t fd, short what, void *arg)
         struct evhttp_request *req = p->req;
         evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
         free(p);
+        r->from_queue = true;         /* its turn: not queued again behind the rest */
         sr_api_serve(r, req);
+        r->from_queue = false;
     }
 }
 
@@ -163,6 +172,22 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
     sr_registry *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "schema registry: out of memory");
+        return -1;
+    }
+    /* DESIGN.md: no side door.  The registry does not yet authenticate or
+     * check ACLs on subjects, so with an authorizer it stays off: by
+     * default quietly, when asked for, as an error saying why. */
+    const char *spec = b->cfg->schema_registry_listeners;
+    if (sec_authz_enabled(b->authz) && strcasecmp(spec, "none")) {
+        free(r);
+        if (!spec[0]) {
+            BK_WARN("schema registry: off, as authorizer.class.name is set and the registry "
+                    "does not check ACLs yet");
+            return 0;
+        }
+        snprintf(err, errlen, "schema.registry.listeners=%s: the schema registry does not "
+                 "check ACLs yet and would bypass the authorizer (authorizer.class.name); "
+                 "set schema.registry.listeners=none", spec);
         return -1;
     }
     r->b = b;

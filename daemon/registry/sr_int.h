@@ -31,6 +31,7 @@ typedef struct sr_schema {
     char *type;                   /* "AVRO", "JSON", "PROTOBUF" */
     char *text;
     char *refs;                   /* references, compact JSON; "[]" when none */
+    char *answer;                 /* GET /schemas/ids/{id}'s body, made on first use */
 } sr_schema;
 
 typedef struct sr_version {
@@ -68,6 +69,7 @@ typedef struct sr_registry {
     struct evhttp *http;
     sr_pending *queue, *queue_tail; /* writes waiting for the one in flight */
     sr_wr *writing;               /* the write in flight (sr_log.c R1) */
+    bool from_queue;              /* serving the queue's head (sr_http.c) */
     struct event *next_ev;        /* serves the queue's head on the next turn */
     int64_t registrations, lookups, deletions, requests, errors, records_loaded;
     uint64_t gen;                 /* bumped by each applied record (sr_validate.c's index) */
@@ -162,6 +164,8 @@ void sr_reply_error(struct evhttp_request *req, int status, int code, const char
     __attribute__((format(printf, 4, 5)));
 /* Answers with the text as it is (GET .../schema). */
 void sr_reply_raw(struct evhttp_request *req, const char *text);
+/* Answers with JSON text already made. */
+void sr_reply_text(struct evhttp_request *req, int status, const char *json);
 /* Holds req until the write in flight ends, then serves it again. */
 void sr_queue(sr_registry *r, struct evhttp_request *req);
 /* A write ended: the queue's head is served on the next loop turn. */

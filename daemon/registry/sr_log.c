@@ -37,7 +37,7 @@
  *       watermark, applied once each in log order (r->applied is the next
  *       offset to apply): a write's records are applied after they are
  *       covered, never before; a write whose records are never covered is
- *       never applied (its id is burnt: sr_state.c M2).
+ *       never applied.
  *   R3. A write starts only when everything the log holds is applied
  *       (applied == log end): ids and versions are decided on the whole
  *       of the log, also by a new leader that inherited records.
@@ -234,8 +234,11 @@ static int topic_ensure(bk_broker *b, char *err, size_t errlen)
                 rf);
     if (rc == KP_TOPIC_ALREADY_EXISTS)
         rc = KP_NONE;
-    return rc != KP_NONE || view_topic_find(b, SR_TOPIC, (size_t)sr_topic.len)
-           ? rc : KP_LEADER_NOT_AVAILABLE;
+    if (rc == KP_NONE && !view_topic_find(b, SR_TOPIC, (size_t)sr_topic.len)) {
+        snprintf(err, errlen, "%s is being created; retry", SR_TOPIC);
+        rc = KP_LEADER_NOT_AVAILABLE;             /* cluster mode: the controller's turn */
+    }
+    return rc;
 }
 
 /* Appends w's records; KP_NONE with w->end and w->epoch set. */

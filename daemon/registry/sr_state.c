@@ -19,8 +19,10 @@
  * Invariants (cite as "sr_state.c M1"):
  *   M1. schemas[] is ascending by id, subjects[] by name; a schema is kept
  *       while a version (soft-deleted or not) names it (uses > 0).
- *   M2. max_id never goes down: an id once seen is never handed out again,
- *       even after its schema is gone (Confluent's ids are not reused).
+ *   M2. max_id never goes down: an id once seen is not handed out again,
+ *       even after its schema is gone.  (Across a restart it is the highest
+ *       id the log still holds, as Confluent's IncrementalIdGenerator: ids
+ *       whose every record compaction removed may come back.)
  */
 #include "daemon/registry/sr_int.h"
 
@@ -169,6 +171,7 @@ static void schema_unuse(sr_registry *r, int32_t id)
     free(s->type);
     free(s->text);
     free(s->refs);
+    free(s->answer);
     free(s);
 }
 
@@ -275,7 +278,9 @@ int sr_state_apply(sr_registry *r, const char *key, size_t klen, const char *val
     r->gen++;                                    /* sr_validate.c's index is stale */
     json_t *k = json_loadb(key, klen, 0, NULL);
     json_t *v = val && vlen >= 0 ? json_loadb(val, (size_t)vlen, JSON_DECODE_ANY, NULL) : NULL;
-    const char *kt = json_string_value(json_object_get(k, "keytype"));
+    const char *kt = v || !val || vlen < 0 ? json_string_value(json_object_get(k, "keytype"))
+                     : NULL;                     /* a value that does not parse: skipped,
+                                                    never taken for a tombstone */
     const char *subject = json_string_value(json_object_get(k, "subject"));
     if (v && json_is_null(v)) {
         json_decref(v);
@@ -313,6 +318,7 @@ void sr_state_free(sr_registry *r)
         free(r->schemas[i]->type);
         free(r->schemas[i]->text);
         free(r->schemas[i]->refs);
+        free(r->schemas[i]->answer);
         free(r->schemas[i]);
     }
     free(r->subjects);

@@ -3,6 +3,7 @@
  * compatibility; records of the wire format validated and decoded.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,21 @@ START_TEST(test_canonical_is_java_tostring)
              "{\"name\":\"kind2\",\"type\":\"other.K\",\"order\":\"descending\"},"
              "{\"name\":\"d\",\"type\":\"double\",\"doc\":\"a\\nb\",\"default\":1.0E10},"
              "{\"name\":\"h\",\"type\":{\"type\":\"fixed\",\"name\":\"MD5\",\"size\":16}}]}");
+    /* Comments, as Java's parser (Jackson's ALLOW_COMMENTS) takes them;
+     * not inside strings. */
+    canon_is("/* a */ {\"type\": // the type\n \"fixed\", \"name\": \"F\", \"size\": 2,"
+             " \"doc\": \"/* kept */ // too\"} // end",
+             "{\"type\":\"fixed\",\"name\":\"F\",\"doc\":\"/* kept */ // too\",\"size\":2}");
+    /* Names in other scripts, as Java's Character.isLetter allows. */
+    canon_is("{\"type\":\"record\",\"name\":\"Gr\u00f6\u00dfe\",\"fields\":[{\"name\":\"\u00e9t\u00e9\","
+             "\"type\":\"int\"}]}",
+             "{\"type\":\"record\",\"name\":\"Gr\xc3\xb6\xc3\x9f" "e\",\"fields\":[{\"name\":"
+             "\"\xc3\xa9t\xc3\xa9\",\"type\":\"int\"}]}");
+    /* Java reads a float or double's textual default as a number. */
+    canon_is("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"double\","
+             "\"default\":\"2.5\"},{\"name\":\"b\",\"type\":\"float\",\"default\":\"NaN\"}]}",
+             "{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"double\","
+             "\"default\":2.5},{\"name\":\"b\",\"type\":\"float\",\"default\":\"NaN\"}]}");
     /* A dotted name carries its namespace; a nested type in the null
      * namespace under a named one says so. */
     canon_is("{\"type\":\"record\",\"name\":\"a.b.R\",\"fields\":[{\"name\":\"x\",\"type\":"
@@ -96,12 +112,31 @@ START_TEST(test_canonical_ignores_whitespace_and_attribute_order)
     ck_assert_str_eq(a, b);
     free(a);
     free(b);
-    /* Normalized: namespace spelled either way, properties in any order. */
+    /* Normalized (Confluent's form): namespace spelled either way,
+     * properties in any order. */
     a = canon("{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"n\",\"p\":1,\"q\":2,\"fields\":[]}",
               true);
     b = canon("{\"type\":\"record\",\"name\":\"n.R\",\"q\":2,\"p\":1,\"fields\":[]}", true);
     ck_assert_str_eq(a, b);
-    ck_assert_str_eq(a, "{\"type\":\"record\",\"name\":\"n.R\",\"fields\":[],\"p\":1,\"q\":2}");
+    ck_assert_str_eq(a, "{\"name\":\"n.R\",\"type\":\"record\",\"fields\":[],\"p\":1,\"q\":2}");
+    free(a);
+    free(b);
+    /* Confluent's layout: every field's order, sorted aliases, a double's
+     * default as a double, the logical type first, a reference by name. */
+    a = canon("{\"type\":\"record\",\"name\":\"R\",\"aliases\":[\"z.B\",\"a.C\"],\"doc\":\"d\","
+              "\"fields\":[{\"name\":\"x\",\"type\":\"double\",\"default\":1,\"order\":\"IGNORE\"},"
+              "{\"name\":\"m\",\"type\":{\"type\":\"bytes\",\"y\":{\"b\":1,\"a\":2},\"scale\":2,"
+              "\"precision\":9,\"logicalType\":\"decimal\"}},{\"name\":\"r\",\"type\":[\"null\",\"R\"]}]}",
+              true);
+    ck_assert_str_eq(a, "{\"name\":\"R\",\"type\":\"record\",\"fields\":["
+                        "{\"name\":\"x\",\"type\":\"double\",\"order\":\"IGNORE\",\"default\":1.0},"
+                        "{\"name\":\"m\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\","
+                        "\"precision\":9,\"scale\":2,\"y\":{\"a\":2,\"b\":1}},\"order\":\"ASCENDING\"},"
+                        "{\"name\":\"r\",\"type\":[\"null\",\"R\"],\"order\":\"ASCENDING\"}],"
+                        "\"doc\":\"d\",\"aliases\":[\"a.C\",\"z.B\"]}");
+    /* ... which parses back to itself. */
+    b = canon(a, true);
+    ck_assert_str_eq(a, b);
     free(a);
     free(b);
 }
@@ -130,6 +165,7 @@ START_TEST(test_invalid_schemas_refused_with_reason)
 {
 #define FAILS(t, r) parse_fails(t, strlen(t), r)
     FAILS("[", "Invalid JSON");
+    FAILS("\"int\" /* unterminated", "Invalid JSON");
     FAILS("", "Invalid JSON");
     FAILS("\"Foo\"", "Undefined name: \"Foo\"");
     FAILS("{\"name\":\"x\"}", "No type");
@@ -144,6 +180,12 @@ START_TEST(test_invalid_schemas_refused_with_reason)
     FAILS("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":"
           "{\"type\":\"record\",\"name\":\"R\",\"fields\":[]}}]}", "Can't redefine: R");
     FAILS("{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\",\"A\"]}", "Duplicate enum symbol");
+    FAILS("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"double\","
+          "\"default\":\"abc\"}]}", "Invalid default for field a");
+    FAILS("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\","
+          "\"default\":1.5}]}", "Invalid default for field a");
+    FAILS("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\","
+          "\"default\":4294967296}]}", "Invalid default for field a");
     FAILS("{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\"],\"default\":\"B\"}", "Enum Default");
     FAILS("{\"type\":\"fixed\",\"name\":\"F\"}", "Invalid or no size");
     FAILS("{\"type\":\"array\"}", "Array has no items");
@@ -191,6 +233,30 @@ START_TEST(test_compat_fields_added_removed_renamed_promoted)
     compat_is(added_no_default, v1, 0, "READER_FIELD_MISSING_DEFAULT_VALUE");
     compat_is(added_no_default, v1, 0, "The field 'b' at path '/fields/1'");
     compat_is(v1, added_no_default, 1, NULL);
+    /* Every incompatibility, one a line, as Java goes on past the first. */
+    {
+        sch_schema *r = parse_ok(REC(F("a", "\"int\"") "," F("b", "\"int\"") "," F("c", "\"int\""))),
+                   *w = parse_ok(REC(F("a", "\"string\"")));
+        char why[4096];
+        ck_assert_int_eq(sch_avro_compatible(r, w, why, sizeof why), 0);
+        ck_assert_str_eq(why,
+                         "{errorType:'TYPE_MISMATCH', description:'The type (path '/fields/0/type') of a "
+                         "field in the reader schema does not match with the writer schema', "
+                         "additionalInfo:'reader type: INT not compatible with writer type: STRING'}\n"
+                         "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'b' at "
+                         "path '/fields/1' in the reader schema has no default value and is missing in "
+                         "the writer schema', additionalInfo:'b'}\n"
+                         "{errorType:'READER_FIELD_MISSING_DEFAULT_VALUE', description:'The field 'c' at "
+                         "path '/fields/2' in the reader schema has no default value and is missing in "
+                         "the writer schema', additionalInfo:'c'}");
+        /* Only whole lines: a buffer for one holds the first. */
+        char small[300];
+        ck_assert_int_eq(sch_avro_compatible(r, w, small, sizeof small), 0);
+        ck_assert_ptr_null(strchr(small, '\n'));
+        ck_assert_msg(strstr(small, "TYPE_MISMATCH") && small[strlen(small) - 1] == '}', "%s", small);
+        sch_free(r);
+        sch_free(w);
+    }
     /* Removed: old readers need a default for it. */
     compat_is(removed, v1, 1, NULL);
     compat_is(v1, removed, 0, "READER_FIELD_MISSING_DEFAULT_VALUE");
@@ -270,6 +336,69 @@ START_TEST(test_compat_recursive_types_terminate)
                      "{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"B\",\"fields\":"
                      "[{\"name\":\"a\",\"type\":{\"type\":\"map\",\"values\":\"A\"}}]}}}]}";
     compat_is(ab, ab, 1, NULL);
+}
+END_TEST
+
+/* Forty levels of records, each with ten fields of the next: 10^40 paths
+ * to the one incompatible leaf, decided at once (each pair checked once). */
+static void levels(kp_buf *b, int lvl, const char *leaf)
+{
+    if (lvl == 40) {
+        kp_buf_printf(b, "{\"type\":\"record\",\"name\":\"L40\",\"fields\":[{\"name\":\"x\","
+                         "\"type\":\"%s\"}]}", leaf);
+        return;
+    }
+    kp_buf_printf(b, "{\"type\":\"record\",\"name\":\"L%d\",\"fields\":[{\"name\":\"f0\",\"type\":",
+                  lvl);
+    levels(b, lvl + 1, leaf);
+    kp_buf_printf(b, "}");
+    for (int f = 1; f < 10; f++)
+        kp_buf_printf(b, ",{\"name\":\"f%d\",\"type\":\"L%d\"}", f, lvl + 1);
+    kp_buf_printf(b, "]}");
+}
+
+START_TEST(test_compat_shared_types_checked_once)
+{
+    kp_buf r, w;
+    kp_buf_init(&r);
+    kp_buf_init(&w);
+    levels(&r, 0, "int");
+    levels(&w, 0, "string");
+    kp_wr_raw(&r, "", 1);
+    kp_wr_raw(&w, "", 1);
+    compat_is((char *)r.data, (char *)r.data, 1, NULL);
+    compat_is((char *)r.data, (char *)w.data, 0, "TYPE_MISMATCH");
+    /* In a reader union too (quiet first, then reported). */
+    kp_buf u;
+    kp_buf_init(&u);
+    kp_buf_printf(&u, "[\"null\",%s]", (char *)r.data);
+    kp_wr_raw(&u, "", 1);
+    compat_is((char *)u.data, (char *)w.data, 0, "MISSING_UNION_BRANCH");
+    kp_buf_free(&u);
+    kp_buf_free(&r);
+    kp_buf_free(&w);
+}
+END_TEST
+
+/* 300 random evolutions, decided as python3-avro's port of Java's checker
+ * decided them (tests/unit/sch_fixtures.py). */
+START_TEST(test_compat_agrees_with_python_avro)
+{
+    int both = 0;
+    for (size_t i = 0; i < sizeof sch_fx_compat / sizeof *sch_fx_compat; i++) {
+        sch_schema *r = parse_ok(sch_fx_compat[i].reader), *w = parse_ok(sch_fx_compat[i].writer);
+        char why[2048] = "";
+        int got = sch_avro_compatible(r, w, why, sizeof why);
+        ck_assert_msg(got == sch_fx_compat[i].compatible, "#%zu reader %s writer %s: %d (%s)", i,
+                      sch_fx_compat[i].reader, sch_fx_compat[i].writer, got, why);
+        ck_assert_int_eq(!got, why[0] != 0);
+        both += got;
+        sch_free(r);
+        sch_free(w);
+    }
+    /* Both verdicts are well represented. */
+    ck_assert_int_gt(both, 60);
+    ck_assert_int_lt(both, 240);
 }
 END_TEST
 
@@ -385,6 +514,39 @@ START_TEST(test_python_avro_bodies_validate_and_decode)
 }
 END_TEST
 
+/* 150 random schemas of every kind with random data (tests/unit/sch_fixtures.py). */
+START_TEST(test_random_bodies_decode_as_python_avro_reads_them)
+{
+    kp_buf b;
+    kp_buf_init(&b);
+    for (size_t i = 0; i < sizeof sch_fx_random / sizeof *sch_fx_random; i++) {
+        sch_schema *s = parse_ok(sch_fx_random[i].schema);
+        const uint8_t *body = (const uint8_t *)sch_fx_random[i].body;
+        char why[256] = "";
+        ck_assert_msg(sch_avro_validate(s, body, sch_fx_random[i].len, why, sizeof why) == 0,
+                      "#%zu %s: %s", i, sch_fx_random[i].schema, why);
+        kp_buf_reset(&b);
+        ck_assert_int_eq(sch_avro_to_json(s, body, sch_fx_random[i].len, &b), 0);
+        json_error_t je;
+        json_t *got = json_loadb((const char *)b.data, b.len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);
+        json_t *want = json_loads(sch_fx_random[i].json, JSON_ALLOW_NUL | JSON_DECODE_ANY, &je);
+        ck_assert_ptr_nonnull(want);
+        /* jansson holds no NUL in a key; those few are compared as text */
+        if (!got)
+            ck_assert_msg(strstr(je.text, "NUL byte in object key"), "#%zu: %s", i, je.text);
+        else
+            ck_assert_msg(json_same(got, want), "#%zu %s:\n got %.*s\nwant %s", i,
+                          sch_fx_random[i].schema, (int)b.len, b.data, sch_fx_random[i].json);
+        json_decref(got);
+        json_decref(want);
+        if (sch_fx_random[i].len)
+            ck_assert_int_eq(sch_avro_validate(s, body, sch_fx_random[i].len - 1, NULL, 0), -1);
+        sch_free(s);
+    }
+    kp_buf_free(&b);
+}
+END_TEST
+
 static int validate(const char *schema, const void *body, size_t len, char *why, size_t n)
 {
     sch_schema *s = parse_ok(schema);
@@ -444,16 +606,84 @@ START_TEST(test_to_json_escapes_and_replaces)
     sch_schema *s = parse_ok("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"s\",\"type\":"
                              "\"string\"},{\"name\":\"d\",\"type\":\"double\"},{\"name\":\"u\",\"type\":"
                              "[\"null\",{\"type\":\"map\",\"values\":\"boolean\"}]}]}");
-    /* s = "a\xff\"" (invalid UTF-8), d = NaN, u = branch 1: {"k\n": true} */
-    const uint8_t body[] = {0x06, 'a', 0xff, '"', 0, 0, 0, 0, 0, 0, 0xf8, 0x7f,
+    /* s = "a\xfe\xad\xbe\"" (invalid UTF-8: a finding of fuzz_sch_decode),
+     * d = NaN, u = branch 1: {"k\n": true} */
+    const uint8_t body[] = {0x0a, 'a', 0xfe, 0xad, 0xbe, '"', 0, 0, 0, 0, 0, 0, 0xf8, 0x7f,
                             0x02, 0x02, 0x04, 'k', '\n', 0x01, 0x00};
     kp_buf b;
     kp_buf_init(&b);
     ck_assert_int_eq(sch_avro_to_json(s, body, sizeof body, &b), 0);
     kp_wr_raw(&b, "", 1);
-    ck_assert_str_eq((char *)b.data, "{\"s\":\"a\xef\xbf\xbd\\\"\",\"d\":null,\"u\":{\"k\\n\":true}}");
+    ck_assert_str_eq((char *)b.data, "{\"s\":\"a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\\\"\",\"d\":null,\"u\":{\"k\\n\":true}}");
     kp_buf_free(&b);
     sch_free(s);
+}
+END_TEST
+
+/* Every double and float written by to_json reads back as itself (the
+ * short decimal path and the %.17g one), over decimals and random bits. */
+START_TEST(test_to_json_numbers_read_back_exactly)
+{
+    sch_schema *d = parse_ok("{\"type\":\"array\",\"items\":\"double\"}");
+    sch_schema *f = parse_ok("{\"type\":\"array\",\"items\":\"float\"}");
+    sch_schema *l = parse_ok("{\"type\":\"array\",\"items\":\"long\"}");
+    kp_buf body, out;
+    kp_buf_init(&body);
+    kp_buf_init(&out);
+    srand(7);
+    for (int round = 0; round < 200; round++) {
+        double xs[64];
+        float fs[64];
+        for (int i = 0; i < 64; i++) {
+            uint64_t bits = ((uint64_t)rand() << 42) ^ ((uint64_t)rand() << 21) ^ (uint64_t)rand();
+            switch (i % 4) {
+            case 0: memcpy(&xs[i], &bits, 8); break;                      /* any bits */
+            case 1: xs[i] = (double)(rand() % 2000000 - 1000000) / 100; break; /* cents */
+            case 2: xs[i] = (rand() % 1000) * 1e-7 - 3e-5; break;           /* small */
+            default: xs[i] = 9.99 + (i + round) * 1.25; break;
+            }
+            if (isnan(xs[i]) || isinf(xs[i]))
+                xs[i] = -0.0;
+            fs[i] = (float)xs[i];
+            if (isinf(fs[i]))
+                fs[i] = 1.5f;
+        }
+        for (int which = 0; which < 2; which++) {
+            kp_buf_reset(&body);
+            kp_wr_raw(&body, "\x80\x01", 2); /* 64 items */
+            for (int i = 0; i < 64; i++)
+                kp_wr_raw(&body, which ? (void *)&fs[i] : (void *)&xs[i], which ? 4 : 8);
+            kp_wr_raw(&body, "", 1);
+            kp_buf_reset(&out);
+            ck_assert_int_eq(sch_avro_to_json(which ? f : d, body.data, body.len, &out), 0);
+            kp_wr_raw(&out, "", 1);
+            char *p = (char *)out.data + 1;
+            for (int i = 0; i < 64; i++) {
+                char *e;
+                double got = strtod(p, &e);
+                ck_assert_ptr_ne(e, p);
+                if (which)
+                    ck_assert_msg((float)got == fs[i], "float %.9g written %.*s", fs[i], (int)(e - p), p);
+                else
+                    ck_assert_msg(got == xs[i] && signbit(got) == signbit(xs[i]),
+                                  "double %.17g written %.*s", xs[i], (int)(e - p), p);
+                p = e + 1;
+            }
+        }
+    }
+    /* Longs at the edges. */
+    kp_buf_reset(&body);
+    kp_wr_raw(&body, "\x06\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00\x00",
+              23);
+    kp_buf_reset(&out);
+    ck_assert_int_eq(sch_avro_to_json(l, body.data, body.len, &out), 0);
+    kp_wr_raw(&out, "", 1);
+    ck_assert_str_eq((char *)out.data, "[9223372036854775807,-9223372036854775808,0]");
+    kp_buf_free(&body);
+    kp_buf_free(&out);
+    sch_free(d);
+    sch_free(f);
+    sch_free(l);
 }
 END_TEST
 
@@ -507,6 +737,92 @@ static char *repeat(const char *a, size_t n, const char *mid, const char *b)
     *p = 0;
     return t;
 }
+
+/* Level k: a union of ten records, each with a field x of level k + 1's
+ * union (the first defines level k + 1's records, the others name them). */
+static void union_levels(kp_buf *b, int k, int depth)
+{
+    kp_buf_printf(b, "[");
+    for (int j = 0; j < 10; j++) {
+        kp_buf_printf(b, "%s{\"type\":\"record\",\"name\":\"R%d_%d\",\"fields\":[{\"name\":\"x\","
+                         "\"type\":", j ? "," : "", k, j);
+        if (k + 1 == depth) {
+            kp_buf_printf(b, "\"int\"");
+        } else if (j == 0) {
+            union_levels(b, k + 1, depth);
+        } else {
+            kp_buf_printf(b, "[");
+            for (int i = 0; i < 10; i++)
+                kp_buf_printf(b, "%s\"R%d_%d\"", i ? "," : "", k + 1, i);
+            kp_buf_printf(b, "]");
+        }
+        kp_buf_printf(b, "}]}");
+    }
+    kp_buf_printf(b, "]");
+}
+
+/* An enum of 200,000 symbols and a record of 50,000 fields: duplicates
+ * found and schemas compared without n^2 work (10^10 comparisons). */
+START_TEST(test_hostile_wide_schemas_linear)
+{
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_buf_printf(&b, "{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[");
+    for (int i = 0; i < 200000; i++)
+        kp_buf_printf(&b, "%s\"s%d\"", i ? "," : "", i);
+    kp_buf_printf(&b, "]}");
+    kp_wr_raw(&b, "", 1);
+    sch_schema *e = parse_ok((char *)b.data);
+    ck_assert_int_eq(sch_avro_compatible(e, e, NULL, 0), 1);
+    sch_free(e);
+    b.len -= 3; /* a duplicate at the end */
+    kp_buf_printf(&b, ",\"s7\"]}");
+    parse_fails((char *)b.data, b.len, "Duplicate enum symbol: s7");
+    kp_buf_reset(&b);
+    kp_buf_printf(&b, "{\"type\":\"record\",\"name\":\"R\",\"fields\":[");
+    for (int i = 0; i < 50000; i++)
+        kp_buf_printf(&b, "%s{\"name\":\"f%d\",\"type\":\"int\"}", i ? "," : "", i);
+    kp_buf_printf(&b, "]}");
+    kp_wr_raw(&b, "", 1);
+    char *fwd = strdup((char *)b.data);
+    kp_buf_reset(&b);
+    kp_buf_printf(&b, "{\"type\":\"record\",\"name\":\"R\",\"fields\":[");
+    for (int i = 50000; i-- > 0;) /* reversed: no field at its own position */
+        kp_buf_printf(&b, "{\"name\":\"f%d\",\"type\":\"long\"}%s", i, i ? "," : "");
+    kp_buf_printf(&b, "]}");
+    kp_wr_raw(&b, "", 1);
+    /* 1.25 * 10^9 name comparisons: the work budget answers instead. */
+    sch_schema *r = parse_ok((char *)b.data), *w = parse_ok(fwd);
+    char why[1024];
+    ck_assert_int_eq(sch_avro_compatible(r, w, why, sizeof why), 0);
+    ck_assert_msg(strstr(why, "take too long to compare"), "%s", why);
+    ck_assert_int_eq(sch_avro_compatible(w, w, why, sizeof why), 1);
+    sch_free(r);
+    sch_free(w);
+    free(fwd);
+    kp_buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_hostile_defaults_bounded)
+{
+    /* A default every branch half-matches: 10^12 ways to try, refused once
+     * the budget is spent. */
+    kp_buf b;
+    kp_buf_init(&b);
+    kp_buf_printf(&b, "{\"type\":\"record\",\"name\":\"Top\",\"fields\":[{\"name\":\"f\",\"type\":");
+    union_levels(&b, 0, 12);
+    kp_buf_printf(&b, ",\"default\":");
+    for (int i = 0; i < 12; i++)
+        kp_buf_printf(&b, "{\"x\":");
+    kp_buf_printf(&b, "\"not an int\"");
+    for (int i = 0; i < 12; i++)
+        kp_buf_printf(&b, "}");
+    kp_buf_printf(&b, "}]}");
+    parse_fails((char *)b.data, b.len, "defaults take more than");
+    kp_buf_free(&b);
+}
+END_TEST
 
 START_TEST(test_hostile_schemas_refused_cleanly)
 {
@@ -569,12 +885,18 @@ int main(void)
         test_compat_fields_added_removed_renamed_promoted,
         test_compat_enums_unions_fixed_names,
         test_compat_recursive_types_terminate,
+        test_compat_shared_types_checked_once,
         test_check_level_directions_and_transitive,
+        test_compat_agrees_with_python_avro,
         test_python_avro_bodies_validate_and_decode,
+        test_random_bodies_decode_as_python_avro_reads_them,
         test_validate_refuses_bad_bodies,
         test_to_json_escapes_and_replaces,
+        test_to_json_numbers_read_back_exactly,
         test_references_define_names,
         test_hostile_schemas_refused_cleanly,
+        test_hostile_defaults_bounded,
+        test_hostile_wide_schemas_linear,
     };
-    return unit_run("schema", "avro", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
+    return unit_run("schema", "avro", tests, sizeof tests / sizeof *tests, NULL, NULL, 60);
 }

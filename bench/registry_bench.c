@@ -1,0 +1,151 @@
+/*
+ * The schema registry (issue 31): registrations per second, then
+ * GET /schemas/ids/{id} with keep-alive (what every deserializer does once
+ * per new id; the target is >= 20,000 requests/s on this machine).
+ *
+ * One standalone broker with its registry on a free port.  Registrations
+ * go one after another over one keep-alive connection (each is answered
+ * once its _schemas record is appended and covered: the write path), to
+ * distinct subjects so no compatibility check refuses them.  Then
+ * `threads` client threads, each with its own keep-alive connection, GET
+ * random ids for `seconds`.  Printed: registrations/s, GETs/s, and the
+ * broker's CPU seconds per 1,000 GETs.
+ *
+ *   build/bench/registry_bench [schemas] [seconds] [threads]
+ *       (defaults 500, 3, 2)
+ */
+#include "bench/bench_common.h"
+
+#include <pthread.h>
+
+typedef struct hconn {
+    int fd;
+    char buf[65536];
+    size_t have;
+} hconn;
+
+/* One request, its answer's status (body skipped); -1 on a broken
+ * connection. */
+static int http_call(hconn *c, const char *req, size_t len)
+{
+    if (bench_write_all(c->fd, req, len))
+        return -1;
+    for (;;) {
+        char *end = c->have ? memmem(c->buf, c->have, "\r\n\r\n", 4) : NULL;
+        if (end) {
+            size_t head = (size_t)(end - c->buf) + 4;
+            char *cl = memmem(c->buf, head, "Content-Length:", 15);
+            size_t body = cl ? strtoul(cl + 15, NULL, 10) : 0;
+            if (c->have >= head + body) {
+                int status = atoi(c->buf + 9);
+                memmove(c->buf, c->buf + head + body, c->have - head - body);
+                c->have -= head + body;
+                return status;
+            }
+        }
+        if (c->have == sizeof c->buf)
+            return -1;
+        ssize_t n = read(c->fd, c->buf + c->have, sizeof c->buf - c->have);
+        if (n <= 0)
+            return -1;
+        c->have += (size_t)n;
+    }
+}
+
+typedef struct getter {
+    int port, nids;
+    double until;
+    long done, failed;
+    unsigned seed;
+} getter;
+
+static void *get_loop(void *arg)
+{
+    getter *g = arg;
+    hconn *c = calloc(1, sizeof *c);
+    c->fd = bench_connect(g->port);
+    char req[256];
+    while (c->fd >= 0 && bench_now() < g->until) {
+        for (int k = 0; k < 64; k++) {
+            int id = 1 + (int)(rand_r(&g->seed) % (unsigned)g->nids);
+            int n = snprintf(req, sizeof req, "GET /schemas/ids/%d HTTP/1.1\r\nHost: b\r\n"
+                             "Accept: application/vnd.schemaregistry.v1+json\r\n\r\n", id);
+            if (http_call(c, req, (size_t)n) == 200)
+                g->done++;
+            else
+                g->failed++;
+        }
+    }
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int nschemas = argc > 1 ? atoi(argv[1]) : 500;
+    double seconds = argc > 2 ? atof(argv[2]) : 3;
+    int nthreads = argc > 3 ? atoi(argv[3]) : 2;
+    if (nschemas < 1 || seconds <= 0 || nthreads < 1 || nthreads > 64) {
+        fprintf(stderr, "usage: registry_bench [schemas] [seconds] [threads]\n");
+        return 2;
+    }
+    bench_catch_signals((unsigned)(seconds + 120));
+    int rport = bench_free_port();
+    char rl[80];
+    snprintf(rl, sizeof rl, "schema.registry.listeners=http://127.0.0.1:%d", rport);
+    const char *extra[] = { rl, "admin.listeners=none", NULL };
+    bench_broker b = { 0 };
+    bench_broker_start(&b, extra);
+    hconn *c = calloc(1, sizeof *c);
+    for (int i = 0; i < 2000 && (c->fd = bench_connect(rport)) < 0; i++)
+        usleep(5000);
+    if (c->fd < 0) {
+        fprintf(stderr, "registry_bench: the registry does not listen\n");
+        bench_broker_cleanup(&b);
+        return 1;
+    }
+    char body[512], req[1024];
+    double t0 = bench_now();
+    for (int i = 0; i < nschemas; i++) {
+        int bl = snprintf(body, sizeof body, "{\"schema\": \"{\\\"type\\\":\\\"record\\\","
+                          "\\\"name\\\":\\\"R%d\\\",\\\"fields\\\":[{\\\"name\\\":\\\"f\\\","
+                          "\\\"type\\\":\\\"long\\\"}]}\"}", i);
+        int n = snprintf(req, sizeof req, "POST /subjects/bench-%d-value/versions HTTP/1.1\r\n"
+                         "Host: b\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\n"
+                         "Content-Length: %d\r\n\r\n%s", i, bl, body);
+        int st = http_call(c, req, (size_t)n);
+        if (st != 200) {
+            fprintf(stderr, "registry_bench: registration %d answered %d\n", i, st);
+            bench_broker_cleanup(&b);
+            return 1;
+        }
+    }
+    double reg_s = bench_now() - t0;
+    close(c->fd);
+    free(c);
+    double cpu0 = bench_cpu_seconds(b.pid);
+    getter g[64];
+    pthread_t th[64];
+    double until = bench_now() + seconds;
+    t0 = bench_now();
+    for (int i = 0; i < nthreads; i++) {
+        g[i] = (getter){ .port = rport, .nids = nschemas, .until = until, .seed = 7u + (unsigned)i };
+        pthread_create(&th[i], NULL, get_loop, &g[i]);
+    }
+    long done = 0, failed = 0;
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(th[i], NULL);
+        done += g[i].done;
+        failed += g[i].failed;
+    }
+    double get_s = bench_now() - t0, cpu = bench_cpu_seconds(b.pid) - cpu0;
+    bench_broker_cleanup(&b);
+    printf("registrations: %d in %.2f s = %.0f/s (one connection, each answered once durable)\n",
+           nschemas, reg_s, nschemas / reg_s);
+    printf("GET /schemas/ids/{id}: %ld in %.2f s = %.0f requests/s over %d keep-alive "
+           "connections (%ld failed); broker CPU %.3f s per 1,000\n", done, get_s,
+           done / get_s, nthreads, failed, done ? cpu * 1000 / (double)done : 0);
+    return failed || !done;
+}
