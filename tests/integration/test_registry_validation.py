@@ -19,7 +19,7 @@ import pytest
 
 import kafka_raw as kr
 from registry_support import call, register, start_registry
-from support import ck_admin, ck_conf, consume, create_topic, topic_name
+from support import admin_socket, ck_admin, ck_conf, consume, create_topic, socket_http, topic_name
 
 INVALID_RECORD = 87
 CORRUPT_MESSAGE = 2
@@ -243,6 +243,15 @@ def test_alter_configs_turns_validation_on_and_off_at_once(reg):
     assert entries["confluent.value.subject.name.strategy"].value == \
         "io.confluent.kafka.serializers.subject.TopicNameStrategy"
     assert entries["sluice.value.schema.validation.level"].value == "id"
+    st, text, _ = socket_http(admin_socket(reg), "/sql?format=json", body=(
+        "SELECT name, value FROM topic_configs WHERE topic = '%s' AND name LIKE '%%schema%%' "
+        "ORDER BY name" % t))
+    assert st == 200, text
+    rows = [tuple(r.values()) for r in json.loads(text)]
+    assert rows == [("confluent.key.schema.validation", "false"),
+                    ("confluent.value.schema.validation", "true"),
+                    ("sluice.key.schema.validation.level", "id"),
+                    ("sluice.value.schema.validation.level", "id")]
     alter("false")
     accepted(reg, t, [b"free text"], 1)
 
@@ -277,3 +286,20 @@ def test_a_schema_registered_after_the_topic_is_accepted_at_once(reg):
     assert call(reg, "DELETE", "/subjects/%s-value" % t)[0] == 200
     assert call(reg, "DELETE", "/subjects/%s-value?permanent=true" % t)[0] == 200
     refused(reg, t, [wire(sid, b"")], 0, "value's schema id %d is" % sid)
+
+
+def test_a_record_longer_than_the_window_is_checked(reg):
+    """A compressed record longer than the validator's 256 KiB window streams
+    by: its id is checked (its body is not decoded: sr_validate.c); an
+    uncompressed one is decoded whole at level decode."""
+    t = topic_name("sv")
+    create_topic(reg, t, 1, dict(VALIDATE, **{"sluice.value.schema.validation.level": "decode",
+                                             "max.message.bytes": "2000000"}))
+    sid = reg_id(reg, t + "-value", {"type": "string"})
+    big = wire(sid, encode({"type": "string"}, "x" * 300000))
+    accepted(reg, t, [big], 0, codec=1)
+    refused(reg, t, [b"\x01" + big[1:]], 0, "magic byte 0", codec=1)
+    refused(reg, t, [wire(sid + 1, big[5:])], 0, "schema id %d is unknown" % (sid + 1), codec=1)
+    accepted(reg, t, [big], 1)
+    refused(reg, t, [big[:-1]], 0, "does not decode")
+    assert stored(reg, t, 2) == [big, big]
