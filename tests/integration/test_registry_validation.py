@@ -138,6 +138,9 @@ def test_record_errors_name_the_record_and_the_reason(reg):
     # compressed batches are walked the same way
     refused(reg, t, good + [b"\x00\x00"], 3, "magic byte 0", codec=1)
     accepted(reg, t, good, 0, codec=1)
+    # /metrics counts the refusals (one per refused batch: the walk stops there)
+    st, text, _ = socket_http(admin_socket(reg), "/metrics")
+    assert st == 200 and "\nsluice_schema_registry_validation_refusals_total 5\n" in text
     # a tombstone passes, as Confluent Server lets it
     accepted(reg, t, [None, good[0]], 3)
     assert stored(reg, t, 5) == good + [None, good[0]]
