@@ -19,9 +19,21 @@
  * MB/s of values and of the broker's CPU s/GB, then the ratios
  * checked/plain of the throughputs and of the CPU (plain's CPU / the
  * checked one's: the throughput ratio of a broker bound by its CPU).
- * Run under `flock /tmp/sluice-bench.lock` (the machine is shared).
+ * Then the checks alone, in this process, precise where the broker's
+ * CPU clock (10 ms ticks) is not: kp_batch_validate_records on the same
+ * batch (warm validator, ~256 MB of values, least of three runs, this
+ * thread's CPU clock) without a hook, and with the hook Produce installs
+ * calling the registry's check (sr_validate_check on a registry holding
+ * the schema, as the broker runs it) at level id and at level decode:
+ * s/GB each, and the ratio plain / (plain + extra), with the broker's
+ * plain CPU s/GB above: the throughput ratio of a broker bound by its
+ * CPU.  Run under `flock /tmp/sluice-bench.lock` (the machine is shared);
+ * BENCH_TMPDIR=/dev/shm keeps the disk's writeback out of the figures.
  */
 #include "bench/bench_common.h"
+#include "daemon/registry/sr_int.h"
+
+#include <time.h>
 
 #define RECORDS 100
 #define VALUE_SIZE 1024
@@ -100,6 +112,94 @@ static int make_batch(kp_buf *batch, int32_t sid)
     return rc;
 }
 
+/* ---- the checks alone, in this process ------------------------------------- */
+
+typedef struct hook_run {
+    bk_broker *b;
+    bk_schema_ctx c;
+    kp_validator v;
+    kp_batch bh;
+    const kp_buf *batch;
+    bool on;
+} hook_run;
+
+/* What Produce's hook does for a value (daemon/api/api_produce.c). */
+static int value_hook(void *arg, int32_t i, const kp_record *rec, bool whole, kp_val_fault *f)
+{
+    hook_run *h = arg;
+    char why[144];
+    if (rec->Value.len >= 0 &&
+        h->b->schema_check(h->b, &h->c, (const uint8_t *)rec->Value.p, (size_t)rec->Value.len,
+                           whole, why, sizeof why) != 0)
+        return kp_val_record_fault(f, KP_INVALID_RECORD, i, "%s", why);
+    return 0;
+}
+
+static double hook_cpu_per_gb(hook_run *h)
+{
+    long iters = (long)(256e6 / (RECORDS * VALUE_SIZE)) + 1;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+        for (long i = 0; i < iters; i++) {
+            kp_val_rules rules = { .now_ms = 1700000000000LL, .on_record = h->on ? value_hook : NULL,
+                                   .arg = h };
+            kp_val_fault f;
+            h->c.last_ok = -1;                  /* per partition, as Produce sets it */
+            h->c.last_entry = NULL;
+            if (kp_batch_validate_records(&h->v, h->batch->data, h->batch->len, &h->bh, &rules,
+                                          &f) != 0) {
+                fprintf(stderr, "the bench's batch is refused: %s\n", f.message);
+                exit(1);
+            }
+        }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if (rep == 0 || secs < best)
+            best = secs;
+    }
+    return best / ((double)iters * RECORDS * VALUE_SIZE / 1e9);
+}
+
+/* s/GB of the validator alone, with the id check, with decoding (out[3]).
+ * 0, or -1 when the registry cannot be set up. */
+static int checks_alone(double out[3])
+{
+    static bk_broker b;
+    static sr_registry r;
+    r.b = &b;
+    b.registry = &r;
+    b.schema_check = sr_validate_check;
+    static const char key[] = "{\"keytype\":\"SCHEMA\",\"subject\":\"t-value\",\"version\":1,"
+                              "\"magic\":1}";
+    static const char val[] = "{\"subject\":\"t-value\",\"version\":1,\"id\":1,\"schema\":"
+        "\"{\\\"type\\\":\\\"record\\\",\\\"name\\\":\\\"Event\\\",\\\"fields\\\":[{\\\"name\\\":"
+        "\\\"id\\\",\\\"type\\\":\\\"long\\\"},{\\\"name\\\":\\\"text\\\",\\\"type\\\":"
+        "\\\"string\\\"}]}\",\"deleted\":false}";
+    if (sr_state_apply(&r, key, strlen(key), val, (ssize_t)strlen(val)) != 0 || r.nschemas != 1)
+        return -1;
+    kp_buf batch;
+    if (make_batch(&batch, 1) != 0)
+        return -1;
+    md_schema_check id = { .on = true }, decode = { .on = true, .decode = true };
+    hook_run h = { .b = &b, .batch = &batch, .c = { .topic = "t" } };
+    kp_validator_init(&h.v);
+    if (kp_batch_validate(batch.data, batch.len, &h.bh) != (int64_t)batch.len)
+        return -1;
+    out[0] = hook_cpu_per_gb(&h);
+    h.on = true;
+    h.c.rule = &id;
+    out[1] = hook_cpu_per_gb(&h);
+    h.c.rule = &decode;
+    out[2] = hook_cpu_per_gb(&h);
+    kp_validator_free(&h.v);
+    kp_buf_free(&batch);
+    sr_validate_free(&r);
+    sr_state_free(&r);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     double mb = argc > 2 ? atof(argv[2]) : 128;
@@ -176,5 +276,16 @@ int main(int argc, char **argv)
            mbps[2] / mbps[0], cpu[0] / cpu[2]);
     kp_buf_free(&batch);
     bench_broker_cleanup(&b);
+    double alone[3];
+    if (checks_alone(alone) != 0) {
+        fprintf(stderr, "cannot set up the registry in this process\n");
+        return 1;
+    }
+    printf("checks alone, in this process (CPU s/GB of values): validator %.4f, "
+           "+ id check %.4f, + decode %.4f\n", alone[0], alone[1], alone[2]);
+    printf("  CPU-bound ratio id/plain     %.3f (broker's plain %.3f s/GB + %.4f)\n",
+           cpu[0] / (cpu[0] + alone[1] - alone[0]), cpu[0], alone[1] - alone[0]);
+    printf("  CPU-bound ratio decode/plain %.3f (broker's plain %.3f s/GB + %.4f)\n",
+           cpu[0] / (cpu[0] + alone[2] - alone[0]), cpu[0], alone[2] - alone[0]);
     return 0;
 }
