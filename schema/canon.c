@@ -397,37 +397,6 @@ static void w_node(wctx *w, const sch_node *n, const char *cur)
 }
 
 /* ---- Confluent's normalized form ------------------------------------------- */
-/* The logical type Java would recognise on n (LogicalTypes.fromSchemaIgnoreInvalid),
- * or NULL: an unknown or misplaced one stays a plain property. */
-static const char *logical(const sch_node *n)
-{
-    const char *lt = json_string_value(json_object_get(n->props, "logicalType"));
-    if (!lt)
-        return NULL;
-    static const struct { const char *name; sch_kind kind; } k[] = {
-        {"date", SCH_K_INT},          {"time-millis", SCH_K_INT},
-        {"time-micros", SCH_K_LONG},  {"timestamp-millis", SCH_K_LONG},
-        {"timestamp-micros", SCH_K_LONG}, {"local-timestamp-millis", SCH_K_LONG},
-        {"local-timestamp-micros", SCH_K_LONG}, {"uuid", SCH_K_STRING},
-        {"duration", SCH_K_FIXED},    {"decimal", SCH_K_BYTES}, {"decimal", SCH_K_FIXED},
-    };
-    for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
-        if (strcmp(lt, k[i].name) != 0 || n->kind != k[i].kind)
-            continue;
-        if (n->kind == SCH_K_FIXED && lt[0] == 'd' && lt[1] == 'u' && n->size != 12)
-            return NULL;
-        if (lt[0] == 'd' && lt[1] == 'e') {
-            json_t *p = json_object_get(n->props, "precision"), *sc = json_object_get(n->props, "scale");
-            if (!json_is_integer(p) || json_integer_value(p) <= 0 ||
-                (sc && (!json_is_integer(sc) || json_integer_value(sc) < 0 ||
-                        json_integer_value(sc) > json_integer_value(p))))
-                return NULL;
-        }
-        return lt;
-    }
-    return NULL;
-}
-
 /* Properties sorted by key, less those the logical type wrote. */
 static void n_props(wctx *w, const json_t *props, const char *lt)
 {
@@ -527,7 +496,7 @@ static void n_field(wctx *w, const sch_field *f, const char *cur)
 static void n_node(wctx *w, const sch_node *n, const char *cur)
 {
     kp_buf *b = w->b;
-    const char *lt = n->kind == SCH_K_FIXED || n->kind <= SCH_K_STRING ? logical(n) : NULL;
+    const char *lt = n->kind == SCH_K_FIXED || n->kind <= SCH_K_STRING ? sch_logical(n) : NULL;
     switch (n->kind) {
     case SCH_K_UNION:
         w_raw(b, "[");
@@ -700,16 +669,14 @@ int sch_avro_pcf(const sch_schema *s, kp_buf *out)
 
 uint64_t sch_crc64_avro(const void *p, size_t len)
 {
-    static uint64_t table[256];
-    static bool ready; /* idempotent: racing threads write the same values */
-    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-        for (int i = 0; i < 256; i++) {
-            uint64_t fp = (uint64_t)i;
-            for (int j = 0; j < 8; j++)
-                fp = (fp >> 1) ^ (SCH_CRC64_EMPTY & (0 - (fp & 1)));
-            table[i] = fp;
-        }
-        __atomic_store_n(&ready, true, __ATOMIC_RELEASE);
+    /* Built per call (2,048 steps, beside writing the PCF): no shared
+     * state, so any thread may fingerprint (sch.h S1). */
+    uint64_t table[256];
+    for (int i = 0; i < 256; i++) {
+        uint64_t fp = (uint64_t)i;
+        for (int j = 0; j < 8; j++)
+            fp = (fp >> 1) ^ (SCH_CRC64_EMPTY & (0 - (fp & 1)));
+        table[i] = fp;
     }
     uint64_t fp = SCH_CRC64_EMPTY;
     const uint8_t *q = p;

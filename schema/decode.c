@@ -91,8 +91,23 @@ static int d_int(dctx *d, int64_t *v)
     return 0;
 }
 
-static void w(dctx *d, const char *s, size_t n) { kp_wr_raw(d->out, s, n); }
+/* Output: the common case (room left) inline; kp_wr_raw grows the buffer. */
+static inline void w(dctx *d, const char *s, size_t n)
+{
+    kp_buf *b = d->out;
+    if (b->data && !b->err && n <= b->cap - b->len) {
+        memcpy(b->data + b->len, s, n);
+        b->len += n;
+        return;
+    }
+    kp_wr_raw(b, s, n);
+}
 #define W(d, lit) w(d, lit, sizeof lit - 1)
+
+/* Bytes written as they are inside a JSON string. */
+static const bool k_plain[256] = {
+    [0x20] = 1, [0x21] = 1, [0x23 ... 0x5b] = 1, [0x5d ... 0x7f] = 1,
+};
 
 /* Text as a JSON string.  bytes: every byte is the code point of its value
  * (Avro's JSON encoding of bytes and fixed); else UTF-8, invalid sequences
@@ -104,7 +119,7 @@ static void w_text(dctx *d, const uint8_t *s, size_t n, bool bytes)
     size_t run = 0, i = 0;
     while (i < n) {
         uint8_t c = s[i];
-        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+        if (k_plain[c]) { /* printable ASCII but '"' and '\\': the usual byte */
             i++;
             continue;
         }
@@ -215,6 +230,46 @@ static size_t w_real(char *buf, double x, bool is_float)
         }
     }
     return (size_t)snprintf(buf, 40, is_float ? "%.9g" : "%.17g", x);
+}
+
+/* A decimal's unscaled value (big-endian two's complement, up to 16 bytes)
+ * as a JSON number with scale digits after the point; longer ones stay
+ * bytes. */
+static void w_decimal(dctx *d, const uint8_t *p, size_t n, int scale)
+{
+    if (n > 16) {
+        w_text(d, p, n, true);
+        return;
+    }
+    unsigned __int128 u = n && (p[0] & 0x80) ? ~(unsigned __int128)0 : 0;
+    for (size_t i = 0; i < n; i++)
+        u = (u << 8) | p[i];
+    bool neg = n && (p[0] & 0x80);
+    if (neg)
+        u = ~u + 1;
+    char dig[48];
+    size_t nd = 0;
+    do {
+        dig[nd++] = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u);
+    if (neg)
+        W(d, "-");
+    if ((size_t)scale >= nd) {
+        W(d, "0.");
+        for (size_t z = nd; z < (size_t)scale; z++)
+            W(d, "0");
+        while (nd)
+            w(d, &dig[--nd], 1);
+        return;
+    }
+    while (nd > (size_t)scale)
+        w(d, &dig[--nd], 1);
+    if (scale) {
+        W(d, ".");
+        while (nd)
+            w(d, &dig[--nd], 1);
+    }
 }
 
 static int d_value(dctx *d, const sch_node *t, int depth);
@@ -348,13 +403,17 @@ static int d_value(dctx *d, const sch_node *t, int depth)
     case SCH_K_STRING:
         if (d_slice(d, &s, &n) != 0)
             return -1;
-        if (d->out)
+        if (d->out && t->dec_scale >= 0)
+            w_decimal(d, s, n, t->dec_scale);
+        else if (d->out)
             w_text(d, s, n, t->kind == SCH_K_BYTES);
         return 0;
     case SCH_K_FIXED:
         if ((uint64_t)(d->end - d->p) < (uint64_t)t->size)
             return d_fail(d, "truncated fixed %s", t->full);
-        if (d->out)
+        if (d->out && t->dec_scale >= 0)
+            w_decimal(d, d->p, (size_t)t->size, t->dec_scale);
+        else if (d->out)
             w_text(d, d->p, (size_t)t->size, true);
         d->p += t->size;
         return 0;

@@ -107,6 +107,7 @@ static sch_node *p_new(pctx *c, sch_kind k)
     if (!n)
         return p_fail(c, "out of memory");
     n->kind = k;
+    n->dec_scale = -1;
     n->id = (uint32_t)s->nnodes;
     n->external = c->external;
     s->nodes[s->nnodes++] = n;
@@ -634,6 +635,10 @@ static sch_node *p_object(pctx *c, json_t *j, const char *space, int depth)
     }
     if (!p_props(c, j, n->kind == SCH_K_ENUM ? k_enum_reserved : k_schema_reserved, &n->props))
         return NULL;
+    const char *lt = sch_logical(n);
+    json_int_t scale = json_integer_value(json_object_get(n->props, "scale"));
+    if (lt && strcmp(lt, "decimal") == 0 && scale <= 1000) /* to_json pads that many digits */
+        n->dec_scale = (int)scale;
     return n;
 }
 
@@ -799,6 +804,38 @@ void sch_free(sch_schema *s)
 }
 
 const char *sch_avro_name(const sch_schema *s) { return s->root->full; }
+
+/* ---- logical types (sch_int.h) ---------------------------------------------- */
+/* The logical type Java would recognise on n (LogicalTypes.fromSchemaIgnoreInvalid),
+ * or NULL: an unknown or misplaced one stays a plain property. */
+const char *sch_logical(const sch_node *n)
+{
+    const char *lt = json_string_value(json_object_get(n->props, "logicalType"));
+    if (!lt)
+        return NULL;
+    static const struct { const char *name; sch_kind kind; } k[] = {
+        {"date", SCH_K_INT},          {"time-millis", SCH_K_INT},
+        {"time-micros", SCH_K_LONG},  {"timestamp-millis", SCH_K_LONG},
+        {"timestamp-micros", SCH_K_LONG}, {"local-timestamp-millis", SCH_K_LONG},
+        {"local-timestamp-micros", SCH_K_LONG}, {"uuid", SCH_K_STRING},
+        {"duration", SCH_K_FIXED},    {"decimal", SCH_K_BYTES}, {"decimal", SCH_K_FIXED},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+        if (strcmp(lt, k[i].name) != 0 || n->kind != k[i].kind)
+            continue;
+        if (n->kind == SCH_K_FIXED && lt[0] == 'd' && lt[1] == 'u' && n->size != 12)
+            return NULL;
+        if (lt[0] == 'd' && lt[1] == 'e') {
+            json_t *p = json_object_get(n->props, "precision"), *sc = json_object_get(n->props, "scale");
+            if (!json_is_integer(p) || json_integer_value(p) <= 0 ||
+                (sc && (!json_is_integer(sc) || json_integer_value(sc) < 0 ||
+                        json_integer_value(sc) > json_integer_value(p))))
+                return NULL;
+        }
+        return lt;
+    }
+    return NULL;
+}
 
 /* ---- defaults (Avro 1.11's Schema.isValidDefault) --------------------------- */
 bool sch_default_ok(const sch_node *t, const json_t *v, int depth, long *budget)

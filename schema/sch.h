@@ -170,7 +170,9 @@ int sch_avro_validate(const sch_schema *s, const uint8_t *body, size_t len, char
  * the same number, escaped as JSON needs: Avro's JSON encoding of bytes),
  * float/double as numbers that read back exactly (a float as its shortest
  * decimal as a float: 0.1, not 0.100000001; NaN and infinities as null),
- * longs as integers (json_extract keeps all 64 bits), strings as they are
+ * longs as integers (json_extract keeps all 64 bits), a decimal (logical
+ * type on bytes or fixed, up to 16 bytes) as its exact decimal number
+ * (12.34: json_extract('$.amount') is a number), strings as they are
  * (invalid UTF-8 bytes replaced by U+FFFD so the output is valid JSON).
  * 0, or -1 when the body does not decode (out is then left at its
  * length on entry). */

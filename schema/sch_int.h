@@ -65,6 +65,8 @@ struct sch_node {
     const char *enum_default;  /* NULL: none */
     /* fixed */
     int64_t size;
+    /* bytes, fixed with a valid decimal logical type: its scale; else -1 */
+    int dec_scale;
     /* array items / map values */
     sch_node *items;
     /* union */
@@ -87,6 +89,10 @@ struct sch_schema {
  * exponential); out of budget is "not valid" and *budget < 0. */
 #define SCH_DEFAULT_WORK 4000000L
 bool sch_default_ok(const sch_node *t, const json_t *v, int depth, long *budget);
+
+/* The logical type Java would recognise on n (LogicalTypes.fromSchemaIgnoreInvalid),
+ * or NULL: an unknown or misplaced one stays a plain property. */
+const char *sch_logical(const sch_node *n);
 
 /* A set of strings (not owned) for duplicate checks, sized for n at most:
  * records of 100,000 fields, enums of 500,000 symbols fit in the text

@@ -158,9 +158,12 @@ static json_t *body_json(sr_call *c)
     return j;
 }
 
-/* A write while another is in flight waits (sr_log.c R1).  true: queued. */
+/* A write goes to the leader of _schemas-0 (sr_forward.c), or waits while
+ * another is in flight (sr_log.c R1).  true: taken (forwarded or queued). */
 static bool must_wait(sr_call *c)
 {
+    if (sr_forward(c->r, c->req))
+        return true;                  /* cluster mode: the leader writes */
     if (!c->r->writing && (!c->r->queue || c->r->from_queue))
         return false;                 /* a newcomer waits behind the queue */
     sr_queue(c->r, c->req);

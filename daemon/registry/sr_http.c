@@ -191,6 +191,7 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     r->b = b;
+    r->fwd_leader = -1;
     snprintf(r->compat, sizeof r->compat, "BACKWARD");
     snprintf(r->mode, sizeof r->mode, "READWRITE");
     net_http_bound l;
@@ -231,6 +232,7 @@ void sr_stop(bk_broker *b)
         return;
     evhttp_free(r->http);             /* close callbacks drop the queued requests */
     r->http = NULL;
+    sr_forward_stop(r);
     sr_log_stop(r);
     while (r->queue)
         pending_gone(NULL, r->queue);

@@ -22,6 +22,7 @@
 
 struct evhttp;
 struct evhttp_request;
+struct evhttp_connection;
 struct event;
 
 /* One distinct schema (type, text, references) and the id it has. */
@@ -75,6 +76,11 @@ typedef struct sr_registry {
     uint64_t gen;                 /* bumped by each applied record (sr_validate.c's index) */
     struct sr_vindex *vindex;     /* ids → subjects for Produce (sr_validate.c) */
     int64_t validation_refusals;
+    /* cluster mode: where writes are forwarded (sr_forward.c) */
+    int32_t fwd_leader;           /* whose registry fwd_host:fwd_port is; -1: none */
+    char fwd_host[256];
+    int fwd_port;
+    struct evhttp_connection *fwd_conn;
 } sr_registry;
 
 /* ---- the model (sr_state.c) ---------------------------------------------------- */
@@ -170,6 +176,13 @@ void sr_reply_text(struct evhttp_request *req, int status, const char *json);
 void sr_queue(sr_registry *r, struct evhttp_request *req);
 /* A write ended: the queue's head is served on the next loop turn. */
 void sr_kick(sr_registry *r);
+
+/* ---- forwarding writes to the leader (sr_forward.c) -------------------------------- */
+/* Cluster mode, this broker not the leader of _schemas-0: req is sent to
+ * the leader's registry and its answer relayed (true: req is taken).
+ * false: serve it here (standalone, the leader, no leader, forwarded). */
+bool sr_forward(sr_registry *r, struct evhttp_request *req);
+void sr_forward_stop(sr_registry *r);
 
 /* ---- the endpoints (sr_api.c) ------------------------------------------------------- */
 /* Serves one request: path split into segs (URI-decoded), query parsed. */

@@ -251,8 +251,8 @@ static int wr_append(sr_wr *w, char *err, size_t errlen)
         return rc;
     if (view_leader_replica(b, sr_topic, 0, &p) != KP_NONE || !p->log) {
         const bk_pview *v = view_partition(b, sr_topic, 0);
-        snprintf(err, errlen, "broker %d does not lead %s-0 (%s%d does, and writes): send "
-                 "writes to its registry; this one forwards none yet", b->cfg->broker_id,
+        snprintf(err, errlen, "broker %d does not lead %s-0 (%s%d does, and writes): "
+                 "send writes to its registry", b->cfg->broker_id,
                  SR_TOPIC, v && v->leader >= 0 ? "broker " : "no broker: ",
                  v ? v->leader : -1);
         return KP_NOT_LEADER_OR_FOLLOWER;

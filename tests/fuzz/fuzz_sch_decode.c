@@ -4,7 +4,7 @@
  * them.
  *
  * Input: a selector byte choosing one of the schemas below (every kind of
- * type, unions, a recursive tree, zero-size items), then the body.
+ * type, unions, a recursive tree, zero-size items, decimals), then the body.
  * Asserts:
  *   - sch_avro_validate and sch_avro_to_json agree (0 for both or -1);
  *   - on success, the JSON parses (jansson; a NUL in a map key aside,
@@ -42,6 +42,10 @@ static const char *const schemas[] = {
     ("{\"type\":\"array\",\"items\":{\"type\":\"array\",\"items\":[\"null\",{\"type\":\"record\","
      "\"name\":\"E\",\"fields\":[]}]}}"),
     "[\"null\",\"boolean\",\"int\",\"long\",\"float\",\"double\",\"bytes\",\"string\"]",
+    /* Decimals, written as numbers. */
+    ("{\"type\":\"array\",\"items\":[{\"type\":\"bytes\",\"logicalType\":\"decimal\","
+     "\"precision\":40,\"scale\":3},{\"type\":\"fixed\",\"name\":\"D\",\"size\":16,"
+     "\"logicalType\":\"decimal\",\"precision\":38,\"scale\":30}]}"),
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

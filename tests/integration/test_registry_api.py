@@ -4,6 +4,7 @@ import json
 import subprocess
 
 import pytest
+import requests
 
 from registry_support import call, record_schema, register, start_registry
 
@@ -375,3 +376,24 @@ def test_hostile_paths_and_names(reg):
     assert call(reg, "POST", "/subjects/s/versions",
                 {"schema": json.dumps(V1), "references": "x"})[1]["error_code"] == 42201
     reg.assert_alive()
+
+
+def test_https_listener_serves_with_the_brokers_tls_settings(start_broker, tmp_path):
+    """schema.registry.listeners=https:// binds through the admin endpoint's
+    listener code (daemon/net/net_http.c) with the ssl.* settings."""
+    from conftest import free_port
+    from tls_support import make_certs, ssl_overrides
+    certs = make_certs(str(tmp_path))
+    o = ssl_overrides(certs, "none")
+    o["schema.registry.listeners"] = "https://127.0.0.1:%d" % free_port()
+    b = start_broker(o)
+    url = b.overrides["schema.registry.listeners"]
+    r = requests.post(url + "/subjects/s/versions", data=json.dumps({"schema": V1_TEXT}),
+                      headers={"Content-Type": "application/json"}, verify=certs.ca.crt,
+                      timeout=15)
+    assert (r.status_code, r.json()) == (200, {"id": 1})
+    r = requests.get(url + "/schemas/ids/1", verify=certs.ca.crt, timeout=15)
+    assert r.status_code == 200 and r.json() == {"schema": V1_TEXT}
+    assert r.headers["Content-Type"] == "application/vnd.schemaregistry.v1+json"
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(url + "/schemas/ids/1", verify=True, timeout=15)

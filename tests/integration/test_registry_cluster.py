@@ -1,7 +1,8 @@
 """The schema registry in cluster mode (issue 31): _schemas is replicated
 like any topic (replication factor 3); the leader of its partition 0 is the
-one writer; every broker serves what it replicated; the registry survives
-SIGKILL of that leader; a broker that was down catches up."""
+one writer, and the other brokers forward writes to it; every broker serves
+what it replicated; the registry survives SIGKILL of that leader; a broker
+that was down catches up."""
 import pytest
 import requests
 
@@ -34,9 +35,10 @@ def register(b, subject, schema):
     return r.status_code, r.json()
 
 
-def register_on_leader(c, subject, schema, timeout=60):
-    """Registers through the leader of _schemas-0 (after the first write
-    made the topic), retrying while leadership moves; returns (broker, id)."""
+def register_anywhere(c, subject, schema, timeout=60):
+    """Registers through the first live broker that answers 200 (any: the
+    others forward to the leader), retrying while _schemas is created or its
+    leadership moves; returns (that broker, id)."""
     got = {}
 
     def attempt():
@@ -48,9 +50,23 @@ def register_on_leader(c, subject, schema, timeout=60):
                 got["r"] = (b, body["id"])
                 return True
         return False
-    wait_for(attempt, timeout, "a registration of %s through the _schemas leader" % subject,
-             interval=0.5)
+    wait_for(attempt, timeout, "a registration of %s" % subject, interval=0.5)
     return got["r"]
+
+
+def schemas_leader(c):
+    """The broker leading _schemas-0 with all three in sync, as Metadata says."""
+    got = {}
+
+    def find():
+        for b in c.brokers:
+            li = b.alive() and leader_and_isr(b, "_schemas")
+            if li and li[0] >= 0 and len(li[1]) == 3:
+                got["b"] = c.broker(li[0])
+                return True
+        return False
+    wait_for(find, 30, "_schemas-0 to have a leader and three in sync")
+    return got["b"]
 
 
 @pytest.fixture
@@ -63,24 +79,27 @@ def reg_cluster(make_cluster):
 
 def test_registered_on_the_leader_served_by_every_broker_and_after_its_sigkill(reg_cluster):
     c = reg_cluster
-    leader, sid = register_on_leader(c, "ev-value", S1)
+    _, sid = register_anywhere(c, "ev-value", S1)
     assert sid == 1
-    lead = leader_and_isr(leader, "_schemas")
-    assert lead and lead[0] == leader.broker_id and len(lead[1]) == 3, lead
-    # a non-leader refuses writes, naming the leader
-    other = next(b for b in c.brokers if b is not leader)
-    st, body = register(other, "ev-value", S2)
-    assert st == 500 and body["error_code"] == 50003, body
-    assert "broker %d does" % leader.broker_id in body["message"], body
+    leader = schemas_leader(c)
+    # a write to a follower is forwarded to the leader's registry and answered
+    others = [b for b in c.brokers if b is not leader]
+    assert register(others[0], "fw-value", S1) == (200, {"id": 1})   # same schema, same id
+    assert register(others[1], "fw-value", S1) == (200, {"id": 1})
+    st, body = register(others[1], "other-value", record_schema("O", [("o", "int")]))
+    assert (st, body) == (200, {"id": 2}), body
+    st, body = register(others[0], "other-value", record_schema("O", [("o", "string")]))
+    assert st == 409 and body["error_code"] == 409, body        # the leader's verdict
     for b in c.brokers:
-        wait_for(lambda b=b: get(b, "/schemas/ids/1")[0] == 200, 10,
+        wait_for(lambda b=b: get(b, "/schemas/ids/2")[0] == 200, 10,
                  "broker %d to serve schema 1" % b.broker_id)
         assert get(b, "/subjects/ev-value/versions") == (200, [1])
     # SIGKILL the _schemas leader: another takes over, keeps every id, writes
     leader.kill()
     rest = [b for b in c.brokers if b is not leader]
-    new, sid2 = register_on_leader(c, "ev-value", S2)
-    assert new is not leader and sid2 == 2
+    _, sid2 = register_anywhere(c, "ev-value", S2)
+    assert sid2 == 3
+    new = next(b for b in rest if (leader_and_isr(b, "_schemas") or (-1,))[0] == b.broker_id)
     for b in rest:
         wait_for(lambda b=b: get(b, "/subjects/ev-value/versions") == (200, [1, 2]), 10,
                  "broker %d to serve both versions" % b.broker_id)
@@ -88,4 +107,7 @@ def test_registered_on_the_leader_served_by_every_broker_and_after_its_sigkill(r
     leader.start()
     wait_for(lambda: get(leader, "/subjects/ev-value/versions") == (200, [1, 2]), 60,
              "the restarted broker to catch up")
-    assert get(leader, "/schemas/ids/2")[1] == get(new, "/schemas/ids/2")[1]
+    assert get(leader, "/schemas/ids/3")[1] == get(new, "/schemas/ids/3")[1]
+    # and the restarted broker, now a follower, forwards too
+    st, body = register(leader, "late-value", record_schema("L", [("l", "int")]))
+    assert (st, body) == (200, {"id": 4}), body

@@ -2,7 +2,7 @@
  * test_d_registry — the schema registry's model (daemon/registry/
  * sr_state.c): the _schemas records it writes, byte for byte in
  * Confluent's format, and what applying them in log order leaves
- * (M1 schemas kept while named, M2 ids never go down).
+ * (sr_state.c M1: schemas kept while named; sr_state.c M2: ids never go down).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -86,7 +86,7 @@ START_TEST(test_log_order_decides_versions_deletions_and_ids)
     apply(sr_key_delete_subject("s"), sr_val_delete_subject("s", 2));
     ck_assert_uint_eq(sr_subject_live(s), 0);
     ck_assert_ptr_null(sr_version_latest(s, false));
-    /* permanent: tombstones; schema 1 stays while t names it (M1) */
+    /* permanent: tombstones; schema 1 stays while t names it (sr_state.c M1) */
     apply(sr_key_schema("s", 1), NULL);
     apply(sr_key_schema("s", 2), NULL);
     ck_assert_ptr_null(sr_subject_find(&r, "s"));
@@ -95,7 +95,7 @@ START_TEST(test_log_order_decides_versions_deletions_and_ids)
     apply(sr_key_schema("t", 1), NULL);
     ck_assert_ptr_null(sr_schema_by_id(&r, 1));
     ck_assert_uint_eq(r.nschemas, 0);
-    ck_assert_int_eq(r.max_id, 2);                       /* M2 */
+    ck_assert_int_eq(r.max_id, 2);                       /* sr_state.c M2 */
     /* a rewrite of a version (its soft delete) replaces it */
     put("u", 1, 5, "\"string\"", false);
     put("u", 1, 5, "\"string\"", true);

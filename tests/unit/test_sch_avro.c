@@ -687,6 +687,41 @@ START_TEST(test_to_json_numbers_read_back_exactly)
 }
 END_TEST
 
+/* Decimals as exact numbers; the bytes are python3-avro's encoding of
+ * Decimal("12345.67"), ("-0.0005"), ("-123456789012345678"), ("0.000"). */
+START_TEST(test_to_json_decimals_as_numbers)
+{
+    sch_schema *s = parse_ok(
+        "{\"type\":\"record\",\"name\":\"P\",\"fields\":["
+        "{\"name\":\"amount\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":12,"
+        "\"scale\":2}},"
+        "{\"name\":\"neg\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":12,"
+        "\"scale\":4}},"
+        "{\"name\":\"fx\",\"type\":{\"type\":\"fixed\",\"name\":\"D\",\"size\":8,\"logicalType\":"
+        "\"decimal\",\"precision\":18,\"scale\":0}},"
+        "{\"name\":\"zero\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\",\"precision\":5,"
+        "\"scale\":3}}]}");
+    const uint8_t body[] = {0x06, 0x12, 0xd6, 0x87, 0x02, 0xfb, 0xfe, 0x49, 0x64, 0xb4,
+                            0x59, 0xcf, 0x0c, 0xb2, 0x02, 0x00};
+    kp_buf b;
+    kp_buf_init(&b);
+    ck_assert_int_eq(sch_avro_to_json(s, body, sizeof body, &b), 0);
+    kp_wr_raw(&b, "", 1);
+    ck_assert_str_eq((char *)b.data, "{\"amount\":12345.67,\"neg\":-0.0005,"
+                                     "\"fx\":-123456789012345678,\"zero\":0.000}");
+    kp_buf_free(&b);
+    sch_free(s);
+    /* A decimal logical type Java would not accept (no precision) is plain bytes. */
+    s = parse_ok("{\"type\":\"bytes\",\"logicalType\":\"decimal\"}");
+    kp_buf_init(&b);
+    ck_assert_int_eq(sch_avro_to_json(s, (const uint8_t *)"\x02" "A", 2, &b), 0);
+    kp_wr_raw(&b, "", 1);
+    ck_assert_str_eq((char *)b.data, "\"A\"");
+    kp_buf_free(&b);
+    sch_free(s);
+}
+END_TEST
+
 /* ---- references and hostile schemas ------------------------------------------- */
 START_TEST(test_references_define_names)
 {
@@ -893,6 +928,7 @@ int main(void)
         test_validate_refuses_bad_bodies,
         test_to_json_escapes_and_replaces,
         test_to_json_numbers_read_back_exactly,
+        test_to_json_decimals_as_numbers,
         test_references_define_names,
         test_hostile_schemas_refused_cleanly,
         test_hostile_defaults_bounded,

@@ -1,0 +1,226 @@
+/*
+ * daemon/registry/sr_forward.c — cluster mode: a write that reaches a
+ * broker which does not lead _schemas-0 is forwarded to the registry of the
+ * broker that does (the one writer, sr_log.c), as Confluent's followers
+ * forward to their leader, and its answer relayed as it came.
+ *
+ * Where the leader's registry listens: its schema.registry.listeners,
+ * asked once per leader with DescribeConfigs over the inter-broker
+ * connection (replication/repl_peer.h), a wildcard host replaced by the
+ * leader's advertised one; kept until leadership moves.
+ *
+ *     sr_forward ── URL known? ──no──► DescribeConfigs ──► url_answered
+ *          │ yes                                               │
+ *          ▼                                                   ▼
+ *     send: the same method, path, query, Content-Type and body, with
+ *     X-Sluice-Forwarded (a forwarded request is never forwarded again)
+ *          ▼
+ *     relayed: status and body as the leader answered; no answer (the
+ *     leader died, a timeout): 50003, Confluent's forwarding error
+ *
+ * A client that goes away meanwhile leaves the forward to finish
+ * unanswered (fw->req NULL).  https:// leaders are not forwarded to (the
+ * client side of TLS is not here yet): 50003 says so.
+ */
+#include "daemon/registry/sr_int.h"
+#include "daemon/replication/repl_peer.h"
+#include "daemon/view/view.h"
+#include "kp_msgs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#define SR_FORWARD_TIMEOUT_S 15
+
+typedef struct sr_fwd {
+    sr_registry *r;
+    struct evhttp_request *req;       /* NULL: the client went away */
+    int32_t leader;
+} sr_fwd;
+
+static void fwd_gone(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    ((sr_fwd *)arg)->req = NULL;
+}
+
+/* The end of a forward: fw answered with (status, code, msg) unless gone. */
+static void fwd_fail(sr_fwd *fw, const char *fmt, const char *detail)
+{
+    if (fw->req) {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(fw->req), NULL, NULL);
+        char msg[512];
+        snprintf(msg, sizeof msg, fmt, detail);
+        sr_reply_error(fw->req, 500, 50003, "Error while forwarding the request to the "
+                       "leader (broker %d): %s", (int)fw->leader, msg);
+    }
+    free(fw);
+}
+
+static void fwd_answered(struct evhttp_request *freq, void *arg)
+{
+    sr_fwd *fw = arg;
+    int status = freq ? evhttp_request_get_response_code(freq) : 0;
+    if (status <= 0) {
+        fw->r->fwd_leader = -1;                      /* ask again next time */
+        fwd_fail(fw, "%s", "no answer");
+        return;
+    }
+    if (fw->req) {
+        evhttp_connection_set_closecb(evhttp_request_get_connection(fw->req), NULL, NULL);
+        struct evbuffer *in = evhttp_request_get_input_buffer(freq);
+        size_t len = evbuffer_get_length(in);
+        char *body = len ? (char *)evbuffer_pullup(in, -1) : (char *)"";
+        char *copy = strndup(body, len);
+        if (copy)
+            sr_reply_text(fw->req, status, copy);
+        else
+            sr_reply_error(fw->req, 500, 50001, "out of memory");
+        free(copy);
+    }
+    free(fw);
+}
+
+static void fwd_send(sr_fwd *fw)
+{
+    sr_registry *r = fw->r;
+    if (!fw->req) {
+        free(fw);
+        return;
+    }
+    if (!r->fwd_conn) {
+        r->fwd_conn = evhttp_connection_base_new(r->b->base, NULL, r->fwd_host,
+                                                 (ev_uint16_t)r->fwd_port);
+        if (r->fwd_conn)
+            evhttp_connection_set_timeout(r->fwd_conn, SR_FORWARD_TIMEOUT_S);
+    }
+    struct evhttp_request *freq = r->fwd_conn ? evhttp_request_new(fwd_answered, fw) : NULL;
+    if (!freq) {
+        fwd_fail(fw, "%s", "out of memory");
+        return;
+    }
+    struct evkeyvalq *in = evhttp_request_get_input_headers(fw->req);
+    struct evkeyvalq *out = evhttp_request_get_output_headers(freq);
+    const char *ct = evhttp_find_header(in, "Content-Type");
+    char host[300];
+    snprintf(host, sizeof host, "%s:%d", r->fwd_host, r->fwd_port);
+    evhttp_add_header(out, "Host", host);
+    evhttp_add_header(out, "Content-Type", ct ? ct : "application/vnd.schemaregistry.v1+json");
+    evhttp_add_header(out, "X-Sluice-Forwarded", "1");
+    evbuffer_add_buffer(evhttp_request_get_output_buffer(freq),
+                        evhttp_request_get_input_buffer(fw->req));
+    if (evhttp_make_request(r->fwd_conn, freq, evhttp_request_get_command(fw->req),
+                            evhttp_request_get_uri(fw->req)) != 0)
+        fwd_fail(fw, "%s", "cannot send");       /* no socket: rare; freq is not ours */
+}
+
+/* The leader's schema.registry.listeners, as DescribeConfigs answered. */
+static void url_answered(void *arg, int16_t error, kp_rd *body)
+{
+    sr_fwd *fw = arg;
+    sr_registry *r = fw->r;
+    kp_arena arena;
+    kp_arena_init(&arena, 0);
+    kp_DescribeConfigsResponse resp;
+    const char *why = "its DescribeConfigs answer did not name schema.registry.listeners";
+    char url[300] = "";
+    if (error != KP_NONE) {
+        why = kp_error_name(error);
+    } else if (kp_dec_DescribeConfigsResponse(body, 1, &resp, &arena) == 0) {
+        for (int32_t i = 0; i < resp.Results_count && resp.Results_count > 0; i++)
+            for (int32_t k = 0; k < resp.Results[i].Configs_count; k++) {
+                const kp_DescribeConfigsResponse_DescribeConfigsResourceResult *c =
+                    &resp.Results[i].Configs[k];
+                if (c->Value.len > 0 && (size_t)c->Value.len < sizeof url)
+                    snprintf(url, sizeof url, "%.*s", (int)c->Value.len, c->Value.p);
+            }
+    }
+    kp_arena_free(&arena);
+    char host[256] = "";
+    int port = 8081;
+    const char *p = strstr(url, "://");
+    if (!url[0]) {
+        fwd_fail(fw, "%s", why);
+        return;
+    }
+    if (!strncasecmp(url, "https://", 8) || !strcasecmp(url, "none")) {
+        fwd_fail(fw, "its registry is %s: writes go to it directly", url);
+        return;
+    }
+    p = p ? p + 3 : url;
+    const char *colon = strrchr(p, ':');
+    if (colon && (size_t)(colon - p) < sizeof host) {
+        memcpy(host, p, (size_t)(colon - p));
+        host[colon - p] = 0;
+        port = atoi(colon + 1);
+    }
+    if (!host[0] || !strcmp(host, "0.0.0.0") || !strcmp(host, "::")) {
+        bk_broker_info bi[64];                   /* a wildcard: its advertised host */
+        int n = view_brokers_info(r->b, NULL, bi, 64);
+        for (int i = 0; i < n; i++)
+            if (bi[i].id == fw->leader)
+                snprintf(host, sizeof host, "%s", bi[i].host);
+    }
+    if (r->fwd_conn)
+        evhttp_connection_free(r->fwd_conn);
+    r->fwd_conn = NULL;
+    snprintf(r->fwd_host, sizeof r->fwd_host, "%s", host);
+    r->fwd_port = port;
+    r->fwd_leader = fw->leader;
+    fwd_send(fw);
+}
+
+bool sr_forward(sr_registry *r, struct evhttp_request *req)
+{
+    if (!bk_cluster_mode(r->b) ||
+        evhttp_find_header(evhttp_request_get_input_headers(req), "X-Sluice-Forwarded"))
+        return false;
+    kp_str topic = { SR_TOPIC, (int32_t)sizeof SR_TOPIC - 1 };
+    const bk_pview *v = view_partition(r->b, topic, 0);
+    if (!v || v->leader < 0 || v->leader == r->b->cfg->broker_id)
+        return false;                            /* here, or nobody to forward to */
+    sr_fwd *fw = calloc(1, sizeof *fw);
+    if (!fw)
+        return false;
+    *fw = (sr_fwd){ .r = r, .req = req, .leader = v->leader };
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), fwd_gone, fw);
+    if (r->fwd_leader == v->leader) {
+        fwd_send(fw);
+        return true;
+    }
+    kp_DescribeConfigsRequest q;
+    kp_init_DescribeConfigsRequest(&q);
+    char name[16];
+    snprintf(name, sizeof name, "%d", (int)v->leader);
+    kp_str key = kp_str_cstr("schema.registry.listeners");
+    kp_DescribeConfigsRequest_DescribeConfigsResource res = {
+        .ResourceType = 4, .ResourceName = kp_str_cstr(name), .ConfigurationKeys = &key,
+        .ConfigurationKeys_count = 1 };
+    q.Resources = &res;
+    q.Resources_count = 1;
+    kp_buf body;
+    kp_buf_init(&body);
+    if (kp_enc_DescribeConfigsRequest(&body, 1, &q) != 0 || body.err) {
+        kp_buf_free(&body);
+        evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
+        free(fw);
+        return false;
+    }
+    repl_peer_call(r->b, v->leader, KP_API_DESCRIBE_CONFIGS, 1, body.data, body.len,
+                   SR_FORWARD_TIMEOUT_S * 1000, url_answered, fw);
+    kp_buf_free(&body);
+    return true;
+}
+
+void sr_forward_stop(sr_registry *r)
+{
+    if (r->fwd_conn)
+        evhttp_connection_free(r->fwd_conn);
+    r->fwd_conn = NULL;
+}
