@@ -705,4 +705,51 @@ static inline int bench_http(int port, const char *method, const char *path, con
     return 0;
 }
 
+/* Throughput of a raw producer: MB/s of record values (wall clock) and the
+ * broker's CPU seconds per GB of them. */
+typedef struct bench_produce_result {
+    double mbps, cpu_per_gb;
+} bench_produce_result;
+
+/* Sends batch (records x value_size bytes of values) to partition 0 of
+ * topic as Produce v7, acks=1, BENCH_PIPELINE requests in flight, until
+ * mb MB of values went out; a refusal fails the run.  0 or -1. */
+#define BENCH_PIPELINE 5
+static inline int bench_produce_measure(const bench_broker *b, const char *topic,
+                                        const kp_buf *batch, int records, size_t value_size,
+                                        double mb, bench_produce_result *out)
+{
+    int fd = bench_connect(b->port);
+    if (fd < 0)
+        return -1;
+    bench_set_timeout(fd, 60);
+    kp_buf q, r;
+    kp_buf_init(&q);
+    kp_buf_init(&r);
+    double per_req = (double)records * (double)value_size / 1e6;
+    long total = (long)(mb / per_req) + 1, sent = 0, got = 0;
+    int rc = 0;
+    double cpu0 = bench_cpu_seconds(b->pid), t0 = bench_now();
+    while (got < total && rc == 0) {
+        while (sent < total && sent - got < BENCH_PIPELINE && rc == 0) {
+            bench_produce_req(&q, (int32_t)sent, "produce-bench", topic, 1, batch);
+            rc = bench_send_frame(fd, &q);
+            sent++;
+        }
+        if (rc == 0 && (bench_recv_frame(fd, &r) != 0 || bench_produce_error(&r) != 0)) {
+            fprintf(stderr, "produce failed (error %d)\n", bench_produce_error(&r));
+            rc = -1;
+        }
+        got++;
+    }
+    double secs = bench_now() - t0, cpu = bench_cpu_seconds(b->pid) - cpu0;
+    double done = (double)got * per_req;
+    out->mbps = done / secs;
+    out->cpu_per_gb = cpu / (done / 1000);
+    kp_buf_free(&q);
+    kp_buf_free(&r);
+    close(fd);
+    return rc;
+}
+
 #endif

@@ -15,7 +15,7 @@
  * pre-built batch
  * (~64 KiB of values: 640 or 64 records of log-line-like text, compressed
  * by the bench beforehand, so the client costs nothing but the send) as
- * Produce v7, acks=1, PIPELINE requests in flight, until the MB of values
+ * Produce v7, acks=1, BENCH_PIPELINE requests in flight, until the MB of values
  * is sent.  Figures: MB/s of record values (wall clock), and the broker's
  * CPU seconds (utime+stime) per GB of values.  Printed per codec and size:
  * the medians over the rounds, and the ratio on/off of the median
@@ -54,7 +54,6 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#define PIPELINE 5
 #define BATCH_VALUES (64 * 1024)
 #define NCODECS 5
 #define NSIZES 2
@@ -104,46 +103,7 @@ static int make_batch(kp_buf *batch, int codec, size_t value_size)
     return rc;
 }
 
-typedef struct result {
-    double mbps, cpu_per_gb;
-} result;
-
-/* Sends batches until `mb` MB of values went out; PIPELINE in flight. */
-static int measure(const bench_broker *b, const char *topic, const kp_buf *batch,
-                   int records, size_t value_size, double mb, result *out)
-{
-    int fd = bench_connect(b->port);
-    if (fd < 0)
-        return -1;
-    bench_set_timeout(fd, 60);
-    kp_buf q, r;
-    kp_buf_init(&q);
-    kp_buf_init(&r);
-    double per_req = (double)records * (double)value_size / 1e6;
-    long total = (long)(mb / per_req) + 1, sent = 0, got = 0;
-    int rc = 0;
-    double cpu0 = bench_cpu_seconds(b->pid), t0 = bench_now();
-    while (got < total && rc == 0) {
-        while (sent < total && sent - got < PIPELINE && rc == 0) {
-            bench_produce_req(&q, (int32_t)sent, "validate-bench", topic, 1, batch);
-            rc = bench_send_frame(fd, &q);
-            sent++;
-        }
-        if (rc == 0 && (bench_recv_frame(fd, &r) != 0 || bench_produce_error(&r) != 0)) {
-            fprintf(stderr, "produce failed (error %d)\n", bench_produce_error(&r));
-            rc = -1;
-        }
-        got++;
-    }
-    double secs = bench_now() - t0, cpu = bench_cpu_seconds(b->pid) - cpu0;
-    double done = (double)got * per_req;
-    out->mbps = done / secs;
-    out->cpu_per_gb = cpu / (done / 1000);
-    kp_buf_free(&q);
-    kp_buf_free(&r);
-    close(fd);
-    return rc;
-}
+typedef bench_produce_result result;
 
 /* CPU seconds (this thread's CLOCK_THREAD_CPUTIME_ID, which time spent
  * waiting on a busy machine does not inflate) per GB of values for step(ctx)
@@ -437,7 +397,7 @@ int main(int argc, char **argv)
             for (int i = 0; i < rounds && !failed; i++)
                 for (int k = 0; k < 2 && !failed; k++) {
                     int v = (i + k + 1) % 2;
-                    failed = measure(&brokers[v], topic, &batches[s][c], records[s],
+                    failed = bench_produce_measure(&brokers[v], topic, &batches[s][c], records[s],
                                      value_sizes[s], mb, &res[v][i][s][c]);
                 }
         }
@@ -470,7 +430,7 @@ int main(int argc, char **argv)
     }
 
     printf("Produce v7 acks=1, %d in flight, batches of ~64 KiB of values, %.0f MB of "
-           "values per measurement, median of %d rounds\n", PIPELINE, mb, rounds);
+           "values per measurement, median of %d rounds\n", BENCH_PIPELINE, mb, rounds);
     printf("%-6s %-6s %6s %10s %10s %7s %12s %12s %13s %9s %11s %11s\n", "value", "codec",
            "batch", "on MB/s", "off MB/s", "ratio", "on CPU-s/GB", "off CPU-s/GB",
            "validator s/GB", "CPU ratio", "decode s/GB", "bound ratio");

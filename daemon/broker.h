@@ -36,6 +36,19 @@
 struct event_base;
 struct event;
 typedef struct bk_broker bk_broker;
+
+/* One partition's schema check of its records' keys or values (issue 31):
+ * Produce fills the first fields per partition, the checker keeps its
+ * per-batch memo in the rest (a run of records with one id costs one
+ * comparison each). */
+typedef struct bk_schema_ctx {
+    const char *topic;
+    bool key;                        /* keys ("<topic>-key"), else values */
+    const md_schema_check *rule;
+    int32_t last_ok;                 /* the checker's: last id found good; -1 none */
+    const void *last_entry;          /* the checker's */
+    char subject[320];               /* the checker's: TopicNameStrategy's subject */
+} bk_schema_ctx;
 typedef struct bk_conn bk_conn;
 typedef struct bk_topic bk_topic;
 typedef struct bk_partition bk_partition;
@@ -90,6 +103,13 @@ struct bk_broker {
     struct bk_authz *authz;          /* ACLs, checked in memory (sec_authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct sr_registry *registry;    /* the schema registry (daemon/registry) */
+    /* Produce's check of one key or value in the schema registry's wire
+     * format against c->rule (issue 31; daemon/registry/sr_validate.c,
+     * installed by sr_start; NULL: no registry here).  whole false: p holds
+     * only the first bytes of a long one (the id is checked, not the body).
+     * 0, or -1 with the reason in why.  Loop thread, no allocation. */
+    int (*schema_check)(bk_broker *b, bk_schema_ctx *c, const uint8_t *p, size_t len,
+                        bool whole, char *why, size_t whylen);
     struct bk_janitor *janitor;      /* unlinks files (replica_janitor.c) */
     /* where CPU work the loop must not do runs (bk_worker_call: a login's
      * PBKDF2): the janitor's worker while it runs, else NULL */

@@ -45,6 +45,19 @@ static const char *const cleanup_policies[] = { "delete", "compact", NULL };
 static const char *const compression_types[] = {
     "uncompressed", "zstd", "lz4", "snappy", "gzip", "producer", NULL };
 static const char *const timestamp_types[] = { "CreateTime", "LogAppendTime", NULL };
+/* Confluent's subject name strategies: the class names Confluent Server
+ * takes, then the short names; md_topic_config keeps the index mod 3. */
+static const char *const subject_strategies[] = {
+    "io.confluent.kafka.serializers.subject.TopicNameStrategy",
+    "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+    "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy",
+    "TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy", NULL };
+static const char *const validation_levels[] = { "id", "decode", NULL };
+#define STRATEGY_DEFAULT "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+#define STRATEGY_DOC "subject a record's schema id must be registered under: " \
+    "TopicNameStrategy <topic>-key|value, RecordNameStrategy the record's full name, " \
+    "TopicRecordNameStrategy <topic>-<full name>"
+
 
 /* Sorted by name (Kafka's DescribeConfigs lists them so, and tests compare). */
 static const md_config_def defs[] = {
@@ -55,6 +68,17 @@ static const md_config_def defs[] = {
     { "compression.type", "compression.type", MD_CT_STRING, "producer", 0, 0,
       compression_types, false,
       "codec stored batches must use; producer keeps what the client sent" },
+    /* Confluent Server's schema validation (issue 31, daemon/registry/sr_validate.c) */
+    { "confluent.key.schema.validation", "confluent.key.schema.validation", MD_CT_BOOL,
+      "false", 0, 0, NULL, false,
+      "whether each record's key must carry the id of a schema registered under its subject" },
+    { "confluent.key.subject.name.strategy", "confluent.key.subject.name.strategy",
+      MD_CT_STRING, STRATEGY_DEFAULT, 0, 0, subject_strategies, false, STRATEGY_DOC },
+    { "confluent.value.schema.validation", "confluent.value.schema.validation", MD_CT_BOOL,
+      "false", 0, 0, NULL, false,
+      "whether each record's value must carry the id of a schema registered under its subject" },
+    { "confluent.value.subject.name.strategy", "confluent.value.subject.name.strategy",
+      MD_CT_STRING, STRATEGY_DEFAULT, 0, 0, subject_strategies, false, STRATEGY_DOC },
     { "delete.retention.ms", "log.cleaner.delete.retention.ms", MD_CT_LONG,
       "86400000", 0, LMAX, NULL, false,
       "how long tombstones stay readable in a compacted topic" },
@@ -126,6 +150,12 @@ static const md_config_def defs[] = {
     { "segment.ms", "log.roll.ms", MD_CT_LONG,
       "604800000", 1, LMAX, NULL, false,
       "age at which a new segment is rolled" },
+    { "sluice.key.schema.validation.level", "sluice.key.schema.validation.level",
+      MD_CT_STRING, "id", 0, 0, validation_levels, false,
+      "id: the key's schema id is checked; decode: its Avro body must decode too" },
+    { "sluice.value.schema.validation.level", "sluice.value.schema.validation.level",
+      MD_CT_STRING, "id", 0, 0, validation_levels, false,
+      "id: the value's schema id is checked; decode: its Avro body must decode too" },
     { "unclean.leader.election.enable", "unclean.leader.election.enable",
       MD_CT_BOOL, "false", 0, 0, NULL, false,
       "whether an out-of-sync replica may become leader (data loss)" },
@@ -409,6 +439,20 @@ int md_topic_config_resolve(const md_kv *broker, size_t nbroker,
     out->unclean_leader_election_enable =
         get(&r, "unclean.leader.election.enable").i;
     get(&r, "message.downconversion.enable");   /* validated, not used */
+    for (int k = 0; k < 2; k++) {               /* 0 key, 1 value */
+        static const char *const names[2][3] = {
+            { "confluent.key.schema.validation", "confluent.key.subject.name.strategy",
+              "sluice.key.schema.validation.level" },
+            { "confluent.value.schema.validation", "confluent.value.subject.name.strategy",
+              "sluice.value.schema.validation.level" } };
+        md_schema_check *c = k ? &out->value_schema : &out->key_schema;
+        c->on = get(&r, names[k][0]).i;
+        unsigned st = get(&r, names[k][1]).bits;
+        for (int i = 0; i < 6; i++)
+            if (st == 1u << i)
+                c->strategy = (enum md_subject_strategy)(i % 3);
+        c->decode = get(&r, names[k][2]).bits == 2u;
+    }
     get(&r, "message.format.version");
     int64_t after = get(&r, "message.timestamp.after.max.ms").i;
     int64_t before = get(&r, "message.timestamp.before.max.ms").i;

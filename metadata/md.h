@@ -340,6 +340,15 @@ int md_broker_configs(md_db *db, const char *broker, md_kv **out, size_t *n);
 int md_broker_configs_replace(md_db *db, const char *broker, const md_kv *kv, size_t n,
                               char *err, size_t errlen);
 
+/* Confluent's subject name strategies (confluent.*.subject.name.strategy). */
+enum md_subject_strategy { MD_SUBJECT_TOPIC = 0, MD_SUBJECT_RECORD = 1, MD_SUBJECT_TOPIC_RECORD = 2 };
+/* A topic's schema validation of keys or values (issue 31). */
+typedef struct md_schema_check {
+    bool on;                          /* confluent.*.schema.validation */
+    bool decode;                      /* sluice.*.schema.validation.level=decode */
+    enum md_subject_strategy strategy;
+} md_schema_check;
+
 /* The effective config of a topic, typed, for the data path. */
 typedef struct md_topic_config {
     int64_t retention_ms;             /* -1: forever */
@@ -369,6 +378,7 @@ typedef struct md_topic_config {
     bool    unclean_leader_election_enable;
     int     compression_type;         /* -1 producer, else enum kp_codec
                                          (0 = uncompressed) */
+    md_schema_check key_schema, value_schema;
 } md_topic_config;
 
 /* Resolves each config: topic override, else broker override (both keyed

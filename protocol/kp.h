@@ -482,6 +482,7 @@ int  kp_header_next(kp_record *rec, kp_header *h);
 
 /* ---- record validation (protocol/validate.c; Kafka's LogValidator) ------- */
 /* The topic's rules for one produce. */
+struct kp_val_fault;
 typedef struct kp_val_rules {
     bool    key_required;     /* cleanup.policy has compact */
     bool    check_timestamps; /* CreateTime and the batch carries timestamps */
@@ -489,7 +490,17 @@ typedef struct kp_val_rules {
     int64_t before_max_ms;    /* a timestamp may lag now by this much */
     int64_t after_max_ms;     /* ... and lead it by this much; INT64_MAX:
                                  no bound on that side */
+    /* Optional, after the rules above pass on record i: 0, or
+     * KP_E_MALFORMED with *f filled (kp_val_record_fault).  whole: Key and
+     * Value are the record's; false for a record longer than the window
+     * (read as it streams by), where each holds only its first
+     * KP_VAL_HEAD bytes (len: those, -1 null).  Runs on every record:
+     * no allocation there. */
+    int   (*on_record)(void *arg, int32_t i, const kp_record *rec, bool whole,
+                       struct kp_val_fault *f);
+    void   *arg;
 } kp_val_rules;
+#define KP_VAL_HEAD 16
 
 /* A record timestamp within the rules (always, when check_timestamps is
  * off or ts is -1: NO_TIMESTAMP). */
@@ -503,6 +514,10 @@ typedef struct kp_val_fault {
                                  the batch as a whole (codec, count) */
     char    message[160];     /* "Record 3 in batch: ..." */
 } kp_val_fault;
+/* Fills *f for record i (error, "Record i in batch: " + the message) and
+ * returns KP_E_MALFORMED: for on_record callbacks. */
+int kp_val_record_fault(kp_val_fault *f, int16_t error, int32_t i, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* One per thread that validates: decoder contexts and a fixed window the
  * decompressed records stream through, kept between batches (no
@@ -516,6 +531,7 @@ typedef struct kp_validator {
     size_t head, tail;        /* unread decompressed bytes: win[head..tail) */
     int64_t max_timestamp;    /* of the last batch accepted: its records'
                                  largest (as CreateTime), -1 if none has one */
+    uint8_t key_head[KP_VAL_HEAD], value_head[KP_VAL_HEAD]; /* a long record's (on_record) */
 } kp_validator;
 
 void kp_validator_init(kp_validator *v);

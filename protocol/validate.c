@@ -16,6 +16,8 @@
  *        OffsetDelta == i                    else INVALID_RECORD
  *        key present if key_required         else INVALID_RECORD
  *        CreateTime timestamp in range       else INVALID_TIMESTAMP
+ *        rules->on_record (when set)         its fault (the schema
+ *                                            checks of issue 31)
  *   ─► no byte left after the last record
  *   (and RecordsCount ≤ bytes / 7, checked first when the bytes are known)
  *
@@ -102,6 +104,18 @@ static int fault(kp_val_fault *f, int rc, int16_t error, int32_t record,
     return rc;
 }
 
+int kp_val_record_fault(kp_val_fault *f, int16_t error, int32_t i, const char *fmt, ...)
+{
+    f->error = error;
+    f->record = i;
+    int n = snprintf(f->message, sizeof f->message, "Record %" PRId32 " in batch: ", i);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message + n, sizeof f->message - (size_t)n, fmt, ap);
+    va_end(ap);
+    return KP_E_MALFORMED;
+}
+
 /* Record i did not read: say why, from a cursor at its start holding at
  * least its length varint, and `more` bytes of records after the cursor's
  * end (error path only; kp_rec_read itself stays the one parser). */
@@ -167,7 +181,7 @@ static kp_batch header_for_rules(const kp_batch *b)
  * the produce path. */
 static inline __attribute__((always_inline))
 int check_record(const kp_record *rec, int32_t i, const kp_val_rules *rules, kp_val_fault *f,
-                 int64_t *max_ts)
+                 int64_t *max_ts, bool whole)
 {
     if (rec->Offset != i)
         return fault(f, KP_E_MALFORMED, KP_INVALID_RECORD, i,
@@ -182,6 +196,11 @@ int check_record(const kp_record *rec, int32_t i, const kp_val_rules *rules, kp_
                      "clock %" PRId64 " (message.timestamp.before.max.ms %" PRId64
                      ", after.max.ms %" PRId64 ")", rec->Timestamp, rules->now_ms,
                      rules->before_max_ms, rules->after_max_ms);
+    if (rules->on_record) {
+        int rc = rules->on_record(rules->arg, i, rec, whole, f);
+        if (rc)
+            return rc;
+    }
     if (rec->Timestamp > *max_ts)
         *max_ts = rec->Timestamp;
     return 0;
@@ -200,7 +219,7 @@ static int walk(kp_rd *rd, const kp_batch *b, const kp_val_rules *rules,
         kp_record rec;
         if (kp_rec_read(rd, &hb, &rec) != 1)
             return framing_fault(f, at, 0, i, count);
-        int rc = check_record(&rec, i, rules, f, max_ts);
+        int rc = check_record(&rec, i, rules, f, max_ts, true);
         if (rc)
             return rc;
     }
@@ -297,17 +316,41 @@ static int big_bytes(kp_validator *v, size_t *left, bool nullable, int32_t *len)
     return big_skip(v, left, (size_t)n);
 }
 
+/* big_bytes for a nullable key or value, its first KP_VAL_HEAD bytes kept
+ * in head and shown in *out (on_record's view of a long record). */
+static int big_bytes_head(kp_validator *v, size_t *left, uint8_t *head, kp_str *out)
+{
+    int64_t n;
+    int rc = big_varint(v, left, false, &n);
+    if (rc)
+        return rc;
+    *out = (kp_str){ NULL, -1 };
+    if (n < 0)
+        return n == -1 ? 0 : KP_E_MALFORMED;
+    size_t h = (uint64_t)n < KP_VAL_HEAD ? (size_t)n : KP_VAL_HEAD;
+    if (h > *left)
+        return KP_E_MALFORMED;
+    if ((rc = fill(v, h)))
+        return rc;
+    size_t got = v->tail - v->head < h ? v->tail - v->head : h;
+    memcpy(head, v->win + v->head, got);
+    *out = (kp_str){ (const char *)head, (int32_t)got };
+    return big_skip(v, left, (size_t)n);
+}
+
 /* A record whose body (body bytes, win[head] on) is longer than the
  * window: kp_rec_read's rules, field by field as the stream goes by. */
 static int big_record(kp_validator *v, size_t body, const kp_batch *hb, kp_record *rec)
 {
     size_t left = body;
     int64_t ts, off, hc;
-    int32_t klen, hk, hv;
+    int32_t hk, hv;
     int rc;
     if ((rc = big_skip(v, &left, 1)) || (rc = big_varint(v, &left, true, &ts)) ||
-        (rc = big_varint(v, &left, false, &off)) || (rc = big_bytes(v, &left, true, &klen)) ||
-        (rc = big_bytes(v, &left, true, &hk)) || (rc = big_varint(v, &left, false, &hc)))
+        (rc = big_varint(v, &left, false, &off)) ||
+        (rc = big_bytes_head(v, &left, v->key_head, &rec->Key)) ||
+        (rc = big_bytes_head(v, &left, v->value_head, &rec->Value)) ||
+        (rc = big_varint(v, &left, false, &hc)))
         return rc;
     if (hc < 0 || (uint64_t)hc > left / 2)
         return KP_E_MALFORMED;
@@ -316,7 +359,6 @@ static int big_record(kp_validator *v, size_t body, const kp_batch *hb, kp_recor
             return rc;
     if (left != 0)
         return KP_E_MALFORMED;          /* record longer than its fields */
-    rec->Key.len = klen;
     rec->Timestamp = (int64_t)((uint64_t)hb->BaseTimestamp + (uint64_t)ts);
     rec->Offset = (int64_t)((uint64_t)hb->BaseOffset + (uint64_t)(int64_t)(int32_t)off);
     return 0;
@@ -326,9 +368,10 @@ static int big_record(kp_validator *v, size_t body, const kp_batch *hb, kp_recor
  * (KP_E_MALFORMED, *f filled; total: the stream's size when known, for
  * the message), or the decoder's KP_E_*. */
 static int stream_record(kp_validator *v, const kp_batch *hb, kp_record *rec,
-                         int32_t i, int32_t count, size_t total, kp_val_fault *f)
+                         int32_t i, int32_t count, size_t total, kp_val_fault *f, bool *whole)
 {
     int rc;
+    *whole = true;
     if (v->tail - v->head < 10 && (rc = fill(v, 10)))
         return rc;
     kp_rd rd = window(v);
@@ -355,6 +398,7 @@ static int stream_record(kp_validator *v, const kp_batch *hb, kp_record *rec,
     uint8_t lenbytes[5];                /* for the message, if it fails */
     memcpy(lenbytes, v->win + v->head, vlen);
     v->head += vlen;
+    *whole = false;
     rc = big_record(v, (size_t)len, hb, rec);
     if (rc != KP_E_MALFORMED)
         return rc;
@@ -375,9 +419,10 @@ static int stream_walk(kp_validator *v, const kp_batch *b, const kp_val_rules *r
     v->head = v->tail = 0;
     for (int32_t i = 0; i < count; i++) {
         kp_record rec;
-        int rc = stream_record(v, &hb, &rec, i, count, total, f);
+        bool whole;
+        int rc = stream_record(v, &hb, &rec, i, count, total, f, &whole);
         if (rc == 0)
-            rc = check_record(&rec, i, rules, f, &v->max_timestamp);
+            rc = check_record(&rec, i, rules, f, &v->max_timestamp, whole);
         if (rc)
             return rc;
     }

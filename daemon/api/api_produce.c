@@ -45,6 +45,13 @@
  *       behind or after.max.ms ahead of the broker clock (each defaults
  *       to difference.max.ms; -1 = no timestamp is exempt)
  *                                   INVALID_TIMESTAMP
+ *       with confluent.value|key.schema.validation: a non-null value
+ *       (key) not in the registry's wire format, with an unknown id, an
+ *       id not registered under its subject, or (level decode) an Avro
+ *       body that does not decode (bk_broker.schema_check,
+ *       daemon/registry/sr_validate.c, called from the same walk)
+ *                                   INVALID_RECORD (CORRUPT_MESSAGE
+ *                                   before v8)
  *     v8+ answers these with ErrorMessage ("Record 3 in batch: ...") and
  *     RecordErrors naming the record; nothing of the partition's request
  *     is stored, other partitions carry on.
@@ -184,6 +191,53 @@ static uint64_t pv_be(const uint8_t *q, int n)
     return v;
 }
 
+/* The topic's schema checks (issue 31; bk_broker.schema_check), run by
+ * the validator on each record as it walks the batch. */
+typedef struct schema_checks {
+    bk_broker *b;
+    bk_schema_ctx key, value;
+} schema_checks;
+
+static int schema_on_record(void *arg, int32_t i, const kp_record *rec, bool whole,
+                            kp_val_fault *f)
+{
+    schema_checks *sc = arg;
+    char why[144];
+    bk_schema_ctx *c[2] = { &sc->value, &sc->key };
+    const kp_str *bytes[2] = { &rec->Value, &rec->Key };
+    for (int k = 0; k < 2; k++)   /* a null value or key passes, as Confluent Server's */
+        if (c[k]->rule->on && bytes[k]->len >= 0 &&
+            sc->b->schema_check(sc->b, c[k], (const uint8_t *)bytes[k]->p,
+                                (size_t)bytes[k]->len, whole, why, sizeof why) != 0)
+            return kp_val_record_fault(f, KP_INVALID_RECORD, i, "%s", why);
+    return 0;
+}
+
+/* Sets vr's callback when the topic checks schemas.  KP_NONE, or
+ * INVALID_RECORD (f filled) when it does and no registry runs here. */
+static int16_t schema_checks_init(bk_req *r, bk_partition *p, schema_checks *sc,
+                                  kp_val_rules *vr, kp_val_fault *f)
+{
+    const md_topic_config *tc = &p->topic->cfg;
+    if (!tc->key_schema.on && !tc->value_schema.on)
+        return KP_NONE;
+    if (!r->b->schema_check) {
+        f->error = KP_INVALID_RECORD;
+        f->record = -1;
+        snprintf(f->message, sizeof f->message, "Topic %.60s validates schemas, and this "
+                 "broker runs no schema registry (schema.registry.listeners)", p->topic->name);
+        return f->error;
+    }
+    *sc = (schema_checks){
+        .b = r->b,
+        .key = { .topic = p->topic->name, .key = true, .rule = &tc->key_schema, .last_ok = -1 },
+        .value = { .topic = p->topic->name, .rule = &tc->value_schema, .last_ok = -1 },
+    };
+    vr->on_record = schema_on_record;
+    vr->arg = sc;
+    return KP_NONE;
+}
+
 /* Validates every batch of one partition's records in place; on success
  * fills *messages and applies the broker's rewrites (leader epoch,
  * LogAppendTime; a CreateTime batch's MaxTimestamp and type when they
@@ -208,6 +262,10 @@ static int16_t check_batches(bk_req *r, bk_partition *p, uint8_t *data,
         .after_max_ms = after,
     };
     f->error = KP_NONE;
+    schema_checks sc;
+    if (schema_checks_init(r, p, &sc, &vr, f) != KP_NONE)
+        return ver >= 8 ? f->error : (f->error = KP_CORRUPT_MESSAGE);
+    validate |= vr.on_record != NULL;       /* schema checks ride the record walk */
     while (at < len) {
         uint8_t *q = data + at;
         size_t left = len - at;

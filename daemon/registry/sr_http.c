@@ -206,6 +206,7 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
     }
     r->http = l.http;
     b->registry = r;
+    b->schema_check = sr_validate_check;
     r->next_ev = event_new(b->base, -1, 0, serve_next, r);
     r->tail_ev = event_new(b->base, -1, EV_PERSIST, on_tail, r);
     struct timeval tv = { 0, SR_TAIL_MS * 1000 };
@@ -239,6 +240,8 @@ void sr_stop(bk_broker *b)
         event_free(r->next_ev);
     if (r->tail_ev)
         event_free(r->tail_ev);
+    b->schema_check = NULL;
+    sr_validate_free(r);
     sr_state_free(r);
     free(r);
     b->registry = NULL;
@@ -259,6 +262,11 @@ void sr_metrics_render(bk_broker *b, kp_buf *out)
     kp_buf_printf(out, "# HELP sluice_schema_registry_lookups_total Schema lookups (by id, by "
                   "subject and version, by schema).\n# TYPE sluice_schema_registry_lookups_total "
                   "counter\nsluice_schema_registry_lookups_total %lld\n", (long long)r->lookups);
+    kp_buf_printf(out, "# HELP sluice_schema_registry_validation_refusals_total Produced keys "
+                  "or values refused by a topic's schema validation (sr_validate.c).\n# TYPE "
+                  "sluice_schema_registry_validation_refusals_total counter\n"
+                  "sluice_schema_registry_validation_refusals_total %lld\n",
+                  (long long)r->validation_refusals);
     kp_buf_printf(out, "# HELP sluice_schema_registry_schemas Distinct schemas held.\n"
                   "# TYPE sluice_schema_registry_schemas gauge\nsluice_schema_registry_schemas "
                   "%zu\n", r->nschemas);

@@ -73,6 +73,9 @@ typedef struct sr_registry {
     bool from_queue;              /* serving the queue's head (sr_http.c) */
     struct event *next_ev;        /* serves the queue's head on the next turn */
     int64_t registrations, lookups, deletions, requests, errors, records_loaded;
+    uint64_t gen;                 /* bumped by each applied record (sr_validate.c's index) */
+    struct sr_vindex *vindex;     /* ids → subjects for Produce (sr_validate.c) */
+    int64_t validation_refusals;
     /* cluster mode: where writes are forwarded (sr_forward.c) */
     int32_t fwd_leader;           /* whose registry fwd_host:fwd_port is; -1: none */
     char fwd_host[256];
@@ -129,6 +132,17 @@ int sr_schema_canon(sr_registry *r, const char *type, const char *text, const ch
  * version instead).  1 yes, 0 no with the reason in why. */
 int sr_schema_compatible(sr_registry *r, sr_subject *s, const sr_version *only,
                          const sr_given *g, const char *level, char *why, size_t whylen);
+
+/* s (Avro) parsed with its references.  0 with *out, or -1 with err. */
+struct sch_schema;
+int sr_schema_parse(sr_registry *r, const sr_schema *s, struct sch_schema **out, char *err,
+                    size_t errlen);
+
+/* ---- Produce's checks (sr_validate.c) ------------------------------------------------ */
+/* bk_broker.schema_check. */
+int  sr_validate_check(bk_broker *b, bk_schema_ctx *c, const uint8_t *p, size_t len,
+                       bool whole, char *why, size_t whylen);
+void sr_validate_free(sr_registry *r);
 
 /* ---- the SQL mirror (sr_mirror.c) ---------------------------------------------------- */
 /* Rewrites the rows of these subjects ("" the registry's own settings), or

@@ -48,6 +48,12 @@ static int avro_parse(sr_registry *r, const char *text, const char *refs, sch_sc
     return rc;
 }
 
+int sr_schema_parse(sr_registry *r, const sr_schema *s, sch_schema **out, char *err,
+                    size_t errlen)
+{
+    return avro_parse(r, s->text, s->refs, out, err, errlen);
+}
+
 int sr_schema_canon(sr_registry *r, const char *type, const char *text, const char *refs,
                     bool normalize, char **out, char *err, size_t errlen)
 {

@@ -275,6 +275,7 @@ static int apply_setting(sr_registry *r, const char *subject, bool config, json_
 int sr_state_apply(sr_registry *r, const char *key, size_t klen, const char *val,
                    ssize_t vlen)
 {
+    r->gen++;                                    /* sr_validate.c's index is stale */
     json_t *k = json_loadb(key, klen, 0, NULL);
     json_t *v = val && vlen >= 0 ? json_loadb(val, (size_t)vlen, JSON_DECODE_ANY, NULL) : NULL;
     const char *kt = v || !val || vlen < 0 ? json_string_value(json_object_get(k, "keytype"))
