@@ -57,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <sqlite3.h>
 
 /* Bytes read from segment files by this table (bench/sql_bench.c). */
@@ -504,14 +505,20 @@ static sqlite3_stmt *mirror_stmt(msg_vt *v, sqlite3_stmt **st, const char *sql)
 
 typedef struct ref_ctx {
     msg_vt *v;
-    char *owned[2 * SCH_MAX_REFS];
-    size_t n;
+    char **owned;                     /* the texts handed to schema/refs.c */
+    size_t n, cap;
 } ref_ctx;
 
 static char *ref_keep(ref_ctx *x, const unsigned char *s)
 {
-    if (x->n == sizeof x->owned / sizeof *x->owned)
-        return NULL;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 16;
+        char **o = realloc(x->owned, cap * sizeof *o);
+        if (!o)
+            return NULL;
+        x->owned = o;
+        x->cap = cap;
+    }
     char *d = strdup(s ? (const char *)s : "");
     if (d)
         x->owned[x->n++] = d;
@@ -572,6 +579,8 @@ static void schema_load(msg_vt *v, msg_schema *e)
     sqlite3_reset(st);
     for (size_t i = 0; x && i < x->n; i++)
         free(x->owned[i]);
+    if (x)
+        free(x->owned);
     free(x);
     free(set);
 }
@@ -633,6 +642,16 @@ static void result_schema_id(msg_cur *cur, sqlite3_context *ctx, kp_str b)
 }
 
 
+/* A JSON Schema body is JSON text, or NULL is answered (json_extract on
+ * anything else would fail the whole statement). */
+static bool json_text(const char *p, size_t n)
+{
+    json_t *j = json_loadb(p, n, JSON_DECODE_ANY, NULL);
+    bool ok = j != NULL;
+    json_decref(j);
+    return ok;
+}
+
 static void result_json(msg_cur *cur, sqlite3_context *ctx, kp_str b)
 {
     size_t body;
@@ -647,7 +666,7 @@ static void result_json(msg_cur *cur, sqlite3_context *ctx, kp_str b)
                                 SQLITE_TRANSIENT);
             return;
         }
-    } else if (e && e->type == SCH_TYPE_JSON && utf8_ok(p, n)) {
+    } else if (e && e->type == SCH_TYPE_JSON && utf8_ok(p, n) && json_text(p, (size_t)n)) {
         sqlite3_result_text(ctx, n ? p : "", n, SQLITE_TRANSIENT);
         return;
     }

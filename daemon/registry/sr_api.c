@@ -164,6 +164,7 @@ static bool must_wait(sr_call *c)
 {
     if (sr_forward(c->r, c->req))
         return true;                  /* cluster mode: the leader writes */
+    sr_log_tail(c->r);                /* sr_log.c R3: decide on all the log holds */
     if (!c->r->writing && (!c->r->queue || c->r->from_queue))
         return false;                 /* a newcomer waits behind the queue */
     sr_queue(c->r, c->req);
@@ -381,6 +382,12 @@ static int given_read(sr_call *c, json_t *body, sr_given *g)
         const char *rs = json_string_value(json_object_get(ref, "subject"));
         const char *rn = json_string_value(json_object_get(ref, "name"));
         json_int_t rv = json_integer_value(json_object_get(ref, "version"));
+        if (rv != -1 && (rv < 1 || rv > INT32_MAX)) {
+            sr_reply_error(c->req, 422, 42201, "Invalid schema: reference %s has version "
+                           "%lld, not -1 (latest) or 1..2147483647", rn ? rn : "(no name)",
+                           (long long)rv);
+            return -1;
+        }
         sr_subject *s = rs ? sr_subject_find(c->r, rs) : NULL;
         sr_version *v = s ? (rv == -1 ? sr_version_latest(s, false)
                              : sr_version_find(s, (int32_t)rv)) : NULL;
@@ -523,6 +530,11 @@ static void post_register(sr_call *c)
         goto out;
     }
     sr_version *last = s ? sr_version_latest(s, true) : NULL;
+    if (!(want_ver > 0 && want_ver <= INT32_MAX) && last && last->version == INT32_MAX) {
+        sr_reply_error(c->req, 422, 42202, "Subject %s has version 2147483647: no version "
+                       "can follow it", name);
+        goto out;
+    }
     int32_t version = want_ver > 0 && want_ver <= INT32_MAX ? (int32_t)want_ver
                       : last ? last->version + 1 : 1;
     /* A new id is the next after every id the log holds: the one write in

@@ -39,8 +39,12 @@
  *       covered, never before; a write whose records are never covered is
  *       never applied.
  *   R3. A write starts only when everything the log holds is applied
- *       (applied == log end): ids and versions are decided on the whole
- *       of the log, also by a new leader that inherited records.
+ *       (applied == log end) and nothing was applied since its handler
+ *       chose its id and version (else it is refused, retriably: that
+ *       choice may be taken): ids and versions are decided on the whole of
+ *       the log, also by a new leader that inherited records.  Handlers
+ *       apply the log before deciding (sr_api.c must_wait), so a refusal
+ *       is rare.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replica/replica.h"
@@ -257,9 +261,15 @@ static int wr_append(sr_wr *w, char *err, size_t errlen)
                  v ? v->leader : -1);
         return KP_NOT_LEADER_OR_FOLLOWER;
     }
+    int64_t decided_at = w->r->applied;
     if (sr_log_tail(w->r) != 0 || w->r->applied < seg_log_end(p->log)) {     /* R3 */
         snprintf(err, errlen, "%s-0 is being applied (%lld of %lld); retry", SR_TOPIC,
                  (long long)w->r->applied, (long long)seg_log_end(p->log));
+        return KP_LEADER_NOT_AVAILABLE;
+    }
+    if (w->r->applied != decided_at) {                                       /* R3 */
+        snprintf(err, errlen, "%s-0 changed while this write was decided (ids and versions "
+                 "may be taken); retry", SR_TOPIC);
         return KP_LEADER_NOT_AVAILABLE;
     }
     if (bk_cluster_mode(b) && repl_isr_size(p) < p->topic->cfg.min_insync_replicas) {

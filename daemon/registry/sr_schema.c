@@ -88,18 +88,20 @@ static int prev_parse(sr_registry *r, sr_subject *s, const sr_version *only,
         sr_schema *x = sr_schema_by_id(r, v->id);
         if (!x)
             continue;
+        char err[512];
         if (strcmp(x->type, "AVRO")) {
             snprintf(why, whylen, "{errorType:'TYPE_MISMATCH', description:'version %d is a "
                      "%s schema, not Avro', additionalInfo:'/'}", v->version, x->type);
-            return -1;
-        }
-        char err[512];
-        if (avro_parse(r, x->text, x->refs, &prev[n], err, sizeof err) != 0) {
+        } else if (avro_parse(r, x->text, x->refs, &prev[n], err, sizeof err) != 0) {
             snprintf(why, whylen, "{errorType:'UNREADABLE', description:'version %d does "
                      "not parse: %s'}", v->version, err);
-            return -1;
+        } else {
+            n++;
+            continue;
         }
-        n++;
+        while (n > 0)
+            sch_free(prev[--n]);      /* those parsed before it */
+        return -1;
     }
     return n;
 }

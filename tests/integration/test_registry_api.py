@@ -397,3 +397,50 @@ def test_https_listener_serves_with_the_brokers_tls_settings(start_broker, tmp_p
     assert r.headers["Content-Type"] == "application/vnd.schemaregistry.v1+json"
     with pytest.raises(requests.exceptions.SSLError):
         requests.get(url + "/schemas/ids/1", verify=True, timeout=15)
+
+
+def test_a_record_another_writer_put_in_schemas_is_applied_before_an_id_is_chosen(reg):
+    """A SCHEMA record produced straight into _schemas (any Kafka client can,
+    as with Confluent's registry) takes its id: a registration right after
+    it gets the next id, never the same one for another schema."""
+    from support import ck_producer, produce_ok
+    register(reg, "first", V1)                                 # id 1, _schemas exists
+    foreign = '"string"'
+    produce_ok(ck_producer(reg), "_schemas", [{
+        "key": json.dumps({"keytype": "SCHEMA", "subject": "other", "version": 1,
+                           "magic": 1}).encode(),
+        "value": json.dumps({"subject": "other", "version": 1, "id": 2, "schema": foreign,
+                             "deleted": False}).encode(), "partition": 0}])
+    mine = record_schema("Mine", [("m", "long")])
+    st, got = register(reg, "mine", mine)
+    assert st == 200 and got["id"] != 2, got
+    assert call(reg, "GET", "/schemas/ids/%d" % got["id"])[1]["schema"] == json.dumps(
+        mine, separators=(",", ":"))
+    assert call(reg, "GET", "/schemas/ids/2") == (200, {"schema": foreign})
+
+
+def test_reference_versions_out_of_range_and_the_last_version(reg):
+    money = {"type": "record", "name": "Money", "fields": [{"name": "c", "type": "long"}]}
+    assert register(reg, "money", money)[0] == 200
+    order = {"type": "record", "name": "Order", "fields": [{"name": "t", "type": "Money"}]}
+    for v in (4294967297, 0, -2):
+        st, got = register(reg, "order", order,
+                           references=[{"name": "Money", "subject": "money", "version": v}])
+        assert (st, got["error_code"]) == (422, 42201), (v, got)
+    # IMPORT at the last version there is: nothing can follow it
+    call(reg, "PUT", "/config/big", {"compatibility": "NONE"})
+    assert call(reg, "PUT", "/mode/big", {"mode": "IMPORT"})[0] == 200
+    assert register(reg, "big", V1, id=500, version=2147483647) == (200, {"id": 500})
+    assert call(reg, "PUT", "/mode/big", {"mode": "READWRITE"})[0] == 200
+    st, got = register(reg, "big", record_schema("Z", [("z", "int")]))
+    assert (st, got["error_code"]) == (422, 42202), got
+    assert call(reg, "GET", "/subjects/big/versions") == (200, [2147483647])
+
+
+def test_long_messages_with_non_ascii_text_stay_valid_json(reg):
+    """An error message cut at its length limit keeps whole UTF-8
+    characters, wherever the cut falls: the answer is Confluent's 422 with a
+    JSON body, not a 500."""
+    for prefix in ("", "a", "ab"):
+        st, got = register(reg, "u8", prefix + "é" * 1200)
+        assert st == 422 and isinstance(got, dict) and got["error_code"] == 42201, (st, got)

@@ -128,11 +128,16 @@ def test_references_json_schema_and_protobuf(reg):
     produce_ok(ck_producer(reg), t, [
         {"value": wire(pid, encode(inline, value)), "partition": 0},
         {"value": wire(jid, b'{"a": 7}'), "partition": 0},
-        {"value": wire(pbid, b"\x00\x08\x07"), "partition": 0}])
+        {"value": wire(pbid, b"\x00\x08\x07"), "partition": 0},
+        {"value": wire(jid, b"not JSON at all"), "partition": 0}])
     rows = sql(reg, "SELECT value_schema_id, value_json FROM messages WHERE topic = '%s' "
                     "ORDER BY offset" % t)
     assert rows[0][0] == pid and json.loads(rows[0][1]) == value
     assert rows[1] == [jid, '{"a": 7}']
     assert rows[2] == [pbid, None]
+    assert rows[3] == [jid, None]                 # a JSON Schema body that is not JSON
+    # so json_extract over the whole topic works, row by row
+    assert sql(reg, "SELECT json_extract(value_json, '$.a') FROM messages WHERE topic = '%s' "
+                    "ORDER BY offset" % t) == [[None], [7], [None], [None]]
     assert sql(reg, "SELECT json_extract(value_json, '$.sum.cents') FROM messages "
                     "WHERE topic = '%s' AND offset = 0" % t) == [[1250]]
