@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
@@ -17,6 +18,13 @@
 #include "clients/sluice.h"
 #include "protocol/kp.h"
 #include "tests/unit/unit_run.h"
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static rd_kafka_t *rk;
 static rd_kafka_mock_cluster_t *mc;
@@ -394,7 +402,11 @@ static void check_group(const char *strategy)
     /* Poll all until every message was seen and each member has 2. */
     char *seen = calloc(N, 1);
     int total = 0;
-    for (int round = 0; round < 4000 && total < N; round++) {
+    /* Bounded by time, not rounds: a poll may return at once while the
+     * group rebalances, and on a loaded machine 4000 rounds ran out first
+     * (292 of 300 seen in one CI run). */
+    double deadline = mono_s() + 45;   /* twice: within the 120 s of unit_run */
+    for (int round = 0; round < 1000000 && total < N && mono_s() < deadline; round++) {
         for (int i = 0; i < C; i++) {
             sl_message m;
             if (sl_consumer_poll(cs[i], 5, &m) == 1 && !m.err) {
@@ -412,7 +424,8 @@ static void check_group(const char *strategy)
      * a rebalance is read again by its new owner from the start: poll on
      * (bounded) until each member's position is at the end of both of its
      * partitions, or the commit below reads a position short of it. */
-    for (int round = 0; round < 4000; round++) {
+    deadline = mono_s() + 45;
+    for (int round = 0; round < 1000000 && mono_s() < deadline; round++) {
         bool at_end = true;
         for (int i = 0; i < C; i++) {
             sl_topic_partition *a = NULL;
