@@ -531,13 +531,14 @@ typedef struct of_group {
 
 /* RequireStable (v7+, KIP-447): a partition with an offset pending in a
  * transaction answers UNSTABLE_OFFSET_COMMIT, no offset (Kafka's getOffsets);
- * the consumer retries until the transaction ends. */
-static int mark_unstable(bk_req *r, kp_str group, of_group *o)
+ * the consumer retries until the transaction ends.  The pending rows are
+ * read before the committed ones (fetch_group): each read is its own
+ * SQLite snapshot, and the sync worker may complete the transaction in
+ * between.  Pending first, a completion in between shows up in the
+ * committed read; committed first, it would show in neither (no offset,
+ * no error: the consumer would start over from its reset policy). */
+static void mark_unstable(const md_committed *pend, size_t npend, of_group *o)
 {
-    md_committed *pend;
-    size_t npend;
-    if (gc_txn_pending_list(r->b, group, &pend, &npend) != 0)
-        return -1;
     for (int32_t i = 0; npend && i < o->ntopics; i++)
         for (int32_t j = 0; j < o->topics[i].Partitions_count; j++) {
             kp_OffsetFetchResponse_OffsetFetchResponsePartition *x = &o->topics[i].Partitions[j];
@@ -545,8 +546,6 @@ static int mark_unstable(bk_req *r, kp_str group, of_group *o)
                 find_row(pend, npend, o->topics[i].Name, x->PartitionIndex))
                 *x = fetch_partition(x->PartitionIndex, NULL, KP_UNSTABLE_OFFSET_COMMIT);
         }
-    md_committed_free(pend, npend);
-    return 0;
 }
 
 static int fetch_group(bk_req *r, kp_str group,
@@ -556,18 +555,25 @@ static int fetch_group(bk_req *r, kp_str group,
     int16_t v = r->hdr.RequestApiVersion;
     *o = (of_group){ .err = !sec_authorized(r, BK_RES_GROUP, group, BK_OP_DESCRIBE)
                                 ? KP_GROUP_AUTHORIZATION_FAILED : gc_coordinator_error(group) };
+    md_committed *pend = NULL;
+    size_t npend = 0;
+    if (!o->err && require_stable && gc_txn_pending_list(r->b, group, &pend, &npend) != 0)
+        o->err = KP_COORDINATOR_NOT_AVAILABLE;   /* v7+: the group's error alone */
     if (!o->err && md_offset_list(r->b->db, group.p, (size_t)group.len, &o->rows,
                                   &o->nrows) != 0)
         o->err = KP_COORDINATOR_NOT_AVAILABLE;
+    int rc = 0;
     if (o->err && v >= 2)             /* Kafka answers a group's error alone */
-        return 0;
+        goto out;
     /* v0-1 have no top-level error: each partition carries it. */
     if (fetch_topics(r, qt, qn, o->rows, o->nrows, v < 2 ? o->err : KP_NONE, &o->topics,
                      &o->ntopics) != 0)
-        return -1;
-    if (require_stable && !o->err && mark_unstable(r, group, o) != 0)
-        o->err = KP_COORDINATOR_NOT_AVAILABLE;   /* v7+: the group's error alone */
-    return 0;
+        rc = -1;
+    else if (require_stable && !o->err)
+        mark_unstable(pend, npend, o);
+out:
+    md_committed_free(pend, npend);
+    return rc;
 }
 
 /* v8+ spells the same topics with other type names: copies, field for

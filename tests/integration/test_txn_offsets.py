@@ -469,6 +469,42 @@ def test_send_offsets_to_transaction_commit_makes_them_committed(start_broker):
     assert db_rows(b, "SELECT count(*) FROM pending_txn_offsets WHERE group_id = ?", (g,)) == [(0,)]
 
 
+def test_require_stable_never_answers_what_a_completed_commit_replaced(start_broker):
+    """OffsetFetch with RequireStable while the commits' markers land: each
+    answer is the offset pending (UNSTABLE_OFFSET_COMMIT) or the newest
+    committed one, never the one before it with no error.  The broker read
+    the committed rows, then the pending ones, each its own snapshot: a
+    completion by the sync worker in between showed neither (it failed a
+    CI run: a read_committed consumer saw no offset right after the
+    commit)."""
+    b, t, g, p = txn_setup(start_broker, "e2e-stable", 1)
+    cons = consumer_for(b, g)
+    stale = []
+    fetches = 0
+    try:
+        with kr.Conn(b.port) as c:
+            for k in range(1, 121):
+                p.begin_transaction()
+                p.produce(t, b"out")
+                p.send_offsets_to_transaction([TopicPartition(t, 0, k)],
+                                              cons.consumer_group_metadata(), 15)
+                p.commit_transaction(15)
+                deadline = time.monotonic() + 15
+                while True:
+                    fetches += 1
+                    [(_, [(_, off, _, _, err)])], top = fetch_v9(c, g, [(t, [0])], True)
+                    assert top == 0
+                    if err != UNSTABLE_OFFSET_COMMIT:
+                        if (off, err) != (k, 0):
+                            stale.append((k, off, err))
+                        break
+                    assert time.monotonic() < deadline, f"round {k} stayed unstable"
+    finally:
+        cons.close()
+    print(f"120 commits, {fetches} fetches, answers older than the commit: {stale}")
+    assert stale == []
+
+
 def test_send_offsets_to_transaction_abort_drops_them(start_broker):
     b, t, g, p = txn_setup(start_broker, "e2e-abort", 1)
     send_offsets(b, p, g, t, {0: 3}, commit=True)
