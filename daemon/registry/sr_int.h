@@ -76,6 +76,8 @@ typedef struct sr_registry {
     uint64_t gen;                 /* bumped by each applied record (sr_validate.c's index) */
     struct sr_vindex *vindex;     /* ids → subjects for Produce (sr_validate.c) */
     int64_t validation_refusals;
+    int64_t auth_failures;        /* 401s: no or wrong credentials (sr_auth.c) */
+    int64_t auth_refusals;        /* 403s: a principal without the right */
     /* cluster mode: where writes are forwarded (sr_forward.c) */
     int32_t fwd_leader;           /* whose registry fwd_host:fwd_port is; -1: none */
     char fwd_host[256];
@@ -172,8 +174,9 @@ void sr_reply_error(struct evhttp_request *req, int status, int code, const char
 void sr_reply_raw(struct evhttp_request *req, const char *text);
 /* Answers with JSON text already made. */
 void sr_reply_text(struct evhttp_request *req, int status, const char *json);
-/* Holds req until the write in flight ends, then serves it again. */
-void sr_queue(sr_registry *r, struct evhttp_request *req);
+/* Holds req until the write in flight ends, then serves it again (as
+ * principal: sr_api_serve's). */
+void sr_queue(sr_registry *r, struct evhttp_request *req, const char *principal);
 /* A write ended: the queue's head is served on the next loop turn. */
 void sr_kick(sr_registry *r);
 
@@ -184,8 +187,23 @@ void sr_kick(sr_registry *r);
 bool sr_forward(sr_registry *r, struct evhttp_request *req);
 void sr_forward_stop(sr_registry *r);
 
+/* ---- who may (sr_auth.c) ------------------------------------------------------------ */
+/* Serves req (sr_api_serve) once its principal is known, or answers 401. */
+void sr_auth_serve(sr_registry *r, struct evhttp_request *req);
+/* principal may do op on (res, name); NULL (no authorizer, the token) may
+ * do all. */
+bool sr_auth_may(sr_registry *r, struct evhttp_request *req, const char *principal, int res,
+                 const char *name, int op);
+/* As sr_auth_may, and when not, req is answered 403 (401 for ANONYMOUS). */
+bool sr_auth_need(sr_registry *r, struct evhttp_request *req, const char *principal, int res,
+                  const char *name, int op);
+/* Answers the refusal: principal "is not authorized to <what>". */
+void sr_auth_refuse(sr_registry *r, struct evhttp_request *req, const char *principal,
+                    const char *what);
+
 /* ---- the endpoints (sr_api.c) ------------------------------------------------------- */
-/* Serves one request: path split into segs (URI-decoded), query parsed. */
-void sr_api_serve(sr_registry *r, struct evhttp_request *req);
+/* Serves one request as principal (NULL: may do all), whose rights it
+ * checks (sr_auth.c): path split into segs (URI-decoded), query parsed. */
+void sr_api_serve(sr_registry *r, struct evhttp_request *req, const char *principal);
 
 #endif
