@@ -23,6 +23,7 @@ import avro.schema
 import pytest
 import requests
 
+from cluster_support import make_cluster, zk  # noqa: F401 (fixtures)
 from conftest import finish_broker, free_port
 from registry_support import CTYPE, TIMEOUT, record_schema
 from sasl_support import add_user, ck_sasl, kp_sasl, sql, start_sasl_broker
@@ -371,3 +372,68 @@ def test_client_certificate_is_the_principal_on_https(certs):  # noqa: F811
         problems = finish_broker(b)
         shutil.rmtree(d, ignore_errors=True)
     assert not problems, "; ".join(problems)
+
+
+# ---- cluster mode: a follower checks before it forwards ------------------------------
+def test_follower_checks_the_write_then_the_leader_checks_the_forwarded_login(make_cluster):
+    """A write to a broker that does not lead _schemas is authorised there:
+    refused (403) without reaching the leader, or forwarded with the
+    client's login, which the leader authenticates and checks again."""
+    from cluster_support import leader_and_isr, wait_equal, wait_for, zk_missing
+    if zk_missing():
+        pytest.skip("ZooKeeper cannot run: " + zk_missing())
+    o = dict(AUTHZ)
+    c = make_cluster(3, start=False, overrides=o)
+    for b in c.brokers:
+        b.overrides["schema.registry.listeners"] = "http://127.0.0.1:%d" % free_port()
+    c.start()
+    for b in c.brokers:
+        b.registry = b.overrides["schema.registry.listeners"]
+    b1 = c.broker(1)
+    # brokers talk PLAINTEXT, as User:ANONYMOUS: the cluster is theirs
+    b1.sql("INSERT INTO acls (resource_type, resource_name, principal, operation, permission) "
+           "VALUES ('CLUSTER', 'kafka-cluster', 'User:ANONYMOUS', 'ALL', 'ALLOW')")
+    b1.sql("INSERT INTO acls (resource_type, resource_name, principal, operation, permission) "
+           "VALUES ('TOPIC', '_schemas', 'User:ANONYMOUS', 'DESCRIBE', 'ALLOW')")  # Metadata
+    for user in ("alice", "bob"):
+        b1.sql("INSERT INTO scram_credentials (name, mechanism, password) VALUES "
+               "('%s', 'SCRAM-SHA-256', '%s-pw')" % (user, user))
+    b1.sql("INSERT INTO acls (resource_type, resource_name, pattern_type, principal, "
+           "operation, permission) VALUES ('SUBJECT', 'ok-', 'PREFIXED', 'User:alice', 'ALL', "
+           "'ALLOW')")
+    for b in c.brokers:
+        wait_equal(lambda b=b: len(b.sql("SELECT * FROM acls")), 3, 30,
+                   "broker %d to read the ACLs" % b.broker_id)
+        wait_equal(lambda b=b: len(b.sql("SELECT name FROM scram_credentials")), 2, 30,
+                   "broker %d to read the users" % b.broker_id)
+
+    def first_registration():
+        for b in c.brokers:
+            if register(b, "ok-value", V1, token=TOKEN)[0] == 200:
+                return True
+        return False
+    wait_for(first_registration, 60, "_schemas to take a first registration", interval=0.5)
+    leader = None
+
+    def find_leader():
+        nonlocal leader
+        for b in c.brokers:
+            li = leader_and_isr(b, "_schemas")
+            if li and li[0] >= 0 and len(li[1]) == 3:
+                leader = c.broker(li[0])
+                return True
+        return False
+    wait_for(find_leader, 30, "_schemas-0 to have a leader and three in sync")
+    follower = next(b for b in c.brokers if b is not leader)
+    before = metric(leader, "sluice_schema_registry_requests_total")
+    st, got, _ = register(follower, "ok-value", V2, user="bob")
+    assert st == 403 and got["error_code"] == 40301, got
+    st, got, _ = register(follower, "ok-value", V2, user="alice", password="wrong")
+    assert st == 401 and got["error_code"] == 40101, got
+    assert metric(leader, "sluice_schema_registry_requests_total") == before   # never forwarded
+    st, got, _ = register(follower, "ok-value", V2, user="alice")
+    assert st == 200 and "id" in got, got
+    assert metric(leader, "sluice_schema_registry_requests_total") == before + 1
+    for b in c.brokers:
+        wait_for(lambda b=b: req(b, "GET", "/subjects/ok-value/versions", user="alice")[1]
+                 == [1, 2], 10, "broker %d to serve version 2" % b.broker_id)
