@@ -291,6 +291,26 @@ def test_subject_acls_in_sql_and_not_in_kafkas_acl_api(sr):
         [("User:noschema", ResourceType.TOPIC), ("User:producer", ResourceType.TOPIC)], acls
 
 
+def test_kafkas_create_acls_refuses_the_subject_type_as_any_unknown_one(sr):
+    """CreateAcls v1 from a Kafka client with type 100 (SUBJECT's number)
+    gets what type 50 gets (Kafka's answer to a type it does not know), and
+    nothing is made."""
+    import kafka_raw as kr
+    from sasl_support import scram_login
+
+    def create(rtype):
+        body = kr.array([0], lambda _: kr.i8(rtype) + kr.string("k-value") + kr.i8(3) +
+                        kr.string("User:kafka") + kr.string("*") + kr.i8(3) + kr.i8(3))
+        with kr.Conn(sr.port, timeout=20) as conn:
+            assert scram_login(conn, "admin", "admin-pw")[0] == 0
+            r = conn.request(30, 1, body, timeout=20)
+            r.i32()                                             # ThrottleTimeMs
+            return r.array(lambda r: (r.i16(), r.string()))
+    assert create(100) == create(50) == [(42, "Invalid resource type")]   # INVALID_REQUEST
+    st, rows = sql(sr, "SELECT count(*) AS n FROM acls WHERE principal = 'User:kafka'")
+    assert rows == [{"n": 0}], rows
+
+
 def test_avro_producer_with_basic_auth_user_info(sr):
     from confluent_kafka.avro import AvroProducer
     from confluent_kafka.avro.error import ClientError
