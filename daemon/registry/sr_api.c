@@ -877,9 +877,8 @@ static bool authorized(sr_call *c)
     if (!c->principal)
         return true;
     if (!strcmp(a, "subjects") && c->nseg >= 2) {
-        int op = c->nseg == 2 ? (m == EVHTTP_REQ_POST ? BK_OP_READ : BK_OP_DELETE)
-                 : c->nseg == 3 && m == EVHTTP_REQ_POST ? BK_OP_WRITE
-                 : m == EVHTTP_REQ_DELETE ? BK_OP_DELETE : BK_OP_READ;
+        int op = m == EVHTTP_REQ_DELETE ? BK_OP_DELETE
+                 : c->nseg == 3 && m == EVHTTP_REQ_POST ? BK_OP_WRITE : BK_OP_READ;
         return sr_auth_need(c->r, c->req, c->principal, BK_RES_SUBJECT, c->seg[1], op);
     }
     if (!strcmp(a, "compatibility") && c->nseg >= 3)
