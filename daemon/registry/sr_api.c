@@ -267,10 +267,16 @@ static bool may(sr_call *c, const char *name, int op)
     return sr_auth_may(c->r, c->req, c->principal, BK_RES_SUBJECT, name, op);
 }
 
-/* Confluent's SCHEMA_READ: READ on some subject with a version of x. */
+/* Confluent's SCHEMA_READ: READ on some subject with a version of x
+ * (from the index of ids when there is memory for it, else a scan). */
 static bool id_readable(sr_call *c, const sr_schema *x)
 {
-    for (size_t i = 0; i < c->r->nsubjects; i++) {
+    const char *const *names;
+    ssize_t n = sr_validate_subjects(c->r, x->id, &names);
+    for (ssize_t i = 0; i < n; i++)
+        if (may(c, names[i], BK_OP_READ))
+            return true;
+    for (size_t i = 0; n < 0 && i < c->r->nsubjects; i++) {
         sr_subject *s = c->r->subjects[i];
         for (size_t k = 0; k < s->nv; k++)
             if (s->v[k].id == x->id) {

@@ -145,6 +145,10 @@ int sr_schema_parse(sr_registry *r, const sr_schema *s, struct sch_schema **out,
 int  sr_validate_check(bk_broker *b, bk_schema_ctx *c, const uint8_t *p, size_t len,
                        bool whole, char *why, size_t whylen);
 void sr_validate_free(sr_registry *r);
+/* The subjects with a version (soft-deleted too) of schema id: their
+ * number with *out (valid until the next applied record), or -1 out of
+ * memory.  From Produce's index of ids: no scan of the subjects. */
+ssize_t sr_validate_subjects(sr_registry *r, int32_t id, const char *const **out);
 
 /* ---- the SQL mirror (sr_mirror.c) ---------------------------------------------------- */
 /* Rewrites the rows of these subjects ("" the registry's own settings), or
