@@ -172,12 +172,47 @@ START_TEST(test_filters_and_validation)
 }
 END_TEST
 
+/* The schema registry's SUBJECT type (100): named, matched as topics are,
+ * and left out of what Kafka's ACL APIs select unless asked by type. */
+START_TEST(test_subject_acls)
+{
+    ck_assert_int_eq(sec_res_parse("SUBJECT"), BK_RES_SUBJECT);
+    ck_assert_str_eq(sec_res_name(BK_RES_SUBJECT), "SUBJECT");
+    ck_assert_ptr_null(sec_res_name(99));
+    md_acl rows[] = {
+        acl("SUBJECT", "orders-", "PREFIXED", ME, "*", "READ", "ALLOW"),
+        acl("SUBJECT", "orders-secret", "LITERAL", ME, "*", "ALL", "DENY"),
+        acl("TOPIC", "orders-value", "LITERAL", ME, "*", "WRITE", "ALLOW"),
+    };
+    bk_authz *az = with(rows, 3, NULL, false);
+    ck_assert(may(az, ME, BK_RES_SUBJECT, "orders-value", BK_OP_READ));
+    ck_assert(may(az, ME, BK_RES_SUBJECT, "orders-value", BK_OP_DESCRIBE));   /* implied */
+    ck_assert(!may(az, ME, BK_RES_SUBJECT, "orders-value", BK_OP_WRITE));     /* a topic's */
+    ck_assert(!may(az, ME, BK_RES_SUBJECT, "orders-secret", BK_OP_READ));     /* DENY wins */
+    ck_assert(!may(az, ME, BK_RES_SUBJECT, "other", BK_OP_READ));
+    const bk_acl **sel;
+    size_t n;
+    bk_acl_filter any = { .res = BK_RES_ANY, .pat = BK_PAT_ANY, .op = BK_OP_ANY,
+                          .perm = BK_PERM_ANY, .name = KP_STR_NULL, .principal = KP_STR_NULL,
+                          .host = KP_STR_NULL };
+    ck_assert_int_eq(sec_authz_select(az, &any, &sel, &n), 0);
+    ck_assert_uint_eq(n, 1);                                           /* the TOPIC one */
+    ck_assert_int_eq(sel[0]->res, BK_RES_TOPIC);
+    free(sel);
+    any.res = BK_RES_SUBJECT;
+    ck_assert_int_eq(sec_authz_select(az, &any, &sel, &n), 0);
+    ck_assert_uint_eq(n, 2);
+    free(sel);
+    sec_authz_free(az);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = { test_literal_prefixed_and_wildcard_names,
                              test_principals_hosts_and_implied_operations,
                              test_deny_wins_super_users_and_no_acl,
                              test_cached_decision_follows_reload, test_any_resource_of_a_type,
-                             test_filters_and_validation };
+                             test_filters_and_validation, test_subject_acls };
     return unit_run("authz", "matcher", tests, sizeof tests / sizeof *tests, NULL, NULL, 0);
 }
