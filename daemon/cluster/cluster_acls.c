@@ -555,6 +555,15 @@ int cl_authz_zk_write(bk_broker *b, const md_acl *del, size_t ndel, const md_acl
                      sec_res_name(res) ? sec_res_name(res) : "unknown");
             return KP_INVALID_REQUEST;
         }
+        /* The name is one znode under /kafka-acl/<Type>: a '/' would make it
+         * a deeper node the resync never reads (an ACL, maybe a DENY,
+         * reported written and never in force), "." and ".." no node. */
+        const char *name = k < ndel ? del[k].resource_name : add[k - ndel].resource_name;
+        if (k >= ndel && (strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))) {
+            snprintf(err, errlen, "the resource name '%.200s' cannot be stored in ZooKeeper "
+                     "('/', '.' and '..' are path syntax there)", name);
+            return KP_INVALID_REQUEST;
+        }
     }
     aw_job *j = calloc(1, sizeof *j);
     if (!j || !(j->rows = calloc(n ? n : 1, sizeof *j->rows))) {

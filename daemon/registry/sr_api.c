@@ -428,7 +428,11 @@ static int given_read(sr_call *c, json_t *body, sr_given *g)
                            (long long)rv);
             return -1;
         }
-        sr_subject *s = rs ? sr_subject_find(c->r, rs) : NULL;
+        /* A reference the principal may not READ is not found: its schema
+         * would show through compatibility answers, and a different error
+         * would tell that the subject exists. */
+        sr_subject *s = rs && (!c->principal || may(c, rs, BK_OP_READ))
+                        ? sr_subject_find(c->r, rs) : NULL;
         sr_version *v = s ? (rv == -1 ? sr_version_latest(s, false)
                              : sr_version_find(s, (int32_t)rv)) : NULL;
         if (!rn || !v || v->deleted) {
@@ -795,7 +799,7 @@ static void serve_setting(sr_call *c, bool config)
         sr_reply_error(c->req, 422, 42208, "Invalid subject %s", name);
         return;
     }
-    if (c->method == EVHTTP_REQ_GET) {
+    if (c->method == EVHTTP_REQ_GET || c->method == EVHTTP_REQ_HEAD) {   /* reads only */
         if (!own[0] && !q_true(c, "defaultToGlobal")) {
             sr_reply_error(c->req, 404, config ? 40408 : 40409, "Subject '%s' does not have "
                            "subject-level %s configured", name, config ? "compatibility"
@@ -881,6 +885,12 @@ static bool authorized(sr_call *c)
     enum evhttp_cmd_type m = c->method;
     bool get = m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD;
     if (!c->principal)
+        return true;
+    /* A name that is no subject is answered 422 by route(), whoever asks. */
+    const char *named = !strcmp(a, "subjects") || !strcmp(a, "config") || !strcmp(a, "mode")
+                        ? (c->nseg >= 2 ? c->seg[1] : NULL)
+                        : !strcmp(a, "compatibility") && c->nseg >= 3 ? c->seg[2] : NULL;
+    if (named && !subject_valid(named))
         return true;
     if (!strcmp(a, "subjects") && c->nseg >= 2) {
         int op = m == EVHTTP_REQ_DELETE ? BK_OP_DELETE

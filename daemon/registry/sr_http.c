@@ -75,17 +75,14 @@ void sr_reply_error(struct evhttp_request *req, int status, int code, const char
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* A message cut at the buffer's end keeps whole UTF-8 characters
-     * (jansson refuses a cut one, which turned the answer into a 500). */
-    size_t n = strlen(msg), i = n;
-    while (i > 0 && ((unsigned char)msg[i - 1] & 0xC0) == 0x80)
-        i--;
-    if (n == sizeof msg - 1 && i > 0 && ((unsigned char)msg[i - 1] & 0x80)) {
-        unsigned char lead = (unsigned char)msg[i - 1];
-        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
-        if (n - (i - 1) < need)
-            msg[i - 1] = 0;
-    }
+    /* jansson refuses a string that is not UTF-8 (the answer became a 500
+     * "out of memory"): a name quoted from the request may not be, and the
+     * buffer's end may cut a character; such bytes become '?'. */
+    size_t n = strlen(msg);
+    if (!bk_utf8_valid(msg, n))
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)msg[i] >= 0x80)
+                msg[i] = '?';
     sr_reply_json(req, status, json_pack("{s:i, s:s}", "error_code", code, "message", msg));
 }
 

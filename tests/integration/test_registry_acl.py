@@ -457,3 +457,38 @@ def test_follower_checks_the_write_then_the_leader_checks_the_forwarded_login(ma
     for b in c.brokers:
         wait_for(lambda b=b: req(b, "GET", "/subjects/ok-value/versions", user="alice")[1]
                  == [1, 2], 10, "broker %d to serve version 2" % b.broker_id)
+
+
+def test_a_reference_to_a_subject_one_may_not_read_is_not_found(sr):
+    """A schema's references are read with the caller's rights: a subject it
+    may not READ answers exactly as one that does not exist (its schema
+    would show through a compatibility answer, and another error would say
+    it exists).  'team' may do ALL on team-*, nothing on orders-value."""
+    st, got, _ = register(sr, "orders-value", V2, token=TOKEN)
+    assert st == 200, got
+    ref = {"schema": json.dumps({"type": "record", "name": "Wrap",
+                                 "fields": [{"name": "o", "type": "Order"}]}),
+           "references": [{"name": "Order", "subject": "%s", "version": 1}]}
+    answers = {}
+    for target in ("orders-value", "no-such-subject-value"):
+        body = dict(ref, references=[dict(ref["references"][0], subject=target)])
+        st, got, _ = req(sr, "POST", "/subjects/team-wrap-value/versions", body,
+                         user="team")
+        answers[target] = (st, got["error_code"], got["message"].replace(target, "S"))
+    assert answers["orders-value"] == answers["no-such-subject-value"], answers
+    assert answers["orders-value"][:2] == (422, 42201), answers
+    # The super-user's token reads it, so the reference itself is fine.
+    body = dict(ref, references=[dict(ref["references"][0], subject="orders-value")])
+    st, got, _ = req(sr, "POST", "/subjects/team-wrap-value/versions", body, token=TOKEN)
+    assert st == 200, got
+
+
+def test_a_name_that_is_no_subject_is_422_not_500(sr):
+    """Names checked before rights: one that is not UTF-8, or a long one cut
+    mid-character in the 403's text, was a 500 "out of memory"."""
+    for path in ("/subjects/%FF/versions", "/subjects/" + "a" * 399 + "%C3%A9b/versions"):
+        st, got, _ = req(sr, "GET", path, user="nobody")
+        assert st in (403, 404, 422), (path, st, got)
+        assert st != 500 and isinstance(got, dict) and "error_code" in got, (path, st, got)
+    st, got, _ = req(sr, "GET", "/subjects/%FF/versions", user="nobody")
+    assert (st, got["error_code"]) == (422, 42208), got
