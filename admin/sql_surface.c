@@ -1,9 +1,9 @@
 /*
  * admin/sql_surface.c — the operator tables as TEMP views on a read-only
  * connection, the INSTEAD OF triggers that turn INSERT/UPDATE/DELETE on
- * seven of them (topics, topic_configs, partitions' replicas, consumer_groups,
- * committed_offsets, acls, scram_credentials) into admin operations, and the
- * authorizer.
+ * eight of them (topics, topic_configs, partitions' replicas, consumer_groups,
+ * committed_offsets, acls, scram_credentials, subjects) into admin operations,
+ * and the authorizer.
  *
  * The authorizer allows exactly:
  *   - SELECT (reads of anything except the credentials in main.users),
@@ -11,7 +11,7 @@
  *   - PRAGMA that only reads (table_info, index_list, …) without a value;
  *   - INSERT / UPDATE / DELETE of the writable views (topics, topic_configs,
  *     partitions' replicas, consumer_groups, committed_offsets, acls,
- *     scram_credentials), top level only (the triggers then call our
+ *     scram_credentials, subjects), top level only (the triggers then call our
  *     internal functions, which nobody else may call).
  * Everything else — ATTACH, schema changes, PRAGMA writes, transactions,
  * writes to other tables, VACUUM — is refused, and the refusal names why
@@ -108,13 +108,15 @@ static const char surface_sql[] =
 
     /* The schema registry's mirror (daemon/registry/sr_mirror.c): every
      * schema by id, and every version of every subject (soft-deleted ones
-     * with deleted = 1) with the level and mode that apply to it. */
+     * with deleted = 1) with the level and mode that apply to it.  INSERT
+     * and DELETE on subjects are the registry's REST writes (triggers
+     * below). */
     "CREATE TEMP VIEW schemas AS\n"
     "SELECT id, schema_type, schema, refs AS \"references\" FROM main.registry_schemas;\n"
     "CREATE TEMP VIEW subjects AS\n"
     "SELECT v.subject, v.version, v.schema_id, s.schema_type, s.schema, v.deleted,\n"
     "       coalesce(c.compatibility, g.compatibility, 'BACKWARD') AS compatibility,\n"
-    "       coalesce(c.mode, g.mode, 'READWRITE') AS mode\n"
+    "       coalesce(c.mode, g.mode, 'READWRITE') AS mode, s.refs AS \"references\"\n"
     "  FROM main.registry_versions v\n"
     "  LEFT JOIN main.registry_schemas s ON s.id = v.schema_id\n"
     "  LEFT JOIN main.registry_configs c ON c.subject = v.subject\n"
@@ -225,6 +227,18 @@ static const char surface_sql[] =
     "  SELECT sluice_scram_set(NEW.name, NEW.mechanism, NEW.password, NEW.iterations);\nEND;\n"
     "CREATE TEMP TRIGGER scram_credentials_delete INSTEAD OF DELETE ON scram_credentials BEGIN\n"
     "  SELECT sluice_scram_delete(OLD.name, OLD.mechanism);\nEND;\n"
+
+    /* A row in subjects is a version: INSERT registers one (POST
+     * /subjects/{s}/versions), DELETE takes each row one step, as
+     * Confluent's two-step rule has it: a live version is soft-deleted, a
+     * soft-deleted one deleted permanently (?permanent=true). */
+    "CREATE TEMP TRIGGER subjects_insert INSTEAD OF INSERT ON subjects BEGIN\n"
+    "  SELECT sluice_schema_register(NEW.subject, NEW.schema, NEW.schema_type,\n"
+    "         NEW.\"references\", NEW.version IS NOT NULL OR NEW.schema_id IS NOT NULL\n"
+    "         OR NEW.deleted IS NOT NULL OR NEW.compatibility IS NOT NULL\n"
+    "         OR NEW.mode IS NOT NULL);\nEND;\n"
+    "CREATE TEMP TRIGGER subjects_delete INSTEAD OF DELETE ON subjects BEGIN\n"
+    "  SELECT sluice_schema_delete(OLD.subject, OLD.version, OLD.deleted);\nEND;\n"
 
     /* Writes: one internal function call per row. */
     "CREATE TEMP TRIGGER topics_insert INSTEAD OF INSERT ON topics BEGIN\n"
@@ -352,10 +366,11 @@ static const struct { const char *view, *op, *why; } refusals[] = {
       "UPDATE topics SET partitions = N" },
     { "partitions", "DELETE", "partitions: partitions cannot be deleted; only "
       "UPDATE partitions SET replicas (a reassignment) is allowed" },
-    { "schemas", NULL, "schemas is read-only here: register schemas through the schema "
-      "registry REST API (schema.registry.listeners)" },
-    { "subjects", NULL, "subjects is read-only here: register and delete through the schema "
-      "registry REST API (schema.registry.listeners)" },
+    { "schemas", NULL, "schemas is read-only: a schema is registered under a subject, "
+      "with INSERT INTO subjects (subject, schema[, schema_type, references])" },
+    { "subjects", "UPDATE", "subjects: register a version with INSERT INTO subjects "
+      "(subject, schema[, schema_type, references]) and delete with DELETE; levels and "
+      "modes are set through the schema registry REST API (/config, /mode)" },
     { "partition_replicas", NULL, "partition_replicas is read-only: replicas are "
       "assigned when partitions are created" },
     { "broker_configs", NULL, "broker_configs is read-only: change broker configs with "
@@ -713,6 +728,31 @@ static void fn_log_dir(sqlite3_context *ctx, int argc, sqlite3_value **v)
     }
 }
 
+/* (subject, schema, schema_type, references, another column given) */
+static void fn_schema_register(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    if (!need_text(ctx, v[0], "subjects.subject") || !need_text(ctx, v[1], "subjects.schema"))
+        return;
+    if (sqlite3_value_int(v[4])) {
+        sqlite3_result_error(ctx, "subjects: only subject, schema, schema_type and references "
+                             "can be given; the registry assigns version and schema_id", -1);
+        return;
+    }
+    sq_write w = { .op = SQ_SCHEMA_REGISTER, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]),
+                   .s3 = arg_text(v[2]), .s4 = arg_text(v[3]) };
+    do_write(ctx, &w);
+}
+
+/* (subject, version, deleted): one step of Confluent's two (the trigger). */
+static void fn_schema_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_write w = { .op = SQ_SCHEMA_DELETE, .s1 = arg_text(v[0]),
+                   .i1 = sqlite3_value_int64(v[1]), .i2 = sqlite3_value_int(v[2]) != 0 };
+    do_write(ctx, &w);
+}
+
 /* (name, mechanism, password, iterations NULL = default) */
 static void fn_scram_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
 {
@@ -767,6 +807,8 @@ static const struct {
     { "sluice_scram_set", 4, fn_scram_set, true },
     { "sluice_scram_delete", 2, fn_scram_delete, true },
     { "sluice_txn_abort", 4, fn_txn_abort, true },
+    { "sluice_schema_register", 5, fn_schema_register, true },
+    { "sluice_schema_delete", 3, fn_schema_delete, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },
@@ -840,8 +882,8 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
                         "time limit; use || and substr() to format", a4);
         if (a4 && internal_function(a4) && !inner)
             return deny(c, "%s() is internal: change the cluster with INSERT, UPDATE "
-                        "or DELETE on topics, topic_configs, consumer_groups, scram_credentials or "
-                        "committed_offsets", a4);
+                        "or DELETE on topics, topic_configs, consumer_groups, scram_credentials, "
+                        "committed_offsets or subjects", a4);
         return SQLITE_OK;
     case SQLITE_PRAGMA:
         if ((!a4 && in_list(a3, read_pragmas)) || in_list(a3, name_pragmas))
@@ -881,7 +923,7 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
         }
         return deny(c, "%s is read-only: writes are allowed only to topics, "
                     "topic_configs, partitions (replicas), consumer_groups, "
-                    "committed_offsets and scram_credentials", a3);
+                    "committed_offsets, scram_credentials and subjects", a3);
     case SQLITE_ATTACH:
     case SQLITE_DETACH:
         return deny(c, "ATTACH and DETACH are not allowed", NULL);

@@ -136,6 +136,8 @@ enum sq_op {
     SQ_SCRAM_SET,          /* s1 user, s2 mechanism, s3 password, i1 iterations (-1 default) */
     SQ_SCRAM_DELETE,       /* s1 user, s2 mechanism */
     SQ_TXN_ABORT,          /* s1 transactional id, i1 producer id, i2 epoch (as read) */
+    SQ_SCHEMA_REGISTER,    /* s1 subject, s2 schema, s3 type (NULL AVRO), s4 references */
+    SQ_SCHEMA_DELETE,      /* s1 subject, i1 version, i2 permanent (1) or soft (0) */
 };
 
 typedef struct sq_write {

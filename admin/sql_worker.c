@@ -62,6 +62,7 @@
 #include "daemon/security/sec_sasl.h"
 #include "daemon/api/api_topic_wait.h"
 #include "daemon/txn/txn.h"
+#include "daemon/registry/registry.h"
 
 #define SQ_WORKERS 2
 #define SQ_WORKER_NICE 10
@@ -83,6 +84,7 @@ typedef struct sq_wreq {
     md_offset o;
     struct gc_wait *pending;
     bk_topic_wait *topic_wait;
+    sr_sql_call *schema_call;         /* SQ_SCHEMA_*: the registry's answer pending */
     /* SQ_SCRAM_SET: salted by the worker (the PBKDF2 off the loop) */
     uint8_t salt[BK_SASL_SALT], salted[SCRAM_MAX_KEY];
     size_t salted_len;
@@ -486,6 +488,8 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
     case SQ_SCRAM_SET:
     case SQ_SCRAM_DELETE:
     case SQ_TXN_ABORT:
+    case SQ_SCHEMA_REGISTER:
+    case SQ_SCHEMA_DELETE:
         break;                        /* on_writes: their own paths */
     }
     return KP_INVALID_REQUEST;
@@ -571,6 +575,49 @@ static int txn_abort(struct bk_admin *a, sq_wreq *r)
                               r->errlen);
 }
 
+/* The registry answered a schema write (daemon/registry/sr_sql.c): its
+ * message is the statement's error, Confluent's text and code. */
+static void schema_answered(void *arg, int status, int code, const char *msg)
+{
+    sq_wreq *r = arg;
+    r->schema_call = NULL;
+    int rc = KP_NONE;
+    if (status != 200) {
+        /* The code first: Confluent's details may outrun the error's room. */
+        snprintf(r->err, r->errlen, "schema registry error_code %d: %s", code, msg);
+        rc = status >= 400 && status < 500 ? KP_INVALID_REQUEST : KP_UNKNOWN_SERVER_ERROR;
+    } else {
+        const sq_write *w = r->w;
+        BK_INFO("schema registry: %s through SQL: %s%s", w->op == SQ_SCHEMA_REGISTER
+                ? "registered" : w->i2 ? "permanently deleted" : "soft deleted", w->s1,
+                w->op == SQ_SCHEMA_REGISTER ? "" : " (a version)");
+    }
+    write_done(r, rc);
+}
+
+/* INSERT INTO subjects / DELETE FROM subjects: the registry's own REST
+ * write (sr_sql.c says why it is sent, not called), answered once durable.
+ * Who may: every SQL writer (ALTER on the cluster, admin_http.c); the
+ * SUBJECT ACL check (WRITE, DELETE) belongs on the registry's request path,
+ * which this write takes. */
+static int schema_write(struct bk_admin *a, sq_wreq *r)
+{
+    const sq_write *w = r->w;
+    if (w->op == SQ_SCHEMA_DELETE && (w->i1 < 1 || w->i1 > INT32_MAX)) {
+        snprintf(r->err, r->errlen, "subjects.version must be 1..2147483647");
+        return KP_INVALID_REQUEST;
+    }
+    r->schema_call = w->op == SQ_SCHEMA_REGISTER
+        ? sr_sql_register(a->b, w->s1, w->s2, w->s3, w->s4, schema_answered, r, r->err,
+                          r->errlen)
+        : sr_sql_delete(a->b, w->s1, (int32_t)w->i1, w->i2 != 0, schema_answered, r, r->err,
+                        r->errlen);
+    if (!r->schema_call)
+        return KP_INVALID_REQUEST;
+    applying_add(a, r, NULL);
+    return SQ_LATER;
+}
+
 /* Wakes the worker waiting for r. */
 static void write_answered(struct bk_admin *a, sq_wreq *r, int rc)
 {
@@ -603,6 +650,8 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
                : r->w->op == SQ_SCRAM_SET || r->w->op == SQ_SCRAM_DELETE ? scram_write(a, r)
                : r->w->op == SQ_TXN_ABORT ? txn_abort(a, r)
+               : r->w->op == SQ_SCHEMA_REGISTER || r->w->op == SQ_SCHEMA_DELETE
+                 ? schema_write(a, r)
                : topic_write(a, r);
         if (rc != SQ_LATER)
             write_answered(a, r, rc);
@@ -794,6 +843,8 @@ void sq_workers_stop(bk_broker *b)
     for (sq_wreq *r = a->applying; r; r = r->next) {
         if (r->topic_wait)
             api_topic_wait_cancel(r->topic_wait);   /* its op may still answer */
+        else if (r->schema_call)
+            sr_sql_cancel(r->schema_call);          /* freed by sr_stop */
         else
             gc_groups_forget(r->pending);
     }

@@ -81,6 +81,12 @@ typedef struct sr_registry {
     char fwd_host[256];
     int fwd_port;
     struct evhttp_connection *fwd_conn;
+    /* its own listener, which SQL's writes call (sr_sql.c) */
+    char self_host[256];
+    int self_port;
+    bool self_https;
+    struct evhttp_connection *self_conn;
+    sr_sql_call *sql_calls;       /* in flight (sr_sql.c Q1) */
 } sr_registry;
 
 /* ---- the model (sr_state.c) ---------------------------------------------------- */
@@ -183,6 +189,9 @@ void sr_kick(sr_registry *r);
  * false: serve it here (standalone, the leader, no leader, forwarded). */
 bool sr_forward(sr_registry *r, struct evhttp_request *req);
 void sr_forward_stop(sr_registry *r);
+
+/* ---- SQL's writes (sr_sql.c; the calls are in registry.h) --------------------------- */
+void sr_sql_stop(sr_registry *r);
 
 /* ---- the endpoints (sr_api.c) ------------------------------------------------------- */
 /* Serves one request: path split into segs (URI-decoded), query parsed. */

@@ -1,6 +1,9 @@
 """The schema registry mirrored into the broker's SQLite (issue 31): SQL's
 `schemas` and `subjects` show what the REST API shows, after writes,
-deletions and a restart, and refuse writes with a reason."""
+deletions and a restart; INSERT INTO subjects registers and DELETE FROM
+subjects deletes through the registry's own REST path (the same ids, the
+same compatibility verdicts and messages), and the other writes are refused
+with a reason."""
 import json
 
 import pytest
@@ -57,5 +60,119 @@ def test_sql_shows_what_the_api_shows(reg):
     # rebuilt from _schemas on start
     reg.restart()
     assert rows() == want
-    st, text = sql(reg, "DELETE FROM subjects")
-    assert st == 400 and "read-only here" in text
+    st, text = sql(reg, "UPDATE subjects SET mode = 'READONLY'")
+    assert st == 400 and "INSERT INTO subjects" in text, text
+    st, text = sql(reg, "INSERT INTO schemas (schema) VALUES ('\"int\"')")
+    assert st == 400 and "registered under a subject" in text, text
+
+
+def rows_of(got):
+    return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in got]
+
+
+def sql_ok(b, stmt):
+    st, got = sql(b, stmt)
+    assert st == 200, got
+    return rows_of(got)
+
+
+def quoted(text):
+    return "'" + text.replace("'", "''") + "'"
+
+
+def test_insert_into_subjects_registers_as_the_api_does(reg):
+    v1 = json.dumps(record_schema("Pay", [("id", "long")]))
+    v2 = json.dumps(record_schema("Pay", [("id", "long"), ("cur", "string", "EUR")]))
+    bad = json.dumps(record_schema("Pay", [("id", "string")]))
+    # the REST API registers v1 under one subject; SQL under another: one id
+    assert register(reg, "rest-value", v1) == (200, {"id": 1})
+    assert sql_ok(reg, "INSERT INTO subjects (subject, schema) VALUES ('pay-value', %s)"
+                  % quoted(v1)) == []
+    assert call(reg, "GET", "/subjects/pay-value/versions/1") == (200, {
+        "subject": "pay-value", "version": 1, "id": 1,
+        "schema": call(reg, "GET", "/schemas/ids/1")[1]["schema"]})
+    # the same schema again: no new version, as the API answers its id
+    sql_ok(reg, "INSERT INTO subjects (subject, schema) VALUES ('pay-value', %s)" % quoted(v1))
+    assert call(reg, "GET", "/subjects/pay-value/versions") == (200, [1])
+    # an evolution the level allows: version 2, a new id, read back by SQL at once
+    sql_ok(reg, "INSERT INTO subjects (subject, schema, schema_type) VALUES "
+                "('pay-value', %s, 'AVRO')" % quoted(v2))
+    assert call(reg, "GET", "/subjects/pay-value/versions/latest")[1]["id"] == 2
+    assert sql_ok(reg, "SELECT version, schema_id, deleted FROM subjects WHERE "
+                       "subject = 'pay-value' ORDER BY version") == [(1, 1, 0), (2, 2, 0)]
+    # incompatible: the statement fails with Confluent's text, nothing registered
+    st, text = sql(reg, "INSERT INTO subjects (subject, schema) VALUES ('pay-value', %s)"
+                   % quoted(bad))
+    assert st == 400, text
+    assert json.loads(text)["error"].startswith(
+        'INVALID_REQUEST: schema registry error_code 409: Schema being registered is '
+        'incompatible with an earlier schema for subject "pay-value", details: '
+        "[{errorType:'TYPE_MISMATCH'"), text
+    assert call(reg, "GET", "/subjects/pay-value/versions") == (200, [1, 2])
+    assert call(reg, "GET", "/schemas/ids/3")[0] == 404
+    # invalid: the parser's reason, 42201
+    st, text = sql(reg, "INSERT INTO subjects (subject, schema) VALUES ('pay-value', "
+                        "'{\"type\": \"record\"}')")
+    assert st == 400 and "error_code 42201: Invalid schema" in text, text
+    # JSON Schema with references given as Confluent's JSON
+    assert sql_ok(reg, "INSERT INTO subjects (subject, schema, schema_type) VALUES "
+                       "('js', '{\"type\": \"object\"}', 'JSON')") == []
+    assert call(reg, "GET", "/subjects/js/versions/1")[1]["schemaType"] == "JSON"
+    ref = json.dumps([{"name": "Pay", "subject": "pay-value", "version": 2}])
+    user = json.dumps({"type": "record", "name": "User", "fields": [
+        {"name": "p", "type": "Pay"}]})
+    sql_ok(reg, "INSERT INTO subjects (subject, schema, \"references\") VALUES "
+                "('user-value', %s, %s)" % (quoted(user), quoted(ref)))
+    got = call(reg, "GET", "/subjects/user-value/versions/1")[1]
+    assert got["references"] == json.loads(ref), got
+    assert sql_ok(reg, "SELECT \"references\" FROM subjects WHERE subject = 'user-value'"
+                  ) == [(json.dumps(json.loads(ref), separators=(",", ":")),)]
+    # columns the registry assigns, and bad references, are refused
+    st, text = sql(reg, "INSERT INTO subjects (subject, schema, version) VALUES "
+                        "('pay-value', %s, 7)" % quoted(v2))
+    assert st == 400 and "the registry assigns version" in text, text
+    st, text = sql(reg, "INSERT INTO subjects (subject, schema, \"references\") VALUES "
+                        "('x', %s, 'nope')" % quoted(v1))
+    assert st == 400 and "references must be a JSON array" in text, text
+    # kept across a restart (they are records of _schemas)
+    reg.restart()
+    assert call(reg, "GET", "/subjects") == (200, ["js", "pay-value", "rest-value",
+                                                   "user-value"])
+    assert call(reg, "GET", "/subjects/pay-value/versions") == (200, [1, 2])
+
+
+def test_delete_from_subjects_is_soft_then_permanent(reg):
+    v1 = json.dumps(record_schema("D", [("id", "long")]))
+    v2 = json.dumps(record_schema("D", [("id", "long"), ("n", "int", 0)]))
+    for v in (v1, v2):
+        sql_ok(reg, "INSERT INTO subjects (subject, schema) VALUES ('d-value', %s)" % quoted(v))
+        sql_ok(reg, "INSERT INTO subjects (subject, schema) VALUES ('e-value', %s)" % quoted(v))
+    # one version, soft: REST agrees
+    st, got = sql(reg, "DELETE FROM subjects WHERE subject = 'd-value' AND version = 1")
+    assert st == 200, got
+    assert call(reg, "GET", "/subjects/d-value/versions") == (200, [2])
+    assert call(reg, "GET", "/subjects/d-value/versions?deleted=true") == (200, [1, 2])
+    # the whole subject, soft: the live versions only
+    sql_ok(reg, "DELETE FROM subjects WHERE subject = 'e-value' AND NOT deleted")
+    assert call(reg, "GET", "/subjects")[1] == ["d-value"]
+    assert call(reg, "GET", "/subjects?deleted=true")[1] == ["d-value", "e-value"]
+    assert sql_ok(reg, "SELECT version, deleted FROM subjects WHERE subject = 'e-value' "
+                       "ORDER BY 1") == [(1, 1), (2, 1)]
+    # then permanent: what was soft-deleted goes, the rest stays
+    sql_ok(reg, "DELETE FROM subjects WHERE deleted")
+    assert call(reg, "GET", "/subjects?deleted=true")[1] == ["d-value"]
+    assert call(reg, "GET", "/subjects/d-value/versions?deleted=true") == (200, [2])
+    assert sql_ok(reg, "SELECT subject, version, deleted FROM subjects ORDER BY 1, 2") == [
+        ("d-value", 2, 0)]
+    # a version another schema references may not go: the registry's 42206
+    ref = json.dumps([{"name": "D", "subject": "d-value", "version": 2}])
+    user = json.dumps({"type": "record", "name": "U", "fields": [{"name": "d", "type": "D"}]})
+    sql_ok(reg, "INSERT INTO subjects (subject, schema, \"references\") VALUES ('u', %s, %s)"
+           % (quoted(user), quoted(ref)))
+    st, text = sql(reg, "DELETE FROM subjects WHERE subject = 'd-value'")
+    assert st == 400 and "error_code 42206: One or more references exist" in text, text
+    assert call(reg, "GET", "/subjects/d-value/versions") == (200, [2])
+    # what is gone stays gone after a restart
+    reg.restart()
+    assert call(reg, "GET", "/subjects?deleted=true")[1] == ["d-value", "u"]
+    assert call(reg, "GET", "/subjects/d-value/versions?deleted=true") == (200, [2])
