@@ -457,9 +457,15 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
             else
                 rc = run_stream(c, st, ncol, format, headers, res, rc);
         }
+        if (rc == SQLITE_DONE && c->ndels &&
+            sq_schema_deletes(c, res->err, sizeof res->err) != 0) {
+            res->failed = true;
+            rc = SQLITE_OK;                            /* err says why */
+        }
+        sq_schema_deletes(c, NULL, 0);                 /* whatever is left: forgotten */
         if (c->wrote)
             res->changes += c->changes;
-        if (rc != SQLITE_DONE) {
+        if (rc != SQLITE_DONE && !res->failed) {
             res->failed = true;
             if (rc == ROW_LIMIT)
                 snprintf(res->err, sizeof res->err, "the result has more than %lld rows "

@@ -229,16 +229,20 @@ static const char surface_sql[] =
     "  SELECT sluice_scram_delete(OLD.name, OLD.mechanism);\nEND;\n"
 
     /* A row in subjects is a version: INSERT registers one (POST
-     * /subjects/{s}/versions), DELETE takes each row one step, as
-     * Confluent's two-step rule has it: a live version is soft-deleted, a
-     * soft-deleted one deleted permanently (?permanent=true). */
+     * /subjects/{s}/versions).  DELETE takes what it matched one step
+     * further, as Confluent's two-step rule has it (sq_schema_deletes): a
+     * subject whose every version it matched is deleted as a whole (soft
+     * while it has live versions, else permanently), other rows version by
+     * version (a live one soft, a soft-deleted one permanently). */
     "CREATE TEMP TRIGGER subjects_insert INSTEAD OF INSERT ON subjects BEGIN\n"
     "  SELECT sluice_schema_register(NEW.subject, NEW.schema, NEW.schema_type,\n"
     "         NEW.\"references\", NEW.version IS NOT NULL OR NEW.schema_id IS NOT NULL\n"
     "         OR NEW.deleted IS NOT NULL OR NEW.compatibility IS NOT NULL\n"
     "         OR NEW.mode IS NOT NULL);\nEND;\n"
     "CREATE TEMP TRIGGER subjects_delete INSTEAD OF DELETE ON subjects BEGIN\n"
-    "  SELECT sluice_schema_delete(OLD.subject, OLD.version, OLD.deleted);\nEND;\n"
+    "  SELECT sluice_schema_delete(OLD.subject, OLD.version, OLD.deleted,\n"
+    "         (SELECT count(*) FROM main.registry_versions WHERE subject = OLD.subject));\n"
+    "END;\n"
 
     /* Writes: one internal function call per row. */
     "CREATE TEMP TRIGGER topics_insert INSTEAD OF INSERT ON topics BEGIN\n"
@@ -744,13 +748,87 @@ static void fn_schema_register(sqlite3_context *ctx, int argc, sqlite3_value **v
     do_write(ctx, &w);
 }
 
-/* (subject, version, deleted): one step of Confluent's two (the trigger). */
+/* One row DELETE FROM subjects matched, kept until the statement has
+ * matched them all: only then is it known whether it names a whole subject. */
+struct sq_schema_del {
+    char *subject;
+    int64_t version, versions;        /* the subject's, soft-deleted ones too */
+    bool deleted;
+};
+
+/* (subject, version, deleted, the subject's versions) */
 static void fn_schema_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
 {
     (void)argc;
-    sq_write w = { .op = SQ_SCHEMA_DELETE, .s1 = arg_text(v[0]),
-                   .i1 = sqlite3_value_int64(v[1]), .i2 = sqlite3_value_int(v[2]) != 0 };
-    do_write(ctx, &w);
+    sq_conn *c = sqlite3_user_data(ctx);
+    if (c->ndels == c->capdels) {
+        size_t cap = c->capdels ? c->capdels * 2 : 8;
+        struct sq_schema_del *d = realloc(c->dels, cap * sizeof *d);
+        if (!d) {
+            sqlite3_result_error_nomem(ctx);
+            return;
+        }
+        c->dels = d;
+        c->capdels = cap;
+    }
+    char *subject = strdup(arg_text(v[0]) ? arg_text(v[0]) : "");
+    if (!subject) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    c->dels[c->ndels++] = (struct sq_schema_del){ subject, sqlite3_value_int64(v[1]),
+                                                  sqlite3_value_int64(v[3]),
+                                                  sqlite3_value_int(v[2]) != 0 };
+    sqlite3_result_null(ctx);
+}
+
+/* One registry delete through the write hook; 0 or -1 with err. */
+static int schema_delete_one(sq_conn *c, const char *subject, int64_t version, bool permanent,
+                             char *err, size_t errlen)
+{
+    char why[MD_ERRLEN + 64] = "";
+    sq_write w = { .op = SQ_SCHEMA_DELETE, .s1 = subject, .i1 = version, .i2 = permanent };
+    int rc = c->env.write ? c->env.write(c->env.arg, &w, why, sizeof why) : KP_INVALID_REQUEST;
+    if (rc == KP_NONE)
+        return 0;
+    snprintf(err, errlen, "%s: %s", kp_error_name(rc), !c->env.write ? "read-only: this "
+             "connection cannot change the cluster (sluice-sql --data-dir reads a stopped "
+             "broker)" : why[0] ? why : "the change was refused");
+    return -1;
+}
+
+int sq_schema_deletes(sq_conn *c, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (size_t i = 0; err && rc == 0 && i < c->ndels; i++) {
+        struct sq_schema_del *d = &c->dels[i];
+        if (!d->subject)
+            continue;                 /* done with an earlier row of its subject */
+        size_t n = 0, live = 0;
+        for (size_t k = i; k < c->ndels; k++)
+            if (c->dels[k].subject && !strcmp(c->dels[k].subject, d->subject)) {
+                n++;
+                live += !c->dels[k].deleted;
+            }
+        if ((int64_t)n == d->versions) {          /* the whole subject */
+            rc = schema_delete_one(c, d->subject, 0, live == 0, err, errlen);
+            c->changes += rc == 0 ? (int64_t)n : 0;
+            for (size_t k = c->ndels; k-- > i + 1;)
+                if (c->dels[k].subject && !strcmp(c->dels[k].subject, d->subject)) {
+                    free(c->dels[k].subject);
+                    c->dels[k].subject = NULL;
+                }
+        } else {
+            rc = schema_delete_one(c, d->subject, d->version, d->deleted, err, errlen);
+            c->changes += rc == 0;
+        }
+        free(d->subject);
+        d->subject = NULL;
+    }
+    for (size_t i = 0; i < c->ndels; i++)
+        free(c->dels[i].subject);
+    c->ndels = 0;
+    return rc;
 }
 
 /* (name, mechanism, password, iterations NULL = default) */
@@ -808,7 +886,7 @@ static const struct {
     { "sluice_scram_delete", 2, fn_scram_delete, true },
     { "sluice_txn_abort", 4, fn_txn_abort, true },
     { "sluice_schema_register", 5, fn_schema_register, true },
-    { "sluice_schema_delete", 3, fn_schema_delete, true },
+    { "sluice_schema_delete", 4, fn_schema_delete, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },
@@ -1029,6 +1107,8 @@ void sq_close(sq_conn *c)
         sq_snap_unref(c->snap);
     sqlite3_finalize(c->cluster_st);
     sqlite3_close_v2(c->db);
+    sq_schema_deletes(c, NULL, 0);
+    free(c->dels);
     free(c);
 }
 

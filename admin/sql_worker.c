@@ -588,9 +588,14 @@ static void schema_answered(void *arg, int status, int code, const char *msg)
         rc = status >= 400 && status < 500 ? KP_INVALID_REQUEST : KP_UNKNOWN_SERVER_ERROR;
     } else {
         const sq_write *w = r->w;
-        BK_INFO("schema registry: %s through SQL: %s%s", w->op == SQ_SCHEMA_REGISTER
-                ? "registered" : w->i2 ? "permanently deleted" : "soft deleted", w->s1,
-                w->op == SQ_SCHEMA_REGISTER ? "" : " (a version)");
+        if (w->op == SQ_SCHEMA_REGISTER)
+            BK_INFO("schema registry: registered under %s through SQL", w->s1);
+        else if (w->i1)
+            BK_INFO("schema registry: %s deleted %s version %lld through SQL",
+                    w->i2 ? "permanently" : "soft", w->s1, (long long)w->i1);
+        else
+            BK_INFO("schema registry: %s deleted subject %s through SQL",
+                    w->i2 ? "permanently" : "soft", w->s1);
     }
     write_done(r, rc);
 }
@@ -603,7 +608,7 @@ static void schema_answered(void *arg, int status, int code, const char *msg)
 static int schema_write(struct bk_admin *a, sq_wreq *r)
 {
     const sq_write *w = r->w;
-    if (w->op == SQ_SCHEMA_DELETE && (w->i1 < 1 || w->i1 > INT32_MAX)) {
+    if (w->op == SQ_SCHEMA_DELETE && (w->i1 < 0 || w->i1 > INT32_MAX)) {
         snprintf(r->err, r->errlen, "subjects.version must be 1..2147483647");
         return KP_INVALID_REQUEST;
     }

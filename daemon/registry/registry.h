@@ -30,7 +30,8 @@ typedef void (*sr_sql_done)(void *arg, int status, int error_code, const char *m
 sr_sql_call *sr_sql_register(bk_broker *b, const char *subject, const char *schema,
                              const char *type, const char *refs, sr_sql_done done, void *arg,
                              char *err, size_t errlen);
-/* DELETE /subjects/{subject}/versions/{version}[?permanent=true]. */
+/* DELETE /subjects/{subject}/versions/{version}[?permanent=true]; version 0:
+ * DELETE /subjects/{subject}[?permanent=true]. */
 sr_sql_call *sr_sql_delete(bk_broker *b, const char *subject, int32_t version, bool permanent,
                            sr_sql_done done, void *arg, char *err, size_t errlen);
 /* done will not run (its waiter is going away). */

@@ -4,7 +4,7 @@
  * these on the loop thread).
  *
  * A write through SQL is the REST request a client would send — POST
- * /subjects/{s}/versions, DELETE /subjects/{s}/versions/{v}[?permanent=true]
+ * /subjects/{s}/versions, DELETE /subjects/{s}[/versions/{v}][?permanent=true]
  * — sent to this broker's own registry listener over loopback.  It then
  * takes every step a client's request takes, and no second copy of any of
  * them exists: the checks and Confluent's answers (sr_api.c), the queue
@@ -188,9 +188,11 @@ sr_sql_call *sr_sql_register(bk_broker *b, const char *subject, const char *sche
 sr_sql_call *sr_sql_delete(bk_broker *b, const char *subject, int32_t version, bool permanent,
                            sr_sql_done done, void *arg, char *err, size_t errlen)
 {
-    char rest[64];
-    snprintf(rest, sizeof rest, "/versions/%d%s", (int)version,
-             permanent ? "?permanent=true" : "");
+    char rest[64] = "";
+    if (version)
+        snprintf(rest, sizeof rest, "/versions/%d", (int)version);
+    if (permanent)
+        strcat(rest, "?permanent=true");
     char *path = subject_path(subject, rest);
     sr_sql_call *c = NULL;
     if (!path)

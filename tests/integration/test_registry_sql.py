@@ -176,3 +176,27 @@ def test_delete_from_subjects_is_soft_then_permanent(reg):
     reg.restart()
     assert call(reg, "GET", "/subjects?deleted=true")[1] == ["d-value", "u"]
     assert call(reg, "GET", "/subjects/d-value/versions?deleted=true") == (200, [2])
+
+
+def test_delete_of_every_version_is_the_subjects_delete(reg):
+    """A DELETE matching every version of a subject is Confluent's DELETE
+    /subjects/{s}: soft while a version is live (already soft-deleted ones
+    stay soft, the subject's level goes with it), permanent after."""
+    v1 = json.dumps(record_schema("M", [("id", "long")]))
+    v2 = json.dumps(record_schema("M", [("id", "long"), ("n", "int", 0)]))
+    for v in (v1, v2):
+        sql_ok(reg, "INSERT INTO subjects (subject, schema) VALUES ('m-value', %s)" % quoted(v))
+    assert call(reg, "PUT", "/config/m-value", {"compatibility": "FULL"})[0] == 200
+    sql_ok(reg, "DELETE FROM subjects WHERE subject = 'm-value' AND version = 1")
+    # v1 soft-deleted, v2 live: the subject's soft delete, v1 not escalated
+    st, got = sql(reg, "DELETE FROM subjects WHERE subject = 'm-value'")
+    assert st == 200, got
+    assert call(reg, "GET", "/subjects/m-value/versions?deleted=true") == (200, [1, 2])
+    assert call(reg, "GET", "/subjects/m-value/versions")[0] == 404
+    assert call(reg, "GET", "/config/m-value")[1]["error_code"] == 40408
+    # the same statement again: every version soft-deleted, so permanently
+    sql_ok(reg, "DELETE FROM subjects WHERE subject = 'm-value'")
+    assert call(reg, "GET", "/subjects?deleted=true") == (200, [])
+    assert sql_ok(reg, "SELECT count(*) FROM subjects") == [(0,)]
+    st, text = sql(reg, "DELETE FROM subjects WHERE subject = 'm-value'")
+    assert st == 200, text                                   # nothing matched
