@@ -200,3 +200,52 @@ def test_delete_of_every_version_is_the_subjects_delete(reg):
     assert sql_ok(reg, "SELECT count(*) FROM subjects") == [(0,)]
     st, text = sql(reg, "DELETE FROM subjects WHERE subject = 'm-value'")
     assert st == 200, text                                   # nothing matched
+
+
+def test_sluice_sql_registers_and_shows_a_decoded_message_readably(reg):
+    """The shell registers through SQL; a table keeps value_json compact and
+    whole on its line; \\x (expanded display, line mode) pretty-prints it."""
+    import io
+    import struct
+    import subprocess
+
+    import avro.io
+    import avro.schema
+
+    from support import ck_producer, create_topic, produce_ok, topic_name
+    from test_sluice_sql import shell_path
+
+    t = topic_name("readable")
+    schema = {"type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": "long"}, {"name": "note", "type": "string"},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "empty", "type": {"type": "map", "values": "int"}}]}
+    shell = [shell_path(), "--socket", admin_socket(reg), "-c"]
+
+    def sh(script):
+        r = subprocess.run(shell + [script], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    sh("INSERT INTO subjects (subject, schema) VALUES ('%s-value', %s);"
+       % (t, quoted(json.dumps(schema))))
+    sid = call(reg, "GET", "/subjects/%s-value/versions/1" % t)[1]["id"]
+    value = {"id": 7, "note": "a, b: {c}", "tags": ["x", "y"], "empty": {}}
+    out = io.BytesIO()
+    avro.io.DatumWriter(avro.schema.parse(json.dumps(schema))).write(
+        value, avro.io.BinaryEncoder(out))
+    create_topic(reg, t, 1)
+    produce_ok(ck_producer(reg), t, [{"value": struct.pack(">bI", 0, sid) + out.getvalue(),
+                                      "partition": 0}])
+    compact = sql_ok(reg, "SELECT value_json FROM messages WHERE topic = '%s'" % t)[0][0]
+    assert json.loads(compact) == value
+    # a table: the value whole, as SQL holds it, on the row's one line
+    lines = sh("SELECT offset, value_json FROM messages WHERE topic = '%s';" % t).splitlines()
+    assert lines[0].split() == ["offset", "value_json"] and len(lines) == 3, lines
+    assert lines[2] == "     0  " + compact, lines
+    # expanded: one value a line, the JSON pretty-printed under its label
+    text = sh("\\x\nSELECT offset, value_json FROM messages WHERE topic = '%s';" % t)
+    assert text.startswith("Expanded display is on.\n"), text
+    want = json.dumps(value, indent=2).replace("\n", "\n" + " " * 13)
+    assert text.splitlines()[1:] == ["    offset = 0"] + ("value_json = " + want).splitlines()
+    assert "\n                 \"x\",\n" in text                  # nested: two more
