@@ -508,6 +508,7 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
         sqlite3_stmt *st = NULL;
         c->deny[0] = 0;
         c->wrote = false;
+        c->set_compat = c->set_mode = false;
         c->changes = 0;
         int rc = sqlite3_prepare_v2(c->db, tail, -1, &st, &tail);
         if (rc != SQLITE_OK) {
@@ -535,12 +536,12 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
             else
                 rc = run_stream(c, st, ncol, format, headers, res, rc);
         }
-        if (rc == SQLITE_DONE && c->ndels &&
-            sq_schema_deletes(c, res->err, sizeof res->err) != 0) {
+        if (rc == SQLITE_DONE && c->nrows &&
+            sq_schema_writes(c, res->err, sizeof res->err) != 0) {
             res->failed = true;
             rc = SQLITE_OK;                            /* err says why */
         }
-        sq_schema_deletes(c, NULL, 0);                 /* whatever is left: forgotten */
+        sq_schema_writes(c, NULL, 0);                  /* whatever is left: forgotten */
         if (c->wrote)
             res->changes += c->changes;
         if (rc != SQLITE_DONE && !res->failed) {

@@ -230,7 +230,7 @@ static const char surface_sql[] =
 
     /* A row in subjects is a version: INSERT registers one (POST
      * /subjects/{s}/versions).  DELETE takes what it matched one step
-     * further, as Confluent's two-step rule has it (sq_schema_deletes): a
+     * further, as Confluent's two-step rule has it (sq_schema_writes): a
      * subject whose every version it matched is deleted as a whole (soft
      * while it has live versions, else permanently), other rows version by
      * version (a live one soft, a soft-deleted one permanently). */
@@ -239,6 +239,11 @@ static const char surface_sql[] =
     "         NEW.\"references\", NEW.version IS NOT NULL OR NEW.schema_id IS NOT NULL\n"
     "         OR NEW.deleted IS NOT NULL OR NEW.compatibility IS NOT NULL\n"
     "         OR NEW.mode IS NOT NULL);\nEND;\n"
+    /* UPDATE subjects SET compatibility = 'FULL' (and/or mode) is PUT
+     * /config/{s} (/mode/{s}) once per subject; NULL clears the subject's
+     * own (DELETE /config/{s}).  Other columns: refused by the authorizer. */
+    "CREATE TEMP TRIGGER subjects_update INSTEAD OF UPDATE ON subjects BEGIN\n"
+    "  SELECT sluice_subject_set(OLD.subject, NEW.compatibility, NEW.mode);\nEND;\n"
     "CREATE TEMP TRIGGER subjects_delete INSTEAD OF DELETE ON subjects BEGIN\n"
     "  SELECT sluice_schema_delete(OLD.subject, OLD.version, OLD.deleted,\n"
     "         (SELECT count(*) FROM main.registry_versions WHERE subject = OLD.subject));\n"
@@ -372,9 +377,6 @@ static const struct { const char *view, *op, *why; } refusals[] = {
       "UPDATE partitions SET replicas (a reassignment) is allowed" },
     { "schemas", NULL, "schemas is read-only: a schema is registered under a subject, "
       "with INSERT INTO subjects (subject, schema[, schema_type, references])" },
-    { "subjects", "UPDATE", "subjects: register a version with INSERT INTO subjects "
-      "(subject, schema[, schema_type, references]) and delete with DELETE; levels and "
-      "modes are set through the schema registry REST API (/config, /mode)" },
     { "partition_replicas", NULL, "partition_replicas is read-only: replicas are "
       "assigned when partitions are created" },
     { "broker_configs", NULL, "broker_configs is read-only: change broker configs with "
@@ -748,47 +750,83 @@ static void fn_schema_register(sqlite3_context *ctx, int argc, sqlite3_value **v
     do_write(ctx, &w);
 }
 
-/* One row DELETE FROM subjects matched, kept until the statement has
- * matched them all: only then is it known whether it names a whole subject. */
-struct sq_schema_del {
-    char *subject;
-    int64_t version, versions;        /* the subject's, soft-deleted ones too */
-    bool deleted;
+/* One row DELETE or UPDATE on subjects matched, kept until the statement
+ * has matched them all: only then is it known whether a DELETE names a
+ * whole subject, and an UPDATE sets a subject's level once, not per row. */
+struct sq_schema_row {
+    char *subject;                    /* NULL: done with */
+    bool update;                      /* else a DELETE */
+    bool deleted;                     /* DELETE: the row's */
+    int64_t version, versions;        /* DELETE: the row's, the subject's */
+    char *compat, *mode;              /* UPDATE: the new values (NULL: clear) */
 };
+
+static char *dup_or_null(sqlite3_value *v, bool *nomem)
+{
+    const char *t = arg_text(v);
+    char *d = t ? strdup(t) : NULL;
+    *nomem |= t && !d;
+    return d;
+}
+
+static void row_free(struct sq_schema_row *r)
+{
+    free(r->subject);
+    free(r->compat);
+    free(r->mode);
+    r->subject = r->compat = r->mode = NULL;
+}
+
+/* Keeps r (its strings taken) for sq_schema_writes. */
+static void row_keep(sqlite3_context *ctx, struct sq_schema_row *r, bool nomem)
+{
+    sq_conn *c = sqlite3_user_data(ctx);
+    if (!nomem && c->nrows == c->caprows) {
+        size_t cap = c->caprows ? c->caprows * 2 : 8;
+        struct sq_schema_row *d = realloc(c->rows, cap * sizeof *d);
+        if (d) {
+            c->rows = d;
+            c->caprows = cap;
+        }
+    }
+    if (nomem || !r->subject || c->nrows == c->caprows) {
+        row_free(r);
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    c->rows[c->nrows++] = *r;
+    sqlite3_result_null(ctx);
+}
 
 /* (subject, version, deleted, the subject's versions) */
 static void fn_schema_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
 {
     (void)argc;
-    sq_conn *c = sqlite3_user_data(ctx);
-    if (c->ndels == c->capdels) {
-        size_t cap = c->capdels ? c->capdels * 2 : 8;
-        struct sq_schema_del *d = realloc(c->dels, cap * sizeof *d);
-        if (!d) {
-            sqlite3_result_error_nomem(ctx);
-            return;
-        }
-        c->dels = d;
-        c->capdels = cap;
-    }
-    char *subject = strdup(arg_text(v[0]) ? arg_text(v[0]) : "");
-    if (!subject) {
-        sqlite3_result_error_nomem(ctx);
-        return;
-    }
-    c->dels[c->ndels++] = (struct sq_schema_del){ subject, sqlite3_value_int64(v[1]),
-                                                  sqlite3_value_int64(v[3]),
-                                                  sqlite3_value_int(v[2]) != 0 };
-    sqlite3_result_null(ctx);
+    bool nomem = false;
+    struct sq_schema_row r = { .subject = dup_or_null(v[0], &nomem),
+                               .version = sqlite3_value_int64(v[1]),
+                               .deleted = sqlite3_value_int(v[2]) != 0,
+                               .versions = sqlite3_value_int64(v[3]) };
+    row_keep(ctx, &r, nomem);
 }
 
-/* One registry delete through the write hook; 0 or -1 with err. */
-static int schema_delete_one(sq_conn *c, const char *subject, int64_t version, bool permanent,
-                             char *err, size_t errlen)
+/* (subject, new compatibility, new mode); which were SET: c->set_compat,
+ * c->set_mode (the authorizer saw the statement's columns). */
+static void fn_subject_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    bool nomem = false;
+    struct sq_schema_row r = { .subject = dup_or_null(v[0], &nomem), .update = true,
+                               .compat = dup_or_null(v[1], &nomem),
+                               .mode = dup_or_null(v[2], &nomem) };
+    row_keep(ctx, &r, nomem);
+}
+
+/* One registry write through the write hook; 0 or -1 with err. */
+static int schema_write_one(sq_conn *c, const sq_write *w, char *err, size_t errlen)
 {
     char why[MD_ERRLEN + 64] = "";
-    sq_write w = { .op = SQ_SCHEMA_DELETE, .s1 = subject, .i1 = version, .i2 = permanent };
-    int rc = c->env.write ? c->env.write(c->env.arg, &w, why, sizeof why) : KP_INVALID_REQUEST;
+    int rc = c->env.write ? c->env.write(c->env.arg, w, why, sizeof why) : KP_INVALID_REQUEST;
     if (rc == KP_NONE)
         return 0;
     snprintf(err, errlen, "%s: %s", kp_error_name(rc), !c->env.write ? "read-only: this "
@@ -797,37 +835,58 @@ static int schema_delete_one(sq_conn *c, const char *subject, int64_t version, b
     return -1;
 }
 
-int sq_schema_deletes(sq_conn *c, char *err, size_t errlen)
+/* The writes for r's subject (the rows i.. of it): a DELETE of every version
+ * is the subject's delete, of some a delete of each; an UPDATE sets the
+ * subject's level and/or mode once.  0 or -1 with err. */
+static int subject_writes(sq_conn *c, size_t i, char *err, size_t errlen)
+{
+    struct sq_schema_row *r = &c->rows[i];
+    size_t n = 0, live = 0;
+    for (size_t k = i; k < c->nrows; k++)
+        if (c->rows[k].subject && c->rows[k].update == r->update &&
+            !strcmp(c->rows[k].subject, r->subject)) {
+            n++;
+            live += !c->rows[k].deleted;
+        }
+    int rc = 0;
+    if (r->update) {
+        sq_write w = { .op = SQ_SUBJECT_CONFIG, .s1 = r->subject };
+        if (c->set_compat) {
+            w.s2 = r->compat;
+            rc = schema_write_one(c, &w, err, errlen);
+        }
+        if (rc == 0 && c->set_mode) {
+            w.s2 = r->mode;
+            w.i1 = 1;
+            rc = schema_write_one(c, &w, err, errlen);
+        }
+    } else {
+        bool whole = (int64_t)n == r->versions;
+        sq_write w = { .op = SQ_SCHEMA_DELETE, .s1 = r->subject, .i1 = whole ? 0 : r->version,
+                       .i2 = whole ? live == 0 : r->deleted };
+        rc = schema_write_one(c, &w, err, errlen);
+        if (!whole)
+            n = 1;
+    }
+    c->changes += rc == 0 ? (int64_t)n : 0;
+    /* The subject's other rows were written with it (all, or none but i). */
+    for (size_t k = i + 1; n > 1 && k < c->nrows; k++)
+        if (c->rows[k].subject && c->rows[k].update == r->update &&
+            !strcmp(c->rows[k].subject, r->subject))
+            row_free(&c->rows[k]);
+    row_free(r);
+    return rc;
+}
+
+int sq_schema_writes(sq_conn *c, char *err, size_t errlen)
 {
     int rc = 0;
-    for (size_t i = 0; err && rc == 0 && i < c->ndels; i++) {
-        struct sq_schema_del *d = &c->dels[i];
-        if (!d->subject)
-            continue;                 /* done with an earlier row of its subject */
-        size_t n = 0, live = 0;
-        for (size_t k = i; k < c->ndels; k++)
-            if (c->dels[k].subject && !strcmp(c->dels[k].subject, d->subject)) {
-                n++;
-                live += !c->dels[k].deleted;
-            }
-        if ((int64_t)n == d->versions) {          /* the whole subject */
-            rc = schema_delete_one(c, d->subject, 0, live == 0, err, errlen);
-            c->changes += rc == 0 ? (int64_t)n : 0;
-            for (size_t k = c->ndels; k-- > i + 1;)
-                if (c->dels[k].subject && !strcmp(c->dels[k].subject, d->subject)) {
-                    free(c->dels[k].subject);
-                    c->dels[k].subject = NULL;
-                }
-        } else {
-            rc = schema_delete_one(c, d->subject, d->version, d->deleted, err, errlen);
-            c->changes += rc == 0;
-        }
-        free(d->subject);
-        d->subject = NULL;
-    }
-    for (size_t i = 0; i < c->ndels; i++)
-        free(c->dels[i].subject);
-    c->ndels = 0;
+    for (size_t i = 0; err && rc == 0 && i < c->nrows; i++)
+        if (c->rows[i].subject)
+            rc = subject_writes(c, i, err, errlen);
+    for (size_t i = 0; i < c->nrows; i++)
+        row_free(&c->rows[i]);
+    c->nrows = 0;
     return rc;
 }
 
@@ -887,6 +946,7 @@ static const struct {
     { "sluice_txn_abort", 4, fn_txn_abort, true },
     { "sluice_schema_register", 5, fn_schema_register, true },
     { "sluice_schema_delete", 4, fn_schema_delete, true },
+    { "sluice_subject_set", 3, fn_subject_set, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },
@@ -993,6 +1053,12 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
                 strcmp(a4, "replicas"))
                 return deny(c, "partitions.%s is read-only: only replicas can be changed "
                             "(a reassignment)", a4);
+            if (action == SQLITE_UPDATE && !strcmp(a3, "subjects") && a4) {
+                if (strcmp(a4, "compatibility") && strcmp(a4, "mode"))
+                    return deny(c, "subjects.%s cannot be changed: only compatibility and "
+                                "mode (register with INSERT, delete with DELETE)", a4);
+                *(a4[0] == 'c' ? &c->set_compat : &c->set_mode) = true;
+            }
             if (c->read_only)
                 return deny(c, "%s: writing through SQL needs ALTER on the cluster "
                             "(kafka-cluster); this principal may only read", a3);
@@ -1107,8 +1173,8 @@ void sq_close(sq_conn *c)
         sq_snap_unref(c->snap);
     sqlite3_finalize(c->cluster_st);
     sqlite3_close_v2(c->db);
-    sq_schema_deletes(c, NULL, 0);
-    free(c->dels);
+    sq_schema_writes(c, NULL, 0);
+    free(c->rows);
     free(c);
 }
 

@@ -138,6 +138,7 @@ enum sq_op {
     SQ_TXN_ABORT,          /* s1 transactional id, i1 producer id, i2 epoch (as read) */
     SQ_SCHEMA_REGISTER,    /* s1 subject, s2 schema, s3 type (NULL AVRO), s4 references */
     SQ_SCHEMA_DELETE,      /* s1 subject, i1 version (0: the subject), i2 permanent (1) */
+    SQ_SUBJECT_CONFIG,     /* s1 subject, s2 level or mode (NULL: clear), i1 1: mode */
 };
 
 typedef struct sq_write {
@@ -221,14 +222,16 @@ struct sq_conn {
     sq_snap *snap;                  /* per statement, taken on first use */
     struct sqlite3_stmt *cluster_st;/* the mirror's controller and alive flags
                                        (sql_surface.c); NULL: standalone file */
-    struct sq_schema_del *dels;     /* DELETE FROM subjects: the statement's rows */
-    size_t ndels, capdels;
+    struct sq_schema_row *rows;     /* DELETE / UPDATE subjects: the statement's rows */
+    size_t nrows, caprows;
+    bool set_compat, set_mode;      /* UPDATE subjects SETs these (the authorizer) */
 };
-/* DELETE FROM subjects, once its statement has matched every row
- * (sql_surface.c): a subject all of whose versions it names is deleted as
- * a whole (Confluent's DELETE /subjects/{s}), the other rows version by
- * version.  0, or -1 with the statement's error in err.  Forgets them. */
-int  sq_schema_deletes(sq_conn *c, char *err, size_t errlen);
+/* DELETE / UPDATE on subjects, once the statement has matched every row
+ * (sql_surface.c): a subject all of whose versions a DELETE names is
+ * deleted as a whole (Confluent's DELETE /subjects/{s}), the other rows
+ * version by version; an UPDATE sets each subject's level or mode once.
+ * 0, or -1 with the statement's error in err (NULL: only forget them). */
+int  sq_schema_writes(sq_conn *c, char *err, size_t errlen);
 int  sq_vtab_register(sq_conn *c);       /* sql_vtab.c */
 int  sq_messages_register(sq_conn *c);   /* sql_messages.c */
 /* Bytes the messages table has read from segment files since start

@@ -490,6 +490,7 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
     case SQ_TXN_ABORT:
     case SQ_SCHEMA_REGISTER:
     case SQ_SCHEMA_DELETE:
+    case SQ_SUBJECT_CONFIG:
         break;                        /* on_writes: their own paths */
     }
     return KP_INVALID_REQUEST;
@@ -590,6 +591,9 @@ static void schema_answered(void *arg, int status, int code, const char *msg)
         const sq_write *w = r->w;
         if (w->op == SQ_SCHEMA_REGISTER)
             BK_INFO("schema registry: registered under %s through SQL", w->s1);
+        else if (w->op == SQ_SUBJECT_CONFIG)
+            BK_INFO("schema registry: %s of %s %s through SQL", w->i1 ? "mode" : "compatibility",
+                    w->s1, w->s2 ? w->s2 : "cleared");
         else if (w->i1)
             BK_INFO("schema registry: %s deleted %s version %lld through SQL",
                     w->i2 ? "permanently" : "soft", w->s1, (long long)w->i1);
@@ -600,11 +604,11 @@ static void schema_answered(void *arg, int status, int code, const char *msg)
     write_done(r, rc);
 }
 
-/* INSERT INTO subjects / DELETE FROM subjects: the registry's own REST
- * write (sr_sql.c says why it is sent, not called), answered once durable.
- * Who may: every SQL writer (ALTER on the cluster, admin_http.c); the
- * SUBJECT ACL check (WRITE, DELETE) belongs on the registry's request path,
- * which this write takes. */
+/* INSERT, DELETE and UPDATE on subjects: the registry's own REST write
+ * (sr_sql.c says why it is sent, not called), answered once durable.  Who
+ * may: every SQL writer (ALTER on the cluster, admin_http.c); the SUBJECT
+ * ACL check (WRITE, DELETE, ALTER_CONFIGS) belongs on the registry's
+ * request path, which this write takes. */
 static int schema_write(struct bk_admin *a, sq_wreq *r)
 {
     const sq_write *w = r->w;
@@ -615,6 +619,8 @@ static int schema_write(struct bk_admin *a, sq_wreq *r)
     r->schema_call = w->op == SQ_SCHEMA_REGISTER
         ? sr_sql_register(a->b, w->s1, w->s2, w->s3, w->s4, schema_answered, r, r->err,
                           r->errlen)
+        : w->op == SQ_SUBJECT_CONFIG
+        ? sr_sql_setting(a->b, w->s1, w->i1 != 0, w->s2, schema_answered, r, r->err, r->errlen)
         : sr_sql_delete(a->b, w->s1, (int32_t)w->i1, w->i2 != 0, schema_answered, r, r->err,
                         r->errlen);
     if (!r->schema_call)
@@ -655,8 +661,8 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
                : r->w->op == SQ_SCRAM_SET || r->w->op == SQ_SCRAM_DELETE ? scram_write(a, r)
                : r->w->op == SQ_TXN_ABORT ? txn_abort(a, r)
-               : r->w->op == SQ_SCHEMA_REGISTER || r->w->op == SQ_SCHEMA_DELETE
-                 ? schema_write(a, r)
+               : r->w->op == SQ_SCHEMA_REGISTER || r->w->op == SQ_SCHEMA_DELETE ||
+                 r->w->op == SQ_SUBJECT_CONFIG ? schema_write(a, r)
                : topic_write(a, r);
         if (rc != SQ_LATER)
             write_answered(a, r, rc);

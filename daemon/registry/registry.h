@@ -34,6 +34,10 @@ sr_sql_call *sr_sql_register(bk_broker *b, const char *subject, const char *sche
  * DELETE /subjects/{subject}[?permanent=true]. */
 sr_sql_call *sr_sql_delete(bk_broker *b, const char *subject, int32_t version, bool permanent,
                            sr_sql_done done, void *arg, char *err, size_t errlen);
+/* PUT /config/{subject} {"compatibility": value} (mode: /mode/{subject}
+ * {"mode": value}); value NULL: DELETE /config/{subject} (/mode/{subject}). */
+sr_sql_call *sr_sql_setting(bk_broker *b, const char *subject, bool mode, const char *value,
+                            sr_sql_done done, void *arg, char *err, size_t errlen);
 /* done will not run (its waiter is going away). */
 void sr_sql_cancel(sr_sql_call *c);
 

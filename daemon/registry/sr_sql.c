@@ -4,8 +4,8 @@
  * these on the loop thread).
  *
  * A write through SQL is the REST request a client would send — POST
- * /subjects/{s}/versions, DELETE /subjects/{s}[/versions/{v}][?permanent=true]
- * — sent to this broker's own registry listener over loopback.  It then
+ * /subjects/{s}/versions, DELETE /subjects/{s}[/versions/{v}][?permanent=true],
+ * PUT or DELETE /config/{s} and /mode/{s} — sent to this broker's own registry listener over loopback.  It then
  * takes every step a client's request takes, and no second copy of any of
  * them exists: the checks and Confluent's answers (sr_api.c), the queue
  * behind the write in flight (sr_log.c R1), the forward to the leader of
@@ -28,10 +28,11 @@
  *
  * Authorization: admin/sql_surface.c allows these writes to a principal
  * that may write through SQL (ALTER on the cluster), as every SQL write.
- * The SUBJECT ACL check (WRITE to register, DELETE to delete) belongs on
- * the registry's own request path, which this call goes through; when the
- * registry authenticates, the SQL principal must travel with the call
- * in-process (never as a header a network client could send).
+ * The SUBJECT ACL check (WRITE to register, DELETE to delete, ALTER_CONFIGS
+ * for a level or mode) belongs on the registry's own request path, which
+ * this call goes through; when the registry authenticates, the SQL
+ * principal must travel with the call in-process (never as a header a
+ * network client could send).
  */
 #include "daemon/registry/sr_int.h"
 
@@ -141,16 +142,31 @@ static sr_sql_call *call_start(bk_broker *b, enum evhttp_cmd_type method, const 
     return c;
 }
 
-/* "/subjects/{s}<rest>", the subject URI-encoded; NULL: no memory. */
-static char *subject_path(const char *subject, const char *rest)
+/* "<top>/{s}<rest>", the subject URI-encoded; NULL: no memory. */
+static char *subject_path(const char *top, const char *subject, const char *rest)
 {
     char *enc = evhttp_uriencode(subject, -1, 0);
-    size_t n = enc ? strlen(enc) + strlen(rest) + 16 : 0;
+    size_t n = enc ? strlen(top) + strlen(enc) + strlen(rest) + 2 : 0;
     char *p = enc ? malloc(n) : NULL;
     if (p)
-        snprintf(p, n, "/subjects/%s%s", enc, rest);
+        snprintf(p, n, "%s/%s%s", top, enc, rest);
     free(enc);
     return p;
+}
+
+/* Sends (method, path, body), all three taken (NULL path: out of memory). */
+static sr_sql_call *call_taking(bk_broker *b, enum evhttp_cmd_type method, char *path,
+                                char *body, bool has_body, sr_sql_done done, void *arg,
+                                char *err, size_t errlen)
+{
+    sr_sql_call *c = NULL;
+    if (!path || (has_body && !body))
+        snprintf(err, errlen, "out of memory");
+    else
+        c = call_start(b, method, path, body, done, arg, err, errlen);
+    free(path);
+    free(body);
+    return c;
 }
 
 sr_sql_call *sr_sql_register(bk_broker *b, const char *subject, const char *schema,
@@ -174,15 +190,8 @@ sr_sql_call *sr_sql_register(bk_broker *b, const char *subject, const char *sche
     json_decref(jr);
     char *body = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
-    char *path = subject_path(subject, "/versions");
-    sr_sql_call *c = NULL;
-    if (!body || !path)
-        snprintf(err, errlen, "out of memory");
-    else
-        c = call_start(b, EVHTTP_REQ_POST, path, body, done, arg, err, errlen);
-    free(body);
-    free(path);
-    return c;
+    return call_taking(b, EVHTTP_REQ_POST, subject_path("/subjects", subject, "/versions"),
+                       body, true, done, arg, err, errlen);
 }
 
 sr_sql_call *sr_sql_delete(bk_broker *b, const char *subject, int32_t version, bool permanent,
@@ -193,14 +202,19 @@ sr_sql_call *sr_sql_delete(bk_broker *b, const char *subject, int32_t version, b
         snprintf(rest, sizeof rest, "/versions/%d", (int)version);
     if (permanent)
         strcat(rest, "?permanent=true");
-    char *path = subject_path(subject, rest);
-    sr_sql_call *c = NULL;
-    if (!path)
-        snprintf(err, errlen, "out of memory");
-    else
-        c = call_start(b, EVHTTP_REQ_DELETE, path, NULL, done, arg, err, errlen);
-    free(path);
-    return c;
+    return call_taking(b, EVHTTP_REQ_DELETE, subject_path("/subjects", subject, rest), NULL,
+                       false, done, arg, err, errlen);
+}
+
+sr_sql_call *sr_sql_setting(bk_broker *b, const char *subject, bool mode, const char *value,
+                            sr_sql_done done, void *arg, char *err, size_t errlen)
+{
+    json_t *o = value ? json_pack("{s:s}", mode ? "mode" : "compatibility", value) : NULL;
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return call_taking(b, value ? EVHTTP_REQ_PUT : EVHTTP_REQ_DELETE,
+                       subject_path(mode ? "/mode" : "/config", subject, ""), body,
+                       value != NULL, done, arg, err, errlen);
 }
 
 void sr_sql_cancel(sr_sql_call *c)

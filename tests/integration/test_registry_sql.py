@@ -60,8 +60,8 @@ def test_sql_shows_what_the_api_shows(reg):
     # rebuilt from _schemas on start
     reg.restart()
     assert rows() == want
-    st, text = sql(reg, "UPDATE subjects SET mode = 'READONLY'")
-    assert st == 400 and "INSERT INTO subjects" in text, text
+    st, text = sql(reg, "UPDATE subjects SET version = 3")
+    assert st == 400 and "only compatibility and mode" in text, text
     st, text = sql(reg, "INSERT INTO schemas (schema) VALUES ('\"int\"')")
     assert st == 400 and "registered under a subject" in text, text
 
@@ -249,3 +249,46 @@ def test_sluice_sql_registers_and_shows_a_decoded_message_readably(reg):
     want = json.dumps(value, indent=2).replace("\n", "\n" + " " * 13)
     assert text.splitlines()[1:] == ["    offset = 0"] + ("value_json = " + want).splitlines()
     assert "\n                 \"x\",\n" in text                  # nested: two more
+
+
+def test_update_subjects_sets_the_level_once_per_subject(reg):
+    """UPDATE subjects SET compatibility / mode is PUT /config/{s} (/mode/{s})
+    once per subject, whatever the rows it matched; NULL clears the
+    subject's own; the registry's checks and messages apply."""
+    v1 = json.dumps(record_schema("L", [("id", "long")]))
+    v2 = json.dumps(record_schema("L", [("id", "long"), ("n", "int", 0)]))
+    for v in (v1, v2):
+        sql_ok(reg, "INSERT INTO subjects (subject, schema) VALUES ('l-value', %s)" % quoted(v))
+    sql_ok(reg, "INSERT INTO subjects (subject, schema) VALUES ('k-value', %s)" % quoted(v1))
+    st, got = socket_http(admin_socket(reg), "/sql?format=json", body=(
+        "UPDATE subjects SET compatibility = 'FULL' WHERE subject = 'l-value'"))[:2]
+    assert st == 200, got
+    assert call(reg, "GET", "/config/l-value") == (200, {"compatibilityLevel": "FULL"})
+    assert call(reg, "GET", "/config/k-value")[1]["error_code"] == 40408    # untouched
+    assert sql_ok(reg, "SELECT subject, version, compatibility, mode FROM subjects "
+                       "ORDER BY 1, 2") == [("k-value", 1, "BACKWARD", "READWRITE"),
+                                            ("l-value", 1, "FULL", "READWRITE"),
+                                            ("l-value", 2, "FULL", "READWRITE")]
+    # one record per subject, not per row: _schemas holds the two registrations,
+    # k-value's, and one config record
+    n = sql_ok(reg, "SELECT count(*) FROM messages WHERE topic = '_schemas'")[0][0]
+    assert n == 4, n
+    # the level now decides: a change FULL refuses, with the registry's 409
+    bad = json.dumps(record_schema("L", [("id", "long"), ("n", "int", 0), ("m", "int")]))
+    st, text = sql(reg, "INSERT INTO subjects (subject, schema) VALUES ('l-value', %s)"
+                   % quoted(bad))
+    assert st == 400 and "error_code 409" in text, text
+    # mode, and a level the registry does not know
+    sql_ok(reg, "UPDATE subjects SET mode = 'READONLY' WHERE subject = 'k-value'")
+    assert call(reg, "GET", "/mode/k-value") == (200, {"mode": "READONLY"})
+    st, text = sql(reg, "INSERT INTO subjects (subject, schema) VALUES ('k-value', %s)"
+                   % quoted(v2))
+    assert st == 400 and "error_code 42205: Subject k-value is in read-only mode" in text, text
+    st, text = sql(reg, "UPDATE subjects SET compatibility = 'SIDEWAYS'")
+    assert st == 400 and "error_code 42203: Invalid compatibility level" in text, text
+    # NULL clears the subject's own: the registry's level applies again
+    sql_ok(reg, "UPDATE subjects SET compatibility = NULL, mode = NULL")
+    assert call(reg, "GET", "/config/l-value")[1]["error_code"] == 40408
+    assert call(reg, "GET", "/mode/k-value")[1]["error_code"] == 40409
+    assert sql_ok(reg, "SELECT DISTINCT compatibility, mode FROM subjects") == [
+        ("BACKWARD", "READWRITE")]
