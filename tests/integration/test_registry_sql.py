@@ -292,3 +292,10 @@ def test_update_subjects_sets_the_level_once_per_subject(reg):
     assert call(reg, "GET", "/mode/k-value")[1]["error_code"] == 40409
     assert sql_ok(reg, "SELECT DISTINCT compatibility, mode FROM subjects") == [
         ("BACKWARD", "READWRITE")]
+
+
+def test_sql_writes_without_a_registry_say_so(start_broker):
+    b = start_broker(overrides={"schema.registry.listeners": "none"})
+    st, text = sql(b, "INSERT INTO subjects (subject, schema) VALUES ('x', '\"int\"')")
+    assert st == 400 and ("INVALID_REQUEST: the schema registry is not running on this "
+                          "broker (schema.registry.listeners)") in text, text
