@@ -411,21 +411,28 @@ static const char *arg_text(sqlite3_value *v)
     return sqlite3_value_type(v) == SQLITE_NULL ? NULL : (const char *)sqlite3_value_text(v);
 }
 
-/* Hands w to the environment; reports its error as the statement's. */
+/* Hands w to the environment: 0, or -1 with the statement's error in msg. */
+static int hook_write(sq_conn *c, const sq_write *w, char *msg, size_t msglen)
+{
+    char err[MD_ERRLEN + 64] = "";
+    if (!c->env.write) {
+        snprintf(msg, msglen, "read-only: this connection cannot change the "
+                 "cluster (sluice-sql --data-dir reads a stopped broker)");
+        return -1;
+    }
+    int rc = c->env.write(c->env.arg, w, err, sizeof err);
+    if (rc == KP_NONE)
+        return 0;
+    snprintf(msg, msglen, "%s: %s", kp_error_name(rc), err[0] ? err : "the change was refused");
+    return -1;
+}
+
+/* ... for one row; its error is the statement's. */
 static void do_write(sqlite3_context *ctx, const sq_write *w)
 {
     sq_conn *c = sqlite3_user_data(ctx);
-    char err[MD_ERRLEN + 64] = "";
-    if (!c->env.write) {
-        sqlite3_result_error(ctx, "read-only: this connection cannot change the "
-                             "cluster (sluice-sql --data-dir reads a stopped broker)", -1);
-        return;
-    }
-    int rc = c->env.write(c->env.arg, w, err, sizeof err);
-    if (rc != KP_NONE) {
-        char msg[MD_ERRLEN + 128];
-        snprintf(msg, sizeof msg, "%s: %s", kp_error_name(rc),
-                 err[0] ? err : "the change was refused");
+    char msg[MD_ERRLEN + 128];
+    if (hook_write(c, w, msg, sizeof msg) != 0) {
         sqlite3_result_error(ctx, msg, -1);
         return;
     }
@@ -822,19 +829,6 @@ static void fn_subject_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
     row_keep(ctx, &r, nomem);
 }
 
-/* One registry write through the write hook; 0 or -1 with err. */
-static int schema_write_one(sq_conn *c, const sq_write *w, char *err, size_t errlen)
-{
-    char why[MD_ERRLEN + 64] = "";
-    int rc = c->env.write ? c->env.write(c->env.arg, w, why, sizeof why) : KP_INVALID_REQUEST;
-    if (rc == KP_NONE)
-        return 0;
-    snprintf(err, errlen, "%s: %s", kp_error_name(rc), !c->env.write ? "read-only: this "
-             "connection cannot change the cluster (sluice-sql --data-dir reads a stopped "
-             "broker)" : why[0] ? why : "the change was refused");
-    return -1;
-}
-
 /* The writes for r's subject (the rows i.. of it): a DELETE of every version
  * is the subject's delete, of some a delete of each; an UPDATE sets the
  * subject's level and/or mode once.  0 or -1 with err. */
@@ -853,18 +847,18 @@ static int subject_writes(sq_conn *c, size_t i, char *err, size_t errlen)
         sq_write w = { .op = SQ_SUBJECT_CONFIG, .s1 = r->subject };
         if (c->set_compat) {
             w.s2 = r->compat;
-            rc = schema_write_one(c, &w, err, errlen);
+            rc = hook_write(c, &w, err, errlen);
         }
         if (rc == 0 && c->set_mode) {
             w.s2 = r->mode;
             w.i1 = 1;
-            rc = schema_write_one(c, &w, err, errlen);
+            rc = hook_write(c, &w, err, errlen);
         }
     } else {
         bool whole = (int64_t)n == r->versions;
         sq_write w = { .op = SQ_SCHEMA_DELETE, .s1 = r->subject, .i1 = whole ? 0 : r->version,
                        .i2 = whole ? live == 0 : r->deleted };
-        rc = schema_write_one(c, &w, err, errlen);
+        rc = hook_write(c, &w, err, errlen);
         if (!whole)
             n = 1;
     }
