@@ -12,10 +12,12 @@
  * written to the database file: the connection is read-only.
  *
  * Writes (INSERT/UPDATE/DELETE on topics, topic_configs, consumer_groups,
- * committed_offsets, scram_credentials) are INSTEAD OF triggers on those views calling one SQL
+ * committed_offsets, scram_credentials, subjects …) are INSTEAD OF triggers on those views calling one SQL
  * function per row, which hands the change to sq_env.write — in the daemon,
  * the event-loop thread, which applies it through the same functions as the
- * Kafka admin APIs.  Without a write hook (sluice-sql --data-dir) writes are
+ * Kafka admin APIs (subjects: the schema registry's REST writes, and their
+ * DELETE / UPDATE once the statement has matched every row,
+ * sq_schema_writes).  Without a write hook (sluice-sql --data-dir) writes are
  * refused.
  *
  * Live numbers (log end offset, size, segments …) come from sq_env.live: a
