@@ -29,6 +29,8 @@
  *      client certificate on an https listener (User:CN=...); else
  *      User:ANONYMOUS, answered 401 rather than 403 when refused, as it
  *      may still log in.  A matching Bearer admin.token is a super-user.
+ *      Who sent a request is net_http_authenticate's (daemon/net/net_http.c),
+ *      shared with the schema registry.
  *
  * admin.listeners: as daemon/net/net_http.h reads a listener; empty means
  * the default 127.0.0.1:9644, which is best effort (a second broker on the
@@ -46,7 +48,7 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <sys/queue.h>
@@ -62,11 +64,8 @@
 #include "daemon/net/net_metrics.h"
 #include "daemon/net/net_http.h"
 #include "daemon/security/sec_sasl.h"
-#include "daemon/security/sec_scram.h"
 #include "daemon/security/sec_peer.h"
-#include "daemon/security/sec_tls.h"
 
-#include <openssl/crypto.h>
 
 #define ADMIN_DEFAULT_HOST "127.0.0.1"
 #define ADMIN_DEFAULT_PORT 9644
@@ -118,21 +117,6 @@ static void reply_buf(struct evhttp_request *req, int code, const char *reason,
     reply_send(req, code, reason, ctype, buf, ok);
 }
 
-/* The Bearer token matches admin.token (never when it is empty).
- * Constant time in the token's length: no timing oracle on the secret. */
-static bool token_match(bk_broker *b, const char *h)
-{
-    const char *tok = b->cfg->admin_token;
-    if (!tok[0] || !h || strncasecmp(h, "Bearer ", 7))
-        return false;
-    h += 7;
-    size_t tl = strlen(tok), hl = strlen(h);
-    unsigned diff = (unsigned)(tl ^ hl);
-    for (size_t i = 0; i < tl; i++)
-        diff |= (unsigned char)tok[i] ^ (unsigned char)(i < hl ? h[i] : 0);
-    return diff == 0;
-}
-
 /* What a request may do. */
 enum { AX_DENIED, AX_READ, AX_ALL };
 
@@ -141,6 +125,10 @@ enum { AX_DENIED, AX_READ, AX_ALL };
  * super-user credential (the token, the socket) or no authorizer. */
 typedef void serve_fn(bk_broker *b, struct evhttp_request *req, int access,
                       const char *principal);
+/* A handler as net_http_authenticate's argument (a data pointer). */
+typedef struct admin_route {
+    serve_fn *serve;
+} admin_route;
 
 /* 401 with the schemes this endpoint takes: Basic with an authorizer,
  * Bearer with admin.token. */
@@ -154,21 +142,12 @@ static void reply_401(bk_broker *b, struct evhttp_request *req, const char *msg)
     reply_text(req, 401, "Unauthorized", "text/plain; charset=utf-8", msg, strlen(msg));
 }
 
-/* The client's address, what ACLs' host field matches. */
-static const char *peer_host(struct evhttp_request *req)
-{
-    char *host = NULL;
-    ev_uint16_t port;
-    evhttp_connection_get_peer(evhttp_request_get_connection(req), &host, &port);
-    return host ? host : "";
-}
-
 /* The principal's rights on the cluster (ALTER may do all, DESCRIBE read),
  * then serve, or 403 — 401 for User:ANONYMOUS, who may still log in. */
 static void grant(bk_broker *b, struct evhttp_request *req, const char *principal,
                   serve_fn *serve)
 {
-    const char *host = peer_host(req);
+    const char *host = net_http_peer_host(req);
     kp_str cluster = kp_str_cstr(BK_CLUSTER_NAME);
     int access = AX_DENIED;
     if (sec_authz_check(b->authz, principal, host, BK_RES_CLUSTER, cluster, BK_OP_ALTER))
@@ -194,71 +173,19 @@ static void grant(bk_broker *b, struct evhttp_request *req, const char *principa
     kp_buf_free(&o);
 }
 
-/* A Basic login waiting for its password check (a worker's PBKDF2:
- * sasl.c inv. 3); the client going away cancels it. */
-typedef struct basic_wait {
-    bk_broker *b;
-    struct evhttp_request *req;
-    serve_fn *serve;
-    bk_sasl_check *check;            /* NULL once answered */
-    char principal[sizeof "User:" + SCRAM_MAX_NAME];
-} basic_wait;
-
-static void basic_gone(struct evhttp_connection *evcon, void *arg)
+/* net_http_authenticate's answer: the principal's ACLs decide (grant). */
+static void authenticated(bk_broker *b, void *arg, struct evhttp_request *req,
+                          enum net_http_who who, const char *what)
 {
-    (void)evcon;
-    basic_wait *w = arg;
-    sec_sasl_check_cancel(w->check);
-    free(w);
-}
-
-static void basic_checked(void *arg, bool ok)
-{
-    basic_wait *w = arg;
-    struct evhttp_request *req = w->req;
-    if (w->check)
-        evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
-    w->check = NULL;
-    if (ok) {
-        grant(w->b, req, w->principal, w->serve);
+    const admin_route *route = arg;
+    if (who == NET_HTTP_SUPER) {
+        route->serve(b, req, AX_ALL, NULL);
+    } else if (who == NET_HTTP_PRINCIPAL) {
+        grant(b, req, what, route->serve);
     } else {
-        BK_WARN("admin: refused a Basic login as %s: invalid user name or password",
-                w->principal + 5);
-        reply_401(w->b, req, "Error: invalid user name or password\n");
-    }
-    free(w);
-}
-
-/* "Basic base64(user:password)": serve runs once the login is checked, or
- * 401/403 is answered here. */
-static void basic_access(bk_broker *b, struct evhttp_request *req, const char *cred,
-                         serve_fn *serve)
-{
-    char dec[2 * SCRAM_MAX_NAME + 256];
-    int n = sec_scram_b64_decode(cred, strlen(cred), (uint8_t *)dec, sizeof dec - 1);
-    char *colon = n > 0 ? memchr(dec, ':', (size_t)n) : NULL;
-    basic_wait *w = colon && colon != dec && (size_t)(colon - dec) < SCRAM_MAX_NAME
-                    ? calloc(1, sizeof *w) : NULL;
-    if (!w) {
-        BK_WARN("admin: refused a Basic login: %s", colon ? "out of memory"
-                : "not base64 of user:password");
-        OPENSSL_cleanse(dec, sizeof dec);
-        reply_401(b, req, "Error: invalid user name or password\n");
-        return;
-    }
-    dec[n] = 0;
-    *colon = 0;
-    w->b = b;
-    w->req = req;
-    w->serve = serve;
-    memcpy(w->principal, "User:", 5);
-    memcpy(w->principal + 5, dec, (size_t)(colon - dec) + 1);    /* < SCRAM_MAX_NAME, NUL */
-    bk_sasl_check *c = sec_sasl_check_password(b, dec, colon + 1,
-                                              (size_t)(dec + n - colon - 1), basic_checked, w);
-    OPENSSL_cleanse(dec, sizeof dec);
-    if (c) {                         /* pending: w is alive until basic_checked / basic_gone */
-        w->check = c;
-        evhttp_connection_set_closecb(evhttp_request_get_connection(req), basic_gone, w);
+        char msg[256];
+        snprintf(msg, sizeof msg, "Error: %s\n", what);
+        reply_401(b, req, msg);
     }
 }
 
@@ -289,8 +216,9 @@ static int peer_access(struct evhttp_request *req, uid_t *uid)
  *                        subject, else User:ANONYMOUS
  *   without              admin.token if set (Bearer), else all: the
  *                        listener is then on loopback (bk_admin_start) */
-static void with_access(bk_broker *b, struct evhttp_request *req, serve_fn *serve)
+static void with_access(bk_broker *b, struct evhttp_request *req, const admin_route *route)
 {
+    serve_fn *serve = route->serve;
     uid_t uid = 0;
     int peer = peer_access(req, &uid);
     if (peer == AX_ALL) {
@@ -309,33 +237,14 @@ static void with_access(bk_broker *b, struct evhttp_request *req, serve_fn *serv
     }
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
     if (!sec_authz_enabled(b->authz)) {
-        if (!b->cfg->admin_token[0] || token_match(b, h))
+        if (!b->cfg->admin_token[0] || net_http_token_match(b, h))
             serve(b, req, AX_ALL, NULL);
         else
             reply_401(b, req, "Error: this endpoint needs \"Authorization: Bearer "
                       "<admin.token>\"\n");
         return;
     }
-    if (token_match(b, h)) {
-        serve(b, req, AX_ALL, NULL);
-        return;
-    }
-    if (h && !strncasecmp(h, "Basic ", 6)) {
-        basic_access(b, req, h + 6, serve);
-        return;
-    }
-    if (h) {
-        reply_401(b, req, "Error: invalid credentials: send \"Authorization: Basic "
-                  "base64(user:password)\" or \"Bearer <admin.token>\"\n");
-        return;
-    }
-    char principal[BK_PRINCIPAL_MAX];
-    struct bufferevent *bev =
-        evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
-    SSL *ssl = bev ? bufferevent_openssl_get_ssl(bev) : NULL;
-    if (!ssl || sec_tls_peer_principal(ssl, principal, sizeof principal))
-        snprintf(principal, sizeof principal, "%s", BK_PRINCIPAL_ANONYMOUS);
-    grant(b, req, principal, serve);
+    net_http_authenticate(b, req, "admin", authenticated, (void *)route);
 }
 
 /* A pending job's client went away. */
@@ -412,7 +321,8 @@ static void serve_metrics(bk_broker *b, struct evhttp_request *req, int access,
 
 static void on_metrics(struct evhttp_request *req, void *arg)
 {
-    with_access(arg, req, serve_metrics);
+    static const admin_route metrics_route = { serve_metrics };
+    with_access(arg, req, &metrics_route);
 }
 
 /* ---- /sql -------------------------------------------------------------------------------------- */
@@ -476,7 +386,7 @@ static int format_from_accept(const char *accept)
 static sq_topic_set *readable_topics(bk_broker *b, struct evhttp_request *req,
                                      const char *principal)
 {
-    const char *host = peer_host(req);
+    const char *host = net_http_peer_host(req);
     sq_topic_set *s = calloc(1, sizeof *s);
     if (s && b->ntopics)
         s->names = calloc(b->ntopics, sizeof *s->names);
@@ -562,7 +472,8 @@ static void serve_sql(bk_broker *b, struct evhttp_request *req, int access,
 
 static void on_sql(struct evhttp_request *req, void *arg)
 {
-    with_access(arg, req, serve_sql);
+    static const admin_route sql_route = { serve_sql };
+    with_access(arg, req, &sql_route);
 }
 
 static void on_other(struct evhttp_request *req, void *arg)

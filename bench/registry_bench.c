@@ -11,12 +11,20 @@
  * random ids for `seconds`.  Printed: registrations/s, GETs/s, and the
  * broker's CPU seconds per 1,000 GETs.
  *
- *   build/bench/registry_bench [schemas] [seconds] [threads]
+ *   build/bench/registry_bench [schemas] [seconds] [threads] [basic]
  *       (defaults 500, 3, 2)
+ *
+ * basic: the broker has an authorizer (daemon/registry/sr_auth.c) and every
+ * request logs in as User:bench with HTTP Basic, whose SUBJECT ACL
+ * (PREFIXED bench-, READ and WRITE) each request is checked against: the
+ * cost of authentication and ACLs, to compare with a run without.
  */
 #include "bench/bench_common.h"
 
 #include <pthread.h>
+
+#define BENCH_BASIC "Authorization: Basic YmVuY2g6YmVuY2gtcHc=\r\n"   /* bench:bench-pw */
+static const char *auth_header = "";
 
 typedef struct hconn {
     int fd;
@@ -68,8 +76,9 @@ static void *get_loop(void *arg)
     while (c->fd >= 0 && bench_now() < g->until) {
         for (int k = 0; k < 64; k++) {
             int id = 1 + (int)(rand_r(&g->seed) % (unsigned)g->nids);
-            int n = snprintf(req, sizeof req, "GET /schemas/ids/%d HTTP/1.1\r\nHost: b\r\n"
-                             "Accept: application/vnd.schemaregistry.v1+json\r\n\r\n", id);
+            int n = snprintf(req, sizeof req, "GET /schemas/ids/%d HTTP/1.1\r\nHost: b\r\n%s"
+                             "Accept: application/vnd.schemaregistry.v1+json\r\n\r\n", id,
+                             auth_header);
             if (http_call(c, req, (size_t)n) == 200)
                 g->done++;
             else
@@ -87,17 +96,50 @@ int main(int argc, char **argv)
     int nschemas = argc > 1 ? atoi(argv[1]) : 500;
     double seconds = argc > 2 ? atof(argv[2]) : 3;
     int nthreads = argc > 3 ? atoi(argv[3]) : 2;
-    if (nschemas < 1 || seconds <= 0 || nthreads < 1 || nthreads > 64) {
-        fprintf(stderr, "usage: registry_bench [schemas] [seconds] [threads]\n");
+    bool basic = argc > 4 && !strcmp(argv[4], "basic");
+    if (nschemas < 1 || seconds <= 0 || nthreads < 1 || nthreads > 64 ||
+        (argc > 4 && !basic)) {
+        fprintf(stderr, "usage: registry_bench [schemas] [seconds] [threads] [basic]\n");
         return 2;
     }
     bench_catch_signals((unsigned)(seconds + 120));
     int rport = bench_free_port();
     char rl[80];
     snprintf(rl, sizeof rl, "schema.registry.listeners=http://127.0.0.1:%d", rport);
-    const char *extra[] = { rl, "admin.listeners=none", NULL };
+    int aport = bench_free_port();
+    char al[80];
+    snprintf(al, sizeof al, "admin.listeners=http://127.0.0.1:%d", aport);
+    /* basic: no ACL names the cluster, so allow.everyone.if.no.acl.found
+     * lets this program make the user and its ACLs over /sql. */
+    const char *plain[] = { rl, "admin.listeners=none", NULL };
+    const char *authz[] = { rl, al, "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                            "allow.everyone.if.no.acl.found=true", NULL };
     bench_broker b = { 0 };
-    bench_broker_start(&b, extra);
+    bench_broker_start(&b, basic ? authz : plain);
+    static const char *const setup[] = {
+        "INSERT INTO scram_credentials (name, mechanism, password) VALUES ('bench', "
+        "'SCRAM-SHA-256', 'bench-pw')",
+        "INSERT INTO acls (resource_type, resource_name, pattern_type, principal, operation, "
+        "permission) VALUES ('SUBJECT', 'bench-', 'PREFIXED', 'User:bench', 'READ', 'ALLOW')",
+        "INSERT INTO acls (resource_type, resource_name, pattern_type, principal, operation, "
+        "permission) VALUES ('SUBJECT', 'bench-', 'PREFIXED', 'User:bench', 'WRITE', 'ALLOW')",
+    };
+    for (size_t i = 0; basic && i < sizeof setup / sizeof *setup; i++) {
+        bench_http_res hr = { 0 };
+        int rc = -1;
+        for (int k = 0; k < 2000 && (rc = bench_http(aport, "POST", "/sql", setup[i], &hr)); k++)
+            usleep(5000);
+        if (rc || hr.status != 200) {
+            fprintf(stderr, "registry_bench: %s: %d %s\n", setup[i], hr.status,
+                    hr.body ? hr.body : "");
+            kp_buf_free(&hr.raw);
+            bench_broker_cleanup(&b);
+            return 1;
+        }
+        kp_buf_free(&hr.raw);
+    }
+    if (basic)
+        auth_header = BENCH_BASIC;
     hconn *c = calloc(1, sizeof *c);
     for (int i = 0; i < 2000 && (c->fd = bench_connect(rport)) < 0; i++)
         usleep(5000);
@@ -113,8 +155,8 @@ int main(int argc, char **argv)
                           "\\\"name\\\":\\\"R%d\\\",\\\"fields\\\":[{\\\"name\\\":\\\"f\\\","
                           "\\\"type\\\":\\\"long\\\"}]}\"}", i);
         int n = snprintf(req, sizeof req, "POST /subjects/bench-%d-value/versions HTTP/1.1\r\n"
-                         "Host: b\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\n"
-                         "Content-Length: %d\r\n\r\n%s", i, bl, body);
+                         "Host: b\r\n%sContent-Type: application/vnd.schemaregistry.v1+json\r\n"
+                         "Content-Length: %d\r\n\r\n%s", i, auth_header, bl, body);
         int st = http_call(c, req, (size_t)n);
         if (st != 200) {
             fprintf(stderr, "registry_bench: registration %d answered %d\n", i, st);
@@ -142,8 +184,9 @@ int main(int argc, char **argv)
     }
     double get_s = bench_now() - t0, cpu = bench_cpu_seconds(b.pid) - cpu0;
     bench_broker_cleanup(&b);
-    printf("registrations: %d in %.2f s = %.0f/s (one connection, each answered once durable)\n",
-           nschemas, reg_s, nschemas / reg_s);
+    printf("%sregistrations: %d in %.2f s = %.0f/s (one connection, each answered once "
+           "durable)\n", basic ? "[authorizer, Basic login, SUBJECT ACLs] " : "", nschemas, reg_s,
+           nschemas / reg_s);
     printf("GET /schemas/ids/{id}: %ld in %.2f s = %.0f requests/s over %d keep-alive "
            "connections (%ld failed); broker CPU %.3f s per 1,000\n", done, get_s,
            done / get_s, nthreads, failed, done ? cpu * 1000 / (double)done : 0);

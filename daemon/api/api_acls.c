@@ -31,6 +31,13 @@
 
 static const char no_authorizer[] = "No Authorizer is configured on the broker";
 
+/* The resource type as Kafka knows it: SUBJECT (the schema registry's,
+ * sec_authz.h) is not one, and is answered as any unknown type is. */
+static int8_t kafka_res(int8_t v)
+{
+    return v == BK_RES_SUBJECT ? BK_RES_UNKNOWN : v;
+}
+
 static char *arena_cstr(bk_req *r, kp_str s)
 {
     char *c = kp_arena_alloc(&r->arena, (size_t)(s.len > 0 ? s.len : 0) + 1);
@@ -175,7 +182,7 @@ int api_handle_create_acls(bk_req *r)
         a->res_of[i] = -1;
         if (pre != KP_NONE)
             continue;
-        int rc = sec_acl_validate(c->ResourceType, c->ResourceName, c->ResourcePatternType,
+        int rc = sec_acl_validate(kafka_res(c->ResourceType), c->ResourceName, c->ResourcePatternType,
                                  c->Principal, c->Host, c->Operation, c->PermissionType,
                                  err, sizeof err);
         if (rc != KP_NONE) {
@@ -217,7 +224,7 @@ int api_handle_describe_acls(bk_req *r)
     m.ErrorCode = acl_api_allowed(r, BK_OP_DESCRIBE, &m.ErrorMessage);
     const bk_acl **sel = NULL;
     size_t n = 0;
-    bk_acl_filter f = { .res = q.ResourceTypeFilter, .pat = q.PatternTypeFilter,
+    bk_acl_filter f = { .res = kafka_res(q.ResourceTypeFilter), .pat = q.PatternTypeFilter,
                         .op = q.Operation, .perm = q.PermissionType,
                         .name = q.ResourceNameFilter, .principal = q.PrincipalFilter,
                         .host = q.HostFilter };
@@ -292,7 +299,7 @@ int api_handle_delete_acls(bk_req *r)
         ns[i] = 0;
         if (pre != KP_NONE)
             continue;
-        bk_acl_filter f = { .res = qf->ResourceTypeFilter, .pat = qf->PatternTypeFilter,
+        bk_acl_filter f = { .res = kafka_res(qf->ResourceTypeFilter), .pat = qf->PatternTypeFilter,
                             .op = qf->Operation, .perm = qf->PermissionType,
                             .name = qf->ResourceNameFilter, .principal = qf->PrincipalFilter,
                             .host = qf->HostFilter };

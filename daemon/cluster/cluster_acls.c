@@ -9,7 +9,8 @@
  *   /kafka-acl-changes/acl_changes_<seq>         "Topic:name" (a LITERAL change)
  *   /kafka-acl-extended-changes/acl_changes_<seq>
  *       {"version":1,"resourceType":"Topic","name":"x","patternType":"Prefixed"}
- * <Type> is Topic, Group, Cluster or TransactionalId; operations and
+ * <Type> is Topic, Group, Cluster, TransactionalId or Subject (the schema
+ * registry's, Sluice's own: sec_authz.h); operations and
  * permissions are Kafka's Java names (Read, ClusterAction, Allow).
  *
  * Write (cl_authz_zk_write: cl_store_zk's acl_change, from sec_acl_apply),
@@ -66,7 +67,8 @@
 #define ACL_CHANGES "/kafka-acl-changes"
 #define ACL_EXT_CHANGES "/kafka-acl-extended-changes"
 
-static const char *const zk_types[] = { "Topic", "Group", "Cluster", "TransactionalId" };
+static const char *const zk_types[] = { "Topic", "Group", "Cluster", "TransactionalId",
+                                        "Subject" };   /* the last: Sluice's own (sec_authz.h) */
 #define NTYPES (sizeof zk_types / sizeof *zk_types)
 
 /* "ClusterAction" → "CLUSTER_ACTION" (out[cap]); and back. */
@@ -548,7 +550,7 @@ int cl_authz_zk_write(bk_broker *b, const md_acl *del, size_t ndel, const md_acl
     for (size_t k = 0; k < n; k++) {
         int res = sec_res_parse(k < ndel ? del[k].resource_type : add[k - ndel].resource_type);
         if (res != BK_RES_TOPIC && res != BK_RES_GROUP && res != BK_RES_CLUSTER &&
-            res != BK_RES_TRANSACTIONAL_ID) {
+            res != BK_RES_TRANSACTIONAL_ID && res != BK_RES_SUBJECT) {
             snprintf(err, errlen, "ACLs on %s resources cannot be stored in ZooKeeper",
                      sec_res_name(res) ? sec_res_name(res) : "unknown");
             return KP_INVALID_REQUEST;

@@ -390,6 +390,7 @@ static const char *const base_paths[] = {
     "/kafka-acl-extended/prefixed", "/kafka-acl-extended/prefixed/Topic",
     "/kafka-acl-extended/prefixed/Group", "/kafka-acl-extended/prefixed/Cluster",
     "/kafka-acl-extended/prefixed/TransactionalId", "/kafka-acl-extended-changes",
+    "/kafka-acl/Subject", "/kafka-acl-extended/prefixed/Subject",   /* Sluice's own type */
 };
 
 int cl_zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t errlen)

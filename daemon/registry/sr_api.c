@@ -20,6 +20,9 @@
  * .Errors): status, error_code and message text.
  */
 #include "daemon/registry/sr_int.h"
+#include "daemon/net/net_http.h"
+#include "daemon/security/sec_authz.h"
+#include "daemon/security/sec_peer.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -45,6 +48,7 @@ static const char *const modes[] = { "READWRITE", "READONLY", "READONLY_OVERRIDE
 typedef struct sr_call {
     sr_registry *r;
     struct evhttp_request *req;
+    const char *principal;            /* whose rights apply (sr_auth.c); NULL: all */
     enum evhttp_cmd_type method;
     char *seg[SR_MAX_SEGS];           /* the path's segments, URI-decoded */
     int nseg;
@@ -167,7 +171,7 @@ static bool must_wait(sr_call *c)
     sr_log_tail(c->r);                /* sr_log.c R3: decide on all the log holds */
     if (!c->r->writing && (!c->r->queue || c->r->from_queue))
         return false;                 /* a newcomer waits behind the queue */
-    sr_queue(c->r, c->req);
+    sr_queue(c->r, c->req, c->principal);
     return true;
 }
 
@@ -257,6 +261,33 @@ static char *schema_answer(const sr_schema *x)
 
 /* ---- /schemas ------------------------------------------------------------------------- */
 
+/* c's principal may do op on subject name. */
+static bool may(sr_call *c, const char *name, int op)
+{
+    return sr_auth_may(c->r, c->req, c->principal, BK_RES_SUBJECT, name, op);
+}
+
+/* Confluent's SCHEMA_READ: READ on some subject with a version of x
+ * (from the index of ids when there is memory for it, else a scan). */
+static bool id_readable(sr_call *c, const sr_schema *x)
+{
+    const char *const *names;
+    ssize_t n = sr_validate_subjects(c->r, x->id, &names);
+    for (ssize_t i = 0; i < n; i++)
+        if (may(c, names[i], BK_OP_READ))
+            return true;
+    for (size_t i = 0; n < 0 && i < c->r->nsubjects; i++) {
+        sr_subject *s = c->r->subjects[i];
+        for (size_t k = 0; k < s->nv; k++)
+            if (s->v[k].id == x->id) {
+                if (may(c, s->name, BK_OP_READ))
+                    return true;
+                break;
+            }
+    }
+    return false;
+}
+
 static void get_schema_by_id(sr_call *c)
 {
     sr_registry *r = c->r;
@@ -268,6 +299,13 @@ static void get_schema_by_id(sr_call *c)
     const char *subject = q_get(c, "subject");
     bool deleted = q_true(c, "deleted");
     r->lookups++;
+    if (x && c->principal && !id_readable(c, x)) {
+        char what[64];
+        snprintf(what, sizeof what, "READ schema %d (READ on a subject holding it)",
+                 (int)x->id);
+        sr_auth_refuse(r, c->req, c->principal, what);
+        return;
+    }
     /* What deserializers ask (no ?subject): the answer kept ready, so the
      * hot lookup costs no JSON work (bench/registry_bench.c). */
     if (x && c->nseg == 3 && !subject && (x->answer || (x->answer = schema_answer(x)))) {
@@ -281,7 +319,8 @@ static void get_schema_by_id(sr_call *c)
         sr_subject *s = r->subjects[i];
         bool named = false;
         for (size_t k = 0; k < s->nv; k++)
-            if (s->v[k].id == x->id && (deleted || !s->v[k].deleted)) {
+            if (s->v[k].id == x->id && (deleted || !s->v[k].deleted) &&
+                may(c, s->name, BK_OP_READ)) {
                 json_array_append_new(pairs, json_pack("{s:s, s:i}", "subject", s->name,
                                                        "version", s->v[k].version));
                 named = true;
@@ -327,7 +366,8 @@ static void get_subjects(sr_call *c)
     for (size_t i = 0; i < c->r->nsubjects; i++) {
         sr_subject *s = c->r->subjects[i];
         if (s->nv && (deleted || sr_subject_live(s)) &&
-            (!prefix || !strncmp(s->name, prefix, strlen(prefix))))
+            (!prefix || !strncmp(s->name, prefix, strlen(prefix))) &&
+            may(c, s->name, BK_OP_DESCRIBE))              /* READ and the rest imply it */
             json_array_append_new(a, json_string(s->name));
     }
     sr_reply_json(c->req, 200, a);
@@ -829,6 +869,41 @@ static void not_allowed(sr_call *c)
     sr_reply_error(c->req, 405, 405, "HTTP 405 Method Not Allowed");
 }
 
+/* The right c's endpoint needs (sr_auth.c), before it runs; false:
+ * refused and answered.  /schemas/ids/{id} is checked by its handler (the
+ * subjects holding the id decide) and GET /subjects lists only what the
+ * principal may see; those and the endpoints naming no resource (/,
+ * /schemas/types) take any login, and ANONYMOUS only with a right on some
+ * subject (or allow.everyone.if.no.acl.found). */
+static bool authorized(sr_call *c)
+{
+    const char *a = c->nseg > 0 ? c->seg[0] : "";
+    enum evhttp_cmd_type m = c->method;
+    bool get = m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD;
+    if (!c->principal)
+        return true;
+    if (!strcmp(a, "subjects") && c->nseg >= 2) {
+        int op = m == EVHTTP_REQ_DELETE ? BK_OP_DELETE
+                 : c->nseg == 3 && m == EVHTTP_REQ_POST ? BK_OP_WRITE : BK_OP_READ;
+        return sr_auth_need(c->r, c->req, c->principal, BK_RES_SUBJECT, c->seg[1], op);
+    }
+    if (!strcmp(a, "compatibility") && c->nseg >= 3)
+        return sr_auth_need(c->r, c->req, c->principal, BK_RES_SUBJECT, c->seg[2], BK_OP_READ);
+    if (!strcmp(a, "config") || !strcmp(a, "mode")) {
+        int op = get ? BK_OP_DESCRIBE_CONFIGS : BK_OP_ALTER_CONFIGS;
+        return c->nseg >= 2
+               ? sr_auth_need(c->r, c->req, c->principal, BK_RES_SUBJECT, c->seg[1], op)
+               : sr_auth_need(c->r, c->req, c->principal, BK_RES_CLUSTER, BK_CLUSTER_NAME, op);
+    }
+    if (strcmp(c->principal, BK_PRINCIPAL_ANONYMOUS) ||
+        c->r->b->cfg->allow_everyone_if_no_acl_found ||
+        sec_authz_any(c->r->b->authz, c->principal, net_http_peer_host(c->req),
+                      BK_RES_SUBJECT, BK_OP_DESCRIBE))
+        return true;
+    sr_auth_refuse(c->r, c->req, c->principal, "use the schema registry");
+    return false;
+}
+
 /* The endpoint of c's path and method; false: no such path. */
 static bool route(sr_call *c)
 {
@@ -889,9 +964,10 @@ static bool route(sr_call *c)
     return true;
 }
 
-void sr_api_serve(sr_registry *r, struct evhttp_request *req)
+void sr_api_serve(sr_registry *r, struct evhttp_request *req, const char *principal)
 {
-    sr_call c = { .r = r, .req = req, .method = evhttp_request_get_command(req) };
+    sr_call c = { .r = r, .req = req, .principal = principal,
+                  .method = evhttp_request_get_command(req) };
     TAILQ_INIT(&c.query);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
@@ -918,7 +994,9 @@ void sr_api_serve(sr_registry *r, struct evhttp_request *req)
         c.nseg++;
         p += len;
     }
-    if (!ok || !route(&c)) {
+    if (ok && !authorized(&c)) {
+        r->errors++;
+    } else if (!ok || !route(&c)) {
         r->errors++;
         not_found(&c);
     }

@@ -12,8 +12,9 @@
  *     sr_forward ── URL known? ──no──► DescribeConfigs ──► url_answered
  *          │ yes                                               │
  *          ▼                                                   ▼
- *     send: the same method, path, query, Content-Type and body, with
- *     X-Sluice-Forwarded (a forwarded request is never forwarded again)
+ *     send: the same method, path, query, Content-Type, Authorization and
+ *     body, with X-Sluice-Forwarded (a forwarded request is never
+ *     forwarded again)
  *          ▼
  *     relayed: status and body as the leader answered; no answer (the
  *     leader died, a timeout): 50003, Confluent's forwarding error
@@ -21,6 +22,12 @@
  * A client that goes away meanwhile leaves the forward to finish
  * unanswered (fw->req NULL).  https:// leaders are not forwarded to (the
  * client side of TLS is not here yet): 50003 says so.
+ *
+ * With an authorizer, this broker has checked the client's right before
+ * forwarding (sr_auth.c); the leader authenticates the forwarded
+ * Authorization (Basic, the token) and checks it again.  A client known
+ * by its TLS certificate only has nothing to forward: the leader sees
+ * User:ANONYMOUS.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replication/repl_peer.h"
@@ -113,6 +120,9 @@ static void fwd_send(sr_fwd *fw)
     evhttp_add_header(out, "Host", host);
     evhttp_add_header(out, "Content-Type", ct ? ct : "application/vnd.schemaregistry.v1+json");
     evhttp_add_header(out, "X-Sluice-Forwarded", "1");
+    const char *auth = evhttp_find_header(in, "Authorization");
+    if (auth)                                    /* the leader checks the same principal */
+        evhttp_add_header(out, "Authorization", auth);
     evbuffer_add_buffer(evhttp_request_get_output_buffer(freq),
                         evhttp_request_get_input_buffer(fw->req));
     if (evhttp_make_request(r->fwd_conn, freq, evhttp_request_get_command(fw->req),

@@ -11,16 +11,16 @@
  * they then see what it changed.  A client that goes away while its
  * request waits takes it off the queue (the connection's close callback);
  * one whose write is in flight leaves the write to finish unanswered.
+ * With an authorizer a request is served once its principal is known
+ * (sr_auth.c), and a queued one keeps the principal it was checked as.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/net/net_http.h"
-#include "daemon/security/sec_authz.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -36,6 +36,7 @@ struct sr_pending {
     sr_pending *next;
     sr_registry *r;
     struct evhttp_request *req;
+    char *principal;                  /* as checked (sr_auth.c); NULL: may do all */
 };
 
 /* ---- answers -------------------------------------------------------------------------- */
@@ -115,12 +116,17 @@ static void pending_gone(struct evhttp_connection *evcon, void *arg)
         if (r->queue_tail == p)
             r->queue_tail = prev;
     }
+    free(p->principal);
     free(p);
 }
 
-void sr_queue(sr_registry *r, struct evhttp_request *req)
+void sr_queue(sr_registry *r, struct evhttp_request *req, const char *principal)
 {
     sr_pending *p = calloc(1, sizeof *p);
+    if (p && principal && !(p->principal = strdup(principal))) {
+        free(p);
+        p = NULL;
+    }
     if (!p) {
         sr_reply_error(req, 500, 50001, "out of memory");
         return;
@@ -147,10 +153,11 @@ static void serve_next(evutil_socket_t fd, short what, void *arg)
             r->queue_tail = NULL;
         struct evhttp_request *req = p->req;
         evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
-        free(p);
         r->from_queue = true;         /* its turn: not queued again behind the rest */
-        sr_api_serve(r, req);
+        sr_api_serve(r, req, p->principal);
         r->from_queue = false;
+        free(p->principal);
+        free(p);
     }
 }
 
@@ -160,7 +167,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 {
     sr_registry *r = arg;
     r->requests++;
-    sr_api_serve(r, req);             /* reads answer at once; writes may queue */
+    sr_auth_serve(r, req);            /* reads answer at once; writes may queue */
 }
 
 void sr_kick(sr_registry *r)
@@ -183,22 +190,6 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
     sr_registry *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, errlen, "schema registry: out of memory");
-        return -1;
-    }
-    /* DESIGN.md: no side door.  The registry does not yet authenticate or
-     * check ACLs on subjects, so with an authorizer it stays off: by
-     * default quietly, when asked for, as an error saying why. */
-    const char *spec = b->cfg->schema_registry_listeners;
-    if (sec_authz_enabled(b->authz) && strcasecmp(spec, "none")) {
-        free(r);
-        if (!spec[0]) {
-            BK_WARN("schema registry: off, as authorizer.class.name is set and the registry "
-                    "does not check ACLs yet");
-            return 0;
-        }
-        snprintf(err, errlen, "schema.registry.listeners=%s: the schema registry does not "
-                 "check ACLs yet and would bypass the authorizer (authorizer.class.name); "
-                 "set schema.registry.listeners=none", spec);
         return -1;
     }
     r->b = b;
@@ -282,6 +273,16 @@ void sr_metrics_render(bk_broker *b, kp_buf *out)
                   "sluice_schema_registry_validation_refusals_total counter\n"
                   "sluice_schema_registry_validation_refusals_total %lld\n",
                   (long long)r->validation_refusals);
+    kp_buf_printf(out, "# HELP sluice_schema_registry_auth_failures_total Requests refused "
+                  "401: no or wrong credentials, with an authorizer (sr_auth.c).\n# TYPE "
+                  "sluice_schema_registry_auth_failures_total counter\n"
+                  "sluice_schema_registry_auth_failures_total %lld\n",
+                  (long long)r->auth_failures);
+    kp_buf_printf(out, "# HELP sluice_schema_registry_authorization_refusals_total Requests "
+                  "refused 403: the principal lacks the ACL (sr_auth.c).\n# TYPE "
+                  "sluice_schema_registry_authorization_refusals_total counter\n"
+                  "sluice_schema_registry_authorization_refusals_total %lld\n",
+                  (long long)r->auth_refusals);
     kp_buf_printf(out, "# HELP sluice_schema_registry_schemas Distinct schemas held.\n"
                   "# TYPE sluice_schema_registry_schemas gauge\nsluice_schema_registry_schemas "
                   "%zu\n", r->nschemas);

@@ -76,6 +76,8 @@ typedef struct sr_registry {
     uint64_t gen;                 /* bumped by each applied record (sr_validate.c's index) */
     struct sr_vindex *vindex;     /* ids → subjects for Produce (sr_validate.c) */
     int64_t validation_refusals;
+    int64_t auth_failures;        /* 401s: no or wrong credentials (sr_auth.c) */
+    int64_t auth_refusals;        /* 403s: a principal without the right */
     /* cluster mode: where writes are forwarded (sr_forward.c) */
     int32_t fwd_leader;           /* whose registry fwd_host:fwd_port is; -1: none */
     char fwd_host[256];
@@ -149,6 +151,10 @@ int sr_schema_parse(sr_registry *r, const sr_schema *s, struct sch_schema **out,
 int  sr_validate_check(bk_broker *b, bk_schema_ctx *c, const uint8_t *p, size_t len,
                        bool whole, char *why, size_t whylen);
 void sr_validate_free(sr_registry *r);
+/* The subjects with a version (soft-deleted too) of schema id: their
+ * number with *out (valid until the next applied record), or -1 out of
+ * memory.  From Produce's index of ids: no scan of the subjects. */
+ssize_t sr_validate_subjects(sr_registry *r, int32_t id, const char *const **out);
 
 /* ---- the SQL mirror (sr_mirror.c) ---------------------------------------------------- */
 /* Rewrites the rows of these subjects ("" the registry's own settings), or
@@ -178,8 +184,9 @@ void sr_reply_error(struct evhttp_request *req, int status, int code, const char
 void sr_reply_raw(struct evhttp_request *req, const char *text);
 /* Answers with JSON text already made. */
 void sr_reply_text(struct evhttp_request *req, int status, const char *json);
-/* Holds req until the write in flight ends, then serves it again. */
-void sr_queue(sr_registry *r, struct evhttp_request *req);
+/* Holds req until the write in flight ends, then serves it again (as
+ * principal: sr_api_serve's). */
+void sr_queue(sr_registry *r, struct evhttp_request *req, const char *principal);
 /* A write ended: the queue's head is served on the next loop turn. */
 void sr_kick(sr_registry *r);
 
@@ -193,8 +200,23 @@ void sr_forward_stop(sr_registry *r);
 /* ---- SQL's writes (sr_sql.c; the calls are in registry.h) --------------------------- */
 void sr_sql_stop(sr_registry *r);
 
+/* ---- who may (sr_auth.c) ------------------------------------------------------------ */
+/* Serves req (sr_api_serve) once its principal is known, or answers 401. */
+void sr_auth_serve(sr_registry *r, struct evhttp_request *req);
+/* principal may do op on (res, name); NULL (no authorizer, the token) may
+ * do all. */
+bool sr_auth_may(sr_registry *r, struct evhttp_request *req, const char *principal, int res,
+                 const char *name, int op);
+/* As sr_auth_may, and when not, req is answered 403 (401 for ANONYMOUS). */
+bool sr_auth_need(sr_registry *r, struct evhttp_request *req, const char *principal, int res,
+                  const char *name, int op);
+/* Answers the refusal: principal "is not authorized to <what>". */
+void sr_auth_refuse(sr_registry *r, struct evhttp_request *req, const char *principal,
+                    const char *what);
+
 /* ---- the endpoints (sr_api.c) ------------------------------------------------------- */
-/* Serves one request: path split into segs (URI-decoded), query parsed. */
-void sr_api_serve(sr_registry *r, struct evhttp_request *req);
+/* Serves one request as principal (NULL: may do all), whose rights it
+ * checks (sr_auth.c): path split into segs (URI-decoded), query parsed. */
+void sr_api_serve(sr_registry *r, struct evhttp_request *req, const char *principal);
 
 #endif

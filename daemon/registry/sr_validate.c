@@ -158,6 +158,22 @@ static int vindex_build(sr_registry *r)
     return 0;
 }
 
+/* The index of r's memory now: built again when a record was applied since
+ * (gen).  0, or -1 out of memory. */
+static int vindex_current(sr_registry *r)
+{
+    return r->vindex && r->vindex->gen == r->gen ? 0 : vindex_build(r);
+}
+
+ssize_t sr_validate_subjects(sr_registry *r, int32_t id, const char *const **out)
+{
+    if (vindex_current(r) != 0)
+        return -1;
+    sv_entry *e = find(r->vindex, id);
+    *out = e ? e->subjects : NULL;
+    return e ? (ssize_t)e->nsub : 0;
+}
+
 /* e's schema parsed (SV4): the schema, or NULL with the reason in e. */
 static const sch_schema *parsed(sr_registry *r, sv_entry *e)
 {
@@ -229,7 +245,7 @@ int sr_validate_check(bk_broker *b, bk_schema_ctx *c, const uint8_t *p, size_t l
     }
     sv_entry *e = (sv_entry *)c->last_entry;
     if (id != c->last_ok || !e) {
-        if ((!r->vindex || r->vindex->gen != r->gen) && vindex_build(r) != 0) {
+        if (vindex_current(r) != 0) {
             snprintf(why, whylen, "no memory to check %s's schema id %d", what, id);
             return -1;
         }

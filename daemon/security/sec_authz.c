@@ -68,6 +68,7 @@ static const char *const res_names[] = {
     [BK_RES_ANY] = "ANY", [BK_RES_TOPIC] = "TOPIC", [BK_RES_GROUP] = "GROUP",
     [BK_RES_CLUSTER] = "CLUSTER", [BK_RES_TRANSACTIONAL_ID] = "TRANSACTIONAL_ID",
     [BK_RES_DELEGATION_TOKEN] = "DELEGATION_TOKEN", [BK_RES_USER] = "USER",
+    [BK_RES_SUBJECT] = "SUBJECT",
 };
 static const char *const pat_names[] = {
     [BK_PAT_ANY] = "ANY", [BK_PAT_MATCH] = "MATCH", [BK_PAT_LITERAL] = "LITERAL",
@@ -338,6 +339,7 @@ bool sec_authz_check(bk_authz *az, const char *principal, const char *host, int 
 static bool filter_matches(const bk_acl_filter *f, const bk_acl *a)
 {
     if ((f->res != BK_RES_ANY && f->res != a->res) ||
+        (a->res == BK_RES_SUBJECT && f->res != BK_RES_SUBJECT) ||  /* sec_authz.h */
         (f->op != BK_OP_ANY && f->op != a->op) ||
         (f->perm != BK_PERM_ANY && f->perm != a->perm) ||
         (f->principal.len >= 0 && !str_is(a->principal, f->principal)) ||

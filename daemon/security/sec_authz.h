@@ -24,6 +24,12 @@ enum bk_res {                       /* AclResourceType */
     BK_RES_UNKNOWN = 0, BK_RES_ANY = 1, BK_RES_TOPIC = 2, BK_RES_GROUP = 3,
     BK_RES_CLUSTER = 4, BK_RES_TRANSACTIONAL_ID = 5, BK_RES_DELEGATION_TOKEN = 6,
     BK_RES_USER = 7,
+    /* The schema registry's subjects (daemon/registry): not a Kafka type.
+     * 100 stays clear of Kafka's 0-7 and of any type Kafka may add next to
+     * them, and fits the int8 the wire and bk_acl use.  Only SQL's acls
+     * table creates and shows these ACLs; Kafka's ACL APIs neither take
+     * nor list them (api_acls.c: a client would not know the type). */
+    BK_RES_SUBJECT = 100,
 };
 enum bk_pat {                       /* PatternType */
     BK_PAT_UNKNOWN = 0, BK_PAT_ANY = 1, BK_PAT_MATCH = 2, BK_PAT_LITERAL = 3,

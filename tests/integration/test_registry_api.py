@@ -305,30 +305,6 @@ def test_attribute_order_and_whitespace_give_the_same_id(reg):
     assert call(reg, "GET", "/schemas/ids/1/schema") == (200, V1)
 
 
-def test_with_an_authorizer_the_registry_stays_off_rather_than_bypass_acls(start_broker,
-                                                                          tmp_path):
-    """DESIGN.md: no side door.  Until the registry checks ACLs on subjects,
-    an authorizer keeps it off: asked for, the broker refuses to start and
-    says why (run by hand: the fixture would call that a crash); by default
-    it runs without it and says so."""
-    import subprocess
-    from conftest import free_port, sluiced_path
-    out = subprocess.run([sluiced_path(), "--override", "log.dirs=%s" % tmp_path,
-                          "--override", "listeners=PLAINTEXT://127.0.0.1:%d" % free_port(),
-                          "--override", "admin.listeners=none", "--override", "admin.socket=none",
-                          "--override", "authorizer.class.name=kafka.security.authorizer."
-                          "AclAuthorizer",
-                          "--override", "schema.registry.listeners=http://127.0.0.1:%d"
-                          % free_port()], capture_output=True, timeout=20)
-    assert out.returncode != 0
-    assert b"does not check ACLs yet and would bypass the authorizer" in out.stderr, out.stderr
-    b = start_broker(overrides={
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "allow.everyone.if.no.acl.found": "true", "schema.registry.listeners": ""})
-    assert "schema registry: off, as authorizer.class.name is set" in b.log_text()
-    b.assert_alive()
-
-
 def test_concurrent_writes_queue_and_get_distinct_ids_and_versions(reg):
     """One write in flight at a time (sr_log.c R1): parallel registrations
     of different schemas under one subject all succeed, each with its own

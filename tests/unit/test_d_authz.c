@@ -41,8 +41,11 @@ START_TEST(test_literal_prefixed_and_wildcard_names)
         acl("TOPIC", "orders", "LITERAL", ME, "*", "READ", "ALLOW"),
         acl("TOPIC", "logs-", "PREFIXED", ME, "*", "WRITE", "ALLOW"),
         acl("GROUP", "*", "LITERAL", ME, "*", "READ", "ALLOW"),
+        /* the schema registry's type (100): matched as the others */
+        acl("SUBJECT", "orders-", "PREFIXED", ME, "*", "READ", "ALLOW"),
+        acl("SUBJECT", "orders-secret", "LITERAL", ME, "*", "ALL", "DENY"),
     };
-    bk_authz *az = with(rows, 3, NULL, false);
+    bk_authz *az = with(rows, 5, NULL, false);
     ck_assert(may(az, ME, BK_RES_TOPIC, "orders", BK_OP_READ));
     ck_assert(!may(az, ME, BK_RES_TOPIC, "orders2", BK_OP_READ));     /* literal is exact */
     ck_assert(may(az, ME, BK_RES_TOPIC, "logs-app", BK_OP_WRITE));
@@ -50,6 +53,10 @@ START_TEST(test_literal_prefixed_and_wildcard_names)
     ck_assert(!may(az, ME, BK_RES_TOPIC, "logs", BK_OP_WRITE));
     ck_assert(may(az, ME, BK_RES_GROUP, "any-group", BK_OP_READ));   /* "*" */
     ck_assert(!may(az, ME, BK_RES_TOPIC, "any-group", BK_OP_READ));  /* types differ */
+    ck_assert(may(az, ME, BK_RES_SUBJECT, "orders-value", BK_OP_DESCRIBE));
+    ck_assert(!may(az, ME, BK_RES_SUBJECT, "orders-value", BK_OP_WRITE));
+    ck_assert(!may(az, ME, BK_RES_SUBJECT, "orders-secret", BK_OP_READ));  /* DENY wins */
+    ck_assert(!may(az, ME, BK_RES_SUBJECT, "orders", BK_OP_READ));
     sec_authz_free(az);
 }
 END_TEST
@@ -138,10 +145,24 @@ START_TEST(test_filters_and_validation)
         acl("TOPIC", "t", "LITERAL", ME, "*", "READ", "ALLOW"),
         acl("TOPIC", "t-", "PREFIXED", ME, "*", "WRITE", "ALLOW"),
         acl("TOPIC", "*", "LITERAL", "User:bob", "*", "READ", "DENY"),
+        acl("SUBJECT", "t", "LITERAL", ME, "*", "READ", "ALLOW"),
     };
-    bk_authz *az = with(rows, 3, NULL, false);
+    bk_authz *az = with(rows, 4, NULL, false);
     const bk_acl **sel;
     size_t n;
+    /* SUBJECT (Sluice's own, sec_authz.h) only when asked for by type */
+    bk_acl_filter any = { .res = BK_RES_ANY, .pat = BK_PAT_ANY, .op = BK_OP_ANY,
+                          .perm = BK_PERM_ANY, .name = KP_STR_NULL, .principal = KP_STR_NULL,
+                          .host = KP_STR_NULL };
+    ck_assert_int_eq(sec_authz_select(az, &any, &sel, &n), 0);
+    ck_assert_uint_eq(n, 3);
+    free(sel);
+    any.res = BK_RES_SUBJECT;
+    ck_assert_int_eq(sec_authz_select(az, &any, &sel, &n), 0);
+    ck_assert(n == 1 && !strcmp(sec_res_name(sel[0]->res), "SUBJECT"));
+    free(sel);
+    ck_assert_int_eq(sec_res_parse("SUBJECT"), BK_RES_SUBJECT);
+    ck_assert_ptr_null(sec_res_name(99));
     bk_acl_filter match = { .res = BK_RES_TOPIC, .pat = BK_PAT_MATCH, .op = BK_OP_ANY,
                             .perm = BK_PERM_ANY, .name = kp_str_cstr("t-1"),
                             .principal = KP_STR_NULL, .host = KP_STR_NULL };

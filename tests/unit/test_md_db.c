@@ -369,6 +369,48 @@ START_TEST(test_migration_0003_splits_partition_facts)
 }
 END_TEST
 
+/* Migration 0010 on a database a version-9 broker wrote: the acls table is
+ * rebuilt to take SUBJECT, every ACL kept, the other names still refused. */
+START_TEST(test_migration_0010_acls_take_subject)
+{
+    struct md_sql_file v9[16];
+    size_t nv9 = 0;
+    for (size_t i = 0; i < md_sql_files_count && nv9 < 16; i++) {
+        const char *m = strstr(md_sql_files[i].name, "migrations/");
+        if (!strcmp(md_sql_files[i].name, "sql/schema.sql") || (m && atoi(m + 11) <= 9))
+            v9[nv9++] = md_sql_files[i];
+    }
+    md_db *db = NULL;
+    char err[MD_ERRLEN] = "";
+    ck_assert_msg(md_open_files(path, v9, nv9, &db, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(md_schema_version(db), 9);
+    const char *subject = "INSERT INTO acls (resource_type, resource_name, pattern_type, "
+                          "principal, operation, permission) VALUES ('SUBJECT', 's-', "
+                          "'PREFIXED', 'User:a', 'READ', 'ALLOW')";
+    ck_assert_int_ne(sqlite3_exec(md_sqlite(db), subject, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(md_sqlite(db),
+        "INSERT INTO acls (resource_type, resource_name, pattern_type, principal, host, "
+        "operation, permission) VALUES ('TOPIC', 't', 'LITERAL', 'User:a', '10.0.0.1', "
+        "'WRITE', 'DENY'), ('CLUSTER', 'kafka-cluster', 'LITERAL', 'User:b', '*', 'ALL', "
+        "'ALLOW')", NULL, NULL, NULL), SQLITE_OK);
+    md_close(db);
+
+    db = open_ok();
+    ck_assert_int_eq(md_schema_version(db), latest_version());
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM acls WHERE (resource_type, "
+                                   "resource_name, host, operation, permission) IN (VALUES "
+                                   "('TOPIC', 't', '10.0.0.1', 'WRITE', 'DENY'), ('CLUSTER', "
+                                   "'kafka-cluster', '*', 'ALL', 'ALLOW'))"), 2);
+    ck_assert_int_eq(sqlite3_exec(md_sqlite(db), subject, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_ne(sqlite3_exec(md_sqlite(db), "INSERT INTO acls (resource_type, "
+                                  "resource_name, pattern_type, principal, operation, "
+                                  "permission) VALUES ('SUBJECTS', 'x', 'LITERAL', 'User:a', "
+                                  "'READ', 'ALLOW')", NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(query_int(db, "SELECT count(*) FROM acls"), 3);
+    md_close(db);
+}
+END_TEST
+
 START_TEST(test_reopen_is_idempotent)
 {
     md_db *db = open_ok();
@@ -616,6 +658,7 @@ int main(void)
         test_failing_migration_rolls_back_and_names_file, test_newer_database_is_refused,
         test_duplicate_or_unnumbered_migrations_are_refused, test_schema_must_set_user_version,
         test_migration_0003_splits_partition_facts,
+                             test_migration_0010_acls_take_subject,
         test_open_fails_cleanly_on_bad_path, test_begin_rollback_discards_changes,
         test_failed_change_inside_transaction_undoes_only_itself,
         test_broker_upsert_inserts_then_updates, test_data_persists_across_close_and_reopen,
