@@ -85,6 +85,7 @@ typedef struct sq_wreq {
     struct gc_wait *pending;
     bk_topic_wait *topic_wait;
     sr_sql_call *schema_call;         /* SQ_SCHEMA_*: the registry's answer pending */
+    const sq_job *job;                /* the statement's (who writes: schema_write) */
     /* SQ_SCRAM_SET: salted by the worker (the PBKDF2 off the loop) */
     uint8_t salt[BK_SASL_SALT], salted[SCRAM_MAX_KEY];
     size_t salted_len;
@@ -100,6 +101,11 @@ void sq_job_free(sq_job *j)
     if (!j)
         return;
     free(j->sql);
+    free(j->principal);
+    free(j->host);
+    if (j->authorization)
+        OPENSSL_cleanse(j->authorization, strlen(j->authorization));
+    free(j->authorization);
     sq_topic_set_free(j->readable);
     sq_result_free(&j->res);
     free(j);
@@ -606,23 +612,30 @@ static void schema_answered(void *arg, int status, int code, const char *msg)
 
 /* INSERT, DELETE and UPDATE on subjects: the registry's own REST write
  * (sr_sql.c says why it is sent, not called), answered once durable.  Who
- * may: every SQL writer (ALTER on the cluster, admin_http.c); the SUBJECT
- * ACL check (WRITE, DELETE, ALTER_CONFIGS) belongs on the registry's
- * request path, which this write takes. */
+ * may: the statement's principal as its REST request would, on SUBJECT
+ * ACLs (WRITE, DELETE, ALTER_CONFIGS), checked by the registry (sr_sql.c
+ * Q3) — not the cluster ALTER of SQL's other writes (sql_surface.c). */
 static int schema_write(struct bk_admin *a, sq_wreq *r)
 {
     const sq_write *w = r->w;
+    if (!r->job) {                    /* a worker's statement always has one (my_job) */
+        snprintf(r->err, r->errlen, "subjects: no statement to name the writer");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    const sr_sql_from from = { .principal = r->job->principal, .host = r->job->host,
+                               .authorization = r->job->authorization };
     if (w->op == SQ_SCHEMA_DELETE && (w->i1 < 0 || w->i1 > INT32_MAX)) {
         snprintf(r->err, r->errlen, "subjects.version must be 1..2147483647");
         return KP_INVALID_REQUEST;
     }
     r->schema_call = w->op == SQ_SCHEMA_REGISTER
-        ? sr_sql_register(a->b, w->s1, w->s2, w->s3, w->s4, schema_answered, r, r->err,
+        ? sr_sql_register(a->b, &from, w->s1, w->s2, w->s3, w->s4, schema_answered, r, r->err,
                           r->errlen)
         : w->op == SQ_SUBJECT_CONFIG
-        ? sr_sql_setting(a->b, w->s1, w->i1 != 0, w->s2, schema_answered, r, r->err, r->errlen)
-        : sr_sql_delete(a->b, w->s1, (int32_t)w->i1, w->i2 != 0, schema_answered, r, r->err,
-                        r->errlen);
+        ? sr_sql_setting(a->b, &from, w->s1, w->i1 != 0, w->s2, schema_answered, r, r->err,
+                         r->errlen)
+        : sr_sql_delete(a->b, &from, w->s1, (int32_t)w->i1, w->i2 != 0, schema_answered, r,
+                        r->err, r->errlen);
     if (!r->schema_call)
         return KP_INVALID_REQUEST;
     applying_add(a, r, NULL);
@@ -669,11 +682,15 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* The job a worker thread runs (job_run): whose statement writes. */
+static __thread const sq_job *my_job;
+
 /* Worker side: hands w to the loop and waits for its verdict. */
 static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
 {
     struct bk_admin *a = arg;
-    sq_wreq r = { .w = w, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR };
+    sq_wreq r = { .w = w, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR,
+                  .job = my_job };
     if (w->op == SQ_SCRAM_SET)       /* the PBKDF2 here, not on the loop */
         r.salted_len = sec_sasl_salt(w->s2, w->s3, w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1,
                                     r.salt, r.salted);
@@ -762,7 +779,9 @@ static void job_run(bk_work *w, int thread)
     if (j->kind == SQ_JOB_SQL) {
         c->read_only = j->read_only;
         c->readable = j->readable;
+        my_job = j;
         sq_run(c, j->sql, j->format, j->headers, &j->res);
+        my_job = NULL;
         c->read_only = false;
         c->readable = NULL;
     }

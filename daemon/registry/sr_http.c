@@ -194,6 +194,10 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
     }
     r->b = b;
     r->fwd_leader = -1;
+    if (sr_sql_start(r, err, errlen) != 0) {
+        free(r);
+        return -1;
+    }
     snprintf(r->compat, sizeof r->compat, "BACKWARD");
     snprintf(r->mode, sizeof r->mode, "READWRITE");
     net_http_bound l;
