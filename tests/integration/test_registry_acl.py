@@ -468,11 +468,17 @@ def test_sql_writes_are_checked_as_the_principals_rest_request(sr, sql_users):
     assert versions_as_admin(sr, "sql-value") == 404               # soft-deleted
     st, got, _ = req(sr, "GET", "/subjects/sql-value/versions?deleted=true", token=TOKEN)
     assert st == 200 and got == [1], got
-    # the token's SQL is the super-user's, as over REST
+    # the token's SQL is the super-user's, as over REST; so is root's on the
+    # admin socket (which has no login to send)
     st, text = sql_as(sr, "DELETE FROM subjects WHERE subject = 'sql-value'", token=TOKEN)
     assert st == 200, text
     st, got, _ = req(sr, "GET", "/subjects/sql-value/versions?deleted=true", token=TOKEN)
     assert st == 404, got
+    st, body = sql(sr, insert("sql-value", V2))
+    assert st == 200, body
+    assert versions_as_admin(sr, "sql-value") == [1]               # a new subject again
+    st, got, _ = req(sr, "GET", "/subjects/sql-value/versions/1", token=TOKEN)
+    assert json.loads(got["schema"]) == V2, got
 
 
 def test_sql_principal_header_from_a_network_client_is_401(sr, sql_users):
