@@ -119,10 +119,11 @@ static const char *self_host(const sr_registry *r)
  * or host no header can carry. */
 static int call_who(const sr_registry *r, const sr_sql_from *from, struct evkeyvalq *h)
 {
-    const char *host = from->host && from->host[0] ? from->host : "-";
+    const char *host = from->host && from->host[0] && !strchr(from->host, ' ') &&
+                       strlen(from->host) < SR_HOST_MAX ? from->host : "-";
     size_t n = SR_SQL_SECRET_HEX + strlen(host) + (from->principal ? strlen(from->principal) : 0)
                + 3;
-    char *v = strchr(host, ' ') ? NULL : malloc(n);
+    char *v = malloc(n);
     if (!v)
         return -1;
     snprintf(v, n, "%s %s%s%s", r->sql_secret, host, from->principal ? " " : "",
