@@ -459,6 +459,16 @@ static void serve_sql(bk_broker *b, struct evhttp_request *req, int access,
         reply_text(req, 500, "Internal Server Error", "text/plain", "out of memory\n", 14);
         return;
     }
+    const char *auth = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                          "Authorization");
+    if ((principal && !(j->principal = strdup(principal))) ||
+        !(j->host = strdup(net_http_peer_host(req))) ||
+        (auth && !(j->authorization = strdup(auth)))) {
+        free(sql);
+        sq_job_free(j);
+        reply_text(req, 500, "Internal Server Error", "text/plain", "out of memory\n", 14);
+        return;
+    }
     j->kind = SQ_JOB_SQL;
     j->read_only = access == AX_READ;
     j->sql = sql;

@@ -23,7 +23,8 @@
  *
  * Modes: -c runs its statements and exits (status 1 if one failed); with a
  * terminal on stdin, an interactive shell with line editing and history
- * (libedit; ~/.sluice_sql_history) and sqlite3-like dot-commands; otherwise
+ * (libedit; ~/.sluice_sql_history), sqlite3-like dot-commands and psql's
+ * \x (expanded display: line mode); otherwise
  * statements are read from stdin.  A statement ends with ';' at the end of
  * a line (sqlite3_complete decides), so statements span lines.
  */
@@ -466,6 +467,8 @@ static const char help_text[] =
     ".schema [TABLE]        Show the columns of the operator tables\n"
     ".tables                List the operator tables\n"
     ".timer on|off          Show the time each statement takes\n"
+    "\\x                     Expanded display (psql's): toggles line mode, where\n"
+    "                       JSON values (value_json, schema …) are pretty-printed\n"
     "Statements end with ';'.  The tables are documented in sql/README.md.\n";
 
 /* 0 ok, 1 error, 2 quit. */
@@ -523,6 +526,20 @@ static int dot(char *line)
     return 1;
 }
 
+/* psql's \x: line mode (one value a line, JSON pretty-printed) on and off. */
+static int expanded(void)
+{
+    static int before = SQ_FMT_TABLE;
+    if (sh.format == SQ_FMT_LINE) {
+        sh.format = before;
+    } else {
+        before = sh.format;
+        sh.format = SQ_FMT_LINE;
+    }
+    printf("Expanded display is %s.\n", sh.format == SQ_FMT_LINE ? "on" : "off");
+    return 0;
+}
+
 /* Accumulates lines: a dot-command at the start of a statement runs on its
  * own; SQL runs once sqlite3_complete says the statement ended. */
 typedef struct acc { char *buf; size_t len, cap; } acc;
@@ -550,6 +567,10 @@ static int feed(acc *a, const char *line, bool *pending)
         const char *p = line;
         while (*p == ' ' || *p == '\t')
             p++;
+        if (p[0] == '\\' && p[1] == 'x' && strspn(p + 2, " \t\r\n") == strlen(p + 2)) {
+            *pending = false;
+            return expanded();
+        }
         if (*p == '.') {
             char *copy = strdup(p);
             rc = dot(copy);

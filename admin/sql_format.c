@@ -9,6 +9,11 @@
  *
  * The table format holds a result set in memory to size its columns; it
  * is bounded by the row limit (admin.sql.max.rows), checked as rows come.
+ *
+ * JSON in TEXT (messages' key_json / value_json, subjects' schema …): kept
+ * compact and whole on its one line in a table, pretty-printed in line
+ * mode (sluice-sql's .mode line or \x, psql's expanded display), where each
+ * value has its own lines: two spaces a level, its lines under the first.
  */
 #include "admin/sql_surface.h"
 
@@ -16,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <sqlite3.h>
 
 /* Not a SQLite code: the row limit was hit. */
@@ -149,6 +155,74 @@ static void put_plain(kp_buf *o, sqlite3_stmt *st, int i, const char *null_as)
         put_hex(o, s, n);
     else
         kp_wr_raw(o, s, n);
+}
+
+/* s (n bytes) laid out two spaces a level, each new line starting with pad
+ * spaces, tokens as they are (numbers and strings byte for byte); false,
+ * nothing written, unless it is a JSON object or array. */
+static bool put_pretty_json(kp_buf *o, const char *s, size_t n, size_t pad)
+{
+    if (n < 2 || (s[0] != '{' && s[0] != '[') || n > SQ_MAX_VALUE_BYTES)
+        return false;
+    json_t *j = json_loadb(s, n, 0, NULL);
+    if (!j)
+        return false;
+    json_decref(j);
+    size_t depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (in_str) {
+            kp_wr_raw(o, &ch, 1);
+            if (ch == '\\' && i + 1 < n)
+                kp_wr_raw(o, &s[++i], 1);
+            else if (ch == '"')
+                in_str = false;
+            continue;
+        }
+        size_t nl = 0;                  /* a new line after (1) or before (2) ch */
+        switch (ch) {
+        case ' ': case '\t': case '\n': case '\r':
+            continue;
+        case '"':
+            in_str = true;
+            break;
+        case '{': case '[': {
+            size_t k = i + 1;
+            while (k < n && (s[k] == ' ' || s[k] == '\t' || s[k] == '\n' || s[k] == '\r'))
+                k++;
+            if (k < n && (s[k] == '}' || s[k] == ']')) {          /* empty: {} [] */
+                kp_wr_raw(o, &ch, 1);
+                kp_wr_raw(o, &s[k], 1);
+                i = k;
+                continue;
+            }
+            depth++;
+            nl = 1;
+            break;
+        }
+        case '}': case ']':
+            depth--;
+            nl = 2;
+            break;
+        case ',':
+            nl = 1;
+            break;
+        case ':':
+            kp_wr_raw(o, ": ", 2);
+            continue;
+        }
+        if (nl == 1)
+            kp_wr_raw(o, &ch, 1);
+        if (nl) {
+            kp_wr_raw(o, "\n", 1);
+            for (size_t k = 0; k < pad + 2 * depth; k++)
+                kp_wr_raw(o, " ", 1);
+        }
+        if (nl != 1)
+            kp_wr_raw(o, &ch, 1);
+    }
+    return true;
 }
 
 static void put_json_string(kp_buf *o, const char *s, size_t n)
@@ -406,7 +480,11 @@ static int run_stream(sq_conn *c, sqlite3_stmt *st, int ncol, int format,
                 kp_wr_raw(o, "\n", 1);
             for (int i = 0; i < ncol; i++) {
                 kp_buf_printf(o, "%*s = ", (int)wmax, sqlite3_column_name(st, i));
-                put_plain(o, st, i, "NULL");
+                sqlite3_value *v = col_value(st, i);
+                if (sqlite3_value_type(v) != SQLITE_TEXT || o->len > SQ_MAX_RESULT_BYTES ||
+                    !put_pretty_json(o, (const char *)sqlite3_value_text(v),
+                                     (size_t)sqlite3_value_bytes(v), wmax + 3))
+                    put_plain(o, st, i, "NULL");
                 kp_wr_raw(o, "\n", 1);
             }
             break;
@@ -430,6 +508,7 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
         sqlite3_stmt *st = NULL;
         c->deny[0] = 0;
         c->wrote = false;
+        c->set_compat = c->set_mode = false;
         c->changes = 0;
         int rc = sqlite3_prepare_v2(c->db, tail, -1, &st, &tail);
         if (rc != SQLITE_OK) {
@@ -457,9 +536,15 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
             else
                 rc = run_stream(c, st, ncol, format, headers, res, rc);
         }
+        if (rc == SQLITE_DONE && c->nrows &&
+            sq_schema_writes(c, res->err, sizeof res->err) != 0) {
+            res->failed = true;
+            rc = SQLITE_OK;                            /* err says why */
+        }
+        sq_schema_writes(c, NULL, 0);                  /* whatever is left: forgotten */
         if (c->wrote)
             res->changes += c->changes;
-        if (rc != SQLITE_DONE) {
+        if (rc != SQLITE_DONE && !res->failed) {
             res->failed = true;
             if (rc == ROW_LIMIT)
                 snprintf(res->err, sizeof res->err, "the result has more than %lld rows "

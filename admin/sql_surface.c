@@ -1,9 +1,9 @@
 /*
  * admin/sql_surface.c — the operator tables as TEMP views on a read-only
  * connection, the INSTEAD OF triggers that turn INSERT/UPDATE/DELETE on
- * seven of them (topics, topic_configs, partitions' replicas, consumer_groups,
- * committed_offsets, acls, scram_credentials) into admin operations, and the
- * authorizer.
+ * eight of them (topics, topic_configs, partitions' replicas, consumer_groups,
+ * committed_offsets, acls, scram_credentials, subjects) into admin operations,
+ * and the authorizer.
  *
  * The authorizer allows exactly:
  *   - SELECT (reads of anything except the credentials in main.users),
@@ -11,7 +11,7 @@
  *   - PRAGMA that only reads (table_info, index_list, …) without a value;
  *   - INSERT / UPDATE / DELETE of the writable views (topics, topic_configs,
  *     partitions' replicas, consumer_groups, committed_offsets, acls,
- *     scram_credentials), top level only (the triggers then call our
+ *     scram_credentials, subjects), top level only (the triggers then call our
  *     internal functions, which nobody else may call).
  * Everything else — ATTACH, schema changes, PRAGMA writes, transactions,
  * writes to other tables, VACUUM — is refused, and the refusal names why
@@ -108,13 +108,15 @@ static const char surface_sql[] =
 
     /* The schema registry's mirror (daemon/registry/sr_mirror.c): every
      * schema by id, and every version of every subject (soft-deleted ones
-     * with deleted = 1) with the level and mode that apply to it. */
+     * with deleted = 1) with the level and mode that apply to it.  INSERT
+     * and DELETE on subjects are the registry's REST writes (triggers
+     * below). */
     "CREATE TEMP VIEW schemas AS\n"
     "SELECT id, schema_type, schema, refs AS \"references\" FROM main.registry_schemas;\n"
     "CREATE TEMP VIEW subjects AS\n"
     "SELECT v.subject, v.version, v.schema_id, s.schema_type, s.schema, v.deleted,\n"
     "       coalesce(c.compatibility, g.compatibility, 'BACKWARD') AS compatibility,\n"
-    "       coalesce(c.mode, g.mode, 'READWRITE') AS mode\n"
+    "       coalesce(c.mode, g.mode, 'READWRITE') AS mode, s.refs AS \"references\"\n"
     "  FROM main.registry_versions v\n"
     "  LEFT JOIN main.registry_schemas s ON s.id = v.schema_id\n"
     "  LEFT JOIN main.registry_configs c ON c.subject = v.subject\n"
@@ -225,6 +227,27 @@ static const char surface_sql[] =
     "  SELECT sluice_scram_set(NEW.name, NEW.mechanism, NEW.password, NEW.iterations);\nEND;\n"
     "CREATE TEMP TRIGGER scram_credentials_delete INSTEAD OF DELETE ON scram_credentials BEGIN\n"
     "  SELECT sluice_scram_delete(OLD.name, OLD.mechanism);\nEND;\n"
+
+    /* A row in subjects is a version: INSERT registers one (POST
+     * /subjects/{s}/versions).  DELETE takes what it matched one step
+     * further, as Confluent's two-step rule has it (sq_schema_writes): a
+     * subject whose every version it matched is deleted as a whole (soft
+     * while it has live versions, else permanently), other rows version by
+     * version (a live one soft, a soft-deleted one permanently). */
+    "CREATE TEMP TRIGGER subjects_insert INSTEAD OF INSERT ON subjects BEGIN\n"
+    "  SELECT sluice_schema_register(NEW.subject, NEW.schema, NEW.schema_type,\n"
+    "         NEW.\"references\", NEW.version IS NOT NULL OR NEW.schema_id IS NOT NULL\n"
+    "         OR NEW.deleted IS NOT NULL OR NEW.compatibility IS NOT NULL\n"
+    "         OR NEW.mode IS NOT NULL);\nEND;\n"
+    /* UPDATE subjects SET compatibility = 'FULL' (and/or mode) is PUT
+     * /config/{s} (/mode/{s}) once per subject; NULL clears the subject's
+     * own (DELETE /config/{s}).  Other columns: refused by the authorizer. */
+    "CREATE TEMP TRIGGER subjects_update INSTEAD OF UPDATE ON subjects BEGIN\n"
+    "  SELECT sluice_subject_set(OLD.subject, NEW.compatibility, NEW.mode);\nEND;\n"
+    "CREATE TEMP TRIGGER subjects_delete INSTEAD OF DELETE ON subjects BEGIN\n"
+    "  SELECT sluice_schema_delete(OLD.subject, OLD.version, OLD.deleted,\n"
+    "         (SELECT count(*) FROM main.registry_versions WHERE subject = OLD.subject));\n"
+    "END;\n"
 
     /* Writes: one internal function call per row. */
     "CREATE TEMP TRIGGER topics_insert INSTEAD OF INSERT ON topics BEGIN\n"
@@ -352,10 +375,8 @@ static const struct { const char *view, *op, *why; } refusals[] = {
       "UPDATE topics SET partitions = N" },
     { "partitions", "DELETE", "partitions: partitions cannot be deleted; only "
       "UPDATE partitions SET replicas (a reassignment) is allowed" },
-    { "schemas", NULL, "schemas is read-only here: register schemas through the schema "
-      "registry REST API (schema.registry.listeners)" },
-    { "subjects", NULL, "subjects is read-only here: register and delete through the schema "
-      "registry REST API (schema.registry.listeners)" },
+    { "schemas", NULL, "schemas is read-only: a schema is registered under a subject, "
+      "with INSERT INTO subjects (subject, schema[, schema_type, references])" },
     { "partition_replicas", NULL, "partition_replicas is read-only: replicas are "
       "assigned when partitions are created" },
     { "broker_configs", NULL, "broker_configs is read-only: change broker configs with "
@@ -390,21 +411,28 @@ static const char *arg_text(sqlite3_value *v)
     return sqlite3_value_type(v) == SQLITE_NULL ? NULL : (const char *)sqlite3_value_text(v);
 }
 
-/* Hands w to the environment; reports its error as the statement's. */
+/* Hands w to the environment: 0, or -1 with the statement's error in msg. */
+static int hook_write(sq_conn *c, const sq_write *w, char *msg, size_t msglen)
+{
+    char err[MD_ERRLEN + 64] = "";
+    if (!c->env.write) {
+        snprintf(msg, msglen, "read-only: this connection cannot change the "
+                 "cluster (sluice-sql --data-dir reads a stopped broker)");
+        return -1;
+    }
+    int rc = c->env.write(c->env.arg, w, err, sizeof err);
+    if (rc == KP_NONE)
+        return 0;
+    snprintf(msg, msglen, "%s: %s", kp_error_name(rc), err[0] ? err : "the change was refused");
+    return -1;
+}
+
+/* ... for one row; its error is the statement's. */
 static void do_write(sqlite3_context *ctx, const sq_write *w)
 {
     sq_conn *c = sqlite3_user_data(ctx);
-    char err[MD_ERRLEN + 64] = "";
-    if (!c->env.write) {
-        sqlite3_result_error(ctx, "read-only: this connection cannot change the "
-                             "cluster (sluice-sql --data-dir reads a stopped broker)", -1);
-        return;
-    }
-    int rc = c->env.write(c->env.arg, w, err, sizeof err);
-    if (rc != KP_NONE) {
-        char msg[MD_ERRLEN + 128];
-        snprintf(msg, sizeof msg, "%s: %s", kp_error_name(rc),
-                 err[0] ? err : "the change was refused");
+    char msg[MD_ERRLEN + 128];
+    if (hook_write(c, w, msg, sizeof msg) != 0) {
         sqlite3_result_error(ctx, msg, -1);
         return;
     }
@@ -713,6 +741,149 @@ static void fn_log_dir(sqlite3_context *ctx, int argc, sqlite3_value **v)
     }
 }
 
+/* (subject, schema, schema_type, references, another column given) */
+static void fn_schema_register(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    if (!need_text(ctx, v[0], "subjects.subject") || !need_text(ctx, v[1], "subjects.schema"))
+        return;
+    if (sqlite3_value_int(v[4])) {
+        sqlite3_result_error(ctx, "subjects: only subject, schema, schema_type and references "
+                             "can be given; the registry assigns version and schema_id", -1);
+        return;
+    }
+    sq_write w = { .op = SQ_SCHEMA_REGISTER, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]),
+                   .s3 = arg_text(v[2]), .s4 = arg_text(v[3]) };
+    do_write(ctx, &w);
+}
+
+/* One row DELETE or UPDATE on subjects matched, kept until the statement
+ * has matched them all: only then is it known whether a DELETE names a
+ * whole subject, and an UPDATE sets a subject's level once, not per row. */
+struct sq_schema_row {
+    char *subject;                    /* NULL: done with */
+    bool update;                      /* else a DELETE */
+    bool deleted;                     /* DELETE: the row's */
+    int64_t version, versions;        /* DELETE: the row's, the subject's */
+    char *compat, *mode;              /* UPDATE: the new values (NULL: clear) */
+};
+
+static char *dup_or_null(sqlite3_value *v, bool *nomem)
+{
+    const char *t = arg_text(v);
+    char *d = t ? strdup(t) : NULL;
+    *nomem |= t && !d;
+    return d;
+}
+
+static void row_free(struct sq_schema_row *r)
+{
+    free(r->subject);
+    free(r->compat);
+    free(r->mode);
+    r->subject = r->compat = r->mode = NULL;
+}
+
+/* Keeps r (its strings taken) for sq_schema_writes. */
+static void row_keep(sqlite3_context *ctx, struct sq_schema_row *r, bool nomem)
+{
+    sq_conn *c = sqlite3_user_data(ctx);
+    if (!nomem && c->nrows == c->caprows) {
+        size_t cap = c->caprows ? c->caprows * 2 : 8;
+        struct sq_schema_row *d = realloc(c->rows, cap * sizeof *d);
+        if (d) {
+            c->rows = d;
+            c->caprows = cap;
+        }
+    }
+    if (nomem || !r->subject || c->nrows == c->caprows) {
+        row_free(r);
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    c->rows[c->nrows++] = *r;
+    sqlite3_result_null(ctx);
+}
+
+/* (subject, version, deleted, the subject's versions) */
+static void fn_schema_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    bool nomem = false;
+    struct sq_schema_row r = { .subject = dup_or_null(v[0], &nomem),
+                               .version = sqlite3_value_int64(v[1]),
+                               .deleted = sqlite3_value_int(v[2]) != 0,
+                               .versions = sqlite3_value_int64(v[3]) };
+    row_keep(ctx, &r, nomem);
+}
+
+/* (subject, new compatibility, new mode); which were SET: c->set_compat,
+ * c->set_mode (the authorizer saw the statement's columns). */
+static void fn_subject_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    bool nomem = false;
+    struct sq_schema_row r = { .subject = dup_or_null(v[0], &nomem), .update = true,
+                               .compat = dup_or_null(v[1], &nomem),
+                               .mode = dup_or_null(v[2], &nomem) };
+    row_keep(ctx, &r, nomem);
+}
+
+/* The writes for r's subject (the rows i.. of it): a DELETE of every version
+ * is the subject's delete, of some a delete of each; an UPDATE sets the
+ * subject's level and/or mode once.  0 or -1 with err. */
+static int subject_writes(sq_conn *c, size_t i, char *err, size_t errlen)
+{
+    struct sq_schema_row *r = &c->rows[i];
+    size_t n = 0, live = 0;
+    for (size_t k = i; k < c->nrows; k++)
+        if (c->rows[k].subject && c->rows[k].update == r->update &&
+            !strcmp(c->rows[k].subject, r->subject)) {
+            n++;
+            live += !c->rows[k].deleted;
+        }
+    int rc = 0;
+    if (r->update) {
+        sq_write w = { .op = SQ_SUBJECT_CONFIG, .s1 = r->subject };
+        if (c->set_compat) {
+            w.s2 = r->compat;
+            rc = hook_write(c, &w, err, errlen);
+        }
+        if (rc == 0 && c->set_mode) {
+            w.s2 = r->mode;
+            w.i1 = 1;
+            rc = hook_write(c, &w, err, errlen);
+        }
+    } else {
+        bool whole = (int64_t)n == r->versions;
+        sq_write w = { .op = SQ_SCHEMA_DELETE, .s1 = r->subject, .i1 = whole ? 0 : r->version,
+                       .i2 = whole ? live == 0 : r->deleted };
+        rc = hook_write(c, &w, err, errlen);
+        if (!whole)
+            n = 1;
+    }
+    c->changes += rc == 0 ? (int64_t)n : 0;
+    /* The subject's other rows were written with it (all, or none but i). */
+    for (size_t k = i + 1; n > 1 && k < c->nrows; k++)
+        if (c->rows[k].subject && c->rows[k].update == r->update &&
+            !strcmp(c->rows[k].subject, r->subject))
+            row_free(&c->rows[k]);
+    row_free(r);
+    return rc;
+}
+
+int sq_schema_writes(sq_conn *c, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (size_t i = 0; err && rc == 0 && i < c->nrows; i++)
+        if (c->rows[i].subject)
+            rc = subject_writes(c, i, err, errlen);
+    for (size_t i = 0; i < c->nrows; i++)
+        row_free(&c->rows[i]);
+    c->nrows = 0;
+    return rc;
+}
+
 /* (name, mechanism, password, iterations NULL = default) */
 static void fn_scram_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
 {
@@ -767,6 +938,9 @@ static const struct {
     { "sluice_scram_set", 4, fn_scram_set, true },
     { "sluice_scram_delete", 2, fn_scram_delete, true },
     { "sluice_txn_abort", 4, fn_txn_abort, true },
+    { "sluice_schema_register", 5, fn_schema_register, true },
+    { "sluice_schema_delete", 4, fn_schema_delete, true },
+    { "sluice_subject_set", 3, fn_subject_set, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },
@@ -840,8 +1014,8 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
                         "time limit; use || and substr() to format", a4);
         if (a4 && internal_function(a4) && !inner)
             return deny(c, "%s() is internal: change the cluster with INSERT, UPDATE "
-                        "or DELETE on topics, topic_configs, consumer_groups, scram_credentials or "
-                        "committed_offsets", a4);
+                        "or DELETE on topics, topic_configs, consumer_groups, scram_credentials, "
+                        "committed_offsets or subjects", a4);
         return SQLITE_OK;
     case SQLITE_PRAGMA:
         if ((!a4 && in_list(a3, read_pragmas)) || in_list(a3, name_pragmas))
@@ -873,7 +1047,15 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
                 strcmp(a4, "replicas"))
                 return deny(c, "partitions.%s is read-only: only replicas can be changed "
                             "(a reassignment)", a4);
-            if (c->read_only)
+            if (action == SQLITE_UPDATE && !strcmp(a3, "subjects") && a4) {
+                if (strcmp(a4, "compatibility") && strcmp(a4, "mode"))
+                    return deny(c, "subjects.%s cannot be changed: only compatibility and "
+                                "mode (register with INSERT, delete with DELETE)", a4);
+                *(a4[0] == 'c' ? &c->set_compat : &c->set_mode) = true;
+            }
+            /* subjects: the registry checks the principal's SUBJECT ACLs
+             * as for its REST request (daemon/registry/sr_sql.c Q3). */
+            if (c->read_only && strcmp(a3, "subjects"))
                 return deny(c, "%s: writing through SQL needs ALTER on the cluster "
                             "(kafka-cluster); this principal may only read", a3);
             c->wrote = true;
@@ -881,7 +1063,7 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
         }
         return deny(c, "%s is read-only: writes are allowed only to topics, "
                     "topic_configs, partitions (replicas), consumer_groups, "
-                    "committed_offsets and scram_credentials", a3);
+                    "committed_offsets, scram_credentials and subjects", a3);
     case SQLITE_ATTACH:
     case SQLITE_DETACH:
         return deny(c, "ATTACH and DETACH are not allowed", NULL);
@@ -987,6 +1169,8 @@ void sq_close(sq_conn *c)
         sq_snap_unref(c->snap);
     sqlite3_finalize(c->cluster_st);
     sqlite3_close_v2(c->db);
+    sq_schema_writes(c, NULL, 0);
+    free(c->rows);
     free(c);
 }
 

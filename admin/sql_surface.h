@@ -12,10 +12,12 @@
  * written to the database file: the connection is read-only.
  *
  * Writes (INSERT/UPDATE/DELETE on topics, topic_configs, consumer_groups,
- * committed_offsets, scram_credentials) are INSTEAD OF triggers on those views calling one SQL
+ * committed_offsets, scram_credentials, subjects …) are INSTEAD OF triggers on those views calling one SQL
  * function per row, which hands the change to sq_env.write — in the daemon,
  * the event-loop thread, which applies it through the same functions as the
- * Kafka admin APIs.  Without a write hook (sluice-sql --data-dir) writes are
+ * Kafka admin APIs (subjects: the schema registry's REST writes, and their
+ * DELETE / UPDATE once the statement has matched every row,
+ * sq_schema_writes).  Without a write hook (sluice-sql --data-dir) writes are
  * refused.
  *
  * Live numbers (log end offset, size, segments …) come from sq_env.live: a
@@ -136,6 +138,9 @@ enum sq_op {
     SQ_SCRAM_SET,          /* s1 user, s2 mechanism, s3 password, i1 iterations (-1 default) */
     SQ_SCRAM_DELETE,       /* s1 user, s2 mechanism */
     SQ_TXN_ABORT,          /* s1 transactional id, i1 producer id, i2 epoch (as read) */
+    SQ_SCHEMA_REGISTER,    /* s1 subject, s2 schema, s3 type (NULL AVRO), s4 references */
+    SQ_SCHEMA_DELETE,      /* s1 subject, i1 version (0: the subject), i2 permanent (1) */
+    SQ_SUBJECT_CONFIG,     /* s1 subject, s2 level or mode (NULL: clear), i1 1: mode */
 };
 
 typedef struct sq_write {
@@ -219,7 +224,16 @@ struct sq_conn {
     sq_snap *snap;                  /* per statement, taken on first use */
     struct sqlite3_stmt *cluster_st;/* the mirror's controller and alive flags
                                        (sql_surface.c); NULL: standalone file */
+    struct sq_schema_row *rows;     /* DELETE / UPDATE subjects: the statement's rows */
+    size_t nrows, caprows;
+    bool set_compat, set_mode;      /* UPDATE subjects SETs these (the authorizer) */
 };
+/* DELETE / UPDATE on subjects, once the statement has matched every row
+ * (sql_surface.c): a subject all of whose versions a DELETE names is
+ * deleted as a whole (Confluent's DELETE /subjects/{s}), the other rows
+ * version by version; an UPDATE sets each subject's level or mode once.
+ * 0, or -1 with the statement's error in err (NULL: only forget them). */
+int  sq_schema_writes(sq_conn *c, char *err, size_t errlen);
 int  sq_vtab_register(sq_conn *c);       /* sql_vtab.c */
 int  sq_messages_register(sq_conn *c);   /* sql_messages.c */
 /* Bytes the messages table has read from segment files since start

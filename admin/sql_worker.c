@@ -62,6 +62,7 @@
 #include "daemon/security/sec_sasl.h"
 #include "daemon/api/api_topic_wait.h"
 #include "daemon/txn/txn.h"
+#include "daemon/registry/registry.h"
 
 #define SQ_WORKERS 2
 #define SQ_WORKER_NICE 10
@@ -83,6 +84,8 @@ typedef struct sq_wreq {
     md_offset o;
     struct gc_wait *pending;
     bk_topic_wait *topic_wait;
+    sr_sql_call *schema_call;         /* SQ_SCHEMA_*: the registry's answer pending */
+    const sq_job *job;                /* the statement's (who writes: schema_write) */
     /* SQ_SCRAM_SET: salted by the worker (the PBKDF2 off the loop) */
     uint8_t salt[BK_SASL_SALT], salted[SCRAM_MAX_KEY];
     size_t salted_len;
@@ -98,6 +101,11 @@ void sq_job_free(sq_job *j)
     if (!j)
         return;
     free(j->sql);
+    free(j->principal);
+    free(j->host);
+    if (j->authorization)
+        OPENSSL_cleanse(j->authorization, strlen(j->authorization));
+    free(j->authorization);
     sq_topic_set_free(j->readable);
     sq_result_free(&j->res);
     free(j);
@@ -486,6 +494,9 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
     case SQ_SCRAM_SET:
     case SQ_SCRAM_DELETE:
     case SQ_TXN_ABORT:
+    case SQ_SCHEMA_REGISTER:
+    case SQ_SCHEMA_DELETE:
+    case SQ_SUBJECT_CONFIG:
         break;                        /* on_writes: their own paths */
     }
     return KP_INVALID_REQUEST;
@@ -571,6 +582,66 @@ static int txn_abort(struct bk_admin *a, sq_wreq *r)
                               r->errlen);
 }
 
+/* The registry answered a schema write (daemon/registry/sr_sql.c): its
+ * message is the statement's error, Confluent's text and code. */
+static void schema_answered(void *arg, int status, int code, const char *msg)
+{
+    sq_wreq *r = arg;
+    r->schema_call = NULL;
+    int rc = KP_NONE;
+    if (status != 200) {
+        /* The code first: Confluent's details may outrun the error's room. */
+        snprintf(r->err, r->errlen, "schema registry error_code %d: %s", code, msg);
+        rc = status >= 400 && status < 500 ? KP_INVALID_REQUEST : KP_UNKNOWN_SERVER_ERROR;
+    } else {
+        const sq_write *w = r->w;
+        if (w->op == SQ_SCHEMA_REGISTER)
+            BK_INFO("schema registry: registered under %s through SQL", w->s1);
+        else if (w->op == SQ_SUBJECT_CONFIG)
+            BK_INFO("schema registry: %s of %s %s through SQL", w->i1 ? "mode" : "compatibility",
+                    w->s1, w->s2 ? w->s2 : "cleared");
+        else if (w->i1)
+            BK_INFO("schema registry: %s deleted %s version %lld through SQL",
+                    w->i2 ? "permanently" : "soft", w->s1, (long long)w->i1);
+        else
+            BK_INFO("schema registry: %s deleted subject %s through SQL",
+                    w->i2 ? "permanently" : "soft", w->s1);
+    }
+    write_done(r, rc);
+}
+
+/* INSERT, DELETE and UPDATE on subjects: the registry's own REST write
+ * (sr_sql.c says why it is sent, not called), answered once durable.  Who
+ * may: the statement's principal as its REST request would, on SUBJECT
+ * ACLs (WRITE, DELETE, ALTER_CONFIGS), checked by the registry (sr_sql.c
+ * Q3) — not the cluster ALTER of SQL's other writes (sql_surface.c). */
+static int schema_write(struct bk_admin *a, sq_wreq *r)
+{
+    const sq_write *w = r->w;
+    if (!r->job) {                    /* a worker's statement always has one (my_job) */
+        snprintf(r->err, r->errlen, "subjects: no statement to name the writer");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    const sr_sql_from from = { .principal = r->job->principal, .host = r->job->host,
+                               .authorization = r->job->authorization };
+    if (w->op == SQ_SCHEMA_DELETE && (w->i1 < 0 || w->i1 > INT32_MAX)) {
+        snprintf(r->err, r->errlen, "subjects.version must be 1..2147483647");
+        return KP_INVALID_REQUEST;
+    }
+    r->schema_call = w->op == SQ_SCHEMA_REGISTER
+        ? sr_sql_register(a->b, &from, w->s1, w->s2, w->s3, w->s4, schema_answered, r, r->err,
+                          r->errlen)
+        : w->op == SQ_SUBJECT_CONFIG
+        ? sr_sql_setting(a->b, &from, w->s1, w->i1 != 0, w->s2, schema_answered, r, r->err,
+                         r->errlen)
+        : sr_sql_delete(a->b, &from, w->s1, (int32_t)w->i1, w->i2 != 0, schema_answered, r,
+                        r->err, r->errlen);
+    if (!r->schema_call)
+        return KP_INVALID_REQUEST;
+    applying_add(a, r, NULL);
+    return SQ_LATER;
+}
+
 /* Wakes the worker waiting for r. */
 static void write_answered(struct bk_admin *a, sq_wreq *r, int rc)
 {
@@ -603,17 +674,23 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
                : r->w->op == SQ_SCRAM_SET || r->w->op == SQ_SCRAM_DELETE ? scram_write(a, r)
                : r->w->op == SQ_TXN_ABORT ? txn_abort(a, r)
+               : r->w->op == SQ_SCHEMA_REGISTER || r->w->op == SQ_SCHEMA_DELETE ||
+                 r->w->op == SQ_SUBJECT_CONFIG ? schema_write(a, r)
                : topic_write(a, r);
         if (rc != SQ_LATER)
             write_answered(a, r, rc);
     }
 }
 
+/* The job a worker thread runs (job_run): whose statement writes. */
+static __thread const sq_job *my_job;
+
 /* Worker side: hands w to the loop and waits for its verdict. */
 static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
 {
     struct bk_admin *a = arg;
-    sq_wreq r = { .w = w, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR };
+    sq_wreq r = { .w = w, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR,
+                  .job = my_job };
     if (w->op == SQ_SCRAM_SET)       /* the PBKDF2 here, not on the loop */
         r.salted_len = sec_sasl_salt(w->s2, w->s3, w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1,
                                     r.salt, r.salted);
@@ -702,7 +779,9 @@ static void job_run(bk_work *w, int thread)
     if (j->kind == SQ_JOB_SQL) {
         c->read_only = j->read_only;
         c->readable = j->readable;
+        my_job = j;
         sq_run(c, j->sql, j->format, j->headers, &j->res);
+        my_job = NULL;
         c->read_only = false;
         c->readable = NULL;
     }
@@ -794,6 +873,8 @@ void sq_workers_stop(bk_broker *b)
     for (sq_wreq *r = a->applying; r; r = r->next) {
         if (r->topic_wait)
             api_topic_wait_cancel(r->topic_wait);   /* its op may still answer */
+        else if (r->schema_call)
+            sr_sql_cancel(r->schema_call);          /* freed by sr_stop */
         else
             gc_groups_forget(r->pending);
     }

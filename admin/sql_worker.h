@@ -26,6 +26,10 @@ typedef struct sq_job {
     bool headers;
     bool read_only;                /* SQL: writes refused (admin_http's principal) */
     sq_topic_set *readable;        /* SQL: messages of these topics only; NULL: all */
+    /* SQL: who, for the registry's SUBJECT ACLs (registry.h's sr_sql_from) */
+    char *principal;               /* NULL: may do all (the token, the socket, no authorizer) */
+    char *host;                    /* the client's address */
+    char *authorization;           /* its Authorization header (cleansed when freed); NULL */
     sq_result res;                 /* SQL: the rows; METRICS: text appended */
     atomic_bool cancelled;         /* the client went away */
     void (*done)(struct sq_job *j);

@@ -18,6 +18,11 @@
  * 403 {"error_code": 40301, ...}, or 401 (40101) for User:ANONYMOUS, who
  * may still log in.
  *
+ * A write through SQL (sr_sql.c Q3) is checked as the SQL statement's
+ * principal, which its SR_SQL_HEADER names with this process's secret
+ * (and the ACLs' host is the SQL client's); a header without the secret
+ * is a forgery: 401.
+ *
  * A write a follower forwards (sr_forward.c) is checked here first, then
  * sent with the client's Authorization header: the leader authenticates
  * and checks the same principal again.
@@ -35,8 +40,13 @@
 bool sr_auth_may(sr_registry *r, struct evhttp_request *req, const char *principal, int res,
                  const char *name, int op)
 {
-    return !principal || sec_authz_check(r->b->authz, principal, net_http_peer_host(req), res,
-                                         kp_str_cstr(name), op);
+    if (!principal)
+        return true;
+    char host[SR_HOST_MAX];
+    const char *who;                                /* a SQL write: its client's host */
+    if (sr_sql_who(r, req, &who, host, sizeof host) != 1)
+        snprintf(host, sizeof host, "%s", net_http_peer_host(req));
+    return sec_authz_check(r->b->authz, principal, host, res, kp_str_cstr(name), op);
 }
 
 static void reply_401(sr_registry *r, struct evhttp_request *req, const char *why)
@@ -90,8 +100,16 @@ static void authenticated(bk_broker *b, void *arg, struct evhttp_request *req,
 
 void sr_auth_serve(sr_registry *r, struct evhttp_request *req)
 {
-    if (!sec_authz_enabled(r->b->authz))
+    const char *principal;
+    char host[SR_HOST_MAX];
+    int sql = sr_sql_who(r, req, &principal, host, sizeof host);
+    if (sql < 0)                                    /* sr_sql.c Q3: not from this process */
+        reply_401(r, req, SR_SQL_HEADER " is this broker's own, for SQL's writes: a "
+                  "client logs in with \"Authorization\"");
+    else if (!sec_authz_enabled(r->b->authz))
         sr_api_serve(r, req, NULL);
+    else if (sql)                                   /* the SQL statement's principal */
+        sr_api_serve(r, req, principal);
     else
         net_http_authenticate(r->b, req, "schema registry", authenticated, r);
 }

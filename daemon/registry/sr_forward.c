@@ -27,10 +27,13 @@
  * forwarding (sr_auth.c); the leader authenticates the forwarded
  * Authorization (Basic, the token) and checks it again.  A client known
  * by its TLS certificate only has nothing to forward: the leader sees
- * User:ANONYMOUS.
+ * User:ANONYMOUS.  A write through SQL carries the SQL client's
+ * Authorization, never this broker's SR_SQL_HEADER (sr_sql.c Q3, Q4), and
+ * without an Authorization to carry is refused here, naming the leader.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replication/repl_peer.h"
+#include "daemon/security/sec_authz.h"
 #include "daemon/view/view.h"
 #include "kp_msgs.h"
 
@@ -195,6 +198,16 @@ bool sr_forward(sr_registry *r, struct evhttp_request *req)
     const bk_pview *v = view_partition(r->b, topic, 0);
     if (!v || v->leader < 0 || v->leader == r->b->cfg->broker_id)
         return false;                            /* here, or nobody to forward to */
+    const char *who;
+    char host[SR_HOST_MAX];
+    if (sec_authz_enabled(r->b->authz) && sr_sql_who(r, req, &who, host, sizeof host) == 1 &&
+        !evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization")) {
+        sr_reply_error(req, 500, 50003, "this write through SQL goes to the _schemas leader, "
+                       "broker %d, with the SQL client's login (sr_sql.c Q4), and this one "
+                       "has none to forward (a TLS certificate or the admin socket): run it on "
+                       "broker %d", (int)v->leader, (int)v->leader);
+        return true;
+    }
     sr_fwd *fw = calloc(1, sizeof *fw);
     if (!fw)
         return false;

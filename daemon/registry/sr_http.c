@@ -191,6 +191,10 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
     }
     r->b = b;
     r->fwd_leader = -1;
+    if (sr_sql_start(r, err, errlen) != 0) {
+        free(r);
+        return -1;
+    }
     snprintf(r->compat, sizeof r->compat, "BACKWARD");
     snprintf(r->mode, sizeof r->mode, "READWRITE");
     net_http_bound l;
@@ -204,6 +208,9 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
         return 0;
     }
     r->http = l.http;
+    snprintf(r->self_host, sizeof r->self_host, "%s", l.host);
+    r->self_port = l.port;
+    r->self_https = l.https;
     b->registry = r;
     b->schema_check = sr_validate_check;
     r->next_ev = event_new(b->base, -1, 0, serve_next, r);
@@ -232,6 +239,7 @@ void sr_stop(bk_broker *b)
     evhttp_free(r->http);             /* close callbacks drop the queued requests */
     r->http = NULL;
     sr_forward_stop(r);
+    sr_sql_stop(r);
     sr_log_stop(r);
     while (r->queue)
         pending_gone(NULL, r->queue);

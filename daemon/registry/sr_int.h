@@ -19,6 +19,11 @@
 #define SR_MAX_BODY (16 << 20)          /* a request body's bound */
 #define SR_COMPAT_LEN 24
 #define SR_MODE_LEN 16
+/* SQL's writes name their principal in this header, with a secret of this
+ * process (sr_sql.c Q3): 32 random bytes in hex. */
+#define SR_SQL_HEADER "X-Sluice-SQL-Principal"
+#define SR_SQL_SECRET_HEX 64
+#define SR_HOST_MAX 128                 /* a peer's address, as text */
 
 struct evhttp;
 struct evhttp_request;
@@ -83,6 +88,13 @@ typedef struct sr_registry {
     char fwd_host[256];
     int fwd_port;
     struct evhttp_connection *fwd_conn;
+    /* its own listener, which SQL's writes call (sr_sql.c) */
+    char self_host[256];
+    int self_port;
+    bool self_https;
+    struct evhttp_connection *self_conn;
+    sr_sql_call *sql_calls;       /* in flight (sr_sql.c Q1) */
+    char sql_secret[SR_SQL_SECRET_HEX + 1]; /* sr_sql.c Q3: never logged, never forwarded */
 } sr_registry;
 
 /* ---- the model (sr_state.c) ---------------------------------------------------- */
@@ -190,6 +202,16 @@ void sr_kick(sr_registry *r);
  * false: serve it here (standalone, the leader, no leader, forwarded). */
 bool sr_forward(sr_registry *r, struct evhttp_request *req);
 void sr_forward_stop(sr_registry *r);
+
+/* ---- SQL's writes (sr_sql.c; the calls are in registry.h) --------------------------- */
+/* Draws r->sql_secret (getrandom); -1 with err. */
+int  sr_sql_start(sr_registry *r, char *err, size_t errlen);
+void sr_sql_stop(sr_registry *r);
+/* The request came from SQL through this broker (SR_SQL_HEADER present):
+ * 1 with *principal (NULL: may do all) and the SQL client's host copied
+ * to host; 0 not from SQL; -1 the header is not ours (a forgery: 401). */
+int  sr_sql_who(const sr_registry *r, struct evhttp_request *req, const char **principal,
+                char *host, size_t hostlen);
 
 /* ---- who may (sr_auth.c) ------------------------------------------------------------ */
 /* Serves req (sr_api_serve) once its principal is known, or answers 401. */

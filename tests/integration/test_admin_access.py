@@ -300,6 +300,12 @@ def test_authz_anonymous_gets_what_its_acls_grant(secured, certs):  # noqa: F811
         st, text, _ = call(b, "/sql?format=json", "INSERT INTO topics (name, partitions) "
                            "VALUES ('anon', 1)", ca=certs.ca)
         assert st == 400 and "needs ALTER" in text, text
+        # the schema registry's SQL writes are checked by the registry on
+        # SUBJECT ACLs (test_registry_acl.py), not by the cluster's ALTER:
+        # this broker has no registry to ask
+        st, text, _ = call(b, "/sql?format=json", "INSERT INTO subjects (subject, schema) "
+                           "VALUES ('s', '\"int\"')", ca=certs.ca)
+        assert st == 400 and "the schema registry is not running" in text, text
     finally:
         as_root_via_socket(b, "DELETE FROM acls WHERE principal = 'User:ANONYMOUS'")
     assert call(b, "/metrics", ca=certs.ca)[0] == 401

@@ -49,7 +49,14 @@ ACLS = {
                  ("TOPIC", "avro-", "PREFIXED", "WRITE", "ALLOW")],
     "noschema": [("TOPIC", "avro-", "PREFIXED", "WRITE", "ALLOW")],
     "nobody": [],
+    # SQL's writes to subjects (sr_sql.c Q3); their CLUSTER ACLs for SQL
+    # itself: SQL_USERS
+    "sqlwriter": [("SUBJECT", "sql-", "PREFIXED", "WRITE", "ALLOW")],
+    "sqldeleter": [("SUBJECT", "sql-", "PREFIXED", "DELETE", "ALLOW")],
+    "sqlalter": [],
 }
+# SQL itself needs DESCRIBE (read) or ALTER (write) on the cluster
+SQL_USERS = {"sqlwriter": "DESCRIBE", "sqldeleter": "DESCRIBE", "sqlalter": "ALTER"}
 
 
 def add_acl(b, principal, res, name, pat, op, perm):
@@ -80,6 +87,20 @@ def req(b, method, path, body=None, user=None, password=None, token=None, base=N
 def register(b, subject, schema, **who):
     return req(b, "POST", "/subjects/%s/versions" % subject,
                {"schema": json.dumps(schema)}, **who)
+
+
+def sql_as(b, stmt, user=None, token=None, headers=None):
+    """(status, text) of one statement on b's admin listener, as user (Basic)
+    or the token."""
+    h = dict(headers or {})
+    if user is not None:
+        h["Authorization"] = "Basic " + base64.b64encode(
+            ("%s:%s-pw" % (user, user)).encode()).decode()
+    if token is not None:
+        h["Authorization"] = "Bearer " + token
+    r = requests.post("http://%s/sql?format=json" % b.admin, data=stmt.encode(), headers=h,
+                      timeout=TIMEOUT)
+    return r.status_code, r.text
 
 
 def metric(b, name):
@@ -394,6 +415,95 @@ def test_client_certificate_is_the_principal_on_https(certs):  # noqa: F811
     assert not problems, "; ".join(problems)
 
 
+# ---- SQL's writes: the statement's principal on SUBJECT ACLs (sr_sql.c Q3) ---------------
+def versions_as_admin(b, subject):
+    st, got, _ = req(b, "GET", "/subjects/%s/versions" % subject, token=TOKEN)
+    return got if st == 200 else st
+
+
+def insert(subject, schema):
+    return "INSERT INTO subjects (subject, schema) VALUES ('%s', '%s')" % (
+        subject, json.dumps(schema).replace("'", "''"))
+
+
+@pytest.fixture
+def sql_users(sr):
+    for user, op in SQL_USERS.items():
+        add_acl(sr, "User:" + user, "CLUSTER", "kafka-cluster", "LITERAL", op, "ALLOW")
+    yield
+    st, body = sql(sr, "DELETE FROM acls WHERE resource_type = 'CLUSTER' AND principal IN (%s)"
+                   % ", ".join("'User:%s'" % u for u in SQL_USERS))
+    assert st == 200, body
+
+
+def test_sql_writes_are_checked_as_the_principals_rest_request(sr, sql_users):
+    """INSERT/DELETE/UPDATE subjects need WRITE/DELETE/ALTER_CONFIGS on the
+    subject, as POST, DELETE and PUT /config would for the same user: the
+    cluster's ALTER (every other SQL write) does not stand in for them,
+    and the cluster's DESCRIBE (read-only SQL) does not keep them out."""
+    st, text = sql_as(sr, insert("sql-value", V1), user="sqlalter")
+    assert st == 400 and ("schema registry error_code 40301: User:sqlalter is not "
+                          "authorized to WRITE subject 'sql-value'") in text, text
+    assert versions_as_admin(sr, "sql-value") == 404              # nothing registered
+    st, text = sql_as(sr, insert("sql-value", V1), user="sqlwriter")
+    assert st == 200, text
+    assert versions_as_admin(sr, "sql-value") == [1]
+    st, got, _ = req(sr, "GET", "/subjects/sql-value/versions/1", token=TOKEN)
+    assert json.loads(got["schema"]) == V1, got
+    # the same schema by REST under another subject: the same id
+    st, other, _ = register(sr, "orders-value", V1, token=TOKEN)
+    assert st == 200 and other["id"] == got["id"], (other, got)
+    st, text = sql_as(sr, insert("orders-value", V2), user="sqlwriter")   # not sql-*
+    assert st == 400 and "not authorized to WRITE subject 'orders-value'" in text, text
+    st, text = sql_as(sr, "DELETE FROM subjects WHERE subject = 'sql-value'", user="sqlwriter")
+    assert st == 400 and ("error_code 40301: User:sqlwriter is not authorized to DELETE "
+                          "subject 'sql-value'") in text, text
+    st, text = sql_as(sr, "UPDATE subjects SET compatibility = 'NONE' "
+                          "WHERE subject = 'sql-value'", user="sqlwriter")
+    assert st == 400 and "not authorized to ALTER_CONFIGS subject 'sql-value'" in text, text
+    assert req(sr, "GET", "/config/sql-value", token=TOKEN)[1]["error_code"] == 40408
+    assert versions_as_admin(sr, "sql-value") == [1]               # still there
+    st, text = sql_as(sr, "DELETE FROM subjects WHERE subject = 'sql-value'", user="sqldeleter")
+    assert st == 200, text
+    assert versions_as_admin(sr, "sql-value") == 404               # soft-deleted
+    st, got, _ = req(sr, "GET", "/subjects/sql-value/versions?deleted=true", token=TOKEN)
+    assert st == 200 and got == [1], got
+    # the token's SQL is the super-user's, as over REST; so is root's on the
+    # admin socket (which has no login to send)
+    st, text = sql_as(sr, "DELETE FROM subjects WHERE subject = 'sql-value'", token=TOKEN)
+    assert st == 200, text
+    st, got, _ = req(sr, "GET", "/subjects/sql-value/versions?deleted=true", token=TOKEN)
+    assert st == 404, got
+    st, body = sql(sr, insert("sql-value", V2))
+    assert st == 200, body
+    assert versions_as_admin(sr, "sql-value") == [1]               # a new subject again
+    st, got, _ = req(sr, "GET", "/subjects/sql-value/versions/1", token=TOKEN)
+    assert json.loads(got["schema"]) == V2, got
+
+
+def test_sql_principal_header_from_a_network_client_is_401(sr, sql_users):
+    """The header SQL's writes carry is accepted only with this process's
+    secret: a client that sends one, naming the super-user, is refused
+    (401) and registers nothing, with or without a valid login."""
+    before = metric(sr, "sluice_schema_registry_auth_failures_total")
+    body = json.dumps({"schema": json.dumps(V1)})
+    for value in ("0" * 64 + " 127.0.0.1 User:admin", "0" * 64 + " 127.0.0.1",
+                  "User:admin"):
+        for auth in (None, "Basic " + base64.b64encode(b"writer:writer-pw").decode()):
+            h = {"Content-Type": CTYPE, "X-Sluice-SQL-Principal": value}
+            if auth:
+                h["Authorization"] = auth
+            r = requests.post(sr.registry + "/subjects/forged-value/versions", data=body,
+                              headers=h, timeout=TIMEOUT)
+            assert r.status_code == 401 and r.json()["error_code"] == 40101, (value, r.text)
+    assert metric(sr, "sluice_schema_registry_auth_failures_total") == before + 6
+    assert versions_as_admin(sr, "forged-value") == 404
+    # sent to the admin endpoint, it does not change whose SQL write it is
+    st, text = sql_as(sr, insert("orders-value", V2), user="sqlwriter",
+                      headers={"X-Sluice-SQL-Principal": "0" * 64 + " 127.0.0.1 User:admin"})
+    assert st == 400 and "not authorized to WRITE subject 'orders-value'" in text, text
+
+
 # ---- cluster mode: a follower checks before it forwards ------------------------------
 def test_follower_checks_the_write_then_the_leader_checks_the_forwarded_login(make_cluster):
     """A write to a broker that does not lead _schemas is authorised there:
@@ -492,3 +602,33 @@ def test_a_name_that_is_no_subject_is_422_not_500(sr):
         assert st != 500 and isinstance(got, dict) and "error_code" in got, (path, st, got)
     st, got, _ = req(sr, "GET", "/subjects/%FF/versions", user="nobody")
     assert (st, got["error_code"]) == (422, 42208), got
+
+
+    # SQL on the follower (sr_sql.c Q4): checked there as the statement's
+    # principal, forwarded with the SQL client's own login, checked again
+    for user in ("alice", "bob"):
+        b1.sql("INSERT INTO acls (resource_type, resource_name, principal, operation, "
+               "permission) VALUES ('CLUSTER', 'kafka-cluster', 'User:%s', 'DESCRIBE', "
+               "'ALLOW')" % user)
+    for b in c.brokers:
+        wait_equal(lambda b=b: len(b.sql("SELECT * FROM acls")), 5, 30,
+                   "broker %d to read the SQL users' ACLs" % b.broker_id)
+    v3 = record_schema("Order", [("id", "int"), ("note", "string", ""), ("qty", "int", 0)])
+    before = metric(leader, "sluice_schema_registry_requests_total")
+    st, text = sql_as(follower, insert("ok-value", v3), user="bob")
+    assert st == 400 and ("error_code 40301: User:bob is not authorized to WRITE subject "
+                          "'ok-value'") in text, text
+    assert metric(leader, "sluice_schema_registry_requests_total") == before   # never forwarded
+    # no login to forward (here User:ANONYMOUS, as a TLS certificate or the
+    # admin socket would be): refused on the follower, naming the leader
+    err = follower.sql_error(insert("ok-value", v3))
+    assert ("run it on broker %d" % leader.broker_id) in err, err
+    assert metric(leader, "sluice_schema_registry_requests_total") == before
+    st, text = sql_as(follower, insert("ok-value", v3), user="alice")
+    assert st == 200, text
+    assert metric(leader, "sluice_schema_registry_requests_total") == before + 1
+    for b in c.brokers:
+        wait_for(lambda b=b: req(b, "GET", "/subjects/ok-value/versions", user="alice")[1]
+                 == [1, 2, 3], 10, "broker %d to serve version 3" % b.broker_id)
+    st, got, _ = req(leader, "GET", "/subjects/ok-value/versions/3", user="alice")
+    assert st == 200 and json.loads(got["schema"]) == v3, got

@@ -2,7 +2,9 @@
  * test_d_registry — the schema registry's model (daemon/registry/
  * sr_state.c): the _schemas records it writes, byte for byte in
  * Confluent's format, and what applying them in log order leaves
- * (sr_state.c M1: schemas kept while named; sr_state.c M2: ids never go down).
+ * (sr_state.c M1: schemas kept while named; sr_state.c M2: ids never go down);
+ * and whose SQL write a request is (sr_sql.c Q3: only this process's
+ * secret names a principal).
  */
 #include <check.h>
 #include <stdlib.h>
@@ -10,6 +12,8 @@
 
 #include "daemon/registry/sr_int.h"
 #include "tests/unit/unit_run.h"
+
+#include <event2/http.h>
 
 static sr_registry r;
 
@@ -148,12 +152,61 @@ START_TEST(test_records_it_cannot_read_are_skipped)
 }
 END_TEST
 
+/* sr_sql_who of a request carrying header value v (NULL: none). */
+static int who(const char *v, const char **principal, char *host, size_t hostlen)
+{
+    static struct evhttp_request *req;
+    if (req)
+        evhttp_request_free(req);
+    req = evhttp_request_new(NULL, NULL);
+    if (v)
+        ck_assert_int_eq(evhttp_add_header(evhttp_request_get_input_headers(req),
+                                           SR_SQL_HEADER, v), 0);
+    return sr_sql_who(&r, req, principal, host, hostlen);
+}
+
+START_TEST(test_only_this_processs_secret_names_a_sql_principal)
+{
+    char err[128], host[SR_HOST_MAX], v[512];
+    const char *p = "unset";
+    ck_assert_int_eq(sr_sql_start(&r, err, sizeof err), 0);
+    ck_assert_uint_eq(strlen(r.sql_secret), SR_SQL_SECRET_HEX);
+    ck_assert_int_eq(who(NULL, &p, host, sizeof host), 0);            /* not from SQL */
+    snprintf(v, sizeof v, "%s 10.0.0.7 User:CN=a b,O=c", r.sql_secret);
+    ck_assert_int_eq(who(v, &p, host, sizeof host), 1);
+    ck_assert_str_eq(p, "User:CN=a b,O=c");
+    ck_assert_str_eq(host, "10.0.0.7");
+    snprintf(v, sizeof v, "%s -", r.sql_secret);                      /* may do all */
+    ck_assert_int_eq(who(v, &p, host, sizeof host), 1);
+    ck_assert_ptr_null(p);
+    ck_assert_str_eq(host, "");
+    /* forgeries: another secret (one hex digit off), none, short, no host */
+    snprintf(v, sizeof v, "%s 127.0.0.1 User:admin", r.sql_secret);
+    v[5] = v[5] == '0' ? '1' : '0';
+    ck_assert_int_eq(who(v, &p, host, sizeof host), -1);
+    ck_assert_int_eq(who("User:admin", &p, host, sizeof host), -1);
+    ck_assert_int_eq(who("", &p, host, sizeof host), -1);
+    snprintf(v, sizeof v, "%.*s 127.0.0.1", SR_SQL_SECRET_HEX - 1, r.sql_secret);
+    ck_assert_int_eq(who(v, &p, host, sizeof host), -1);
+    snprintf(v, sizeof v, "%s ", r.sql_secret);
+    ck_assert_int_eq(who(v, &p, host, sizeof host), -1);
+    /* each start draws another */
+    char first[sizeof r.sql_secret];
+    memcpy(first, r.sql_secret, sizeof first);
+    ck_assert_int_eq(sr_sql_start(&r, err, sizeof err), 0);
+    ck_assert_str_ne(first, r.sql_secret);
+    snprintf(v, sizeof v, "%s 127.0.0.1 User:admin", first);
+    ck_assert_int_eq(who(v, &p, host, sizeof host), -1);
+}
+END_TEST
+
 int main(void)
 {
     const TTest *tests[] = { test_records_are_confluents_byte_for_byte,
                              test_log_order_decides_versions_deletions_and_ids,
                              test_settings_set_and_cleared,
-                             test_records_it_cannot_read_are_skipped };
+                             test_records_it_cannot_read_are_skipped,
+                             test_only_this_processs_secret_names_a_sql_principal };
     return unit_run("d_registry", "registry", tests, sizeof tests / sizeof *tests, setup,
                     teardown, 0);
 }
