@@ -567,6 +567,34 @@ def test_follower_checks_the_write_then_the_leader_checks_the_forwarded_login(ma
     for b in c.brokers:
         wait_for(lambda b=b: req(b, "GET", "/subjects/ok-value/versions", user="alice")[1]
                  == [1, 2], 10, "broker %d to serve version 2" % b.broker_id)
+    # SQL on the follower (sr_sql.c Q4): checked there as the statement's
+    # principal, forwarded with the SQL client's own login, checked again
+    for user in ("alice", "bob"):
+        b1.sql("INSERT INTO acls (resource_type, resource_name, principal, operation, "
+               "permission) VALUES ('CLUSTER', 'kafka-cluster', 'User:%s', 'DESCRIBE', "
+               "'ALLOW')" % user)
+    for b in c.brokers:
+        wait_equal(lambda b=b: len(b.sql("SELECT * FROM acls")), 5, 30,
+                   "broker %d to read the SQL users' ACLs" % b.broker_id)
+    v3 = record_schema("Order", [("id", "int"), ("note", "string", ""), ("qty", "int", 0)])
+    before = metric(leader, "sluice_schema_registry_requests_total")
+    st, text = sql_as(follower, insert("ok-value", v3), user="bob")
+    assert st == 400 and ("error_code 40301: User:bob is not authorized to WRITE subject "
+                          "'ok-value'") in text, text
+    assert metric(leader, "sluice_schema_registry_requests_total") == before   # never forwarded
+    # no login to forward (here User:ANONYMOUS, as a TLS certificate or the
+    # admin socket would be): refused on the follower, naming the leader
+    err = follower.sql_error(insert("ok-value", v3))
+    assert ("run it on broker %d" % leader.broker_id) in err, err
+    assert metric(leader, "sluice_schema_registry_requests_total") == before
+    st, text = sql_as(follower, insert("ok-value", v3), user="alice")
+    assert st == 200, text
+    assert metric(leader, "sluice_schema_registry_requests_total") == before + 1
+    for b in c.brokers:
+        wait_for(lambda b=b: req(b, "GET", "/subjects/ok-value/versions", user="alice")[1]
+                 == [1, 2, 3], 10, "broker %d to serve version 3" % b.broker_id)
+    st, got, _ = req(leader, "GET", "/subjects/ok-value/versions/3", user="alice")
+    assert st == 200 and json.loads(got["schema"]) == v3, got
 
 
 def test_a_reference_to_a_subject_one_may_not_read_is_not_found(sr):
@@ -602,33 +630,3 @@ def test_a_name_that_is_no_subject_is_422_not_500(sr):
         assert st != 500 and isinstance(got, dict) and "error_code" in got, (path, st, got)
     st, got, _ = req(sr, "GET", "/subjects/%FF/versions", user="nobody")
     assert (st, got["error_code"]) == (422, 42208), got
-
-
-    # SQL on the follower (sr_sql.c Q4): checked there as the statement's
-    # principal, forwarded with the SQL client's own login, checked again
-    for user in ("alice", "bob"):
-        b1.sql("INSERT INTO acls (resource_type, resource_name, principal, operation, "
-               "permission) VALUES ('CLUSTER', 'kafka-cluster', 'User:%s', 'DESCRIBE', "
-               "'ALLOW')" % user)
-    for b in c.brokers:
-        wait_equal(lambda b=b: len(b.sql("SELECT * FROM acls")), 5, 30,
-                   "broker %d to read the SQL users' ACLs" % b.broker_id)
-    v3 = record_schema("Order", [("id", "int"), ("note", "string", ""), ("qty", "int", 0)])
-    before = metric(leader, "sluice_schema_registry_requests_total")
-    st, text = sql_as(follower, insert("ok-value", v3), user="bob")
-    assert st == 400 and ("error_code 40301: User:bob is not authorized to WRITE subject "
-                          "'ok-value'") in text, text
-    assert metric(leader, "sluice_schema_registry_requests_total") == before   # never forwarded
-    # no login to forward (here User:ANONYMOUS, as a TLS certificate or the
-    # admin socket would be): refused on the follower, naming the leader
-    err = follower.sql_error(insert("ok-value", v3))
-    assert ("run it on broker %d" % leader.broker_id) in err, err
-    assert metric(leader, "sluice_schema_registry_requests_total") == before
-    st, text = sql_as(follower, insert("ok-value", v3), user="alice")
-    assert st == 200, text
-    assert metric(leader, "sluice_schema_registry_requests_total") == before + 1
-    for b in c.brokers:
-        wait_for(lambda b=b: req(b, "GET", "/subjects/ok-value/versions", user="alice")[1]
-                 == [1, 2, 3], 10, "broker %d to serve version 3" % b.broker_id)
-    st, got, _ = req(leader, "GET", "/subjects/ok-value/versions/3", user="alice")
-    assert st == 200 and json.loads(got["schema"]) == v3, got
