@@ -13,6 +13,7 @@
  * one whose write is in flight leaves the write to finish unanswered.
  */
 #include "daemon/registry/sr_int.h"
+#include "daemon/md_sync.h"
 #include "daemon/net/net_http.h"
 #include "daemon/security/sec_authz.h"
 
@@ -221,10 +222,14 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
     r->next_ev = event_new(b->base, -1, 0, serve_next, r);
     r->tail_ev = event_new(b->base, -1, EV_PERSIST, on_tail, r);
     struct timeval tv = { 0, SR_TAIL_MS * 1000 };
+    sr_mirror_start(r);
     if (!r->next_ev || !r->tail_ev || event_add(r->tail_ev, &tv) != 0 || sr_log_tail(r) != 0) {
         snprintf(err, errlen, "schema registry: cannot load %s (see the log above)", SR_TOPIC);
         return -1;
     }
+    /* The load's rebuild of the SQL mirror runs on the sync worker; nothing
+     * is served yet, so SQL's first reads wait for it here. */
+    bk_mdsync_wait(sr_mirror_flush(r));
     evhttp_set_max_body_size(r->http, SR_MAX_BODY);
     evhttp_set_allowed_methods(r->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH |
@@ -245,6 +250,7 @@ void sr_stop(bk_broker *b)
     r->http = NULL;
     sr_forward_stop(r);
     sr_log_stop(r);
+    sr_mirror_stop(r);
     while (r->queue)
         pending_gone(NULL, r->queue);
     if (r->next_ev)

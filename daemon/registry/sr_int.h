@@ -55,6 +55,8 @@ typedef struct sr_rec {
 
 typedef struct sr_pending sr_pending;
 typedef struct sr_wr sr_wr;
+typedef struct sr_mjob sr_mjob;
+typedef struct sr_held sr_held;
 
 typedef struct sr_registry {
     bk_broker *b;
@@ -81,6 +83,12 @@ typedef struct sr_registry {
     char fwd_host[256];
     int fwd_port;
     struct evhttp_connection *fwd_conn;
+    /* the SQL mirror (sr_mirror.c) */
+    bool mirror_on, mirror_lost;
+    sr_mjob *mjob;                /* the job being noted */
+    sr_mjob *mjobs, **mjobs_tail; /* submitted, not yet reaped (sr_mirror.c X3) */
+    uint64_t mirror_seq;          /* the newest job's sync number */
+    sr_held *held, **held_tail;   /* answers waiting for their mirror (sr_mirror.c X2) */
 } sr_registry;
 
 /* ---- the model (sr_state.c) ---------------------------------------------------- */
@@ -145,15 +153,30 @@ int  sr_validate_check(bk_broker *b, bk_schema_ctx *c, const uint8_t *p, size_t 
 void sr_validate_free(sr_registry *r);
 
 /* ---- the SQL mirror (sr_mirror.c) ---------------------------------------------------- */
-/* Rewrites the rows of these subjects ("" the registry's own settings), or
- * of everything when subjects is NULL.  Loop thread. */
-void sr_mirror(sr_registry *r, const char *const *subjects, size_t n);
-
-/* ---- the log (sr_log.c) -------------------------------------------------------------- */
 typedef void (*sr_write_done)(sr_registry *r, void *arg, int http_status,
                               int error_code, const char *msg);
+/* Changes sr_state.c makes, noted as rows to write (nothing before
+ * sr_mirror_start: unit tests and benches apply records without it).
+ * Loop thread. */
+void sr_mirror_version(sr_registry *r, const char *subject, int32_t version,
+                       const sr_version *v);            /* v NULL: gone */
+void sr_mirror_soft_delete(sr_registry *r, const char *subject, int32_t upto);
+void sr_mirror_schema(sr_registry *r, const sr_schema *x, bool gone);
+void sr_mirror_settings(sr_registry *r, const sr_subject *s);   /* NULL: the registry's */
+/* The changes noted so far handed to the metadata sync worker as one job;
+ * the sync number that covers them. */
+uint64_t sr_mirror_flush(sr_registry *r);
+/* Calls done now, or (a success) once the changes flushed so far are in
+ * SQL (sr_mirror.c X2). */
+void sr_mirror_answer(sr_registry *r, sr_write_done done, void *arg, int status, int code,
+                      const char *msg);
+void sr_mirror_start(sr_registry *r);
+/* After the loop: waits for the jobs, answers what was held. */
+void sr_mirror_stop(sr_registry *r);
+
+/* ---- the log (sr_log.c) -------------------------------------------------------------- */
 /* Applies the local replica of _schemas-0 from r->applied to its high
- * watermark (sr_log.c R2), the SQL mirror after it.  0 or -1. */
+ * watermark (sr_log.c R2), its changes flushed to the SQL mirror.  0 or -1. */
 int  sr_log_tail(sr_registry *r);
 /* Appends recs (taking their strings) to _schemas-0 and calls done once
  * they are durable and applied (status 200), or not (status 500, Confluent's

@@ -78,37 +78,6 @@ static const kp_str sr_topic = { SR_TOPIC, (int32_t)sizeof SR_TOPIC - 1 };
 
 /* ---- applying: the tail of the local replica ------------------------------------- */
 
-/* The subjects records name, rewritten in the SQL mirror. */
-typedef struct touched {
-    char **names;
-    size_t n, cap;
-} touched;
-
-static void touch(touched *t, const char *key, size_t klen)
-{
-    json_t *k = json_loadb(key, klen, 0, NULL);
-    const char *s = json_string_value(json_object_get(k, "subject"));
-    s = s ? s : "";
-    for (size_t i = 0; i < t->n; i++)
-        if (!strcmp(t->names[i], s)) {
-            json_decref(k);
-            return;
-        }
-    if (t->n == t->cap) {
-        size_t c = t->cap ? 2 * t->cap : 16;
-        char **p = realloc(t->names, c * sizeof *p);
-        if (!p) {
-            json_decref(k);
-            return;
-        }
-        t->names = p;
-        t->cap = c;
-    }
-    if ((t->names[t->n] = strdup(s)))
-        t->n++;
-    json_decref(k);
-}
-
 int sr_log_tail(sr_registry *r)
 {
     const bk_pview *v = view_partition(r->b, sr_topic, 0);
@@ -127,8 +96,7 @@ int sr_log_tail(sr_registry *r)
         BK_ERROR("schema registry: cannot read %s-0", SR_TOPIC);
         return -1;
     }
-    bool all = r->applied == 0;       /* the first load: the mirror rebuilt whole */
-    touched t = { 0 };
+    bool all = r->applied == 0;       /* the first load */
     kp_record rec;
     int rc;
     int64_t t0 = bk_mono_us(), n = 0;
@@ -141,18 +109,13 @@ int sr_log_tail(sr_registry *r)
             rc = -1;
             break;
         }
-        if (!all)
-            touch(&t, rec.Key.p, (size_t)rec.Key.len);
         n++;
     }
     seg_cursor_close(c);
     if (rc == 0)
         r->applied = to;              /* compaction may have left a gap at the end */
     r->records_loaded += n;
-    sr_mirror(r, all ? NULL : (const char *const *)t.names, t.n);
-    for (size_t i = 0; i < t.n; i++)
-        free(t.names[i]);
-    free(t.names);
+    sr_mirror_flush(r);               /* sr_mirror.c X1: in log order, off the loop */
     if (rc < 0) {
         BK_ERROR("schema registry: applying %s-0 failed (%d)", SR_TOPIC, rc);
         return -1;
@@ -191,7 +154,7 @@ static void wr_finish(sr_wr *w, int status, int code, const char *msg)
     char m[256];
     snprintf(m, sizeof m, "%s", msg ? msg : "");
     free(w);
-    done(r, arg, status, code, m);
+    sr_mirror_answer(r, done, arg, status, code, m);   /* sr_mirror.c X2 */
 }
 
 static void wr_step(sr_wr *w, bool deadline)
