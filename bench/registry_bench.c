@@ -92,20 +92,9 @@ static void *get_loop(void *arg)
 /* utime + stime of one thread of pid, in seconds. */
 static double thread_cpu_seconds(pid_t pid, pid_t tid)
 {
-    char path[96], buf[4096];
+    char path[96];
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                     &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    return bench_stat_cpu_seconds(path);
 }
 
 /* A POST of body to path; its status. */
