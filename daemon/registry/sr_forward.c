@@ -20,7 +20,15 @@
  *
  * A client that goes away meanwhile leaves the forward to finish
  * unanswered (fw->req NULL).  https:// leaders are not forwarded to (the
- * client side of TLS is not here yet): 50003 says so.
+ * client side of TLS is not here yet): 50003 says so, naming the leader's
+ * URL for the client to write to.
+ *
+ * Invariant (cite as "sr_forward.c F1"): every forward sent is answered
+ * exactly once — by the leader, by the connection's failure or timeout
+ * (SR_FORWARD_TIMEOUT_S), or, when the connection is freed while it is in
+ * flight (leadership moved, shutdown), by fwd_conn_free before the free:
+ * libevent frees a connection's requests without calling them back.
+ * r->fwds lists the forwards sent and not yet answered.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replication/repl_peer.h"
@@ -38,11 +46,26 @@
 
 #define SR_FORWARD_TIMEOUT_S 15
 
-typedef struct sr_fwd {
+struct sr_fwd {
     sr_registry *r;
     struct evhttp_request *req;       /* NULL: the client went away */
     int32_t leader;
-} sr_fwd;
+    struct evhttp_connection *conn;   /* sent on it (F1); NULL: not sent yet */
+    sr_fwd *prev, *next;              /* r->fwds while sent */
+};
+
+static void fwd_unlink(sr_fwd *fw)
+{
+    if (!fw->conn)
+        return;
+    if (fw->prev)
+        fw->prev->next = fw->next;
+    else
+        fw->r->fwds = fw->next;
+    if (fw->next)
+        fw->next->prev = fw->prev;
+    fw->conn = NULL;
+}
 
 static void fwd_gone(struct evhttp_connection *evcon, void *arg)
 {
@@ -53,6 +76,7 @@ static void fwd_gone(struct evhttp_connection *evcon, void *arg)
 /* The end of a forward: fw answered with (status, code, msg) unless gone. */
 static void fwd_fail(sr_fwd *fw, const char *fmt, const char *detail)
 {
+    fwd_unlink(fw);
     if (fw->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(fw->req), NULL, NULL);
         char msg[512];
@@ -72,6 +96,7 @@ static void fwd_answered(struct evhttp_request *freq, void *arg)
         fwd_fail(fw, "%s", "no answer");
         return;
     }
+    fwd_unlink(fw);
     if (fw->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(fw->req), NULL, NULL);
         struct evbuffer *in = evhttp_request_get_input_buffer(freq);
@@ -116,8 +141,29 @@ static void fwd_send(sr_fwd *fw)
     evbuffer_add_buffer(evhttp_request_get_output_buffer(freq),
                         evhttp_request_get_input_buffer(fw->req));
     if (evhttp_make_request(r->fwd_conn, freq, evhttp_request_get_command(fw->req),
-                            evhttp_request_get_uri(fw->req)) != 0)
+                            evhttp_request_get_uri(fw->req)) != 0) {
         fwd_fail(fw, "%s", "cannot send");       /* no socket: rare; freq is not ours */
+        return;
+    }
+    fw->conn = r->fwd_conn;                      /* F1 */
+    fw->next = r->fwds;
+    if (r->fwds)
+        r->fwds->prev = fw;
+    r->fwds = fw;
+}
+
+/* F1: the forwards in flight on r->fwd_conn answered, then it is freed. */
+static void fwd_conn_free(sr_registry *r, const char *why)
+{
+    if (!r->fwd_conn)
+        return;
+    for (sr_fwd *fw = r->fwds, *next; fw; fw = next) {
+        next = fw->next;
+        if (fw->conn == r->fwd_conn)
+            fwd_fail(fw, "%s", why);
+    }
+    evhttp_connection_free(r->fwd_conn);
+    r->fwd_conn = NULL;
 }
 
 /* The leader's schema.registry.listeners, as DescribeConfigs answered. */
@@ -167,9 +213,8 @@ static void url_answered(void *arg, int16_t error, kp_rd *body)
             if (bi[i].id == fw->leader)
                 snprintf(host, sizeof host, "%s", bi[i].host);
     }
-    if (r->fwd_conn)
-        evhttp_connection_free(r->fwd_conn);
-    r->fwd_conn = NULL;
+    fwd_conn_free(r, "the connection to it was closed as _schemas moved to another leader; "
+                  "retry");
     snprintf(r->fwd_host, sizeof r->fwd_host, "%s", host);
     r->fwd_port = port;
     r->fwd_leader = fw->leader;
@@ -220,7 +265,5 @@ bool sr_forward(sr_registry *r, struct evhttp_request *req)
 
 void sr_forward_stop(sr_registry *r)
 {
-    if (r->fwd_conn)
-        evhttp_connection_free(r->fwd_conn);
-    r->fwd_conn = NULL;
+    fwd_conn_free(r, "shutting down");
 }

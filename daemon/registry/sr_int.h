@@ -57,6 +57,7 @@ typedef struct sr_pending sr_pending;
 typedef struct sr_wr sr_wr;
 typedef struct sr_mjob sr_mjob;
 typedef struct sr_held sr_held;
+typedef struct sr_fwd sr_fwd;
 
 typedef struct sr_registry {
     bk_broker *b;
@@ -83,6 +84,7 @@ typedef struct sr_registry {
     char fwd_host[256];
     int fwd_port;
     struct evhttp_connection *fwd_conn;
+    sr_fwd *fwds;                 /* sent, not yet answered (sr_forward.c F1) */
     /* the SQL mirror (sr_mirror.c) */
     bool mirror_on, mirror_lost;
     sr_mjob *mjob;                /* the job being noted */

@@ -111,3 +111,60 @@ def test_registered_on_the_leader_served_by_every_broker_and_after_its_sigkill(r
     # and the restarted broker, now a follower, forwards too
     st, body = register(leader, "late-value", record_schema("L", [("l", "int")]))
     assert (st, body) == (200, {"id": 4}), body
+
+
+def test_a_forward_in_flight_is_answered_when_the_leader_stops(reg_cluster):
+    """A write forwarded to a leader that stops answering (SIGSTOP) gets an
+    answer within the forward timeout (15 s), also when leadership moves
+    meanwhile and the next write replaces the connection it waits on
+    (libevent frees a connection's requests without calling them back)."""
+    import json
+    import threading
+    import time
+    c = reg_cluster
+    register_anywhere(c, "ev-value", S1)
+    leader = schemas_leader(c)
+    others = [b for b in c.brokers if b is not leader]
+    for b in others:
+        assert register(b, "ev-value", S1) == (200, {"id": 1})   # their connections are up
+    got = {}
+
+    def stuck_write(b):
+        t0 = time.monotonic()
+        try:
+            r = requests.post(url(b, "/subjects/stuck-value/versions"),
+                              data=json.dumps({"schema": json.dumps(S2)}),
+                              headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+                              timeout=40)
+            got[b.broker_id] = (r.status_code, r.json(), time.monotonic() - t0)
+        except requests.RequestException as e:
+            got[b.broker_id] = (None, repr(e), time.monotonic() - t0)
+    leader.sigstop()
+    try:
+        threads = [threading.Thread(target=stuck_write, args=(b,)) for b in others]
+        for t in threads:
+            t.start()
+        # leadership moves once the stopped broker's session expires; the next
+        # write to the broker that does not lead then forwards to the new leader,
+        # on a new connection
+        moved = {}
+
+        def find():
+            li = leader_and_isr(others[0], "_schemas") or (-1,)
+            moved["to"] = li[0]
+            return li[0] in [b.broker_id for b in others]
+        wait_for(find, 30, "_schemas-0 to move")
+        other = next(b for b in others if b.broker_id != moved["to"])
+        st, body = register(other, "after-value", S1)
+        for t in threads:
+            t.join(45)
+        assert not any(t.is_alive() for t in threads)
+        for b in others:
+            st1, body1, secs = got[b.broker_id]
+            assert st1 == 500 and body1["error_code"] == 50003 and secs < 20, got
+        # the write that replaced the connection is answered too: by the new leader
+        # (200), or refused while its ISR shrinks (50002/50003), never left hanging
+        assert (st, body) == (200, {"id": 1}) or (st == 500 and body["error_code"] in
+                                                   (50002, 50003)), (st, body)
+    finally:
+        leader.sigcont()
