@@ -23,12 +23,13 @@
  * client side of TLS is not here yet): 50003 says so, naming the leader's
  * URL for the client to write to.
  *
- * Invariant (cite as "sr_forward.c F1"): every forward sent is answered
- * exactly once — by the leader, by the connection's failure or timeout
- * (SR_FORWARD_TIMEOUT_S), or, when the connection is freed while it is in
- * flight (leadership moved, shutdown), by fwd_conn_free before the free:
- * libevent frees a connection's requests without calling them back.
- * r->fwds lists the forwards sent and not yet answered.
+ * Invariants (cite as "sr_forward.c F1"):
+ *   F1. Every forward sent is answered exactly once: by the leader, by the
+ *       connection's failure or timeout (SR_FORWARD_TIMEOUT_S), or, when
+ *       the connection is freed while it is in flight (leadership moved,
+ *       shutdown), by fwd_conn_free before the free: libevent frees a
+ *       connection's requests without calling them back.  r->fwds lists
+ *       the forwards sent and not yet answered.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replication/repl_peer.h"
