@@ -161,6 +161,14 @@ static void on_request(struct evhttp_request *req, void *arg)
 {
     sr_registry *r = arg;
     r->requests++;
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    if ((m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD) && sr_follow_behind(r)) {
+        r->errors++;                  /* sr_follow.c: not yet what the leader had */
+        sr_reply_error(req, 500, 50003, "This broker has no replica of %s and is still "
+                       "reading it from its leader (at offset %lld); retry", SR_TOPIC,
+                       (long long)r->applied);
+        return;
+    }
     sr_api_serve(r, req);             /* reads answer at once; writes may queue */
 }
 
@@ -204,6 +212,7 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
     }
     r->b = b;
     r->fwd_leader = -1;
+    r->follow_target = -1;
     snprintf(r->compat, sizeof r->compat, "BACKWARD");
     snprintf(r->mode, sizeof r->mode, "READWRITE");
     net_http_bound l;
@@ -249,6 +258,7 @@ void sr_stop(bk_broker *b)
     evhttp_free(r->http);             /* close callbacks drop the queued requests */
     r->http = NULL;
     sr_forward_stop(r);
+    sr_follow_stop(r);
     sr_log_stop(r);
     sr_mirror_stop(r);
     while (r->queue)

@@ -58,6 +58,7 @@ typedef struct sr_wr sr_wr;
 typedef struct sr_mjob sr_mjob;
 typedef struct sr_held sr_held;
 typedef struct sr_fwd sr_fwd;
+typedef struct sr_fcall sr_fcall;
 
 typedef struct sr_registry {
     bk_broker *b;
@@ -85,6 +86,10 @@ typedef struct sr_registry {
     int fwd_port;
     struct evhttp_connection *fwd_conn;
     sr_fwd *fwds;                 /* sent, not yet answered (sr_forward.c F1) */
+    /* following _schemas-0 without a replica (sr_follow.c) */
+    sr_fcall *follow_call;        /* the Fetch in flight */
+    bool follow_ready;
+    int64_t follow_target;        /* the leader's high watermark first seen; -1 unknown */
     /* the SQL mirror (sr_mirror.c) */
     bool mirror_on, mirror_lost;
     sr_mjob *mjob;                /* the job being noted */
@@ -177,6 +182,9 @@ void sr_mirror_start(sr_registry *r);
 void sr_mirror_stop(sr_registry *r);
 
 /* ---- the log (sr_log.c) -------------------------------------------------------------- */
+/* Applies one record of _schemas-0 (sr_log.c R2: skipped below
+ * r->applied).  1 applied, 0 skipped, -1 out of memory. */
+int  sr_log_apply(sr_registry *r, const kp_record *rec);
 /* Applies the local replica of _schemas-0 from r->applied to its high
  * watermark (sr_log.c R2), its changes flushed to the SQL mirror.  0 or -1. */
 int  sr_log_tail(sr_registry *r);
@@ -186,6 +194,15 @@ int  sr_log_tail(sr_registry *r);
  * inside this call.  One write at a time (sr_log.c R1): the caller queues. */
 void sr_log_write(sr_registry *r, sr_rec *recs, size_t n, sr_write_done done, void *arg);
 void sr_log_stop(sr_registry *r);
+
+/* ---- following _schemas-0 without a replica (sr_follow.c) -------------------------- */
+/* Cluster mode, no local replica: fetches what the leader holds past
+ * r->applied (one Fetch in flight) and applies it.  0. */
+int  sr_follow(sr_registry *r);
+/* Whether reads must wait: this broker follows _schemas-0 from its leader
+ * and has not yet reached the high watermark it first saw. */
+bool sr_follow_behind(sr_registry *r);
+void sr_follow_stop(sr_registry *r);
 
 /* ---- the HTTP surface (sr_http.c) --------------------------------------------------- */
 /* Answers with a JSON body (taken: freed here). */

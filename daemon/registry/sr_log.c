@@ -14,7 +14,10 @@
  * on start from the log start, then every SR_TAIL_MS and when a write is
  * covered), so a restart keeps every subject, version, id, setting and
  * deletion, a follower serves what its leader wrote, and a broker that
- * joins late catches up through ordinary replication.
+ * joins late catches up through ordinary replication.  A broker without a
+ * replica (a cluster larger than the replication factor) reads the same
+ * records from the leader as a consumer would (sr_follow.c) and applies
+ * them with the same sr_log_apply.
  *
  * A write (a registration, a deletion, a setting) is the records it
  * needs, appended in one batch to _schemas-0 while this broker leads it
@@ -78,12 +81,23 @@ static const kp_str sr_topic = { SR_TOPIC, (int32_t)sizeof SR_TOPIC - 1 };
 
 /* ---- applying: the tail of the local replica ------------------------------------- */
 
+int sr_log_apply(sr_registry *r, const kp_record *rec)
+{
+    if (rec->Offset < r->applied)
+        return 0;                     /* R2: once each */
+    r->applied = rec->Offset + 1;
+    if (rec->Key.len <= 0)
+        return 0;
+    return sr_state_apply(r, rec->Key.p, (size_t)rec->Key.len, rec->Value.p,
+                          rec->Value.len) != 0 ? -1 : 1;
+}
+
 int sr_log_tail(sr_registry *r)
 {
     const bk_pview *v = view_partition(r->b, sr_topic, 0);
     bk_partition *p = v ? v->local : NULL;
     if (!p || !p->log)
-        return 0;
+        return sr_follow(r);          /* no replica here: read it from the leader */
     int64_t from = r->applied > seg_log_start(p->log) ? r->applied : seg_log_start(p->log);
     int64_t to = p->high_watermark;
     if (from >= to)
@@ -101,15 +115,9 @@ int sr_log_tail(sr_registry *r)
     int rc;
     int64_t t0 = bk_mono_us(), n = 0;
     while ((rc = seg_cursor_next(c, &rec)) == 1) {
-        r->applied = rec.Offset + 1;
-        if (rec.Key.len <= 0)
-            continue;
-        if (sr_state_apply(r, rec.Key.p, (size_t)rec.Key.len, rec.Value.p,
-                           rec.Value.len) != 0) {
-            rc = -1;
+        if ((rc = sr_log_apply(r, &rec)) < 0)
             break;
-        }
-        n++;
+        n += rc;
     }
     seg_cursor_close(c);
     if (rc == 0)

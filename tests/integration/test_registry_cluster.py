@@ -168,3 +168,47 @@ def test_a_forward_in_flight_is_answered_when_the_leader_stops(reg_cluster):
                                                    (50002, 50003)), (st, body)
     finally:
         leader.sigcont()
+
+
+def test_a_broker_without_a_replica_of_schemas_serves_reads(make_cluster):
+    """Four brokers, _schemas with replication factor 3: the broker with no
+    replica reads the topic from its leader as a consumer would, and serves
+    every id and subject (and SQL's schemas) right after a registration made
+    elsewhere."""
+    import json
+    c = make_cluster(4, start=False)
+    for b in c.brokers:
+        b.overrides["schema.registry.listeners"] = "http://127.0.0.1:%d" % free_port()
+    c.start()
+    _, sid = register_anywhere(c, "ev-value", S1)
+    got = {}
+
+    def three_in_sync():
+        li = leader_and_isr(c.brokers[0], "_schemas")
+        got["li"] = li
+        return bool(li) and li[0] >= 0 and len(li[1]) == 3
+    wait_for(three_in_sync, 30, "_schemas-0 to have three in sync")
+    leader, isr = got["li"]
+    outsider = next(b for b in c.brokers if b.broker_id not in isr)
+    replica = next(b for b in c.brokers if b.broker_id in isr and b.broker_id != leader)
+    wait_for(lambda: get(outsider, "/schemas/ids/%d" % sid)[0] == 200, 10,
+             "the broker without a replica to serve schema %d" % sid)
+    assert get(outsider, "/schemas/ids/%d" % sid) == get(c.broker(leader), "/schemas/ids/%d" % sid)
+    # a registration on another broker is served by it shortly after
+    st, body = register(replica, "late-value", S2)
+    assert st == 200, body
+    sid2 = body["id"]
+    wait_for(lambda: get(outsider, "/schemas/ids/%d" % sid2)[0] == 200, 5,
+             "the broker without a replica to serve schema %d" % sid2)
+    served = {i: get(c.broker(leader), "/schemas/ids/%d" % i)[1]["schema"] for i in (sid, sid2)}
+    assert get(outsider, "/schemas/ids/%d" % sid2) == (200, {"schema": served[sid2]})
+    assert json.loads(served[sid2]) == S2
+    assert get(outsider, "/subjects") == (200, ["ev-value", "late-value"])
+    assert get(outsider, "/subjects/late-value/versions/1")[1]["id"] == sid2
+    rows = outsider.sql("SELECT id, schema FROM schemas ORDER BY id")
+    assert [(r["id"], r["schema"]) for r in rows] == [(sid, served[sid]),
+                                                      (sid2, served[sid2])]
+    # and it forwards writes like any broker that does not lead
+    st, body = register(outsider, "out-value", S1)
+    assert (st, body) == (200, {"id": sid}), body
+
