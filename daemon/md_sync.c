@@ -110,7 +110,6 @@
 #include <unistd.h>
 
 #define CKPT_INTERVAL_MS 1000
-#define MDSYNC_LISTENERS 4    /* the group coordinator, the schema registry */
 
 typedef struct bk_mdsync {
     bk_broker *b;
@@ -129,7 +128,7 @@ typedef struct bk_mdsync {
     int64_t last_ckpt_us;
     /* loop only */
     uint64_t last_requested, reported;
-    bk_mdsync_fn listeners[MDSYNC_LISTENERS];
+    bk_mdsync_fn listener;
 } bk_mdsync;
 
 static bk_mdsync *ms;
@@ -228,9 +227,8 @@ static void sync_done(bk_work *w)
     if (synced <= s->reported)
         return;
     s->reported = synced;
-    for (int i = 0; i < MDSYNC_LISTENERS; i++)
-        if (s->listeners[i])
-            s->listeners[i](synced, err);
+    if (s->listener)
+        s->listener(synced, err);
 }
 
 int bk_mdsync_start(bk_broker *b, const char *dbpath)
@@ -266,21 +264,10 @@ int bk_mdsync_start(bk_broker *b, const char *dbpath)
     return 0;
 }
 
-int bk_mdsync_listen(bk_mdsync_fn fn)
+void bk_mdsync_listen(bk_mdsync_fn fn)
 {
-    for (int i = 0; ms && i < MDSYNC_LISTENERS; i++)
-        if (!ms->listeners[i]) {
-            ms->listeners[i] = fn;
-            return 0;
-        }
-    return -1;
-}
-
-void bk_mdsync_unlisten(bk_mdsync_fn fn)
-{
-    for (int i = 0; ms && i < MDSYNC_LISTENERS; i++)
-        if (ms->listeners[i] == fn)
-            ms->listeners[i] = NULL;
+    if (ms)
+        ms->listener = fn;
 }
 
 /* Loop thread: one more sync to run, with job (or NULL) queued before it. */

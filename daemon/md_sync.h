@@ -17,11 +17,8 @@ typedef void (*bk_mdsync_fn)(uint64_t seq, int err);
 /* Opens the worker's own connection to dbpath and starts the thread.
  * After md_open and event_base_new.  0 or -1 (logged). */
 int bk_mdsync_start(bk_broker *b, const char *dbpath);
-/* Adds a listener (the group coordinator, the schema registry's mirror),
- * each called in turn.  0, or -1 without a worker or with every slot
- * taken. */
-int  bk_mdsync_listen(bk_mdsync_fn fn);
-void bk_mdsync_unlisten(bk_mdsync_fn fn);
+/* The one listener (the group coordinator). */
+void bk_mdsync_listen(bk_mdsync_fn fn);
 /* After an md_commit on the loop's handle whose durability matters:
  * returns the sequence number of a sync that will cover it.  0 when the
  * worker is not running (nothing to wait for: see bk_mdsync_stop). */

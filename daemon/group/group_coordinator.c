@@ -807,7 +807,7 @@ int gc_groups_init(bk_broker *b)
     gc_save_dirty_now();
     if (bk_cluster_mode(b) && gc_log_start(b) != 0)
         return -1;
-    (void)bk_mdsync_listen(gc_on_durable);
+    bk_mdsync_listen(gc_on_durable);
     struct timeval tv;
     gc_tv_ms(&tv, b->cfg->offsets_retention_check_interval_ms);
     if (bk_event_add(gc->expire_timer, &tv, "offsets retention check") != 0 ||
@@ -828,7 +828,7 @@ void gc_groups_shutdown(bk_broker *b)
     /* Connections are closed (their waits cancelled); keep what changed,
      * and let the worker finish every job before they are freed. */
     gc_save_dirty_now();
-    bk_mdsync_unlisten(gc_on_durable);
+    bk_mdsync_listen(NULL);
     for (size_t i = 0; i < gc->hash_size; i++)
         while (gc->hash[i])
             gc_group_free(gc->hash[i]);

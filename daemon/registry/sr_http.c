@@ -13,7 +13,6 @@
  * one whose write is in flight leaves the write to finish unanswered.
  */
 #include "daemon/registry/sr_int.h"
-#include "daemon/md_sync.h"
 #include "daemon/net/net_http.h"
 #include "daemon/security/sec_authz.h"
 
@@ -236,9 +235,7 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
         snprintf(err, errlen, "schema registry: cannot load %s (see the log above)", SR_TOPIC);
         return -1;
     }
-    /* The load's rebuild of the SQL mirror runs on the sync worker; nothing
-     * is served yet, so SQL's first reads wait for it here. */
-    bk_mdsync_wait(sr_mirror_flush(r));
+    sr_mirror_serve(r);
     evhttp_set_max_body_size(r->http, SR_MAX_BODY);
     evhttp_set_allowed_methods(r->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH |

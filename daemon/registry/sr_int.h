@@ -93,8 +93,10 @@ typedef struct sr_registry {
     /* the SQL mirror (sr_mirror.c) */
     bool mirror_on, mirror_lost;
     sr_mjob *mjob;                /* the job being noted */
-    sr_mjob *mjobs, **mjobs_tail; /* submitted, not yet reaped (sr_mirror.c X3) */
-    uint64_t mirror_seq;          /* the newest job's sync number */
+    uint64_t mirror_seq;          /* jobs submitted */
+    uint64_t mirror_done;         /* jobs run (sr_mirror.c X1: in order) */
+    struct bk_worker *mwk;        /* the mirror's thread, and its connection */
+    md_db *mdb;
     sr_held *held, **held_tail;   /* answers waiting for their mirror (sr_mirror.c X2) */
 } sr_registry;
 
@@ -170,14 +172,17 @@ void sr_mirror_version(sr_registry *r, const char *subject, int32_t version,
 void sr_mirror_soft_delete(sr_registry *r, const char *subject, int32_t upto);
 void sr_mirror_schema(sr_registry *r, const sr_schema *x, bool gone);
 void sr_mirror_settings(sr_registry *r, const sr_subject *s);   /* NULL: the registry's */
-/* The changes noted so far handed to the metadata sync worker as one job;
- * the sync number that covers them. */
+/* The changes noted so far handed to the mirror's worker as one job; its
+ * number. */
 uint64_t sr_mirror_flush(sr_registry *r);
 /* Calls done now, or (a success) once the changes flushed so far are in
  * SQL (sr_mirror.c X2). */
 void sr_mirror_answer(sr_registry *r, sr_write_done done, void *arg, int status, int code,
                       const char *msg);
 void sr_mirror_start(sr_registry *r);
+/* After the load, before the loop serves: the load's job run here, then
+ * the worker started. */
+void sr_mirror_serve(sr_registry *r);
 /* After the loop: waits for the jobs, answers what was held. */
 void sr_mirror_stop(sr_registry *r);
 

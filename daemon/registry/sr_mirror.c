@@ -8,30 +8,36 @@
  * change sr_state.c makes while applying a record is noted here as one
  * row operation, a self-contained copy (a version put or gone, a schema
  * new or gone, a subject's settings, a soft delete); the operations of one
- * sr_log_tail become one job of the metadata sync worker (daemon/md_sync.c),
- * run on its own connection in one transaction.  So the loop's cost of a
- * registration is a few small copies whatever the subject's length, and
- * no SQL at all runs on the loop.  On start the first job clears the
- * tables, and the load's operations rebuild them.
+ * sr_log_tail become one job, run in one transaction by the registry's own
+ * worker thread (daemon/worker.h, "sluice-srmirror") on its own
+ * connection to the metadata database (md_open_syncer).  So the loop's
+ * cost of a registration is a few small copies whatever the subject's
+ * length, and no SQL runs on the loop.  The start's load is the exception:
+ * its job (which first clears the tables) runs before the loop serves,
+ * on the loop's connection, so SQL's first reads find the rebuilt mirror.
+ *
+ * Not the metadata sync worker (md_sync.c): its jobs are answered after the
+ * WAL's fdatasync, and the mirror needs none (it is rebuilt from _schemas
+ * on every start, so a crash loses nothing that matters); waiting for one
+ * per registration cut the registrations of registry_bench by 2-5x.
  *
  * Invariants (cite as "sr_mirror.c X1"):
- *   X1. Jobs are submitted in the order their records were applied, and
- *       the worker runs jobs in submission order (md_sync.c S5), so SQL
- *       sees the log's changes in log order.
+ *   X1. Jobs run in the order their records were applied (one thread:
+ *       worker.h W1), so SQL sees the log's changes in log order.
  *   X2. A write applied on this broker is answered only once the job that
  *       mirrors it has run (sr_mirror_answer), so a client reads its own
  *       registration back through SQL.  Only the answer waits: the next
  *       write starts at once.
- *   X3. A job is freed only once the worker is done with it (the durable
- *       sequence number covers its seq), or at stop after waiting for it.
+ *   X3. A job is the worker's from its submission until its done() on the
+ *       loop, which frees it; at stop the worker drains before the rest
+ *       is freed.
  *   X4. An operation that cannot be noted (no memory) or a job that fails
  *       loses the mirror's step: the next flush rewrites it whole from
  *       memory instead.  A failure is logged; the registry keeps serving
- *       from memory (the mirror is rebuilt from _schemas on every start,
- *       so a crash loses nothing that matters).
+ *       from memory.
  */
 #include "daemon/registry/sr_int.h"
-#include "daemon/md_sync.h"
+#include "daemon/worker.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +56,10 @@ typedef struct sr_mop {
 } sr_mop;
 
 struct sr_mjob {
-    bk_mdjob job;
-    sr_mjob *next;                /* r's jobs the worker may still read (X3) */
+    bk_work work;
+    sr_registry *r;
+    uint64_t seq;
+    int rc;                       /* the worker's result, read in done() */
     sr_mop *ops;
     size_t n, cap;
 };
@@ -64,8 +72,6 @@ struct sr_held {                  /* an answer waiting for its mirror (X2) */
     int status, code;
     char msg[256];
 };
-
-static sr_registry *mirror_r;     /* the listener's (md_sync's listeners take no arg) */
 
 /* ---- the worker's side ----------------------------------------------------------------- */
 
@@ -89,19 +95,32 @@ static int op_run(md_db *db, const sr_mop *o, char *err, size_t errlen)
     }
 }
 
-/* Worker thread: the job's operations in order, in md_sync's transaction. */
-static int job_run(md_db *db, bk_mdjob *job)
+/* The job's operations in order, in one transaction of db.  0 or MD_E_SQL. */
+static int job_exec(md_db *db, sr_mjob *j)
 {
-    sr_mjob *j = (sr_mjob *)job;
     char err[MD_ERRLEN] = "";
-    for (size_t i = 0; i < j->n; i++) {
-        int rc = op_run(db, &j->ops[i], err, sizeof err);
-        if (rc) {
-            BK_WARN("schema registry: cannot update its SQL mirror: %s", err);
-            return rc;
-        }
+    if (md_begin(db) != 0) {
+        BK_WARN("schema registry: cannot update its SQL mirror (begin failed)");
+        return MD_E_SQL;
     }
-    return 0;
+    int rc = 0;
+    for (size_t i = 0; i < j->n && !rc; i++)
+        rc = op_run(db, &j->ops[i], err, sizeof err);
+    if (rc) {
+        md_rollback(db);
+        BK_WARN("schema registry: cannot update its SQL mirror: %s", err);
+    } else if ((rc = md_commit(db)) != 0) {
+        BK_WARN("schema registry: cannot update its SQL mirror (commit failed)");
+    }
+    return rc;
+}
+
+/* Worker thread. */
+static void job_run(bk_work *w, int thread)
+{
+    (void)thread;
+    sr_mjob *j = (sr_mjob *)w;
+    j->rc = job_exec(j->r->mdb, j);
 }
 
 /* ---- noting changes (loop thread) ------------------------------------------------------ */
@@ -208,23 +227,9 @@ static void rebuild(sr_registry *r)
 
 /* ---- jobs in flight and answers held --------------------------------------------------- */
 
-/* X3: the jobs the worker is done with, freed; a failed one loses the mirror. */
-static void reap(sr_registry *r, uint64_t durable)
+static void answer_held(sr_registry *r, uint64_t done_seq)
 {
-    while (r->mjobs && r->mjobs->job.seq <= durable) {
-        sr_mjob *j = r->mjobs;
-        r->mjobs = j->next;
-        if (j->job.rc)
-            r->mirror_lost = true;
-        job_free(j);
-    }
-    if (!r->mjobs)
-        r->mjobs_tail = &r->mjobs;
-}
-
-static void answer_held(sr_registry *r, uint64_t durable)
-{
-    while (r->held && r->held->seq <= durable) {
+    while (r->held && r->held->seq <= done_seq) {
         sr_held *h = r->held;
         r->held = h->next;
         if (!r->held)
@@ -232,6 +237,20 @@ static void answer_held(sr_registry *r, uint64_t durable)
         h->done(r, h->arg, h->status, h->code, h->msg);
         free(h);
     }
+}
+
+/* Loop thread: a job ran (X3). */
+static void job_done(bk_work *w)
+{
+    sr_mjob *j = (sr_mjob *)w;
+    sr_registry *r = j->r;
+    if (j->rc)
+        r->mirror_lost = true;                /* X4 */
+    r->mirror_done = j->seq;
+    job_free(j);
+    answer_held(r, r->mirror_done);
+    if (r->mirror_lost)
+        sr_mirror_flush(r);
 }
 
 uint64_t sr_mirror_flush(sr_registry *r)
@@ -246,33 +265,24 @@ uint64_t sr_mirror_flush(sr_registry *r)
     if (!j || !j->n)
         return r->mirror_seq;
     r->mjob = NULL;
-    j->job.run = job_run;
-    *r->mjobs_tail = j;                       /* before the submit: it may run inline */
-    r->mjobs_tail = &j->next;
-    r->mirror_seq = bk_mdsync_submit(r->b, &j->job);   /* X1 */
-    reap(r, bk_mdsync_durable());
+    j->r = r;
+    j->seq = ++r->mirror_seq;
+    if (!r->mwk) {                            /* before the loop serves, or no worker */
+        j->rc = job_exec(r->b->db, j);
+        job_done(&j->work);
+        return r->mirror_seq;
+    }
+    j->work.run = job_run;
+    j->work.done = job_done;
+    bk_worker_submit(r->mwk, &j->work, 0);    /* X1 */
     return r->mirror_seq;
-}
-
-/* md_sync's listener: jobs up to seq have run. */
-static void on_durable(uint64_t seq, int err)
-{
-    (void)err;                                /* the rows are written; durability of
-                                                 the mirror is not what answers wait for */
-    sr_registry *r = mirror_r;
-    if (!r)
-        return;
-    reap(r, seq);
-    answer_held(r, seq);
-    if (r->mirror_lost)
-        sr_mirror_flush(r);
 }
 
 void sr_mirror_answer(sr_registry *r, sr_write_done done, void *arg, int status, int code,
                       const char *msg)
 {
     uint64_t seq = r->mirror_seq;
-    sr_held *h = status == 200 && r->mirror_on && seq > bk_mdsync_durable()
+    sr_held *h = status == 200 && r->mirror_on && seq > r->mirror_done
                  ? calloc(1, sizeof *h) : NULL;
     if (!h) {
         done(r, arg, status, code, msg);
@@ -287,12 +297,24 @@ void sr_mirror_answer(sr_registry *r, sr_write_done done, void *arg, int status,
 
 void sr_mirror_start(sr_registry *r)
 {
-    r->mjobs_tail = &r->mjobs;
     r->held_tail = &r->held;
     r->mirror_on = true;
-    mirror_r = r;
-    (void)bk_mdsync_listen(on_durable);       /* -1 without a worker: jobs run inline */
     op_add(r, MOP_CLEAR, NULL, NULL, NULL);   /* the load rebuilds the tables */
+}
+
+void sr_mirror_serve(sr_registry *r)
+{
+    sr_mirror_flush(r);                       /* the load, on the loop's connection */
+    char path[4200], err[MD_ERRLEN] = "";
+    snprintf(path, sizeof path, "%s/sluice.db", r->b->data_dir);
+    bk_worker_opts o = { .name = "sluice-srmirror", .nthreads = 1 };
+    if (md_open_syncer(path, &r->mdb, err, sizeof err) != 0 ||
+        bk_worker_new(r->b->base, &o, &r->mwk) != 0) {
+        BK_WARN("schema registry: no worker for its SQL mirror (%s); it is written on the "
+                "loop", err[0] ? err : "cannot start a thread");
+        md_close(r->mdb);
+        r->mdb = NULL;
+    }
 }
 
 void sr_mirror_stop(sr_registry *r)
@@ -300,12 +322,20 @@ void sr_mirror_stop(sr_registry *r)
     if (!r->mirror_on)
         return;
     sr_mirror_flush(r);
-    bk_mdsync_wait(r->mirror_seq);            /* shutdown: the loop has stopped */
-    bk_mdsync_unlisten(on_durable);
-    reap(r, UINT64_MAX);
+    if (r->mwk) {
+        bk_worker_quit(r->mwk, true);         /* X3: every job runs */
+        bk_worker_join(r->mwk);
+        for (bk_work *w = bk_worker_take_all(r->mwk), *next; w; w = next) {
+            next = w->next;
+            job_free((sr_mjob *)w);
+        }
+        bk_worker_free(r->mwk);
+        r->mwk = NULL;
+    }
+    md_close(r->mdb);
+    r->mdb = NULL;
     answer_held(r, UINT64_MAX);
     job_free(r->mjob);
     r->mjob = NULL;
     r->mirror_on = false;
-    mirror_r = NULL;
 }
