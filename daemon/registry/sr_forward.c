@@ -19,9 +19,9 @@
  *     leader died, a timeout): 50003, Confluent's forwarding error
  *
  * A client that goes away meanwhile leaves the forward to finish
- * unanswered (fw->req NULL).  https:// leaders are not forwarded to (the
- * client side of TLS is not here yet): 50003 says so, naming the leader's
- * URL for the client to write to.
+ * unanswered (fw->req NULL).  An https:// leader is forwarded to over TLS
+ * with the broker-to-broker client context (security/sec_tls.h: the
+ * truststore verifies the leader, the keystore is presented when asked).
  *
  * Invariants (cite as "sr_forward.c F1"):
  *   F1. Every forward sent is answered exactly once: by the leader, by the
@@ -33,6 +33,7 @@
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replication/repl_peer.h"
+#include "daemon/security/sec_tls.h"
 #include "daemon/view/view.h"
 #include "kp_msgs.h"
 
@@ -42,6 +43,7 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
@@ -120,15 +122,23 @@ static void fwd_send(sr_fwd *fw)
         free(fw);
         return;
     }
+    const char *why = "out of memory";
     if (!r->fwd_conn) {
-        r->fwd_conn = evhttp_connection_base_new(r->b->base, NULL, r->fwd_host,
-                                                 (ev_uint16_t)r->fwd_port);
+        char err[256] = "";
+        struct bufferevent *bev = NULL;
+        if (!r->fwd_https || (bev = sec_tls_client_bev(r->b, r->fwd_host, err, sizeof err,
+                                                       &why)))
+            r->fwd_conn = evhttp_connection_base_bufferevent_new(r->b->base, NULL, bev,
+                                                                 r->fwd_host,
+                                                                 (ev_uint16_t)r->fwd_port);
         if (r->fwd_conn)
             evhttp_connection_set_timeout(r->fwd_conn, SR_FORWARD_TIMEOUT_S);
+        else if (bev)
+            bufferevent_free(bev);
     }
     struct evhttp_request *freq = r->fwd_conn ? evhttp_request_new(fwd_answered, fw) : NULL;
     if (!freq) {
-        fwd_fail(fw, "%s", "out of memory");
+        fwd_fail(fw, "%s", why);
         return;
     }
     struct evkeyvalq *in = evhttp_request_get_input_headers(fw->req);
@@ -196,8 +206,8 @@ static void url_answered(void *arg, int16_t error, kp_rd *body)
         fwd_fail(fw, "%s", why);
         return;
     }
-    if (!strncasecmp(url, "https://", 8) || !strcasecmp(url, "none")) {
-        fwd_fail(fw, "its registry is %s: writes go to it directly", url);
+    if (!strcasecmp(url, "none")) {
+        fwd_fail(fw, "%s", "its registry is off (schema.registry.listeners=none)");
         return;
     }
     p = p ? p + 3 : url;
@@ -218,6 +228,7 @@ static void url_answered(void *arg, int16_t error, kp_rd *body)
                   "retry");
     snprintf(r->fwd_host, sizeof r->fwd_host, "%s", host);
     r->fwd_port = port;
+    r->fwd_https = !strncasecmp(url, "https://", 8);
     r->fwd_leader = fw->leader;
     fwd_send(fw);
 }

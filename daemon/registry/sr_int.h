@@ -84,6 +84,7 @@ typedef struct sr_registry {
     int32_t fwd_leader;           /* whose registry fwd_host:fwd_port is; -1: none */
     char fwd_host[256];
     int fwd_port;
+    bool fwd_https;
     struct evhttp_connection *fwd_conn;
     sr_fwd *fwds;                 /* sent, not yet answered (sr_forward.c F1) */
     /* following _schemas-0 without a replica (sr_follow.c) */

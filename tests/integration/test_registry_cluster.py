@@ -212,3 +212,36 @@ def test_a_broker_without_a_replica_of_schemas_serves_reads(make_cluster):
     st, body = register(outsider, "out-value", S1)
     assert (st, body) == (200, {"id": sid}), body
 
+
+
+def test_writes_are_forwarded_to_an_https_leader(make_cluster, tmp_path):
+    """schema.registry.listeners=https:// on every broker: a follower forwards
+    a write to the leader's registry over TLS (verified with the truststore)
+    and relays its answer."""
+    import json
+    from tls_support import make_certs, ssl_overrides
+    certs = make_certs(str(tmp_path))
+    c = make_cluster(3, start=False)
+    for b in c.brokers:
+        b.overrides.update(ssl_overrides(certs, "none"))
+        b.overrides["schema.registry.listeners"] = "https://127.0.0.1:%d" % free_port()
+    c.start()
+
+    def post(b, subject, schema):
+        r = requests.post(url(b, "/subjects/%s/versions" % subject),
+                          data=json.dumps({"schema": json.dumps(schema)}),
+                          headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+                          verify=certs.ca.crt, timeout=15)
+        return r.status_code, r.json()
+
+    def first():
+        return any(b.alive() and post(b, "tls-value", S1)[0] == 200 for b in c.brokers)
+    wait_for(first, 60, "a first registration", interval=0.5)
+    leader = schemas_leader(c)
+    for b in c.brokers:
+        if b is not leader:
+            assert post(b, "tls-value", S1) == (200, {"id": 1})
+            assert post(b, "tls-%d-value" % b.broker_id, S1) == (200, {"id": 1})
+    r = requests.get(url(leader, "/subjects"), verify=certs.ca.crt, timeout=15)
+    assert sorted(r.json()) == sorted(["tls-value"] + ["tls-%d-value" % b.broker_id
+                                                       for b in c.brokers if b is not leader])
