@@ -105,6 +105,11 @@ int sr_log_tail(sr_registry *r)
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/%s-0", r->b->data_dir, SR_TOPIC);
     seg_cursor_opts o = { .dir = dir, .from = from, .to = to, .min_ts = INT64_MIN };
+    /* where `from` is, from the in-memory index: the .index file lags the
+     * active segment, and the cursor would walk every batch header since
+     * its last entry (per write, O(the registry's size)) */
+    if (seg_locate(p->log, from, &o.hint_base, &o.hint_pos, &o.hint_ino) != 0)
+        o.hint_pos = 0;
     seg_cursor *c = NULL;
     if (seg_cursor_open(&o, &c) != 0) {
         BK_ERROR("schema registry: cannot read %s-0", SR_TOPIC);
