@@ -298,11 +298,10 @@ static inline double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* utime + stime of a process, in seconds (from /proc/PID/stat). */
-static inline double bench_cpu_seconds(pid_t pid)
+/* utime + stime from a /proc stat file, in seconds. */
+static inline double bench_stat_cpu_seconds(const char *path)
 {
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    char buf[4096];
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
@@ -317,6 +316,14 @@ static inline double bench_cpu_seconds(pid_t pid)
     if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* utime + stime of a process, in seconds (from /proc/PID/stat). */
+static inline double bench_cpu_seconds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    return bench_stat_cpu_seconds(path);
 }
 
 /* CPU seconds used by every process on the machine, kernel threads

@@ -11,8 +11,15 @@
  * random ids for `seconds`.  Printed: registrations/s, GETs/s, and the
  * broker's CPU seconds per 1,000 GETs.
  *
- *   build/bench/registry_bench [schemas] [seconds] [threads] [basic]
- *       (defaults 500, 3, 2)
+ * Then `versions` versions of one subject (compatibility NONE, so no check
+ * runs and what grows is the subject alone), registered one after another:
+ * printed per window of 100 (the first, the one after version 100, the
+ * last): registrations/s and the CPU time of the broker's loop thread
+ * (its main thread, /proc/PID/task/PID/stat) per registration, which is
+ * where a per-registration cost that grows with the subject would show.
+ *
+ *   build/bench/registry_bench [schemas] [seconds] [threads] [versions] [basic]
+ *       (defaults 500, 3, 2, 1500; the versions step is skipped with 0 or basic)
  *
  * basic: the broker has an authorizer (daemon/registry/sr_auth.c) and every
  * request logs in as User:bench with HTTP Basic, whose SUBJECT ACL
@@ -91,18 +98,83 @@ static void *get_loop(void *arg)
     return NULL;
 }
 
+/* utime + stime of one thread of pid, in seconds. */
+static double thread_cpu_seconds(pid_t pid, pid_t tid)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    return bench_stat_cpu_seconds(path);
+}
+
+/* A POST of body to path; its status. */
+static int post(hconn *c, const char *method, const char *path, const char *body)
+{
+    char req[1024];
+    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: b\r\nContent-Type: "
+                     "application/vnd.schemaregistry.v1+json\r\nContent-Length: %zu\r\n\r\n%s",
+                     method, path, strlen(body), body);
+    return http_call(c, req, (size_t)n);
+}
+
+/* One subject grown to `versions` versions; the windows of 100 printed. */
+static int one_subject(pid_t pid, int port, int versions)
+{
+    hconn *c = calloc(1, sizeof *c);
+    if ((c->fd = bench_connect(port)) < 0 ||
+        post(c, "PUT", "/config/one-value", "{\"compatibility\": \"NONE\"}") != 200) {
+        fprintf(stderr, "registry_bench: cannot set one-value's compatibility\n");
+        return 1;
+    }
+    int win[3] = { 1, 101, versions - 99 };
+    double t0 = 0, cpu0 = 0;
+    char body[512];
+    for (int v = 1; v <= versions; v++) {
+        for (int k = 0; k < 3; k++)
+            if (v == win[k]) {
+                t0 = bench_now();
+                cpu0 = thread_cpu_seconds(pid, pid);
+            }
+        snprintf(body, sizeof body, "{\"schema\": \"{\\\"type\\\":\\\"record\\\","
+                 "\\\"name\\\":\\\"V%d\\\",\\\"fields\\\":[{\\\"name\\\":"
+                 "\\\"f\\\",\\\"type\\\":\\\"long\\\"}]}\"}", v);
+        int st = post(c, "POST", "/subjects/one-value/versions", body);
+        if (st != 200) {
+            fprintf(stderr, "registry_bench: version %d answered %d\n", v, st);
+            return 1;
+        }
+        for (int k = 0; k < 3; k++)
+            if (v == win[k] + 99 && win[k] >= 1)
+                printf("one subject, versions %4d-%4d: %6.0f registrations/s, loop thread "
+                       "CPU %.2f ms per registration\n", win[k], v,
+                       100 / (bench_now() - t0),
+                       (thread_cpu_seconds(pid, pid) - cpu0) * 1000 / 100);
+    }
+    close(c->fd);
+    free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int nschemas = argc > 1 ? atoi(argv[1]) : 500;
     double seconds = argc > 2 ? atof(argv[2]) : 3;
     int nthreads = argc > 3 ? atoi(argv[3]) : 2;
-    bool basic = argc > 4 && !strcmp(argv[4], "basic");
+    bool basic = false;
+    int versions = 1500;
+    for (int i = 4; i < argc; i++)
+        if (!strcmp(argv[i], "basic"))
+            basic = true;
+        else
+            versions = atoi(argv[i]);
+    if (basic)
+        versions = 0;                 /* one_subject logs in as nobody */
     if (nschemas < 1 || seconds <= 0 || nthreads < 1 || nthreads > 64 ||
-        (argc > 4 && !basic)) {
-        fprintf(stderr, "usage: registry_bench [schemas] [seconds] [threads] [basic]\n");
+        (versions && versions < 200)) {
+        fprintf(stderr, "usage: registry_bench [schemas] [seconds] [threads] [versions "
+                "(0, or >= 200)] [basic]\n");
         return 2;
     }
-    bench_catch_signals((unsigned)(seconds + 120));
+    bench_catch_signals((unsigned)(seconds + 300));
     int rport = bench_free_port();
     char rl[80];
     snprintf(rl, sizeof rl, "schema.registry.listeners=http://127.0.0.1:%d", rport);
@@ -183,6 +255,7 @@ int main(int argc, char **argv)
         failed += g[i].failed;
     }
     double get_s = bench_now() - t0, cpu = bench_cpu_seconds(b.pid) - cpu0;
+    int rc = versions ? one_subject(b.pid, rport, versions) : 0;
     bench_broker_cleanup(&b);
     printf("%sregistrations: %d in %.2f s = %.0f/s (one connection, each answered once "
            "durable)\n", basic ? "[authorizer, Basic login, SUBJECT ACLs] " : "", nschemas, reg_s,
@@ -190,5 +263,5 @@ int main(int argc, char **argv)
     printf("GET /schemas/ids/{id}: %ld in %.2f s = %.0f requests/s over %d keep-alive "
            "connections (%ld failed); broker CPU %.3f s per 1,000\n", done, get_s,
            done / get_s, nthreads, failed, done ? cpu * 1000 / (double)done : 0);
-    return failed || !done;
+    return rc || failed || !done;
 }

@@ -229,6 +229,20 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_TXN_OFFSET_SUPERSEDE] =
         "UPDATE pending_txn_offsets SET superseded = 1 "
         "WHERE group_id = ?1 AND topic = ?2 AND partition = ?3 AND superseded = 0",
+    [ST_SR_VERSION_PUT] =
+        "INSERT OR REPLACE INTO registry_versions (subject, version, schema_id, deleted) "
+        "VALUES (?1, ?2, ?3, ?4)",
+    [ST_SR_VERSION_DELETE] = "DELETE FROM registry_versions WHERE subject = ?1 AND version = ?2",
+    [ST_SR_SOFT_DELETE] =
+        "UPDATE registry_versions SET deleted = 1 WHERE subject = ?1 AND version <= ?2",
+    [ST_SR_SCHEMA_PUT] =
+        "INSERT OR REPLACE INTO registry_schemas (id, schema_type, schema, refs) "
+        "VALUES (?1, ?2, ?3, ?4)",
+    [ST_SR_SCHEMA_DELETE] = "DELETE FROM registry_schemas WHERE id = ?1",
+    [ST_SR_CONFIG_PUT] =
+        "INSERT OR REPLACE INTO registry_configs (subject, compatibility, mode) "
+        "VALUES (?1, nullif(?2, ''), nullif(?3, ''))",
+    [ST_SR_CONFIG_DELETE] = "DELETE FROM registry_configs WHERE subject = ?1",
 };
 
 int md_errf(char *err, size_t errlen, int code, const char *fmt, ...)

@@ -572,21 +572,26 @@ typedef void (*md_user_fn)(void *arg, const char *name, const char *mechanism,
 int md_user_list(md_db *db, const char *name, md_user_fn fn, void *arg);
 
 /* ---- the schema registry's mirror (schemas.c; sql/migrations/0009) -------------
- * What the _schemas topic holds, for SQL to read; the registry rewrites a
- * subject's rows whenever it applies records of it.  0 or MD_E_SQL. */
-typedef struct md_sr_version {
-    int32_t version, schema_id;
-    bool deleted;
-} md_sr_version;
+ * What the _schemas topic holds, for SQL to read; the registry writes the
+ * rows each applied record changes (on the metadata sync worker's
+ * connection).  0 or MD_E_SQL with err. */
 /* Every row gone (before a rebuild). */
 int md_sr_clear(md_db *db, char *err, size_t errlen);
-/* Subject's rows replaced: its versions, its own level and mode (NULL or
- * "": not set; subject "" is the registry's own). */
-int md_sr_subject_put(md_db *db, const char *subject, const md_sr_version *v, size_t nv,
-                      const char *compatibility, const char *mode, char *err, size_t errlen);
+/* Version `version` of subject names schema_id (a new one or a rewrite). */
+int md_sr_version_put(md_db *db, const char *subject, int32_t version, int32_t schema_id,
+                      bool deleted, char *err, size_t errlen);
+/* Gone for good (a permanent delete). */
+int md_sr_version_delete(md_db *db, const char *subject, int32_t version, char *err,
+                         size_t errlen);
+/* Versions up to upto soft-deleted. */
+int md_sr_soft_delete(md_db *db, const char *subject, int32_t upto, char *err, size_t errlen);
 int md_sr_schema_put(md_db *db, int32_t id, const char *type, const char *schema,
                      const char *refs, char *err, size_t errlen);
-/* Schemas no version names any more, gone. */
-int md_sr_schemas_prune(md_db *db, char *err, size_t errlen);
+/* No version names it any more. */
+int md_sr_schema_delete(md_db *db, int32_t id, char *err, size_t errlen);
+/* Subject's own level and mode (NULL or "": not set; subject "" is the
+ * registry's own); neither set: its row goes. */
+int md_sr_config_put(md_db *db, const char *subject, const char *compatibility,
+                     const char *mode, char *err, size_t errlen);
 
 #endif

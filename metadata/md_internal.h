@@ -49,6 +49,9 @@ enum md_stmt {
     ST_TXN_OFFSET_PUT,
     /* 0008: an ordinary commit after pending ones (groups.c). */
     ST_TXN_OFFSET_SUPERSEDE,
+    /* 0009: the schema registry's mirror, one row at a time (schemas.c). */
+    ST_SR_VERSION_PUT, ST_SR_VERSION_DELETE, ST_SR_SOFT_DELETE,
+    ST_SR_SCHEMA_PUT, ST_SR_SCHEMA_DELETE, ST_SR_CONFIG_PUT, ST_SR_CONFIG_DELETE,
     ST_COUNT
 };
 

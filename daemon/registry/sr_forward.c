@@ -20,8 +20,9 @@
  *     leader died, a timeout): 50003, Confluent's forwarding error
  *
  * A client that goes away meanwhile leaves the forward to finish
- * unanswered (fw->req NULL).  https:// leaders are not forwarded to (the
- * client side of TLS is not here yet): 50003 says so.
+ * unanswered (fw->req NULL).  An https:// leader is forwarded to over TLS
+ * with the broker-to-broker client context (security/sec_tls.h: the
+ * truststore verifies the leader, the keystore is presented when asked).
  *
  * With an authorizer, this broker has checked the client's right before
  * forwarding (sr_auth.c); the leader authenticates the forwarded
@@ -30,10 +31,19 @@
  * User:ANONYMOUS.  A write through SQL carries the SQL client's
  * Authorization, never this broker's SR_SQL_HEADER (sr_sql.c Q3, Q4), and
  * without an Authorization to carry is refused here, naming the leader.
+ *
+ * Invariants:
+ *   F1. Every forward sent is answered exactly once: by the leader, by the
+ *       connection's failure or timeout (SR_FORWARD_TIMEOUT_S), or, when
+ *       the connection is freed while it is in flight (leadership moved,
+ *       shutdown), by fwd_conn_free before the free: libevent frees a
+ *       connection's requests without calling them back.  r->fwds lists
+ *       the forwards sent and not yet answered.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replication/repl_peer.h"
 #include "daemon/security/sec_authz.h"
+#include "daemon/security/sec_tls.h"
 #include "daemon/view/view.h"
 #include "kp_msgs.h"
 
@@ -43,16 +53,32 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
 #define SR_FORWARD_TIMEOUT_S 15
 
-typedef struct sr_fwd {
+struct sr_fwd {
     sr_registry *r;
     struct evhttp_request *req;       /* NULL: the client went away */
     int32_t leader;
-} sr_fwd;
+    struct evhttp_connection *conn;   /* sent on it (F1); NULL: not sent yet */
+    sr_fwd *prev, *next;              /* r->fwds while sent */
+};
+
+static void fwd_unlink(sr_fwd *fw)
+{
+    if (!fw->conn)
+        return;
+    if (fw->prev)
+        fw->prev->next = fw->next;
+    else
+        fw->r->fwds = fw->next;
+    if (fw->next)
+        fw->next->prev = fw->prev;
+    fw->conn = NULL;
+}
 
 static void fwd_gone(struct evhttp_connection *evcon, void *arg)
 {
@@ -63,6 +89,7 @@ static void fwd_gone(struct evhttp_connection *evcon, void *arg)
 /* The end of a forward: fw answered with (status, code, msg) unless gone. */
 static void fwd_fail(sr_fwd *fw, const char *fmt, const char *detail)
 {
+    fwd_unlink(fw);
     if (fw->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(fw->req), NULL, NULL);
         char msg[512];
@@ -82,6 +109,7 @@ static void fwd_answered(struct evhttp_request *freq, void *arg)
         fwd_fail(fw, "%s", "no answer");
         return;
     }
+    fwd_unlink(fw);
     if (fw->req) {
         evhttp_connection_set_closecb(evhttp_request_get_connection(fw->req), NULL, NULL);
         struct evbuffer *in = evhttp_request_get_input_buffer(freq);
@@ -104,15 +132,23 @@ static void fwd_send(sr_fwd *fw)
         free(fw);
         return;
     }
+    const char *why = "out of memory";
     if (!r->fwd_conn) {
-        r->fwd_conn = evhttp_connection_base_new(r->b->base, NULL, r->fwd_host,
-                                                 (ev_uint16_t)r->fwd_port);
+        char err[256] = "";
+        struct bufferevent *bev = NULL;
+        if (!r->fwd_https || (bev = sec_tls_client_bev(r->b, r->fwd_host, err, sizeof err,
+                                                       &why)))
+            r->fwd_conn = evhttp_connection_base_bufferevent_new(r->b->base, NULL, bev,
+                                                                 r->fwd_host,
+                                                                 (ev_uint16_t)r->fwd_port);
         if (r->fwd_conn)
             evhttp_connection_set_timeout(r->fwd_conn, SR_FORWARD_TIMEOUT_S);
+        else if (bev)
+            bufferevent_free(bev);
     }
     struct evhttp_request *freq = r->fwd_conn ? evhttp_request_new(fwd_answered, fw) : NULL;
     if (!freq) {
-        fwd_fail(fw, "%s", "out of memory");
+        fwd_fail(fw, "%s", why);
         return;
     }
     struct evkeyvalq *in = evhttp_request_get_input_headers(fw->req);
@@ -129,8 +165,29 @@ static void fwd_send(sr_fwd *fw)
     evbuffer_add_buffer(evhttp_request_get_output_buffer(freq),
                         evhttp_request_get_input_buffer(fw->req));
     if (evhttp_make_request(r->fwd_conn, freq, evhttp_request_get_command(fw->req),
-                            evhttp_request_get_uri(fw->req)) != 0)
+                            evhttp_request_get_uri(fw->req)) != 0) {
         fwd_fail(fw, "%s", "cannot send");       /* no socket: rare; freq is not ours */
+        return;
+    }
+    fw->conn = r->fwd_conn;                      /* F1 */
+    fw->next = r->fwds;
+    if (r->fwds)
+        r->fwds->prev = fw;
+    r->fwds = fw;
+}
+
+/* F1: the forwards in flight on r->fwd_conn answered, then it is freed. */
+static void fwd_conn_free(sr_registry *r, const char *why)
+{
+    if (!r->fwd_conn)
+        return;
+    for (sr_fwd *fw = r->fwds, *next; fw; fw = next) {
+        next = fw->next;
+        if (fw->conn == r->fwd_conn)
+            fwd_fail(fw, "%s", why);
+    }
+    evhttp_connection_free(r->fwd_conn);
+    r->fwd_conn = NULL;
 }
 
 /* The leader's schema.registry.listeners, as DescribeConfigs answered. */
@@ -162,8 +219,8 @@ static void url_answered(void *arg, int16_t error, kp_rd *body)
         fwd_fail(fw, "%s", why);
         return;
     }
-    if (!strncasecmp(url, "https://", 8) || !strcasecmp(url, "none")) {
-        fwd_fail(fw, "its registry is %s: writes go to it directly", url);
+    if (!strcasecmp(url, "none")) {
+        fwd_fail(fw, "%s", "its registry is off (schema.registry.listeners=none)");
         return;
     }
     p = p ? p + 3 : url;
@@ -180,11 +237,11 @@ static void url_answered(void *arg, int16_t error, kp_rd *body)
             if (bi[i].id == fw->leader)
                 snprintf(host, sizeof host, "%s", bi[i].host);
     }
-    if (r->fwd_conn)
-        evhttp_connection_free(r->fwd_conn);
-    r->fwd_conn = NULL;
+    fwd_conn_free(r, "the connection to it was closed as _schemas moved to another leader; "
+                  "retry");
     snprintf(r->fwd_host, sizeof r->fwd_host, "%s", host);
     r->fwd_port = port;
+    r->fwd_https = !strncasecmp(url, "https://", 8);
     r->fwd_leader = fw->leader;
     fwd_send(fw);
 }
@@ -243,7 +300,5 @@ bool sr_forward(sr_registry *r, struct evhttp_request *req)
 
 void sr_forward_stop(sr_registry *r)
 {
-    if (r->fwd_conn)
-        evhttp_connection_free(r->fwd_conn);
-    r->fwd_conn = NULL;
+    fwd_conn_free(r, "shutting down");
 }

@@ -164,6 +164,14 @@ static void on_request(struct evhttp_request *req, void *arg)
 {
     sr_registry *r = arg;
     r->requests++;
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    if ((m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD) && sr_follow_behind(r)) {
+        r->errors++;                  /* sr_follow.c: not yet what the leader had */
+        sr_reply_error(req, 500, 50003, "This broker has no replica of %s and is still "
+                       "reading it from its leader (at offset %lld); retry", SR_TOPIC,
+                       (long long)r->applied);
+        return;
+    }
     sr_auth_serve(r, req);            /* reads answer at once; writes may queue */
 }
 
@@ -195,6 +203,7 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
         free(r);
         return -1;
     }
+    r->follow_target = -1;
     snprintf(r->compat, sizeof r->compat, "BACKWARD");
     snprintf(r->mode, sizeof r->mode, "READWRITE");
     net_http_bound l;
@@ -216,10 +225,12 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
     r->next_ev = event_new(b->base, -1, 0, serve_next, r);
     r->tail_ev = event_new(b->base, -1, EV_PERSIST, on_tail, r);
     struct timeval tv = { 0, SR_TAIL_MS * 1000 };
+    sr_mirror_start(r);
     if (!r->next_ev || !r->tail_ev || event_add(r->tail_ev, &tv) != 0 || sr_log_tail(r) != 0) {
         snprintf(err, errlen, "schema registry: cannot load %s (see the log above)", SR_TOPIC);
         return -1;
     }
+    sr_mirror_serve(r);
     evhttp_set_max_body_size(r->http, SR_MAX_BODY);
     evhttp_set_allowed_methods(r->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD | EVHTTP_REQ_PATCH |
@@ -240,7 +251,9 @@ void sr_stop(bk_broker *b)
     r->http = NULL;
     sr_forward_stop(r);
     sr_sql_stop(r);
+    sr_follow_stop(r);
     sr_log_stop(r);
+    sr_mirror_stop(r);
     while (r->queue)
         pending_gone(NULL, r->queue);
     if (r->next_ev)

@@ -60,6 +60,10 @@ typedef struct sr_rec {
 
 typedef struct sr_pending sr_pending;
 typedef struct sr_wr sr_wr;
+typedef struct sr_mjob sr_mjob;
+typedef struct sr_held sr_held;
+typedef struct sr_fwd sr_fwd;
+typedef struct sr_fcall sr_fcall;
 
 typedef struct sr_registry {
     bk_broker *b;
@@ -87,6 +91,7 @@ typedef struct sr_registry {
     int32_t fwd_leader;           /* whose registry fwd_host:fwd_port is; -1: none */
     char fwd_host[256];
     int fwd_port;
+    bool fwd_https;
     struct evhttp_connection *fwd_conn;
     /* its own listener, which SQL's writes call (sr_sql.c) */
     char self_host[256];
@@ -95,6 +100,19 @@ typedef struct sr_registry {
     struct evhttp_connection *self_conn;
     sr_sql_call *sql_calls;       /* in flight (sr_sql.c Q1) */
     char sql_secret[SR_SQL_SECRET_HEX + 1]; /* sr_sql.c Q3: never logged, never forwarded */
+    sr_fwd *fwds;                 /* sent, not yet answered (sr_forward.c F1) */
+    /* following _schemas-0 without a replica (sr_follow.c) */
+    sr_fcall *follow_call;        /* the Fetch in flight */
+    bool follow_ready;
+    int64_t follow_target;        /* the leader's high watermark first seen; -1 unknown */
+    /* the SQL mirror (sr_mirror.c) */
+    bool mirror_on, mirror_lost;
+    sr_mjob *mjob;                /* the job being noted */
+    uint64_t mirror_seq;          /* jobs submitted */
+    uint64_t mirror_done;         /* jobs run (sr_mirror.c X1: in order) */
+    struct bk_worker *mwk;        /* the mirror's thread, and its connection */
+    md_db *mdb;
+    sr_held *held, **held_tail;   /* answers waiting for their mirror (sr_mirror.c X2) */
 } sr_registry;
 
 /* ---- the model (sr_state.c) ---------------------------------------------------- */
@@ -163,15 +181,36 @@ void sr_validate_free(sr_registry *r);
 ssize_t sr_validate_subjects(sr_registry *r, int32_t id, const char *const **out);
 
 /* ---- the SQL mirror (sr_mirror.c) ---------------------------------------------------- */
-/* Rewrites the rows of these subjects ("" the registry's own settings), or
- * of everything when subjects is NULL.  Loop thread. */
-void sr_mirror(sr_registry *r, const char *const *subjects, size_t n);
-
-/* ---- the log (sr_log.c) -------------------------------------------------------------- */
 typedef void (*sr_write_done)(sr_registry *r, void *arg, int http_status,
                               int error_code, const char *msg);
+/* Changes sr_state.c makes, noted as rows to write (nothing before
+ * sr_mirror_start: unit tests and benches apply records without it).
+ * Loop thread. */
+void sr_mirror_version(sr_registry *r, const char *subject, int32_t version,
+                       const sr_version *v);            /* v NULL: gone */
+void sr_mirror_soft_delete(sr_registry *r, const char *subject, int32_t upto);
+void sr_mirror_schema(sr_registry *r, const sr_schema *x, bool gone);
+void sr_mirror_settings(sr_registry *r, const sr_subject *s);   /* NULL: the registry's */
+/* The changes noted so far handed to the mirror's worker as one job; its
+ * number. */
+uint64_t sr_mirror_flush(sr_registry *r);
+/* Calls done now, or (a success) once the changes flushed so far are in
+ * SQL (sr_mirror.c X2). */
+void sr_mirror_answer(sr_registry *r, sr_write_done done, void *arg, int status, int code,
+                      const char *msg);
+void sr_mirror_start(sr_registry *r);
+/* After the load, before the loop serves: the load's job run here, then
+ * the worker started. */
+void sr_mirror_serve(sr_registry *r);
+/* After the loop: waits for the jobs, answers what was held. */
+void sr_mirror_stop(sr_registry *r);
+
+/* ---- the log (sr_log.c) -------------------------------------------------------------- */
+/* Applies one record of _schemas-0 (sr_log.c R2: skipped below
+ * r->applied).  1 applied, 0 skipped, -1 out of memory. */
+int  sr_log_apply(sr_registry *r, const kp_record *rec);
 /* Applies the local replica of _schemas-0 from r->applied to its high
- * watermark (sr_log.c R2), the SQL mirror after it.  0 or -1. */
+ * watermark (sr_log.c R2), its changes flushed to the SQL mirror.  0 or -1. */
 int  sr_log_tail(sr_registry *r);
 /* Appends recs (taking their strings) to _schemas-0 and calls done once
  * they are durable and applied (status 200), or not (status 500, Confluent's
@@ -179,6 +218,15 @@ int  sr_log_tail(sr_registry *r);
  * inside this call.  One write at a time (sr_log.c R1): the caller queues. */
 void sr_log_write(sr_registry *r, sr_rec *recs, size_t n, sr_write_done done, void *arg);
 void sr_log_stop(sr_registry *r);
+
+/* ---- following _schemas-0 without a replica (sr_follow.c) -------------------------- */
+/* Cluster mode, no local replica: fetches what the leader holds past
+ * r->applied (one Fetch in flight) and applies it.  0. */
+int  sr_follow(sr_registry *r);
+/* Whether reads must wait: this broker follows _schemas-0 from its leader
+ * and has not yet reached the high watermark it first saw. */
+bool sr_follow_behind(sr_registry *r);
+void sr_follow_stop(sr_registry *r);
 
 /* ---- the HTTP surface (sr_http.c) --------------------------------------------------- */
 /* Answers with a JSON body (taken: freed here). */

@@ -14,7 +14,10 @@
  * on start from the log start, then every SR_TAIL_MS and when a write is
  * covered), so a restart keeps every subject, version, id, setting and
  * deletion, a follower serves what its leader wrote, and a broker that
- * joins late catches up through ordinary replication.
+ * joins late catches up through ordinary replication.  A broker without a
+ * replica (a cluster larger than the replication factor) reads the same
+ * records from the leader as a consumer would (sr_follow.c) and applies
+ * them with the same sr_log_apply.
  *
  * A write (a registration, a deletion, a setting) is the records it
  * needs, appended in one batch to _schemas-0 while this broker leads it
@@ -78,35 +81,15 @@ static const kp_str sr_topic = { SR_TOPIC, (int32_t)sizeof SR_TOPIC - 1 };
 
 /* ---- applying: the tail of the local replica ------------------------------------- */
 
-/* The subjects records name, rewritten in the SQL mirror. */
-typedef struct touched {
-    char **names;
-    size_t n, cap;
-} touched;
-
-static void touch(touched *t, const char *key, size_t klen)
+int sr_log_apply(sr_registry *r, const kp_record *rec)
 {
-    json_t *k = json_loadb(key, klen, 0, NULL);
-    const char *s = json_string_value(json_object_get(k, "subject"));
-    s = s ? s : "";
-    for (size_t i = 0; i < t->n; i++)
-        if (!strcmp(t->names[i], s)) {
-            json_decref(k);
-            return;
-        }
-    if (t->n == t->cap) {
-        size_t c = t->cap ? 2 * t->cap : 16;
-        char **p = realloc(t->names, c * sizeof *p);
-        if (!p) {
-            json_decref(k);
-            return;
-        }
-        t->names = p;
-        t->cap = c;
-    }
-    if ((t->names[t->n] = strdup(s)))
-        t->n++;
-    json_decref(k);
+    if (rec->Offset < r->applied)
+        return 0;                     /* R2: once each */
+    r->applied = rec->Offset + 1;
+    if (rec->Key.len <= 0)
+        return 0;
+    return sr_state_apply(r, rec->Key.p, (size_t)rec->Key.len, rec->Value.p,
+                          rec->Value.len) != 0 ? -1 : 1;
 }
 
 int sr_log_tail(sr_registry *r)
@@ -114,7 +97,7 @@ int sr_log_tail(sr_registry *r)
     const bk_pview *v = view_partition(r->b, sr_topic, 0);
     bk_partition *p = v ? v->local : NULL;
     if (!p || !p->log)
-        return 0;
+        return sr_follow(r);          /* no replica here: read it from the leader */
     int64_t from = r->applied > seg_log_start(p->log) ? r->applied : seg_log_start(p->log);
     int64_t to = p->high_watermark;
     if (from >= to)
@@ -122,37 +105,30 @@ int sr_log_tail(sr_registry *r)
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/%s-0", r->b->data_dir, SR_TOPIC);
     seg_cursor_opts o = { .dir = dir, .from = from, .to = to, .min_ts = INT64_MIN };
+    /* where `from` is, from the in-memory index: the .index file lags the
+     * active segment, and the cursor would walk every batch header since
+     * its last entry (per write, O(the registry's size)) */
+    if (seg_locate(p->log, from, &o.hint_base, &o.hint_pos, &o.hint_ino) != 0)
+        o.hint_pos = 0;
     seg_cursor *c = NULL;
     if (seg_cursor_open(&o, &c) != 0) {
         BK_ERROR("schema registry: cannot read %s-0", SR_TOPIC);
         return -1;
     }
-    bool all = r->applied == 0;       /* the first load: the mirror rebuilt whole */
-    touched t = { 0 };
+    bool all = r->applied == 0;       /* the first load */
     kp_record rec;
     int rc;
     int64_t t0 = bk_mono_us(), n = 0;
     while ((rc = seg_cursor_next(c, &rec)) == 1) {
-        r->applied = rec.Offset + 1;
-        if (rec.Key.len <= 0)
-            continue;
-        if (sr_state_apply(r, rec.Key.p, (size_t)rec.Key.len, rec.Value.p,
-                           rec.Value.len) != 0) {
-            rc = -1;
+        if ((rc = sr_log_apply(r, &rec)) < 0)
             break;
-        }
-        if (!all)
-            touch(&t, rec.Key.p, (size_t)rec.Key.len);
-        n++;
+        n += rc;
     }
     seg_cursor_close(c);
     if (rc == 0)
         r->applied = to;              /* compaction may have left a gap at the end */
     r->records_loaded += n;
-    sr_mirror(r, all ? NULL : (const char *const *)t.names, t.n);
-    for (size_t i = 0; i < t.n; i++)
-        free(t.names[i]);
-    free(t.names);
+    sr_mirror_flush(r);               /* sr_mirror.c X1: in log order, off the loop */
     if (rc < 0) {
         BK_ERROR("schema registry: applying %s-0 failed (%d)", SR_TOPIC, rc);
         return -1;
@@ -191,7 +167,7 @@ static void wr_finish(sr_wr *w, int status, int code, const char *msg)
     char m[256];
     snprintf(m, sizeof m, "%s", msg ? msg : "");
     free(w);
-    done(r, arg, status, code, m);
+    sr_mirror_answer(r, done, arg, status, code, m);   /* sr_mirror.c X2 */
 }
 
 static void wr_step(sr_wr *w, bool deadline)

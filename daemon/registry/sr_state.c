@@ -166,6 +166,7 @@ static void schema_unuse(sr_registry *r, int32_t id)
     if (i >= r->nschemas || r->schemas[i]->id != id || --r->schemas[i]->uses > 0)
         return;
     sr_schema *s = r->schemas[i];
+    sr_mirror_schema(r, s, true);
     memmove(&r->schemas[i], &r->schemas[i + 1], (r->nschemas - i - 1) * sizeof *r->schemas);
     r->nschemas--;
     free(s->type);
@@ -203,19 +204,21 @@ static int schema_use(sr_registry *r, int32_t id, const char *type, const char *
     memmove(&r->schemas[i + 1], &r->schemas[i], (r->nschemas - i) * sizeof *r->schemas);
     r->schemas[i] = s;
     r->nschemas++;
+    sr_mirror_schema(r, s, false);
     return 0;
 }
 
-static void version_remove(sr_registry *r, sr_subject *s, int32_t version)
+static bool version_remove(sr_registry *r, sr_subject *s, int32_t version)
 {
     sr_version *v = sr_version_find(s, version);
     if (!v)
-        return;
+        return false;
     int32_t id = v->id;
     size_t i = (size_t)(v - s->v);
     memmove(&s->v[i], &s->v[i + 1], (s->nv - i - 1) * sizeof *s->v);
     s->nv--;
     schema_unuse(r, id);
+    return true;
 }
 
 static int apply_schema(sr_registry *r, const char *subject, int32_t version, json_t *val)
@@ -224,7 +227,8 @@ static int apply_schema(sr_registry *r, const char *subject, int32_t version, js
     if (!s)
         return -1;
     if (!val) {
-        version_remove(r, s, version);
+        if (version_remove(r, s, version))
+            sr_mirror_version(r, subject, version, NULL);
         subject_maybe_drop(r, s);
         return 0;
     }
@@ -250,6 +254,7 @@ static int apply_schema(sr_registry *r, const char *subject, int32_t version, js
     s->v[i] = (sr_version){ .version = version, .id = (int32_t)id,
                             .deleted = json_is_true(json_object_get(val, "deleted")) };
     s->nv++;
+    sr_mirror_version(r, subject, version, &s->v[i]);
     return 0;
 }
 
@@ -267,6 +272,7 @@ static int apply_setting(sr_registry *r, const char *subject, bool config, json_
     size_t cap = config ? SR_COMPAT_LEN : SR_MODE_LEN;
     const char *dflt = s ? "" : config ? "BACKWARD" : "READWRITE";
     snprintf(dst, cap, "%s", v ? v : dflt);
+    sr_mirror_settings(r, s);
     if (s)
         subject_maybe_drop(r, s);
     return 0;
@@ -301,6 +307,8 @@ int sr_state_apply(sr_registry *r, const char *key, size_t klen, const char *val
         for (size_t i = 0; s && i < s->nv; i++)
             if (s->v[i].version <= upto)
                 s->v[i].deleted = true;
+        if (s && upto > 0)
+            sr_mirror_soft_delete(r, subject, upto > INT32_MAX ? INT32_MAX : (int32_t)upto);
     }
     json_decref(k);
     json_decref(v);

@@ -32,6 +32,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -286,4 +288,30 @@ int sec_tls_peer_principal(SSL *ssl, char *buf, size_t cap)
     snprintf(buf, cap, "User:%.*s", (int)n, p);
     BIO_free(bio);
     return 0;
+}
+
+struct bufferevent *sec_tls_client_bev(bk_broker *b, const char *host, char *err,
+                                       size_t errlen, const char **why)
+{
+    SSL_CTX *ctx = sec_tls_client_ctx(b, err, errlen);
+    SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+    if (!ssl) {
+        *why = ctx ? "cannot make a TLS connection" : err;
+        return NULL;
+    }
+    struct in6_addr ip;               /* SNI names hosts, never addresses (RFC 6066) */
+    if (inet_pton(AF_INET, host, &ip) != 1 && inet_pton(AF_INET6, host, &ip) != 1)
+        SSL_set_tlsext_host_name(ssl, host);
+    if (b->cfg->ssl_endpoint_identification_algorithm[0])
+        SSL_set1_host(ssl, host);
+    struct bufferevent *bev = bufferevent_openssl_socket_new(b->base, -1, ssl,
+                                                             BUFFEREVENT_SSL_CONNECTING,
+                                                             BEV_OPT_CLOSE_ON_FREE);
+    if (bev) {                        /* EOF without close_notify is EOF */
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    } else {
+        SSL_free(ssl);
+        *why = "cannot create a socket";
+    }
+    return bev;
 }

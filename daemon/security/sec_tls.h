@@ -16,6 +16,14 @@ SSL_CTX *sec_tls_server_ctx(struct bk_broker *b, char *err, size_t errlen);
 /* The client context broker-to-broker connections use: the same keystore
  * (presented when the other side asks), the truststore to verify with. */
 SSL_CTX *sec_tls_client_ctx(struct bk_broker *b, char *err, size_t errlen);
+/* A client connection's bufferevent speaking TLS to host (not yet
+ * connected) with the client context: SNI for a host name, the name
+ * checked when ssl.endpoint.identification.algorithm is set, EOF without
+ * close_notify taken as EOF.  NULL with *why (err holds the context's
+ * reason). */
+struct bufferevent;
+struct bufferevent *sec_tls_client_bev(struct bk_broker *b, const char *host, char *err,
+                                       size_t errlen, const char **why);
 /* Whether this kernel takes the "tls" TCP upper-layer protocol (kernel
  * TLS), probed once on a loopback connection. */
 bool sec_tls_kernel_available(void);

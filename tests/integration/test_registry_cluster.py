@@ -111,3 +111,137 @@ def test_registered_on_the_leader_served_by_every_broker_and_after_its_sigkill(r
     # and the restarted broker, now a follower, forwards too
     st, body = register(leader, "late-value", record_schema("L", [("l", "int")]))
     assert (st, body) == (200, {"id": 4}), body
+
+
+def test_a_forward_in_flight_is_answered_when_the_leader_stops(reg_cluster):
+    """A write forwarded to a leader that stops answering (SIGSTOP) gets an
+    answer within the forward timeout (15 s), also when leadership moves
+    meanwhile and the next write replaces the connection it waits on
+    (libevent frees a connection's requests without calling them back)."""
+    import json
+    import threading
+    import time
+    c = reg_cluster
+    register_anywhere(c, "ev-value", S1)
+    leader = schemas_leader(c)
+    others = [b for b in c.brokers if b is not leader]
+    for b in others:
+        assert register(b, "ev-value", S1) == (200, {"id": 1})   # their connections are up
+    got = {}
+
+    def stuck_write(b):
+        t0 = time.monotonic()
+        try:
+            r = requests.post(url(b, "/subjects/stuck-value/versions"),
+                              data=json.dumps({"schema": json.dumps(S2)}),
+                              headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+                              timeout=40)
+            got[b.broker_id] = (r.status_code, r.json(), time.monotonic() - t0)
+        except requests.RequestException as e:
+            got[b.broker_id] = (None, repr(e), time.monotonic() - t0)
+    leader.sigstop()
+    try:
+        threads = [threading.Thread(target=stuck_write, args=(b,)) for b in others]
+        for t in threads:
+            t.start()
+        # leadership moves once the stopped broker's session expires; the next
+        # write to the broker that does not lead then forwards to the new leader,
+        # on a new connection
+        moved = {}
+
+        def find():
+            li = leader_and_isr(others[0], "_schemas") or (-1,)
+            moved["to"] = li[0]
+            return li[0] in [b.broker_id for b in others]
+        wait_for(find, 30, "_schemas-0 to move")
+        other = next(b for b in others if b.broker_id != moved["to"])
+        st, body = register(other, "after-value", S1)
+        for t in threads:
+            t.join(45)
+        assert not any(t.is_alive() for t in threads)
+        for b in others:
+            st1, body1, secs = got[b.broker_id]
+            assert st1 == 500 and body1["error_code"] == 50003 and secs < 20, got
+        # the write that replaced the connection is answered too: by the new leader
+        # (200), or refused while its ISR shrinks (50002/50003), never left hanging
+        assert (st, body) == (200, {"id": 1}) or (st == 500 and body["error_code"] in
+                                                   (50002, 50003)), (st, body)
+    finally:
+        leader.sigcont()
+
+
+def test_a_broker_without_a_replica_of_schemas_serves_reads(make_cluster):
+    """Four brokers, _schemas with replication factor 3: the broker with no
+    replica reads the topic from its leader as a consumer would, and serves
+    every id and subject (and SQL's schemas) right after a registration made
+    elsewhere."""
+    import json
+    c = make_cluster(4, start=False)
+    for b in c.brokers:
+        b.overrides["schema.registry.listeners"] = "http://127.0.0.1:%d" % free_port()
+    c.start()
+    _, sid = register_anywhere(c, "ev-value", S1)
+    got = {}
+
+    def three_in_sync():
+        li = leader_and_isr(c.brokers[0], "_schemas")
+        got["li"] = li
+        return bool(li) and li[0] >= 0 and len(li[1]) == 3
+    wait_for(three_in_sync, 30, "_schemas-0 to have three in sync")
+    leader, isr = got["li"]
+    outsider = next(b for b in c.brokers if b.broker_id not in isr)
+    replica = next(b for b in c.brokers if b.broker_id in isr and b.broker_id != leader)
+    wait_for(lambda: get(outsider, "/schemas/ids/%d" % sid)[0] == 200, 10,
+             "the broker without a replica to serve schema %d" % sid)
+    assert get(outsider, "/schemas/ids/%d" % sid) == get(c.broker(leader), "/schemas/ids/%d" % sid)
+    # a registration on another broker is served by it shortly after
+    st, body = register(replica, "late-value", S2)
+    assert st == 200, body
+    sid2 = body["id"]
+    wait_for(lambda: get(outsider, "/schemas/ids/%d" % sid2)[0] == 200, 5,
+             "the broker without a replica to serve schema %d" % sid2)
+    served = {i: get(c.broker(leader), "/schemas/ids/%d" % i)[1]["schema"] for i in (sid, sid2)}
+    assert get(outsider, "/schemas/ids/%d" % sid2) == (200, {"schema": served[sid2]})
+    assert json.loads(served[sid2]) == S2
+    assert get(outsider, "/subjects") == (200, ["ev-value", "late-value"])
+    assert get(outsider, "/subjects/late-value/versions/1")[1]["id"] == sid2
+    rows = outsider.sql("SELECT id, schema FROM schemas ORDER BY id")
+    assert [(r["id"], r["schema"]) for r in rows] == [(sid, served[sid]),
+                                                      (sid2, served[sid2])]
+    # and it forwards writes like any broker that does not lead
+    st, body = register(outsider, "out-value", S1)
+    assert (st, body) == (200, {"id": sid}), body
+
+
+
+def test_writes_are_forwarded_to_an_https_leader(make_cluster, tmp_path):
+    """schema.registry.listeners=https:// on every broker: a follower forwards
+    a write to the leader's registry over TLS (verified with the truststore)
+    and relays its answer."""
+    import json
+    from tls_support import make_certs, ssl_overrides
+    certs = make_certs(str(tmp_path))
+    c = make_cluster(3, start=False)
+    for b in c.brokers:
+        b.overrides.update(ssl_overrides(certs, "none"))
+        b.overrides["schema.registry.listeners"] = "https://127.0.0.1:%d" % free_port()
+    c.start()
+
+    def post(b, subject, schema):
+        r = requests.post(url(b, "/subjects/%s/versions" % subject),
+                          data=json.dumps({"schema": json.dumps(schema)}),
+                          headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+                          verify=certs.ca.crt, timeout=15)
+        return r.status_code, r.json()
+
+    def first():
+        return any(b.alive() and post(b, "tls-value", S1)[0] == 200 for b in c.brokers)
+    wait_for(first, 60, "a first registration", interval=0.5)
+    leader = schemas_leader(c)
+    for b in c.brokers:
+        if b is not leader:
+            assert post(b, "tls-value", S1) == (200, {"id": 1})
+            assert post(b, "tls-%d-value" % b.broker_id, S1) == (200, {"id": 1})
+    r = requests.get(url(leader, "/subjects"), verify=certs.ca.crt, timeout=15)
+    assert sorted(r.json()) == sorted(["tls-value"] + ["tls-%d-value" % b.broker_id
+                                                       for b in c.brokers if b is not leader])
