@@ -19,6 +19,7 @@ import pytest
 
 from support import ck_producer, create_topic, produce_ok, topic_name
 from conftest import sluiced_path
+from retention_support import delete_records
 
 TOOLS = os.path.dirname(sluiced_path())
 
@@ -282,3 +283,19 @@ def test_dry_run_writes_nothing(broker, tmp_path):
     assert "would export %s [0]: offsets 0..4 (up to 5 records)" % t in out, out
     assert "would export %s [1]: offsets 0..4" % t in out, out
     assert not os.path.exists(os.path.join(str(tmp_path), t))
+
+
+def test_records_removed_before_the_export_are_reported_as_a_gap(broker, tmp_path):
+    b, t = broker, topic_name("gap")
+    create_topic(b, t, partitions=1)
+    first = send(ck_producer(b), t, mixed_records(30, partitions=1, seed=6))
+    run_export(b, t, tmp_path, "--until-end")
+    later = send(ck_producer(b), t, mixed_records(70, partitions=1, seed=7))
+    low, err = delete_records(b, t, 0, 60)
+    assert (low, err) == (60, 0)
+    out = run_export(b, t, tmp_path, "--until-end")
+    err = out.stderr.decode()
+    assert "gap: %s [0]: offsets 30..59 (30 records)" % t in err, err
+    assert "gap of 30 record(s)" in out.stdout.decode(), out.stdout.decode()
+    exp = expected_of(first + [(r, m) for r, m in later if m.offset() >= 60])
+    assert_exact(exp, read_tree(tmp_path, t))
