@@ -69,10 +69,15 @@ static const char usage[] =
 "    -f, --from WHERE              where a partition with no file and no committed\n"
 "                                  offset starts: beginning (default), end, or a\n"
 "                                  timestamp in ms since the epoch\n"
-"    -g, --group GROUP             group the offsets are committed to\n"
-"                                  (default sluice-export-<first topic>)\n"
+"    -g, --group GROUP             export as a member of this consumer group: the\n"
+"                                  processes (on any machines, one tree they all\n"
+"                                  see) run with the same GROUP share the\n"
+"                                  partitions and take over those of one that\n"
+"                                  stops; each resumes after the files.  Without\n"
+"                                  it this process exports every partition and\n"
+"                                  commits to sluice-export-<first topic>\n"
 "    -P, --parallel N              worker threads (default 1), partitions spread\n"
-"                                  over them\n"
+"                                  over them (with --group: N group members)\n"
 "    -c, --codec CODEC             null (default), deflate, snappy (not xz: Avro\n"
 "                                  C writes it in a form other readers refuse)\n"
 "    -n, --max-records N           roll a file after N records (default 100000)\n"
@@ -136,6 +141,7 @@ typedef struct opts {
     int ntopics;
     const char *dir, *from, *group, *codec;
     int until_end, parallel, jsonl, dry_run, quiet;
+    int fleet;                /* --group: partitions shared as a consumer group */
     int64_t max_records, max_bytes, max_interval_ms;
 } opts;
 
@@ -165,6 +171,7 @@ typedef struct xpart {
     int64_t start;            /* first offset this run exports */
     int64_t end;              /* --until-end: stop before it; else -1 */
     int done;
+    struct worker *owner;     /* the worker exporting it now, or NULL */
     /* the open file (n > 0) */
     avro_file_writer_t aw;
     FILE *fp;
@@ -176,8 +183,9 @@ typedef struct xpart {
 
 typedef struct worker {
     pthread_t th;
-    xpart **parts;
+    xpart **parts;            /* its share; with --group, every partition */
     int n;
+    int assigned;             /* --group: an assignment arrived */
     sl_consumer *cons;
     avro_schema_t schema;
     avro_value_iface_t *iface;
@@ -520,7 +528,7 @@ static xpart *ex_find(worker *w, const char *topic, int32_t partition)
 {
     for (int i = 0; i < w->n; i++)
         if (w->parts[i]->partition == partition && !strcmp(w->parts[i]->topic, topic))
-            return w->parts[i];
+            return w->parts[i]->owner == w ? w->parts[i] : NULL;
     return NULL;
 }
 
@@ -566,8 +574,8 @@ static int ex_consume(worker *w)
             break;
         int open = 0;
         for (int i = 0; i < w->n; i++)
-            open += !w->parts[i]->done;
-        if (open == 0)
+            open += w->parts[i]->owner == w && !w->parts[i]->done;
+        if (open == 0 && O.until_end && (!O.fleet || w->assigned))
             return 0;
         sl_message m;
         int rc = sl_consumer_poll(w->cons, 200, &m);
@@ -594,13 +602,14 @@ static int ex_consume(worker *w)
         next_tick = now + 200;
         for (int i = 0; i < w->n; i++) {
             xpart *p = w->parts[i];
-            if (p->fp && now - p->opened_ms >= O.max_interval_ms && ex_finish(w, p) != 0)
+            if (p->owner == w && p->fp && now - p->opened_ms >= O.max_interval_ms && ex_finish(w, p) != 0)
                 return -1;
         }
     }
     /* Stopped: complete and commit what is open (unless writing failed). */
     for (int i = 0; i < w->n && !failed; i++)
-        ex_finish(w, w->parts[i]);
+        if (w->parts[i]->owner == w)
+            ex_finish(w, w->parts[i]);
     return failed ? -1 : 0;
 }
 
@@ -615,20 +624,77 @@ static void ex_dry_run_line(const xpart *xp)
                xp->topic, xp->partition, xp->start, xp->dir);
 }
 
+/* --group: partitions given up are completed and committed first (the
+ * next owner resumes after their files); partitions received resume after
+ * their last complete file, whoever wrote it. */
+static void ex_rebalance(sl_consumer *c, int event, const sl_topic_partition *tps, int n,
+                         void *opaque)
+{
+    worker *w = opaque;
+    (void)c;
+    w->assigned = 1;
+    for (int i = 0; i < n; i++) {
+        xpart *xp = NULL;
+        for (int k = 0; k < w->n && !xp; k++)
+            if (w->parts[k]->partition == tps[i].partition &&
+                !strcmp(w->parts[k]->topic, tps[i].topic))
+                xp = w->parts[k];
+        if (!xp) {
+            fprintf(stderr, TOOL ": warning: %s [%d]: a partition created after the start is "
+                    "not exported (restart to include it)\n", tps[i].topic, tps[i].partition);
+            continue;
+        }
+        if (event == SL_REBALANCE_REVOKE) {
+            if (xp->owner == w)
+                ex_finish(w, xp);
+            xp->owner = NULL;
+            continue;
+        }
+        xp->owner = w;
+        if (ex_prepare(w, xp) != 0)
+            return;
+        if (!xp->done && sl_consumer_seek(w->cons, xp->topic, xp->partition, xp->start) != 0)
+            PFAIL(xp, "seek to %" PRId64 " failed", xp->start);
+    }
+}
+
+static void ex_worker_group(worker *w)
+{
+    int rc = sl_consumer_subscribe(w->cons, O.topics, O.ntopics);
+    if (rc) {
+        fprintf(stderr, TOOL ": error: subscribe: %s\n", sl_err_name(rc));
+        failed = 1;
+        return;
+    }
+    ex_consume(w);
+}
+
 static void *ex_worker(void *arg)
 {
     worker *w = arg;
     char err[512];
-    w->cons = sl_consumer_new(base_conf, err, sizeof err);
+    sl_conf *conf = sl_conf_dup(base_conf);
+    sl_conf_set_opaque(conf, w);
+    if (O.fleet)
+        sl_conf_set_rebalance_cb(conf, ex_rebalance);
+    w->cons = sl_consumer_new(conf, err, sizeof err);
+    sl_conf_destroy(conf);
     if (!w->cons) {
         fprintf(stderr, TOOL ": error: %s\n", err);
         failed = 1;
+        return NULL;
+    }
+    if (O.fleet) {
+        ex_worker_group(w);
+        sl_consumer_close(w->cons);
+        sl_consumer_destroy(w->cons);
         return NULL;
     }
     sl_topic_partition *tp = calloc((size_t)w->n, sizeof *tp);
     int na = 0;
     for (int i = 0; i < w->n && !failed; i++) {
         xpart *xp = w->parts[i];
+        xp->owner = w;
         if (ex_prepare(w, xp) != 0)
             break;
         if (O.dry_run) {
@@ -841,16 +907,27 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
 
     int nw = O.parallel < n ? O.parallel : n;
-    worker *ws = calloc((size_t)nw, sizeof *ws);
+    worker *ws = NULL;
     xpart **slots = calloc((size_t)n, sizeof *slots);
+    O.fleet = O.group && !O.dry_run;
+    if (O.fleet)
+        nw = O.parallel;                  /* members; the group spreads the partitions */
+    ws = realloc(ws, sizeof *ws * (size_t)nw);
+    memset(ws, 0, sizeof *ws * (size_t)nw);
     for (int i = 0; i < nw; i++) {
         avro_schema_from_json_length(envelope_schema, sizeof envelope_schema - 1, &ws[i].schema);
         ws[i].iface = avro_generic_class_from_schema(ws[i].schema);
         avro_generic_value_new(ws[i].iface, &ws[i].rec);
     }
-    /* Partition i goes to worker i % nw. */
+    /* Partition i goes to worker i % nw; with --group each sees them all. */
     int per = (n + nw - 1) / nw;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && O.fleet; i++)
+        slots[i] = &parts[i];
+    for (int i = 0; i < nw && O.fleet; i++) {
+        ws[i].parts = slots;
+        ws[i].n = n;
+    }
+    for (int i = 0; i < n && !O.fleet; i++) {
         worker *w = &ws[i % nw];
         w->parts = slots + (size_t)(i % nw) * (size_t)per;
         w->parts[w->n++] = &parts[i];

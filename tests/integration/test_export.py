@@ -299,3 +299,55 @@ def test_records_removed_before_the_export_are_reported_as_a_gap(broker, tmp_pat
     assert "gap of 30 record(s)" in out.stdout.decode(), out.stdout.decode()
     exp = expected_of(first + [(r, m) for r, m in later if m.offset() >= 60])
     assert_exact(exp, read_tree(tmp_path, t))
+
+
+def wait_exported(root, topic, count, timeout=60):
+    """Until the complete files hold count records (or the deadline)."""
+    deadline = time.monotonic() + timeout
+    n = -1
+    while time.monotonic() < deadline:
+        try:
+            n = sum(len(v) for v in read_tree(root, topic).values())
+        except AssertionError:       # a .tmp being written: look again
+            n = -1
+        if n >= count:
+            return n
+        time.sleep(0.3)
+    return n
+
+
+def test_two_exporters_in_a_group_split_then_one_is_killed_and_the_other_takes_over(
+        broker, tmp_path):
+    b, t = broker, topic_name("fleet")
+    create_topic(b, t, partitions=4)
+    group = "fleet-" + t
+    args = ["--group", group, "--max-records", "50", "--max-interval", "500",
+            "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"]
+    a = subprocess.Popen(export_args(b, t, tmp_path, *args), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    c = subprocess.Popen(export_args(b, t, tmp_path, *args), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        sent = send(ck_producer(b), t, mixed_records(800, partitions=4, seed=8))
+        assert wait_exported(tmp_path, t, 800) == 800
+        a.kill()
+        a.communicate(timeout=30)
+        sent += send(ck_producer(b), t, mixed_records(800, partitions=4, seed=9))
+        got = wait_exported(tmp_path, t, 1600, timeout=90)
+        assert got == 1600, "the survivor exported %d of 1600" % got
+        c.send_signal(signal.SIGTERM)
+        out, err = c.communicate(timeout=30)
+    finally:
+        for p in (a, c):
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert c.returncode == 0, err.decode(errors="replace")
+    # The survivor wrote every partition's later files (it owned them all).
+    lines = [l for l in out.decode().splitlines() if l.startswith(t)]
+    assert len(lines) == 4 and all(" 0 record(s)" not in l for l in lines), out.decode()
+    # ... and not those the killed one had written before: they shared the topic.
+    total = int(out.decode().split("total: ")[1].split(" file(s), ")[1].split(" ")[0])
+    print("the survivor exported %d of 1600 records" % total)
+    assert 800 <= total < 1600, out.decode()
+    assert_exact(expected_of(sent), read_tree(tmp_path, t))
