@@ -88,6 +88,10 @@ static const char usage[] =
 "    -F, --format FORMAT           avro (default) or jsonl (one JSON object per\n"
 "                                  line, the same fields; bytes as strings where\n"
 "                                  each byte is one code point U+0000..U+00FF)\n"
+"    -L, --layout LAYOUT           partition (default): DIR/<topic>/partition=<p>/;\n"
+"                                  time: DIR/<topic>/dt=YYYY-MM-DD/hour=HH/ by each\n"
+"                                  record's timestamp (UTC; a record of another hour\n"
+"                                  than the open file's starts a new file)\n"
 "    -N, --dry-run                 print what would be exported, write nothing\n"
 "    -X, --property KEY=VALUE      any libsluice (librdkafka-style) client\n"
 "                                  property, security included (repeatable)\n"
@@ -142,6 +146,7 @@ typedef struct opts {
     const char *dir, *from, *group, *codec;
     int until_end, parallel, jsonl, dry_run, quiet;
     int fleet;                /* --group: partitions shared as a consumer group */
+    int layout_time;          /* --layout time: dt=YYYY-MM-DD/hour=HH/ */
     int64_t max_records, max_bytes, max_interval_ms;
 } opts;
 
@@ -167,7 +172,9 @@ static int64_t ex_now_ms(void)
 typedef struct xpart {
     const char *topic;
     int32_t partition;
-    char dir[PATH_MAX];
+    char root[PATH_MAX];      /* DIR/<topic> */
+    char dir[PATH_MAX + 128]; /* of the open file: partition=<p>, or dt=/hour= */
+    int64_t hour;             /* --layout time: the open file's hour (ms / 3600000) */
     int64_t start;            /* first offset this run exports */
     int64_t end;              /* --until-end: stop before it; else -1 */
     int done;
@@ -175,7 +182,7 @@ typedef struct xpart {
     /* the open file (n > 0) */
     avro_file_writer_t aw;
     FILE *fp;
-    char tmp[PATH_MAX * 2];
+    char tmp[PATH_MAX * 3];
     int64_t first, last, n, bytes, opened_ms;
     /* totals of this run */
     int64_t files, records, rec_bytes, gap_records;
@@ -250,24 +257,30 @@ static int64_t ex_name_last(const xpart *xp, const char *name)
     return last;
 }
 
-/* Removes *.tmp leftovers (unless dry) and returns the last complete
- * file's last offset, -1 if none, -2 on an error. */
-static int64_t ex_scan_dir(xpart *xp)
+/* In one directory: removes this partition's *.tmp leftovers (unless dry)
+ * and returns its last complete file's last offset, -1 if none, -2 on an
+ * error.  Only names of this partition are touched: with --layout time the
+ * directories are shared with the other partitions (and their writers). */
+static int64_t ex_scan_one(xpart *xp, const char *dir)
 {
-    DIR *d = opendir(xp->dir);
+    DIR *d = opendir(dir);
     if (!d) {
         if (errno == ENOENT)
             return -1;
-        PFAIL(xp, "%s: %s", xp->dir, strerror(errno));
+        PFAIL(xp, "%s: %s", dir, strerror(errno));
         return -2;
     }
+    char tmp_prefix[PATH_MAX];
+    int tpl = snprintf(tmp_prefix, sizeof tmp_prefix, ".%s+%d+", xp->topic, xp->partition);
     int64_t last = -1;
     struct dirent *de;
     while ((de = readdir(d))) {
         size_t len = strlen(de->d_name);
         if (len > 4 && !strcmp(de->d_name + len - 4, ".tmp")) {
+            if (strncmp(de->d_name, tmp_prefix, (size_t)tpl) != 0)
+                continue;
             char path[PATH_MAX * 2];
-            snprintf(path, sizeof path, "%s/%s", xp->dir, de->d_name);
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
             if (!O.dry_run && unlink(path) != 0) {
                 PFAIL(xp, "removing %s: %s", path, strerror(errno));
                 last = -2;
@@ -280,6 +293,38 @@ static int64_t ex_scan_dir(xpart *xp)
             last = l;
     }
     closedir(d);
+    return last;
+}
+
+/* ex_scan_one over the partition's directory, or over every
+ * dt=*\/hour=* of the topic with --layout time. */
+static int64_t ex_scan_dir(xpart *xp)
+{
+    if (!O.layout_time)
+        return ex_scan_one(xp, xp->dir);
+    DIR *days = opendir(xp->root);
+    if (!days)
+        return errno == ENOENT ? -1 : (PFAIL(xp, "%s: %s", xp->root, strerror(errno)), -2);
+    int64_t last = -1;
+    struct dirent *day, *hour;
+    while (last != -2 && (day = readdir(days))) {
+        if (strncmp(day->d_name, "dt=", 3) != 0)
+            continue;
+        char ddir[PATH_MAX * 2], hdir[PATH_MAX * 3];
+        snprintf(ddir, sizeof ddir, "%s/%s", xp->root, day->d_name);
+        DIR *hours = opendir(ddir);
+        while (hours && last != -2 && (hour = readdir(hours))) {
+            if (strncmp(hour->d_name, "hour=", 5) != 0)
+                continue;
+            snprintf(hdir, sizeof hdir, "%s/%s", ddir, hour->d_name);
+            int64_t l = ex_scan_one(xp, hdir);
+            if (l == -2 || l > last)
+                last = l;
+        }
+        if (hours)
+            closedir(hours);
+    }
+    closedir(days);
     return last;
 }
 
@@ -352,8 +397,16 @@ static int ex_prepare(worker *w, xpart *xp)
 
 /* ---- files ------------------------------------------------------------------------ */
 
-static int ex_open(worker *w, xpart *xp, int64_t first)
+static int ex_open(worker *w, xpart *xp, int64_t first, int64_t timestamp)
 {
+    if (O.layout_time) {
+        time_t secs = timestamp > 0 ? (time_t)(timestamp / 1000) : 0;
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        snprintf(xp->dir, sizeof xp->dir, "%s/dt=%04d-%02d-%02d/hour=%02d", xp->root,
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour);
+        xp->hour = secs / 3600;
+    }
     snprintf(xp->tmp, sizeof xp->tmp, "%s/.%s+%d+%" PRId64 ".%s.tmp", xp->dir, xp->topic,
              xp->partition, first, O.jsonl ? "jsonl" : "avro");
     if (ex_mkdirs(xp->dir) != 0) {
@@ -397,7 +450,7 @@ static int ex_finish(worker *w, xpart *xp)
     if (fclose(xp->fp) != 0 && !err)
         err = errno;
     xp->fp = NULL;
-    char final[PATH_MAX * 2];
+    char final[PATH_MAX * 3];
     snprintf(final, sizeof final, "%s/%s+%d+%" PRId64 "+%" PRId64 ".%s", xp->dir, xp->topic,
              xp->partition, xp->first, xp->last, O.jsonl ? "jsonl" : "avro");
     if (err) {
@@ -499,7 +552,11 @@ static void ex_append_json(FILE *fp, const sl_message *m)
 /* Writes one record, opening and rolling files.  0 or -1. */
 static int ex_write(worker *w, xpart *xp, const sl_message *m)
 {
-    if (!xp->fp && ex_open(w, xp, m->offset) != 0)
+    /* --layout time: a record of another hour starts a file there. */
+    if (xp->fp && O.layout_time && (m->timestamp > 0 ? m->timestamp / 3600000 : 0) != xp->hour &&
+        ex_finish(w, xp) != 0)
+        return -1;
+    if (!xp->fp && ex_open(w, xp, m->offset, m->timestamp) != 0)
         return -1;
     if (O.jsonl) {
         ex_append_json(xp->fp, m);
@@ -756,11 +813,11 @@ static void ex_parse(int argc, char **argv)
         { "until-end", 0, 0, 'e' }, { "from", 1, 0, 'f' }, { "group", 1, 0, 'g' },
         { "parallel", 1, 0, 'P' }, { "codec", 1, 0, 'c' }, { "max-records", 1, 0, 'n' },
         { "max-bytes", 1, 0, 'B' }, { "max-interval", 1, 0, 'i' }, { "format", 1, 0, 'F' },
-        { "dry-run", 0, 0, 'N' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' },
+        { "dry-run", 0, 0, 'N' }, { "layout", 1, 0, 'L' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, "b:t:d:ef:g:P:c:n:B:i:F:NX:qh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:t:d:ef:g:P:c:n:B:i:F:NL:X:qh", lo, NULL)) != -1) {
         switch (c) {
         case 'b': ex_conf("bootstrap.servers", optarg); break;
         case 't':
@@ -783,6 +840,11 @@ static void ex_parse(int argc, char **argv)
             O.jsonl = !strcmp(optarg, "jsonl");
             break;
         case 'N': O.dry_run = 1; break;
+        case 'L':
+            if (strcmp(optarg, "partition") && strcmp(optarg, "time"))
+                ex_usage_error("--layout: \"%s\" (expected partition or time)", optarg);
+            O.layout_time = !strcmp(optarg, "time");
+            break;
         case 'X': {
             char *eq = strchr(optarg, '=');
             if (!eq)
@@ -869,8 +931,12 @@ static xpart *ex_partitions(int *count)
             memset(&parts[n], 0, sizeof parts[n]);
             parts[n].topic = O.topics[t];
             parts[n].partition = p;
-            snprintf(parts[n].dir, sizeof parts[n].dir, "%s/%s/partition=%d", O.dir,
-                     O.topics[t], p);
+            snprintf(parts[n].root, sizeof parts[n].root, "%s/%s", O.dir, O.topics[t]);
+            if (O.layout_time)
+                snprintf(parts[n].dir, sizeof parts[n].dir, "%s", parts[n].root);
+            else
+                snprintf(parts[n].dir, sizeof parts[n].dir, "%s/partition=%d",
+                         parts[n].root, p);
         }
     }
     sl_consumer_destroy(c);

@@ -83,32 +83,37 @@ def send(producer, topic, recs):
     return list(zip(recs, produce_ok(producer, topic, recs)))
 
 
-def read_tree(root, topic):
+def read_tree(root, topic, layout="partition"):
     """Every file under root/topic: {partition: [(offset, key, value, headers)]}
-    in file order (by first offset), checking names against contents."""
-    got = {}
+    in file order (by first offset), checking names against contents and,
+    with layout "time", each record's timestamp against its dt=/hour= dir."""
+    got, files = {}, {}
     tdir = os.path.join(str(root), topic)
-    if not os.path.isdir(tdir):
-        return got
-    for pdir in sorted(os.listdir(tdir)):
-        assert pdir.startswith("partition="), pdir
-        p = int(pdir.split("=")[1])
-        names = os.listdir(os.path.join(tdir, pdir))
+    for d, _, names in os.walk(tdir):
         tmp = [n for n in names if n.endswith(".tmp")]
         assert not tmp, "temporary files left: %s" % tmp
-        files = []
         for n in names:
             assert n.endswith(".avro"), n
             t, fp, first, last = n[:-len(".avro")].rsplit("+", 3)
-            assert (t, int(fp)) == (topic, p), n
-            files.append((int(first), int(last), n))
-        for first, last, n in sorted(files):
-            with open(os.path.join(tdir, pdir, n), "rb") as f:
+            assert t == topic, n
+            p = int(fp)
+            rel = os.path.relpath(d, tdir).split(os.sep)
+            if layout == "partition":
+                assert rel == ["partition=%d" % p], (rel, n)
+            else:
+                assert len(rel) == 2 and rel[0].startswith("dt=") and rel[1].startswith("hour="), rel
+            files.setdefault(p, []).append((int(first), int(last), os.path.join(d, n), rel))
+    for p, fl in files.items():
+        for first, last, path, rel in sorted(fl):
+            with open(path, "rb") as f:
                 recs = list(avro.datafile.DataFileReader(f, avro.io.DatumReader()))
-            assert recs, "empty file %s" % n
-            assert (recs[0]["offset"], recs[-1]["offset"]) == (first, last), n
+            assert recs, "empty file %s" % path
+            assert (recs[0]["offset"], recs[-1]["offset"]) == (first, last), path
             for r in recs:
                 assert (r["topic"], r["partition"]) == (topic, p)
+                if layout == "time":
+                    when = time.strftime("dt=%Y-%m-%d/hour=%H", time.gmtime(r["timestamp"] / 1000))
+                    assert when == "/".join(rel), (path, r["offset"], r["timestamp"])
                 got.setdefault(p, []).append(
                     (r["offset"], r["key"], r["value"],
                      [(h["key"], h["value"]) for h in r["headers"]]))
@@ -351,3 +356,24 @@ def test_two_exporters_in_a_group_split_then_one_is_killed_and_the_other_takes_o
     print("the survivor exported %d of 1600 records" % total)
     assert 800 <= total < 1600, out.decode()
     assert_exact(expected_of(sent), read_tree(tmp_path, t))
+
+
+def test_layout_time_places_each_record_by_its_timestamp(broker, tmp_path):
+    b, t = broker, topic_name("hours")
+    create_topic(b, t, partitions=2)
+    base = 1767225600000 - 3600000                      # 2025-12-31 23:00 UTC
+    recs = mixed_records(300, partitions=2, seed=10)
+    for i, r in enumerate(recs):                         # three hours, interleaved
+        r["timestamp"] = base + (i // 7 % 3) * 3600000 + i
+    sent = send(ck_producer(b), t, recs)
+    # Killed twice on the way, then run to the end: resumes across the tree.
+    for delay in (0.3, 0.6):
+        p = subprocess.Popen(export_args(b, t, tmp_path, "--until-end", "--layout", "time",
+                                         "--max-records", "5", "-q"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        p.kill()
+        p.communicate(timeout=30)
+    run_export(b, t, tmp_path, "--until-end", "--layout", "time", "--max-records", "5")
+    assert sorted(os.listdir(os.path.join(str(tmp_path), t))) == ["dt=2025-12-31", "dt=2026-01-01"]
+    assert_exact(expected_of(sent), read_tree(tmp_path, t, layout="time"))
