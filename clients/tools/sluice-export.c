@@ -441,8 +441,9 @@ static int ex_finish(worker *w, xpart *xp)
         return 0;
     int err = 0;
     const char *what = "";
+    errno = 0;
     if (!O.jsonl && avro_file_writer_close(xp->aw) != 0) {
-        err = EIO;
+        err = errno ? errno : EIO;           /* ENOSPC when the disk is full */
         what = avro_strerror();
     }
     if (!err && (fflush(xp->fp) != 0 || fsync(fileno(xp->fp)) != 0))
@@ -564,9 +565,14 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
             PFAIL(xp, "writing %s: %s", xp->tmp, strerror(errno));
             return -1;
         }
-    } else if (ex_append_avro(w, m) != 0 || avro_file_writer_append_value(xp->aw, &w->rec)) {
-        PFAIL(xp, "writing offset %" PRId64 " to %s: %s", m->offset, xp->tmp, avro_strerror());
-        return -1;
+    } else {
+        errno = 0;
+        if (ex_append_avro(w, m) != 0 || avro_file_writer_append_value(xp->aw, &w->rec)) {
+            int e = errno;           /* ENOSPC, EIO, … when the block went to disk */
+            PFAIL(xp, "writing offset %" PRId64 " to %s: %s%s%s", m->offset, xp->tmp,
+                  e ? strerror(e) : "", e ? ": " : "", avro_strerror());
+            return -1;
+        }
     }
     int64_t size = m->key_len + m->value_len;
     for (int i = 0; i < m->header_count; i++)

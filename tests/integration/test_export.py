@@ -377,3 +377,34 @@ def test_layout_time_places_each_record_by_its_timestamp(broker, tmp_path):
     run_export(b, t, tmp_path, "--until-end", "--layout", "time", "--max-records", "5")
     assert sorted(os.listdir(os.path.join(str(tmp_path), t))) == ["dt=2025-12-31", "dt=2026-01-01"]
     assert_exact(expected_of(sent), read_tree(tmp_path, t, layout="time"))
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    d = str(tmp_path / "small")
+    os.makedirs(d)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs (needs root): %s" % r.stderr.strip())
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", d], capture_output=True)
+
+
+def test_a_full_disk_stops_with_a_clear_error_and_a_rerun_after_freeing_completes(
+        broker, small_fs):
+    b, t = broker, topic_name("full")
+    create_topic(b, t, partitions=1)
+    recs = [{"partition": 0, "key": b"%d" % i, "value": bytes([i % 256]) * 4096}
+            for i in range(600)]                          # 2.4 MB into 1 MiB
+    sent = send(ck_producer(b), t, recs)
+    p = run_export(b, t, small_fs, "--until-end", "--max-records", "100", expect=2)
+    err = p.stderr.decode()
+    assert "%s [0]" % t in err and "No space left on device" in err, err
+    assert ".avro.tmp" in err, err                        # names the file
+    r = subprocess.run(["mount", "-o", "remount,size=16m", small_fs], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    run_export(b, t, small_fs, "--until-end", "--max-records", "100")
+    assert_exact(expected_of(sent), read_tree(small_fs, t))
