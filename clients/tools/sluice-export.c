@@ -186,6 +186,9 @@ typedef struct xpart {
     int64_t first, last, n, bytes, opened_ms;
     /* totals of this run */
     int64_t files, records, rec_bytes, gap_records;
+    /* for the progress line (main thread), relaxed atomics: records and
+     * bytes read (files open included) and the next offset */
+    int64_t prog_records, prog_bytes, prog_next;
 } xpart;
 
 typedef struct worker {
@@ -385,7 +388,8 @@ static int ex_prepare(worker *w, xpart *xp)
         start = lo;
     }
     xp->start = start;
-    xp->end = O.until_end ? hi : -1;
+    __atomic_store_n(&xp->prog_next, start, __ATOMIC_RELAXED);
+    __atomic_store_n(&xp->end, O.until_end ? hi : -1, __ATOMIC_RELAXED);
     xp->done = O.until_end && start >= hi;
     if (last >= 0 && !O.dry_run) {
         sl_topic_partition tp = { xp->topic, xp->partition, SL_OFFSET_INVALID, 0 };
@@ -580,6 +584,9 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
     xp->last = m->offset;
     xp->n++;
     xp->bytes += size;
+    __atomic_store_n(&xp->prog_records, xp->prog_records + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&xp->prog_bytes, xp->prog_bytes + size, __ATOMIC_RELAXED);
+    __atomic_store_n(&xp->prog_next, m->offset + 1, __ATOMIC_RELAXED);
     if (xp->n >= O.max_records || xp->bytes >= O.max_bytes)
         return ex_finish(w, xp);
     return 0;
@@ -732,9 +739,52 @@ static void ex_worker_group(worker *w)
     ex_consume(w);
 }
 
+static int workers_done;
+
+/* On a terminal, once a second: records/s and MB/s over the last second,
+ * with --until-end the records left and the time to done. */
+static void ex_progress(xpart *parts, int n, int nw)
+{
+    int64_t prev_r = 0, prev_b = 0;
+    double t_prev = ex_now_ms() / 1000.0;
+    while (__atomic_load_n(&workers_done, __ATOMIC_RELAXED) < nw) {
+        usleep(200000);
+        double t = ex_now_ms() / 1000.0;
+        if (t - t_prev < 1.0)
+            continue;
+        int64_t r = 0, b = 0, left = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t end = __atomic_load_n(&parts[i].end, __ATOMIC_RELAXED);
+            int64_t next = __atomic_load_n(&parts[i].prog_next, __ATOMIC_RELAXED);
+            r += __atomic_load_n(&parts[i].prog_records, __ATOMIC_RELAXED);
+            b += __atomic_load_n(&parts[i].prog_bytes, __ATOMIC_RELAXED);
+            if (end > next)
+                left += end - next;
+        }
+        double rps = (double)(r - prev_r) / (t - t_prev);
+        fprintf(stderr, "\r" TOOL ": %" PRId64 " records, %.0f records/s, %.1f MB/s", r, rps,
+                (double)(b - prev_b) / (t - t_prev) / 1e6);
+        if (O.until_end)
+            fprintf(stderr, ", %" PRId64 " left (offsets), %s%.0f s to done   ", left,
+                    rps > 0 ? "" : "~", rps > 0 ? (double)left / rps : 0.0);
+        prev_r = r;
+        prev_b = b;
+        t_prev = t;
+    }
+    fputc('\n', stderr);
+}
+
+static void ex_worker_run(worker *w);
+
 static void *ex_worker(void *arg)
 {
-    worker *w = arg;
+    ex_worker_run(arg);
+    __atomic_add_fetch(&workers_done, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void ex_worker_run(worker *w)
+{
     char err[512];
     sl_conf *conf = sl_conf_dup(base_conf);
     sl_conf_set_opaque(conf, w);
@@ -745,13 +795,13 @@ static void *ex_worker(void *arg)
     if (!w->cons) {
         fprintf(stderr, TOOL ": error: %s\n", err);
         failed = 1;
-        return NULL;
+        return;
     }
     if (O.fleet) {
         ex_worker_group(w);
         sl_consumer_close(w->cons);
         sl_consumer_destroy(w->cons);
-        return NULL;
+        return;
     }
     sl_topic_partition *tp = calloc((size_t)w->n, sizeof *tp);
     int na = 0;
@@ -779,7 +829,7 @@ static void *ex_worker(void *arg)
     free(tp);
     sl_consumer_close(w->cons);
     sl_consumer_destroy(w->cons);
-    return NULL;
+    return;
 }
 
 /* ---- main -------------------------------------------------------------------------- */
@@ -1009,6 +1059,8 @@ int main(int argc, char **argv)
             fprintf(stderr, TOOL ": error: starting a worker: %s\n", strerror(errno));
             return EXIT_RUNTIME;
         }
+    if (isatty(2) && !O.quiet && !O.dry_run)
+        ex_progress(parts, n, nw);
     for (int i = 0; i < nw; i++) {
         pthread_join(ws[i].th, NULL);
         avro_value_decref(&ws[i].rec);
