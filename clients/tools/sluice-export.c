@@ -331,15 +331,48 @@ static int64_t ex_scan_dir(xpart *xp)
     return last;
 }
 
+static void ex_commit_failed(const char *topic, int32_t partition, int64_t next, int err)
+{
+    /* The files stay the authority: the next file's commit, or the next
+     * run, redoes it. */
+    fprintf(stderr, TOOL ": warning: %s [%d]: commit of offset %" PRId64 ": %s\n",
+            topic, partition, next, sl_err_name(err));
+}
+
+/* Async commits' results (served by sl_consumer_poll). */
+static void ex_commit_cb(sl_consumer *c, int err, const sl_topic_partition *tps, int n,
+                         void *opaque)
+{
+    (void)c; (void)opaque;
+    for (int i = 0; i < n; i++)
+        if (err || tps[i].err)
+            ex_commit_failed(tps[i].topic, tps[i].partition, tps[i].offset,
+                             err ? err : tps[i].err);
+}
+
+/* Records the partition's position in the group.  Asynchronous while
+ * exporting: a coordinator that went away must not stall the files (a
+ * synchronous commit waits out request.timeout.ms), and the files are the
+ * authority anyway; synchronous once at the end (ex_commit_final). */
 static void ex_commit(worker *w, xpart *xp, int64_t next)
 {
     sl_topic_partition tp = { xp->topic, xp->partition, next, 0 };
-    int rc = sl_consumer_commit(w->cons, &tp, 1, 0);
-    if (rc == 0)
-        rc = tp.err;
-    if (rc)     /* the files stay the authority: the next run redoes it */
-        fprintf(stderr, TOOL ": warning: %s [%d]: commit of offset %" PRId64 ": %s\n",
-                xp->topic, xp->partition, next, sl_err_name(rc));
+    int rc = sl_consumer_commit(w->cons, &tp, 1, 1);
+    if (rc)
+        ex_commit_failed(xp->topic, xp->partition, next, rc);
+}
+
+static void ex_commit_final(worker *w)
+{
+    for (int i = 0; i < w->n; i++) {
+        xpart *xp = w->parts[i];
+        if (xp->owner != w || xp->files == 0)
+            continue;
+        sl_topic_partition tp = { xp->topic, xp->partition, xp->last + 1, 0 };
+        int rc = sl_consumer_commit(w->cons, &tp, 1, 0);
+        if (rc || tp.err)
+            ex_commit_failed(xp->topic, xp->partition, xp->last + 1, rc ? rc : tp.err);
+    }
 }
 
 static void ex_gap(xpart *xp, int64_t from, int64_t to)
@@ -437,20 +470,39 @@ static int ex_open(worker *w, xpart *xp, int64_t first, int64_t timestamp)
     return 0;
 }
 
+/* Gives up the open file after a write failed: Avro C frees its writer
+ * only when the close flushes, so the close writes to /dev/null; the
+ * temporary file is removed at once (a full disk gets its room back). */
+static void ex_abandon(xpart *xp)
+{
+    if (!xp->fp)
+        return;
+    FILE *f = freopen("/dev/null", "wb", xp->fp);
+    if (f && !O.jsonl)
+        avro_file_writer_close(xp->aw);
+    if (f)
+        fclose(f);
+    xp->fp = NULL;
+    unlink(xp->tmp);
+}
+
 /* Completes the open file: flush, fsync, rename, fsync the directory,
  * commit.  0 or -1 (the temporary file is left for the next run). */
 static int ex_finish(worker *w, xpart *xp)
 {
     if (!xp->fp)
         return 0;
-    int err = 0;
-    const char *what = "";
     errno = 0;
     if (!O.jsonl && avro_file_writer_close(xp->aw) != 0) {
-        err = errno ? errno : EIO;           /* ENOSPC when the disk is full */
-        what = avro_strerror();
+        int e = errno ? errno : EIO;         /* ENOSPC when the disk is full */
+        char what[256];
+        snprintf(what, sizeof what, "%s", avro_strerror());
+        ex_abandon(xp);
+        PFAIL(xp, "writing %s: %s: %s", xp->tmp, strerror(e), what);
+        return -1;
     }
-    if (!err && (fflush(xp->fp) != 0 || fsync(fileno(xp->fp)) != 0))
+    int err = 0;
+    if (fflush(xp->fp) != 0 || fsync(fileno(xp->fp)) != 0)
         err = errno;
     if (fclose(xp->fp) != 0 && !err)
         err = errno;
@@ -459,7 +511,8 @@ static int ex_finish(worker *w, xpart *xp)
     snprintf(final, sizeof final, "%s/%s+%d+%" PRId64 "+%" PRId64 ".%s", xp->dir, xp->topic,
              xp->partition, xp->first, xp->last, O.jsonl ? "jsonl" : "avro");
     if (err) {
-        PFAIL(xp, "writing %s: %s%s%s", xp->tmp, strerror(err), *what ? ": " : "", what);
+        PFAIL(xp, "writing %s: %s", xp->tmp, strerror(err));
+        unlink(xp->tmp);
         return -1;
     }
     if (rename(xp->tmp, final) != 0) {
@@ -567,6 +620,7 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
         ex_append_json(xp->fp, m);
         if (ferror(xp->fp)) {
             PFAIL(xp, "writing %s: %s", xp->tmp, strerror(errno));
+            ex_abandon(xp);
             return -1;
         }
     } else {
@@ -575,6 +629,7 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
             int e = errno;           /* ENOSPC, EIO, … when the block went to disk */
             PFAIL(xp, "writing offset %" PRId64 " to %s: %s%s%s", m->offset, xp->tmp,
                   e ? strerror(e) : "", e ? ": " : "", avro_strerror());
+            ex_abandon(xp);
             return -1;
         }
     }
@@ -788,6 +843,7 @@ static void ex_worker_run(worker *w)
     char err[512];
     sl_conf *conf = sl_conf_dup(base_conf);
     sl_conf_set_opaque(conf, w);
+    sl_conf_set_commit_cb(conf, ex_commit_cb);
     if (O.fleet)
         sl_conf_set_rebalance_cb(conf, ex_rebalance);
     w->cons = sl_consumer_new(conf, err, sizeof err);
@@ -799,6 +855,7 @@ static void ex_worker_run(worker *w)
     }
     if (O.fleet) {
         ex_worker_group(w);
+        ex_commit_final(w);
         sl_consumer_close(w->cons);
         sl_consumer_destroy(w->cons);
         return;
@@ -827,9 +884,9 @@ static void ex_worker_run(worker *w)
         }
     }
     free(tp);
+    ex_commit_final(w);
     sl_consumer_close(w->cons);
     sl_consumer_destroy(w->cons);
-    return;
 }
 
 /* ---- main -------------------------------------------------------------------------- */
