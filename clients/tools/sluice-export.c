@@ -100,7 +100,8 @@ static const char usage[] =
 "\n"
 "RECORDS\n"
 "    Each record is an Avro record io.sluice.export.KafkaRecord that keeps every\n"
-"    byte:  topic: string, partition: int, offset: long, timestamp: long (ms),\n"
+"    byte:  topic: string, partition_id: int (not \"partition\": the directory\n"
+"    key partition=<p> is a column of its own in Hive), offset: long, timestamp: long (ms),\n"
 "    timestamp_type: int (0 create time, 1 log append time), key: [null, bytes],\n"
 "    value: [null, bytes], headers: array of io.sluice.export.Header\n"
 "    {key: string, value: [null, bytes]}.  Values in the schema registry's wire\n"
@@ -125,7 +126,7 @@ static const char envelope_schema[] =
     "{\"type\":\"record\",\"name\":\"KafkaRecord\",\"namespace\":\"io.sluice.export\","
     "\"fields\":["
     "{\"name\":\"topic\",\"type\":\"string\"},"
-    "{\"name\":\"partition\",\"type\":\"int\"},"
+    "{\"name\":\"partition_id\",\"type\":\"int\"},"
     "{\"name\":\"offset\",\"type\":\"long\"},"
     "{\"name\":\"timestamp\",\"type\":\"long\"},"
     "{\"name\":\"timestamp_type\",\"type\":\"int\"},"
@@ -186,6 +187,7 @@ typedef struct xpart {
     int64_t first, last, n, bytes, opened_ms;
     /* totals of this run */
     int64_t files, records, rec_bytes, gap_records;
+    int64_t commit_next;      /* the offset last committed (async), 0: none */
     /* for the progress line (main thread), relaxed atomics: records and
      * bytes read (files open included) and the next offset */
     int64_t prog_records, prog_bytes, prog_next;
@@ -357,6 +359,7 @@ static void ex_commit_cb(sl_consumer *c, int err, const sl_topic_partition *tps,
 static void ex_commit(worker *w, xpart *xp, int64_t next)
 {
     sl_topic_partition tp = { xp->topic, xp->partition, next, 0 };
+    xp->commit_next = next;
     int rc = sl_consumer_commit(w->cons, &tp, 1, 1);
     if (rc)
         ex_commit_failed(xp->topic, xp->partition, next, rc);
@@ -366,12 +369,12 @@ static void ex_commit_final(worker *w)
 {
     for (int i = 0; i < w->n; i++) {
         xpart *xp = w->parts[i];
-        if (xp->owner != w || xp->files == 0)
+        if (xp->owner != w || xp->commit_next <= 0)
             continue;
-        sl_topic_partition tp = { xp->topic, xp->partition, xp->last + 1, 0 };
+        sl_topic_partition tp = { xp->topic, xp->partition, xp->commit_next, 0 };
         int rc = sl_consumer_commit(w->cons, &tp, 1, 0);
         if (rc || tp.err)
-            ex_commit_failed(xp->topic, xp->partition, xp->last + 1, rc ? rc : tp.err);
+            ex_commit_failed(xp->topic, xp->partition, xp->commit_next, rc ? rc : tp.err);
     }
 }
 
@@ -967,7 +970,9 @@ static void ex_parse(int argc, char **argv)
             break;
         }
         case 'q': O.quiet = 1; break;
-        case 'h': fputs(usage, stdout); exit(0);
+        case 'h':
+            printf("%s\nSCHEMA (Avro, of every record)\n    %s\n", usage, envelope_schema);
+            exit(0);
         default: fputs(usage, stderr); exit(EXIT_USAGE);
         }
     }

@@ -17,7 +17,9 @@ import avro.datafile
 import avro.io
 import pytest
 
-from support import ck_producer, create_topic, produce_ok, topic_name
+from confluent_kafka import TopicPartition
+
+from support import ck_consumer, ck_producer, create_topic, produce_ok, topic_name
 from conftest import sluiced_path
 from retention_support import delete_records
 
@@ -110,7 +112,7 @@ def read_tree(root, topic, layout="partition"):
             assert recs, "empty file %s" % path
             assert (recs[0]["offset"], recs[-1]["offset"]) == (first, last), path
             for r in recs:
-                assert (r["topic"], r["partition"]) == (topic, p)
+                assert (r["topic"], r["partition_id"]) == (topic, p)
                 if layout == "time":
                     when = time.strftime("dt=%Y-%m-%d/hour=%H", time.gmtime(r["timestamp"] / 1000))
                     assert when == "/".join(rel), (path, r["offset"], r["timestamp"])
@@ -184,25 +186,61 @@ def test_each_codec_reads_back(broker, tmp_path, codec):
     assert_exact(expected_of(msgs), read_tree(tmp_path, t))
 
 
+def count_files(root, topic):
+    n = 0
+    for _d, _, names in os.walk(os.path.join(str(root), topic)):
+        n += sum(1 for name in names if name.endswith(".avro"))
+    return n
+
+
 def test_sigkill_at_random_points_then_resume_is_exact(broker, tmp_path):
+    """Each round adds 600 records (30 files of 20) and kills the exporter
+    after a random number (1..25) of new files: mid-write, mid-rename or
+    between a rename and its commit, wherever that lands."""
     b, t = broker, topic_name("kill")
     create_topic(b, t, partitions=3)
-    msgs = send(ck_producer(b), t, mixed_records(6000, seed=3))
     rnd = random.Random(7)
-    kills = 0
-    for _ in range(12):
-        p = subprocess.Popen(export_args(b, t, tmp_path, "--until-end", "--max-records", "40",
+    sent, kills = [], 0
+    for rnd_no in range(12):
+        sent += send(ck_producer(b), t, mixed_records(600, seed=100 + rnd_no))
+        target = count_files(tmp_path, t) + rnd.randint(1, 25)
+        p = subprocess.Popen(export_args(b, t, tmp_path, "--until-end", "--max-records", "20",
                                          "--parallel", "2", "-q"),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(rnd.uniform(0.05, 0.8))
+        deadline = time.monotonic() + 30
+        while p.poll() is None and time.monotonic() < deadline and count_files(tmp_path, t) < target:
+            time.sleep(0.005)
         if p.poll() is None:
             p.kill()
             kills += 1
-        p.communicate(timeout=30)
+        _, err = p.communicate(timeout=30)
+        assert p.returncode in (0, -signal.SIGKILL), err.decode(errors="replace")
     print("killed %d of 12 runs" % kills)
     assert kills >= 10, "the exporter finished before the kill too often (%d kills)" % kills
+    run_export(b, t, tmp_path, "--until-end", "--max-records", "20")
+    assert_exact(expected_of(sent), read_tree(tmp_path, t))
+
+
+def test_the_files_not_the_group_say_where_a_partition_resumes(broker, tmp_path):
+    """A commit lost to a kill between a rename and its commit, made
+    deterministic: the group's offsets are moved back to 0 after a run; the
+    next run still resumes after the files (writes nothing) and commits
+    the files' offsets again."""
+    b, t = broker, topic_name("lost")
+    create_topic(b, t, partitions=3)
+    sent = send(ck_producer(b), t, mixed_records(300, seed=12))
     run_export(b, t, tmp_path, "--until-end", "--max-records", "40")
-    assert_exact(expected_of(msgs), read_tree(tmp_path, t))
+    c = ck_consumer(b, **{"group.id": "sluice-export-" + t})
+    try:
+        c.commit(offsets=[TopicPartition(t, p, 0) for p in range(3)], asynchronous=False)
+        out = run_export(b, t, tmp_path, "--until-end", "--max-records", "40")
+        assert "total: 0 file(s), 0 record(s)" in out.stdout.decode(), out.stdout.decode()
+        got = c.committed([TopicPartition(t, p) for p in range(3)], timeout=10)
+    finally:
+        c.close()
+    assert_exact(expected_of(sent), read_tree(tmp_path, t))
+    ends = {p: max(recs) + 1 for p, recs in expected_of(sent).items()}
+    assert {tp.partition: tp.offset for tp in got} == ends
 
 
 def test_aborted_transactions_are_not_exported(broker, tmp_path):
