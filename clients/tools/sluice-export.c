@@ -197,7 +197,7 @@ typedef struct worker {
     pthread_t th;
     xpart **parts;            /* its share; with --group, every partition */
     int n;
-    int assigned;             /* --group: an assignment arrived */
+    int assigned;             /* --group: holds an assignment (maybe empty) */
     sl_consumer *cons;
     avro_schema_t schema;
     avro_value_iface_t *iface;
@@ -760,7 +760,9 @@ static void ex_rebalance(sl_consumer *c, int event, const sl_topic_partition *tp
 {
     worker *w = opaque;
     (void)c;
-    w->assigned = 1;
+    /* --until-end ends a member when its assignment is done: not between
+     * giving partitions up and receiving the next ones. */
+    w->assigned = event == SL_REBALANCE_ASSIGN;
     for (int i = 0; i < n; i++) {
         xpart *xp = NULL;
         for (int k = 0; k < w->n && !xp; k++)

@@ -446,3 +446,27 @@ def test_a_full_disk_stops_with_a_clear_error_and_a_rerun_after_freeing_complete
     assert r.returncode == 0, r.stderr
     run_export(b, t, small_fs, "--until-end", "--max-records", "100")
     assert_exact(expected_of(sent), read_tree(small_fs, t))
+
+
+def test_two_exporters_in_a_group_until_end_both_exit_and_the_union_is_exact(broker, tmp_path):
+    b, t = broker, topic_name("fleet-end")
+    create_topic(b, t, partitions=4)
+    sent = send(ck_producer(b), t, mixed_records(2000, partitions=4, seed=13))
+    args = ["--group", "fe-" + t, "--until-end", "--max-records", "50"]
+    ps = [subprocess.Popen(export_args(b, t, tmp_path, *args), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE) for _ in range(2)]
+    outs = []
+    try:
+        for p in ps:
+            out, err = p.communicate(timeout=90)
+            assert p.returncode == 0, err.decode(errors="replace")
+            outs.append(out.decode())
+    finally:
+        for p in ps:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    totals = [int(o.split("total: ")[1].split(" file(s), ")[1].split(" ")[0]) for o in outs]
+    print("records per exporter: %s" % totals)
+    assert sum(totals) == 2000, outs
+    assert_exact(expected_of(sent), read_tree(tmp_path, t))
