@@ -593,7 +593,7 @@ static void ex_append_json(FILE *fp, const sl_message *m)
 {
     fputs("{\"topic\":", fp);
     ex_json_bytes(fp, m->topic, (int32_t)strlen(m->topic));
-    fprintf(fp, ",\"partition\":%d,\"offset\":%" PRId64 ",\"timestamp\":%" PRId64
+    fprintf(fp, ",\"partition_id\":%d,\"offset\":%" PRId64 ",\"timestamp\":%" PRId64
             ",\"timestamp_type\":%d,\"key\":", m->partition, m->offset, m->timestamp,
             m->timestamp_type);
     ex_json_bytes(fp, m->key, m->key_len);

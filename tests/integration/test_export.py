@@ -470,3 +470,25 @@ def test_two_exporters_in_a_group_until_end_both_exit_and_the_union_is_exact(bro
     print("records per exporter: %s" % totals)
     assert sum(totals) == 2000, outs
     assert_exact(expected_of(sent), read_tree(tmp_path, t))
+
+
+def test_jsonl_format_keeps_every_byte(broker, tmp_path):
+    import json
+    b, t = broker, topic_name("jsonl")
+    create_topic(b, t, partitions=2)
+    sent = send(ck_producer(b), t, mixed_records(200, partitions=2, seed=14))
+    run_export(b, t, tmp_path, "--until-end", "--format", "jsonl", "--max-records", "30")
+
+    def raw(v):                          # one code point per byte
+        return None if v is None else v.encode("latin-1")
+    got = {}
+    for d, _, names in os.walk(os.path.join(str(tmp_path), t)):
+        for n in sorted(names, key=lambda n: int(n.rsplit("+", 2)[1])):
+            assert n.endswith(".jsonl"), n
+            with open(os.path.join(d, n), encoding="ascii") as f:
+                for line in f:
+                    r = json.loads(line)
+                    got.setdefault(r["partition_id"], []).append(
+                        (r["offset"], raw(r["key"]), raw(r["value"]),
+                         [(h["key"], raw(h["value"])) for h in r["headers"]]))
+    assert_exact(expected_of(sent), got)
