@@ -63,9 +63,11 @@ static run run_export(const char *topic, const char *codec, const char *parallel
     char bin[1100], dir[400], group[64];
     snprintf(bin, sizeof bin, "%s/sluice-export", tools);
     snprintf(dir, sizeof dir, "%s/out%d", bench_scratch, n);
-    snprintf(group, sizeof group, "bench-%d", n++);
+    /* A group of its own (commits only, no membership): a fresh tree
+     * whose group had committed would resume there. */
+    snprintf(group, sizeof group, "group.id=bench-%d", n++);
     char *argv[] = { bin, "-b", bootstrap, "-t", (char *)topic, "-d", dir, "-e", "-q",
-                     "-g", group, "-c", (char *)codec, "-P", (char *)parallel, NULL };
+                     "-X", group, "-c", (char *)codec, "-P", (char *)parallel, NULL };
     sync();
     run r = run_child(argv);
     bench_rm_tree(dir);

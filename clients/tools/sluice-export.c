@@ -75,7 +75,8 @@ static const char usage[] =
 "                                  partitions and take over those of one that\n"
 "                                  stops; each resumes after the files.  Without\n"
 "                                  it this process exports every partition and\n"
-"                                  commits to sluice-export-<first topic>\n"
+"                                  commits to -X group.id, else to\n"
+"                                  sluice-export-<first topic>, as a non-member\n"
 "    -P, --parallel N              worker threads (default 1), partitions spread\n"
 "                                  over them (with --group: N group members)\n"
 "    -c, --codec CODEC             null (default), deflate, snappy (not xz: Avro\n"
@@ -1068,9 +1069,12 @@ int main(int argc, char **argv)
 {
     base_conf = sl_conf_new();
     ex_parse(argc, argv);
+    /* The group offsets go to: --group (as a member), else -X group.id
+     * (commits only, no membership), else sluice-export-<first topic>. */
     char group[512];
-    snprintf(group, sizeof group, "%s%s", O.group ? "" : "sluice-export-",
-             O.group ? O.group : O.topics[0]);
+    if (sl_conf_get(base_conf, "group.id", group, sizeof group) != 0 || !group[0] || O.group)
+        snprintf(group, sizeof group, "%s%s", O.group ? "" : "sluice-export-",
+                 O.group ? O.group : O.topics[0]);
     ex_conf("group.id", group);
     ex_conf("enable.auto.commit", "false");
     ex_conf("auto.offset.reset", "none");
