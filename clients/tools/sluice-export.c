@@ -387,13 +387,37 @@ static void ex_gap(xpart *xp, int64_t from, int64_t to)
             xp->topic, xp->partition, from, to - 1, to - from);
 }
 
+/* Errors a leader change or a restarting broker causes: tried again. */
+static int ex_transient(int rc)
+{
+    return rc == SL_E_TIMED_OUT || rc == SL_E_TRANSPORT || rc == SL_ERR_REQUEST_TIMED_OUT ||
+           rc == SL_ERR_NOT_LEADER_OR_FOLLOWER || rc == SL_ERR_LEADER_NOT_AVAILABLE ||
+           rc == SL_ERR_UNKNOWN_SERVER_ERROR;
+}
+
+/* The partition's low and high (read_committed: last stable) offsets,
+ * with up to 5 tries over transient errors. */
+static int ex_watermarks(worker *w, xpart *xp, int64_t *lo, int64_t *hi)
+{
+    int rc = 0;
+    for (int try = 1; try <= 5 && !stop_signal; try++) {
+        rc = sl_consumer_watermarks(w->cons, xp->topic, xp->partition, lo, hi, TIMEOUT_MS);
+        if (rc == 0 || !ex_transient(rc))
+            return rc;
+        fprintf(stderr, TOOL ": warning: %s [%d]: watermarks: %s (try %d of 5)\n",
+                xp->topic, xp->partition, sl_err_name(rc), try);
+        sleep(1);
+    }
+    return rc;
+}
+
 /* Where the partition starts and (with --until-end) ends; 0 or -1. */
 static int ex_prepare(worker *w, xpart *xp)
 {
     int64_t last = ex_scan_dir(xp), lo, hi, start;
     if (last == -2)
         return -1;
-    int rc = sl_consumer_watermarks(w->cons, xp->topic, xp->partition, &lo, &hi, TIMEOUT_MS);
+    int rc = ex_watermarks(w, xp, &lo, &hi);
     if (rc) {
         PFAIL(xp, "watermarks: %s", sl_err_name(rc));
         return -1;
@@ -675,7 +699,7 @@ static int ex_event(worker *w, xpart *xp, const sl_message *m)
         return O.until_end && !xp->done ? ex_reached_end(w, xp) : 0;
     if (m->err == SL_ERR_OFFSET_OUT_OF_RANGE) {
         int64_t lo, hi, pos = m->offset;
-        int rc = sl_consumer_watermarks(w->cons, xp->topic, xp->partition, &lo, &hi, TIMEOUT_MS);
+        int rc = ex_watermarks(w, xp, &lo, &hi);
         if (rc) {
             PFAIL(xp, "offset %" PRId64 " out of range, watermarks: %s", pos, sl_err_name(rc));
             return -1;
