@@ -415,6 +415,7 @@ static int ex_watermarks(worker *w, xpart *xp, int64_t *lo, int64_t *hi)
 static int ex_prepare(worker *w, xpart *xp)
 {
     int64_t last = ex_scan_dir(xp), lo, hi, start;
+    int fresh = 0;            /* neither a file nor a committed offset */
     if (last == -2)
         return -1;
     int rc = ex_watermarks(w, xp, &lo, &hi);
@@ -429,7 +430,7 @@ static int ex_prepare(worker *w, xpart *xp)
         rc = sl_consumer_committed(w->cons, &tp, 1, TIMEOUT_MS);
         if (rc == 0 && tp.err == 0 && tp.offset >= 0) {
             start = tp.offset;
-        } else if (!strcmp(O.from, "beginning")) {
+        } else if ((fresh = 1) && !strcmp(O.from, "beginning")) {
             start = lo;
         } else if (!strcmp(O.from, "end")) {
             start = hi;
@@ -457,6 +458,10 @@ static int ex_prepare(worker *w, xpart *xp)
         if (sl_consumer_committed(w->cons, &tp, 1, TIMEOUT_MS) != 0 || tp.offset != last + 1)
             ex_commit(w, xp, last + 1);        /* a commit lost to a kill */
     }
+    /* The first run records where --from put it: a run that wrote nothing
+     * (--from end, nothing new) must not start over from the beginning. */
+    if (fresh && !O.dry_run)
+        ex_commit(w, xp, start);
     return 0;
 }
 
