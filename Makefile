@@ -157,6 +157,10 @@ $(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libsluice.so.0 -o $@ $^ $(PKG_LIBS) -lm
 $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+# sluice-export writes Avro Object Container Files with Avro C (libavro-dev).
+AVRO_LIBS := $(shell pkg-config --libs avro-c 2>/dev/null || echo -lavro)
+$(BUILD)/sluice-export: $(call obj,clients/tools/sluice-export.c) $(LIBSLUICE_A)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(AVRO_LIBS) -lm
 # The shell references only the surface (sq_open, sq_run, formats), so the
 # linker takes those objects from libadmin and leaves the worker threads
 # and the HTTP endpoint (libevent, bk_*) out; no libdaemon needed.

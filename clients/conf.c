@@ -74,7 +74,7 @@ int sl_retriable(int err)
 
 /* ---- the table ------------------------------------------------------------ */
 enum kind { K_STR, K_INT, K_I64, K_BOOL, K_ACKS, K_CODEC, K_RESET, K_PARTITIONER,
-            K_ASSIGNORS };
+            K_ASSIGNORS, K_ISOLATION };
 
 typedef struct key {
     const char *name;
@@ -123,9 +123,11 @@ static const key keys[] = {
     { "queued.max.messages.kbytes", K_INT, F(queued_max_kbytes), 1, 2097151 },
     { "enable.partition.eof", K_BOOL, F(enable_partition_eof), 0, 1 },
     { "allow.auto.create.topics", K_BOOL, F(allow_auto_create_topics), 0, 1 },
+    { "isolation.level", K_ISOLATION, F(isolation_level), 0, 0 },
 };
 
 static const char *codecs[] = { "none", "gzip", "snappy", "lz4", "zstd" };
+static const char *isolation_levels[] = { "read_uncommitted", "read_committed" };
 static const char *partitioners[] = { "murmur2_random", "murmur2",
                                       "consistent_random", "random" };
 
@@ -318,6 +320,12 @@ int sl_conf_set(sl_conf *conf, const char *name, const char *v,
             BAD("auto.offset.reset: invalid value \"%s\" (expected earliest, "
                 "latest or none)", v);
         return 0;
+    case K_ISOLATION:
+        if ((i = pick(v, isolation_levels, 2)) < 0)
+            BAD("isolation.level: invalid value \"%s\" (expected read_uncommitted or "
+                "read_committed)", v);
+        conf->isolation_level = i;
+        return 0;
     case K_ASSIGNORS: {
         int got[2], n = 0;
         const char *p = v;
@@ -369,6 +377,7 @@ int sl_conf_get(const sl_conf *conf, const char *name, char *buf, size_t size)
     case K_ACKS: snprintf(buf, size, "%s", conf->acks == -1 ? "all" : conf->acks ? "1" : "0"); break;
     case K_CODEC: snprintf(buf, size, "%s", codecs[conf->codec]); break;
     case K_PARTITIONER: snprintf(buf, size, "%s", partitioners[conf->partitioner]); break;
+    case K_ISOLATION: snprintf(buf, size, "%s", isolation_levels[conf->isolation_level]); break;
     case K_RESET:
         snprintf(buf, size, "%s", conf->auto_offset_reset == SL_OFFSET_BEGINNING ? "earliest"
                  : conf->auto_offset_reset == SL_OFFSET_END ? "latest" : "none");

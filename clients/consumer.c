@@ -72,6 +72,7 @@ static sl_cpart *cpart_get(sl_cons *c, const char *topic, int32_t partition)
 void sl_chunk_free(sl_chunk *ch)
 {
     sl_frame_unref(ch->f);
+    free(ch->aborted);
     free(ch);
 }
 
@@ -198,6 +199,7 @@ void sl_list_offsets_send(sl_client *cl, sl_broker *b, int16_t v, const char *to
     kp_ListOffsetsRequest q;
     kp_init_ListOffsetsRequest(&q);
     q.ReplicaId = -1;
+    q.IsolationLevel = (int8_t)cl->conf.isolation_level;  /* v2+: latest = LSO */
     q.Topics = &qt;
     q.Topics_count = 1;
     kp_enc_ListOffsetsRequest(sl_req_begin(cl, b, KP_API_LIST_OFFSETS, v), v, &q);
@@ -280,9 +282,29 @@ static void error_event(sl_client *cl, sl_cons *c, sl_cpart *cp, int err, int64_
     queue_push(cl, c, ch);
 }
 
-static void fetch_partition(sl_client *cl, sl_cons *c, sl_cpart *cp, sl_frame *f,
-                            int16_t ec, int64_t hwm, kp_str recs)
+/* Copies a read_committed fetch's aborted transactions into its chunk. */
+static int chunk_set_aborted(sl_chunk *ch, const kp_FetchResponse_PartitionData *mp)
 {
+    if (mp->AbortedTransactions_count <= 0)
+        return 0;
+    ch->aborted = calloc((size_t)mp->AbortedTransactions_count, sizeof *ch->aborted);
+    if (!ch->aborted)
+        return -1;
+    for (int32_t i = 0; i < mp->AbortedTransactions_count; i++)
+        ch->aborted[i] = (struct sl_aborted){ mp->AbortedTransactions[i].ProducerId,
+                                              mp->AbortedTransactions[i].FirstOffset, true };
+    ch->n_aborted = mp->AbortedTransactions_count;
+    return 0;
+}
+
+static void fetch_partition(sl_client *cl, sl_cons *c, sl_cpart *cp, sl_frame *f,
+                            const kp_FetchResponse_PartitionData *mp)
+{
+    int16_t ec = mp->ErrorCode;
+    /* read_committed: the end a consumer can reach is the LSO. */
+    int64_t hwm = cl->conf.isolation_level && mp->LastStableOffset >= 0
+                  ? mp->LastStableOffset : mp->HighWatermark;
+    kp_str recs = mp->Records;
     if (ec == SL_ERR_OFFSET_OUT_OF_RANGE) {
         int64_t reset = cl->conf.auto_offset_reset;
         sl_log(cl, 5, "%s [%d]: offset %lld out of range, %s", cp->topic, cp->partition,
@@ -324,6 +346,10 @@ static void fetch_partition(sl_client *cl, sl_cons *c, sl_cpart *cp, sl_frame *f
         sl_chunk *ch = calloc(1, sizeof *ch);
         if (!ch)
             return;
+        if (chunk_set_aborted(ch, mp) != 0) {
+            free(ch);
+            return;
+        }
         ch->cp = cp;
         ch->version = cp->version;
         ch->f = f;
@@ -383,8 +409,7 @@ static void handle_fetch(sl_client *cl, sl_broker *b, int err, sl_frame *f,
                     continue;
                 if (cp->version == x->p[k].version && cp->assigned &&
                     cp->state == CP_ACTIVE && cp->fetch_pos == x->p[k].pos)
-                    fetch_partition(cl, c, cp, f, mp->ErrorCode, mp->HighWatermark,
-                                    mp->Records);
+                    fetch_partition(cl, c, cp, f, mp);
                 break;
             }
         }
@@ -447,7 +472,7 @@ static void send_fetch(sl_client *cl, sl_cons *c, sl_broker *b, int64_t now)
     q.MaxWaitMs = cl->conf.fetch_max_wait_ms;
     q.MinBytes = cl->conf.fetch_min_bytes;
     q.MaxBytes = cl->conf.fetch_max_bytes;
-    q.IsolationLevel = 0;
+    q.IsolationLevel = (int8_t)cl->conf.isolation_level;
     q.SessionId = 0;
     q.SessionEpoch = -1;                                  /* no session (v7+) */
     q.Topics = ts;
@@ -511,6 +536,26 @@ void sl_cons_tick(sl_client *cl, int64_t now, int64_t *next)
 
 /* ---- poll --------------------------------------------------------------------- */
 
+/* A control batch (a transaction marker) is never returned; with
+ * read_committed, neither is a transactional batch whose producer has an
+ * aborted transaction open at its offset (the fetch's AbortedTransactions,
+ * each closed by that producer's next marker). */
+static bool batch_skipped(sl_chunk *ch, const kp_batch *h)
+{
+    bool control = h->Attributes & KP_ATTR_CONTROL;
+    bool aborted = false;
+    for (int i = 0; i < ch->n_aborted; i++) {
+        struct sl_aborted *a = &ch->aborted[i];
+        if (!a->open || a->pid != h->ProducerId || a->first > h->BaseOffset)
+            continue;
+        if (control)
+            a->open = false;
+        else
+            aborted = true;
+    }
+    return control || (aborted && (h->Attributes & KP_ATTR_TRANSACTIONAL));
+}
+
 /* Next record of the current chunk, decoding batches as needed; lock NOT
  * held.  1 = record, 0 = chunk exhausted, < 0 = corrupt data. */
 static int next_record(sl_cons *c, kp_record *rec)
@@ -533,8 +578,8 @@ static int next_record(sl_cons *c, kp_record *rec)
         const uint8_t *bp = ch->p + ch->used;
         ch->used += (size_t)size;
         kp_batch h;
-        if (kp_batch_header(bp, (size_t)size, &h) == 0 && (h.Attributes & KP_ATTR_CONTROL))
-            continue;                                     /* transaction marker */
+        if (kp_batch_header(bp, (size_t)size, &h) == 0 && batch_skipped(ch, &h))
+            continue;                       /* transaction marker or aborted */
         int rc = kp_rec_iter_start(&c->it, bp, (size_t)size);
         if (rc < 0)
             return rc;

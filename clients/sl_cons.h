@@ -38,6 +38,10 @@ typedef struct sl_chunk {
     size_t len, used;
     int err;
     int64_t offset;
+    /* read_committed: the fetch's aborted transactions (producer id, first
+     * offset); an entry is closed by its producer's next control batch. */
+    struct sl_aborted { int64_t pid, first; bool open; } *aborted;
+    int n_aborted;
 } sl_chunk;
 
 typedef struct sl_cons {

@@ -52,6 +52,7 @@ struct sl_conf {
     int fetch_min_bytes, fetch_max_bytes, max_partition_fetch_bytes;
     int fetch_max_wait_ms, queued_max_kbytes, enable_partition_eof;
     int allow_auto_create_topics;
+    int isolation_level;                /* 0 read_uncommitted, 1 read_committed */
     /* callbacks */
     void *opaque;
     void (*log_cb)(int, const char *, void *);

@@ -169,6 +169,10 @@ void sl_conf_destroy(sl_conf *conf);
  *   queued.max.messages.kbytes 1..  (65536) prefetch bound per consumer
  *   enable.partition.eof     true|false (false)
  *   allow.auto.create.topics true|false (false)
+ *   isolation.level          read_uncommitted|read_committed (read_uncommitted):
+ *                            read_committed fetches up to the last stable
+ *                            offset and drops the records of aborted
+ *                            transactions; watermarks' high is then the LSO
  */
 int sl_conf_set(sl_conf *conf, const char *key, const char *value,
                 char *errbuf, size_t errbuf_size);

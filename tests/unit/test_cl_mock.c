@@ -117,6 +117,14 @@ START_TEST(test_conf_rejects_unknown_key_and_bad_values)
     ck_assert_str_eq(v, "earliest");
     ck_assert_int_eq(sl_conf_get(c, "enable.idempotence", v, sizeof v), 0);
     ck_assert_str_eq(v, "true");
+    ck_assert_int_eq(sl_conf_get(c, "isolation.level", v, sizeof v), 0);
+    ck_assert_str_eq(v, "read_uncommitted");                /* Java's default */
+    ck_assert_int_eq(sl_conf_set(c, "isolation.level", "read_committed", err, sizeof err), 0);
+    ck_assert_int_eq(sl_conf_get(c, "isolation.level", v, sizeof v), 0);
+    ck_assert_str_eq(v, "read_committed");
+    ck_assert_int_eq(sl_conf_set(c, "isolation.level", "serializable", err, sizeof err),
+                     SL_E_CONF);
+    ck_assert_ptr_nonnull(strstr(err, "isolation.level"));
     /* No bootstrap.servers: the constructor names it. */
     ck_assert_ptr_null(sl_producer_new(c, err, sizeof err));
     ck_assert_ptr_nonnull(strstr(err, "bootstrap.servers"));

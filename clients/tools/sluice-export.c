@@ -1,0 +1,1174 @@
+/*
+ * sluice-export — copy topics into Avro Object Container Files, a Hive-style
+ * tree a data lake reads, exactly once (issue 32), built only on sluice.h
+ * and Avro C.
+ *
+ * Each partition is exported by one worker thread (--parallel N threads,
+ * partitions spread over them, each with its own consumer).  A file is
+ * written under a hidden temporary name, fsynced, renamed into place, its
+ * directory fsynced, and only then is the partition's next offset
+ * committed to the group.  On start the file names are the authority: the
+ * last complete file's last offset + 1 is where the partition resumes,
+ * whatever the group says (a commit lost to a kill is redone), and
+ * temporary leftovers are removed.  Records are read read_committed.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <avro.h>
+
+#include "clients/sluice.h"
+
+#define TOOL "sluice-export"
+#define EXIT_USAGE 1
+#define EXIT_RUNTIME 2
+#define MAX_TOPICS 64
+#define TIMEOUT_MS 15000
+/* Avro C keeps one block in memory and a record must fit in it. */
+#define AVRO_BLOCK_SIZE (4 << 20)
+
+static const char usage[] =
+"NAME\n"
+"    sluice-export - load Kafka/Sluice topics into Avro files, exactly once\n"
+"\n"
+"SYNOPSIS\n"
+"    sluice-export --bootstrap HOST:PORT --topic TOPIC [--topic TOPIC..] --to DIR\n"
+"                  [options]\n"
+"\n"
+"    Every partition of every topic is copied into\n"
+"        DIR/<topic>/partition=<p>/<topic>+<p>+<first offset>+<last offset>.avro\n"
+"    (Kafka Connect's names: the offsets are in the name).  A file is written as\n"
+"    .<topic>+<p>+<first>.avro.tmp, fsynced, renamed, its directory fsynced, then\n"
+"    the partition's next offset is committed to the group.  A run resumes each\n"
+"    partition after its last complete file (the files are the authority, the\n"
+"    group's offset only when a partition has none) and removes *.tmp leftovers,\n"
+"    so a run killed at any point and run again loses and duplicates nothing.\n"
+"    Only committed transactional records are exported (read_committed).\n"
+"\n"
+"OPTIONS\n"
+"    -b, --bootstrap HOST:PORT[,..]  bootstrap.servers (required)\n"
+"    -t, --topic TOPIC             topic to export (repeatable)\n"
+"    -d, --to DIR                  root of the tree (required)\n"
+"    -e, --until-end               export up to each partition's end at start (its\n"
+"                                  last stable offset), then exit; without it,\n"
+"                                  follow new records until SIGTERM/SIGINT, which\n"
+"                                  completes and commits the open files, exit 0\n"
+"    -f, --from WHERE              where a partition with no file and no committed\n"
+"                                  offset starts: beginning (default), end, or a\n"
+"                                  timestamp in ms since the epoch\n"
+"    -g, --group GROUP             export as a member of this consumer group: the\n"
+"                                  processes (on any machines, one tree they all\n"
+"                                  see) run with the same GROUP share the\n"
+"                                  partitions and take over those of one that\n"
+"                                  stops; each resumes after the files.  Without\n"
+"                                  it this process exports every partition and\n"
+"                                  commits to -X group.id, else to\n"
+"                                  sluice-export-<first topic>, as a non-member\n"
+"    -P, --parallel N              worker threads (default 1), partitions spread\n"
+"                                  over them (with --group: N group members)\n"
+"    -c, --codec CODEC             null (default), deflate, snappy (not xz: Avro\n"
+"                                  C writes it in a form other readers refuse)\n"
+"    -n, --max-records N           roll a file after N records (default 100000)\n"
+"    -B, --max-bytes N             roll a file after N bytes of keys, values and\n"
+"                                  headers (default 134217728)\n"
+"    -i, --max-interval MS         roll a file MS ms after it was opened\n"
+"                                  (default 600000; continuous mode)\n"
+"    -F, --format FORMAT           avro (default) or jsonl (one JSON object per\n"
+"                                  line, the same fields; bytes as strings where\n"
+"                                  each byte is one code point U+0000..U+00FF)\n"
+"    -L, --layout LAYOUT           partition (default): DIR/<topic>/partition=<p>/;\n"
+"                                  time: DIR/<topic>/dt=YYYY-MM-DD/hour=HH/ by each\n"
+"                                  record's timestamp (UTC; a record of another hour\n"
+"                                  than the open file's starts a new file)\n"
+"    -N, --dry-run                 print what would be exported, write nothing\n"
+"    -X, --property KEY=VALUE      any libsluice (librdkafka-style) client\n"
+"                                  property, security included (repeatable)\n"
+"    -q, --quiet                   no summary\n"
+"    -h, --help                    this text\n"
+"\n"
+"RECORDS\n"
+"    Each record is an Avro record io.sluice.export.KafkaRecord that keeps every\n"
+"    byte:  topic: string, partition_id: int (not \"partition\": the directory\n"
+"    key partition=<p> is a column of its own in Hive), offset: long, timestamp: long (ms),\n"
+"    timestamp_type: int (0 create time, 1 log append time), key: [null, bytes],\n"
+"    value: [null, bytes], headers: array of io.sluice.export.Header\n"
+"    {key: string, value: [null, bytes]}.  Values in the schema registry's wire\n"
+"    format (magic 0, 4-byte schema id, Avro body) are kept as they are.\n"
+"\n"
+"GAPS\n"
+"    Records removed by retention before the export reached them are reported\n"
+"    on stderr (\"gap\": partition, offsets, count) and in the summary.\n"
+"\n"
+"EXAMPLE\n"
+"    sluice-export --bootstrap 127.0.0.1:9092 --topic clicks --to /data/lake \\\n"
+"        --until-end --parallel 4 --codec snappy --max-records 500000\n"
+"    # hourly from cron:\n"
+"    # 5 * * * *  sluice-export -b broker:9092 -t clicks -d /data/lake -e -q\n"
+"    # then, in DuckDB:  SELECT count(*) FROM read_avro('/data/lake/clicks/*/*.avro');\n"
+"\n"
+"EXIT STATUS\n"
+"    0 done, 1 usage or configuration error, 2 runtime error (the message names\n"
+"    the partition, the file and the cause)\n";
+
+static const char envelope_schema[] =
+    "{\"type\":\"record\",\"name\":\"KafkaRecord\",\"namespace\":\"io.sluice.export\","
+    "\"fields\":["
+    "{\"name\":\"topic\",\"type\":\"string\"},"
+    "{\"name\":\"partition_id\",\"type\":\"int\"},"
+    "{\"name\":\"offset\",\"type\":\"long\"},"
+    "{\"name\":\"timestamp\",\"type\":\"long\"},"
+    "{\"name\":\"timestamp_type\",\"type\":\"int\"},"
+    "{\"name\":\"key\",\"type\":[\"null\",\"bytes\"]},"
+    "{\"name\":\"value\",\"type\":[\"null\",\"bytes\"]},"
+    "{\"name\":\"headers\",\"type\":{\"type\":\"array\",\"items\":"
+    "{\"type\":\"record\",\"name\":\"Header\",\"fields\":["
+    "{\"name\":\"key\",\"type\":\"string\"},"
+    "{\"name\":\"value\",\"type\":[\"null\",\"bytes\"]}]}}}]}";
+
+enum { F_KEY = 5, F_VALUE, F_HEADERS };       /* field indexes used by name */
+
+/* ---- options ----------------------------------------------------------------- */
+
+typedef struct opts {
+    const char *topics[MAX_TOPICS];
+    int ntopics;
+    const char *dir, *from, *group, *codec;
+    int until_end, parallel, jsonl, dry_run, quiet;
+    int fleet;                /* --group: partitions shared as a consumer group */
+    int layout_time;          /* --layout time: dt=YYYY-MM-DD/hour=HH/ */
+    int64_t max_records, max_bytes, max_interval_ms;
+} opts;
+
+static opts O = {
+    .from = "beginning", .codec = "null", .parallel = 1,
+    .max_records = 100000, .max_bytes = 128 << 20, .max_interval_ms = 600000,
+};
+static sl_conf *base_conf;
+
+static volatile sig_atomic_t stop_signal;
+static volatile int failed;                  /* a worker hit a runtime error */
+static void ex_on_signal(int s) { (void)s; stop_signal = 1; }
+
+static int64_t ex_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- one partition ------------------------------------------------------------- */
+
+typedef struct xpart {
+    const char *topic;
+    int32_t partition;
+    char root[PATH_MAX];      /* DIR/<topic> */
+    char dir[PATH_MAX + 128]; /* of the open file: partition=<p>, or dt=/hour= */
+    int64_t hour;             /* --layout time: the open file's hour (ms / 3600000) */
+    int64_t start;            /* first offset this run exports */
+    int64_t end;              /* --until-end: stop before it; else -1 */
+    int done;
+    struct worker *owner;     /* the worker exporting it now, or NULL */
+    /* the open file (n > 0) */
+    avro_file_writer_t aw;
+    FILE *fp;
+    char tmp[PATH_MAX * 3];
+    int64_t first, last, n, bytes, opened_ms;
+    /* totals of this run */
+    int64_t files, records, rec_bytes, gap_records;
+    int64_t commit_next;      /* the offset last committed (async), 0: none */
+    /* for the progress line (main thread), relaxed atomics: records and
+     * bytes read (files open included) and the next offset */
+    int64_t prog_records, prog_bytes, prog_next;
+} xpart;
+
+typedef struct worker {
+    pthread_t th;
+    xpart **parts;            /* its share; with --group, every partition */
+    int n;
+    int assigned;             /* --group: holds an assignment (maybe empty) */
+    sl_consumer *cons;
+    avro_schema_t schema;
+    avro_value_iface_t *iface;
+    avro_value_t rec;
+} worker;
+
+#define PFAIL(xp, ...) ex_fail(xp, __VA_ARGS__)
+
+static void ex_fail(const xpart *xp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ex_fail(const xpart *xp, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, TOOL ": error: %s [%d]: %s\n", xp->topic, xp->partition, msg);
+    failed = 1;
+}
+
+static int ex_mkdirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        int rc = mkdir(path, 0777);
+        *p = '/';
+        if (rc != 0 && errno != EEXIST)
+            return -1;
+    }
+    return mkdir(path, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int ex_fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* "<topic>+<p>+<first>+<last>.avro" (or .jsonl) of this partition: its
+ * last offset, else -1. */
+static int64_t ex_name_last(const xpart *xp, const char *name)
+{
+    size_t tl = strlen(xp->topic);
+    if (strncmp(name, xp->topic, tl) != 0 || name[tl] != '+')
+        return -1;
+    char *e;
+    long p = strtol(name + tl + 1, &e, 10);
+    if (*e != '+' || p != xp->partition)
+        return -1;
+    long long first = strtoll(e + 1, &e, 10);
+    if (*e != '+')
+        return -1;
+    long long last = strtoll(e + 1, &e, 10);
+    if ((strcmp(e, ".avro") != 0 && strcmp(e, ".jsonl") != 0) || last < first)
+        return -1;
+    return last;
+}
+
+/* In one directory: removes this partition's *.tmp leftovers (unless dry)
+ * and returns its last complete file's last offset, -1 if none, -2 on an
+ * error.  Only names of this partition are touched: with --layout time the
+ * directories are shared with the other partitions (and their writers). */
+static int64_t ex_scan_one(xpart *xp, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return -1;
+        PFAIL(xp, "%s: %s", dir, strerror(errno));
+        return -2;
+    }
+    char tmp_prefix[PATH_MAX];
+    int tpl = snprintf(tmp_prefix, sizeof tmp_prefix, ".%s+%d+", xp->topic, xp->partition);
+    int64_t last = -1;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len > 4 && !strcmp(de->d_name + len - 4, ".tmp")) {
+            if (strncmp(de->d_name, tmp_prefix, (size_t)tpl) != 0)
+                continue;
+            char path[PATH_MAX * 2];
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            if (!O.dry_run && unlink(path) != 0) {
+                PFAIL(xp, "removing %s: %s", path, strerror(errno));
+                last = -2;
+                break;
+            }
+            continue;
+        }
+        int64_t l = ex_name_last(xp, de->d_name);
+        if (l > last)
+            last = l;
+    }
+    closedir(d);
+    return last;
+}
+
+/* ex_scan_one over the partition's directory, or over every
+ * dt=*\/hour=* of the topic with --layout time. */
+static int64_t ex_scan_dir(xpart *xp)
+{
+    if (!O.layout_time)
+        return ex_scan_one(xp, xp->dir);
+    DIR *days = opendir(xp->root);
+    if (!days)
+        return errno == ENOENT ? -1 : (PFAIL(xp, "%s: %s", xp->root, strerror(errno)), -2);
+    int64_t last = -1;
+    struct dirent *day, *hour;
+    while (last != -2 && (day = readdir(days))) {
+        if (strncmp(day->d_name, "dt=", 3) != 0)
+            continue;
+        char ddir[PATH_MAX * 2], hdir[PATH_MAX * 3];
+        snprintf(ddir, sizeof ddir, "%s/%s", xp->root, day->d_name);
+        DIR *hours = opendir(ddir);
+        while (hours && last != -2 && (hour = readdir(hours))) {
+            if (strncmp(hour->d_name, "hour=", 5) != 0)
+                continue;
+            snprintf(hdir, sizeof hdir, "%s/%s", ddir, hour->d_name);
+            int64_t l = ex_scan_one(xp, hdir);
+            if (l == -2 || l > last)
+                last = l;
+        }
+        if (hours)
+            closedir(hours);
+    }
+    closedir(days);
+    return last;
+}
+
+static void ex_commit_failed(const char *topic, int32_t partition, int64_t next, int err)
+{
+    /* The files stay the authority: the next file's commit, or the next
+     * run, redoes it. */
+    fprintf(stderr, TOOL ": warning: %s [%d]: commit of offset %" PRId64 ": %s\n",
+            topic, partition, next, sl_err_name(err));
+}
+
+/* Async commits' results (served by sl_consumer_poll). */
+static void ex_commit_cb(sl_consumer *c, int err, const sl_topic_partition *tps, int n,
+                         void *opaque)
+{
+    (void)c; (void)opaque;
+    for (int i = 0; i < n; i++)
+        if (err || tps[i].err)
+            ex_commit_failed(tps[i].topic, tps[i].partition, tps[i].offset,
+                             err ? err : tps[i].err);
+}
+
+/* Records the partition's position in the group.  Asynchronous while
+ * exporting: a coordinator that went away must not stall the files (a
+ * synchronous commit waits out request.timeout.ms), and the files are the
+ * authority anyway; synchronous once at the end (ex_commit_final). */
+static void ex_commit(worker *w, xpart *xp, int64_t next)
+{
+    sl_topic_partition tp = { xp->topic, xp->partition, next, 0 };
+    xp->commit_next = next;
+    int rc = sl_consumer_commit(w->cons, &tp, 1, 1);
+    if (rc)
+        ex_commit_failed(xp->topic, xp->partition, next, rc);
+}
+
+static void ex_commit_final(worker *w)
+{
+    for (int i = 0; i < w->n; i++) {
+        xpart *xp = w->parts[i];
+        if (xp->owner != w || xp->commit_next <= 0)
+            continue;
+        sl_topic_partition tp = { xp->topic, xp->partition, xp->commit_next, 0 };
+        int rc = sl_consumer_commit(w->cons, &tp, 1, 0);
+        if (rc || tp.err)
+            ex_commit_failed(xp->topic, xp->partition, xp->commit_next, rc ? rc : tp.err);
+    }
+}
+
+static void ex_gap(xpart *xp, int64_t from, int64_t to)
+{
+    xp->gap_records += to - from;
+    fprintf(stderr, TOOL ": gap: %s [%d]: offsets %" PRId64 "..%" PRId64
+            " (%" PRId64 " records) were removed by retention before the export\n",
+            xp->topic, xp->partition, from, to - 1, to - from);
+}
+
+/* Errors a leader change or a restarting broker causes: tried again. */
+static int ex_transient(int rc)
+{
+    return rc == SL_E_TIMED_OUT || rc == SL_E_TRANSPORT || rc == SL_ERR_REQUEST_TIMED_OUT ||
+           rc == SL_ERR_NOT_LEADER_OR_FOLLOWER || rc == SL_ERR_LEADER_NOT_AVAILABLE ||
+           rc == SL_ERR_UNKNOWN_SERVER_ERROR;
+}
+
+/* The partition's low and high (read_committed: last stable) offsets,
+ * with up to 5 tries over transient errors. */
+static int ex_watermarks(worker *w, xpart *xp, int64_t *lo, int64_t *hi)
+{
+    int rc = 0;
+    for (int try = 1; try <= 5 && !stop_signal; try++) {
+        rc = sl_consumer_watermarks(w->cons, xp->topic, xp->partition, lo, hi, TIMEOUT_MS);
+        if (rc == 0 || !ex_transient(rc))
+            return rc;
+        fprintf(stderr, TOOL ": warning: %s [%d]: watermarks: %s (try %d of 5)\n",
+                xp->topic, xp->partition, sl_err_name(rc), try);
+        sleep(1);
+    }
+    return rc;
+}
+
+/* Where the partition starts and (with --until-end) ends; 0 or -1. */
+static int ex_prepare(worker *w, xpart *xp)
+{
+    int64_t last = ex_scan_dir(xp), lo, hi, start;
+    int fresh = 0;            /* neither a file nor a committed offset */
+    if (last == -2)
+        return -1;
+    int rc = ex_watermarks(w, xp, &lo, &hi);
+    if (rc) {
+        PFAIL(xp, "watermarks: %s", sl_err_name(rc));
+        return -1;
+    }
+    if (last >= 0) {
+        start = last + 1;
+    } else {
+        sl_topic_partition tp = { xp->topic, xp->partition, SL_OFFSET_INVALID, 0 };
+        rc = sl_consumer_committed(w->cons, &tp, 1, TIMEOUT_MS);
+        if (rc == 0 && tp.err == 0 && tp.offset >= 0) {
+            start = tp.offset;
+        } else if ((fresh = 1) && !strcmp(O.from, "beginning")) {
+            start = lo;
+        } else if (!strcmp(O.from, "end")) {
+            start = hi;
+        } else {
+            rc = sl_consumer_offset_for_time(w->cons, xp->topic, xp->partition,
+                                             atoll(O.from), &start, TIMEOUT_MS);
+            if (rc) {
+                PFAIL(xp, "offset for time %s: %s", O.from, sl_err_name(rc));
+                return -1;
+            }
+            if (start < 0)
+                start = hi;
+        }
+    }
+    if (start < lo) {
+        ex_gap(xp, start, lo);
+        start = lo;
+    }
+    xp->start = start;
+    __atomic_store_n(&xp->prog_next, start, __ATOMIC_RELAXED);
+    __atomic_store_n(&xp->end, O.until_end ? hi : -1, __ATOMIC_RELAXED);
+    xp->done = O.until_end && start >= hi;
+    if (last >= 0 && !O.dry_run) {
+        sl_topic_partition tp = { xp->topic, xp->partition, SL_OFFSET_INVALID, 0 };
+        if (sl_consumer_committed(w->cons, &tp, 1, TIMEOUT_MS) != 0 || tp.offset != last + 1)
+            ex_commit(w, xp, last + 1);        /* a commit lost to a kill */
+    }
+    /* The first run records where --from put it: a run that wrote nothing
+     * (--from end, nothing new) must not start over from the beginning. */
+    if (fresh && !O.dry_run)
+        ex_commit(w, xp, start);
+    return 0;
+}
+
+/* ---- files ------------------------------------------------------------------------ */
+
+static int ex_open(worker *w, xpart *xp, int64_t first, int64_t timestamp)
+{
+    if (O.layout_time) {
+        time_t secs = timestamp > 0 ? (time_t)(timestamp / 1000) : 0;
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        snprintf(xp->dir, sizeof xp->dir, "%s/dt=%04d-%02d-%02d/hour=%02d", xp->root,
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour);
+        xp->hour = secs / 3600;
+    }
+    snprintf(xp->tmp, sizeof xp->tmp, "%s/.%s+%d+%" PRId64 ".%s.tmp", xp->dir, xp->topic,
+             xp->partition, first, O.jsonl ? "jsonl" : "avro");
+    if (ex_mkdirs(xp->dir) != 0) {
+        PFAIL(xp, "creating %s: %s", xp->dir, strerror(errno));
+        return -1;
+    }
+    xp->fp = fopen(xp->tmp, "wb");
+    if (!xp->fp) {
+        PFAIL(xp, "creating %s: %s", xp->tmp, strerror(errno));
+        return -1;
+    }
+    if (!O.jsonl && avro_file_writer_create_with_codec_fp(xp->fp, xp->tmp, 0, w->schema,
+                                                          &xp->aw, O.codec,
+                                                          AVRO_BLOCK_SIZE) != 0) {
+        PFAIL(xp, "creating %s: %s", xp->tmp, avro_strerror());
+        fclose(xp->fp);
+        xp->fp = NULL;
+        unlink(xp->tmp);
+        return -1;
+    }
+    xp->first = xp->last = first;
+    xp->n = xp->bytes = 0;
+    xp->opened_ms = ex_now_ms();
+    return 0;
+}
+
+/* Gives up the open file after a write failed: Avro C frees its writer
+ * only when the close flushes, so the close writes to /dev/null; the
+ * temporary file is removed at once (a full disk gets its room back). */
+static void ex_abandon(xpart *xp)
+{
+    if (!xp->fp)
+        return;
+    FILE *f = freopen("/dev/null", "wb", xp->fp);
+    if (f && !O.jsonl)
+        avro_file_writer_close(xp->aw);
+    if (f)
+        fclose(f);
+    xp->fp = NULL;
+    unlink(xp->tmp);
+}
+
+/* Completes the open file: flush, fsync, rename, fsync the directory,
+ * commit.  0 or -1 (the temporary file is left for the next run). */
+static int ex_finish(worker *w, xpart *xp)
+{
+    if (!xp->fp)
+        return 0;
+    errno = 0;
+    if (!O.jsonl && avro_file_writer_close(xp->aw) != 0) {
+        int e = errno ? errno : EIO;         /* ENOSPC when the disk is full */
+        char what[256];
+        snprintf(what, sizeof what, "%s", avro_strerror());
+        ex_abandon(xp);
+        PFAIL(xp, "writing %s: %s: %s", xp->tmp, strerror(e), what);
+        return -1;
+    }
+    int err = 0;
+    if (fflush(xp->fp) != 0 || fsync(fileno(xp->fp)) != 0)
+        err = errno;
+    if (fclose(xp->fp) != 0 && !err)
+        err = errno;
+    xp->fp = NULL;
+    char final[PATH_MAX * 3];
+    snprintf(final, sizeof final, "%s/%s+%d+%" PRId64 "+%" PRId64 ".%s", xp->dir, xp->topic,
+             xp->partition, xp->first, xp->last, O.jsonl ? "jsonl" : "avro");
+    if (err) {
+        PFAIL(xp, "writing %s: %s", xp->tmp, strerror(err));
+        unlink(xp->tmp);
+        return -1;
+    }
+    if (rename(xp->tmp, final) != 0) {
+        PFAIL(xp, "renaming %s to %s: %s", xp->tmp, final, strerror(errno));
+        return -1;
+    }
+    if (ex_fsync_path(xp->dir) != 0) {
+        PFAIL(xp, "fsync of directory %s: %s", xp->dir, strerror(errno));
+        return -1;
+    }
+    xp->files++;
+    xp->records += xp->n;
+    xp->rec_bytes += xp->bytes;
+    ex_commit(w, xp, xp->last + 1);
+    return 0;
+}
+
+static int ex_set_nullable_bytes(avro_value_t *field, const void *p, int32_t len)
+{
+    avro_value_t branch;
+    if (avro_value_set_branch(field, p != NULL, &branch) != 0)
+        return -1;
+    if (!p)
+        return avro_value_set_null(&branch);
+    return avro_value_set_bytes(&branch, (void *)p, (size_t)len);
+}
+
+static int ex_append_avro(worker *w, const sl_message *m)
+{
+    avro_value_t *rec = &w->rec, f, h, hf;
+    avro_value_reset(rec);
+    if (avro_value_get_by_index(rec, 0, &f, NULL) || avro_value_set_string(&f, m->topic) ||
+        avro_value_get_by_index(rec, 1, &f, NULL) || avro_value_set_int(&f, m->partition) ||
+        avro_value_get_by_index(rec, 2, &f, NULL) || avro_value_set_long(&f, m->offset) ||
+        avro_value_get_by_index(rec, 3, &f, NULL) || avro_value_set_long(&f, m->timestamp) ||
+        avro_value_get_by_index(rec, 4, &f, NULL) || avro_value_set_int(&f, m->timestamp_type) ||
+        avro_value_get_by_index(rec, F_KEY, &f, NULL) ||
+        ex_set_nullable_bytes(&f, m->key, m->key_len) ||
+        avro_value_get_by_index(rec, F_VALUE, &f, NULL) ||
+        ex_set_nullable_bytes(&f, m->value, m->value_len) ||
+        avro_value_get_by_index(rec, F_HEADERS, &f, NULL))
+        return -1;
+    for (int i = 0; i < m->header_count; i++) {
+        if (avro_value_append(&f, &h, NULL) ||
+            avro_value_get_by_index(&h, 0, &hf, NULL) ||
+            avro_value_set_string(&hf, m->headers[i].key) ||
+            avro_value_get_by_index(&h, 1, &hf, NULL) ||
+            ex_set_nullable_bytes(&hf, m->headers[i].value, m->headers[i].value_len))
+            return -1;
+    }
+    return 0;
+}
+
+/* JSON string of bytes, each byte one code point (lossless, latin-1). */
+static void ex_json_bytes(FILE *fp, const void *p, int32_t len)
+{
+    if (!p) {
+        fputs("null", fp);
+        return;
+    }
+    const unsigned char *s = p;
+    putc('"', fp);
+    for (int32_t i = 0; i < len; i++) {
+        if (s[i] == '"' || s[i] == '\\')
+            fprintf(fp, "\\%c", s[i]);
+        else if (s[i] < 0x20 || s[i] >= 0x7f)
+            fprintf(fp, "\\u%04x", s[i]);
+        else
+            putc(s[i], fp);
+    }
+    putc('"', fp);
+}
+
+static void ex_append_json(FILE *fp, const sl_message *m)
+{
+    fputs("{\"topic\":", fp);
+    ex_json_bytes(fp, m->topic, (int32_t)strlen(m->topic));
+    fprintf(fp, ",\"partition_id\":%d,\"offset\":%" PRId64 ",\"timestamp\":%" PRId64
+            ",\"timestamp_type\":%d,\"key\":", m->partition, m->offset, m->timestamp,
+            m->timestamp_type);
+    ex_json_bytes(fp, m->key, m->key_len);
+    fputs(",\"value\":", fp);
+    ex_json_bytes(fp, m->value, m->value_len);
+    fputs(",\"headers\":[", fp);
+    for (int i = 0; i < m->header_count; i++) {
+        fputs(i ? ",{\"key\":" : "{\"key\":", fp);
+        ex_json_bytes(fp, m->headers[i].key, (int32_t)strlen(m->headers[i].key));
+        fputs(",\"value\":", fp);
+        ex_json_bytes(fp, m->headers[i].value, m->headers[i].value_len);
+        putc('}', fp);
+    }
+    fputs("]}\n", fp);
+}
+
+/* Writes one record, opening and rolling files.  0 or -1. */
+static int ex_write(worker *w, xpart *xp, const sl_message *m)
+{
+    /* --layout time: a record of another hour starts a file there. */
+    if (xp->fp && O.layout_time && (m->timestamp > 0 ? m->timestamp / 3600000 : 0) != xp->hour &&
+        ex_finish(w, xp) != 0)
+        return -1;
+    if (!xp->fp && ex_open(w, xp, m->offset, m->timestamp) != 0)
+        return -1;
+    if (O.jsonl) {
+        ex_append_json(xp->fp, m);
+        if (ferror(xp->fp)) {
+            PFAIL(xp, "writing %s: %s", xp->tmp, strerror(errno));
+            ex_abandon(xp);
+            return -1;
+        }
+    } else {
+        errno = 0;
+        if (ex_append_avro(w, m) != 0 || avro_file_writer_append_value(xp->aw, &w->rec)) {
+            int e = errno;           /* ENOSPC, EIO, … when the block went to disk */
+            PFAIL(xp, "writing offset %" PRId64 " to %s: %s%s%s", m->offset, xp->tmp,
+                  e ? strerror(e) : "", e ? ": " : "", avro_strerror());
+            ex_abandon(xp);
+            return -1;
+        }
+    }
+    int64_t size = m->key_len + m->value_len;
+    for (int i = 0; i < m->header_count; i++)
+        size += (int64_t)strlen(m->headers[i].key) + m->headers[i].value_len;
+    xp->last = m->offset;
+    xp->n++;
+    xp->bytes += size;
+    __atomic_store_n(&xp->prog_records, xp->prog_records + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&xp->prog_bytes, xp->prog_bytes + size, __ATOMIC_RELAXED);
+    __atomic_store_n(&xp->prog_next, m->offset + 1, __ATOMIC_RELAXED);
+    if (xp->n >= O.max_records || xp->bytes >= O.max_bytes)
+        return ex_finish(w, xp);
+    return 0;
+}
+
+/* ---- the worker loop ------------------------------------------------------------- */
+
+static xpart *ex_find(worker *w, const char *topic, int32_t partition)
+{
+    for (int i = 0; i < w->n; i++)
+        if (w->parts[i]->partition == partition && !strcmp(w->parts[i]->topic, topic))
+            return w->parts[i]->owner == w ? w->parts[i] : NULL;
+    return NULL;
+}
+
+static int ex_reached_end(worker *w, xpart *xp)
+{
+    xp->done = 1;
+    return ex_finish(w, xp);
+}
+
+/* A consumer error event: the end of a partition, records removed by
+ * retention (a gap), or a transient error (reported, retried). */
+static int ex_event(worker *w, xpart *xp, const sl_message *m)
+{
+    if (m->err == SL_E_PARTITION_EOF)
+        return O.until_end && !xp->done ? ex_reached_end(w, xp) : 0;
+    if (m->err == SL_ERR_OFFSET_OUT_OF_RANGE) {
+        int64_t lo, hi, pos = m->offset;
+        int rc = ex_watermarks(w, xp, &lo, &hi);
+        if (rc) {
+            PFAIL(xp, "offset %" PRId64 " out of range, watermarks: %s", pos, sl_err_name(rc));
+            return -1;
+        }
+        if (pos >= 0 && pos < lo) {
+            if (ex_finish(w, xp) != 0)
+                return -1;
+            ex_gap(xp, pos, lo);
+            return sl_consumer_seek(w->cons, xp->topic, xp->partition, lo) ? -1 : 0;
+        }
+        PFAIL(xp, "offset %" PRId64 " out of range (log %" PRId64 "..%" PRId64 ")",
+              pos, lo, hi);
+        return -1;
+    }
+    fprintf(stderr, TOOL ": warning: %s [%d]: %s\n", xp->topic, xp->partition,
+            m->errstr ? m->errstr : sl_err_name(m->err));
+    return 0;
+}
+
+static int ex_consume(worker *w)
+{
+    int64_t next_tick = ex_now_ms() + 200;
+    for (;;) {
+        if (stop_signal || failed)
+            break;
+        int open = 0;
+        for (int i = 0; i < w->n; i++)
+            open += w->parts[i]->owner == w && !w->parts[i]->done;
+        if (open == 0 && O.until_end && (!O.fleet || w->assigned))
+            return 0;
+        sl_message m;
+        int rc = sl_consumer_poll(w->cons, 200, &m);
+        if (rc < 0) {
+            fprintf(stderr, TOOL ": error: poll: %s\n", sl_err_name(rc));
+            failed = 1;
+            break;
+        }
+        xpart *xp = rc == 1 && m.topic ? ex_find(w, m.topic, m.partition) : NULL;
+        if (xp && m.err && ex_event(w, xp, &m) != 0)
+            break;
+        if (xp && !m.err && !xp->done) {
+            if (xp->end >= 0 && m.offset >= xp->end) {
+                if (ex_reached_end(w, xp) != 0)
+                    break;
+            } else if (ex_write(w, xp, &m) != 0 ||
+                       (xp->end >= 0 && m.offset + 1 >= xp->end && ex_reached_end(w, xp))) {
+                break;
+            }
+        }
+        int64_t now = ex_now_ms();
+        if (now < next_tick)
+            continue;
+        next_tick = now + 200;
+        for (int i = 0; i < w->n; i++) {
+            xpart *p = w->parts[i];
+            if (p->owner == w && p->fp && now - p->opened_ms >= O.max_interval_ms && ex_finish(w, p) != 0)
+                return -1;
+        }
+    }
+    /* Stopped: complete and commit what is open (unless writing failed). */
+    for (int i = 0; i < w->n && !failed; i++)
+        if (w->parts[i]->owner == w)
+            ex_finish(w, w->parts[i]);
+    return failed ? -1 : 0;
+}
+
+static void ex_dry_run_line(const xpart *xp)
+{
+    if (xp->end >= 0)
+        printf("would export %s [%d]: offsets %" PRId64 "..%" PRId64 " (up to %" PRId64
+               " records) into %s\n", xp->topic, xp->partition, xp->start, xp->end - 1,
+               xp->end - xp->start, xp->dir);
+    else
+        printf("would export %s [%d]: from offset %" PRId64 ", following, into %s\n",
+               xp->topic, xp->partition, xp->start, xp->dir);
+}
+
+/* --group: partitions given up are completed and committed first (the
+ * next owner resumes after their files); partitions received resume after
+ * their last complete file, whoever wrote it. */
+static void ex_rebalance(sl_consumer *c, int event, const sl_topic_partition *tps, int n,
+                         void *opaque)
+{
+    worker *w = opaque;
+    (void)c;
+    /* --until-end ends a member when its assignment is done: not between
+     * giving partitions up and receiving the next ones. */
+    w->assigned = event == SL_REBALANCE_ASSIGN;
+    for (int i = 0; i < n; i++) {
+        xpart *xp = NULL;
+        for (int k = 0; k < w->n && !xp; k++)
+            if (w->parts[k]->partition == tps[i].partition &&
+                !strcmp(w->parts[k]->topic, tps[i].topic))
+                xp = w->parts[k];
+        if (!xp) {
+            fprintf(stderr, TOOL ": warning: %s [%d]: a partition created after the start is "
+                    "not exported (restart to include it)\n", tps[i].topic, tps[i].partition);
+            continue;
+        }
+        if (event == SL_REBALANCE_REVOKE) {
+            if (xp->owner == w)
+                ex_finish(w, xp);
+            xp->owner = NULL;
+            continue;
+        }
+        xp->owner = w;
+        if (ex_prepare(w, xp) != 0)
+            return;
+        if (!xp->done && sl_consumer_seek(w->cons, xp->topic, xp->partition, xp->start) != 0)
+            PFAIL(xp, "seek to %" PRId64 " failed", xp->start);
+    }
+}
+
+static void ex_worker_group(worker *w)
+{
+    int rc = sl_consumer_subscribe(w->cons, O.topics, O.ntopics);
+    if (rc) {
+        fprintf(stderr, TOOL ": error: subscribe: %s\n", sl_err_name(rc));
+        failed = 1;
+        return;
+    }
+    ex_consume(w);
+}
+
+static int workers_done;
+
+/* On a terminal, once a second: records/s and MB/s over the last second,
+ * with --until-end the records left and the time to done. */
+static void ex_progress(xpart *parts, int n, int nw)
+{
+    int64_t prev_r = 0, prev_b = 0;
+    double t_prev = ex_now_ms() / 1000.0;
+    while (__atomic_load_n(&workers_done, __ATOMIC_RELAXED) < nw) {
+        usleep(200000);
+        double t = ex_now_ms() / 1000.0;
+        if (t - t_prev < 1.0)
+            continue;
+        int64_t r = 0, b = 0, left = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t end = __atomic_load_n(&parts[i].end, __ATOMIC_RELAXED);
+            int64_t next = __atomic_load_n(&parts[i].prog_next, __ATOMIC_RELAXED);
+            r += __atomic_load_n(&parts[i].prog_records, __ATOMIC_RELAXED);
+            b += __atomic_load_n(&parts[i].prog_bytes, __ATOMIC_RELAXED);
+            if (end > next)
+                left += end - next;
+        }
+        double rps = (double)(r - prev_r) / (t - t_prev);
+        fprintf(stderr, "\r" TOOL ": %" PRId64 " records, %.0f records/s, %.1f MB/s", r, rps,
+                (double)(b - prev_b) / (t - t_prev) / 1e6);
+        if (O.until_end)
+            fprintf(stderr, ", %" PRId64 " left (offsets), %s%.0f s to done   ", left,
+                    rps > 0 ? "" : "~", rps > 0 ? (double)left / rps : 0.0);
+        prev_r = r;
+        prev_b = b;
+        t_prev = t;
+    }
+    fputc('\n', stderr);
+}
+
+static void ex_worker_run(worker *w);
+
+static void *ex_worker(void *arg)
+{
+    ex_worker_run(arg);
+    __atomic_add_fetch(&workers_done, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void ex_worker_run(worker *w)
+{
+    char err[512];
+    sl_conf *conf = sl_conf_dup(base_conf);
+    sl_conf_set_opaque(conf, w);
+    sl_conf_set_commit_cb(conf, ex_commit_cb);
+    if (O.fleet)
+        sl_conf_set_rebalance_cb(conf, ex_rebalance);
+    w->cons = sl_consumer_new(conf, err, sizeof err);
+    sl_conf_destroy(conf);
+    if (!w->cons) {
+        fprintf(stderr, TOOL ": error: %s\n", err);
+        failed = 1;
+        return;
+    }
+    if (O.fleet) {
+        ex_worker_group(w);
+        ex_commit_final(w);
+        sl_consumer_close(w->cons);
+        sl_consumer_destroy(w->cons);
+        return;
+    }
+    sl_topic_partition *tp = calloc((size_t)w->n, sizeof *tp);
+    int na = 0;
+    for (int i = 0; i < w->n && !failed; i++) {
+        xpart *xp = w->parts[i];
+        xp->owner = w;
+        if (ex_prepare(w, xp) != 0)
+            break;
+        if (O.dry_run) {
+            ex_dry_run_line(xp);
+            xp->done = 1;
+        }
+        if (!xp->done)
+            tp[na++] = (sl_topic_partition){ xp->topic, xp->partition, xp->start, 0 };
+    }
+    if (!failed && na > 0) {
+        int rc = sl_consumer_assign(w->cons, tp, na);
+        if (rc) {
+            fprintf(stderr, TOOL ": error: assign: %s\n", sl_err_name(rc));
+            failed = 1;
+        } else {
+            ex_consume(w);
+        }
+    }
+    free(tp);
+    ex_commit_final(w);
+    sl_consumer_close(w->cons);
+    sl_consumer_destroy(w->cons);
+}
+
+/* ---- main -------------------------------------------------------------------------- */
+
+static void ex_usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, TOOL ": ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(sluice-export --help for the options)\n");
+    exit(EXIT_USAGE);
+}
+
+static void ex_conf(const char *k, const char *v)
+{
+    char err[512];
+    if (sl_conf_set(base_conf, k, v, err, sizeof err) != 0)
+        ex_usage_error("%s", err);
+}
+
+static int64_t ex_number(const char *opt, const char *v, int64_t min)
+{
+    char *e;
+    errno = 0;
+    long long n = strtoll(v, &e, 10);
+    if (errno || *e || e == v || n < min) {
+        fprintf(stderr, TOOL ": %s: invalid number \"%s\" (at least %" PRId64 ")\n",
+                opt, v, min);
+        exit(EXIT_USAGE);
+    }
+    return n;
+}
+
+static void ex_parse(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        { "bootstrap", 1, 0, 'b' }, { "topic", 1, 0, 't' }, { "to", 1, 0, 'd' },
+        { "until-end", 0, 0, 'e' }, { "from", 1, 0, 'f' }, { "group", 1, 0, 'g' },
+        { "parallel", 1, 0, 'P' }, { "codec", 1, 0, 'c' }, { "max-records", 1, 0, 'n' },
+        { "max-bytes", 1, 0, 'B' }, { "max-interval", 1, 0, 'i' }, { "format", 1, 0, 'F' },
+        { "dry-run", 0, 0, 'N' }, { "layout", 1, 0, 'L' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' },
+        { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "b:t:d:ef:g:P:c:n:B:i:F:NL:X:qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'b': ex_conf("bootstrap.servers", optarg); break;
+        case 't':
+            if (O.ntopics == MAX_TOPICS)
+                ex_usage_error("at most %s topics", "64");
+            O.topics[O.ntopics++] = optarg;
+            break;
+        case 'd': O.dir = optarg; break;
+        case 'e': O.until_end = 1; break;
+        case 'f': O.from = optarg; break;
+        case 'g': O.group = optarg; break;
+        case 'P': O.parallel = (int)ex_number("--parallel", optarg, 1); break;
+        case 'c': O.codec = optarg; break;
+        case 'n': O.max_records = ex_number("--max-records", optarg, 1); break;
+        case 'B': O.max_bytes = ex_number("--max-bytes", optarg, 1); break;
+        case 'i': O.max_interval_ms = ex_number("--max-interval", optarg, 1); break;
+        case 'F':
+            if (strcmp(optarg, "avro") && strcmp(optarg, "jsonl"))
+                ex_usage_error("--format: \"%s\" (expected avro or jsonl)", optarg);
+            O.jsonl = !strcmp(optarg, "jsonl");
+            break;
+        case 'N': O.dry_run = 1; break;
+        case 'L':
+            if (strcmp(optarg, "partition") && strcmp(optarg, "time"))
+                ex_usage_error("--layout: \"%s\" (expected partition or time)", optarg);
+            O.layout_time = !strcmp(optarg, "time");
+            break;
+        case 'X': {
+            char *eq = strchr(optarg, '=');
+            if (!eq)
+                ex_usage_error("-X wants KEY=VALUE, not \"%s\"", optarg);
+            *eq = 0;
+            ex_conf(optarg, eq + 1);
+            break;
+        }
+        case 'q': O.quiet = 1; break;
+        case 'h':
+            printf("%s\nSCHEMA (Avro, of every record)\n    %s\n", usage, envelope_schema);
+            exit(0);
+        default: fputs(usage, stderr); exit(EXIT_USAGE);
+        }
+    }
+    if (optind < argc)
+        ex_usage_error("unexpected argument \"%s\"", argv[optind]);
+    char bs[8];
+    if (sl_conf_get(base_conf, "bootstrap.servers", bs, sizeof bs) != 0 || !bs[0])
+        ex_usage_error("%s is required", "--bootstrap");
+    if (O.ntopics == 0 || !O.dir)
+        ex_usage_error("%s are required", "--topic and --to");
+    if (strcmp(O.from, "beginning") && strcmp(O.from, "end"))
+        ex_number("--from", O.from, 0);
+    /* xz: Debian's Avro C (1.11) has only "lzma", raw LZMA2 blocks under a
+     * codec name the other Avro implementations (Java, Python, Spark) do
+     * not read; a lake file must be readable, so it is refused. */
+    if (!strcmp(O.codec, "xz") || !strcmp(O.codec, "lzma"))
+        ex_usage_error("--codec %s: the Avro C library writes xz as raw LZMA2 blocks named "
+                       "\"lzma\", which Java, Python and Spark cannot read; use deflate or "
+                       "snappy", O.codec);
+    if (strcmp(O.codec, "null") && strcmp(O.codec, "deflate") && strcmp(O.codec, "snappy"))
+        ex_usage_error("--codec: \"%s\" (expected null, deflate or snappy)", O.codec);
+    for (int i = 0; i < O.ntopics; i++)
+        if (!O.topics[i][0] || strchr(O.topics[i], '/') || !strcmp(O.topics[i], ".") ||
+            !strcmp(O.topics[i], ".."))
+            ex_usage_error("invalid topic name \"%s\"", O.topics[i]);
+}
+
+static void ex_summary(xpart *parts, int n)
+{
+    int64_t files = 0, records = 0, bytes = 0, gaps = 0;
+    for (int i = 0; i < n; i++) {
+        xpart *xp = &parts[i];
+        printf("%s [%d]: %" PRId64 " file(s), %" PRId64 " record(s), %" PRId64 " byte(s)",
+               xp->topic, xp->partition, xp->files, xp->records, xp->rec_bytes);
+        if (xp->gap_records)
+            printf(", gap of %" PRId64 " record(s)", xp->gap_records);
+        putchar('\n');
+        files += xp->files;
+        records += xp->records;
+        bytes += xp->rec_bytes;
+        gaps += xp->gap_records;
+    }
+    printf("total: %" PRId64 " file(s), %" PRId64 " record(s), %" PRId64 " byte(s), %"
+           PRId64 " record(s) in gaps\n", files, records, bytes, gaps);
+}
+
+/* The partitions of every topic (asked of the cluster), or NULL. */
+static xpart *ex_partitions(int *count)
+{
+    char err[512];
+    sl_consumer *c = sl_consumer_new(base_conf, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, TOOL ": %s\n", err);
+        exit(EXIT_USAGE);
+    }
+    xpart *parts = NULL;
+    int n = 0;
+    for (int t = 0; t < O.ntopics; t++) {
+        int np = sl_consumer_partition_count(c, O.topics[t], TIMEOUT_MS);
+        if (np <= 0) {
+            fprintf(stderr, TOOL ": error: topic %s: %s\n", O.topics[t], sl_err_name(np));
+            free(parts);
+            parts = NULL;
+            break;
+        }
+        xpart *grown = realloc(parts, sizeof *parts * (size_t)(n + np));
+        if (!grown) {
+            free(parts);
+            parts = NULL;
+            break;
+        }
+        parts = grown;
+        for (int p = 0; p < np; p++, n++) {
+            memset(&parts[n], 0, sizeof parts[n]);
+            parts[n].topic = O.topics[t];
+            parts[n].partition = p;
+            snprintf(parts[n].root, sizeof parts[n].root, "%s/%s", O.dir, O.topics[t]);
+            if (O.layout_time)
+                snprintf(parts[n].dir, sizeof parts[n].dir, "%s", parts[n].root);
+            else
+                snprintf(parts[n].dir, sizeof parts[n].dir, "%s/partition=%d",
+                         parts[n].root, p);
+        }
+    }
+    sl_consumer_destroy(c);
+    *count = n;
+    return parts;
+}
+
+int main(int argc, char **argv)
+{
+    base_conf = sl_conf_new();
+    ex_parse(argc, argv);
+    /* The group offsets go to: --group (as a member), else -X group.id
+     * (commits only, no membership), else sluice-export-<first topic>. */
+    char group[512];
+    if (sl_conf_get(base_conf, "group.id", group, sizeof group) != 0 || !group[0] || O.group)
+        snprintf(group, sizeof group, "%s%s", O.group ? "" : "sluice-export-",
+                 O.group ? O.group : O.topics[0]);
+    ex_conf("group.id", group);
+    ex_conf("enable.auto.commit", "false");
+    ex_conf("auto.offset.reset", "none");
+    ex_conf("enable.partition.eof", "true");
+    ex_conf("isolation.level", "read_committed");
+
+    avro_schema_t probe;
+    if (avro_schema_from_json_length(envelope_schema, sizeof envelope_schema - 1, &probe)) {
+        fprintf(stderr, TOOL ": error: envelope schema: %s\n", avro_strerror());
+        return EXIT_RUNTIME;
+    }
+    avro_schema_decref(probe);
+
+    int n;
+    xpart *parts = ex_partitions(&n);
+    if (!parts)
+        return EXIT_RUNTIME;
+    struct sigaction sa = { .sa_handler = ex_on_signal };
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    int nw = O.parallel < n ? O.parallel : n;
+    worker *ws = NULL;
+    xpart **slots = calloc((size_t)n, sizeof *slots);
+    O.fleet = O.group && !O.dry_run;
+    if (O.fleet)
+        nw = O.parallel;                  /* members; the group spreads the partitions */
+    ws = realloc(ws, sizeof *ws * (size_t)nw);
+    memset(ws, 0, sizeof *ws * (size_t)nw);
+    for (int i = 0; i < nw; i++) {
+        avro_schema_from_json_length(envelope_schema, sizeof envelope_schema - 1, &ws[i].schema);
+        ws[i].iface = avro_generic_class_from_schema(ws[i].schema);
+        avro_generic_value_new(ws[i].iface, &ws[i].rec);
+    }
+    /* Partition i goes to worker i % nw; with --group each sees them all. */
+    int per = (n + nw - 1) / nw;
+    for (int i = 0; i < n && O.fleet; i++)
+        slots[i] = &parts[i];
+    for (int i = 0; i < nw && O.fleet; i++) {
+        ws[i].parts = slots;
+        ws[i].n = n;
+    }
+    for (int i = 0; i < n && !O.fleet; i++) {
+        worker *w = &ws[i % nw];
+        w->parts = slots + (size_t)(i % nw) * (size_t)per;
+        w->parts[w->n++] = &parts[i];
+    }
+    for (int i = 0; i < nw; i++)
+        if (pthread_create(&ws[i].th, NULL, ex_worker, &ws[i]) != 0) {
+            fprintf(stderr, TOOL ": error: starting a worker: %s\n", strerror(errno));
+            return EXIT_RUNTIME;
+        }
+    if (isatty(2) && !O.quiet && !O.dry_run)
+        ex_progress(parts, n, nw);
+    for (int i = 0; i < nw; i++) {
+        pthread_join(ws[i].th, NULL);
+        avro_value_decref(&ws[i].rec);
+        avro_value_iface_decref(ws[i].iface);
+        avro_schema_decref(ws[i].schema);
+    }
+    if (!O.quiet && !O.dry_run)
+        ex_summary(parts, n);
+    free(ws);
+    free(slots);
+    free(parts);
+    sl_conf_destroy(base_conf);
+    return failed ? EXIT_RUNTIME : 0;
+}
