@@ -136,6 +136,11 @@ enum sq_op {
     SQ_SCRAM_SET,          /* s1 user, s2 mechanism, s3 password, i1 iterations (-1 default) */
     SQ_SCRAM_DELETE,       /* s1 user, s2 mechanism */
     SQ_TXN_ABORT,          /* s1 transactional id, i1 producer id, i2 epoch (as read) */
+    SQ_LINK_CREATE,        /* s1 name, s2 bootstrap servers, s3 config lines */
+    SQ_LINK_DELETE,        /* s1 name */
+    SQ_MIRROR_CREATE,      /* s1 topic, s2 link, s3 source topic (NULL: s1), s4 state */
+    SQ_MIRROR_DELETE,      /* s1 topic */
+    SQ_MIRROR_STATE,       /* s1 topic, s2 new state */
 };
 
 typedef struct sq_write {
