@@ -218,7 +218,9 @@ static int settings_walk(lk_link *l, const char *text, char *shown, size_t slen,
             return KP_INVALID_CONFIG;
         }
         *eq = 0;
-        int rc = setting_apply(l, s, eq + 1, err, errlen);
+        /* A stored config's masked value: the secret line after it sets it. */
+        int rc = !strcmp(eq + 1, LK_MASK) && !shown ? KP_NONE
+                                                     : setting_apply(l, s, eq + 1, err, errlen);
         if (rc != KP_NONE)
             return rc;
         bool secret = link_setting_secret(s);
