@@ -66,7 +66,7 @@ typedef struct lk_link {
 typedef struct lk_set {
     bk_broker *b;
     struct evdns_base *dns;
-    struct event *tick;                  /* K5: source ends saved, once a second */
+    struct event *tick;                  /* link.c K5: source ends saved each second */
     lk_link *links;
     lk_mirror *mirrors;
     int nmirrors;
