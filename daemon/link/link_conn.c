@@ -169,6 +169,9 @@ static bool send_metadata(lk_link *l, int64_t now)
     int n = 0;
     if (now < l->metadata_due_us)
         return false;
+    /* Due again in metadata.max.age.ms, whether or not there is anything
+     * to ask (an idle link wakes that often, not every loop turn). */
+    l->metadata_due_us = now + l->metadata_max_age_ms * 1000;
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
         n += m->link == l && m->state != LK_PROMOTED && m->state != LK_FAILED_OVER &&
              m->state != LK_FAILED;
@@ -191,7 +194,6 @@ static bool send_metadata(lk_link *l, int64_t now)
     q.Topics = ts;
     q.Topics_count = n;
     q.AllowAutoTopicCreation = false;
-    l->metadata_due_us = now + l->metadata_max_age_ms * 1000;
     send_request(l, KP_API_METADATA, LK_METADATA_VERSION, &q);
     return true;
 }
@@ -294,10 +296,12 @@ static void next_request(lk_link *l)
 {
     if (l->conn != LK_READY || !l->bev)
         return;
-    int64_t now = bk_mono_us(), next_us = l->metadata_due_us;
+    int64_t now = bk_mono_us(), next_us = INT64_MAX;
     kp_arena_reset(&l->arena);
     if (send_metadata(l, now) || send_configs(l) || send_fetch(l, now, &next_us))
         return;
+    if (l->metadata_due_us < next_us)
+        next_us = l->metadata_due_us;
     /* Nothing to fetch now: wake for the next Metadata or retry. */
     arm(l, next_us > now ? (next_us - now) / 1000 + 1 : 1);
 }
@@ -360,6 +364,7 @@ static void handle_configs(lk_link *l, kp_rd *r)
             snprintf(why, sizeof why, "DescribeConfigs of source topic %s: %s", m->source,
                      kp_error_name(res->ErrorCode));
             lk_mirror_error(m, why);
+            m->source_parts = 0;         /* asked again after the next Metadata */
             continue;
         }
         md_kv *kv = kp_arena_alloc(&l->arena, (size_t)(res->Configs_count + 1) * sizeof *kv);

@@ -373,3 +373,30 @@ def test_sigkill_of_the_destination_resumes_exactly(pair):
     dest.restart(sig=signal.SIGKILL)
     fill(src, t, 2, 100, start=800)
     assert_same(src, dest, t, 2)
+
+
+def _loop_wakeups(pid):
+    """Context switches of the loop thread (the main one): each wait for an
+    event that returns is one, so a timer re-armed every millisecond shows
+    as thousands a second."""
+    with open("/proc/%d/task/%d/status" % (pid, pid)) as f:
+        return sum(int(l.split()[1]) for l in f
+                   if l.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+
+
+def test_an_idle_link_and_a_promoted_mirror_leave_the_loop_asleep(pair):
+    src, dest = pair
+    link_source(dest, src, name="idle")
+    t = topic_name("quiet")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 10)
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    time.sleep(6)                 # past metadata.max.age.ms (5 s) after the last Metadata
+    before = _loop_wakeups(dest.proc.pid)
+    time.sleep(4)
+    woke = _loop_wakeups(dest.proc.pid) - before
+    assert woke < 200, "the loop woke %d times in 4 s with nothing to do" % woke
