@@ -419,6 +419,57 @@ static bool parts_grow(lk_mirror *m, int32_t n)
     return true;
 }
 
+/* The source's overrides that are valid here (malloc'd array of cfg's
+ * strings; NULL: out of memory); the rest are the destination's own, as
+ * Kafka's cluster linking keeps some (replica placement) too. */
+static md_kv *configs_valid(const md_kv *cfg, size_t ncfg, size_t *nk)
+{
+    char err[MD_ERRLEN + 64];
+    md_kv *keep = calloc(ncfg ? ncfg : 1, sizeof *keep);
+    *nk = 0;
+    for (size_t i = 0; keep && i < ncfg; i++)
+        if (md_config_check(cfg[i].name, cfg[i].value, err, sizeof err) == KP_NONE)
+            keep[(*nk)++] = cfg[i];
+    return keep;
+}
+
+static bool kv_has(const md_kv *kv, size_t n, const md_kv *one)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(kv[i].name, one->name) && !strcmp(kv[i].value, one->value))
+            return true;
+    return false;
+}
+
+void lk_mirror_configs(lk_mirror *m, const md_kv *cfg, size_t ncfg)
+{
+    bk_broker *b = m->link->b;
+    char err[MD_ERRLEN + 64];
+    md_kv *have = NULL;
+    size_t nh = 0, nk;
+    md_kv *keep = configs_valid(cfg, ncfg, &nk);
+    if (!keep || md_topic_configs(b->db, m->topic, &have, &nh) != 0) {
+        free(keep);
+        return;                          /* the next Metadata's turn */
+    }
+    bool same = nh == nk;
+    for (size_t i = 0; same && i < nk; i++)
+        same = kv_has(have, nh, &keep[i]);
+    md_kv_free(have, nh);
+    if (!same) {
+        int rc = view_topic_configs_set(b, m->topic, keep, nk, false, NULL, err, sizeof err);
+        if (rc != KP_NONE) {
+            char why[1024];
+            snprintf(why, sizeof why, "cannot take the source's configs: %s", err);
+            lk_mirror_error(m, why);
+        } else {
+            BK_INFO("mirror topic %s: config overrides synced from source topic %s (%zu)",
+                    m->topic, m->source, nk);
+        }
+    }
+    free(keep);
+}
+
 void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, bool have_cfg)
 {
     bk_broker *b = m->link->b;
@@ -434,13 +485,8 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
         }
         if (!have_cfg)
             return;                      /* DescribeConfigs first (link_conn.c) */
-        /* The source's overrides, those valid here; the rest are the
-         * destination's own (Kafka's cluster linking keeps some so too). */
-        md_kv *keep = calloc(ncfg ? ncfg : 1, sizeof *keep);
-        size_t nk = 0;
-        for (size_t i = 0; keep && i < ncfg; i++)
-            if (md_config_check(cfg[i].name, cfg[i].value, err, sizeof err) == KP_NONE)
-                keep[nk++] = cfg[i];
+        size_t nk;
+        md_kv *keep = configs_valid(cfg, ncfg, &nk);
         int rc = keep ? view_topic_create(b, m->topic, n, 1, NULL, keep, nk, false, NULL, err,
                                           sizeof err)
                       : KP_UNKNOWN_SERVER_ERROR;

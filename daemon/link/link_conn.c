@@ -14,7 +14,9 @@
  *     has passed (or a mirror was added): the partition count, followed
  *     when the source adds partitions (link.c lk_mirror_sourced);
  *   DescribeConfigs v2 of the source topics whose mirror is not created
- *     yet: the source's topic overrides go into the mirror's creation;
+ *     yet (the source's topic overrides go into the mirror's creation),
+ *     and after each Metadata of those created (their changes followed:
+ *     link.c lk_mirror_configs);
  *   Fetch v11 as a consumer (ReplicaId -1) of every partition of every
  *     active or promoting mirror, at the mirror's log end,
  *     IsolationLevel 0 (read_uncommitted).
@@ -198,12 +200,19 @@ static bool send_metadata(lk_link *l, int64_t now)
     return true;
 }
 
+/* The mirror's source configs are wanted: to create it, or (each
+ * Metadata) to follow their changes. */
+static bool configs_wanted(const lk_link *l, const lk_mirror *m)
+{
+    return m->link == l && (m->created ? m->configs_due : m->source_parts > 0) &&
+           (m->state == LK_ACTIVE || m->state == LK_PAUSED || m->state == LK_PROMOTING);
+}
+
 static bool send_configs(lk_link *l)
 {
     int n = 0;
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
-        n += m->link == l && !m->created && m->source_parts > 0 &&
-             (m->state == LK_ACTIVE || m->state == LK_PAUSED || m->state == LK_PROMOTING);
+        n += configs_wanted(l, m);
     if (n == 0)
         return false;
     kp_DescribeConfigsRequest_DescribeConfigsResource *rs =
@@ -214,8 +223,7 @@ static bool send_configs(lk_link *l)
     }
     n = 0;
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
-        if (m->link == l && !m->created && m->source_parts > 0 &&
-            (m->state == LK_ACTIVE || m->state == LK_PAUSED || m->state == LK_PROMOTING)) {
+        if (configs_wanted(l, m)) {
             rs[n++] = (kp_DescribeConfigsRequest_DescribeConfigsResource){
                 .ResourceType = 2, .ResourceName = kp_str_cstr(m->source),
                 .ConfigurationKeys_count = -1 };
@@ -339,6 +347,7 @@ static void handle_metadata(lk_link *l, kp_rd *r)
                 continue;
             }
             m->source_parts = t->Partitions_count;
+            m->configs_due = m->created;
             if (m->created)
                 lk_mirror_sourced(m, t->Partitions_count, NULL, 0, false);
         }
@@ -365,6 +374,7 @@ static void handle_configs(lk_link *l, kp_rd *r)
                      kp_error_name(res->ErrorCode));
             lk_mirror_error(m, why);
             m->source_parts = 0;         /* asked again after the next Metadata */
+            m->configs_due = false;
             continue;
         }
         md_kv *kv = kp_arena_alloc(&l->arena, (size_t)(res->Configs_count + 1) * sizeof *kv);
@@ -385,7 +395,12 @@ static void handle_configs(lk_link *l, kp_rd *r)
             lk_mirror_error(m, "out of memory for the source's configs");
             continue;
         }
-        lk_mirror_sourced(m, m->source_parts, kv, n, true);
+        if (m->created) {
+            m->configs_due = false;
+            lk_mirror_configs(m, kv, n);
+        } else {
+            lk_mirror_sourced(m, m->source_parts, kv, n, true);
+        }
     }
     requests_forgotten(l);
 }

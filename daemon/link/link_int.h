@@ -34,6 +34,7 @@ typedef struct lk_mirror {
     bool created;                        /* the local topic exists (ours) */
     bool ends_dirty;                     /* source ends to save (link.c K5) */
     bool in_request;                     /* in the Metadata / DescribeConfigs out */
+    bool configs_due;                    /* created: its source's configs to compare */
     char last_error[MD_ERRLEN];
     struct lk_mirror *next;
 } lk_mirror;
@@ -85,6 +86,9 @@ void lk_mirror_error(lk_mirror *m, const char *why);
  * topic overrides; NULL before they were asked): creates the local topic
  * or adds partitions. */
 void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, bool have_cfg);
+/* A created mirror's overrides made the source's (those valid here), when
+ * they differ. */
+void lk_mirror_configs(lk_mirror *m, const md_kv *cfg, size_t ncfg);
 /* A partition's answer was applied: promoting mirrors may be done. */
 void lk_mirror_progress(lk_mirror *m);
 bool lk_mirror_fetching(const lk_mirror *m);

@@ -256,7 +256,7 @@ def _one_batch():
     return kr.record_batch([(b"k", b"x", [], 0)], int(time.time() * 1000))
 
 
-def test_failover_at_once_and_partitions_added_at_the_source(pair):
+def test_partitions_and_configs_added_at_the_source_follow_then_failover(pair):
     src, dest = pair
     t = topic_name("grow")
     create_topic(src, t, partitions=1)
@@ -272,6 +272,12 @@ def test_failover_at_once_and_partitions_added_at_the_source(pair):
     until(lambda: rows(sql_ok(dest, "SELECT partitions FROM topics WHERE name = '%s'" % t))
           == [(3,)], 20, "3 partitions on the mirror")
     assert_same(src, dest, t, 3)
+    # a config changed at the source follows
+    sql_ok(src, "INSERT INTO topic_configs (topic, name, value) VALUES ('%s', 'retention.ms', "
+                "'3600000')" % t)
+    until(lambda: rows(sql_ok(dest, "SELECT value FROM topic_configs WHERE topic = '%s' AND "
+                                    "name = 'retention.ms'" % t)) == [("3600000",)], 20,
+          "retention.ms synced")
     sql_ok(dest, "UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % t)
     assert mirror_state(dest, t)[0] == "failed_over"
     produce_ok(ck_producer(dest), t, [{"key": b"k", "value": b"after failover", "partition": 2}])
