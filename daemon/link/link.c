@@ -520,8 +520,8 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
 void lk_mirror_progress(lk_mirror *m)
 {
     bk_broker *b = m->link->b;
-    if (m->state != LK_PROMOTING)
-        return;
+    if (m->state != LK_PROMOTING || !m->created || m->nparts == 0)
+        return;                          /* nothing copied yet: nothing to promote */
     for (int32_t i = 0; i < m->nparts; i++) {
         const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
         if (!v || !v->local || m->parts[i].source_end < 0 ||

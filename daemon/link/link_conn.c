@@ -619,6 +619,15 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         }
         return;
     }
+    if ((what & BEV_EVENT_EOF) && l->conn == LK_READY) {
+        /* Idle (nothing out) and closed by the source (its
+         * connections.max.idle.ms): not an error; connected again when
+         * there is something to ask. */
+        int64_t due = (l->metadata_due_us - bk_mono_us()) / 1000;
+        lk_conn_close(l);
+        arm(l, due > 0 ? due : 1);
+        return;
+    }
     int dns = bufferevent_socket_get_dns_error(bev);
     if ((what & BEV_EVENT_TIMEOUT) && l->conn == LK_READY) {
         bufferevent_enable(bev, EV_READ);          /* idle, not late */
