@@ -833,7 +833,8 @@ int link_start(bk_broker *b, char *err, size_t errlen)
         if (!link_new(s, &links[i], err, errlen))
             BK_ERROR("cluster link %s: its stored settings are refused (%s); not started",
                      links[i].name, err);
-    memset(links, 0, nl * sizeof *links);
+    if (links)                           /* the secrets, before the free */
+        memset(links, 0, nl * sizeof *links);
     free(links);
     for (size_t i = 0; i < nm; i++) {
         lk_link *l = link_find(s, mirrors[i].link);
