@@ -39,8 +39,28 @@
  *   K5. The source log ends (the lag's other half) reach SQLite on a
  *       one-second timer, only what changed: no SQLite per fetch.
  *   K6. Standalone only for now: in cluster mode link_start starts
- *       nothing (links would be ZooKeeper facts and each mirror partition
- *       mirrored by its leader; not built yet).
+ *       nothing and the SQL writes answer INVALID_REQUEST saying so.
+ *
+ * Not built yet (issue 33's later parts):
+ *   - Cluster mode: links and mirror topics as ZooKeeper facts through
+ *     b->store (a write half and an apply half, as topics), the mirror
+ *     flag in the view so that every broker refuses producers, and each
+ *     mirror partition copied by its leader on the destination (this
+ *     room following view changes as repl_fetcher.c does); inside the
+ *     destination the copy already replicates like any append.
+ *   - A multi-broker source: one connection per link, to the first
+ *     bootstrap server; a partition led elsewhere answers
+ *     NOT_LEADER_OR_FOLLOWER into last_error.  Wanted: one connection per
+ *     source leader, from Metadata, as repl_fetcher.c groups by leader.
+ *   - The source's truncation by leader epoch: a source whose log ends
+ *     before the mirror's (OFFSET_OUT_OF_RANGE, mirror ahead) pauses that
+ *     partition with last_error instead of OffsetForLeaderEpoch and a cut.
+ *   - A compacted source whose cleaner removed the batch at the mirror's
+ *     log end: seg_append_assigned takes only a first batch at the log end
+ *     (the replica fetcher shares the limit), so it stops with last_error.
+ *   - SSL and SCRAM to the source; secrets encrypted at rest (they are in
+ *     the SQLite file as given, only hidden from SQL); topic filters;
+ *     consumer offsets and ACLs synced; lag in time.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
