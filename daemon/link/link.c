@@ -343,6 +343,7 @@ static void link_free(lk_link *l)
         event_free(l->timer);
     kp_buf_free(&l->out);
     kp_arena_free(&l->arena);
+    free(l->in);
     free(l);
 }
 

@@ -69,6 +69,7 @@
  * request.timeout.ms default). */
 #define LK_REQUEST_TIMEOUT_MS 30000
 #define LK_FRAME_MAX (256 << 20)
+#define LK_SINGLE_READ (4u << 20)
 /* DescribeConfigs' ConfigSource for a topic's own override. */
 #define LK_DYNAMIC_TOPIC_CONFIG 1
 
@@ -574,8 +575,7 @@ static void handle_answer(lk_link *l, const uint8_t *frame, size_t len)
     next_request(l);
 }
 
-/* C2: a frame is handled once it is whole, in place (evbuffer_pullup makes
- * it contiguous; drained after). */
+/* C2: a frame is handled once it is whole, from l->in. */
 static void on_read(struct bufferevent *bev, void *arg)
 {
     lk_link *l = arg;
@@ -589,17 +589,32 @@ static void on_read(struct bufferevent *bev, void *arg)
             conn_fail(l, "an answer from the source larger than 256 MiB");
             return;
         }
-        if (evbuffer_get_length(in) < (size_t)n + 4)
-            return;
-        const uint8_t *p = evbuffer_pullup(in, (ssize_t)n + 4);
-        if (!p) {
-            conn_fail(l, "out of memory reading an answer");
+        if (evbuffer_get_length(in) < (size_t)n + 4) {
+            /* Woken once the whole answer is there, not per read. */
+            bufferevent_setwatermark(bev, EV_READ, (size_t)n + 4, 0);
             return;
         }
-        handle_answer(l, p + 4, n);
+        bufferevent_setwatermark(bev, EV_READ, 0, 0);
+        /* Into the link's own buffer, grown and reused (C2): a pullup
+         * would allocate (and fault in) a new chain of megabytes per
+         * answer. */
+        if (n > l->in_cap) {
+            uint8_t *nb = realloc(l->in, n);
+            if (!nb) {
+                conn_fail(l, "out of memory reading an answer");
+                return;
+            }
+            l->in = nb;
+            l->in_cap = n;
+        }
+        evbuffer_drain(in, 4);
+        if (evbuffer_remove(in, l->in, n) != (int)n) {
+            conn_fail(l, "cannot read an answer");
+            return;
+        }
+        handle_answer(l, l->in, n);
         if (l->bev != bev)
             return;                      /* closed while handling */
-        evbuffer_drain(in, (size_t)n + 4);
     }
 }
 
@@ -650,6 +665,9 @@ static void link_connect(lk_link *l)
         return;
     }
     bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
+    /* libevent reads 16 KiB per callback by default: a Fetch answer of
+     * megabytes would take hundreds of loop turns. */
+    bufferevent_set_max_single_read(l->bev, LK_SINGLE_READ);
     int64_t t = (int64_t)l->fetch_max_wait_ms + LK_REQUEST_TIMEOUT_MS;
     struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
     bufferevent_set_timeouts(l->bev, &tv, &tv);

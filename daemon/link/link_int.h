@@ -59,6 +59,8 @@ typedef struct lk_link {
     int64_t metadata_due_us;             /* mono: next Metadata of the sources */
     int64_t backoff_cur_ms;
     kp_buf out;
+    uint8_t *in;                         /* the answer being handled (link_conn.c C2) */
+    uint32_t in_cap;
     kp_arena arena;
     char last_error[MD_ERRLEN];          /* as stored (cluster_links.last_error) */
     struct lk_link *next;
