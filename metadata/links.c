@@ -140,16 +140,18 @@ int md_mirror_list(md_db *db, md_mirror_row **out, size_t *n, char *err, size_t 
     return rc == SQLITE_DONE ? 0 : md_sqlerr(db, err, errlen, "list mirror topics");
 }
 
-int md_mirror_source_ends(md_db *db, const char *topic, const int64_t *ends, int32_t n,
-                          int64_t now_ms, char *err, size_t errlen)
+int md_mirror_source_ends(md_db *db, const char *topic, const int64_t *ends,
+                          const int64_t *caught_up, int32_t n, int64_t now_ms, char *err,
+                          size_t errlen)
 {
     sqlite3_stmt *s;
     int t, rc = md_txn_enter(db, &t, err, errlen);
     if (rc)
         return rc;
     if (sqlite3_prepare_v2(db->h, "INSERT INTO mirror_partitions (topic, partition, source_end, "
-                           "updated_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (topic, partition) "
-                           "DO UPDATE SET source_end = excluded.source_end, "
+                           "caught_up_at, updated_at) VALUES (?1, ?2, ?3, ?5, ?4) "
+                           "ON CONFLICT (topic, partition) DO UPDATE SET "
+                           "source_end = excluded.source_end, caught_up_at = excluded.caught_up_at, "
                            "updated_at = excluded.updated_at", -1, &s, NULL) != SQLITE_OK)
         return md_txn_leave(db, t, md_sqlerr(db, err, errlen, "prepare mirror ends"), err,
                             errlen);
@@ -160,6 +162,10 @@ int md_mirror_source_ends(md_db *db, const char *topic, const int64_t *ends, int
         sqlite3_bind_int(s, 2, i);
         sqlite3_bind_int64(s, 3, ends[i]);
         sqlite3_bind_int64(s, 4, now_ms);
+        if (caught_up[i] >= 0)
+            sqlite3_bind_int64(s, 5, caught_up[i]);
+        else
+            sqlite3_bind_null(s, 5);
         if (sqlite3_step(s) != SQLITE_DONE)
             rc = md_sqlerr(db, err, errlen, "save mirror ends");
         sqlite3_reset(s);

@@ -618,8 +618,10 @@ int md_mirror_delete(md_db *db, const char *topic, char *err, size_t errlen);
 int md_mirror_status(md_db *db, const char *topic, const char *state, const char *last_error,
                      char *err, size_t errlen);
 int md_mirror_list(md_db *db, md_mirror_row **out, size_t *n, char *err, size_t errlen);
-/* ends[i]: partition i's source log end as last fetched (< 0: unknown, kept). */
-int md_mirror_source_ends(md_db *db, const char *topic, const int64_t *ends, int32_t n,
-                          int64_t now_ms, char *err, size_t errlen);
+/* ends[i]: partition i's source log end as last fetched (< 0: unknown, kept);
+ * caught_up[i]: when the mirror last had all of it (ms; < 0: never). */
+int md_mirror_source_ends(md_db *db, const char *topic, const int64_t *ends,
+                          const int64_t *caught_up, int32_t n, int64_t now_ms, char *err,
+                          size_t errlen);
 
 #endif

@@ -434,7 +434,7 @@ static bool parts_grow(lk_mirror *m, int32_t n)
     if (!np)
         return false;
     for (int32_t i = m->nparts; i < n; i++)
-        np[i] = (lk_part){ .source_end = -1 };
+        np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1 };
     m->parts = np;
     m->nparts = n;
     return true;
@@ -780,16 +780,23 @@ void link_metrics(bk_broker *b, kp_buf *out)
         return;
     kp_buf_printf(out, "# HELP sluice_link_mirror_lag_messages A mirror partition's lag: the "
                   "source's log end (last fetched) minus the mirror's.\n"
-                  "# TYPE sluice_link_mirror_lag_messages gauge\n");
+                  "# TYPE sluice_link_mirror_lag_messages gauge\n"
+                  "# HELP sluice_link_mirror_lag_ms Since when a lagging mirror partition last "
+                  "had everything its source had (0: it has; -1: never had).\n"
+                  "# TYPE sluice_link_mirror_lag_ms gauge\n");
     for (lk_mirror *m = s->mirrors; m; m = m->next)
         for (int32_t i = 0; i < m->nparts; i++) {
             const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
             if (!v || !v->local || m->parts[i].source_end < 0)
                 continue;
             int64_t lag = m->parts[i].source_end - seg_log_end(v->local->log);
+            int64_t since = m->parts[i].caught_up_ms;
             kp_buf_printf(out, "sluice_link_mirror_lag_messages{link=\"%s\",topic=\"%s\","
                           "partition=\"%d\",state=\"%s\"} %lld\n", m->link->name, m->topic,
                           (int)i, state_name(m->state), (long long)(lag > 0 ? lag : 0));
+            kp_buf_printf(out, "sluice_link_mirror_lag_ms{link=\"%s\",topic=\"%s\","
+                          "partition=\"%d\"} %lld\n", m->link->name, m->topic, (int)i,
+                          (long long)(lag <= 0 ? 0 : since < 0 ? -1 : bk_now_ms() - since));
         }
     kp_buf_printf(out, "# HELP sluice_link_up 1 when the cluster link has no error.\n"
                   "# TYPE sluice_link_up gauge\n");
@@ -809,16 +816,22 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             continue;
         if (m->nparts > s->ends_cap) {
             int64_t *ne = realloc(s->ends, (size_t)m->nparts * sizeof *ne);
-            if (!ne)
+            if (ne)
+                s->ends = ne;
+            int64_t *nc = realloc(s->caught, (size_t)m->nparts * sizeof *nc);
+            if (nc)
+                s->caught = nc;
+            if (!ne || !nc)
                 continue;                /* next second */
-            s->ends = ne;
             s->ends_cap = m->nparts;
         }
         m->ends_dirty = false;
-        for (int32_t i = 0; i < m->nparts; i++)
+        for (int32_t i = 0; i < m->nparts; i++) {
             s->ends[i] = m->parts[i].source_end;
-        if (md_mirror_source_ends(s->b->db, m->topic, s->ends, m->nparts, bk_now_ms(), err,
-                                  sizeof err) != 0)
+            s->caught[i] = m->parts[i].caught_up_ms;
+        }
+        if (md_mirror_source_ends(s->b->db, m->topic, s->ends, s->caught, m->nparts,
+                                  bk_now_ms(), err, sizeof err) != 0)
             BK_WARN("mirror topic %s: cannot save the source's log ends: %s", m->topic, err);
     }
 }
@@ -893,6 +906,7 @@ void link_stop(bk_broker *b)
     if (s->dns)
         evdns_base_free(s->dns, 0);
     free(s->ends);
+    free(s->caught);
     free(s);
     b->links = NULL;
 }

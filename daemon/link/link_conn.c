@@ -458,6 +458,8 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
     }
     if (m->last_error[0] && whole > 0)
         lk_mirror_error(m, NULL);
+    if (seg_log_end(p->log) >= rp->HighWatermark)
+        lp->caught_up_ms = bk_now_ms();
     if (rp->HighWatermark != lp->source_end) {
         lp->source_end = rp->HighWatermark;
         m->ends_dirty = true;

@@ -18,6 +18,7 @@ enum lk_conn { LK_IDLE, LK_CONNECTING, LK_READY, LK_WAITING, LK_BACKOFF };
 
 typedef struct lk_part {
     int64_t source_end;                  /* the source's high watermark, last answer; -1 */
+    int64_t caught_up_ms;                /* wall clock: the mirror last had all of it; -1 */
     int64_t fetch_offset;                /* in the request out */
     int64_t retry_us;                    /* mono; 0: fetch now */
     bool in_request;
@@ -73,7 +74,7 @@ typedef struct lk_set {
     lk_link *links;
     lk_mirror *mirrors;
     int nmirrors;
-    int64_t *ends;                       /* on_tick's (link.c K5) */
+    int64_t *ends, *caught;              /* on_tick's (link.c K5) */
     int32_t ends_cap;
 } lk_set;
 

@@ -25,11 +25,13 @@ CREATE TABLE mirror_topics (
     created_at   INTEGER NOT NULL
 ) WITHOUT ROWID;
 -- The source partitions' log ends as last fetched (the mirror's lag is
--- this minus its own log end), written on a timer, not per fetch.
+-- this minus its own log end) and when the mirror last had all of its
+-- source (the lag in time), written on a timer, not per fetch.
 CREATE TABLE mirror_partitions (
-    topic      TEXT NOT NULL,
-    partition  INTEGER NOT NULL,
-    source_end INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
+    topic        TEXT NOT NULL,
+    partition    INTEGER NOT NULL,
+    source_end   INTEGER NOT NULL,
+    caught_up_at INTEGER,                           -- ms since the epoch; NULL: never
+    updated_at   INTEGER NOT NULL,
     PRIMARY KEY (topic, partition)
 ) WITHOUT ROWID;

@@ -202,6 +202,10 @@ def test_mirror_holds_the_source_batches_at_the_same_offsets(pair):
     assert st == 200
     assert re.search(r'sluice_link_mirror_lag_messages\{link="src",topic="%s",partition="0",'
                      r'state="active"\} 0' % plain, text)
+    assert re.search(r'sluice_link_mirror_lag_ms\{link="src",topic="%s",partition="0"\} 0\n'
+                     % plain, text)
+    assert rows(sql_ok(dest, "SELECT lag_ms FROM mirror_topics WHERE topic = '%s'" % plain)) \
+        == [(0,)]
 
 
 def test_pause_resume_refuse_and_promote(pair):
