@@ -603,8 +603,10 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
         if (rc != KP_NONE && l) {
             s->links = l->next;
             link_free(l);
-        } else if (rc == KP_NONE)
+        } else if (rc == KP_NONE) {
             BK_INFO("cluster link %s created through SQL: source %s", name, bootstrap);
+            lk_conn_kick(l);             /* a wrong address or login shows at once */
+        }
     }
     memset(row->secrets, 0, sizeof row->secrets);
     free(row);

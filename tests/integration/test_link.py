@@ -348,7 +348,6 @@ def test_wrong_credentials_are_reported_without_a_retry_storm(start_broker, tmp_
         link_source(dest, src, config="security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                     "sasl.username=alice\nsasl.password=wrong\nreconnect.backoff.ms=200\n"
                     "reconnect.backoff.max.ms=2000")
-        assert mirror(dest, "anything")[0] == 200
         until(lambda: rows(sql_ok(dest, "SELECT last_error FROM cluster_links"))[0][0], 15,
               "last_error")
         got = rows(sql_ok(dest, "SELECT last_error FROM cluster_links"))[0][0]
