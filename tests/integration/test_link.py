@@ -250,6 +250,10 @@ def test_pause_resume_refuse_and_promote(pair):
     assert [batches(dest, t, i)[1] for i in range(2)] == [ends[0] + 1, ends[1]]
     st, text = sql(dest, "UPDATE mirror_topics SET state = 'active' WHERE topic = '%s'" % t)
     assert st != 200 and "no longer mirrors" in str(text)
+    # a promoted mirror's row goes, the topic stays
+    sql_ok(dest, "DELETE FROM mirror_topics WHERE topic = '%s'" % t)
+    assert mirror_state(dest, t) is None
+    assert [batches(dest, t, i)[1] for i in range(2)] == [ends[0] + 1, ends[1]]
     log = dest.log_text()
     for change in ("active -> paused", "paused -> active", "active -> promoting",
                    "promoting -> promoted"):
@@ -329,7 +333,11 @@ def test_bad_sql_gets_a_clear_error_and_secrets_stay_hidden(pair):
     assert mirror(dest, t)[0] == 200
     st, text = sql(dest, "DELETE FROM cluster_links WHERE name = 'src'")
     assert st != 200 and "has 2 mirror topics" in str(text)
+    until(lambda: rows(sql_ok(dest, "SELECT name FROM topics WHERE name = '%s'" % t)), 15,
+          "the mirror created")
     sql_ok(dest, "DELETE FROM mirror_topics WHERE topic IN ('%s', 'notyet')" % t)
+    # a mirror not promoted goes with its topic
+    assert rows(sql_ok(dest, "SELECT name FROM topics WHERE name = '%s'" % t)) == []
     sql_ok(dest, "DELETE FROM cluster_links WHERE name = 'src'")
     assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == [("secret",)]
 
@@ -374,6 +382,12 @@ def test_wrong_credentials_are_reported_without_a_retry_storm(start_broker, tmp_
         until(lambda: batches(dest, t, 0)[1] == 10, 20, "mirrored over SASL")
         assert rows(sql_ok(dest, "SELECT last_error FROM cluster_links WHERE name = 'good'")) \
             == [(None,)]
+        # the secret comes back from SQLite after a restart
+        dest.restart()
+        for i in range(10, 15):
+            p.produce(t, value=b"m%d" % i, partition=0)
+        assert p.flush(30) == 0
+        until(lambda: batches(dest, t, 0)[1] == 15, 20, "mirrored over SASL after a restart")
     finally:
         src.kill()
 
