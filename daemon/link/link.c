@@ -522,7 +522,11 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
         m->created = true;
         BK_INFO("mirror topic %s created from %s on link %s: %d partitions, %zu config "
                 "overrides", m->topic, m->source, m->link->name, (int)n, ncfg);
-    } else if (t && n > t->npartitions) {
+    } else if (!t) {
+        mirror_set_state(m, LK_FAILED, "its topic was deleted (DELETE it from mirror_topics "
+                         "and INSERT it again to mirror anew)");
+        return;
+    } else if (n > t->npartitions) {
         int rc = view_topic_add_partitions(b, m->topic, n, NULL, false, NULL, err, sizeof err);
         if (rc != KP_NONE) {
             char why[1024];

@@ -286,6 +286,15 @@ def test_partitions_and_configs_added_at_the_source_follow_then_failover(pair):
     until(lambda: rows(sql_ok(dest, "SELECT value FROM topic_configs WHERE topic = '%s' AND "
                                     "name = 'retention.ms'" % t)) == [("3600000",)], 20,
           "retention.ms synced")
+    # a mirror whose topic an operator deletes says so instead of stalling
+    t2 = topic_name("gone")
+    create_topic(src, t2, partitions=1)
+    assert mirror(dest, t2)[0] == 200
+    until(lambda: rows(sql_ok(dest, "SELECT name FROM topics WHERE name = '%s'" % t2)), 15,
+          "the mirror created")
+    sql_ok(dest, "DELETE FROM topics WHERE name = '%s'" % t2)
+    until(lambda: (mirror_state(dest, t2) or ("",))[0] == "failed", 15, "failed")
+    assert "was deleted" in mirror_state(dest, t2)[1]
     sql_ok(dest, "UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % t)
     assert mirror_state(dest, t)[0] == "failed_over"
     produce_ok(ck_producer(dest), t, [{"key": b"k", "value": b"after failover", "partition": 2}])
