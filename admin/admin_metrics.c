@@ -22,6 +22,7 @@
 #include "daemon/replica/replica_logdir.h"
 #include "daemon/replication/repl_fetcher.h"
 #include "daemon/registry/registry.h"
+#include "daemon/link/link.h"
 #include "daemon/replication/repl_peer.h"
 #include "daemon/security/sec_sasl.h"
 #include "daemon/txn/txn.h"
@@ -266,6 +267,7 @@ void bk_admin_metrics_render(bk_broker *b, kp_buf *o)
     render_peer_calls(o);
     render_txn(o);
     sr_metrics_render(b, o);
+    link_metrics(b, o);
 
     for (int m = 0; m < (int)(sizeof part_metrics / sizeof part_metrics[0]); m++) {
         kp_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", part_metrics[m].name,

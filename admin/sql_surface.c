@@ -295,13 +295,59 @@ static const char surface_sql[] =
     "         NEW.group_id, NEW.topic, NEW.partition, NEW.offset, NEW.metadata);\nEND;\n"
     "CREATE TEMP TRIGGER committed_offsets_insert INSTEAD OF INSERT ON committed_offsets BEGIN\n"
     "  SELECT sluice_offset_set(NEW.group_id, NEW.topic, NEW.partition,\n"
-    "         NEW.group_id, NEW.topic, NEW.partition, NEW.offset, NEW.metadata);\nEND;\n";
+    "         NEW.group_id, NEW.topic, NEW.partition, NEW.offset, NEW.metadata);\nEND;\n"
+
+    /* Cluster links and mirror topics (daemon/link/link.c): the secret
+     * settings are never shown (main.cluster_links.secrets is refused to
+     * every reader, see authorize); config shows them masked.  A mirror
+     * partition's lag: the source's log end as last fetched (saved once a
+     * second) minus the mirror's live log end. */
+    "CREATE TEMP VIEW cluster_links AS\n"
+    "SELECT name, bootstrap_servers, config, state, last_error, created_at\n"
+    "  FROM main.cluster_links;\n"
+    "CREATE TEMP VIEW mirror_partitions AS\n"
+    "SELECT mp.topic, mp.partition, mp.source_end AS source_log_end_offset,\n"
+    "       l.log_end_offset AS mirror_log_end_offset,\n"
+    "       max(0, mp.source_end - coalesce(l.log_end_offset, 0)) AS lag,\n"
+    /* since the mirror last had all of it, while it lags (0 when not) */
+    "       CASE WHEN mp.source_end <= coalesce(l.log_end_offset, 0) THEN 0\n"
+    "            ELSE CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)\n"
+    "                 - mp.caught_up_at END AS lag_ms,\n"
+    "       mp.updated_at\n"
+    "  FROM main.mirror_partitions mp LEFT JOIN sluice_partition_state l\n"
+    "    ON l.topic = mp.topic AND l.partition = mp.partition;\n"
+    "CREATE TEMP VIEW mirror_topics AS\n"
+    "SELECT m.topic, m.link, m.source_topic, m.state, m.last_error,\n"
+    "       (SELECT sum(lag) FROM mirror_partitions mp WHERE mp.topic = m.topic) AS lag,\n"
+    "       (SELECT max(lag_ms) FROM mirror_partitions mp WHERE mp.topic = m.topic) AS lag_ms,\n"
+    "       m.created_at\n"
+    "  FROM main.mirror_topics m;\n"
+    "CREATE TEMP TRIGGER cluster_links_insert INSTEAD OF INSERT ON cluster_links BEGIN\n"
+    "  SELECT sluice_link_create(NEW.name, NEW.bootstrap_servers, NEW.config, NEW.state,\n"
+    "         NEW.last_error, NEW.created_at);\nEND;\n"
+    "CREATE TEMP TRIGGER cluster_links_delete INSTEAD OF DELETE ON cluster_links BEGIN\n"
+    "  SELECT sluice_link_delete(OLD.name);\nEND;\n"
+    "CREATE TEMP TRIGGER mirror_topics_insert INSTEAD OF INSERT ON mirror_topics BEGIN\n"
+    "  SELECT sluice_mirror_create(NEW.topic, NEW.link, NEW.source_topic, NEW.state,\n"
+    "         NEW.last_error IS NOT NULL OR NEW.lag IS NOT NULL OR NEW.lag_ms IS NOT NULL\n"
+    "         OR NEW.created_at IS NOT NULL);\n"
+    "END;\n"
+    "CREATE TEMP TRIGGER mirror_topics_delete INSTEAD OF DELETE ON mirror_topics BEGIN\n"
+    "  SELECT sluice_mirror_delete(OLD.topic);\nEND;\n"
+    "CREATE TEMP TRIGGER mirror_topics_update INSTEAD OF UPDATE ON mirror_topics BEGIN\n"
+    "  SELECT RAISE(ABORT, 'mirror_topics: only state can be changed (active, paused, "
+    "promoted, failed_over)')\n"
+    "   WHERE OLD.topic IS NOT NEW.topic OR OLD.link IS NOT NEW.link\n"
+    "      OR OLD.source_topic IS NOT NEW.source_topic;\n"
+    "  SELECT sluice_mirror_state(OLD.topic, NEW.state) WHERE OLD.state IS NOT NEW.state;\n"
+    "END;\n";
 
 static const char *const views[] = {
     "brokers", "topics", "partitions", "partition_replicas", "topic_configs",
     "broker_configs", "consumer_groups", "scram_credentials",
     "group_members", "group_assignments", "committed_offsets", "consumer_lag", "acls",
-    "log_dirs", "producers", "transactions", "schemas", "subjects", NULL
+    "log_dirs", "producers", "transactions", "schemas", "subjects", "cluster_links",
+    "mirror_topics", "mirror_partitions", NULL
 };
 
 /* Every view refuses, with a reason, the writes it has no meaning for. */
@@ -395,6 +441,10 @@ static const struct { const char *view, *op, *why; } refusals[] = {
       "of the new one" },
     { "committed_offsets", "DELETE", "committed_offsets: to forget the offsets of a group, "
       "DELETE FROM consumer_groups" },
+    { "cluster_links", "UPDATE", "cluster_links: the settings of a link cannot be changed yet; "
+      "DELETE it and INSERT it again (its mirror topics first)" },
+    { "mirror_partitions", NULL, "mirror_partitions is read-only: it shows each mirror "
+      "partition lag; drive a mirror with UPDATE mirror_topics SET state" },
 };
 
 static bool in_list(const char *s, const char *const *list)
@@ -901,6 +951,68 @@ static void fn_scram_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
     do_write(ctx, &w);
 }
 
+/* (name, bootstrap_servers, config, state, last_error, created_at) */
+static void fn_link_create(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    if (!need_text(ctx, v[0], "cluster_links.name") ||
+        !need_text(ctx, v[1], "cluster_links.bootstrap_servers"))
+        return;
+    if (sqlite3_value_type(v[3]) != SQLITE_NULL || sqlite3_value_type(v[4]) != SQLITE_NULL ||
+        sqlite3_value_type(v[5]) != SQLITE_NULL) {
+        sqlite3_result_error(ctx, "cluster_links: only name, bootstrap_servers and config "
+                             "can be given; state, last_error and created_at are the "
+                             "broker's", -1);
+        return;
+    }
+    if (sqlite3_value_type(v[2]) != SQLITE_NULL && !need_text(ctx, v[2], "cluster_links.config"))
+        return;
+    sq_write w = { .op = SQ_LINK_CREATE, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]),
+                   .s3 = arg_text(v[2]) };
+    do_write(ctx, &w);
+}
+
+static void fn_link_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_write w = { .op = SQ_LINK_DELETE, .s1 = arg_text(v[0]) };
+    do_write(ctx, &w);
+}
+
+/* (topic, link, source_topic, state, any of the broker's columns given) */
+static void fn_mirror_create(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    if (!need_text(ctx, v[0], "mirror_topics.topic") ||
+        !need_text(ctx, v[1], "mirror_topics.link"))
+        return;
+    if (sqlite3_value_int(v[4])) {
+        sqlite3_result_error(ctx, "mirror_topics: only topic, link, source_topic and state "
+                             "can be given; last_error, lag and created_at are the "
+                             "broker's", -1);
+        return;
+    }
+    sq_write w = { .op = SQ_MIRROR_CREATE, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]),
+                   .s3 = arg_text(v[2]), .s4 = arg_text(v[3]) };
+    do_write(ctx, &w);
+}
+
+static void fn_mirror_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    sq_write w = { .op = SQ_MIRROR_DELETE, .s1 = arg_text(v[0]) };
+    do_write(ctx, &w);
+}
+
+static void fn_mirror_state(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    if (!need_text(ctx, v[1], "mirror_topics.state"))
+        return;
+    sq_write w = { .op = SQ_MIRROR_STATE, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]) };
+    do_write(ctx, &w);
+}
+
 /* (transactional_id, producer_id, producer_epoch as read, the new state):
  * only 'CompleteAbort' (or 'PrepareAbort', its first step) is a change the
  * coordinator makes on request. */
@@ -941,6 +1053,11 @@ static const struct {
     { "sluice_schema_register", 5, fn_schema_register, true },
     { "sluice_schema_delete", 4, fn_schema_delete, true },
     { "sluice_subject_set", 3, fn_subject_set, true },
+    { "sluice_link_create", 6, fn_link_create, true },
+    { "sluice_link_delete", 1, fn_link_delete, true },
+    { "sluice_mirror_create", 5, fn_mirror_create, true },
+    { "sluice_mirror_delete", 1, fn_mirror_delete, true },
+    { "sluice_mirror_state", 2, fn_mirror_state, true },
     { "sluice_controller_id", 0, fn_controller_id, false },
     { "sluice_broker_alive", 1, fn_broker_alive, false },
     { "sluice_replica_end", 3, fn_replica_end, false },
@@ -1002,6 +1119,10 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
         if (a3 && !strcmp(a3, "users") && db && !strcmp(db, "main") &&
             in_list(a4, secret_columns))
             return deny(c, "users.%s is a credential and cannot be read", a4);
+        if (a3 && !strcmp(a3, "cluster_links") && db && !strcmp(db, "main") && a4 &&
+            !strcmp(a4, "secrets"))
+            return deny(c, "cluster_links.secrets holds a link's credentials and cannot be "
+                        "read (cluster_links.config shows them masked)", NULL);
         return SQLITE_OK;
     case SQLITE_FUNCTION:
         if (a4 && !strcasecmp(a4, "load_extension"))
@@ -1015,7 +1136,7 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
         if (a4 && internal_function(a4) && !inner)
             return deny(c, "%s() is internal: change the cluster with INSERT, UPDATE "
                         "or DELETE on topics, topic_configs, consumer_groups, scram_credentials, "
-                        "committed_offsets or subjects", a4);
+                        "committed_offsets, subjects, cluster_links or mirror_topics", a4);
         return SQLITE_OK;
     case SQLITE_PRAGMA:
         if ((!a4 && in_list(a3, read_pragmas)) || in_list(a3, name_pragmas))

@@ -63,6 +63,7 @@
 #include "daemon/api/api_topic_wait.h"
 #include "daemon/txn/txn.h"
 #include "daemon/registry/registry.h"
+#include "daemon/link/link.h"
 
 #define SQ_WORKERS 2
 #define SQ_WORKER_NICE 10
@@ -489,6 +490,16 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
     case SQ_ACL_CREATE:
     case SQ_ACL_DELETE:
         return acl_write(b, w, op, err, errlen);
+    case SQ_LINK_CREATE:
+        return link_create(b, w->s1, w->s2, w->s3, err, errlen);
+    case SQ_LINK_DELETE:
+        return link_delete(b, w->s1, err, errlen);
+    case SQ_MIRROR_CREATE:
+        return link_mirror_create(b, w->s1, w->s2, w->s3, w->s4, err, errlen);
+    case SQ_MIRROR_DELETE:
+        return link_mirror_delete(b, w->s1, err, errlen);
+    case SQ_MIRROR_STATE:
+        return link_mirror_state(b, w->s1, w->s2, err, errlen);
     case SQ_GROUP_DELETE:
     case SQ_OFFSET_SET:
     case SQ_SCRAM_SET:

@@ -103,6 +103,7 @@ struct bk_broker {
     struct bk_authz *authz;          /* ACLs, checked in memory (sec_authz.c) */
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct sr_registry *registry;    /* the schema registry (daemon/registry) */
+    struct lk_set *links;            /* cluster links (daemon/link/link.c); NULL: none */
     /* Produce's check of one key or value in the schema registry's wire
      * format against c->rule (issue 31; daemon/registry/sr_validate.c,
      * installed by sr_start; NULL: no registry here).  whole false: p holds

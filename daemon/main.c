@@ -30,6 +30,7 @@
 #include "daemon/replica/replica_txn.h"
 #include "daemon/txn/txn.h"
 #include "admin/admin.h"
+#include "daemon/link/link.h"
 #include "daemon/registry/registry.h"
 #include "daemon/md_sync.h"
 #include "daemon/view/view_store.h"
@@ -259,6 +260,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: %s\n", err);
         return 1;
     }
+    if (link_start(&b, err, sizeof err) != 0) {   /* cluster links */
+        fprintf(stderr, "sluiced: %s\n", err);
+        return 1;
+    }
     if (net_server_start(&b, err, sizeof err) != 0) {
         fprintf(stderr, "sluiced: %s\n", err);
         return 1;
@@ -289,6 +294,7 @@ int main(int argc, char **argv)
      * The ZooKeeper session closes first, so the cluster sees this broker
      * gone at once rather than after the session timeout. */
     bk_admin_stop(&b);
+    link_stop(&b);
     sr_stop(&b);
     net_server_free(&b);
     cl_stop(&b);

@@ -594,4 +594,39 @@ int md_sr_schema_delete(md_db *db, int32_t id, char *err, size_t errlen);
 int md_sr_config_put(md_db *db, const char *subject, const char *compatibility,
                      const char *mode, char *err, size_t errlen);
 
+/* ---- cluster links and mirror topics (links.c; sql/migrations/0011) -------------
+ * Standalone's store of record for daemon/link/link.c.  0 or MD_E_SQL. */
+typedef struct md_link_row {
+    char name[MD_TOPIC_NAME_MAX + 1];
+    char bootstrap[512];
+    char config[2048];                   /* key=value lines, secrets masked */
+    char secrets[2048];                  /* the secret key=value lines */
+    char state[16];
+    char last_error[MD_ERRLEN];
+} md_link_row;
+typedef struct md_mirror_row {
+    char topic[MD_TOPIC_NAME_MAX + 1];
+    char link[MD_TOPIC_NAME_MAX + 1];
+    char source_topic[MD_TOPIC_NAME_MAX + 1];
+    char state[16];
+} md_mirror_row;
+int md_link_put(md_db *db, const md_link_row *l, int64_t now_ms, char *err, size_t errlen);
+int md_link_delete(md_db *db, const char *name, char *err, size_t errlen);
+/* last_error NULL: none. */
+int md_link_status(md_db *db, const char *name, const char *state, const char *last_error,
+                   char *err, size_t errlen);
+/* *out malloc'd (caller frees), by name. */
+int md_link_list(md_db *db, md_link_row **out, size_t *n, char *err, size_t errlen);
+int md_mirror_put(md_db *db, const md_mirror_row *m, int64_t now_ms, char *err, size_t errlen);
+/* The row and its partitions' source ends. */
+int md_mirror_delete(md_db *db, const char *topic, char *err, size_t errlen);
+int md_mirror_status(md_db *db, const char *topic, const char *state, const char *last_error,
+                     char *err, size_t errlen);
+int md_mirror_list(md_db *db, md_mirror_row **out, size_t *n, char *err, size_t errlen);
+/* ends[i]: partition i's source log end as last fetched (< 0: unknown, kept);
+ * caught_up[i]: when the mirror last had all of it (ms; < 0: never). */
+int md_mirror_source_ends(md_db *db, const char *topic, const int64_t *ends,
+                          const int64_t *caught_up, int32_t n, int64_t now_ms, char *err,
+                          size_t errlen);
+
 #endif

@@ -110,6 +110,7 @@
  * answer NOT_LEADER_OR_FOLLOWER with the CurrentLeader of the partition
  * and the leaders' NodeEndpoints (KIP-951, daemon/api/api_leader_hint.c).
  */
+#include "daemon/link/link.h"
 #include "daemon/view/view.h"
 #include "daemon/api/api_leader_hint.h"
 #include "daemon/api/api_txn_verify.h"
@@ -453,6 +454,16 @@ static void produce_partition(bk_req *r, kp_str txn_id, int16_t acks, kp_str top
         res->error = (int16_t)lrc;
         if (lrc == KP_NOT_LEADER_OR_FOLLOWER && r->hdr.RequestApiVersion >= 10)
             api_leader_hint(b, topic, index, &res->leader_id, &res->leader_epoch, hints);
+        return;
+    }
+    /* link.c K1: a mirror topic is the link's to write until promoted.
+     * INVALID_REQUEST: not retriable, so the producer fails at once with
+     * the ErrorMessage (TOPIC_AUTHORIZATION_FAILED would send the operator
+     * to the ACLs). */
+    const char *mirror_msg;
+    if (b->links && link_mirror_refuses(b, p->topic->name, &mirror_msg)) {
+        res->error = KP_INVALID_REQUEST;
+        res->error_message = kp_str_cstr(mirror_msg);
         return;
     }
     bool all = acks == -1 && bk_cluster_mode(b);

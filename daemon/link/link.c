@@ -1,0 +1,918 @@
+/*
+ * daemon/link/link.c — cluster links and mirror topics (issue 33): the
+ * model, its rows in SQLite, the SQL writes, the mirror topics' states.
+ * The connection to the source and what travels on it: link_conn.c.
+ *
+ * A link is a name, the source's bootstrap servers and client settings in
+ * Kafka's property names (security.protocol PLAINTEXT or SASL_PLAINTEXT
+ * with sasl.mechanism PLAIN and sasl.jaas.config or sasl.username /
+ * sasl.password; fetch.max.wait.ms, fetch.min.bytes, fetch.max.bytes,
+ * max.partition.fetch.bytes, metadata.max.age.ms, reconnect.backoff.ms,
+ * reconnect.backoff.max.ms, client.id).  A mirror topic is a local topic
+ * that its link creates with the source topic's partition count and topic
+ * config overrides, and fills from it at the source's offsets.
+ *
+ * States of a mirror topic (mirror_topics.state), and who moves them:
+ *
+ *   active ◄──link_mirror_state──► paused
+ *     │  └──────────────┬──────────────┘
+ *     │        'promoted' (link_mirror_state)
+ *     │                 ▼
+ *     │             promoting ──caught up (lk_mirror_progress)──► promoted
+ *     └─'failed_over' (link_mirror_state, from any of the three) ──► failed_over
+ *   (creation refused: the name taken meanwhile, configs refused) ──► failed
+ *
+ * Invariants:
+ *   K1. A mirror topic refuses producers (INVALID_REQUEST with an
+ *       ErrorMessage) until it is promoted or failed over; from then on it
+ *       is a normal topic and nothing is appended to it by the link.
+ *   K2. The link appends to a mirror partition only what the source
+ *       answered for the offset that is the partition's log end when the
+ *       answer arrives (link_conn.c), whole batches, unchanged: offsets,
+ *       producer ids, sequences, timestamps and CRCs are the source's.
+ *   K3. 'promoted' is reached only after an answer of the source in which
+ *       every partition's high watermark equals the mirror's log end (the
+ *       mirror had everything the source had then); 'failed_over' at once.
+ *   K4. Secret settings (link_setting_secret) are stored apart
+ *       (cluster_links.secrets), which the SQL authorizer refuses to
+ *       every reader; cluster_links.config shows them masked.
+ *   K5. The source log ends (the lag's other half) reach SQLite on a
+ *       one-second timer, only what changed: no SQLite per fetch.
+ *   K6. Standalone only for now: in cluster mode link_start starts
+ *       nothing and the SQL writes answer INVALID_REQUEST saying so.
+ *
+ * Not built yet (issue 33's later parts):
+ *   - Cluster mode: links and mirror topics as ZooKeeper facts through
+ *     b->store (a write half and an apply half, as topics), the mirror
+ *     flag in the view so that every broker refuses producers, and each
+ *     mirror partition copied by its leader on the destination (this
+ *     room following view changes as repl_fetcher.c does); inside the
+ *     destination the copy already replicates like any append.
+ *   - A multi-broker source: one connection per link, to the first
+ *     bootstrap server; a partition led elsewhere answers
+ *     NOT_LEADER_OR_FOLLOWER into last_error.  Wanted: one connection per
+ *     source leader, from Metadata, as repl_fetcher.c groups by leader.
+ *   - The source's truncation by leader epoch: a source whose log ends
+ *     before the mirror's (OFFSET_OUT_OF_RANGE, mirror ahead) pauses that
+ *     partition with last_error instead of OffsetForLeaderEpoch and a cut.
+ *   - A compacted source whose cleaner removed the batch at the mirror's
+ *     log end: seg_append_assigned takes only a first batch at the log end
+ *     (the replica fetcher shares the limit), so it stops with last_error.
+ *   - SSL and SCRAM to the source; secrets encrypted at rest (they are in
+ *     the SQLite file as given, only hidden from SQL); topic filters;
+ *     consumer offsets and ACLs synced; lag in time.
+ */
+#include "daemon/link/link_int.h"
+#include "daemon/view/view.h"
+#include "daemon/replica/replica.h"
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LK_MASK "[hidden]"
+
+static lk_set *set_of(bk_broker *b) { return b->links; }
+
+static const char *state_name(enum lk_mstate s)
+{
+    static const char *const names[] = { "active", "paused", "promoting", "promoted",
+                                         "failed_over", "failed" };
+    return names[s];
+}
+
+static int state_parse(const char *s, enum lk_mstate *out)
+{
+    for (int i = LK_ACTIVE; i <= LK_FAILED; i++)
+        if (s && !strcmp(s, state_name(i))) {
+            *out = i;
+            return 0;
+        }
+    return -1;
+}
+
+bool link_setting_secret(const char *name)
+{
+    return strstr(name, "password") || strstr(name, "secret") || strstr(name, "jaas") ||
+           !strncmp(name, "ssl.key", 7);
+}
+
+/* The value of key="value" (or key=value) in s, into out. */
+static bool jaas_field(const char *s, const char *key, char *out, size_t len)
+{
+    size_t kl = strlen(key);
+    for (const char *p = strstr(s, key); p; p = strstr(p + 1, key)) {
+        if ((p > s && p[-1] != ' ' && p[-1] != '\t' && p[-1] != ';') || p[kl] != '=')
+            continue;
+        const char *v = p + kl + 1, *e;
+        if (*v == '"')
+            e = strchr(++v, '"');
+        else
+            e = v + strcspn(v, " ;\t");
+        if (!e || (size_t)(e - v) >= len)
+            return false;
+        memcpy(out, v, (size_t)(e - v));
+        out[e - v] = 0;
+        return true;
+    }
+    return false;
+}
+
+bool link_jaas_plain(const char *jaas, char *user, size_t ulen, char *pass, size_t plen)
+{
+    return jaas_field(jaas, "username", user, ulen) && jaas_field(jaas, "password", pass, plen);
+}
+
+/* ---- settings ---------------------------------------------------------------- */
+static const char *const known_settings[] = {
+    "security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username",
+    "sasl.password", "client.id", "fetch.max.wait.ms", "fetch.min.bytes", "fetch.max.bytes",
+    "max.partition.fetch.bytes", "metadata.max.age.ms", "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms", NULL
+};
+
+static bool setting_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *e;
+    long long x = strtoll(v, &e, 10);
+    if (!*v || *e || x < lo || x > hi)
+        return false;
+    *out = x;
+    return true;
+}
+
+/* One key=value of a link's settings into l (NULL: only checked).
+ * KP_NONE or KP_INVALID_CONFIG with err. */
+static int setting_apply(lk_link *l, const char *k, const char *v, char *err, size_t errlen)
+{
+    lk_link scratch;
+    if (!l) {
+        memset(&scratch, 0, sizeof scratch);
+        l = &scratch;
+    }
+    int i = 0;
+    while (known_settings[i] && strcmp(known_settings[i], k))
+        i++;
+    if (!known_settings[i]) {
+        snprintf(err, errlen, "cluster_links.config: unknown setting '%s' (known: "
+                 "security.protocol, sasl.mechanism, sasl.jaas.config, sasl.username, "
+                 "sasl.password, client.id, fetch.*, max.partition.fetch.bytes, "
+                 "metadata.max.age.ms, reconnect.backoff*)", k);
+        return KP_INVALID_CONFIG;
+    }
+    int64_t x = 0;
+    bool ok = true;
+    if (!strcmp(k, "security.protocol")) {
+        ok = !strcmp(v, "PLAINTEXT") || !strcmp(v, "SASL_PLAINTEXT");
+        l->sasl = !strcmp(v, "SASL_PLAINTEXT");
+        if (!ok) {
+            snprintf(err, errlen, "cluster_links.config: security.protocol=%s is not supported "
+                     "by links yet (PLAINTEXT or SASL_PLAINTEXT)", v);
+            return KP_INVALID_CONFIG;
+        }
+    } else if (!strcmp(k, "sasl.mechanism")) {
+        if (strcmp(v, "PLAIN")) {
+            snprintf(err, errlen, "cluster_links.config: sasl.mechanism=%s is not supported "
+                     "by links yet (PLAIN)", v);
+            return KP_INVALID_CONFIG;
+        }
+    } else if (!strcmp(k, "sasl.jaas.config")) {
+        ok = link_jaas_plain(v, l->user, sizeof l->user, l->pass, sizeof l->pass);
+    } else if (!strcmp(k, "sasl.username")) {
+        ok = snprintf(l->user, sizeof l->user, "%s", v) < (int)sizeof l->user;
+    } else if (!strcmp(k, "sasl.password")) {
+        ok = snprintf(l->pass, sizeof l->pass, "%s", v) < (int)sizeof l->pass;
+    } else if (!strcmp(k, "client.id")) {
+        ok = true;
+    } else if (!strncmp(k, "fetch.", 6) || !strcmp(k, "max.partition.fetch.bytes")) {
+        ok = setting_int(v, !strcmp(k, "fetch.max.wait.ms") ? 0 : 1, INT32_MAX, &x);
+        if (!strcmp(k, "fetch.max.wait.ms")) l->fetch_max_wait_ms = (int32_t)x;
+        else if (!strcmp(k, "fetch.min.bytes")) l->fetch_min_bytes = (int32_t)x;
+        else if (!strcmp(k, "fetch.max.bytes")) l->fetch_max_bytes = (int32_t)x;
+        else l->partition_max_bytes = (int32_t)x;
+    } else {
+        ok = setting_int(v, 1, INT32_MAX, &x);
+        if (!strcmp(k, "metadata.max.age.ms")) l->metadata_max_age_ms = x;
+        else if (!strcmp(k, "reconnect.backoff.ms")) l->backoff_ms = x;
+        else l->backoff_max_ms = x;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "cluster_links.config: invalid value for %s", k);
+        return KP_INVALID_CONFIG;
+    }
+    return KP_NONE;
+}
+
+/* Walks "k=v" lines (one per line: a JAAS value has ';' in it), applying
+ * each to l (NULL: checked only); splits them into the shown (secrets
+ * masked) and the secret lines when shown / secrets are given. */
+static int settings_walk(lk_link *l, const char *text, char *shown, size_t slen,
+                         char *secrets, size_t seclen, char *err, size_t errlen)
+{
+    size_t so = 0, sc = 0;
+    if (shown) shown[0] = 0;
+    if (secrets) secrets[0] = 0;
+    for (const char *p = text ? text : ""; *p;) {
+        size_t n = strcspn(p, "\n");
+        char line[1024];
+        if (n >= sizeof line) {
+            snprintf(err, errlen, "cluster_links.config: a line is longer than %zu bytes",
+                     sizeof line - 1);
+            return KP_INVALID_CONFIG;
+        }
+        memcpy(line, p, n);
+        line[n] = 0;
+        p += n + (p[n] == '\n');
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        size_t e = strlen(s);
+        while (e && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) s[--e] = 0;
+        if (!*s || *s == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            snprintf(err, errlen, "cluster_links.config: '%.64s' is not key=value (one per "
+                     "line)", s);
+            return KP_INVALID_CONFIG;
+        }
+        *eq = 0;
+        /* A stored config's masked value: the secret line after it sets it. */
+        int rc = !strcmp(eq + 1, LK_MASK) && !shown ? KP_NONE
+                                                     : setting_apply(l, s, eq + 1, err, errlen);
+        if (rc != KP_NONE)
+            return rc;
+        bool secret = link_setting_secret(s);
+        if (shown)
+            so += (size_t)snprintf(shown + so, so < slen ? slen - so : 0, "%s=%s\n", s,
+                                   secret ? LK_MASK : eq + 1);
+        if (secrets && secret)
+            sc += (size_t)snprintf(secrets + sc, sc < seclen ? seclen - sc : 0, "%s=%s\n", s,
+                                   eq + 1);
+        if ((shown && so >= slen) || (secrets && sc >= seclen)) {
+            snprintf(err, errlen, "cluster_links.config is too long");
+            return KP_INVALID_CONFIG;
+        }
+    }
+    return KP_NONE;
+}
+
+static void link_defaults(lk_link *l)
+{
+    l->fetch_max_wait_ms = 500;
+    l->fetch_min_bytes = 1;
+    l->fetch_max_bytes = 50 << 20;
+    l->partition_max_bytes = 1 << 20;
+    l->metadata_max_age_ms = 5000;
+    l->backoff_ms = 500;
+    l->backoff_max_ms = 10000;
+}
+
+/* The first host:port of a bootstrap list.  KP_NONE or KP_INVALID_CONFIG. */
+static int bootstrap_parse(const char *s, char *host, size_t hlen, int *port, char *err,
+                           size_t errlen)
+{
+    size_t n = s ? strcspn(s, ",") : 0;
+    const char *colon = n ? memrchr(s, ':', n) : NULL;
+    char *e;
+    long p = colon ? strtol(colon + 1, &e, 10) : 0;
+    if (!colon || colon == s || (size_t)(colon - s) >= hlen || p <= 0 || p > 65535 ||
+        e != s + n) {
+        snprintf(err, errlen, "cluster_links.bootstrap_servers must be host:port[,host:port…] "
+                 "(got '%.100s')", s ? s : "NULL");
+        return KP_INVALID_CONFIG;
+    }
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = 0;
+    *port = (int)p;
+    return KP_NONE;
+}
+
+/* ---- the model ----------------------------------------------------------------- */
+static lk_link *link_find(lk_set *s, const char *name)
+{
+    for (lk_link *l = s ? s->links : NULL; l; l = l->next)
+        if (!strcmp(l->name, name))
+            return l;
+    return NULL;
+}
+
+static lk_mirror *mirror_find(lk_set *s, const char *topic)
+{
+    for (lk_mirror *m = s ? s->mirrors : NULL; m; m = m->next)
+        if (!strcmp(m->topic, topic))
+            return m;
+    return NULL;
+}
+
+/* A link from its row: settings applied over the defaults (the stored
+ * config, secrets masked, then the secret lines). */
+static lk_link *link_new(lk_set *s, const md_link_row *row, char *err, size_t errlen)
+{
+    lk_link *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    l->b = s->b;
+    l->set = s;
+    link_defaults(l);
+    snprintf(l->name, sizeof l->name, "%s", row->name);
+    snprintf(l->last_error, sizeof l->last_error, "%s", row->last_error);
+    kp_buf_init(&l->out);
+    kp_arena_init(&l->arena, KP_ARENA_LIMIT_DEFAULT);
+    /* The masked values are overwritten by the secret lines after them. */
+    if (bootstrap_parse(row->bootstrap, l->host, sizeof l->host, &l->port, err, errlen) ||
+        settings_walk(l, row->config, NULL, 0, NULL, 0, err, errlen) != KP_NONE ||
+        settings_walk(l, row->secrets, NULL, 0, NULL, 0, err, errlen) != KP_NONE) {
+        kp_buf_free(&l->out);
+        kp_arena_free(&l->arena);
+        free(l);
+        return NULL;
+    }
+    l->next = s->links;
+    s->links = l;
+    return l;
+}
+
+static void link_free(lk_link *l)
+{
+    lk_conn_close(l);
+    if (l->timer)
+        event_free(l->timer);
+    kp_buf_free(&l->out);
+    kp_arena_free(&l->arena);
+    free(l->in);
+    free(l);
+}
+
+static lk_mirror *mirror_new(lk_set *s, lk_link *l, const char *topic, const char *source,
+                             enum lk_mstate st)
+{
+    lk_mirror *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->link = l;
+    snprintf(m->topic, sizeof m->topic, "%s", topic);
+    snprintf(m->source, sizeof m->source, "%s", source);
+    m->state = st;
+    m->next = s->mirrors;
+    s->mirrors = m;
+    s->nmirrors++;
+    return m;
+}
+
+static void mirror_unlink(lk_set *s, lk_mirror *m)
+{
+    for (lk_mirror **pp = &s->mirrors; *pp; pp = &(*pp)->next)
+        if (*pp == m) {
+            *pp = m->next;
+            s->nmirrors--;
+            break;
+        }
+    free(m->parts);
+    free(m);
+}
+
+bool lk_mirror_fetching(const lk_mirror *m)
+{
+    return m->created && (m->state == LK_ACTIVE || m->state == LK_PROMOTING);
+}
+
+/* Stores and logs a mirror topic's new state (one line per change). */
+static void mirror_set_state(lk_mirror *m, enum lk_mstate st, const char *why)
+{
+    bk_broker *b = m->link->b;
+    char err[MD_ERRLEN];
+    enum lk_mstate was = m->state;
+    m->state = st;
+    if (st == LK_FAILED)
+        snprintf(m->last_error, sizeof m->last_error, "%s", why ? why : "");
+    if (md_mirror_status(b->db, m->topic, state_name(st), m->last_error[0] ? m->last_error : NULL,
+                         err, sizeof err) != 0)
+        BK_ERROR("mirror topic %s: cannot store its state %s: %s", m->topic, state_name(st), err);
+    BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s%s%s", m->topic, m->link->name,
+            m->source, state_name(was), state_name(st), why ? ": " : "", why ? why : "");
+}
+
+void lk_link_error(lk_link *l, const char *why)
+{
+    char err[MD_ERRLEN];
+    if (!why && !l->last_error[0])
+        return;
+    if (why && !strncmp(l->last_error, why, sizeof l->last_error - 1))
+        return;                          /* logged and stored once per distinct error */
+    if (why)
+        BK_WARN("cluster link %s: %s (retrying with backoff up to %lld ms)", l->name, why,
+                (long long)l->backoff_max_ms);
+    else
+        BK_INFO("cluster link %s: connected to %s:%d, mirroring", l->name, l->host, l->port);
+    snprintf(l->last_error, sizeof l->last_error, "%s", why ? why : "");
+    if (md_link_status(l->b->db, l->name, "active", why, err, sizeof err) != 0)
+        BK_ERROR("cluster link %s: cannot store its state: %s", l->name, err);
+}
+
+void lk_mirror_error(lk_mirror *m, const char *why)
+{
+    char err[MD_ERRLEN];
+    if (!strncmp(m->last_error, why ? why : "", sizeof m->last_error - 1))
+        return;
+    if (why)
+        BK_WARN("mirror topic %s (link %s): %s", m->topic, m->link->name, why);
+    snprintf(m->last_error, sizeof m->last_error, "%s", why ? why : "");
+    if (md_mirror_status(m->link->b->db, m->topic, state_name(m->state), why, err,
+                         sizeof err) != 0)
+        BK_ERROR("mirror topic %s: cannot store its error: %s", m->topic, err);
+}
+
+static bool parts_grow(lk_mirror *m, int32_t n)
+{
+    if (n <= m->nparts)
+        return true;
+    lk_part *np = realloc(m->parts, (size_t)n * sizeof *np);
+    if (!np)
+        return false;
+    for (int32_t i = m->nparts; i < n; i++)
+        np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1 };
+    m->parts = np;
+    m->nparts = n;
+    return true;
+}
+
+/* The source's overrides that are valid here (malloc'd array of cfg's
+ * strings; NULL: out of memory); the rest are the destination's own, as
+ * Kafka's cluster linking keeps some (replica placement) too. */
+static md_kv *configs_valid(const md_kv *cfg, size_t ncfg, size_t *nk)
+{
+    char err[MD_ERRLEN + 64];
+    md_kv *keep = calloc(ncfg ? ncfg : 1, sizeof *keep);
+    *nk = 0;
+    for (size_t i = 0; keep && i < ncfg; i++)
+        if (md_config_check(cfg[i].name, cfg[i].value, err, sizeof err) == KP_NONE)
+            keep[(*nk)++] = cfg[i];
+    return keep;
+}
+
+static bool kv_has(const md_kv *kv, size_t n, const md_kv *one)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(kv[i].name, one->name) && !strcmp(kv[i].value, one->value))
+            return true;
+    return false;
+}
+
+void lk_mirror_configs(lk_mirror *m, const md_kv *cfg, size_t ncfg)
+{
+    bk_broker *b = m->link->b;
+    char err[MD_ERRLEN + 64];
+    md_kv *have = NULL;
+    size_t nh = 0, nk;
+    md_kv *keep = configs_valid(cfg, ncfg, &nk);
+    if (!keep || md_topic_configs(b->db, m->topic, &have, &nh) != 0) {
+        free(keep);
+        return;                          /* the next Metadata's turn */
+    }
+    bool same = nh == nk;
+    for (size_t i = 0; same && i < nk; i++)
+        same = kv_has(have, nh, &keep[i]);
+    md_kv_free(have, nh);
+    if (!same) {
+        int rc = view_topic_configs_set(b, m->topic, keep, nk, false, NULL, err, sizeof err);
+        if (rc != KP_NONE) {
+            char why[1024];
+            snprintf(why, sizeof why, "cannot take the source's configs: %s", err);
+            lk_mirror_error(m, why);
+        } else {
+            BK_INFO("mirror topic %s: config overrides synced from source topic %s (%zu)",
+                    m->topic, m->source, nk);
+        }
+    }
+    free(keep);
+}
+
+void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, bool have_cfg)
+{
+    bk_broker *b = m->link->b;
+    char err[MD_ERRLEN + 64];
+    if (m->state == LK_PROMOTED || m->state == LK_FAILED_OVER || m->state == LK_FAILED)
+        return;
+    bk_topic *t = view_topic_find(b, m->topic, strlen(m->topic));
+    if (!m->created) {
+        if (t) {
+            mirror_set_state(m, LK_FAILED, "a topic of that name was created meanwhile; "
+                             "a mirror topic must be new");
+            return;
+        }
+        if (!have_cfg)
+            return;                      /* DescribeConfigs first (link_conn.c) */
+        size_t nk;
+        md_kv *keep = configs_valid(cfg, ncfg, &nk);
+        int rc = keep ? view_topic_create(b, m->topic, n, 1, NULL, keep, nk, false, NULL, err,
+                                          sizeof err)
+                      : KP_UNKNOWN_SERVER_ERROR;
+        free(keep);
+        if (rc != KP_NONE) {
+            char why[1024];
+            snprintf(why, sizeof why, "cannot create it: %s (%s)", err[0] ? err : "refused",
+                     kp_error_name(rc));
+            mirror_set_state(m, LK_FAILED, why);
+            return;
+        }
+        m->created = true;
+        BK_INFO("mirror topic %s created from %s on link %s: %d partitions, %zu config "
+                "overrides", m->topic, m->source, m->link->name, (int)n, ncfg);
+    } else if (!t) {
+        mirror_set_state(m, LK_FAILED, "its topic was deleted (DELETE it from mirror_topics "
+                         "and INSERT it again to mirror anew)");
+        return;
+    } else if (n > t->npartitions) {
+        int rc = view_topic_add_partitions(b, m->topic, n, NULL, false, NULL, err, sizeof err);
+        if (rc != KP_NONE) {
+            char why[1024];
+            snprintf(why, sizeof why, "cannot follow the source's %d partitions: %s", (int)n,
+                     err);
+            lk_mirror_error(m, why);
+            return;
+        }
+        BK_INFO("mirror topic %s: partitions %d -> %d, as its source %s", m->topic,
+                (int)t->npartitions, (int)n, m->source);
+    }
+    if (!parts_grow(m, n))
+        lk_mirror_error(m, "out of memory");
+}
+
+void lk_mirror_progress(lk_mirror *m)
+{
+    bk_broker *b = m->link->b;
+    if (m->state != LK_PROMOTING || !m->created || m->nparts == 0)
+        return;                          /* nothing copied yet: nothing to promote */
+    for (int32_t i = 0; i < m->nparts; i++) {
+        const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
+        if (!v || !v->local || m->parts[i].source_end < 0 ||
+            seg_log_end(v->local->log) != m->parts[i].source_end)
+            return;
+    }
+    mirror_set_state(m, LK_PROMOTED, "caught up with the source; writable, no longer "
+                     "mirrored");
+}
+
+/* ---- SQL writes ---------------------------------------------------------------- */
+static int need_set(bk_broker *b, char *err, size_t errlen)
+{
+    if (set_of(b))
+        return KP_NONE;
+    snprintf(err, errlen, "cluster links are not available in cluster mode yet");
+    return KP_INVALID_REQUEST;
+}
+
+int link_create(bk_broker *b, const char *name, const char *bootstrap, const char *config,
+                char *err, size_t errlen)
+{
+    lk_set *s = set_of(b);
+    int rc = need_set(b, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    if (!name || md_topic_name_check(name, strlen(name), err, errlen) != KP_NONE) {
+        snprintf(err, errlen, "cluster_links.name: 1 to 249 characters of [a-zA-Z0-9._-]");
+        return KP_INVALID_REQUEST;
+    }
+    if (link_find(s, name)) {
+        snprintf(err, errlen, "cluster link '%s' already exists", name);
+        return KP_INVALID_REQUEST;
+    }
+    md_link_row *row = calloc(1, sizeof *row);
+    if (!row) {
+        snprintf(err, errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    char host[256];
+    int port;
+    snprintf(row->name, sizeof row->name, "%s", name);
+    snprintf(row->state, sizeof row->state, "active");
+    if ((rc = bootstrap_parse(bootstrap, host, sizeof host, &port, err, errlen)) == KP_NONE &&
+        (rc = settings_walk(NULL, config, row->config, sizeof row->config, row->secrets,
+                            sizeof row->secrets, err, errlen)) == KP_NONE) {
+        snprintf(row->bootstrap, sizeof row->bootstrap, "%s", bootstrap);
+        lk_link *l = link_new(s, row, err, errlen);
+        if (!l)
+            rc = KP_INVALID_CONFIG;
+        else if (l->sasl && (!l->user[0] || !l->pass[0])) {
+            snprintf(err, errlen, "cluster_links.config: SASL_PLAINTEXT needs sasl.jaas.config "
+                     "(PlainLoginModule username=\"…\" password=\"…\") or sasl.username and "
+                     "sasl.password");
+            rc = KP_INVALID_CONFIG;
+        } else if (md_link_put(b->db, row, bk_now_ms(), err, errlen) != 0)
+            rc = KP_UNKNOWN_SERVER_ERROR;
+        if (rc != KP_NONE && l) {
+            s->links = l->next;
+            link_free(l);
+        } else if (rc == KP_NONE) {
+            BK_INFO("cluster link %s created through SQL: source %s", name, bootstrap);
+            lk_conn_kick(l);             /* a wrong address or login shows at once */
+        }
+    }
+    memset(row->secrets, 0, sizeof row->secrets);
+    free(row);
+    return rc;
+}
+
+int link_delete(bk_broker *b, const char *name, char *err, size_t errlen)
+{
+    lk_set *s = set_of(b);
+    int rc = need_set(b, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    lk_link *l = name ? link_find(s, name) : NULL;
+    if (!l) {
+        snprintf(err, errlen, "unknown cluster link '%s'", name ? name : "NULL");
+        return KP_INVALID_REQUEST;
+    }
+    int n = 0;
+    for (lk_mirror *m = s->mirrors; m; m = m->next)
+        n += m->link == l;
+    if (n > 0) {
+        snprintf(err, errlen, "cluster link '%s' has %d mirror topics; DELETE them from "
+                 "mirror_topics (or promote them and then DELETE) first", name, n);
+        return KP_INVALID_REQUEST;
+    }
+    if (md_link_delete(b->db, name, err, errlen) != 0)
+        return KP_UNKNOWN_SERVER_ERROR;
+    for (lk_link **pp = &s->links; *pp; pp = &(*pp)->next)
+        if (*pp == l) {
+            *pp = l->next;
+            break;
+        }
+    link_free(l);
+    BK_INFO("cluster link %s deleted through SQL", name);
+    return KP_NONE;
+}
+
+int link_mirror_create(bk_broker *b, const char *topic, const char *link, const char *source,
+                       const char *state, char *err, size_t errlen)
+{
+    lk_set *s = set_of(b);
+    int rc = need_set(b, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    if (!topic || (rc = md_topic_name_check(topic, strlen(topic), err, errlen)) != KP_NONE) {
+        if (!topic)
+            snprintf(err, errlen, "mirror_topics.topic is required");
+        return KP_INVALID_TOPIC_EXCEPTION;
+    }
+    if (!source)
+        source = topic;
+    if ((rc = md_topic_name_check(source, strlen(source), err, errlen)) != KP_NONE)
+        return KP_INVALID_TOPIC_EXCEPTION;
+    lk_link *l = link ? link_find(s, link) : NULL;
+    if (!l) {
+        snprintf(err, errlen, "unknown cluster link '%s' (INSERT INTO cluster_links first)",
+                 link ? link : "NULL");
+        return KP_INVALID_REQUEST;
+    }
+    enum lk_mstate st = LK_ACTIVE;
+    if (state && (state_parse(state, &st) != 0 || (st != LK_ACTIVE && st != LK_PAUSED))) {
+        snprintf(err, errlen, "mirror_topics.state of a new mirror topic: 'active' or 'paused'");
+        return KP_INVALID_REQUEST;
+    }
+    if (mirror_find(s, topic)) {
+        snprintf(err, errlen, "'%s' is a mirror topic already", topic);
+        return KP_TOPIC_ALREADY_EXISTS;
+    }
+    if (view_topic_find(b, topic, strlen(topic))) {
+        snprintf(err, errlen, "topic '%s' already exists as a normal topic; a mirror topic "
+                 "is created by its link and must be new", topic);
+        return KP_TOPIC_ALREADY_EXISTS;
+    }
+    md_mirror_row row = { 0 };
+    snprintf(row.topic, sizeof row.topic, "%s", topic);
+    snprintf(row.link, sizeof row.link, "%s", l->name);
+    snprintf(row.source_topic, sizeof row.source_topic, "%s", source);
+    snprintf(row.state, sizeof row.state, "%s", state_name(st));
+    if (md_mirror_put(b->db, &row, bk_now_ms(), err, errlen) != 0)
+        return KP_UNKNOWN_SERVER_ERROR;
+    if (!mirror_new(s, l, topic, source, st)) {
+        snprintf(err, errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    BK_INFO("mirror topic %s of %s on link %s created through SQL (%s)", topic, source,
+            l->name, state_name(st));
+    l->metadata_due_us = 0;              /* its partitions and configs now */
+    lk_conn_kick(l);
+    return KP_NONE;
+}
+
+/* DELETE FROM mirror_topics: the mirroring ends; a mirror not promoted
+ * goes with its topic (a read-only copy nobody fills), a promoted one
+ * stays as the normal topic it is. */
+int link_mirror_delete(bk_broker *b, const char *topic, char *err, size_t errlen)
+{
+    lk_set *s = set_of(b);
+    int rc = need_set(b, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    lk_mirror *m = topic ? mirror_find(s, topic) : NULL;
+    if (!m) {
+        snprintf(err, errlen, "'%s' is not a mirror topic", topic ? topic : "NULL");
+        return KP_UNKNOWN_TOPIC_OR_PARTITION;
+    }
+    bool drop = m->created && m->state != LK_PROMOTED && m->state != LK_FAILED_OVER;
+    if (drop && view_topic_find(b, topic, strlen(topic)) &&
+        (rc = view_topic_delete(b, topic, NULL, err, errlen)) != KP_NONE)
+        return rc;
+    if (md_mirror_delete(b->db, topic, err, errlen) != 0)
+        return KP_UNKNOWN_SERVER_ERROR;
+    BK_INFO("mirror topic %s deleted through SQL%s", topic, drop ? ", with its topic" : "");
+    mirror_unlink(s, m);
+    return KP_NONE;
+}
+
+int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *err,
+                      size_t errlen)
+{
+    lk_set *s = set_of(b);
+    int rc = need_set(b, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    lk_mirror *m = topic ? mirror_find(s, topic) : NULL;
+    enum lk_mstate to;
+    if (!m) {
+        snprintf(err, errlen, "'%s' is not a mirror topic", topic ? topic : "NULL");
+        return KP_UNKNOWN_TOPIC_OR_PARTITION;
+    }
+    if (state_parse(state, &to) != 0 || to == LK_PROMOTING || to == LK_FAILED) {
+        snprintf(err, errlen, "mirror_topics.state: 'active', 'paused', 'promoted' or "
+                 "'failed_over'");
+        return KP_INVALID_REQUEST;
+    }
+    if (m->state == LK_PROMOTED || m->state == LK_FAILED_OVER || m->state == LK_FAILED) {
+        if (to == m->state)
+            return KP_NONE;
+        snprintf(err, errlen, "mirror topic '%s' is %s: it no longer mirrors (DELETE it from "
+                 "mirror_topics and INSERT a new one to mirror again)", topic,
+                 state_name(m->state));
+        return KP_INVALID_REQUEST;
+    }
+    if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
+        return KP_NONE;
+    if (to == LK_PROMOTED) {
+        mirror_set_state(m, LK_PROMOTING, "writable once it has everything the source has");
+        lk_mirror_progress(m);
+    } else {
+        mirror_set_state(m, to, to == LK_FAILED_OVER ? "writable now, no longer mirrored"
+                                : NULL);
+    }
+    lk_conn_kick(m->link);
+    return KP_NONE;
+}
+
+bool link_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
+{
+    lk_set *s = set_of(b);
+    if (!s || s->nmirrors == 0)
+        return false;
+    lk_mirror *m = mirror_find(s, topic);
+    if (!m || m->state == LK_PROMOTED || m->state == LK_FAILED_OVER)
+        return false;
+    *msg = "This is a mirror topic of a cluster link: it is read-only while it mirrors its "
+           "source topic; promote it first (UPDATE mirror_topics SET state = 'promoted')";
+    return true;
+}
+
+void link_metrics(bk_broker *b, kp_buf *out)
+{
+    lk_set *s = set_of(b);
+    if (!s)
+        return;
+    kp_buf_printf(out, "# HELP sluice_link_mirror_lag_messages A mirror partition's lag: the "
+                  "source's log end (last fetched) minus the mirror's.\n"
+                  "# TYPE sluice_link_mirror_lag_messages gauge\n"
+                  "# HELP sluice_link_mirror_lag_ms Since when a lagging mirror partition last "
+                  "had everything its source had (0: it has; -1: never had).\n"
+                  "# TYPE sluice_link_mirror_lag_ms gauge\n");
+    for (lk_mirror *m = s->mirrors; m; m = m->next)
+        for (int32_t i = 0; i < m->nparts; i++) {
+            const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
+            if (!v || !v->local || m->parts[i].source_end < 0)
+                continue;
+            int64_t lag = m->parts[i].source_end - seg_log_end(v->local->log);
+            int64_t since = m->parts[i].caught_up_ms;
+            kp_buf_printf(out, "sluice_link_mirror_lag_messages{link=\"%s\",topic=\"%s\","
+                          "partition=\"%d\",state=\"%s\"} %lld\n", m->link->name, m->topic,
+                          (int)i, state_name(m->state), (long long)(lag > 0 ? lag : 0));
+            kp_buf_printf(out, "sluice_link_mirror_lag_ms{link=\"%s\",topic=\"%s\","
+                          "partition=\"%d\"} %lld\n", m->link->name, m->topic, (int)i,
+                          (long long)(lag <= 0 ? 0 : since < 0 ? -1 : bk_now_ms() - since));
+        }
+    kp_buf_printf(out, "# HELP sluice_link_up 1 when the cluster link has no error.\n"
+                  "# TYPE sluice_link_up gauge\n");
+    for (lk_link *l = s->links; l; l = l->next)
+        kp_buf_printf(out, "sluice_link_up{link=\"%s\"} %d\n", l->name, l->last_error[0] ? 0 : 1);
+}
+
+/* K5: once a second, the source ends that changed go to SQLite (through
+ * s->ends, grown with the largest mirror, never shrunk). */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    lk_set *s = arg;
+    char err[MD_ERRLEN];
+    for (lk_mirror *m = s->mirrors; m; m = m->next) {
+        if (!m->ends_dirty)
+            continue;
+        if (m->nparts > s->ends_cap) {
+            int64_t *ne = realloc(s->ends, (size_t)m->nparts * sizeof *ne);
+            if (ne)
+                s->ends = ne;
+            int64_t *nc = realloc(s->caught, (size_t)m->nparts * sizeof *nc);
+            if (nc)
+                s->caught = nc;
+            if (!ne || !nc)
+                continue;                /* next second */
+            s->ends_cap = m->nparts;
+        }
+        m->ends_dirty = false;
+        for (int32_t i = 0; i < m->nparts; i++) {
+            s->ends[i] = m->parts[i].source_end;
+            s->caught[i] = m->parts[i].caught_up_ms;
+        }
+        if (md_mirror_source_ends(s->b->db, m->topic, s->ends, s->caught, m->nparts,
+                                  bk_now_ms(), err, sizeof err) != 0)
+            BK_WARN("mirror topic %s: cannot save the source's log ends: %s", m->topic, err);
+    }
+}
+
+int link_start(bk_broker *b, char *err, size_t errlen)
+{
+    if (bk_cluster_mode(b))
+        return 0;                        /* K6 */
+    lk_set *s = calloc(1, sizeof *s);
+    md_link_row *links = NULL;
+    md_mirror_row *mirrors = NULL;
+    size_t nl = 0, nm = 0;
+    if (!s) {
+        snprintf(err, errlen, "out of memory for cluster links");
+        return -1;
+    }
+    s->b = b;
+    s->dns = evdns_base_new(b->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+    s->tick = event_new(b->base, -1, EV_PERSIST, on_tick, s);
+    struct timeval sec = { 1, 0 };
+    if (!s->dns || !s->tick || bk_event_add(s->tick, &sec, "cluster links' timer") != 0 ||
+        md_link_list(b->db, &links, &nl, err, errlen) != 0 ||
+        md_mirror_list(b->db, &mirrors, &nm, err, errlen) != 0) {
+        if (!err[0])
+            snprintf(err, errlen, "cannot start cluster links");
+        free(links);
+        b->links = s;
+        link_stop(b);
+        return -1;
+    }
+    b->links = s;
+    for (size_t i = 0; i < nl; i++)
+        if (!link_new(s, &links[i], err, errlen))
+            BK_ERROR("cluster link %s: its stored settings are refused (%s); not started",
+                     links[i].name, err);
+    if (links)                           /* the secrets, before the free */
+        memset(links, 0, nl * sizeof *links);
+    free(links);
+    for (size_t i = 0; i < nm; i++) {
+        lk_link *l = link_find(s, mirrors[i].link);
+        enum lk_mstate st;
+        if (!l || state_parse(mirrors[i].state, &st) != 0)
+            continue;
+        lk_mirror *m = mirror_new(s, l, mirrors[i].topic, mirrors[i].source_topic, st);
+        bk_topic *t = m ? view_topic_find(b, m->topic, strlen(m->topic)) : NULL;
+        if (t && (m->created = parts_grow(m, t->npartitions)) == false)
+            BK_ERROR("mirror topic %s: out of memory", m->topic);
+    }
+    free(mirrors);
+    err[0] = 0;
+    for (lk_link *l = s->links; l; l = l->next)
+        lk_conn_kick(l);
+    return 0;
+}
+
+void link_stop(bk_broker *b)
+{
+    lk_set *s = set_of(b);
+    if (!s)
+        return;
+    if (s->tick)
+        on_tick(-1, 0, s);               /* the last source ends */
+    while (s->mirrors)
+        mirror_unlink(s, s->mirrors);
+    while (s->links) {
+        lk_link *l = s->links;
+        s->links = l->next;
+        link_free(l);
+    }
+    if (s->tick)
+        event_free(s->tick);
+    if (s->dns)
+        evdns_base_free(s->dns, 0);
+    free(s->ends);
+    free(s->caught);
+    free(s);
+    b->links = NULL;
+}

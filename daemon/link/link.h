@@ -1,0 +1,55 @@
+/*
+ * daemon/link/link.h — cluster links and mirror topics (issue 33): a link
+ * is a source cluster (bootstrap servers, client settings in Kafka's
+ * property names); a mirror topic is a local topic the link fills from a
+ * source topic with consumer Fetches, appending the source's batches
+ * unchanged at the source's offsets.  Operated through SQL (the views
+ * cluster_links and mirror_topics, admin/sql_surface.c); link.c tells the
+ * states and invariants.  Loop thread only.
+ */
+#ifndef SLUICE_LINK_H
+#define SLUICE_LINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "daemon/broker.h"
+#include "protocol/kp.h"
+
+/* Loads the links and mirror topics from SQLite and starts mirroring
+ * (standalone only: cluster mode starts none yet, link.c K6).  0, or -1
+ * with err. */
+int  link_start(bk_broker *b, char *err, size_t errlen);
+void link_stop(bk_broker *b);
+
+/* The SQL writes (admin/sql_worker.c), on the loop: KP_NONE or a Kafka
+ * error code with a message in err.  Each is stored before it returns. */
+int link_create(bk_broker *b, const char *name, const char *bootstrap, const char *config,
+                char *err, size_t errlen);
+int link_delete(bk_broker *b, const char *name, char *err, size_t errlen);
+/* source NULL: the same name; state NULL: active. */
+int link_mirror_create(bk_broker *b, const char *topic, const char *link, const char *source,
+                       const char *state, char *err, size_t errlen);
+int link_mirror_delete(bk_broker *b, const char *topic, char *err, size_t errlen);
+/* 'active', 'paused', 'promoted' (answered at once; the row reads
+ * 'promoting' until the mirror has caught up) or 'failed_over'. */
+int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *err,
+                      size_t errlen);
+
+/* Produce: topic is a mirror topic not promoted yet; *msg says so
+ * (static).  O(mirror topics) string compares; nothing when none. */
+bool link_mirror_refuses(bk_broker *b, const char *topic, const char **msg);
+
+/* /metrics: each mirror partition's lag (source log end minus mirror log
+ * end) and each link's state. */
+void link_metrics(bk_broker *b, kp_buf *out);
+
+/* ---- pure pieces (unit tested) ----------------------------------------------- */
+/* A secret setting (shown masked, stored apart): its name has password,
+ * secret or jaas in it, or is ssl.key*. */
+bool link_setting_secret(const char *name);
+/* PLAIN's username and password out of a sasl.jaas.config value
+ * (username="u" password="p"); false when either is missing. */
+bool link_jaas_plain(const char *jaas, char *user, size_t ulen, char *pass, size_t plen);
+
+#endif

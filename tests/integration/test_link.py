@@ -1,0 +1,442 @@
+"""Cluster links and mirror topics, standalone destination (issue 33;
+daemon/link/link.c, link_conn.c): two standalone brokers, a source and a
+destination; a link on the destination, created through SQL, mirrors
+source topics into mirror topics.
+
+What a user checks: every mirror partition holds exactly the source's
+batches at the same offsets — each batch byte for byte (offset, CRC,
+producer id, sequence, timestamps), read with raw Fetches — for keyed
+messages with headers in several batches, a compacted topic, and a
+transactional producer that commits and aborts; pause stops the copy and
+active resumes it; a producer is refused with a clear error until the
+mirror is promoted, and writes after; a partition added at the source is
+followed; a SASL source with the wrong password shows the error in
+cluster_links.last_error and one log line, not a retry storm; SIGKILL of
+the destination mid-copy resumes exactly; bad SQL gets a clear error and
+secrets are never readable through SQL.
+"""
+import json
+import os
+import re
+import signal
+import struct
+import time
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+import kafka_raw as kr
+from sasl_support import SaslBroker, ck_sasl
+from conftest import free_port
+from support import admin_socket, ck_conf, ck_producer, create_topic, produce_ok, socket_http
+from support import topic_name
+
+PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+def sql(b, stmt):
+    st, text, _ = socket_http(admin_socket(b), "/sql?format=json", body=stmt)
+    return st, (json.loads(text or "[]") if st == 200 else text)
+
+
+def sql_ok(b, stmt):
+    st, got = sql(b, stmt)
+    assert st == 200, got
+    return got
+
+
+def rows(got):
+    return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in got]
+
+
+def until(fn, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for %s" % what)
+        time.sleep(0.1)
+
+
+def batches(b, topic, partition):
+    """Every batch of the partition, from offset 0 up to the high watermark,
+    through raw Fetch v11 (read_uncommitted): [(base offset, crc, producer
+    id, base sequence, the batch's bytes)]."""
+    out, offset = [], 0
+    with kr.Conn(b.port) as c:
+        while True:
+            r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(topic, partition, offset)], 0,
+                                                               replica_id=-1), timeout=10)
+            err, parts = kr.parse_fetch_v11(r)
+            assert err == 0
+            (_, _, perr, hw, _, recs), = parts
+            if perr == UNKNOWN_TOPIC_OR_PARTITION:
+                return [], -1                     # a mirror not created yet
+            assert perr == 0, (topic, partition, perr)
+            pos, got = 0, 0
+            while pos + 12 <= len(recs or b""):
+                base, length = struct.unpack_from(">qi", recs, pos)
+                if pos + 12 + length > len(recs):
+                    break
+                raw = recs[pos:pos + 12 + length]
+                crc, = struct.unpack_from(">I", raw, 17)
+                pid, = struct.unpack_from(">q", raw, 43)
+                seq, = struct.unpack_from(">i", raw, 53)
+                last_delta, = struct.unpack_from(">i", raw, 23)
+                out.append((base, crc, pid, seq, raw))
+                offset = base + last_delta + 1
+                pos += 12 + length
+                got += 1
+            if offset >= hw or got == 0:
+                return out, hw
+
+
+def link_source(dest, src, name="src", config=None):
+    cfg = "" if config is None else ", '%s'" % config.replace("'", "''")
+    sql_ok(dest, "INSERT INTO cluster_links (name, bootstrap_servers%s) VALUES ('%s', '%s'%s)"
+           % (", config" if config is not None else "", name, src.bootstrap, cfg))
+
+
+def mirror(dest, topic, link="src", source=None, state=None):
+    cols, vals = ["topic", "link"], [topic, link]
+    if source:
+        cols.append("source_topic"); vals.append(source)
+    if state:
+        cols.append("state"); vals.append(state)
+    return sql(dest, "INSERT INTO mirror_topics (%s) VALUES (%s)"
+               % (", ".join(cols), ", ".join("'%s'" % v for v in vals)))
+
+
+def mirror_state(dest, topic):
+    got = rows(sql_ok(dest, "SELECT state, last_error, lag FROM mirror_topics WHERE topic = '%s'"
+                      % topic))
+    return got[0] if got else None
+
+
+def assert_same(src, dest, topic, partitions):
+    """Waits until every mirror partition reached the source's high
+    watermark, then compares every batch byte for byte."""
+    for p in range(partitions):
+        want, hw = batches(src, topic, p)
+        until(lambda: batches(dest, topic, p)[1] >= hw, 60, "%s-%d mirrored" % (topic, p))
+        got, dhw = batches(dest, topic, p)
+        assert dhw == hw
+        assert [g[:4] for g in got] == [w[:4] for w in want]
+        assert [g[4] for g in got] == [w[4] for w in want]     # byte for byte
+
+
+def fill(src, topic, partitions, n, start=0):
+    p = ck_producer(src, **{"linger.ms": 5, "batch.num.messages": 7})
+    msgs = [(("k%d" % (i % 13)).encode(), ("value %d " % i).encode() * (1 + i % 5),
+             i % partitions, [("h", str(i).encode()), ("n", b"\x00\x01")])
+            for i in range(start, start + n)]
+    for k, v, part, h in msgs:
+        p.produce(topic, key=k, value=v, partition=part, headers=h)
+    assert p.flush(30) == 0
+    return msgs
+
+
+@pytest.fixture
+def pair(start_broker):
+    src = start_broker()
+    dest = start_broker()
+    return src, dest
+
+
+def test_mirror_holds_the_source_batches_at_the_same_offsets(pair):
+    src, dest = pair
+    plain, compacted, txn = topic_name("plain"), topic_name("comp"), topic_name("txn")
+    create_topic(src, plain, partitions=3)
+    create_topic(src, compacted, partitions=2, config={"cleanup.policy": "compact",
+                                                       "segment.bytes": "4096"})
+    create_topic(src, txn, partitions=2)
+    fill(src, plain, 3, 300)
+    fill(src, compacted, 2, 200)
+    tp = Producer(ck_conf(src, **{"transactional.id": "link-tx", "linger.ms": 2}))
+    tp.init_transactions(30)
+    for commit in (True, False, True):
+        tp.begin_transaction()
+        for i in range(20):
+            tp.produce(txn, key=b"t%d" % i, value=b"v%d" % i, partition=i % 2)
+        tp.flush(30)
+        (tp.commit_transaction if commit else tp.abort_transaction)(30)
+
+    link_source(dest, src)
+    for t in (plain, compacted, txn):
+        st, got = mirror(dest, t)
+        assert st == 200, got
+    # more while it mirrors
+    fill(src, plain, 3, 200, start=300)
+    assert_same(src, dest, plain, 3)
+    assert_same(src, dest, compacted, 2)
+    assert_same(src, dest, txn, 2)
+    # the source's partition count and its topic overrides
+    got = rows(sql_ok(dest, "SELECT topic, partitions FROM (SELECT name AS topic, partitions "
+                            "FROM topics) WHERE topic IN ('%s', '%s') ORDER BY 1"
+                      % (plain, compacted)))
+    assert sorted(got) == sorted([(plain, 3), (compacted, 2)])
+    got = rows(sql_ok(dest, "SELECT value FROM topic_configs WHERE topic = '%s' AND "
+                            "name = 'cleanup.policy'" % compacted))
+    assert got == [("compact",)]
+    # a read_committed consumer of the mirror sees the committed 40, not the aborted 20
+    from confluent_kafka import Consumer
+    c = Consumer(ck_conf(dest, **{"group.id": "g-" + txn, "isolation.level": "read_committed",
+                                  "auto.offset.reset": "earliest"}))
+    c.subscribe([txn])
+    seen, deadline = [], time.monotonic() + 30
+    while len(seen) < 40 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen.append(m.value())
+    time.sleep(1)
+    m = c.poll(0.5)
+    c.close()
+    assert len(seen) == 40 and m is None
+    # lag in SQL and /metrics
+    until(lambda: mirror_state(dest, plain) == ("active", None, 0), 10, "lag 0 in SQL")
+    st, text, _ = socket_http(admin_socket(dest), "/metrics")
+    assert st == 200
+    assert re.search(r'sluice_link_mirror_lag_messages\{link="src",topic="%s",partition="0",'
+                     r'state="active"\} 0' % plain, text)
+    assert re.search(r'sluice_link_mirror_lag_ms\{link="src",topic="%s",partition="0"\} 0\n'
+                     % plain, text)
+    assert rows(sql_ok(dest, "SELECT lag_ms FROM mirror_topics WHERE topic = '%s'" % plain)) \
+        == [(0,)]
+
+
+def test_pause_resume_refuse_and_promote(pair):
+    src, dest = pair
+    t = topic_name("pr")
+    create_topic(src, t, partitions=2)
+    fill(src, t, 2, 50)
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 2)
+
+    # a producer to the mirror is refused with the reason
+    p = ck_producer(dest, **{"message.timeout.ms": 5000, "retries": 0})
+    errs = []
+    p.produce(t, value=b"nope", partition=0, on_delivery=lambda e, m: errs.append(e))
+    p.flush(10)
+    assert len(errs) == 1 and errs[0] is not None
+    assert errs[0].code() == KafkaError.INVALID_REQUEST, errs[0]
+    with kr.Conn(dest.port) as c:
+        r = c.request_flex(kr.API_PRODUCE, 11, kr.produce_v11_body(t, 0, _one_batch()))
+        (_, _, err, _, _, msg), = kr.parse_produce_v11_full(r)
+        assert err == INVALID_REQUEST and "promote it first" in msg, (err, msg)
+
+    # paused: nothing more comes; active: it resumes where it stopped
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
+    assert mirror_state(dest, t)[0] == "paused"
+    time.sleep(1.0)                               # an in-flight fetch lands or is dropped
+    before = [batches(dest, t, i)[1] for i in range(2)]
+    fill(src, t, 2, 40, start=50)
+    time.sleep(2.0)
+    assert [batches(dest, t, i)[1] for i in range(2)] == before
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'active' WHERE topic = '%s'" % t)
+    assert_same(src, dest, t, 2)
+
+    # promote: caught up, then writable and no longer mirrored
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    ends = [batches(dest, t, i)[1] for i in range(2)]
+    produce_ok(ck_producer(dest), t, [{"key": b"k", "value": b"after promotion", "partition": 0}])
+    fill(src, t, 2, 10, start=90)                 # not copied any more
+    time.sleep(1.5)
+    assert [batches(dest, t, i)[1] for i in range(2)] == [ends[0] + 1, ends[1]]
+    st, text = sql(dest, "UPDATE mirror_topics SET state = 'active' WHERE topic = '%s'" % t)
+    assert st != 200 and "no longer mirrors" in str(text)
+    # a promoted mirror's row goes, the topic stays
+    sql_ok(dest, "DELETE FROM mirror_topics WHERE topic = '%s'" % t)
+    assert mirror_state(dest, t) is None
+    assert [batches(dest, t, i)[1] for i in range(2)] == [ends[0] + 1, ends[1]]
+    log = dest.log_text()
+    for change in ("active -> paused", "paused -> active", "active -> promoting",
+                   "promoting -> promoted"):
+        assert len(re.findall(r"mirror topic %s .*: %s" % (re.escape(t), change), log)) == 1, change
+
+
+def _one_batch():
+    return kr.record_batch([(b"k", b"x", [], 0)], int(time.time() * 1000))
+
+
+def test_partitions_and_configs_added_at_the_source_follow_then_failover(pair):
+    src, dest = pair
+    t = topic_name("grow")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 30)
+    link_source(dest, src, config="metadata.max.age.ms=500")
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+    from confluent_kafka.admin import AdminClient, NewPartitions
+    a = AdminClient(ck_conf(src))
+    for f in a.create_partitions([NewPartitions(t, 3)]).values():
+        f.result(15)
+    fill(src, t, 3, 60, start=30)
+    until(lambda: rows(sql_ok(dest, "SELECT partitions FROM topics WHERE name = '%s'" % t))
+          == [(3,)], 20, "3 partitions on the mirror")
+    assert_same(src, dest, t, 3)
+    # a config changed at the source follows
+    sql_ok(src, "INSERT INTO topic_configs (topic, name, value) VALUES ('%s', 'retention.ms', "
+                "'3600000')" % t)
+    until(lambda: rows(sql_ok(dest, "SELECT value FROM topic_configs WHERE topic = '%s' AND "
+                                    "name = 'retention.ms'" % t)) == [("3600000",)], 20,
+          "retention.ms synced")
+    # a mirror whose topic an operator deletes says so instead of stalling
+    t2 = topic_name("gone")
+    create_topic(src, t2, partitions=1)
+    assert mirror(dest, t2)[0] == 200
+    until(lambda: rows(sql_ok(dest, "SELECT name FROM topics WHERE name = '%s'" % t2)), 15,
+          "the mirror created")
+    sql_ok(dest, "DELETE FROM topics WHERE name = '%s'" % t2)
+    until(lambda: (mirror_state(dest, t2) or ("",))[0] == "failed", 15, "failed")
+    assert "was deleted" in mirror_state(dest, t2)[1]
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % t)
+    assert mirror_state(dest, t)[0] == "failed_over"
+    produce_ok(ck_producer(dest), t, [{"key": b"k", "value": b"after failover", "partition": 2}])
+
+
+def test_bad_sql_gets_a_clear_error_and_secrets_stay_hidden(pair):
+    src, dest = pair
+    create_topic(dest, "taken", partitions=1)
+    st, text = mirror(dest, "m1", link="nolink")
+    assert st != 200 and "unknown cluster link 'nolink'" in str(text)
+    link_source(dest, src, config="security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                "sasl.jaas.config=%s required username=\"u\" password=\"hunter2\";"
+                % PLAIN_LOGIN, name="secret")
+    link_source(dest, src)
+    st, text = mirror(dest, "taken")
+    assert st != 200 and "already exists as a normal topic" in str(text)
+    st, text = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) "
+                         "VALUES ('bad', '%s', 'no.such.setting=1')" % src.bootstrap)
+    assert st != 200 and "unknown setting 'no.such.setting'" in str(text)
+    st, text = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers) VALUES "
+                         "('bad', 'nocolon')")
+    assert st != 200 and "host:port" in str(text)
+    st, text = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) "
+                         "VALUES ('bad', '%s', 'security.protocol=SSL')" % src.bootstrap)
+    assert st != 200 and "not supported" in str(text)
+    st, text = sql(dest, "UPDATE mirror_topics SET state = 'sideways' WHERE topic = 'x'")
+    assert st == 200                                    # no row: nothing to do
+    # the password: masked in config, never readable
+    got = rows(sql_ok(dest, "SELECT config FROM cluster_links WHERE name = 'secret'"))
+    assert "hunter2" not in str(got) and "[hidden]" in got[0][0]
+    st, text = sql(dest, "SELECT secrets FROM main.cluster_links")
+    assert st != 200 and "cannot be read" in str(text)
+    assert "hunter2" not in dest.log_text()
+    # a mirror its link cannot create yet (no such source topic) is not
+    # auto-created as a normal topic by a client's Metadata meanwhile
+    assert mirror(dest, "notyet")[0] == 200
+    until(lambda: "does not exist on the source" in str(mirror_state(dest, "notyet")), 15,
+          "the source topic reported missing")
+    with kr.Conn(dest.port) as c:
+        r = c.request(kr.API_METADATA, 4, kr.metadata_body(4, ["notyet"], allow_auto_create=True))
+        assert "notyet" not in str(rows(sql_ok(dest, "SELECT name FROM topics")))
+    # a link with mirror topics is not deleted under them
+    t = topic_name("keep")
+    create_topic(src, t, partitions=1)
+    assert mirror(dest, t)[0] == 200
+    st, text = sql(dest, "DELETE FROM cluster_links WHERE name = 'src'")
+    assert st != 200 and "has 2 mirror topics" in str(text)
+    until(lambda: rows(sql_ok(dest, "SELECT name FROM topics WHERE name = '%s'" % t)), 15,
+          "the mirror created")
+    sql_ok(dest, "DELETE FROM mirror_topics WHERE topic IN ('%s', 'notyet')" % t)
+    # a mirror not promoted goes with its topic
+    assert rows(sql_ok(dest, "SELECT name FROM topics WHERE name = '%s'" % t)) == []
+    sql_ok(dest, "DELETE FROM cluster_links WHERE name = 'src'")
+    assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == [("secret",)]
+
+
+def test_wrong_credentials_are_reported_without_a_retry_storm(start_broker, tmp_path):
+    jaas = '%s required user_alice="right";' % PLAIN_LOGIN
+    port = free_port()
+    src = SaslBroker(str(tmp_path / "src"), {
+        "admin.listeners": "http://127.0.0.1:%d" % port,
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas})
+    os.makedirs(src.workdir, exist_ok=True)
+    src.start()
+    try:
+        dest = start_broker()
+        link_source(dest, src, config="security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                    "sasl.username=alice\nsasl.password=wrong\nreconnect.backoff.ms=200\n"
+                    "reconnect.backoff.max.ms=2000")
+        until(lambda: rows(sql_ok(dest, "SELECT last_error FROM cluster_links"))[0][0], 15,
+              "last_error")
+        got = rows(sql_ok(dest, "SELECT last_error FROM cluster_links"))[0][0]
+        assert "SASL authentication as 'alice' failed" in got, got
+        time.sleep(6)
+        log = dest.log_text()
+        assert len(re.findall(r"cluster link src: SASL authentication", log)) == 1, log[-3000:]
+        # backoff doubling to 2 s: about 6 logins in 6 s, not hundreds
+        logins = len(re.findall(r"SASL PLAIN authentication from \S+ failed", src.log_text()))
+        assert 2 <= logins <= 12, logins
+        # the right password (in sasl.jaas.config, Kafka's form) mirrors
+        t = topic_name("sasl")
+        st, text, _ = socket_http(admin_socket(src), "/sql?format=json",
+                                  body="INSERT INTO topics (name, partitions) VALUES ('%s', 1)" % t)
+        assert st == 200, text
+        p = Producer(ck_conf(src, **ck_sasl("PLAIN", "alice", "right")))
+        for i in range(10):
+            p.produce(t, value=b"m%d" % i, partition=0)
+        assert p.flush(30) == 0
+        link_source(dest, src, name="good", config="security.protocol=SASL_PLAINTEXT\n"
+                    "sasl.mechanism=PLAIN\nsasl.jaas.config=%s required username=\"alice\" "
+                    "password=\"right\";" % PLAIN_LOGIN)
+        assert mirror(dest, t, link="good")[0] == 200
+        until(lambda: batches(dest, t, 0)[1] == 10, 20, "mirrored over SASL")
+        assert rows(sql_ok(dest, "SELECT last_error FROM cluster_links WHERE name = 'good'")) \
+            == [(None,)]
+        # the secret comes back from SQLite after a restart
+        dest.restart()
+        for i in range(10, 15):
+            p.produce(t, value=b"m%d" % i, partition=0)
+        assert p.flush(30) == 0
+        until(lambda: batches(dest, t, 0)[1] == 15, 20, "mirrored over SASL after a restart")
+    finally:
+        src.kill()
+
+
+def test_sigkill_of_the_destination_resumes_exactly(pair):
+    src, dest = pair
+    t = topic_name("kill")
+    create_topic(src, t, partitions=2)
+    fill(src, t, 2, 400)
+    link_source(dest, src, config="max.partition.fetch.bytes=2048")
+    assert mirror(dest, t)[0] == 200
+    until(lambda: batches(dest, t, 0)[1] > 0, 20, "mirroring started")
+    fill(src, t, 2, 400, start=400)
+    dest.restart(sig=signal.SIGKILL)
+    fill(src, t, 2, 100, start=800)
+    assert_same(src, dest, t, 2)
+
+
+def _loop_wakeups(pid):
+    """Context switches of the loop thread (the main one): each wait for an
+    event that returns is one, so a timer re-armed every millisecond shows
+    as thousands a second."""
+    with open("/proc/%d/task/%d/status" % (pid, pid)) as f:
+        return sum(int(l.split()[1]) for l in f
+                   if l.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+
+
+def test_an_idle_link_and_a_promoted_mirror_leave_the_loop_asleep(pair):
+    src, dest = pair
+    link_source(dest, src, name="idle")
+    t = topic_name("quiet")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 10)
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    time.sleep(6)                 # past metadata.max.age.ms (5 s) after the last Metadata
+    before = _loop_wakeups(dest.proc.pid)
+    time.sleep(4)
+    woke = _loop_wakeups(dest.proc.pid) - before
+    assert woke < 200, "the loop woke %d times in 4 s with nothing to do" % woke

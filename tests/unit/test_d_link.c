@@ -1,0 +1,49 @@
+/*
+ * test_d_link — the pure pieces of cluster links (daemon/link/link.c):
+ * which settings are secret (stored apart, shown masked: link.c K4), and
+ * PLAIN's username and password out of a sasl.jaas.config value as
+ * Kafka's clients write it.
+ */
+#include <check.h>
+#include <string.h>
+
+#include "daemon/link/link.h"
+#include "tests/unit/unit_run.h"
+
+START_TEST(test_secret_settings)
+{
+    ck_assert(link_setting_secret("sasl.jaas.config"));
+    ck_assert(link_setting_secret("sasl.password"));
+    ck_assert(link_setting_secret("ssl.keystore.password"));
+    ck_assert(link_setting_secret("ssl.key.password"));
+    ck_assert(!link_setting_secret("sasl.username"));
+    ck_assert(!link_setting_secret("security.protocol"));
+    ck_assert(!link_setting_secret("fetch.max.bytes"));
+}
+END_TEST
+
+START_TEST(test_jaas_plain)
+{
+    char u[32], p[32];
+    ck_assert(link_jaas_plain("org.apache.kafka.common.security.plain.PlainLoginModule "
+                              "required username=\"alice\" password=\"s3 cr;et\";",
+                              u, sizeof u, p, sizeof p));
+    ck_assert_str_eq(u, "alice");
+    ck_assert_str_eq(p, "s3 cr;et");
+    ck_assert(link_jaas_plain("X required password=pw username=bob;", u, sizeof u, p, sizeof p));
+    ck_assert_str_eq(u, "bob");
+    ck_assert_str_eq(p, "pw");
+    /* user_alice= (a server's user list) is not username= */
+    ck_assert(!link_jaas_plain("X required user_alice=\"x\" password=\"y\";", u, sizeof u, p,
+                               sizeof p));
+    ck_assert(!link_jaas_plain("X required username=\"unterminated;", u, sizeof u, p, sizeof p));
+    ck_assert(!link_jaas_plain("X required username=\"a-name-longer-than-the-buffer-given\" "
+                               "password=\"y\";", u, 8, p, sizeof p));
+}
+END_TEST
+
+int main(void)
+{
+    const TTest *const tests[] = { test_secret_settings, test_jaas_plain };
+    return unit_run("d_link", "link", tests, sizeof tests / sizeof *tests, NULL, NULL, 10);
+}
