@@ -24,7 +24,10 @@
  * Invariants:
  *   Q1. A call is on r->sql_calls from its start until its answer (or
  *       sr_stop) frees it; done runs at most once, on a later loop turn,
- *       never after sr_sql_cancel.
+ *       never after sr_sql_cancel.  libevent may answer inside
+ *       evhttp_make_request (socket() failing, EMFILE): that answer is
+ *       kept in the call and delivered on the next loop turn (c->later),
+ *       after its caller has the call in hand.
  *   Q2. Only plain http:// listeners are called (the client side of TLS is
  *       not here, as in sr_forward.c); a wildcard bind is called on its
  *       loopback address.
@@ -60,6 +63,7 @@
 #include <openssl/crypto.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
@@ -70,7 +74,20 @@ struct sr_sql_call {
     sr_registry *r;
     sr_sql_done done;                 /* NULL: cancelled */
     void *arg;
+    /* Q1: libevent may call back inside evhttp_make_request (a socket()
+     * failure); that answer is kept here and delivered by later. */
+    bool sending, answered;
+    int status, code;
+    char msg[1024];
+    struct event *later;
 };
+
+static void call_free(sr_sql_call *c)
+{
+    if (c->later)
+        event_free(c->later);
+    free(c);
+}
 
 static void call_unlink(sr_sql_call *c)
 {
@@ -81,28 +98,42 @@ static void call_unlink(sr_sql_call *c)
         }
 }
 
+/* Q1: c's answer to its caller, then c freed. */
+static void call_deliver(sr_sql_call *c)
+{
+    call_unlink(c);
+    if (c->done)
+        c->done(c->arg, c->status, c->code, c->msg);
+    call_free(c);
+}
+
+static void call_later(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    call_deliver(arg);
+}
+
 static void call_answered(struct evhttp_request *req, void *arg)
 {
     sr_sql_call *c = arg;
     int status = req ? evhttp_request_get_response_code(req) : 0;
-    char msg[1024] = "";
-    int code = 0;
+    c->status = status;
+    c->msg[0] = 0;
     if (status <= 0) {
-        snprintf(msg, sizeof msg, "the schema registry did not answer");
-        code = 50003;
+        snprintf(c->msg, sizeof c->msg, "the schema registry did not answer");
+        c->code = 50003;
     } else if (status != 200) {
         struct evbuffer *in = evhttp_request_get_input_buffer(req);
         size_t len = evbuffer_get_length(in);
         json_t *j = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, NULL);
         const char *m = json_string_value(json_object_get(j, "message"));
-        code = (int)json_integer_value(json_object_get(j, "error_code"));
-        snprintf(msg, sizeof msg, "%s", m ? m : "the schema registry refused the write");
+        c->code = (int)json_integer_value(json_object_get(j, "error_code"));
+        snprintf(c->msg, sizeof c->msg, "%s", m ? m : "the schema registry refused the write");
         json_decref(j);
     }
-    call_unlink(c);
-    if (c->done)
-        c->done(c->arg, status, code, msg);
-    free(c);
+    c->answered = true;
+    if (!c->sending)                  /* else call_start delivers it later */
+        call_deliver(c);
 }
 
 /* Q2: where this broker's own registry is called. */
@@ -165,11 +196,18 @@ static sr_sql_call *call_start(bk_broker *b, const sr_sql_from *from,
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    *c = (sr_sql_call){ .next = r->sql_calls, .r = r, .done = done, .arg = arg };
+    *c = (sr_sql_call){ .next = r->sql_calls, .r = r, .done = done, .arg = arg,
+                        .later = event_new(b->base, -1, 0, call_later, c) };
+    if (!c->later) {
+        evhttp_request_free(req);
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     if (call_who(r, from, h) != 0) {
         evhttp_request_free(req);
-        free(c);
+        call_free(c);
         snprintf(err, errlen, "this principal cannot be named to the schema registry (a "
                  "line break in its name?)");
         return NULL;
@@ -180,12 +218,18 @@ static sr_sql_call *call_start(bk_broker *b, const sr_sql_from *from,
     evhttp_add_header(h, "Content-Type", "application/vnd.schemaregistry.v1+json");
     if (body)
         evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
-    if (evhttp_make_request(r->self_conn, req, method, path) != 0) {
-        free(c);                      /* req is freed by libevent on failure */
+    r->sql_calls = c;                 /* Q1: before the send, which may answer it */
+    c->sending = true;
+    int rc = evhttp_make_request(r->self_conn, req, method, path);
+    c->sending = false;
+    if (rc != 0) {                    /* req is freed by libevent on failure */
+        call_unlink(c);
+        call_free(c);
         snprintf(err, errlen, "cannot reach the schema registry's listener");
         return NULL;
     }
-    r->sql_calls = c;
+    if (c->answered)                  /* during the send: on the next loop turn */
+        event_active(c->later, EV_TIMEOUT, 0);
     return c;
 }
 
@@ -318,6 +362,6 @@ void sr_sql_stop(sr_registry *r)
     while (r->sql_calls) {
         sr_sql_call *c = r->sql_calls;
         r->sql_calls = c->next;
-        free(c);
+        call_free(c);
     }
 }

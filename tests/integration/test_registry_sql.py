@@ -5,8 +5,12 @@ subjects deletes through the registry's own REST path (the same ids, the
 same compatibility verdicts and messages), and the other writes are refused
 with a reason."""
 import json
+import os
+import resource
 
 import pytest
+
+import support
 
 from registry_support import call, record_schema, register, start_registry
 from support import admin_socket, socket_http
@@ -299,3 +303,46 @@ def test_sql_writes_without_a_registry_say_so(start_broker):
     st, text = sql(b, "INSERT INTO subjects (subject, schema) VALUES ('x', '\"int\"')")
     assert st == 400 and ("INVALID_REQUEST: the schema registry is not running on this "
                           "broker (schema.registry.listeners)") in text, text
+
+
+def lowest_free_fd(pid):
+    used = {int(f) for f in os.listdir("/proc/%d/fd" % pid)}
+    return next(n for n in range(len(used) + 1) if n not in used)
+
+
+def test_sql_write_when_the_registry_cannot_be_called_fails_cleanly(reg):
+    """The registry's own listener cannot be called (socket() fails with
+    EMFILE, so libevent answers inside evhttp_make_request, sr_sql.c Q1):
+    the statement fails with the registry's 50003, and the broker goes on:
+    later writes register, and it stops cleanly."""
+    v1 = json.dumps(record_schema("Fd", [("id", "long")]))
+    v2 = json.dumps(record_schema("Fd", [("id", "long"), ("n", "string", "")]))
+    conn = support.UnixHTTPConnection(admin_socket(reg), 30)   # accepted before the limit
+    try:
+        def run(stmt):
+            conn.request("POST", "/sql?format=json", body=stmt.encode())
+            r = conn.getresponse()
+            return r.status, r.read().decode()
+        assert run("SELECT 1")[0] == 200
+        pid = reg.proc.pid
+        old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free_fd(pid), old[1]))
+        try:
+            st, text = run("INSERT INTO subjects (subject, schema) VALUES ('fd-value', %s)"
+                           % quoted(v1))
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+        assert st == 400 and ("UNKNOWN_SERVER_ERROR: schema registry error_code 50003: the "
+                              "schema registry did not answer") in text, text
+        for schema, want in ((v1, [1]), (v2, [1, 2])):
+            st, text = run("INSERT INTO subjects (subject, schema) VALUES ('fd-value', %s)"
+                           % quoted(schema))
+            assert st == 200, text
+            assert call(reg, "GET", "/subjects/fd-value/versions") == (200, want)
+        st, text = run("DELETE FROM subjects WHERE subject = 'fd-value'")
+        assert st == 200, text
+        assert call(reg, "GET", "/subjects/fd-value/versions")[0] == 404
+    finally:
+        conn.close()
+    assert reg.stop(timeout=20) == 0
+
