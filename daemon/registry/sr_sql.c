@@ -233,6 +233,16 @@ static sr_sql_call *call_start(bk_broker *b, const sr_sql_from *from,
     return c;
 }
 
+/* A subject is named: "" would make the path "/subjects//versions", which
+ * names no subject. */
+static bool subject_named(const char *subject, char *err, size_t errlen)
+{
+    if (subject && subject[0])
+        return true;
+    snprintf(err, errlen, "subjects.subject must be a subject's name, not empty or NULL");
+    return false;
+}
+
 /* "<top>/{s}<rest>", the subject URI-encoded; NULL: no memory. */
 static char *subject_path(const char *top, const char *subject, const char *rest)
 {
@@ -265,6 +275,8 @@ sr_sql_call *sr_sql_register(bk_broker *b, const sr_sql_from *from, const char *
                              const char *schema, const char *type, const char *refs,
                              sr_sql_done done, void *arg, char *err, size_t errlen)
 {
+    if (!subject_named(subject, err, errlen))
+        return NULL;
     json_error_t je;
     json_t *jr = refs ? json_loads(refs, 0, &je) : NULL;
     if (refs && !json_is_array(jr)) {
@@ -290,6 +302,8 @@ sr_sql_call *sr_sql_delete(bk_broker *b, const sr_sql_from *from, const char *su
                            int32_t version, bool permanent, sr_sql_done done, void *arg,
                            char *err, size_t errlen)
 {
+    if (!subject_named(subject, err, errlen))
+        return NULL;
     char rest[64] = "";
     if (version)
         snprintf(rest, sizeof rest, "/versions/%d", (int)version);
@@ -303,6 +317,8 @@ sr_sql_call *sr_sql_setting(bk_broker *b, const sr_sql_from *from, const char *s
                             bool mode, const char *value, sr_sql_done done, void *arg,
                             char *err, size_t errlen)
 {
+    if (!subject_named(subject, err, errlen))
+        return NULL;
     json_t *o = value ? json_pack("{s:s}", mode ? "mode" : "compatibility", value) : NULL;
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);

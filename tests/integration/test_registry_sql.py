@@ -346,3 +346,20 @@ def test_sql_write_when_the_registry_cannot_be_called_fails_cleanly(reg):
         conn.close()
     assert reg.stop(timeout=20) == 0
 
+
+def test_an_empty_subject_is_refused_not_registered_elsewhere(reg):
+    """INSERT ... VALUES ('', ...) once built /subjects//versions, which the
+    router read as /subjects/versions: a lookup under a subject named
+    "versions", 200, nothing registered.  Now the statement fails, and the
+    REST path with an empty segment is 404."""
+    v1 = json.dumps(record_schema("E", [("id", "long")]))
+    assert register(reg, "versions", v1) == (200, {"id": 1})   # a subject named so
+    st, text = sql(reg, "INSERT INTO subjects (subject, schema) VALUES ('', %s)" % quoted(v1))
+    assert st == 400 and "subjects.subject must be a subject's name" in text, text
+    st, got = call(reg, "POST", "/subjects//versions", {"schema": v1})
+    assert st == 404, got
+    st, got = call(reg, "GET", "/subjects//versions")
+    assert st == 404, got
+    assert call(reg, "GET", "/subjects") == (200, ["versions"])
+    assert call(reg, "GET", "/subjects/versions/versions") == (200, [1])
+    assert sql_ok(reg, "SELECT subject, version FROM subjects") == [("versions", 1)]
