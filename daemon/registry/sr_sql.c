@@ -67,7 +67,11 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#define SR_SQL_TIMEOUT_S 30
+/* Longer than a write's worst path, so a statement does not fail while its
+ * write goes on (a retry would then take a DELETE a step further): the
+ * queue behind the write in flight, a DescribeConfigs (15 s) and the
+ * forward (15 s, sr_forward.c). */
+#define SR_SQL_TIMEOUT_S 90
 
 struct sr_sql_call {
     sr_sql_call *next;                /* r->sql_calls */

@@ -206,6 +206,23 @@ def test_delete_of_every_version_is_the_subjects_delete(reg):
     assert st == 200, text                                   # nothing matched
 
 
+
+def test_delete_naming_a_version_never_deletes_the_whole_subject(reg):
+    """WHERE version = 1 matching every version this broker's mirror shows
+    (the only one here; on a lagging follower, all it knows of) deletes
+    that version, not the subject: the subject's level stays (a subject's
+    delete would take it), and run again it purges that version only."""
+    v1 = json.dumps(record_schema("W", [("id", "long")]))
+    sql_ok(reg, "INSERT INTO subjects (subject, schema) VALUES ('w-value', %s)" % quoted(v1))
+    assert call(reg, "PUT", "/config/w-value", {"compatibility": "FULL"})[0] == 200
+    for stmt in ("DELETE FROM subjects WHERE subject = 'w-value' AND version = 1",
+                 "DELETE FROM subjects WHERE schema_id = 1"):
+        sql_ok(reg, stmt)
+        assert call(reg, "GET", "/config/w-value") == (200, {"compatibilityLevel": "FULL"})
+    assert call(reg, "GET", "/subjects/w-value/versions?deleted=true")[0] == 404
+    assert reg.log_text().count("deleted w-value version 1 through SQL") == 2
+    assert "deleted subject w-value" not in reg.log_text()
+
 def test_sluice_sql_registers_and_shows_a_decoded_message_readably(reg):
     """The shell registers through SQL; a table keeps value_json compact and
     whole on its line; \\x (expanded display, line mode) pretty-prints it."""
