@@ -51,7 +51,10 @@
  *       plain http and let the leader check a super-user instead of the
  *       SQL user.  A SQL client with no Authorization to forward (a TLS
  *       certificate, the admin socket) is refused on the follower, naming
- *       the leader to run it on (sr_forward.c).
+ *       the leader to run it on (sr_forward.c); so is one with an
+ *       Authorization when the leader's registry is plain http: the SQL
+ *       client's password or admin.token is never sent in clear, even
+ *       when the client used an https admin listener.
  */
 #include "daemon/registry/sr_int.h"
 
