@@ -380,3 +380,33 @@ def test_an_empty_subject_is_refused_not_registered_elsewhere(reg):
     assert call(reg, "GET", "/subjects") == (200, ["versions"])
     assert call(reg, "GET", "/subjects/versions/versions") == (200, [1])
     assert sql_ok(reg, "SELECT subject, version FROM subjects") == [("versions", 1)]
+
+
+def test_a_failing_mirror_is_rewritten_after_a_backoff_and_logged_once(reg):
+    """A mirror job that fails (here a trigger refuses its INSERT, as a full
+    disk would) is not retried in a loop: one WARN line, the whole rewrite
+    tried again after 1, 2, 4 … s, the registry serving from memory
+    meanwhile; once the cause is gone SQL shows the registry again and one
+    line says the mirror is whole."""
+    import sqlite3
+    import time
+    from cluster_support import wait_for
+    db = sqlite3.connect(os.path.join(reg.data_dir, "sluice.db"), timeout=10)
+    db.execute("CREATE TRIGGER fail_mirror BEFORE INSERT ON registry_versions BEGIN "
+               "SELECT RAISE(ABORT, 'the test refuses this'); END")
+    db.commit()
+    try:
+        v1 = json.dumps(record_schema("B", [("id", "long")]))
+        assert register(reg, "b-value", v1) == (200, {"id": 1})
+        assert call(reg, "GET", "/subjects/b-value/versions") == (200, [1])
+        time.sleep(2.5)
+        assert reg.log_text().count("cannot update its SQL mirror") == 1, reg.log_text()
+        assert sql_ok(reg, "SELECT subject FROM subjects") == []
+    finally:
+        db.execute("DROP TRIGGER fail_mirror")
+        db.commit()
+        db.close()
+    wait_for(lambda: sql_ok(reg, "SELECT subject, version FROM subjects") == [("b-value", 1)],
+             20, "the mirror to be rewritten")
+    assert "its SQL mirror is whole again" in reg.log_text()
+    assert reg.log_text().count("cannot update its SQL mirror") == 1
