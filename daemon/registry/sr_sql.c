@@ -29,8 +29,10 @@
  *       kept in the call and delivered on the next loop turn (c->later),
  *       after its caller has the call in hand.
  *   Q2. Only plain http:// listeners are called (the client side of TLS is
- *       not here, as in sr_forward.c); a wildcard bind is called on its
- *       loopback address.
+ *       not here, as in sr_forward.c), on the listening socket's own
+ *       numeric address (net_http.h addr; a wildcard bind: its loopback),
+ *       never a host name: no lookup blocks the loop, and no DNS answer
+ *       can send the secret elsewhere.
  *
  *   Q3. Who: with an authorizer the registry checks the SQL statement's
  *       principal (admin/admin_http.c authenticated it) on SUBJECT ACLs,
@@ -220,7 +222,9 @@ static sr_sql_call *call_start(bk_broker *b, const sr_sql_from *from,
         return NULL;
     }
     char host[300];
-    snprintf(host, sizeof host, "%s:%d", self_host(r), r->self_port);
+    bool v6 = strchr(self_host(r), ':') != NULL;
+    snprintf(host, sizeof host, "%s%s%s:%d", v6 ? "[" : "", self_host(r), v6 ? "]" : "",
+             r->self_port);
     evhttp_add_header(h, "Host", host);
     evhttp_add_header(h, "Content-Type", "application/vnd.schemaregistry.v1+json");
     if (body)

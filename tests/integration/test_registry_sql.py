@@ -7,6 +7,7 @@ with a reason."""
 import json
 import os
 import resource
+import socket
 
 import pytest
 
@@ -410,3 +411,21 @@ def test_a_failing_mirror_is_rewritten_after_a_backoff_and_logged_once(reg):
              20, "the mirror to be rewritten")
     assert "its SQL mirror is whole again" in reg.log_text()
     assert reg.log_text().count("cannot update its SQL mirror") == 1
+
+
+@pytest.mark.parametrize("host", ["localhost", "0.0.0.0", "[::1]"])
+def test_sql_writes_call_the_registry_on_its_bound_address(start_broker, host):
+    """SQL's writes call this broker's registry on the listening socket's
+    own numeric address (sr_sql.c Q2): a host name is not looked up on the
+    loop, a wildcard is called on its loopback, IPv6 too."""
+    from conftest import free_port
+    if host == "[::1]" and not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    b = start_registry(start_broker, **{
+        "schema.registry.listeners": "http://%s:%d" % (host, free_port())})
+    b.registry = b.registry.replace("0.0.0.0", "127.0.0.1")
+    v1 = json.dumps(record_schema("H", [("id", "long")]))
+    sql_ok(b, "INSERT INTO subjects (subject, schema) VALUES ('h-value', %s)" % quoted(v1))
+    assert call(b, "GET", "/subjects/h-value/versions") == (200, [1])
+    sql_ok(b, "DELETE FROM subjects WHERE subject = 'h-value'")
+    assert call(b, "GET", "/subjects/h-value/versions")[0] == 404
