@@ -509,6 +509,8 @@ void sq_run(sq_conn *c, const char *sql, int format, bool headers, sq_result *re
         c->deny[0] = 0;
         c->wrote = false;
         c->set_compat = c->set_mode = false;
+        c->version_reads = 0;
+        c->names_versions = false;
         c->changes = 0;
         int rc = sqlite3_prepare_v2(c->db, tail, -1, &st, &tail);
         if (rc != SQLITE_OK) {

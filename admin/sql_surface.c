@@ -231,7 +231,8 @@ static const char surface_sql[] =
     /* A row in subjects is a version: INSERT registers one (POST
      * /subjects/{s}/versions).  DELETE takes what it matched one step
      * further, as Confluent's two-step rule has it (sq_schema_writes): a
-     * subject whose every version it matched is deleted as a whole (soft
+     * subject whose every version it matched, by a WHERE that names no
+     * version's column (note_version_read), is deleted as a whole (soft
      * while it has live versions, else permanently), other rows version by
      * version (a live one soft, a soft-deleted one permanently). */
     "CREATE TEMP TRIGGER subjects_insert INSTEAD OF INSERT ON subjects BEGIN\n"
@@ -880,7 +881,8 @@ static void fn_subject_set(sqlite3_context *ctx, int argc, sqlite3_value **v)
 }
 
 /* The writes for r's subject (the rows i.. of it): a DELETE of every version
- * is the subject's delete, of some a delete of each; an UPDATE sets the
+ * by a WHERE that names none (note_version_read) is the subject's delete,
+ * of some, or by version, a delete of each; an UPDATE sets the
  * subject's level and/or mode once.  0 or -1 with err. */
 static int subject_writes(sq_conn *c, size_t i, char *err, size_t errlen)
 {
@@ -905,7 +907,7 @@ static int subject_writes(sq_conn *c, size_t i, char *err, size_t errlen)
             rc = hook_write(c, &w, err, errlen);
         }
     } else {
-        bool whole = (int64_t)n == r->versions;
+        bool whole = !c->names_versions && (int64_t)n == r->versions;
         sq_write w = { .op = SQ_SCHEMA_DELETE, .s1 = r->subject, .i1 = whole ? 0 : r->version,
                        .i2 = whole ? live == 0 : r->deleted };
         rc = hook_write(c, &w, err, errlen);
@@ -1098,6 +1100,24 @@ static const char *const name_pragmas[] = {
     "foreign_key_list", NULL
 };
 static const char *const secret_columns[] = { "salt", "stored_key", "server_key", NULL };
+/* subjects' columns that single out versions (not the subject or its state) */
+static const char *const version_columns[] = { "version", "schema_id", "schema", "schema_type",
+                                               "references", NULL };
+
+/* A statement on the subjects view reads each of its columns once to make
+ * its rows; a column read again is named by the statement (its WHERE).  A
+ * DELETE that names a version's column deletes version by version
+ * (subject_writes), never the whole subject: on a follower whose mirror
+ * lags, "WHERE version = 3" matching every version it knows must not
+ * delete a version 4 the leader has. */
+static void note_version_read(sq_conn *c, const char *column)
+{
+    for (unsigned i = 0; version_columns[i]; i++)
+        if (!strcmp(column, version_columns[i])) {
+            c->names_versions |= (c->version_reads & 1u << i) != 0;
+            c->version_reads |= 1u << i;
+        }
+}
 
 static int deny(sq_conn *c, const char *fmt, const char *arg)
 {
@@ -1123,6 +1143,9 @@ static int authorize(void *arg, int action, const char *a3, const char *a4,
             !strcmp(a4, "secrets"))
             return deny(c, "cluster_links.secrets holds a link's credentials and cannot be "
                         "read (cluster_links.config shows them masked)", NULL);
+        if (a3 && a4 && !strcmp(a3, "subjects") && db && !strcmp(db, "temp") && inner &&
+            !strcmp(inner, "subjects"))
+            note_version_read(c, a4);
         return SQLITE_OK;
     case SQLITE_FUNCTION:
         if (a4 && !strcasecmp(a4, "load_extension"))

@@ -232,9 +232,12 @@ struct sq_conn {
     struct sq_schema_row *rows;     /* DELETE / UPDATE subjects: the statement's rows */
     size_t nrows, caprows;
     bool set_compat, set_mode;      /* UPDATE subjects SETs these (the authorizer) */
+    unsigned version_reads;         /* DELETE subjects: version columns read (the authorizer) */
+    bool names_versions;            /* its WHERE names one: never the whole subject */
 };
 /* DELETE / UPDATE on subjects, once the statement has matched every row
- * (sql_surface.c): a subject all of whose versions a DELETE names is
+ * (sql_surface.c): a subject all of whose versions a DELETE matches, by a
+ * WHERE that names no version's column (version, schema_id, schema, …), is
  * deleted as a whole (Confluent's DELETE /subjects/{s}), the other rows
  * version by version; an UPDATE sets each subject's level or mode once.
  * 0, or -1 with the statement's error in err (NULL: only forget them). */

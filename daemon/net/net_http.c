@@ -8,6 +8,8 @@
 #include "daemon/security/sec_tls.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,24 @@ static struct bufferevent *https_bev(struct event_base *base, void *arg)
     return bev;
 }
 
+/* fd's own address, numeric; a wildcard's loopback; "" when unknown. */
+static void bound_addr(evutil_socket_t fd, char *addr, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    addr[0] = 0;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0 ||
+        getnameinfo((struct sockaddr *)&ss, sl, addr, (socklen_t)len, NULL, 0,
+                    NI_NUMERICHOST) != 0) {
+        addr[0] = 0;
+        return;
+    }
+    if (!strcmp(addr, "0.0.0.0"))
+        snprintf(addr, len, "127.0.0.1");
+    else if (!strcmp(addr, "::"))
+        snprintf(addr, len, "::1");
+}
+
 int net_http_bind(bk_broker *b, const char *key, const char *spec, const char *dflt_host,
                   int dflt_port, net_http_bound *out, char *err, size_t errlen)
 {
@@ -102,7 +122,9 @@ int net_http_bind(bk_broker *b, const char *key, const char *spec, const char *d
         }
         evhttp_set_bevcb(http, https_bev, ctx);
     }
-    if (!evhttp_bind_socket_with_handle(http, out->host, (ev_uint16_t)out->port)) {
+    struct evhttp_bound_socket *bound =
+        evhttp_bind_socket_with_handle(http, out->host, (ev_uint16_t)out->port);
+    if (!bound) {
         evhttp_free(http);
         if (dflt) {
             BK_WARN("%s: cannot listen on %s:%d (in use?); running without it (set %s to "
@@ -114,6 +136,7 @@ int net_http_bind(bk_broker *b, const char *key, const char *spec, const char *d
         return -1;
     }
     out->http = http;
+    bound_addr(evhttp_bound_socket_get_fd(bound), out->addr, sizeof out->addr);
     return 0;
 }
 

@@ -30,6 +30,9 @@ typedef struct net_http_bound {
     char host[256];
     int port;
     bool https;
+    /* the socket's own address, numeric (a wildcard bind: its loopback):
+     * where this process calls itself without a name lookup */
+    char addr[64];
 } net_http_bound;
 
 /* true for localhost, 127/8 and ::1. */

@@ -984,10 +984,14 @@ void sr_api_serve(sr_registry *r, struct evhttp_request *req, const char *princi
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
     bool ok = path && (!query || evhttp_parse_query_str(query, &c.query) == 0);
     for (const char *p = path; ok && *p;) {
-        while (*p == '/')
+        if (*p == '/')
             p++;
         if (!*p)
+            break;                    /* a trailing '/' */
+        if (*p == '/') {              /* an empty segment ("//") names nothing */
+            ok = false;
             break;
+        }
         const char *e = strchr(p, '/');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (c.nseg == SR_MAX_SEGS) {

@@ -125,6 +125,26 @@ static void fwd_answered(struct evhttp_request *freq, void *arg)
     free(fw);
 }
 
+/* A write through SQL with a login to forward goes to an https leader
+ * only (sr_sql.c Q4): the SQL client's password or admin.token never
+ * crosses the network in clear, whatever listener it came in on. */
+static bool fwd_sql_in_clear(sr_fwd *fw)
+{
+    sr_registry *r = fw->r;
+    const char *who;
+    char host[SR_HOST_MAX];
+    if (r->fwd_https || sr_sql_who(r, fw->req, &who, host, sizeof host) != 1 ||
+        !evhttp_find_header(evhttp_request_get_input_headers(fw->req), "Authorization"))
+        return false;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(fw->req), NULL, NULL);
+    sr_reply_error(fw->req, 500, 50003, "this write through SQL goes to the _schemas leader, "
+                   "broker %d, whose registry listens on plain http: the SQL client's login "
+                   "is not sent there in clear (sr_sql.c Q4); run it on broker %d",
+                   (int)fw->leader, (int)fw->leader);
+    free(fw);
+    return true;
+}
+
 static void fwd_send(sr_fwd *fw)
 {
     sr_registry *r = fw->r;
@@ -132,6 +152,8 @@ static void fwd_send(sr_fwd *fw)
         free(fw);
         return;
     }
+    if (fwd_sql_in_clear(fw))
+        return;
     const char *why = "out of memory";
     if (!r->fwd_conn) {
         char err[256] = "";

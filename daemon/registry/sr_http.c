@@ -217,7 +217,8 @@ int sr_start(bk_broker *b, char *err, size_t errlen)
         return 0;
     }
     r->http = l.http;
-    snprintf(r->self_host, sizeof r->self_host, "%s", l.host);
+    /* sr_sql.c Q2: the bound socket's own address, never a name to look up */
+    snprintf(r->self_host, sizeof r->self_host, "%s", l.addr[0] ? l.addr : l.host);
     r->self_port = l.port;
     r->self_https = l.https;
     b->registry = r;

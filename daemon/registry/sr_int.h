@@ -107,6 +107,8 @@ typedef struct sr_registry {
     int64_t follow_target;        /* the leader's high watermark first seen; -1 unknown */
     /* the SQL mirror (sr_mirror.c) */
     bool mirror_on, mirror_lost;
+    int mirror_fails;             /* failed jobs in a row (sr_mirror.c X4) */
+    struct event *mirror_retry;   /* the whole rewrite, after a backoff (sr_mirror.c X4) */
     sr_mjob *mjob;                /* the job being noted */
     uint64_t mirror_seq;          /* jobs submitted */
     uint64_t mirror_done;         /* jobs run (sr_mirror.c X1: in order) */

@@ -34,8 +34,13 @@
  *       is freed.
  *   X4. An operation that cannot be noted (no memory) or a job that fails
  *       loses the mirror's step: the next flush rewrites it whole from
- *       memory instead.  A failure is logged; the registry keeps serving
- *       from memory.
+ *       memory instead.  After a failed job that rewrite waits 1, 2, 4 …
+ *       SR_MIRROR_RETRY_MAX_S seconds (a full disk or a lock held for long
+ *       would otherwise make the loop copy the registry again and again),
+ *       and writes meanwhile are answered without waiting for the mirror
+ *       (X2 is suspended: it is known to be behind).  The first failure is
+ *       logged, then nothing until the mirror is whole again (one line);
+ *       the registry keeps serving from memory.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/worker.h"
@@ -43,6 +48,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
+
+#define SR_MIRROR_RETRY_MAX_S 30
 
 enum { MOP_CLEAR, MOP_VERSION_PUT, MOP_VERSION_DELETE, MOP_SOFT_DELETE, MOP_SCHEMA_PUT,
        MOP_SCHEMA_DELETE, MOP_CONFIG };
@@ -61,6 +70,7 @@ struct sr_mjob {
     sr_registry *r;
     uint64_t seq;
     int rc;                       /* the worker's result, read in done() */
+    bool quiet;                   /* X4: a failure is logged already */
     sr_mop *ops;
     size_t n, cap;
 };
@@ -101,7 +111,8 @@ static int job_exec(md_db *db, sr_mjob *j)
 {
     char err[MD_ERRLEN] = "";
     if (md_begin(db) != 0) {
-        BK_WARN("schema registry: cannot update its SQL mirror (begin failed)");
+        if (!j->quiet)
+            BK_WARN("schema registry: cannot update its SQL mirror (begin failed)");
         return MD_E_SQL;
     }
     int rc = 0;
@@ -109,10 +120,13 @@ static int job_exec(md_db *db, sr_mjob *j)
         rc = op_run(db, &j->ops[i], err, sizeof err);
     if (rc) {
         md_rollback(db);
-        BK_WARN("schema registry: cannot update its SQL mirror: %s", err);
     } else if ((rc = md_commit(db)) != 0) {
-        BK_WARN("schema registry: cannot update its SQL mirror (commit failed)");
+        snprintf(err, sizeof err, "commit failed");
     }
+    if (rc && !j->quiet)
+        BK_WARN("schema registry: cannot update its SQL mirror: %s (rewritten whole from "
+                "memory in 1 s, then backing off to %d s; not logged again until it is "
+                "whole)", err, SR_MIRROR_RETRY_MAX_S);
     return rc;
 }
 
@@ -240,17 +254,46 @@ static void answer_held(sr_registry *r, uint64_t done_seq)
     }
 }
 
+static void retry_now(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    sr_mirror_flush(arg);
+}
+
+/* X4: the whole rewrite after a failed job, once its backoff is over. */
+static void retry_later(sr_registry *r)
+{
+    int s = r->mirror_fails >= 5 ? SR_MIRROR_RETRY_MAX_S : 1 << r->mirror_fails;
+    r->mirror_fails++;
+    if (!r->mirror_retry)
+        r->mirror_retry = evtimer_new(r->b->base, retry_now, r);
+    struct timeval tv = { s < SR_MIRROR_RETRY_MAX_S ? s : SR_MIRROR_RETRY_MAX_S, 0 };
+    if (r->mirror_retry && !evtimer_pending(r->mirror_retry, NULL))
+        evtimer_add(r->mirror_retry, &tv);    /* failing: the next flush, at once */
+}
+
+static bool retry_waiting(const sr_registry *r)
+{
+    return r->mirror_retry && evtimer_pending(r->mirror_retry, NULL);
+}
+
 /* Loop thread: a job ran (X3). */
 static void job_done(bk_work *w)
 {
     sr_mjob *j = (sr_mjob *)w;
     sr_registry *r = j->r;
-    if (j->rc)
+    if (j->rc) {
         r->mirror_lost = true;                /* X4 */
+        retry_later(r);
+    } else if (r->mirror_fails && j->n && j->ops[0].kind == MOP_CLEAR) {
+        BK_INFO("schema registry: its SQL mirror is whole again (after %d failed "
+                "attempt%s)", r->mirror_fails, r->mirror_fails > 1 ? "s" : "");
+        r->mirror_fails = 0;
+    }
     r->mirror_done = j->seq;
     job_free(j);
     answer_held(r, r->mirror_done);
-    if (r->mirror_lost)
+    if (r->mirror_lost && !retry_waiting(r))
         sr_mirror_flush(r);
 }
 
@@ -259,7 +302,10 @@ uint64_t sr_mirror_flush(sr_registry *r)
     if (!r->mirror_on)
         return r->mirror_seq;
     if (r->mirror_lost) {
-        BK_WARN("schema registry: its SQL mirror missed a change; rewriting it whole");
+        if (retry_waiting(r))
+            return r->mirror_seq;             /* X4: rewritten when the timer says */
+        if (!r->mirror_fails)
+            BK_WARN("schema registry: its SQL mirror missed a change; rewriting it whole");
         rebuild(r);
     }
     sr_mjob *j = r->mjob;
@@ -267,6 +313,7 @@ uint64_t sr_mirror_flush(sr_registry *r)
         return r->mirror_seq;
     r->mjob = NULL;
     j->r = r;
+    j->quiet = r->mirror_fails > 0;
     j->seq = ++r->mirror_seq;
     if (!r->mwk) {                            /* before the loop serves, or no worker */
         j->rc = job_exec(r->b->db, j);
@@ -335,6 +382,9 @@ void sr_mirror_stop(sr_registry *r)
     }
     md_close(r->mdb);
     r->mdb = NULL;
+    if (r->mirror_retry)
+        event_free(r->mirror_retry);
+    r->mirror_retry = NULL;
     answer_held(r, UINT64_MAX);
     job_free(r->mjob);
     r->mjob = NULL;

@@ -24,10 +24,15 @@
  * Invariants:
  *   Q1. A call is on r->sql_calls from its start until its answer (or
  *       sr_stop) frees it; done runs at most once, on a later loop turn,
- *       never after sr_sql_cancel.
+ *       never after sr_sql_cancel.  libevent may answer inside
+ *       evhttp_make_request (socket() failing, EMFILE): that answer is
+ *       kept in the call and delivered on the next loop turn (c->later),
+ *       after its caller has the call in hand.
  *   Q2. Only plain http:// listeners are called (the client side of TLS is
- *       not here, as in sr_forward.c); a wildcard bind is called on its
- *       loopback address.
+ *       not here, as in sr_forward.c), on the listening socket's own
+ *       numeric address (net_http.h addr; a wildcard bind: its loopback),
+ *       never a host name: no lookup blocks the loop, and no DNS answer
+ *       can send the secret elsewhere.
  *
  *   Q3. Who: with an authorizer the registry checks the SQL statement's
  *       principal (admin/admin_http.c authenticated it) on SUBJECT ACLs,
@@ -48,7 +53,10 @@
  *       plain http and let the leader check a super-user instead of the
  *       SQL user.  A SQL client with no Authorization to forward (a TLS
  *       certificate, the admin socket) is refused on the follower, naming
- *       the leader to run it on (sr_forward.c).
+ *       the leader to run it on (sr_forward.c); so is one with an
+ *       Authorization when the leader's registry is plain http: the SQL
+ *       client's password or admin.token is never sent in clear, even
+ *       when the client used an https admin listener.
  */
 #include "daemon/registry/sr_int.h"
 
@@ -60,17 +68,35 @@
 #include <openssl/crypto.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#define SR_SQL_TIMEOUT_S 30
+/* Longer than a write's worst path, so a statement does not fail while its
+ * write goes on (a retry would then take a DELETE a step further): the
+ * queue behind the write in flight, a DescribeConfigs (15 s) and the
+ * forward (15 s, sr_forward.c). */
+#define SR_SQL_TIMEOUT_S 90
 
 struct sr_sql_call {
     sr_sql_call *next;                /* r->sql_calls */
     sr_registry *r;
     sr_sql_done done;                 /* NULL: cancelled */
     void *arg;
+    /* Q1: libevent may call back inside evhttp_make_request (a socket()
+     * failure); that answer is kept here and delivered by later. */
+    bool sending, answered;
+    int status, code;
+    char msg[1024];
+    struct event *later;
 };
+
+static void call_free(sr_sql_call *c)
+{
+    if (c->later)
+        event_free(c->later);
+    free(c);
+}
 
 static void call_unlink(sr_sql_call *c)
 {
@@ -81,28 +107,42 @@ static void call_unlink(sr_sql_call *c)
         }
 }
 
+/* Q1: c's answer to its caller, then c freed. */
+static void call_deliver(sr_sql_call *c)
+{
+    call_unlink(c);
+    if (c->done)
+        c->done(c->arg, c->status, c->code, c->msg);
+    call_free(c);
+}
+
+static void call_later(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd; (void)what;
+    call_deliver(arg);
+}
+
 static void call_answered(struct evhttp_request *req, void *arg)
 {
     sr_sql_call *c = arg;
     int status = req ? evhttp_request_get_response_code(req) : 0;
-    char msg[1024] = "";
-    int code = 0;
+    c->status = status;
+    c->msg[0] = 0;
     if (status <= 0) {
-        snprintf(msg, sizeof msg, "the schema registry did not answer");
-        code = 50003;
+        snprintf(c->msg, sizeof c->msg, "the schema registry did not answer");
+        c->code = 50003;
     } else if (status != 200) {
         struct evbuffer *in = evhttp_request_get_input_buffer(req);
         size_t len = evbuffer_get_length(in);
         json_t *j = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0, NULL);
         const char *m = json_string_value(json_object_get(j, "message"));
-        code = (int)json_integer_value(json_object_get(j, "error_code"));
-        snprintf(msg, sizeof msg, "%s", m ? m : "the schema registry refused the write");
+        c->code = (int)json_integer_value(json_object_get(j, "error_code"));
+        snprintf(c->msg, sizeof c->msg, "%s", m ? m : "the schema registry refused the write");
         json_decref(j);
     }
-    call_unlink(c);
-    if (c->done)
-        c->done(c->arg, status, code, msg);
-    free(c);
+    c->answered = true;
+    if (!c->sending)                  /* else call_start delivers it later */
+        call_deliver(c);
 }
 
 /* Q2: where this broker's own registry is called. */
@@ -165,28 +205,53 @@ static sr_sql_call *call_start(bk_broker *b, const sr_sql_from *from,
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    *c = (sr_sql_call){ .next = r->sql_calls, .r = r, .done = done, .arg = arg };
+    *c = (sr_sql_call){ .next = r->sql_calls, .r = r, .done = done, .arg = arg,
+                        .later = event_new(b->base, -1, 0, call_later, c) };
+    if (!c->later) {
+        evhttp_request_free(req);
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     if (call_who(r, from, h) != 0) {
         evhttp_request_free(req);
-        free(c);
+        call_free(c);
         snprintf(err, errlen, "this principal cannot be named to the schema registry (a "
                  "line break in its name?)");
         return NULL;
     }
     char host[300];
-    snprintf(host, sizeof host, "%s:%d", self_host(r), r->self_port);
+    bool v6 = strchr(self_host(r), ':') != NULL;
+    snprintf(host, sizeof host, "%s%s%s:%d", v6 ? "[" : "", self_host(r), v6 ? "]" : "",
+             r->self_port);
     evhttp_add_header(h, "Host", host);
     evhttp_add_header(h, "Content-Type", "application/vnd.schemaregistry.v1+json");
     if (body)
         evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
-    if (evhttp_make_request(r->self_conn, req, method, path) != 0) {
-        free(c);                      /* req is freed by libevent on failure */
+    r->sql_calls = c;                 /* Q1: before the send, which may answer it */
+    c->sending = true;
+    int rc = evhttp_make_request(r->self_conn, req, method, path);
+    c->sending = false;
+    if (rc != 0) {                    /* req is freed by libevent on failure */
+        call_unlink(c);
+        call_free(c);
         snprintf(err, errlen, "cannot reach the schema registry's listener");
         return NULL;
     }
-    r->sql_calls = c;
+    if (c->answered)                  /* during the send: on the next loop turn */
+        event_active(c->later, EV_TIMEOUT, 0);
     return c;
+}
+
+/* A subject is named: "" would make the path "/subjects//versions", which
+ * names no subject. */
+static bool subject_named(const char *subject, char *err, size_t errlen)
+{
+    if (subject && subject[0])
+        return true;
+    snprintf(err, errlen, "subjects.subject must be a subject's name, not empty or NULL");
+    return false;
 }
 
 /* "<top>/{s}<rest>", the subject URI-encoded; NULL: no memory. */
@@ -221,6 +286,8 @@ sr_sql_call *sr_sql_register(bk_broker *b, const sr_sql_from *from, const char *
                              const char *schema, const char *type, const char *refs,
                              sr_sql_done done, void *arg, char *err, size_t errlen)
 {
+    if (!subject_named(subject, err, errlen))
+        return NULL;
     json_error_t je;
     json_t *jr = refs ? json_loads(refs, 0, &je) : NULL;
     if (refs && !json_is_array(jr)) {
@@ -246,6 +313,8 @@ sr_sql_call *sr_sql_delete(bk_broker *b, const sr_sql_from *from, const char *su
                            int32_t version, bool permanent, sr_sql_done done, void *arg,
                            char *err, size_t errlen)
 {
+    if (!subject_named(subject, err, errlen))
+        return NULL;
     char rest[64] = "";
     if (version)
         snprintf(rest, sizeof rest, "/versions/%d", (int)version);
@@ -259,6 +328,8 @@ sr_sql_call *sr_sql_setting(bk_broker *b, const sr_sql_from *from, const char *s
                             bool mode, const char *value, sr_sql_done done, void *arg,
                             char *err, size_t errlen)
 {
+    if (!subject_named(subject, err, errlen))
+        return NULL;
     json_t *o = value ? json_pack("{s:s}", mode ? "mode" : "compatibility", value) : NULL;
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
@@ -318,6 +389,6 @@ void sr_sql_stop(sr_registry *r)
     while (r->sql_calls) {
         sr_sql_call *c = r->sql_calls;
         r->sql_calls = c->next;
-        free(c);
+        call_free(c);
     }
 }

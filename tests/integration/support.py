@@ -318,7 +318,7 @@ def admin_socket(b):
     return os.path.join(b.data_dir, "admin.sock")
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
+class UnixHTTPConnection(http.client.HTTPConnection):
     def __init__(self, path, timeout):
         super().__init__("localhost", timeout=timeout)
         self.unix_path = path
@@ -337,7 +337,7 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
 def socket_http(path, url, body=None, headers=None, timeout=30):
     """(status, text, headers) of one admin request over the Unix socket
     at path: the operator's way in once an authorizer guards the TCP one."""
-    c = _UnixHTTPConnection(path, timeout)
+    c = UnixHTTPConnection(path, timeout)
     try:
         c.request("POST" if body is not None else "GET", url,
                   body=body.encode() if body is not None else None, headers=headers or {})

@@ -568,7 +568,8 @@ def test_follower_checks_the_write_then_the_leader_checks_the_forwarded_login(ma
         wait_for(lambda b=b: req(b, "GET", "/subjects/ok-value/versions", user="alice")[1]
                  == [1, 2], 10, "broker %d to serve version 2" % b.broker_id)
     # SQL on the follower (sr_sql.c Q4): checked there as the statement's
-    # principal, forwarded with the SQL client's own login, checked again
+    # principal; forwarded with the SQL client's own login to an https
+    # leader only
     for user in ("alice", "bob"):
         b1.sql("INSERT INTO acls (resource_type, resource_name, principal, operation, "
                "permission) VALUES ('CLUSTER', 'kafka-cluster', 'User:%s', 'DESCRIBE', "
@@ -587,7 +588,13 @@ def test_follower_checks_the_write_then_the_leader_checks_the_forwarded_login(ma
     err = follower.sql_error(insert("ok-value", v3))
     assert ("run it on broker %d" % leader.broker_id) in err, err
     assert metric(leader, "sluice_schema_registry_requests_total") == before
+    # a login to forward, but the leader's registry is plain http: alice's
+    # password is not sent there in clear; refused, naming the leader
     st, text = sql_as(follower, insert("ok-value", v3), user="alice")
+    assert st == 400 and ("is not sent there in clear (sr_sql.c Q4); run it on broker %d"
+                          % leader.broker_id) in text, text
+    assert metric(leader, "sluice_schema_registry_requests_total") == before
+    st, text = sql_as(leader, insert("ok-value", v3), user="alice")
     assert st == 200, text
     assert metric(leader, "sluice_schema_registry_requests_total") == before + 1
     for b in c.brokers:

@@ -5,8 +5,13 @@ subjects deletes through the registry's own REST path (the same ids, the
 same compatibility verdicts and messages), and the other writes are refused
 with a reason."""
 import json
+import os
+import resource
+import socket
 
 import pytest
+
+import support
 
 from registry_support import call, record_schema, register, start_registry
 from support import admin_socket, socket_http
@@ -202,6 +207,23 @@ def test_delete_of_every_version_is_the_subjects_delete(reg):
     assert st == 200, text                                   # nothing matched
 
 
+
+def test_delete_naming_a_version_never_deletes_the_whole_subject(reg):
+    """WHERE version = 1 matching every version this broker's mirror shows
+    (the only one here; on a lagging follower, all it knows of) deletes
+    that version, not the subject: the subject's level stays (a subject's
+    delete would take it), and run again it purges that version only."""
+    v1 = json.dumps(record_schema("W", [("id", "long")]))
+    sql_ok(reg, "INSERT INTO subjects (subject, schema) VALUES ('w-value', %s)" % quoted(v1))
+    assert call(reg, "PUT", "/config/w-value", {"compatibility": "FULL"})[0] == 200
+    for stmt in ("DELETE FROM subjects WHERE subject = 'w-value' AND version = 1",
+                 "DELETE FROM subjects WHERE schema_id = 1"):
+        sql_ok(reg, stmt)
+        assert call(reg, "GET", "/config/w-value") == (200, {"compatibilityLevel": "FULL"})
+    assert call(reg, "GET", "/subjects/w-value/versions?deleted=true")[0] == 404
+    assert reg.log_text().count("deleted w-value version 1 through SQL") == 2
+    assert "deleted subject w-value" not in reg.log_text()
+
 def test_sluice_sql_registers_and_shows_a_decoded_message_readably(reg):
     """The shell registers through SQL; a table keeps value_json compact and
     whole on its line; \\x (expanded display, line mode) pretty-prints it."""
@@ -299,3 +321,111 @@ def test_sql_writes_without_a_registry_say_so(start_broker):
     st, text = sql(b, "INSERT INTO subjects (subject, schema) VALUES ('x', '\"int\"')")
     assert st == 400 and ("INVALID_REQUEST: the schema registry is not running on this "
                           "broker (schema.registry.listeners)") in text, text
+
+
+def lowest_free_fd(pid):
+    used = {int(f) for f in os.listdir("/proc/%d/fd" % pid)}
+    return next(n for n in range(len(used) + 1) if n not in used)
+
+
+def test_sql_write_when_the_registry_cannot_be_called_fails_cleanly(reg):
+    """The registry's own listener cannot be called (socket() fails with
+    EMFILE, so libevent answers inside evhttp_make_request, sr_sql.c Q1):
+    the statement fails with the registry's 50003, and the broker goes on:
+    later writes register, and it stops cleanly."""
+    v1 = json.dumps(record_schema("Fd", [("id", "long")]))
+    v2 = json.dumps(record_schema("Fd", [("id", "long"), ("n", "string", "")]))
+    conn = support.UnixHTTPConnection(admin_socket(reg), 30)   # accepted before the limit
+    try:
+        def run(stmt):
+            conn.request("POST", "/sql?format=json", body=stmt.encode())
+            r = conn.getresponse()
+            return r.status, r.read().decode()
+        assert run("SELECT 1")[0] == 200
+        pid = reg.proc.pid
+        old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free_fd(pid), old[1]))
+        try:
+            st, text = run("INSERT INTO subjects (subject, schema) VALUES ('fd-value', %s)"
+                           % quoted(v1))
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+        assert st == 400 and ("UNKNOWN_SERVER_ERROR: schema registry error_code 50003: the "
+                              "schema registry did not answer") in text, text
+        for schema, want in ((v1, [1]), (v2, [1, 2])):
+            st, text = run("INSERT INTO subjects (subject, schema) VALUES ('fd-value', %s)"
+                           % quoted(schema))
+            assert st == 200, text
+            assert call(reg, "GET", "/subjects/fd-value/versions") == (200, want)
+        st, text = run("DELETE FROM subjects WHERE subject = 'fd-value'")
+        assert st == 200, text
+        assert call(reg, "GET", "/subjects/fd-value/versions")[0] == 404
+    finally:
+        conn.close()
+    assert reg.stop(timeout=20) == 0
+
+
+def test_an_empty_subject_is_refused_not_registered_elsewhere(reg):
+    """INSERT ... VALUES ('', ...) once built /subjects//versions, which the
+    router read as /subjects/versions: a lookup under a subject named
+    "versions", 200, nothing registered.  Now the statement fails, and the
+    REST path with an empty segment is 404."""
+    v1 = json.dumps(record_schema("E", [("id", "long")]))
+    assert register(reg, "versions", v1) == (200, {"id": 1})   # a subject named so
+    st, text = sql(reg, "INSERT INTO subjects (subject, schema) VALUES ('', %s)" % quoted(v1))
+    assert st == 400 and "subjects.subject must be a subject's name" in text, text
+    st, got = call(reg, "POST", "/subjects//versions", {"schema": v1})
+    assert st == 404, got
+    st, got = call(reg, "GET", "/subjects//versions")
+    assert st == 404, got
+    assert call(reg, "GET", "/subjects") == (200, ["versions"])
+    assert call(reg, "GET", "/subjects/versions/versions") == (200, [1])
+    assert sql_ok(reg, "SELECT subject, version FROM subjects") == [("versions", 1)]
+
+
+def test_a_failing_mirror_is_rewritten_after_a_backoff_and_logged_once(reg):
+    """A mirror job that fails (here a trigger refuses its INSERT, as a full
+    disk would) is not retried in a loop: one WARN line, the whole rewrite
+    tried again after 1, 2, 4 … s, the registry serving from memory
+    meanwhile; once the cause is gone SQL shows the registry again and one
+    line says the mirror is whole."""
+    import sqlite3
+    import time
+    from cluster_support import wait_for
+    db = sqlite3.connect(os.path.join(reg.data_dir, "sluice.db"), timeout=10)
+    db.execute("CREATE TRIGGER fail_mirror BEFORE INSERT ON registry_versions BEGIN "
+               "SELECT RAISE(ABORT, 'the test refuses this'); END")
+    db.commit()
+    try:
+        v1 = json.dumps(record_schema("B", [("id", "long")]))
+        assert register(reg, "b-value", v1) == (200, {"id": 1})
+        assert call(reg, "GET", "/subjects/b-value/versions") == (200, [1])
+        time.sleep(2.5)
+        assert reg.log_text().count("cannot update its SQL mirror") == 1, reg.log_text()
+        assert sql_ok(reg, "SELECT subject FROM subjects") == []
+    finally:
+        db.execute("DROP TRIGGER fail_mirror")
+        db.commit()
+        db.close()
+    wait_for(lambda: sql_ok(reg, "SELECT subject, version FROM subjects") == [("b-value", 1)],
+             20, "the mirror to be rewritten")
+    assert "its SQL mirror is whole again" in reg.log_text()
+    assert reg.log_text().count("cannot update its SQL mirror") == 1
+
+
+@pytest.mark.parametrize("host", ["localhost", "0.0.0.0", "[::1]"])
+def test_sql_writes_call_the_registry_on_its_bound_address(start_broker, host):
+    """SQL's writes call this broker's registry on the listening socket's
+    own numeric address (sr_sql.c Q2): a host name is not looked up on the
+    loop, a wildcard is called on its loopback, IPv6 too."""
+    from conftest import free_port
+    if host == "[::1]" and not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    b = start_registry(start_broker, **{
+        "schema.registry.listeners": "http://%s:%d" % (host, free_port())})
+    b.registry = b.registry.replace("0.0.0.0", "127.0.0.1")
+    v1 = json.dumps(record_schema("H", [("id", "long")]))
+    sql_ok(b, "INSERT INTO subjects (subject, schema) VALUES ('h-value', %s)" % quoted(v1))
+    assert call(b, "GET", "/subjects/h-value/versions") == (200, [1])
+    sql_ok(b, "DELETE FROM subjects WHERE subject = 'h-value'")
+    assert call(b, "GET", "/subjects/h-value/versions")[0] == 404
