@@ -39,6 +39,10 @@
  *       shutdown), by fwd_conn_free before the free: libevent frees a
  *       connection's requests without calling them back.  r->fwds lists
  *       the forwards sent and not yet answered.
+ *   F2. A forward is in r->fwds before evhttp_make_request: without a DNS
+ *       base libevent calls the request back inside that call (the host
+ *       does not resolve, socket() fails) and still returns 0; fw then
+ *       outlives its answer until the call returns (fw->ended).
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replication/repl_peer.h"
@@ -65,7 +69,19 @@ struct sr_fwd {
     int32_t leader;
     struct evhttp_connection *conn;   /* sent on it (F1); NULL: not sent yet */
     sr_fwd *prev, *next;              /* r->fwds while sent */
+    bool sending;                     /* inside evhttp_make_request (F2) */
+    bool ended;                       /* answered while sending: freed by fwd_send */
 };
+
+/* fw answered: freed, unless evhttp_make_request called back before
+ * returning (F2), when fwd_send frees it. */
+static void fwd_end(sr_fwd *fw)
+{
+    if (fw->sending)
+        fw->ended = true;
+    else
+        free(fw);
+}
 
 static void fwd_unlink(sr_fwd *fw)
 {
@@ -97,7 +113,7 @@ static void fwd_fail(sr_fwd *fw, const char *fmt, const char *detail)
         sr_reply_error(fw->req, 500, 50003, "Error while forwarding the request to the "
                        "leader (broker %d): %s", (int)fw->leader, msg);
     }
-    free(fw);
+    fwd_end(fw);
 }
 
 static void fwd_answered(struct evhttp_request *freq, void *arg)
@@ -122,7 +138,7 @@ static void fwd_answered(struct evhttp_request *freq, void *arg)
             sr_reply_error(fw->req, 500, 50001, "out of memory");
         free(copy);
     }
-    free(fw);
+    fwd_end(fw);
 }
 
 static void fwd_send(sr_fwd *fw)
@@ -164,16 +180,19 @@ static void fwd_send(sr_fwd *fw)
         evhttp_add_header(out, "Authorization", auth);
     evbuffer_add_buffer(evhttp_request_get_output_buffer(freq),
                         evhttp_request_get_input_buffer(fw->req));
-    if (evhttp_make_request(r->fwd_conn, freq, evhttp_request_get_command(fw->req),
-                            evhttp_request_get_uri(fw->req)) != 0) {
-        fwd_fail(fw, "%s", "cannot send");       /* no socket: rare; freq is not ours */
-        return;
-    }
-    fw->conn = r->fwd_conn;                      /* F1 */
+    fw->conn = r->fwd_conn;                      /* F1, F2 */
     fw->next = r->fwds;
     if (r->fwds)
         r->fwds->prev = fw;
     r->fwds = fw;
+    fw->sending = true;
+    int rc = evhttp_make_request(r->fwd_conn, freq, evhttp_request_get_command(fw->req),
+                                 evhttp_request_get_uri(fw->req));
+    fw->sending = false;
+    if (fw->ended)
+        free(fw);                                /* F2: answered inside the call */
+    else if (rc != 0)
+        fwd_fail(fw, "%s", "cannot send");       /* no socket: rare; freq is not ours */
 }
 
 /* F1: the forwards in flight on r->fwd_conn answered, then it is freed. */

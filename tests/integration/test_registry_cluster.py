@@ -245,3 +245,29 @@ def test_writes_are_forwarded_to_an_https_leader(make_cluster, tmp_path):
     r = requests.get(url(leader, "/subjects"), verify=certs.ca.crt, timeout=15)
     assert sorted(r.json()) == sorted(["tls-value"] + ["tls-%d-value" % b.broker_id
                                                        for b in c.brokers if b is not leader])
+
+
+def test_a_leader_registry_address_this_broker_cannot_connect_to_is_answered_once(
+        make_cluster):
+    """The leader's registry URL names a host this broker cannot resolve
+    ("[::1]" as written in the listener, brackets and all): libevent answers
+    the forward inside evhttp_make_request.  Each write is answered 50003
+    once, the follower keeps serving (no use of the freed forward, no second
+    answer: the cluster's teardown fails the test if a broker died)."""
+    c = make_cluster(3, start=False)
+    for b in c.brokers:
+        b.overrides["schema.registry.listeners"] = "http://[::1]:%d" % free_port()
+    c.start()
+    register_anywhere(c, "ev-value", S1)         # only the leader answers 200
+    leader = schemas_leader(c)
+    for b in c.brokers:
+        if b is leader:
+            continue
+        for i in range(3):
+            st, body = register(b, "f%d-value" % i, S2)
+            assert st == 500 and body["error_code"] == 50003, body
+            assert "leader (broker %d)" % leader.broker_id in body["message"], body
+        wait_for(lambda b=b: get(b, "/subjects/ev-value/versions") == (200, [1]), 10,
+                 "broker %d to serve ev-value" % b.broker_id)
+        assert b.alive()
+    assert get(leader, "/subjects") == (200, ["ev-value"])
