@@ -12,6 +12,8 @@
  *     sr_forward ── URL known? ──no──► DescribeConfigs ──► url_answered
  *          │ yes                                               │
  *          ▼                                                   ▼
+ *     (the connection is kept while the URL stays the same: forwards
+ *     waiting for their own DescribeConfigs at once share it)
  *     send: the same method, path, query, Content-Type, Authorization and
  *     body, with X-Sluice-Forwarded (a forwarded request is never
  *     forwarded again)
@@ -256,11 +258,13 @@ static void url_answered(void *arg, int16_t error, kp_rd *body)
             if (bi[i].id == fw->leader)
                 snprintf(host, sizeof host, "%s", bi[i].host);
     }
-    fwd_conn_free(r, "the connection to it was closed as _schemas moved to another leader; "
-                  "retry");
+    bool https = !strncasecmp(url, "https://", 8);
+    if (strcmp(r->fwd_host, host) || r->fwd_port != port || r->fwd_https != https)
+        fwd_conn_free(r, "the connection to it was closed as _schemas moved to another "
+                      "leader; retry");          /* the same URL: forwards in flight stay */
     snprintf(r->fwd_host, sizeof r->fwd_host, "%s", host);
     r->fwd_port = port;
-    r->fwd_https = !strncasecmp(url, "https://", 8);
+    r->fwd_https = https;
     r->fwd_leader = fw->leader;
     fwd_send(fw);
 }

@@ -247,6 +247,44 @@ def test_writes_are_forwarded_to_an_https_leader(make_cluster, tmp_path):
                                                        for b in c.brokers if b is not leader])
 
 
+def test_concurrent_writes_through_a_fresh_follower_are_all_answered(reg_cluster):
+    """8 writes at once through a follower that has not forwarded yet: each
+    asks for the leader's registry URL, and every answer but the first finds
+    the connection the others were sent on; none is closed under them (a
+    false 50003 "moved to another leader") and all 8 are registered."""
+    import threading
+    c = reg_cluster
+    first, sid = register_anywhere(c, "ev-value", S1)
+    leader = schemas_leader(c)
+    tried = c.brokers[:c.brokers.index(first) + 1]
+    fresh = [b for b in c.brokers if b is not leader and b not in tried]
+    if not fresh:                                # every follower forwarded: start one anew
+        fresh = [next(b for b in c.brokers if b is not leader)]
+        fresh[0].stop()
+        fresh[0].start()
+        wait_for(lambda: get(fresh[0], "/subjects/ev-value/versions") == (200, [1]), 60,
+                 "the restarted follower to catch up")
+    f = fresh[0]
+    go = threading.Barrier(8)
+    got = {}
+
+    def write(i):
+        go.wait(10)
+        try:
+            got[i] = register(f, "c%d-value" % i, S1)
+        except requests.RequestException as e:
+            got[i] = (None, repr(e))
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(40)
+    assert got == {i: (200, {"id": sid}) for i in range(8)}
+    st, subjects = get(leader, "/subjects")
+    assert st == 200 and sorted(subjects) == sorted(["ev-value"] + ["c%d-value" % i
+                                                                    for i in range(8)])
+
+
 def test_a_leader_registry_address_this_broker_cannot_connect_to_is_answered_once(
         make_cluster):
     """The leader's registry URL names a host this broker cannot resolve
