@@ -291,7 +291,9 @@ def test_a_leader_registry_address_this_broker_cannot_connect_to_is_answered_onc
     ("[::1]" as written in the listener, brackets and all): libevent answers
     the forward inside evhttp_make_request.  Each write is answered 50003
     once, the follower keeps serving (no use of the freed forward, no second
-    answer: the cluster's teardown fails the test if a broker died)."""
+    answer: the cluster's teardown fails the test if a broker died).  Should
+    sr_forward.c's url_answered learn to strip an IPv6 literal's brackets,
+    this test needs another name that does not resolve."""
     c = make_cluster(3, start=False)
     for b in c.brokers:
         b.overrides["schema.registry.listeners"] = "http://[::1]:%d" % free_port()
