@@ -108,7 +108,9 @@ struct bk_broker {
      * format against c->rule (issue 31; daemon/registry/sr_validate.c,
      * installed by sr_start; NULL: no registry here).  whole false: p holds
      * only the first bytes of a long one (the id is checked, not the body).
-     * 0, or -1 with the reason in why.  Loop thread, no allocation. */
+     * 0, -1 refused with the reason in why, or -2 not known yet (the
+     * registry here is still catching up: retriable) with the reason in
+     * why.  Loop thread, no allocation. */
     int (*schema_check)(bk_broker *b, bk_schema_ctx *c, const uint8_t *p, size_t len,
                         bool whole, char *why, size_t whylen);
     struct bk_janitor *janitor;      /* unlinks files (replica_janitor.c) */

@@ -51,7 +51,11 @@
  *       body that does not decode (bk_broker.schema_check,
  *       daemon/registry/sr_validate.c, called from the same walk)
  *                                   INVALID_RECORD (CORRUPT_MESSAGE
- *                                   before v8)
+ *                                   before v8); an id or subject not
+ *       known while this broker's registry still catches up with
+ *       _schemas (no replica here, sr_follow.c)
+ *                                   NOT_ENOUGH_REPLICAS (retriable, as
+ *                                   verify_txn's "not yet"), no RecordErrors
  *     v8+ answers these with ErrorMessage ("Record 3 in batch: ...") and
  *     RecordErrors naming the record; nothing of the partition's request
  *     is stored, other partitions carry on.
@@ -206,11 +210,18 @@ static int schema_on_record(void *arg, int32_t i, const kp_record *rec, bool who
     char why[144];
     bk_schema_ctx *c[2] = { &sc->value, &sc->key };
     const kp_str *bytes[2] = { &rec->Value, &rec->Key };
-    for (int k = 0; k < 2; k++)   /* a null value or key passes, as Confluent Server's */
-        if (c[k]->rule->on && bytes[k]->len >= 0 &&
-            sc->b->schema_check(sc->b, c[k], (const uint8_t *)bytes[k]->p,
-                                (size_t)bytes[k]->len, whole, why, sizeof why) != 0)
+    for (int k = 0; k < 2; k++) { /* a null value or key passes, as Confluent Server's */
+        int rc = c[k]->rule->on && bytes[k]->len >= 0
+                 ? sc->b->schema_check(sc->b, c[k], (const uint8_t *)bytes[k]->p,
+                                       (size_t)bytes[k]->len, whole, why, sizeof why) : 0;
+        if (rc == -2) {               /* not known yet: the whole batch, retriable */
+            int e = kp_val_record_fault(f, KP_NOT_ENOUGH_REPLICAS, i, "%s", why);
+            f->record = -1;
+            return e;
+        }
+        if (rc != 0)
             return kp_val_record_fault(f, KP_INVALID_RECORD, i, "%s", why);
+    }
     return 0;
 }
 

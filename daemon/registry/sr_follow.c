@@ -19,6 +19,13 @@
  * it found; after that it keeps following and serves what it has, like a
  * follower replica.  Writes are forwarded to the leader as on any broker
  * that does not lead (sr_forward.c).
+ *
+ * A leader whose log ends before r->applied (OFFSET_OUT_OF_RANGE with the
+ * offset past its log start: _schemas truncated by an unclean election, or
+ * deleted and made again) holds a history this broker did not apply: the
+ * model is dropped and read again from the leader's log start, as a new
+ * broker would (reads wait again, the SQL mirror is rewritten whole,
+ * sr_mirror.c X4), with one WARN per such start-over.
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replica/replica.h"
@@ -26,6 +33,7 @@
 #include "daemon/view/view.h"
 #include "kp_msgs.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +79,24 @@ static int apply_records(sr_registry *r, const uint8_t *p, size_t len)
     return rc;
 }
 
+/* The model dropped, to be read again from from (the leader's log start). */
+static void follow_restart(sr_registry *r, int64_t from)
+{
+    BK_WARN("schema registry: the leader of %s-0 no longer holds offset %lld, which this "
+            "broker applied up to (the log was truncated or made again): reading it again from "
+            "its start, %lld", SR_TOPIC, (long long)r->applied, (long long)from);
+    sr_state_free(r);
+    sr_validate_free(r);                  /* sr_validate.c SV4: an id may name another schema */
+    snprintf(r->compat, sizeof r->compat, "BACKWARD");
+    snprintf(r->mode, sizeof r->mode, "READWRITE");
+    r->max_id = 0;
+    r->gen++;
+    r->applied = from;
+    r->follow_ready = false;              /* reads wait again (sr_follow_behind) */
+    r->follow_target = -1;
+    r->mirror_lost = true;                /* sr_mirror.c X4: rewritten whole at the flush */
+}
+
 static void fetched(void *arg, int16_t error, kp_rd *body)
 {
     sr_fcall *call = arg;
@@ -91,6 +117,10 @@ static void fetched(void *arg, int16_t error, kp_rd *body)
     bool more = false;
     if (pd && pd->ErrorCode == KP_OFFSET_OUT_OF_RANGE && r->applied < pd->LogStartOffset) {
         r->applied = pd->LogStartOffset;      /* compaction or retention moved the start */
+        more = true;
+    } else if (pd && pd->ErrorCode == KP_OFFSET_OUT_OF_RANGE && pd->LogStartOffset >= 0 &&
+               r->applied > pd->LogStartOffset) {
+        follow_restart(r, pd->LogStartOffset);
         more = true;
     } else if (pd && pd->ErrorCode == KP_NONE) {
         if (r->follow_target < 0)

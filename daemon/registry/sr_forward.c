@@ -12,6 +12,8 @@
  *     sr_forward ── URL known? ──no──► DescribeConfigs ──► url_answered
  *          │ yes                                               │
  *          ▼                                                   ▼
+ *     (the connection is kept while the URL stays the same: forwards
+ *     waiting for their own DescribeConfigs at once share it)
  *     send: the same method, path, query, Content-Type, Authorization and
  *     body, with X-Sluice-Forwarded (a forwarded request is never
  *     forwarded again)
@@ -39,6 +41,10 @@
  *       shutdown), by fwd_conn_free before the free: libevent frees a
  *       connection's requests without calling them back.  r->fwds lists
  *       the forwards sent and not yet answered.
+ *   F2. A forward is in r->fwds before evhttp_make_request: without a DNS
+ *       base libevent calls the request back inside that call (the host
+ *       does not resolve, socket() fails) and still returns 0; fw then
+ *       outlives its answer until the call returns (fw->ended).
  */
 #include "daemon/registry/sr_int.h"
 #include "daemon/replication/repl_peer.h"
@@ -65,7 +71,19 @@ struct sr_fwd {
     int32_t leader;
     struct evhttp_connection *conn;   /* sent on it (F1); NULL: not sent yet */
     sr_fwd *prev, *next;              /* r->fwds while sent */
+    bool sending;                     /* inside evhttp_make_request (F2) */
+    bool ended;                       /* answered while sending: freed by fwd_send */
 };
+
+/* fw answered: freed, unless evhttp_make_request called back before
+ * returning (F2), when fwd_send frees it. */
+static void fwd_end(sr_fwd *fw)
+{
+    if (fw->sending)
+        fw->ended = true;
+    else
+        free(fw);
+}
 
 static void fwd_unlink(sr_fwd *fw)
 {
@@ -97,7 +115,7 @@ static void fwd_fail(sr_fwd *fw, const char *fmt, const char *detail)
         sr_reply_error(fw->req, 500, 50003, "Error while forwarding the request to the "
                        "leader (broker %d): %s", (int)fw->leader, msg);
     }
-    free(fw);
+    fwd_end(fw);
 }
 
 static void fwd_answered(struct evhttp_request *freq, void *arg)
@@ -122,7 +140,7 @@ static void fwd_answered(struct evhttp_request *freq, void *arg)
             sr_reply_error(fw->req, 500, 50001, "out of memory");
         free(copy);
     }
-    free(fw);
+    fwd_end(fw);
 }
 
 /* A write through SQL with a login to forward goes to an https leader
@@ -186,16 +204,19 @@ static void fwd_send(sr_fwd *fw)
         evhttp_add_header(out, "Authorization", auth);
     evbuffer_add_buffer(evhttp_request_get_output_buffer(freq),
                         evhttp_request_get_input_buffer(fw->req));
-    if (evhttp_make_request(r->fwd_conn, freq, evhttp_request_get_command(fw->req),
-                            evhttp_request_get_uri(fw->req)) != 0) {
-        fwd_fail(fw, "%s", "cannot send");       /* no socket: rare; freq is not ours */
-        return;
-    }
-    fw->conn = r->fwd_conn;                      /* F1 */
+    fw->conn = r->fwd_conn;                      /* F1, F2 */
     fw->next = r->fwds;
     if (r->fwds)
         r->fwds->prev = fw;
     r->fwds = fw;
+    fw->sending = true;
+    int rc = evhttp_make_request(r->fwd_conn, freq, evhttp_request_get_command(fw->req),
+                                 evhttp_request_get_uri(fw->req));
+    fw->sending = false;
+    if (fw->ended)
+        free(fw);                                /* F2: answered inside the call */
+    else if (rc != 0)
+        fwd_fail(fw, "%s", "cannot send");       /* no socket: rare; freq is not ours */
 }
 
 /* F1: the forwards in flight on r->fwd_conn answered, then it is freed. */
@@ -259,11 +280,13 @@ static void url_answered(void *arg, int16_t error, kp_rd *body)
             if (bi[i].id == fw->leader)
                 snprintf(host, sizeof host, "%s", bi[i].host);
     }
-    fwd_conn_free(r, "the connection to it was closed as _schemas moved to another leader; "
-                  "retry");
+    bool https = !strncasecmp(url, "https://", 8);
+    if (strcmp(r->fwd_host, host) || r->fwd_port != port || r->fwd_https != https)
+        fwd_conn_free(r, "the connection to it was closed as _schemas moved to another "
+                      "leader; retry");          /* the same URL: forwards in flight stay */
     snprintf(r->fwd_host, sizeof r->fwd_host, "%s", host);
     r->fwd_port = port;
-    r->fwd_https = !strncasecmp(url, "https://", 8);
+    r->fwd_https = https;
     r->fwd_leader = fw->leader;
     fwd_send(fw);
 }

@@ -28,6 +28,11 @@
  *   SV3. A version soft-deleted still counts (its id is still served by
  *        GET /schemas/ids/{id}, and the deserializers of records written
  *        with it still read them); a permanently deleted one does not.
+ *   SV5. A broker still catching up with _schemas from its leader
+ *        (sr_follow_behind: its GETs answer 50003, retriable) does not
+ *        refuse an id or subject it does not know yet: -2, which Produce
+ *        answers with a retriable error; a record it can judge (wire
+ *        format, a known id under its subject, decode) is judged.
  *   SV4. Parsed schemas (decode, RecordNameStrategy's name) are parsed
  *        once per id and kept across rebuilds (an id's schema never
  *        changes).  A body is decoded only for Avro schemas; JSON Schema
@@ -250,6 +255,12 @@ int sr_validate_check(bk_broker *b, bk_schema_ctx *c, const uint8_t *p, size_t l
             return -1;
         }
         e = find(r->vindex, id);
+        if (!e && sr_follow_behind(r)) {          /* SV5 */
+            snprintf(why, whylen, "%s's schema id %d is not known yet: this broker is still "
+                     "reading %s from its leader (at offset %lld); retry", what, id, SR_TOPIC,
+                     (long long)r->applied);
+            return -2;
+        }
         if (!e) {
             r->validation_refusals++;
             snprintf(why, whylen, "%s's schema id %d is unknown to the schema registry", what,
@@ -257,6 +268,11 @@ int sr_validate_check(bk_broker *b, bk_schema_ctx *c, const uint8_t *p, size_t l
             return -1;
         }
         if (check_subject(r, c, e, what, why, whylen) != 0) {
+            if (sr_follow_behind(r)) {            /* SV5: the subject may come */
+                snprintf(why + strlen(why), whylen - strlen(why), " yet: this broker is "
+                         "still reading %s from its leader; retry", SR_TOPIC);
+                return -2;
+            }
             r->validation_refusals++;
             return -1;
         }
