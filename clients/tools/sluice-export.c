@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ static const char usage[] =
 "\n"
 "SYNOPSIS\n"
 "    sluice-export --bootstrap HOST:PORT --topic TOPIC [--topic TOPIC..] --to DIR\n"
+"    sluice-export --bootstrap HOST:PORT --topic-regex REGEX --to DIR\n"
 "                  [options]\n"
 "\n"
 "    Every partition of every topic is copied into\n"
@@ -61,6 +63,10 @@ static const char usage[] =
 "OPTIONS\n"
 "    -b, --bootstrap HOST:PORT[,..]  bootstrap.servers (required)\n"
 "    -t, --topic TOPIC             topic to export (repeatable)\n"
+"    -r, --topic-regex REGEX       also every topic whose whole name matches this\n"
+"                                  POSIX extended regex (internal topics never),\n"
+"                                  listed once at start: a topic created later\n"
+"                                  is taken by the next run\n"
 "    -d, --to DIR                  root of the tree (required)\n"
 "    -e, --until-end               export up to each partition's end at start (its\n"
 "                                  last stable offset), then exit; without it,\n"
@@ -76,7 +82,8 @@ static const char usage[] =
 "                                  stops; each resumes after the files.  Without\n"
 "                                  it this process exports every partition and\n"
 "                                  commits to -X group.id, else to\n"
-"                                  sluice-export-<first topic>, as a non-member\n"
+"                                  sluice-export-<first topic> (or -<REGEX>), as a\n"
+"                                  non-member\n"
 "    -P, --parallel N              worker threads (default 1), partitions spread\n"
 "                                  over them (with --group: N group members)\n"
 "    -c, --codec CODEC             null (default), deflate, snappy (not xz: Avro\n"
@@ -145,7 +152,7 @@ enum { F_KEY = 5, F_VALUE, F_HEADERS };       /* field indexes used by name */
 typedef struct opts {
     const char *topics[MAX_TOPICS];
     int ntopics;
-    const char *dir, *from, *group, *codec;
+    const char *dir, *from, *group, *codec, *regex;
     int until_end, parallel, jsonl, dry_run, quiet;
     int fleet;                /* --group: partitions shared as a consumer group */
     int layout_time;          /* --layout time: dt=YYYY-MM-DD/hour=HH/ */
@@ -957,7 +964,7 @@ static int64_t ex_number(const char *opt, const char *v, int64_t min)
 static void ex_parse(int argc, char **argv)
 {
     static const struct option lo[] = {
-        { "bootstrap", 1, 0, 'b' }, { "topic", 1, 0, 't' }, { "to", 1, 0, 'd' },
+        { "bootstrap", 1, 0, 'b' }, { "topic", 1, 0, 't' }, { "topic-regex", 1, 0, 'r' }, { "to", 1, 0, 'd' },
         { "until-end", 0, 0, 'e' }, { "from", 1, 0, 'f' }, { "group", 1, 0, 'g' },
         { "parallel", 1, 0, 'P' }, { "codec", 1, 0, 'c' }, { "max-records", 1, 0, 'n' },
         { "max-bytes", 1, 0, 'B' }, { "max-interval", 1, 0, 'i' }, { "format", 1, 0, 'F' },
@@ -965,7 +972,7 @@ static void ex_parse(int argc, char **argv)
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, "b:t:d:ef:g:P:c:n:B:i:F:NL:X:qh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:t:r:d:ef:g:P:c:n:B:i:F:NL:X:qh", lo, NULL)) != -1) {
         switch (c) {
         case 'b': ex_conf("bootstrap.servers", optarg); break;
         case 't':
@@ -973,6 +980,7 @@ static void ex_parse(int argc, char **argv)
                 ex_usage_error("at most %s topics", "64");
             O.topics[O.ntopics++] = optarg;
             break;
+        case 'r': O.regex = optarg; break;
         case 'd': O.dir = optarg; break;
         case 'e': O.until_end = 1; break;
         case 'f': O.from = optarg; break;
@@ -1013,8 +1021,13 @@ static void ex_parse(int argc, char **argv)
     char bs[8];
     if (sl_conf_get(base_conf, "bootstrap.servers", bs, sizeof bs) != 0 || !bs[0])
         ex_usage_error("%s is required", "--bootstrap");
-    if (O.ntopics == 0 || !O.dir)
-        ex_usage_error("%s are required", "--topic and --to");
+    if ((O.ntopics == 0 && !O.regex) || !O.dir)
+        ex_usage_error("%s are required", "--topic (or --topic-regex) and --to");
+    regex_t re;
+    if (O.regex && regcomp(&re, O.regex, REG_EXTENDED | REG_NOSUB) != 0)
+        ex_usage_error("--topic-regex: \"%s\" is not a valid extended regex", O.regex);
+    if (O.regex)
+        regfree(&re);
     if (strcmp(O.from, "beginning") && strcmp(O.from, "end"))
         ex_number("--from", O.from, 0);
     /* xz: Debian's Avro C (1.11) has only "lzma", raw LZMA2 blocks under a
@@ -1049,6 +1062,51 @@ static void ex_summary(xpart *parts, int n)
     }
     printf("total: %" PRId64 " file(s), %" PRId64 " record(s), %" PRId64 " byte(s), %"
            PRId64 " record(s) in gaps\n", files, records, bytes, gaps);
+}
+
+static int ex_cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* --topic-regex: the topics whose whole name matches, added to O.topics in
+ * name order (a --topic named twice is taken once).  The names stay
+ * allocated for the run.  Exits when listing fails or nothing matches. */
+static void ex_match_topics(void)
+{
+    char err[512], anchored[1024];
+    regex_t re;
+    snprintf(anchored, sizeof anchored, "^(%s)$", O.regex);
+    if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) != 0)
+        ex_usage_error("--topic-regex: \"%s\" is not a valid extended regex", O.regex);
+    sl_admin *a = sl_admin_new(base_conf, err, sizeof err);
+    char **names = NULL;
+    int n = 0, rc = a ? sl_admin_list_topics(a, &names, &n, TIMEOUT_MS, err, sizeof err) : -1;
+    sl_admin_destroy(a);
+    if (rc != 0) {
+        fprintf(stderr, TOOL ": error: listing the topics: %s\n", err);
+        exit(EXIT_RUNTIME);
+    }
+    qsort(names, (size_t)n, sizeof *names, ex_cmp_names);
+    int matched = 0;
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int k = 0; k < O.ntopics; k++)
+            dup |= !strcmp(O.topics[k], names[i]);
+        if (dup || regexec(&re, names[i], 0, NULL, 0) != 0)
+            continue;
+        matched++;
+        if (O.ntopics == MAX_TOPICS)
+            ex_usage_error("--topic-regex matches more than %s topics", "64");
+        O.topics[O.ntopics++] = names[i];
+        names[i] = NULL;
+    }
+    regfree(&re);
+    sl_admin_groups_free(names, n);
+    if (matched == 0) {
+        fprintf(stderr, TOOL ": error: no topic matches --topic-regex \"%s\"\n", O.regex);
+        exit(EXIT_RUNTIME);
+    }
 }
 
 /* The partitions of every topic (asked of the cluster), or NULL. */
@@ -1098,12 +1156,16 @@ int main(int argc, char **argv)
 {
     base_conf = sl_conf_new();
     ex_parse(argc, argv);
+    int named = O.ntopics;                /* O.topics[named..]: matched, allocated */
+    if (O.regex)
+        ex_match_topics();
     /* The group offsets go to: --group (as a member), else -X group.id
-     * (commits only, no membership), else sluice-export-<first topic>. */
+     * (commits only, no membership), else sluice-export-<first topic>
+     * (-<regex> with --topic-regex: the matches may change). */
     char group[512];
     if (sl_conf_get(base_conf, "group.id", group, sizeof group) != 0 || !group[0] || O.group)
         snprintf(group, sizeof group, "%s%s", O.group ? "" : "sluice-export-",
-                 O.group ? O.group : O.topics[0]);
+                 O.group ? O.group : O.regex ? O.regex : O.topics[0]);
     ex_conf("group.id", group);
     ex_conf("enable.auto.commit", "false");
     ex_conf("auto.offset.reset", "none");
@@ -1169,6 +1231,8 @@ int main(int argc, char **argv)
     free(ws);
     free(slots);
     free(parts);
+    for (int i = named; i < O.ntopics; i++)
+        free((char *)O.topics[i]);
     sl_conf_destroy(base_conf);
     return failed ? EXIT_RUNTIME : 0;
 }

@@ -512,3 +512,29 @@ def test_from_a_timestamp_or_the_end_on_the_first_run(broker, tmp_path):
     later = send(ck_producer(b), t, mixed_records(10, partitions=1, seed=16))
     run_export(b, t, tmp_path / "end", "--until-end", "-X", "group.id=end-" + t)
     assert_exact(expected_of(later), read_tree(tmp_path / "end", t))
+
+
+def test_topic_regex_exports_every_matching_topic_and_no_other(broker, tmp_path):
+    b, stem = broker, topic_name("rx")
+    exp = {}
+    prod = ck_producer(b)
+    for name, parts in (("a", 2), ("b", 1), ("other", 1)):
+        t = "%s-%s" % (stem, name) if name != "other" else "%s_other" % stem
+        create_topic(b, t, partitions=parts)
+        exp[t] = expected_of(send(prod, t, mixed_records(50, partitions=parts, seed=len(name))))
+    p = subprocess.run([exporter(), "--bootstrap", b.bootstrap, "--topic-regex",
+                        stem + "-(a|b)", "--to", str(tmp_path), "--until-end"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(str(tmp_path))) == [stem + "-a", stem + "-b"]
+    for t in (stem + "-a", stem + "-b"):
+        assert_exact(exp[t], read_tree(tmp_path, t))
+    assert "total: 3 file(s), 100 record(s)" in p.stdout.decode(), p.stdout.decode()
+    # the whole name must match: a prefix of a topic is not a match
+    p = subprocess.run([exporter(), "--bootstrap", b.bootstrap, "--topic-regex", stem,
+                        "--to", str(tmp_path), "--until-end"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert p.returncode == 2 and b"no topic matches" in p.stderr, (p.returncode, p.stderr)
+    p = subprocess.run([exporter(), "--bootstrap", b.bootstrap, "--topic-regex", "(",
+                        "--to", str(tmp_path)], stderr=subprocess.PIPE, timeout=60)
+    assert p.returncode == 1 and b"not a valid extended regex" in p.stderr, p.stderr

@@ -246,6 +246,13 @@ def test_admin_topics_configs_groups_against_sluiced(broker):
         rc = lib.sl_admin_create_topic(a, t, 3, -1, None, 10000, err, 512)
         assert rc == 36, "second create: %d %s" % (rc, err.value)   # TOPIC_ALREADY_EXISTS
         assert lib.sl_admin_partition_count(a, t, 10000) == 3
+        # list_topics: the new topic, not the internal ones
+        names, nn = C.POINTER(C.c_char_p)(), C.c_int()
+        assert lib.sl_admin_list_topics(a, C.byref(names), C.byref(nn), 10000, err, 512) == 0, err.value
+        listed = [names[i] for i in range(nn.value)]
+        lib.sl_admin_groups_free(names, nn)
+        assert t in listed and len(set(listed)) == len(listed), listed
+        assert not [x for x in listed if x.startswith(b"__")], listed
         # describe: the config set at creation shows, not as a default
         entries, n = C.POINTER(lsc.Entry)(), C.c_int()
         rc = lib.sl_admin_describe_configs(a, 2, t, C.byref(entries), C.byref(n), 10000, err, 512)
