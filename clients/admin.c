@@ -631,34 +631,32 @@ int sl_admin_alter_configs(sl_admin *ad, int rtype, const char *name,
     return run(ad, a, NULL, errbuf, size);
 }
 
-int sl_admin_list_groups(sl_admin *ad, char ***groups, int *count, int timeout_ms,
-                         char *errbuf, size_t size)
+/* ListGroups or the topics' Metadata: a list of names. */
+static int list_names(sl_admin *ad, int kind, char ***names, int *count, int timeout_ms,
+                      char *errbuf, size_t size)
 {
-    if (!ad || !groups || !count)
+    if (!ad || !names || !count)
         return SL_E_INVALID_ARG;
-    adm_op *a = adm_new(A_LIST_GROUPS, NULL, timeout_ms), res;
+    adm_op *a = adm_new(kind, NULL, timeout_ms), res;
     if (!a)
         return SL_E_NOMEM;
     memset(&res, 0, sizeof res);
     int rc = run(ad, a, &res, errbuf, size);
-    *groups = res.groups;
+    *names = res.groups;
     *count = res.n_groups;
     return rc;
+}
+
+int sl_admin_list_groups(sl_admin *ad, char ***groups, int *count, int timeout_ms,
+                         char *errbuf, size_t size)
+{
+    return list_names(ad, A_LIST_GROUPS, groups, count, timeout_ms, errbuf, size);
 }
 
 int sl_admin_list_topics(sl_admin *ad, char ***topics, int *count, int timeout_ms,
                          char *errbuf, size_t size)
 {
-    if (!ad || !topics || !count)
-        return SL_E_INVALID_ARG;
-    adm_op *a = adm_new(A_LIST_TOPICS, NULL, timeout_ms), res;
-    if (!a)
-        return SL_E_NOMEM;
-    memset(&res, 0, sizeof res);
-    int rc = run(ad, a, &res, errbuf, size);
-    *topics = res.groups;
-    *count = res.n_groups;
-    return rc;
+    return list_names(ad, A_LIST_TOPICS, topics, count, timeout_ms, errbuf, size);
 }
 
 int sl_admin_list_group_offsets(sl_admin *ad, const char *group,
