@@ -32,6 +32,7 @@
 #include <avro.h>
 
 #include "clients/sluice.h"
+#include "clients/tools/export_registry.h"
 
 #define TOOL "sluice-export"
 #define EXIT_USAGE 1
@@ -63,6 +64,19 @@ static const char usage[] =
 "OPTIONS\n"
 "    -b, --bootstrap HOST:PORT[,..]  bootstrap.servers (required)\n"
 "    -t, --topic TOPIC             topic to export (repeatable)\n"
+"    -R, --schema-registry URL     values in the registry's wire format (byte 0, a\n"
+"                                  4-byte schema id, an Avro body) are written as\n"
+"                                  native Avro records of the schema registered\n"
+"                                  under the id (GET URL/schemas/ids/ID); a file\n"
+"                                  holds one schema, a new id starts a new file.\n"
+"                                  A value that is not framed, has an unknown id or\n"
+"                                  does not decode with its schema goes into the\n"
+"                                  envelope (below), in a file of its own kind: a\n"
+"                                  topic that mixes them gets more, smaller files.\n"
+"                                  A native record is the value only (its offsets:\n"
+"                                  the file name).  URL: http://HOST:PORT[/PATH];\n"
+"                                  an unreachable registry fails the run (exit 2)\n"
+"    -U, --schema-registry-user USER:PASSWORD   basic auth for the registry\n"
 "    -r, --topic-regex REGEX       also every topic whose whole name matches this\n"
 "                                  POSIX extended regex (internal topics never),\n"
 "                                  listed once at start: a topic created later\n"
@@ -113,7 +127,8 @@ static const char usage[] =
 "    timestamp_type: int (0 create time, 1 log append time), key: [null, bytes],\n"
 "    value: [null, bytes], headers: array of io.sluice.export.Header\n"
 "    {key: string, value: [null, bytes]}.  Values in the schema registry's wire\n"
-"    format (magic 0, 4-byte schema id, Avro body) are kept as they are.\n"
+"    format (magic 0, 4-byte schema id, Avro body) are kept as they are,\n"
+"    unless --schema-registry writes them natively.\n"
 "\n"
 "GAPS\n"
 "    Records removed by retention before the export reached them are reported\n"
@@ -153,6 +168,7 @@ typedef struct opts {
     const char *topics[MAX_TOPICS];
     int ntopics;
     const char *dir, *from, *group, *codec, *regex;
+    const char *registry, *registry_user;   /* --schema-registry URL, USER:PASSWORD */
     int until_end, parallel, jsonl, dry_run, quiet;
     int fleet;                /* --group: partitions shared as a consumer group */
     int layout_time;          /* --layout time: dt=YYYY-MM-DD/hour=HH/ */
@@ -184,6 +200,7 @@ typedef struct xpart {
     char root[PATH_MAX];      /* DIR/<topic> */
     char dir[PATH_MAX + 128]; /* of the open file: partition=<p>, or dt=/hour= */
     int64_t hour;             /* --layout time: the open file's hour (ms / 3600000) */
+    int64_t sid;              /* the open file's schema id, -1: the envelope */
     int64_t start;            /* first offset this run exports */
     int64_t end;              /* --until-end: stop before it; else -1 */
     int done;
@@ -210,6 +227,7 @@ typedef struct worker {
     avro_schema_t schema;
     avro_value_iface_t *iface;
     avro_value_t rec;
+    ex_registry *reg;         /* --schema-registry: this worker's cache */
 } worker;
 
 #define PFAIL(xp, ...) ex_fail(xp, __VA_ARGS__)
@@ -474,7 +492,10 @@ static int ex_prepare(worker *w, xpart *xp)
 
 /* ---- files ------------------------------------------------------------------------ */
 
-static int ex_open(worker *w, xpart *xp, int64_t first, int64_t timestamp)
+/* Opens a file for records from first on, in schema (the envelope or a
+ * registered one, sid). */
+static int ex_open(xpart *xp, int64_t first, int64_t timestamp, avro_schema_t schema,
+                   int64_t sid)
 {
     if (O.layout_time) {
         time_t secs = timestamp > 0 ? (time_t)(timestamp / 1000) : 0;
@@ -495,7 +516,7 @@ static int ex_open(worker *w, xpart *xp, int64_t first, int64_t timestamp)
         PFAIL(xp, "creating %s: %s", xp->tmp, strerror(errno));
         return -1;
     }
-    if (!O.jsonl && avro_file_writer_create_with_codec_fp(xp->fp, xp->tmp, 0, w->schema,
+    if (!O.jsonl && avro_file_writer_create_with_codec_fp(xp->fp, xp->tmp, 0, schema,
                                                           &xp->aw, O.codec,
                                                           AVRO_BLOCK_SIZE) != 0) {
         PFAIL(xp, "creating %s: %s", xp->tmp, avro_strerror());
@@ -505,6 +526,7 @@ static int ex_open(worker *w, xpart *xp, int64_t first, int64_t timestamp)
         return -1;
     }
     xp->first = xp->last = first;
+    xp->sid = sid;
     xp->n = xp->bytes = 0;
     xp->opened_ms = ex_now_ms();
     return 0;
@@ -654,9 +676,38 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
     if (xp->fp && O.layout_time && (m->timestamp > 0 ? m->timestamp / 3600000 : 0) != xp->hour &&
         ex_finish(w, xp) != 0)
         return -1;
-    if (!xp->fp && ex_open(w, xp, m->offset, m->timestamp) != 0)
+    /* --schema-registry: a value framed and decoding with its registered
+     * schema is written natively; a file holds one schema (or the
+     * envelope), a change starts the next file. */
+    avro_schema_t schema = w->schema;
+    const char *body = NULL;
+    int32_t body_len = 0;
+    int64_t sid = -1;
+    if (w->reg) {
+        char err[512];
+        sid = ex_reg_classify(w->reg, m->value, m->value_len, &schema, &body, &body_len,
+                              err, sizeof err);
+        if (sid == EX_REG_ERROR) {
+            PFAIL(xp, "offset %" PRId64 ": schema registry: %s", m->offset, err);
+            return -1;
+        }
+        if (sid < 0)
+            schema = w->schema;
+        if (xp->fp && sid != xp->sid && ex_finish(w, xp) != 0)
+            return -1;
+    }
+    if (!xp->fp && ex_open(xp, m->offset, m->timestamp, schema, sid < 0 ? -1 : sid) != 0)
         return -1;
-    if (O.jsonl) {
+    if (body) {
+        errno = 0;
+        if (avro_file_writer_append_encoded(xp->aw, body, body_len)) {
+            int e = errno;
+            PFAIL(xp, "writing offset %" PRId64 " to %s: %s%s%s", m->offset, xp->tmp,
+                  e ? strerror(e) : "", e ? ": " : "", avro_strerror());
+            ex_abandon(xp);
+            return -1;
+        }
+    } else if (O.jsonl) {
         ex_append_json(xp->fp, m);
         if (ferror(xp->fp)) {
             PFAIL(xp, "writing %s: %s", xp->tmp, strerror(errno));
@@ -968,11 +1019,12 @@ static void ex_parse(int argc, char **argv)
         { "until-end", 0, 0, 'e' }, { "from", 1, 0, 'f' }, { "group", 1, 0, 'g' },
         { "parallel", 1, 0, 'P' }, { "codec", 1, 0, 'c' }, { "max-records", 1, 0, 'n' },
         { "max-bytes", 1, 0, 'B' }, { "max-interval", 1, 0, 'i' }, { "format", 1, 0, 'F' },
-        { "dry-run", 0, 0, 'N' }, { "layout", 1, 0, 'L' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' },
+        { "dry-run", 0, 0, 'N' }, { "schema-registry", 1, 0, 'R' },
+        { "schema-registry-user", 1, 0, 'U' }, { "layout", 1, 0, 'L' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, "b:t:r:d:ef:g:P:c:n:B:i:F:NL:X:qh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:t:r:d:ef:g:P:c:n:B:i:F:NL:X:qhR:U:", lo, NULL)) != -1) {
         switch (c) {
         case 'b': ex_conf("bootstrap.servers", optarg); break;
         case 't':
@@ -981,6 +1033,8 @@ static void ex_parse(int argc, char **argv)
             O.topics[O.ntopics++] = optarg;
             break;
         case 'r': O.regex = optarg; break;
+        case 'R': O.registry = optarg; break;
+        case 'U': O.registry_user = optarg; break;
         case 'd': O.dir = optarg; break;
         case 'e': O.until_end = 1; break;
         case 'f': O.from = optarg; break;
@@ -1023,6 +1077,14 @@ static void ex_parse(int argc, char **argv)
         ex_usage_error("%s is required", "--bootstrap");
     if ((O.ntopics == 0 && !O.regex) || !O.dir)
         ex_usage_error("%s are required", "--topic (or --topic-regex) and --to");
+    if (O.registry && O.jsonl)
+        ex_usage_error("--schema-registry %s", "writes Avro: not with --format jsonl");
+    char rerr[512];
+    ex_registry *probe = O.registry ? ex_reg_new(O.registry, O.registry_user, rerr, sizeof rerr)
+                                    : NULL;
+    if (O.registry && !probe)
+        ex_usage_error("%s", rerr);
+    ex_reg_free(probe);
     regex_t re;
     if (O.regex && regcomp(&re, O.regex, REG_EXTENDED | REG_NOSUB) != 0)
         ex_usage_error("--topic-regex: \"%s\" is not a valid extended regex", O.regex);
@@ -1199,6 +1261,10 @@ int main(int argc, char **argv)
         avro_schema_from_json_length(envelope_schema, sizeof envelope_schema - 1, &ws[i].schema);
         ws[i].iface = avro_generic_class_from_schema(ws[i].schema);
         avro_generic_value_new(ws[i].iface, &ws[i].rec);
+        if (O.registry && !(ws[i].reg = ex_reg_new(O.registry, O.registry_user, NULL, 0))) {
+            fprintf(stderr, TOOL ": error: out of memory\n");
+            return EXIT_RUNTIME;
+        }
     }
     /* Partition i goes to worker i % nw; with --group each sees them all. */
     int per = (n + nw - 1) / nw;
@@ -1225,6 +1291,7 @@ int main(int argc, char **argv)
         avro_value_decref(&ws[i].rec);
         avro_value_iface_decref(ws[i].iface);
         avro_schema_decref(ws[i].schema);
+        ex_reg_free(ws[i].reg);
     }
     if (!O.quiet && !O.dry_run)
         ex_summary(parts, n);
