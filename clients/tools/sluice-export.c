@@ -160,7 +160,6 @@ static const char envelope_schema[] =
     "{\"name\":\"key\",\"type\":\"string\"},"
     "{\"name\":\"value\",\"type\":[\"null\",\"bytes\"]}]}}}]}";
 
-enum { F_KEY = 5, F_VALUE, F_HEADERS };       /* field indexes used by name */
 
 /* ---- options ----------------------------------------------------------------- */
 
@@ -218,6 +217,11 @@ typedef struct xpart {
     int64_t prog_records, prog_bytes, prog_next;
 } xpart;
 
+typedef struct ex_buf {
+    char *p;
+    size_t len, cap;
+} ex_buf;
+
 typedef struct worker {
     pthread_t th;
     xpart **parts;            /* its share; with --group, every partition */
@@ -225,8 +229,7 @@ typedef struct worker {
     int assigned;             /* --group: holds an assignment (maybe empty) */
     sl_consumer *cons;
     avro_schema_t schema;
-    avro_value_iface_t *iface;
-    avro_value_t rec;
+    ex_buf enc;               /* the envelope being encoded */
     ex_registry *reg;         /* --schema-registry: this worker's cache */
 } worker;
 
@@ -592,39 +595,71 @@ static int ex_finish(worker *w, xpart *xp)
     return 0;
 }
 
-static int ex_set_nullable_bytes(avro_value_t *field, const void *p, int32_t len)
+/* ---- the envelope in Avro's binary encoding ------------------------------------ */
+/* Written straight into a buffer of the worker's (no generic value: a
+ * field set through avro_value_* costs a call, a copy and at times an
+ * allocation), then handed to the writer with append_encoded. */
+
+static void ex_put_long(ex_buf *b, int64_t v)
 {
-    avro_value_t branch;
-    if (avro_value_set_branch(field, p != NULL, &branch) != 0)
-        return -1;
-    if (!p)
-        return avro_value_set_null(&branch);
-    return avro_value_set_bytes(&branch, (void *)p, (size_t)len);
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);          /* zigzag */
+    while (z > 0x7f) {
+        b->p[b->len++] = (char)(0x80 | (z & 0x7f));
+        z >>= 7;
+    }
+    b->p[b->len++] = (char)z;
 }
 
-static int ex_append_avro(worker *w, const sl_message *m)
+static void ex_put_bytes(ex_buf *b, const void *p, size_t len)
 {
-    avro_value_t *rec = &w->rec, f, h, hf;
-    avro_value_reset(rec);
-    if (avro_value_get_by_index(rec, 0, &f, NULL) || avro_value_set_string(&f, m->topic) ||
-        avro_value_get_by_index(rec, 1, &f, NULL) || avro_value_set_int(&f, m->partition) ||
-        avro_value_get_by_index(rec, 2, &f, NULL) || avro_value_set_long(&f, m->offset) ||
-        avro_value_get_by_index(rec, 3, &f, NULL) || avro_value_set_long(&f, m->timestamp) ||
-        avro_value_get_by_index(rec, 4, &f, NULL) || avro_value_set_int(&f, m->timestamp_type) ||
-        avro_value_get_by_index(rec, F_KEY, &f, NULL) ||
-        ex_set_nullable_bytes(&f, m->key, m->key_len) ||
-        avro_value_get_by_index(rec, F_VALUE, &f, NULL) ||
-        ex_set_nullable_bytes(&f, m->value, m->value_len) ||
-        avro_value_get_by_index(rec, F_HEADERS, &f, NULL))
-        return -1;
-    for (int i = 0; i < m->header_count; i++) {
-        if (avro_value_append(&f, &h, NULL) ||
-            avro_value_get_by_index(&h, 0, &hf, NULL) ||
-            avro_value_set_string(&hf, m->headers[i].key) ||
-            avro_value_get_by_index(&h, 1, &hf, NULL) ||
-            ex_set_nullable_bytes(&hf, m->headers[i].value, m->headers[i].value_len))
+    ex_put_long(b, (int64_t)len);
+    if (len)
+        memcpy(b->p + b->len, p, len);
+    b->len += len;
+}
+
+/* ["null", "bytes"]: the branch, then the bytes. */
+static void ex_put_nullable(ex_buf *b, const void *p, int32_t len)
+{
+    ex_put_long(b, p != NULL);
+    if (p)
+        ex_put_bytes(b, p, (size_t)len);
+}
+
+/* The envelope of m in w->enc.  0, or -1 out of memory. */
+static int ex_encode_envelope(worker *w, const sl_message *m)
+{
+    ex_buf *b = &w->enc;
+    size_t tl = strlen(m->topic);
+    size_t need = 64 + tl + (size_t)(m->key ? m->key_len : 0) +
+                  (size_t)(m->value ? m->value_len : 0);
+    for (int i = 0; i < m->header_count; i++)
+        need += 32 + strlen(m->headers[i].key) +
+                (size_t)(m->headers[i].value ? m->headers[i].value_len : 0);
+    if (need > b->cap) {
+        size_t cap = need > 2 * b->cap ? need : 2 * b->cap;
+        char *p = realloc(b->p, cap);
+        if (!p)
             return -1;
+        b->p = p;
+        b->cap = cap;
     }
+    b->len = 0;
+    ex_put_bytes(b, m->topic, tl);
+    ex_put_long(b, m->partition);
+    ex_put_long(b, m->offset);
+    ex_put_long(b, m->timestamp);
+    ex_put_long(b, m->timestamp_type);
+    ex_put_nullable(b, m->key, m->key_len);
+    ex_put_nullable(b, m->value, m->value_len);
+    if (m->header_count > 0) {                    /* one block of n items, then 0 */
+        ex_put_long(b, m->header_count);
+        for (int i = 0; i < m->header_count; i++) {
+            ex_put_bytes(b, m->headers[i].key, strlen(m->headers[i].key));
+            ex_put_nullable(b, m->headers[i].value, m->headers[i].value_len);
+        }
+    }
+    ex_put_long(b, 0);
     return 0;
 }
 
@@ -698,16 +733,7 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
     }
     if (!xp->fp && ex_open(xp, m->offset, m->timestamp, schema, sid < 0 ? -1 : sid) != 0)
         return -1;
-    if (body) {
-        errno = 0;
-        if (avro_file_writer_append_encoded(xp->aw, body, body_len)) {
-            int e = errno;
-            PFAIL(xp, "writing offset %" PRId64 " to %s: %s%s%s", m->offset, xp->tmp,
-                  e ? strerror(e) : "", e ? ": " : "", avro_strerror());
-            ex_abandon(xp);
-            return -1;
-        }
-    } else if (O.jsonl) {
+    if (O.jsonl) {
         ex_append_json(xp->fp, m);
         if (ferror(xp->fp)) {
             PFAIL(xp, "writing %s: %s", xp->tmp, strerror(errno));
@@ -715,8 +741,13 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
             return -1;
         }
     } else {
+        if (!body && ex_encode_envelope(w, m) != 0) {
+            PFAIL(xp, "offset %" PRId64 ": out of memory", m->offset);
+            return -1;
+        }
         errno = 0;
-        if (ex_append_avro(w, m) != 0 || avro_file_writer_append_value(xp->aw, &w->rec)) {
+        if (avro_file_writer_append_encoded(xp->aw, body ? body : w->enc.p,
+                                            body ? body_len : (int64_t)w->enc.len)) {
             int e = errno;           /* ENOSPC, EIO, … when the block went to disk */
             PFAIL(xp, "writing offset %" PRId64 " to %s: %s%s%s", m->offset, xp->tmp,
                   e ? strerror(e) : "", e ? ": " : "", avro_strerror());
@@ -1259,8 +1290,6 @@ int main(int argc, char **argv)
     memset(ws, 0, sizeof *ws * (size_t)nw);
     for (int i = 0; i < nw; i++) {
         avro_schema_from_json_length(envelope_schema, sizeof envelope_schema - 1, &ws[i].schema);
-        ws[i].iface = avro_generic_class_from_schema(ws[i].schema);
-        avro_generic_value_new(ws[i].iface, &ws[i].rec);
         if (O.registry && !(ws[i].reg = ex_reg_new(O.registry, O.registry_user, NULL, 0))) {
             fprintf(stderr, TOOL ": error: out of memory\n");
             return EXIT_RUNTIME;
@@ -1288,8 +1317,7 @@ int main(int argc, char **argv)
         ex_progress(parts, n, nw);
     for (int i = 0; i < nw; i++) {
         pthread_join(ws[i].th, NULL);
-        avro_value_decref(&ws[i].rec);
-        avro_value_iface_decref(ws[i].iface);
+        free(ws[i].enc.p);
         avro_schema_decref(ws[i].schema);
         ex_reg_free(ws[i].reg);
     }
