@@ -538,3 +538,48 @@ def test_topic_regex_exports_every_matching_topic_and_no_other(broker, tmp_path)
     p = subprocess.run([exporter(), "--bootstrap", b.bootstrap, "--topic-regex", "(",
                         "--to", str(tmp_path)], stderr=subprocess.PIPE, timeout=60)
     assert p.returncode == 1 and b"not a valid extended regex" in p.stderr, p.stderr
+
+
+def peak_rss_kib(argv, timeout):
+    """Runs argv; (exit status, its peak resident size in KiB: the kernel's
+    VmHWM at exit, as wait4's ru_maxrss reports it), bounded in time."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return p.returncode, ru.ru_maxrss, p.stderr.read()
+        if time.time() > deadline:
+            p.kill()
+            pytest.fail("%s ran over %d s" % (argv[0], timeout))
+        time.sleep(0.05)
+
+
+def test_resident_memory_stays_bounded_by_the_fetch_sizes(broker, tmp_path):
+    """Exporting 200 MiB of one partition, the exporter's peak RSS exceeds
+    that of a 1 MiB export by no more than what its settings let it hold:
+    the consumer's queue (queued.max.messages.kbytes) plus one fetch in
+    flight (fetch.max.bytes), once more for the frame it decodes from, and
+    the Avro block with its encoded copy (2 x 4 MiB)."""
+    b = broker
+    queued_kib, fetch_max = 8192, 4 << 20
+    settings = ["-X", "queued.max.messages.kbytes=%d" % queued_kib,
+                "-X", "fetch.max.bytes=%d" % fetch_max, "--max-bytes", str(64 << 20)]
+    bound_kib = queued_kib + 2 * fetch_max // 1024 + 2 * 4096
+    peaks = {}
+    for mib in (1, 200):
+        t = topic_name("exmem")
+        create_topic(b, t, partitions=1)
+        out = subprocess.run([os.path.join(TOOLS, "sluice-bench"), "-q", "-b", b.bootstrap,
+                              "-t", t, "-n", str(mib * 1024), "-s", "1024", "-a", "1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        assert out.returncode == 0, out.stderr
+        rc, peaks[mib], err = peak_rss_kib(export_args(b, t, tmp_path / str(mib), "--until-end",
+                                                       "-q", *settings), timeout=300)
+        assert rc == 0, err
+        n = sum(len(fs) for _, _, fs in os.walk(str(tmp_path / str(mib))))
+        assert n == (1 if mib == 1 else 4), n      # 200 MiB in files of 64 MiB
+    print("peak RSS: 1 MiB export %d KiB, 200 MiB export %d KiB, bound +%d KiB"
+          % (peaks[1], peaks[200], bound_kib))
+    assert peaks[200] <= peaks[1] + bound_kib, peaks
