@@ -918,6 +918,7 @@ int sl_grp_close(sl_client *cl)
 {
     sl_grp *g = cl->grp;
     int rc = 0;
+    sl_grp_commits_drain(cl);
     if (g->state != G_IDLE)
         rc = leave(cl, cl->app_handle, 5000);
     else if (cl->cons->mode == SL_MODE_ASSIGN && cl->conf.enable_auto_commit)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from support import create_topic, ck_consumer, kcat, topic_name
+from support import create_topic, ck_conf, ck_consumer, kcat, topic_name
 from conftest import sluiced_path
 import libsluice_ctypes as lsc
 
@@ -283,3 +283,29 @@ def test_admin_topics_configs_groups_against_sluiced(broker):
         assert lib.sl_admin_delete_topic(a, t, 10000, err, 512) == 0, err.value
     finally:
         lib.sl_admin_destroy(a)
+
+
+def test_an_async_commit_right_before_close_is_not_lost(broker):
+    """sl_consumer_commit(async) then at once sl_consumer_close: the commit
+    reaches the group (the close waits for it, as librdkafka's does)."""
+    import ctypes as C
+    from confluent_kafka import Consumer as CkConsumer, TopicPartition
+    lib = lsc.lib()
+    lib.sl_consumer_commit.argtypes = [C.c_void_p, C.POINTER(lsc.TP), C.c_int, C.c_int]
+    t = topic_name("lsac")
+    create_topic(broker, t, partitions=1)
+    g = "ac-" + t
+    check = CkConsumer(ck_conf(broker, **{"group.id": g}))
+    try:
+        for i in range(5):
+            c = lsc.Consumer(lib, {"bootstrap.servers": broker.bootstrap, "group.id": g,
+                                   "enable.auto.commit": "false", "log_level": "3"})
+            arr = (lsc.TP * 1)(lsc.TP(t.encode(), 0, 100 + i, 0))
+            t0 = time.time()
+            assert lib.sl_consumer_commit(c.h, arr, 1, 1) == 0
+            c.close()
+            assert time.time() - t0 < 10
+            got = check.committed([TopicPartition(t, 0)], timeout=10)[0].offset
+            assert got == 100 + i, "round %d: committed %d" % (i, got)
+    finally:
+        check.close()
