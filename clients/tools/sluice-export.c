@@ -631,7 +631,7 @@ static int ex_encode_envelope(worker *w, const sl_message *m)
 {
     ex_buf *b = &w->enc;
     size_t tl = strlen(m->topic);
-    size_t need = 64 + tl + (size_t)(m->key ? m->key_len : 0) +
+    size_t need = 128 + tl + (size_t)(m->key ? m->key_len : 0) +   /* 12 varints <= 10 B */
                   (size_t)(m->value ? m->value_len : 0);
     for (int i = 0; i < m->header_count; i++)
         need += 32 + strlen(m->headers[i].key) +
