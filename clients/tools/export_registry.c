@@ -6,11 +6,13 @@
  * then reported (the run fails: a record must not land in the envelope
  * because the registry was down, or a rerun would write it differently).
  * A 404 (no such id) or a schema that is not Avro is remembered as
- * "envelope".  A body is checked by decoding it into a generic value and
- * comparing the value's encoded size with the body's: a body with bytes
- * left over, or too short, does not decode.
+ * "envelope".  A body is checked by walking it along the schema without
+ * decoding into memory (ex_reg_skip): it decodes when the walk ends exactly
+ * at its last byte.  (Avro C's avro_value_read leaks the buffer of a string
+ * cut short, and allocates for every string: not used.)
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +32,6 @@ typedef struct reg_entry {
     int32_t id;
     int avro;                 /* 0: envelope (unknown id, not an Avro schema) */
     avro_schema_t schema;
-    avro_value_iface_t *iface;
-    avro_value_t val;
 } reg_entry;
 
 struct ex_registry {
@@ -39,7 +39,6 @@ struct ex_registry {
     char auth[512];           /* "Basic …" or "" */
     reg_entry *e;
     int n, last;
-    avro_reader_t rd;
 };
 
 static void ex_reg_base64(const char *in, char *out, size_t size)
@@ -74,8 +73,7 @@ ex_registry *ex_reg_new(const char *url, const char *user, char *err, size_t es)
         return NULL;
     }
     ex_registry *r = calloc(1, sizeof *r);
-    if (!r || !(r->rd = avro_reader_memory("", 0))) {
-        free(r);
+    if (!r) {
         snprintf(err, es, "out of memory");
         return NULL;
     }
@@ -101,13 +99,9 @@ void ex_reg_free(ex_registry *r)
     if (!r)
         return;
     for (int i = 0; i < r->n; i++)
-        if (r->e[i].avro) {
-            avro_value_decref(&r->e[i].val);
-            avro_value_iface_decref(r->e[i].iface);
+        if (r->e[i].avro)
             avro_schema_decref(r->e[i].schema);
-        }
     free(r->e);
-    avro_reader_free(r->rd);
     free(r);
 }
 
@@ -209,19 +203,106 @@ static reg_entry *ex_reg_entry(ex_registry *r, int32_t id, char *err, size_t es)
     json_t *js = json_object_get(root, "schema");
     if (json_is_string(js) && (!type || !strcmp(type, "AVRO")) &&
         avro_schema_from_json_length(json_string_value(js), json_string_length(js),
-                                     &x->schema) == 0) {
-        x->iface = avro_generic_class_from_schema(x->schema);
-        if (x->iface && avro_generic_value_new(x->iface, &x->val) == 0) {
-            x->avro = 1;
-        } else {
-            if (x->iface)
-                avro_value_iface_decref(x->iface);
-            avro_schema_decref(x->schema);
-        }
-    }
+                                     &x->schema) == 0)
+        x->avro = 1;
     json_decref(root);
     free(body);
     return &r->e[r->last = r->n++];
+}
+
+/* A zigzag varint (a long) from [*p, end); 0 or -1. */
+static int ex_reg_varint(const unsigned char **p, const unsigned char *end, int64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        unsigned char b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A length (string, bytes) and its bytes; 0 or -1. */
+static int ex_reg_take(const unsigned char **p, const unsigned char *end, int64_t n)
+{
+    if (n < 0 || n > end - *p)
+        return -1;
+    *p += n;
+    return 0;
+}
+
+/* Moves *p past one datum of schema s: 0, or -1 when [*p, end) does not
+ * begin with one (too short, a union branch or enum symbol out of range, a
+ * negative length, a boolean not 0 or 1, nesting deeper than 64). */
+static int ex_reg_skip(avro_schema_t s, const unsigned char **p, const unsigned char *end,
+                       int depth)
+{
+    int64_t n, len;
+    if (depth > 64)
+        return -1;
+    switch (avro_typeof(s)) {
+    case AVRO_NULL:
+        return 0;
+    case AVRO_BOOLEAN:
+        if (*p >= end || **p > 1)
+            return -1;
+        (*p)++;
+        return 0;
+    case AVRO_INT32:
+    case AVRO_INT64:
+        return ex_reg_varint(p, end, &n);
+    case AVRO_FLOAT:
+        return ex_reg_take(p, end, 4);
+    case AVRO_DOUBLE:
+        return ex_reg_take(p, end, 8);
+    case AVRO_STRING:
+    case AVRO_BYTES:
+        return ex_reg_varint(p, end, &n) ? -1 : ex_reg_take(p, end, n);
+    case AVRO_FIXED:
+        return ex_reg_take(p, end, avro_schema_fixed_size(s));
+    case AVRO_ENUM:
+        return ex_reg_varint(p, end, &n) || n < 0 ||
+               n >= avro_schema_enum_number_of_symbols(s) ? -1 : 0;
+    case AVRO_RECORD:
+        for (size_t i = 0; i < avro_schema_record_size(s); i++)
+            if (ex_reg_skip(avro_schema_record_field_get_by_index(s, (int)i), p, end,
+                            depth + 1))
+                return -1;
+        return 0;
+    case AVRO_UNION:
+        if (ex_reg_varint(p, end, &n) || n < 0 || (uint64_t)n >= avro_schema_union_size(s))
+            return -1;
+        return ex_reg_skip(avro_schema_union_branch(s, (int)n), p, end, depth + 1);
+    case AVRO_ARRAY:
+    case AVRO_MAP: {
+        bool map = avro_typeof(s) == AVRO_MAP;
+        avro_schema_t item = map ? avro_schema_map_values(s) : avro_schema_array_items(s);
+        for (;;) {                                        /* blocks, then a 0 count */
+            if (ex_reg_varint(p, end, &n))
+                return -1;
+            if (n == 0)
+                return 0;
+            if (n < 0 && (n == INT64_MIN || ex_reg_varint(p, end, &len)))
+                return -1;                                /* -count, then a byte size */
+            n = n < 0 ? -n : n;
+            for (int64_t i = 0; i < n; i++) {
+                const unsigned char *at = *p;
+                if ((map && (ex_reg_varint(p, end, &len) || ex_reg_take(p, end, len))) ||
+                    ex_reg_skip(item, p, end, depth + 1))
+                    return -1;
+                if (*p == at)
+                    break;           /* items of no bytes (null): all the same, done */
+            }
+        }
+    }
+    case AVRO_LINK:
+        return ex_reg_skip(avro_schema_link_target(s), p, end, depth + 1);
+    default:
+        return -1;
+    }
 }
 
 int64_t ex_reg_classify(ex_registry *r, const void *value, int32_t len,
@@ -240,11 +321,8 @@ int64_t ex_reg_classify(ex_registry *r, const void *value, int32_t len,
         return EX_REG_ERROR;
     if (!x->avro)
         return EX_REG_ENVELOPE;
-    size_t size = 0;
-    avro_value_reset(&x->val);
-    avro_reader_memory_set_source(r->rd, (const char *)v + 5, len - 5);
-    if (avro_value_read(r->rd, &x->val) != 0 || avro_value_sizeof(&x->val, &size) != 0 ||
-        size != (size_t)(len - 5))
+    const unsigned char *p = v + 5, *end = v + len;
+    if (ex_reg_skip(x->schema, &p, end, 0) != 0 || p != end)
         return EX_REG_ENVELOPE;
     *schema = x->schema;
     *body = (const char *)v + 5;
