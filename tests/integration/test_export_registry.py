@@ -167,3 +167,33 @@ def test_registry_basic_auth_user_password(start_broker, tmp_path):
     assert r.returncode == 0, r.stderr
     [(first, last, schema, recs)] = read_partition(tmp_path / "good", t, 0)
     assert schema["name"] == "Order" and recs == sent
+
+
+RICH = {"type": "record", "name": "Rich", "namespace": "shop", "fields": [
+    {"name": "ok", "type": "boolean"}, {"name": "f", "type": "float"},
+    {"name": "d", "type": "double"}, {"name": "raw", "type": "bytes"},
+    {"name": "md5", "type": {"type": "fixed", "name": "Md5", "size": 4}},
+    {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "nils", "type": {"type": "array", "items": "null"}},
+    {"name": "attrs", "type": {"type": "map", "values": ["null", "long"]}},
+    {"name": "inner", "type": ["null", {"type": "record", "name": "Inner",
+                                        "fields": [{"name": "n", "type": "int"}]}]}]}
+
+
+def test_every_avro_type_is_recognised_and_written_natively(reg, tmp_path):
+    t = topic_name("exsr-rich")
+    create_topic(reg, t, partitions=1)
+    vals = [{"ok": i % 2 == 0, "f": 0.5 * i, "d": -1.25 * i, "raw": bytes(range(i)),
+             "md5": b"\x00\x01\x02" + bytes([i]), "color": "GREEN" if i % 3 else "RED",
+             "tags": ["t%d" % k for k in range(i % 4)], "nils": [None] * (i % 3),
+             "attrs": {"a%d" % k: (None if k % 2 else k * 1000) for k in range(i % 5)},
+             "inner": {"n": -i} if i % 2 else None} for i in range(30)]
+    sent = [v for _, v in avro_send(reg, t, RICH, vals, 0)]
+    p = subprocess.run([exporter(), "--bootstrap", reg.bootstrap, "--topic", t, "--to",
+                        str(tmp_path), "--until-end", "--schema-registry", reg.registry],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 0, p.stderr
+    [(first, last, schema, recs)] = read_partition(tmp_path, t, 0)
+    assert schema["name"] == "Rich" and (first, last) == (0, 29)
+    assert recs == sent
