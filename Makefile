@@ -83,7 +83,7 @@ CLIENT_SRC := $(wildcard clients/*.c)
 LIBSLUICE_A := $(BUILD)/libsluice.a
 LIBSLUICE_SO := $(BUILD)/libsluice.so
 TOOLS_SRC := $(wildcard clients/tools/*.c)
-TOOLS_BIN := $(patsubst clients/tools/%.c,$(BUILD)/%,$(TOOLS_SRC))
+TOOLS_BIN := $(patsubst clients/tools/%.c,$(BUILD)/%,$(filter clients/tools/sluice-%,$(TOOLS_SRC)))
 # admin/: libadmin (the SQL surface, its workers, the admin HTTP endpoint)
 # and the shell sluice-sql.
 SLUICE_SQL := $(BUILD)/sluice-sql
@@ -157,9 +157,10 @@ $(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libsluice.so.0 -o $@ $^ $(PKG_LIBS) -lm
 $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
-# sluice-export writes Avro Object Container Files with Avro C (libavro-dev).
+# sluice-export writes Avro Object Container Files with Avro C (libavro-dev);
+# export_registry.c asks a schema registry (jansson for its JSON).
 AVRO_LIBS := $(shell pkg-config --libs avro-c 2>/dev/null || echo -lavro)
-$(BUILD)/sluice-export: $(call obj,clients/tools/sluice-export.c) $(LIBSLUICE_A)
+$(BUILD)/sluice-export: $(call obj,clients/tools/sluice-export.c clients/tools/export_registry.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(AVRO_LIBS) -lm
 # The shell references only the surface (sq_open, sq_run, formats), so the
 # linker takes those objects from libadmin and leaves the worker threads

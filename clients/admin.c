@@ -26,7 +26,7 @@ struct sl_admin {
     sl_client *cl;
 };
 
-enum { A_CREATE, A_DELETE, A_DESCRIBE, A_ALTER, A_LIST_GROUPS, A_GROUP_OFFSETS };
+enum { A_CREATE, A_DELETE, A_DESCRIBE, A_ALTER, A_LIST_GROUPS, A_GROUP_OFFSETS, A_LIST_TOPICS };
 
 typedef struct adm_op {
     sl_op op;
@@ -45,7 +45,7 @@ typedef struct adm_op {
     /* results */
     sl_config_entry *entries;
     int n_entries;
-    char **groups;
+    char **groups;            /* ListGroups: groups; A_LIST_TOPICS: topics */
     int n_groups;
     sl_topic_partition *tps;
     int n_tps, cap_tps;
@@ -205,6 +205,36 @@ static void handle_list_groups(sl_client *cl, sl_broker *b, int err, sl_frame *f
         int e = a->op.err;
         sl_op_finish(cl, &a->op, e, e ? "ListGroups: %s" : NULL, sl_err_name(e));
     }
+}
+
+/* Metadata for all topics: the names, internal topics left out. */
+static void handle_list_topics(sl_client *cl, sl_broker *b, int err, sl_frame *f,
+                               kp_rd *r, int16_t ver, void *ctx)
+{
+    (void)b; (void)f;
+    adm_op *a = ctx;
+    kp_arena ar;
+    kp_arena_init(&ar, 0);
+    kp_MetadataResponse m;
+    if (!err && kp_dec_MetadataResponse(r, ver, &m, &ar) != 0)
+        err = SL_E_BAD_MSG;
+    int32_t n = err ? 0 : m.Topics_count;
+    char **g = n > 0 ? calloc((size_t)n, sizeof *g) : NULL;
+    if (n > 0 && !g)
+        err = SL_E_NOMEM;
+    for (int32_t i = 0; g && i < n; i++) {
+        const kp_MetadataResponse_MetadataResponseTopic *mt = &m.Topics[i];
+        if (mt->IsInternal || mt->Name.len <= 0 || (mt->ErrorCode && mt->Partitions_count <= 0))
+            continue;
+        if (!(g[a->n_groups] = dup_str(mt->Name))) {
+            err = SL_E_NOMEM;
+            break;
+        }
+        a->n_groups++;
+    }
+    a->groups = g;
+    kp_arena_free(&ar);
+    sl_op_finish(cl, &a->op, err, err ? "Metadata: %s" : NULL, sl_err_name(err));
 }
 
 static void handle_coord(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
@@ -406,6 +436,17 @@ static int adm_step(sl_client *cl, sl_op *op, int64_t now)
         }
         return 1;
     }
+    case A_LIST_TOPICS: {
+        if ((v = sl_api_version(b, KP_API_METADATA, 1, 5)) < 0)
+            return bad_version(cl, a, "Metadata");
+        kp_MetadataRequest q;
+        kp_init_MetadataRequest(&q);
+        q.Topics_count = -1;                              /* null: all topics (v1+) */
+        q.AllowAutoTopicCreation = false;
+        kp_enc_MetadataRequest(sl_req_begin(cl, b, KP_API_METADATA, v), v, &q);
+        sl_req_end(cl, b, handle_list_topics, a);
+        return 1;
+    }
     case A_GROUP_OFFSETS:
         if (a->coord < 0) {
             if (a->coord_asked)
@@ -590,19 +631,32 @@ int sl_admin_alter_configs(sl_admin *ad, int rtype, const char *name,
     return run(ad, a, NULL, errbuf, size);
 }
 
-int sl_admin_list_groups(sl_admin *ad, char ***groups, int *count, int timeout_ms,
-                         char *errbuf, size_t size)
+/* ListGroups or the topics' Metadata: a list of names. */
+static int list_names(sl_admin *ad, int kind, char ***names, int *count, int timeout_ms,
+                      char *errbuf, size_t size)
 {
-    if (!ad || !groups || !count)
+    if (!ad || !names || !count)
         return SL_E_INVALID_ARG;
-    adm_op *a = adm_new(A_LIST_GROUPS, NULL, timeout_ms), res;
+    adm_op *a = adm_new(kind, NULL, timeout_ms), res;
     if (!a)
         return SL_E_NOMEM;
     memset(&res, 0, sizeof res);
     int rc = run(ad, a, &res, errbuf, size);
-    *groups = res.groups;
+    *names = res.groups;
     *count = res.n_groups;
     return rc;
+}
+
+int sl_admin_list_groups(sl_admin *ad, char ***groups, int *count, int timeout_ms,
+                         char *errbuf, size_t size)
+{
+    return list_names(ad, A_LIST_GROUPS, groups, count, timeout_ms, errbuf, size);
+}
+
+int sl_admin_list_topics(sl_admin *ad, char ***topics, int *count, int timeout_ms,
+                         char *errbuf, size_t size)
+{
+    return list_names(ad, A_LIST_TOPICS, topics, count, timeout_ms, errbuf, size);
 }
 
 int sl_admin_list_group_offsets(sl_admin *ad, const char *group,

@@ -208,7 +208,20 @@ sl_broker *sl_grp_coord_ready(sl_client *cl, int64_t now)
     sl_grp *g = cl->grp;
     if (g->coord >= 0) {
         sl_broker *b = sl_broker_ready(cl, g->coord);
-        return b;
+        if (b)
+            return b;
+        /* Its broker is gone or a connection to it failed (next_connect is
+         * set by a failure): ask again who coordinates — another broker
+         * takes the group over when one dies — instead of waiting out the
+         * op's timeout for this one to return. */
+        b = sl_broker_find(cl, g->coord);
+        if (b && (b->state != SL_B_DOWN || b->next_connect == 0))
+            return NULL;                                  /* connecting */
+        sl_log(cl, 6, "group %s: coordinator %d unreachable, asking again",
+               cl->conf.group_id, g->coord);
+        g->coord = -1;
+        if (g->coord_retry_at < now + cl->conf.retry_backoff_ms)
+            g->coord_retry_at = now + cl->conf.retry_backoff_ms;
     }
     if (g->coord_inflight || now < g->coord_retry_at)
         return NULL;
@@ -918,6 +931,7 @@ int sl_grp_close(sl_client *cl)
 {
     sl_grp *g = cl->grp;
     int rc = 0;
+    sl_grp_commits_drain(cl);
     if (g->state != G_IDLE)
         rc = leave(cl, cl->app_handle, 5000);
     else if (cl->cons->mode == SL_MODE_ASSIGN && cl->conf.enable_auto_commit)

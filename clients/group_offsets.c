@@ -33,11 +33,14 @@ typedef struct commit_op {
     int n;
     int *errs;
     bool async, report, fetch, sent;
+    sl_client *cl;            /* async: its grp counts the commit out */
 } commit_op;
 
 static void commit_free(sl_op *op)
 {
     commit_op *c = (commit_op *)op;
+    if (c->async && c->cl && c->cl->grp && --c->cl->grp->commits_out == 0)
+        pthread_cond_broadcast(&c->cl->cond);
     sl_grp_free_tps(c->tps, c->n);
     free(c->errs);
     free(c);
@@ -292,6 +295,8 @@ int sl_grp_commit(sl_client *cl, sl_tp *tps, int n, bool wait,
     c->report = !wait && cl->conf.commit_cb && results != (sl_topic_partition *)-1;
     if (!wait) {
         c->op.detached = true;                            /* nobody waits */
+        c->cl = cl;
+        cl->grp->commits_out++;
         sl_op_submit(cl, &c->op);
         return 0;
     }
@@ -323,6 +328,16 @@ int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
         for (int i = 0; i < n; i++)
             tps[i].offset = c->tps[i].offset;
     return sl_op_wait(cl, &c->op, 0, errbuf, size);
+}
+
+/* Waits (bounded by request.timeout.ms) for the async commits still out:
+ * a commit made right before a close must not be dropped with the handle. */
+void sl_grp_commits_drain(sl_client *cl)
+{
+    int64_t deadline = sl_now_ms() + cl->conf.request_timeout_ms;
+    while (cl->grp->commits_out > 0)
+        if (sl_cond_wait_until(cl, deadline) == ETIMEDOUT)
+            break;
 }
 
 /* Positions that moved since the last commit, committed in the

@@ -49,6 +49,7 @@ struct sl_grp {
     int n_members;
     g_event *ev_head, *ev_tail;
     struct commit_op *stored;  /* background OffsetFetch for NEED_STORED */
+    int commits_out;          /* async commits not finished: close waits for them */
     uint32_t assign_md_epoch; /* leader: assign with metadata newer than this */
     char poll_errstr[128];    /* POLL_LEFT: what the next poll reports */
     uint64_t polls_seen;      /* cons->polls at the last check */
@@ -80,6 +81,7 @@ void sl_grp_auto_commit(sl_client *cl, int64_t now);
 void sl_grp_autocommit_tick(sl_client *cl, int64_t now, int64_t *next);
 /* Commits every assigned position and waits (lock dropped meanwhile). */
 int  sl_grp_commit_positions(sl_client *cl);
+void sl_grp_commits_drain(sl_client *cl);
 
 /* assignor.c */
 /* All distinct topics of all members, sorted (names point into members). */

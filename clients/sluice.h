@@ -430,6 +430,11 @@ int sl_admin_alter_configs(sl_admin *a, int resource_type, const char *name,
 int sl_admin_list_groups(sl_admin *a, char ***groups, int *count,
                          int timeout_ms, char *errbuf, size_t errbuf_size);
 void sl_admin_groups_free(char **groups, int count);
+/* Names of all topics (one Metadata request with a null topic list),
+ * internal ones (__consumer_offsets, __transaction_state) left out; in the
+ * broker's order.  Free with sl_admin_groups_free(). */
+int sl_admin_list_topics(sl_admin *a, char ***topics, int *count,
+                         int timeout_ms, char *errbuf, size_t errbuf_size);
 /* A group's committed offsets (all partitions it has committed). */
 int sl_admin_list_group_offsets(sl_admin *a, const char *group,
                                 sl_topic_partition **parts, int *count,

@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include <avro.h>
 
 #include "clients/sluice.h"
+#include "clients/tools/export_registry.h"
 
 #define TOOL "sluice-export"
 #define EXIT_USAGE 1
@@ -46,6 +48,7 @@ static const char usage[] =
 "\n"
 "SYNOPSIS\n"
 "    sluice-export --bootstrap HOST:PORT --topic TOPIC [--topic TOPIC..] --to DIR\n"
+"    sluice-export --bootstrap HOST:PORT --topic-regex REGEX --to DIR\n"
 "                  [options]\n"
 "\n"
 "    Every partition of every topic is copied into\n"
@@ -61,6 +64,23 @@ static const char usage[] =
 "OPTIONS\n"
 "    -b, --bootstrap HOST:PORT[,..]  bootstrap.servers (required)\n"
 "    -t, --topic TOPIC             topic to export (repeatable)\n"
+"    -R, --schema-registry URL     values in the registry's wire format (byte 0, a\n"
+"                                  4-byte schema id, an Avro body) are written as\n"
+"                                  native Avro records of the schema registered\n"
+"                                  under the id (GET URL/schemas/ids/ID); a file\n"
+"                                  holds one schema, a new id starts a new file.\n"
+"                                  A value that is not framed, has an unknown id or\n"
+"                                  does not decode with its schema goes into the\n"
+"                                  envelope (below), in a file of its own kind: a\n"
+"                                  topic that mixes them gets more, smaller files.\n"
+"                                  A native record is the value only (its offsets:\n"
+"                                  the file name).  URL: http://HOST:PORT[/PATH];\n"
+"                                  an unreachable registry fails the run (exit 2)\n"
+"    -U, --schema-registry-user USER:PASSWORD   basic auth for the registry\n"
+"    -r, --topic-regex REGEX       also every topic whose whole name matches this\n"
+"                                  POSIX extended regex (internal topics never),\n"
+"                                  listed once at start: a topic created later\n"
+"                                  is taken by the next run\n"
 "    -d, --to DIR                  root of the tree (required)\n"
 "    -e, --until-end               export up to each partition's end at start (its\n"
 "                                  last stable offset), then exit; without it,\n"
@@ -76,7 +96,8 @@ static const char usage[] =
 "                                  stops; each resumes after the files.  Without\n"
 "                                  it this process exports every partition and\n"
 "                                  commits to -X group.id, else to\n"
-"                                  sluice-export-<first topic>, as a non-member\n"
+"                                  sluice-export-<first topic> (or -<REGEX>), as a\n"
+"                                  non-member\n"
 "    -P, --parallel N              worker threads (default 1), partitions spread\n"
 "                                  over them (with --group: N group members)\n"
 "    -c, --codec CODEC             null (default), deflate, snappy (not xz: Avro\n"
@@ -106,7 +127,8 @@ static const char usage[] =
 "    timestamp_type: int (0 create time, 1 log append time), key: [null, bytes],\n"
 "    value: [null, bytes], headers: array of io.sluice.export.Header\n"
 "    {key: string, value: [null, bytes]}.  Values in the schema registry's wire\n"
-"    format (magic 0, 4-byte schema id, Avro body) are kept as they are.\n"
+"    format (magic 0, 4-byte schema id, Avro body) are kept as they are,\n"
+"    unless --schema-registry writes them natively.\n"
 "\n"
 "GAPS\n"
 "    Records removed by retention before the export reached them are reported\n"
@@ -138,14 +160,14 @@ static const char envelope_schema[] =
     "{\"name\":\"key\",\"type\":\"string\"},"
     "{\"name\":\"value\",\"type\":[\"null\",\"bytes\"]}]}}}]}";
 
-enum { F_KEY = 5, F_VALUE, F_HEADERS };       /* field indexes used by name */
 
 /* ---- options ----------------------------------------------------------------- */
 
 typedef struct opts {
     const char *topics[MAX_TOPICS];
     int ntopics;
-    const char *dir, *from, *group, *codec;
+    const char *dir, *from, *group, *codec, *regex;
+    const char *registry, *registry_user;   /* --schema-registry URL, USER:PASSWORD */
     int until_end, parallel, jsonl, dry_run, quiet;
     int fleet;                /* --group: partitions shared as a consumer group */
     int layout_time;          /* --layout time: dt=YYYY-MM-DD/hour=HH/ */
@@ -177,6 +199,7 @@ typedef struct xpart {
     char root[PATH_MAX];      /* DIR/<topic> */
     char dir[PATH_MAX + 128]; /* of the open file: partition=<p>, or dt=/hour= */
     int64_t hour;             /* --layout time: the open file's hour (ms / 3600000) */
+    int64_t sid;              /* the open file's schema id, -1: the envelope */
     int64_t start;            /* first offset this run exports */
     int64_t end;              /* --until-end: stop before it; else -1 */
     int done;
@@ -194,6 +217,11 @@ typedef struct xpart {
     int64_t prog_records, prog_bytes, prog_next;
 } xpart;
 
+typedef struct ex_buf {
+    char *p;
+    size_t len, cap;
+} ex_buf;
+
 typedef struct worker {
     pthread_t th;
     xpart **parts;            /* its share; with --group, every partition */
@@ -201,8 +229,8 @@ typedef struct worker {
     int assigned;             /* --group: holds an assignment (maybe empty) */
     sl_consumer *cons;
     avro_schema_t schema;
-    avro_value_iface_t *iface;
-    avro_value_t rec;
+    ex_buf enc;               /* the envelope being encoded */
+    ex_registry *reg;         /* --schema-registry: this worker's cache */
 } worker;
 
 #define PFAIL(xp, ...) ex_fail(xp, __VA_ARGS__)
@@ -467,7 +495,10 @@ static int ex_prepare(worker *w, xpart *xp)
 
 /* ---- files ------------------------------------------------------------------------ */
 
-static int ex_open(worker *w, xpart *xp, int64_t first, int64_t timestamp)
+/* Opens a file for records from first on, in schema (the envelope or a
+ * registered one, sid). */
+static int ex_open(xpart *xp, int64_t first, int64_t timestamp, avro_schema_t schema,
+                   int64_t sid)
 {
     if (O.layout_time) {
         time_t secs = timestamp > 0 ? (time_t)(timestamp / 1000) : 0;
@@ -488,7 +519,7 @@ static int ex_open(worker *w, xpart *xp, int64_t first, int64_t timestamp)
         PFAIL(xp, "creating %s: %s", xp->tmp, strerror(errno));
         return -1;
     }
-    if (!O.jsonl && avro_file_writer_create_with_codec_fp(xp->fp, xp->tmp, 0, w->schema,
+    if (!O.jsonl && avro_file_writer_create_with_codec_fp(xp->fp, xp->tmp, 0, schema,
                                                           &xp->aw, O.codec,
                                                           AVRO_BLOCK_SIZE) != 0) {
         PFAIL(xp, "creating %s: %s", xp->tmp, avro_strerror());
@@ -498,6 +529,7 @@ static int ex_open(worker *w, xpart *xp, int64_t first, int64_t timestamp)
         return -1;
     }
     xp->first = xp->last = first;
+    xp->sid = sid;
     xp->n = xp->bytes = 0;
     xp->opened_ms = ex_now_ms();
     return 0;
@@ -563,39 +595,71 @@ static int ex_finish(worker *w, xpart *xp)
     return 0;
 }
 
-static int ex_set_nullable_bytes(avro_value_t *field, const void *p, int32_t len)
+/* ---- the envelope in Avro's binary encoding ------------------------------------ */
+/* Written straight into a buffer of the worker's (no generic value: a
+ * field set through avro_value_* costs a call, a copy and at times an
+ * allocation), then handed to the writer with append_encoded. */
+
+static void ex_put_long(ex_buf *b, int64_t v)
 {
-    avro_value_t branch;
-    if (avro_value_set_branch(field, p != NULL, &branch) != 0)
-        return -1;
-    if (!p)
-        return avro_value_set_null(&branch);
-    return avro_value_set_bytes(&branch, (void *)p, (size_t)len);
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);          /* zigzag */
+    while (z > 0x7f) {
+        b->p[b->len++] = (char)(0x80 | (z & 0x7f));
+        z >>= 7;
+    }
+    b->p[b->len++] = (char)z;
 }
 
-static int ex_append_avro(worker *w, const sl_message *m)
+static void ex_put_bytes(ex_buf *b, const void *p, size_t len)
 {
-    avro_value_t *rec = &w->rec, f, h, hf;
-    avro_value_reset(rec);
-    if (avro_value_get_by_index(rec, 0, &f, NULL) || avro_value_set_string(&f, m->topic) ||
-        avro_value_get_by_index(rec, 1, &f, NULL) || avro_value_set_int(&f, m->partition) ||
-        avro_value_get_by_index(rec, 2, &f, NULL) || avro_value_set_long(&f, m->offset) ||
-        avro_value_get_by_index(rec, 3, &f, NULL) || avro_value_set_long(&f, m->timestamp) ||
-        avro_value_get_by_index(rec, 4, &f, NULL) || avro_value_set_int(&f, m->timestamp_type) ||
-        avro_value_get_by_index(rec, F_KEY, &f, NULL) ||
-        ex_set_nullable_bytes(&f, m->key, m->key_len) ||
-        avro_value_get_by_index(rec, F_VALUE, &f, NULL) ||
-        ex_set_nullable_bytes(&f, m->value, m->value_len) ||
-        avro_value_get_by_index(rec, F_HEADERS, &f, NULL))
-        return -1;
-    for (int i = 0; i < m->header_count; i++) {
-        if (avro_value_append(&f, &h, NULL) ||
-            avro_value_get_by_index(&h, 0, &hf, NULL) ||
-            avro_value_set_string(&hf, m->headers[i].key) ||
-            avro_value_get_by_index(&h, 1, &hf, NULL) ||
-            ex_set_nullable_bytes(&hf, m->headers[i].value, m->headers[i].value_len))
+    ex_put_long(b, (int64_t)len);
+    if (len)
+        memcpy(b->p + b->len, p, len);
+    b->len += len;
+}
+
+/* ["null", "bytes"]: the branch, then the bytes. */
+static void ex_put_nullable(ex_buf *b, const void *p, int32_t len)
+{
+    ex_put_long(b, p != NULL);
+    if (p)
+        ex_put_bytes(b, p, (size_t)len);
+}
+
+/* The envelope of m in w->enc.  0, or -1 out of memory. */
+static int ex_encode_envelope(worker *w, const sl_message *m)
+{
+    ex_buf *b = &w->enc;
+    size_t tl = strlen(m->topic);
+    size_t need = 128 + tl + (size_t)(m->key ? m->key_len : 0) +   /* 12 varints <= 10 B */
+                  (size_t)(m->value ? m->value_len : 0);
+    for (int i = 0; i < m->header_count; i++)
+        need += 32 + strlen(m->headers[i].key) +
+                (size_t)(m->headers[i].value ? m->headers[i].value_len : 0);
+    if (need > b->cap) {
+        size_t cap = need > 2 * b->cap ? need : 2 * b->cap;
+        char *p = realloc(b->p, cap);
+        if (!p)
             return -1;
+        b->p = p;
+        b->cap = cap;
     }
+    b->len = 0;
+    ex_put_bytes(b, m->topic, tl);
+    ex_put_long(b, m->partition);
+    ex_put_long(b, m->offset);
+    ex_put_long(b, m->timestamp);
+    ex_put_long(b, m->timestamp_type);
+    ex_put_nullable(b, m->key, m->key_len);
+    ex_put_nullable(b, m->value, m->value_len);
+    if (m->header_count > 0) {                    /* one block of n items, then 0 */
+        ex_put_long(b, m->header_count);
+        for (int i = 0; i < m->header_count; i++) {
+            ex_put_bytes(b, m->headers[i].key, strlen(m->headers[i].key));
+            ex_put_nullable(b, m->headers[i].value, m->headers[i].value_len);
+        }
+    }
+    ex_put_long(b, 0);
     return 0;
 }
 
@@ -647,7 +711,27 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
     if (xp->fp && O.layout_time && (m->timestamp > 0 ? m->timestamp / 3600000 : 0) != xp->hour &&
         ex_finish(w, xp) != 0)
         return -1;
-    if (!xp->fp && ex_open(w, xp, m->offset, m->timestamp) != 0)
+    /* --schema-registry: a value framed and decoding with its registered
+     * schema is written natively; a file holds one schema (or the
+     * envelope), a change starts the next file. */
+    avro_schema_t schema = w->schema;
+    const char *body = NULL;
+    int32_t body_len = 0;
+    int64_t sid = -1;
+    if (w->reg) {
+        char err[512];
+        sid = ex_reg_classify(w->reg, m->value, m->value_len, &schema, &body, &body_len,
+                              err, sizeof err);
+        if (sid == EX_REG_ERROR) {
+            PFAIL(xp, "offset %" PRId64 ": schema registry: %s", m->offset, err);
+            return -1;
+        }
+        if (sid < 0)
+            schema = w->schema;
+        if (xp->fp && sid != xp->sid && ex_finish(w, xp) != 0)
+            return -1;
+    }
+    if (!xp->fp && ex_open(xp, m->offset, m->timestamp, schema, sid < 0 ? -1 : sid) != 0)
         return -1;
     if (O.jsonl) {
         ex_append_json(xp->fp, m);
@@ -657,8 +741,13 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
             return -1;
         }
     } else {
+        if (!body && ex_encode_envelope(w, m) != 0) {
+            PFAIL(xp, "offset %" PRId64 ": out of memory", m->offset);
+            return -1;
+        }
         errno = 0;
-        if (ex_append_avro(w, m) != 0 || avro_file_writer_append_value(xp->aw, &w->rec)) {
+        if (avro_file_writer_append_encoded(xp->aw, body ? body : w->enc.p,
+                                            body ? body_len : (int64_t)w->enc.len)) {
             int e = errno;           /* ENOSPC, EIO, … when the block went to disk */
             PFAIL(xp, "writing offset %" PRId64 " to %s: %s%s%s", m->offset, xp->tmp,
                   e ? strerror(e) : "", e ? ": " : "", avro_strerror());
@@ -957,15 +1046,16 @@ static int64_t ex_number(const char *opt, const char *v, int64_t min)
 static void ex_parse(int argc, char **argv)
 {
     static const struct option lo[] = {
-        { "bootstrap", 1, 0, 'b' }, { "topic", 1, 0, 't' }, { "to", 1, 0, 'd' },
+        { "bootstrap", 1, 0, 'b' }, { "topic", 1, 0, 't' }, { "topic-regex", 1, 0, 'r' }, { "to", 1, 0, 'd' },
         { "until-end", 0, 0, 'e' }, { "from", 1, 0, 'f' }, { "group", 1, 0, 'g' },
         { "parallel", 1, 0, 'P' }, { "codec", 1, 0, 'c' }, { "max-records", 1, 0, 'n' },
         { "max-bytes", 1, 0, 'B' }, { "max-interval", 1, 0, 'i' }, { "format", 1, 0, 'F' },
-        { "dry-run", 0, 0, 'N' }, { "layout", 1, 0, 'L' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' },
+        { "dry-run", 0, 0, 'N' }, { "schema-registry", 1, 0, 'R' },
+        { "schema-registry-user", 1, 0, 'U' }, { "layout", 1, 0, 'L' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, "b:t:d:ef:g:P:c:n:B:i:F:NL:X:qh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:t:r:d:ef:g:P:c:n:B:i:F:NL:X:qhR:U:", lo, NULL)) != -1) {
         switch (c) {
         case 'b': ex_conf("bootstrap.servers", optarg); break;
         case 't':
@@ -973,6 +1063,9 @@ static void ex_parse(int argc, char **argv)
                 ex_usage_error("at most %s topics", "64");
             O.topics[O.ntopics++] = optarg;
             break;
+        case 'r': O.regex = optarg; break;
+        case 'R': O.registry = optarg; break;
+        case 'U': O.registry_user = optarg; break;
         case 'd': O.dir = optarg; break;
         case 'e': O.until_end = 1; break;
         case 'f': O.from = optarg; break;
@@ -1013,8 +1106,21 @@ static void ex_parse(int argc, char **argv)
     char bs[8];
     if (sl_conf_get(base_conf, "bootstrap.servers", bs, sizeof bs) != 0 || !bs[0])
         ex_usage_error("%s is required", "--bootstrap");
-    if (O.ntopics == 0 || !O.dir)
-        ex_usage_error("%s are required", "--topic and --to");
+    if ((O.ntopics == 0 && !O.regex) || !O.dir)
+        ex_usage_error("%s are required", "--topic (or --topic-regex) and --to");
+    if (O.registry && O.jsonl)
+        ex_usage_error("--schema-registry %s", "writes Avro: not with --format jsonl");
+    char rerr[512];
+    ex_registry *probe = O.registry ? ex_reg_new(O.registry, O.registry_user, rerr, sizeof rerr)
+                                    : NULL;
+    if (O.registry && !probe)
+        ex_usage_error("%s", rerr);
+    ex_reg_free(probe);
+    regex_t re;
+    if (O.regex && regcomp(&re, O.regex, REG_EXTENDED | REG_NOSUB) != 0)
+        ex_usage_error("--topic-regex: \"%s\" is not a valid extended regex", O.regex);
+    if (O.regex)
+        regfree(&re);
     if (strcmp(O.from, "beginning") && strcmp(O.from, "end"))
         ex_number("--from", O.from, 0);
     /* xz: Debian's Avro C (1.11) has only "lzma", raw LZMA2 blocks under a
@@ -1049,6 +1155,51 @@ static void ex_summary(xpart *parts, int n)
     }
     printf("total: %" PRId64 " file(s), %" PRId64 " record(s), %" PRId64 " byte(s), %"
            PRId64 " record(s) in gaps\n", files, records, bytes, gaps);
+}
+
+static int ex_cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* --topic-regex: the topics whose whole name matches, added to O.topics in
+ * name order (a --topic named twice is taken once).  The names stay
+ * allocated for the run.  Exits when listing fails or nothing matches. */
+static void ex_match_topics(void)
+{
+    char err[512], anchored[1024];
+    regex_t re;
+    snprintf(anchored, sizeof anchored, "^(%s)$", O.regex);
+    if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) != 0)
+        ex_usage_error("--topic-regex: \"%s\" is not a valid extended regex", O.regex);
+    sl_admin *a = sl_admin_new(base_conf, err, sizeof err);
+    char **names = NULL;
+    int n = 0, rc = a ? sl_admin_list_topics(a, &names, &n, TIMEOUT_MS, err, sizeof err) : -1;
+    sl_admin_destroy(a);
+    if (rc != 0) {
+        fprintf(stderr, TOOL ": error: listing the topics: %s\n", err);
+        exit(EXIT_RUNTIME);
+    }
+    qsort(names, (size_t)n, sizeof *names, ex_cmp_names);
+    int matched = 0;
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int k = 0; k < O.ntopics; k++)
+            dup |= !strcmp(O.topics[k], names[i]);
+        if (dup || regexec(&re, names[i], 0, NULL, 0) != 0)
+            continue;
+        matched++;
+        if (O.ntopics == MAX_TOPICS)
+            ex_usage_error("--topic-regex matches more than %s topics", "64");
+        O.topics[O.ntopics++] = names[i];
+        names[i] = NULL;
+    }
+    regfree(&re);
+    sl_admin_groups_free(names, n);
+    if (matched == 0) {
+        fprintf(stderr, TOOL ": error: no topic matches --topic-regex \"%s\"\n", O.regex);
+        exit(EXIT_RUNTIME);
+    }
 }
 
 /* The partitions of every topic (asked of the cluster), or NULL. */
@@ -1098,12 +1249,16 @@ int main(int argc, char **argv)
 {
     base_conf = sl_conf_new();
     ex_parse(argc, argv);
+    int named = O.ntopics;                /* O.topics[named..]: matched, allocated */
+    if (O.regex)
+        ex_match_topics();
     /* The group offsets go to: --group (as a member), else -X group.id
-     * (commits only, no membership), else sluice-export-<first topic>. */
+     * (commits only, no membership), else sluice-export-<first topic>
+     * (-<regex> with --topic-regex: the matches may change). */
     char group[512];
     if (sl_conf_get(base_conf, "group.id", group, sizeof group) != 0 || !group[0] || O.group)
         snprintf(group, sizeof group, "%s%s", O.group ? "" : "sluice-export-",
-                 O.group ? O.group : O.topics[0]);
+                 O.group ? O.group : O.regex ? O.regex : O.topics[0]);
     ex_conf("group.id", group);
     ex_conf("enable.auto.commit", "false");
     ex_conf("auto.offset.reset", "none");
@@ -1135,8 +1290,10 @@ int main(int argc, char **argv)
     memset(ws, 0, sizeof *ws * (size_t)nw);
     for (int i = 0; i < nw; i++) {
         avro_schema_from_json_length(envelope_schema, sizeof envelope_schema - 1, &ws[i].schema);
-        ws[i].iface = avro_generic_class_from_schema(ws[i].schema);
-        avro_generic_value_new(ws[i].iface, &ws[i].rec);
+        if (O.registry && !(ws[i].reg = ex_reg_new(O.registry, O.registry_user, NULL, 0))) {
+            fprintf(stderr, TOOL ": error: out of memory\n");
+            return EXIT_RUNTIME;
+        }
     }
     /* Partition i goes to worker i % nw; with --group each sees them all. */
     int per = (n + nw - 1) / nw;
@@ -1160,15 +1317,17 @@ int main(int argc, char **argv)
         ex_progress(parts, n, nw);
     for (int i = 0; i < nw; i++) {
         pthread_join(ws[i].th, NULL);
-        avro_value_decref(&ws[i].rec);
-        avro_value_iface_decref(ws[i].iface);
+        free(ws[i].enc.p);
         avro_schema_decref(ws[i].schema);
+        ex_reg_free(ws[i].reg);
     }
     if (!O.quiet && !O.dry_run)
         ex_summary(parts, n);
     free(ws);
     free(slots);
     free(parts);
+    for (int i = named; i < O.ntopics; i++)
+        free((char *)O.topics[i]);
     sl_conf_destroy(base_conf);
     return failed ? EXIT_RUNTIME : 0;
 }

@@ -72,6 +72,9 @@ def lib():
                                             C.c_int, C.c_char_p, C.c_size_t]
     L.sl_admin_list_groups.argtypes = [C.c_void_p, C.POINTER(C.POINTER(C.c_char_p)),
                                        C.POINTER(C.c_int), C.c_int, C.c_char_p, C.c_size_t]
+    L.sl_admin_list_topics.argtypes = [C.c_void_p, C.POINTER(C.POINTER(C.c_char_p)),
+                                       C.POINTER(C.c_int), C.c_int, C.c_char_p, C.c_size_t]
+    L.sl_admin_groups_free.argtypes = [C.POINTER(C.c_char_p), C.c_int]
     L.sl_admin_list_group_offsets.argtypes = [C.c_void_p, C.c_char_p, C.POINTER(C.POINTER(TP)),
                                               C.POINTER(C.c_int), C.c_int, C.c_char_p, C.c_size_t]
     L.sl_consumer_new.restype = C.c_void_p

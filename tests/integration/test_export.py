@@ -512,3 +512,76 @@ def test_from_a_timestamp_or_the_end_on_the_first_run(broker, tmp_path):
     later = send(ck_producer(b), t, mixed_records(10, partitions=1, seed=16))
     run_export(b, t, tmp_path / "end", "--until-end", "-X", "group.id=end-" + t)
     assert_exact(expected_of(later), read_tree(tmp_path / "end", t))
+
+
+def test_topic_regex_exports_every_matching_topic_and_no_other(broker, tmp_path):
+    b, stem = broker, topic_name("rx")
+    exp = {}
+    prod = ck_producer(b)
+    for name, parts in (("a", 2), ("b", 1), ("other", 1)):
+        t = "%s-%s" % (stem, name) if name != "other" else "%s_other" % stem
+        create_topic(b, t, partitions=parts)
+        exp[t] = expected_of(send(prod, t, mixed_records(50, partitions=parts, seed=len(name))))
+    p = subprocess.run([exporter(), "--bootstrap", b.bootstrap, "--topic-regex",
+                        stem + "-(a|b)", "--to", str(tmp_path), "--until-end"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(str(tmp_path))) == [stem + "-a", stem + "-b"]
+    for t in (stem + "-a", stem + "-b"):
+        assert_exact(exp[t], read_tree(tmp_path, t))
+    assert "total: 3 file(s), 100 record(s)" in p.stdout.decode(), p.stdout.decode()
+    # the whole name must match: a prefix of a topic is not a match
+    p = subprocess.run([exporter(), "--bootstrap", b.bootstrap, "--topic-regex", stem,
+                        "--to", str(tmp_path), "--until-end"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert p.returncode == 2 and b"no topic matches" in p.stderr, (p.returncode, p.stderr)
+    p = subprocess.run([exporter(), "--bootstrap", b.bootstrap, "--topic-regex", "(",
+                        "--to", str(tmp_path)], stderr=subprocess.PIPE, timeout=60)
+    assert p.returncode == 1 and b"not a valid extended regex" in p.stderr, p.stderr
+
+
+def peak_rss_kib(argv, timeout):
+    """Runs argv; (exit status, its peak resident size in KiB: the kernel's
+    VmHWM at exit, as wait4's ru_maxrss reports it), bounded in time."""
+    env = dict(os.environ)        # under ASan: no quarantine keeping freed memory
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "quarantine_size_mb=0"]))
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.time() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return p.returncode, ru.ru_maxrss, p.stderr.read()
+        if time.time() > deadline:
+            p.kill()
+            pytest.fail("%s ran over %d s" % (argv[0], timeout))
+        time.sleep(0.05)
+
+
+def test_resident_memory_stays_bounded_by_the_fetch_sizes(broker, tmp_path):
+    """Exporting 200 MiB of one partition, the exporter's peak RSS exceeds
+    that of a 1 MiB export by no more than what its settings let it hold:
+    the consumer's queue (queued.max.messages.kbytes) plus one fetch in
+    flight (fetch.max.bytes), once more for the frame it decodes from, and
+    the Avro block with its encoded copy (2 x 4 MiB)."""
+    b = broker
+    queued_kib, fetch_max = 8192, 4 << 20
+    settings = ["-X", "queued.max.messages.kbytes=%d" % queued_kib,
+                "-X", "fetch.max.bytes=%d" % fetch_max, "--max-bytes", str(64 << 20)]
+    bound_kib = queued_kib + 2 * fetch_max // 1024 + 2 * 4096
+    peaks = {}
+    for mib in (1, 200):
+        t = topic_name("exmem")
+        create_topic(b, t, partitions=1)
+        out = subprocess.run([os.path.join(TOOLS, "sluice-bench"), "-q", "-b", b.bootstrap,
+                              "-t", t, "-n", str(mib * 1024), "-s", "1024", "-a", "1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        assert out.returncode == 0, out.stderr
+        rc, peaks[mib], err = peak_rss_kib(export_args(b, t, tmp_path / str(mib), "--until-end",
+                                                       "-q", *settings), timeout=300)
+        assert rc == 0, err
+        n = sum(len(fs) for _, _, fs in os.walk(str(tmp_path / str(mib))))
+        assert n == (1 if mib == 1 else 4), n      # 200 MiB in files of 64 MiB
+    print("peak RSS: 1 MiB export %d KiB, 200 MiB export %d KiB, bound +%d KiB"
+          % (peaks[1], peaks[200], bound_kib))
+    assert peaks[200] <= peaks[1] + bound_kib, peaks

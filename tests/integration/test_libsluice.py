@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from support import create_topic, ck_consumer, kcat, topic_name
+from support import create_topic, ck_conf, ck_consumer, kcat, topic_name
 from conftest import sluiced_path
 import libsluice_ctypes as lsc
 
@@ -246,6 +246,13 @@ def test_admin_topics_configs_groups_against_sluiced(broker):
         rc = lib.sl_admin_create_topic(a, t, 3, -1, None, 10000, err, 512)
         assert rc == 36, "second create: %d %s" % (rc, err.value)   # TOPIC_ALREADY_EXISTS
         assert lib.sl_admin_partition_count(a, t, 10000) == 3
+        # list_topics: the new topic, not the internal ones
+        names, nn = C.POINTER(C.c_char_p)(), C.c_int()
+        assert lib.sl_admin_list_topics(a, C.byref(names), C.byref(nn), 10000, err, 512) == 0, err.value
+        listed = [names[i] for i in range(nn.value)]
+        lib.sl_admin_groups_free(names, nn)
+        assert t in listed and len(set(listed)) == len(listed), listed
+        assert not [x for x in listed if x.startswith(b"__")], listed
         # describe: the config set at creation shows, not as a default
         entries, n = C.POINTER(lsc.Entry)(), C.c_int()
         rc = lib.sl_admin_describe_configs(a, 2, t, C.byref(entries), C.byref(n), 10000, err, 512)
@@ -276,3 +283,29 @@ def test_admin_topics_configs_groups_against_sluiced(broker):
         assert lib.sl_admin_delete_topic(a, t, 10000, err, 512) == 0, err.value
     finally:
         lib.sl_admin_destroy(a)
+
+
+def test_an_async_commit_right_before_close_is_not_lost(broker):
+    """sl_consumer_commit(async) then at once sl_consumer_close: the commit
+    reaches the group (the close waits for it, as librdkafka's does)."""
+    import ctypes as C
+    from confluent_kafka import Consumer as CkConsumer, TopicPartition
+    lib = lsc.lib()
+    lib.sl_consumer_commit.argtypes = [C.c_void_p, C.POINTER(lsc.TP), C.c_int, C.c_int]
+    t = topic_name("lsac")
+    create_topic(broker, t, partitions=1)
+    g = "ac-" + t
+    check = CkConsumer(ck_conf(broker, **{"group.id": g}))
+    try:
+        for i in range(5):
+            c = lsc.Consumer(lib, {"bootstrap.servers": broker.bootstrap, "group.id": g,
+                                   "enable.auto.commit": "false", "log_level": "3"})
+            arr = (lsc.TP * 1)(lsc.TP(t.encode(), 0, 100 + i, 0))
+            t0 = time.time()
+            assert lib.sl_consumer_commit(c.h, arr, 1, 1) == 0
+            c.close()
+            assert time.time() - t0 < 10
+            got = check.committed([TopicPartition(t, 0)], timeout=10)[0].offset
+            assert got == 100 + i, "round %d: committed %d" % (i, got)
+    finally:
+        check.close()
