@@ -30,8 +30,10 @@
  *       answered for the offset that is the partition's log end when the
  *       answer arrives (link_conn.c), whole batches, unchanged: offsets,
  *       producer ids, sequences, timestamps and CRCs are the source's.
- *   K3. 'promoted' is reached only after an answer of the source in which
- *       every partition's high watermark equals the mirror's log end (the
+ *   K3. 'promoted' is reached only after an answer of the source, to a
+ *       Fetch sent after the promotion was asked (lk_part.answers_due: not
+ *       the last answer before a pause), in which every partition's high
+ *       watermark equals the mirror's log end (the
  *       mirror had everything the source had then); 'failed_over' at once.
  *   K4. Secret settings (link_setting_secret) are stored apart
  *       (cluster_links.secrets), which the SQL authorizer refuses to
@@ -549,8 +551,9 @@ void lk_mirror_progress(lk_mirror *m)
         return;                          /* nothing copied yet: nothing to promote */
     for (int32_t i = 0; i < m->nparts; i++) {
         const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
-        if (!v || !v->local || m->parts[i].source_end < 0 ||
-            seg_log_end(v->local->log) != m->parts[i].source_end)
+        const lk_part *lp = &m->parts[i];
+        if (!v || !v->local || lp->source_end < 0 || lp->answers_due > 0 ||
+            seg_log_end(v->local->log) != lp->source_end)
             return;
     }
     mirror_set_state(m, LK_PROMOTED, "caught up with the source; writable, no longer "
@@ -756,8 +759,11 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
     if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
         return KP_NONE;
     if (to == LK_PROMOTED) {
+        /* K3: source_end is the last answer's, however old (a pause): each
+         * partition waits for an answer to a Fetch sent from now on. */
+        for (int32_t i = 0; i < m->nparts; i++)
+            m->parts[i].answers_due = m->parts[i].in_request ? 2 : 1;
         mirror_set_state(m, LK_PROMOTING, "writable once it has everything the source has");
-        lk_mirror_progress(m);
     } else {
         mirror_set_state(m, to, to == LK_FAILED_OVER ? "writable now, no longer mirrored"
                                 : NULL);

@@ -433,6 +433,8 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
         lp->retry_us = bk_mono_us() + backoff_us;
         return;
     }
+    if (lp->answers_due > 0)
+        lp->answers_due--;               /* link.c K3 */
     int64_t records = 0;
     const uint8_t *recs = (const uint8_t *)rp->Records.p;
     size_t whole = rp->Records.len > 0

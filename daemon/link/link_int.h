@@ -21,6 +21,8 @@ typedef struct lk_part {
     int64_t caught_up_ms;                /* wall clock: the mirror last had all of it; -1 */
     int64_t fetch_offset;                /* in the request out */
     int64_t retry_us;                    /* mono; 0: fetch now */
+    uint8_t answers_due;                 /* promoting: answers to await before source_end
+                                          * counts (link.c K3); only apply_partition lowers */
     bool in_request;
 } lk_part;
 

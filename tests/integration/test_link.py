@@ -440,3 +440,25 @@ def test_an_idle_link_and_a_promoted_mirror_leave_the_loop_asleep(pair):
     time.sleep(4)
     woke = _loop_wakeups(dest.proc.pid) - before
     assert woke < 200, "the loop woke %d times in 4 s with nothing to do" % woke
+
+
+def test_promoting_after_a_pause_waits_for_a_fresh_answer(pair):
+    """Issue 33 review 1: the last answer before a pause is stale; what the
+    source got meanwhile must be in the mirror before it is promoted."""
+    src, dest = pair
+    t = topic_name("pp")
+    create_topic(src, t, partitions=2)
+    fill(src, t, 2, 20)
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 2)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
+    time.sleep(1.0)
+    fill(src, t, 2, 30, start=20)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    for p in range(2):
+        want, hw = batches(src, t, p)
+        got, dhw = batches(dest, t, p)
+        assert dhw == hw
+        assert [g[4] for g in got] == [w[4] for w in want]
