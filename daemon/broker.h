@@ -104,6 +104,11 @@ struct bk_broker {
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct sr_registry *registry;    /* the schema registry (daemon/registry) */
     struct lk_set *links;            /* cluster links (daemon/link/link.c); NULL: none */
+    /* true (with the reason) when topic is a mirror of a cluster link, which
+     * takes no writes but its link's: no transaction may add it, no marker
+     * may go into it (daemon/link/link.h link_mirror_refuses, installed by
+     * link_start); NULL: no links */
+    bool (*mirror_refuses)(bk_broker *b, const char *topic, const char **msg);
     /* Produce's check of one key or value in the schema registry's wire
      * format against c->rule (issue 31; daemon/registry/sr_validate.c,
      * installed by sr_start; NULL: no registry here).  whole false: p holds

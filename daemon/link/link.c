@@ -875,6 +875,7 @@ int link_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     b->links = s;
+    b->mirror_refuses = link_mirror_refuses;
     for (size_t i = 0; i < nl; i++)
         if (!link_new(s, &links[i], err, errlen))
             BK_ERROR("cluster link %s: its stored settings are refused (%s); not started",
@@ -921,4 +922,5 @@ void link_stop(bk_broker *b)
     free(s->caught);
     free(s);
     b->links = NULL;
+    b->mirror_refuses = NULL;
 }

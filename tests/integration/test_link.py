@@ -462,3 +462,38 @@ def test_promoting_after_a_pause_waits_for_a_fresh_answer(pair):
         got, dhw = batches(dest, t, p)
         assert dhw == hw
         assert [g[4] for g in got] == [w[4] for w in want]
+
+
+def test_a_transaction_on_the_destination_cannot_touch_a_mirror(pair):
+    """Issue 33 review 2: AddPartitionsToTxn refuses a mirror partition, so
+    no abort marker of the destination's coordinator lands in the mirror
+    (its offsets would no longer be the source's and it would stop)."""
+    src, dest = pair
+    t, other = topic_name("tm"), topic_name("tn")
+    create_topic(src, t, partitions=1)
+    create_topic(dest, other, partitions=1)
+    fill(src, t, 1, 10)
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+    tp = Producer(ck_conf(dest, **{"transactional.id": "tx-" + t, "linger.ms": 2,
+                                   "message.timeout.ms": 10000}))
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    errs = []
+    tp.produce(other, value=b"fine", partition=0)
+    tp.produce(t, value=b"into the mirror", partition=0, on_delivery=lambda e, m: errs.append(e))
+    tp.flush(15)
+    with pytest.raises(KafkaException) as e:
+        tp.commit_transaction(15)
+    assert "INVALID_REQUEST" in str(e.value) or e.value.args[0].code() == \
+        KafkaError.INVALID_REQUEST, e.value
+    try:
+        tp.abort_transaction(15)
+    except KafkaException:
+        pass                                      # fatal in some clients: nothing more to do
+    assert errs and errs[0] is not None
+    # the mirror holds only the source's batches and still follows it
+    fill(src, t, 1, 10, start=10)
+    assert_same(src, dest, t, 1)
+    assert mirror_state(dest, t)[:2] == ("active", None)
