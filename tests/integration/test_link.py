@@ -30,10 +30,12 @@ from sasl_support import SaslBroker, ck_sasl
 from conftest import free_port
 from support import admin_socket, ck_conf, ck_producer, create_topic, produce_ok, socket_http
 from support import topic_name
+from retention_support import delete_records, watermarks
 
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
+OFFSET_OUT_OF_RANGE = 1
 
 
 def sql(b, stmt):
@@ -62,11 +64,11 @@ def until(fn, timeout=30.0, what="condition"):
         time.sleep(0.1)
 
 
-def batches(b, topic, partition):
-    """Every batch of the partition, from offset 0 up to the high watermark,
+def batches(b, topic, partition, start=0):
+    """Every batch of the partition, from offset start up to the high watermark,
     through raw Fetch v11 (read_uncommitted): [(base offset, crc, producer
     id, base sequence, the batch's bytes)]."""
-    out, offset = [], 0
+    out, offset = [], start
     with kr.Conn(b.port) as c:
         while True:
             r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(topic, partition, offset)], 0,
@@ -74,8 +76,8 @@ def batches(b, topic, partition):
             err, parts = kr.parse_fetch_v11(r)
             assert err == 0
             (_, _, perr, hw, _, recs), = parts
-            if perr == UNKNOWN_TOPIC_OR_PARTITION:
-                return [], -1                     # a mirror not created yet
+            if perr == UNKNOWN_TOPIC_OR_PARTITION or (perr == OFFSET_OUT_OF_RANGE and start):
+                return [], -1                     # a mirror not created (restarted) yet
             assert perr == 0, (topic, partition, perr)
             pos, got = 0, 0
             while pos + 12 <= len(recs or b""):
@@ -497,3 +499,34 @@ def test_a_transaction_on_the_destination_cannot_touch_a_mirror(pair):
     fill(src, t, 1, 10, start=10)
     assert_same(src, dest, t, 1)
     assert mirror_state(dest, t)[:2] == ("active", None)
+
+
+@pytest.mark.parametrize("cut", ["batch", "inside"])
+def test_a_source_whose_log_start_moved_is_mirrored_from_there(pair, cut):
+    """Issue 33 review 4: the empty mirror restarts its log at the source's
+    log start (DeleteRecords there), as a Kafka follower does, on a batch
+    boundary or inside a batch (then at that batch's base)."""
+    src, dest = pair
+    t = topic_name("ls")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 40)
+    all_batches, _ = batches(src, t, 0)
+    assert len(all_batches) >= 4
+    at = all_batches[2][0] + (0 if cut == "batch" else 1)
+    low, err = delete_records(src, t, 0, at)
+    assert (low, err) == (at, 0)
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    base = all_batches[2][0]
+    want, hw = batches(src, t, 0, start=at)
+    until(lambda: batches(dest, t, 0, start=base)[1] >= hw, 30, "mirrored from the log start")
+    got, dhw = batches(dest, t, 0, start=base)
+    assert dhw == hw and [g[4] for g in got] == [w[4] for w in want]
+    assert watermarks(dest, t)[0] == base
+    fill(src, t, 1, 10, start=40)                 # and it goes on from there
+    want, hw = batches(src, t, 0, start=at)
+    until(lambda: batches(dest, t, 0, start=base)[1] >= hw, 30, "the next ones")
+    assert [g[4] for g in batches(dest, t, 0, start=base)[0]] == [w[4] for w in want]
+    assert mirror_state(dest, t)[:2] == ("active", None)
+    assert len(re.findall("the mirror's log restarts there", dest.log_text())) == 1
+
