@@ -42,6 +42,10 @@
  *       one-second timer, only what changed: no SQLite per fetch.
  *   K6. Standalone only for now: in cluster mode link_start starts
  *       nothing and the SQL writes answer INVALID_REQUEST saying so.
+ *   K7. No producer id of a batch copied into a mirror is ever handed out
+ *       here: before the append, the producer id floor is saved above the
+ *       largest (bk_producer_id_floor), so a producer of the promoted topic
+ *       is never taken for the source's.
  *
  * Not built yet (issue 33's later parts):
  *   - Cluster mode: links and mirror topics as ZooKeeper facts through

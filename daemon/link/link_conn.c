@@ -406,6 +406,26 @@ static void handle_configs(lk_link *l, kp_rd *r)
     requests_forgotten(l);
 }
 
+/* The largest producer id of whole batches (-1: none): so that this
+ * broker never hands one of them out (link.c K7).  One header read per
+ * batch. */
+static int64_t max_producer_id(const uint8_t *recs, size_t len)
+{
+    int64_t max = -1;
+    for (size_t pos = 0; pos + 51 <= len;) {
+        uint64_t pid = 0;
+        uint32_t blen = 0;
+        for (int k = 0; k < 8; k++)
+            pid = pid << 8 | recs[pos + 43 + k];
+        for (int k = 0; k < 4; k++)
+            blen = blen << 8 | recs[pos + 8 + k];
+        if ((int64_t)pid > max)
+            max = (int64_t)pid;
+        pos += 12 + (size_t)blen;
+    }
+    return max;
+}
+
 /* One partition of a Fetch answer (C1 checked): link.c K2. */
 static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p,
                             const kp_FetchResponse_PartitionData *rp)
@@ -470,6 +490,12 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
         replica_partition_restart_at(b, p, (int64_t)first) == 0)
         end = (int64_t)first;            /* restarted at a log start inside a batch: at its
                                           * base, as Kafka's follower does */
+    if (whole > 0 && bk_producer_id_floor(b, max_producer_id(recs, whole)) != KP_NONE) {
+        lk_mirror_error(m, "cannot save the producer id floor above the source's ids; "
+                        "retrying");
+        lp->retry_us = bk_mono_us() + backoff_us;
+        return;
+    }
     if (whole > 0) {
         /* Cost: one CRC pass per batch and one write(); the bytes are the
          * answer's, as the source sent them. */

@@ -530,3 +530,31 @@ def test_a_source_whose_log_start_moved_is_mirrored_from_there(pair, cut):
     assert mirror_state(dest, t)[:2] == ("active", None)
     assert len(re.findall("the mirror's log restarts there", dest.log_text())) == 1
 
+
+def test_producer_ids_of_the_source_are_never_handed_out_after_promotion(pair):
+    """Issue 33 review 3: both brokers start their producer ids at the same
+    place; the mirror carries the source's producer state, so a producer
+    of the destination with a source's id would be taken for a duplicate
+    (acknowledged, dropped).  Every record of the new producer is stored."""
+    src, dest = pair
+    t = topic_name("pid")
+    create_topic(src, t, partitions=1)
+    p = ck_producer(src, **{"enable.idempotence": True, "linger.ms": 2})
+    for i in range(20):
+        p.produce(t, value=b"source %d" % i, partition=0)
+        p.flush(10)                               # one batch each: sequences 0..19
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    src_pids = {b[2] for b in batches(src, t, 0)[0]}
+    q = ck_producer(dest, **{"enable.idempotence": True, "linger.ms": 2})
+    for i in range(20):
+        q.produce(t, value=b"dest %d" % i, partition=0)
+        q.flush(10)
+    got, hw = batches(dest, t, 0)
+    assert hw == 40
+    new = got[20:]
+    assert len(new) == 20 and not {b[2] for b in new} & src_pids, (src_pids, new[0][:4])
+    assert [b[3] for b in new] == list(range(20))
