@@ -192,12 +192,19 @@ static int setting_apply(lk_link *l, const char *k, const char *v, char *err, si
         ok = snprintf(l->pass, sizeof l->pass, "%s", v) < (int)sizeof l->pass;
     } else if (!strcmp(k, "client.id")) {
         ok = true;
-    } else if (!strncmp(k, "fetch.", 6) || !strcmp(k, "max.partition.fetch.bytes")) {
+    } else if (!strcmp(k, "fetch.max.bytes") || !strcmp(k, "max.partition.fetch.bytes")) {
+        if (!setting_int(v, 1, LK_FETCH_BYTES_MAX, &x)) {
+            snprintf(err, errlen, "cluster_links.config: %s=%s: 1 to %d (an answer must fit "
+                     "the link's %d MiB frame limit)", k, v, LK_FETCH_BYTES_MAX,
+                     LK_FRAME_MAX >> 20);
+            return KP_INVALID_CONFIG;
+        }
+        if (!strcmp(k, "fetch.max.bytes")) l->fetch_max_bytes = (int32_t)x;
+        else l->partition_max_bytes = (int32_t)x;
+    } else if (!strncmp(k, "fetch.", 6)) {
         ok = setting_int(v, !strcmp(k, "fetch.max.wait.ms") ? 0 : 1, INT32_MAX, &x);
         if (!strcmp(k, "fetch.max.wait.ms")) l->fetch_max_wait_ms = (int32_t)x;
-        else if (!strcmp(k, "fetch.min.bytes")) l->fetch_min_bytes = (int32_t)x;
-        else if (!strcmp(k, "fetch.max.bytes")) l->fetch_max_bytes = (int32_t)x;
-        else l->partition_max_bytes = (int32_t)x;
+        else l->fetch_min_bytes = (int32_t)x;
     } else {
         ok = setting_int(v, 1, INT32_MAX, &x);
         if (!strcmp(k, "metadata.max.age.ms")) l->metadata_max_age_ms = x;
@@ -782,8 +789,8 @@ bool link_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
     if (!s || s->nmirrors == 0)
         return false;
     lk_mirror *m = mirror_find(s, topic);
-    if (!m || m->state == LK_PROMOTED || m->state == LK_FAILED_OVER)
-        return false;
+    if (!m || (m->state != LK_ACTIVE && m->state != LK_PAUSED && m->state != LK_PROMOTING))
+        return false;                    /* failed: a topic of that name is not its */
     *msg = "This is a mirror topic of a cluster link: it is read-only while it mirrors its "
            "source topic; promote it first (UPDATE mirror_topics SET state = 'promoted')";
     return true;

@@ -68,7 +68,6 @@
 /* Beyond fetch.max.wait.ms, how long an answer may take (Kafka's
  * request.timeout.ms default). */
 #define LK_REQUEST_TIMEOUT_MS 30000
-#define LK_FRAME_MAX (256 << 20)
 #define LK_SINGLE_READ (4u << 20)
 /* DescribeConfigs' ConfigSource for a topic's own override. */
 #define LK_DYNAMIC_TOPIC_CONFIG 1

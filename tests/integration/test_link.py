@@ -558,3 +558,38 @@ def test_producer_ids_of_the_source_are_never_handed_out_after_promotion(pair):
     new = got[20:]
     assert len(new) == 20 and not {b[2] for b in new} & src_pids, (src_pids, new[0][:4])
     assert [b[3] for b in new] == list(range(20))
+
+
+def test_a_failed_mirror_does_not_block_a_normal_topic_of_its_name(pair):
+    """Issue 33 review 6: only active, paused and promoting mirrors refuse
+    producers; a failed one (its topic deleted) leaves the name free."""
+    src, dest = pair
+    t = topic_name("fm")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 5)
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+    sql_ok(dest, "DELETE FROM topics WHERE name = '%s'" % t)
+    until(lambda: (mirror_state(dest, t) or ("",))[0] == "failed", 15, "failed")
+    create_topic(dest, t, partitions=1)
+    produce_ok(ck_producer(dest), t, [{"key": b"k", "value": b"a normal topic", "partition": 0}])
+    got, hw = batches(dest, t, 0)
+    assert hw == 1 and b"a normal topic" in got[0][4]
+
+
+def test_fetch_sizes_beyond_the_frame_limit_are_refused(pair):
+    """Issue 33 review 7: a fetch.max.bytes whose answer cannot fit the
+    link's 256 MiB frame limit made the link reconnect forever."""
+    src, dest = pair
+    for k in ("fetch.max.bytes", "max.partition.fetch.bytes"):
+        st, text = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) "
+                             "VALUES ('big', '%s', '%s=300000000')" % (src.bootstrap, k))
+        assert st != 200 and "%s=300000000: 1 to 267386880" % k in str(text), text
+    assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
+    t = topic_name("fb")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 20)
+    link_source(dest, src, config="fetch.max.bytes=267386880\nmax.partition.fetch.bytes=1000")
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
