@@ -46,6 +46,10 @@
  *       here: before the append, the producer id floor is saved above the
  *       largest (bk_producer_id_floor), so a producer of the promoted topic
  *       is never taken for the source's.
+ *   K8. 'promoted' also waits until no transaction of the source is open
+ *       in the mirror (the source ends it, and its marker comes); at
+ *       'failed_over' each one still open gets an ABORT marker here, as a
+ *       coordinator's: a read_committed consumer never waits forever.
  *
  * Not built yet (issue 33's later parts):
  *   - Cluster mode: links and mirror topics as ZooKeeper facts through
@@ -71,6 +75,8 @@
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
 #include "daemon/replica/replica.h"
+#include "daemon/replica/replica_producers.h"
+#include "daemon/replica/replica_txn.h"
 
 #include <event2/dns.h>
 #include <event2/event.h>
@@ -79,6 +85,8 @@
 #include <string.h>
 
 #define LK_MASK "[hidden]"
+
+#define LK_MARKER_TIMEOUT_MS 30000      /* a failover's ABORT markers */
 
 static lk_set *set_of(bk_broker *b) { return b->links; }
 
@@ -564,8 +572,9 @@ void lk_mirror_progress(lk_mirror *m)
         const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
         const lk_part *lp = &m->parts[i];
         if (!v || !v->local || lp->source_end < 0 || lp->answers_due > 0 ||
-            seg_log_end(v->local->log) != lp->source_end)
-            return;
+            seg_log_end(v->local->log) != lp->source_end ||
+            (v->local->producers && v->local->producers->open_txns > 0))
+            return;                      /* K8: no source transaction left open */
     }
     mirror_set_state(m, LK_PROMOTED, "caught up with the source; writable, no longer "
                      "mirrored");
@@ -741,6 +750,46 @@ int link_mirror_delete(bk_broker *b, const char *topic, char *err, size_t errlen
     return KP_NONE;
 }
 
+static void abort_written(void *arg, int16_t error)
+{
+    if (error != KP_NONE)
+        BK_ERROR("the ABORT marker of producer %lld for a failed-over mirror topic was not "
+                 "written: %s", (long long)(intptr_t)arg, kp_error_name(error));
+}
+
+/* K8: the source's transactions still open in m's partitions, counted, or
+ * (abort) ended with an ABORT marker each, as a coordinator's would be
+ * written: nobody here could end them, and read_committed consumers would
+ * wait for them forever. */
+static uint32_t mirror_open_txns(lk_mirror *m, bool abort)
+{
+    bk_broker *b = m->link->b;
+    uint32_t total = 0;
+    for (int32_t i = 0; i < m->nparts; i++) {
+        const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
+        bk_pstate *ps = v && v->local ? v->local->producers : NULL;
+        uint32_t n = ps ? ps->open_txns : 0;
+        total += n;
+        if (!abort || n == 0)
+            continue;
+        bk_producer *open = malloc(n * sizeof *open);      /* a failover: rare */
+        if (!open) {
+            BK_ERROR("mirror topic %s-%d: out of memory for its open transactions", m->topic,
+                     (int)i);
+            continue;
+        }
+        for (uint32_t k = 0; k < n; k++)
+            open[k] = *ps->open[k];      /* the markers change the heap */
+        for (uint32_t k = 0; k < n; k++)
+            replica_txn_write_marker(b, m->topic, i, open[k].pid, open[k].epoch, false,
+                                     open[k].coord_epoch > 0 ? open[k].coord_epoch : 0,
+                                     LK_MARKER_TIMEOUT_MS, abort_written,
+                                     (void *)(intptr_t)open[k].pid);
+        free(open);
+    }
+    return total;
+}
+
 int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *err,
                       size_t errlen)
 {
@@ -775,9 +824,15 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
         for (int32_t i = 0; i < m->nparts; i++)
             m->parts[i].answers_due = m->parts[i].in_request ? 2 : 1;
         mirror_set_state(m, LK_PROMOTING, "writable once it has everything the source has");
+    } else if (to == LK_FAILED_OVER) {
+        uint32_t open = mirror_open_txns(m, false);
+        char why[160];
+        snprintf(why, sizeof why, "writable now, no longer mirrored; %u open transaction%s of "
+                 "the source aborted here (ABORT markers)", open, open == 1 ? "" : "s");
+        mirror_set_state(m, to, why);    /* first: the mirror takes markers from now on */
+        mirror_open_txns(m, true);
     } else {
-        mirror_set_state(m, to, to == LK_FAILED_OVER ? "writable now, no longer mirrored"
-                                : NULL);
+        mirror_set_state(m, to, NULL);
     }
     lk_conn_kick(m->link);
     return KP_NONE;

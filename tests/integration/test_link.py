@@ -142,6 +142,18 @@ def fill(src, topic, partitions, n, start=0):
     return msgs
 
 
+def mirrored(pair, prefix, partitions, n, config=None):
+    """A source topic with n messages, mirrored at the destination, caught up."""
+    src, dest = pair
+    t = topic_name(prefix)
+    create_topic(src, t, partitions=partitions)
+    fill(src, t, partitions, n)
+    link_source(dest, src, config=config)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, partitions)
+    return src, dest, t
+
+
 @pytest.fixture
 def pair(start_broker):
     src = start_broker()
@@ -211,13 +223,7 @@ def test_mirror_holds_the_source_batches_at_the_same_offsets(pair):
 
 
 def test_pause_resume_refuse_and_promote(pair):
-    src, dest = pair
-    t = topic_name("pr")
-    create_topic(src, t, partitions=2)
-    fill(src, t, 2, 50)
-    link_source(dest, src)
-    assert mirror(dest, t)[0] == 200
-    assert_same(src, dest, t, 2)
+    src, dest, t = mirrored(pair, "pr", 2, 50)
 
     # a producer to the mirror is refused with the reason
     p = ck_producer(dest, **{"message.timeout.ms": 5000, "retries": 0})
@@ -267,13 +273,7 @@ def _one_batch():
 
 
 def test_partitions_and_configs_added_at_the_source_follow_then_failover(pair):
-    src, dest = pair
-    t = topic_name("grow")
-    create_topic(src, t, partitions=1)
-    fill(src, t, 1, 30)
-    link_source(dest, src, config="metadata.max.age.ms=500")
-    assert mirror(dest, t)[0] == 200
-    assert_same(src, dest, t, 1)
+    src, dest, t = mirrored(pair, "grow", 1, 30, config="metadata.max.age.ms=500")
     from confluent_kafka.admin import AdminClient, NewPartitions
     a = AdminClient(ck_conf(src))
     for f in a.create_partitions([NewPartitions(t, 3)]).values():
@@ -447,13 +447,7 @@ def test_an_idle_link_and_a_promoted_mirror_leave_the_loop_asleep(pair):
 def test_promoting_after_a_pause_waits_for_a_fresh_answer(pair):
     """Issue 33 review 1: the last answer before a pause is stale; what the
     source got meanwhile must be in the mirror before it is promoted."""
-    src, dest = pair
-    t = topic_name("pp")
-    create_topic(src, t, partitions=2)
-    fill(src, t, 2, 20)
-    link_source(dest, src)
-    assert mirror(dest, t)[0] == 200
-    assert_same(src, dest, t, 2)
+    src, dest, t = mirrored(pair, "pp", 2, 20)
     sql_ok(dest, "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
     time.sleep(1.0)
     fill(src, t, 2, 30, start=20)
@@ -563,13 +557,7 @@ def test_producer_ids_of_the_source_are_never_handed_out_after_promotion(pair):
 def test_a_failed_mirror_does_not_block_a_normal_topic_of_its_name(pair):
     """Issue 33 review 6: only active, paused and promoting mirrors refuse
     producers; a failed one (its topic deleted) leaves the name free."""
-    src, dest = pair
-    t = topic_name("fm")
-    create_topic(src, t, partitions=1)
-    fill(src, t, 1, 5)
-    link_source(dest, src)
-    assert mirror(dest, t)[0] == 200
-    assert_same(src, dest, t, 1)
+    src, dest, t = mirrored(pair, "fm", 1, 5)
     sql_ok(dest, "DELETE FROM topics WHERE name = '%s'" % t)
     until(lambda: (mirror_state(dest, t) or ("",))[0] == "failed", 15, "failed")
     create_topic(dest, t, partitions=1)
@@ -587,9 +575,61 @@ def test_fetch_sizes_beyond_the_frame_limit_are_refused(pair):
                              "VALUES ('big', '%s', '%s=300000000')" % (src.bootstrap, k))
         assert st != 200 and "%s=300000000: 1 to 267386880" % k in str(text), text
     assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
-    t = topic_name("fb")
-    create_topic(src, t, partitions=1)
-    fill(src, t, 1, 20)
-    link_source(dest, src, config="fetch.max.bytes=267386880\nmax.partition.fetch.bytes=1000")
-    assert mirror(dest, t)[0] == 200
+    mirrored(pair, "fb", 1, 20, config="fetch.max.bytes=267386880\n"
+                                       "max.partition.fetch.bytes=1000")
+
+
+def _read_committed(b, topic, want, timeout=20):
+    from confluent_kafka import Consumer
+    c = Consumer(ck_conf(b, **{"group.id": "g-" + topic, "isolation.level": "read_committed",
+                               "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    seen, deadline = [], time.monotonic() + timeout
+    while len(seen) < want and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen.append(m.value())
+    c.close()
+    return seen
+
+
+def _open_transaction(src, t, tid):
+    tp = Producer(ck_conf(src, **{"transactional.id": tid, "linger.ms": 2}))
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    for i in range(5):
+        tp.produce(t, value=b"open %d" % i, partition=0)
+    tp.flush(30)
+    return tp
+
+
+def test_promote_waits_for_open_source_transactions_and_failover_aborts_them(pair):
+    """Issue 33 review 5: no coordinator here knows the source's producer, so
+    a transaction open at promotion would hang read_committed consumers:
+    promoting waits until the source ends it; failing over aborts it."""
+    src, dest, t = mirrored(pair, "ot", 1, 10)
+    tp = _open_transaction(src, t, "open-" + t)
     assert_same(src, dest, t, 1)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    time.sleep(2.0)
+    assert mirror_state(dest, t)[0] == "promoting"
+    tp.commit_transaction(30)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    want = _read_committed(src, t, 15)
+    assert len(want) == 15 and _read_committed(dest, t, 15) == want
+
+    # failover with a transaction still open: aborted here, consumers go on
+    t2 = topic_name("of")
+    create_topic(src, t2, partitions=1)
+    fill(src, t2, 1, 10)
+    assert mirror(dest, t2)[0] == 200
+    tp2 = _open_transaction(src, t2, "open-" + t2)
+    assert_same(src, dest, t2, 1)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % t2)
+    produce_ok(ck_producer(dest), t2, [{"value": b"after failover", "partition": 0}])
+    seen = _read_committed(dest, t2, 11)
+    assert len(seen) == 11 and seen[-1] == b"after failover"
+    assert not [v for v in seen if v.startswith(b"open ")]
+    assert re.search(r"mirror topic %s .*-> failed_over: .*1 open transaction of the source "
+                     r"aborted" % re.escape(t2), dest.log_text())
+    tp2.abort_transaction(30)
