@@ -104,6 +104,11 @@ struct bk_broker {
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct sr_registry *registry;    /* the schema registry (daemon/registry) */
     struct lk_set *links;            /* cluster links (daemon/link/link.c); NULL: none */
+    /* true (with the reason) when topic is a mirror of a cluster link, which
+     * takes no writes but its link's: no transaction may add it, no marker
+     * may go into it (daemon/link/link.h link_mirror_refuses, installed by
+     * link_start); NULL: no links */
+    bool (*mirror_refuses)(bk_broker *b, const char *topic, const char **msg);
     /* Produce's check of one key or value in the schema registry's wire
      * format against c->rule (issue 31; daemon/registry/sr_validate.c,
      * installed by sr_start; NULL: no registry here).  whole false: p holds
@@ -120,6 +125,7 @@ struct bk_broker {
     struct bk_cleaner *cleaner;      /* compaction workers (replica_cleaner.c) */
     struct event *retention_timer;   /* log.retention.check.interval.ms */
     int64_t pid_next, pid_end;       /* producer ids reserved in SQLite, unused */
+    int64_t pid_floor;               /* producer_ids' floor known saved (bk_producer_id_floor) */
     /* cluster mode, set by cl_start: producer ids come from ZooKeeper's
      * /latest_producer_id_block (cluster_producer_ids.c); NULL: SQLite */
     int16_t (*on_producer_id_next)(bk_broker *b, int64_t *pid);
@@ -131,6 +137,12 @@ struct bk_broker {
  * (COORDINATOR_NOT_AVAILABLE standalone, COORDINATOR_LOAD_IN_PROGRESS while
  * a cluster broker reserves a block). */
 int16_t bk_producer_id_next(bk_broker *b, int64_t *pid);
+/* No id <= above is handed out here from now on, across restarts: the
+ * producer ids of another cluster's batches copied here (a mirror topic,
+ * daemon/link/).  One durable write when above passes the saved floor
+ * (rounded up to a block: rare), else nothing.  Standalone only.  KP_NONE,
+ * or COORDINATOR_NOT_AVAILABLE when the floor cannot be saved. */
+int16_t bk_producer_id_floor(bk_broker *b, int64_t above);
 
 /* ---- misc ------------------------------------------------------------------- */
 int64_t bk_now_ms(void);             /* wall clock, ms */

@@ -31,3 +31,19 @@ int16_t bk_producer_id_next(bk_broker *b, int64_t *pid)
     *pid = b->pid_next++;
     return KP_NONE;
 }
+
+int16_t bk_producer_id_floor(bk_broker *b, int64_t above)
+{
+    if (above < b->pid_floor)
+        return KP_NONE;                  /* the common case: nothing to do */
+    int64_t floor = (above / PID_BLOCK + 1) * PID_BLOCK;
+    char err[MD_ERRLEN];
+    if (md_producer_id_floor(b->db, floor, err, sizeof err) != 0) {
+        BK_ERROR("cannot raise the producer id floor to %lld: %s", (long long)floor, err);
+        return KP_COORDINATOR_NOT_AVAILABLE;
+    }
+    b->pid_floor = floor;
+    if (b->pid_next <= above)
+        b->pid_next = b->pid_end;        /* the block in hand may hold those ids: dropped */
+    return KP_NONE;
+}

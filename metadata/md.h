@@ -545,6 +545,8 @@ int md_offsets_expire(md_db *db, int64_t now_ms, int64_t retention_ms,
  * *first gets the first.  0 or MD_E_SQL. */
 int md_producer_id_allocate(md_db *db, int64_t count, int64_t *first,
                             char *err, size_t errlen);
+/* The next ids reserved start at floor or above.  0 or MD_E_SQL. */
+int md_producer_id_floor(md_db *db, int64_t floor, char *err, size_t errlen);
 
 /* ---- SASL/SCRAM credentials (users.c; the users table) ---------------------- */
 /* One user's credential for one mechanism: never a password. */

@@ -36,3 +36,19 @@ int md_producer_id_allocate(md_db *db, int64_t count, int64_t *first,
     sqlite3_finalize(s);
     return md_txn_leave(db, t, rc, err, errlen);
 }
+
+int md_producer_id_floor(md_db *db, int64_t floor, char *err, size_t errlen)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(db->h, "UPDATE producer_ids SET next_producer_id = "
+                           "MAX(next_producer_id, ?1) WHERE id = 0", -1, &s, NULL) != SQLITE_OK) {
+        rc = md_sqlerr(db, err, errlen, "prepare producer id floor");
+    } else {
+        sqlite3_bind_int64(s, 1, floor);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            rc = md_sqlerr(db, err, errlen, "raise the producer id floor");
+    }
+    sqlite3_finalize(s);
+    return rc;
+}

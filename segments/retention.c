@@ -102,6 +102,15 @@ int seg_truncate(seg_log *log, int64_t offset)
     return 0;
 }
 
+int seg_restart_at(seg_log *log, int64_t offset)
+{
+    if (offset < 0)
+        return SEG_E_RANGE;
+    if (log->cleaning)
+        return SEG_E_STATE;         /* the cleaner holds segments */
+    return truncate_fully(log, offset);
+}
+
 int seg_advance_log_start(seg_log *log, int64_t offset, uint64_t *bytes_freed)
 {
     if (offset > log->log_end)

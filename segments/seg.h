@@ -246,6 +246,10 @@ int seg_roll(seg_log *log, int64_t now_ms);
  * leader epochs starting there.  offset below log start empties the log at
  * `offset`. */
 int seg_truncate(seg_log *log, int64_t offset);
+/* Empties the log, which restarts at `offset`, below or above its end (a
+ * copy behind its source's log start: Kafka's truncateFullyAndStartAt).
+ * The removed segments wait in seg_take_dead.  0 or SEG_E_*. */
+int seg_restart_at(seg_log *log, int64_t offset);
 /* Moves the log start offset forward to `offset` (DeleteRecords,
  * retention), then deletes segments lying wholly below it; never the active
  * segment.  Returns the number of segments deleted, or SEG_E_*.

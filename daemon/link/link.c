@@ -30,8 +30,10 @@
  *       answered for the offset that is the partition's log end when the
  *       answer arrives (link_conn.c), whole batches, unchanged: offsets,
  *       producer ids, sequences, timestamps and CRCs are the source's.
- *   K3. 'promoted' is reached only after an answer of the source in which
- *       every partition's high watermark equals the mirror's log end (the
+ *   K3. 'promoted' is reached only after an answer of the source, to a
+ *       Fetch sent after the promotion was asked (lk_part.answers_due: not
+ *       the last answer before a pause), in which every partition's high
+ *       watermark equals the mirror's log end (the
  *       mirror had everything the source had then); 'failed_over' at once.
  *   K4. Secret settings (link_setting_secret) are stored apart
  *       (cluster_links.secrets), which the SQL authorizer refuses to
@@ -40,6 +42,14 @@
  *       one-second timer, only what changed: no SQLite per fetch.
  *   K6. Standalone only for now: in cluster mode link_start starts
  *       nothing and the SQL writes answer INVALID_REQUEST saying so.
+ *   K7. No producer id of a batch copied into a mirror is ever handed out
+ *       here: before the append, the producer id floor is saved above the
+ *       largest (bk_producer_id_floor), so a producer of the promoted topic
+ *       is never taken for the source's.
+ *   K8. 'promoted' also waits until no transaction of the source is open
+ *       in the mirror (the source ends it, and its marker comes); at
+ *       'failed_over' each one still open gets an ABORT marker here, as a
+ *       coordinator's: a read_committed consumer never waits forever.
  *
  * Not built yet (issue 33's later parts):
  *   - Cluster mode: links and mirror topics as ZooKeeper facts through
@@ -65,6 +75,8 @@
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
 #include "daemon/replica/replica.h"
+#include "daemon/replica/replica_producers.h"
+#include "daemon/replica/replica_txn.h"
 
 #include <event2/dns.h>
 #include <event2/event.h>
@@ -73,6 +85,8 @@
 #include <string.h>
 
 #define LK_MASK "[hidden]"
+
+#define LK_MARKER_TIMEOUT_MS 30000      /* a failover's ABORT markers */
 
 static lk_set *set_of(bk_broker *b) { return b->links; }
 
@@ -186,12 +200,19 @@ static int setting_apply(lk_link *l, const char *k, const char *v, char *err, si
         ok = snprintf(l->pass, sizeof l->pass, "%s", v) < (int)sizeof l->pass;
     } else if (!strcmp(k, "client.id")) {
         ok = true;
-    } else if (!strncmp(k, "fetch.", 6) || !strcmp(k, "max.partition.fetch.bytes")) {
+    } else if (!strcmp(k, "fetch.max.bytes") || !strcmp(k, "max.partition.fetch.bytes")) {
+        if (!setting_int(v, 1, LK_FETCH_BYTES_MAX, &x)) {
+            snprintf(err, errlen, "cluster_links.config: %s=%s: 1 to %d (an answer must fit "
+                     "the link's %d MiB frame limit)", k, v, LK_FETCH_BYTES_MAX,
+                     LK_FRAME_MAX >> 20);
+            return KP_INVALID_CONFIG;
+        }
+        if (!strcmp(k, "fetch.max.bytes")) l->fetch_max_bytes = (int32_t)x;
+        else l->partition_max_bytes = (int32_t)x;
+    } else if (!strncmp(k, "fetch.", 6)) {
         ok = setting_int(v, !strcmp(k, "fetch.max.wait.ms") ? 0 : 1, INT32_MAX, &x);
         if (!strcmp(k, "fetch.max.wait.ms")) l->fetch_max_wait_ms = (int32_t)x;
-        else if (!strcmp(k, "fetch.min.bytes")) l->fetch_min_bytes = (int32_t)x;
-        else if (!strcmp(k, "fetch.max.bytes")) l->fetch_max_bytes = (int32_t)x;
-        else l->partition_max_bytes = (int32_t)x;
+        else l->fetch_min_bytes = (int32_t)x;
     } else {
         ok = setting_int(v, 1, INT32_MAX, &x);
         if (!strcmp(k, "metadata.max.age.ms")) l->metadata_max_age_ms = x;
@@ -549,9 +570,11 @@ void lk_mirror_progress(lk_mirror *m)
         return;                          /* nothing copied yet: nothing to promote */
     for (int32_t i = 0; i < m->nparts; i++) {
         const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
-        if (!v || !v->local || m->parts[i].source_end < 0 ||
-            seg_log_end(v->local->log) != m->parts[i].source_end)
-            return;
+        const lk_part *lp = &m->parts[i];
+        if (!v || !v->local || lp->source_end < 0 || lp->answers_due > 0 ||
+            seg_log_end(v->local->log) != lp->source_end ||
+            (v->local->producers && v->local->producers->open_txns > 0))
+            return;                      /* K8: no source transaction left open */
     }
     mirror_set_state(m, LK_PROMOTED, "caught up with the source; writable, no longer "
                      "mirrored");
@@ -727,6 +750,46 @@ int link_mirror_delete(bk_broker *b, const char *topic, char *err, size_t errlen
     return KP_NONE;
 }
 
+static void abort_written(void *arg, int16_t error)
+{
+    if (error != KP_NONE)
+        BK_ERROR("the ABORT marker of producer %lld for a failed-over mirror topic was not "
+                 "written: %s", (long long)(intptr_t)arg, kp_error_name(error));
+}
+
+/* K8: the source's transactions still open in m's partitions, counted, or
+ * (abort) ended with an ABORT marker each, as a coordinator's would be
+ * written: nobody here could end them, and read_committed consumers would
+ * wait for them forever. */
+static uint32_t mirror_open_txns(lk_mirror *m, bool abort)
+{
+    bk_broker *b = m->link->b;
+    uint32_t total = 0;
+    for (int32_t i = 0; i < m->nparts; i++) {
+        const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
+        bk_pstate *ps = v && v->local ? v->local->producers : NULL;
+        uint32_t n = ps ? ps->open_txns : 0;
+        total += n;
+        if (!abort || n == 0)
+            continue;
+        bk_producer *open = malloc(n * sizeof *open);      /* a failover: rare */
+        if (!open) {
+            BK_ERROR("mirror topic %s-%d: out of memory for its open transactions", m->topic,
+                     (int)i);
+            continue;
+        }
+        for (uint32_t k = 0; k < n; k++)
+            open[k] = *ps->open[k];      /* the markers change the heap */
+        for (uint32_t k = 0; k < n; k++)
+            replica_txn_write_marker(b, m->topic, i, open[k].pid, open[k].epoch, false,
+                                     open[k].coord_epoch > 0 ? open[k].coord_epoch : 0,
+                                     LK_MARKER_TIMEOUT_MS, abort_written,
+                                     (void *)(intptr_t)open[k].pid);
+        free(open);
+    }
+    return total;
+}
+
 int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *err,
                       size_t errlen)
 {
@@ -756,11 +819,20 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
     if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
         return KP_NONE;
     if (to == LK_PROMOTED) {
+        /* K3: source_end is the last answer's, however old (a pause): each
+         * partition waits for an answer to a Fetch sent from now on. */
+        for (int32_t i = 0; i < m->nparts; i++)
+            m->parts[i].answers_due = m->parts[i].in_request ? 2 : 1;
         mirror_set_state(m, LK_PROMOTING, "writable once it has everything the source has");
-        lk_mirror_progress(m);
+    } else if (to == LK_FAILED_OVER) {
+        uint32_t open = mirror_open_txns(m, false);
+        char why[160];
+        snprintf(why, sizeof why, "writable now, no longer mirrored; %u open transaction%s of "
+                 "the source aborted here (ABORT markers)", open, open == 1 ? "" : "s");
+        mirror_set_state(m, to, why);    /* first: the mirror takes markers from now on */
+        mirror_open_txns(m, true);
     } else {
-        mirror_set_state(m, to, to == LK_FAILED_OVER ? "writable now, no longer mirrored"
-                                : NULL);
+        mirror_set_state(m, to, NULL);
     }
     lk_conn_kick(m->link);
     return KP_NONE;
@@ -772,8 +844,8 @@ bool link_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
     if (!s || s->nmirrors == 0)
         return false;
     lk_mirror *m = mirror_find(s, topic);
-    if (!m || m->state == LK_PROMOTED || m->state == LK_FAILED_OVER)
-        return false;
+    if (!m || (m->state != LK_ACTIVE && m->state != LK_PAUSED && m->state != LK_PROMOTING))
+        return false;                    /* failed: a topic of that name is not its */
     *msg = "This is a mirror topic of a cluster link: it is read-only while it mirrors its "
            "source topic; promote it first (UPDATE mirror_topics SET state = 'promoted')";
     return true;
@@ -869,6 +941,7 @@ int link_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     b->links = s;
+    b->mirror_refuses = link_mirror_refuses;
     for (size_t i = 0; i < nl; i++)
         if (!link_new(s, &links[i], err, errlen))
             BK_ERROR("cluster link %s: its stored settings are refused (%s); not started",
@@ -915,4 +988,5 @@ void link_stop(bk_broker *b)
     free(s->caught);
     free(s);
     b->links = NULL;
+    b->mirror_refuses = NULL;
 }

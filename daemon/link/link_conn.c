@@ -68,7 +68,6 @@
 /* Beyond fetch.max.wait.ms, how long an answer may take (Kafka's
  * request.timeout.ms default). */
 #define LK_REQUEST_TIMEOUT_MS 30000
-#define LK_FRAME_MAX (256 << 20)
 #define LK_SINGLE_READ (4u << 20)
 /* DescribeConfigs' ConfigSource for a topic's own override. */
 #define LK_DYNAMIC_TOPIC_CONFIG 1
@@ -406,6 +405,26 @@ static void handle_configs(lk_link *l, kp_rd *r)
     requests_forgotten(l);
 }
 
+/* The largest producer id of whole batches (-1: none): so that this
+ * broker never hands one of them out (link.c K7).  One header read per
+ * batch. */
+static int64_t max_producer_id(const uint8_t *recs, size_t len)
+{
+    int64_t max = -1;
+    for (size_t pos = 0; pos + 51 <= len;) {
+        uint64_t pid = 0;
+        uint32_t blen = 0;
+        for (int k = 0; k < 8; k++)
+            pid = pid << 8 | recs[pos + 43 + k];
+        for (int k = 0; k < 4; k++)
+            blen = blen << 8 | recs[pos + 8 + k];
+        if ((int64_t)pid > max)
+            max = (int64_t)pid;
+        pos += 12 + (size_t)blen;
+    }
+    return max;
+}
+
 /* One partition of a Fetch answer (C1 checked): link.c K2. */
 static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p,
                             const kp_FetchResponse_PartitionData *rp)
@@ -414,17 +433,41 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
     lk_part *lp = &m->parts[i];
     int64_t end = seg_log_end(p->log), backoff_us = l->backoff_ms * 1000;
     char why[1024];
+    if (rp->ErrorCode != KP_NONE && rp->HighWatermark >= 0 &&
+        rp->HighWatermark != lp->source_end) {
+        lp->source_end = rp->HighWatermark;          /* the lag, errors or not */
+        m->ends_dirty = true;
+    }
+    /* No numbers in why: the same error each retry writes no SQL, no log. */
     if (rp->ErrorCode == KP_OFFSET_OUT_OF_RANGE) {
-        bool ahead = rp->HighWatermark >= 0 && end > rp->HighWatermark;
-        snprintf(why, sizeof why, "partition %d: the mirror's log end %lld is %s the source's "
-                 "(high watermark %lld, log start %lld); %s", (int)i, (long long)end,
-                 ahead ? "past" : "out of range of", (long long)rp->HighWatermark,
-                 (long long)rp->LogStartOffset,
-                 ahead ? "the source's log was cut (truncation by leader epoch is not followed "
-                         "yet): not fetching this partition" : "retrying");
-        lk_mirror_error(m, why);
-        lp->retry_us = ahead ? INT64_MAX : bk_mono_us() + backoff_us;
-        return;
+        switch (repl_fetch_out_of_range(end, rp->HighWatermark, rp->LogStartOffset)) {
+        case BK_OOR_BELOW_START: {
+            /* As a follower would: behind the source's log start (retention,
+             * DeleteRecords), the mirror's log restarts there. */
+            int rc = replica_partition_restart_at(b, p, rp->LogStartOffset);
+            if (rc == 0) {
+                BK_INFO("mirror topic %s-%d: log end %lld is below the source's log start "
+                        "%lld: the mirror's log restarts there", m->topic, (int)i,
+                        (long long)end, (long long)rp->LogStartOffset);
+                lp->retry_us = 0;                    /* fetched again at once */
+                return;
+            }
+            snprintf(why, sizeof why, "partition %d: cannot restart the log at the source's "
+                     "log start (error %d); retrying", (int)i, rc);
+            lk_mirror_error(m, why);
+            lp->retry_us = bk_mono_us() + backoff_us;
+            return;
+        }
+        case BK_OOR_TRUNCATE:
+            snprintf(why, sizeof why, "partition %d: the mirror's log end is past the source's "
+                     "high watermark; the source's log was cut (truncation by leader epoch is "
+                     "not followed yet): not fetching this partition", (int)i);
+            lk_mirror_error(m, why);
+            lp->retry_us = INT64_MAX;
+            return;
+        case BK_OOR_RETRY:
+            break;
+        }
     }
     if (rp->ErrorCode != KP_NONE) {
         snprintf(why, sizeof why, "partition %d: the source answered %s", (int)i,
@@ -433,10 +476,25 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
         lp->retry_us = bk_mono_us() + backoff_us;
         return;
     }
+    if (lp->answers_due > 0)
+        lp->answers_due--;               /* link.c K3 */
     int64_t records = 0;
     const uint8_t *recs = (const uint8_t *)rp->Records.p;
     size_t whole = rp->Records.len > 0
         ? repl_fetch_whole_batches(recs, (size_t)rp->Records.len, &records) : 0;
+    uint64_t first = 0;
+    for (size_t k = 0; whole > 0 && k < 8; k++)
+        first = first << 8 | recs[k];
+    if (whole > 0 && (int64_t)first < end && end == seg_log_start(p->log) &&
+        replica_partition_restart_at(b, p, (int64_t)first) == 0)
+        end = (int64_t)first;            /* restarted at a log start inside a batch: at its
+                                          * base, as Kafka's follower does */
+    if (whole > 0 && bk_producer_id_floor(b, max_producer_id(recs, whole)) != KP_NONE) {
+        lk_mirror_error(m, "cannot save the producer id floor above the source's ids; "
+                        "retrying");
+        lp->retry_us = bk_mono_us() + backoff_us;
+        return;
+    }
     if (whole > 0) {
         /* Cost: one CRC pass per batch and one write(); the bytes are the
          * answer's, as the source sent them. */

@@ -13,6 +13,12 @@ struct bufferevent;
 struct event;
 struct evdns_base;
 
+/* The largest answer frame read from the source (link_conn.c C2), and so
+ * the largest fetch.max.bytes / max.partition.fetch.bytes accepted: 1 MiB
+ * left for the answer's headers. */
+#define LK_FRAME_MAX (256 << 20)
+#define LK_FETCH_BYTES_MAX (LK_FRAME_MAX - (1 << 20))
+
 enum lk_mstate { LK_ACTIVE, LK_PAUSED, LK_PROMOTING, LK_PROMOTED, LK_FAILED_OVER, LK_FAILED };
 enum lk_conn { LK_IDLE, LK_CONNECTING, LK_READY, LK_WAITING, LK_BACKOFF };
 
@@ -21,6 +27,8 @@ typedef struct lk_part {
     int64_t caught_up_ms;                /* wall clock: the mirror last had all of it; -1 */
     int64_t fetch_offset;                /* in the request out */
     int64_t retry_us;                    /* mono; 0: fetch now */
+    uint8_t answers_due;                 /* promoting: answers to await before source_end
+                                          * counts (link.c K3); only apply_partition lowers */
     bool in_request;
 } lk_part;
 

@@ -124,6 +124,11 @@ static inline int64_t replica_partition_lso(const bk_partition *p)
     int64_t fu = p->producers ? p->producers->first_unstable : -1;
     return fu >= 0 && fu < p->high_watermark ? fu : p->high_watermark;
 }
+/* Empties p's log, which restarts at offset (seg_restart_at: a mirror
+ * behind its source's log start), with what goes with it: the segments to
+ * the janitor, the epochs checkpoint, the producer state, the high
+ * watermark at offset.  0 or the SEG_E_* error. */
+int replica_partition_restart_at(bk_broker *b, bk_partition *p, int64_t offset);
 /* Moves the high watermark; wakes the fetch waiters only if it moved. */
 void replica_partition_set_high_watermark(bk_broker *b, bk_partition *p, int64_t hw);
 

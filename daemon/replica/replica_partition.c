@@ -41,6 +41,7 @@
  */
 #include "daemon/view/view.h"
 #include "daemon/replica/replica.h"
+#include "daemon/replica/replica_producers.h"
 
 static void waiter_head_init(bk_waiter *h)
 {
@@ -145,6 +146,20 @@ void replica_partition_appended(bk_broker *b, bk_partition *p, int64_t messages)
         b->isr->update_hw(b, p);
     else
         replica_partition_set_high_watermark(b, p, seg_log_end(p->log));
+}
+
+int replica_partition_restart_at(bk_broker *b, bk_partition *p, int64_t offset)
+{
+    int rc = seg_restart_at(p->log, offset);
+    replica_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
+    if (rc != 0)
+        return rc;
+    replica_partition_epochs_save(b, p);
+    replica_producers_reset(b, p);
+    p->high_watermark = offset;           /* may move back: a new log */
+    notify_list(&p->waiters);
+    notify_list(&p->append_waiters);
+    return 0;
 }
 
 void replica_partition_epochs_save(bk_broker *b, bk_partition *p)

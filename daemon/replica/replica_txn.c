@@ -125,6 +125,9 @@ static void mk_timeout(void *arg)
 static int16_t mk_append(bk_broker *b, bk_partition *p, int64_t pid, int16_t epoch,
                          const bk_marker *m, int64_t *end)
 {
+    const char *why;
+    if (b->mirror_refuses && b->mirror_refuses(b, p->topic->name, &why))
+        return KP_INVALID_REQUEST;       /* a mirror's offsets are its source's */
     if (seg_failed(p->log))
         return KP_KAFKA_STORAGE_ERROR;
     if (bk_cluster_mode(b) && repl_isr_size(p) < p->topic->cfg.min_insync_replicas)

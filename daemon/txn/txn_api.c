@@ -118,7 +118,8 @@ static void ap_written(txn_meta *m, void *arg, int16_t err)
 }
 
 /* Per partition: TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION,
- * or AP_PENDING; when any is not, the rest are OPERATION_NOT_ATTEMPTED
+ * INVALID_REQUEST (a mirror topic: its offsets are its source's) or
+ * AP_PENDING; when any is not, the rest are OPERATION_NOT_ATTEMPTED
  * (Kafka's handleAddPartitionsToTxnRequest).  false when one failed. */
 static bool ap_check_topics(bk_req *r, ap_ctx *c, ap_txn *x)
 {
@@ -129,10 +130,13 @@ static bool ap_check_topics(bk_req *r, ap_ctx *c, ap_txn *x)
         bool authz = x->verify || sec_authorized(r, BK_RES_TOPIC, q->Name, BK_OP_WRITE);
         bk_topic *tp = q->Name.len > 0 ? view_topic_find(r->b, q->Name.p, (size_t)q->Name.len)
                                        : NULL;
+        const char *why;
+        bool mirror = tp && r->b->mirror_refuses && r->b->mirror_refuses(r->b, tp->name, &why);
         for (int32_t p = 0; p < q->Partitions_count; p++, k++) {
             int32_t i = q->Partitions[p];
             c->errs[k] = !authz ? KP_TOPIC_AUTHORIZATION_FAILED
                          : !tp || i < 0 || i >= tp->npartitions ? KP_UNKNOWN_TOPIC_OR_PARTITION
+                         : mirror ? KP_INVALID_REQUEST     /* as Produce answers there */
                          : AP_PENDING;
             ok &= c->errs[k] == AP_PENDING;
         }

@@ -30,10 +30,12 @@ from sasl_support import SaslBroker, ck_sasl
 from conftest import free_port
 from support import admin_socket, ck_conf, ck_producer, create_topic, produce_ok, socket_http
 from support import topic_name
+from retention_support import delete_records, watermarks
 
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
+OFFSET_OUT_OF_RANGE = 1
 
 
 def sql(b, stmt):
@@ -62,11 +64,11 @@ def until(fn, timeout=30.0, what="condition"):
         time.sleep(0.1)
 
 
-def batches(b, topic, partition):
-    """Every batch of the partition, from offset 0 up to the high watermark,
+def batches(b, topic, partition, start=0):
+    """Every batch of the partition, from offset start up to the high watermark,
     through raw Fetch v11 (read_uncommitted): [(base offset, crc, producer
     id, base sequence, the batch's bytes)]."""
-    out, offset = [], 0
+    out, offset = [], start
     with kr.Conn(b.port) as c:
         while True:
             r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(topic, partition, offset)], 0,
@@ -74,8 +76,8 @@ def batches(b, topic, partition):
             err, parts = kr.parse_fetch_v11(r)
             assert err == 0
             (_, _, perr, hw, _, recs), = parts
-            if perr == UNKNOWN_TOPIC_OR_PARTITION:
-                return [], -1                     # a mirror not created yet
+            if perr == UNKNOWN_TOPIC_OR_PARTITION or (perr == OFFSET_OUT_OF_RANGE and start):
+                return [], -1                     # a mirror not created (restarted) yet
             assert perr == 0, (topic, partition, perr)
             pos, got = 0, 0
             while pos + 12 <= len(recs or b""):
@@ -138,6 +140,18 @@ def fill(src, topic, partitions, n, start=0):
         p.produce(topic, key=k, value=v, partition=part, headers=h)
     assert p.flush(30) == 0
     return msgs
+
+
+def mirrored(pair, prefix, partitions, n, config=None):
+    """A source topic with n messages, mirrored at the destination, caught up."""
+    src, dest = pair
+    t = topic_name(prefix)
+    create_topic(src, t, partitions=partitions)
+    fill(src, t, partitions, n)
+    link_source(dest, src, config=config)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, partitions)
+    return src, dest, t
 
 
 @pytest.fixture
@@ -209,13 +223,7 @@ def test_mirror_holds_the_source_batches_at_the_same_offsets(pair):
 
 
 def test_pause_resume_refuse_and_promote(pair):
-    src, dest = pair
-    t = topic_name("pr")
-    create_topic(src, t, partitions=2)
-    fill(src, t, 2, 50)
-    link_source(dest, src)
-    assert mirror(dest, t)[0] == 200
-    assert_same(src, dest, t, 2)
+    src, dest, t = mirrored(pair, "pr", 2, 50)
 
     # a producer to the mirror is refused with the reason
     p = ck_producer(dest, **{"message.timeout.ms": 5000, "retries": 0})
@@ -265,13 +273,7 @@ def _one_batch():
 
 
 def test_partitions_and_configs_added_at_the_source_follow_then_failover(pair):
-    src, dest = pair
-    t = topic_name("grow")
-    create_topic(src, t, partitions=1)
-    fill(src, t, 1, 30)
-    link_source(dest, src, config="metadata.max.age.ms=500")
-    assert mirror(dest, t)[0] == 200
-    assert_same(src, dest, t, 1)
+    src, dest, t = mirrored(pair, "grow", 1, 30, config="metadata.max.age.ms=500")
     from confluent_kafka.admin import AdminClient, NewPartitions
     a = AdminClient(ck_conf(src))
     for f in a.create_partitions([NewPartitions(t, 3)]).values():
@@ -440,3 +442,194 @@ def test_an_idle_link_and_a_promoted_mirror_leave_the_loop_asleep(pair):
     time.sleep(4)
     woke = _loop_wakeups(dest.proc.pid) - before
     assert woke < 200, "the loop woke %d times in 4 s with nothing to do" % woke
+
+
+def test_promoting_after_a_pause_waits_for_a_fresh_answer(pair):
+    """Issue 33 review 1: the last answer before a pause is stale; what the
+    source got meanwhile must be in the mirror before it is promoted."""
+    src, dest, t = mirrored(pair, "pp", 2, 20)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
+    time.sleep(1.0)
+    fill(src, t, 2, 30, start=20)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    for p in range(2):
+        want, hw = batches(src, t, p)
+        got, dhw = batches(dest, t, p)
+        assert dhw == hw
+        assert [g[4] for g in got] == [w[4] for w in want]
+
+
+def test_a_transaction_on_the_destination_cannot_touch_a_mirror(pair):
+    """Issue 33 review 2: AddPartitionsToTxn refuses a mirror partition, so
+    no abort marker of the destination's coordinator lands in the mirror
+    (its offsets would no longer be the source's and it would stop)."""
+    src, dest = pair
+    t, other = topic_name("tm"), topic_name("tn")
+    create_topic(src, t, partitions=1)
+    create_topic(dest, other, partitions=1)
+    fill(src, t, 1, 10)
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+    tp = Producer(ck_conf(dest, **{"transactional.id": "tx-" + t, "linger.ms": 2,
+                                   "message.timeout.ms": 10000}))
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    errs = []
+    tp.produce(other, value=b"fine", partition=0)
+    tp.produce(t, value=b"into the mirror", partition=0, on_delivery=lambda e, m: errs.append(e))
+    tp.flush(15)
+    with pytest.raises(KafkaException) as e:
+        tp.commit_transaction(15)
+    assert "INVALID_REQUEST" in str(e.value) or e.value.args[0].code() == \
+        KafkaError.INVALID_REQUEST, e.value
+    try:
+        tp.abort_transaction(15)
+    except KafkaException:
+        pass                                      # fatal in some clients: nothing more to do
+    assert errs and errs[0] is not None
+    # the mirror holds only the source's batches and still follows it
+    fill(src, t, 1, 10, start=10)
+    assert_same(src, dest, t, 1)
+    assert mirror_state(dest, t)[:2] == ("active", None)
+
+
+@pytest.mark.parametrize("cut", ["batch", "inside"])
+def test_a_source_whose_log_start_moved_is_mirrored_from_there(pair, cut):
+    """Issue 33 review 4: the empty mirror restarts its log at the source's
+    log start (DeleteRecords there), as a Kafka follower does, on a batch
+    boundary or inside a batch (then at that batch's base)."""
+    src, dest = pair
+    t = topic_name("ls")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 40)
+    all_batches, _ = batches(src, t, 0)
+    assert len(all_batches) >= 4
+    at = all_batches[2][0] + (0 if cut == "batch" else 1)
+    low, err = delete_records(src, t, 0, at)
+    assert (low, err) == (at, 0)
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    base = all_batches[2][0]
+    want, hw = batches(src, t, 0, start=at)
+    until(lambda: batches(dest, t, 0, start=base)[1] >= hw, 30, "mirrored from the log start")
+    got, dhw = batches(dest, t, 0, start=base)
+    assert dhw == hw and [g[4] for g in got] == [w[4] for w in want]
+    assert watermarks(dest, t)[0] == base
+    fill(src, t, 1, 10, start=40)                 # and it goes on from there
+    want, hw = batches(src, t, 0, start=at)
+    until(lambda: batches(dest, t, 0, start=base)[1] >= hw, 30, "the next ones")
+    assert [g[4] for g in batches(dest, t, 0, start=base)[0]] == [w[4] for w in want]
+    assert mirror_state(dest, t)[:2] == ("active", None)
+    assert len(re.findall("the mirror's log restarts there", dest.log_text())) == 1
+
+
+def test_producer_ids_of_the_source_are_never_handed_out_after_promotion(pair):
+    """Issue 33 review 3: both brokers start their producer ids at the same
+    place; the mirror carries the source's producer state, so a producer
+    of the destination with a source's id would be taken for a duplicate
+    (acknowledged, dropped).  Every record of the new producer is stored."""
+    src, dest = pair
+    t = topic_name("pid")
+    create_topic(src, t, partitions=1)
+    p = ck_producer(src, **{"enable.idempotence": True, "linger.ms": 2})
+    for i in range(20):
+        p.produce(t, value=b"source %d" % i, partition=0)
+        p.flush(10)                               # one batch each: sequences 0..19
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    src_pids = {b[2] for b in batches(src, t, 0)[0]}
+    q = ck_producer(dest, **{"enable.idempotence": True, "linger.ms": 2})
+    for i in range(20):
+        q.produce(t, value=b"dest %d" % i, partition=0)
+        q.flush(10)
+    got, hw = batches(dest, t, 0)
+    assert hw == 40
+    new = got[20:]
+    assert len(new) == 20 and not {b[2] for b in new} & src_pids, (src_pids, new[0][:4])
+    assert [b[3] for b in new] == list(range(20))
+
+
+def test_a_failed_mirror_does_not_block_a_normal_topic_of_its_name(pair):
+    """Issue 33 review 6: only active, paused and promoting mirrors refuse
+    producers; a failed one (its topic deleted) leaves the name free."""
+    src, dest, t = mirrored(pair, "fm", 1, 5)
+    sql_ok(dest, "DELETE FROM topics WHERE name = '%s'" % t)
+    until(lambda: (mirror_state(dest, t) or ("",))[0] == "failed", 15, "failed")
+    create_topic(dest, t, partitions=1)
+    produce_ok(ck_producer(dest), t, [{"key": b"k", "value": b"a normal topic", "partition": 0}])
+    got, hw = batches(dest, t, 0)
+    assert hw == 1 and b"a normal topic" in got[0][4]
+
+
+def test_fetch_sizes_beyond_the_frame_limit_are_refused(pair):
+    """Issue 33 review 7: a fetch.max.bytes whose answer cannot fit the
+    link's 256 MiB frame limit made the link reconnect forever."""
+    src, dest = pair
+    for k in ("fetch.max.bytes", "max.partition.fetch.bytes"):
+        st, text = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) "
+                             "VALUES ('big', '%s', '%s=300000000')" % (src.bootstrap, k))
+        assert st != 200 and "%s=300000000: 1 to 267386880" % k in str(text), text
+    assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
+    mirrored(pair, "fb", 1, 20, config="fetch.max.bytes=267386880\n"
+                                       "max.partition.fetch.bytes=1000")
+
+
+def _read_committed(b, topic, want, timeout=20):
+    from confluent_kafka import Consumer
+    c = Consumer(ck_conf(b, **{"group.id": "g-" + topic, "isolation.level": "read_committed",
+                               "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    seen, deadline = [], time.monotonic() + timeout
+    while len(seen) < want and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen.append(m.value())
+    c.close()
+    return seen
+
+
+def _open_transaction(src, t, tid):
+    tp = Producer(ck_conf(src, **{"transactional.id": tid, "linger.ms": 2}))
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    for i in range(5):
+        tp.produce(t, value=b"open %d" % i, partition=0)
+    tp.flush(30)
+    return tp
+
+
+def test_promote_waits_for_open_source_transactions_and_failover_aborts_them(pair):
+    """Issue 33 review 5: no coordinator here knows the source's producer, so
+    a transaction open at promotion would hang read_committed consumers:
+    promoting waits until the source ends it; failing over aborts it."""
+    src, dest, t = mirrored(pair, "ot", 1, 10)
+    tp = _open_transaction(src, t, "open-" + t)
+    assert_same(src, dest, t, 1)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    time.sleep(2.0)
+    assert mirror_state(dest, t)[0] == "promoting"
+    tp.commit_transaction(30)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    want = _read_committed(src, t, 15)
+    assert len(want) == 15 and _read_committed(dest, t, 15) == want
+
+    # failover with a transaction still open: aborted here, consumers go on
+    t2 = topic_name("of")
+    create_topic(src, t2, partitions=1)
+    fill(src, t2, 1, 10)
+    assert mirror(dest, t2)[0] == 200
+    tp2 = _open_transaction(src, t2, "open-" + t2)
+    assert_same(src, dest, t2, 1)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % t2)
+    produce_ok(ck_producer(dest), t2, [{"value": b"after failover", "partition": 0}])
+    seen = _read_committed(dest, t2, 11)
+    assert len(seen) == 11 and seen[-1] == b"after failover"
+    assert not [v for v in seen if v.startswith(b"open ")]
+    assert re.search(r"mirror topic %s .*-> failed_over: .*1 open transaction of the source "
+                     r"aborted" % re.escape(t2), dest.log_text())
+    tp2.abort_transaction(30)

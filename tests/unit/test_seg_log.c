@@ -488,6 +488,18 @@ START_TEST(test_truncate)
     ck_assert_int_eq(seg_log_start(log), 10);
     ck_assert_int_eq(seg_segment_count(log), 1);
     ck_assert_int_eq(append1(log, 1, 0, 10, 0), 10);
+    /* Above the log end (a mirror behind its source's log start): empty
+     * there, appends go on from there, and it survives a reopen. */
+    ck_assert_int_eq(seg_restart_at(log, 500), 0);
+    ck_assert_int_eq(seg_log_start(log), 500);
+    ck_assert_int_eq(seg_log_end(log), 500);
+    ck_assert_int_eq(seg_segment_count(log), 1);
+    ck_assert_int_eq(append1(log, 2, 0, 10, 0), 500);
+    ck_assert_int_eq(seg_restart_at(log, -1), SEG_E_RANGE);
+    seg_close(log);
+    log = open_log(&c, 0, 0);
+    ck_assert_int_eq(seg_log_start(log), 500);
+    ck_assert_int_eq(seg_log_end(log), 502);
     seg_close(log);
 }
 END_TEST
