@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +32,7 @@
 #include <avro.h>
 
 #include "clients/sluice.h"
+#include "clients/tools/export_files.h"
 #include "clients/tools/export_registry.h"
 
 #define TOOL "sluice-export"
@@ -266,49 +266,6 @@ static void ex_fail(const xpart *xp, const char *fmt, ...)
     failed = 1;
 }
 
-static int ex_fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-/* mkdir -p; a directory it creates has its parent fsynced (a crash must
- * not lose the directory of a file renamed and committed into it). */
-static int ex_mkdirs(char *path)
-{
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p)
-            continue;
-        char c = *p;
-        *p = 0;
-        int rc = mkdir(path, 0777);
-        int e = errno;
-        if (rc == 0) {
-            char *slash = strrchr(path, '/');
-            if (slash && slash != path) {
-                *slash = 0;
-                rc = ex_fsync_path(path);
-                e = errno;
-                *slash = '/';
-            } else {
-                rc = ex_fsync_path(slash ? "/" : ".");
-                e = errno;
-            }
-        }
-        *p = c;
-        if (rc != 0 && e != EEXIST) {
-            errno = e;
-            return -1;
-        }
-        if (!c)
-            return 0;
-    }
-}
-
 /* "<topic>+<p>+<first>+<last>.avro" (or .jsonl) of this partition: its
  * last offset, else -1. */
 static int64_t ex_name_last(const xpart *xp, const char *name)
@@ -339,7 +296,7 @@ static int ex_lock(xpart *xp, int64_t wait_ms)
 {
     if (xp->lock_fd >= 0 || O.dry_run)
         return 0;
-    char path[PATH_MAX * 2];
+    char path[PATH_MAX * 2], holder[32];
     snprintf(path, sizeof path, "%s/.sluice-export-locks", O.dir);
     if (ex_mkdirs(path) != 0) {
         PFAIL(xp, "creating %s: %s", path, strerror(errno));
@@ -347,33 +304,14 @@ static int ex_lock(xpart *xp, int64_t wait_ms)
     }
     snprintf(path, sizeof path, "%s/.sluice-export-locks/%s+%d.lock", O.dir, xp->topic,
              xp->partition);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        PFAIL(xp, "opening %s: %s", path, strerror(errno));
+    int fd = ex_lock_file(path, wait_ms, &stop_signal, holder, sizeof holder);
+    if (fd == EX_LOCK_HELD)
+        PFAIL(xp, "exported by another process (pid %s, lock %s): not exported by this one",
+              holder[0] ? holder : "unknown", path);
+    else if (fd < 0)
+        PFAIL(xp, "locking %s: %s", path, strerror(errno));
+    if (fd < 0)
         return -1;
-    }
-    int64_t until = ex_now_ms() + wait_ms;
-    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno != EWOULDBLOCK || ex_now_ms() >= until || stop_signal) {
-            char holder[32] = "";
-            ssize_t r = errno == EWOULDBLOCK ? pread(fd, holder, sizeof holder - 1, 0) : -1;
-            holder[r > 0 ? r : 0] = 0;
-            holder[strcspn(holder, "\n")] = 0;
-            if (errno == EWOULDBLOCK || r >= 0)
-                PFAIL(xp, "exported by another process (pid %s, lock %s): not exported by "
-                      "this one", holder[0] ? holder : "unknown", path);
-            else
-                PFAIL(xp, "locking %s: %s", path, strerror(errno));
-            close(fd);
-            return -1;
-        }
-        usleep(100000);
-    }
-    char pid[32];
-    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
-        /* the pid is a hint for the message above only */
-    }
     xp->lock_fd = fd;
     return 0;
 }
@@ -692,19 +630,6 @@ static int ex_overlaps(const xpart *xp, int64_t first, int64_t last)
     }
     closedir(d);
     return hit;
-}
-
-/* Renames without replacing an existing file (renameat2 RENAME_NOREPLACE;
- * link + unlink where the file system lacks it).  0 or -1 (errno). */
-static int ex_rename_new(const char *from, const char *to)
-{
-    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
-        return 0;
-    if (errno != EINVAL && errno != ENOSYS)
-        return -1;
-    if (link(from, to) != 0)
-        return -1;
-    return unlink(from);
 }
 
 /* Completes the open file: flush, fsync, rename, fsync the directory,
