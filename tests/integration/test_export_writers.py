@@ -133,3 +133,25 @@ def test_sigterm_before_the_end_of_until_end_exits_3(broker, tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr.decode()
     assert_exact(expected_of(sent), read_tree(tmp_path, t))
+
+
+def test_a_corrupt_batch_stops_the_export_naming_the_partition_and_offset(broker, tmp_path):
+    import glob
+    import struct
+    b, t = broker, topic_name("bad")
+    create_topic(b, t, partitions=1)
+    for i in range(3):                           # three batches of 5 records
+        send(ck_producer(b), t, [{"partition": 0, "value": b"v%d-%d" % (i, j)}
+                                 for j in range(5)])
+    (log,) = glob.glob(os.path.join(b.partition_dir(t), "*.log"))
+    with open(log, "r+b") as f:                  # the second batch claims 1000 records
+        data = f.read()
+        pos = 12 + struct.unpack(">i", data[8:12])[0]
+        assert struct.unpack(">q", data[pos:pos + 8])[0] == 5
+        f.seek(pos + 57)
+        f.write(struct.pack(">i", 1000))
+    p = subprocess.run(export_args(b, t, tmp_path, "--until-end"), capture_output=True,
+                       timeout=60)
+    err = p.stderr.decode()
+    assert p.returncode == 2, err
+    assert "%s [0]: offset 5:" % t in err, err
