@@ -158,9 +158,10 @@ $(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(PROTO_OBJ)
 $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 # sluice-export writes Avro Object Container Files with Avro C (libavro-dev);
-# export_registry.c asks a schema registry (jansson for its JSON).
+# export_registry.c asks a schema registry (jansson for its JSON);
+# export_files.c: durable directories, no-replace renames, partition locks.
 AVRO_LIBS := $(shell pkg-config --libs avro-c 2>/dev/null || echo -lavro)
-$(BUILD)/sluice-export: $(call obj,clients/tools/sluice-export.c clients/tools/export_registry.c) $(LIBSLUICE_A)
+$(BUILD)/sluice-export: $(call obj,clients/tools/sluice-export.c clients/tools/export_registry.c clients/tools/export_files.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(AVRO_LIBS) -lm
 # The shell references only the surface (sq_open, sq_run, formats), so the
 # linker takes those objects from libadmin and leaves the worker threads

@@ -32,13 +32,16 @@
 #include <avro.h>
 
 #include "clients/sluice.h"
+#include "clients/tools/export_files.h"
 #include "clients/tools/export_registry.h"
 
 #define TOOL "sluice-export"
 #define EXIT_USAGE 1
 #define EXIT_RUNTIME 2
+#define EXIT_STOPPED 3      /* --until-end stopped by a signal before the end */
 #define MAX_TOPICS 64
 #define TIMEOUT_MS 15000
+#define LOCK_WAIT_MS 120000   /* --group: for the previous owner of a partition */
 /* Avro C keeps one block in memory and a record must fit in it. */
 #define AVRO_BLOCK_SIZE (4 << 20)
 
@@ -54,11 +57,17 @@ static const char usage[] =
 "    Every partition of every topic is copied into\n"
 "        DIR/<topic>/partition=<p>/<topic>+<p>+<first offset>+<last offset>.avro\n"
 "    (Kafka Connect's names: the offsets are in the name).  A file is written as\n"
-"    .<topic>+<p>+<first>.avro.tmp, fsynced, renamed, its directory fsynced, then\n"
+"    .<topic>+<p>+<first>.<pid>-<random>.avro.tmp, fsynced, renamed (never over\n"
+"    a file, never over offsets a file holds), its directory fsynced, then\n"
 "    the partition's next offset is committed to the group.  A run resumes each\n"
 "    partition after its last complete file (the files are the authority, the\n"
 "    group's offset only when a partition has none) and removes *.tmp leftovers,\n"
 "    so a run killed at any point and run again loses and duplicates nothing.\n"
+"    One process at a time exports a partition: it holds an flock() on\n"
+"    DIR/.sluice-export-locks/<topic>+<p>.lock (the pid inside).  A run that\n"
+"    finds a partition locked (an earlier run still going) exits 2 naming it\n"
+"    and the holder; a --group member waits (up to 120 s) for the previous\n"
+"    owner to let go.\n"
 "    Only committed transactional records are exported (read_committed).\n"
 "\n"
 "OPTIONS\n"
@@ -86,6 +95,10 @@ static const char usage[] =
 "                                  last stable offset), then exit; without it,\n"
 "                                  follow new records until SIGTERM/SIGINT, which\n"
 "                                  completes and commits the open files, exit 0\n"
+"    -S, --stall-timeout MS        with --until-end: no record and no end from the\n"
+"                                  broker for MS ms (default 60000: several\n"
+"                                  request.timeout.ms) fails the run (exit 2),\n"
+"                                  naming the partition and the last error\n"
 "    -f, --from WHERE              where a partition with no file and no committed\n"
 "                                  offset starts: beginning (default), end, or a\n"
 "                                  timestamp in ms since the epoch\n"
@@ -126,9 +139,12 @@ static const char usage[] =
 "    key partition=<p> is a column of its own in Hive), offset: long, timestamp: long (ms),\n"
 "    timestamp_type: int (0 create time, 1 log append time), key: [null, bytes],\n"
 "    value: [null, bytes], headers: array of io.sluice.export.Header\n"
-"    {key: string, value: [null, bytes]}.  Values in the schema registry's wire\n"
-"    format (magic 0, 4-byte schema id, Avro body) are kept as they are,\n"
-"    unless --schema-registry writes them natively.\n"
+"    {key: string, value: [null, bytes]}.  A header key is written up to its\n"
+"    first NUL byte (libsluice hands keys over as C strings) and its bytes as\n"
+"    they are (a key that is not UTF-8 breaks Avro's string rule; some readers\n"
+"    refuse such a file): Kafka clients send UTF-8 keys.  Values in the schema\n"
+"    registry's wire format (magic 0, 4-byte schema id, Avro body) are kept as\n"
+"    they are, unless --schema-registry writes them natively.\n"
 "\n"
 "GAPS\n"
 "    Records removed by retention before the export reached them are reported\n"
@@ -143,7 +159,9 @@ static const char usage[] =
 "\n"
 "EXIT STATUS\n"
 "    0 done, 1 usage or configuration error, 2 runtime error (the message names\n"
-"    the partition, the file and the cause)\n";
+"    the partition, the file and the cause; a partition locked by another run;\n"
+"    --until-end without progress for --stall-timeout), 3 --until-end stopped by\n"
+"    SIGTERM/SIGINT before the end (the files written are complete)\n";
 
 static const char envelope_schema[] =
     "{\"type\":\"record\",\"name\":\"KafkaRecord\",\"namespace\":\"io.sluice.export\","
@@ -172,11 +190,13 @@ typedef struct opts {
     int fleet;                /* --group: partitions shared as a consumer group */
     int layout_time;          /* --layout time: dt=YYYY-MM-DD/hour=HH/ */
     int64_t max_records, max_bytes, max_interval_ms;
+    int64_t stall_ms;         /* --until-end: no progress for this long fails */
 } opts;
 
 static opts O = {
     .from = "beginning", .codec = "null", .parallel = 1,
     .max_records = 100000, .max_bytes = 128 << 20, .max_interval_ms = 600000,
+    .stall_ms = 60000,
 };
 static sl_conf *base_conf;
 
@@ -203,6 +223,8 @@ typedef struct xpart {
     int64_t start;            /* first offset this run exports */
     int64_t end;              /* --until-end: stop before it; else -1 */
     int done;
+    int lock_fd;              /* DIR/.sluice-export-locks/<topic>+<p>.lock, flock()ed
+                                 while this process owns the partition; -1 */
     struct worker *owner;     /* the worker exporting it now, or NULL */
     /* the open file (n > 0) */
     avro_file_writer_t aw;
@@ -247,30 +269,6 @@ static void ex_fail(const xpart *xp, const char *fmt, ...)
     failed = 1;
 }
 
-static int ex_mkdirs(char *path)
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        int rc = mkdir(path, 0777);
-        *p = '/';
-        if (rc != 0 && errno != EEXIST)
-            return -1;
-    }
-    return mkdir(path, 0777) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-static int ex_fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 /* "<topic>+<p>+<first>+<last>.avro" (or .jsonl) of this partition: its
  * last offset, else -1. */
 static int64_t ex_name_last(const xpart *xp, const char *name)
@@ -291,9 +289,47 @@ static int64_t ex_name_last(const xpart *xp, const char *name)
     return last;
 }
 
+/* Takes the partition's lock, DIR/.sluice-export-locks/<topic>+<p>.lock
+ * (outside the topic's tree, which readers list): one process at a time
+ * scans, writes and renames a partition's files, so a second run (cron
+ * overlapping) or a paused group member that lost the partition cannot
+ * write the same offsets.  The holder's pid is in the file.  Waits up to
+ * wait_ms (0: not at all).  0, or -1 (reported). */
+static int ex_lock(xpart *xp, int64_t wait_ms)
+{
+    if (xp->lock_fd >= 0 || O.dry_run)
+        return 0;
+    char path[PATH_MAX * 2], holder[32];
+    snprintf(path, sizeof path, "%s/.sluice-export-locks", O.dir);
+    if (ex_mkdirs(path) != 0) {
+        PFAIL(xp, "creating %s: %s", path, strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/.sluice-export-locks/%s+%d.lock", O.dir, xp->topic,
+             xp->partition);
+    int fd = ex_lock_file(path, wait_ms, &stop_signal, holder, sizeof holder);
+    if (fd == EX_LOCK_HELD)
+        PFAIL(xp, "exported by another process (pid %s, lock %s): not exported by this one",
+              holder[0] ? holder : "unknown", path);
+    else if (fd < 0)
+        PFAIL(xp, "locking %s: %s", path, strerror(errno));
+    if (fd < 0)
+        return -1;
+    xp->lock_fd = fd;
+    return 0;
+}
+
+static void ex_unlock(xpart *xp)
+{
+    if (xp->lock_fd >= 0)
+        close(xp->lock_fd);            /* releases the flock */
+    xp->lock_fd = -1;
+}
+
 /* In one directory: removes this partition's *.tmp leftovers (unless dry)
  * and returns its last complete file's last offset, -1 if none, -2 on an
- * error.  Only names of this partition are touched: with --layout time the
+ * error.  Called holding the partition's lock (ex_lock): every *.tmp of the
+ * partition is then a leftover of a process that no longer writes it.  Only names of this partition are touched: with --layout time the
  * directories are shared with the other partitions (and their writers). */
 static int64_t ex_scan_one(xpart *xp, const char *dir)
 {
@@ -442,6 +478,11 @@ static int ex_watermarks(worker *w, xpart *xp, int64_t *lo, int64_t *hi)
 /* Where the partition starts and (with --until-end) ends; 0 or -1. */
 static int ex_prepare(worker *w, xpart *xp)
 {
+    /* A group member waits for the previous owner to let go (bounded by
+     * max.poll.interval.ms, as the rebalance callback is); a run of its
+     * own does not. */
+    if (ex_lock(xp, O.fleet ? LOCK_WAIT_MS : 0) != 0)
+        return -1;
     int64_t last = ex_scan_dir(xp), lo, hi, start;
     int fresh = 0;            /* neither a file nor a committed offset */
     if (last == -2)
@@ -454,9 +495,26 @@ static int ex_prepare(worker *w, xpart *xp)
     if (last >= 0) {
         start = last + 1;
     } else {
+        /* --from only when the group answered and has no offset: a lookup
+         * that failed (the coordinator moving, gone) is no "none". */
         sl_topic_partition tp = { xp->topic, xp->partition, SL_OFFSET_INVALID, 0 };
-        rc = sl_consumer_committed(w->cons, &tp, 1, TIMEOUT_MS);
-        if (rc == 0 && tp.err == 0 && tp.offset >= 0) {
+        for (int try = 1; try <= 5 && !stop_signal; try++) {
+            tp.offset = SL_OFFSET_INVALID;
+            tp.err = 0;
+            rc = sl_consumer_committed(w->cons, &tp, 1, TIMEOUT_MS);
+            if (!rc && tp.err)
+                rc = tp.err;
+            if (rc == 0)
+                break;
+            fprintf(stderr, TOOL ": warning: %s [%d]: committed offset: %s (try %d of 5)\n",
+                    xp->topic, xp->partition, sl_err_name(rc), try);
+            sleep(1);
+        }
+        if (rc) {
+            PFAIL(xp, "committed offset of the group: %s", sl_err_name(rc));
+            return -1;
+        }
+        if (tp.offset >= 0) {
             start = tp.offset;
         } else if ((fresh = 1) && !strcmp(O.from, "beginning")) {
             start = lo;
@@ -508,14 +566,19 @@ static int ex_open(xpart *xp, int64_t first, int64_t timestamp, avro_schema_t sc
                  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour);
         xp->hour = secs / 3600;
     }
-    snprintf(xp->tmp, sizeof xp->tmp, "%s/.%s+%d+%" PRId64 ".%s.tmp", xp->dir, xp->topic,
-             xp->partition, first, O.jsonl ? "jsonl" : "avro");
+    /* Unique (pid, random): a name no other writer can have open. */
+    snprintf(xp->tmp, sizeof xp->tmp, "%s/.%s+%d+%" PRId64 ".%ld-%08lx.%s.tmp", xp->dir,
+             xp->topic, xp->partition, first, (long)getpid(),
+             (unsigned long)random() & 0xffffffffUL, O.jsonl ? "jsonl" : "avro");
     if (ex_mkdirs(xp->dir) != 0) {
         PFAIL(xp, "creating %s: %s", xp->dir, strerror(errno));
         return -1;
     }
-    xp->fp = fopen(xp->tmp, "wb");
+    int fd = open(xp->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    xp->fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!xp->fp) {
+        if (fd >= 0)
+            close(fd);
         PFAIL(xp, "creating %s: %s", xp->tmp, strerror(errno));
         return -1;
     }
@@ -551,6 +614,27 @@ static void ex_abandon(xpart *xp)
     unlink(xp->tmp);
 }
 
+/* 1 when a complete file of the partition in xp->dir holds an offset of
+ * first..last (a range written already must not be written twice), 0 if
+ * none, -1 on an error. */
+static int ex_overlaps(const xpart *xp, int64_t first, int64_t last)
+{
+    DIR *d = opendir(xp->dir);
+    if (!d)
+        return -1;
+    int hit = 0;
+    struct dirent *de;
+    while (!hit && (de = readdir(d))) {
+        int64_t l = ex_name_last(xp, de->d_name);
+        if (l < 0)
+            continue;
+        long long f = strtoll(strchr(de->d_name + strlen(xp->topic) + 1, '+') + 1, NULL, 10);
+        hit = f <= last && l >= first;
+    }
+    closedir(d);
+    return hit;
+}
+
 /* Completes the open file: flush, fsync, rename, fsync the directory,
  * commit.  0 or -1 (the temporary file is left for the next run). */
 static int ex_finish(worker *w, xpart *xp)
@@ -580,7 +664,14 @@ static int ex_finish(worker *w, xpart *xp)
         unlink(xp->tmp);
         return -1;
     }
-    if (rename(xp->tmp, final) != 0) {
+    int ov = ex_overlaps(xp, xp->first, xp->last);
+    if (ov != 0) {
+        PFAIL(xp, "%s: offsets %" PRId64 "..%" PRId64 " are in a file there already%s%s",
+              xp->dir, xp->first, xp->last, ov < 0 ? ": " : "", ov < 0 ? strerror(errno) : "");
+        unlink(xp->tmp);
+        return -1;
+    }
+    if (ex_rename_new(xp->tmp, final) != 0) {
         PFAIL(xp, "renaming %s to %s: %s", xp->tmp, final, strerror(errno));
         return -1;
     }
@@ -791,6 +882,13 @@ static int ex_event(worker *w, xpart *xp, const sl_message *m)
 {
     if (m->err == SL_E_PARTITION_EOF)
         return O.until_end && !xp->done ? ex_reached_end(w, xp) : 0;
+    if (m->err == SL_E_BAD_MSG) {
+        /* Skipping would lose the records of the batch for good: stop, the
+         * open file is not completed (a rerun redoes it). */
+        PFAIL(xp, "offset %" PRId64 ": %s: not exported (check the broker's log)",
+              m->offset, m->errstr ? m->errstr : sl_err_name(m->err));
+        return -1;
+    }
     if (m->err == SL_ERR_OFFSET_OUT_OF_RANGE) {
         int64_t lo, hi, pos = m->offset;
         int rc = ex_watermarks(w, xp, &lo, &hi);
@@ -813,9 +911,24 @@ static int ex_event(worker *w, xpart *xp, const sl_message *m)
     return 0;
 }
 
+/* --until-end and no record, end or error event for O.stall_ms (the
+ * broker gone, every try failing): each open partition fails, naming the
+ * last warning seen. */
+static void ex_stalled(worker *w, const char *last_err)
+{
+    for (int i = 0; i < w->n; i++) {
+        xpart *p = w->parts[i];
+        if (p->owner == w && !p->done)
+            PFAIL(p, "no progress for %" PRId64 " ms (--stall-timeout) at offset %" PRId64
+                  ": %s", O.stall_ms, __atomic_load_n(&p->prog_next, __ATOMIC_RELAXED),
+                  last_err[0] ? last_err : "no records and no error from the broker");
+    }
+}
+
 static int ex_consume(worker *w)
 {
-    int64_t next_tick = ex_now_ms() + 200;
+    int64_t next_tick = ex_now_ms() + 200, progress_ms = ex_now_ms();
+    char last_err[256] = "";
     for (;;) {
         if (stop_signal || failed)
             break;
@@ -832,6 +945,10 @@ static int ex_consume(worker *w)
             break;
         }
         xpart *xp = rc == 1 && m.topic ? ex_find(w, m.topic, m.partition) : NULL;
+        if (rc == 1 && m.err && m.err != SL_E_PARTITION_EOF)
+            snprintf(last_err, sizeof last_err, "%s", m.errstr ? m.errstr : sl_err_name(m.err));
+        else if (rc == 1)
+            progress_ms = ex_now_ms();
         if (xp && m.err && ex_event(w, xp, &m) != 0)
             break;
         if (xp && !m.err && !xp->done) {
@@ -844,6 +961,10 @@ static int ex_consume(worker *w)
             }
         }
         int64_t now = ex_now_ms();
+        if (O.until_end && (!O.fleet || w->assigned) && now - progress_ms >= O.stall_ms) {
+            ex_stalled(w, last_err);
+            break;
+        }
         if (now < next_tick)
             continue;
         next_tick = now + 200;
@@ -897,6 +1018,7 @@ static void ex_rebalance(sl_consumer *c, int event, const sl_topic_partition *tp
             if (xp->owner == w)
                 ex_finish(w, xp);
             xp->owner = NULL;
+            ex_unlock(xp);             /* the next owner may start */
             continue;
         }
         xp->owner = w;
@@ -979,7 +1101,8 @@ static void ex_worker_run(worker *w)
     }
     if (O.fleet) {
         ex_worker_group(w);
-        ex_commit_final(w);
+        if (!failed)
+            ex_commit_final(w);
         sl_consumer_close(w->cons);
         sl_consumer_destroy(w->cons);
         return;
@@ -1008,7 +1131,8 @@ static void ex_worker_run(worker *w)
         }
     }
     free(tp);
-    ex_commit_final(w);
+    if (!failed)             /* a stalled run must not wait out a commit too */
+        ex_commit_final(w);
     sl_consumer_close(w->cons);
     sl_consumer_destroy(w->cons);
 }
@@ -1052,10 +1176,10 @@ static void ex_parse(int argc, char **argv)
         { "max-bytes", 1, 0, 'B' }, { "max-interval", 1, 0, 'i' }, { "format", 1, 0, 'F' },
         { "dry-run", 0, 0, 'N' }, { "schema-registry", 1, 0, 'R' },
         { "schema-registry-user", 1, 0, 'U' }, { "layout", 1, 0, 'L' }, { "property", 1, 0, 'X' }, { "quiet", 0, 0, 'q' },
-        { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+        { "stall-timeout", 1, 0, 'S' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, "b:t:r:d:ef:g:P:c:n:B:i:F:NL:X:qhR:U:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:t:r:d:ef:g:P:c:n:B:i:F:NL:X:qhR:U:S:", lo, NULL)) != -1) {
         switch (c) {
         case 'b': ex_conf("bootstrap.servers", optarg); break;
         case 't':
@@ -1075,6 +1199,7 @@ static void ex_parse(int argc, char **argv)
         case 'n': O.max_records = ex_number("--max-records", optarg, 1); break;
         case 'B': O.max_bytes = ex_number("--max-bytes", optarg, 1); break;
         case 'i': O.max_interval_ms = ex_number("--max-interval", optarg, 1); break;
+        case 'S': O.stall_ms = ex_number("--stall-timeout", optarg, 1); break;
         case 'F':
             if (strcmp(optarg, "avro") && strcmp(optarg, "jsonl"))
                 ex_usage_error("--format: \"%s\" (expected avro or jsonl)", optarg);
@@ -1232,6 +1357,7 @@ static xpart *ex_partitions(int *count)
             memset(&parts[n], 0, sizeof parts[n]);
             parts[n].topic = O.topics[t];
             parts[n].partition = p;
+            parts[n].lock_fd = -1;
             snprintf(parts[n].root, sizeof parts[n].root, "%s/%s", O.dir, O.topics[t]);
             if (O.layout_time)
                 snprintf(parts[n].dir, sizeof parts[n].dir, "%s", parts[n].root);
@@ -1249,6 +1375,7 @@ int main(int argc, char **argv)
 {
     base_conf = sl_conf_new();
     ex_parse(argc, argv);
+    srandom((unsigned)getpid() ^ (unsigned)time(NULL));
     int named = O.ntopics;                /* O.topics[named..]: matched, allocated */
     if (O.regex)
         ex_match_topics();
@@ -1325,9 +1452,21 @@ int main(int argc, char **argv)
         ex_summary(parts, n);
     free(ws);
     free(slots);
-    free(parts);
     for (int i = named; i < O.ntopics; i++)
         free((char *)O.topics[i]);
     sl_conf_destroy(base_conf);
-    return failed ? EXIT_RUNTIME : 0;
+    if (failed) {
+        free(parts);
+        return EXIT_RUNTIME;
+    }
+    int left = 0;             /* --until-end stopped before every partition's end */
+    for (int i = 0; i < n; i++)
+        left += O.until_end && !parts[i].done;
+    free(parts);
+    if (left && stop_signal) {
+        fprintf(stderr, TOOL ": stopped by a signal before the end of %d partition(s) "
+                "(the files written are complete; run again to go on)\n", left);
+        return EXIT_STOPPED;
+    }
+    return 0;
 }
