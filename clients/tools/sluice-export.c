@@ -971,13 +971,21 @@ static int ex_consume(worker *w)
         for (int i = 0; i < w->n; i++) {
             xpart *p = w->parts[i];
             if (p->owner == w && p->fp && now - p->opened_ms >= O.max_interval_ms && ex_finish(w, p) != 0)
-                return -1;
+                break;
         }
+        if (failed)
+            break;
     }
-    /* Stopped: complete and commit what is open (unless writing failed). */
-    for (int i = 0; i < w->n && !failed; i++)
-        if (w->parts[i]->owner == w)
-            ex_finish(w, w->parts[i]);
+    /* Stopped: complete and commit what is open; after a failure (here or
+     * in another worker) give it up instead — its records are written again
+     * by the next run, and the writer's memory is freed. */
+    for (int i = 0; i < w->n; i++)
+        if (w->parts[i]->owner == w) {
+            if (failed)
+                ex_abandon(w->parts[i]);
+            else
+                ex_finish(w, w->parts[i]);
+        }
     return failed ? -1 : 0;
 }
 
