@@ -8,6 +8,7 @@
  * the calling thread waits on.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -374,22 +375,27 @@ int sl_consumer_partition_count(sl_consumer *cons, const char *topic, int timeou
 
 /* ---- close ------------------------------------------------------------------ */
 
-int sl_consumer_close(sl_consumer *cons)
+int sl_consumer_close_within(sl_consumer *cons, int timeout_ms)
 {
-    if (!cons)
+    if (!cons || timeout_ms < 0)
         return SL_E_INVALID_ARG;
     sl_client *cl = cons->cl;
     int rc = 0;
     pthread_mutex_lock(&cl->lock);
     if (!cons->c->closed) {
         if (cl->grp)
-            rc = sl_grp_close(cl);
+            rc = sl_grp_close(cl, timeout_ms);
         sl_cons_set_assignment(cl, NULL, 0, false);
         cons->c->closed = true;
         pthread_cond_broadcast(&cl->cond);
     }
     pthread_mutex_unlock(&cl->lock);
     return rc;
+}
+
+int sl_consumer_close(sl_consumer *cons)
+{
+    return sl_consumer_close_within(cons, INT_MAX);
 }
 
 void sl_consumer_destroy(sl_consumer *cons)

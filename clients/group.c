@@ -927,13 +927,13 @@ int sl_grp_subscribe(sl_client *cl, const char *const *topics, int n)
     return 0;
 }
 
-int sl_grp_close(sl_client *cl)
+int sl_grp_close(sl_client *cl, int timeout_ms)
 {
     sl_grp *g = cl->grp;
     int rc = 0;
-    sl_grp_commits_drain(cl);
+    sl_grp_commits_drain(cl, timeout_ms);
     if (g->state != G_IDLE)
-        rc = leave(cl, cl->app_handle, 5000);
+        rc = leave(cl, cl->app_handle, timeout_ms < 5000 ? timeout_ms : 5000);
     else if (cl->cons->mode == SL_MODE_ASSIGN && cl->conf.enable_auto_commit)
         rc = sl_grp_commit_positions(cl);
     sl_grp_serve_events(cl, cl->app_handle);

@@ -330,11 +330,13 @@ int sl_grp_fetch_offsets(sl_client *cl, sl_tp *tps, int n, int timeout_ms,
     return sl_op_wait(cl, &c->op, 0, errbuf, size);
 }
 
-/* Waits (bounded by request.timeout.ms) for the async commits still out:
- * a commit made right before a close must not be dropped with the handle. */
-void sl_grp_commits_drain(sl_client *cl)
+/* Waits (bounded by request.timeout.ms, and by timeout_ms) for the async
+ * commits still out: a commit made right before a close must not be
+ * dropped with the handle. */
+void sl_grp_commits_drain(sl_client *cl, int timeout_ms)
 {
-    int64_t deadline = sl_now_ms() + cl->conf.request_timeout_ms;
+    int64_t deadline = sl_now_ms() +
+        (timeout_ms < cl->conf.request_timeout_ms ? timeout_ms : cl->conf.request_timeout_ms);
     while (cl->grp->commits_out > 0)
         if (sl_cond_wait_until(cl, deadline) == ETIMEDOUT)
             break;

@@ -81,7 +81,7 @@ void sl_grp_auto_commit(sl_client *cl, int64_t now);
 void sl_grp_autocommit_tick(sl_client *cl, int64_t now, int64_t *next);
 /* Commits every assigned position and waits (lock dropped meanwhile). */
 int  sl_grp_commit_positions(sl_client *cl);
-void sl_grp_commits_drain(sl_client *cl);
+void sl_grp_commits_drain(sl_client *cl, int timeout_ms);
 
 /* assignor.c */
 /* All distinct topics of all members, sorted (names point into members). */

@@ -307,7 +307,7 @@ bool sl_grp_has_events(sl_client *cl);
  * SL_E_MAX_POLL_EXCEEDED, starts the rejoin, returns true.  Lock held. */
 bool sl_grp_poll_error(sl_client *cl, sl_message *m);
 int  sl_grp_subscribe(sl_client *cl, const char *const *topics, int n);
-int  sl_grp_close(sl_client *cl);
+int  sl_grp_close(sl_client *cl, int timeout_ms);   /* INT_MAX: close's own bounds */
 void sl_grp_free(sl_client *cl);
 int32_t sl_grp_coordinator(sl_client *cl);       /* -1 if unknown */
 

@@ -391,6 +391,11 @@ int sl_consumer_partition_count(sl_consumer *c, const char *topic, int timeout_m
 /* Commits (with enable.auto.commit), leaves the group, stops fetching.
  * Idempotent.  Application thread. */
 int sl_consumer_close(sl_consumer *c);
+/* The same, but waits at most timeout_ms for commits still out and for
+ * the LeaveGroup answer (close waits request.timeout.ms for commits, 5 s
+ * to leave): for a caller giving up after a failure, whose coordinator
+ * may be gone.  0: sends what it would send, waits for nothing. */
+int sl_consumer_close_within(sl_consumer *c, int timeout_ms);
 /* Closes if needed and frees.  No other call may be running or follow. */
 void sl_consumer_destroy(sl_consumer *c);
 

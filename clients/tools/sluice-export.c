@@ -989,6 +989,19 @@ static int ex_consume(worker *w)
     return failed ? -1 : 0;
 }
 
+/* After a failure (a stall, a broker gone) the commits still out and the
+ * LeaveGroup are not waited for: the files are the authority on restart,
+ * and a scheduler should get the exit code when the error is printed, not
+ * request.timeout.ms later. */
+static void ex_close(worker *w)
+{
+    if (failed)
+        sl_consumer_close_within(w->cons, 0);
+    else
+        sl_consumer_close(w->cons);
+    sl_consumer_destroy(w->cons);
+}
+
 static void ex_dry_run_line(const xpart *xp)
 {
     if (xp->end >= 0)
@@ -1111,8 +1124,7 @@ static void ex_worker_run(worker *w)
         ex_worker_group(w);
         if (!failed)
             ex_commit_final(w);
-        sl_consumer_close(w->cons);
-        sl_consumer_destroy(w->cons);
+        ex_close(w);
         return;
     }
     sl_topic_partition *tp = calloc((size_t)w->n, sizeof *tp);
@@ -1141,8 +1153,7 @@ static void ex_worker_run(worker *w)
     free(tp);
     if (!failed)             /* a stalled run must not wait out a commit too */
         ex_commit_final(w);
-    sl_consumer_close(w->cons);
-    sl_consumer_destroy(w->cons);
+    ex_close(w);
 }
 
 /* ---- main -------------------------------------------------------------------------- */
