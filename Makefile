@@ -20,7 +20,7 @@ DEBIAN_PACKAGES := build-essential pkg-config libevent-dev libsqlite3-dev \
 	kcat librdkafka-dev python3 python3-confluent-kafka python3-kafka \
 	python3-pytest python3-pytest-xdist python3-snappy python3-lz4 python3-zstandard sqlite3 procps \
 	libedit-dev clang libclang-rt-14-dev valgrind zookeeper libzookeeper-mt-dev \
-	libssl-dev openssl libavro-dev libjansson-dev python3-avro python3-requests curl
+	libssl-dev openssl libavro-dev liblzma-dev libjansson-dev python3-avro python3-requests curl
 PKGS := libevent libevent_pthreads libevent_openssl openssl sqlite3 libzstd zlib liblz4 snappy jansson
 
 CC      ?= cc
@@ -157,11 +157,12 @@ $(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(PROTO_OBJ)
 	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libsluice.so.0 -o $@ $^ $(PKG_LIBS) -lm
 $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
-# sluice-export writes Avro Object Container Files with Avro C (libavro-dev);
+# sluice-export encodes with Avro C (libavro-dev) and writes the container
+# files itself (export_ocf.c: its codecs need zlib, snappy, liblzma, zstd);
 # export_registry.c asks a schema registry (jansson for its JSON);
 # export_files.c: durable directories, no-replace renames, partition locks.
-AVRO_LIBS := $(shell pkg-config --libs avro-c 2>/dev/null || echo -lavro)
-$(BUILD)/sluice-export: $(call obj,clients/tools/sluice-export.c clients/tools/export_registry.c clients/tools/export_files.c) $(LIBSLUICE_A)
+AVRO_LIBS := $(shell pkg-config --libs avro-c 2>/dev/null || echo -lavro) -llzma
+$(BUILD)/sluice-export: $(call obj,clients/tools/sluice-export.c clients/tools/export_registry.c clients/tools/export_files.c clients/tools/export_ocf.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(AVRO_LIBS) -lm
 # The shell references only the surface (sq_open, sq_run, formats), so the
 # linker takes those objects from libadmin and leaves the worker threads

@@ -125,10 +125,10 @@ int main(int argc, char **argv)
     run p2 = run_export("exp", "null", "2");
     printf("sluice-export null, --parallel 2:     %8.1f MB/s  (x%.2f of --parallel 1, "
            "target >= 1.4)\n", mbps(p2.secs), em / p2.secs);
-    const char *codecs[] = { "deflate", "snappy" };
-    for (int i = 0; i < 2; i++) {
+    const char *codecs[] = { "deflate", "snappy", "xz", "zstandard" };
+    for (int i = 0; i < 4; i++) {
         run r = run_export("exp", codecs[i], "2");
-        printf("sluice-export %-7s --parallel 2:   %8.1f MB/s\n", codecs[i], mbps(r.secs));
+        printf("sluice-export %-9s --parallel 2: %8.1f MB/s\n", codecs[i], mbps(r.secs));
         if (r.maxrss_kib > rss)
             rss = r.maxrss_kib;
     }
