@@ -481,7 +481,7 @@ def broker(start_broker):
     return start_broker()
 
 
-# ---- side by side (run.sh: pytest-xdist, -n 2 --dist loadgroup) -----------------
+# ---- side by side (run.sh: pytest-xdist, -n 3 --dist loadgroup) -----------------
 #   X1  a module with module-scoped fixtures (a ZooKeeper, a SASL broker)
 #       is one unit of work, run by one worker in file order, so that they
 #       start once; any other test is a unit of its own (the workers end
