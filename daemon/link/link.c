@@ -1,7 +1,10 @@
 /*
  * daemon/link/link.c — cluster links and mirror topics (issue 33): the
  * model, its rows in SQLite, the SQL writes, the mirror topics' states.
- * The connection to the source and what travels on it: link_conn.c.
+ * The connections to the source (the bootstrap servers in turn for
+ * Metadata and configs, one per source broker that leads a mirrored
+ * partition for Fetch and OffsetForLeaderEpoch) and what travels on them,
+ * the source's leader changes and truncations followed: link_conn.c.
  *
  * A link is a name, the source's bootstrap servers and client settings in
  * Kafka's property names (security.protocol PLAINTEXT or SASL_PLAINTEXT
@@ -58,13 +61,6 @@
  *     mirror partition copied by its leader on the destination (this
  *     room following view changes as repl_fetcher.c does); inside the
  *     destination the copy already replicates like any append.
- *   - A multi-broker source: one connection per link, to the first
- *     bootstrap server; a partition led elsewhere answers
- *     NOT_LEADER_OR_FOLLOWER into last_error.  Wanted: one connection per
- *     source leader, from Metadata, as repl_fetcher.c groups by leader.
- *   - The source's truncation by leader epoch: a source whose log ends
- *     before the mirror's (OFFSET_OUT_OF_RANGE, mirror ahead) pauses that
- *     partition with last_error instead of OffsetForLeaderEpoch and a cut.
  *   - A compacted source whose cleaner removed the batch at the mirror's
  *     log end: seg_append_assigned takes only a first batch at the log end
  *     (the replica fetcher shares the limit), so it stops with last_error.

@@ -31,7 +31,8 @@ typedef struct lk_part {
     int32_t fetch_epoch;                 /* in a Fetch: the leader epoch it carried */
     int32_t oe_epoch;                    /* truncating: the epoch asked about */
     int64_t oe_end;                      /* truncating: the log end it was asked at */
-    bool truncating;                     /* to cut where it leaves the source (C5) */
+    bool truncating;                     /* to cut where it leaves the source first
+                                          * (link_conn.c C5) */
     int64_t caught_up_ms;                /* wall clock: the mirror last had all of it; -1 */
     int64_t fetch_offset;                /* in the request out */
     int64_t retry_us;                    /* mono; 0: fetch now */
@@ -95,7 +96,7 @@ typedef struct lk_link {
     lk_peer *peers;                      /* one per source broker leading a partition */
     int64_t metadata_due_us;             /* mono: next Metadata of the sources */
     int64_t metadata_sent_us;            /* mono: the last one (refreshes no faster than
-                                          * reconnect.backoff.ms: C4) */
+                                          * reconnect.backoff.ms: link_conn.c C4) */
     char last_error[MD_ERRLEN];          /* as stored (cluster_links.last_error) */
     struct lk_link *next;
 } lk_link;
