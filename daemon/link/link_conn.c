@@ -602,11 +602,6 @@ static void handle_metadata(lk_peer *c, kp_rd *r)
         conn_fail(c, "malformed Metadata answer from the source");
         return;
     }
-    bool backing_off = false;
-    for (lk_peer *p = l->peers; p; p = p->next)
-        backing_off |= p->conn == LK_BACKOFF && peer_wanted(p);
-    if (!backing_off)
-        lk_link_error(l, NULL);          /* the source answers: healthy (C3) */
     c->backoff_cur_ms = 0;
     for (int32_t i = 0; i < mr.Topics_count; i++) {
         const kp_MetadataResponse_MetadataResponseTopic *t = &mr.Topics[i];
@@ -631,6 +626,13 @@ static void handle_metadata(lk_peer *c, kp_rd *r)
         }
     }
     requests_forgotten(c);
+    /* The source answers: healthy, unless a broker that leads a partition
+     * (as this answer says) cannot be reached (C3). */
+    bool backing_off = false;
+    for (lk_peer *p = l->peers; p; p = p->next)
+        backing_off |= p->conn == LK_BACKOFF && peer_wanted(p);
+    if (!backing_off)
+        lk_link_error(l, NULL);
     for (lk_peer *p = l->peers; p; p = p->next)
         peer_kick(p);
 }
