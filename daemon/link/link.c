@@ -551,6 +551,7 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
                          "and INSERT it again to mirror anew)");
         return;
     } else if (n > t->npartitions) {
+        int32_t had = t->npartitions;
         int rc = view_topic_add_partitions(b, m->topic, n, NULL, false, NULL, err, sizeof err);
         if (rc != KP_NONE) {
             char why[1024];
@@ -560,7 +561,7 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
             return;
         }
         BK_INFO("mirror topic %s: partitions %d -> %d, as its source %s", m->topic,
-                (int)t->npartitions, (int)n, m->source);
+                (int)had, (int)n, m->source);
     }
     if (!parts_grow(m, n))
         lk_mirror_error(m, "out of memory");

@@ -135,8 +135,7 @@ def test_source_leaders_killed_twice_the_mirror_holds_the_source_batches(make_cl
         fs[t].result(timeout=20)
         wait_for(lambda t=t: len(leaders(c, t)) == 3 and min(leaders(c, t).values()) > 0, 30,
                  "%s led on every partition" % t)
-    parts = {t: 3 for t in ts}
-    s = Sender(c, ts, parts)
+    s = Sender(c, ts, {t: 3 for t in ts})
     s.start()
     try:
         link_source(dest, c, config=LINK_CONFIG)
@@ -166,15 +165,21 @@ def test_source_leaders_killed_twice_the_mirror_holds_the_source_batches(make_cl
         fs[ts[0]].result(timeout=20)
         wait_for(lambda: len(leaders(c, ts[0])) == 5 and min(leaders(c, ts[0]).values()) > 0,
                  30, "5 partitions of %s led" % ts[0])
-        parts[ts[0]] = 5
-        time.sleep(2)
+        added = [{"key": b"added-%d" % i, "value": b"added-%d" % i, "partition": 3 + i % 2}
+                 for i in range(40)]
+        produce_ok(ck_producer(c.brokers[0], **{"bootstrap.servers": c.bootstrap}), ts[0],
+                   added)
+        s.acked.update((ts[0], m["value"]) for m in added)
+        time.sleep(1)
     finally:
         s.stop.set()
         s.join(150)
     assert not s.failed, "the producer gave up on %d, e.g. %s" % (len(s.failed), s.failed[:3])
+    parts = {ts[0]: 5, ts[1]: 3, ts[2]: 3}
     for t in ts:
         assert_mirror_is_source(c, dest, t, parts[t])
-    assert batches(dest, ts[0], 4)[1] > 0, "the added partitions got nothing"
+    assert batches(dest, ts[0], 3)[1] == 20 and batches(dest, ts[0], 4)[1] == 20, \
+        "the added partitions are not mirrored"
     got = []
     for t in ts:
         n = sum(batches(dest, t, p)[1] for p in range(parts[t]))
