@@ -279,8 +279,7 @@ void lk_conn_kick(lk_link *l)
         peer_kick(c);
 }
 
-/* The connection to source broker node (made, or its address updated). */
-static lk_peer *peer_get(lk_link *l, int32_t node, kp_str host, int32_t port)
+lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port)
 {
     lk_peer *c = l->peers;
     while (c && c->node != node)
@@ -578,7 +577,7 @@ static void route(lk_link *l, lk_mirror *m, const kp_MetadataResponse *mr,
         for (int32_t x = 0; leader >= 0 && x < mr->Brokers_count; x++)
             if (mr->Brokers[x].NodeId == leader)
                 br = &mr->Brokers[x];
-        if (!br || !peer_get(l, leader, br->Host, br->Port))
+        if (!br || !lk_peer_get(l, leader, br->Host, br->Port))
             leader = -1;                 /* asked again after reconnect.backoff.ms */
         if (leader < 0) {
             lp->leader = -1;

@@ -117,6 +117,11 @@ void lk_conn_init(lk_link *l);           /* the bootstrap connection, unconnecte
 void lk_conn_kick(lk_link *l);           /* fetch or connect now, if idle */
 void lk_conn_close(lk_link *l);          /* every connection; freed with lk_conn_free */
 void lk_conn_free(lk_link *l);
+/* The connection to source broker node (made, unconnected, or its address
+ * updated; NULL: out of memory).  Another request kind for a chosen broker
+ * (the group coordinator, any broker): which connection sends it goes in
+ * link_conn.c next_request, its answer in handle_answer (by api_out). */
+lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port);
 
 /* link.c, for link_conn.c */
 void lk_link_error(lk_link *l, const char *why);   /* NULL: healthy again */
