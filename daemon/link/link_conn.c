@@ -116,6 +116,8 @@ static void arm(lk_peer *c, int64_t ms)
     bk_event_add(c->timer, &tv, "a cluster link's timer");
 }
 
+/* Every partition lp (index i) of link l's mirrors m; `continue` goes to
+ * the next partition. */
 #define EACH_PART(l, m, i, lp)                                                     \
     for (lk_mirror *m = (l)->set->mirrors; m; m = m->next)                         \
         if (m->link == (l))                                                        \
