@@ -26,6 +26,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
 import kafka_raw as kr
+from conftest import free_port
 from cluster_support import live_brokers, make_cluster, wait_for, zk, zk_missing  # noqa: F401
 from support import ck_admin, ck_conf, ck_producer, consume, produce_ok, report, topic_name
 from test_link import batches, link_source, mirror, mirror_state, sql_ok
@@ -248,3 +249,20 @@ def test_an_unclean_election_at_the_source_cuts_the_mirror_where_the_logs_part(m
            len(got), sum(v.startswith(b"only1") for v in got))
     assert got == [b"both-%03d" % i for i in range(200)] + [m["value"] for m in after]
     sql_ok(dest, "SELECT 1")
+
+
+def test_bootstrap_servers_are_tried_in_turn(start_broker):
+    """The first bootstrap server refuses connections: the link goes on to
+    the next one and mirrors; its error was stored and then cleared."""
+    src, dest = start_broker(), start_broker()
+    t = topic_name("lc-boot")
+    produce_ok(ck_producer(src), t, [{"value": b"m%d" % i, "partition": 0} for i in range(30)])
+    dead = "127.0.0.1:%d" % free_port()
+    sql_ok(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES "
+           "('src', '%s,%s', 'reconnect.backoff.ms=100')" % (dead, src.bootstrap))
+    assert mirror(dest, t)[0] == 200
+    wait_for(lambda: batches(dest, t, 0)[1] == 30, 30, "mirrored through the second server")
+    assert shape(batches(dest, t, 0)[0]) == shape(batches(src, t, 0)[0])
+    assert "%s: Connection refused" % dead in dest.log_text()
+    wait_for(lambda: not sql_ok(dest, "SELECT last_error FROM cluster_links")[0]["last_error"],
+             10, "the link's error cleared")
