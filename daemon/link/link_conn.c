@@ -228,8 +228,7 @@ static void conn_fail(lk_peer *c, const char *why)
     char msg[1024];
     peer_close(c);
     if (c->node >= 0)
-        snprintf(msg, sizeof msg, "source broker %d (%s:%d): %s", (int)c->node, c->host,
-                 c->port, why);
+        snprintf(msg, sizeof msg, "source broker %d: %s", (int)c->node, why);
     lk_link_error(l, c->node >= 0 ? msg : why);
     bool round = true;
     if (c->node < 0 && l->nboot > 1) {   /* the next bootstrap server */
