@@ -1,7 +1,10 @@
 /*
  * daemon/link/link.c — cluster links and mirror topics (issue 33): the
  * model, its rows in SQLite, the SQL writes, the mirror topics' states.
- * The connection to the source and what travels on it: link_conn.c.
+ * The connections to the source (the bootstrap servers in turn for
+ * Metadata and configs, one per source broker that leads a mirrored
+ * partition for Fetch and OffsetForLeaderEpoch) and what travels on them,
+ * the source's leader changes and truncations followed: link_conn.c.
  *
  * A link is a name, the source's bootstrap servers and client settings in
  * Kafka's property names (security.protocol PLAINTEXT or SASL_PLAINTEXT
@@ -58,13 +61,6 @@
  *     mirror partition copied by its leader on the destination (this
  *     room following view changes as repl_fetcher.c does); inside the
  *     destination the copy already replicates like any append.
- *   - A multi-broker source: one connection per link, to the first
- *     bootstrap server; a partition led elsewhere answers
- *     NOT_LEADER_OR_FOLLOWER into last_error.  Wanted: one connection per
- *     source leader, from Metadata, as repl_fetcher.c groups by leader.
- *   - The source's truncation by leader epoch: a source whose log ends
- *     before the mirror's (OFFSET_OUT_OF_RANGE, mirror ahead) pauses that
- *     partition with last_error instead of OffsetForLeaderEpoch and a cut.
  *   - A compacted source whose cleaner removed the batch at the mirror's
  *     log end: seg_append_assigned takes only a first batch at the log end
  *     (the replica fetcher shares the limit), so it stops with last_error.
@@ -290,24 +286,33 @@ static void link_defaults(lk_link *l)
     l->backoff_max_ms = 10000;
 }
 
-/* The first host:port of a bootstrap list.  KP_NONE or KP_INVALID_CONFIG. */
-static int bootstrap_parse(const char *s, char *host, size_t hlen, int *port, char *err,
-                           size_t errlen)
+int lk_bootstrap_nth(const char *s, int i, char *host, size_t hlen, int *port, int *count,
+                     char *err, size_t errlen)
 {
-    size_t n = s ? strcspn(s, ",") : 0;
-    const char *colon = n ? memrchr(s, ':', n) : NULL;
-    char *e;
-    long p = colon ? strtol(colon + 1, &e, 10) : 0;
-    if (!colon || colon == s || (size_t)(colon - s) >= hlen || p <= 0 || p > 65535 ||
-        e != s + n) {
-        snprintf(err, errlen, "cluster_links.bootstrap_servers must be host:port[,host:port…] "
-                 "(got '%.100s')", s ? s : "NULL");
-        return KP_INVALID_CONFIG;
+    int n = 0, rc = KP_NONE;
+    for (const char *at = s ? s : ""; rc == KP_NONE; n++) {
+        size_t len = strcspn(at, ",");
+        const char *colon = len ? memrchr(at, ':', len) : NULL;
+        char *e;
+        long p = colon ? strtol(colon + 1, &e, 10) : 0;
+        if (!colon || colon == at || (size_t)(colon - at) >= hlen || p <= 0 || p > 65535 ||
+            e != at + len) {
+            snprintf(err, errlen, "cluster_links.bootstrap_servers must be "
+                     "host:port[,host:port…] (got '%.100s')", s ? s : "NULL");
+            rc = KP_INVALID_CONFIG;
+            break;
+        }
+        if (n == i || i < 0) {
+            memcpy(host, at, (size_t)(colon - at));
+            host[colon - at] = 0;
+            *port = (int)p;
+        }
+        if (!at[len])
+            break;
+        at += len + 1;
     }
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = 0;
-    *port = (int)p;
-    return KP_NONE;
+    *count = n + 1;
+    return rc;
 }
 
 /* ---- the model ----------------------------------------------------------------- */
@@ -341,14 +346,14 @@ static lk_link *link_new(lk_set *s, const md_link_row *row, char *err, size_t er
     link_defaults(l);
     snprintf(l->name, sizeof l->name, "%s", row->name);
     snprintf(l->last_error, sizeof l->last_error, "%s", row->last_error);
-    kp_buf_init(&l->out);
-    kp_arena_init(&l->arena, KP_ARENA_LIMIT_DEFAULT);
+    snprintf(l->bootstrap, sizeof l->bootstrap, "%s", row->bootstrap);
+    lk_conn_init(l);
     /* The masked values are overwritten by the secret lines after them. */
-    if (bootstrap_parse(row->bootstrap, l->host, sizeof l->host, &l->port, err, errlen) ||
+    if (lk_bootstrap_nth(row->bootstrap, 0, l->boot.host, sizeof l->boot.host, &l->boot.port,
+                         &l->nboot, err, errlen) ||
         settings_walk(l, row->config, NULL, 0, NULL, 0, err, errlen) != KP_NONE ||
         settings_walk(l, row->secrets, NULL, 0, NULL, 0, err, errlen) != KP_NONE) {
-        kp_buf_free(&l->out);
-        kp_arena_free(&l->arena);
+        lk_conn_free(l);
         free(l);
         return NULL;
     }
@@ -359,12 +364,7 @@ static lk_link *link_new(lk_set *s, const md_link_row *row, char *err, size_t er
 
 static void link_free(lk_link *l)
 {
-    lk_conn_close(l);
-    if (l->timer)
-        event_free(l->timer);
-    kp_buf_free(&l->out);
-    kp_arena_free(&l->arena);
-    free(l->in);
+    lk_conn_free(l);
     free(l);
 }
 
@@ -428,7 +428,8 @@ void lk_link_error(lk_link *l, const char *why)
         BK_WARN("cluster link %s: %s (retrying with backoff up to %lld ms)", l->name, why,
                 (long long)l->backoff_max_ms);
     else
-        BK_INFO("cluster link %s: connected to %s:%d, mirroring", l->name, l->host, l->port);
+        BK_INFO("cluster link %s: connected to %s:%d, mirroring", l->name, l->boot.host,
+                l->boot.port);
     snprintf(l->last_error, sizeof l->last_error, "%s", why ? why : "");
     if (md_link_status(l->b->db, l->name, "active", why, err, sizeof err) != 0)
         BK_ERROR("cluster link %s: cannot store its state: %s", l->name, err);
@@ -455,7 +456,9 @@ static bool parts_grow(lk_mirror *m, int32_t n)
     if (!np)
         return false;
     for (int32_t i = m->nparts; i < n; i++)
-        np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1 };
+        np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .leader = -1,
+                           .leader_epoch = -1, .asked = -1,
+                           .truncating = true };         /* link_conn.c C5 */
     m->parts = np;
     m->nparts = n;
     return true;
@@ -548,6 +551,7 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
                          "and INSERT it again to mirror anew)");
         return;
     } else if (n > t->npartitions) {
+        int32_t had = t->npartitions;
         int rc = view_topic_add_partitions(b, m->topic, n, NULL, false, NULL, err, sizeof err);
         if (rc != KP_NONE) {
             char why[1024];
@@ -557,7 +561,7 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
             return;
         }
         BK_INFO("mirror topic %s: partitions %d -> %d, as its source %s", m->topic,
-                (int)t->npartitions, (int)n, m->source);
+                (int)had, (int)n, m->source);
     }
     if (!parts_grow(m, n))
         lk_mirror_error(m, "out of memory");
@@ -610,10 +614,15 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
         return KP_UNKNOWN_SERVER_ERROR;
     }
     char host[256];
-    int port;
+    int port, nboot;
     snprintf(row->name, sizeof row->name, "%s", name);
     snprintf(row->state, sizeof row->state, "active");
-    if ((rc = bootstrap_parse(bootstrap, host, sizeof host, &port, err, errlen)) == KP_NONE &&
+    if (bootstrap && strlen(bootstrap) >= sizeof row->bootstrap) {
+        snprintf(err, errlen, "cluster_links.bootstrap_servers is longer than %zu bytes",
+                 sizeof row->bootstrap - 1);
+        rc = KP_INVALID_CONFIG;
+    } else if ((rc = lk_bootstrap_nth(bootstrap, -1, host, sizeof host, &port, &nboot, err,
+                                      errlen)) == KP_NONE &&
         (rc = settings_walk(NULL, config, row->config, sizeof row->config, row->secrets,
                             sizeof row->secrets, err, errlen)) == KP_NONE) {
         snprintf(row->bootstrap, sizeof row->bootstrap, "%s", bootstrap);

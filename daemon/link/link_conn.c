@@ -1,7 +1,7 @@
 /*
- * daemon/link/link_conn.c — a cluster link's connection to its source and
- * the requests on it (issue 33).  One connection per link, to the first
- * bootstrap server, one request in flight:
+ * daemon/link/link_conn.c — a cluster link's connections to its source and
+ * the requests on them (issue 33).  Each connection (lk_peer) has its own
+ * state, buffers and one request in flight:
  *
  *   IDLE ─kick─► CONNECTING ─connected─► READY ─next─► WAITING ─answer─► READY
  *                  ▲          (SASL_PLAINTEXT: SaslHandshake, then one      │
@@ -9,17 +9,24 @@
  *                  └─── BACKOFF ◄── an error, EOF, timeout, refused login ─┘
  *                       (reconnect.backoff.ms, doubled up to .max.ms)
  *
- * What READY sends next (next_request), in this order:
+ * The bootstrap connection (lk_link.boot, node -1) goes to the bootstrap
+ * servers in turn (the next one after each failure) and sends:
  *   Metadata v8 of the mirrors' source topics, when metadata.max.age.ms
- *     has passed (or a mirror was added): the partition count, followed
- *     when the source adds partitions (link.c lk_mirror_sourced);
+ *     has passed (or a mirror was added, or a leader is wanted: C4): the
+ *     partition count (followed when the source adds partitions: link.c
+ *     lk_mirror_sourced), each partition's leader and leader epoch, and
+ *     the brokers' addresses;
  *   DescribeConfigs v2 of the source topics whose mirror is not created
  *     yet (the source's topic overrides go into the mirror's creation),
  *     and after each Metadata of those created (their changes followed:
- *     link.c lk_mirror_configs);
- *   Fetch v11 as a consumer (ReplicaId -1) of every partition of every
- *     active or promoting mirror, at the mirror's log end,
- *     IsolationLevel 0 (read_uncommitted).
+ *     link.c lk_mirror_configs).
+ * One connection per source broker that leads a mirrored partition
+ * (lk_link.peers, node id, host and port from Metadata), as
+ * repl_fetcher.c groups by leader, sends for the partitions it leads:
+ *   OffsetForLeaderEpoch v3 (ReplicaId -1) of those to cut first (C5);
+ *   Fetch v11 as a consumer (ReplicaId -1, CurrentLeaderEpoch from
+ *     Metadata) of the rest, at the mirror's log end, IsolationLevel 0
+ *     (read_uncommitted).
  *
  * Why read_uncommitted: the mirror must hold the source's batches at the
  * source's offsets, and its transactions' outcomes with them.  Both
@@ -35,13 +42,38 @@
  * Invariants (link.c K2 is the one this file keeps):
  *   C1. An answer is applied to a partition only if its mirror still
  *       fetches (active or promoting), the view still has the local
- *       partition, and its log end is the FetchOffset the request carried.
- *   C2. At most one request in flight; the answer's frame is read whole
- *       before it is handled.  The arena and buffers are the link's, reset
- *       and reused: nothing is allocated per answer once they have grown.
+ *       partition, its log end is the offset the request carried, the
+ *       request went to the broker that answers (lk_part.asked), and the
+ *       partition's source leader epoch is still the one it was asked
+ *       under and it is not to be cut first (C5).  A partition is in at
+ *       most one request, on one connection.
+ *   C2. At most one request in flight per connection; the answer's frame
+ *       is read whole before it is handled.  The arena and buffers are the
+ *       connection's, reset and reused: nothing is allocated per answer
+ *       once they have grown.
  *   C3. A failing connection or login is retried with doubling backoff up
- *       to reconnect.backoff.max.ms, and its error is logged and stored
+ *       to reconnect.backoff.max.ms (the bootstrap connection doubles once
+ *       per round of its servers), and its error is logged and stored
  *       once per distinct message (link.c lk_link_error): no retry storm.
+ *       A source broker's connection is made only while it leads a
+ *       partition to fetch; a successful Metadata clears the link's error
+ *       only while no broker's connection is backing off.
+ *   C4. NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+ *       (and the like) or a source broker's dead connection leave the
+ *       partitions without a leader (-1: not fetched) and ask Metadata
+ *       again, no sooner than reconnect.backoff.ms after the last one; its
+ *       answer routes them to their new leader.
+ *   C5. The source's truncations are followed by epoch, as a follower
+ *       follows its leader (repl_fetcher.c F6): the mirror's batches carry
+ *       the source's partition leader epochs, so its epoch history is the
+ *       source's.  When Metadata shows a partition's leader epoch changed
+ *       (or first seen), or the source answers OFFSET_OUT_OF_RANGE with
+ *       the mirror ahead of its high watermark, the partition is not
+ *       fetched until its leader answered OffsetForLeaderEpoch for the
+ *       mirror's latest epoch and the mirror was cut where it leaves the
+ *       source's log (repl_epoch_cut, repl_truncate: the replica's path).
+ *       A fetch with the old epoch is fenced by the source, so no batch of
+ *       a new epoch is appended before that check.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
@@ -65,6 +97,7 @@
 #define LK_CONFIGS_VERSION 2
 #define LK_HANDSHAKE_VERSION 1
 #define LK_AUTH_VERSION 1
+#define LK_EPOCH_VERSION 3
 /* Beyond fetch.max.wait.ms, how long an answer may take (Kafka's
  * request.timeout.ms default). */
 #define LK_REQUEST_TIMEOUT_MS 30000
@@ -72,116 +105,255 @@
 /* DescribeConfigs' ConfigSource for a topic's own override. */
 #define LK_DYNAMIC_TOPIC_CONFIG 1
 
-static void next_request(lk_link *l);
-static void link_connect(lk_link *l);
+static void next_request(lk_peer *c);
+static void peer_connect(lk_peer *c);
 
-static void arm(lk_link *l, int64_t ms)
+static void arm(lk_peer *c, int64_t ms)
 {
-    if (!l->timer)
+    if (!c->timer)
         return;
     struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
-    bk_event_add(l->timer, &tv, "a cluster link's timer");
+    bk_event_add(c->timer, &tv, "a cluster link's timer");
 }
 
-static void requests_forgotten(lk_link *l)
+/* Every partition lp (index i) of link l's mirrors m; `continue` goes to
+ * the next partition. */
+#define EACH_PART(l, m, i, lp)                                                     \
+    for (lk_mirror *m = (l)->set->mirrors; m; m = m->next)                         \
+        if (m->link == (l))                                                        \
+            for (int32_t i = 0; i < m->nparts; i++)                                \
+                for (lk_part *lp = &m->parts[i]; lp; lp = NULL)
+
+/* What c had asked is asked again (C1: in no request now). */
+static void requests_forgotten(lk_peer *c)
 {
-    for (lk_mirror *m = l->set->mirrors; m; m = m->next) {
-        if (m->link != l)
-            continue;
-        m->in_request = false;
-        for (int32_t i = 0; i < m->nparts; i++)
-            m->parts[i].in_request = false;
-    }
+    lk_link *l = c->link;
+    for (lk_mirror *m = l->set->mirrors; m; m = m->next)
+        if (m->link == l && c->node < 0)
+            m->in_request = false;
+    if (c->node >= 0)
+        EACH_PART(l, m, i, lp)
+            if (lp->in_request && lp->asked == c->node)
+                lp->in_request = false;
+}
+
+/* A source broker's connection has partitions to fetch (or cut). */
+static bool peer_wanted(const lk_peer *c)
+{
+    if (c->node < 0)
+        return true;
+    EACH_PART(c->link, m, i, lp)
+        if (lp->leader == c->node && lk_mirror_fetching(m))
+            return true;
+    return false;
+}
+
+static void peer_close(lk_peer *c)
+{
+    if (c->bev)
+        bufferevent_free(c->bev);
+    c->bev = NULL;
+    if (c->timer)
+        event_del(c->timer);
+    c->conn = LK_IDLE;
+    requests_forgotten(c);
 }
 
 void lk_conn_close(lk_link *l)
 {
-    if (l->bev)
-        bufferevent_free(l->bev);
-    l->bev = NULL;
-    if (l->timer)
-        event_del(l->timer);
-    l->conn = LK_IDLE;
-    requests_forgotten(l);
+    peer_close(&l->boot);
+    for (lk_peer *c = l->peers; c; c = c->next)
+        peer_close(c);
+}
+
+static void peer_free_parts(lk_peer *c)
+{
+    peer_close(c);
+    if (c->timer)
+        event_free(c->timer);
+    c->timer = NULL;
+    kp_buf_free(&c->out);
+    kp_arena_free(&c->arena);
+    free(c->in);
+    c->in = NULL;
+}
+
+static void peer_init(lk_peer *c, lk_link *l, int32_t node)
+{
+    c->link = l;
+    c->node = node;
+    kp_buf_init(&c->out);
+    kp_arena_init(&c->arena, KP_ARENA_LIMIT_DEFAULT);
+}
+
+void lk_conn_init(lk_link *l)
+{
+    peer_init(&l->boot, l, -1);
+}
+
+void lk_conn_free(lk_link *l)
+{
+    peer_free_parts(&l->boot);
+    while (l->peers) {
+        lk_peer *c = l->peers;
+        l->peers = c->next;
+        peer_free_parts(c);
+        free(c);
+    }
+}
+
+/* C4: Metadata again, no sooner than reconnect.backoff.ms after the last. */
+static void metadata_soon(lk_link *l)
+{
+    int64_t at = l->metadata_sent_us + l->backoff_ms * 1000;
+    if (at < l->metadata_due_us)
+        l->metadata_due_us = at;
+    if (l->boot.conn == LK_READY || l->boot.conn == LK_IDLE)
+        arm(&l->boot, 0);                /* next loop turn: not inside an answer */
+}
+
+/* C4: the partitions c's broker led wait for the next Metadata. */
+static void unroute(lk_peer *c)
+{
+    EACH_PART(c->link, m, i, lp)
+        if (lp->leader == c->node)
+            lp->leader = -1;
+    metadata_soon(c->link);
 }
 
 /* C3 */
-static void conn_fail(lk_link *l, const char *why)
+static void conn_fail(lk_peer *c, const char *why)
 {
-    lk_conn_close(l);
-    lk_link_error(l, why);
-    l->backoff_cur_ms = l->backoff_cur_ms ? l->backoff_cur_ms * 2 : l->backoff_ms;
-    if (l->backoff_cur_ms > l->backoff_max_ms)
-        l->backoff_cur_ms = l->backoff_max_ms;
-    l->conn = LK_BACKOFF;
-    arm(l, l->backoff_cur_ms);
+    lk_link *l = c->link;
+    char msg[1024];
+    peer_close(c);
+    if (c->node >= 0)
+        snprintf(msg, sizeof msg, "source broker %d: %s", (int)c->node, why);
+    lk_link_error(l, c->node >= 0 ? msg : why);
+    bool round = true;
+    if (c->node < 0 && l->nboot > 1) {   /* the next bootstrap server */
+        int count;
+        char err[256];
+        l->boot_at = (l->boot_at + 1) % l->nboot;
+        round = l->boot_at == 0;
+        lk_bootstrap_nth(l->bootstrap, l->boot_at, c->host, sizeof c->host, &c->port, &count,
+                         err, sizeof err);
+    }
+    if (round || !c->backoff_cur_ms)
+        c->backoff_cur_ms = c->backoff_cur_ms ? c->backoff_cur_ms * 2 : l->backoff_ms;
+    if (c->backoff_cur_ms > l->backoff_max_ms)
+        c->backoff_cur_ms = l->backoff_max_ms;
+    c->conn = LK_BACKOFF;
+    arm(c, c->backoff_cur_ms);
+    if (c->node >= 0)
+        unroute(c);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what;
-    lk_link *l = arg;
-    if (l->conn == LK_BACKOFF || l->conn == LK_IDLE)
-        link_connect(l);
-    else if (l->conn == LK_READY)
-        next_request(l);
+    lk_peer *c = arg;
+    if (c->conn == LK_BACKOFF || c->conn == LK_IDLE) {
+        if (peer_wanted(c))
+            peer_connect(c);
+        else
+            c->conn = LK_IDLE;
+    } else if (c->conn == LK_READY) {
+        next_request(c);
+    }
+}
+
+static void peer_kick(lk_peer *c)
+{
+    if (!c->timer && !(c->timer = event_new(c->link->b->base, -1, 0, on_timer, c)))
+        return;
+    if (c->conn == LK_IDLE && peer_wanted(c))
+        peer_connect(c);
+    else if (c->conn == LK_READY)
+        next_request(c);
 }
 
 void lk_conn_kick(lk_link *l)
 {
-    if (!l->timer && !(l->timer = event_new(l->b->base, -1, 0, on_timer, l)))
-        return;
-    if (l->conn == LK_IDLE)
-        link_connect(l);
-    else if (l->conn == LK_READY)
-        next_request(l);
+    peer_kick(&l->boot);
+    for (lk_peer *c = l->peers; c; c = c->next)
+        peer_kick(c);
+}
+
+lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port)
+{
+    lk_peer *c = l->peers;
+    while (c && c->node != node)
+        c = c->next;
+    if (!c) {
+        if (!(c = calloc(1, sizeof *c)))
+            return NULL;
+        peer_init(c, l, node);
+        c->next = l->peers;
+        l->peers = c;
+    }
+    if (host.len <= 0 || (size_t)host.len >= sizeof c->host)
+        return c;
+    if ((size_t)host.len != strlen(c->host) || memcmp(c->host, host.p, (size_t)host.len) ||
+        c->port != port) {
+        peer_close(c);                   /* moved: connected again at its new address */
+        memcpy(c->host, host.p, (size_t)host.len);
+        c->host[host.len] = 0;
+        c->port = port;
+    }
+    return c;
 }
 
 /* Frames and sends a request; WAITING after. */
-static void send_request(lk_link *l, int16_t api, int16_t version, const void *q)
+static void send_request(lk_peer *c, int16_t api, int16_t version, const void *q)
 {
-    if (++l->corrid < 0)
-        l->corrid = 0;
+    if (++c->corrid < 0)
+        c->corrid = 0;
     char client_id[MD_TOPIC_NAME_MAX + 16];
-    snprintf(client_id, sizeof client_id, "sluice-link-%s", l->name);
-    kp_buf_reset(&l->out);
-    size_t frame = kp_wr_i32_placeholder(&l->out);
-    kp_req_hdr_write(&l->out, api, version, l->corrid, client_id);
+    snprintf(client_id, sizeof client_id, "sluice-link-%s", c->link->name);
+    kp_buf_reset(&c->out);
+    size_t frame = kp_wr_i32_placeholder(&c->out);
+    kp_req_hdr_write(&c->out, api, version, c->corrid, client_id);
     switch (api) {
-    case KP_API_FETCH: kp_enc_FetchRequest(&l->out, version, q); break;
-    case KP_API_METADATA: kp_enc_MetadataRequest(&l->out, version, q); break;
-    case KP_API_DESCRIBE_CONFIGS: kp_enc_DescribeConfigsRequest(&l->out, version, q); break;
-    case KP_API_SASL_HANDSHAKE: kp_enc_SaslHandshakeRequest(&l->out, version, q); break;
-    default: kp_enc_SaslAuthenticateRequest(&l->out, version, q); break;
+    case KP_API_FETCH: kp_enc_FetchRequest(&c->out, version, q); break;
+    case KP_API_METADATA: kp_enc_MetadataRequest(&c->out, version, q); break;
+    case KP_API_DESCRIBE_CONFIGS: kp_enc_DescribeConfigsRequest(&c->out, version, q); break;
+    case KP_API_OFFSET_FOR_LEADER_EPOCH:
+        kp_enc_OffsetForLeaderEpochRequest(&c->out, version, q);
+        break;
+    case KP_API_SASL_HANDSHAKE: kp_enc_SaslHandshakeRequest(&c->out, version, q); break;
+    default: kp_enc_SaslAuthenticateRequest(&c->out, version, q); break;
     }
-    kp_wr_i32_at(&l->out, frame, (int32_t)(l->out.len - frame - 4));
-    if (l->out.err || bufferevent_write(l->bev, l->out.data, l->out.len) != 0) {
-        conn_fail(l, "cannot send a request to the source");
+    kp_wr_i32_at(&c->out, frame, (int32_t)(c->out.len - frame - 4));
+    if (c->out.err || bufferevent_write(c->bev, c->out.data, c->out.len) != 0) {
+        conn_fail(c, "cannot send a request to the source");
         return;
     }
     if (api == KP_API_SASL_AUTHENTICATE)
-        memset(l->out.data, 0, l->out.len);          /* the password */
-    l->api_out = api;
-    l->conn = LK_WAITING;
+        memset(c->out.data, 0, c->out.len);          /* the password */
+    c->api_out = api;
+    c->conn = LK_WAITING;
 }
 
 /* ---- what READY sends next ----------------------------------------------------- */
-static bool send_metadata(lk_link *l, int64_t now)
+static bool send_metadata(lk_peer *c, int64_t now)
 {
+    lk_link *l = c->link;
     int n = 0;
     if (now < l->metadata_due_us)
         return false;
     /* Due again in metadata.max.age.ms, whether or not there is anything
      * to ask (an idle link wakes that often, not every loop turn). */
     l->metadata_due_us = now + l->metadata_max_age_ms * 1000;
+    l->metadata_sent_us = now;
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
         n += m->link == l && m->state != LK_PROMOTED && m->state != LK_FAILED_OVER &&
              m->state != LK_FAILED;
     if (n == 0)
         return false;
-    kp_MetadataRequest_MetadataRequestTopic *ts = kp_arena_alloc(&l->arena, (size_t)n * sizeof *ts);
+    kp_MetadataRequest_MetadataRequestTopic *ts = kp_arena_alloc(&c->arena, (size_t)n * sizeof *ts);
     if (!ts) {
-        conn_fail(l, "out of memory for a request");
+        conn_fail(c, "out of memory for a request");
         return true;
     }
     n = 0;
@@ -196,7 +368,7 @@ static bool send_metadata(lk_link *l, int64_t now)
     q.Topics = ts;
     q.Topics_count = n;
     q.AllowAutoTopicCreation = false;
-    send_request(l, KP_API_METADATA, LK_METADATA_VERSION, &q);
+    send_request(c, KP_API_METADATA, LK_METADATA_VERSION, &q);
     return true;
 }
 
@@ -208,17 +380,18 @@ static bool configs_wanted(const lk_link *l, const lk_mirror *m)
            (m->state == LK_ACTIVE || m->state == LK_PAUSED || m->state == LK_PROMOTING);
 }
 
-static bool send_configs(lk_link *l)
+static bool send_configs(lk_peer *c)
 {
+    lk_link *l = c->link;
     int n = 0;
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
         n += configs_wanted(l, m);
     if (n == 0)
         return false;
     kp_DescribeConfigsRequest_DescribeConfigsResource *rs =
-        kp_arena_alloc(&l->arena, (size_t)n * sizeof *rs);
+        kp_arena_alloc(&c->arena, (size_t)n * sizeof *rs);
     if (!rs) {
-        conn_fail(l, "out of memory for a request");
+        conn_fail(c, "out of memory for a request");
         return true;
     }
     n = 0;
@@ -233,54 +406,113 @@ static bool send_configs(lk_link *l)
     kp_init_DescribeConfigsRequest(&q);
     q.Resources = rs;
     q.Resources_count = n;
-    send_request(l, KP_API_DESCRIBE_CONFIGS, LK_CONFIGS_VERSION, &q);
+    send_request(c, KP_API_DESCRIBE_CONFIGS, LK_CONFIGS_VERSION, &q);
+    return true;
+}
+
+/* A partition c may ask for now: led by c's broker, fetching, not in a
+ * request, not waiting; else the earliest retry into *next_us. */
+static const bk_pview *askable(lk_peer *c, lk_mirror *m, int32_t i, int64_t now,
+                               int64_t *next_us)
+{
+    lk_part *lp = &m->parts[i];
+    if (lp->leader != c->node || lp->in_request || !lk_mirror_fetching(m))
+        return NULL;
+    if (lp->retry_us > now) {
+        if (lp->retry_us < *next_us)
+            *next_us = lp->retry_us;
+        return NULL;
+    }
+    const bk_pview *v = view_partition(c->link->b, kp_str_cstr(m->topic), i);
+    return v && v->local ? v : NULL;     /* else: created by the next Metadata */
+}
+
+/* C5: one OffsetForLeaderEpoch of the partitions to cut first.  A mirror
+ * with no epoch history (empty) has nothing to ask and nothing to cut. */
+static bool send_epochs(lk_peer *c, int64_t now, int64_t *next_us)
+{
+    lk_link *l = c->link;
+    int n = 0;
+    EACH_PART(l, m, i, lp)
+        n += lp->truncating && lp->leader == c->node;
+    if (n == 0)
+        return false;
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic *ts =
+        kp_arena_alloc(&c->arena, (size_t)n * sizeof *ts);
+    kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition *ps =
+        kp_arena_alloc(&c->arena, (size_t)n * sizeof *ps);
+    if (!ts || !ps) {
+        conn_fail(c, "out of memory for a request");
+        return true;
+    }
+    n = 0;
+    EACH_PART(l, m, i, lp) {
+        const bk_pview *v = lp->truncating ? askable(c, m, i, now, next_us) : NULL;
+        if (!v)
+            continue;
+        lp->oe_epoch = seg_epoch_latest(v->local->log);
+        if (lp->oe_epoch < 0) {
+            lp->truncating = false;
+            continue;
+        }
+        lp->oe_end = seg_log_end(v->local->log);
+        lp->in_request = true;
+        lp->asked = c->node;
+        ps[n] = (kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition){
+            .Partition = i, .CurrentLeaderEpoch = lp->leader_epoch, .LeaderEpoch = lp->oe_epoch,
+        };
+        ts[n] = (kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic){
+            .Topic = kp_str_cstr(m->source), .Partitions = &ps[n], .Partitions_count = 1,
+        };
+        n++;
+    }
+    if (n == 0)
+        return false;
+    kp_OffsetForLeaderEpochRequest q;
+    kp_init_OffsetForLeaderEpochRequest(&q);
+    q.ReplicaId = -1;                    /* a consumer's */
+    q.Topics = ts;
+    q.Topics_count = n;
+    send_request(c, KP_API_OFFSET_FOR_LEADER_EPOCH, LK_EPOCH_VERSION, &q);
     return true;
 }
 
 /* One topic entry per partition (the request allows it; no grouping to
- * keep): every fetching partition not paused by an error. */
-static bool send_fetch(lk_link *l, int64_t now, int64_t *next_us)
+ * keep): every partition c's broker leads that is not paused by an error
+ * or to be cut first. */
+static bool send_fetch(lk_peer *c, int64_t now, int64_t *next_us)
 {
-    bk_broker *b = l->b;
+    lk_link *l = c->link;
     int n = 0;
-    for (lk_mirror *m = l->set->mirrors; m; m = m->next)
-        if (m->link == l && lk_mirror_fetching(m))
-            n += m->nparts;
+    EACH_PART(l, m, i, lp)
+        n += lp->leader == c->node;
     if (n == 0)
         return false;
-    kp_FetchRequest_FetchTopic *ts = kp_arena_alloc(&l->arena, (size_t)n * sizeof *ts);
-    kp_FetchRequest_FetchPartition *ps = kp_arena_alloc(&l->arena, (size_t)n * sizeof *ps);
+    kp_FetchRequest_FetchTopic *ts = kp_arena_alloc(&c->arena, (size_t)n * sizeof *ts);
+    kp_FetchRequest_FetchPartition *ps = kp_arena_alloc(&c->arena, (size_t)n * sizeof *ps);
     if (!ts || !ps) {
-        conn_fail(l, "out of memory for a request");
+        conn_fail(c, "out of memory for a request");
         return true;
     }
     n = 0;
-    for (lk_mirror *m = l->set->mirrors; m; m = m->next) {
-        if (m->link != l || !lk_mirror_fetching(m))
+    EACH_PART(l, m, i, lp) {
+        const bk_pview *v = lp->truncating ? NULL : askable(c, m, i, now, next_us);
+        if (!v)
             continue;
-        for (int32_t i = 0; i < m->nparts; i++) {
-            lk_part *lp = &m->parts[i];
-            if (lp->retry_us > now) {
-                if (lp->retry_us < *next_us)
-                    *next_us = lp->retry_us;
-                continue;
-            }
-            const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
-            if (!v || !v->local)
-                continue;                /* created by the next Metadata */
-            lp->retry_us = 0;
-            lp->fetch_offset = seg_log_end(v->local->log);
-            lp->in_request = true;
-            ps[n] = (kp_FetchRequest_FetchPartition){
-                .Partition = i, .CurrentLeaderEpoch = -1, .FetchOffset = lp->fetch_offset,
-                .LastFetchedEpoch = -1, .LogStartOffset = -1,
-                .PartitionMaxBytes = l->partition_max_bytes,
-            };
-            ts[n] = (kp_FetchRequest_FetchTopic){
-                .Topic = kp_str_cstr(m->source), .Partitions = &ps[n], .Partitions_count = 1,
-            };
-            n++;
-        }
+        lp->retry_us = 0;
+        lp->fetch_offset = seg_log_end(v->local->log);
+        lp->in_request = true;
+        lp->asked = c->node;
+        lp->fetch_epoch = lp->leader_epoch;     /* C1 */
+        ps[n] = (kp_FetchRequest_FetchPartition){
+            .Partition = i, .CurrentLeaderEpoch = lp->leader_epoch,
+            .FetchOffset = lp->fetch_offset, .LastFetchedEpoch = -1, .LogStartOffset = -1,
+            .PartitionMaxBytes = l->partition_max_bytes,
+        };
+        ts[n] = (kp_FetchRequest_FetchTopic){
+            .Topic = kp_str_cstr(m->source), .Partitions = &ps[n], .Partitions_count = 1,
+        };
+        n++;
     }
     if (n == 0)
         return false;
@@ -296,22 +528,28 @@ static bool send_fetch(lk_link *l, int64_t now, int64_t *next_us)
     q.Topics = ts;
     q.Topics_count = n;
     q.RackId = (kp_str){ "", 0 };
-    send_request(l, KP_API_FETCH, LK_FETCH_VERSION, &q);
+    send_request(c, KP_API_FETCH, LK_FETCH_VERSION, &q);
     return true;
 }
 
-static void next_request(lk_link *l)
+static void next_request(lk_peer *c)
 {
-    if (l->conn != LK_READY || !l->bev)
+    if (c->conn != LK_READY || !c->bev)
         return;
+    lk_link *l = c->link;
     int64_t now = bk_mono_us(), next_us = INT64_MAX;
-    kp_arena_reset(&l->arena);
-    if (send_metadata(l, now) || send_configs(l) || send_fetch(l, now, &next_us))
-        return;
-    if (l->metadata_due_us < next_us)
+    kp_arena_reset(&c->arena);
+    if (c->node < 0) {
+        if (send_metadata(c, now) || send_configs(c))
+            return;
         next_us = l->metadata_due_us;
-    /* Nothing to fetch now: wake for the next Metadata or retry. */
-    arm(l, next_us > now ? (next_us - now) / 1000 + 1 : 1);
+    } else if (send_epochs(c, now, &next_us) || send_fetch(c, now, &next_us)) {
+        return;
+    }
+    /* Nothing to ask now: wake for the next Metadata or retry (a broker's
+     * connection with nothing to retry sleeps until kicked). */
+    if (next_us != INT64_MAX)
+        arm(c, next_us > now ? (next_us - now) / 1000 + 1 : 1);
 }
 
 /* ---- the answers ----------------------------------------------------------------- */
@@ -323,15 +561,48 @@ static lk_mirror *mirror_of_source(lk_link *l, kp_str source)
     return NULL;
 }
 
-static void handle_metadata(lk_link *l, kp_rd *r)
+/* The partitions' leaders from Metadata (C4, C5): a leader epoch that
+ * changed (or first seen) first cuts the mirror where it leaves the
+ * source's log; each leader gets its connection, kicked. */
+static void route(lk_link *l, lk_mirror *m, const kp_MetadataResponse *mr,
+                  const kp_MetadataResponse_MetadataResponseTopic *t)
 {
+    for (int32_t j = 0; j < t->Partitions_count; j++) {
+        const kp_MetadataResponse_MetadataResponsePartition *sp = &t->Partitions[j];
+        int32_t k = sp->PartitionIndex;
+        if (k < 0 || k >= m->nparts)
+            continue;
+        lk_part *lp = &m->parts[k];
+        int32_t leader = sp->ErrorCode == KP_NONE ? sp->LeaderId : -1;
+        const kp_MetadataResponse_MetadataResponseBroker *br = NULL;
+        for (int32_t x = 0; leader >= 0 && x < mr->Brokers_count; x++)
+            if (mr->Brokers[x].NodeId == leader)
+                br = &mr->Brokers[x];
+        if (!br || !lk_peer_get(l, leader, br->Host, br->Port))
+            leader = -1;                 /* asked again after reconnect.backoff.ms */
+        if (leader < 0) {
+            lp->leader = -1;
+            metadata_soon(l);
+            continue;
+        }
+        if (sp->LeaderEpoch != lp->leader_epoch)
+            lp->truncating = true;       /* C5 (and each partition once at start) */
+        if (leader != lp->leader || sp->LeaderEpoch != lp->leader_epoch)
+            lp->retry_us = 0;            /* moved: asked at once */
+        lp->leader = leader;
+        lp->leader_epoch = sp->LeaderEpoch;
+    }
+}
+
+static void handle_metadata(lk_peer *c, kp_rd *r)
+{
+    lk_link *l = c->link;
     kp_MetadataResponse mr;
-    if (kp_dec_MetadataResponse(r, LK_METADATA_VERSION, &mr, &l->arena) != 0) {
-        conn_fail(l, "malformed Metadata answer from the source");
+    if (kp_dec_MetadataResponse(r, LK_METADATA_VERSION, &mr, &c->arena) != 0) {
+        conn_fail(c, "malformed Metadata answer from the source");
         return;
     }
-    lk_link_error(l, NULL);              /* the source answers: healthy */
-    l->backoff_cur_ms = 0;
+    c->backoff_cur_ms = 0;
     for (int32_t i = 0; i < mr.Topics_count; i++) {
         const kp_MetadataResponse_MetadataResponseTopic *t = &mr.Topics[i];
         lk_mirror *m;
@@ -348,18 +619,30 @@ static void handle_metadata(lk_link *l, kp_rd *r)
             }
             m->source_parts = t->Partitions_count;
             m->configs_due = m->created;
-            if (m->created)
+            if (m->created) {
                 lk_mirror_sourced(m, t->Partitions_count, NULL, 0, false);
+                route(l, m, &mr, t);
+            }
         }
     }
-    requests_forgotten(l);
+    requests_forgotten(c);
+    /* The source answers: healthy, unless a broker that leads a partition
+     * (as this answer says) cannot be reached (C3). */
+    bool backing_off = false;
+    for (lk_peer *p = l->peers; p; p = p->next)
+        backing_off |= p->conn == LK_BACKOFF && peer_wanted(p);
+    if (!backing_off)
+        lk_link_error(l, NULL);
+    for (lk_peer *p = l->peers; p; p = p->next)
+        peer_kick(p);
 }
 
-static void handle_configs(lk_link *l, kp_rd *r)
+static void handle_configs(lk_peer *c, kp_rd *r)
 {
+    lk_link *l = c->link;
     kp_DescribeConfigsResponse dr;
-    if (kp_dec_DescribeConfigsResponse(r, LK_CONFIGS_VERSION, &dr, &l->arena) != 0) {
-        conn_fail(l, "malformed DescribeConfigs answer from the source");
+    if (kp_dec_DescribeConfigsResponse(r, LK_CONFIGS_VERSION, &dr, &c->arena) != 0) {
+        conn_fail(c, "malformed DescribeConfigs answer from the source");
         return;
     }
     for (int32_t i = 0; i < dr.Results_count; i++) {
@@ -377,18 +660,18 @@ static void handle_configs(lk_link *l, kp_rd *r)
             m->configs_due = false;
             continue;
         }
-        md_kv *kv = kp_arena_alloc(&l->arena, (size_t)(res->Configs_count + 1) * sizeof *kv);
+        md_kv *kv = kp_arena_alloc(&c->arena, (size_t)(res->Configs_count + 1) * sizeof *kv);
         size_t n = 0;
         for (int32_t j = 0; kv && j < res->Configs_count; j++) {
-            const kp_DescribeConfigsResponse_DescribeConfigsResourceResult *c = &res->Configs[j];
-            if (c->ConfigSource != LK_DYNAMIC_TOPIC_CONFIG || c->Value.len < 0)
+            const kp_DescribeConfigsResponse_DescribeConfigsResourceResult *cf = &res->Configs[j];
+            if (cf->ConfigSource != LK_DYNAMIC_TOPIC_CONFIG || cf->Value.len < 0)
                 continue;
-            char *name = kp_arena_alloc(&l->arena, (size_t)c->Name.len + 1);
-            char *value = kp_arena_alloc(&l->arena, (size_t)c->Value.len + 1);
+            char *name = kp_arena_alloc(&c->arena, (size_t)cf->Name.len + 1);
+            char *value = kp_arena_alloc(&c->arena, (size_t)cf->Value.len + 1);
             if (!name || !value)
                 break;
-            memcpy(name, c->Name.p, (size_t)c->Name.len);
-            memcpy(value, c->Value.p, (size_t)c->Value.len);
+            memcpy(name, cf->Name.p, (size_t)cf->Name.len);
+            memcpy(value, cf->Value.p, (size_t)cf->Value.len);
             kv[n++] = (md_kv){ .name = name, .value = value };
         }
         if (!kv) {
@@ -400,9 +683,11 @@ static void handle_configs(lk_link *l, kp_rd *r)
             lk_mirror_configs(m, kv, n);
         } else {
             lk_mirror_sourced(m, m->source_parts, kv, n, true);
+            if (m->created)
+                l->metadata_due_us = 0;  /* its partitions' leaders now */
         }
     }
-    requests_forgotten(l);
+    requests_forgotten(c);
 }
 
 /* The largest producer id of whole batches (-1: none): so that this
@@ -426,6 +711,33 @@ static int64_t max_producer_id(const uint8_t *recs, size_t len)
 }
 
 /* One partition of a Fetch answer (C1 checked): link.c K2. */
+/* C4: the partition's leader moved (or is moving): asked again once
+ * Metadata says where. */
+static bool leader_error(int16_t err)
+{
+    return err == KP_NOT_LEADER_OR_FOLLOWER || err == KP_FENCED_LEADER_EPOCH ||
+           err == KP_UNKNOWN_LEADER_EPOCH || err == KP_LEADER_NOT_AVAILABLE ||
+           err == KP_REPLICA_NOT_AVAILABLE || err == KP_UNKNOWN_TOPIC_OR_PARTITION ||
+           err == KP_KAFKA_STORAGE_ERROR;
+}
+
+/* A partition error of either answer (Fetch, OffsetForLeaderEpoch): stored
+ * once (no numbers in it: the same error each retry writes no SQL, no
+ * log), retried after reconnect.backoff.ms, at its new leader if it moved. */
+static void part_error(lk_link *l, lk_mirror *m, int32_t i, int16_t err)
+{
+    char why[1024];
+    lk_part *lp = &m->parts[i];
+    snprintf(why, sizeof why, "partition %d: the source answered %s", (int)i,
+             kp_error_name(err));
+    lk_mirror_error(m, why);
+    lp->retry_us = bk_mono_us() + l->backoff_ms * 1000;
+    if (leader_error(err)) {
+        lp->leader = -1;
+        metadata_soon(l);
+    }
+}
+
 static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p,
                             const kp_FetchResponse_PartitionData *rp)
 {
@@ -459,21 +771,19 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
             return;
         }
         case BK_OOR_TRUNCATE:
-            snprintf(why, sizeof why, "partition %d: the mirror's log end is past the source's "
-                     "high watermark; the source's log was cut (truncation by leader epoch is "
-                     "not followed yet): not fetching this partition", (int)i);
-            lk_mirror_error(m, why);
-            lp->retry_us = INT64_MAX;
+            /* C5: ahead of the source's high watermark: its log may have
+             * been cut (an unclean election), or its new leader's high
+             * watermark is not up yet.  Its OffsetForLeaderEpoch says;
+             * after a backoff, so that the second case is no storm. */
+            lp->truncating = true;
+            lp->retry_us = bk_mono_us() + backoff_us;
             return;
         case BK_OOR_RETRY:
             break;
         }
     }
     if (rp->ErrorCode != KP_NONE) {
-        snprintf(why, sizeof why, "partition %d: the source answered %s", (int)i,
-                 kp_error_name(rp->ErrorCode));
-        lk_mirror_error(m, why);
-        lp->retry_us = bk_mono_us() + backoff_us;
+        part_error(l, m, i, rp->ErrorCode);
         return;
     }
     if (lp->answers_due > 0)
@@ -524,40 +834,49 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
     }
 }
 
-static void handle_fetch(lk_link *l, kp_rd *r)
+/* The mirror partition an answer's (topic, partition) is for, if it was
+ * asked of c (then in no request any more) and C1 holds but for the log
+ * end, which the caller checks. */
+static bk_partition *answered(lk_peer *c, lk_mirror *m, kp_str topic, int32_t k)
 {
-    bk_broker *b = l->b;
+    if (m->link != c->link || !kp_str_eq(topic, m->source) || k < 0 || k >= m->nparts)
+        return NULL;
+    lk_part *lp = &m->parts[k];
+    if (!lp->in_request || lp->asked != c->node)
+        return NULL;
+    lp->in_request = false;
+    const bk_pview *v = view_partition(c->link->b, kp_str_cstr(m->topic), k);
+    return lk_mirror_fetching(m) && v && v->local ? v->local : NULL;
+}
+
+static void handle_fetch(lk_peer *c, kp_rd *r)
+{
+    lk_link *l = c->link;
     kp_FetchResponse fr;
-    if (kp_dec_FetchResponse(r, LK_FETCH_VERSION, &fr, &l->arena) != 0) {
-        conn_fail(l, "malformed Fetch answer from the source");
+    if (kp_dec_FetchResponse(r, LK_FETCH_VERSION, &fr, &c->arena) != 0) {
+        conn_fail(c, "malformed Fetch answer from the source");
         return;
     }
     if (fr.ErrorCode != KP_NONE) {
         char why[1024];
         snprintf(why, sizeof why, "Fetch refused by the source: %s", kp_error_name(fr.ErrorCode));
-        conn_fail(l, why);
+        conn_fail(c, why);
         return;
     }
+    c->backoff_cur_ms = 0;
     for (int32_t i = 0; i < fr.Responses_count; i++) {
         const kp_FetchResponse_FetchableTopicResponse *t = &fr.Responses[i];
-        for (lk_mirror *m = l->set->mirrors; m; m = m->next) {
-            if (m->link != l || !kp_str_eq(t->Topic, m->source))
-                continue;
+        for (lk_mirror *m = l->set->mirrors; m; m = m->next)
             for (int32_t j = 0; j < t->Partitions_count; j++) {
                 const kp_FetchResponse_PartitionData *rp = &t->Partitions[j];
                 int32_t k = rp->PartitionIndex;
-                if (k < 0 || k >= m->nparts || !m->parts[k].in_request)
-                    continue;
-                m->parts[k].in_request = false;
-                const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), k);
-                if (!lk_mirror_fetching(m) || !v || !v->local ||   /* C1 */
-                    seg_log_end(v->local->log) != m->parts[k].fetch_offset)
-                    continue;
-                apply_partition(l, m, k, v->local, rp);
+                bk_partition *p = answered(c, m, t->Topic, k);
+                if (p && seg_log_end(p->log) == m->parts[k].fetch_offset &&   /* C1 */
+                    !m->parts[k].truncating && m->parts[k].fetch_epoch == m->parts[k].leader_epoch)
+                    apply_partition(l, m, k, p, rp);
             }
-        }
     }
-    requests_forgotten(l);
+    requests_forgotten(c);
     for (lk_mirror *m = l->set->mirrors, *n; m; m = n) {
         n = m->next;
         if (m->link == l)
@@ -565,12 +884,73 @@ static void handle_fetch(lk_link *l, kp_rd *r)
     }
 }
 
-static void send_plain_token(lk_link *l)
+/* C5: one partition's OffsetForLeaderEpoch answer: the mirror cut where it
+ * leaves the source's log, as the replica fetcher cuts (repl_epoch_cut,
+ * repl_truncate); asked again when its latest epoch went down and the
+ * answer said so. */
+static void apply_epoch(lk_peer *c, lk_mirror *m, int32_t k, bk_partition *p,
+                        const kp_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *rp)
 {
+    lk_link *l = c->link;
+    lk_part *lp = &m->parts[k];
+    if (rp->ErrorCode != KP_NONE) {
+        part_error(l, m, k, rp->ErrorCode);
+        return;
+    }
+    bool done;
+    char why[160], who[MD_TOPIC_NAME_MAX + 64];
+    int64_t end = seg_log_end(p->log);
+    /* A source with no epochs (-1): nothing to go by, nothing cut. */
+    int64_t to = repl_epoch_cut(p->log, end, rp->LeaderEpoch, rp->EndOffset, &done, why,
+                                sizeof why);
+    snprintf(who, sizeof who, "cluster link %s's source broker %d", l->name, (int)c->node);
+    int rc = repl_truncate(l->b, p, to, why, who);
+    if (rc != 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "partition %d: cannot cut the mirror where it leaves the "
+                 "source's log (error %d); retrying", (int)k, rc);
+        lk_mirror_error(m, msg);
+        lp->retry_us = bk_mono_us() + l->backoff_ms * 1000;
+        return;
+    }
+    if (seg_log_end(p->log) < end)
+        BK_INFO("mirror topic %s-%d: cut from %lld to %lld where it leaves source topic %s's "
+                "log (%s)", m->topic, (int)k, (long long)end, (long long)seg_log_end(p->log),
+                m->source, why);
+    if (done || seg_epoch_latest(p->log) >= lp->oe_epoch)
+        lp->truncating = false;
+}
+
+static void handle_epochs(lk_peer *c, kp_rd *r)
+{
+    lk_link *l = c->link;
+    kp_OffsetForLeaderEpochResponse er;
+    if (kp_dec_OffsetForLeaderEpochResponse(r, LK_EPOCH_VERSION, &er, &c->arena) != 0) {
+        conn_fail(c, "malformed OffsetForLeaderEpoch answer from the source");
+        return;
+    }
+    for (int32_t i = 0; i < er.Topics_count; i++) {
+        const kp_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult *t = &er.Topics[i];
+        for (lk_mirror *m = l->set->mirrors; m; m = m->next)
+            for (int32_t j = 0; j < t->Partitions_count; j++) {
+                const kp_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *rp =
+                    &t->Partitions[j];
+                int32_t k = rp->Partition;
+                bk_partition *p = answered(c, m, t->Topic, k);
+                if (p && m->parts[k].truncating && seg_log_end(p->log) == m->parts[k].oe_end)
+                    apply_epoch(c, m, k, p, rp);
+            }
+    }
+    requests_forgotten(c);
+}
+
+static void send_plain_token(lk_peer *c)
+{
+    lk_link *l = c->link;
     size_t ul = strlen(l->user), pl = strlen(l->pass);
-    char *tok = kp_arena_alloc(&l->arena, ul + pl + 2);
+    char *tok = kp_arena_alloc(&c->arena, ul + pl + 2);
     if (!tok) {
-        conn_fail(l, "out of memory for the login");
+        conn_fail(c, "out of memory for the login");
         return;
     }
     tok[0] = 0;                          /* PLAIN: authzid NUL user NUL password */
@@ -578,67 +958,68 @@ static void send_plain_token(lk_link *l)
     tok[ul + 1] = 0;
     memcpy(tok + ul + 2, l->pass, pl);
     kp_SaslAuthenticateRequest q = { .AuthBytes = { tok, (int32_t)(ul + pl + 2) } };
-    send_request(l, KP_API_SASL_AUTHENTICATE, LK_AUTH_VERSION, &q);
+    send_request(c, KP_API_SASL_AUTHENTICATE, LK_AUTH_VERSION, &q);
     memset(tok, 0, ul + pl + 2);
 }
 
-static void handle_sasl(lk_link *l, kp_rd *r)
+static void handle_sasl(lk_peer *c, kp_rd *r)
 {
     char why[1024];
-    if (l->api_out == KP_API_SASL_HANDSHAKE) {
+    if (c->api_out == KP_API_SASL_HANDSHAKE) {
         kp_SaslHandshakeResponse h;
-        if (kp_dec_SaslHandshakeResponse(r, LK_HANDSHAKE_VERSION, &h, &l->arena) != 0 ||
+        if (kp_dec_SaslHandshakeResponse(r, LK_HANDSHAKE_VERSION, &h, &c->arena) != 0 ||
             h.ErrorCode != KP_NONE) {
             snprintf(why, sizeof why, "the source refused SASL mechanism PLAIN (%s)",
                      kp_error_name(h.ErrorCode ? h.ErrorCode : KP_ILLEGAL_SASL_STATE));
-            conn_fail(l, why);
+            conn_fail(c, why);
             return;
         }
-        l->conn = LK_READY;
-        send_plain_token(l);
+        c->conn = LK_READY;
+        send_plain_token(c);
         return;
     }
     kp_SaslAuthenticateResponse a;
-    if (kp_dec_SaslAuthenticateResponse(r, LK_AUTH_VERSION, &a, &l->arena) != 0) {
-        conn_fail(l, "malformed SaslAuthenticate answer from the source");
+    if (kp_dec_SaslAuthenticateResponse(r, LK_AUTH_VERSION, &a, &c->arena) != 0) {
+        conn_fail(c, "malformed SaslAuthenticate answer from the source");
         return;
     }
     if (a.ErrorCode != KP_NONE) {
-        snprintf(why, sizeof why, "SASL authentication as '%s' failed: %s%s%.*s", l->user,
-                 kp_error_name(a.ErrorCode), a.ErrorMessage.len > 0 ? ": " : "",
+        snprintf(why, sizeof why, "SASL authentication as '%s' failed: %s%s%.*s",
+                 c->link->user, kp_error_name(a.ErrorCode), a.ErrorMessage.len > 0 ? ": " : "",
                  a.ErrorMessage.len > 0 ? (int)a.ErrorMessage.len : 0,
                  a.ErrorMessage.len > 0 ? a.ErrorMessage.p : "");
-        conn_fail(l, why);
+        conn_fail(c, why);
         return;
     }
-    l->conn = LK_READY;
-    next_request(l);
+    c->conn = LK_READY;
+    next_request(c);
 }
 
-static void handle_answer(lk_link *l, const uint8_t *frame, size_t len)
+static void handle_answer(lk_peer *c, const uint8_t *frame, size_t len)
 {
     kp_rd r;
     kp_rd_init(&r, frame, len);
     int32_t corrid = kp_rd_i32(&r);
-    if (!kp_rd_ok(&r) || corrid != l->corrid || l->conn != LK_WAITING) {
-        conn_fail(l, "an answer from the source with an unexpected correlation id");
+    if (!kp_rd_ok(&r) || corrid != c->corrid || c->conn != LK_WAITING) {
+        conn_fail(c, "an answer from the source with an unexpected correlation id");
         return;
     }
-    kp_arena_reset(&l->arena);
-    l->conn = LK_READY;
-    switch (l->api_out) {
-    case KP_API_METADATA: handle_metadata(l, &r); break;
-    case KP_API_DESCRIBE_CONFIGS: handle_configs(l, &r); break;
-    case KP_API_FETCH: handle_fetch(l, &r); break;
-    default: handle_sasl(l, &r); return;
+    kp_arena_reset(&c->arena);
+    c->conn = LK_READY;
+    switch (c->api_out) {
+    case KP_API_METADATA: handle_metadata(c, &r); break;
+    case KP_API_DESCRIBE_CONFIGS: handle_configs(c, &r); break;
+    case KP_API_FETCH: handle_fetch(c, &r); break;
+    case KP_API_OFFSET_FOR_LEADER_EPOCH: handle_epochs(c, &r); break;
+    default: handle_sasl(c, &r); return;
     }
-    next_request(l);
+    next_request(c);
 }
 
-/* C2: a frame is handled once it is whole, from l->in. */
+/* C2: a frame is handled once it is whole, from c->in. */
 static void on_read(struct bufferevent *bev, void *arg)
 {
-    lk_link *l = arg;
+    lk_peer *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     for (;;) {
         uint8_t hdr[4];
@@ -646,7 +1027,7 @@ static void on_read(struct bufferevent *bev, void *arg)
             return;
         uint32_t n = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
         if (n > LK_FRAME_MAX) {
-            conn_fail(l, "an answer from the source larger than 256 MiB");
+            conn_fail(c, "an answer from the source larger than 256 MiB");
             return;
         }
         if (evbuffer_get_length(in) < (size_t)n + 4) {
@@ -655,87 +1036,90 @@ static void on_read(struct bufferevent *bev, void *arg)
             return;
         }
         bufferevent_setwatermark(bev, EV_READ, 0, 0);
-        /* Into the link's own buffer, grown and reused (C2): a pullup
-         * would allocate (and fault in) a new chain of megabytes per
-         * answer. */
-        if (n > l->in_cap) {
-            uint8_t *nb = realloc(l->in, n);
+        /* Into the connection's own buffer, grown and reused (C2): a
+         * pullup would allocate (and fault in) a new chain of megabytes
+         * per answer. */
+        if (n > c->in_cap) {
+            uint8_t *nb = realloc(c->in, n);
             if (!nb) {
-                conn_fail(l, "out of memory reading an answer");
+                conn_fail(c, "out of memory reading an answer");
                 return;
             }
-            l->in = nb;
-            l->in_cap = n;
+            c->in = nb;
+            c->in_cap = n;
         }
         evbuffer_drain(in, 4);
-        if (evbuffer_remove(in, l->in, n) != (int)n) {
-            conn_fail(l, "cannot read an answer");
+        if (evbuffer_remove(in, c->in, n) != (int)n) {
+            conn_fail(c, "cannot read an answer");
             return;
         }
-        handle_answer(l, l->in, n);
-        if (l->bev != bev)
+        handle_answer(c, c->in, n);
+        if (c->bev != bev)
             return;                      /* closed while handling */
     }
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
-    lk_link *l = arg;
+    lk_peer *c = arg;
+    lk_link *l = c->link;
     char why[1024];
-    if (bev != l->bev)
+    if (bev != c->bev)
         return;
     if (what & BEV_EVENT_CONNECTED) {
-        l->conn = LK_READY;
+        c->conn = LK_READY;
         if (l->sasl) {
             kp_SaslHandshakeRequest q = { .Mechanism = kp_str_cstr("PLAIN") };
-            send_request(l, KP_API_SASL_HANDSHAKE, LK_HANDSHAKE_VERSION, &q);
+            send_request(c, KP_API_SASL_HANDSHAKE, LK_HANDSHAKE_VERSION, &q);
         } else {
-            next_request(l);
+            next_request(c);
         }
         return;
     }
-    if ((what & BEV_EVENT_EOF) && l->conn == LK_READY) {
+    if ((what & BEV_EVENT_EOF) && c->conn == LK_READY) {
         /* Idle (nothing out) and closed by the source (its
          * connections.max.idle.ms): not an error; connected again when
          * there is something to ask. */
-        int64_t due = (l->metadata_due_us - bk_mono_us()) / 1000;
-        lk_conn_close(l);
-        arm(l, due > 0 ? due : 1);
+        int64_t due = c->node < 0 ? (l->metadata_due_us - bk_mono_us()) / 1000 : 0;
+        peer_close(c);
+        arm(c, due > 0 ? due : 1);
         return;
     }
     int dns = bufferevent_socket_get_dns_error(bev);
-    if ((what & BEV_EVENT_TIMEOUT) && l->conn == LK_READY) {
+    if ((what & BEV_EVENT_TIMEOUT) && c->conn == LK_READY) {
         bufferevent_enable(bev, EV_READ);          /* idle, not late */
         return;
     }
-    snprintf(why, sizeof why, "%s:%d: %s", l->host, l->port,
+    snprintf(why, sizeof why, "%s:%d: %s", c->host, c->port,
              dns ? evutil_gai_strerror(dns)
              : (what & BEV_EVENT_EOF) ? "connection closed by the source"
              : (what & BEV_EVENT_TIMEOUT) ? "no answer in time"
              : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-    conn_fail(l, why);
+    conn_fail(c, why);
 }
 
-static void link_connect(lk_link *l)
+static void peer_connect(lk_peer *c)
 {
-    lk_conn_close(l);
-    l->bev = bufferevent_socket_new(l->b->base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (!l->bev) {
-        conn_fail(l, "cannot make a socket");
+    lk_link *l = c->link;
+    peer_close(c);
+    c->bev = bufferevent_socket_new(l->b->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->bev) {
+        conn_fail(c, "cannot make a socket");
         return;
     }
-    bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
+    bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
     /* libevent reads 16 KiB per callback by default: a Fetch answer of
      * megabytes would take hundreds of loop turns. */
-    bufferevent_set_max_single_read(l->bev, LK_SINGLE_READ);
+    bufferevent_set_max_single_read(c->bev, LK_SINGLE_READ);
     int64_t t = (int64_t)l->fetch_max_wait_ms + LK_REQUEST_TIMEOUT_MS;
     struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
-    bufferevent_set_timeouts(l->bev, &tv, &tv);
-    bufferevent_enable(l->bev, EV_READ | EV_WRITE);
-    l->conn = LK_CONNECTING;
-    l->metadata_due_us = 0;              /* the sources again on a new connection */
+    bufferevent_set_timeouts(c->bev, &tv, &tv);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    c->conn = LK_CONNECTING;
+    if (c->node < 0)
+        l->metadata_due_us = 0;          /* the sources again on a new connection */
     /* Name resolution through evdns: nothing blocks the loop. */
-    if (bufferevent_socket_connect_hostname(l->bev, l->set->dns, AF_UNSPEC, l->host,
-                                            l->port) != 0)
-        conn_fail(l, "cannot connect");
+    if (bufferevent_socket_connect_hostname(c->bev, l->set->dns, AF_UNSPEC, c->host,
+                                            c->port) != 0)
+        conn_fail(c, "cannot connect");
 }

@@ -24,6 +24,15 @@ enum lk_conn { LK_IDLE, LK_CONNECTING, LK_READY, LK_WAITING, LK_BACKOFF };
 
 typedef struct lk_part {
     int64_t source_end;                  /* the source's high watermark, last answer; -1 */
+    int32_t leader;                      /* the source's leader (node id), last Metadata;
+                                          * -1: unknown, asked again (link_conn.c C4) */
+    int32_t leader_epoch;                /* its leader epoch there (CurrentLeaderEpoch); -1 */
+    int32_t asked;                       /* in_request: the node the request went to */
+    int32_t fetch_epoch;                 /* in a Fetch: the leader epoch it carried */
+    int32_t oe_epoch;                    /* truncating: the epoch asked about */
+    int64_t oe_end;                      /* truncating: the log end it was asked at */
+    bool truncating;                     /* to cut where it leaves the source first
+                                          * (link_conn.c C5) */
     int64_t caught_up_ms;                /* wall clock: the mirror last had all of it; -1 */
     int64_t fetch_offset;                /* in the request out */
     int64_t retry_us;                    /* mono; 0: fetch now */
@@ -48,29 +57,46 @@ typedef struct lk_mirror {
     struct lk_mirror *next;
 } lk_mirror;
 
-typedef struct lk_link {
-    bk_broker *b;
-    struct lk_set *set;
-    char name[MD_TOPIC_NAME_MAX + 1];
+/* One connection to a source broker (link_conn.c): the bootstrap one
+ * (node -1: Metadata, DescribeConfigs, through the bootstrap servers in
+ * turn) or a source broker's (node id: Fetch and OffsetForLeaderEpoch of
+ * the partitions it leads).  Its own state, buffers and request: another
+ * request kind can be sent to a chosen broker. */
+typedef struct lk_peer {
+    struct lk_link *link;
+    int32_t node;                        /* -1: the bootstrap connection */
     char host[256];
     int port;
-    /* settings (Kafka's client property names, link.c) */
-    bool sasl;                           /* security.protocol=SASL_PLAINTEXT, PLAIN */
-    char user[128], pass[256];
-    int32_t fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes, partition_max_bytes;
-    int64_t metadata_max_age_ms, backoff_ms, backoff_max_ms;
-    /* the connection (link_conn.c) */
     enum lk_conn conn;
     struct bufferevent *bev;
     struct event *timer;
     int16_t api_out;
     int32_t corrid;
-    int64_t metadata_due_us;             /* mono: next Metadata of the sources */
     int64_t backoff_cur_ms;
     kp_buf out;
     uint8_t *in;                         /* the answer being handled (link_conn.c C2) */
     uint32_t in_cap;
     kp_arena arena;
+    struct lk_peer *next;
+} lk_peer;
+
+typedef struct lk_link {
+    bk_broker *b;
+    struct lk_set *set;
+    char name[MD_TOPIC_NAME_MAX + 1];
+    char bootstrap[1024];                /* host:port[,host:port…] as given */
+    int nboot, boot_at;                  /* their count; the one boot uses */
+    /* settings (Kafka's client property names, link.c) */
+    bool sasl;                           /* security.protocol=SASL_PLAINTEXT, PLAIN */
+    char user[128], pass[256];
+    int32_t fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes, partition_max_bytes;
+    int64_t metadata_max_age_ms, backoff_ms, backoff_max_ms;
+    /* the connections (link_conn.c) */
+    lk_peer boot;                        /* Metadata, DescribeConfigs */
+    lk_peer *peers;                      /* one per source broker leading a partition */
+    int64_t metadata_due_us;             /* mono: next Metadata of the sources */
+    int64_t metadata_sent_us;            /* mono: the last one (refreshes no faster than
+                                          * reconnect.backoff.ms: link_conn.c C4) */
     char last_error[MD_ERRLEN];          /* as stored (cluster_links.last_error) */
     struct lk_link *next;
 } lk_link;
@@ -87,8 +113,15 @@ typedef struct lk_set {
 } lk_set;
 
 /* link_conn.c */
+void lk_conn_init(lk_link *l);           /* the bootstrap connection, unconnected */
 void lk_conn_kick(lk_link *l);           /* fetch or connect now, if idle */
-void lk_conn_close(lk_link *l);
+void lk_conn_close(lk_link *l);          /* every connection; freed with lk_conn_free */
+void lk_conn_free(lk_link *l);
+/* The connection to source broker node (made, unconnected, or its address
+ * updated; NULL: out of memory).  Another request kind for a chosen broker
+ * (the group coordinator, any broker): which connection sends it goes in
+ * link_conn.c next_request, its answer in handle_answer (by api_out). */
+lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port);
 
 /* link.c, for link_conn.c */
 void lk_link_error(lk_link *l, const char *why);   /* NULL: healthy again */
@@ -103,5 +136,9 @@ void lk_mirror_configs(lk_mirror *m, const md_kv *cfg, size_t ncfg);
 /* A partition's answer was applied: promoting mirrors may be done. */
 void lk_mirror_progress(lk_mirror *m);
 bool lk_mirror_fetching(const lk_mirror *m);
+/* The i-th host:port of a bootstrap list (KP_NONE, or KP_INVALID_CONFIG
+ * with err); *count gets how many there are. */
+int lk_bootstrap_nth(const char *s, int i, char *host, size_t hlen, int *port, int *count,
+                     char *err, size_t errlen);
 
 #endif

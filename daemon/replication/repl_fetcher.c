@@ -378,42 +378,47 @@ static void pause_part(fe_part *fp, int64_t until_us)
     fp->retry_us = until_us;
 }
 
-/* Cuts the replica's log back to `offset` (a no-op at or past its end,
- * but for leader epochs starting there), with what goes with the log: the
- * removed segments to the janitor, the producer state as the log now has
- * it, the high watermark no higher than the end, the epoch checkpoint.
- * 0, or the seg_truncate error after logging it and pausing the partition
- * until its view changes (the log is as it was, or in its error state). */
-static int truncate_to(fe_fetcher *f, fe_part *fp, bk_partition *p, int64_t offset,
-                       const char *why)
+int repl_truncate(bk_broker *b, bk_partition *p, int64_t offset, const char *why,
+                  const char *leader)
 {
-    bk_broker *b = f->set->b;
     int64_t end = seg_log_end(p->log);
     int rc = seg_truncate(p->log, offset);
     replica_janitor_dead(b, seg_take_dead(p->log), p->topic->cfg.file_delete_delay_ms);
+    if (rc != 0)
+        return rc;
+    replica_partition_epochs_save(b, p);
+    if (seg_log_end(p->log) == end)
+        return 0;
+    BK_INFO("partition %s-%d: log end %lld truncated to %lld (%s, %s)", p->topic->name, p->id,
+            (long long)end, (long long)seg_log_end(p->log), why, leader);
+    if (seg_log_end(p->log) < p->high_watermark)
+        BK_WARN("partition %s-%d: offsets %lld to %lld were committed (below the high "
+                "watermark) and are lost: %s does not have them (it was "
+                "elected without them: an unclean leader election, or one that settled "
+                "for the replicas back within leader.recovery.wait.ms)", p->topic->name,
+                p->id, (long long)seg_log_end(p->log),
+                (long long)p->high_watermark - 1, leader);
+    replica_producers_reset(b, p);
+    if (p->high_watermark > seg_log_end(p->log))
+        replica_partition_set_high_watermark(b, p, seg_log_end(p->log));
+    return 0;
+}
+
+/* repl_truncate, or pausing the partition until its view changes after
+ * logging why not (the log is as it was, or in its error state). */
+static int truncate_to(fe_fetcher *f, fe_part *fp, bk_partition *p, int64_t offset,
+                       const char *why)
+{
+    char leader[32];
+    snprintf(leader, sizeof leader, "leader %d", f->leader);
+    int rc = repl_truncate(f->set->b, p, offset, why, leader);
     if (rc != 0) {
         BK_ERROR("partition %s-%d: cannot truncate to %lld (%s; error %d); not fetching "
                  "it until its state changes", fp->topic, fp->partition,
                  (long long)offset, why, rc);
         pause_part(fp, INT64_MAX);
-        return rc;
     }
-    replica_partition_epochs_save(b, p);
-    if (seg_log_end(p->log) == end)
-        return 0;
-    BK_INFO("partition %s-%d: log end %lld truncated to %lld (%s, leader %d)", fp->topic,
-            fp->partition, (long long)end, (long long)seg_log_end(p->log), why, f->leader);
-    if (seg_log_end(p->log) < p->high_watermark)
-        BK_WARN("partition %s-%d: offsets %lld to %lld were committed (below the high "
-                "watermark) and are lost: leader %d does not have them (it was "
-                "elected without them: an unclean leader election, or one that settled "
-                "for the replicas back within leader.recovery.wait.ms)", fp->topic,
-                fp->partition, (long long)seg_log_end(p->log),
-                (long long)p->high_watermark - 1, f->leader);
-    replica_producers_reset(b, p);
-    if (p->high_watermark > seg_log_end(p->log))
-        replica_partition_set_high_watermark(b, p, seg_log_end(p->log));
-    return 0;
+    return rc;
 }
 
 /* OFFSET_OUT_OF_RANGE: see the note at the top. */
@@ -543,6 +548,27 @@ static void apply_partition(fe_fetcher *f, fe_part *fp, bk_partition *p,
  * where our epochs up to L end and ask again with what is then our
  * latest.  A leader with no history (-1) leaves the pre-epoch rule: cut
  * back to our high watermark. */
+int64_t repl_epoch_cut(const seg_log *log, int64_t hw, int32_t leader_epoch,
+                       int64_t end_offset, bool *done, char *why, size_t whylen)
+{
+    int64_t end = seg_log_end(log), to = hw;
+    *done = true;
+    snprintf(why, whylen, "no leader epochs on the leader: back to the high watermark");
+    if (leader_epoch >= 0 && end_offset >= 0) {
+        int32_t ours;
+        int64_t ours_end;
+        seg_epoch_end_offset(log, leader_epoch, &ours, &ours_end);
+        if (ours_end < 0)
+            ours_end = end;              /* cannot be: L <= our latest epoch */
+        *done = ours == leader_epoch;
+        to = *done && end_offset < ours_end ? end_offset : ours_end;
+        snprintf(why, whylen, "%s epoch %d ends at %lld in the leader's log, %lld in ours",
+                 *done ? "leader" : "diverged before leader", (int)leader_epoch,
+                 (long long)end_offset, (long long)ours_end);
+    }
+    return to > end ? end : to;
+}
+
 static void apply_epoch(fe_fetcher *f, fe_part *fp, bk_partition *p,
                         const kp_OffsetForLeaderEpochResponse_OffsetForLeaderPartitionResult *rp)
 {
@@ -550,24 +576,10 @@ static void apply_epoch(fe_fetcher *f, fe_part *fp, bk_partition *p,
         part_error(f, fp, p, rp->ErrorCode);
         return;
     }
-    int64_t end = seg_log_end(p->log), to = p->high_watermark;
-    bool done = true;
+    bool done;
     char why[160];
-    snprintf(why, sizeof why, "no leader epochs on the leader: back to the high watermark");
-    if (rp->LeaderEpoch >= 0 && rp->EndOffset >= 0) {
-        int32_t ours;
-        int64_t ours_end;
-        seg_epoch_end_offset(p->log, rp->LeaderEpoch, &ours, &ours_end);
-        if (ours_end < 0)
-            ours_end = end;              /* cannot be: L <= our latest epoch */
-        done = ours == rp->LeaderEpoch;
-        to = done && rp->EndOffset < ours_end ? rp->EndOffset : ours_end;
-        snprintf(why, sizeof why, "%s epoch %d ends at %lld in the leader's log, %lld in ours",
-                 done ? "leader" : "diverged before leader", (int)rp->LeaderEpoch,
-                 (long long)rp->EndOffset, (long long)ours_end);
-    }
-    if (to > end)
-        to = end;
+    int64_t to = repl_epoch_cut(p->log, p->high_watermark, rp->LeaderEpoch, rp->EndOffset,
+                                &done, why, sizeof why);
     if (truncate_to(f, fp, p, to, why) != 0)
         return;
     /* Asking again only helps when our latest epoch went down. */

@@ -22,6 +22,24 @@ void repl_fetchers_update(bk_broker *b);
  * moved while they were out), since this process started. */
 void repl_fetchers_counters(uint64_t *ahead, uint64_t *dropped);
 
+/* Cuts a replica's log back to offset (a no-op at or past its end, but for
+ * leader epochs starting there), with what goes with the log: the removed
+ * segments to the janitor, the producer state as the log now has it, the
+ * high watermark no higher than the end, the epoch checkpoint; a cut is
+ * logged with why and leader (who it follows: "leader 2", a cluster
+ * link's source).  0, or seg_truncate's error (nothing logged).  Shared by
+ * the replica fetchers and the cluster links (daemon/link/link_conn.c). */
+int repl_truncate(bk_broker *b, bk_partition *p, int64_t offset, const char *why,
+                  const char *leader);
+/* Where a log diverges from its leader's (Kafka's follower rule,
+ * repl_fetcher.c apply_epoch), from the leader's OffsetForLeaderEpoch
+ * answer (leader_epoch, end_offset) for the log's latest epoch: the
+ * offset to cut at (never past the log end; hw when the leader has no
+ * epochs), *done false when the log must ask again with its new latest
+ * epoch; why says which case, for the log line. */
+int64_t repl_epoch_cut(const seg_log *log, int64_t hw, int32_t leader_epoch,
+                       int64_t end_offset, bool *done, char *why, size_t whylen);
+
 /* ---- pure pieces (unit tested) ---------------------------------------------- */
 /* This broker (self) follows a partition iff it hosts a replica of it and
  * another broker, alive, leads it. */

@@ -2,12 +2,14 @@
  * test_d_link — the pure pieces of cluster links (daemon/link/link.c):
  * which settings are secret (stored apart, shown masked: link.c K4), and
  * PLAIN's username and password out of a sasl.jaas.config value as
- * Kafka's clients write it.
+ * Kafka's clients write it; the bootstrap servers, tried in turn
+ * (link_conn.c).
  */
 #include <check.h>
 #include <string.h>
 
 #include "daemon/link/link.h"
+#include "daemon/link/link_int.h"
 #include "tests/unit/unit_run.h"
 
 START_TEST(test_secret_settings)
@@ -42,8 +44,38 @@ START_TEST(test_jaas_plain)
 }
 END_TEST
 
+START_TEST(test_bootstrap_nth)
+{
+    char host[64], err[256];
+    int port = 0, n = 0;
+    const char *list = "a.example:9092,127.0.0.1:19093,[::1]:7";
+    ck_assert_int_eq(lk_bootstrap_nth(list, 0, host, sizeof host, &port, &n, err, sizeof err), 0);
+    ck_assert_str_eq(host, "a.example");
+    ck_assert_int_eq(port, 9092);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(lk_bootstrap_nth(list, 1, host, sizeof host, &port, &n, err, sizeof err), 0);
+    ck_assert_str_eq(host, "127.0.0.1");
+    ck_assert_int_eq(port, 19093);
+    ck_assert_int_eq(lk_bootstrap_nth(list, 2, host, sizeof host, &port, &n, err, sizeof err), 0);
+    ck_assert_str_eq(host, "[::1]");
+    ck_assert_int_eq(port, 7);
+    /* Every entry is checked, whichever is asked for. */
+    const char *bad[] = { "", "h", "h:", ":1", "h:0", "h:65536", "h:1,", "h:1,x", "h:1x",
+                          "h:1,,h:2", NULL };
+    for (int i = 0; bad[i]; i++) {
+        err[0] = 0;
+        ck_assert_msg(lk_bootstrap_nth(bad[i], 0, host, sizeof host, &port, &n, err,
+                                       sizeof err) != 0, "accepted '%s'", bad[i]);
+        ck_assert(strstr(err, "bootstrap_servers"));
+    }
+    ck_assert(lk_bootstrap_nth(NULL, 0, host, sizeof host, &port, &n, err, sizeof err) != 0);
+    ck_assert(lk_bootstrap_nth("a-very-long-host-name:1", 0, host, 8, &port, &n, err,
+                               sizeof err) != 0);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *const tests[] = { test_secret_settings, test_jaas_plain };
+    const TTest *const tests[] = { test_secret_settings, test_jaas_plain, test_bootstrap_nth };
     return unit_run("d_link", "link", tests, sizeof tests / sizeof *tests, NULL, NULL, 10);
 }
