@@ -17,6 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "clients/sl_int.h"
 
 const char *sl_version(void) { return SL_VERSION_STR; }
@@ -61,6 +63,7 @@ const char *sl_err_name(int err)
     case SL_E_BAD_MSG:       return "BAD_MSG";
     case SL_E_FATAL:         return "FATAL";
     case SL_E_MAX_POLL_EXCEEDED: return "MAX_POLL_EXCEEDED";
+    case SL_E_AUTHENTICATION: return "AUTHENTICATION";
     default:                 return kp_error_name(err);
     }
 }
@@ -74,7 +77,7 @@ int sl_retriable(int err)
 
 /* ---- the table ------------------------------------------------------------ */
 enum kind { K_STR, K_INT, K_I64, K_BOOL, K_ACKS, K_CODEC, K_RESET, K_PARTITIONER,
-            K_ASSIGNORS, K_ISOLATION };
+            K_ASSIGNORS, K_ISOLATION, K_SECPROTO, K_SASLMECH, K_ENDPOINT };
 
 typedef struct key {
     const char *name;
@@ -124,10 +127,24 @@ static const key keys[] = {
     { "enable.partition.eof", K_BOOL, F(enable_partition_eof), 0, 1 },
     { "allow.auto.create.topics", K_BOOL, F(allow_auto_create_topics), 0, 1 },
     { "isolation.level", K_ISOLATION, F(isolation_level), 0, 0 },
+    { "security.protocol", K_SECPROTO, F(security_protocol), 0, 0 },
+    { "sasl.mechanism", K_SASLMECH, F(sasl_mechanism), 0, 0 },
+    { "sasl.mechanisms", K_SASLMECH, F(sasl_mechanism), 0, 0 },
+    { "sasl.username", K_STR, F(sasl_username), 0, 0 },
+    { "sasl.password", K_STR, F(sasl_password), 0, 0 },
+    { "ssl.ca.location", K_STR, F(ssl_ca_location), 0, 0 },
+    { "ssl.certificate.location", K_STR, F(ssl_certificate_location), 0, 0 },
+    { "ssl.key.location", K_STR, F(ssl_key_location), 0, 0 },
+    { "ssl.key.password", K_STR, F(ssl_key_password), 0, 0 },
+    { "ssl.endpoint.identification.algorithm", K_ENDPOINT, F(ssl_endpoint_identification),
+      0, 0 },
 };
 
 static const char *codecs[] = { "none", "gzip", "snappy", "lz4", "zstd" };
 static const char *isolation_levels[] = { "read_uncommitted", "read_committed" };
+static const char *sec_protocols[] = { "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL" };
+static const char *sasl_mechs[] = { "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" };
+static const char *endpoint_algs[] = { "none", "https" };
 static const char *partitioners[] = { "murmur2_random", "murmur2",
                                       "consistent_random", "random" };
 
@@ -166,6 +183,7 @@ void sl_conf_init_defaults(sl_conf *c)
     c->max_partition_fetch_bytes = 1048576;
     c->fetch_max_wait_ms = 500;
     c->queued_max_kbytes = 65536;
+    c->ssl_endpoint_identification = 1;     /* librdkafka 2.x: https */
 }
 
 sl_conf *sl_conf_new(void)
@@ -178,10 +196,15 @@ sl_conf *sl_conf_new(void)
 
 void sl_conf_free_fields(sl_conf *c)
 {
-    free(c->bootstrap_servers);
-    free(c->client_id);
-    free(c->group_id);
-    c->bootstrap_servers = c->client_id = c->group_id = NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (keys[i].kind != K_STR)
+            continue;
+        char **slot = (char **)((char *)c + keys[i].off);
+        if (*slot && !strcmp(keys[i].name, "sasl.password"))
+            OPENSSL_cleanse(*slot, strlen(*slot));
+        free(*slot);
+        *slot = NULL;
+    }
 }
 
 void sl_conf_destroy(sl_conf *c)
@@ -195,15 +218,17 @@ void sl_conf_destroy(sl_conf *c)
 int sl_conf_copy(sl_conf *dst, const sl_conf *src)
 {
     *dst = *src;
-    dst->bootstrap_servers = sl_strdup(src->bootstrap_servers);
-    dst->client_id = sl_strdup(src->client_id);
-    dst->group_id = sl_strdup(src->group_id);
-    if ((src->bootstrap_servers && !dst->bootstrap_servers) ||
-        (src->client_id && !dst->client_id) || (src->group_id && !dst->group_id)) {
-        sl_conf_free_fields(dst);
-        return SL_E_NOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (keys[i].kind != K_STR)
+            continue;
+        char **slot = (char **)((char *)dst + keys[i].off);
+        if (*slot && !(*slot = strdup(*slot)))
+            rc = SL_E_NOMEM;
     }
-    return 0;
+    if (rc)
+        sl_conf_free_fields(dst);   /* frees the copies; NULL ones are the failures */
+    return rc;
 }
 
 sl_conf *sl_conf_dup(const sl_conf *conf)
@@ -326,6 +351,24 @@ int sl_conf_set(sl_conf *conf, const char *name, const char *v,
                 "read_committed)", v);
         conf->isolation_level = i;
         return 0;
+    case K_SECPROTO:
+        if ((i = pick(v, sec_protocols, 4)) < 0)
+            BAD("security.protocol: invalid value \"%s\" (expected PLAINTEXT, SSL, "
+                "SASL_PLAINTEXT or SASL_SSL)", v);
+        conf->security_protocol = i;
+        return 0;
+    case K_SASLMECH:
+        if ((i = pick(v, sasl_mechs, 3)) < 0)
+            BAD("%s: invalid value \"%s\" (expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)",
+                name, v);
+        conf->sasl_mechanism = i;
+        return 0;
+    case K_ENDPOINT:
+        if ((i = pick(v, endpoint_algs, 2)) < 0)
+            BAD("ssl.endpoint.identification.algorithm: invalid value \"%s\" (expected "
+                "https or none)", v);
+        conf->ssl_endpoint_identification = i;
+        return 0;
     case K_ASSIGNORS: {
         int got[2], n = 0;
         const char *p = v;
@@ -378,6 +421,11 @@ int sl_conf_get(const sl_conf *conf, const char *name, char *buf, size_t size)
     case K_CODEC: snprintf(buf, size, "%s", codecs[conf->codec]); break;
     case K_PARTITIONER: snprintf(buf, size, "%s", partitioners[conf->partitioner]); break;
     case K_ISOLATION: snprintf(buf, size, "%s", isolation_levels[conf->isolation_level]); break;
+    case K_SECPROTO: snprintf(buf, size, "%s", sec_protocols[conf->security_protocol]); break;
+    case K_SASLMECH: snprintf(buf, size, "%s", sasl_mechs[conf->sasl_mechanism]); break;
+    case K_ENDPOINT:
+        snprintf(buf, size, "%s", endpoint_algs[conf->ssl_endpoint_identification]);
+        break;
     case K_RESET:
         snprintf(buf, size, "%s", conf->auto_offset_reset == SL_OFFSET_BEGINNING ? "earliest"
                  : conf->auto_offset_reset == SL_OFFSET_END ? "latest" : "none");

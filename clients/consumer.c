@@ -698,6 +698,12 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
     }
     c->last_poll = sl_coarse_ms();
     for (;;) {
+        if (cl->auth_err) {                /* client_sec.c inv. 1 */
+            m->err = cl->auth_err;
+            m->errstr = cl->auth_msg;
+            m->key_len = m->value_len = -1;
+            break;
+        }
         if (cl->grp) {
             sl_grp_serve_events(cl, cons);
             if (sl_grp_poll_error(cl, m))

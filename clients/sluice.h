@@ -88,6 +88,10 @@ enum {
     SL_E_FATAL         = -213,   /* the idempotent producer lost its guarantee */
     SL_E_MAX_POLL_EXCEEDED = -214, /* the application did not poll within
                                       max.poll.interval.ms: left the group */
+    SL_E_AUTHENTICATION = -215,   /* the broker refused the SASL login, or the
+                                     TLS handshake failed (certificate, host
+                                     name): fatal for the handle, see
+                                     security.protocol */
 };
 /* "NOT_LEADER_OR_FOLLOWER", "TIMED_OUT", …  Any thread; never NULL. */
 const char *sl_err_name(int err);
