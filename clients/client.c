@@ -302,7 +302,7 @@ static void out_reset(sl_broker *b)
 
 void sl_conn_fail(sl_client *cl, sl_broker *b, int err, const char *why)
 {
-    if (b->state != SL_B_DOWN)
+    if (b->state != SL_B_DOWN && err != SL_E_AUTHENTICATION)   /* that one is logged */
         sl_log(cl, err == SL_E_DESTROYED ? 7 : b->state == SL_B_UP ? 4 : 6,
                "%s:%d/%d: %s", b->host, b->port,
                b->id, why);

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 #include <arpa/inet.h>
 
 #include <openssl/crypto.h>
@@ -113,6 +114,18 @@ static int sec_ctx_new(sl_client *cl, char *errbuf, size_t size)
 {
     const sl_conf *c = &cl->conf;
     char why[512];
+    const char *const files[][2] = {
+        { "ssl.ca.location", c->ssl_ca_location },
+        { "ssl.certificate.location", c->ssl_certificate_location },
+        { "ssl.key.location", c->ssl_key_location },
+    };
+    for (int i = 0; i < 3; i++) {
+        if (files[i][1] && access(files[i][1], R_OK) != 0) {
+            sl_errbuf(errbuf, size, "%s: cannot read \"%s\": %s", files[i][0], files[i][1],
+                      strerror(errno));
+            return SL_E_CONF;
+        }
+    }
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (!ctx) {
         sec_ssl_errors(why, sizeof why);
@@ -351,16 +364,23 @@ long sl_sec_writev(sl_client *cl, sl_broker *b, const struct iovec *iov, int n)
 
 /* ---- SASL ------------------------------------------------------------------------ */
 
-static sl_resp_cb sec_handshake_answer, sec_auth_answer;
+static sl_resp_cb sec_answer;
 
-static void sec_auth_send(sl_client *cl, sl_broker *b, const void *tok, size_t n)
+/* Sends a token of n bytes, then wipes it (a password, a proof); n < 0:
+ * there is none, for the reason fail gives (inv. 1). */
+static void sec_auth_send(sl_client *cl, sl_broker *b, char *tok, int n, const char *fail)
 {
+    if (n < 0) {
+        sl_sec_fatal(cl, b, "SASL %s: %s", sec_mech_name(cl), fail);
+        return;
+    }
     int16_t v = sl_api_version(b, KP_API_SASL_AUTHENTICATE, 1, 2);
     kp_SaslAuthenticateRequest q;
     kp_init_SaslAuthenticateRequest(&q);
-    q.AuthBytes = (kp_str){ tok, (int32_t)n };
+    q.AuthBytes = (kp_str){ tok, n };
     kp_enc_SaslAuthenticateRequest(sl_req_begin(cl, b, KP_API_SASL_AUTHENTICATE, v), v, &q);
-    sl_req_end(cl, b, sec_auth_answer, NULL);
+    sl_req_end(cl, b, sec_answer, NULL);
+    OPENSSL_cleanse(tok, (size_t)n);
     b->sasl_step++;
 }
 
@@ -381,7 +401,7 @@ bool sl_sec_sasl_start(sl_client *cl, sl_broker *b)
     q.Mechanism = kp_str_cstr(sec_mech_name(cl));
     kp_enc_SaslHandshakeRequest(sl_req_begin(cl, b, KP_API_SASL_HANDSHAKE, SASL_HANDSHAKE_V),
                                 SASL_HANDSHAKE_V, &q);
-    sl_req_end(cl, b, sec_handshake_answer, NULL);
+    sl_req_end(cl, b, sec_answer, &b->sasl_step);   /* ctx: the handshake's */
     return true;
 }
 
@@ -394,10 +414,8 @@ static void sec_first_token(sl_client *cl, sl_broker *b)
     int n;
     if (m == SCRAM_UNKNOWN) {
         n = snprintf(tok, sizeof tok, "%c%s%c%s", 0, user, 0, pw);
-        if (n < 0 || (size_t)n >= sizeof tok) {
-            sl_sec_fatal(cl, b, "SASL PLAIN: sasl.username and sasl.password are too long");
-            return;
-        }
+        if ((size_t)n >= sizeof tok)
+            n = -1;
     } else {
         uint8_t rnd[24];
         char cnonce[48];
@@ -407,26 +425,16 @@ static void sec_first_token(sl_client *cl, sl_broker *b)
         }
         kp_scram_b64_encode(rnd, sizeof rnd, cnonce, sizeof cnonce);   /* no ',' */
         n = kp_scram_client_first_write(&b->scram, m, user, cnonce, tok, sizeof tok);
-        if (n < 0) {
-            sl_sec_fatal(cl, b, "SASL %s: sasl.username is too long", sec_mech_name(cl));
-            return;
-        }
     }
-    sec_auth_send(cl, b, tok, (size_t)n);
-    OPENSSL_cleanse(tok, sizeof tok);
+    sec_auth_send(cl, b, tok, n, "sasl.username (or sasl.password) is too long");
 }
 
-static void sec_handshake_answer(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
-                                 int16_t ver, void *ctx)
+/* -1: the answer does not decode. */
+static int sec_handshake_answer(sl_client *cl, sl_broker *b, kp_rd *r, int16_t ver)
 {
-    (void)f; (void)ctx;
-    if (err)
-        return;                               /* conn_fail already ran */
     kp_SaslHandshakeResponse h;
-    if (kp_dec_SaslHandshakeResponse(r, ver, &h, &cl->arena) != 0) {
-        sl_conn_fail(cl, b, SL_E_BAD_MSG, "malformed SaslHandshake answer");
-        return;
-    }
+    if (kp_dec_SaslHandshakeResponse(r, ver, &h, &cl->arena) != 0)
+        return -1;
     if (h.ErrorCode != 0) {
         char offered[200] = "";
         size_t at = 0;
@@ -437,9 +445,10 @@ static void sec_handshake_answer(sl_client *cl, sl_broker *b, int err, sl_frame 
         sl_sec_fatal(cl, b, "SASL: the broker does not enable sasl.mechanism=%s (it offers %s; "
                             "%s)", sec_mech_name(cl), offered[0] ? offered : "none",
                      sl_err_name(h.ErrorCode));
-        return;
+        return 0;
     }
     sec_first_token(cl, b);
+    return 0;
 }
 
 /* SCRAM's SaltedPassword for sf (cached, struct sl_salted). */
@@ -483,46 +492,48 @@ static void sec_client_final(sl_client *cl, sl_broker *b, const char *tok, size_
     const uint8_t *salted = sec_salted(cl, m, &sf);
     int len = salted ? kp_scram_client_final_write(&b->scram, &sf, b->server_first, n, salted,
                                                    fin, sizeof fin) : -1;
-    if (len < 0) {
-        sl_sec_fatal(cl, b, "SASL %s: cannot compute the client proof", sec_mech_name(cl));
-        return;
-    }
-    sec_auth_send(cl, b, fin, (size_t)len);
-    OPENSSL_cleanse(fin, sizeof fin);
+    sec_auth_send(cl, b, fin, len, "cannot compute the client proof");
 }
 
-static void sec_auth_answer(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
-                            int16_t ver, void *ctx)
+static int sec_auth_answer(sl_client *cl, sl_broker *b, kp_rd *r, int16_t ver)
 {
-    (void)f; (void)ctx;
-    if (err)
-        return;
     kp_SaslAuthenticateResponse a;
-    if (kp_dec_SaslAuthenticateResponse(r, ver, &a, &cl->arena) != 0) {
-        sl_conn_fail(cl, b, SL_E_BAD_MSG, "malformed SaslAuthenticate answer");
-        return;
-    }
+    if (kp_dec_SaslAuthenticateResponse(r, ver, &a, &cl->arena) != 0)
+        return -1;
     scram_mech m = sec_scram_mech(cl);
     if (a.ErrorCode != 0) {
         sl_sec_fatal(cl, b, "SASL %s authentication as %s failed: %.*s (%s)",
                      sec_mech_name(cl), cl->conf.sasl_username,
                      a.ErrorMessage.p && a.ErrorMessage.len > 0 ? (int)a.ErrorMessage.len : 0,
                      a.ErrorMessage.p ? a.ErrorMessage.p : "", sl_err_name(a.ErrorCode));
-        return;
+        return 0;
     }
     const char *tok = a.AuthBytes.p ? (const char *)a.AuthBytes.p : "";
     size_t n = a.AuthBytes.len > 0 ? (size_t)a.AuthBytes.len : 0;
     if (m != SCRAM_UNKNOWN && b->sasl_step == 1) {
         sec_client_final(cl, b, tok, n);
-        return;
+        return 0;
     }
     if (m != SCRAM_UNKNOWN && !kp_scram_client_verify(&b->scram, tok, n)) {
         sl_sec_fatal(cl, b, "SASL %s: the broker's server signature is wrong (it does not hold "
                             "this user's credential)", sec_mech_name(cl));
-        return;
+        return 0;
     }
     OPENSSL_cleanse(&b->scram, sizeof b->scram);
     sl_log(cl, 7, "%s:%d/%d: SASL %s login as %s", b->host, b->port, b->id, sec_mech_name(cl),
            cl->conf.sasl_username);
     sl_conn_up(cl, b);
+    return 0;
+}
+
+/* SaslHandshake's answer (ctx set) or SaslAuthenticate's. */
+static void sec_answer(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r, int16_t ver,
+                       void *ctx)
+{
+    (void)f;
+    if (err)
+        return;                               /* conn_fail already ran */
+    if ((ctx ? sec_handshake_answer : sec_auth_answer)(cl, b, r, ver) < 0)
+        sl_conn_fail(cl, b, SL_E_BAD_MSG, ctx ? "malformed SaslHandshake answer"
+                                              : "malformed SaslAuthenticate answer");
 }

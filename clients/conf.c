@@ -76,8 +76,7 @@ int sl_retriable(int err)
 }
 
 /* ---- the table ------------------------------------------------------------ */
-enum kind { K_STR, K_INT, K_I64, K_BOOL, K_ACKS, K_CODEC, K_RESET, K_PARTITIONER,
-            K_ASSIGNORS, K_ISOLATION, K_SECPROTO, K_SASLMECH, K_ENDPOINT };
+enum kind { K_STR, K_INT, K_I64, K_BOOL, K_ACKS, K_ENUM, K_RESET, K_ASSIGNORS };
 
 typedef struct key {
     const char *name;
@@ -85,6 +84,15 @@ typedef struct key {
     size_t off;
     int64_t min, max;
 } key;
+
+static const char *const codecs[] = { "none", "gzip", "snappy", "lz4", "zstd" };
+static const char *const isolation_levels[] = { "read_uncommitted", "read_committed" };
+static const char *const partitioners[] = { "murmur2_random", "murmur2",
+                                            "consistent_random", "random" };
+static const char *const sec_protocols[] = { "PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                             "SASL_SSL" };
+static const char *const sasl_mechs[] = { "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" };
+static const char *const endpoint_algs[] = { "none", "https" };
 
 #define F(field) offsetof(sl_conf, field)
 #define BIG INT32_MAX
@@ -101,8 +109,8 @@ static const key keys[] = {
     { "acks", K_ACKS, F(acks), 0, 0 },
     { "linger.ms", K_INT, F(linger_ms), 0, 900000 },
     { "batch.size", K_INT, F(batch_size), 1, 1 << 30 },
-    { "compression.type", K_CODEC, F(codec), 0, 0 },
-    { "compression.codec", K_CODEC, F(codec), 0, 0 },
+    { "compression.type", K_ENUM, F(codec), 0, 0 },
+    { "compression.codec", K_ENUM, F(codec), 0, 0 },
     { "enable.idempotence", K_BOOL, F(enable_idempotence), 0, 1 },
     { "retries", K_INT, F(retries), 0, BIG },
     { "delivery.timeout.ms", K_INT, F(delivery_timeout_ms), 1, BIG },
@@ -110,7 +118,7 @@ static const key keys[] = {
     { "max.in.flight.requests.per.connection", K_INT, F(max_in_flight), 1, 5 },
     { "buffer.memory", K_I64, F(buffer_memory), 1024, INT64_MAX / 2 },
     { "max.block.ms", K_INT, F(max_block_ms), 0, BIG },
-    { "partitioner", K_PARTITIONER, F(partitioner), 0, 0 },
+    { "partitioner", K_ENUM, F(partitioner), 0, 0 },
     { "group.id", K_STR, F(group_id), 0, 0 },
     { "auto.offset.reset", K_RESET, F(auto_offset_reset), 0, 0 },
     { "enable.auto.commit", K_BOOL, F(enable_auto_commit), 0, 1 },
@@ -126,27 +134,43 @@ static const key keys[] = {
     { "queued.max.messages.kbytes", K_INT, F(queued_max_kbytes), 1, 2097151 },
     { "enable.partition.eof", K_BOOL, F(enable_partition_eof), 0, 1 },
     { "allow.auto.create.topics", K_BOOL, F(allow_auto_create_topics), 0, 1 },
-    { "isolation.level", K_ISOLATION, F(isolation_level), 0, 0 },
-    { "security.protocol", K_SECPROTO, F(security_protocol), 0, 0 },
-    { "sasl.mechanism", K_SASLMECH, F(sasl_mechanism), 0, 0 },
-    { "sasl.mechanisms", K_SASLMECH, F(sasl_mechanism), 0, 0 },
+    { "isolation.level", K_ENUM, F(isolation_level), 0, 0 },
+    { "security.protocol", K_ENUM, F(security_protocol), 0, 0 },
+    { "sasl.mechanism", K_ENUM, F(sasl_mechanism), 0, 0 },
+    { "sasl.mechanisms", K_ENUM, F(sasl_mechanism), 0, 0 },
     { "sasl.username", K_STR, F(sasl_username), 0, 0 },
     { "sasl.password", K_STR, F(sasl_password), 0, 0 },
     { "ssl.ca.location", K_STR, F(ssl_ca_location), 0, 0 },
     { "ssl.certificate.location", K_STR, F(ssl_certificate_location), 0, 0 },
     { "ssl.key.location", K_STR, F(ssl_key_location), 0, 0 },
     { "ssl.key.password", K_STR, F(ssl_key_password), 0, 0 },
-    { "ssl.endpoint.identification.algorithm", K_ENDPOINT, F(ssl_endpoint_identification),
-      0, 0 },
+    { "ssl.endpoint.identification.algorithm", K_ENUM, F(ssl_endpoint_identification), 0, 0 },
 };
 
-static const char *codecs[] = { "none", "gzip", "snappy", "lz4", "zstd" };
-static const char *isolation_levels[] = { "read_uncommitted", "read_committed" };
-static const char *sec_protocols[] = { "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL" };
-static const char *sasl_mechs[] = { "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" };
-static const char *endpoint_algs[] = { "none", "https" };
-static const char *partitioners[] = { "murmur2_random", "murmur2",
-                                      "consistent_random", "random" };
+/* The K_ENUM keys' values, by the int they set (by field: aliases share it). */
+static const struct {
+    size_t off;
+    const char *const *names;
+    int n;
+} enums[] = {
+#define E(field, names) { F(field), names, sizeof names / sizeof names[0] }
+    E(codec, codecs), E(partitioner, partitioners), E(isolation_level, isolation_levels),
+    E(security_protocol, sec_protocols), E(sasl_mechanism, sasl_mechs),
+    E(ssl_endpoint_identification, endpoint_algs),
+#undef E
+};
+
+static const char *const *enum_names(const key *k, int *n)
+{
+    for (size_t i = 0; i < sizeof enums / sizeof enums[0]; i++)
+        if (enums[i].off == k->off) {
+            *n = enums[i].n;
+            return enums[i].names;
+        }
+    *n = 0;
+    return NULL;
+}
+
 
 void sl_conf_init_defaults(sl_conf *c)
 {
@@ -320,18 +344,20 @@ int sl_conf_set(sl_conf *conf, const char *name, const char *v,
         else
             BAD("acks: invalid value \"%s\" (expected all, -1, 0 or 1)", v);
         return 0;
-    case K_CODEC:
-        if ((i = pick(v, codecs, 5)) < 0)
-            BAD("%s: invalid value \"%s\" (expected none, gzip, snappy, lz4 or zstd)",
-                name, v);
-        conf->codec = i;
+    case K_ENUM: {
+        int n;
+        const char *const *names = enum_names(k, &n);
+        if ((i = pick(v, names, n)) < 0) {
+            char list[200];
+            size_t at = 0;
+            for (int j = 0; j < n && at < sizeof list; j++)
+                at += (size_t)snprintf(list + at, sizeof list - at, "%s%s",
+                                       j == 0 ? "" : j == n - 1 ? " or " : ", ", names[j]);
+            BAD("%s: invalid value \"%s\" (expected %s)", name, v, list);
+        }
+        *(int *)(base + k->off) = i;
         return 0;
-    case K_PARTITIONER:
-        if ((i = pick(v, partitioners, 4)) < 0)
-            BAD("partitioner: invalid value \"%s\" (expected murmur2_random, "
-                "murmur2, consistent_random or random)", v);
-        conf->partitioner = i;
-        return 0;
+    }
     case K_RESET:
         if (!strcasecmp(v, "earliest") || !strcasecmp(v, "smallest") ||
             !strcasecmp(v, "beginning"))
@@ -344,30 +370,6 @@ int sl_conf_set(sl_conf *conf, const char *name, const char *v,
         else
             BAD("auto.offset.reset: invalid value \"%s\" (expected earliest, "
                 "latest or none)", v);
-        return 0;
-    case K_ISOLATION:
-        if ((i = pick(v, isolation_levels, 2)) < 0)
-            BAD("isolation.level: invalid value \"%s\" (expected read_uncommitted or "
-                "read_committed)", v);
-        conf->isolation_level = i;
-        return 0;
-    case K_SECPROTO:
-        if ((i = pick(v, sec_protocols, 4)) < 0)
-            BAD("security.protocol: invalid value \"%s\" (expected PLAINTEXT, SSL, "
-                "SASL_PLAINTEXT or SASL_SSL)", v);
-        conf->security_protocol = i;
-        return 0;
-    case K_SASLMECH:
-        if ((i = pick(v, sasl_mechs, 3)) < 0)
-            BAD("%s: invalid value \"%s\" (expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)",
-                name, v);
-        conf->sasl_mechanism = i;
-        return 0;
-    case K_ENDPOINT:
-        if ((i = pick(v, endpoint_algs, 2)) < 0)
-            BAD("ssl.endpoint.identification.algorithm: invalid value \"%s\" (expected "
-                "https or none)", v);
-        conf->ssl_endpoint_identification = i;
         return 0;
     case K_ASSIGNORS: {
         int got[2], n = 0;
@@ -418,14 +420,11 @@ int sl_conf_get(const sl_conf *conf, const char *name, char *buf, size_t size)
     case K_I64:  snprintf(buf, size, "%lld", (long long)*(const int64_t *)(base + k->off)); break;
     case K_BOOL: snprintf(buf, size, "%s", *(const int *)(base + k->off) ? "true" : "false"); break;
     case K_ACKS: snprintf(buf, size, "%s", conf->acks == -1 ? "all" : conf->acks ? "1" : "0"); break;
-    case K_CODEC: snprintf(buf, size, "%s", codecs[conf->codec]); break;
-    case K_PARTITIONER: snprintf(buf, size, "%s", partitioners[conf->partitioner]); break;
-    case K_ISOLATION: snprintf(buf, size, "%s", isolation_levels[conf->isolation_level]); break;
-    case K_SECPROTO: snprintf(buf, size, "%s", sec_protocols[conf->security_protocol]); break;
-    case K_SASLMECH: snprintf(buf, size, "%s", sasl_mechs[conf->sasl_mechanism]); break;
-    case K_ENDPOINT:
-        snprintf(buf, size, "%s", endpoint_algs[conf->ssl_endpoint_identification]);
+    case K_ENUM: {
+        int n;
+        snprintf(buf, size, "%s", enum_names(k, &n)[*(const int *)(base + k->off)]);
         break;
+    }
     case K_RESET:
         snprintf(buf, size, "%s", conf->auto_offset_reset == SL_OFFSET_BEGINNING ? "earliest"
                  : conf->auto_offset_reset == SL_OFFSET_END ? "latest" : "none");
