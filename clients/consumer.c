@@ -619,6 +619,7 @@ static void fill_headers(sl_cons *c, kp_record *rec, sl_message *m)
         k[h.Key.len] = 0;
         c->hkeys[n] = k;
         c->hdrs[n].key = k;
+        c->hdrs[n].key_len = h.Key.len;
         c->hdrs[n].value = h.Value.len < 0 ? NULL : (h.Value.len ? h.Value.p : "");
         c->hdrs[n].value_len = h.Value.len < 0 ? 0 : h.Value.len;
         n++;

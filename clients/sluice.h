@@ -193,10 +193,16 @@ void sl_conf_set_log_cb(sl_conf *conf,
 
 /* ---- messages and headers ----------------------------------------------- */
 typedef struct sl_header {
-    const char *key;          /* NUL-terminated */
+    const char *key;          /* key_len bytes; NUL-terminated when key_len is 0 */
     const void *value;        /* NULL = null value */
     int32_t value_len;
+    int32_t key_len;          /* 0: strlen(key), so sources that set only key and
+                                 value work; a key holding a NUL byte needs it.
+                                 Consumed headers set it (and still end the key
+                                 with a NUL) */
 } sl_header;
+/* A header's key length: key_len, or strlen(key) when key_len is 0. */
+size_t sl_header_key_len(const sl_header *h);
 
 #define SL_TIMESTAMP_CREATE_TIME     0
 #define SL_TIMESTAMP_LOG_APPEND_TIME 1

@@ -149,7 +149,7 @@ def test_wrong_password_stops_at_once_naming_the_cause(sec_broker, certs, tmp_pa
     rc, out, err, took = export(boot(b, "SASL_SSL"), t, tmp_path,
                                 sasl_ssl(certs, pw="not-the-password"), "--until-end")
     print("----\n" + err)
-    assert rc != 0 and rc != 124, out + err
+    assert rc == 2, (rc, out + err)                        # a runtime error
     assert took < 15, "took %.1f s" % took
     assert "SASL SCRAM-SHA-512 authentication as exporter failed" in err, err
     assert "invalid credentials" in err, err            # the broker's own message
@@ -163,7 +163,7 @@ def test_wrong_password_stops_at_once_naming_the_cause(sec_broker, certs, tmp_pa
     rc, out, err, took = export(boot(b, "SASL_SSL"), t, tmp_path,
                                 sasl_ssl(certs, pw="not-the-password"), "--group", "g-" + t)
     print("----\n" + err)
-    assert rc != 0 and took < 15 and "invalid credentials" in err, out + err
+    assert rc == 2 and took < 15 and "invalid credentials" in err, (rc, out + err)
     p = subprocess.run([os.path.join(TOOLS, "sluice-consume"), "-b", boot(b, "SASL_SSL"),
                         "-t", t, "-e"] + xargs(sasl_ssl(certs, pw="not-the-password")),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
@@ -176,13 +176,13 @@ def test_unknown_user_and_untrusted_ca_stop_with_their_cause(sec_broker, certs, 
     t, _ = topic_for(b, certs, "xbadca", n=10)
     rc, out, err, took = export(boot(b, "SASL_SSL"), t, tmp_path,
                                 sasl_ssl(certs, user="nobody", pw="x"), "--until-end")
-    assert rc != 0 and took < 15, out + err
+    assert rc == 2 and took < 15, (rc, out + err)
     assert "authentication as nobody failed" in err, err
     rc, out, err, took = export(boot(b, "SASL_SSL"), t, tmp_path,
                                 dict(sasl_ssl(certs), **{"ssl.ca.location": certs.untrusted.crt}),
                                 "--until-end")
     print("----\n" + err)
-    assert rc != 0 and took < 15, out + err
+    assert rc == 2 and took < 15, (rc, out + err)
     assert "certificate verify failed" in err, err
 
 
@@ -198,7 +198,7 @@ def test_bad_security_settings_are_refused_at_creation(sec_broker, certs, tmp_pa
     for conf, name in cases:
         rc, out, err, took = export(boot(b, "SSL"), "t", tmp_path, conf, "--until-end")
         print("----\n" + err)
-        assert rc != 0 and name in err and took < 10, (conf, rc, err)
+        assert rc == 1 and name in err and took < 10, (conf, rc, err)   # configuration
 
 
 def test_produce_and_consume_tools_over_sasl_ssl(sec_broker, certs, tmp_path):  # noqa: F811
