@@ -219,3 +219,29 @@ def test_produce_and_consume_tools_over_sasl_ssl(sec_broker, certs, tmp_path):  
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     assert p.returncode == 0, p.stderr.decode(errors="replace")
     assert p.stdout == lines
+
+
+def test_megabytes_both_ways_through_tls(sec_broker, certs, tmp_path):  # noqa: F811
+    """24 MB produced by sluice-produce and exported back over SASL_SSL: TLS
+    writes that stop part way (WANT_WRITE) and fetches larger than a TLS
+    record or the read buffer, every byte checked."""
+    import random
+    b = sec_broker
+    t = topic_name("xbig")
+    st, body = sql(b, "INSERT INTO topics (name, partitions) VALUES ('%s', 1)" % t)
+    assert st == 200, body
+    for op in ("READ", "DESCRIBE", "WRITE"):
+        grant(b, "TOPIC", t, op, "User:exporter")
+    rnd = random.Random(7)
+    values = [rnd.randbytes(rnd.randrange(1, 12000)).replace(b"\n", b"x")
+              for _ in range(4000)]
+    p = subprocess.run([os.path.join(TOOLS, "sluice-produce"), "-b", boot(b, "SASL_SSL"),
+                        "-t", t] + xargs(sasl_ssl(certs)), input=b"\n".join(values) + b"\n",
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    rc, out, err, took = export(boot(b, "SASL_SSL"), t, tmp_path, sasl_ssl(certs),
+                                "--until-end", "-X", "fetch.max.bytes=8388608",
+                                "-X", "max.partition.fetch.bytes=4194304", timeout=120)
+    assert rc == 0, out + err
+    print("exported %d MB through TLS in %.1f s" % (sum(map(len, values)) >> 20, took))
+    assert_exact({0: {i: (None, v, []) for i, v in enumerate(values)}}, read_tree(tmp_path, t))
