@@ -123,6 +123,27 @@ void sl_conf_destroy(sl_conf *conf);
  *   metadata.max.age.ms      1..    (300000)
  *   log_level                0..7   (6); messages go to stderr or the log callback
  *   socket.send.buffer.bytes 0..    (0: the system's default) SO_SNDBUF
+ *  security (librdkafka's names and behaviour)
+ *   security.protocol        PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL (PLAINTEXT)
+ *   sasl.mechanism           PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 (PLAIN);
+ *                            sasl.mechanisms is an alias.  Each connection
+ *                            logs in (SaslHandshake v1, SaslAuthenticate
+ *                            v1+) before any other request
+ *   sasl.username, sasl.password  required with SASL_*
+ *   ssl.ca.location          PEM file of the CAs to trust (unset: the system's)
+ *   ssl.certificate.location, ssl.key.location  a client certificate (PEM,
+ *                            chain first) and its key; ssl.key.password if
+ *                            the key is encrypted
+ *   ssl.endpoint.identification.algorithm  https|none (https): the broker's
+ *                            certificate must name the host (or IP) the
+ *                            client connects to
+ *                            A file that cannot be read fails the handle's
+ *                            creation (naming the setting).  A refused login
+ *                            or TLS handshake (untrusted certificate, wrong
+ *                            name) is logged once with the broker's message
+ *                            and ends the handle: no reconnection, and every
+ *                            call (and sl_consumer_poll, as an error message)
+ *                            returns SL_E_AUTHENTICATION
  *  producer
  *   acks                     all|-1|0|1 (all)
  *   linger.ms                0..    (5) a batch goes out this long after its
