@@ -731,6 +731,14 @@ static void *io_main(void *arg)
                 sl_conn_fail(cl, b, SL_E_TIMED_OUT, "request timed out");
                 continue;
             }
+            if (b->state == SL_B_TLS) {
+                if (b->tls_deadline <= now) {
+                    sl_conn_fail(cl, b, SL_E_TIMED_OUT, "TLS handshake timed out");
+                    continue;
+                }
+                if (b->tls_deadline < next)
+                    next = b->tls_deadline;
+            }
             if (b->wait_head && b->wait_head->deadline < next)
                 next = b->wait_head->deadline;
             bool handshaking = b->state == SL_B_CONNECTING || b->state == SL_B_TLS;

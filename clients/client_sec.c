@@ -245,6 +245,7 @@ int sl_sec_tls_start(sl_client *cl, sl_broker *b)
             return -1;
     }
     b->state = SL_B_TLS;
+    b->tls_deadline = sl_now_ms() + cl->conf.request_timeout_ms;
     return 1;
 }
 

@@ -119,6 +119,7 @@ struct sl_broker {
     int fd, state;
     struct ssl_st *ssl;       /* TLS (client_sec.c); NULL in plaintext */
     bool tls_want_write;      /* OpenSSL waits for POLLOUT */
+    int64_t tls_deadline;     /* the handshake's end: request.timeout.ms */
     int sasl_step;            /* tokens sent in this login */
     scram_client scram;       /* this login's SCRAM state */
     char *server_first;       /* SCRAM: kept for the AuthMessage */

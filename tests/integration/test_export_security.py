@@ -245,3 +245,38 @@ def test_megabytes_both_ways_through_tls(sec_broker, certs, tmp_path):  # noqa: 
     assert rc == 0, out + err
     print("exported %d MB through TLS in %.1f s" % (sum(map(len, values)) >> 20, took))
     assert_exact({0: {i: (None, v, []) for i, v in enumerate(values)}}, read_tree(tmp_path, t))
+
+
+def test_a_silent_tls_port_times_the_handshake_out_and_reconnects(certs, tmp_path):  # noqa: F811
+    """A port that accepts and never answers: each TLS handshake gives up
+    after request.timeout.ms and the client connects again (with backoff),
+    and the export fails with exit 2 instead of hanging."""
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    srv.settimeout(0.2)
+    accepted, stop = [], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                accepted.append(srv.accept()[0])
+            except socket.timeout:
+                pass
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        conf = {"security.protocol": "SSL", "ssl.ca.location": certs.ca.crt,
+                "request.timeout.ms": "500", "reconnect.backoff.max.ms": "200"}
+        rc, out, err, took = export("127.0.0.1:%d" % srv.getsockname()[1], "t", tmp_path, conf,
+                                    "--until-end", "-S", "4000", timeout=60)
+    finally:
+        stop.set()
+        th.join(5)
+        for c in accepted:
+            c.close()
+        srv.close()
+    assert rc == 2 and took < 30, (rc, took, err)
+    assert len(accepted) >= 3, "%d connections in %.1f s: %s" % (len(accepted), took, err)
