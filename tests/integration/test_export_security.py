@@ -169,6 +169,13 @@ def test_wrong_password_stops_at_once_naming_the_cause(sec_broker, certs, tmp_pa
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
     print("----\n" + p.stderr.decode())
     assert p.returncode != 0 and b"invalid credentials" in p.stderr, p.stderr
+    t0 = time.monotonic()
+    p = subprocess.run([os.path.join(TOOLS, "sluice-produce"), "-b", boot(b, "SASL_SSL"),
+                        "-t", t] + xargs(sasl_ssl(certs, pw="not-the-password")),
+                       input=b"a\nb\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    print(p.stderr.decode())
+    assert p.returncode != 0 and b"invalid credentials" in p.stderr, p.stderr
+    assert time.monotonic() - t0 < 15
 
 
 def test_unknown_user_and_untrusted_ca_stop_with_their_cause(sec_broker, certs, tmp_path):  # noqa: F811
