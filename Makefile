@@ -174,7 +174,7 @@ $(SLUICE_SQL): $(call obj,admin/sluice-sql.c) $(LIBADMIN) $(LIBMD) $(LIBSCH) $(L
 #   make install PREFIX=/opt/sluice [DESTDIR=stage]      make uninstall PREFIX=…
 PREFIX ?= /usr/local
 SL_LIBDIR = $(DESTDIR)$(PREFIX)/lib
-SL_PC_LIBS := -lzstd -lz -llz4 -lsnappy -lpthread -lm
+SL_PC_LIBS := -lssl -lcrypto -lzstd -lz -llz4 -lsnappy -lpthread -lm
 .PHONY: install uninstall
 install: $(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)
 	install -d $(DESTDIR)$(PREFIX)/include $(SL_LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin

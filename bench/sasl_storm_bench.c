@@ -21,7 +21,7 @@
 #include <openssl/hmac.h>
 
 #include "bench/bench_common.h"
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 
 #define USER "storm"
 #define PASSWORD "storm-password"
@@ -102,8 +102,8 @@ static int client_final(login *l)
     snprintf(nonce, sizeof nonce, "%.*s", (int)(s - r - 2), r + 2);
     if (!have_salted) {
         uint8_t salt[64];
-        int n = sec_scram_b64_decode(s + 3, (size_t)(i - s - 3), salt, sizeof salt);
-        if (n <= 0 || sec_scram_salted_password(SCRAM_SHA_256, PASSWORD, strlen(PASSWORD), salt,
+        int n = kp_scram_b64_decode(s + 3, (size_t)(i - s - 3), salt, sizeof salt);
+        if (n <= 0 || kp_scram_salted_password(SCRAM_SHA_256, PASSWORD, strlen(PASSWORD), salt,
                                             (size_t)n, atoi(i + 3), salted))
             return -1;
         have_salted = true;
@@ -119,7 +119,7 @@ static int client_final(login *l)
     for (int k = 0; k < 32; k++)
         proof[k] = ck[k] ^ sig[k];
     char p64[64];
-    sec_scram_b64_encode(proof, 32, p64, sizeof p64);
+    kp_scram_b64_encode(proof, 32, p64, sizeof p64);
     snprintf(l->tok, sizeof l->tok, "%s,p=%s", wp, p64);
     return 0;
 }

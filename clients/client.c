@@ -48,6 +48,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+
 #include "clients/sl_int.h"
 #include "kp_msgs.h"
 
@@ -298,12 +300,13 @@ static void out_reset(sl_broker *b)
 
 /* ---- connections ---------------------------------------------------------- */
 
-static void conn_fail(sl_client *cl, sl_broker *b, int err, const char *why)
+void sl_conn_fail(sl_client *cl, sl_broker *b, int err, const char *why)
 {
-    if (b->state != SL_B_DOWN)
+    if (b->state != SL_B_DOWN && err != SL_E_AUTHENTICATION)   /* that one is logged */
         sl_log(cl, err == SL_E_DESTROYED ? 7 : b->state == SL_B_UP ? 4 : 6,
                "%s:%d/%d: %s", b->host, b->port,
                b->id, why);
+    sl_sec_close(b);
     if (b->fd >= 0)
         close(b->fd);
     b->fd = -1;
@@ -378,22 +381,56 @@ void sl_handle_apiversions(sl_client *cl, sl_broker *b, int err, sl_frame *f,
             send_apiversions(cl, b);
             return;
         }
-        conn_fail(cl, b, SL_E_UNSUPPORTED, "ApiVersions failed");
+        sl_conn_fail(cl, b, SL_E_UNSUPPORTED, "ApiVersions failed");
         return;
     }
     memcpy(b->vmin, vmin, sizeof vmin);
     memcpy(b->vmax, vmax, sizeof vmax);
+    sl_log(cl, 7, "%s:%d/%d: ApiVersions v%d", b->host, b->port, b->id, ver);
+    if (!sl_sec_sasl_start(cl, b))     /* else the login ends in sl_conn_up */
+        sl_conn_up(cl, b);
+}
+
+void sl_conn_up(sl_client *cl, sl_broker *b)
+{
     b->state = SL_B_UP;
     b->backoff_ms = cl->conf.reconnect_backoff_ms;
-    sl_log(cl, 7, "%s:%d/%d: up (ApiVersions v%d)", b->host, b->port, b->id, ver);
+    sl_log(cl, 7, "%s:%d/%d: up", b->host, b->port, b->id);
     pthread_cond_broadcast(&cl->cond);
 }
 
-static void conn_established(sl_client *cl, sl_broker *b)
+/* TLS done (or none): ApiVersions. */
+static void conn_apiversions(sl_client *cl, sl_broker *b)
 {
     b->state = SL_B_APIVERSIONS;
     b->apiver_try = 3;
     send_apiversions(cl, b);
+}
+
+/* TCP connected: the TLS handshake (client_sec.c), or ApiVersions. */
+static void conn_established(sl_client *cl, sl_broker *b)
+{
+    int rc = sl_sec_tls_start(cl, b);
+    if (rc < 0)
+        sl_conn_fail(cl, b, SL_E_NOMEM, "cannot start TLS");
+    else if (rc == 0)
+        conn_apiversions(cl, b);
+    else if (sl_sec_tls_step(cl, b) == 1)
+        conn_apiversions(cl, b);
+}
+
+/* recv(2) and sendmsg(2), through TLS on a secured connection. */
+static ssize_t conn_recv(sl_client *cl, sl_broker *b, void *p, size_t n)
+{
+    return b->ssl ? sl_sec_read(cl, b, p, n) : recv(b->fd, p, n, 0);
+}
+
+static ssize_t conn_send(sl_client *cl, sl_broker *b, const struct iovec *iov, int n)
+{
+    if (b->ssl)
+        return sl_sec_writev(cl, b, iov, n);
+    struct msghdr mh = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+    return sendmsg(b->fd, &mh, MSG_NOSIGNAL);
 }
 
 static void conn_start(sl_client *cl, sl_broker *b)
@@ -407,13 +444,13 @@ static void conn_start(sl_client *cl, sl_broker *b)
     if (rc != 0 || !ai) {
         char why[300];
         snprintf(why, sizeof why, "resolve failed: %s", gai_strerror(rc));
-        conn_fail(cl, b, SL_E_TRANSPORT, why);
+        sl_conn_fail(cl, b, SL_E_TRANSPORT, why);
         return;
     }
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         freeaddrinfo(ai);
-        conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
+        sl_conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
         return;
     }
     int one = 1;
@@ -427,7 +464,7 @@ static void conn_start(sl_client *cl, sl_broker *b)
     if (rc == 0)
         conn_established(cl, b);
     else if (errno != EINPROGRESS)
-        conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
+        sl_conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
 }
 
 /* One complete frame: match it with the FIFO head and dispatch. */
@@ -439,7 +476,7 @@ static int dispatch(sl_client *cl, sl_broker *b, sl_frame *f)
     int32_t corrid = kp_rd_i32(&rd);
     if (!r || !kp_rd_ok(&rd) || corrid != r->corrid) {
         sl_frame_unref(f);
-        conn_fail(cl, b, SL_E_BAD_MSG, "response out of order");
+        sl_conn_fail(cl, b, SL_E_BAD_MSG, "response out of order");
         return -1;
     }
     b->wait_head = r->next;
@@ -471,12 +508,12 @@ static void conn_read(sl_client *cl, sl_broker *b)
 {
     for (;;) {
         if (b->rx) {               /* large frame: read into place */
-            ssize_t n = recv(b->fd, b->rx->data + b->rx_got, b->rx->len - b->rx_got, 0);
-            if (n == 0) { conn_fail(cl, b, SL_E_TRANSPORT, "connection closed by broker"); return; }
+            ssize_t n = conn_recv(cl, b, b->rx->data + b->rx_got, b->rx->len - b->rx_got);
+            if (n == 0) { sl_conn_fail(cl, b, SL_E_TRANSPORT, "connection closed by broker"); return; }
             if (n < 0) {
                 if (errno == EINTR) continue;
                 if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-                conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
+                sl_conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
                 return;
             }
             b->rx_got += (size_t)n;
@@ -488,12 +525,12 @@ static void conn_read(sl_client *cl, sl_broker *b)
                 return;
             continue;
         }
-        ssize_t n = recv(b->fd, b->rbuf + b->rlen, sizeof b->rbuf - b->rlen, 0);
-        if (n == 0) { conn_fail(cl, b, SL_E_TRANSPORT, "connection closed by broker"); return; }
+        ssize_t n = conn_recv(cl, b, b->rbuf + b->rlen, sizeof b->rbuf - b->rlen);
+        if (n == 0) { sl_conn_fail(cl, b, SL_E_TRANSPORT, "connection closed by broker"); return; }
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
+            sl_conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
             return;
         }
         b->rlen += (size_t)n;
@@ -503,12 +540,12 @@ static void conn_read(sl_client *cl, sl_broker *b)
             uint32_t len = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
                            (uint32_t)p[2] << 8 | p[3];
             if (len < 4 || len > SL_MAX_FRAME) {
-                conn_fail(cl, b, SL_E_BAD_MSG, "bad frame length");
+                sl_conn_fail(cl, b, SL_E_BAD_MSG, "bad frame length");
                 return;
             }
             sl_frame *f = frame_new(len);
             if (!f) {
-                conn_fail(cl, b, SL_E_NOMEM, "out of memory");
+                sl_conn_fail(cl, b, SL_E_NOMEM, "out of memory");
                 return;
             }
             size_t have = b->rlen - off - 4;
@@ -557,12 +594,11 @@ static void conn_write(sl_client *cl, sl_broker *b)
 {
     while (out_pending(b)) {
         struct iovec iov[64];
-        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)out_iov(b, iov, 64) };
-        ssize_t n = sendmsg(b->fd, &mh, MSG_NOSIGNAL);
+        ssize_t n = conn_send(cl, b, iov, out_iov(b, iov, 64));
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
+            sl_conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
             return;
         }
         b->out_sent += (size_t)n;
@@ -623,6 +659,11 @@ static void ops_run(sl_client *cl, int64_t now)
             op->free_fn(op);
             continue;
         }
+        if (cl->auth_err) {                /* client_sec.c inv. 1 */
+            *pp = op->next;
+            sl_op_finish(cl, op, cl->auth_err, "%s", cl->auth_msg);
+            continue;
+        }
         if (op->deadline > 0 && now >= op->deadline) {
             *pp = op->next;
             sl_op_finish(cl, op, SL_E_TIMED_OUT, "timed out");
@@ -676,7 +717,7 @@ static void *io_main(void *arg)
         int nfd = 1;
         for (int i = 0; i < cl->n_brokers; i++) {
             sl_broker *b = cl->brokers[i];
-            if (b->state == SL_B_DOWN && b->wanted) {
+            if (b->state == SL_B_DOWN && b->wanted && !cl->auth_err) {
                 if (b->next_connect <= now) {
                     b->wanted = false;
                     conn_start(cl, b);
@@ -687,17 +728,29 @@ static void *io_main(void *arg)
             if (b->fd < 0)
                 continue;
             if (b->wait_head && b->wait_head->deadline <= now) {
-                conn_fail(cl, b, SL_E_TIMED_OUT, "request timed out");
+                sl_conn_fail(cl, b, SL_E_TIMED_OUT, "request timed out");
                 continue;
+            }
+            if (b->state == SL_B_TLS) {
+                if (b->tls_deadline <= now) {
+                    sl_conn_fail(cl, b, SL_E_TIMED_OUT, "TLS handshake timed out");
+                    continue;
+                }
+                if (b->tls_deadline < next)
+                    next = b->tls_deadline;
             }
             if (b->wait_head && b->wait_head->deadline < next)
                 next = b->wait_head->deadline;
-            if (b->state != SL_B_CONNECTING && out_pending(b))
+            bool handshaking = b->state == SL_B_CONNECTING || b->state == SL_B_TLS;
+            if (!handshaking && out_pending(b))
                 conn_write(cl, b);
+            if (!handshaking && b->fd >= 0 && b->ssl && SSL_pending(b->ssl) > 0)
+                conn_read(cl, b);          /* client_sec.c inv. 2 */
             if (b->fd < 0)
                 continue;
             short ev = POLLIN;
-            if (b->state == SL_B_CONNECTING || out_pending(b))
+            if (b->state == SL_B_CONNECTING || b->tls_want_write ||
+                (!handshaking && out_pending(b)))
                 ev |= POLLOUT;
             pfd[nfd++] = (struct pollfd){ .fd = b->fd, .events = ev };
         }
@@ -731,15 +784,22 @@ static void *io_main(void *arg)
                 socklen_t len = sizeof err;
                 getsockopt(b->fd, SOL_SOCKET, SO_ERROR, &err, &len);
                 if (err) {
-                    conn_fail(cl, b, SL_E_TRANSPORT, strerror(err));
+                    sl_conn_fail(cl, b, SL_E_TRANSPORT, strerror(err));
                     continue;
                 }
                 conn_established(cl, b);
                 continue;
             }
-            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+            if (b->state == SL_B_TLS) {
+                if (sl_sec_tls_step(cl, b) == 1)
+                    conn_apiversions(cl, b);
+                continue;
+            }
+            /* Through TLS a read may wait for POLLOUT (and a write for
+             * POLLIN): try both. */
+            if (b->ssl || (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 conn_read(cl, b);
-            if (b->fd >= 0 && (pfd[i].revents & POLLOUT))
+            if (b->fd >= 0 && (b->ssl || (pfd[i].revents & POLLOUT)) && out_pending(b))
                 conn_write(cl, b);
         }
     }
@@ -838,7 +898,8 @@ sl_client *sl_client_new(const sl_conf *conf, const char *kind,
     cl->controller_id = -1;
     cl->md_needed = true;
     if (cl->wake_fd < 0 ||
-        parse_bootstrap(cl, cl->conf.bootstrap_servers, errbuf, size) != 0) {
+        parse_bootstrap(cl, cl->conf.bootstrap_servers, errbuf, size) != 0 ||
+        sl_sec_init(cl, errbuf, size) != 0) {
         if (cl->wake_fd < 0)
             sl_errbuf(errbuf, size, "eventfd: %s", strerror(errno));
         sl_client_free(cl);
@@ -872,7 +933,7 @@ void sl_client_stop(sl_client *cl)
     for (int i = 0; i < cl->n_brokers; i++) {
         sl_broker *b = cl->brokers[i];
         if (b->fd >= 0 || b->wait_head)
-            conn_fail(cl, b, SL_E_DESTROYED, "handle destroyed");
+            sl_conn_fail(cl, b, SL_E_DESTROYED, "handle destroyed");
     }
     while (cl->ops) {
         sl_op *op = cl->ops;
@@ -888,6 +949,7 @@ void sl_client_free(sl_client *cl)
         return;
     for (int i = 0; i < cl->n_brokers; i++) {
         sl_broker *b = cl->brokers[i];
+        sl_sec_close(b);
         if (b->fd >= 0)
             close(b->fd);
         kp_buf_free(&b->out);
@@ -908,6 +970,7 @@ void sl_client_free(sl_client *cl)
     pthread_mutex_destroy(&cl->lock);
     pthread_cond_destroy(&cl->cond);
     kp_arena_free(&cl->arena);
+    sl_sec_free(cl);
     sl_conf_free_fields(&cl->conf);
     free(cl);
 }

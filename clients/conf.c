@@ -17,6 +17,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "clients/sl_int.h"
 
 const char *sl_version(void) { return SL_VERSION_STR; }
@@ -61,6 +63,7 @@ const char *sl_err_name(int err)
     case SL_E_BAD_MSG:       return "BAD_MSG";
     case SL_E_FATAL:         return "FATAL";
     case SL_E_MAX_POLL_EXCEEDED: return "MAX_POLL_EXCEEDED";
+    case SL_E_AUTHENTICATION: return "AUTHENTICATION";
     default:                 return kp_error_name(err);
     }
 }
@@ -73,8 +76,7 @@ int sl_retriable(int err)
 }
 
 /* ---- the table ------------------------------------------------------------ */
-enum kind { K_STR, K_INT, K_I64, K_BOOL, K_ACKS, K_CODEC, K_RESET, K_PARTITIONER,
-            K_ASSIGNORS, K_ISOLATION };
+enum kind { K_STR, K_INT, K_I64, K_BOOL, K_ACKS, K_ENUM, K_RESET, K_ASSIGNORS };
 
 typedef struct key {
     const char *name;
@@ -82,6 +84,15 @@ typedef struct key {
     size_t off;
     int64_t min, max;
 } key;
+
+static const char *const codecs[] = { "none", "gzip", "snappy", "lz4", "zstd" };
+static const char *const isolation_levels[] = { "read_uncommitted", "read_committed" };
+static const char *const partitioners[] = { "murmur2_random", "murmur2",
+                                            "consistent_random", "random" };
+static const char *const sec_protocols[] = { "PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                             "SASL_SSL" };
+static const char *const sasl_mechs[] = { "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" };
+static const char *const endpoint_algs[] = { "none", "https" };
 
 #define F(field) offsetof(sl_conf, field)
 #define BIG INT32_MAX
@@ -98,8 +109,8 @@ static const key keys[] = {
     { "acks", K_ACKS, F(acks), 0, 0 },
     { "linger.ms", K_INT, F(linger_ms), 0, 900000 },
     { "batch.size", K_INT, F(batch_size), 1, 1 << 30 },
-    { "compression.type", K_CODEC, F(codec), 0, 0 },
-    { "compression.codec", K_CODEC, F(codec), 0, 0 },
+    { "compression.type", K_ENUM, F(codec), 0, 0 },
+    { "compression.codec", K_ENUM, F(codec), 0, 0 },
     { "enable.idempotence", K_BOOL, F(enable_idempotence), 0, 1 },
     { "retries", K_INT, F(retries), 0, BIG },
     { "delivery.timeout.ms", K_INT, F(delivery_timeout_ms), 1, BIG },
@@ -107,7 +118,7 @@ static const key keys[] = {
     { "max.in.flight.requests.per.connection", K_INT, F(max_in_flight), 1, 5 },
     { "buffer.memory", K_I64, F(buffer_memory), 1024, INT64_MAX / 2 },
     { "max.block.ms", K_INT, F(max_block_ms), 0, BIG },
-    { "partitioner", K_PARTITIONER, F(partitioner), 0, 0 },
+    { "partitioner", K_ENUM, F(partitioner), 0, 0 },
     { "group.id", K_STR, F(group_id), 0, 0 },
     { "auto.offset.reset", K_RESET, F(auto_offset_reset), 0, 0 },
     { "enable.auto.commit", K_BOOL, F(enable_auto_commit), 0, 1 },
@@ -123,13 +134,43 @@ static const key keys[] = {
     { "queued.max.messages.kbytes", K_INT, F(queued_max_kbytes), 1, 2097151 },
     { "enable.partition.eof", K_BOOL, F(enable_partition_eof), 0, 1 },
     { "allow.auto.create.topics", K_BOOL, F(allow_auto_create_topics), 0, 1 },
-    { "isolation.level", K_ISOLATION, F(isolation_level), 0, 0 },
+    { "isolation.level", K_ENUM, F(isolation_level), 0, 0 },
+    { "security.protocol", K_ENUM, F(security_protocol), 0, 0 },
+    { "sasl.mechanism", K_ENUM, F(sasl_mechanism), 0, 0 },
+    { "sasl.mechanisms", K_ENUM, F(sasl_mechanism), 0, 0 },
+    { "sasl.username", K_STR, F(sasl_username), 0, 0 },
+    { "sasl.password", K_STR, F(sasl_password), 0, 0 },
+    { "ssl.ca.location", K_STR, F(ssl_ca_location), 0, 0 },
+    { "ssl.certificate.location", K_STR, F(ssl_certificate_location), 0, 0 },
+    { "ssl.key.location", K_STR, F(ssl_key_location), 0, 0 },
+    { "ssl.key.password", K_STR, F(ssl_key_password), 0, 0 },
+    { "ssl.endpoint.identification.algorithm", K_ENUM, F(ssl_endpoint_identification), 0, 0 },
 };
 
-static const char *codecs[] = { "none", "gzip", "snappy", "lz4", "zstd" };
-static const char *isolation_levels[] = { "read_uncommitted", "read_committed" };
-static const char *partitioners[] = { "murmur2_random", "murmur2",
-                                      "consistent_random", "random" };
+/* The K_ENUM keys' values, by the int they set (by field: aliases share it). */
+static const struct {
+    size_t off;
+    const char *const *names;
+    int n;
+} enums[] = {
+#define E(field, names) { F(field), names, sizeof names / sizeof names[0] }
+    E(codec, codecs), E(partitioner, partitioners), E(isolation_level, isolation_levels),
+    E(security_protocol, sec_protocols), E(sasl_mechanism, sasl_mechs),
+    E(ssl_endpoint_identification, endpoint_algs),
+#undef E
+};
+
+static const char *const *enum_names(const key *k, int *n)
+{
+    for (size_t i = 0; i < sizeof enums / sizeof enums[0]; i++)
+        if (enums[i].off == k->off) {
+            *n = enums[i].n;
+            return enums[i].names;
+        }
+    *n = 0;
+    return NULL;
+}
+
 
 void sl_conf_init_defaults(sl_conf *c)
 {
@@ -166,6 +207,7 @@ void sl_conf_init_defaults(sl_conf *c)
     c->max_partition_fetch_bytes = 1048576;
     c->fetch_max_wait_ms = 500;
     c->queued_max_kbytes = 65536;
+    c->ssl_endpoint_identification = 1;     /* librdkafka 2.x: https */
 }
 
 sl_conf *sl_conf_new(void)
@@ -178,10 +220,15 @@ sl_conf *sl_conf_new(void)
 
 void sl_conf_free_fields(sl_conf *c)
 {
-    free(c->bootstrap_servers);
-    free(c->client_id);
-    free(c->group_id);
-    c->bootstrap_servers = c->client_id = c->group_id = NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (keys[i].kind != K_STR)
+            continue;
+        char **slot = (char **)((char *)c + keys[i].off);
+        if (*slot && !strcmp(keys[i].name, "sasl.password"))
+            OPENSSL_cleanse(*slot, strlen(*slot));
+        free(*slot);
+        *slot = NULL;
+    }
 }
 
 void sl_conf_destroy(sl_conf *c)
@@ -195,15 +242,17 @@ void sl_conf_destroy(sl_conf *c)
 int sl_conf_copy(sl_conf *dst, const sl_conf *src)
 {
     *dst = *src;
-    dst->bootstrap_servers = sl_strdup(src->bootstrap_servers);
-    dst->client_id = sl_strdup(src->client_id);
-    dst->group_id = sl_strdup(src->group_id);
-    if ((src->bootstrap_servers && !dst->bootstrap_servers) ||
-        (src->client_id && !dst->client_id) || (src->group_id && !dst->group_id)) {
-        sl_conf_free_fields(dst);
-        return SL_E_NOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (keys[i].kind != K_STR)
+            continue;
+        char **slot = (char **)((char *)dst + keys[i].off);
+        if (*slot && !(*slot = strdup(*slot)))
+            rc = SL_E_NOMEM;
     }
-    return 0;
+    if (rc)
+        sl_conf_free_fields(dst);   /* frees the copies; NULL ones are the failures */
+    return rc;
 }
 
 sl_conf *sl_conf_dup(const sl_conf *conf)
@@ -295,18 +344,20 @@ int sl_conf_set(sl_conf *conf, const char *name, const char *v,
         else
             BAD("acks: invalid value \"%s\" (expected all, -1, 0 or 1)", v);
         return 0;
-    case K_CODEC:
-        if ((i = pick(v, codecs, 5)) < 0)
-            BAD("%s: invalid value \"%s\" (expected none, gzip, snappy, lz4 or zstd)",
-                name, v);
-        conf->codec = i;
+    case K_ENUM: {
+        int n;
+        const char *const *names = enum_names(k, &n);
+        if ((i = pick(v, names, n)) < 0) {
+            char list[200];
+            size_t at = 0;
+            for (int j = 0; j < n && at < sizeof list; j++)
+                at += (size_t)snprintf(list + at, sizeof list - at, "%s%s",
+                                       j == 0 ? "" : j == n - 1 ? " or " : ", ", names[j]);
+            BAD("%s: invalid value \"%s\" (expected %s)", name, v, list);
+        }
+        *(int *)(base + k->off) = i;
         return 0;
-    case K_PARTITIONER:
-        if ((i = pick(v, partitioners, 4)) < 0)
-            BAD("partitioner: invalid value \"%s\" (expected murmur2_random, "
-                "murmur2, consistent_random or random)", v);
-        conf->partitioner = i;
-        return 0;
+    }
     case K_RESET:
         if (!strcasecmp(v, "earliest") || !strcasecmp(v, "smallest") ||
             !strcasecmp(v, "beginning"))
@@ -319,12 +370,6 @@ int sl_conf_set(sl_conf *conf, const char *name, const char *v,
         else
             BAD("auto.offset.reset: invalid value \"%s\" (expected earliest, "
                 "latest or none)", v);
-        return 0;
-    case K_ISOLATION:
-        if ((i = pick(v, isolation_levels, 2)) < 0)
-            BAD("isolation.level: invalid value \"%s\" (expected read_uncommitted or "
-                "read_committed)", v);
-        conf->isolation_level = i;
         return 0;
     case K_ASSIGNORS: {
         int got[2], n = 0;
@@ -375,9 +420,11 @@ int sl_conf_get(const sl_conf *conf, const char *name, char *buf, size_t size)
     case K_I64:  snprintf(buf, size, "%lld", (long long)*(const int64_t *)(base + k->off)); break;
     case K_BOOL: snprintf(buf, size, "%s", *(const int *)(base + k->off) ? "true" : "false"); break;
     case K_ACKS: snprintf(buf, size, "%s", conf->acks == -1 ? "all" : conf->acks ? "1" : "0"); break;
-    case K_CODEC: snprintf(buf, size, "%s", codecs[conf->codec]); break;
-    case K_PARTITIONER: snprintf(buf, size, "%s", partitioners[conf->partitioner]); break;
-    case K_ISOLATION: snprintf(buf, size, "%s", isolation_levels[conf->isolation_level]); break;
+    case K_ENUM: {
+        int n;
+        snprintf(buf, size, "%s", enum_names(k, &n)[*(const int *)(base + k->off)]);
+        break;
+    }
     case K_RESET:
         snprintf(buf, size, "%s", conf->auto_offset_reset == SL_OFFSET_BEGINNING ? "earliest"
                  : conf->auto_offset_reset == SL_OFFSET_END ? "latest" : "none");

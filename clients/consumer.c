@@ -619,6 +619,7 @@ static void fill_headers(sl_cons *c, kp_record *rec, sl_message *m)
         k[h.Key.len] = 0;
         c->hkeys[n] = k;
         c->hdrs[n].key = k;
+        c->hdrs[n].key_len = h.Key.len;
         c->hdrs[n].value = h.Value.len < 0 ? NULL : (h.Value.len ? h.Value.p : "");
         c->hdrs[n].value_len = h.Value.len < 0 ? 0 : h.Value.len;
         n++;
@@ -698,6 +699,12 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
     }
     c->last_poll = sl_coarse_ms();
     for (;;) {
+        if (cl->auth_err) {                /* client_sec.c inv. 1 */
+            m->err = cl->auth_err;
+            m->errstr = cl->auth_msg;
+            m->key_len = m->value_len = -1;
+            break;
+        }
         if (cl->grp) {
             sl_grp_serve_events(cl, cons);
             if (sl_grp_poll_error(cl, m))

@@ -226,6 +226,8 @@ int sl_md_wait_topic(sl_client *cl, const char *topic, int64_t deadline,
         sl_wakeup(cl);
     }
     while (!t->known) {
+        if (cl->auth_err)                  /* client_sec.c inv. 1 */
+            return cl->auth_err;
         if (sl_cond_wait_until(cl, deadline) == ETIMEDOUT && !t->known)
             return SL_E_TIMED_OUT;
     }

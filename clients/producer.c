@@ -154,6 +154,11 @@ static inline uint8_t *put_uv(uint8_t *p, uint64_t v)
     return p;
 }
 
+size_t sl_header_key_len(const sl_header *h)
+{
+    return h->key_len > 0 ? (size_t)h->key_len : strlen(h->key);
+}
+
 /* Appends one record to b (lock held).  Returns bytes added or < 0. */
 static int64_t rec_append(sl_pbatch *b, int64_t ts, const void *key, size_t klen,
                           const void *val, size_t vlen, const sl_header *h, int nh)
@@ -168,7 +173,7 @@ static int64_t rec_append(sl_pbatch *b, int64_t ts, const void *key, size_t klen
                   (val ? uv_size(zz32((int32_t)vlen)) + vlen : 1) +
                   uv_size(zz32(nh));
     for (int i = 0; i < nh; i++) {
-        size_t kl = strlen(h[i].key);
+        size_t kl = sl_header_key_len(&h[i]);
         body += uv_size(zz32((int32_t)kl)) + kl +
                 (h[i].value ? uv_size(zz32(h[i].value_len)) + (size_t)h[i].value_len : 1);
     }
@@ -196,7 +201,7 @@ static int64_t rec_append(sl_pbatch *b, int64_t ts, const void *key, size_t klen
     }
     p = put_uv(p, zz32(nh));
     for (int i = 0; i < nh; i++) {
-        size_t kl = strlen(h[i].key);
+        size_t kl = sl_header_key_len(&h[i]);
         p = put_uv(p, zz32((int32_t)kl));
         memcpy(p, h[i].key, kl);
         p += kl;
@@ -472,7 +477,7 @@ int sl_produce(sl_producer *pr, const char *topic, int32_t partition,
     }
     size_t approx = key_len + value_len + 32;
     for (int i = 0; i < header_count; i++)
-        approx += strlen(headers[i].key) + (headers[i].value ? (size_t)headers[i].value_len : 0) + 10;
+        approx += sl_header_key_len(&headers[i]) + (headers[i].value ? (size_t)headers[i].value_len : 0) + 10;
     if ((int64_t)approx > cl->conf.buffer_memory) {
         err = SL_ERR_MESSAGE_TOO_LARGE;
         goto out;

@@ -25,6 +25,7 @@
 
 #include "clients/sluice.h"
 #include "protocol/kp.h"
+#include "protocol/kp_scram.h"
 
 #define SL_API_MAX 70
 
@@ -32,6 +33,9 @@
 enum { SL_PART_MURMUR2_RANDOM, SL_PART_MURMUR2, SL_PART_CONSISTENT_RANDOM,
        SL_PART_RANDOM };
 enum { SL_ASSIGN_RANGE = 1, SL_ASSIGN_ROUNDROBIN = 2 };
+/* security.protocol: bit 1 TLS, bit 2 SASL. */
+enum { SL_SEC_PLAINTEXT = 0, SL_SEC_SSL = 1, SL_SEC_SASL_PLAINTEXT = 2, SL_SEC_SASL_SSL = 3 };
+enum { SL_SASL_PLAIN, SL_SASL_SCRAM_SHA_256, SL_SASL_SCRAM_SHA_512 };
 
 struct sl_conf {
     char *bootstrap_servers;
@@ -39,6 +43,12 @@ struct sl_conf {
     int request_timeout_ms, retry_backoff_ms, reconnect_backoff_ms;
     int reconnect_backoff_max_ms, metadata_max_age_ms, log_level;
     int socket_send_buffer_bytes;       /* 0: the system's default */
+    /* security (client_sec.c): librdkafka's names and defaults */
+    int security_protocol;              /* SL_SEC_PLAINTEXT, ... */
+    int sasl_mechanism;                 /* SL_SASL_PLAIN, ... */
+    int ssl_endpoint_identification;    /* 1: https (verify the host name), 0: none */
+    char *sasl_username, *sasl_password;
+    char *ssl_ca_location, *ssl_certificate_location, *ssl_key_location, *ssl_key_password;
     /* producer */
     int acks, linger_ms, batch_size, codec, enable_idempotence, retries;
     int delivery_timeout_ms, max_in_flight, max_block_ms, partitioner;
@@ -91,7 +101,9 @@ typedef struct sl_req {
     void *ctx;
 } sl_req;
 
-enum { SL_B_DOWN, SL_B_CONNECTING, SL_B_APIVERSIONS, SL_B_UP };
+/* TCP connect → [TLS handshake] → ApiVersions → [SASL login] → up
+ * (client_sec.c for the bracketed steps). */
+enum { SL_B_DOWN, SL_B_CONNECTING, SL_B_TLS, SL_B_APIVERSIONS, SL_B_SASL, SL_B_UP };
 
 /* A region of caller memory sent in place, after out's first `at` bytes. */
 typedef struct sl_oref {
@@ -105,6 +117,12 @@ struct sl_broker {
     char *host;
     int port;
     int fd, state;
+    struct ssl_st *ssl;       /* TLS (client_sec.c); NULL in plaintext */
+    bool tls_want_write;      /* OpenSSL waits for POLLOUT */
+    int64_t tls_deadline;     /* the handshake's end: request.timeout.ms */
+    int sasl_step;            /* tokens sent in this login */
+    scram_client scram;       /* this login's SCRAM state */
+    char *server_first;       /* SCRAM: kept for the AuthMessage */
     int64_t next_connect;
     int backoff_ms;
     bool wanted;              /* someone needs a connection */
@@ -201,9 +219,35 @@ struct sl_client {
      * resets it once encoded.  Its newest chunk is kept: no malloc per
      * request in the steady state. */
     kp_arena arena;
+    /* Security (client_sec.c): the TLS context (NULL in plaintext), and
+     * the handle's fatal login or TLS failure (inv. 1 there). */
+    struct ssl_ctx_st *ssl_ctx;
+    struct sl_salted *salted;         /* SCRAM: the last SaltedPassword */
+    int auth_err;                     /* 0, or SL_E_AUTHENTICATION */
+    char auth_msg[512];
 };
 
+/* ---- security (client_sec.c) ------------------------------------------ */
+int  sl_sec_init(sl_client *cl, char *errbuf, size_t size);   /* at creation */
+void sl_sec_free(sl_client *cl);
+/* TLS on a connected socket: start, then step until 1 (done); 0 in
+ * progress (b->tls_want_write picks the poll events), -1 failed. */
+int  sl_sec_tls_start(sl_client *cl, sl_broker *b);
+int  sl_sec_tls_step(sl_client *cl, sl_broker *b);
+void sl_sec_close(sl_broker *b);
+/* recv(2)/sendmsg(2) through TLS: bytes, 0 closed, -1 with errno. */
+struct iovec;
+long sl_sec_read(sl_client *cl, sl_broker *b, void *p, size_t n);
+long sl_sec_writev(sl_client *cl, sl_broker *b, const struct iovec *iov, int n);
+/* After ApiVersions: the SASL login, then sl_conn_up(); false without SASL. */
+bool sl_sec_sasl_start(sl_client *cl, sl_broker *b);
+/* A refused login or TLS handshake: the handle stops (inv. 1). */
+void sl_sec_fatal(sl_client *cl, sl_broker *b, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* client.c */
+void sl_conn_fail(sl_client *cl, sl_broker *b, int err, const char *why);
+void sl_conn_up(sl_client *cl, sl_broker *b);
 int64_t sl_now_ms(void);      /* monotonic */
 int64_t sl_wall_ms(void);
 int64_t sl_coarse_ms(void);   /* monotonic, a few ms coarse, cheaper */

@@ -88,6 +88,10 @@ enum {
     SL_E_FATAL         = -213,   /* the idempotent producer lost its guarantee */
     SL_E_MAX_POLL_EXCEEDED = -214, /* the application did not poll within
                                       max.poll.interval.ms: left the group */
+    SL_E_AUTHENTICATION = -215,   /* the broker refused the SASL login, or the
+                                     TLS handshake failed (certificate, host
+                                     name): fatal for the handle, see
+                                     security.protocol */
 };
 /* "NOT_LEADER_OR_FOLLOWER", "TIMED_OUT", …  Any thread; never NULL. */
 const char *sl_err_name(int err);
@@ -119,6 +123,27 @@ void sl_conf_destroy(sl_conf *conf);
  *   metadata.max.age.ms      1..    (300000)
  *   log_level                0..7   (6); messages go to stderr or the log callback
  *   socket.send.buffer.bytes 0..    (0: the system's default) SO_SNDBUF
+ *  security (librdkafka's names and behaviour)
+ *   security.protocol        PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL (PLAINTEXT)
+ *   sasl.mechanism           PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 (PLAIN);
+ *                            sasl.mechanisms is an alias.  Each connection
+ *                            logs in (SaslHandshake v1, SaslAuthenticate
+ *                            v1+) before any other request
+ *   sasl.username, sasl.password  required with SASL_*
+ *   ssl.ca.location          PEM file of the CAs to trust (unset: the system's)
+ *   ssl.certificate.location, ssl.key.location  a client certificate (PEM,
+ *                            chain first) and its key; ssl.key.password if
+ *                            the key is encrypted
+ *   ssl.endpoint.identification.algorithm  https|none (https): the broker's
+ *                            certificate must name the host (or IP) the
+ *                            client connects to
+ *                            A file that cannot be read fails the handle's
+ *                            creation (naming the setting).  A refused login
+ *                            or TLS handshake (untrusted certificate, wrong
+ *                            name) is logged once with the broker's message
+ *                            and ends the handle: no reconnection, and every
+ *                            call (and sl_consumer_poll, as an error message)
+ *                            returns SL_E_AUTHENTICATION
  *  producer
  *   acks                     all|-1|0|1 (all)
  *   linger.ms                0..    (5) a batch goes out this long after its
@@ -189,10 +214,16 @@ void sl_conf_set_log_cb(sl_conf *conf,
 
 /* ---- messages and headers ----------------------------------------------- */
 typedef struct sl_header {
-    const char *key;          /* NUL-terminated */
+    const char *key;          /* key_len bytes; NUL-terminated when key_len is 0 */
     const void *value;        /* NULL = null value */
     int32_t value_len;
+    int32_t key_len;          /* 0: strlen(key), so sources that set only key and
+                                 value work; a key holding a NUL byte needs it.
+                                 Consumed headers set it (and still end the key
+                                 with a NUL) */
 } sl_header;
+/* A header's key length: key_len, or strlen(key) when key_len is 0. */
+size_t sl_header_key_len(const sl_header *h);
 
 #define SL_TIMESTAMP_CREATE_TIME     0
 #define SL_TIMESTAMP_LOG_APPEND_TIME 1

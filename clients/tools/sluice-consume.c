@@ -221,7 +221,7 @@ int main(int argc, char **argv)
             fputs(",\"headers\":[", stdout);
             for (int i = 0; i < m.header_count; i++) {
                 fputs(i ? ",[" : "[", stdout);
-                json_str(m.headers[i].key, (int32_t)strlen(m.headers[i].key), 0);
+                json_str(m.headers[i].key, (int32_t)sl_header_key_len(&m.headers[i]), 0);
                 putchar(',');
                 json_str(m.headers[i].value, m.headers[i].value_len,
                          m.headers[i].value == NULL);

@@ -130,7 +130,15 @@ static const char usage[] =
 "                                  than the open file's starts a new file)\n"
 "    -N, --dry-run                 print what would be exported, write nothing\n"
 "    -X, --property KEY=VALUE      any libsluice (librdkafka-style) client\n"
-"                                  property, security included (repeatable)\n"
+"                                  property, security included (repeatable):\n"
+"                                  security.protocol PLAINTEXT, SSL, SASL_PLAINTEXT\n"
+"                                  or SASL_SSL; sasl.mechanism PLAIN, SCRAM-SHA-256\n"
+"                                  or SCRAM-SHA-512, sasl.username, sasl.password;\n"
+"                                  ssl.ca.location, ssl.certificate.location,\n"
+"                                  ssl.key.location, ssl.key.password,\n"
+"                                  ssl.endpoint.identification.algorithm (https:\n"
+"                                  the default, or none).  A refused login or an\n"
+"                                  untrusted broker stops the run at once (exit 2)\n"
 "    -q, --quiet                   no summary\n"
 "    -h, --help                    this text\n"
 "\n"
@@ -140,10 +148,10 @@ static const char usage[] =
 "    key partition=<p> is a column of its own in Hive), offset: long, timestamp: long (ms),\n"
 "    timestamp_type: int (0 create time, 1 log append time), key: [null, bytes],\n"
 "    value: [null, bytes], headers: array of io.sluice.export.Header\n"
-"    {key: string, value: [null, bytes]}.  A header key is written up to its\n"
-"    first NUL byte (libsluice hands keys over as C strings) and its bytes as\n"
-"    they are (a key that is not UTF-8 breaks Avro's string rule; some readers\n"
-"    refuse such a file): Kafka clients send UTF-8 keys.  Values in the schema\n"
+"    {key: string, value: [null, bytes]}.  A header key is written whole (a NUL\n"
+"    byte inside too) with its bytes as they are (a key that is not UTF-8\n"
+"    breaks Avro's string rule; some readers refuse such a file): Kafka\n"
+"    clients send UTF-8 keys.  Values in the schema\n"
 "    registry's wire format (magic 0, 4-byte schema id, Avro body) are kept as\n"
 "    they are, unless --schema-registry writes them natively.\n"
 "\n"
@@ -157,6 +165,11 @@ static const char usage[] =
 "    # hourly from cron:\n"
 "    # 5 * * * *  sluice-export -b broker:9092 -t clicks -d /data/lake -e -q\n"
 "    # then, in DuckDB:  SELECT count(*) FROM read_avro('/data/lake/clicks/*/*.avro');\n"
+"    # a secured cluster (SCRAM over TLS):\n"
+"    sluice-export -b broker:9093 -t clicks -d /data/lake -e \\\n"
+"        -X security.protocol=SASL_SSL -X sasl.mechanism=SCRAM-SHA-512 \\\n"
+"        -X sasl.username=loader -X sasl.password=secret \\\n"
+"        -X ssl.ca.location=/etc/ssl/kafka-ca.pem\n"
 "\n"
 "EXIT STATUS\n"
 "    0 done, 1 usage or configuration error, 2 runtime error (the message names\n"
@@ -747,7 +760,7 @@ static int ex_encode_envelope(worker *w, const sl_message *m)
     size_t need = 128 + tl + (size_t)(m->key ? m->key_len : 0) +   /* 12 varints <= 10 B */
                   (size_t)(m->value ? m->value_len : 0);
     for (int i = 0; i < m->header_count; i++)
-        need += 32 + strlen(m->headers[i].key) +
+        need += 32 + sl_header_key_len(&m->headers[i]) +
                 (size_t)(m->headers[i].value ? m->headers[i].value_len : 0);
     if (need > b->cap) {
         size_t cap = need > 2 * b->cap ? need : 2 * b->cap;
@@ -768,7 +781,7 @@ static int ex_encode_envelope(worker *w, const sl_message *m)
     if (m->header_count > 0) {                    /* one block of n items, then 0 */
         ex_put_long(b, m->header_count);
         for (int i = 0; i < m->header_count; i++) {
-            ex_put_bytes(b, m->headers[i].key, strlen(m->headers[i].key));
+            ex_put_bytes(b, m->headers[i].key, sl_header_key_len(&m->headers[i]));
             ex_put_nullable(b, m->headers[i].value, m->headers[i].value_len);
         }
     }
@@ -809,7 +822,7 @@ static void ex_append_json(FILE *fp, const sl_message *m)
     fputs(",\"headers\":[", fp);
     for (int i = 0; i < m->header_count; i++) {
         fputs(i ? ",{\"key\":" : "{\"key\":", fp);
-        ex_json_bytes(fp, m->headers[i].key, (int32_t)strlen(m->headers[i].key));
+        ex_json_bytes(fp, m->headers[i].key, (int32_t)sl_header_key_len(&m->headers[i]));
         fputs(",\"value\":", fp);
         ex_json_bytes(fp, m->headers[i].value, m->headers[i].value_len);
         putc('}', fp);
@@ -870,7 +883,7 @@ static int ex_write(worker *w, xpart *xp, const sl_message *m)
     }
     int64_t size = m->key_len + m->value_len;
     for (int i = 0; i < m->header_count; i++)
-        size += (int64_t)strlen(m->headers[i].key) + m->headers[i].value_len;
+        size += (int64_t)sl_header_key_len(&m->headers[i]) + m->headers[i].value_len;
     xp->last = m->offset;
     xp->n++;
     xp->bytes += size;

@@ -77,7 +77,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             *eq = 0;
-            hdrs[nh++] = (sl_header){ optarg, eq + 1, (int32_t)strlen(eq + 1) };
+            hdrs[nh++] = (sl_header){ optarg, eq + 1, (int32_t)strlen(eq + 1), 0 };
             break;
         }
         case 'z': tool_set(conf, "compression.type", optarg); break;

@@ -13,7 +13,7 @@
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
 #include "daemon/security/sec_sasl.h"
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 #include "kp_msgs.h"
 
 typedef kp_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult desc_result;
@@ -72,7 +72,7 @@ static void acc_row(void *arg, const char *name, const char *mechanism, int32_t 
     if (d->CredentialInfos_count)
         memcpy(v, d->CredentialInfos, sizeof *v * (size_t)d->CredentialInfos_count);
     v[d->CredentialInfos_count++] = (desc_info){
-        .Mechanism = (int8_t)sec_scram_mech_parse(mechanism), .Iterations = iterations };
+        .Mechanism = (int8_t)kp_scram_mech_parse(mechanism), .Iterations = iterations };
     d->CredentialInfos = v;
 }
 
@@ -210,7 +210,7 @@ int api_handle_alter_user_scram_credentials(bk_req *r)
         alter_result *a = result_for(res, &n, name, &fresh);
         char cname[SCRAM_MAX_NAME];
         kp_str_copy(name, cname, sizeof cname);
-        const char *mname = sec_scram_mech_name((scram_mech)mech);
+        const char *mname = kp_scram_mech_name((scram_mech)mech);
         int rc;
         if (!allowed) {                            /* Kafka: ALTER on the cluster */
             set_error(r, a, KP_CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.");

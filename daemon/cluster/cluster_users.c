@@ -37,7 +37,7 @@
 
 #include "daemon/cluster/cluster.h"
 #include "daemon/view/view.h"
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 #include "daemon/cluster/cluster_zk.h"
 #include "daemon/cluster/cluster_zk_json.h"
 
@@ -50,7 +50,7 @@ static int cred_parse(const char *mech, const char *v, md_scram_cred *c)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->mechanism, sizeof c->mechanism, "%s", mech);
-    size_t kl = sec_scram_key_len(sec_scram_mech_parse(mech)), l2 = 0;
+    size_t kl = kp_scram_key_len(kp_scram_mech_parse(mech)), l2 = 0;
     bool salt = false, sk = false, svk = false, it = false;
     for (const char *p = v; *p;) {
         const char *e = strchr(p, ',');
@@ -61,14 +61,14 @@ static int cred_parse(const char *mech, const char *v, md_scram_cred *c)
         size_t kn = (size_t)(eq - p), vn = n - kn - 1;
         int got;
         if (kn == 4 && !memcmp(p, "salt", 4)) {
-            salt = (got = sec_scram_b64_decode(eq + 1, vn, c->salt, sizeof c->salt)) > 0;
+            salt = (got = kp_scram_b64_decode(eq + 1, vn, c->salt, sizeof c->salt)) > 0;
             c->salt_len = salt ? (size_t)got : 0;
         } else if (kn == 10 && !memcmp(p, "stored_key", 10)) {
-            sk = (got = sec_scram_b64_decode(eq + 1, vn, c->stored_key, sizeof c->stored_key)) ==
+            sk = (got = kp_scram_b64_decode(eq + 1, vn, c->stored_key, sizeof c->stored_key)) ==
                  (int)kl;
             c->key_len = kl;
         } else if (kn == 10 && !memcmp(p, "server_key", 10)) {
-            svk = (got = sec_scram_b64_decode(eq + 1, vn, c->server_key, sizeof c->server_key)) ==
+            svk = (got = kp_scram_b64_decode(eq + 1, vn, c->server_key, sizeof c->server_key)) ==
                   (int)kl;
             l2 = kl;
         } else if (kn == 10 && !memcmp(p, "iterations", 10)) {
@@ -84,9 +84,9 @@ static int cred_parse(const char *mech, const char *v, md_scram_cred *c)
 static void cred_format(const md_scram_cred *c, char *out, size_t cap)
 {
     char salt[100], sk[100], svk[100];
-    sec_scram_b64_encode(c->salt, c->salt_len, salt, sizeof salt);
-    sec_scram_b64_encode(c->stored_key, c->key_len, sk, sizeof sk);
-    sec_scram_b64_encode(c->server_key, c->key_len, svk, sizeof svk);
+    kp_scram_b64_encode(c->salt, c->salt_len, salt, sizeof salt);
+    kp_scram_b64_encode(c->stored_key, c->key_len, sk, sizeof sk);
+    kp_scram_b64_encode(c->server_key, c->key_len, svk, sizeof svk);
     snprintf(out, cap, "salt=%s,stored_key=%s,server_key=%s,iterations=%d", salt, sk, svk,
              (int)c->iterations);
 }

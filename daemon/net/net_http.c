@@ -4,7 +4,7 @@
  */
 #include "daemon/net/net_http.h"
 #include "daemon/security/sec_sasl.h"
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 #include "daemon/security/sec_tls.h"
 
 #include <arpa/inet.h>
@@ -207,7 +207,7 @@ static void basic_login(bk_broker *b, struct evhttp_request *req, const char *cr
                         const char *room, net_http_who_fn *done, void *arg)
 {
     char dec[2 * SCRAM_MAX_NAME + 256];
-    int n = sec_scram_b64_decode(cred, strlen(cred), (uint8_t *)dec, sizeof dec - 1);
+    int n = kp_scram_b64_decode(cred, strlen(cred), (uint8_t *)dec, sizeof dec - 1);
     char *colon = n > 0 ? memchr(dec, ':', (size_t)n) : NULL;
     basic_wait *w = colon && colon != dec && (size_t)(colon - dec) < SCRAM_MAX_NAME
                     ? calloc(1, sizeof *w) : NULL;

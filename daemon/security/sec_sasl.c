@@ -28,7 +28,7 @@
  *      than a re-authentication closes the connection (KIP-368).  A
  *      re-authentication must name the same user.
  *   3. The event loop never stretches a key.  A SCRAM login is a SQLite
- *      point read, two HMACs and a hash there (sec_scram.h inv. 3).  A PLAIN
+ *      point read, two HMACs and a hash there (kp_scram.h inv. 3).  A PLAIN
  *      login checked against the stored SCRAM credentials (inv. 6: a
  *      listener without JAAS users) is a point read and one SHA-256 (plain_digest) there; when
  *      that digest is not in plain_seen (a user's first login, a changed
@@ -52,7 +52,7 @@
  *      successes only, keyed by user and a digest of (stored key, salt,
  *      password): a wrong password can neither hit nor evict an entry, so
  *      it always costs the full PBKDF2 and leaves the right one cheap.
- *      Secrets are compared in constant time (CRYPTO_memcmp; sec_scram.h
+ *      Secrets are compared in constant time (CRYPTO_memcmp; kp_scram.h
  *      inv. 2); passwords copied into a job are cleansed when it ends.
  *   6. Whose password PLAIN checks, per listener, as Kafka's
  *      PlainServerCallbackHandler: when the listener's PlainLoginModule
@@ -82,7 +82,7 @@
 #include "daemon/broker_config.h"
 #include "daemon/worker.h"
 #include "daemon/request.h"
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 #include "kp_msgs.h"
 
 enum sasl_mech { M_PLAIN, M_SCRAM_SHA_256, M_SCRAM_SHA_512, M_COUNT };
@@ -175,7 +175,7 @@ void sec_sasl_conn_free(bk_conn *c)
     bk_sasl_conn **slot = net_conn_sasl(c);
     if (!*slot)
         return;
-    sec_scram_server_clear(&(*slot)->scram);
+    kp_scram_server_clear(&(*slot)->scram);
     free(*slot);
     *slot = NULL;
 }
@@ -212,8 +212,8 @@ enum { STEP_FAIL = -1, STEP_CONTINUE = 0, STEP_DONE = 1, STEP_PENDING = 2 };
 static int load_cred(bk_broker *b, const char *user, scram_mech m, scram_cred *out)
 {
     md_scram_cred mc;
-    if (md_user_get(b->db, user, sec_scram_mech_name(m), &mc) != 0 ||
-        mc.key_len != sec_scram_key_len(m) || mc.salt_len > sizeof out->salt)
+    if (md_user_get(b->db, user, kp_scram_mech_name(m), &mc) != 0 ||
+        mc.key_len != kp_scram_key_len(m) || mc.salt_len > sizeof out->salt)
         return -1;
     memset(out, 0, sizeof *out);
     out->mech = m;
@@ -268,7 +268,7 @@ static void plain_digest(const scram_cred *c, const char *pw, size_t n, uint8_t 
     EVP_MD_CTX *x = EVP_MD_CTX_new();
     unsigned int len = 0;
     if (!x || !EVP_DigestInit_ex(x, EVP_sha256(), NULL) ||
-        !EVP_DigestUpdate(x, c->stored_key, sec_scram_key_len(c->mech)) ||
+        !EVP_DigestUpdate(x, c->stored_key, kp_scram_key_len(c->mech)) ||
         !EVP_DigestUpdate(x, c->salt, c->salt_len) || !EVP_DigestUpdate(x, pw, n) ||
         !EVP_DigestFinal_ex(x, out, &len))
         memset(out, 0, 32);           /* never matches a stored digest of a success */
@@ -356,7 +356,7 @@ static bool plain_seen_hit(const plain_job *j)
 static void plain_run(void *arg)
 {
     plain_job *j = arg;
-    bool match = sec_scram_verify_password(&j->cred, j->pw, j->pwlen);
+    bool match = kp_scram_verify_password(&j->cred, j->pw, j->pwlen);
     j->ok = match && j->known;
 }
 
@@ -450,7 +450,7 @@ static int step_plain(bk_req *r, bk_sasl_conn *s, const char *tok, size_t len)
 {
     scram_plain p;
     char user[SCRAM_MAX_NAME];
-    if (sec_scram_plain_parse(tok, len, &p) || p.user.len >= sizeof user)
+    if (kp_scram_plain_parse(tok, len, &p) || p.user.len >= sizeof user)
         return STEP_FAIL;
     memcpy(user, p.user.p, p.user.len);
     user[p.user.len] = 0;
@@ -486,7 +486,7 @@ static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok
     if (s->state == S_HANDSHAKEN) {
         scram_client_first cf;
         scram_cred cred;
-        if (sec_scram_client_first_parse(tok, len, &cf) || load_cred(b, cf.user, m, &cred))
+        if (kp_scram_client_first_parse(tok, len, &cf) || load_cred(b, cf.user, m, &cred))
             return STEP_FAIL;
         /* Kafka: an authorization id other than the user is refused. */
         if (cf.authzid.len && (cf.authzid.len != strlen(cf.user) ||
@@ -496,8 +496,8 @@ static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok
         char snonce[32];
         if (RAND_bytes(rnd, sizeof rnd) != 1)
             return STEP_FAIL;
-        sec_scram_b64_encode(rnd, sizeof rnd, snonce, sizeof snonce);   /* no ',' in base64 */
-        int n = sec_scram_server_first(&s->scram, &cf, &cred, snonce, out, cap);
+        kp_scram_b64_encode(rnd, sizeof rnd, snonce, sizeof snonce);   /* no ',' in base64 */
+        int n = kp_scram_server_first(&s->scram, &cf, &cred, snonce, out, cap);
         if (n < 0)
             return STEP_FAIL;
         snprintf(s->scram_user, sizeof s->scram_user, "%s", cf.user);
@@ -506,9 +506,9 @@ static int step_scram(bk_broker *b, bk_conn *c, bk_sasl_conn *s, const char *tok
         return STEP_CONTINUE;
     }
     scram_client_final cf;
-    int n = sec_scram_client_final_parse(tok, len, &cf) ? -1
-            : sec_scram_server_final(&s->scram, &cf, out, cap);
-    sec_scram_server_clear(&s->scram);
+    int n = kp_scram_client_final_parse(tok, len, &cf) ? -1
+            : kp_scram_server_final(&s->scram, &cf, out, cap);
+    kp_scram_server_clear(&s->scram);
     if (n < 0)
         return STEP_FAIL;
     *outlen = (size_t)n;
@@ -744,17 +744,17 @@ int sec_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechani
                             const uint8_t *salt, size_t salt_len, int64_t iterations,
                             const uint8_t *salted, size_t salted_len, char *err, size_t errlen)
 {
-    scram_mech m = sec_scram_mech_parse(mechanism);
+    scram_mech m = kp_scram_mech_parse(mechanism);
     int rc = check_user(m, mechanism, name, iterations, err, errlen);
     if (rc != KP_NONE)
         return rc;
-    md_scram_cred mc = { .iterations = (int32_t)iterations, .key_len = sec_scram_key_len(m),
+    md_scram_cred mc = { .iterations = (int32_t)iterations, .key_len = kp_scram_key_len(m),
                          .created_at = bk_now_ms() };
     scram_cred c;
     if (!salt_len || salt_len > sizeof mc.salt ||
-        sec_scram_cred_from_salted(m, salted, salted_len, &c)) {
+        kp_scram_cred_from_salted(m, salted, salted_len, &c)) {
         snprintf(err, errlen, "The salt (1 to %zu bytes) or the salted password (%zu bytes "
-                 "for %s) has the wrong size", sizeof mc.salt, sec_scram_key_len(m), mechanism);
+                 "for %s) has the wrong size", sizeof mc.salt, kp_scram_key_len(m), mechanism);
         return KP_UNACCEPTABLE_CREDENTIAL;
     }
     snprintf(mc.mechanism, sizeof mc.mechanism, "%s", mechanism);
@@ -772,7 +772,7 @@ int sec_sasl_user_put_salted(bk_broker *b, const char *name, const char *mechani
 int sec_sasl_user_set(bk_broker *b, const char *name, const char *mechanism,
                      const char *password, int64_t iterations, char *err, size_t errlen)
 {
-    scram_mech m = sec_scram_mech_parse(mechanism);
+    scram_mech m = kp_scram_mech_parse(mechanism);
     int rc = check_user(m, mechanism, name, iterations, err, errlen);
     if (rc != KP_NONE)
         return rc;
@@ -795,13 +795,13 @@ int sec_sasl_user_set(bk_broker *b, const char *name, const char *mechanism,
 size_t sec_sasl_salt(const char *mechanism, const char *password, int64_t iterations,
                     uint8_t salt[BK_SASL_SALT], uint8_t salted[SCRAM_MAX_KEY])
 {
-    scram_mech m = sec_scram_mech_parse(mechanism);
+    scram_mech m = kp_scram_mech_parse(mechanism);
     if (m == SCRAM_UNKNOWN || !password || !password[0] || iterations < SCRAM_MIN_ITERATIONS ||
         iterations > SCRAM_MAX_ITERATIONS || RAND_bytes(salt, BK_SASL_SALT) != 1 ||
-        sec_scram_salted_password(m, password, strlen(password), salt, BK_SASL_SALT,
+        kp_scram_salted_password(m, password, strlen(password), salt, BK_SASL_SALT,
                               (int32_t)iterations, salted))
         return 0;
-    return sec_scram_key_len(m);
+    return kp_scram_key_len(m);
 }
 
 int sec_sasl_user_delete(bk_broker *b, const char *name, const char *mechanism,

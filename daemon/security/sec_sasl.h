@@ -67,7 +67,7 @@ int sec_sasl_user_set(bk_broker *b, const char *name, const char *mechanism,
  * password or the iteration count would be refused (user_set then says
  * why) or the derivation failed. */
 #define BK_SASL_SALT 32
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 size_t sec_sasl_salt(const char *mechanism, const char *password, int64_t iterations,
                     uint8_t salt[BK_SASL_SALT], uint8_t salted[SCRAM_MAX_KEY]);
 /* AlterUserScramCredentials' form: the client salted the password. */

@@ -74,7 +74,7 @@ static void sasl_token(bk_sasl_client *c, const char *tok, size_t n)
 static void sasl_first_token(bk_sasl_client *c)
 {
     const bk_config *cfg = c->keys->b->cfg;
-    scram_mech m = sec_scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    scram_mech m = kp_scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
     char tok[SCRAM_MAX_NAME * 3 + 128];
     int n;
     if (m == SCRAM_UNKNOWN) {                    /* PLAIN (bk_config_finish) */
@@ -91,8 +91,8 @@ static void sasl_first_token(bk_sasl_client *c)
             c->ops->fail(c->conn, "no random bytes for a SCRAM nonce");
             return;
         }
-        sec_scram_b64_encode(rnd, sizeof rnd, cnonce, sizeof cnonce);  /* no ',' */
-        n = sec_scram_client_first_write(&c->scram, m, cfg->ib_sasl_user, cnonce, tok, sizeof tok);
+        kp_scram_b64_encode(rnd, sizeof rnd, cnonce, sizeof cnonce);  /* no ',' */
+        n = kp_scram_client_first_write(&c->scram, m, cfg->ib_sasl_user, cnonce, tok, sizeof tok);
     }
     if (n < 0) {
         sasl_fail(c, "the user name is too long");
@@ -120,7 +120,7 @@ typedef struct sasl_salt_job {
 static void salt_run(void *arg)
 {
     sasl_salt_job *j = arg;
-    j->rc = sec_scram_salted_password(j->mech, j->password, strlen(j->password), j->salt,
+    j->rc = kp_scram_salted_password(j->mech, j->password, strlen(j->password), j->salt,
                                   j->salt_len, j->iterations, j->out);
 }
 
@@ -197,12 +197,12 @@ static int salt_start(bk_sasl_keys *k, scram_mech m, const scram_server_first_ms
 static void sasl_client_final(bk_sasl_client *c)
 {
     bk_sasl_keys *k = c->keys;
-    scram_mech m = sec_scram_mech_parse(k->b->cfg->sasl_mechanism_inter_broker_protocol);
+    scram_mech m = kp_scram_mech_parse(k->b->cfg->sasl_mechanism_inter_broker_protocol);
     scram_server_first_msg sf;
     char fin[512];
     int n;
     c->salting = false;
-    if (sec_scram_server_first_parse(&c->scram, c->server_first, c->server_first_len, &sf) != 0) {
+    if (kp_scram_server_first_parse(&c->scram, c->server_first, c->server_first_len, &sf) != 0) {
         sasl_fail(c, "the leader's server-first message is malformed (or its nonce or "
                      "iteration count is unacceptable)");
         return;
@@ -215,7 +215,7 @@ static void sasl_client_final(bk_sasl_client *c)
         c->salting = true;               /* nothing is sent meanwhile */
         return;
     }
-    n = sec_scram_client_final_write(&c->scram, &sf, c->server_first, c->server_first_len,
+    n = kp_scram_client_final_write(&c->scram, &sf, c->server_first, c->server_first_len,
                                  k->key, fin, sizeof fin);
     if (n < 0) {
         sasl_fail(c, "cannot compute the client proof");
@@ -261,7 +261,7 @@ static void handshake_answer(bk_sasl_client *c, kp_rd *r, kp_arena *arena)
 void sec_sasl_client_answer(bk_sasl_client *c, int16_t api, kp_rd *r, kp_arena *arena)
 {
     const bk_config *cfg = c->keys->b->cfg;
-    scram_mech m = sec_scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    scram_mech m = kp_scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
     char msg[300];
     if (api == KP_API_SASL_HANDSHAKE) {
         handshake_answer(c, r, arena);
@@ -292,7 +292,7 @@ void sec_sasl_client_answer(bk_sasl_client *c, int16_t api, kp_rd *r, kp_arena *
         sasl_client_final(c);
         return;
     }
-    if (m != SCRAM_UNKNOWN && !sec_scram_client_verify(&c->scram, tok, tlen)) {   /* SC3 */
+    if (m != SCRAM_UNKNOWN && !kp_scram_client_verify(&c->scram, tok, tlen)) {   /* SC3 */
         sasl_fail(c, "the leader's server signature is wrong (it does not hold this user's "
                      "credential)");
         return;

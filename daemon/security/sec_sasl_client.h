@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "daemon/broker.h"
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 #include "protocol/kp.h"
 
 typedef struct bk_sasl_client_ops {

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the SASL token parsers of daemon/security/sec_scram.c — PLAIN's
+ * libFuzzer target: the SASL token parsers of protocol/scram.c — PLAIN's
  * message, SCRAM's client-first and client-final, base64 — and the server's
  * two SCRAM steps over whatever parses.  The input is one token, or two
  * separated by the first NUL byte (client-first, then client-final); each
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -45,12 +45,12 @@ static void init_cred(void)
     if (done)
         return;
     uint8_t salted[SCRAM_MAX_KEY];
-    cred.salt_len = (size_t)sec_scram_b64_decode("W22ZaJ0SNY7soEsUEjb6gQ==", 24, cred.salt,
+    cred.salt_len = (size_t)kp_scram_b64_decode("W22ZaJ0SNY7soEsUEjb6gQ==", 24, cred.salt,
                                              sizeof cred.salt);
     cred.iterations = 4096;
-    need(!sec_scram_salted_password(SCRAM_SHA_256, "pencil", 6, cred.salt, cred.salt_len, 4096,
+    need(!kp_scram_salted_password(SCRAM_SHA_256, "pencil", 6, cred.salt, cred.salt_len, 4096,
                                 salted) &&
-         !sec_scram_cred_from_salted(SCRAM_SHA_256, salted, 32, &cred), "credential");
+         !kp_scram_cred_from_salted(SCRAM_SHA_256, salted, 32, &cred), "credential");
     done = true;
 }
 
@@ -58,12 +58,12 @@ static void b64_check(const char *tok, size_t len)
 {
     uint8_t dec[256], again[256];
     char enc[400];
-    int n = sec_scram_b64_decode(tok, len, dec, sizeof dec);
+    int n = kp_scram_b64_decode(tok, len, dec, sizeof dec);
     if (n < 0)
         return;
-    size_t e = sec_scram_b64_encode(dec, (size_t)n, enc, sizeof enc);
+    size_t e = kp_scram_b64_encode(dec, (size_t)n, enc, sizeof enc);
     need(e == len, "base64 decoded to a length that encodes differently");
-    need(sec_scram_b64_decode(enc, e, again, sizeof again) == n && !memcmp(dec, again, (size_t)n),
+    need(kp_scram_b64_decode(enc, e, again, sizeof again) == n && !memcmp(dec, again, (size_t)n),
          "base64 round trip changed the bytes");
 }
 
@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(t1, data, l1);
 
     scram_plain p;
-    if (sec_scram_plain_parse((const char *)data, size, &p) == 0) {
+    if (kp_scram_plain_parse((const char *)data, size, &p) == 0) {
         need(inside(p.authzid, (const char *)data, size) && inside(p.user, (const char *)data, size) &&
              inside(p.password, (const char *)data, size), "PLAIN slice outside the token");
         need(p.user.len && p.password.len, "PLAIN without user or password");
@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     b64_check(t1, l1);
 
     scram_client_first cf;
-    if (sec_scram_client_first_parse(t1, l1, &cf) == 0) {
+    if (kp_scram_client_first_parse(t1, l1, &cf) == 0) {
         need(inside(cf.nonce, t1, l1) && inside(cf.bare, t1, l1) &&
              inside(cf.gs2_header, t1, l1) && inside(cf.extensions, t1, l1),
              "client-first slice outside the token");
@@ -93,41 +93,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         need(cf.nonce.len && !memchr(cf.nonce.p, ',', cf.nonce.len), "client-first nonce");
         scram_server s = { 0 };
         char out[512];
-        int n = sec_scram_server_first(&s, &cf, &cred, "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0", out,
+        int n = kp_scram_server_first(&s, &cf, &cred, "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0", out,
                                    sizeof out);
         if (n >= 0 && z) {
             size_t l2 = size - l1 - 1;
             char *t2 = malloc(l2 ? l2 : 1);
             memcpy(t2, z + 1, l2);
             scram_client_final fin;
-            if (sec_scram_client_final_parse(t2, l2, &fin) == 0) {
+            if (kp_scram_client_final_parse(t2, l2, &fin) == 0) {
                 need(inside(fin.nonce, t2, l2) && inside(fin.without_proof, t2, l2),
                      "client-final slice outside the token");
                 need(fin.proof_len > 0 && fin.proof_len <= SCRAM_MAX_KEY, "proof length");
                 /* Only RFC 7677's own exchange may pass. */
-                int ok = sec_scram_server_final(&s, &fin, out, sizeof out);
+                int ok = kp_scram_server_final(&s, &fin, out, sizeof out);
                 need(ok < 0 || memmem(t2, l2, rfc_proof, strlen(rfc_proof)),
                      "a SCRAM login succeeded without the password's proof");
             }
             free(t2);
         }
-        sec_scram_server_clear(&s);
+        kp_scram_server_clear(&s);
     }
     static scram_client client;
     if (!client.mech) {
         char first[128];
-        need(sec_scram_client_first_write(&client, SCRAM_SHA_256, "user", "rOprNGfwEbeRWgbNEkqO",
+        need(kp_scram_client_first_write(&client, SCRAM_SHA_256, "user", "rOprNGfwEbeRWgbNEkqO",
                                       first, sizeof first) > 0, "client-first");
     }
     scram_server_first_msg sf;
-    if (sec_scram_server_first_parse(&client, t1, l1, &sf) == 0) {
+    if (kp_scram_server_first_parse(&client, t1, l1, &sf) == 0) {
         need(inside(sf.nonce, t1, l1) && sf.nonce.len > strlen(client.cnonce) &&
              !memcmp(sf.nonce.p, client.cnonce, strlen(client.cnonce)), "server-first nonce");
         need(sf.iterations >= SCRAM_MIN_ITERATIONS && sf.iterations <= SCRAM_MAX_ITERATIONS &&
              sf.salt_len > 0 && sf.salt_len <= sizeof sf.salt, "server-first salt or count");
     }
     scram_client_final fin;
-    if (sec_scram_client_final_parse(t1, l1, &fin) == 0)
+    if (kp_scram_client_final_parse(t1, l1, &fin) == 0)
         need(inside(fin.nonce, t1, l1) && inside(fin.without_proof, t1, l1),
              "client-final slice outside the token");
     free(t1);

@@ -544,6 +544,30 @@ def test_jsonl_format_keeps_every_byte(broker, tmp_path):
     assert_exact(expected_of(sent), got)
 
 
+def test_a_header_key_holding_a_nul_byte_keeps_every_byte(broker, tmp_path):
+    """Header keys are length-prefixed on the wire: one with a NUL byte inside
+    (kafka-python sends it whole) comes back whole, in Avro and in JSON lines
+    (libsluice's sl_header carries key_len)."""
+    import json
+    from support import kp_producer
+    b, t = broker, topic_name("nulkey")
+    create_topic(b, t, partitions=1)
+    hs = [("a\x00b", b"v\x00"), ("\x00", b""), ("tail\x00", b"z")]
+    p = kp_producer(b)
+    p.send(t, value=b"x", headers=hs, partition=0).get(timeout=15)
+    p.close()
+    run_export(b, t, tmp_path / "avro", "--until-end")
+    got = read_tree(tmp_path / "avro", t)
+    assert got[0] == [(0, None, b"x", hs)], got
+    run_export(b, t, tmp_path / "jsonl", "--until-end", "--format", "jsonl",
+               "-X", "group.id=jsonl-" + t)    # its own group: it starts afresh
+    (path,) = [os.path.join(d, n) for d, _, ns in os.walk(tmp_path / "jsonl") for n in ns
+               if n.endswith(".jsonl")]
+    with open(path, encoding="ascii") as f:
+        r = json.loads(f.read())
+    assert [(h["key"], h["value"].encode("latin-1")) for h in r["headers"]] == hs, r
+
+
 def test_from_a_timestamp_or_the_end_on_the_first_run(broker, tmp_path):
     b, t = broker, topic_name("from")
     create_topic(b, t, partitions=1)

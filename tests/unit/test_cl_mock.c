@@ -146,7 +146,7 @@ static void check_roundtrip(const char *codec)
         char key[32], val[64];
         snprintf(key, sizeof key, "key-%d", i % 50);
         snprintf(val, sizeof val, "value-%d-\x01\xff", i);
-        sl_header h[2] = { { "seq", &i, sizeof i }, { "nullh", NULL, 0 } };
+        sl_header h[2] = { { "seq", &i, sizeof i, 0 }, { "nullh", NULL, 0, 0 } };
         ck_assert_int_eq(sl_produce(p, "rt", SL_PARTITION_ANY, key, strlen(key), val,
                                     strlen(val) + 1, h, 2, 1700000000000 + i,
                                     (void *)(intptr_t)i), 0);

@@ -1,6 +1,6 @@
 /*
- * daemon/security/sec_scram.c — PLAIN and SCRAM messages and keys (design note and
- * invariants in sec_scram.h).
+ * protocol/scram.c — PLAIN and SCRAM messages and keys (design note and
+ * invariants in kp_scram.h).
  *
  * RFC 5802 §3, with Kafka's ScramSaslServer choices:
  *   SaltedPassword  = PBKDF2-HMAC-H(password, salt, i)
@@ -14,7 +14,7 @@
  * The server recovers ClientKey = ClientProof XOR ClientSignature and
  * accepts when H(ClientKey) = StoredKey.
  */
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +23,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-scram_mech sec_scram_mech_parse(const char *name)
+scram_mech kp_scram_mech_parse(const char *name)
 {
     if (!name)
         return SCRAM_UNKNOWN;
@@ -34,12 +34,12 @@ scram_mech sec_scram_mech_parse(const char *name)
     return SCRAM_UNKNOWN;
 }
 
-const char *sec_scram_mech_name(scram_mech m)
+const char *kp_scram_mech_name(scram_mech m)
 {
     return m == SCRAM_SHA_256 ? "SCRAM-SHA-256" : m == SCRAM_SHA_512 ? "SCRAM-SHA-512" : NULL;
 }
 
-size_t sec_scram_key_len(scram_mech m)
+size_t kp_scram_key_len(scram_mech m)
 {
     return m == SCRAM_SHA_256 ? 32 : m == SCRAM_SHA_512 ? 64 : 0;
 }
@@ -62,10 +62,10 @@ static int hash(scram_mech m, const uint8_t *in, size_t n, uint8_t *out)
     return EVP_Digest(in, n, out, &olen, digest(m), NULL) ? 0 : -1;
 }
 
-int sec_scram_cred_from_salted(scram_mech m, const uint8_t *salted, size_t salted_len,
+int kp_scram_cred_from_salted(scram_mech m, const uint8_t *salted, size_t salted_len,
                            scram_cred *c)
 {
-    size_t kl = sec_scram_key_len(m);
+    size_t kl = kp_scram_key_len(m);
     uint8_t client_key[SCRAM_MAX_KEY];
     if (!kl || salted_len != kl)
         return -1;
@@ -78,26 +78,26 @@ int sec_scram_cred_from_salted(scram_mech m, const uint8_t *salted, size_t salte
     return 0;
 }
 
-int sec_scram_salted_password(scram_mech m, const char *password, size_t pwlen,
+int kp_scram_salted_password(scram_mech m, const char *password, size_t pwlen,
                           const uint8_t *salt, size_t salt_len, int32_t iterations,
                           uint8_t *salted)
 {
-    size_t kl = sec_scram_key_len(m);
+    size_t kl = kp_scram_key_len(m);
     if (!kl || iterations < 1)
         return -1;
     return PKCS5_PBKDF2_HMAC(password, (int)pwlen, salt, (int)salt_len, iterations,
                              digest(m), (int)kl, salted) == 1 ? 0 : -1;
 }
 
-bool sec_scram_verify_password(const scram_cred *c, const char *password, size_t pwlen)
+bool kp_scram_verify_password(const scram_cred *c, const char *password, size_t pwlen)
 {
     uint8_t salted[SCRAM_MAX_KEY];
     scram_cred d;
-    size_t kl = sec_scram_key_len(c->mech);
+    size_t kl = kp_scram_key_len(c->mech);
     bool ok = kl &&
-              !sec_scram_salted_password(c->mech, password, pwlen, c->salt, c->salt_len,
+              !kp_scram_salted_password(c->mech, password, pwlen, c->salt, c->salt_len,
                                      c->iterations, salted) &&
-              !sec_scram_cred_from_salted(c->mech, salted, kl, &d) &&
+              !kp_scram_cred_from_salted(c->mech, salted, kl, &d) &&
               !CRYPTO_memcmp(d.stored_key, c->stored_key, kl);
     OPENSSL_cleanse(salted, sizeof salted);
     return ok;
@@ -106,7 +106,7 @@ bool sec_scram_verify_password(const scram_cred *c, const char *password, size_t
 /* ---- base64 ---------------------------------------------------------------- */
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-size_t sec_scram_b64_encode(const uint8_t *in, size_t n, char *out, size_t cap)
+size_t kp_scram_b64_encode(const uint8_t *in, size_t n, char *out, size_t cap)
 {
     size_t o = 0;
     for (size_t i = 0; i < n && o + 4 < cap; i += 3) {
@@ -133,7 +133,7 @@ static int b64_value(char ch)
     return -1;
 }
 
-int sec_scram_b64_decode(const char *in, size_t n, uint8_t *out, size_t cap)
+int kp_scram_b64_decode(const char *in, size_t n, uint8_t *out, size_t cap)
 {
     if (n % 4)
         return -1;
@@ -167,7 +167,7 @@ int sec_scram_b64_decode(const char *in, size_t n, uint8_t *out, size_t cap)
 }
 
 /* ---- PLAIN ------------------------------------------------------------------ */
-int sec_scram_plain_parse(const char *tok, size_t len, scram_plain *out)
+int kp_scram_plain_parse(const char *tok, size_t len, scram_plain *out)
 {
     const char *z1 = memchr(tok, 0, len);
     if (!z1)
@@ -246,7 +246,7 @@ static const char *nonce_attr(const char *p, const char *end, scram_str *nonce)
     return printable(*nonce) ? p + 3 + nonce->len : NULL;
 }
 
-int sec_scram_client_first_parse(const char *tok, size_t len, scram_client_first *out)
+int kp_scram_client_first_parse(const char *tok, size_t len, scram_client_first *out)
 {
     const char *end = tok + len, *p = tok;
     memset(out, 0, sizeof *out);
@@ -278,14 +278,14 @@ int sec_scram_client_first_parse(const char *tok, size_t len, scram_client_first
     return 0;
 }
 
-int sec_scram_client_final_parse(const char *tok, size_t len, scram_client_final *out)
+int kp_scram_client_final_parse(const char *tok, size_t len, scram_client_final *out)
 {
     const char *end = tok + len, *p = tok;
     memset(out, 0, sizeof *out);
     if (!starts(p, end, "c="))
         return -1;
     scram_str cb = attr_value(p + 2, end);
-    int n = sec_scram_b64_decode(cb.p, cb.len, out->channel_binding, sizeof out->channel_binding);
+    int n = kp_scram_b64_decode(cb.p, cb.len, out->channel_binding, sizeof out->channel_binding);
     if (n < 0)
         return -1;
     out->channel_binding_len = (size_t)n;
@@ -301,7 +301,7 @@ int sec_scram_client_final_parse(const char *tok, size_t len, scram_client_final
         return -1;
     out->without_proof = (scram_str){ tok, (size_t)(last - tok) };
     scram_str proof = { last + 3, (size_t)(end - last - 3) };
-    n = sec_scram_b64_decode(proof.p, proof.len, out->proof, sizeof out->proof);
+    n = kp_scram_b64_decode(proof.p, proof.len, out->proof, sizeof out->proof);
     if (n <= 0)
         return -1;
     out->proof_len = (size_t)n;
@@ -309,13 +309,13 @@ int sec_scram_client_final_parse(const char *tok, size_t len, scram_client_final
 }
 
 /* ---- the server's two steps -------------------------------------------------- */
-int sec_scram_server_first(scram_server *s, const scram_client_first *cf, const scram_cred *cred,
+int kp_scram_server_first(scram_server *s, const scram_client_first *cf, const scram_cred *cred,
                        const char *snonce, char *out, size_t cap)
 {
     size_t sn = strlen(snonce);
-    sec_scram_server_clear(s);
+    kp_scram_server_clear(s);
     if (cf->nonce.len + sn >= sizeof s->nonce || cf->gs2_header.len > sizeof s->gs2 ||
-        cred->salt_len > sizeof cred->salt || !sec_scram_key_len(cred->mech))
+        cred->salt_len > sizeof cred->salt || !kp_scram_key_len(cred->mech))
         return -1;
     memcpy(s->nonce, cf->nonce.p, cf->nonce.len);
     memcpy(s->nonce + cf->nonce.len, snonce, sn + 1);
@@ -324,7 +324,7 @@ int sec_scram_server_first(scram_server *s, const scram_client_first *cf, const 
     s->mech = cred->mech;
     s->cred = *cred;
     char salt64[96];
-    sec_scram_b64_encode(cred->salt, cred->salt_len, salt64, sizeof salt64);
+    kp_scram_b64_encode(cred->salt, cred->salt_len, salt64, sizeof salt64);
     int n = snprintf(out, cap, "r=%s,s=%s,i=%d", s->nonce, salt64, (int)cred->iterations);
     if (n < 0 || (size_t)n >= cap)
         return -1;
@@ -351,9 +351,9 @@ static bool nonce_matches(scram_str got, const char *want)
     return got.len >= n && !memcmp(got.p + got.len - n, want, n);
 }
 
-int sec_scram_server_final(scram_server *s, const scram_client_final *cf, char *out, size_t cap)
+int kp_scram_server_final(scram_server *s, const scram_client_final *cf, char *out, size_t cap)
 {
-    size_t kl = sec_scram_key_len(s->mech);
+    size_t kl = kp_scram_key_len(s->mech);
     if (!kl || !s->auth_message)
         return -1;
     if (cf->channel_binding_len != s->gs2_len ||
@@ -376,7 +376,7 @@ int sec_scram_server_final(scram_server *s, const scram_client_final *cf, char *
             !CRYPTO_memcmp(stored, s->cred.stored_key, kl) &&
             !hmac(s->mech, s->cred.server_key, kl, am, alen, sig) && cap > 2) {
             memcpy(out, "v=", 2);
-            rc = 2 + (int)sec_scram_b64_encode(sig, kl, out + 2, cap - 2);
+            rc = 2 + (int)kp_scram_b64_encode(sig, kl, out + 2, cap - 2);
         }
     }
     OPENSSL_cleanse(client_key, sizeof client_key);
@@ -384,19 +384,19 @@ int sec_scram_server_final(scram_server *s, const scram_client_final *cf, char *
     return rc;
 }
 
-void sec_scram_server_clear(scram_server *s)
+void kp_scram_server_clear(scram_server *s)
 {
     free(s->auth_message);
     OPENSSL_cleanse(s, sizeof *s);
 }
 
 /* ---- the client's steps ------------------------------------------------------ */
-int sec_scram_client_first_write(scram_client *c, scram_mech m, const char *user,
+int kp_scram_client_first_write(scram_client *c, scram_mech m, const char *user,
                              const char *cnonce, char *out, size_t cap)
 {
     memset(c, 0, sizeof *c);
     size_t nl = strlen(cnonce);
-    if (!sec_scram_key_len(m) || nl >= sizeof c->cnonce)
+    if (!kp_scram_key_len(m) || nl >= sizeof c->cnonce)
         return -1;
     c->mech = m;
     memcpy(c->cnonce, cnonce, nl + 1);
@@ -418,7 +418,7 @@ int sec_scram_client_first_write(scram_client *c, scram_mech m, const char *user
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
-int sec_scram_server_first_parse(const scram_client *c, const char *tok, size_t len,
+int kp_scram_server_first_parse(const scram_client *c, const char *tok, size_t len,
                              scram_server_first_msg *out)
 {
     const char *end = tok + len, *p = tok;
@@ -433,7 +433,7 @@ int sec_scram_server_first_parse(const scram_client *c, const char *tok, size_t 
     if (!starts(p, end, ",s="))
         return -1;
     scram_str salt = attr_value(p + 3, end);
-    int n = sec_scram_b64_decode(salt.p, salt.len, out->salt, sizeof out->salt);
+    int n = kp_scram_b64_decode(salt.p, salt.len, out->salt, sizeof out->salt);
     if (n <= 0)
         return -1;
     out->salt_len = (size_t)n;
@@ -453,11 +453,11 @@ int sec_scram_server_first_parse(const scram_client *c, const char *tok, size_t 
     return 0;                        /* extensions after i= are ignored */
 }
 
-int sec_scram_client_final_write(scram_client *c, const scram_server_first_msg *sf,
+int kp_scram_client_final_write(scram_client *c, const scram_server_first_msg *sf,
                              const char *server_first, size_t sflen, const uint8_t *salted,
                              char *out, size_t cap)
 {
-    size_t kl = sec_scram_key_len(c->mech);
+    size_t kl = kp_scram_key_len(c->mech);
     /* client-final-without-proof: "c=biws" is base64("n,,") */
     int wn = snprintf(out, cap, "c=biws,r=%.*s", (int)sf->nonce.len, sf->nonce.p);
     if (!kl || wn < 0 || (size_t)wn >= cap)
@@ -482,7 +482,7 @@ int sec_scram_client_final_write(scram_client *c, const scram_server_first_msg *
         for (size_t i = 0; i < kl; i++)
             sig[i] ^= client_key[i];     /* ClientProof */
         char proof[SCRAM_MAX_KEY * 2];
-        sec_scram_b64_encode(sig, kl, proof, sizeof proof);
+        kp_scram_b64_encode(sig, kl, proof, sizeof proof);
         int n = snprintf(out + wn, cap - (size_t)wn, ",p=%s", proof);
         if (n > 0 && (size_t)n < cap - (size_t)wn)
             rc = wn + n;
@@ -493,11 +493,11 @@ int sec_scram_client_final_write(scram_client *c, const scram_server_first_msg *
     return rc;
 }
 
-bool sec_scram_client_verify(const scram_client *c, const char *tok, size_t len)
+bool kp_scram_client_verify(const scram_client *c, const char *tok, size_t len)
 {
-    size_t kl = sec_scram_key_len(c->mech);
+    size_t kl = kp_scram_key_len(c->mech);
     uint8_t got[SCRAM_MAX_KEY];
     int n = len > 2 && !memcmp(tok, "v=", 2)
-            ? sec_scram_b64_decode(tok + 2, len - 2, got, sizeof got) : -1;
+            ? kp_scram_b64_decode(tok + 2, len - 2, got, sizeof got) : -1;
     return kl && n == (int)kl && !CRYPTO_memcmp(got, c->server_signature, kl);
 }

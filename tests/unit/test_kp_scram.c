@@ -1,4 +1,4 @@
-/* daemon/security/sec_scram.c: RFC 7677's SCRAM-SHA-256 exchange byte for byte, the
+/* protocol/scram.c: RFC 7677's SCRAM-SHA-256 exchange byte for byte, the
  * PLAIN check against a stored credential, librdkafka's doubled nonce, and
  * malformed messages refused. */
 #include <check.h>
@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "daemon/security/sec_scram.h"
+#include "protocol/kp_scram.h"
 #include "tests/unit/unit_run.h"
 
 /* RFC 7677 §3: user "user", password "pencil". */
@@ -26,21 +26,21 @@ static void rfc_cred(scram_cred *c)
 {
     uint8_t salted[SCRAM_MAX_KEY];
     memset(c, 0, sizeof *c);
-    int n = sec_scram_b64_decode("W22ZaJ0SNY7soEsUEjb6gQ==", 24, c->salt, sizeof c->salt);
+    int n = kp_scram_b64_decode("W22ZaJ0SNY7soEsUEjb6gQ==", 24, c->salt, sizeof c->salt);
     ck_assert_int_eq(n, 16);
     c->salt_len = 16;
     c->iterations = 4096;
-    ck_assert_int_eq(sec_scram_salted_password(SCRAM_SHA_256, "pencil", 6, c->salt, 16, 4096,
+    ck_assert_int_eq(kp_scram_salted_password(SCRAM_SHA_256, "pencil", 6, c->salt, 16, 4096,
                                            salted), 0);
-    ck_assert_int_eq(sec_scram_cred_from_salted(SCRAM_SHA_256, salted, 32, c), 0);
+    ck_assert_int_eq(kp_scram_cred_from_salted(SCRAM_SHA_256, salted, 32, c), 0);
 }
 
 static int server_first(scram_server *s, const scram_cred *c, char *out, size_t cap)
 {
     scram_client_first cf;
-    ck_assert_int_eq(sec_scram_client_first_parse(rfc_first, strlen(rfc_first), &cf), 0);
+    ck_assert_int_eq(kp_scram_client_first_parse(rfc_first, strlen(rfc_first), &cf), 0);
     ck_assert_str_eq(cf.user, "user");
-    return sec_scram_server_first(s, &cf, c, rfc_snonce, out, cap);
+    return kp_scram_server_first(s, &cf, c, rfc_snonce, out, cap);
 }
 
 START_TEST(test_rfc7677_exchange_byte_for_byte)
@@ -53,11 +53,11 @@ START_TEST(test_rfc7677_exchange_byte_for_byte)
     ck_assert_int_eq(n, (int)strlen(rfc_server_first));
     ck_assert_str_eq(out, rfc_server_first);
     scram_client_final cf;
-    ck_assert_int_eq(sec_scram_client_final_parse(rfc_final, strlen(rfc_final), &cf), 0);
-    n = sec_scram_server_final(&s, &cf, out, sizeof out);
+    ck_assert_int_eq(kp_scram_client_final_parse(rfc_final, strlen(rfc_final), &cf), 0);
+    n = kp_scram_server_final(&s, &cf, out, sizeof out);
     ck_assert_int_eq(n, (int)strlen(rfc_server_final));
     ck_assert_str_eq(out, rfc_server_final);
-    sec_scram_server_clear(&s);
+    kp_scram_server_clear(&s);
 }
 END_TEST
 
@@ -80,11 +80,11 @@ START_TEST(test_wrong_proof_nonce_or_binding_is_refused)
         char out[512];
         ck_assert_int_gt(server_first(&s, &c, out, sizeof out), 0);
         scram_client_final cf;
-        int rc = sec_scram_client_final_parse(bad[i], strlen(bad[i]), &cf);
+        int rc = kp_scram_client_final_parse(bad[i], strlen(bad[i]), &cf);
         if (rc == 0)
-            rc = sec_scram_server_final(&s, &cf, out, sizeof out);
+            rc = kp_scram_server_final(&s, &cf, out, sizeof out);
         ck_assert_msg(rc < 0, "accepted %s", bad[i]);
-        sec_scram_server_clear(&s);
+        kp_scram_server_clear(&s);
     }
 }
 END_TEST
@@ -103,18 +103,18 @@ START_TEST(test_doubled_client_nonce_is_accepted_as_kafka_does)
     int an = snprintf(am, sizeof am, "%s,%s,%s", rfc_first + 3, rfc_server_first, wp);
     uint8_t salted[32], client_key[32], sig[32], proof[32];
     unsigned int l;
-    sec_scram_salted_password(SCRAM_SHA_256, "pencil", 6, c.salt, c.salt_len, 4096, salted);
+    kp_scram_salted_password(SCRAM_SHA_256, "pencil", 6, c.salt, c.salt_len, 4096, salted);
     HMAC(EVP_sha256(), salted, 32, (const uint8_t *)"Client Key", 10, client_key, &l);
     HMAC(EVP_sha256(), c.stored_key, 32, (const uint8_t *)am, (size_t)an, sig, &l);
     for (int i = 0; i < 32; i++)
         proof[i] = client_key[i] ^ sig[i];
     char p64[64], t[512];
-    sec_scram_b64_encode(proof, 32, p64, sizeof p64);
+    kp_scram_b64_encode(proof, 32, p64, sizeof p64);
     snprintf(t, sizeof t, "%s,p=%s", wp, p64);
     scram_client_final cf;
-    ck_assert_int_eq(sec_scram_client_final_parse(t, strlen(t), &cf), 0);
-    ck_assert_int_gt(sec_scram_server_final(&s, &cf, out, sizeof out), 0);
-    sec_scram_server_clear(&s);
+    ck_assert_int_eq(kp_scram_client_final_parse(t, strlen(t), &cf), 0);
+    ck_assert_int_gt(kp_scram_server_final(&s, &cf, out, sizeof out), 0);
+    kp_scram_server_clear(&s);
 }
 END_TEST
 
@@ -122,17 +122,19 @@ START_TEST(test_plain_checks_the_stored_credential)
 {
     scram_cred c;
     rfc_cred(&c);
-    ck_assert(sec_scram_verify_password(&c, "pencil", 6));
-    ck_assert(!sec_scram_verify_password(&c, "pencil2", 7));
+    ck_assert(kp_scram_verify_password(&c, "pencil", 6));
+    ck_assert(!kp_scram_verify_password(&c, "pencil2", 7));
     scram_plain p;
-    ck_assert_int_eq(sec_scram_plain_parse("\0user\0pencil", 12, &p), 0);
+    ck_assert_int_eq(kp_scram_plain_parse("\0user\0pencil", 12, &p), 0);
     ck_assert_int_eq((int)p.authzid.len, 0);
     ck_assert_int_eq((int)p.user.len, 4);
     ck_assert_int_eq((int)p.password.len, 6);
-    ck_assert_int_eq(sec_scram_plain_parse("user\0pencil", 11, &p), -1);
-    ck_assert_int_eq(sec_scram_plain_parse("\0\0pencil", 8, &p), -1);
-    ck_assert_int_eq(sec_scram_plain_parse("\0user\0", 6, &p), -1);
-    ck_assert_int_eq(sec_scram_plain_parse("\0user\0pen\0cil", 13, &p), -1);
+    static const struct { const char *tok; size_t len; } bad[] = {
+        { "user\0pencil", 11 }, { "\0\0pencil", 8 }, { "\0user\0", 6 },
+        { "\0user\0pen\0cil", 13 },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(kp_scram_plain_parse(bad[i].tok, bad[i].len, &p) == -1, "bad PLAIN %zu", i);
 }
 END_TEST
 
@@ -140,7 +142,7 @@ START_TEST(test_client_first_forms)
 {
     scram_client_first cf;
     const char *ok = "n,a=us=2Cer,n=us=2Cer=3D,r=abc,tokenauth=true";
-    ck_assert_int_eq(sec_scram_client_first_parse(ok, strlen(ok), &cf), 0);
+    ck_assert_int_eq(kp_scram_client_first_parse(ok, strlen(ok), &cf), 0);
     ck_assert_str_eq(cf.user, "us,er=");
     ck_assert_int_eq((int)cf.extensions.len, (int)strlen("tokenauth=true"));
     static const char *const bad[] = {
@@ -148,7 +150,7 @@ START_TEST(test_client_first_forms)
         "n,,n=u=2,r=a", "n,,n=u=41,r=a", "n,,n=u,r=a,", "n,,m=x,n=u,r=a",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        ck_assert_msg(sec_scram_client_first_parse(bad[i], strlen(bad[i]), &cf) == -1,
+        ck_assert_msg(kp_scram_client_first_parse(bad[i], strlen(bad[i]), &cf) == -1,
                       "accepted %s", bad[i]);
 }
 END_TEST
@@ -158,14 +160,14 @@ START_TEST(test_base64_round_trip_and_garbage)
     uint8_t in[7] = { 0, 1, 2, 0xfd, 0xfe, 0xff, 0x80 }, out[16];
     char enc[32];
     for (size_t n = 0; n <= sizeof in; n++) {
-        size_t e = sec_scram_b64_encode(in, n, enc, sizeof enc);
-        ck_assert_int_eq(sec_scram_b64_decode(enc, e, out, sizeof out), (int)n);
+        size_t e = kp_scram_b64_encode(in, n, enc, sizeof enc);
+        ck_assert_int_eq(kp_scram_b64_decode(enc, e, out, sizeof out), (int)n);
         ck_assert(!memcmp(in, out, n));
     }
     static const char *const bad[] = { "A", "AB=C", "A===", "====", "AB*D", "AA==AAAA",
                                        "AB==", "AAB=" /* non-zero pad bits: not canonical */ };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        ck_assert_msg(sec_scram_b64_decode(bad[i], strlen(bad[i]), out, sizeof out) == -1,
+        ck_assert_msg(kp_scram_b64_decode(bad[i], strlen(bad[i]), out, sizeof out) == -1,
                       "accepted %s", bad[i]);
 }
 END_TEST
@@ -177,28 +179,28 @@ START_TEST(test_client_rfc7677_exchange_byte_for_byte)
 {
     scram_client c;
     char out[512];
-    int n = sec_scram_client_first_write(&c, SCRAM_SHA_256, "user", "rOprNGfwEbeRWgbNEkqO", out,
+    int n = kp_scram_client_first_write(&c, SCRAM_SHA_256, "user", "rOprNGfwEbeRWgbNEkqO", out,
                                      sizeof out);
     ck_assert_int_eq(n, (int)strlen(rfc_first));
     ck_assert_str_eq(out, rfc_first);
     scram_server_first_msg sf;
-    ck_assert_int_eq(sec_scram_server_first_parse(&c, rfc_server_first, strlen(rfc_server_first),
+    ck_assert_int_eq(kp_scram_server_first_parse(&c, rfc_server_first, strlen(rfc_server_first),
                                               &sf), 0);
     ck_assert_int_eq(sf.iterations, 4096);
     uint8_t salted[SCRAM_MAX_KEY];
-    ck_assert_int_eq(sec_scram_salted_password(SCRAM_SHA_256, "pencil", 6, sf.salt, sf.salt_len,
+    ck_assert_int_eq(kp_scram_salted_password(SCRAM_SHA_256, "pencil", 6, sf.salt, sf.salt_len,
                                            sf.iterations, salted), 0);
-    n = sec_scram_client_final_write(&c, &sf, rfc_server_first, strlen(rfc_server_first), salted,
+    n = kp_scram_client_final_write(&c, &sf, rfc_server_first, strlen(rfc_server_first), salted,
                                  out, sizeof out);
     ck_assert_int_eq(n, (int)strlen(rfc_final));
     ck_assert_str_eq(out, rfc_final);
-    ck_assert(sec_scram_client_verify(&c, rfc_server_final, strlen(rfc_server_final)));
+    ck_assert(kp_scram_client_verify(&c, rfc_server_final, strlen(rfc_server_final)));
     static const char *const wrong[] = {
         "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G5=",   /* another signature */
         "e=invalid-proof", "v=", "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
     };
     for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++)
-        ck_assert_msg(!sec_scram_client_verify(&c, wrong[i], strlen(wrong[i])), "%s", wrong[i]);
+        ck_assert_msg(!kp_scram_client_verify(&c, wrong[i], strlen(wrong[i])), "%s", wrong[i]);
 }
 END_TEST
 
@@ -206,7 +208,7 @@ START_TEST(test_client_refuses_bad_server_first_and_escapes_names)
 {
     scram_client c;
     char out[512];
-    ck_assert_int_gt(sec_scram_client_first_write(&c, SCRAM_SHA_512, "a,b=c", "abc", out,
+    ck_assert_int_gt(kp_scram_client_first_write(&c, SCRAM_SHA_512, "a,b=c", "abc", out,
                                               sizeof out), 0);
     ck_assert_str_eq(out, "n,,n=a=2Cb=3Dc,r=abc");
     scram_server_first_msg sf;
@@ -219,9 +221,9 @@ START_TEST(test_client_refuses_bad_server_first_and_escapes_names)
         "r=abcDEF,s=QUJD,i=40x6",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        ck_assert_msg(sec_scram_server_first_parse(&c, bad[i], strlen(bad[i]), &sf) == -1,
+        ck_assert_msg(kp_scram_server_first_parse(&c, bad[i], strlen(bad[i]), &sf) == -1,
                       "accepted %s", bad[i]);
-    ck_assert_int_eq(sec_scram_server_first_parse(&c, "r=abcDEF,s=QUJD,i=16384", 23, &sf), 0);
+    ck_assert_int_eq(kp_scram_server_first_parse(&c, "r=abcDEF,s=QUJD,i=16384", 23, &sf), 0);
     ck_assert_int_eq((int)sf.salt_len, 3);
 }
 END_TEST
