@@ -40,8 +40,28 @@
  *       every reader; cluster_links.config shows them masked.
  *   K5. The source log ends (the lag's other half) reach SQLite on a
  *       one-second timer, only what changed: no SQLite per fetch.
- *   K6. Standalone only for now: in cluster mode link_start starts
- *       nothing and the SQL writes answer INVALID_REQUEST saying so.
+ *   K6. Cluster mode: links and mirror topics are cluster-wide facts in
+ *       ZooKeeper (daemon/cluster/cluster_links.c).  A SQL write runs on
+ *       the broker that got the statement, exactly as standalone (checked
+ *       against this broker's model, stored in its SQLite), and is then
+ *       published (b->store->link_publish, asynchronous: no ZooKeeper
+ *       round trip on the loop).  Every other broker's apply half stores
+ *       the row and calls link_sync, which makes its model match the rows
+ *       (links, mirrors, states) without publishing again.  The state
+ *       changes a broker makes by itself are published the same way:
+ *       'failed' (only the controller creates mirror topics, adds their
+ *       partitions and syncs their configs: one writer).  A link's
+ *       last_error and the source log ends are each broker's own (the
+ *       connection and the partitions it leads), not facts.
+ *   K9. Cluster mode: each broker fetches only the mirror partitions it
+ *       leads, not fenced (link_conn.c send_fetch and C1 ask the view
+ *       at each request), so a leadership move (an election, a SIGKILLed
+ *       leader) makes the new leader continue from its own log end; its
+ *       followers replicate the appended batches as any other.
+ *   K10. Cluster mode: 'promoted' is refused (not built: it needs each
+ *       leader's caught-up fact, K3 and K8 per partition, gathered by one
+ *       decider); 'failed_over' works: each broker aborts the source's open
+ *       transactions (K8) of the partitions it leads when it applies it.
  *   K7. No producer id of a batch copied into a mirror is ever handed out
  *       here: before the append, the producer id floor is saved above the
  *       largest (bk_producer_id_floor), so a producer of the promoted topic
@@ -52,12 +72,10 @@
  *       coordinator's: a read_committed consumer never waits forever.
  *
  * Not built yet (issue 33's later parts):
- *   - Cluster mode: links and mirror topics as ZooKeeper facts through
- *     b->store (a write half and an apply half, as topics), the mirror
- *     flag in the view so that every broker refuses producers, and each
- *     mirror partition copied by its leader on the destination (this
- *     room following view changes as repl_fetcher.c does); inside the
- *     destination the copy already replicates like any append.
+ *   - Cluster mode's 'promoted' (K10), and K7 there: the producer id
+ *     floor is this broker's SQLite's, while cluster mode hands out ids
+ *     from ZooKeeper's blocks (cluster_producer_ids.c), which the source's
+ *     ids do not raise yet.
  *   - A multi-broker source: one connection per link, to the first
  *     bootstrap server; a partition led elsewhere answers
  *     NOT_LEADER_OR_FOLLOWER into last_error.  Wanted: one connection per
@@ -74,6 +92,7 @@
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
+#include "daemon/view/view_store.h"
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/replica/replica_txn.h"
@@ -89,6 +108,27 @@
 #define LK_MARKER_TIMEOUT_MS 30000      /* a failover's ABORT markers */
 
 static lk_set *set_of(bk_broker *b) { return b->links; }
+
+/* K6: the row of name (a mirror topic's or a link's) to the other brokers. */
+static void publish(bk_broker *b, bool mirror, const char *name)
+{
+    if (b->store && b->store->link_publish)
+        b->store->link_publish(b, mirror, name);
+}
+
+/* K6: cluster mode's single writer of the topics of mirrors. */
+static bool topic_writer(bk_broker *b)
+{
+    return !bk_cluster_mode(b) || view_controller_id(b) == b->cfg->broker_id;
+}
+
+/* K9: partition i of m's topic as this broker copies it (it leads it, not
+ * fenced or held: as a producer's append would be taken); NULL: not here. */
+bk_partition *lk_copies(const lk_mirror *m, int32_t i)
+{
+    bk_partition *p;
+    return view_leader_replica(m->link->b, kp_str_cstr(m->topic), i, &p) == KP_NONE ? p : NULL;
+}
 
 static const char *state_name(enum lk_mstate s)
 {
@@ -413,6 +453,8 @@ static void mirror_set_state(lk_mirror *m, enum lk_mstate st, const char *why)
     if (md_mirror_status(b->db, m->topic, state_name(st), m->last_error[0] ? m->last_error : NULL,
                          err, sizeof err) != 0)
         BK_ERROR("mirror topic %s: cannot store its state %s: %s", m->topic, state_name(st), err);
+    else
+        publish(b, true, m->topic);      /* K6 */
     BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s%s%s", m->topic, m->link->name,
             m->source, state_name(was), state_name(st), why ? ": " : "", why ? why : "");
 }
@@ -489,6 +531,8 @@ void lk_mirror_configs(lk_mirror *m, const md_kv *cfg, size_t ncfg)
     char err[MD_ERRLEN + 64];
     md_kv *have = NULL;
     size_t nh = 0, nk;
+    if (!topic_writer(b))
+        return;                          /* K6: the controller's */
     md_kv *keep = configs_valid(cfg, ncfg, &nk);
     if (!keep || md_topic_configs(b->db, m->topic, &have, &nh) != 0) {
         free(keep);
@@ -519,20 +563,40 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
     if (m->state == LK_PROMOTED || m->state == LK_FAILED_OVER || m->state == LK_FAILED)
         return;
     bk_topic *t = view_topic_find(b, m->topic, strlen(m->topic));
-    if (!m->created) {
+    bool cluster = bk_cluster_mode(b);
+    if (!m->created && cluster && t) {
+        /* K6: created by the controller (a name taken meanwhile is
+         * refused at the INSERT, against the cluster's topics). */
+        m->created = true;
+    } else if (!m->created) {
         if (t) {
             mirror_set_state(m, LK_FAILED, "a topic of that name was created meanwhile; "
                              "a mirror topic must be new");
+            return;
+        }
+        if (cluster && have_cfg && !topic_writer(b)) {
+            m->source_parts = 0;         /* asked again after the next Metadata */
             return;
         }
         if (!have_cfg)
             return;                      /* DescribeConfigs first (link_conn.c) */
         size_t nk;
         md_kv *keep = configs_valid(cfg, ncfg, &nk);
-        int rc = keep ? view_topic_create(b, m->topic, n, 1, NULL, keep, nk, false, NULL, err,
+        int16_t rf = cluster ? b->cfg->default_replication_factor : 1;
+        int rc = keep ? view_topic_create(b, m->topic, n, rf, NULL, keep, nk, false, NULL, err,
                                           sizeof err)
                       : KP_UNKNOWN_SERVER_ERROR;
         free(keep);
+        if (rc != KP_NONE && cluster) {
+            /* A write of ZooKeeper's that failed, or one still on its way:
+             * the next Metadata sees the topic or tries again. */
+            char why[1024];
+            snprintf(why, sizeof why, "cannot create it yet: %s (%s)", err[0] ? err : "refused",
+                     kp_error_name(rc));
+            lk_mirror_error(m, why);
+            m->source_parts = 0;
+            return;
+        }
         if (rc != KP_NONE) {
             char why[1024];
             snprintf(why, sizeof why, "cannot create it: %s (%s)", err[0] ? err : "refused",
@@ -540,14 +604,20 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
             mirror_set_state(m, LK_FAILED, why);
             return;
         }
-        m->created = true;
+        m->created = !cluster;           /* cluster: once the view shows it */
         BK_INFO("mirror topic %s created from %s on link %s: %d partitions, %zu config "
                 "overrides", m->topic, m->source, m->link->name, (int)n, ncfg);
+        if (cluster) {
+            m->source_parts = 0;         /* the next Metadata finds it in the view */
+            return;
+        }
     } else if (!t) {
+        if (!topic_writer(b))
+            return;                      /* K6: the controller says it */
         mirror_set_state(m, LK_FAILED, "its topic was deleted (DELETE it from mirror_topics "
                          "and INSERT it again to mirror anew)");
         return;
-    } else if (n > t->npartitions) {
+    } else if (n > t->npartitions && topic_writer(b)) {
         int rc = view_topic_add_partitions(b, m->topic, n, NULL, false, NULL, err, sizeof err);
         if (rc != KP_NONE) {
             char why[1024];
@@ -585,7 +655,7 @@ static int need_set(bk_broker *b, char *err, size_t errlen)
 {
     if (set_of(b))
         return KP_NONE;
-    snprintf(err, errlen, "cluster links are not available in cluster mode yet");
+    snprintf(err, errlen, "cluster links are not started on this broker");
     return KP_INVALID_REQUEST;
 }
 
@@ -632,6 +702,7 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
             link_free(l);
         } else if (rc == KP_NONE) {
             BK_INFO("cluster link %s created through SQL: source %s", name, bootstrap);
+            publish(b, false, name);     /* K6 */
             lk_conn_kick(l);             /* a wrong address or login shows at once */
         }
     }
@@ -668,6 +739,7 @@ int link_delete(bk_broker *b, const char *name, char *err, size_t errlen)
         }
     link_free(l);
     BK_INFO("cluster link %s deleted through SQL", name);
+    publish(b, false, name);             /* K6 */
     return KP_NONE;
 }
 
@@ -720,6 +792,7 @@ int link_mirror_create(bk_broker *b, const char *topic, const char *link, const 
     }
     BK_INFO("mirror topic %s of %s on link %s created through SQL (%s)", topic, source,
             l->name, state_name(st));
+    publish(b, true, topic);             /* K6 */
     l->metadata_due_us = 0;              /* its partitions and configs now */
     lk_conn_kick(l);
     return KP_NONE;
@@ -747,6 +820,7 @@ int link_mirror_delete(bk_broker *b, const char *topic, char *err, size_t errlen
         return KP_UNKNOWN_SERVER_ERROR;
     BK_INFO("mirror topic %s deleted through SQL%s", topic, drop ? ", with its topic" : "");
     mirror_unlink(s, m);
+    publish(b, true, topic);             /* K6 */
     return KP_NONE;
 }
 
@@ -766,8 +840,8 @@ static uint32_t mirror_open_txns(lk_mirror *m, bool abort)
     bk_broker *b = m->link->b;
     uint32_t total = 0;
     for (int32_t i = 0; i < m->nparts; i++) {
-        const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
-        bk_pstate *ps = v && v->local ? v->local->producers : NULL;
+        bk_partition *p = lk_copies(m, i);             /* K10: where it leads */
+        bk_pstate *ps = p ? p->producers : NULL;
         uint32_t n = ps ? ps->open_txns : 0;
         total += n;
         if (!abort || n == 0)
@@ -818,6 +892,13 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
     }
     if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
         return KP_NONE;
+    if (to == LK_PROMOTED && bk_cluster_mode(b)) {
+        snprintf(err, errlen, "mirror topic '%s': 'promoted' is not available in cluster "
+                 "mode yet (it waits for every partition's leader to have caught up, which "
+                 "is not gathered cluster-wide); use 'failed_over' once the lag in "
+                 "mirror_topics is 0 and the source's producers stopped", topic);
+        return KP_INVALID_REQUEST;
+    }
     if (to == LK_PROMOTED) {
         /* K3: source_end is the last answer's, however old (a pause): each
          * partition waits for an answer to a Fetch sent from now on. */
@@ -914,55 +995,127 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-int link_start(bk_broker *b, char *err, size_t errlen)
+/* A state another broker wrote (K6): taken as it is, not published again;
+ * a failover aborts the open transactions of the partitions led here. */
+static void mirror_applied(lk_mirror *m, enum lk_mstate st)
 {
-    if (bk_cluster_mode(b))
-        return 0;                        /* K6 */
-    lk_set *s = calloc(1, sizeof *s);
+    BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s (applied from the "
+            "cluster)", m->topic, m->link->name, m->source, state_name(m->state),
+            state_name(st));
+    m->state = st;
+    if (st == LK_FAILED_OVER)
+        mirror_open_txns(m, true);       /* K10 */
+    lk_conn_kick(m->link);
+}
+
+static bool row_has_link(const md_link_row *r, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(r[i].name, name))
+            return true;
+    return false;
+}
+
+static bool row_has_mirror(const md_mirror_row *r, size_t n, const char *topic)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(r[i].topic, topic))
+            return true;
+    return false;
+}
+
+/* The model made to match the rows in SQLite: at start, and in cluster
+ * mode after another broker's write was applied (b->links_changed, K6).
+ * Links and mirrors the rows lack go, new ones start, changed states are
+ * taken; nothing is written or published. */
+static void link_sync(bk_broker *b)
+{
+    lk_set *s = set_of(b);
     md_link_row *links = NULL;
     md_mirror_row *mirrors = NULL;
     size_t nl = 0, nm = 0;
-    if (!s) {
-        snprintf(err, errlen, "out of memory for cluster links");
-        return -1;
-    }
-    s->b = b;
-    s->dns = evdns_base_new(b->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
-    s->tick = event_new(b->base, -1, EV_PERSIST, on_tick, s);
-    struct timeval sec = { 1, 0 };
-    if (!s->dns || !s->tick || bk_event_add(s->tick, &sec, "cluster links' timer") != 0 ||
-        md_link_list(b->db, &links, &nl, err, errlen) != 0 ||
-        md_mirror_list(b->db, &mirrors, &nm, err, errlen) != 0) {
-        if (!err[0])
-            snprintf(err, errlen, "cannot start cluster links");
+    char err[MD_ERRLEN];
+    if (!s || md_link_list(b->db, &links, &nl, err, sizeof err) != 0 ||
+        md_mirror_list(b->db, &mirrors, &nm, err, sizeof err) != 0) {
+        BK_ERROR("cluster links: cannot read their rows: %s", s ? err : "not started");
         free(links);
-        b->links = s;
-        link_stop(b);
-        return -1;
+        return;
     }
-    b->links = s;
-    b->mirror_refuses = link_mirror_refuses;
-    for (size_t i = 0; i < nl; i++)
-        if (!link_new(s, &links[i], err, errlen))
+    for (lk_mirror *m = s->mirrors, *n; m; m = n) {
+        n = m->next;
+        if (!row_has_mirror(mirrors, nm, m->topic)) {
+            BK_INFO("mirror topic %s: its row went (deleted on another broker)", m->topic);
+            mirror_unlink(s, m);
+        }
+    }
+    for (lk_link **pp = &s->links; *pp;) {
+        lk_link *l = *pp;
+        if (row_has_link(links, nl, l->name)) {
+            pp = &l->next;
+            continue;
+        }
+        BK_INFO("cluster link %s: its row went (deleted on another broker)", l->name);
+        *pp = l->next;
+        for (lk_mirror *m = s->mirrors, *n; m; m = n) {
+            n = m->next;
+            if (m->link == l)
+                mirror_unlink(s, m);
+        }
+        link_free(l);
+    }
+    for (size_t i = 0; i < nl; i++) {
+        lk_link *l = link_find(s, links[i].name);
+        if (!l && !(l = link_new(s, &links[i], err, sizeof err)))
             BK_ERROR("cluster link %s: its stored settings are refused (%s); not started",
                      links[i].name, err);
+        else if (l->conn == LK_IDLE)
+            lk_conn_kick(l);
+    }
     if (links)                           /* the secrets, before the free */
         memset(links, 0, nl * sizeof *links);
     free(links);
     for (size_t i = 0; i < nm; i++) {
         lk_link *l = link_find(s, mirrors[i].link);
+        lk_mirror *m = mirror_find(s, mirrors[i].topic);
         enum lk_mstate st;
         if (!l || state_parse(mirrors[i].state, &st) != 0)
             continue;
-        lk_mirror *m = mirror_new(s, l, mirrors[i].topic, mirrors[i].source_topic, st);
+        if (m) {
+            if (m->state != st)
+                mirror_applied(m, st);
+            continue;
+        }
+        m = mirror_new(s, l, mirrors[i].topic, mirrors[i].source_topic, st);
         bk_topic *t = m ? view_topic_find(b, m->topic, strlen(m->topic)) : NULL;
         if (t && (m->created = parts_grow(m, t->npartitions)) == false)
             BK_ERROR("mirror topic %s: out of memory", m->topic);
+        l->metadata_due_us = 0;          /* its partitions and configs now */
+        lk_conn_kick(l);
     }
     free(mirrors);
+}
+
+int link_start(bk_broker *b, char *err, size_t errlen)
+{
+    lk_set *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory for cluster links");
+        return -1;
+    }
+    s->b = b;
+    b->links = s;
+    s->dns = evdns_base_new(b->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+    s->tick = event_new(b->base, -1, EV_PERSIST, on_tick, s);
+    struct timeval sec = { 1, 0 };
+    if (!s->dns || !s->tick || bk_event_add(s->tick, &sec, "cluster links' timer") != 0) {
+        snprintf(err, errlen, "cannot start cluster links");
+        link_stop(b);
+        return -1;
+    }
+    b->mirror_refuses = link_mirror_refuses;
+    b->links_changed = link_sync;        /* K6: cluster_links.c's apply half */
     err[0] = 0;
-    for (lk_link *l = s->links; l; l = l->next)
-        lk_conn_kick(l);
+    link_sync(b);
     return 0;
 }
 
@@ -989,4 +1142,5 @@ void link_stop(bk_broker *b)
     free(s);
     b->links = NULL;
     b->mirror_refuses = NULL;
+    b->links_changed = NULL;
 }

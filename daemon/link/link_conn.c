@@ -34,8 +34,8 @@
  *
  * Invariants (link.c K2 is the one this file keeps):
  *   C1. An answer is applied to a partition only if its mirror still
- *       fetches (active or promoting), the view still has the local
- *       partition, and its log end is the FetchOffset the request carried.
+ *       fetches (active or promoting), this broker still leads the
+ *       partition (link.c K9), and its log end is the FetchOffset the request carried.
  *   C2. At most one request in flight; the answer's frame is read whole
  *       before it is handled.  The arena and buffers are the link's, reset
  *       and reused: nothing is allocated per answer once they have grown.
@@ -241,7 +241,6 @@ static bool send_configs(lk_link *l)
  * keep): every fetching partition not paused by an error. */
 static bool send_fetch(lk_link *l, int64_t now, int64_t *next_us)
 {
-    bk_broker *b = l->b;
     int n = 0;
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
         if (m->link == l && lk_mirror_fetching(m))
@@ -265,11 +264,11 @@ static bool send_fetch(lk_link *l, int64_t now, int64_t *next_us)
                     *next_us = lp->retry_us;
                 continue;
             }
-            const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
-            if (!v || !v->local)
-                continue;                /* created by the next Metadata */
+            bk_partition *p = lk_copies(m, i);
+            if (!p)
+                continue;                /* created by the next Metadata; led elsewhere */
             lp->retry_us = 0;
-            lp->fetch_offset = seg_log_end(v->local->log);
+            lp->fetch_offset = seg_log_end(p->log);
             lp->in_request = true;
             ps[n] = (kp_FetchRequest_FetchPartition){
                 .Partition = i, .CurrentLeaderEpoch = -1, .FetchOffset = lp->fetch_offset,
@@ -526,7 +525,6 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
 
 static void handle_fetch(lk_link *l, kp_rd *r)
 {
-    bk_broker *b = l->b;
     kp_FetchResponse fr;
     if (kp_dec_FetchResponse(r, LK_FETCH_VERSION, &fr, &l->arena) != 0) {
         conn_fail(l, "malformed Fetch answer from the source");
@@ -549,11 +547,11 @@ static void handle_fetch(lk_link *l, kp_rd *r)
                 if (k < 0 || k >= m->nparts || !m->parts[k].in_request)
                     continue;
                 m->parts[k].in_request = false;
-                const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), k);
-                if (!lk_mirror_fetching(m) || !v || !v->local ||   /* C1 */
-                    seg_log_end(v->local->log) != m->parts[k].fetch_offset)
+                bk_partition *p = lk_copies(m, k);                 /* link.c K9 */
+                if (!lk_mirror_fetching(m) || !p ||                /* C1 */
+                    seg_log_end(p->log) != m->parts[k].fetch_offset)
                     continue;
-                apply_partition(l, m, k, v->local, rp);
+                apply_partition(l, m, k, p, rp);
             }
         }
     }

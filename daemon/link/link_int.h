@@ -103,5 +103,8 @@ void lk_mirror_configs(lk_mirror *m, const md_kv *cfg, size_t ncfg);
 /* A partition's answer was applied: promoting mirrors may be done. */
 void lk_mirror_progress(lk_mirror *m);
 bool lk_mirror_fetching(const lk_mirror *m);
+/* Partition i of m's topic when this broker copies it (link.c K9): it
+ * leads it; NULL otherwise. */
+bk_partition *lk_copies(const lk_mirror *m, int32_t i);
 
 #endif

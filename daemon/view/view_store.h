@@ -73,6 +73,11 @@ typedef struct bk_store {
      * KP_NONE); the others are skipped. */
     int (*partitions_reassign)(bk_broker *b, const char *topic, const bk_reassign *parts,
                                int32_t n, bk_topic_op *op, char *err, size_t errlen);
+    /* A cluster link's (mirror false) or a mirror topic's row changed in
+     * this broker's SQLite (written there first, as the SCRAM credentials
+     * are) or went: published to the other brokers, asynchronously
+     * (daemon/link/link.c K6).  NULL (standalone): SQLite is the record. */
+    void (*link_publish)(bk_broker *b, bool mirror, const char *name);
 } bk_store;
 
 extern const bk_store bk_store_sqlite;
