@@ -54,8 +54,8 @@
  *       last_error and the source log ends are each broker's own (the
  *       connection and the partitions it leads), not facts.
  *   K9. Cluster mode: each broker fetches only the mirror partitions it
- *       leads, not fenced (link_conn.c send_fetch and C1 ask the view
- *       at each request), so a leadership move (an election, a SIGKILLed
+ *       leads, not fenced (link_conn.c send_fetch, and link_conn.c C1, ask
+ *       the view at each request), so a leadership move (an election, a SIGKILLed
  *       leader) makes the new leader continue from its own log end; its
  *       followers replicate the appended batches as any other.
  *   K10. Cluster mode: 'promoted' is refused (not built: it needs each
@@ -1113,7 +1113,7 @@ int link_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     b->mirror_refuses = link_mirror_refuses;
-    b->links_changed = link_sync;        /* K6: cluster_links.c's apply half */
+    b->links_changed = link_sync;        /* K6 (the apply half's call) */
     err[0] = 0;
     link_sync(b);
     return 0;
