@@ -35,6 +35,13 @@
  *   L4. A mirror row needs its link's row (a foreign key): a mirror znode
  *       read before its link's is skipped, and each link applied lists the
  *       mirrors again.
+ *
+ * A promotion's facts (link.c K11): /sluice/mirror_caught_up/<topic id
+ * hex>.<partition>.<leader epoch>, empty znodes a mirror partition's
+ * leader creates once it saw the source's end equal to its log end; the
+ * controller lists them once a second while a mirror promotes (no watch),
+ * and deletes those of topics that no longer exist.  A topic id is new
+ * for each topic, so a fact never counts for a later topic of its name.
  */
 #include "daemon/cluster/cluster.h"
 
@@ -44,6 +51,7 @@
 
 #define LINKS "/sluice/cluster_links"
 #define MIRRORS "/sluice/mirror_topics"
+#define TOLD "/sluice/mirror_caught_up"
 
 static const char *kv_get(const md_kv *kv, size_t n, const char *name)
 {
@@ -371,4 +379,71 @@ void cl_links_publish(bk_broker *b, bool mirror, const char *name)
         free(rows);
     }
     pub_write(b, p, false);
+}
+
+/* ---- a promotion's facts (link.c K11) ------------------------------------------------- */
+static void on_told_written(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)b;
+    (void)arg;
+    if (r->rc != ZOK && r->rc != ZNODEEXISTS)
+        BK_ERROR("zookeeper: cannot write a mirror partition's caught-up fact: %s; the "
+                 "promotion waits for its next answer", cl_zk_rc_str(r->rc));
+}
+
+void cl_links_caught_up(bk_broker *b, const char *fact)
+{
+    char path[sizeof TOLD + 64];
+    snprintf(path, sizeof path, TOLD "/%.60s", fact);
+    cl_zk_create(b->zk, path, "", 0, 0, on_told_written, NULL);
+}
+
+static void on_told_deleted(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)b;
+    (void)arg;
+    (void)r;                                         /* the next listing tries again */
+}
+
+/* A fact's topic id, from the hex before the first '.'; false if not one. */
+static bool told_id(const char *name, uint8_t id[16])
+{
+    for (int k = 0; k < 16; k++) {
+        unsigned v;
+        if (sscanf(name + 2 * k, "%2x", &v) != 1)
+            return false;
+        id[k] = (uint8_t)v;
+    }
+    return name[32] == '.';
+}
+
+static void on_told(bk_broker *b, const zk_result *r, void *arg)
+{
+    void (*told)(bk_broker *, char *const *, int) = *(void (**)(bk_broker *, char *const *,
+                                                                  int))arg;
+    free(arg);
+    if (r->rc != ZOK)
+        return;                                      /* the next second's listing */
+    for (int k = 0; k < r->nchildren; k++) {
+        uint8_t id[16];
+        if (told_id(r->children[k], id) && view_topic_find_id(b, id))
+            continue;
+        char path[sizeof TOLD + 256];
+        snprintf(path, sizeof path, TOLD "/%.200s", r->children[k]);
+        zk_txn *t = cl_zk_txn_new();
+        if (t) {
+            cl_zk_txn_delete(t, path, -1);           /* its topic went */
+            cl_zk_txn_commit(b->zk, t, on_told_deleted, NULL);
+        }
+    }
+    told(b, r->children, r->nchildren);
+}
+
+void cl_links_told_list(bk_broker *b, void (*told)(bk_broker *b, char *const *names, int n))
+{
+    void (**arg)(bk_broker *, char *const *, int) = malloc(sizeof *arg);
+    if (!arg)
+        return;
+    *arg = told;
+    cl_zk_children(b->zk, TOLD, false, on_told, arg);
 }

@@ -40,6 +40,14 @@
  *       every reader; cluster_links.config shows them masked.
  *   K5. The source log ends (the lag's other half) reach SQLite on a
  *       one-second timer, only what changed: no SQLite per fetch.
+ *   K7. No producer id of a batch copied into a mirror is ever handed out
+ *       here: before the append, the producer id floor is saved above the
+ *       largest (bk_producer_id_floor), so a producer of the promoted topic
+ *       is never taken for the source's.
+ *   K8. 'promoted' also waits until no transaction of the source is open
+ *       in the mirror (the source ends it, and its marker comes); at
+ *       'failed_over' each one still open gets an ABORT marker here, as a
+ *       coordinator's: a read_committed consumer never waits forever.
  *   K6. Cluster mode: links and mirror topics are cluster-wide facts in
  *       ZooKeeper (daemon/cluster/cluster_links.c).  A SQL write runs on
  *       the broker that got the statement, exactly as standalone (checked
@@ -50,32 +58,36 @@
  *       (links, mirrors, states) without publishing again.  The state
  *       changes a broker makes by itself are published the same way:
  *       'failed' (only the controller creates mirror topics, adds their
- *       partitions and syncs their configs: one writer).  A link's
+ *       partitions and syncs their configs: one writer) and 'promoted'
+ *       (K11).  A link's
  *       last_error and the source log ends are each broker's own (the
  *       connection and the partitions it leads), not facts.
  *   K9. Cluster mode: each broker fetches only the mirror partitions it
- *       leads, not fenced (link_conn.c send_fetch, and link_conn.c C1, ask
- *       the view at each request), so a leadership move (an election, a SIGKILLed
- *       leader) makes the new leader continue from its own log end; its
+ *       leads, not fenced (link_conn.c send_fetch, and link_conn.c C1,
+ *       ask the view at each request), so a leadership move (an election,
+ *       a SIGKILLed leader) makes the new leader continue from its own log end; its
  *       followers replicate the appended batches as any other.
- *   K10. Cluster mode: 'promoted' is refused (not built: it needs each
- *       leader's caught-up fact, K3 and K8 per partition, gathered by one
- *       decider); 'failed_over' works: each broker aborts the source's open
- *       transactions (K8) of the partitions it leads when it applies it.
- *   K7. No producer id of a batch copied into a mirror is ever handed out
- *       here: before the append, the producer id floor is saved above the
- *       largest (bk_producer_id_floor), so a producer of the promoted topic
- *       is never taken for the source's.
- *   K8. 'promoted' also waits until no transaction of the source is open
- *       in the mirror (the source ends it, and its marker comes); at
- *       'failed_over' each one still open gets an ABORT marker here, as a
- *       coordinator's: a read_committed consumer never waits forever.
+ *   K10. Cluster mode: 'failed_over' is taken by every broker at once;
+ *       each aborts the source's open transactions (K8) of the partitions
+ *       it leads when it applies it.
+ *   K11. Cluster mode's 'promoted': the controller decides, from facts the
+ *       leaders write (daemon/cluster/cluster_links.c): the leader of a
+ *       promoting mirror partition, once it saw K3 and K8 hold for it,
+ *       writes "<topic id>.<partition>.<its leader epoch>" (once per epoch);
+ *       the controller lists the facts once a second while a mirror
+ *       promotes, and publishes 'promoted' when every partition has one
+ *       for the leader epoch its view shows now (a leader that took over
+ *       since must tell again, from its own log end).  Every broker stops
+ *       fetching when it applies 'promoted'; what a leader appended between
+ *       its fact and then is still the source's, at the source's offsets
+ *       (K2).  A promoting mirror goes on to 'promoted' or 'failed_over'
+ *       only (no way back to active or paused in cluster mode), so a fact
+ *       never counts for another promotion.
  *
  * Not built yet (issue 33's later parts):
- *   - Cluster mode's 'promoted' (K10), and K7 there: the producer id
- *     floor is this broker's SQLite's, while cluster mode hands out ids
- *     from ZooKeeper's blocks (cluster_producer_ids.c), which the source's
- *     ids do not raise yet.
+ *   - K7 in cluster mode: the producer id floor is this broker's
+ *     SQLite's, while cluster mode hands out ids from ZooKeeper's blocks
+ *     (cluster_producer_ids.c), which the source's ids do not raise yet.
  *   - A multi-broker source: one connection per link, to the first
  *     bootstrap server; a partition led elsewhere answers
  *     NOT_LEADER_OR_FOLLOWER into last_error.  Wanted: one connection per
@@ -497,7 +509,7 @@ static bool parts_grow(lk_mirror *m, int32_t n)
     if (!np)
         return false;
     for (int32_t i = m->nparts; i < n; i++)
-        np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1 };
+        np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .told_epoch = -1 };
     m->parts = np;
     m->nparts = n;
     return true;
@@ -633,24 +645,103 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
         lk_mirror_error(m, "out of memory");
 }
 
+/* K3, K8: partition i (p: this broker's replica) had everything the source
+ * had in an answer to a Fetch sent after the promotion was asked, and no
+ * source transaction is open in it. */
+static bool part_caught_up(const lk_mirror *m, int32_t i, const bk_partition *p)
+{
+    const lk_part *lp = &m->parts[i];
+    return p && lp->source_end >= 0 && lp->answers_due == 0 &&
+           seg_log_end(p->log) == lp->source_end &&
+           !(p->producers && p->producers->open_txns > 0);
+}
+
+/* K11: a fact's name, "<topic id hex>.<partition>.<leader epoch>" (cap 64). */
+static void caught_up_name(const uint8_t id[16], int32_t partition, int32_t epoch, char *out,
+                           size_t cap)
+{
+    int o = 0;
+    for (int k = 0; k < 16; k++)
+        o += snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, "%02x", id[k]);
+    snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, ".%d.%d", (int)partition,
+             (int)epoch);
+}
+
+/* K11: the leader's half: each partition it leads and saw caught up is told
+ * once per leader epoch. */
+static void mirror_tell_caught_up(lk_mirror *m)
+{
+    bk_broker *b = m->link->b;
+    bk_topic *t = view_topic_find(b, m->topic, strlen(m->topic));
+    for (int32_t i = 0; t && i < m->nparts && i < t->npartitions; i++) {
+        bk_partition *p = lk_copies(m, i);
+        int32_t epoch = t->parts[i].leader_epoch;
+        if (!part_caught_up(m, i, p) || m->parts[i].told_epoch == epoch)
+            continue;
+        m->parts[i].told_epoch = epoch;
+        BK_INFO("mirror topic %s-%d: caught up with the source at %lld (leader epoch %d), "
+                "told for its promotion", m->topic, (int)i, (long long)seg_log_end(p->log),
+                (int)epoch);
+        char fact[64];
+        caught_up_name(t->id, i, epoch, fact, sizeof fact);
+        b->store->mirror_caught_up(b, fact);
+    }
+}
+
 void lk_mirror_progress(lk_mirror *m)
 {
     bk_broker *b = m->link->b;
     if (m->state != LK_PROMOTING || !m->created || m->nparts == 0)
         return;                          /* nothing copied yet: nothing to promote */
-    for (int32_t i = 0; i < m->nparts; i++) {
-        const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
-        const lk_part *lp = &m->parts[i];
-        if (!v || !v->local || lp->source_end < 0 || lp->answers_due > 0 ||
-            seg_log_end(v->local->log) != lp->source_end ||
-            (v->local->producers && v->local->producers->open_txns > 0))
-            return;                      /* K8: no source transaction left open */
+    if (b->store && b->store->mirror_caught_up) {
+        mirror_tell_caught_up(m);        /* K11: the controller decides */
+        return;
     }
+    for (int32_t i = 0; i < m->nparts; i++)
+        if (!part_caught_up(m, i, lk_copies(m, i)))
+            return;
     mirror_set_state(m, LK_PROMOTED, "caught up with the source; writable, no longer "
                      "mirrored");
 }
 
+/* K11: the controller's half.  told: the facts "<topic id hex>.<partition>.
+ * <leader epoch>" the leaders wrote; a promoting mirror whose every
+ * partition has one for its current leader epoch is promoted. */
+static void mirrors_told(bk_broker *b, char *const *told, int n)
+{
+    lk_set *s = set_of(b);
+    for (lk_mirror *m = s ? s->mirrors : NULL, *next; m; m = next) {
+        next = m->next;
+        bk_topic *t = m->state == LK_PROMOTING && m->created
+                          ? view_topic_find(b, m->topic, strlen(m->topic)) : NULL;
+        int32_t i = 0;
+        for (; t && i < t->npartitions; i++) {
+            char want[64];
+            caught_up_name(t->id, i, t->parts[i].leader_epoch, want, sizeof want);
+            int k = 0;
+            while (k < n && strcmp(told[k], want))
+                k++;
+            if (k == n || t->parts[i].leader < 0)
+                break;
+        }
+        if (t && t->npartitions > 0 && i == t->npartitions)
+            mirror_set_state(m, LK_PROMOTED, "every partition's leader caught up with the "
+                             "source; writable, no longer mirrored");
+    }
+}
+
+
 /* ---- SQL writes ---------------------------------------------------------------- */
+/* K3: source_end is the last answer's, however old (a pause): each
+ * partition waits for an answer to a Fetch sent from now on. */
+static void promoting_begin(lk_mirror *m)
+{
+    for (int32_t i = 0; i < m->nparts; i++) {
+        m->parts[i].answers_due = m->parts[i].in_request ? 2 : 1;
+        m->parts[i].told_epoch = -1;
+    }
+}
+
 static int need_set(bk_broker *b, char *err, size_t errlen)
 {
     if (set_of(b))
@@ -892,18 +983,13 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
     }
     if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
         return KP_NONE;
-    if (to == LK_PROMOTED && bk_cluster_mode(b)) {
-        snprintf(err, errlen, "mirror topic '%s': 'promoted' is not available in cluster "
-                 "mode yet (it waits for every partition's leader to have caught up, which "
-                 "is not gathered cluster-wide); use 'failed_over' once the lag in "
-                 "mirror_topics is 0 and the source's producers stopped", topic);
+    if (m->state == LK_PROMOTING && bk_cluster_mode(b)) {
+        snprintf(err, errlen, "mirror topic '%s' is promoting: in cluster mode it goes on to "
+                 "'promoted' or 'failed_over' only (K11)", topic);
         return KP_INVALID_REQUEST;
     }
     if (to == LK_PROMOTED) {
-        /* K3: source_end is the last answer's, however old (a pause): each
-         * partition waits for an answer to a Fetch sent from now on. */
-        for (int32_t i = 0; i < m->nparts; i++)
-            m->parts[i].answers_due = m->parts[i].in_request ? 2 : 1;
+        promoting_begin(m);
         mirror_set_state(m, LK_PROMOTING, "writable once it has everything the source has");
     } else if (to == LK_FAILED_OVER) {
         uint32_t open = mirror_open_txns(m, false);
@@ -969,7 +1055,14 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what;
     lk_set *s = arg;
+    bk_broker *b = s->b;
     char err[MD_ERRLEN];
+    bool promoting = false;
+    for (lk_mirror *m = s->mirrors; m; m = m->next)
+        promoting |= m->state == LK_PROMOTING;
+    if (promoting && b->store && b->store->mirrors_told_list && bk_cluster_mode(b) &&
+        view_controller_id(b) == b->cfg->broker_id)
+        b->store->mirrors_told_list(b, mirrors_told);    /* K11: once a second */
     for (lk_mirror *m = s->mirrors; m; m = m->next) {
         if (!m->ends_dirty)
             continue;
@@ -1003,6 +1096,8 @@ static void mirror_applied(lk_mirror *m, enum lk_mstate st)
             "cluster)", m->topic, m->link->name, m->source, state_name(m->state),
             state_name(st));
     m->state = st;
+    if (st == LK_PROMOTING)
+        promoting_begin(m);
     if (st == LK_FAILED_OVER)
         mirror_open_txns(m, true);       /* K10 */
     lk_conn_kick(m->link);

@@ -30,6 +30,8 @@ typedef struct lk_part {
     uint8_t answers_due;                 /* promoting: answers to await before source_end
                                           * counts (link.c K3); only apply_partition lowers */
     bool in_request;
+    int32_t told_epoch;                  /* promoting, cluster: the leader epoch this
+                                          * broker told it caught up in (link.c K11); -1 */
 } lk_part;
 
 typedef struct lk_mirror {

@@ -12,9 +12,10 @@ mirror partition SIGKILLed while a producer runs on the source, restarted,
 and at the end every mirror partition holds exactly the source's batches
 at the same offsets — (base offset, last offset delta, CRC) of every batch,
 by raw Fetch from the leader and read from the segment files of every
-replica; 'promoted' is refused in cluster mode with the reason, and
-'failed_over' (taken by every broker) makes the mirror writable on the
-cluster.
+replica; 'promoted' asked on one broker is decided by the controller once
+every partition's leader caught up and shows on every broker, and the
+cluster takes writes then; 'failed_over' (taken by every broker at once)
+makes the other mirror writable.
 """
 import os
 import signal
@@ -211,9 +212,30 @@ def test_a_cluster_destination_mirrors_through_a_leader_kill_and_fails_over(
                     all(stored(b, t, p) == want for b in dest.brokers)
             wait_for(same, 60, "%s-%d identical to the source on every replica" % (t, p))
 
-    # 'promoted' is refused in cluster mode, with the reason
-    err = b1.sql_error("UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % ta)
-    assert "not available in cluster mode" in str(err), err
+    # promoted (asked on broker 1): once every partition's leader caught up,
+    # the controller promotes it on every broker; the cluster then takes writes
+    b1.sql("UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % tb)
+    for b in dest.brokers:
+        wait_for(lambda b=b: sql_rows(b, "SELECT state FROM mirror_topics WHERE topic = '%s'"
+                                         % tb) == [("promoted",)], 30,
+                 "broker %d to show %s promoted" % (b.broker_id, tb))
+    promoted_ends = {q: fetched(dest.broker(l).port, tb, q) for q, (l, _r) in
+                     leaders(b1, tb).items()}
+    assert promoted_ends == {q: fetched(src.port, tb, q) for q in range(2)}
+    pp = Producer(ck_conf(dest, **{"acks": "all"}))
+    errs = []
+    for q in range(2):
+        pp.produce(tb, value=b"after promotion %d" % q, partition=q,
+                   on_delivery=lambda e, m: errs.append(e))
+    assert pp.flush(30) == 0 and errs == [None, None], errs
+    for q, (l, _r) in leaders(b1, tb).items():
+        got = fetched(dest.broker(l).port, tb, q)
+        assert got[:-1] == promoted_ends[q] and got[-1][0] == promoted_ends[q][-1][0] + \
+            promoted_ends[q][-1][1] + 1
+    # a promoting or promoted mirror goes nowhere else in cluster mode
+    err = b2.sql_error("UPDATE mirror_topics SET state = 'active' WHERE topic = '%s'" % tb)
+    assert "no longer mirrors" in str(err), err
+
     # paused everywhere, then failed over: writable on the cluster
     b1.sql("UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % ta)
     for b in dest.brokers:
@@ -235,6 +257,3 @@ def test_a_cluster_destination_mirrors_through_a_leader_kill_and_fails_over(
     assert p.flush(30) == 0 and errs == [None, None, None], errs
     for q, (l, _r) in leaders(b1, ta).items():
         assert len(fetched(dest.broker(l).port, ta, q)) == ends[q] + 1
-    # the other mirror still refuses producers
-    for q, (l, _r) in leaders(b1, tb).items():
-        assert produce_refused(dest.broker(l), tb, q)[0] == INVALID_REQUEST
