@@ -257,3 +257,17 @@ def test_a_cluster_destination_mirrors_through_a_leader_kill_and_fails_over(
     assert p.flush(30) == 0 and errs == [None, None, None], errs
     for q, (l, _r) in leaders(b1, ta).items():
         assert len(fetched(dest.broker(l).port, ta, q)) == ends[q] + 1
+
+    # DELETE on one broker ends both mirrors on every broker (their topics stay:
+    # promoted and failed over are normal topics now), then the link
+    for t in (ta, tb):
+        b2.sql("DELETE FROM mirror_topics WHERE topic = '%s'" % t)
+    for b in dest.brokers:
+        wait_for(lambda b=b: sql_rows(b, "SELECT topic FROM mirror_topics") == [], 20,
+                 "broker %d to drop the mirrors" % b.broker_id)
+    b3.sql("DELETE FROM cluster_links WHERE name = 'src'")
+    for b in dest.brokers:
+        wait_for(lambda b=b: sql_rows(b, "SELECT name FROM cluster_links") == [], 20,
+                 "broker %d to drop the link" % b.broker_id)
+        assert sorted(r[0] for r in sql_rows(b, "SELECT name FROM topics WHERE name IN "
+                                                "('%s', '%s')" % (ta, tb))) == sorted([ta, tb])
