@@ -65,8 +65,9 @@
  *   K9. Cluster mode: each broker fetches only the mirror partitions it
  *       leads, not fenced (link_conn.c send_fetch, and link_conn.c C1,
  *       ask the view at each request), so a leadership move (an election,
- *       a SIGKILLed leader) makes the new leader continue from its own log end; its
- *       followers replicate the appended batches as any other.
+ *       a SIGKILLed leader) makes the new leader continue from its own log end
+ *       (within a second: on_tick wakes an idle link); its followers
+ *       replicate the appended batches as any other.
  *   K10. Cluster mode: 'failed_over' is taken by every broker at once;
  *       each aborts the source's open transactions (K8) of the partitions
  *       it leads when it applies it.
@@ -1063,6 +1064,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     if (promoting && b->store && b->store->mirrors_told_list && bk_cluster_mode(b) &&
         view_controller_id(b) == b->cfg->broker_id)
         b->store->mirrors_told_list(b, mirrors_told);    /* K11: once a second */
+    /* K9: a link with nothing led here sleeps until its next Metadata; a
+     * leadership taken meanwhile starts within a second. */
+    for (lk_link *l = s->links; l && bk_cluster_mode(b); l = l->next)
+        if (l->conn == LK_READY)
+            lk_conn_kick(l);
     for (lk_mirror *m = s->mirrors; m; m = m->next) {
         if (!m->ends_dirty)
             continue;
