@@ -91,6 +91,16 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
         memset(rows, 0, nr * sizeof *rows);          /* the secrets */
     free(rows);
     if (!kv) {
+        /* Its mirrors went before it (link.c refuses otherwise): rows a
+         * missed watch left go first, for the foreign key (L2). */
+        md_mirror_row *ms = NULL;
+        size_t nm = 0;
+        if (have && md_mirror_list(b->db, &ms, &nm, err, sizeof err) == 0)
+            for (size_t i = 0; i < nm; i++)
+                if (!strcmp(ms[i].link, name) &&
+                    md_mirror_delete(b->db, ms[i].topic, err, sizeof err) != 0)
+                    BK_ERROR("mirror topic %s: cannot delete its row: %s", ms[i].topic, err);
+        free(ms);
         if (have && md_link_delete(b->db, name, err, sizeof err) != 0)
             BK_ERROR("cluster link %s: cannot delete its row: %s", name, err);
         else if (have)

@@ -271,3 +271,43 @@ def test_a_cluster_destination_mirrors_through_a_leader_kill_and_fails_over(
                  "broker %d to drop the link" % b.broker_id)
         assert sorted(r[0] for r in sql_rows(b, "SELECT name FROM topics WHERE name IN "
                                                 "('%s', '%s')" % (ta, tb))) == sorted([ta, tb])
+
+
+def test_a_broker_that_missed_the_changes_catches_up_and_bad_sql_is_refused(
+        make_cluster, start_broker):  # noqa: F811
+    src = start_broker()
+    dest = make_cluster(3)
+    b1, b2, b3 = dest.brokers
+    t, normal = topic_name("clm"), topic_name("cln")
+    create_topic(src, t, partitions=1)
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
+           % src.bootstrap)
+    b1.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
+    wait_for(lambda: sql_rows(b3, "SELECT topic FROM mirror_topics") == [(t,)], 20,
+             "broker 3 to show the mirror")
+
+    # bad SQL gets a clear error on any broker
+    err = b2.sql_error("INSERT INTO mirror_topics (topic, link) VALUES ('x%s', 'nope')" % t)
+    assert "unknown cluster link 'nope'" in str(err), err
+    b2.sql("INSERT INTO topics (name, partitions, replication_factor) VALUES ('%s', 1, 3)"
+           % normal)
+    wait_for(lambda: sql_rows(b3, "SELECT name FROM topics WHERE name = '%s'" % normal), 20,
+             "broker 3 to see the normal topic")
+    err = b3.sql_error("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % normal)
+    assert "already exists as a normal topic" in str(err), err
+    err = b2.sql_error("DELETE FROM cluster_links WHERE name = 'src'")
+    assert "has 1 mirror topics" in str(err), err
+
+    # broker 3 down while the mirror and the link go and another link comes
+    b3.stop()
+    b1.sql("DELETE FROM mirror_topics WHERE topic = '%s'" % t)
+    wait_for(lambda: sql_rows(b1, "SELECT topic FROM mirror_topics") == [], 20, "mirror gone")
+    b1.sql("DELETE FROM cluster_links WHERE name = 'src'")
+    b2.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src2', '%s')"
+           % src.bootstrap)
+    b3.start()
+    wait_for(lambda: sql_rows(b3, "SELECT name FROM cluster_links") == [("src2",)] and
+             sql_rows(b3, "SELECT topic FROM mirror_topics") == [], 30,
+             "broker 3 to catch up with the changes it missed")
+    assert "mirror topic %s: its row went" % t in b3.log_text() or \
+        "cluster link src deleted from ZooKeeper" in b3.log_text()
