@@ -984,9 +984,10 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
     }
     if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
         return KP_NONE;
-    if (m->state == LK_PROMOTING && bk_cluster_mode(b)) {
+    if (m->state == LK_PROMOTING && to != LK_FAILED_OVER && bk_cluster_mode(b)) {
+        /* K11 */
         snprintf(err, errlen, "mirror topic '%s' is promoting: in cluster mode it goes on to "
-                 "'promoted' or 'failed_over' only (K11)", topic);
+                 "'promoted' or 'failed_over' only", topic);
         return KP_INVALID_REQUEST;
     }
     if (to == LK_PROMOTED) {

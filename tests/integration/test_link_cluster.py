@@ -15,7 +15,10 @@ by raw Fetch from the leader and read from the segment files of every
 replica; 'promoted' asked on one broker is decided by the controller once
 every partition's leader caught up and shows on every broker, and the
 cluster takes writes then; 'failed_over' (taken by every broker at once)
-makes the other mirror writable.
+makes the other mirror writable.  A promotion waits while a source
+transaction is open (no way back to paused meanwhile) and a failover aborts
+it on the partition's leader; a broker down while mirrors and links change
+catches up at its restart; bad SQL is refused with the reason on any broker.
 """
 import os
 import signal
@@ -311,3 +314,71 @@ def test_a_broker_that_missed_the_changes_catches_up_and_bad_sql_is_refused(
              "broker 3 to catch up with the changes it missed")
     assert "mirror topic %s: its row went" % t in b3.log_text() or \
         "cluster link src deleted from ZooKeeper" in b3.log_text()
+
+
+def _read_committed(dest, topic, want, timeout=20):
+    from confluent_kafka import Consumer
+    c = Consumer(ck_conf(dest, **{"group.id": "g-" + topic, "isolation.level": "read_committed",
+                                  "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    seen, deadline = [], time.monotonic() + timeout
+    while len(seen) < want and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen.append(m.value())
+    c.close()
+    return seen
+
+
+def test_promoting_waits_for_an_open_source_transaction_and_failover_aborts_it(
+        make_cluster, start_broker):  # noqa: F811
+    src = start_broker()
+    dest = make_cluster(3, overrides={"default.replication.factor": "3"})
+    b1, b2, b3 = dest.brokers
+    t = topic_name("clt")
+    create_topic(src, t, partitions=1)
+    p = Producer(ck_conf(src))
+    for i in range(10):
+        p.produce(t, value=b"plain %d" % i, partition=0)
+    assert p.flush(30) == 0
+    tp = Producer(ck_conf(src, **{"transactional.id": "open-" + t, "linger.ms": 2}))
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    for i in range(5):
+        tp.produce(t, value=b"open %d" % i, partition=0)
+    tp.flush(30)
+    want = fetched(src.port, t, 0)
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
+           % src.bootstrap)
+    b1.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
+
+    def mirrored():
+        lead = leaders(b1, t).get(0, (-1,))[0]
+        return lead >= 1 and fetched(dest.broker(lead).port, t, 0) == want
+    wait_for(mirrored, 30, "%s mirrored with its open transaction" % t)
+
+    # promoting waits while the source's transaction is open; no way back to paused
+    b2.sql("UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    time.sleep(3.0)
+    for b in dest.brokers:
+        assert sql_rows(b, "SELECT state FROM mirror_topics WHERE topic = '%s'" % t) == \
+            [("promoting",)]
+    err = b3.sql_error("UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
+    assert "is promoting" in str(err), err
+
+    # failed over: the open transaction gets an ABORT marker from the
+    # partition's leader, read_committed consumers go on, producers are taken
+    b3.sql("UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % t)
+    for b in dest.brokers:
+        wait_for(lambda b=b: sql_rows(b, "SELECT state FROM mirror_topics WHERE topic = '%s'"
+                                         % t) == [("failed_over",)], 20,
+                 "broker %d to show failed_over" % b.broker_id)
+    pp = Producer(ck_conf(dest, **{"acks": "all"}))
+    errs = []
+    pp.produce(t, value=b"after failover", partition=0, on_delivery=lambda e, m: errs.append(e))
+    assert pp.flush(30) == 0 and errs == [None], errs
+    seen = _read_committed(dest, t, 11)
+    # (without the leader's ABORT marker the last stable offset would stay at
+    # the open transaction and "after failover" would never be read)
+    assert seen == [b"plain %d" % i for i in range(10)] + [b"after failover"], seen
+    tp.abort_transaction(30)
