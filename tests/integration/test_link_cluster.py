@@ -127,6 +127,15 @@ class SourceProducer(threading.Thread):
         self.join(60)
 
 
+def set_state_everywhere(dest, b, topic, state):
+    """UPDATE on broker b, then waits until every broker shows it."""
+    b.sql("UPDATE mirror_topics SET state = '%s' WHERE topic = '%s'" % (state, topic))
+    for x in dest.brokers:
+        wait_for(lambda x=x: sql_rows(x, "SELECT state FROM mirror_topics WHERE topic = '%s'"
+                                         % topic) == [(state,)], 30,
+                 "broker %d to show %s %s" % (x.broker_id, topic, state))
+
+
 def produce_refused(b, topic, partition):
     with kr.Conn(b.port) as c:
         batch = kr.record_batch([(b"k", b"x", [], 0)], int(time.time() * 1000))
@@ -217,11 +226,7 @@ def test_a_cluster_destination_mirrors_through_a_leader_kill_and_fails_over(
 
     # promoted (asked on broker 1): once every partition's leader caught up,
     # the controller promotes it on every broker; the cluster then takes writes
-    b1.sql("UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % tb)
-    for b in dest.brokers:
-        wait_for(lambda b=b: sql_rows(b, "SELECT state FROM mirror_topics WHERE topic = '%s'"
-                                         % tb) == [("promoted",)], 30,
-                 "broker %d to show %s promoted" % (b.broker_id, tb))
+    set_state_everywhere(dest, b1, tb, 'promoted')
     promoted_ends = {q: fetched(dest.broker(l).port, tb, q) for q, (l, _r) in
                      leaders(b1, tb).items()}
     assert promoted_ends == {q: fetched(src.port, tb, q) for q in range(2)}
@@ -240,16 +245,8 @@ def test_a_cluster_destination_mirrors_through_a_leader_kill_and_fails_over(
     assert "no longer mirrors" in str(err), err
 
     # paused everywhere, then failed over: writable on the cluster
-    b1.sql("UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % ta)
-    for b in dest.brokers:
-        wait_for(lambda b=b: sql_rows(b, "SELECT state FROM mirror_topics WHERE topic = '%s'"
-                                         % ta) == [("paused",)], 20,
-                 "broker %d to show paused" % b.broker_id)
-    b3.sql("UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % ta)
-    for b in dest.brokers:
-        wait_for(lambda b=b: sql_rows(b, "SELECT state FROM mirror_topics WHERE topic = '%s'"
-                                         % ta) == [("failed_over",)], 20,
-                 "broker %d to show failed_over" % b.broker_id)
+    set_state_everywhere(dest, b1, ta, 'paused')
+    set_state_everywhere(dest, b3, ta, 'failed_over')
     ends = {p: len(fetched(dest.broker(l).port, ta, p)) for p, (l, _r) in
             leaders(b1, ta).items()}
     p = Producer(ck_conf(dest, **{"bootstrap.servers": dest.bootstrap, "acks": "all"}))
@@ -368,11 +365,7 @@ def test_promoting_waits_for_an_open_source_transaction_and_failover_aborts_it(
 
     # failed over: the open transaction gets an ABORT marker from the
     # partition's leader, read_committed consumers go on, producers are taken
-    b3.sql("UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % t)
-    for b in dest.brokers:
-        wait_for(lambda b=b: sql_rows(b, "SELECT state FROM mirror_topics WHERE topic = '%s'"
-                                         % t) == [("failed_over",)], 20,
-                 "broker %d to show failed_over" % b.broker_id)
+    set_state_everywhere(dest, b3, t, 'failed_over')
     pp = Producer(ck_conf(dest, **{"acks": "all"}))
     errs = []
     pp.produce(t, value=b"after failover", partition=0, on_delivery=lambda e, m: errs.append(e))
