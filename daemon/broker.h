@@ -109,6 +109,11 @@ struct bk_broker {
      * may go into it (daemon/link/link.h link_mirror_refuses, installed by
      * link_start); NULL: no links */
     bool (*mirror_refuses)(bk_broker *b, const char *topic, const char **msg);
+    /* Cluster mode: the cluster_links / mirror_topics rows in SQLite were
+     * changed by another broker's write (cluster_links.c's apply half);
+     * the links follow them (daemon/link/link.c link_sync, installed by
+     * link_start); NULL: not started */
+    void (*links_changed)(bk_broker *b);
     /* Produce's check of one key or value in the schema registry's wire
      * format against c->rule (issue 31; daemon/registry/sr_validate.c,
      * installed by sr_start; NULL: no registry here).  whole false: p holds

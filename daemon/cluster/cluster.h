@@ -211,6 +211,16 @@ bool cl_ctl_reassign_adjust(bk_broker *b, const bk_topic *t, int32_t p, md_parti
 void cl_ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
                                  const bool *finished);
 
+/* cluster_links.c: cluster links and mirror topics in ZooKeeper (issue 33).
+ * publish: cl_store_zk's link_publish (view_store.h); resync: each session
+ * (re)connect; on_watch: true when path is theirs. */
+void cl_links_publish(bk_broker *b, bool mirror, const char *name);
+void cl_links_resync(bk_broker *b);
+bool cl_links_on_watch(bk_broker *b, int type, const char *path);
+/* cl_store_zk's mirror_caught_up and mirrors_told_list (view_store.h). */
+void cl_links_caught_up(bk_broker *b, const char *fact);
+void cl_links_told_list(bk_broker *b, void (*told)(bk_broker *b, char *const *names, int n));
+
 /* cluster_mirror.c */
 void cl_mirror_on_watch(bk_broker *b, int type, const char *path);
 void cl_mirror_resync(bk_broker *b);

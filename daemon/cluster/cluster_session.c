@@ -669,6 +669,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
         cl_broker_configs_refresh(b);             /* watches may have been missed */
         cl_authz_zk_resync(b);           /* the ACLs too (cluster_acls.c) */
         cl_sasl_zk_resync(b);
+        cl_links_resync(b);              /* cluster links (cluster_links.c) */
         cl_notices_purge_all(b);         /* Kafka's, at each start (cluster_notices.c) */
         cl_producer_ids_prefetch(b);     /* a block before the first InitProducerId */
         break;
@@ -751,6 +752,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 static void on_watch(bk_broker *b, int type, const char *path)
 {
     if (cl_sasl_zk_on_watch(b, type, path))     /* /config/users (cluster_users.c) */
+        return;
+    if (cl_links_on_watch(b, type, path))       /* /sluice/ (cluster_links.c) */
         return;
     if (!cl_authz_zk_on_watch(b, type, path))
         cl_mirror_on_watch(b, type, path);

@@ -12,6 +12,7 @@
  *   ACLs                                cluster_acls.c
  *   SCRAM credentials                   cluster_users.c
  *   reassignments                       cluster_reassign.c
+ *   cluster links, mirror topics        cluster_links.c
  *
  * Those answer through op once this broker's mirror shows the write
  * (view_store.h S2, S3), except the SCRAM credentials: they are stored in the
@@ -105,4 +106,8 @@ const bk_store cl_store_zk = {
     .scram_set = scram_set,
     .scram_delete = scram_delete,
     .partitions_reassign = cl_partitions_reassign,
+    /* written to the local SQLite first, as the SCRAM credentials */
+    .link_publish = cl_links_publish,
+    .mirror_caught_up = cl_links_caught_up,
+    .mirrors_told_list = cl_links_told_list,
 };

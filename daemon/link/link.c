@@ -43,8 +43,6 @@
  *       every reader; cluster_links.config shows them masked.
  *   K5. The source log ends (the lag's other half) reach SQLite on a
  *       one-second timer, only what changed: no SQLite per fetch.
- *   K6. Standalone only for now: in cluster mode link_start starts
- *       nothing and the SQL writes answer INVALID_REQUEST saying so.
  *   K7. No producer id of a batch copied into a mirror is ever handed out
  *       here: before the append, the producer id floor is saved above the
  *       largest (bk_producer_id_floor), so a producer of the promoted topic
@@ -53,14 +51,47 @@
  *       in the mirror (the source ends it, and its marker comes); at
  *       'failed_over' each one still open gets an ABORT marker here, as a
  *       coordinator's: a read_committed consumer never waits forever.
+ *   K6. Cluster mode: links and mirror topics are cluster-wide facts in
+ *       ZooKeeper (daemon/cluster/cluster_links.c).  A SQL write runs on
+ *       the broker that got the statement, exactly as standalone (checked
+ *       against this broker's model, stored in its SQLite), and is then
+ *       published (b->store->link_publish, asynchronous: no ZooKeeper
+ *       round trip on the loop).  Every other broker's apply half stores
+ *       the row and calls link_sync, which makes its model match the rows
+ *       (links, mirrors, states) without publishing again.  The state
+ *       changes a broker makes by itself are published the same way:
+ *       'failed' (only the controller creates mirror topics, adds their
+ *       partitions and syncs their configs: one writer) and 'promoted'
+ *       (K11).  A link's
+ *       last_error and the source log ends are each broker's own (the
+ *       connection and the partitions it leads), not facts.
+ *   K9. Cluster mode: each broker fetches only the mirror partitions it
+ *       leads, not fenced (link_conn.c send_fetch, and link_conn.c C1,
+ *       ask the view at each request), so a leadership move (an election,
+ *       a SIGKILLed leader) makes the new leader continue from its own log end
+ *       (within a second: on_tick wakes an idle link); its followers
+ *       replicate the appended batches as any other.
+ *   K10. Cluster mode: 'failed_over' is taken by every broker at once;
+ *       each aborts the source's open transactions (K8) of the partitions
+ *       it leads when it applies it.
+ *   K11. Cluster mode's 'promoted': the controller decides, from facts the
+ *       leaders write (daemon/cluster/cluster_links.c): the leader of a
+ *       promoting mirror partition, once it saw K3 and K8 hold for it,
+ *       writes "<topic id>.<partition>.<its leader epoch>" (once per epoch);
+ *       the controller lists the facts once a second while a mirror
+ *       promotes, and publishes 'promoted' when every partition has one
+ *       for the leader epoch its view shows now (a leader that took over
+ *       since must tell again, from its own log end).  Every broker stops
+ *       fetching when it applies 'promoted'; what a leader appended between
+ *       its fact and then is still the source's, at the source's offsets
+ *       (K2).  A promoting mirror goes on to 'promoted' or 'failed_over'
+ *       only (no way back to active or paused in cluster mode), so a fact
+ *       never counts for another promotion.
  *
  * Not built yet (issue 33's later parts):
- *   - Cluster mode: links and mirror topics as ZooKeeper facts through
- *     b->store (a write half and an apply half, as topics), the mirror
- *     flag in the view so that every broker refuses producers, and each
- *     mirror partition copied by its leader on the destination (this
- *     room following view changes as repl_fetcher.c does); inside the
- *     destination the copy already replicates like any append.
+ *   - K7 in cluster mode: the producer id floor is this broker's
+ *     SQLite's, while cluster mode hands out ids from ZooKeeper's blocks
+ *     (cluster_producer_ids.c), which the source's ids do not raise yet.
  *   - A compacted source whose cleaner removed the batch at the mirror's
  *     log end: seg_append_assigned takes only a first batch at the log end
  *     (the replica fetcher shares the limit), so it stops with last_error.
@@ -70,6 +101,7 @@
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
+#include "daemon/view/view_store.h"
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/replica/replica_txn.h"
@@ -85,6 +117,27 @@
 #define LK_MARKER_TIMEOUT_MS 30000      /* a failover's ABORT markers */
 
 static lk_set *set_of(bk_broker *b) { return b->links; }
+
+/* K6: the row of name (a mirror topic's or a link's) to the other brokers. */
+static void publish(bk_broker *b, bool mirror, const char *name)
+{
+    if (b->store && b->store->link_publish)
+        b->store->link_publish(b, mirror, name);
+}
+
+/* K6: cluster mode's single writer of the topics of mirrors. */
+static bool topic_writer(bk_broker *b)
+{
+    return !bk_cluster_mode(b) || view_controller_id(b) == b->cfg->broker_id;
+}
+
+/* K9: partition i of m's topic as this broker copies it (it leads it, not
+ * fenced or held: as a producer's append would be taken); NULL: not here. */
+bk_partition *lk_copies(const lk_mirror *m, int32_t i)
+{
+    bk_partition *p;
+    return view_leader_replica(m->link->b, kp_str_cstr(m->topic), i, &p) == KP_NONE ? p : NULL;
+}
 
 static const char *state_name(enum lk_mstate s)
 {
@@ -413,6 +466,8 @@ static void mirror_set_state(lk_mirror *m, enum lk_mstate st, const char *why)
     if (md_mirror_status(b->db, m->topic, state_name(st), m->last_error[0] ? m->last_error : NULL,
                          err, sizeof err) != 0)
         BK_ERROR("mirror topic %s: cannot store its state %s: %s", m->topic, state_name(st), err);
+    else
+        publish(b, true, m->topic);      /* K6 */
     BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s%s%s", m->topic, m->link->name,
             m->source, state_name(was), state_name(st), why ? ": " : "", why ? why : "");
 }
@@ -457,7 +512,7 @@ static bool parts_grow(lk_mirror *m, int32_t n)
         return false;
     for (int32_t i = m->nparts; i < n; i++)
         np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .leader = -1,
-                           .leader_epoch = -1, .asked = -1,
+                           .leader_epoch = -1, .asked = -1, .told_epoch = -1,
                            .truncating = true };         /* link_conn.c C5 */
     m->parts = np;
     m->nparts = n;
@@ -492,6 +547,8 @@ void lk_mirror_configs(lk_mirror *m, const md_kv *cfg, size_t ncfg)
     char err[MD_ERRLEN + 64];
     md_kv *have = NULL;
     size_t nh = 0, nk;
+    if (!topic_writer(b))
+        return;                          /* K6: the controller's */
     md_kv *keep = configs_valid(cfg, ncfg, &nk);
     if (!keep || md_topic_configs(b->db, m->topic, &have, &nh) != 0) {
         free(keep);
@@ -522,20 +579,40 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
     if (m->state == LK_PROMOTED || m->state == LK_FAILED_OVER || m->state == LK_FAILED)
         return;
     bk_topic *t = view_topic_find(b, m->topic, strlen(m->topic));
-    if (!m->created) {
+    bool cluster = bk_cluster_mode(b);
+    if (!m->created && cluster && t) {
+        /* K6: created by the controller (a name taken meanwhile is
+         * refused at the INSERT, against the cluster's topics). */
+        m->created = true;
+    } else if (!m->created) {
         if (t) {
             mirror_set_state(m, LK_FAILED, "a topic of that name was created meanwhile; "
                              "a mirror topic must be new");
+            return;
+        }
+        if (cluster && have_cfg && !topic_writer(b)) {
+            m->source_parts = 0;         /* asked again after the next Metadata */
             return;
         }
         if (!have_cfg)
             return;                      /* DescribeConfigs first (link_conn.c) */
         size_t nk;
         md_kv *keep = configs_valid(cfg, ncfg, &nk);
-        int rc = keep ? view_topic_create(b, m->topic, n, 1, NULL, keep, nk, false, NULL, err,
+        int16_t rf = cluster ? b->cfg->default_replication_factor : 1;
+        int rc = keep ? view_topic_create(b, m->topic, n, rf, NULL, keep, nk, false, NULL, err,
                                           sizeof err)
                       : KP_UNKNOWN_SERVER_ERROR;
         free(keep);
+        if (rc != KP_NONE && cluster) {
+            /* A write of ZooKeeper's that failed, or one still on its way:
+             * the next Metadata sees the topic or tries again. */
+            char why[1024];
+            snprintf(why, sizeof why, "cannot create it yet: %s (%s)", err[0] ? err : "refused",
+                     kp_error_name(rc));
+            lk_mirror_error(m, why);
+            m->source_parts = 0;
+            return;
+        }
         if (rc != KP_NONE) {
             char why[1024];
             snprintf(why, sizeof why, "cannot create it: %s (%s)", err[0] ? err : "refused",
@@ -543,14 +620,20 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
             mirror_set_state(m, LK_FAILED, why);
             return;
         }
-        m->created = true;
+        m->created = !cluster;           /* cluster: once the view shows it */
         BK_INFO("mirror topic %s created from %s on link %s: %d partitions, %zu config "
                 "overrides", m->topic, m->source, m->link->name, (int)n, ncfg);
+        if (cluster) {
+            m->source_parts = 0;         /* the next Metadata finds it in the view */
+            return;
+        }
     } else if (!t) {
+        if (!topic_writer(b))
+            return;                      /* K6: the controller says it */
         mirror_set_state(m, LK_FAILED, "its topic was deleted (DELETE it from mirror_topics "
                          "and INSERT it again to mirror anew)");
         return;
-    } else if (n > t->npartitions) {
+    } else if (n > t->npartitions && topic_writer(b)) {
         int32_t had = t->npartitions;
         int rc = view_topic_add_partitions(b, m->topic, n, NULL, false, NULL, err, sizeof err);
         if (rc != KP_NONE) {
@@ -567,29 +650,108 @@ void lk_mirror_sourced(lk_mirror *m, int32_t n, const md_kv *cfg, size_t ncfg, b
         lk_mirror_error(m, "out of memory");
 }
 
+/* K3, K8: partition i (p: this broker's replica) had everything the source
+ * had in an answer to a Fetch sent after the promotion was asked, and no
+ * source transaction is open in it. */
+static bool part_caught_up(const lk_mirror *m, int32_t i, const bk_partition *p)
+{
+    const lk_part *lp = &m->parts[i];
+    return p && lp->source_end >= 0 && lp->answers_due == 0 &&
+           seg_log_end(p->log) == lp->source_end &&
+           !(p->producers && p->producers->open_txns > 0);
+}
+
+/* K11: a fact's name, "<topic id hex>.<partition>.<leader epoch>" (cap 64). */
+static void caught_up_name(const uint8_t id[16], int32_t partition, int32_t epoch, char *out,
+                           size_t cap)
+{
+    int o = 0;
+    for (int k = 0; k < 16; k++)
+        o += snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, "%02x", id[k]);
+    snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, ".%d.%d", (int)partition,
+             (int)epoch);
+}
+
+/* K11: the leader's half: each partition it leads and saw caught up is told
+ * once per leader epoch. */
+static void mirror_tell_caught_up(lk_mirror *m)
+{
+    bk_broker *b = m->link->b;
+    bk_topic *t = view_topic_find(b, m->topic, strlen(m->topic));
+    for (int32_t i = 0; t && i < m->nparts && i < t->npartitions; i++) {
+        bk_partition *p = lk_copies(m, i);
+        int32_t epoch = t->parts[i].leader_epoch;
+        if (!part_caught_up(m, i, p) || m->parts[i].told_epoch == epoch)
+            continue;
+        m->parts[i].told_epoch = epoch;
+        BK_INFO("mirror topic %s-%d: caught up with the source at %lld (leader epoch %d), "
+                "told for its promotion", m->topic, (int)i, (long long)seg_log_end(p->log),
+                (int)epoch);
+        char fact[64];
+        caught_up_name(t->id, i, epoch, fact, sizeof fact);
+        b->store->mirror_caught_up(b, fact);
+    }
+}
+
 void lk_mirror_progress(lk_mirror *m)
 {
     bk_broker *b = m->link->b;
     if (m->state != LK_PROMOTING || !m->created || m->nparts == 0)
         return;                          /* nothing copied yet: nothing to promote */
-    for (int32_t i = 0; i < m->nparts; i++) {
-        const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
-        const lk_part *lp = &m->parts[i];
-        if (!v || !v->local || lp->source_end < 0 || lp->answers_due > 0 ||
-            seg_log_end(v->local->log) != lp->source_end ||
-            (v->local->producers && v->local->producers->open_txns > 0))
-            return;                      /* K8: no source transaction left open */
+    if (b->store && b->store->mirror_caught_up) {
+        mirror_tell_caught_up(m);        /* K11: the controller decides */
+        return;
     }
+    for (int32_t i = 0; i < m->nparts; i++)
+        if (!part_caught_up(m, i, lk_copies(m, i)))
+            return;
     mirror_set_state(m, LK_PROMOTED, "caught up with the source; writable, no longer "
                      "mirrored");
 }
 
+/* K11: the controller's half.  told: the facts "<topic id hex>.<partition>.
+ * <leader epoch>" the leaders wrote; a promoting mirror whose every
+ * partition has one for its current leader epoch is promoted. */
+static void mirrors_told(bk_broker *b, char *const *told, int n)
+{
+    lk_set *s = set_of(b);
+    for (lk_mirror *m = s ? s->mirrors : NULL, *next; m; m = next) {
+        next = m->next;
+        bk_topic *t = m->state == LK_PROMOTING && m->created
+                          ? view_topic_find(b, m->topic, strlen(m->topic)) : NULL;
+        int32_t i = 0;
+        for (; t && i < t->npartitions; i++) {
+            char want[64];
+            caught_up_name(t->id, i, t->parts[i].leader_epoch, want, sizeof want);
+            int k = 0;
+            while (k < n && strcmp(told[k], want))
+                k++;
+            if (k == n || t->parts[i].leader < 0)
+                break;
+        }
+        if (t && t->npartitions > 0 && i == t->npartitions)
+            mirror_set_state(m, LK_PROMOTED, "every partition's leader caught up with the "
+                             "source; writable, no longer mirrored");
+    }
+}
+
+
 /* ---- SQL writes ---------------------------------------------------------------- */
+/* K3: source_end is the last answer's, however old (a pause): each
+ * partition waits for an answer to a Fetch sent from now on. */
+static void promoting_begin(lk_mirror *m)
+{
+    for (int32_t i = 0; i < m->nparts; i++) {
+        m->parts[i].answers_due = m->parts[i].in_request ? 2 : 1;
+        m->parts[i].told_epoch = -1;
+    }
+}
+
 static int need_set(bk_broker *b, char *err, size_t errlen)
 {
     if (set_of(b))
         return KP_NONE;
-    snprintf(err, errlen, "cluster links are not available in cluster mode yet");
+    snprintf(err, errlen, "cluster links are not started on this broker");
     return KP_INVALID_REQUEST;
 }
 
@@ -641,6 +803,7 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
             link_free(l);
         } else if (rc == KP_NONE) {
             BK_INFO("cluster link %s created through SQL: source %s", name, bootstrap);
+            publish(b, false, name);     /* K6 */
             lk_conn_kick(l);             /* a wrong address or login shows at once */
         }
     }
@@ -677,6 +840,7 @@ int link_delete(bk_broker *b, const char *name, char *err, size_t errlen)
         }
     link_free(l);
     BK_INFO("cluster link %s deleted through SQL", name);
+    publish(b, false, name);             /* K6 */
     return KP_NONE;
 }
 
@@ -729,6 +893,7 @@ int link_mirror_create(bk_broker *b, const char *topic, const char *link, const 
     }
     BK_INFO("mirror topic %s of %s on link %s created through SQL (%s)", topic, source,
             l->name, state_name(st));
+    publish(b, true, topic);             /* K6 */
     l->metadata_due_us = 0;              /* its partitions and configs now */
     lk_conn_kick(l);
     return KP_NONE;
@@ -756,6 +921,7 @@ int link_mirror_delete(bk_broker *b, const char *topic, char *err, size_t errlen
         return KP_UNKNOWN_SERVER_ERROR;
     BK_INFO("mirror topic %s deleted through SQL%s", topic, drop ? ", with its topic" : "");
     mirror_unlink(s, m);
+    publish(b, true, topic);             /* K6 */
     return KP_NONE;
 }
 
@@ -775,8 +941,8 @@ static uint32_t mirror_open_txns(lk_mirror *m, bool abort)
     bk_broker *b = m->link->b;
     uint32_t total = 0;
     for (int32_t i = 0; i < m->nparts; i++) {
-        const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
-        bk_pstate *ps = v && v->local ? v->local->producers : NULL;
+        bk_partition *p = lk_copies(m, i);             /* K10: where it leads */
+        bk_pstate *ps = p ? p->producers : NULL;
         uint32_t n = ps ? ps->open_txns : 0;
         total += n;
         if (!abort || n == 0)
@@ -827,11 +993,14 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
     }
     if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
         return KP_NONE;
+    if (m->state == LK_PROMOTING && to != LK_FAILED_OVER && bk_cluster_mode(b)) {
+        /* K11 */
+        snprintf(err, errlen, "mirror topic '%s' is promoting: in cluster mode it goes on to "
+                 "'promoted' or 'failed_over' only", topic);
+        return KP_INVALID_REQUEST;
+    }
     if (to == LK_PROMOTED) {
-        /* K3: source_end is the last answer's, however old (a pause): each
-         * partition waits for an answer to a Fetch sent from now on. */
-        for (int32_t i = 0; i < m->nparts; i++)
-            m->parts[i].answers_due = m->parts[i].in_request ? 2 : 1;
+        promoting_begin(m);
         mirror_set_state(m, LK_PROMOTING, "writable once it has everything the source has");
     } else if (to == LK_FAILED_OVER) {
         uint32_t open = mirror_open_txns(m, false);
@@ -897,7 +1066,18 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd; (void)what;
     lk_set *s = arg;
+    bk_broker *b = s->b;
     char err[MD_ERRLEN];
+    bool promoting = false;
+    for (lk_mirror *m = s->mirrors; m; m = m->next)
+        promoting |= m->state == LK_PROMOTING;
+    if (promoting && b->store && b->store->mirrors_told_list && bk_cluster_mode(b) &&
+        view_controller_id(b) == b->cfg->broker_id)
+        b->store->mirrors_told_list(b, mirrors_told);    /* K11: once a second */
+    /* K9: a link with nothing led here sleeps until its next Metadata; a
+     * leadership taken meanwhile starts within a second. */
+    for (lk_link *l = s->links; l && bk_cluster_mode(b); l = l->next)
+        lk_conn_kick(l);                 /* each connection: if idle or ready */
     for (lk_mirror *m = s->mirrors; m; m = m->next) {
         if (!m->ends_dirty)
             continue;
@@ -923,55 +1103,129 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-int link_start(bk_broker *b, char *err, size_t errlen)
+/* A state another broker wrote (K6): taken as it is, not published again;
+ * a failover aborts the open transactions of the partitions led here. */
+static void mirror_applied(lk_mirror *m, enum lk_mstate st)
 {
-    if (bk_cluster_mode(b))
-        return 0;                        /* K6 */
-    lk_set *s = calloc(1, sizeof *s);
+    BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s (applied from the "
+            "cluster)", m->topic, m->link->name, m->source, state_name(m->state),
+            state_name(st));
+    m->state = st;
+    if (st == LK_PROMOTING)
+        promoting_begin(m);
+    if (st == LK_FAILED_OVER)
+        mirror_open_txns(m, true);       /* K10 */
+    lk_conn_kick(m->link);
+}
+
+static bool row_has_link(const md_link_row *r, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(r[i].name, name))
+            return true;
+    return false;
+}
+
+static bool row_has_mirror(const md_mirror_row *r, size_t n, const char *topic)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(r[i].topic, topic))
+            return true;
+    return false;
+}
+
+/* The model made to match the rows in SQLite: at start, and in cluster
+ * mode after another broker's write was applied (b->links_changed, K6).
+ * Links and mirrors the rows lack go, new ones start, changed states are
+ * taken; nothing is written or published. */
+static void link_sync(bk_broker *b)
+{
+    lk_set *s = set_of(b);
     md_link_row *links = NULL;
     md_mirror_row *mirrors = NULL;
     size_t nl = 0, nm = 0;
-    if (!s) {
-        snprintf(err, errlen, "out of memory for cluster links");
-        return -1;
-    }
-    s->b = b;
-    s->dns = evdns_base_new(b->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
-    s->tick = event_new(b->base, -1, EV_PERSIST, on_tick, s);
-    struct timeval sec = { 1, 0 };
-    if (!s->dns || !s->tick || bk_event_add(s->tick, &sec, "cluster links' timer") != 0 ||
-        md_link_list(b->db, &links, &nl, err, errlen) != 0 ||
-        md_mirror_list(b->db, &mirrors, &nm, err, errlen) != 0) {
-        if (!err[0])
-            snprintf(err, errlen, "cannot start cluster links");
+    char err[MD_ERRLEN];
+    if (!s || md_link_list(b->db, &links, &nl, err, sizeof err) != 0 ||
+        md_mirror_list(b->db, &mirrors, &nm, err, sizeof err) != 0) {
+        BK_ERROR("cluster links: cannot read their rows: %s", s ? err : "not started");
         free(links);
-        b->links = s;
-        link_stop(b);
-        return -1;
+        return;
     }
-    b->links = s;
-    b->mirror_refuses = link_mirror_refuses;
-    for (size_t i = 0; i < nl; i++)
-        if (!link_new(s, &links[i], err, errlen))
+    for (lk_mirror *m = s->mirrors, *n; m; m = n) {
+        n = m->next;
+        if (!row_has_mirror(mirrors, nm, m->topic)) {
+            BK_INFO("mirror topic %s: its row went (deleted on another broker)", m->topic);
+            mirror_unlink(s, m);
+        }
+    }
+    for (lk_link **pp = &s->links; *pp;) {
+        lk_link *l = *pp;
+        if (row_has_link(links, nl, l->name)) {
+            pp = &l->next;
+            continue;
+        }
+        BK_INFO("cluster link %s: its row went (deleted on another broker)", l->name);
+        *pp = l->next;
+        for (lk_mirror *m = s->mirrors, *n; m; m = n) {
+            n = m->next;
+            if (m->link == l)
+                mirror_unlink(s, m);
+        }
+        link_free(l);
+    }
+    for (size_t i = 0; i < nl; i++) {
+        lk_link *l = link_find(s, links[i].name);
+        if (!l && !(l = link_new(s, &links[i], err, sizeof err)))
             BK_ERROR("cluster link %s: its stored settings are refused (%s); not started",
                      links[i].name, err);
+        else
+            lk_conn_kick(l);
+    }
     if (links)                           /* the secrets, before the free */
         memset(links, 0, nl * sizeof *links);
     free(links);
     for (size_t i = 0; i < nm; i++) {
         lk_link *l = link_find(s, mirrors[i].link);
+        lk_mirror *m = mirror_find(s, mirrors[i].topic);
         enum lk_mstate st;
         if (!l || state_parse(mirrors[i].state, &st) != 0)
             continue;
-        lk_mirror *m = mirror_new(s, l, mirrors[i].topic, mirrors[i].source_topic, st);
+        if (m) {
+            if (m->state != st)
+                mirror_applied(m, st);
+            continue;
+        }
+        m = mirror_new(s, l, mirrors[i].topic, mirrors[i].source_topic, st);
         bk_topic *t = m ? view_topic_find(b, m->topic, strlen(m->topic)) : NULL;
         if (t && (m->created = parts_grow(m, t->npartitions)) == false)
             BK_ERROR("mirror topic %s: out of memory", m->topic);
+        l->metadata_due_us = 0;          /* its partitions and configs now */
+        lk_conn_kick(l);
     }
     free(mirrors);
+}
+
+int link_start(bk_broker *b, char *err, size_t errlen)
+{
+    lk_set *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory for cluster links");
+        return -1;
+    }
+    s->b = b;
+    b->links = s;
+    s->dns = evdns_base_new(b->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+    s->tick = event_new(b->base, -1, EV_PERSIST, on_tick, s);
+    struct timeval sec = { 1, 0 };
+    if (!s->dns || !s->tick || bk_event_add(s->tick, &sec, "cluster links' timer") != 0) {
+        snprintf(err, errlen, "cannot start cluster links");
+        link_stop(b);
+        return -1;
+    }
+    b->mirror_refuses = link_mirror_refuses;
+    b->links_changed = link_sync;        /* K6 (the apply half's call) */
     err[0] = 0;
-    for (lk_link *l = s->links; l; l = l->next)
-        lk_conn_kick(l);
+    link_sync(b);
     return 0;
 }
 
@@ -998,4 +1252,5 @@ void link_stop(bk_broker *b)
     free(s);
     b->links = NULL;
     b->mirror_refuses = NULL;
+    b->links_changed = NULL;
 }

@@ -41,8 +41,8 @@
  *
  * Invariants (link.c K2 is the one this file keeps):
  *   C1. An answer is applied to a partition only if its mirror still
- *       fetches (active or promoting), the view still has the local
- *       partition, its log end is the offset the request carried, the
+ *       fetches (active or promoting), this broker still leads the
+ *       partition (link.c K9), its log end is the offset the request carried, the
  *       request went to the broker that answers (lk_part.asked), and the
  *       partition's source leader epoch is still the one it was asked
  *       under and it is not to be cut first (C5).  A partition is in at
@@ -143,8 +143,8 @@ static bool peer_wanted(const lk_peer *c)
     if (c->node < 0)
         return true;
     EACH_PART(c->link, m, i, lp)
-        if (lp->leader == c->node && lk_mirror_fetching(m))
-            return true;
+        if (lp->leader == c->node && lk_mirror_fetching(m) && lk_copies(m, i))
+            return true;                 /* link.c K9: a partition led here */
     return false;
 }
 
@@ -412,7 +412,7 @@ static bool send_configs(lk_peer *c)
 
 /* A partition c may ask for now: led by c's broker, fetching, not in a
  * request, not waiting; else the earliest retry into *next_us. */
-static const bk_pview *askable(lk_peer *c, lk_mirror *m, int32_t i, int64_t now,
+static bk_partition *askable(lk_peer *c, lk_mirror *m, int32_t i, int64_t now,
                                int64_t *next_us)
 {
     lk_part *lp = &m->parts[i];
@@ -423,8 +423,7 @@ static const bk_pview *askable(lk_peer *c, lk_mirror *m, int32_t i, int64_t now,
             *next_us = lp->retry_us;
         return NULL;
     }
-    const bk_pview *v = view_partition(c->link->b, kp_str_cstr(m->topic), i);
-    return v && v->local ? v : NULL;     /* else: created by the next Metadata */
+    return lk_copies(m, i);     /* NULL: created by the next Metadata; led elsewhere (link.c K9) */
 }
 
 /* C5: one OffsetForLeaderEpoch of the partitions to cut first.  A mirror
@@ -447,15 +446,15 @@ static bool send_epochs(lk_peer *c, int64_t now, int64_t *next_us)
     }
     n = 0;
     EACH_PART(l, m, i, lp) {
-        const bk_pview *v = lp->truncating ? askable(c, m, i, now, next_us) : NULL;
+        bk_partition *v = lp->truncating ? askable(c, m, i, now, next_us) : NULL;
         if (!v)
             continue;
-        lp->oe_epoch = seg_epoch_latest(v->local->log);
+        lp->oe_epoch = seg_epoch_latest(v->log);
         if (lp->oe_epoch < 0) {
             lp->truncating = false;
             continue;
         }
-        lp->oe_end = seg_log_end(v->local->log);
+        lp->oe_end = seg_log_end(v->log);
         lp->in_request = true;
         lp->asked = c->node;
         ps[n] = (kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition){
@@ -496,11 +495,11 @@ static bool send_fetch(lk_peer *c, int64_t now, int64_t *next_us)
     }
     n = 0;
     EACH_PART(l, m, i, lp) {
-        const bk_pview *v = lp->truncating ? NULL : askable(c, m, i, now, next_us);
+        bk_partition *v = lp->truncating ? NULL : askable(c, m, i, now, next_us);
         if (!v)
             continue;
         lp->retry_us = 0;
-        lp->fetch_offset = seg_log_end(v->local->log);
+        lp->fetch_offset = seg_log_end(v->log);
         lp->in_request = true;
         lp->asked = c->node;
         lp->fetch_epoch = lp->leader_epoch;     /* C1 */
@@ -845,8 +844,7 @@ static bk_partition *answered(lk_peer *c, lk_mirror *m, kp_str topic, int32_t k)
     if (!lp->in_request || lp->asked != c->node)
         return NULL;
     lp->in_request = false;
-    const bk_pview *v = view_partition(c->link->b, kp_str_cstr(m->topic), k);
-    return lk_mirror_fetching(m) && v && v->local ? v->local : NULL;
+    return lk_mirror_fetching(m) ? lk_copies(m, k) : NULL;     /* link.c K9 */
 }
 
 static void handle_fetch(lk_peer *c, kp_rd *r)

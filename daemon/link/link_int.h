@@ -39,6 +39,8 @@ typedef struct lk_part {
     uint8_t answers_due;                 /* promoting: answers to await before source_end
                                           * counts (link.c K3); only apply_partition lowers */
     bool in_request;
+    int32_t told_epoch;                  /* promoting, cluster: the leader epoch this
+                                          * broker told it caught up in (link.c K11); -1 */
 } lk_part;
 
 typedef struct lk_mirror {
@@ -140,5 +142,8 @@ bool lk_mirror_fetching(const lk_mirror *m);
  * with err); *count gets how many there are. */
 int lk_bootstrap_nth(const char *s, int i, char *host, size_t hlen, int *port, int *count,
                      char *err, size_t errlen);
+/* Partition i of m's topic when this broker copies it (link.c K9): it
+ * leads it; NULL otherwise. */
+bk_partition *lk_copies(const lk_mirror *m, int32_t i);
 
 #endif

@@ -73,6 +73,19 @@ typedef struct bk_store {
      * KP_NONE); the others are skipped. */
     int (*partitions_reassign)(bk_broker *b, const char *topic, const bk_reassign *parts,
                                int32_t n, bk_topic_op *op, char *err, size_t errlen);
+    /* A cluster link's (mirror false) or a mirror topic's row changed in
+     * this broker's SQLite (written there first, as the SCRAM credentials
+     * are) or went: published to the other brokers, asynchronously
+     * (daemon/link/link.c K6).  NULL (standalone): SQLite is the record. */
+    void (*link_publish)(bk_broker *b, bool mirror, const char *name);
+    /* A promoting mirror partition's leader caught up (daemon/link/link.c
+     * K11): the fact ("<topic id hex>.<partition>.<leader epoch>", under
+     * 64 bytes) written, asynchronously; and the facts listed, then given
+     * to told on the loop (not called when the listing fails).  NULL
+     * (standalone): the one broker decides alone. */
+    void (*mirror_caught_up)(bk_broker *b, const char *fact);
+    void (*mirrors_told_list)(bk_broker *b,
+                              void (*told)(bk_broker *b, char *const *names, int n));
 } bk_store;
 
 extern const bk_store bk_store_sqlite;

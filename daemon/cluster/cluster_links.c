@@ -1,0 +1,459 @@
+/*
+ * daemon/cluster/cluster_links.c — cluster links and mirror topics as
+ * cluster-wide facts in ZooKeeper (issue 33; the model is
+ * daemon/link/link.c), in Sluice's own folder:
+ *
+ *   /sluice/cluster_links/<name>   {"version":1,"config":{"bootstrap.servers":..,
+ *                                   "config":..,"secrets":..,"state":..}}
+ *   /sluice/mirror_topics/<topic>  {"version":1,"config":{"link":..,
+ *                                   "source.topic":..,"state":..}}
+ *
+ * (Kafka's config JSON, cluster_zk_json.c; names are topic names, which
+ * are valid znode names.)  The secret settings travel as the SCRAM
+ * credentials do, in a znode of the ensemble; in each broker's SQLite they
+ * go to cluster_links.secrets, which no SQL reader is shown (link.c K4).
+ *
+ * Write half (cl_links_publish, cl_store_zk's link_publish): the broker
+ * where the SQL statement ran has stored the row in its own SQLite
+ * already (link.c), so it serves it at once; it then writes the row from
+ * there to its znode (set, or create when missing), or deletes the znode
+ * when the row is gone.  Apply half: every broker keeps a children watch
+ * on both folders and a data watch on each child, and on a change makes
+ * its SQLite row match the znode, then tells the links (b->links_changed,
+ * link.c link_sync) to follow the rows.
+ *
+ * Invariants:
+ *   L1. Never a blocking call: every ZooKeeper operation is asynchronous
+ *       and its answer is handled on the loop; SQLite work is a row per
+ *       znode change (an operator's statement, a state change), never per
+ *       fetch.
+ *   L2. A znode is the whole truth about its row.  A session (re)start
+ *       lists both folders again (cl_links_resync) and drops local rows
+ *       ZooKeeper no longer has, since watches may have been missed.
+ *   L3. Applying is idempotent: a broker that reads back its own write
+ *       finds its row as the znode says and changes nothing.
+ *   L4. A mirror row needs its link's row (a foreign key): a mirror znode
+ *       read before its link's is skipped, and each link applied lists the
+ *       mirrors again.
+ *
+ * A promotion's facts (link.c K11): /sluice/mirror_caught_up/<topic id
+ * hex>.<partition>.<leader epoch>, empty znodes a mirror partition's
+ * leader creates once it saw the source's end equal to its log end; the
+ * controller lists them once a second while a mirror promotes (no watch),
+ * and deletes those of topics that no longer exist.  A topic id is new
+ * for each topic, so a fact never counts for a later topic of its name.
+ */
+#include "daemon/cluster/cluster.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LINKS "/sluice/cluster_links"
+#define MIRRORS "/sluice/mirror_topics"
+#define TOLD "/sluice/mirror_caught_up"
+
+static const char *kv_get(const md_kv *kv, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(kv[i].name, name))
+            return kv[i].value;
+    return NULL;
+}
+
+static const char *or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+static void changed(bk_broker *b)
+{
+    if (b->links_changed)
+        b->links_changed(b);
+}
+
+/* ---- apply half ------------------------------------------------------------------ */
+static void on_mirrors(bk_broker *b, const zk_result *r, void *arg);
+
+static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n)
+{
+    char err[MD_ERRLEN];
+    md_link_row *rows = NULL;
+    size_t nr = 0;
+    if (md_link_list(b->db, &rows, &nr, err, sizeof err) != 0) {
+        BK_ERROR("cluster link %s from ZooKeeper: cannot read the local rows: %s", name, err);
+        return;
+    }
+    bool have = false;
+    for (size_t i = 0; i < nr && !have; i++)
+        have = !strcmp(rows[i].name, name);
+    if (rows)
+        memset(rows, 0, nr * sizeof *rows);          /* the secrets */
+    free(rows);
+    if (!kv) {
+        /* Its mirrors went before it (link.c refuses otherwise): rows a
+         * missed watch left go first, for the foreign key (L2). */
+        md_mirror_row *ms = NULL;
+        size_t nm = 0;
+        if (have && md_mirror_list(b->db, &ms, &nm, err, sizeof err) == 0)
+            for (size_t i = 0; i < nm; i++)
+                if (!strcmp(ms[i].link, name) &&
+                    md_mirror_delete(b->db, ms[i].topic, err, sizeof err) != 0)
+                    BK_ERROR("mirror topic %s: cannot delete its row: %s", ms[i].topic, err);
+        free(ms);
+        if (have && md_link_delete(b->db, name, err, sizeof err) != 0)
+            BK_ERROR("cluster link %s: cannot delete its row: %s", name, err);
+        else if (have)
+            BK_INFO("cluster link %s deleted from ZooKeeper", name);
+        changed(b);
+        return;
+    }
+    if (have)
+        return;                                      /* links do not change (L3) */
+    md_link_row *row = calloc(1, sizeof *row);
+    const char *bs = kv_get(kv, n, "bootstrap.servers"), *st = kv_get(kv, n, "state");
+    if (!row || !bs) {
+        BK_ERROR("zookeeper: %s/%s: %s", LINKS, name, row ? "no bootstrap.servers; ignored"
+                                                          : "out of memory");
+        free(row);
+        return;
+    }
+    snprintf(row->name, sizeof row->name, "%s", name);
+    snprintf(row->bootstrap, sizeof row->bootstrap, "%s", bs);
+    snprintf(row->config, sizeof row->config, "%s", or_empty(kv_get(kv, n, "config")));
+    snprintf(row->secrets, sizeof row->secrets, "%s", or_empty(kv_get(kv, n, "secrets")));
+    snprintf(row->state, sizeof row->state, "%s", st ? st : "active");
+    if (md_link_put(b->db, row, bk_now_ms(), err, sizeof err) != 0)
+        BK_ERROR("cluster link %s from ZooKeeper: cannot store it: %s", name, err);
+    else
+        BK_INFO("cluster link %s applied from ZooKeeper: source %s", name, bs);
+    memset(row, 0, sizeof *row);
+    free(row);
+    changed(b);
+    cl_zk_children(b->zk, MIRRORS, true, on_mirrors, NULL);   /* L4 */
+}
+
+static void apply_mirror(bk_broker *b, const char *topic, const md_kv *kv, size_t n)
+{
+    char err[MD_ERRLEN];
+    md_mirror_row *rows = NULL, *have = NULL;
+    size_t nr = 0;
+    if (md_mirror_list(b->db, &rows, &nr, err, sizeof err) != 0) {
+        BK_ERROR("mirror topic %s from ZooKeeper: cannot read the local rows: %s", topic, err);
+        return;
+    }
+    for (size_t i = 0; i < nr && !have; i++)
+        if (!strcmp(rows[i].topic, topic))
+            have = &rows[i];
+    const char *link = kv ? kv_get(kv, n, "link") : NULL;
+    const char *src = kv ? kv_get(kv, n, "source.topic") : NULL;
+    const char *st = kv ? kv_get(kv, n, "state") : NULL;
+    int rc = 0;
+    if (!kv) {
+        if (have)
+            rc = md_mirror_delete(b->db, topic, err, sizeof err);
+    } else if (!link || !src || !st) {
+        BK_ERROR("zookeeper: %s/%s lacks link, source.topic or state; ignored", MIRRORS, topic);
+    } else if (!have) {
+        md_mirror_row row = { 0 };
+        snprintf(row.topic, sizeof row.topic, "%s", topic);
+        snprintf(row.link, sizeof row.link, "%s", link);
+        snprintf(row.source_topic, sizeof row.source_topic, "%s", src);
+        snprintf(row.state, sizeof row.state, "%s", st);
+        rc = md_mirror_put(b->db, &row, bk_now_ms(), err, sizeof err);   /* L4: may wait */
+    } else if (strcmp(have->state, st)) {
+        rc = md_mirror_status(b->db, topic, st, NULL, err, sizeof err);
+    }
+    if (rc != 0)
+        BK_WARN("mirror topic %s from ZooKeeper: not stored (%s); again when its link is "
+                "applied", topic, err);
+    free(rows);
+    changed(b);
+}
+
+typedef struct rd {
+    bool mirror;
+    char name[MD_TOPIC_NAME_MAX + 1];
+} rd;
+
+static void on_one(bk_broker *b, const zk_result *r, void *arg)
+{
+    rd *x = arg;
+    if (r->rc == ZNONODE) {
+        (x->mirror ? apply_mirror : apply_link)(b, x->name, NULL, 0);
+    } else if (r->rc == ZOK) {
+        md_kv *kv = NULL;
+        size_t n = 0;
+        char err[256];
+        if (r->len <= 0 || cl_zj_config_parse(r->data, (size_t)r->len, &kv, &n, err, sizeof err))
+            BK_ERROR("zookeeper: %s/%s is not config JSON (%s); ignored",
+                     x->mirror ? MIRRORS : LINKS, x->name, r->len <= 0 ? "empty" : err);
+        else
+            (x->mirror ? apply_mirror : apply_link)(b, x->name, kv, n);
+        md_kv_free(kv, n);
+    }
+    /* Connection loss: the resync after the reconnect reads it again (L2). */
+    free(x);
+}
+
+static void read_one(bk_broker *b, bool mirror, const char *name)
+{
+    rd *x = calloc(1, sizeof *x);
+    char path[sizeof MIRRORS + MD_TOPIC_NAME_MAX + 2];
+    if (!x || strlen(name) > MD_TOPIC_NAME_MAX) {
+        free(x);
+        return;
+    }
+    x->mirror = mirror;
+    snprintf(x->name, sizeof x->name, "%s", name);
+    snprintf(path, sizeof path, "%s/%s", mirror ? MIRRORS : LINKS, name);
+    cl_zk_get(b->zk, path, true, on_one, x);
+}
+
+static bool listed(const zk_result *r, const char *name)
+{
+    for (int k = 0; k < r->nchildren; k++)
+        if (!strcmp(r->children[k], name))
+            return true;
+    return false;
+}
+
+/* L2: local rows ZooKeeper no longer has go; every child is read. */
+static void on_children(bk_broker *b, const zk_result *r, bool mirror)
+{
+    char err[MD_ERRLEN];
+    if (r->rc != ZOK)
+        return;                                      /* the next (re)connect resyncs */
+    if (mirror) {
+        md_mirror_row *rows = NULL;
+        size_t n = 0;
+        if (md_mirror_list(b->db, &rows, &n, err, sizeof err) == 0)
+            for (size_t i = 0; i < n; i++)
+                if (!listed(r, rows[i].topic))
+                    apply_mirror(b, rows[i].topic, NULL, 0);
+        free(rows);
+    } else {
+        md_link_row *rows = NULL;
+        size_t n = 0;
+        if (md_link_list(b->db, &rows, &n, err, sizeof err) == 0)
+            for (size_t i = 0; i < n; i++)
+                if (!listed(r, rows[i].name))
+                    apply_link(b, rows[i].name, NULL, 0);
+        if (rows)
+            memset(rows, 0, n * sizeof *rows);
+        free(rows);
+    }
+    for (int k = 0; k < r->nchildren; k++)
+        read_one(b, mirror, r->children[k]);
+}
+
+static void on_links(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    on_children(b, r, false);
+}
+
+static void on_mirrors(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    on_children(b, r, true);
+}
+
+void cl_links_resync(bk_broker *b)
+{
+    cl_zk_children(b->zk, LINKS, true, on_links, NULL);
+    cl_zk_children(b->zk, MIRRORS, true, on_mirrors, NULL);
+}
+
+bool cl_links_on_watch(bk_broker *b, int type, const char *path)
+{
+    bool mirror = !strncmp(path, MIRRORS, strlen(MIRRORS));
+    const char *folder = mirror ? MIRRORS : LINKS;
+    size_t n = strlen(folder);
+    if (strncmp(path, folder, n) || (path[n] && path[n] != '/'))
+        return false;
+    if (!path[n]) {
+        cl_zk_children(b->zk, folder, true, mirror ? on_mirrors : on_links, NULL);
+        return true;
+    }
+    const char *child = path + n + 1;
+    if (!*child || strchr(child, '/') || strlen(child) > MD_TOPIC_NAME_MAX)
+        return true;
+    if (type == ZOO_DELETED_EVENT)
+        (mirror ? apply_mirror : apply_link)(b, child, NULL, 0);
+    else
+        read_one(b, mirror, child);
+    return true;
+}
+
+/* ---- write half -------------------------------------------------------------------- */
+typedef struct pub {
+    char path[sizeof MIRRORS + MD_TOPIC_NAME_MAX + 2];
+    kp_buf json;
+    bool del;
+    int tries;
+} pub;
+
+static void pub_write(bk_broker *b, pub *p, bool create);
+
+static void pub_free(pub *p)
+{
+    if (p->json.data)
+        memset(p->json.data, 0, p->json.len);       /* a link's secrets */
+    kp_buf_free(&p->json);
+    free(p);
+}
+
+/* set, or create when missing; a race to create: the loser sets. */
+static void on_write(bk_broker *b, const zk_result *r, void *arg)
+{
+    pub *p = arg;
+    if (!p->del && (r->rc == ZNONODE || r->rc == ZNODEEXISTS) && ++p->tries < 5) {
+        pub_write(b, p, r->rc == ZNONODE);
+        return;
+    }
+    if (r->rc != ZOK && !(p->del && r->rc == ZNONODE))
+        BK_ERROR("zookeeper: cannot %s %s: %s; the other brokers do not see this change",
+                 p->del ? "delete" : "write", p->path, cl_zk_rc_str(r->rc));
+    pub_free(p);
+}
+
+static void pub_write(bk_broker *b, pub *p, bool create)
+{
+    if (p->del) {
+        zk_txn *t = cl_zk_txn_new();
+        if (!t) {
+            BK_ERROR("out of memory deleting %s", p->path);
+            pub_free(p);
+            return;
+        }
+        cl_zk_txn_delete(t, p->path, -1);
+        cl_zk_txn_commit(b->zk, t, on_write, p);
+    } else if (create) {
+        cl_zk_create(b->zk, p->path, (const char *)p->json.data, (int)p->json.len, 0, on_write,
+                     p);
+    } else {
+        cl_zk_set(b->zk, p->path, (const char *)p->json.data, (int)p->json.len, -1, on_write, p);
+    }
+}
+
+void cl_links_publish(bk_broker *b, bool mirror, const char *name)
+{
+    char err[MD_ERRLEN];
+    pub *p = calloc(1, sizeof *p);
+    if (!p || strlen(name) > MD_TOPIC_NAME_MAX) {
+        free(p);
+        return;
+    }
+    kp_buf_init(&p->json);
+    snprintf(p->path, sizeof p->path, "%s/%s", mirror ? MIRRORS : LINKS, name);
+    p->del = true;
+    if (mirror) {
+        md_mirror_row *rows = NULL;
+        size_t n = 0;
+        if (md_mirror_list(b->db, &rows, &n, err, sizeof err) != 0) {
+            BK_ERROR("mirror topic %s: cannot read its row to publish it: %s", name, err);
+            free(rows);
+            pub_free(p);
+            return;
+        }
+        for (size_t i = 0; i < n && p->del; i++)
+            if (!strcmp(rows[i].topic, name)) {
+                md_kv kv[] = { { (char *)"link", rows[i].link },
+                               { (char *)"source.topic", rows[i].source_topic },
+                               { (char *)"state", rows[i].state } };
+                cl_zj_config_format(kv, 3, &p->json);
+                p->del = false;
+            }
+        free(rows);
+    } else {
+        md_link_row *rows = NULL;
+        size_t n = 0;
+        if (md_link_list(b->db, &rows, &n, err, sizeof err) != 0) {
+            BK_ERROR("cluster link %s: cannot read its row to publish it: %s", name, err);
+            free(rows);
+            pub_free(p);
+            return;
+        }
+        for (size_t i = 0; i < n && p->del; i++)
+            if (!strcmp(rows[i].name, name)) {
+                md_kv kv[] = { { (char *)"bootstrap.servers", rows[i].bootstrap },
+                               { (char *)"config", rows[i].config },
+                               { (char *)"secrets", rows[i].secrets },
+                               { (char *)"state", rows[i].state } };
+                cl_zj_config_format(kv, 4, &p->json);
+                p->del = false;
+            }
+        if (rows)
+            memset(rows, 0, n * sizeof *rows);
+        free(rows);
+    }
+    pub_write(b, p, false);
+}
+
+/* ---- a promotion's facts (link.c K11) ------------------------------------------------- */
+static void on_told_written(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)b;
+    (void)arg;
+    if (r->rc != ZOK && r->rc != ZNODEEXISTS)
+        BK_ERROR("zookeeper: cannot write a mirror partition's caught-up fact: %s; the "
+                 "promotion waits for its next answer", cl_zk_rc_str(r->rc));
+}
+
+void cl_links_caught_up(bk_broker *b, const char *fact)
+{
+    char path[sizeof TOLD + 64];
+    snprintf(path, sizeof path, TOLD "/%.60s", fact);
+    cl_zk_create(b->zk, path, "", 0, 0, on_told_written, NULL);
+}
+
+static void on_told_deleted(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)b;
+    (void)arg;
+    (void)r;                                         /* the next listing tries again */
+}
+
+/* A fact's topic id, from the hex before the first '.'; false if not one. */
+static bool told_id(const char *name, uint8_t id[16])
+{
+    for (int k = 0; k < 16; k++) {
+        unsigned v;
+        if (sscanf(name + 2 * k, "%2x", &v) != 1)
+            return false;
+        id[k] = (uint8_t)v;
+    }
+    return name[32] == '.';
+}
+
+static void on_told(bk_broker *b, const zk_result *r, void *arg)
+{
+    void (*told)(bk_broker *, char *const *, int) = *(void (**)(bk_broker *, char *const *,
+                                                                  int))arg;
+    free(arg);
+    if (r->rc != ZOK)
+        return;                                      /* the next second's listing */
+    for (int k = 0; k < r->nchildren; k++) {
+        uint8_t id[16];
+        if (told_id(r->children[k], id) && view_topic_find_id(b, id))
+            continue;
+        char path[sizeof TOLD + 256];
+        snprintf(path, sizeof path, TOLD "/%.200s", r->children[k]);
+        zk_txn *t = cl_zk_txn_new();
+        if (t) {
+            cl_zk_txn_delete(t, path, -1);           /* its topic went */
+            cl_zk_txn_commit(b->zk, t, on_told_deleted, NULL);
+        }
+    }
+    told(b, r->children, r->nchildren);
+}
+
+void cl_links_told_list(bk_broker *b, void (*told)(bk_broker *b, char *const *names, int n))
+{
+    void (**arg)(bk_broker *, char *const *, int) = malloc(sizeof *arg);
+    if (!arg)
+        return;
+    *arg = told;
+    cl_zk_children(b->zk, TOLD, false, on_told, arg);
+}

@@ -1,0 +1,377 @@
+"""Cluster links on a destination that is a Sluice cluster (issue 33;
+daemon/link/link.c K6, K9, K10; daemon/cluster/cluster_links.c): a
+standalone source and a 3-broker destination cluster on its own ZooKeeper
+chroot.
+
+What a user checks: a link and its mirror topics created through SQL on
+one destination broker show in SQL on every one; the mirror topics get
+the source's partition counts and replication factor 3 inside the
+destination; a producer to a mirror is refused by every broker (the
+leader of each partition it is sent to); the destination leader of a
+mirror partition SIGKILLed while a producer runs on the source, restarted,
+and at the end every mirror partition holds exactly the source's batches
+at the same offsets — (base offset, last offset delta, CRC) of every batch,
+by raw Fetch from the leader and read from the segment files of every
+replica; 'promoted' asked on one broker is decided by the controller once
+every partition's leader caught up and shows on every broker, and the
+cluster takes writes then; 'failed_over' (taken by every broker at once)
+makes the other mirror writable.  A promotion waits while a source
+transaction is open (no way back to paused meanwhile) and a failover aborts
+it on the partition's leader; a broker down while mirrors and links change
+catches up at its restart; bad SQL is refused with the reason on any broker.
+"""
+import os
+import signal
+import struct
+import threading
+import time
+
+from confluent_kafka import Producer
+
+import kafka_raw as kr
+from cluster_support import make_cluster, wait_for, zk  # noqa: F401
+from support import ck_conf, create_topic, topic_name
+
+INVALID_REQUEST = 42
+
+
+def sql_rows(b, q):
+    return [tuple(r.values()) for r in b.sql(q)]
+
+
+def leaders(b, topic):
+    """{partition: leader} as broker b answers Metadata ({} if it does not)."""
+    try:
+        with kr.Conn(b.port, timeout=3) as c:
+            r = c.request(kr.API_METADATA, 5, kr.metadata_body(5, [topic], False), timeout=3)
+        m = kr.parse_metadata(r, 5)
+    except (OSError, ValueError, AssertionError):
+        return {}
+    terr, parts = m["topics"].get(topic, (None, []))
+    return {pid: (leader, len(reps)) for _e, pid, leader, reps, _isr, _o in parts}
+
+
+def fetched(port, topic, partition):
+    """[(base offset, last offset delta, crc)] of every batch up to the high
+    watermark, by raw Fetch v11 as a consumer; None unless this broker
+    answers for it (it leads it)."""
+    out, offset = [], 0
+    with kr.Conn(port, timeout=10) as c:
+        while True:
+            r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(topic, partition, offset)], 0),
+                          timeout=10)
+            err, parts = kr.parse_fetch_v11(r)
+            (_, _, perr, hw, _, recs), = parts
+            if err or perr:
+                return None
+            got = 0
+            pos = 0
+            while pos + 12 <= len(recs or b""):
+                base, length = struct.unpack_from(">qi", recs, pos)
+                if pos + 12 + length > len(recs):
+                    break
+                delta, = struct.unpack_from(">i", recs, pos + 23)
+                crc, = struct.unpack_from(">I", recs, pos + 17)
+                out.append((base, delta, crc))
+                offset = base + delta + 1
+                pos += 12 + length
+                got += 1
+            if offset >= hw or got == 0:
+                return out
+
+
+def stored(b, topic, partition):
+    """[(base offset, last offset delta, crc)] of every batch in the replica's
+    segment files on broker b, read from disk."""
+    d = b.partition_dir(topic, partition)
+    out = []
+    for name in sorted(f for f in os.listdir(d) if f.endswith(".log")):
+        with open(os.path.join(d, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + 61 <= len(data):
+            base, length = struct.unpack_from(">qi", data, pos)
+            if length <= 0 or pos + 12 + length > len(data):
+                break
+            delta, = struct.unpack_from(">i", data, pos + 23)
+            crc, = struct.unpack_from(">I", data, pos + 17)
+            out.append((base, delta, crc))
+            pos += 12 + length
+    return out
+
+
+class SourceProducer(threading.Thread):
+    """Keyed messages with headers to every partition of the topics, small
+    batches, until stopped."""
+
+    def __init__(self, src, topics):
+        super().__init__(daemon=True)
+        self.p = Producer(ck_conf(src, **{"linger.ms": 5, "batch.num.messages": 7}))
+        self.topics, self.n, self.failed = topics, 0, []
+        self.halt = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            for t, parts in self.topics:
+                for _ in range(5):
+                    self.p.produce(t, key=b"k%d" % (self.n % 11), value=b"v%d " % self.n * 3,
+                                   partition=self.n % parts, headers=[("i", b"%d" % self.n)],
+                                   on_delivery=lambda e, m: e and self.failed.append(e))
+                    self.n += 1
+            self.p.poll(0)
+            time.sleep(0.02)
+        assert self.p.flush(30) == 0
+
+    def stop(self):
+        self.halt.set()
+        self.join(60)
+
+
+def set_state_everywhere(dest, b, topic, state):
+    """UPDATE on broker b, then waits until every broker shows it."""
+    b.sql("UPDATE mirror_topics SET state = '%s' WHERE topic = '%s'" % (state, topic))
+    for x in dest.brokers:
+        wait_for(lambda x=x: sql_rows(x, "SELECT state FROM mirror_topics WHERE topic = '%s'"
+                                         % topic) == [(state,)], 30,
+                 "broker %d to show %s %s" % (x.broker_id, topic, state))
+
+
+def produce_refused(b, topic, partition):
+    with kr.Conn(b.port) as c:
+        batch = kr.record_batch([(b"k", b"x", [], 0)], int(time.time() * 1000))
+        r = c.request_flex(kr.API_PRODUCE, 11, kr.produce_v11_body(topic, partition, batch))
+        (_, _, err, _, _, msg), = kr.parse_produce_v11_full(r)
+        return err, msg
+
+
+def test_a_cluster_destination_mirrors_through_a_leader_kill_and_fails_over(
+        make_cluster, start_broker):  # noqa: F811
+    src = start_broker()
+    # mirror topics get the destination's default.replication.factor
+    dest = make_cluster(3, overrides={"default.replication.factor": "3"})
+    b1, b2, b3 = dest.brokers
+    ta, tb = topic_name("cla"), topic_name("clb")
+    create_topic(src, ta, partitions=3)
+    create_topic(src, tb, partitions=2)
+    parts = {ta: 3, tb: 2}
+    prod = SourceProducer(src, [(ta, 3), (tb, 2)])
+    prod.start()
+    try:
+        b2.sql("INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES ('src', '%s', "
+               "'sasl.password=not-used-here\nclient.id=lc')" % src.bootstrap)
+        b2.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % ta)
+        # another broker takes writes on the link once it applied it
+        wait_for(lambda: sql_rows(b3, "SELECT name FROM cluster_links") == [("src",)], 20,
+                 "broker 3 to apply the link")
+        b3.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % tb)
+
+        # SQL on every destination broker shows the link and the mirrors;
+        # the secret setting masked, its column refused
+        for b in dest.brokers:
+            wait_for(lambda b=b: sql_rows(b, "SELECT name, bootstrap_servers, config FROM "
+                                             "cluster_links") ==
+                     [("src", src.bootstrap, "sasl.password=[hidden]\nclient.id=lc\n")], 20,
+                     "broker %d to show the link" % b.broker_id)
+            wait_for(lambda b=b: sorted(sql_rows(b, "SELECT topic, link, source_topic, state "
+                                                    "FROM mirror_topics")) ==
+                     sorted([(ta, "src", ta, "active"), (tb, "src", tb, "active")]), 20,
+                     "broker %d to show the mirrors" % b.broker_id)
+            assert "secrets" in str(b.sql_error("SELECT secrets FROM main.cluster_links"))
+
+        # the mirror topics: the source's partition counts, RF 3, led on the cluster
+        for t, n in parts.items():
+            wait_for(lambda t=t, n=n: len(leaders(b1, t)) == n and
+                     all(l >= 1 and r == 3 for l, r in leaders(b1, t).values()), 30,
+                     "%s created with %d partitions, RF 3" % (t, n))
+            wait_for(lambda t=t: all(fetched(dest.broker(l).port, t, p)
+                                     for p, (l, _r) in leaders(b1, t).items()), 30,
+                     "%s to hold batches on every partition" % t)
+
+        # every broker refuses producers to a mirror (the partitions it leads)
+        refusers = set()
+        for t, n in parts.items():
+            for p, (l, _r) in leaders(b1, t).items():
+                err, msg = produce_refused(dest.broker(l), t, p)
+                assert err == INVALID_REQUEST and "promote it first" in msg, (l, t, p, err, msg)
+                refusers.add(l)
+        assert refusers == {1, 2, 3}
+
+        # SIGKILL the leader of ta-0 mid-mirroring; a new leader goes on; restart it
+        victim = dest.broker(leaders(b1, ta)[0][0])
+        other = next(b for b in dest.brokers if b is not victim)
+        before = len(fetched(victim.port, ta, 0))
+        victim.kill()
+        wait_for(lambda: leaders(other, ta).get(0, (-1,))[0] not in (-1, victim.broker_id),
+                 30, "a new leader of %s-0" % ta)
+        new = dest.broker(leaders(other, ta)[0][0])
+        wait_for(lambda: len(fetched(new.port, ta, 0) or []) > before + 3, 30,
+                 "the new leader to go on mirroring %s-0" % ta)
+        victim.start()
+    finally:
+        prod.stop()
+    assert prod.failed == [] and prod.n > 0
+
+    # every mirror partition: exactly the source's batches at the same offsets,
+    # on the leader (raw Fetch) and in every replica's segment files
+    for t, n in parts.items():
+        for p in range(n):
+            want = fetched(src.port, t, p)
+            assert want, (t, p)
+
+            def same(t=t, p=p, want=want):
+                lead = leaders(b1, t).get(p, (-1,))[0]
+                return lead >= 1 and fetched(dest.broker(lead).port, t, p) == want and \
+                    all(stored(b, t, p) == want for b in dest.brokers)
+            wait_for(same, 60, "%s-%d identical to the source on every replica" % (t, p))
+
+    # promoted (asked on broker 1): once every partition's leader caught up,
+    # the controller promotes it on every broker; the cluster then takes writes
+    set_state_everywhere(dest, b1, tb, 'promoted')
+    promoted_ends = {q: fetched(dest.broker(l).port, tb, q) for q, (l, _r) in
+                     leaders(b1, tb).items()}
+    assert promoted_ends == {q: fetched(src.port, tb, q) for q in range(2)}
+    pp = Producer(ck_conf(dest, **{"acks": "all"}))
+    errs = []
+    for q in range(2):
+        pp.produce(tb, value=b"after promotion %d" % q, partition=q,
+                   on_delivery=lambda e, m: errs.append(e))
+    assert pp.flush(30) == 0 and errs == [None, None], errs
+    for q, (l, _r) in leaders(b1, tb).items():
+        got = fetched(dest.broker(l).port, tb, q)
+        assert got[:-1] == promoted_ends[q] and got[-1][0] == promoted_ends[q][-1][0] + \
+            promoted_ends[q][-1][1] + 1
+    # a promoting or promoted mirror goes nowhere else in cluster mode
+    err = b2.sql_error("UPDATE mirror_topics SET state = 'active' WHERE topic = '%s'" % tb)
+    assert "no longer mirrors" in str(err), err
+
+    # paused everywhere, then failed over: writable on the cluster
+    set_state_everywhere(dest, b1, ta, 'paused')
+    set_state_everywhere(dest, b3, ta, 'failed_over')
+    ends = {p: len(fetched(dest.broker(l).port, ta, p)) for p, (l, _r) in
+            leaders(b1, ta).items()}
+    p = Producer(ck_conf(dest, **{"bootstrap.servers": dest.bootstrap, "acks": "all"}))
+    errs = []
+    for i in range(3):
+        p.produce(ta, value=b"after failover %d" % i, partition=i,
+                  on_delivery=lambda e, m: errs.append(e))
+    assert p.flush(30) == 0 and errs == [None, None, None], errs
+    for q, (l, _r) in leaders(b1, ta).items():
+        assert len(fetched(dest.broker(l).port, ta, q)) == ends[q] + 1
+
+    # DELETE on one broker ends both mirrors on every broker (their topics stay:
+    # promoted and failed over are normal topics now), then the link
+    for t in (ta, tb):
+        b2.sql("DELETE FROM mirror_topics WHERE topic = '%s'" % t)
+    for b in dest.brokers:
+        wait_for(lambda b=b: sql_rows(b, "SELECT topic FROM mirror_topics") == [], 20,
+                 "broker %d to drop the mirrors" % b.broker_id)
+    b3.sql("DELETE FROM cluster_links WHERE name = 'src'")
+    for b in dest.brokers:
+        wait_for(lambda b=b: sql_rows(b, "SELECT name FROM cluster_links") == [], 20,
+                 "broker %d to drop the link" % b.broker_id)
+        assert sorted(r[0] for r in sql_rows(b, "SELECT name FROM topics WHERE name IN "
+                                                "('%s', '%s')" % (ta, tb))) == sorted([ta, tb])
+
+
+def test_a_broker_that_missed_the_changes_catches_up_and_bad_sql_is_refused(
+        make_cluster, start_broker):  # noqa: F811
+    src = start_broker()
+    dest = make_cluster(3)
+    b1, b2, b3 = dest.brokers
+    t, normal = topic_name("clm"), topic_name("cln")
+    create_topic(src, t, partitions=1)
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
+           % src.bootstrap)
+    b1.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
+    wait_for(lambda: sql_rows(b3, "SELECT topic FROM mirror_topics") == [(t,)], 20,
+             "broker 3 to show the mirror")
+
+    # bad SQL gets a clear error on any broker
+    err = b2.sql_error("INSERT INTO mirror_topics (topic, link) VALUES ('x%s', 'nope')" % t)
+    assert "unknown cluster link 'nope'" in str(err), err
+    b2.sql("INSERT INTO topics (name, partitions, replication_factor) VALUES ('%s', 1, 3)"
+           % normal)
+    wait_for(lambda: sql_rows(b3, "SELECT name FROM topics WHERE name = '%s'" % normal), 20,
+             "broker 3 to see the normal topic")
+    err = b3.sql_error("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % normal)
+    assert "already exists as a normal topic" in str(err), err
+    err = b2.sql_error("DELETE FROM cluster_links WHERE name = 'src'")
+    assert "has 1 mirror topics" in str(err), err
+
+    # broker 3 down while the mirror and the link go and another link comes
+    b3.stop()
+    b1.sql("DELETE FROM mirror_topics WHERE topic = '%s'" % t)
+    wait_for(lambda: sql_rows(b1, "SELECT topic FROM mirror_topics") == [], 20, "mirror gone")
+    b1.sql("DELETE FROM cluster_links WHERE name = 'src'")
+    b2.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src2', '%s')"
+           % src.bootstrap)
+    b3.start()
+    wait_for(lambda: sql_rows(b3, "SELECT name FROM cluster_links") == [("src2",)] and
+             sql_rows(b3, "SELECT topic FROM mirror_topics") == [], 30,
+             "broker 3 to catch up with the changes it missed")
+    assert "mirror topic %s: its row went" % t in b3.log_text() or \
+        "cluster link src deleted from ZooKeeper" in b3.log_text()
+
+
+def _read_committed(dest, topic, want, timeout=20):
+    from confluent_kafka import Consumer
+    c = Consumer(ck_conf(dest, **{"group.id": "g-" + topic, "isolation.level": "read_committed",
+                                  "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    seen, deadline = [], time.monotonic() + timeout
+    while len(seen) < want and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen.append(m.value())
+    c.close()
+    return seen
+
+
+def test_promoting_waits_for_an_open_source_transaction_and_failover_aborts_it(
+        make_cluster, start_broker):  # noqa: F811
+    src = start_broker()
+    dest = make_cluster(3, overrides={"default.replication.factor": "3"})
+    b1, b2, b3 = dest.brokers
+    t = topic_name("clt")
+    create_topic(src, t, partitions=1)
+    p = Producer(ck_conf(src))
+    for i in range(10):
+        p.produce(t, value=b"plain %d" % i, partition=0)
+    assert p.flush(30) == 0
+    tp = Producer(ck_conf(src, **{"transactional.id": "open-" + t, "linger.ms": 2}))
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    for i in range(5):
+        tp.produce(t, value=b"open %d" % i, partition=0)
+    tp.flush(30)
+    want = fetched(src.port, t, 0)
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
+           % src.bootstrap)
+    b1.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
+
+    def mirrored():
+        lead = leaders(b1, t).get(0, (-1,))[0]
+        return lead >= 1 and fetched(dest.broker(lead).port, t, 0) == want
+    wait_for(mirrored, 30, "%s mirrored with its open transaction" % t)
+
+    # promoting waits while the source's transaction is open; no way back to paused
+    b2.sql("UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    time.sleep(3.0)
+    for b in dest.brokers:
+        assert sql_rows(b, "SELECT state FROM mirror_topics WHERE topic = '%s'" % t) == \
+            [("promoting",)]
+    err = b3.sql_error("UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
+    assert "is promoting" in str(err), err
+
+    # failed over: the open transaction gets an ABORT marker from the
+    # partition's leader, read_committed consumers go on, producers are taken
+    set_state_everywhere(dest, b3, t, 'failed_over')
+    pp = Producer(ck_conf(dest, **{"acks": "all"}))
+    errs = []
+    pp.produce(t, value=b"after failover", partition=0, on_delivery=lambda e, m: errs.append(e))
+    assert pp.flush(30) == 0 and errs == [None], errs
+    seen = _read_committed(dest, t, 11)
+    # (without the leader's ABORT marker the last stable offset would stay at
+    # the open transaction and "after failover" would never be read)
+    assert seen == [b"plain %d" % i for i in range(10)] + [b"after failover"], seen
+    tp.abort_transaction(30)
