@@ -61,6 +61,26 @@ int md_link_status(md_db *db, const char *name, const char *state, const char *l
                       "WHERE name = ?1", v, 3, 0, err, errlen);
 }
 
+int md_link_sync_status(md_db *db, const char *name, int64_t synced_at_ms, int32_t groups,
+                        const char *sync_error, const char *topics_skipped, char *err,
+                        size_t errlen)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db->h, "UPDATE cluster_links SET offsets_synced_at = "
+                           "coalesce(?2, offsets_synced_at), groups_synced = ?3, "
+                           "sync_error = ?4, topics_skipped = ?5 WHERE name = ?1", -1, &s,
+                           NULL) != SQLITE_OK)
+        return md_sqlerr(db, err, errlen, "prepare a link's sync status");
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    if (synced_at_ms >= 0)
+        sqlite3_bind_int64(s, 2, synced_at_ms);
+    sqlite3_bind_int(s, 3, groups);
+    sqlite3_bind_text(s, 4, sync_error, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, topics_skipped && *topics_skipped ? topics_skipped : NULL, -1,
+                      SQLITE_STATIC);
+    return step_done(db, s, err, errlen, "a link's sync status");
+}
+
 int md_link_list(md_db *db, md_link_row **out, size_t *n, char *err, size_t errlen)
 {
     sqlite3_stmt *s;

@@ -152,6 +152,8 @@ static void send_request(lk_link *l, int16_t api, int16_t version, const void *q
     case KP_API_METADATA: kp_enc_MetadataRequest(&l->out, version, q); break;
     case KP_API_DESCRIBE_CONFIGS: kp_enc_DescribeConfigsRequest(&l->out, version, q); break;
     case KP_API_SASL_HANDSHAKE: kp_enc_SaslHandshakeRequest(&l->out, version, q); break;
+    case KP_API_LIST_GROUPS: kp_enc_ListGroupsRequest(&l->out, version, q); break;
+    case KP_API_OFFSET_FETCH: kp_enc_OffsetFetchRequest(&l->out, version, q); break;
     default: kp_enc_SaslAuthenticateRequest(&l->out, version, q); break;
     }
     kp_wr_i32_at(&l->out, frame, (int32_t)(l->out.len - frame - 4));
@@ -163,6 +165,11 @@ static void send_request(lk_link *l, int16_t api, int16_t version, const void *q
         memset(l->out.data, 0, l->out.len);          /* the password */
     l->api_out = api;
     l->conn = LK_WAITING;
+}
+
+void lk_conn_send(lk_link *l, int16_t api, int16_t version, const void *q)
+{
+    send_request(l, api, version, q);
 }
 
 /* ---- what READY sends next ----------------------------------------------------- */
@@ -177,10 +184,10 @@ static bool send_metadata(lk_link *l, int64_t now)
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
         n += m->link == l && m->state != LK_PROMOTED && m->state != LK_FAILED_OVER &&
              m->state != LK_FAILED;
-    if (n == 0)
+    if (n == 0 && !l->sync_cfg.auto_topics)
         return false;
     kp_MetadataRequest_MetadataRequestTopic *ts = kp_arena_alloc(&l->arena, (size_t)n * sizeof *ts);
-    if (!ts) {
+    if (!ts && n > 0) {
         conn_fail(l, "out of memory for a request");
         return true;
     }
@@ -193,8 +200,8 @@ static bool send_metadata(lk_link *l, int64_t now)
         }
     kp_MetadataRequest q;
     kp_init_MetadataRequest(&q);
-    q.Topics = ts;
-    q.Topics_count = n;
+    q.Topics = l->sync_cfg.auto_topics ? NULL : ts;      /* every topic: link_sync.c */
+    q.Topics_count = l->sync_cfg.auto_topics ? -1 : n;
     q.AllowAutoTopicCreation = false;
     send_request(l, KP_API_METADATA, LK_METADATA_VERSION, &q);
     return true;
@@ -306,7 +313,8 @@ static void next_request(lk_link *l)
         return;
     int64_t now = bk_mono_us(), next_us = INT64_MAX;
     kp_arena_reset(&l->arena);
-    if (send_metadata(l, now) || send_configs(l) || send_fetch(l, now, &next_us))
+    if (lk_sync_topics_create(l) || send_metadata(l, now) || send_configs(l) ||
+        lk_sync_send(l, now, &next_us) || send_fetch(l, now, &next_us))
         return;
     if (l->metadata_due_us < next_us)
         next_us = l->metadata_due_us;
@@ -335,6 +343,8 @@ static void handle_metadata(lk_link *l, kp_rd *r)
     for (int32_t i = 0; i < mr.Topics_count; i++) {
         const kp_MetadataResponse_MetadataResponseTopic *t = &mr.Topics[i];
         lk_mirror *m;
+        if (l->sync_cfg.auto_topics && t->ErrorCode == KP_NONE)
+            lk_sync_topic_seen(l, t->Name);
         while ((m = mirror_of_source(l, t->Name))) {
             m->in_request = false;
             char why[1024];
@@ -630,6 +640,13 @@ static void handle_answer(lk_link *l, const uint8_t *frame, size_t len)
     case KP_API_METADATA: handle_metadata(l, &r); break;
     case KP_API_DESCRIBE_CONFIGS: handle_configs(l, &r); break;
     case KP_API_FETCH: handle_fetch(l, &r); break;
+    case KP_API_LIST_GROUPS:
+    case KP_API_OFFSET_FETCH:
+        if (lk_sync_answer(l, l->api_out, &r) != 0) {
+            conn_fail(l, "malformed ListGroups / OffsetFetch answer from the source");
+            return;
+        }
+        break;
     default: handle_sasl(l, &r); return;
     }
     next_request(l);
