@@ -103,6 +103,7 @@ void lk_conn_close(lk_link *l)
         event_del(l->timer);
     l->conn = LK_IDLE;
     requests_forgotten(l);
+    lk_sync_forgotten(l);
 }
 
 /* C3 */
@@ -154,6 +155,7 @@ static void send_request(lk_link *l, int16_t api, int16_t version, const void *q
     case KP_API_SASL_HANDSHAKE: kp_enc_SaslHandshakeRequest(&l->out, version, q); break;
     case KP_API_LIST_GROUPS: kp_enc_ListGroupsRequest(&l->out, version, q); break;
     case KP_API_OFFSET_FETCH: kp_enc_OffsetFetchRequest(&l->out, version, q); break;
+    case KP_API_DESCRIBE_ACLS: kp_enc_DescribeAclsRequest(&l->out, version, q); break;
     default: kp_enc_SaslAuthenticateRequest(&l->out, version, q); break;
     }
     kp_wr_i32_at(&l->out, frame, (int32_t)(l->out.len - frame - 4));
@@ -642,8 +644,10 @@ static void handle_answer(lk_link *l, const uint8_t *frame, size_t len)
     case KP_API_FETCH: handle_fetch(l, &r); break;
     case KP_API_LIST_GROUPS:
     case KP_API_OFFSET_FETCH:
+    case KP_API_DESCRIBE_ACLS:
         if (lk_sync_answer(l, l->api_out, &r) != 0) {
-            conn_fail(l, "malformed ListGroups / OffsetFetch answer from the source");
+            conn_fail(l, "malformed ListGroups / OffsetFetch / DescribeAcls answer from the "
+                      "source");
             return;
         }
         break;

@@ -68,6 +68,8 @@ typedef struct lk_sync_cfg {
     lk_filters groups;                   /* consumer.offset.group.filters */
     bool auto_topics;                    /* auto.create.mirror.topics.enable */
     lk_filters topics;                   /* auto.create.mirror.topics.filters */
+    bool acls;                           /* acl.sync.enable */
+    int64_t acls_ms;                     /* acl.sync.ms */
 } lk_sync_cfg;
 struct lk_sync;
 
@@ -124,6 +126,7 @@ void lk_conn_send(lk_link *l, int16_t api, int16_t version, const void *q);
 int  lk_sync_setting(lk_link *l, const char *k, const char *v, char *err, size_t errlen);
 void lk_sync_defaults(lk_link *l);
 void lk_sync_free(lk_link *l);
+void lk_sync_forgotten(lk_link *l);      /* the connection closed: nothing in flight */
 /* READY, before the Metadata: the mirrors that filters picked are created
  * (a creation may send the next request itself: true when one went out). */
 bool lk_sync_topics_create(lk_link *l);

@@ -14,6 +14,12 @@
  *     Metadata asks for every source topic; each one the filters include
  *     becomes a mirror topic of the same name (as an INSERT INTO
  *     mirror_topics would), new ones as they appear.
+ *   acl.sync.enable (false), acl.sync.ms (5000): every interval the
+ *     source's LITERAL ACLs (DescribeAcls) of this link's mirrored source
+ *     topics (under the mirror's name) and of the groups the group filters
+ *     pick are made the destination's (sec_acl_apply, the path CreateAcls
+ *     takes), and removed when the source removed them.  acl.filters is
+ *     not built (refused): PREFIXED and wildcard ACLs are not copied.
  *
  * Filters are Confluent's JSON: {"groupFilters" | "topicFilters": [{"name":
  * "…", "patternType": "LITERAL" | "PREFIXED", "filterType": "INCLUDE" |
@@ -34,16 +40,21 @@
  *       request in flight (link_conn.c C2); its state reaches SQLite once
  *       per round (cluster_links.offsets_synced_at, groups_synced,
  *       sync_error), never per offset.
+ *   S5. An ACL is removed here only if this link added it (link_acls,
+ *       marked after the add, unmarked before the removal: a crash between
+ *       leaves it as a local one); an ACL that existed here already is
+ *       never marked, so a local ACL is never touched.
  *
  * Not built: FindCoordinator — OffsetFetch goes to the bootstrap broker,
  * the coordinator of every group of a standalone source; a multi-broker
  * source needs the coordinator's connection here (one per source broker,
- * as the fetch's).  ACL sync (acl.sync.enable) is refused as a setting.
+ * as the fetch's).
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
 #include "daemon/group/group.h"
 #include "daemon/replica/replica.h"
+#include "daemon/security/sec_authz.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -52,7 +63,9 @@
 
 #define LS_LIST_GROUPS_VERSION 4
 #define LS_OFFSET_FETCH_VERSION 8
+#define LS_DESCRIBE_ACLS_VERSION 1
 #define LS_SYNC_MS_MIN 100
+#define LS_ACL_FIELDS 7                  /* as md_acl's, tab-separated */
 
 enum ls_stage { LS_IDLE, LS_LISTING, LS_GROUPS_KNOWN, LS_FETCHING };
 
@@ -84,6 +97,14 @@ typedef struct lk_sync {
     char **create;
     int ncreate, create_cap;
     char skipped[1024];
+    /* ACLs (S5) */
+    int64_t acls_due_us;
+    bool acls_out;                       /* DescribeAcls in flight */
+    bool ours_loaded;
+    char **ours;                         /* the ACLs this link added, as keys */
+    size_t nours;
+    char acl_error[MD_ERRLEN];
+    uint64_t acls_added, acls_removed;
 } lk_sync;
 
 /* ---- settings ---------------------------------------------------------------- */
@@ -175,12 +196,12 @@ static int setting_bool(const char *k, const char *v, bool *out, char *err, size
 void lk_sync_defaults(lk_link *l)
 {
     l->sync_cfg.offsets_ms = 30000;
+    l->sync_cfg.acls_ms = 5000;
 }
 
 int lk_sync_setting(lk_link *l, const char *k, const char *v, char *err, size_t errlen)
 {
     lk_sync_cfg *c = &l->sync_cfg;
-    bool on = false;
     if (!strcmp(k, "consumer.offset.sync.enable"))
         return setting_bool(k, v, &c->offsets, err, errlen);
     if (!strcmp(k, "auto.create.mirror.topics.enable"))
@@ -189,23 +210,23 @@ int lk_sync_setting(lk_link *l, const char *k, const char *v, char *err, size_t 
         return filters_parse(k, "groupFilters", v, &c->groups, err, errlen);
     if (!strcmp(k, "auto.create.mirror.topics.filters"))
         return filters_parse(k, "topicFilters", v, &c->topics, err, errlen);
-    if (!strcmp(k, "consumer.offset.sync.ms")) {
+    if (!strcmp(k, "acl.sync.enable"))
+        return setting_bool(k, v, &c->acls, err, errlen);
+    if (!strcmp(k, "consumer.offset.sync.ms") || !strcmp(k, "acl.sync.ms")) {
         char *e;
         long long x = strtoll(v, &e, 10);
         if (!*v || *e || x < LS_SYNC_MS_MIN || x > INT32_MAX) {
-            snprintf(err, errlen, "cluster_links.config: consumer.offset.sync.ms=%s: %d to %d",
-                     v, LS_SYNC_MS_MIN, INT32_MAX);
+            snprintf(err, errlen, "cluster_links.config: %s=%s: %d to %d", k, v,
+                     LS_SYNC_MS_MIN, INT32_MAX);
             return KP_INVALID_CONFIG;
         }
-        c->offsets_ms = x;
+        *(!strcmp(k, "acl.sync.ms") ? &c->acls_ms : &c->offsets_ms) = x;
         return KP_NONE;
     }
-    if (!strcmp(k, "acl.sync.enable") || !strcmp(k, "acl.filters")) {
-        int rc = !strcmp(k, "acl.filters") ? KP_INVALID_CONFIG
-                                            : setting_bool(k, v, &on, err, errlen);
-        if (rc == KP_NONE && !on)
-            return KP_NONE;
-        snprintf(err, errlen, "cluster_links.config: %s: ACL sync is not built yet", k);
+    if (!strcmp(k, "acl.filters")) {
+        snprintf(err, errlen, "cluster_links.config: acl.filters is not built yet: with "
+                 "acl.sync.enable=true the LITERAL ACLs of the mirrored topics and of the "
+                 "groups consumer.offset.group.filters picks are synced");
         return KP_INVALID_CONFIG;
     }
     return -1;
@@ -245,6 +266,30 @@ static bool names_add(char ***v, int *n, int *cap, const char *p, size_t len)
     return true;
 }
 
+static void keys_free(char **v, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        free(v[i]);
+    *n = 0;
+}
+
+static void note_error(lk_sync *s, const char *why);
+static void round_store(lk_sync *s);
+
+void lk_sync_forgotten(lk_link *l)
+{
+    lk_sync *s = l->sync;
+    if (!s)
+        return;
+    if (s->stage != LS_IDLE) {
+        s->stage = LS_IDLE;
+        note_error(s, "the connection to the source closed during the round");
+        if (!s->commits)
+            round_store(s);
+    }
+    s->acls_out = false;
+}
+
 void lk_sync_free(lk_link *l)
 {
     lk_sync *s = l->sync;
@@ -258,8 +303,10 @@ void lk_sync_free(lk_link *l)
     }
     names_free(s->groups, &s->ngroups);
     names_free(s->create, &s->ncreate);
+    keys_free(s->ours, &s->nours);
     free(s->groups);
     free(s->create);
+    free(s->ours);
     free(s);
     l->sync = NULL;
 }
@@ -286,7 +333,8 @@ static void round_store(lk_sync *s)
             BK_WARN("cluster link %s: consumer offset sync: %s", l->name, s->error);
     }
     if (md_link_sync_status(l->b->db, l->name, s->synced_at_ms, s->groups_synced,
-                            s->error[0] ? s->error : NULL, s->skipped, err, sizeof err) != 0)
+                            s->error[0] ? s->error : s->acl_error[0] ? s->acl_error : NULL,
+                            s->skipped, err, sizeof err) != 0)
         BK_ERROR("cluster link %s: cannot store its sync state: %s", l->name, err);
 }
 
@@ -401,7 +449,6 @@ static void group_sync(lk_sync *s, const kp_OffsetFetchResponse_OffsetFetchRespo
     free(c);
 }
 
-/* ---- requests and answers ---------------------------------------------------- */
 static bool syncing_any(const lk_link *l)
 {
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
@@ -411,10 +458,266 @@ static bool syncing_any(const lk_link *l)
     return false;
 }
 
+/* ---- ACLs (acl.sync.enable; S5) --------------------------------------------------- */
+/* A mirror of this link that syncs (S2) named topic here, or NULL. */
+static const lk_mirror *synced_mirror_here(const lk_link *l, const char *topic)
+{
+    for (const lk_mirror *m = l->set->mirrors; m; m = m->next)
+        if (m->link == l && m->created && !strcmp(m->topic, topic) &&
+            (m->state == LK_ACTIVE || m->state == LK_PAUSED || m->state == LK_PROMOTING))
+            return m;
+    return NULL;
+}
+
+/* key's fields into f (pointers into buf, a copy of key). */
+static bool key_split(const char *key, char *buf, size_t cap, char *f[LS_ACL_FIELDS])
+{
+    if (snprintf(buf, cap, "%s", key) >= (int)cap)
+        return false;
+    char *p = buf;
+    for (int i = 0; i < LS_ACL_FIELDS; i++) {
+        f[i] = p;
+        p = strchr(p, '\t');
+        if (!p != (i == LS_ACL_FIELDS - 1))
+            return false;
+        if (p)
+            *p++ = 0;
+    }
+    return true;
+}
+
+/* The ACL key is one this link syncs now: its topic a syncing mirror's,
+ * its group one the filters pick. */
+static bool acl_in_scope(const lk_link *l, char *const f[LS_ACL_FIELDS])
+{
+    if (!strcmp(f[0], "TOPIC"))
+        return synced_mirror_here(l, f[1]) != NULL;
+    return !strcmp(f[0], "GROUP") && filters_pick(&l->sync_cfg.groups, f[1]);
+}
+
+static md_acl acl_row(char *const f[LS_ACL_FIELDS])
+{
+    return (md_acl){ .resource_type = f[0], .resource_name = f[1], .pattern_type = f[2],
+                     .principal = f[3], .host = f[4], .operation = f[5], .permission = f[6] };
+}
+
+/* An ACL equal to f that is here already (local or ours). */
+static bool acl_here(bk_broker *b, char *const f[LS_ACL_FIELDS])
+{
+    const bk_acl **got = NULL;
+    size_t n = 0;
+    bk_acl_filter q = {
+        .res = (int8_t)sec_res_parse(f[0]), .pat = BK_PAT_LITERAL,
+        .op = (int8_t)sec_op_parse(f[5]), .perm = (int8_t)sec_perm_parse(f[6]),
+        .name = kp_str_cstr(f[1]), .principal = kp_str_cstr(f[3]), .host = kp_str_cstr(f[4]),
+    };
+    if (sec_authz_select(b->authz, &q, &got, &n) != 0)
+        return true;                     /* unknown: left alone */
+    free(got);
+    return n > 0;
+}
+
+static bool keys_has(char *const *v, size_t n, const char *k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] && !strcmp(v[i], k))
+            return true;
+    return false;
+}
+
+static bool acls_send(lk_link *l, lk_sync *s, int64_t now_us, int64_t *next_us)
+{
+    if (!l->sync_cfg.acls || s->acls_out)
+        return false;
+    if (now_us < s->acls_due_us) {
+        if (s->acls_due_us < *next_us)
+            *next_us = s->acls_due_us;
+        return false;
+    }
+    s->acls_due_us = now_us + l->sync_cfg.acls_ms * 1000;
+    if (!syncing_any(l))
+        return false;
+    kp_DescribeAclsRequest q;
+    kp_init_DescribeAclsRequest(&q);
+    q.ResourceTypeFilter = BK_RES_ANY;
+    q.ResourceNameFilter = KP_STR_NULL;
+    q.PatternTypeFilter = BK_PAT_LITERAL;
+    q.PrincipalFilter = KP_STR_NULL;
+    q.HostFilter = KP_STR_NULL;
+    q.Operation = BK_OP_ANY;
+    q.PermissionType = BK_PERM_ANY;
+    s->acls_out = true;
+    lk_conn_send(l, KP_API_DESCRIBE_ACLS, LS_DESCRIBE_ACLS_VERSION, &q);
+    return true;
+}
+
+/* Logged and stored (cluster_links.sync_error) once per distinct error. */
+static void acl_error(lk_sync *s, const char *why)
+{
+    if (!strcmp(s->acl_error, why ? why : ""))
+        return;
+    if (why)
+        BK_WARN("cluster link %s: ACL sync: %s", s->link->name, why);
+    snprintf(s->acl_error, sizeof s->acl_error, "%.*s", (int)sizeof s->acl_error - 1,
+             why ? why : "");
+    round_store(s);
+}
+
+/* The source's ACLs in scope, as keys (malloc'd); -1: out of memory. */
+static int acls_wanted(lk_link *l, const kp_DescribeAclsResponse *ar, char ***want,
+                       int *nwant, int *cap)
+{
+    for (int32_t i = 0; i < ar->Resources_count; i++) {
+        const kp_DescribeAclsResponse_DescribeAclsResource *res = &ar->Resources[i];
+        char name[MD_TOPIC_NAME_MAX + 1];
+        if (res->PatternType != BK_PAT_LITERAL || res->ResourceName.len <= 0 ||
+            (size_t)res->ResourceName.len >= sizeof name)
+            continue;
+        memcpy(name, res->ResourceName.p, (size_t)res->ResourceName.len);
+        name[res->ResourceName.len] = 0;
+        const char *here = NULL;
+        if (res->ResourceType == BK_RES_TOPIC) {
+            const lk_mirror *m = synced_mirror(l, res->ResourceName);
+            here = m ? m->topic : NULL;              /* under the mirror's name */
+        } else if (res->ResourceType == BK_RES_GROUP &&
+                   filters_pick(&l->sync_cfg.groups, name)) {
+            here = name;
+        }
+        for (int32_t k = 0; here && k < res->Acls_count; k++) {
+            const kp_DescribeAclsResponse_AclDescription *a = &res->Acls[k];
+            const char *op = sec_op_name(a->Operation), *perm = sec_perm_name(a->PermissionType);
+            char key[1024];
+            if (!op || !perm || a->Principal.len <= 0 || a->Host.len <= 0 ||
+                memchr(a->Principal.p, '\t', (size_t)a->Principal.len) ||
+                memchr(a->Host.p, '\t', (size_t)a->Host.len) ||
+                snprintf(key, sizeof key, "%s\t%s\tLITERAL\t%.*s\t%.*s\t%s\t%s",
+                         sec_res_name(res->ResourceType), here, (int)a->Principal.len,
+                         a->Principal.p, (int)a->Host.len, a->Host.p, op, perm)
+                    >= (int)sizeof key)
+                continue;
+            if (!names_add(want, nwant, cap, key, strlen(key)))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* S5: what the source has and this link added differ: added, removed. */
+static void acls_apply(lk_link *l, lk_sync *s, char **want, int nwant)
+{
+    bk_broker *b = l->b;
+    char err[MD_ERRLEN], why[MD_ERRLEN + 64];
+    char (*buf)[1024] = calloc((size_t)nwant + s->nours + 1, sizeof *buf);
+    md_acl *add = calloc((size_t)nwant + 1, sizeof *add);
+    md_acl *del = calloc(s->nours + 1, sizeof *del);
+    bool *added = calloc((size_t)nwant + 1, sizeof *added);
+    size_t nadd = 0, ndel = 0, nb = 0;
+    char *f[LS_ACL_FIELDS];
+    if (!buf || !add || !del || !added) {
+        acl_error(s, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < s->nours; i++) {
+        if (keys_has(want, (size_t)nwant, s->ours[i]) ||
+            !key_split(s->ours[i], buf[nb], sizeof buf[nb], f))
+            continue;
+        if (acl_in_scope(l, f)) {        /* removed at the source */
+            if (md_link_acl_mark(b->db, l->name, s->ours[i], false, err, sizeof err) != 0)
+                continue;
+            del[ndel++] = acl_row(f);
+            nb++;
+        } else {                         /* no longer synced: a local one from now on */
+            md_link_acl_mark(b->db, l->name, s->ours[i], false, err, sizeof err);
+        }
+        free(s->ours[i]);
+        s->ours[i] = NULL;
+    }
+    for (int i = 0; i < nwant; i++) {
+        if (keys_has(s->ours, s->nours, want[i]) ||
+            !key_split(want[i], buf[nb], sizeof buf[nb], f) || acl_here(b, f))
+            continue;                    /* ours already, or a local one: not touched */
+        add[nadd++] = acl_row(f);
+        added[i] = true;
+        nb++;
+    }
+    if (ndel + nadd > 0 && sec_acl_apply(b, del, ndel, add, nadd, NULL, err, sizeof err)
+                           != KP_NONE) {
+        snprintf(why, sizeof why, "cannot change the ACLs here: %s", err);
+        acl_error(s, why);
+        nadd = 0;
+        memset(added, 0, (size_t)nwant * sizeof *added);
+    } else {
+        if (ndel + nadd > 0)
+            BK_INFO("cluster link %s: ACLs synced from the source: %zu added, %zu removed",
+                    l->name, nadd, ndel);
+        s->acls_removed += ndel;
+        s->acls_added += nadd;
+        acl_error(s, NULL);
+    }
+    /* ours: what is left of it, and what was added (marked after: S5) */
+    size_t n = 0;
+    for (size_t i = 0; i < s->nours; i++)
+        if (s->ours[i])
+            s->ours[n++] = s->ours[i];
+    s->nours = n;
+    char **grown = realloc(s->ours, (s->nours + nadd + 1) * sizeof *grown);
+    if (grown)
+        s->ours = grown;
+    for (int i = 0; grown && i < nwant; i++)
+        if (added[i] && md_link_acl_mark(b->db, l->name, want[i], true, err, sizeof err) == 0) {
+            s->ours[s->nours++] = want[i];
+            want[i] = NULL;
+        }
+out:
+    free(buf);
+    free(add);
+    free(del);
+    free(added);
+}
+
+static int acls_answer(lk_link *l, lk_sync *s, kp_rd *r)
+{
+    kp_DescribeAclsResponse ar;
+    char err[MD_ERRLEN], why[MD_ERRLEN];
+    if (kp_dec_DescribeAclsResponse(r, LS_DESCRIBE_ACLS_VERSION, &ar, &l->arena) != 0)
+        return -1;
+    s->acls_out = false;
+    if (ar.ErrorCode != KP_NONE) {
+        snprintf(why, sizeof why, "DescribeAcls: %s%s%.*s", kp_error_name(ar.ErrorCode),
+                 ar.ErrorMessage.len > 0 ? ": " : "",
+                 ar.ErrorMessage.len > 0 ? (int)ar.ErrorMessage.len : 0,
+                 ar.ErrorMessage.len > 0 ? ar.ErrorMessage.p : "");
+        acl_error(s, why);
+        return 0;
+    }
+    if (!s->ours_loaded) {
+        if (md_link_acl_list(l->b->db, l->name, &s->ours, &s->nours, err, sizeof err) != 0) {
+            acl_error(s, err);
+            return 0;
+        }
+        s->ours_loaded = true;
+    }
+    char **want = NULL;
+    int nwant = 0, cap = 0;
+    if (acls_wanted(l, &ar, &want, &nwant, &cap) != 0)
+        acl_error(s, "out of memory");
+    else
+        acls_apply(l, s, want, nwant);
+    for (int i = 0; i < nwant; i++)
+        free(want[i]);
+    free(want);
+    return 0;
+}
+
+/* ---- requests and answers ---------------------------------------------------- */
 bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us)
 {
     lk_sync *s;
-    if (!l->sync_cfg.offsets || !(s = sync_of(l)))
+    if ((!l->sync_cfg.offsets && !l->sync_cfg.acls) || !(s = sync_of(l)))
+        return false;
+    if (acls_send(l, s, now_us, next_us))
+        return true;
+    if (!l->sync_cfg.offsets)
         return false;
     if (s->stage == LS_GROUPS_KNOWN) {
         kp_OffsetFetchRequest_OffsetFetchRequestGroup *gs =
@@ -461,6 +764,8 @@ int lk_sync_answer(lk_link *l, int16_t api, kp_rd *r)
     char why[MD_ERRLEN];
     if (!s)
         return -1;
+    if (api == KP_API_DESCRIBE_ACLS)
+        return acls_answer(l, s, r);
     kp_rd_tags(r);                       /* both flexible: response header v1 */
     if (api == KP_API_LIST_GROUPS) {
         kp_ListGroupsResponse lr;
@@ -569,6 +874,18 @@ void lk_sync_metrics(lk_set *set, kp_buf *out)
                   "# TYPE sluice_link_offset_sync_skipped_active_total counter\n"
                   "# HELP sluice_link_offset_sync_error 1 when the last round had an error.\n"
                   "# TYPE sluice_link_offset_sync_error gauge\n");
+    kp_buf_printf(out, "# HELP sluice_link_acls_synced_total ACLs a link added from its "
+                  "source.\n"
+                  "# TYPE sluice_link_acls_synced_total counter\n"
+                  "# HELP sluice_link_acls_removed_total Synced ACLs a link removed (the source "
+                  "removed them).\n"
+                  "# TYPE sluice_link_acls_removed_total counter\n");
+    for (lk_link *l = set->links; l; l = l->next)
+        if (l->sync_cfg.acls && l->sync)
+            kp_buf_printf(out, "sluice_link_acls_synced_total{link=\"%s\"} %llu\n"
+                          "sluice_link_acls_removed_total{link=\"%s\"} %llu\n", l->name,
+                          (unsigned long long)l->sync->acls_added, l->name,
+                          (unsigned long long)l->sync->acls_removed);
     for (lk_link *l = set->links; l; l = l->next) {
         const lk_sync *s = l->sync;
         if (!l->sync_cfg.offsets || !s)

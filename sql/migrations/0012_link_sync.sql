@@ -7,3 +7,12 @@ ALTER TABLE cluster_links ADD COLUMN offsets_synced_at INTEGER;     -- ms since 
 ALTER TABLE cluster_links ADD COLUMN groups_synced INTEGER NOT NULL DEFAULT 0;  -- the last round's
 ALTER TABLE cluster_links ADD COLUMN sync_error TEXT;               -- NULL: the last round went well
 ALTER TABLE cluster_links ADD COLUMN topics_skipped TEXT;           -- comma-separated; NULL: none
+-- The ACLs a link copied from its source (acl.sync.enable): the only ones
+-- it ever removes (when the source removed them); an ACL made here is
+-- never in it.  acl: resource type, name, pattern type, principal, host,
+-- operation and permission, tab-separated, as in acls.
+CREATE TABLE link_acls (
+    link TEXT NOT NULL,
+    acl  TEXT NOT NULL,
+    PRIMARY KEY (link, acl)
+) WITHOUT ROWID;

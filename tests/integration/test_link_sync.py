@@ -199,10 +199,69 @@ def test_bad_sync_settings_are_refused(pair):
         ("auto.create.mirror.topics.filters={\"groupFilters\": []}", "must be {\"topicFilters\""),
         ("consumer.offset.sync.ms=5", "consumer.offset.sync.ms=5: 100 to"),
         ("consumer.offset.sync.enable=yes", "true or false"),
-        ("acl.sync.enable=true", "ACL sync is not built yet"),
+        ("acl.filters={\"aclFilters\": []}", "acl.filters is not built yet"),
+        ("acl.sync.ms=0", "acl.sync.ms=0: 100 to"),
     ]
     for cfg, want in cases:
         st, got = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES "
                             "('bad', '%s', '%s')" % (src.bootstrap, cfg.replace("'", "''")))
         assert st == 400 and want in json.loads(got)["error"], (cfg, got)
     assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
+
+
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+
+
+def grant(b, rtype, name, op, principal="User:ANONYMOUS"):
+    sql_ok(b, "INSERT INTO acls (resource_type, resource_name, pattern_type, principal, "
+              "operation, permission) VALUES ('%s', '%s', 'LITERAL', '%s', '%s', 'ALLOW')"
+           % (rtype, name, principal, op))
+
+
+def acls(b, *names):
+    return sorted(rows(sql_ok(b, "SELECT resource_type, resource_name, principal, operation "
+                                 "FROM acls WHERE resource_name IN (%s)"
+                              % ", ".join("'%s'" % n for n in names))))
+
+
+def test_acls_of_mirrored_topics_and_synced_groups_are_copied(start_broker):
+    src = start_broker(dict(AUTHORIZER, **{"super.users": "User:ANONYMOUS"}))
+    dest = start_broker(dict(AUTHORIZER))          # nobody super: the ACLs decide
+    t, other = topic_name("acl"), topic_name("notmirrored")
+    group, unpicked = "grp-" + t, "other-" + t
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 30)
+    create_topic(src, other, partitions=1)
+    for rtype, name, op, who in (("TOPIC", t, "READ", "User:ANONYMOUS"),
+                                 ("TOPIC", t, "WRITE", "User:bob"),
+                                 ("TOPIC", t, "READ", "User:dave"),
+                                 ("GROUP", group, "READ", "User:ANONYMOUS"),
+                                 ("GROUP", unpicked, "READ", "User:ANONYMOUS"),
+                                 ("TOPIC", other, "READ", "User:ANONYMOUS")):
+        grant(src, rtype, name, op, who)
+    # local ACLs of the mirror's name: one of its own, one equal to a source's
+    grant(dest, "TOPIC", t, "DESCRIBE", "User:carol")
+    grant(dest, "TOPIC", t, "READ", "User:dave")
+    link_source(dest, src, config="acl.sync.enable=true\nacl.sync.ms=500\n"
+                                  "consumer.offset.group.filters=%s\n" % GROUP_FILTER)
+    assert mirror(dest, t)[0] == 200
+    want = sorted([("TOPIC", t, "User:ANONYMOUS", "READ"), ("TOPIC", t, "User:bob", "WRITE"),
+                   ("TOPIC", t, "User:dave", "READ"), ("TOPIC", t, "User:carol", "DESCRIBE"),
+                   ("GROUP", group, "User:ANONYMOUS", "READ")])
+    until(lambda: acls(dest, t, group, unpicked, other) == want, 20, "the ACLs synced")
+
+    # the synced READ ACLs let a consumer of the destination read the mirror
+    assert_same(src, dest, t, 1)
+    got = consume(dest, group, t, n=30, commit_each=False)
+    assert [v for _, _, v in got] == [v for _, _, v in consume(src, "x-" + t, t, n=30,
+                                                               commit_each=False)]
+
+    # removed at the source: removed here, but never a local one
+    sql_ok(src, "DELETE FROM acls WHERE resource_name = '%s' AND principal IN "
+                "('User:bob', 'User:dave')" % t)
+    want = [w for w in want if w[2] != "User:bob"]
+    until(lambda: acls(dest, t, group, unpicked, other) == want, 20, "the removal synced")
+    time.sleep(1.5)
+    assert acls(dest, t, group, unpicked, other) == want
+    assert re.search(r'sluice_link_acls_synced_total\{link="src"\} 3\b', metrics(dest))
+    assert re.search(r'sluice_link_acls_removed_total\{link="src"\} 1\b', metrics(dest))
