@@ -183,6 +183,15 @@ static int filters_parse(const char *setting, const char *top, const char *v, lk
     return rc;
 }
 
+int link_filters_pick(const char *json, const char *top, const char *name, char *err,
+                      size_t errlen)
+{
+    lk_filters fs;
+    if (filters_parse(top, top, json, &fs, err, errlen) != KP_NONE)
+        return -1;
+    return filters_pick(&fs, name);
+}
+
 static int setting_bool(const char *k, const char *v, bool *out, char *err, size_t errlen)
 {
     if (strcmp(v, "true") && strcmp(v, "false")) {
