@@ -364,6 +364,8 @@ static void handle_metadata(lk_link *l, kp_rd *r)
                 lk_mirror_sourced(m, t->Partitions_count, NULL, 0, false);
         }
     }
+    if (l->sync_cfg.auto_topics)
+        lk_sync_metadata_done(l);
     requests_forgotten(l);
 }
 

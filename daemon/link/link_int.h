@@ -132,6 +132,8 @@ void lk_sync_forgotten(lk_link *l);      /* the connection closed: nothing in fl
 bool lk_sync_topics_create(lk_link *l);
 /* A topic of a Metadata answer of every topic (auto.create.mirror.topics). */
 void lk_sync_topic_seen(lk_link *l, kp_str name);
+/* After that answer: a mirror whose source topic it lacked has none. */
+void lk_sync_metadata_done(lk_link *l);
 /* READY, after the Configs: a sync request due (true: sent); *next_us
  * lowered to when one is due. */
 bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us);

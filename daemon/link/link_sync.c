@@ -849,6 +849,17 @@ void lk_sync_topic_seen(lk_link *l, kp_str name)
     round_store(s);
 }
 
+void lk_sync_metadata_done(lk_link *l)
+{
+    char why[MD_ERRLEN + 64];
+    for (lk_mirror *m = l->set->mirrors; m; m = m->next)
+        if (m->link == l && m->in_request) {       /* asked, not in the answer */
+            snprintf(why, sizeof why, "source topic %s: does not exist on the source",
+                     m->source);
+            lk_mirror_error(m, why);
+        }
+}
+
 bool lk_sync_topics_create(lk_link *l)
 {
     lk_sync *s = l->sync;

@@ -191,6 +191,11 @@ def test_filters_pick_source_topics_now_and_later(pair):
     # the normal local topic is left alone and reported
     assert link_row(dest)[3] == local
     assert rows(sql_ok(dest, "SELECT partitions FROM topics WHERE name = '%s'" % local)) == [(1,)]
+    # a mirror of a source topic that is missing says so, with every topic asked for
+    ghost = topic_name("ghost")
+    assert mirror(dest, ghost)[0] == 200
+    until(lambda: "does not exist on the source" in str(mirror_state(dest, ghost)), 15,
+          "the missing source topic reported")
 
 
 def test_bad_sync_settings_are_refused(pair):
