@@ -304,7 +304,8 @@ static const char surface_sql[] =
      * partition's lag: the source's log end as last fetched (saved once a
      * second) minus the mirror's live log end. */
     "CREATE TEMP VIEW cluster_links AS\n"
-    "SELECT name, bootstrap_servers, config, state, last_error, created_at\n"
+    "SELECT name, bootstrap_servers, config, state, last_error, offsets_synced_at,\n"
+    "       groups_synced, sync_error, topics_skipped, created_at\n"
     "  FROM main.cluster_links;\n"
     "CREATE TEMP VIEW mirror_partitions AS\n"
     "SELECT mp.topic, mp.partition, mp.source_end AS source_log_end_offset,\n"

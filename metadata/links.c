@@ -49,8 +49,54 @@ int md_link_put(md_db *db, const md_link_row *l, int64_t now_ms, char *err, size
 int md_link_delete(md_db *db, const char *name, char *err, size_t errlen)
 {
     const char *v[] = { name };
-    return exec_texts(db, "DELETE FROM cluster_links WHERE name = ?1", v, 1, 0,
-                      err, errlen);
+    /* its synced ACLs stay, as local ones: nobody removes them now */
+    return exec_texts(db, "DELETE FROM link_acls WHERE link = ?1", v, 1, 0, err, errlen) ||
+           exec_texts(db, "DELETE FROM cluster_links WHERE name = ?1", v, 1, 0, err, errlen);
+}
+
+int md_link_acl_mark(md_db *db, const char *link, const char *acl, bool synced, char *err,
+                     size_t errlen)
+{
+    const char *v[] = { link, acl };
+    return exec_texts(db, synced ? "INSERT OR IGNORE INTO link_acls (link, acl) VALUES (?1, ?2)"
+                                 : "DELETE FROM link_acls WHERE link = ?1 AND acl = ?2",
+                      v, 2, 0, err, errlen);
+}
+
+int md_link_acl_list(md_db *db, const char *link, char ***out, size_t *n, char *err,
+                     size_t errlen)
+{
+    sqlite3_stmt *s;
+    size_t cap = 0;
+    *out = NULL;
+    *n = 0;
+    if (sqlite3_prepare_v2(db->h, "SELECT acl FROM link_acls WHERE link = ?1", -1, &s,
+                           NULL) != SQLITE_OK)
+        return md_sqlerr(db, err, errlen, "prepare the list of a link's ACLs");
+    sqlite3_bind_text(s, 1, link, -1, SQLITE_STATIC);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == cap) {
+            char **nv = realloc(*out, (cap = cap ? cap * 2 : 16) * sizeof *nv);
+            if (!nv)
+                break;
+            *out = nv;
+        }
+        if (!((*out)[*n] = strdup((const char *)sqlite3_column_text(s, 0))))
+            break;
+        (*n)++;
+    }
+    if (rc != SQLITE_DONE) {
+        rc = md_sqlerr(db, err, errlen, "list a link's ACLs");
+        sqlite3_finalize(s);
+        while (*n > 0)
+            free((*out)[--*n]);
+        free(*out);
+        *out = NULL;
+        return rc;
+    }
+    sqlite3_finalize(s);
+    return 0;
 }
 
 int md_link_status(md_db *db, const char *name, const char *state, const char *last_error,
@@ -59,6 +105,26 @@ int md_link_status(md_db *db, const char *name, const char *state, const char *l
     const char *v[] = { name, state, last_error };
     return exec_texts(db, "UPDATE cluster_links SET state = ?2, last_error = ?3 "
                       "WHERE name = ?1", v, 3, 0, err, errlen);
+}
+
+int md_link_sync_status(md_db *db, const char *name, int64_t synced_at_ms, int32_t groups,
+                        const char *sync_error, const char *topics_skipped, char *err,
+                        size_t errlen)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db->h, "UPDATE cluster_links SET offsets_synced_at = "
+                           "coalesce(?2, offsets_synced_at), groups_synced = ?3, "
+                           "sync_error = ?4, topics_skipped = ?5 WHERE name = ?1", -1, &s,
+                           NULL) != SQLITE_OK)
+        return md_sqlerr(db, err, errlen, "prepare a link's sync status");
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    if (synced_at_ms >= 0)
+        sqlite3_bind_int64(s, 2, synced_at_ms);
+    sqlite3_bind_int(s, 3, groups);
+    sqlite3_bind_text(s, 4, sync_error, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, topics_skipped && *topics_skipped ? topics_skipped : NULL, -1,
+                      SQLITE_STATIC);
+    return step_done(db, s, err, errlen, "a link's sync status");
 }
 
 int md_link_list(md_db *db, md_link_row **out, size_t *n, char *err, size_t errlen)

@@ -617,6 +617,18 @@ int md_link_delete(md_db *db, const char *name, char *err, size_t errlen);
 /* last_error NULL: none. */
 int md_link_status(md_db *db, const char *name, const char *state, const char *last_error,
                    char *err, size_t errlen);
+/* The sync state (sql/migrations/0012): synced_at_ms < 0 keeps the last;
+ * sync_error NULL: none; topics_skipped "" or NULL: none. */
+int md_link_sync_status(md_db *db, const char *name, int64_t synced_at_ms, int32_t groups,
+                        const char *sync_error, const char *topics_skipped, char *err,
+                        size_t errlen);
+/* The ACLs link copied from its source (tab-separated keys, link_sync.c):
+ * marked when added (synced) or removed.  The list: *out malloc'd strings
+ * in a malloc'd array. */
+int md_link_acl_mark(md_db *db, const char *link, const char *acl, bool synced, char *err,
+                     size_t errlen);
+int md_link_acl_list(md_db *db, const char *link, char ***out, size_t *n, char *err,
+                     size_t errlen);
 /* *out malloc'd (caller frees), by name. */
 int md_link_list(md_db *db, md_link_row **out, size_t *n, char *err, size_t errlen);
 int md_mirror_put(md_db *db, const md_mirror_row *m, int64_t now_ms, char *err, size_t errlen);

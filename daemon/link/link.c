@@ -97,7 +97,7 @@
  *     (the replica fetcher shares the limit), so it stops with last_error.
  *   - SSL and SCRAM to the source; secrets encrypted at rest (they are in
  *     the SQLite file as given, only hidden from SQL); topic filters;
- *     consumer offsets and ACLs synced; lag in time.
+ *     ACLs synced (link_sync.c: consumer offsets and topic filters).
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
@@ -215,14 +215,18 @@ static int setting_apply(lk_link *l, const char *k, const char *v, char *err, si
         memset(&scratch, 0, sizeof scratch);
         l = &scratch;
     }
-    int i = 0;
+    int i = lk_sync_setting(l, k, v, err, errlen);       /* link_sync.c's settings */
+    if (i >= 0)
+        return i;
+    i = 0;
     while (known_settings[i] && strcmp(known_settings[i], k))
         i++;
     if (!known_settings[i]) {
         snprintf(err, errlen, "cluster_links.config: unknown setting '%s' (known: "
                  "security.protocol, sasl.mechanism, sasl.jaas.config, sasl.username, "
                  "sasl.password, client.id, fetch.*, max.partition.fetch.bytes, "
-                 "metadata.max.age.ms, reconnect.backoff*)", k);
+                 "metadata.max.age.ms, reconnect.backoff*, consumer.offset.sync.*, "
+                 "consumer.offset.group.filters, auto.create.mirror.topics.*)", k);
         return KP_INVALID_CONFIG;
     }
     int64_t x = 0;
@@ -337,6 +341,7 @@ static void link_defaults(lk_link *l)
     l->metadata_max_age_ms = 5000;
     l->backoff_ms = 500;
     l->backoff_max_ms = 10000;
+    lk_sync_defaults(l);
 }
 
 int lk_bootstrap_nth(const char *s, int i, char *host, size_t hlen, int *port, int *count,
@@ -418,6 +423,7 @@ static lk_link *link_new(lk_set *s, const md_link_row *row, char *err, size_t er
 static void link_free(lk_link *l)
 {
     lk_conn_free(l);
+    lk_sync_free(l);
     free(l);
 }
 
@@ -1058,6 +1064,7 @@ void link_metrics(bk_broker *b, kp_buf *out)
                   "# TYPE sluice_link_up gauge\n");
     for (lk_link *l = s->links; l; l = l->next)
         kp_buf_printf(out, "sluice_link_up{link=\"%s\"} %d\n", l->name, l->last_error[0] ? 0 : 1);
+    lk_sync_metrics(s, out);
 }
 
 /* K5: once a second, the source ends that changed go to SQLite (through

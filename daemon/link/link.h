@@ -51,5 +51,10 @@ bool link_setting_secret(const char *name);
 /* PLAIN's username and password out of a sasl.jaas.config value
  * (username="u" password="p"); false when either is missing. */
 bool link_jaas_plain(const char *jaas, char *user, size_t ulen, char *pass, size_t plen);
+/* Whether the filters of a Confluent filter setting's JSON value (top:
+ * "groupFilters" or "topicFilters"; link_sync.c) pick name: 1 or 0; -1
+ * with err when the value is refused. */
+int link_filters_pick(const char *json, const char *top, const char *name, char *err,
+                      size_t errlen);
 
 #endif

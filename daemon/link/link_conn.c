@@ -157,6 +157,8 @@ static void peer_close(lk_peer *c)
         event_del(c->timer);
     c->conn = LK_IDLE;
     requests_forgotten(c);
+    if (c->node < 0)
+        lk_sync_forgotten(c->link);     /* its requests go on the bootstrap connection */
 }
 
 void lk_conn_close(lk_link *l)
@@ -322,6 +324,9 @@ static void send_request(lk_peer *c, int16_t api, int16_t version, const void *q
         kp_enc_OffsetForLeaderEpochRequest(&c->out, version, q);
         break;
     case KP_API_SASL_HANDSHAKE: kp_enc_SaslHandshakeRequest(&c->out, version, q); break;
+    case KP_API_LIST_GROUPS: kp_enc_ListGroupsRequest(&c->out, version, q); break;
+    case KP_API_OFFSET_FETCH: kp_enc_OffsetFetchRequest(&c->out, version, q); break;
+    case KP_API_DESCRIBE_ACLS: kp_enc_DescribeAclsRequest(&c->out, version, q); break;
     default: kp_enc_SaslAuthenticateRequest(&c->out, version, q); break;
     }
     kp_wr_i32_at(&c->out, frame, (int32_t)(c->out.len - frame - 4));
@@ -333,6 +338,14 @@ static void send_request(lk_peer *c, int16_t api, int16_t version, const void *q
         memset(c->out.data, 0, c->out.len);          /* the password */
     c->api_out = api;
     c->conn = LK_WAITING;
+}
+
+/* link_sync.c's requests: on the bootstrap connection, which it checks is
+ * ready (lk_sync_*).  A multi-broker source's groups are coordinated by
+ * several brokers: link_sync.c says where FindCoordinator is wanted. */
+void lk_conn_send(lk_link *l, int16_t api, int16_t version, const void *q)
+{
+    send_request(&l->boot, api, version, q);
 }
 
 /* ---- what READY sends next ----------------------------------------------------- */
@@ -349,10 +362,10 @@ static bool send_metadata(lk_peer *c, int64_t now)
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
         n += m->link == l && m->state != LK_PROMOTED && m->state != LK_FAILED_OVER &&
              m->state != LK_FAILED;
-    if (n == 0)
+    if (n == 0 && !l->sync_cfg.auto_topics)
         return false;
     kp_MetadataRequest_MetadataRequestTopic *ts = kp_arena_alloc(&c->arena, (size_t)n * sizeof *ts);
-    if (!ts) {
+    if (!ts && n > 0) {
         conn_fail(c, "out of memory for a request");
         return true;
     }
@@ -365,8 +378,8 @@ static bool send_metadata(lk_peer *c, int64_t now)
         }
     kp_MetadataRequest q;
     kp_init_MetadataRequest(&q);
-    q.Topics = ts;
-    q.Topics_count = n;
+    q.Topics = l->sync_cfg.auto_topics ? NULL : ts;      /* every topic: link_sync.c */
+    q.Topics_count = l->sync_cfg.auto_topics ? -1 : n;
     q.AllowAutoTopicCreation = false;
     send_request(c, KP_API_METADATA, LK_METADATA_VERSION, &q);
     return true;
@@ -539,9 +552,11 @@ static void next_request(lk_peer *c)
     int64_t now = bk_mono_us(), next_us = INT64_MAX;
     kp_arena_reset(&c->arena);
     if (c->node < 0) {
-        if (send_metadata(c, now) || send_configs(c))
+        if (lk_sync_topics_create(l) || send_metadata(c, now) || send_configs(c) ||
+            lk_sync_send(l, now, &next_us))
             return;
-        next_us = l->metadata_due_us;
+        if (l->metadata_due_us < next_us)
+            next_us = l->metadata_due_us;
     } else if (send_epochs(c, now, &next_us) || send_fetch(c, now, &next_us)) {
         return;
     }
@@ -605,6 +620,8 @@ static void handle_metadata(lk_peer *c, kp_rd *r)
     for (int32_t i = 0; i < mr.Topics_count; i++) {
         const kp_MetadataResponse_MetadataResponseTopic *t = &mr.Topics[i];
         lk_mirror *m;
+        if (l->sync_cfg.auto_topics && t->ErrorCode == KP_NONE)
+            lk_sync_topic_seen(l, t->Name);
         while ((m = mirror_of_source(l, t->Name))) {
             m->in_request = false;
             char why[1024];
@@ -624,6 +641,8 @@ static void handle_metadata(lk_peer *c, kp_rd *r)
             }
         }
     }
+    if (l->sync_cfg.auto_topics)
+        lk_sync_metadata_done(l);
     requests_forgotten(c);
     /* The source answers: healthy, unless a broker that leads a partition
      * (as this answer says) cannot be reached (C3). */
@@ -1009,6 +1028,15 @@ static void handle_answer(lk_peer *c, const uint8_t *frame, size_t len)
     case KP_API_DESCRIBE_CONFIGS: handle_configs(c, &r); break;
     case KP_API_FETCH: handle_fetch(c, &r); break;
     case KP_API_OFFSET_FOR_LEADER_EPOCH: handle_epochs(c, &r); break;
+    case KP_API_LIST_GROUPS:
+    case KP_API_OFFSET_FETCH:
+    case KP_API_DESCRIBE_ACLS:
+        if (lk_sync_answer(c->link, c->api_out, &r) != 0) {
+            conn_fail(c, "malformed ListGroups / OffsetFetch / DescribeAcls answer from the "
+                      "source");
+            return;
+        }
+        break;
     default: handle_sasl(c, &r); return;
     }
     next_request(c);

@@ -59,6 +59,31 @@ typedef struct lk_mirror {
     struct lk_mirror *next;
 } lk_mirror;
 
+/* A filter of Confluent's JSON ({"groupFilters" | "topicFilters": [{"name",
+ * "patternType": LITERAL | PREFIXED, "filterType": INCLUDE | EXCLUDE}]});
+ * a LITERAL "*" matches every name (link_sync.c). */
+#define LK_FILTERS_MAX 16
+typedef struct lk_filter {
+    char name[MD_TOPIC_NAME_MAX + 1];
+    bool prefixed, exclude;
+} lk_filter;
+typedef struct lk_filters {
+    lk_filter f[LK_FILTERS_MAX];
+    int n;
+} lk_filters;
+
+/* The sync settings (link_sync.c): consumer offsets, topic filters. */
+typedef struct lk_sync_cfg {
+    bool offsets;                        /* consumer.offset.sync.enable */
+    int64_t offsets_ms;                  /* consumer.offset.sync.ms */
+    lk_filters groups;                   /* consumer.offset.group.filters */
+    bool auto_topics;                    /* auto.create.mirror.topics.enable */
+    lk_filters topics;                   /* auto.create.mirror.topics.filters */
+    bool acls;                           /* acl.sync.enable */
+    int64_t acls_ms;                     /* acl.sync.ms */
+} lk_sync_cfg;
+struct lk_sync;
+
 /* One connection to a source broker (link_conn.c): the bootstrap one
  * (node -1: Metadata, DescribeConfigs, through the bootstrap servers in
  * turn) or a source broker's (node id: Fetch and OffsetForLeaderEpoch of
@@ -93,6 +118,8 @@ typedef struct lk_link {
     char user[128], pass[256];
     int32_t fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes, partition_max_bytes;
     int64_t metadata_max_age_ms, backoff_ms, backoff_max_ms;
+    lk_sync_cfg sync_cfg;
+    struct lk_sync *sync;                /* link_sync.c's state; NULL: none yet */
     /* the connections (link_conn.c) */
     lk_peer boot;                        /* Metadata, DescribeConfigs */
     lk_peer *peers;                      /* one per source broker leading a partition */
@@ -124,6 +151,30 @@ void lk_conn_free(lk_link *l);
  * (the group coordinator, any broker): which connection sends it goes in
  * link_conn.c next_request, its answer in handle_answer (by api_out). */
 lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port);
+
+/* Frames and sends a request of api; WAITING after (or failed). */
+void lk_conn_send(lk_link *l, int16_t api, int16_t version, const void *q);
+
+/* link_sync.c: consumer offsets synced, mirror topics picked by filters.
+ * lk_sync_setting: one of its settings applied to l's sync_cfg (KP_NONE or
+ * KP_INVALID_CONFIG with err), or -1 when k is not one of them. */
+int  lk_sync_setting(lk_link *l, const char *k, const char *v, char *err, size_t errlen);
+void lk_sync_defaults(lk_link *l);
+void lk_sync_free(lk_link *l);
+void lk_sync_forgotten(lk_link *l);      /* the connection closed: nothing in flight */
+/* READY, before the Metadata: the mirrors that filters picked are created
+ * (a creation may send the next request itself: true when one went out). */
+bool lk_sync_topics_create(lk_link *l);
+/* A topic of a Metadata answer of every topic (auto.create.mirror.topics). */
+void lk_sync_topic_seen(lk_link *l, kp_str name);
+/* After that answer: a mirror whose source topic it lacked has none. */
+void lk_sync_metadata_done(lk_link *l);
+/* READY, after the Configs: a sync request due (true: sent); *next_us
+ * lowered to when one is due. */
+bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us);
+/* The answer to a request of lk_sync_send; -1: malformed. */
+int  lk_sync_answer(lk_link *l, int16_t api, kp_rd *r);
+void lk_sync_metrics(lk_set *s, kp_buf *out);
 
 /* link.c, for link_conn.c */
 void lk_link_error(lk_link *l, const char *why);   /* NULL: healthy again */

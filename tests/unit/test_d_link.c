@@ -6,6 +6,7 @@
  * (link_conn.c).
  */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "daemon/link/link.h"
@@ -74,8 +75,51 @@ START_TEST(test_bootstrap_nth)
 }
 END_TEST
 
+static int pick(const char *filters, const char *name)
+{
+    char json[1024], err[512];
+    snprintf(json, sizeof json, "{\"topicFilters\": [%s]}", filters);
+    return link_filters_pick(json, "topicFilters", name, err, sizeof err);
+}
+
+/* Confluent's filters: an INCLUDE picks, an EXCLUDE wins over it, a
+ * LITERAL "*" matches all; nothing is picked without an INCLUDE. */
+START_TEST(test_filters)
+{
+    const char *all = "{\"name\": \"*\", \"patternType\": \"LITERAL\", "
+                      "\"filterType\": \"INCLUDE\"}";
+    const char *pre = "{\"name\": \"orders-\", \"patternType\": \"PREFIXED\"}";
+    const char *no = "{\"name\": \"orders-test\", \"patternType\": \"PREFIXED\", "
+                     "\"filterType\": \"EXCLUDE\"}";
+    char two[512];
+    ck_assert_int_eq(pick(all, "anything"), 1);
+    ck_assert_int_eq(pick(pre, "orders-eu"), 1);
+    ck_assert_int_eq(pick(pre, "orders"), 0);
+    ck_assert_int_eq(pick(pre, "xorders-eu"), 0);
+    snprintf(two, sizeof two, "%s, %s", pre, no);
+    ck_assert_int_eq(pick(two, "orders-eu"), 1);
+    ck_assert_int_eq(pick(two, "orders-test-1"), 0);
+    ck_assert_int_eq(pick(no, "orders-eu"), 0);                  /* no INCLUDE */
+    ck_assert_int_eq(pick("{\"name\": \"a\"}", "a"), 1);          /* LITERAL, INCLUDE */
+    ck_assert_int_eq(pick("{\"name\": \"a\"}", "ab"), 0);
+    ck_assert_int_eq(pick("", "a"), 0);
+    /* refused */
+    char err[512];
+    ck_assert_int_eq(link_filters_pick("{\"topicFilters\": [", "topicFilters", "a", err,
+                                       sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "is not JSON"));
+    ck_assert_int_eq(pick("{\"name\": \"a\", \"patternType\": \"MATCH\"}", "a"), -1);
+    ck_assert_int_eq(pick("{\"name\": 3}", "a"), -1);
+    ck_assert_int_eq(pick("{\"name\": \"\"}", "a"), -1);
+    ck_assert_int_eq(link_filters_pick("{\"groupFilters\": []}", "topicFilters", "a", err,
+                                       sizeof err), -1);
+    ck_assert_int_eq(link_filters_pick("[1]", "topicFilters", "a", err, sizeof err), -1);
+}
+END_TEST
+
 int main(void)
 {
-    const TTest *const tests[] = { test_secret_settings, test_jaas_plain, test_bootstrap_nth };
+    const TTest *const tests[] = { test_secret_settings, test_jaas_plain, test_bootstrap_nth,
+                                   test_filters };
     return unit_run("d_link", "link", tests, sizeof tests / sizeof *tests, NULL, NULL, 10);
 }

@@ -1,0 +1,922 @@
+/*
+ * daemon/link/link_sync.c — what a cluster link syncs besides the mirror
+ * topics' bytes (issue 33 Deliver 1's filters and 3), with Confluent
+ * Cluster Linking's setting names:
+ *
+ *   consumer.offset.sync.enable (false), consumer.offset.sync.ms (30000),
+ *   consumer.offset.group.filters: every interval the source's groups
+ *     (ListGroups) that the filters include, their committed offsets
+ *     (OffsetFetch v8, every group in one request) of this link's mirror
+ *     topics, written here through the one path OffsetCommit takes
+ *     (gc_offsets_commit, an operator's commit: stored as any commit, so a
+ *     restart keeps them).  No filter: no group (Confluent's default).
+ *   auto.create.mirror.topics.enable (false), .filters: the link's
+ *     Metadata asks for every source topic; each one the filters include
+ *     becomes a mirror topic of the same name (as an INSERT INTO
+ *     mirror_topics would), new ones as they appear.
+ *   acl.sync.enable (false), acl.sync.ms (5000): every interval the
+ *     source's LITERAL ACLs (DescribeAcls) of this link's mirrored source
+ *     topics (under the mirror's name) and of the groups the group filters
+ *     pick are made the destination's (sec_acl_apply, the path CreateAcls
+ *     takes), and removed when the source removed them.  acl.filters is
+ *     not built (refused): PREFIXED and wildcard ACLs are not copied.
+ *
+ * Filters are Confluent's JSON: {"groupFilters" | "topicFilters": [{"name":
+ * "…", "patternType": "LITERAL" | "PREFIXED", "filterType": "INCLUDE" |
+ * "EXCLUDE"}]}; a name is included when an INCLUDE filter matches it and
+ * no EXCLUDE filter does; a LITERAL "*" matches every name.
+ *
+ * Invariants:
+ *   S1. A synced offset is never past the mirror's log end (clamped to
+ *       it): a consumer that fails over may re-read, never skip.
+ *   S2. Only groups with no member here are written (gc_offsets_commit's
+ *       operator rule answers NON_EMPTY_GROUP otherwise: skipped); only
+ *       mirror topics still mirroring (active, paused, promoting): a
+ *       promoted or failed-over topic's offsets are the destination's own.
+ *   S3. Internal topics (__*, _schemas) are never picked by filters; a
+ *       picked name that is a normal local topic is left alone and listed
+ *       in cluster_links.topics_skipped.
+ *   S4. The sync's requests share the link's one connection and its one
+ *       request in flight (link_conn.c C2); its state reaches SQLite once
+ *       per round (cluster_links.offsets_synced_at, groups_synced,
+ *       sync_error), never per offset.
+ *   S5. An ACL is removed here only if this link added it (link_acls,
+ *       marked after the add, unmarked before the removal: a crash between
+ *       leaves it as a local one); an ACL that existed here already is
+ *       never marked, so a local ACL is never touched.
+ *
+ * Not built: FindCoordinator — OffsetFetch goes to the bootstrap broker,
+ * the coordinator of every group of a standalone source; a multi-broker
+ * source needs the coordinator's connection here (one per source broker,
+ * as the fetch's).
+ */
+#include "daemon/link/link_int.h"
+#include "daemon/view/view.h"
+#include "daemon/group/group.h"
+#include "daemon/replica/replica.h"
+#include "daemon/security/sec_authz.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LS_LIST_GROUPS_VERSION 4
+#define LS_OFFSET_FETCH_VERSION 8
+#define LS_DESCRIBE_ACLS_VERSION 1
+#define LS_SYNC_MS_MIN 100
+#define LS_ACL_FIELDS 7                  /* as md_acl's, tab-separated */
+
+enum ls_stage { LS_IDLE, LS_LISTING, LS_GROUPS_KNOWN, LS_FETCHING };
+
+/* One group's offsets on their way into the coordinator (its strings
+ * after offs, living until done or forget: group.h). */
+typedef struct ls_commit {
+    struct lk_sync *sync;
+    struct gc_wait *pending;
+    struct ls_commit *next;
+    size_t n;
+    md_offset offs[];
+} ls_commit;
+
+typedef struct lk_sync {
+    lk_link *link;
+    enum ls_stage stage;
+    int64_t due_us;                      /* mono: the next round */
+    char **groups;                       /* the round's groups, filtered */
+    int ngroups, groups_cap;
+    ls_commit *commits;                  /* in flight */
+    int32_t round_synced;                /* this round's groups stored */
+    bool round_open;                     /* waiting for its commits */
+    char error[MD_ERRLEN];               /* this round's first error */
+    /* counted for /metrics */
+    int32_t groups_synced;               /* the last round's */
+    uint64_t rounds, offsets_total, skipped_active;
+    int64_t synced_at_ms;                /* -1: never */
+    /* topics picked by the filters, to create; names left alone (S3) */
+    char **create;
+    int ncreate, create_cap;
+    char skipped[1024];
+    /* ACLs (S5) */
+    int64_t acls_due_us;
+    bool acls_out;                       /* DescribeAcls in flight */
+    bool ours_loaded;
+    char **ours;                         /* the ACLs this link added, as keys */
+    size_t nours;
+    char acl_error[MD_ERRLEN];
+    uint64_t acls_added, acls_removed;
+} lk_sync;
+
+/* ---- settings ---------------------------------------------------------------- */
+static bool filter_match(const lk_filter *f, const char *name)
+{
+    if (!f->prefixed)
+        return !strcmp(f->name, "*") || !strcmp(f->name, name);
+    return !strncmp(f->name, name, strlen(f->name));
+}
+
+static bool filters_pick(const lk_filters *fs, const char *name)
+{
+    bool in = false;
+    for (int i = 0; i < fs->n; i++)
+        if (filter_match(&fs->f[i], name)) {
+            if (fs->f[i].exclude)
+                return false;
+            in = true;
+        }
+    return in;
+}
+
+static const char *json_text(json_t *o, const char *key, const char *dflt)
+{
+    json_t *v = json_object_get(o, key);
+    return v ? json_string_value(v) : dflt;       /* not a string: NULL */
+}
+
+/* Confluent's filter JSON (top: "groupFilters" or "topicFilters") into
+ * out.  KP_NONE or KP_INVALID_CONFIG with err. */
+static int filters_parse(const char *setting, const char *top, const char *v, lk_filters *out,
+                         char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loads(v, 0, &je), *arr = root ? json_object_get(root, top) : NULL;
+    int rc = KP_INVALID_CONFIG;
+    out->n = 0;
+    if (!root)
+        snprintf(err, errlen, "cluster_links.config: %s is not JSON (%s at character %d)",
+                 setting, je.text, je.position);
+    else if (!json_is_array(arr))
+        snprintf(err, errlen, "cluster_links.config: %s must be {\"%s\": [{\"name\": …, "
+                 "\"patternType\": \"LITERAL\"|\"PREFIXED\", \"filterType\": "
+                 "\"INCLUDE\"|\"EXCLUDE\"}, …]}", setting, top);
+    else if (json_array_size(arr) > LK_FILTERS_MAX)
+        snprintf(err, errlen, "cluster_links.config: %s: at most %d filters", setting,
+                 LK_FILTERS_MAX);
+    else
+        rc = KP_NONE;
+    for (size_t i = 0; rc == KP_NONE && i < json_array_size(arr); i++) {
+        json_t *o = json_array_get(arr, i);
+        const char *name = json_text(o, "name", NULL);
+        const char *pt = json_text(o, "patternType", "LITERAL");
+        const char *ft = json_text(o, "filterType", "INCLUDE");
+        lk_filter *f = &out->f[out->n];
+        if (!json_is_object(o) || !name || !*name || strlen(name) >= sizeof f->name) {
+            snprintf(err, errlen, "cluster_links.config: %s: filter %zu needs a \"name\" of 1 "
+                     "to %zu characters", setting, i + 1, sizeof f->name - 1);
+            rc = KP_INVALID_CONFIG;
+        } else if (!pt || (strcmp(pt, "LITERAL") && strcmp(pt, "PREFIXED"))) {
+            snprintf(err, errlen, "cluster_links.config: %s: filter %zu: unknown patternType "
+                     "'%s' (LITERAL or PREFIXED)", setting, i + 1, pt ? pt : "?");
+            rc = KP_INVALID_CONFIG;
+        } else if (!ft || (strcmp(ft, "INCLUDE") && strcmp(ft, "EXCLUDE"))) {
+            snprintf(err, errlen, "cluster_links.config: %s: filter %zu: unknown filterType "
+                     "'%s' (INCLUDE or EXCLUDE)", setting, i + 1, ft ? ft : "?");
+            rc = KP_INVALID_CONFIG;
+        } else {
+            snprintf(f->name, sizeof f->name, "%s", name);
+            f->prefixed = !strcmp(pt, "PREFIXED");
+            f->exclude = !strcmp(ft, "EXCLUDE");
+            out->n++;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+int link_filters_pick(const char *json, const char *top, const char *name, char *err,
+                      size_t errlen)
+{
+    lk_filters fs;
+    if (filters_parse(top, top, json, &fs, err, errlen) != KP_NONE)
+        return -1;
+    return filters_pick(&fs, name);
+}
+
+static int setting_bool(const char *k, const char *v, bool *out, char *err, size_t errlen)
+{
+    if (strcmp(v, "true") && strcmp(v, "false")) {
+        snprintf(err, errlen, "cluster_links.config: %s=%s: true or false", k, v);
+        return KP_INVALID_CONFIG;
+    }
+    *out = !strcmp(v, "true");
+    return KP_NONE;
+}
+
+void lk_sync_defaults(lk_link *l)
+{
+    l->sync_cfg.offsets_ms = 30000;
+    l->sync_cfg.acls_ms = 5000;
+}
+
+int lk_sync_setting(lk_link *l, const char *k, const char *v, char *err, size_t errlen)
+{
+    lk_sync_cfg *c = &l->sync_cfg;
+    if (!strcmp(k, "consumer.offset.sync.enable"))
+        return setting_bool(k, v, &c->offsets, err, errlen);
+    if (!strcmp(k, "auto.create.mirror.topics.enable"))
+        return setting_bool(k, v, &c->auto_topics, err, errlen);
+    if (!strcmp(k, "consumer.offset.group.filters"))
+        return filters_parse(k, "groupFilters", v, &c->groups, err, errlen);
+    if (!strcmp(k, "auto.create.mirror.topics.filters"))
+        return filters_parse(k, "topicFilters", v, &c->topics, err, errlen);
+    if (!strcmp(k, "acl.sync.enable"))
+        return setting_bool(k, v, &c->acls, err, errlen);
+    if (!strcmp(k, "consumer.offset.sync.ms") || !strcmp(k, "acl.sync.ms")) {
+        char *e;
+        long long x = strtoll(v, &e, 10);
+        if (!*v || *e || x < LS_SYNC_MS_MIN || x > INT32_MAX) {
+            snprintf(err, errlen, "cluster_links.config: %s=%s: %d to %d", k, v,
+                     LS_SYNC_MS_MIN, INT32_MAX);
+            return KP_INVALID_CONFIG;
+        }
+        *(!strcmp(k, "acl.sync.ms") ? &c->acls_ms : &c->offsets_ms) = x;
+        return KP_NONE;
+    }
+    if (!strcmp(k, "acl.filters")) {
+        snprintf(err, errlen, "cluster_links.config: acl.filters is not built yet: with "
+                 "acl.sync.enable=true the LITERAL ACLs of the mirrored topics and of the "
+                 "groups consumer.offset.group.filters picks are synced");
+        return KP_INVALID_CONFIG;
+    }
+    return -1;
+}
+
+/* ---- state ------------------------------------------------------------------- */
+static lk_sync *sync_of(lk_link *l)
+{
+    if (!l->sync && (l->sync = calloc(1, sizeof *l->sync))) {
+        l->sync->link = l;
+        l->sync->synced_at_ms = -1;
+    }
+    return l->sync;
+}
+
+static void names_free(char **v, int *n)
+{
+    for (int i = 0; i < *n; i++)
+        free(v[i]);
+    *n = 0;
+}
+
+static bool names_add(char ***v, int *n, int *cap, const char *p, size_t len)
+{
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 16;
+        char **nv = realloc(*v, (size_t)nc * sizeof *nv);
+        if (!nv)
+            return false;
+        *v = nv;
+        *cap = nc;
+    }
+    char *s = strndup(p, len);
+    if (!s)
+        return false;
+    (*v)[(*n)++] = s;
+    return true;
+}
+
+static void keys_free(char **v, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        free(v[i]);
+    *n = 0;
+}
+
+static void note_error(lk_sync *s, const char *why);
+static void round_store(lk_sync *s);
+
+void lk_sync_forgotten(lk_link *l)
+{
+    lk_sync *s = l->sync;
+    if (!s)
+        return;
+    if (s->stage != LS_IDLE) {
+        s->stage = LS_IDLE;
+        note_error(s, "the connection to the source closed during the round");
+        if (!s->commits)
+            round_store(s);
+    }
+    s->acls_out = false;
+}
+
+void lk_sync_free(lk_link *l)
+{
+    lk_sync *s = l->sync;
+    if (!s)
+        return;
+    while (s->commits) {
+        ls_commit *c = s->commits;
+        s->commits = c->next;
+        gc_groups_forget(c->pending);    /* done will not run */
+        free(c);
+    }
+    names_free(s->groups, &s->ngroups);
+    names_free(s->create, &s->ncreate);
+    keys_free(s->ours, &s->nours);
+    free(s->groups);
+    free(s->create);
+    free(s->ours);
+    free(s);
+    l->sync = NULL;
+}
+
+static void note_error(lk_sync *s, const char *why)
+{
+    if (!s->error[0])
+        snprintf(s->error, sizeof s->error, "%s", why);
+}
+
+/* S4: a round's end, once its commits are stored. */
+static void round_store(lk_sync *s)
+{
+    lk_link *l = s->link;
+    char err[MD_ERRLEN];
+    if (s->round_open) {
+        if (s->commits)
+            return;
+        s->round_open = false;
+        s->groups_synced = s->round_synced;
+        s->synced_at_ms = bk_now_ms();
+        s->rounds++;
+        if (s->error[0])
+            BK_WARN("cluster link %s: consumer offset sync: %s", l->name, s->error);
+    }
+    if (md_link_sync_status(l->b->db, l->name, s->synced_at_ms, s->groups_synced,
+                            s->error[0] ? s->error : s->acl_error[0] ? s->acl_error : NULL,
+                            s->skipped, err, sizeof err) != 0)
+        BK_ERROR("cluster link %s: cannot store its sync state: %s", l->name, err);
+}
+
+static void commit_done(void *arg, int rc)
+{
+    ls_commit *c = arg;
+    lk_sync *s = c->sync;
+    for (ls_commit **pp = &s->commits; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    if (rc == 0) {
+        s->round_synced++;
+        s->offsets_total += c->n;
+    } else {
+        note_error(s, "storing synced offsets failed");
+    }
+    free(c);
+    round_store(s);
+}
+
+/* The mirror of this link whose source is topic and whose offsets are
+ * synced (S2), or NULL. */
+static lk_mirror *synced_mirror(lk_link *l, kp_str topic)
+{
+    for (lk_mirror *m = l->set->mirrors; m; m = m->next)
+        if (m->link == l && m->created && kp_str_eq(topic, m->source) &&
+            (m->state == LK_ACTIVE || m->state == LK_PAUSED || m->state == LK_PROMOTING))
+            return m;
+    return NULL;
+}
+
+/* One group of the OffsetFetch answer into the coordinator (S1, S2). */
+static void group_sync(lk_sync *s, const kp_OffsetFetchResponse_OffsetFetchResponseGroup *g)
+{
+    lk_link *l = s->link;
+    bk_broker *b = l->b;
+    char why[MD_ERRLEN];
+    size_t n = 0, chars = (size_t)g->GroupId.len + 1;
+    if (g->ErrorCode != KP_NONE) {
+        snprintf(why, sizeof why, "OffsetFetch of group %.*s: %s", (int)g->GroupId.len,
+                 g->GroupId.p, kp_error_name(g->ErrorCode));
+        note_error(s, why);
+        return;
+    }
+    for (int32_t t = 0; t < g->Topics_count; t++) {
+        const lk_mirror *m = synced_mirror(l, g->Topics[t].Name);
+        for (int32_t p = 0; m && p < g->Topics[t].Partitions_count; p++) {
+            n++;
+            chars += strlen(m->topic) + 1 + (size_t)(g->Topics[t].Partitions[p].Metadata.len > 0
+                                                     ? g->Topics[t].Partitions[p].Metadata.len : 0);
+        }
+    }
+    if (n == 0)
+        return;
+    ls_commit *c = calloc(1, sizeof *c + n * sizeof(md_offset) + chars);
+    if (!c) {
+        note_error(s, "out of memory");
+        return;
+    }
+    char *pool = (char *)&c->offs[n];
+    memcpy(pool, g->GroupId.p, (size_t)g->GroupId.len);
+    pool[g->GroupId.len] = 0;
+    const char *group = pool;
+    pool += g->GroupId.len + 1;
+    int64_t now = bk_now_ms();
+    for (int32_t t = 0; t < g->Topics_count; t++) {
+        const lk_mirror *m = synced_mirror(l, g->Topics[t].Name);
+        for (int32_t k = 0; m && k < g->Topics[t].Partitions_count; k++) {
+            const kp_OffsetFetchResponse_OffsetFetchResponsePartitions *p =
+                &g->Topics[t].Partitions[k];
+            const bk_pview *v = p->PartitionIndex < m->nparts
+                ? view_partition(b, kp_str_cstr(m->topic), p->PartitionIndex) : NULL;
+            if (p->ErrorCode != KP_NONE || p->CommittedOffset < 0 || !v || !v->local)
+                continue;
+            int64_t end = seg_log_end(v->local->log);
+            size_t tl = strlen(m->topic), ml = p->Metadata.len > 0 ? (size_t)p->Metadata.len : 0;
+            memcpy(pool, m->topic, tl + 1);
+            c->offs[c->n] = (md_offset){
+                .group_id = group, .group_len = g->GroupId.len,
+                .topic = pool, .topic_len = (int32_t)tl, .partition = p->PartitionIndex,
+                .offset = p->CommittedOffset < end ? p->CommittedOffset : end,     /* S1 */
+                .leader_epoch = -1,      /* the source's epochs are not this log's */
+                .metadata = pool + tl + 1, .metadata_len = (int32_t)ml,
+                .commit_time_ms = now, .expire_time_ms = -1,
+            };
+            pool += tl + 1;
+            if (ml)
+                memcpy(pool, p->Metadata.p, ml);
+            pool += ml;
+            c->n++;
+        }
+    }
+    c->sync = s;
+    bk_offset_commit oc = {
+        .group = { group, g->GroupId.len }, .generation = -1, .member_id = KP_STR_NULL,
+        .instance_id = KP_STR_NULL, .by_operator = true,    /* S2: no member here */
+        .offs = c->offs, .n = c->n, .done = commit_done, .arg = c,
+    };
+    int rc = c->n ? gc_offsets_commit(b, &oc, why, sizeof why) : KP_NONE;
+    if (rc == KP_NONE && oc.pending) {
+        c->pending = oc.pending;
+        c->next = s->commits;
+        s->commits = c;
+        return;
+    }
+    if (rc == KP_NON_EMPTY_GROUP)
+        s->skipped_active++;             /* active here: its own offsets */
+    else if (rc != KP_NONE)
+        note_error(s, why);
+    free(c);
+}
+
+static bool syncing_any(const lk_link *l)
+{
+    for (lk_mirror *m = l->set->mirrors; m; m = m->next)
+        if (m->link == l && m->created &&
+            (m->state == LK_ACTIVE || m->state == LK_PAUSED || m->state == LK_PROMOTING))
+            return true;
+    return false;
+}
+
+/* ---- ACLs (acl.sync.enable; S5) --------------------------------------------------- */
+/* A mirror of this link that syncs (S2) named topic here, or NULL. */
+static const lk_mirror *synced_mirror_here(const lk_link *l, const char *topic)
+{
+    for (const lk_mirror *m = l->set->mirrors; m; m = m->next)
+        if (m->link == l && m->created && !strcmp(m->topic, topic) &&
+            (m->state == LK_ACTIVE || m->state == LK_PAUSED || m->state == LK_PROMOTING))
+            return m;
+    return NULL;
+}
+
+/* key's fields into f (pointers into buf, a copy of key). */
+static bool key_split(const char *key, char *buf, size_t cap, char *f[LS_ACL_FIELDS])
+{
+    if (snprintf(buf, cap, "%s", key) >= (int)cap)
+        return false;
+    char *p = buf;
+    for (int i = 0; i < LS_ACL_FIELDS; i++) {
+        f[i] = p;
+        p = strchr(p, '\t');
+        if (!p != (i == LS_ACL_FIELDS - 1))
+            return false;
+        if (p)
+            *p++ = 0;
+    }
+    return true;
+}
+
+/* The ACL key is one this link syncs now: its topic a syncing mirror's,
+ * its group one the filters pick. */
+static bool acl_in_scope(const lk_link *l, char *const f[LS_ACL_FIELDS])
+{
+    if (!strcmp(f[0], "TOPIC"))
+        return synced_mirror_here(l, f[1]) != NULL;
+    return !strcmp(f[0], "GROUP") && filters_pick(&l->sync_cfg.groups, f[1]);
+}
+
+static md_acl acl_row(char *const f[LS_ACL_FIELDS])
+{
+    return (md_acl){ .resource_type = f[0], .resource_name = f[1], .pattern_type = f[2],
+                     .principal = f[3], .host = f[4], .operation = f[5], .permission = f[6] };
+}
+
+/* An ACL equal to f that is here already (local or ours). */
+static bool acl_here(bk_broker *b, char *const f[LS_ACL_FIELDS])
+{
+    const bk_acl **got = NULL;
+    size_t n = 0;
+    bk_acl_filter q = {
+        .res = (int8_t)sec_res_parse(f[0]), .pat = BK_PAT_LITERAL,
+        .op = (int8_t)sec_op_parse(f[5]), .perm = (int8_t)sec_perm_parse(f[6]),
+        .name = kp_str_cstr(f[1]), .principal = kp_str_cstr(f[3]), .host = kp_str_cstr(f[4]),
+    };
+    if (sec_authz_select(b->authz, &q, &got, &n) != 0)
+        return true;                     /* unknown: left alone */
+    free(got);
+    return n > 0;
+}
+
+static bool keys_has(char *const *v, size_t n, const char *k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] && !strcmp(v[i], k))
+            return true;
+    return false;
+}
+
+static bool acls_send(lk_link *l, lk_sync *s, int64_t now_us, int64_t *next_us)
+{
+    if (!l->sync_cfg.acls || s->acls_out)
+        return false;
+    if (now_us < s->acls_due_us) {
+        if (s->acls_due_us < *next_us)
+            *next_us = s->acls_due_us;
+        return false;
+    }
+    s->acls_due_us = now_us + l->sync_cfg.acls_ms * 1000;
+    if (!syncing_any(l))
+        return false;
+    kp_DescribeAclsRequest q;
+    kp_init_DescribeAclsRequest(&q);
+    q.ResourceTypeFilter = BK_RES_ANY;
+    q.ResourceNameFilter = KP_STR_NULL;
+    q.PatternTypeFilter = BK_PAT_LITERAL;
+    q.PrincipalFilter = KP_STR_NULL;
+    q.HostFilter = KP_STR_NULL;
+    q.Operation = BK_OP_ANY;
+    q.PermissionType = BK_PERM_ANY;
+    s->acls_out = true;
+    lk_conn_send(l, KP_API_DESCRIBE_ACLS, LS_DESCRIBE_ACLS_VERSION, &q);
+    return true;
+}
+
+/* Logged and stored (cluster_links.sync_error) once per distinct error. */
+static void acl_error(lk_sync *s, const char *why)
+{
+    if (!strcmp(s->acl_error, why ? why : ""))
+        return;
+    if (why)
+        BK_WARN("cluster link %s: ACL sync: %s", s->link->name, why);
+    snprintf(s->acl_error, sizeof s->acl_error, "%.*s", (int)sizeof s->acl_error - 1,
+             why ? why : "");
+    round_store(s);
+}
+
+/* The source's ACLs in scope, as keys (malloc'd); -1: out of memory. */
+static int acls_wanted(lk_link *l, const kp_DescribeAclsResponse *ar, char ***want,
+                       int *nwant, int *cap)
+{
+    for (int32_t i = 0; i < ar->Resources_count; i++) {
+        const kp_DescribeAclsResponse_DescribeAclsResource *res = &ar->Resources[i];
+        char name[MD_TOPIC_NAME_MAX + 1];
+        if (res->PatternType != BK_PAT_LITERAL || res->ResourceName.len <= 0 ||
+            (size_t)res->ResourceName.len >= sizeof name)
+            continue;
+        memcpy(name, res->ResourceName.p, (size_t)res->ResourceName.len);
+        name[res->ResourceName.len] = 0;
+        const char *here = NULL;
+        if (res->ResourceType == BK_RES_TOPIC) {
+            const lk_mirror *m = synced_mirror(l, res->ResourceName);
+            here = m ? m->topic : NULL;              /* under the mirror's name */
+        } else if (res->ResourceType == BK_RES_GROUP &&
+                   filters_pick(&l->sync_cfg.groups, name)) {
+            here = name;
+        }
+        for (int32_t k = 0; here && k < res->Acls_count; k++) {
+            const kp_DescribeAclsResponse_AclDescription *a = &res->Acls[k];
+            const char *op = sec_op_name(a->Operation), *perm = sec_perm_name(a->PermissionType);
+            char key[1024];
+            if (!op || !perm || a->Principal.len <= 0 || a->Host.len <= 0 ||
+                memchr(a->Principal.p, '\t', (size_t)a->Principal.len) ||
+                memchr(a->Host.p, '\t', (size_t)a->Host.len) ||
+                snprintf(key, sizeof key, "%s\t%s\tLITERAL\t%.*s\t%.*s\t%s\t%s",
+                         sec_res_name(res->ResourceType), here, (int)a->Principal.len,
+                         a->Principal.p, (int)a->Host.len, a->Host.p, op, perm)
+                    >= (int)sizeof key)
+                continue;
+            if (!names_add(want, nwant, cap, key, strlen(key)))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* S5: what the source has and this link added differ: added, removed. */
+static void acls_apply(lk_link *l, lk_sync *s, char **want, int nwant)
+{
+    bk_broker *b = l->b;
+    char err[MD_ERRLEN], why[MD_ERRLEN + 64];
+    char (*buf)[1024] = calloc((size_t)nwant + s->nours + 1, sizeof *buf);
+    md_acl *add = calloc((size_t)nwant + 1, sizeof *add);
+    md_acl *del = calloc(s->nours + 1, sizeof *del);
+    bool *added = calloc((size_t)nwant + 1, sizeof *added);
+    size_t nadd = 0, ndel = 0, nb = 0;
+    char *f[LS_ACL_FIELDS];
+    if (!buf || !add || !del || !added) {
+        acl_error(s, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < s->nours; i++) {
+        if (keys_has(want, (size_t)nwant, s->ours[i]) ||
+            !key_split(s->ours[i], buf[nb], sizeof buf[nb], f))
+            continue;
+        if (acl_in_scope(l, f)) {        /* removed at the source */
+            if (md_link_acl_mark(b->db, l->name, s->ours[i], false, err, sizeof err) != 0)
+                continue;
+            del[ndel++] = acl_row(f);
+            nb++;
+        } else {                         /* no longer synced: a local one from now on */
+            md_link_acl_mark(b->db, l->name, s->ours[i], false, err, sizeof err);
+        }
+        free(s->ours[i]);
+        s->ours[i] = NULL;
+    }
+    for (int i = 0; i < nwant; i++) {
+        if (keys_has(s->ours, s->nours, want[i]) ||
+            !key_split(want[i], buf[nb], sizeof buf[nb], f) || acl_here(b, f))
+            continue;                    /* ours already, or a local one: not touched */
+        add[nadd++] = acl_row(f);
+        added[i] = true;
+        nb++;
+    }
+    if (ndel + nadd > 0 && sec_acl_apply(b, del, ndel, add, nadd, NULL, err, sizeof err)
+                           != KP_NONE) {
+        snprintf(why, sizeof why, "cannot change the ACLs here: %s", err);
+        acl_error(s, why);
+        nadd = 0;
+        memset(added, 0, (size_t)nwant * sizeof *added);
+    } else {
+        if (ndel + nadd > 0)
+            BK_INFO("cluster link %s: ACLs synced from the source: %zu added, %zu removed",
+                    l->name, nadd, ndel);
+        s->acls_removed += ndel;
+        s->acls_added += nadd;
+        acl_error(s, NULL);
+    }
+    /* ours: what is left of it, and what was added (marked after: S5) */
+    size_t n = 0;
+    for (size_t i = 0; i < s->nours; i++)
+        if (s->ours[i])
+            s->ours[n++] = s->ours[i];
+    s->nours = n;
+    char **grown = realloc(s->ours, (s->nours + nadd + 1) * sizeof *grown);
+    if (grown)
+        s->ours = grown;
+    for (int i = 0; grown && i < nwant; i++)
+        if (added[i] && md_link_acl_mark(b->db, l->name, want[i], true, err, sizeof err) == 0) {
+            s->ours[s->nours++] = want[i];
+            want[i] = NULL;
+        }
+out:
+    free(buf);
+    free(add);
+    free(del);
+    free(added);
+}
+
+static int acls_answer(lk_link *l, lk_sync *s, kp_rd *r)
+{
+    kp_DescribeAclsResponse ar;
+    char err[MD_ERRLEN], why[MD_ERRLEN];
+    if (kp_dec_DescribeAclsResponse(r, LS_DESCRIBE_ACLS_VERSION, &ar, &l->boot.arena) != 0)
+        return -1;
+    s->acls_out = false;
+    if (ar.ErrorCode != KP_NONE) {
+        snprintf(why, sizeof why, "DescribeAcls: %s%s%.*s", kp_error_name(ar.ErrorCode),
+                 ar.ErrorMessage.len > 0 ? ": " : "",
+                 ar.ErrorMessage.len > 0 ? (int)ar.ErrorMessage.len : 0,
+                 ar.ErrorMessage.len > 0 ? ar.ErrorMessage.p : "");
+        acl_error(s, why);
+        return 0;
+    }
+    if (!s->ours_loaded) {
+        if (md_link_acl_list(l->b->db, l->name, &s->ours, &s->nours, err, sizeof err) != 0) {
+            acl_error(s, err);
+            return 0;
+        }
+        s->ours_loaded = true;
+    }
+    char **want = NULL;
+    int nwant = 0, cap = 0;
+    if (acls_wanted(l, &ar, &want, &nwant, &cap) != 0)
+        acl_error(s, "out of memory");
+    else
+        acls_apply(l, s, want, nwant);
+    for (int i = 0; i < nwant; i++)
+        free(want[i]);
+    free(want);
+    return 0;
+}
+
+/* ---- requests and answers ---------------------------------------------------- */
+bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us)
+{
+    lk_sync *s;
+    if ((!l->sync_cfg.offsets && !l->sync_cfg.acls) || !(s = sync_of(l)))
+        return false;
+    if (acls_send(l, s, now_us, next_us))
+        return true;
+    if (!l->sync_cfg.offsets)
+        return false;
+    if (s->stage == LS_GROUPS_KNOWN) {
+        kp_OffsetFetchRequest_OffsetFetchRequestGroup *gs =
+            kp_arena_alloc(&l->boot.arena, (size_t)s->ngroups * sizeof *gs);
+        if (!gs)
+            return false;
+        for (int i = 0; i < s->ngroups; i++)
+            gs[i] = (kp_OffsetFetchRequest_OffsetFetchRequestGroup){
+                .GroupId = kp_str_cstr(s->groups[i]), .MemberId = KP_STR_NULL,
+                .MemberEpoch = -1, .Topics_count = -1 };     /* every topic */
+        kp_OffsetFetchRequest q;
+        kp_init_OffsetFetchRequest(&q);
+        q.Groups = gs;
+        q.Groups_count = s->ngroups;
+        q.RequireStable = true;          /* no offsets of an open transaction */
+        s->stage = LS_FETCHING;
+        lk_conn_send(l, KP_API_OFFSET_FETCH, LS_OFFSET_FETCH_VERSION, &q);
+        return true;
+    }
+    if (s->stage != LS_IDLE || s->round_open)
+        return false;
+    if (now_us < s->due_us) {
+        if (s->due_us < *next_us)
+            *next_us = s->due_us;
+        return false;
+    }
+    s->due_us = now_us + l->sync_cfg.offsets_ms * 1000;
+    if (!syncing_any(l) || l->sync_cfg.groups.n == 0)
+        return false;
+    kp_ListGroupsRequest q;
+    kp_init_ListGroupsRequest(&q);
+    q.StatesFilter_count = 0;
+    q.TypesFilter_count = 0;
+    s->stage = LS_LISTING;
+    s->error[0] = 0;
+    s->round_synced = 0;
+    lk_conn_send(l, KP_API_LIST_GROUPS, LS_LIST_GROUPS_VERSION, &q);
+    return true;
+}
+
+int lk_sync_answer(lk_link *l, int16_t api, kp_rd *r)
+{
+    lk_sync *s = sync_of(l);
+    char why[MD_ERRLEN];
+    if (!s)
+        return -1;
+    if (api == KP_API_DESCRIBE_ACLS)
+        return acls_answer(l, s, r);
+    kp_rd_tags(r);                       /* both flexible: response header v1 */
+    if (api == KP_API_LIST_GROUPS) {
+        kp_ListGroupsResponse lr;
+        if (kp_dec_ListGroupsResponse(r, LS_LIST_GROUPS_VERSION, &lr, &l->boot.arena) != 0)
+            return -1;
+        names_free(s->groups, &s->ngroups);
+        s->stage = LS_IDLE;
+        s->round_open = true;
+        if (lr.ErrorCode != KP_NONE) {
+            snprintf(why, sizeof why, "ListGroups: %s", kp_error_name(lr.ErrorCode));
+            note_error(s, why);
+        }
+        for (int32_t i = 0; lr.ErrorCode == KP_NONE && i < lr.Groups_count; i++) {
+            char id[MD_TOPIC_NAME_MAX + 1];
+            kp_str g = lr.Groups[i].GroupId;
+            if (g.len <= 0 || (size_t)g.len >= sizeof id)
+                continue;
+            memcpy(id, g.p, (size_t)g.len);
+            id[g.len] = 0;
+            if (filters_pick(&l->sync_cfg.groups, id) &&
+                !names_add(&s->groups, &s->ngroups, &s->groups_cap, id, (size_t)g.len))
+                note_error(s, "out of memory");
+        }
+        if (s->ngroups > 0)
+            s->stage = LS_GROUPS_KNOWN;
+        else
+            round_store(s);
+        return 0;
+    }
+    kp_OffsetFetchResponse fr;
+    if (kp_dec_OffsetFetchResponse(r, LS_OFFSET_FETCH_VERSION, &fr, &l->boot.arena) != 0)
+        return -1;
+    s->stage = LS_IDLE;
+    for (int32_t i = 0; i < fr.Groups_count; i++)
+        group_sync(s, &fr.Groups[i]);
+    round_store(s);
+    return 0;
+}
+
+/* ---- topics picked by filters ------------------------------------------------------ */
+void lk_sync_topic_seen(lk_link *l, kp_str name)
+{
+    lk_sync *s = sync_of(l);
+    char t[MD_TOPIC_NAME_MAX + 1];
+    if (!s || name.len <= 0 || (size_t)name.len >= sizeof t)
+        return;
+    memcpy(t, name.p, (size_t)name.len);
+    t[name.len] = 0;
+    if (!strncmp(t, "__", 2) || !strcmp(t, "_schemas") || !filters_pick(&l->sync_cfg.topics, t))
+        return;                          /* S3 */
+    for (lk_mirror *m = l->set->mirrors; m; m = m->next)
+        if (!strcmp(m->topic, t) || (m->link == l && !strcmp(m->source, t)))
+            return;
+    for (int i = 0; i < s->ncreate; i++)
+        if (!strcmp(s->create[i], t))
+            return;
+    if (!view_topic_find(l->b, t, strlen(t))) {
+        if (!names_add(&s->create, &s->ncreate, &s->create_cap, t, strlen(t)))
+            BK_WARN("cluster link %s: out of memory for topic %s", l->name, t);
+        return;
+    }
+    /* S3: listed once, in SQL and the log. */
+    size_t have = strlen(s->skipped), tl = strlen(t);
+    for (const char *p = s->skipped; (p = strstr(p, t)); p += tl)
+        if ((p == s->skipped || p[-1] == ',') && (p[tl] == ',' || !p[tl]))
+            return;
+    if (have + tl + 2 > sizeof s->skipped)
+        return;
+    snprintf(s->skipped + have, sizeof s->skipped - have, "%s%s", have ? "," : "", t);
+    BK_WARN("cluster link %s: source topic %s matches auto.create.mirror.topics.filters but is "
+            "a normal topic here: not mirrored", l->name, t);
+    round_store(s);
+}
+
+void lk_sync_metadata_done(lk_link *l)
+{
+    char why[MD_ERRLEN + 64];
+    for (lk_mirror *m = l->set->mirrors; m; m = m->next)
+        if (m->link == l && m->in_request) {       /* asked, not in the answer */
+            snprintf(why, sizeof why, "source topic %s: does not exist on the source",
+                     m->source);
+            lk_mirror_error(m, why);
+        }
+}
+
+bool lk_sync_topics_create(lk_link *l)
+{
+    lk_sync *s = l->sync;
+    char err[MD_ERRLEN + 64];
+    while (s && s->ncreate > 0) {
+        char *t = s->create[--s->ncreate];
+        /* As an INSERT INTO mirror_topics; its kick may send the next
+         * request from inside (then the connection is WAITING). */
+        int rc = link_mirror_create(l->b, t, l->name, NULL, NULL, err, sizeof err);
+        if (rc != KP_NONE)
+            BK_WARN("cluster link %s: cannot mirror source topic %s picked by its filters: %s",
+                    l->name, t, err);
+        else
+            BK_INFO("cluster link %s: source topic %s picked by auto.create.mirror.topics."
+                    "filters", l->name, t);
+        free(t);
+    }
+    return l->boot.conn != LK_READY;
+}
+
+void lk_sync_metrics(lk_set *set, kp_buf *out)
+{
+    kp_buf_printf(out, "# HELP sluice_link_offset_sync_groups Groups whose offsets the last "
+                  "consumer offset sync round stored.\n"
+                  "# TYPE sluice_link_offset_sync_groups gauge\n"
+                  "# HELP sluice_link_offset_sync_rounds_total Consumer offset sync rounds.\n"
+                  "# TYPE sluice_link_offset_sync_rounds_total counter\n"
+                  "# HELP sluice_link_offset_sync_offsets_total Offsets stored by the sync.\n"
+                  "# TYPE sluice_link_offset_sync_offsets_total counter\n"
+                  "# HELP sluice_link_offset_sync_skipped_active_total Groups not synced: "
+                  "members here.\n"
+                  "# TYPE sluice_link_offset_sync_skipped_active_total counter\n"
+                  "# HELP sluice_link_offset_sync_error 1 when the last round had an error.\n"
+                  "# TYPE sluice_link_offset_sync_error gauge\n");
+    kp_buf_printf(out, "# HELP sluice_link_acls_synced_total ACLs a link added from its "
+                  "source.\n"
+                  "# TYPE sluice_link_acls_synced_total counter\n"
+                  "# HELP sluice_link_acls_removed_total Synced ACLs a link removed (the source "
+                  "removed them).\n"
+                  "# TYPE sluice_link_acls_removed_total counter\n");
+    for (lk_link *l = set->links; l; l = l->next)
+        if (l->sync_cfg.acls && l->sync)
+            kp_buf_printf(out, "sluice_link_acls_synced_total{link=\"%s\"} %llu\n"
+                          "sluice_link_acls_removed_total{link=\"%s\"} %llu\n", l->name,
+                          (unsigned long long)l->sync->acls_added, l->name,
+                          (unsigned long long)l->sync->acls_removed);
+    for (lk_link *l = set->links; l; l = l->next) {
+        const lk_sync *s = l->sync;
+        if (!l->sync_cfg.offsets || !s)
+            continue;
+        kp_buf_printf(out, "sluice_link_offset_sync_groups{link=\"%s\"} %d\n"
+                      "sluice_link_offset_sync_rounds_total{link=\"%s\"} %llu\n"
+                      "sluice_link_offset_sync_offsets_total{link=\"%s\"} %llu\n"
+                      "sluice_link_offset_sync_skipped_active_total{link=\"%s\"} %llu\n"
+                      "sluice_link_offset_sync_error{link=\"%s\"} %d\n",
+                      l->name, (int)s->groups_synced, l->name, (unsigned long long)s->rounds,
+                      l->name, (unsigned long long)s->offsets_total, l->name,
+                      (unsigned long long)s->skipped_active, l->name, s->error[0] ? 1 : 0);
+    }
+}

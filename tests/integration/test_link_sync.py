@@ -1,0 +1,277 @@
+"""Cluster links: consumer offsets synced and mirror topics picked by
+filters (issue 33 Deliver 1's filters and 3; daemon/link/link_sync.c).
+Two standalone brokers, a source and a destination, as test_link.py.
+
+What a user checks: a confluent_kafka group that consumed and committed on
+the source, stopped, then resumed on the destination after the mirror
+failed over, re-reads nothing past one sync interval and skips nothing; a
+group active on the destination keeps its own offsets; a committed offset
+past what the mirror holds is clamped to the mirror's log end; filters
+mirror the matching source topics, later ones too, and leave excluded,
+internal and locally existing ones alone; bad filter settings are refused.
+"""
+import json
+import re
+import time
+
+from confluent_kafka import TopicPartition
+
+from support import admin_socket, ck_consumer, create_topic, socket_http, topic_name
+from test_link import (assert_same, batches, fill, link_source, mirror, mirror_state, pair,
+                       rows, sql, sql_ok, until)
+
+assert pair                       # the fixture, imported for the tests below
+
+GROUP_FILTER = json.dumps({"groupFilters": [
+    {"name": "grp-", "patternType": "PREFIXED", "filterType": "INCLUDE"},
+    {"name": "grp-no", "patternType": "PREFIXED", "filterType": "EXCLUDE"}]})
+SYNC = ("consumer.offset.sync.enable=true\nconsumer.offset.sync.ms=1000\n"
+        "consumer.offset.group.filters=%s\n" % GROUP_FILTER)
+
+
+def committed(b, group, topic):
+    return dict(rows(sql_ok(b, "SELECT partition, \"offset\" FROM committed_offsets WHERE "
+                               "group_id = '%s' AND topic = '%s'" % (group, topic))))
+
+
+def link_row(dest):
+    got = sql_ok(dest, "SELECT offsets_synced_at, groups_synced, sync_error, topics_skipped "
+                       "FROM cluster_links WHERE name = 'src'")
+    return rows(got)[0]
+
+
+def metrics(b):
+    st, text, _ = socket_http(admin_socket(b), "/metrics")
+    assert st == 200
+    return text
+
+
+def rounds(b):
+    m = re.search(r'sluice_link_offset_sync_rounds_total\{link="src"\} (\d+)', metrics(b))
+    return int(m.group(1)) if m else 0
+
+
+def consume(b, group, topic, n=None, commit_each=True, timeout=30, pace=0.0, times=None):
+    """Messages (partition, offset, value) a group consumes: n of them or all
+    there are; each committed synchronously when commit_each."""
+    c = ck_consumer(b, **{"group.id": group})
+    c.subscribe([topic])
+    got, deadline, idle = [], time.monotonic() + timeout, 0
+    while time.monotonic() < deadline and (n is None or len(got) < n):
+        m = c.poll(0.5)
+        if m is None:
+            idle += 1
+            if n is None and idle >= 6 and got:
+                break
+            continue
+        assert not m.error(), m.error()
+        idle = 0
+        got.append((m.partition(), m.offset(), m.value()))
+        if times is not None:
+            times.append(time.monotonic())
+        if commit_each:
+            c.commit(offsets=[TopicPartition(topic, m.partition(), m.offset() + 1)],
+                     asynchronous=False)
+        if pace:
+            time.sleep(pace)
+    c.close()
+    return got
+
+
+def test_a_group_fails_over_and_resumes_at_the_synced_offsets(pair):
+    src, dest = pair
+    t, group = topic_name("osync"), "grp-" + topic_name("g")
+    create_topic(src, t, partitions=2)
+    fill(src, t, 2, 300)
+    link_source(dest, src, config=SYNC)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 2)
+
+    # the group consumes part of it on the source, committing each message,
+    # about 100 per second (the sync runs every second meanwhile)
+    times = []
+    first = consume(src, group, t, n=180, pace=0.01, times=times)
+    rate = (len(times) - 1) / (times[-1] - times[0])      # messages per second
+    # fails over at once: the last sync may be up to an interval old
+    st, got = sql(dest, "UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % t)
+    assert st == 200, got
+    synced_at, groups, error, _ = link_row(dest)
+    assert synced_at > 0 and groups >= 1 and error is None
+    second = consume(dest, group, t)
+    everything = set()                   # every offset the mirror holds
+    for p in range(2):
+        _, hw = batches(dest, t, p)
+        everything |= {(p, o) for o in range(hw)}
+    one = {(p, o) for p, o, _ in first}
+    two = {(p, o) for p, o, _ in second}
+    reread, skipped = len(one & two), len(everything - one - two)
+    print("re-read %d, skipped %d (of %d; about %.0f consumed per second on the source, "
+          "consumer.offset.sync.ms=1000)" % (reread, skipped, len(everything), rate))
+    assert skipped == 0
+    # at most one sync interval's worth (1 s), with half a second for the round itself
+    assert reread <= rate * 1.5 + 1
+    # every message back, byte for byte, from the two halves together
+    values = {(p, o): v for p, o, v in first + second}
+    assert len(values) == len(everything)
+    text = metrics(dest)
+    assert re.search(r'sluice_link_offset_sync_rounds_total\{link="src"\} [1-9]', text)
+    assert re.search(r'sluice_link_offset_sync_offsets_total\{link="src"\} [1-9]', text)
+
+    # failed over: the destination's own offsets from now on, not the source's
+    consume(src, "grp-other", t, n=10)
+    mine = committed(dest, group, t)
+    consume(src, group, t, n=1)            # moves the source's, nothing here
+    time.sleep(2.5)
+    assert committed(dest, group, t) == mine
+
+
+def test_an_active_group_here_and_an_offset_past_the_mirror_are_not_synced(pair):
+    src, dest = pair
+    t = topic_name("oact")
+    active, ahead, excluded = "grp-" + t, "grp-ahead-" + t, "grp-no-" + t
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 100)
+    link_source(dest, src, config=SYNC)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+
+    # a member of `active` on the destination (reading the mirror) commits 5
+    c = ck_consumer(dest, **{"group.id": active})
+    c.subscribe([t])
+    until(lambda: c.poll(0.2) is not None, 20, "a message of the mirror")
+    c.commit(offsets=[TopicPartition(t, 0, 5)], asynchronous=False)
+    # the source's group of that name, and an excluded one, commit 60
+    consume(src, active, t, n=60)
+    consume(src, excluded, t, n=60)
+    # the mirror paused; the source gets more; `ahead` commits past the mirror
+    assert sql(dest, "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)[0] == 200
+    mirror_end = batches(dest, t, 0)[1]
+    fill(src, t, 1, 50, start=100)
+    consume(src, ahead, t)
+    assert committed(src, ahead, t) == {0: 150}
+    until(lambda: committed(dest, ahead, t) == {0: mirror_end}, 15, "clamped to the mirror")
+
+    r0 = rounds(dest)
+    deadline = time.monotonic() + 15
+    while rounds(dest) < r0 + 2 and time.monotonic() < deadline:
+        c.poll(0.2)                        # stays a member
+    assert rounds(dest) >= r0 + 2
+    assert committed(dest, active, t) == {0: 5}
+    assert committed(dest, excluded, t) == {}
+    assert re.search(r'sluice_link_offset_sync_skipped_active_total\{link="src"\} [1-9]',
+                     metrics(dest))
+    c.close()
+    # once it left, the source's 60 arrive
+    until(lambda: committed(dest, active, t) == {0: 60}, 15, "synced after the member left")
+
+
+def test_filters_pick_source_topics_now_and_later(pair):
+    src, dest = pair
+    pre = topic_name("af") + "-"
+    one, later, skip, local, other = (pre + "one", pre + "later", pre + "skip", pre + "local",
+                                      topic_name("zz"))
+    for name in (one, skip, local, other):
+        create_topic(src, name, partitions=2)
+        fill(src, name, 2, 40)
+    create_topic(dest, local, partitions=1)
+    filters = json.dumps({"topicFilters": [
+        {"name": pre, "patternType": "PREFIXED", "filterType": "INCLUDE"},
+        {"name": skip, "patternType": "LITERAL", "filterType": "EXCLUDE"}]})
+    link_source(dest, src, config="auto.create.mirror.topics.enable=true\n"
+                                  "auto.create.mirror.topics.filters=%s\n"
+                                  "metadata.max.age.ms=500\n" % filters)
+    until(lambda: mirror_state(dest, one), 15, "the matching topic mirrored")
+    assert_same(src, dest, one, 2)
+    create_topic(src, later, partitions=3)
+    fill(src, later, 3, 60)
+    until(lambda: mirror_state(dest, later), 15, "a topic created later mirrored")
+    assert_same(src, dest, later, 3)
+    got = rows(sql_ok(dest, "SELECT topic, link, source_topic FROM mirror_topics ORDER BY 1"))
+    assert got == sorted([(one, "src", one), (later, "src", later)])
+    # the normal local topic is left alone and reported
+    assert link_row(dest)[3] == local
+    assert rows(sql_ok(dest, "SELECT partitions FROM topics WHERE name = '%s'" % local)) == [(1,)]
+    # a mirror of a source topic that is missing says so, with every topic asked for
+    ghost = topic_name("ghost")
+    assert mirror(dest, ghost)[0] == 200
+    until(lambda: "does not exist on the source" in str(mirror_state(dest, ghost)), 15,
+          "the missing source topic reported")
+
+
+def test_bad_sync_settings_are_refused(pair):
+    src, dest = pair
+    cases = [
+        ("consumer.offset.group.filters={\"groupFilters\": [", "is not JSON"),
+        ("consumer.offset.group.filters={\"groupFilters\": [{\"name\": \"a\", "
+         "\"patternType\": \"REGEX\"}]}", "unknown patternType 'REGEX'"),
+        ("auto.create.mirror.topics.filters={\"topicFilters\": [{\"name\": \"a\", "
+         "\"filterType\": \"MAYBE\"}]}", "unknown filterType 'MAYBE'"),
+        ("auto.create.mirror.topics.filters={\"groupFilters\": []}", "must be {\"topicFilters\""),
+        ("consumer.offset.sync.ms=5", "consumer.offset.sync.ms=5: 100 to"),
+        ("consumer.offset.sync.enable=yes", "true or false"),
+        ("acl.filters={\"aclFilters\": []}", "acl.filters is not built yet"),
+        ("acl.sync.ms=0", "acl.sync.ms=0: 100 to"),
+    ]
+    for cfg, want in cases:
+        st, got = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES "
+                            "('bad', '%s', '%s')" % (src.bootstrap, cfg.replace("'", "''")))
+        assert st == 400 and want in json.loads(got)["error"], (cfg, got)
+    assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
+
+
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+
+
+def grant(b, rtype, name, op, principal="User:ANONYMOUS"):
+    sql_ok(b, "INSERT INTO acls (resource_type, resource_name, pattern_type, principal, "
+              "operation, permission) VALUES ('%s', '%s', 'LITERAL', '%s', '%s', 'ALLOW')"
+           % (rtype, name, principal, op))
+
+
+def acls(b, *names):
+    return sorted(rows(sql_ok(b, "SELECT resource_type, resource_name, principal, operation "
+                                 "FROM acls WHERE resource_name IN (%s)"
+                              % ", ".join("'%s'" % n for n in names))))
+
+
+def test_acls_of_mirrored_topics_and_synced_groups_are_copied(start_broker):
+    src = start_broker(dict(AUTHORIZER, **{"super.users": "User:ANONYMOUS"}))
+    dest = start_broker(dict(AUTHORIZER))          # nobody super: the ACLs decide
+    t, other = topic_name("acl"), topic_name("notmirrored")
+    group, unpicked = "grp-" + t, "other-" + t
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 30)
+    create_topic(src, other, partitions=1)
+    for rtype, name, op, who in (("TOPIC", t, "READ", "User:ANONYMOUS"),
+                                 ("TOPIC", t, "WRITE", "User:bob"),
+                                 ("TOPIC", t, "READ", "User:dave"),
+                                 ("GROUP", group, "READ", "User:ANONYMOUS"),
+                                 ("GROUP", unpicked, "READ", "User:ANONYMOUS"),
+                                 ("TOPIC", other, "READ", "User:ANONYMOUS")):
+        grant(src, rtype, name, op, who)
+    # local ACLs of the mirror's name: one of its own, one equal to a source's
+    grant(dest, "TOPIC", t, "DESCRIBE", "User:carol")
+    grant(dest, "TOPIC", t, "READ", "User:dave")
+    link_source(dest, src, config="acl.sync.enable=true\nacl.sync.ms=500\n"
+                                  "consumer.offset.group.filters=%s\n" % GROUP_FILTER)
+    assert mirror(dest, t)[0] == 200
+    want = sorted([("TOPIC", t, "User:ANONYMOUS", "READ"), ("TOPIC", t, "User:bob", "WRITE"),
+                   ("TOPIC", t, "User:dave", "READ"), ("TOPIC", t, "User:carol", "DESCRIBE"),
+                   ("GROUP", group, "User:ANONYMOUS", "READ")])
+    until(lambda: acls(dest, t, group, unpicked, other) == want, 20, "the ACLs synced")
+
+    # the synced READ ACLs let a consumer of the destination read the mirror
+    assert_same(src, dest, t, 1)
+    got = consume(dest, group, t, n=30, commit_each=False)
+    assert [v for _, _, v in got] == [v for _, _, v in consume(src, "x-" + t, t, n=30,
+                                                               commit_each=False)]
+
+    # removed at the source: removed here, but never a local one
+    sql_ok(src, "DELETE FROM acls WHERE resource_name = '%s' AND principal IN "
+                "('User:bob', 'User:dave')" % t)
+    want = [w for w in want if w[2] != "User:bob"]
+    until(lambda: acls(dest, t, group, unpicked, other) == want, 20, "the removal synced")
+    time.sleep(1.5)
+    assert acls(dest, t, group, unpicked, other) == want
+    assert re.search(r'sluice_link_acls_synced_total\{link="src"\} 3\b', metrics(dest))
+    assert re.search(r'sluice_link_acls_removed_total\{link="src"\} 1\b', metrics(dest))
