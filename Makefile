@@ -4,7 +4,8 @@
 #   make check           layering check, unit tests (Check), integration tests (real Kafka clients)
 #   make check-layers    which folder may include which (tools/layers.rules; daemon/README.md)
 #   make run             start a standalone broker with data in ./data
-#   make run-cluster     ZooKeeper and three brokers on loopback (examples/cluster/)
+#   make run-cluster     ZooKeeper and three brokers on loopback (examples/cluster/);
+#                        LINKED=1: and a second cluster linked to it (cluster links)
 #   make deps            install the Debian packages listed in DEBIAN_PACKAGES
 #   make SANITIZE=1 check   the same suite under ASan + UBSan
 #   make fuzz            libFuzzer targets in tests/fuzz/ (FUZZ_SECONDS=N each)
@@ -355,7 +356,7 @@ run: deps-if-missing
 # Foreground; Ctrl-C stops ZooKeeper and the brokers (by PID).
 run-cluster: deps-if-missing
 	@$(MAKE) --no-print-directory $(SLUICED) $(SLUICE_SQL)
-	@SLUICED=$(SLUICED) SLUICE_SQL=$(SLUICE_SQL) exec sh examples/cluster/run-cluster.sh
+	@SLUICED=$(SLUICED) SLUICE_SQL=$(SLUICE_SQL) LINKED=$(LINKED) exec sh examples/cluster/run-cluster.sh
 
 # `make bench` builds the benchmarks; `make bench-run` runs each in turn,
 # under the lock other sessions' benchmarks take (flock), so none of them

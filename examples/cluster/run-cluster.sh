@@ -14,6 +14,15 @@
 # another cluster.
 # Every process is stopped by the PID this script started (SIGTERM, then
 # SIGKILL after 10 s), whatever ends the script.
+#
+# LINKED=1 (`make run-cluster LINKED=1`) also starts a second cluster, a
+# disaster-recovery copy of the first (README "Several clusters"): three
+# brokers on the same ZooKeeper under the chroot /sluice-dr, and a cluster
+# link 'main' from it to the first cluster:
+#
+#   dr broker 1 127.0.0.1:9192   admin (SQL) 127.0.0.1:9744
+#   dr broker 2 127.0.0.1:9193   admin (SQL) 127.0.0.1:9745
+#   dr broker 3 127.0.0.1:9194   admin (SQL) 127.0.0.1:9746
 set -u
 cd "$(dirname "$0")/../.."
 here=examples/cluster
@@ -22,6 +31,10 @@ here=examples/cluster
 ZK_PORT=2181
 KAFKA_PORTS="9092 9093 9094"
 ADMIN_PORTS="9644 9645 9646"
+: "${LINKED:=}"
+DR_PORTS="9192 9193 9194"
+DR_ADMIN_PORTS="9744 9745 9746"
+[ -n "$LINKED" ] && [ "$LINKED" != 0 ] || { LINKED=; DR_PORTS=; DR_ADMIN_PORTS=; }
 
 for f in "$SLUICED" "$SLUICE_SQL"; do
     [ -x "$f" ] || { echo "run-cluster: $f not built (make $f)" >&2; exit 1; }
@@ -34,7 +47,7 @@ s = socket.socket()
 s.settimeout(0.5)
 sys.exit(0 if s.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0 else 1)' "$1"
 }
-for p in $ZK_PORT $KAFKA_PORTS $ADMIN_PORTS; do
+for p in $ZK_PORT $KAFKA_PORTS $ADMIN_PORTS $DR_PORTS $DR_ADMIN_PORTS; do
     if port_busy "$p"; then
         echo "run-cluster: 127.0.0.1:$p is already in use (another run-cluster or make run?)" >&2
         exit 1
@@ -121,18 +134,56 @@ for i in 1 2 3; do
     "$SLUICED" -c "$here/broker$i.properties" > "data/cluster/broker-$i.log" 2>&1 &
     pids="$pids broker-$i:$!"
 done
+# The second cluster (LINKED=1): the first's settings but for its own
+# ports, data, chroot and no schema registry.
+i=0
+for kp in $DR_PORTS; do
+    i=$((i + 1))
+    ap=$(echo $DR_ADMIN_PORTS | cut -d' ' -f$i)
+    mkdir -p "data/cluster/dr-broker-$i"
+    "$SLUICED" -c "$here/broker$i.properties" \
+        --override listeners=PLAINTEXT://127.0.0.1:$kp \
+        --override advertised.listeners=PLAINTEXT://127.0.0.1:$kp \
+        --override log.dirs=./data/cluster/dr-broker-$i \
+        --override admin.listeners=http://127.0.0.1:$ap \
+        --override schema.registry.listeners=none \
+        --override zookeeper.connect=127.0.0.1:$ZK_PORT/sluice-dr \
+        > "data/cluster/dr-broker-$i.log" 2>&1 &
+    pids="$pids dr-broker-$i:$!"
+done
+# until_listening NAME PORT: waits for NAME (of $pids) to listen on PORT
+until_listening() {
+    pid=$(echo "$pids" | tr ' ' '\n' | sed -n "s/^$1://p")
+    n=0
+    until port_busy "$2"; do
+        kill -0 "$pid" 2>/dev/null || fail "$1 exited during startup" "data/cluster/$1.log"
+        n=$((n + 1))
+        [ $n -lt 300 ] || fail "$1 not listening on $2 within 30 s" "data/cluster/$1.log"
+        sleep 0.1
+    done
+}
 i=0
 for kp in $KAFKA_PORTS; do
     i=$((i + 1))
-    pid=$(echo "$pids" | tr ' ' '\n' | sed -n "s/^broker-$i://p")
-    n=0
-    until port_busy "$kp"; do
-        kill -0 "$pid" 2>/dev/null || fail "broker $i exited during startup" "data/cluster/broker-$i.log"
-        n=$((n + 1))
-        [ $n -lt 300 ] || fail "broker $i not listening on $kp within 30 s" "data/cluster/broker-$i.log"
-        sleep 0.1
-    done
+    until_listening "broker-$i" "$kp"
 done
+i=0
+for kp in $DR_PORTS; do
+    i=$((i + 1))
+    until_listening "dr-broker-$i" "$kp"
+done
+if [ -n "$LINKED" ]; then
+    ap=$(echo $DR_ADMIN_PORTS | cut -d' ' -f1)
+    bs=$(echo $KAFKA_PORTS | sed 's/\([0-9]*\)/127.0.0.1:\1/g; s/ /,/g')
+    n=0
+    until "$SLUICE_SQL" -b "127.0.0.1:$ap" -c \
+          "INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('main', '$bs')" \
+          > data/cluster/link.out 2>&1; do
+        n=$((n + 1))
+        [ $n -lt 100 ] || fail "the cluster link could not be created" data/cluster/link.out
+        sleep 0.3             # the second cluster's controller is being elected
+    done
+fi
 
 cat <<EOF
 
@@ -146,6 +197,26 @@ for kp in $KAFKA_PORTS; do
     pid=$(echo "$pids" | tr ' ' '\n' | sed -n "s/^broker-$i://p")
     echo "  broker $i   127.0.0.1:$kp  admin 127.0.0.1:$ap  pid $pid  log data/cluster/broker-$i.log"
 done
+if [ -n "$LINKED" ]; then
+    echo
+    echo "Second cluster (ZooKeeper chroot /sluice-dr), linked to the first as 'main':"
+    i=0
+    for kp in $DR_PORTS; do
+        i=$((i + 1))
+        ap=$(echo $DR_ADMIN_PORTS | cut -d' ' -f$i)
+        pid=$(echo "$pids" | tr ' ' '\n' | sed -n "s/^dr-broker-$i://p")
+        echo "  dr broker $i 127.0.0.1:$kp  admin 127.0.0.1:$ap  pid $pid  log data/cluster/dr-broker-$i.log"
+    done
+    cat <<EOF
+
+Mirror a topic of the first cluster into the second (same offsets), watch it, fail over:
+  echo k:v | kcat -b 127.0.0.1:9092 -P -t clicks -K:
+  $SLUICE_SQL -b 127.0.0.1:9744 -c "insert into mirror_topics (topic, link) values ('clicks', 'main')"
+  $SLUICE_SQL -b 127.0.0.1:9744 -c "select topic, state, lag, last_error from mirror_topics"
+  kcat -b 127.0.0.1:9192 -C -t clicks -e -f '%p %o %k %s\\n'
+  $SLUICE_SQL -b 127.0.0.1:9744 -c "update mirror_topics set state = 'failed_over' where topic = 'clicks'"
+EOF
+fi
 cat <<EOF
 
 Try:
