@@ -7,10 +7,14 @@ CRC, producer id, sequence, every byte), its lag reaches 0, and a consumer
 of the mirror reads exactly the records a consumer of the source reads, at
 the same offsets.
 """
+import struct
+
 from retention_support import fast_broker, metric, wait_for, watermarks
-from support import consume, create_topic, topic_name
+from support import ck_producer, consume, create_topic, produce_ok, topic_name
 from test_compaction import BASE, KEYS, VERSIONS, roll_active, write_versions
 from test_link import assert_same, batches, link_source, mirror, mirror_state, until
+
+MID = 30
 
 
 def test_a_compacted_source_is_mirrored_across_its_gaps(start_broker):
@@ -18,14 +22,19 @@ def test_a_compacted_source_is_mirrored_across_its_gaps(start_broker):
     dest = start_broker()
     t = topic_name("gap")
     create_topic(src, t, 1, BASE)
-    write_versions(src, t)
+    write_versions(src, t)                                # all gone: a gap from 0
+    produce_ok(ck_producer(src, **{"linger.ms": 5, "batch.num.messages": 10}), t,
+               [{"key": b"mid%d" % i, "value": b"m" * 50} for i in range(MID)])
+    write_versions(src, t, tag=b"w")                      # newest kept: a gap inside
     roll_active(src, t)
     wait_for("a compaction", lambda: (metric(src, "sluice_log_cleaner_runs_total", t) or 0) >= 1,
              timeout=30)
     want, hw = batches(src, t, 0)
-    assert hw == KEYS * VERSIONS + 60 and watermarks(src, t) == (0, hw)
+    assert hw == 2 * KEYS * VERSIONS + MID + 60 and watermarks(src, t) == (0, hw)
     # The case itself: the batch at offset 0 is gone, and gaps follow.
-    assert want[0][0] > 0, "the cleaner kept the first batch: nothing to prove"
+    assert want[0][0] == KEYS * VERSIONS, "the cleaner kept the first batches: nothing to prove"
+    ends = [w[0] + struct.unpack_from(">i", w[4], 23)[0] + 1 for w in want]
+    assert any(nxt[0] > end for nxt, end in zip(want[1:], ends)), "no gap inside the log"
 
     link_source(dest, src)
     st, got = mirror(dest, t)
@@ -36,6 +45,6 @@ def test_a_compacted_source_is_mirrored_across_its_gaps(start_broker):
     n = sum(1 for _ in consume(src, t, [0], 1, timeout=20, settle=1.0))
     a = consume(src, t, [0], n, timeout=20, settle=1.0)
     b = consume(dest, t, [0], n, timeout=20, settle=1.0)
-    assert n < KEYS * VERSIONS + 60                       # versions are gone at the source
+    assert n < hw                                         # versions are gone at the source
     assert [(m.offset(), m.key(), m.value(), m.headers()) for m in b] == \
         [(m.offset(), m.key(), m.value(), m.headers()) for m in a]
