@@ -38,7 +38,8 @@
  *       end answers with the next one it kept.  The skipped offsets are a
  *       gap like a cleaner's: reads at an offset in it get the next batch
  *       (read.c), recovery allows it (recover.c R3), and a roll for that
- *       append starts the new segment at the batch's BaseOffset.
+ *       append starts the new segment at the batch's BaseOffset (as does
+ *       an empty active segment too far below it: rebase_empty).
  *
  * States:
  *
@@ -669,6 +670,23 @@ static int roll_now(seg_log *log, int64_t base, int64_t now_ms)
     return 0;
 }
 
+/* L7: an empty active segment whose base is more than INT32_MAX below a
+ * follower's first batch cannot index it, and roll_now keeps an empty
+ * segment: it is replaced by one at the batch's BaseOffset (the new one
+ * pushed first, so segs[] is never empty, L1). */
+static int rebase_empty(seg_log *log, int64_t base, int64_t now_ms)
+{
+    seg_segment *s;
+    if (seg_segment_create(log->dir, base, &log->cfg, now_ms, &s))
+        return seg_log_fail(log, errno);
+    if (seg_log_push(log, s)) {
+        seg_segment_delete(log->dir, s);
+        return seg_log_fail(log, ENOMEM);
+    }
+    seg_log_remove(log, log->n - 2, NULL, true);
+    return 0;
+}
+
 int seg_roll(seg_log *log, int64_t now_ms)
 {
     if (seg_failed(log))
@@ -717,6 +735,12 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
          s->tidx.n + (uint64_t)nb > c->segment_index_bytes / SEG_TIDX_ENTRY ||
          end - 1 - s->base > INT32_MAX || s->size + len > INT32_MAX)) {
         int rc = roll_now(log, first, now_ms);      /* first >= log end (L7) */
+        if (rc)
+            return rc;
+        s = log->segs[log->n - 1];
+    }
+    if (s->size == 0 && first > s->base && end - 1 - s->base > INT32_MAX) {
+        int rc = rebase_empty(log, first, now_ms);
         if (rc)
             return rc;
         s = log->segs[log->n - 1];

@@ -774,6 +774,30 @@ START_TEST(test_assigned_append_may_start_past_the_log_end)
     add_batch_at(&b, 41, 1);
     ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), SEG_E_INVALID);
     ck_assert_int_eq(append1(log, 1, 0, 10, 0), 42);
+    seg_close(log);
+
+    /* A gap wider than a segment's INT32 relative offsets, onto an empty
+     * active segment: it is replaced by one at the batch. */
+    seg_remove_dir(g_dir);
+    mkdir(g_dir, 0700);
+    log = open_log(&c, 0, 0);
+    int64_t far = (int64_t)INT32_MAX + 100;
+    kp_buf_reset(&b);
+    add_batch_at(&b, far, 2);
+    ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), 0);
+    ck_assert_int_eq(seg_log_end(log), far + 2);
+    ck_assert_int_eq(seg_segment_count(log), 1);
+    ck_assert_int_eq(seg_log_start(log), 0);
+    ck_assert_int_eq(read_bases(log, 5, bases, 8), 1);
+    ck_assert_int_eq(bases[0], far);
+    seg_close(log);
+    /* Reopened, the log starts at its first segment (seg_open, as Kafka's
+     * max(checkpoint, first segment's base)): nothing lies below it. */
+    log = open_log(&c, 0, 0);
+    ck_assert_int_eq(seg_log_end(log), far + 2);
+    ck_assert_int_eq(seg_log_start(log), far);
+    ck_assert_int_eq(read_bases(log, far, bases, 8), 1);
+    ck_assert_int_eq(bases[0], far);
     kp_buf_free(&b);
     seg_close(log);
 }
