@@ -788,16 +788,26 @@ START_TEST(test_assigned_append_may_start_past_the_log_end)
     ck_assert_int_eq(seg_log_end(log), far + 2);
     ck_assert_int_eq(seg_segment_count(log), 1);
     ck_assert_int_eq(seg_log_start(log), 0);
-    ck_assert_int_eq(read_bases(log, 5, bases, 8), 1);
-    ck_assert_int_eq(bases[0], far);
+    /* Enough batches for index entries: a read below the segment's base
+     * still starts at its first batch. */
+    int64_t many[32];
+    for (int i = 1; i < 32; i++) {
+        kp_buf_reset(&b);
+        add_batch_at(&b, far + 2 * i, 2);
+        ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), 0);
+    }
+    ck_assert_int_eq(read_bases(log, 5, many, 32), 32);
+    ck_assert_int_eq(many[0], far);
+    ck_assert_int_eq(many[31], far + 62);
+    ck_assert_int_eq(seg_log_end(log), far + 64);
     seg_close(log);
     /* Reopened, the log starts at its first segment (seg_open, as Kafka's
      * max(checkpoint, first segment's base)): nothing lies below it. */
     log = open_log(&c, 0, 0);
-    ck_assert_int_eq(seg_log_end(log), far + 2);
+    ck_assert_int_eq(seg_log_end(log), far + 64);
     ck_assert_int_eq(seg_log_start(log), far);
-    ck_assert_int_eq(read_bases(log, far, bases, 8), 1);
-    ck_assert_int_eq(bases[0], far);
+    ck_assert_int_eq(read_bases(log, far, many, 32), 32);
+    ck_assert_int_eq(many[0], far);
     kp_buf_free(&b);
     seg_close(log);
 }
