@@ -30,6 +30,16 @@
  *       its jitter.
  *       Opening a log never rolls it, nor sets the clock to anything but
  *       what its first batch says.
+ *   L7. Offsets only grow, and may skip: seg_append_assigned takes a first
+ *       batch whose BaseOffset is at or past the log end (never before
+ *       it), as Kafka's follower does (UnifiedLog.append without assigned
+ *       offsets refuses only offsets below the log end or out of order),
+ *       since a leader or link source that compacted the batch at our log
+ *       end answers with the next one it kept.  The skipped offsets are a
+ *       gap like a cleaner's: reads at an offset in it get the next batch
+ *       (read.c), recovery allows it (recover.c R3), and a roll for that
+ *       append starts the new segment at the batch's BaseOffset (as does
+ *       an empty active segment too far below it: rebase_empty).
  *
  * States:
  *
@@ -634,7 +644,10 @@ int seg_destroy(seg_log *log)
 }
 
 /* ---- roll ------------------------------------------------------------------ */
-static int roll_now(seg_log *log, int64_t now_ms)
+/* The new segment starts at `base`: the log end, or (L7) the BaseOffset of
+ * a follower's first batch past it, as Kafka rolls at
+ * max(expectedNextOffset, logEndOffset). */
+static int roll_now(seg_log *log, int64_t base, int64_t now_ms)
 {
     seg_segment *old = log->segs[log->n - 1], *s;
     if (old->size == 0)
@@ -644,7 +657,7 @@ static int roll_now(seg_log *log, int64_t now_ms)
      * at the next open) fdatasyncs the old indexes after this (index.c). */
     if (seg_idx_spill(&old->idx) || seg_idx_spill(&old->tidx))
         return seg_log_fail(log, errno);
-    int rc = seg_segment_create(log->dir, log->log_end, &log->cfg, now_ms, &s);
+    int rc = seg_segment_create(log->dir, base, &log->cfg, now_ms, &s);
     if (rc)
         return seg_log_fail(log, errno);
     if ((rc = seg_log_push(log, s))) {
@@ -657,11 +670,28 @@ static int roll_now(seg_log *log, int64_t now_ms)
     return 0;
 }
 
+/* L7: an empty active segment whose base is more than INT32_MAX below a
+ * follower's first batch cannot index it, and roll_now keeps an empty
+ * segment: it is replaced by one at the batch's BaseOffset (the new one
+ * pushed first, so segs[] is never empty, L1). */
+static int rebase_empty(seg_log *log, int64_t base, int64_t now_ms)
+{
+    seg_segment *s;
+    if (seg_segment_create(log->dir, base, &log->cfg, now_ms, &s))
+        return seg_log_fail(log, errno);
+    if (seg_log_push(log, s)) {
+        seg_segment_delete(log->dir, s);
+        return seg_log_fail(log, ENOMEM);
+    }
+    seg_log_remove(log, log->n - 2, NULL, true);
+    return 0;
+}
+
 int seg_roll(seg_log *log, int64_t now_ms)
 {
     if (seg_failed(log))
         return SEG_E_STATE;
-    return roll_now(log, now_ms);
+    return roll_now(log, log->log_end, now_ms);
 }
 
 /* ---- append (the produce hot path) ----------------------------------------- */
@@ -689,7 +719,8 @@ static bool roll_due(const seg_segment *s, const seg_config *c,
 }
 
 /* Writes len bytes of nb batches whose offsets run [first, end) into the
- * active segment, rolling first when asked to.  Cost: O(nb) header touches,
+ * active segment (first: the log end, or past it, L7), rolling first when
+ * asked to.  Cost: O(nb) header touches,
  * one pwrite (looped only on a short write), no allocation. */
 static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
                          int64_t first, int64_t end, int64_t now_ms,
@@ -703,7 +734,13 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
          s->idx.n + (uint64_t)nb > c->segment_index_bytes / SEG_OIDX_ENTRY ||
          s->tidx.n + (uint64_t)nb > c->segment_index_bytes / SEG_TIDX_ENTRY ||
          end - 1 - s->base > INT32_MAX || s->size + len > INT32_MAX)) {
-        int rc = roll_now(log, now_ms);
+        int rc = roll_now(log, first, now_ms);      /* first >= log end (L7) */
+        if (rc)
+            return rc;
+        s = log->segs[log->n - 1];
+    }
+    if (s->size == 0 && first > s->base && end - 1 - s->base > INT32_MAX) {
+        int rc = rebase_empty(log, first, now_ms);
         if (rc)
             return rc;
         s = log->segs[log->n - 1];
@@ -756,8 +793,9 @@ static int write_batches(seg_log *log, uint8_t *buf, size_t len, int nb,
     return 0;
 }
 
-/* Walks the batch framing.  assigned: offsets must follow log end and
- * never go backwards, and each batch passes the stored-batch check. */
+/* Walks the batch framing.  assigned (L7): offsets start at or past the
+ * log end and never go backwards, and each batch passes the stored-batch
+ * check. */
 static int frame_batches(seg_log *log, const uint8_t *buf, size_t len,
                          bool assigned, int *nb, int64_t *count_or_end)
 {
@@ -779,7 +817,7 @@ static int frame_batches(seg_log *log, const uint8_t *buf, size_t len,
         if (assigned) {
             kp_batch h;
             int64_t base = seg_be64(p);
-            if ((n == 0 ? base != expect : base < expect) ||
+            if (base < expect ||
                 kp_batch_check_stored(p, (size_t)size, &h) != size)
                 return SEG_E_INVALID;
             expect = base + lod + 1;
@@ -822,8 +860,9 @@ int seg_append_assigned(seg_log *log, const uint8_t *batches, size_t len,
     int rc = frame_batches(log, batches, len, true, &nb, &end);
     if (rc)
         return rc;
-    /* Not rewritten: the cast only satisfies the shared writer. */
-    return write_batches(log, (uint8_t *)batches, len, nb, log->log_end, end,
+    /* Not rewritten: the cast only satisfies the shared writer.  A first
+     * BaseOffset past the log end leaves the offsets between empty (L7). */
+    return write_batches(log, (uint8_t *)batches, len, nb, seg_be64(batches), end,
                          now_ms, false);
 }
 

@@ -90,8 +90,10 @@ static int walk_from(seg_segment *s, uint64_t p, int64_t offset, batch_at *b,
 static int find_batch(seg_segment *s, int64_t offset, batch_at *b)
 {
     int64_t rel = offset - s->base;
-    int64_t k = seg_oidx_floor_rel(&s->idx, rel > INT32_MAX ? INT32_MAX
-                                                           : (int32_t)rel);
+    /* Below the segment (a log start under the first segment, log.c L7):
+     * no entry, the walk starts at its first batch. */
+    int64_t k = rel < 0 ? -1 : seg_oidx_floor_rel(&s->idx, rel > INT32_MAX ? INT32_MAX
+                                                                       : (int32_t)rel);
     int32_t r = 0, p = 0;
     if (k >= 0)
         seg_oidx_get(&s->idx, (uint32_t)k, &r, &p);

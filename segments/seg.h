@@ -105,8 +105,11 @@ int64_t  seg_max_timestamp(const seg_log *log);
  * the log enters its error state and SEG_E_IO is returned. */
 int seg_append(seg_log *log, uint8_t *batches, size_t len, int64_t now_ms,
                int64_t *base_offset);
-/* A follower's append: offsets are already assigned and the first must be
- * seg_log_end(); batches are stored as given.  SEG_E_INVALID otherwise. */
+/* A follower's (or a mirror's) append: offsets are already assigned, the
+ * first BaseOffset is at or past seg_log_end() (past it: the leader
+ * compacted the batches between, log.c L7), none goes backwards, each
+ * batch passes kp_batch_check_stored; batches are stored as given.
+ * SEG_E_INVALID otherwise, with nothing written. */
 int seg_append_assigned(seg_log *log, const uint8_t *batches, size_t len,
                         int64_t now_ms);
 

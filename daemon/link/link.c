@@ -32,7 +32,10 @@
  *   K2. The link appends to a mirror partition only what the source
  *       answered for the offset that is the partition's log end when the
  *       answer arrives (link_conn.c), whole batches, unchanged: offsets,
- *       producer ids, sequences, timestamps and CRCs are the source's.
+ *       producer ids, sequences, timestamps and CRCs are the source's.  The
+ *       answer may start past that log end where the source's cleaner
+ *       removed batches: the offsets between stay a gap, as in the
+ *       source (segments/log.c L7), and the lag counts from the new end.
  *   K3. 'promoted' is reached only after an answer of the source, to a
  *       Fetch sent after the promotion was asked (lk_part.answers_due: not
  *       the last answer before a pause), in which every partition's high
@@ -92,9 +95,6 @@
  *   - K7 in cluster mode: the producer id floor is this broker's
  *     SQLite's, while cluster mode hands out ids from ZooKeeper's blocks
  *     (cluster_producer_ids.c), which the source's ids do not raise yet.
- *   - A compacted source whose cleaner removed the batch at the mirror's
- *     log end: seg_append_assigned takes only a first batch at the log end
- *     (the replica fetcher shares the limit), so it stops with last_error.
  *   - SSL and SCRAM to the source; secrets encrypted at rest (they are in
  *     the SQLite file as given, only hidden from SQL); topic filters;
  *     ACLs synced (link_sync.c: consumer offsets and topic filters).

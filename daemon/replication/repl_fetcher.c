@@ -12,7 +12,11 @@
  * leader long-polls (replica.fetch.wait.max.ms / replica.fetch.min.bytes).
  * Each answer's batches are appended as they are, with the leader's
  * offsets (seg_append_assigned), and the replica's high watermark becomes
- * min(leader's HighWatermark, its own log end).
+ * min(leader's HighWatermark, its own log end).  An answer may start past
+ * our log end: the leader's cleaner removed the batches there (a follower
+ * that was down or wiped while it compacted), and the offsets between stay
+ * a gap in our copy as in its log (segments/log.c L7); the next FetchOffset
+ * is the new log end as always.
  *
  * States of a fetcher (one per leader):
  *
@@ -284,8 +288,8 @@ int64_t repl_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_en
         int64_t size = kp_batch_size(buf + off, whole - off);
         if (size < KP_BATCH_HEADER_SIZE || (uint64_t)size > whole - off ||
             kp_batch_header(buf + off, whole - off, &h) != 0 || h.LastOffsetDelta < 0 ||
-            (off == 0 ? h.BaseOffset != expect : h.BaseOffset < expect))
-            return -1;
+            h.BaseOffset < expect)
+            return -1;                   /* what seg_append_assigned refuses (log.c L7) */
         if (h.BaseOffset > INT64_MAX - 1 - h.LastOffsetDelta)
             return -1;                   /* a leader's offsets past INT64_MAX */
         expect = h.BaseOffset + h.LastOffsetDelta + 1;

@@ -50,8 +50,8 @@ bool repl_follow_wanted(const bk_pview *v, int32_t self, bool leader_alive);
 size_t repl_fetch_whole_batches(const uint8_t *buf, size_t len, int64_t *records);
 /* repl_fetcher.c F10: the offset a follower whose log ends at log_end may ask for next
  * before it appends the whole batches buf[0, whole) its leader answered
- * with HighWatermark leader_hw: where they end, when they start at
- * log_end, their offsets go up, and they end below leader_hw (so the
+ * with HighWatermark leader_hw: where they end, when they start at or past
+ * log_end (a compacted leader, segments/log.c L7), their offsets go up, and they end below leader_hw (so the
  * offset it reports early moves neither the high watermark nor the ISR);
  * log_end when whole is 0.  -1: not before the append. */
 int64_t repl_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_end,

@@ -124,9 +124,10 @@ START_TEST(test_the_next_fetch_goes_ahead_only_below_the_leaders_high_watermark)
      * (it may move the high watermark, or the ISR). */
     ck_assert_int_eq(repl_fetch_ahead_offset(buf.data, len, 10, 22), -1);
     ck_assert_int_eq(repl_fetch_ahead_offset(buf.data, len, 10, -1), -1);
-    /* Not where the log ends: the append will refuse them. */
-    ck_assert_int_eq(repl_fetch_ahead_offset(buf.data, len, 9, 100), -1);
+    /* Starting before the log end: the append will refuse them. */
     ck_assert_int_eq(repl_fetch_ahead_offset(buf.data, len, 11, 100), -1);
+    /* Past it (the leader compacted [9, 10)): the append takes them. */
+    ck_assert_int_eq(repl_fetch_ahead_offset(buf.data, len, 9, 100), 22);
     /* Nothing to append: the log end. */
     ck_assert_int_eq(repl_fetch_ahead_offset(buf.data, 0, 10, 5), 10);
 }

@@ -152,7 +152,8 @@ START_TEST(test_append_assigns_contiguous_offsets)
     /* Framing errors are refused without touching the log. */
     ck_assert_int_eq(seg_append(log, b.data, b.len - 1, 0, &base), SEG_E_INVALID);
     ck_assert_int_eq(seg_log_end(log), 11);
-    /* A follower's append must start exactly at the log end. */
+    /* A follower's append may not start before the log end (gaps past it:
+     * test_assigned_append_may_start_past_the_log_end). */
     kp_buf_reset(&b);
     add_batch(&b, 2, 1000, 10, KP_CODEC_NONE);
     ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), SEG_E_INVALID);
@@ -667,6 +668,151 @@ START_TEST(test_reopen_keeps_everything)
 }
 END_TEST
 
+/* ---- a follower's first batch past its log end (log.c L7) ------------------- */
+/* Base offsets of the batches a read from `from` onwards returns, one
+ * seg_read per range; n at most cap.  Each range holds whole valid batches. */
+static int read_bases(seg_log *log, int64_t from, int64_t *bases, int cap)
+{
+    int n = 0;
+    for (int64_t o = from; o < seg_log_end(log);) {
+        seg_range r;
+        ck_assert_int_eq(seg_read(log, o, INT64_MAX, 1 << 20, &r), 0);
+        ck_assert_uint_gt(r.len, 0);
+        uint8_t *buf = malloc(r.len);
+        ck_assert_int_eq(pread(r.fd, buf, r.len, r.pos), (ssize_t)r.len);
+        for (size_t off = 0; off < r.len;) {
+            kp_batch h;
+            int64_t sz = kp_batch_check_stored(buf + off, r.len - off, &h);
+            ck_assert_int_gt(sz, 0);
+            ck_assert_int_lt(n, cap);
+            bases[n++] = h.BaseOffset;
+            o = h.BaseOffset + h.LastOffsetDelta + 1;
+            off += (size_t)sz;
+        }
+        ck_assert_int_eq(o, r.next);
+        free(buf);
+        seg_range_release(&r);
+    }
+    return n;
+}
+
+/* One batch of n records at BaseOffset base, as a leader would send it. */
+static void add_batch_at(kp_buf *out, int64_t base, int n)
+{
+    size_t at = out->len;
+    add_batch(out, n, 1000 + base, 10, KP_CODEC_NONE);
+    kp_batch_set_base_offset(out->data + at, base);
+}
+
+START_TEST(test_assigned_append_may_start_past_the_log_end)
+{
+    seg_config c = small_cfg();
+    seg_log *log = open_log(&c, 0, 0);
+    ck_assert_int_eq(append1(log, 4, 1000, 10, 0), 0);        /* [0, 4) */
+    /* The leader compacted [4, 9): its answer starts at 9, and skips
+     * [11, 20) inside the same append too. */
+    kp_buf b;
+    kp_buf_init(&b);
+    add_batch_at(&b, 9, 2);
+    add_batch_at(&b, 20, 3);
+    ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), 0);
+    ck_assert_int_eq(seg_log_end(log), 23);
+    ck_assert_int_eq(seg_log_start(log), 0);
+    /* Before the log end is still refused, and leaves the log as it was:
+     * a batch at 22 (inside the last one) and one at 0. */
+    kp_buf_reset(&b);
+    add_batch_at(&b, 22, 1);
+    ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), SEG_E_INVALID);
+    kp_buf_reset(&b);
+    add_batch_at(&b, 0, 1);
+    ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), SEG_E_INVALID);
+    /* Going backwards after a valid first batch is refused whole. */
+    kp_buf_reset(&b);
+    add_batch_at(&b, 30, 2);
+    add_batch_at(&b, 31, 1);
+    ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), SEG_E_INVALID);
+    ck_assert_int_eq(seg_log_end(log), 23);
+    /* A fetch at an offset in a gap gets the next batch; from the start,
+     * every batch in order. */
+    int64_t bases[8];
+    ck_assert_int_eq(read_bases(log, 5, bases, 8), 2);
+    ck_assert_int_eq(bases[0], 9);
+    ck_assert_int_eq(bases[1], 20);
+    ck_assert_int_eq(read_bases(log, 12, bases, 8), 1);
+    ck_assert_int_eq(bases[0], 20);
+    ck_assert_int_eq(read_bases(log, 0, bases, 8), 3);
+    int64_t want[] = { 0, 9, 20 };
+    ck_assert_mem_eq(bases, want, sizeof want);
+
+    /* A gapped first batch that rolls: the new segment starts at its
+     * BaseOffset, as Kafka's roll at max(expectedNextOffset, logEnd). */
+    c.segment_bytes = seg_size_bytes(log) + 1;
+    seg_set_config(log, &c);
+    kp_buf_reset(&b);
+    add_batch_at(&b, 40, 2);
+    ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), 0);
+    ck_assert_int_eq(seg_segment_count(log), 2);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%020d.log", g_dir, 40);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(read_bases(log, 25, bases, 8), 1);        /* in the gap between segments */
+    ck_assert_int_eq(bases[0], 40);
+    ck_assert_int_eq(seg_log_end(log), 42);
+    seg_close(log);
+
+    /* Recovery from nothing trusted finds the same batches and log end,
+     * and the log goes on at its end. */
+    log = open_log(&c, 0, 0);
+    ck_assert_int_eq(seg_log_end(log), 42);
+    ck_assert_int_eq(read_bases(log, 0, bases, 8), 4);
+    int64_t want2[] = { 0, 9, 20, 40 };
+    ck_assert_mem_eq(bases, want2, sizeof want2);
+    ck_assert_int_eq(read_bases(log, 23, bases, 8), 1);
+    ck_assert_int_eq(bases[0], 40);
+    kp_buf_reset(&b);
+    add_batch_at(&b, 41, 1);
+    ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), SEG_E_INVALID);
+    ck_assert_int_eq(append1(log, 1, 0, 10, 0), 42);
+    seg_close(log);
+
+    /* A gap wider than a segment's INT32 relative offsets, onto an empty
+     * active segment: it is replaced by one at the batch. */
+    seg_remove_dir(g_dir);
+    mkdir(g_dir, 0700);
+    log = open_log(&c, 0, 0);
+    int64_t far = (int64_t)INT32_MAX + 100;
+    kp_buf_reset(&b);
+    add_batch_at(&b, far, 2);
+    ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), 0);
+    ck_assert_int_eq(seg_log_end(log), far + 2);
+    ck_assert_int_eq(seg_segment_count(log), 1);
+    ck_assert_int_eq(seg_log_start(log), 0);
+    /* Enough batches for index entries: a read below the segment's base
+     * still starts at its first batch. */
+    int64_t many[32];
+    for (int i = 1; i < 32; i++) {
+        kp_buf_reset(&b);
+        add_batch_at(&b, far + 2 * i, 2);
+        ck_assert_int_eq(seg_append_assigned(log, b.data, b.len, 0), 0);
+    }
+    ck_assert_int_eq(read_bases(log, 5, many, 32), 32);
+    ck_assert_int_eq(many[0], far);
+    ck_assert_int_eq(many[31], far + 62);
+    ck_assert_int_eq(seg_log_end(log), far + 64);
+    seg_close(log);
+    /* Reopened, the log starts at its first segment (seg_open, as Kafka's
+     * max(checkpoint, first segment's base)): nothing lies below it. */
+    log = open_log(&c, 0, 0);
+    ck_assert_int_eq(seg_log_end(log), far + 64);
+    ck_assert_int_eq(seg_log_start(log), far);
+    ck_assert_int_eq(read_bases(log, far, many, 32), 32);
+    ck_assert_int_eq(many[0], far);
+    kp_buf_free(&b);
+    seg_close(log);
+}
+END_TEST
+
 /* ---- index entries held in memory ------------------------------------------------ */
 /* One-record batches at offsets [from, to), timestamp ts[o]. */
 static void append_ts(seg_log *log, int64_t from, int64_t to, const int64_t *ts)
@@ -867,7 +1013,8 @@ int main(void)
         test_roll_by_full_index, test_sealed_segments_hold_no_index_fds_and_reopen_them, test_offset_for_time, test_truncate,
         test_flush_of_an_unchanged_log_keeps_the_recovery_point,
         test_advance_log_start_deletes_segments, test_delete_old_by_time_and_size,
-        test_reopen_keeps_everything, test_index_tail_through_spill_roll_truncate_reopen,
+        test_reopen_keeps_everything, test_assigned_append_may_start_past_the_log_end,
+        test_index_tail_through_spill_roll_truncate_reopen,
         test_flush_on_other_thread_concurrent_with_append, test_write_error_enters_error_state,
         test_destroy_removes_directory,
     };
