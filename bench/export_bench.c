@@ -25,13 +25,28 @@ static long records;
 typedef struct run {
     double secs;
     long maxrss_kib;
+    double cpu;                     /* the child's user + system seconds */
+    double idle;                    /* the machine's idle CPU seconds meanwhile */
 } run;
+
+/* The machine's idle CPU seconds so far (/proc/stat: idle + iowait). */
+static double machine_idle(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[5] = { 0 };
+    if (f) {
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4]) != 5)
+            v[3] = v[4] = 0;
+        fclose(f);
+    }
+    return (double)(v[3] + v[4]) / (double)sysconf(_SC_CLK_TCK);
+}
 
 /* Runs argv with stdout to /dev/null; its time and peak RSS, or exits. */
 static run run_child(char *const *argv)
 {
     fflush(stdout);                 /* the child must not print it again */
-    double t0 = bench_now();
+    double t0 = bench_now(), idle0 = machine_idle();
     pid_t pid = fork();
     if (pid == 0) {
         bench_child_setup();
@@ -46,7 +61,10 @@ static run run_child(char *const *argv)
         fprintf(stderr, "export_bench: %s failed (status %d)\n", argv[0], st);
         exit(1);
     }
-    return (run){ bench_now() - t0, ru.ru_maxrss };
+    return (run){ bench_now() - t0, ru.ru_maxrss,
+                  (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+                  (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
+                  machine_idle() - idle0 };
 }
 
 static run run_consume(const char *topic)
@@ -109,10 +127,13 @@ int main(int argc, char **argv)
 
     double c[3], e[3];
     long rss = 0;
+    run e1 = { 0 };
     for (int i = 0; i < 3; i++) {
         c[i] = run_consume("exp").secs;
         run r = run_export("exp", "null", "1");
         e[i] = r.secs;
+        if (i == 1)
+            e1 = r;
         if (r.maxrss_kib > rss)
             rss = r.maxrss_kib;
     }
@@ -125,6 +146,12 @@ int main(int argc, char **argv)
     run p2 = run_export("exp", "null", "2");
     printf("sluice-export null, --parallel 2:     %8.1f MB/s  (x%.2f of --parallel 1, "
            "target >= 1.4)\n", mbps(p2.secs), em / p2.secs);
+    /* The bound on that ratio in this run: --parallel 2 can only go faster
+     * with a core to spare.  Cores the exporter used, and the machine's
+     * idle cores meanwhile (other processes, the broker included). */
+    printf("  cores used: --parallel 1 %.2f, --parallel 2 %.2f; machine idle meanwhile "
+           "%.2f and %.2f of %ld cores\n", e1.cpu / e1.secs, p2.cpu / p2.secs,
+           e1.idle / e1.secs, p2.idle / p2.secs, sysconf(_SC_NPROCESSORS_ONLN));
     const char *codecs[] = { "deflate", "snappy", "xz", "zstandard" };
     for (int i = 0; i < 4; i++) {
         run r = run_export("exp", codecs[i], "2");
