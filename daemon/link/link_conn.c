@@ -440,7 +440,8 @@ static bk_partition *askable(lk_peer *c, lk_mirror *m, int32_t i, int64_t now,
 }
 
 /* C5: one OffsetForLeaderEpoch of the partitions to cut first.  A mirror
- * with no epoch history (empty) has nothing to ask and nothing to cut. */
+ * that holds nothing (or no epoch history) has nothing to ask and nothing
+ * to cut. */
 static bool send_epochs(lk_peer *c, int64_t now, int64_t *next_us)
 {
     lk_link *l = c->link;
@@ -463,11 +464,12 @@ static bool send_epochs(lk_peer *c, int64_t now, int64_t *next_us)
         if (!v)
             continue;
         lp->oe_epoch = seg_epoch_latest(v->log);
-        if (lp->oe_epoch < 0) {
+        if (lp->oe_epoch < 0 || seg_log_end(v->log) == seg_log_start(v->log)) {
             lp->truncating = false;
             continue;
         }
         lp->oe_end = seg_log_end(v->log);
+        lp->fetch_epoch = lp->leader_epoch;     /* C1: an answer under another is stale */
         lp->in_request = true;
         lp->asked = c->node;
         ps[n] = (kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition){
@@ -794,6 +796,7 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
              * watermark is not up yet.  Its OffsetForLeaderEpoch says;
              * after a backoff, so that the second case is no storm. */
             lp->truncating = true;
+            lp->ahead = true;
             lp->retry_us = bk_mono_us() + backoff_us;
             return;
         case BK_OOR_RETRY:
@@ -917,6 +920,20 @@ static void apply_epoch(lk_peer *c, lk_mirror *m, int32_t k, bk_partition *p,
     bool done;
     char why[160], who[MD_TOPIC_NAME_MAX + 64];
     int64_t end = seg_log_end(p->log);
+    if (rp->LeaderEpoch < 0 && rp->EndOffset < 0 && lp->ahead) {
+        /* C5: behind the mirror with no epoch of the mirror's: nothing to
+         * cut by, and fetching again only finds the mirror ahead again.
+         * The user decides (the number is the same each retry: one SQL
+         * write, one log line); asked again after the longest backoff. */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "partition %d: the source's log is behind the mirror and has "
+                 "no leader epoch <= %d: was the source topic recreated?", (int)k,
+                 (int)lp->oe_epoch);
+        lk_mirror_error(m, msg);
+        lp->retry_us = bk_mono_us() + l->backoff_max_ms * 1000;
+        return;
+    }
+    lp->ahead = false;
     /* A source with no epochs (-1): nothing to go by, nothing cut. */
     int64_t to = repl_epoch_cut(p->log, end, rp->LeaderEpoch, rp->EndOffset, &done, why,
                                 sizeof why);
@@ -954,7 +971,8 @@ static void handle_epochs(lk_peer *c, kp_rd *r)
                     &t->Partitions[j];
                 int32_t k = rp->Partition;
                 bk_partition *p = answered(c, m, t->Topic, k);
-                if (p && m->parts[k].truncating && seg_log_end(p->log) == m->parts[k].oe_end)
+                if (p && m->parts[k].truncating && seg_log_end(p->log) == m->parts[k].oe_end &&
+                    m->parts[k].fetch_epoch == m->parts[k].leader_epoch)   /* C1 */
                     apply_epoch(c, m, k, p, rp);
             }
     }
