@@ -1103,6 +1103,21 @@ static void on_read(struct bufferevent *bev, void *arg)
     }
 }
 
+/* In how many ms c has something to ask (its link's next Metadata; a
+ * source broker's earliest partition retry); -1: nothing until kicked. */
+static int64_t peer_due_ms(const lk_peer *c)
+{
+    lk_link *l = c->link;
+    int64_t now = bk_mono_us(), next_us = c->node < 0 ? l->metadata_due_us : INT64_MAX;
+    if (c->node >= 0)
+        EACH_PART(l, m, i, lp)
+            if (lp->leader == c->node && lk_mirror_fetching(m) && lp->retry_us < next_us)
+                next_us = lp->retry_us;
+    if (next_us == INT64_MAX)
+        return -1;
+    return next_us > now ? (next_us - now) / 1000 + 1 : 1;
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     lk_peer *c = arg;
@@ -1124,9 +1139,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         /* Idle (nothing out) and closed by the source (its
          * connections.max.idle.ms): not an error; connected again when
          * there is something to ask. */
-        int64_t due = c->node < 0 ? (l->metadata_due_us - bk_mono_us()) / 1000 : 0;
+        int64_t due = peer_due_ms(c);
         peer_close(c);
-        arm(c, due > 0 ? due : 1);
+        if (due >= 0)
+            arm(c, due);                 /* else: idle until kicked */
         return;
     }
     int dns = bufferevent_socket_get_dns_error(bev);
