@@ -73,7 +73,15 @@
  *       mirror's latest epoch and the mirror was cut where it leaves the
  *       source's log (repl_epoch_cut, repl_truncate: the replica's path).
  *       A fetch with the old epoch is fenced by the source, so no batch of
- *       a new epoch is appended before that check.
+ *       a new epoch is appended before that check, and an answer asked
+ *       under an older epoch is dropped (C1: asked again), as Kafka's
+ *       AbstractFetcherThread drops one.  The mirror's epoch history holds
+ *       no epoch of the destination's while it mirrors (replica.c,
+ *       repl_isr.c), and an empty mirror asks nothing.  Ahead of the
+ *       source (OFFSET_OUT_OF_RANGE) with no epoch of the mirror's in its
+ *       history (UNDEFINED: the source topic recreated?), nothing is cut:
+ *       the mirror's error says so, asked again after
+ *       reconnect.backoff.max.ms.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
@@ -304,6 +312,27 @@ lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port)
         c->port = port;
     }
     return c;
+}
+
+/* After a Metadata: the connections of source brokers that lead no
+ * partition of the link's mirrors any more are freed, their buffers (grown
+ * to their largest answer, C2) with them.  Partitions hold node ids, not
+ * connections: a leader again gets a new one (lk_peer_get). */
+static void peers_prune(lk_link *l)
+{
+    for (lk_peer **pp = &l->peers; *pp;) {
+        lk_peer *c = *pp;
+        bool leads = false;
+        EACH_PART(l, m, i, lp)
+            leads |= lp->leader == c->node;
+        if (leads) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        peer_free_parts(c);              /* closed: its requests forgotten (C1) */
+        free(c);
+    }
 }
 
 /* Frames and sends a request; WAITING after. */
@@ -653,6 +682,7 @@ static void handle_metadata(lk_peer *c, kp_rd *r)
         backing_off |= p->conn == LK_BACKOFF && peer_wanted(p);
     if (!backing_off)
         lk_link_error(l, NULL);
+    peers_prune(l);
     for (lk_peer *p = l->peers; p; p = p->next)
         peer_kick(p);
 }
