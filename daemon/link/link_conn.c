@@ -73,7 +73,15 @@
  *       mirror's latest epoch and the mirror was cut where it leaves the
  *       source's log (repl_epoch_cut, repl_truncate: the replica's path).
  *       A fetch with the old epoch is fenced by the source, so no batch of
- *       a new epoch is appended before that check.
+ *       a new epoch is appended before that check, and an answer asked
+ *       under an older epoch is dropped (C1: asked again), as Kafka's
+ *       AbstractFetcherThread drops one.  The mirror's epoch history holds
+ *       no epoch of the destination's while it mirrors (replica.c,
+ *       repl_isr.c), and an empty mirror asks nothing.  Ahead of the
+ *       source (OFFSET_OUT_OF_RANGE) with no epoch of the mirror's in its
+ *       history (UNDEFINED: the source topic recreated?), nothing is cut:
+ *       the mirror's error says so, asked again after
+ *       reconnect.backoff.max.ms.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
@@ -306,6 +314,27 @@ lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port)
     return c;
 }
 
+/* After a Metadata: the connections of source brokers that lead no
+ * partition of the link's mirrors any more are freed, their buffers (grown
+ * to their largest answer, C2) with them.  Partitions hold node ids, not
+ * connections: a leader again gets a new one (lk_peer_get). */
+static void peers_prune(lk_link *l)
+{
+    for (lk_peer **pp = &l->peers; *pp;) {
+        lk_peer *c = *pp;
+        bool leads = false;
+        EACH_PART(l, m, i, lp)
+            leads |= lp->leader == c->node;
+        if (leads) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        peer_free_parts(c);              /* closed: its requests forgotten (C1) */
+        free(c);
+    }
+}
+
 /* Frames and sends a request; WAITING after. */
 static void send_request(lk_peer *c, int16_t api, int16_t version, const void *q)
 {
@@ -440,7 +469,8 @@ static bk_partition *askable(lk_peer *c, lk_mirror *m, int32_t i, int64_t now,
 }
 
 /* C5: one OffsetForLeaderEpoch of the partitions to cut first.  A mirror
- * with no epoch history (empty) has nothing to ask and nothing to cut. */
+ * that holds nothing (or no epoch history) has nothing to ask and nothing
+ * to cut. */
 static bool send_epochs(lk_peer *c, int64_t now, int64_t *next_us)
 {
     lk_link *l = c->link;
@@ -463,11 +493,12 @@ static bool send_epochs(lk_peer *c, int64_t now, int64_t *next_us)
         if (!v)
             continue;
         lp->oe_epoch = seg_epoch_latest(v->log);
-        if (lp->oe_epoch < 0) {
+        if (lp->oe_epoch < 0 || seg_log_end(v->log) == seg_log_start(v->log)) {
             lp->truncating = false;
             continue;
         }
         lp->oe_end = seg_log_end(v->log);
+        lp->fetch_epoch = lp->leader_epoch;     /* C1: an answer under another is stale */
         lp->in_request = true;
         lp->asked = c->node;
         ps[n] = (kp_OffsetForLeaderEpochRequest_OffsetForLeaderPartition){
@@ -651,6 +682,7 @@ static void handle_metadata(lk_peer *c, kp_rd *r)
         backing_off |= p->conn == LK_BACKOFF && peer_wanted(p);
     if (!backing_off)
         lk_link_error(l, NULL);
+    peers_prune(l);
     for (lk_peer *p = l->peers; p; p = p->next)
         peer_kick(p);
 }
@@ -794,6 +826,7 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
              * watermark is not up yet.  Its OffsetForLeaderEpoch says;
              * after a backoff, so that the second case is no storm. */
             lp->truncating = true;
+            lp->ahead = true;
             lp->retry_us = bk_mono_us() + backoff_us;
             return;
         case BK_OOR_RETRY:
@@ -917,6 +950,20 @@ static void apply_epoch(lk_peer *c, lk_mirror *m, int32_t k, bk_partition *p,
     bool done;
     char why[160], who[MD_TOPIC_NAME_MAX + 64];
     int64_t end = seg_log_end(p->log);
+    if (rp->LeaderEpoch < 0 && rp->EndOffset < 0 && lp->ahead) {
+        /* C5: behind the mirror with no epoch of the mirror's: nothing to
+         * cut by, and fetching again only finds the mirror ahead again.
+         * The user decides (the number is the same each retry: one SQL
+         * write, one log line); asked again after the longest backoff. */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "partition %d: the source's log is behind the mirror and has "
+                 "no leader epoch <= %d: was the source topic recreated?", (int)k,
+                 (int)lp->oe_epoch);
+        lk_mirror_error(m, msg);
+        lp->retry_us = bk_mono_us() + l->backoff_max_ms * 1000;
+        return;
+    }
+    lp->ahead = false;
     /* A source with no epochs (-1): nothing to go by, nothing cut. */
     int64_t to = repl_epoch_cut(p->log, end, rp->LeaderEpoch, rp->EndOffset, &done, why,
                                 sizeof why);
@@ -954,7 +1001,8 @@ static void handle_epochs(lk_peer *c, kp_rd *r)
                     &t->Partitions[j];
                 int32_t k = rp->Partition;
                 bk_partition *p = answered(c, m, t->Topic, k);
-                if (p && m->parts[k].truncating && seg_log_end(p->log) == m->parts[k].oe_end)
+                if (p && m->parts[k].truncating && seg_log_end(p->log) == m->parts[k].oe_end &&
+                    m->parts[k].fetch_epoch == m->parts[k].leader_epoch)   /* C1 */
                     apply_epoch(c, m, k, p, rp);
             }
     }
@@ -1085,6 +1133,21 @@ static void on_read(struct bufferevent *bev, void *arg)
     }
 }
 
+/* In how many ms c has something to ask (its link's next Metadata; a
+ * source broker's earliest partition retry); -1: nothing until kicked. */
+static int64_t peer_due_ms(const lk_peer *c)
+{
+    lk_link *l = c->link;
+    int64_t now = bk_mono_us(), next_us = c->node < 0 ? l->metadata_due_us : INT64_MAX;
+    if (c->node >= 0)
+        EACH_PART(l, m, i, lp)
+            if (lp->leader == c->node && lk_mirror_fetching(m) && lp->retry_us < next_us)
+                next_us = lp->retry_us;
+    if (next_us == INT64_MAX)
+        return -1;
+    return next_us > now ? (next_us - now) / 1000 + 1 : 1;
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     lk_peer *c = arg;
@@ -1106,9 +1169,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         /* Idle (nothing out) and closed by the source (its
          * connections.max.idle.ms): not an error; connected again when
          * there is something to ask. */
-        int64_t due = c->node < 0 ? (l->metadata_due_us - bk_mono_us()) / 1000 : 0;
+        int64_t due = peer_due_ms(c);
         peer_close(c);
-        arm(c, due > 0 ? due : 1);
+        if (due >= 0)
+            arm(c, due);                 /* else: idle until kicked */
         return;
     }
     int dns = bufferevent_socket_get_dns_error(bev);

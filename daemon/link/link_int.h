@@ -28,11 +28,14 @@ typedef struct lk_part {
                                           * -1: unknown, asked again (link_conn.c C4) */
     int32_t leader_epoch;                /* its leader epoch there (CurrentLeaderEpoch); -1 */
     int32_t asked;                       /* in_request: the node the request went to */
-    int32_t fetch_epoch;                 /* in a Fetch: the leader epoch it carried */
+    int32_t fetch_epoch;                 /* in a request (Fetch, OffsetForLeaderEpoch): the
+                                          * leader epoch it carried (link_conn.c C1) */
     int32_t oe_epoch;                    /* truncating: the epoch asked about */
     int64_t oe_end;                      /* truncating: the log end it was asked at */
     bool truncating;                     /* to cut where it leaves the source first
                                           * (link_conn.c C5) */
+    bool ahead;                          /* truncating since OFFSET_OUT_OF_RANGE with the
+                                          * mirror ahead of the source (link_conn.c C5) */
     int64_t caught_up_ms;                /* wall clock: the mirror last had all of it; -1 */
     int64_t fetch_offset;                /* in the request out */
     int64_t retry_us;                    /* mono; 0: fetch now */

@@ -114,8 +114,14 @@ int replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *mp,
     seg_set_deferred_delete(p->log, true);
     replica_producers_open(b, p);         /* failures logged; starts empty */
     /* Standalone this broker leads from the start (cluster mode: when the
-     * view says so, repl_isr.c): its epoch starts at the log end. */
-    if (!bk_cluster_mode(b))
+     * view says so, repl_isr.c): its epoch starts at the log end.  Never
+     * below an epoch the log has (assign would drop it: epochs.c E1), and
+     * not at all in a mirror topic of a cluster link while it mirrors: its
+     * history is its source's (daemon/link/link_conn.c C5).  At startup the
+     * links are not loaded yet: the first rule keeps a mirror's history. */
+    const char *mirror_why;
+    if (!bk_cluster_mode(b) && p->leader_epoch >= seg_epoch_latest(p->log) &&
+        !(b->mirror_refuses && b->mirror_refuses(b, t->name, &mirror_why)))
         seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log));
     /* The history recovered at open is saved by the caller once the view's
      * takeover (repl_isr.c) has assigned its epoch too: one checkpoint, and

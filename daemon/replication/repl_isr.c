@@ -220,8 +220,12 @@ void repl_isr_view_changed(bk_broker *b, bk_partition *p)
     /* As Kafka's makeLeader: the new epoch starts at the log end, so
      * OffsetForLeaderEpoch answers for it before its first batch.  Never
      * below an epoch the log already has (a view loaded from SQLite before
-     * the resync may be older than the log): assign would drop it. */
+     * the resync may be older than the log): assign would drop it.  Not
+     * in a mirror topic of a cluster link while it mirrors: its history is
+     * its source's (daemon/link/link_conn.c C5). */
+    const char *mirror_why;
     if (p->leading && p->leader_epoch >= seg_epoch_latest(p->log) &&
+        !(b->mirror_refuses && b->mirror_refuses(b, p->topic->name, &mirror_why)) &&
         seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
         replica_partition_epochs_save(b, p);
     if (p->leading)
