@@ -42,6 +42,15 @@
  *   C3. A failing connection or login is retried with doubling backoff up
  *       to reconnect.backoff.max.ms, and its error is logged and stored
  *       once per distinct message (link.c lk_link_error): no retry storm.
+ *   C4. Answers do not go through libevent's input buffer: they are
+ *       recv()d straight into l->in by on_sock_read, the connection's own
+ *       event (libevent 2.1 reads 4 KiB per wakeup whatever
+ *       bufferevent_set_max_single_read says: a 4 MiB answer took a
+ *       thousand loop turns, each a readv, an FIONREAD and a timer re-armed,
+ *       and the mirror's catch-up ran at a tenth of a follower's).  While
+ *       more than LK_LOWAT_MIN of an answer is missing the socket's
+ *       SO_RCVLOWAT is that (at most LK_LOWAT_MAX), 1 otherwise, as
+ *       repl_fetcher.c's F8.  The bufferevent keeps connecting and output.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
@@ -68,7 +77,13 @@
 /* Beyond fetch.max.wait.ms, how long an answer may take (Kafka's
  * request.timeout.ms default). */
 #define LK_REQUEST_TIMEOUT_MS 30000
-#define LK_SINGLE_READ (4u << 20)
+/* C4: l->in's least size, read into before an answer's length is known. */
+#define LK_IN_MIN (64u << 10)
+/* C4: below LK_LOWAT_MIN missing the wakeups are few anyway; above
+ * LK_LOWAT_MAX the kernel would have to grow the receive buffer (as
+ * repl_fetcher.c's FE_LOWAT_MAX). */
+#define LK_LOWAT_MIN (64u << 10)
+#define LK_LOWAT_MAX (1u << 20)
 /* DescribeConfigs' ConfigSource for a topic's own override. */
 #define LK_DYNAMIC_TOPIC_CONFIG 1
 
@@ -96,6 +111,10 @@ static void requests_forgotten(lk_link *l)
 
 void lk_conn_close(lk_link *l)
 {
+    if (l->rev)
+        event_free(l->rev);
+    l->rev = NULL;
+    l->in_got = 0;
     if (l->bev)
         bufferevent_free(l->bev);
     l->bev = NULL;
@@ -635,47 +654,114 @@ static void handle_answer(lk_link *l, const uint8_t *frame, size_t len)
     next_request(l);
 }
 
-/* C2: a frame is handled once it is whole, from l->in. */
-static void on_read(struct bufferevent *bev, void *arg)
+/* C4: the socket wakes us only once `bytes` are there (1: any).  A
+ * failure only costs wakeups. */
+static void set_lowat(lk_link *l, evutil_socket_t fd, size_t bytes)
+{
+    int v = bytes > LK_LOWAT_MAX ? (int)LK_LOWAT_MAX : (int)bytes;
+    if (v == l->rcvlowat)
+        return;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0)
+        l->rcvlowat = v;
+}
+
+static bool in_grow(lk_link *l, size_t need)
+{
+    if (need <= l->in_cap)
+        return true;
+    uint8_t *nb = realloc(l->in, need);
+    if (!nb)
+        return false;
+    l->in = nb;
+    l->in_cap = (uint32_t)need;
+    return true;
+}
+
+/* Idle (nothing out) and closed by the source (its
+ * connections.max.idle.ms): not an error; connected again when there is
+ * something to ask. */
+static void closed_idle(lk_link *l)
+{
+    int64_t due = (l->metadata_due_us - bk_mono_us()) / 1000;
+    lk_conn_close(l);
+    arm(l, due > 0 ? due : 1);
+}
+
+/* C2, C4: a frame is handled once it is whole, from l->in. */
+static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 {
     lk_link *l = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    for (;;) {
-        uint8_t hdr[4];
-        if (evbuffer_copyout(in, hdr, 4) != 4)
-            return;
-        uint32_t n = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
-        if (n > LK_FRAME_MAX) {
-            conn_fail(l, "an answer from the source larger than 256 MiB");
-            return;
+    char why[1024];
+    if (what & EV_TIMEOUT) {
+        if (l->conn == LK_WAITING) {
+            snprintf(why, sizeof why, "%s:%d: no answer in time", l->host, l->port);
+            conn_fail(l, why);
         }
-        if (evbuffer_get_length(in) < (size_t)n + 4) {
-            /* Woken once the whole answer is there, not per read. */
-            bufferevent_setwatermark(bev, EV_READ, (size_t)n + 4, 0);
-            return;
-        }
-        bufferevent_setwatermark(bev, EV_READ, 0, 0);
-        /* Into the link's own buffer, grown and reused (C2): a pullup
-         * would allocate (and fault in) a new chain of megabytes per
-         * answer. */
-        if (n > l->in_cap) {
-            uint8_t *nb = realloc(l->in, n);
-            if (!nb) {
-                conn_fail(l, "out of memory reading an answer");
-                return;
-            }
-            l->in = nb;
-            l->in_cap = n;
-        }
-        evbuffer_drain(in, 4);
-        if (evbuffer_remove(in, l->in, n) != (int)n) {
-            conn_fail(l, "cannot read an answer");
-            return;
-        }
-        handle_answer(l, l->in, n);
-        if (l->bev != bev)
-            return;                      /* closed while handling */
+        return;                          /* idle: still read, to see the source close */
     }
+    size_t want = l->in_got < 4 ? l->in_cap
+        : (size_t)((uint32_t)l->in[0] << 24 | (uint32_t)l->in[1] << 16 |
+                   (uint32_t)l->in[2] << 8 | l->in[3]) + 4;
+    ssize_t n = recv(fd, l->in + l->in_got, want - l->in_got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n == 0 && l->conn == LK_READY && l->in_got == 0) {
+        closed_idle(l);
+        return;
+    }
+    if (n <= 0) {
+        snprintf(why, sizeof why, "%s:%d: %s", l->host, l->port,
+                 n == 0 ? "connection closed by the source"
+                 : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+        conn_fail(l, why);
+        return;
+    }
+    if (l->conn != LK_WAITING) {
+        conn_fail(l, "bytes from the source with no request out");
+        return;
+    }
+    l->in_got += (uint32_t)n;
+    if (l->in_got < 4)
+        return;
+    uint32_t size = (uint32_t)l->in[0] << 24 | (uint32_t)l->in[1] << 16 |
+                    (uint32_t)l->in[2] << 8 | l->in[3];
+    if (size > LK_FRAME_MAX) {
+        conn_fail(l, "an answer from the source larger than 256 MiB");
+        return;
+    }
+    if (!in_grow(l, (size_t)size + 4)) {
+        conn_fail(l, "out of memory reading an answer");
+        return;
+    }
+    size_t total = (size_t)size + 4;
+    if (l->in_got > total) {             /* one request in flight (C2) */
+        conn_fail(l, "bytes from the source after its answer");
+        return;
+    }
+    if (l->in_got < total) {
+        size_t left = total - l->in_got;
+        set_lowat(l, fd, left >= LK_LOWAT_MIN ? left : 1);
+        return;
+    }
+    l->in_got = 0;
+    set_lowat(l, fd, 1);
+    handle_answer(l, l->in + 4, size);
+}
+
+/* C4: the connection's input read by on_sock_read, with the read timeout
+ * the bufferevent had.  0, or -1. */
+static int take_reading(lk_link *l)
+{
+    if (!in_grow(l, LK_IN_MIN))
+        return -1;
+    evutil_socket_t fd = bufferevent_getfd(l->bev);
+    l->rev = event_new(l->b->base, fd, EV_READ | EV_PERSIST, on_sock_read, l);
+    if (!l->rev)
+        return -1;
+    bufferevent_disable(l->bev, EV_READ);
+    int64_t t = (int64_t)l->fetch_max_wait_ms + LK_REQUEST_TIMEOUT_MS;
+    struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
+    return event_add(l->rev, &tv);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -685,6 +771,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     if (bev != l->bev)
         return;
     if (what & BEV_EVENT_CONNECTED) {
+        if (take_reading(l) != 0) {
+            conn_fail(l, "cannot watch the connection to the source");
+            return;
+        }
         l->conn = LK_READY;
         if (l->sasl) {
             kp_SaslHandshakeRequest q = { .Mechanism = kp_str_cstr("PLAIN") };
@@ -695,12 +785,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if ((what & BEV_EVENT_EOF) && l->conn == LK_READY) {
-        /* Idle (nothing out) and closed by the source (its
-         * connections.max.idle.ms): not an error; connected again when
-         * there is something to ask. */
-        int64_t due = (l->metadata_due_us - bk_mono_us()) / 1000;
-        lk_conn_close(l);
-        arm(l, due > 0 ? due : 1);
+        closed_idle(l);
         return;
     }
     int dns = bufferevent_socket_get_dns_error(bev);
@@ -724,15 +809,13 @@ static void link_connect(lk_link *l)
         conn_fail(l, "cannot make a socket");
         return;
     }
-    bufferevent_setcb(l->bev, on_read, NULL, on_event, l);
-    /* libevent reads 16 KiB per callback by default: a Fetch answer of
-     * megabytes would take hundreds of loop turns. */
-    bufferevent_set_max_single_read(l->bev, LK_SINGLE_READ);
+    bufferevent_setcb(l->bev, NULL, NULL, on_event, l);   /* input: C4 */
     int64_t t = (int64_t)l->fetch_max_wait_ms + LK_REQUEST_TIMEOUT_MS;
     struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
     bufferevent_set_timeouts(l->bev, &tv, &tv);
     bufferevent_enable(l->bev, EV_READ | EV_WRITE);
     l->conn = LK_CONNECTING;
+    l->rcvlowat = 1;                     /* a new socket's */
     l->metadata_due_us = 0;              /* the sources again on a new connection */
     /* Name resolution through evdns: nothing blocks the loop. */
     if (bufferevent_socket_connect_hostname(l->bev, l->set->dns, AF_UNSPEC, l->host,
