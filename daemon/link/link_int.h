@@ -71,8 +71,8 @@ typedef struct lk_link {
     uint8_t *in;                         /* the answer being handled (link_conn.c C2) */
     uint32_t in_cap;
     struct event *rev;                   /* answers read here (link_conn.c C4) */
-    uint32_t in_got;                     /* C4: bytes of the answer read, its length's too */
-    int rcvlowat;                        /* C4: the socket's SO_RCVLOWAT */
+    uint32_t in_got;                     /* link_conn.c C4: bytes of the answer read */
+    int rcvlowat;                        /* link_conn.c C4: the socket's SO_RCVLOWAT */
     kp_arena arena;
     char last_error[MD_ERRLEN];          /* as stored (cluster_links.last_error) */
     struct lk_link *next;
