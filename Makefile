@@ -363,6 +363,7 @@ bench: $(BENCH_BIN)
 
 bench-run: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do echo "== $$b"; flock /tmp/sluice-bench.lock $$b || exit 1; done
+	@echo "== bench/link_bench.sh"; flock /tmp/sluice-bench.lock sh bench/link_bench.sh
 
 clean:
 	rm -rf build build-san
