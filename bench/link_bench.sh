@@ -13,6 +13,9 @@
 #   lag       bench/link_lag.py: 10,000 records/s of 1 KiB for 20 s to a
 #             mirrored topic, read from the mirror as they come: p50, p99
 #             (target p99 <= 500 ms).
+# The two standalone brokers flush as cluster_bench's do (examples/
+# standalone.properties' log.flush.interval.ms=1000 overridden: left to the
+# OS, the default); $FLUSH_MS sets it for both to compare.
 # Run it under `flock /tmp/sluice-bench.lock` (the machine is shared; it
 # does not take the lock itself: cluster_bench runs inside it).
 #
@@ -22,6 +25,7 @@ set -eu
 MIB=${1:-1024}
 LAG_SECS=${LAG_SECS:-20}
 LAG_RATE=${LAG_RATE:-10000}
+FLUSH_MS=${FLUSH_MS:-9223372036854775807}
 B=${BUILD:-build}
 TMP=$(mktemp -d /tmp/sluice-link-bench.XXXXXX)
 PIDS=""
@@ -37,6 +41,7 @@ start() {   # name port
         --override listeners=PLAINTEXT://127.0.0.1:$2 \
         --override advertised.listeners=PLAINTEXT://127.0.0.1:$2 \
         --override log.dirs="$TMP/$1" --override admin.listeners=none \
+        --override log.flush.interval.ms="$FLUSH_MS" \
         --override admin.socket="$TMP/$1/admin.sock" >"$TMP/$1.log" 2>&1 &
     PIDS="$PIDS $!"
     for _ in $(seq 100); do [ -S "$TMP/$1/admin.sock" ] && return; sleep 0.1; done
@@ -62,6 +67,10 @@ N=$((MIB * 1024))
 END=$(log_end src bench)
 [ "$END" -eq "$N" ] || { echo "link_bench: the source has $END records, not $N" >&2; exit 1; }
 BYTES=$(du -sb "$TMP/src/bench-0" | cut -f1)
+# The source's gigabyte written back first: the mirror's appends would
+# otherwise start with it dirty and meet the kernel's dirty-page throttling
+# (vm.dirty_ratio) that the follower, writing first, does not.
+sync -f "$TMP/src/bench-0"
 
 c0=$(cpu "$SPID"); t0=$(now)
 "$B/sluice-bench" -q -b 127.0.0.1:$SP -t bench --consume -n $N >/dev/null 2>&1
@@ -84,18 +93,18 @@ LAG=$(/usr/bin/python3 bench/link_lag.py 127.0.0.1:$SP 127.0.0.1:$DP lag "$LAG_R
       "$LAG_SECS" 2>&1 || true)
 
 python3 - "$MIB" "$BYTES" "$(getconf CLK_TCK)" "$t0" "$t1" "$t2" "$t3" "$c0" "$c1" "$c2" "$c3" \
-    "$FOLLOWER" "$LAG" <<'PY'
+    "$FOLLOWER" "$LAG" "$FLUSH_MS" <<'PY'
 import re, sys
 mib, nbytes, hz = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 t0, t1, t2, t3, c0, c1, c2, c3 = map(float, sys.argv[4:12])
-follower, lag = sys.argv[12], sys.argv[13]
+follower, lag, flush = sys.argv[12], sys.argv[13], sys.argv[14]
 fm = re.search(r"= (\d+) MB/s \((-?\d+) MB/s from its listening on\)", follower)
 f, fl = (float(fm.group(1)) * 1e6 / 2**20, float(fm.group(2)) * 1e6 / 2**20) if fm else (0, 0)
 m, c = mib / (t3 - t2), mib / (t1 - t0)
 gb = nbytes / 1e9
 cc, cm = (c1 - c0) / hz / gb, (c3 - c2) / hz / gb
-print("link_bench: %d MiB, one partition, 1 KiB records; reproduce with: "
-      "flock /tmp/sluice-bench.lock sh bench/link_bench.sh %d" % (mib, mib))
+print("link_bench: %d MiB, one partition, 1 KiB records, log.flush.interval.ms %s; reproduce "
+      "with: flock /tmp/sluice-bench.lock sh bench/link_bench.sh %d" % (mib, flush, mib))
 print(follower)
 print("catch-up: follower %.0f MiB/s (%.0f from its listening on); mirror %.0f MiB/s (%.2f s "
       "from the mirror's INSERT); ratio mirror/follower %.2f (target >= 0.8; %.2f against the "

@@ -3,7 +3,7 @@
 bench/link_bench.sh: a confluent_kafka producer sends RATE records/s of
 SIZE bytes to SOURCE's TOPIC for SECS seconds (acks=1, paced every
 millisecond), while a consumer reads the mirror topic on DEST as it comes
-(fetch.wait.max.ms 5).  A record's lag is its arrival at that consumer
+(fetch.wait.max.ms 5), once a warm-up record went through.  A record's lag is its arrival at that consumer
 minus its timestamp (CreateTime, set by the producer at produce()): the
 time to be copied into the mirror, plus the consumer's own fetch.
 
@@ -23,7 +23,7 @@ def main():
     rate, size, secs = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
     total = int(rate * secs)
     lags, bad = [], [0]
-    done = threading.Event()
+    done, warm = threading.Event(), threading.Event()
 
     c = Consumer({"bootstrap.servers": dst, "group.id": "link-lag", "enable.auto.commit": False,
                   "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
@@ -37,20 +37,37 @@ def main():
                 deadline = deadline or time.time() + 30
                 if time.time() > deadline:
                     break
-            for m in c.consume(1000, 0.1):
-                if m.error():
-                    continue
-                now = time.time() * 1000
-                if len(m.value()) != size or int(m.key()) != seen:
-                    bad[0] += 1
-                lags.append(now - m.timestamp()[1])
-                seen += 1
+            # poll, not consume(n, timeout): a batch waits for its n-th
+            # record or the timeout, and its first records' lag with it
+            m = c.poll(0.1)
+            if m is None or m.error():
+                continue
+            if m.key() == b"warm":
+                warm.set()
+                continue
+            now = time.time() * 1000
+            if len(m.value()) != size or int(m.key()) != seen:
+                bad[0] += 1
+            lags.append(now - m.timestamp()[1])
+            seen += 1
 
     t = threading.Thread(target=consume)
     t.start()
     p = Producer({"bootstrap.servers": src, "acks": 1, "linger.ms": 1,
                   "enable.idempotence": False})
     value = b"x" * size
+    # A first record through the mirror before the clock: the consumer's
+    # start (its first Fetch of a partition just created) is not lag.
+    for _ in range(300):
+        p.produce(topic, b"", key=b"warm", partition=0)
+        p.flush(5)
+        if warm.wait(0.1):
+            break
+    if not warm.is_set():
+        print("lag: FAILED: the warm-up record never reached the mirror's consumer")
+        done.set()
+        t.join()
+        return 1
     t0 = time.time()
     for i in range(total):
         # paced: record i leaves at t0 + i/rate
