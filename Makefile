@@ -363,8 +363,9 @@ run-cluster: deps-if-missing
 # measures on a machine another benchmark is loading.
 bench: $(BENCH_BIN)
 
-bench-run: $(BENCH_BIN)
+bench-run: $(BENCH_BIN) $(SLUICED) $(SLUICE_SQL) $(BUILD)/sluice-bench
 	@for b in $(BENCH_BIN); do echo "== $$b"; flock /tmp/sluice-bench.lock $$b || exit 1; done
+	@echo "== bench/link_bench.sh"; flock /tmp/sluice-bench.lock sh bench/link_bench.sh
 
 clean:
 	rm -rf build build-san

@@ -82,6 +82,16 @@
  *       history (UNDEFINED: the source topic recreated?), nothing is cut:
  *       the mirror's error says so, asked again after
  *       reconnect.backoff.max.ms.
+ *   C6. Answers do not go through libevent's input buffer: each
+ *       connection's are recv()d straight into its c->in by on_sock_read,
+ *       the connection's own event (libevent 2.1 reads 4 KiB per wakeup
+ *       whatever bufferevent_set_max_single_read says: a 4 MiB answer took
+ *       a thousand loop turns, each a readv, an FIONREAD and a timer
+ *       re-armed, and the mirror's catch-up ran at a tenth of a
+ *       follower's).  While more than LK_LOWAT_MIN of an answer is missing
+ *       the socket's SO_RCVLOWAT is that (at most LK_LOWAT_MAX), 1
+ *       otherwise, as repl_fetcher.c's F8.  The bufferevent keeps
+ *       connecting and output.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
@@ -109,7 +119,13 @@
 /* Beyond fetch.max.wait.ms, how long an answer may take (Kafka's
  * request.timeout.ms default). */
 #define LK_REQUEST_TIMEOUT_MS 30000
-#define LK_SINGLE_READ (4u << 20)
+/* C6: c->in's least size, read into before an answer's length is known. */
+#define LK_IN_MIN (64u << 10)
+/* C6: below LK_LOWAT_MIN missing the wakeups are few anyway; above
+ * LK_LOWAT_MAX the kernel would have to grow the receive buffer (as
+ * repl_fetcher.c's FE_LOWAT_MAX). */
+#define LK_LOWAT_MIN (64u << 10)
+#define LK_LOWAT_MAX (1u << 20)
 /* DescribeConfigs' ConfigSource for a topic's own override. */
 #define LK_DYNAMIC_TOPIC_CONFIG 1
 
@@ -158,6 +174,10 @@ static bool peer_wanted(const lk_peer *c)
 
 static void peer_close(lk_peer *c)
 {
+    if (c->rev)
+        event_free(c->rev);
+    c->rev = NULL;
+    c->in_got = 0;
     if (c->bev)
         bufferevent_free(c->bev);
     c->bev = NULL;
@@ -1090,47 +1110,27 @@ static void handle_answer(lk_peer *c, const uint8_t *frame, size_t len)
     next_request(c);
 }
 
-/* C2: a frame is handled once it is whole, from c->in. */
-static void on_read(struct bufferevent *bev, void *arg)
+/* C6: the socket wakes us only once `bytes` are there (1: any).  A
+ * failure only costs wakeups. */
+static void set_lowat(lk_peer *c, evutil_socket_t fd, size_t bytes)
 {
-    lk_peer *c = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    for (;;) {
-        uint8_t hdr[4];
-        if (evbuffer_copyout(in, hdr, 4) != 4)
-            return;
-        uint32_t n = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
-        if (n > LK_FRAME_MAX) {
-            conn_fail(c, "an answer from the source larger than 256 MiB");
-            return;
-        }
-        if (evbuffer_get_length(in) < (size_t)n + 4) {
-            /* Woken once the whole answer is there, not per read. */
-            bufferevent_setwatermark(bev, EV_READ, (size_t)n + 4, 0);
-            return;
-        }
-        bufferevent_setwatermark(bev, EV_READ, 0, 0);
-        /* Into the connection's own buffer, grown and reused (C2): a
-         * pullup would allocate (and fault in) a new chain of megabytes
-         * per answer. */
-        if (n > c->in_cap) {
-            uint8_t *nb = realloc(c->in, n);
-            if (!nb) {
-                conn_fail(c, "out of memory reading an answer");
-                return;
-            }
-            c->in = nb;
-            c->in_cap = n;
-        }
-        evbuffer_drain(in, 4);
-        if (evbuffer_remove(in, c->in, n) != (int)n) {
-            conn_fail(c, "cannot read an answer");
-            return;
-        }
-        handle_answer(c, c->in, n);
-        if (c->bev != bev)
-            return;                      /* closed while handling */
-    }
+    int v = bytes > LK_LOWAT_MAX ? (int)LK_LOWAT_MAX : (int)bytes;
+    if (v == c->rcvlowat)
+        return;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0)
+        c->rcvlowat = v;
+}
+
+static bool in_grow(lk_peer *c, size_t need)
+{
+    if (need <= c->in_cap)
+        return true;
+    uint8_t *nb = realloc(c->in, need);
+    if (!nb)
+        return false;
+    c->in = nb;
+    c->in_cap = (uint32_t)need;
+    return true;
 }
 
 /* In how many ms c has something to ask (its link's next Metadata; a
@@ -1148,6 +1148,94 @@ static int64_t peer_due_ms(const lk_peer *c)
     return next_us > now ? (next_us - now) / 1000 + 1 : 1;
 }
 
+/* Idle (nothing out) and closed by the source (its
+ * connections.max.idle.ms): not an error; connected again when there is
+ * something to ask. */
+static void closed_idle(lk_peer *c)
+{
+    int64_t due = peer_due_ms(c);
+    peer_close(c);
+    if (due >= 0)
+        arm(c, due);                     /* else: idle until kicked */
+}
+
+/* C2, C6: a frame is handled once it is whole, from c->in. */
+static void on_sock_read(evutil_socket_t fd, short what, void *arg)
+{
+    lk_peer *c = arg;
+    char why[1024];
+    if (what & EV_TIMEOUT) {
+        if (c->conn == LK_WAITING) {
+            snprintf(why, sizeof why, "%s:%d: no answer in time", c->host, c->port);
+            conn_fail(c, why);
+        }
+        return;                          /* idle: still read, to see the source close */
+    }
+    size_t want = c->in_got < 4 ? c->in_cap
+        : (size_t)((uint32_t)c->in[0] << 24 | (uint32_t)c->in[1] << 16 |
+                   (uint32_t)c->in[2] << 8 | c->in[3]) + 4;
+    ssize_t n = recv(fd, c->in + c->in_got, want - c->in_got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n == 0 && c->conn == LK_READY && c->in_got == 0) {
+        closed_idle(c);
+        return;
+    }
+    if (n <= 0) {
+        snprintf(why, sizeof why, "%s:%d: %s", c->host, c->port,
+                 n == 0 ? "connection closed by the source"
+                 : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+        conn_fail(c, why);
+        return;
+    }
+    if (c->conn != LK_WAITING) {
+        conn_fail(c, "bytes from the source with no request out");
+        return;
+    }
+    c->in_got += (uint32_t)n;
+    if (c->in_got < 4)
+        return;
+    uint32_t size = (uint32_t)c->in[0] << 24 | (uint32_t)c->in[1] << 16 |
+                    (uint32_t)c->in[2] << 8 | c->in[3];
+    if (size > LK_FRAME_MAX) {
+        conn_fail(c, "an answer from the source larger than 256 MiB");
+        return;
+    }
+    if (!in_grow(c, (size_t)size + 4)) {
+        conn_fail(c, "out of memory reading an answer");
+        return;
+    }
+    size_t total = (size_t)size + 4;
+    if (c->in_got > total) {             /* one request in flight (C2) */
+        conn_fail(c, "bytes from the source after its answer");
+        return;
+    }
+    if (c->in_got < total) {
+        size_t left = total - c->in_got;
+        set_lowat(c, fd, left >= LK_LOWAT_MIN ? left : 1);
+        return;
+    }
+    c->in_got = 0;
+    set_lowat(c, fd, 1);
+    handle_answer(c, c->in + 4, size);
+}
+
+/* C6: the connection's input read by on_sock_read, with the read timeout
+ * the bufferevent had.  0, or -1. */
+static int take_reading(lk_peer *c)
+{
+    if (!in_grow(c, LK_IN_MIN))
+        return -1;
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    c->rev = event_new(c->link->b->base, fd, EV_READ | EV_PERSIST, on_sock_read, c);
+    if (!c->rev)
+        return -1;
+    bufferevent_disable(c->bev, EV_READ);
+    int64_t t = (int64_t)c->link->fetch_max_wait_ms + LK_REQUEST_TIMEOUT_MS;
+    struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
+    return event_add(c->rev, &tv);
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     lk_peer *c = arg;
@@ -1156,6 +1244,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     if (bev != c->bev)
         return;
     if (what & BEV_EVENT_CONNECTED) {
+        if (take_reading(c) != 0) {
+            conn_fail(c, "cannot watch the connection to the source");
+            return;
+        }
         c->conn = LK_READY;
         if (l->sasl) {
             kp_SaslHandshakeRequest q = { .Mechanism = kp_str_cstr("PLAIN") };
@@ -1166,13 +1258,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if ((what & BEV_EVENT_EOF) && c->conn == LK_READY) {
-        /* Idle (nothing out) and closed by the source (its
-         * connections.max.idle.ms): not an error; connected again when
-         * there is something to ask. */
-        int64_t due = peer_due_ms(c);
-        peer_close(c);
-        if (due >= 0)
-            arm(c, due);                 /* else: idle until kicked */
+        closed_idle(c);
         return;
     }
     int dns = bufferevent_socket_get_dns_error(bev);
@@ -1197,15 +1283,13 @@ static void peer_connect(lk_peer *c)
         conn_fail(c, "cannot make a socket");
         return;
     }
-    bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
-    /* libevent reads 16 KiB per callback by default: a Fetch answer of
-     * megabytes would take hundreds of loop turns. */
-    bufferevent_set_max_single_read(c->bev, LK_SINGLE_READ);
+    bufferevent_setcb(c->bev, NULL, NULL, on_event, c);   /* input: C6 */
     int64_t t = (int64_t)l->fetch_max_wait_ms + LK_REQUEST_TIMEOUT_MS;
     struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
     bufferevent_set_timeouts(c->bev, &tv, &tv);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     c->conn = LK_CONNECTING;
+    c->rcvlowat = 1;                     /* a new socket's */
     if (c->node < 0)
         l->metadata_due_us = 0;          /* the sources again on a new connection */
     /* Name resolution through evdns: nothing blocks the loop. */

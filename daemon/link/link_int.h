@@ -106,6 +106,9 @@ typedef struct lk_peer {
     kp_buf out;
     uint8_t *in;                         /* the answer being handled (link_conn.c C2) */
     uint32_t in_cap;
+    struct event *rev;                   /* answers read here (link_conn.c C6) */
+    uint32_t in_got;                     /* link_conn.c C6: bytes of the answer read */
+    int rcvlowat;                        /* link_conn.c C6: the socket's SO_RCVLOWAT */
     kp_arena arena;
     struct lk_peer *next;
 } lk_peer;
