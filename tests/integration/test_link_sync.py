@@ -293,6 +293,26 @@ def test_filters_pick_source_topics_now_and_later(pair):
           "the missing source topic reported")
 
 
+def test_every_topic_filter_leaves_confluent_internal_topics_alone(pair):
+    """topicFilters [{"name": "*"}] mirrors the source's topics but not its
+    _confluent-* internal ones (link_sync.c S3)."""
+    src, dest = pair
+    normal, internal = topic_name("every"), "_confluent-" + topic_name("metrics")
+    for name in (normal, internal):
+        create_topic(src, name, partitions=1)
+        fill(src, name, 1, 5)
+    every = json.dumps({"topicFilters": [{"name": "*", "patternType": "LITERAL",
+                                          "filterType": "INCLUDE"}]})
+    link_source(dest, src, config="auto.create.mirror.topics.enable=true\n"
+                                  "auto.create.mirror.topics.filters=%s\n"
+                                  "metadata.max.age.ms=300\n" % every)
+    until(lambda: mirror_state(dest, normal), 15, "the normal topic mirrored")
+    assert_same(src, dest, normal, 1)
+    time.sleep(1.5)                      # several Metadata rounds
+    got = rows(sql_ok(dest, "SELECT topic FROM mirror_topics"))
+    assert got == [(normal,)], got
+
+
 def test_bad_sync_settings_are_refused(pair):
     src, dest = pair
     cases = [
