@@ -24,16 +24,18 @@
  * Filters are Confluent's JSON: {"groupFilters" | "topicFilters": [{"name":
  * "…", "patternType": "LITERAL" | "PREFIXED", "filterType": "INCLUDE" |
  * "EXCLUDE"}]}; a name is included when an INCLUDE filter matches it and
- * no EXCLUDE filter does; a LITERAL "*" matches every name.
+ * no EXCLUDE filter does; a LITERAL "*" matches every name but "*" (S6).
  *
  * Invariants:
- *   S1. A synced offset is never past the mirror's log end (clamped to
- *       it): a consumer that fails over may re-read, never skip.
+ *   S1. A synced offset is never past the mirror's high watermark (clamped
+ *       to it; not the log end, which a truncation may cut back): a
+ *       consumer that fails over may re-read, never skip.
  *   S2. Only groups with no member here are written (gc_offsets_commit's
  *       operator rule answers NON_EMPTY_GROUP otherwise: skipped); only
  *       mirror topics still mirroring (active, paused, promoting): a
  *       promoted or failed-over topic's offsets are the destination's own.
- *   S3. Internal topics (__*, _schemas) are never picked by filters; a
+ *   S3. Internal topics (__*, _schemas, _confluent-*) are never picked by
+ *       filters, and at most LS_CREATE_MAX are picked per Metadata; a
  *       picked name that is a normal local topic is left alone and listed
  *       in cluster_links.topics_skipped.
  *   S4. The sync's requests share the link's one connection and its one
@@ -41,9 +43,18 @@
  *       per round (cluster_links.offsets_synced_at, groups_synced,
  *       sync_error), never per offset.
  *   S5. An ACL is removed here only if this link added it (link_acls,
- *       marked after the add, unmarked before the removal: a crash between
- *       leaves it as a local one); an ACL that existed here already is
- *       never marked, so a local ACL is never touched.
+ *       marked after the add: a crash between leaves it as a local one;
+ *       unmarked after the removal applied: a failed or interrupted one is
+ *       retried the next round); an ACL that existed here already is never
+ *       marked, so a local ACL is never touched.  A round's marks are one
+ *       transaction; at most LS_ACLS_MAX ACLs are synced (more: none, the
+ *       error in sync_error), each one valid (sec_acl_validate).
+ *   S6. A resource named "*" (Kafka's wildcard: every topic or group) is
+ *       never picked by a filter and its ACLs are never copied: a source's
+ *       wildcard grant is no grant over every local topic or group.
+ *   S7. Only the groups a round asked about (those the filters pick) are
+ *       written: a group in an OffsetFetch answer that was not asked for
+ *       is dropped, whatever the source says.
  *
  * Not built: FindCoordinator — OffsetFetch goes to the bootstrap broker,
  * the coordinator of every group of a standalone source; a multi-broker
@@ -55,6 +66,7 @@
 #include "daemon/group/group.h"
 #include "daemon/replica/replica.h"
 #include "daemon/security/sec_authz.h"
+#include "daemon/md_sync.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -66,6 +78,8 @@
 #define LS_DESCRIBE_ACLS_VERSION 1
 #define LS_SYNC_MS_MIN 100
 #define LS_ACL_FIELDS 7                  /* as md_acl's, tab-separated */
+#define LS_ACLS_MAX 10000                /* ACLs a link syncs (a round's bound) */
+#define LS_CREATE_MAX 1000               /* mirrors auto-created per Metadata (S3) */
 
 enum ls_stage { LS_IDLE, LS_LISTING, LS_GROUPS_KNOWN, LS_FETCHING };
 
@@ -96,6 +110,7 @@ typedef struct lk_sync {
     /* topics picked by the filters, to create; names left alone (S3) */
     char **create;
     int ncreate, create_cap;
+    bool create_capped;                  /* more than LS_CREATE_MAX this Metadata */
     char skipped[1024];
     /* ACLs (S5) */
     int64_t acls_due_us;
@@ -110,6 +125,8 @@ typedef struct lk_sync {
 /* ---- settings ---------------------------------------------------------------- */
 static bool filter_match(const lk_filter *f, const char *name)
 {
+    if (!strcmp(name, "*"))
+        return false;                    /* S6: the name of every resource */
     if (!f->prefixed)
         return !strcmp(f->name, "*") || !strcmp(f->name, name);
     return !strncmp(f->name, name, strlen(f->name));
@@ -420,7 +437,7 @@ static void group_sync(lk_sync *s, const kp_OffsetFetchResponse_OffsetFetchRespo
                 ? view_partition(b, kp_str_cstr(m->topic), p->PartitionIndex) : NULL;
             if (p->ErrorCode != KP_NONE || p->CommittedOffset < 0 || !v || !v->local)
                 continue;
-            int64_t end = seg_log_end(v->local->log);
+            int64_t end = v->local->high_watermark;     /* S1 */
             size_t tl = strlen(m->topic), ml = p->Metadata.len > 0 ? (size_t)p->Metadata.len : 0;
             memcpy(pool, m->topic, tl + 1);
             c->offs[c->n] = (md_offset){
@@ -496,9 +513,12 @@ static bool key_split(const char *key, char *buf, size_t cap, char *f[LS_ACL_FIE
 }
 
 /* The ACL key is one this link syncs now: its topic a syncing mirror's,
- * its group one the filters pick. */
+ * its group one the filters pick; one named "*" (S6) is in scope (a copy
+ * made before S6 is removed), never wanted. */
 static bool acl_in_scope(const lk_link *l, char *const f[LS_ACL_FIELDS])
 {
+    if (!strcmp(f[1], "*"))
+        return true;                     /* S6: never wanted, so removed if ours */
     if (!strcmp(f[0], "TOPIC"))
         return synced_mirror_here(l, f[1]) != NULL;
     return !strcmp(f[0], "GROUP") && filters_pick(&l->sync_cfg.groups, f[1]);
@@ -526,12 +546,15 @@ static bool acl_here(bk_broker *b, char *const f[LS_ACL_FIELDS])
     return n > 0;
 }
 
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* k in v, sorted (key_cmp): O(log n), a round stays O(n log n). */
 static bool keys_has(char *const *v, size_t n, const char *k)
 {
-    for (size_t i = 0; i < n; i++)
-        if (v[i] && !strcmp(v[i], k))
-            return true;
-    return false;
+    return n > 0 && bsearch(&k, v, n, sizeof *v, key_cmp) != NULL;
 }
 
 static bool acls_send(lk_link *l, lk_sync *s, int64_t now_us, int64_t *next_us)
@@ -572,7 +595,8 @@ static void acl_error(lk_sync *s, const char *why)
     round_store(s);
 }
 
-/* The source's ACLs in scope, as keys (malloc'd); -1: out of memory. */
+/* The source's valid ACLs in scope, as keys (malloc'd); -1: out of memory,
+ * -2: more than LS_ACLS_MAX. */
 static int acls_wanted(lk_link *l, const kp_DescribeAclsResponse *ar, char ***want,
                        int *nwant, int *cap)
 {
@@ -580,8 +604,9 @@ static int acls_wanted(lk_link *l, const kp_DescribeAclsResponse *ar, char ***wa
         const kp_DescribeAclsResponse_DescribeAclsResource *res = &ar->Resources[i];
         char name[MD_TOPIC_NAME_MAX + 1];
         if (res->PatternType != BK_PAT_LITERAL || res->ResourceName.len <= 0 ||
-            (size_t)res->ResourceName.len >= sizeof name)
-            continue;
+            (size_t)res->ResourceName.len >= sizeof name ||
+            kp_str_eq(res->ResourceName, "*"))
+            continue;                                /* S6 */
         memcpy(name, res->ResourceName.p, (size_t)res->ResourceName.len);
         name[res->ResourceName.len] = 0;
         const char *here = NULL;
@@ -595,8 +620,13 @@ static int acls_wanted(lk_link *l, const kp_DescribeAclsResponse *ar, char ***wa
         for (int32_t k = 0; here && k < res->Acls_count; k++) {
             const kp_DescribeAclsResponse_AclDescription *a = &res->Acls[k];
             const char *op = sec_op_name(a->Operation), *perm = sec_perm_name(a->PermissionType);
-            char key[1024];
-            if (!op || !perm || a->Principal.len <= 0 || a->Host.len <= 0 ||
+            char key[1024], why[MD_ERRLEN];
+            if (*nwant >= LS_ACLS_MAX)
+                return -2;
+            if (sec_acl_validate(res->ResourceType, res->ResourceName, res->PatternType,
+                                 a->Principal, a->Host, a->Operation, a->PermissionType, why,
+                                 sizeof why) != KP_NONE ||
+                !op || !perm || a->Principal.len <= 0 || a->Host.len <= 0 ||
                 memchr(a->Principal.p, '\t', (size_t)a->Principal.len) ||
                 memchr(a->Host.p, '\t', (size_t)a->Host.len) ||
                 snprintf(key, sizeof key, "%s\t%s\tLITERAL\t%.*s\t%.*s\t%s\t%s",
@@ -611,7 +641,43 @@ static int acls_wanted(lk_link *l, const kp_DescribeAclsResponse *ar, char ***wa
     return 0;
 }
 
-/* S5: what the source has and this link added differ: added, removed. */
+/* The marks of a round (S5) in one transaction: unmark[i] and added[i]
+ * (ours[i], want[i]) false when not to be changed.  Its WAL sync on the
+ * metadata sync worker. */
+static void acls_mark(lk_link *l, lk_sync *s, const bool *unmark, char **want, const bool *added,
+                      int nwant)
+{
+    md_db *db = l->b->db;
+    char err[MD_ERRLEN];
+    bool txn = md_begin(db) == 0;
+    for (size_t i = 0; i < s->nours; i++)
+        if (unmark[i] && md_link_acl_mark(db, l->name, s->ours[i], false, err, sizeof err) == 0) {
+            free(s->ours[i]);
+            s->ours[i] = NULL;
+        }
+    size_t n = 0, nadd = 0;
+    for (size_t i = 0; i < s->nours; i++)
+        if (s->ours[i])
+            s->ours[n++] = s->ours[i];
+    s->nours = n;
+    for (int i = 0; i < nwant; i++)
+        nadd += added[i];
+    char **grown = realloc(s->ours, (s->nours + nadd + 1) * sizeof *grown);
+    if (grown)
+        s->ours = grown;
+    for (int i = 0; grown && i < nwant; i++)
+        if (added[i] && md_link_acl_mark(db, l->name, want[i], true, err, sizeof err) == 0) {
+            s->ours[s->nours++] = want[i];
+            want[i] = NULL;
+        }
+    if (txn && md_commit(db) == 0)
+        bk_mdsync_request();
+    qsort(s->ours, s->nours, sizeof *s->ours, key_cmp);
+}
+
+/* S5: what the source has and this link added differ: added, removed.
+ * want sorted (key_cmp).  An ACL to remove stays ours (marked) until the
+ * removal is applied: on failure the next round retries it. */
 static void acls_apply(lk_link *l, lk_sync *s, char **want, int nwant)
 {
     bk_broker *b = l->b;
@@ -620,9 +686,10 @@ static void acls_apply(lk_link *l, lk_sync *s, char **want, int nwant)
     md_acl *add = calloc((size_t)nwant + 1, sizeof *add);
     md_acl *del = calloc(s->nours + 1, sizeof *del);
     bool *added = calloc((size_t)nwant + 1, sizeof *added);
+    bool *unmark = calloc(s->nours + 1, sizeof *unmark), *dels = calloc(s->nours + 1, 1);
     size_t nadd = 0, ndel = 0, nb = 0;
     char *f[LS_ACL_FIELDS];
-    if (!buf || !add || !del || !added) {
+    if (!buf || !add || !del || !added || !unmark || !dels) {
         acl_error(s, "out of memory");
         goto out;
     }
@@ -631,15 +698,12 @@ static void acls_apply(lk_link *l, lk_sync *s, char **want, int nwant)
             !key_split(s->ours[i], buf[nb], sizeof buf[nb], f))
             continue;
         if (acl_in_scope(l, f)) {        /* removed at the source */
-            if (md_link_acl_mark(b->db, l->name, s->ours[i], false, err, sizeof err) != 0)
-                continue;
             del[ndel++] = acl_row(f);
+            dels[i] = true;
             nb++;
         } else {                         /* no longer synced: a local one from now on */
-            md_link_acl_mark(b->db, l->name, s->ours[i], false, err, sizeof err);
+            unmark[i] = true;
         }
-        free(s->ours[i]);
-        s->ours[i] = NULL;
     }
     for (int i = 0; i < nwant; i++) {
         if (keys_has(s->ours, s->nours, want[i]) ||
@@ -653,7 +717,6 @@ static void acls_apply(lk_link *l, lk_sync *s, char **want, int nwant)
                            != KP_NONE) {
         snprintf(why, sizeof why, "cannot change the ACLs here: %s", err);
         acl_error(s, why);
-        nadd = 0;
         memset(added, 0, (size_t)nwant * sizeof *added);
     } else {
         if (ndel + nadd > 0)
@@ -662,26 +725,17 @@ static void acls_apply(lk_link *l, lk_sync *s, char **want, int nwant)
         s->acls_removed += ndel;
         s->acls_added += nadd;
         acl_error(s, NULL);
+        for (size_t i = 0; i < s->nours; i++)
+            unmark[i] |= dels[i];        /* applied: unmarked now (S5) */
     }
-    /* ours: what is left of it, and what was added (marked after: S5) */
-    size_t n = 0;
-    for (size_t i = 0; i < s->nours; i++)
-        if (s->ours[i])
-            s->ours[n++] = s->ours[i];
-    s->nours = n;
-    char **grown = realloc(s->ours, (s->nours + nadd + 1) * sizeof *grown);
-    if (grown)
-        s->ours = grown;
-    for (int i = 0; grown && i < nwant; i++)
-        if (added[i] && md_link_acl_mark(b->db, l->name, want[i], true, err, sizeof err) == 0) {
-            s->ours[s->nours++] = want[i];
-            want[i] = NULL;
-        }
+    acls_mark(l, s, unmark, want, added, nwant);
 out:
+    free(dels);
     free(buf);
     free(add);
     free(del);
     free(added);
+    free(unmark);
 }
 
 static int acls_answer(lk_link *l, lk_sync *s, kp_rd *r)
@@ -704,14 +758,29 @@ static int acls_answer(lk_link *l, lk_sync *s, kp_rd *r)
             acl_error(s, err);
             return 0;
         }
+        qsort(s->ours, s->nours, sizeof *s->ours, key_cmp);
         s->ours_loaded = true;
     }
     char **want = NULL;
     int nwant = 0, cap = 0;
-    if (acls_wanted(l, &ar, &want, &nwant, &cap) != 0)
+    int rc = acls_wanted(l, &ar, &want, &nwant, &cap);
+    if (rc == -2) {
+        snprintf(why, sizeof why, "the source has more than %d ACLs this link syncs: none "
+                 "synced", LS_ACLS_MAX);
+        acl_error(s, why);
+    } else if (rc != 0) {
         acl_error(s, "out of memory");
-    else
+    } else {
+        qsort(want, (size_t)nwant, sizeof *want, key_cmp);
+        int n = 0;                       /* one of each: a source may repeat one */
+        for (int i = 0; i < nwant; i++)
+            if (n > 0 && !strcmp(want[n - 1], want[i]))
+                free(want[i]);
+            else
+                want[n++] = want[i];
+        nwant = n;
         acls_apply(l, s, want, nwant);
+    }
     for (int i = 0; i < nwant; i++)
         free(want[i]);
     free(want);
@@ -719,6 +788,17 @@ static int acls_answer(lk_link *l, lk_sync *s, kp_rd *r)
 }
 
 /* ---- requests and answers ---------------------------------------------------- */
+/* S7: group is one this round asked about (s->groups, sorted). */
+static bool group_asked(const lk_sync *s, kp_str group)
+{
+    char id[MD_TOPIC_NAME_MAX + 1];
+    if (group.len <= 0 || (size_t)group.len >= sizeof id)
+        return false;
+    memcpy(id, group.p, (size_t)group.len);
+    id[group.len] = 0;
+    return keys_has(s->groups, (size_t)s->ngroups, id);
+}
+
 bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us)
 {
     lk_sync *s;
@@ -798,6 +878,7 @@ int lk_sync_answer(lk_link *l, int16_t api, kp_rd *r)
                 !names_add(&s->groups, &s->ngroups, &s->groups_cap, id, (size_t)g.len))
                 note_error(s, "out of memory");
         }
+        qsort(s->groups, (size_t)s->ngroups, sizeof *s->groups, key_cmp);
         if (s->ngroups > 0)
             s->stage = LS_GROUPS_KNOWN;
         else
@@ -809,7 +890,8 @@ int lk_sync_answer(lk_link *l, int16_t api, kp_rd *r)
         return -1;
     s->stage = LS_IDLE;
     for (int32_t i = 0; i < fr.Groups_count; i++)
-        group_sync(s, &fr.Groups[i]);
+        if (group_asked(s, fr.Groups[i].GroupId))     /* S7 */
+            group_sync(s, &fr.Groups[i]);
     round_store(s);
     return 0;
 }
@@ -823,7 +905,8 @@ void lk_sync_topic_seen(lk_link *l, kp_str name)
         return;
     memcpy(t, name.p, (size_t)name.len);
     t[name.len] = 0;
-    if (!strncmp(t, "__", 2) || !strcmp(t, "_schemas") || !filters_pick(&l->sync_cfg.topics, t))
+    if (!strncmp(t, "__", 2) || !strcmp(t, "_schemas") || !strncmp(t, "_confluent-", 11) ||
+        !filters_pick(&l->sync_cfg.topics, t))
         return;                          /* S3 */
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
         if (!strcmp(m->topic, t) || (m->link == l && !strcmp(m->source, t)))
@@ -832,7 +915,9 @@ void lk_sync_topic_seen(lk_link *l, kp_str name)
         if (!strcmp(s->create[i], t))
             return;
     if (!view_topic_find(l->b, t, strlen(t))) {
-        if (!names_add(&s->create, &s->ncreate, &s->create_cap, t, strlen(t)))
+        if (s->ncreate >= LS_CREATE_MAX)
+            s->create_capped = true;     /* S3: the next Metadata's */
+        else if (!names_add(&s->create, &s->ncreate, &s->create_cap, t, strlen(t)))
             BK_WARN("cluster link %s: out of memory for topic %s", l->name, t);
         return;
     }
@@ -864,6 +949,12 @@ bool lk_sync_topics_create(lk_link *l)
 {
     lk_sync *s = l->sync;
     char err[MD_ERRLEN + 64];
+    if (s && s->create_capped) {
+        BK_WARN("cluster link %s: more than %d source topics to mirror picked by "
+                "auto.create.mirror.topics.filters: the rest after the next Metadata",
+                l->name, LS_CREATE_MAX);
+        s->create_capped = false;
+    }
     while (s && s->ncreate > 0) {
         char *t = s->create[--s->ncreate];
         /* As an INSERT INTO mirror_topics; its kick may send the next

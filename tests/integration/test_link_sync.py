@@ -11,7 +11,12 @@ mirror the matching source topics, later ones too, and leave excluded,
 internal and locally existing ones alone; bad filter settings are refused.
 """
 import json
+import os
 import re
+import socket
+import sqlite3
+import struct
+import threading
 import time
 
 from confluent_kafka import TopicPartition
@@ -165,6 +170,96 @@ def test_an_active_group_here_and_an_offset_past_the_mirror_are_not_synced(pair)
     until(lambda: committed(dest, active, t) == {0: 60}, 15, "synced after the member left")
 
 
+class SwapProxy:
+    """A TCP proxy to b's Kafka port that swaps one byte string for another
+    of the same length in every request (whole frames), answers untouched:
+    the source then answers about a group the destination did not ask."""
+
+    def __init__(self, b, old, new):
+        host, port = b.bootstrap.rsplit(":", 1)
+        self.target, self.old, self.new, self.swaps = (host, int(port)), old, new, 0
+        self.lsn = socket.socket()
+        self.lsn.bind(("127.0.0.1", 0))
+        self.lsn.listen(8)
+        self.lsn.settimeout(0.5)
+        self.bootstrap = "127.0.0.1:%d" % self.lsn.getsockname()[1]
+        self.stop, self.socks = False, []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.stop:
+            try:
+                c, _ = self.lsn.accept()
+            except OSError:
+                continue
+            s = socket.create_connection(self.target, timeout=10)
+            self.socks += [c, s]
+            threading.Thread(target=self.requests, args=(c, s), daemon=True).start()
+            threading.Thread(target=self.answers, args=(s, c), daemon=True).start()
+
+    @staticmethod
+    def read(sock, n):
+        got = b""
+        while len(got) < n:
+            part = sock.recv(n - len(got))
+            if not part:
+                raise OSError("closed")
+            got += part
+        return got
+
+    def requests(self, c, s):
+        try:
+            while True:
+                body = self.read(c, struct.unpack(">i", self.read(c, 4))[0])
+                if self.old in body:
+                    self.swaps += 1
+                    body = body.replace(self.old, self.new)
+                s.sendall(struct.pack(">i", len(body)) + body)
+        except OSError:
+            s.close()
+
+    @staticmethod
+    def answers(s, c):
+        try:
+            while True:
+                part = s.recv(65536)
+                if not part:
+                    break
+                c.sendall(part)
+        except OSError:
+            pass
+        c.close()
+
+    def close(self):
+        self.stop = True
+        self.lsn.close()
+        for x in self.socks:
+            x.close()
+
+
+def test_an_offset_fetch_answer_for_a_group_not_asked_is_dropped(pair):
+    """A source answering OffsetFetch for a group the filters exclude (the
+    proxy swaps the asked group's name for it) writes nothing here (link_sync.c S7)."""
+    src, dest = pair
+    t = topic_name("oasked")
+    asked, other = "grp-" + t, "oth-" + t          # the same length
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 20)
+    consume(src, asked, t, n=5)
+    consume(src, other, t, n=7)
+    proxy = SwapProxy(src, asked.encode(), other.encode())
+    try:
+        link_source(dest, proxy, config=SYNC)
+        assert mirror(dest, t)[0] == 200
+        assert_same(src, dest, t, 1)
+        until(lambda: rounds(dest) >= 3, 30, "three sync rounds")
+        assert proxy.swaps >= 2
+        assert committed(dest, other, t) == {}
+        assert committed(dest, asked, t) == {}
+    finally:
+        proxy.close()
+
+
 def test_filters_pick_source_topics_now_and_later(pair):
     src, dest = pair
     pre = topic_name("af") + "-"
@@ -196,6 +291,26 @@ def test_filters_pick_source_topics_now_and_later(pair):
     assert mirror(dest, ghost)[0] == 200
     until(lambda: "does not exist on the source" in str(mirror_state(dest, ghost)), 15,
           "the missing source topic reported")
+
+
+def test_every_topic_filter_leaves_confluent_internal_topics_alone(pair):
+    """topicFilters [{"name": "*"}] mirrors the source's topics but not its
+    _confluent-* internal ones (link_sync.c S3)."""
+    src, dest = pair
+    normal, internal = topic_name("every"), "_confluent-" + topic_name("metrics")
+    for name in (normal, internal):
+        create_topic(src, name, partitions=1)
+        fill(src, name, 1, 5)
+    every = json.dumps({"topicFilters": [{"name": "*", "patternType": "LITERAL",
+                                          "filterType": "INCLUDE"}]})
+    link_source(dest, src, config="auto.create.mirror.topics.enable=true\n"
+                                  "auto.create.mirror.topics.filters=%s\n"
+                                  "metadata.max.age.ms=300\n" % every)
+    until(lambda: mirror_state(dest, normal), 15, "the normal topic mirrored")
+    assert_same(src, dest, normal, 1)
+    time.sleep(1.5)                      # several Metadata rounds
+    got = rows(sql_ok(dest, "SELECT topic FROM mirror_topics"))
+    assert got == [(normal,)], got
 
 
 def test_bad_sync_settings_are_refused(pair):
@@ -275,3 +390,58 @@ def test_acls_of_mirrored_topics_and_synced_groups_are_copied(start_broker):
     assert acls(dest, t, group, unpicked, other) == want
     assert re.search(r'sluice_link_acls_synced_total\{link="src"\} 3\b', metrics(dest))
     assert re.search(r'sluice_link_acls_removed_total\{link="src"\} 1\b', metrics(dest))
+
+
+def test_a_wildcard_group_acl_of_the_source_is_never_copied(start_broker):
+    """A source's LITERAL '*' GROUP ACL, with the common groupFilters
+    [{"name": "*"}], is no grant over every local group here (link_sync.c S6)."""
+    src = start_broker(dict(AUTHORIZER, **{"super.users": "User:ANONYMOUS"}))
+    dest = start_broker(dict(AUTHORIZER))
+    t = topic_name("aclwild")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 3)
+    grant(src, "GROUP", "*", "READ", "User:eve")
+    grant(src, "TOPIC", "*", "READ", "User:eve")
+    grant(src, "TOPIC", t, "READ", "User:eve")
+    every = json.dumps({"groupFilters": [{"name": "*", "patternType": "LITERAL",
+                                          "filterType": "INCLUDE"}]})
+    link_source(dest, src, config="acl.sync.enable=true\nacl.sync.ms=300\n"
+                                  "consumer.offset.group.filters=%s\n" % every)
+    assert mirror(dest, t)[0] == 200
+    until(lambda: acls(dest, t) == [("TOPIC", t, "User:eve", "READ")], 20,
+          "the topic ACL synced")
+    time.sleep(1.5)
+    assert acls(dest, "*") == [], acls(dest, "*")
+
+
+def test_a_revoked_acl_is_removed_once_applying_works_again(start_broker):
+    """The source revokes an ACL while this broker cannot change its ACLs
+    (a trigger refuses deletions): sync_error says so, and the ACL goes
+    once the deletion works again, never staying for good as a local one."""
+    src = start_broker(dict(AUTHORIZER, **{"super.users": "User:ANONYMOUS"}))
+    dest = start_broker(dict(AUTHORIZER))
+    t = topic_name("aclrev")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 3)
+    grant(src, "TOPIC", t, "READ", "User:bob")
+    grant(src, "TOPIC", t, "WRITE", "User:bob")
+    link_source(dest, src, config="acl.sync.enable=true\nacl.sync.ms=300\n")
+    assert mirror(dest, t)[0] == 200
+    both = [("TOPIC", t, "User:bob", "READ"), ("TOPIC", t, "User:bob", "WRITE")]
+    until(lambda: acls(dest, t) == both, 20, "the ACLs synced")
+    def on_file(stmt):                   # the SQL surface refuses schema changes
+        db = sqlite3.connect(os.path.join(dest.data_dir, "sluice.db"), timeout=10)
+        try:
+            db.execute(stmt)
+            db.commit()
+        finally:
+            db.close()
+    on_file("CREATE TRIGGER hold_acls BEFORE DELETE ON acls BEGIN "
+            "SELECT RAISE(ABORT, 'held by the test'); END")
+    sql_ok(src, "DELETE FROM acls WHERE resource_name = '%s' AND operation = 'WRITE'" % t)
+    until(lambda: "cannot change the ACLs here" in (link_row(dest)[2] or ""), 20,
+          "the failed removal in sync_error")
+    assert acls(dest, t) == both
+    on_file("DROP TRIGGER hold_acls")
+    until(lambda: acls(dest, t) == both[:1], 20, "the removal retried")
+    until(lambda: not link_row(dest)[2], 20, "sync_error cleared")
