@@ -333,3 +333,34 @@ def test_a_link_recreated_while_a_broker_was_down_reaches_it(make_cluster, start
     wait_for(lambda: sql_rows(b3, "SELECT name, bootstrap_servers FROM cluster_links")
              == [("src", src_b.bootstrap)], 30, "broker 3 to take the recreated link")
     assert "cluster link src replaced from ZooKeeper" in b3.log_text()
+
+
+def test_a_link_created_on_two_brokers_at_once_ends_the_same_everywhere(
+        make_cluster, start_broker):  # noqa: F811
+    """cluster_links.c L5: an INSERT is published create-only; the second
+    creator takes the first's row (or its INSERT is refused if it saw it)."""
+    src_a = start_broker()
+    src_b = start_broker()
+    dest = make_cluster(3)
+    b1, b2, _b3 = dest.brokers
+    errs = []
+
+    def insert(b, src):
+        try:
+            b.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('twice', '%s')"
+                  % src.bootstrap)
+        except Exception as e:  # the second one, when it saw the first's row
+            errs.append(str(e))
+    ts = [threading.Thread(target=insert, args=(b, s)) for b, s in ((b1, src_a), (b2, src_b))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    assert all("already exists" in e for e in errs), errs
+
+    def same():
+        rows = [sql_rows(b, "SELECT name, bootstrap_servers FROM cluster_links")
+                for b in dest.brokers]
+        return len(rows[0]) == 1 and all(r == rows[0] for r in rows) and \
+            rows[0][0][1] in (src_a.bootstrap, src_b.bootstrap)
+    wait_for(same, 30, "every broker to keep the same link")
