@@ -17,7 +17,9 @@
  * where the SQL statement ran has stored the row in its own SQLite
  * already (link.c), so it serves it at once; it then writes the row from
  * there to its znode (set, or create when missing), or deletes the znode
- * when the row is gone.  Apply half: every broker keeps a children watch
+ * when the row is gone.  An INSERT's row is created only: a znode there
+ * already (another broker's INSERT of the same name at the same time)
+ * wins, and is applied here (L5), with an error in the log.  Apply half: every broker keeps a children watch
  * on both folders and a data watch on each child, and on a change makes
  * its SQLite row match the znode, then tells the links (b->links_changed,
  * link.c link_sync) to follow the rows.
@@ -35,6 +37,12 @@
  *   L4. A mirror row needs its link's row (a foreign key): a mirror znode
  *       read before its link's is skipped, and each link applied lists the
  *       mirrors again.
+ *   L5. A row is compared whole: a link whose bootstrap.servers, config or
+ *       secrets differ (deleted and created again while this broker was
+ *       away, or created on two brokers at once) replaces the local row,
+ *       its mirrors' rows dropped first (they come back from their znodes,
+ *       L4); a mirror of another link or source topic likewise.  A mirror
+ *       promoted, failed_over or failed never takes another state.
  *
  * A promotion's facts (link.c K11): /sluice/mirror_caught_up/<topic id
  * hex>.<partition>.<leader epoch>, empty znodes a mirror partition's
@@ -66,6 +74,13 @@ static const char *or_empty(const char *s)
     return s ? s : "";
 }
 
+/* L5: the states a mirror never leaves (link.c K13). */
+static bool terminal(const char *state)
+{
+    return !strcmp(state, "promoted") || !strcmp(state, "failed_over") ||
+           !strcmp(state, "failed");
+}
+
 static void changed(bk_broker *b)
 {
     if (b->links_changed)
@@ -84,13 +99,22 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
         BK_ERROR("cluster link %s from ZooKeeper: cannot read the local rows: %s", name, err);
         return;
     }
-    bool have = false;
+    bool have = false, same = false;
     for (size_t i = 0; i < nr && !have; i++)
-        have = !strcmp(rows[i].name, name);
+        if ((have = !strcmp(rows[i].name, name)) && kv)        /* L5: the whole row */
+            same = !strcmp(rows[i].bootstrap, or_empty(kv_get(kv, n, "bootstrap.servers"))) &&
+                   !strcmp(rows[i].config, or_empty(kv_get(kv, n, "config"))) &&
+                   !strcmp(rows[i].secrets, or_empty(kv_get(kv, n, "secrets")));
     if (rows)
         memset(rows, 0, nr * sizeof *rows);          /* the secrets */
     free(rows);
-    if (!kv) {
+    if (have && same)
+        return;                                      /* L3 */
+    if (kv && !kv_get(kv, n, "bootstrap.servers")) {
+        BK_ERROR("zookeeper: %s/%s: no bootstrap.servers; ignored", LINKS, name);
+        return;
+    }
+    if (!kv || have) {
         /* Its mirrors went before it (link.c refuses otherwise): rows a
          * missed watch left go first, for the foreign key (L2). */
         md_mirror_row *ms = NULL;
@@ -104,12 +128,12 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
         if (have && md_link_delete(b->db, name, err, sizeof err) != 0)
             BK_ERROR("cluster link %s: cannot delete its row: %s", name, err);
         else if (have)
-            BK_INFO("cluster link %s deleted from ZooKeeper", name);
-        changed(b);
-        return;
+            BK_INFO("cluster link %s %s from ZooKeeper", name, kv ? "replaced" : "deleted");
+        if (!kv) {
+            changed(b);
+            return;
+        }
     }
-    if (have)
-        return;                                      /* links do not change (L3) */
     md_link_row *row = calloc(1, sizeof *row);
     const char *bs = kv_get(kv, n, "bootstrap.servers"), *st = kv_get(kv, n, "state");
     if (!row || !bs) {
@@ -154,6 +178,17 @@ static void apply_mirror(bk_broker *b, const char *topic, const md_kv *kv, size_
             rc = md_mirror_delete(b->db, topic, err, sizeof err);
     } else if (!link || !src || !st) {
         BK_ERROR("zookeeper: %s/%s lacks link, source.topic or state; ignored", MIRRORS, topic);
+    } else if (have && (strcmp(have->link, link) || strcmp(have->source_topic, src))) {
+        rc = md_mirror_delete(b->db, topic, err, sizeof err);   /* L5: another mirror */
+        if (rc == 0)
+            have = NULL;
+    } else if (have && strcmp(have->state, st) && terminal(have->state)) {
+        BK_WARN("mirror topic %s is %s here: the state %s from ZooKeeper is not taken (a "
+                "mirror never leaves %s)", topic, have->state, st, have->state);
+        st = have->state;                            /* L5 */
+    }
+    if (rc != 0 || !kv || !link || !src || !st) {
+        /* done above */
     } else if (!have) {
         md_mirror_row row = { 0 };
         snprintf(row.topic, sizeof row.topic, "%s", topic);
@@ -290,8 +325,9 @@ bool cl_links_on_watch(bk_broker *b, int type, const char *path)
 typedef struct pub {
     char path[sizeof MIRRORS + MD_TOPIC_NAME_MAX + 2];
     kp_buf json;
-    bool del;
+    bool del, mirror, create_only;
     int tries;
+    char name[MD_TOPIC_NAME_MAX + 1];
 } pub;
 
 static void pub_write(bk_broker *b, pub *p, bool create);
@@ -308,6 +344,13 @@ static void pub_free(pub *p)
 static void on_write(bk_broker *b, const zk_result *r, void *arg)
 {
     pub *p = arg;
+    if (p->create_only && r->rc == ZNODEEXISTS) {
+        BK_ERROR("%s was created on another broker at the same time; its row is taken here "
+                 "(L5)", p->path);
+        read_one(b, p->mirror, p->name);
+        pub_free(p);
+        return;
+    }
     if (!p->del && (r->rc == ZNONODE || r->rc == ZNODEEXISTS) && ++p->tries < 5) {
         pub_write(b, p, r->rc == ZNONODE);
         return;
@@ -337,7 +380,7 @@ static void pub_write(bk_broker *b, pub *p, bool create)
     }
 }
 
-void cl_links_publish(bk_broker *b, bool mirror, const char *name)
+void cl_links_publish(bk_broker *b, bool mirror, const char *name, bool create)
 {
     char err[MD_ERRLEN];
     pub *p = calloc(1, sizeof *p);
@@ -347,6 +390,8 @@ void cl_links_publish(bk_broker *b, bool mirror, const char *name)
     }
     kp_buf_init(&p->json);
     snprintf(p->path, sizeof p->path, "%s/%s", mirror ? MIRRORS : LINKS, name);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->mirror = mirror;
     p->del = true;
     if (mirror) {
         md_mirror_row *rows = NULL;
@@ -388,7 +433,8 @@ void cl_links_publish(bk_broker *b, bool mirror, const char *name)
             memset(rows, 0, n * sizeof *rows);
         free(rows);
     }
-    pub_write(b, p, false);
+    p->create_only = create && !p->del;
+    pub_write(b, p, p->create_only);
 }
 
 /* ---- a promotion's facts (link.c K11) ------------------------------------------------- */

@@ -76,7 +76,10 @@
  *       replicate the appended batches as any other.
  *   K10. Cluster mode: 'failed_over' is taken by every broker at once;
  *       each aborts the source's open transactions (K8) of the partitions
- *       it leads when it applies it.
+ *       it leads when it applies it, and again once a second (on_tick) for
+ *       those it leads by then (a leaderless moment, a broker started with
+ *       the row): a marker is appended at once, so a transaction it ended
+ *       is no longer open and none is aborted twice.
  *   K11. Cluster mode's 'promoted': the controller decides, from facts the
  *       leaders write (daemon/cluster/cluster_links.c): the leader of a
  *       promoting mirror partition, once it saw K3 and K8 hold for it,
@@ -89,12 +92,25 @@
  *       its fact and then is still the source's, at the source's offsets
  *       (K2).  A promoting mirror goes on to 'promoted' or 'failed_over'
  *       only (no way back to active or paused in cluster mode), so a fact
- *       never counts for another promotion.
+ *       never counts for another promotion.  A leader's fact also needs
+ *       the partition's high watermark at the source's end (part_caught_up):
+ *       a leader dying after its fact loses nothing its followers lack.
+ *   K12. Cluster mode refuses 'promoted' and 'failed_over' for now (see
+ *       "Not built yet": K7 there); K11 and K10 serve rows written before.
+ *   K13. A row applied from another broker is compared whole: a link whose
+ *       bootstrap.servers or settings differ from the row (deleted and
+ *       created again while this broker was away) is made again with its
+ *       mirrors; a mirror in promoted, failed_over or failed never takes
+ *       another state from a row (cluster_links.c applies none either).
  *
  * Not built yet (issue 33's later parts):
  *   - K7 in cluster mode: the producer id floor is this broker's
  *     SQLite's, while cluster mode hands out ids from ZooKeeper's blocks
- *     (cluster_producer_ids.c), which the source's ids do not raise yet.
+ *     (cluster_producer_ids.c), which the source's ids do not raise yet;
+ *     hence K12.  The fix: raise /latest_producer_id_block above the
+ *     source's largest id (asynchronous compare-and-set) and have every
+ *     broker drop the blocks it holds below it, before a mirror leaves
+ *     mirroring.
  *   - SSL and SCRAM to the source; secrets encrypted at rest (they are in
  *     the SQLite file as given, only hidden from SQL); topic filters;
  *     ACLs synced (link_sync.c: consumer offsets and topic filters).
@@ -119,10 +135,15 @@
 static lk_set *set_of(bk_broker *b) { return b->links; }
 
 /* K6: the row of name (a mirror topic's or a link's) to the other brokers. */
-static void publish(bk_broker *b, bool mirror, const char *name)
+static void publish_row(bk_broker *b, bool mirror, const char *name, bool create)
 {
     if (b->store && b->store->link_publish)
-        b->store->link_publish(b, mirror, name);
+        b->store->link_publish(b, mirror, name, create);
+}
+
+static void publish(bk_broker *b, bool mirror, const char *name)
+{
+    publish_row(b, mirror, name, false);
 }
 
 /* K6: cluster mode's single writer of the topics of mirrors. */
@@ -392,6 +413,17 @@ static lk_mirror *mirror_find(lk_set *s, const char *topic)
 
 /* A link from its row: settings applied over the defaults (the stored
  * config, secrets masked, then the secret lines). */
+/* K13: a link's settings, summed (FNV-1a over config and secrets). */
+static uint64_t row_sum(const md_link_row *row)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const char *parts[] = { row->config, "\n--\n", row->secrets };
+    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+        for (const unsigned char *c = (const unsigned char *)parts[k]; *c; c++)
+            h = (h ^ *c) * 1099511628211ULL;
+    return h;
+}
+
 static lk_link *link_new(lk_set *s, const md_link_row *row, char *err, size_t errlen)
 {
     lk_link *l = calloc(1, sizeof *l);
@@ -405,6 +437,7 @@ static lk_link *link_new(lk_set *s, const md_link_row *row, char *err, size_t er
     snprintf(l->name, sizeof l->name, "%s", row->name);
     snprintf(l->last_error, sizeof l->last_error, "%s", row->last_error);
     snprintf(l->bootstrap, sizeof l->bootstrap, "%s", row->bootstrap);
+    l->row_sum = row_sum(row);
     lk_conn_init(l);
     /* The masked values are overwritten by the secret lines after them. */
     if (lk_bootstrap_nth(row->bootstrap, 0, l->boot.host, sizeof l->boot.host, &l->boot.port,
@@ -664,6 +697,7 @@ static bool part_caught_up(const lk_mirror *m, int32_t i, const bk_partition *p)
     const lk_part *lp = &m->parts[i];
     return p && lp->source_end >= 0 && lp->answers_due == 0 &&
            seg_log_end(p->log) == lp->source_end &&
+           (!bk_cluster_mode(m->link->b) || p->high_watermark == lp->source_end) &&
            !(p->producers && p->producers->open_txns > 0);
 }
 
@@ -809,7 +843,7 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
             link_free(l);
         } else if (rc == KP_NONE) {
             BK_INFO("cluster link %s created through SQL: source %s", name, bootstrap);
-            publish(b, false, name);     /* K6 */
+            publish_row(b, false, name, true);   /* K6, K13 */
             lk_conn_kick(l);             /* a wrong address or login shows at once */
         }
     }
@@ -899,7 +933,7 @@ int link_mirror_create(bk_broker *b, const char *topic, const char *link, const 
     }
     BK_INFO("mirror topic %s of %s on link %s created through SQL (%s)", topic, source,
             l->name, state_name(st));
-    publish(b, true, topic);             /* K6 */
+    publish_row(b, true, topic, true);   /* K6, K13 */
     l->metadata_due_us = 0;              /* its partitions and configs now */
     lk_conn_kick(l);
     return KP_NONE;
@@ -999,6 +1033,14 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
     }
     if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
         return KP_NONE;
+    if ((to == LK_PROMOTED || to == LK_FAILED_OVER) && bk_cluster_mode(b)) {
+        /* K12 */
+        snprintf(err, errlen, "mirror topic '%s': '%s' is not available in cluster mode yet: "
+                 "the source's producer ids are not kept out of the cluster's producer id "
+                 "blocks, so a local idempotent producer could be taken for the source's and "
+                 "its acknowledged messages dropped", topic, state_name(to));
+        return KP_INVALID_REQUEST;
+    }
     if (m->state == LK_PROMOTING && to != LK_FAILED_OVER && bk_cluster_mode(b)) {
         /* K11 */
         snprintf(err, errlen, "mirror topic '%s' is promoting: in cluster mode it goes on to "
@@ -1076,8 +1118,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     bk_broker *b = s->b;
     char err[MD_ERRLEN];
     bool promoting = false;
-    for (lk_mirror *m = s->mirrors; m; m = m->next)
+    for (lk_mirror *m = s->mirrors; m; m = m->next) {
         promoting |= m->state == LK_PROMOTING;
+        if (m->state == LK_FAILED_OVER && bk_cluster_mode(b))
+            mirror_open_txns(m, true);   /* K10: where it leads now */
+    }
     if (promoting && b->store && b->store->mirrors_told_list && bk_cluster_mode(b) &&
         view_controller_id(b) == b->cfg->broker_id)
         b->store->mirrors_told_list(b, mirrors_told);    /* K11: once a second */
@@ -1110,6 +1155,12 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* K13: the states a mirror never leaves. */
+static bool mirror_terminal(enum lk_mstate st)
+{
+    return st == LK_PROMOTED || st == LK_FAILED_OVER || st == LK_FAILED;
+}
+
 /* A state another broker wrote (K6): taken as it is, not published again;
  * a failover aborts the open transactions of the partitions led here. */
 static void mirror_applied(lk_mirror *m, enum lk_mstate st)
@@ -1125,11 +1176,13 @@ static void mirror_applied(lk_mirror *m, enum lk_mstate st)
     lk_conn_kick(m->link);
 }
 
-static bool row_has_link(const md_link_row *r, size_t n, const char *name)
+/* K13: l's row, as l was made from it (a link deleted and created again
+ * elsewhere has the same name, not the same row). */
+static bool row_has_link(const md_link_row *r, size_t n, const lk_link *l)
 {
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(r[i].name, name))
-            return true;
+        if (!strcmp(r[i].name, l->name))
+            return !strcmp(r[i].bootstrap, l->bootstrap) && row_sum(&r[i]) == l->row_sum;
     return false;
 }
 
@@ -1167,11 +1220,11 @@ static void link_sync(bk_broker *b)
     }
     for (lk_link **pp = &s->links; *pp;) {
         lk_link *l = *pp;
-        if (row_has_link(links, nl, l->name)) {
+        if (row_has_link(links, nl, l)) {
             pp = &l->next;
             continue;
         }
-        BK_INFO("cluster link %s: its row went (deleted on another broker)", l->name);
+        BK_INFO("cluster link %s: its row went or changed (on another broker)", l->name);
         *pp = l->next;
         for (lk_mirror *m = s->mirrors, *n; m; m = n) {
             n = m->next;
@@ -1198,7 +1251,7 @@ static void link_sync(bk_broker *b)
         if (!l || state_parse(mirrors[i].state, &st) != 0)
             continue;
         if (m) {
-            if (m->state != st)
+            if (m->state != st && !mirror_terminal(m->state))
                 mirror_applied(m, st);
             continue;
         }

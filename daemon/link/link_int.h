@@ -118,6 +118,7 @@ typedef struct lk_link {
     struct lk_set *set;
     char name[MD_TOPIC_NAME_MAX + 1];
     char bootstrap[1024];                /* host:port[,host:port…] as given */
+    uint64_t row_sum;                    /* its row's settings, summed (link.c K13) */
     int nboot, boot_at;                  /* their count; the one boot uses */
     /* settings (Kafka's client property names, link.c) */
     bool sasl;                           /* security.protocol=SASL_PLAINTEXT, PLAIN */

@@ -77,7 +77,7 @@ typedef struct bk_store {
      * this broker's SQLite (written there first, as the SCRAM credentials
      * are) or went: published to the other brokers, asynchronously
      * (daemon/link/link.c K6).  NULL (standalone): SQLite is the record. */
-    void (*link_publish)(bk_broker *b, bool mirror, const char *name);
+    void (*link_publish)(bk_broker *b, bool mirror, const char *name, bool create);
     /* A promoting mirror partition's leader caught up (daemon/link/link.c
      * K11): the fact ("<topic id hex>.<partition>.<leader epoch>", under
      * 64 bytes) written, asynchronously; and the facts listed, then given
