@@ -14,37 +14,7 @@ from conftest import Broker, finish_broker, free_port
 from sasl_support import sql
 from support import topic_name
 from test_export import exporter
-from tls_support import _issue, certs, ssl_overrides  # noqa: F401
-
-
-def serve(handler):
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    srv.settimeout(0.2)
-    accepted, stop = [], threading.Event()
-
-    def loop():
-        while not stop.is_set():
-            try:
-                c = srv.accept()[0]
-            except socket.timeout:
-                continue
-            accepted.append(c)
-            threading.Thread(target=handler, args=(c,), daemon=True).start()
-    th = threading.Thread(target=loop, daemon=True)
-    th.start()
-
-    def close():
-        stop.set()
-        th.join(5)
-        for c in accepted:
-            try:
-                c.close()
-            except OSError:
-                pass
-        srv.close()
-    return srv.getsockname()[1], accepted, close
+from tls_support import _issue, certs, serve, ssl_overrides  # noqa: F401
 
 
 def run_export(port, conf, tmp_path, host="127.0.0.1"):
