@@ -20,7 +20,9 @@
  *      returning SL_E_AUTHENTICATION (ops, metadata waits, consumer poll).
  *      Retrying a wrong password only loads the broker and hides the cause.
  *      A connection lost during either step is an ordinary transport error
- *      (reconnect with backoff).
+ *      (reconnect with backoff), a close without close_notify included.  A
+ *      certificate alert on a read before SL_B_UP is a refused handshake
+ *      (TLS 1.3 sends it after the client's SSL_connect has returned).
  *   2. Bytes OpenSSL already decrypted (SSL_pending) are read before the
  *      thread polls again: poll(2) cannot see them (client.c io_main).
  *   3. SSL_write is retried with the stream's same unwritten bytes, which
