@@ -83,6 +83,9 @@ SLUICED := $(BUILD)/sluiced
 CLIENT_SRC := $(wildcard clients/*.c)
 LIBSLUICE_A := $(BUILD)/libsluice.a
 LIBSLUICE_SO := $(BUILD)/libsluice.so
+# The major follows SL_VERSION_STR's (clients/sluice.h): 1 since sl_header's
+# key_len changed the ABI.
+LIBSLUICE_SONAME := libsluice.so.1
 TOOLS_SRC := $(wildcard clients/tools/*.c)
 TOOLS_BIN := $(patsubst clients/tools/%.c,$(BUILD)/%,$(filter clients/tools/sluice-%,$(TOOLS_SRC)))
 # admin/: libadmin (the SQL surface, its workers, the admin HTTP endpoint)
@@ -155,7 +158,7 @@ $(SLUICED): $(call obj,daemon/main.c) $(LIBS_ALL)
 $(LIBSLUICE_A): $(call obj,$(CLIENT_SRC)) $(PROTO_OBJ)
 	@rm -f $@; ar rcs $@ $^
 $(LIBSLUICE_SO): $(call obj,$(CLIENT_SRC)) $(PROTO_OBJ)
-	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libsluice.so.0 -o $@ $^ $(PKG_LIBS) -lm
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,$(LIBSLUICE_SONAME) -o $@ $^ $(PKG_LIBS) -lm
 $(BUILD)/sluice-%: $(call obj,clients/tools/sluice-%.c) $(LIBSLUICE_A)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 # sluice-export encodes with Avro C (libavro-dev) and writes the container
@@ -181,15 +184,15 @@ install: $(LIBSLUICE_A) $(LIBSLUICE_SO) $(TOOLS_BIN)
 	install -d $(DESTDIR)$(PREFIX)/include $(SL_LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 clients/sluice.h $(DESTDIR)$(PREFIX)/include/sluice.h
 	install -m 644 $(LIBSLUICE_A) $(SL_LIBDIR)/libsluice.a
-	install -m 755 $(LIBSLUICE_SO) $(SL_LIBDIR)/libsluice.so.0
-	ln -sf libsluice.so.0 $(SL_LIBDIR)/libsluice.so
+	install -m 755 $(LIBSLUICE_SO) $(SL_LIBDIR)/$(LIBSLUICE_SONAME)
+	ln -sf $(LIBSLUICE_SONAME) $(SL_LIBDIR)/libsluice.so
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: libsluice\nDescription: C producer, consumer and admin client for Sluice and Kafka brokers\nVersion: %s\nLibs: -L$${libdir} -lsluice\nLibs.private: %s\nCflags: -I$${includedir}\n' \
 	  '$(PREFIX)' "$$(sed -n 's/^#define SL_VERSION_STR "\(.*\)"/\1/p' clients/sluice.h)" \
 	  '$(SL_PC_LIBS)' > $(SL_LIBDIR)/pkgconfig/libsluice.pc
 	install -m 755 $(TOOLS_BIN) $(DESTDIR)$(PREFIX)/bin/
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/sluice.h $(SL_LIBDIR)/libsluice.a \
-	  $(SL_LIBDIR)/libsluice.so $(SL_LIBDIR)/libsluice.so.0 \
+	  $(SL_LIBDIR)/libsluice.so $(SL_LIBDIR)/$(LIBSLUICE_SONAME) \
 	  $(SL_LIBDIR)/pkgconfig/libsluice.pc \
 	  $(patsubst $(BUILD)/%,$(DESTDIR)$(PREFIX)/bin/%,$(TOOLS_BIN))
 

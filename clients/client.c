@@ -54,6 +54,10 @@
 #include "kp_msgs.h"
 
 #define SL_MAX_FRAME (256 << 20)
+/* Before the login is done (TLS, ApiVersions, SASL) an answer is small: a
+ * peer that is not a Kafka broker, or one not yet trusted, gets no 256 MiB
+ * allocation out of us. */
+#define SL_MAX_FRAME_LOGIN (1 << 20)
 
 int64_t sl_now_ms(void)
 {
@@ -292,6 +296,8 @@ static bool out_pending(const sl_broker *b)
 
 static void out_reset(sl_broker *b)
 {
+    if (b->state != SL_B_UP && b->out.data)   /* a SASL token (a password) may be there */
+        OPENSSL_cleanse(b->out.data, b->out.len);
     kp_buf_reset(&b->out);
     b->n_refs = 0;
     b->ref_bytes = 0;
@@ -539,7 +545,7 @@ static void conn_read(sl_client *cl, sl_broker *b)
             const uint8_t *p = b->rbuf + off;
             uint32_t len = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
                            (uint32_t)p[2] << 8 | p[3];
-            if (len < 4 || len > SL_MAX_FRAME) {
+            if (len < 4 || len > (b->state == SL_B_UP ? SL_MAX_FRAME : SL_MAX_FRAME_LOGIN)) {
                 sl_conn_fail(cl, b, SL_E_BAD_MSG, "bad frame length");
                 return;
             }
@@ -952,6 +958,7 @@ void sl_client_free(sl_client *cl)
         sl_sec_close(b);
         if (b->fd >= 0)
             close(b->fd);
+        out_reset(b);
         kp_buf_free(&b->out);
         free(b->refs);
         free(b->rx);

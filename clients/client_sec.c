@@ -20,7 +20,9 @@
  *      returning SL_E_AUTHENTICATION (ops, metadata waits, consumer poll).
  *      Retrying a wrong password only loads the broker and hides the cause.
  *      A connection lost during either step is an ordinary transport error
- *      (reconnect with backoff).
+ *      (reconnect with backoff), a close without close_notify included.  A
+ *      certificate alert on a read before SL_B_UP is a refused handshake
+ *      (TLS 1.3 sends it after the client's SSL_connect has returned).
  *   2. Bytes OpenSSL already decrypted (SSL_pending) are read before the
  *      thread polls again: poll(2) cannot see them (client.c io_main).
  *   3. SSL_write is retried with the stream's same unwritten bytes, which
@@ -134,6 +136,12 @@ static int sec_ctx_new(sl_client *cl, char *errbuf, size_t size)
     }
     cl->ssl_ctx = ctx;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    /* A peer's close without close_notify (a broker restarting, even mid-
+     * handshake) is the peer's close, not a TLS failure (inv. 1): OpenSSL 3
+     * would report it as SSL_ERROR_SSL.  Kafka's frames catch truncation. */
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     const char *what = NULL, *file = NULL;
@@ -303,13 +311,45 @@ void sl_sec_close(sl_broker *b)
     OPENSSL_cleanse(&b->scram, sizeof b->scram);
 }
 
+/* The broker's alert refusing our certificate.  In TLS 1.3 the client's
+ * SSL_connect is done before the server has checked the certificate, so the
+ * refusal arrives on the first SSL_read. */
+static bool sec_cert_refused(unsigned long err)
+{
+    switch (ERR_GET_REASON(err)) {
+    case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+    case SSL_R_TLSV1_ALERT_ACCESS_DENIED:
+#ifdef SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED
+    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+#endif
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* An SSL_read/SSL_write that did not move bytes: -1 with errno EAGAIN
- * (retry after poll), 0 for the peer's close, -1 with another errno. */
+ * (retry after poll), 0 for the peer's close, -1 with another errno.
+ * A certificate refused before the login is done ends the handle (inv. 1):
+ * b is down then, and -1 with EAGAIN sends the caller back to poll. */
 static long sec_io_error(sl_client *cl, sl_broker *b, int rc)
 {
     int e = SSL_get_error(b->ssl, rc);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         b->tls_want_write = e == SSL_ERROR_WANT_WRITE;
+        errno = EAGAIN;
+        return -1;
+    }
+    if (e == SSL_ERROR_SSL && b->state != SL_B_UP && sec_cert_refused(ERR_peek_error())) {
+        char why[512];
+        sec_ssl_errors(why, sizeof why);
+        sl_sec_fatal(cl, b, "TLS handshake failed: the broker refused the client "
+                     "certificate (ssl.certificate.location, ssl.key.location): %s", why);
         errno = EAGAIN;
         return -1;
     }

@@ -218,15 +218,21 @@ sl_conf *sl_conf_new(void)
     return c;
 }
 
+/* Frees a string property's value, wiping it first when it is a secret. */
+static void conf_str_free(const char *name, char *v)
+{
+    if (v && (!strcmp(name, "sasl.password") || !strcmp(name, "ssl.key.password")))
+        OPENSSL_cleanse(v, strlen(v));
+    free(v);
+}
+
 void sl_conf_free_fields(sl_conf *c)
 {
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (keys[i].kind != K_STR)
             continue;
         char **slot = (char **)((char *)c + keys[i].off);
-        if (*slot && !strcmp(keys[i].name, "sasl.password"))
-            OPENSSL_cleanse(*slot, strlen(*slot));
-        free(*slot);
+        conf_str_free(keys[i].name, *slot);
         *slot = NULL;
     }
 }
@@ -317,7 +323,7 @@ int sl_conf_set(sl_conf *conf, const char *name, const char *v,
         char *d = strdup(v);
         if (!d)
             BAD("%s: out of memory", name);
-        free(*slot);
+        conf_str_free(name, *slot);
         *slot = d;
         return 0;
     }

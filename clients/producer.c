@@ -466,6 +466,10 @@ int sl_produce(sl_producer *pr, const char *topic, int32_t partition,
         err = SL_E_FATAL;
         goto out;
     }
+    if (cl->auth_err) {                      /* client_sec.c inv. 1 */
+        err = cl->auth_err;
+        goto out;
+    }
     sl_ptopic *t = ptopic_get(cl, topic, sl_now_ms() + cl->conf.max_block_ms, &err);
     if (!t)
         goto out;
@@ -746,6 +750,8 @@ static void batch_result(sl_client *cl, sl_pbatch *b, int err, int64_t offset)
         retriable = true;                    /* an earlier batch is being retried */
     if (err == SL_E_DESTROYED)
         retriable = false;
+    if (cl->auth_err)                        /* client_sec.c inv. 1 */
+        retriable = false, err = cl->auth_err;
     if (retriable && b->attempts <= cl->conf.retries && now < b->deadline) {
         b->retry_at = now + cl->conf.retry_backoff_ms;
         ready_insert(pp, b);
@@ -936,22 +942,26 @@ void sl_prod_tick(sl_client *cl, int64_t now, int64_t *next)
     bool may_close = idem_ready(cl, now, next);
     int codec = cl->conf.codec;
     sl_pbatch *closing = NULL, **ctail = &closing;
+    /* A refused login ends every batch not yet sent at once (client_sec.c
+     * inv. 1); an in-flight one ends in batch_result. */
+    int64_t expire = cl->auth_err ? INT64_MAX : now;
+    int expire_err = cl->auth_err ? cl->auth_err : SL_E_MSG_TIMED_OUT;
     for (int i = 0; i < p->n_all; i++) {
         sl_ppart *pp = p->all[i];
         /* Delivery timeout for batches not yet sent. */
-        while (pp->open_head && pp->open_head->deadline <= now) {
+        while (pp->open_head && pp->open_head->deadline <= expire) {
             sl_pbatch *b = pp->open_head;
             pp->open_head = b->next;
             if (!pp->open_head)
                 pp->open_tail = NULL;
-            batch_done(cl, b, SL_E_MSG_TIMED_OUT, -1);
+            batch_done(cl, b, expire_err, -1);
         }
-        while (pp->ready_head && pp->ready_head->deadline <= now && pp->inflight == 0) {
+        while (pp->ready_head && pp->ready_head->deadline <= expire && pp->inflight == 0) {
             sl_pbatch *b = pp->ready_head;
             pp->ready_head = b->next;
             if (!pp->ready_head)
                 pp->ready_tail = NULL;
-            batch_done(cl, b, SL_E_MSG_TIMED_OUT, -1);
+            batch_done(cl, b, expire_err, -1);
         }
         if (!may_close)
             continue;

@@ -41,7 +41,9 @@
 extern "C" {
 #endif
 
-#define SL_VERSION_STR "0.1.0"
+/* 1.0.0, soname libsluice.so.1: sl_header gained key_len (in what was
+ * padding), so a binary built against 0.x would pass garbage there. */
+#define SL_VERSION_STR "1.0.0"
 const char *sl_version(void);
 
 /* ---- errors ------------------------------------------------------------- */
@@ -213,6 +215,8 @@ void sl_conf_set_log_cb(sl_conf *conf,
                         void (*log_cb)(int level, const char *msg, void *opaque));
 
 /* ---- messages and headers ----------------------------------------------- */
+/* Zero-initialize every sl_header you pass (= {0}, memset, or a designated
+ * initializer): a key_len left uninitialized is read as the key's length. */
 typedef struct sl_header {
     const char *key;          /* key_len bytes; NUL-terminated when key_len is 0 */
     const void *value;        /* NULL = null value */

@@ -21,7 +21,7 @@ from support import ck_producer, topic_name
 from test_export import (TOOLS, assert_exact, exporter, expected_of, mixed_records, read_tree,
                          send, wait_exported)
 from test_sasl_acls import AUTHZ, grant
-from tls_support import certs, ssl_overrides  # noqa: F401
+from tls_support import certs, serve, ssl_overrides  # noqa: F401
 
 CLIENT_PRINCIPAL = "User:CN=alice,O=Acme"        # tls_support's client certificate
 
@@ -258,32 +258,13 @@ def test_a_silent_tls_port_times_the_handshake_out_and_reconnects(certs, tmp_pat
     """A port that accepts and never answers: each TLS handshake gives up
     after request.timeout.ms and the client connects again (with backoff),
     and the export fails with exit 2 instead of hanging."""
-    import socket
-    import threading
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-    srv.settimeout(0.2)
-    accepted, stop = [], threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                accepted.append(srv.accept()[0])
-            except socket.timeout:
-                pass
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
+    port, accepted, close = serve(lambda c: None)     # accepted keeps c open
     try:
         conf = {"security.protocol": "SSL", "ssl.ca.location": certs.ca.crt,
                 "request.timeout.ms": "500", "reconnect.backoff.max.ms": "200"}
-        rc, out, err, took = export("127.0.0.1:%d" % srv.getsockname()[1], "t", tmp_path, conf,
+        rc, out, err, took = export("127.0.0.1:%d" % port, "t", tmp_path, conf,
                                     "--until-end", "-S", "4000", timeout=60)
     finally:
-        stop.set()
-        th.join(5)
-        for c in accepted:
-            c.close()
-        srv.close()
+        close()
     assert rc == 2 and took < 30, (rc, took, err)
     assert len(accepted) >= 3, "%d connections in %.1f s: %s" % (len(accepted), took, err)

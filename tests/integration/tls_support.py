@@ -4,11 +4,14 @@ their PLAINTEXT one.
 
     certs = make_certs(dir)      # .ca .server .client .expired .untrusted (.crt/.key)
     add_ssl_listener(b, certs)   # before b.start(): b.ssl_port, b.ssl_bootstrap
+    port, accepted, close = serve(handler)   # a raw loopback peer for clients
 """
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -123,3 +126,35 @@ def on_ssl(b):
     """b as the support helpers see a broker, bootstrapping from its SSL
     listener."""
     return SimpleNamespace(bootstrap=b.ssl_bootstrap, host=b.host, port=b.ssl_port)
+
+
+def serve(handler):
+    """A loopback TCP peer: handler(conn) runs on a thread for each accepted
+    connection.  Returns (port, the accepted sockets, close())."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    srv.settimeout(0.2)
+    accepted, stop = [], threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            try:
+                c = srv.accept()[0]
+            except socket.timeout:
+                continue
+            accepted.append(c)
+            threading.Thread(target=handler, args=(c,), daemon=True).start()
+    th = threading.Thread(target=loop, daemon=True)
+    th.start()
+
+    def close():
+        stop.set()
+        th.join(5)
+        for c in accepted:
+            try:
+                c.close()
+            except OSError:
+                pass
+        srv.close()
+    return srv.getsockname()[1], accepted, close
