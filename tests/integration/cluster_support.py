@@ -133,15 +133,7 @@ def _zk_call(connect, op, path, timeout, tail=b"\0"):
         s.sendall(struct.pack(">i", len(payload)) + payload)
 
     def recv(s):
-        def take(n):
-            b = b""
-            while len(b) < n:
-                chunk = s.recv(n - len(b))
-                if not chunk:
-                    raise OSError("ZooKeeper closed the connection")
-                b += chunk
-            return b
-        return take(struct.unpack(">i", take(4))[0])
+        return kr.recv_exact(s, struct.unpack(">i", kr.recv_exact(s, 4))[0])
 
     with socket.create_connection((host, int(port)), timeout=timeout) as s:
         # ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd

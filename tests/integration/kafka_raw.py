@@ -28,6 +28,18 @@ class Timeout(Exception):
 
 
 # ---- encoding ---------------------------------------------------------------
+def recv_exact(sock, n):
+    """Exactly n bytes from a blocking socket; ConnectionError if it closes
+    first (a fake broker's or proxy's reads)."""
+    out = b""
+    while len(out) < n:
+        got = sock.recv(n - len(out))
+        if not got:
+            raise ConnectionError("closed")
+        out += got
+    return out
+
+
 def i8(v):
     return struct.pack(">b", v)
 

@@ -64,15 +64,7 @@ class FakeSource:
         finally:
             c.close()
 
-    @staticmethod
-    def recv(c, n):
-        out = b""
-        while len(out) < n:
-            got = c.recv(n - len(out))
-            if not got:
-                raise ConnectionError("closed")
-            out += got
-        return out
+    recv = staticmethod(kr.recv_exact)
 
     def end(self):
         return self.log[-1][0] + 1 if self.log else 0

@@ -21,6 +21,7 @@ import time
 
 from confluent_kafka import TopicPartition
 
+import kafka_raw as kr
 from support import admin_socket, ck_consumer, create_topic, socket_http, topic_name
 from test_link import (assert_same, batches, fill, link_source, mirror, mirror_state, pair,
                        rows, sql, sql_ok, until)
@@ -197,15 +198,7 @@ class SwapProxy:
             threading.Thread(target=self.requests, args=(c, s), daemon=True).start()
             threading.Thread(target=self.answers, args=(s, c), daemon=True).start()
 
-    @staticmethod
-    def read(sock, n):
-        got = b""
-        while len(got) < n:
-            part = sock.recv(n - len(got))
-            if not part:
-                raise OSError("closed")
-            got += part
-        return got
+    read = staticmethod(kr.recv_exact)
 
     def requests(self, c, s):
         try:
