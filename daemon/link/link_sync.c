@@ -672,7 +672,8 @@ static void acls_mark(lk_link *l, lk_sync *s, const bool *unmark, char **want, c
         }
     if (txn && md_commit(db) == 0)
         bk_mdsync_request();
-    qsort(s->ours, s->nours, sizeof *s->ours, key_cmp);
+    if (s->nours > 1)                /* qsort(NULL, 0) is undefined */
+        qsort(s->ours, s->nours, sizeof *s->ours, key_cmp);
 }
 
 /* S5: what the source has and this link added differ: added, removed.
@@ -758,7 +759,8 @@ static int acls_answer(lk_link *l, lk_sync *s, kp_rd *r)
             acl_error(s, err);
             return 0;
         }
-        qsort(s->ours, s->nours, sizeof *s->ours, key_cmp);
+        if (s->nours > 1)                /* qsort(NULL, 0) is undefined */
+            qsort(s->ours, s->nours, sizeof *s->ours, key_cmp);
         s->ours_loaded = true;
     }
     char **want = NULL;
@@ -771,7 +773,8 @@ static int acls_answer(lk_link *l, lk_sync *s, kp_rd *r)
     } else if (rc != 0) {
         acl_error(s, "out of memory");
     } else {
-        qsort(want, (size_t)nwant, sizeof *want, key_cmp);
+        if (nwant > 1)
+            qsort(want, (size_t)nwant, sizeof *want, key_cmp);
         int n = 0;                       /* one of each: a source may repeat one */
         for (int i = 0; i < nwant; i++)
             if (n > 0 && !strcmp(want[n - 1], want[i]))
@@ -878,7 +881,8 @@ int lk_sync_answer(lk_link *l, int16_t api, kp_rd *r)
                 !names_add(&s->groups, &s->ngroups, &s->groups_cap, id, (size_t)g.len))
                 note_error(s, "out of memory");
         }
-        qsort(s->groups, (size_t)s->ngroups, sizeof *s->groups, key_cmp);
+        if (s->ngroups > 1)
+            qsort(s->groups, (size_t)s->ngroups, sizeof *s->groups, key_cmp);
         if (s->ngroups > 0)
             s->stage = LS_GROUPS_KNOWN;
         else
