@@ -313,9 +313,10 @@ bool sec_pwenc_same(const sec_pwenc *e, const char *owner, const char *a, const 
         return true;
     size_t cap = strlen(a) + strlen(b) + 1;
     char *pa = malloc(cap), *pb = malloc(cap), err[64];
-    bool st, same = pa && pb &&
-        sec_pwenc_open(e, owner, a, pa, cap, &st, err, sizeof err) == 0 &&
-        sec_pwenc_open(e, owner, b, pb, cap, &st, err, sizeof err) == 0 && !strcmp(pa, pb);
+    bool sa = true, sb = true, same = pa && pb &&
+        sec_pwenc_open(e, owner, a, pa, cap, &sa, err, sizeof err) == 0 &&
+        sec_pwenc_open(e, owner, b, pb, cap, &sb, err, sizeof err) == 0 && !strcmp(pa, pb) &&
+        !sa && !sb;                      /* plain or an old key's: to be sealed again */
     if (pa)
         OPENSSL_cleanse(pa, cap);
     if (pb)

@@ -39,7 +39,9 @@ int sec_pwenc_seal(const sec_pwenc *e, const char *owner, const char *plain, cha
  * true).  0, or -1 with err naming password.encoder.secret. */
 int sec_pwenc_open(const sec_pwenc *e, const char *owner, const char *text, char *out,
                    size_t cap, bool *stale, char *err, size_t errlen);
-/* True when a and b open to the same plain text (or are equal strings). */
+/* True when a and b are equal strings, or both sealed with the current key
+ * and open to the same plain text (a plain or old-key value is not the same
+ * as anything else: it is to be sealed again). */
 bool sec_pwenc_same(const sec_pwenc *e, const char *owner, const char *a, const char *b);
 
 #endif
