@@ -51,12 +51,12 @@ START_TEST(test_sealed_opens_to_the_text_and_holds_none_of_it)
     ck_assert_int_eq(sec_pwenc_seal(e, "src", PLAIN, b, sizeof b, err, sizeof err), 0);
     ck_assert(sec_pwenc_sealed(a));
     ck_assert_ptr_null(strstr(a, "hunter2"));
-    ck_assert_str_ne(a, b);                                 /* P2: salt and IV */
+    ck_assert_str_ne(a, b);                                 /* sec_pwenc.c P2: salt and IV */
     ck_assert(sec_pwenc_same(e, "src", a, b));
     ck_assert_int_eq(sec_pwenc_open(e, "src", a, out, sizeof out, &stale, err, sizeof err), 0);
     ck_assert_str_eq(out, PLAIN);
     ck_assert(!stale);
-    /* P3: another owner; a changed byte */
+    /* sec_pwenc.c P3: another owner; a changed byte */
     ck_assert_int_eq(sec_pwenc_open(e, "other", a, out, sizeof out, &stale, err, sizeof err),
                      -1);
     a[strlen(a) - 6] ^= 1;
@@ -80,7 +80,7 @@ START_TEST(test_another_secret_fails_and_the_old_secret_opens_stale)
     ck_assert_int_eq(sec_pwenc_open(e3, "src", a, out, sizeof out, &stale, err, sizeof err), 0);
     ck_assert_str_eq(out, PLAIN);
     ck_assert(stale);
-    ck_assert(!sec_pwenc_same(e3, "src", a, PLAIN));      /* L7: plain is a change */
+    ck_assert(!sec_pwenc_same(e3, "src", a, PLAIN));      /* cluster_links.c L7 */
     sec_pwenc_free(e1);
     sec_pwenc_free(e2);
     sec_pwenc_free(e3);
