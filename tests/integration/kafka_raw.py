@@ -7,6 +7,8 @@ picked per version (the v* helpers, Conn.request_v) or always compact (the
 c* helpers, tags, Conn.request_flex).
 Every read has a deadline: a test never hangs on a silent broker.
 """
+import collections
+import os
 import socket
 import struct
 import time
@@ -653,6 +655,77 @@ def record_batch(records, base_timestamp, leader_epoch=-1):
                     for i, (key, value, headers, ts_delta) in enumerate(records))
     return raw_batch(body, len(records), base_timestamp,
                      base_timestamp + max(r[3] for r in records), leader_epoch=leader_epoch)
+
+
+class Batch(collections.namedtuple(
+        "Batch", "base last_delta crc attrs magic pid epoch seq count raw")):
+    """One v2 batch as stored and served: its header fields and its bytes."""
+    __slots__ = ()
+
+    @property
+    def ident(self):
+        """(BaseOffset, LastOffsetDelta, CRC): what says two logs hold the
+        same batch at the same place."""
+        return self.base, self.last_delta, self.crc
+
+
+def walk_batches(data):
+    """Each whole v2 batch in data (a Fetch's records or a segment file's
+    bytes), in order, as a Batch; stops at a batch cut short (a Fetch's
+    size limit) or at a zero length (a segment's preallocated tail)."""
+    pos = 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        if length <= 0 or pos + 12 + length > len(data):
+            return
+        magic, crc, attrs, last_delta = struct.unpack_from(">bIhi", data, pos + 16)
+        pid, epoch, seq, count = struct.unpack_from(">qhii", data, pos + 43)
+        yield Batch(base, last_delta, crc, attrs, magic, pid, epoch, seq, count,
+                    bytes(data[pos:pos + 12 + length]))
+        pos += 12 + length
+
+
+def segment_batches(directory):
+    """[Batch] of every .log segment file in a partition's directory, read
+    straight from disk, in file name (base offset) order."""
+    out = []
+    for name in sorted(f for f in os.listdir(directory) if f.endswith(".log")):
+        with open(os.path.join(directory, name), "rb") as f:
+            out.extend(walk_batches(f.read()))
+    return out
+
+
+class FetchError(AssertionError):
+    """A Fetch answered with an error code (top level or the partition's):
+    an AssertionError, as a test's own check of the code would raise."""
+
+    def __init__(self, code, what):
+        super().__init__("%s: error %d" % (what, code))
+        self.code = code
+
+
+def fetch_batches(port, topic, partition, start=0, timeout=10.0):
+    """Every batch of the partition from offset start up to the high
+    watermark, by raw Fetch v11 as a consumer (read_uncommitted):
+    ([Batch], high watermark).  FetchError if the broker answers an error
+    (it does not lead the partition, has no such partition...)."""
+    out, offset = [], start
+    with Conn(port, timeout=timeout) as c:
+        while True:
+            r = c.request(API_FETCH, 11, fetch_v11_body([(topic, partition, offset)], 0),
+                          timeout=timeout)
+            err, parts = parse_fetch_v11(r)
+            (_, _, perr, hw, _, recs), = parts
+            if err or perr:
+                raise FetchError(err or perr, "Fetch %s-%d at %d from port %d"
+                                 % (topic, partition, offset, port))
+            got = 0
+            for b in walk_batches(recs or b""):
+                out.append(b)
+                offset = b.base + b.last_delta + 1
+                got += 1
+            if offset >= hw or got == 0:
+                return out, hw
 
 
 # protocol/README.md §10's vector: one record, key "k", value "hi", header h=v,
