@@ -728,6 +728,61 @@ def fetch_batches(port, topic, partition, start=0, timeout=10.0):
                 return out, hw
 
 
+def batch_records(raw):
+    """[(offset, key, value, [(header key, header value)])] of an
+    uncompressed v2 batch (its bytes), offsets absolute; None for a null
+    key, value or header value."""
+    base, = struct.unpack_from(">q", raw, 0)
+    count, = struct.unpack_from(">i", raw, 57)
+    rd = Reader(raw, 61)
+
+    def nullable():
+        n = rd.varint()
+        return rd.take(n) if n >= 0 else None
+    out = []
+    for _ in range(count):
+        rd.varint()                      # record length
+        rd.i8()                          # attributes
+        rd.varint()                      # timestamp delta
+        offset = base + rd.varint()
+        key, value = nullable(), nullable()
+        headers = [(rd.take(rd.varint()).decode(), nullable()) for _ in range(rd.varint())]
+        out.append((offset, key, value, headers))
+    return out
+
+
+def fetch_records(port, topic, partition, end=None, max_bytes=4 << 20, timeout=10.0):
+    """Every record from offset 0 up to end (the high watermark when None),
+    by raw Fetch v4 (uncompressed batches): [(offset, key, value,
+    headers)].  Asserts what a torn or doubled log would break: every
+    batch served whole enough to go on, its CRC right, offsets only
+    growing."""
+    out, off = [], 0
+    with Conn(port, timeout=timeout) as c:
+        while end is None or off < end:
+            (res,) = parse_fetch_v4(c.request(API_FETCH, 4, fetch_v4_body(
+                topic, partition, off, 0, max_bytes=max_bytes, partition_max_bytes=max_bytes),
+                timeout=timeout))
+            assert res[2] == 0, "fetch %s-%d at %d: error %d" % (topic, partition, off, res[2])
+            high = res[3] if end is None else end
+            if off >= high:
+                break
+            data = res[4] or b""
+            assert data, "fetch %s-%d at %d below %d returned nothing" % (topic, partition, off,
+                                                                          high)
+            whole = list(walk_batches(data))
+            assert whole, "partial batch served at %s-%d %d" % (topic, partition, off)
+            for b in whole:
+                assert b.crc == crc32c(b.raw[21:]), \
+                    "torn or damaged batch served at %s-%d %d" % (topic, partition, b.base)
+                for r in batch_records(b.raw):
+                    assert not out or r[0] > out[-1][0], \
+                        "offset %d served after %d" % (r[0], out[-1][0])
+                    out.append(r)
+                off = b.base + b.last_delta + 1
+    return out
+
+
 # protocol/README.md §10's vector: one record, key "k", value "hi", header h=v,
 # CreateTime 1700000000000.
 README_BATCH = bytes.fromhex(
