@@ -494,9 +494,9 @@ def fetch_v4_body(topic, partition, offset, max_wait_ms, min_bytes=1,
             array([string(topic) + array([i32(partition) + i64(offset) + i32(partition_max_bytes)])]))
 
 
-def parse_fetch_v4(r):
-    """[(topic, partition, error, high_watermark, records bytes)]"""
-    r.i32()  # throttle
+def _fetch_partitions(r, version):
+    """The topics of a Fetch v4-v11 response: [(topic, partition, error,
+    high_watermark, log_start (None before v5), records bytes)]."""
     out = []
     for _ in range(r.i32()):
         t = r.string()
@@ -505,10 +505,19 @@ def parse_fetch_v4(r):
             err = r.i16()
             hw = r.i64()
             r.i64()  # last stable offset
+            log_start = r.i64() if version >= 5 else None
             r.array(lambda x: (x.i64(), x.i64()))  # aborted transactions
+            if version >= 11:
+                r.i32()  # preferred read replica
             records = r.nbytes()
-            out.append((t, p, err, hw, records))
+            out.append((t, p, err, hw, log_start, records))
     return out
+
+
+def parse_fetch_v4(r):
+    """[(topic, partition, error, high_watermark, records bytes)]"""
+    r.i32()  # throttle
+    return [(t, p, err, hw, records) for t, p, err, hw, _ls, records in _fetch_partitions(r, 4)]
 
 
 def fetch_v11_body(partitions, max_wait_ms, replica_id=-1, min_bytes=1,
@@ -532,20 +541,7 @@ def parse_fetch_v11(r):
     r.i32()  # throttle
     err = r.i16()
     r.i32()  # session id
-    out = []
-    for _ in range(r.i32()):
-        t = r.string()
-        for _ in range(r.i32()):
-            p = r.i32()
-            perr = r.i16()
-            hw = r.i64()
-            r.i64()  # last stable offset
-            log_start = r.i64()
-            r.array(lambda x: (x.i64(), x.i64()))  # aborted transactions
-            r.i32()  # preferred read replica
-            records = r.nbytes()
-            out.append((t, p, perr, hw, log_start, records))
-    return err, out
+    return err, _fetch_partitions(r, 11)
 
 
 def produce_v11_body(topic, partition, batch, acks=-1, timeout_ms=10000):
