@@ -473,17 +473,20 @@ def produce_v3_body(topic, partition, records, acks=-1, timeout_ms=10000):
             array([string(topic) + array([i32(partition) + nbytes(records)])]))
 
 
-def parse_produce_v3(r):
-    """[(topic, partition, error, base_offset, log_append_time)]"""
+def per_partition(r, fn):
+    """A classic [topic [partition]] answer: [(topic,) + fn(r)], fn reading
+    one partition's fields into a tuple."""
     out = []
     for _ in range(r.i32()):
         t = r.string()
         for _ in range(r.i32()):
-            p = r.i32()
-            err = r.i16()
-            base = r.i64()
-            lat = r.i64()
-            out.append((t, p, err, base, lat))
+            out.append((t,) + fn(r))
+    return out
+
+
+def parse_produce_v3(r):
+    """[(topic, partition, error, base_offset, log_append_time)]"""
+    out = per_partition(r, lambda x: (x.i32(), x.i16(), x.i64(), x.i64()))
     r.i32()  # throttle
     return out
 
@@ -497,21 +500,15 @@ def fetch_v4_body(topic, partition, offset, max_wait_ms, min_bytes=1,
 def _fetch_partitions(r, version):
     """The topics of a Fetch v4-v11 response: [(topic, partition, error,
     high_watermark, log_start (None before v5), records bytes)]."""
-    out = []
-    for _ in range(r.i32()):
-        t = r.string()
-        for _ in range(r.i32()):
-            p = r.i32()
-            err = r.i16()
-            hw = r.i64()
-            r.i64()  # last stable offset
-            log_start = r.i64() if version >= 5 else None
-            r.array(lambda x: (x.i64(), x.i64()))  # aborted transactions
-            if version >= 11:
-                r.i32()  # preferred read replica
-            records = r.nbytes()
-            out.append((t, p, err, hw, log_start, records))
-    return out
+    def partition(x):
+        p, err, hw = x.i32(), x.i16(), x.i64()
+        x.i64()  # last stable offset
+        log_start = x.i64() if version >= 5 else None
+        x.array(lambda y: (y.i64(), y.i64()))  # aborted transactions
+        if version >= 11:
+            x.i32()  # preferred read replica
+        return p, err, hw, log_start, x.nbytes()
+    return per_partition(r, partition)
 
 
 def parse_fetch_v4(r):
