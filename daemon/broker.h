@@ -139,6 +139,15 @@ struct bk_broker {
     int16_t (*on_producer_id_next)(bk_broker *b, int64_t *pid);
 };
 
+/* The one door to a mirror topic (link.c K1): true, with the reason in
+ * *msg, when topic is a mirror of a cluster link and takes no writes but
+ * its link's; false when it is not or there are no links.  Through the
+ * mirror_refuses hook, so no room calls into daemon/link/. */
+static inline bool bk_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
+{
+    return b->mirror_refuses && b->mirror_refuses(b, topic, msg);
+}
+
 /* A new producer id, unique for this broker's life and across restarts,
  * and in cluster mode across the brokers (daemon/producer_ids.c): KP_NONE,
  * or a retriable Kafka code when none can be reserved now

@@ -17,9 +17,6 @@ replica; 'promoted' and 'failed_over' are refused in cluster mode for now
 and links change (a link deleted and created again with another source)
 catches up at its restart; bad SQL is refused with the reason on any broker.
 """
-import os
-import signal
-import struct
 import threading
 import time
 
@@ -52,49 +49,16 @@ def fetched(port, topic, partition):
     """[(base offset, last offset delta, crc)] of every batch up to the high
     watermark, by raw Fetch v11 as a consumer; None unless this broker
     answers for it (it leads it)."""
-    out, offset = [], 0
-    with kr.Conn(port, timeout=10) as c:
-        while True:
-            r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(topic, partition, offset)], 0),
-                          timeout=10)
-            err, parts = kr.parse_fetch_v11(r)
-            (_, _, perr, hw, _, recs), = parts
-            if err or perr:
-                return None
-            got = 0
-            pos = 0
-            while pos + 12 <= len(recs or b""):
-                base, length = struct.unpack_from(">qi", recs, pos)
-                if pos + 12 + length > len(recs):
-                    break
-                delta, = struct.unpack_from(">i", recs, pos + 23)
-                crc, = struct.unpack_from(">I", recs, pos + 17)
-                out.append((base, delta, crc))
-                offset = base + delta + 1
-                pos += 12 + length
-                got += 1
-            if offset >= hw or got == 0:
-                return out
+    try:
+        return [x.ident for x in kr.fetch_batches(port, topic, partition)[0]]
+    except kr.FetchError:
+        return None
 
 
 def stored(b, topic, partition):
     """[(base offset, last offset delta, crc)] of every batch in the replica's
     segment files on broker b, read from disk."""
-    d = b.partition_dir(topic, partition)
-    out = []
-    for name in sorted(f for f in os.listdir(d) if f.endswith(".log")):
-        with open(os.path.join(d, name), "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos + 61 <= len(data):
-            base, length = struct.unpack_from(">qi", data, pos)
-            if length <= 0 or pos + 12 + length > len(data):
-                break
-            delta, = struct.unpack_from(">i", data, pos + 23)
-            crc, = struct.unpack_from(">I", data, pos + 17)
-            out.append((base, delta, crc))
-            pos += 12 + length
-    return out
+    return [x.ident for x in kr.segment_batches(b.partition_dir(topic, partition))]
 
 
 class SourceProducer(threading.Thread):
