@@ -226,6 +226,7 @@ typedef struct opts {
     int layout_time;          /* --layout time: dt=YYYY-MM-DD/hour=HH/ */
     int64_t max_records, max_bytes, max_interval_ms;
     int64_t stall_ms;         /* --until-end: no progress for this long fails */
+    int fetch_wait_set;       /* -X fetch.max.wait.ms given */
 } opts;
 
 static opts O = {
@@ -490,17 +491,27 @@ static void ex_commit(worker *w, xpart *xp, int64_t next)
         ex_commit_failed(xp->topic, xp->partition, next, rc);
 }
 
+/* One synchronous OffsetCommit for all the worker's partitions: the
+ * broker answers a connection's requests in order, so each request waits
+ * behind the fetch in flight (fetch.max.wait.ms when at the end), once
+ * rather than once a partition.  Without --group the fetching is stopped
+ * first (no fetch is sent after the one in flight). */
 static void ex_commit_final(worker *w)
 {
-    for (int i = 0; i < w->n; i++) {
+    sl_topic_partition *tps = calloc((size_t)w->n + 1, sizeof *tps);
+    int n = 0;
+    for (int i = 0; tps && i < w->n; i++) {
         xpart *xp = w->parts[i];
-        if (xp->owner != w || xp->commit_next <= 0)
-            continue;
-        sl_topic_partition tp = { xp->topic, xp->partition, xp->commit_next, 0 };
-        int rc = sl_consumer_commit(w->cons, &tp, 1, 0);
-        if (rc || tp.err)
-            ex_commit_failed(xp->topic, xp->partition, xp->commit_next, rc ? rc : tp.err);
+        if (xp->owner == w && xp->commit_next > 0)
+            tps[n++] = (sl_topic_partition){ xp->topic, xp->partition, xp->commit_next, 0 };
     }
+    if (!O.fleet)
+        sl_consumer_assign(w->cons, NULL, 0);
+    int rc = n ? sl_consumer_commit(w->cons, tps, n, 0) : 0;
+    for (int k = 0; k < n; k++)
+        if (rc || tps[k].err)
+            ex_commit_failed(tps[k].topic, tps[k].partition, tps[k].offset, rc ? rc : tps[k].err);
+    free(tps);
 }
 
 static void ex_gap(xpart *xp, int64_t from, int64_t to)
@@ -1459,6 +1470,7 @@ static void ex_parse(int argc, char **argv)
                 ex_usage_error("-X wants KEY=VALUE, not \"%s\"", optarg);
             *eq = 0;
             ex_conf(optarg, eq + 1);
+            O.fetch_wait_set |= !strcmp(optarg, "fetch.max.wait.ms");
             break;
         }
         case 'q': O.quiet = 1; break;
@@ -1627,6 +1639,10 @@ int main(int argc, char **argv)
     ex_conf("auto.offset.reset", "none");
     ex_conf("enable.partition.eof", "true");
     ex_conf("isolation.level", "read_committed");
+    /* --until-end reads what is there: a fetch that waits for more (500 ms
+     * by default) only delays the final commit queued behind it. */
+    if (O.until_end && !O.fetch_wait_set)
+        ex_conf("fetch.max.wait.ms", "100");
 
     avro_schema_t probe;
     if (avro_schema_from_json_length(envelope_schema, sizeof envelope_schema - 1, &probe)) {
