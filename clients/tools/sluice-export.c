@@ -24,14 +24,17 @@
  *       the application thread that polls): the worker commits the done
  *       files in FIFO order, so a partition's commits follow its files.
  *   X3. A finisher that fails (EIO, ENOSPC, a rename refused) reports the
- *       partition, the file and the cause and fails the run (exit 2); it
- *       then gives up (removes) the files still queued, and the workers
- *       give up their open ones: no .tmp is left, the next run redoes them.
+ *       partition, the file and the cause and fails the run (exit 2); once
+ *       the run has failed the finishers remove the files still queued and
+ *       the workers their open ones (a .tmp whose rename itself failed is
+ *       left to the next run's scan), which redoes them.
  *   X4. A worker waits for its finisher to be empty before it gives a
  *       partition up (a rebalance's revoke), before its final synchronous
  *       commit (--until-end, SIGTERM) and before it exits.
- *   X5. The worker thread blocks only for a free slot in X2's FIFO: the
- *       time of fsyncs and renames overlaps reading and writing.
+ *   X5. Between X4's waits the worker blocks on its finisher only for a
+ *       free slot in X2's FIFO: fsyncs and renames overlap the reading and
+ *       writing of the next files.  The final commit is one request for
+ *       all the worker's partitions (ex_commit_final).
  */
 #include <dirent.h>
 #include <errno.h>
