@@ -170,12 +170,12 @@ def test_a_completed_file_refused_its_name_stops_the_run_and_the_files_behind_it
     left.  Once the stray file is gone a rerun completes exactly."""
     b, t = broker, topic_name("refused")
     create_topic(b, t, partitions=1)
+    sent = send(ck_producer(b), t, mixed_records(20, partitions=1, seed=31))
+    pdir = os.path.join(str(tmp_path), t, "partition=0")
+    first = "%s+0+0+19.avro" % t
     p = subprocess.Popen(export_args(b, t, tmp_path, "--max-records", "20"),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        sent = send(ck_producer(b), t, mixed_records(20, partitions=1, seed=31))
-        pdir = os.path.join(str(tmp_path), t, "partition=0")
-        first = "%s+0+0+19.avro" % t
         deadline = time.monotonic() + 30
         while not (os.path.isdir(pdir) and first in os.listdir(pdir)):
             assert time.monotonic() < deadline and p.poll() is None, "no first file"
