@@ -4,13 +4,37 @@
  * and Avro C.
  *
  * Each partition is exported by one worker thread (--parallel N threads,
- * partitions spread over them, each with its own consumer).  A file is
- * written under a hidden temporary name, fsynced, renamed into place, its
- * directory fsynced, and only then is the partition's next offset
- * committed to the group.  On start the file names are the authority: the
- * last complete file's last offset + 1 is where the partition resumes,
- * whatever the group says (a commit lost to a kill is redone), and
- * temporary leftovers are removed.  Records are read read_committed.
+ * partitions spread over them, each with its own consumer).  A completed
+ * file is handed to the worker's finisher thread, which makes it durable
+ * while the worker reads and writes the next files.  On start the file
+ * names are the authority: the last complete file's last offset + 1 is
+ * where the partition resumes, whatever the group says (a commit lost to a
+ * kill is redone), and temporary leftovers are removed.  Records are read
+ * read_committed.
+ *
+ * What always holds:
+ *   X1. A file is written under a hidden temporary name; it gets its final
+ *       name (a rename that never replaces, never over offsets a file
+ *       holds) only after an fsync, and its directory is fsynced before the
+ *       partition's next offset is committed.
+ *   X2. A worker's completed files go to its finisher in a FIFO of at most
+ *       EX_PENDING (K = 4) files; the finisher does X1's fsync, rename and
+ *       directory fsync, in that order, and marks the file done.  The commit
+ *       stays on the worker's thread (libsluice: sl_consumer_commit is for
+ *       the application thread that polls): the worker commits the done
+ *       files in FIFO order, so a partition's commits follow its files.
+ *   X3. A finisher that fails (EIO, ENOSPC, a rename refused) reports the
+ *       partition, the file and the cause and fails the run (exit 2); once
+ *       the run has failed the finishers remove the files still queued and
+ *       the workers their open ones (a .tmp whose rename itself failed is
+ *       left to the next run's scan), which redoes them.
+ *   X4. A worker waits for its finisher to be empty before it gives a
+ *       partition up (a rebalance's revoke), before its final synchronous
+ *       commit (--until-end, SIGTERM) and before it exits.
+ *   X5. Between X4's waits the worker blocks on its finisher only for a
+ *       free slot in X2's FIFO: fsyncs and renames overlap the reading and
+ *       writing of the next files.  The final commit is one request for
+ *       all the worker's partitions (ex_commit_final).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -205,6 +229,7 @@ typedef struct opts {
     int layout_time;          /* --layout time: dt=YYYY-MM-DD/hour=HH/ */
     int64_t max_records, max_bytes, max_interval_ms;
     int64_t stall_ms;         /* --until-end: no progress for this long fails */
+    int fetch_wait_set;       /* -X fetch.max.wait.ms given */
 } opts;
 
 static opts O = {
@@ -258,8 +283,33 @@ typedef struct ex_buf {
     size_t len, cap;
 } ex_buf;
 
+/* A completed file on its way to its final name (X2). */
+typedef struct ex_job {
+    xpart *xp;
+    FILE *fp;                 /* flushed, fsynced and closed by the finisher */
+    char tmp[PATH_MAX * 3];
+    char dir[PATH_MAX + 128]; /* xp->dir moves on with --layout time */
+    int64_t first, last, n, bytes;
+    int ok;                   /* set by the finisher: renamed, directory fsynced */
+} ex_job;
+
+#define EX_PENDING 4          /* K: files a worker may have at its finisher */
+
+/* The worker's finisher: jobs[head..done) are finished and wait for the
+ * worker to commit them, jobs[done..tail) are queued (indexes mod K). */
+typedef struct ex_finisher {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t queued;    /* tail moved, or stop */
+    pthread_cond_t finished;  /* done moved */
+    ex_job jobs[EX_PENDING];
+    unsigned head, done, tail;
+    int stop, started;
+} ex_finisher;
+
 typedef struct worker {
     pthread_t th;
+    ex_finisher fin;
     xpart **parts;            /* its share; with --group, every partition */
     int n;
     int assigned;             /* --group: holds an assignment (maybe empty) */
@@ -444,17 +494,27 @@ static void ex_commit(worker *w, xpart *xp, int64_t next)
         ex_commit_failed(xp->topic, xp->partition, next, rc);
 }
 
+/* One synchronous OffsetCommit for all the worker's partitions: the
+ * broker answers a connection's requests in order, so each request waits
+ * behind the fetch in flight (fetch.max.wait.ms when at the end), once
+ * rather than once a partition.  Without --group the fetching is stopped
+ * first (no fetch is sent after the one in flight). */
 static void ex_commit_final(worker *w)
 {
-    for (int i = 0; i < w->n; i++) {
+    sl_topic_partition *tps = calloc((size_t)w->n + 1, sizeof *tps);
+    int n = 0;
+    for (int i = 0; tps && i < w->n; i++) {
         xpart *xp = w->parts[i];
-        if (xp->owner != w || xp->commit_next <= 0)
-            continue;
-        sl_topic_partition tp = { xp->topic, xp->partition, xp->commit_next, 0 };
-        int rc = sl_consumer_commit(w->cons, &tp, 1, 0);
-        if (rc || tp.err)
-            ex_commit_failed(xp->topic, xp->partition, xp->commit_next, rc ? rc : tp.err);
+        if (xp->owner == w && xp->commit_next > 0)
+            tps[n++] = (sl_topic_partition){ xp->topic, xp->partition, xp->commit_next, 0 };
     }
+    if (!O.fleet)
+        sl_consumer_assign(w->cons, NULL, 0);
+    int rc = n ? sl_consumer_commit(w->cons, tps, n, 0) : 0;
+    for (int k = 0; k < n; k++)
+        if (rc || tps[k].err)
+            ex_commit_failed(tps[k].topic, tps[k].partition, tps[k].offset, rc ? rc : tps[k].err);
+    free(tps);
 }
 
 static void ex_gap(xpart *xp, int64_t from, int64_t to)
@@ -649,12 +709,12 @@ static void ex_abandon(xpart *xp)
     unlink(xp->tmp);
 }
 
-/* 1 when a complete file of the partition in xp->dir holds an offset of
+/* 1 when a complete file of the partition in dir holds an offset of
  * first..last (a range written already must not be written twice), 0 if
  * none, -1 on an error. */
-static int ex_overlaps(const xpart *xp, int64_t first, int64_t last)
+static int ex_overlaps(const xpart *xp, const char *dir, int64_t first, int64_t last)
 {
-    DIR *d = opendir(xp->dir);
+    DIR *d = opendir(dir);
     if (!d)
         return -1;
     int hit = 0;
@@ -670,8 +730,156 @@ static int ex_overlaps(const xpart *xp, int64_t first, int64_t last)
     return hit;
 }
 
-/* Completes the open file: flush, fsync, rename, fsync the directory,
- * commit.  0 or -1 (the temporary file is left for the next run). */
+/* ---- the finisher (X2-X5) ------------------------------------------------------ */
+
+/* The finisher's part of X1: flush, fsync, rename, fsync the directory.
+ * 0, or -1 reported (the temporary file is removed unless the rename or
+ * what follows failed: then the next run's scan removes or keeps it). */
+static int ex_job_complete(ex_job *j)
+{
+    const xpart *xp = j->xp;
+    int err = 0;
+    if (fflush(j->fp) != 0 || fsync(fileno(j->fp)) != 0)
+        err = errno;
+    if (fclose(j->fp) != 0 && !err)
+        err = errno;
+    j->fp = NULL;
+    if (err) {
+        PFAIL(xp, "writing %s: %s", j->tmp, strerror(err));
+        unlink(j->tmp);
+        return -1;
+    }
+    char final[PATH_MAX * 3];
+    snprintf(final, sizeof final, "%s/%s+%d+%" PRId64 "+%" PRId64 ".%s", j->dir, xp->topic,
+             xp->partition, j->first, j->last, O.jsonl ? "jsonl" : "avro");
+    int ov = ex_overlaps(xp, j->dir, j->first, j->last);
+    if (ov != 0) {
+        PFAIL(xp, "%s: offsets %" PRId64 "..%" PRId64 " are in a file there already (%s "
+              "not renamed)%s%s", j->dir, j->first, j->last, j->tmp, ov < 0 ? ": " : "",
+              ov < 0 ? strerror(errno) : "");
+        unlink(j->tmp);
+        return -1;
+    }
+    if (ex_rename_new(j->tmp, final) != 0) {
+        PFAIL(xp, "renaming %s to %s: %s", j->tmp, final, strerror(errno));
+        return -1;
+    }
+    if (ex_fsync_path(j->dir) != 0) {
+        PFAIL(xp, "fsync of directory %s: %s", j->dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* A queued file given up after the run failed (X3). */
+static void ex_job_abandon(ex_job *j)
+{
+    fclose(j->fp);
+    j->fp = NULL;
+    unlink(j->tmp);
+}
+
+static void *ex_finisher_main(void *arg)
+{
+    ex_finisher *f = arg;
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        while (f->done == f->tail && !f->stop)
+            pthread_cond_wait(&f->queued, &f->mu);
+        if (f->done == f->tail)
+            break;                              /* stopped, nothing queued */
+        ex_job *j = &f->jobs[f->done % EX_PENDING];
+        pthread_mutex_unlock(&f->mu);
+        int give_up = failed;
+        if (give_up)
+            ex_job_abandon(j);
+        j->ok = !give_up && ex_job_complete(j) == 0;
+        pthread_mutex_lock(&f->mu);
+        __atomic_store_n(&f->done, f->done + 1, __ATOMIC_RELEASE);   /* ex_reap peeks */
+        pthread_cond_signal(&f->finished);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+static int ex_finisher_start(worker *w)
+{
+    ex_finisher *f = &w->fin;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->queued, NULL);
+    pthread_cond_init(&f->finished, NULL);
+    int rc = pthread_create(&f->th, NULL, ex_finisher_main, f);
+    if (rc != 0) {
+        fprintf(stderr, TOOL ": error: starting a finisher: %s\n", strerror(rc));
+        failed = 1;
+        return -1;
+    }
+    f->started = 1;
+    return 0;
+}
+
+static void ex_commit(worker *w, xpart *xp, int64_t next);
+
+/* Commits the files the finisher has done, in FIFO order (X2), then waits
+ * until at most `most` files are at the finisher, committing each as it is
+ * done.  Worker thread. */
+static void ex_reap(worker *w, unsigned most)
+{
+    ex_finisher *f = &w->fin;
+    if (!f->started)
+        return;
+    if (__atomic_load_n(&f->done, __ATOMIC_ACQUIRE) == f->head &&
+        f->tail - f->head <= most)
+        return;                 /* the poll loop's usual case: no lock taken */
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        while (f->head != f->done) {
+            ex_job *j = &f->jobs[f->head % EX_PENDING];
+            f->head++;          /* the slot is reused only by this thread */
+            pthread_mutex_unlock(&f->mu);
+            if (j->ok) {
+                xpart *xp = j->xp;
+                xp->files++;
+                xp->records += j->n;
+                xp->rec_bytes += j->bytes;
+                ex_commit(w, xp, j->last + 1);
+            }
+            pthread_mutex_lock(&f->mu);
+        }
+        if (f->tail - f->head <= most)
+            break;
+        pthread_cond_wait(&f->finished, &f->mu);
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* X4: every file handed over is finished and committed (or given up). */
+static void ex_drain(worker *w)
+{
+    ex_reap(w, 0);
+}
+
+/* Drains and joins the finisher. */
+static void ex_finisher_stop(worker *w)
+{
+    ex_finisher *f = &w->fin;
+    if (!f->started)
+        return;
+    ex_drain(w);
+    pthread_mutex_lock(&f->mu);
+    f->stop = 1;
+    pthread_cond_signal(&f->queued);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(f->th, NULL);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->queued);
+    pthread_cond_destroy(&f->finished);
+    f->started = 0;
+}
+
+/* Completes the open file: its last block is written here, the rest of X1
+ * and the commit follow through the finisher (ex_reap).  0 or -1 (the
+ * temporary file is removed). */
 static int ex_finish(worker *w, xpart *xp)
 {
     if (!xp->fp)
@@ -685,39 +893,23 @@ static int ex_finish(worker *w, xpart *xp)
         PFAIL(xp, "writing %s: %s: %s", xp->tmp, strerror(e), what);
         return -1;
     }
-    int err = 0;
-    if (fflush(xp->fp) != 0 || fsync(fileno(xp->fp)) != 0)
-        err = errno;
-    if (fclose(xp->fp) != 0 && !err)
-        err = errno;
+    ex_finisher *f = &w->fin;
+    ex_reap(w, EX_PENDING - 1);              /* a free slot (X5) */
+    ex_job *j = &f->jobs[f->tail % EX_PENDING];
+    j->xp = xp;
+    j->fp = xp->fp;
+    j->first = xp->first;
+    j->last = xp->last;
+    j->n = xp->n;
+    j->bytes = xp->bytes;
+    j->ok = 0;
+    memcpy(j->tmp, xp->tmp, sizeof j->tmp);
+    memcpy(j->dir, xp->dir, sizeof j->dir);
     xp->fp = NULL;
-    char final[PATH_MAX * 3];
-    snprintf(final, sizeof final, "%s/%s+%d+%" PRId64 "+%" PRId64 ".%s", xp->dir, xp->topic,
-             xp->partition, xp->first, xp->last, O.jsonl ? "jsonl" : "avro");
-    if (err) {
-        PFAIL(xp, "writing %s: %s", xp->tmp, strerror(err));
-        unlink(xp->tmp);
-        return -1;
-    }
-    int ov = ex_overlaps(xp, xp->first, xp->last);
-    if (ov != 0) {
-        PFAIL(xp, "%s: offsets %" PRId64 "..%" PRId64 " are in a file there already%s%s",
-              xp->dir, xp->first, xp->last, ov < 0 ? ": " : "", ov < 0 ? strerror(errno) : "");
-        unlink(xp->tmp);
-        return -1;
-    }
-    if (ex_rename_new(xp->tmp, final) != 0) {
-        PFAIL(xp, "renaming %s to %s: %s", xp->tmp, final, strerror(errno));
-        return -1;
-    }
-    if (ex_fsync_path(xp->dir) != 0) {
-        PFAIL(xp, "fsync of directory %s: %s", xp->dir, strerror(errno));
-        return -1;
-    }
-    xp->files++;
-    xp->records += xp->n;
-    xp->rec_bytes += xp->bytes;
-    ex_commit(w, xp, xp->last + 1);
+    pthread_mutex_lock(&f->mu);
+    f->tail++;
+    pthread_cond_signal(&f->queued);
+    pthread_mutex_unlock(&f->mu);
     return 0;
 }
 
@@ -971,7 +1163,8 @@ static int ex_consume(worker *w)
         for (int i = 0; i < w->n; i++)
             open += w->parts[i]->owner == w && !w->parts[i]->done;
         if (open == 0 && O.until_end && (!O.fleet || w->assigned))
-            return 0;
+            break;
+        ex_reap(w, EX_PENDING);            /* commit what the finisher did */
         sl_message m;
         int rc = sl_consumer_poll(w->cons, 200, &m);
         if (rc < 0) {
@@ -1021,6 +1214,7 @@ static int ex_consume(worker *w)
             else
                 ex_finish(w, w->parts[i]);
         }
+    ex_drain(w);                           /* X4 */
     return failed ? -1 : 0;
 }
 
@@ -1071,8 +1265,10 @@ static void ex_rebalance(sl_consumer *c, int event, const sl_topic_partition *tp
             continue;
         }
         if (event == SL_REBALANCE_REVOKE) {
-            if (xp->owner == w)
+            if (xp->owner == w) {
                 ex_finish(w, xp);
+                ex_drain(w);           /* X4: renamed and committed first */
+            }
             xp->owner = NULL;
             ex_unlock(xp);             /* the next owner may start */
             continue;
@@ -1155,8 +1351,13 @@ static void ex_worker_run(worker *w)
         failed = 1;
         return;
     }
+    if (ex_finisher_start(w) != 0) {
+        ex_close(w);
+        return;
+    }
     if (O.fleet) {
         ex_worker_group(w);
+        ex_finisher_stop(w);
         if (!failed)
             ex_commit_final(w);
         ex_close(w);
@@ -1186,6 +1387,7 @@ static void ex_worker_run(worker *w)
         }
     }
     free(tp);
+    ex_finisher_stop(w);
     if (!failed)             /* a stalled run must not wait out a commit too */
         ex_commit_final(w);
     ex_close(w);
@@ -1271,6 +1473,7 @@ static void ex_parse(int argc, char **argv)
                 ex_usage_error("-X wants KEY=VALUE, not \"%s\"", optarg);
             *eq = 0;
             ex_conf(optarg, eq + 1);
+            O.fetch_wait_set |= !strcmp(optarg, "fetch.max.wait.ms");
             break;
         }
         case 'q': O.quiet = 1; break;
@@ -1439,6 +1642,10 @@ int main(int argc, char **argv)
     ex_conf("auto.offset.reset", "none");
     ex_conf("enable.partition.eof", "true");
     ex_conf("isolation.level", "read_committed");
+    /* --until-end reads what is there: a fetch that waits for more (500 ms
+     * by default) only delays the final commit queued behind it. */
+    if (O.until_end && !O.fetch_wait_set)
+        ex_conf("fetch.max.wait.ms", "100");
 
     avro_schema_t probe;
     if (avro_schema_from_json_length(envelope_schema, sizeof envelope_schema - 1, &probe)) {

@@ -158,3 +158,47 @@ def test_a_corrupt_batch_stops_the_export_naming_the_partition_and_offset(broker
     err = p.stderr.decode()
     assert p.returncode == 2, err
     assert "%s [0]: offset 5:" % t in err, err
+
+
+def test_a_completed_file_refused_its_name_stops_the_run_and_the_files_behind_it(
+        broker, tmp_path):
+    """sluice-export.c X3: the finisher renames a worker's completed files
+    while the worker writes the next ones.  A file already holding one of
+    the offsets (a stray copy put into the tree) refuses the rename of
+    40..59; the files read after it (60..79, 80..99, queued or open) are
+    given up: exit 2 naming the partition and the temporary file, no .tmp
+    left.  Once the stray file is gone a rerun completes exactly."""
+    b, t = broker, topic_name("refused")
+    create_topic(b, t, partitions=1)
+    sent = send(ck_producer(b), t, mixed_records(20, partitions=1, seed=31))
+    pdir = os.path.join(str(tmp_path), t, "partition=0")
+    first = "%s+0+0+19.avro" % t
+    p = subprocess.Popen(export_args(b, t, tmp_path, "--max-records", "20"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not (os.path.isdir(pdir) and first in os.listdir(pdir)):
+            assert time.monotonic() < deadline and p.poll() is None, "no first file"
+            time.sleep(0.01)
+        stray = os.path.join(pdir, "%s+0+50+50.avro" % t)
+        with open(stray, "wb") as f:
+            f.write(b"a stray copy")
+        sent += send(ck_producer(b), t, mixed_records(80, partitions=1, seed=32))
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    err = err.decode()
+    assert p.returncode == 2, err[-2000:]
+    assert "%s [0]" % t in err and "offsets 40..59 are in a file there already" in err, err
+    assert ".%s+0+40." % t in err and ".avro.tmp not renamed" in err, err  # names the file
+    names = os.listdir(pdir)
+    print("left after the failure: %s" % sorted(names))
+    assert not [n for n in names if n.endswith(".tmp")], names
+    assert "%s+0+60+79.avro" % t not in names and "%s+0+80+99.avro" % t not in names, names
+    os.unlink(stray)
+    r = subprocess.run(export_args(b, t, tmp_path, "--until-end", "--max-records", "20", "-q"),
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    assert_exact(expected_of(sent), read_tree(tmp_path, t))
