@@ -6,6 +6,8 @@
  * with -K), one per line; -J prints JSON lines.
  */
 #include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,7 @@ static const char usage[] =
 "OPTIONS\n"
 "    -b, --brokers HOST:PORT[,..]  bootstrap.servers (required)\n"
 "    -t, --topic TOPIC             topic to read (repeatable with -g)\n"
-"    -p, --partition N             only this partition (without -g)\n"
+"    -p, --partition N             only this partition (without -g; repeatable)\n"
 "    -o, --offset WHERE            beginning, end, stored, an offset N, -N (N before\n"
 "                                  the end), or @MS (first message at or after the\n"
 "                                  timestamp MS); default beginning (stored with -g)\n"
@@ -72,6 +74,14 @@ static void json_str(const void *p, int32_t len, int null)
     putchar('"');
 }
 
+static bool picked(const int32_t *only, int n, int32_t p)
+{
+    for (int k = 0; k < n; k++)
+        if (only[k] == p)
+            return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -84,7 +94,8 @@ int main(int argc, char **argv)
     sl_conf *conf = sl_conf_new();
     const char *topics[64], *offset = NULL, *group = NULL, *delim = NULL;
     int nt = 0, json = 0, at_end = 0, quiet = 0, c;
-    int32_t partition = -1;
+    int32_t only[64];                /* -p: the partitions picked, none = all */
+    int nonly = 0;
     long count = -1;
     while ((c = getopt_long(argc, argv, "b:t:p:o:g:c:eJK:X:quh", opts, NULL)) != -1) {
         switch (c) {
@@ -93,7 +104,17 @@ int main(int argc, char **argv)
             if (nt < 64)
                 topics[nt++] = optarg;
             break;
-        case 'p': partition = atoi(optarg); break;
+        case 'p': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 0 || v > INT32_MAX || nonly == 64) {
+                fprintf(stderr, "sluice-consume: -p %s: a partition number (at most 64 of them) "
+                        "is expected\n", optarg);
+                return 2;
+            }
+            only[nonly++] = (int32_t)v;
+            break;
+        }
         case 'o': offset = optarg; break;
         case 'g': group = optarg; tool_set(conf, "group.id", optarg); break;
         case 'c': count = atol(optarg); break;
@@ -141,9 +162,16 @@ int main(int argc, char **argv)
             sl_consumer_destroy(cons);
             return 1;
         }
+        for (int k = 0; k < nonly; k++)
+            if (only[k] >= n) {
+                fprintf(stderr, "sluice-consume: %s has no partition %d (it has %d)\n",
+                        topics[0], only[k], n);
+                sl_consumer_destroy(cons);
+                return 1;
+            }
         sl_topic_partition *tp = calloc((size_t)n, sizeof *tp);
         for (int i = 0; i < n; i++) {
-            if (partition >= 0 && i != partition)
+            if (nonly && !picked(only, nonly, i))
                 continue;
             int64_t off = SL_OFFSET_BEGINNING;
             if (!offset || !strcmp(offset, "beginning"))

@@ -297,3 +297,23 @@ def test_an_async_commit_right_before_close_is_not_lost(broker):
             assert got == 100 + i, "round %d: committed %d" % (i, got)
     finally:
         check.close()
+
+
+def test_sluice_consume_reads_the_partitions_picked_and_names_a_bad_pick(broker):
+    """-p repeated reads exactly those partitions; a partition the topic
+    lacks, or a -p that is no number, is refused with a message naming it."""
+    t = topic_name("lspick")
+    create_topic(broker, t, 4)
+    for p in range(4):
+        produce(broker, t, [b"p%d-%d" % (p, i) for i in range(20)], "-p", str(p))
+    out = consume(broker, t, "-p", "1", "-p", "3", "-J")
+    got = [json.loads(l) for l in out.decode().splitlines()]
+    assert sorted({g["partition"] for g in got}) == [1, 3]
+    for p in (1, 3):
+        assert [g["value"] for g in got if g["partition"] == p] == ["p%d-%d" % (p, i) for i in range(20)]
+    bad = subprocess.run([tool("sluice-consume"), "-b", broker.bootstrap, "-t", t, "-p", "7", "-e"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert bad.returncode == 1 and b"no partition 7" in bad.stderr, bad.stderr
+    bad = subprocess.run([tool("sluice-consume"), "-b", broker.bootstrap, "-t", t, "-p", "1x", "-e"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert bad.returncode == 2 and b"-p 1x" in bad.stderr, bad.stderr
