@@ -13,6 +13,7 @@
  * ssl.truststore.location: a PEM file of CAs, as the broker's own; no CA:
  * the system's), ssl.certificate.location and ssl.key.location (or
  * ssl.keystore.location: one PEM with both), ssl.key.password,
+ * ssl.truststore.type / ssl.keystore.type PEM only (JKS, PKCS12 refused),
  * ssl.endpoint.identification.algorithm https (the default) or empty
  * (link_conn.c C7: the files are read and checked at INSERT);
  * fetch.max.wait.ms, fetch.min.bytes, fetch.max.bytes,
@@ -223,7 +224,8 @@ static const char *const known_settings[] = {
     "max.partition.fetch.bytes", "metadata.max.age.ms", "reconnect.backoff.ms",
     "reconnect.backoff.max.ms", "ssl.ca.location", "ssl.truststore.location",
     "ssl.certificate.location", "ssl.key.location", "ssl.keystore.location",
-    "ssl.key.password", "ssl.endpoint.identification.algorithm", NULL
+    "ssl.key.password", "ssl.endpoint.identification.algorithm", "ssl.truststore.type",
+    "ssl.keystore.type", NULL
 };
 
 /* A file setting's value into out (a path; its reading is checked at
@@ -238,9 +240,18 @@ static bool setting_path(const char *v, char *out, size_t len)
 static int setting_ssl(lk_link *l, const char *k, const char *v, char *err, size_t errlen)
 {
     bool ok;
-    if (!strcmp(k, "ssl.ca.location") || !strcmp(k, "ssl.truststore.location"))
+    if (!strcmp(k, "ssl.ca.location") || !strcmp(k, "ssl.truststore.location")) {
         ok = setting_path(v, l->ssl_ca, sizeof l->ssl_ca);
-    else if (!strcmp(k, "ssl.certificate.location") || !strcmp(k, "ssl.keystore.location"))
+        l->ssl_ca_key = !strcmp(k, "ssl.ca.location") ? "ssl.ca.location"
+                                                      : "ssl.truststore.location";
+    } else if (!strcmp(k, "ssl.truststore.type") || !strcmp(k, "ssl.keystore.type")) {
+        if (strcasecmp(v, "PEM")) {
+            snprintf(err, errlen, "cluster_links.config: %s=%s: links read PEM files only "
+                     "(convert a JKS or PKCS12 store with keytool / openssl)", k, v);
+            return KP_INVALID_CONFIG;
+        }
+        ok = true;
+    } else if (!strcmp(k, "ssl.certificate.location") || !strcmp(k, "ssl.keystore.location"))
         ok = setting_path(v, l->ssl_cert, sizeof l->ssl_cert);
     else if (!strcmp(k, "ssl.key.location"))
         ok = setting_path(v, l->ssl_key, sizeof l->ssl_key);
@@ -295,7 +306,8 @@ static int setting_apply(lk_link *l, const char *k, const char *v, char *err, si
                  "security.protocol, sasl.mechanism, sasl.jaas.config, sasl.username, "
                  "sasl.password, ssl.ca.location, ssl.truststore.location, "
                  "ssl.certificate.location, ssl.key.location, ssl.keystore.location, "
-                 "ssl.key.password, ssl.endpoint.identification.algorithm, client.id, "
+                 "ssl.key.password, ssl.endpoint.identification.algorithm, "
+                 "ssl.truststore.type, ssl.keystore.type, client.id, "
                  "fetch.*, max.partition.fetch.bytes, "
                  "metadata.max.age.ms, reconnect.backoff*, consumer.offset.sync.*, "
                  "consumer.offset.group.filters, auto.create.mirror.topics.*)", k);

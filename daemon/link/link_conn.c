@@ -301,7 +301,8 @@ int lk_conn_tls(lk_link *l, char *err, size_t errlen)
         .chain_key = "ssl.certificate.location", .chain_file = l->ssl_cert,
         .key_key = "ssl.key.location", .key_file = l->ssl_key,
         .chain_pem = "", .key_pem = "", .key_password = l->ssl_key_pass,
-        .ca_key = "ssl.ca.location", .ca_file = l->ssl_ca, .ca_pem = "",
+        .ca_key = l->ssl_ca_key ? l->ssl_ca_key : "ssl.ca.location", .ca_file = l->ssl_ca,
+        .ca_pem = "",
         .protocols = "TLSv1.2,TLSv1.3" };
     if (l->ssl_key[0] && !l->ssl_cert[0]) {
         snprintf(err, errlen, "cluster_links.config: ssl.key.location needs "

@@ -127,6 +127,7 @@ typedef struct lk_link {
     char mechanism[16];                  /* sasl.mechanism: PLAIN, SCRAM-SHA-256/512 */
     char user[128], pass[256];
     char ssl_ca[1024];                   /* ssl.ca.location / ssl.truststore.location */
+    const char *ssl_ca_key;              /* which of the two named it (messages) */
     char ssl_cert[1024], ssl_key[1024];  /* ssl.certificate.location, ssl.key.location
                                           * (or ssl.keystore.location: both in one) */
     char ssl_key_pass[256];              /* ssl.key.password */

@@ -4,7 +4,8 @@
  *
  * One server context serves every TLS listener and the admin https
  * endpoint; one client context serves broker-to-broker connections (the
- * replica fetcher).  Both are made on first use and live until
+ * replica fetcher); each cluster link has a client context of its own,
+ * from its ssl.* settings (sec_tls_client_ctx_new, daemon/link/link_conn.c).  Both are made on first use and live until
  * sec_tls_free; an SSL object holds its own reference to its context.
  *
  * Invariants:

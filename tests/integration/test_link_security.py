@@ -13,7 +13,7 @@ is in cluster_links.last_error and the log once, with few attempts at the
 source (backoff, no retry storm), and the right one then mirrors; a source
 whose certificate the link's CA does not sign is refused with the
 certificate's problem named in last_error; an unreadable file or an
-unknown mechanism is refused at the INSERT.
+unknown mechanism or a JKS store is refused at the INSERT.
 """
 import os
 import re
@@ -182,6 +182,10 @@ def test_bad_security_settings_are_refused_at_insert(source, start_broker, certs
     assert st != 200 and "sasl.mechanism=GSSAPI is not supported" in str(text), text
     st, text = insert(conf(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256"))
     assert st != 200 and "sasl.username and sasl.password" in str(text), text
+    st, text = insert(conf(security_protocol="SSL", ssl_truststore_location="/no/such.pem"))
+    assert st != 200 and "ssl.truststore.location /no/such.pem" in str(text), text
+    st, text = insert(conf(security_protocol="SSL", ssl_truststore_type="JKS"))
+    assert st != 200 and "PEM files only" in str(text), text
     st, text = insert(conf(security_protocol="SSL", ssl_endpoint_identification_algorithm="x"))
     assert st != 200 and "ssl.endpoint.identification.algorithm" in str(text), text
     assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
