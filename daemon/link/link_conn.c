@@ -112,9 +112,11 @@
  *       out until it succeeded; SCRAM's salted password computed off the
  *       loop, once per salt, for every connection of the link: lk_link.keys),
  *       on every connection, the bootstrap one and each source broker's.
- *       A refused login is a connection error (C3).  No re-authentication
- *       (KIP-368) yet: a source that closes a connection at its session's
- *       end sees it connected again, after reconnect.backoff.ms.
+ *       A refused login is a connection error (C3).  With the source's
+ *       SessionLifetimeMs (KIP-368), the connection's next request after a
+ *       random 85 to 95 % of it is a new SaslHandshake on it, as the
+ *       replica fetchers do (repl_fetch_reauth_due): the source never
+ *       closes an active link's connection at its session's end.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
@@ -195,6 +197,7 @@ static void peer_close(lk_peer *c)
     c->rev = NULL;
     repl_frame_reset(&c->in);
     sec_sasl_client_reset(&c->sasl);
+    c->reauth_us = 0;
     if (c->bev)
         bufferevent_free(c->bev);
     c->bev = NULL;
@@ -238,10 +241,12 @@ static void sasl_conn_fail(void *conn, const char *why)
     conn_fail(conn, why);
 }
 
+/* Logged in: the requests, and (KIP-368) a login again before the
+ * source's session ends. */
 static void sasl_authenticated(void *conn, int64_t lifetime_ms)
 {
-    (void)lifetime_ms;                   /* C7: no re-authentication yet */
     lk_peer *c = conn;
+    c->reauth_us = repl_fetch_reauth_due(lifetime_ms);
     c->conn = LK_READY;
     next_request(c);
 }
@@ -686,6 +691,11 @@ static void next_request(lk_peer *c)
     lk_link *l = c->link;
     int64_t now = bk_mono_us(), next_us = INT64_MAX;
     kp_arena_reset(&c->arena);
+    if (c->reauth_us && now >= c->reauth_us) {
+        c->reauth_us = 0;
+        sec_sasl_client_start(&c->sasl);         /* C7: KIP-368, same connection */
+        return;
+    }
     if (c->node < 0) {
         if (lk_sync_topics_create(l) || send_metadata(c, now) || send_configs(c) ||
             lk_sync_send(l, now, &next_us))

@@ -295,6 +295,15 @@ int64_t repl_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms, int permille)
     return now_us + lifetime_ms * permille;
 }
 
+int64_t repl_fetch_reauth_due(int64_t lifetime_ms)
+{
+    uint16_t rnd = 0;
+    if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
+        rnd = 0;                                   /* the earliest share */
+    return repl_fetch_reauth_at(bk_mono_us(), lifetime_ms,
+                                FE_REAUTH_MIN_PERMILLE + rnd % (FE_REAUTH_SPAN_PERMILLE + 1));
+}
+
 enum bk_out_of_range repl_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
                                            int64_t leader_log_start)
 {
@@ -632,12 +641,7 @@ static void sasl_conn_fail(void *conn, const char *why)
 static void sasl_authenticated(void *conn, int64_t lifetime_ms)
 {
     fe_fetcher *f = conn;
-    uint16_t rnd = 0;
-    if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
-        rnd = 0;                                   /* the earliest share */
-    f->reauth_us = repl_fetch_reauth_at(bk_mono_us(), lifetime_ms,
-                                      FE_REAUTH_MIN_PERMILLE +
-                                          rnd % (FE_REAUTH_SPAN_PERMILLE + 1));
+    f->reauth_us = repl_fetch_reauth_due(lifetime_ms);
     send_fetch(f);
 }
 

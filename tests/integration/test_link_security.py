@@ -13,7 +13,9 @@ is in cluster_links.last_error and the log once, with few attempts at the
 source (backoff, no retry storm), and the right one then mirrors; a source
 whose certificate the link's CA does not sign is refused with the
 certificate's problem named in last_error; an unreadable file or an
-unknown mechanism or a JKS store is refused at the INSERT.
+unknown mechanism or a JKS store is refused at the INSERT; with the
+source's connections.max.reauth.ms the link logs in again on the same
+connections (KIP-368) and no session expires.
 """
 import os
 import re
@@ -34,13 +36,12 @@ from tls_support import certs, ssl_overrides  # noqa: F401
 USER, PASSWORD = "linker", "link-pw"
 
 
-@pytest.fixture(scope="module")
-def source(certs):  # noqa: F811
+def secure_source(certs, d, **extra):  # noqa: F811
     """A broker listening on PLAINTEXT, SASL_SSL and SSL (client
     certificates requested), with the SCRAM user the links log in as."""
-    d = tempfile.mkdtemp(prefix="sluice-it-link-sec-")
     o = ssl_overrides(certs, client_auth="requested")
     o["admin.listeners"] = "http://127.0.0.1:%d" % free_port()
+    o.update(extra)
     b = Broker(d, o)
     b.ports = {name: free_port() for name in ("SASL_SSL", "SSL")}
     lst = ",".join(["PLAINTEXT://127.0.0.1:%d" % b.port] +
@@ -49,10 +50,21 @@ def source(certs):  # noqa: F811
     b.overrides["advertised.listeners"] = lst
     b.start()
     add_user(b, USER, PASSWORD, mechanisms=("SCRAM-SHA-512",))
-    yield b
+    return b
+
+
+def stop_source(b, d):
     problems = finish_broker(b)
     shutil.rmtree(d, ignore_errors=True)
     assert not problems, "; ".join(problems) + "\n" + b.log_tail()
+
+
+@pytest.fixture(scope="module")
+def source(certs):  # noqa: F811
+    d = tempfile.mkdtemp(prefix="sluice-it-link-sec-")
+    b = secure_source(certs, d)
+    yield b
+    stop_source(b, d)
 
 
 def on(b, listener):
@@ -189,3 +201,30 @@ def test_bad_security_settings_are_refused_at_insert(source, start_broker, certs
     st, text = insert(conf(security_protocol="SSL", ssl_endpoint_identification_algorithm="x"))
     assert st != 200 and "ssl.endpoint.identification.algorithm" in str(text), text
     assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
+
+
+def test_sasl_sessions_are_renewed_on_the_same_connections(start_broker, certs):  # noqa: F811
+    """connections.max.reauth.ms=2000 at the source (KIP-368): the link logs
+    in again before each session ends, so mirroring goes on for 8 s with no
+    connection closed and no error."""
+    d = tempfile.mkdtemp(prefix="sluice-it-link-reauth-")
+    src = secure_source(certs, os.path.join(d, "src"),
+                        **{"connections.max.reauth.ms": "2000"})
+    try:
+        dest = start_broker()
+        t = topic_name("reauth")
+        create_topic(src, t, partitions=2)
+        link_source(dest, on(src, "SASL_SSL"), name="renew", config=sasl_ssl(certs))
+        assert mirror(dest, t, link="renew")[0] == 200
+        for i in range(8):
+            fill(src, t, 2, 20, start=20 * i)
+            time.sleep(1)
+        assert_same(src, dest, t, 2)
+        log = src.log_text()
+        renewed = len(re.findall(r"SASL SCRAM-SHA-512 re-authentication of User:%s" % USER, log))
+        expired = log.count("without re-authentication; closing")
+        print("re-authentications: %d, sessions expired: %d" % (renewed, expired))
+        assert renewed >= 3 and expired == 0, (renewed, expired)
+        assert last_error(dest, "renew") is None
+    finally:
+        stop_source(src, d)
