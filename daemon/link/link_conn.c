@@ -228,13 +228,8 @@ static void peer_free_parts(lk_peer *c)
 }
 
 /* ---- the SASL login (C7; its client: daemon/security/sec_sasl_client.c) ------- */
-static void send_request(lk_peer *c, int16_t api, int16_t version, const void *q);
+static void send_request(void *conn, int16_t api, int16_t version, const void *q);
 static void conn_fail(lk_peer *c, const char *why);
-
-static void sasl_send(void *conn, int16_t api, int16_t version, const void *q)
-{
-    send_request(conn, api, version, q);
-}
 
 static void sasl_conn_fail(void *conn, const char *why)
 {
@@ -251,7 +246,7 @@ static void sasl_authenticated(void *conn, int64_t lifetime_ms)
     next_request(c);
 }
 
-static const bk_sasl_client_ops sasl_ops = { sasl_send, sasl_conn_fail, sasl_authenticated };
+static const bk_sasl_client_ops sasl_ops = { send_request, sasl_conn_fail, sasl_authenticated };
 
 /* The salted password is known (or failed): each connection of the link
  * waiting for it goes on. */
@@ -444,9 +439,11 @@ static void peers_prune(lk_link *l)
     }
 }
 
-/* Frames and sends a request; WAITING after. */
-static void send_request(lk_peer *c, int16_t api, int16_t version, const void *q)
+/* Frames and sends a request; WAITING after.  conn: the lk_peer (the
+ * SASL client's ops->send too, C7). */
+static void send_request(void *conn, int16_t api, int16_t version, const void *q)
 {
+    lk_peer *c = conn;
     if (++c->corrid < 0)
         c->corrid = 0;
     char client_id[MD_TOPIC_NAME_MAX + 16];

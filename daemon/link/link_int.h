@@ -110,7 +110,8 @@ typedef struct lk_peer {
     repl_frame in;                       /* the answer being read (link_conn.c C2, C6) */
     struct event *rev;                   /* plaintext: answers read here (link_conn.c C6) */
     bk_sasl_client sasl;                 /* SASL_*: the login (link_conn.c C7) */
-    int64_t reauth_us;                   /* mono: log in again (KIP-368, C7); 0: never */
+    int64_t reauth_us;                   /* mono: log in again (KIP-368, link_conn.c C7);
+                                          * 0: never */
     kp_arena arena;
     struct lk_peer *next;
 } lk_peer;
