@@ -90,9 +90,9 @@
  *       whatever bufferevent_set_max_single_read says: a 4 MiB answer took
  *       a thousand loop turns, each a readv, an FIONREAD and a timer
  *       re-armed, and the mirror's catch-up ran at a tenth of a
- *       follower's).  While more than LK_LOWAT_MIN of an answer is missing
- *       the socket's SO_RCVLOWAT is that (at most LK_LOWAT_MAX), 1
- *       otherwise, as repl_fetcher.c's F8.  The bufferevent keeps
+ *       follower's).  While more than REPL_FRAME_LOWAT_MIN of an answer is
+ *       missing the socket's SO_RCVLOWAT is that (at most
+ *       REPL_FRAME_LOWAT_MAX), 1 otherwise (repl_frame.h RF3).  The bufferevent keeps
  *       connecting and output.  A TLS connection's answers come through
  *       its bufferevent (SSL_read), whole frames taken out of its input
  *       buffer by on_tls_read.
