@@ -104,6 +104,9 @@ struct bk_broker {
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct sr_registry *registry;    /* the schema registry (daemon/registry) */
     struct lk_set *links;            /* cluster links (daemon/link/link.c); NULL: none */
+    /* the password encoder: cluster links' secrets sealed at rest
+     * (daemon/security/sec_pwenc.h, made in main.c before the loop runs) */
+    struct sec_pwenc *pwenc;
     /* true (with the reason) when topic is a mirror of a cluster link, which
      * takes no writes but its link's: no transaction may add it, no marker
      * may go into it (daemon/link/link.h link_mirror_refuses, installed by

@@ -136,7 +136,10 @@ def test_a_cluster_destination_mirrors_through_a_leader_kill(
         make_cluster, start_broker):  # noqa: F811
     src = start_broker()
     # mirror topics get the destination's default.replication.factor
-    dest = make_cluster(3, overrides={"default.replication.factor": "3"})
+    # a link with a secret setting needs password.encoder.secret in cluster
+    # mode (link.c K4; test_link_secrets.py)
+    dest = make_cluster(3, overrides={"default.replication.factor": "3",
+                                      "password.encoder.secret": "it-encoder-secret"})
     b1, b2, b3 = dest.brokers
     ta, tb = topic_name("cla"), topic_name("clb")
     create_topic(src, ta, partitions=3)
