@@ -7,9 +7,16 @@
  * the source's leader changes and truncations followed: link_conn.c.
  *
  * A link is a name, the source's bootstrap servers and client settings in
- * Kafka's property names (security.protocol PLAINTEXT or SASL_PLAINTEXT
- * with sasl.mechanism PLAIN and sasl.jaas.config or sasl.username /
- * sasl.password; fetch.max.wait.ms, fetch.min.bytes, fetch.max.bytes,
+ * Kafka's property names (security.protocol PLAINTEXT, SSL, SASL_PLAINTEXT
+ * or SASL_SSL; sasl.mechanism PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with
+ * sasl.jaas.config or sasl.username / sasl.password; ssl.ca.location (or
+ * ssl.truststore.location: a PEM file of CAs, as the broker's own; no CA:
+ * the system's), ssl.certificate.location and ssl.key.location (or
+ * ssl.keystore.location: one PEM with both), ssl.key.password,
+ * ssl.truststore.type / ssl.keystore.type PEM only (JKS, PKCS12 refused),
+ * ssl.endpoint.identification.algorithm https (the default) or empty
+ * (link_conn.c C7: the files are read and checked at INSERT);
+ * fetch.max.wait.ms, fetch.min.bytes, fetch.max.bytes,
  * max.partition.fetch.bytes, metadata.max.age.ms, reconnect.backoff.ms,
  * reconnect.backoff.max.ms, client.id).  A mirror topic is a local topic
  * that its link creates with the source topic's partition count and topic
@@ -121,8 +128,8 @@
  *     source's largest id (asynchronous compare-and-set) and have every
  *     broker drop the blocks it holds below it, before a mirror leaves
  *     mirroring.
- *   - SSL and SCRAM to the source; topic filters; ACLs synced
- *     (link_sync.c: consumer offsets and topic filters).
+ *   - Topic filters; ACLs synced (link_sync.c: consumer offsets and
+ *     topic filters).
  */
 #include "daemon/link/link_int.h"
 #include "daemon/security/sec_pwenc.h"
@@ -137,6 +144,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define LK_MASK "[hidden]"
 
@@ -224,8 +232,59 @@ static const char *const known_settings[] = {
     "security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username",
     "sasl.password", "client.id", "fetch.max.wait.ms", "fetch.min.bytes", "fetch.max.bytes",
     "max.partition.fetch.bytes", "metadata.max.age.ms", "reconnect.backoff.ms",
-    "reconnect.backoff.max.ms", NULL
+    "reconnect.backoff.max.ms", "ssl.ca.location", "ssl.truststore.location",
+    "ssl.certificate.location", "ssl.key.location", "ssl.keystore.location",
+    "ssl.key.password", "ssl.endpoint.identification.algorithm", "ssl.truststore.type",
+    "ssl.keystore.type", NULL
 };
+
+/* A file setting's value into out (a path; its reading is checked at
+ * INSERT by lk_conn_tls). */
+static bool setting_path(const char *v, char *out, size_t len)
+{
+    return snprintf(out, len, "%s", v) < (int)len;
+}
+
+/* The ssl.* settings (link_conn.c C7): KP_NONE, KP_INVALID_CONFIG with
+ * err, or -1 when k is not one of them. */
+static int setting_ssl(lk_link *l, const char *k, const char *v, char *err, size_t errlen)
+{
+    bool ok;
+    if (!strcmp(k, "ssl.ca.location") || !strcmp(k, "ssl.truststore.location")) {
+        ok = setting_path(v, l->ssl_ca, sizeof l->ssl_ca);
+        l->ssl_ca_key = !strcmp(k, "ssl.ca.location") ? "ssl.ca.location"
+                                                      : "ssl.truststore.location";
+    } else if (!strcmp(k, "ssl.truststore.type") || !strcmp(k, "ssl.keystore.type")) {
+        if (strcasecmp(v, "PEM")) {
+            snprintf(err, errlen, "cluster_links.config: %s=%s: links read PEM files only "
+                     "(convert a JKS or PKCS12 store with keytool / openssl)", k, v);
+            return KP_INVALID_CONFIG;
+        }
+        ok = true;
+    } else if (!strcmp(k, "ssl.certificate.location") || !strcmp(k, "ssl.keystore.location"))
+        ok = setting_path(v, l->ssl_cert, sizeof l->ssl_cert);
+    else if (!strcmp(k, "ssl.key.location"))
+        ok = setting_path(v, l->ssl_key, sizeof l->ssl_key);
+    else if (!strcmp(k, "ssl.key.password"))
+        ok = setting_path(v, l->ssl_key_pass, sizeof l->ssl_key_pass);
+    else if (!strcmp(k, "ssl.endpoint.identification.algorithm")) {
+        /* Kafka's "https" or "" (off); librdkafka's "none" too. */
+        ok = !strcasecmp(v, "https") || !v[0] || !strcmp(v, "none");
+        l->ssl_check_host = !strcasecmp(v, "https");
+        if (!ok) {
+            snprintf(err, errlen, "cluster_links.config: ssl.endpoint.identification.algorithm="
+                     "%s: https (the default: the certificate must name the host) or empty "
+                     "(not checked)", v);
+            return KP_INVALID_CONFIG;
+        }
+    } else
+        return -1;
+    if (!ok) {
+        snprintf(err, errlen, "cluster_links.config: %s is too long", k);
+        return KP_INVALID_CONFIG;
+    }
+    return KP_NONE;
+}
 
 static bool setting_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -247,7 +306,7 @@ static int setting_apply(lk_link *l, const char *k, const char *v, char *err, si
         l = &scratch;
     }
     int i = lk_sync_setting(l, k, v, err, errlen);       /* link_sync.c's settings */
-    if (i >= 0)
+    if (i >= 0 || (i = setting_ssl(l, k, v, err, errlen)) >= 0)
         return i;
     i = 0;
     while (known_settings[i] && strcmp(known_settings[i], k))
@@ -255,7 +314,11 @@ static int setting_apply(lk_link *l, const char *k, const char *v, char *err, si
     if (!known_settings[i]) {
         snprintf(err, errlen, "cluster_links.config: unknown setting '%s' (known: "
                  "security.protocol, sasl.mechanism, sasl.jaas.config, sasl.username, "
-                 "sasl.password, client.id, fetch.*, max.partition.fetch.bytes, "
+                 "sasl.password, ssl.ca.location, ssl.truststore.location, "
+                 "ssl.certificate.location, ssl.key.location, ssl.keystore.location, "
+                 "ssl.key.password, ssl.endpoint.identification.algorithm, "
+                 "ssl.truststore.type, ssl.keystore.type, client.id, "
+                 "fetch.*, max.partition.fetch.bytes, "
                  "metadata.max.age.ms, reconnect.backoff*, consumer.offset.sync.*, "
                  "consumer.offset.group.filters, auto.create.mirror.topics.*)", k);
         return KP_INVALID_CONFIG;
@@ -263,19 +326,23 @@ static int setting_apply(lk_link *l, const char *k, const char *v, char *err, si
     int64_t x = 0;
     bool ok = true;
     if (!strcmp(k, "security.protocol")) {
-        ok = !strcmp(v, "PLAINTEXT") || !strcmp(v, "SASL_PLAINTEXT");
-        l->sasl = !strcmp(v, "SASL_PLAINTEXT");
+        /* Kafka's names; librdkafka takes them in any case. */
+        ok = !strcasecmp(v, "PLAINTEXT") || !strcasecmp(v, "SASL_PLAINTEXT") ||
+             !strcasecmp(v, "SSL") || !strcasecmp(v, "SASL_SSL");
+        l->sasl = !strncasecmp(v, "SASL_", 5);
+        l->tls = !strcasecmp(v, "SSL") || !strcasecmp(v, "SASL_SSL");
         if (!ok) {
             snprintf(err, errlen, "cluster_links.config: security.protocol=%s is not supported "
-                     "by links yet (PLAINTEXT or SASL_PLAINTEXT)", v);
+                     "(PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", v);
             return KP_INVALID_CONFIG;
         }
     } else if (!strcmp(k, "sasl.mechanism")) {
-        if (strcmp(v, "PLAIN")) {
+        if (strcmp(v, "PLAIN") && kp_scram_mech_parse(v) == SCRAM_UNKNOWN) {
             snprintf(err, errlen, "cluster_links.config: sasl.mechanism=%s is not supported "
-                     "by links yet (PLAIN)", v);
+                     "(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", v);
             return KP_INVALID_CONFIG;
         }
+        snprintf(l->mechanism, sizeof l->mechanism, "%s", v);
     } else if (!strcmp(k, "sasl.jaas.config")) {
         ok = link_jaas_plain(v, l->user, sizeof l->user, l->pass, sizeof l->pass);
     } else if (!strcmp(k, "sasl.username")) {
@@ -372,6 +439,8 @@ static void link_defaults(lk_link *l)
     l->metadata_max_age_ms = 5000;
     l->backoff_ms = 500;
     l->backoff_max_ms = 10000;
+    snprintf(l->mechanism, sizeof l->mechanism, "PLAIN");
+    l->ssl_check_host = true;            /* Kafka's default: https */
     lk_sync_defaults(l);
 }
 
@@ -866,10 +935,12 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
         if (!l)
             rc = KP_INVALID_CONFIG;
         else if (l->sasl && (!l->user[0] || !l->pass[0])) {
-            snprintf(err, errlen, "cluster_links.config: SASL_PLAINTEXT needs sasl.jaas.config "
-                     "(PlainLoginModule username=\"…\" password=\"…\") or sasl.username and "
-                     "sasl.password");
+            snprintf(err, errlen, "cluster_links.config: SASL_PLAINTEXT and SASL_SSL need "
+                     "sasl.jaas.config (PlainLoginModule or ScramLoginModule username=\"…\" "
+                     "password=\"…\") or sasl.username and sasl.password");
             rc = KP_INVALID_CONFIG;
+        } else if (l->tls && (rc = lk_conn_tls(l, err, errlen)) != KP_NONE) {
+            ;                            /* a file unreadable, a key not its certificate's */
         } else if (md_link_put(b->db, row, bk_now_ms(), err, errlen) != 0)
             rc = KP_UNKNOWN_SERVER_ERROR;
         if (rc != KP_NONE && l) {

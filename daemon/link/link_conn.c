@@ -4,8 +4,8 @@
  * state, buffers and one request in flight:
  *
  *   IDLE ─kick─► CONNECTING ─connected─► READY ─next─► WAITING ─answer─► READY
- *                  ▲          (SASL_PLAINTEXT: SaslHandshake, then one      │
- *                  │           SaslAuthenticate with PLAIN's token first)  │
+ *                  ▲          (SSL / SASL_SSL: the TLS handshake first;     │
+ *                  │           SASL_*: the login, C7, before any request)  │
  *                  └─── BACKOFF ◄── an error, EOF, timeout, refused login ─┘
  *                       (reconnect.backoff.ms, doubled up to .max.ms)
  *
@@ -82,22 +82,48 @@
  *       history (UNDEFINED: the source topic recreated?), nothing is cut:
  *       the mirror's error says so, asked again after
  *       reconnect.backoff.max.ms.
- *   C6. Answers do not go through libevent's input buffer: each
- *       connection's are recv()d straight into its c->in by on_sock_read,
+ *   C6. A plaintext connection's answers do not go through libevent's
+ *       input buffer: each connection's are recv()d straight into its c->in
+ *       by on_sock_read (daemon/replication/repl_frame.h, the replica
+ *       fetchers' reader),
  *       the connection's own event (libevent 2.1 reads 4 KiB per wakeup
  *       whatever bufferevent_set_max_single_read says: a 4 MiB answer took
  *       a thousand loop turns, each a readv, an FIONREAD and a timer
  *       re-armed, and the mirror's catch-up ran at a tenth of a
- *       follower's).  While more than LK_LOWAT_MIN of an answer is missing
- *       the socket's SO_RCVLOWAT is that (at most LK_LOWAT_MAX), 1
- *       otherwise, as repl_fetcher.c's F8.  The bufferevent keeps
- *       connecting and output.
+ *       follower's).  While more than REPL_FRAME_LOWAT_MIN of an answer is
+ *       missing the socket's SO_RCVLOWAT is that (at most
+ *       REPL_FRAME_LOWAT_MAX), 1 otherwise (repl_frame.h RF3).  The bufferevent keeps
+ *       connecting and output.  A TLS connection's answers come through
+ *       its bufferevent (SSL_read), whole frames taken out of its input
+ *       buffer by on_tls_read.
+ *   C7. Security is the broker's own client code, with the link's
+ *       settings: TLS (SSL, SASL_SSL) through libevent's OpenSSL filter
+ *       (daemon/security/sec_tls.c) with the link's own context, made
+ *       from ssl.ca.location (or ssl.truststore.location; none: the
+ *       system's CAs), ssl.certificate.location / ssl.key.location /
+ *       ssl.key.password (a client certificate, for a source that asks
+ *       one), checked at INSERT (link.c) and made again after a restart;
+ *       the source's certificate must chain to those CAs, and name the
+ *       host connected to unless ssl.endpoint.identification.algorithm is
+ *       empty.  A certificate refused is a connection error (C3) whose
+ *       message names the certificate's problem.  SASL (SASL_PLAINTEXT,
+ *       SASL_SSL) logs in with the replica fetchers' client
+ *       (sec_sasl_client.h: PLAIN, SCRAM-SHA-256/512; nothing else goes
+ *       out until it succeeded; SCRAM's salted password computed off the
+ *       loop, once per salt, for every connection of the link: lk_link.keys),
+ *       on every connection, the bootstrap one and each source broker's.
+ *       A refused login is a connection error (C3).  With the source's
+ *       SessionLifetimeMs (KIP-368), the connection's next request after a
+ *       random 85 to 95 % of it is a new SaslHandshake on it, as the
+ *       replica fetchers do (repl_fetch_reauth_due): the source never
+ *       closes an active link's connection at its session's end.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/replication/repl_fetcher.h"
+#include "daemon/security/sec_tls.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -108,24 +134,16 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <openssl/ssl.h>
 #include "kp_msgs.h"
 
 #define LK_FETCH_VERSION 11
 #define LK_METADATA_VERSION 8
 #define LK_CONFIGS_VERSION 2
-#define LK_HANDSHAKE_VERSION 1
-#define LK_AUTH_VERSION 1
 #define LK_EPOCH_VERSION 3
 /* Beyond fetch.max.wait.ms, how long an answer may take (Kafka's
  * request.timeout.ms default). */
 #define LK_REQUEST_TIMEOUT_MS 30000
-/* C6: c->in's least size, read into before an answer's length is known. */
-#define LK_IN_MIN (64u << 10)
-/* C6: below LK_LOWAT_MIN missing the wakeups are few anyway; above
- * LK_LOWAT_MAX the kernel would have to grow the receive buffer (as
- * repl_fetcher.c's FE_LOWAT_MAX). */
-#define LK_LOWAT_MIN (64u << 10)
-#define LK_LOWAT_MAX (1u << 20)
 /* DescribeConfigs' ConfigSource for a topic's own override. */
 #define LK_DYNAMIC_TOPIC_CONFIG 1
 
@@ -177,7 +195,9 @@ static void peer_close(lk_peer *c)
     if (c->rev)
         event_free(c->rev);
     c->rev = NULL;
-    c->in_got = 0;
+    repl_frame_reset(&c->in);
+    sec_sasl_client_reset(&c->sasl);
+    c->reauth_us = 0;
     if (c->bev)
         bufferevent_free(c->bev);
     c->bev = NULL;
@@ -204,8 +224,41 @@ static void peer_free_parts(lk_peer *c)
     c->timer = NULL;
     kp_buf_free(&c->out);
     kp_arena_free(&c->arena);
-    free(c->in);
-    c->in = NULL;
+    repl_frame_free(&c->in);
+}
+
+/* ---- the SASL login (C7; its client: daemon/security/sec_sasl_client.c) ------- */
+static void send_request(void *conn, int16_t api, int16_t version, const void *q);
+static void conn_fail(lk_peer *c, const char *why);
+
+static void sasl_conn_fail(void *conn, const char *why)
+{
+    conn_fail(conn, why);
+}
+
+/* Logged in: the requests, and (KIP-368) a login again before the
+ * source's session ends. */
+static void sasl_authenticated(void *conn, int64_t lifetime_ms)
+{
+    lk_peer *c = conn;
+    c->reauth_us = repl_fetch_reauth_due(lifetime_ms);
+    c->conn = LK_READY;
+    next_request(c);
+}
+
+static const bk_sasl_client_ops sasl_ops = { send_request, sasl_conn_fail, sasl_authenticated };
+
+/* The salted password is known (or failed): each connection of the link
+ * waiting for it goes on. */
+static void on_salted(void *owner, bool ok)
+{
+    lk_link *l = owner;
+    for (lk_peer *c = &l->boot; c; c = c == &l->boot ? l->peers : c->next)
+        if (c->sasl.salting) {
+            sec_sasl_client_resume(&c->sasl, ok);
+            if (c->sasl.salting)
+                c->conn = LK_WAITING;    /* another salt: nothing else is sent */
+        }
 }
 
 static void peer_init(lk_peer *c, lk_link *l, int32_t node)
@@ -214,10 +267,14 @@ static void peer_init(lk_peer *c, lk_link *l, int32_t node)
     c->node = node;
     kp_buf_init(&c->out);
     kp_arena_init(&c->arena, KP_ARENA_LIMIT_DEFAULT);
+    sec_sasl_client_init(&c->sasl, &l->keys, &sasl_ops, c, node);
 }
 
 void lk_conn_init(lk_link *l)
 {
+    snprintf(l->who, sizeof l->who, "cluster link %s", l->name);
+    sec_sasl_keys_init(&l->keys, l->b, on_salted, l);
+    sec_sasl_keys_login(&l->keys, l->mechanism, l->user, l->pass, l->who);
     peer_init(&l->boot, l, -1);
 }
 
@@ -230,6 +287,33 @@ void lk_conn_free(lk_link *l)
         peer_free_parts(c);
         free(c);
     }
+    sec_sasl_keys_free(&l->keys);        /* a salting job in flight is disowned */
+    SSL_CTX_free(l->tls_ctx);
+    l->tls_ctx = NULL;
+}
+
+int lk_conn_tls(lk_link *l, char *err, size_t errlen)
+{
+    char e[512];
+    if (l->tls_ctx)
+        return KP_NONE;
+    sec_tls_files f = {
+        .chain_key = "ssl.certificate.location", .chain_file = l->ssl_cert,
+        .key_key = "ssl.key.location", .key_file = l->ssl_key,
+        .chain_pem = "", .key_pem = "", .key_password = l->ssl_key_pass,
+        .ca_key = l->ssl_ca_key ? l->ssl_ca_key : "ssl.ca.location", .ca_file = l->ssl_ca,
+        .ca_pem = "",
+        .protocols = "TLSv1.2,TLSv1.3" };
+    if (l->ssl_key[0] && !l->ssl_cert[0]) {
+        snprintf(err, errlen, "cluster_links.config: ssl.key.location needs "
+                 "ssl.certificate.location");
+        return KP_INVALID_CONFIG;
+    }
+    if (!(l->tls_ctx = sec_tls_client_ctx_new(&f, e, sizeof e))) {
+        snprintf(err, errlen, "cluster_links.config: %s", e);
+        return KP_INVALID_CONFIG;
+    }
+    return KP_NONE;
 }
 
 /* C4: Metadata again, no sooner than reconnect.backoff.ms after the last. */
@@ -355,9 +439,11 @@ static void peers_prune(lk_link *l)
     }
 }
 
-/* Frames and sends a request; WAITING after. */
-static void send_request(lk_peer *c, int16_t api, int16_t version, const void *q)
+/* Frames and sends a request; WAITING after.  conn: the lk_peer (the
+ * SASL client's ops->send too, C7). */
+static void send_request(void *conn, int16_t api, int16_t version, const void *q)
 {
+    lk_peer *c = conn;
     if (++c->corrid < 0)
         c->corrid = 0;
     char client_id[MD_TOPIC_NAME_MAX + 16];
@@ -640,6 +726,11 @@ static void next_request(lk_peer *c)
     lk_link *l = c->link;
     int64_t now = bk_mono_us(), next_us = INT64_MAX;
     kp_arena_reset(&c->arena);
+    if (c->reauth_us && now >= c->reauth_us) {
+        c->reauth_us = 0;
+        sec_sasl_client_start(&c->sasl);         /* C7: KIP-368, same connection */
+        return;
+    }
     if (c->node < 0) {
         if (lk_sync_topics_create(l) || send_metadata(c, now) || send_configs(c) ||
             lk_sync_send(l, now, &next_us))
@@ -1067,57 +1158,6 @@ static void handle_epochs(lk_peer *c, kp_rd *r)
     requests_forgotten(c);
 }
 
-static void send_plain_token(lk_peer *c)
-{
-    lk_link *l = c->link;
-    size_t ul = strlen(l->user), pl = strlen(l->pass);
-    char *tok = kp_arena_alloc(&c->arena, ul + pl + 2);
-    if (!tok) {
-        conn_fail(c, "out of memory for the login");
-        return;
-    }
-    tok[0] = 0;                          /* PLAIN: authzid NUL user NUL password */
-    memcpy(tok + 1, l->user, ul);
-    tok[ul + 1] = 0;
-    memcpy(tok + ul + 2, l->pass, pl);
-    kp_SaslAuthenticateRequest q = { .AuthBytes = { tok, (int32_t)(ul + pl + 2) } };
-    send_request(c, KP_API_SASL_AUTHENTICATE, LK_AUTH_VERSION, &q);
-    memset(tok, 0, ul + pl + 2);
-}
-
-static void handle_sasl(lk_peer *c, kp_rd *r)
-{
-    char why[1024];
-    if (c->api_out == KP_API_SASL_HANDSHAKE) {
-        kp_SaslHandshakeResponse h;
-        if (kp_dec_SaslHandshakeResponse(r, LK_HANDSHAKE_VERSION, &h, &c->arena) != 0 ||
-            h.ErrorCode != KP_NONE) {
-            snprintf(why, sizeof why, "the source refused SASL mechanism PLAIN (%s)",
-                     kp_error_name(h.ErrorCode ? h.ErrorCode : KP_ILLEGAL_SASL_STATE));
-            conn_fail(c, why);
-            return;
-        }
-        c->conn = LK_READY;
-        send_plain_token(c);
-        return;
-    }
-    kp_SaslAuthenticateResponse a;
-    if (kp_dec_SaslAuthenticateResponse(r, LK_AUTH_VERSION, &a, &c->arena) != 0) {
-        conn_fail(c, "malformed SaslAuthenticate answer from the source");
-        return;
-    }
-    if (a.ErrorCode != KP_NONE) {
-        snprintf(why, sizeof why, "SASL authentication as '%s' failed: %s%s%.*s",
-                 c->link->user, kp_error_name(a.ErrorCode), a.ErrorMessage.len > 0 ? ": " : "",
-                 a.ErrorMessage.len > 0 ? (int)a.ErrorMessage.len : 0,
-                 a.ErrorMessage.len > 0 ? a.ErrorMessage.p : "");
-        conn_fail(c, why);
-        return;
-    }
-    c->conn = LK_READY;
-    next_request(c);
-}
-
 static void handle_answer(lk_peer *c, const uint8_t *frame, size_t len)
 {
     kp_rd r;
@@ -1143,32 +1183,13 @@ static void handle_answer(lk_peer *c, const uint8_t *frame, size_t len)
             return;
         }
         break;
-    default: handle_sasl(c, &r); return;
+    default:                             /* SaslHandshake, SaslAuthenticate (C7) */
+        sec_sasl_client_answer(&c->sasl, c->api_out, &r, &c->arena);
+        if (c->sasl.salting)
+            c->conn = LK_WAITING;        /* nothing else is sent meanwhile */
+        return;
     }
     next_request(c);
-}
-
-/* C6: the socket wakes us only once `bytes` are there (1: any).  A
- * failure only costs wakeups. */
-static void set_lowat(lk_peer *c, evutil_socket_t fd, size_t bytes)
-{
-    int v = bytes > LK_LOWAT_MAX ? (int)LK_LOWAT_MAX : (int)bytes;
-    if (v == c->rcvlowat)
-        return;
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0)
-        c->rcvlowat = v;
-}
-
-static bool in_grow(lk_peer *c, size_t need)
-{
-    if (need <= c->in_cap)
-        return true;
-    uint8_t *nb = realloc(c->in, need);
-    if (!nb)
-        return false;
-    c->in = nb;
-    c->in_cap = (uint32_t)need;
-    return true;
 }
 
 /* In how many ms c has something to ask (its link's next Metadata; a
@@ -1197,11 +1218,13 @@ static void closed_idle(lk_peer *c)
         arm(c, due);                     /* else: idle until kicked */
 }
 
-/* C2, C6: a frame is handled once it is whole, from c->in. */
+/* C2, C6: a plaintext connection's frame is handled once it is whole. */
 static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 {
     lk_peer *c = arg;
     char why[1024];
+    const char *err;
+    size_t len;
     if (what & EV_TIMEOUT) {
         if (c->conn == LK_WAITING) {
             snprintf(why, sizeof why, "%s:%d: no answer in time", c->host, c->port);
@@ -1209,69 +1232,45 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg)
         }
         return;                          /* idle: still read, to see the source close */
     }
-    size_t want = c->in_got < 4 ? c->in_cap
-        : (size_t)((uint32_t)c->in[0] << 24 | (uint32_t)c->in[1] << 16 |
-                   (uint32_t)c->in[2] << 8 | c->in[3]) + 4;
-    ssize_t n = recv(fd, c->in + c->in_got, want - c->in_got, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return;
-    if (n == 0 && c->conn == LK_READY && c->in_got == 0) {
+    int rc = repl_frame_recv(&c->in, fd, c->conn == LK_WAITING, LK_FRAME_MAX, &len, &err);
+    if (rc == REPL_FRAME_EOF && c->conn == LK_READY && c->in.got == 0) {
         closed_idle(c);
-        return;
-    }
-    if (n <= 0) {
+    } else if (rc == REPL_FRAME_EOF || rc == REPL_FRAME_ERROR) {
         snprintf(why, sizeof why, "%s:%d: %s", c->host, c->port,
-                 n == 0 ? "connection closed by the source"
-                 : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+                 rc == REPL_FRAME_EOF ? "connection closed by the source" : err);
         conn_fail(c, why);
-        return;
+    } else if (rc == REPL_FRAME_DONE) {
+        handle_answer(c, c->in.buf + 4, len);
     }
-    if (c->conn != LK_WAITING) {
-        conn_fail(c, "bytes from the source with no request out");
-        return;
-    }
-    c->in_got += (uint32_t)n;
-    if (c->in_got < 4)
-        return;
-    uint32_t size = (uint32_t)c->in[0] << 24 | (uint32_t)c->in[1] << 16 |
-                    (uint32_t)c->in[2] << 8 | c->in[3];
-    if (size > LK_FRAME_MAX) {
-        conn_fail(c, "an answer from the source larger than 256 MiB");
-        return;
-    }
-    if (!in_grow(c, (size_t)size + 4)) {
-        conn_fail(c, "out of memory reading an answer");
-        return;
-    }
-    size_t total = (size_t)size + 4;
-    if (c->in_got > total) {             /* one request in flight (C2) */
-        conn_fail(c, "bytes from the source after its answer");
-        return;
-    }
-    if (c->in_got < total) {
-        size_t left = total - c->in_got;
-        set_lowat(c, fd, left >= LK_LOWAT_MIN ? left : 1);
-        return;
-    }
-    c->in_got = 0;
-    set_lowat(c, fd, 1);
-    handle_answer(c, c->in + 4, size);
 }
 
-/* C6: the connection's input read by on_sock_read, with the read timeout
- * the bufferevent had.  0, or -1. */
+/* C2, C6: a TLS connection's frames, whole, out of its input buffer. */
+static void on_tls_read(struct bufferevent *bev, void *arg)
+{
+    lk_peer *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    char why[1024];
+    const char *err;
+    size_t len;
+    while (c->bev == bev && c->conn == LK_WAITING) {
+        int rc = repl_frame_evbuffer(&c->in, in, LK_FRAME_MAX, &len, &err);
+        if (rc == REPL_FRAME_ERROR) {
+            snprintf(why, sizeof why, "%s:%d: %s", c->host, c->port, err);
+            conn_fail(c, why);
+        }
+        if (rc != REPL_FRAME_DONE)
+            return;
+        handle_answer(c, c->in.buf + 4, len);
+    }
+}
+
+/* C6: a plaintext connection's input read by on_sock_read, with the read
+ * timeout the bufferevent had.  0, or -1. */
 static int take_reading(lk_peer *c)
 {
-    if (!in_grow(c, LK_IN_MIN))
-        return -1;
-    evutil_socket_t fd = bufferevent_getfd(c->bev);
-    c->rev = event_new(c->link->b->base, fd, EV_READ | EV_PERSIST, on_sock_read, c);
-    if (!c->rev)
-        return -1;
-    bufferevent_disable(c->bev, EV_READ);
-    int64_t t = (int64_t)c->link->fetch_max_wait_ms + LK_REQUEST_TIMEOUT_MS;
-    struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
-    return event_add(c->rev, &tv);
+    return repl_frame_watch(&c->in, c->link->b->base, c->bev,
+                            (int64_t)c->link->fetch_max_wait_ms + LK_REQUEST_TIMEOUT_MS,
+                            on_sock_read, c, &c->rev);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -1282,17 +1281,15 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     if (bev != c->bev)
         return;
     if (what & BEV_EVENT_CONNECTED) {
-        if (take_reading(c) != 0) {
+        if (!l->tls && take_reading(c) != 0) {
             conn_fail(c, "cannot watch the connection to the source");
             return;
         }
         c->conn = LK_READY;
-        if (l->sasl) {
-            kp_SaslHandshakeRequest q = { .Mechanism = kp_str_cstr("PLAIN") };
-            send_request(c, KP_API_SASL_HANDSHAKE, LK_HANDSHAKE_VERSION, &q);
-        } else {
+        if (l->sasl)
+            sec_sasl_client_start(&c->sasl);     /* C7: the login first */
+        else
             next_request(c);
-        }
         return;
     }
     if ((what & BEV_EVENT_EOF) && c->conn == LK_READY) {
@@ -1304,30 +1301,40 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         bufferevent_enable(bev, EV_READ);          /* idle, not late */
         return;
     }
+    char tls[512];
+    const char *what_why = sec_tls_event_why(bev, what, "connection closed by the source", tls,
+                                             sizeof tls);
     snprintf(why, sizeof why, "%s:%d: %s", c->host, c->port,
              dns ? evutil_gai_strerror(dns)
-             : (what & BEV_EVENT_EOF) ? "connection closed by the source"
-             : (what & BEV_EVENT_TIMEOUT) ? "no answer in time"
-             : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+             : !strcmp(what_why, "connection error")
+                 ? evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR())
+                 : what_why);
     conn_fail(c, why);
 }
 
 static void peer_connect(lk_peer *c)
 {
     lk_link *l = c->link;
+    char err[512];
+    const char *why = "cannot make a socket";
     peer_close(c);
-    c->bev = bufferevent_socket_new(l->b->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (l->tls && lk_conn_tls(l, err, sizeof err) != KP_NONE)
+        why = err;                       /* C7: a file gone since the INSERT */
+    else if (l->tls)
+        c->bev = sec_tls_client_bev_ctx(l->b->base, l->tls_ctx, c->host, l->ssl_check_host,
+                                        &why);
+    else
+        c->bev = bufferevent_socket_new(l->b->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (!c->bev) {
-        conn_fail(c, "cannot make a socket");
+        conn_fail(c, why);
         return;
     }
-    bufferevent_setcb(c->bev, NULL, NULL, on_event, c);   /* input: C6 */
+    bufferevent_setcb(c->bev, l->tls ? on_tls_read : NULL, NULL, on_event, c);   /* C6 */
     int64_t t = (int64_t)l->fetch_max_wait_ms + LK_REQUEST_TIMEOUT_MS;
     struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
     bufferevent_set_timeouts(c->bev, &tv, &tv);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     c->conn = LK_CONNECTING;
-    c->rcvlowat = 1;                     /* a new socket's */
     if (c->node < 0)
         l->metadata_due_us = 0;          /* the sources again on a new connection */
     /* Name resolution through evdns: nothing blocks the loop. */

@@ -7,11 +7,14 @@
 #define SLUICE_LINK_INT_H
 
 #include "daemon/link/link.h"
+#include "daemon/replication/repl_frame.h"
+#include "daemon/security/sec_sasl_client.h"
 #include "metadata/md.h"
 
 struct bufferevent;
 struct event;
 struct evdns_base;
+struct ssl_ctx_st;
 
 /* The largest answer frame read from the source (link_conn.c C2), and so
  * the largest fetch.max.bytes / max.partition.fetch.bytes accepted: 1 MiB
@@ -104,11 +107,11 @@ typedef struct lk_peer {
     int32_t corrid;
     int64_t backoff_cur_ms;
     kp_buf out;
-    uint8_t *in;                         /* the answer being handled (link_conn.c C2) */
-    uint32_t in_cap;
-    struct event *rev;                   /* answers read here (link_conn.c C6) */
-    uint32_t in_got;                     /* link_conn.c C6: bytes of the answer read */
-    int rcvlowat;                        /* link_conn.c C6: the socket's SO_RCVLOWAT */
+    repl_frame in;                       /* the answer being read (link_conn.c C2, C6) */
+    struct event *rev;                   /* plaintext: answers read here (link_conn.c C6) */
+    bk_sasl_client sasl;                 /* SASL_*: the login (link_conn.c C7) */
+    int64_t reauth_us;                   /* mono: log in again (KIP-368, link_conn.c C7);
+                                          * 0: never */
     kp_arena arena;
     struct lk_peer *next;
 } lk_peer;
@@ -121,8 +124,19 @@ typedef struct lk_link {
     uint64_t row_sum;                    /* its row's settings, summed (link.c K13) */
     int nboot, boot_at;                  /* their count; the one boot uses */
     /* settings (Kafka's client property names, link.c) */
-    bool sasl;                           /* security.protocol=SASL_PLAINTEXT, PLAIN */
+    bool sasl;                           /* security.protocol=SASL_PLAINTEXT or SASL_SSL */
+    bool tls;                            /* security.protocol=SSL or SASL_SSL */
+    char mechanism[16];                  /* sasl.mechanism: PLAIN, SCRAM-SHA-256/512 */
     char user[128], pass[256];
+    char ssl_ca[1024];                   /* ssl.ca.location / ssl.truststore.location */
+    const char *ssl_ca_key;              /* which of the two named it (messages) */
+    char ssl_cert[1024], ssl_key[1024];  /* ssl.certificate.location, ssl.key.location
+                                          * (or ssl.keystore.location: both in one) */
+    char ssl_key_pass[256];              /* ssl.key.password */
+    bool ssl_check_host;                 /* ssl.endpoint.identification.algorithm=https */
+    struct ssl_ctx_st *tls_ctx;          /* made from the ssl.* settings (link_conn.c C7) */
+    bk_sasl_keys keys;                   /* SCRAM's salted password (link_conn.c C7) */
+    char who[MD_TOPIC_NAME_MAX + 32];    /* "cluster link NAME": SASL log lines */
     int32_t fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes, partition_max_bytes;
     int64_t metadata_max_age_ms, backoff_ms, backoff_max_ms;
     lk_sync_cfg sync_cfg;
@@ -158,6 +172,11 @@ void lk_conn_free(lk_link *l);
  * (the group coordinator, any broker): which connection sends it goes in
  * link_conn.c next_request, its answer in handle_answer (by api_out). */
 lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port);
+
+/* The link's TLS context, made from its ssl.* settings on first use
+ * (KP_NONE, or KP_INVALID_CONFIG with err): link.c checks the files at
+ * INSERT with it. */
+int lk_conn_tls(lk_link *l, char *err, size_t errlen);
 
 /* Frames and sends a request of api; WAITING after (or failed). */
 void lk_conn_send(lk_link *l, int16_t api, int16_t version, const void *q);

@@ -8,7 +8,6 @@
 #include <arpa/inet.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
 
@@ -26,18 +25,4 @@ struct bufferevent *repl_conn_new(bk_broker *b, const char *host, char *err, siz
     if (!bev)
         *why = "cannot create a socket";
     return bev;
-}
-
-const char *repl_conn_event_why(struct bufferevent *bev, short what, const char *eof,
-                                char *buf, size_t len)
-{
-    unsigned long tls_err = bufferevent_get_openssl_error(bev);    /* 0: not TLS */
-    if (what & BEV_EVENT_TIMEOUT)
-        return "no answer in time";
-    if (tls_err) {
-        snprintf(buf, len, "TLS: ");
-        ERR_error_string_n(tls_err, buf + 5, len - 5);
-        return buf;
-    }
-    return what & BEV_EVENT_EOF ? eof : "connection error";
 }

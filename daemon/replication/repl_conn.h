@@ -5,7 +5,8 @@
  * through libevent's OpenSSL filter when the listener is SSL or SASL_SSL
  * (SNI for host names, the host checked against the certificate unless
  * ssl.endpoint.identification.algorithm is empty), plain otherwise.  The
- * SASL login on a SASL_* listener is the caller's (sec_sasl_client.h).
+ * SASL login on a SASL_* listener is the caller's (sec_sasl_client.h);
+ * an event's reason is sec_tls_event_why's (sec_tls.h).
  */
 #ifndef SLUICE_REPL_CONN_H
 #define SLUICE_REPL_CONN_H
@@ -21,11 +22,5 @@ struct bufferevent;
  * the TLS context's error in err). */
 struct bufferevent *repl_conn_new(bk_broker *b, const char *host, char *err, size_t errlen,
                                   const char **why);
-
-/* Why a bufferevent's event callback got `what` (an error, EOF or a
- * timeout): the TLS error in buf when there is one, else a static
- * string; eof names who closed. */
-const char *repl_conn_event_why(struct bufferevent *bev, short what, const char *eof,
-                                char *buf, size_t len);
 
 #endif

@@ -86,9 +86,10 @@
  *       timeout the bufferevent had) recv()s each answer straight into
  *       f->in, sized by the frame length, and for the rest of a large
  *       answer sets SO_RCVLOWAT so that the socket wakes it when that
- *       much is there, not per segment the leader's sendfile sent.  At
- *       most one answer is ever read (F2): bytes beyond it, or with no
- *       request out, fail the connection.  Requests go out by one send()
+ *       much is there, not per segment the leader's sendfile sent
+ *       (repl_frame.h, shared with the cluster links).  At most one
+ *       answer is ever read (F2): bytes beyond it, or with no request
+ *       out, fail the connection.  Requests go out by one send()
  *       when the bufferevent's output is empty.  The bufferevent keeps the
  *       connecting (evdns) and what the socket did not take.  TLS
  *       connections read through the bufferevent (SSL_read, sec_tls.c).
@@ -126,6 +127,7 @@
 #include "daemon/view/view_broker_configs.h"
 #include "daemon/replication/repl_isr.h"
 #include "daemon/replication/repl_conn.h"
+#include "daemon/replication/repl_frame.h"
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/security/sec_sasl_client.h"
@@ -166,14 +168,6 @@
 #define FE_SOCKET_TIMEOUT_MS 30000
 /* Response framing overhead allowed above the byte limits asked for. */
 #define FE_FRAME_SLACK (1 << 20)
-/* F8: room for an answer before its length is known (a small one is read
- * whole by one recv), and the range of SO_RCVLOWAT used for the rest of a
- * large one: below FE_LOWAT_MIN left it is not worth a setsockopt; above
- * FE_LOWAT_MAX the kernel would grow the receive buffer (and clamp the
- * window) further for little gain. */
-#define FE_IN_MIN (64u << 10)
-#define FE_LOWAT_MIN (64u << 10)
-#define FE_LOWAT_MAX (1u << 20)
 
 enum fe_state { FE_CONNECTING, FE_READY, FE_WAITING, FE_BACKOFF };
 
@@ -208,16 +202,12 @@ typedef struct fe_fetcher {
     enum fe_state state;
     struct bufferevent *bev;
     struct event *rev;                   /* plaintext: answers read here (F8) */
-    size_t in_got;                       /* F8: bytes of the answer read,
-                                            its 4-byte length included */
-    int rcvlowat;                        /* F8: the socket's SO_RCVLOWAT */
     struct event *timer;                 /* backoff, paused partitions */
     fe_part *parts;
     int nparts, cap;
     /* reused buffers (F3) */
     kp_buf out;
-    uint8_t *in;
-    size_t in_cap;
+    repl_frame in;                       /* F8: the answer being read */
     kp_arena arena;
     kp_FetchRequest_FetchTopic *ts;
     kp_FetchRequest_FetchPartition *ps;
@@ -305,6 +295,15 @@ int64_t repl_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms, int permille)
     return now_us + lifetime_ms * permille;
 }
 
+int64_t repl_fetch_reauth_due(int64_t lifetime_ms)
+{
+    uint16_t rnd = 0;
+    if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
+        rnd = 0;                                   /* the earliest share */
+    return repl_fetch_reauth_at(bk_mono_us(), lifetime_ms,
+                                FE_REAUTH_MIN_PERMILLE + rnd % (FE_REAUTH_SPAN_PERMILLE + 1));
+}
+
 enum bk_out_of_range repl_fetch_out_of_range(int64_t log_end, int64_t leader_hw,
                                            int64_t leader_log_start)
 {
@@ -333,8 +332,7 @@ static void close_conn(fe_fetcher *f)
     if (f->rev)
         event_free(f->rev);              /* before its fd is closed */
     f->rev = NULL;
-    f->in_got = 0;
-    f->rcvlowat = 1;
+    repl_frame_reset(&f->in);
     sec_sasl_client_reset(&f->sasl);
     f->reauth_us = 0;
     if (f->bev)
@@ -643,12 +641,7 @@ static void sasl_conn_fail(void *conn, const char *why)
 static void sasl_authenticated(void *conn, int64_t lifetime_ms)
 {
     fe_fetcher *f = conn;
-    uint16_t rnd = 0;
-    if (RAND_bytes((unsigned char *)&rnd, sizeof rnd) != 1)
-        rnd = 0;                                   /* the earliest share */
-    f->reauth_us = repl_fetch_reauth_at(bk_mono_us(), lifetime_ms,
-                                      FE_REAUTH_MIN_PERMILLE +
-                                          rnd % (FE_REAUTH_SPAN_PERMILLE + 1));
+    f->reauth_us = repl_fetch_reauth_due(lifetime_ms);
     send_fetch(f);
 }
 
@@ -775,48 +768,13 @@ static void handle_answer(fe_fetcher *f, const uint8_t *frame, size_t len)
         send_fetch(f);
 }
 
-/* f->in holds at least `need` bytes, FE_IN_MIN at least; false: out of
- * memory (f->in as it was). */
-static bool in_grow(fe_fetcher *f, size_t need)
+/* An answer holds at most the bytes asked for, but always a whole first
+ * batch, which may be as large as a topic allows. */
+static int64_t frame_max(const fe_fetcher *f)
 {
-    if (need < FE_IN_MIN)
-        need = FE_IN_MIN;
-    if (need <= f->in_cap)
-        return true;
-    uint8_t *nb = realloc(f->in, need);
-    if (!nb)
-        return false;
-    f->in = nb;
-    f->in_cap = need;
-    return true;
-}
-
-/* An answer's frame length checked against what was asked for, and room
- * for the frame and its 4-byte length in f->in (grown rarely, kept: F3).
- * 0, or -1 after conn_fail. */
-static int in_reserve(fe_fetcher *f, int64_t size)
-{
-    bk_broker *b = f->set->b;
-    /* An answer holds at most the bytes asked for, but always a whole
-     * first batch, which may be as large as a topic allows. */
-    int64_t limit = (int64_t)b->cfg->replica_fetch_response_max_bytes +
-                    (int64_t)b->cfg->replica_fetch_max_bytes + f->max_batch +
-                    FE_FRAME_SLACK;
-    if (size < 4 || size > limit) {
-        conn_fail(f, "answer frame of an impossible size");
-        return -1;
-    }
-    if (!in_grow(f, (size_t)size + 4)) {
-        conn_fail(f, "out of memory for an answer");
-        return -1;
-    }
-    return 0;
-}
-
-static int64_t frame_len(const uint8_t *hdr)
-{
-    return (int64_t)((uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
-                     (uint32_t)hdr[2] << 8 | hdr[3]);
+    const bk_config *c = f->set->b->cfg;
+    return (int64_t)c->replica_fetch_response_max_bytes + (int64_t)c->replica_fetch_max_bytes +
+           f->max_batch + FE_FRAME_SLACK;
 }
 
 /* TLS connections: the answer through the bufferevent's input buffer. */
@@ -824,71 +782,36 @@ static void on_read(struct bufferevent *bev, void *arg)
 {
     fe_fetcher *f = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
+    const char *why;
+    size_t len;
     while (f->bev == bev && f->state == FE_WAITING) {
-        size_t have = evbuffer_get_length(in);
-        uint8_t hdr[4];
-        if (have < 4 || evbuffer_copyout(in, hdr, 4) != 4)
+        int rc = repl_frame_evbuffer(&f->in, in, frame_max(f), &len, &why);
+        if (rc == REPL_FRAME_ERROR)
+            conn_fail(f, why);
+        if (rc != REPL_FRAME_DONE)
             return;
-        int64_t size = frame_len(hdr);
-        if (in_reserve(f, size) != 0 || have < (size_t)size + 4)
-            return;
-        evbuffer_drain(in, 4);
-        evbuffer_remove(in, f->in, (size_t)size);
-        handle_answer(f, f->in, (size_t)size);
+        handle_answer(f, f->in.buf + 4, len);
     }
-}
-
-/* F8: the socket wakes us only once `bytes` are there (1: any). */
-static void set_lowat(fe_fetcher *f, evutil_socket_t fd, size_t bytes)
-{
-    int v = bytes > FE_LOWAT_MAX ? (int)FE_LOWAT_MAX : (int)bytes;
-    if (v == f->rcvlowat)
-        return;
-    /* Failure only costs wakeups: the reads stay correct at any level. */
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) == 0)
-        f->rcvlowat = v;
 }
 
 /* Plaintext connections (F8): the answer recv()d straight into f->in. */
 static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 {
     fe_fetcher *f = arg;
+    const char *why;
+    size_t len;
     if (what & EV_TIMEOUT) {
         if (f->state == FE_WAITING)
             conn_fail(f, "no answer in time");
         return;                          /* idle: still read, to see the leader close */
     }
-    size_t want = f->in_got < 4 ? f->in_cap : (size_t)frame_len(f->in) + 4;
-    ssize_t n = recv(fd, f->in + f->in_got, want - f->in_got, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return;
-    if (n <= 0) {
-        conn_fail(f, n == 0 ? "connection closed by the leader" : "connection error");
-        return;
-    }
-    if (f->state != FE_WAITING) {
-        conn_fail(f, "bytes from the leader with no request out");
-        return;
-    }
-    f->in_got += (size_t)n;
-    if (f->in_got < 4)
-        return;
-    int64_t size = frame_len(f->in);
-    if (in_reserve(f, size) != 0)
-        return;
-    size_t total = (size_t)size + 4;
-    if (f->in_got > total) {             /* one request in flight (F2) */
-        conn_fail(f, "bytes from the leader after its answer");
-        return;
-    }
-    if (f->in_got < total) {
-        size_t left = total - f->in_got;
-        set_lowat(f, fd, left >= FE_LOWAT_MIN ? left : 1);
-        return;
-    }
-    f->in_got = 0;
-    set_lowat(f, fd, 1);
-    handle_answer(f, f->in + 4, (size_t)size);
+    int rc = repl_frame_recv(&f->in, fd, f->state == FE_WAITING, frame_max(f), &len, &why);
+    if (rc == REPL_FRAME_EOF)
+        conn_fail(f, "connection closed by the leader");
+    else if (rc == REPL_FRAME_ERROR)
+        conn_fail(f, why);
+    else if (rc == REPL_FRAME_DONE)
+        handle_answer(f, f->in.buf + 4, len);
 }
 
 /* F8: a plaintext connection's input is read by on_sock_read, its own
@@ -897,16 +820,9 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg)
 static int take_reading(fe_fetcher *f)
 {
     bk_broker *b = f->set->b;
-    if (!in_grow(f, FE_IN_MIN))
-        return -1;
-    evutil_socket_t fd = bufferevent_getfd(f->bev);
-    f->rev = event_new(b->base, fd, EV_READ | EV_PERSIST, on_sock_read, f);
-    if (!f->rev)
-        return -1;
-    bufferevent_disable(f->bev, EV_READ);
-    int64_t t = (int64_t)b->cfg->replica_fetch_wait_max_ms + FE_SOCKET_TIMEOUT_MS;
-    struct timeval tv = { (time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000 };
-    return event_add(f->rev, &tv);
+    return repl_frame_watch(&f->in, b->base, f->bev,
+                            (int64_t)b->cfg->replica_fetch_wait_max_ms + FE_SOCKET_TIMEOUT_MS,
+                            on_sock_read, f, &f->rev);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -936,7 +852,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     char why[256];
-    conn_fail(f, repl_conn_event_why(bev, what, "connection closed by the leader", why,
+    conn_fail(f, sec_tls_event_why(bev, what, "connection closed by the leader", why,
                                      sizeof why));
 }
 
@@ -1181,7 +1097,7 @@ static void fetcher_free(fe_fetcher *f)
         event_free(f->timer);
     kp_buf_free(&f->out);
     kp_arena_free(&f->arena);
-    free(f->in);
+    repl_frame_free(&f->in);
     free(f->ts);
     free(f->ps);
     free(f->ets);

@@ -62,6 +62,10 @@ int64_t repl_fetch_ahead_offset(const uint8_t *buf, size_t whole, int64_t log_en
  * lifetime later; 0 (never) for none (<= 0) or one past the clock's range
  * (a leader's value, which must not overflow). */
 int64_t repl_fetch_reauth_at(int64_t now_us, int64_t lifetime_ms, int permille);
+/* The same for a login done now, at a random permille: what a SASL
+ * client of another broker (a replica fetcher, a cluster link's
+ * connection) keeps to log in again on the same connection; 0: never. */
+int64_t repl_fetch_reauth_due(int64_t lifetime_ms);
 /* What a follower whose log ends at log_end does when its leader answers
  * OFFSET_OUT_OF_RANGE with leader_hw and leader_log_start (-1: unknown). */
 enum bk_out_of_range {

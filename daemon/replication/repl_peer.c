@@ -52,6 +52,7 @@
 #include "daemon/replication/repl_peer.h"
 #include "daemon/broker.h"
 #include "daemon/replication/repl_conn.h"
+#include "daemon/security/sec_tls.h"
 #include "daemon/replication/repl_isr.h"
 #include "daemon/security/sec_sasl_client.h"
 #include "daemon/view/view.h"
@@ -423,7 +424,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     char why[256];
-    conn_fail(p, repl_conn_event_why(bev, what, "connection closed by the peer", why,
+    conn_fail(p, sec_tls_event_why(bev, what, "connection closed by the peer", why,
                                      sizeof why));
 }
 

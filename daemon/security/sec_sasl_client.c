@@ -43,12 +43,10 @@ void sec_sasl_client_reset(bk_sasl_client *c)
  * broker stays out of their ISR until a login succeeds. */
 static void sasl_fail(bk_sasl_client *c, const char *what)
 {
-    const bk_config *cfg = c->keys->b->cfg;
+    const bk_sasl_keys *k = c->keys;
     char why[1024];
-    snprintf(why, sizeof why, "SASL %s %s as User:%s failed: %s",
-             cfg->sasl_mechanism_inter_broker_protocol,
-             c->done_once ? "re-authentication" : "authentication", cfg->ib_sasl_user,
-             what);
+    snprintf(why, sizeof why, "SASL %s %s as User:%s failed: %s", k->mechanism,
+             c->done_once ? "re-authentication" : "authentication", k->user, what);
     c->ops->fail(c->conn, why);
 }
 
@@ -56,7 +54,7 @@ void sec_sasl_client_start(bk_sasl_client *c)
 {
     kp_SaslHandshakeRequest q;
     kp_init_SaslHandshakeRequest(&q);
-    q.Mechanism = kp_str_cstr(c->keys->b->cfg->sasl_mechanism_inter_broker_protocol);
+    q.Mechanism = kp_str_cstr(c->keys->mechanism);
     c->step = 0;
     c->ops->send(c->conn, KP_API_SASL_HANDSHAKE, BK_SASL_HANDSHAKE_VERSION, &q);
 }
@@ -73,16 +71,20 @@ static void sasl_token(bk_sasl_client *c, const char *tok, size_t n)
 /* The first token: PLAIN's "\0user\0password" or SCRAM's client-first. */
 static void sasl_first_token(bk_sasl_client *c)
 {
-    const bk_config *cfg = c->keys->b->cfg;
-    scram_mech m = kp_scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    const bk_sasl_keys *k = c->keys;
+    scram_mech m = kp_scram_mech_parse(k->mechanism);
     char tok[SCRAM_MAX_NAME * 3 + 128];
     int n;
-    if (m == SCRAM_UNKNOWN) {                    /* PLAIN (bk_config_finish) */
-        size_t ul = strlen(cfg->ib_sasl_user), pl = strlen(cfg->ib_sasl_password);
+    if (m == SCRAM_UNKNOWN) {                    /* PLAIN (bk_config_finish, link.c) */
+        size_t ul = strlen(k->user), pl = strlen(k->password);
+        if (ul + pl + 2 > sizeof tok) {
+            sasl_fail(c, "the user name and password are too long");
+            return;
+        }
         tok[0] = 0;
-        memcpy(tok + 1, cfg->ib_sasl_user, ul);
+        memcpy(tok + 1, k->user, ul);
         tok[1 + ul] = 0;
-        memcpy(tok + 2 + ul, cfg->ib_sasl_password, pl);
+        memcpy(tok + 2 + ul, k->password, pl);
         n = (int)(2 + ul + pl);
     } else {
         uint8_t rnd[24];
@@ -92,7 +94,7 @@ static void sasl_first_token(bk_sasl_client *c)
             return;
         }
         kp_scram_b64_encode(rnd, sizeof rnd, cnonce, sizeof cnonce);  /* no ',' */
-        n = kp_scram_client_first_write(&c->scram, m, cfg->ib_sasl_user, cnonce, tok, sizeof tok);
+        n = kp_scram_client_first_write(&c->scram, m, k->user, cnonce, tok, sizeof tok);
     }
     if (n < 0) {
         sasl_fail(c, "the user name is too long");
@@ -154,6 +156,19 @@ void sec_sasl_keys_init(bk_sasl_keys *k, bk_broker *b, void (*salted)(void *owne
     k->b = b;
     k->salted = salted;
     k->owner = owner;
+    k->mechanism = b->cfg->sasl_mechanism_inter_broker_protocol;
+    k->user = b->cfg->ib_sasl_user;
+    k->password = b->cfg->ib_sasl_password;
+    k->who = "replica fetcher";
+}
+
+void sec_sasl_keys_login(bk_sasl_keys *k, const char *mechanism, const char *user,
+                         const char *password, const char *who)
+{
+    k->mechanism = mechanism;
+    k->user = user;
+    k->password = password;
+    k->who = who;
 }
 
 void sec_sasl_keys_free(bk_sasl_keys *k)
@@ -182,7 +197,7 @@ static int salt_start(bk_sasl_keys *k, scram_mech m, const scram_server_first_ms
     memcpy(j->salt, sf->salt, sf->salt_len);
     j->salt_len = sf->salt_len;
     j->iterations = sf->iterations;
-    snprintf(j->password, sizeof j->password, "%s", k->b->cfg->ib_sasl_password);
+    snprintf(j->password, sizeof j->password, "%s", k->password);
     if (bk_worker_call(k->b->calls, salt_run, salt_done, j) != 0) {
         OPENSSL_cleanse(j, sizeof *j);
         free(j);
@@ -197,7 +212,7 @@ static int salt_start(bk_sasl_keys *k, scram_mech m, const scram_server_first_ms
 static void sasl_client_final(bk_sasl_client *c)
 {
     bk_sasl_keys *k = c->keys;
-    scram_mech m = kp_scram_mech_parse(k->b->cfg->sasl_mechanism_inter_broker_protocol);
+    scram_mech m = kp_scram_mech_parse(k->mechanism);
     scram_server_first_msg sf;
     char fin[512];
     int n;
@@ -260,8 +275,8 @@ static void handshake_answer(bk_sasl_client *c, kp_rd *r, kp_arena *arena)
 
 void sec_sasl_client_answer(bk_sasl_client *c, int16_t api, kp_rd *r, kp_arena *arena)
 {
-    const bk_config *cfg = c->keys->b->cfg;
-    scram_mech m = kp_scram_mech_parse(cfg->sasl_mechanism_inter_broker_protocol);
+    const bk_sasl_keys *k = c->keys;
+    scram_mech m = kp_scram_mech_parse(k->mechanism);
     char msg[300];
     if (api == KP_API_SASL_HANDSHAKE) {
         handshake_answer(c, r, arena);
@@ -299,8 +314,8 @@ void sec_sasl_client_answer(bk_sasl_client *c, int16_t api, kp_rd *r, kp_arena *
     }
     OPENSSL_cleanse(&c->scram, sizeof c->scram);
     if (!c->done_once)
-        BK_INFO("replica fetcher for broker %d: SASL %s authentication as User:%s succeeded",
-                c->peer, cfg->sasl_mechanism_inter_broker_protocol, cfg->ib_sasl_user);
+        BK_INFO("%s for broker %d: SASL %s authentication as User:%s succeeded", k->who,
+                c->peer, k->mechanism, k->user);
     c->done_once = true;
     c->ops->authenticated(c->conn, a.SessionLifetimeMs);
 }

@@ -5,6 +5,10 @@
  * sasl.mechanism.inter.broker.protocol (PLAIN, SCRAM-SHA-256/512) and the
  * broker's JAAS credentials.
  *
+ * The same client logs a cluster link in to its source (daemon/link/
+ * link_conn.c) with the link's own mechanism and credentials
+ * (sec_sasl_keys_login).
+ *
  * The client owns the exchange (which token is next, SCRAM's state, the
  * messages of a failure); its connection owns the socket and is reached
  * through three calls (bk_sasl_client_ops): send a request, fail (close
@@ -49,6 +53,11 @@ typedef struct bk_sasl_keys {
     struct sasl_salt_job *job;           /* in flight, or NULL */
     void (*salted)(void *owner, bool ok);    /* resume every salting client */
     void *owner;
+    /* The login (sec_sasl_keys_init: the broker's inter-broker one;
+     * sec_sasl_keys_login: another owner's, kept alive by it). */
+    const char *mechanism;               /* PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 */
+    const char *user, *password;
+    const char *who;                     /* log lines: "replica fetcher", ... */
     scram_mech mech;
     uint8_t salt[64];
     size_t salt_len;
@@ -78,6 +87,10 @@ typedef struct bk_sasl_client {
 bool sec_sasl_client_wanted(const bk_broker *b);
 void sec_sasl_keys_init(bk_sasl_keys *k, bk_broker *b, void (*salted)(void *owner, bool ok),
                        void *owner);
+/* Another login than the broker's inter-broker one (strings kept alive
+ * by the caller as long as k): who names the connection in log lines. */
+void sec_sasl_keys_login(bk_sasl_keys *k, const char *mechanism, const char *user,
+                         const char *password, const char *who);
 /* A job still in flight is disowned: its end touches nothing of k. */
 void sec_sasl_keys_free(bk_sasl_keys *k);
 void sec_sasl_client_init(bk_sasl_client *c, bk_sasl_keys *k, const bk_sasl_client_ops *ops,

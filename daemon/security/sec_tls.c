@@ -4,7 +4,8 @@
  *
  * One server context serves every TLS listener and the admin https
  * endpoint; one client context serves broker-to-broker connections (the
- * replica fetcher).  Both are made on first use and live until
+ * replica fetcher); each cluster link has a client context of its own,
+ * from its ssl.* settings (sec_tls_client_ctx_new, daemon/link/link_conn.c).  Both are made on first use and live until
  * sec_tls_free; an SSL object holds its own reference to its context.
  *
  * Invariants:
@@ -82,21 +83,28 @@ static int versions(SSL_CTX *ctx, const char *enabled)
     return 0;
 }
 
-/* ssl.keystore.location, else the inline chain and key. */
-static int load_keystore(SSL_CTX *ctx, const bk_config *c, char *err, size_t errlen)
+/* The chain file and its key's (ssl.keystore.location: both in one;
+ * a client's ssl.certificate.location and ssl.key.location), else the
+ * inline chain and key. */
+static int load_keystore(SSL_CTX *ctx, const sec_tls_files *c, char *err, size_t errlen)
 {
     char e[256];
     SSL_CTX_set_default_passwd_cb(ctx, password_cb);
-    SSL_CTX_set_default_passwd_cb_userdata(ctx, (void *)c->ssl_key_password);
-    if (c->ssl_keystore_location[0]) {
-        if (SSL_CTX_use_certificate_chain_file(ctx, c->ssl_keystore_location) != 1 ||
-            SSL_CTX_use_PrivateKey_file(ctx, c->ssl_keystore_location, SSL_FILETYPE_PEM) != 1) {
-            snprintf(err, errlen, "ssl.keystore.location %s: %s", c->ssl_keystore_location,
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, (void *)c->key_password);
+    if (c->chain_file[0]) {
+        const char *key = c->key_file[0] ? c->key_file : c->chain_file;
+        if (SSL_CTX_use_certificate_chain_file(ctx, c->chain_file) != 1) {
+            snprintf(err, errlen, "%s %s: %s", c->chain_key, c->chain_file,
                      sec_tls_error(e, sizeof e));
             return -1;
         }
-    } else if (c->ssl_keystore_certificate_chain[0]) {
-        BIO *bio = BIO_new_mem_buf(c->ssl_keystore_certificate_chain, -1);
+        if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+            snprintf(err, errlen, "%s %s: %s", c->key_file[0] ? c->key_key : c->chain_key, key,
+                     sec_tls_error(e, sizeof e));
+            return -1;
+        }
+    } else if (c->chain_pem[0]) {
+        BIO *bio = BIO_new_mem_buf(c->chain_pem, -1);
         X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
         int ok = x && SSL_CTX_use_certificate(ctx, x) == 1;
         X509_free(x);
@@ -104,9 +112,9 @@ static int load_keystore(SSL_CTX *ctx, const bk_config *c, char *err, size_t err
             ok = SSL_CTX_add_extra_chain_cert(ctx, x) == 1;   /* takes x */
         ERR_clear_error();                                    /* the chain's end */
         BIO_free(bio);
-        bio = BIO_new_mem_buf(c->ssl_keystore_key, -1);
+        bio = BIO_new_mem_buf(c->key_pem, -1);
         EVP_PKEY *k = ok && bio ? PEM_read_bio_PrivateKey(bio, NULL, password_cb,
-                                                         (void *)c->ssl_key_password) : NULL;
+                                                         (void *)c->key_password) : NULL;
         ok = k && SSL_CTX_use_PrivateKey(ctx, k) == 1;
         EVP_PKEY_free(k);
         BIO_free(bio);
@@ -125,20 +133,20 @@ static int load_keystore(SSL_CTX *ctx, const bk_config *c, char *err, size_t err
     return 0;
 }
 
-static int load_truststore(SSL_CTX *ctx, const bk_config *c, bool server,
+static int load_truststore(SSL_CTX *ctx, const sec_tls_files *c, bool server,
                            char *err, size_t errlen)
 {
     char e[256];
-    if (c->ssl_truststore_location[0]) {
-        if (SSL_CTX_load_verify_locations(ctx, c->ssl_truststore_location, NULL) != 1) {
-            snprintf(err, errlen, "ssl.truststore.location %s: %s",
-                     c->ssl_truststore_location, sec_tls_error(e, sizeof e));
+    if (c->ca_file[0]) {
+        if (SSL_CTX_load_verify_locations(ctx, c->ca_file, NULL) != 1) {
+            snprintf(err, errlen, "%s %s: %s", c->ca_key, c->ca_file,
+                     sec_tls_error(e, sizeof e));
             return -1;
         }
         if (server)               /* the CAs a client may pick its certificate by */
-            SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(c->ssl_truststore_location));
-    } else if (c->ssl_truststore_certificates[0]) {
-        BIO *bio = BIO_new_mem_buf(c->ssl_truststore_certificates, -1);
+            SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(c->ca_file));
+    } else if (c->ca_pem[0]) {
+        BIO *bio = BIO_new_mem_buf(c->ca_pem, -1);
         X509_STORE *st = SSL_CTX_get_cert_store(ctx);
         X509 *x;
         int n = 0;
@@ -166,7 +174,21 @@ static struct bk_tls *tls_of(bk_broker *b)
     return b->tls;
 }
 
-static SSL_CTX *ctx_new(const bk_config *c, bool server, char *err, size_t errlen)
+/* The broker's own ssl.* keys as files and PEM texts. */
+static sec_tls_files broker_files(const bk_config *c)
+{
+    return (sec_tls_files){
+        .chain_key = "ssl.keystore.location", .chain_file = c->ssl_keystore_location,
+        .key_key = "ssl.keystore.location", .key_file = "",
+        .chain_pem = c->ssl_keystore_certificate_chain, .key_pem = c->ssl_keystore_key,
+        .key_password = c->ssl_key_password,
+        .ca_key = "ssl.truststore.location", .ca_file = c->ssl_truststore_location,
+        .ca_pem = c->ssl_truststore_certificates,
+        .protocols = c->ssl_enabled_protocols };
+}
+
+static SSL_CTX *ctx_new(const bk_config *cfg, const sec_tls_files *c, bool server, char *err,
+                        size_t errlen)
 {
     SSL_CTX *ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
     if (!ctx) {
@@ -181,7 +203,7 @@ static SSL_CTX *ctx_new(const bk_config *c, bool server, char *err, size_t errle
     /* Writes resume with the same bytes at a new address (the output
      * buffer may move) and report each record as it goes. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    if (versions(ctx, c->ssl_enabled_protocols) ||
+    if (versions(ctx, c->protocols) ||
         load_keystore(ctx, c, err, errlen) ||
         load_truststore(ctx, c, server, err, errlen)) {
         if (!err[0])
@@ -193,9 +215,9 @@ static SSL_CTX *ctx_new(const bk_config *c, bool server, char *err, size_t errle
         SSL_CTX_set_num_tickets(ctx, 0);               /* T4 */
         SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"sluice", 6);
         int mode = SSL_VERIFY_NONE;                    /* T2 */
-        if (!strcmp(c->ssl_client_auth, "required"))
+        if (!strcmp(cfg->ssl_client_auth, "required"))
             mode = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
-        else if (!strcmp(c->ssl_client_auth, "requested"))
+        else if (!strcmp(cfg->ssl_client_auth, "requested"))
             mode = SSL_VERIFY_PEER;
         SSL_CTX_set_verify(ctx, mode, NULL);
     } else {
@@ -213,8 +235,9 @@ static SSL_CTX *ctx_get(bk_broker *b, bool server, char *err, size_t errlen)
     }
     SSL_CTX **slot = server ? &t->server : &t->client;
     if (!*slot) {
+        sec_tls_files f = broker_files(b->cfg);
         err[0] = 0;
-        *slot = ctx_new(b->cfg, server, err, errlen);
+        *slot = ctx_new(b->cfg, &f, server, err, errlen);
     }
     return *slot;
 }
@@ -227,6 +250,12 @@ SSL_CTX *sec_tls_server_ctx(bk_broker *b, char *err, size_t errlen)
 SSL_CTX *sec_tls_client_ctx(bk_broker *b, char *err, size_t errlen)
 {
     return ctx_get(b, false, err, errlen);
+}
+
+SSL_CTX *sec_tls_client_ctx_new(const sec_tls_files *f, char *err, size_t errlen)
+{
+    err[0] = 0;
+    return ctx_new(NULL, f, false, err, errlen);
 }
 
 void sec_tls_free(bk_broker *b)
@@ -294,17 +323,28 @@ struct bufferevent *sec_tls_client_bev(bk_broker *b, const char *host, char *err
                                        size_t errlen, const char **why)
 {
     SSL_CTX *ctx = sec_tls_client_ctx(b, err, errlen);
-    SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+    if (!ctx) {
+        *why = err;
+        return NULL;
+    }
+    return sec_tls_client_bev_ctx(b->base, ctx, host,
+                                  b->cfg->ssl_endpoint_identification_algorithm[0], why);
+}
+
+struct bufferevent *sec_tls_client_bev_ctx(struct event_base *base, SSL_CTX *ctx,
+                                           const char *host, bool check_host, const char **why)
+{
+    SSL *ssl = SSL_new(ctx);
     if (!ssl) {
-        *why = ctx ? "cannot make a TLS connection" : err;
+        *why = "cannot make a TLS connection";
         return NULL;
     }
     struct in6_addr ip;               /* SNI names hosts, never addresses (RFC 6066) */
     if (inet_pton(AF_INET, host, &ip) != 1 && inet_pton(AF_INET6, host, &ip) != 1)
         SSL_set_tlsext_host_name(ssl, host);
-    if (b->cfg->ssl_endpoint_identification_algorithm[0])
+    if (check_host)
         SSL_set1_host(ssl, host);
-    struct bufferevent *bev = bufferevent_openssl_socket_new(b->base, -1, ssl,
+    struct bufferevent *bev = bufferevent_openssl_socket_new(base, -1, ssl,
                                                              BUFFEREVENT_SSL_CONNECTING,
                                                              BEV_OPT_CLOSE_ON_FREE);
     if (bev) {                        /* EOF without close_notify is EOF */
@@ -314,4 +354,24 @@ struct bufferevent *sec_tls_client_bev(bk_broker *b, const char *host, char *err
         *why = "cannot create a socket";
     }
     return bev;
+}
+
+const char *sec_tls_event_why(struct bufferevent *bev, short what, const char *eof, char *buf,
+                              size_t len)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);               /* NULL: not TLS */
+    unsigned long tls_err = ssl ? bufferevent_get_openssl_error(bev) : 0;
+    if (what & BEV_EVENT_TIMEOUT)
+        return "no answer in time";
+    if (tls_err) {
+        long v = SSL_get_verify_result(ssl);
+        size_t at = (size_t)snprintf(buf, len, "TLS: ");
+        ERR_error_string_n(tls_err, buf + at, len - at);
+        at = strlen(buf);
+        if (v != X509_V_OK && at < len)  /* which certificate problem */
+            snprintf(buf + at, len - at, " (the server's certificate: %s)",
+                     X509_verify_cert_error_string(v));
+        return buf;
+    }
+    return what & BEV_EVENT_EOF ? eof : "connection error";
 }
