@@ -563,6 +563,15 @@ def parse_produce_v11_full(r):
     return out
 
 
+def produce_batch(port, topic, partition, batch, timeout=10.0):
+    """One Produce v11 of one batch (acks=all) on a connection of its own:
+    (error, base offset, error message)."""
+    with Conn(port, timeout=timeout) as c:
+        r = c.request_flex(API_PRODUCE, 11, produce_v11_body(topic, partition, batch))
+    (_, _, err, base, _, msg), = parse_produce_v11_full(r)
+    return err, base, msg
+
+
 def parse_produce_v11(r):
     """[(topic, partition, error, base offset)]: the record errors and the
     error message must be empty on success."""

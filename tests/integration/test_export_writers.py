@@ -8,6 +8,8 @@ import signal
 import subprocess
 import time
 
+import kafka_raw as kr
+
 from test_export import (export_args, mixed_records, send, expected_of, read_tree,
                          assert_exact)
 from support import ck_producer, create_topic, topic_name
@@ -144,8 +146,9 @@ def test_a_corrupt_batch_stops_the_export_naming_the_partition_and_offset(broker
     b, t = broker, topic_name("bad")
     create_topic(b, t, partitions=1)
     for i in range(3):                           # three batches of 5 records
-        send(ck_producer(b), t, [{"partition": 0, "value": b"v%d-%d" % (i, j)}
-                                 for j in range(5)])
+        batch = kr.record_batch([(None, b"v%d-%d" % (i, j), [], 0) for j in range(5)],
+                                int(time.time() * 1000))
+        assert kr.produce_batch(b.port, t, 0, batch) == (0, 5 * i, None)
     (log,) = glob.glob(os.path.join(b.partition_dir(t), "*.log"))
     with open(log, "r+b") as f:                  # the second batch claims 1000 records
         data = f.read()

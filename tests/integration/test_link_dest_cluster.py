@@ -89,11 +89,9 @@ class SourceProducer(threading.Thread):
 
 
 def produce_refused(b, topic, partition):
-    with kr.Conn(b.port) as c:
-        batch = kr.record_batch([(b"k", b"x", [], 0)], int(time.time() * 1000))
-        r = c.request_flex(kr.API_PRODUCE, 11, kr.produce_v11_body(topic, partition, batch))
-        (_, _, err, _, _, msg), = kr.parse_produce_v11_full(r)
-        return err, msg
+    batch = kr.record_batch([(b"k", b"x", [], 0)], int(time.time() * 1000))
+    err, _, msg = kr.produce_batch(b.port, topic, partition, batch)
+    return err, msg
 
 
 def test_a_cluster_destination_mirrors_through_a_leader_kill(
