@@ -75,13 +75,28 @@
 
 #define LS_LIST_GROUPS_VERSION 4
 #define LS_OFFSET_FETCH_VERSION 8
+#define LS_API_VERSIONS_VERSION 2
+#define LS_FIND_BATCHED 4                /* FindCoordinator: many keys a request */
+#define LS_FIND_ONE 3                    /* one key, flexible (Kafka 2.4+) */
 #define LS_DESCRIBE_ACLS_VERSION 1
 #define LS_SYNC_MS_MIN 100
 #define LS_ACL_FIELDS 7                  /* as md_acl's, tab-separated */
 #define LS_ACLS_MAX 10000                /* ACLs a link syncs (a round's bound) */
 #define LS_CREATE_MAX 1000               /* mirrors auto-created per Metadata (S3) */
 
-enum ls_stage { LS_IDLE, LS_LISTING, LS_GROUPS_KNOWN, LS_FETCHING };
+/* A round: ApiVersions (once per bootstrap connection) → ListGroups on
+ * every source broker → FindCoordinator → OffsetFetch on each coordinator
+ * (S8). */
+enum ls_stage { LS_IDLE, LS_VERSIONS, LS_LISTING, LS_FINDING, LS_FETCHING };
+enum ls_ask { LS_ASK_NONE, LS_ASK_LIST, LS_ASK_FETCH };
+
+/* A source broker: from Metadata, or a coordinator FindCoordinator named. */
+typedef struct ls_node {
+    int32_t id, port;
+    char host[256];
+    enum ls_ask ask;                     /* this round's request for it */
+    bool out;                            /* sent, not answered */
+} ls_node;
 
 /* One group's offsets on their way into the coordinator (its strings
  * after offs, living until done or forget: group.h). */
@@ -97,8 +112,14 @@ typedef struct lk_sync {
     lk_link *link;
     enum ls_stage stage;
     int64_t due_us;                      /* mono: the next round */
-    char **groups;                       /* the round's groups, filtered */
+    char **groups;                       /* the round's groups, filtered, sorted */
     int ngroups, groups_cap;
+    int32_t *coord;                      /* [ngroups]: its coordinator (nodes index); -1 */
+    ls_node *nodes;                      /* the source's brokers and coordinators */
+    int nnodes, nodes_cap;
+    int fc_next;                         /* FindCoordinator v3: the next group's index */
+    bool fc_out;
+    int16_t fc_version;                  /* the source's FindCoordinator; -1: unknown */
     ls_commit *commits;                  /* in flight */
     int32_t round_synced;                /* this round's groups stored */
     bool round_open;                     /* waiting for its commits */
@@ -264,6 +285,7 @@ static lk_sync *sync_of(lk_link *l)
     if (!l->sync && (l->sync = calloc(1, sizeof *l->sync))) {
         l->sync->link = l;
         l->sync->synced_at_ms = -1;
+        l->sync->fc_version = -1;
     }
     return l->sync;
 }
@@ -302,11 +324,48 @@ static void keys_free(char **v, size_t *n)
 static void note_error(lk_sync *s, const char *why);
 static void round_store(lk_sync *s);
 
-void lk_sync_forgotten(lk_link *l)
+static void asks_clear(lk_sync *s)
+{
+    for (int i = 0; i < s->nnodes; i++)
+        s->nodes[i].ask = LS_ASK_NONE, s->nodes[i].out = false;
+}
+
+static ls_node *node_of(const lk_sync *s, int32_t id)
+{
+    for (int i = 0; s && i < s->nnodes; i++)
+        if (s->nodes[i].id == id)
+            return &s->nodes[i];
+    return NULL;
+}
+
+bool lk_sync_wants(const lk_link *l, int32_t node)
+{
+    const ls_node *n = node_of(l->sync, node);
+    return n && n->ask != LS_ASK_NONE;
+}
+
+void lk_sync_forgotten(lk_link *l, int32_t node)
 {
     lk_sync *s = l->sync;
+    char why[MD_ERRLEN];
     if (!s)
         return;
+    if (node >= 0) {                     /* S8: that broker's part of the round is lost */
+        ls_node *n = node_of(s, node);
+        if (!n || n->ask == LS_ASK_NONE)
+            return;
+        snprintf(why, sizeof why, "source broker %d (%.64s:%d): the connection closed before "
+                 "its %s answer", (int)node, n->host, (int)n->port,
+                 n->ask == LS_ASK_LIST ? "ListGroups" : "OffsetFetch");
+        note_error(s, why);
+        n->ask = LS_ASK_NONE;
+        n->out = false;
+        lk_peer_poke(&l->boot);          /* the round goes on from lk_sync_send */
+        return;
+    }
+    s->fc_version = -1;                  /* the next bootstrap server may differ */
+    s->fc_out = false;
+    asks_clear(s);
     if (s->stage != LS_IDLE) {
         s->stage = LS_IDLE;
         note_error(s, "the connection to the source closed during the round");
@@ -331,6 +390,8 @@ void lk_sync_free(lk_link *l)
     names_free(s->create, &s->ncreate);
     keys_free(s->ours, &s->nours);
     free(s->groups);
+    free(s->coord);
+    free(s->nodes);
     free(s->create);
     free(s->ours);
     free(s);
@@ -791,15 +852,160 @@ static int acls_answer(lk_link *l, lk_sync *s, kp_rd *r)
 }
 
 /* ---- requests and answers ---------------------------------------------------- */
-/* S7: group is one this round asked about (s->groups, sorted). */
-static bool group_asked(const lk_sync *s, kp_str group)
+
+/* A source broker by id (added, or its address updated); NULL: out of
+ * memory. */
+static ls_node *node_add(lk_sync *s, int32_t id, kp_str host, int32_t port)
 {
-    char id[MD_TOPIC_NAME_MAX + 1];
-    if (group.len <= 0 || (size_t)group.len >= sizeof id)
+    ls_node *n = node_of(s, id);
+    if (!n) {
+        if (s->nnodes == s->nodes_cap) {
+            int nc = s->nodes_cap ? s->nodes_cap * 2 : 8;
+            ls_node *nv = realloc(s->nodes, (size_t)nc * sizeof *nv);
+            if (!nv)
+                return NULL;
+            s->nodes = nv;
+            s->nodes_cap = nc;
+        }
+        n = &s->nodes[s->nnodes++];
+        *n = (ls_node){ .id = id };
+    }
+    if (host.len > 0 && (size_t)host.len < sizeof n->host) {
+        memcpy(n->host, host.p, (size_t)host.len);
+        n->host[host.len] = 0;
+        n->port = port;
+    }
+    return n;
+}
+
+void lk_sync_brokers(lk_link *l, const kp_MetadataResponse_MetadataResponseBroker *br,
+                     int32_t n)
+{
+    lk_sync *s = l->sync;
+    for (int32_t i = 0; s && l->sync_cfg.offsets && i < n; i++)
+        if (br[i].NodeId >= 0 && !node_add(s, br[i].NodeId, br[i].Host, br[i].Port))
+            note_error(s, "out of memory");
+}
+
+/* S8: n's request asked of its connection (made or woken); false: none. */
+static bool node_ask(lk_link *l, ls_node *n, enum ls_ask ask)
+{
+    lk_peer *c = lk_admin_peer_get(l, n->id, kp_str_cstr(n->host), n->port);
+    if (!c || !c->host[0])
         return false;
-    memcpy(id, group.p, (size_t)group.len);
-    id[group.len] = 0;
-    return keys_has(s->groups, (size_t)s->ngroups, id);
+    n->ask = ask;                        /* after lk_peer_get: a moved one closes first */
+    n->out = false;
+    lk_peer_poke(c);
+    return true;
+}
+
+static bool asks_left(const lk_sync *s)
+{
+    for (int i = 0; i < s->nnodes; i++)
+        if (s->nodes[i].ask != LS_ASK_NONE)
+            return true;
+    return false;
+}
+
+static void round_end(lk_sync *s)
+{
+    asks_clear(s);
+    s->stage = LS_IDLE;
+    round_store(s);                      /* or once its commits are stored */
+}
+
+/* S8: ListGroups on every source broker Metadata named. */
+static void listing_start(lk_link *l, lk_sync *s)
+{
+    int asked = 0;
+    names_free(s->groups, &s->ngroups);
+    s->stage = LS_LISTING;
+    for (int i = 0; i < s->nnodes; i++)
+        asked += node_ask(l, &s->nodes[i], LS_ASK_LIST);
+    if (asked == 0) {
+        note_error(s, "no source broker known to list groups on (no Metadata answer yet)");
+        round_end(s);
+    }
+}
+
+/* S8: the groups' coordinators asked (FindCoordinator, on the bootstrap
+ * connection); true: a request went out. */
+static bool finding_send(lk_link *l, lk_sync *s)
+{
+    kp_FindCoordinatorRequest q;
+    kp_init_FindCoordinatorRequest(&q);
+    q.KeyType = 0;                       /* a group */
+    if (s->fc_version >= LS_FIND_BATCHED) {
+        kp_str *keys = kp_arena_alloc(&l->boot.arena, (size_t)s->ngroups * sizeof *keys);
+        if (!keys)
+            return false;
+        for (int i = 0; i < s->ngroups; i++)
+            keys[i] = kp_str_cstr(s->groups[i]);
+        q.CoordinatorKeys = keys;
+        q.CoordinatorKeys_count = s->ngroups;
+        s->fc_next = s->ngroups;
+    } else {
+        q.Key = kp_str_cstr(s->groups[s->fc_next++]);
+    }
+    s->fc_out = true;
+    lk_conn_send(l, KP_API_FIND_COORDINATOR,
+                 s->fc_version >= LS_FIND_BATCHED ? LS_FIND_BATCHED : s->fc_version, &q);
+    return true;
+}
+
+/* S8: OffsetFetch of each coordinator's groups, on its connection. */
+static void fetching_start(lk_link *l, lk_sync *s)
+{
+    s->stage = LS_FETCHING;
+    for (int i = 0; i < s->ngroups; i++) {
+        ls_node *n = s->coord[i] >= 0 ? &s->nodes[s->coord[i]] : NULL;
+        if (n && n->ask != LS_ASK_FETCH && !node_ask(l, n, LS_ASK_FETCH)) {
+            char why[MD_ERRLEN];
+            snprintf(why, sizeof why, "group %s: no connection to its coordinator, source "
+                     "broker %d", s->groups[i], (int)n->id);
+            note_error(s, why);
+        }
+    }
+}
+
+/* The round's next step on the bootstrap connection (S8); true: a request
+ * went out. */
+static bool round_step(lk_link *l, lk_sync *s)
+{
+    if (s->stage == LS_LISTING) {
+        if (asks_left(s))
+            return false;
+        if (s->ngroups > 1)
+            qsort(s->groups, (size_t)s->ngroups, sizeof *s->groups, key_cmp);
+        int n = 0;                       /* one of each: listed by two brokers (moved) */
+        for (int i = 0; i < s->ngroups; i++)
+            if (n > 0 && !strcmp(s->groups[n - 1], s->groups[i]))
+                free(s->groups[i]);
+            else
+                s->groups[n++] = s->groups[i];
+        s->ngroups = n;
+        int32_t *coord = realloc(s->coord, (size_t)(n + 1) * sizeof *coord);
+        if (!coord) {
+            note_error(s, "out of memory");
+            round_end(s);
+            return false;
+        }
+        s->coord = coord;
+        for (int i = 0; i < n; i++)
+            coord[i] = -1;
+        s->fc_next = 0;
+        s->stage = LS_FINDING;
+    }
+    if (s->stage == LS_FINDING) {
+        if (s->fc_out)
+            return false;
+        if (s->fc_next < s->ngroups)
+            return finding_send(l, s);
+        fetching_start(l, s);
+    }
+    if (s->stage == LS_FETCHING && !asks_left(s))
+        round_end(s);
+    return false;
 }
 
 bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us)
@@ -809,27 +1015,11 @@ bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us)
         return false;
     if (acls_send(l, s, now_us, next_us))
         return true;
-    if (!l->sync_cfg.offsets)
+    if (!l->sync_cfg.offsets || s->stage == LS_VERSIONS)
         return false;
-    if (s->stage == LS_GROUPS_KNOWN) {
-        kp_OffsetFetchRequest_OffsetFetchRequestGroup *gs =
-            kp_arena_alloc(&l->boot.arena, (size_t)s->ngroups * sizeof *gs);
-        if (!gs)
-            return false;
-        for (int i = 0; i < s->ngroups; i++)
-            gs[i] = (kp_OffsetFetchRequest_OffsetFetchRequestGroup){
-                .GroupId = kp_str_cstr(s->groups[i]), .MemberId = KP_STR_NULL,
-                .MemberEpoch = -1, .Topics_count = -1 };     /* every topic */
-        kp_OffsetFetchRequest q;
-        kp_init_OffsetFetchRequest(&q);
-        q.Groups = gs;
-        q.Groups_count = s->ngroups;
-        q.RequireStable = true;          /* no offsets of an open transaction */
-        s->stage = LS_FETCHING;
-        lk_conn_send(l, KP_API_OFFSET_FETCH, LS_OFFSET_FETCH_VERSION, &q);
-        return true;
-    }
-    if (s->stage != LS_IDLE || s->round_open)
+    if (s->stage != LS_IDLE)
+        return round_step(l, s);
+    if (s->round_open)
         return false;
     if (now_us < s->due_us) {
         if (s->due_us < *next_us)
@@ -839,64 +1029,197 @@ bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us)
     s->due_us = now_us + l->sync_cfg.offsets_ms * 1000;
     if (!syncing_any(l) || l->sync_cfg.groups.n == 0)
         return false;
-    kp_ListGroupsRequest q;
-    kp_init_ListGroupsRequest(&q);
-    q.StatesFilter_count = 0;
-    q.TypesFilter_count = 0;
-    s->stage = LS_LISTING;
     s->error[0] = 0;
     s->round_synced = 0;
-    lk_conn_send(l, KP_API_LIST_GROUPS, LS_LIST_GROUPS_VERSION, &q);
+    s->round_open = true;
+    if (s->fc_version >= 0) {
+        listing_start(l, s);
+        return false;
+    }
+    kp_ApiVersionsRequest q;             /* which FindCoordinator the source has */
+    kp_init_ApiVersionsRequest(&q);
+    s->stage = LS_VERSIONS;
+    lk_conn_send(l, KP_API_API_VERSIONS, LS_API_VERSIONS_VERSION, &q);
     return true;
 }
 
-int lk_sync_answer(lk_link *l, int16_t api, kp_rd *r)
+bool lk_sync_peer_send(lk_peer *c)
 {
-    lk_sync *s = sync_of(l);
+    lk_link *l = c->link;
+    lk_sync *s = l->sync;
+    ls_node *n = c->admin ? node_of(s, c->node) : NULL;
+    if (!n || n->ask == LS_ASK_NONE || n->out)
+        return false;
+    if (n->ask == LS_ASK_LIST) {
+        kp_ListGroupsRequest q;
+        kp_init_ListGroupsRequest(&q);
+        q.StatesFilter_count = 0;
+        q.TypesFilter_count = 0;
+        n->out = true;
+        lk_peer_send(c, KP_API_LIST_GROUPS, LS_LIST_GROUPS_VERSION, &q);
+        return true;
+    }
+    int32_t me = (int32_t)(n - s->nodes), k = 0;
+    kp_OffsetFetchRequest_OffsetFetchRequestGroup *gs =
+        kp_arena_alloc(&c->arena, (size_t)s->ngroups * sizeof *gs);
+    if (!gs)
+        return false;
+    for (int i = 0; i < s->ngroups; i++)
+        if (s->coord[i] == me)
+            gs[k++] = (kp_OffsetFetchRequest_OffsetFetchRequestGroup){
+                .GroupId = kp_str_cstr(s->groups[i]), .MemberId = KP_STR_NULL,
+                .MemberEpoch = -1, .Topics_count = -1 };     /* every topic */
+    kp_OffsetFetchRequest q;
+    kp_init_OffsetFetchRequest(&q);
+    q.Groups = gs;
+    q.Groups_count = k;
+    q.RequireStable = true;              /* no offsets of an open transaction */
+    n->out = true;
+    lk_peer_send(c, KP_API_OFFSET_FETCH, LS_OFFSET_FETCH_VERSION, &q);
+    return true;
+}
+
+/* The source's ApiVersions: FindCoordinator batched (v4) or one a key. */
+static int versions_answer(lk_link *l, lk_sync *s, kp_rd *r, kp_arena *a)
+{
+    kp_ApiVersionsResponse vr;
+    if (kp_dec_ApiVersionsResponse(r, LS_API_VERSIONS_VERSION, &vr, a) != 0)
+        return -1;
+    if (s->stage != LS_VERSIONS)
+        return 0;
+    int16_t max = -1;
+    for (int32_t i = 0; vr.ErrorCode == KP_NONE && i < vr.ApiKeys_count; i++)
+        if (vr.ApiKeys[i].ApiKey == KP_API_FIND_COORDINATOR)
+            max = vr.ApiKeys[i].MaxVersion;
+    if (max < LS_FIND_ONE) {
+        char why[MD_ERRLEN];
+        snprintf(why, sizeof why, "the source has no FindCoordinator v%d or later (%s): "
+                 "offsets not synced", LS_FIND_ONE,
+                 vr.ErrorCode ? kp_error_name(vr.ErrorCode) : "too old");
+        note_error(s, why);
+        round_end(s);
+        return 0;
+    }
+    s->fc_version = max >= LS_FIND_BATCHED ? LS_FIND_BATCHED : LS_FIND_ONE;
+    listing_start(l, s);
+    return 0;
+}
+
+/* The group's index in s->groups (sorted), or -1. */
+static int group_index(const lk_sync *s, kp_str group)
+{
+    char id[MD_TOPIC_NAME_MAX + 1], *k = id;
+    if (group.len <= 0 || (size_t)group.len >= sizeof id)
+        return -1;
+    memcpy(id, group.p, (size_t)group.len);
+    id[group.len] = 0;
+    char **at = s->ngroups > 0 ? bsearch(&k, s->groups, (size_t)s->ngroups, sizeof *s->groups,
+                                         key_cmp) : NULL;
+    return at ? (int)(at - s->groups) : -1;
+}
+
+static void coordinator_is(lk_sync *s, kp_str group, int16_t err, int32_t node, kp_str host,
+                           int32_t port)
+{
     char why[MD_ERRLEN];
+    int i = group_index(s, group);
+    ls_node *n;
+    if (i < 0)
+        return;                          /* S7: not asked */
+    if (err != KP_NONE || node < 0) {
+        snprintf(why, sizeof why, "FindCoordinator of group %s: %s", s->groups[i],
+                 kp_error_name(err ? err : KP_COORDINATOR_NOT_AVAILABLE));
+        note_error(s, why);
+    } else if (!(n = node_add(s, node, host, port))) {
+        note_error(s, "out of memory");
+    } else {
+        s->coord[i] = (int32_t)(n - s->nodes);
+    }
+}
+
+/* This broker writes group's offsets: standalone every group, a cluster
+ * destination's broker the groups it coordinates (S9). */
+static bool coordinated_here(bk_broker *b, const char *group)
+{
+    return gc_coordinator_of(b, group) == b->cfg->broker_id;
+}
+
+static void groups_listed(lk_link *l, lk_sync *s, ls_node *n, const kp_ListGroupsResponse *lr)
+{
+    char why[MD_ERRLEN];
+    if (lr->ErrorCode != KP_NONE) {
+        snprintf(why, sizeof why, "ListGroups on source broker %d: %s", (int)n->id,
+                 kp_error_name(lr->ErrorCode));
+        note_error(s, why);
+        return;
+    }
+    for (int32_t i = 0; i < lr->Groups_count; i++) {
+        char id[MD_TOPIC_NAME_MAX + 1];
+        kp_str g = lr->Groups[i].GroupId;
+        if (g.len <= 0 || (size_t)g.len >= sizeof id)
+            continue;
+        memcpy(id, g.p, (size_t)g.len);
+        id[g.len] = 0;
+        if (filters_pick(&l->sync_cfg.groups, id) && coordinated_here(l->b, id) &&
+            !names_add(&s->groups, &s->ngroups, &s->groups_cap, id, (size_t)g.len))
+            note_error(s, "out of memory");
+    }
+}
+
+int lk_sync_answer(lk_peer *c, int16_t api, kp_rd *r)
+{
+    lk_link *l = c->link;
+    lk_sync *s = sync_of(l);
     if (!s)
         return -1;
     if (api == KP_API_DESCRIBE_ACLS)
         return acls_answer(l, s, r);
-    kp_rd_tags(r);                       /* both flexible: response header v1 */
+    if (api == KP_API_API_VERSIONS)      /* response header v0, always */
+        return versions_answer(l, s, r, &c->arena);
+    kp_rd_tags(r);                       /* the others flexible: response header v1 */
+    if (api == KP_API_FIND_COORDINATOR) {
+        kp_FindCoordinatorResponse fr;
+        int16_t v = s->fc_version >= LS_FIND_BATCHED ? LS_FIND_BATCHED : LS_FIND_ONE;
+        if (kp_dec_FindCoordinatorResponse(r, v, &fr, &c->arena) != 0)
+            return -1;
+        if (s->stage != LS_FINDING || !s->fc_out)
+            return 0;
+        s->fc_out = false;
+        if (v >= LS_FIND_BATCHED)
+            for (int32_t i = 0; i < fr.Coordinators_count; i++)
+                coordinator_is(s, fr.Coordinators[i].Key, fr.Coordinators[i].ErrorCode,
+                               fr.Coordinators[i].NodeId, fr.Coordinators[i].Host,
+                               fr.Coordinators[i].Port);
+        else if (s->fc_next > 0)
+            coordinator_is(s, kp_str_cstr(s->groups[s->fc_next - 1]), fr.ErrorCode,
+                           fr.NodeId, fr.Host, fr.Port);
+        return 0;                        /* next_request: round_step goes on */
+    }
+    ls_node *n = c->admin ? node_of(s, c->node) : NULL;
+    bool mine = n && n->out &&
+        n->ask == (api == KP_API_LIST_GROUPS ? LS_ASK_LIST : LS_ASK_FETCH);
     if (api == KP_API_LIST_GROUPS) {
         kp_ListGroupsResponse lr;
-        if (kp_dec_ListGroupsResponse(r, LS_LIST_GROUPS_VERSION, &lr, &l->boot.arena) != 0)
+        if (kp_dec_ListGroupsResponse(r, LS_LIST_GROUPS_VERSION, &lr, &c->arena) != 0)
             return -1;
-        names_free(s->groups, &s->ngroups);
-        s->stage = LS_IDLE;
-        s->round_open = true;
-        if (lr.ErrorCode != KP_NONE) {
-            snprintf(why, sizeof why, "ListGroups: %s", kp_error_name(lr.ErrorCode));
-            note_error(s, why);
+        if (mine && s->stage == LS_LISTING)
+            groups_listed(l, s, n, &lr);
+    } else {
+        kp_OffsetFetchResponse fr;
+        if (kp_dec_OffsetFetchResponse(r, LS_OFFSET_FETCH_VERSION, &fr, &c->arena) != 0)
+            return -1;
+        int32_t me = n ? (int32_t)(n - s->nodes) : -1;
+        for (int32_t i = 0; mine && s->stage == LS_FETCHING && i < fr.Groups_count; i++) {
+            int k = group_index(s, fr.Groups[i].GroupId);
+            if (k >= 0 && s->coord[k] == me)           /* S7: asked of this broker */
+                group_sync(s, &fr.Groups[i]);
         }
-        for (int32_t i = 0; lr.ErrorCode == KP_NONE && i < lr.Groups_count; i++) {
-            char id[MD_TOPIC_NAME_MAX + 1];
-            kp_str g = lr.Groups[i].GroupId;
-            if (g.len <= 0 || (size_t)g.len >= sizeof id)
-                continue;
-            memcpy(id, g.p, (size_t)g.len);
-            id[g.len] = 0;
-            if (filters_pick(&l->sync_cfg.groups, id) &&
-                !names_add(&s->groups, &s->ngroups, &s->groups_cap, id, (size_t)g.len))
-                note_error(s, "out of memory");
-        }
-        if (s->ngroups > 1)
-            qsort(s->groups, (size_t)s->ngroups, sizeof *s->groups, key_cmp);
-        if (s->ngroups > 0)
-            s->stage = LS_GROUPS_KNOWN;
-        else
-            round_store(s);
-        return 0;
     }
-    kp_OffsetFetchResponse fr;
-    if (kp_dec_OffsetFetchResponse(r, LS_OFFSET_FETCH_VERSION, &fr, &l->boot.arena) != 0)
-        return -1;
-    s->stage = LS_IDLE;
-    for (int32_t i = 0; i < fr.Groups_count; i++)
-        if (group_asked(s, fr.Groups[i].GroupId))     /* S7 */
-            group_sync(s, &fr.Groups[i]);
-    round_store(s);
+    if (mine) {
+        n->ask = LS_ASK_NONE;
+        n->out = false;
+        lk_peer_poke(&l->boot);          /* round_step there */
+    }
     return 0;
 }
 
