@@ -94,6 +94,7 @@ enum ls_ask { LS_ASK_NONE, LS_ASK_LIST, LS_ASK_FETCH };
 typedef struct ls_node {
     int32_t id, port;
     char host[256];
+    bool listed;                         /* in the last Metadata's brokers */
     enum ls_ask ask;                     /* this round's request for it */
     bool out;                            /* sent, not answered */
 } ls_node;
@@ -882,9 +883,16 @@ void lk_sync_brokers(lk_link *l, const kp_MetadataResponse_MetadataResponseBroke
                      int32_t n)
 {
     lk_sync *s = l->sync;
-    for (int32_t i = 0; s && l->sync_cfg.offsets && i < n; i++)
-        if (br[i].NodeId >= 0 && !node_add(s, br[i].NodeId, br[i].Host, br[i].Port))
-            note_error(s, "out of memory");
+    if (!s || !l->sync_cfg.offsets)
+        return;
+    for (int i = 0; i < s->nnodes; i++)
+        s->nodes[i].listed = false;      /* gone from the cluster: not listed on */
+    for (int32_t i = 0; i < n; i++) {
+        ls_node *x = br[i].NodeId >= 0 ? node_add(s, br[i].NodeId, br[i].Host, br[i].Port)
+                                        : NULL;
+        if (x)
+            x->listed = true;
+    }
 }
 
 /* S8: n's request asked of its connection (made or woken); false: none. */
@@ -921,7 +929,7 @@ static void listing_start(lk_link *l, lk_sync *s)
     names_free(s->groups, &s->ngroups);
     s->stage = LS_LISTING;
     for (int i = 0; i < s->nnodes; i++)
-        asked += node_ask(l, &s->nodes[i], LS_ASK_LIST);
+        asked += s->nodes[i].listed && node_ask(l, &s->nodes[i], LS_ASK_LIST);
     if (asked == 0) {
         note_error(s, "no source broker known to list groups on (no Metadata answer yet)");
         round_end(s);
