@@ -75,6 +75,14 @@ typedef struct lk_filters {
     int n;
 } lk_filters;
 
+/* One of acl.filters' filters (Confluent's JSON, link_sync.c): the
+ * ACLs it picks; "" or BK_*_ANY (1) match any. */
+typedef struct lk_acl_filter {
+    int8_t res, op, perm;
+    char name[MD_TOPIC_NAME_MAX + 1];    /* the source's resource name */
+    char principal[256], host[256];
+} lk_acl_filter;
+
 /* The sync settings (link_sync.c): consumer offsets, topic filters. */
 typedef struct lk_sync_cfg {
     bool offsets;                        /* consumer.offset.sync.enable */
@@ -84,6 +92,8 @@ typedef struct lk_sync_cfg {
     lk_filters topics;                   /* auto.create.mirror.topics.filters */
     bool acls;                           /* acl.sync.enable */
     int64_t acls_ms;                     /* acl.sync.ms */
+    lk_acl_filter acl_f[LK_FILTERS_MAX]; /* acl.filters; nacl_f -1: not set */
+    int nacl_f;
 } lk_sync_cfg;
 struct lk_sync;
 

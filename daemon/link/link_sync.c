@@ -245,6 +245,121 @@ void lk_sync_defaults(lk_link *l)
 {
     l->sync_cfg.offsets_ms = 30000;
     l->sync_cfg.acls_ms = 5000;
+    l->sync_cfg.nacl_f = -1;
+}
+
+/* One of acl.filters' enumerated fields: absent is "any"; Confluent writes
+ * them in lower case ("topic", "read", "allow"), Kafka's names in upper. */
+static int acl_enum(json_t *o, const char *key, int (*parse)(const char *), int i,
+                    char *err, size_t errlen)
+{
+    json_t *v = json_object_get(o, key);
+    char up[64];
+    if (!v)
+        return BK_OP_ANY;                /* 1: ANY in every enum */
+    const char *t = json_string_value(v);
+    size_t n = t ? strlen(t) : 0;
+    for (size_t k = 0; k < n && k < sizeof up - 1; k++)
+        up[k] = t[k] >= 'a' && t[k] <= 'z' ? (char)(t[k] - 32) : t[k];
+    up[n < sizeof up ? n : sizeof up - 1] = 0;
+    if (!strcmp(up, "TRANSACTIONALID"))
+        snprintf(up, sizeof up, "TRANSACTIONAL_ID");
+    int x = t && n < sizeof up ? parse(up) : 0;
+    if (x <= 0)
+        snprintf(err, errlen, "cluster_links.config: acl.filters: filter %d: unknown %s '%s'",
+                 i, key, t ? t : "(not a string)");
+    return x;
+}
+
+static int acl_text(json_t *o, const char *key, char *out, size_t cap, int i, char *err,
+                    size_t errlen)
+{
+    json_t *v = json_object_get(o, key);
+    const char *t = v ? json_string_value(v) : "";
+    if (!t || strlen(t) >= cap || strchr(t, '\t')) {
+        snprintf(err, errlen, "cluster_links.config: acl.filters: filter %d: \"%s\" must be "
+                 "a string of at most %zu characters", i, key, cap - 1);
+        return KP_INVALID_CONFIG;
+    }
+    snprintf(out, cap, "%s", t);
+    return KP_NONE;
+}
+
+/* Confluent's acl.filters: {"aclFilters": [{"resourceFilter": {"resourceType",
+ * "name", "patternType"}, "accessFilter": {"principal", "host", "operation",
+ * "permissionType"}}]}, each field optional (any).  S10. */
+static int acl_filters_parse(const char *v, lk_sync_cfg *c, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loads(v, 0, &je), *arr = root ? json_object_get(root, "aclFilters") : NULL;
+    int rc = KP_INVALID_CONFIG;
+    c->nacl_f = 0;
+    if (!root)
+        snprintf(err, errlen, "cluster_links.config: acl.filters is not JSON (%s at character "
+                 "%d)", je.text, je.position);
+    else if (!json_is_array(arr))
+        snprintf(err, errlen, "cluster_links.config: acl.filters must be {\"aclFilters\": "
+                 "[{\"resourceFilter\": {\"resourceType\", \"name\", \"patternType\"}, "
+                 "\"accessFilter\": {\"principal\", \"host\", \"operation\", "
+                 "\"permissionType\"}}, …]}");
+    else if (json_array_size(arr) > LK_FILTERS_MAX)
+        snprintf(err, errlen, "cluster_links.config: acl.filters: at most %d filters",
+                 LK_FILTERS_MAX);
+    else
+        rc = KP_NONE;
+    for (size_t i = 0; rc == KP_NONE && i < json_array_size(arr); i++) {
+        json_t *o = json_array_get(arr, i), *rf = json_object_get(o, "resourceFilter"),
+               *af = json_object_get(o, "accessFilter");
+        lk_acl_filter *f = &c->acl_f[c->nacl_f];
+        int n = (int)i + 1, pat;
+        rc = KP_INVALID_CONFIG;
+        if (!json_is_object(o) || (rf && !json_is_object(rf)) || (af && !json_is_object(af)))
+            snprintf(err, errlen, "cluster_links.config: acl.filters: filter %d must be "
+                     "{\"resourceFilter\": {…}, \"accessFilter\": {…}}", n);
+        else if ((f->res = (int8_t)acl_enum(rf, "resourceType", sec_res_parse, n, err,
+                                            errlen)) <= 0 ||
+                 (pat = acl_enum(rf, "patternType", sec_pat_parse, n, err, errlen)) <= 0 ||
+                 (f->op = (int8_t)acl_enum(af, "operation", sec_op_parse, n, err,
+                                           errlen)) <= 0 ||
+                 (f->perm = (int8_t)acl_enum(af, "permissionType", sec_perm_parse, n, err,
+                                             errlen)) <= 0)
+            ;                            /* err says which */
+        else if (f->res != BK_RES_ANY && f->res != BK_RES_TOPIC && f->res != BK_RES_GROUP)
+            snprintf(err, errlen, "cluster_links.config: acl.filters: filter %d: resourceType "
+                     "%s: only the ACLs of topics and groups are synced (topic, group or any)",
+                     n, sec_res_name(f->res));
+        else if (pat == BK_PAT_PREFIXED)
+            snprintf(err, errlen, "cluster_links.config: acl.filters: filter %d: patternType "
+                     "prefixed: only LITERAL ACLs are synced (literal, match or any)", n);
+        else if (acl_text(rf, "name", f->name, sizeof f->name, n, err, errlen) == KP_NONE &&
+                 acl_text(af, "principal", f->principal, sizeof f->principal, n, err,
+                          errlen) == KP_NONE &&
+                 acl_text(af, "host", f->host, sizeof f->host, n, err, errlen) == KP_NONE) {
+            c->nacl_f++;
+            rc = KP_NONE;
+        }
+    }
+    json_decref(root);
+    if (rc != KP_NONE)
+        c->nacl_f = -1;
+    return rc;
+}
+
+/* S10: acl.filters (when set) picks the ACL of fields f (a key's: type,
+ * name here, pattern, principal, host, operation, permission) whose
+ * resource is named source at the source. */
+static bool acl_filtered_in(const lk_sync_cfg *c, const char *source, char *const f[])
+{
+    int res = sec_res_parse(f[0]), op = sec_op_parse(f[5]), perm = sec_perm_parse(f[6]);
+    for (int i = 0; i < c->nacl_f; i++) {
+        const lk_acl_filter *x = &c->acl_f[i];
+        if ((x->res == BK_RES_ANY || x->res == res) && (!x->name[0] || !strcmp(x->name, source)) &&
+            (!x->principal[0] || !strcmp(x->principal, f[3])) &&
+            (!x->host[0] || !strcmp(x->host, f[4])) &&
+            (x->op == BK_OP_ANY || x->op == op) && (x->perm == BK_PERM_ANY || x->perm == perm))
+            return true;
+    }
+    return c->nacl_f < 0;                /* not set: every ACL in scope */
 }
 
 int lk_sync_setting(lk_link *l, const char *k, const char *v, char *err, size_t errlen)
@@ -271,12 +386,8 @@ int lk_sync_setting(lk_link *l, const char *k, const char *v, char *err, size_t 
         *(!strcmp(k, "acl.sync.ms") ? &c->acls_ms : &c->offsets_ms) = x;
         return KP_NONE;
     }
-    if (!strcmp(k, "acl.filters")) {
-        snprintf(err, errlen, "cluster_links.config: acl.filters is not built yet: with "
-                 "acl.sync.enable=true the LITERAL ACLs of the mirrored topics and of the "
-                 "groups consumer.offset.group.filters picks are synced");
-        return KP_INVALID_CONFIG;
-    }
+    if (!strcmp(k, "acl.filters"))
+        return acl_filters_parse(v, c, err, errlen);
     return -1;
 }
 
@@ -581,9 +692,12 @@ static bool acl_in_scope(const lk_link *l, char *const f[LS_ACL_FIELDS])
 {
     if (!strcmp(f[1], "*"))
         return true;                     /* S6: never wanted, so removed if ours */
-    if (!strcmp(f[0], "TOPIC"))
-        return synced_mirror_here(l, f[1]) != NULL;
-    return !strcmp(f[0], "GROUP") && filters_pick(&l->sync_cfg.groups, f[1]);
+    if (!strcmp(f[0], "TOPIC")) {
+        const lk_mirror *m = synced_mirror_here(l, f[1]);
+        return m && acl_filtered_in(&l->sync_cfg, m->source, f);
+    }
+    return !strcmp(f[0], "GROUP") && filters_pick(&l->sync_cfg.groups, f[1]) &&
+           acl_filtered_in(&l->sync_cfg, f[1], f);
 }
 
 static md_acl acl_row(char *const f[LS_ACL_FIELDS])
@@ -682,7 +796,7 @@ static int acls_wanted(lk_link *l, const kp_DescribeAclsResponse *ar, char ***wa
         for (int32_t k = 0; here && k < res->Acls_count; k++) {
             const kp_DescribeAclsResponse_AclDescription *a = &res->Acls[k];
             const char *op = sec_op_name(a->Operation), *perm = sec_perm_name(a->PermissionType);
-            char key[1024], why[MD_ERRLEN];
+            char key[1024], why[MD_ERRLEN], buf[1024], *f[LS_ACL_FIELDS];
             if (*nwant >= LS_ACLS_MAX)
                 return -2;
             if (sec_acl_validate(res->ResourceType, res->ResourceName, res->PatternType,
@@ -694,8 +808,9 @@ static int acls_wanted(lk_link *l, const kp_DescribeAclsResponse *ar, char ***wa
                 snprintf(key, sizeof key, "%s\t%s\tLITERAL\t%.*s\t%.*s\t%s\t%s",
                          sec_res_name(res->ResourceType), here, (int)a->Principal.len,
                          a->Principal.p, (int)a->Host.len, a->Host.p, op, perm)
-                    >= (int)sizeof key)
-                continue;
+                    >= (int)sizeof key ||
+                !key_split(key, buf, sizeof buf, f) || !acl_filtered_in(&l->sync_cfg, name, f))
+                continue;                            /* S10 */
             if (!names_add(want, nwant, cap, key, strlen(key)))
                 return -1;
         }

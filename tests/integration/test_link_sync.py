@@ -317,7 +317,15 @@ def test_bad_sync_settings_are_refused(pair):
         ("auto.create.mirror.topics.filters={\"groupFilters\": []}", "must be {\"topicFilters\""),
         ("consumer.offset.sync.ms=5", "consumer.offset.sync.ms=5: 100 to"),
         ("consumer.offset.sync.enable=yes", "true or false"),
-        ("acl.filters={\"aclFilters\": []}", "acl.filters is not built yet"),
+        ("acl.filters={\"aclFilters\": {}}", "acl.filters must be {\"aclFilters\""),
+        ("acl.filters={\"aclFilters\": [{\"resourceFilter\": {\"resourceType\": "
+         "\"cluster\"}}]}", "filter 1: resourceType CLUSTER: only the ACLs of topics and groups"),
+        ("acl.filters={\"aclFilters\": [{}, {\"accessFilter\": {\"operation\": "
+         "\"juggle\"}}]}", "filter 2: unknown operation 'juggle'"),
+        ("acl.filters={\"aclFilters\": [{\"resourceFilter\": {\"patternType\": "
+         "\"prefixed\"}}]}", "patternType prefixed: only LITERAL ACLs are synced"),
+        ("acl.filters={\"aclFilters\": [{\"accessFilter\": {\"principal\": 7}}]}",
+         "\"principal\" must be a string"),
         ("acl.sync.ms=0", "acl.sync.ms=0: 100 to"),
     ]
     for cfg, want in cases:
@@ -438,3 +446,38 @@ def test_a_revoked_acl_is_removed_once_applying_works_again(start_broker):
     on_file("DROP TRIGGER hold_acls")
     until(lambda: acls(dest, t) == both[:1], 20, "the removal retried")
     until(lambda: not link_row(dest)[2], 20, "sync_error cleared")
+
+
+def test_acl_filters_pick_only_the_acls_they_name(start_broker):
+    """acl.filters (Confluent's JSON) narrows what acl.sync.enable copies:
+    only the ACLs one of its filters matches (link_sync.c S10)."""
+    src = start_broker(dict(AUTHORIZER, **{"super.users": "User:ANONYMOUS"}))
+    dest = start_broker(dict(AUTHORIZER))
+    t, u = topic_name("aclf"), topic_name("aclg")
+    group = "grp-" + t
+    for x in (t, u):
+        create_topic(src, x, partitions=1)
+        fill(src, x, 1, 3)
+    for rtype, name, op, who in (("TOPIC", t, "READ", "User:bob"),
+                                 ("TOPIC", t, "WRITE", "User:bob"),
+                                 ("TOPIC", t, "READ", "User:amy"),
+                                 ("TOPIC", u, "READ", "User:bob"),
+                                 ("GROUP", group, "READ", "User:bob"),
+                                 ("GROUP", group, "READ", "User:amy")):
+        grant(src, rtype, name, op, who)
+    filters = json.dumps({"aclFilters": [
+        {"resourceFilter": {"resourceType": "topic", "name": t, "patternType": "literal"},
+         "accessFilter": {"principal": "User:bob", "host": "*", "operation": "read",
+                          "permissionType": "allow"}},
+        {"resourceFilter": {"resourceType": "group", "patternType": "any"},
+         "accessFilter": {"principal": "User:amy", "operation": "any"}}]})
+    link_source(dest, src, config="acl.sync.enable=true\nacl.sync.ms=300\n"
+                                  "consumer.offset.group.filters=%s\nacl.filters=%s\n"
+                                  % (GROUP_FILTER, filters))
+    for x in (t, u):
+        assert mirror(dest, x)[0] == 200
+    want = [("GROUP", group, "User:amy", "READ"), ("TOPIC", t, "User:bob", "READ")]
+    until(lambda: acls(dest, t, u, group) == want, 20, "the filtered ACLs synced")
+    time.sleep(1.5)                      # several rounds: nothing else comes
+    assert acls(dest, t, u, group) == want
+    assert re.search(r'sluice_link_acls_synced_total\{link="src"\} 2\b', metrics(dest))
