@@ -67,6 +67,7 @@
 #include "daemon/replica/replica.h"
 #include "daemon/security/sec_authz.h"
 #include "daemon/md_sync.h"
+#include "daemon/replication/repl_peer.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -78,6 +79,8 @@
 #define LS_API_VERSIONS_VERSION 2
 #define LS_FIND_BATCHED 4                /* FindCoordinator: many keys a request */
 #define LS_FIND_ONE 3                    /* one key, flexible (Kafka 2.4+) */
+#define LS_LIST_OFFSETS_VERSION 4        /* S11: to a destination broker */
+#define LS_HW_TIMEOUT_MS 10000
 #define LS_DESCRIBE_ACLS_VERSION 1
 #define LS_SYNC_MS_MIN 100
 #define LS_ACL_FIELDS 7                  /* as md_acl's, tab-separated */
@@ -102,9 +105,12 @@ typedef struct ls_node {
 /* One group's offsets on their way into the coordinator (its strings
  * after offs, living until done or forget: group.h). */
 typedef struct ls_commit {
-    struct lk_sync *sync;
+    struct lk_sync *sync;                /* NULL: the link went (S11's calls free it) */
     struct gc_wait *pending;
     struct ls_commit *next;
+    int32_t *leader;                     /* [n]: S11, the leader asked for the entry's
+                                          * high watermark; -1: known */
+    int hw_out;                          /* S11: calls out */
     size_t n;
     md_offset offs[];
 } ls_commit;
@@ -495,6 +501,10 @@ void lk_sync_free(lk_link *l)
     while (s->commits) {
         ls_commit *c = s->commits;
         s->commits = c->next;
+        if (c->hw_out > 0) {
+            c->sync = NULL;              /* S11: its last call frees it */
+            continue;
+        }
         gc_groups_forget(c->pending);    /* done will not run */
         free(c);
     }
@@ -522,8 +532,8 @@ static void round_store(lk_sync *s)
     lk_link *l = s->link;
     char err[MD_ERRLEN];
     if (s->round_open) {
-        if (s->commits)
-            return;
+        if (s->commits || s->stage != LS_IDLE)
+            return;                      /* more to come: coordinators, commits */
         s->round_open = false;
         s->groups_synced = s->round_synced;
         s->synced_at_ms = bk_now_ms();
@@ -537,15 +547,20 @@ static void round_store(lk_sync *s)
         BK_ERROR("cluster link %s: cannot store its sync state: %s", l->name, err);
 }
 
-static void commit_done(void *arg, int rc)
+static void unlink_commit(lk_sync *s, ls_commit *c)
 {
-    ls_commit *c = arg;
-    lk_sync *s = c->sync;
     for (ls_commit **pp = &s->commits; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
             break;
         }
+}
+
+static void commit_done(void *arg, int rc)
+{
+    ls_commit *c = arg;
+    lk_sync *s = c->sync;
+    unlink_commit(s, c);
     if (rc == 0) {
         s->round_synced++;
         s->offsets_total += c->n;
@@ -565,6 +580,158 @@ static lk_mirror *synced_mirror(lk_link *l, kp_str topic)
             (m->state == LK_ACTIVE || m->state == LK_PAUSED || m->state == LK_PROMOTING))
             return m;
     return NULL;
+}
+
+static void hw_release(ls_commit *c);
+
+/* One group's offsets into the coordinator (gc_offsets_commit, an
+ * operator's commit), its entries clamped (S1); c freed or kept until
+ * commit_done. */
+static void commit_send(lk_sync *s, ls_commit *c)
+{
+    bk_broker *b = s->link->b;
+    char why[MD_ERRLEN];
+    if (c->n == 0) {
+        unlink_commit(s, c);
+        free(c);
+        round_store(s);
+        return;
+    }
+    bk_offset_commit oc = {
+        .group = { c->offs[0].group_id, c->offs[0].group_len }, .generation = -1,
+        .member_id = KP_STR_NULL, .instance_id = KP_STR_NULL,
+        .by_operator = true,             /* S2: no member here */
+        .offs = c->offs, .n = c->n, .done = commit_done, .arg = c,
+    };
+    int rc = gc_offsets_commit(b, &oc, why, sizeof why);
+    if (rc == KP_NONE && oc.pending) {
+        c->pending = oc.pending;         /* on s->commits until commit_done */
+        return;
+    }
+    if (rc == KP_NON_EMPTY_GROUP)
+        s->skipped_active++;             /* active here: its own offsets */
+    else if (rc != KP_NONE)
+        note_error(s, why);
+    unlink_commit(s, c);
+    free(c);
+    round_store(s);
+}
+
+/* S11: a ListOffsets call to a mirror partition's leader, for the high
+ * watermarks of c's entries it leads (this broker holds no replica). */
+typedef struct ls_hw_call {
+    ls_commit *c;
+    int32_t leader;
+} ls_hw_call;
+
+static void hw_done(void *arg, int16_t error, kp_rd *body)
+{
+    ls_hw_call *k = arg;
+    ls_commit *c = k->c;
+    kp_ListOffsetsResponse lr;
+    kp_arena a;
+    kp_arena_init(&a, KP_ARENA_LIMIT_DEFAULT);
+    bool ok = c->sync && error == KP_NONE &&
+              kp_dec_ListOffsetsResponse(body, LS_LIST_OFFSETS_VERSION, &lr, &a) == 0;
+    for (int32_t t = 0; ok && t < lr.Topics_count; t++)
+        for (int32_t p = 0; p < lr.Topics[t].Partitions_count; p++) {
+            const kp_ListOffsetsResponse_ListOffsetsPartitionResponse *r =
+                &lr.Topics[t].Partitions[p];
+            for (size_t i = 0; r->ErrorCode == KP_NONE && r->Offset >= 0 && i < c->n; i++)
+                if (c->leader[i] == k->leader && r->PartitionIndex == c->offs[i].partition &&
+                    kp_str_eq(lr.Topics[t].Name, c->offs[i].topic)) {
+                    if (r->Offset < c->offs[i].offset)
+                        c->offs[i].offset = r->Offset;     /* S1 */
+                    c->leader[i] = -1;
+                }
+        }
+    kp_arena_free(&a);
+    free(k);
+    hw_release(c);
+}
+
+/* One of c's high watermark calls (or hw_ask's hold) ended: the last one
+ * sends what is known. */
+static void hw_release(ls_commit *c)
+{
+    if (--c->hw_out > 0)
+        return;
+    if (!c->sync) {                      /* the link went meanwhile */
+        free(c);
+        return;
+    }
+    size_t n = 0;                        /* no high watermark: not synced this round */
+    for (size_t i = 0; i < c->n; i++)
+        if (c->leader[i] < 0)
+            c->offs[n++] = c->offs[i];
+    if (n < c->n) {
+        char why[MD_ERRLEN];
+        snprintf(why, sizeof why, "group %s: the high watermark of %zu mirror partitions "
+                 "not known (their leaders did not answer)", c->offs[0].group_id, c->n - n);
+        note_error(c->sync, why);
+    }
+    c->n = n;
+    commit_send(c->sync, c);
+}
+
+/* S11: one ListOffsets (latest, read_uncommitted: the high watermark) to
+ * each leader of c's entries this broker holds no replica of. */
+static void hw_ask(lk_sync *s, ls_commit *c)
+{
+    bk_broker *b = s->link->b;
+    kp_buf body;
+    kp_buf_init(&body);
+    c->hw_out = 1;                       /* held while the calls go out */
+    for (size_t i = 0; i < c->n; i++) {
+        int32_t leader = c->leader[i];
+        bool first = leader >= 0;
+        for (size_t j = 0; first && j < i; j++)
+            first = c->leader[j] != leader;
+        if (!first)
+            continue;
+        size_t np = 0;
+        for (size_t j = i; j < c->n; j++)
+            np += c->leader[j] == leader;
+        kp_ListOffsetsRequest_ListOffsetsPartition *ps = calloc(np, sizeof *ps);
+        kp_ListOffsetsRequest_ListOffsetsTopic *ts = calloc(np, sizeof *ts);
+        ls_hw_call *k = calloc(1, sizeof *k);
+        if (!ps || !ts || !k) {
+            free(ps);
+            free(ts);
+            free(k);
+            continue;                    /* its entries dropped in hw_done */
+        }
+        np = 0;
+        for (size_t j = i; j < c->n; j++)
+            if (c->leader[j] == leader) {
+                ps[np] = (kp_ListOffsetsRequest_ListOffsetsPartition){
+                    .PartitionIndex = c->offs[j].partition, .CurrentLeaderEpoch = -1,
+                    .Timestamp = -1, .MaxNumOffsets = 1 };
+                ts[np] = (kp_ListOffsetsRequest_ListOffsetsTopic){
+                    .Name = { c->offs[j].topic, c->offs[j].topic_len }, .Partitions = &ps[np],
+                    .Partitions_count = 1 };
+                np++;
+            }
+        kp_ListOffsetsRequest q;
+        kp_init_ListOffsetsRequest(&q);
+        q.ReplicaId = -1;                /* a consumer's: bounded by the high watermark */
+        q.IsolationLevel = 0;
+        q.Topics = ts;
+        q.Topics_count = (int32_t)np;
+        kp_buf_reset(&body);
+        kp_enc_ListOffsetsRequest(&body, LS_LIST_OFFSETS_VERSION, &q);
+        *k = (ls_hw_call){ .c = c, .leader = leader };
+        c->hw_out++;
+        if (body.err)
+            hw_done(k, KP_UNKNOWN_SERVER_ERROR, NULL);
+        else
+            repl_peer_call(b, leader, KP_API_LIST_OFFSETS, LS_LIST_OFFSETS_VERSION, body.data,
+                           body.len, LS_HW_TIMEOUT_MS, hw_done, k);
+        free(ps);
+        free(ts);
+    }
+    kp_buf_free(&body);
+    hw_release(c);                       /* the hold */
 }
 
 /* One group of the OffsetFetch answer into the coordinator (S1, S2). */
@@ -590,12 +757,14 @@ static void group_sync(lk_sync *s, const kp_OffsetFetchResponse_OffsetFetchRespo
     }
     if (n == 0)
         return;
-    ls_commit *c = calloc(1, sizeof *c + n * sizeof(md_offset) + chars);
+    ls_commit *c = calloc(1, sizeof *c + n * (sizeof(md_offset) + sizeof(int32_t)) + chars);
     if (!c) {
         note_error(s, "out of memory");
         return;
     }
-    char *pool = (char *)&c->offs[n];
+    c->leader = (int32_t *)&c->offs[n];
+    char *pool = (char *)&c->leader[n];
+    bool ask = false;
     memcpy(pool, g->GroupId.p, (size_t)g->GroupId.len);
     pool[g->GroupId.len] = 0;
     const char *group = pool;
@@ -608,9 +777,13 @@ static void group_sync(lk_sync *s, const kp_OffsetFetchResponse_OffsetFetchRespo
                 &g->Topics[t].Partitions[k];
             const bk_pview *v = p->PartitionIndex < m->nparts
                 ? view_partition(b, kp_str_cstr(m->topic), p->PartitionIndex) : NULL;
-            if (p->ErrorCode != KP_NONE || p->CommittedOffset < 0 || !v || !v->local)
+            if (p->ErrorCode != KP_NONE || p->CommittedOffset < 0 || !v ||
+                (!v->local && (!bk_cluster_mode(b) || v->leader < 0)))
                 continue;
-            int64_t end = v->local->high_watermark;     /* S1 */
+            /* S1; S11: no replica here, the leader's asked */
+            int64_t end = v->local ? v->local->high_watermark : p->CommittedOffset;
+            c->leader[c->n] = v->local ? -1 : v->leader;
+            ask |= !v->local;
             size_t tl = strlen(m->topic), ml = p->Metadata.len > 0 ? (size_t)p->Metadata.len : 0;
             memcpy(pool, m->topic, tl + 1);
             c->offs[c->n] = (md_offset){
@@ -629,23 +802,12 @@ static void group_sync(lk_sync *s, const kp_OffsetFetchResponse_OffsetFetchRespo
         }
     }
     c->sync = s;
-    bk_offset_commit oc = {
-        .group = { group, g->GroupId.len }, .generation = -1, .member_id = KP_STR_NULL,
-        .instance_id = KP_STR_NULL, .by_operator = true,    /* S2: no member here */
-        .offs = c->offs, .n = c->n, .done = commit_done, .arg = c,
-    };
-    int rc = c->n ? gc_offsets_commit(b, &oc, why, sizeof why) : KP_NONE;
-    if (rc == KP_NONE && oc.pending) {
-        c->pending = oc.pending;
-        c->next = s->commits;
-        s->commits = c;
-        return;
-    }
-    if (rc == KP_NON_EMPTY_GROUP)
-        s->skipped_active++;             /* active here: its own offsets */
-    else if (rc != KP_NONE)
-        note_error(s, why);
-    free(c);
+    c->next = s->commits;                /* until stored (S4: the round waits) */
+    s->commits = c;
+    if (ask)
+        hw_ask(s, c);
+    else
+        commit_send(s, c);
 }
 
 static bool syncing_any(const lk_link *l)

@@ -18,7 +18,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from cluster_support import live_brokers, make_cluster, wait_for, zk, zk_missing  # noqa: F401
-from support import ck_admin, ck_consumer, ck_producer, report, topic_name
+from support import ck_admin, ck_consumer, ck_producer, create_topic, report, topic_name
 from test_link import batches, link_source, mirror, sql
 from test_cluster_groups import agreed_coordinator
 from test_link_sync import SYNC, committed, consume, link_row
@@ -45,7 +45,7 @@ def coordinators(c, groups):
 
 
 def source_committed(c, group, topic):
-    k = ck_consumer(c, **{"group.id": group})
+    k = ck_consumer(c, **{"group.id": group, "bootstrap.servers": c.bootstrap})
     try:
         tps = k.committed([TopicPartition(topic, p) for p in range(PARTS)], timeout=15)
     finally:
@@ -126,3 +126,60 @@ def test_groups_of_every_source_coordinator_are_synced_and_resume_here(make_clus
     report("%d groups failed over to the destination: re-read %d, skipped %d",
            len(groups), reread, skipped)
     assert skipped == 0 and reread == 0
+
+
+def test_a_cluster_destination_stores_each_group_through_its_coordinator(make_cluster,
+                                                                          start_broker):
+    """A 3-broker destination, mirror partitions of replication factor 1:
+    each group's coordinator here holds one of the three at most.  Every
+    broker runs the link; each stores the groups it coordinates (S9),
+    asking the leader of a partition it holds no replica of for its high
+    watermark (S11).  A consumer of the destination sees every partition's
+    synced offset through any broker, and after that coordinator's
+    SIGKILL through its successor."""
+    src = start_broker()
+    dest = make_cluster(3, session_timeout_ms=SESSION_MS,
+                        overrides={"default.replication.factor": "1"})
+    wait_for(lambda: all(len(live_brokers(b)) == 3 for b in dest.brokers), 30,
+             "every destination broker to list three live brokers")
+    t = topic_name("dsync")
+    create_topic(src, t, partitions=PARTS)
+    p = ck_producer(src)
+    for i in range(PARTS * PER_PART):
+        p.produce(t, value=value(i), partition=i % PARTS)
+    assert p.flush(30) == 0
+    groups = ["grp-%s-%d" % (t, i) for i in range(4)]
+    for i, g in enumerate(groups):       # a part of every partition, as committed
+        k = ck_consumer(src, **{"group.id": g})
+        k.commit(offsets=[TopicPartition(t, x, 10 + 5 * i + x) for x in range(PARTS)],
+                 asynchronous=False)
+        k.close()
+    want = {g: source_committed(src, g, t) for g in groups}
+    assert all(len(w) == PARTS for w in want.values()), want
+    b1 = dest.brokers[0]
+    link_source(b1, src, config=CONFIG)
+    assert mirror(b1, t)[0] == 200
+
+    def seen(b, g):
+        k = ck_consumer(b, **{"group.id": g, "bootstrap.servers": b.bootstrap})
+        try:
+            tps = k.committed([TopicPartition(t, x) for x in range(PARTS)], timeout=10)
+        finally:
+            k.close()
+        return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+
+    for b in dest.brokers:
+        wait_for(lambda b=b: all(seen(b, g) == want[g] for g in groups), 60,
+                 "every group's offsets seen through broker %d: %s" % (b.broker_id, want))
+    coord = coordinators(dest, groups)
+    report("cluster destination: %d groups, coordinated by brokers %s, every partition's "
+           "offset seen through each of the 3 brokers", len(groups), sorted(set(coord.values())))
+    victim = dest.broker(coord[groups[0]])
+    victim.kill()
+    rest = [b for b in dest.brokers if b is not victim]
+    wait_for(lambda: coordinators(dest, [groups[0]])[groups[0]] not in (None, victim.broker_id),
+             SESSION_MS / 1000 + 30, "group %s's coordinator moved" % groups[0])
+    for b in rest:
+        wait_for(lambda b=b: seen(b, groups[0]) == want[groups[0]], 60,
+                 "group %s's offsets through broker %d after its coordinator died"
+                 % (groups[0], b.broker_id))
