@@ -20,6 +20,9 @@
  *     yet (the source's topic overrides go into the mirror's creation),
  *     and after each Metadata of those created (their changes followed:
  *     link.c lk_mirror_configs).
+ * An admin connection (lk_peer.admin) per source broker link_sync.c has a
+ * group request for (ListGroups, OffsetFetch: link_sync.c S8), made while
+ * it has one, so no Fetch long poll delays them.
  * One connection per source broker that leads a mirrored partition
  * (lk_link.peers, node id, host and port from Metadata), as
  * repl_fetcher.c groups by leader, sends for the partitions it leads:

@@ -5,11 +5,13 @@
  *
  *   consumer.offset.sync.enable (false), consumer.offset.sync.ms (30000),
  *   consumer.offset.group.filters: every interval the source's groups
- *     (ListGroups) that the filters include, their committed offsets
- *     (OffsetFetch v8, every group in one request) of this link's mirror
- *     topics, written here through the one path OffsetCommit takes
- *     (gc_offsets_commit, an operator's commit: stored as any commit, so a
- *     restart keeps them).  No filter: no group (Confluent's default).
+ *     (ListGroups on every source broker) that the filters include, their
+ *     committed offsets (OffsetFetch v8 on each group's coordinator, its
+ *     groups in one request: S8) of this link's mirror topics, written
+ *     here through the one path OffsetCommit takes (gc_offsets_commit, an
+ *     operator's commit: stored as any commit, so a restart keeps them;
+ *     in a cluster through the group's coordinator here: S9).  No filter:
+ *     no group (Confluent's default).
  *   auto.create.mirror.topics.enable (false), .filters: the link's
  *     Metadata asks for every source topic; each one the filters include
  *     becomes a mirror topic of the same name (as an INSERT INTO
@@ -18,8 +20,15 @@
  *     source's LITERAL ACLs (DescribeAcls) of this link's mirrored source
  *     topics (under the mirror's name) and of the groups the group filters
  *     pick are made the destination's (sec_acl_apply, the path CreateAcls
- *     takes), and removed when the source removed them.  acl.filters is
- *     not built (refused): PREFIXED and wildcard ACLs are not copied.
+ *     takes), and removed when the source removed them.  PREFIXED and
+ *     wildcard ACLs are not copied.
+ *   acl.filters (unset): Confluent's {"aclFilters": [{"resourceFilter":
+ *     {"resourceType", "name", "patternType"}, "accessFilter": {"principal",
+ *     "host", "operation", "permissionType"}}]}, each field optional (any),
+ *     names as Confluent (lower case) or Kafka (upper case) writes them:
+ *     set, only the ACLs above that one of its filters matches are synced
+ *     (S10).  A resourceType other than topic, group or any, and
+ *     patternType prefixed, are refused (never synced here).
  *
  * Filters are Confluent's JSON: {"groupFilters" | "topicFilters": [{"name":
  * "…", "patternType": "LITERAL" | "PREFIXED", "filterType": "INCLUDE" |
@@ -38,10 +47,14 @@
  *       filters, and at most LS_CREATE_MAX are picked per Metadata; a
  *       picked name that is a normal local topic is left alone and listed
  *       in cluster_links.topics_skipped.
- *   S4. The sync's requests share the link's one connection and its one
- *       request in flight (link_conn.c C2); its state reaches SQLite once
- *       per round (cluster_links.offsets_synced_at, groups_synced,
- *       sync_error), never per offset.
+ *   S4. ApiVersions, FindCoordinator and DescribeAcls go on the link's
+ *       bootstrap connection, ListGroups and OffsetFetch on an admin
+ *       connection to the source broker (link_conn.c lk_admin_peer_get: not
+ *       the one its Fetches wait on); each connection has one request in
+ *       flight (link_conn.c C2).  The sync's state reaches SQLite once per
+ *       round (cluster_links.offsets_synced_at, groups_synced,
+ *       sync_error), never per offset; a round ends when every broker
+ *       answered or its connection closed, and its commits are stored.
  *   S5. An ACL is removed here only if this link added it (link_acls,
  *       marked after the add: a crash between leaves it as a local one;
  *       unmarked after the removal applied: a failed or interrupted one is
@@ -55,11 +68,34 @@
  *   S7. Only the groups a round asked about (those the filters pick) are
  *       written: a group in an OffsetFetch answer that was not asked for
  *       is dropped, whatever the source says.
- *
- * Not built: FindCoordinator — OffsetFetch goes to the bootstrap broker,
- * the coordinator of every group of a standalone source; a multi-broker
- * source needs the coordinator's connection here (one per source broker,
- * as the fetch's).
+ *   S8. A round, as Kafka's admin client lists and fetches groups: the
+ *       source's FindCoordinator versions once per bootstrap connection
+ *       (ApiVersions: v4 batches every group in one request, v3 asks one
+ *       group at a time, older: no sync, said in sync_error); ListGroups
+ *       on every broker the last Metadata named (a group is listed by its
+ *       coordinator; one listed twice, while it moves, counts once);
+ *       FindCoordinator (key type GROUP) of the groups the filters pick;
+ *       OffsetFetch of each coordinator's groups on its connection.  A
+ *       broker that cannot be reached costs its groups this round (the
+ *       error in sync_error), not the others'; a group whose coordinator
+ *       moved in between answers NOT_COORDINATOR and is synced next round.
+ *   S9. Cluster destination: every broker runs the link, and each syncs
+ *       only the groups it coordinates (gc_coordinator_of), so each
+ *       group's offsets are stored by its coordinator, replicated as any
+ *       commit (a consumer sees them through any broker, and after that
+ *       coordinator's death through its successor, which syncs them from
+ *       then on).
+ *   S10. acl.filters narrows, never widens: an ACL is synced when S5-S6
+ *       and the scope above take it and one filter matches it (the source's
+ *       resource name); one a changed filter no longer picks becomes a
+ *       local one (as one out of scope, S5), never removed.
+ *   S11. Cluster destination, a mirror partition of which the group's
+ *       coordinator holds no replica: its high watermark (S1) is asked of
+ *       the partition's leader (ListOffsets latest, read_uncommitted,
+ *       through repl_peer_call: no wait on the loop); an entry whose leader
+ *       does not answer is not written this round (sync_error says so).
+ *       A follower's own high watermark is used as it is (never past the
+ *       leader's).
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"

@@ -344,6 +344,11 @@ def grant(b, rtype, name, op, principal="User:ANONYMOUS"):
            % (rtype, name, principal, op))
 
 
+def grant_all(b, grants):
+    for rtype, name, op, who in grants:
+        grant(b, rtype, name, op, who)
+
+
 def acls(b, *names):
     return sorted(rows(sql_ok(b, "SELECT resource_type, resource_name, principal, operation "
                                  "FROM acls WHERE resource_name IN (%s)"
@@ -358,13 +363,10 @@ def test_acls_of_mirrored_topics_and_synced_groups_are_copied(start_broker):
     create_topic(src, t, partitions=1)
     fill(src, t, 1, 30)
     create_topic(src, other, partitions=1)
-    for rtype, name, op, who in (("TOPIC", t, "READ", "User:ANONYMOUS"),
-                                 ("TOPIC", t, "WRITE", "User:bob"),
-                                 ("TOPIC", t, "READ", "User:dave"),
-                                 ("GROUP", group, "READ", "User:ANONYMOUS"),
-                                 ("GROUP", unpicked, "READ", "User:ANONYMOUS"),
-                                 ("TOPIC", other, "READ", "User:ANONYMOUS")):
-        grant(src, rtype, name, op, who)
+    grant_all(src, [("TOPIC", t, "READ", "User:ANONYMOUS"), ("TOPIC", t, "WRITE", "User:bob"),
+                    ("TOPIC", t, "READ", "User:dave"), ("GROUP", group, "READ", "User:ANONYMOUS"),
+                    ("GROUP", unpicked, "READ", "User:ANONYMOUS"),
+                    ("TOPIC", other, "READ", "User:ANONYMOUS")])
     # local ACLs of the mirror's name: one of its own, one equal to a source's
     grant(dest, "TOPIC", t, "DESCRIBE", "User:carol")
     grant(dest, "TOPIC", t, "READ", "User:dave")
@@ -458,13 +460,9 @@ def test_acl_filters_pick_only_the_acls_they_name(start_broker):
     for x in (t, u):
         create_topic(src, x, partitions=1)
         fill(src, x, 1, 3)
-    for rtype, name, op, who in (("TOPIC", t, "READ", "User:bob"),
-                                 ("TOPIC", t, "WRITE", "User:bob"),
-                                 ("TOPIC", t, "READ", "User:amy"),
-                                 ("TOPIC", u, "READ", "User:bob"),
-                                 ("GROUP", group, "READ", "User:bob"),
-                                 ("GROUP", group, "READ", "User:amy")):
-        grant(src, rtype, name, op, who)
+    grant_all(src, [("TOPIC", t, "READ", "User:bob"), ("TOPIC", t, "WRITE", "User:bob"),
+                    ("TOPIC", t, "READ", "User:amy"), ("TOPIC", u, "READ", "User:bob"),
+                    ("GROUP", group, "READ", "User:bob"), ("GROUP", group, "READ", "User:amy")])
     filters = json.dumps({"aclFilters": [
         {"resourceFilter": {"resourceType": "topic", "name": t, "patternType": "literal"},
          "accessFilter": {"principal": "User:bob", "host": "*", "operation": "read",

@@ -44,7 +44,9 @@ def coordinators(c, groups):
     return {g: agreed_coordinator(live, g) for g in groups}
 
 
-def source_committed(c, group, topic):
+def committed_via(c, group, topic):
+    """The group's committed offsets as a consumer of c (a broker or a
+    cluster) reads them."""
     k = ck_consumer(c, **{"group.id": group, "bootstrap.servers": c.bootstrap})
     try:
         tps = k.committed([TopicPartition(topic, p) for p in range(PARTS)], timeout=15)
@@ -88,7 +90,7 @@ def test_groups_of_every_source_coordinator_are_synced_and_resume_here(make_clus
     for part in range(PARTS):
         wait_for(lambda part=part: batches(dest, t, part)[1] == PER_PART, 60,
                  "%s-%d mirrored" % (t, part))
-    want = {g: source_committed(c, g, t) for g in groups}
+    want = {g: committed_via(c, g, t) for g in groups}
     wait_for(lambda: all(committed(dest, g, t) == want[g] for g in groups), 30,
              "every group's offsets synced: %s" % want)
 
@@ -99,7 +101,7 @@ def test_groups_of_every_source_coordinator_are_synced_and_resume_here(make_clus
     wait_for(lambda: coordinators(c, [groups[0]])[groups[0]] != victim.broker_id,
              SESSION_MS / 1000 + 30, "group %s's coordinator moved" % groups[0])
     first[groups[0]] += consume(c, groups[0], t, n=15)
-    want[groups[0]] = source_committed(c, groups[0], t)
+    want[groups[0]] = committed_via(c, groups[0], t)
     wait_for(lambda: committed(dest, groups[0], t) == want[groups[0]], 30,
              "group %s synced from its new coordinator" % groups[0])
     victim.start()
@@ -132,11 +134,11 @@ def test_a_cluster_destination_stores_each_group_through_its_coordinator(make_cl
                                                                           start_broker):
     """A 3-broker destination, mirror partitions of replication factor 1:
     each group's coordinator here holds one of the three at most.  Every
-    broker runs the link; each stores the groups it coordinates (S9),
-    asking the leader of a partition it holds no replica of for its high
-    watermark (S11).  A consumer of the destination sees every partition's
-    synced offset through any broker, and after that coordinator's
-    SIGKILL through its successor."""
+    broker runs the link; each stores the groups it coordinates
+    (link_sync.c S9), asking the leader of a partition it holds no replica
+    of for its high watermark (link_sync.c S11).  A consumer of the
+    destination sees every partition's synced offset through any broker,
+    and after that coordinator's SIGKILL through its successor."""
     src = start_broker()
     dest = make_cluster(3, session_timeout_ms=SESSION_MS,
                         overrides={"default.replication.factor": "1"})
@@ -154,19 +156,14 @@ def test_a_cluster_destination_stores_each_group_through_its_coordinator(make_cl
         k.commit(offsets=[TopicPartition(t, x, 10 + 5 * i + x) for x in range(PARTS)],
                  asynchronous=False)
         k.close()
-    want = {g: source_committed(src, g, t) for g in groups}
+    want = {g: committed_via(src, g, t) for g in groups}
     assert all(len(w) == PARTS for w in want.values()), want
     b1 = dest.brokers[0]
     link_source(b1, src, config=CONFIG)
     assert mirror(b1, t)[0] == 200
 
     def seen(b, g):
-        k = ck_consumer(b, **{"group.id": g, "bootstrap.servers": b.bootstrap})
-        try:
-            tps = k.committed([TopicPartition(t, x) for x in range(PARTS)], timeout=10)
-        finally:
-            k.close()
-        return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+        return committed_via(b, g, t)
 
     for b in dest.brokers:
         wait_for(lambda b=b: all(seen(b, g) == want[g] for g in groups), 60,
