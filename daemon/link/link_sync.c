@@ -1195,8 +1195,8 @@ static ls_node *node_add(lk_sync *s, int32_t id, kp_str host, int32_t port)
 void lk_sync_brokers(lk_link *l, const kp_MetadataResponse_MetadataResponseBroker *br,
                      int32_t n)
 {
-    lk_sync *s = l->sync;
-    if (!s || !l->sync_cfg.offsets)
+    lk_sync *s = l->sync_cfg.offsets ? sync_of(l) : NULL;    /* the first Metadata's too */
+    if (!s)
         return;
     for (int i = 0; i < s->nnodes; i++)
         s->nodes[i].listed = false;      /* gone from the cluster: not listed on */
