@@ -231,8 +231,10 @@ class SwapProxy:
 
 
 def test_an_offset_fetch_answer_for_a_group_not_asked_is_dropped(pair):
-    """A source answering OffsetFetch for a group the filters exclude (the
-    proxy swaps the asked group's name for it) writes nothing here (link_sync.c S7)."""
+    """A source answering about a group the filters exclude (the proxy, the
+    link's bootstrap server, swaps the asked group's name for it in
+    FindCoordinator; ListGroups and OffsetFetch go to the broker's own
+    address, link_sync.c S8) writes nothing here (link_sync.c S7)."""
     src, dest = pair
     t = topic_name("oasked")
     asked, other = "grp-" + t, "oth-" + t          # the same length
