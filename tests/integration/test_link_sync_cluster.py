@@ -168,6 +168,36 @@ def test_a_cluster_destination_stores_each_group_through_its_coordinator(make_cl
     for b in dest.brokers:
         wait_for(lambda b=b: all(seen(b, g) == want[g] for g in groups), 60,
                  "every group's offsets seen through broker %d: %s" % (b.broker_id, want))
+    # S1 through a leader: the mirror paused (it holds PER_PART a partition),
+    # the source goes on and a group commits past that; every partition's
+    # offset here is clamped to the mirror's end, whichever broker leads it
+    def mirrored(x):
+        for b in dest.brokers:           # the leader answers
+            try:
+                if batches(b, t, x)[1] == PER_PART:
+                    return True
+            except (AssertionError, OSError, ConnectionError, ValueError):
+                pass
+        return False
+
+    for x in range(PARTS):
+        wait_for(lambda x=x: mirrored(x), 60, "%s-%d mirrored" % (t, x))
+    st, got = sql(b1, "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
+    assert st == 200, got
+    wait_for(lambda: all(sql(b, "SELECT state FROM mirror_topics")[1] == [{"state": "paused"}]
+                         for b in dest.brokers), 20, "the mirror paused on every broker")
+    for i in range(PARTS * 20):
+        p.produce(t, value=value(PARTS * PER_PART + i), partition=i % PARTS)
+    assert p.flush(30) == 0
+    ahead = groups[-1]
+    k = ck_consumer(src, **{"group.id": ahead})
+    k.commit(offsets=[TopicPartition(t, x, PER_PART + 10) for x in range(PARTS)],
+             asynchronous=False)
+    k.close()
+    for b in dest.brokers:
+        wait_for(lambda b=b: seen(b, ahead) == {x: PER_PART for x in range(PARTS)}, 60,
+                 "group %s clamped to the mirror's end through broker %d" % (ahead, b.broker_id))
+    want[ahead] = {x: PER_PART for x in range(PARTS)}
     coord = coordinators(dest, groups)
     report("cluster destination: %d groups, coordinated by brokers %s, every partition's "
            "offset seen through each of the 3 brokers", len(groups), sorted(set(coord.values())))
