@@ -168,7 +168,7 @@ def test_a_cluster_destination_stores_each_group_through_its_coordinator(make_cl
     for b in dest.brokers:
         wait_for(lambda b=b: all(seen(b, g) == want[g] for g in groups), 60,
                  "every group's offsets seen through broker %d: %s" % (b.broker_id, want))
-    # S1 through a leader: the mirror paused (it holds PER_PART a partition),
+    # link_sync.c S1 through a leader: the mirror paused (it holds PER_PART a partition),
     # the source goes on and a group commits past that; every partition's
     # offset here is clamped to the mirror's end, whichever broker leads it
     def mirrored(x):
