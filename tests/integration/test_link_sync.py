@@ -174,11 +174,14 @@ def test_an_active_group_here_and_an_offset_past_the_mirror_are_not_synced(pair)
 class SwapProxy:
     """A TCP proxy to b's Kafka port that swaps one byte string for another
     of the same length in every request (whole frames), answers untouched:
-    the source then answers about a group the destination did not ask."""
+    the source then answers about a group the destination did not ask.
+    With answer_old, answer_new: those swapped in the answers (as read) too;
+    self.asked counts the requests by (api key, version)."""
 
-    def __init__(self, b, old, new):
+    def __init__(self, b, old, new, answer_old=None, answer_new=None):
         host, port = b.bootstrap.rsplit(":", 1)
         self.target, self.old, self.new, self.swaps = (host, int(port)), old, new, 0
+        self.answer_old, self.answer_new, self.asked = answer_old, answer_new, {}
         self.lsn = socket.socket()
         self.lsn.bind(("127.0.0.1", 0))
         self.lsn.listen(8)
@@ -196,7 +199,8 @@ class SwapProxy:
             s = socket.create_connection(self.target, timeout=10)
             self.socks += [c, s]
             threading.Thread(target=self.requests, args=(c, s), daemon=True).start()
-            threading.Thread(target=self.answers, args=(s, c), daemon=True).start()
+            threading.Thread(target=self.answers, args=(s, c, self.answer_old, self.answer_new),
+                             daemon=True).start()
 
     read = staticmethod(kr.recv_exact)
 
@@ -204,6 +208,8 @@ class SwapProxy:
         try:
             while True:
                 body = self.read(c, struct.unpack(">i", self.read(c, 4))[0])
+                key = struct.unpack_from(">hh", body)
+                self.asked[key] = self.asked.get(key, 0) + 1
                 if self.old in body:
                     self.swaps += 1
                     body = body.replace(self.old, self.new)
@@ -212,13 +218,13 @@ class SwapProxy:
             s.close()
 
     @staticmethod
-    def answers(s, c):
+    def answers(s, c, old, new):
         try:
             while True:
                 part = s.recv(65536)
                 if not part:
                     break
-                c.sendall(part)
+                c.sendall(part.replace(old, new) if old else part)
         except OSError:
             pass
         c.close()
@@ -481,3 +487,29 @@ def test_acl_filters_pick_only_the_acls_they_name(start_broker):
     time.sleep(1.5)                      # several rounds: nothing else comes
     assert acls(dest, t, u, group) == want
     assert re.search(r'sluice_link_acls_synced_total\{link="src"\} 2\b', metrics(dest))
+
+
+def test_a_source_without_batched_find_coordinator_is_asked_one_group_at_a_time(pair):
+    """A source whose ApiVersions says FindCoordinator v3 at most (Kafka
+    before 3.0; a proxy lowers the broker's answer): the link asks it one
+    group per FindCoordinator v3 and syncs every group (link_sync.c S8)."""
+    src, dest = pair
+    t = topic_name("ofc3")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 40)
+    groups = ["grp-%s-%d" % (t, i) for i in range(3)]
+    for i, g in enumerate(groups):
+        consume(src, g, t, n=5 + 3 * i)
+    # ApiVersions v2's entry for key 10: ApiKey, MinVersion, MaxVersion 6 -> 3
+    proxy = SwapProxy(src, b"\xff-never-\xff", b"\xff-never-\xff",
+                      struct.pack(">hhh", 10, 0, 6), struct.pack(">hhh", 10, 0, 3))
+    try:
+        link_source(dest, proxy, config=SYNC)
+        assert mirror(dest, t)[0] == 200
+        assert_same(src, dest, t, 1)
+        until(lambda: [committed(dest, g, t) for g in groups] == [{0: 5}, {0: 8}, {0: 11}],
+              30, "every group synced")
+        assert proxy.asked.get((10, 3), 0) >= len(groups), proxy.asked
+        assert proxy.asked.get((10, 4), 0) == 0, proxy.asked
+    finally:
+        proxy.close()
