@@ -20,6 +20,9 @@
  *     yet (the source's topic overrides go into the mirror's creation),
  *     and after each Metadata of those created (their changes followed:
  *     link.c lk_mirror_configs).
+ * An admin connection (lk_peer.admin) per source broker link_sync.c has a
+ * group request for (ListGroups, OffsetFetch: link_sync.c S8), made while
+ * it has one, so no Fetch long poll delays them.
  * One connection per source broker that leads a mirrored partition
  * (lk_link.peers, node id, host and port from Metadata), as
  * repl_fetcher.c groups by leader, sends for the partitions it leads:
@@ -173,7 +176,7 @@ static void requests_forgotten(lk_peer *c)
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
         if (m->link == l && c->node < 0)
             m->in_request = false;
-    if (c->node >= 0)
+    if (c->node >= 0 && !c->admin)
         EACH_PART(l, m, i, lp)
             if (lp->in_request && lp->asked == c->node)
                 lp->in_request = false;
@@ -182,6 +185,8 @@ static void requests_forgotten(lk_peer *c)
 /* A source broker's connection has partitions to fetch (or cut). */
 static bool peer_wanted(const lk_peer *c)
 {
+    if (c->admin)
+        return lk_sync_wants(c->link, c->node);  /* link_sync.c: a group request for it */
     if (c->node < 0)
         return true;
     EACH_PART(c->link, m, i, lp)
@@ -192,6 +197,7 @@ static bool peer_wanted(const lk_peer *c)
 
 static void peer_close(lk_peer *c)
 {
+    bool live = c->bev != NULL;          /* a request may have been out */
     if (c->rev)
         event_free(c->rev);
     c->rev = NULL;
@@ -205,8 +211,8 @@ static void peer_close(lk_peer *c)
         event_del(c->timer);
     c->conn = LK_IDLE;
     requests_forgotten(c);
-    if (c->node < 0)
-        lk_sync_forgotten(c->link);     /* its requests go on the bootstrap connection */
+    if (c->node < 0 || (live && c->admin))
+        lk_sync_forgotten(c->link, c->node);     /* link_sync.c's requests on it */
 }
 
 void lk_conn_close(lk_link *l)
@@ -359,7 +365,7 @@ static void conn_fail(lk_peer *c, const char *why)
         c->backoff_cur_ms = l->backoff_max_ms;
     c->conn = LK_BACKOFF;
     arm(c, c->backoff_cur_ms);
-    if (c->node >= 0)
+    if (c->node >= 0 && !c->admin)
         unroute(c);
 }
 
@@ -394,15 +400,16 @@ void lk_conn_kick(lk_link *l)
         peer_kick(c);
 }
 
-lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port)
+static lk_peer *peer_get(lk_link *l, int32_t node, bool admin, kp_str host, int32_t port)
 {
     lk_peer *c = l->peers;
-    while (c && c->node != node)
+    while (c && (c->node != node || c->admin != admin))
         c = c->next;
     if (!c) {
         if (!(c = calloc(1, sizeof *c)))
             return NULL;
         peer_init(c, l, node);
+        c->admin = admin;
         c->next = l->peers;
         l->peers = c;
     }
@@ -418,6 +425,16 @@ lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port)
     return c;
 }
 
+lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port)
+{
+    return peer_get(l, node, false, host, port);
+}
+
+lk_peer *lk_admin_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port)
+{
+    return peer_get(l, node, true, host, port);
+}
+
 /* After a Metadata: the connections of source brokers that lead no
  * partition of the link's mirrors any more are freed, their buffers (grown
  * to their largest answer, C2) with them.  Partitions hold node ids, not
@@ -426,9 +443,9 @@ static void peers_prune(lk_link *l)
 {
     for (lk_peer **pp = &l->peers; *pp;) {
         lk_peer *c = *pp;
-        bool leads = false;
+        bool leads = c->admin && lk_sync_wants(l, c->node);   /* until answered */
         EACH_PART(l, m, i, lp)
-            leads |= lp->leader == c->node;
+            leads |= !c->admin && lp->leader == c->node;
         if (leads) {
             pp = &c->next;
             continue;
@@ -462,6 +479,8 @@ static void send_request(void *conn, int16_t api, int16_t version, const void *q
     case KP_API_LIST_GROUPS: kp_enc_ListGroupsRequest(&c->out, version, q); break;
     case KP_API_OFFSET_FETCH: kp_enc_OffsetFetchRequest(&c->out, version, q); break;
     case KP_API_DESCRIBE_ACLS: kp_enc_DescribeAclsRequest(&c->out, version, q); break;
+    case KP_API_FIND_COORDINATOR: kp_enc_FindCoordinatorRequest(&c->out, version, q); break;
+    case KP_API_API_VERSIONS: kp_enc_ApiVersionsRequest(&c->out, version, q); break;
     default: kp_enc_SaslAuthenticateRequest(&c->out, version, q); break;
     }
     kp_wr_i32_at(&c->out, frame, (int32_t)(c->out.len - frame - 4));
@@ -475,12 +494,25 @@ static void send_request(void *conn, int16_t api, int16_t version, const void *q
     c->conn = LK_WAITING;
 }
 
-/* link_sync.c's requests: on the bootstrap connection, which it checks is
- * ready (lk_sync_*).  A multi-broker source's groups are coordinated by
- * several brokers: link_sync.c says where FindCoordinator is wanted. */
+/* link_sync.c's requests: on the bootstrap connection (lk_conn_send) or
+ * on a source broker's (lk_peer_send, from next_request through
+ * lk_sync_peer_send), each ready when called. */
 void lk_conn_send(lk_link *l, int16_t api, int16_t version, const void *q)
 {
     send_request(&l->boot, api, version, q);
+}
+
+void lk_peer_send(lk_peer *c, int16_t api, int16_t version, const void *q)
+{
+    send_request(c, api, version, q);
+}
+
+void lk_peer_poke(lk_peer *c)
+{
+    if (!c->timer && !(c->timer = event_new(c->link->b->base, -1, 0, on_timer, c)))
+        return;
+    if (c->conn == LK_IDLE || c->conn == LK_READY)
+        arm(c, 0);                       /* on_timer: connect, or next_request */
 }
 
 /* ---- what READY sends next ----------------------------------------------------- */
@@ -737,7 +769,8 @@ static void next_request(lk_peer *c)
             return;
         if (l->metadata_due_us < next_us)
             next_us = l->metadata_due_us;
-    } else if (send_epochs(c, now, &next_us) || send_fetch(c, now, &next_us)) {
+    } else if (c->admin ? lk_sync_peer_send(c)
+               : send_epochs(c, now, &next_us) || send_fetch(c, now, &next_us)) {
         return;
     }
     /* Nothing to ask now: wake for the next Metadata or retry (a broker's
@@ -823,6 +856,7 @@ static void handle_metadata(lk_peer *c, kp_rd *r)
     }
     if (l->sync_cfg.auto_topics)
         lk_sync_metadata_done(l);
+    lk_sync_brokers(l, mr.Brokers, mr.Brokers_count);
     requests_forgotten(c);
     /* The source answers: healthy, unless a broker that leads a partition
      * (as this answer says) cannot be reached (C3). */
@@ -1177,9 +1211,11 @@ static void handle_answer(lk_peer *c, const uint8_t *frame, size_t len)
     case KP_API_LIST_GROUPS:
     case KP_API_OFFSET_FETCH:
     case KP_API_DESCRIBE_ACLS:
-        if (lk_sync_answer(c->link, c->api_out, &r) != 0) {
-            conn_fail(c, "malformed ListGroups / OffsetFetch / DescribeAcls answer from the "
-                      "source");
+    case KP_API_FIND_COORDINATOR:
+    case KP_API_API_VERSIONS:
+        if (lk_sync_answer(c, c->api_out, &r) != 0) {
+            conn_fail(c, "malformed ListGroups / OffsetFetch / FindCoordinator / DescribeAcls "
+                      "/ ApiVersions answer from the source");
             return;
         }
         break;
@@ -1198,7 +1234,7 @@ static int64_t peer_due_ms(const lk_peer *c)
 {
     lk_link *l = c->link;
     int64_t now = bk_mono_us(), next_us = c->node < 0 ? l->metadata_due_us : INT64_MAX;
-    if (c->node >= 0)
+    if (c->node >= 0 && !c->admin)
         EACH_PART(l, m, i, lp)
             if (lp->leader == c->node && lk_mirror_fetching(m) && lp->retry_us < next_us)
                 next_us = lp->retry_us;

@@ -78,6 +78,14 @@ typedef struct lk_filters {
     int n;
 } lk_filters;
 
+/* One of acl.filters' filters (Confluent's JSON, link_sync.c): the
+ * ACLs it picks; "" or BK_*_ANY (1) match any. */
+typedef struct lk_acl_filter {
+    int8_t res, op, perm;
+    char name[MD_TOPIC_NAME_MAX + 1];    /* the source's resource name */
+    char principal[256], host[256];
+} lk_acl_filter;
+
 /* The sync settings (link_sync.c): consumer offsets, topic filters. */
 typedef struct lk_sync_cfg {
     bool offsets;                        /* consumer.offset.sync.enable */
@@ -87,6 +95,8 @@ typedef struct lk_sync_cfg {
     lk_filters topics;                   /* auto.create.mirror.topics.filters */
     bool acls;                           /* acl.sync.enable */
     int64_t acls_ms;                     /* acl.sync.ms */
+    lk_acl_filter acl_f[LK_FILTERS_MAX]; /* acl.filters; nacl_f -1: not set */
+    int nacl_f;
 } lk_sync_cfg;
 struct lk_sync;
 
@@ -98,6 +108,8 @@ struct lk_sync;
 typedef struct lk_peer {
     struct lk_link *link;
     int32_t node;                        /* -1: the bootstrap connection */
+    bool admin;                          /* link_sync.c's own to node (ListGroups,
+                                          * OffsetFetch): no Fetch waits before them */
     char host[256];
     int port;
     enum lk_conn conn;
@@ -172,14 +184,23 @@ void lk_conn_free(lk_link *l);
  * (the group coordinator, any broker): which connection sends it goes in
  * link_conn.c next_request, its answer in handle_answer (by api_out). */
 lk_peer *lk_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port);
+/* The same, for link_sync.c's group requests: a second connection to
+ * node (as an Admin client's beside a consumer's), made while
+ * lk_sync_wants it, so a Fetch long poll never delays them. */
+lk_peer *lk_admin_peer_get(lk_link *l, int32_t node, kp_str host, int32_t port);
 
 /* The link's TLS context, made from its ssl.* settings on first use
  * (KP_NONE, or KP_INVALID_CONFIG with err): link.c checks the files at
  * INSERT with it. */
 int lk_conn_tls(lk_link *l, char *err, size_t errlen);
 
-/* Frames and sends a request of api; WAITING after (or failed). */
+/* Frames and sends a request of api on the bootstrap connection (or on
+ * c, lk_peer_send); WAITING after (or failed). */
 void lk_conn_send(lk_link *l, int16_t api, int16_t version, const void *q);
+void lk_peer_send(lk_peer *c, int16_t api, int16_t version, const void *q);
+/* c has a request to send (link_sync.c): connected if idle, asked next
+ * loop turn if ready; left alone while busy or backing off. */
+void lk_peer_poke(lk_peer *c);
 
 /* link_sync.c: consumer offsets synced, mirror topics picked by filters.
  * lk_sync_setting: one of its settings applied to l's sync_cfg (KP_NONE or
@@ -187,7 +208,19 @@ void lk_conn_send(lk_link *l, int16_t api, int16_t version, const void *q);
 int  lk_sync_setting(lk_link *l, const char *k, const char *v, char *err, size_t errlen);
 void lk_sync_defaults(lk_link *l);
 void lk_sync_free(lk_link *l);
-void lk_sync_forgotten(lk_link *l);      /* the connection closed: nothing in flight */
+/* Connection node closed (-1: the bootstrap one): what it had out, or was
+ * to send, is lost. */
+void lk_sync_forgotten(lk_link *l, int32_t node);
+/* The source's brokers, from a Metadata answer (each round lists groups
+ * on every one of them). */
+struct kp_MetadataResponse_MetadataResponseBroker;
+void lk_sync_brokers(lk_link *l, const struct kp_MetadataResponse_MetadataResponseBroker *br,
+                     int32_t n);
+/* Source broker node's connection has a group request to send or out
+ * (kept, connected while so). */
+bool lk_sync_wants(const lk_link *l, int32_t node);
+/* READY, source broker c: its group request sent (true), if one is due. */
+bool lk_sync_peer_send(lk_peer *c);
 /* READY, before the Metadata: the mirrors that filters picked are created
  * (a creation may send the next request itself: true when one went out). */
 bool lk_sync_topics_create(lk_link *l);
@@ -198,8 +231,9 @@ void lk_sync_metadata_done(lk_link *l);
 /* READY, after the Configs: a sync request due (true: sent); *next_us
  * lowered to when one is due. */
 bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us);
-/* The answer to a request of lk_sync_send; -1: malformed. */
-int  lk_sync_answer(lk_link *l, int16_t api, kp_rd *r);
+/* The answer on c to a request of lk_sync_send or lk_sync_peer_send;
+ * -1: malformed. */
+int  lk_sync_answer(lk_peer *c, int16_t api, kp_rd *r);
 void lk_sync_metrics(lk_set *s, kp_buf *out);
 
 /* link.c, for link_conn.c */

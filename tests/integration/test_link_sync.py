@@ -174,11 +174,14 @@ def test_an_active_group_here_and_an_offset_past_the_mirror_are_not_synced(pair)
 class SwapProxy:
     """A TCP proxy to b's Kafka port that swaps one byte string for another
     of the same length in every request (whole frames), answers untouched:
-    the source then answers about a group the destination did not ask."""
+    the source then answers about a group the destination did not ask.
+    With answer_old, answer_new: those swapped in the answers (as read) too;
+    self.asked counts the requests by (api key, version)."""
 
-    def __init__(self, b, old, new):
+    def __init__(self, b, old, new, answer_old=None, answer_new=None):
         host, port = b.bootstrap.rsplit(":", 1)
         self.target, self.old, self.new, self.swaps = (host, int(port)), old, new, 0
+        self.answer_old, self.answer_new, self.asked = answer_old, answer_new, {}
         self.lsn = socket.socket()
         self.lsn.bind(("127.0.0.1", 0))
         self.lsn.listen(8)
@@ -196,7 +199,8 @@ class SwapProxy:
             s = socket.create_connection(self.target, timeout=10)
             self.socks += [c, s]
             threading.Thread(target=self.requests, args=(c, s), daemon=True).start()
-            threading.Thread(target=self.answers, args=(s, c), daemon=True).start()
+            threading.Thread(target=self.answers, args=(s, c, self.answer_old, self.answer_new),
+                             daemon=True).start()
 
     read = staticmethod(kr.recv_exact)
 
@@ -204,6 +208,8 @@ class SwapProxy:
         try:
             while True:
                 body = self.read(c, struct.unpack(">i", self.read(c, 4))[0])
+                key = struct.unpack_from(">hh", body)
+                self.asked[key] = self.asked.get(key, 0) + 1
                 if self.old in body:
                     self.swaps += 1
                     body = body.replace(self.old, self.new)
@@ -212,13 +218,13 @@ class SwapProxy:
             s.close()
 
     @staticmethod
-    def answers(s, c):
+    def answers(s, c, old, new):
         try:
             while True:
                 part = s.recv(65536)
                 if not part:
                     break
-                c.sendall(part)
+                c.sendall(part.replace(old, new) if old else part)
         except OSError:
             pass
         c.close()
@@ -231,8 +237,10 @@ class SwapProxy:
 
 
 def test_an_offset_fetch_answer_for_a_group_not_asked_is_dropped(pair):
-    """A source answering OffsetFetch for a group the filters exclude (the
-    proxy swaps the asked group's name for it) writes nothing here (link_sync.c S7)."""
+    """A source answering about a group the filters exclude (the proxy, the
+    link's bootstrap server, swaps the asked group's name for it in
+    FindCoordinator; ListGroups and OffsetFetch go to the broker's own
+    address, link_sync.c S8) writes nothing here (link_sync.c S7)."""
     src, dest = pair
     t = topic_name("oasked")
     asked, other = "grp-" + t, "oth-" + t          # the same length
@@ -317,7 +325,15 @@ def test_bad_sync_settings_are_refused(pair):
         ("auto.create.mirror.topics.filters={\"groupFilters\": []}", "must be {\"topicFilters\""),
         ("consumer.offset.sync.ms=5", "consumer.offset.sync.ms=5: 100 to"),
         ("consumer.offset.sync.enable=yes", "true or false"),
-        ("acl.filters={\"aclFilters\": []}", "acl.filters is not built yet"),
+        ("acl.filters={\"aclFilters\": {}}", "acl.filters must be {\"aclFilters\""),
+        ("acl.filters={\"aclFilters\": [{\"resourceFilter\": {\"resourceType\": "
+         "\"cluster\"}}]}", "filter 1: resourceType CLUSTER: only the ACLs of topics and groups"),
+        ("acl.filters={\"aclFilters\": [{}, {\"accessFilter\": {\"operation\": "
+         "\"juggle\"}}]}", "filter 2: unknown operation 'juggle'"),
+        ("acl.filters={\"aclFilters\": [{\"resourceFilter\": {\"patternType\": "
+         "\"prefixed\"}}]}", "patternType prefixed: only LITERAL ACLs are synced"),
+        ("acl.filters={\"aclFilters\": [{\"accessFilter\": {\"principal\": 7}}]}",
+         "\"principal\" must be a string"),
         ("acl.sync.ms=0", "acl.sync.ms=0: 100 to"),
     ]
     for cfg, want in cases:
@@ -336,6 +352,11 @@ def grant(b, rtype, name, op, principal="User:ANONYMOUS"):
            % (rtype, name, principal, op))
 
 
+def grant_all(b, grants):
+    for rtype, name, op, who in grants:
+        grant(b, rtype, name, op, who)
+
+
 def acls(b, *names):
     return sorted(rows(sql_ok(b, "SELECT resource_type, resource_name, principal, operation "
                                  "FROM acls WHERE resource_name IN (%s)"
@@ -350,13 +371,10 @@ def test_acls_of_mirrored_topics_and_synced_groups_are_copied(start_broker):
     create_topic(src, t, partitions=1)
     fill(src, t, 1, 30)
     create_topic(src, other, partitions=1)
-    for rtype, name, op, who in (("TOPIC", t, "READ", "User:ANONYMOUS"),
-                                 ("TOPIC", t, "WRITE", "User:bob"),
-                                 ("TOPIC", t, "READ", "User:dave"),
-                                 ("GROUP", group, "READ", "User:ANONYMOUS"),
-                                 ("GROUP", unpicked, "READ", "User:ANONYMOUS"),
-                                 ("TOPIC", other, "READ", "User:ANONYMOUS")):
-        grant(src, rtype, name, op, who)
+    grant_all(src, [("TOPIC", t, "READ", "User:ANONYMOUS"), ("TOPIC", t, "WRITE", "User:bob"),
+                    ("TOPIC", t, "READ", "User:dave"), ("GROUP", group, "READ", "User:ANONYMOUS"),
+                    ("GROUP", unpicked, "READ", "User:ANONYMOUS"),
+                    ("TOPIC", other, "READ", "User:ANONYMOUS")])
     # local ACLs of the mirror's name: one of its own, one equal to a source's
     grant(dest, "TOPIC", t, "DESCRIBE", "User:carol")
     grant(dest, "TOPIC", t, "READ", "User:dave")
@@ -438,3 +456,60 @@ def test_a_revoked_acl_is_removed_once_applying_works_again(start_broker):
     on_file("DROP TRIGGER hold_acls")
     until(lambda: acls(dest, t) == both[:1], 20, "the removal retried")
     until(lambda: not link_row(dest)[2], 20, "sync_error cleared")
+
+
+def test_acl_filters_pick_only_the_acls_they_name(start_broker):
+    """acl.filters (Confluent's JSON) narrows what acl.sync.enable copies:
+    only the ACLs one of its filters matches (link_sync.c S10)."""
+    src = start_broker(dict(AUTHORIZER, **{"super.users": "User:ANONYMOUS"}))
+    dest = start_broker(dict(AUTHORIZER))
+    t, u = topic_name("aclf"), topic_name("aclg")
+    group = "grp-" + t
+    for x in (t, u):
+        create_topic(src, x, partitions=1)
+        fill(src, x, 1, 3)
+    grant_all(src, [("TOPIC", t, "READ", "User:bob"), ("TOPIC", t, "WRITE", "User:bob"),
+                    ("TOPIC", t, "READ", "User:amy"), ("TOPIC", u, "READ", "User:bob"),
+                    ("GROUP", group, "READ", "User:bob"), ("GROUP", group, "READ", "User:amy")])
+    filters = json.dumps({"aclFilters": [
+        {"resourceFilter": {"resourceType": "topic", "name": t, "patternType": "literal"},
+         "accessFilter": {"principal": "User:bob", "host": "*", "operation": "read",
+                          "permissionType": "allow"}},
+        {"resourceFilter": {"resourceType": "group", "patternType": "any"},
+         "accessFilter": {"principal": "User:amy", "operation": "any"}}]})
+    link_source(dest, src, config="acl.sync.enable=true\nacl.sync.ms=300\n"
+                                  "consumer.offset.group.filters=%s\nacl.filters=%s\n"
+                                  % (GROUP_FILTER, filters))
+    for x in (t, u):
+        assert mirror(dest, x)[0] == 200
+    want = [("GROUP", group, "User:amy", "READ"), ("TOPIC", t, "User:bob", "READ")]
+    until(lambda: acls(dest, t, u, group) == want, 20, "the filtered ACLs synced")
+    time.sleep(1.5)                      # several rounds: nothing else comes
+    assert acls(dest, t, u, group) == want
+    assert re.search(r'sluice_link_acls_synced_total\{link="src"\} 2\b', metrics(dest))
+
+
+def test_a_source_without_batched_find_coordinator_is_asked_one_group_at_a_time(pair):
+    """A source whose ApiVersions says FindCoordinator v3 at most (Kafka
+    before 3.0; a proxy lowers the broker's answer): the link asks it one
+    group per FindCoordinator v3 and syncs every group (link_sync.c S8)."""
+    src, dest = pair
+    t = topic_name("ofc3")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 40)
+    groups = ["grp-%s-%d" % (t, i) for i in range(3)]
+    for i, g in enumerate(groups):
+        consume(src, g, t, n=5 + 3 * i)
+    # ApiVersions v2's entry for key 10: ApiKey, MinVersion, MaxVersion 6 -> 3
+    proxy = SwapProxy(src, b"\xff-never-\xff", b"\xff-never-\xff",
+                      struct.pack(">hhh", 10, 0, 6), struct.pack(">hhh", 10, 0, 3))
+    try:
+        link_source(dest, proxy, config=SYNC)
+        assert mirror(dest, t)[0] == 200
+        assert_same(src, dest, t, 1)
+        until(lambda: [committed(dest, g, t) for g in groups] == [{0: 5}, {0: 8}, {0: 11}],
+              30, "every group synced")
+        assert proxy.asked.get((10, 3), 0) >= len(groups), proxy.asked
+        assert proxy.asked.get((10, 4), 0) == 0, proxy.asked
+    finally:
+        proxy.close()
