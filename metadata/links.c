@@ -54,16 +54,38 @@ int md_link_delete(md_db *db, const char *name, char *err, size_t errlen)
            exec_texts(db, "DELETE FROM cluster_links WHERE name = ?1", v, 1, 0, err, errlen);
 }
 
+/* PRAGMA secure_delete set to v (0 off, 1 on, 2 fast); the value before,
+ * or -1. */
+static int pragma_secure_delete(md_db *db, int v)
+{
+    sqlite3_stmt *s;
+    int was = -1;
+    if (sqlite3_prepare_v2(db->h, "PRAGMA secure_delete", -1, &s, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(s) == SQLITE_ROW)
+        was = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    char sql[40];
+    snprintf(sql, sizeof sql, "PRAGMA secure_delete = %d", v);
+    if (was >= 0 && sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return -1;
+    return was;
+}
+
 int md_link_secrets_set(md_db *db, const char *name, const char *secrets, char *err,
                         size_t errlen)
 {
     const char *v[] = { name, secrets };
-    /* The old value's bytes are zeroed in the page, not left in free space. */
-    if (sqlite3_exec(db->h, "PRAGMA secure_delete = ON", NULL, NULL, NULL) != SQLITE_OK)
+    /* The old value's bytes are zeroed in the page, not left in free space;
+     * the connection's own setting (a build's default may be ON) is put
+     * back after, not turned off. */
+    int was = pragma_secure_delete(db, 1);
+    if (was < 0)
         return md_sqlerr(db, err, errlen, "secure_delete");
     int rc = exec_texts(db, "UPDATE cluster_links SET secrets = ?2 WHERE name = ?1", v, 2, 0,
                         err, errlen);
-    sqlite3_exec(db->h, "PRAGMA secure_delete = OFF", NULL, NULL, NULL);
+    if (was != 1)
+        pragma_secure_delete(db, was);
     return rc;
 }
 

@@ -214,8 +214,8 @@ void cl_ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
 /* cluster_links.c: cluster links and mirror topics in ZooKeeper (issue 33).
  * publish: cl_store_zk's link_publish (view_store.h); resync: each session
  * (re)connect; on_watch: true when path is theirs. */
-/* create: an INSERT's, published only if no other broker's is there. */
-void cl_links_publish(bk_broker *b, bool mirror, const char *name, bool create);
+/* how: view_store.h's BK_PUB_*. */
+void cl_links_publish(bk_broker *b, bool mirror, const char *name, int how);
 void cl_links_resync(bk_broker *b);
 bool cl_links_on_watch(bk_broker *b, int type, const char *path);
 /* cl_store_zk's mirror_caught_up and mirrors_told_list (view_store.h). */

@@ -21,10 +21,12 @@
  * Write half (cl_links_publish, cl_store_zk's link_publish): the broker
  * where the SQL statement ran has stored the row in its own SQLite
  * already (link.c), so it serves it at once; it then writes the row from
- * there to its znode (read it, then set at the version read, or create
- * when missing: L6), or deletes the znode when the row is gone.  An INSERT's row is created only: a znode there
+ * there to its znode (read it, then set at the version read: L6; never
+ * created but by an INSERT or a reseal: L8), or deletes the znode when
+ * the row is gone.  An INSERT's row is created only: a znode there
  * already (another broker's INSERT of the same name at the same time)
- * wins, and is applied here (L5), with an error in the log.  Apply half: every broker keeps a children watch
+ * wins, and is applied here (L5), with an error in the log.  Apply half:
+ * every broker keeps a children watch
  * on both folders and a data watch on each child, and on a change makes
  * its SQLite row match the znode, then tells the links (b->links_changed,
  * link.c link_sync) to follow the rows.
@@ -54,13 +56,19 @@
  *       that state instead of its own: link.c K13), and set at the version
  *       read.  ZBADVERSION (another broker wrote between: two SQL sessions,
  *       the controller's 'failed' and an operator's 'paused') reads again
- *       and decides again, up to PUB_TRIES times.  So two changes at once
+ *       and decides again, up to PUB_TRIES times, from the local row as it
+ *       is then (not as it was at the first try: the winner's row applied
+ *       here since is not written back over it).  So two changes at once
  *       end in one of them, or in the terminal one, never in a terminal
- *       state left.
+ *       state left, and a promoting mirror never goes back to active or
+ *       paused (link.c K11): the whole state machine (mirror_may).
  *   L7. A link's secrets are compared opened (sec_pwenc_same): the same
  *       settings sealed again (another salt and IV) are no change, and the
  *       local row just takes the znode's sealed text; a plain or old-key
  *       value is a change (it is sealed again and written, link.c K4).
+ *   L8. A znode is made only by an INSERT's publish (and by a reseal at
+ *       start, link.c K4): an UPDATE's finding none (another broker's
+ *       DELETE came between) writes nothing, so a delete is never undone.
  *
  * A promotion's facts (link.c K11): /sluice/mirror_caught_up/<topic id
  * hex>.<partition>.<leader epoch>, empty znodes a mirror partition's
@@ -71,6 +79,7 @@
  */
 #include "daemon/cluster/cluster.h"
 #include "daemon/security/sec_pwenc.h"
+#include "daemon/view/view_store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,8 +357,9 @@ bool cl_links_on_watch(bk_broker *b, int type, const char *path)
 /* ---- write half -------------------------------------------------------------------- */
 typedef struct pub {
     char path[sizeof MIRRORS + MD_TOPIC_NAME_MAX + 2];
-    kp_buf json;
-    bool del, mirror, create_only;
+    kp_buf json;                         /* the local row as read for this try (L6) */
+    bool del, mirror;
+    int how;                             /* BK_PUB_* (view_store.h) */
     int tries;
     char name[MD_TOPIC_NAME_MAX + 1];
 } pub;
@@ -382,7 +392,7 @@ static void pub_again(bk_broker *b, pub *p, int rc)
 static void on_write(bk_broker *b, const zk_result *r, void *arg)
 {
     pub *p = arg;
-    if (p->create_only && r->rc == ZNODEEXISTS) {
+    if (p->how == BK_PUB_INSERT && r->rc == ZNODEEXISTS) {
         BK_ERROR("%s was created on another broker at the same time; its row is taken here "
                  "(L5)", p->path);
         read_one(b, p->mirror, p->name);
@@ -399,11 +409,25 @@ static void on_write(bk_broker *b, const zk_result *r, void *arg)
     pub_free(p);
 }
 
+/* L6: may a mirror whose znode says from be written to say to?  The whole
+ * state machine (link.c): a terminal state is never left (K13), a
+ * promoting mirror goes on to promoted or failed_over only (K11). */
+static bool mirror_may(const char *from, const char *to)
+{
+    if (!strcmp(from, to))
+        return true;
+    if (terminal(from))
+        return false;
+    if (!strcmp(from, "promoting"))
+        return !strcmp(to, "promoted") || !strcmp(to, "failed_over");
+    return true;
+}
+
 /* L6: what to do with the znode as read (kv, n; NULL: none): true to write
  * ours over it.  Nothing when it says what ours says (a link's secrets
  * compared opened, sec_pwenc.c P2, unless it holds them plain or under an
- * old key); a mirror whose znode is in a terminal state keeps it (L5),
- * and this broker takes it instead of its own change. */
+ * old key); a mirror whose znode's state may not become ours (mirror_may)
+ * keeps it, and this broker takes it instead of its own change. */
 static bool pub_decide(bk_broker *b, pub *p, const md_kv *kv, size_t n)
 {
     md_kv *ours = NULL;
@@ -420,16 +444,18 @@ static bool pub_decide(bk_broker *b, pub *p, const md_kv *kv, size_t n)
                : !strcmp(ours[i].value, theirs);
     }
     const char *st = kv_get(kv, n, "state"), *mine = kv_get(ours, no, "state");
-    bool keep = p->mirror && !same && st && terminal(st) && strcmp(st, or_empty(mine));
+    bool keep = p->mirror && !same && st && !mirror_may(st, or_empty(mine));
     if (keep) {
-        BK_WARN("mirror topic %s: ZooKeeper has it %s already, which it never leaves; %s "
-                "is not written, %s is taken here (link.c K13)", p->name, st, or_empty(mine),
-                st);
+        BK_WARN("mirror topic %s: ZooKeeper has it %s already, which does not go to %s; %s "
+                "is not written, %s is taken here (link.c K11, K13)", p->name, st,
+                or_empty(mine), or_empty(mine), st);
         apply_mirror(b, p->name, kv, n);
     }
     md_kv_free(ours, no);
     return !same && !keep;
 }
+
+static int row_json(bk_broker *b, bool mirror, const char *name, kp_buf *out, bool *found);
 
 static void on_read(bk_broker *b, const zk_result *r, void *arg)
 {
@@ -437,6 +463,26 @@ static void on_read(bk_broker *b, const zk_result *r, void *arg)
     md_kv *kv = NULL;
     size_t n = 0;
     char err[256];
+    bool found = false;
+    if (r->rc == ZOK || r->rc == ZNONODE) {
+        /* L6: each try writes the row as it is now (a lost race may have
+         * applied the winner's row here since, or this broker changed it
+         * again), never what the first try read. */
+        if (p->json.data)
+            memset(p->json.data, 0, p->json.len);
+        kp_buf_reset(&p->json);
+        if (row_json(b, p->mirror, p->name, &p->json, &found) != 0 || !found) {
+            pub_free(p);                 /* gone here too: its delete publishes that */
+            return;
+        }
+    }
+    if (r->rc == ZNONODE && p->how != BK_PUB_RESEAL) {
+        /* L8: another broker deleted it; its watch drops the row here. */
+        BK_WARN("%s was deleted on another broker before this change was written; it stays "
+                "deleted", p->path);
+        pub_free(p);
+        return;
+    }
     if (r->rc == ZNONODE) {
         cl_zk_create(b->zk, p->path, (const char *)p->json.data, (int)p->json.len, 0, on_write,
                      p);
@@ -498,7 +544,7 @@ static int row_json(bk_broker *b, bool mirror, const char *name, kp_buf *out, bo
     return rc;
 }
 
-void cl_links_publish(bk_broker *b, bool mirror, const char *name, bool create)
+void cl_links_publish(bk_broker *b, bool mirror, const char *name, int how)
 {
     pub *p = calloc(1, sizeof *p);
     bool found;
@@ -515,7 +561,7 @@ void cl_links_publish(bk_broker *b, bool mirror, const char *name, bool create)
         return;
     }
     p->del = !found;
-    p->create_only = create && found;
+    p->how = how;
     if (p->del) {
         zk_txn *t = cl_zk_txn_new();
         if (!t) {
@@ -525,7 +571,7 @@ void cl_links_publish(bk_broker *b, bool mirror, const char *name, bool create)
         }
         cl_zk_txn_delete(t, p->path, -1);
         cl_zk_txn_commit(b->zk, t, on_write, p);
-    } else if (p->create_only) {
+    } else if (how == BK_PUB_INSERT) {
         cl_zk_create(b->zk, p->path, (const char *)p->json.data, (int)p->json.len, 0, on_write,
                      p);
     } else {

@@ -153,15 +153,15 @@
 static lk_set *set_of(bk_broker *b) { return b->links; }
 
 /* K6: the row of name (a mirror topic's or a link's) to the other brokers. */
-static void publish_row(bk_broker *b, bool mirror, const char *name, bool create)
+static void publish_row(bk_broker *b, bool mirror, const char *name, int how)
 {
     if (b->store && b->store->link_publish)
-        b->store->link_publish(b, mirror, name, create);
+        b->store->link_publish(b, mirror, name, how);
 }
 
 static void publish(bk_broker *b, bool mirror, const char *name)
 {
-    publish_row(b, mirror, name, false);
+    publish_row(b, mirror, name, BK_PUB_UPDATE);
 }
 
 /* K6: cluster mode's single writer of the topics of mirrors. */
@@ -948,7 +948,7 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
             link_free(l);
         } else if (rc == KP_NONE) {
             BK_INFO("cluster link %s created through SQL: source %s", name, bootstrap);
-            publish_row(b, false, name, true);   /* K6, K13 */
+            publish_row(b, false, name, BK_PUB_INSERT);   /* K6, K13 */
             lk_conn_kick(l);             /* a wrong address or login shows at once */
         }
     }
@@ -1038,7 +1038,7 @@ int link_mirror_create(bk_broker *b, const char *topic, const char *link, const 
     }
     BK_INFO("mirror topic %s of %s on link %s created through SQL (%s)", topic, source,
             l->name, state_name(st));
-    publish_row(b, true, topic, true);   /* K6, K13 */
+    publish_row(b, true, topic, BK_PUB_INSERT);   /* K6, K13 */
     l->metadata_due_us = 0;              /* its partitions and configs now */
     lk_conn_kick(l);
     return KP_NONE;
@@ -1339,7 +1339,7 @@ static void reseal_stale(bk_broker *b)
         }
         BK_INFO("cluster link %s: secret settings sealed with password.encoder.secret",
                 rows[i].name);
-        publish(b, false, rows[i].name);
+        publish_row(b, false, rows[i].name, BK_PUB_RESEAL);
         done++;
     }
     if (done && md_scrub_wal(b->db, err, sizeof err) != 0)   /* before the loop runs */

@@ -5,10 +5,13 @@
  *
  * A sealed value, as stored in SQLite and in ZooKeeper:
  *
- *   "sluice-pwenc:v1:" base64( salt[16] | iv[12] | ciphertext[n] | tag[16] )
+ *   "sluice-pwenc:v2:PBKDF2WithHmacSHA512:AES/GCM/NoPadding:256:<iterations>:"
+ *       base64( salt[16] | iv[12] | ciphertext[n] | tag[16] )
+ *   (older: "sluice-pwenc:v1:" base64(...), the iterations those of the
+ *   setting)
  *
  *   master key  = PBKDF2-HMAC-SHA512(secret, "sluice password.encoder v1",
- *                                    password.encoder.iterations, 32 bytes)
+ *                                    <iterations>, 32 bytes)
  *   value key   = HMAC-SHA256(master key, salt)
  *   ciphertext  = AES-256-GCM(value key, iv, plain text, AAD = owner name)
  *
@@ -37,6 +40,20 @@
  *       says so), nothing else.
  *   P6. A plain value (written before the encoder) opens as itself,
  *       flagged stale: the caller seals it again (migration at start).
+ *   P7. A value names the parameters it was sealed with (as Kafka's
+ *       PasswordEncoder stores keyFactoryAlgorithm, cipherAlgorithm,
+ *       keyLength and iterations with each value): a change of
+ *       password.encoder.iterations keeps every value readable, each
+ *       flagged stale and sealed again with the new count.  The master
+ *       keys for another count are derived when such a value is first
+ *       opened and kept (NSETS counts; P1's start-time derivation covers
+ *       the configured one, and the reseal at start the stored rows, so on
+ *       the loop this is a value from another broker during a rolling
+ *       change, once per count).  v1 values open with the configured count.
+ *   P8. A secret shorter than SEC_PWENC_SECRET_MIN characters is refused
+ *       at start (Kafka takes any length; a short one is guessable by
+ *       anyone who reads the sealed values, which ZooKeeper's open ACL
+ *       lets everyone with access to the ensemble do).
  */
 #include "daemon/security/sec_pwenc.h"
 
@@ -61,10 +78,21 @@
 #define TAG_LEN 16
 #define KEY_LEN 32
 #define NKEYS 3
+#define NSETS 4                          /* P7: iteration counts kept */
+#define V1 SEC_PWENC_PREFIX "v1:"
+#define V2 SEC_PWENC_PREFIX "v2:PBKDF2WithHmacSHA512:AES/GCM/NoPadding:256:"
+#define ITER_MIN 1024                    /* broker_config.c's bounds */
+#define ITER_MAX 10000000
+
+typedef struct kset {
+    int iterations;                      /* 0: unused */
+    uint8_t key[NKEYS][KEY_LEN];
+} kset;
 
 struct sec_pwenc {
-    uint8_t key[NKEYS][KEY_LEN];
-    bool have[NKEYS];                /* P4: [0] seals and opens, the rest open */
+    char *secret[NKEYS];                 /* P4: [0] seals and opens, the rest open; P7 */
+    kset set[NSETS];                     /* [0]: the configured iterations (P1) */
+    int next;                            /* P7: the slot a new count takes */
     bool cluster;
 };
 
@@ -73,6 +101,34 @@ static int derive(const char *secret, int iterations, uint8_t out[KEY_LEN])
     return PKCS5_PBKDF2_HMAC(secret, (int)strlen(secret), (const unsigned char *)KDF_SALT,
                              (int)strlen(KDF_SALT), iterations, EVP_sha512(), KEY_LEN,
                              out) == 1 ? 0 : -1;
+}
+
+/* The keys for iterations (P7): set[0], a kept set, or a slot derived now
+ * (the oldest derived one replaced when all are taken).  NULL on failure. */
+static const kset *keys_for(sec_pwenc *e, int iterations)
+{
+    for (int i = 0; i < NSETS; i++)
+        if (e->set[i].iterations == iterations)
+            return &e->set[i];
+    kset *k = &e->set[1 + e->next];
+    e->next = (e->next + 1) % (NSETS - 1);
+    OPENSSL_cleanse(k, sizeof *k);
+    for (int i = 0; i < NKEYS; i++)
+        if (e->secret[i] && derive(e->secret[i], iterations, k->key[i]) != 0) {
+            OPENSSL_cleanse(k, sizeof *k);
+            return NULL;
+        }
+    k->iterations = iterations;
+    return k;
+}
+
+static int keep_secret(sec_pwenc *e, int at, const char *secret)
+{
+    size_t n = strlen(secret) + 1;
+    if (!(e->secret[at] = malloc(n)))
+        return -1;
+    memcpy(e->secret[at], secret, n);
+    return derive(secret, e->set[0].iterations, e->set[0].key[at]);
 }
 
 /* P5: the key file's text (64 hex digits), made when missing. */
@@ -132,29 +188,40 @@ int sec_pwenc_new(const bk_config *cfg, const char *data_dir, bool cluster, sec_
                  "PBKDF2WithHmacSHA512 and password.encoder.cipher.algorithm AES/GCM/NoPadding");
         return -1;
     }
+    const char *secret = cfg->password_encoder_secret, *old = cfg->password_encoder_old_secret;
+    if ((secret[0] && strlen(secret) < SEC_PWENC_SECRET_MIN) ||
+        (old[0] && strlen(old) < SEC_PWENC_SECRET_MIN)) {
+        snprintf(err, errlen, "%s is shorter than %d characters: anyone who reads a sealed "
+                 "value (SQLite, ZooKeeper) could guess it; set a longer random one (P8)",
+                 secret[0] && strlen(secret) < SEC_PWENC_SECRET_MIN
+                 ? "password.encoder.secret" : "password.encoder.old.secret",
+                 SEC_PWENC_SECRET_MIN);
+        return -1;
+    }
     sec_pwenc *e = calloc(1, sizeof *e);
     if (!e) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     e->cluster = cluster;
-    const char *secret = cfg->password_encoder_secret, *old = cfg->password_encoder_old_secret;
-    int it = cfg->password_encoder_iterations, rc = 0, k = 0;
+    e->set[0].iterations = cfg->password_encoder_iterations;
+    int rc = 0, k = 0;
     if (secret[0])
-        rc = derive(secret, it, e->key[k]), e->have[k++] = rc == 0;
+        rc = keep_secret(e, k++, secret);
     else
         k = 1;                           /* [0] the key file's, below, or none */
     if (!rc && old[0])
-        rc = derive(old, it, e->key[k]), e->have[k++] = rc == 0;
+        rc = keep_secret(e, k++, old);
     if (!rc && !cluster) {
         char hex[2 * KEY_LEN + 8];
         bool found;
         rc = key_file(data_dir, !secret[0], hex, sizeof hex, &found, err, errlen);
-        int at = secret[0] ? k : 0;
         if (!rc && found)
-            rc = derive(hex, it, e->key[at]), e->have[at] = rc == 0;
+            rc = keep_secret(e, secret[0] ? k : 0, hex);
         OPENSSL_cleanse(hex, sizeof hex);
         if (rc) {
+            if (found)
+                snprintf(err, errlen, "password.encoder: cannot derive the key");
             sec_pwenc_free(e);
             return -1;
         }
@@ -172,6 +239,11 @@ void sec_pwenc_free(sec_pwenc *e)
 {
     if (!e)
         return;
+    for (int i = 0; i < NKEYS; i++)
+        if (e->secret[i]) {
+            OPENSSL_cleanse(e->secret[i], strlen(e->secret[i]));
+            free(e->secret[i]);
+        }
     OPENSSL_cleanse(e, sizeof *e);
     free(e);
 }
@@ -224,7 +296,7 @@ int sec_pwenc_seal(const sec_pwenc *e, const char *owner, const char *plain, cha
             out[0] = 0;
         return 0;
     }
-    if (!e || !e->have[0])
+    if (!e || !e->secret[0])
         return no_key(e, err, errlen);
     if (n > SEC_PWENC_PLAIN_MAX(cap)) {
         snprintf(err, errlen, "the secret settings are longer than %zu bytes",
@@ -235,14 +307,13 @@ int sec_pwenc_seal(const sec_pwenc *e, const char *owner, const char *plain, cha
     uint8_t *raw = malloc(raw_len), vkey[KEY_LEN];
     int rc = raw && RAND_bytes(raw, SALT_LEN + IV_LEN) == 1 ? 0 : -1;
     if (!rc)
-        rc = value_key(e->key[0], raw, vkey);
+        rc = value_key(e->set[0].key[0], raw, vkey);
     if (!rc)
         rc = gcm(true, vkey, raw + SALT_LEN, owner, (const uint8_t *)plain, (int)n,
                  raw + SALT_LEN + IV_LEN, raw + SALT_LEN + IV_LEN + n);
     OPENSSL_cleanse(vkey, sizeof vkey);
     if (!rc) {
-        size_t pl = strlen(SEC_PWENC_PREFIX);
-        memcpy(out, SEC_PWENC_PREFIX, pl);
+        int pl = snprintf(out, cap, V2 "%d:", e->set[0].iterations);   /* P7 */
         EVP_EncodeBlock((uint8_t *)out + pl, raw, (int)raw_len);
     } else {
         snprintf(err, errlen, "cannot encrypt the secret settings");
@@ -253,7 +324,25 @@ int sec_pwenc_seal(const sec_pwenc *e, const char *owner, const char *plain, cha
     return rc;
 }
 
-int sec_pwenc_open(const sec_pwenc *e, const char *owner, const char *text, char *out,
+/* P7: the iterations a sealed value names (v1: the setting's) and where
+ * its base64 starts; -1 when the head is not one this encoder writes. */
+static int head(const sec_pwenc *e, const char *text, const char **b64)
+{
+    if (!strncmp(text, V1, strlen(V1))) {
+        *b64 = text + strlen(V1);
+        return e ? e->set[0].iterations : ITER_MIN;
+    }
+    if (strncmp(text, V2, strlen(V2)))
+        return -1;
+    char *end;
+    long it = strtol(text + strlen(V2), &end, 10);
+    if (*end != ':' || it < ITER_MIN || it > ITER_MAX)
+        return -1;
+    *b64 = end + 1;
+    return (int)it;
+}
+
+int sec_pwenc_open(sec_pwenc *e, const char *owner, const char *text, char *out,
                    size_t cap, bool *stale, char *err, size_t errlen)
 {
     *stale = false;
@@ -265,30 +354,32 @@ int sec_pwenc_open(const sec_pwenc *e, const char *owner, const char *text, char
         *stale = text && text[0];
         return 0;
     }
-    const char *b64 = text + strlen(SEC_PWENC_PREFIX);
+    const char *b64 = "";
+    int iterations = head(e, text, &b64);
     size_t bl = strlen(b64);
     uint8_t *raw = malloc(bl / 4 * 3 + 3);
     int raw_len = raw && bl % 4 == 0 ? EVP_DecodeBlock(raw, (const uint8_t *)b64, (int)bl) : -1;
     if (raw_len > 0)                     /* EVP_DecodeBlock counts the padding */
         raw_len -= (bl > 0 && b64[bl - 1] == '=') + (bl > 1 && b64[bl - 2] == '=');
     int n = raw_len - SALT_LEN - IV_LEN - TAG_LEN, rc = -1;
-    if (n < 0 || (size_t)n >= cap) {
+    if (iterations < 0 || n < 0 || (size_t)n >= cap) {
         free(raw);
         snprintf(err, errlen, "the stored secret settings are damaged (not this encoder's "
-                 "form)");
+                 "form: %s)", iterations < 0 ? "unknown parameters" : "length");
         return -1;
     }
     bool any = false;
+    const kset *ks = e ? keys_for(e, iterations) : NULL;
     for (int k = 0; k < NKEYS && rc != 0; k++) {
         uint8_t vkey[KEY_LEN];
-        if (!e || !e->have[k])
+        if (!e || !e->secret[k])
             continue;
         any = true;
-        if (value_key(e->key[k], raw, vkey) == 0 &&
+        if (ks && value_key(ks->key[k], raw, vkey) == 0 &&
             gcm(false, vkey, raw + SALT_LEN, owner, raw + SALT_LEN + IV_LEN, n, (uint8_t *)out,
                 raw + SALT_LEN + IV_LEN + n) == 0) {
             out[n] = 0;
-            *stale = k > 0;
+            *stale = k > 0 || ks != &e->set[0];    /* P7: sealed again with the setting */
             rc = 0;
         }
         OPENSSL_cleanse(vkey, sizeof vkey);
@@ -307,7 +398,7 @@ int sec_pwenc_open(const sec_pwenc *e, const char *owner, const char *text, char
     return rc;
 }
 
-bool sec_pwenc_same(const sec_pwenc *e, const char *owner, const char *a, const char *b)
+bool sec_pwenc_same(sec_pwenc *e, const char *owner, const char *a, const char *b)
 {
     if (!strcmp(a, b))
         return true;

@@ -39,6 +39,9 @@
 
 #include "daemon/view/view.h"
 
+/* link_publish's how. */
+enum { BK_PUB_UPDATE = 0, BK_PUB_INSERT = 1, BK_PUB_RESEAL = 2 };
+
 typedef struct bk_store {
     const char *name;                /* for the log: "sqlite", "zookeeper" */
     /* replicas: partitions × replication_factor, in preference order;
@@ -76,8 +79,11 @@ typedef struct bk_store {
     /* A cluster link's (mirror false) or a mirror topic's row changed in
      * this broker's SQLite (written there first, as the SCRAM credentials
      * are) or went: published to the other brokers, asynchronously
-     * (daemon/link/link.c K6).  NULL (standalone): SQLite is the record. */
-    void (*link_publish)(bk_broker *b, bool mirror, const char *name, bool create);
+     * (daemon/link/link.c K6).  NULL (standalone): SQLite is the record.
+     * how: BK_PUB_UPDATE (a znode gone is not made again: another broker
+     * deleted the row), BK_PUB_INSERT (made only if none is there),
+     * BK_PUB_RESEAL (made when missing, else written over). */
+    void (*link_publish)(bk_broker *b, bool mirror, const char *name, int how);
     /* A promoting mirror partition's leader caught up (daemon/link/link.c
      * K11): the fact ("<topic id hex>.<partition>.<leader epoch>", under
      * 64 bytes) written, asynchronously; and the facts listed, then given

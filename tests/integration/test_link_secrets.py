@@ -15,17 +15,21 @@ no znode and no broker's data directory, and every broker's link logs in
 (each leads a mirror partition and copies it); a cluster without
 password.encoder.secret refuses a link with a secret, naming the setting;
 an operator's state change racing a terminal state written to ZooKeeper
-never leaves that terminal state anywhere.
+never leaves that terminal state anywhere, nor a promoting one (K11); an
+UPDATE racing another broker's DELETE does not bring the mirror back; a
+changed password.encoder.iterations keeps the link's password readable; a
+password.encoder.secret under 16 characters is refused at start.
 """
 import os
 import secrets
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from cluster_support import cl_zk_children, cl_zk_get, cl_zk_set, make_cluster, wait_for, zk  # noqa: F401,E501
 from sasl_support import SaslBroker, ck_sasl
-from conftest import free_port
+from conftest import BrokerDied, free_port
 from support import ck_conf, create_topic, topic_name
 from test_link import PLAIN_LOGIN, batches, link_source, mirror, rows, sql_ok, until
 
@@ -129,14 +133,14 @@ def test_a_wrong_encoder_secret_is_named_and_the_old_secret_brings_the_link_back
     pw = "pw-" + secrets.token_hex(12)
     src = sasl_source(tmp_path, pw)
     try:
-        dest = start_broker({"password.encoder.secret": "first-secret"})
+        dest = start_broker({"password.encoder.secret": "first-encoder-secret"})
         t = source_topic(src, pw)
         link_source(dest, src, name="s", config=link_config(pw))
         assert mirror(dest, t, link="s")[0] == 200
         until(lambda: batches(dest, t, 0)[1] == 10, 30, "mirrored over SASL")
         assert not os.path.exists(os.path.join(dest.data_dir, "password-encoder.key"))
 
-        dest.overrides["password.encoder.secret"] = "second-secret"
+        dest.overrides["password.encoder.secret"] = "second-encoder-secret"
         dest.restart()
         err = rows(sql_ok(dest, "SELECT last_error FROM cluster_links"))[0][0]
         assert SECRET_ERR in (err or ""), err
@@ -147,7 +151,7 @@ def test_a_wrong_encoder_secret_is_named_and_the_old_secret_brings_the_link_back
         assert dest.alive()
 
         # the old secret opens it; it is sealed again with the new one
-        dest.overrides["password.encoder.old.secret"] = "first-secret"
+        dest.overrides["password.encoder.old.secret"] = "first-encoder-secret"
         dest.restart()
         produce(src, pw, t, 1, 10, 5)
         until(lambda: batches(dest, t, 0)[1] == 15, 30, "mirrored with the old secret given")
@@ -178,7 +182,7 @@ def test_cluster_znodes_hold_no_password_and_every_broker_logs_in(make_cluster, 
     pw = "pw-" + secrets.token_hex(12)
     src = sasl_source(tmp_path, pw)
     try:
-        dest = make_cluster(3, overrides={"password.encoder.secret": "cluster-secret",
+        dest = make_cluster(3, overrides={"password.encoder.secret": "cluster-encoder-secret",
                                           "default.replication.factor": "3"})
         b1, b2, b3 = dest.brokers
         t = source_topic(src, pw, partitions=6, n=60)
@@ -203,7 +207,7 @@ def test_cluster_znodes_hold_no_password_and_every_broker_logs_in(make_cluster, 
         hostport, _, chroot = dest.zk_connect.partition("/")
         nodes = znodes(hostport, "/" + chroot)      # the cluster's whole tree
         link = [d for p, d in nodes if p.endswith("/cluster_links/s")]
-        assert link and b"sluice-pwenc:v1:" in link[0], nodes
+        assert link and b"sluice-pwenc:v2:" in link[0], nodes
         assert [p for p, d in nodes if d and pw.encode() in d] == []
 
         # a restarted broker opens the row again and copies on
@@ -231,13 +235,58 @@ def test_a_cluster_without_encoder_secret_refuses_a_link_with_a_secret(
         wait_for(lambda b=b: b.sql("SELECT name FROM cluster_links"), 20, "the link everywhere")
 
 
+def mirror_states(dest, t):
+    return [tuple(r.values()) for b in dest.brokers for r in
+            b.sql("SELECT state FROM mirror_topics WHERE topic = '%s'" % t)]
+
+
+def new_mirror(dest, src, prefix):
+    """A 1-partition source topic mirrored (created on broker 2), active on
+    every broker; its name."""
+    t = topic_name(prefix)
+    create_topic(src, t, partitions=1)
+    dest.brokers[1].sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
+    wait_for(lambda: mirror_states(dest, t) == [("active",)] * 3, 20, "the mirror everywhere")
+    return t
+
+
+def race_round(dest, t, meanwhile, operator_sql):
+    """Broker 1 stopped, meanwhile() changes the mirror t elsewhere (its
+    watch event reaches broker 1), then ZooKeeper stopped and broker 1 let
+    go: operator_sql sent to it is taken there (it cannot read the change
+    yet) and written when ZooKeeper runs again, as a change made at the
+    same time on another broker.  "taken", or "refused: ..." when broker 1
+    saw the change first after all."""
+    b1 = dest.brokers[0]
+    b1.sigstop()
+    try:
+        meanwhile()
+        time.sleep(0.2)
+        dest.zk.sigstop()
+        b1.sigcont()
+        try:
+            b1.sql(operator_sql % t)
+            return "taken"
+        except AssertionError as e:
+            return "refused: %s" % str(e)[-60:]
+    finally:
+        b1.sigcont()
+        dest.zk.sigcont()
+
+
+def set_znode_state(dest, t, state):
+    path = "/sluice/mirror_topics/" + t
+    data, _v = cl_zk_get(dest.zk_connect, path)
+    return lambda: cl_zk_set(dest.zk_connect, path, data.replace(b'"active"',
+                                                               b'"%s"' % state.encode()))
+
+
 def test_an_operator_change_racing_a_terminal_state_never_leaves_it(
         make_cluster, start_broker):  # noqa: F811
     src = start_broker()
     dest = make_cluster(3)
-    b1, b2, b3 = dest.brokers
-    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
-           % src.bootstrap)
+    dest.brokers[0].sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', "
+                        "'%s')" % src.bootstrap)
 
     # Each round: broker 1 stopped, the mirror's znode set to 'failed' (as
     # the controller does when creation fails), then ZooKeeper stopped and
@@ -246,37 +295,16 @@ def test_an_operator_change_racing_a_terminal_state_never_leaves_it(
     # a change made at the same time on another broker.  It must not
     # overwrite 'failed' (link.c K13, cluster_links.c L6): the znode and
     # every broker end 'failed'.
-    keeper = dest.zk
     outcomes = []
     for rnd in range(3):
-        t = topic_name("race%d" % rnd)
-        create_topic(src, t, partitions=1)
-        b2.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
+        t = new_mirror(dest, src, "race%d" % rnd)
         path = "/sluice/mirror_topics/" + t
-        for b in dest.brokers:
-            wait_for(lambda b=b: [tuple(r.values()) for r in
-                                  b.sql("SELECT state FROM mirror_topics WHERE topic = '%s'"
-                                        % t)] == [("active",)], 20, "the mirror everywhere")
-        data, _v = cl_zk_get(dest.zk_connect, path)
-        b1.sigstop()
-        try:
-            cl_zk_set(dest.zk_connect, path, data.replace(b'"active"', b'"failed"'))
-            time.sleep(0.2)                         # the watch's event reaches broker 1
-            keeper.sigstop()
-            b1.sigcont()
-            try:
-                b1.sql("UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
-                outcomes.append("taken")
-            except AssertionError as e:             # 'failed' seen first after all
-                outcomes.append("refused: %s" % str(e)[-60:])
-        finally:
-            b1.sigcont()
-            keeper.sigcont()
+        outcomes.append(race_round(dest, t, set_znode_state(dest, t, "failed"),
+                                   "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'"))
 
         def settled():
             zs = cl_zk_get(dest.zk_connect, path)[0]
-            states = [tuple(r.values()) for b in dest.brokers for r in
-                      b.sql("SELECT state FROM mirror_topics WHERE topic = '%s'" % t)]
+            states = mirror_states(dest, t)
             return (b'"failed"' in zs and states == [("failed",)] * 3), (zs, states)
         try:
             wait_for(lambda: settled()[0], 15, "round %d: 'failed' everywhere" % rnd)
@@ -286,3 +314,109 @@ def test_an_operator_change_racing_a_terminal_state_never_leaves_it(
     print("the operator's 'paused' per round (taken: then overruled by 'failed'): %s"
           % outcomes)
     assert outcomes.count("taken") >= 2, outcomes   # the race happened
+
+
+def test_an_operator_pause_racing_promoting_never_takes_it_back(make_cluster, start_broker):  # noqa: F811,E501
+    # The review's S2: broker 1's 'paused', taken while it could not see
+    # ZooKeeper's 'promoting', was written over it (and a retry wrote the
+    # JSON of its first try).  cluster_links.c L6 applies the whole state
+    # machine at each try: 'promoting' goes on to promoted or failed_over
+    # only (link.c K11), so broker 1 takes 'promoting' instead; every broker
+    # ends promoting or promoted (the empty source is caught up at once),
+    # all the same.
+    src = start_broker()
+    dest = make_cluster(3)
+    dest.brokers[0].sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', "
+                        "'%s')" % src.bootstrap)
+    outcomes = []
+    for rnd in range(2):
+        t = new_mirror(dest, src, "prom%d" % rnd)
+        path = "/sluice/mirror_topics/" + t
+        outcomes.append(race_round(dest, t, set_znode_state(dest, t, "promoting"),
+                                   "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'"))
+
+        def settled():
+            zs = cl_zk_get(dest.zk_connect, path)[0]
+            st = mirror_states(dest, t)
+            return (b'"paused"' not in zs and len(set(st)) == 1 and
+                    st[0][0] in ("promoting", "promoted") and
+                    ('"%s"' % st[0][0]).encode() in zs), (zs, st)
+        time.sleep(3)                               # the write, or the retries, land
+        try:
+            wait_for(lambda: settled()[0], 15, "round %d: promoting or promoted" % rnd)
+        except AssertionError:
+            raise AssertionError("round %d: %s (the operator's 'paused': %s)"
+                                 % (rnd, settled()[1], outcomes))
+    print("the operator's 'paused' per round: %s" % outcomes)
+    assert "taken" in outcomes, outcomes            # the race happened
+
+
+def test_an_update_racing_a_delete_does_not_bring_the_mirror_back(make_cluster, start_broker):  # noqa: F811,E501
+    # The review's M2: broker 1's UPDATE, taken while broker 2's DELETE of
+    # the same mirror was in ZooKeeper already, found no znode and created
+    # it again.  cluster_links.c L8: only an INSERT creates; the mirror
+    # stays deleted on every broker.
+    src = start_broker()
+    dest = make_cluster(3)
+    b1, b2, b3 = dest.brokers
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
+           % src.bootstrap)
+    outcomes = []
+    for rnd in range(2):
+        t = new_mirror(dest, src, "del%d" % rnd)
+        path = "/sluice/mirror_topics/" + t
+
+        def delete_on_b2():
+            b2.sql("DELETE FROM mirror_topics WHERE topic = '%s'" % t)
+            wait_for(lambda: cl_zk_get(dest.zk_connect, path) is None, 10, "the znode deleted")
+        outcomes.append(race_round(dest, t, delete_on_b2,
+                                   "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'"))
+        time.sleep(3)                               # broker 1's write lands, if any
+
+        def settled():
+            return cl_zk_get(dest.zk_connect, path) is None and mirror_states(dest, t) == []
+        try:
+            wait_for(settled, 15, "round %d: deleted everywhere" % rnd)
+        except AssertionError:
+            raise AssertionError("round %d: znode %s, rows %s (the UPDATE: %s)"
+                                 % (rnd, cl_zk_get(dest.zk_connect, path),
+                                    mirror_states(dest, t), outcomes))
+    print("broker 1's UPDATE per round: %s" % outcomes)
+    assert "taken" in outcomes, outcomes
+
+
+def test_a_changed_iteration_count_keeps_every_link_secret(start_broker, tmp_path):
+    # The review's M1: password.encoder.iterations is in each sealed value
+    # (sec_pwenc.c P7), so a broker restarted with another count still
+    # opens the link's password, logs in, and seals it again with the new
+    # count.
+    pw = "pw-" + secrets.token_hex(12)
+    src = sasl_source(tmp_path, pw)
+    try:
+        dest = start_broker()
+        t = source_topic(src, pw)
+        link_source(dest, src, name="s", config=link_config(pw))
+        assert mirror(dest, t, link="s")[0] == 200
+        until(lambda: batches(dest, t, 0)[1] == 10, 30, "mirrored over SASL")
+        dest.overrides["password.encoder.iterations"] = "8192"
+        dest.restart()
+        produce(src, pw, t, 1, 10, 5)
+        until(lambda: batches(dest, t, 0)[1] == 15, 30, "mirrored after the count changed")
+        assert rows(sql_ok(dest, "SELECT last_error FROM cluster_links")) == [(None,)]
+        assert "cluster link s: secret settings sealed with password.encoder.secret" in \
+            dest.log_text()
+        assert_nowhere(dest, pw)
+    finally:
+        src.kill()
+
+
+def test_a_short_encoder_secret_is_refused_at_start(start_broker):
+    # sec_pwenc.c P8: under 16 characters, the broker does not start, and
+    # says why.
+    b = start_broker()
+    b.stop()
+    b.overrides["password.encoder.secret"] = "too-short"
+    with pytest.raises(BrokerDied):
+        b.start()
+    b.expect_dead = True                            # its exit was the point
+    assert "password.encoder.secret is shorter than 16 characters" in b.log_text()

@@ -44,7 +44,7 @@ static sec_pwenc *make(const char *secret, const char *old, bool cluster)
 
 START_TEST(test_sealed_opens_to_the_text_and_holds_none_of_it)
 {
-    sec_pwenc *e = make("s3cret", "", true);
+    sec_pwenc *e = make("s3cret-s3cret-s3cret", "", true);
     char a[2048], b[2048], out[2048], err[256];
     bool stale;
     ck_assert_int_eq(sec_pwenc_seal(e, "src", PLAIN, a, sizeof a, err, sizeof err), 0);
@@ -70,8 +70,8 @@ END_TEST
 
 START_TEST(test_another_secret_fails_and_the_old_secret_opens_stale)
 {
-    sec_pwenc *e1 = make("first", "", true), *e2 = make("second", "", true),
-              *e3 = make("second", "first", true);
+    sec_pwenc *e1 = make("first-secret-16ch", "", true), *e2 = make("second-secret-16c", "", true),
+              *e3 = make("second-secret-16c", "first-secret-16ch", true);
     char a[2048], out[2048], err[256];
     bool stale;
     ck_assert_int_eq(sec_pwenc_seal(e1, "src", PLAIN, a, sizeof a, err, sizeof err), 0);
@@ -115,12 +115,65 @@ START_TEST(test_standalone_key_file_is_made_once_0600_and_used_again)
     sec_pwenc *e2 = make("", "", false);                    /* a restart */
     ck_assert_int_eq(sec_pwenc_open(e2, "src", a, out, sizeof out, &stale, err, sizeof err), 0);
     ck_assert(!stale);
-    sec_pwenc *e3 = make("now-set", "", false);             /* the file: an old key */
+    sec_pwenc *e3 = make("now-set-at-last-16", "", false);             /* the file: an old key */
     ck_assert_int_eq(sec_pwenc_open(e3, "src", a, out, sizeof out, &stale, err, sizeof err), 0);
     ck_assert(stale);
     sec_pwenc_free(e1);
     sec_pwenc_free(e2);
     sec_pwenc_free(e3);
+}
+END_TEST
+
+/* sec_pwenc.c P7: a value names its iterations, so a changed
+ * password.encoder.iterations opens it (stale: sealed again with the new
+ * count); a v1 value (no parameters) opens with the configured count. */
+START_TEST(test_changed_iterations_open_stale_and_v1_opens_with_the_setting)
+{
+    cfg.password_encoder_iterations = 4096;
+    sec_pwenc *e1 = make("iterations-secret-1", "", true);
+    char a[2048], v1[2048], out[2048], err[256];
+    bool stale;
+    ck_assert_int_eq(sec_pwenc_seal(e1, "src", PLAIN, a, sizeof a, err, sizeof err), 0);
+    ck_assert_ptr_nonnull(strstr(a, ":4096:"));
+    cfg.password_encoder_iterations = 8192;
+    sec_pwenc *e2 = make("iterations-secret-1", "", true);
+    ck_assert_msg(sec_pwenc_open(e2, "src", a, out, sizeof out, &stale, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert_str_eq(out, PLAIN);
+    ck_assert(stale);
+    ck_assert(!sec_pwenc_same(e2, "src", a, PLAIN));       /* stale: sealed again */
+    /* the same value opened again: the kept keys for 4096 */
+    ck_assert_int_eq(sec_pwenc_open(e2, "src", a, out, sizeof out, &stale, err, sizeof err), 0);
+    /* v1: "sluice-pwenc:v1:" then the same base64, read with the setting's count */
+    snprintf(v1, sizeof v1, "sluice-pwenc:v1:%s", strrchr(a, ':') + 1);
+    ck_assert_int_eq(sec_pwenc_open(e2, "src", v1, out, sizeof out, &stale, err, sizeof err),
+                     -1);
+    ck_assert_int_eq(sec_pwenc_open(e1, "src", v1, out, sizeof out, &stale, err, sizeof err), 0);
+    ck_assert_str_eq(out, PLAIN);
+    ck_assert(!stale);
+    /* parameters this encoder does not write */
+    char *it = strstr(a, ":4096:");
+    memcpy(it, ":0096:", 6);
+    ck_assert_int_eq(sec_pwenc_open(e1, "src", a, out, sizeof out, &stale, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "unknown parameters"));
+    sec_pwenc_free(e1);
+    sec_pwenc_free(e2);
+}
+END_TEST
+
+/* sec_pwenc.c P8: a secret under 16 characters is refused at start. */
+START_TEST(test_a_short_secret_is_refused)
+{
+    sec_pwenc *e;
+    char err[256];
+    snprintf(cfg.password_encoder_secret, sizeof cfg.password_encoder_secret, "short-secret");
+    ck_assert_int_eq(sec_pwenc_new(&cfg, g_dir, true, &e, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "password.encoder.secret is shorter than 16"));
+    snprintf(cfg.password_encoder_secret, sizeof cfg.password_encoder_secret,
+             "a-long-enough-secret");
+    snprintf(cfg.password_encoder_old_secret, sizeof cfg.password_encoder_old_secret, "old");
+    ck_assert_int_eq(sec_pwenc_new(&cfg, g_dir, true, &e, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "password.encoder.old.secret is shorter"));
 }
 END_TEST
 
@@ -131,6 +184,8 @@ int main(void)
         test_another_secret_fails_and_the_old_secret_opens_stale,
         test_plain_opens_stale_and_cluster_without_secret_refuses,
         test_standalone_key_file_is_made_once_0600_and_used_again,
+        test_changed_iterations_open_stale_and_v1_opens_with_the_setting,
+        test_a_short_secret_is_refused,
     };
     return unit_run("d_pwenc", "pwenc", tests, sizeof tests / sizeof *tests, setup, teardown, 20);
 }

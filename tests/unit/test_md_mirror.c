@@ -387,6 +387,33 @@ START_TEST(test_migration_0004_on_a_0003_database)
 }
 END_TEST
 
+/* M3 (review of issue 33): sealing a link's secrets again zeroes the old
+ * bytes (secure_delete on for the UPDATE) and leaves the connection's own
+ * setting as it was, both ON and OFF. */
+START_TEST(test_link_secrets_set_restores_secure_delete)
+{
+    char err[MD_ERRLEN] = "";
+    md_link_row *l = calloc(1, sizeof *l);
+    snprintf(l->name, sizeof l->name, "src");
+    snprintf(l->bootstrap, sizeof l->bootstrap, "127.0.0.1:9");
+    snprintf(l->secrets, sizeof l->secrets, "sasl.password=x");
+    snprintf(l->state, sizeof l->state, "active");
+    ck_assert_msg(md_link_put(db, l, 1, err, sizeof err) == 0, "%s", err);
+    free(l);
+    int64_t as_opened = query_int("PRAGMA secure_delete");   /* a build's default: ON here */
+    ck_assert_msg(md_link_secrets_set(db, "src", "a", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(query_int("PRAGMA secure_delete"), as_opened);
+    for (int v = 0; v <= 1; v++) {
+        char sql[40];
+        snprintf(sql, sizeof sql, "PRAGMA secure_delete = %d", v);
+        ck_assert_int_eq(sqlite3_exec(md_sqlite(db), sql, NULL, NULL, NULL), SQLITE_OK);
+        ck_assert_msg(md_link_secrets_set(db, "src", v ? "b" : "c", err, sizeof err) == 0,
+                      "%s", err);
+        ck_assert_int_eq(query_int("PRAGMA secure_delete"), v);
+    }
+}
+END_TEST
+
 int main(void)
 {
     const TTest *const tests[] = {
@@ -400,6 +427,7 @@ int main(void)
         test_controller_row_absent_standalone_then_as_mirrored,
         test_uuid_text_is_kafkas_base64url,
         test_migration_0004_on_a_0003_database,
+        test_link_secrets_set_restores_secure_delete,
     };
     return unit_run("md_mirror", "mirror", tests, sizeof tests / sizeof *tests,
                     setup, teardown, 0);
