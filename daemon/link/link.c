@@ -49,7 +49,11 @@
  *   K7. No producer id of a batch copied into a mirror is ever handed out
  *       here: before the append, the producer id floor is saved above the
  *       largest (bk_producer_id_floor), so a producer of the promoted topic
- *       is never taken for the source's.
+ *       is never taken for the source's.  Cluster mode: the floor is the
+ *       cluster's, in ZooKeeper, raised before the append (the answer is
+ *       asked again meanwhile), and every broker cuts the blocks it holds
+ *       at it and learns it before it applies the state that promotes the
+ *       mirror (daemon/cluster/cluster_producer_ids.c PB4-PB7).
  *   K8. 'promoted' also waits until no transaction of the source is open
  *       in the mirror (the source ends it, and its marker comes); at
  *       'failed_over' each one still open gets an ABORT marker here, as a
@@ -95,8 +99,11 @@
  *       never counts for another promotion.  A leader's fact also needs
  *       the partition's high watermark at the source's end (part_caught_up):
  *       a leader dying after its fact loses nothing its followers lack.
- *   K12. Cluster mode refuses 'promoted' and 'failed_over' for now (see
- *       "Not built yet": K7 there); K11 and K10 serve rows written before.
+ *   K12. Cluster mode takes 'promoted' (K11) and 'failed_over' (K10) as
+ *       standalone does; K7's floor holds across the brokers.  A producer
+ *       id handed out before its source id was copied here (the two
+ *       clusters allot ids independently) is not kept apart: see "Not
+ *       built yet".
  *   K13. A row applied from another broker is compared whole: a link whose
  *       bootstrap.servers or settings differ from the row (deleted and
  *       created again while this broker was away) is made again with its
@@ -104,13 +111,12 @@
  *       another state from a row (cluster_links.c applies none either).
  *
  * Not built yet (issue 33's later parts):
- *   - K7 in cluster mode: the producer id floor is this broker's
- *     SQLite's, while cluster mode hands out ids from ZooKeeper's blocks
- *     (cluster_producer_ids.c), which the source's ids do not raise yet;
- *     hence K12.  The fix: raise /latest_producer_id_block above the
- *     source's largest id (asynchronous compare-and-set) and have every
- *     broker drop the blocks it holds below it, before a mirror leaves
- *     mirroring.
+ *   - K7 keeps later ids off the source's, not earlier ones: a local
+ *     producer given id n before a source batch of producer n was copied
+ *     (the floor was below n then) could, after the promotion, be taken
+ *     for it.  Closing it needs the source's producers forgotten (or
+ *     fenced) in the promoted partitions.  Mirrors filled before the
+ *     cluster floor existed raised no floor in ZooKeeper.
  *   - SSL and SCRAM to the source; secrets encrypted at rest (they are in
  *     the SQLite file as given, only hidden from SQL); topic filters;
  *     ACLs synced (link_sync.c: consumer offsets and topic filters).
@@ -1033,14 +1039,6 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
     }
     if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
         return KP_NONE;
-    if ((to == LK_PROMOTED || to == LK_FAILED_OVER) && bk_cluster_mode(b)) {
-        /* K12 */
-        snprintf(err, errlen, "mirror topic '%s': '%s' is not available in cluster mode yet: "
-                 "the source's producer ids are not kept out of the cluster's producer id "
-                 "blocks, so a local idempotent producer could be taken for the source's and "
-                 "its acknowledged messages dropped", topic, state_name(to));
-        return KP_INVALID_REQUEST;
-    }
     if (m->state == LK_PROMOTING && to != LK_FAILED_OVER && bk_cluster_mode(b)) {
         /* K11 */
         snprintf(err, errlen, "mirror topic '%s' is promoting: in cluster mode it goes on to "

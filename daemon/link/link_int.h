@@ -18,6 +18,7 @@ struct evdns_base;
  * left for the answer's headers. */
 #define LK_FRAME_MAX (256 << 20)
 #define LK_FETCH_BYTES_MAX (LK_FRAME_MAX - (1 << 20))
+#define LK_FLOOR_WAIT_US (20 * 1000)  /* link.c K7: a floor being raised in ZooKeeper */
 
 enum lk_mstate { LK_ACTIVE, LK_PAUSED, LK_PROMOTING, LK_PROMOTED, LK_FAILED_OVER, LK_FAILED };
 enum lk_conn { LK_IDLE, LK_CONNECTING, LK_READY, LK_WAITING, LK_BACKOFF };
