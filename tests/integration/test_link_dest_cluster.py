@@ -326,11 +326,6 @@ def test_promoted_and_failed_over_mirrors_take_producers_with_ids_of_their_own(
         return lead >= 1 and fetched(dest.broker(lead).port, t, q) == want[(t, q)]
     for t, q in want:
         wait_for(lambda t=t, q=q: mirrored(t, q), 60, "%s-%d mirrored" % (t, q))
-    floor = cl_zk_get(dest.zk_connect, "/sluice/producer_id_floor")
-    assert floor, "no producer id floor in ZooKeeper"
-    doc = json.loads(floor[0])
-    print("producer id floor:", doc)
-    assert int(doc["block_end"]) >= max(src_pids), doc
 
     # promoted with the source up, failed over with it SIGKILLed
     b2.sql("UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % ta)
@@ -342,15 +337,6 @@ def test_promoted_and_failed_over_mirrors_take_producers_with_ids_of_their_own(
     for b in dest.brokers:
         wait_for(lambda b=b: states(b).get(tb) == "failed_over", 30,
                  "broker %d to show %s failed over" % (b.broker_id, tb))
-
-    # every broker's InitProducerId: an id of its own, above the source's
-    local = {}
-    for b in dest.brokers:
-        with kr.Conn(b.port) as c:
-            pid, _epoch, _ = init_pid(b, c)
-        local[b.broker_id] = pid
-    print("InitProducerId on brokers 1, 2, 3:", local)
-    assert all(pid > max(src_pids) for pid in local.values()), local
 
     # idempotent producers bootstrapped at each broker, to both topics
     for b in dest.brokers:
@@ -376,6 +362,22 @@ def test_promoted_and_failed_over_mirrors_take_producers_with_ids_of_their_own(
             assert [x[:3] for x in batches[:len(want[(t, q)])]] == want[(t, q)], (t, q)
             mine = {x[3] for x in batches[len(want[(t, q)]):]}
             assert mine and all(pid > max(src_pids) for pid in mine), (t, q, mine)
+
+    # every broker's InitProducerId: a fresh id of its own, above the source's
+    local = {}
+    for b in dest.brokers:
+        with kr.Conn(b.port) as c:
+            pid, _epoch, _ = init_pid(b, c)
+        local[b.broker_id] = pid
+    print("InitProducerId on brokers 1, 2, 3:", local)
+    assert all(pid > max(src_pids) for pid in local.values()), local
+
+    # the floor, as ZooKeeper holds it: a block 0..floor-1 of ids kept out
+    floor = cl_zk_get(dest.zk_connect, "/sluice/producer_id_floor")
+    assert floor, "no producer id floor in ZooKeeper"
+    doc = json.loads(floor[0])
+    print("producer id floor:", doc)
+    assert int(doc["block_end"]) >= max(src_pids), doc
 
 
 def test_a_link_recreated_while_a_broker_was_down_reaches_it(make_cluster, start_broker):  # noqa: F811
