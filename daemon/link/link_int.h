@@ -45,6 +45,8 @@ typedef struct lk_part {
     bool in_request;
     int32_t told_epoch;                  /* promoting, cluster: the leader epoch this
                                           * broker told it caught up in (link.c K11); -1 */
+    bool epoch_due;                      /* left mirroring here, cluster: a leader epoch
+                                          * above the source's still to take (link.c K14) */
 } lk_part;
 
 typedef struct lk_mirror {

@@ -55,7 +55,8 @@ def leaders(b, topic):
 
 def fetched(port, topic, partition, pids=False):
     """[(base offset, last offset delta, crc)] of every batch up to the high
-    watermark, by raw Fetch v11 as a consumer (pids: and its producer id);
+    watermark, by raw Fetch v11 as a consumer (pids: and its producer id and
+    partition leader epoch);
     None unless this broker answers for it (it leads it)."""
     out, offset = [], 0
     with kr.Conn(port, timeout=10) as c:
@@ -74,8 +75,9 @@ def fetched(port, topic, partition, pids=False):
                     break
                 delta, = struct.unpack_from(">i", recs, pos + 23)
                 crc, = struct.unpack_from(">I", recs, pos + 17)
+                epoch, = struct.unpack_from(">i", recs, pos + 12)
                 pid, = struct.unpack_from(">q", recs, pos + 43)
-                out.append((base, delta, crc, pid) if pids else (base, delta, crc))
+                out.append((base, delta, crc, pid, epoch) if pids else (base, delta, crc))
                 offset = base + delta + 1
                 pos += 12 + length
                 got += 1
@@ -311,7 +313,8 @@ def test_promoted_and_failed_over_mirrors_take_producers_with_ids_of_their_own(
                 p.produce(t, value=v, partition=q)
                 sent[t].append(v)
         assert p.flush(30) == 0
-    src_pids = {x[3] for t in (ta, tb) for q in range(3) for x in fetched(src.port, t, q, True)}
+    src_batches = [x for t in (ta, tb) for q in range(3) for x in fetched(src.port, t, q, True)]
+    src_pids, src_epoch = {x[3] for x in src_batches}, max(x[4] for x in src_batches)
     print("source producer ids:", sorted(src_pids))
     assert src_pids == {0, 1000, 2000}, src_pids
     want = {(t, q): fetched(src.port, t, q) for t in (ta, tb) for q in range(3)}
@@ -355,13 +358,16 @@ def test_promoted_and_failed_over_mirrors_take_producers_with_ids_of_their_own(
         print("%s: acknowledged %d, read %d, lost %d, duplicated %d" % (t, acked, read, lost,
                                                                          dup))
         assert lost == 0 and dup == 0 and read == acked, t
-        # the source's batches unchanged at their offsets, then only local ids
+        # the source's batches unchanged at their offsets, then only local ids,
+        # under leader epochs of the destination's above the source's (K14)
         for q in range(3):
             lead = leaders(b1, t)[q][0]
             batches = fetched(dest.broker(lead).port, t, q, True)
             assert [x[:3] for x in batches[:len(want[(t, q)])]] == want[(t, q)], (t, q)
             mine = {x[3] for x in batches[len(want[(t, q)]):]}
             assert mine and all(pid > max(src_pids) for pid in mine), (t, q, mine)
+            epochs = {x[4] for x in batches[len(want[(t, q)]):]}
+            assert min(epochs) > src_epoch, (t, q, epochs, src_epoch)
 
     # every broker's InitProducerId: a fresh id of its own, above the source's
     local = {}
