@@ -45,7 +45,8 @@
  *        multi lifted the block counter (PB1's versioned write fails for a
  *        broker that read the counter before).  A block held from before is
  *        cut at the floor as soon as the broker learns it (cut()): every
- *        broker keeps a data watch on the floor znode.
+ *        broker keeps a watch on the floor znode (a data watch, or an
+ *        exists watch while there is none: a get leaves no watch then).
  *   PB6. A broker learns a floor before it applies any mirror state
  *        written after that floor: ZooKeeper delivers one session's watch
  *        events and replies in zxid order, the floor znode is read first at
@@ -230,11 +231,20 @@ static int64_t floor_parse(const zk_result *r)
     return last + 1;
 }
 
+static void on_floor_exists(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    if (b->cl && r->rc == ZOK)
+        cl_producer_ids_floor_read(b);   /* created meanwhile: read it */
+}
+
 static void on_floor_read(bk_broker *b, const zk_result *r, void *arg)
 {
     (void)arg;
     if (!b->cl || (r->rc != ZOK && r->rc != ZNONODE))
         return;                          /* the next (re)connect reads it again */
+    if (r->rc == ZNONODE)                /* a get leaves no watch on a missing znode */
+        cl_zk_exists(b->zk, FLOOR_PATH, true, on_floor_exists, NULL);
     int64_t floor = floor_parse(r);
     if (floor < 0)
         return;                          /* PB7: unknown, no id handed out */
