@@ -127,7 +127,14 @@
  *     (the floor was below n then) could, after the promotion, be taken
  *     for it.  Closing it needs the source's producers forgotten (or
  *     fenced) in the promoted partitions.  Mirrors filled before the
- *     cluster floor existed raised no floor in ZooKeeper.
+ *     cluster floor existed raised no floor in ZooKeeper.  A floor raised
+ *     while 'failed_over' is being written (its zxid after the state's)
+ *     reaches the other brokers just after the state, and the leader may
+ *     append the batch it waited for in between (K11's window): a broker
+ *     could hand out one of its ids in that moment.
+ *   - K14 standalone: the leader epoch stays the destination's (0) below
+ *     a source's higher epochs, so a local append after a promotion
+ *     replaces the epoch history (epochs.c E1); cluster mode raises it.
  *   - SSL and SCRAM to the source; secrets encrypted at rest (they are in
  *     the SQLite file as given, only hidden from SQL); topic filters;
  *     ACLs synced (link_sync.c: consumer offsets and topic filters).

@@ -359,7 +359,7 @@ def test_promoted_and_failed_over_mirrors_take_producers_with_ids_of_their_own(
                                                                          dup))
         assert lost == 0 and dup == 0 and read == acked, t
         # the source's batches unchanged at their offsets, then only local ids,
-        # under leader epochs of the destination's above the source's (K14)
+        # under leader epochs of the destination's above the source's (link.c K14)
         for q in (0,):
             lead = leaders(b1, t)[q][0]
             batches = fetched(dest.broker(lead).port, t, q, True)
