@@ -510,18 +510,35 @@ static sl_frame *frame_new(size_t len)
     return f;
 }
 
+/* One conn_recv for conn_read: the bytes read (> 0); -1 to try again
+ * (EINTR); 0 to stop reading for now: nothing more until the socket is
+ * readable (EAGAIN), or the connection failed (closed by the broker, an
+ * error: sl_conn_fail done). */
+static ssize_t conn_read_some(sl_client *cl, sl_broker *b, void *p, size_t len)
+{
+    ssize_t n = conn_recv(cl, b, p, len);
+    if (n > 0)
+        return n;
+    if (n == 0) {
+        sl_conn_fail(cl, b, SL_E_TRANSPORT, "connection closed by broker");
+        return 0;
+    }
+    if (errno == EINTR)
+        return -1;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+        sl_conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
+    return 0;
+}
+
 static void conn_read(sl_client *cl, sl_broker *b)
 {
     for (;;) {
         if (b->rx) {               /* large frame: read into place */
-            ssize_t n = conn_recv(cl, b, b->rx->data + b->rx_got, b->rx->len - b->rx_got);
-            if (n == 0) { sl_conn_fail(cl, b, SL_E_TRANSPORT, "connection closed by broker"); return; }
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-                sl_conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
+            ssize_t n = conn_read_some(cl, b, b->rx->data + b->rx_got, b->rx->len - b->rx_got);
+            if (n < 0)
+                continue;
+            if (n == 0)
                 return;
-            }
             b->rx_got += (size_t)n;
             if (b->rx_got < b->rx->len)
                 continue;
@@ -531,14 +548,11 @@ static void conn_read(sl_client *cl, sl_broker *b)
                 return;
             continue;
         }
-        ssize_t n = conn_recv(cl, b, b->rbuf + b->rlen, sizeof b->rbuf - b->rlen);
-        if (n == 0) { sl_conn_fail(cl, b, SL_E_TRANSPORT, "connection closed by broker"); return; }
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-            sl_conn_fail(cl, b, SL_E_TRANSPORT, strerror(errno));
+        ssize_t n = conn_read_some(cl, b, b->rbuf + b->rlen, sizeof b->rbuf - b->rlen);
+        if (n < 0)
+            continue;
+        if (n == 0)
             return;
-        }
         b->rlen += (size_t)n;
         size_t off = 0;
         while (b->rlen - off >= 4) {

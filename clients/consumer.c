@@ -652,6 +652,23 @@ static void fill_message(sl_cons *c, sl_cpart *cp, kp_record *rec, sl_message *m
     fill_headers(c, rec, m);
 }
 
+/* next_record's rc < 0 on the chunk being read: the rest of the fetch is
+ * skipped and poll returns m as an SL_E_BAD_MSG error at the partition's
+ * position.  Called with cl->lock held; returns with it released. */
+static int corrupt_batch(sl_client *cl, sl_cons *c, sl_cpart *cp, int rc, sl_message *m)
+{
+    sl_log(cl, 3, "%s [%d]: corrupt batch (%d), skipping the rest of the fetch",
+           cp->topic, cp->partition, rc);
+    m->err = SL_E_BAD_MSG;
+    m->errstr = "corrupt record batch";
+    m->topic = cp->topic;
+    m->partition = cp->partition;
+    m->offset = cp->app_pos;
+    drop_cur(c);
+    pthread_mutex_unlock(&cl->lock);
+    return 1;
+}
+
 int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
 {
     if (!cons || !m)
@@ -682,17 +699,7 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
         } else if (rc == 0) {
             drop_cur(c);
         } else {
-            sl_cpart *cp = c->cur->cp;
-            sl_log(cl, 3, "%s [%d]: corrupt batch (%d), skipping the rest of the fetch",
-                   cp->topic, cp->partition, rc);
-            m->err = SL_E_BAD_MSG;
-            m->errstr = "corrupt record batch";
-            m->topic = cp->topic;
-            m->partition = cp->partition;
-            m->offset = cp->app_pos;
-            drop_cur(c);
-            pthread_mutex_unlock(&cl->lock);
-            return 1;
+            return corrupt_batch(cl, c, c->cur->cp, rc, m);
         }
     } else {
         pthread_mutex_lock(&cl->lock);
@@ -762,18 +769,8 @@ int sl_consumer_poll(sl_consumer *cons, int timeout_ms, sl_message *m)
         int rc = next_record(c, &rec);
         pthread_mutex_lock(&cl->lock);
         if (rc <= 0) {
-            if (rc < 0) {
-                sl_log(cl, 3, "%s [%d]: corrupt batch (%d), skipping the rest of the fetch",
-                       cp->topic, cp->partition, rc);
-                m->err = SL_E_BAD_MSG;
-                m->errstr = "corrupt record batch";
-                m->topic = cp->topic;
-                m->partition = cp->partition;
-                m->offset = cp->app_pos;
-                drop_cur(c);
-                pthread_mutex_unlock(&cl->lock);
-                return 1;
-            }
+            if (rc < 0)
+                return corrupt_batch(cl, c, cp, rc, m);
             drop_cur(c);
             continue;
         }

@@ -283,15 +283,23 @@ static int16_t protocol_version(sl_client *cl, sl_broker *b, int16_t api,
 
 static void send_sync(sl_client *cl, sl_broker *b);
 
+/* The answer to the JoinGroup or SyncGroup in flight came (or failed): the
+ * group, to handle it in, if it is still in that state; else NULL. */
+static sl_grp *answered(sl_client *cl, int state)
+{
+    sl_grp *g = cl->grp;
+    if (!g)
+        return NULL;
+    g->inflight = false;
+    return g->state == state ? g : NULL;
+}
+
 static void handle_sync(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd *r,
                         int16_t ver, void *ctx)
 {
     (void)b; (void)f; (void)ctx;
-    sl_grp *g = cl->grp;
+    sl_grp *g = answered(cl, G_SYNC);
     if (!g)
-        return;
-    g->inflight = false;
-    if (g->state != G_SYNC)
         return;
     int16_t ec = -1;
     kp_SyncGroupResponse m;
@@ -532,11 +540,8 @@ static void handle_join(sl_client *cl, sl_broker *b, int err, sl_frame *f, kp_rd
                         int16_t ver, void *ctx)
 {
     (void)f; (void)ctx;
-    sl_grp *g = cl->grp;
+    sl_grp *g = answered(cl, G_JOIN);
     if (!g)
-        return;
-    g->inflight = false;
-    if (g->state != G_JOIN)
         return;
     int16_t ec = -1;
     kp_JoinGroupResponse m;

@@ -104,6 +104,9 @@ struct bk_broker {
     struct bk_admin *admin;          /* admin HTTP + SQL workers (admin_http.c) */
     struct sr_registry *registry;    /* the schema registry (daemon/registry) */
     struct lk_set *links;            /* cluster links (daemon/link/link.c); NULL: none */
+    /* the password encoder: cluster links' secrets sealed at rest
+     * (daemon/security/sec_pwenc.h, made in main.c before the loop runs) */
+    struct sec_pwenc *pwenc;
     /* true (with the reason) when topic is a mirror of a cluster link, which
      * takes no writes but its link's: no transaction may add it, no marker
      * may go into it (daemon/link/link.h link_mirror_refuses, installed by
@@ -136,6 +139,15 @@ struct bk_broker {
     int16_t (*on_producer_id_next)(bk_broker *b, int64_t *pid);
     int16_t (*on_producer_id_floor)(bk_broker *b, int64_t above);   /* the same: a floor */
 };
+
+/* The one door to a mirror topic (link.c K1): true, with the reason in
+ * *msg, when topic is a mirror of a cluster link and takes no writes but
+ * its link's; false when it is not or there are no links.  Through the
+ * mirror_refuses hook, so no room calls into daemon/link/. */
+static inline bool bk_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
+{
+    return b->mirror_refuses && b->mirror_refuses(b, topic, msg);
+}
 
 /* A new producer id, unique for this broker's life and across restarts,
  * and in cluster mode across the brokers (daemon/producer_ids.c): KP_NONE,

@@ -58,6 +58,21 @@ static const bk_config_key keys[] = {
       "the private key in PEM, inline" },
     { "ssl.key.password", BK_CT_STRING, F(ssl_key_password), 0, 0, NULL, true, NULL, 0, 0,
       "password of an encrypted private key" },
+    { "password.encoder.secret", BK_CT_STRING, F(password_encoder_secret), 0, 0, NULL, true,
+      NULL, 0, 0, "the secret cluster links' secret settings are encrypted with at rest "
+      "(SQLite, ZooKeeper); the same on every broker; cluster mode needs it for a link with "
+      "secrets; standalone without it: a key made once in <log.dirs>/password-encoder.key" },
+    { "password.encoder.old.secret", BK_CT_STRING, F(password_encoder_old_secret), 0, 0, NULL,
+      true, NULL, 0, 0, "the secret before password.encoder.secret: values it encrypted are "
+      "read and encrypted again with the new one" },
+    STR("password.encoder.keyfactory.algorithm", password_encoder_keyfactory_algorithm,
+        "PBKDF2WithHmacSHA512", "the key derivation: PBKDF2WithHmacSHA512 (only)"),
+    STR("password.encoder.cipher.algorithm", password_encoder_cipher_algorithm,
+        "AES/GCM/NoPadding", "the cipher: AES/GCM/NoPadding (only)"),
+    INT("password.encoder.key.length", password_encoder_key_length, 256, 256, "256",
+        "the key length in bits: 256 (only)"),
+    INT("password.encoder.iterations", password_encoder_iterations, 1024, 10000000, "4096",
+        "PBKDF2 iterations (once, at start)"),
     STR("ssl.truststore.type", ssl_truststore_type, "PEM", "truststore format: PEM"),
     STR("ssl.truststore.location", ssl_truststore_location, NULL,
         "PEM file of the CA certificates client (and broker) certificates must chain to"),

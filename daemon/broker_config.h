@@ -92,6 +92,14 @@ typedef struct bk_config {
     char ssl_keystore_certificate_chain[16384]; /* ssl.keystore.certificate.chain */
     char ssl_keystore_key[16384];         /* ssl.keystore.key */
     char ssl_key_password[256];           /* ssl.key.password */
+    /* the password encoder (daemon/security/sec_pwenc.c): cluster links'
+     * secrets at rest; the same on every broker of a cluster */
+    char password_encoder_secret[256];            /* password.encoder.secret */
+    char password_encoder_old_secret[256];        /* password.encoder.old.secret */
+    char password_encoder_keyfactory_algorithm[64]; /* .keyfactory.algorithm */
+    char password_encoder_cipher_algorithm[64];   /* password.encoder.cipher.algorithm */
+    int32_t password_encoder_key_length;          /* password.encoder.key.length */
+    int32_t password_encoder_iterations;          /* password.encoder.iterations */
     char ssl_truststore_type[16];         /* ssl.truststore.type: PEM */
     char ssl_truststore_location[1024];   /* ssl.truststore.location: CA file */
     char ssl_truststore_certificates[16384]; /* ssl.truststore.certificates */

@@ -23,6 +23,7 @@
 #include <event2/thread.h>
 
 #include "daemon/security/sec_authz.h"
+#include "daemon/security/sec_pwenc.h"
 #include "daemon/view/view_broker_configs.h"
 #include "daemon/cluster/cluster.h"
 #include "daemon/replica/replica.h"
@@ -203,6 +204,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: cannot open metadata store %s: %s\n", dbpath, err);
         return 1;
     }
+    /* sec_pwenc.c P1: the key derivation, once, before the loop runs */
+    if (sec_pwenc_new(&cfg, b.data_dir, cfg.zookeeper_connect[0] != 0, &b.pwenc, err,
+                      sizeof err) != 0) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return 1;
+    }
     md_broker_upsert(b.db, cfg.broker_id, cfg.advertised_host, cfg.advertised_port,
                      cfg.rack[0] ? cfg.rack : NULL);
     /* Precise timers: by default libevent reads CLOCK_MONOTONIC_COARSE,
@@ -314,6 +321,7 @@ int main(int argc, char **argv)
     bk_mdsync_stop();
     event_base_free(b.base);
     sec_authz_free(b.authz);
+    sec_pwenc_free(b.pwenc);
     md_close(b.db);
     bk_config_free(&cfg);
     BK_INFO("stopped%s", failures ? " (some partitions failed to flush)" : "");

@@ -537,6 +537,22 @@ static int open_handle(const char *path, int flags, md_db **out, char *err, size
     return 0;
 }
 
+/* The end of md_open_syncer and md_open_files: after rc (0 so far) the
+ * schema rules and the eager statements, then db in *out, or closed. */
+static int open_finish(md_db *db, int rc, md_db **out, char *err, size_t errlen)
+{
+    if (!rc)
+        rc = exec_pragma(db->h, "PRAGMA foreign_keys=ON", err, errlen);
+    if (!rc)
+        rc = prepare_eager(db, err, errlen);
+    if (rc) {
+        md_close(db);
+        return rc;
+    }
+    *out = db;
+    return 0;
+}
+
 int md_open_syncer(const char *path, md_db **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -551,16 +567,7 @@ int md_open_syncer(const char *path, md_db **out, char *err, size_t errlen)
     rc = exec_pragma(db->h, "SELECT count(*) FROM sqlite_master", err, errlen);
     if (!rc)
         rc = exec_pragma(db->h, "PRAGMA wal_autocheckpoint=0", err, errlen);
-    if (!rc)
-        rc = exec_pragma(db->h, "PRAGMA foreign_keys=ON", err, errlen);
-    if (!rc)
-        rc = prepare_eager(db, err, errlen);
-    if (rc) {
-        md_close(db);
-        return rc;
-    }
-    *out = db;
-    return 0;
+    return open_finish(db, rc, out, err, errlen);
 }
 
 void md_close(md_db *db)
@@ -589,16 +596,7 @@ int md_open_files(const char *path, const struct md_sql_file *files, size_t n,
         sqlite3_wal_hook(db->h, wal_hook, db);
     if (!rc)
         rc = md_migrate(db->h, files, n, err, errlen);
-    if (!rc)
-        rc = exec_pragma(db->h, "PRAGMA foreign_keys=ON", err, errlen);
-    if (!rc)
-        rc = prepare_eager(db, err, errlen);
-    if (rc) {
-        md_close(db);
-        return rc;
-    }
-    *out = db;
-    return 0;
+    return open_finish(db, rc, out, err, errlen);
 }
 
 int md_open(const char *path, md_db **out, char *err, size_t errlen)

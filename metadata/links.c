@@ -54,6 +54,28 @@ int md_link_delete(md_db *db, const char *name, char *err, size_t errlen)
            exec_texts(db, "DELETE FROM cluster_links WHERE name = ?1", v, 1, 0, err, errlen);
 }
 
+int md_link_secrets_set(md_db *db, const char *name, const char *secrets, char *err,
+                        size_t errlen)
+{
+    const char *v[] = { name, secrets };
+    /* The old value's bytes are zeroed in the page, not left in free space. */
+    if (sqlite3_exec(db->h, "PRAGMA secure_delete = ON", NULL, NULL, NULL) != SQLITE_OK)
+        return md_sqlerr(db, err, errlen, "secure_delete");
+    int rc = exec_texts(db, "UPDATE cluster_links SET secrets = ?2 WHERE name = ?1", v, 2, 0,
+                        err, errlen);
+    sqlite3_exec(db->h, "PRAGMA secure_delete = OFF", NULL, NULL, NULL);
+    return rc;
+}
+
+int md_scrub_wal(md_db *db, char *err, size_t errlen)
+{
+    int log = -1, ck = -1;
+    if (sqlite3_wal_checkpoint_v2(db->h, "main", SQLITE_CHECKPOINT_TRUNCATE, &log, &ck) !=
+        SQLITE_OK)
+        return md_sqlerr(db, err, errlen, "checkpoint (truncate) after sealing secrets");
+    return 0;
+}
+
 int md_link_acl_mark(md_db *db, const char *link, const char *acl, bool synced, char *err,
                      size_t errlen)
 {

@@ -614,6 +614,13 @@ typedef struct md_mirror_row {
 } md_mirror_row;
 int md_link_put(md_db *db, const md_link_row *l, int64_t now_ms, char *err, size_t errlen);
 int md_link_delete(md_db *db, const char *name, char *err, size_t errlen);
+/* A link's secrets replaced (sealed again, daemon/security/sec_pwenc.c P6)
+ * with SQLite's secure_delete on, so the old bytes are zeroed in the page. */
+int md_link_secrets_set(md_db *db, const char *name, const char *secrets, char *err,
+                        size_t errlen);
+/* A TRUNCATE checkpoint: the WAL's old frames (an old value's bytes among
+ * them) copied and the -wal file emptied.  Fsyncs: at start only. */
+int md_scrub_wal(md_db *db, char *err, size_t errlen);
 /* last_error NULL: none. */
 int md_link_status(md_db *db, const char *name, const char *state, const char *last_error,
                    char *err, size_t errlen);

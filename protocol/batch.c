@@ -71,9 +71,13 @@ int kp_batch_header(const uint8_t *p, size_t len, kp_batch *b)
     return 0;
 }
 
-/* Framing, magic, CRC and codec: the part both rules share. */
-static int64_t check_common(const uint8_t *p, size_t len, kp_batch *b)
+/* Framing, magic, CRC and codec, then the count rule (invariant 3): the
+ * producer's, or with stored the recovery rule's.  b may be NULL. */
+static int64_t check(const uint8_t *p, size_t len, kp_batch *b, bool stored)
 {
+    kp_batch tmp;
+    if (!b)
+        b = &tmp;
     int64_t size = kp_batch_size(p, len);
     if (size < 0)
         return size;
@@ -88,34 +92,20 @@ static int64_t check_common(const uint8_t *p, size_t len, kp_batch *b)
         return KP_E_CRC;
     if ((b->Attributes & KP_ATTR_CODEC_MASK) > KP_CODEC_ZSTD)
         return KP_E_CODEC;
-    return size;
+    bool counts_ok = stored ? b->RecordsCount >= 0 && b->LastOffsetDelta >= 0 &&
+                              (int64_t)b->RecordsCount <= (int64_t)b->LastOffsetDelta + 1
+                            : b->RecordsCount >= 1 && b->LastOffsetDelta == b->RecordsCount - 1;
+    return counts_ok ? size : KP_E_MALFORMED;
 }
 
 int64_t kp_batch_validate(const uint8_t *p, size_t len, kp_batch *b)
 {
-    kp_batch tmp;
-    if (!b)
-        b = &tmp;
-    int64_t size = check_common(p, len, b);
-    if (size < 0)
-        return size;
-    if (b->RecordsCount < 1 || b->LastOffsetDelta != b->RecordsCount - 1)
-        return KP_E_MALFORMED;
-    return size;
+    return check(p, len, b, false);
 }
 
 int64_t kp_batch_check_stored(const uint8_t *p, size_t len, kp_batch *b)
 {
-    kp_batch tmp;
-    if (!b)
-        b = &tmp;
-    int64_t size = check_common(p, len, b);
-    if (size < 0)
-        return size;
-    if (b->RecordsCount < 0 || b->LastOffsetDelta < 0 ||
-        (int64_t)b->RecordsCount > (int64_t)b->LastOffsetDelta + 1)
-        return KP_E_MALFORMED;
-    return size;
+    return check(p, len, b, true);
 }
 
 void kp_batch_set_base_offset(uint8_t *p, int64_t base_offset)

@@ -338,14 +338,21 @@ static int copy_producers(const seg_clean_policy *p, seg_clean_job *j)
     return 0;
 }
 
-/* X5, for the data batch at p (its header). */
-static bool producer_last(const seg_clean_job *j, const uint8_t *p)
+/* X5: the newest entry of the producer of the batch at p (its header);
+ * NULL for none or no producer id. */
+static const seg_producer_last *plast_of(const seg_clean_job *j, const uint8_t *p)
 {
     int64_t pid = seg_be64(p + KP_BATCH_OFF_ProducerId);
     if (j->nplast == 0 || pid < 0)
-        return false;
+        return NULL;
     seg_producer_last key = { .pid = pid };
-    const seg_producer_last *e = bsearch(&key, j->plast, j->nplast, sizeof *j->plast, cmp_plast);
+    return bsearch(&key, j->plast, j->nplast, sizeof *j->plast, cmp_plast);
+}
+
+/* X5, for the data batch at p (its header). */
+static bool producer_last(const seg_clean_job *j, const uint8_t *p)
+{
+    const seg_producer_last *e = plast_of(j, p);
     return e && e->last_offset == seg_be64(p) + seg_be32(p + KP_BATCH_OFF_LastOffsetDelta);
 }
 
@@ -354,11 +361,7 @@ static bool producer_last(const seg_clean_job *j, const uint8_t *p)
  * (a bump by the coordinator's fencing or timeout). */
 static bool marker_last(const seg_clean_job *j, const uint8_t *p)
 {
-    int64_t pid = seg_be64(p + KP_BATCH_OFF_ProducerId);
-    if (j->nplast == 0 || pid < 0)
-        return false;
-    seg_producer_last key = { .pid = pid };
-    const seg_producer_last *e = bsearch(&key, j->plast, j->nplast, sizeof *j->plast, cmp_plast);
+    const seg_producer_last *e = plast_of(j, p);
     return e && e->last_offset < 0 &&
            e->epoch == (int16_t)((p[KP_BATCH_OFF_ProducerEpoch] << 8) |
                                  p[KP_BATCH_OFF_ProducerEpoch + 1]);

@@ -354,28 +354,26 @@ int seg_tidx_set_last(seg_idx *x, int64_t ts, int32_t rel)
 
 /* Binary searches: the largest i in [0, n) whose key satisfies `below`,
  * keys being monotonic (I1).  O(log n) touches of mapped pages. */
-int64_t seg_oidx_floor_rel(const seg_idx *x, int32_t rel)
+static int64_t oidx_floor(const seg_idx *x, int32_t v, bool by_pos)
 {
     int64_t lo = 0, hi = (int64_t)x->n - 1, found = -1;
     while (lo <= hi) {
         int64_t mid = lo + (hi - lo) / 2;
         int32_t r, p;
         seg_oidx_get(x, (uint32_t)mid, &r, &p);
-        if (r <= rel) { found = mid; lo = mid + 1; } else hi = mid - 1;
+        if ((by_pos ? p : r) <= v) { found = mid; lo = mid + 1; } else hi = mid - 1;
     }
     return found;
 }
 
+int64_t seg_oidx_floor_rel(const seg_idx *x, int32_t rel)
+{
+    return oidx_floor(x, rel, false);
+}
+
 int64_t seg_oidx_floor_pos(const seg_idx *x, int32_t pos)
 {
-    int64_t lo = 0, hi = (int64_t)x->n - 1, found = -1;
-    while (lo <= hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int32_t r, p;
-        seg_oidx_get(x, (uint32_t)mid, &r, &p);
-        if (p <= pos) { found = mid; lo = mid + 1; } else hi = mid - 1;
-    }
-    return found;
+    return oidx_floor(x, pos, true);
 }
 
 int64_t seg_tidx_below(const seg_idx *x, int64_t ts)

@@ -36,7 +36,6 @@
  * the topic, is answered TOPIC_AUTHORIZATION_FAILED (one asked for by its
  * id with a null name).
  */
-#include "daemon/link/link.h"
 #include "daemon/view/view.h"
 #include "daemon/security/sec_authz.h"
 #include "daemon/request.h"
@@ -163,7 +162,7 @@ static bool fill_named(bk_req *r, int16_t v, bool allow_auto,
         }
         kp_str_copy(n, name, sizeof name);
         const char *mirror_msg;
-        if (b->links && link_mirror_refuses(b, name, &mirror_msg)) {
+        if (bk_mirror_refuses(b, name, &mirror_msg)) {
             /* A mirror topic its link has not created yet (link.c K1):
              * the link makes it with the source's partitions; meanwhile
              * retriable, as a topic being created. */

@@ -114,7 +114,6 @@
  * answer NOT_LEADER_OR_FOLLOWER with the CurrentLeader of the partition
  * and the leaders' NodeEndpoints (KIP-951, daemon/api/api_leader_hint.c).
  */
-#include "daemon/link/link.h"
 #include "daemon/view/view.h"
 #include "daemon/api/api_leader_hint.h"
 #include "daemon/api/api_txn_verify.h"
@@ -472,7 +471,7 @@ static void produce_partition(bk_req *r, kp_str txn_id, int16_t acks, kp_str top
      * the ErrorMessage (TOPIC_AUTHORIZATION_FAILED would send the operator
      * to the ACLs). */
     const char *mirror_msg;
-    if (b->links && link_mirror_refuses(b, p->topic->name, &mirror_msg)) {
+    if (bk_mirror_refuses(b, p->topic->name, &mirror_msg)) {
         res->error = KP_INVALID_REQUEST;
         res->error_message = kp_str_cstr(mirror_msg);
         return;

@@ -9,15 +9,20 @@
  *                                   "source.topic":..,"state":..}}
  *
  * (Kafka's config JSON, cluster_zk_json.c; names are topic names, which
- * are valid znode names.)  The secret settings travel as the SCRAM
- * credentials do, in a znode of the ensemble; in each broker's SQLite they
- * go to cluster_links.secrets, which no SQL reader is shown (link.c K4).
+ * are valid znode names.)  "secrets" is only ever the sealed form
+ * (daemon/security/sec_pwenc.c: AES-256-GCM under password.encoder.secret,
+ * which every broker of the cluster has the same; link.c K4), as in each
+ * broker's cluster_links.secrets.  The znodes carry the open ACL all of
+ * Sluice's znodes do: ACLs on them would need ZooKeeper authentication
+ * (SASL or digest) that the brokers do not use, so anyone who reaches the
+ * ensemble reads them; what they read is ciphertext, useless without the
+ * secret, which never leaves the brokers' configuration.
  *
  * Write half (cl_links_publish, cl_store_zk's link_publish): the broker
  * where the SQL statement ran has stored the row in its own SQLite
  * already (link.c), so it serves it at once; it then writes the row from
- * there to its znode (set, or create when missing), or deletes the znode
- * when the row is gone.  An INSERT's row is created only: a znode there
+ * there to its znode (read it, then set at the version read, or create
+ * when missing: L6), or deletes the znode when the row is gone.  An INSERT's row is created only: a znode there
  * already (another broker's INSERT of the same name at the same time)
  * wins, and is applied here (L5), with an error in the log.  Apply half: every broker keeps a children watch
  * on both folders and a data watch on each child, and on a change makes
@@ -43,6 +48,19 @@
  *       its mirrors' rows dropped first (they come back from their znodes,
  *       L4); a mirror of another link or source topic likewise.  A mirror
  *       promoted, failed_over or failed never takes another state.
+ *   L6. A write is a compare-and-set: the znode is read, the rules applied
+ *       to what it holds (nothing written when it says the same; a mirror
+ *       whose znode is in a terminal state keeps it, and the writer takes
+ *       that state instead of its own: link.c K13), and set at the version
+ *       read.  ZBADVERSION (another broker wrote between: two SQL sessions,
+ *       the controller's 'failed' and an operator's 'paused') reads again
+ *       and decides again, up to PUB_TRIES times.  So two changes at once
+ *       end in one of them, or in the terminal one, never in a terminal
+ *       state left.
+ *   L7. A link's secrets are compared opened (sec_pwenc_same): the same
+ *       settings sealed again (another salt and IV) are no change, and the
+ *       local row just takes the znode's sealed text; a plain or old-key
+ *       value is a change (it is sealed again and written, link.c K4).
  *
  * A promotion's facts (link.c K11): /sluice/mirror_caught_up/<topic id
  * hex>.<partition>.<leader epoch>, empty znodes a mirror partition's
@@ -52,6 +70,7 @@
  * for each topic, so a fact never counts for a later topic of its name.
  */
 #include "daemon/cluster/cluster.h"
+#include "daemon/security/sec_pwenc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,17 +118,22 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
         BK_ERROR("cluster link %s from ZooKeeper: cannot read the local rows: %s", name, err);
         return;
     }
-    bool have = false, same = false;
+    bool have = false, same = false, resealed = false;
+    const char *sec = kv ? or_empty(kv_get(kv, n, "secrets")) : "";
     for (size_t i = 0; i < nr && !have; i++)
-        if ((have = !strcmp(rows[i].name, name)) && kv)        /* L5: the whole row */
+        if ((have = !strcmp(rows[i].name, name)) && kv) {      /* L5: the whole row */
             same = !strcmp(rows[i].bootstrap, or_empty(kv_get(kv, n, "bootstrap.servers"))) &&
                    !strcmp(rows[i].config, or_empty(kv_get(kv, n, "config"))) &&
-                   !strcmp(rows[i].secrets, or_empty(kv_get(kv, n, "secrets")));
+                   sec_pwenc_same(b->pwenc, name, rows[i].secrets, sec);
+            resealed = same && strcmp(rows[i].secrets, sec);
+        }
     if (rows)
         memset(rows, 0, nr * sizeof *rows);          /* the secrets */
     free(rows);
+    if (resealed && md_link_secrets_set(b->db, name, sec, err, sizeof err) != 0)
+        BK_ERROR("cluster link %s from ZooKeeper: cannot store its secrets: %s", name, err);
     if (have && same)
-        return;                                      /* L3 */
+        return;                                      /* L3; sealed again: L7 */
     if (kv && !kv_get(kv, n, "bootstrap.servers")) {
         BK_ERROR("zookeeper: %s/%s: no bootstrap.servers; ignored", LINKS, name);
         return;
@@ -330,17 +354,31 @@ typedef struct pub {
     char name[MD_TOPIC_NAME_MAX + 1];
 } pub;
 
-static void pub_write(bk_broker *b, pub *p, bool create);
+#define PUB_TRIES 8                      /* L6: re-reads after a lost race */
+
+static void pub_read(bk_broker *b, pub *p);
 
 static void pub_free(pub *p)
 {
     if (p->json.data)
-        memset(p->json.data, 0, p->json.len);       /* a link's secrets */
+        memset(p->json.data, 0, p->json.len);       /* a link's secrets (sealed) */
     kp_buf_free(&p->json);
     free(p);
 }
 
-/* set, or create when missing; a race to create: the loser sets. */
+/* L6: another write came between our read and our write: read again, and
+ * decide again from what is there now. */
+static void pub_again(bk_broker *b, pub *p, int rc)
+{
+    if (++p->tries < PUB_TRIES) {
+        pub_read(b, p);
+        return;
+    }
+    BK_ERROR("zookeeper: %s kept changing under %d writes (%s); this broker's change is not "
+             "published", p->path, p->tries, cl_zk_rc_str(rc));
+    pub_free(p);
+}
+
 static void on_write(bk_broker *b, const zk_result *r, void *arg)
 {
     pub *p = arg;
@@ -351,8 +389,8 @@ static void on_write(bk_broker *b, const zk_result *r, void *arg)
         pub_free(p);
         return;
     }
-    if (!p->del && (r->rc == ZNONODE || r->rc == ZNODEEXISTS) && ++p->tries < 5) {
-        pub_write(b, p, r->rc == ZNONODE);
+    if (!p->del && (r->rc == ZBADVERSION || r->rc == ZNONODE || r->rc == ZNODEEXISTS)) {
+        pub_again(b, p, r->rc);
         return;
     }
     if (r->rc != ZOK && !(p->del && r->rc == ZNONODE))
@@ -361,8 +399,123 @@ static void on_write(bk_broker *b, const zk_result *r, void *arg)
     pub_free(p);
 }
 
-static void pub_write(bk_broker *b, pub *p, bool create)
+/* L6: what to do with the znode as read (kv, n; NULL: none): true to write
+ * ours over it.  Nothing when it says what ours says (a link's secrets
+ * compared opened, sec_pwenc.c P2, unless it holds them plain or under an
+ * old key); a mirror whose znode is in a terminal state keeps it (L5),
+ * and this broker takes it instead of its own change. */
+static bool pub_decide(bk_broker *b, pub *p, const md_kv *kv, size_t n)
 {
+    md_kv *ours = NULL;
+    size_t no = 0;
+    char err[256];
+    if (!kv || cl_zj_config_parse((const char *)p->json.data, p->json.len, &ours, &no, err,
+                                  sizeof err) != 0)
+        return true;
+    bool same = true;
+    for (size_t i = 0; i < no && same; i++) {
+        const char *theirs = or_empty(kv_get(kv, n, ours[i].name));
+        same = !strcmp(ours[i].name, "secrets")
+               ? sec_pwenc_same(b->pwenc, p->name, ours[i].value, theirs)
+               : !strcmp(ours[i].value, theirs);
+    }
+    const char *st = kv_get(kv, n, "state"), *mine = kv_get(ours, no, "state");
+    bool keep = p->mirror && !same && st && terminal(st) && strcmp(st, or_empty(mine));
+    if (keep) {
+        BK_WARN("mirror topic %s: ZooKeeper has it %s already, which it never leaves; %s "
+                "is not written, %s is taken here (link.c K13)", p->name, st, or_empty(mine),
+                st);
+        apply_mirror(b, p->name, kv, n);
+    }
+    md_kv_free(ours, no);
+    return !same && !keep;
+}
+
+static void on_read(bk_broker *b, const zk_result *r, void *arg)
+{
+    pub *p = arg;
+    md_kv *kv = NULL;
+    size_t n = 0;
+    char err[256];
+    if (r->rc == ZNONODE) {
+        cl_zk_create(b->zk, p->path, (const char *)p->json.data, (int)p->json.len, 0, on_write,
+                     p);
+        return;
+    }
+    if (r->rc != ZOK) {
+        BK_ERROR("zookeeper: cannot read %s to write it: %s; the other brokers do not see "
+                 "this change", p->path, cl_zk_rc_str(r->rc));
+        pub_free(p);
+        return;
+    }
+    bool parsed = r->len > 0 &&
+                  cl_zj_config_parse(r->data, (size_t)r->len, &kv, &n, err, sizeof err) == 0;
+    if (pub_decide(b, p, parsed ? kv : NULL, n))
+        cl_zk_set(b->zk, p->path, (const char *)p->json.data, (int)p->json.len,
+                  r->stat.version, on_write, p);     /* L6: only over what was read */
+    else
+        pub_free(p);
+    md_kv_free(kv, n);
+}
+
+static void pub_read(bk_broker *b, pub *p)
+{
+    cl_zk_get(b->zk, p->path, false, on_read, p);
+}
+
+/* The row of name as its znode's config JSON into out; *found false: no
+ * such row. */
+static int row_json(bk_broker *b, bool mirror, const char *name, kp_buf *out, bool *found)
+{
+    char err[MD_ERRLEN];
+    md_mirror_row *ms = NULL;
+    md_link_row *ls = NULL;
+    size_t n = 0;
+    int rc = mirror ? md_mirror_list(b->db, &ms, &n, err, sizeof err)
+                    : md_link_list(b->db, &ls, &n, err, sizeof err);
+    *found = false;
+    for (size_t i = 0; rc == 0 && i < n && !*found; i++) {
+        if (!(*found = !strcmp(mirror ? ms[i].topic : ls[i].name, name)))
+            continue;
+        md_kv kv[4] = { { (char *)"state", mirror ? ms[i].state : ls[i].state } };
+        if (mirror) {
+            kv[1] = (md_kv){ (char *)"link", ms[i].link };
+            kv[2] = (md_kv){ (char *)"source.topic", ms[i].source_topic };
+        } else {
+            kv[1] = (md_kv){ (char *)"bootstrap.servers", ls[i].bootstrap };
+            kv[2] = (md_kv){ (char *)"config", ls[i].config };
+            kv[3] = (md_kv){ (char *)"secrets", ls[i].secrets };   /* sealed (link.c K4) */
+        }
+        cl_zj_config_format(kv, mirror ? 3 : 4, out);
+    }
+    if (rc != 0)
+        BK_ERROR("%s %s: cannot read its row to publish it: %s",
+                 mirror ? "mirror topic" : "cluster link", name, err);
+    if (ls)
+        memset(ls, 0, n * sizeof *ls);
+    free(ls);
+    free(ms);
+    return rc;
+}
+
+void cl_links_publish(bk_broker *b, bool mirror, const char *name, bool create)
+{
+    pub *p = calloc(1, sizeof *p);
+    bool found;
+    if (!p || strlen(name) > MD_TOPIC_NAME_MAX) {
+        free(p);
+        return;
+    }
+    kp_buf_init(&p->json);
+    snprintf(p->path, sizeof p->path, "%s/%s", mirror ? MIRRORS : LINKS, name);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->mirror = mirror;
+    if (row_json(b, mirror, name, &p->json, &found) != 0) {
+        pub_free(p);
+        return;
+    }
+    p->del = !found;
+    p->create_only = create && found;
     if (p->del) {
         zk_txn *t = cl_zk_txn_new();
         if (!t) {
@@ -372,69 +525,12 @@ static void pub_write(bk_broker *b, pub *p, bool create)
         }
         cl_zk_txn_delete(t, p->path, -1);
         cl_zk_txn_commit(b->zk, t, on_write, p);
-    } else if (create) {
+    } else if (p->create_only) {
         cl_zk_create(b->zk, p->path, (const char *)p->json.data, (int)p->json.len, 0, on_write,
                      p);
     } else {
-        cl_zk_set(b->zk, p->path, (const char *)p->json.data, (int)p->json.len, -1, on_write, p);
+        pub_read(b, p);
     }
-}
-
-void cl_links_publish(bk_broker *b, bool mirror, const char *name, bool create)
-{
-    char err[MD_ERRLEN];
-    pub *p = calloc(1, sizeof *p);
-    if (!p || strlen(name) > MD_TOPIC_NAME_MAX) {
-        free(p);
-        return;
-    }
-    kp_buf_init(&p->json);
-    snprintf(p->path, sizeof p->path, "%s/%s", mirror ? MIRRORS : LINKS, name);
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->mirror = mirror;
-    p->del = true;
-    if (mirror) {
-        md_mirror_row *rows = NULL;
-        size_t n = 0;
-        if (md_mirror_list(b->db, &rows, &n, err, sizeof err) != 0) {
-            BK_ERROR("mirror topic %s: cannot read its row to publish it: %s", name, err);
-            free(rows);
-            pub_free(p);
-            return;
-        }
-        for (size_t i = 0; i < n && p->del; i++)
-            if (!strcmp(rows[i].topic, name)) {
-                md_kv kv[] = { { (char *)"link", rows[i].link },
-                               { (char *)"source.topic", rows[i].source_topic },
-                               { (char *)"state", rows[i].state } };
-                cl_zj_config_format(kv, 3, &p->json);
-                p->del = false;
-            }
-        free(rows);
-    } else {
-        md_link_row *rows = NULL;
-        size_t n = 0;
-        if (md_link_list(b->db, &rows, &n, err, sizeof err) != 0) {
-            BK_ERROR("cluster link %s: cannot read its row to publish it: %s", name, err);
-            free(rows);
-            pub_free(p);
-            return;
-        }
-        for (size_t i = 0; i < n && p->del; i++)
-            if (!strcmp(rows[i].name, name)) {
-                md_kv kv[] = { { (char *)"bootstrap.servers", rows[i].bootstrap },
-                               { (char *)"config", rows[i].config },
-                               { (char *)"secrets", rows[i].secrets },
-                               { (char *)"state", rows[i].state } };
-                cl_zj_config_format(kv, 4, &p->json);
-                p->del = false;
-            }
-        if (rows)
-            memset(rows, 0, n * sizeof *rows);
-        free(rows);
-    }
-    p->create_only = create && !p->del;
-    pub_write(b, p, p->create_only);
 }
 
 /* ---- a promotion's facts (link.c K11) ------------------------------------------------- */

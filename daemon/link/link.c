@@ -43,7 +43,17 @@
  *       mirror had everything the source had then); 'failed_over' at once.
  *   K4. Secret settings (link_setting_secret) are stored apart
  *       (cluster_links.secrets), which the SQL authorizer refuses to
- *       every reader; cluster_links.config shows them masked.
+ *       every reader; cluster_links.config shows them masked.  They are
+ *       stored sealed (daemon/security/sec_pwenc.c: AES-256-GCM under
+ *       password.encoder.secret, the link's name bound in), in SQLite and
+ *       in ZooKeeper alike; only the model (lk_link) holds them open.  The
+ *       row's sealed text is what travels and is compared (K13 sums the
+ *       opened text, so sealing again changes nothing).  A row from before
+ *       (plain) or sealed with password.encoder.old.secret is sealed again
+ *       at start (reseal_stale, which then scrubs the WAL).  Cluster
+ *       mode refuses a link with secrets without password.encoder.secret;
+ *       a row that does not open (wrong or missing secret) leaves the link
+ *       stopped, with the reason in the log and in cluster_links.last_error.
  *   K5. The source log ends (the lag's other half) reach SQLite on a
  *       one-second timer, only what changed: no SQLite per fetch.
  *   K7. No producer id of a batch copied into a mirror is ever handed out
@@ -135,11 +145,11 @@
  *   - K14 standalone: the leader epoch stays the destination's (0) below
  *     a source's higher epochs, so a local append after a promotion
  *     replaces the epoch history (epochs.c E1); cluster mode raises it.
- *   - SSL and SCRAM to the source; secrets encrypted at rest (they are in
- *     the SQLite file as given, only hidden from SQL); topic filters;
- *     ACLs synced (link_sync.c: consumer offsets and topic filters).
+ *   - SSL and SCRAM to the source; topic filters; ACLs synced
+ *     (link_sync.c: consumer offsets and topic filters).
  */
 #include "daemon/link/link_int.h"
+#include "daemon/security/sec_pwenc.h"
 #include "daemon/view/view.h"
 #include "daemon/view/view_store.h"
 #include "daemon/replica/replica.h"
@@ -438,22 +448,41 @@ static lk_mirror *mirror_find(lk_set *s, const char *topic)
 
 /* A link from its row: settings applied over the defaults (the stored
  * config, secrets masked, then the secret lines). */
-/* K13: a link's settings, summed (FNV-1a over config and secrets). */
-static uint64_t row_sum(const md_link_row *row)
+/* K4: the row's secret lines opened into plain (sizeof row->secrets). */
+static int row_secrets(bk_broker *b, const md_link_row *row, char *plain, bool *stale,
+                       char *err, size_t errlen)
+{
+    return sec_pwenc_open(b->pwenc, row->name, row->secrets, plain, sizeof row->secrets,
+                          stale, err, errlen);
+}
+
+/* K13: a link's settings, summed (FNV-1a over config and the opened
+ * secrets: K4's sealing again is no change). */
+static uint64_t row_sum(bk_broker *b, const md_link_row *row)
 {
     uint64_t h = 1469598103934665603ULL;
-    const char *parts[] = { row->config, "\n--\n", row->secrets };
+    char plain[sizeof row->secrets], err[MD_ERRLEN];
+    bool stale;
+    const char *parts[] = { row->config, "\n--\n",
+                            row_secrets(b, row, plain, &stale, err, sizeof err) == 0
+                            ? plain : row->secrets };
     for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
         for (const unsigned char *c = (const unsigned char *)parts[k]; *c; c++)
             h = (h ^ *c) * 1099511628211ULL;
+    memset(plain, 0, sizeof plain);
     return h;
 }
 
 static lk_link *link_new(lk_set *s, const md_link_row *row, char *err, size_t errlen)
 {
+    char plain[sizeof row->secrets];
+    bool stale;
+    if (row_secrets(s->b, row, plain, &stale, err, errlen) != 0)
+        return NULL;                     /* K4: the reason names the setting */
     lk_link *l = calloc(1, sizeof *l);
     if (!l) {
         snprintf(err, errlen, "out of memory");
+        memset(plain, 0, sizeof plain);
         return NULL;
     }
     l->b = s->b;
@@ -462,13 +491,15 @@ static lk_link *link_new(lk_set *s, const md_link_row *row, char *err, size_t er
     snprintf(l->name, sizeof l->name, "%s", row->name);
     snprintf(l->last_error, sizeof l->last_error, "%s", row->last_error);
     snprintf(l->bootstrap, sizeof l->bootstrap, "%s", row->bootstrap);
-    l->row_sum = row_sum(row);
+    l->row_sum = row_sum(s->b, row);
     lk_conn_init(l);
     /* The masked values are overwritten by the secret lines after them. */
-    if (lk_bootstrap_nth(row->bootstrap, 0, l->boot.host, sizeof l->boot.host, &l->boot.port,
-                         &l->nboot, err, errlen) ||
-        settings_walk(l, row->config, NULL, 0, NULL, 0, err, errlen) != KP_NONE ||
-        settings_walk(l, row->secrets, NULL, 0, NULL, 0, err, errlen) != KP_NONE) {
+    bool bad = lk_bootstrap_nth(row->bootstrap, 0, l->boot.host, sizeof l->boot.host,
+                                &l->boot.port, &l->nboot, err, errlen) ||
+               settings_walk(l, row->config, NULL, 0, NULL, 0, err, errlen) != KP_NONE ||
+               settings_walk(l, plain, NULL, 0, NULL, 0, err, errlen) != KP_NONE;
+    memset(plain, 0, sizeof plain);
+    if (bad) {
         lk_conn_free(l);
         free(l);
         return NULL;
@@ -882,7 +913,7 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
         snprintf(err, errlen, "out of memory");
         return KP_UNKNOWN_SERVER_ERROR;
     }
-    char host[256];
+    char host[256], plain[sizeof row->secrets];   /* K4: only sealed in the row */
     int port, nboot;
     snprintf(row->name, sizeof row->name, "%s", name);
     snprintf(row->state, sizeof row->state, "active");
@@ -892,8 +923,11 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
         rc = KP_INVALID_CONFIG;
     } else if ((rc = lk_bootstrap_nth(bootstrap, -1, host, sizeof host, &port, &nboot, err,
                                       errlen)) == KP_NONE &&
-        (rc = settings_walk(NULL, config, row->config, sizeof row->config, row->secrets,
-                            sizeof row->secrets, err, errlen)) == KP_NONE) {
+        (rc = settings_walk(NULL, config, row->config, sizeof row->config, plain,
+                            SEC_PWENC_PLAIN_MAX(sizeof row->secrets) + 1, err, errlen)) ==
+            KP_NONE &&
+        (rc = sec_pwenc_seal(b->pwenc, name, plain, row->secrets, sizeof row->secrets, err,
+                             errlen) == 0 ? KP_NONE : KP_INVALID_CONFIG) == KP_NONE) {
         snprintf(row->bootstrap, sizeof row->bootstrap, "%s", bootstrap);
         lk_link *l = link_new(s, row, err, errlen);
         if (!l)
@@ -914,7 +948,7 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
             lk_conn_kick(l);             /* a wrong address or login shows at once */
         }
     }
-    memset(row->secrets, 0, sizeof row->secrets);
+    memset(plain, 0, sizeof plain);
     free(row);
     return rc;
 }
@@ -1247,7 +1281,7 @@ static bool row_has_link(const md_link_row *r, size_t n, const lk_link *l)
 {
     for (size_t i = 0; i < n; i++)
         if (!strcmp(r[i].name, l->name))
-            return !strcmp(r[i].bootstrap, l->bootstrap) && row_sum(&r[i]) == l->row_sum;
+            return !strcmp(r[i].bootstrap, l->bootstrap) && row_sum(l->b, &r[i]) == l->row_sum;
     return false;
 }
 
@@ -1257,6 +1291,58 @@ static bool row_has_mirror(const md_mirror_row *r, size_t n, const char *topic)
         if (!strcmp(r[i].topic, topic))
             return true;
     return false;
+}
+
+/* K4: a row whose settings do not open or are refused: logged, and the
+ * reason stored as its last_error (once per distinct reason). */
+static void row_refused(bk_broker *b, const md_link_row *row, const char *why)
+{
+    char err[MD_ERRLEN];
+    if (!strncmp(row->last_error, why, sizeof row->last_error - 1))
+        return;
+    BK_ERROR("cluster link %s: its stored settings are refused (%s); not started", row->name,
+             why);
+    if (md_link_status(b->db, row->name, row->state, why, err, sizeof err) != 0)
+        BK_ERROR("cluster link %s: cannot store its error: %s", row->name, err);
+}
+
+/* K4: rows stored plain (before the encoder) or sealed with an old secret
+ * are sealed again with the current one, at start; cluster mode publishes
+ * them (cluster_links.c writes the znode only if it is not already sealed
+ * with the current key); the old bytes are scrubbed from the WAL. */
+static void reseal_stale(bk_broker *b)
+{
+    md_link_row *rows = NULL, *sealed = calloc(1, sizeof *sealed);
+    size_t n = 0;
+    int done = 0;
+    char err[MD_ERRLEN], plain[sizeof rows->secrets];
+    if (!sealed || md_link_list(b->db, &rows, &n, err, sizeof err) != 0) {
+        free(sealed);
+        return;                          /* link_sync reports the list's failure */
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool stale;
+        if (row_secrets(b, &rows[i], plain, &stale, err, sizeof err) != 0 || !stale)
+            continue;
+        if (sec_pwenc_seal(b->pwenc, rows[i].name, plain, sealed->secrets,
+                           sizeof sealed->secrets, err, sizeof err) != 0 ||
+            md_link_secrets_set(b->db, rows[i].name, sealed->secrets, err, sizeof err) != 0) {
+            BK_ERROR("cluster link %s: its secret settings stay as stored before: %s",
+                     rows[i].name, err);
+            continue;
+        }
+        BK_INFO("cluster link %s: secret settings sealed with password.encoder.secret",
+                rows[i].name);
+        publish(b, false, rows[i].name);
+        done++;
+    }
+    if (done && md_scrub_wal(b->db, err, sizeof err) != 0)   /* before the loop runs */
+        BK_WARN("cluster links: the WAL may still hold secrets stored before: %s", err);
+    memset(plain, 0, sizeof plain);
+    if (rows)
+        memset(rows, 0, n * sizeof *rows);
+    free(rows);
+    free(sealed);
 }
 
 /* The model made to match the rows in SQLite: at start, and in cluster
@@ -1301,8 +1387,7 @@ static void link_sync(bk_broker *b)
     for (size_t i = 0; i < nl; i++) {
         lk_link *l = link_find(s, links[i].name);
         if (!l && !(l = link_new(s, &links[i], err, sizeof err)))
-            BK_ERROR("cluster link %s: its stored settings are refused (%s); not started",
-                     links[i].name, err);
+            row_refused(b, &links[i], err);
         else
             lk_conn_kick(l);
     }
@@ -1350,6 +1435,7 @@ int link_start(bk_broker *b, char *err, size_t errlen)
     b->mirror_refuses = link_mirror_refuses;
     b->links_changed = link_sync;        /* K6 (the apply half's call) */
     err[0] = 0;
+    reseal_stale(b);                     /* K4 */
     link_sync(b);
     return 0;
 }

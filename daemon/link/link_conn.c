@@ -488,15 +488,54 @@ static bk_partition *askable(lk_peer *c, lk_mirror *m, int32_t i, int64_t now,
     return lk_copies(m, i);     /* NULL: created by the next Metadata; led elsewhere (link.c K9) */
 }
 
+/* The walk of send_epochs and send_fetch: the partitions c may ask for now
+ * (askable), either those to cut first (C5) or the others, in EACH_PART's
+ * order.  ask_start counts the ones c's broker leads (the room a request
+ * needs); ask_next gives each askable one in turn, NULL at the end. */
+typedef struct {
+    lk_peer *c;
+    bool cut;                        /* lk_part.truncating of those it gives */
+    int64_t now, *next_us;
+    lk_mirror *m;                    /* where it is: m's partition i next */
+    int32_t i;
+} ask_walk;
+
+static int ask_start(ask_walk *w, lk_peer *c, bool cut, int64_t now, int64_t *next_us)
+{
+    *w = (ask_walk){ .c = c, .cut = cut, .now = now, .next_us = next_us,
+                     .m = c->link->set->mirrors };
+    int n = 0;
+    EACH_PART(c->link, m, i, lp)
+        n += lp->truncating == cut && lp->leader == c->node;
+    return n;
+}
+
+static bk_partition *ask_next(ask_walk *w, lk_mirror **m, int32_t *i)
+{
+    for (; w->m; w->m = w->m->next, w->i = 0) {
+        if (w->m->link != w->c->link)
+            continue;
+        while (w->i < w->m->nparts) {
+            int32_t k = w->i++;
+            bk_partition *v = w->m->parts[k].truncating != w->cut ? NULL :
+                              askable(w->c, w->m, k, w->now, w->next_us);
+            if (v) {
+                *m = w->m;
+                *i = k;
+                return v;
+            }
+        }
+    }
+    return NULL;
+}
+
 /* C5: one OffsetForLeaderEpoch of the partitions to cut first.  A mirror
  * that holds nothing (or no epoch history) has nothing to ask and nothing
  * to cut. */
 static bool send_epochs(lk_peer *c, int64_t now, int64_t *next_us)
 {
-    lk_link *l = c->link;
-    int n = 0;
-    EACH_PART(l, m, i, lp)
-        n += lp->truncating && lp->leader == c->node;
+    ask_walk w;
+    int n = ask_start(&w, c, true, now, next_us);
     if (n == 0)
         return false;
     kp_OffsetForLeaderEpochRequest_OffsetForLeaderTopic *ts =
@@ -508,10 +547,10 @@ static bool send_epochs(lk_peer *c, int64_t now, int64_t *next_us)
         return true;
     }
     n = 0;
-    EACH_PART(l, m, i, lp) {
-        bk_partition *v = lp->truncating ? askable(c, m, i, now, next_us) : NULL;
-        if (!v)
-            continue;
+    lk_mirror *m;
+    int32_t i;
+    for (bk_partition *v; (v = ask_next(&w, &m, &i)) != NULL;) {
+        lk_part *lp = &m->parts[i];
         lp->oe_epoch = seg_epoch_latest(v->log);
         if (lp->oe_epoch < 0 || seg_log_end(v->log) == seg_log_start(v->log)) {
             lp->truncating = false;
@@ -546,9 +585,8 @@ static bool send_epochs(lk_peer *c, int64_t now, int64_t *next_us)
 static bool send_fetch(lk_peer *c, int64_t now, int64_t *next_us)
 {
     lk_link *l = c->link;
-    int n = 0;
-    EACH_PART(l, m, i, lp)
-        n += lp->leader == c->node;
+    ask_walk w;
+    int n = ask_start(&w, c, false, now, next_us);
     if (n == 0)
         return false;
     kp_FetchRequest_FetchTopic *ts = kp_arena_alloc(&c->arena, (size_t)n * sizeof *ts);
@@ -558,10 +596,10 @@ static bool send_fetch(lk_peer *c, int64_t now, int64_t *next_us)
         return true;
     }
     n = 0;
-    EACH_PART(l, m, i, lp) {
-        bk_partition *v = lp->truncating ? NULL : askable(c, m, i, now, next_us);
-        if (!v)
-            continue;
+    lk_mirror *m;
+    int32_t i;
+    for (bk_partition *v; (v = ask_next(&w, &m, &i)) != NULL;) {
+        lk_part *lp = &m->parts[i];
         lp->retry_us = 0;
         lp->fetch_offset = seg_log_end(v->log);
         lp->in_request = true;

@@ -121,7 +121,7 @@ int replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *mp,
      * links are not loaded yet: the first rule keeps a mirror's history. */
     const char *mirror_why;
     if (!bk_cluster_mode(b) && p->leader_epoch >= seg_epoch_latest(p->log) &&
-        !(b->mirror_refuses && b->mirror_refuses(b, t->name, &mirror_why)))
+        !bk_mirror_refuses(b, t->name, &mirror_why))
         seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log));
     /* The history recovered at open is saved by the caller once the view's
      * takeover (repl_isr.c) has assigned its epoch too: one checkpoint, and

@@ -126,7 +126,7 @@ static int16_t mk_append(bk_broker *b, bk_partition *p, int64_t pid, int16_t epo
                          const bk_marker *m, int64_t *end)
 {
     const char *why;
-    if (b->mirror_refuses && b->mirror_refuses(b, p->topic->name, &why))
+    if (bk_mirror_refuses(b, p->topic->name, &why))
         return KP_INVALID_REQUEST;       /* a mirror's offsets are its source's */
     if (seg_failed(p->log))
         return KP_KAFKA_STORAGE_ERROR;

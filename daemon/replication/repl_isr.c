@@ -225,7 +225,7 @@ void repl_isr_view_changed(bk_broker *b, bk_partition *p)
      * its source's (daemon/link/link_conn.c C5). */
     const char *mirror_why;
     if (p->leading && p->leader_epoch >= seg_epoch_latest(p->log) &&
-        !(b->mirror_refuses && b->mirror_refuses(b, p->topic->name, &mirror_why)) &&
+        !bk_mirror_refuses(b, p->topic->name, &mirror_why) &&
         seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
         replica_partition_epochs_save(b, p);
     if (p->leading)

@@ -131,7 +131,7 @@ static bool ap_check_topics(bk_req *r, ap_ctx *c, ap_txn *x)
         bk_topic *tp = q->Name.len > 0 ? view_topic_find(r->b, q->Name.p, (size_t)q->Name.len)
                                        : NULL;
         const char *why;
-        bool mirror = tp && r->b->mirror_refuses && r->b->mirror_refuses(r->b, tp->name, &why);
+        bool mirror = tp && bk_mirror_refuses(r->b, tp->name, &why);
         for (int32_t p = 0; p < q->Partitions_count; p++, k++) {
             int32_t i = q->Partitions[p];
             c->errs[k] = !authz ? KP_TOPIC_AUTHORIZATION_FAILED

@@ -129,49 +129,58 @@ sys.exit(1)' "$ZK_PORT" || fail "ZooKeeper did not start within 30 s" "$zklog"
 kill -0 "$zkpid" 2>/dev/null || fail "ZooKeeper exited" "$zklog"
 
 # ---- brokers ---------------------------------------------------------------------
-for i in 1 2 3; do
-    mkdir -p "data/cluster/broker-$i"
-    "$SLUICED" -c "$here/broker$i.properties" > "data/cluster/broker-$i.log" 2>&1 &
-    pids="$pids broker-$i:$!"
-done
-# The second cluster (LINKED=1): the first's settings but for its own
-# ports, data, chroot and no schema registry.
-i=0
-for kp in $DR_PORTS; do
-    i=$((i + 1))
-    ap=$(echo $DR_ADMIN_PORTS | cut -d' ' -f$i)
-    mkdir -p "data/cluster/dr-broker-$i"
-    "$SLUICED" -c "$here/broker$i.properties" \
-        --override listeners=PLAINTEXT://127.0.0.1:$kp \
-        --override advertised.listeners=PLAINTEXT://127.0.0.1:$kp \
-        --override log.dirs=./data/cluster/dr-broker-$i \
-        --override admin.listeners=http://127.0.0.1:$ap \
-        --override schema.registry.listeners=none \
-        --override zookeeper.connect=127.0.0.1:$ZK_PORT/sluice-dr \
-        > "data/cluster/dr-broker-$i.log" 2>&1 &
-    pids="$pids dr-broker-$i:$!"
-done
-# until_listening NAME PORT: waits for NAME (of $pids) to listen on PORT
+# each_broker PREFIX "PORTS" "ADMIN_PORTS" CMD: CMD NAME I KAFKA_PORT ADMIN_PORT
+# for broker I of a cluster (NAME is PREFIX followed by I).
+each_broker() {
+    eb_i=0
+    for eb_kp in $2; do
+        eb_i=$((eb_i + 1))
+        "$4" "$1$eb_i" "$eb_i" "$eb_kp" "$(echo $3 | cut -d' ' -f$eb_i)"
+    done
+}
+# start_broker NAME I KAFKA_PORT ADMIN_PORT: broker I's properties; the
+# second cluster's (LINKED=1, dr-*) with its own ports, data, chroot and no
+# schema registry.
+start_broker() {
+    sb_name=$1 sb_kp=$3 sb_ap=$4
+    mkdir -p "data/cluster/$sb_name"
+    set -- -c "$here/broker$2.properties"
+    case $sb_name in
+    dr-*) set -- "$@" \
+              --override listeners=PLAINTEXT://127.0.0.1:$sb_kp \
+              --override advertised.listeners=PLAINTEXT://127.0.0.1:$sb_kp \
+              --override log.dirs=./data/cluster/$sb_name \
+              --override admin.listeners=http://127.0.0.1:$sb_ap \
+              --override schema.registry.listeners=none \
+              --override zookeeper.connect=127.0.0.1:$ZK_PORT/sluice-dr ;;
+    esac
+    "$SLUICED" "$@" > "data/cluster/$sb_name.log" 2>&1 &
+    pids="$pids $sb_name:$!"
+}
+# pid_of NAME: its pid (of $pids)
+pid_of() {
+    echo "$pids" | tr ' ' '\n' | sed -n "s/^$1://p"
+}
+# until_listening NAME I KAFKA_PORT ADMIN_PORT: waits for NAME to listen
 until_listening() {
-    pid=$(echo "$pids" | tr ' ' '\n' | sed -n "s/^$1://p")
+    pid=$(pid_of "$1")
     n=0
-    until port_busy "$2"; do
+    until port_busy "$3"; do
         kill -0 "$pid" 2>/dev/null || fail "$1 exited during startup" "data/cluster/$1.log"
         n=$((n + 1))
-        [ $n -lt 300 ] || fail "$1 not listening on $2 within 30 s" "data/cluster/$1.log"
+        [ $n -lt 300 ] || fail "$1 not listening on $3 within 30 s" "data/cluster/$1.log"
         sleep 0.1
     done
 }
-i=0
-for kp in $KAFKA_PORTS; do
-    i=$((i + 1))
-    until_listening "broker-$i" "$kp"
-done
-i=0
-for kp in $DR_PORTS; do
-    i=$((i + 1))
-    until_listening "dr-broker-$i" "$kp"
-done
+# show_broker NAME I KAFKA_PORT ADMIN_PORT: its line of the banner
+show_broker() {
+    printf '  %-10s 127.0.0.1:%s  admin 127.0.0.1:%s  pid %s  log data/cluster/%s.log\n' \
+        "$(echo "${1%-*}" | tr - ' ') $2" "$3" "$4" "$(pid_of "$1")" "$1"
+}
+each_broker broker- "$KAFKA_PORTS" "$ADMIN_PORTS" start_broker
+each_broker dr-broker- "$DR_PORTS" "$DR_ADMIN_PORTS" start_broker
+each_broker broker- "$KAFKA_PORTS" "$ADMIN_PORTS" until_listening
+each_broker dr-broker- "$DR_PORTS" "$DR_ADMIN_PORTS" until_listening
 if [ -n "$LINKED" ]; then
     ap=$(echo $DR_ADMIN_PORTS | cut -d' ' -f1)
     bs=$(echo $KAFKA_PORTS | sed 's/\([0-9]*\)/127.0.0.1:\1/g; s/ /,/g')
@@ -190,23 +199,11 @@ cat <<EOF
 Sluice cluster running (Ctrl-C stops everything):
   ZooKeeper  127.0.0.1:$ZK_PORT  pid $zkpid  chroot /sluice  log $zklog  data $tmp/data
 EOF
-i=0
-for kp in $KAFKA_PORTS; do
-    i=$((i + 1))
-    ap=$(echo $ADMIN_PORTS | cut -d' ' -f$i)
-    pid=$(echo "$pids" | tr ' ' '\n' | sed -n "s/^broker-$i://p")
-    echo "  broker $i   127.0.0.1:$kp  admin 127.0.0.1:$ap  pid $pid  log data/cluster/broker-$i.log"
-done
+each_broker broker- "$KAFKA_PORTS" "$ADMIN_PORTS" show_broker
 if [ -n "$LINKED" ]; then
     echo
     echo "Second cluster (ZooKeeper chroot /sluice-dr), linked to the first as 'main':"
-    i=0
-    for kp in $DR_PORTS; do
-        i=$((i + 1))
-        ap=$(echo $DR_ADMIN_PORTS | cut -d' ' -f$i)
-        pid=$(echo "$pids" | tr ' ' '\n' | sed -n "s/^dr-broker-$i://p")
-        echo "  dr broker $i 127.0.0.1:$kp  admin 127.0.0.1:$ap  pid $pid  log data/cluster/dr-broker-$i.log"
-    done
+    each_broker dr-broker- "$DR_PORTS" "$DR_ADMIN_PORTS" show_broker
     cat <<EOF
 
 Mirror a topic of the first cluster into the second (same offsets), watch it,

@@ -7,6 +7,8 @@ picked per version (the v* helpers, Conn.request_v) or always compact (the
 c* helpers, tags, Conn.request_flex).
 Every read has a deadline: a test never hangs on a silent broker.
 """
+import collections
+import os
 import socket
 import struct
 import time
@@ -471,17 +473,20 @@ def produce_v3_body(topic, partition, records, acks=-1, timeout_ms=10000):
             array([string(topic) + array([i32(partition) + nbytes(records)])]))
 
 
-def parse_produce_v3(r):
-    """[(topic, partition, error, base_offset, log_append_time)]"""
+def per_partition(r, fn):
+    """A classic [topic [partition]] answer: [(topic,) + fn(r)], fn reading
+    one partition's fields into a tuple."""
     out = []
     for _ in range(r.i32()):
         t = r.string()
         for _ in range(r.i32()):
-            p = r.i32()
-            err = r.i16()
-            base = r.i64()
-            lat = r.i64()
-            out.append((t, p, err, base, lat))
+            out.append((t,) + fn(r))
+    return out
+
+
+def parse_produce_v3(r):
+    """[(topic, partition, error, base_offset, log_append_time)]"""
+    out = per_partition(r, lambda x: (x.i32(), x.i16(), x.i64(), x.i64()))
     r.i32()  # throttle
     return out
 
@@ -492,21 +497,24 @@ def fetch_v4_body(topic, partition, offset, max_wait_ms, min_bytes=1,
             array([string(topic) + array([i32(partition) + i64(offset) + i32(partition_max_bytes)])]))
 
 
+def _fetch_partitions(r, version):
+    """The topics of a Fetch v4-v11 response: [(topic, partition, error,
+    high_watermark, log_start (None before v5), records bytes)]."""
+    def partition(x):
+        p, err, hw = x.i32(), x.i16(), x.i64()
+        x.i64()  # last stable offset
+        log_start = x.i64() if version >= 5 else None
+        x.array(lambda y: (y.i64(), y.i64()))  # aborted transactions
+        if version >= 11:
+            x.i32()  # preferred read replica
+        return p, err, hw, log_start, x.nbytes()
+    return per_partition(r, partition)
+
+
 def parse_fetch_v4(r):
     """[(topic, partition, error, high_watermark, records bytes)]"""
     r.i32()  # throttle
-    out = []
-    for _ in range(r.i32()):
-        t = r.string()
-        for _ in range(r.i32()):
-            p = r.i32()
-            err = r.i16()
-            hw = r.i64()
-            r.i64()  # last stable offset
-            r.array(lambda x: (x.i64(), x.i64()))  # aborted transactions
-            records = r.nbytes()
-            out.append((t, p, err, hw, records))
-    return out
+    return [(t, p, err, hw, records) for t, p, err, hw, _ls, records in _fetch_partitions(r, 4)]
 
 
 def fetch_v11_body(partitions, max_wait_ms, replica_id=-1, min_bytes=1,
@@ -530,20 +538,7 @@ def parse_fetch_v11(r):
     r.i32()  # throttle
     err = r.i16()
     r.i32()  # session id
-    out = []
-    for _ in range(r.i32()):
-        t = r.string()
-        for _ in range(r.i32()):
-            p = r.i32()
-            perr = r.i16()
-            hw = r.i64()
-            r.i64()  # last stable offset
-            log_start = r.i64()
-            r.array(lambda x: (x.i64(), x.i64()))  # aborted transactions
-            r.i32()  # preferred read replica
-            records = r.nbytes()
-            out.append((t, p, perr, hw, log_start, records))
-    return err, out
+    return err, _fetch_partitions(r, 11)
 
 
 def produce_v11_body(topic, partition, batch, acks=-1, timeout_ms=10000):
@@ -653,6 +648,132 @@ def record_batch(records, base_timestamp, leader_epoch=-1):
                     for i, (key, value, headers, ts_delta) in enumerate(records))
     return raw_batch(body, len(records), base_timestamp,
                      base_timestamp + max(r[3] for r in records), leader_epoch=leader_epoch)
+
+
+class Batch(collections.namedtuple(
+        "Batch", "base last_delta crc attrs magic pid epoch seq count raw")):
+    """One v2 batch as stored and served: its header fields and its bytes."""
+    __slots__ = ()
+
+    @property
+    def ident(self):
+        """(BaseOffset, LastOffsetDelta, CRC): what says two logs hold the
+        same batch at the same place."""
+        return self.base, self.last_delta, self.crc
+
+
+def walk_batches(data):
+    """Each whole v2 batch in data (a Fetch's records or a segment file's
+    bytes), in order, as a Batch; stops at a batch cut short (a Fetch's
+    size limit) or at a zero length (a segment's preallocated tail)."""
+    pos = 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        if length <= 0 or pos + 12 + length > len(data):
+            return
+        magic, crc, attrs, last_delta = struct.unpack_from(">bIhi", data, pos + 16)
+        pid, epoch, seq, count = struct.unpack_from(">qhii", data, pos + 43)
+        yield Batch(base, last_delta, crc, attrs, magic, pid, epoch, seq, count,
+                    bytes(data[pos:pos + 12 + length]))
+        pos += 12 + length
+
+
+def segment_batches(directory):
+    """[Batch] of every .log segment file in a partition's directory, read
+    straight from disk, in file name (base offset) order."""
+    out = []
+    for name in sorted(f for f in os.listdir(directory) if f.endswith(".log")):
+        with open(os.path.join(directory, name), "rb") as f:
+            out.extend(walk_batches(f.read()))
+    return out
+
+
+class FetchError(AssertionError):
+    """A Fetch answered with an error code (top level or the partition's):
+    an AssertionError, as a test's own check of the code would raise."""
+
+    def __init__(self, code, what):
+        super().__init__("%s: error %d" % (what, code))
+        self.code = code
+
+
+def fetch_batches(port, topic, partition, start=0, timeout=10.0):
+    """Every batch of the partition from offset start up to the high
+    watermark, by raw Fetch v11 as a consumer (read_uncommitted):
+    ([Batch], high watermark).  FetchError if the broker answers an error
+    (it does not lead the partition, has no such partition...)."""
+    out, offset = [], start
+    with Conn(port, timeout=timeout) as c:
+        while True:
+            r = c.request(API_FETCH, 11, fetch_v11_body([(topic, partition, offset)], 0),
+                          timeout=timeout)
+            err, parts = parse_fetch_v11(r)
+            (_, _, perr, hw, _, recs), = parts
+            if err or perr:
+                raise FetchError(err or perr, "Fetch %s-%d at %d from port %d"
+                                 % (topic, partition, offset, port))
+            got = 0
+            for b in walk_batches(recs or b""):
+                out.append(b)
+                offset = b.base + b.last_delta + 1
+                got += 1
+            if offset >= hw or got == 0:
+                return out, hw
+
+
+def batch_records(raw):
+    """[(offset, key, value, [(header key, header value)])] of an
+    uncompressed v2 batch (its bytes), offsets absolute; None for a null
+    key, value or header value."""
+    base, = struct.unpack_from(">q", raw, 0)
+    count, = struct.unpack_from(">i", raw, 57)
+    rd = Reader(raw, 61)
+
+    def nullable():
+        n = rd.varint()
+        return rd.take(n) if n >= 0 else None
+    out = []
+    for _ in range(count):
+        rd.varint()                      # record length
+        rd.i8()                          # attributes
+        rd.varint()                      # timestamp delta
+        offset = base + rd.varint()
+        key, value = nullable(), nullable()
+        headers = [(rd.take(rd.varint()).decode(), nullable()) for _ in range(rd.varint())]
+        out.append((offset, key, value, headers))
+    return out
+
+
+def fetch_records(port, topic, partition, end=None, max_bytes=4 << 20, timeout=10.0):
+    """Every record from offset 0 up to end (the high watermark when None),
+    by raw Fetch v4 (uncompressed batches): [(offset, key, value,
+    headers)].  Asserts what a torn or doubled log would break: every
+    batch served whole enough to go on, its CRC right, offsets only
+    growing."""
+    out, off = [], 0
+    with Conn(port, timeout=timeout) as c:
+        while end is None or off < end:
+            (res,) = parse_fetch_v4(c.request(API_FETCH, 4, fetch_v4_body(
+                topic, partition, off, 0, max_bytes=max_bytes, partition_max_bytes=max_bytes),
+                timeout=timeout))
+            assert res[2] == 0, "fetch %s-%d at %d: error %d" % (topic, partition, off, res[2])
+            high = res[3] if end is None else end
+            if off >= high:
+                break
+            data = res[4] or b""
+            assert data, "fetch %s-%d at %d below %d returned nothing" % (topic, partition, off,
+                                                                          high)
+            whole = list(walk_batches(data))
+            assert whole, "partial batch served at %s-%d %d" % (topic, partition, off)
+            for b in whole:
+                assert b.crc == crc32c(b.raw[21:]), \
+                    "torn or damaged batch served at %s-%d %d" % (topic, partition, b.base)
+                for r in batch_records(b.raw):
+                    assert not out or r[0] > out[-1][0], \
+                        "offset %d served after %d" % (r[0], out[-1][0])
+                    out.append(r)
+                off = b.base + b.last_delta + 1
+    return out
 
 
 # protocol/README.md §10's vector: one record, key "k", value "hi", header h=v,

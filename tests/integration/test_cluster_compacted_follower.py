@@ -9,7 +9,6 @@ What a user checks: the follower catches up and rejoins the ISR, and once
 it leads (the other two stopped) it serves exactly the batches the leader
 served: (BaseOffset, LastOffsetDelta, CRC) of every batch, and the records.
 """
-import struct
 import time
 
 from confluent_kafka.admin import NewTopic
@@ -18,40 +17,17 @@ import kafka_raw as kr
 from cluster_support import leader_and_isr, make_cluster, wait_for, zk  # noqa: F401
 from retention_support import FAST, metric
 from support import ck_admin, ck_producer, consume, produce_ok, report, topic_name
-from test_link import batches
 from test_compaction import BASE, KEYS, VERSIONS, roll_active, write_versions
 
 MID = 30
 
 
-def raw_batches(b, t):
-    """The bytes of every batch of t-0 up to the high watermark."""
-    return [w[4] for w in batches(b, t, 0)[0]]
-
-
 def batch_ids(b, t):
     """[(BaseOffset, LastOffsetDelta, CRC)] of every batch of t-0 up to the
-    high watermark, by raw Fetch v11 from broker b (its leader)."""
-    out, offset = [], 0
-    with kr.Conn(b.port) as c:
-        while True:
-            r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(t, 0, offset)], 0), timeout=10)
-            err, parts = kr.parse_fetch_v11(r)
-            (_, _, perr, hw, _, recs), = parts
-            assert (err, perr) == (0, 0), (b.broker_id, err, perr)
-            pos, got = 0, 0
-            while pos + 12 <= len(recs or b""):
-                base, length = struct.unpack_from(">qi", recs, pos)
-                if pos + 12 + length > len(recs):
-                    break
-                lod, = struct.unpack_from(">i", recs, pos + 23)
-                crc, = struct.unpack_from(">I", recs, pos + 17)
-                out.append((base, lod, crc))
-                offset = base + lod + 1
-                pos += 12 + length
-                got += 1
-            if offset >= hw or got == 0:
-                return out, hw
+    high watermark, by raw Fetch v11 from broker b (its leader), and that
+    high watermark."""
+    got, hw = kr.fetch_batches(b.port, t, 0)
+    return [x.ident for x in got], hw
 
 
 def test_a_follower_copies_a_log_compacted_while_it_was_away(make_cluster):
@@ -85,7 +61,7 @@ def test_a_follower_copies_a_log_compacted_while_it_was_away(make_cluster):
     gaps = sum(1 for x, y in zip(want, want[1:]) if y[0] > x[0] + x[1] + 1)
     assert gaps >= 1
     n = hw - sum(lod + 1 for _, lod, _ in want)           # offsets the leader has no batch for
-    count = sum(struct.unpack_from(">i", raw, 57)[0] for raw in raw_batches(b1, t))
+    count = sum(x.count for x in kr.fetch_batches(b1.port, t, 0)[0])
     records = consume(b1, t, [0], count, timeout=20, settle=0.5)
     assert len(records) == count
     records = [(m.offset(), m.key(), m.value()) for m in records]

@@ -12,7 +12,6 @@ cleaning/ or *.swap behind.  Seeded; 15-25 s."""
 import os
 import random
 import signal
-import struct
 import time
 
 import kafka_raw as kr
@@ -50,46 +49,7 @@ def produce_round(port, t, rng, acked, newest):
 def read_log(port, t):
     """[(offset, key, value)] from 0 to the high watermark; asserts every
     batch is whole with a right CRC and offsets only grow."""
-    out, off, high = [], 0, None
-    with kr.Conn(port, timeout=10) as c:
-        while high is None or off < high:
-            (res,) = kr.parse_fetch_v4(c.request(kr.API_FETCH, 4, kr.fetch_v4_body(
-                t, 0, off, 0, max_bytes=4 << 20, partition_max_bytes=4 << 20)))
-            assert res[2] == 0, "fetch at %d: error %d" % (off, res[2])
-            high, data = res[3], res[4] or b""
-            if off >= high:
-                break
-            assert data, "fetch at %d below the high watermark %d returned nothing" % (off, high)
-            at = 0
-            while at + 12 <= len(data):
-                base, blen = struct.unpack(">qi", data[at:at + 12])
-                whole = data[at:at + 12 + blen]
-                if len(whole) < 12 + blen:
-                    break                                 # cut by max_bytes
-                assert struct.unpack(">I", whole[17:21])[0] == kr.crc32c(whole[21:]), \
-                    "torn batch served at %d" % base
-                (lod,) = struct.unpack(">i", whole[23:27])
-                (count,) = struct.unpack(">i", whole[57:61])
-                rd = kr.Reader(whole, 61)
-                for _ in range(count):
-                    rd.varint()
-                    rd.i8()
-                    rd.varint()
-                    o = base + rd.varint()
-                    kl = rd.varint()
-                    k = rd.take(kl) if kl >= 0 else None
-                    vl = rd.varint()
-                    v = rd.take(vl) if vl >= 0 else None
-                    for _ in range(rd.varint()):
-                        rd.take(rd.varint())
-                        hl = rd.varint()
-                        if hl > 0:
-                            rd.take(hl)
-                    assert not out or o > out[-1][0], "offset %d after %d" % (o, out[-1][0])
-                    out.append((o, k, v))
-                off = base + lod + 1
-                at += 12 + blen
-    return out
+    return [(o, k, v) for o, k, v, _h in kr.fetch_records(port, t, 0)]
 
 
 def check(port, t, acked, newest):

@@ -2,11 +2,10 @@
 really the compressed batch the client sent (segment files hold batches
 as received: DESIGN.md, "Data path")."""
 import importlib
-import os
-import struct
 
 import pytest
 
+import kafka_raw as kr
 from support import ck_producer, consume, create_topic, kp_consume, produce_ok, topic_name
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -35,30 +34,17 @@ def kp_can(codec):
 
 
 def stored_batches(b, topic, partition=0):
-    """(base offset, attributes, batch length) of every batch in the
-    partition's segment files, read straight from disk."""
-    d = b.partition_dir(topic, partition)
-    out = []
-    for name in sorted(f for f in os.listdir(d) if f.endswith(".log")):
-        with open(os.path.join(d, name), "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos + 61 <= len(data):
-            base, length = struct.unpack(">qi", data[pos:pos + 12])
-            if length <= 0:
-                break   # preallocated zero tail
-            magic = data[pos + 16]
-            (attrs,) = struct.unpack(">h", data[pos + 21:pos + 23])
-            assert magic == 2, "stored batch at file position %d has magic %d" % (pos, magic)
-            out.append((base, attrs, length + 12))
-            pos += 12 + length
+    """[kafka_raw.Batch] of every batch in the partition's segment files,
+    read straight from disk; each must be magic 2."""
+    out = kr.segment_batches(b.partition_dir(topic, partition))
+    for x in out:
+        assert x.magic == 2, "stored batch at offset %d has magic %d" % (x.base, x.magic)
     return out
 
 
 def librdkafka_hint(b, codec):
     """librdkafka silently sends uncompressed batches when the broker's
     ApiVersions turn its codec feature off (protocol/README.md §7.1)."""
-    import kafka_raw as kr
     with kr.Conn(b.port) as c:
         _, apis = kr.parse_api_versions_v0(c.request(kr.API_API_VERSIONS, 0))
     if codec == "lz4" and 10 not in apis:
@@ -72,12 +58,12 @@ def librdkafka_hint(b, codec):
 def check_stored(b, topic, codec):
     batches = stored_batches(b, topic)
     assert batches, "no batches in %s" % b.partition_dir(topic)
-    codecs = {attrs & 7 for _, attrs, _ in batches}
+    codecs = {x.attrs & 7 for x in batches}
     assert codecs == {CODEC_ID[codec]}, \
         "stored batches have codecs %s, the producer used %s (%d)%s" % (
             codecs, codec, CODEC_ID[codec], librdkafka_hint(b, codec))
     raw = sum(len(v) for v in values())
-    stored = sum(n for _, _, n in batches)
+    stored = sum(len(x.raw) for x in batches)
     if codec == "none":
         assert stored >= raw
     else:

@@ -9,7 +9,6 @@ Prints acknowledged / recovered / lost; lost must be 0.
 (acks=all on a 3-broker cluster joins once replication exists.)"""
 import random
 import signal
-import struct
 import threading
 import time
 
@@ -54,43 +53,7 @@ def producer_thread(port, topic, partition, rng_seed, acked, lock, stop):
 
 def read_partition(port, topic, partition, end):
     """{offset: value} from 0 to end, checking every batch's CRC."""
-    got = {}
-    off = 0
-    with kr.Conn(port, timeout=10) as c:
-        while off < end:
-            (res,) = kr.parse_fetch_v4(c.request(kr.API_FETCH, 4, kr.fetch_v4_body(
-                topic, partition, off, 0, max_bytes=4 << 20, partition_max_bytes=4 << 20), timeout=10))
-            assert res[2] == 0, "fetch %d/%d: error %d" % (partition, off, res[2])
-            data = res[4] or b""
-            assert data, "fetch at %d/%d below the end %d returned nothing" % (partition, off, end)
-            at = 0
-            while at + 12 <= len(data):
-                base, blen = struct.unpack(">qi", data[at:at + 12])
-                whole = data[at:at + 12 + blen]
-                assert len(whole) == 12 + blen, "partial batch served at %d/%d" % (partition, base)
-                assert struct.unpack(">I", whole[17:21])[0] == kr.crc32c(whole[21:]), \
-                    "torn batch served at %d/%d" % (partition, base)
-                (count,) = struct.unpack(">i", whole[57:61])
-                rd = kr.Reader(whole, 61)
-                for _ in range(count):
-                    rd.varint()                       # record length
-                    rd.i8(); rd.varint()              # attributes, timestampDelta
-                    delta = rd.varint()
-                    kl = rd.varint()
-                    if kl > 0:
-                        rd.take(kl)
-                    vl = rd.varint()
-                    v = rd.take(vl) if vl >= 0 else None
-                    for _ in range(rd.varint()):
-                        rd.take(rd.varint())
-                        hl = rd.varint()
-                        if hl > 0:
-                            rd.take(hl)
-                    assert base + delta not in got, "offset %d/%d served twice" % (partition, base + delta)
-                    got[base + delta] = v
-                off = base + count
-                at += 12 + blen
-    return got
+    return {o: v for o, _k, v, _h in kr.fetch_records(port, topic, partition, end)}
 
 
 def log_end(port, topic, partition):

@@ -208,19 +208,30 @@ def test_bad_security_settings_are_refused_at_creation(sec_broker, certs, tmp_pa
         assert rc == 1 and name in err and took < 10, (conf, rc, err)   # configuration
 
 
-def test_produce_and_consume_tools_over_sasl_ssl(sec_broker, certs, tmp_path):  # noqa: F811
-    b = sec_broker
-    t = topic_name("xtools")
+def exporter_topic(b, prefix):
+    """A new one-partition topic that User:exporter may read, describe and write."""
+    t = topic_name(prefix)
     st, body = sql(b, "INSERT INTO topics (name, partitions) VALUES ('%s', 1)" % t)
     assert st == 200, body
     for op in ("READ", "DESCRIBE", "WRITE"):
         grant(b, "TOPIC", t, op, "User:exporter")
+    return t
+
+
+def produce_tool(b, t, certs, lines, timeout):
+    """sluice-produce writes lines (one message each) to t over SASL_SSL."""
+    p = subprocess.run([os.path.join(TOOLS, "sluice-produce"), "-b", boot(b, "SASL_SSL"),
+                        "-t", t] + xargs(sasl_ssl(certs)), input=lines,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+
+
+def test_produce_and_consume_tools_over_sasl_ssl(sec_broker, certs, tmp_path):  # noqa: F811
+    b = sec_broker
+    t = exporter_topic(b, "xtools")
     conf = xargs(sasl_ssl(certs))
     lines = b"".join(b"line-%d-\xff\x00x\n" % i for i in range(200))
-    p = subprocess.run([os.path.join(TOOLS, "sluice-produce"), "-b", boot(b, "SASL_SSL"),
-                        "-t", t] + conf, input=lines, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=60)
-    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    produce_tool(b, t, certs, lines, timeout=60)
     p = subprocess.run([os.path.join(TOOLS, "sluice-consume"), "-b", boot(b, "SASL_SSL"),
                         "-t", t, "-o", "beginning", "-c", "200"] + conf,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
@@ -234,18 +245,11 @@ def test_megabytes_both_ways_through_tls(sec_broker, certs, tmp_path):  # noqa: 
     record or the read buffer, every byte checked."""
     import random
     b = sec_broker
-    t = topic_name("xbig")
-    st, body = sql(b, "INSERT INTO topics (name, partitions) VALUES ('%s', 1)" % t)
-    assert st == 200, body
-    for op in ("READ", "DESCRIBE", "WRITE"):
-        grant(b, "TOPIC", t, op, "User:exporter")
+    t = exporter_topic(b, "xbig")
     rnd = random.Random(7)
     values = [rnd.randbytes(rnd.randrange(1, 12000)).replace(b"\n", b"x")
               for _ in range(4000)]
-    p = subprocess.run([os.path.join(TOOLS, "sluice-produce"), "-b", boot(b, "SASL_SSL"),
-                        "-t", t] + xargs(sasl_ssl(certs)), input=b"\n".join(values) + b"\n",
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    produce_tool(b, t, certs, b"\n".join(values) + b"\n", timeout=120)
     rc, out, err, took = export(boot(b, "SASL_SSL"), t, tmp_path, sasl_ssl(certs),
                                 "--until-end", "-X", "fetch.max.bytes=8388608",
                                 "-X", "max.partition.fetch.bytes=4194304", timeout=120)

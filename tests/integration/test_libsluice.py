@@ -6,7 +6,6 @@ group of three libsluice consumers and one confluent-kafka consumer."""
 import json
 import os
 import signal
-import struct
 import subprocess
 import time
 
@@ -14,6 +13,7 @@ import pytest
 
 from support import create_topic, ck_conf, ck_consumer, kcat, topic_name
 from conftest import sluiced_path
+import kafka_raw as kr
 import libsluice_ctypes as lsc
 
 TOOLS = os.path.dirname(sluiced_path())
@@ -45,19 +45,7 @@ def consume(b, topic, *args, timeout=60):
 
 def stored_codecs(b, topic, partition=0):
     """Codec bits of every batch on disk."""
-    d = b.partition_dir(topic, partition)
-    out = []
-    for name in sorted(f for f in os.listdir(d) if f.endswith(".log")):
-        data = open(os.path.join(d, name), "rb").read()
-        pos = 0
-        while pos + 61 <= len(data):
-            _, length = struct.unpack(">qi", data[pos:pos + 12])
-            if length <= 0:
-                break
-            (attrs,) = struct.unpack(">h", data[pos + 21:pos + 23])
-            out.append(attrs & 7)
-            pos += 12 + length
-    return out
+    return [x.attrs & 7 for x in kr.segment_batches(b.partition_dir(topic, partition))]
 
 
 def values(n, tag=b""):

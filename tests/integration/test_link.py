@@ -19,7 +19,6 @@ import json
 import os
 import re
 import signal
-import struct
 import time
 
 import pytest
@@ -66,35 +65,14 @@ def until(fn, timeout=30.0, what="condition"):
 
 def batches(b, topic, partition, start=0):
     """Every batch of the partition, from offset start up to the high watermark,
-    through raw Fetch v11 (read_uncommitted): [(base offset, crc, producer
-    id, base sequence, the batch's bytes)]."""
-    out, offset = [], start
-    with kr.Conn(b.port) as c:
-        while True:
-            r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(topic, partition, offset)], 0,
-                                                               replica_id=-1), timeout=10)
-            err, parts = kr.parse_fetch_v11(r)
-            assert err == 0
-            (_, _, perr, hw, _, recs), = parts
-            if perr == UNKNOWN_TOPIC_OR_PARTITION or (perr == OFFSET_OUT_OF_RANGE and start):
-                return [], -1                     # a mirror not created (restarted) yet
-            assert perr == 0, (topic, partition, perr)
-            pos, got = 0, 0
-            while pos + 12 <= len(recs or b""):
-                base, length = struct.unpack_from(">qi", recs, pos)
-                if pos + 12 + length > len(recs):
-                    break
-                raw = recs[pos:pos + 12 + length]
-                crc, = struct.unpack_from(">I", raw, 17)
-                pid, = struct.unpack_from(">q", raw, 43)
-                seq, = struct.unpack_from(">i", raw, 53)
-                last_delta, = struct.unpack_from(">i", raw, 23)
-                out.append((base, crc, pid, seq, raw))
-                offset = base + last_delta + 1
-                pos += 12 + length
-                got += 1
-            if offset >= hw or got == 0:
-                return out, hw
+    through raw Fetch v11 (read_uncommitted): ([kafka_raw.Batch], high
+    watermark); ([], -1) while the mirror is not created (restarted) yet."""
+    try:
+        return kr.fetch_batches(b.port, topic, partition, start)
+    except kr.FetchError as e:
+        if e.code == UNKNOWN_TOPIC_OR_PARTITION or (e.code == OFFSET_OUT_OF_RANGE and start):
+            return [], -1
+        raise
 
 
 def link_source(dest, src, name="src", config=None):
@@ -127,8 +105,8 @@ def assert_same(src, dest, topic, partitions):
         until(lambda: batches(dest, topic, p)[1] >= hw, 60, "%s-%d mirrored" % (topic, p))
         got, dhw = batches(dest, topic, p)
         assert dhw == hw
-        assert [g[:4] for g in got] == [w[:4] for w in want]
-        assert [g[4] for g in got] == [w[4] for w in want]     # byte for byte
+        assert [g.ident for g in got] == [w.ident for w in want]
+        assert [g.raw for g in got] == [w.raw for w in want]     # byte for byte
 
 
 def fill(src, topic, partitions, n, start=0):
@@ -457,7 +435,7 @@ def test_promoting_after_a_pause_waits_for_a_fresh_answer(pair):
         want, hw = batches(src, t, p)
         got, dhw = batches(dest, t, p)
         assert dhw == hw
-        assert [g[4] for g in got] == [w[4] for w in want]
+        assert [g.raw for g in got] == [w.raw for w in want]
 
 
 def test_a_transaction_on_the_destination_cannot_touch_a_mirror(pair):
@@ -506,21 +484,21 @@ def test_a_source_whose_log_start_moved_is_mirrored_from_there(pair, cut):
     fill(src, t, 1, 40)
     all_batches, _ = batches(src, t, 0)
     assert len(all_batches) >= 4
-    at = all_batches[2][0] + (0 if cut == "batch" else 1)
+    at = all_batches[2].base + (0 if cut == "batch" else 1)
     low, err = delete_records(src, t, 0, at)
     assert (low, err) == (at, 0)
     link_source(dest, src)
     assert mirror(dest, t)[0] == 200
-    base = all_batches[2][0]
+    base = all_batches[2].base
     want, hw = batches(src, t, 0, start=at)
     until(lambda: batches(dest, t, 0, start=base)[1] >= hw, 30, "mirrored from the log start")
     got, dhw = batches(dest, t, 0, start=base)
-    assert dhw == hw and [g[4] for g in got] == [w[4] for w in want]
+    assert dhw == hw and [g.raw for g in got] == [w.raw for w in want]
     assert watermarks(dest, t)[0] == base
     fill(src, t, 1, 10, start=40)                 # and it goes on from there
     want, hw = batches(src, t, 0, start=at)
     until(lambda: batches(dest, t, 0, start=base)[1] >= hw, 30, "the next ones")
-    assert [g[4] for g in batches(dest, t, 0, start=base)[0]] == [w[4] for w in want]
+    assert [g.raw for g in batches(dest, t, 0, start=base)[0]] == [w.raw for w in want]
     assert mirror_state(dest, t)[:2] == ("active", None)
     assert len(re.findall("the mirror's log restarts there", dest.log_text())) == 1
 
@@ -542,7 +520,7 @@ def test_producer_ids_of_the_source_are_never_handed_out_after_promotion(pair):
     assert_same(src, dest, t, 1)
     sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
     until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
-    src_pids = {b[2] for b in batches(src, t, 0)[0]}
+    src_pids = {b.pid for b in batches(src, t, 0)[0]}
     q = ck_producer(dest, **{"enable.idempotence": True, "linger.ms": 2})
     for i in range(20):
         q.produce(t, value=b"dest %d" % i, partition=0)
@@ -550,8 +528,8 @@ def test_producer_ids_of_the_source_are_never_handed_out_after_promotion(pair):
     got, hw = batches(dest, t, 0)
     assert hw == 40
     new = got[20:]
-    assert len(new) == 20 and not {b[2] for b in new} & src_pids, (src_pids, new[0][:4])
-    assert [b[3] for b in new] == list(range(20))
+    assert len(new) == 20 and not {b.pid for b in new} & src_pids, (src_pids, new[0][:5])
+    assert [b.seq for b in new] == list(range(20))
 
 
 def test_a_failed_mirror_does_not_block_a_normal_topic_of_its_name(pair):
@@ -563,7 +541,7 @@ def test_a_failed_mirror_does_not_block_a_normal_topic_of_its_name(pair):
     create_topic(dest, t, partitions=1)
     produce_ok(ck_producer(dest), t, [{"key": b"k", "value": b"a normal topic", "partition": 0}])
     got, hw = batches(dest, t, 0)
-    assert hw == 1 and b"a normal topic" in got[0][4]
+    assert hw == 1 and b"a normal topic" in got[0].raw
 
 
 def test_fetch_sizes_beyond_the_frame_limit_are_refused(pair):

@@ -21,8 +21,6 @@ and links change (a link deleted and created again with another source)
 catches up at its restart; bad SQL is refused with the reason on any broker.
 """
 import json
-import os
-import signal
 import struct
 import threading
 import time
@@ -56,53 +54,21 @@ def leaders(b, topic):
 def fetched(port, topic, partition, pids=False):
     """[(base offset, last offset delta, crc)] of every batch up to the high
     watermark, by raw Fetch v11 as a consumer (pids: and its producer id and
-    partition leader epoch);
-    None unless this broker answers for it (it leads it)."""
-    out, offset = [], 0
-    with kr.Conn(port, timeout=10) as c:
-        while True:
-            r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(topic, partition, offset)], 0),
-                          timeout=10)
-            err, parts = kr.parse_fetch_v11(r)
-            (_, _, perr, hw, _, recs), = parts
-            if err or perr:
-                return None
-            got = 0
-            pos = 0
-            while pos + 12 <= len(recs or b""):
-                base, length = struct.unpack_from(">qi", recs, pos)
-                if pos + 12 + length > len(recs):
-                    break
-                delta, = struct.unpack_from(">i", recs, pos + 23)
-                crc, = struct.unpack_from(">I", recs, pos + 17)
-                epoch, = struct.unpack_from(">i", recs, pos + 12)
-                pid, = struct.unpack_from(">q", recs, pos + 43)
-                out.append((base, delta, crc, pid, epoch) if pids else (base, delta, crc))
-                offset = base + delta + 1
-                pos += 12 + length
-                got += 1
-            if offset >= hw or got == 0:
-                return out
+    partition leader epoch); None unless this broker answers for it (it
+    leads it)."""
+    try:
+        got = kr.fetch_batches(port, topic, partition)[0]
+    except kr.FetchError:
+        return None
+    if not pids:
+        return [x.ident for x in got]
+    return [x.ident + (x.pid, struct.unpack_from(">i", x.raw, 12)[0]) for x in got]
 
 
 def stored(b, topic, partition):
     """[(base offset, last offset delta, crc)] of every batch in the replica's
     segment files on broker b, read from disk."""
-    d = b.partition_dir(topic, partition)
-    out = []
-    for name in sorted(f for f in os.listdir(d) if f.endswith(".log")):
-        with open(os.path.join(d, name), "rb") as f:
-            data = f.read()
-        pos = 0
-        while pos + 61 <= len(data):
-            base, length = struct.unpack_from(">qi", data, pos)
-            if length <= 0 or pos + 12 + length > len(data):
-                break
-            delta, = struct.unpack_from(">i", data, pos + 23)
-            crc, = struct.unpack_from(">I", data, pos + 17)
-            out.append((base, delta, crc))
-            pos += 12 + length
-    return out
+    return [x.ident for x in kr.segment_batches(b.partition_dir(topic, partition))]
 
 
 class SourceProducer(threading.Thread):
@@ -144,7 +110,10 @@ def test_a_cluster_destination_mirrors_through_a_leader_kill(
         make_cluster, start_broker):  # noqa: F811
     src = start_broker()
     # mirror topics get the destination's default.replication.factor
-    dest = make_cluster(3, overrides={"default.replication.factor": "3"})
+    # a link with a secret setting needs password.encoder.secret in cluster
+    # mode (link.c K4; test_link_secrets.py)
+    dest = make_cluster(3, overrides={"default.replication.factor": "3",
+                                      "password.encoder.secret": "it-encoder-secret"})
     b1, b2, b3 = dest.brokers
     ta, tb = topic_name("cla"), topic_name("clb")
     create_topic(src, ta, partitions=3)

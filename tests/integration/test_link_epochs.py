@@ -156,9 +156,9 @@ def test_a_stale_offset_for_leader_epoch_answer_does_not_end_the_check(start_bro
     time.sleep(1)
     got, hw = batches(dest, TOPIC, 0)
     src.stop = True
-    assert [(g[0], g[4]) for g in got] == [(o, b) for o, _e, b in src.log] and hw == 15, \
+    assert [(g.base, g.raw) for g in got] == [(o, b) for o, _e, b in src.log] and hw == 15, \
         "mirror diverged from its source: %s; requests %s" % (
-            [(g[0], g[4][-6:]) for g in got], src.seen[-14:])
+            [(g.base, g.raw[-6:]) for g in got], src.seen[-14:])
 
 
 def test_a_source_with_no_epoch_as_high_as_the_mirrors(start_broker):
@@ -185,7 +185,7 @@ def test_a_source_with_no_epoch_as_high_as_the_mirrors(start_broker):
     src.stop = True
     assert "was the source topic recreated?" in st["last_error"], st
     assert "no leader epoch <= 5" in st["last_error"], st
-    assert [(g[0], g[4]) for g in got] == [(g[0], g[4]) for g in before] and hw == 10
+    assert [(g.base, g.raw) for g in got] == [(g.base, g.raw) for g in before] and hw == 10
     assert n <= 12, "%d requests to the source in 4 s: %s" % (n, src.seen[-12:])
 
 
@@ -212,8 +212,8 @@ def test_a_restart_of_the_destination_keeps_the_mirror(start_broker):
     got, hw = batches(dest, TOPIC, 0)
     cut = [ln[-200:] for ln in dest.log_text().splitlines() if "cut from" in ln or "restarts" in ln]
     src.stop = True
-    assert [(g[0], g[4]) for g in got] == [(g[0], g[4]) for g in before] and hw == 10, \
-        "mirror after restart: %s hw %d; %s; requests %s" % ([g[0] for g in got], hw, cut,
+    assert [(g.base, g.raw) for g in got] == [(g.base, g.raw) for g in before] and hw == 10, \
+        "mirror after restart: %s hw %d; %s; requests %s" % ([g.base for g in got], hw, cut,
                                                             src.seen[n0:n0 + 6])
     assert not cut, "%s; requests %s" % (cut, src.seen[n0:n0 + 6])     # nothing copied again
 

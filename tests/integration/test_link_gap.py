@@ -7,7 +7,6 @@ CRC, producer id, sequence, every byte), its lag reaches 0, and a consumer
 of the mirror reads exactly the records a consumer of the source reads, at
 the same offsets.
 """
-import struct
 import time
 
 from retention_support import fast_broker, metric, wait_for, watermarks
@@ -34,11 +33,11 @@ def test_a_compacted_source_is_mirrored_across_its_gaps(start_broker):
     def settled():                   # the first round gone, and nothing more to clean
         a = batches(src, t, 0)
         time.sleep(1.0)
-        return a if a[0][0][0] == KEYS * VERSIONS and batches(src, t, 0) == a else None
+        return a if a[0][0].base == KEYS * VERSIONS and batches(src, t, 0) == a else None
     want, hw = wait_for("the source's cleaner to finish", settled, timeout=40)
     assert hw == 2 * KEYS * VERSIONS + MID + 60 and watermarks(src, t) == (0, hw)
-    ends = [w[0] + struct.unpack_from(">i", w[4], 23)[0] + 1 for w in want]
-    assert any(nxt[0] > end for nxt, end in zip(want[1:], ends)), "no gap inside the log"
+    ends = [w.base + w.last_delta + 1 for w in want]
+    assert any(nxt.base > end for nxt, end in zip(want[1:], ends)), "no gap inside the log"
 
     link_source(dest, src)
     st, got = mirror(dest, t)
@@ -46,7 +45,7 @@ def test_a_compacted_source_is_mirrored_across_its_gaps(start_broker):
     assert_same(src, dest, t, 1)
     until(lambda: mirror_state(dest, t) == ("active", None, 0), 15, "lag 0, no error")
 
-    n = sum(struct.unpack_from(">i", w[4], 57)[0] for w in want)     # RecordsCount
+    n = sum(w.count for w in want)
     a = consume(src, t, [0], n, timeout=20, settle=0.5)
     b = consume(dest, t, [0], n, timeout=20, settle=0.5)
     assert len(a) == n

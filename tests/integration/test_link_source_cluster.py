@@ -17,7 +17,6 @@ source cut its log, the mirror is cut at the same place and holds the new
 leader's batches there.
 """
 import re
-import struct
 import threading
 import time
 
@@ -76,7 +75,7 @@ def source_batches(c, topic, p):
 
 def shape(bs):
     """(baseOffset, lastOffsetDelta, CRC) of each batch, and its bytes."""
-    return [(b[0], struct.unpack_from(">i", b[4], 23)[0], b[1]) for b in bs], [b[4] for b in bs]
+    return [b.ident for b in bs], [b.raw for b in bs]
 
 
 def assert_mirror_is_source(c, dest, topic, partitions):

@@ -4,7 +4,6 @@ through every segment boundary, the messages table pages by offset and by
 timestamp across segments (reading only what it returns), and ListOffsets
 by time finds records in later segments, compressed or not."""
 import os
-import struct
 
 import kafka_raw as kr
 from support import ck_producer, create_topic, kp_consumer, produce_ok, topic_name
@@ -37,15 +36,9 @@ def segment_files(b, t, partition=0):
 
 def batches(records):
     """(BaseOffset, LastOffsetDelta) of each whole batch in a Fetch's records."""
-    out, pos = [], 0
-    while pos + 12 <= len(records):
-        base, length = struct.unpack(">qi", records[pos:pos + 12])
-        assert pos + 12 + length <= len(records), "partial batch sent"
-        (lod,) = struct.unpack(">i", records[pos + 23:pos + 27])
-        out.append((base, lod))
-        pos += 12 + length
-    assert pos == len(records)
-    return out
+    whole = list(kr.walk_batches(records))
+    assert sum(len(x.raw) for x in whole) == len(records), "partial batch sent"
+    return [(x.base, x.last_delta) for x in whole]
 
 
 def fetch(b, t, offset, partition_max_bytes=1 << 20):

@@ -11,7 +11,6 @@ stays even when none of its records does, as a batch with no records
 the log still knows the producer."""
 import os
 import re
-import struct
 import time
 import uuid
 
@@ -91,25 +90,9 @@ def headers(b, t):
     """The header of every batch in the partition (base, attrs, pid, epoch,
     seq, delta, count), from a raw read_uncommitted Fetch walked to the
     high watermark."""
-    out, offset, high = [], 0, watermarks(b, t)[1]
-    with kr.Conn(b.port) as c:
-        while offset < high:
-            r = c.request(kr.API_FETCH, 11, kr.fetch_v11_body([(t, 0, offset)], 100))
-            err, parts = kr.parse_fetch_v11(r)
-            assert err == 0 and parts[0][2] == 0
-            data, pos = parts[0][5], 0
-            assert data, "no batch at offset %d below %d" % (offset, high)
-            while pos + 61 <= len(data):
-                base, length = struct.unpack_from(">qi", data, pos)
-                if pos + 12 + length > len(data):
-                    break                                   # a cut batch at the end
-                attrs, delta = struct.unpack_from(">hi", data, pos + 21)
-                pid, epoch, seq, count = struct.unpack_from(">qhii", data, pos + 43)
-                out.append(dict(base=base, attrs=attrs, pid=pid, epoch=epoch, seq=seq,
-                                delta=delta, count=count))
-                offset = base + delta + 1
-                pos += 12 + length
-    return out
+    got, _ = kr.fetch_batches(b.port, t, 0)
+    return [dict(base=x.base, attrs=x.attrs, pid=x.pid, epoch=x.epoch, seq=x.seq,
+                 delta=x.last_delta, count=x.count) for x in got]
 
 
 def markers(b, t):

@@ -295,6 +295,9 @@ START_TEST(test_only_secrets_are_sensitive_and_topic_keys_are_accepted)
         ck_assert_msg(keys[i].sensitive == (!strcmp(keys[i].name, "admin.token") ||
                                             !strcmp(keys[i].name, "ssl.keystore.key") ||
                                             !strcmp(keys[i].name, "ssl.key.password") ||
+                                            !strcmp(keys[i].name, "password.encoder.secret") ||
+                                            !strcmp(keys[i].name,
+                                                    "password.encoder.old.secret") ||
                                             !strcmp(keys[i].name, "sasl.jaas.config")),
                       "%s", keys[i].name);
     size_t nd;

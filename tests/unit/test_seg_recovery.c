@@ -169,6 +169,15 @@ static int list_batches(const dirimg *d, bref *out, int cap)
 }
 
 /* Everything the log serves, read through seg_read + pread. */
+/* A log of n batches under c (build_log), its files in *d (snap) and its
+ * batches in b (list_batches, at most cap): their count. */
+static int built(const seg_config *c, int n, dirimg *d, bref *b, int cap)
+{
+    build_log(c, n);
+    snap(d);
+    return list_batches(d, b, cap);
+}
+
 static size_t read_everything(seg_log *log, uint8_t *out, size_t cap)
 {
     size_t len = 0;
@@ -227,11 +236,9 @@ static void expect_prefix(const seg_config *c, int64_t rp, const dirimg *d,
 START_TEST(test_missing_index_rebuilt)
 {
     seg_config c = cfg(6000);
-    build_log(&c, 80);
     dirimg d;
-    snap(&d);
     bref b[256];
-    int nb = list_batches(&d, b, 256);
+    int nb = built(&c, 80, &d, b, 256);
     ck_assert_ptr_nonnull(find(&d, ".log", 2));
     const file *idx = find(&d, ".index", 1), *tidx = find(&d, ".timeindex", 1);
     ck_assert_uint_gt(idx->len, 0);
@@ -257,11 +264,9 @@ END_TEST
 START_TEST(test_damaged_index_rebuilt)
 {
     seg_config c = cfg(6000);
-    build_log(&c, 80);
     dirimg d;
-    snap(&d);
     bref b[256];
-    int nb = list_batches(&d, b, 256);
+    int nb = built(&c, 80, &d, b, 256);
     const file *idx = find(&d, ".index", 0);
     ck_assert_uint_ge(idx->len, 24);
     uint8_t *bad = malloc(idx->len + 64);
@@ -338,11 +343,9 @@ END_TEST
 START_TEST(test_recovery_truncates_torn_tail)
 {
     seg_config c = cfg(5000);
-    build_log(&c, 60);
     dirimg d;
-    snap(&d);
     bref b[256];
-    int nb = list_batches(&d, b, 256);
+    int nb = built(&c, 60, &d, b, 256);
     ck_assert_int_gt(b[nb - 1].seg, 1);
     ck_assert_int_eq(b[nb - 3].seg, b[nb - 1].seg);
     const file *last = find(&d, ".log", b[nb - 1].seg);
@@ -417,11 +420,9 @@ END_TEST
 START_TEST(test_recovery_byte_flips)
 {
     seg_config c = cfg(6000);
-    build_log(&c, 70);
     dirimg d;
-    snap(&d);
     bref b[256];
-    int nb = list_batches(&d, b, 256);
+    int nb = built(&c, 70, &d, b, 256);
     ck_assert_int_ge(b[nb - 1].seg, 2);
     size_t total = 0;
     for (int i = 0; i < nb; i++)
@@ -456,11 +457,9 @@ END_TEST
 START_TEST(test_recovery_offsets_going_backwards_end_the_log)
 {
     seg_config c = cfg(1 << 20);
-    build_log(&c, 20);
     dirimg d;
-    snap(&d);
     bref b[64];
-    int nb = list_batches(&d, b, 64);
+    int nb = built(&c, 20, &d, b, 64);
     for (int k = 1; k < nb; k++) {
         const file *f = find(&d, ".log", 0);
         uint8_t *copy = malloc(f->len);
