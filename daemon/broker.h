@@ -137,6 +137,7 @@ struct bk_broker {
     /* cluster mode, set by cl_start: producer ids come from ZooKeeper's
      * /latest_producer_id_block (cluster_producer_ids.c); NULL: SQLite */
     int16_t (*on_producer_id_next)(bk_broker *b, int64_t *pid);
+    int16_t (*on_producer_id_floor)(bk_broker *b, int64_t above);   /* the same: a floor */
 };
 
 /* The one door to a mirror topic (link.c K1): true, with the reason in
@@ -157,8 +158,11 @@ int16_t bk_producer_id_next(bk_broker *b, int64_t *pid);
 /* No id <= above is handed out here from now on, across restarts: the
  * producer ids of another cluster's batches copied here (a mirror topic,
  * daemon/link/).  One durable write when above passes the saved floor
- * (rounded up to a block: rare), else nothing.  Standalone only.  KP_NONE,
- * or COORDINATOR_NOT_AVAILABLE when the floor cannot be saved. */
+ * (rounded up to a block: rare), else nothing.  KP_NONE, or
+ * COORDINATOR_NOT_AVAILABLE when the floor cannot be saved.  Cluster mode
+ * (b->on_producer_id_floor): the floor is the cluster's, in ZooKeeper,
+ * raised asynchronously; COORDINATOR_LOAD_IN_PROGRESS until it is (ask
+ * again shortly; daemon/cluster/cluster_producer_ids.c PB4). */
 int16_t bk_producer_id_floor(bk_broker *b, int64_t above);
 
 /* ---- misc ------------------------------------------------------------------- */

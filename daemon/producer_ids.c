@@ -34,6 +34,8 @@ int16_t bk_producer_id_next(bk_broker *b, int64_t *pid)
 
 int16_t bk_producer_id_floor(bk_broker *b, int64_t above)
 {
+    if (b->on_producer_id_floor)
+        return b->on_producer_id_floor(b, above);  /* cluster mode */
     if (above < b->pid_floor)
         return KP_NONE;                  /* the common case: nothing to do */
     int64_t floor = (above / PID_BLOCK + 1) * PID_BLOCK;

@@ -240,7 +240,7 @@ static opts O = {
 static sl_conf *base_conf;
 
 static volatile sig_atomic_t stop_signal;
-static volatile int failed;                  /* a worker hit a runtime error */
+static _Atomic int failed;                   /* a worker or a finisher hit a runtime error */
 static void ex_on_signal(int s) { (void)s; stop_signal = 1; }
 
 static int64_t ex_now_ms(void)
@@ -557,6 +557,10 @@ static int ex_prepare(worker *w, xpart *xp)
      * own does not. */
     if (ex_lock(xp, O.fleet ? LOCK_WAIT_MS : 0) != 0)
         return -1;
+    /* What this member committed while it owned the partition before is
+     * stale now (another member may have exported and committed beyond
+     * it): the final commit must not send it back. */
+    xp->commit_next = 0;
     int64_t last = ex_scan_dir(xp), lo, hi, start;
     int fresh = 0;            /* neither a file nor a committed offset */
     if (last == -2)

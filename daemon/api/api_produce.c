@@ -476,6 +476,14 @@ static void produce_partition(bk_req *r, kp_str txn_id, int16_t acks, kp_str top
         res->error_message = kp_str_cstr(mirror_msg);
         return;
     }
+    /* link.c K14: never a batch under an epoch below the log's latest (the
+     * history would be dropped, epochs.c E1) or, in a promoted mirror, at
+     * the source's: retriable, the fresh epoch is on its way. */
+    if (bk_cluster_mode(b) && (p->leader_epoch < p->min_epoch ||
+                               p->leader_epoch < seg_epoch_latest(p->log))) {
+        res->error = KP_NOT_LEADER_OR_FOLLOWER;
+        return;
+    }
     bool all = acks == -1 && bk_cluster_mode(b);
     if (all && repl_isr_size(p) < p->topic->cfg.min_insync_replicas) {
         res->error = KP_NOT_ENOUGH_REPLICAS;

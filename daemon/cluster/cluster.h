@@ -127,6 +127,17 @@ struct bk_cluster {
         bool fetching;
         int failures;
         int64_t retry_us;            /* mono: no fetch before, after a failure */
+        /* the floor (cluster_producer_ids.c PB4-PB7): no id below it is
+         * handed out; known: read in this connection to ZooKeeper */
+        int64_t floor;
+        bool floor_known;
+        int64_t raise_to;            /* a raise asked for (0: none); raising: in flight */
+        int64_t raise_writing;       /* the floor the multi in flight writes */
+        bool raising;
+        int raise_failures;
+        int64_t raise_retry_us;
+        int64_t raise_last;          /* the block znode read: its block_end, version */
+        int raise_block_version;     /* -1: no such znode */
     } pids;
 };
 
@@ -135,6 +146,15 @@ struct bk_cluster {
  * or being fetched (each session connect). */
 int16_t cl_producer_id_next(bk_broker *b, int64_t *pid);
 void cl_producer_ids_prefetch(bk_broker *b);
+/* b->on_producer_id_floor in cluster mode (bk_producer_id_floor, broker.h):
+ * KP_NONE when no id <= above can be handed out by any broker any more, else
+ * COORDINATOR_LOAD_IN_PROGRESS while the floor is raised in ZooKeeper. */
+int16_t cl_producer_id_floor(bk_broker *b, int64_t above);
+/* The floor read (with a watch): first at each session (re)connect, before
+ * the other resyncs (PB6); _lost: the connection went (PB7). */
+void cl_producer_ids_floor_read(bk_broker *b);
+void cl_producer_ids_floor_lost(bk_broker *b);
+bool cl_producer_ids_on_watch(bk_broker *b, int type, const char *path);
 
 /* cluster_session.c */
 /* Cluster mode's calls for replication (main.c: repl_isr_install). */

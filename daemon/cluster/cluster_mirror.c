@@ -578,7 +578,8 @@ static void refresh_if_stale(bk_topic *t, void *arg)
 {
     stale_ctx *c = arg;
     char *key = t->name;
-    if (bsearch(&key, c->l.names, (size_t)c->l.n, sizeof *c->l.names, cmp_cstr))
+    if (c->l.n > 0 &&                    /* bsearch(NULL, 0): undefined (UBSan) */
+        bsearch(&key, c->l.names, (size_t)c->l.n, sizeof *c->l.names, cmp_cstr))
         return;
     cl_topic *ct = cl_mirror_topic(c->b, t->name, true);
     if (c->resync && ct && !ct->resync) {

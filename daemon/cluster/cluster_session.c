@@ -665,6 +665,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
             BK_INFO("zookeeper: reconnected (session 0x%llx lives on); resyncing",
                     (unsigned long long)cl_zk_session_id(b->zk));
         }
+        cl_producer_ids_floor_read(b);   /* first: before any mirror state (PB6) */
         cl_mirror_resync(b);
         cl_broker_configs_refresh(b);             /* watches may have been missed */
         cl_authz_zk_resync(b);           /* the ACLs too (cluster_acls.c) */
@@ -674,6 +675,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
         cl_producer_ids_prefetch(b);     /* a block before the first InitProducerId */
         break;
     case ZK_CONNECTING:
+        cl_producer_ids_floor_lost(b);   /* PB7 */
         BK_WARN("zookeeper: lost the connection to %s; serving the partitions this "
                 "broker leads meanwhile, metadata changes wait", cl_zk_servers(b->zk));
         break;
@@ -683,6 +685,7 @@ static void on_session(bk_broker *b, enum zk_session s, bool fresh)
                 "and registers again with a new session");
         cl->registered = cl->synced = false;
         cl_fence_update(b);
+        cl_producer_ids_floor_lost(b);   /* PB7 */
         cl_ctl_resign(b, "the ZooKeeper session expired");
         repl_fetchers_update(b);           /* follows nothing until in step (repl_fetcher.c F5) */
         break;
@@ -753,6 +756,8 @@ static void on_watch(bk_broker *b, int type, const char *path)
 {
     if (cl_sasl_zk_on_watch(b, type, path))     /* /config/users (cluster_users.c) */
         return;
+    if (cl_producer_ids_on_watch(b, type, path))   /* the producer id floor */
+        return;
     if (cl_links_on_watch(b, type, path))       /* /sluice/ (cluster_links.c) */
         return;
     if (!cl_authz_zk_on_watch(b, type, path))
@@ -796,6 +801,7 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
     view_cluster_start(b);                     /* fenced, no controller yet */
     b->on_logdir_failed = cl_logdir_failed;
     b->on_producer_id_next = cl_producer_id_next;
+    b->on_producer_id_floor = cl_producer_id_floor;
     zk_hooks hooks = { .on_session = on_session, .on_watch = on_watch };
     if (cl_zk_start(b, &hooks, &b->zk, err, errlen) != 0) {
         free(cl);
@@ -804,6 +810,7 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
         view_cluster_stop(b);
         b->on_logdir_failed = NULL;
         b->on_producer_id_next = NULL;
+        b->on_producer_id_floor = NULL;
         return -1;
     }
     cl->zk = b->zk;
@@ -857,4 +864,5 @@ void cl_stop(bk_broker *b)
     view_cluster_stop(b);
     b->on_logdir_failed = NULL;
     b->on_producer_id_next = NULL;
+    b->on_producer_id_floor = NULL;
 }

@@ -66,7 +66,11 @@
  *   K7. No producer id of a batch copied into a mirror is ever handed out
  *       here: before the append, the producer id floor is saved above the
  *       largest (bk_producer_id_floor), so a producer of the promoted topic
- *       is never taken for the source's.
+ *       is never taken for the source's.  Cluster mode: the floor is the
+ *       cluster's, in ZooKeeper, raised before the append (the answer is
+ *       asked again meanwhile), and every broker cuts the blocks it holds
+ *       at it and learns it before it applies the state that promotes the
+ *       mirror (daemon/cluster/cluster_producer_ids.c PB4-PB7).
  *   K8. 'promoted' also waits until no transaction of the source is open
  *       in the mirror (the source ends it, and its marker comes); at
  *       'failed_over' each one still open gets an ABORT marker here, as a
@@ -112,8 +116,22 @@
  *       never counts for another promotion.  A leader's fact also needs
  *       the partition's high watermark at the source's end (part_caught_up):
  *       a leader dying after its fact loses nothing its followers lack.
- *   K12. Cluster mode refuses 'promoted' and 'failed_over' for now (see
- *       "Not built yet": K7 there); K11 and K10 serve rows written before.
+ *   K12. Cluster mode takes 'promoted' (K11) and 'failed_over' (K10) as
+ *       standalone does; K7's floor holds across the brokers.  A producer
+ *       id handed out before its source id was copied here (the two
+ *       clusters allot ids independently) is not kept apart: see "Not
+ *       built yet".
+ *   K14. Cluster mode: a mirror's epoch history is the source's (link_conn.c
+ *       C5), so when it leaves mirroring the leader of each partition makes
+ *       its leader epoch fresh before anything is appended here: above the
+ *       log's latest epoch (repl_isr_epoch_raise: the state znode, as an ISR
+ *       change is written), then assigned at the log end.  Until then
+ *       (p->min_epoch) a producer is answered NOT_LEADER_OR_FOLLOWER
+ *       (retriable) and a failover's ABORT markers wait (K10's next
+ *       second), so no local batch shares an epoch with the source's or
+ *       goes below one (epochs.c E1 would drop the history).  Each broker
+ *       does it for the partitions it leads when it takes the state, and
+ *       once a second after for those it leads by then (on_tick).
  *   K13. A row applied from another broker is compared whole: a link whose
  *       bootstrap.servers or settings differ from the row (deleted and
  *       created again while this broker was away) is made again with its
@@ -121,15 +139,19 @@
  *       another state from a row (cluster_links.c applies none either).
  *
  * Not built yet (issue 33's later parts):
- *   - K7 in cluster mode: the producer id floor is this broker's
- *     SQLite's, while cluster mode hands out ids from ZooKeeper's blocks
- *     (cluster_producer_ids.c), which the source's ids do not raise yet;
- *     hence K12.  The fix: raise /latest_producer_id_block above the
- *     source's largest id (asynchronous compare-and-set) and have every
- *     broker drop the blocks it holds below it, before a mirror leaves
- *     mirroring.
- *   - Topic filters; ACLs synced (link_sync.c: consumer offsets and
- *     topic filters).
+ *   - K7 keeps later ids off the source's, not earlier ones: a local
+ *     producer given id n before a source batch of producer n was copied
+ *     (the floor was below n then) could, after the promotion, be taken
+ *     for it.  Closing it needs the source's producers forgotten (or
+ *     fenced) in the promoted partitions.  Mirrors filled before the
+ *     cluster floor existed raised no floor in ZooKeeper.  A floor raised
+ *     while 'failed_over' is being written (its zxid after the state's)
+ *     reaches the other brokers just after the state, and the leader may
+ *     append the batch it waited for in between (K11's window): a broker
+ *     could hand out one of its ids in that moment.
+ *   - K14 standalone: the leader epoch stays the destination's (0) below
+ *     a source's higher epochs, so a local append after a promotion
+ *     replaces the epoch history (epochs.c E1); cluster mode raises it.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/security/sec_pwenc.h"
@@ -138,6 +160,7 @@
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/replica/replica_txn.h"
+#include "daemon/replication/repl_isr.h"
 
 #include <event2/dns.h>
 #include <event2/event.h>
@@ -593,6 +616,46 @@ bool lk_mirror_fetching(const lk_mirror *m)
     return m->created && (m->state == LK_ACTIVE || m->state == LK_PROMOTING);
 }
 
+/* K14: the partitions led here of a mirror that left mirroring, each
+ * given a fresh leader epoch once. */
+static void mirror_epochs(lk_mirror *m)
+{
+    bk_broker *b = m->link->b;
+    for (int32_t i = 0; bk_cluster_mode(b) && i < m->nparts; i++) {
+        bk_partition *p = m->parts[i].epoch_due ? lk_copies(m, i) : NULL;
+        if (!p)
+            continue;
+        int32_t latest = seg_epoch_latest(p->log);
+        if (p->leader_epoch > latest) {
+            m->parts[i].epoch_due = false;
+            if (seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
+                replica_partition_epochs_save(b, p);
+            BK_INFO("mirror topic %s-%d: local appends from %lld on under leader epoch %d "
+                    "(the source's end at %d)", m->topic, (int)i,
+                    (long long)seg_log_end(p->log), (int)p->leader_epoch, (int)latest);
+            continue;
+        }
+        if (p->min_epoch <= latest)
+            p->min_epoch = latest + 1;
+        char why[96];
+        snprintf(why, sizeof why, "leader epoch %d -> %d: a mirror that left mirroring at "
+                 "the source's %d", (int)p->leader_epoch, (int)latest + 1, (int)latest);
+        repl_isr_epoch_raise(b, p, latest + 1, why);     /* once per state version */
+    }
+}
+
+static bool mirror_left(enum lk_mstate st)
+{
+    return st == LK_PROMOTED || st == LK_FAILED_OVER;
+}
+
+static void mirror_epochs_due(lk_mirror *m)
+{
+    for (int32_t i = 0; i < m->nparts; i++)
+        m->parts[i].epoch_due = true;
+    mirror_epochs(m);
+}
+
 /* Stores and logs a mirror topic's new state (one line per change). */
 static void mirror_set_state(lk_mirror *m, enum lk_mstate st, const char *why)
 {
@@ -609,6 +672,8 @@ static void mirror_set_state(lk_mirror *m, enum lk_mstate st, const char *why)
         publish(b, true, m->topic);      /* K6 */
     BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s%s%s", m->topic, m->link->name,
             m->source, state_name(was), state_name(st), why ? ": " : "", why ? why : "");
+    if (mirror_left(st))
+        mirror_epochs_due(m);            /* K14 */
 }
 
 void lk_link_error(lk_link *l, const char *why)
@@ -1087,6 +1152,8 @@ static uint32_t mirror_open_txns(lk_mirror *m, bool abort)
     uint32_t total = 0;
     for (int32_t i = 0; i < m->nparts; i++) {
         bk_partition *p = lk_copies(m, i);             /* K10: where it leads */
+        if (abort && p && p->leader_epoch < p->min_epoch)
+            p = NULL;                    /* K14: after its fresh epoch (on_tick) */
         bk_pstate *ps = p ? p->producers : NULL;
         uint32_t n = ps ? ps->open_txns : 0;
         total += n;
@@ -1138,14 +1205,6 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
     }
     if (to == m->state || (to == LK_PROMOTED && m->state == LK_PROMOTING))
         return KP_NONE;
-    if ((to == LK_PROMOTED || to == LK_FAILED_OVER) && bk_cluster_mode(b)) {
-        /* K12 */
-        snprintf(err, errlen, "mirror topic '%s': '%s' is not available in cluster mode yet: "
-                 "the source's producer ids are not kept out of the cluster's producer id "
-                 "blocks, so a local idempotent producer could be taken for the source's and "
-                 "its acknowledged messages dropped", topic, state_name(to));
-        return KP_INVALID_REQUEST;
-    }
     if (m->state == LK_PROMOTING && to != LK_FAILED_OVER && bk_cluster_mode(b)) {
         /* K11 */
         snprintf(err, errlen, "mirror topic '%s' is promoting: in cluster mode it goes on to "
@@ -1225,6 +1284,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     bool promoting = false;
     for (lk_mirror *m = s->mirrors; m; m = m->next) {
         promoting |= m->state == LK_PROMOTING;
+        if (mirror_left(m->state))
+            mirror_epochs(m);            /* K14: where it leads now */
         if (m->state == LK_FAILED_OVER && bk_cluster_mode(b))
             mirror_open_txns(m, true);   /* K10: where it leads now */
     }
@@ -1276,6 +1337,8 @@ static void mirror_applied(lk_mirror *m, enum lk_mstate st)
     m->state = st;
     if (st == LK_PROMOTING)
         promoting_begin(m);
+    if (mirror_left(st))
+        mirror_epochs_due(m);            /* K14, before K10's markers */
     if (st == LK_FAILED_OVER)
         mirror_open_txns(m, true);       /* K10 */
     lk_conn_kick(m->link);

@@ -1033,7 +1033,14 @@ static void apply_partition(lk_link *l, lk_mirror *m, int32_t i, bk_partition *p
         replica_partition_restart_at(b, p, (int64_t)first) == 0)
         end = (int64_t)first;            /* restarted at a log start inside a batch: at its
                                           * base, as Kafka's follower does */
-    if (whole > 0 && bk_producer_id_floor(b, max_producer_id(recs, whole)) != KP_NONE) {
+    int16_t floor = whole > 0 ? bk_producer_id_floor(b, max_producer_id(recs, whole)) : KP_NONE;
+    if (floor == KP_COORDINATOR_LOAD_IN_PROGRESS) {
+        /* link.c K7, cluster mode: the floor is on its way to ZooKeeper;
+         * the answer is dropped and asked again shortly, no error. */
+        lp->retry_us = bk_mono_us() + LK_FLOOR_WAIT_US;
+        return;
+    }
+    if (floor != KP_NONE) {
         lk_mirror_error(m, "cannot save the producer id floor above the source's ids; "
                         "retrying");
         lp->retry_us = bk_mono_us() + backoff_us;

@@ -21,6 +21,7 @@ struct ssl_ctx_st;
  * left for the answer's headers. */
 #define LK_FRAME_MAX (256 << 20)
 #define LK_FETCH_BYTES_MAX (LK_FRAME_MAX - (1 << 20))
+#define LK_FLOOR_WAIT_US (20 * 1000)  /* link.c K7: a floor being raised in ZooKeeper */
 
 enum lk_mstate { LK_ACTIVE, LK_PAUSED, LK_PROMOTING, LK_PROMOTED, LK_FAILED_OVER, LK_FAILED };
 enum lk_conn { LK_IDLE, LK_CONNECTING, LK_READY, LK_WAITING, LK_BACKOFF };
@@ -47,6 +48,8 @@ typedef struct lk_part {
     bool in_request;
     int32_t told_epoch;                  /* promoting, cluster: the leader epoch this
                                           * broker told it caught up in (link.c K11); -1 */
+    bool epoch_due;                      /* left mirroring here, cluster: a leader epoch
+                                          * above the source's still to take (link.c K14) */
 } lk_part;
 
 typedef struct lk_mirror {

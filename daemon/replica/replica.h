@@ -77,6 +77,8 @@ struct bk_partition {
     uint8_t held;                    /* led in the view, but not here (cluster_recovery.c R5):
                                         0 no, 1 not known yet, 2 led before a restart */
     int isr_pending_version;         /* ISR write out on this state version; -1 none */
+    int32_t min_epoch;               /* no append while leader_epoch is below it (a
+                                        promoted mirror's, daemon/link/link.c K14) */
     int64_t storage_retry_ms;        /* log failed: next seg_reset_error try */
     struct bk_pstate *producers;     /* idempotent producers (replica_producers.c) */
     /* counters for /metrics */

@@ -335,8 +335,10 @@ static void on_isr_written(bk_broker *b, int rc, const char *rc_str, repl_isr_do
     free(w);
 }
 
-int repl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
-                  int32_t nisr, const char *why)
+/* The partition's state znode written as the view shows it but for isr
+ * and leader_epoch (the leader's writes: repl_isr_change, repl_isr_epoch_raise). */
+static int state_write(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
+                       int32_t nisr, int32_t epoch, const char *why)
 {
     bk_topic *t = view_topic_find(b, topic, strlen(topic));
     if (!t || partition < 0 || partition >= t->npartitions || !b->zk || nisr <= 0 ||
@@ -357,13 +359,34 @@ int repl_isr_change(bk_broker *b, const char *topic, int32_t partition, const in
     w->nnew = nisr;
     memcpy(w->new_isr, isr, (size_t)nisr * sizeof *isr);
     snprintf(w->why, sizeof w->why, "%s", why ? why : "");
-    /* Same leader, leader epoch and controller epoch: only the ISR moves. */
-    md_partition_state st = { .leader = v->leader, .leader_epoch = v->leader_epoch,
+    /* Same leader and controller epoch: the ISR moves, or the epoch. */
+    md_partition_state st = { .leader = v->leader, .leader_epoch = epoch,
                               .controller_epoch = v->controller_epoch, .nisr = nisr };
     memcpy(st.isr, isr, (size_t)nisr * sizeof *isr);
     char path[MD_TOPIC_NAME_MAX + 64];
     snprintf(path, sizeof path, "/brokers/topics/%s/partitions/%d/state", topic,
              (int)partition);
     b->repl_ops->isr_write(b, path, &st, v->zk_version, &w->cb);
+    return 0;
+}
+
+int repl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
+                  int32_t nisr, const char *why)
+{
+    bk_topic *t = view_topic_find(b, topic, strlen(topic));
+    if (!t || partition < 0 || partition >= t->npartitions)
+        return -1;
+    return state_write(b, topic, partition, isr, nisr, t->parts[partition].leader_epoch, why);
+}
+
+int repl_isr_epoch_raise(bk_broker *b, bk_partition *p, int32_t epoch, const char *why)
+{
+    const bk_pview *v = view_of(p);
+    if (!bk_cluster_mode(b) || p->isr_pending_version >= 0 || v->zk_version < 0 ||
+        epoch <= v->leader_epoch)
+        return -1;                                /* I2: one write at a time */
+    if (state_write(b, p->topic->name, p->id, v->isr, v->nisr, epoch, why) != 0)
+        return -1;
+    p->isr_pending_version = v->zk_version;
     return 0;
 }

@@ -52,5 +52,10 @@ void repl_isr_install(bk_broker *b, const repl_cluster_ops *ops);
  * the leader in the view, no state znode, no session). */
 int  repl_isr_change(bk_broker *b, const char *topic, int32_t partition, const int32_t *isr,
                    int32_t nisr, const char *why);
+/* The same write with p's ISR as it is and leader epoch `epoch` (above the
+ * view's): a leader whose log holds a higher epoch than its own (a mirror
+ * topic promoted: its history is the source's, daemon/link/link.c K14).
+ * 0: sent (one at a time, as ISR changes); -1: not. */
+int  repl_isr_epoch_raise(bk_broker *b, bk_partition *p, int32_t epoch, const char *why);
 
 #endif

@@ -23,8 +23,6 @@
 #   dr broker 1 127.0.0.1:9192   admin (SQL) 127.0.0.1:9744
 #   dr broker 2 127.0.0.1:9193   admin (SQL) 127.0.0.1:9745
 #   dr broker 3 127.0.0.1:9194   admin (SQL) 127.0.0.1:9746
-# (a cluster destination refuses 'promoted' and 'failed_over' for now:
-# daemon/link/link.c K12)
 set -u
 cd "$(dirname "$0")/../.."
 here=examples/cluster
@@ -208,13 +206,15 @@ if [ -n "$LINKED" ]; then
     each_broker dr-broker- "$DR_PORTS" "$DR_ADMIN_PORTS" show_broker
     cat <<EOF
 
-Mirror a topic of the first cluster into the second (same offsets) and watch it
-(promoted / failed_over are refused on a cluster destination for now):
+Mirror a topic of the first cluster into the second (same offsets), watch it,
+fail it over and produce to it there:
   echo k:v | kcat -b 127.0.0.1:9092 -P -t clicks -K:
   $SLUICE_SQL -b 127.0.0.1:9744 -c "insert into mirror_topics (topic, link) values ('clicks', 'main')"
   $SLUICE_SQL -b 127.0.0.1:9744 -c "select topic, state, lag, last_error from mirror_topics"
   kcat -b 127.0.0.1:9192 -C -t clicks -e -f '%p %o %k %s\\n'
   echo x:y | kcat -b 127.0.0.1:9192 -P -t clicks -K:     # refused: a mirror takes no producer
+  $SLUICE_SQL -b 127.0.0.1:9745 -c "update mirror_topics set state = 'failed_over' where topic = 'clicks'"
+  echo x:y | kcat -b 127.0.0.1:9192 -P -t clicks -K: -X enable.idempotence=true   # taken now
 EOF
 fi
 cat <<EOF

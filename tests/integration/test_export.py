@@ -661,3 +661,72 @@ def test_resident_memory_stays_bounded_by_the_fetch_sizes(broker, tmp_path):
     print("peak RSS: 1 MiB export %d KiB, 200 MiB export %d KiB, bound +%d KiB"
           % (peaks[1], peaks[200], bound_kib))
     assert peaks[200] <= peaks[1] + bound_kib, peaks
+
+
+def lock_pids(root, t, parts):
+    out = {}
+    for p in range(parts):
+        try:
+            with open(os.path.join(str(root), ".sluice-export-locks", "%s+%d.lock" % (t, p))) as f:
+                out[p] = f.read().strip()
+        except OSError:
+            out[p] = None
+    return out
+
+
+def wait_locks(root, t, parts, pred, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        l = lock_pids(root, t, parts)
+        if pred(l):
+            return l
+        time.sleep(0.1)
+    raise AssertionError("locks: %s" % lock_pids(root, t, parts))
+
+
+def test_final_commit_of_a_partition_given_back_is_not_stale(broker, tmp_path):
+    """Member A exports both partitions and commits 100; member C joins,
+    takes one, exports and commits 200, and stops: the partition goes back
+    to A, which then stops too.  A's final commit must not send the group
+    back to the 100 it committed while it owned the partition before (a run
+    into a fresh tree would export 100..199 again)."""
+    b, t = broker, topic_name("stale")
+    create_topic(b, t, partitions=2)
+    group = "stale-" + t
+    args = ["--group", group, "--max-records", "50", "--max-interval", "300",
+            "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"]
+    a = subprocess.Popen(export_args(b, t, tmp_path, *args), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    c = None
+    try:
+        sent = send(ck_producer(b), t, mixed_records(200, partitions=2, seed=3))
+        assert wait_exported(tmp_path, t, 200) == 200
+        c = subprocess.Popen(export_args(b, t, tmp_path, *args), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        l = wait_locks(tmp_path, t, 2, lambda l: str(c.pid) in l.values() and str(a.pid) in l.values())
+        print("split: %s (a=%d c=%d)" % (l, a.pid, c.pid))
+        sent += send(ck_producer(b), t, mixed_records(200, partitions=2, seed=4))
+        assert wait_exported(tmp_path, t, 400) == 400
+        time.sleep(1)
+        c.send_signal(signal.SIGTERM)
+        _, cerr = c.communicate(timeout=30)
+        assert c.returncode == 0, cerr.decode()
+        l = wait_locks(tmp_path, t, 2, lambda l: all(v == str(a.pid) for v in l.values()))
+        print("back: %s" % l)
+        time.sleep(2)
+        a.send_signal(signal.SIGTERM)
+        _, aerr = a.communicate(timeout=30)
+        assert a.returncode == 0, aerr.decode()
+    finally:
+        for p in (a, c):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate()
+    k = ck_consumer(b, **{"group.id": group})
+    try:
+        got = k.committed([TopicPartition(t, p) for p in range(2)], timeout=10)
+    finally:
+        k.close()
+    got = {tp.partition: tp.offset for tp in got}
+    print("committed: %s" % got)
+    assert got == {0: 200, 1: 200}, got

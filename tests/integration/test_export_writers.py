@@ -4,6 +4,7 @@ lose its partition then resumed must not duplicate or lose a record: the
 partition's lock (DIR/.sluice-export-locks/) keeps the second writer out
 until the first lets go."""
 import os
+import random
 import signal
 import subprocess
 import time
@@ -11,7 +12,7 @@ import time
 import kafka_raw as kr
 
 from test_export import (export_args, mixed_records, send, expected_of, read_tree,
-                         assert_exact)
+                         assert_exact, run_export)
 from support import ck_producer, create_topic, topic_name
 
 
@@ -204,4 +205,26 @@ def test_a_completed_file_refused_its_name_stops_the_run_and_the_files_behind_it
     r = subprocess.run(export_args(b, t, tmp_path, "--until-end", "--max-records", "20", "-q"),
                        capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr.decode()
+    assert_exact(expected_of(sent), read_tree(tmp_path, t))
+
+
+def test_sigkill_with_a_full_finisher_queue_then_resume_is_exact(broker, tmp_path):
+    """Files of 1..3 records keep the finisher's queue (sluice-export.c X1-X5)
+    full: SIGKILLs at random moments land in its rename loop as often as in
+    the worker; after them one resuming run is exact."""
+    b, t = broker, topic_name("killq")
+    create_topic(b, t, partitions=2)
+    rnd = random.Random(11)
+    sent = []
+    for r in range(8):
+        sent += send(ck_producer(b), t, mixed_records(300, partitions=2, seed=200 + r))
+        p = subprocess.Popen(export_args(b, t, tmp_path, "--until-end", "--max-records",
+                                         str(rnd.randint(1, 3)), "-q"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rnd.uniform(0.2, 1.5))
+        if p.poll() is None:
+            p.kill()
+        _, err = p.communicate(timeout=30)
+        assert p.returncode in (0, -signal.SIGKILL), err.decode(errors="replace")
+    run_export(b, t, tmp_path, "--until-end", "--max-records", "2")
     assert_exact(expected_of(sent), read_tree(tmp_path, t))

@@ -12,19 +12,25 @@ mirror partition SIGKILLed while a producer runs on the source, restarted,
 and at the end every mirror partition holds exactly the source's batches
 at the same offsets — (base offset, last offset delta, CRC) of every batch,
 by raw Fetch from the leader and read from the segment files of every
-replica; 'promoted' and 'failed_over' are refused in cluster mode for now
-(link.c K12), the mirrors staying read-only; a broker down while mirrors
+replica; a mirror promoted (source up) and another failed over (source
+SIGKILLed) take idempotent producers whose ids come from every destination
+broker: every acknowledged message is read back once, and no local producer
+gets an id of the source's (link.c K7, K12; cluster_producer_ids.c
+PB4-PB7: the cluster's producer id floor); a broker down while mirrors
 and links change (a link deleted and created again with another source)
 catches up at its restart; bad SQL is refused with the reason on any broker.
 """
+import json
+import struct
 import threading
 import time
 
 from confluent_kafka import Producer
 
 import kafka_raw as kr
-from cluster_support import make_cluster, wait_for, zk  # noqa: F401
-from support import ck_conf, create_topic, topic_name
+from cluster_support import cl_zk_get, make_cluster, wait_for, zk  # noqa: F401
+from support import ck_conf, consume, create_topic, produce_ok, topic_name
+from test_cluster_producer_ids import init_pid
 
 INVALID_REQUEST = 42
 
@@ -45,14 +51,18 @@ def leaders(b, topic):
     return {pid: (leader, len(reps)) for _e, pid, leader, reps, _isr, _o in parts}
 
 
-def fetched(port, topic, partition):
+def fetched(port, topic, partition, pids=False):
     """[(base offset, last offset delta, crc)] of every batch up to the high
-    watermark, by raw Fetch v11 as a consumer; None unless this broker
-    answers for it (it leads it)."""
+    watermark, by raw Fetch v11 as a consumer (pids: and its producer id and
+    partition leader epoch); None unless this broker answers for it (it
+    leads it)."""
     try:
-        return [x.ident for x in kr.fetch_batches(port, topic, partition)[0]]
+        got = kr.fetch_batches(port, topic, partition)[0]
     except kr.FetchError:
         return None
+    if not pids:
+        return [x.ident for x in got]
+    return [x.ident + (x.pid, struct.unpack_from(">i", x.raw, 12)[0]) for x in got]
 
 
 def stored(b, topic, partition):
@@ -177,13 +187,7 @@ def test_a_cluster_destination_mirrors_through_a_leader_kill(
                     all(stored(b, t, p) == want for b in dest.brokers)
             wait_for(same, 60, "%s-%d identical to the source on every replica" % (t, p))
 
-    # promoted and failed_over are refused in cluster mode for now (link.c
-    # K12: the source's producer ids are not kept out of ZooKeeper's blocks);
     # the mirrors stay active and read-only on every broker
-    for b, t, state in ((b1, tb, 'promoted'), (b3, ta, 'failed_over')):
-        err = b.sql_error("UPDATE mirror_topics SET state = '%s' WHERE topic = '%s'"
-                          % (state, t))
-        assert "'%s' is not available in cluster mode" % state in str(err), err
     for b in dest.brokers:
         assert sql_rows(b, "SELECT topic, state FROM mirror_topics ORDER BY topic") == \
             sorted([(ta, "active"), (tb, "active")]), b.broker_id
@@ -243,39 +247,110 @@ def test_a_broker_that_missed_the_changes_catches_up_and_bad_sql_is_refused(
         "cluster link src deleted from ZooKeeper" in b3.log_text()
 
 
-def test_promotion_and_failover_are_refused_in_cluster_mode(make_cluster, start_broker):  # noqa: F811
-    """link.c K12: ZooKeeper's producer id blocks start at 0 as a fresh
-    source's ids do, so a local idempotent producer after a failover would
-    be taken for the source's (acknowledged, never written): both are
-    refused, with the reason, and the mirror stays read-only."""
+def states(b):
+    return dict(sql_rows(b, "SELECT topic, state FROM mirror_topics"))
+
+
+def test_promoted_and_failed_over_mirrors_take_producers_with_ids_of_their_own(
+        make_cluster, start_broker):  # noqa: F811
+    """link.c K7, K12 in cluster mode: the source's idempotent producers have
+    ids 0, 1000 and 2000 (a standalone broker reserves a block of 1000 per
+    life), the very ids the destination's three brokers' first blocks in
+    /latest_producer_id_block start with.  Copying them raises the cluster's
+    floor (/sluice/producer_id_floor) and every broker drops what it holds
+    below it, so after a promotion (source up) and a failover (source
+    SIGKILLed) no broker hands out a source's id, and idempotent producers
+    bootstrapped at each destination broker have every acknowledged message
+    read back exactly once (a producer taken for the source's would have its
+    first batches dropped as duplicates).  One partition each: a broker that
+    leads no mirror partition learns the floor from ZooKeeper's watch."""
     src = start_broker()
     dest = make_cluster(3, overrides={"default.replication.factor": "3"})
     b1, b2, b3 = dest.brokers
-    t = topic_name("clp")
-    create_topic(src, t, partitions=1)
-    p = Producer(ck_conf(src, **{"enable.idempotence": True}))
-    p.produce(t, value=b"from the source", partition=0)
-    assert p.flush(30) == 0
-    want = fetched(src.port, t, 0)
+    ta, tb = topic_name("clp"), topic_name("clf")
+    for t in (ta, tb):                   # one partition each: a broker leads none
+        create_topic(src, t, partitions=1)
+    sent = {ta: [], tb: []}
+    for life in range(3):
+        if life:
+            src.restart()
+        p = Producer(ck_conf(src, **{"enable.idempotence": True}))
+        for t in (ta, tb):
+            v = b"source %d %s" % (life, t.encode())
+            p.produce(t, value=v, partition=0)
+            sent[t].append(v)
+        assert p.flush(30) == 0
+    src_batches = [x for t in (ta, tb) for x in fetched(src.port, t, 0, True)]
+    src_pids, src_epoch = {x[3] for x in src_batches}, max(x[4] for x in src_batches)
+    print("source producer ids:", sorted(src_pids))
+    assert src_pids == {0, 1000, 2000}, src_pids
+    want = {(t, 0): fetched(src.port, t, 0) for t in (ta, tb)}
+
     b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
            % src.bootstrap)
-    b1.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
+    for t in (ta, tb):
+        b1.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
 
-    def mirrored():
-        lead = leaders(b1, t).get(0, (-1,))[0]
-        return lead >= 1 and fetched(dest.broker(lead).port, t, 0) == want
-    wait_for(mirrored, 30, "%s mirrored" % t)
-    for b, state in ((b2, 'promoted'), (b3, 'failed_over')):
-        err = b.sql_error("UPDATE mirror_topics SET state = '%s' WHERE topic = '%s'"
-                          % (state, t))
-        assert "'%s' is not available in cluster mode" % state in str(err), err
-        assert "acknowledged messages dropped" in str(err), err
-    time.sleep(2.0)
+    def mirrored(t, q):
+        lead = leaders(b1, t).get(q, (-1,))[0]
+        return lead >= 1 and fetched(dest.broker(lead).port, t, q) == want[(t, q)]
+    for t, q in want:
+        wait_for(lambda t=t, q=q: mirrored(t, q), 60, "%s-%d mirrored" % (t, q))
+
+    # promoted with the source up, failed over with it SIGKILLed
+    b2.sql("UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % ta)
     for b in dest.brokers:
-        assert sql_rows(b, "SELECT state FROM mirror_topics WHERE topic = '%s'" % t) == \
-            [("active",)], b.broker_id
-    err, msg = produce_refused(dest.broker(leaders(b1, t)[0][0]), t, 0)
-    assert err == INVALID_REQUEST and "promote it first" in msg, (err, msg)
+        wait_for(lambda b=b: states(b).get(ta) == "promoted", 30,
+                 "broker %d to show %s promoted" % (b.broker_id, ta))
+    src.kill()
+    b3.sql("UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % tb)
+    for b in dest.brokers:
+        wait_for(lambda b=b: states(b).get(tb) == "failed_over", 30,
+                 "broker %d to show %s failed over" % (b.broker_id, tb))
+
+    # idempotent producers bootstrapped at each broker, to both topics
+    for b in dest.brokers:
+        pr = Producer(ck_conf(b, **{"enable.idempotence": True, "acks": "all",
+                                    "message.timeout.ms": 30000}))
+        for t in (ta, tb):
+            msgs = [{"value": b"dest %d %s %d" % (b.broker_id, t.encode(), i),
+                     "partition": 0} for i in range(30)]
+            produce_ok(pr, t, msgs)
+            sent[t] += [m["value"] for m in msgs]
+    for t in (ta, tb):
+        got = [m.value() for m in consume(b1, t, [0], len(sent[t]), timeout=30)]
+        acked, read = len(sent[t]), len(got)
+        lost = len(set(sent[t]) - set(got))
+        dup = read - len(set(got))
+        print("%s: acknowledged %d, read %d, lost %d, duplicated %d" % (t, acked, read, lost,
+                                                                         dup))
+        assert lost == 0 and dup == 0 and read == acked, t
+        # the source's batches unchanged at their offsets, then only local ids,
+        # under leader epochs of the destination's above the source's (link.c K14)
+        for q in (0,):
+            lead = leaders(b1, t)[q][0]
+            batches = fetched(dest.broker(lead).port, t, q, True)
+            assert [x[:3] for x in batches[:len(want[(t, q)])]] == want[(t, q)], (t, q)
+            mine = {x[3] for x in batches[len(want[(t, q)]):]}
+            assert mine and all(pid > max(src_pids) for pid in mine), (t, q, mine)
+            epochs = {x[4] for x in batches[len(want[(t, q)]):]}
+            assert min(epochs) > src_epoch, (t, q, epochs, src_epoch)
+
+    # every broker's InitProducerId: a fresh id of its own, above the source's
+    local = {}
+    for b in dest.brokers:
+        with kr.Conn(b.port) as c:
+            pid, _epoch, _ = init_pid(b, c)
+        local[b.broker_id] = pid
+    print("InitProducerId on brokers 1, 2, 3:", local)
+    assert all(pid > max(src_pids) for pid in local.values()), local
+
+    # the floor, as ZooKeeper holds it: a block 0..floor-1 of ids kept out
+    floor = cl_zk_get(dest.zk_connect, "/sluice/producer_id_floor")
+    assert floor, "no producer id floor in ZooKeeper"
+    doc = json.loads(floor[0])
+    print("producer id floor:", doc)
+    assert int(doc["block_end"]) >= max(src_pids), doc
 
 
 def test_a_link_recreated_while_a_broker_was_down_reaches_it(make_cluster, start_broker):  # noqa: F811
