@@ -499,7 +499,7 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
     case SQ_MIRROR_DELETE:
         return link_mirror_delete(b, w->s1, err, errlen);
     case SQ_MIRROR_STATE:
-        return link_mirror_state(b, w->s1, w->s2, err, errlen);
+        return link_mirror_state(b, w->s1, w->s2, op, err, errlen);
     case SQ_GROUP_DELETE:
     case SQ_OFFSET_SET:
     case SQ_SCRAM_SET:

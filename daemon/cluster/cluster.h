@@ -236,6 +236,10 @@ void cl_ctl_reassign_put_assignment(zk_txn *txn, const bk_topic *t, int version,
  * (re)connect; on_watch: true when path is theirs. */
 /* how: view_store.h's BK_PUB_*. */
 void cl_links_publish(bk_broker *b, bool mirror, const char *name, int how);
+/* view_store.h's mirror_propose (cluster_links.c L9). */
+void cl_links_mirror_propose(bk_broker *b, const char *topic, const char *state,
+                             void (*done)(bk_broker *b, void *arg, int rc, const char *now),
+                             void *arg);
 void cl_links_resync(bk_broker *b);
 bool cl_links_on_watch(bk_broker *b, int type, const char *path);
 /* cl_store_zk's mirror_caught_up and mirrors_told_list (view_store.h). */

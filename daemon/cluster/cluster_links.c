@@ -66,6 +66,15 @@
  *       settings sealed again (another salt and IV) are no change, and the
  *       local row just takes the znode's sealed text; a plain or old-key
  *       value is a change (it is sealed again and written, link.c K4).
+ *   L9. A terminal state (promoted, failed_over, failed) is proposed, not
+ *       published (cl_links_mirror_propose, link.c K15): the znode is set
+ *       by compare-and-set first, and the proposer takes the state only
+ *       once ZooKeeper holds it; when the znode holds a state that may not
+ *       go there (another broker's terminal state came first), that state
+ *       is taken here instead and the proposer hears it (the SQL statement
+ *       answers an error naming it).  So no broker ever holds a terminal
+ *       state ZooKeeper does not, and two terminal states racing end in
+ *       one everywhere.
  *   L8. A znode is made only by an INSERT's publish (and by a reseal at
  *       start, link.c K4): an UPDATE's finding none (another broker's
  *       DELETE came between) writes nothing, so a delete is never undone.
@@ -356,20 +365,30 @@ bool cl_links_on_watch(bk_broker *b, int type, const char *path)
 
 /* ---- write half -------------------------------------------------------------------- */
 typedef struct pub {
+    bk_broker *b;
     char path[sizeof MIRRORS + MD_TOPIC_NAME_MAX + 2];
     kp_buf json;                         /* the local row as read for this try (L6) */
     bool del, mirror;
     int how;                             /* BK_PUB_* (view_store.h) */
     int tries;
     char name[MD_TOPIC_NAME_MAX + 1];
+    /* L9: a proposed terminal state (else ""), and who hears how it went */
+    char want[16], now[16];
+    void (*done)(bk_broker *b, void *arg, int rc, const char *now);
+    void *arg;
 } pub;
 
 #define PUB_TRIES 8                      /* L6: re-reads after a lost race */
 
 static void pub_read(bk_broker *b, pub *p);
 
-static void pub_free(pub *p)
+/* The end of a write: a proposal's done hears rc (0: ZooKeeper says the
+ * proposed state; -1: it does not, and p->now is what it says, "" when
+ * unknown). */
+static void pub_end(pub *p, int rc)
 {
+    if (p->done)
+        p->done(p->b, p->arg, rc, rc == 0 ? p->want : p->now);
     if (p->json.data)
         memset(p->json.data, 0, p->json.len);       /* a link's secrets (sealed) */
     kp_buf_free(&p->json);
@@ -386,7 +405,7 @@ static void pub_again(bk_broker *b, pub *p, int rc)
     }
     BK_ERROR("zookeeper: %s kept changing under %d writes (%s); this broker's change is not "
              "published", p->path, p->tries, cl_zk_rc_str(rc));
-    pub_free(p);
+    pub_end(p, -1);
 }
 
 static void on_write(bk_broker *b, const zk_result *r, void *arg)
@@ -396,7 +415,7 @@ static void on_write(bk_broker *b, const zk_result *r, void *arg)
         BK_ERROR("%s was created on another broker at the same time; its row is taken here "
                  "(L5)", p->path);
         read_one(b, p->mirror, p->name);
-        pub_free(p);
+        pub_end(p, -1);
         return;
     }
     if (!p->del && (r->rc == ZBADVERSION || r->rc == ZNONODE || r->rc == ZNODEEXISTS)) {
@@ -406,7 +425,7 @@ static void on_write(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc != ZOK && !(p->del && r->rc == ZNONODE))
         BK_ERROR("zookeeper: cannot %s %s: %s; the other brokers do not see this change",
                  p->del ? "delete" : "write", p->path, cl_zk_rc_str(r->rc));
-    pub_free(p);
+    pub_end(p, r->rc == ZOK ? 0 : -1);
 }
 
 /* L6: may a mirror whose znode says from be written to say to?  The whole
@@ -445,6 +464,7 @@ static bool pub_decide(bk_broker *b, pub *p, const md_kv *kv, size_t n)
     }
     const char *st = kv_get(kv, n, "state"), *mine = kv_get(ours, no, "state");
     bool keep = p->mirror && !same && st && !mirror_may(st, or_empty(mine));
+    snprintf(p->now, sizeof p->now, "%s", or_empty(st));
     if (keep) {
         BK_WARN("mirror topic %s: ZooKeeper has it %s already, which does not go to %s; %s "
                 "is not written, %s is taken here (link.c K11, K13)", p->name, st,
@@ -455,7 +475,8 @@ static bool pub_decide(bk_broker *b, pub *p, const md_kv *kv, size_t n)
     return !same && !keep;
 }
 
-static int row_json(bk_broker *b, bool mirror, const char *name, kp_buf *out, bool *found);
+static int row_json(bk_broker *b, bool mirror, const char *name, const char *state,
+                    kp_buf *out, bool *found);
 
 static void on_read(bk_broker *b, const zk_result *r, void *arg)
 {
@@ -471,8 +492,9 @@ static void on_read(bk_broker *b, const zk_result *r, void *arg)
         if (p->json.data)
             memset(p->json.data, 0, p->json.len);
         kp_buf_reset(&p->json);
-        if (row_json(b, p->mirror, p->name, &p->json, &found) != 0 || !found) {
-            pub_free(p);                 /* gone here too: its delete publishes that */
+        if (row_json(b, p->mirror, p->name, p->want[0] ? p->want : NULL, &p->json,
+                     &found) != 0 || !found) {
+            pub_end(p, -1);                 /* gone here too: its delete publishes that */
             return;
         }
     }
@@ -480,7 +502,7 @@ static void on_read(bk_broker *b, const zk_result *r, void *arg)
         /* L8: another broker deleted it; its watch drops the row here. */
         BK_WARN("%s was deleted on another broker before this change was written; it stays "
                 "deleted", p->path);
-        pub_free(p);
+        pub_end(p, -1);
         return;
     }
     if (r->rc == ZNONODE) {
@@ -491,7 +513,7 @@ static void on_read(bk_broker *b, const zk_result *r, void *arg)
     if (r->rc != ZOK) {
         BK_ERROR("zookeeper: cannot read %s to write it: %s; the other brokers do not see "
                  "this change", p->path, cl_zk_rc_str(r->rc));
-        pub_free(p);
+        pub_end(p, -1);
         return;
     }
     bool parsed = r->len > 0 &&
@@ -499,8 +521,8 @@ static void on_read(bk_broker *b, const zk_result *r, void *arg)
     if (pub_decide(b, p, parsed ? kv : NULL, n))
         cl_zk_set(b->zk, p->path, (const char *)p->json.data, (int)p->json.len,
                   r->stat.version, on_write, p);     /* L6: only over what was read */
-    else
-        pub_free(p);
+    else                                 /* it says ours already (0), or keeps its own */
+        pub_end(p, p->want[0] && !strcmp(p->now, p->want) ? 0 : -1);
     md_kv_free(kv, n);
 }
 
@@ -509,9 +531,10 @@ static void pub_read(bk_broker *b, pub *p)
     cl_zk_get(b->zk, p->path, false, on_read, p);
 }
 
-/* The row of name as its znode's config JSON into out; *found false: no
- * such row. */
-static int row_json(bk_broker *b, bool mirror, const char *name, kp_buf *out, bool *found)
+/* The row of name as its znode's config JSON into out, a mirror's state
+ * replaced by state unless NULL (L9); *found false: no such row. */
+static int row_json(bk_broker *b, bool mirror, const char *name, const char *state,
+                    kp_buf *out, bool *found)
 {
     char err[MD_ERRLEN];
     md_mirror_row *ms = NULL;
@@ -523,7 +546,8 @@ static int row_json(bk_broker *b, bool mirror, const char *name, kp_buf *out, bo
     for (size_t i = 0; rc == 0 && i < n && !*found; i++) {
         if (!(*found = !strcmp(mirror ? ms[i].topic : ls[i].name, name)))
             continue;
-        md_kv kv[4] = { { (char *)"state", mirror ? ms[i].state : ls[i].state } };
+        md_kv kv[4] = { { (char *)"state", mirror ? (state ? (char *)state : ms[i].state)
+                                                  : ls[i].state } };
         if (mirror) {
             kv[1] = (md_kv){ (char *)"link", ms[i].link };
             kv[2] = (md_kv){ (char *)"source.topic", ms[i].source_topic };
@@ -544,29 +568,38 @@ static int row_json(bk_broker *b, bool mirror, const char *name, kp_buf *out, bo
     return rc;
 }
 
-void cl_links_publish(bk_broker *b, bool mirror, const char *name, int how)
+static pub *pub_new(bk_broker *b, bool mirror, const char *name, int how)
 {
     pub *p = calloc(1, sizeof *p);
-    bool found;
     if (!p || strlen(name) > MD_TOPIC_NAME_MAX) {
         free(p);
-        return;
+        return NULL;
     }
     kp_buf_init(&p->json);
+    p->b = b;
     snprintf(p->path, sizeof p->path, "%s/%s", mirror ? MIRRORS : LINKS, name);
     snprintf(p->name, sizeof p->name, "%s", name);
     p->mirror = mirror;
-    if (row_json(b, mirror, name, &p->json, &found) != 0) {
-        pub_free(p);
+    p->how = how;
+    return p;
+}
+
+void cl_links_publish(bk_broker *b, bool mirror, const char *name, int how)
+{
+    pub *p = pub_new(b, mirror, name, how);
+    bool found;
+    if (!p)
+        return;
+    if (row_json(b, mirror, name, NULL, &p->json, &found) != 0) {
+        pub_end(p, -1);
         return;
     }
     p->del = !found;
-    p->how = how;
     if (p->del) {
         zk_txn *t = cl_zk_txn_new();
         if (!t) {
             BK_ERROR("out of memory deleting %s", p->path);
-            pub_free(p);
+            pub_end(p, -1);
             return;
         }
         cl_zk_txn_delete(t, p->path, -1);
@@ -577,6 +610,22 @@ void cl_links_publish(bk_broker *b, bool mirror, const char *name, int how)
     } else {
         pub_read(b, p);
     }
+}
+
+void cl_links_mirror_propose(bk_broker *b, const char *topic, const char *state,
+                             void (*done)(bk_broker *b, void *arg, int rc, const char *now),
+                             void *arg)
+{
+    pub *p = pub_new(b, true, topic, BK_PUB_UPDATE);
+    if (!p || strlen(state) >= sizeof p->want) {
+        free(p);
+        done(b, arg, -1, "");
+        return;
+    }
+    snprintf(p->want, sizeof p->want, "%s", state);
+    p->done = done;
+    p->arg = arg;
+    pub_read(b, p);                      /* L9: the row's JSON, with state, at each try */
 }
 
 /* ---- a promotion's facts (link.c K11) ------------------------------------------------- */

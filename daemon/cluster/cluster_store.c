@@ -108,6 +108,7 @@ const bk_store cl_store_zk = {
     .partitions_reassign = cl_partitions_reassign,
     /* written to the local SQLite first, as the SCRAM credentials */
     .link_publish = cl_links_publish,
+    .mirror_propose = cl_links_mirror_propose,
     .mirror_caught_up = cl_links_caught_up,
     .mirrors_told_list = cl_links_told_list,
 };

@@ -132,6 +132,15 @@
  *       goes below one (epochs.c E1 would drop the history).  Each broker
  *       does it for the partitions it leads when it takes the state, and
  *       once a second after for those it leads by then (on_tick).
+ *   K15. Cluster mode: a terminal state (promoted, failed_over, failed) is
+ *       proposed, not taken (mirror_finish; cluster_links.c L9): ZooKeeper
+ *       takes it by compare-and-set first, and this broker takes it only
+ *       then, as the others do.  When another terminal state got there
+ *       first, this broker takes that one, and the statement that asked
+ *       (UPDATE ... 'failed_over') answers an error naming it: a broker
+ *       never acts on (ABORT markers, epochs) nor reports a terminal state
+ *       the cluster does not hold.  Other states are taken first and
+ *       published after (K6), the cluster's rules applied then.
  *   K13. A row applied from another broker is compared whole: a link whose
  *       bootstrap.servers or settings differ from the row (deleted and
  *       created again while this broker was away) is made again with its
@@ -657,7 +666,8 @@ static void mirror_epochs_due(lk_mirror *m)
 }
 
 /* Stores and logs a mirror topic's new state (one line per change). */
-static void mirror_set_state(lk_mirror *m, enum lk_mstate st, const char *why)
+/* st taken here: stored, published (K6), logged. */
+static void mirror_store_state(lk_mirror *m, enum lk_mstate st, const char *why)
 {
     bk_broker *b = m->link->b;
     char err[MD_ERRLEN];
@@ -674,6 +684,105 @@ static void mirror_set_state(lk_mirror *m, enum lk_mstate st, const char *why)
             m->source, state_name(was), state_name(st), why ? ": " : "", why ? why : "");
     if (mirror_left(st))
         mirror_epochs_due(m);            /* K14 */
+}
+
+static uint32_t mirror_open_txns(lk_mirror *m, bool abort);
+
+/* st taken here as link_mirror_state takes it: 'failed_over' aborts the
+ * source's open transactions (K8) once the mirror takes markers. */
+static void mirror_take(lk_mirror *m, enum lk_mstate st, const char *why)
+{
+    if (st == LK_FAILED_OVER) {
+        uint32_t open = mirror_open_txns(m, false);
+        char w[160];
+        snprintf(w, sizeof w, "writable now, no longer mirrored; %u open transaction%s of "
+                 "the source aborted here (ABORT markers)", open, open == 1 ? "" : "s");
+        mirror_store_state(m, st, w);    /* first: the mirror takes markers from now on */
+        mirror_open_txns(m, true);
+    } else {
+        mirror_store_state(m, st, why);
+    }
+    lk_conn_kick(m->link);
+}
+
+/* K13: the states a mirror never leaves. */
+static bool mirror_terminal(enum lk_mstate st)
+{
+    return st == LK_PROMOTED || st == LK_FAILED_OVER || st == LK_FAILED;
+}
+
+typedef struct lk_proposal {
+    char topic[MD_TOPIC_NAME_MAX + 1];
+    enum lk_mstate st;
+    char why[512];
+    bk_topic_op *op;
+} lk_proposal;
+
+/* K15: the cluster's answer to a proposal. */
+static void mirror_proposed(bk_broker *b, void *arg, int rc, const char *now)
+{
+    lk_proposal *x = arg;
+    lk_set *s = set_of(b);
+    lk_mirror *m = s ? mirror_find(s, x->topic) : NULL;
+    char err[1024] = "";
+    if (m)
+        m->proposing = false;
+    if (rc == 0 && m && m->state != x->st && !mirror_terminal(m->state)) {
+        mirror_take(m, x->st, x->why[0] ? x->why : NULL);
+    } else if (rc != 0) {
+        snprintf(err, sizeof err, "mirror topic '%s': the cluster %s%s%s, so '%s' is not "
+                 "taken (another broker's change came first, or ZooKeeper did not answer)",
+                 x->topic, now[0] ? "has it " : "did not take it", now[0] ? now : "",
+                 now[0] ? " already" : "", state_name(x->st));
+        BK_WARN("%s", err);
+    }
+    if (x->op)
+        x->op->done(x->op, rc == 0 ? KP_NONE : KP_INVALID_REQUEST, err);
+    free(x);
+}
+
+/* K15: st for m, a terminal state: in cluster mode proposed to ZooKeeper
+ * (taken here only once it holds it; op, when not NULL, answered then);
+ * standalone taken at once.  A proposal on its way is not made twice. */
+static int mirror_finish(lk_mirror *m, enum lk_mstate st, const char *why, bk_topic_op *op,
+                         char *err, size_t errlen)
+{
+    bk_broker *b = m->link->b;
+    if (!bk_cluster_mode(b) || !b->store || !b->store->mirror_propose) {
+        mirror_take(m, st, why);
+        return KP_NONE;
+    }
+    if (m->proposing) {
+        snprintf(err, errlen, "mirror topic '%s': a change of its state is on its way to the "
+                 "cluster; try again", m->topic);
+        return KP_INVALID_REQUEST;
+    }
+    lk_proposal *x = calloc(1, sizeof *x);
+    if (!x) {
+        snprintf(err, errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    snprintf(x->topic, sizeof x->topic, "%s", m->topic);
+    snprintf(x->why, sizeof x->why, "%s", why ? why : "");
+    x->st = st;
+    x->op = op;
+    if (op)
+        op->pending = true;
+    m->proposing = true;
+    BK_INFO("mirror topic %s: %s proposed to the cluster%s%s", m->topic, state_name(st),
+            why ? ": " : "", why ? why : "");
+    b->store->mirror_propose(b, m->topic, state_name(st), mirror_proposed, x);
+    return KP_NONE;
+}
+
+/* Every state change this broker makes: a terminal one through K15. */
+static void mirror_set_state(lk_mirror *m, enum lk_mstate st, const char *why)
+{
+    char err[MD_ERRLEN];
+    if (!mirror_terminal(st))
+        mirror_store_state(m, st, why);
+    else
+        mirror_finish(m, st, why, NULL, err, sizeof err);   /* refused: asked again later */
 }
 
 void lk_link_error(lk_link *l, const char *why)
@@ -1177,8 +1286,8 @@ static uint32_t mirror_open_txns(lk_mirror *m, bool abort)
     return total;
 }
 
-int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *err,
-                      size_t errlen)
+int link_mirror_state(bk_broker *b, const char *topic, const char *state, bk_topic_op *op,
+                      char *err, size_t errlen)
 {
     lk_set *s = set_of(b);
     int rc = need_set(b, err, errlen);
@@ -1211,16 +1320,11 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *
                  "'promoted' or 'failed_over' only", topic);
         return KP_INVALID_REQUEST;
     }
+    if (to == LK_FAILED_OVER)
+        return mirror_finish(m, to, NULL, op, err, errlen);   /* K15 */
     if (to == LK_PROMOTED) {
         promoting_begin(m);
         mirror_set_state(m, LK_PROMOTING, "writable once it has everything the source has");
-    } else if (to == LK_FAILED_OVER) {
-        uint32_t open = mirror_open_txns(m, false);
-        char why[160];
-        snprintf(why, sizeof why, "writable now, no longer mirrored; %u open transaction%s of "
-                 "the source aborted here (ABORT markers)", open, open == 1 ? "" : "s");
-        mirror_set_state(m, to, why);    /* first: the mirror takes markers from now on */
-        mirror_open_txns(m, true);
     } else {
         mirror_set_state(m, to, NULL);
     }
@@ -1319,12 +1423,6 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
                                   bk_now_ms(), err, sizeof err) != 0)
             BK_WARN("mirror topic %s: cannot save the source's log ends: %s", m->topic, err);
     }
-}
-
-/* K13: the states a mirror never leaves. */
-static bool mirror_terminal(enum lk_mstate st)
-{
-    return st == LK_PROMOTED || st == LK_FAILED_OVER || st == LK_FAILED;
 }
 
 /* A state another broker wrote (K6): taken as it is, not published again;

@@ -16,6 +16,8 @@
 #include "daemon/broker.h"
 #include "protocol/kp.h"
 
+typedef struct bk_topic_op bk_topic_op;   /* daemon/view/view.h */
+
 /* Loads the links and mirror topics from SQLite and starts mirroring
  * (standalone only: cluster mode starts none yet, link.c K6).  0, or -1
  * with err. */
@@ -32,9 +34,11 @@ int link_mirror_create(bk_broker *b, const char *topic, const char *link, const 
                        const char *state, char *err, size_t errlen);
 int link_mirror_delete(bk_broker *b, const char *topic, char *err, size_t errlen);
 /* 'active', 'paused', 'promoted' (answered at once; the row reads
- * 'promoting' until the mirror has caught up) or 'failed_over'. */
-int link_mirror_state(bk_broker *b, const char *topic, const char *state, char *err,
-                      size_t errlen);
+ * 'promoting' until the mirror has caught up) or 'failed_over' (cluster
+ * mode: answered once ZooKeeper holds it, through op when op is not NULL
+ * and op->pending is set; view.h's bk_topic_op; K15). */
+int link_mirror_state(bk_broker *b, const char *topic, const char *state, bk_topic_op *op,
+                      char *err, size_t errlen);
 
 /* Produce: topic is a mirror topic not promoted yet; *msg says so
  * (static).  O(mirror topics) string compares; nothing when none. */

@@ -61,6 +61,7 @@ typedef struct lk_mirror {
     int32_t source_parts;                /* the source's count, last Metadata */
     lk_part *parts;
     bool created;                        /* the local topic exists (ours) */
+    bool proposing;                      /* a terminal state on its way (link.c K15) */
     bool ends_dirty;                     /* source ends to save (link.c K5) */
     bool in_request;                     /* in the Metadata / DescribeConfigs out */
     bool configs_due;                    /* created: its source's configs to compare */

@@ -84,6 +84,15 @@ typedef struct bk_store {
      * deleted the row), BK_PUB_INSERT (made only if none is there),
      * BK_PUB_RESEAL (made when missing, else written over). */
     void (*link_publish)(bk_broker *b, bool mirror, const char *name, int how);
+    /* A mirror topic's terminal state proposed (daemon/link/link.c K15):
+     * written to the cluster by compare-and-set before any broker takes
+     * it; done (on the loop, always once) hears rc 0 when the cluster holds
+     * state now, else -1 and the state it holds instead (now, "" when
+     * unknown), which this broker has taken.  NULL (standalone): the
+     * broker takes the state at once. */
+    void (*mirror_propose)(bk_broker *b, const char *topic, const char *state,
+                           void (*done)(bk_broker *b, void *arg, int rc, const char *now),
+                           void *arg);
     /* A promoting mirror partition's leader caught up (daemon/link/link.c
      * K11): the fact ("<topic id hex>.<partition>.<leader epoch>", under
      * 64 bytes) written, asynchronously; and the facts listed, then given

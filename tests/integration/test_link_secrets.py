@@ -22,6 +22,7 @@ password.encoder.secret under 16 characters is refused at start.
 """
 import os
 import secrets
+import threading
 import time
 
 import pytest
@@ -245,6 +246,8 @@ def new_mirror(dest, src, prefix):
     every broker; its name."""
     t = topic_name(prefix)
     create_topic(src, t, partitions=1)
+    wait_for(lambda: all(b.sql("SELECT name FROM cluster_links") for b in dest.brokers), 20,
+             "the link everywhere")
     dest.brokers[1].sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
     wait_for(lambda: mirror_states(dest, t) == [("active",)] * 3, 20, "the mirror everywhere")
     return t
@@ -256,22 +259,31 @@ def race_round(dest, t, meanwhile, operator_sql):
     go: operator_sql sent to it is taken there (it cannot read the change
     yet) and written when ZooKeeper runs again, as a change made at the
     same time on another broker.  "taken", or "refused: ..." when broker 1
-    saw the change first after all."""
+    refused it (it saw the change first, or, for a terminal state, which
+    waits for ZooKeeper (link.c K15), the cluster held another)."""
     b1 = dest.brokers[0]
+    out = []
+
+    def operator():
+        try:
+            b1.sql(operator_sql % t)
+            out.append("taken")
+        except AssertionError as e:
+            out.append("refused: %s" % str(e)[-160:])
     b1.sigstop()
     try:
         meanwhile()
         time.sleep(0.2)
         dest.zk.sigstop()
         b1.sigcont()
-        try:
-            b1.sql(operator_sql % t)
-            return "taken"
-        except AssertionError as e:
-            return "refused: %s" % str(e)[-60:]
+        th = threading.Thread(target=operator, daemon=True)
+        th.start()
+        th.join(1.0)                                # a terminal state waits for ZooKeeper
     finally:
         b1.sigcont()
         dest.zk.sigcont()
+    th.join(30)
+    return out[0] if out else "no answer"
 
 
 def set_znode_state(dest, t, state):
@@ -352,25 +364,26 @@ def test_an_operator_pause_racing_promoting_never_takes_it_back(make_cluster, st
 
 
 def test_an_update_racing_a_delete_does_not_bring_the_mirror_back(make_cluster, start_broker):  # noqa: F811,E501
-    # The review's M2: broker 1's UPDATE, taken while broker 2's DELETE of
-    # the same mirror was in ZooKeeper already, found no znode and created
-    # it again.  cluster_links.c L8: only an INSERT creates; the mirror
-    # stays deleted on every broker.
+    # The review's M2: with ZooKeeper stopped, broker 1 takes an UPDATE
+    # (its read of the znode waits) and broker 2 a DELETE of the same
+    # mirror (its delete waits); ZooKeeper let go answers broker 1's read,
+    # deletes, and broker 1's write finds no znode: its retry created it
+    # again from the row it had read first.  cluster_links.c L8: only an
+    # INSERT creates; the mirror stays deleted on every broker.
     src = start_broker()
     dest = make_cluster(3)
     b1, b2, b3 = dest.brokers
     b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
            % src.bootstrap)
-    outcomes = []
     for rnd in range(2):
         t = new_mirror(dest, src, "del%d" % rnd)
         path = "/sluice/mirror_topics/" + t
-
-        def delete_on_b2():
+        dest.zk.sigstop()
+        try:
+            b1.sql("UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
             b2.sql("DELETE FROM mirror_topics WHERE topic = '%s'" % t)
-            wait_for(lambda: cl_zk_get(dest.zk_connect, path) is None, 10, "the znode deleted")
-        outcomes.append(race_round(dest, t, delete_on_b2,
-                                   "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'"))
+        finally:
+            dest.zk.sigcont()
         time.sleep(3)                               # broker 1's write lands, if any
 
         def settled():
@@ -378,11 +391,9 @@ def test_an_update_racing_a_delete_does_not_bring_the_mirror_back(make_cluster, 
         try:
             wait_for(settled, 15, "round %d: deleted everywhere" % rnd)
         except AssertionError:
-            raise AssertionError("round %d: znode %s, rows %s (the UPDATE: %s)"
+            raise AssertionError("round %d: znode %s, rows %s"
                                  % (rnd, cl_zk_get(dest.zk_connect, path),
-                                    mirror_states(dest, t), outcomes))
-    print("broker 1's UPDATE per round: %s" % outcomes)
-    assert "taken" in outcomes, outcomes
+                                    mirror_states(dest, t)))
 
 
 def test_a_changed_iteration_count_keeps_every_link_secret(start_broker, tmp_path):
@@ -420,3 +431,39 @@ def test_a_short_encoder_secret_is_refused_at_start(start_broker):
         b.start()
     b.expect_dead = True                            # its exit was the point
     assert "password.encoder.secret is shorter than 16 characters" in b.log_text()
+
+
+def test_two_terminal_states_racing_end_in_one_everywhere(make_cluster, start_broker):  # noqa: F811,E501
+    # The review's S1: broker 1 took an operator's 'failed_over' (ABORT
+    # markers, epochs) while ZooKeeper held the controller's 'promoted',
+    # and never left it: brokers [failed_over, promoted, promoted] for
+    # good.  link.c K15: a terminal state is taken only once ZooKeeper
+    # holds it, so broker 1's statement answers that the cluster has it
+    # 'promoted', and every broker (and the znode) ends 'promoted'.
+    src = start_broker()
+    dest = make_cluster(3)
+    b1 = dest.brokers[0]
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
+           % src.bootstrap)
+    outcomes = []
+    for rnd in range(2):
+        t = new_mirror(dest, src, "term%d" % rnd)
+        path = "/sluice/mirror_topics/" + t
+        outcomes.append(race_round(dest, t, set_znode_state(dest, t, "promoted"),
+                                   "UPDATE mirror_topics SET state = 'failed_over' "
+                                   "WHERE topic = '%s'"))
+
+        def settled():
+            zs = cl_zk_get(dest.zk_connect, path)[0]
+            st = mirror_states(dest, t)
+            return (b'"promoted"' in zs and st == [("promoted",)] * 3), (zs, st)
+        try:
+            wait_for(lambda: settled()[0], 15, "round %d: promoted everywhere" % rnd)
+        except AssertionError:
+            raise AssertionError("round %d: %s (broker 1's 'failed_over': %s)"
+                                 % (rnd, settled()[1], outcomes))
+        assert "%s (link src, source topic %s): active -> failed_over" % (t, t) \
+            not in b1.log_text(), "broker 1 acted on a state the cluster never held"
+    print("broker 1's 'failed_over' per round: %s" % outcomes)
+    assert outcomes[0] != "taken" and all(o.startswith("refused") for o in outcomes), outcomes
+    assert any("has it promoted already" in o for o in outcomes), outcomes
