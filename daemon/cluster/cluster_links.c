@@ -429,8 +429,8 @@ static void on_write(bk_broker *b, const zk_result *r, void *arg)
 }
 
 /* L6: may a mirror whose znode says from be written to say to?  The whole
- * state machine (link.c): a terminal state is never left (K13), a
- * promoting mirror goes on to promoted or failed_over only (K11). */
+ * state machine: a terminal state is never left (link.c K13), a
+ * promoting mirror goes on to promoted or failed_over only (link.c K11). */
 static bool mirror_may(const char *from, const char *to)
 {
     if (!strcmp(from, to))
@@ -467,7 +467,7 @@ static bool pub_decide(bk_broker *b, pub *p, const md_kv *kv, size_t n)
     snprintf(p->now, sizeof p->now, "%s", or_empty(st));
     if (keep) {
         BK_WARN("mirror topic %s: ZooKeeper has it %s already, which does not go to %s; %s "
-                "is not written, %s is taken here (link.c K11, K13)", p->name, st,
+                "is not written, %s is taken here (link.c K11, link.c K13)", p->name, st,
                 or_empty(mine), or_empty(mine), st);
         apply_mirror(b, p->name, kv, n);
     }

@@ -36,7 +36,7 @@ int link_mirror_delete(bk_broker *b, const char *topic, char *err, size_t errlen
 /* 'active', 'paused', 'promoted' (answered at once; the row reads
  * 'promoting' until the mirror has caught up) or 'failed_over' (cluster
  * mode: answered once ZooKeeper holds it, through op when op is not NULL
- * and op->pending is set; view.h's bk_topic_op; K15). */
+ * and op->pending is set; view.h's bk_topic_op; link.c K15). */
 int link_mirror_state(bk_broker *b, const char *topic, const char *state, bk_topic_op *op,
                       char *err, size_t errlen);
 

@@ -44,7 +44,7 @@ int sec_pwenc_seal(const sec_pwenc *e, const char *owner, const char *plain, cha
                    size_t cap, char *err, size_t errlen);
 /* text opened into out: a sealed value with the current key or an old one
  * (*stale true then: seal it again), or a plain one from before (*stale
- * true; also when sealed with other parameters than the settings': P7).
+ * true; also when sealed with other parameters than the settings': sec_pwenc.c P7).
  * 0, or -1 with err naming password.encoder.secret. */
 int sec_pwenc_open(sec_pwenc *e, const char *owner, const char *text, char *out,
                    size_t cap, bool *stale, char *err, size_t errlen);

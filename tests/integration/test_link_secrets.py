@@ -15,7 +15,7 @@ no znode and no broker's data directory, and every broker's link logs in
 (each leads a mirror partition and copies it); a cluster without
 password.encoder.secret refuses a link with a secret, naming the setting;
 an operator's state change racing a terminal state written to ZooKeeper
-never leaves that terminal state anywhere, nor a promoting one (K11); an
+never leaves that terminal state anywhere, nor a promoting one (link.c K11); an
 UPDATE racing another broker's DELETE does not bring the mirror back; a
 changed password.encoder.iterations keeps the link's password readable; a
 password.encoder.secret under 16 characters is refused at start.
@@ -92,16 +92,23 @@ def assert_nowhere(b, password):
     assert pw not in b.log_text().encode()
 
 
+def sasl_mirror(start_broker, src, pw, overrides=None):
+    """A standalone destination (with overrides) whose link 's' to the
+    SASL source src mirrors a new 10-message topic; (dest, topic)."""
+    dest = start_broker(overrides) if overrides else start_broker()
+    t = source_topic(src, pw)
+    link_source(dest, src, name="s", config=link_config(pw))
+    assert mirror(dest, t, link="s")[0] == 200
+    until(lambda: batches(dest, t, 0)[1] == 10, 30, "mirrored over SASL")
+    return dest, t
+
+
 def test_a_standalone_link_password_is_in_no_file_and_logs_in_after_a_restart(
         start_broker, tmp_path):
     pw = "pw-" + secrets.token_hex(12)
     src = sasl_source(tmp_path, pw)
     try:
-        dest = start_broker()
-        t = source_topic(src, pw)
-        link_source(dest, src, name="s", config=link_config(pw))
-        assert mirror(dest, t, link="s")[0] == 200
-        until(lambda: batches(dest, t, 0)[1] == 10, 30, "mirrored over SASL")
+        dest, t = sasl_mirror(start_broker, src, pw)
         assert_nowhere(dest, pw)
         key = os.path.join(dest.data_dir, "password-encoder.key")
         assert os.stat(key).st_mode & 0o777 == 0o600       # sec_pwenc.c P5
@@ -134,11 +141,8 @@ def test_a_wrong_encoder_secret_is_named_and_the_old_secret_brings_the_link_back
     pw = "pw-" + secrets.token_hex(12)
     src = sasl_source(tmp_path, pw)
     try:
-        dest = start_broker({"password.encoder.secret": "first-encoder-secret"})
-        t = source_topic(src, pw)
-        link_source(dest, src, name="s", config=link_config(pw))
-        assert mirror(dest, t, link="s")[0] == 200
-        until(lambda: batches(dest, t, 0)[1] == 10, 30, "mirrored over SASL")
+        dest, t = sasl_mirror(start_broker, src, pw,
+                              {"password.encoder.secret": "first-encoder-secret"})
         assert not os.path.exists(os.path.join(dest.data_dir, "password-encoder.key"))
 
         dest.overrides["password.encoder.secret"] = "second-encoder-secret"
@@ -293,13 +297,41 @@ def set_znode_state(dest, t, state):
                                                                b'"%s"' % state.encode()))
 
 
-def test_an_operator_change_racing_a_terminal_state_never_leaves_it(
-        make_cluster, start_broker):  # noqa: F811
+def race_rounds(make_cluster, start_broker, rounds, zk_state, operator_state, ends):  # noqa: F811,E501
+    """A 3-broker destination with a link; rounds of race_round, each on a
+    new mirror: ZooKeeper's zk_state (set on the znode) against an
+    operator's operator_state on broker 1.  ends(znode, states) says when
+    the round is over as it must be.  The outcomes of the operator's
+    statements, and the cluster."""
     src = start_broker()
     dest = make_cluster(3)
     dest.brokers[0].sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', "
                         "'%s')" % src.bootstrap)
+    outcomes = []
+    for rnd in range(rounds):
+        t = new_mirror(dest, src, "%s%d" % (zk_state[:4], rnd))
+        path = "/sluice/mirror_topics/" + t
+        outcomes.append(race_round(dest, t, set_znode_state(dest, t, zk_state),
+                                   "UPDATE mirror_topics SET state = '%s' WHERE topic = '%%s'"
+                                   % operator_state))
+        time.sleep(1)                               # the write, or the retries, land
 
+        def settled():
+            zs = cl_zk_get(dest.zk_connect, path)[0]
+            states = mirror_states(dest, t)
+            return ends(zs, states, t), (zs, states)
+        try:
+            wait_for(lambda: settled()[0], 15, "round %d: %s against %s settled"
+                     % (rnd, operator_state, zk_state))
+        except AssertionError:
+            raise AssertionError("round %d: %s (the operator's '%s' per round: %s)"
+                                 % (rnd, settled()[1], operator_state, outcomes))
+    print("the operator's '%s' per round: %s" % (operator_state, outcomes))
+    return outcomes, dest
+
+
+def test_an_operator_change_racing_a_terminal_state_never_leaves_it(
+        make_cluster, start_broker):  # noqa: F811
     # Each round: broker 1 stopped, the mirror's znode set to 'failed' (as
     # the controller does when creation fails), then ZooKeeper stopped and
     # broker 1 let go: an operator's 'paused' sent to it is taken there (it
@@ -307,64 +339,28 @@ def test_an_operator_change_racing_a_terminal_state_never_leaves_it(
     # a change made at the same time on another broker.  It must not
     # overwrite 'failed' (link.c K13, cluster_links.c L6): the znode and
     # every broker end 'failed'.
-    outcomes = []
-    for rnd in range(3):
-        t = new_mirror(dest, src, "race%d" % rnd)
-        path = "/sluice/mirror_topics/" + t
-        outcomes.append(race_round(dest, t, set_znode_state(dest, t, "failed"),
-                                   "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'"))
-
-        def settled():
-            zs = cl_zk_get(dest.zk_connect, path)[0]
-            states = mirror_states(dest, t)
-            return (b'"failed"' in zs and states == [("failed",)] * 3), (zs, states)
-        try:
-            wait_for(lambda: settled()[0], 15, "round %d: 'failed' everywhere" % rnd)
-        except AssertionError:
-            raise AssertionError("round %d: %s (the operator's 'paused' per round: %s)"
-                                 % (rnd, settled()[1], outcomes))
-    print("the operator's 'paused' per round (taken: then overruled by 'failed'): %s"
-          % outcomes)
+    outcomes, _ = race_rounds(make_cluster, start_broker, 3, "failed", "paused",
+                              lambda zs, st, t: b'"failed"' in zs and st == [("failed",)] * 3)
     assert outcomes.count("taken") >= 2, outcomes   # the race happened
 
 
 def test_an_operator_pause_racing_promoting_never_takes_it_back(make_cluster, start_broker):  # noqa: F811,E501
-    # The review's S2: broker 1's 'paused', taken while it could not see
-    # ZooKeeper's 'promoting', was written over it (and a retry wrote the
-    # JSON of its first try).  cluster_links.c L6 applies the whole state
-    # machine at each try: 'promoting' goes on to promoted or failed_over
-    # only (link.c K11), so broker 1 takes 'promoting' instead; every broker
-    # ends promoting or promoted (the empty source is caught up at once),
-    # all the same.
-    src = start_broker()
-    dest = make_cluster(3)
-    dest.brokers[0].sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', "
-                        "'%s')" % src.bootstrap)
-    outcomes = []
-    for rnd in range(2):
-        t = new_mirror(dest, src, "prom%d" % rnd)
-        path = "/sluice/mirror_topics/" + t
-        outcomes.append(race_round(dest, t, set_znode_state(dest, t, "promoting"),
-                                   "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'"))
-
-        def settled():
-            zs = cl_zk_get(dest.zk_connect, path)[0]
-            st = mirror_states(dest, t)
-            return (b'"paused"' not in zs and len(set(st)) == 1 and
-                    st[0][0] in ("promoting", "promoted") and
-                    ('"%s"' % st[0][0]).encode() in zs), (zs, st)
-        time.sleep(3)                               # the write, or the retries, land
-        try:
-            wait_for(lambda: settled()[0], 15, "round %d: promoting or promoted" % rnd)
-        except AssertionError:
-            raise AssertionError("round %d: %s (the operator's 'paused': %s)"
-                                 % (rnd, settled()[1], outcomes))
-    print("the operator's 'paused' per round: %s" % outcomes)
+    # The review's second serious finding: broker 1's 'paused', taken while
+    # it could not see ZooKeeper's 'promoting', was written over it (and a
+    # retry wrote the JSON of its first try).  cluster_links.c L6 applies
+    # the whole state machine at each try: 'promoting' goes on to promoted
+    # or failed_over only (link.c K11), so broker 1 takes 'promoting'
+    # instead; every broker ends promoting or promoted (the empty source is
+    # caught up at once), all the same.
+    def ends(zs, st, t):
+        return (b'"paused"' not in zs and len(set(st)) == 1 and
+                st[0][0] in ("promoting", "promoted") and ('"%s"' % st[0][0]).encode() in zs)
+    outcomes, _ = race_rounds(make_cluster, start_broker, 2, "promoting", "paused", ends)
     assert "taken" in outcomes, outcomes            # the race happened
 
 
 def test_an_update_racing_a_delete_does_not_bring_the_mirror_back(make_cluster, start_broker):  # noqa: F811,E501
-    # The review's M2: with ZooKeeper stopped, broker 1 takes an UPDATE
+    # The review's second minor finding: with ZooKeeper stopped, broker 1 takes an UPDATE
     # (its read of the znode waits) and broker 2 a DELETE of the same
     # mirror (its delete waits); ZooKeeper let go answers broker 1's read,
     # deletes, and broker 1's write finds no znode: its retry created it
@@ -397,18 +393,14 @@ def test_an_update_racing_a_delete_does_not_bring_the_mirror_back(make_cluster, 
 
 
 def test_a_changed_iteration_count_keeps_every_link_secret(start_broker, tmp_path):
-    # The review's M1: password.encoder.iterations is in each sealed value
-    # (sec_pwenc.c P7), so a broker restarted with another count still
-    # opens the link's password, logs in, and seals it again with the new
-    # count.
+    # The review's first minor finding: password.encoder.iterations is in
+    # each sealed value (sec_pwenc.c P7), so a broker restarted with another
+    # count still opens the link's password, logs in, and seals it again
+    # with the new count.
     pw = "pw-" + secrets.token_hex(12)
     src = sasl_source(tmp_path, pw)
     try:
-        dest = start_broker()
-        t = source_topic(src, pw)
-        link_source(dest, src, name="s", config=link_config(pw))
-        assert mirror(dest, t, link="s")[0] == 200
-        until(lambda: batches(dest, t, 0)[1] == 10, 30, "mirrored over SASL")
+        dest, t = sasl_mirror(start_broker, src, pw)
         dest.overrides["password.encoder.iterations"] = "8192"
         dest.restart()
         produce(src, pw, t, 1, 10, 5)
@@ -434,36 +426,17 @@ def test_a_short_encoder_secret_is_refused_at_start(start_broker):
 
 
 def test_two_terminal_states_racing_end_in_one_everywhere(make_cluster, start_broker):  # noqa: F811,E501
-    # The review's S1: broker 1 took an operator's 'failed_over' (ABORT
-    # markers, epochs) while ZooKeeper held the controller's 'promoted',
-    # and never left it: brokers [failed_over, promoted, promoted] for
-    # good.  link.c K15: a terminal state is taken only once ZooKeeper
-    # holds it, so broker 1's statement answers that the cluster has it
-    # 'promoted', and every broker (and the znode) ends 'promoted'.
-    src = start_broker()
-    dest = make_cluster(3)
-    b1 = dest.brokers[0]
-    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
-           % src.bootstrap)
-    outcomes = []
-    for rnd in range(2):
-        t = new_mirror(dest, src, "term%d" % rnd)
-        path = "/sluice/mirror_topics/" + t
-        outcomes.append(race_round(dest, t, set_znode_state(dest, t, "promoted"),
-                                   "UPDATE mirror_topics SET state = 'failed_over' "
-                                   "WHERE topic = '%s'"))
-
-        def settled():
-            zs = cl_zk_get(dest.zk_connect, path)[0]
-            st = mirror_states(dest, t)
-            return (b'"promoted"' in zs and st == [("promoted",)] * 3), (zs, st)
-        try:
-            wait_for(lambda: settled()[0], 15, "round %d: promoted everywhere" % rnd)
-        except AssertionError:
-            raise AssertionError("round %d: %s (broker 1's 'failed_over': %s)"
-                                 % (rnd, settled()[1], outcomes))
-        assert "%s (link src, source topic %s): active -> failed_over" % (t, t) \
-            not in b1.log_text(), "broker 1 acted on a state the cluster never held"
-    print("broker 1's 'failed_over' per round: %s" % outcomes)
-    assert outcomes[0] != "taken" and all(o.startswith("refused") for o in outcomes), outcomes
+    # The review's first serious finding: broker 1 took an operator's
+    # 'failed_over' (ABORT markers, epochs) while ZooKeeper held the
+    # controller's 'promoted', and never left it: brokers [failed_over,
+    # promoted, promoted] for good.  link.c K15: a terminal state is taken
+    # only once ZooKeeper holds it, so broker 1's statement answers that
+    # the cluster has it 'promoted', and every broker (and the znode) ends
+    # 'promoted'; broker 1 never acted on 'failed_over'.
+    outcomes, dest = race_rounds(
+        make_cluster, start_broker, 2, "promoted", "failed_over",
+        lambda zs, st, t: b'"promoted"' in zs and st == [("promoted",)] * 3)
+    assert ": active -> failed_over" not in dest.brokers[0].log_text(), \
+        "broker 1 acted on a state the cluster never held"
+    assert all(o.startswith("refused") for o in outcomes), outcomes
     assert any("has it promoted already" in o for o in outcomes), outcomes

@@ -387,7 +387,7 @@ START_TEST(test_migration_0004_on_a_0003_database)
 }
 END_TEST
 
-/* M3 (review of issue 33): sealing a link's secrets again zeroes the old
+/* The review of issue 33 (its third minor finding): sealing a link's secrets again zeroes the old
  * bytes (secure_delete on for the UPDATE) and leaves the connection's own
  * setting as it was, both ON and OFF. */
 START_TEST(test_link_secrets_set_restores_secure_delete)
