@@ -21,7 +21,11 @@
  *       per-value salt only feeds one HMAC.  Kafka derives per value with
  *       the value's salt; a fixed PBKDF2 salt is what lets every broker of
  *       a cluster derive the same master key from the same secret with no
- *       shared state but the setting.
+ *       shared state but the setting.  Not the cluster id: a broker reads
+ *       it from ZooKeeper after the loop runs (and the first broker of a
+ *       cluster makes it then), so the key could not be derived before
+ *       serving, and values would not open on a cluster restored under a
+ *       new id; the per-value salt already makes each value's key its own.
  *   P2. Salt and IV are random per value (RAND_bytes): sealing one text
  *       twice gives two values; compare opened texts (sec_pwenc_same).
  *   P3. The owner (a link's name) is the AAD: a value moved to another
