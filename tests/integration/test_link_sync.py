@@ -114,8 +114,12 @@ def test_a_group_fails_over_and_resumes_at_the_synced_offsets(pair):
     print("re-read %d, skipped %d (of %d; about %.0f consumed per second on the source, "
           "consumer.offset.sync.ms=1000)" % (reread, skipped, len(everything), rate))
     assert skipped == 0
-    # at most one sync interval's worth (1 s), with half a second for the round itself
-    assert reread <= rate * 1.5 + 1
+    # at most one sync interval's worth (1 s), plus the round's own time: a
+    # round asks every source broker (ListGroups, FindCoordinator, then
+    # OffsetFetch on each coordinator), up to a second on a loaded machine
+    # (88 re-read at ~56/s was seen beside an ASan build); no sync at all
+    # would re-read all 180
+    assert reread <= rate * 2.0 + 1
     # every message back, byte for byte, from the two halves together
     values = {(p, o): v for p, o, v in first + second}
     assert len(values) == len(everything)
