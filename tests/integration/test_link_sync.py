@@ -565,6 +565,38 @@ def test_acl_filters_pick_only_the_acls_they_name(start_broker):
     assert re.search(r'sluice_link_acls_synced_total\{link="src"\} 2\b', metrics(dest))
 
 
+def test_sixteen_confluent_acl_filters_fit_in_a_links_config(start_broker):
+    """acl.filters with its 16 filters (LK_FILTERS_MAX) as Confluent writes
+    them, and 16 group filters, fit in a link's config (a line was limited
+    to 1023 bytes: 6 such filters); the last filter picks what is synced."""
+    src = start_broker(dict(AUTHORIZER, **{"super.users": "User:ANONYMOUS"}))
+    dest = start_broker(dict(AUTHORIZER))
+    t = topic_name("acl16")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 3)
+    grant_all(src, [("TOPIC", t, "READ", "User:bob"), ("TOPIC", t, "WRITE", "User:bob")])
+    one = {"resourceFilter": {"resourceType": "topic", "name": "", "patternType": "literal"},
+           "accessFilter": {"principal": "User:service-account-%02d", "host": "*",
+                            "operation": "read", "permissionType": "allow"}}
+    fs = [json.loads(json.dumps(one).replace("%02d", "%02d" % i)) for i in range(16)]
+    for i, f in enumerate(fs):
+        f["resourceFilter"]["name"] = "%s-other-topic-%02d" % (t, i)
+    fs[-1]["resourceFilter"]["name"], fs[-1]["accessFilter"]["principal"] = t, "User:bob"
+    acl_filters = json.dumps({"aclFilters": fs})
+    group_filters = json.dumps({"groupFilters": [
+        {"name": "grp-%s-%02d" % (t, i), "patternType": "PREFIXED", "filterType": "INCLUDE"}
+        for i in range(16)]})
+    assert len(acl_filters) > 3000 and len(group_filters) > 1024
+    link_source(dest, src, config="acl.sync.enable=true\nacl.sync.ms=300\n"
+                                  "consumer.offset.group.filters=%s\nacl.filters=%s\n"
+                                  % (group_filters, acl_filters))
+    assert mirror(dest, t)[0] == 200
+    want = [("TOPIC", t, "User:bob", "READ")]
+    until(lambda: acls(dest, t) == want, 20, "the last filter's ACL synced")
+    got = rows(sql_ok(dest, "SELECT config FROM cluster_links WHERE name = 'src'"))[0][0]
+    assert acl_filters in got and group_filters in got
+
+
 def test_a_source_without_batched_find_coordinator_is_asked_one_group_at_a_time(pair):
     """A source whose ApiVersions says FindCoordinator v3 at most (Kafka
     before 3.0; a proxy lowers the broker's answer): the link asks it one
