@@ -601,7 +601,8 @@ int md_sr_config_put(md_db *db, const char *subject, const char *compatibility,
 typedef struct md_link_row {
     char name[MD_TOPIC_NAME_MAX + 1];
     char bootstrap[512];
-    char config[2048];                   /* key=value lines, secrets masked */
+    char config[8192];                   /* key=value lines, secrets masked: room for
+                                          * 16 filters of each kind in Confluent's JSON */
     char secrets[2048];                  /* the secret key=value lines */
     char state[16];
     char last_error[MD_ERRLEN];

@@ -415,16 +415,23 @@ static int setting_apply(lk_link *l, const char *k, const char *v, char *err, si
 static int settings_walk(lk_link *l, const char *text, char *shown, size_t slen,
                          char *secrets, size_t seclen, char *err, size_t errlen)
 {
-    size_t so = 0, sc = 0;
+    size_t so = 0, sc = 0, cap = sizeof ((md_link_row *)0)->config;
+    int rc = KP_NONE;
+    char *line = NULL;
     if (shown) shown[0] = 0;
     if (secrets) secrets[0] = 0;
-    for (const char *p = text ? text : ""; *p;) {
+    for (const char *p = text ? text : ""; *p && rc == KP_NONE;) {
         size_t n = strcspn(p, "\n");
-        char line[1024];
-        if (n >= sizeof line) {
-            snprintf(err, errlen, "cluster_links.config: a line is longer than %zu bytes",
-                     sizeof line - 1);
-            return KP_INVALID_CONFIG;
+        if (n >= cap) {                  /* a line as long as the whole config may be */
+            snprintf(err, errlen, "cluster_links.config: a line is longer than %zu bytes "
+                     "(the whole config's limit)", cap - 1);
+            rc = KP_INVALID_CONFIG;
+            break;
+        }
+        if (!line && !(line = malloc(cap))) {
+            snprintf(err, errlen, "out of memory");
+            rc = KP_UNKNOWN_SERVER_ERROR;
+            break;
         }
         memcpy(line, p, n);
         line[n] = 0;
@@ -439,14 +446,15 @@ static int settings_walk(lk_link *l, const char *text, char *shown, size_t slen,
         if (!eq) {
             snprintf(err, errlen, "cluster_links.config: '%.64s' is not key=value (one per "
                      "line)", s);
-            return KP_INVALID_CONFIG;
+            rc = KP_INVALID_CONFIG;
+            break;
         }
         *eq = 0;
         /* A stored config's masked value: the secret line after it sets it. */
-        int rc = !strcmp(eq + 1, LK_MASK) && !shown ? KP_NONE
-                                                     : setting_apply(l, s, eq + 1, err, errlen);
+        rc = !strcmp(eq + 1, LK_MASK) && !shown ? KP_NONE
+                                                 : setting_apply(l, s, eq + 1, err, errlen);
         if (rc != KP_NONE)
-            return rc;
+            break;
         bool secret = link_setting_secret(s);
         if (shown)
             so += (size_t)snprintf(shown + so, so < slen ? slen - so : 0, "%s=%s\n", s,
@@ -455,11 +463,13 @@ static int settings_walk(lk_link *l, const char *text, char *shown, size_t slen,
             sc += (size_t)snprintf(secrets + sc, sc < seclen ? seclen - sc : 0, "%s=%s\n", s,
                                    eq + 1);
         if ((shown && so >= slen) || (secrets && sc >= seclen)) {
-            snprintf(err, errlen, "cluster_links.config is too long");
-            return KP_INVALID_CONFIG;
+            snprintf(err, errlen, "cluster_links.config is too long (at most %zu bytes, its "
+                     "secret lines %zu)", slen - 1, seclen - 1);
+            rc = KP_INVALID_CONFIG;
         }
     }
-    return KP_NONE;
+    free(line);
+    return rc;
 }
 
 static void link_defaults(lk_link *l)

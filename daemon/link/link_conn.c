@@ -22,7 +22,8 @@
  *     link.c lk_mirror_configs).
  * An admin connection (lk_peer.admin) per source broker link_sync.c has a
  * group request for (ListGroups, OffsetFetch: link_sync.c S8), made while
- * it has one, so no Fetch long poll delays them.
+ * it has one, so no Fetch long poll delays them; its failures are the
+ * sync's (cluster_links.sync_error), never the link's last_error.
  * One connection per source broker that leads a mirrored partition
  * (lk_link.peers, node id, host and port from Metadata), as
  * repl_fetcher.c groups by leader, sends for the partitions it leads:
@@ -346,10 +347,13 @@ static void conn_fail(lk_peer *c, const char *why)
 {
     lk_link *l = c->link;
     char msg[1024];
-    peer_close(c);
     if (c->node >= 0)
         snprintf(msg, sizeof msg, "source broker %d: %s", (int)c->node, why);
-    lk_link_error(l, c->node >= 0 ? msg : why);
+    if (c->admin)                        /* the sync's error, not the mirroring's */
+        lk_sync_conn_failed(l, c->node, msg);
+    peer_close(c);
+    if (!c->admin)
+        lk_link_error(l, c->node >= 0 ? msg : why);
     bool round = true;
     if (c->node < 0 && l->nboot > 1) {   /* the next bootstrap server */
         int count;

@@ -215,6 +215,9 @@ void lk_sync_free(lk_link *l);
 /* Connection node closed (-1: the bootstrap one): what it had out, or was
  * to send, is lost. */
 void lk_sync_forgotten(lk_link *l, int32_t node);
+/* Admin connection to node failed (why): the round's error if it had a
+ * request of the round to answer (link_sync.c S4), not the link's. */
+void lk_sync_conn_failed(lk_link *l, int32_t node, const char *why);
 /* The source's brokers, from a Metadata answer (each round lists groups
  * on every one of them). */
 struct kp_MetadataResponse_MetadataResponseBroker;

@@ -6,8 +6,8 @@
  *   consumer.offset.sync.enable (false), consumer.offset.sync.ms (30000),
  *   consumer.offset.group.filters: every interval the source's groups
  *     (ListGroups on every source broker) that the filters include, their
- *     committed offsets (OffsetFetch v8 on each group's coordinator, its
- *     groups in one request: S8) of this link's mirror topics, written
+ *     committed offsets (OffsetFetch on each group's coordinator: v8 its
+ *     groups in one request, v6-v7 one a request: S8) of this link's mirror topics, written
  *     here through the one path OffsetCommit takes (gc_offsets_commit, an
  *     operator's commit: stored as any commit, so a restart keeps them;
  *     in a cluster through the group's coordinator here: S9).  No filter:
@@ -50,8 +50,9 @@
  *   S4. ApiVersions, FindCoordinator and DescribeAcls go on the link's
  *       bootstrap connection, ListGroups and OffsetFetch on an admin
  *       connection to the source broker (link_conn.c lk_admin_peer_get: not
- *       the one its Fetches wait on); each connection has one request in
- *       flight (link_conn.c C2).  The sync's state reaches SQLite once per
+ *       the one its Fetches wait on), whose failures are the sync's error
+ *       (sync_error), never the link's last_error (mirroring is fine); each
+ *       connection has one request in flight (link_conn.c C2).  The sync's state reaches SQLite once per
  *       round (cluster_links.offsets_synced_at, groups_synced,
  *       sync_error), never per offset; a round ends when every broker
  *       answered or its connection closed, and its commits are stored.
@@ -71,7 +72,10 @@
  *   S8. A round, as Kafka's admin client lists and fetches groups: the
  *       source's FindCoordinator versions once per bootstrap connection
  *       (ApiVersions: v4 batches every group in one request, v3 asks one
- *       group at a time, older: no sync, said in sync_error); ListGroups
+ *       group at a time, older: no sync, said in sync_error), and so its
+ *       OffsetFetch (v8 every group of a coordinator in one request, v6-v7
+ *       one group a request: a Kafka 2.4-2.8 source) and ListGroups (v4,
+ *       or v3; older than any of these three: no sync); ListGroups
  *       on every broker the last Metadata named (a group is listed by its
  *       coordinator; one listed twice, while it moves, counts once);
  *       FindCoordinator (key type GROUP) of the groups the filters pick;
@@ -110,8 +114,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LS_LIST_GROUPS_VERSION 4
-#define LS_OFFSET_FETCH_VERSION 8
+#define LS_LIST_GROUPS_VERSION 4         /* the newest asked; 3 the oldest (flexible) */
+#define LS_LIST_GROUPS_OLDEST 3
+#define LS_OFFSET_FETCH_BATCHED 8        /* many groups a request */
+#define LS_OFFSET_FETCH_ONE 6            /* one group, flexible (Kafka 2.4+); 7: RequireStable */
+#define LS_OFFSET_FETCH_STABLE 7
 #define LS_API_VERSIONS_VERSION 2
 #define LS_FIND_BATCHED 4                /* FindCoordinator: many keys a request */
 #define LS_FIND_ONE 3                    /* one key, flexible (Kafka 2.4+) */
@@ -136,6 +143,8 @@ typedef struct ls_node {
     bool listed;                         /* in the last Metadata's brokers */
     enum ls_ask ask;                     /* this round's request for it */
     bool out;                            /* sent, not answered */
+    int fetch_next;                      /* OffsetFetch below v8: the next group to ask */
+    int fetch_group;                     /* … the one asked (s->groups index); -1 */
 } ls_node;
 
 /* One group's offsets on their way into the coordinator (its strings
@@ -163,6 +172,7 @@ typedef struct lk_sync {
     int fc_next;                         /* FindCoordinator v3: the next group's index */
     bool fc_out;
     int16_t fc_version;                  /* the source's FindCoordinator; -1: unknown */
+    int16_t of_version, lg_version;      /* OffsetFetch, ListGroups asked (with fc_version) */
     ls_commit *commits;                  /* in flight */
     int32_t round_synced;                /* this round's groups stored */
     bool round_open;                     /* waiting for its commits */
@@ -496,6 +506,13 @@ bool lk_sync_wants(const lk_link *l, int32_t node)
 {
     const ls_node *n = node_of(l->sync, node);
     return n && n->ask != LS_ASK_NONE;
+}
+
+void lk_sync_conn_failed(lk_link *l, int32_t node, const char *why)
+{
+    ls_node *n = l->sync ? node_of(l->sync, node) : NULL;
+    if (n && n->ask != LS_ASK_NONE)      /* an idle one closing is no error */
+        note_error(l->sync, why);
 }
 
 void lk_sync_forgotten(lk_link *l, int32_t node)
@@ -1216,6 +1233,8 @@ static bool node_ask(lk_link *l, ls_node *n, enum ls_ask ask)
         return false;
     n->ask = ask;                        /* after lk_peer_get: a moved one closes first */
     n->out = false;
+    n->fetch_next = 0;
+    n->fetch_group = -1;
     lk_peer_poke(c);
     return true;
 }
@@ -1364,6 +1383,34 @@ bool lk_sync_send(lk_link *l, int64_t now_us, int64_t *next_us)
     return true;
 }
 
+/* n's next group from i on (OffsetFetch below v8), or -1. */
+static int fetch_next_of(const lk_sync *s, int32_t me, int i)
+{
+    for (; i < s->ngroups; i++)
+        if (s->coord[i] == me)
+            return i;
+    return -1;
+}
+
+/* S8: a source older than Kafka 3.0 (OffsetFetch below v8) is asked one
+ * group a request, as Kafka's admin client does: top-level GroupId. */
+static bool fetch_one_send(lk_peer *c, lk_sync *s, ls_node *n, int32_t me)
+{
+    int i = fetch_next_of(s, me, n->fetch_next);
+    if (i < 0)
+        return false;
+    kp_OffsetFetchRequest q;
+    kp_init_OffsetFetchRequest(&q);
+    q.GroupId = kp_str_cstr(s->groups[i]);
+    q.Topics_count = -1;                 /* every topic */
+    q.RequireStable = true;              /* v7; v6 has none */
+    n->fetch_group = i;
+    n->fetch_next = i + 1;
+    n->out = true;
+    lk_peer_send(c, KP_API_OFFSET_FETCH, s->of_version, &q);
+    return true;
+}
+
 bool lk_sync_peer_send(lk_peer *c)
 {
     lk_link *l = c->link;
@@ -1377,10 +1424,12 @@ bool lk_sync_peer_send(lk_peer *c)
         q.StatesFilter_count = 0;
         q.TypesFilter_count = 0;
         n->out = true;
-        lk_peer_send(c, KP_API_LIST_GROUPS, LS_LIST_GROUPS_VERSION, &q);
+        lk_peer_send(c, KP_API_LIST_GROUPS, s->lg_version, &q);
         return true;
     }
     int32_t me = (int32_t)(n - s->nodes), k = 0;
+    if (s->of_version < LS_OFFSET_FETCH_BATCHED)
+        return fetch_one_send(c, s, n, me);
     kp_OffsetFetchRequest_OffsetFetchRequestGroup *gs =
         kp_arena_alloc(&c->arena, (size_t)s->ngroups * sizeof *gs);
     if (!gs)
@@ -1396,11 +1445,13 @@ bool lk_sync_peer_send(lk_peer *c)
     q.Groups_count = k;
     q.RequireStable = true;              /* no offsets of an open transaction */
     n->out = true;
-    lk_peer_send(c, KP_API_OFFSET_FETCH, LS_OFFSET_FETCH_VERSION, &q);
+    lk_peer_send(c, KP_API_OFFSET_FETCH, s->of_version, &q);
     return true;
 }
 
-/* The source's ApiVersions: FindCoordinator batched (v4) or one a key. */
+/* The source's ApiVersions: FindCoordinator batched (v4) or one a key;
+ * OffsetFetch batched (v8) or one group a request (v6-v7); ListGroups v4
+ * or v3 (S8). */
 static int versions_answer(lk_link *l, lk_sync *s, kp_rd *r, kp_arena *a)
 {
     kp_ApiVersionsResponse vr;
@@ -1408,20 +1459,31 @@ static int versions_answer(lk_link *l, lk_sync *s, kp_rd *r, kp_arena *a)
         return -1;
     if (s->stage != LS_VERSIONS)
         return 0;
-    int16_t max = -1;
+    static const struct { int16_t api, oldest; const char *name; } need[] = {
+        { KP_API_FIND_COORDINATOR, LS_FIND_ONE, "FindCoordinator" },
+        { KP_API_OFFSET_FETCH, LS_OFFSET_FETCH_ONE, "OffsetFetch" },
+        { KP_API_LIST_GROUPS, LS_LIST_GROUPS_OLDEST, "ListGroups" },
+    };
+    int16_t max[3] = { -1, -1, -1 };
     for (int32_t i = 0; vr.ErrorCode == KP_NONE && i < vr.ApiKeys_count; i++)
-        if (vr.ApiKeys[i].ApiKey == KP_API_FIND_COORDINATOR)
-            max = vr.ApiKeys[i].MaxVersion;
-    if (max < LS_FIND_ONE) {
-        char why[MD_ERRLEN];
-        snprintf(why, sizeof why, "the source has no FindCoordinator v%d or later (%s): "
-                 "offsets not synced", LS_FIND_ONE,
-                 vr.ErrorCode ? kp_error_name(vr.ErrorCode) : "too old");
-        note_error(s, why);
-        round_end(s);
-        return 0;
-    }
-    s->fc_version = max >= LS_FIND_BATCHED ? LS_FIND_BATCHED : LS_FIND_ONE;
+        for (int k = 0; k < 3; k++)
+            if (vr.ApiKeys[i].ApiKey == need[k].api)
+                max[k] = vr.ApiKeys[i].MaxVersion;
+    for (int k = 0; k < 3; k++)
+        if (max[k] < need[k].oldest) {
+            char why[MD_ERRLEN];
+            snprintf(why, sizeof why, "the source has no %s v%d or later (%s): offsets not "
+                     "synced", need[k].name, need[k].oldest,
+                     vr.ErrorCode ? kp_error_name(vr.ErrorCode) : "too old");
+            note_error(s, why);
+            round_end(s);
+            return 0;
+        }
+    s->fc_version = max[0] >= LS_FIND_BATCHED ? LS_FIND_BATCHED : LS_FIND_ONE;
+    s->of_version = max[1] >= LS_OFFSET_FETCH_BATCHED ? LS_OFFSET_FETCH_BATCHED
+        : max[1] >= LS_OFFSET_FETCH_STABLE ? LS_OFFSET_FETCH_STABLE : LS_OFFSET_FETCH_ONE;
+    s->lg_version = max[2] >= LS_LIST_GROUPS_VERSION ? LS_LIST_GROUPS_VERSION
+        : LS_LIST_GROUPS_OLDEST;
     listing_start(l, s);
     return 0;
 }
@@ -1487,6 +1549,47 @@ static void groups_listed(lk_link *l, lk_sync *s, ls_node *n, const kp_ListGroup
     }
 }
 
+/* An OffsetFetch v6-v7 answer: the group n asked (its top-level fields
+ * as v8's group, for group_sync; S7: only the asked group). */
+static void fetch_one_answer(lk_sync *s, ls_node *n, int32_t me, const kp_OffsetFetchResponse *fr,
+                             kp_arena *a)
+{
+    int k = n->fetch_group;
+    n->fetch_group = -1;
+    if (k < 0 || k >= s->ngroups || s->coord[k] != me)
+        return;
+    kp_OffsetFetchResponse_OffsetFetchResponseGroup g = {
+        .GroupId = kp_str_cstr(s->groups[k]), .ErrorCode = fr->ErrorCode };
+    g.Topics = fr->Topics_count > 0 ? kp_arena_alloc(a, (size_t)fr->Topics_count * sizeof *g.Topics)
+                                    : NULL;
+    for (int32_t t = 0; g.Topics && t < fr->Topics_count; t++) {
+        const kp_OffsetFetchResponse_OffsetFetchResponseTopic *ft = &fr->Topics[t];
+        kp_OffsetFetchResponse_OffsetFetchResponseTopics *gt = &g.Topics[g.Topics_count];
+        gt->Name = ft->Name;
+        gt->Partitions_count = 0;
+        gt->Partitions = ft->Partitions_count > 0
+            ? kp_arena_alloc(a, (size_t)ft->Partitions_count * sizeof *gt->Partitions) : NULL;
+        for (int32_t p = 0; gt->Partitions && p < ft->Partitions_count; p++)
+            gt->Partitions[gt->Partitions_count++] =
+                (kp_OffsetFetchResponse_OffsetFetchResponsePartitions){
+                    .PartitionIndex = ft->Partitions[p].PartitionIndex,
+                    .CommittedOffset = ft->Partitions[p].CommittedOffset,
+                    .CommittedLeaderEpoch = ft->Partitions[p].CommittedLeaderEpoch,
+                    .Metadata = ft->Partitions[p].Metadata,
+                    .ErrorCode = ft->Partitions[p].ErrorCode };
+        if (ft->Partitions_count > 0 && !gt->Partitions) {
+            note_error(s, "out of memory");
+            return;
+        }
+        g.Topics_count++;
+    }
+    if (fr->Topics_count > 0 && !g.Topics) {
+        note_error(s, "out of memory");
+        return;
+    }
+    group_sync(s, &g);
+}
+
 int lk_sync_answer(lk_peer *c, int16_t api, kp_rd *r)
 {
     lk_link *l = c->link;
@@ -1521,15 +1624,22 @@ int lk_sync_answer(lk_peer *c, int16_t api, kp_rd *r)
         n->ask == (api == KP_API_LIST_GROUPS ? LS_ASK_LIST : LS_ASK_FETCH);
     if (api == KP_API_LIST_GROUPS) {
         kp_ListGroupsResponse lr;
-        if (kp_dec_ListGroupsResponse(r, LS_LIST_GROUPS_VERSION, &lr, &c->arena) != 0)
+        if (kp_dec_ListGroupsResponse(r, s->lg_version, &lr, &c->arena) != 0)
             return -1;
         if (mine && s->stage == LS_LISTING)
             groups_listed(l, s, n, &lr);
     } else {
         kp_OffsetFetchResponse fr;
-        if (kp_dec_OffsetFetchResponse(r, LS_OFFSET_FETCH_VERSION, &fr, &c->arena) != 0)
+        if (kp_dec_OffsetFetchResponse(r, s->of_version, &fr, &c->arena) != 0)
             return -1;
         int32_t me = n ? (int32_t)(n - s->nodes) : -1;
+        if (s->of_version < LS_OFFSET_FETCH_BATCHED && mine && s->stage == LS_FETCHING) {
+            fetch_one_answer(s, n, me, &fr, &c->arena);
+            if (fetch_next_of(s, me, n->fetch_next) >= 0) {
+                n->out = false;          /* its next group: next_request sends it */
+                return 0;
+            }
+        }
         for (int32_t i = 0; mine && s->stage == LS_FETCHING && i < fr.Groups_count; i++) {
             int k = group_index(s, fr.Groups[i].GroupId);
             if (k >= 0 && s->coord[k] == me)           /* S7: asked of this broker */

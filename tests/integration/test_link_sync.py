@@ -175,22 +175,29 @@ def test_an_active_group_here_and_an_offset_past_the_mirror_are_not_synced(pair)
     until(lambda: committed(dest, active, t) == {0: 60}, 15, "synced after the member left")
 
 
-class SwapProxy:
-    """A TCP proxy to b's Kafka port that swaps one byte string for another
-    of the same length in every request (whole frames), answers untouched:
-    the source then answers about a group the destination did not ask.
-    With answer_old, answer_new: those swapped in the answers (as read) too;
-    self.asked counts the requests by (api key, version)."""
+class FrameProxy:
+    """A TCP proxy to b's Kafka port, frame by frame, that every connection
+    of the link goes through (broker addresses in answers point here):
+    caps {api key: max} lowers those in ApiVersions v2 answers; refuse {api
+    key: version}: a request of that version or later closes the
+    connection (as Kafka does with one it does not support); close_on: api
+    keys whose requests close it (a source dropping the connection);
+    swap {api key: (old, new)} replaces bytes in that api's answers.
+    self.asked counts requests by (api key, version)."""
 
-    def __init__(self, b, old, new, answer_old=None, answer_new=None):
+    def __init__(self, b, caps=None, refuse=None, close_on=(), swap=None):
         host, port = b.bootstrap.rsplit(":", 1)
-        self.target, self.old, self.new, self.swaps = (host, int(port)), old, new, 0
-        self.answer_old, self.answer_new, self.asked = answer_old, answer_new, {}
+        self.target = (host, int(port))
+        self.caps, self.refuse, self.close_on = caps or {}, refuse or {}, close_on
+        self.swap, self.asked, self.closed, self.swaps = swap or {}, {}, 0, 0
         self.lsn = socket.socket()
         self.lsn.bind(("127.0.0.1", 0))
-        self.lsn.listen(8)
+        self.lsn.listen(16)
         self.lsn.settimeout(0.5)
-        self.bootstrap = "127.0.0.1:%d" % self.lsn.getsockname()[1]
+        self.port = self.lsn.getsockname()[1]
+        self.bootstrap = "127.0.0.1:%d" % self.port
+        self.addr = (host.encode() + struct.pack(">i", int(port)),
+                     b"127.0.0.1" + struct.pack(">i", self.port))
         self.stop, self.socks = False, []
         threading.Thread(target=self.accept, daemon=True).start()
 
@@ -202,36 +209,49 @@ class SwapProxy:
                 continue
             s = socket.create_connection(self.target, timeout=10)
             self.socks += [c, s]
-            threading.Thread(target=self.requests, args=(c, s), daemon=True).start()
-            threading.Thread(target=self.answers, args=(s, c, self.answer_old, self.answer_new),
-                             daemon=True).start()
-
-    read = staticmethod(kr.recv_exact)
-
-    def requests(self, c, s):
-        try:
-            while True:
-                body = self.read(c, struct.unpack(">i", self.read(c, 4))[0])
-                key = struct.unpack_from(">hh", body)
-                self.asked[key] = self.asked.get(key, 0) + 1
-                if self.old in body:
-                    self.swaps += 1
-                    body = body.replace(self.old, self.new)
-                s.sendall(struct.pack(">i", len(body)) + body)
-        except OSError:
-            s.close()
+            out = {}                     # correlation id -> (api key, version)
+            threading.Thread(target=self.requests, args=(c, s, out), daemon=True).start()
+            threading.Thread(target=self.answers, args=(s, c, out), daemon=True).start()
 
     @staticmethod
-    def answers(s, c, old, new):
+    def frame(sock):
+        return kr.recv_exact(sock, struct.unpack(">i", kr.recv_exact(sock, 4))[0])
+
+    def requests(self, c, s, out):
         try:
             while True:
-                part = s.recv(65536)
-                if not part:
+                body = self.frame(c)
+                key, ver, corr = struct.unpack_from(">hhi", body)
+                self.asked[(key, ver)] = self.asked.get((key, ver), 0) + 1
+                if key in self.close_on or ver >= self.refuse.get(key, 1 << 15):
+                    self.closed += 1
                     break
-                c.sendall(part.replace(old, new) if old else part)
+                out[corr] = (key, ver)
+                s.sendall(struct.pack(">i", len(body)) + body)
         except OSError:
             pass
         c.close()
+        s.close()
+
+    def answers(self, s, c, out):
+        try:
+            while True:
+                body = bytearray(self.frame(s))
+                key, ver = out.pop(struct.unpack_from(">i", body)[0], (-1, -1))
+                if key == 18 and ver == 2:       # ApiVersions v2: corr, error, [key min max]
+                    for i in range(struct.unpack_from(">i", body, 6)[0]):
+                        k, lo, hi = struct.unpack_from(">hhh", body, 10 + 6 * i)
+                        if k in self.caps:
+                            struct.pack_into(">hhh", body, 10 + 6 * i, k, lo, min(hi, self.caps[k]))
+                body = bytes(body).replace(*self.addr)
+                if key in self.swap and self.swap[key][0] in body:
+                    self.swaps += 1
+                    body = body.replace(*self.swap[key])
+                c.sendall(struct.pack(">i", len(body)) + body)
+        except OSError:
+            pass
+        c.close()
+        s.close()
 
     def close(self):
         self.stop = True
@@ -241,26 +261,90 @@ class SwapProxy:
 
 
 def test_an_offset_fetch_answer_for_a_group_not_asked_is_dropped(pair):
-    """A source answering about a group the filters exclude (the proxy, the
-    link's bootstrap server, swaps the asked group's name for it in
-    FindCoordinator; ListGroups and OffsetFetch go to the broker's own
-    address, link_sync.c S8) writes nothing here (link_sync.c S7)."""
+    """A source whose OffsetFetch answer names a group the round did not
+    ask about (a proxy, every connection of the link through it, renames
+    the asked group in OffsetFetch answers, nowhere else) writes nothing
+    for it (link_sync.c S7); another group's answer is synced as usual."""
     src, dest = pair
     t = topic_name("oasked")
-    asked, other = "grp-" + t, "oth-" + t          # the same length
+    asked, other, fine = "grp-a" + t, "grp-z" + t, "grp-b" + t    # the same length
     create_topic(src, t, partitions=1)
     fill(src, t, 1, 20)
     consume(src, asked, t, n=5)
-    consume(src, other, t, n=7)
-    proxy = SwapProxy(src, asked.encode(), other.encode())
+    consume(src, fine, t, n=6)
+    proxy = FrameProxy(src, swap={9: (asked.encode(), other.encode())})
     try:
         link_source(dest, proxy, config=SYNC)
         assert mirror(dest, t)[0] == 200
         assert_same(src, dest, t, 1)
+        until(lambda: committed(dest, fine, t) == {0: 6}, 30, "the other group synced")
         until(lambda: rounds(dest) >= 3, 30, "three sync rounds")
         assert proxy.swaps >= 2
         assert committed(dest, other, t) == {}
         assert committed(dest, asked, t) == {}
+    finally:
+        proxy.close()
+
+
+def synced_through(pair, prefix, **proxy_args):
+    """Three groups of a source reached through FrameProxy(proxy_args) are
+    all synced, with no error; the proxy, closed, is returned."""
+    src, dest = pair
+    t = topic_name(prefix)
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 40)
+    groups = ["grp-%s-%d" % (t, i) for i in range(3)]
+    for i, g in enumerate(groups):
+        consume(src, g, t, n=5 + 3 * i)
+    proxy = FrameProxy(src, **proxy_args)
+    try:
+        link_source(dest, proxy, config=SYNC)
+        assert mirror(dest, t)[0] == 200
+        assert_same(src, dest, t, 1)
+        until(lambda: [committed(dest, g, t) for g in groups] == [{0: 5}, {0: 8}, {0: 11}],
+              30, "every group synced")
+        until(lambda: link_row(dest)[2] in (None, ""), 15, "a round without error")
+    finally:
+        proxy.close()
+    return proxy
+
+
+def test_a_kafka_2x_source_is_synced(pair):
+    """A source older than Kafka 3.0 (a proxy lowers ApiVersions to
+    FindCoordinator v3, OffsetFetch v7, ListGroups v3 and closes the
+    connection on a newer request, as Kafka 2.x does): every group is
+    synced, one OffsetFetch v7 per group (link_sync.c S8)."""
+    proxy = synced_through(pair, "k2x", caps={10: 3, 9: 7, 16: 3},
+                           refuse={10: 4, 9: 8, 16: 4})
+    assert proxy.closed == 0, proxy.asked
+    assert proxy.asked.get((9, 7), 0) >= 3, proxy.asked
+    assert proxy.asked.get((16, 3), 0) >= 1, proxy.asked
+
+
+def test_a_failing_admin_connection_is_the_syncs_error_not_the_links(pair):
+    """The source closes every connection that asks ListGroups (the sync's
+    admin connections): the sync says so (sync_error) while the link's
+    last_error stays clear, its mirroring being fine (link_conn.c)."""
+    src, dest = pair
+    t = topic_name("admfail")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 20)
+    consume(src, "grp-" + t, t, n=5)
+    proxy = FrameProxy(src, close_on=(16,))
+    try:
+        link_source(dest, proxy, config=SYNC.replace("sync.ms=1000", "sync.ms=300"))
+        assert mirror(dest, t)[0] == 200
+        assert_same(src, dest, t, 1)
+        seen, end = set(), time.monotonic() + 5
+        while time.monotonic() < end:
+            seen.add(rows(sql_ok(dest, "SELECT last_error FROM cluster_links"))[0][0])
+            time.sleep(0.05)
+        assert proxy.closed >= 2
+        assert seen <= {None, ""}, seen
+        assert "closed" in (link_row(dest)[2] or ""), link_row(dest)
+        fill(src, t, 1, 10, start=20)          # mirroring goes on meanwhile
+        assert_same(src, dest, t, 1)
+        assert rows(sql_ok(dest, "SELECT last_error FROM cluster_links"))[0][0] in (None, "")
     finally:
         proxy.close()
 
@@ -493,27 +577,42 @@ def test_acl_filters_pick_only_the_acls_they_name(start_broker):
     assert re.search(r'sluice_link_acls_synced_total\{link="src"\} 2\b', metrics(dest))
 
 
+def test_sixteen_confluent_acl_filters_fit_in_a_links_config(start_broker):
+    """acl.filters with its 16 filters (LK_FILTERS_MAX) as Confluent writes
+    them, and 16 group filters, fit in a link's config (a line was limited
+    to 1023 bytes: 6 such filters); the last filter picks what is synced."""
+    src = start_broker(dict(AUTHORIZER, **{"super.users": "User:ANONYMOUS"}))
+    dest = start_broker(dict(AUTHORIZER))
+    t = topic_name("acl16")
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, 3)
+    grant_all(src, [("TOPIC", t, "READ", "User:bob"), ("TOPIC", t, "WRITE", "User:bob")])
+    one = {"resourceFilter": {"resourceType": "topic", "name": "", "patternType": "literal"},
+           "accessFilter": {"principal": "User:service-account-%02d", "host": "*",
+                            "operation": "read", "permissionType": "allow"}}
+    fs = [json.loads(json.dumps(one).replace("%02d", "%02d" % i)) for i in range(16)]
+    for i, f in enumerate(fs):
+        f["resourceFilter"]["name"] = "%s-other-topic-%02d" % (t, i)
+    fs[-1]["resourceFilter"]["name"], fs[-1]["accessFilter"]["principal"] = t, "User:bob"
+    acl_filters = json.dumps({"aclFilters": fs})
+    group_filters = json.dumps({"groupFilters": [
+        {"name": "grp-%s-%02d" % (t, i), "patternType": "PREFIXED", "filterType": "INCLUDE"}
+        for i in range(16)]})
+    assert len(acl_filters) > 3000 and len(group_filters) > 1024
+    link_source(dest, src, config="acl.sync.enable=true\nacl.sync.ms=300\n"
+                                  "consumer.offset.group.filters=%s\nacl.filters=%s\n"
+                                  % (group_filters, acl_filters))
+    assert mirror(dest, t)[0] == 200
+    want = [("TOPIC", t, "User:bob", "READ")]
+    until(lambda: acls(dest, t) == want, 20, "the last filter's ACL synced")
+    got = rows(sql_ok(dest, "SELECT config FROM cluster_links WHERE name = 'src'"))[0][0]
+    assert acl_filters in got and group_filters in got
+
+
 def test_a_source_without_batched_find_coordinator_is_asked_one_group_at_a_time(pair):
     """A source whose ApiVersions says FindCoordinator v3 at most (Kafka
     before 3.0; a proxy lowers the broker's answer): the link asks it one
     group per FindCoordinator v3 and syncs every group (link_sync.c S8)."""
-    src, dest = pair
-    t = topic_name("ofc3")
-    create_topic(src, t, partitions=1)
-    fill(src, t, 1, 40)
-    groups = ["grp-%s-%d" % (t, i) for i in range(3)]
-    for i, g in enumerate(groups):
-        consume(src, g, t, n=5 + 3 * i)
-    # ApiVersions v2's entry for key 10: ApiKey, MinVersion, MaxVersion 6 -> 3
-    proxy = SwapProxy(src, b"\xff-never-\xff", b"\xff-never-\xff",
-                      struct.pack(">hhh", 10, 0, 6), struct.pack(">hhh", 10, 0, 3))
-    try:
-        link_source(dest, proxy, config=SYNC)
-        assert mirror(dest, t)[0] == 200
-        assert_same(src, dest, t, 1)
-        until(lambda: [committed(dest, g, t) for g in groups] == [{0: 5}, {0: 8}, {0: 11}],
-              30, "every group synced")
-        assert proxy.asked.get((10, 3), 0) >= len(groups), proxy.asked
-        assert proxy.asked.get((10, 4), 0) == 0, proxy.asked
-    finally:
-        proxy.close()
+    proxy = synced_through(pair, "ofc3", caps={10: 3})    # FindCoordinator <= v3
+    assert proxy.asked.get((10, 3), 0) >= 3, proxy.asked
+    assert proxy.asked.get((10, 4), 0) == 0, proxy.asked
