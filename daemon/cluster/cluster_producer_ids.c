@@ -67,7 +67,7 @@
  *        read afresh, a sync then a get sent after the request arrived
  *        (cl_producer_ids_fresh), and the blocks cut at it.  PB6's watch
  *        may be late (a broker paused, or busy, when a mirror was promoted:
- *        issue 33 S1, the source's producer id handed out again after the
+ *        issue 33: the source's producer id handed out again after the
  *        failover); the fresh read sees every floor written before the
  *        request, and PB4 wrote the floor before any batch carrying such
  *        an id was appended.

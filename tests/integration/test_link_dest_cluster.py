@@ -357,7 +357,7 @@ def test_promoted_and_failed_over_mirrors_take_producers_with_ids_of_their_own(
 
 def test_a_broker_paused_through_a_failover_hands_out_no_source_id(
         make_cluster, start_broker):  # noqa: F811
-    """cluster_producer_ids.c PB8, daemon/producer_ids.c P1 (issue 33 S1): broker
+    """cluster_producer_ids.c PB8, daemon/producer_ids.c P1 (issue 33, review finding one): broker
     X, neither the mirror partition's leader nor the controller, has handed
     out id N-1 (its next is N).  X is SIGSTOPped (well inside its ZooKeeper
     session) while the source writes an idempotent batch with producer id N,
