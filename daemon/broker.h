@@ -141,8 +141,9 @@ struct bk_broker {
     /* the same: a fresh read of the floor, bk_producer_ids_synced when back */
     void (*on_producer_id_fresh)(bk_broker *b);
     /* InitProducerId requests waiting for a floor read (producer_ids.c P1):
-     * cur: covered by the read in flight; next: arrived after it was sent */
-    struct bk_pid_wait *pid_wait_cur, *pid_wait_next;
+     * cur: covered by the read in flight; next: arrived after it was sent;
+     * run: covered by a read that is back, being answered */
+    struct bk_pid_wait *pid_wait_cur, *pid_wait_next, *pid_wait_run;
     bool pid_reading;
 };
 

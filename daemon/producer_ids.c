@@ -86,6 +86,7 @@ static void wait_cancel(bk_req *r)
     struct bk_pid_wait *w = r->state;
     wait_unlink(&r->b->pid_wait_cur, w);
     wait_unlink(&r->b->pid_wait_next, w);
+    wait_unlink(&r->b->pid_wait_run, w);
     r->state = NULL;
 }
 
@@ -128,12 +129,17 @@ static void wait_resume(struct bk_pid_wait *w)
 
 void bk_producer_ids_synced(bk_broker *b)
 {
-    struct bk_pid_wait *l = b->pid_wait_cur;
+    /* run: a list of b's, so a waiter whose connection closes while an
+     * earlier one runs is unlinked (cancel) before its turn */
+    struct bk_pid_wait **run = &b->pid_wait_run;
+    while (*run)
+        run = &(*run)->next;
+    *run = b->pid_wait_cur;
     b->pid_wait_cur = NULL;
     b->pid_reading = false;
-    while (l) {                      /* a resumed connection may add to next */
-        struct bk_pid_wait *w = l;
-        l = w->next;
+    while (b->pid_wait_run) {        /* a resumed connection may add to next */
+        struct bk_pid_wait *w = b->pid_wait_run;
+        b->pid_wait_run = w->next;
         wait_resume(w);
     }
     if (b->on_producer_id_fresh)
