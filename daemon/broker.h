@@ -138,6 +138,13 @@ struct bk_broker {
      * /latest_producer_id_block (cluster_producer_ids.c); NULL: SQLite */
     int16_t (*on_producer_id_next)(bk_broker *b, int64_t *pid);
     int16_t (*on_producer_id_floor)(bk_broker *b, int64_t above);   /* the same: a floor */
+    /* the same: a fresh read of the floor, bk_producer_ids_synced when back */
+    void (*on_producer_id_fresh)(bk_broker *b);
+    /* InitProducerId requests waiting for a floor read (producer_ids.c P1):
+     * cur: covered by the read in flight; next: arrived after it was sent;
+     * run: covered by a read that is back, being answered */
+    struct bk_pid_wait *pid_wait_cur, *pid_wait_next, *pid_wait_run;
+    bool pid_reading;
 };
 
 /* The one door to a mirror topic (link.c K1): true, with the reason in
@@ -164,6 +171,9 @@ int16_t bk_producer_id_next(bk_broker *b, int64_t *pid);
  * raised asynchronously; COORDINATOR_LOAD_IN_PROGRESS until it is (ask
  * again shortly; daemon/cluster/cluster_producer_ids.c PB4). */
 int16_t bk_producer_id_floor(bk_broker *b, int64_t above);
+/* Cluster mode: the floor read that b->on_producer_id_fresh sent is back
+ * (whatever its result): the requests it covers run again (producer_ids.c). */
+void bk_producer_ids_synced(bk_broker *b);
 
 /* ---- misc ------------------------------------------------------------------- */
 int64_t bk_now_ms(void);             /* wall clock, ms */

@@ -81,6 +81,11 @@ void *bk_req_alloc(bk_req *r, size_t n, size_t size);
 /* The handler's answer once kp_enc_*Response returned rc: BK_RESPOND when
  * rc is 0; else logs the API by name and BK_CLOSE. */
 int bk_req_encoded(bk_req *r, const char *api, int rc);
+/* InitProducerId's first step (daemon/producer_ids.c P1): true when r waits
+ * for a fresh read of the cluster's producer id floor (the handler returns
+ * BK_DEFER; h runs again on r, from its body's start, when it is back);
+ * false: go on (standalone, or the read is back). */
+bool bk_producer_id_wait(bk_req *r, bk_handler h);
 
 /* API table (daemon/api/api_dispatch.c). */
 typedef struct bk_api {

@@ -23,6 +23,8 @@
 
 int api_handle_init_producer_id(bk_req *r)
 {
+    if (bk_producer_id_wait(r, api_handle_init_producer_id))
+        return BK_DEFER;                 /* a fresh floor first (producer_ids.c P1) */
     int16_t v = r->hdr.RequestApiVersion;
     kp_InitProducerIdRequest q;
     if (kp_dec_InitProducerIdRequest(&r->body, v, &q, &r->arena) != 0)

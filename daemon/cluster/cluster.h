@@ -155,6 +155,9 @@ int16_t cl_producer_id_floor(bk_broker *b, int64_t above);
 void cl_producer_ids_floor_read(bk_broker *b);
 void cl_producer_ids_floor_lost(bk_broker *b);
 bool cl_producer_ids_on_watch(bk_broker *b, int type, const char *path);
+/* b->on_producer_id_fresh (PB8): a sync and a get of the floor, then
+ * bk_producer_ids_synced. */
+void cl_producer_ids_fresh(bk_broker *b);
 
 /* cluster_session.c */
 /* Cluster mode's calls for replication (main.c: repl_isr_install). */

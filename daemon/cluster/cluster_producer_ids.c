@@ -57,7 +57,20 @@
  *        refuses producers of the topic (link.c K1).
  *   PB7. No id is handed out while the floor is unknown (no connection to
  *        ZooKeeper, or the read after a reconnect not back): a floor raised
- *        meanwhile would not have cut the block held here.
+ *        meanwhile would not have cut the block held here.  A read that
+ *        fails (other than a lost connection, which PB7's reconnect read
+ *        covers) makes the floor unknown as well, until the next read
+ *        succeeds: the next InitProducerId's (PB8) sends it, and re-arms
+ *        the watch.
+ *   PB8. No id is handed out from what a watch told: before an
+ *        InitProducerId is answered (daemon/producer_ids.c P1) the floor is
+ *        read afresh, a sync then a get sent after the request arrived
+ *        (cl_producer_ids_fresh), and the blocks cut at it.  PB6's watch
+ *        may be late (a broker paused, or busy, when a mirror was promoted:
+ *        issue 33: the source's producer id handed out again after the
+ *        failover); the fresh read sees every floor written before the
+ *        request, and PB4 wrote the floor before any batch carrying such
+ *        an id was appended.
  */
 #include "daemon/cluster/cluster.h"
 #include "daemon/cluster/cluster_zk.h"
@@ -241,15 +254,53 @@ static void on_floor_exists(bk_broker *b, const zk_result *r, void *arg)
 static void on_floor_read(bk_broker *b, const zk_result *r, void *arg)
 {
     (void)arg;
-    if (!b->cl || (r->rc != ZOK && r->rc != ZNONODE))
-        return;                          /* the next (re)connect reads it again */
+    if (!b->cl)
+        return;
+    if (r->rc != ZOK && r->rc != ZNONODE) {
+        /* PB7: unknown until a read succeeds (the next InitProducerId's,
+         * PB8, or the next reconnect's), which sets the watch again */
+        if (b->cl->pids.floor_known)
+            BK_WARN("producer ids: cannot read " FLOOR_PATH " (%s): no id is handed out "
+                    "until it is read", cl_zk_rc_str(r->rc));
+        b->cl->pids.floor_known = false;
+        return;
+    }
     if (r->rc == ZNONODE)                /* a get leaves no watch on a missing znode */
         cl_zk_exists(b->zk, FLOOR_PATH, true, on_floor_exists, NULL);
     int64_t floor = floor_parse(r);
-    if (floor < 0)
-        return;                          /* PB7: unknown, no id handed out */
+    if (floor < 0) {
+        b->cl->pids.floor_known = false; /* PB7: unknown, no id handed out */
+        return;
+    }
     floor_learned(b, floor, "read from " FLOOR_PATH);
     b->cl->pids.floor_known = true;
+}
+
+/* PB8: the fresh read's get, then the waiting InitProducerIds go on. */
+static void on_fresh_read(bk_broker *b, const zk_result *r, void *arg)
+{
+    if (!b->cl)
+        return;
+    on_floor_read(b, r, arg);
+    bk_producer_ids_synced(b);
+}
+
+static void on_fresh_sync(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    if (!b->cl)
+        return;
+    if (r->rc != ZOK) {                  /* the get would not be fresh: unknown */
+        b->cl->pids.floor_known = false;
+        bk_producer_ids_synced(b);
+        return;
+    }
+    cl_zk_get(b->zk, FLOOR_PATH, true, on_fresh_read, NULL);
+}
+
+void cl_producer_ids_fresh(bk_broker *b)
+{
+    cl_zk_sync(b->zk, FLOOR_PATH, on_fresh_sync, NULL);
 }
 
 void cl_producer_ids_floor_read(bk_broker *b)

@@ -802,6 +802,7 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
     b->on_logdir_failed = cl_logdir_failed;
     b->on_producer_id_next = cl_producer_id_next;
     b->on_producer_id_floor = cl_producer_id_floor;
+    b->on_producer_id_fresh = cl_producer_ids_fresh;
     zk_hooks hooks = { .on_session = on_session, .on_watch = on_watch };
     if (cl_zk_start(b, &hooks, &b->zk, err, errlen) != 0) {
         free(cl);
@@ -811,6 +812,7 @@ int cl_start(bk_broker *b, char *err, size_t errlen)
         b->on_logdir_failed = NULL;
         b->on_producer_id_next = NULL;
         b->on_producer_id_floor = NULL;
+        b->on_producer_id_fresh = NULL;
         return -1;
     }
     cl->zk = b->zk;
@@ -865,4 +867,5 @@ void cl_stop(bk_broker *b)
     b->on_logdir_failed = NULL;
     b->on_producer_id_next = NULL;
     b->on_producer_id_floor = NULL;
+    b->on_producer_id_fresh = NULL;
 }

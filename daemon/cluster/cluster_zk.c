@@ -687,6 +687,12 @@ void cl_zk_get(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg)
     WITH_HANDLE(zk, zoo_aget(zk->zh, path, watch, data_done, c), c);
 }
 
+void cl_zk_sync(bk_zk *zk, const char *path, zk_cb cb, void *arg)
+{
+    op_ctx *c = ctx_new(zk, cb, arg);
+    WITH_HANDLE(zk, zoo_async(zk->zh, path, string_done, c), c);
+}
+
 void cl_zk_exists(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg)
 {
     op_ctx *c = ctx_new(zk, cb, arg);

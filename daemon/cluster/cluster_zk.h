@@ -80,6 +80,9 @@ const char *cl_zk_rc_str(int rc);
  * ZSESSIONEXPIRED) — unless cl_zk_stop runs first.  watch: leave a watch
  * (get, children: a data or child watch; exists: created/deleted/changed). */
 void cl_zk_get(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg);
+/* zoo_async: the server this session talks to catches up with the leader,
+ * so a read sent after it returns sees every write committed before. */
+void cl_zk_sync(bk_zk *zk, const char *path, zk_cb cb, void *arg);
 void cl_zk_exists(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg);
 void cl_zk_children(bk_zk *zk, const char *path, bool watch, zk_cb cb, void *arg);
 /* flags: 0 or ZOO_EPHEMERAL. */

@@ -131,7 +131,19 @@
  *       second), so no local batch shares an epoch with the source's or
  *       goes below one (epochs.c E1 would drop the history).  Each broker
  *       does it for the partitions it leads when it takes the state, and
- *       once a second after for those it leads by then (on_tick).
+ *       once a second after for those it leads by then (on_tick); a copy
+ *       not led here is guarded meanwhile (min_epoch above its log's latest
+ *       epoch), so it takes no local batch at the source's epoch should it
+ *       lead before the next second.  The duty is taken again for a mirror
+ *       loaded in 'promoted' / 'failed_over' (a restart: the leader may have
+ *       applied the state and died before its raise landed); where the
+ *       leader epoch is above the log's already, that costs only the
+ *       assignment at the log end, else one more raise.
+ *   K13. A row applied from another broker is compared whole: a link whose
+ *       bootstrap.servers or settings differ from the row (deleted and
+ *       created again while this broker was away) is made again with its
+ *       mirrors; a mirror in promoted, failed_over or failed never takes
+ *       another state from a row (cluster_links.c applies none either).
  *   K15. Cluster mode: a terminal state (promoted, failed_over, failed) is
  *       proposed, not taken (mirror_finish; cluster_links.c L9): ZooKeeper
  *       takes it by compare-and-set first, and this broker takes it only
@@ -141,11 +153,6 @@
  *       never acts on (ABORT markers, epochs) nor reports a terminal state
  *       the cluster does not hold.  Other states are taken first and
  *       published after (K6), the cluster's rules applied then.
- *   K13. A row applied from another broker is compared whole: a link whose
- *       bootstrap.servers or settings differ from the row (deleted and
- *       created again while this broker was away) is made again with its
- *       mirrors; a mirror in promoted, failed_over or failed never takes
- *       another state from a row (cluster_links.c applies none either).
  *
  * Not built yet (issue 33's later parts):
  *   - K7 keeps later ids off the source's, not earlier ones: a local
@@ -641,9 +648,15 @@ static void mirror_epochs(lk_mirror *m)
 {
     bk_broker *b = m->link->b;
     for (int32_t i = 0; bk_cluster_mode(b) && i < m->nparts; i++) {
-        bk_partition *p = m->parts[i].epoch_due ? lk_copies(m, i) : NULL;
-        if (!p)
+        if (!m->parts[i].epoch_due)
             continue;
+        bk_partition *p = lk_copies(m, i);
+        if (!p) {                        /* a copy here, not led: guarded for when it is */
+            const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
+            if (v && v->local && v->local->min_epoch <= seg_epoch_latest(v->local->log))
+                v->local->min_epoch = seg_epoch_latest(v->local->log) + 1;
+            continue;
+        }
         int32_t latest = seg_epoch_latest(p->log);
         if (p->leader_epoch > latest) {
             m->parts[i].epoch_due = false;
@@ -836,7 +849,8 @@ static bool parts_grow(lk_mirror *m, int32_t n)
     for (int32_t i = m->nparts; i < n; i++)
         np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .leader = -1,
                            .leader_epoch = -1, .asked = -1, .told_epoch = -1,
-                           .truncating = true };         /* link_conn.c C5 */
+                           .truncating = true,           /* link_conn.c C5 */
+                           .epoch_due = mirror_left(m->state) };         /* K14 */
     m->parts = np;
     m->nparts = n;
     return true;
@@ -1586,6 +1600,8 @@ static void link_sync(bk_broker *b)
         bk_topic *t = m ? view_topic_find(b, m->topic, strlen(m->topic)) : NULL;
         if (t && (m->created = parts_grow(m, t->npartitions)) == false)
             BK_ERROR("mirror topic %s: out of memory", m->topic);
+        if (m && mirror_left(st))
+            mirror_epochs_due(m);        /* K14 at load: the raise may not have landed */
         l->metadata_due_us = 0;          /* its partitions and configs now */
         lk_conn_kick(l);
     }

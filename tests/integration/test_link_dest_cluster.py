@@ -16,7 +16,8 @@ replica; a mirror promoted (source up) and another failed over (source
 SIGKILLed) take idempotent producers whose ids come from every destination
 broker: every acknowledged message is read back once, and no local producer
 gets an id of the source's (link.c K7, K12; cluster_producer_ids.c
-PB4-PB7: the cluster's producer id floor); a broker down while mirrors
+PB4-PB7: the cluster's producer id floor), not even from a broker that was
+paused while the floor went up and the mirror failed over (PB8); a broker down while mirrors
 and links change (a link deleted and created again with another source)
 catches up at its restart; bad SQL is refused with the reason on any broker.
 """
@@ -31,6 +32,7 @@ import kafka_raw as kr
 from cluster_support import cl_zk_get, make_cluster, wait_for, zk  # noqa: F401
 from support import ck_conf, consume, create_topic, produce_ok, topic_name
 from test_cluster_producer_ids import init_pid
+from test_idempotence import idem_batch
 
 INVALID_REQUEST = 42
 
@@ -351,6 +353,76 @@ def test_promoted_and_failed_over_mirrors_take_producers_with_ids_of_their_own(
     doc = json.loads(floor[0])
     print("producer id floor:", doc)
     assert int(doc["block_end"]) >= max(src_pids), doc
+
+
+def test_a_broker_paused_through_a_failover_hands_out_no_source_id(
+        make_cluster, start_broker):  # noqa: F811
+    """cluster_producer_ids.c PB8, daemon/producer_ids.c P1 (issue 33, review finding one): broker
+    X, neither the mirror partition's leader nor the controller, has handed
+    out id N-1 (its next is N).  X is SIGSTOPped (well inside its ZooKeeper
+    session) while the source writes an idempotent batch with producer id N,
+    the leader mirrors it (raising the floor above N) and the mirror fails
+    over.  X's InitProducerId, sent while it is paused and answered after it
+    resumes, must not be N: a local producer with N has its first batch
+    acknowledged by the leader and then dropped as a duplicate of the
+    source's.  Checked as a user does: the local batch is read back."""
+    src = start_broker()
+    dest = make_cluster(3)
+    t = topic_name("pz")
+    create_topic(src, t, partitions=1)
+    b1 = dest.brokers[0]
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
+           % src.bootstrap)
+    b1.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
+    wait_for(lambda: leaders(b1, t).get(0, (-1,))[0] >= 1, 30, "a leader")
+    lead = leaders(b1, t)[0][0]
+    ctrl = json.loads(cl_zk_get(dest.zk_connect, "/controller")[0])["brokerid"]
+    x = [b for b in dest.brokers if b.broker_id not in (lead, ctrl)][0]
+    leader = dest.broker(lead)
+    with kr.Conn(x.port) as c:
+        pid0, _epoch, _ = init_pid(x, c)
+    victim = pid0 + 1                    # the next id broker x hands out
+    print("leader", lead, "controller", ctrl, "paused", x.broker_id, "next id", victim)
+    err, _, msg = kr.produce_batch(src.port, t, 0, kr.record_batch(
+        [(b"k", b"warm", [], 0)], int(time.time() * 1000)))
+    assert err == 0, (err, msg)
+    wait_for(lambda: len(fetched(leader.port, t, 0, True) or []) == 1, 30, "warm-up mirrored")
+    got = {}
+
+    def ask():
+        with kr.Conn(x.port, timeout=20) as c:
+            got["r"] = init_pid(x, c)
+    x.sigstop()
+    th = None
+    try:
+        err, _, msg = kr.produce_batch(src.port, t, 0, idem_batch([b"source"], victim, 0, 0))
+        assert err == 0, (err, msg)
+        wait_for(lambda: any(b[3] == victim for b in (fetched(leader.port, t, 0, True) or [])),
+                 5, "the source's batch mirrored")
+        leader.sql("UPDATE mirror_topics SET state = 'failed_over' WHERE topic = '%s'" % t)
+        wait_for(lambda: states(leader).get(t) == "failed_over", 5, "failed over")
+        th = threading.Thread(target=ask)
+        th.start()
+        time.sleep(0.1)                  # the request is in X's socket before it resumes
+    finally:
+        x.sigcont()
+    if th:
+        th.join(30)
+    floor = json.loads(cl_zk_get(dest.zk_connect, "/sluice/producer_id_floor")[0])
+    pid, epoch, _ = got["r"]
+    print("floor %s; InitProducerId on broker %d after the failover: id %d epoch %d"
+          % (floor, x.broker_id, pid, epoch))
+    assert pid > int(floor["block_end"]), (pid, floor)
+    wait_for(lambda: states(x).get(t) == "failed_over", 30, "broker %d failed over" % x.broker_id)
+    err, base, msg = kr.produce_batch(leader.port, t, 0, idem_batch([b"local"], pid, epoch, 0))
+    batches = fetched(leader.port, t, 0, True)
+    print("local batch: error %d base offset %s; leader's batches (base, delta, crc, pid, "
+          "epoch): %s" % (err, base, batches))
+    assert err == 0, (err, msg)
+    acked = 1
+    read = sum(1 for b in batches if b[3] == pid)
+    print("acknowledged %d, read %d, lost %d" % (acked, read, acked - read))
+    assert read == acked and [b[3] for b in batches][-2:] == [victim, pid], batches
 
 
 def test_a_link_recreated_while_a_broker_was_down_reaches_it(make_cluster, start_broker):  # noqa: F811
