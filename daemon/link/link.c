@@ -284,9 +284,11 @@ static int setting_ssl(lk_link *l, const char *k, const char *v, char *err, size
             return KP_INVALID_CONFIG;
         }
         ok = true;
-    } else if (!strcmp(k, "ssl.certificate.location") || !strcmp(k, "ssl.keystore.location"))
+    } else if (!strcmp(k, "ssl.certificate.location") || !strcmp(k, "ssl.keystore.location")) {
         ok = setting_path(v, l->ssl_cert, sizeof l->ssl_cert);
-    else if (!strcmp(k, "ssl.key.location"))
+        l->ssl_cert_key = !strcmp(k, "ssl.keystore.location") ? "ssl.keystore.location"
+                                                              : "ssl.certificate.location";
+    } else if (!strcmp(k, "ssl.key.location"))
         ok = setting_path(v, l->ssl_key, sizeof l->ssl_key);
     else if (!strcmp(k, "ssl.key.password"))
         ok = setting_path(v, l->ssl_key_pass, sizeof l->ssl_key_pass);

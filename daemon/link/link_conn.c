@@ -304,7 +304,8 @@ int lk_conn_tls(lk_link *l, char *err, size_t errlen)
     if (l->tls_ctx)
         return KP_NONE;
     sec_tls_files f = {
-        .chain_key = "ssl.certificate.location", .chain_file = l->ssl_cert,
+        .chain_key = l->ssl_cert_key ? l->ssl_cert_key : "ssl.certificate.location",
+        .chain_file = l->ssl_cert,
         .key_key = "ssl.key.location", .key_file = l->ssl_key,
         .chain_pem = "", .key_pem = "", .key_password = l->ssl_key_pass,
         .ca_key = l->ssl_ca_key ? l->ssl_ca_key : "ssl.ca.location", .ca_file = l->ssl_ca,
@@ -1204,6 +1205,10 @@ static void handle_answer(lk_peer *c, const uint8_t *frame, size_t len)
     kp_rd r;
     kp_rd_init(&r, frame, len);
     int32_t corrid = kp_rd_i32(&r);
+    if (c->sasl.salting) {               /* C7: no request is out meanwhile */
+        conn_fail(c, "bytes from the source with no request out");
+        return;
+    }
     if (!kp_rd_ok(&r) || corrid != c->corrid || c->conn != LK_WAITING) {
         conn_fail(c, "an answer from the source with an unexpected correlation id");
         return;
@@ -1295,8 +1300,9 @@ static void on_tls_read(struct bufferevent *bev, void *arg)
     char why[1024];
     const char *err;
     size_t len;
-    while (c->bev == bev && c->conn == LK_WAITING) {
-        int rc = repl_frame_evbuffer(&c->in, in, LK_FRAME_MAX, &len, &err);
+    while (c->bev == bev) {              /* RF5: read even with nothing out */
+        int rc = repl_frame_evbuffer(&c->in, in, c->conn == LK_WAITING, LK_FRAME_MAX, &len,
+                                     &err);
         if (rc == REPL_FRAME_ERROR) {
             snprintf(why, sizeof why, "%s:%d: %s", c->host, c->port, err);
             conn_fail(c, why);

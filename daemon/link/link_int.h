@@ -147,6 +147,7 @@ typedef struct lk_link {
     const char *ssl_ca_key;              /* which of the two named it (messages) */
     char ssl_cert[1024], ssl_key[1024];  /* ssl.certificate.location, ssl.key.location
                                           * (or ssl.keystore.location: both in one) */
+    const char *ssl_cert_key;            /* which of the two named ssl_cert (messages) */
     char ssl_key_pass[256];              /* ssl.key.password */
     bool ssl_check_host;                 /* ssl.endpoint.identification.algorithm=https */
     struct ssl_ctx_st *tls_ctx;          /* made from the ssl.* settings (link_conn.c C7) */
