@@ -430,3 +430,52 @@ def test_idle_close_by_a_sluice_source_is_not_an_error(start_broker, certs):  # 
         assert_same(src, dest, t, 1)
     finally:
         stop_source(src, d)
+
+
+def test_certificate_files_are_read_off_the_loop_at_insert(start_broker, certs):  # noqa: F811
+    """An INSERT whose ssl.ca.location is a FIFO nobody writes (as a hung
+    NFS path would be) waits on a SQL worker, not on the event loop: the
+    broker answers Metadata meanwhile; once the FIFO gives a line that is
+    no certificate, the INSERT is refused naming ssl.ca.location."""
+    import errno
+    import kafka_raw as kr
+    dest = start_broker()
+    fifo = os.path.join(tempfile.mkdtemp(prefix="sluice-it-link-fifo-"), "ca.fifo")
+    os.mkfifo(fifo)
+    res = {}
+
+    def insert():
+        res["insert"] = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) "
+                                  "VALUES ('f', '127.0.0.1:1', 'security.protocol=SSL\n"
+                                  "ssl.ca.location=%s')" % fifo)
+    th = threading.Thread(target=insert, daemon=True)
+    th.start()
+    time.sleep(1.5)                                       # the INSERT reading the FIFO
+    t0 = time.monotonic()
+    answered = None
+    try:
+        with kr.Conn(dest.port, timeout=5) as c:
+            c.request(kr.API_METADATA, 4, kr.metadata_body(4, []))
+        answered = time.monotonic() - t0
+    except (OSError, kr.Timeout, kr.Closed) as e:
+        print("Metadata not answered in %.1f s: %r" % (time.monotonic() - t0, e))
+    finally:                                              # let the reader go, whoever it is
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:
+                if e.errno != errno.ENXIO:
+                    raise
+                time.sleep(0.1)
+                continue
+            os.write(fd, b"x\n")
+            os.close(fd)
+            break
+        th.join(15)
+        shutil.rmtree(os.path.dirname(fifo), ignore_errors=True)
+    print("Metadata answered in %s s; INSERT: %r" % (answered, res.get("insert")))
+    assert answered is not None and answered < 1.0, "the loop waited for the FIFO"
+    st, text = res["insert"]
+    assert st != 200 and "ssl.ca.location %s" % fifo in str(text), text
+    assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
