@@ -105,7 +105,10 @@
  *       from ssl.ca.location (or ssl.truststore.location; none: the
  *       system's CAs), ssl.certificate.location / ssl.key.location /
  *       ssl.key.password (a client certificate, for a source that asks
- *       one), checked at INSERT (link.c) and made again after a restart;
+ *       one), checked at INSERT (link.c; the files read by the SQL
+ *       worker, link_tls_prepare) and made again after a restart (the
+ *       files read on b->calls, tls_job: the connections wait for it with
+ *       no socket, never the loop);
  *       the source's certificate must chain to those CAs, and name the
  *       host connected to unless ssl.endpoint.identification.algorithm is
  *       empty.  A certificate refused is a connection error (C3) whose
@@ -127,6 +130,7 @@
 #include "daemon/replica/replica_producers.h"
 #include "daemon/replication/repl_fetcher.h"
 #include "daemon/security/sec_tls.h"
+#include "daemon/worker.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -137,6 +141,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <openssl/crypto.h>
 #include <openssl/ssl.h>
 #include "kp_msgs.h"
 
@@ -294,6 +299,9 @@ void lk_conn_free(lk_link *l)
         free(c);
     }
     sec_sasl_keys_free(&l->keys);        /* a salting job in flight is disowned */
+    if (l->tls_job)
+        l->tls_job->link = NULL;         /* disowned: its done() frees it */
+    l->tls_job = NULL;
     SSL_CTX_free(l->tls_ctx);
     l->tls_ctx = NULL;
 }
@@ -1361,12 +1369,77 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     conn_fail(c, why);
 }
 
+/* C7: the link's TLS context made on b->calls (its files may hang: a
+ * FIFO, a dead NFS server); the connections waiting for it go on. */
+
+static void tls_job_run(void *arg)
+{
+    lk_tls_job *j = arg;
+    j->rc = lk_conn_tls(&j->files, j->err, sizeof j->err);
+}
+
+static void peer_connect(lk_peer *c);
+
+static void tls_job_done(void *arg)
+{
+    lk_tls_job *j = arg;
+    lk_link *l = j->link;
+    if (l) {
+        l->tls_job = NULL;
+        if (!l->tls_ctx) {
+            l->tls_ctx = j->files.tls_ctx;
+            j->files.tls_ctx = NULL;
+        }
+        for (lk_peer *c = &l->boot, *n; c; c = n) {
+            n = c == &l->boot ? l->peers : c->next;
+            if (c->conn == LK_CONNECTING && !c->bev) {
+                if (l->tls_ctx)
+                    peer_connect(c);
+                else
+                    conn_fail(c, j->err);
+            }
+        }
+    }
+    SSL_CTX_free(j->files.tls_ctx);
+    OPENSSL_cleanse(&j->files, sizeof j->files);
+    free(j);
+}
+
+/* 0: the context is being made (c waits, LK_CONNECTING with no socket);
+ * -1: no worker, made here. */
+static int tls_wait(lk_peer *c)
+{
+    lk_link *l = c->link;
+    if (!l->tls_job) {
+        lk_tls_job *j = calloc(1, sizeof *j);
+        if (!j)
+            return -1;
+        j->link = l;
+        memcpy(j->files.ssl_ca, l->ssl_ca, sizeof l->ssl_ca);
+        memcpy(j->files.ssl_cert, l->ssl_cert, sizeof l->ssl_cert);
+        memcpy(j->files.ssl_key, l->ssl_key, sizeof l->ssl_key);
+        memcpy(j->files.ssl_key_pass, l->ssl_key_pass, sizeof l->ssl_key_pass);
+        j->files.ssl_ca_key = l->ssl_ca_key;
+        j->files.ssl_cert_key = l->ssl_cert_key;
+        if (bk_worker_call(l->b->calls, tls_job_run, tls_job_done, j) != 0) {
+            OPENSSL_cleanse(j, sizeof *j);
+            free(j);
+            return -1;
+        }
+        l->tls_job = j;
+    }
+    c->conn = LK_CONNECTING;
+    return 0;
+}
+
 static void peer_connect(lk_peer *c)
 {
     lk_link *l = c->link;
     char err[512];
     const char *why = "cannot make a socket";
     peer_close(c);
+    if (l->tls && !l->tls_ctx && tls_wait(c) == 0)
+        return;                          /* C7: tls_job_done connects */
     if (l->tls && lk_conn_tls(l, err, sizeof err) != KP_NONE)
         why = err;                       /* C7: a file gone since the INSERT */
     else if (l->tls)

@@ -17,6 +17,7 @@ unknown mechanism or a JKS store is refused at the INSERT; with the
 source's connections.max.reauth.ms the link logs in again on the same
 connections (KIP-368) and no session expires.
 """
+import errno
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import kafka_raw as kr
 from conftest import Broker, finish_broker, free_port
 from sasl_support import add_user
 from support import create_topic, topic_name
@@ -432,13 +434,39 @@ def test_idle_close_by_a_sluice_source_is_not_an_error(start_broker, certs):  # 
         stop_source(src, d)
 
 
+def release_fifo(fifo):
+    """A line that is no certificate into fifo, for whoever reads it."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO:                    # no reader yet
+                raise
+            time.sleep(0.1)
+            continue
+        os.write(fd, b"x\n")
+        os.close(fd)
+        return
+
+
+def metadata_answered_in(b):
+    """Seconds b took to answer a Metadata request, None if not in 5 s."""
+    t0 = time.monotonic()
+    try:
+        with kr.Conn(b.port, timeout=5) as c:
+            c.request(kr.API_METADATA, 4, kr.metadata_body(4, []))
+        return time.monotonic() - t0
+    except (OSError, kr.Timeout, kr.Closed) as e:
+        print("Metadata not answered in %.1f s: %r" % (time.monotonic() - t0, e))
+        return None
+
+
 def test_certificate_files_are_read_off_the_loop_at_insert(start_broker, certs):  # noqa: F811
     """An INSERT whose ssl.ca.location is a FIFO nobody writes (as a hung
     NFS path would be) waits on a SQL worker, not on the event loop: the
     broker answers Metadata meanwhile; once the FIFO gives a line that is
     no certificate, the INSERT is refused naming ssl.ca.location."""
-    import errno
-    import kafka_raw as kr
     dest = start_broker()
     fifo = os.path.join(tempfile.mkdtemp(prefix="sluice-it-link-fifo-"), "ca.fifo")
     os.mkfifo(fifo)
@@ -451,27 +479,10 @@ def test_certificate_files_are_read_off_the_loop_at_insert(start_broker, certs):
     th = threading.Thread(target=insert, daemon=True)
     th.start()
     time.sleep(1.5)                                       # the INSERT reading the FIFO
-    t0 = time.monotonic()
-    answered = None
     try:
-        with kr.Conn(dest.port, timeout=5) as c:
-            c.request(kr.API_METADATA, 4, kr.metadata_body(4, []))
-        answered = time.monotonic() - t0
-    except (OSError, kr.Timeout, kr.Closed) as e:
-        print("Metadata not answered in %.1f s: %r" % (time.monotonic() - t0, e))
-    finally:                                              # let the reader go, whoever it is
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError as e:
-                if e.errno != errno.ENXIO:
-                    raise
-                time.sleep(0.1)
-                continue
-            os.write(fd, b"x\n")
-            os.close(fd)
-            break
+        answered = metadata_answered_in(dest)
+    finally:
+        release_fifo(fifo)
         th.join(15)
         shutil.rmtree(os.path.dirname(fifo), ignore_errors=True)
     print("Metadata answered in %s s; INSERT: %r" % (answered, res.get("insert")))
@@ -479,3 +490,33 @@ def test_certificate_files_are_read_off_the_loop_at_insert(start_broker, certs):
     st, text = res["insert"]
     assert st != 200 and "ssl.ca.location %s" % fifo in str(text), text
     assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
+
+
+def test_certificate_files_are_read_off_the_loop_after_a_restart(start_broker,
+                                                                 certs):  # noqa: F811
+    """link_conn.c C7: after a restart a link's TLS context is made again,
+    off the loop: with its ssl.ca.location now a FIFO nobody writes, the
+    broker still answers Metadata; the line the FIFO then gives is no
+    certificate, and last_error says so."""
+    dest = start_broker()
+    d = tempfile.mkdtemp(prefix="sluice-it-link-fifo2-")
+    ca = os.path.join(d, "ca.pem")
+    shutil.copy(certs.ca.crt, ca)
+    try:
+        link_source(dest, SimpleNamespace(bootstrap="127.0.0.1:%d" % free_port()), name="r",
+                    config=conf(security_protocol="SSL", ssl_ca_location=ca))
+        mirror(dest, topic_name("fifo"), link="r")
+        dest.stop()
+        os.unlink(ca)
+        os.mkfifo(ca)
+        dest.start()
+        time.sleep(1.5)                                   # the link reading the FIFO
+        answered = metadata_answered_in(dest)
+    finally:
+        release_fifo(ca)
+    err = until(lambda: "ssl.ca.location" in (last_error(dest, "r") or "") and
+                last_error(dest, "r"), 15, "last_error naming ssl.ca.location")
+    shutil.rmtree(d, ignore_errors=True)
+    print("Metadata answered in %s s; last_error %r" % (answered, err))
+    assert answered is not None and answered < 1.0, "the loop waited for the FIFO"
+    assert "ssl.ca.location %s" % ca in err, err
