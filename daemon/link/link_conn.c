@@ -1390,15 +1390,20 @@ static void tls_job_done(void *arg)
             l->tls_ctx = j->files.tls_ctx;
             j->files.tls_ctx = NULL;
         }
-        for (lk_peer *c = &l->boot, *n; c; c = n) {
-            n = c == &l->boot ? l->peers : c->next;
-            if (c->conn == LK_CONNECTING && !c->bev) {
-                if (l->tls_ctx)
-                    peer_connect(c);
-                else
-                    conn_fail(c, j->err);
-            }
-        }
+        /* Each waiting one connects or fails (so waits no more), which
+         * may change the list (link_sync.c's peers): scanned again, until
+         * none waits or a failure started another job (the next bootstrap
+         * server at once), whose done() takes the rest. */
+        lk_peer *c;
+        do {
+            for (c = &l->boot; c; c = c == &l->boot ? l->peers : c->next)
+                if (c->conn == LK_CONNECTING && !c->bev)
+                    break;
+            if (c && l->tls_ctx)
+                peer_connect(c);
+            else if (c)
+                conn_fail(c, j->err);
+        } while (c && !l->tls_job);
     }
     SSL_CTX_free(j->files.tls_ctx);
     OPENSSL_cleanse(&j->files, sizeof j->files);
