@@ -90,6 +90,7 @@ typedef struct sq_wreq {
     /* SQ_SCRAM_SET: salted by the worker (the PBKDF2 off the loop) */
     uint8_t salt[BK_SASL_SALT], salted[SCRAM_MAX_KEY];
     size_t salted_len;
+    lk_tls_pre tls;                   /* SQ_LINK_CREATE: its files read by the worker */
 } sq_wreq;
 
 /* apply_write's "answered later, when the write is durable". */
@@ -442,7 +443,7 @@ static int acl_write(bk_broker *b, const sq_write *w, bk_topic_op *op, char *err
     return sec_acl_apply(b, add ? NULL : &row, !add, add ? &row : NULL, add, op, err, errlen);
 }
 
-static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
+static int apply_write(bk_broker *b, const sq_write *w, lk_tls_pre *tls, bk_topic_op *op,
                        char *err, size_t errlen)
 {
     bk_topic *t;
@@ -491,7 +492,7 @@ static int apply_write(bk_broker *b, const sq_write *w, bk_topic_op *op,
     case SQ_ACL_DELETE:
         return acl_write(b, w, op, err, errlen);
     case SQ_LINK_CREATE:
-        return link_create(b, w->s1, w->s2, w->s3, err, errlen);
+        return link_create(b, w->s1, w->s2, w->s3, tls, err, errlen);
     case SQ_LINK_DELETE:
         return link_delete(b, w->s1, err, errlen);
     case SQ_MIRROR_CREATE:
@@ -550,7 +551,7 @@ static int topic_write(struct bk_admin *a, sq_wreq *r)
         return KP_UNKNOWN_SERVER_ERROR;
     }
     r->a = a;
-    int rc = apply_write(a->b, r->w, api_topic_wait_op(tw, 0), r->err, r->errlen);
+    int rc = apply_write(a->b, r->w, &r->tls, api_topic_wait_op(tw, 0), r->err, r->errlen);
     api_topic_wait_result(tw, 0, rc, r->err);
     /* Answered already (r may be gone with its worker), or waiting. */
     if (api_topic_wait_start(tw) == BK_DEFER) {
@@ -705,12 +706,15 @@ static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
     if (w->op == SQ_SCRAM_SET)       /* the PBKDF2 here, not on the loop */
         r.salted_len = sec_sasl_salt(w->s2, w->s3, w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1,
                                     r.salt, r.salted);
+    if (w->op == SQ_LINK_CREATE)     /* its certificate files here, not on the loop */
+        link_tls_prepare(w->s3, &r.tls);
     pthread_cond_init(&r.cv, NULL);
     pthread_mutex_lock(&a->mu);
     if (a->stopping) {
         pthread_mutex_unlock(&a->mu);
         pthread_cond_destroy(&r.cv);
         OPENSSL_cleanse(r.salted, sizeof r.salted);
+        link_tls_pre_free(&r.tls);
         snprintf(err, errlen, "the broker is shutting down");
         return KP_BROKER_NOT_AVAILABLE;
     }
@@ -722,6 +726,7 @@ static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
     pthread_mutex_unlock(&a->mu);
     pthread_cond_destroy(&r.cv);
     OPENSSL_cleanse(r.salted, sizeof r.salted);
+    link_tls_pre_free(&r.tls);        /* unless the link took it over */
     return r.rc;
 }
 

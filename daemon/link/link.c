@@ -180,6 +180,8 @@
 
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <openssl/crypto.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,9 +302,11 @@ static int setting_ssl(lk_link *l, const char *k, const char *v, char *err, size
             return KP_INVALID_CONFIG;
         }
         ok = true;
-    } else if (!strcmp(k, "ssl.certificate.location") || !strcmp(k, "ssl.keystore.location"))
+    } else if (!strcmp(k, "ssl.certificate.location") || !strcmp(k, "ssl.keystore.location")) {
         ok = setting_path(v, l->ssl_cert, sizeof l->ssl_cert);
-    else if (!strcmp(k, "ssl.key.location"))
+        l->ssl_cert_key = !strcmp(k, "ssl.keystore.location") ? "ssl.keystore.location"
+                                                              : "ssl.certificate.location";
+    } else if (!strcmp(k, "ssl.key.location"))
         ok = setting_path(v, l->ssl_key, sizeof l->ssl_key);
     else if (!strcmp(k, "ssl.key.password"))
         ok = setting_path(v, l->ssl_key_pass, sizeof l->ssl_key_pass);
@@ -1093,8 +1097,31 @@ static int need_set(bk_broker *b, char *err, size_t errlen)
     return KP_INVALID_REQUEST;
 }
 
+void link_tls_prepare(const char *config, lk_tls_pre *p)
+{
+    memset(p, 0, sizeof *p);
+    lk_link *l = calloc(1, sizeof *l);
+    if (!l)
+        return;                          /* the loop reads the files */
+    link_defaults(l);
+    if (settings_walk(l, config, NULL, 0, NULL, 0, p->err, sizeof p->err) == KP_NONE && l->tls) {
+        p->rc = lk_conn_tls(l, p->err, sizeof p->err);
+        p->ctx = l->tls_ctx;
+    }
+    if (p->rc == KP_NONE)
+        p->err[0] = 0;
+    OPENSSL_cleanse(l, sizeof *l);       /* K4: the passwords */
+    free(l);
+}
+
+void link_tls_pre_free(lk_tls_pre *p)
+{
+    SSL_CTX_free(p->ctx);
+    p->ctx = NULL;
+}
+
 int link_create(bk_broker *b, const char *name, const char *bootstrap, const char *config,
-                char *err, size_t errlen)
+                lk_tls_pre *tls, char *err, size_t errlen)
 {
     lk_set *s = set_of(b);
     int rc = need_set(b, err, errlen);
@@ -1130,6 +1157,10 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
                              errlen) == 0 ? KP_NONE : KP_INVALID_CONFIG) == KP_NONE) {
         snprintf(row->bootstrap, sizeof row->bootstrap, "%s", bootstrap);
         lk_link *l = link_new(s, row, err, errlen);
+        if (l && l->tls && tls && tls->ctx && !l->tls_ctx) {
+            l->tls_ctx = tls->ctx;       /* read off the loop (link_tls_prepare) */
+            tls->ctx = NULL;
+        }
         if (!l)
             rc = KP_INVALID_CONFIG;
         else if (l->sasl && (!l->user[0] || !l->pass[0])) {
@@ -1137,6 +1168,9 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
                      "sasl.jaas.config (PlainLoginModule or ScramLoginModule username=\"…\" "
                      "password=\"…\") or sasl.username and sasl.password");
             rc = KP_INVALID_CONFIG;
+        } else if (l->tls && tls && tls->rc != KP_NONE) {
+            rc = tls->rc;                /* a file unreadable (read off the loop) */
+            snprintf(err, errlen, "%s", tls->err);
         } else if (l->tls && (rc = lk_conn_tls(l, err, errlen)) != KP_NONE) {
             ;                            /* a file unreadable, a key not its certificate's */
         } else if (md_link_put(b->db, row, bk_now_ms(), err, errlen) != 0)

@@ -26,8 +26,24 @@ void link_stop(bk_broker *b);
 
 /* The SQL writes (admin/sql_worker.c), on the loop: KP_NONE or a Kafka
  * error code with a message in err.  Each is stored before it returns. */
+/* A new link's TLS context, made from its config before the write reaches
+ * the loop (admin/sql_worker.c, on a worker thread: the certificate and
+ * key files are read there, never on the loop, where a FIFO or a hung
+ * NFS path would stop the broker).  ctx NULL and rc KP_NONE: no TLS (or
+ * a config the loop refuses anyway); rc: the file's error, in err. */
+typedef struct lk_tls_pre {
+    struct ssl_ctx_st *ctx;
+    int rc;
+    char err[512];
+} lk_tls_pre;
+/* Any thread. */
+void link_tls_prepare(const char *config, lk_tls_pre *p);
+void link_tls_pre_free(lk_tls_pre *p);
+
+/* tls: link_tls_prepare's for config (its context taken over), or NULL
+ * (the files read here). */
 int link_create(bk_broker *b, const char *name, const char *bootstrap, const char *config,
-                char *err, size_t errlen);
+                lk_tls_pre *tls, char *err, size_t errlen);
 int link_delete(bk_broker *b, const char *name, char *err, size_t errlen);
 /* source NULL: the same name; state NULL: active. */
 int link_mirror_create(bk_broker *b, const char *topic, const char *link, const char *source,

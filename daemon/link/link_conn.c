@@ -106,7 +106,10 @@
  *       from ssl.ca.location (or ssl.truststore.location; none: the
  *       system's CAs), ssl.certificate.location / ssl.key.location /
  *       ssl.key.password (a client certificate, for a source that asks
- *       one), checked at INSERT (link.c) and made again after a restart;
+ *       one), checked at INSERT (link.c; the files read by the SQL
+ *       worker, link_tls_prepare) and made again after a restart (the
+ *       files read on b->calls, tls_job: the connections wait for it with
+ *       no socket, never the loop);
  *       the source's certificate must chain to those CAs, and name the
  *       host connected to unless ssl.endpoint.identification.algorithm is
  *       empty.  A certificate refused is a connection error (C3) whose
@@ -128,6 +131,7 @@
 #include "daemon/replica/replica_producers.h"
 #include "daemon/replication/repl_fetcher.h"
 #include "daemon/security/sec_tls.h"
+#include "daemon/worker.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -138,6 +142,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <openssl/crypto.h>
 #include <openssl/ssl.h>
 #include "kp_msgs.h"
 
@@ -295,6 +300,9 @@ void lk_conn_free(lk_link *l)
         free(c);
     }
     sec_sasl_keys_free(&l->keys);        /* a salting job in flight is disowned */
+    if (l->tls_job)
+        l->tls_job->link = NULL;         /* disowned: its done() frees it */
+    l->tls_job = NULL;
     SSL_CTX_free(l->tls_ctx);
     l->tls_ctx = NULL;
 }
@@ -305,7 +313,8 @@ int lk_conn_tls(lk_link *l, char *err, size_t errlen)
     if (l->tls_ctx)
         return KP_NONE;
     sec_tls_files f = {
-        .chain_key = "ssl.certificate.location", .chain_file = l->ssl_cert,
+        .chain_key = l->ssl_cert_key ? l->ssl_cert_key : "ssl.certificate.location",
+        .chain_file = l->ssl_cert,
         .key_key = "ssl.key.location", .key_file = l->ssl_key,
         .chain_pem = "", .key_pem = "", .key_password = l->ssl_key_pass,
         .ca_key = l->ssl_ca_key ? l->ssl_ca_key : "ssl.ca.location", .ca_file = l->ssl_ca,
@@ -1208,6 +1217,10 @@ static void handle_answer(lk_peer *c, const uint8_t *frame, size_t len)
     kp_rd r;
     kp_rd_init(&r, frame, len);
     int32_t corrid = kp_rd_i32(&r);
+    if (c->sasl.salting) {               /* C7: no request is out meanwhile */
+        conn_fail(c, "bytes from the source with no request out");
+        return;
+    }
     if (!kp_rd_ok(&r) || corrid != c->corrid || c->conn != LK_WAITING) {
         conn_fail(c, "an answer from the source with an unexpected correlation id");
         return;
@@ -1299,8 +1312,9 @@ static void on_tls_read(struct bufferevent *bev, void *arg)
     char why[1024];
     const char *err;
     size_t len;
-    while (c->bev == bev && c->conn == LK_WAITING) {
-        int rc = repl_frame_evbuffer(&c->in, in, LK_FRAME_MAX, &len, &err);
+    while (c->bev == bev) {              /* RF5: read even with nothing out */
+        int rc = repl_frame_evbuffer(&c->in, in, c->conn == LK_WAITING, LK_FRAME_MAX, &len,
+                                     &err);
         if (rc == REPL_FRAME_ERROR) {
             snprintf(why, sizeof why, "%s:%d: %s", c->host, c->port, err);
             conn_fail(c, why);
@@ -1359,12 +1373,82 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     conn_fail(c, why);
 }
 
+/* C7: the link's TLS context made on b->calls (its files may hang: a
+ * FIFO, a dead NFS server); the connections waiting for it go on. */
+
+static void tls_job_run(void *arg)
+{
+    lk_tls_job *j = arg;
+    j->rc = lk_conn_tls(&j->files, j->err, sizeof j->err);
+}
+
+static void peer_connect(lk_peer *c);
+
+static void tls_job_done(void *arg)
+{
+    lk_tls_job *j = arg;
+    lk_link *l = j->link;
+    if (l) {
+        l->tls_job = NULL;
+        if (!l->tls_ctx) {
+            l->tls_ctx = j->files.tls_ctx;
+            j->files.tls_ctx = NULL;
+        }
+        /* Each waiting one connects or fails (so waits no more), which
+         * may change the list (link_sync.c's peers): scanned again, until
+         * none waits or a failure started another job (the next bootstrap
+         * server at once), whose done() takes the rest. */
+        lk_peer *c;
+        do {
+            for (c = &l->boot; c; c = c == &l->boot ? l->peers : c->next)
+                if (c->conn == LK_CONNECTING && !c->bev)
+                    break;
+            if (c && l->tls_ctx)
+                peer_connect(c);
+            else if (c)
+                conn_fail(c, j->err);
+        } while (c && !l->tls_job);
+    }
+    SSL_CTX_free(j->files.tls_ctx);
+    OPENSSL_cleanse(&j->files, sizeof j->files);
+    free(j);
+}
+
+/* 0: the context is being made (c waits, LK_CONNECTING with no socket);
+ * -1: no worker, made here. */
+static int tls_wait(lk_peer *c)
+{
+    lk_link *l = c->link;
+    if (!l->tls_job) {
+        lk_tls_job *j = calloc(1, sizeof *j);
+        if (!j)
+            return -1;
+        j->link = l;
+        memcpy(j->files.ssl_ca, l->ssl_ca, sizeof l->ssl_ca);
+        memcpy(j->files.ssl_cert, l->ssl_cert, sizeof l->ssl_cert);
+        memcpy(j->files.ssl_key, l->ssl_key, sizeof l->ssl_key);
+        memcpy(j->files.ssl_key_pass, l->ssl_key_pass, sizeof l->ssl_key_pass);
+        j->files.ssl_ca_key = l->ssl_ca_key;
+        j->files.ssl_cert_key = l->ssl_cert_key;
+        if (bk_worker_call(l->b->calls, tls_job_run, tls_job_done, j) != 0) {
+            OPENSSL_cleanse(j, sizeof *j);
+            free(j);
+            return -1;
+        }
+        l->tls_job = j;
+    }
+    c->conn = LK_CONNECTING;
+    return 0;
+}
+
 static void peer_connect(lk_peer *c)
 {
     lk_link *l = c->link;
     char err[512];
     const char *why = "cannot make a socket";
     peer_close(c);
+    if (l->tls && !l->tls_ctx && tls_wait(c) == 0)
+        return;                          /* C7: tls_job_done connects */
     if (l->tls && lk_conn_tls(l, err, sizeof err) != KP_NONE)
         why = err;                       /* C7: a file gone since the INSERT */
     else if (l->tls)

@@ -148,9 +148,11 @@ typedef struct lk_link {
     const char *ssl_ca_key;              /* which of the two named it (messages) */
     char ssl_cert[1024], ssl_key[1024];  /* ssl.certificate.location, ssl.key.location
                                           * (or ssl.keystore.location: both in one) */
+    const char *ssl_cert_key;            /* which of the two named ssl_cert (messages) */
     char ssl_key_pass[256];              /* ssl.key.password */
     bool ssl_check_host;                 /* ssl.endpoint.identification.algorithm=https */
     struct ssl_ctx_st *tls_ctx;          /* made from the ssl.* settings (link_conn.c C7) */
+    struct lk_tls_job *tls_job;          /* tls_ctx being made off the loop (link_conn.c C7) */
     bk_sasl_keys keys;                   /* SCRAM's salted password (link_conn.c C7) */
     char who[MD_TOPIC_NAME_MAX + 32];    /* "cluster link NAME": SASL log lines */
     int32_t fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes, partition_max_bytes;
@@ -166,6 +168,14 @@ typedef struct lk_link {
     char last_error[MD_ERRLEN];          /* as stored (cluster_links.last_error) */
     struct lk_link *next;
 } lk_link;
+
+/* link_conn.c C7: a link's TLS context being made on b->calls. */
+typedef struct lk_tls_job {
+    lk_link *link;                       /* NULL: the link is gone */
+    lk_link files;                       /* only its ssl.* settings */
+    int rc;
+    char err[512];
+} lk_tls_job;
 
 typedef struct lk_set {
     bk_broker *b;

@@ -954,6 +954,8 @@ static void conn_read(bk_conn *c, short what)
     }
     if (what & EV_TIMEOUT) {
         BK_INFO("closing idle connection %s (connections.max.idle.ms)", c->peer);
+        if (c->ssl)
+            SSL_shutdown(c->ssl);     /* sec_tls.c T5: close_notify, no wait */
         conn_free(c);
         return;
     }

@@ -784,8 +784,9 @@ static void on_read(struct bufferevent *bev, void *arg)
     struct evbuffer *in = bufferevent_get_input(bev);
     const char *why;
     size_t len;
-    while (f->bev == bev && f->state == FE_WAITING) {
-        int rc = repl_frame_evbuffer(&f->in, in, frame_max(f), &len, &why);
+    while (f->bev == bev) {              /* RF5: read even with nothing out */
+        int rc = repl_frame_evbuffer(&f->in, in, f->state == FE_WAITING, frame_max(f), &len,
+                                     &why);
         if (rc == REPL_FRAME_ERROR)
             conn_fail(f, why);
         if (rc != REPL_FRAME_DONE)

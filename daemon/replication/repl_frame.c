@@ -125,19 +125,28 @@ int repl_frame_recv(repl_frame *f, evutil_socket_t fd, bool expecting, int64_t m
     return REPL_FRAME_DONE;
 }
 
-int repl_frame_evbuffer(repl_frame *f, struct evbuffer *in, int64_t max, size_t *len,
-                        const char **why)
+int repl_frame_evbuffer(repl_frame *f, struct evbuffer *in, bool expecting, int64_t max,
+                        size_t *len, const char **why)
 {
     size_t have = evbuffer_get_length(in);
     uint8_t hdr[4];
+    if (have && !expecting) {            /* RF1 */
+        *why = "bytes with no request out";
+        return REPL_FRAME_ERROR;
+    }
     if (have < 4 || evbuffer_copyout(in, hdr, 4) != 4)
         return REPL_FRAME_MORE;
     int64_t size = frame_len(hdr);
     if (reserve(f, size, max, why) != REPL_FRAME_MORE)
         return REPL_FRAME_ERROR;
-    if (have < (size_t)size + 4)
+    size_t total = (size_t)size + 4;
+    if (have > total) {                  /* RF1, RF5 */
+        *why = "bytes after the answer";
+        return REPL_FRAME_ERROR;
+    }
+    if (have < total)
         return REPL_FRAME_MORE;
-    evbuffer_remove(in, f->buf, (size_t)size + 4);
+    evbuffer_remove(in, f->buf, total);
     *len = (size_t)size;
     return REPL_FRAME_DONE;
 }

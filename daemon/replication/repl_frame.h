@@ -27,6 +27,11 @@
  *        failed setsockopt only costs wakeups.
  *   RF4. A frame length below 4 (no correlation id) or above the caller's
  *        limit is an error before anything is allocated for it.
+ *   RF5. A TLS connection's input buffer holds at most one frame and the
+ *        rest of one read (libevent's SSL_read chunk): its read callback
+ *        runs after each read and fails the connection on any byte with no
+ *        request out or beyond the frame, so a source sending unasked
+ *        never grows it.
  */
 #ifndef SLUICE_REPL_FRAME_H
 #define SLUICE_REPL_FRAME_H
@@ -78,9 +83,10 @@ int repl_frame_watch(repl_frame *f, struct event_base *base, struct bufferevent 
 int repl_frame_recv(repl_frame *f, evutil_socket_t fd, bool expecting, int64_t max, size_t *len,
                     const char **why);
 
-/* A whole frame out of a TLS bufferevent's input buffer into f (RF2,
- * RF4), or MORE while it is not all there. */
-int repl_frame_evbuffer(repl_frame *f, struct evbuffer *in, int64_t max, size_t *len,
-                        const char **why);
+/* A whole frame out of a TLS bufferevent's input buffer into f (RF1,
+ * RF2, RF4, RF5), or MORE while it is not all there; expecting: a request
+ * is out (any byte otherwise is an error, as on a plain socket). */
+int repl_frame_evbuffer(repl_frame *f, struct evbuffer *in, bool expecting, int64_t max,
+                        size_t *len, const char **why);
 
 #endif

@@ -21,6 +21,11 @@
  *       records on the wire are application data, so a connection whose
  *       sending OpenSSL moved into the kernel (kTLS) can write with
  *       writev/sendfile straight to the socket (daemon/net/net_server.c).
+ *   T5. A client connection (replica fetcher, cluster link) whose server
+ *       closes without close_notify (an idle close by a broker that does
+ *       not send one) sees EOF, not the error "unexpected eof while
+ *       reading"; a message cut short still fails its length check.  The
+ *       server sends close_notify when it closes an idle connection.
  */
 #include "daemon/security/sec_tls.h"
 
@@ -196,6 +201,8 @@ static SSL_CTX *ctx_new(const bk_config *cfg, const sec_tls_files *c, bool serve
         return NULL;
     }
     long opts = SSL_OP_NO_RENEGOTIATION;              /* T1 */
+    if (!server)                                      /* T5 */
+        opts |= SSL_OP_IGNORE_UNEXPECTED_EOF;
 #ifdef SSL_OP_ENABLE_KTLS
     opts |= SSL_OP_ENABLE_KTLS;
 #endif

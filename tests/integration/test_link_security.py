@@ -17,21 +17,27 @@ unknown mechanism or a JKS store is refused at the INSERT; with the
 source's connections.max.reauth.ms the link logs in again on the same
 connections (KIP-368) and no session expires.
 """
+import errno
 import os
 import re
 import shutil
+import socket
+import ssl
+import struct
 import tempfile
+import threading
 import time
 from types import SimpleNamespace
 
 import pytest
 
+import kafka_raw as kr
 from conftest import Broker, finish_broker, free_port
 from sasl_support import add_user
 from support import create_topic, topic_name
 from test_link import (assert_same, batches, fill, link_source, mirror, rows, sql, sql_ok,
                        until)
-from tls_support import certs, ssl_overrides  # noqa: F401
+from tls_support import _issue, certs, ssl_overrides  # noqa: F401
 
 USER, PASSWORD = "linker", "link-pw"
 
@@ -196,6 +202,9 @@ def test_bad_security_settings_are_refused_at_insert(source, start_broker, certs
     assert st != 200 and "sasl.username and sasl.password" in str(text), text
     st, text = insert(conf(security_protocol="SSL", ssl_truststore_location="/no/such.pem"))
     assert st != 200 and "ssl.truststore.location /no/such.pem" in str(text), text
+    st, text = insert(conf(security_protocol="SSL", ssl_ca_location=certs.ca.crt,
+                           ssl_keystore_location="/no/such/ks.pem"))
+    assert st != 200 and "ssl.keystore.location /no/such/ks.pem" in str(text), text
     st, text = insert(conf(security_protocol="SSL", ssl_truststore_type="JKS"))
     assert st != 200 and "PEM files only" in str(text), text
     st, text = insert(conf(security_protocol="SSL", ssl_endpoint_identification_algorithm="x"))
@@ -228,3 +237,286 @@ def test_sasl_sessions_are_renewed_on_the_same_connections(start_broker, certs):
         assert last_error(dest, "renew") is None
     finally:
         stop_source(src, d)
+
+
+def test_ssl_link_with_keystore_and_truststore_locations_mirrors(source, start_broker,
+                                                                 certs):  # noqa: F811
+    """Kafka's ssl.keystore.location (one PEM: certificate and key) and
+    ssl.truststore.location, the source asking for a client certificate."""
+    dest = start_broker()
+    ks = os.path.join(certs.dir, "client.pem")
+    with open(ks, "w") as out:
+        for p in (certs.client.crt, certs.client.key):
+            with open(p) as f:
+                out.write(f.read())
+    mirrored_over(source, dest, "SSL", conf(**{
+        "security_protocol": "SSL", "ssl_truststore_location": certs.ca.crt,
+        "ssl_keystore_location": ks, "ssl_keystore_type": "PEM",
+        "ssl_truststore_type": "PEM"}), "keystore", partitions=2, n=100)
+
+
+def ssl_linked_topic(src, dest, certs, name, n, **settings):  # noqa: F811
+    """A one-partition topic of n messages at src, mirrored by link name
+    over SSL (the test CA trusted, settings added)."""
+    t = topic_name(name)
+    create_topic(src, t, partitions=1)
+    fill(src, t, 1, n)
+    link_source(dest, on(src, "SSL"), name=name, config=conf(
+        security_protocol="SSL", ssl_ca_location=certs.ca.crt, **settings))
+    assert mirror(dest, t, link=name)[0] == 200
+    return t
+
+
+def test_source_certificate_for_another_host_is_refused_by_default(start_broker,
+                                                                   certs):  # noqa: F811
+    """Host name checked by default (https): a certificate of the right CA
+    for other.example is refused with its problem named; with
+    ssl.endpoint.identification.algorithm= (off) the same source mirrors."""
+    d = tempfile.mkdtemp(prefix="sluice-it-link-host-")
+    other = _issue(certs.dir, "othername", "/O=Sluice/CN=other.example", certs.ca,
+                   ext="subjectAltName=DNS:other.example")
+    pem = os.path.join(certs.dir, "othername.pem")
+    with open(pem, "w") as out:
+        for p in (other.crt, other.key):
+            with open(p) as f:
+                out.write(f.read())
+    src = secure_source(certs, d, **{"ssl.keystore.location": pem})
+    try:
+        dest = start_broker()
+        t = ssl_linked_topic(src, dest, certs, "hc", 30, reconnect_backoff_ms=200,
+                             reconnect_backoff_max_ms=1000)
+        until(lambda: last_error(dest, "hc"), 15, "last_error")
+        err = last_error(dest, "hc")
+        print("host name checked: %s" % err)
+        assert "certificate verify failed" in err and "address mismatch" in err, err
+        assert batches(dest, t, 0)[1] <= 0                 # nothing mirrored
+        sql_ok(dest, "DELETE FROM mirror_topics WHERE topic = '%s'" % t)
+        sql_ok(dest, "DELETE FROM cluster_links WHERE name = 'hc'")
+        link_source(dest, on(src, "SSL"), name="hc2", config=conf(**{
+            "security_protocol": "SSL", "ssl_ca_location": certs.ca.crt}) +
+            "\nssl.endpoint.identification.algorithm=")
+        assert mirror(dest, t, link="hc2")[0] == 200
+        assert_same(src, dest, t, 1)
+        assert last_error(dest, "hc2") is None
+    finally:
+        stop_source(src, d)
+
+
+def _fake_tls_source(certs, then):  # noqa: F811
+    """A TLS listener that answers the link's first request with an empty
+    Metadata v8 answer, then calls then(tls_socket, state).  Returns
+    (port, state, thread, close)."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certs.server.crt, certs.server.key)
+    state = {"apis": []}
+
+    def read_frame(s):
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            got = s.recv(65536)
+            if not got:
+                return None
+            data += got
+        return data[4:]
+
+    def serve():
+        lsock.settimeout(20)
+        raw, _ = lsock.accept()
+        raw.settimeout(20)
+        s = ctx.wrap_socket(raw, server_side=True)
+        try:
+            body = read_frame(s)
+            api, ver, corr = struct.unpack(">hhi", body[:8])
+            state["apis"].append((api, ver))
+            # throttle, no brokers, null cluster id, controller, no topics, ops
+            resp = struct.pack(">iiihiii", corr, 0, 0, -1, -1, 0, 0)
+            s.sendall(struct.pack(">i", len(resp)) + resp)
+            then(s, state)
+        except Exception as e:  # noqa: BLE001 -- reported by the test
+            state["err"] = repr(e)
+        finally:
+            raw.close()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    return lsock.getsockname()[1], state, th, lsock.close
+
+
+def _rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def test_tls_source_sending_unasked_bytes_is_cut_off(start_broker, certs):  # noqa: F811
+    """repl_frame.h RF5: a TLS source that sends 300 MiB while no request is out (the
+    link idle after its Metadata) has its connection failed at the first
+    bytes, as on plaintext; the destination does not store them."""
+    dest = start_broker()
+
+    def flood(s, state):
+        time.sleep(1.0)                                   # the link idle
+        state["flooded"] = 0
+        chunk = b"\x7f" * (1 << 20)
+        for _ in range(300):
+            s.sendall(chunk)
+            state["flooded"] += 1
+
+    port, state, th, close = _fake_tls_source(certs, flood)
+    try:
+        r0 = _rss_mib(dest.proc.pid)
+        link_source(dest, SimpleNamespace(bootstrap="127.0.0.1:%d" % port), name="fl",
+                    config=conf(**{"security_protocol": "SSL", "ssl_ca_location": certs.ca.crt,
+                                   "metadata_max_age_ms": "60000"}))
+        mirror(dest, topic_name("fake"), link="fl")
+        th.join(60)
+        r1 = _rss_mib(dest.proc.pid)
+        log = [x for x in dest.log_text().splitlines() if "cluster link fl" in x]
+        print("first request %r; flooded %s MiB (%s); destination RSS %d -> %d MiB; %s" % (
+            state["apis"], state.get("flooded"), state.get("err"), r0, r1, log[-2:]))
+        assert not th.is_alive()
+        assert state.get("flooded", 0) < 300, "the destination read 300 MiB nobody asked for"
+        assert r1 - r0 < 64, (r0, r1)
+        assert any("bytes with no request out" in x for x in log), log
+    finally:
+        close()
+
+
+def test_tls_source_closing_without_close_notify_is_not_an_error(start_broker,
+                                                                 certs):  # noqa: F811
+    """sec_tls.c T5: a source closing an idle TLS connection without close_notify (a
+    bare TCP close) is an idle close, not "unexpected eof while reading":
+    no last_error, nothing logged as an error."""
+    dest = start_broker()
+
+    def bare_close(s, state):
+        time.sleep(1.0)
+        state["closed"] = True                            # raw.close(): no close_notify
+
+    port, state, th, close = _fake_tls_source(certs, bare_close)
+    try:
+        link_source(dest, SimpleNamespace(bootstrap="127.0.0.1:%d" % port), name="bare",
+                    config=conf(**{"security_protocol": "SSL", "ssl_ca_location": certs.ca.crt,
+                                   "metadata_max_age_ms": "60000"}))
+        mirror(dest, topic_name("fake"), link="bare")
+        th.join(30)
+        assert state.get("closed"), state
+        time.sleep(2)
+        log = [x for x in dest.log_text().splitlines() if "cluster link bare" in x]
+        print(state, log[-3:])
+        assert last_error(dest, "bare") is None, last_error(dest, "bare")
+        assert not any("eof" in x for x in log), log
+    finally:
+        close()
+
+
+def test_idle_close_by_a_sluice_source_is_not_an_error(start_broker, certs):  # noqa: F811
+    """sec_tls.c T5: the source's connections.max.idle.ms closes the link's idle TLS
+    connections (with close_notify now); the link connects again when it
+    has something to ask, with no error recorded, and goes on mirroring."""
+    d = tempfile.mkdtemp(prefix="sluice-it-link-idle-")
+    src = secure_source(certs, os.path.join(d, "src"), **{"connections.max.idle.ms": "3000"})
+    try:
+        dest = start_broker()
+        t = ssl_linked_topic(src, dest, certs, "idle", 20, metadata_max_age_ms=20000)
+        assert_same(src, dest, t, 1)
+        time.sleep(8)
+        assert last_error(dest, "idle") is None, last_error(dest, "idle")
+        assert "unexpected eof" not in dest.log_text()
+        fill(src, t, 1, 20, start=20)
+        assert_same(src, dest, t, 1)
+    finally:
+        stop_source(src, d)
+
+
+def release_fifo(fifo):
+    """A line that is no certificate into fifo, for whoever reads it."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno != errno.ENXIO:                    # no reader yet
+                raise
+            time.sleep(0.1)
+            continue
+        os.write(fd, b"x\n")
+        os.close(fd)
+        return
+
+
+def metadata_answered_in(b):
+    """Seconds b took to answer a Metadata request, None if not in 5 s."""
+    t0 = time.monotonic()
+    try:
+        with kr.Conn(b.port, timeout=5) as c:
+            c.request(kr.API_METADATA, 4, kr.metadata_body(4, []))
+        return time.monotonic() - t0
+    except (OSError, kr.Timeout, kr.Closed) as e:
+        print("Metadata not answered in %.1f s: %r" % (time.monotonic() - t0, e))
+        return None
+
+
+def test_certificate_files_are_read_off_the_loop_at_insert(start_broker, certs):  # noqa: F811
+    """An INSERT whose ssl.ca.location is a FIFO nobody writes (as a hung
+    NFS path would be) waits on a SQL worker, not on the event loop: the
+    broker answers Metadata meanwhile; once the FIFO gives a line that is
+    no certificate, the INSERT is refused naming ssl.ca.location."""
+    dest = start_broker()
+    fifo = os.path.join(tempfile.mkdtemp(prefix="sluice-it-link-fifo-"), "ca.fifo")
+    os.mkfifo(fifo)
+    res = {}
+
+    def insert():
+        res["insert"] = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) "
+                                  "VALUES ('f', '127.0.0.1:1', 'security.protocol=SSL\n"
+                                  "ssl.ca.location=%s')" % fifo)
+    th = threading.Thread(target=insert, daemon=True)
+    th.start()
+    time.sleep(1.5)                                       # the INSERT reading the FIFO
+    try:
+        answered = metadata_answered_in(dest)
+    finally:
+        release_fifo(fifo)
+        th.join(15)
+        shutil.rmtree(os.path.dirname(fifo), ignore_errors=True)
+    print("Metadata answered in %s s; INSERT: %r" % (answered, res.get("insert")))
+    assert answered is not None and answered < 1.0, "the loop waited for the FIFO"
+    st, text = res["insert"]
+    assert st != 200 and "ssl.ca.location %s" % fifo in str(text), text
+    assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
+
+
+def test_certificate_files_are_read_off_the_loop_after_a_restart(start_broker,
+                                                                 certs):  # noqa: F811
+    """link_conn.c C7: after a restart a link's TLS context is made again,
+    off the loop: with its ssl.ca.location now a FIFO nobody writes, the
+    broker still answers Metadata; the line the FIFO then gives is no
+    certificate, and last_error says so."""
+    dest = start_broker()
+    d = tempfile.mkdtemp(prefix="sluice-it-link-fifo2-")
+    ca = os.path.join(d, "ca.pem")
+    shutil.copy(certs.ca.crt, ca)
+    try:
+        link_source(dest, SimpleNamespace(bootstrap="127.0.0.1:%d" % free_port()), name="r",
+                    config=conf(security_protocol="SSL", ssl_ca_location=ca))
+        mirror(dest, topic_name("fifo"), link="r")
+        dest.stop()
+        os.unlink(ca)
+        os.mkfifo(ca)
+        dest.start()
+        time.sleep(1.5)                                   # the link reading the FIFO
+        answered = metadata_answered_in(dest)
+    finally:
+        release_fifo(ca)
+    err = until(lambda: "ssl.ca.location" in (last_error(dest, "r") or "") and
+                last_error(dest, "r"), 15, "last_error naming ssl.ca.location")
+    shutil.rmtree(d, ignore_errors=True)
+    print("Metadata answered in %s s; last_error %r" % (answered, err))
+    assert answered is not None and answered < 1.0, "the loop waited for the FIFO"
+    assert "ssl.ca.location %s" % ca in err, err
