@@ -409,17 +409,22 @@ def wait_exported(root, topic, count, timeout=60):
     return n
 
 
+def start_member(b, topic, root, group, max_interval_ms):
+    """A continuous exporter in group (a fleet member): files of 50 records
+    or max_interval_ms, a 6 s session."""
+    args = ["--group", group, "--max-records", "50", "--max-interval", str(max_interval_ms),
+            "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"]
+    return subprocess.Popen(export_args(b, topic, root, *args), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
 def test_two_exporters_in_a_group_split_then_one_is_killed_and_the_other_takes_over(
         broker, tmp_path):
     b, t = broker, topic_name("fleet")
     create_topic(b, t, partitions=4)
     group = "fleet-" + t
-    args = ["--group", group, "--max-records", "50", "--max-interval", "500",
-            "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"]
-    a = subprocess.Popen(export_args(b, t, tmp_path, *args), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
-    c = subprocess.Popen(export_args(b, t, tmp_path, *args), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    a = start_member(b, t, tmp_path, group, 500)
+    c = start_member(b, t, tmp_path, group, 500)
     try:
         sent = send(ck_producer(b), t, mixed_records(800, partitions=4, seed=8))
         assert wait_exported(tmp_path, t, 800) == 800
@@ -693,16 +698,12 @@ def test_final_commit_of_a_partition_given_back_is_not_stale(broker, tmp_path):
     b, t = broker, topic_name("stale")
     create_topic(b, t, partitions=2)
     group = "stale-" + t
-    args = ["--group", group, "--max-records", "50", "--max-interval", "300",
-            "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"]
-    a = subprocess.Popen(export_args(b, t, tmp_path, *args), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    a = start_member(b, t, tmp_path, group, 300)
     c = None
     try:
         sent = send(ck_producer(b), t, mixed_records(200, partitions=2, seed=3))
         assert wait_exported(tmp_path, t, 200) == 200
-        c = subprocess.Popen(export_args(b, t, tmp_path, *args), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+        c = start_member(b, t, tmp_path, group, 300)
         l = wait_locks(tmp_path, t, 2, lambda l: str(c.pid) in l.values() and str(a.pid) in l.values())
         print("split: %s (a=%d c=%d)" % (l, a.pid, c.pid))
         sent += send(ck_producer(b), t, mixed_records(200, partitions=2, seed=4))
