@@ -140,7 +140,8 @@ def test_broker_describe_configs_lists_every_key_with_the_running_value(start_br
     tok = cfg["admin.token"]
     assert tok.value is None and tok.is_sensitive, (tok.value, tok.is_sensitive)
     assert sorted(n for n, e in cfg.items() if e.is_sensitive) == \
-        ["admin.token", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.key"]   # PASSWORD keys
+        ["admin.token", "password.encoder.old.secret", "password.encoder.secret",
+         "sasl.jaas.config", "ssl.key.password", "ssl.keystore.key"]         # PASSWORD keys
 
     # Everything described is a key the parser takes, with a value it takes:
     # a broker started with all of them as overrides describes the same.
