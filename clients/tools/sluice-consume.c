@@ -110,6 +110,7 @@ int main(int argc, char **argv)
             if (*optarg == '\0' || *end || v < 0 || v > INT32_MAX || nonly == 64) {
                 fprintf(stderr, "sluice-consume: -p %s: a partition number (at most 64 of them) "
                         "is expected\n", optarg);
+                sl_conf_destroy(conf);
                 return 2;
             }
             only[nonly++] = (int32_t)v;
@@ -122,17 +123,20 @@ int main(int argc, char **argv)
         case 'J': json = 1; break;
         case 'K': delim = optarg; break;
         case 'X':
-            if (tool_set_property(conf, optarg))
+            if (tool_set_property(conf, optarg)) {
+                sl_conf_destroy(conf);
                 return 2;
+            }
             break;
         case 'q': quiet = 1; break;
         case 'u': setvbuf(stdout, NULL, _IOLBF, 0); break;
-        case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+        case 'h': fputs(usage, stdout); sl_conf_destroy(conf); return 0;
+        default: fputs(usage, stderr); sl_conf_destroy(conf); return 2;
         }
     }
     if (nt == 0 || (!group && nt != 1)) {
         fputs("sluice-consume: one -t TOPIC (several with -g) is required\n", stderr);
+        sl_conf_destroy(conf);
         return 2;
     }
     if (group && offset && (!strcmp(offset, "beginning") || !strcmp(offset, "end")))
