@@ -71,6 +71,7 @@
  * writes: a produce acknowledged before the query shows in it).  The cost
  * is one loop round trip per statement that reads partitions. */
 #define SNAP_FRESH_US 0
+#define SNAP_WAIT_S 5
 
 typedef struct sq_wreq {
     struct sq_wreq *next;             /* a->writes, then a->applying */
@@ -269,7 +270,9 @@ static void on_snap(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Worker side: a snapshot taken after now - SNAP_FRESH_US, asking the loop
- * for a new one when needed (bounded wait: a stuck loop yields an older one). */
+ * for a new one when needed (bounded wait: a loop stuck for SNAP_WAIT_S
+ * yields an older one; a busy box can starve the loop for a second, and an
+ * older snapshot then hides records already acknowledged). */
 static sq_snap *worker_live(void *arg)
 {
     struct bk_admin *a = arg;
@@ -282,7 +285,7 @@ static sq_snap *worker_live(void *arg)
         }
         struct timespec dl;
         clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_sec += 1;
+        dl.tv_sec += SNAP_WAIT_S;
         while (!a->stopping && (!a->snap || a->snap->taken_us < now) &&
                pthread_cond_timedwait(&a->snap_cv, &a->mu, &dl) != ETIMEDOUT)
             ;

@@ -347,9 +347,12 @@ def test_avro_producer_with_basic_auth_user_info(sr):
             "schema.registry.basic.auth.user.info": "%s:%s-pw" % (user, user)}),
             default_value_schema=vs)
     p = producer("producer")
+    reports = []
     for i in range(5):
-        p.produce(topic=topic, value={"id": i})
+        p.produce(topic=topic, value={"id": i},
+                  on_delivery=lambda err, msg: reports.append((err, msg.offset())))
     assert p.flush(30) == 0
+    assert reports == [(None, i) for i in range(5)], reports    # every one acknowledged
     st, got, _ = req(sr, "GET", "/subjects/%s-value/versions" % topic, token=TOKEN)
     assert st == 200 and got == [1], got
     st, body = sql(sr, "SELECT value_json FROM messages WHERE topic = '%s' ORDER BY offset"
