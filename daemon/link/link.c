@@ -1102,7 +1102,7 @@ void link_tls_prepare(const char *config, lk_tls_pre *p)
     memset(p, 0, sizeof *p);
     lk_link *l = calloc(1, sizeof *l);
     if (!l)
-        return;                          /* the loop reads the files */
+        return;                          /* link_create refuses it: never read on the loop */
     link_defaults(l);
     if (settings_walk(l, config, NULL, 0, NULL, 0, p->err, sizeof p->err) == KP_NONE && l->tls) {
         p->rc = lk_conn_tls(l, p->err, sizeof p->err);
@@ -1171,8 +1171,11 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
         } else if (l->tls && tls && tls->rc != KP_NONE) {
             rc = tls->rc;                /* a file unreadable (read off the loop) */
             snprintf(err, errlen, "%s", tls->err);
-        } else if (l->tls && (rc = lk_conn_tls(l, err, errlen)) != KP_NONE) {
-            ;                            /* a file unreadable, a key not its certificate's */
+        } else if (l->tls && !l->tls_ctx) {
+            /* link_conn.c C7: the files are never read on the loop */
+            snprintf(err, errlen, "cannot read the TLS certificate files off the loop (out "
+                     "of memory)");
+            rc = KP_UNKNOWN_SERVER_ERROR;
         } else if (md_link_put(b->db, row, bk_now_ms(), err, errlen) != 0)
             rc = KP_UNKNOWN_SERVER_ERROR;
         if (rc != KP_NONE && l) {

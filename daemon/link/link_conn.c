@@ -109,7 +109,12 @@
  *       one), checked at INSERT (link.c; the files read by the SQL
  *       worker, link_tls_prepare) and made again after a restart (the
  *       files read on b->calls, tls_job: the connections wait for it with
- *       no socket, never the loop);
+ *       no socket; never on the loop: no worker fails the connection, C3).
+ *       A failed build is a connection error (C3: logged once, tried
+ *       again after the doubling backoff, one job at a time per link)
+ *       naming the setting, the file and the cause; a certificate file
+ *       that is not a regular file (a FIFO, a device) is refused at once
+ *       without being read (sec_tls.c T6), so no thread waits on it;
  *       the source's certificate must chain to those CAs, and name the
  *       host connected to unless ssl.endpoint.identification.algorithm is
  *       empty.  A certificate refused is a connection error (C3) whose
@@ -1415,7 +1420,7 @@ static void tls_job_done(void *arg)
 }
 
 /* 0: the context is being made (c waits, LK_CONNECTING with no socket);
- * -1: no worker, made here. */
+ * -1: no worker (c fails, C3: tried again after its backoff). */
 static int tls_wait(lk_peer *c)
 {
     lk_link *l = c->link;
@@ -1444,14 +1449,15 @@ static int tls_wait(lk_peer *c)
 static void peer_connect(lk_peer *c)
 {
     lk_link *l = c->link;
-    char err[512];
     const char *why = "cannot make a socket";
     peer_close(c);
-    if (l->tls && !l->tls_ctx && tls_wait(c) == 0)
-        return;                          /* C7: tls_job_done connects */
-    if (l->tls && lk_conn_tls(l, err, sizeof err) != KP_NONE)
-        why = err;                       /* C7: a file gone since the INSERT */
-    else if (l->tls)
+    if (l->tls && !l->tls_ctx) {         /* C7: never made on the loop */
+        if (tls_wait(c) != 0)
+            conn_fail(c, "cannot read the TLS certificate files off the loop (no worker, "
+                         "or out of memory); retrying");
+        return;                          /* else tls_job_done connects */
+    }
+    if (l->tls)
         c->bev = sec_tls_client_bev_ctx(l->b->base, l->tls_ctx, c->host, l->ssl_check_host,
                                         &why);
     else

@@ -26,16 +26,24 @@
  *       not send one) sees EOF, not the error "unexpected eof while
  *       reading"; a message cut short still fails its length check.  The
  *       server sends close_notify when it closes an idle connection.
+ *   T6. Certificate and key files are read only when they are regular
+ *       files (opened non-blocking, checked on the descriptor read): a
+ *       FIFO, device or socket is refused with "KEY PATH is not a regular
+ *       file", so no thread (the SQL worker at a link's INSERT, the
+ *       janitor's at its rebuild, the loop at startup) ever waits on one.
  */
 #include "daemon/security/sec_tls.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <event2/bufferevent.h>
@@ -47,6 +55,9 @@
 
 #include "daemon/broker.h"
 #include "daemon/broker_config.h"
+
+/* T6: a PEM file larger than this is refused (a CA bundle is < 1 MiB). */
+#define SEC_TLS_FILE_MAX (16 << 20)
 
 struct bk_tls {
     SSL_CTX *server, *client;
@@ -88,81 +99,184 @@ static int versions(SSL_CTX *ctx, const char *enabled)
     return 0;
 }
 
-/* The chain file and its key's (ssl.keystore.location: both in one;
- * a client's ssl.certificate.location and ssl.key.location), else the
- * inline chain and key. */
-static int load_keystore(SSL_CTX *ctx, const sec_tls_files *c, char *err, size_t errlen)
+/* T6: a certificate file's text, read through one descriptor opened
+ * non-blocking and checked to be a regular file: a FIFO, a device, a
+ * socket or a directory is refused by name at once, never waited on (a
+ * FIFO nobody writes held the thread that read it forever).  NULL with
+ * err ("KEY PATH: why"); else a NUL-terminated copy for the caller to
+ * free. */
+static char *file_text(const char *key, const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s %s: %s", key, path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > SEC_TLS_FILE_MAX) {
+        snprintf(err, errlen, "%s %s %s", key, path,
+                 S_ISFIFO(st.st_mode) ? "is not a regular file (a FIFO): not read"
+                 : S_ISDIR(st.st_mode) ? "is not a regular file (a directory)"
+                 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)
+                     ? "is not a regular file (a device): not read"
+                 : S_ISSOCK(st.st_mode) ? "is not a regular file (a socket): not read"
+                 : S_ISREG(st.st_mode) ? "is larger than 16 MiB: not a PEM file"
+                 : "is not a regular file: not read");
+        close(fd);
+        return NULL;
+    }
+    char *text = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (text && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, text + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;                        /* shorter now: what was there */
+        got += (size_t)n;
+    }
+    if (!text)
+        snprintf(err, errlen, "%s %s: out of memory", key, path);
+    else
+        text[got] = 0;
+    close(fd);
+    return text;
+}
+
+/* The text of an OpenSSL failure: its reason ("key values mismatch",
+ * "no start line"), else the library's string. */
+static const char *ossl_reason(char *buf, size_t cap)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    if (r)
+        snprintf(buf, cap, "%s", r);
+    else
+        sec_tls_error(buf, cap);
+    ERR_clear_error();
+    return buf;
+}
+
+/* A certificate chain (the first one the entity's, the rest its chain)
+ * and its private key, as PEM texts.  0, or -1 with err naming what. */
+static int use_chain(SSL_CTX *ctx, const char *chain, const char *chain_what, const char *key,
+                     const char *key_what, const char *password, char *err, size_t errlen)
 {
     char e[256];
+    BIO *bio = BIO_new_mem_buf(chain, -1);
+    X509 *x = bio ? PEM_read_bio_X509_AUX(bio, NULL, NULL, NULL) : NULL;
+    int ok = x && SSL_CTX_use_certificate(ctx, x) == 1;
+    X509_free(x);
+    if (!ok) {
+        snprintf(err, errlen, "%s: %s", chain_what,
+                 bio && !x ? "no PEM certificate in it" : ossl_reason(e, sizeof e));
+        BIO_free(bio);
+        return -1;
+    }
+    while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
+        if (SSL_CTX_add_extra_chain_cert(ctx, x) != 1) {   /* takes x */
+            X509_free(x);
+            break;
+        }
+    ERR_clear_error();                                        /* the chain's end */
+    BIO_free(bio);
+    bio = BIO_new_mem_buf(key, -1);
+    EVP_PKEY *k = bio ? PEM_read_bio_PrivateKey(bio, NULL, password_cb, (void *)password)
+                      : NULL;
+    ok = k && SSL_CTX_use_PrivateKey(ctx, k) == 1;
+    if (!ok)
+        snprintf(err, errlen, "%s: %s", key_what,
+                 !k ? "no PEM private key in it (or a wrong ssl.key.password)"
+                    : ossl_reason(e, sizeof e));
+    ERR_clear_error();
+    EVP_PKEY_free(k);
+    BIO_free(bio);
+    return ok ? 0 : -1;
+}
+
+/* The chain file and its key's (ssl.keystore.location: both in one;
+ * a client's ssl.certificate.location and ssl.key.location), else the
+ * inline chain and key; files read by file_text (T6). */
+static int load_keystore(SSL_CTX *ctx, const sec_tls_files *c, char *err, size_t errlen)
+{
     SSL_CTX_set_default_passwd_cb(ctx, password_cb);
     SSL_CTX_set_default_passwd_cb_userdata(ctx, (void *)c->key_password);
+    int rc;
     if (c->chain_file[0]) {
-        const char *key = c->key_file[0] ? c->key_file : c->chain_file;
-        if (SSL_CTX_use_certificate_chain_file(ctx, c->chain_file) != 1) {
-            snprintf(err, errlen, "%s %s: %s", c->chain_key, c->chain_file,
-                     sec_tls_error(e, sizeof e));
-            return -1;
+        char chain_what[1200], key_what[1200];
+        const char *key_key = c->key_file[0] ? c->key_key : c->chain_key;
+        const char *key_file = c->key_file[0] ? c->key_file : c->chain_file;
+        snprintf(chain_what, sizeof chain_what, "%s %s", c->chain_key, c->chain_file);
+        snprintf(key_what, sizeof key_what, "%s %s", key_key, key_file);
+        char *chain = file_text(c->chain_key, c->chain_file, err, errlen);
+        char *key = !chain ? NULL : c->key_file[0] ? file_text(key_key, key_file, err, errlen)
+                                                   : chain;
+        rc = key ? use_chain(ctx, chain, chain_what, key, key_what, c->key_password, err,
+                             errlen) : -1;
+        if (key && key != chain) {
+            OPENSSL_cleanse(key, strlen(key));
+            free(key);
         }
-        if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
-            snprintf(err, errlen, "%s %s: %s", c->key_file[0] ? c->key_key : c->chain_key, key,
-                     sec_tls_error(e, sizeof e));
-            return -1;
+        if (chain) {
+            OPENSSL_cleanse(chain, strlen(chain));
+            free(chain);
         }
     } else if (c->chain_pem[0]) {
-        BIO *bio = BIO_new_mem_buf(c->chain_pem, -1);
-        X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
-        int ok = x && SSL_CTX_use_certificate(ctx, x) == 1;
-        X509_free(x);
-        while (ok && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
-            ok = SSL_CTX_add_extra_chain_cert(ctx, x) == 1;   /* takes x */
-        ERR_clear_error();                                    /* the chain's end */
-        BIO_free(bio);
-        bio = BIO_new_mem_buf(c->key_pem, -1);
-        EVP_PKEY *k = ok && bio ? PEM_read_bio_PrivateKey(bio, NULL, password_cb,
-                                                         (void *)c->key_password) : NULL;
-        ok = k && SSL_CTX_use_PrivateKey(ctx, k) == 1;
-        EVP_PKEY_free(k);
-        BIO_free(bio);
-        if (!ok) {
-            snprintf(err, errlen, "ssl.keystore.certificate.chain / ssl.keystore.key: %s",
-                     sec_tls_error(e, sizeof e));
-            return -1;
-        }
+        rc = use_chain(ctx, c->chain_pem, "ssl.keystore.certificate.chain", c->key_pem,
+                       "ssl.keystore.key", c->key_password, err, errlen);
     } else {
         return 0;                 /* a client without a certificate */
     }
+    if (rc)
+        return -1;
     if (SSL_CTX_check_private_key(ctx) != 1) {
+        ERR_clear_error();
         snprintf(err, errlen, "the keystore's private key does not match its certificate");
         return -1;
     }
     return 0;
 }
 
+/* The certificates (and CRLs) of a PEM text into ctx's store (a server's
+ * also the CAs a client may pick its certificate by); how many
+ * certificates. */
+static int add_cas(SSL_CTX *ctx, const char *pem, bool server)
+{
+    BIO *bio = BIO_new_mem_buf(pem, -1);
+    STACK_OF(X509_INFO) *infos = bio ? PEM_X509_INFO_read_bio(bio, NULL, NULL, NULL) : NULL;
+    X509_STORE *st = SSL_CTX_get_cert_store(ctx);
+    int n = 0;
+    for (int i = 0; infos && i < sk_X509_INFO_num(infos); i++) {
+        X509_INFO *it = sk_X509_INFO_value(infos, i);
+        if (it->x509 && X509_STORE_add_cert(st, it->x509) == 1) {
+            n++;
+            if (server)
+                SSL_CTX_add_client_CA(ctx, it->x509);
+        }
+        if (it->crl)
+            X509_STORE_add_crl(st, it->crl);
+    }
+    sk_X509_INFO_pop_free(infos, X509_INFO_free);
+    BIO_free(bio);
+    ERR_clear_error();
+    return n;
+}
+
 static int load_truststore(SSL_CTX *ctx, const sec_tls_files *c, bool server,
                            char *err, size_t errlen)
 {
-    char e[256];
     if (c->ca_file[0]) {
-        if (SSL_CTX_load_verify_locations(ctx, c->ca_file, NULL) != 1) {
-            snprintf(err, errlen, "%s %s: %s", c->ca_key, c->ca_file,
-                     sec_tls_error(e, sizeof e));
+        char *pem = file_text(c->ca_key, c->ca_file, err, errlen);   /* T6 */
+        int n = pem ? add_cas(ctx, pem, server) : -1;
+        free(pem);
+        if (n == 0)
+            snprintf(err, errlen, "%s %s: no PEM certificate in it", c->ca_key, c->ca_file);
+        if (n <= 0)
             return -1;
-        }
-        if (server)               /* the CAs a client may pick its certificate by */
-            SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(c->ca_file));
     } else if (c->ca_pem[0]) {
-        BIO *bio = BIO_new_mem_buf(c->ca_pem, -1);
-        X509_STORE *st = SSL_CTX_get_cert_store(ctx);
-        X509 *x;
-        int n = 0;
-        while (bio && (x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
-            X509_STORE_add_cert(st, x);
-            X509_free(x);
-            n++;
-        }
-        ERR_clear_error();
-        BIO_free(bio);
-        if (!n) {
+        if (!add_cas(ctx, c->ca_pem, false)) {
             snprintf(err, errlen, "ssl.truststore.certificates: no PEM certificate");
             return -1;
         }
@@ -363,22 +477,64 @@ struct bufferevent *sec_tls_client_bev_ctx(struct event_base *base, SSL_CTX *ctx
     return bev;
 }
 
+/* The cause of a client connection's failure in plain words: OpenSSL's
+ * reason ("certificate verify failed", "wrong version number") with the
+ * certificate's problem, or the system's error, or who closed during the
+ * handshake.  libevent queues SSL_get_error()'s code (SSL_ERROR_SSL,
+ * SSL_ERROR_SYSCALL: "error:00000005:lib(0)...", no cause) before the
+ * real errors: those codes are skipped. */
 const char *sec_tls_event_why(struct bufferevent *bev, short what, const char *eof, char *buf,
                               size_t len)
 {
     SSL *ssl = bufferevent_openssl_get_ssl(bev);               /* NULL: not TLS */
-    unsigned long tls_err = ssl ? bufferevent_get_openssl_error(bev) : 0;
+    int sock_err = EVUTIL_SOCKET_ERROR();
+    unsigned long e, cause = 0;
+    bool queued = false;
+    while (ssl && (e = bufferevent_get_openssl_error(bev)) != 0) {
+        queued = true;
+        if (!cause && !(ERR_GET_LIB(e) == 0 && ERR_GET_REASON(e) < 16))
+            cause = e;                   /* the first real one */
+    }
     if (what & BEV_EVENT_TIMEOUT)
         return "no answer in time";
-    if (tls_err) {
-        long v = SSL_get_verify_result(ssl);
-        size_t at = (size_t)snprintf(buf, len, "TLS: ");
-        ERR_error_string_n(tls_err, buf + at, len - at);
-        at = strlen(buf);
-        if (v != X509_V_OK && at < len)  /* which certificate problem */
-            snprintf(buf + at, len - at, " (the server's certificate: %s)",
+    if (!ssl)
+        return what & BEV_EVENT_EOF ? eof : "connection error";
+    bool handshake = !SSL_is_init_finished(ssl);
+    long v = SSL_get_verify_result(ssl);
+    if (cause && ERR_SYSTEM_ERROR(cause)) {
+        snprintf(buf, len, "TLS%s: %s", handshake ? " handshake" : "",
+                 strerror(ERR_GET_REASON(cause)));
+    } else if (cause) {
+        const char *r = ERR_reason_error_string(cause);
+        int at;
+        if (r)
+            at = snprintf(buf, len, "TLS%s: %s", handshake ? " handshake" : "", r);
+        else {
+            at = snprintf(buf, len, "TLS: ");
+            if (at > 0 && (size_t)at < len)
+                ERR_error_string_n(cause, buf + at, len - (size_t)at);
+            at = (int)strlen(buf);
+        }
+        if (at > 0 && (size_t)at < len && v != X509_V_OK)  /* which certificate problem */
+            snprintf(buf + at, len - (size_t)at, " (the server's certificate: %s)",
                      X509_verify_cert_error_string(v));
-        return buf;
+        else if (at > 0 && (size_t)at < len && ERR_GET_LIB(cause) == ERR_LIB_SSL &&
+                 (ERR_GET_REASON(cause) == SSL_R_WRONG_VERSION_NUMBER ||
+                  ERR_GET_REASON(cause) == SSL_R_PACKET_LENGTH_TOO_LONG))
+            snprintf(buf + at, len - (size_t)at, " (the other side does not speak TLS there?)");
+    } else if (handshake && v != X509_V_OK) {
+        snprintf(buf, len, "TLS handshake: the server's certificate: %s",
+                 X509_verify_cert_error_string(v));
+    } else if (handshake && (what & BEV_EVENT_ERROR) && sock_err) {
+        snprintf(buf, len, "TLS handshake: %s", evutil_socket_error_to_string(sock_err));
+    } else if (handshake) {
+        snprintf(buf, len, "TLS handshake: %s before it finished (not a TLS listener?)", eof);
+    } else if (what & BEV_EVENT_EOF) {
+        return eof;                      /* T5 */
+    } else if (queued && sock_err) {
+        snprintf(buf, len, "TLS: %s", evutil_socket_error_to_string(sock_err));
+    } else {
+        return "connection error";
     }
-    return what & BEV_EVENT_EOF ? eof : "connection error";
+    return buf;
 }

@@ -34,7 +34,7 @@ import pytest
 import kafka_raw as kr
 from conftest import Broker, finish_broker, free_port
 from sasl_support import add_user
-from support import create_topic, topic_name
+from support import ck_producer, create_topic, produce, topic_name
 from test_link import (assert_same, batches, fill, link_source, mirror, rows, sql, sql_ok,
                        until)
 from tls_support import _issue, certs, ssl_overrides  # noqa: F401
@@ -462,61 +462,140 @@ def metadata_answered_in(b):
         return None
 
 
-def test_certificate_files_are_read_off_the_loop_at_insert(start_broker, certs):  # noqa: F811
-    """An INSERT whose ssl.ca.location is a FIFO nobody writes (as a hung
-    NFS path would be) waits on a SQL worker, not on the event loop: the
-    broker answers Metadata meanwhile; once the FIFO gives a line that is
-    no certificate, the INSERT is refused naming ssl.ca.location."""
+def produce_answered_in(b, t):
+    """Seconds b took to acknowledge one message to topic t, None if not in 5 s."""
+    p = ck_producer(b, **{"message.timeout.ms": 5000})
+    t0 = time.monotonic()
+    reports = produce(p, t, [{"value": b"alive"}], timeout=5)
+    ok = all(e is None for e, _ in reports)
+    return time.monotonic() - t0 if ok else None
+
+
+def fifo_held(path):
+    """path becomes a FIFO nobody writes; a second name of it is kept so
+    release_fifo can still wake a reader after path is replaced."""
+    os.mkfifo(path)
+    held = path + ".held"
+    os.link(path, held)
+    return held
+
+
+def test_certificate_fifos_and_devices_are_refused_at_insert_at_once(start_broker,
+                                                                     certs):  # noqa: F811
+    """sec_tls.c T6: an INSERT whose ssl.ca.location (or client
+    certificate) is a FIFO nobody writes, or a device, is refused at once
+    naming the setting, the path and why ("is not a regular file"), never
+    read: it held the SQL worker until someone wrote the FIFO; the broker
+    answers Metadata meanwhile."""
     dest = start_broker()
-    fifo = os.path.join(tempfile.mkdtemp(prefix="sluice-it-link-fifo-"), "ca.fifo")
-    os.mkfifo(fifo)
+    d = tempfile.mkdtemp(prefix="sluice-it-link-fifo-")
+    fifo = os.path.join(d, "ca.fifo")
+    held = fifo_held(fifo)
     res = {}
 
-    def insert():
-        res["insert"] = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) "
-                                  "VALUES ('f', '127.0.0.1:1', 'security.protocol=SSL\n"
-                                  "ssl.ca.location=%s')" % fifo)
-    th = threading.Thread(target=insert, daemon=True)
-    th.start()
-    time.sleep(1.5)                                       # the INSERT reading the FIFO
+    def insert(name, **settings):
+        res[name] = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) "
+                              "VALUES ('%s', '127.0.0.1:1', '%s')" % (name, conf(**settings)))
+    cases = {"f": dict(security_protocol="SSL", ssl_ca_location=fifo),
+             "c": dict(security_protocol="SSL", ssl_ca_location=certs.ca.crt,
+                       ssl_certificate_location=fifo, ssl_key_location=certs.client.key),
+             "z": dict(security_protocol="SSL", ssl_truststore_location="/dev/zero")}
     try:
+        t0 = time.monotonic()
+        for name, settings in cases.items():
+            th = threading.Thread(target=insert, args=(name,), kwargs=settings, daemon=True)
+            th.start()
+            th.join(3)
+            if th.is_alive():
+                break                                     # the worker waits on the FIFO
+        took = time.monotonic() - t0
         answered = metadata_answered_in(dest)
     finally:
-        release_fifo(fifo)
-        th.join(15)
-        shutil.rmtree(os.path.dirname(fifo), ignore_errors=True)
-    print("Metadata answered in %s s; INSERT: %r" % (answered, res.get("insert")))
-    assert answered is not None and answered < 1.0, "the loop waited for the FIFO"
-    st, text = res["insert"]
-    assert st != 200 and "ssl.ca.location %s" % fifo in str(text), text
+        release_fifo(held)
+        release_fifo(held)
+        time.sleep(0.5)
+        shutil.rmtree(d, ignore_errors=True)
+    print("INSERTs answered in %.1f s: %r; Metadata in %s s" % (took, res, answered))
+    assert set(res) == set(cases), "an INSERT waited on a FIFO: %r" % res
+    assert took < 3.0, took
+    assert answered is not None and answered < 1.0, "the loop waited"
+    for name, want in (("f", "ssl.ca.location %s is not a regular file (a FIFO)" % fifo),
+                       ("c", "ssl.certificate.location %s is not a regular file" % fifo),
+                       ("z", "ssl.truststore.location /dev/zero is not a regular file")):
+        st, text = res[name]
+        assert st != 200 and want in str(text), (name, text)
     assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
 
 
-def test_certificate_files_are_read_off_the_loop_after_a_restart(start_broker,
-                                                                 certs):  # noqa: F811
-    """link_conn.c C7: after a restart a link's TLS context is made again,
-    off the loop: with its ssl.ca.location now a FIFO nobody writes, the
-    broker still answers Metadata; the line the FIFO then gives is no
-    certificate, and last_error says so."""
+def test_a_fifo_certificate_after_a_restart_stalls_no_thread_and_the_link_recovers(
+        source, start_broker, certs):  # noqa: F811
+    """link_conn.c C7, sec_tls.c T6: a link's ssl.ca.location replaced by a
+    FIFO nobody writes while the destination is down: after the restart
+    the broker answers Metadata and produce at once, last_error names the
+    file and why, and once the file is a certificate again the link
+    recovers and mirrors what the source got meanwhile.  (Before: the
+    janitor's thread, which makes the context, read the FIFO forever, so
+    the link never recovered and nothing else queued there ran.)"""
     dest = start_broker()
     d = tempfile.mkdtemp(prefix="sluice-it-link-fifo2-")
     ca = os.path.join(d, "ca.pem")
     shutil.copy(certs.ca.crt, ca)
+    held = None
+    t = topic_name("fifo")
+    create_topic(source, t, partitions=1)
+    fill(source, t, 1, 30)
     try:
-        link_source(dest, SimpleNamespace(bootstrap="127.0.0.1:%d" % free_port()), name="r",
-                    config=conf(security_protocol="SSL", ssl_ca_location=ca))
-        mirror(dest, topic_name("fifo"), link="r")
+        link_source(dest, on(source, "SSL"), name="r", config=conf(**{
+            "security_protocol": "SSL", "ssl_ca_location": ca,
+            "reconnect_backoff_ms": 200, "reconnect_backoff_max_ms": 1000}))
+        assert mirror(dest, t, link="r")[0] == 200
+        assert_same(source, dest, t, 1)
         dest.stop()
         os.unlink(ca)
-        os.mkfifo(ca)
+        held = fifo_held(ca)
         dest.start()
-        time.sleep(1.5)                                   # the link reading the FIFO
+        local = topic_name("alive")
+        create_topic(dest, local, partitions=1)
+        err = until(lambda: "ssl.ca.location" in (last_error(dest, "r") or "") and
+                    last_error(dest, "r"), 10, "last_error naming ssl.ca.location")
         answered = metadata_answered_in(dest)
+        produced = produce_answered_in(dest, local)
+        fill(source, t, 1, 30, start=30)
+        tmp = ca + ".new"
+        shutil.copy(certs.ca.crt, tmp)
+        os.replace(tmp, ca)                               # a certificate again
+        assert_same(source, dest, t, 1)
+        until(lambda: last_error(dest, "r") is None, 10, "last_error cleared")
     finally:
-        release_fifo(ca)
-    err = until(lambda: "ssl.ca.location" in (last_error(dest, "r") or "") and
-                last_error(dest, "r"), 15, "last_error naming ssl.ca.location")
-    shutil.rmtree(d, ignore_errors=True)
-    print("Metadata answered in %s s; last_error %r" % (answered, err))
+        if held:
+            release_fifo(held)
+        shutil.rmtree(d, ignore_errors=True)
+    print("last_error %r; Metadata answered in %s s, produce in %s s" % (err, answered,
+                                                                         produced))
     assert answered is not None and answered < 1.0, "the loop waited for the FIFO"
-    assert "ssl.ca.location %s" % ca in err, err
+    assert produced is not None and produced < 2.0, "produce waited for the FIFO"
+    assert "ssl.ca.location %s is not a regular file (a FIFO)" % ca in err, err
+
+
+def test_tls_refusals_say_what_happened(source, start_broker, certs):  # noqa: F811
+    """sec_tls.c sec_tls_event_why: a refused TLS connection's last_error
+    reads as its cause, not "error:00000005:lib(0)...": the certificate's
+    problem for an untrusted source, and that the source closed the
+    connection during the handshake for a plaintext listener."""
+    dest = start_broker()
+    other_ca = os.path.join(certs.dir, "otherca.crt")     # tls_support: another CA
+    quick = {"reconnect_backoff_ms": 200, "reconnect_backoff_max_ms": 1000}
+    link_source(dest, on(source, "SSL"), name="untrusted", config=conf(**dict(
+        quick, security_protocol="SSL", ssl_ca_location=other_ca)))
+    plain = SimpleNamespace(bootstrap="127.0.0.1:%d" % source.port)
+    link_source(dest, plain, name="plain", config=conf(**dict(
+        quick, security_protocol="SSL", ssl_ca_location=certs.ca.crt)))
+    untrusted = until(lambda: last_error(dest, "untrusted"), 15, "last_error")
+    plaintext = until(lambda: last_error(dest, "plain"), 15, "last_error")
+    print("untrusted: %r\nplaintext: %r" % (untrusted, plaintext))
+    for err in (untrusted, plaintext):
+        assert not re.search(r"error:[0-9A-F]{8}|lib\(0\)|reason\(", err), err
+    assert "certificate verify failed" in untrusted, untrusted
+    assert re.search(r"the server's certificate: .*(issuer|self.signed)", untrusted), untrusted
+    assert "TLS handshake: connection closed by the source before it finished" in plaintext, \
+        plaintext
