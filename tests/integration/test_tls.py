@@ -15,6 +15,7 @@ import random
 import shutil
 import socket
 import ssl
+import struct
 import tempfile
 import threading
 import time
@@ -22,11 +23,12 @@ import urllib.request
 
 import pytest
 
-from cluster_support import make_cluster, wait_for, zk, zk_missing  # noqa: F401
+from cluster_support import (cl_zk_get, cl_zk_set, leader_and_isr, make_cluster,  # noqa: F401
+                             wait_for, zk, zk_missing)
 from conftest import Broker, finish_broker, free_port
 from support import (consume, ck_admin, ck_producer, kcat, kp_consume, kp_producer, produce_ok,
                      topic_name)
-from tls_support import (add_ssl_listener, certs, ck_ssl, kcat_ssl, kp_ssl, on_ssl,
+from tls_support import (add_ssl_listener, certs, ck_ssl, kcat_ssl, kp_ssl, on_ssl, serve,
                          ssl_overrides)
 
 
@@ -315,3 +317,100 @@ def test_cluster_replicates_rf3_over_ssl_inter_broker_listener(make_cluster, cer
     for row, b in zip(rows, c.brokers):
         assert row["endpoints"] == "PLAINTEXT://127.0.0.1:%d,INTERNAL://127.0.0.1:%d" % (
             b.port, b.ssl_port), row
+
+
+def _rss_mib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+@pytest.mark.skipif(bool(zk_missing()), reason="ZooKeeper cannot run")
+def test_follower_cuts_off_a_tls_leader_sending_unasked_bytes(make_cluster, certs):  # noqa: F811
+    """repl_frame.h RF5 on the replica fetcher's TLS path: a leader (a fake
+    TLS peer at the leader's INTERNAL endpoint in ZooKeeper) answers the
+    follower's Fetch with an error, which leaves no request out for
+    replica.fetch.backoff.ms, and then 300 MiB nobody asked for.
+    The follower fails the connection at the first bytes (logged), its
+    RSS stays bounded, and it connects again; with the real endpoint back
+    it follows the leader again."""
+    o = ssl_overrides(certs, "required")
+    o.update({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL",
+              "inter.broker.listener.name": "INTERNAL", "replica.fetch.backoff.ms": "3000"})
+    c = make_cluster(2, start=False, overrides=o)
+    for b in c.brokers:
+        add_ssl_listener(b, certs, name="INTERNAL")
+    c.start()
+    b1, b2 = c.brokers
+    topic = topic_name("tls-unasked")
+    from confluent_kafka.admin import NewTopic
+    fs = ck_admin(b1).create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[b1.broker_id,
+                                                                          b2.broker_id]])])
+    fs[topic].result(20)
+    wait_for(lambda: leader_and_isr(b1, topic) == (b1.broker_id, (1, 2)), 30, "ISR 1,2")
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certs.server.crt, certs.server.key)
+    state = {"conns": 0, "apis": [], "flooded": 0}
+
+    def read_frame(s):
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            got = s.recv(65536)
+            if not got:
+                return None
+            data += got
+        return data[4:]
+
+    def leader(raw):
+        state["conns"] += 1
+        try:
+            raw.settimeout(20)
+            s = ctx.wrap_socket(raw, server_side=True)
+            body = read_frame(s)
+            api, ver, corr = struct.unpack(">hhi", body[:8])
+            state["apis"].append((api, ver))
+            if api != 1 or state["flooded"]:
+                return                                    # a reconnection: held
+            # Fetch v11: throttle, ErrorCode UNKNOWN_SERVER_ERROR, session 0, no topics
+            resp = struct.pack(">iihii", corr, 0, -1, 0, 0)
+            time.sleep(3)                                 # the follower settled (no kicks)
+            s.sendall(struct.pack(">i", len(resp)) + resp)
+            time.sleep(0.3)                               # nothing out: its backoff
+            chunk = b"\x7f" * (1 << 20)
+            for _ in range(300):
+                s.sendall(chunk)
+                state["flooded"] += 1
+        except OSError as e:                              # the follower closed: expected
+            state.setdefault("err", repr(e))
+
+    port, _accepted, close = serve(leader)
+    path = "/brokers/ids/%d" % b1.broker_id
+    real = cl_zk_get(c.zk_connect, path)[0]
+    fake = real.replace(b"INTERNAL://127.0.0.1:%d" % b1.ssl_port,
+                        b"INTERNAL://127.0.0.1:%d" % port)
+    assert fake != real, real
+    try:
+        b2.stop()
+        cl_zk_set(c.zk_connect, path, fake)
+        r0 = None
+        b2.start()
+        r0 = _rss_mib(b2.proc.pid)
+        wait_for(lambda: state["conns"] >= 2, 40, "the follower to connect again")
+        r1 = _rss_mib(b2.proc.pid)
+        log = [x for x in b2.log_text().splitlines() if "replica fetcher" in x or
+               "unasked" in x or "no request out" in x]
+        print("fake leader: %r; follower RSS %s -> %s MiB; %s" % (state, r0, r1, log[-4:]))
+        assert state["apis"][0] == (1, 11), state
+        assert state["flooded"] < 300, "the follower read 300 MiB nobody asked for"
+        assert r1 - r0 < 64, (r0, r1)
+        assert any("bytes with no request out" in x for x in log), log
+    finally:
+        cl_zk_set(c.zk_connect, path, real)
+        close()
+    b2.stop()                                             # the real endpoint again
+    b2.start()
+    produce_ok(ck_producer(b1), topic, [{"value": b"after", "partition": 0}])
+    assert values(consume(b2, topic, [0], 1)) == [b"after"]
