@@ -37,7 +37,7 @@ from sasl_support import add_user
 from support import ck_producer, create_topic, produce, topic_name
 from test_link import (assert_same, batches, fill, link_source, mirror, rows, sql, sql_ok,
                        until)
-from tls_support import _issue, certs, ssl_overrides  # noqa: F401
+from tls_support import _issue, certs, read_frame, rss_mib, ssl_overrides  # noqa: F401
 
 USER, PASSWORD = "linker", "link-pw"
 
@@ -313,15 +313,6 @@ def _fake_tls_source(certs, then):  # noqa: F811
     ctx.load_cert_chain(certs.server.crt, certs.server.key)
     state = {"apis": []}
 
-    def read_frame(s):
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            got = s.recv(65536)
-            if not got:
-                return None
-            data += got
-        return data[4:]
-
     def serve():
         lsock.settimeout(20)
         raw, _ = lsock.accept()
@@ -345,14 +336,6 @@ def _fake_tls_source(certs, then):  # noqa: F811
     return lsock.getsockname()[1], state, th, lsock.close
 
 
-def _rss_mib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) // 1024
-    return 0
-
-
 def test_tls_source_sending_unasked_bytes_is_cut_off(start_broker, certs):  # noqa: F811
     """repl_frame.h RF5: a TLS source that sends 300 MiB while no request is out (the
     link idle after its Metadata) has its connection failed at the first
@@ -369,13 +352,13 @@ def test_tls_source_sending_unasked_bytes_is_cut_off(start_broker, certs):  # no
 
     port, state, th, close = _fake_tls_source(certs, flood)
     try:
-        r0 = _rss_mib(dest.proc.pid)
+        r0 = rss_mib(dest.proc.pid)
         link_source(dest, SimpleNamespace(bootstrap="127.0.0.1:%d" % port), name="fl",
                     config=conf(**{"security_protocol": "SSL", "ssl_ca_location": certs.ca.crt,
                                    "metadata_max_age_ms": "60000"}))
         mirror(dest, topic_name("fake"), link="fl")
         th.join(60)
-        r1 = _rss_mib(dest.proc.pid)
+        r1 = rss_mib(dest.proc.pid)
         log = [x for x in dest.log_text().splitlines() if "cluster link fl" in x]
         print("first request %r; flooded %s MiB (%s); destination RSS %d -> %d MiB; %s" % (
             state["apis"], state.get("flooded"), state.get("err"), r0, r1, log[-2:]))

@@ -28,8 +28,8 @@ from cluster_support import (cl_zk_get, cl_zk_set, leader_and_isr, make_cluster,
 from conftest import Broker, finish_broker, free_port
 from support import (consume, ck_admin, ck_producer, kcat, kp_consume, kp_producer, produce_ok,
                      topic_name)
-from tls_support import (add_ssl_listener, certs, ck_ssl, kcat_ssl, kp_ssl, on_ssl, serve,
-                         ssl_overrides)
+from tls_support import (add_ssl_listener, certs, ck_ssl, kcat_ssl, kp_ssl, on_ssl, read_frame,
+                         rss_mib, serve, ssl_overrides)
 
 
 @pytest.fixture
@@ -319,14 +319,6 @@ def test_cluster_replicates_rf3_over_ssl_inter_broker_listener(make_cluster, cer
             b.port, b.ssl_port), row
 
 
-def _rss_mib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) // 1024
-    return 0
-
-
 @pytest.mark.skipif(bool(zk_missing()), reason="ZooKeeper cannot run")
 def test_follower_cuts_off_a_tls_leader_sending_unasked_bytes(make_cluster, certs):  # noqa: F811
     """repl_frame.h RF5 on the replica fetcher's TLS path: a leader (a fake
@@ -354,15 +346,6 @@ def test_follower_cuts_off_a_tls_leader_sending_unasked_bytes(make_cluster, cert
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(certs.server.crt, certs.server.key)
     state = {"conns": 0, "apis": [], "flooded": 0}
-
-    def read_frame(s):
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            got = s.recv(65536)
-            if not got:
-                return None
-            data += got
-        return data[4:]
 
     def leader(raw):
         state["conns"] += 1
@@ -397,9 +380,9 @@ def test_follower_cuts_off_a_tls_leader_sending_unasked_bytes(make_cluster, cert
         cl_zk_set(c.zk_connect, path, fake)
         r0 = None
         b2.start()
-        r0 = _rss_mib(b2.proc.pid)
+        r0 = rss_mib(b2.proc.pid)
         wait_for(lambda: state["conns"] >= 2, 40, "the follower to connect again")
-        r1 = _rss_mib(b2.proc.pid)
+        r1 = rss_mib(b2.proc.pid)
         log = [x for x in b2.log_text().splitlines() if "replica fetcher" in x or
                "unasked" in x or "no request out" in x]
         print("fake leader: %r; follower RSS %s -> %s MiB; %s" % (state, r0, r1, log[-4:]))

@@ -9,6 +9,7 @@ their PLAINTEXT one.
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -158,3 +159,24 @@ def serve(handler):
                 pass
         srv.close()
     return srv.getsockname()[1], accepted, close
+
+
+def read_frame(s):
+    """One Kafka frame's body (after its 4-byte length) from socket s, None
+    at EOF: what a fake TLS peer reads of a broker's request."""
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        got = s.recv(65536)
+        if not got:
+            return None
+        data += got
+    return data[4:]
+
+
+def rss_mib(pid):
+    """The resident memory of process pid, MiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) // 1024
+    return 0
