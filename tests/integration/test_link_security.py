@@ -12,8 +12,13 @@ the same offsets (offsets, CRCs and bytes equal); a wrong SCRAM password
 is in cluster_links.last_error and the log once, with few attempts at the
 source (backoff, no retry storm), and the right one then mirrors; a source
 whose certificate the link's CA does not sign is refused with the
-certificate's problem named in last_error; an unreadable file or an
-unknown mechanism or a JKS store is refused at the INSERT; with the
+certificate's problem named in last_error, and a plaintext listener as
+"TLS handshake: connection closed by the source before it finished", never
+as "error:00000005:lib(0)";
+an unreadable file or an unknown mechanism or a JKS store is refused at
+the INSERT, a FIFO or a device as a certificate file at once (never read:
+it held the thread reading it); such a file after a restart stalls no
+thread and the link recovers once it is a certificate again; with the
 source's connections.max.reauth.ms the link logs in again on the same
 connections (KIP-368) and no session expires.
 """

@@ -6,7 +6,8 @@ client certificate of the truststore's CA (its subject becomes the
 principal, logged by the broker) and refuses a missing, untrusted or
 expired one, a plaintext client and a stalled handshake, each cleanly,
 while another client keeps producing; the admin endpoint serves /sql over
-https; and a cluster replicates RF 3 over an SSL inter-broker listener.
+https; a cluster replicates RF 3 over an SSL inter-broker listener; and a
+follower cuts off a (fake) TLS leader sending bytes it did not ask for.
 
 Certificates are made by tls_support.make_certs with the openssl command.
 """
