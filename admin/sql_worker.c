@@ -496,6 +496,8 @@ static int apply_write(bk_broker *b, const sq_write *w, lk_tls_pre *tls, bk_topi
         return acl_write(b, w, op, err, errlen);
     case SQ_LINK_CREATE:
         return link_create(b, w->s1, w->s2, w->s3, tls, err, errlen);
+    case SQ_LINK_UPDATE:
+        return link_update(b, w->s1, w->s2, w->s3, tls, err, errlen);
     case SQ_LINK_DELETE:
         return link_delete(b, w->s1, err, errlen);
     case SQ_MIRROR_CREATE:
@@ -709,7 +711,7 @@ static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
     if (w->op == SQ_SCRAM_SET)       /* the PBKDF2 here, not on the loop */
         r.salted_len = sec_sasl_salt(w->s2, w->s3, w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1,
                                     r.salt, r.salted);
-    if (w->op == SQ_LINK_CREATE)     /* its certificate files here, not on the loop */
+    if (w->op == SQ_LINK_CREATE || w->op == SQ_LINK_UPDATE)   /* its files here, not the loop */
         link_tls_prepare(w->s3, &r.tls);
     pthread_cond_init(&r.cv, NULL);
     pthread_mutex_lock(&a->mu);

@@ -44,6 +44,11 @@ void link_tls_pre_free(lk_tls_pre *p);
  * (the files read here). */
 int link_create(bk_broker *b, const char *name, const char *bootstrap, const char *config,
                 lk_tls_pre *tls, char *err, size_t errlen);
+/* name's bootstrap servers and settings replaced (link.c K16): config as
+ * INSERT's, a secret written back as SELECT shows it keeping its stored
+ * value; tls as link_create's. */
+int link_update(bk_broker *b, const char *name, const char *bootstrap, const char *config,
+                lk_tls_pre *tls, char *err, size_t errlen);
 int link_delete(bk_broker *b, const char *name, char *err, size_t errlen);
 /* source NULL: the same name; state NULL: active. */
 int link_mirror_create(bk_broker *b, const char *topic, const char *link, const char *source,

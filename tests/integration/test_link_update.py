@@ -1,0 +1,177 @@
+"""Changing a cluster link's settings in place: UPDATE cluster_links SET
+config, bootstrap_servers (issue 33 Deliver 1; daemon/link/link.c K16, K13;
+daemon/cluster/cluster_links.c L5, L8).
+
+What a user checks: the source's SCRAM password is rotated while a producer
+writes to a mirrored topic; the link's last_error names the refused login;
+an UPDATE of the link's config with the new password makes mirroring go on:
+every source batch is in the mirror at the same offsets, byte for byte,
+nothing twice, the mirror's state unchanged; an UPDATE that writes the
+config back as SELECT shows it ([hidden] for the password) keeps the
+password; a bad UPDATE gets INSERT's error text and the link runs on; the
+passwords are never shown by SQL nor logged.
+"""
+import os
+import re
+import secrets
+import threading
+
+from confluent_kafka import Producer
+
+from sasl_support import add_user, ck_sasl
+from conftest import Broker, free_port
+from support import ck_conf, topic_name
+from test_link import assert_same, batches, mirror, mirror_state, rows, sql, sql_ok, until
+
+MECH = "SCRAM-SHA-256"
+
+
+def scram_source(tmp_path):
+    """A source with a SASL_PLAINTEXT SCRAM listener, which the link uses
+    (sessions end every 2 s, connections.max.reauth.ms: a rotated password
+    shows within that), and a PLAINTEXT one the test reads batches from."""
+    port = free_port()
+    src = Broker(str(tmp_path / "src"), {
+        "admin.listeners": "http://127.0.0.1:%d" % free_port(),
+        "sasl.enabled.mechanisms": MECH,
+        "connections.max.reauth.ms": "2000"})
+    lst = "PLAINTEXT://127.0.0.1:%d,SASL_PLAINTEXT://127.0.0.1:%d" % (src.port, port)
+    src.overrides["listeners"] = lst
+    src.overrides["advertised.listeners"] = lst
+    src.sasl_bootstrap = "127.0.0.1:%d" % port
+    os.makedirs(src.workdir, exist_ok=True)
+    return src.start()
+
+
+def link_config(password, *extra):
+    return "\n".join(("security.protocol=SASL_PLAINTEXT", "sasl.mechanism=" + MECH,
+                      "sasl.username=alice", "sasl.password=" + password,
+                      "reconnect.backoff.ms=200", "reconnect.backoff.max.ms=1000") + extra)
+
+
+def quoted(s):
+    return "'%s'" % s.replace("'", "''")
+
+
+def last_error(dest):
+    return rows(sql_ok(dest, "SELECT last_error FROM cluster_links WHERE name = 's'"))[0][0]
+
+
+class Writer(threading.Thread):
+    """A producer (user writer) on the source until stopped; counts acks."""
+
+    def __init__(self, src, topic, password):
+        super().__init__(daemon=True)
+        conf = ck_conf(src, **ck_sasl(MECH, "writer", password), **{"linger.ms": 5})
+        conf["bootstrap.servers"] = src.sasl_bootstrap
+        self.p = Producer(conf)
+        self.topic, self.stop, self.acked, self.failed = topic, threading.Event(), 0, 0
+
+    def _done(self, err, _msg):
+        if err:
+            self.failed += 1
+        else:
+            self.acked += 1
+
+    def run(self):
+        i = 0
+        while not self.stop.is_set():
+            self.p.produce(self.topic, value=b"m%d " % i * (1 + i % 7), partition=i % 2,
+                           on_delivery=self._done)
+            self.p.poll(0)
+            i += 1
+            self.stop.wait(0.005)
+        assert self.p.flush(30) == 0
+
+    def end(self):
+        self.stop.set()
+        self.join(40)
+        assert not self.is_alive()
+
+
+def select_everything(dest):
+    """Every column of every link view, as text."""
+    return "".join(str(sql_ok(dest, "SELECT * FROM %s" % v))
+                   for v in ("cluster_links", "mirror_topics", "mirror_partitions"))
+
+
+def test_a_rotated_scram_password_is_updated_in_place_and_mirroring_goes_on(
+        start_broker, tmp_path):
+    pw1, pw2 = "pw1-" + secrets.token_hex(8), "pw2-" + secrets.token_hex(8)
+    wpw = "w-" + secrets.token_hex(8)
+    src = scram_source(tmp_path)
+    w = None
+    try:
+        add_user(src, "alice", pw1, mechanisms=(MECH,))
+        add_user(src, "writer", wpw, mechanisms=(MECH,))
+        t = topic_name("upd")
+        sql_ok(src, "INSERT INTO topics (name, partitions) VALUES ('%s', 2)" % t)
+        dest = start_broker()
+        sql_ok(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES "
+                     "('s', '%s', %s)" % (src.sasl_bootstrap, quoted(link_config(pw1))))
+        assert mirror(dest, t, link="s")[0] == 200
+        w = Writer(src, t, wpw)
+        w.start()
+        until(lambda: batches(dest, t, 0)[1] > 20, 30, "mirroring under the first password")
+
+        # the source's password changes: the link's next login is refused
+        sql_ok(src, "UPDATE scram_credentials SET password = '%s' WHERE name = 'alice'" % pw2)
+        until(lambda: last_error(dest), 20, "the refused login in last_error")
+        err = last_error(dest)
+        assert "authentication as User:alice failed" in err, err
+        stalled = batches(dest, t, 0)[1]
+
+        # the operator updates the link with the new password
+        assert sql(dest, "UPDATE cluster_links SET config = %s WHERE name = 's'"
+                   % quoted(link_config(pw2)))[0] == 200
+        until(lambda: batches(dest, t, 0)[1] > stalled + 20, 30, "mirroring again")
+        until(lambda: last_error(dest) is None, 20, "last_error cleared")
+        assert mirror_state(dest, t)[0] == "active"
+
+        # written back as SELECT shows it: the password kept, a setting added
+        shown = rows(sql_ok(dest, "SELECT config FROM cluster_links WHERE name = 's'"))[0][0]
+        assert "sasl.password=[hidden]" in shown and pw2 not in shown, shown
+        assert sql(dest, "UPDATE cluster_links SET config = %s WHERE name = 's'"
+                   % quoted(shown + "\nfetch.max.wait.ms=100"))[0] == 200
+        until(lambda: re.search(r"cluster link s updated through SQL: settings changed: "
+                                r"fetch\.max\.wait\.ms;", dest.log_text()), 10, "its log line")
+        mark = batches(dest, t, 1)[1]
+        until(lambda: batches(dest, t, 1)[1] > mark + 20, 30, "mirroring with [hidden] kept")
+        assert last_error(dest) is None
+
+        # bad UPDATEs: INSERT's texts, and the link runs on
+        for col, bad in (("config", quoted(shown + "\nno.such.setting=1")),
+                         ("bootstrap_servers", "'nohost'"),
+                         ("config", quoted(shown + "\nssl.key.password=[hidden]"))):
+            st, upd = sql(dest, "UPDATE cluster_links SET %s = %s WHERE name = 's'" % (col, bad))
+            assert st != 200, upd
+            if "no.such" in bad or "nohost" in bad:
+                boot, cfg = (bad, quoted(shown)) if col == "bootstrap_servers" else \
+                    ("'%s'" % src.sasl_bootstrap, bad)
+                st2, ins = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, "
+                                     "config) VALUES ('other', %s, %s)" % (boot, cfg))
+                assert st2 != 200
+                msg = re.search(r"cluster_links\.[^\"]*", str(upd)).group(0)
+                assert msg in str(ins), (upd, ins)
+            else:
+                assert "stores none for ssl.key.password" in str(upd), upd
+        st, upd = sql(dest, "UPDATE cluster_links SET name = 'renamed' WHERE name = 's'")
+        assert st != 200 and "keeps its name" in str(upd), upd
+        mark = batches(dest, t, 0)[1]
+        until(lambda: batches(dest, t, 0)[1] > mark + 20, 30, "the link running on")
+
+        w.end()
+        print("acked by the source: %d, failed: %d" % (w.acked, w.failed))
+        w = None
+        assert_same(src, dest, t, 2)        # same offsets, byte for byte, nothing twice
+        assert mirror_state(dest, t)[0] == "active"
+        assert last_error(dest) is None
+        everything = select_everything(dest)
+        log = dest.log_text()
+        for pw in (pw1, pw2):
+            assert pw not in everything and pw not in log
+        assert len(re.findall(r"cluster link s updated through SQL", log)) == 2, log[-3000:]
+    finally:
+        if w:
+            w.stop.set()
+        src.kill()
