@@ -170,8 +170,9 @@
  *       settings' names, never a value), and the link is made again with
  *       its mirrors going on under it (K13's link_replace: states kept,
  *       each partition from its own log end, K2).  Cluster mode: published
- *       as an UPDATE (cluster_links.c L6 compare-and-set, L8: a link
- *       deleted meanwhile stays deleted); every broker applies it (K13).
+ *       as an UPDATE (compare-and-set, cluster_links.c L6; a link deleted
+ *       meanwhile stays deleted, cluster_links.c L8); every broker applies
+ *       it (K13).
  *
  * Not built yet (issue 33's later parts):
  *   - K7 keeps later ids off the source's, not earlier ones: a local
@@ -1803,7 +1804,7 @@ static void row_refused(bk_broker *b, const md_link_row *row, const char *why)
 /* K4: rows stored plain (before the encoder) or sealed with an old secret
  * are sealed again with the current one, at start; cluster mode publishes
  * them (cluster_links.c writes over the znode only if it is not already
- * sealed with the current key, and never makes one: L8); the old bytes
+ * sealed with the current key, and never makes one: cluster_links.c L8); the old bytes
  * are scrubbed from the WAL. */
 static void reseal_stale(bk_broker *b)
 {

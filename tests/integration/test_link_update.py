@@ -14,14 +14,21 @@ passwords are never shown by SQL nor logged.
 import os
 import re
 import secrets
+import sqlite3
 import threading
+import time
+from types import SimpleNamespace
+
+import pytest
 
 from confluent_kafka import Producer
 
 from sasl_support import add_user, ck_sasl
 from conftest import Broker, free_port
 from support import ck_conf, topic_name
+from cluster_support import cl_zk_get, make_cluster, wait_for, zk  # noqa: F401
 from test_link import assert_same, batches, mirror, mirror_state, rows, sql, sql_ok, until
+from test_link_dest_cluster import leaders
 
 MECH = "SCRAM-SHA-256"
 
@@ -43,6 +50,27 @@ def scram_source(tmp_path):
     return src.start()
 
 
+@pytest.fixture
+def scram(tmp_path):
+    """The SCRAM source with users alice (the link's, password pw1) and
+    writer (the test's producer), killed at the end."""
+    src = scram_source(tmp_path)
+    try:
+        ns = SimpleNamespace(src=src, pw1="pw1-" + secrets.token_hex(8),
+                             pw2="pw2-" + secrets.token_hex(8), wpw="w-" + secrets.token_hex(8))
+        add_user(src, "alice", ns.pw1, mechanisms=(MECH,))
+        add_user(src, "writer", ns.wpw, mechanisms=(MECH,))
+        yield ns
+    finally:
+        src.kill()
+
+
+def source_topic(src, prefix, partitions):
+    t = topic_name(prefix)
+    sql_ok(src, "INSERT INTO topics (name, partitions) VALUES ('%s', %d)" % (t, partitions))
+    return t
+
+
 def link_config(password, *extra):
     return "\n".join(("security.protocol=SASL_PLAINTEXT", "sasl.mechanism=" + MECH,
                       "sasl.username=alice", "sasl.password=" + password,
@@ -60,8 +88,9 @@ def last_error(dest):
 class Writer(threading.Thread):
     """A producer (user writer) on the source until stopped; counts acks."""
 
-    def __init__(self, src, topic, password):
+    def __init__(self, src, topic, password, partitions=2):
         super().__init__(daemon=True)
+        self.partitions = partitions
         conf = ck_conf(src, **ck_sasl(MECH, "writer", password), **{"linger.ms": 5})
         conf["bootstrap.servers"] = src.sasl_bootstrap
         self.p = Producer(conf)
@@ -76,7 +105,7 @@ class Writer(threading.Thread):
     def run(self):
         i = 0
         while not self.stop.is_set():
-            self.p.produce(self.topic, value=b"m%d " % i * (1 + i % 7), partition=i % 2,
+            self.p.produce(self.topic, value=b"m%d " % i * (1 + i % 7), partition=i % self.partitions,
                            on_delivery=self._done)
             self.p.poll(0)
             i += 1
@@ -96,16 +125,11 @@ def select_everything(dest):
 
 
 def test_a_rotated_scram_password_is_updated_in_place_and_mirroring_goes_on(
-        start_broker, tmp_path):
-    pw1, pw2 = "pw1-" + secrets.token_hex(8), "pw2-" + secrets.token_hex(8)
-    wpw = "w-" + secrets.token_hex(8)
-    src = scram_source(tmp_path)
+        start_broker, scram):
+    src, pw1, pw2, wpw = scram.src, scram.pw1, scram.pw2, scram.wpw
     w = None
     try:
-        add_user(src, "alice", pw1, mechanisms=(MECH,))
-        add_user(src, "writer", wpw, mechanisms=(MECH,))
-        t = topic_name("upd")
-        sql_ok(src, "INSERT INTO topics (name, partitions) VALUES ('%s', 2)" % t)
+        t = source_topic(src, "upd", 2)
         dest = start_broker()
         sql_ok(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES "
                      "('s', '%s', %s)" % (src.sasl_bootstrap, quoted(link_config(pw1))))
@@ -174,4 +198,97 @@ def test_a_rotated_scram_password_is_updated_in_place_and_mirroring_goes_on(
     finally:
         if w:
             w.stop.set()
-        src.kill()
+
+
+# ---- cluster destination -------------------------------------------------------------
+ENCODER = {"password.encoder.secret": "cluster-encoder-secret",
+           "default.replication.factor": "3"}
+
+
+def cluster_rows(b, stmt):
+    return [tuple(r.values()) for r in b.sql(stmt)]
+
+
+def test_an_update_through_one_broker_reaches_every_mirror_leader(make_cluster, scram):  # noqa: F811,E501
+    """A 3-broker destination, the mirror's 6 partitions led by all three;
+    the source's password rotated, the link updated through broker 1: every
+    broker's link logs in again and copies on, each mirror partition holds
+    the source's batches at the same offsets, no mirror was dropped."""
+    src, pw1, pw2, wpw = scram.src, scram.pw1, scram.pw2, scram.wpw
+    w = None
+    try:
+        t = source_topic(src, "updc", 6)
+        dest = make_cluster(3, overrides=ENCODER)
+        b1, b2, b3 = dest.brokers
+        b2.sql("INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES ('s', '%s', "
+               "%s)" % (src.sasl_bootstrap, quoted(link_config(pw1))))
+        wait_for(lambda: all(b.sql("SELECT name FROM cluster_links") for b in dest.brokers),
+                 20, "the link everywhere")
+        b3.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 's')" % t)
+        wait_for(lambda: len(leaders(b1, t)) == 6 and
+                 all(l >= 1 for l, _r in leaders(b1, t).values()), 30, "6 partitions led")
+        lead = {p: l for p, (l, _r) in leaders(b1, t).items()}
+        assert set(lead.values()) == {1, 2, 3}, lead      # every broker copies some
+        w = Writer(src, t, wpw, partitions=6)
+        w.start()
+
+        def copied_past(n):
+            return all(batches(dest.broker(lead[p]), t, p)[1] > n for p in range(6))
+        wait_for(lambda: copied_past(5), 40, "every partition mirrored by its leader")
+
+        sql_ok(src, "UPDATE scram_credentials SET password = '%s' WHERE name = 'alice'" % pw2)
+        wait_for(lambda: all(cluster_rows(b, "SELECT last_error FROM cluster_links")[0][0]
+                             for b in dest.brokers), 20, "every broker's login refused")
+        stalled = max(batches(dest.broker(lead[p]), t, p)[1] for p in range(6))
+        b1.sql("UPDATE cluster_links SET config = %s WHERE name = 's'"
+               % quoted(link_config(pw2)))
+        wait_for(lambda: copied_past(stalled + 10), 40, "every leader copying again")
+        wait_for(lambda: all(cluster_rows(b, "SELECT last_error FROM cluster_links") ==
+                             [(None,)] for b in dest.brokers), 20, "last_error cleared")
+        w.end()
+        w = None
+        for p in range(6):
+            want, hw = batches(src, t, p)
+            b = dest.broker(lead[p])
+            wait_for(lambda b=b, p=p, hw=hw: batches(b, t, p)[1] == hw, 30, "%s-%d" % (t, p))
+            got, _ = batches(b, t, p)
+            assert [g.ident for g in got] == [x.ident for x in want]
+            assert [g.raw for g in got] == [x.raw for x in want]
+        for b in dest.brokers:
+            assert cluster_rows(b, "SELECT state FROM mirror_topics") == [("active",)]
+            log = b.log_text()
+            assert "its row went or changed" not in log, b.broker_id
+            assert pw1 not in log and pw2 not in log
+            if b is not b1:
+                assert "cluster link s: its settings changed on another broker" in log
+    finally:
+        if w:
+            w.stop.set()
+
+
+def test_a_reseal_at_start_does_not_bring_back_a_link_deleted_meanwhile(make_cluster, scram):  # noqa: F811,E501
+    """Broker 3 stopped; the link deleted through broker 1; broker 3's row
+    made plain as an older Sluice stored it; broker 3 started: its reseal
+    does not make the znode again, and the link stays deleted everywhere."""
+    src = scram.src
+    dest = make_cluster(3, overrides=ENCODER)
+    b1, b2, b3 = dest.brokers
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES ('s', '%s', "
+           "%s)" % (src.sasl_bootstrap, quoted(link_config("pw"))))
+    wait_for(lambda: all(b.sql("SELECT name FROM cluster_links") for b in dest.brokers),
+             20, "the link everywhere")
+    b3.stop()
+    b1.sql("DELETE FROM cluster_links WHERE name = 's'")
+    wait_for(lambda: not b2.sql("SELECT name FROM cluster_links"), 20, "deleted on 2")
+    db = sqlite3.connect(os.path.join(b3.data_dir, "sluice.db"))
+    db.execute("UPDATE cluster_links SET secrets = 'sasl.password=pw\n' WHERE name = 's'")
+    db.commit()
+    db.close()
+    b3.start()
+    time.sleep(3)                               # a reseal's write lands, if any
+    path = "/sluice/cluster_links/s"
+    for b in dest.brokers:
+        wait_for(lambda b=b: not b.sql("SELECT name FROM cluster_links"), 15,
+                 "broker %d: no link" % b.broker_id)
+    assert cl_zk_get(dest.zk_connect, path) is None
+    assert "secret settings sealed with password.encoder.secret" in b3.log_text()
