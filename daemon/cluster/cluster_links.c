@@ -195,8 +195,9 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
               : md_link_put(b->db, row, bk_now_ms(), err, sizeof err)) != 0)
         BK_ERROR("cluster link %s from ZooKeeper: cannot store it: %s", name, err);
     else
-        BK_INFO("cluster link %s %s from ZooKeeper: source %s", name,
-                have ? "settings changed" : "applied", bs);
+        BK_INFO("cluster link %s %s from ZooKeeper: source %s%s", name,
+                have ? "replaced" : "applied", bs,
+                have ? " (its settings changed; its mirror topics kept)" : "");
     memset(row, 0, sizeof *row);
     free(row);
     changed(b);
