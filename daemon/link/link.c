@@ -207,7 +207,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define LK_MASK "[hidden]"
+#define LK_MASK LINK_MASK
 
 #define LK_MARKER_TIMEOUT_MS 30000      /* a failover's ABORT markers */
 
@@ -1383,6 +1383,51 @@ static int link_replace(lk_set *s, lk_link *l, lk_link *nl)
     return n;
 }
 
+_Static_assert(LINK_CONFIG_KEPT_MAX >= sizeof ((md_link_row *)0)->config +
+               sizeof ((md_link_row *)0)->secrets, "a config with its secrets kept fits");
+
+/* K16: name's row (*had, in *rows, n of them) and its secret lines opened
+ * into plain (sizeof secrets; "" when they do not open, K4: every secret
+ * given again repairs the link). */
+static int kept_row(bk_broker *b, const char *name, md_link_row **rows, size_t *n,
+                    md_link_row **had, char *plain, char *err, size_t errlen)
+{
+    bool stale;
+    *had = NULL;
+    plain[0] = 0;
+    if (md_link_list(b->db, rows, n, err, errlen) != 0)
+        return KP_UNKNOWN_SERVER_ERROR;
+    for (size_t i = 0; name && i < *n && !*had; i++)
+        if (!strcmp((*rows)[i].name, name))
+            *had = &(*rows)[i];
+    if (!*had) {
+        snprintf(err, errlen, "unknown cluster link '%s'", name ? name : "NULL");
+        return KP_INVALID_REQUEST;
+    }
+    if (row_secrets(b, *had, plain, &stale, err, errlen) != 0)
+        plain[0] = 0;
+    return KP_NONE;
+}
+
+int link_config_kept(bk_broker *b, const char *name, const char *config, char *out, size_t cap,
+                     char *err, size_t errlen)
+{
+    md_link_row *rows = NULL, *had;
+    size_t n = 0;
+    char plain[sizeof rows->secrets];
+    bool tls_kept;
+    int rc = need_set(b, err, errlen);
+    if (rc == KP_NONE)
+        rc = kept_row(b, name, &rows, &n, &had, plain, err, errlen);
+    if (rc == KP_NONE)
+        rc = masked_kept(name, config, plain, out, cap, &tls_kept, err, errlen);
+    OPENSSL_cleanse(plain, sizeof plain);     /* K4 */
+    if (rows)
+        OPENSSL_cleanse(rows, n * sizeof *rows);
+    free(rows);
+    return rc;
+}
+
 static void link_sync(bk_broker *b);
 
 /* UPDATE cluster_links (K16). */
@@ -1398,31 +1443,19 @@ int link_update(bk_broker *b, const char *name, const char *bootstrap, const cha
     struct upd {
         md_link_row row;
         char plain[sizeof rows->secrets], now[sizeof rows->secrets];
-        char merged[sizeof rows->config + sizeof rows->secrets];
+        char merged[LINK_CONFIG_KEPT_MAX];
         char changed[1024];
     } *u = calloc(1, sizeof *u);
-    if (!u || md_link_list(b->db, &rows, &n, err, errlen) != 0) {
-        if (!u)
-            snprintf(err, errlen, "out of memory");
-        free(u);
+    if (!u) {
+        snprintf(err, errlen, "out of memory");
         return KP_UNKNOWN_SERVER_ERROR;
     }
-    for (size_t i = 0; name && i < n && !had; i++)
-        if (!strcmp(rows[i].name, name))
-            had = &rows[i];
     lk_link *l = name ? link_find(s, name) : NULL, *nl = NULL;
     bool stale, tls_kept = false;
-    if (!had) {
-        snprintf(err, errlen, "unknown cluster link '%s'", name ? name : "NULL");
-        rc = KP_INVALID_REQUEST;
-    } else {
-        /* Secrets that do not open (K4) keep nothing: all given again
-         * repair the link (l NULL: it was not started). */
-        if (row_secrets(b, had, u->plain, &stale, err, errlen) != 0)
-            u->plain[0] = 0;
+    rc = kept_row(b, name, &rows, &n, &had, u->plain, err, errlen);
+    if (rc == KP_NONE)
         rc = masked_kept(name, config, u->plain, u->merged, sizeof u->merged, &tls_kept, err,
                          errlen);
-    }
     if (rc == KP_NONE)
         rc = link_build(b, name, bootstrap, u->merged, tls_kept ? NULL : tls, tls_kept,
                         &u->row, &nl, err, errlen);
