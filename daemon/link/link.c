@@ -159,11 +159,14 @@
  *       the cluster does not hold.  Other states are taken first and
  *       published after (K6), the cluster's rules applied then.
  *   K16. UPDATE cluster_links SET bootstrap_servers, config (link_update):
- *       the new settings pass INSERT's checks with its texts (link_build;
- *       the certificate files read off the loop as INSERT's are, or, when
- *       a secret ssl.* setting is kept, at the first connect: link_conn.c
- *       C7) and are sealed as INSERT's (K4); a secret written back as
- *       SELECT shows it (k=[hidden]) keeps its stored value.  A refused
+ *       the new settings pass INSERT's checks with its texts (link_build)
+ *       and are sealed as INSERT's (K4); a secret written back as SELECT
+ *       shows it (k=[hidden]) keeps its stored value.  The certificate
+ *       files are read off the loop as INSERT's are: the SQL worker first
+ *       has the loop fill the kept values in (link_config_kept; it holds
+ *       them open as it holds an INSERT's text, and cleanses them), then
+ *       reads the files with the whole config (a caller without that
+ *       worker: read at the first connect, link_conn.c C7).  A refused
  *       UPDATE changes nothing: the link runs on.  The row is changed in
  *       place (name, state, created_at kept; last_error cleared: the new
  *       connection tells its own), one log line names what changed (the
