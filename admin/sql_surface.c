@@ -327,6 +327,22 @@ static const char surface_sql[] =
     "CREATE TEMP TRIGGER cluster_links_insert INSTEAD OF INSERT ON cluster_links BEGIN\n"
     "  SELECT sluice_link_create(NEW.name, NEW.bootstrap_servers, NEW.config, NEW.state,\n"
     "         NEW.last_error, NEW.created_at);\nEND;\n"
+    /* A link's settings changed in place (link.c K16): its name stays,
+     * the broker's columns are its own. */
+    "CREATE TEMP TRIGGER cluster_links_update INSTEAD OF UPDATE ON cluster_links BEGIN\n"
+    "  SELECT RAISE(ABORT, 'cluster_links: only bootstrap_servers and config can be "
+    "changed; a link keeps its name (DELETE it and INSERT another), and state, last_error "
+    "and the sync columns are the broker own')\n"
+    "   WHERE OLD.name IS NOT NEW.name OR OLD.state IS NOT NEW.state\n"
+    "      OR OLD.last_error IS NOT NEW.last_error OR OLD.created_at IS NOT NEW.created_at\n"
+    "      OR OLD.offsets_synced_at IS NOT NEW.offsets_synced_at\n"
+    "      OR OLD.groups_synced IS NOT NEW.groups_synced\n"
+    "      OR OLD.sync_error IS NOT NEW.sync_error\n"
+    "      OR OLD.topics_skipped IS NOT NEW.topics_skipped;\n"
+    "  SELECT sluice_link_update(OLD.name, NEW.bootstrap_servers, NEW.config)\n"
+    "   WHERE OLD.bootstrap_servers IS NOT NEW.bootstrap_servers\n"
+    "      OR OLD.config IS NOT NEW.config;\n"
+    "END;\n"
     "CREATE TEMP TRIGGER cluster_links_delete INSTEAD OF DELETE ON cluster_links BEGIN\n"
     "  SELECT sluice_link_delete(OLD.name);\nEND;\n"
     "CREATE TEMP TRIGGER mirror_topics_insert INSTEAD OF INSERT ON mirror_topics BEGIN\n"
@@ -443,8 +459,6 @@ static const struct { const char *view, *op, *why; } refusals[] = {
       "of the new one" },
     { "committed_offsets", "DELETE", "committed_offsets: to forget the offsets of a group, "
       "DELETE FROM consumer_groups" },
-    { "cluster_links", "UPDATE", "cluster_links: the settings of a link cannot be changed yet; "
-      "DELETE it and INSERT it again (its mirror topics first)" },
     { "mirror_partitions", NULL, "mirror_partitions is read-only: it shows each mirror "
       "partition lag; drive a mirror with UPDATE mirror_topics SET state" },
 };
@@ -975,6 +989,19 @@ static void fn_link_create(sqlite3_context *ctx, int argc, sqlite3_value **v)
     do_write(ctx, &w);
 }
 
+/* (name, bootstrap_servers, config) */
+static void fn_link_update(sqlite3_context *ctx, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    if (!need_text(ctx, v[1], "cluster_links.bootstrap_servers"))
+        return;
+    if (sqlite3_value_type(v[2]) != SQLITE_NULL && !need_text(ctx, v[2], "cluster_links.config"))
+        return;
+    sq_write w = { .op = SQ_LINK_UPDATE, .s1 = arg_text(v[0]), .s2 = arg_text(v[1]),
+                   .s3 = arg_text(v[2]) };
+    do_write(ctx, &w);
+}
+
 static void fn_link_delete(sqlite3_context *ctx, int argc, sqlite3_value **v)
 {
     (void)argc;
@@ -1057,6 +1084,7 @@ static const struct {
     { "sluice_schema_delete", 4, fn_schema_delete, true },
     { "sluice_subject_set", 3, fn_subject_set, true },
     { "sluice_link_create", 6, fn_link_create, true },
+    { "sluice_link_update", 3, fn_link_update, true },
     { "sluice_link_delete", 1, fn_link_delete, true },
     { "sluice_mirror_create", 5, fn_mirror_create, true },
     { "sluice_mirror_delete", 1, fn_mirror_delete, true },

@@ -142,6 +142,8 @@ enum sq_op {
     SQ_SCHEMA_DELETE,      /* s1 subject, i1 version (0: the subject), i2 permanent (1) */
     SQ_SUBJECT_CONFIG,     /* s1 subject, s2 level or mode (NULL: clear), i1 1: mode */
     SQ_LINK_CREATE,        /* s1 name, s2 bootstrap servers, s3 config lines */
+    SQ_LINK_UPDATE,        /* s1 name, s2 bootstrap servers, s3 config lines */
+    SQ_LINK_KEPT,          /* the worker's own (sql_worker.c): s1 name, s3 config lines */
     SQ_LINK_DELETE,        /* s1 name */
     SQ_MIRROR_CREATE,      /* s1 topic, s2 link, s3 source topic (NULL: s1), s4 state */
     SQ_MIRROR_DELETE,      /* s1 topic */

@@ -92,6 +92,8 @@ typedef struct sq_wreq {
     uint8_t salt[BK_SASL_SALT], salted[SCRAM_MAX_KEY];
     size_t salted_len;
     lk_tls_pre tls;                   /* SQ_LINK_CREATE: its files read by the worker */
+    char *kept;                       /* SQ_LINK_KEPT: the config with its kept secrets */
+    size_t kept_cap;
 } sq_wreq;
 
 /* apply_write's "answered later, when the write is durable". */
@@ -496,6 +498,8 @@ static int apply_write(bk_broker *b, const sq_write *w, lk_tls_pre *tls, bk_topi
         return acl_write(b, w, op, err, errlen);
     case SQ_LINK_CREATE:
         return link_create(b, w->s1, w->s2, w->s3, tls, err, errlen);
+    case SQ_LINK_UPDATE:
+        return link_update(b, w->s1, w->s2, w->s3, tls, err, errlen);
     case SQ_LINK_DELETE:
         return link_delete(b, w->s1, err, errlen);
     case SQ_MIRROR_CREATE:
@@ -512,6 +516,7 @@ static int apply_write(bk_broker *b, const sq_write *w, lk_tls_pre *tls, bk_topi
     case SQ_SCHEMA_REGISTER:
     case SQ_SCHEMA_DELETE:
     case SQ_SUBJECT_CONFIG:
+    case SQ_LINK_KEPT:
         break;                        /* on_writes: their own paths */
     }
     return KP_INVALID_REQUEST;
@@ -689,6 +694,8 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
                : r->w->op == SQ_SCRAM_SET || r->w->op == SQ_SCRAM_DELETE ? scram_write(a, r)
                : r->w->op == SQ_TXN_ABORT ? txn_abort(a, r)
+               : r->w->op == SQ_LINK_KEPT ? link_config_kept(a->b, r->w->s1, r->w->s3, r->kept,
+                                                             r->kept_cap, r->err, r->errlen)
                : r->w->op == SQ_SCHEMA_REGISTER || r->w->op == SQ_SCHEMA_DELETE ||
                  r->w->op == SQ_SUBJECT_CONFIG ? schema_write(a, r)
                : topic_write(a, r);
@@ -700,37 +707,81 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
 /* The job a worker thread runs (job_run): whose statement writes. */
 static __thread const sq_job *my_job;
 
+/* Worker side: hands r to the loop and waits for its verdict. */
+static int loop_verdict(struct bk_admin *a, sq_wreq *r)
+{
+    pthread_cond_init(&r->cv, NULL);
+    pthread_mutex_lock(&a->mu);
+    if (a->stopping) {
+        pthread_mutex_unlock(&a->mu);
+        pthread_cond_destroy(&r->cv);
+        snprintf(r->err, r->errlen, "the broker is shutting down");
+        return KP_BROKER_NOT_AVAILABLE;
+    }
+    r->next = a->writes;
+    a->writes = r;
+    event_active(a->write_ev, EV_READ, 0);
+    while (!r->done)
+        pthread_cond_wait(&r->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+    pthread_cond_destroy(&r->cv);
+    return r->rc;
+}
+
+/* UPDATE cluster_links whose config keeps secrets as SELECT shows them
+ * (link.c K16): the loop gives their stored values first, so that the
+ * certificate files are read here with the whole config, as an INSERT's. */
+static int link_kept(struct bk_admin *a, const sq_write *w, sq_write *upd, char **kept,
+                     char *err, size_t errlen)
+{
+    *kept = NULL;
+    if (w->op != SQ_LINK_UPDATE || !w->s3 || !strstr(w->s3, LINK_MASK))
+        return KP_NONE;
+    size_t cap = LINK_CONFIG_KEPT_MAX;
+    sq_write k = { .op = SQ_LINK_KEPT, .s1 = w->s1, .s3 = w->s3 };
+    sq_wreq r = { .w = &k, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR,
+                  .job = my_job, .kept = calloc(1, cap), .kept_cap = cap };
+    if (!r.kept) {
+        snprintf(err, errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    int rc = loop_verdict(a, &r);
+    if (rc != KP_NONE) {
+        OPENSSL_cleanse(r.kept, cap);
+        free(r.kept);
+        return rc;
+    }
+    *upd = *w;
+    upd->s3 = *kept = r.kept;
+    return KP_NONE;
+}
+
 /* Worker side: hands w to the loop and waits for its verdict. */
 static int worker_write(void *arg, const sq_write *w, char *err, size_t errlen)
 {
     struct bk_admin *a = arg;
+    sq_write upd;
+    char *kept;
+    int rc = link_kept(a, w, &upd, &kept, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    if (kept)
+        w = &upd;
     sq_wreq r = { .w = w, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR,
                   .job = my_job };
     if (w->op == SQ_SCRAM_SET)       /* the PBKDF2 here, not on the loop */
         r.salted_len = sec_sasl_salt(w->s2, w->s3, w->i1 < 0 ? SCRAM_DEFAULT_ITERATIONS : w->i1,
                                     r.salt, r.salted);
-    if (w->op == SQ_LINK_CREATE)     /* its certificate files here, not on the loop */
+    if (w->op == SQ_LINK_CREATE || w->op == SQ_LINK_UPDATE)   /* its files here, not the loop */
         link_tls_prepare(w->s3, &r.tls);
-    pthread_cond_init(&r.cv, NULL);
-    pthread_mutex_lock(&a->mu);
-    if (a->stopping) {
-        pthread_mutex_unlock(&a->mu);
-        pthread_cond_destroy(&r.cv);
-        OPENSSL_cleanse(r.salted, sizeof r.salted);
-        link_tls_pre_free(&r.tls);
-        snprintf(err, errlen, "the broker is shutting down");
-        return KP_BROKER_NOT_AVAILABLE;
-    }
-    r.next = a->writes;
-    a->writes = &r;
-    event_active(a->write_ev, EV_READ, 0);
-    while (!r.done)
-        pthread_cond_wait(&r.cv, &a->mu);
-    pthread_mutex_unlock(&a->mu);
-    pthread_cond_destroy(&r.cv);
+    rc = loop_verdict(a, &r);
     OPENSSL_cleanse(r.salted, sizeof r.salted);
     link_tls_pre_free(&r.tls);        /* unless the link took it over */
-    return r.rc;
+    if (kept) {
+        OPENSSL_cleanse(kept, LINK_CONFIG_KEPT_MAX);
+        free(kept);
+    }
+    return rc;
 }
 
 /* ---- workers --------------------------------------------------------------------------- */

@@ -89,6 +89,22 @@ int md_link_secrets_set(md_db *db, const char *name, const char *secrets, char *
     return rc;
 }
 
+int md_link_settings_set(md_db *db, const md_link_row *l, char *err, size_t errlen)
+{
+    const char *v[] = { l->name, l->bootstrap, l->config, l->secrets };
+    /* As md_link_secrets_set: the old sealed secrets zeroed in the page;
+     * last_error goes with the old settings (the new connection tells). */
+    int was = pragma_secure_delete(db, 1);
+    if (was < 0)
+        return md_sqlerr(db, err, errlen, "secure_delete");
+    int rc = exec_texts(db, "UPDATE cluster_links SET bootstrap_servers = ?2, config = ?3, "
+                        "secrets = ?4, last_error = NULL WHERE name = ?1", v, 4, 0, err,
+                        errlen);
+    if (was != 1)
+        pragma_secure_delete(db, was);
+    return rc;
+}
+
 int md_scrub_wal(md_db *db, char *err, size_t errlen)
 {
     int log = -1, ck = -1;

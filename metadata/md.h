@@ -615,6 +615,9 @@ typedef struct md_mirror_row {
 } md_mirror_row;
 int md_link_put(md_db *db, const md_link_row *l, int64_t now_ms, char *err, size_t errlen);
 int md_link_delete(md_db *db, const char *name, char *err, size_t errlen);
+/* A link's bootstrap servers, config and (sealed) secrets replaced in its row
+ * (UPDATE cluster_links), its last_error cleared; state and created_at kept. */
+int md_link_settings_set(md_db *db, const md_link_row *l, char *err, size_t errlen);
 /* A link's secrets replaced (sealed again, daemon/security/sec_pwenc.c P6)
  * with SQLite's secure_delete on, so the old bytes are zeroed in the page. */
 int md_link_secrets_set(md_db *db, const char *name, const char *secrets, char *err,

@@ -22,7 +22,7 @@
  * where the SQL statement ran has stored the row in its own SQLite
  * already (link.c), so it serves it at once; it then writes the row from
  * there to its znode (read it, then set at the version read: L6; never
- * created but by an INSERT or a reseal: L8), or deletes the znode when
+ * created but by an INSERT: L8), or deletes the znode when
  * the row is gone.  An INSERT's row is created only: a znode there
  * already (another broker's INSERT of the same name at the same time)
  * wins, and is applied here (L5), with an error in the log.  Apply half:
@@ -45,11 +45,12 @@
  *       read before its link's is skipped, and each link applied lists the
  *       mirrors again.
  *   L5. A row is compared whole: a link whose bootstrap.servers, config or
- *       secrets differ (deleted and created again while this broker was
- *       away, or created on two brokers at once) replaces the local row,
- *       its mirrors' rows dropped first (they come back from their znodes,
- *       L4); a mirror of another link or source topic likewise.  A mirror
- *       promoted, failed_over or failed never takes another state.
+ *       secrets differ (an UPDATE, link.c K16; deleted and created again
+ *       while this broker was away, or created on two brokers at once)
+ *       changes the local row in place, its mirrors' rows kept (a mirror
+ *       whose znode went is dropped by its own watch, or by L2's resync);
+ *       a mirror of another link or source topic replaces the local row.
+ *       A mirror promoted, failed_over or failed never takes another state.
  *   L6. A write is a compare-and-set: the znode is read, the rules applied
  *       to what it holds (nothing written when it says the same; a mirror
  *       whose znode is in a terminal state keeps it, and the writer takes
@@ -75,9 +76,11 @@
  *       answers an error naming it).  So no broker ever holds a terminal
  *       state ZooKeeper does not, and two terminal states racing end in
  *       one everywhere.
- *   L8. A znode is made only by an INSERT's publish (and by a reseal at
- *       start, link.c K4): an UPDATE's finding none (another broker's
- *       DELETE came between) writes nothing, so a delete is never undone.
+ *   L8. A znode is made only by an INSERT's publish: an UPDATE's or a
+ *       reseal's (at start, link.c K4) finding none (another broker's
+ *       DELETE came between, or while this broker was down) writes
+ *       nothing, so a delete is never undone; a reseal's drops the row
+ *       here too (L2), and the link stops (link.c K13).
  *
  * A promotion's facts (link.c K11): /sluice/mirror_caught_up/<topic id
  * hex>.<partition>.<leader epoch>, empty znodes a mirror partition's
@@ -156,7 +159,7 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
         BK_ERROR("zookeeper: %s/%s: no bootstrap.servers; ignored", LINKS, name);
         return;
     }
-    if (!kv || have) {
+    if (!kv) {
         /* Its mirrors went before it (link.c refuses otherwise): rows a
          * missed watch left go first, for the foreign key (L2). */
         md_mirror_row *ms = NULL;
@@ -170,11 +173,9 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
         if (have && md_link_delete(b->db, name, err, sizeof err) != 0)
             BK_ERROR("cluster link %s: cannot delete its row: %s", name, err);
         else if (have)
-            BK_INFO("cluster link %s %s from ZooKeeper", name, kv ? "replaced" : "deleted");
-        if (!kv) {
-            changed(b);
-            return;
-        }
+            BK_INFO("cluster link %s deleted from ZooKeeper", name);
+        changed(b);
+        return;
     }
     md_link_row *row = calloc(1, sizeof *row);
     const char *bs = kv_get(kv, n, "bootstrap.servers"), *st = kv_get(kv, n, "state");
@@ -189,10 +190,14 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
     snprintf(row->config, sizeof row->config, "%s", or_empty(kv_get(kv, n, "config")));
     snprintf(row->secrets, sizeof row->secrets, "%s", or_empty(kv_get(kv, n, "secrets")));
     snprintf(row->state, sizeof row->state, "%s", st ? st : "active");
-    if (md_link_put(b->db, row, bk_now_ms(), err, sizeof err) != 0)
+    /* L5: a row here changes in place, its mirrors' rows kept (link.c K13) */
+    if ((have ? md_link_settings_set(b->db, row, err, sizeof err)
+              : md_link_put(b->db, row, bk_now_ms(), err, sizeof err)) != 0)
         BK_ERROR("cluster link %s from ZooKeeper: cannot store it: %s", name, err);
     else
-        BK_INFO("cluster link %s applied from ZooKeeper: source %s", name, bs);
+        BK_INFO("cluster link %s %s from ZooKeeper: source %s%s", name,
+                have ? "replaced" : "applied", bs,
+                have ? " (its settings changed; its mirror topics kept)" : "");
     memset(row, 0, sizeof *row);
     free(row);
     changed(b);
@@ -506,8 +511,13 @@ static void on_read(bk_broker *b, const zk_result *r, void *arg)
         return;
     }
     if (r->rc == ZNONODE) {
-        cl_zk_create(b->zk, p->path, (const char *)p->json.data, (int)p->json.len, 0, on_write,
-                     p);
+        /* L8: a reseal at start replaces a znode, never makes one: the link
+         * was deleted on another broker while this one was down, and its
+         * row goes here as a watch would have dropped it (L2). */
+        BK_WARN("%s was deleted on another broker while this one was away; its row (sealed "
+                "again at start) is dropped here, not published", p->path);
+        apply_link(b, p->name, NULL, 0);
+        pub_end(p, -1);
         return;
     }
     if (r->rc != ZOK) {

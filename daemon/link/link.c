@@ -57,7 +57,10 @@
  *       row's sealed text is what travels and is compared (K13 sums the
  *       opened text, so sealing again changes nothing).  A row from before
  *       (plain) or sealed with password.encoder.old.secret is sealed again
- *       at start (reseal_stale, which then scrubs the WAL).  Cluster
+ *       at start (reseal_stale, which then scrubs the WAL; cluster mode
+ *       publishes it over the znode, never making one: a link deleted on
+ *       another broker while this one was down is dropped here,
+ *       cluster_links.c L8).  Cluster
  *       mode refuses a link with secrets without password.encoder.secret;
  *       a row that does not open (wrong or missing secret) leaves the link
  *       stopped, with the reason in the log and in cluster_links.last_error.
@@ -140,10 +143,12 @@
  *       leader epoch is above the log's already, that costs only the
  *       assignment at the log end, else one more raise.
  *   K13. A row applied from another broker is compared whole: a link whose
- *       bootstrap.servers or settings differ from the row (deleted and
- *       created again while this broker was away) is made again with its
- *       mirrors; a mirror in promoted, failed_over or failed never takes
- *       another state from a row (cluster_links.c applies none either).
+ *       bootstrap.servers or settings differ from the row (an UPDATE, K16;
+ *       deleted and created again while this broker was away) is made
+ *       again from it and its mirrors go on under it (link_replace: not
+ *       dropped; those whose rows went are dropped by their own rows); a
+ *       mirror in promoted, failed_over or failed never takes another
+ *       state from a row (cluster_links.c applies none either).
  *   K15. Cluster mode: a terminal state (promoted, failed_over, failed) is
  *       proposed, not taken (mirror_finish; cluster_links.c L9): ZooKeeper
  *       takes it by compare-and-set first, and this broker takes it only
@@ -153,6 +158,24 @@
  *       never acts on (ABORT markers, epochs) nor reports a terminal state
  *       the cluster does not hold.  Other states are taken first and
  *       published after (K6), the cluster's rules applied then.
+ *   K16. UPDATE cluster_links SET bootstrap_servers, config (link_update):
+ *       the new settings pass INSERT's checks with its texts (link_build)
+ *       and are sealed as INSERT's (K4); a secret written back as SELECT
+ *       shows it (k=[hidden]) keeps its stored value.  The certificate
+ *       files are read off the loop as INSERT's are: the SQL worker first
+ *       has the loop fill the kept values in (link_config_kept; it holds
+ *       them open as it holds an INSERT's text, and cleanses them), then
+ *       reads the files with the whole config (a caller without that
+ *       worker: read at the first connect, link_conn.c C7).  A refused
+ *       UPDATE changes nothing: the link runs on.  The row is changed in
+ *       place (name, state, created_at kept; last_error cleared: the new
+ *       connection tells its own), one log line names what changed (the
+ *       settings' names, never a value), and the link is made again with
+ *       its mirrors going on under it (K13's link_replace: states kept,
+ *       each partition from its own log end, K2).  Cluster mode: published
+ *       as an UPDATE (compare-and-set, cluster_links.c L6; a link deleted
+ *       meanwhile stays deleted, cluster_links.c L8); every broker applies
+ *       it (K13).
  *
  * Not built yet (issue 33's later parts):
  *   - K7 keeps later ids off the source's, not earlier ones: a local
@@ -187,7 +210,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define LK_MASK "[hidden]"
+#define LK_MASK LINK_MASK
 
 #define LK_MARKER_TIMEOUT_MS 30000      /* a failover's ABORT markers */
 
@@ -1120,28 +1143,30 @@ void link_tls_pre_free(lk_tls_pre *p)
     p->ctx = NULL;
 }
 
-int link_create(bk_broker *b, const char *name, const char *bootstrap, const char *config,
-                lk_tls_pre *tls, char *err, size_t errlen)
+/* Takes l out of s's list (not freed). */
+static void link_unlist(lk_set *s, lk_link *l)
+{
+    for (lk_link **pp = &s->links; *pp; pp = &(*pp)->next)
+        if (*pp == l) {
+            *pp = l->next;
+            break;
+        }
+}
+
+/* INSERT's and UPDATE's checks of a link's settings, with the same texts:
+ * row filled (secrets sealed, K4) and *out made from it, first in s's
+ * list (the caller stores the row, or takes *out out again).  tls:
+ * link_tls_prepare's for config (read off the loop), or NULL with
+ * tls_later (link_conn.c C7 reads them off the loop at the first connect,
+ * and a problem shows in last_error); never read here, on the loop. */
+static int link_build(bk_broker *b, const char *name, const char *bootstrap, const char *config,
+                      lk_tls_pre *tls, bool tls_later, md_link_row *row, lk_link **out,
+                      char *err, size_t errlen)
 {
     lk_set *s = set_of(b);
-    int rc = need_set(b, err, errlen);
-    if (rc != KP_NONE)
-        return rc;
-    if (!name || md_topic_name_check(name, strlen(name), err, errlen) != KP_NONE) {
-        snprintf(err, errlen, "cluster_links.name: 1 to 249 characters of [a-zA-Z0-9._-]");
-        return KP_INVALID_REQUEST;
-    }
-    if (link_find(s, name)) {
-        snprintf(err, errlen, "cluster link '%s' already exists", name);
-        return KP_INVALID_REQUEST;
-    }
-    md_link_row *row = calloc(1, sizeof *row);
-    if (!row) {
-        snprintf(err, errlen, "out of memory");
-        return KP_UNKNOWN_SERVER_ERROR;
-    }
     char host[256], plain[sizeof row->secrets];   /* K4: only sealed in the row */
-    int port, nboot;
+    int port, nboot, rc;
+    *out = NULL;
     snprintf(row->name, sizeof row->name, "%s", name);
     snprintf(row->state, sizeof row->state, "active");
     if (bootstrap && strlen(bootstrap) >= sizeof row->bootstrap) {
@@ -1171,24 +1196,309 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
         } else if (l->tls && tls && tls->rc != KP_NONE) {
             rc = tls->rc;                /* a file unreadable (read off the loop) */
             snprintf(err, errlen, "%s", tls->err);
-        } else if (l->tls && !l->tls_ctx) {
+        } else if (l->tls && !tls_later && !l->tls_ctx) {
             /* link_conn.c C7: the files are never read on the loop */
             snprintf(err, errlen, "cannot read the TLS certificate files off the loop (out "
                      "of memory)");
             rc = KP_UNKNOWN_SERVER_ERROR;
-        } else if (md_link_put(b->db, row, bk_now_ms(), err, errlen) != 0)
-            rc = KP_UNKNOWN_SERVER_ERROR;
+        }
         if (rc != KP_NONE && l) {
-            s->links = l->next;
+            link_unlist(s, l);
             link_free(l);
-        } else if (rc == KP_NONE) {
-            BK_INFO("cluster link %s created through SQL: source %s", name, bootstrap);
-            publish_row(b, false, name, BK_PUB_INSERT);   /* K6, K13 */
-            lk_conn_kick(l);             /* a wrong address or login shows at once */
+        } else {
+            *out = l;
         }
     }
     memset(plain, 0, sizeof plain);
+    return rc;
+}
+
+int link_create(bk_broker *b, const char *name, const char *bootstrap, const char *config,
+                lk_tls_pre *tls, char *err, size_t errlen)
+{
+    lk_set *s = set_of(b);
+    int rc = need_set(b, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    if (!name || md_topic_name_check(name, strlen(name), err, errlen) != KP_NONE) {
+        snprintf(err, errlen, "cluster_links.name: 1 to 249 characters of [a-zA-Z0-9._-]");
+        return KP_INVALID_REQUEST;
+    }
+    if (link_find(s, name)) {
+        snprintf(err, errlen, "cluster link '%s' already exists", name);
+        return KP_INVALID_REQUEST;
+    }
+    md_link_row *row = calloc(1, sizeof *row);
+    if (!row) {
+        snprintf(err, errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    lk_link *l;
+    rc = link_build(b, name, bootstrap, config, tls, false, row, &l, err, errlen);
+    if (rc == KP_NONE && md_link_put(b->db, row, bk_now_ms(), err, errlen) != 0) {
+        rc = KP_UNKNOWN_SERVER_ERROR;
+        link_unlist(s, l);
+        link_free(l);
+    } else if (rc == KP_NONE) {
+        BK_INFO("cluster link %s created through SQL: source %s", name, bootstrap);
+        publish_row(b, false, name, BK_PUB_INSERT);   /* K6, K13 */
+        lk_conn_kick(l);                 /* a wrong address or login shows at once */
+    }
+    memset(row, 0, sizeof *row);
     free(row);
+    return rc;
+}
+
+/* K16: the value of key k (kl bytes) in "k=v" lines, the last one's (its
+ * length in *vl); NULL: none. */
+static const char *line_find(const char *text, const char *k, size_t kl, size_t *vl)
+{
+    const char *found = NULL;
+    for (const char *p = text ? text : ""; *p;) {
+        size_t n = strcspn(p, "\n");
+        while (n && (*p == ' ' || *p == '\t')) {
+            p++;
+            n--;
+        }
+        if (n > kl && !strncmp(p, k, kl) && p[kl] == '=') {
+            found = p + kl + 1;
+            *vl = n - kl - 1;
+            while (*vl && (found[*vl - 1] == ' ' || found[*vl - 1] == '\t' ||
+                           found[*vl - 1] == '\r'))
+                --*vl;
+        }
+        p += n + (p[n] == '\n');
+    }
+    return found;
+}
+
+/* K16: an UPDATE's config with each secret line written back as SELECT
+ * shows it (k=[hidden]) given the stored value of k (plain: the row's
+ * secret lines, opened) into out; *tls_kept: an ssl.* one was. */
+static int masked_kept(const char *link, const char *config, const char *plain, char *out,
+                       size_t cap, bool *tls_kept, char *err, size_t errlen)
+{
+    size_t o = 0;
+    *tls_kept = false;
+    out[0] = 0;
+    for (const char *p = config ? config : ""; *p;) {
+        size_t n = strcspn(p, "\n"), vl = 0, ml = strlen(LK_MASK);
+        const char *k = p + strspn(p, " \t"), *eq = memchr(p, '=', n), *e = p + n;
+        while (eq && e > eq + 1 && strchr(" \t\r", e[-1]))
+            e--;                         /* the value's end, as settings_walk trims */
+        size_t kl = eq && eq > k ? (size_t)(eq - k) : 0;
+        char key[128];
+        bool masked = kl && kl < sizeof key && (size_t)(e - eq - 1) == ml &&
+                      !strncmp(eq + 1, LK_MASK, ml);
+        if (masked) {
+            memcpy(key, k, kl);
+            key[kl] = 0;
+            masked = link_setting_secret(key);
+        }
+        int w;
+        if (masked) {
+            const char *stored = line_find(plain, key, kl, &vl);
+            if (!stored) {
+                snprintf(err, errlen, "cluster_links.config: %s=" LK_MASK " keeps the stored "
+                         "value, but link '%s' stores none for %s; give its value", key, link,
+                         key);
+                return KP_INVALID_CONFIG;
+            }
+            *tls_kept |= !strncmp(key, "ssl.", 4);
+            w = snprintf(out + o, o < cap ? cap - o : 0, "%s=%.*s\n", key, (int)vl, stored);
+        } else {
+            w = snprintf(out + o, o < cap ? cap - o : 0, "%.*s\n", (int)n, p);
+        }
+        o += (size_t)w;
+        if (o >= cap) {
+            snprintf(err, errlen, "cluster_links.config is too long (at most %zu bytes)",
+                     cap - 1);
+            return KP_INVALID_CONFIG;
+        }
+        p += n + (p[n] == '\n');
+    }
+    return KP_NONE;
+}
+
+/* K16: each setting whose value differs between two links' settings (ac,
+ * as_: the shown config and the opened secret lines of one; bc, bs the
+ * other's), named in out (", " between; never a value: for the log). */
+static void settings_diff(const char *ac, const char *as_, const char *bc, const char *bs,
+                          char *out, size_t cap)
+{
+    const char *texts[] = { ac, as_, bc, bs };
+    size_t o = 0;
+    out[0] = 0;
+    for (int t = 0; t < 4; t++)
+        for (const char *p = texts[t]; p && *p;) {
+            size_t n = strcspn(p, "\n"), al = 0, bl = 0;
+            const char *k = p + strspn(p, " \t"), *eq = memchr(p, '=', n);
+            size_t kl = eq && eq > k ? (size_t)(eq - k) : 0;
+            p += n + (p[n] == '\n');
+            if (!kl || *k == '#')
+                continue;
+            const char *av = line_find(as_, k, kl, &al), *bv = line_find(bs, k, kl, &bl);
+            if (!av)
+                av = line_find(ac, k, kl, &al);
+            if (!bv)
+                bv = line_find(bc, k, kl, &bl);
+            if ((av && bv && al == bl && !memcmp(av, bv, al)) || (!av && !bv))
+                continue;
+            char key[128];
+            bool listed = kl >= sizeof key;      /* already named, or no name */
+            if (!listed) {
+                memcpy(key, k, kl);
+                key[kl] = 0;
+            }
+            for (const char *q = out; !listed && (q = strstr(q, key)); q++)
+                listed = (q == out || q[-1] == ' ') && (q[kl] == ',' || !q[kl]);
+            if (!listed && o + kl + 3 < cap)
+                o += (size_t)snprintf(out + o, cap - o, "%s%s", o ? ", " : "", key);
+        }
+}
+
+/* K13, K16: l's mirror topics go on under nl, the link made from l's new
+ * row, and l goes: each mirror keeps its state and source ends, and each
+ * partition goes on from its own log end (K2); what l's connections had
+ * asked is forgotten, and every source partition's leader is asked again
+ * and the mirror's log checked against it (link_conn.c C5) before the
+ * next Fetch.  The number of mirrors moved. */
+static int link_replace(lk_set *s, lk_link *l, lk_link *nl)
+{
+    int n = 0;
+    for (lk_mirror *m = s->mirrors; m; m = m->next) {
+        if (m->link != l)
+            continue;
+        n++;
+        m->link = nl;
+        m->in_request = false;
+        for (int32_t i = 0; i < m->nparts; i++) {
+            lk_part *lp = &m->parts[i];
+            lp->in_request = false;
+            lp->leader = -1;
+            lp->leader_epoch = -1;
+            lp->truncating = true;
+            lp->ahead = false;
+            lp->retry_us = 0;
+        }
+    }
+    link_unlist(s, l);
+    link_free(l);
+    nl->metadata_due_us = 0;             /* its partitions' leaders now */
+    lk_conn_kick(nl);
+    return n;
+}
+
+_Static_assert(LINK_CONFIG_KEPT_MAX >= sizeof ((md_link_row *)0)->config +
+               sizeof ((md_link_row *)0)->secrets, "a config with its secrets kept fits");
+
+/* K16: name's row (*had, in *rows, n of them) and its secret lines opened
+ * into plain (sizeof secrets; "" when they do not open, K4: every secret
+ * given again repairs the link). */
+static int kept_row(bk_broker *b, const char *name, md_link_row **rows, size_t *n,
+                    md_link_row **had, char *plain, char *err, size_t errlen)
+{
+    bool stale;
+    *had = NULL;
+    plain[0] = 0;
+    if (md_link_list(b->db, rows, n, err, errlen) != 0)
+        return KP_UNKNOWN_SERVER_ERROR;
+    for (size_t i = 0; name && i < *n && !*had; i++)
+        if (!strcmp((*rows)[i].name, name))
+            *had = &(*rows)[i];
+    if (!*had) {
+        snprintf(err, errlen, "unknown cluster link '%s'", name ? name : "NULL");
+        return KP_INVALID_REQUEST;
+    }
+    if (row_secrets(b, *had, plain, &stale, err, errlen) != 0)
+        plain[0] = 0;
+    return KP_NONE;
+}
+
+int link_config_kept(bk_broker *b, const char *name, const char *config, char *out, size_t cap,
+                     char *err, size_t errlen)
+{
+    md_link_row *rows = NULL, *had;
+    size_t n = 0;
+    char plain[sizeof rows->secrets];
+    bool tls_kept;
+    int rc = need_set(b, err, errlen);
+    if (rc == KP_NONE)
+        rc = kept_row(b, name, &rows, &n, &had, plain, err, errlen);
+    if (rc == KP_NONE)
+        rc = masked_kept(name, config, plain, out, cap, &tls_kept, err, errlen);
+    OPENSSL_cleanse(plain, sizeof plain);     /* K4 */
+    if (rows)
+        OPENSSL_cleanse(rows, n * sizeof *rows);
+    free(rows);
+    return rc;
+}
+
+static void link_sync(bk_broker *b);
+
+/* UPDATE cluster_links (K16). */
+int link_update(bk_broker *b, const char *name, const char *bootstrap, const char *config,
+                lk_tls_pre *tls, char *err, size_t errlen)
+{
+    lk_set *s = set_of(b);
+    int rc = need_set(b, err, errlen);
+    if (rc != KP_NONE)
+        return rc;
+    md_link_row *rows = NULL, *had = NULL;
+    size_t n = 0;
+    struct upd {
+        md_link_row row;
+        char plain[sizeof rows->secrets], now[sizeof rows->secrets];
+        char merged[LINK_CONFIG_KEPT_MAX];
+        char changed[1024];
+    } *u = calloc(1, sizeof *u);
+    if (!u) {
+        snprintf(err, errlen, "out of memory");
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    lk_link *l = name ? link_find(s, name) : NULL, *nl = NULL;
+    bool stale, tls_kept = false;
+    rc = kept_row(b, name, &rows, &n, &had, u->plain, err, errlen);
+    if (rc == KP_NONE)
+        rc = masked_kept(name, config, u->plain, u->merged, sizeof u->merged, &tls_kept, err,
+                         errlen);
+    if (rc == KP_NONE)
+        rc = link_build(b, name, bootstrap, u->merged, tls_kept ? NULL : tls, tls_kept,
+                        &u->row, &nl, err, errlen);
+    if (rc == KP_NONE && row_secrets(b, &u->row, u->now, &stale, err, errlen) != 0)
+        rc = KP_INVALID_CONFIG;
+    if (rc == KP_NONE) {
+        settings_diff(had->config, u->plain, u->row.config, u->now, u->changed,
+                      sizeof u->changed);
+        bool moved = strcmp(had->bootstrap, u->row.bootstrap) != 0;
+        if (!moved && !u->changed[0] && l) {
+            link_unlist(s, nl);          /* the same settings: nothing to do */
+            link_free(nl);
+        } else if (md_link_settings_set(b->db, &u->row, err, errlen) != 0) {
+            rc = KP_UNKNOWN_SERVER_ERROR;
+            link_unlist(s, nl);
+            link_free(nl);
+        } else {
+            int mirrors = l ? link_replace(s, l, nl) : 0;
+            BK_INFO("cluster link %s updated through SQL: %s%s%s%s%s%s%s; reconnecting, its %d "
+                    "mirror topic%s going on from their log ends", name,
+                    moved ? "bootstrap.servers " : "", moved ? had->bootstrap : "",
+                    moved ? " -> " : "", moved ? u->row.bootstrap : "",
+                    moved && u->changed[0] ? "; " : "",
+                    u->changed[0] ? "settings changed: " : "", u->changed, mirrors,
+                    mirrors == 1 ? "" : "s");
+            publish(b, false, name);     /* K6: compare-and-set (cluster_links.c L6, L8) */
+            if (!l)
+                link_sync(b);            /* its mirrors, skipped while it did not start */
+            else
+                lk_conn_kick(nl);
+        }
+    }
+    OPENSSL_cleanse(u, sizeof *u);       /* K4: the opened secrets */
+    free(u);
+    if (rows)
+        OPENSSL_cleanse(rows, n * sizeof *rows);
+    free(rows);
     return rc;
 }
 
@@ -1213,11 +1523,7 @@ int link_delete(bk_broker *b, const char *name, char *err, size_t errlen)
     }
     if (md_link_delete(b->db, name, err, errlen) != 0)
         return KP_UNKNOWN_SERVER_ERROR;
-    for (lk_link **pp = &s->links; *pp; pp = &(*pp)->next)
-        if (*pp == l) {
-            *pp = l->next;
-            break;
-        }
+    link_unlist(s, l);
     link_free(l);
     BK_INFO("cluster link %s deleted through SQL", name);
     publish(b, false, name);             /* K6 */
@@ -1536,8 +1842,9 @@ static void row_refused(bk_broker *b, const md_link_row *row, const char *why)
 
 /* K4: rows stored plain (before the encoder) or sealed with an old secret
  * are sealed again with the current one, at start; cluster mode publishes
- * them (cluster_links.c writes the znode only if it is not already sealed
- * with the current key); the old bytes are scrubbed from the WAL. */
+ * them (cluster_links.c writes over the znode only if it is not already
+ * sealed with the current key, and never makes one: cluster_links.c L8); the old bytes
+ * are scrubbed from the WAL. */
 static void reseal_stale(bk_broker *b)
 {
     md_link_row *rows = NULL, *sealed = calloc(1, sizeof *sealed);
@@ -1598,13 +1905,24 @@ static void link_sync(bk_broker *b)
         }
     }
     for (lk_link **pp = &s->links; *pp;) {
-        lk_link *l = *pp;
+        lk_link *l = *pp, *made = NULL;
         if (row_has_link(links, nl, l)) {
             pp = &l->next;
             continue;
         }
+        for (size_t i = 0; i < nl && !made; i++)
+            if (!strcmp(links[i].name, l->name))   /* refused: told below */
+                made = link_new(s, &links[i], err, sizeof err);
+        if (made) {                      /* K13, K16: changed; its mirrors go on */
+            int moved = link_replace(s, l, made);
+            BK_INFO("cluster link %s: its settings changed on another broker (source %s); "
+                    "reconnecting, its %d mirror topic%s going on from their log ends",
+                    made->name, made->bootstrap, moved, moved == 1 ? "" : "s");
+            pp = &s->links;              /* made went first in the list */
+            continue;
+        }
         BK_INFO("cluster link %s: its row went or changed (on another broker)", l->name);
-        *pp = l->next;
+        link_unlist(s, l);
         for (lk_mirror *m = s->mirrors, *n; m; m = n) {
             n = m->next;
             if (m->link == l)

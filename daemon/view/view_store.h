@@ -82,7 +82,9 @@ typedef struct bk_store {
      * (daemon/link/link.c K6).  NULL (standalone): SQLite is the record.
      * how: BK_PUB_UPDATE (a znode gone is not made again: another broker
      * deleted the row), BK_PUB_INSERT (made only if none is there),
-     * BK_PUB_RESEAL (made when missing, else written over). */
+     * BK_PUB_RESEAL (written over; a znode gone is not made again, and
+     * the row goes here: deleted on another broker while this one was
+     * down). */
     void (*link_publish)(bk_broker *b, bool mirror, const char *name, int how);
     /* A mirror topic's terminal state proposed (daemon/link/link.c K15):
      * written to the cluster by compare-and-set before any broker takes

@@ -244,6 +244,40 @@ def test_sasl_sessions_are_renewed_on_the_same_connections(start_broker, certs):
         stop_source(src, d)
 
 
+def test_an_update_of_a_tls_link_checks_its_files_and_keeps_a_hidden_key(
+        source, start_broker, certs):  # noqa: F811
+    """UPDATE cluster_links (link.c K16) of a link with a client certificate:
+    the config written back as SELECT shows it (ssl.key.location=[hidden])
+    with a CA file that cannot be read is refused with INSERT's text (the
+    files read off the loop with the kept key) and the link runs on; with a
+    setting added instead, the key is kept and mirroring goes on byte for
+    byte at the same offsets."""
+    dest = start_broker()
+    cfg = conf(**{"security_protocol": "SSL", "ssl_ca_location": certs.ca.crt,
+                  "ssl_certificate_location": certs.client.crt,
+                  "ssl_key_location": certs.client.key})
+    t = mirrored_over(source, dest, "SSL", cfg, "tlsupd", partitions=1, n=50)
+    shown = rows(sql_ok(dest, "SELECT config FROM cluster_links WHERE name = 'tlsupd'"))[0][0]
+    assert "ssl.key.location=[hidden]" in shown, shown
+    no_ca = os.path.join(certs.dir, "no-such-ca.pem")
+
+    def refused(stmt):
+        st, text = sql(dest, stmt)
+        assert st != 200, text
+        return re.search(r"cluster_links\.config: [^\"]*", str(text)).group(0)
+    upd = refused("UPDATE cluster_links SET config = '%s' WHERE name = 'tlsupd'"
+                  % shown.replace(certs.ca.crt, no_ca))       # the key kept, the CA gone
+    ins = refused("INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES "
+                  "('other', '%s', '%s')" % (on(source, "SSL").bootstrap,
+                                             cfg.replace(certs.ca.crt, no_ca)))
+    assert upd == ins and "no-such-ca.pem" in upd, (upd, ins)
+    sql_ok(dest, "UPDATE cluster_links SET config = '%s' WHERE name = 'tlsupd'"
+           % (shown + "\nfetch.max.wait.ms=100"))
+    fill(source, t, 1, 30, start=50)
+    assert_same(source, dest, t, 1)
+    assert last_error(dest, "tlsupd") is None
+
+
 def test_ssl_link_with_keystore_and_truststore_locations_mirrors(source, start_broker,
                                                                  certs):  # noqa: F811
     """Kafka's ssl.keystore.location (one PEM: certificate and key) and
