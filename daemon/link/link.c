@@ -119,13 +119,18 @@
  *   K12. Cluster mode takes 'promoted' (K11) and 'failed_over' (K10) as
  *       standalone does; K7's floor holds across the brokers.  A producer
  *       id handed out before its source id was copied here (the two
- *       clusters allot ids independently) is not kept apart: see "Not
- *       built yet".
- *   K14. Cluster mode: a mirror's epoch history is the source's (link_conn.c
- *       C5), so when it leaves mirroring the leader of each partition makes
- *       its leader epoch fresh before anything is appended here: above the
- *       log's latest epoch (repl_isr_epoch_raise: the state znode, as an ISR
- *       change is written), then assigned at the log end.  Until then
+ *       clusters allot ids independently) is kept apart by K16.
+ *   K14. A mirror's epoch history is the source's (link_conn.c C5), so
+ *       when it leaves mirroring the leader of each partition makes its
+ *       leader epoch fresh before anything is appended here: above the
+ *       log's latest epoch, then assigned at the log end.  Standalone: the
+ *       partition's stored leader epoch (partitions.leader_epoch, 0 until
+ *       then) becomes latest + 1 at once (view_partition_epoch_set, before
+ *       the state change returns; a failed write keeps producers out by
+ *       min_epoch and is retried each second); nothing raises it after,
+ *       so a restart finds it above 0 and the log's latest, and only
+ *       assigns it again (replica.c does at open).  Cluster mode: the
+ *       state znode (repl_isr_epoch_raise, as an ISR change is written).  Until then
  *       (p->min_epoch) a producer is answered NOT_LEADER_OR_FOLLOWER
  *       (retriable) and a failover's ABORT markers wait (K10's next
  *       second), so no local batch shares an epoch with the source's or
@@ -144,6 +149,22 @@
  *       created again while this broker was away) is made again with its
  *       mirrors; a mirror in promoted, failed_over or failed never takes
  *       another state from a row (cluster_links.c applies none either).
+ *   K16. The source's producer state never judges a local batch: a
+ *       partition of a mirror that left mirroring has a local start (the
+ *       start of K14's fresh epoch in its history: the source's batches
+ *       are all below it, the local ones at or above), and every producer
+ *       last seen below it without an open transaction is the source's
+ *       (replica_producers.c P9): a local producer with its id starts
+ *       afresh, as one whose state expired, so a destination producer
+ *       given id n before the source's n was copied is neither taken for a
+ *       duplicate nor refused as out of order.  Producers of the source with
+ *       a transaction open (K8: only between 'failed_over' and its ABORT
+ *       markers) are kept until the marker.  Standalone the local start is
+ *       found again after a restart (the stored epoch's entry, K14) and
+ *       applied after the state's replay (replica_producers_local_start).
+ *       Cluster mode: only the broker whose raise made the fresh epoch
+ *       knows it is the first local one (lk_part.raised_to): see "Not built
+ *       yet".
  *   K15. Cluster mode: a terminal state (promoted, failed_over, failed) is
  *       proposed, not taken (mirror_finish; cluster_links.c L9): ZooKeeper
  *       takes it by compare-and-set first, and this broker takes it only
@@ -155,19 +176,18 @@
  *       published after (K6), the cluster's rules applied then.
  *
  * Not built yet (issue 33's later parts):
- *   - K7 keeps later ids off the source's, not earlier ones: a local
- *     producer given id n before a source batch of producer n was copied
- *     (the floor was below n then) could, after the promotion, be taken
- *     for it.  Closing it needs the source's producers forgotten (or
- *     fenced) in the promoted partitions.  Mirrors filled before the
- *     cluster floor existed raised no floor in ZooKeeper.  A floor raised
- *     while 'failed_over' is being written (its zxid after the state's)
- *     reaches the other brokers just after the state, and the leader may
- *     append the batch it waited for in between (K11's window): a broker
- *     could hand out one of its ids in that moment.
- *   - K14 standalone: the leader epoch stays the destination's (0) below
- *     a source's higher epochs, so a local append after a promotion
- *     replaces the epoch history (epochs.c E1); cluster mode raises it.
+ *   - K16 in cluster mode after a restart or a leadership move: a leader
+ *     that did not raise the fresh epoch itself does not know where the
+ *     local batches start (the history holds later local epochs too), so
+ *     the source's producers judge local batches there as before K16.  It
+ *     needs the first local epoch kept where every broker reads it (the
+ *     mirror's row in ZooKeeper, per partition).
+ *   - K7: mirrors filled before the cluster floor existed raised no floor
+ *     in ZooKeeper.  A floor raised while 'failed_over' is being written
+ *     (its zxid after the state's) reaches the other brokers just after
+ *     the state, and the leader may append the batch it waited for in
+ *     between (K11's window): a broker could hand out one of its ids in
+ *     that moment.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/security/sec_pwenc.h"
@@ -646,29 +666,61 @@ bool lk_mirror_fetching(const lk_mirror *m)
     return m->created && (m->state == LK_ACTIVE || m->state == LK_PROMOTING);
 }
 
+/* K14: whether p's leader epoch is the fresh one already.  Standalone
+ * the stored epoch is 0 until K14 raises it, and nothing raises it after,
+ * so a raised one is the log's latest from then on (a restart finds it
+ * so); cluster mode takes another raise where a takeover reached the
+ * latest (K14's note). */
+static bool epoch_fresh(bk_broker *b, const bk_partition *p, int32_t latest)
+{
+    return bk_cluster_mode(b) ? p->leader_epoch > latest
+                              : p->leader_epoch > 0 && p->leader_epoch >= latest;
+}
+
 /* K14: the partitions led here of a mirror that left mirroring, each
- * given a fresh leader epoch once. */
+ * given a fresh leader epoch once; K16: their local start then. */
 static void mirror_epochs(lk_mirror *m)
 {
     bk_broker *b = m->link->b;
-    for (int32_t i = 0; bk_cluster_mode(b) && i < m->nparts; i++) {
-        if (!m->parts[i].epoch_due)
+    bool cluster = bk_cluster_mode(b);
+    for (int32_t i = 0; i < m->nparts; i++) {
+        lk_part *lp = &m->parts[i];
+        if (!lp->epoch_due)
             continue;
         bk_partition *p = lk_copies(m, i);
-        if (!p) {                        /* a copy here, not led: guarded for when it is */
+        if (!p && cluster) {             /* a copy here, not led: guarded for when it is */
             const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
             if (v && v->local && v->local->min_epoch <= seg_epoch_latest(v->local->log))
                 v->local->min_epoch = seg_epoch_latest(v->local->log) + 1;
             continue;
         }
+        if (!p)
+            continue;                    /* standalone: not created yet */
         int32_t latest = seg_epoch_latest(p->log);
-        if (p->leader_epoch > latest) {
-            m->parts[i].epoch_due = false;
+        int32_t fresh = latest >= 0 ? latest + 1 : 1;    /* standalone: above 0 */
+        char err[MD_ERRLEN];
+        if (!cluster && !epoch_fresh(b, p, latest) &&
+            view_partition_epoch_set(b, m->topic, i, fresh, err, sizeof err) != KP_NONE) {
+            if (p->min_epoch < fresh)
+                p->min_epoch = fresh;                /* producers wait: retried on_tick */
+            BK_ERROR("mirror topic %s-%d: cannot store leader epoch %d (above the "
+                     "source's %d): %s", m->topic, (int)i, (int)fresh, (int)latest, err);
+            continue;
+        }
+        if (epoch_fresh(b, p, latest)) {
+            lp->epoch_due = false;
             if (seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
                 replica_partition_epochs_save(b, p);
+            /* K16: standalone the epoch's start is the local start; in
+             * cluster mode only the raiser knows its epoch is the first local */
+            int64_t from = !cluster || lp->raised_to == p->leader_epoch
+                           ? seg_epoch_start(p->log, p->leader_epoch) : -1;
+            if (from >= 0)
+                replica_producers_local_start(p, from);
             BK_INFO("mirror topic %s-%d: local appends from %lld on under leader epoch %d "
                     "(the source's end at %d)", m->topic, (int)i,
-                    (long long)seg_log_end(p->log), (int)p->leader_epoch, (int)latest);
+                    (long long)(from >= 0 ? from : seg_log_end(p->log)),
+                    (int)p->leader_epoch, (int)latest);
             continue;
         }
         if (p->min_epoch <= latest)
@@ -676,7 +728,8 @@ static void mirror_epochs(lk_mirror *m)
         char why[96];
         snprintf(why, sizeof why, "leader epoch %d -> %d: a mirror that left mirroring at "
                  "the source's %d", (int)p->leader_epoch, (int)latest + 1, (int)latest);
-        repl_isr_epoch_raise(b, p, latest + 1, why);     /* once per state version */
+        if (repl_isr_epoch_raise(b, p, latest + 1, why) == 0)    /* once per state version */
+            lp->raised_to = latest + 1;
     }
 }
 
@@ -853,7 +906,7 @@ static bool parts_grow(lk_mirror *m, int32_t n)
     for (int32_t i = m->nparts; i < n; i++)
         np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .leader = -1,
                            .leader_epoch = -1, .asked = -1, .told_epoch = -1,
-                           .truncating = true,           /* link_conn.c C5 */
+                           .raised_to = -1, .truncating = true,           /* link_conn.c C5 */
                            .epoch_due = mirror_left(m->state) };         /* K14 */
     m->parts = np;
     m->nparts = n;

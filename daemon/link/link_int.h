@@ -50,6 +50,8 @@ typedef struct lk_part {
                                           * broker told it caught up in (link.c K11); -1 */
     bool epoch_due;                      /* left mirroring here, cluster: a leader epoch
                                           * above the source's still to take (link.c K14) */
+    int32_t raised_to;                   /* cluster: the fresh epoch this broker's raise
+                                          * asked for (link.c K14, K16); -1 none */
 } lk_part;
 
 typedef struct lk_mirror {
