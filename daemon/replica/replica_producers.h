@@ -116,7 +116,7 @@ int replica_pstate_check_marker(const bk_pstate *ps, int64_t pid, int16_t epoch,
 /* One stored batch header (rebuild from the log); m: its marker when it
  * is a control batch (NULL: a data batch, or a control batch not read). */
 int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts, const bk_marker *m);
-/* P9: from offset on the partition's batches are local (a mirror that
+/* replica_producers.c P9: from offset on the partition's batches are local (a mirror that
  * left mirroring, daemon/link/link.c K16): producers last seen below it
  * are forgotten (none with an open transaction), and the batches below it
  * leave the rings of the others.  offset -1: none.  Returns how many

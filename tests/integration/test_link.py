@@ -553,7 +553,7 @@ def _one_by_one(p, topic, values, acked):
 def test_a_local_producer_given_a_source_producers_id_first_is_not_judged_by_its_batches(pair):
     """Issue 33, link.c K16: the destination hands producer ids 0 and 1 to
     two idempotent producers of its own (they write a local topic) BEFORE
-    the mirror copies the source's producers 0 and 1 (K7's floor keeps only
+    the mirror copies the source's producers 0 and 1 (link.c K7's floor keeps only
     later ids apart).  After the promotion the same two producer instances
     write the promoted topic, sequences from 0 — the first before a
     restart of the destination, the second after it.  Were the source's

@@ -190,17 +190,24 @@ def test_a_source_with_no_epoch_as_high_as_the_mirrors(start_broker):
     assert n <= 12, "%d requests to the source in 4 s: %s" % (n, src.seen[-12:])
 
 
-def test_a_restart_of_the_destination_keeps_the_mirror(start_broker):
-    """Source epochs 0 (offsets 0-4) and 3 (5-9), its log start then moved
-    to 8 (retention).  The destination restarts: the mirror must still hold
-    0-9 (nothing of it left the source's log by epoch), none of it cut and
-    copied again."""
+def _two_epochs_mirrored(start_broker):
+    """A source with epochs 0 (offsets 0-4) and 3 (5-9), mirrored at a new
+    destination: (source, destination)."""
     src = FakeSource()
     src.log = [(o, 0 if o < 5 else 3, batch(o, 0 if o < 5 else 3, b"m %d" % o))
                for o in range(10)]
     src.epoch = 3
     dest = start_broker()
     mirror(dest, src)
+    return src, dest
+
+
+def test_a_restart_of_the_destination_keeps_the_mirror(start_broker):
+    """Source epochs 0 (offsets 0-4) and 3 (5-9), its log start then moved
+    to 8 (retention).  The destination restarts: the mirror must still hold
+    0-9 (nothing of it left the source's log by epoch), none of it cut and
+    copied again."""
+    src, dest = _two_epochs_mirrored(start_broker)
     before = batches(dest, TOPIC, 0)[0]
     with src.lock:
         src.start = 8
@@ -258,12 +265,7 @@ def test_a_promoted_mirror_appends_under_a_fresh_epoch_standalone(start_broker):
     source's), and the epoch history still answers the source's epochs with
     the source's end offsets (a consumer's truncation check after a
     failover), before and after a restart of the destination."""
-    src = FakeSource()
-    src.log = [(o, 0 if o < 5 else 3, batch(o, 0 if o < 5 else 3, b"m %d" % o))
-               for o in range(10)]
-    src.epoch = 3
-    dest = start_broker()
-    mirror(dest, src)
+    src, dest = _two_epochs_mirrored(start_broker)
     sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % TOPIC)
     until(lambda: sql_ok(dest, "SELECT state FROM mirror_topics")[0]["state"] == "promoted",
           20, "promoted")

@@ -771,7 +771,7 @@ START_TEST(test_a_failed_abort_index_write_is_not_durable_and_a_replay_restores_
 }
 END_TEST
 
-/* ---- P9: a mirror's source producers (daemon/link/link.c K16) ------------------ */
+/* ---- replica_producers.c P9: a mirror's source producers (daemon/link/link.c K16) ------------------ */
 static void apply1(bk_pstate *ps, int64_t pid, int32_t seq, int64_t offset)
 {
     kp_batch h = { .ProducerId = pid, .ProducerEpoch = 0, .BaseSequence = seq,
