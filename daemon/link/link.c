@@ -130,7 +130,11 @@
  *       min_epoch and is retried each second); nothing raises it after,
  *       so a restart finds it above 0 and the log's latest, and only
  *       assigns it again (replica.c does at open).  Cluster mode: the
- *       state znode (repl_isr_epoch_raise, as an ISR change is written).  Until then
+ *       state znode (repl_isr_epoch_raise, as an ISR change is written),
+ *       once: "fresh" is above the log's latest epoch as the duty first
+ *       found it led here (lk_part.source_epoch), since the leader assigns
+ *       its new epoch at the log end as soon as the raise lands (compared
+ *       with the latest, the duty raised again every second).  Until then
  *       (p->min_epoch) a producer is answered NOT_LEADER_OR_FOLLOWER
  *       (retriable) and a failover's ABORT markers wait (K10's next
  *       second), so no local batch shares an epoch with the source's or
@@ -163,7 +167,9 @@
  *       found again after a restart (the stored epoch's entry, K14) and
  *       applied after the state's replay (replica_producers_local_start).
  *       Cluster mode: only the broker whose raise made the fresh epoch
- *       knows it is the first local one (lk_part.raised_to): see "Not built
+ *       knows it is the first local one (lk_part.raised_to); it takes no
+ *       local batch from the raise until the duty set the local start
+ *       (min_epoch held, the next second).  Other brokers: see "Not built
  *       yet".
  *   K15. Cluster mode: a terminal state (promoted, failed_over, failed) is
  *       proposed, not taken (mirror_finish; cluster_links.c L9): ZooKeeper
@@ -669,11 +675,15 @@ bool lk_mirror_fetching(const lk_mirror *m)
 /* K14: whether p's leader epoch is the fresh one already.  Standalone
  * the stored epoch is 0 until K14 raises it, and nothing raises it after,
  * so a raised one is the log's latest from then on (a restart finds it
- * so); cluster mode takes another raise where a takeover reached the
- * latest (K14's note). */
-static bool epoch_fresh(bk_broker *b, const bk_partition *p, int32_t latest)
+ * so).  Cluster mode: above the log's latest epoch when the duty first
+ * found the partition led here (the leader assigns its own epoch at the
+ * log end as soon as the raise lands, repl_isr.c, so the latest is no
+ * test after); a takeover or a restart that assigned first costs one more
+ * raise (K14's note). */
+static bool epoch_fresh(bk_broker *b, const bk_partition *p, const lk_part *lp,
+                        int32_t latest)
 {
-    return bk_cluster_mode(b) ? p->leader_epoch > latest
+    return bk_cluster_mode(b) ? p->leader_epoch > lp->source_epoch
                               : p->leader_epoch > 0 && p->leader_epoch >= latest;
 }
 
@@ -698,8 +708,10 @@ static void mirror_epochs(lk_mirror *m)
             continue;                    /* standalone: not created yet */
         int32_t latest = seg_epoch_latest(p->log);
         int32_t fresh = latest >= 0 ? latest + 1 : 1;    /* standalone: above 0 */
+        if (lp->source_epoch == -2)
+            lp->source_epoch = latest;
         char err[MD_ERRLEN];
-        if (!cluster && !epoch_fresh(b, p, latest) &&
+        if (!cluster && !epoch_fresh(b, p, lp, latest) &&
             view_partition_epoch_set(b, m->topic, i, fresh, err, sizeof err) != KP_NONE) {
             if (p->min_epoch < fresh)
                 p->min_epoch = fresh;                /* producers wait: retried on_tick */
@@ -707,8 +719,9 @@ static void mirror_epochs(lk_mirror *m)
                      "source's %d): %s", m->topic, (int)i, (int)fresh, (int)latest, err);
             continue;
         }
-        if (epoch_fresh(b, p, latest)) {
+        if (epoch_fresh(b, p, lp, latest)) {
             lp->epoch_due = false;
+            p->min_epoch = p->leader_epoch;          /* K16's hold below ends */
             if (seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
                 replica_partition_epochs_save(b, p);
             /* K16: standalone the epoch's start is the local start; in
@@ -717,14 +730,14 @@ static void mirror_epochs(lk_mirror *m)
                            ? seg_epoch_start(p->log, p->leader_epoch) : -1;
             if (from >= 0)
                 replica_producers_local_start(p, from);
-            BK_INFO("mirror topic %s-%d: local appends from %lld on under leader epoch %d "
-                    "(the source's end at %d)", m->topic, (int)i,
-                    (long long)(from >= 0 ? from : seg_log_end(p->log)),
-                    (int)p->leader_epoch, (int)latest);
+            BK_INFO("mirror topic %s-%d: local appends from %lld on under leader epoch %d, "
+                    "above the source's", m->topic, (int)i,
+                    (long long)(from >= 0 ? from : seg_log_end(p->log)), (int)p->leader_epoch);
             continue;
         }
-        if (p->min_epoch <= latest)
-            p->min_epoch = latest + 1;
+        /* K16: no local batch before the local start is set, here at the
+         * next second once the raise landed (K14's note: NOT_LEADER meanwhile) */
+        p->min_epoch = INT32_MAX;
         char why[96];
         snprintf(why, sizeof why, "leader epoch %d -> %d: a mirror that left mirroring at "
                  "the source's %d", (int)p->leader_epoch, (int)latest + 1, (int)latest);
@@ -740,8 +753,10 @@ static bool mirror_left(enum lk_mstate st)
 
 static void mirror_epochs_due(lk_mirror *m)
 {
-    for (int32_t i = 0; i < m->nparts; i++)
+    for (int32_t i = 0; i < m->nparts; i++) {
         m->parts[i].epoch_due = true;
+        m->parts[i].source_epoch = -2;   /* taken again where it is led */
+    }
     mirror_epochs(m);
 }
 
@@ -906,7 +921,7 @@ static bool parts_grow(lk_mirror *m, int32_t n)
     for (int32_t i = m->nparts; i < n; i++)
         np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .leader = -1,
                            .leader_epoch = -1, .asked = -1, .told_epoch = -1,
-                           .raised_to = -1, .truncating = true,           /* link_conn.c C5 */
+                           .raised_to = -1, .source_epoch = -2, .truncating = true,           /* link_conn.c C5 */
                            .epoch_due = mirror_left(m->state) };         /* K14 */
     m->parts = np;
     m->nparts = n;

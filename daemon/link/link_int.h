@@ -52,6 +52,8 @@ typedef struct lk_part {
                                           * above the source's still to take (link.c K14) */
     int32_t raised_to;                   /* cluster: the fresh epoch this broker's raise
                                           * asked for (link.c K14, K16); -1 none */
+    int32_t source_epoch;                /* cluster: the log's latest epoch when the duty
+                                          * first found it led here (link.c K14); -2 not yet */
 } lk_part;
 
 typedef struct lk_mirror {
