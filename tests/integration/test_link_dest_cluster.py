@@ -483,12 +483,12 @@ def test_a_local_producer_given_a_source_producers_id_first_is_not_judged_by_its
     """link.c K16 in cluster mode, on the leader that made the fresh epoch:
     each destination broker hands out an idempotent producer id (the first
     blocks start at 0, 1000, 2000) BEFORE the mirror copies the source's
-    producer 0 (K7's floor keeps only later ids apart).  After the promotion
+    producer 0 (link.c K7's floor keeps only later ids apart).  After the promotion
     the destination's producer 0 writes the promoted partition from
     sequence 0, one record a batch, through its leader: each batch must be
     appended (not answered as a duplicate of the source's batch with the
     same sequences, nor refused) and read back once.  The fresh epoch is
-    taken once (K14): a batch 3 s later carries the same one."""
+    taken once (link.c K14): a batch 3 s later carries the same one."""
     src = start_broker()
     dest = make_cluster(3, overrides={"default.replication.factor": "3"})
     t = topic_name("clq")
@@ -519,12 +519,12 @@ def test_a_local_producer_given_a_source_producers_id_first_is_not_judged_by_its
     sent, acked = [b"dest %d" % i for i in range(4)], []
     for i, v in enumerate(sent):
         if i == 3:
-            time.sleep(3)        # K14's raise is once: the epoch stays (it rose each second)
+            time.sleep(3)        # link.c K14's raise is once: the epoch stays (it rose each second)
         deadline = time.monotonic() + 20
         while True:
             err, base, msg = kr.produce_batch(lead().port, t, 0,
                                               idem_batch([v], src_pid, 0, i))
-            if err != 6 or time.monotonic() > deadline:     # NOT_LEADER: K14's epoch
+            if err != 6 or time.monotonic() > deadline:     # NOT_LEADER: link.c K14
                 break
             time.sleep(0.2)
         assert err == 0, (v, err, msg)
