@@ -80,10 +80,10 @@ int32_t seg_epoch_for_offset(const seg_log *log, int64_t offset)
     return e;
 }
 
-int64_t seg_epoch_start(const seg_log *log, int32_t epoch)
+int64_t seg_epoch_start_above(const seg_log *log, int32_t epoch)
 {
-    for (int i = log->nepochs - 1; i >= 0; i--)
-        if (log->epochs[i].epoch == epoch)
+    for (int i = 0; i < log->nepochs; i++)
+        if (log->epochs[i].epoch > epoch)
             return log->epochs[i].start_offset;
     return -1;
 }

@@ -140,7 +140,8 @@
  *       second), so no local batch shares an epoch with the source's or
  *       goes below one (epochs.c E1 would drop the history).  Each broker
  *       does it for the partitions it leads when it takes the state, and
- *       once a second after for those it leads by then (on_tick); a copy
+ *       once a second after for those it leads by then (on_tick, and at
+ *       once where a view change makes it lead: link_mirror_led); a copy
  *       not led here is guarded meanwhile (min_epoch above its log's latest
  *       epoch), so it takes no local batch at the source's epoch should it
  *       lead before the next second.  The duty is taken again for a mirror
@@ -166,11 +167,14 @@
  *       markers) are kept until the marker.  Standalone the local start is
  *       found again after a restart (the stored epoch's entry, K14) and
  *       applied after the state's replay (replica_producers_local_start).
- *       Cluster mode: only the broker whose raise made the fresh epoch
- *       knows it is the first local one (lk_part.raised_to); it takes no
- *       local batch from the raise until the duty set the local start
- *       (min_epoch held, the next second).  Other brokers: see "Not built
- *       yet".
+ *       Cluster mode: the local start is the start of the first epoch
+ *       above the source's latest, known to the broker that led the
+ *       partition when it took the state (its log's latest then is the
+ *       source's: K3, K11; lk_part.source_known); that broker takes no
+ *       local batch from its raise until the duty set the local start
+ *       (min_epoch held; the duty runs as the raise lands: the view change
+ *       that makes a broker lead calls link_mirror_led).  Other brokers:
+ *       see "Not built yet".
  *   K15. Cluster mode: a terminal state (promoted, failed_over, failed) is
  *       proposed, not taken (mirror_finish; cluster_links.c L9): ZooKeeper
  *       takes it by compare-and-set first, and this broker takes it only
@@ -688,8 +692,9 @@ static bool epoch_fresh(bk_broker *b, const bk_partition *p, const lk_part *lp,
 }
 
 /* K14: the partitions led here of a mirror that left mirroring, each
- * given a fresh leader epoch once; K16: their local start then. */
-static void mirror_epochs(lk_mirror *m)
+ * given a fresh leader epoch once; K16: their local start then.  taking:
+ * the state is taken now (not loaded, not a later second). */
+static void mirror_epochs(lk_mirror *m, bool taking)
 {
     bk_broker *b = m->link->b;
     bool cluster = bk_cluster_mode(b);
@@ -708,8 +713,10 @@ static void mirror_epochs(lk_mirror *m)
             continue;                    /* standalone: not created yet */
         int32_t latest = seg_epoch_latest(p->log);
         int32_t fresh = latest >= 0 ? latest + 1 : 1;    /* standalone: above 0 */
-        if (lp->source_epoch == -2)
+        if (lp->source_epoch == -2) {
             lp->source_epoch = latest;
+            lp->source_known = taking;   /* K16: led here as the mirroring stopped */
+        }
         char err[MD_ERRLEN];
         if (!cluster && !epoch_fresh(b, p, lp, latest) &&
             view_partition_epoch_set(b, m->topic, i, fresh, err, sizeof err) != KP_NONE) {
@@ -724,10 +731,12 @@ static void mirror_epochs(lk_mirror *m)
             p->min_epoch = p->leader_epoch;          /* K16's hold below ends */
             if (seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
                 replica_partition_epochs_save(b, p);
-            /* K16: standalone the epoch's start is the local start; in
-             * cluster mode only the raiser knows its epoch is the first local */
-            int64_t from = !cluster || lp->raised_to == p->leader_epoch
-                           ? seg_epoch_start(p->log, p->leader_epoch) : -1;
+            /* K16: standalone the stored epoch's entry starts the local
+             * batches; cluster mode the first above the source's, where
+             * this broker saw the source's */
+            int64_t from = !cluster ? seg_epoch_start_above(p->log, p->leader_epoch - 1)
+                         : lp->source_known ? seg_epoch_start_above(p->log, lp->source_epoch)
+                         : -1;
             if (from >= 0)
                 replica_producers_local_start(p, from);
             BK_INFO("mirror topic %s-%d: local appends from %lld on under leader epoch %d, "
@@ -741,8 +750,7 @@ static void mirror_epochs(lk_mirror *m)
         char why[96];
         snprintf(why, sizeof why, "leader epoch %d -> %d: a mirror that left mirroring at "
                  "the source's %d", (int)p->leader_epoch, (int)latest + 1, (int)latest);
-        if (repl_isr_epoch_raise(b, p, latest + 1, why) == 0)    /* once per state version */
-            lp->raised_to = latest + 1;
+        repl_isr_epoch_raise(b, p, latest + 1, why);     /* once per state version */
     }
 }
 
@@ -751,13 +759,14 @@ static bool mirror_left(enum lk_mstate st)
     return st == LK_PROMOTED || st == LK_FAILED_OVER;
 }
 
-static void mirror_epochs_due(lk_mirror *m)
+static void mirror_epochs_due(lk_mirror *m, bool taking)
 {
     for (int32_t i = 0; i < m->nparts; i++) {
         m->parts[i].epoch_due = true;
         m->parts[i].source_epoch = -2;   /* taken again where it is led */
+        m->parts[i].source_known = false;
     }
-    mirror_epochs(m);
+    mirror_epochs(m, taking);
 }
 
 /* Stores and logs a mirror topic's new state (one line per change). */
@@ -778,7 +787,7 @@ static void mirror_store_state(lk_mirror *m, enum lk_mstate st, const char *why)
     BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s%s%s", m->topic, m->link->name,
             m->source, state_name(was), state_name(st), why ? ": " : "", why ? why : "");
     if (mirror_left(st))
-        mirror_epochs_due(m);            /* K14 */
+        mirror_epochs_due(m, true);      /* K14 */
 }
 
 static uint32_t mirror_open_txns(lk_mirror *m, bool abort);
@@ -921,7 +930,7 @@ static bool parts_grow(lk_mirror *m, int32_t n)
     for (int32_t i = m->nparts; i < n; i++)
         np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .leader = -1,
                            .leader_epoch = -1, .asked = -1, .told_epoch = -1,
-                           .raised_to = -1, .source_epoch = -2, .truncating = true,           /* link_conn.c C5 */
+                           .source_epoch = -2, .truncating = true,           /* link_conn.c C5 */
                            .epoch_due = mirror_left(m->state) };         /* K14 */
     m->parts = np;
     m->nparts = n;
@@ -1458,6 +1467,14 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, bk_top
     return KP_NONE;
 }
 
+void link_mirror_led(bk_broker *b, const char *topic)
+{
+    lk_set *s = set_of(b);
+    lk_mirror *m = s && s->nmirrors ? mirror_find(s, topic) : NULL;
+    if (m && mirror_left(m->state))
+        mirror_epochs(m, false);         /* K14, K16: where the raise just landed */
+}
+
 bool link_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
 {
     lk_set *s = set_of(b);
@@ -1515,7 +1532,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     for (lk_mirror *m = s->mirrors; m; m = m->next) {
         promoting |= m->state == LK_PROMOTING;
         if (mirror_left(m->state))
-            mirror_epochs(m);            /* K14: where it leads now */
+            mirror_epochs(m, false);     /* K14: where it leads now */
         if (m->state == LK_FAILED_OVER && bk_cluster_mode(b))
             mirror_open_txns(m, true);   /* K10: where it leads now */
     }
@@ -1562,7 +1579,7 @@ static void mirror_applied(lk_mirror *m, enum lk_mstate st)
     if (st == LK_PROMOTING)
         promoting_begin(m);
     if (mirror_left(st))
-        mirror_epochs_due(m);            /* K14, before K10's markers */
+        mirror_epochs_due(m, true);      /* K14, before K10's markers */
     if (st == LK_FAILED_OVER)
         mirror_open_txns(m, true);       /* K10 */
     lk_conn_kick(m->link);
@@ -1703,7 +1720,7 @@ static void link_sync(bk_broker *b)
         if (t && (m->created = parts_grow(m, t->npartitions)) == false)
             BK_ERROR("mirror topic %s: out of memory", m->topic);
         if (m && mirror_left(st))
-            mirror_epochs_due(m);        /* K14 at load: the raise may not have landed */
+            mirror_epochs_due(m, false); /* K14 at load: the raise may not have landed */
         l->metadata_due_us = 0;          /* its partitions and configs now */
         lk_conn_kick(l);
     }
@@ -1728,6 +1745,7 @@ int link_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     b->mirror_refuses = link_mirror_refuses;
+    b->mirror_led = link_mirror_led;
     b->links_changed = link_sync;        /* K6 (the apply half's call) */
     err[0] = 0;
     reseal_stale(b);                     /* K4 */
@@ -1758,5 +1776,6 @@ void link_stop(bk_broker *b)
     free(s);
     b->links = NULL;
     b->mirror_refuses = NULL;
+    b->mirror_led = NULL;
     b->links_changed = NULL;
 }
