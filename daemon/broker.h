@@ -112,6 +112,10 @@ struct bk_broker {
      * may go into it (daemon/link/link.h link_mirror_refuses, installed by
      * link_start); NULL: no links */
     bool (*mirror_refuses)(bk_broker *b, const char *topic, const char **msg);
+    /* Cluster mode: a partition of topic is led here after a view change
+     * (repl_isr.c), so a mirror that left mirroring takes its fresh epoch
+     * duty at once (daemon/link/link.h link_mirror_led; link.c K14, K17) */
+    void (*mirror_led)(bk_broker *b, const char *topic);
     /* Cluster mode: the cluster_links / mirror_topics rows in SQLite were
      * changed by another broker's write (cluster_links.c's apply half);
      * the links follow them (daemon/link/link.c link_sync, installed by
@@ -154,6 +158,13 @@ struct bk_broker {
 static inline bool bk_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
 {
     return b->mirror_refuses && b->mirror_refuses(b, topic, msg);
+}
+
+/* The same door's other side: see bk_broker.mirror_led. */
+static inline void bk_mirror_led(bk_broker *b, const char *topic)
+{
+    if (b->mirror_led)
+        b->mirror_led(b, topic);
 }
 
 /* A new producer id, unique for this broker's life and across restarts,

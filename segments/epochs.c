@@ -80,6 +80,14 @@ int32_t seg_epoch_for_offset(const seg_log *log, int64_t offset)
     return e;
 }
 
+int64_t seg_epoch_start_above(const seg_log *log, int32_t epoch)
+{
+    for (int i = 0; i < log->nepochs; i++)
+        if (log->epochs[i].epoch > epoch)
+            return log->epochs[i].start_offset;
+    return -1;
+}
+
 int seg_epoch_entries(const seg_log *log, seg_epoch_entry *out, int cap)
 {
     for (int i = 0; i < log->nepochs && i < cap; i++)

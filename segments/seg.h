@@ -440,6 +440,9 @@ int32_t seg_epoch_latest(const seg_log *log);
 /* The epoch that wrote `offset` (Kafka's epochForOffset: the last entry
  * starting at or below it), -1 when none does. */
 int32_t seg_epoch_for_offset(const seg_log *log, int64_t offset);
+/* The start offset of the first entry whose epoch is above epoch; -1
+ * when the history has none. */
+int64_t seg_epoch_start_above(const seg_log *log, int32_t epoch);
 /* Copies up to cap entries, oldest first; returns how many there are. */
 int  seg_epoch_entries(const seg_log *log, seg_epoch_entry *out, int cap);
 /* `epoch` writes the log from start_offset on (a new leader at its log

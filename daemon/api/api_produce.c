@@ -479,8 +479,8 @@ static void produce_partition(bk_req *r, kp_str txn_id, int16_t acks, kp_str top
     /* link.c K14: never a batch under an epoch below the log's latest (the
      * history would be dropped, epochs.c E1) or, in a promoted mirror, at
      * the source's: retriable, the fresh epoch is on its way. */
-    if (bk_cluster_mode(b) && (p->leader_epoch < p->min_epoch ||
-                               p->leader_epoch < seg_epoch_latest(p->log))) {
+    if (p->leader_epoch < p->min_epoch ||
+        (bk_cluster_mode(b) && p->leader_epoch < seg_epoch_latest(p->log))) {
         res->error = KP_NOT_LEADER_OR_FOLLOWER;
         return;
     }

@@ -122,19 +122,29 @@
  *   K12. Cluster mode takes 'promoted' (K11) and 'failed_over' (K10) as
  *       standalone does; K7's floor holds across the brokers.  A producer
  *       id handed out before its source id was copied here (the two
- *       clusters allot ids independently) is not kept apart: see "Not
- *       built yet".
- *   K14. Cluster mode: a mirror's epoch history is the source's (link_conn.c
- *       C5), so when it leaves mirroring the leader of each partition makes
- *       its leader epoch fresh before anything is appended here: above the
- *       log's latest epoch (repl_isr_epoch_raise: the state znode, as an ISR
- *       change is written), then assigned at the log end.  Until then
+ *       clusters allot ids independently) is kept apart by K17.
+ *   K14. A mirror's epoch history is the source's (link_conn.c C5), so
+ *       when it leaves mirroring the leader of each partition makes its
+ *       leader epoch fresh before anything is appended here: above the
+ *       log's latest epoch, then assigned at the log end.  Standalone: the
+ *       partition's stored leader epoch (partitions.leader_epoch, 0 until
+ *       then) becomes latest + 1 at once (view_partition_epoch_set, before
+ *       the state change returns; a failed write keeps producers out by
+ *       min_epoch and is retried each second); nothing raises it after,
+ *       so a restart finds it above 0 and the log's latest, and only
+ *       assigns it again (replica.c does at open).  Cluster mode: the
+ *       state znode (repl_isr_epoch_raise, as an ISR change is written),
+ *       once: "fresh" is above the log's latest epoch as the duty first
+ *       found it led here (lk_part.source_epoch), since the leader assigns
+ *       its new epoch at the log end as soon as the raise lands (compared
+ *       with the latest, the duty raised again every second).  Until then
  *       (p->min_epoch) a producer is answered NOT_LEADER_OR_FOLLOWER
  *       (retriable) and a failover's ABORT markers wait (K10's next
  *       second), so no local batch shares an epoch with the source's or
  *       goes below one (epochs.c E1 would drop the history).  Each broker
  *       does it for the partitions it leads when it takes the state, and
- *       once a second after for those it leads by then (on_tick); a copy
+ *       once a second after for those it leads by then (on_tick, and at
+ *       once where a view change makes it lead: link_mirror_led); a copy
  *       not led here is guarded meanwhile (min_epoch above its log's latest
  *       epoch), so it takes no local batch at the source's epoch should it
  *       lead before the next second.  The duty is taken again for a mirror
@@ -176,21 +186,41 @@
  *       as an UPDATE (compare-and-set, cluster_links.c L6; a link deleted
  *       meanwhile stays deleted, cluster_links.c L8); every broker applies
  *       it (K13).
+ *   K17. The source's producer state never judges a local batch: a
+ *       partition of a mirror that left mirroring has a local start (the
+ *       start of K14's fresh epoch in its history: the source's batches
+ *       are all below it, the local ones at or above), and every producer
+ *       last seen below it without an open transaction is the source's
+ *       (replica_producers.c P9): a local producer with its id starts
+ *       afresh, as one whose state expired, so a destination producer
+ *       given id n before the source's n was copied is neither taken for a
+ *       duplicate nor refused as out of order.  Producers of the source with
+ *       a transaction open (K8: only between 'failed_over' and its ABORT
+ *       markers) are kept until the marker.  Standalone the local start is
+ *       found again after a restart (the stored epoch's entry, K14) and
+ *       applied after the state's replay (replica_producers_local_start).
+ *       Cluster mode: the local start is the start of the first epoch
+ *       above the source's latest, known to the broker that led the
+ *       partition when it took the state (its log's latest then is the
+ *       source's: K3, K11; lk_part.source_known); that broker takes no
+ *       local batch from its raise until the duty set the local start
+ *       (min_epoch held; the duty runs as the raise lands: the view change
+ *       that makes a broker lead calls link_mirror_led).  Other brokers:
+ *       see "Not built yet".
  *
  * Not built yet (issue 33's later parts):
- *   - K7 keeps later ids off the source's, not earlier ones: a local
- *     producer given id n before a source batch of producer n was copied
- *     (the floor was below n then) could, after the promotion, be taken
- *     for it.  Closing it needs the source's producers forgotten (or
- *     fenced) in the promoted partitions.  Mirrors filled before the
- *     cluster floor existed raised no floor in ZooKeeper.  A floor raised
- *     while 'failed_over' is being written (its zxid after the state's)
- *     reaches the other brokers just after the state, and the leader may
- *     append the batch it waited for in between (K11's window): a broker
- *     could hand out one of its ids in that moment.
- *   - K14 standalone: the leader epoch stays the destination's (0) below
- *     a source's higher epochs, so a local append after a promotion
- *     replaces the epoch history (epochs.c E1); cluster mode raises it.
+ *   - K17 in cluster mode after a restart or a leadership move: a leader
+ *     that did not raise the fresh epoch itself does not know where the
+ *     local batches start (the history holds later local epochs too), so
+ *     the source's producers judge local batches there as before K17.  It
+ *     needs the first local epoch kept where every broker reads it (the
+ *     mirror's row in ZooKeeper, per partition).
+ *   - K7: mirrors filled before the cluster floor existed raised no floor
+ *     in ZooKeeper.  A floor raised while 'failed_over' is being written
+ *     (its zxid after the state's) reaches the other brokers just after
+ *     the state, and the leader may append the batch it waited for in
+ *     between (K11's window): a broker could hand out one of its ids in
+ *     that moment.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/security/sec_pwenc.h"
@@ -669,33 +699,77 @@ bool lk_mirror_fetching(const lk_mirror *m)
     return m->created && (m->state == LK_ACTIVE || m->state == LK_PROMOTING);
 }
 
+/* K14: whether p's leader epoch is the fresh one already.  Standalone
+ * the stored epoch is 0 until K14 raises it, and nothing raises it after,
+ * so a raised one is the log's latest from then on (a restart finds it
+ * so).  Cluster mode: above the log's latest epoch when the duty first
+ * found the partition led here (the leader assigns its own epoch at the
+ * log end as soon as the raise lands, repl_isr.c, so the latest is no
+ * test after); a takeover or a restart that assigned first costs one more
+ * raise (K14's note). */
+static bool epoch_fresh(bk_broker *b, const bk_partition *p, const lk_part *lp,
+                        int32_t latest)
+{
+    return bk_cluster_mode(b) ? p->leader_epoch > lp->source_epoch
+                              : p->leader_epoch > 0 && p->leader_epoch >= latest;
+}
+
 /* K14: the partitions led here of a mirror that left mirroring, each
- * given a fresh leader epoch once. */
-static void mirror_epochs(lk_mirror *m)
+ * given a fresh leader epoch once; K17: their local start then.  taking:
+ * the state is taken now (not loaded, not a later second). */
+static void mirror_epochs(lk_mirror *m, bool taking)
 {
     bk_broker *b = m->link->b;
-    for (int32_t i = 0; bk_cluster_mode(b) && i < m->nparts; i++) {
-        if (!m->parts[i].epoch_due)
+    bool cluster = bk_cluster_mode(b);
+    for (int32_t i = 0; i < m->nparts; i++) {
+        lk_part *lp = &m->parts[i];
+        if (!lp->epoch_due)
             continue;
         bk_partition *p = lk_copies(m, i);
-        if (!p) {                        /* a copy here, not led: guarded for when it is */
+        if (!p && cluster) {             /* a copy here, not led: guarded for when it is */
             const bk_pview *v = view_partition(b, kp_str_cstr(m->topic), i);
             if (v && v->local && v->local->min_epoch <= seg_epoch_latest(v->local->log))
                 v->local->min_epoch = seg_epoch_latest(v->local->log) + 1;
             continue;
         }
+        if (!p)
+            continue;                    /* standalone: not created yet */
         int32_t latest = seg_epoch_latest(p->log);
-        if (p->leader_epoch > latest) {
-            m->parts[i].epoch_due = false;
-            if (seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
-                replica_partition_epochs_save(b, p);
-            BK_INFO("mirror topic %s-%d: local appends from %lld on under leader epoch %d "
-                    "(the source's end at %d)", m->topic, (int)i,
-                    (long long)seg_log_end(p->log), (int)p->leader_epoch, (int)latest);
+        int32_t fresh = latest >= 0 ? latest + 1 : 1;    /* standalone: above 0 */
+        if (lp->source_epoch == -2) {
+            lp->source_epoch = latest;
+            lp->source_known = taking;   /* K17: led here as the mirroring stopped */
+        }
+        char err[MD_ERRLEN];
+        if (!cluster && !epoch_fresh(b, p, lp, latest) &&
+            view_partition_epoch_set(b, m->topic, i, fresh, err, sizeof err) != KP_NONE) {
+            if (p->min_epoch < fresh)
+                p->min_epoch = fresh;                /* producers wait: retried on_tick */
+            BK_ERROR("mirror topic %s-%d: cannot store leader epoch %d (above the "
+                     "source's %d): %s", m->topic, (int)i, (int)fresh, (int)latest, err);
             continue;
         }
-        if (p->min_epoch <= latest)
-            p->min_epoch = latest + 1;
+        if (epoch_fresh(b, p, lp, latest)) {
+            lp->epoch_due = false;
+            p->min_epoch = p->leader_epoch;          /* K17's hold below ends */
+            if (seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
+                replica_partition_epochs_save(b, p);
+            /* K17: standalone the stored epoch's entry starts the local
+             * batches; cluster mode the first above the source's, where
+             * this broker saw the source's */
+            int64_t from = !cluster ? seg_epoch_start_above(p->log, p->leader_epoch - 1)
+                         : lp->source_known ? seg_epoch_start_above(p->log, lp->source_epoch)
+                         : -1;
+            if (from >= 0)
+                replica_producers_local_start(p, from);
+            BK_INFO("mirror topic %s-%d: local appends from %lld on under leader epoch %d, "
+                    "above the source's", m->topic, (int)i,
+                    (long long)(from >= 0 ? from : seg_log_end(p->log)), (int)p->leader_epoch);
+            continue;
+        }
+        /* K17: no local batch before the local start is set, here at the
+         * next second once the raise landed (K14's note: NOT_LEADER meanwhile) */
+        p->min_epoch = INT32_MAX;
         char why[96];
         snprintf(why, sizeof why, "leader epoch %d -> %d: a mirror that left mirroring at "
                  "the source's %d", (int)p->leader_epoch, (int)latest + 1, (int)latest);
@@ -708,11 +782,14 @@ static bool mirror_left(enum lk_mstate st)
     return st == LK_PROMOTED || st == LK_FAILED_OVER;
 }
 
-static void mirror_epochs_due(lk_mirror *m)
+static void mirror_epochs_due(lk_mirror *m, bool taking)
 {
-    for (int32_t i = 0; i < m->nparts; i++)
+    for (int32_t i = 0; i < m->nparts; i++) {
         m->parts[i].epoch_due = true;
-    mirror_epochs(m);
+        m->parts[i].source_epoch = -2;   /* taken again where it is led */
+        m->parts[i].source_known = false;
+    }
+    mirror_epochs(m, taking);
 }
 
 /* Stores and logs a mirror topic's new state (one line per change). */
@@ -733,7 +810,7 @@ static void mirror_store_state(lk_mirror *m, enum lk_mstate st, const char *why)
     BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s%s%s", m->topic, m->link->name,
             m->source, state_name(was), state_name(st), why ? ": " : "", why ? why : "");
     if (mirror_left(st))
-        mirror_epochs_due(m);            /* K14 */
+        mirror_epochs_due(m, true);      /* K14 */
 }
 
 static uint32_t mirror_open_txns(lk_mirror *m, bool abort);
@@ -876,7 +953,7 @@ static bool parts_grow(lk_mirror *m, int32_t n)
     for (int32_t i = m->nparts; i < n; i++)
         np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .leader = -1,
                            .leader_epoch = -1, .asked = -1, .told_epoch = -1,
-                           .truncating = true,           /* link_conn.c C5 */
+                           .source_epoch = -2, .truncating = true,           /* link_conn.c C5 */
                            .epoch_due = mirror_left(m->state) };         /* K14 */
     m->parts = np;
     m->nparts = n;
@@ -1699,6 +1776,14 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, bk_top
     return KP_NONE;
 }
 
+void link_mirror_led(bk_broker *b, const char *topic)
+{
+    lk_set *s = set_of(b);
+    lk_mirror *m = s && s->nmirrors ? mirror_find(s, topic) : NULL;
+    if (m && mirror_left(m->state))
+        mirror_epochs(m, false);         /* K14, K17: where the raise just landed */
+}
+
 bool link_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
 {
     lk_set *s = set_of(b);
@@ -1756,7 +1841,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     for (lk_mirror *m = s->mirrors; m; m = m->next) {
         promoting |= m->state == LK_PROMOTING;
         if (mirror_left(m->state))
-            mirror_epochs(m);            /* K14: where it leads now */
+            mirror_epochs(m, false);     /* K14: where it leads now */
         if (m->state == LK_FAILED_OVER && bk_cluster_mode(b))
             mirror_open_txns(m, true);   /* K10: where it leads now */
     }
@@ -1803,7 +1888,7 @@ static void mirror_applied(lk_mirror *m, enum lk_mstate st)
     if (st == LK_PROMOTING)
         promoting_begin(m);
     if (mirror_left(st))
-        mirror_epochs_due(m);            /* K14, before K10's markers */
+        mirror_epochs_due(m, true);      /* K14, before K10's markers */
     if (st == LK_FAILED_OVER)
         mirror_open_txns(m, true);       /* K10 */
     lk_conn_kick(m->link);
@@ -1956,7 +2041,7 @@ static void link_sync(bk_broker *b)
         if (t && (m->created = parts_grow(m, t->npartitions)) == false)
             BK_ERROR("mirror topic %s: out of memory", m->topic);
         if (m && mirror_left(st))
-            mirror_epochs_due(m);        /* K14 at load: the raise may not have landed */
+            mirror_epochs_due(m, false); /* K14 at load: the raise may not have landed */
         l->metadata_due_us = 0;          /* its partitions and configs now */
         lk_conn_kick(l);
     }
@@ -1981,6 +2066,7 @@ int link_start(bk_broker *b, char *err, size_t errlen)
         return -1;
     }
     b->mirror_refuses = link_mirror_refuses;
+    b->mirror_led = link_mirror_led;
     b->links_changed = link_sync;        /* K6 (the apply half's call) */
     err[0] = 0;
     reseal_stale(b);                     /* K4 */
@@ -2011,5 +2097,6 @@ void link_stop(bk_broker *b)
     free(s);
     b->links = NULL;
     b->mirror_refuses = NULL;
+    b->mirror_led = NULL;
     b->links_changed = NULL;
 }

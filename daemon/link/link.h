@@ -73,6 +73,10 @@ int link_mirror_state(bk_broker *b, const char *topic, const char *state, bk_top
 /* Produce: topic is a mirror topic not promoted yet; *msg says so
  * (static).  O(mirror topics) string compares; nothing when none. */
 bool link_mirror_refuses(bk_broker *b, const char *topic, const char **msg);
+/* Cluster mode, b->mirror_led: a partition of topic is led here after a
+ * view change; a mirror that left mirroring takes its link.c K14 duty now (its
+ * raise landed: the local start, then producers), not at the next second. */
+void link_mirror_led(bk_broker *b, const char *topic);
 
 /* /metrics: each mirror partition's lag (source log end minus mirror log
  * end) and each link's state. */

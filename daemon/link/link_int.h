@@ -50,6 +50,10 @@ typedef struct lk_part {
                                           * broker told it caught up in (link.c K11); -1 */
     bool epoch_due;                      /* left mirroring here, cluster: a leader epoch
                                           * above the source's still to take (link.c K14) */
+    int32_t source_epoch;                /* cluster: the log's latest epoch when the duty
+                                          * first found it led here (link.c K14); -2 not yet */
+    bool source_known;                   /* that was when this broker took the state: the
+                                          * source's latest (link.c K17) */
 } lk_part;
 
 typedef struct lk_mirror {

@@ -75,6 +75,7 @@ int replica_open(bk_broker *b, bk_topic *t, int32_t idx, const md_partition *mp,
     }
     p->topic = t;
     p->id = idx;
+    p->local_start = -1;                  /* link.c K17: none known yet */
     replica_partition_init_waiters(p);
     char dir[8192];
     snprintf(dir, sizeof dir, "%s/%s-%d", b->data_dir, t->name, idx);

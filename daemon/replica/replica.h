@@ -79,6 +79,8 @@ struct bk_partition {
     int isr_pending_version;         /* ISR write out on this state version; -1 none */
     int32_t min_epoch;               /* no append while leader_epoch is below it (a
                                         promoted mirror's, daemon/link/link.c K14) */
+    int64_t local_start;             /* a mirror that left mirroring: its first local
+                                        offset (daemon/link/link.c K17); -1 none */
     int64_t storage_retry_ms;        /* log failed: next seg_reset_error try */
     struct bk_pstate *producers;     /* idempotent producers (replica_producers.c) */
     /* counters for /metrics */

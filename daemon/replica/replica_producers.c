@@ -57,6 +57,18 @@
  *       snapshot's load rebuilds it.  The partition's LSO is
  *       min(first_unstable, high watermark) (replica_partition_lso), O(1)
  *       on the fetch path.
+ *   P9. A mirror topic that left mirroring (daemon/link/link.c K17) holds
+ *       the source's batches below local_start and only local ones from
+ *       there.  A producer whose newest data batch (a marker, for one
+ *       known by markers only: last_offset) lies below local_start and
+ *       that has no open transaction is the source's: the source's
+ *       producer ids are not this cluster's, so its state never judges a
+ *       local batch.  check takes it as unknown (accepted at any sequence,
+ *       as an expired producer), apply starts it afresh with the first
+ *       batch at or past local_start, and replica_pstate_local_start
+ *       forgets such producers and cuts the source's batches out of the
+ *       rings of the others (a replay that ran before local_start was
+ *       known).  Cost on the produce path: one comparison per batch.
  *
  * The table is open addressing with linear probing; deletion shifts the
  * following run back (no tombstones), so a lookup probes a short run.
@@ -64,11 +76,13 @@
  * Snapshot file layout (big-endian), written to .tmp and renamed:
  *
  *   0  Magic      "SLPS"
- *   4  Version    INT16 = 2 (1: without the two transaction fields; read)
+ *   4  Version    INT16 = 3 (1: without the two transaction fields, 2:
+ *                   without LastOffset; both read, LastOffset then -1)
  *   6  Count      INT32                 producers that follow
  *  10  producer × Count:
  *        ProducerId INT64 | ProducerEpoch INT16 | LastTimestamp INT64 |
  *        [v2: CoordinatorEpoch INT32 | CurrentTxnFirstOffset INT64] |
+ *        [v3: LastOffset INT64 (P9)] |
  *        Batches INT8 (0..5, oldest first) | batch × Batches:
  *          FirstSeq INT32 | LastSeq INT32 | BaseOffset INT64 |
  *          LastOffsetDelta INT32 | Timestamp INT64
@@ -93,6 +107,7 @@ void replica_pstate_init(bk_pstate *ps)
     memset(ps, 0, sizeof *ps);
     ps->first_unstable = -1;           /* P4: no open transaction */
     ps->snapshot_at = -1;
+    ps->local_start = -1;              /* P9: none */
 }
 
 void replica_pstate_free(bk_pstate *ps)
@@ -159,6 +174,7 @@ static bk_producer *find_or_add(bk_pstate *ps, int64_t pid)
         return NULL;
     e->pid = pid;
     e->epoch = -1;
+    e->last_offset = -1;
     e->txn_first = -1;
     e->coord_epoch = -1;
     uint32_t i = slot_of(pid, ps->cap);
@@ -187,6 +203,53 @@ static void remove_at(bk_pstate *ps, uint32_t i)
             i = j;
         }
     }
+}
+
+/* P9: e's state is the source's (a mirror's, below local_start). */
+static bool from_source(const bk_pstate *ps, const bk_producer *e)
+{
+    if (ps->local_start < 0 || e->txn_first >= 0)
+        return false;
+    int64_t last = e->n > 0 ? e->batches[e->head].base_offset : e->last_offset;
+    return last < ps->local_start;
+}
+
+/* P9: e's batches below from out of its ring, the order kept. */
+static void ring_cut(bk_producer *e, int64_t from)
+{
+    bk_pbatch keep[BK_PRODUCER_BATCHES];
+    uint8_t k = 0;
+    for (int i = e->n - 1; i >= 0; i--) {        /* oldest first */
+        const bk_pbatch *b = &e->batches[(e->head + BK_PRODUCER_BATCHES - i) %
+                                         BK_PRODUCER_BATCHES];
+        if (b->base_offset >= from)
+            keep[k++] = *b;
+    }
+    memcpy(e->batches, keep, k * sizeof *keep);
+    e->n = k;
+    e->head = k > 0 ? (uint8_t)(k - 1) : 0;
+}
+
+uint32_t replica_pstate_local_start(bk_pstate *ps, int64_t offset)
+{
+    ps->local_start = offset < 0 ? -1 : offset;
+    uint32_t gone = 0;
+    for (uint32_t i = 0; offset >= 0 && i < ps->cap;) {
+        bk_producer *e = ps->slots[i];
+        if (e && from_source(ps, e)) {
+            remove_at(ps, i);          /* slot i may now hold a shifted entry */
+            gone++;
+            ps->dirty = true;
+            continue;
+        }
+        if (e && e->n > 0 && e->batches[e->head].base_offset >= offset) {
+            uint8_t n = e->n;
+            ring_cut(e, offset);
+            ps->dirty |= n != e->n;
+        }
+        i++;
+    }
+    return gone;
 }
 
 uint32_t replica_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms)
@@ -266,6 +329,8 @@ int replica_pstate_check(const bk_pstate *ps, const uint8_t *data, size_t len,
         if (h.ProducerEpoch < 0 || h.BaseSequence < 0)
             return KP_CORRUPT_MESSAGE;
         const bk_producer *e = replica_pstate_find(ps, h.ProducerId);
+        if (e && from_source(ps, e))
+            e = NULL;                          /* P9: the source's, not this one */
         /* Kafka: "Expected transactional write from producer" */
         if (e && e->txn_first >= 0 && !(h.Attributes & KP_ATTR_TRANSACTIONAL) &&
             h.ProducerEpoch == e->epoch)
@@ -310,7 +375,7 @@ int replica_pstate_check_marker(const bk_pstate *ps, int64_t pid, int16_t epoch,
                                 int32_t coordinator_epoch)
 {
     const bk_producer *e = replica_pstate_find(ps, pid);
-    if (!e)
+    if (!e || from_source(ps, e))              /* P9 */
         return KP_NONE;
     if (epoch < e->epoch)
         return KP_INVALID_PRODUCER_EPOCH;
@@ -413,6 +478,12 @@ int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts, const bk_
     bk_producer *e = find_or_add(ps, h->ProducerId);
     if (!e)
         return -1;
+    if (h->BaseOffset >= ps->local_start && from_source(ps, e)) {
+        e->n = 0;                          /* P9: starts afresh here */
+        e->coord_epoch = -1;
+        e->epoch = h->ProducerEpoch;
+    }
+    e->last_offset = h->BaseOffset;
     if (e->epoch != h->ProducerEpoch) {
         e->epoch = h->ProducerEpoch;
         e->n = 0;
@@ -536,7 +607,7 @@ size_t replica_marker_build(uint8_t *out, int64_t pid, int16_t epoch, int32_t le
 
 /* ---- snapshots ----------------------------------------------------------------- */
 #define SNAP_MAGIC "SLPS"
-#define SNAP_VERSION 2
+#define SNAP_VERSION 3
 #define SNAP_EXT ".snapshot"
 
 /* "<20 digits>.snapshot" → its offset, or -1. */
@@ -605,6 +676,7 @@ int replica_pstate_save(const bk_pstate *ps, const char *dir, int64_t offset)
         kp_wr_i64(&b, e->last_ts);
         kp_wr_i32(&b, e->coord_epoch);
         kp_wr_i64(&b, e->txn_first);
+        kp_wr_i64(&b, e->last_offset);
         kp_wr_i8(&b, (int8_t)e->n);
         for (int k = e->n - 1; k >= 0; k--) {   /* oldest first */
             const bk_pbatch *pb = &e->batches[(e->head + BK_PRODUCER_BATCHES - k) %
@@ -665,7 +737,7 @@ static int decode(bk_pstate *ps, const uint8_t *data, size_t len)
     kp_rd r;
     kp_rd_init(&r, data + 4, len - 8);
     int16_t version = kp_rd_i16(&r);
-    if (version != 1 && version != SNAP_VERSION)
+    if (version < 1 || version > SNAP_VERSION)
         return -1;
     int32_t count = kp_rd_i32(&r);
     for (int32_t i = 0; i < count && kp_rd_ok(&r); i++) {
@@ -674,6 +746,7 @@ static int decode(bk_pstate *ps, const uint8_t *data, size_t len)
         int64_t last_ts = kp_rd_i64(&r);
         int32_t coord_epoch = version >= 2 ? kp_rd_i32(&r) : -1;
         int64_t txn_first = version >= 2 ? kp_rd_i64(&r) : -1;
+        int64_t last_offset = version >= 3 ? kp_rd_i64(&r) : -1;
         int8_t nb = kp_rd_i8(&r);
         if (!kp_rd_ok(&r) || pid < 0 || nb < 0 || nb > BK_PRODUCER_BATCHES)
             return -1;
@@ -684,6 +757,7 @@ static int decode(bk_pstate *ps, const uint8_t *data, size_t len)
         e->last_ts = last_ts;
         e->coord_epoch = coord_epoch;
         e->txn_first = txn_first < 0 ? -1 : txn_first;
+        e->last_offset = last_offset < 0 ? -1 : last_offset;
         for (int k = 0; k < nb; k++) {
             bk_pbatch *pb = &e->batches[k];
             pb->first_seq = kp_rd_i32(&r);
@@ -812,6 +886,7 @@ int replica_producers_open(bk_broker *b, bk_partition *p)
     int64_t rebuild = seg_txn_rebuild_from(p->log);
     int64_t from = replica_pstate_load(ps, dir, rebuild >= 0 && rebuild < end ? rebuild : end);
     ps->snapshot_at = from;
+    ps->local_start = p->local_start;        /* P9, for the replay's batches */
     if (from < 0)
         from = seg_log_start(p->log);        /* no snapshot: all of the log */
     int rc = 0;
@@ -835,14 +910,26 @@ int replica_producers_open(bk_broker *b, bk_partition *p)
                     "(offsets %lld..%lld, %u producers) in %.1f ms", p->topic->name,
                     p->id, (long long)rp.batches, (long long)from,
                     (long long)end, ps->n, (double)(bk_mono_us() - t0) / 1000.0);
+        replica_pstate_local_start(ps, p->local_start);    /* P9: the snapshot's too */
         if (rc == 0 && index_durable(NULL, p) && replica_pstate_save(ps, dir, end) == 0) {
             ps->dirty = false;
             ps->snapshot_at = end;
         }
     }
+    replica_pstate_local_start(ps, p->local_start);        /* P9 */
     replica_pstate_expire(ps, bk_now_ms(), BK_PRODUCER_EXPIRATION_MS);
     p->producers = ps;
     return rc;
+}
+
+void replica_producers_local_start(bk_partition *p, int64_t offset)
+{
+    p->local_start = offset;
+    uint32_t gone = p->producers ? replica_pstate_local_start(p->producers, offset) : 0;
+    if (gone)
+        BK_INFO("%s-%d: %u producer%s of the source forgotten: local batches from "
+                "offset %lld on", p->topic->name, p->id, gone, gone == 1 ? "" : "s",
+                (long long)offset);
 }
 
 void replica_producers_close(bk_broker *b, bk_partition *p, bool destroy)

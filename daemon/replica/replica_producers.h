@@ -39,6 +39,8 @@ typedef struct bk_producer {
     int32_t coord_epoch;             /* of its last marker; -1: none yet */
     uint32_t open_at;                /* its index in bk_pstate.open while
                                         txn_first >= 0 */
+    int64_t last_offset;             /* of its newest data batch (or marker:
+                                        replica_producers.c P9); -1 unknown */
     int16_t epoch;
     uint8_t n;                       /* batches[] in use */
     uint8_t head;                    /* index of the newest */
@@ -61,6 +63,10 @@ typedef struct bk_pstate {
                                         replay's start (replica_producers.c
                                         P2); -1: none.  The cleaner keeps
                                         markers past it (cleaner.c X3) */
+    int64_t local_start;             /* a mirror that left mirroring: its
+                                        first local offset; the producers
+                                        last seen below it are the source's
+                                        (replica_producers.c P9); -1: none */
 } bk_pstate;
 
 /* A transaction marker (control record), as the log stores it. */
@@ -110,6 +116,12 @@ int replica_pstate_check_marker(const bk_pstate *ps, int64_t pid, int16_t epoch,
 /* One stored batch header (rebuild from the log); m: its marker when it
  * is a control batch (NULL: a data batch, or a control batch not read). */
 int replica_pstate_apply(bk_pstate *ps, const kp_batch *h, int64_t ts, const bk_marker *m);
+/* replica_producers.c P9: from offset on the partition's batches are local (a mirror that
+ * left mirroring, daemon/link/link.c K17): producers last seen below it
+ * are forgotten (none with an open transaction), and the batches below it
+ * leave the rings of the others.  offset -1: none.  Returns how many
+ * producers were forgotten. */
+uint32_t replica_pstate_local_start(bk_pstate *ps, int64_t offset);
 /* Forgets producers whose last batch is older than now - max_age.
  * Returns how many. */
 uint32_t replica_pstate_expire(bk_pstate *ps, int64_t now_ms, int64_t max_age_ms);
@@ -136,6 +148,9 @@ void replica_producers_close(struct bk_broker *b, struct bk_partition *p, bool d
 /* After the log was cut back (a follower truncating): the state again as
  * the log now has it, from the newest snapshot at or below its end. */
 int  replica_producers_reset(struct bk_broker *b, struct bk_partition *p);
+/* link.c K17: p's local batches start at offset (kept on p, so a reset
+ * or a reopen of the state applies it again after its replay). */
+void replica_producers_local_start(struct bk_partition *p, int64_t offset);
 /* Maintenance timer: expires silent producers and snapshots partitions
  * whose state changed, so a crash replays little of the log. */
 void replica_producers_tick(struct bk_broker *b);

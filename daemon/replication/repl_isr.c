@@ -228,8 +228,10 @@ void repl_isr_view_changed(bk_broker *b, bk_partition *p)
         !bk_mirror_refuses(b, p->topic->name, &mirror_why) &&
         seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
         replica_partition_epochs_save(b, p);
-    if (p->leading)
+    if (p->leading) {
         isr_update_hw(b, p);                      /* a smaller ISR may let it move */
+        bk_mirror_led(b, p->topic->name);         /* link.c K14: a raise that landed */
+    }
     else if (was)
         replica_partition_notify(p);                   /* acks=all waiters: not the leader now */
 }

@@ -413,3 +413,23 @@ int view_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
             (int)st->leader, (int)st->leader_epoch);
     return view_topic_apply(b, topic, err, errlen);
 }
+
+int view_partition_epoch_set(bk_broker *b, const char *topic, int32_t partition,
+                             int32_t epoch, char *err, size_t errlen)
+{
+    bk_topic *t = view_topic_find(b, topic, strlen(topic));
+    if (!t || partition < 0 || partition >= t->npartitions) {
+        snprintf(err, errlen, "This server does not host this topic-partition: %s-%d",
+                 topic, (int)partition);
+        return KP_UNKNOWN_TOPIC_OR_PARTITION;
+    }
+    const bk_pview *v = &t->parts[partition];
+    md_partition_state st = { .leader = v->leader, .leader_epoch = epoch,
+                              .nreplicas = v->nreplicas, .nisr = v->nisr,
+                              .controller_epoch = v->controller_epoch,
+                              .zk_version = v->zk_version, .adding = v->adding,
+                              .removing = v->removing };
+    memcpy(st.replicas, v->replicas, sizeof st.replicas);
+    memcpy(st.isr, v->isr, sizeof st.isr);
+    return view_partition_state_set(b, topic, partition, &st, err, errlen);
+}

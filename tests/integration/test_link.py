@@ -27,7 +27,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 import kafka_raw as kr
 from sasl_support import SaslBroker, ck_sasl
 from conftest import free_port
-from support import admin_socket, ck_conf, ck_producer, create_topic, produce_ok, socket_http
+from support import admin_socket, ck_conf, ck_producer, consume, create_topic, produce_ok
+from support import socket_http
 from support import topic_name
 from retention_support import delete_records, watermarks
 
@@ -531,6 +532,75 @@ def test_producer_ids_of_the_source_are_never_handed_out_after_promotion(pair):
     new = got[20:]
     assert len(new) == 20 and not {b.pid for b in new} & src_pids, (src_pids, new[0][:5])
     assert [b.seq for b in new] == list(range(20))
+
+
+def _idempotent(b, errors):
+    return ck_producer(b, **{"enable.idempotence": True, "linger.ms": 2,
+                             "error_cb": lambda e: errors.append(e)})
+
+
+def _one_by_one(p, topic, values, acked):
+    """Each value a batch of its own (sequences 0, 1, ... of this producer
+    in the partition); acknowledged values into acked."""
+    def done(err, msg):
+        if err is None:
+            acked.append(msg.value())
+    for v in values:
+        p.produce(topic, value=v, partition=0, on_delivery=done)
+        p.flush(15)
+
+
+def test_a_local_producer_given_a_source_producers_id_first_is_not_judged_by_its_batches(pair):
+    """Issue 33, link.c K17: the destination hands producer ids 0 and 1 to
+    two idempotent producers of its own (they write a local topic) BEFORE
+    the mirror copies the source's producers 0 and 1 (link.c K7's floor keeps only
+    later ids apart).  After the promotion the same two producer instances
+    write the promoted topic, sequences from 0 — the first before a
+    restart of the destination, the second after it.  Were the source's
+    producer state to judge them, their first batches would be taken for
+    the source's (acknowledged, dropped) or refused as out of order: every
+    acknowledged record must be read back exactly once, none refused."""
+    src, dest = pair
+    t, local = topic_name("pq"), topic_name("pl")
+    create_topic(src, t, partitions=1)
+    create_topic(dest, local, partitions=1)
+    errors, acked = [], []
+    q = [_idempotent(dest, errors), None]
+    _one_by_one(q[0], local, [b"q0 local"], [])
+    q[1] = _idempotent(dest, errors)              # the second id, after the first
+    _one_by_one(q[1], local, [b"q1 local"], [])
+    s0 = _idempotent(src, [])
+    _one_by_one(s0, t, [b"s0 %d" % i for i in range(3)], [])     # seq (0,0), (1,1), (2,2)
+    s1 = _idempotent(src, [])
+    _one_by_one(s1, t, [b"s1 %d" % i for i in range(3)], [])
+    link_source(dest, src)
+    assert mirror(dest, t)[0] == 200
+    assert_same(src, dest, t, 1)
+    local_pids = [b.pid for b in batches(dest, local, 0)[0]]
+    src_pids = sorted({b.pid for b in batches(src, t, 0)[0]})
+    assert sorted(local_pids) == src_pids, "the scenario needs the same ids: %s %s" % (
+        local_pids, src_pids)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    until(lambda: mirror_state(dest, t)[0] == "promoted", 20, "promoted")
+    sent = [b"q0 %d" % i for i in range(5)]
+    _one_by_one(q[0], t, sent, acked)
+    dest.stop()
+    dest.start()
+    more = [b"q1 %d" % i for i in range(5)]
+    _one_by_one(q[1], t, more, acked)
+    sent += more
+    hw = batches(dest, t, 0)[1]
+    got = [m.value() for m in consume(dest, t, [0], hw, timeout=30)][6:]
+    read = [v for v in got if v in sent]
+    lost = [v for v in acked if v not in read]
+    dup = len(read) - len(set(read))
+    print("acknowledged %d of %d, read %d, lost %d, duplicated %d; client errors %s"
+          % (len(acked), len(sent), len(read), len(lost), dup, [str(e) for e in errors]))
+    assert not [e for e in errors if e.fatal()], [str(e) for e in errors]
+    assert sorted(acked) == sorted(sent), "refused: %s" % sorted(set(sent) - set(acked))
+    assert not lost and not dup and read == sent, (lost, read)
+    for p in q:
+        p.flush(5)
 
 
 def test_a_failed_mirror_does_not_block_a_normal_topic_of_its_name(pair):

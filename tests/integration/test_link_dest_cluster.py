@@ -476,3 +476,66 @@ def test_a_link_created_on_two_brokers_at_once_ends_the_same_everywhere(
         return len(rows[0]) == 1 and all(r == rows[0] for r in rows) and \
             rows[0][0][1] in (src_a.bootstrap, src_b.bootstrap)
     wait_for(same, 30, "every broker to keep the same link")
+
+
+def test_a_local_producer_given_a_source_producers_id_first_is_not_judged_by_its_batches(
+        make_cluster, start_broker):  # noqa: F811
+    """link.c K17 in cluster mode, on the leader that made the fresh epoch:
+    each destination broker hands out an idempotent producer id (the first
+    blocks start at 0, 1000, 2000) BEFORE the mirror copies the source's
+    producer 0 (link.c K7's floor keeps only later ids apart).  After the promotion
+    the destination's producer 0 writes the promoted partition from
+    sequence 0, one record a batch, through its leader: each batch must be
+    appended (not answered as a duplicate of the source's batch with the
+    same sequences, nor refused) and read back once.  The fresh epoch is
+    taken once (link.c K14): a batch 3 s later carries the same one."""
+    src = start_broker()
+    dest = make_cluster(3, overrides={"default.replication.factor": "3"})
+    t = topic_name("clq")
+    create_topic(src, t, partitions=1)
+    local = {}
+    for b in dest.brokers:
+        with kr.Conn(b.port) as c:
+            local[b.broker_id] = init_pid(b, c)[0]
+    p = Producer(ck_conf(src, **{"enable.idempotence": True}))
+    p.produce(t, value=b"source 0", partition=0)
+    assert p.flush(30) == 0
+    want = fetched(src.port, t, 0, True)
+    src_pid = want[0][3]
+    assert src_pid in local.values(), (src_pid, local)      # the scenario
+    b1 = dest.brokers[0]
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
+           % src.bootstrap)
+    b1.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
+
+    def lead():
+        return dest.broker(leaders(b1, t).get(0, (-1,))[0]) if leaders(b1, t).get(0, (-1,))[0] \
+            >= 1 else None
+    wait_for(lambda: lead() and fetched(lead().port, t, 0, True) == want, 60, "mirrored")
+    b1.sql("UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
+    for b in dest.brokers:
+        wait_for(lambda b=b: states(b).get(t) == "promoted", 30,
+                 "broker %d to show %s promoted" % (b.broker_id, t))
+    sent, acked = [b"dest %d" % i for i in range(4)], []
+    for i, v in enumerate(sent):
+        if i == 3:
+            time.sleep(3)        # link.c K14's raise is once: the epoch stays (it rose each second)
+        deadline = time.monotonic() + 20
+        while True:
+            err, base, msg = kr.produce_batch(lead().port, t, 0,
+                                              idem_batch([v], src_pid, 0, i))
+            if err != 6 or time.monotonic() > deadline:     # NOT_LEADER: link.c K14
+                break
+            time.sleep(0.2)
+        assert err == 0, (v, err, msg)
+        acked.append((v, base))
+    hw = kr.fetch_batches(lead().port, t, 0)[1]
+    got = [m.value() for m in consume(b1, t, [0], hw, timeout=30)][1:]
+    lost = [v for v, _ in acked if v not in got]
+    dup = len(got) - len(set(got))
+    print("acknowledged %d (at %s), read %d, lost %d, duplicated %d"
+          % (len(acked), [o for _, o in acked], len(got), len(lost), dup))
+    assert not lost and not dup and got == sent, (acked, got)
+    mine = fetched(lead().port, t, 0, True)[len(want):]
+    assert [x[3] for x in mine] == [src_pid] * 4 and min(x[4] for x in mine) > want[0][4]
+    assert len({x[4] for x in mine}) == 1, mine

@@ -10,6 +10,7 @@ import time
 
 import kafka_raw as kr
 from kafka_raw import i8, i16, i32, i64, string
+from support import ck_producer
 from test_link import batches, sql_ok, until
 
 TOPIC = "epochs"
@@ -189,17 +190,24 @@ def test_a_source_with_no_epoch_as_high_as_the_mirrors(start_broker):
     assert n <= 12, "%d requests to the source in 4 s: %s" % (n, src.seen[-12:])
 
 
-def test_a_restart_of_the_destination_keeps_the_mirror(start_broker):
-    """Source epochs 0 (offsets 0-4) and 3 (5-9), its log start then moved
-    to 8 (retention).  The destination restarts: the mirror must still hold
-    0-9 (nothing of it left the source's log by epoch), none of it cut and
-    copied again."""
+def _two_epochs_mirrored(start_broker):
+    """A source with epochs 0 (offsets 0-4) and 3 (5-9), mirrored at a new
+    destination: (source, destination)."""
     src = FakeSource()
     src.log = [(o, 0 if o < 5 else 3, batch(o, 0 if o < 5 else 3, b"m %d" % o))
                for o in range(10)]
     src.epoch = 3
     dest = start_broker()
     mirror(dest, src)
+    return src, dest
+
+
+def test_a_restart_of_the_destination_keeps_the_mirror(start_broker):
+    """Source epochs 0 (offsets 0-4) and 3 (5-9), its log start then moved
+    to 8 (retention).  The destination restarts: the mirror must still hold
+    0-9 (nothing of it left the source's log by epoch), none of it cut and
+    copied again."""
+    src, dest = _two_epochs_mirrored(start_broker)
     before = batches(dest, TOPIC, 0)[0]
     with src.lock:
         src.start = 8
@@ -235,3 +243,55 @@ def test_a_restart_of_the_destination_cuts_nothing(start_broker):
     cut = [ln[-170:] for ln in dest.log_text().splitlines() if "cut from" in ln]
     src.stop = True
     assert not cut, "%s; requests %s" % (cut, src.seen[n0:n0 + 4])
+
+
+def _epochs(dest):
+    """(base offset, PartitionLeaderEpoch) of every batch of the mirror."""
+    got, hw = batches(dest, TOPIC, 0)
+    return [(g.base, struct.unpack(">i", g.raw[12:16])[0]) for g in got], hw
+
+
+def _end_for(dest, epoch):
+    """OffsetForLeaderEpoch v3 as a consumer asks it: (epoch, end offset)."""
+    got = kr.offset_for_leader_epoch(dest.port, 3, [(TOPIC, [(0, -1, epoch)])])
+    err, le, end = got[(TOPIC, 0)]
+    assert err == 0, err
+    return le, end
+
+
+def test_a_promoted_mirror_appends_under_a_fresh_epoch_standalone(start_broker):
+    """link.c K14 standalone: source epochs 0 (offsets 0-4) and 3 (5-9).
+    After the promotion the local batches carry leader epoch 4 (above the
+    source's), and the epoch history still answers the source's epochs with
+    the source's end offsets (a consumer's truncation check after a
+    failover), before and after a restart of the destination."""
+    src, dest = _two_epochs_mirrored(start_broker)
+    sql_ok(dest, "UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % TOPIC)
+    until(lambda: sql_ok(dest, "SELECT state FROM mirror_topics")[0]["state"] == "promoted",
+          20, "promoted")
+    src.stop = True
+    source = [(o, e) for o, e, _b in src.log]
+    p = ck_producer(dest, **{"linger.ms": 0})
+
+    def produce(values):
+        for v in values:
+            p.produce(TOPIC, value=v, partition=0)
+            assert p.flush(15) == 0
+
+    def check(hw):
+        got, end = _epochs(dest)
+        assert end == hw and got[:10] == source, got
+        assert [e for _o, e in got[10:]] == [4] * (hw - 10), got
+        assert _end_for(dest, 0) == (0, 5)
+        assert _end_for(dest, 2) == (0, 5)
+        assert _end_for(dest, 3) == (3, 10)
+        assert _end_for(dest, 4) == (4, hw)
+
+    produce([b"local %d" % i for i in range(3)])
+    check(13)
+    dest.stop()
+    dest.start()
+    check(13)
+    p = ck_producer(dest, **{"linger.ms": 0})
+    produce([b"later %d" % i for i in range(2)])
+    check(15)

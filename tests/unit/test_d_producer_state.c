@@ -771,6 +771,67 @@ START_TEST(test_a_failed_abort_index_write_is_not_durable_and_a_replay_restores_
 }
 END_TEST
 
+/* ---- replica_producers.c P9: a mirror's source producers (daemon/link/link.c K17) ------------------ */
+static void apply1(bk_pstate *ps, int64_t pid, int32_t seq, int64_t offset)
+{
+    kp_batch h = { .ProducerId = pid, .ProducerEpoch = 0, .BaseSequence = seq,
+                   .LastOffsetDelta = 0, .BaseOffset = offset };
+    ck_assert_int_eq(replica_pstate_apply(ps, &h, 1000, NULL), 0);
+}
+
+START_TEST(test_source_producers_never_judge_a_local_batch)
+{
+    bk_pstate ps;
+    replica_pstate_init(&ps);
+    int64_t next = 0, base;
+    for (int i = 0; i < 3; i++)                  /* the source's 7 at 0..2, 8 at 3..5 */
+        ck_assert_int_eq(produce1(&ps, 7, 0, i, 1, &next, &base), KP_NONE);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(produce1(&ps, 8, 0, i, 1, &next, &base), KP_NONE);
+    ck_assert_int_eq(txn_produce(&ps, 10, 0, 0, 1, true, &next), KP_NONE);   /* open at 6 */
+    /* 7 known but below the local start: its id is a local producer's now,
+     * whose first batch (seq 0) is neither a duplicate nor out of order */
+    ps.local_start = next;                       /* 7 */
+    ck_assert_int_eq(produce1(&ps, 7, 0, 0, 1, &next, &base), KP_NONE);
+    ck_assert_int_eq(base, 7);
+    ck_assert_int_eq(produce1(&ps, 7, 0, 0, 1, &next, &base), BK_PS_DUPLICATE);
+    ck_assert_int_eq(base, 7);                   /* its retry: the local batch */
+    ck_assert_int_eq(produce1(&ps, 7, 0, 2, 1, &next, &base), KP_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    ck_assert_int_eq(produce1(&ps, 7, 0, 1, 1, &next, &base), KP_NONE);
+    ck_assert_int_eq(replica_pstate_find(&ps, 7)->n, 2);
+    /* the walk forgets 8, keeps 7 (local now) and 10 (its transaction open) */
+    ck_assert_uint_eq(replica_pstate_local_start(&ps, 7), 1);
+    ck_assert_ptr_null(replica_pstate_find(&ps, 8));
+    ck_assert_ptr_nonnull(replica_pstate_find(&ps, 10));
+    /* a replay that ran before the local start was known mixed 9's ring:
+     * the source's (1,1) at 1 must not answer the local (1,1) */
+    bk_pstate mixed;
+    replica_pstate_init(&mixed);
+    for (int i = 0; i < 3; i++)
+        apply1(&mixed, 9, i, i);
+    apply1(&mixed, 9, 0, 6);
+    int64_t at = 7;
+    ck_assert_int_eq(produce1(&mixed, 9, 0, 1, 1, &at, &base), BK_PS_DUPLICATE);
+    ck_assert_uint_eq(replica_pstate_local_start(&mixed, 6), 0);
+    ck_assert_int_eq(replica_pstate_find(&mixed, 9)->n, 1);
+    ck_assert_int_eq(produce1(&mixed, 9, 0, 1, 1, &at, &base), KP_NONE);
+    ck_assert_int_eq(base, 7);
+    /* the snapshot (v3) keeps last_offset; a load then the walk forgets as before */
+    apply1(&mixed, 11, 0, 3);
+    ck_assert_int_eq(replica_pstate_save(&mixed, g_dir, at), 0);
+    bk_pstate back;
+    replica_pstate_init(&back);
+    ck_assert_int_eq(replica_pstate_load(&back, g_dir, at), at);
+    assert_same(&mixed, &back);
+    ck_assert_int_eq(replica_pstate_find(&back, 9)->last_offset, 7);
+    ck_assert_uint_eq(replica_pstate_local_start(&back, 6), 1);      /* 11 */
+    ck_assert_ptr_null(replica_pstate_find(&back, 11));
+    replica_pstate_free(&back);
+    replica_pstate_free(&mixed);
+    replica_pstate_free(&ps);
+}
+END_TEST
+
 /* ---- producer ids (metadata/producers.c) ------------------------------------------ */
 START_TEST(test_producer_id_blocks_are_disjoint_and_survive_reopen)
 {
@@ -804,6 +865,7 @@ int main(void)
         test_snapshot_round_trip_and_newest_usable_wins, test_damaged_snapshot_ignored,
         test_rebuild_from_headers_across_segments_matches_live_state,
         test_producer_id_blocks_are_disjoint_and_survive_reopen,
+        test_source_producers_never_judge_a_local_batch,
         test_marker_is_a_valid_control_batch_that_parses_back,
         test_transactions_open_close_and_move_the_first_unstable_offset,
         test_first_unstable_is_the_smallest_open_start_among_many_producers,
