@@ -145,6 +145,14 @@ static char *file_text(const char *key, const char *path, char *err, size_t errl
     return text;
 }
 
+/* Whether the thread's newest OpenSSL error is PEM's "no start line" (no
+ * more blocks of the kind asked: the normal end of a chain), or none. */
+static bool pem_no_start(void)
+{
+    unsigned long e = ERR_peek_last_error();
+    return !e || (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE);
+}
+
 /* The text of an OpenSSL failure: its reason ("key values mismatch",
  * "no start line"), else the library's string. */
 static const char *ossl_reason(char *buf, size_t cap)
@@ -166,30 +174,44 @@ static int use_chain(SSL_CTX *ctx, const char *chain, const char *chain_what, co
 {
     char e[256];
     BIO *bio = BIO_new_mem_buf(chain, -1);
-    X509 *x = bio ? PEM_read_bio_X509_AUX(bio, NULL, NULL, NULL) : NULL;
+    /* T3: every read names password_cb (an encrypted block never prompts) */
+    X509 *x = bio ? PEM_read_bio_X509_AUX(bio, NULL, password_cb, NULL) : NULL;
     int ok = x && SSL_CTX_use_certificate(ctx, x) == 1;
     X509_free(x);
     if (!ok) {
-        snprintf(err, errlen, "%s: %s", chain_what,
-                 bio && !x ? "no PEM certificate in it" : ossl_reason(e, sizeof e));
+        if (bio && !x && pem_no_start())
+            snprintf(err, errlen, "%s: no PEM certificate in it", chain_what);
+        else
+            snprintf(err, errlen, "%s: %s", chain_what, ossl_reason(e, sizeof e));
+        ERR_clear_error();
         BIO_free(bio);
         return -1;
     }
-    while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
+    while ((x = PEM_read_bio_X509(bio, NULL, password_cb, NULL)))
         if (SSL_CTX_add_extra_chain_cert(ctx, x) != 1) {   /* takes x */
             X509_free(x);
+            ok = 0;
             break;
         }
-    ERR_clear_error();                                        /* the chain's end */
+    if (!ok || !pem_no_start()) {        /* the chain's end is "no start line" only */
+        snprintf(err, errlen, "%s: a certificate of its chain: %s", chain_what,
+                 ossl_reason(e, sizeof e));
+        BIO_free(bio);
+        return -1;
+    }
+    ERR_clear_error();
     BIO_free(bio);
     bio = BIO_new_mem_buf(key, -1);
     EVP_PKEY *k = bio ? PEM_read_bio_PrivateKey(bio, NULL, password_cb, (void *)password)
                       : NULL;
     ok = k && SSL_CTX_use_PrivateKey(ctx, k) == 1;
-    if (!ok)
-        snprintf(err, errlen, "%s: %s", key_what,
-                 !k ? "no PEM private key in it (or a wrong ssl.key.password)"
-                    : ossl_reason(e, sizeof e));
+    if (!ok && !k && (pem_no_start() || !strstr(key, "PRIVATE KEY")))
+        snprintf(err, errlen, "%s: no PEM private key in it", key_what);
+    else if (!ok)
+        snprintf(err, errlen, "%s: %s%s", key_what, ossl_reason(e, sizeof e),
+                 k || !strstr(key, "ENCRYPTED") ? ""
+                 : password && password[0] ? " (a wrong ssl.key.password?)"
+                 : " (the key is encrypted: ssl.key.password is needed)");
     ERR_clear_error();
     EVP_PKEY_free(k);
     BIO_free(bio);
@@ -241,11 +263,18 @@ static int load_keystore(SSL_CTX *ctx, const sec_tls_files *c, char *err, size_t
 
 /* The certificates (and CRLs) of a PEM text into ctx's store (a server's
  * also the CAs a client may pick its certificate by); how many
- * certificates. */
-static int add_cas(SSL_CTX *ctx, const char *pem, bool server)
+ * certificates, or -1 with why (a block that does not read: the whole
+ * text is refused, as OpenSSL's file loader refused it). */
+static int add_cas(SSL_CTX *ctx, const char *pem, bool server, char *why, size_t whylen)
 {
     BIO *bio = BIO_new_mem_buf(pem, -1);
-    STACK_OF(X509_INFO) *infos = bio ? PEM_X509_INFO_read_bio(bio, NULL, NULL, NULL) : NULL;
+    STACK_OF(X509_INFO) *infos = bio ? PEM_X509_INFO_read_bio(bio, NULL, password_cb, NULL)
+                                     : NULL;
+    if (!infos) {
+        ossl_reason(why, whylen);
+        BIO_free(bio);
+        return -1;
+    }
     X509_STORE *st = SSL_CTX_get_cert_store(ctx);
     int n = 0;
     for (int i = 0; infos && i < sk_X509_INFO_num(infos); i++) {
@@ -269,15 +298,21 @@ static int load_truststore(SSL_CTX *ctx, const sec_tls_files *c, bool server,
 {
     if (c->ca_file[0]) {
         char *pem = file_text(c->ca_key, c->ca_file, err, errlen);   /* T6 */
-        int n = pem ? add_cas(ctx, pem, server) : -1;
+        char why[256];
+        int n = pem ? add_cas(ctx, pem, server, why, sizeof why) : -2;
         free(pem);
         if (n == 0)
             snprintf(err, errlen, "%s %s: no PEM certificate in it", c->ca_key, c->ca_file);
+        else if (n == -1)
+            snprintf(err, errlen, "%s %s: %s", c->ca_key, c->ca_file, why);
         if (n <= 0)
             return -1;
     } else if (c->ca_pem[0]) {
-        if (!add_cas(ctx, c->ca_pem, false)) {
-            snprintf(err, errlen, "ssl.truststore.certificates: no PEM certificate");
+        char why[256];
+        int n = add_cas(ctx, c->ca_pem, false, why, sizeof why);
+        if (n <= 0) {
+            snprintf(err, errlen, "ssl.truststore.certificates: %s",
+                     n ? why : "no PEM certificate");
             return -1;
         }
     } else if (!server) {

@@ -22,6 +22,7 @@ thread and the link recovers once it is a certificate again; with the
 source's connections.max.reauth.ms the link logs in again on the same
 connections (KIP-368) and no session expires.
 """
+import base64
 import errno
 import os
 import re
@@ -214,6 +215,49 @@ def test_bad_security_settings_are_refused_at_insert(source, start_broker, certs
     assert st != 200 and "PEM files only" in str(text), text
     st, text = insert(conf(security_protocol="SSL", ssl_endpoint_identification_algorithm="x"))
     assert st != 200 and "ssl.endpoint.identification.algorithm" in str(text), text
+    assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
+
+
+BAD_BLOCK = "-----BEGIN CERTIFICATE-----\nMIIB!!not*base64!!\n-----END CERTIFICATE-----\n"
+ENCRYPTED_BLOCK = ("-----BEGIN CERTIFICATE-----\nProc-Type: 4,ENCRYPTED\n"
+                   "DEK-Info: AES-128-CBC,00112233445566778899AABBCCDDEEFF\n\n"
+                   + base64.b64encode(bytes(range(48))).decode() + "\n-----END CERTIFICATE-----\n")
+
+
+def test_damaged_certificate_files_are_refused_with_their_cause(source, start_broker,
+                                                                certs):  # noqa: F811
+    """sec_tls.c T6: a chain whose intermediate does not read, a CA bundle
+    with one damaged block, an encrypted certificate block: each INSERT
+    refused naming the file and the cause (a damaged intermediate was once
+    dropped silently: the source saw the leaf alone), never a password
+    prompt (T3: every read names the callback)."""
+    dest = start_broker()
+    boot = on(source, "SSL").bootstrap
+    d = tempfile.mkdtemp(prefix="sluice-it-badpem-")
+    try:
+        def pem(name, *parts):
+            path = os.path.join(d, name)
+            with open(path, "w") as f:
+                f.write("".join(parts))
+            return path
+        crt, ca = open(certs.client.crt).read(), open(certs.ca.crt).read()
+        cases = {
+            "chain": (dict(ssl_ca_location=certs.ca.crt, ssl_key_location=certs.client.key,
+                           ssl_certificate_location=pem("chain.pem", crt, BAD_BLOCK)),
+                      "a certificate of its chain: bad base64 decode"),
+            "bundle": (dict(ssl_ca_location=pem("bundle.pem", ca, BAD_BLOCK)),
+                       "bundle.pem: bad base64 decode"),
+            "enc": (dict(ssl_ca_location=pem("enc.pem", ENCRYPTED_BLOCK)), "enc.pem: "),
+        }
+        for name, (settings, want) in cases.items():
+            st, text = sql(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) "
+                                 "VALUES ('%s', '%s', '%s')"
+                           % (name, boot, conf(security_protocol="SSL", **settings)))
+            print(name, st, text)
+            assert st != 200 and want in str(text), text
+            assert "no PEM certificate in it" not in str(text), text
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     assert rows(sql_ok(dest, "SELECT name FROM cluster_links")) == []
 
 
