@@ -128,7 +128,8 @@
  *       leader epoch fresh before anything is appended here: above the
  *       log's latest epoch, then assigned at the log end.  Standalone: the
  *       partition's stored leader epoch (partitions.leader_epoch, 0 until
- *       then) becomes latest + 1 at once (view_partition_epoch_set, before
+ *       then) becomes latest + 1 at once (view_partition_epochs_set, one
+ *       write for all partitions, before
  *       the state change returns; a failed write keeps producers out by
  *       min_epoch and is retried each second); nothing raises it after,
  *       so a restart finds it above 0 and the log's latest, and only
@@ -215,6 +216,11 @@
  *     the source's producers judge local batches there as before K17.  It
  *     needs the first local epoch kept where every broker reads it (the
  *     mirror's row in ZooKeeper, per partition).
+ *   - An upgrade from a binary before K14's standalone epoch: a mirror it
+ *     promoted has stored epoch 0 and local batches under it, so the first
+ *     start of this one raises the epoch at the log end and K17 takes the
+ *     log end for the local start: a local producer's retry of its last
+ *     batch across that one restart is appended again (once, at upgrade).
  *   - K7: mirrors filled before the cluster floor existed raised no floor
  *     in ZooKeeper.  A floor raised while 'failed_over' is being written
  *     (its zxid after the state's) reaches the other brokers just after
@@ -682,6 +688,19 @@ static lk_mirror *mirror_new(lk_set *s, lk_link *l, const char *topic, const cha
     return m;
 }
 
+/* A mirror going away (its row deleted) while K17 held its producers
+ * (min_epoch at INT32_MAX until the duty ran): held no longer than K14's
+ * guard, above the log's latest epoch, which the next leader epoch passes
+ * (nothing would lower it once the mirror is gone). */
+static void mirror_release(lk_mirror *m)
+{
+    for (int32_t i = 0; i < m->nparts; i++) {
+        const bk_pview *v = view_partition(m->link->b, kp_str_cstr(m->topic), i);
+        if (v && v->local && v->local->min_epoch == INT32_MAX)
+            v->local->min_epoch = seg_epoch_latest(v->local->log) + 1;
+    }
+}
+
 static void mirror_unlink(lk_set *s, lk_mirror *m)
 {
     for (lk_mirror **pp = &s->mirrors; *pp; pp = &(*pp)->next)
@@ -714,6 +733,35 @@ static bool epoch_fresh(bk_broker *b, const bk_partition *p, const lk_part *lp,
                               : p->leader_epoch > 0 && p->leader_epoch >= latest;
 }
 
+/* K14 standalone: the fresh epoch of every due partition not fresh yet
+ * stored in one write (view_partition_epochs_set: one commit and one apply
+ * of the topic, however many partitions); a failure holds their producers
+ * (min_epoch) until the next second's try. */
+static void mirror_epochs_store(lk_mirror *m)
+{
+    bk_broker *b = m->link->b;
+    int32_t *ep = malloc((size_t)(m->nparts > 0 ? m->nparts : 1) * sizeof *ep);
+    int32_t n = 0;
+    for (int32_t i = 0; ep && i < m->nparts; i++) {
+        bk_partition *p = m->parts[i].epoch_due ? lk_copies(m, i) : NULL;
+        int32_t latest = p ? seg_epoch_latest(p->log) : -1;
+        ep[i] = !p || epoch_fresh(b, p, &m->parts[i], latest) ? -1
+              : latest >= 0 ? latest + 1 : 1;                   /* above 0 */
+        n += ep[i] >= 0;
+    }
+    char err[MD_ERRLEN];
+    if (ep && n && view_partition_epochs_set(b, m->topic, ep, err, sizeof err) != KP_NONE) {
+        for (int32_t i = 0; i < m->nparts; i++) {
+            bk_partition *p = ep[i] >= 0 ? lk_copies(m, i) : NULL;
+            if (p && p->min_epoch < ep[i])
+                p->min_epoch = ep[i];    /* producers wait: retried on_tick */
+        }
+        BK_ERROR("mirror topic %s: cannot store the leader epochs above the source's of %d "
+                 "partition%s: %s", m->topic, (int)n, n == 1 ? "" : "s", err);
+    }
+    free(ep);
+}
+
 /* K14: the partitions led here of a mirror that left mirroring, each
  * given a fresh leader epoch once; K17: their local start then.  taking:
  * the state is taken now (not loaded, not a later second). */
@@ -721,6 +769,8 @@ static void mirror_epochs(lk_mirror *m, bool taking)
 {
     bk_broker *b = m->link->b;
     bool cluster = bk_cluster_mode(b);
+    if (!cluster)
+        mirror_epochs_store(m);
     for (int32_t i = 0; i < m->nparts; i++) {
         lk_part *lp = &m->parts[i];
         if (!lp->epoch_due)
@@ -740,13 +790,9 @@ static void mirror_epochs(lk_mirror *m, bool taking)
             lp->source_epoch = latest;
             lp->source_known = taking;   /* K17: led here as the mirroring stopped */
         }
-        char err[MD_ERRLEN];
-        if (!cluster && !epoch_fresh(b, p, lp, latest) &&
-            view_partition_epoch_set(b, m->topic, i, fresh, err, sizeof err) != KP_NONE) {
+        if (!cluster && !epoch_fresh(b, p, lp, latest)) {
             if (p->min_epoch < fresh)
-                p->min_epoch = fresh;                /* producers wait: retried on_tick */
-            BK_ERROR("mirror topic %s-%d: cannot store leader epoch %d (above the "
-                     "source's %d): %s", m->topic, (int)i, (int)fresh, (int)latest, err);
+                p->min_epoch = fresh;    /* not stored (mirror_epochs_store): next second */
             continue;
         }
         if (epoch_fresh(b, p, lp, latest)) {
@@ -1683,6 +1729,7 @@ int link_mirror_delete(bk_broker *b, const char *topic, char *err, size_t errlen
     if (md_mirror_delete(b->db, topic, err, errlen) != 0)
         return KP_UNKNOWN_SERVER_ERROR;
     BK_INFO("mirror topic %s deleted through SQL%s", topic, drop ? ", with its topic" : "");
+    mirror_release(m);
     mirror_unlink(s, m);
     publish(b, true, topic);             /* K6 */
     return KP_NONE;
@@ -1986,6 +2033,7 @@ static void link_sync(bk_broker *b)
         n = m->next;
         if (!row_has_mirror(mirrors, nm, m->topic)) {
             BK_INFO("mirror topic %s: its row went (deleted on another broker)", m->topic);
+            mirror_release(m);
             mirror_unlink(s, m);
         }
     }
@@ -2010,8 +2058,10 @@ static void link_sync(bk_broker *b)
         link_unlist(s, l);
         for (lk_mirror *m = s->mirrors, *n; m; m = n) {
             n = m->next;
-            if (m->link == l)
+            if (m->link == l) {
+                mirror_release(m);
                 mirror_unlink(s, m);
+            }
         }
         link_free(l);
     }

@@ -27,6 +27,7 @@
  *       wins and the failure is logged (the broker serves what it could
  *       open; the next apply retries).
  */
+#include "daemon/md_sync.h"
 #include "daemon/view/view_registry.h"
 
 #include "daemon/view/view_store.h"
@@ -414,22 +415,43 @@ int view_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
     return view_topic_apply(b, topic, err, errlen);
 }
 
-int view_partition_epoch_set(bk_broker *b, const char *topic, int32_t partition,
-                             int32_t epoch, char *err, size_t errlen)
+int view_partition_epochs_set(bk_broker *b, const char *topic, const int32_t *epochs,
+                              char *err, size_t errlen)
 {
     bk_topic *t = view_topic_find(b, topic, strlen(topic));
-    if (!t || partition < 0 || partition >= t->npartitions) {
-        snprintf(err, errlen, "This server does not host this topic-partition: %s-%d",
-                 topic, (int)partition);
+    if (!t) {
+        snprintf(err, errlen, "This server does not host this topic: %s", topic);
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     }
-    const bk_pview *v = &t->parts[partition];
-    md_partition_state st = { .leader = v->leader, .leader_epoch = epoch,
-                              .nreplicas = v->nreplicas, .nisr = v->nisr,
-                              .controller_epoch = v->controller_epoch,
-                              .zk_version = v->zk_version, .adding = v->adding,
-                              .removing = v->removing };
-    memcpy(st.replicas, v->replicas, sizeof st.replicas);
-    memcpy(st.isr, v->isr, sizeof st.isr);
-    return view_partition_state_set(b, topic, partition, &st, err, errlen);
+    bool began = md_begin(b->db) == 0;
+    int rc = began ? KP_NONE : KP_UNKNOWN_SERVER_ERROR;
+    if (!began)
+        snprintf(err, errlen, "cannot begin a transaction");
+    for (int32_t i = 0; rc == KP_NONE && i < t->npartitions; i++) {
+        if (epochs[i] < 0)
+            continue;
+        const bk_pview *v = &t->parts[i];
+        md_partition_state st = { .leader = v->leader, .leader_epoch = epochs[i],
+                                  .nreplicas = v->nreplicas, .nisr = v->nisr,
+                                  .controller_epoch = v->controller_epoch,
+                                  .zk_version = v->zk_version, .adding = v->adding,
+                                  .removing = v->removing };
+        memcpy(st.replicas, v->replicas, sizeof st.replicas);
+        memcpy(st.isr, v->isr, sizeof st.isr);
+        rc = md_partition_state_set(b->db, topic, i, &st, err, errlen);
+        if (rc < 0)
+            rc = KP_UNKNOWN_SERVER_ERROR;
+    }
+    if (rc != KP_NONE) {
+        if (began)
+            md_rollback(b->db);
+        return rc;
+    }
+    if (md_commit(b->db) != 0) {
+        snprintf(err, errlen, "cannot commit the leader epochs of %s", topic);
+        return KP_UNKNOWN_SERVER_ERROR;
+    }
+    bk_mdsync_request();                 /* durable soon, off the loop (md_sync.c) */
+    BK_INFO("topic %s: leader epochs stored (a mirror that left mirroring)", topic);
+    return view_topic_apply(b, topic, err, errlen);
 }

@@ -230,7 +230,7 @@ def test_damaged_certificate_files_are_refused_with_their_cause(source, start_br
     with one damaged block, an encrypted certificate block: each INSERT
     refused naming the file and the cause (a damaged intermediate was once
     dropped silently: the source saw the leaf alone), never a password
-    prompt (T3: every read names the callback)."""
+    prompt (sec_tls.c T3: every read names the callback)."""
     dest = start_broker()
     boot = on(source, "SSL").bootstrap
     d = tempfile.mkdtemp(prefix="sluice-it-badpem-")
