@@ -714,10 +714,74 @@ static bool epoch_fresh(bk_broker *b, const bk_partition *p, const lk_part *lp,
                               : p->leader_epoch > 0 && p->leader_epoch >= latest;
 }
 
+static bool mirror_left(enum lk_mstate st)
+{
+    return st == LK_PROMOTED || st == LK_FAILED_OVER;
+}
+
+static void mirror_epochs(lk_mirror *m);
+
+/* K11, K17: a partition's name in ZooKeeper, "<topic id hex>.<partition>"
+ * (cap 64). */
+static void part_key(const uint8_t id[16], int32_t partition, char *out, size_t cap)
+{
+    int o = 0;
+    for (int k = 0; k < 16; k++)
+        o += snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, "%02x", id[k]);
+    snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, ".%d", (int)partition);
+}
+
+typedef struct local_ask {
+    char topic[MD_TOPIC_NAME_MAX + 1];
+    uint8_t id[16];
+    int32_t partition;
+} local_ask;
+
+/* K17: the cluster's answer: the partition's first local epoch (-1: not
+ * known, asked again at the next second); the duty goes on with it. */
+static void local_epoch_told(bk_broker *b, void *arg, int32_t epoch)
+{
+    local_ask *x = arg;
+    lk_set *s = set_of(b);
+    lk_mirror *m = s && s->nmirrors ? mirror_find(s, x->topic) : NULL;
+    bk_topic *t = view_topic_find(b, x->topic, strlen(x->topic));
+    if (m && t && !memcmp(t->id, x->id, sizeof x->id) && x->partition < m->nparts) {
+        lk_part *lp = &m->parts[x->partition];
+        lp->local_asking = false;
+        if (epoch >= 0)
+            lp->local_epoch = epoch;
+        if (mirror_left(m->state))
+            mirror_epochs(m);
+    }
+    free(x);
+}
+
+/* K17: asks the cluster for partition i's first local epoch, proposing
+ * epoch (this leader's fresh one) when it has none yet.  false: not asked
+ * (no room), again at the next second. */
+static bool local_epoch_ask(lk_mirror *m, int32_t i, int32_t epoch)
+{
+    bk_broker *b = m->link->b;
+    lk_part *lp = &m->parts[i];
+    bk_topic *t = view_topic_find(b, m->topic, strlen(m->topic));
+    if (lp->local_asking)
+        return true;
+    local_ask *x = t ? calloc(1, sizeof *x) : NULL;
+    if (!x)
+        return false;
+    snprintf(x->topic, sizeof x->topic, "%s", m->topic);
+    memcpy(x->id, t->id, sizeof x->id);
+    x->partition = i;
+    char key[64];
+    part_key(t->id, i, key, sizeof key);
+    lp->local_asking = true;
+    b->store->mirror_local_epoch(b, key, epoch, local_epoch_told, x);
+    return true;
+}
+
 /* K14: the partitions led here of a mirror that left mirroring, each
- * given a fresh leader epoch once; K17: their local start then.  taking:
- * the state is taken now (not loaded, not a later second). */
-static void mirror_epochs(lk_mirror *m, bool taking)
+ * given a fresh leader epoch once; K17: their local start then. */
+static void mirror_epochs(lk_mirror *m)
 {
     bk_broker *b = m->link->b;
     bool cluster = bk_cluster_mode(b);
@@ -736,10 +800,8 @@ static void mirror_epochs(lk_mirror *m, bool taking)
             continue;                    /* standalone: not created yet */
         int32_t latest = seg_epoch_latest(p->log);
         int32_t fresh = latest >= 0 ? latest + 1 : 1;    /* standalone: above 0 */
-        if (lp->source_epoch == -2) {
+        if (lp->source_epoch == -2)
             lp->source_epoch = latest;
-            lp->source_known = taking;   /* K17: led here as the mirroring stopped */
-        }
         char err[MD_ERRLEN];
         if (!cluster && !epoch_fresh(b, p, lp, latest) &&
             view_partition_epoch_set(b, m->topic, i, fresh, err, sizeof err) != KP_NONE) {
@@ -750,16 +812,21 @@ static void mirror_epochs(lk_mirror *m, bool taking)
             continue;
         }
         if (epoch_fresh(b, p, lp, latest)) {
-            lp->epoch_due = false;
-            p->min_epoch = p->leader_epoch;          /* K17's hold below ends */
             if (seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
                 replica_partition_epochs_save(b, p);
-            /* K17: standalone the stored epoch's entry starts the local
-             * batches; cluster mode the first above the source's, where
-             * this broker saw the source's */
-            int64_t from = !cluster ? seg_epoch_start_above(p->log, p->leader_epoch - 1)
-                         : lp->source_known ? seg_epoch_start_above(p->log, lp->source_epoch)
-                         : -1;
+            /* K17: the first local epoch's entry starts the local batches:
+             * standalone the stored epoch, cluster mode the one ZooKeeper
+             * holds (asked first: no local batch meanwhile) */
+            bool asks = cluster && b->store && b->store->mirror_local_epoch;
+            if (asks && lp->local_epoch < 0) {
+                p->min_epoch = INT32_MAX;
+                local_epoch_ask(m, i, p->leader_epoch);
+                continue;
+            }
+            int64_t from = seg_epoch_start_above(p->log, (asks ? lp->local_epoch
+                                                               : p->leader_epoch) - 1);
+            lp->epoch_due = false;
+            p->min_epoch = p->leader_epoch;          /* K17's hold below ends */
             if (from >= 0)
                 replica_producers_local_start(p, from);
             BK_INFO("mirror topic %s-%d: local appends from %lld on under leader epoch %d, "
@@ -777,19 +844,13 @@ static void mirror_epochs(lk_mirror *m, bool taking)
     }
 }
 
-static bool mirror_left(enum lk_mstate st)
-{
-    return st == LK_PROMOTED || st == LK_FAILED_OVER;
-}
-
-static void mirror_epochs_due(lk_mirror *m, bool taking)
+static void mirror_epochs_due(lk_mirror *m)
 {
     for (int32_t i = 0; i < m->nparts; i++) {
         m->parts[i].epoch_due = true;
         m->parts[i].source_epoch = -2;   /* taken again where it is led */
-        m->parts[i].source_known = false;
     }
-    mirror_epochs(m, taking);
+    mirror_epochs(m);
 }
 
 /* Stores and logs a mirror topic's new state (one line per change). */
@@ -810,7 +871,7 @@ static void mirror_store_state(lk_mirror *m, enum lk_mstate st, const char *why)
     BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s%s%s", m->topic, m->link->name,
             m->source, state_name(was), state_name(st), why ? ": " : "", why ? why : "");
     if (mirror_left(st))
-        mirror_epochs_due(m, true);      /* K14 */
+        mirror_epochs_due(m);            /* K14 */
 }
 
 static uint32_t mirror_open_txns(lk_mirror *m, bool abort);
@@ -954,6 +1015,7 @@ static bool parts_grow(lk_mirror *m, int32_t n)
         np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .leader = -1,
                            .leader_epoch = -1, .asked = -1, .told_epoch = -1,
                            .source_epoch = -2, .truncating = true,           /* link_conn.c C5 */
+                           .local_epoch = -1,                                /* K17 */
                            .epoch_due = mirror_left(m->state) };         /* K14 */
     m->parts = np;
     m->nparts = n;
@@ -1107,11 +1169,9 @@ static bool part_caught_up(const lk_mirror *m, int32_t i, const bk_partition *p)
 static void caught_up_name(const uint8_t id[16], int32_t partition, int32_t epoch, char *out,
                            size_t cap)
 {
-    int o = 0;
-    for (int k = 0; k < 16; k++)
-        o += snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, "%02x", id[k]);
-    snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, ".%d.%d", (int)partition,
-             (int)epoch);
+    part_key(id, partition, out, cap);
+    size_t o = strlen(out);
+    snprintf(out + o, cap > o ? cap - o : 0, ".%d", (int)epoch);
 }
 
 /* K11: the leader's half: each partition it leads and saw caught up is told
@@ -1781,7 +1841,7 @@ void link_mirror_led(bk_broker *b, const char *topic)
     lk_set *s = set_of(b);
     lk_mirror *m = s && s->nmirrors ? mirror_find(s, topic) : NULL;
     if (m && mirror_left(m->state))
-        mirror_epochs(m, false);         /* K14, K17: where the raise just landed */
+        mirror_epochs(m);                /* K14, K17: where the raise just landed */
 }
 
 bool link_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
@@ -1841,7 +1901,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     for (lk_mirror *m = s->mirrors; m; m = m->next) {
         promoting |= m->state == LK_PROMOTING;
         if (mirror_left(m->state))
-            mirror_epochs(m, false);     /* K14: where it leads now */
+            mirror_epochs(m);            /* K14: where it leads now */
         if (m->state == LK_FAILED_OVER && bk_cluster_mode(b))
             mirror_open_txns(m, true);   /* K10: where it leads now */
     }
@@ -1888,7 +1948,7 @@ static void mirror_applied(lk_mirror *m, enum lk_mstate st)
     if (st == LK_PROMOTING)
         promoting_begin(m);
     if (mirror_left(st))
-        mirror_epochs_due(m, true);      /* K14, before K10's markers */
+        mirror_epochs_due(m);            /* K14, before K10's markers */
     if (st == LK_FAILED_OVER)
         mirror_open_txns(m, true);       /* K10 */
     lk_conn_kick(m->link);
@@ -2041,7 +2101,7 @@ static void link_sync(bk_broker *b)
         if (t && (m->created = parts_grow(m, t->npartitions)) == false)
             BK_ERROR("mirror topic %s: out of memory", m->topic);
         if (m && mirror_left(st))
-            mirror_epochs_due(m, false); /* K14 at load: the raise may not have landed */
+            mirror_epochs_due(m);       /* K14 at load: the raise may not have landed */
         l->metadata_due_us = 0;          /* its partitions and configs now */
         lk_conn_kick(l);
     }
