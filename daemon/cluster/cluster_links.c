@@ -94,7 +94,7 @@
  * epoch in decimal, made once (create: the first leader to finish link.c
  * K14's duty wins, every later one reads it; never set, so no election or
  * ISR write touches it) and read by every leader that finishes the duty
- * after; swept with the K11 facts of topics that no longer exist.
+ * after; swept with the link.c K11 facts of topics that no longer exist.
  */
 #include "daemon/cluster/cluster.h"
 #include "daemon/security/sec_pwenc.h"

@@ -199,22 +199,24 @@
  *       markers) are kept until the marker.  Standalone the local start is
  *       found again after a restart (the stored epoch's entry, K14) and
  *       applied after the state's replay (replica_producers_local_start).
- *       Cluster mode: the local start is the start of the first epoch
- *       above the source's latest, known to the broker that led the
- *       partition when it took the state (its log's latest then is the
- *       source's: K3, K11; lk_part.source_known); that broker takes no
- *       local batch from its raise until the duty set the local start
- *       (min_epoch held; the duty runs as the raise lands: the view change
- *       that makes a broker lead calls link_mirror_led).  Other brokers:
- *       see "Not built yet".
+ *       Cluster mode: a partition's first local epoch F is a fact of
+ *       the cluster (cluster_links.c: /sluice/mirror_local_epochs/<topic
+ *       id hex>.<partition>, made once, never rewritten: no election or
+ *       ISR write carries it).  The first leader whose K14 raise landed
+ *       proposes its leader epoch; every leader after (a takeover, a
+ *       restart: the duty is taken again, K14) proposes its own and reads
+ *       the one there.  Each derives the local start from its own history:
+ *       the start of the first entry at or above F (F's entry, replicated
+ *       with the first local batch; before any local batch the leader's
+ *       own epoch at its log end: every batch is the source's).  A leader
+ *       takes no local batch from its raise until ZooKeeper answered and
+ *       the duty set the local start (min_epoch held, NOT_LEADER meanwhile;
+ *       the answer is handled on the loop, no round trip blocks it; a
+ *       failed one is asked again at the next second), so no local batch
+ *       exists before F is in ZooKeeper, and all source epochs are below
+ *       F (F is above the log's latest when the raise was asked).
  *
  * Not built yet (issue 33's later parts):
- *   - K17 in cluster mode after a restart or a leadership move: a leader
- *     that did not raise the fresh epoch itself does not know where the
- *     local batches start (the history holds later local epochs too), so
- *     the source's producers judge local batches there as before K17.  It
- *     needs the first local epoch kept where every broker reads it (the
- *     mirror's row in ZooKeeper, per partition).
  *   - K7: mirrors filled before the cluster floor existed raised no floor
  *     in ZooKeeper.  A floor raised while 'failed_over' is being written
  *     (its zxid after the state's) reaches the other brokers just after
