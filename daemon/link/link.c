@@ -752,25 +752,25 @@ static void local_epoch_told(bk_broker *b, void *arg, int32_t epoch)
         lp->local_asking = false;
         if (epoch >= 0)
             lp->local_epoch = epoch;
-        if (mirror_left(m->state))
-            mirror_epochs(m);
+        if (epoch >= 0 && mirror_left(m->state))
+            mirror_epochs(m);            /* else on_tick's next second asks again */
     }
     free(x);
 }
 
 /* K17: asks the cluster for partition i's first local epoch, proposing
- * epoch (this leader's fresh one) when it has none yet.  false: not asked
- * (no room), again at the next second. */
-static bool local_epoch_ask(lk_mirror *m, int32_t i, int32_t epoch)
+ * epoch (this leader's fresh one) when it has none yet; one question out
+ * at a time (out of memory: asked again at the next second). */
+static void local_epoch_ask(lk_mirror *m, int32_t i, int32_t epoch)
 {
     bk_broker *b = m->link->b;
     lk_part *lp = &m->parts[i];
     bk_topic *t = view_topic_find(b, m->topic, strlen(m->topic));
     if (lp->local_asking)
-        return true;
+        return;
     local_ask *x = t ? calloc(1, sizeof *x) : NULL;
     if (!x)
-        return false;
+        return;
     snprintf(x->topic, sizeof x->topic, "%s", m->topic);
     memcpy(x->id, t->id, sizeof x->id);
     x->partition = i;
@@ -778,7 +778,6 @@ static bool local_epoch_ask(lk_mirror *m, int32_t i, int32_t epoch)
     part_key(t->id, i, key, sizeof key);
     lp->local_asking = true;
     b->store->mirror_local_epoch(b, key, epoch, local_epoch_told, x);
-    return true;
 }
 
 /* K14: the partitions led here of a mirror that left mirroring, each
