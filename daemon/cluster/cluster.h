@@ -248,6 +248,8 @@ bool cl_links_on_watch(bk_broker *b, int type, const char *path);
 /* cl_store_zk's mirror_caught_up and mirrors_told_list (view_store.h). */
 void cl_links_caught_up(bk_broker *b, const char *fact);
 void cl_links_told_list(bk_broker *b, void (*told)(bk_broker *b, char *const *names, int n));
+void cl_links_local_epoch(bk_broker *b, const char *key, int32_t epoch,
+                          void (*done)(bk_broker *b, void *arg, int32_t epoch), void *arg);
 
 /* cluster_mirror.c */
 void cl_mirror_on_watch(bk_broker *b, int type, const char *path);

@@ -88,6 +88,13 @@
  * controller lists them once a second while a mirror promotes (no watch),
  * and deletes those of topics that no longer exist.  A topic id is new
  * for each topic, so a fact never counts for a later topic of its name.
+ *
+ * A mirror partition's first local epoch (link.c K17):
+ * /sluice/mirror_local_epochs/<topic id hex>.<partition>, its data the
+ * epoch in decimal, made once (create: the first leader to finish link.c
+ * K14's duty wins, every later one reads it; never set, so no election or
+ * ISR write touches it) and read by every leader that finishes the duty
+ * after; swept with the link.c K11 facts of topics that no longer exist.
  */
 #include "daemon/cluster/cluster.h"
 #include "daemon/security/sec_pwenc.h"
@@ -100,6 +107,7 @@
 #define LINKS "/sluice/cluster_links"
 #define MIRRORS "/sluice/mirror_topics"
 #define TOLD "/sluice/mirror_caught_up"
+#define LOCAL "/sluice/mirror_local_epochs"
 
 static const char *kv_get(const md_kv *kv, size_t n, const char *name)
 {
@@ -674,6 +682,24 @@ static bool told_id(const char *name, uint8_t id[16])
     return name[32] == '.';
 }
 
+/* Deletes the children of folder (r's listing) named after a topic that no
+ * longer exists ("<topic id hex>.<...>"). */
+static void sweep_gone(bk_broker *b, const char *folder, const zk_result *r)
+{
+    for (int k = 0; k < r->nchildren; k++) {
+        uint8_t id[16];
+        if (told_id(r->children[k], id) && view_topic_find_id(b, id))
+            continue;
+        char path[sizeof LOCAL + 256];
+        snprintf(path, sizeof path, "%s/%.200s", folder, r->children[k]);
+        zk_txn *t = cl_zk_txn_new();
+        if (t) {
+            cl_zk_txn_delete(t, path, -1);           /* its topic went */
+            cl_zk_txn_commit(b->zk, t, on_told_deleted, NULL);
+        }
+    }
+}
+
 static void on_told(bk_broker *b, const zk_result *r, void *arg)
 {
     void (*told)(bk_broker *, char *const *, int) = *(void (**)(bk_broker *, char *const *,
@@ -681,19 +707,15 @@ static void on_told(bk_broker *b, const zk_result *r, void *arg)
     free(arg);
     if (r->rc != ZOK)
         return;                                      /* the next second's listing */
-    for (int k = 0; k < r->nchildren; k++) {
-        uint8_t id[16];
-        if (told_id(r->children[k], id) && view_topic_find_id(b, id))
-            continue;
-        char path[sizeof TOLD + 256];
-        snprintf(path, sizeof path, TOLD "/%.200s", r->children[k]);
-        zk_txn *t = cl_zk_txn_new();
-        if (t) {
-            cl_zk_txn_delete(t, path, -1);           /* its topic went */
-            cl_zk_txn_commit(b->zk, t, on_told_deleted, NULL);
-        }
-    }
+    sweep_gone(b, TOLD, r);
     told(b, r->children, r->nchildren);
+}
+
+static void on_local_listed(bk_broker *b, const zk_result *r, void *arg)
+{
+    (void)arg;
+    if (r->rc == ZOK)
+        sweep_gone(b, LOCAL, r);
 }
 
 void cl_links_told_list(bk_broker *b, void (*told)(bk_broker *b, char *const *names, int n))
@@ -703,4 +725,82 @@ void cl_links_told_list(bk_broker *b, void (*told)(bk_broker *b, char *const *na
         return;
     *arg = told;
     cl_zk_children(b->zk, TOLD, false, on_told, arg);
+    cl_zk_children(b->zk, LOCAL, false, on_local_listed, NULL);
+}
+
+/* ---- a mirror partition's first local epoch (link.c K17) ----------------------------- */
+typedef struct local_ask {
+    char path[sizeof LOCAL + 64];
+    int32_t epoch;                       /* proposed */
+    int tries;
+    void (*done)(bk_broker *b, void *arg, int32_t epoch);
+    void *arg;
+} local_ask;
+
+static void local_create(bk_broker *b, local_ask *x);
+
+static void local_end(bk_broker *b, local_ask *x, int32_t epoch)
+{
+    x->done(b, x->arg, epoch);
+    free(x);
+}
+
+static void on_local_read(bk_broker *b, const zk_result *r, void *arg)
+{
+    local_ask *x = arg;
+    char text[16];
+    char *end = NULL;
+    long v = -1;
+    if (r->rc == ZNONODE && ++x->tries < 3) {
+        local_create(b, x);                          /* swept meanwhile: made again */
+        return;
+    }
+    if (r->rc == ZOK && r->len > 0 && r->len < (int)sizeof text) {
+        memcpy(text, r->data, (size_t)r->len);
+        text[r->len] = 0;
+        v = strtol(text, &end, 10);
+        if (*end || v < 0 || v > INT32_MAX)
+            v = -1;
+    }
+    if (v < 0)
+        BK_ERROR("zookeeper: %s: cannot read a first local epoch (%s); asked again in a "
+                 "second", x->path, r->rc == ZOK ? "not a number" : cl_zk_rc_str(r->rc));
+    local_end(b, x, (int32_t)v);
+}
+
+static void on_local_created(bk_broker *b, const zk_result *r, void *arg)
+{
+    local_ask *x = arg;
+    if (r->rc == ZOK) {
+        local_end(b, x, x->epoch);
+    } else if (r->rc == ZNODEEXISTS) {
+        cl_zk_get(b->zk, x->path, false, on_local_read, x);   /* another leader's first */
+    } else {
+        BK_ERROR("zookeeper: cannot write %s: %s; asked again in a second", x->path,
+                 cl_zk_rc_str(r->rc));
+        local_end(b, x, -1);
+    }
+}
+
+static void local_create(bk_broker *b, local_ask *x)
+{
+    char text[16];
+    int n = snprintf(text, sizeof text, "%d", (int)x->epoch);
+    cl_zk_create(b->zk, x->path, text, n, 0, on_local_created, x);
+}
+
+void cl_links_local_epoch(bk_broker *b, const char *key, int32_t epoch,
+                          void (*done)(bk_broker *b, void *arg, int32_t epoch), void *arg)
+{
+    local_ask *x = calloc(1, sizeof *x);
+    if (!x || strlen(key) > 60) {
+        free(x);
+        done(b, arg, -1);
+        return;
+    }
+    snprintf(x->path, sizeof x->path, LOCAL "/%s", key);
+    x->epoch = epoch;
+    x->done = done;
+    x->arg = arg;
+    local_create(b, x);
 }

@@ -111,4 +111,5 @@ const bk_store cl_store_zk = {
     .mirror_propose = cl_links_mirror_propose,
     .mirror_caught_up = cl_links_caught_up,
     .mirrors_told_list = cl_links_told_list,
+    .mirror_local_epoch = cl_links_local_epoch,
 };

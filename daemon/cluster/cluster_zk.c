@@ -393,6 +393,7 @@ static const char *const base_paths[] = {
     "/kafka-acl/Subject", "/kafka-acl-extended/prefixed/Subject",   /* Sluice's own type */
     /* cluster links and mirror topics (daemon/cluster/cluster_links.c) */
     "/sluice", "/sluice/cluster_links", "/sluice/mirror_topics", "/sluice/mirror_caught_up",
+    "/sluice/mirror_local_epochs",
 };
 
 int cl_zk_start(bk_broker *b, const zk_hooks *hooks, bk_zk **out, char *err, size_t errlen)

@@ -200,27 +200,32 @@
  *       markers) are kept until the marker.  Standalone the local start is
  *       found again after a restart (the stored epoch's entry, K14) and
  *       applied after the state's replay (replica_producers_local_start).
- *       Cluster mode: the local start is the start of the first epoch
- *       above the source's latest, known to the broker that led the
- *       partition when it took the state (its log's latest then is the
- *       source's: K3, K11; lk_part.source_known); that broker takes no
- *       local batch from its raise until the duty set the local start
- *       (min_epoch held; the duty runs as the raise lands: the view change
- *       that makes a broker lead calls link_mirror_led).  Other brokers:
- *       see "Not built yet".
+ *       Cluster mode: a partition's first local epoch F is a fact of
+ *       the cluster (cluster_links.c: /sluice/mirror_local_epochs/<topic
+ *       id hex>.<partition>, made once, never rewritten: no election or
+ *       ISR write carries it).  The first leader whose K14 raise landed
+ *       proposes its leader epoch; every leader after (a takeover, a
+ *       restart: the duty is taken again, K14) proposes its own and reads
+ *       the one there.  Each derives the local start from its own history:
+ *       the start of the first entry at or above F (F's entry, replicated
+ *       with the first local batch; before any local batch the leader's
+ *       own epoch at its log end: every batch is the source's).  A leader
+ *       takes no local batch from its raise until ZooKeeper answered and
+ *       the duty set the local start (min_epoch held, NOT_LEADER meanwhile;
+ *       the answer is handled on the loop, no round trip blocks it; a
+ *       failed one is asked again at the next second), so no local batch
+ *       exists before F is in ZooKeeper, and all source epochs are below
+ *       F (F is above the log's latest when the raise was asked).
  *
  * Not built yet (issue 33's later parts):
- *   - K17 in cluster mode after a restart or a leadership move: a leader
- *     that did not raise the fresh epoch itself does not know where the
- *     local batches start (the history holds later local epochs too), so
- *     the source's producers judge local batches there as before K17.  It
- *     needs the first local epoch kept where every broker reads it (the
- *     mirror's row in ZooKeeper, per partition).
  *   - An upgrade from a binary before K14's standalone epoch: a mirror it
  *     promoted has stored epoch 0 and local batches under it, so the first
  *     start of this one raises the epoch at the log end and K17 takes the
  *     log end for the local start: a local producer's retry of its last
  *     batch across that one restart is appended again (once, at upgrade).
+ *     Cluster mode alike: such a mirror gets its first-local-epoch znode
+ *     from the next leader's duty, above the local batches it already
+ *     has, whose producers then start afresh once.
  *   - K7: mirrors filled before the cluster floor existed raised no floor
  *     in ZooKeeper.  A floor raised while 'failed_over' is being written
  *     (its zxid after the state's) reaches the other brokers just after
@@ -762,10 +767,73 @@ static void mirror_epochs_store(lk_mirror *m)
     free(ep);
 }
 
+static bool mirror_left(enum lk_mstate st)
+{
+    return st == LK_PROMOTED || st == LK_FAILED_OVER;
+}
+
+static void mirror_epochs(lk_mirror *m);
+
+/* K11, K17: a partition's name in ZooKeeper, "<topic id hex>.<partition>"
+ * (cap 64). */
+static void part_key(const uint8_t id[16], int32_t partition, char *out, size_t cap)
+{
+    int o = 0;
+    for (int k = 0; k < 16; k++)
+        o += snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, "%02x", id[k]);
+    snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, ".%d", (int)partition);
+}
+
+typedef struct local_ask {
+    char topic[MD_TOPIC_NAME_MAX + 1];
+    uint8_t id[16];
+    int32_t partition;
+} local_ask;
+
+/* K17: the cluster's answer: the partition's first local epoch (-1: not
+ * known, asked again at the next second); the duty goes on with it. */
+static void local_epoch_told(bk_broker *b, void *arg, int32_t epoch)
+{
+    local_ask *x = arg;
+    lk_set *s = set_of(b);
+    lk_mirror *m = s && s->nmirrors ? mirror_find(s, x->topic) : NULL;
+    bk_topic *t = view_topic_find(b, x->topic, strlen(x->topic));
+    if (m && t && !memcmp(t->id, x->id, sizeof x->id) && x->partition < m->nparts) {
+        lk_part *lp = &m->parts[x->partition];
+        lp->local_asking = false;
+        if (epoch >= 0)
+            lp->local_epoch = epoch;
+        if (epoch >= 0 && mirror_left(m->state))
+            mirror_epochs(m);            /* else on_tick's next second asks again */
+    }
+    free(x);
+}
+
+/* K17: asks the cluster for partition i's first local epoch, proposing
+ * epoch (this leader's fresh one) when it has none yet; one question out
+ * at a time (out of memory: asked again at the next second). */
+static void local_epoch_ask(lk_mirror *m, int32_t i, int32_t epoch)
+{
+    bk_broker *b = m->link->b;
+    lk_part *lp = &m->parts[i];
+    bk_topic *t = view_topic_find(b, m->topic, strlen(m->topic));
+    if (lp->local_asking)
+        return;
+    local_ask *x = t ? calloc(1, sizeof *x) : NULL;
+    if (!x)
+        return;
+    snprintf(x->topic, sizeof x->topic, "%s", m->topic);
+    memcpy(x->id, t->id, sizeof x->id);
+    x->partition = i;
+    char key[64];
+    part_key(t->id, i, key, sizeof key);
+    lp->local_asking = true;
+    b->store->mirror_local_epoch(b, key, epoch, local_epoch_told, x);
+}
+
 /* K14: the partitions led here of a mirror that left mirroring, each
- * given a fresh leader epoch once; K17: their local start then.  taking:
- * the state is taken now (not loaded, not a later second). */
-static void mirror_epochs(lk_mirror *m, bool taking)
+ * given a fresh leader epoch once; K17: their local start then. */
+static void mirror_epochs(lk_mirror *m)
 {
     bk_broker *b = m->link->b;
     bool cluster = bk_cluster_mode(b);
@@ -786,26 +854,29 @@ static void mirror_epochs(lk_mirror *m, bool taking)
             continue;                    /* standalone: not created yet */
         int32_t latest = seg_epoch_latest(p->log);
         int32_t fresh = latest >= 0 ? latest + 1 : 1;    /* standalone: above 0 */
-        if (lp->source_epoch == -2) {
+        if (lp->source_epoch == -2)
             lp->source_epoch = latest;
-            lp->source_known = taking;   /* K17: led here as the mirroring stopped */
-        }
         if (!cluster && !epoch_fresh(b, p, lp, latest)) {
             if (p->min_epoch < fresh)
                 p->min_epoch = fresh;    /* not stored (mirror_epochs_store): next second */
             continue;
         }
         if (epoch_fresh(b, p, lp, latest)) {
-            lp->epoch_due = false;
-            p->min_epoch = p->leader_epoch;          /* K17's hold below ends */
             if (seg_epoch_assign(p->log, p->leader_epoch, seg_log_end(p->log)) > 0)
                 replica_partition_epochs_save(b, p);
-            /* K17: standalone the stored epoch's entry starts the local
-             * batches; cluster mode the first above the source's, where
-             * this broker saw the source's */
-            int64_t from = !cluster ? seg_epoch_start_above(p->log, p->leader_epoch - 1)
-                         : lp->source_known ? seg_epoch_start_above(p->log, lp->source_epoch)
-                         : -1;
+            /* K17: the first local epoch's entry starts the local batches:
+             * standalone the stored epoch, cluster mode the one ZooKeeper
+             * holds (asked first: no local batch meanwhile) */
+            bool asks = cluster && b->store && b->store->mirror_local_epoch;
+            if (asks && lp->local_epoch < 0) {
+                p->min_epoch = INT32_MAX;
+                local_epoch_ask(m, i, p->leader_epoch);
+                continue;
+            }
+            int64_t from = seg_epoch_start_above(p->log, (asks ? lp->local_epoch
+                                                               : p->leader_epoch) - 1);
+            lp->epoch_due = false;
+            p->min_epoch = p->leader_epoch;          /* K17's hold below ends */
             if (from >= 0)
                 replica_producers_local_start(p, from);
             BK_INFO("mirror topic %s-%d: local appends from %lld on under leader epoch %d, "
@@ -823,19 +894,13 @@ static void mirror_epochs(lk_mirror *m, bool taking)
     }
 }
 
-static bool mirror_left(enum lk_mstate st)
-{
-    return st == LK_PROMOTED || st == LK_FAILED_OVER;
-}
-
-static void mirror_epochs_due(lk_mirror *m, bool taking)
+static void mirror_epochs_due(lk_mirror *m)
 {
     for (int32_t i = 0; i < m->nparts; i++) {
         m->parts[i].epoch_due = true;
         m->parts[i].source_epoch = -2;   /* taken again where it is led */
-        m->parts[i].source_known = false;
     }
-    mirror_epochs(m, taking);
+    mirror_epochs(m);
 }
 
 /* Stores and logs a mirror topic's new state (one line per change). */
@@ -856,7 +921,7 @@ static void mirror_store_state(lk_mirror *m, enum lk_mstate st, const char *why)
     BK_INFO("mirror topic %s (link %s, source topic %s): %s -> %s%s%s", m->topic, m->link->name,
             m->source, state_name(was), state_name(st), why ? ": " : "", why ? why : "");
     if (mirror_left(st))
-        mirror_epochs_due(m, true);      /* K14 */
+        mirror_epochs_due(m);            /* K14 */
 }
 
 static uint32_t mirror_open_txns(lk_mirror *m, bool abort);
@@ -1000,6 +1065,7 @@ static bool parts_grow(lk_mirror *m, int32_t n)
         np[i] = (lk_part){ .source_end = -1, .caught_up_ms = -1, .leader = -1,
                            .leader_epoch = -1, .asked = -1, .told_epoch = -1,
                            .source_epoch = -2, .truncating = true,           /* link_conn.c C5 */
+                           .local_epoch = -1,                                /* K17 */
                            .epoch_due = mirror_left(m->state) };         /* K14 */
     m->parts = np;
     m->nparts = n;
@@ -1153,11 +1219,9 @@ static bool part_caught_up(const lk_mirror *m, int32_t i, const bk_partition *p)
 static void caught_up_name(const uint8_t id[16], int32_t partition, int32_t epoch, char *out,
                            size_t cap)
 {
-    int o = 0;
-    for (int k = 0; k < 16; k++)
-        o += snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, "%02x", id[k]);
-    snprintf(out + o, cap > (size_t)o ? cap - (size_t)o : 0, ".%d.%d", (int)partition,
-             (int)epoch);
+    part_key(id, partition, out, cap);
+    size_t o = strlen(out);
+    snprintf(out + o, cap > o ? cap - o : 0, ".%d", (int)epoch);
 }
 
 /* K11: the leader's half: each partition it leads and saw caught up is told
@@ -1828,7 +1892,7 @@ void link_mirror_led(bk_broker *b, const char *topic)
     lk_set *s = set_of(b);
     lk_mirror *m = s && s->nmirrors ? mirror_find(s, topic) : NULL;
     if (m && mirror_left(m->state))
-        mirror_epochs(m, false);         /* K14, K17: where the raise just landed */
+        mirror_epochs(m);                /* K14, K17: where the raise just landed */
 }
 
 bool link_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
@@ -1888,7 +1952,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     for (lk_mirror *m = s->mirrors; m; m = m->next) {
         promoting |= m->state == LK_PROMOTING;
         if (mirror_left(m->state))
-            mirror_epochs(m, false);     /* K14: where it leads now */
+            mirror_epochs(m);            /* K14: where it leads now */
         if (m->state == LK_FAILED_OVER && bk_cluster_mode(b))
             mirror_open_txns(m, true);   /* K10: where it leads now */
     }
@@ -1935,7 +1999,7 @@ static void mirror_applied(lk_mirror *m, enum lk_mstate st)
     if (st == LK_PROMOTING)
         promoting_begin(m);
     if (mirror_left(st))
-        mirror_epochs_due(m, true);      /* K14, before K10's markers */
+        mirror_epochs_due(m);            /* K14, before K10's markers */
     if (st == LK_FAILED_OVER)
         mirror_open_txns(m, true);       /* K10 */
     lk_conn_kick(m->link);
@@ -2091,7 +2155,7 @@ static void link_sync(bk_broker *b)
         if (t && (m->created = parts_grow(m, t->npartitions)) == false)
             BK_ERROR("mirror topic %s: out of memory", m->topic);
         if (m && mirror_left(st))
-            mirror_epochs_due(m, false); /* K14 at load: the raise may not have landed */
+            mirror_epochs_due(m);       /* K14 at load: the raise may not have landed */
         l->metadata_due_us = 0;          /* its partitions and configs now */
         lk_conn_kick(l);
     }

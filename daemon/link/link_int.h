@@ -52,8 +52,9 @@ typedef struct lk_part {
                                           * above the source's still to take (link.c K14) */
     int32_t source_epoch;                /* cluster: the log's latest epoch when the duty
                                           * first found it led here (link.c K14); -2 not yet */
-    bool source_known;                   /* that was when this broker took the state: the
-                                          * source's latest (link.c K17) */
+    int32_t local_epoch;                 /* cluster: the first local epoch, as ZooKeeper
+                                          * holds it (link.c K17); -1 not known yet */
+    bool local_asking;                   /* cluster: asked for it, no answer yet */
 } lk_part;
 
 typedef struct lk_mirror {

@@ -103,6 +103,14 @@ typedef struct bk_store {
     void (*mirror_caught_up)(bk_broker *b, const char *fact);
     void (*mirrors_told_list)(bk_broker *b,
                               void (*told)(bk_broker *b, char *const *names, int n));
+    /* A mirror partition's first local epoch (daemon/link/link.c K17):
+     * key "<topic id hex>.<partition>" (under 64 bytes) made to hold epoch
+     * unless it holds one already; done (on the loop, always once) hears
+     * the epoch the cluster holds, -1 when unknown (asked again later).
+     * NULL (standalone): the stored leader epoch tells it. */
+    void (*mirror_local_epoch)(bk_broker *b, const char *key, int32_t epoch,
+                               void (*done)(bk_broker *b, void *arg, int32_t epoch),
+                               void *arg);
 } bk_store;
 
 extern const bk_store bk_store_sqlite;

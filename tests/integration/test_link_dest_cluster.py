@@ -478,20 +478,15 @@ def test_a_link_created_on_two_brokers_at_once_ends_the_same_everywhere(
     wait_for(same, 30, "every broker to keep the same link")
 
 
-def test_a_local_producer_given_a_source_producers_id_first_is_not_judged_by_its_batches(
-        make_cluster, start_broker):  # noqa: F811
-    """link.c K17 in cluster mode, on the leader that made the fresh epoch:
-    each destination broker hands out an idempotent producer id (the first
-    blocks start at 0, 1000, 2000) BEFORE the mirror copies the source's
-    producer 0 (link.c K7's floor keeps only later ids apart).  After the promotion
-    the destination's producer 0 writes the promoted partition from
-    sequence 0, one record a batch, through its leader: each batch must be
-    appended (not answered as a duplicate of the source's batch with the
-    same sequences, nor refused) and read back once.  The fresh epoch is
-    taken once (link.c K14): a batch 3 s later carries the same one."""
+def promoted_with_a_source_pid(make_cluster, start_broker, prefix):  # noqa: F811
+    """A 3-broker destination whose brokers each handed out an idempotent
+    producer id (the first blocks start at 0, 1000, 2000) BEFORE the mirror
+    copied the source's producer 0 (link.c K7's floor keeps only later ids
+    apart), the mirror of one partition promoted on every broker.  Returns
+    (dest, topic, the source's batches with their pid and epoch, that pid)."""
     src = start_broker()
     dest = make_cluster(3, overrides={"default.replication.factor": "3"})
-    t = topic_name("clq")
+    t = topic_name(prefix)
     create_topic(src, t, partitions=1)
     local = {}
     for b in dest.brokers:
@@ -507,35 +502,101 @@ def test_a_local_producer_given_a_source_producers_id_first_is_not_judged_by_its
     b1.sql("INSERT INTO cluster_links (name, bootstrap_servers) VALUES ('src', '%s')"
            % src.bootstrap)
     b1.sql("INSERT INTO mirror_topics (topic, link) VALUES ('%s', 'src')" % t)
-
-    def lead():
-        return dest.broker(leaders(b1, t).get(0, (-1,))[0]) if leaders(b1, t).get(0, (-1,))[0] \
-            >= 1 else None
-    wait_for(lambda: lead() and fetched(lead().port, t, 0, True) == want, 60, "mirrored")
+    wait_for(lambda: lead_of(dest, t) and fetched(lead_of(dest, t).port, t, 0, True) == want,
+             60, "mirrored")
     b1.sql("UPDATE mirror_topics SET state = 'promoted' WHERE topic = '%s'" % t)
     for b in dest.brokers:
         wait_for(lambda b=b: states(b).get(t) == "promoted", 30,
                  "broker %d to show %s promoted" % (b.broker_id, t))
-    sent, acked = [b"dest %d" % i for i in range(4)], []
+    return dest, t, want, src_pid
+
+
+def lead_of(dest, t, asked=None):
+    """The destination broker that leads t-0 as asked (a live broker) tells."""
+    asked = asked or next(b for b in dest.brokers if b.alive())
+    lead = leaders(asked, t).get(0, (-1,))[0]
+    return dest.broker(lead) if lead >= 1 else None
+
+
+def fresh_epoch_landed(dest, t, source_epoch):
+    """link.c K14: the state znode's leader epoch is above the source's."""
+    got = cl_zk_get(dest.zk_connect, "/brokers/topics/%s/partitions/0/state" % t)
+    return got and json.loads(got[0])["leader_epoch"] > source_epoch
+
+
+def write_locally(dest, t, src_pid, want, n=4, pause_at=None):
+    """The destination's producer src_pid writes t-0 from sequence 0, one
+    record a batch, through its leader (retrying NOT_LEADER: link.c K14):
+    each batch must be appended (not answered as a duplicate of the
+    source's batch with the same sequences, nor refused) and read back
+    once.  Returns the local batches (with pid and epoch) as fetched."""
+    sent, acked = [b"dest %d" % i for i in range(n)], []
     for i, v in enumerate(sent):
-        if i == 3:
-            time.sleep(3)        # link.c K14's raise is once: the epoch stays (it rose each second)
-        deadline = time.monotonic() + 20
+        if i == pause_at:
+            time.sleep(3)
+        deadline = time.monotonic() + 30
         while True:
-            err, base, msg = kr.produce_batch(lead().port, t, 0,
-                                              idem_batch([v], src_pid, 0, i))
+            lead = lead_of(dest, t)
+            err, base, msg = (kr.produce_batch(lead.port, t, 0, idem_batch([v], src_pid, 0, i))
+                              if lead else (6, -1, "no leader"))
             if err != 6 or time.monotonic() > deadline:     # NOT_LEADER: link.c K14
                 break
             time.sleep(0.2)
         assert err == 0, (v, err, msg)
         acked.append((v, base))
-    hw = kr.fetch_batches(lead().port, t, 0)[1]
-    got = [m.value() for m in consume(b1, t, [0], hw, timeout=30)][1:]
+    hw = kr.fetch_batches(lead_of(dest, t).port, t, 0)[1]
+    got = [m.value() for m in consume(lead_of(dest, t), t, [0], hw, timeout=30)][len(want):]
     lost = [v for v, _ in acked if v not in got]
     dup = len(got) - len(set(got))
     print("acknowledged %d (at %s), read %d, lost %d, duplicated %d"
           % (len(acked), [o for _, o in acked], len(got), len(lost), dup))
     assert not lost and not dup and got == sent, (acked, got)
-    mine = fetched(lead().port, t, 0, True)[len(want):]
-    assert [x[3] for x in mine] == [src_pid] * 4 and min(x[4] for x in mine) > want[0][4]
+    mine = fetched(lead_of(dest, t).port, t, 0, True)[len(want):]
+    assert [x[3] for x in mine] == [src_pid] * n and min(x[4] for x in mine) > want[0][4]
+    return mine
+
+
+def test_a_local_producer_given_a_source_producers_id_first_is_not_judged_by_its_batches(
+        make_cluster, start_broker):  # noqa: F811
+    """link.c K17 in cluster mode, on the leader that made the fresh epoch
+    (promoted_with_a_source_pid): the destination's producer 0 writes the
+    promoted partition from sequence 0; every batch is appended and read back
+    once.  The fresh epoch is taken once (link.c K14): a batch 3 s later
+    carries the same one."""
+    dest, t, want, src_pid = promoted_with_a_source_pid(make_cluster, start_broker, "clq")
+    mine = write_locally(dest, t, src_pid, want, pause_at=3)
     assert len({x[4] for x in mine}) == 1, mine
+
+
+def test_a_new_leader_knows_where_local_batches_start(make_cluster, start_broker):  # noqa: F811
+    """link.c K17 on a broker that did not make the fresh epoch: the leader
+    that raised it (link.c K14) is SIGKILLed before any local batch; the new
+    leader reads the first local epoch from ZooKeeper, so the source's
+    producer 0 does not judge the local producer 0's batches there."""
+    dest, t, want, src_pid = promoted_with_a_source_pid(make_cluster, start_broker, "clk")
+    wait_for(lambda: fresh_epoch_landed(dest, t, want[0][4]), 30, "the fresh epoch")
+    old = lead_of(dest, t)
+    time.sleep(1)                        # its duty done: the first local epoch written
+    old.kill()
+    other = next(b for b in dest.brokers if b is not old)
+    wait_for(lambda: lead_of(dest, t, other) not in (None, old), 30, "a new leader of %s-0" % t)
+    print("leader %d SIGKILLed, %d leads" % (old.broker_id, lead_of(dest, t, other).broker_id))
+    write_locally(dest, t, src_pid, want)
+    old.start()
+
+
+def test_every_broker_restarted_knows_where_local_batches_start(
+        make_cluster, start_broker):  # noqa: F811
+    """link.c K17 after a restart of every destination broker once the
+    mirror was promoted and the fresh epoch raised: whoever leads reads the
+    first local epoch from ZooKeeper before it takes a local batch."""
+    dest, t, want, src_pid = promoted_with_a_source_pid(make_cluster, start_broker, "clr")
+    wait_for(lambda: fresh_epoch_landed(dest, t, want[0][4]), 30, "the fresh epoch")
+    time.sleep(1)
+    for b in dest.brokers:
+        b.stop()
+    for b in dest.brokers:
+        b.start()
+    wait_for(lambda: lead_of(dest, t) is not None, 60, "a leader of %s-0" % t)
+    print("every broker restarted, %d leads" % lead_of(dest, t).broker_id)
+    write_locally(dest, t, src_pid, want)
