@@ -231,7 +231,10 @@
  *     (its zxid after the state's) reaches the other brokers just after
  *     the state, and the leader may append the batch it waited for in
  *     between (K11's window): a broker could hand out one of its ids in
- *     that moment.
+ *     that moment.  K17 makes either harmless in the promoted partitions
+ *     (a local producer with a source's id starts afresh there), unless
+ *     that id's source transaction is still open there (between
+ *     'failed_over' and its ABORT marker, K8).
  */
 #include "daemon/link/link_int.h"
 #include "daemon/security/sec_pwenc.h"
