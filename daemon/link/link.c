@@ -171,7 +171,19 @@
  *   K16. UPDATE cluster_links SET bootstrap_servers, config (link_update):
  *       the new settings pass INSERT's checks with its texts (link_build)
  *       and are sealed as INSERT's (K4); a secret written back as SELECT
- *       shows it (k=[hidden]) keeps its stored value.  The certificate
+ *       shows it (k=[hidden]) keeps its stored value, only while the
+ *       UPDATE changes neither bootstrap_servers nor a setting that says
+ *       where and how a secret goes (kept_guards: sasl.mechanism,
+ *       security.protocol, ssl.ca.location, ssl.truststore.location,
+ *       ssl.endpoint.identification.algorithm; kept_rule): else refused,
+ *       naming the rule, so a kept secret never goes to a host, or in a
+ *       form (PLAIN in clear), its giver did not give it for; given again,
+ *       it goes where the UPDATE says.  The kept values and the apply are
+ *       two loop turns apart (the worker reads the files between): the
+ *       apply checks the row is still the one they were taken from
+ *       (kept_base: its settings and bootstrap servers summed, as K13's
+ *       row_sum), else refuses "changed meanwhile" (another session's
+ *       UPDATE, a ZooKeeper row) and writes no old secret back.  The certificate
  *       files are read off the loop as INSERT's are: the SQL worker first
  *       has the loop fill the kept values in (link_config_kept; it holds
  *       them open as it holds an INSERT's text, and cleanses them), then
@@ -207,8 +219,27 @@
  *       (min_epoch held; the duty runs as the raise lands: the view change
  *       that makes a broker lead calls link_mirror_led).  Other brokers:
  *       see "Not built yet".
+ *   K18. A link is bound to its source's cluster id (as Confluent's): the
+ *       ClusterId of the first Metadata answer that has one is recorded
+ *       (lk_link.cluster_id; cluster_links.source_cluster_id in SQLite,
+ *       sql/migrations/0013), and an answer with another id (or none, once
+ *       one is recorded) is not used: no partition routed, nothing cut or
+ *       fetched, the bootstrap connection fails with last_error "the source
+ *       at X is cluster B, the link was made for cluster A" (link_conn.c
+ *       C8, C3: logged once, backoff), until bootstrap_servers names the
+ *       cluster again.  The id survives an UPDATE (the row's column is not
+ *       among the settings; link_replace hands it to the new link) and a
+ *       restart.  A source that gives no id (Kafka before 0.10.1) is
+ *       mirrored unchecked, with a warning once.  Cluster mode: each
+ *       broker records its own (not in ZooKeeper): an UPDATE moving
+ *       bootstrap_servers elsewhere before a broker's first connection
+ *       binds that broker to the new cluster (see "Not built yet").
  *
  * Not built yet (issue 33's later parts):
+ *   - K18 in cluster mode: the cluster id is each broker's own; one that
+ *     never connected before bootstrap_servers moved binds to where it
+ *     points.  Publishing the first recorded id with the link's znode
+ *     (compare-and-set, as cluster_links.c L6) would bind them all.
  *   - K17 in cluster mode after a restart or a leadership move: a leader
  *     that did not raise the fresh epoch itself does not know where the
  *     local batches start (the history holds later local epochs too), so

@@ -129,6 +129,12 @@
  *       random 85 to 95 % of it is a new SaslHandshake on it, as the
  *       replica fetchers do (repl_fetch_reauth_due): the source never
  *       closes an active link's connection at its session's end.
+ *   C8. Each bootstrap connection asks Metadata first and nothing else
+ *       until its answer's ClusterId is the link's (link.c K18;
+ *       cluster_check, recorded at the first): another cluster's answer
+ *       routes no partition (every one left without a leader), and fails
+ *       the connection (C3) with last_error naming both ids.  The source
+ *       brokers' connections are made only from a checked answer.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
@@ -845,7 +851,7 @@ static void route(lk_link *l, lk_mirror *m, const kp_MetadataResponse *mr,
 }
 
 /* C8: the answer's cluster id against the link's (recorded at the first
- * answer that has one, K18): another cluster's answer is not used and the
+ * answer that has one, link.c K18): another cluster's answer is not used and the
  * connection fails (C3: logged and stored once, backoff); false then. */
 static bool cluster_check(lk_peer *c, const kp_MetadataResponse *mr)
 {
