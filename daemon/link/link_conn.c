@@ -555,8 +555,10 @@ static bool send_metadata(lk_peer *c, int64_t now)
              m->state != LK_FAILED;
     if (n == 0 && !l->sync_cfg.auto_topics && l->cluster_checked)
         return false;                    /* C8: else its cluster id is asked anyway */
-    kp_MetadataRequest_MetadataRequestTopic *ts = kp_arena_alloc(&c->arena, (size_t)n * sizeof *ts);
-    if (!ts && n > 0) {
+    /* n may be 0 (C8: the cluster id only): an empty list, not null (all) */
+    kp_MetadataRequest_MetadataRequestTopic *ts =
+        kp_arena_alloc(&c->arena, (size_t)(n ? n : 1) * sizeof *ts);
+    if (!ts) {
         conn_fail(c, "out of memory for a request");
         return true;
     }

@@ -406,7 +406,8 @@ def test_bootstrap_moved_to_another_cluster_fetches_nothing_from_it(pair, start_
     bootstrap_servers changed to another cluster holding a topic of the
     same name (10 records, then 5 more): the mirror keeps its 60 records,
     byte for byte, nothing cut nor appended, last_error names both
-    cluster ids; bootstrap_servers pointed back: it goes on, every source
+    cluster ids, also after a restart of the destination (the id is
+    stored); bootstrap_servers pointed back: it goes on, every source
     batch at the same offsets."""
     src, dest, t = mirrored(pair, "mv", 1, 60)
     before, hw_a = batches(dest, t, 0)
@@ -434,6 +435,15 @@ def test_bootstrap_moved_to_another_cluster_fetches_nothing_from_it(pair, start_
     log = dest.log_text()[mark:]
     assert "cut from" not in log, log
     assert log.count(want) == 1, log           # logged once, retried with backoff
+
+    dest.stop()                                 # the binding survives a restart
+    mark = len(dest.log_text())
+    dest.start()
+    time.sleep(4)
+    again, hw = batches(dest, t, 0)
+    assert hw == hw_a and [b.raw for b in again] == [b.raw for b in before]
+    assert want in (last_error(dest, "src") or "")
+    assert "bound to source cluster" not in dest.log_text()[mark:]
 
     assert sql(dest, "UPDATE cluster_links SET bootstrap_servers = '%s' WHERE name = 'src'"
                % src.bootstrap)[0] == 200
