@@ -859,7 +859,7 @@ static bool cluster_check(lk_peer *c, const kp_MetadataResponse *mr)
 {
     lk_link *l = c->link;
     char id[sizeof l->cluster_id], why[1024], err[MD_ERRLEN];
-    bool none = mr->ClusterId.len < 0 || !mr->ClusterId.p;
+    bool none = mr->ClusterId.len <= 0 || !mr->ClusterId.p;   /* null (or empty): none */
     snprintf(id, sizeof id, "%.*s", none ? 0 : (int)mr->ClusterId.len,
              none ? "" : mr->ClusterId.p);
     if (l->cluster_id[0] && (none || strcmp(id, l->cluster_id))) {
