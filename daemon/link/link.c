@@ -198,6 +198,21 @@
  *       as an UPDATE (compare-and-set, cluster_links.c L6; a link deleted
  *       meanwhile stays deleted, cluster_links.c L8); every broker applies
  *       it (K13).
+ *   K18. A link is bound to its source's cluster id (as Confluent's): the
+ *       ClusterId of the first Metadata answer that has one is recorded
+ *       (lk_link.cluster_id; cluster_links.source_cluster_id in SQLite,
+ *       sql/migrations/0013), and an answer with another id (or none, once
+ *       one is recorded) is not used: no partition routed, nothing cut or
+ *       fetched, the bootstrap connection fails with last_error "the source
+ *       at X is cluster B, the link was made for cluster A" (link_conn.c
+ *       C8, C3: logged once, backoff), until bootstrap_servers names the
+ *       cluster again.  The id survives an UPDATE (the row's column is not
+ *       among the settings; link_replace hands it to the new link) and a
+ *       restart.  A source that gives no id (Kafka before 0.10.1) is
+ *       mirrored unchecked, with a warning once.  Cluster mode: each
+ *       broker records its own (not in ZooKeeper): an UPDATE moving
+ *       bootstrap_servers elsewhere before a broker's first connection
+ *       binds that broker to the new cluster (see "Not built yet").
  *   K17. The source's producer state never judges a local batch: a
  *       partition of a mirror that left mirroring has a local start (the
  *       start of K14's fresh epoch in its history: the source's batches
@@ -219,27 +234,8 @@
  *       (min_epoch held; the duty runs as the raise lands: the view change
  *       that makes a broker lead calls link_mirror_led).  Other brokers:
  *       see "Not built yet".
- *   K18. A link is bound to its source's cluster id (as Confluent's): the
- *       ClusterId of the first Metadata answer that has one is recorded
- *       (lk_link.cluster_id; cluster_links.source_cluster_id in SQLite,
- *       sql/migrations/0013), and an answer with another id (or none, once
- *       one is recorded) is not used: no partition routed, nothing cut or
- *       fetched, the bootstrap connection fails with last_error "the source
- *       at X is cluster B, the link was made for cluster A" (link_conn.c
- *       C8, C3: logged once, backoff), until bootstrap_servers names the
- *       cluster again.  The id survives an UPDATE (the row's column is not
- *       among the settings; link_replace hands it to the new link) and a
- *       restart.  A source that gives no id (Kafka before 0.10.1) is
- *       mirrored unchecked, with a warning once.  Cluster mode: each
- *       broker records its own (not in ZooKeeper): an UPDATE moving
- *       bootstrap_servers elsewhere before a broker's first connection
- *       binds that broker to the new cluster (see "Not built yet").
  *
  * Not built yet (issue 33's later parts):
- *   - K18 in cluster mode: the cluster id is each broker's own; one that
- *     never connected before bootstrap_servers moved binds to where it
- *     points.  Publishing the first recorded id with the link's znode
- *     (compare-and-set, as cluster_links.c L6) would bind them all.
  *   - K17 in cluster mode after a restart or a leadership move: a leader
  *     that did not raise the fresh epoch itself does not know where the
  *     local batches start (the history holds later local epochs too), so
@@ -252,6 +248,10 @@
  *     the state, and the leader may append the batch it waited for in
  *     between (K11's window): a broker could hand out one of its ids in
  *     that moment.
+ *   - K18 in cluster mode: the cluster id is each broker's own; one that
+ *     never connected before bootstrap_servers moved binds to where it
+ *     points.  Publishing the first recorded id with the link's znode
+ *     (compare-and-set, as cluster_links.c L6) would bind them all.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/security/sec_pwenc.h"
