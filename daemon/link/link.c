@@ -212,7 +212,9 @@
  *       mirrored unchecked, with a warning once.  Cluster mode: each
  *       broker records its own (not in ZooKeeper): an UPDATE moving
  *       bootstrap_servers elsewhere before a broker's first connection
- *       binds that broker to the new cluster (see "Not built yet").
+ *       binds that broker to the new cluster.  Not built yet: publishing
+ *       the first recorded id with the link's znode (compare-and-set, as
+ *       cluster_links.c L6) would bind them all.
  *   K17. The source's producer state never judges a local batch: a
  *       partition of a mirror that left mirroring has a local start (the
  *       start of K14's fresh epoch in its history: the source's batches
@@ -248,10 +250,6 @@
  *     the state, and the leader may append the batch it waited for in
  *     between (K11's window): a broker could hand out one of its ids in
  *     that moment.
- *   - K18 in cluster mode: the cluster id is each broker's own; one that
- *     never connected before bootstrap_servers moved binds to where it
- *     points.  Publishing the first recorded id with the link's znode
- *     (compare-and-set, as cluster_links.c L6) would bind them all.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/security/sec_pwenc.h"
