@@ -305,7 +305,7 @@ static const char surface_sql[] =
      * second) minus the mirror's live log end. */
     "CREATE TEMP VIEW cluster_links AS\n"
     "SELECT name, bootstrap_servers, config, state, last_error, offsets_synced_at,\n"
-    "       groups_synced, sync_error, topics_skipped, created_at\n"
+    "       groups_synced, sync_error, topics_skipped, source_cluster_id, created_at\n"
     "  FROM main.cluster_links;\n"
     "CREATE TEMP VIEW mirror_partitions AS\n"
     "SELECT mp.topic, mp.partition, mp.source_end AS source_log_end_offset,\n"
@@ -338,7 +338,8 @@ static const char surface_sql[] =
     "      OR OLD.offsets_synced_at IS NOT NEW.offsets_synced_at\n"
     "      OR OLD.groups_synced IS NOT NEW.groups_synced\n"
     "      OR OLD.sync_error IS NOT NEW.sync_error\n"
-    "      OR OLD.topics_skipped IS NOT NEW.topics_skipped;\n"
+    "      OR OLD.topics_skipped IS NOT NEW.topics_skipped\n"
+    "      OR OLD.source_cluster_id IS NOT NEW.source_cluster_id;\n"
     "  SELECT sluice_link_update(OLD.name, NEW.bootstrap_servers, NEW.config)\n"
     "   WHERE OLD.bootstrap_servers IS NOT NEW.bootstrap_servers\n"
     "      OR OLD.config IS NOT NEW.config;\n"

@@ -155,6 +155,8 @@ typedef struct sq_write {
     const char *s1, *s2, *s3;
     const char *s4, *s5, *s6, *s7;       /* SQ_ACL_*: the acls row's other columns */
     int64_t i1, i2;
+    uint64_t link_base;                  /* SQ_LINK_UPDATE: the row its kept secrets came
+                                          * from (link.c K16); 0: none kept */
 } sq_write;
 
 /* ---- environment ------------------------------------------------------------- */

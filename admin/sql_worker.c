@@ -94,6 +94,7 @@ typedef struct sq_wreq {
     lk_tls_pre tls;                   /* SQ_LINK_CREATE: its files read by the worker */
     char *kept;                       /* SQ_LINK_KEPT: the config with its kept secrets */
     size_t kept_cap;
+    uint64_t kept_base;               /* SQ_LINK_KEPT: the row they came from (link.c K16) */
 } sq_wreq;
 
 /* apply_write's "answered later, when the write is durable". */
@@ -499,7 +500,7 @@ static int apply_write(bk_broker *b, const sq_write *w, lk_tls_pre *tls, bk_topi
     case SQ_LINK_CREATE:
         return link_create(b, w->s1, w->s2, w->s3, tls, err, errlen);
     case SQ_LINK_UPDATE:
-        return link_update(b, w->s1, w->s2, w->s3, tls, err, errlen);
+        return link_update(b, w->s1, w->s2, w->s3, w->link_base, tls, err, errlen);
     case SQ_LINK_DELETE:
         return link_delete(b, w->s1, err, errlen);
     case SQ_MIRROR_CREATE:
@@ -694,8 +695,9 @@ static void on_writes(evutil_socket_t fd, short what, void *arg)
                : r->w->op == SQ_GROUP_DELETE ? group_delete(a, r)
                : r->w->op == SQ_SCRAM_SET || r->w->op == SQ_SCRAM_DELETE ? scram_write(a, r)
                : r->w->op == SQ_TXN_ABORT ? txn_abort(a, r)
-               : r->w->op == SQ_LINK_KEPT ? link_config_kept(a->b, r->w->s1, r->w->s3, r->kept,
-                                                             r->kept_cap, r->err, r->errlen)
+               : r->w->op == SQ_LINK_KEPT ? link_config_kept(a->b, r->w->s1, r->w->s2, r->w->s3,
+                                                             r->kept, r->kept_cap, &r->kept_base,
+                                                             r->err, r->errlen)
                : r->w->op == SQ_SCHEMA_REGISTER || r->w->op == SQ_SCHEMA_DELETE ||
                  r->w->op == SQ_SUBJECT_CONFIG ? schema_write(a, r)
                : topic_write(a, r);
@@ -738,7 +740,7 @@ static int link_kept(struct bk_admin *a, const sq_write *w, sq_write *upd, char 
     if (w->op != SQ_LINK_UPDATE || !w->s3 || !strstr(w->s3, LINK_MASK))
         return KP_NONE;
     size_t cap = LINK_CONFIG_KEPT_MAX;
-    sq_write k = { .op = SQ_LINK_KEPT, .s1 = w->s1, .s3 = w->s3 };
+    sq_write k = { .op = SQ_LINK_KEPT, .s1 = w->s1, .s2 = w->s2, .s3 = w->s3 };
     sq_wreq r = { .w = &k, .err = err, .errlen = errlen, .rc = KP_UNKNOWN_SERVER_ERROR,
                   .job = my_job, .kept = calloc(1, cap), .kept_cap = cap };
     if (!r.kept) {
@@ -753,6 +755,7 @@ static int link_kept(struct bk_admin *a, const sq_write *w, sq_write *upd, char 
     }
     *upd = *w;
     upd->s3 = *kept = r.kept;
+    upd->link_base = r.kept_base;     /* checked at apply: the row unchanged since */
     return KP_NONE;
 }
 

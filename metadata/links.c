@@ -105,6 +105,14 @@ int md_link_settings_set(md_db *db, const md_link_row *l, char *err, size_t errl
     return rc;
 }
 
+int md_link_source_cluster_set(md_db *db, const char *name, const char *cluster_id, char *err,
+                               size_t errlen)
+{
+    const char *v[] = { name, cluster_id };
+    return exec_texts(db, "UPDATE cluster_links SET source_cluster_id = ?2 WHERE name = ?1", v,
+                      2, 0, err, errlen);
+}
+
 int md_scrub_wal(md_db *db, char *err, size_t errlen)
 {
     int log = -1, ck = -1;
@@ -193,7 +201,7 @@ int md_link_list(md_db *db, md_link_row **out, size_t *n, char *err, size_t errl
     *out = NULL;
     *n = 0;
     if (sqlite3_prepare_v2(db->h, "SELECT name, bootstrap_servers, config, secrets, state, "
-                           "last_error FROM cluster_links ORDER BY name", -1, &s,
+                           "last_error, source_cluster_id FROM cluster_links ORDER BY name", -1, &s,
                            NULL) != SQLITE_OK)
         return md_sqlerr(db, err, errlen, "list cluster links");
     int rc;
@@ -211,6 +219,7 @@ int md_link_list(md_db *db, md_link_row **out, size_t *n, char *err, size_t errl
         copy_col(l->secrets, sizeof l->secrets, s, 3);
         copy_col(l->state, sizeof l->state, s, 4);
         copy_col(l->last_error, sizeof l->last_error, s, 5);
+        copy_col(l->source_cluster, sizeof l->source_cluster, s, 6);
     }
     sqlite3_finalize(s);
     return rc == SQLITE_DONE ? 0 : md_sqlerr(db, err, errlen, "list cluster links");

@@ -606,6 +606,7 @@ typedef struct md_link_row {
     char secrets[2048];                  /* the secret key=value lines */
     char state[16];
     char last_error[MD_ERRLEN];
+    char source_cluster[128];            /* the source's cluster id (link.c K18); "": none */
 } md_link_row;
 typedef struct md_mirror_row {
     char topic[MD_TOPIC_NAME_MAX + 1];
@@ -625,6 +626,9 @@ int md_link_secrets_set(md_db *db, const char *name, const char *secrets, char *
 /* A TRUNCATE checkpoint: the WAL's old frames (an old value's bytes among
  * them) copied and the -wal file emptied.  Fsyncs: at start only. */
 int md_scrub_wal(md_db *db, char *err, size_t errlen);
+/* The source's cluster id recorded (sql/migrations/0013; link.c K18). */
+int md_link_source_cluster_set(md_db *db, const char *name, const char *cluster_id, char *err,
+                               size_t errlen);
 /* last_error NULL: none. */
 int md_link_status(md_db *db, const char *name, const char *state, const char *last_error,
                    char *err, size_t errlen);

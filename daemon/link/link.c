@@ -172,7 +172,19 @@
  *   K16. UPDATE cluster_links SET bootstrap_servers, config (link_update):
  *       the new settings pass INSERT's checks with its texts (link_build)
  *       and are sealed as INSERT's (K4); a secret written back as SELECT
- *       shows it (k=[hidden]) keeps its stored value.  The certificate
+ *       shows it (k=[hidden]) keeps its stored value, only while the
+ *       UPDATE changes neither bootstrap_servers nor a setting that says
+ *       where and how a secret goes (kept_guards: sasl.mechanism,
+ *       security.protocol, ssl.ca.location, ssl.truststore.location,
+ *       ssl.endpoint.identification.algorithm; kept_rule): else refused,
+ *       naming the rule, so a kept secret never goes to a host, or in a
+ *       form (PLAIN in clear), its giver did not give it for; given again,
+ *       it goes where the UPDATE says.  The kept values and the apply are
+ *       two loop turns apart (the worker reads the files between): the
+ *       apply checks the row is still the one they were taken from
+ *       (kept_base: its settings and bootstrap servers summed, as K13's
+ *       row_sum), else refuses "changed meanwhile" (another session's
+ *       UPDATE, a ZooKeeper row) and writes no old secret back.  The certificate
  *       files are read off the loop as INSERT's are: the SQL worker first
  *       has the loop fill the kept values in (link_config_kept; it holds
  *       them open as it holds an INSERT's text, and cleanses them), then
@@ -187,6 +199,23 @@
  *       as an UPDATE (compare-and-set, cluster_links.c L6; a link deleted
  *       meanwhile stays deleted, cluster_links.c L8); every broker applies
  *       it (K13).
+ *   K18. A link is bound to its source's cluster id (as Confluent's): the
+ *       ClusterId of the first Metadata answer that has one is recorded
+ *       (lk_link.cluster_id; cluster_links.source_cluster_id in SQLite,
+ *       sql/migrations/0013), and an answer with another id (or none, once
+ *       one is recorded) is not used: no partition routed, nothing cut or
+ *       fetched, the bootstrap connection fails with last_error "the source
+ *       at X is cluster B, the link was made for cluster A" (link_conn.c
+ *       C8, C3: logged once, backoff), until bootstrap_servers names the
+ *       cluster again.  The id survives an UPDATE (the row's column is not
+ *       among the settings; link_replace hands it to the new link) and a
+ *       restart.  A source that gives no id (Kafka before 0.10.1) is
+ *       mirrored unchecked, with a warning once.  Cluster mode: each
+ *       broker records its own (not in ZooKeeper): an UPDATE moving
+ *       bootstrap_servers elsewhere before a broker's first connection
+ *       binds that broker to the new cluster.  Not built yet: publishing
+ *       the first recorded id with the link's znode (compare-and-set, as
+ *       cluster_links.c L6) would bind them all.
  *   K17. The source's producer state never judges a local batch: a
  *       partition of a mirror that left mirroring has a local start (the
  *       start of K14's fresh epoch in its history: the source's batches
@@ -655,6 +684,7 @@ static lk_link *link_new(lk_set *s, const md_link_row *row, char *err, size_t er
     snprintf(l->name, sizeof l->name, "%s", row->name);
     snprintf(l->last_error, sizeof l->last_error, "%s", row->last_error);
     snprintf(l->bootstrap, sizeof l->bootstrap, "%s", row->bootstrap);
+    snprintf(l->cluster_id, sizeof l->cluster_id, "%s", row->source_cluster);   /* K18 */
     l->row_sum = row_sum(s->b, row);
     lk_conn_init(l);
     /* The masked values are overwritten by the secret lines after them. */
@@ -1464,13 +1494,16 @@ static const char *line_find(const char *text, const char *k, size_t kl, size_t 
 
 /* K16: an UPDATE's config with each secret line written back as SELECT
  * shows it (k=[hidden]) given the stored value of k (plain: the row's
- * secret lines, opened) into out; *tls_kept: an ssl.* one was. */
+ * secret lines, opened) into out; *tls_kept: an ssl.* one was; kept (ucap
+ * bytes): the first one kept, "" none. */
 static int masked_kept(const char *link, const char *config, const char *plain, char *out,
-                       size_t cap, bool *tls_kept, char *err, size_t errlen)
+                       size_t cap, bool *tls_kept, char *kept, size_t kcap, char *err,
+                       size_t errlen)
 {
     size_t o = 0;
     *tls_kept = false;
     out[0] = 0;
+    kept[0] = 0;
     for (const char *p = config ? config : ""; *p;) {
         size_t n = strcspn(p, "\n"), vl = 0, ml = strlen(LK_MASK);
         const char *k = p + strspn(p, " \t"), *eq = memchr(p, '=', n), *e = p + n;
@@ -1495,6 +1528,8 @@ static int masked_kept(const char *link, const char *config, const char *plain, 
                 return KP_INVALID_CONFIG;
             }
             *tls_kept |= !strncmp(key, "ssl.", 4);
+            if (!kept[0])
+                snprintf(kept, kcap, "%s", key);
             w = snprintf(out + o, o < cap ? cap - o : 0, "%s=%.*s\n", key, (int)vl, stored);
         } else {
             w = snprintf(out + o, o < cap ? cap - o : 0, "%.*s\n", (int)n, p);
@@ -1556,6 +1591,8 @@ static void settings_diff(const char *ac, const char *as_, const char *bc, const
 static int link_replace(lk_set *s, lk_link *l, lk_link *nl)
 {
     int n = 0;
+    if (!nl->cluster_id[0])              /* K18: the same source cluster, bound */
+        snprintf(nl->cluster_id, sizeof nl->cluster_id, "%s", l->cluster_id);
     for (lk_mirror *m = s->mirrors; m; m = m->next) {
         if (m->link != l)
             continue;
@@ -1577,6 +1614,54 @@ static int link_replace(lk_set *s, lk_link *l, lk_link *nl)
     nl->metadata_due_us = 0;             /* its partitions' leaders now */
     lk_conn_kick(nl);
     return n;
+}
+
+/* K16: the settings that say where and how a secret goes: one kept
+ * ([hidden]) only while none of them changes. */
+static const char *const kept_guards[] = {
+    "sasl.mechanism", "security.protocol", "ssl.ca.location", "ssl.truststore.location",
+    "ssl.endpoint.identification.algorithm",
+};
+
+/* K16: an UPDATE that keeps the secret kept (masked_kept) of had, to
+ * bootstrap and config (as given), refused when bootstrap or a guard
+ * changes: the kept secret would go where the new settings say, to a host
+ * its owner never gave it for. */
+static int kept_rule(const md_link_row *had, const char *bootstrap, const char *config,
+                     const char *kept, char *err, size_t errlen)
+{
+    char host[256];
+    int port, nboot;
+    if (!kept[0])
+        return KP_NONE;
+    int rc = lk_bootstrap_nth(bootstrap, -1, host, sizeof host, &port, &nboot, err, errlen);
+    if (rc != KP_NONE)
+        return rc;                       /* INSERT's text for a bad one first */
+    const char *what = strcmp(had->bootstrap, bootstrap) ? "bootstrap_servers" : NULL;
+    for (size_t k = 0; !what && k < sizeof kept_guards / sizeof *kept_guards; k++) {
+        size_t kl = strlen(kept_guards[k]), al = 0, bl = 0;
+        const char *a = line_find(had->config, kept_guards[k], kl, &al),
+                   *v = line_find(config, kept_guards[k], kl, &bl);
+        if ((a != NULL) != (v != NULL) || (a && (al != bl || memcmp(a, v, al))))
+            what = kept_guards[k];
+    }
+    if (!what)
+        return KP_NONE;
+    snprintf(err, errlen, "cluster_links: %s must be given again when bootstrap_servers / "
+             "sasl.mechanism / security.protocol / ssl.ca.location / ssl.truststore.location / "
+             "ssl.endpoint.identification.algorithm change (%s changes here): a kept "
+             "secret (" LK_MASK ") goes only where it was given for", kept, what);
+    return KP_INVALID_CONFIG;
+}
+
+/* K16: what an UPDATE's kept secrets were taken from: had's settings, its
+ * bootstrap servers with them, summed (0 is never returned). */
+static uint64_t kept_base(bk_broker *b, const md_link_row *had)
+{
+    uint64_t h = row_sum(b, had);
+    for (const unsigned char *c = (const unsigned char *)had->bootstrap; *c; c++)
+        h = (h ^ *c) * 1099511628211ULL;
+    return h ? h : 1;
 }
 
 _Static_assert(LINK_CONFIG_KEPT_MAX >= sizeof ((md_link_row *)0)->config +
@@ -1605,18 +1690,24 @@ static int kept_row(bk_broker *b, const char *name, md_link_row **rows, size_t *
     return KP_NONE;
 }
 
-int link_config_kept(bk_broker *b, const char *name, const char *config, char *out, size_t cap,
-                     char *err, size_t errlen)
+int link_config_kept(bk_broker *b, const char *name, const char *bootstrap, const char *config,
+                     char *out, size_t cap, uint64_t *base, char *err, size_t errlen)
 {
     md_link_row *rows = NULL, *had;
     size_t n = 0;
-    char plain[sizeof rows->secrets];
+    char plain[sizeof rows->secrets], kept[128];
     bool tls_kept;
     int rc = need_set(b, err, errlen);
+    *base = 0;
     if (rc == KP_NONE)
         rc = kept_row(b, name, &rows, &n, &had, plain, err, errlen);
     if (rc == KP_NONE)
-        rc = masked_kept(name, config, plain, out, cap, &tls_kept, err, errlen);
+        rc = masked_kept(name, config, plain, out, cap, &tls_kept, kept, sizeof kept, err,
+                         errlen);
+    if (rc == KP_NONE)
+        rc = kept_rule(had, bootstrap, config, kept, err, errlen);
+    if (rc == KP_NONE)
+        *base = kept_base(b, had);
     OPENSSL_cleanse(plain, sizeof plain);     /* K4 */
     if (rows)
         OPENSSL_cleanse(rows, n * sizeof *rows);
@@ -1628,7 +1719,7 @@ static void link_sync(bk_broker *b);
 
 /* UPDATE cluster_links (K16). */
 int link_update(bk_broker *b, const char *name, const char *bootstrap, const char *config,
-                lk_tls_pre *tls, char *err, size_t errlen)
+                uint64_t base, lk_tls_pre *tls, char *err, size_t errlen)
 {
     lk_set *s = set_of(b);
     int rc = need_set(b, err, errlen);
@@ -1640,7 +1731,7 @@ int link_update(bk_broker *b, const char *name, const char *bootstrap, const cha
         md_link_row row;
         char plain[sizeof rows->secrets], now[sizeof rows->secrets];
         char merged[LINK_CONFIG_KEPT_MAX];
-        char changed[1024];
+        char changed[1024], kept[128];
     } *u = calloc(1, sizeof *u);
     if (!u) {
         snprintf(err, errlen, "out of memory");
@@ -1649,9 +1740,17 @@ int link_update(bk_broker *b, const char *name, const char *bootstrap, const cha
     lk_link *l = name ? link_find(s, name) : NULL, *nl = NULL;
     bool stale, tls_kept = false;
     rc = kept_row(b, name, &rows, &n, &had, u->plain, err, errlen);
+    if (rc == KP_NONE && base && kept_base(b, had) != base) {
+        /* K16: another UPDATE (a session, a ZooKeeper row) since the
+         * worker was given the kept secrets: they are not the row's now */
+        snprintf(err, errlen, "cluster link '%s' changed meanwhile; run the UPDATE again", name);
+        rc = KP_INVALID_REQUEST;
+    }
     if (rc == KP_NONE)
-        rc = masked_kept(name, config, u->plain, u->merged, sizeof u->merged, &tls_kept, err,
-                         errlen);
+        rc = masked_kept(name, config, u->plain, u->merged, sizeof u->merged, &tls_kept,
+                         u->kept, sizeof u->kept, err, errlen);
+    if (rc == KP_NONE)
+        rc = kept_rule(had, bootstrap, config, u->kept, err, errlen);
     if (rc == KP_NONE)
         rc = link_build(b, name, bootstrap, u->merged, tls_kept ? NULL : tls, tls_kept,
                         &u->row, &nl, err, errlen);

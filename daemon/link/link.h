@@ -46,18 +46,22 @@ int link_create(bk_broker *b, const char *name, const char *bootstrap, const cha
                 lk_tls_pre *tls, char *err, size_t errlen);
 /* name's bootstrap servers and settings replaced (link.c K16): config as
  * INSERT's, a secret written back as SELECT shows it keeping its stored
- * value; tls as link_create's. */
+ * value; tls as link_create's; base: link_config_kept's for config (the
+ * UPDATE refused when the row changed since), 0 when none was asked. */
 int link_update(bk_broker *b, const char *name, const char *bootstrap, const char *config,
-                lk_tls_pre *tls, char *err, size_t errlen);
+                uint64_t base, lk_tls_pre *tls, char *err, size_t errlen);
 /* A secret setting's value as SELECT shows it. */
 #define LINK_MASK "[hidden]"
 /* config with each secret line written as SELECT shows it (k=[hidden])
  * given the stored value of k (link.c K16), into out (cap: at least
  * LINK_CONFIG_KEPT_MAX): for the worker that reads an UPDATE's
- * certificate files (admin/sql_worker.c).  KP_NONE or an error in err. */
+ * certificate files (admin/sql_worker.c); refused when a secret is kept
+ * while bootstrap or a setting that says where it goes changes; *base:
+ * the row's state they came from, for link_update.  KP_NONE or an error
+ * in err. */
 #define LINK_CONFIG_KEPT_MAX (8192 + 2048 + 1)
-int link_config_kept(bk_broker *b, const char *name, const char *config, char *out, size_t cap,
-                     char *err, size_t errlen);
+int link_config_kept(bk_broker *b, const char *name, const char *bootstrap, const char *config,
+                     char *out, size_t cap, uint64_t *base, char *err, size_t errlen);
 int link_delete(bk_broker *b, const char *name, char *err, size_t errlen);
 /* source NULL: the same name; state NULL: active. */
 int link_mirror_create(bk_broker *b, const char *topic, const char *link, const char *source,

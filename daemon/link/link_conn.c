@@ -129,6 +129,12 @@
  *       random 85 to 95 % of it is a new SaslHandshake on it, as the
  *       replica fetchers do (repl_fetch_reauth_due): the source never
  *       closes an active link's connection at its session's end.
+ *   C8. Each bootstrap connection asks Metadata first and nothing else
+ *       until its answer's ClusterId is the link's (link.c K18;
+ *       cluster_check, recorded at the first): another cluster's answer
+ *       routes no partition (every one left without a leader), and fails
+ *       the connection (C3) with last_error naming both ids.  The source
+ *       brokers' connections are made only from a checked answer.
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
@@ -547,10 +553,12 @@ static bool send_metadata(lk_peer *c, int64_t now)
     for (lk_mirror *m = l->set->mirrors; m; m = m->next)
         n += m->link == l && m->state != LK_PROMOTED && m->state != LK_FAILED_OVER &&
              m->state != LK_FAILED;
-    if (n == 0 && !l->sync_cfg.auto_topics)
-        return false;
-    kp_MetadataRequest_MetadataRequestTopic *ts = kp_arena_alloc(&c->arena, (size_t)n * sizeof *ts);
-    if (!ts && n > 0) {
+    if (n == 0 && !l->sync_cfg.auto_topics && l->cluster_checked)
+        return false;                    /* C8: else its cluster id is asked anyway */
+    /* n may be 0 (C8: the cluster id only): an empty list, not null (all) */
+    kp_MetadataRequest_MetadataRequestTopic *ts =
+        kp_arena_alloc(&c->arena, (size_t)(n ? n : 1) * sizeof *ts);
+    if (!ts) {
         conn_fail(c, "out of memory for a request");
         return true;
     }
@@ -782,6 +790,11 @@ static void next_request(lk_peer *c)
         return;
     }
     if (c->node < 0) {
+        if (!l->cluster_checked) {       /* C8: nothing else before the cluster id */
+            l->metadata_due_us = 0;
+            send_metadata(c, now);
+            return;
+        }
         if (lk_sync_topics_create(l) || send_metadata(c, now) || send_configs(c) ||
             lk_sync_send(l, now, &next_us))
             return;
@@ -839,6 +852,44 @@ static void route(lk_link *l, lk_mirror *m, const kp_MetadataResponse *mr,
     }
 }
 
+/* C8: the answer's cluster id against the link's (recorded at the first
+ * answer that has one, link.c K18): another cluster's answer is not used and the
+ * connection fails (C3: logged and stored once, backoff); false then. */
+static bool cluster_check(lk_peer *c, const kp_MetadataResponse *mr)
+{
+    lk_link *l = c->link;
+    char id[sizeof l->cluster_id], why[1024], err[MD_ERRLEN];
+    bool none = mr->ClusterId.len <= 0 || !mr->ClusterId.p;   /* null (or empty): none */
+    snprintf(id, sizeof id, "%.*s", none ? 0 : (int)mr->ClusterId.len,
+             none ? "" : mr->ClusterId.p);
+    if (l->cluster_id[0] && (none || strcmp(id, l->cluster_id))) {
+        snprintf(why, sizeof why, "the source at %s:%d is %s%s, the link was made for cluster "
+                 "%s: nothing is fetched from it (bootstrap_servers names another cluster; "
+                 "point it back, or make another link)", c->host, c->port,
+                 none ? "a cluster that gives no cluster id" : "cluster ", id, l->cluster_id);
+        EACH_PART(l, m, i, lp)
+            lp->leader = -1;             /* fetch nothing: only its Metadata routes */
+        conn_fail(c, why);
+        return false;
+    }
+    if (none && !l->cluster_none_told) {
+        l->cluster_none_told = true;
+        BK_WARN("cluster link %s: the source at %s:%d gives no cluster id (Kafka before "
+                "0.10.1?): the link cannot check that bootstrap_servers still names the "
+                "cluster it was made for", l->name, c->host, c->port);
+    } else if (!none && !l->cluster_id[0]) {
+        snprintf(l->cluster_id, sizeof l->cluster_id, "%s", id);
+        if (md_link_source_cluster_set(l->b->db, l->name, id, err, sizeof err) != 0)
+            BK_ERROR("cluster link %s: cannot store its source's cluster id: %s", l->name,
+                     err);
+        else
+            BK_INFO("cluster link %s: bound to source cluster %s (at %s:%d)", l->name, id,
+                    c->host, c->port);
+    }
+    l->cluster_checked = true;
+    return true;
+}
+
 static void handle_metadata(lk_peer *c, kp_rd *r)
 {
     lk_link *l = c->link;
@@ -847,6 +898,8 @@ static void handle_metadata(lk_peer *c, kp_rd *r)
         conn_fail(c, "malformed Metadata answer from the source");
         return;
     }
+    if (!cluster_check(c, &mr))
+        return;
     c->backoff_cur_ms = 0;
     for (int32_t i = 0; i < mr.Topics_count; i++) {
         const kp_MetadataResponse_MetadataResponseTopic *t = &mr.Topics[i];
@@ -1451,6 +1504,8 @@ static void peer_connect(lk_peer *c)
     lk_link *l = c->link;
     const char *why = "cannot make a socket";
     peer_close(c);
+    if (c->node < 0)
+        l->cluster_checked = false;      /* C8: this connection's source asked first */
     if (l->tls && !l->tls_ctx) {         /* C7: never made on the loop */
         if (tls_wait(c) != 0)
             conn_fail(c, "cannot read the TLS certificate files off the loop (no worker, "

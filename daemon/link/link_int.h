@@ -171,6 +171,10 @@ typedef struct lk_link {
     int64_t metadata_sent_us;            /* mono: the last one (refreshes no faster than
                                           * reconnect.backoff.ms: link_conn.c C4) */
     char last_error[MD_ERRLEN];          /* as stored (cluster_links.last_error) */
+    char cluster_id[128];                /* the source's, recorded (link.c K18); "": not yet */
+    bool cluster_checked;                /* the bootstrap connection's Metadata showed it
+                                          * (link_conn.c C8); nothing else asked before */
+    bool cluster_none_told;              /* a source without a cluster id: logged once */
     struct lk_link *next;
 } lk_link;
 

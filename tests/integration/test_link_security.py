@@ -292,8 +292,9 @@ def test_an_update_of_a_tls_link_checks_its_files_and_keeps_a_hidden_key(
         source, start_broker, certs):  # noqa: F811
     """UPDATE cluster_links (link.c K16) of a link with a client certificate:
     the config written back as SELECT shows it (ssl.key.location=[hidden])
-    with a CA file that cannot be read is refused with INSERT's text (the
-    files read off the loop with the kept key) and the link runs on; with a
+    with another CA file is refused (the key must be given again); given,
+    a CA file that cannot be read is refused with INSERT's text (the files
+    read off the loop) and the link runs on; with a
     setting added instead, the key is kept and mirroring goes on byte for
     byte at the same offsets."""
     dest = start_broker()
@@ -309,8 +310,15 @@ def test_an_update_of_a_tls_link_checks_its_files_and_keeps_a_hidden_key(
         st, text = sql(dest, stmt)
         assert st != 200, text
         return re.search(r"cluster_links\.config: [^\"]*", str(text)).group(0)
+    # the key kept, the CA changed: refused (a kept secret only while the
+    # settings that say where it goes stay, link.c K16)
+    st, text = sql(dest, "UPDATE cluster_links SET config = '%s' WHERE name = 'tlsupd'"
+                   % shown.replace(certs.ca.crt, no_ca))
+    assert st != 200 and "ssl.key.location must be given again" in str(text) and \
+        "(ssl.ca.location changes here)" in str(text), text
     upd = refused("UPDATE cluster_links SET config = '%s' WHERE name = 'tlsupd'"
-                  % shown.replace(certs.ca.crt, no_ca))       # the key kept, the CA gone
+                  % shown.replace(certs.ca.crt, no_ca).replace(
+                      "ssl.key.location=[hidden]", "ssl.key.location=" + certs.client.key))
     ins = refused("INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES "
                   "('other', '%s', '%s')" % (on(source, "SSL").bootstrap,
                                              cfg.replace(certs.ca.crt, no_ca)))
@@ -386,9 +394,11 @@ def test_source_certificate_for_another_host_is_refused_by_default(start_broker,
 
 
 def _fake_tls_source(certs, then):  # noqa: F811
-    """A TLS listener that answers the link's first request with an empty
-    Metadata v8 answer, then calls then(tls_socket, state).  Returns
-    (port, state, thread, close)."""
+    """A TLS listener that answers the link's requests (Metadata v8: the
+    first at connect, link_conn.c C8; another when the mirror is added)
+    with an empty Metadata v8 answer until the link is idle (1.5 s without
+    one), then calls then(tls_socket, state).  Returns (port, state,
+    thread, close)."""
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))
     lsock.listen(8)
@@ -402,12 +412,18 @@ def _fake_tls_source(certs, then):  # noqa: F811
         raw.settimeout(20)
         s = ctx.wrap_socket(raw, server_side=True)
         try:
-            body = read_frame(s)
-            api, ver, corr = struct.unpack(">hhi", body[:8])
-            state["apis"].append((api, ver))
-            # throttle, no brokers, null cluster id, controller, no topics, ops
-            resp = struct.pack(">iiihiii", corr, 0, 0, -1, -1, 0, 0)
-            s.sendall(struct.pack(">i", len(resp)) + resp)
+            while len(state["apis"]) < 8:
+                s.settimeout(1.5 if state["apis"] else 20)
+                try:
+                    body = read_frame(s)
+                except TimeoutError:
+                    break                                 # the link idle
+                api, ver, corr = struct.unpack(">hhi", body[:8])
+                state["apis"].append((api, ver))
+                # throttle, no brokers, null cluster id, controller, no topics, ops
+                resp = struct.pack(">iiihiii", corr, 0, 0, -1, -1, 0, 0)
+                s.sendall(struct.pack(">i", len(resp)) + resp)
+            s.settimeout(20)
             then(s, state)
         except Exception as e:  # noqa: BLE001 -- reported by the test
             state["err"] = repr(e)

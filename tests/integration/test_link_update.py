@@ -14,7 +14,9 @@ passwords are never shown by SQL nor logged.
 import os
 import re
 import secrets
+import socket
 import sqlite3
+import struct
 import threading
 import time
 from types import SimpleNamespace
@@ -25,9 +27,10 @@ from confluent_kafka import Producer
 
 from sasl_support import add_user, ck_sasl
 from conftest import Broker, free_port
-from support import ck_conf, topic_name
+from support import ck_admin, ck_conf, create_topic, topic_name
 from cluster_support import cl_zk_get, make_cluster, wait_for, zk  # noqa: F401
-from test_link import assert_same, batches, mirror, mirror_state, rows, sql, sql_ok, until
+from test_link import (assert_same, batches, fill, mirror, mirror_state, mirrored, pair,  # noqa: F401,E501
+                       rows, sql, sql_ok, until)
 from test_link_dest_cluster import leaders
 
 MECH = "SCRAM-SHA-256"
@@ -81,8 +84,9 @@ def quoted(s):
     return "'%s'" % s.replace("'", "''")
 
 
-def last_error(dest):
-    return rows(sql_ok(dest, "SELECT last_error FROM cluster_links WHERE name = 's'"))[0][0]
+def last_error(dest, link="s"):
+    return rows(sql_ok(dest, "SELECT last_error FROM cluster_links WHERE name = '%s'"
+                       % link))[0][0]
 
 
 class Writer(threading.Thread):
@@ -296,3 +300,154 @@ def test_a_reseal_at_start_does_not_bring_back_a_link_deleted_meanwhile(make_clu
     print("broker 3's row dropped by: %s" % ("the reseal (cluster_links.c L8)"
                                              if "dropped here, not published" in log
                                              else "the session's resync (L2)"))
+
+
+# ---- issue 33 review: what an UPDATE may keep, the source's cluster id (link.c K16, K18) --
+@pytest.fixture
+def fake_source():
+    """A listener that records every request frame it gets and answers only
+    SaslHandshake (mechanisms [PLAIN]): a host an UPDATE could point a
+    link at to collect its password.  Closed at the end."""
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(4)
+    ls.settimeout(0.5)
+    got, stop = [], threading.Event()
+
+    def one(c):
+        with c:
+            c.settimeout(5)
+            while not stop.is_set():
+                hdr = c.recv(4, socket.MSG_WAITALL)
+                if len(hdr) < 4:
+                    return
+                body = c.recv(struct.unpack(">i", hdr)[0], socket.MSG_WAITALL)
+                got.append(body)
+                key, _ver, corr = struct.unpack(">hhi", body[:8])
+                if key != 17:                    # SaslHandshake: error 0, [PLAIN]
+                    return
+                resp = struct.pack(">ihi", corr, 0, 1) + struct.pack(">h", 5) + b"PLAIN"
+                c.sendall(struct.pack(">i", len(resp)) + resp)
+
+    def serve():
+        while not stop.is_set():
+            try:
+                c, _ = ls.accept()
+            except OSError:
+                continue
+            try:
+                one(c)
+            except OSError:
+                pass
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        yield SimpleNamespace(bootstrap="127.0.0.1:%d" % ls.getsockname()[1], got=got)
+    finally:
+        stop.set()
+        th.join(10)
+        ls.close()
+
+
+def test_a_kept_password_never_goes_where_the_update_moves_the_link(start_broker, scram,
+                                                                      fake_source):
+    """An ALTER holder who cannot read a link's secrets moves its bootstrap
+    to a host of its own and its mechanism to PLAIN, keeping
+    sasl.password=[hidden]: refused, naming the rule, and the host never
+    gets a byte of the password; the same UPDATE with a password given is
+    taken (the host then gets that one: the listener does see them)."""
+    src, pw1 = scram.src, scram.pw1
+    dest = start_broker()
+    sql_ok(dest, "INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES "
+                 "('s', '%s', %s)" % (src.sasl_bootstrap, quoted(link_config(pw1))))
+    shown = rows(sql_ok(dest, "SELECT config FROM cluster_links WHERE name = 's'"))[0][0]
+    assert "sasl.password=[hidden]" in shown and pw1 not in shown, shown
+    evil = shown.replace("sasl.mechanism=" + MECH, "sasl.mechanism=PLAIN")
+    rule = "sasl.password must be given again when bootstrap_servers"
+    for boot, cfg, what in ((fake_source.bootstrap, evil, "bootstrap_servers"),
+                            (fake_source.bootstrap, shown, "bootstrap_servers"),
+                            (src.sasl_bootstrap, evil, "sasl.mechanism"),
+                            (src.sasl_bootstrap,
+                             shown.replace("SASL_PLAINTEXT", "SASL_SSL"), "security.protocol"),
+                            (src.sasl_bootstrap, shown + "\nssl.ca.location=/etc/hostname",
+                             "ssl.ca.location"),
+                            (src.sasl_bootstrap,
+                             shown + "\nssl.endpoint.identification.algorithm=",
+                             "ssl.endpoint.identification.algorithm")):
+        st, txt = sql(dest, "UPDATE cluster_links SET bootstrap_servers = '%s', config = %s "
+                            "WHERE name = 's'" % (boot, quoted(cfg)))
+        print("UPDATE (%s changed): %s %s" % (what, st, txt))
+        assert st != 200 and rule in str(txt) and "(%s changes here)" % what in str(txt), txt
+    assert rows(sql_ok(dest, "SELECT bootstrap_servers FROM cluster_links")) == \
+        [(src.sasl_bootstrap,)]
+    time.sleep(3)                               # a connection there would have come by now
+    print("frames at the fake host after the refused UPDATEs: %d" % len(fake_source.got))
+    assert not any(pw1.encode() in g for g in fake_source.got)
+
+    given = "pw-given-" + secrets.token_hex(4)
+    st, txt = sql(dest, "UPDATE cluster_links SET bootstrap_servers = '%s', config = %s "
+                        "WHERE name = 's'" % (fake_source.bootstrap,
+                                              quoted(evil.replace("sasl.password=[hidden]",
+                                                                  "sasl.password=" + given))))
+    assert st == 200, txt
+    until(lambda: any(given.encode() in g for g in fake_source.got), 20,
+          "the given password at the host the UPDATE named")
+    assert not any(pw1.encode() in g for g in fake_source.got)
+    assert pw1 not in dest.log_text() and given not in dest.log_text()
+
+
+def cluster_id(b):
+    return ck_admin(b).list_topics(timeout=10).cluster_id
+
+
+def test_bootstrap_moved_to_another_cluster_fetches_nothing_from_it(pair, start_broker):
+    """The reviewer's scenario: a mirror of 60 records; its link's
+    bootstrap_servers changed to another cluster holding a topic of the
+    same name (10 records, then 5 more): the mirror keeps its 60 records,
+    byte for byte, nothing cut nor appended, last_error names both
+    cluster ids, also after a restart of the destination (the id is
+    stored); bootstrap_servers pointed back: it goes on, every source
+    batch at the same offsets."""
+    src, dest, t = mirrored(pair, "mv", 1, 60)
+    before, hw_a = batches(dest, t, 0)
+    id_a = cluster_id(src)
+    until(lambda: rows(sql_ok(dest, "SELECT source_cluster_id FROM cluster_links")) ==
+          [(id_a,)], 10, "the source's cluster id recorded")
+    other = start_broker()                      # another cluster, same topic name
+    create_topic(other, t, partitions=1)
+    fill(other, t, 1, 10)
+    id_b = cluster_id(other)
+    assert id_a and id_b and id_a != id_b
+    mark = len(dest.log_text())
+    assert sql(dest, "UPDATE cluster_links SET bootstrap_servers = '%s' WHERE name = 'src'"
+               % other.bootstrap)[0] == 200
+    want = "the source at %s is cluster %s, the link was made for cluster %s" % (
+        other.bootstrap, id_b, id_a)
+    until(lambda: want in (last_error(dest, "src") or ""), 20, "last_error naming both ids")
+    fill(other, t, 1, 5, start=100)
+    fill(src, t, 1, 7, start=200)               # the source goes on meanwhile
+    time.sleep(5)                               # several reconnects to the other cluster
+    after, hw = batches(dest, t, 0)
+    print("mirror end before: %d, after: %d; last_error: %s" % (hw_a, hw, last_error(dest, "src")))
+    assert hw == hw_a and [b.raw for b in after] == [b.raw for b in before]
+    assert mirror_state(dest, t)[0] == "active"
+    log = dest.log_text()[mark:]
+    assert "cut from" not in log, log
+    assert log.count(want) == 1, log           # logged once, retried with backoff
+
+    dest.stop()                                 # the binding survives a restart
+    mark = len(dest.log_text())
+    dest.start()
+    time.sleep(4)
+    again, hw = batches(dest, t, 0)
+    assert hw == hw_a and [b.raw for b in again] == [b.raw for b in before]
+    assert want in (last_error(dest, "src") or "")
+    assert "bound to source cluster" not in dest.log_text()[mark:]
+
+    assert sql(dest, "UPDATE cluster_links SET bootstrap_servers = '%s' WHERE name = 'src'"
+               % src.bootstrap)[0] == 200
+    until(lambda: last_error(dest, "src") is None, 20, "last_error cleared")
+    assert_same(src, dest, t, 1)                # 67 records, the source's, same offsets
+    assert batches(dest, t, 0)[1] == hw_a + 7
+    assert mirror_state(dest, t)[0] == "active"
