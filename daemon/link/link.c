@@ -255,6 +255,14 @@
  *     Cluster mode alike: such a mirror gets its first-local-epoch znode
  *     from the next leader's duty, above the local batches it already
  *     has, whose producers then start afresh once.
+ *   - Standalone, the fresh epochs are one md_commit (view_partition_epochs_set,
+ *     no fsync on the loop) made durable by the sync worker's next
+ *     fdatasync, while producers are let in at once: a power cut in that
+ *     moment brings the stored epoch back to 0, the upgrade case above.
+ *   - Cluster mode: /sluice/mirror_local_epochs znodes of a deleted topic
+ *     are swept only while some mirror promotes (the controller lists the
+ *     K11 facts then); each answer runs the mirror's whole duty loop
+ *     (partitions already done cost a flag test).
  *   - K7: mirrors filled before the cluster floor existed raised no floor
  *     in ZooKeeper.  A floor raised while 'failed_over' is being written
  *     (its zxid after the state's) reaches the other brokers just after
@@ -726,16 +734,17 @@ static lk_mirror *mirror_new(lk_set *s, lk_link *l, const char *topic, const cha
     return m;
 }
 
-/* A mirror going away (its row deleted) while K17 held its producers
- * (min_epoch at INT32_MAX until the duty ran): held no longer than K14's
- * guard, above the log's latest epoch, which the next leader epoch passes
- * (nothing would lower it once the mirror is gone). */
+/* A mirror going away (its row deleted) while K14 / K17 held its
+ * producers (min_epoch, until a duty nothing runs once the mirror is
+ * gone): let go.  Cluster mode still never appends under an epoch below
+ * the log's latest (api_produce.c); standalone the hold is only a failed
+ * epoch store's, a double failure the history's loss is left to. */
 static void mirror_release(lk_mirror *m)
 {
     for (int32_t i = 0; i < m->nparts; i++) {
         const bk_pview *v = view_partition(m->link->b, kp_str_cstr(m->topic), i);
-        if (v && v->local && v->local->min_epoch == INT32_MAX)
-            v->local->min_epoch = seg_epoch_latest(v->local->log) + 1;
+        if (v && v->local)
+            v->local->min_epoch = 0;
     }
 }
 
@@ -788,7 +797,7 @@ static void mirror_epochs_store(lk_mirror *m)
         n += ep[i] >= 0;
     }
     char err[MD_ERRLEN];
-    if (ep && n && view_partition_epochs_set(b, m->topic, ep, err, sizeof err) != KP_NONE) {
+    if (ep && n && view_partition_epochs_set(b, m->topic, ep, m->nparts, err, sizeof err) != KP_NONE) {
         for (int32_t i = 0; i < m->nparts; i++) {
             bk_partition *p = ep[i] >= 0 ? lk_copies(m, i) : NULL;
             if (p && p->min_epoch < ep[i])
@@ -831,9 +840,11 @@ static void local_epoch_told(bk_broker *b, void *arg, int32_t epoch)
     lk_set *s = set_of(b);
     lk_mirror *m = s && s->nmirrors ? mirror_find(s, x->topic) : NULL;
     bk_topic *t = view_topic_find(b, x->topic, strlen(x->topic));
+    if (m && x->partition < m->nparts)
+        m->parts[x->partition].local_asking = false;  /* whatever the answer is about:
+                                                          one question at a time */
     if (m && t && !memcmp(t->id, x->id, sizeof x->id) && x->partition < m->nparts) {
         lk_part *lp = &m->parts[x->partition];
-        lp->local_asking = false;
         if (epoch >= 0)
             lp->local_epoch = epoch;
         if (epoch >= 0 && mirror_left(m->state))

@@ -194,12 +194,12 @@ int view_topic_config_edit(bk_broker *b, const char *name, const char *key,
 /* A partition's state (leader, epoch, replicas, ISR), replaced whole. */
 int view_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
                            const md_partition_state *st, char *err, size_t errlen);
-/* Standalone: the leader epoch of each partition i of topic with
+/* Standalone: the leader epoch of each partition i < n of topic with
  * epochs[i] >= 0 set to it (the rest of its state as the view has it), in
  * one transaction and one apply of the topic (a mirror of thousands of
  * partitions promoted at once: one commit, no fsync on the loop). */
 int view_partition_epochs_set(bk_broker *b, const char *topic, const int32_t *epochs,
-                              char *err, size_t errlen);
+                              int32_t n, char *err, size_t errlen);
 /* A partition reassignment (AlterPartitionReassignments; SQL's UPDATE of
  * partitions.replicas), daemon/cluster/cluster_reassign.c.  Each part is checked as
  * Kafka does (error and msg set: UNKNOWN_TOPIC_OR_PARTITION,

@@ -416,7 +416,7 @@ int view_partition_state_set(bk_broker *b, const char *topic, int32_t partition,
 }
 
 int view_partition_epochs_set(bk_broker *b, const char *topic, const int32_t *epochs,
-                              char *err, size_t errlen)
+                              int32_t n, char *err, size_t errlen)
 {
     bk_topic *t = view_topic_find(b, topic, strlen(topic));
     if (!t) {
@@ -427,7 +427,7 @@ int view_partition_epochs_set(bk_broker *b, const char *topic, const int32_t *ep
     int rc = began ? KP_NONE : KP_UNKNOWN_SERVER_ERROR;
     if (!began)
         snprintf(err, errlen, "cannot begin a transaction");
-    for (int32_t i = 0; rc == KP_NONE && i < t->npartitions; i++) {
+    for (int32_t i = 0; rc == KP_NONE && i < t->npartitions && i < n; i++) {
         if (epochs[i] < 0)
             continue;
         const bk_pview *v = &t->parts[i];

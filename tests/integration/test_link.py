@@ -23,11 +23,12 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import NewPartitions
 
 import kafka_raw as kr
 from sasl_support import SaslBroker, ck_sasl
 from conftest import free_port
-from support import admin_socket, ck_conf, ck_producer, consume, create_topic, produce_ok
+from support import admin_socket, ck_admin, ck_conf, ck_producer, consume, create_topic, produce_ok
 from support import socket_http
 from support import topic_name
 from retention_support import delete_records, watermarks
@@ -215,6 +216,14 @@ def test_pause_resume_refuse_and_promote(pair):
         r = c.request_flex(kr.API_PRODUCE, 11, kr.produce_v11_body(t, 0, _one_batch()))
         (_, _, err, _, _, msg), = kr.parse_produce_v11_full(r)
         assert err == INVALID_REQUEST and "promote it first" in msg, (err, msg)
+    # partitions follow the source's until promoted: CreatePartitions and
+    # SQL refused (a destination partition the link does not know once
+    # crashed the promotion's epoch store)
+    f, = ck_admin(dest).create_partitions([NewPartitions(t, 3)]).values()
+    e = f.exception(15)
+    assert e is not None and "is a mirror topic" in str(e), e
+    st, text = sql(dest, "UPDATE topics SET partitions = 3 WHERE name = '%s'" % t)
+    assert st != 200 and "is a mirror topic" in str(text), text
 
     # paused: nothing more comes; active: it resumes where it stopped
     sql_ok(dest, "UPDATE mirror_topics SET state = 'paused' WHERE topic = '%s'" % t)
@@ -237,6 +246,7 @@ def test_pause_resume_refuse_and_promote(pair):
     assert [batches(dest, t, i)[1] for i in range(2)] == [ends[0] + 1, ends[1]]
     st, text = sql(dest, "UPDATE mirror_topics SET state = 'active' WHERE topic = '%s'" % t)
     assert st != 200 and "no longer mirrors" in str(text)
+    sql_ok(dest, "UPDATE topics SET partitions = 3 WHERE name = '%s'" % t)   # its own now
     # a promoted mirror's row goes, the topic stays
     sql_ok(dest, "DELETE FROM mirror_topics WHERE topic = '%s'" % t)
     assert mirror_state(dest, t) is None

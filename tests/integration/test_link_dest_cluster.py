@@ -600,3 +600,45 @@ def test_every_broker_restarted_knows_where_local_batches_start(
     wait_for(lambda: lead_of(dest, t) is not None, 60, "a leader of %s-0" % t)
     print("every broker restarted, %d leads" % lead_of(dest, t).broker_id)
     write_locally(dest, t, src_pid, want)
+
+
+def _send_local(dest, t, v, pid, seq, other):
+    """(error, base, message) of one idempotent batch of producer pid at seq,
+    through whichever broker leads t-0 (asked of other), retried while no
+    broker leads it."""
+    deadline = time.monotonic() + 30
+    while True:
+        lead = lead_of(dest, t, other)
+        r = (kr.produce_batch(lead.port, t, 0, idem_batch([v], pid, 0, seq))
+             if lead else (6, -1, "no leader"))
+        if r[0] != 6 or time.monotonic() > deadline:
+            return r
+        time.sleep(0.2)
+
+
+def test_a_new_leader_after_local_batches_judges_a_retry_by_them(make_cluster,
+                                                                 start_broker):  # noqa: F811
+    """link.c K17 with local batches already written under the first leader's
+    epoch, that leader SIGKILLed: the new leader's local start is F's entry
+    (from ZooKeeper), not its own log end, so the producer's retry of its
+    last batch is a duplicate and its next sequence goes on (taking the log
+    end for the local start appended the retry twice)."""
+    dest, t, want, src_pid = promoted_with_a_source_pid(make_cluster, start_broker, "k17r")
+    wait_for(lambda: fresh_epoch_landed(dest, t, want[0][4]), 30, "the fresh epoch")
+    mine = write_locally(dest, t, src_pid, want, n=2)
+    old = lead_of(dest, t)
+    other = next(b for b in dest.brokers if b is not old)
+    ends = stored(old, t, 0)[-1:]
+    wait_for(lambda: all(stored(b, t, 0)[-1:] == ends for b in dest.brokers if b is not old),
+             30, "the followers hold the local batches")
+    old.kill()
+    wait_for(lambda: lead_of(dest, t, other) not in (None, old), 30, "a new leader")
+    r1 = _send_local(dest, t, b"dest 1", src_pid, 1, other)    # a retry of the last batch
+    r2 = _send_local(dest, t, b"dest 2", src_pid, 2, other)    # the next one
+    lead = lead_of(dest, t, other)
+    hw = kr.fetch_batches(lead.port, t, 0)[1]
+    got = [m.value() for m in consume(lead, t, [0], hw, timeout=30)][len(want):]
+    print("first leader's local batches %r; retry -> %r, next -> %r; local log %r"
+          % (mine, r1, r2, got))
+    assert r1[0] == 0 and r2[0] == 0, (r1, r2)
+    assert got == [b"dest 0", b"dest 1", b"dest 2"], got
