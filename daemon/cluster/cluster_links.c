@@ -76,6 +76,14 @@
  *       answers an error naming it).  So no broker ever holds a terminal
  *       state ZooKeeper does not, and two terminal states racing end in
  *       one everywhere.
+ *   L10. A link's source cluster id (link.c K18) is the znode's
+ *       "source.cluster.id": the first broker whose connection binds the
+ *       link publishes it, and every broker takes the znode's (none: a
+ *       new link, or one not bound yet) into its row, and link_sync into
+ *       the link.  So a link deleted and made again while a broker was
+ *       down never keeps the old link's cluster there, and an UPDATE that
+ *       moves bootstrap_servers is checked by every broker against the
+ *       cluster the link was bound to, not only by the one that ran it.
  *   L8. A znode is made only by an INSERT's publish: an UPDATE's or a
  *       reseal's (at start, link.c K4) finding none (another broker's
  *       DELETE came between, or while this broker was down) writes
@@ -147,20 +155,28 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
         BK_ERROR("cluster link %s from ZooKeeper: cannot read the local rows: %s", name, err);
         return;
     }
-    bool have = false, same = false, resealed = false;
+    bool have = false, same = false, resealed = false, bound = false;
     const char *sec = kv ? or_empty(kv_get(kv, n, "secrets")) : "";
+    const char *cid = kv ? or_empty(kv_get(kv, n, "source.cluster.id")) : "";
     for (size_t i = 0; i < nr && !have; i++)
         if ((have = !strcmp(rows[i].name, name)) && kv) {      /* L5: the whole row */
             same = !strcmp(rows[i].bootstrap, or_empty(kv_get(kv, n, "bootstrap.servers"))) &&
                    !strcmp(rows[i].config, or_empty(kv_get(kv, n, "config"))) &&
                    sec_pwenc_same(b->pwenc, name, rows[i].secrets, sec);
             resealed = same && strcmp(rows[i].secrets, sec);
+            bound = !strcmp(rows[i].source_cluster, cid);
         }
     if (rows)
         memset(rows, 0, nr * sizeof *rows);          /* the secrets */
     free(rows);
     if (resealed && md_link_secrets_set(b->db, name, sec, err, sizeof err) != 0)
         BK_ERROR("cluster link %s from ZooKeeper: cannot store its secrets: %s", name, err);
+    if (have && same && !bound) {                    /* L10 */
+        if (md_link_source_cluster_set(b->db, name, cid, err, sizeof err) != 0)
+            BK_ERROR("cluster link %s from ZooKeeper: cannot store its source cluster id: %s",
+                     name, err);
+        changed(b);
+    }
     if (have && same)
         return;                                      /* L3; sealed again: L7 */
     if (kv && !kv_get(kv, n, "bootstrap.servers")) {
@@ -200,7 +216,8 @@ static void apply_link(bk_broker *b, const char *name, const md_kv *kv, size_t n
     snprintf(row->state, sizeof row->state, "%s", st ? st : "active");
     /* L5: a row here changes in place, its mirrors' rows kept (link.c K13) */
     if ((have ? md_link_settings_set(b->db, row, err, sizeof err)
-              : md_link_put(b->db, row, bk_now_ms(), err, sizeof err)) != 0)
+              : md_link_put(b->db, row, bk_now_ms(), err, sizeof err)) != 0 ||
+        md_link_source_cluster_set(b->db, name, cid, err, sizeof err) != 0)   /* L10 */
         BK_ERROR("cluster link %s from ZooKeeper: cannot store it: %s", name, err);
     else
         BK_INFO("cluster link %s %s from ZooKeeper: source %s%s", name,
@@ -564,8 +581,9 @@ static int row_json(bk_broker *b, bool mirror, const char *name, const char *sta
     for (size_t i = 0; rc == 0 && i < n && !*found; i++) {
         if (!(*found = !strcmp(mirror ? ms[i].topic : ls[i].name, name)))
             continue;
-        md_kv kv[4] = { { (char *)"state", mirror ? (state ? (char *)state : ms[i].state)
+        md_kv kv[5] = { { (char *)"state", mirror ? (state ? (char *)state : ms[i].state)
                                                   : ls[i].state } };
+        int nkv = mirror ? 3 : 4;
         if (mirror) {
             kv[1] = (md_kv){ (char *)"link", ms[i].link };
             kv[2] = (md_kv){ (char *)"source.topic", ms[i].source_topic };
@@ -573,8 +591,10 @@ static int row_json(bk_broker *b, bool mirror, const char *name, const char *sta
             kv[1] = (md_kv){ (char *)"bootstrap.servers", ls[i].bootstrap };
             kv[2] = (md_kv){ (char *)"config", ls[i].config };
             kv[3] = (md_kv){ (char *)"secrets", ls[i].secrets };   /* sealed (link.c K4) */
+            if (ls[i].source_cluster[0])                           /* L10 */
+                kv[nkv++] = (md_kv){ (char *)"source.cluster.id", ls[i].source_cluster };
         }
-        cl_zj_config_format(kv, mirror ? 3 : 4, out);
+        cl_zj_config_format(kv, nkv, out);
     }
     if (rc != 0)
         BK_ERROR("%s %s: cannot read its row to publish it: %s",

@@ -210,12 +210,11 @@
  *       cluster again.  The id survives an UPDATE (the row's column is not
  *       among the settings; link_replace hands it to the new link) and a
  *       restart.  A source that gives no id (Kafka before 0.10.1) is
- *       mirrored unchecked, with a warning once.  Cluster mode: each
- *       broker records its own (not in ZooKeeper): an UPDATE moving
- *       bootstrap_servers elsewhere before a broker's first connection
- *       binds that broker to the new cluster.  Not built yet: publishing
- *       the first recorded id with the link's znode (compare-and-set, as
- *       cluster_links.c L6) would bind them all.
+ *       mirrored unchecked, with a warning once.  Cluster mode: the id is
+ *       the link's znode's (cluster_links.c L10): the first broker that
+ *       binds publishes it, every broker takes it, so all check against
+ *       one cluster, and a link made again under the same name while a
+ *       broker was down starts unbound there too.
  *   K17. The source's producer state never judges a local batch: a
  *       partition of a mirror that left mirroring has a local start (the
  *       start of K14's fresh epoch in its history: the source's batches
@@ -2217,6 +2216,11 @@ static void link_sync(bk_broker *b)
     for (lk_link **pp = &s->links; *pp;) {
         lk_link *l = *pp, *made = NULL;
         if (row_has_link(links, nl, l)) {
+            for (size_t i = 0; i < nl; i++)  /* K18: the row's binding (cluster mode: ZooKeeper's) */
+                if (!strcmp(links[i].name, l->name) &&
+                    strcmp(links[i].source_cluster, l->cluster_id))
+                    snprintf(l->cluster_id, sizeof l->cluster_id, "%s",
+                             links[i].source_cluster);
             pp = &l->next;
             continue;
         }

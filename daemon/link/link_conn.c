@@ -138,6 +138,7 @@
  */
 #include "daemon/link/link_int.h"
 #include "daemon/view/view.h"
+#include "daemon/view/view_store.h"
 #include "daemon/replica/replica.h"
 #include "daemon/replica/replica_producers.h"
 #include "daemon/replication/repl_fetcher.h"
@@ -882,9 +883,12 @@ static bool cluster_check(lk_peer *c, const kp_MetadataResponse *mr)
         if (md_link_source_cluster_set(l->b->db, l->name, id, err, sizeof err) != 0)
             BK_ERROR("cluster link %s: cannot store its source's cluster id: %s", l->name,
                      err);
-        else
+        else {
             BK_INFO("cluster link %s: bound to source cluster %s (at %s:%d)", l->name, id,
                     c->host, c->port);
+            if (l->b->store && l->b->store->link_publish)     /* cluster_links.c L10 */
+                l->b->store->link_publish(l->b, false, l->name, BK_PUB_UPDATE);
+        }
     }
     l->cluster_checked = true;
     return true;

@@ -451,3 +451,33 @@ def test_bootstrap_moved_to_another_cluster_fetches_nothing_from_it(pair, start_
     assert_same(src, dest, t, 1)                # 67 records, the source's, same offsets
     assert batches(dest, t, 0)[1] == hw_a + 7
     assert mirror_state(dest, t)[0] == "active"
+
+
+def test_a_link_made_again_while_a_broker_was_down_is_bound_there_to_its_new_source(
+        make_cluster, start_broker):  # noqa: F811
+    """cluster_links.c L10: the source cluster id is the link's znode's.
+    A link bound to cluster A, deleted and made again under the same name
+    for cluster B while broker 3 was down: broker 3 takes B's binding (it
+    kept A's, refused B as "another cluster" and mirrored nothing, with no
+    way out through SQL)."""
+    a, bsrc = start_broker(), start_broker()
+    id_a, id_b = cluster_id(a), cluster_id(bsrc)
+    assert id_a != id_b
+    dest = make_cluster(3)
+    b1, b2, b3 = dest.brokers
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES ('s', '%s', '')"
+           % a.bootstrap)
+    wait_for(lambda: all(cluster_rows(b, "SELECT source_cluster_id FROM cluster_links") ==
+                         [(id_a,)] for b in dest.brokers), 30, "bound to A everywhere")
+    b3.stop()
+    b1.sql("DELETE FROM cluster_links WHERE name = 's'")
+    b1.sql("INSERT INTO cluster_links (name, bootstrap_servers, config) VALUES ('s', '%s', '')"
+           % bsrc.bootstrap)
+    wait_for(lambda: cluster_rows(b1, "SELECT source_cluster_id FROM cluster_links") ==
+             [(id_b,)], 30, "broker 1 bound to B")
+    b3.start()
+    q = "SELECT bootstrap_servers, source_cluster_id, last_error FROM cluster_links"
+    wait_for(lambda: all(cluster_rows(b, q) == [(bsrc.bootstrap, id_b, None)]
+                         for b in dest.brokers), 30, "every broker bound to B, no error")
+    for b in dest.brokers:
+        print(b.broker_id, cluster_rows(b, q))
