@@ -1331,11 +1331,15 @@ static int64_t peer_due_ms(const lk_peer *c)
 
 /* Idle (nothing out) and closed by the source (its
  * connections.max.idle.ms): not an error; connected again when there is
- * something to ask. */
+ * something to ask.  A source broker's partitions are routed again from a
+ * checked Metadata answer first (C8: the host behind that address may
+ * serve another cluster by the time it is asked again). */
 static void closed_idle(lk_peer *c)
 {
     int64_t due = peer_due_ms(c);
     peer_close(c);
+    if (c->node >= 0 && !c->admin)
+        unroute(c);
     if (due >= 0)
         arm(c, due);                     /* else: idle until kicked */
 }
