@@ -481,13 +481,8 @@ static int apply_write(bk_broker *b, const sq_write *w, lk_tls_pre *tls, bk_topi
         }
         if ((rc = topic_target(b, w->s1, &t, err, errlen)) != KP_NONE)
             return rc;
-        const char *why;
-        if (bk_mirror_refuses(b, w->s1, &why)) {      /* link.c K1: the link adds them */
-            snprintf(err, errlen, "'%s' is a mirror topic: its partitions follow the source "
-                     "topic's; promote it first (UPDATE mirror_topics SET state = "
-                     "'promoted')", w->s1);
+        if (bk_mirror_partitions_refused(b, w->s1, err, errlen))
             return KP_INVALID_REQUEST;
-        }
         return view_topic_add_partitions(b, w->s1, (int32_t)w->i1, NULL, false, op,
                                        err, errlen);
     case SQ_CONFIG_SET:

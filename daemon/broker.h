@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "daemon/broker_config.h"
 #include "metadata/md.h"
@@ -158,6 +159,20 @@ struct bk_broker {
 static inline bool bk_mirror_refuses(bk_broker *b, const char *topic, const char **msg)
 {
     return b->mirror_refuses && b->mirror_refuses(b, topic, msg);
+}
+
+/* Partitions added to topic by a client or SQL: refused (true, the text
+ * in msg) while it is a mirror, whose partitions follow the source's (the
+ * link adds them, link.c K1). */
+static inline bool bk_mirror_partitions_refused(bk_broker *b, const char *topic, char *msg,
+                                                size_t msglen)
+{
+    const char *why;
+    if (!bk_mirror_refuses(b, topic, &why))
+        return false;
+    snprintf(msg, msglen, "'%s' is a mirror topic: its partitions follow the source topic's; "
+             "promote it first (UPDATE mirror_topics SET state = 'promoted')", topic);
+    return true;
 }
 
 /* The same door's other side: see bk_broker.mirror_led. */

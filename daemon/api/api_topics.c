@@ -772,13 +772,8 @@ static int add_partitions_one(bk_broker *b, const cp_topic *t, bool validate_onl
                  nm.len > MD_TOPIC_NAME_MAX ? MD_TOPIC_NAME_MAX : (int)nm.len, nm.p);
         return KP_UNKNOWN_TOPIC_OR_PARTITION;
     }
-    const char *why;
-    if (bk_mirror_refuses(b, bt->name, &why)) {   /* the link adds them (link.c K1) */
-        snprintf(msg, msglen, "'%s' is a mirror topic: its partitions follow the source "
-                 "topic's; promote it first (UPDATE mirror_topics SET state = 'promoted')",
-                 bt->name);
+    if (bk_mirror_partitions_refused(b, bt->name, msg, msglen))
         return KP_INVALID_REQUEST;
-    }
     int32_t old = bt->npartitions;
     if (t->Count == old) {
         snprintf(msg, msglen, "Topic already has %d partitions.", old);
